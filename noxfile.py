@@ -1,0 +1,167 @@
+"""Developer and CI entry points for the ember monorepo.
+
+Examples: `python3 -m nox -l` lists the sessions, `python3 -m nox -s tests` runs every
+package's tests, `python3 -m nox -s tests -- nn -x` runs one package's tests (further
+arguments go to pytest).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests"]
+
+ROOT = Path(__file__).resolve().parent
+PACKAGES = ["core", "nn", "data", "distributed"]
+PURE_PACKAGES = ["nn", "data", "distributed"]
+
+CORE_BUILD_DEPS = [
+    "scikit-build-core>=0.10",
+    "pybind11>=2.12",
+    "setuptools-scm>=8",
+    "pyyaml",
+    "scipy-openblas32",
+    "numpy",
+    "ninja",
+    "cmake",
+]
+# Build backend of the pure-Python packages (>= 77: SPDX `license`; no `wheel` needed).
+PURE_BUILD_DEPS = ["setuptools>=77", "setuptools-scm>=8"]
+
+TORCH_REQUIREMENT = "torch==2.13.0"
+
+
+def _build_env() -> dict[str, str]:
+    env = {"CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
+    if shutil.which("ccache") and "CMAKE_CXX_COMPILER_LAUNCHER" not in os.environ:
+        env["CMAKE_CXX_COMPILER_LAUNCHER"] = "ccache"
+    return env
+
+
+def install_core(session: nox.Session) -> None:
+    """Install packages/core without build isolation.
+
+    Without isolation scikit-build-core reuses its persistent build directory
+    (packages/core/build/, see its pyproject.toml), so rebuilds are incremental.
+    """
+    session.install(*CORE_BUILD_DEPS)
+    session.install("--no-build-isolation", "packages/core", env=_build_env())
+
+
+def install_all(session: nox.Session) -> None:
+    """Install ember-core, then the pure-Python sub-distributions into it."""
+    install_core(session)
+    session.install(*PURE_BUILD_DEPS)
+    for pkg in PURE_PACKAGES:
+        session.install("--no-build-isolation", "--no-deps", f"packages/{pkg}")
+
+
+def install_torch(session: nox.Session) -> None:
+    """Best effort: tests and benchmarks that compare against torch skip without it."""
+    if os.environ.get("EMBER_NO_TORCH") == "1":
+        session.log("EMBER_NO_TORCH=1: not installing torch")
+        return
+    # Exit code 1 (no matching wheel, no network, ...) is tolerated.
+    session.run(
+        "python", "-m", "pip", "install", "-q", "--retries", "1", TORCH_REQUIREMENT,
+        success_codes=[0, 1],
+    )  # fmt: skip
+    python = str(Path(session.bin) / "python")
+    probe = subprocess.run([python, "-c", "import torch"], check=False, capture_output=True)
+    if probe.returncode != 0:
+        session.warn(f"could not install {TORCH_REQUIREMENT}; torch-based checks will skip")
+
+
+def _require_file(session: nox.Session, path: str) -> None:
+    if not (ROOT / path).is_file():
+        session.error(f"{path} does not exist")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suites. `-- <package> [pytest args]` runs one package (core, nn, ...)."""
+    install_all(session)
+    session.install("pytest", "hypothesis", "numpy")
+    install_torch(session)
+
+    args = list(session.posargs)
+    selected = []
+    while args and args[0] in PACKAGES:
+        selected.append(args.pop(0))
+    selected = selected or PACKAGES
+    test_dirs = [
+        f"packages/{p}/tests" for p in selected if (ROOT / "packages" / p / "tests").is_dir()
+    ]
+    if not test_dirs:
+        session.error(f"no tests directory for {', '.join(selected)}")
+    # Exit code 5 means "no tests collected", which is not a failure here.
+    session.run(
+        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *test_dirs, *args,
+        success_codes=[0, 5],
+    )  # fmt: skip
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build wheels of all four distributions into dist/."""
+    session.install(*CORE_BUILD_DEPS, *PURE_BUILD_DEPS)
+    dist = ROOT / "dist"
+    dist.mkdir(exist_ok=True)
+    for old in dist.glob("ember_*.whl"):
+        old.unlink()
+    for pkg in PACKAGES:
+        session.run(
+            "python", "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+            "-w", "dist", f"packages/{pkg}",
+            env=_build_env() if pkg == "core" else None,
+        )  # fmt: skip
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check over the repository, clang-format over packages/core/csrc."""
+    session.install("ruff", "clang-format")
+    session.run("ruff", "check", ".")
+    csrc = ROOT / "packages" / "core" / "csrc"
+    sources = sorted(
+        str(p.relative_to(ROOT))
+        for ext in ("h", "hpp", "cpp", "cu", "cuh")
+        for p in csrc.rglob(f"*.{ext}")
+    )
+    if sources:
+        session.run("clang-format", "--dry-run", "-Werror", *sources)
+    else:
+        session.log("no C++/CUDA sources under packages/core/csrc")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run benchmarks/run.py (arguments after `--` are forwarded)."""
+    _require_file(session, "benchmarks/run.py")
+    install_all(session)
+    session.install("numpy")
+    install_torch(session)
+    session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Generate docs/ops.md from packages/core/ops.yaml."""
+    _require_file(session, "tools/codegen/gen_ops.py")
+    install_core(session)
+    session.install("pyyaml")
+    session.run("python", "tools/codegen/gen_ops.py", "--docs", "docs/ops.md")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Run examples/demo.py against freshly installed packages."""
+    _require_file(session, "examples/demo.py")
+    install_all(session)
+    session.run("python", "examples/demo.py", *session.posargs)

@@ -1,0 +1,251 @@
+#include "core/allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ember {
+
+struct CachingAllocator::Block {
+  CachingAllocator* owner;
+  void* ptr;
+  size_t size;
+  size_t requested = 0;
+  StreamId stream;
+  bool small;
+  bool allocated = false;
+  Block* prev = nullptr;  // neighbours inside the same segment, by address
+  Block* next = nullptr;
+};
+
+bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->size != b->size) return a->size < b->size;
+  return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+}
+
+CachingAllocator::CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device)
+    : raw_(std::move(raw)), device_(device) {}
+
+CachingAllocator::~CachingAllocator() {
+  // Blocks still allocated belong to live storages; only free segments can be returned.
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_free_segments_locked();
+}
+
+size_t CachingAllocator::segment_size(size_t rounded) {
+  if (rounded <= kSmallRequest) return kSmallSegment;
+  if (rounded < 10 * (1 << 20)) return kMediumSegment;
+  return (rounded + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
+CachingAllocator::Block* CachingAllocator::find_free_block(Pool& pool, size_t size,
+                                                           StreamId stream) {
+  Block key{this, nullptr, size, 0, stream, false};
+  auto it = pool.lower_bound(&key);  // best fit: the smallest free block that is large enough
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  Block* b = *it;
+  pool.erase(it);
+  return b;
+}
+
+CachingAllocator::Block* CachingAllocator::new_segment(size_t request_size, size_t alloc_size,
+                                                       StreamId stream, bool small) {
+  void* p = raw_->raw_alloc(alloc_size);
+  if (!p) {
+    // Out of memory: give the cache back and try once more.
+    stats_.num_alloc_retries++;
+    release_free_segments_locked();
+    p = raw_->raw_alloc(alloc_size);
+    if (!p) throw_oom(request_size);
+  }
+  stats_.num_raw_allocs++;
+  stats_.reserved_bytes += static_cast<int64_t>(alloc_size);
+  stats_.reserved_bytes_peak = std::max(stats_.reserved_bytes_peak, stats_.reserved_bytes);
+  stats_.segments++;
+  auto* b = new Block{this, p, alloc_size, 0, stream, small};  // owned by segments_ / the pools
+  segments_.insert(b);
+  return b;
+}
+
+void CachingAllocator::throw_oom(size_t nbytes) {
+  stats_.num_ooms++;
+  std::ostringstream os;
+  os << device_.str() << " out of memory: tried to allocate " << nbytes << " bytes; "
+     << stats_.allocated_bytes << " bytes allocated, " << stats_.reserved_bytes
+     << " bytes reserved by ember's caching allocator (" << stats_.segments << " segments, "
+     << stats_.num_raw_allocs << " raw allocations)";
+  throw Error(ErrorKind::OutOfMemory, os.str());
+}
+
+DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
+  if (nbytes == 0) return DataPtr(nullptr, nullptr, nullptr, device_);
+  size_t size = round_size(nbytes);
+  EMBER_CHECK(size >= nbytes, "allocate: size ", nbytes, " overflows");
+  std::lock_guard<std::mutex> lock(mutex_);
+  bool small = size <= kSmallRequest;
+  Pool& pool = small ? small_pool_ : large_pool_;
+  Block* b = caching_ ? find_free_block(pool, size, stream) : nullptr;
+  if (b) {
+    stats_.num_cache_hits++;
+  } else {
+    b = new_segment(nbytes, caching_ ? segment_size(size) : size, stream, small);
+  }
+  // Split off the tail when the remainder is worth keeping.
+  size_t remaining = b->size - size;
+  if (remaining >= (small ? kRound : kSmallRequest + 1)) {
+    auto* rest = new Block{this, static_cast<char*>(b->ptr) + size, remaining, 0, stream, small};
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    pool.insert(rest);
+    stats_.num_splits++;
+  }
+  b->allocated = true;
+  b->requested = nbytes;
+  stats_.num_allocs++;
+  stats_.active_blocks++;
+  stats_.allocated_bytes += static_cast<int64_t>(b->size);
+  stats_.requested_bytes += static_cast<int64_t>(nbytes);
+  stats_.allocated_bytes_peak = std::max(stats_.allocated_bytes_peak, stats_.allocated_bytes);
+  return DataPtr(b->ptr, b, &CachingAllocator::free_block, device_);
+}
+
+void CachingAllocator::free_block(void* ctx) {
+  auto* b = static_cast<Block*>(ctx);
+  b->owner->free(b);
+}
+
+void CachingAllocator::free(Block* b) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Pool& pool = b->small ? small_pool_ : large_pool_;
+  b->allocated = false;
+  stats_.num_frees++;
+  stats_.active_blocks--;
+  stats_.allocated_bytes -= static_cast<int64_t>(b->size);
+  stats_.requested_bytes -= static_cast<int64_t>(b->requested);
+  b->requested = 0;
+  // Merge with free neighbours; the earlier block absorbs the later so segment heads stay put.
+  if (b->next && !b->next->allocated) {
+    Block* n = b->next;
+    pool.erase(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (b->next) b->next->prev = b;
+    delete n;
+    stats_.num_merges++;
+  }
+  if (b->prev && !b->prev->allocated) {
+    Block* p = b->prev;
+    pool.erase(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (p->next) p->next->prev = p;
+    delete b;
+    b = p;
+    stats_.num_merges++;
+  }
+  if (!caching_ && !b->prev && !b->next) {
+    release_segment(b);
+    return;
+  }
+  pool.insert(b);
+}
+
+void CachingAllocator::release_segment(Block* head) {
+  raw_->raw_free(head->ptr, head->size);
+  stats_.num_raw_frees++;
+  stats_.reserved_bytes -= static_cast<int64_t>(head->size);
+  stats_.segments--;
+  segments_.erase(head);
+  delete head;
+}
+
+void CachingAllocator::release_free_segments_locked() {
+  std::vector<Block*> whole;
+  for (Block* head : segments_)
+    if (!head->allocated && !head->next) whole.push_back(head);
+  for (Block* head : whole) {
+    (head->small ? small_pool_ : large_pool_).erase(head);
+    release_segment(head);
+  }
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_free_segments_locked();
+}
+
+void CachingAllocator::set_caching(bool enabled) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  caching_ = enabled;
+  if (!enabled) release_free_segments_locked();
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.allocated_bytes_peak = stats_.allocated_bytes;
+  stats_.reserved_bytes_peak = stats_.reserved_bytes;
+}
+
+std::vector<SegmentInfo> CachingAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<SegmentInfo> out;
+  for (Block* head : segments_) {
+    SegmentInfo seg{reinterpret_cast<uint64_t>(head->ptr), 0, head->stream, head->small, {}};
+    for (Block* b = head; b; b = b->next) {
+      seg.total_size += static_cast<int64_t>(b->size);
+      seg.blocks.push_back({reinterpret_cast<uint64_t>(b->ptr), static_cast<int64_t>(b->size),
+                            static_cast<int64_t>(b->requested), b->allocated});
+    }
+    out.push_back(std::move(seg));
+  }
+  return out;
+}
+
+namespace {
+class CpuRawAllocator final : public RawAllocator {
+ public:
+  void* raw_alloc(size_t nbytes) override {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, nbytes) != 0) return nullptr;
+    return p;
+  }
+  void raw_free(void* ptr, size_t) override { std::free(ptr); }
+};
+}  // namespace
+
+CachingAllocator& cpu_allocator() {
+  static CachingAllocator* alloc = [] {
+    auto* a = new CachingAllocator(std::make_unique<CpuRawAllocator>(), cpu_device());
+    const char* env = std::getenv("EMBER_CPU_ALLOCATOR_CACHING");
+    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0)) a->set_caching(false);
+    return a;
+  }();
+  return *alloc;
+}
+
+static Allocator* g_device_allocators[kNumDeviceTypes] = {nullptr, nullptr};
+
+Allocator* device_allocator(DeviceType type) {
+  if (type == DeviceType::CPU) return &cpu_allocator();
+  Allocator* a = g_device_allocators[static_cast<int>(type)];
+  EMBER_CHECK(a != nullptr, "no allocator for device type ", static_cast<int>(type),
+              ": ember was built without CUDA support (build with EMBER_CUDA=ON)");
+  return a;
+}
+
+void register_device_allocator(DeviceType type, Allocator* alloc) {
+  g_device_allocators[static_cast<int>(type)] = alloc;
+}
+
+}  // namespace ember

@@ -1,0 +1,155 @@
+// Memory for tensor storages.
+//
+// Allocator is the per-device interface storages allocate through. CachingAllocator is written
+// once over a RawAllocator (malloc/free on the CPU; cudaMalloc/cudaFree for CUDA): freed blocks
+// stay cached in pools keyed by stream and are reused, split and merged, so steady-state
+// training loops never go back to the system allocator (no page-fault storms, no cudaFree syncs).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace ember {
+
+// Owning pointer to device memory; `deleter(ctx)` gives it back. Move-only (RAII).
+class DataPtr {
+ public:
+  using Deleter = void (*)(void* ctx);
+  DataPtr() = default;
+  DataPtr(void* data, void* ctx, Deleter deleter, Device device)
+      : data_(data), ctx_(ctx), deleter_(deleter), device_(device) {}
+  DataPtr(const DataPtr&) = delete;
+  DataPtr& operator=(const DataPtr&) = delete;
+  DataPtr(DataPtr&& o) noexcept { swap(o); }
+  DataPtr& operator=(DataPtr&& o) noexcept {
+    DataPtr tmp(std::move(o));
+    swap(tmp);
+    return *this;
+  }
+  ~DataPtr() {
+    if (deleter_) deleter_(ctx_);
+  }
+  void* get() const { return data_; }
+  void* ctx() const { return ctx_; }
+  Deleter deleter() const { return deleter_; }
+  Device device() const { return device_; }
+
+ private:
+  void swap(DataPtr& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(ctx_, o.ctx_);
+    std::swap(deleter_, o.deleter_);
+    std::swap(device_, o.device_);
+  }
+  void* data_ = nullptr;
+  void* ctx_ = nullptr;
+  Deleter deleter_ = nullptr;
+  Device device_{};
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual DataPtr allocate(size_t nbytes) = 0;
+};
+
+// The device's own malloc/free. raw_alloc returns nullptr when the device is out of memory.
+class RawAllocator {
+ public:
+  virtual ~RawAllocator() = default;
+  virtual void* raw_alloc(size_t nbytes) = 0;
+  virtual void raw_free(void* ptr, size_t nbytes) = 0;
+};
+
+using StreamId = int64_t;  // 0: the default stream (the only one on the CPU)
+
+struct MemoryStats {
+  int64_t allocated_bytes = 0, allocated_bytes_peak = 0;
+  int64_t reserved_bytes = 0, reserved_bytes_peak = 0;
+  int64_t requested_bytes = 0;
+  int64_t active_blocks = 0, segments = 0;
+  int64_t num_allocs = 0, num_frees = 0;
+  int64_t num_raw_allocs = 0, num_raw_frees = 0;
+  int64_t num_alloc_retries = 0, num_ooms = 0;
+  int64_t num_splits = 0, num_merges = 0, num_cache_hits = 0;
+};
+
+struct BlockInfo {
+  uint64_t address;
+  int64_t size;
+  int64_t requested;
+  bool allocated;
+};
+struct SegmentInfo {
+  uint64_t address;
+  int64_t total_size;
+  StreamId stream;
+  bool is_small;
+  std::vector<BlockInfo> blocks;
+};
+
+class CachingAllocator final : public Allocator {
+ public:
+  static constexpr size_t kRound = 512;                // every size is a multiple of this
+  static constexpr size_t kSmallRequest = 1 << 20;     // requests up to 1 MiB use the small pool
+  static constexpr size_t kSmallSegment = 2 << 20;     // small-pool segments are 2 MiB
+  static constexpr size_t kMediumSegment = 20 << 20;   // requests of 1-10 MiB share 20 MiB segments
+  static constexpr size_t kLargeRound = 2 << 20;       // larger segments are rounded to 2 MiB
+
+  CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device);
+  ~CachingAllocator() override;
+
+  DataPtr allocate(size_t nbytes) override { return allocate(nbytes, 0); }
+  DataPtr allocate(size_t nbytes, StreamId stream);
+  // Gives every fully free segment back to the raw allocator.
+  void empty_cache();
+  // With caching off every block is its own segment, released as soon as it is freed.
+  void set_caching(bool enabled);
+  bool caching() const { return caching_; }
+
+  MemoryStats stats() const;
+  void reset_peak_stats();
+  std::vector<SegmentInfo> snapshot() const;
+  Device device() const { return device_; }
+
+  struct Block;
+
+ private:
+  struct BlockLess {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using Pool = std::set<Block*, BlockLess>;
+
+  static void free_block(void* ctx);
+  void free(Block* block);
+  Block* find_free_block(Pool& pool, size_t size, StreamId stream);
+  Block* new_segment(size_t request_size, size_t alloc_size, StreamId stream, bool small);
+  void release_segment(Block* head);
+  void release_free_segments_locked();
+  [[noreturn]] void throw_oom(size_t nbytes);
+  static size_t round_size(size_t n) { return n < kRound ? kRound : (n + kRound - 1) / kRound * kRound; }
+  static size_t segment_size(size_t rounded);
+
+  std::unique_ptr<RawAllocator> raw_;
+  Device device_;
+  bool caching_ = true;
+  mutable std::mutex mutex_;
+  Pool small_pool_, large_pool_;
+  std::set<Block*> segments_;  // the first block of each segment
+  MemoryStats stats_;
+};
+
+// The process-wide CPU allocator (a CachingAllocator over aligned malloc unless
+// EMBER_CPU_ALLOCATOR_CACHING=0). Never destroyed, so storages may outlive static teardown.
+CachingAllocator& cpu_allocator();
+// Where CUDA registers its allocator when the CUDA extension loads.
+Allocator* device_allocator(DeviceType type);
+void register_device_allocator(DeviceType type, Allocator* alloc);
+
+}  // namespace ember

@@ -1,0 +1,51 @@
+#include "core/dtype.h"
+
+#include <atomic>
+
+namespace ember {
+
+const char* dtype_name(ScalarType t) {
+  static const char* names[] = {"bool",    "uint8",    "int8",    "int16",   "int32",
+                                "int64",   "float16",  "bfloat16", "float32", "float64"};
+  int i = static_cast<int>(t);
+  return (i >= 0 && i < kNumScalarTypes) ? names[i] : "undefined";
+}
+
+ScalarType promote_types(ScalarType a, ScalarType b) {
+  if (a == b) return a;
+  using S = ScalarType;
+  if (a == S::Bool) return b;
+  if (b == S::Bool) return a;
+  bool fa = is_floating(a), fb = is_floating(b);
+  if (fa && !fb) return a;
+  if (fb && !fa) return b;
+  if (fa && fb) {
+    // float16 with bfloat16 has no common 16-bit type.
+    if ((a == S::Float16 && b == S::BFloat16) || (a == S::BFloat16 && b == S::Float16))
+      return S::Float32;
+    return itemsize(a) >= itemsize(b) ? a : b;
+  }
+  // Both integral.
+  if (a == S::UInt8 || b == S::UInt8) {
+    ScalarType other = a == S::UInt8 ? b : a;
+    return other == S::Int8 ? S::Int16 : other;  // uint8 fits in any wider signed type
+  }
+  return itemsize(a) >= itemsize(b) ? a : b;
+}
+
+bool can_cast(ScalarType from, ScalarType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  if (from != ScalarType::Bool && to == ScalarType::Bool) return false;
+  return true;
+}
+
+static std::atomic<ScalarType> g_default_dtype{ScalarType::Float32};
+ScalarType default_dtype() { return g_default_dtype.load(std::memory_order_relaxed); }
+void set_default_dtype(ScalarType t) {
+  EMBER_CHECK_KIND(t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Float16 ||
+                       t == ScalarType::BFloat16,
+                   Type, "set_default_dtype: only floating dtypes are supported, got ", dtype_name(t));
+  g_default_dtype.store(t);
+}
+
+}  // namespace ember

@@ -1,0 +1,88 @@
+// Scalar types (dtypes), their sizes, names and PyTorch's promotion lattice.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/error.h"
+#include "core/half.h"
+
+namespace ember {
+
+enum class ScalarType : int8_t {
+  Bool = 0,
+  UInt8,
+  Int8,
+  Int16,
+  Int32,
+  Int64,
+  Float16,
+  BFloat16,
+  Float32,
+  Float64,
+  NumTypes
+};
+constexpr int kNumScalarTypes = static_cast<int>(ScalarType::NumTypes);
+
+inline int64_t itemsize(ScalarType t) {
+  static constexpr int8_t sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+  return sizes[static_cast<int>(t)];
+}
+inline bool is_floating(ScalarType t) {
+  return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
+         t == ScalarType::Float64;
+}
+inline bool is_integral(ScalarType t, bool include_bool) {
+  return include_bool ? !is_floating(t) : (!is_floating(t) && t != ScalarType::Bool);
+}
+inline bool is_signed(ScalarType t) { return t != ScalarType::Bool && t != ScalarType::UInt8; }
+
+// Short names as in "ember.float32".
+const char* dtype_name(ScalarType t);
+// Promotion of two dtypes (torch.promote_types).
+ScalarType promote_types(ScalarType a, ScalarType b);
+// Whether a value of `from` may be written into `to` by an op with out= / in-place
+// (torch.can_cast: no float -> int, no int/float -> bool).
+bool can_cast(ScalarType from, ScalarType to);
+
+ScalarType default_dtype();
+void set_default_dtype(ScalarType t);
+
+inline std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << dtype_name(t); }
+
+// C++ type <-> ScalarType.
+template <class T>
+struct TypeToScalar;
+#define EMBER_TYPE_TO_SCALAR(cpp, st) \
+  template <>                         \
+  struct TypeToScalar<cpp> {          \
+    static constexpr ScalarType value = ScalarType::st; \
+  };
+EMBER_TYPE_TO_SCALAR(bool, Bool)
+EMBER_TYPE_TO_SCALAR(uint8_t, UInt8)
+EMBER_TYPE_TO_SCALAR(int8_t, Int8)
+EMBER_TYPE_TO_SCALAR(int16_t, Int16)
+EMBER_TYPE_TO_SCALAR(int32_t, Int32)
+EMBER_TYPE_TO_SCALAR(int64_t, Int64)
+EMBER_TYPE_TO_SCALAR(Half, Float16)
+EMBER_TYPE_TO_SCALAR(BFloat16, BFloat16)
+EMBER_TYPE_TO_SCALAR(float, Float32)
+EMBER_TYPE_TO_SCALAR(double, Float64)
+#undef EMBER_TYPE_TO_SCALAR
+
+// The type arithmetic is done in: float for the 16-bit floats, the type itself otherwise.
+template <class T>
+struct OpMath {
+  using type = T;
+};
+template <>
+struct OpMath<Half> {
+  using type = float;
+};
+template <>
+struct OpMath<BFloat16> {
+  using type = float;
+};
+template <class T>
+using opmath_t = typename OpMath<T>::type;
+
+}  // namespace ember

@@ -1,0 +1,128 @@
+#include "core/tensor.h"
+
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ember {
+
+TensorImpl::TensorImpl(Storage storage, ScalarType dtype, DimVector sizes, DimVector strides,
+                       int64_t offset, std::shared_ptr<VersionCounter> version)
+    : storage_(std::move(storage)),
+      sizes_(std::move(sizes)),
+      strides_(std::move(strides)),
+      offset_(offset),
+      dtype_(dtype),
+      version_(std::move(version)) {
+  refresh();
+}
+
+TensorImpl::~TensorImpl() = default;
+
+void TensorImpl::set_sizes_strides(DimVector sizes, DimVector strides, int64_t offset) {
+  sizes_ = std::move(sizes);
+  strides_ = std::move(strides);
+  offset_ = offset;
+  refresh();
+}
+
+void TensorImpl::refresh() {
+  int64_t n = 1;
+  for (int64_t s : sizes_) n *= s;
+  numel_ = n;
+  // Contiguous = row-major dense; size-1 dims may have any stride (as in PyTorch).
+  bool c = true;
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (sizes_[d] == 1) continue;
+    if (strides_[d] != expected) {
+      c = false;
+      break;
+    }
+    expected *= sizes_[d];
+  }
+  contiguous_ = c || n == 0;
+}
+
+DimVector contiguous_strides(const DimVector& sizes) {
+  DimVector st(sizes.size(), 1);
+  int64_t acc = 1;
+  for (int64_t d = sizes.size() - 1; d >= 0; --d) {
+    st[d] = acc;
+    acc *= std::max<int64_t>(sizes[d], 1);
+  }
+  return st;
+}
+
+int64_t checked_numel(const DimVector& sizes, const char* op) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0) EMBER_FAIL(Value, op, ": negative dimension ", s, " in size ", shape_str(sizes));
+    if (s != 0 && n > (int64_t(1) << 62) / s)
+      EMBER_FAIL(Value, op, ": size ", shape_str(sizes), " has too many elements");
+    n *= s;
+  }
+  return n;
+}
+
+Tensor empty(const DimVector& sizes, ScalarType dtype, Device device) {
+  int64_t n = checked_numel(sizes, "empty");
+  size_t nbytes = static_cast<size_t>(n) * static_cast<size_t>(itemsize(dtype));
+  auto storage = std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
+  return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, contiguous_strides(sizes), 0,
+                                      std::make_shared<VersionCounter>());
+}
+
+Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarType dtype,
+                     Device device) {
+  EMBER_CHECK_KIND(sizes.size() == strides.size(), Value, "empty_strided: size ", shape_str(sizes),
+                   " and stride ", shape_str(strides), " must have the same length");
+  checked_numel(sizes, "empty_strided");
+  int64_t extent = 1;  // elements needed to hold the largest index
+  for (int64_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) {
+      extent = 0;
+      break;
+    }
+    EMBER_CHECK_KIND(strides[d] >= 0, Value, "empty_strided: negative stride ", strides[d]);
+    extent += (sizes[d] - 1) * strides[d];
+  }
+  size_t nbytes = static_cast<size_t>(extent) * static_cast<size_t>(itemsize(dtype));
+  auto storage = std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
+  return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0,
+                                      std::make_shared<VersionCounter>());
+}
+
+Tensor make_view(const Tensor& src, DimVector sizes, DimVector strides, int64_t offset,
+                 ScalarType dtype) {
+  auto t = std::make_shared<TensorImpl>(src->storage(), dtype, std::move(sizes), std::move(strides),
+                                        offset, src->version_counter());
+  t->set_base(src->base() ? src->base() : src);
+  return t;
+}
+
+Tensor make_view(const Tensor& src, DimVector sizes, DimVector strides, int64_t offset) {
+  return make_view(src, std::move(sizes), std::move(strides), offset, src->dtype());
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = std::max<int64_t>(ndim, 1);  // 0-d tensors accept dim 0 and -1
+  if (dim < -n || dim >= n)
+    EMBER_FAIL(Index, op, ": dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+               "], but got ", dim, ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+std::string shape_str(const DimVector& sizes) {
+  std::ostringstream os;
+  os << "(";
+  for (int64_t i = 0; i < sizes.size(); ++i) {
+    if (i) os << ", ";
+    os << sizes[i];
+  }
+  if (sizes.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+}  // namespace ember

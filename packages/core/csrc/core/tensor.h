@@ -1,0 +1,125 @@
+// TensorImpl: a strided view (sizes, strides, offset, dtype) of a reference-counted Storage.
+// Tensor is a shared_ptr to it; Python objects hold the same shared_ptr, so memory is freed the
+// moment the last reference, from C++ or Python, goes away.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/dtype.h"
+#include "core/scalar.h"
+#include "core/small_vector.h"
+
+namespace ember {
+
+struct StorageImpl {
+  DataPtr data;
+  size_t nbytes = 0;
+  StorageImpl(DataPtr d, size_t n) : data(std::move(d)), nbytes(n) {}
+  Device device() const { return data.device(); }
+};
+using Storage = std::shared_ptr<StorageImpl>;
+
+// Bumped by every in-place write; shared by a tensor and its views (autograd checks it).
+struct VersionCounter {
+  std::atomic<int64_t> version{0};
+};
+
+struct AutogradMeta;  // defined by the autograd engine; absent for tensors that need no grad
+
+class TensorImpl;
+using Tensor = std::shared_ptr<TensorImpl>;
+
+class TensorImpl {
+ public:
+  TensorImpl(Storage storage, ScalarType dtype, DimVector sizes, DimVector strides, int64_t offset,
+             std::shared_ptr<VersionCounter> version);
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  const DimVector& sizes() const { return sizes_; }
+  const DimVector& strides() const { return strides_; }
+  int64_t size(int64_t d) const { return sizes_[d]; }
+  int64_t stride(int64_t d) const { return strides_[d]; }
+  int64_t dim() const { return sizes_.size(); }
+  int64_t numel() const { return numel_; }
+  int64_t storage_offset() const { return offset_; }
+  ScalarType dtype() const { return dtype_; }
+  int64_t itemsize() const { return ::ember::itemsize(dtype_); }
+  Device device() const { return storage_->device(); }
+  bool is_contiguous() const { return contiguous_; }
+  const Storage& storage() const { return storage_; }
+  char* data() const {
+    return static_cast<char*>(storage_->data.get()) + offset_ * ::ember::itemsize(dtype_);
+  }
+  template <class T>
+  T* data_as() const {
+    return reinterpret_cast<T*>(data());
+  }
+
+  int64_t version() const { return version_->version.load(std::memory_order_relaxed); }
+  void bump_version() { version_->version.fetch_add(1, std::memory_order_relaxed); }
+  const std::shared_ptr<VersionCounter>& version_counter() const { return version_; }
+
+  // The tensor this one is a view of (null for a base); autograd's view tracking uses it.
+  const Tensor& base() const { return base_; }
+  void set_base(Tensor base) { base_ = std::move(base); }
+
+  // Metadata change in place (as_strided_, resize of an out= tensor).
+  void set_sizes_strides(DimVector sizes, DimVector strides, int64_t offset);
+  void set_storage(Storage storage) { storage_ = std::move(storage); }
+
+  AutogradMeta* autograd_meta() const { return autograd_.get(); }
+  void set_autograd_meta(std::unique_ptr<AutogradMeta, void (*)(AutogradMeta*)> m) {
+    autograd_ = std::move(m);
+  }
+
+ private:
+  void refresh();
+
+  Storage storage_;
+  DimVector sizes_, strides_;
+  int64_t offset_;
+  int64_t numel_ = 1;
+  ScalarType dtype_;
+  bool contiguous_ = true;
+  std::shared_ptr<VersionCounter> version_;
+  Tensor base_;
+  std::unique_ptr<AutogradMeta, void (*)(AutogradMeta*)> autograd_{nullptr, nullptr};
+};
+
+// An operand that may be a tensor or a Python number (kept as a Scalar: no tensor is made).
+// Default-constructed it is "absent" (an optional argument that was None).
+struct TensorOrScalar {
+  Tensor tensor;
+  Scalar scalar;
+  bool present = false;
+  TensorOrScalar() = default;
+  TensorOrScalar(Tensor t) : tensor(std::move(t)), present(true) {}  // NOLINT
+  TensorOrScalar(Scalar s) : scalar(s), present(true) {}              // NOLINT
+  bool is_tensor() const { return tensor != nullptr; }
+  bool is_none() const { return !present; }
+};
+
+// ---- construction ---------------------------------------------------------------------------
+DimVector contiguous_strides(const DimVector& sizes);
+// Multiplies sizes, raising a clear error for negative sizes or overflow. `op` names the caller.
+int64_t checked_numel(const DimVector& sizes, const char* op);
+Tensor empty(const DimVector& sizes, ScalarType dtype, Device device = cpu_device());
+Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarType dtype,
+                     Device device = cpu_device());
+// A new TensorImpl sharing `src`'s storage and version counter (a view).
+Tensor make_view(const Tensor& src, DimVector sizes, DimVector strides, int64_t offset);
+Tensor make_view(const Tensor& src, DimVector sizes, DimVector strides, int64_t offset,
+                 ScalarType dtype);
+
+// ---- small helpers used everywhere ----------------------------------------------------------
+// Wraps a possibly negative dim into [0, ndim), raising IndexError naming `op` otherwise.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+std::string shape_str(const DimVector& sizes);
+inline std::ostream& operator<<(std::ostream& os, const DimVector& v) { return os << shape_str(v); }
+
+}  // namespace ember

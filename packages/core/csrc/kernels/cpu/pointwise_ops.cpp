@@ -1,0 +1,669 @@
+// CPU kernels of the pointwise ops declared in ops/pointwise.yaml. Each builds a TensorIterator
+// (broadcasting, promotion, out=) and runs one of the loops of kernels/loops.h with a functor.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "core/dispatch.h"
+#include "kernels/iterator.h"
+#include "kernels/loops.h"
+#include "ops.h"
+
+namespace ember {
+namespace cpu {
+namespace {
+
+enum class Types { All, Numeric, Float, Integral };
+
+// Runs `make(A{})` (a functor over the op-math type A) through the loop for `nin` inputs.
+template <Types types, class R_override, int nin, class Make>
+void run(TensorIterator& it, const char* name, const Make& make) {
+  auto body = [&](auto tag) {
+    using T = decltype(tag);
+    using R = std::conditional_t<std::is_void_v<R_override>, T, R_override>;
+    auto f = make(opmath_t<T>{});
+    it.for_each([&](char** d, const int64_t* s, int64_t n) {
+      if constexpr (nin == 1) unary_loop<T, R>(d, s, n, f);
+      if constexpr (nin == 2) binary_loop<T, R>(d, s, n, f);
+      if constexpr (nin == 3) ternary_loop<T, R>(d, s, n, f);
+    });
+  };
+  ScalarType dt = it.dtype(1);
+  if constexpr (types == Types::All) {
+    EMBER_DISPATCH_ALL(dt, name, [&] { body(scalar_t{}); });
+  } else if constexpr (types == Types::Numeric) {
+    EMBER_DISPATCH_NUMERIC(dt, name, [&] { body(scalar_t{}); });
+  } else if constexpr (types == Types::Float) {
+    EMBER_DISPATCH_FLOAT(dt, name, [&] { body(scalar_t{}); });
+  } else {
+    EMBER_DISPATCH_INTEGRAL(dt, name, [&] { body(scalar_t{}); });
+  }
+  it.finish();
+}
+
+template <class A>
+constexpr bool is_int_v = std::is_integral_v<A> && !std::is_same_v<A, bool>;
+
+double erfinv_impl(double y) {
+  if (!(y > -1.0 && y < 1.0)) {
+    if (y == 1.0) return std::numeric_limits<double>::infinity();
+    if (y == -1.0) return -std::numeric_limits<double>::infinity();
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  // Giles' single-precision approximation, then Newton steps to full precision.
+  double w = -std::log((1.0 - y) * (1.0 + y)), x;
+  if (w < 5.0) {
+    w -= 2.5;
+    x = 2.81022636e-08;
+    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                     -0.00417768164, 0.246640727, 1.50140941})
+      x = c + x * w;
+  } else {
+    w = std::sqrt(w) - 3.0;
+    x = -0.000200214257;
+    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                     0.00943887047, 1.00167406, 2.83297682})
+      x = c + x * w;
+  }
+  x *= y;
+  for (int i = 0; i < 2; ++i) x -= (std::erf(x) - y) / (1.1283791670955126 * std::exp(-x * x));
+  return x;
+}
+
+}  // namespace
+
+#define EMBER_UNARY_FLOAT(NAME, EXPR)                                                  \
+  Tensor NAME(const Tensor& self, const Tensor& out) {                                 \
+    TensorIterator it(#NAME);                                                          \
+    it.add_output(out).add_input(self).promote_int_to_float(true).build();             \
+    run<Types::Float, void, 1>(it, #NAME, [](auto tag) {                               \
+      using A = decltype(tag);                                                         \
+      return [](A x) -> A { return EXPR; };                                            \
+    });                                                                                \
+    return it.output();                                                                \
+  }
+
+EMBER_UNARY_FLOAT(exp, std::exp(x))
+EMBER_UNARY_FLOAT(exp2, std::exp2(x))
+EMBER_UNARY_FLOAT(expm1, std::expm1(x))
+EMBER_UNARY_FLOAT(log, std::log(x))
+EMBER_UNARY_FLOAT(log2, std::log2(x))
+EMBER_UNARY_FLOAT(log10, std::log10(x))
+EMBER_UNARY_FLOAT(log1p, std::log1p(x))
+EMBER_UNARY_FLOAT(sqrt, std::sqrt(x))
+EMBER_UNARY_FLOAT(rsqrt, A(1) / std::sqrt(x))
+EMBER_UNARY_FLOAT(sin, std::sin(x))
+EMBER_UNARY_FLOAT(cos, std::cos(x))
+EMBER_UNARY_FLOAT(tan, std::tan(x))
+EMBER_UNARY_FLOAT(asin, std::asin(x))
+EMBER_UNARY_FLOAT(acos, std::acos(x))
+EMBER_UNARY_FLOAT(atan, std::atan(x))
+EMBER_UNARY_FLOAT(sinh, std::sinh(x))
+EMBER_UNARY_FLOAT(cosh, std::cosh(x))
+EMBER_UNARY_FLOAT(tanh, std::tanh(x))
+EMBER_UNARY_FLOAT(sigmoid, A(1) / (A(1) + std::exp(-x)))
+EMBER_UNARY_FLOAT(erf, std::erf(x))
+EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
+EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
+#undef EMBER_UNARY_FLOAT
+
+namespace {
+template <class A>
+A bit_not(A x) {
+  if constexpr (std::is_same_v<A, bool>) {
+    return !x;
+  } else {
+    return static_cast<A>(~x);
+  }
+}
+// Shifts by a negative amount or past the width give 0 (or -1 for negative x shifted right).
+template <class A>
+A shift_left(A x, A y) {
+  if constexpr (std::is_same_v<A, bool>) {
+    return y ? false : x;
+  } else {
+    return (y < 0 || y >= A(sizeof(A) * 8)) ? A(0) : A(x << y);
+  }
+}
+template <class A>
+A shift_right(A x, A y) {
+  if constexpr (std::is_same_v<A, bool>) {
+    return y ? false : x;
+  } else {
+    return (y < 0 || y >= A(sizeof(A) * 8)) ? A(x < 0 ? -1 : 0) : A(x >> y);
+  }
+}
+}  // namespace
+
+// Ops that keep the input dtype. TYPES: which dtypes are accepted.
+#define EMBER_UNARY_SAME(NAME, TYPES, EXPR)                                            \
+  Tensor NAME(const Tensor& self, const Tensor& out) {                                 \
+    TensorIterator it(#NAME);                                                          \
+    it.add_output(out).add_input(self).build();                                        \
+    run<Types::TYPES, void, 1>(it, #NAME, [](auto tag) {                               \
+      using A = decltype(tag);                                                         \
+      return [](A x) -> A { return EXPR; };                                            \
+    });                                                                                \
+    return it.output();                                                                \
+  }
+
+EMBER_UNARY_SAME(neg, Numeric, -x)
+EMBER_UNARY_SAME(abs, Numeric, x < A(0) ? A(-x) : x)
+EMBER_UNARY_SAME(sign, All, A((A(0) < x) - (x < A(0))))
+EMBER_UNARY_SAME(square, Numeric, x* x)
+EMBER_UNARY_SAME(relu, Numeric, (x != x) ? x : (x > A(0) ? x : A(0)))
+EMBER_UNARY_SAME(floor, Numeric, std::is_integral_v<A> ? x : A(std::floor(x)))
+EMBER_UNARY_SAME(ceil, Numeric, std::is_integral_v<A> ? x : A(std::ceil(x)))
+EMBER_UNARY_SAME(trunc, Numeric, std::is_integral_v<A> ? x : A(std::trunc(x)))
+EMBER_UNARY_SAME(frac, Float, x - std::trunc(x))
+EMBER_UNARY_SAME(bitwise_not, Integral, bit_not(x))
+#undef EMBER_UNARY_SAME
+
+Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
+  TensorIterator it("round");
+  it.add_output(out).add_input(self).build();
+  if (!is_floating(it.common_dtype())) {
+    EMBER_CHECK(decimals == 0, "round: decimals is not supported for integer tensors (dtype ",
+                dtype_name(self->dtype()), ")");
+  }
+  double scale = std::pow(10.0, static_cast<double>(decimals));
+  run<Types::Numeric, void, 1>(it, "round", [scale, decimals](auto tag) {
+    using A = decltype(tag);
+    return [scale, decimals](A x) -> A {
+      if constexpr (std::is_integral_v<A>) {
+        return x;
+      } else {
+        if (decimals == 0) return std::nearbyint(x);
+        return static_cast<A>(std::nearbyint(static_cast<double>(x) * scale) / scale);
+      }
+    };
+  });
+  return it.output();
+}
+
+#define EMBER_PREDICATE(NAME, EXPR)                                                    \
+  Tensor NAME(const Tensor& self, const Tensor& out) {                                 \
+    TensorIterator it(#NAME);                                                          \
+    it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build();         \
+    run<Types::All, bool, 1>(it, #NAME, [](auto tag) {                                 \
+      using A = decltype(tag);                                                         \
+      return [](A x) -> bool { return EXPR; };                                         \
+    });                                                                                \
+    return it.output();                                                                \
+  }
+EMBER_PREDICATE(isnan, x != x)
+EMBER_PREDICATE(isinf, !std::is_integral_v<A> && (x == std::numeric_limits<A>::infinity() ||
+                                                   x == -std::numeric_limits<A>::infinity()))
+EMBER_PREDICATE(isfinite, std::is_integral_v<A> || (x == x && x != std::numeric_limits<A>::infinity() &&
+                                                     x != -std::numeric_limits<A>::infinity()))
+EMBER_PREDICATE(logical_not, !static_cast<bool>(x))
+#undef EMBER_PREDICATE
+
+Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf, const Tensor& out) {
+  TensorIterator it("nan_to_num");
+  it.add_output(out).add_input(self).build();
+  run<Types::All, void, 1>(it, "nan_to_num", [&](auto tag) {
+    using A = decltype(tag);
+    return [&](A x) -> A {
+      if constexpr (std::is_integral_v<A>) {
+        return x;
+      } else {
+        ScalarType st = it.dtype(0);
+        double big = st == ScalarType::Float16    ? 65504.0
+                     : st == ScalarType::BFloat16 ? 3.3895313892515355e38
+                     : st == ScalarType::Float32  ? double(std::numeric_limits<float>::max())
+                                                  : std::numeric_limits<double>::max();
+        if (x != x) return A(nan.value_or(0.0));
+        if (x == std::numeric_limits<A>::infinity()) return A(posinf.value_or(big));
+        if (x == -std::numeric_limits<A>::infinity()) return A(neginf.value_or(-big));
+        return x;
+      }
+    };
+  });
+  return it.output();
+}
+
+// ---- binary arithmetic ----------------------------------------------------------------------
+
+namespace {
+TensorIterator& binary_iter(TensorIterator& it, const Tensor& self, const TensorOrScalar& other,
+                            const Tensor& out) {
+  EMBER_CHECK_KIND(other.present, Type, "expected a tensor or a number, got None");
+  return it.add_output(out).add_input(self).add_input(other);
+}
+}  // namespace
+
+Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha, const Tensor& out) {
+  TensorIterator it("add");
+  binary_iter(it, self, other, out).build();
+  EMBER_CHECK(!(is_integral(it.common_dtype(), true) && alpha.is_floating()),
+              "add: for integral input tensors, argument alpha must not be a floating point number");
+  run<Types::All, void, 2>(it, "add", [&](auto tag) {
+    using A = decltype(tag);
+    A al = alpha.to<A>();
+    if constexpr (std::is_same_v<A, bool>) {
+      return [al](A x, A y) -> A { return x || (al && y); };
+    } else {
+      return [al](A x, A y) -> A { return x + al * y; };
+    }
+  });
+  return it.output();
+}
+
+Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha, const Tensor& out) {
+  EMBER_CHECK(self->dtype() != ScalarType::Bool &&
+                  !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
+              "sub: subtraction, the `-` operator, with a bool tensor is not supported; use "
+              "logical_xor or bitwise_not instead");
+  TensorIterator it("sub");
+  binary_iter(it, self, other, out).build();
+  run<Types::Numeric, void, 2>(it, "sub", [&](auto tag) {
+    using A = decltype(tag);
+    A al = alpha.to<A>();
+    return [al](A x, A y) -> A { return x - al * y; };
+  });
+  return it.output();
+}
+
+Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha) {
+  TensorIterator it("rsub");
+  binary_iter(it, self, other, Tensor()).build();
+  run<Types::Numeric, void, 2>(it, "rsub", [&](auto tag) {
+    using A = decltype(tag);
+    A al = alpha.to<A>();
+    return [al](A x, A y) -> A { return y - al * x; };
+  });
+  return it.output();
+}
+
+Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
+  TensorIterator it("mul");
+  binary_iter(it, self, other, out).build();
+  run<Types::All, void, 2>(it, "mul", [](auto tag) {
+    using A = decltype(tag);
+    if constexpr (std::is_same_v<A, bool>) {
+      return [](A x, A y) -> A { return x && y; };
+    } else {
+      return [](A x, A y) -> A { return x * y; };
+    }
+  });
+  return it.output();
+}
+
+namespace {
+template <class A>
+A floor_div(A x, A y) {
+  if constexpr (std::is_integral_v<A>) {
+    if (y == 0) EMBER_FAIL(Runtime, "div: ZeroDivisionError (integer division by zero)");
+    A q = x / y;
+    if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
+    return q;
+  } else {
+    if (y == A(0)) return x / y;
+    A q = std::floor(x / y);
+    return q;
+  }
+}
+}  // namespace
+
+Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<std::string>& mode,
+           const Tensor& out) {
+  TensorIterator it("div");
+  binary_iter(it, self, other, out);
+  if (!mode) {
+    it.promote_int_to_float(true).build();
+    run<Types::Float, void, 2>(it, "div", [](auto tag) {
+      using A = decltype(tag);
+      return [](A x, A y) -> A { return x / y; };
+    });
+    return it.output();
+  }
+  EMBER_CHECK_KIND(*mode == "trunc" || *mode == "floor", Value,
+                   "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+                   *mode, "'");
+  it.build();
+  bool floor_mode = *mode == "floor";
+  run<Types::Numeric, void, 2>(it, "div", [floor_mode](auto tag) {
+    using A = decltype(tag);
+    return [floor_mode](A x, A y) -> A {
+      if (floor_mode) return floor_div(x, y);
+      if constexpr (std::is_integral_v<A>) {
+        if (y == 0) EMBER_FAIL(Runtime, "div: ZeroDivisionError (integer division by zero)");
+        return x / y;
+      } else {
+        return std::trunc(x / y);
+      }
+    };
+  });
+  return it.output();
+}
+
+Tensor true_divide(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
+  return div(self, other, std::nullopt, out);
+}
+Tensor floor_divide(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
+  return div(self, other, std::string("floor"), out);
+}
+
+Tensor remainder(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
+  TensorIterator it("remainder");
+  binary_iter(it, self, other, out).build();
+  run<Types::Numeric, void, 2>(it, "remainder", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x, A y) -> A {
+      if constexpr (std::is_integral_v<A>) {
+        if (y == 0) EMBER_FAIL(Runtime, "remainder: ZeroDivisionError (integer modulo by zero)");
+        A r = x % y;
+        if (r != 0 && ((r < 0) != (y < 0))) r += y;
+        return r;
+      } else {
+        A r = std::fmod(x, y);
+        if (r != A(0) && ((r < A(0)) != (y < A(0)))) r += y;
+        return r;
+      }
+    };
+  });
+  return it.output();
+}
+
+Tensor fmod(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
+  TensorIterator it("fmod");
+  binary_iter(it, self, other, out).build();
+  run<Types::Numeric, void, 2>(it, "fmod", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x, A y) -> A {
+      if constexpr (std::is_integral_v<A>) {
+        if (y == 0) EMBER_FAIL(Runtime, "fmod: ZeroDivisionError (integer modulo by zero)");
+        return x % y;
+      } else {
+        return std::fmod(x, y);
+      }
+    };
+  });
+  return it.output();
+}
+
+namespace {
+template <class A>
+A int_pow(A base, A exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+    return 0;
+  }
+  A result = 1;
+  while (exp) {
+    if (exp & 1) result = static_cast<A>(result * base);
+    exp = static_cast<A>(exp >> 1);
+    base = static_cast<A>(base * base);
+  }
+  return result;
+}
+}  // namespace
+
+Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out) {
+  if (!exponent.is_tensor() && is_integral(self->dtype(), true) && exponent.scalar.is_integral())
+    EMBER_CHECK(exponent.scalar.to_int() >= 0,
+                "pow: integers to negative integer powers are not allowed (base dtype ",
+                dtype_name(self->dtype()), ", exponent ", exponent.scalar.to_int(), ")");
+  TensorIterator it("pow");
+  binary_iter(it, self, exponent, out).build();
+  run<Types::Numeric, void, 2>(it, "pow", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x, A y) -> A {
+      if constexpr (std::is_integral_v<A>) {
+        return int_pow(x, y);
+      } else {
+        if (y == A(2)) return x * x;
+        return std::pow(x, y);
+      }
+    };
+  });
+  return it.output();
+}
+
+Tensor rpow(const Tensor& self, const Scalar& base) {
+  TensorIterator it("pow");
+  it.add_output(Tensor()).add_input(base).add_input(self).build();
+  run<Types::Numeric, void, 2>(it, "pow", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x, A y) -> A {
+      if constexpr (std::is_integral_v<A>) {
+        return int_pow(x, y);
+      } else {
+        return std::pow(x, y);
+      }
+    };
+  });
+  return it.output();
+}
+
+Tensor atan2(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
+  TensorIterator it("atan2");
+  binary_iter(it, self, other, out).promote_int_to_float(true).build();
+  run<Types::Float, void, 2>(it, "atan2", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x, A y) -> A { return std::atan2(x, y); };
+  });
+  return it.output();
+}
+
+Tensor minimum(const Tensor& self, const Tensor& other, const Tensor& out) {
+  TensorIterator it("minimum");
+  it.add_output(out).add_input(self).add_input(other).build();
+  run<Types::All, void, 2>(it, "minimum", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x, A y) -> A { return (x != x) ? x : ((y != y) ? y : (y < x ? y : x)); };
+  });
+  return it.output();
+}
+
+Tensor maximum(const Tensor& self, const Tensor& other, const Tensor& out) {
+  TensorIterator it("maximum");
+  it.add_output(out).add_input(self).add_input(other).build();
+  run<Types::All, void, 2>(it, "maximum", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x, A y) -> A { return (x != x) ? x : ((y != y) ? y : (y > x ? y : x)); };
+  });
+  return it.output();
+}
+
+// ---- comparisons and logic -> bool ----------------------------------------------------------
+
+#define EMBER_COMPARE(NAME, OP)                                                          \
+  Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {      \
+    TensorIterator it(#NAME);                                                            \
+    binary_iter(it, self, other, out).output_dtype(ScalarType::Bool).build();            \
+    run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                                   \
+      using A = decltype(tag);                                                           \
+      return [](A x, A y) -> bool { return x OP y; };                                    \
+    });                                                                                  \
+    return it.output();                                                                  \
+  }
+EMBER_COMPARE(eq, ==)
+EMBER_COMPARE(ne, !=)
+EMBER_COMPARE(lt, <)
+EMBER_COMPARE(le, <=)
+EMBER_COMPARE(gt, >)
+EMBER_COMPARE(ge, >=)
+#undef EMBER_COMPARE
+
+#define EMBER_LOGICAL(NAME, EXPR)                                                        \
+  Tensor NAME(const Tensor& self, const Tensor& other, const Tensor& out) {              \
+    TensorIterator it(#NAME);                                                            \
+    it.add_output(out).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build(); \
+    run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                                   \
+      using A = decltype(tag);                                                           \
+      return [](A x, A y) -> bool {                                                      \
+        bool a = static_cast<bool>(x), b = static_cast<bool>(y);                         \
+        return EXPR;                                                                     \
+      };                                                                                 \
+    });                                                                                  \
+    return it.output();                                                                  \
+  }
+EMBER_LOGICAL(logical_and, a&& b)
+EMBER_LOGICAL(logical_or, a || b)
+EMBER_LOGICAL(logical_xor, a != b)
+#undef EMBER_LOGICAL
+
+
+#define EMBER_BITWISE(NAME, EXPR)                                                        \
+  Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {      \
+    TensorIterator it(#NAME);                                                            \
+    binary_iter(it, self, other, out).build();                                           \
+    run<Types::Integral, void, 2>(it, #NAME, [](auto tag) {                              \
+      using A = decltype(tag);                                                           \
+      return [](A x, A y) -> A { return static_cast<A>(EXPR); };                         \
+    });                                                                                  \
+    return it.output();                                                                  \
+  }
+EMBER_BITWISE(bitwise_and, x& y)
+EMBER_BITWISE(bitwise_or, x | y)
+EMBER_BITWISE(bitwise_xor, x ^ y)
+EMBER_BITWISE(bitwise_left_shift, shift_left(x, y))
+EMBER_BITWISE(bitwise_right_shift, shift_right(x, y))
+#undef EMBER_BITWISE
+
+// ---- ternary --------------------------------------------------------------------------------
+
+Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar& max,
+             const Tensor& out) {
+  EMBER_CHECK(!min.is_none() || !max.is_none(),
+              "clamp: at least one of 'min' or 'max' must not be None");
+  TensorIterator it("clamp");
+  it.add_output(out).add_input(self);
+  if (!min.is_none()) it.add_input(min);
+  if (!max.is_none()) it.add_input(max);
+  it.build();
+  bool has_min = !min.is_none(), has_max = !max.is_none();
+  if (has_min && has_max) {
+    run<Types::Numeric, void, 3>(it, "clamp", [](auto tag) {
+      using A = decltype(tag);
+      return [](A x, A lo, A hi) -> A {
+        if (x != x) return x;
+        A r = x < lo ? lo : x;
+        return r > hi ? hi : r;
+      };
+    });
+  } else {
+    run<Types::Numeric, void, 2>(it, "clamp", [has_min](auto tag) {
+      using A = decltype(tag);
+      return [has_min](A x, A b) -> A {
+        if (x != x || b != b) return x != x ? x : b;
+        return has_min ? (x < b ? b : x) : (x > b ? b : x);
+      };
+    });
+  }
+  return it.output();
+}
+
+Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOrScalar& other,
+             const Tensor& out) {
+  EMBER_CHECK_KIND(condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8,
+                   Type, "where: expected condition to be a bool tensor, got ",
+                   dtype_name(condition->dtype()));
+  TensorIterator it("where");
+  it.add_output(out).add_input(self).add_input(other).add_input_raw(condition).build();
+  ScalarType ct = condition->dtype();
+  EMBER_DISPATCH_ALL(it.dtype(1), "where", [&] {
+    using T = scalar_t;
+    it.for_each([ct](char** d, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        bool c = ct == ScalarType::Bool ? load<bool>(d[3] + i * s[3]) : load<uint8_t>(d[3] + i * s[3]) != 0;
+        *reinterpret_cast<T*>(d[0] + i * s[0]) = c ? load<T>(d[1] + i * s[1]) : load<T>(d[2] + i * s[2]);
+      }
+    });
+  });
+  it.finish();
+  return it.output();
+}
+
+Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight, const Tensor& out) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()) && self->dtype() == end->dtype(), Type,
+                   "lerp: expected self and end to have the same floating dtype, got ",
+                   dtype_name(self->dtype()), " and ", dtype_name(end->dtype()));
+  TensorIterator it("lerp");
+  it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
+  run<Types::Float, void, 3>(it, "lerp", [](auto tag) {
+    using A = decltype(tag);
+    return [](A a, A b, A w) -> A {
+      return (w < A(0.5)) ? a + w * (b - a) : b - (b - a) * (A(1) - w);
+    };
+  });
+  return it.output();
+}
+
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
+               const Tensor& out) {
+  TensorIterator it("addcmul");
+  it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
+  run<Types::Numeric, void, 3>(it, "addcmul", [&](auto tag) {
+    using A = decltype(tag);
+    A v = value.to<A>();
+    return [v](A a, A b, A c) -> A { return a + v * b * c; };
+  });
+  return it.output();
+}
+
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
+               const Tensor& out) {
+  EMBER_CHECK(is_floating(t1->dtype()) || is_floating(t2->dtype()),
+              "addcdiv: integer division is not supported (tensor1 ", dtype_name(t1->dtype()),
+              ", tensor2 ", dtype_name(t2->dtype()), "); use a floating dtype");
+  TensorIterator it("addcdiv");
+  it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
+  run<Types::Float, void, 3>(it, "addcdiv", [&](auto tag) {
+    using A = decltype(tag);
+    A v = value.to<A>();
+    return [v](A a, A b, A c) -> A { return a + v * b / c; };
+  });
+  return it.output();
+}
+
+Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol, bool equal_nan) {
+  EMBER_CHECK_KIND(self->dtype() == other->dtype(), Type, "isclose: self (", dtype_name(self->dtype()),
+                   ") and other (", dtype_name(other->dtype()), ") must have the same dtype");
+  EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Value, "isclose: rtol and atol must be non-negative, got rtol=",
+                   rtol, " atol=", atol);
+  TensorIterator it("isclose");
+  it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
+  run<Types::All, bool, 2>(it, "isclose", [=](auto tag) {
+    using A = decltype(tag);
+    return [=](A x, A y) -> bool {
+      if (x == y) return true;
+      if constexpr (std::is_integral_v<A>) {
+        double diff = std::abs(static_cast<double>(x) - static_cast<double>(y));
+        return diff <= atol + rtol * std::abs(static_cast<double>(y));
+      } else {
+        if (x != x || y != y) return equal_nan && (x != x) && (y != y);
+        double dx = x, dy = y;
+        if (std::isinf(dx) || std::isinf(dy)) return false;
+        return std::abs(dx - dy) <= atol + rtol * std::abs(dy);
+      }
+    };
+  });
+  return it.output();
+}
+
+namespace {
+bool all_true(const Tensor& b) {
+  // b is a freshly computed contiguous bool tensor.
+  const bool* p = b->data_as<bool>();
+  for (int64_t i = 0; i < b->numel(); ++i)
+    if (!p[i]) return false;
+  return true;
+}
+}  // namespace
+
+bool allclose(const Tensor& self, const Tensor& other, double rtol, double atol, bool equal_nan) {
+  return all_true(isclose(self, other, rtol, atol, equal_nan));
+}
+
+bool equal(const Tensor& self, const Tensor& other) {
+  if (self->sizes() != other->sizes()) return false;
+  return all_true(eq(self, TensorOrScalar(other), Tensor()));
+}
+
+}  // namespace cpu
+}  // namespace ember

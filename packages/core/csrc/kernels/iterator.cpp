@@ -1,0 +1,291 @@
+#include "kernels/iterator.h"
+
+#include <cstring>
+
+#include "core/dispatch.h"
+#include "core/error.h"
+
+namespace ember {
+
+namespace {
+constexpr ScalarType kUndefined = ScalarType::NumTypes;
+
+ScalarType promote_skip_undefined(ScalarType a, ScalarType b) {
+  if (a == kUndefined) return b;
+  if (b == kUndefined) return a;
+  return promote_types(a, b);
+}
+
+// Dimensioned tensors decide the dtype; 0-d tensors and Python numbers only raise its category
+// (bool < integer < floating), as in PyTorch.
+ScalarType combine_categories(ScalarType higher, ScalarType lower) {
+  if (higher == kUndefined) return lower;
+  if (is_floating(higher)) return higher;
+  if (higher == ScalarType::Bool || (lower != kUndefined && is_floating(lower)))
+    return promote_skip_undefined(higher, lower);
+  return higher;
+}
+}  // namespace
+
+DimVector broadcast_shapes(const DimVector& a, const DimVector& b, const char* op) {
+  int64_t n = std::max(a.size(), b.size());
+  DimVector out(n, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      EMBER_FAIL(Runtime, op, ": shapes ", shape_str(a), " and ", shape_str(b),
+                 " cannot be broadcast (size ", da, " vs ", db, " at dimension ", n - 1 - i, ")");
+    out[n - 1 - i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+ScalarType result_type(const Tensor& a, const Scalar& b) {
+  return combine_categories(a->dtype(), b.dtype());
+}
+ScalarType result_type(const Tensor& a, const Tensor& b) {
+  ScalarType dim = kUndefined, zero = kUndefined;
+  for (const Tensor* t : {&a, &b}) {
+    ScalarType& slot = (*t)->dim() > 0 ? dim : zero;
+    slot = promote_skip_undefined(slot, (*t)->dtype());
+  }
+  return combine_categories(dim, zero);
+}
+
+TensorIterator& TensorIterator::add_output(const Tensor& out) {
+  Operand& o = ops_[nops_++];
+  o.tensor = out;
+  o.is_output = true;
+  noutputs_++;
+  return *this;
+}
+
+TensorIterator& TensorIterator::add_input(const Tensor& in) {
+  EMBER_CHECK(nops_ < kMaxOperands, op_, ": too many operands");
+  EMBER_CHECK_KIND(in != nullptr, Type, op_, ": expected a tensor, got None");
+  ops_[nops_++].tensor = in;
+  return *this;
+}
+
+TensorIterator& TensorIterator::add_input(const Scalar& s) {
+  EMBER_CHECK(nops_ < kMaxOperands, op_, ": too many operands");
+  Operand& o = ops_[nops_++];
+  o.is_scalar = true;
+  o.scalar = s;
+  return *this;
+}
+
+void TensorIterator::compute_types() {
+  ScalarType dim = kUndefined, zero = kUndefined, wrapped = kUndefined;
+  for (int i = noutputs_; i < nops_; ++i) {
+    const Operand& o = ops_[i];
+    if (o.raw) continue;
+    if (o.is_scalar) {
+      wrapped = promote_skip_undefined(wrapped, o.scalar.dtype());
+    } else {
+      ScalarType& slot = o.tensor->dim() > 0 ? dim : zero;
+      slot = promote_skip_undefined(slot, o.tensor->dtype());
+    }
+  }
+  common_dtype_ = combine_categories(dim, combine_categories(zero, wrapped));
+  if (common_dtype_ == kUndefined) common_dtype_ = default_dtype();
+  if (int_to_float_ && !is_floating(common_dtype_)) common_dtype_ = default_dtype();
+}
+
+TensorIterator& TensorIterator::build() {
+  // Shape.
+  shape_.clear();
+  Device device = cpu_device();
+  bool have_device = false;
+  // Outputs that may not be resized take part in the shape (copy_ broadcasts into them).
+  if (!resize_outputs_)
+    for (int i = 0; i < noutputs_; ++i)
+      if (ops_[i].tensor) shape_ = broadcast_shapes(shape_, ops_[i].tensor->sizes(), op_);
+  for (int i = noutputs_; i < nops_; ++i) {
+    if (ops_[i].is_scalar) continue;
+    const Tensor& t = ops_[i].tensor;
+    shape_ = broadcast_shapes(shape_, t->sizes(), op_);
+    if (!have_device) {
+      device = t->device();
+      have_device = true;
+    } else if (t->device() != device) {
+      EMBER_FAIL(Runtime, op_, ": expected all tensors to be on the same device, but found ",
+                 device.str(), " and ", t->device().str());
+    }
+  }
+  numel_ = 1;
+  for (int64_t s : shape_) numel_ *= s;
+
+  compute_types();
+  ScalarType compute = compute_dtype_.value_or(common_dtype_);
+  ScalarType out_dtype = output_dtype_.value_or(compute);
+
+  for (int i = 0; i < nops_; ++i) {
+    Operand& o = ops_[i];
+    if (o.is_output) {
+      o.dtype = cast_inputs_ ? out_dtype : (o.tensor ? o.tensor->dtype() : out_dtype);
+      if (!o.tensor) {
+        o.result = o.compute = empty(shape_, o.dtype, device);
+      } else {
+        const Tensor& t = o.tensor;
+        bool aliased = false;
+        for (int j = noutputs_; j < nops_; ++j)
+          aliased = aliased || (!ops_[j].is_scalar && ops_[j].tensor == t);
+        if (t->sizes() != shape_) {
+          EMBER_CHECK(resize_outputs_ && !aliased, op_, ": output with shape ", shape_str(t->sizes()),
+                      " doesn't match the broadcast shape ", shape_str(shape_));
+          Tensor fresh = empty(shape_, t->dtype(), t->device());
+          t->set_storage(fresh->storage());
+          t->set_sizes_strides(shape_, fresh->strides(), 0);
+        }
+        if (t->dtype() != o.dtype) {
+          EMBER_CHECK(can_cast(o.dtype, t->dtype()), op_, ": result type ", dtype_name(o.dtype),
+                      " can't be cast to the desired output type ", dtype_name(t->dtype()));
+          o.compute = empty(shape_, o.dtype, device);
+        } else {
+          o.compute = t;
+        }
+        o.result = t;
+        t->bump_version();
+      }
+    } else if (o.is_scalar) {
+      o.dtype = cast_inputs_ ? compute : o.scalar.dtype();
+      store_scalar(o.scalar, o.dtype, o.scalar_buf);
+    } else {
+      o.compute = o.tensor;
+      o.dtype = o.tensor->dtype();
+      if (cast_inputs_ && !o.raw && o.dtype != compute) {
+        o.compute = empty(o.tensor->sizes(), compute, device);
+        copy_into(o.compute, o.tensor);
+        o.dtype = compute;
+      }
+    }
+    prepare_operand(o);
+  }
+  coalesce();
+  return *this;
+}
+
+void TensorIterator::prepare_operand(Operand& o) {
+  int64_t nd = shape_.size();
+  o.strides.assign(nd, 0);
+  if (o.is_scalar) {
+    o.data = o.scalar_buf;
+    return;
+  }
+  const Tensor& t = o.compute;
+  int64_t off = nd - t->dim();
+  int64_t isz = t->itemsize();
+  for (int64_t d = 0; d < t->dim(); ++d)
+    o.strides[off + d] = t->size(d) == 1 ? 0 : t->stride(d) * isz;
+  o.data = t->data();
+}
+
+void TensorIterator::coalesce() {
+  int64_t nd = shape_.size();
+  if (nd <= 1) return;
+  // Walk from the innermost dim outwards, merging a dim into the current one when every
+  // operand steps through both as through one.
+  DimVector shape;
+  std::array<DimVector, kMaxOperands> strides;
+  int64_t cur = nd - 1;
+  int64_t cur_size = shape_[cur];
+  auto push = [&](int64_t d, int64_t size) {
+    shape.push_back(size);
+    for (int k = 0; k < nops_; ++k) strides[k].push_back(ops_[k].strides[d]);
+  };
+  for (int64_t d = nd - 2; d >= 0; --d) {
+    if (shape_[d] == 1) continue;
+    if (cur_size == 1) {
+      cur = d;
+      cur_size = shape_[d];
+      continue;
+    }
+    bool merge = true;
+    for (int k = 0; k < nops_ && merge; ++k)
+      merge = ops_[k].strides[d] == ops_[k].strides[cur] * cur_size;
+    if (merge) {
+      cur_size *= shape_[d];
+    } else {
+      push(cur, cur_size);
+      cur = d;
+      cur_size = shape_[d];
+    }
+  }
+  push(cur, cur_size);
+  std::reverse(shape.begin(), shape.end());
+  for (int k = 0; k < nops_; ++k) {
+    std::reverse(strides[k].begin(), strides[k].end());
+    ops_[k].strides = strides[k];
+  }
+  shape_ = shape;
+}
+
+void TensorIterator::finish() {
+  for (int i = 0; i < noutputs_; ++i) {
+    Operand& o = ops_[i];
+    if (o.compute != o.result) copy_into(o.result, o.compute);
+  }
+}
+
+// ---- scalars --------------------------------------------------------------------------------
+
+void store_scalar(const Scalar& s, ScalarType dtype, void* ptr) {
+  EMBER_DISPATCH_ALL(dtype, "store_scalar", [&] { *static_cast<scalar_t*>(ptr) = s.to<scalar_t>(); });
+}
+
+Scalar load_scalar(const void* ptr, ScalarType dtype) {
+  return EMBER_DISPATCH_ALL(dtype, "item", [&]() -> Scalar {
+    scalar_t v = *static_cast<const scalar_t*>(ptr);
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      return Scalar(v);
+    } else if constexpr (std::is_integral_v<scalar_t>) {
+      return Scalar(static_cast<int64_t>(v));
+    } else {
+      return Scalar(static_cast<double>(v));
+    }
+  });
+}
+
+// ---- copy with conversion -------------------------------------------------------------------
+
+namespace {
+template <class D, class S>
+void convert_loop(char** data, const int64_t* st, int64_t n) {
+  char* out = data[0];
+  const char* in = data[1];
+  if (st[0] == sizeof(D) && st[1] == sizeof(S)) {
+    D* o = reinterpret_cast<D*>(out);
+    const S* a = reinterpret_cast<const S*>(in);
+    if constexpr (std::is_same_v<D, S>) {
+      std::memcpy(o, a, n * sizeof(D));
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<D>(static_cast<opmath_t<S>>(a[i]));
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    S v = *reinterpret_cast<const S*>(in + i * st[1]);
+    *reinterpret_cast<D*>(out + i * st[0]) = static_cast<D>(static_cast<opmath_t<S>>(v));
+  }
+}
+}  // namespace
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  if (dst->numel() == 0) return;
+  TensorIterator it("copy_");
+  it.add_output(dst).add_input(src).resize_outputs(false).no_casting().build();
+  ScalarType dt = dst->dtype(), st = src->dtype();
+  EMBER_DISPATCH_ALL(dt, "copy_", [&] {
+    using D = scalar_t;
+    EMBER_DISPATCH_ALL(st, "copy_", [&] {
+      using S = scalar_t;
+      it.for_each([](char** data, const int64_t* strides, int64_t n) {
+        convert_loop<D, S>(data, strides, n);
+      });
+    });
+  });
+}
+
+}  // namespace ember

@@ -1,0 +1,165 @@
+// TensorIterator: the one strided n-d iteration engine behind every pointwise op.
+//
+// It broadcasts the inputs, works out the result dtype with PyTorch's promotion rules (Python
+// numbers are operands of their own, held inline, never tensors), allocates or checks the
+// outputs, casts inputs that differ from the compute dtype, coalesces dimensions that are
+// contiguous in every operand, and finally calls a 1-d inner loop
+//     loop(char** data, const int64_t* strides, int64_t n)
+// over the innermost dimension, on one thread or split over the pool for large tensors.
+#pragma once
+#include <array>
+#include <optional>
+
+#include "core/scalar.h"
+#include "core/tensor.h"
+#include "kernels/parallel.h"
+
+namespace ember {
+
+class TensorIterator {
+ public:
+  static constexpr int kMaxOperands = 5;
+
+  explicit TensorIterator(const char* op) : op_(op) {}
+
+  // Outputs first, then inputs. A null output is allocated by build().
+  TensorIterator& add_output(const Tensor& out);
+  TensorIterator& add_input(const Tensor& in);
+  TensorIterator& add_input(const Scalar& s);
+  TensorIterator& add_input(const TensorOrScalar& v) {
+    return v.is_tensor() ? add_input(v.tensor) : add_input(v.scalar);
+  }
+  // An input that keeps its own dtype and takes no part in type promotion (a where() mask).
+  TensorIterator& add_input_raw(const Tensor& in) {
+    add_input(in);
+    ops_[nops_ - 1].raw = true;
+    return *this;
+  }
+  // Inputs are cast to this dtype instead of their promoted type.
+  TensorIterator& compute_dtype(ScalarType t) {
+    compute_dtype_ = t;
+    return *this;
+  }
+  // Dtype of allocated outputs (default: the compute dtype), e.g. bool for comparisons.
+  TensorIterator& output_dtype(ScalarType t) {
+    output_dtype_ = t;
+    return *this;
+  }
+  // In-place ops: the output must already have the broadcast shape.
+  TensorIterator& resize_outputs(bool r) {
+    resize_outputs_ = r;
+    return *this;
+  }
+  // Promote integer inputs to the default float dtype (true division, sqrt, exp ...).
+  TensorIterator& promote_int_to_float(bool p) {
+    int_to_float_ = p;
+    return *this;
+  }
+  // Keep each input's own dtype (the loop converts); used by copy/cast.
+  TensorIterator& no_casting() {
+    cast_inputs_ = false;
+    return *this;
+  }
+
+  TensorIterator& build();
+
+  // The dtype inputs were promoted to (set by build()).
+  ScalarType common_dtype() const { return common_dtype_; }
+  ScalarType dtype(int i) const { return ops_[i].dtype; }
+  const Tensor& output(int i = 0) const { return ops_[i].result; }
+  int64_t numel() const { return numel_; }
+  int ntensors() const { return nops_; }
+  const DimVector& shape() const { return shape_; }
+
+  template <class Loop>
+  void for_each(const Loop& loop, int64_t grain = kPointwiseGrain) const {
+    if (numel_ == 0) return;
+    if (numel_ < 2 * grain || get_num_threads() == 1) {
+      serial_for_each(loop, 0, numel_);
+      return;
+    }
+    parallel_for(0, numel_, grain, [&](int64_t b, int64_t e) { serial_for_each(loop, b, e); });
+  }
+
+  template <class Loop>
+  void serial_for_each(const Loop& loop, int64_t begin, int64_t end) const {
+    std::array<char*, kMaxOperands> ptrs{};
+    std::array<int64_t, kMaxOperands> inner{};
+    const int64_t nd = shape_.size();
+    if (nd == 0) {
+      for (int k = 0; k < nops_; ++k) ptrs[k] = ops_[k].data;
+      loop(ptrs.data(), inner.data(), 1);
+      return;
+    }
+    for (int k = 0; k < nops_; ++k) inner[k] = ops_[k].strides[nd - 1];
+    // Multi-index of `begin` (dims outer -> inner).
+    DimVector idx(nd, 0);
+    int64_t rem = begin;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      idx[d] = rem % shape_[d];
+      rem /= shape_[d];
+    }
+    int64_t todo = end - begin;
+    while (todo > 0) {
+      for (int k = 0; k < nops_; ++k) {
+        char* p = ops_[k].data;
+        for (int64_t d = 0; d < nd; ++d) p += idx[d] * ops_[k].strides[d];
+        ptrs[k] = p;
+      }
+      int64_t n = std::min(shape_[nd - 1] - idx[nd - 1], todo);
+      loop(ptrs.data(), inner.data(), n);
+      todo -= n;
+      idx[nd - 1] += n;
+      for (int64_t d = nd - 1; d > 0 && idx[d] == shape_[d]; --d) {
+        idx[d] = 0;
+        idx[d - 1]++;
+      }
+    }
+  }
+
+ private:
+  struct Operand {
+    Tensor tensor;       // as given (null for an output to allocate)
+    Tensor result;       // outputs: what the caller gets back
+    Tensor compute;      // the tensor actually iterated (a cast copy or a temporary)
+    char* data = nullptr;
+    DimVector strides;   // in bytes, broadcast to shape_
+    ScalarType dtype = ScalarType::Float32;
+    bool is_output = false;
+    bool is_scalar = false;
+    bool raw = false;
+    Scalar scalar;
+    alignas(16) char scalar_buf[16] = {};
+  };
+  void compute_types();
+  void prepare_operand(Operand& op);
+  void coalesce();
+
+  const char* op_;
+  std::array<Operand, kMaxOperands> ops_;
+  int nops_ = 0, noutputs_ = 0;
+  DimVector shape_;
+  int64_t numel_ = 0;
+  std::optional<ScalarType> compute_dtype_, output_dtype_;
+  ScalarType common_dtype_ = ScalarType::Float32;
+  bool resize_outputs_ = true, int_to_float_ = false, cast_inputs_ = true;
+
+ public:
+  // Outputs computed into a temporary (dtype differs from out=) are copied back here.
+  void finish();
+};
+
+// Broadcast shape of two shapes, raising "op: shapes (2, 3) and (4,) cannot be broadcast".
+DimVector broadcast_shapes(const DimVector& a, const DimVector& b, const char* op);
+
+// Writes src into dst (broadcasting src, converting dtypes). The copy kernel of every device.
+void copy_into(const Tensor& dst, const Tensor& src);
+// Stores a Scalar converted to dtype at ptr.
+void store_scalar(const Scalar& s, ScalarType dtype, void* ptr);
+// Reads one element as a Scalar (bool / int64 / double).
+Scalar load_scalar(const void* ptr, ScalarType dtype);
+// PyTorch's result_type for a tensor and a Python number.
+ScalarType result_type(const Tensor& a, const Scalar& b);
+ScalarType result_type(const Tensor& a, const Tensor& b);
+
+}  // namespace ember

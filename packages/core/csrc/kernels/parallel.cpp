@@ -1,0 +1,148 @@
+#include "kernels/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+extern "C" void scipy_openblas_set_num_threads(int num_threads);
+
+namespace ember {
+namespace {
+
+thread_local bool t_in_parallel = false;
+
+// A fixed set of workers waiting on a generation counter; the caller runs chunk 0 itself.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n) { resize(n); }
+  ~ThreadPool() { stop(); }
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void resize(int n) {
+    stop();
+    stopping_ = false;
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { work(i); });
+  }
+
+  void run(int nchunks, const std::function<void(int)>& task) {
+    std::unique_lock<std::mutex> lock(run_mutex_);  // one parallel region at a time
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      task_ = &task;
+      nchunks_ = nchunks;
+      pending_ = nchunks - 1;
+      error_ = nullptr;
+      generation_++;
+    }
+    cv_.notify_all();
+    run_chunk(0);
+    std::unique_lock<std::mutex> g(mutex_);
+    done_cv_.wait(g, [this] { return pending_ == 0; });
+    task_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void run_chunk(int i) {
+    t_in_parallel = true;
+    try {
+      (*task_)(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> g(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    t_in_parallel = false;
+  }
+
+  void work(int id) {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> g(mutex_);
+        cv_.wait(g, [&] { return stopping_ || generation_ != seen; });
+        if (stopping_) return;
+        seen = generation_;
+        if (id >= nchunks_) continue;
+      }
+      run_chunk(id);
+      std::lock_guard<std::mutex> g(mutex_);
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_, run_mutex_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int)>* task_ = nullptr;
+  int nchunks_ = 0;
+  int pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+};
+
+int default_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+std::atomic<int> g_num_threads{default_threads()};
+
+ThreadPool& pool() {
+  // Leaked on purpose: joining threads during static destruction can deadlock at exit.
+  static ThreadPool* p = new ThreadPool(g_num_threads.load());
+  return *p;
+}
+
+}  // namespace
+
+int get_num_threads() { return g_num_threads.load(); }
+
+void set_num_threads(int n) {
+  EMBER_CHECK_KIND(n >= 1, Value, "set_num_threads: expected a positive number of threads, got ", n);
+  g_num_threads.store(n);
+  pool().resize(n);
+  scipy_openblas_set_num_threads(n);
+}
+
+bool in_parallel_region() { return t_in_parallel; }
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& f) {
+  int64_t n = end - begin;
+  if (n <= 0) return;
+  int nthreads = get_num_threads();
+  if (nthreads <= 1 || n < 2 * std::max<int64_t>(grain, 1) || t_in_parallel) {
+    f(begin, end);
+    return;
+  }
+  ThreadPool& p = pool();
+  int64_t nchunks = std::min<int64_t>({static_cast<int64_t>(p.size()), n / std::max<int64_t>(grain, 1)});
+  nchunks = std::max<int64_t>(nchunks, 1);
+  int64_t chunk = (n + nchunks - 1) / nchunks;
+  p.run(static_cast<int>(nchunks), [&](int i) {
+    int64_t b = begin + i * chunk;
+    int64_t e = std::min(end, b + chunk);
+    if (b < e) f(b, e);
+  });
+}
+
+}  // namespace ember

@@ -1,0 +1,168 @@
+#include "python/bind_support.h"
+
+#include "kernels/iterator.h"
+
+namespace ember {
+
+bool scalar_from_object(PyObject* o, Scalar* out) {
+  if (PyBool_Check(o)) {
+    *out = Scalar(o == Py_True);
+    return true;
+  }
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) {
+      PyErr_Clear();
+      throw py::value_error("value cannot be converted to an integer type without overflow");
+    }
+    *out = Scalar(static_cast<int64_t>(v));
+    return true;
+  }
+  if (PyFloat_Check(o)) {
+    *out = Scalar(PyFloat_AS_DOUBLE(o));
+    return true;
+  }
+  if (is_tensor_object(o)) {
+    auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
+    if (t->numel() != 1) return false;
+    *out = load_scalar(t->data(), t->dtype());
+    return true;
+  }
+  if (Py_TYPE(o)->tp_as_number == nullptr || PySequence_Check(o)) return false;
+  // NumPy scalars and other number-likes.
+  if (Py_TYPE(o)->tp_as_number->nb_index) {
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    // numpy.bool_ has __index__ too, but reports itself as bool through its type name.
+    if (std::string(Py_TYPE(o)->tp_name) == "numpy.bool") {
+      *out = Scalar(v != 0);
+    } else {
+      *out = Scalar(static_cast<int64_t>(v));
+    }
+    return true;
+  }
+  if (Py_TYPE(o)->tp_as_number->nb_float) {
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    *out = Scalar(v);
+    return true;
+  }
+  return false;
+}
+
+static bool index_from_object(PyObject* o, int64_t* out) {
+  if (PyLong_Check(o) && !PyBool_Check(o)) {
+    *out = PyLong_AsLongLong(o);
+    if (*out == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    return true;
+  }
+  if (PyBool_Check(o) || PyFloat_Check(o)) return false;
+  if (is_tensor_object(o)) {
+    auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
+    if (t->numel() != 1 || !is_integral(t->dtype(), false)) return false;
+    *out = load_scalar(t->data(), t->dtype()).to_int();
+    return true;
+  }
+  if (PyIndex_Check(o)) {
+    *out = PyNumber_AsSsize_t(o, nullptr);
+    if (*out == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool sizes_from_object(PyObject* o, DimVector* out) {
+  int64_t v;
+  if (index_from_object(o, &v)) {
+    *out = DimVector{v};
+    return true;
+  }
+  if (!PyTuple_Check(o) && !PyList_Check(o)) return false;
+  PyObject* seq = o;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  out->clear();
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!index_from_object(PySequence_Fast_GET_ITEM(seq, i), &v)) return false;
+    out->push_back(v);
+  }
+  return true;
+}
+
+DimVector sizes_from_args(const py::args& args, const char* op) {
+  DimVector out;
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) {
+    if (!sizes_from_object(args[0].ptr(), &out))
+      throw py::type_error(std::string(op) + "(): expected a sequence of ints for the size, got " +
+                           std::string(py::str(py::type::of(args[0]).attr("__name__"))));
+    return out;
+  }
+  for (auto a : args) {
+    int64_t v;
+    if (!index_from_object(a.ptr(), &v))
+      throw py::type_error(std::string(op) + "(): size must be ints, got " +
+                           std::string(py::str(py::type::of(a).attr("__name__"))));
+    out.push_back(v);
+  }
+  return out;
+}
+
+py::object make_return_tuple(const char* name, std::initializer_list<const char*> fields,
+                             py::tuple values) {
+  static py::dict* cache = new py::dict();  // leaked: lives until interpreter exit
+  py::str key(name);
+  if (!cache->contains(key)) {
+    py::list names;
+    for (const char* f : fields) names.append(f);
+    py::object nt = py::module_::import("collections").attr("namedtuple")(name, names);
+    nt.attr("__module__") = "ember.return_types";
+    (*cache)[key] = nt;
+  }
+  return (*cache)[key](*values);
+}
+
+py::tuple tensor_tuple(const std::vector<Tensor>& ts) {
+  py::tuple t(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) t[i] = py::cast(ts[i]);
+  return t;
+}
+
+std::vector<Tensor> unwrap_optional_tensors(const std::vector<std::optional<Tensor>>& ts) {
+  std::vector<Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(t ? *t : Tensor());
+  return out;
+}
+
+void write_out(const Tensor& out, const Tensor& r, const char* op) {
+  EMBER_CHECK(can_cast(r->dtype(), out->dtype()), op, ": result type ", dtype_name(r->dtype()),
+              " can't be cast to the desired output type ", dtype_name(out->dtype()));
+  if (out->sizes() != r->sizes()) {
+    Tensor fresh = empty(r->sizes(), out->dtype(), out->device());
+    out->set_storage(fresh->storage());
+    out->set_sizes_strides(r->sizes(), fresh->strides(), 0);
+  }
+  copy_into(out, r);
+}
+
+void write_inplace(const Tensor& self, const Tensor& r, const char* op) {
+  EMBER_CHECK(self->sizes() == r->sizes(), op, ": output with shape ", shape_str(self->sizes()),
+              " doesn't match the broadcast shape ", shape_str(r->sizes()));
+  EMBER_CHECK(can_cast(r->dtype(), self->dtype()), op, ": result type ", dtype_name(r->dtype()),
+              " can't be cast to the desired output type ", dtype_name(self->dtype()));
+  copy_into(self, r);
+}
+
+}  // namespace ember

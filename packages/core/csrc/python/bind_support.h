@@ -1,0 +1,108 @@
+// What the generated bindings need: pybind11 type casters for ember's C++ types (dtype, Scalar,
+// TensorOrScalar, sizes) and small helpers for out=, in-place and tuple returns.
+#pragma once
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <initializer_list>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/op_types.h"
+
+namespace py = pybind11;
+
+namespace ember {
+
+using TensorClass = py::class_<TensorImpl, std::shared_ptr<TensorImpl>>;
+
+// The Python type object of ember.Tensor and the ember.dtype singletons (set by module init).
+PyTypeObject* tensor_type();
+PyObject* dtype_object(ScalarType t);
+// Returns the ScalarType of an ember.dtype object (or Python's float/int/bool), or false.
+bool dtype_from_object(PyObject* o, ScalarType* out);
+inline bool is_tensor_object(PyObject* o) {
+  return Py_TYPE(o) == tensor_type() || PyType_IsSubtype(Py_TYPE(o), tensor_type());
+}
+// Reads a Python bool/int/float (or anything with __index__/__float__, or a one-element
+// tensor) as a Scalar; false if it is none of these.
+bool scalar_from_object(PyObject* o, Scalar* out);
+bool sizes_from_object(PyObject* o, DimVector* out);
+
+DimVector sizes_from_args(const py::args& args, const char* op);
+py::object make_return_tuple(const char* name, std::initializer_list<const char*> fields,
+                             py::tuple values);
+template <class... T>
+py::object make_return_tuple(const char* name, std::initializer_list<const char*> fields,
+                             std::tuple<T...> values) {
+  return make_return_tuple(name, fields, py::cast(std::move(values)));
+}
+py::tuple tensor_tuple(const std::vector<Tensor>& ts);
+std::vector<Tensor> unwrap_optional_tensors(const std::vector<std::optional<Tensor>>& ts);
+// out= for ops computed into a fresh tensor: resize `out` if needed and copy (casting) `r` in.
+void write_out(const Tensor& out, const Tensor& r, const char* op);
+// In-place form of a non-native op: `r` must have self's shape and be castable to its dtype.
+void write_inplace(const Tensor& self, const Tensor& r, const char* op);
+
+}  // namespace ember
+
+namespace pybind11 {
+namespace detail {
+
+template <>
+struct type_caster<ember::ScalarType> {
+  PYBIND11_TYPE_CASTER(ember::ScalarType, const_name("dtype"));
+  bool load(handle src, bool) { return ember::dtype_from_object(src.ptr(), &value); }
+  static handle cast(ember::ScalarType t, return_value_policy, handle) {
+    PyObject* o = ember::dtype_object(t);
+    Py_INCREF(o);
+    return o;
+  }
+};
+
+template <>
+struct type_caster<ember::Scalar> {
+  PYBIND11_TYPE_CASTER(ember::Scalar, const_name("Number"));
+  bool load(handle src, bool) { return ember::scalar_from_object(src.ptr(), &value); }
+  static handle cast(const ember::Scalar& s, return_value_policy, handle) {
+    if (s.is_bool()) return PyBool_FromLong(s.to_bool());
+    if (s.is_integral()) return PyLong_FromLongLong(s.to_int());
+    return PyFloat_FromDouble(s.to_double());
+  }
+};
+
+template <>
+struct type_caster<ember::TensorOrScalar> {
+  PYBIND11_TYPE_CASTER(ember::TensorOrScalar, const_name("Tensor | Number"));
+  bool load(handle src, bool convert) {
+    if (ember::is_tensor_object(src.ptr())) {
+      copyable_holder_caster<ember::TensorImpl, ember::Tensor> c;
+      if (!c.load(src, convert)) return false;
+      value.tensor = static_cast<ember::Tensor>(c);
+      value.present = true;
+      return true;
+    }
+    value.tensor.reset();
+    value.present = ember::scalar_from_object(src.ptr(), &value.scalar);
+    return value.present;
+  }
+  static handle cast(const ember::TensorOrScalar& v, return_value_policy p, handle parent) {
+    if (v.is_tensor()) return make_caster<ember::Tensor>::cast(v.tensor, p, parent);
+    return make_caster<ember::Scalar>::cast(v.scalar, p, parent);
+  }
+};
+
+template <>
+struct type_caster<ember::DimVector> {
+  PYBIND11_TYPE_CASTER(ember::DimVector, const_name("Sequence[int]"));
+  bool load(handle src, bool) { return ember::sizes_from_object(src.ptr(), &value); }
+  static handle cast(const ember::DimVector& v, return_value_policy, handle) {
+    PyObject* t = PyTuple_New(v.size());
+    for (int64_t i = 0; i < v.size(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i]));
+    return t;
+  }
+};
+
+}  // namespace detail
+}  // namespace pybind11

@@ -1,0 +1,236 @@
+// Zero-copy exchange with NumPy (the buffer protocol: NumPy needs no import for it) and with any
+// DLPack producer/consumer.
+#include <cstring>
+
+#include "python/tensor_py.h"
+
+namespace ember {
+namespace {
+
+const char* buffer_format(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool: return "?";
+    case ScalarType::UInt8: return "B";
+    case ScalarType::Int8: return "b";
+    case ScalarType::Int16: return "h";
+    case ScalarType::Int32: return "i";
+    case ScalarType::Int64: return "q";
+    case ScalarType::Float16: return "e";
+    case ScalarType::Float32: return "f";
+    case ScalarType::Float64: return "d";
+    default:
+      EMBER_FAIL(Type, "numpy: can't convert a ", dtype_name(t),
+                 " tensor to NumPy (NumPy has no such dtype); convert it first, e.g. .float()");
+  }
+}
+
+bool dtype_from_format(std::string f, int64_t itemsize, ScalarType* out) {
+  if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f = f.substr(1);
+  if (f.size() != 1) return false;
+  switch (f[0]) {
+    case '?': *out = ScalarType::Bool; return true;
+    case 'B': *out = ScalarType::UInt8; return true;
+    case 'b': *out = ScalarType::Int8; return true;
+    case 'h': *out = ScalarType::Int16; return true;
+    case 'i': case 'l': case 'q':
+      if (itemsize == 4) { *out = ScalarType::Int32; return true; }
+      if (itemsize == 8) { *out = ScalarType::Int64; return true; }
+      return false;
+    case 'e': *out = ScalarType::Float16; return true;
+    case 'f': *out = ScalarType::Float32; return true;
+    case 'd': *out = ScalarType::Float64; return true;
+    default: return false;
+  }
+}
+
+// Keeps the exporter's Py_buffer until the storage dies.
+void release_buffer(void* ctx) {
+  py::gil_scoped_acquire gil;
+  auto* view = static_cast<Py_buffer*>(ctx);
+  PyBuffer_Release(view);
+  delete view;
+}
+
+// ---- DLPack (the ABI is fixed by the DLPack specification) ----------------------------------
+struct DLDevice { int32_t device_type; int32_t device_id; };
+struct DLDataType { uint8_t code; uint8_t bits; uint16_t lanes; };
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+enum { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6 };
+enum { kDLCPU = 1, kDLCUDA = 2 };
+
+struct DLPackHolder {  // what our exported DLManagedTensor owns
+  Tensor tensor;
+  std::vector<int64_t> shape, strides;
+  DLManagedTensor managed;
+};
+
+DLDataType to_dl(ScalarType t) {
+  uint8_t bits = static_cast<uint8_t>(itemsize(t) * 8);
+  switch (t) {
+    case ScalarType::Bool: return {kDLBool, 8, 1};
+    case ScalarType::UInt8: return {kDLUInt, 8, 1};
+    case ScalarType::BFloat16: return {kDLBfloat, 16, 1};
+    default: return {static_cast<uint8_t>(is_floating(t) ? kDLFloat : kDLInt), bits, 1};
+  }
+}
+
+ScalarType from_dl(DLDataType d) {
+  EMBER_CHECK_KIND(d.lanes == 1, Type, "from_dlpack: vector dtypes (lanes=", d.lanes, ") are not supported");
+  if (d.code == kDLBool && d.bits == 8) return ScalarType::Bool;
+  if (d.code == kDLUInt && d.bits == 8) return ScalarType::UInt8;
+  if (d.code == kDLBfloat && d.bits == 16) return ScalarType::BFloat16;
+  if (d.code == kDLInt) {
+    switch (d.bits) {
+      case 8: return ScalarType::Int8;
+      case 16: return ScalarType::Int16;
+      case 32: return ScalarType::Int32;
+      case 64: return ScalarType::Int64;
+    }
+  }
+  if (d.code == kDLFloat) {
+    switch (d.bits) {
+      case 16: return ScalarType::Float16;
+      case 32: return ScalarType::Float32;
+      case 64: return ScalarType::Float64;
+    }
+  }
+  EMBER_FAIL(Type, "from_dlpack: unsupported DLPack dtype (code ", int(d.code), ", bits ", int(d.bits), ")");
+}
+
+void dlpack_capsule_destructor(PyObject* capsule) {
+  // Only called for capsules nobody consumed (a consumer renames them "used_dltensor").
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (m && m->deleter) m->deleter(m);
+  }
+}
+
+void release_dlpack(void* ctx) {
+  py::gil_scoped_acquire gil;  // a Python producer's deleter may touch Python objects
+  auto* m = static_cast<DLManagedTensor*>(ctx);
+  if (m->deleter) m->deleter(m);
+}
+
+}  // namespace
+
+Tensor tensor_from_buffer(py::handle obj, bool share) {
+  (void)share;
+  auto view = std::make_unique<Py_buffer>();
+  if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_RECORDS_RO | PyBUF_FORMAT) != 0) {
+    PyErr_Clear();
+    if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_FULL_RO) != 0) throw py::error_already_set();
+  }
+  ScalarType dt;
+  std::string fmt = view->format ? view->format : "B";
+  if (!dtype_from_format(fmt, view->itemsize, &dt)) {
+    std::string tn = Py_TYPE(obj.ptr())->tp_name;
+    PyBuffer_Release(view.get());
+    EMBER_FAIL(Type, "can't convert ", tn, " with buffer format '", fmt,
+               "'. The only supported types are: float64, float32, float16, int64, int32, int16, "
+               "int8, uint8, and bool (native byte order)");
+  }
+  DimVector sizes, strides;
+  for (int i = 0; i < view->ndim; ++i) {
+    sizes.push_back(view->shape[i]);
+    Py_ssize_t st = view->strides ? view->strides[i] : 0;
+    if (st % view->itemsize != 0 || st < 0) {
+      PyBuffer_Release(view.get());
+      EMBER_FAIL(Value, "from_numpy: arrays with negative or non-itemsize-multiple strides are not "
+                 "supported; make a copy first (e.g. numpy.ascontiguousarray)");
+    }
+    strides.push_back(st / view->itemsize);
+  }
+  if (!view->strides) strides = contiguous_strides(sizes);
+  int64_t extent = 1;
+  for (int64_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) extent = 0;
+  }
+  if (extent) {
+    for (int64_t d = 0; d < sizes.size(); ++d) extent += (sizes[d] - 1) * strides[d];
+  }
+  size_t nbytes = static_cast<size_t>(extent * view->itemsize);
+  void* data = view->buf;
+  Py_buffer* raw = view.release();
+  auto storage = std::make_shared<StorageImpl>(DataPtr(data, raw, &release_buffer, cpu_device()), nbytes);
+  return std::make_shared<TensorImpl>(std::move(storage), dt, sizes, strides, 0,
+                                      std::make_shared<VersionCounter>());
+}
+
+void bind_interop(py::module_& m, TensorClass& cls) {
+  m.def("from_numpy", [](py::handle arr) {
+    if (!PyObject_CheckBuffer(arr.ptr()))
+      throw py::type_error(std::string("from_numpy: expected np.ndarray (got ") + Py_TYPE(arr.ptr())->tp_name + ")");
+    return tensor_from_buffer(arr, true);
+  }, py::arg("ndarray"));
+  m.def("_from_buffer", [](py::handle obj) { return tensor_from_buffer(obj, true); });
+
+  cls.def_buffer([](TensorImpl& t) -> py::buffer_info {
+    EMBER_CHECK(t.device().is_cpu(), "can't convert a ", t.device().str(),
+                " tensor to NumPy; use .cpu() first");
+    std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end());
+    std::vector<py::ssize_t> strides;
+    for (int64_t s : t.strides()) strides.push_back(s * t.itemsize());
+    return py::buffer_info(t.data(), t.itemsize(), buffer_format(t.dtype()), t.dim(), shape, strides,
+                           /*readonly=*/false);
+  });
+
+  cls.def("__dlpack__", [](const Tensor& t, py::kwargs) {
+    auto h = std::make_unique<DLPackHolder>();
+    h->tensor = t;
+    h->shape.assign(t->sizes().begin(), t->sizes().end());
+    h->strides.assign(t->strides().begin(), t->strides().end());
+    DLTensor& dl = h->managed.dl_tensor;
+    dl.data = t->storage()->data.get();
+    dl.byte_offset = static_cast<uint64_t>(t->storage_offset() * t->itemsize());
+    dl.device = {t->device().is_cpu() ? kDLCPU : kDLCUDA, std::max<int32_t>(t->device().index, 0)};
+    dl.ndim = static_cast<int32_t>(t->dim());
+    dl.dtype = to_dl(t->dtype());
+    dl.shape = h->shape.data();
+    dl.strides = h->strides.data();
+    h->managed.manager_ctx = h.get();
+    h->managed.deleter = [](DLManagedTensor* self) { delete static_cast<DLPackHolder*>(self->manager_ctx); };
+    DLManagedTensor* managed = &h.release()->managed;
+    return py::reinterpret_steal<py::object>(PyCapsule_New(managed, "dltensor", dlpack_capsule_destructor));
+  });
+  cls.def("__dlpack_device__", [](const Tensor& t) {
+    return py::make_tuple(t->device().is_cpu() ? int(kDLCPU) : int(kDLCUDA), std::max<int>(t->device().index, 0));
+  });
+
+  m.def("_from_dlpack_capsule", [](py::capsule cap) {
+    PyObject* c = cap.ptr();
+    EMBER_CHECK_KIND(PyCapsule_IsValid(c, "dltensor"), Type,
+                     "from_dlpack: expected an unconsumed 'dltensor' capsule");
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+    const DLTensor& dl = m->dl_tensor;
+    EMBER_CHECK(dl.device.device_type == kDLCPU, "from_dlpack: only CPU tensors are supported in this build (device type ",
+                dl.device.device_type, ")");
+    ScalarType dt = from_dl(dl.dtype);
+    DimVector sizes(dl.shape, dl.shape + dl.ndim);
+    DimVector strides = dl.strides ? DimVector(dl.strides, dl.strides + dl.ndim) : contiguous_strides(sizes);
+    int64_t extent = 1;
+    for (int64_t d = 0; d < sizes.size(); ++d) extent = sizes[d] == 0 ? 0 : extent;
+    if (extent)
+      for (int64_t d = 0; d < sizes.size(); ++d) extent += (sizes[d] - 1) * strides[d];
+    char* data = static_cast<char*>(dl.data) + dl.byte_offset;
+    PyCapsule_SetName(c, "used_dltensor");
+    auto storage = std::make_shared<StorageImpl>(DataPtr(data, m, &release_dlpack, cpu_device()),
+                                                 static_cast<size_t>(extent * itemsize(dt)));
+    return std::make_shared<TensorImpl>(std::move(storage), dt, sizes, strides, 0,
+                                        std::make_shared<VersionCounter>());
+  });
+}
+
+}  // namespace ember

@@ -1,0 +1,302 @@
+// The ember._C extension module: dtypes, devices, generators, the Tensor class, memory and
+// threading controls, and every op generated from ops/*.yaml.
+#include "python/bind_support.h"
+#include "python/tensor_py.h"
+
+#include "core/generator.h"
+#include "kernels/parallel.h"
+
+#include <random>
+
+namespace ember {
+
+void bind_generated_ops(py::module_& m, TensorClass& cls);
+
+namespace {
+
+PyObject* g_dtype_objects[kNumScalarTypes] = {};
+PyObject* g_oom_error = nullptr;
+
+struct DType {
+  ScalarType type;
+};
+
+void bind_dtypes(py::module_& m) {
+  py::class_<DType> cls(m, "dtype");
+  cls.def_property_readonly("is_floating_point", [](const DType& d) { return is_floating(d.type); })
+      .def_property_readonly("is_signed", [](const DType& d) { return is_signed(d.type); })
+      .def_property_readonly("itemsize", [](const DType& d) { return itemsize(d.type); })
+      .def("__repr__", [](const DType& d) { return std::string("ember.") + dtype_name(d.type); })
+      .def("__reduce__", [](const DType& d) { return std::string(dtype_name(d.type)); });
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    auto st = static_cast<ScalarType>(i);
+    py::object o = py::cast(DType{st});
+    g_dtype_objects[i] = o.release().ptr();  // immortal singletons: `x.dtype is ember.float32`
+    m.attr(dtype_name(st)) = py::handle(g_dtype_objects[i]);
+  }
+  const std::pair<const char*, ScalarType> aliases[] = {
+      {"float", ScalarType::Float32}, {"double", ScalarType::Float64},
+      {"half", ScalarType::Float16},  {"long", ScalarType::Int64},
+      {"int", ScalarType::Int32},     {"short", ScalarType::Int16}};
+  for (auto& [name, st] : aliases) m.attr(name) = py::handle(g_dtype_objects[static_cast<int>(st)]);
+  m.def("get_default_dtype", [] { return default_dtype(); });
+  m.def("set_default_dtype", [](ScalarType t) { set_default_dtype(t); });
+  m.def("promote_types", [](ScalarType a, ScalarType b) { return promote_types(a, b); });
+  m.def("can_cast", [](ScalarType from, ScalarType to) { return can_cast(from, to); });
+}
+
+Device parse_device(const std::string& s, std::optional<int64_t> index) {
+  Device d;
+  std::string type = s;
+  auto colon = s.find(':');
+  if (colon != std::string::npos) {
+    type = s.substr(0, colon);
+    try {
+      d.index = static_cast<int8_t>(std::stoi(s.substr(colon + 1)));
+    } catch (...) {
+      throw py::value_error("invalid device string: '" + s + "'");
+    }
+  }
+  if (type == "cpu") {
+    d.type = DeviceType::CPU;
+  } else if (type == "cuda") {
+    d.type = DeviceType::CUDA;
+  } else {
+    throw py::value_error("Expected one of cpu, cuda device type at start of device string: " + s);
+  }
+  if (index) d.index = static_cast<int8_t>(*index);
+  return d;
+}
+
+void bind_device(py::module_& m) {
+  py::class_<Device> cls(m, "device");
+  cls.def(py::init([](const std::string& s, std::optional<int64_t> index) { return parse_device(s, index); }),
+          py::arg("type"), py::arg("index") = py::none())
+      .def(py::init([](const Device& d) { return d; }))
+      .def_property_readonly("type", [](const Device& d) { return d.is_cpu() ? "cpu" : "cuda"; })
+      .def_property_readonly("index", [](const Device& d) -> py::object {
+        if (d.index < 0) return py::none();
+        return py::int_(d.index);
+      })
+      .def("__eq__", [](const Device& a, const Device& b) { return a == b; })
+      .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1000 + d.index; })
+      .def("__str__", &Device::str)
+      .def("__repr__", [](const Device& d) {
+        std::string r = "device(type='" + std::string(d.is_cpu() ? "cpu" : "cuda") + "'";
+        if (d.index >= 0) r += ", index=" + std::to_string(d.index);
+        return r + ")";
+      });
+  py::implicitly_convertible<py::str, Device>();
+}
+
+void bind_generator(py::module_& m) {
+  py::class_<Generator>(m, "Generator")
+      .def(py::init([](std::optional<Device> device) {
+             if (device && !device->is_cpu())
+               throw py::value_error("Generator: only cpu generators exist in this build");
+             return new Generator();
+           }),
+           py::arg("device") = py::none())
+      .def("manual_seed", [](Generator& g, uint64_t seed) -> Generator& { g.manual_seed(seed); return g; },
+           py::return_value_policy::reference)
+      .def("initial_seed", &Generator::initial_seed)
+      .def("seed", [](Generator& g) {
+        uint64_t s = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
+        g.manual_seed(s);
+        return s;
+      })
+      .def("get_state", [](Generator& g) { return py::make_tuple(g.seed(), g.offset()); })
+      .def("set_state", [](Generator& g, py::tuple st) {
+        g.set_state(st[0].cast<uint64_t>(), st[1].cast<uint64_t>());
+      })
+      .def_property_readonly("device", [](const Generator&) { return cpu_device(); });
+  m.attr("default_generator") = py::cast(&default_generator(), py::return_value_policy::reference);
+  m.def("manual_seed", [](uint64_t seed) -> Generator& {
+    default_generator().manual_seed(seed);
+    return default_generator();
+  }, py::return_value_policy::reference);
+  m.def("initial_seed", [] { return default_generator().initial_seed(); });
+}
+
+py::dict stats_dict(const MemoryStats& s) {
+  py::dict d;
+  d["allocated_bytes.all.current"] = s.allocated_bytes;
+  d["allocated_bytes.all.peak"] = s.allocated_bytes_peak;
+  d["reserved_bytes.all.current"] = s.reserved_bytes;
+  d["reserved_bytes.all.peak"] = s.reserved_bytes_peak;
+  d["requested_bytes.all.current"] = s.requested_bytes;
+  d["active.all.current"] = s.active_blocks;
+  d["segment.all.current"] = s.segments;
+  d["num_alloc"] = s.num_allocs;
+  d["num_free"] = s.num_frees;
+  d["num_raw_alloc"] = s.num_raw_allocs;
+  d["num_raw_free"] = s.num_raw_frees;
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_splits"] = s.num_splits;
+  d["num_merges"] = s.num_merges;
+  d["num_cache_hits"] = s.num_cache_hits;
+  return d;
+}
+
+py::list snapshot_list(const std::vector<SegmentInfo>& segs) {
+  py::list out;
+  for (const auto& s : segs) {
+    py::dict d;
+    d["address"] = s.address;
+    d["total_size"] = s.total_size;
+    d["stream"] = s.stream;
+    d["segment_type"] = s.is_small ? "small" : "large";
+    py::list blocks;
+    for (const auto& b : s.blocks) {
+      py::dict bd;
+      bd["address"] = b.address;
+      bd["size"] = b.size;
+      bd["requested_size"] = b.requested;
+      bd["state"] = b.allocated ? "active_allocated" : "inactive";
+      blocks.append(bd);
+    }
+    d["blocks"] = blocks;
+    out.append(d);
+  }
+  return out;
+}
+
+// A RawAllocator over a pretend address space, for testing the caching logic: counts calls and
+// fails once `capacity` bytes are handed out.
+class FakeRawAllocator final : public RawAllocator {
+ public:
+  explicit FakeRawAllocator(size_t capacity) : capacity_(capacity) {}
+  void* raw_alloc(size_t n) override {
+    calls++;
+    if (in_use + n > capacity_) {
+      failures++;
+      return nullptr;
+    }
+    in_use += n;
+    void* p = reinterpret_cast<void*>(next_);
+    next_ += n + 4096;
+    return p;
+  }
+  void raw_free(void*, size_t n) override {
+    frees++;
+    in_use -= n;
+  }
+  size_t capacity_;
+  uintptr_t next_ = 0x10000000;
+  int64_t calls = 0, frees = 0, failures = 0;
+  size_t in_use = 0;
+};
+
+struct TestAllocator {
+  FakeRawAllocator* raw;
+  std::unique_ptr<CachingAllocator> alloc;
+  std::vector<std::unique_ptr<DataPtr>> live;
+};
+
+void bind_memory(py::module_& m) {
+  m.def("memory_stats", [] { return stats_dict(cpu_allocator().stats()); });
+  m.def("memory_allocated", [] { return cpu_allocator().stats().allocated_bytes; });
+  m.def("max_memory_allocated", [] { return cpu_allocator().stats().allocated_bytes_peak; });
+  m.def("memory_reserved", [] { return cpu_allocator().stats().reserved_bytes; });
+  m.def("max_memory_reserved", [] { return cpu_allocator().stats().reserved_bytes_peak; });
+  m.def("reset_peak_memory_stats", [] { cpu_allocator().reset_peak_stats(); });
+  m.def("empty_cache", [] { cpu_allocator().empty_cache(); });
+  m.def("memory_snapshot", [] { return snapshot_list(cpu_allocator().snapshot()); });
+  m.def("set_allocator_caching", [](bool on) { cpu_allocator().set_caching(on); });
+  m.def("allocator_caching", [] { return cpu_allocator().caching(); });
+
+  py::class_<TestAllocator>(m, "_TestCachingAllocator")
+      .def(py::init([](size_t capacity) {
+        auto raw = std::make_unique<FakeRawAllocator>(capacity);
+        auto* t = new TestAllocator{raw.get(), nullptr, {}};
+        t->alloc = std::make_unique<CachingAllocator>(std::move(raw), cpu_device());
+        return t;
+      }))
+      .def("malloc", [](TestAllocator& t, size_t n, int64_t stream) {
+        t.live.push_back(std::make_unique<DataPtr>(t.alloc->allocate(n, stream)));
+        return py::make_tuple(t.live.size() - 1, reinterpret_cast<uintptr_t>(t.live.back()->get()));
+      }, py::arg("nbytes"), py::arg("stream") = 0)
+      .def("free", [](TestAllocator& t, size_t handle) {
+        if (handle >= t.live.size() || !t.live[handle]) throw py::index_error("free: bad handle");
+        t.live[handle].reset();
+      })
+      .def("empty_cache", [](TestAllocator& t) { t.alloc->empty_cache(); })
+      .def("set_caching", [](TestAllocator& t, bool on) { t.alloc->set_caching(on); })
+      .def("stats", [](TestAllocator& t) { return stats_dict(t.alloc->stats()); })
+      .def("snapshot", [](TestAllocator& t) { return snapshot_list(t.alloc->snapshot()); })
+      .def_property_readonly("raw_calls", [](TestAllocator& t) { return t.raw->calls; })
+      .def_property_readonly("raw_frees", [](TestAllocator& t) { return t.raw->frees; })
+      .def_property_readonly("raw_failures", [](TestAllocator& t) { return t.raw->failures; })
+      .def_property_readonly("raw_in_use", [](TestAllocator& t) { return t.raw->in_use; });
+}
+
+void translate_errors() {
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      PyObject* type = PyExc_RuntimeError;
+      switch (e.kind()) {
+        case ErrorKind::Value: type = PyExc_ValueError; break;
+        case ErrorKind::Type: type = PyExc_TypeError; break;
+        case ErrorKind::Index: type = PyExc_IndexError; break;
+        case ErrorKind::NotImplemented: type = PyExc_NotImplementedError; break;
+        case ErrorKind::OutOfMemory: type = g_oom_error; break;
+        case ErrorKind::Runtime: break;
+      }
+      PyErr_SetString(type, e.what());
+    }
+  });
+}
+
+}  // namespace
+
+PyObject* dtype_object(ScalarType t) { return g_dtype_objects[static_cast<int>(t)]; }
+
+bool dtype_from_object(PyObject* o, ScalarType* out) {
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    if (g_dtype_objects[i] == o) {
+      *out = static_cast<ScalarType>(i);
+      return true;
+    }
+  }
+  if (o == reinterpret_cast<PyObject*>(&PyFloat_Type)) {
+    *out = ScalarType::Float64;
+    return true;
+  }
+  if (o == reinterpret_cast<PyObject*>(&PyLong_Type)) {
+    *out = ScalarType::Int64;
+    return true;
+  }
+  if (o == reinterpret_cast<PyObject*>(&PyBool_Type)) {
+    *out = ScalarType::Bool;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace ember
+
+PYBIND11_MODULE(_C, m) {
+  using namespace ember;
+  m.doc() = "ember's C++ core: tensors, ops, memory.";
+  g_oom_error = PyErr_NewExceptionWithDoc("ember.OutOfMemoryError",
+                                          "A device allocation failed even after freeing the cache.",
+                                          PyExc_RuntimeError, nullptr);
+  m.attr("OutOfMemoryError") = py::handle(g_oom_error);
+  translate_errors();
+  bind_dtypes(m);
+  bind_device(m);
+  bind_generator(m);
+  bind_memory(m);
+  m.def("get_num_threads", &get_num_threads);
+  m.def("set_num_threads", &set_num_threads);
+  m.attr("has_cuda") = false;
+
+  TensorClass cls(m, "Tensor", py::buffer_protocol());
+  bind_tensor(m, cls);
+  bind_generated_ops(m, cls);
+  bind_indexing(m, cls);
+  bind_interop(m, cls);
+}

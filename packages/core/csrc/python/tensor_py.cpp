@@ -1,0 +1,264 @@
+// ember.Tensor's attributes, conversions and Python operators.
+#include "python/tensor_py.h"
+
+#include <cmath>
+
+#include "core/dispatch.h"
+#include "kernels/iterator.h"
+#include "ops.h"
+
+namespace ember {
+namespace {
+
+PyTypeObject* g_tensor_type = nullptr;
+PyObject* g_size_type = nullptr;  // ember.Size (a tuple subclass defined in Python)
+
+py::object make_size(const DimVector& sizes) {
+  PyObject* t;
+  if (g_size_type) {
+    auto* type = reinterpret_cast<PyTypeObject*>(g_size_type);
+    t = type->tp_alloc(type, sizes.size());
+  } else {
+    t = PyTuple_New(sizes.size());
+  }
+  if (!t) throw py::error_already_set();
+  for (int64_t i = 0; i < sizes.size(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(sizes[i]));
+  return py::reinterpret_steal<py::object>(t);
+}
+
+py::object scalar_to_py(const Scalar& s) {
+  return py::reinterpret_steal<py::object>(
+      py::detail::make_caster<Scalar>::cast(s, py::return_value_policy::copy, {}));
+}
+
+py::object tolist_rec(const TensorImpl& t, const char* p, int64_t d) {
+  if (d == t.dim()) return scalar_to_py(load_scalar(p, t.dtype()));
+  py::list l(t.size(d));
+  for (int64_t i = 0; i < t.size(d); ++i)
+    l[i] = tolist_rec(t, p + i * t.stride(d) * t.itemsize(), d + 1);
+  return std::move(l);
+}
+
+Scalar item(const Tensor& t) {
+  EMBER_CHECK(t->numel() == 1, "item: a Tensor with ", t->numel(),
+              " elements cannot be converted to Scalar");
+  return load_scalar(t->data(), t->dtype());
+}
+
+// ---- tensor(data): nested Python sequences -> a new tensor ----------------------------------
+
+enum Kind { kBool = 0, kInt = 1, kFloat = 2 };
+
+void infer_shape(py::handle obj, DimVector& shape) {
+  PyObject* o = obj.ptr();
+  while (PyList_Check(o) || PyTuple_Check(o)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    shape.push_back(n);
+    if (n == 0) return;
+    o = PySequence_Fast_GET_ITEM(o, 0);
+  }
+  if (is_tensor_object(o)) {
+    auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
+    for (int64_t s : t->sizes()) shape.push_back(s);
+  }
+}
+
+void scan_kind(py::handle obj, int& kind) {
+  PyObject* o = obj.ptr();
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    for (Py_ssize_t i = 0; i < n && kind < kFloat; ++i) scan_kind(PySequence_Fast_GET_ITEM(o, i), kind);
+    return;
+  }
+  if (is_tensor_object(o)) {
+    auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
+    kind = std::max(kind, is_floating(t->dtype()) ? int(kFloat) : t->dtype() == ScalarType::Bool ? int(kBool) : int(kInt));
+    return;
+  }
+  Scalar s;
+  if (!scalar_from_object(o, &s))
+    throw py::type_error(std::string("tensor(): could not infer dtype of ") + Py_TYPE(o)->tp_name);
+  kind = std::max(kind, s.is_floating() ? int(kFloat) : s.is_bool() ? int(kBool) : int(kInt));
+}
+
+void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, ScalarType dt) {
+  PyObject* o = obj.ptr();
+  if (d == shape.size()) {
+    Scalar s;
+    if (!scalar_from_object(o, &s))
+      throw py::type_error(std::string("tensor(): expected a number, got ") + Py_TYPE(o)->tp_name);
+    store_scalar(s, dt, p);
+    p += itemsize(dt);
+    return;
+  }
+  if (is_tensor_object(o)) {
+    auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
+    DimVector rest(shape.begin() + d, shape.end());
+    if (t->sizes() != rest)
+      throw py::value_error("tensor(): expected a tensor of shape " + shape_str(rest) + " at dim " +
+                            std::to_string(d) + " (got " + shape_str(t->sizes()) + ")");
+    Tensor dst = empty(rest, dt);
+    copy_into(dst, t);
+    std::memcpy(p, dst->data(), dst->numel() * itemsize(dt));
+    p += dst->numel() * itemsize(dt);
+    return;
+  }
+  if (!PyList_Check(o) && !PyTuple_Check(o))
+    throw py::value_error("tensor(): expected a sequence at dim " + std::to_string(d) + ", got " +
+                          Py_TYPE(o)->tp_name);
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  if (n != shape[d])
+    throw py::value_error("tensor(): expected sequence of length " + std::to_string(shape[d]) +
+                          " at dim " + std::to_string(d) + " (got " + std::to_string(n) + ")");
+  for (Py_ssize_t i = 0; i < n; ++i) fill_rec(PySequence_Fast_GET_ITEM(o, i), shape, d + 1, p, dt);
+}
+
+}  // namespace
+
+PyTypeObject* tensor_type() { return g_tensor_type; }
+
+Tensor tensor_from_buffer(py::handle obj, bool share);  // interop_py.cpp
+
+Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype) {
+  if (is_tensor_object(data.ptr())) {
+    Tensor src = data.cast<Tensor>();
+    Tensor out = empty(src->sizes(), dtype.value_or(src->dtype()), src->device());
+    copy_into(out, src);
+    return out;
+  }
+  if (PyObject_CheckBuffer(data.ptr()) && !PyBytes_Check(data.ptr())) {
+    Tensor src = tensor_from_buffer(data, /*share=*/true);
+    Tensor out = empty(src->sizes(), dtype.value_or(src->dtype()), src->device());
+    copy_into(out, src);
+    return out;
+  }
+  DimVector shape;
+  infer_shape(data, shape);
+  int kind = kBool;
+  scan_kind(data, kind);
+  ScalarType dt = dtype.value_or(kind == kFloat ? default_dtype() : kind == kInt ? ScalarType::Int64 : ScalarType::Bool);
+  if (!dtype && shape.size() > 0 && shape[shape.size() - 1] == 0 && kind == kBool) dt = default_dtype();
+  Tensor out = empty(shape, dt);
+  char* p = out->data();
+  fill_rec(data, shape, 0, p, dt);
+  return out;
+}
+
+void bind_tensor(py::module_& m, TensorClass& cls) {
+  g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  m.def("_set_size_type", [](py::object t) { g_size_type = t.release().ptr(); });
+  m.def("tensor", [](py::handle data, std::optional<ScalarType> dtype, std::optional<Device> device) {
+    if (device && !device->is_cpu()) no_kernel("tensor", device->type);
+    return tensor_from_data(data, dtype);
+  }, py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none());
+
+  cls.def_property_readonly("shape", [](const Tensor& t) { return make_size(t->sizes()); })
+      .def("size", [](const Tensor& t) { return make_size(t->sizes()); })
+      .def("size", [](const Tensor& t, int64_t d) { return t->size(wrap_dim(d, t->dim(), "size")); },
+           py::arg("dim"))
+      .def("stride", [](const Tensor& t) { return py::cast(t->strides()); })
+      .def("stride", [](const Tensor& t, int64_t d) { return t->stride(wrap_dim(d, t->dim(), "stride")); },
+           py::arg("dim"))
+      .def_property_readonly("dtype", [](const Tensor& t) { return t->dtype(); })
+      .def_property_readonly("device", [](const Tensor& t) { return t->device(); })
+      .def_property_readonly("ndim", [](const Tensor& t) { return t->dim(); })
+      .def("dim", [](const Tensor& t) { return t->dim(); })
+      .def("ndimension", [](const Tensor& t) { return t->dim(); })
+      .def("numel", [](const Tensor& t) { return t->numel(); })
+      .def("nelement", [](const Tensor& t) { return t->numel(); })
+      .def("element_size", [](const Tensor& t) { return t->itemsize(); })
+      .def_property_readonly("itemsize", [](const Tensor& t) { return t->itemsize(); })
+      .def_property_readonly("nbytes", [](const Tensor& t) { return t->numel() * t->itemsize(); })
+      .def_property_readonly("is_cuda", [](const Tensor& t) { return !t->device().is_cpu(); })
+      .def_property_readonly("is_cpu", [](const Tensor& t) { return t->device().is_cpu(); })
+      .def("is_floating_point", [](const Tensor& t) { return is_floating(t->dtype()); })
+      .def("is_contiguous", [](const Tensor& t) { return t->is_contiguous(); })
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t->data()); })
+      .def("storage_offset", [](const Tensor& t) { return t->storage_offset(); })
+      .def("untyped_storage_ptr", [](const Tensor& t) {
+        return reinterpret_cast<uintptr_t>(t->storage()->data.get());
+      })
+      .def("_storage_nbytes", [](const Tensor& t) { return t->storage()->nbytes; })
+      .def_property_readonly("_version", [](const Tensor& t) { return t->version(); })
+      .def_property_readonly("_base", [](const Tensor& t) -> py::object {
+        return t->base() ? py::cast(t->base()) : py::none();
+      })
+      .def("_is_view", [](const Tensor& t) { return t->base() != nullptr; })
+      .def("item", [](const Tensor& t) { return item(t); })
+      .def("tolist", [](const Tensor& t) { return tolist_rec(*t, t->data(), 0); })
+      .def("__float__", [](const Tensor& t) { return item(t).to_double(); })
+      .def("__int__", [](const Tensor& t) { return item(t).to_int(); })
+      .def("__bool__", [](const Tensor& t) {
+        EMBER_CHECK(t->numel() == 1, "Boolean value of Tensor with ", t->numel() == 0 ? "no values" : "more than one value",
+                    " is ambiguous");
+        return item(t).to_bool();
+      })
+      .def("__index__", [](const Tensor& t) {
+        EMBER_CHECK_KIND(t->numel() == 1 && is_integral(t->dtype(), true), Type,
+                         "only integer tensors of a single element can be converted to an index");
+        return item(t).to_int();
+      })
+      .def("__len__", [](const Tensor& t) {
+        EMBER_CHECK_KIND(t->dim() > 0, Type, "len() of a 0-d tensor");
+        return t->size(0);
+      })
+      .def("__hash__", [](py::handle self) { return reinterpret_cast<intptr_t>(self.ptr()); });
+
+  // Python operators. Reflected forms with a number on the left make a 0-d tensor of it, which
+  // promotes exactly like PyTorch's wrapped numbers for these ops.
+  auto num = [](const Scalar& s) {
+    Tensor t = empty(DimVector{}, s.dtype());
+    store_scalar(s, s.dtype(), t->data());
+    return t;
+  };
+  auto none = Tensor();
+  cls.def("__add__", [](const Tensor& a, const TensorOrScalar& b) { return ops::add(a, b, 1, Tensor()); }, py::is_operator())
+      .def("__radd__", [](const Tensor& a, const TensorOrScalar& b) { return ops::add(a, b, 1, Tensor()); }, py::is_operator())
+      .def("__iadd__", [](const Tensor& a, const TensorOrScalar& b) { return ops::add(a, b, 1, a); }, py::is_operator())
+      .def("__sub__", [](const Tensor& a, const TensorOrScalar& b) { return ops::sub(a, b, 1, Tensor()); }, py::is_operator())
+      .def("__rsub__", [](const Tensor& a, const TensorOrScalar& b) { return ops::rsub(a, b, 1); }, py::is_operator())
+      .def("__isub__", [](const Tensor& a, const TensorOrScalar& b) { return ops::sub(a, b, 1, a); }, py::is_operator())
+      .def("__mul__", [](const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, Tensor()); }, py::is_operator())
+      .def("__rmul__", [](const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, Tensor()); }, py::is_operator())
+      .def("__imul__", [](const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, a); }, py::is_operator())
+      .def("__truediv__", [](const Tensor& a, const TensorOrScalar& b) { return ops::div(a, b, std::nullopt, Tensor()); }, py::is_operator())
+      .def("__rtruediv__", [num](const Tensor& a, const Scalar& b) { return ops::div(num(b), a, std::nullopt, Tensor()); }, py::is_operator())
+      .def("__itruediv__", [](const Tensor& a, const TensorOrScalar& b) { return ops::div(a, b, std::nullopt, a); }, py::is_operator())
+      .def("__floordiv__", [](const Tensor& a, const TensorOrScalar& b) { return ops::div(a, b, std::string("floor"), Tensor()); }, py::is_operator())
+      .def("__rfloordiv__", [num](const Tensor& a, const Scalar& b) { return ops::div(num(b), a, std::string("floor"), Tensor()); }, py::is_operator())
+      .def("__ifloordiv__", [](const Tensor& a, const TensorOrScalar& b) { return ops::div(a, b, std::string("floor"), a); }, py::is_operator())
+      .def("__mod__", [](const Tensor& a, const TensorOrScalar& b) { return ops::remainder(a, b, Tensor()); }, py::is_operator())
+      .def("__rmod__", [num](const Tensor& a, const Scalar& b) { return ops::remainder(num(b), a, Tensor()); }, py::is_operator())
+      .def("__imod__", [](const Tensor& a, const TensorOrScalar& b) { return ops::remainder(a, b, a); }, py::is_operator())
+      .def("__pow__", [](const Tensor& a, const TensorOrScalar& b) { return ops::pow(a, b, Tensor()); }, py::is_operator())
+      .def("__rpow__", [](const Tensor& a, const Scalar& b) { return ops::rpow(a, b); }, py::is_operator())
+      .def("__ipow__", [](const Tensor& a, const TensorOrScalar& b) { return ops::pow(a, b, a); }, py::is_operator())
+      .def("__and__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_and(a, b, Tensor()); }, py::is_operator())
+      .def("__rand__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_and(a, b, Tensor()); }, py::is_operator())
+      .def("__iand__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_and(a, b, a); }, py::is_operator())
+      .def("__or__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_or(a, b, Tensor()); }, py::is_operator())
+      .def("__ror__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_or(a, b, Tensor()); }, py::is_operator())
+      .def("__ior__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_or(a, b, a); }, py::is_operator())
+      .def("__xor__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_xor(a, b, Tensor()); }, py::is_operator())
+      .def("__rxor__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_xor(a, b, Tensor()); }, py::is_operator())
+      .def("__ixor__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_xor(a, b, a); }, py::is_operator())
+      .def("__lshift__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_left_shift(a, b, Tensor()); }, py::is_operator())
+      .def("__rlshift__", [num](const Tensor& a, const Scalar& b) { return ops::bitwise_left_shift(num(b), a, Tensor()); }, py::is_operator())
+      .def("__ilshift__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_left_shift(a, b, a); }, py::is_operator())
+      .def("__rshift__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_right_shift(a, b, Tensor()); }, py::is_operator())
+      .def("__rrshift__", [num](const Tensor& a, const Scalar& b) { return ops::bitwise_right_shift(num(b), a, Tensor()); }, py::is_operator())
+      .def("__irshift__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_right_shift(a, b, a); }, py::is_operator())
+      .def("__eq__", [](const Tensor& a, const TensorOrScalar& b) { return ops::eq(a, b, Tensor()); }, py::is_operator())
+      .def("__ne__", [](const Tensor& a, const TensorOrScalar& b) { return ops::ne(a, b, Tensor()); }, py::is_operator())
+      .def("__lt__", [](const Tensor& a, const TensorOrScalar& b) { return ops::lt(a, b, Tensor()); }, py::is_operator())
+      .def("__le__", [](const Tensor& a, const TensorOrScalar& b) { return ops::le(a, b, Tensor()); }, py::is_operator())
+      .def("__gt__", [](const Tensor& a, const TensorOrScalar& b) { return ops::gt(a, b, Tensor()); }, py::is_operator())
+      .def("__ge__", [](const Tensor& a, const TensorOrScalar& b) { return ops::ge(a, b, Tensor()); }, py::is_operator())
+      .def("__neg__", [](const Tensor& a) { return ops::neg(a, Tensor()); })
+      .def("__pos__", [](const Tensor& a) { return a; })
+      .def("__abs__", [](const Tensor& a) { return ops::abs(a, Tensor()); })
+      .def("__invert__", [](const Tensor& a) { return ops::bitwise_not(a, Tensor()); });
+  (void)none;
+}
+
+}  // namespace ember

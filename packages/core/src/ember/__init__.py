@@ -1,0 +1,64 @@
+"""ember: eager tensors with automatic differentiation on a C++ core.
+
+>>> import ember
+>>> x = ember.ones(2, 3)
+>>> (x * 2 + 1).sum().item()
+18.0
+"""
+
+from __future__ import annotations
+
+import importlib as _importlib
+import sys as _sys
+
+from ember import _C
+from ember._C import *  # noqa: F403  (Tensor, dtypes, devices, every generated op)
+from ember._C import Tensor, device, dtype  # noqa: F401
+from ember._size import Size
+from ember import _tensor  # noqa: F401  (Python-side Tensor methods)
+from ember._interop import as_tensor, from_dlpack  # noqa: F401
+from ember._printing import set_printoptions  # noqa: F401
+
+try:
+    from ember._version import version as __version__
+except ImportError:  # a source tree that was never built by pip
+    __version__ = "0.0.0"
+
+_C._set_size_type(Size)
+
+# The sub-distributions install into this package; say which one to install when absent.
+_DISTRIBUTIONS = {
+    "nn": "ember-nn",
+    "optim": "ember-nn",
+    "data": "ember-data",
+    "multiprocessing": "ember-distributed",
+    "distributed": "ember-distributed",
+}
+
+
+def _missing(name: str) -> ImportError:
+    dist = _DISTRIBUTIONS[name]
+    return ImportError(
+        f"ember.{name} is part of the '{dist}' distribution, which is not installed; "
+        f"install it with: pip install {dist}"
+    )
+
+
+class _MissingSubpackageFinder:
+    """Last on sys.meta_path: turns `import ember.nn` without ember-nn into a clear error."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        parts = fullname.split(".")
+        if len(parts) >= 2 and parts[0] == "ember" and parts[1] in _DISTRIBUTIONS:
+            raise _missing(parts[1])
+        return None
+
+
+_sys.meta_path.append(_MissingSubpackageFinder)
+
+
+def __getattr__(name: str):
+    if name in _DISTRIBUTIONS or name == "utils":
+        return _importlib.import_module(f"ember.{name}")
+    raise AttributeError(f"module 'ember' has no attribute {name!r}")

@@ -1,0 +1,41 @@
+"""Conversions between ember tensors and other array libraries (NumPy, DLPack)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember import _C
+from ember._C import Tensor
+
+
+def from_dlpack(ext_tensor: Any) -> Tensor:
+    """A tensor sharing memory with any object that implements ``__dlpack__``.
+
+    >>> import numpy as np, ember
+    >>> ember.from_dlpack(np.arange(3.0)).tolist()
+    [0.0, 1.0, 2.0]
+    """
+    if hasattr(ext_tensor, "__dlpack__"):
+        capsule = ext_tensor.__dlpack__()
+    else:  # a bare capsule (the legacy protocol)
+        capsule = ext_tensor
+    return _C._from_dlpack_capsule(capsule)
+
+
+def as_tensor(data: Any, dtype=None, device=None) -> Tensor:
+    """Like ``tensor()`` but shares memory with ``data`` when it can (tensors, NumPy arrays).
+
+    >>> import numpy as np, ember
+    >>> a = np.zeros(2, dtype=np.float32); t = ember.as_tensor(a); a[0] = 1; t[0].item()
+    1.0
+    """
+    if isinstance(data, Tensor):
+        return data if dtype is None or data.dtype is dtype else data._to_dtype(dtype)
+    if hasattr(data, "__array_interface__") and hasattr(data, "dtype"):
+        try:
+            t = _C.from_numpy(data)
+        except (TypeError, ValueError):
+            t = None
+        if t is not None:
+            return t if dtype is None or t.dtype is dtype else t._to_dtype(dtype)
+    return _C.tensor(data, dtype=dtype, device=device)

@@ -1,0 +1,8 @@
+"""Multiprocessing helpers for ember (placeholder; nothing implemented yet)."""
+
+try:
+    from ember.distributed._version import __version__
+except ImportError:  # not installed from a git checkout / sdist
+    __version__ = "0.0.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,24 @@
+import importlib
+from pathlib import Path
+
+import pytest
+
+MODULES = ["distributed", "multiprocessing"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_distributed_subpackage_version(name):
+    mod = importlib.import_module(f"ember.{name}")
+    assert isinstance(mod.__version__, str)
+    assert mod.__version__
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_distributed_subpackage_lives_in_ember(name):
+    import ember
+
+    mod = importlib.import_module(f"ember.{name}")
+    assert mod.__name__ == f"ember.{name}"
+    assert getattr(ember, name) is mod
+    pkg_dirs = {Path(p).resolve() for p in ember.__path__}
+    assert Path(mod.__file__).resolve().parent.parent in pkg_dirs

@@ -1,0 +1,200 @@
+"""Parse operator schemas from ember-core's YAML declarations.
+
+A schema reads like PyTorch's native_functions.yaml:
+
+    add(Tensor self, Tensor|Scalar other, *, Scalar alpha=1, Tensor? out=None) -> Tensor
+
+Each argument has a type (see ``TYPES``), a name and an optional Python default; ``*``
+starts the keyword-only arguments. The return is ``Tensor``, ``bool``, ``int``, ``float``,
+``Scalar``, ``Tensor[]``, ``()`` or a named tuple ``(Tensor values, Tensor indices)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+# schema type -> (C++ parameter type of the kernel, C++ type pybind11 receives, Python type)
+TYPES: dict[str, tuple[str, str, str]] = {
+    "Tensor": ("const Tensor&", "const Tensor&", "Tensor"),
+    "Tensor?": ("const Tensor&", "std::optional<Tensor>", "Tensor | None"),
+    "Tensor|Scalar": ("const TensorOrScalar&", "const TensorOrScalar&", "Tensor | Number"),
+    "Tensor|Scalar?": ("const TensorOrScalar&", "std::optional<TensorOrScalar>", "Tensor | Number | None"),
+    "Tensor[]": ("const std::vector<Tensor>&", "const std::vector<Tensor>&", "Sequence[Tensor]"),
+    "Tensor?[]": ("const std::vector<Tensor>&", "const std::vector<std::optional<Tensor>>&",
+                  "Sequence[Tensor | None]"),
+    "Scalar": ("const Scalar&", "const Scalar&", "Number"),
+    "Scalar?": ("const std::optional<Scalar>&", "std::optional<Scalar>", "Number | None"),
+    "int": ("int64_t", "int64_t", "int"),
+    "int?": ("std::optional<int64_t>", "std::optional<int64_t>", "int | None"),
+    "int[]": ("const DimVector&", "const DimVector&", "Sequence[int]"),
+    "int[]?": ("const std::optional<DimVector>&", "std::optional<DimVector>", "Sequence[int] | None"),
+    "int[]...": ("const DimVector&", "py::args", "int"),
+    "float": ("double", "double", "float"),
+    "float?": ("std::optional<double>", "std::optional<double>", "float | None"),
+    "bool": ("bool", "bool", "bool"),
+    "bool?": ("std::optional<bool>", "std::optional<bool>", "bool | None"),
+    "str": ("const std::string&", "const std::string&", "str"),
+    "str?": ("const std::optional<std::string>&", "std::optional<std::string>", "str | None"),
+    "ScalarType": ("ScalarType", "ScalarType", "dtype"),
+    "ScalarType?": ("std::optional<ScalarType>", "std::optional<ScalarType>", "dtype | None"),
+    "Device?": ("std::optional<Device>", "std::optional<Device>", "device | str | None"),
+    "Generator?": ("Generator*", "Generator*", "Generator | None"),
+}
+
+RETURNS: dict[str, tuple[str, str]] = {
+    "Tensor": ("Tensor", "Tensor"),
+    "Tensor[]": ("std::vector<Tensor>", "tuple[Tensor, ...]"),
+    "bool": ("bool", "bool"),
+    "int": ("int64_t", "int"),
+    "float": ("double", "float"),
+    "Scalar": ("Scalar", "Number"),
+    "()": ("void", "None"),
+}
+
+
+@dataclass
+class Arg:
+    type: str
+    name: str
+    default: str | None
+    kwonly: bool
+
+    @property
+    def cpp_type(self) -> str:
+        return TYPES[self.type][0]
+
+    @property
+    def bind_type(self) -> str:
+        return TYPES[self.type][1]
+
+    @property
+    def py_type(self) -> str:
+        return TYPES[self.type][2]
+
+
+@dataclass
+class Op:
+    name: str
+    args: list[Arg]
+    returns: list[tuple[str, str]]  # (type, name); a single unnamed Tensor is [("Tensor", "")]
+    variants: list[str]
+    dispatch: dict[str, str]
+    inplace: bool = False
+    out: bool = False
+    doc: str = ""
+    source: str = ""
+    tags: list[str] = field(default_factory=list)
+    release_gil: bool = False
+    schema: str = ""
+
+    @property
+    def native_out(self) -> bool:
+        return any(a.name == "out" for a in self.args)
+
+    @property
+    def tuple_return(self) -> bool:
+        return len(self.returns) > 1
+
+    @property
+    def cpp_return(self) -> str:
+        if self.tuple_return:
+            return "std::tuple<" + ", ".join(RETURNS[t][0] for t, _ in self.returns) + ">"
+        return RETURNS[self.returns[0][0]][0]
+
+    @property
+    def py_return(self) -> str:
+        if self.tuple_return:
+            return "tuple[" + ", ".join(RETURNS[t][1] for t, _ in self.returns) + "]"
+        return RETURNS[self.returns[0][0]][1]
+
+    @property
+    def overload_id(self) -> str:
+        """A C++-identifier-safe name unique per overload."""
+        return self.name + "__" + "_".join(re.sub(r"\W", "", a.type) for a in self.args)
+
+
+_SCHEMA = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\((.*)\)\s*->\s*(.+?)\s*$")
+
+
+def _split_top(s: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def parse_schema(schema: str) -> tuple[str, list[Arg], list[tuple[str, str]]]:
+    m = _SCHEMA.match(schema)
+    if not m:
+        raise ValueError(f"bad schema: {schema!r}")
+    name, argstr, ret = m.groups()
+    args: list[Arg] = []
+    kwonly = False
+    for part in _split_top(argstr):
+        if part == "*":
+            kwonly = True
+            continue
+        decl, _, default = part.partition("=")
+        typ, _, aname = decl.strip().rpartition(" ")
+        if typ not in TYPES:
+            raise ValueError(f"{name}: unknown type {typ!r} in {schema!r}")
+        args.append(Arg(typ, aname, default.strip() if default else None, kwonly))
+    ret = ret.strip()
+    if ret.startswith("(") and ret != "()":
+        rets = []
+        for part in _split_top(ret[1:-1]):
+            t, _, n = part.rpartition(" ")
+            rets.append((t, n))
+    else:
+        rets = [(ret, "")]
+    for t, _ in rets:
+        if t not in RETURNS:
+            raise ValueError(f"{name}: unknown return type {t!r}")
+    return name, args, rets
+
+
+def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
+    """All ops, grouped by the YAML file (stem) that declares them."""
+    groups: dict[str, list[Op]] = {}
+    for path in sorted(Path(yaml_dir).glob("*.yaml")):
+        entries = yaml.safe_load(path.read_text()) or []
+        ops = []
+        for e in entries:
+            name, args, rets = parse_schema(e["func"])
+            variants = e.get("variants", ["function"])
+            if isinstance(variants, str):
+                variants = [v.strip() for v in variants.split(",")]
+            ops.append(
+                Op(
+                    name=name,
+                    args=args,
+                    returns=rets,
+                    variants=variants,
+                    dispatch=e.get("dispatch", {}),
+                    inplace=bool(e.get("inplace", False)),
+                    out=bool(e.get("out", False)),
+                    doc=(e.get("doc") or "").strip(),
+                    source=path.name,
+                    tags=list(e.get("tags", [])),
+                    release_gil=bool(e.get("release_gil", False)),
+                    schema=e["func"],
+                )
+            )
+            if not ops[-1].dispatch:
+                raise ValueError(f"{path.name}: {name} has no dispatch entry")
+        groups[path.stem] = ops
+    return groups
