@@ -152,7 +152,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Generate docs/ops.md from packages/core/ops.yaml."""
+    """Generate docs/ops.md (the op reference) from packages/core/ops/*.yaml."""
     _require_file(session, "tools/codegen/gen_ops.py")
     install_core(session)
     session.install("pyyaml")

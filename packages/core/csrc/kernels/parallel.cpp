@@ -63,7 +63,12 @@ class ThreadPool {
   }
 
   void work(int id) {
-    uint64_t seen = 0;
+    uint64_t seen;
+    {
+      // A worker started after earlier regions must not mistake their generation for new work.
+      std::lock_guard<std::mutex> g(mutex_);
+      seen = generation_;
+    }
     for (;;) {
       {
         std::unique_lock<std::mutex> g(mutex_);

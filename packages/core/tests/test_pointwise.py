@@ -1,0 +1,286 @@
+"""Pointwise ops, driven by the op table in op_table.py."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import make, to_np, to_torch, tol, torch
+from op_table import BY_NAME, OPS, SPECIAL
+
+import ember
+
+YAML = Path(__file__).resolve().parents[1] / "ops" / "pointwise.yaml"
+
+
+def test_every_declared_op_is_in_the_table():
+    names = {e["func"].split("(")[0] for e in yaml.safe_load(YAML.read_text())}
+    missing = names - set(BY_NAME) - SPECIAL
+    assert not missing, f"pointwise ops without an OpInfo: {sorted(missing)}"
+
+
+def sample(op, dtype, shape, rng, rhs=False):
+    lo, hi = op.domain
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    if dtype in ("uint8",):
+        lo = max(lo, 0)
+    x = rng.uniform(lo, hi, size=shape)
+    if dtype not in ("float16", "bfloat16", "float32", "float64"):
+        x = np.round(x)
+        if rhs and op.nonzero_rhs:
+            x[x == 0] = 1
+    elif rhs and op.nonzero_rhs:
+        x[np.abs(x) < 0.25] = 0.5
+    return x
+
+
+def expected_dtype(op, dtype):
+    if op.result == "bool":
+        return "bool"
+    if op.result == "float" and dtype not in ("float16", "bfloat16", "float32", "float64"):
+        return "float32"
+    return dtype
+
+
+def call(op, *args, **kw):
+    return getattr(ember, op.name)(*args, **kw)
+
+
+def check(op, dtype, result, inputs_np):
+    if op.result == "float":  # NumPy would pick float16 for small ints; PyTorch computes in float32
+        inputs_np = [np.asarray(a, dtype=np.float64) for a in inputs_np]
+    ref = op.ref(*inputs_np)
+    assert repr(result.dtype) == f"ember.{expected_dtype(op, dtype)}"
+    got = to_np(result)
+    assert got.shape == np.shape(ref)
+    if op.result == "bool" or dtype in ("bool",) or (op.result == "same" and "int" in dtype):
+        np.testing.assert_array_equal(got, ref)
+    else:
+        np.testing.assert_allclose(got, ref, equal_nan=True, **tol(expected_dtype(op, dtype)))
+
+
+def rounded(t):
+    """The values a tensor actually holds, as float64/int64 NumPy (after dtype rounding)."""
+    return to_np(t)
+
+
+CASES = [(op, dt) for op in OPS for dt in op.dtypes]
+
+
+@pytest.mark.parametrize("op,dtype", CASES, ids=[f"{o.name}-{d}" for o, d in CASES])
+def test_values_against_numpy(op, dtype, rng):
+    if op.name in ("erf", "erfinv"):
+        pytest.importorskip("scipy")
+    xs = [make(sample(op, dtype, (3, 5), rng, rhs=i > 0), dtype) for i in range(op.arity)]
+    check(op, dtype, call(op, *xs), [rounded(x) for x in xs])
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("op,dtype", CASES, ids=[f"{o.name}-{d}" for o, d in CASES])
+def test_values_and_dtype_against_torch(op, dtype, rng):
+    xs = [make(sample(op, dtype, (4, 3), rng, rhs=i > 0), dtype) for i in range(op.arity)]
+    got = call(op, *xs)
+    want = getattr(torch, op.torch_fn)(*[to_torch(x) for x in xs])
+    assert repr(got.dtype).replace("ember.", "") == str(want.dtype).replace("torch.", "")
+    w = want.double().numpy() if want.is_floating_point() else want.numpy()
+    if got.dtype.is_floating_point:
+        np.testing.assert_allclose(to_np(got), w, equal_nan=True, **tol(dtype if dtype in ("float16", "bfloat16") else "float32"))
+    else:
+        np.testing.assert_array_equal(to_np(got), w)
+
+
+BINARY = [op for op in OPS if op.arity == 2]
+
+
+@pytest.mark.parametrize("op", BINARY, ids=[o.name for o in BINARY])
+@pytest.mark.parametrize("shapes", [((3, 1, 4), (5, 4)), ((1,), (2, 3)), ((), (2, 2)), ((2, 0), (1, 0))])
+def test_broadcasting(op, shapes, rng):
+    dtype = "float64" if "float64" in op.dtypes else op.dtypes[0]
+    a = make(sample(op, dtype, shapes[0], rng), dtype)
+    b = make(sample(op, dtype, shapes[1], rng, rhs=True), dtype)
+    check(op, dtype, call(op, a, b), [rounded(a), rounded(b)])
+
+
+@pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
+def test_noncontiguous_and_zero_stride(op, rng):
+    dtype = "float64" if "float64" in op.dtypes else op.dtypes[0]
+    base = make(sample(op, dtype, (6, 8), rng), dtype)
+    xs = [base.transpose(0, 1) if hasattr(base, "transpose") else base, base[::2, ::3]]
+    for x in xs:
+        if x is base:
+            continue
+        assert not x.is_contiguous()
+        args = [x] + [x.clone() if op.nonzero_rhs is False else x.clone() for _ in range(op.arity - 1)]
+        check(op, dtype, call(op, *args), [rounded(a) for a in args])
+    if hasattr(ember, "expand") or hasattr(base, "expand"):
+        z = base[0:1].expand(4, 8)
+        args = [z] * op.arity
+        check(op, dtype, call(op, *args), [rounded(a) for a in args])
+
+
+@pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
+def test_empty_and_zero_dim(op, rng):
+    dtype = "float64" if "float64" in op.dtypes else op.dtypes[0]
+    e = make(np.zeros((0, 3)), dtype)
+    r = call(op, *([e] * op.arity))
+    assert tuple(r.shape) == (0, 3)
+    s = make(sample(op, dtype, (), rng, rhs=True), dtype)
+    r = call(op, *([s] * op.arity))
+    assert r.ndim == 0
+    check(op, dtype, r, [rounded(s)] * op.arity)
+
+
+@pytest.mark.parametrize("op", [o for o in OPS if o.out], ids=[o.name for o in OPS if o.out])
+def test_out_and_inplace(op, rng):
+    dtype = "float64" if "float64" in op.dtypes else op.dtypes[0]
+    xs = [make(sample(op, dtype, (3, 4), rng, rhs=i > 0), dtype) for i in range(op.arity)]
+    want = call(op, *xs)
+    out = ember.empty(0, dtype=want.dtype)
+    r = call(op, *xs, out=out)
+    assert r is out and tuple(out.shape) == (3, 4)
+    np.testing.assert_array_equal(to_np(out), to_np(want))
+    if op.inplace:
+        x0 = xs[0].clone()
+        v = x0._version
+        r = getattr(x0, op.name + "_")(*xs[1:])
+        assert r is x0 and x0._version > v
+        np.testing.assert_array_equal(to_np(x0), to_np(want))
+
+
+@pytest.mark.parametrize("op", [o for o in BINARY if o.scalar_rhs], ids=[o.name for o in BINARY if o.scalar_rhs])
+def test_python_scalar_operand(op, rng):
+    dtype = "float32" if "float32" in op.dtypes else op.dtypes[0]
+    x = make(sample(op, dtype, (4,), rng), dtype)
+    s = 3 if dtype != "bool" else True
+    r = call(op, x, s)
+    check(op, dtype, r, [rounded(x), np.array(s, dtype=np.float64 if dtype != "bool" else bool)])
+
+
+# ---- type promotion with Python numbers and 0-d tensors -----------------------------------------
+
+@pytest.mark.parametrize("a,b,want", [
+    (ember.ones(2, dtype=ember.int32), 2.5, ember.float32),
+    (ember.ones(2, dtype=ember.int32), 2, ember.int32),
+    (ember.ones(2, dtype=ember.uint8), 300, ember.uint8),
+    (ember.ones(2, dtype=ember.bool), 2, ember.int64),
+    (ember.ones(2, dtype=ember.float16), 2.5, ember.float16),
+    (ember.ones(2, dtype=ember.float16), ember.ones((), dtype=ember.float64), ember.float16),
+    (ember.ones(2, dtype=ember.int64), ember.ones((), dtype=ember.float64), ember.float64),
+    (ember.ones(2, dtype=ember.uint8), ember.ones(2, dtype=ember.int8), ember.int16),
+    (ember.ones(2, dtype=ember.float16), ember.ones(2, dtype=ember.bfloat16), ember.float32),
+])
+def test_promotion(a, b, want):
+    assert (a + b).dtype is want
+
+
+# ---- ops with their own signatures -------------------------------------------------------------
+
+def test_add_sub_alpha_and_rsub():
+    a, b = ember.tensor([1.0, 2.0]), ember.tensor([10.0, 20.0])
+    assert ember.add(a, b, alpha=2).tolist() == [21.0, 42.0]
+    assert ember.sub(a, b, alpha=0.5).tolist() == [-4.0, -8.0]
+    assert (5 - a).tolist() == [4.0, 3.0]
+    assert (2 ** a).tolist() == [2.0, 4.0]
+    assert (1 / ember.tensor([2, 4])).tolist() == [0.5, 0.25]
+    with pytest.raises(RuntimeError, match="alpha"):
+        ember.add(ember.ones(2, dtype=ember.int64), 1, alpha=0.5)
+
+
+def test_div_rounding_modes():
+    a = ember.tensor([-7, 7, -7, 7])
+    b = ember.tensor([2, 2, -2, -2])
+    assert ember.div(a, b, rounding_mode="floor").tolist() == [-4, 3, 3, -4]
+    assert ember.div(a, b, rounding_mode="trunc").tolist() == [-3, 3, 3, -3]
+    assert ember.div(a, b).tolist() == [-3.5, 3.5, 3.5, -3.5]
+    assert (a // b).tolist() == [-4, 3, 3, -4]
+    assert (a % b).tolist() == [1, 1, -1, -1]
+    with pytest.raises(ValueError, match="rounding_mode"):
+        ember.div(a, b, rounding_mode="round")
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        ember.div(a, ember.zeros(4, dtype=ember.int64), rounding_mode="floor")
+
+
+def test_clamp_variants():
+    x = ember.tensor([-2.0, 0.5, 3.0, float("nan")])
+    assert ember.clamp(x, -1, 1).tolist()[:3] == [-1.0, 0.5, 1.0]
+    assert np.isnan(ember.clamp(x, -1, 1).tolist()[3])
+    assert ember.clamp(x, min=0.0).tolist()[:3] == [0.0, 0.5, 3.0]
+    assert ember.clamp(x, max=0.0).tolist()[:3] == [-2.0, 0.0, 0.0]
+    lo, hi = ember.tensor([0.0, 0.0, 0.0, 0.0]), ember.tensor([1.0, 0.2, 5.0, 1.0])
+    assert ember.clamp(x, lo, hi).tolist()[:3] == [0.0, 0.2, 3.0]
+    assert ember.clip(x, -1, 1).tolist()[:3] == [-1.0, 0.5, 1.0]
+    y = x.clone()
+    y.clamp_(0, 1)
+    assert y.tolist()[:3] == [0.0, 0.5, 1.0]
+    with pytest.raises(RuntimeError, match="at least one of 'min' or 'max'"):
+        ember.clamp(x)
+
+
+def test_where_lerp_addcmul_addcdiv():
+    c = ember.tensor([True, False, True])
+    a, b = ember.tensor([1.0, 2.0, 3.0]), ember.tensor([10.0, 20.0, 30.0])
+    assert ember.where(c, a, b).tolist() == [1.0, 20.0, 3.0]
+    assert ember.where(c, a, 0.0).tolist() == [1.0, 0.0, 3.0]
+    assert ember.where(c, 1, 0).dtype is ember.int64
+    with pytest.raises(TypeError, match="bool"):
+        ember.where(ember.ones(3), a, b)
+    np.testing.assert_allclose(ember.lerp(a, b, 0.5).tolist(), [5.5, 11.0, 16.5])
+    np.testing.assert_allclose(ember.lerp(a, b, ember.tensor([0.0, 1.0, 0.25])).tolist(), [1.0, 20.0, 9.75])
+    np.testing.assert_allclose(ember.addcmul(a, a, b, value=0.5).tolist(), [6.0, 22.0, 48.0])
+    np.testing.assert_allclose(ember.addcdiv(a, b, a, value=2).tolist(), [21.0, 22.0, 23.0])
+    with pytest.raises(RuntimeError, match="integer division"):
+        ember.addcdiv(ember.ones(2, dtype=ember.int64), ember.ones(2, dtype=ember.int64), ember.ones(2, dtype=ember.int64))
+
+
+def test_allclose_equal_isclose():
+    a = ember.tensor([1.0, 2.0, float("nan")])
+    assert not ember.allclose(a, a)
+    assert ember.allclose(a, a, equal_nan=True)
+    assert ember.equal(ember.tensor([1, 2]), ember.tensor([1, 2]))
+    assert not ember.equal(ember.tensor([1, 2]), ember.tensor([1, 2, 3]))
+    assert ember.isclose(ember.tensor([1.0]), ember.tensor([1.0 + 1e-9])).tolist() == [True]
+
+
+def test_errors_are_clear():
+    with pytest.raises(RuntimeError, match=r"add: shapes \(2, 3\) and \(4,\) cannot be broadcast"):
+        ember.ones(2, 3) + ember.ones(4)
+    with pytest.raises(TypeError, match="bitwise_and: not implemented for dtype float32"):
+        ember.ones(2) & ember.ones(2)
+    with pytest.raises(RuntimeError, match="result type float32 can't be cast to the desired output type int64"):
+        ember.ones(2, dtype=ember.int64).add_(1.5)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        ember.ones(3).add_(ember.ones(2, 3))
+    with pytest.raises(RuntimeError, match="bool tensor is not supported"):
+        ember.ones(2, dtype=ember.bool) - ember.ones(2, dtype=ember.bool)
+    with pytest.raises(TypeError):
+        ember.ones(2) + "a"
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        ember.tensor([2, 3]) ** -1
+
+
+def test_operators_and_identity():
+    x = ember.tensor([1.0, 2.0])
+    y = x
+    x += 1
+    assert x is y and x.tolist() == [2.0, 3.0]
+    x *= ember.tensor([2.0, 2.0])
+    assert x is y and x.tolist() == [4.0, 6.0]
+    assert (-x).tolist() == [-4.0, -6.0]
+    assert abs(ember.tensor([-1, 2])).tolist() == [1, 2]
+    assert (~ember.tensor([True, False])).tolist() == [False, True]
+    assert (x == 4.0).tolist() == [True, False]
+    assert (x != None) is True  # noqa: E711  (Python falls back to identity, like PyTorch)
+
+
+def test_large_parallel_matches_serial():
+    n = 200_003
+    a = ember.tensor(np.arange(n, dtype=np.float32))
+    b = a * 2 + 1
+    np.testing.assert_array_equal(b.numpy(), np.arange(n, dtype=np.float32) * 2 + 1)
+    ember.set_num_threads(1)
+    try:
+        c = a * 2 + 1
+    finally:
+        ember.set_num_threads(2)
+    np.testing.assert_array_equal(c.numpy(), b.numpy())
