@@ -29,7 +29,14 @@ class ThreadPool {
   void resize(int n) {
     stop();
     stopping_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { work(i); });
+    // Workers start from the current generation so they neither miss the next region nor
+    // re-run a finished one.
+    uint64_t gen;
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      gen = generation_;
+    }
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, gen] { work(i, gen); });
   }
 
   void run(int nchunks, const std::function<void(int)>& task) {
@@ -62,13 +69,7 @@ class ThreadPool {
     t_in_parallel = false;
   }
 
-  void work(int id) {
-    uint64_t seen;
-    {
-      // A worker started after earlier regions must not mistake their generation for new work.
-      std::lock_guard<std::mutex> g(mutex_);
-      seen = generation_;
-    }
+  void work(int id, uint64_t seen) {
     for (;;) {
       {
         std::unique_lock<std::mutex> g(mutex_);
