@@ -239,8 +239,9 @@ static Allocator* g_device_allocators[kNumDeviceTypes] = {nullptr, nullptr};
 Allocator* device_allocator(DeviceType type) {
   if (type == DeviceType::CPU) return &cpu_allocator();
   Allocator* a = g_device_allocators[static_cast<int>(type)];
-  EMBER_CHECK(a != nullptr, "no allocator for device type ", static_cast<int>(type),
-              ": ember was built without CUDA support (build with EMBER_CUDA=ON)");
+  EMBER_CHECK(a != nullptr, "no allocator for device '", Device{type, -1}.str(),
+              "': ember was built without CUDA support, or no CUDA device is available "
+              "(see ember.cuda.is_available())");
   return a;
 }
 

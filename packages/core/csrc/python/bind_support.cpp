@@ -133,6 +133,29 @@ py::object make_return_tuple(const char* name, std::initializer_list<const char*
   return (*cache)[key](*values);
 }
 
+Device parse_device(const std::string& s, std::optional<int64_t> index) {
+  Device d;
+  std::string type = s;
+  auto colon = s.find(':');
+  if (colon != std::string::npos) {
+    type = s.substr(0, colon);
+    try {
+      d.index = static_cast<int8_t>(std::stoi(s.substr(colon + 1)));
+    } catch (...) {
+      throw py::value_error("invalid device string: '" + s + "'");
+    }
+  }
+  if (type == "cpu") {
+    d.type = DeviceType::CPU;
+  } else if (type == "cuda") {
+    d.type = DeviceType::CUDA;
+  } else {
+    throw py::value_error("Expected one of cpu, cuda device type at start of device string: " + s);
+  }
+  if (index) d.index = static_cast<int8_t>(*index);
+  return d;
+}
+
 py::tuple tensor_tuple(const std::vector<Tensor>& ts) {
   py::tuple t(ts.size());
   for (size_t i = 0; i < ts.size(); ++i) t[i] = py::cast(ts[i]);

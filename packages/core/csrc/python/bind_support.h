@@ -31,6 +31,8 @@ bool scalar_from_object(PyObject* o, Scalar* out);
 bool sizes_from_object(PyObject* o, DimVector* out);
 
 DimVector sizes_from_args(const py::args& args, const char* op);
+// "cpu", "cuda", "cuda:1" -> Device (ValueError otherwise).
+Device parse_device(const std::string& spec, std::optional<int64_t> index = std::nullopt);
 py::object make_return_tuple(const char* name, std::initializer_list<const char*> fields,
                              py::tuple values);
 template <class... T>
@@ -101,6 +103,30 @@ struct type_caster<ember::DimVector> {
     PyObject* t = PyTuple_New(v.size());
     for (int64_t i = 0; i < v.size(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i]));
     return t;
+  }
+};
+
+// Device arguments accept an ember.device or a string ("cpu", "cuda:0").
+template <>
+struct type_caster<std::optional<ember::Device>> {
+  PYBIND11_TYPE_CASTER(std::optional<ember::Device>, const_name("device | str | None"));
+  bool load(handle src, bool convert) {
+    if (src.is_none()) {
+      value = std::nullopt;
+      return true;
+    }
+    if (PyUnicode_Check(src.ptr())) {
+      value = ember::parse_device(src.cast<std::string>());
+      return true;
+    }
+    make_caster<ember::Device> c;
+    if (!c.load(src, convert)) return false;
+    value = cast_op<ember::Device>(c);
+    return true;
+  }
+  static handle cast(const std::optional<ember::Device>& v, return_value_policy p, handle parent) {
+    if (!v) return none().release();
+    return make_caster<ember::Device>::cast(*v, p, parent);
   }
 };
 

@@ -3,6 +3,7 @@
 #include "python/bind_support.h"
 #include "python/tensor_py.h"
 
+#include "core/engine_api.h"
 #include "core/generator.h"
 #include "kernels/parallel.h"
 
@@ -45,29 +46,6 @@ void bind_dtypes(py::module_& m) {
   m.def("can_cast", [](ScalarType from, ScalarType to) { return can_cast(from, to); });
 }
 
-Device parse_device(const std::string& s, std::optional<int64_t> index) {
-  Device d;
-  std::string type = s;
-  auto colon = s.find(':');
-  if (colon != std::string::npos) {
-    type = s.substr(0, colon);
-    try {
-      d.index = static_cast<int8_t>(std::stoi(s.substr(colon + 1)));
-    } catch (...) {
-      throw py::value_error("invalid device string: '" + s + "'");
-    }
-  }
-  if (type == "cpu") {
-    d.type = DeviceType::CPU;
-  } else if (type == "cuda") {
-    d.type = DeviceType::CUDA;
-  } else {
-    throw py::value_error("Expected one of cpu, cuda device type at start of device string: " + s);
-  }
-  if (index) d.index = static_cast<int8_t>(*index);
-  return d;
-}
-
 void bind_device(py::module_& m) {
   py::class_<Device> cls(m, "device");
   cls.def(py::init([](const std::string& s, std::optional<int64_t> index) { return parse_device(s, index); }),
@@ -86,7 +64,6 @@ void bind_device(py::module_& m) {
         if (d.index >= 0) r += ", index=" + std::to_string(d.index);
         return r + ")";
       });
-  py::implicitly_convertible<py::str, Device>();
 }
 
 void bind_generator(py::module_& m) {
@@ -292,7 +269,8 @@ PYBIND11_MODULE(_C, m) {
   bind_memory(m);
   m.def("get_num_threads", &get_num_threads);
   m.def("set_num_threads", &set_num_threads);
-  m.attr("has_cuda") = false;
+  static EngineApi api{EngineApi::kVersion, &register_device_allocator};
+  m.attr("_engine_api") = py::capsule(&api, "ember._C._engine_api");
 
   TensorClass cls(m, "Tensor", py::buffer_protocol());
   bind_tensor(m, cls);

@@ -16,8 +16,10 @@ from ember._C import *  # noqa: F403  (Tensor, dtypes, devices, every generated 
 from ember._C import Tensor, device, dtype  # noqa: F401
 from ember._size import Size
 from ember import _tensor  # noqa: F401  (Python-side Tensor methods)
+from ember import cuda  # noqa: F401
 from ember._interop import as_tensor, from_dlpack  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
+from ember._finfo import finfo, iinfo  # noqa: F401
 
 try:
     from ember._version import version as __version__

@@ -1,0 +1,28 @@
+"""The CUDA extension is optional: a CPU-only build must say so clearly."""
+
+import pytest
+
+import ember
+
+
+def test_cuda_reports_unavailable_without_extension_or_device():
+    assert isinstance(ember.cuda.is_available(), bool)
+    if ember.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert ember.cuda.device_count() == 0
+    with pytest.raises(RuntimeError, match="no CUDA device available"):
+        ember.cuda.synchronize()
+
+
+def test_cuda_tensor_without_cuda_is_a_clear_error():
+    if ember.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(RuntimeError, match="no allocator for device 'cuda'"):
+        ember.zeros(2, device="cuda")
+    with pytest.raises(ValueError, match="device type"):
+        ember.zeros(2, device="tpu")
+
+
+def test_engine_api_capsule_is_exported():
+    # ember._C_cuda (and future backends) register into the engine through this capsule.
+    assert type(ember._C._engine_api).__name__ == "PyCapsule"
