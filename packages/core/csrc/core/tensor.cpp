@@ -57,7 +57,9 @@ DimVector contiguous_strides(const DimVector& sizes) {
 int64_t checked_numel(const DimVector& sizes, const char* op) {
   int64_t n = 1;
   for (int64_t s : sizes) {
-    if (s < 0) EMBER_FAIL(Value, op, ": negative dimension ", s, " in size ", shape_str(sizes));
+    if (s < 0)
+      EMBER_FAIL(Runtime, op, ": trying to create tensor with negative dimension ", s, ": ",
+                 shape_str(sizes));
     if (s != 0 && n > (int64_t(1) << 62) / s)
       EMBER_FAIL(Value, op, ": size ", shape_str(sizes), " has too many elements");
     n *= s;

@@ -1,19 +1,218 @@
-"""How tensors print (a placeholder until the full PyTorch-style formatter lands)."""
+"""How tensors print: PyTorch's format (``torch/_tensor_str.py``), element for element.
+
+Only the elements that are shown are read: a summarized tensor (more than ``threshold``
+elements) is sliced down to its edge items with basic indexing before ``tolist()``, so printing
+a huge tensor costs no more than printing a small one.
+"""
 
 from __future__ import annotations
 
-_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+import math
+from typing import Any
+
+from ember import _C
+
+_DEFAULTS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80}
+_PROFILES = {
+    "default": _DEFAULTS,
+    "short": {"precision": 2, "threshold": 1000, "edgeitems": 2, "linewidth": 80},
+    "full": {"precision": 4, "threshold": math.inf, "edgeitems": 3, "linewidth": 80},
+}
+_OPTIONS: dict[str, Any] = {**_DEFAULTS, "sci_mode": None}
 
 
-def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
-                     sci_mode=None) -> None:
-    """Sets how tensors print, like ``torch.set_printoptions``."""
-    for k, v in dict(precision=precision, threshold=threshold, edgeitems=edgeitems,
-                     linewidth=linewidth).items():
-        if v is not None:
-            _OPTIONS[k] = v
-    _OPTIONS["sci_mode"] = sci_mode
+def set_printoptions(
+    precision: int | None = None,
+    threshold: float | None = None,
+    edgeitems: int | None = None,
+    linewidth: int | None = None,
+    profile: str | None = None,
+    sci_mode: bool | None = None,
+) -> None:
+    """Sets how tensors print, like ``torch.set_printoptions``.
+
+    >>> import ember
+    >>> ember.set_printoptions(precision=2)
+    >>> ember.tensor([1.12345])
+    tensor([1.12])
+    >>> ember.set_printoptions(profile="default")
+    """
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(
+                f"set_printoptions: unknown profile {profile!r}; expected one of "
+                f"{', '.join(_PROFILES)}"
+            )
+        _OPTIONS.update(_PROFILES[profile])
+    for key, value in (("precision", precision), ("threshold", threshold),
+                       ("edgeitems", edgeitems), ("linewidth", linewidth)):
+        if value is not None:
+            _OPTIONS[key] = value
+    _OPTIONS["sci_mode"] = sci_mode  # like torch: not passing it resets it to automatic
 
 
-def tensor_repr(t) -> str:
-    return f"tensor({t.tolist()}, dtype={t.dtype!r})"
+def get_printoptions() -> dict[str, Any]:
+    """The current print options, as keyword arguments for ``set_printoptions``."""
+    return dict(_OPTIONS)
+
+
+class _Ellipsis:
+    """Marks where summarization dropped rows or elements."""
+
+
+_SKIP = _Ellipsis()
+
+
+def _gather(t: Any, summarize: bool, edge: int) -> list:
+    """The shown part of `t` (ndim >= 1) as nested lists, with _SKIP where items are elided."""
+    n = t.shape[0]
+    if not summarize or n == 0:
+        return t.tolist()
+    if t.ndim == 1:
+        if n > 2 * edge:
+            return t[:edge].tolist() + [_SKIP] + t[n - edge:].tolist()
+        return t.tolist()
+    if n > 2 * edge:
+        return ([_gather(t[i], True, edge) for i in range(edge)] + [_SKIP]
+                + [_gather(t[i], True, edge) for i in range(n - edge, n)])
+    return [_gather(t[i], True, edge) for i in range(n)]
+
+
+def _flatten(data: Any, out: list) -> None:
+    if isinstance(data, list):
+        for d in data:
+            _flatten(d, out)
+    elif data is not _SKIP:
+        out.append(data)
+
+
+class _Formatter:
+    def __init__(self, values: list, floating: bool) -> None:
+        self.floating = floating
+        self.int_mode = True
+        self.sci_mode = False
+        self.max_width = 1
+        precision = _OPTIONS["precision"]
+        if not floating:
+            for v in values:
+                self.max_width = max(self.max_width, len(str(v)))
+            return
+        finite = [v for v in values if v != 0 and math.isfinite(v)]
+        if not finite:
+            return
+        absolute = [abs(v) for v in finite]
+        lo, hi = min(absolute), max(absolute)
+        self.int_mode = all(v == math.ceil(v) for v in finite)
+        if _OPTIONS["sci_mode"] is None:
+            self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        else:
+            self.sci_mode = bool(_OPTIONS["sci_mode"])
+        if self.sci_mode:
+            width = max(len(f"{v:.{precision}e}") for v in finite)
+        elif self.int_mode:
+            # Integral floats print as "1." : one more than the digits.
+            width = max(len(f"{v:.0f}") for v in finite) + 1
+        else:
+            width = max(len(f"{v:.{precision}f}") for v in finite)
+        self.max_width = max(self.max_width, width)
+
+    def format(self, v: Any) -> str:
+        if self.floating:
+            precision = _OPTIONS["precision"]
+            if self.sci_mode:
+                s = f"{v:{self.max_width}.{precision}e}"
+            elif self.int_mode:
+                s = f"{v:.0f}"
+                if not (math.isinf(v) or math.isnan(v)):
+                    s += "."
+            else:
+                s = f"{v:.{precision}f}"
+        else:
+            s = str(v)
+        return (self.max_width - len(s)) * " " + s
+
+
+def _vector_str(data: list, indent: int, fmt: _Formatter) -> str:
+    element_length = fmt.max_width + 2  # the value, a comma and a space
+    per_line = max(1, math.floor((_OPTIONS["linewidth"] - indent) / element_length))
+    items = [" ..." if v is _SKIP else fmt.format(v) for v in data]
+    lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+    return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def _nested_str(data: list, ndim: int, indent: int, fmt: _Formatter) -> str:
+    if ndim == 1:
+        return _vector_str(data, indent, fmt)
+    rows = ["..." if row is _SKIP else _nested_str(row, ndim - 1, indent + 1, fmt) for row in data]
+    return "[" + ("," + "\n" * (ndim - 1) + " " * (indent + 1)).join(rows) + "]"
+
+
+def _tensor_str(t: Any, indent: int) -> str:
+    if t.numel() == 0:
+        return "[]"
+    summarize = t.numel() > _OPTIONS["threshold"]
+    floating = t.dtype.is_floating_point
+    if t.ndim == 0:
+        v = t.item()
+        return _Formatter([v], floating).format(v)
+    edge = int(_OPTIONS["edgeitems"])
+    if summarize and edge <= 0:
+        return "[...]"
+    data = _gather(t, summarize, edge)
+    values: list = []
+    _flatten(data, values)
+    return _nested_str(data, t.ndim, indent, _Formatter(values, floating))
+
+
+def _add_suffixes(text: str, suffixes: list, indent: int) -> str:
+    parts = [text]
+    last_line_len = len(text) - text.rfind("\n") + 1
+    for suffix in suffixes:
+        if last_line_len + len(suffix) + 2 > _OPTIONS["linewidth"]:
+            parts.append(",\n" + " " * indent + suffix)
+            last_line_len = indent + len(suffix)
+        else:
+            parts.append(", " + suffix)
+            last_line_len += len(suffix) + 2
+    parts.append(")")
+    return "".join(parts)
+
+
+def _grad_fn_name(grad_fn: Any) -> str:
+    name = type(grad_fn).__name__
+    getter = getattr(grad_fn, "name", None)
+    if callable(getter):
+        name = getter()
+    return str(name).rsplit("::", 1)[-1]
+
+
+def tensor_repr(t: Any) -> str:
+    """``repr(tensor)``: PyTorch's ``tensor([...], dtype=...)`` format."""
+    cls = type(t).__name__
+    prefix = "tensor(" if cls in ("Tensor", "Parameter") else f"{cls}("
+    indent = len(prefix)
+    suffixes = []
+    if t.device.type != "cpu":
+        suffixes.append(f"device='{t.device}'")
+    default = _C.get_default_dtype()
+    dtype = t.dtype
+    if t.numel() == 0:
+        # Shape (0,) is implied by "[]"; any other empty shape is spelled out, like NumPy.
+        if t.ndim != 1:
+            suffixes.append(f"size={tuple(t.shape)}")
+        # No element shows the dtype, so anything but the default float is printed.
+        if dtype is not default:
+            suffixes.append(f"dtype={dtype!r}")
+        body = "[]"
+    else:
+        if not _OPTIONS["edgeitems"]:
+            suffixes.append(f"size={tuple(t.shape)}")
+        if dtype not in (default, _C.int64, _C.bool):
+            suffixes.append(f"dtype={dtype!r}")
+        body = _tensor_str(t, indent)
+    grad_fn = getattr(t, "grad_fn", None)
+    if grad_fn is not None:
+        suffixes.append(f"grad_fn=<{_grad_fn_name(grad_fn)}>")
+    elif getattr(t, "requires_grad", False):
+        suffixes.append("requires_grad=True")
+    return _add_suffixes(prefix + body, suffixes, indent)

@@ -17,13 +17,17 @@ def _numpy(self: Tensor, *, force: bool = False) -> Any:
     """
     import numpy as np
 
-    return np.asarray(self)
+    if self.dtype is _C.bfloat16:
+        raise TypeError(
+            "can't convert a bfloat16 tensor to NumPy (NumPy has no bfloat16); convert it "
+            "first, e.g. .float()"
+        )
+    # Through a memoryview: np.asarray(self) would call __array__ again if the buffer failed.
+    return np.asarray(memoryview(self))
 
 
 def _array(self: Tensor, dtype: Any = None, copy: Any = None) -> Any:
-    import numpy as np
-
-    a = np.asarray(self)
+    a = _numpy(self)
     return a if dtype is None else a.astype(dtype, copy=False)
 
 
@@ -100,3 +104,143 @@ for _name, _dt in [
 ]:
     setattr(Tensor, _name, _make_cast(_dt))
 Tensor.__array_priority__ = 1000  # NumPy defers binary operators to ember
+
+
+# ---- views and shape ops: Python-level properties and varargs wrappers (owner: views) --------
+# Tensor.T/mT/H/mH are properties in PyTorch; the functions below accept tensors as separate
+# arguments (broadcast_tensors(a, b)) as well as one list, which the generated bindings cannot.
+def _T(self: Tensor) -> Tensor:
+    """self with all dims reversed (the transpose of a matrix)."""
+    if self.ndim > 2:
+        import warnings
+
+        warnings.warn(
+            "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is "
+            "deprecated and it will throw an error in a future release. Consider `x.mT` to "
+            "transpose batches of matrices or `x.permute(*torch.arange(x.ndim - 1, -1, -1))` "
+            "to reverse the dimensions of a tensor.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return self.permute(*range(self.ndim - 1, -1, -1))
+
+
+def _mT(self: Tensor) -> Tensor:
+    """self with its last two dims swapped (a batch of transposed matrices)."""
+    if self.ndim < 2:
+        raise RuntimeError(
+            f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor."
+        )
+    return self.transpose(-2, -1)
+
+
+def _H(self: Tensor) -> Tensor:
+    """Conjugate transpose of a matrix (ember has no complex dtypes: the transpose)."""
+    if self.ndim not in (0, 2):
+        raise RuntimeError(
+            f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor."
+        )
+    return self.permute(*range(self.ndim - 1, -1, -1))
+
+
+def _mH(self: Tensor) -> Tensor:
+    """Conjugate transpose of a batch of matrices (the transpose for real dtypes)."""
+    if self.ndim < 2:
+        raise RuntimeError(
+            f"tensor.mH is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor."
+        )
+    return self.transpose(-2, -1)
+
+
+Tensor.T = property(_T)
+Tensor.mT = property(_mT)
+Tensor.H = property(_H)
+Tensor.mH = property(_mH)
+
+
+def _tensor_args(name: str, tensors: tuple[Any, ...]) -> tuple[list[Tensor], bool]:
+    """(the tensors, whether they came as one list) for f(a, b, ...) and f([a, b, ...])."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return list(tensors[0]), True
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}(): expected Tensor as element {i}, but got {type(t).__name__}")
+    return list(tensors), False
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Views of the tensors broadcast to their common shape.
+
+    >>> import ember
+    >>> [t.shape for t in ember.broadcast_tensors(ember.zeros(2, 1), ember.zeros(3))]
+    [ember.Size([2, 3]), ember.Size([2, 3])]
+    """
+    ts, _ = _tensor_args("broadcast_tensors", tensors)
+    return _C.broadcast_tensors(ts)
+
+
+def broadcast_shapes(*shapes: Any) -> Any:
+    """The shape the given shapes broadcast to (without allocating tensors).
+
+    >>> import ember
+    >>> ember.broadcast_shapes((2, 1), (3,))
+    ember.Size([2, 3])
+    """
+    from ember._size import Size
+
+    result: list[int] = []
+    for s in shapes:
+        s = (s,) if isinstance(s, int) else tuple(s)
+        for v in s:
+            if not isinstance(v, int) or v < 0:
+                raise RuntimeError(f"broadcast_shapes: invalid shape {s}")
+        n = max(len(result), len(s))
+        a = [1] * (n - len(result)) + result
+        b = [1] * (n - len(s)) + list(s)
+        for i in range(n):
+            if a[i] != b[i] and a[i] != 1 and b[i] != 1:
+                raise RuntimeError(
+                    f"Shape mismatch: objects cannot be broadcast to a single shape. "
+                    f"Mismatch is between {tuple(result)} and {s} at dimension {i}."
+                )
+            a[i] = b[i] if a[i] == 1 else a[i]
+        result = a
+    return Size(result)
+
+
+def meshgrid(*tensors: Tensor, indexing: str | None = None) -> tuple[Tensor, ...]:
+    """Coordinate grids (expanded views) from 0-D/1-D tensors; indexing 'ij' (default) or 'xy'.
+
+    >>> import ember
+    >>> [g.shape for g in ember.meshgrid(ember.zeros(2), ember.zeros(3), indexing="xy")]
+    [ember.Size([3, 2]), ember.Size([3, 2])]
+    """
+    ts, _ = _tensor_args("meshgrid", tensors)
+    return _C.meshgrid(ts, indexing=indexing)
+
+
+def _make_atleast(name: str, fn: Any) -> Any:
+    def atleast(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]:
+        ts, as_list = _tensor_args(name, tensors)
+        if len(ts) == 1 and not as_list:
+            return fn(ts[0])
+        return tuple(fn(t) for t in ts)
+
+    atleast.__name__ = name
+    atleast.__doc__ = fn.__doc__
+    return atleast
+
+
+def _install_module_functions() -> None:
+    import sys
+
+    ember = sys.modules["ember"]
+    ember.broadcast_tensors = broadcast_tensors
+    ember.broadcast_shapes = broadcast_shapes
+    ember.meshgrid = meshgrid
+    for n in ("atleast_1d", "atleast_2d", "atleast_3d"):
+        setattr(ember, n, _make_atleast(n, getattr(_C, n)))
+
+
+_install_module_functions()
+# ---- end of views section --------------------------------------------------------------------

@@ -267,6 +267,10 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
 }
 
 Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha) {
+  EMBER_CHECK(self->dtype() != ScalarType::Bool &&
+                  !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
+              "rsub: subtraction, the `-` operator, with a bool tensor is not supported; use "
+              "logical_xor or bitwise_not instead");
   TensorIterator it("rsub");
   binary_iter(it, self, other, Tensor()).build();
   run<Types::Numeric, void, 2>(it, "rsub", [&](auto tag) {
