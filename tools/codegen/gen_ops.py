@@ -97,9 +97,9 @@ def gen_dispatch(groups: dict[str, list[Op]]) -> str:
                 f"void register_{op.overload_id}(DeviceType device, {op.overload_id}_fn fn) {{\n"
                 f"  {tbl}[static_cast<int>(device)] = fn;\n}}\n"
                 f"{op.cpp_return} {op.name}({cpp_params(op)}) {{\n"
-                f"  DeviceType device = {device_expr(op)};\n"
-                f"  auto fn = {tbl}[static_cast<int>(device)];\n"
-                f"  if (!fn) no_kernel(\"{op.name}\", device);\n"
+                f"  DeviceType dispatch_device = {device_expr(op)};\n"
+                f"  auto fn = {tbl}[static_cast<int>(dispatch_device)];\n"
+                f"  if (!fn) no_kernel(\"{op.name}\", dispatch_device);\n"
                 f"  {ret}fn({call_args});\n}}\n"
             )
     out.append("}  // namespace ops\n}  // namespace ember\n")

@@ -1,18 +1,42 @@
-// Tensor.__getitem__ / __setitem__. Basic indices (ints, slices with steps, None, Ellipsis)
-// produce views computed directly from sizes and strides; advanced indices (bool masks, integer
-// tensors and lists) go through the index ops.
+// Tensor.__getitem__ / __setitem__ with PyTorch's rules. Basic indices (ints, slices with steps,
+// None, Ellipsis) only compute a view from sizes and strides -- no temporary Python objects or
+// tensors -- so x[0] stays cheap. Advanced indices (integer and bool tensors, lists, NumPy arrays,
+// Python bools) are collected per dim of that view and handed to the _index / index_put_ ops,
+// which put the broadcast index dims where PyTorch does (in place when the advanced indices are
+// adjacent, first otherwise). Ints stay basic (a select) even next to advanced indices, as in
+// PyTorch (NumPy would treat them as advanced).
+#include <cstring>
+#include <string>
+
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "python/tensor_py.h"
 
 namespace ember {
+
+Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype);  // python/tensor_py.cpp
+
 namespace {
 
 bool is_basic(PyObject* o) {
-  return (PyLong_Check(o) && !PyBool_Check(o)) || PySlice_Check(o) || o == Py_None || o == Py_Ellipsis;
+  return (PyLong_Check(o) && !PyBool_Check(o)) || PySlice_Check(o) || o == Py_None ||
+         o == Py_Ellipsis;
 }
 
-// Applies a tuple of basic indices; returns the view.
+[[noreturn]] void out_of_bounds(int64_t idx, int64_t dim, int64_t size) {
+  EMBER_FAIL(Index, "index ", idx, " is out of bounds for dimension ", dim, " with size ", size);
+}
+
+int64_t as_index(PyObject* o) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow)
+    EMBER_FAIL(Index, "index ", py::str(o).cast<std::string>(), " is too large to be an index");
+  return v;
+}
+
+// Applies a tuple of basic indices; returns the view. The hot path of x[i].
 Tensor basic_index(const Tensor& self, PyObject* const* items, Py_ssize_t n) {
   int64_t consumed = 0;  // dims of self an index refers to
   for (Py_ssize_t i = 0; i < n; ++i)
@@ -46,11 +70,9 @@ Tensor basic_index(const Tensor& self, PyObject* const* items, Py_ssize_t n) {
       strides.push_back(self->stride(d) * step);
       ++d;
     } else {
-      int64_t idx = PyLong_AsLongLong(o);
-      if (idx == -1 && PyErr_Occurred()) throw py::error_already_set();
+      int64_t idx = as_index(o);
       int64_t size = self->size(d);
-      EMBER_CHECK_KIND(idx >= -size && idx < size, Index, "index ", idx,
-                       " is out of bounds for dimension ", d, " with size ", size);
+      if (idx < -size || idx >= size) out_of_bounds(idx, d, size);
       if (idx < 0) idx += size;
       offset += idx * self->stride(d);
       ++d;
@@ -63,6 +85,198 @@ Tensor basic_index(const Tensor& self, PyObject* const* items, Py_ssize_t n) {
   return make_view(self, std::move(sizes), std::move(strides), offset);
 }
 
+// ---- the general path -----------------------------------------------------------------------
+
+struct Item {
+  enum Kind { Int, Slice, None, Ellipsis, Bool, Tensor } kind = None;
+  int64_t value = 0;         // Int; Bool (0/1)
+  bool from_tensor = false;  // an Int given as a 0-d tensor: selects, but the result is a copy
+  PyObject* slice = nullptr;
+  ember::Tensor tensor;
+  bool is_mask() const {
+    return kind == Tensor &&
+           (tensor->dtype() == ScalarType::Bool || tensor->dtype() == ScalarType::UInt8);
+  }
+};
+
+bool is_numpy_bool(PyObject* o) {
+  const char* n = Py_TYPE(o)->tp_name;
+  return std::strcmp(n, "numpy.bool") == 0 || std::strcmp(n, "numpy.bool_") == 0;
+}
+
+Item tensor_item(Tensor t) {
+  ScalarType dt = t->dtype();
+  if (dt != ScalarType::Int64 && dt != ScalarType::Int32 && dt != ScalarType::Bool &&
+      dt != ScalarType::UInt8)
+    EMBER_FAIL(Index, "tensors used as indices must be long, int, byte or bool tensors (got ",
+               dtype_name(dt), ")");
+  Item it;
+  if (t->dim() == 0 && (dt == ScalarType::Bool || dt == ScalarType::UInt8)) {
+    it.kind = Item::Bool;  // a 0-d mask acts like a Python bool
+    it.value = load_scalar(t->data(), dt).to_bool();
+    return it;
+  }
+  if (t->dim() == 0) {  // a 0-d integer tensor acts like an int (as in PyTorch)
+    it.kind = Item::Int;
+    it.value = load_scalar(t->data(), dt).to_int();
+    it.from_tensor = true;
+    return it;
+  }
+  it.kind = Item::Tensor;
+  it.tensor = std::move(t);
+  return it;
+}
+
+Item classify(PyObject* o) {
+  Item it;
+  if (PyBool_Check(o) || is_numpy_bool(o)) {
+    it.kind = Item::Bool;
+    it.value = PyObject_IsTrue(o);
+  } else if (PyLong_Check(o)) {
+    it.kind = Item::Int;
+    it.value = as_index(o);
+  } else if (PySlice_Check(o)) {
+    it.kind = Item::Slice;
+    it.slice = o;
+  } else if (o == Py_None) {
+    it.kind = Item::None;
+  } else if (o == Py_Ellipsis) {
+    it.kind = Item::Ellipsis;
+  } else if (is_tensor_object(o)) {
+    return tensor_item(py::reinterpret_borrow<py::object>(o).cast<Tensor>());
+  } else if (PyIndex_Check(o) && !PySequence_Check(o)) {  // NumPy integer scalars (not arrays)
+    it.kind = Item::Int;
+    it.value = PyNumber_AsSsize_t(o, PyExc_IndexError);
+    if (it.value == -1 && PyErr_Occurred()) throw py::error_already_set();
+  } else if ((PySequence_Check(o) && !PyUnicode_Check(o) && !PyBytes_Check(o)) ||
+             PyObject_CheckBuffer(o)) {
+    Tensor t = tensor_from_data(o, std::nullopt);
+    if (t->numel() == 0 && is_floating(t->dtype()))
+      t = ops::_to_dtype(t, ScalarType::Int64, false);  // x[[]]
+    return tensor_item(std::move(t));
+  } else {
+    EMBER_FAIL(
+        Index,
+        "only integers, slices (`:`), ellipsis (`...`), None and long or byte tensors are valid "
+        "indices (got ",
+        Py_TYPE(o)->tp_name, ")");
+  }
+  return it;
+}
+
+// PyTorch's (and old NumPy's) rule for a non-tuple sequence index: it is a tuple of indices when it
+// holds a slice, Ellipsis, None, a tensor or another sequence (x[[[0, 1], [1, 2]]] == x[[0, 1], [1,
+// 2]]); otherwise it is one index (x[[0, 1]]). NumPy arrays and tensors are always one index.
+bool sequence_as_tuple(PyObject* o) {
+  if (PyTuple_Check(o)) return true;
+  if (is_tensor_object(o) || !PyList_Check(o)) return false;
+  Py_ssize_t n = PyList_GET_SIZE(o);
+  if (n >= 32) return false;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* x = PyList_GET_ITEM(o, i);
+    if (is_tensor_object(x) || PySlice_Check(x) || x == Py_Ellipsis || x == Py_None) return true;
+    if (PySequence_Check(x) && !PyUnicode_Check(x) && !PyBytes_Check(x)) return true;
+  }
+  return false;
+}
+
+struct Indexed {
+  Tensor view;  // self after the basic indices (a view)
+  std::vector<Tensor>
+      indices;  // advanced indices per dim of view (null: none; a mask spans its dims)
+  bool advanced = false;
+  bool copy = false;  // PyTorch returns a copy even without advanced indices (a 0-d tensor index)
+};
+
+Indexed apply_indices(const Tensor& self, PyObject* index) {
+  std::vector<Item> items;
+  if (sequence_as_tuple(index)) {
+    py::tuple t = py::reinterpret_borrow<py::object>(index).cast<py::tuple>();
+    items.reserve(t.size());
+    for (auto x : t) items.push_back(classify(x.ptr()));
+  } else {
+    items.push_back(classify(index));
+  }
+  int64_t specified = 0;
+  bool seen_ellipsis = false;
+  for (const Item& it : items) {
+    if (it.kind == Item::Int || it.kind == Item::Slice) specified++;
+    if (it.kind == Item::Tensor) specified += it.is_mask() ? it.tensor->dim() : 1;
+    if (it.kind == Item::Ellipsis) {
+      EMBER_CHECK_KIND(!seen_ellipsis, Index, "an index can only have a single ellipsis ('...')");
+      seen_ellipsis = true;
+    }
+  }
+  EMBER_CHECK_KIND(specified <= self->dim(), Index, "too many indices for tensor of dimension ",
+                   self->dim(), " (got ", specified, ")");
+
+  Indexed r;
+  DimVector sizes, strides;
+  int64_t offset = self->storage_offset();
+  int64_t d = 0;  // dim of self
+  auto keep_dim = [&] {
+    sizes.push_back(self->size(d));
+    strides.push_back(self->stride(d));
+    ++d;
+  };
+  auto new_dim = [&] {
+    sizes.push_back(1);
+    strides.push_back(d < self->dim() ? self->stride(d) * self->size(d) : 1);
+  };
+  for (const Item& it : items) {
+    switch (it.kind) {
+      case Item::Int: {
+        int64_t idx = it.value, size = self->size(d);
+        if (idx < -size || idx >= size) out_of_bounds(idx, d, size);
+        offset += (idx < 0 ? idx + size : idx) * self->stride(d);
+        r.copy |= it.from_tensor;
+        ++d;
+        break;
+      }
+      case Item::Slice: {
+        Py_ssize_t start, stop, step;
+        if (PySlice_Unpack(it.slice, &start, &stop, &step) < 0) throw py::error_already_set();
+        EMBER_CHECK_KIND(step > 0, Value, "step must be greater than zero (got ", step, ")");
+        Py_ssize_t len = PySlice_AdjustIndices(self->size(d), &start, &stop, step);
+        offset += start * self->stride(d);
+        sizes.push_back(len);
+        strides.push_back(self->stride(d) * step);
+        r.indices.push_back(nullptr);
+        ++d;
+        break;
+      }
+      case Item::None:
+        new_dim();
+        r.indices.push_back(nullptr);
+        break;
+      case Item::Ellipsis:
+        for (int64_t k = self->dim() - specified; k > 0; --k) {
+          keep_dim();
+          r.indices.push_back(nullptr);
+        }
+        break;
+      case Item::Bool: {  // a new size-1 dim indexed by [0] (True) or [] (False)
+        new_dim();
+        Tensor ix = empty(DimVector{it.value ? 1 : 0}, ScalarType::Int64);
+        if (it.value) *ix->data_as<int64_t>() = 0;
+        r.indices.push_back(ix);
+        r.advanced = true;
+        break;
+      }
+      case Item::Tensor: {
+        int64_t span = it.is_mask() ? it.tensor->dim() : 1;
+        for (int64_t k = 0; k < span; ++k) keep_dim();
+        r.indices.push_back(it.tensor);
+        r.advanced = true;
+        break;
+      }
+    }
+  }
+  while (d < self->dim()) keep_dim();
+  r.view = make_view(self, std::move(sizes), std::move(strides), offset);
+  return r;
+}
+
 Tensor getitem(const Tensor& self, py::handle index) {
   PyObject* o = index.ptr();
   if (is_basic(o)) return basic_index(self, &o, 1);
@@ -72,28 +286,104 @@ Tensor getitem(const Tensor& self, py::handle index) {
     for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(PyTuple_GET_ITEM(o, i));
     if (all_basic) return basic_index(self, &PyTuple_GET_ITEM(o, 0), n);
   }
-  EMBER_FAIL(NotImplemented, "indexing with ", Py_TYPE(o)->tp_name,
-             " (advanced indexing) is not supported yet");
+  Indexed ix = apply_indices(self, o);
+  if (!ix.advanced) return ix.copy ? ops::clone(ix.view) : ix.view;
+  return ops::_index(ix.view, ix.indices);
 }
 
-void fill_with(const Tensor& dst, const Scalar& s) {
-  Tensor v = empty(DimVector{}, dst->dtype(), dst->device());
-  store_scalar(s, dst->dtype(), v->data());
-  copy_into(dst, v);
+// x[...] = value: value is a number or a tensor (cast to x's dtype, broadcast to the indexed
+// shape).
+void setitem(const Tensor& self, py::handle index, py::handle value) {
+  PyObject* v = value.ptr();
+  Tensor vt;
+  Scalar vs;
+  if (is_tensor_object(v)) {
+    vt = value.cast<Tensor>();
+  } else if (!scalar_from_object(v, &vs)) {
+    throw py::type_error(std::string("can't assign a ") + Py_TYPE(v)->tp_name +
+                         " to a tensor of dtype " + dtype_name(self->dtype()) +
+                         " (expected a number or a tensor)");
+  }
+  PyObject* o = index.ptr();
+  Indexed ix;
+  if (is_basic(o)) {
+    ix.view = basic_index(self, &o, 1);
+  } else {
+    ix = apply_indices(self, o);
+  }
+  const Tensor& view = ix.view;
+  if (!ix.advanced) {
+    if (!vt) {
+      Tensor s = empty(DimVector{}, view->dtype(), view->device());
+      store_scalar(vs, view->dtype(), s->data());
+      copy_into(view, s);
+      return;
+    }
+    // Leading size-1 dims beyond the target's rank are dropped (x[0] = y[None]).
+    while (vt->dim() > view->dim() && vt->size(0) == 1)
+      vt = make_view(vt, DimVector(vt->sizes().begin() + 1, vt->sizes().end()),
+                     DimVector(vt->strides().begin() + 1, vt->strides().end()),
+                     vt->storage_offset());
+    EMBER_CHECK(vt->dim() <= view->dim(), "shape mismatch: value tensor of shape ",
+                shape_str(vt->sizes()), " cannot be broadcast to indexing result of shape ",
+                shape_str(view->sizes()));
+    if (vt->storage() == view->storage())
+      vt = ops::clone(vt);  // overlapping source: read before writing
+    copy_into(view, vt);
+    return;
+  }
+  // One bool mask over the leading dims and a single value: masked_fill_, no index tensors.
+  if (ix.indices.size() == 1 && ix.indices[0]->dtype() == ScalarType::Bool &&
+      (!vt || vt->dim() == 0)) {
+    Tensor mask = ix.indices[0];
+    DimVector ms = mask->sizes(), mst = mask->strides();
+    while (static_cast<int64_t>(ms.size()) < view->dim()) {
+      ms.push_back(1);
+      mst.push_back(0);
+    }
+    Tensor m = make_view(mask, ms, mst, mask->storage_offset());
+    if (vt) {
+      ops::masked_fill_(view, m, TensorOrScalar(vt));
+    } else {
+      ops::masked_fill_(view, m, TensorOrScalar(vs));
+    }
+    return;
+  }
+  if (!vt) {
+    vt = empty(DimVector{}, view->dtype(), view->device());
+    store_scalar(vs, view->dtype(), vt->data());
+  } else if (vt->dtype() != view->dtype()) {
+    vt = ops::_to_dtype(vt, view->dtype(), false);
+  }
+  ops::index_put_(view, ix.indices, vt, false);
+}
+
+py::object nonzero_tuple(const Tensor& self) {
+  // A 0-d input counts as a 1-element vector here, as in PyTorch.
+  Tensor s1 =
+      self->dim() == 0 ? make_view(self, DimVector{1}, DimVector{1}, self->storage_offset()) : self;
+  Tensor nz = ops::nonzero(s1, Tensor());
+  std::vector<Tensor> cols;
+  for (int64_t j = 0; j < s1->dim(); ++j)
+    cols.push_back(
+        make_view(nz, DimVector{nz->size(0)}, DimVector{nz->stride(0)}, nz->storage_offset() + j));
+  return tensor_tuple(cols);
 }
 
 }  // namespace
 
-void bind_indexing(py::module_&, TensorClass& cls) {
+void bind_indexing(py::module_& m, TensorClass& cls) {
   cls.def("__getitem__", [](const Tensor& self, py::handle index) { return getitem(self, index); });
-  cls.def("__setitem__", [](const Tensor& self, py::handle index, const TensorOrScalar& value) {
-    Tensor view = getitem(self, index);
-    if (value.is_tensor()) {
-      copy_into(view, value.tensor);
-    } else {
-      fill_with(view, value.scalar);
-    }
+  cls.def("__setitem__", [](const Tensor& self, py::handle index, py::handle value) {
+    setitem(self, index, value);
   });
+  // nonzero(as_tuple=...): an overload next to the generated nonzero(input, *, out=None).
+  auto nz = [](const Tensor& self, bool as_tuple) -> py::object {
+    if (as_tuple) return nonzero_tuple(self);
+    return py::cast(ops::nonzero(self, Tensor()));
+  };
+  m.def("nonzero", nz, py::arg("input"), py::kw_only(), py::arg("as_tuple"));
+  cls.def("nonzero", nz, py::kw_only(), py::arg("as_tuple"));
 }
 
 }  // namespace ember

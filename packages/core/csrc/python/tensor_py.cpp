@@ -254,6 +254,8 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def("__le__", [](const Tensor& a, const TensorOrScalar& b) { return ops::le(a, b, Tensor()); }, py::is_operator())
       .def("__gt__", [](const Tensor& a, const TensorOrScalar& b) { return ops::gt(a, b, Tensor()); }, py::is_operator())
       .def("__ge__", [](const Tensor& a, const TensorOrScalar& b) { return ops::ge(a, b, Tensor()); }, py::is_operator())
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return ops::matmul(a, b); }, py::is_operator())
+      .def("__rmatmul__", [](const Tensor& a, const Tensor& b) { return ops::matmul(b, a); }, py::is_operator())
       .def("__neg__", [](const Tensor& a) { return ops::neg(a, Tensor()); })
       .def("__pos__", [](const Tensor& a) { return a; })
       .def("__abs__", [](const Tensor& a) { return ops::abs(a, Tensor()); })

@@ -1,0 +1,553 @@
+// CPU matrix products (ops/linalg.yaml). float32/float64 run on OpenBLAS, float16/bfloat16 are
+// converted to float32 first, integer dtypes use an exact (wrapping) loop.
+//
+// Every op funnels into matmul_core(): operands [batch..., M, K] and [batch..., K, N] whose batch
+// dims may be broadcast (stride 0). Row- and column-major matrices go to BLAS as they are (a
+// transposed view costs no copy, only CblasTrans and its leading dimension); other layouts are
+// copied. When the right operand is shared by every batch and the left one's batches stack into
+// one row-major matrix, the whole product is one big gemm; otherwise OpenBLAS's batched gemm
+// (which spreads the matrices over its threads) or, for tiny matrices, one call per matrix.
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "kernels/iterator.h"
+#include "kernels/parallel.h"
+#include "ops.h"
+
+namespace ember {
+namespace cpu {
+namespace {
+
+constexpr int64_t kBlasMax = INT32_MAX;  // scipy-openblas32 takes 32-bit sizes and strides
+
+// PyTorch names dtypes by their C++ type in these messages ("float != double").
+const char* ctype_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool:
+      return "bool";
+    case ScalarType::UInt8:
+      return "unsigned char";
+    case ScalarType::Int8:
+      return "signed char";
+    case ScalarType::Int16:
+      return "short int";
+    case ScalarType::Int32:
+      return "int";
+    case ScalarType::Int64:
+      return "long int";
+    case ScalarType::Float16:
+      return "c10::Half";
+    case ScalarType::BFloat16:
+      return "c10::BFloat16";
+    case ScalarType::Float32:
+      return "float";
+    case ScalarType::Float64:
+      return "double";
+    default:
+      return "?";
+  }
+}
+
+void check_dtypes(const char* op, const char* na, const Tensor& a, const char* nb,
+                  const Tensor& b) {
+  EMBER_CHECK(a->dtype() == b->dtype(), op, ": expected ", na, " and ", nb,
+              " to have the same dtype, but got: ", ctype_name(a->dtype()),
+              " != ", ctype_name(b->dtype()));
+}
+
+void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim) {
+  EMBER_CHECK(t->dim() == dim, op, ": expected ", name, " to be a ", dim, "-D tensor, but got a ",
+              t->dim(), "-D tensor of shape ", shape_str(t->sizes()));
+}
+
+void check_multipliable(const char* op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
+  EMBER_CHECK(ka == kb, op, ": shapes ", shape_str(a->sizes()), " and ", shape_str(b->sizes()),
+              " cannot be multiplied (", ka, " != ", kb, ")");
+}
+
+// PyTorch refuses fractional alpha/beta for integer tensors rather than truncating them.
+void check_scalars(const char* op, ScalarType dt, const Scalar& beta, const Scalar& alpha) {
+  if (is_floating(dt)) return;
+  EMBER_CHECK(!beta.is_floating(), op,
+              ": for integral input tensors, argument beta must not be a floating point number");
+  EMBER_CHECK(!alpha.is_floating(), op,
+              ": for integral input tensors, argument alpha must not be a floating point number");
+}
+
+// `self` of addmm & co. must broadcast to the result shape.
+void check_broadcastable_to(const char* op, const Tensor& self, const DimVector& shape) {
+  bool ok = self->dim() <= static_cast<int64_t>(shape.size());
+  for (int64_t i = 1; ok && i <= self->dim(); ++i) {
+    int64_t s = self->size(self->dim() - i);
+    ok = s == 1 || s == shape[shape.size() - i];
+  }
+  EMBER_CHECK(ok, op, ": self of shape ", shape_str(self->sizes()),
+              " can't be broadcast to the result shape ", shape_str(shape));
+}
+
+// ---- BLAS -------------------------------------------------------------------------------------
+
+template <class T>
+struct Blas;
+template <>
+struct Blas<float> {
+  static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                   float beta, float* c, int64_t ldc) {
+    scipy_cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), alpha, a,
+                      blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
+  }
+  static void gemv(CBLAS_TRANSPOSE t, int64_t m, int64_t n, float alpha, const float* a,
+                   int64_t lda, const float* x, int64_t incx, float beta, float* y, int64_t incy) {
+    scipy_cblas_sgemv(CblasRowMajor, t, blasint(m), blasint(n), alpha, a, blasint(lda), x,
+                      blasint(incx), beta, y, blasint(incy));
+  }
+  static float dot(int64_t n, const float* x, int64_t incx, const float* y, int64_t incy) {
+    return scipy_cblas_sdot(blasint(n), x, blasint(incx), y, blasint(incy));
+  }
+  // One group of `count` same-shaped products given by pointer arrays.
+  static void gemm_batch(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+                         float alpha, const float** a, int64_t lda, const float** b, int64_t ldb,
+                         float beta, float** c, int64_t ldc, int64_t count) {
+    blasint bm(m), bn(n), bk(k), blda(lda), bldb(ldb), bldc(ldc), size(count);
+    scipy_cblas_sgemm_batch(CblasRowMajor, &ta, &tb, &bm, &bn, &bk, &alpha, a, &blda, b, &bldb,
+                            &beta, c, &bldc, 1, &size);
+  }
+};
+template <>
+struct Blas<double> {
+  static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+                   double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
+                   double beta, double* c, int64_t ldc) {
+    scipy_cblas_dgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), alpha, a,
+                      blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
+  }
+  static void gemv(CBLAS_TRANSPOSE t, int64_t m, int64_t n, double alpha, const double* a,
+                   int64_t lda, const double* x, int64_t incx, double beta, double* y,
+                   int64_t incy) {
+    scipy_cblas_dgemv(CblasRowMajor, t, blasint(m), blasint(n), alpha, a, blasint(lda), x,
+                      blasint(incx), beta, y, blasint(incy));
+  }
+  static double dot(int64_t n, const double* x, int64_t incx, const double* y, int64_t incy) {
+    return scipy_cblas_ddot(blasint(n), x, blasint(incx), y, blasint(incy));
+  }
+  static void gemm_batch(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+                         double alpha, const double** a, int64_t lda, const double** b, int64_t ldb,
+                         double beta, double** c, int64_t ldc, int64_t count) {
+    blasint bm(m), bn(n), bk(k), blda(lda), bldb(ldb), bldc(ldc), size(count);
+    scipy_cblas_dgemm_batch(CblasRowMajor, &ta, &tb, &bm, &bn, &bk, &alpha, a, &blda, b, &bldb,
+                            &beta, c, &bldc, 1, &size);
+  }
+};
+
+// How BLAS reads one rows x cols matrix: row-major with leading dimension ld, or column-major
+// (trans: the row-major storage of its transpose).
+struct Mat {
+  bool trans = false;
+  int64_t ld = 1;
+};
+
+// Strides (in elements) -> BLAS layout; false when BLAS can't read it (then it is copied).
+bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Mat* m) {
+  if ((cs == 1 || cols <= 1) && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
+    m->trans = false;
+    m->ld = rows <= 1 ? std::max<int64_t>(cols, 1) : rs;
+  } else if ((rs == 1 || rows <= 1) && (cols <= 1 || cs >= std::max<int64_t>(rows, 1))) {
+    m->trans = true;
+    m->ld = cols <= 1 ? std::max<int64_t>(rows, 1) : cs;
+  } else {
+    return false;
+  }
+  return m->ld <= kBlasMax;
+}
+
+Mat layout_of(const Tensor& t) {
+  Mat m;
+  int64_t d = t->dim();
+  bool ok = blas_layout(t->size(d - 2), t->size(d - 1), t->stride(d - 2), t->stride(d - 1), &m);
+  EMBER_CHECK(ok, "matmul: internal error: operand not in a BLAS layout");
+  return m;
+}
+
+void check_blas_sizes(const char* op, int64_t m, int64_t n, int64_t k) {
+  EMBER_CHECK(m <= kBlasMax && n <= kBlasMax && k <= kBlasMax, op, ": matrix dimensions (", m, ", ",
+              n, ", ", k, ") exceed the 32-bit sizes supported by BLAS (at most ", kBlasMax, ")");
+}
+
+// C (m x n, row-major, leading dimension ldc) = alpha * A @ B + beta * C. beta == 0 never reads C
+// (C may hold garbage or NaN). Vector shapes go to gemv / dot, which are faster than gemm there.
+template <class T>
+void gemm(const Mat& A, const T* a, const Mat& B, const T* b, T* c, int64_t ldc, int64_t m,
+          int64_t n, int64_t k, T alpha, T beta) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  const int64_t a_row_inc = A.trans ? A.ld : 1;  // step along a row of A
+  const int64_t b_col_inc = B.trans ? 1 : B.ld;  // step down a column of B
+  if (m == 1 && n == 1) {
+    T d = Blas<T>::dot(k, a, a_row_inc, b, b_col_inc);
+    c[0] = alpha * d + (beta == T(0) ? T(0) : beta * c[0]);
+    return;
+  }
+  if (n == 1) {  // column of C = A @ (column of B)
+    if (beta == T(0))
+      for (int64_t i = 0; i < m; ++i) c[i * ldc] = T(0);
+    Blas<T>::gemv(A.trans ? CblasTrans : CblasNoTrans, A.trans ? k : m, A.trans ? m : k, alpha, a,
+                  A.ld, b, b_col_inc, beta, c, ldc);
+    return;
+  }
+  if (m == 1) {  // row of C = (row of A) @ B, i.e. B^T @ row
+    if (beta == T(0)) std::fill(c, c + n, T(0));
+    Blas<T>::gemv(B.trans ? CblasNoTrans : CblasTrans, B.trans ? n : k, B.trans ? k : n, alpha, b,
+                  B.ld, a, a_row_inc, beta, c, 1);
+    return;
+  }
+  Blas<T>::gemm(A.trans ? CblasTrans : CblasNoTrans, B.trans ? CblasTrans : CblasNoTrans, m, n, k,
+                alpha, a, A.ld, b, B.ld, beta, c, ldc);
+}
+
+// ---- batches ----------------------------------------------------------------------------------
+
+// Strides (elements) of t's batch dims (all but the last two) broadcast to `batch`: 0 where t has
+// size 1 or lacks the dim.
+DimVector batch_strides(const Tensor& t, const DimVector& batch) {
+  const int64_t nb = batch.size(), tb = t->dim() - 2;
+  DimVector s(nb, 0);
+  for (int64_t i = 0; i < tb; ++i) {
+    int64_t d = nb - tb + i;
+    s[d] = t->size(i) == 1 ? 0 : t->stride(i);
+  }
+  return s;
+}
+
+// Element offsets of every batch (row-major order over `batch`) for two operands.
+void batch_offsets(const DimVector& batch, const DimVector& sa, const DimVector& sb,
+                   std::vector<int64_t>& oa, std::vector<int64_t>& ob) {
+  int64_t n = 1;
+  for (int64_t s : batch) n *= s;
+  oa.resize(n);
+  ob.resize(n);
+  const int64_t nd = batch.size();
+  DimVector idx(nd, 0);
+  int64_t pa = 0, pb = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    oa[i] = pa;
+    ob[i] = pb;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < batch[d]) {
+        pa += sa[d];
+        pb += sb[d];
+        break;
+      }
+      pa -= sa[d] * (batch[d] - 1);
+      pb -= sb[d] * (batch[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+// If the batch dims and the row dim of A stack into one row-major (n*M) x K matrix, its row stride.
+bool fold_rows(const DimVector& batch, const DimVector& sa, int64_t M, int64_t rs, int64_t K,
+               int64_t* row_stride) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), size-1 dims dropped
+  for (int64_t d = 0; d < batch.size(); ++d)
+    if (batch[d] != 1) dims.emplace_back(batch[d], sa[d]);
+  if (M != 1) dims.emplace_back(M, rs);
+  if (dims.empty()) return false;
+  for (size_t i = 0; i + 1 < dims.size(); ++i)
+    if (dims[i].second != dims[i + 1].second * dims[i + 1].first) return false;
+  *row_stride = dims.back().second;
+  return *row_stride >= std::max<int64_t>(K, 1) && *row_stride <= kBlasMax;
+}
+
+// From this many multiply-adds per matrix on, a batch goes to OpenBLAS's batched gemm, which
+// spreads the matrices over its threads; smaller ones are cheaper one call at a time (the batch
+// interface costs about a microsecond per matrix). Measured on 2 cores: 48^3 is the crossover.
+constexpr int64_t kBatchGemm = 100000;
+
+template <class T>
+void batched_gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor& c,
+                  const DimVector& batch, int64_t M, int64_t N, int64_t K, T alpha, T beta) {
+  const Mat A = layout_of(a), B = layout_of(b);
+  const T* pa = a->data_as<T>();
+  const T* pb = b->data_as<T>();
+  T* pc = c->data_as<T>();
+  DimVector sa = batch_strides(a, batch), sb = batch_strides(b, batch);
+  int64_t nb = 1;
+  for (int64_t s : batch) nb *= s;
+  check_blas_sizes(op, M, N, K);
+
+  // One big gemm: B shared by every batch and A's batches stacked row-major.
+  bool b_shared = std::all_of(sb.begin(), sb.end(), [](int64_t s) { return s == 0; });
+  int64_t rs = 0;
+  if (nb > 1 && b_shared && !A.trans && nb * M <= kBlasMax &&
+      fold_rows(batch, sa, M, a->stride(a->dim() - 2), K, &rs)) {
+    gemm<T>(Mat{false, rs}, pa, B, pb, pc, N, nb * M, N, K, alpha, beta);
+    return;
+  }
+  std::vector<int64_t> oa, ob;
+  batch_offsets(batch, sa, sb, oa, ob);
+  const int64_t mc = M * N;
+  if (nb > 1 && get_num_threads() > 1 && M * N * K >= kBatchGemm && nb <= kBlasMax) {
+    std::vector<const T*> ap(nb), bp(nb);
+    std::vector<T*> cp(nb);
+    for (int64_t i = 0; i < nb; ++i) {
+      ap[i] = pa + oa[i];
+      bp[i] = pb + ob[i];
+      cp[i] = pc + i * mc;
+    }
+    Blas<T>::gemm_batch(A.trans ? CblasTrans : CblasNoTrans, B.trans ? CblasTrans : CblasNoTrans, M,
+                        N, K, alpha, ap.data(), A.ld, bp.data(), B.ld, beta, cp.data(), N, nb);
+    return;
+  }
+  for (int64_t i = 0; i < nb; ++i)
+    gemm<T>(A, pa + oa[i], B, pb + ob[i], pc + i * mc, N, M, N, K, alpha, beta);
+}
+
+// Exact integer product, wrapping like PyTorch (arithmetic modulo 2^64, then truncated).
+template <class T>
+void int_matmul(const Tensor& a, const Tensor& b, const Tensor& c, const DimVector& batch,
+                int64_t M, int64_t N, int64_t K, int64_t alpha, int64_t beta, bool use_c) {
+  const T* pa = a->data_as<T>();
+  const T* pb = b->data_as<T>();
+  T* pc = c->data_as<T>();
+  const int64_t ars = a->stride(a->dim() - 2), acs = a->stride(a->dim() - 1);
+  const int64_t brs = b->stride(b->dim() - 2), bcs = b->stride(b->dim() - 1);
+  std::vector<int64_t> oa, ob;
+  batch_offsets(batch, batch_strides(a, batch), batch_strides(b, batch), oa, ob);
+  const int64_t rows = static_cast<int64_t>(oa.size()) * M;
+  const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(N * K, 1));
+  auto u = [](auto v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); };
+  parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<uint64_t> acc(N);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t bi = r / M, i = r % M;
+      const T* arow = pa + oa[bi] + i * ars;
+      std::fill(acc.begin(), acc.end(), 0);
+      for (int64_t k = 0; k < K; ++k) {
+        uint64_t av = u(arow[k * acs]);
+        if (av == 0) continue;
+        const T* brow = pb + ob[bi] + k * brs;
+        for (int64_t j = 0; j < N; ++j) acc[j] += av * u(brow[j * bcs]);
+      }
+      T* crow = pc + r * N;
+      for (int64_t j = 0; j < N; ++j) {
+        uint64_t v = u(alpha) * acc[j] + (use_c ? u(beta) * u(crow[j]) : 0);
+        crow[j] = static_cast<T>(static_cast<int64_t>(v));
+      }
+    }
+  });
+}
+
+Tensor float_copy(const Tensor& t, ScalarType dt) {
+  Tensor out = ember::empty(t->sizes(), dt, t->device());
+  copy_into(out, t);
+  return out;
+}
+
+// A copy (in dtype dt) unless t already has dtype dt and a BLAS layout.
+Tensor blas_operand(const Tensor& t, ScalarType dt) {
+  Mat m;
+  int64_t d = t->dim();
+  if (t->dtype() == dt &&
+      blas_layout(t->size(d - 2), t->size(d - 1), t->stride(d - 2), t->stride(d - 1), &m))
+    return t;
+  return float_copy(t, dt);
+}
+
+// beta * init + alpha * (a @ b) for a: [batch_a..., M, K], b: [batch_b..., K, N] whose batch dims
+// broadcast to `batch` (validated by the caller, as are dtypes and K). `init` (may be null) must
+// broadcast to [batch..., M, N]; it is not read when beta == 0. Returns a new contiguous tensor.
+Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVector& batch,
+                   const Tensor& init, const Scalar& beta, const Scalar& alpha) {
+  const ScalarType dt = a->dtype();
+  const int64_t M = a->size(a->dim() - 2), K = a->size(a->dim() - 1), N = b->size(b->dim() - 1);
+  DimVector out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = ember::empty(out_shape, dt, a->device());
+  if (out->numel() == 0) return out;
+  const bool use_init = init && beta.to_double() != 0.0;
+  if (dt == ScalarType::Bool)
+    EMBER_FAIL(Type, op,
+               ": not implemented for dtype bool (supported: integer and floating dtypes)");
+  if (!is_floating(dt)) {
+    if (use_init) copy_into(out, init);
+    EMBER_DISPATCH_INTEGRAL(dt, op, [&] {
+      if constexpr (!std::is_same_v<scalar_t, bool>)
+        int_matmul<scalar_t>(a, b, out, batch, M, N, K, alpha.to_int(), beta.to_int(), use_init);
+    });
+    return out;
+  }
+  const ScalarType ct = dt == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+  Tensor ac = blas_operand(a, ct), bc = blas_operand(b, ct);
+  Tensor c = ct == dt ? out : ember::empty(out_shape, ct, a->device());
+  if (use_init) copy_into(c, init);
+  if (ct == ScalarType::Float64) {
+    batched_gemm<double>(op, ac, bc, c, batch, M, N, K, alpha.to_double(),
+                         use_init ? beta.to_double() : 0.0);
+  } else {
+    batched_gemm<float>(op, ac, bc, c, batch, M, N, K, static_cast<float>(alpha.to_double()),
+                        use_init ? static_cast<float>(beta.to_double()) : 0.0f);
+  }
+  if (c != out) copy_into(out, c);
+  return out;
+}
+
+// Views used to present vectors as matrices (no data moves).
+Tensor as_row(const Tensor& v) {  // (K,) -> (1, K)
+  return make_view(v, {1, v->size(0)}, {v->size(0) * v->stride(0), v->stride(0)},
+                   v->storage_offset());
+}
+Tensor as_col(const Tensor& v) {  // (K,) -> (K, 1)
+  return make_view(v, {v->size(0), 1}, {v->stride(0), 1}, v->storage_offset());
+}
+Tensor reshaped(const Tensor& contiguous, DimVector sizes) {
+  DimVector strides = contiguous_strides(sizes);
+  return make_view(contiguous, std::move(sizes), std::move(strides), contiguous->storage_offset());
+}
+
+Tensor vector_dot(const char* op, const Tensor& self, const Tensor& other) {
+  EMBER_CHECK(self->dim() == 1 && other->dim() == 1, op, ": 1D tensors expected, but got ",
+              self->dim(), "D and ", other->dim(), "D tensors");
+  EMBER_CHECK(self->dtype() == other->dtype(), op,
+              ": expected both vectors to have the same dtype, but got: ",
+              ctype_name(self->dtype()), " != ", ctype_name(other->dtype()));
+  check_multipliable(op, self, other, self->size(0), other->size(0));
+  Tensor r = matmul_core(op, as_row(self), as_col(other), {}, Tensor(), 0, 1);
+  return reshaped(r, {});
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& self, const Tensor& other) {
+  const int64_t d1 = self->dim(), d2 = other->dim();
+  EMBER_CHECK(d1 >= 1 && d2 >= 1,
+              "matmul: both arguments to matmul need to be at least 1D, but they are ", d1,
+              "D and ", d2, "D");
+  check_dtypes("matmul", "m1", self, "m2", other);
+  if (d1 == 1 && d2 == 1) return vector_dot("matmul", self, other);
+  Tensor a = d1 == 1 ? as_row(self) : self;
+  Tensor b = d2 == 1 ? as_col(other) : other;
+  const int64_t M = a->size(a->dim() - 2), K = a->size(a->dim() - 1);
+  const int64_t K2 = b->size(b->dim() - 2), N = b->size(b->dim() - 1);
+  check_multipliable("matmul", self, other, K, K2);
+  // Batch dims broadcast (right-aligned).
+  const int64_t ba = a->dim() - 2, bb = b->dim() - 2, nd = std::max(ba, bb);
+  DimVector batch(nd, 1);
+  for (int64_t i = 0; i < nd; ++i) {
+    int64_t sa = i - (nd - ba) >= 0 ? a->size(i - (nd - ba)) : 1;
+    int64_t sb = i - (nd - bb) >= 0 ? b->size(i - (nd - bb)) : 1;
+    EMBER_CHECK(sa == sb || sa == 1 || sb == 1, "matmul: batch dimensions of shapes ",
+                shape_str(self->sizes()), " and ", shape_str(other->sizes()),
+                " cannot be broadcast (", sa, " != ", sb, " at batch dim ", i, ")");
+    batch[i] = sa == 1 ? sb : sa;
+  }
+  Tensor r = matmul_core("matmul", a, b, batch, Tensor(), 0, 1);
+  DimVector shape = batch;
+  if (d1 > 1) shape.push_back(M);
+  if (d2 > 1) shape.push_back(N);
+  return reshaped(r, shape);
+}
+
+Tensor mm(const Tensor& self, const Tensor& mat2) {
+  check_dim("mm", "self", self, 2);
+  check_dim("mm", "mat2", mat2, 2);
+  check_dtypes("mm", "m1", self, "m2", mat2);
+  check_multipliable("mm", self, mat2, self->size(1), mat2->size(0));
+  return matmul_core("mm", self, mat2, {}, Tensor(), 0, 1);
+}
+
+namespace {
+void check_bmm(const char* op, const Tensor& b1, const Tensor& b2) {
+  check_dim(op, "batch1", b1, 3);
+  check_dim(op, "batch2", b2, 3);
+  check_dtypes(op, "batch1", b1, "batch2", b2);
+  EMBER_CHECK(b1->size(0) == b2->size(0), op, ": batch sizes of shapes ", shape_str(b1->sizes()),
+              " and ", shape_str(b2->sizes()), " don't match (", b1->size(0), " != ", b2->size(0),
+              ")");
+  check_multipliable(op, b1, b2, b1->size(2), b2->size(1));
+}
+}  // namespace
+
+Tensor bmm(const Tensor& self, const Tensor& mat2) {
+  check_bmm("bmm", self, mat2);
+  return matmul_core("bmm", self, mat2, {self->size(0)}, Tensor(), 0, 1);
+}
+
+Tensor mv(const Tensor& self, const Tensor& vec) {
+  check_dim("mv", "self", self, 2);
+  check_dim("mv", "vec", vec, 1);
+  check_dtypes("mv", "mat", self, "vec", vec);
+  check_multipliable("mv", self, vec, self->size(1), vec->size(0));
+  Tensor r = matmul_core("mv", self, as_col(vec), {}, Tensor(), 0, 1);
+  return reshaped(r, {self->size(0)});
+}
+
+Tensor dot(const Tensor& self, const Tensor& tensor) { return vector_dot("dot", self, tensor); }
+
+Tensor vdot(const Tensor& self, const Tensor& other) { return vector_dot("vdot", self, other); }
+
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+             const Scalar& alpha) {
+  check_dim("addmm", "mat1", mat1, 2);
+  check_dim("addmm", "mat2", mat2, 2);
+  check_dtypes("addmm", "m1", mat1, "m2", mat2);
+  check_dtypes("addmm", "self", self, "mat1", mat1);
+  check_multipliable("addmm", mat1, mat2, mat1->size(1), mat2->size(0));
+  check_broadcastable_to("addmm", self, {mat1->size(0), mat2->size(1)});
+  check_scalars("addmm", self->dtype(), beta, alpha);
+  return matmul_core("addmm", mat1, mat2, {}, self, beta, alpha);
+}
+
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Scalar& beta,
+             const Scalar& alpha) {
+  check_dim("addmv", "mat", mat, 2);
+  check_dim("addmv", "vec", vec, 1);
+  check_dtypes("addmv", "mat", mat, "vec", vec);
+  check_dtypes("addmv", "self", self, "mat", mat);
+  check_multipliable("addmv", mat, vec, mat->size(1), vec->size(0));
+  check_broadcastable_to("addmv", self, {mat->size(0)});
+  check_scalars("addmv", self->dtype(), beta, alpha);
+  // The product is computed as an (M, 1) matrix: self (M,) becomes a column to broadcast into it.
+  Tensor init = self->dim() == 1 ? as_col(self) : self;
+  Tensor r = matmul_core("addmv", mat, as_col(vec), {}, init, beta, alpha);
+  return reshaped(r, {mat->size(0)});
+}
+
+Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
+               const Scalar& alpha) {
+  check_bmm("baddbmm", batch1, batch2);
+  check_dtypes("baddbmm", "self", self, "batch1", batch1);
+  check_broadcastable_to("baddbmm", self, {batch1->size(0), batch1->size(1), batch2->size(2)});
+  check_scalars("baddbmm", self->dtype(), beta, alpha);
+  return matmul_core("baddbmm", batch1, batch2, {batch1->size(0)}, self, beta, alpha);
+}
+
+Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
+              const Scalar& alpha) {
+  check_bmm("addbmm", batch1, batch2);
+  check_dtypes("addbmm", "self", self, "batch1", batch1);
+  const int64_t B = batch1->size(0), M = batch1->size(1), K = batch1->size(2), N = batch2->size(2);
+  check_broadcastable_to("addbmm", self, {M, N});
+  check_scalars("addbmm", self->dtype(), beta, alpha);
+  // sum_b batch1[b] @ batch2[b] == (M, B*K) @ (B*K, N): lay batch1 out as (M, B, K).
+  Tensor b1 = ember::empty({M, B, K}, batch1->dtype(), batch1->device());
+  copy_into(b1,
+            make_view(batch1, {M, B, K}, {batch1->stride(1), batch1->stride(0), batch1->stride(2)},
+                      batch1->storage_offset()));
+  Tensor b2 = batch2->is_contiguous() ? batch2 : float_copy(batch2, batch2->dtype());
+  return matmul_core("addbmm", reshaped(b1, {M, B * K}), reshaped(b2, {B * K, N}), {}, self, beta,
+                     alpha);
+}
+
+}  // namespace cpu
+}  // namespace ember

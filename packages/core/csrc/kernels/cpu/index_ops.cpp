@@ -1,0 +1,1262 @@
+// CPU kernels of the indexing ops (ops/indexing.yaml) and the composites built on them.
+//
+// Every "index along a dim" op has one shape: TensorIterator walks the positions of all the other
+// dims (the indexed dim is squashed to one element, stride 0, in every operand) and a plain inner
+// loop runs along the indexed dim, following the index values. Threads split the outer positions,
+// so two threads never write one element even when indices repeat. Index values are checked (and
+// negative ones wrapped where PyTorch allows them) in one pass before a kernel runs, so kernels
+// never see an out-of-range index. Pure data movement dispatches on the element size (4
+// instantiations); arithmetic (add, reductions) dispatches on the dtype once.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/dispatch.h"
+#include "kernels/iterator.h"
+#include "kernels/parallel.h"
+#include "ops.h"
+
+namespace ember {
+namespace {
+
+// ---- metadata-only views --------------------------------------------------------------------
+
+// PyTorch's index ops treat a 0-d tensor as a 1-element vector.
+Tensor as_1d(const Tensor& t) {
+  if (t->dim() > 0) return t;
+  return make_view(t, DimVector{1}, DimVector{1}, t->storage_offset());
+}
+
+// t broadcast (right-aligned, stride 0) to `sizes`; the caller checked that it broadcasts.
+Tensor expand_view(const Tensor& t, const DimVector& sizes) {
+  const int64_t n = sizes.size(), off = n - t->dim();
+  DimVector strides(n, 0);
+  for (int64_t d = 0; d < t->dim(); ++d)
+    strides[off + d] = (t->size(d) == 1 && sizes[off + d] != 1) ? 0 : t->stride(d);
+  return make_view(t, sizes, std::move(strides), t->storage_offset());
+}
+
+Tensor with_shape(const Tensor& contiguous, const DimVector& sizes) {
+  return make_view(contiguous, sizes, contiguous_strides(sizes), contiguous->storage_offset());
+}
+
+Tensor unsqueeze_view(const Tensor& t, int64_t d) {
+  DimVector sizes = t->sizes(), strides = t->strides();
+  int64_t st = d < t->dim() ? t->stride(d) * t->size(d) : 1;
+  sizes.insert(d, 1);
+  strides.insert(d, st);
+  return make_view(t, std::move(sizes), std::move(strides), t->storage_offset());
+}
+
+Tensor contiguous_as(const Tensor& t, ScalarType dtype) {
+  if (t->is_contiguous() && t->dtype() == dtype) return t;
+  Tensor c = empty(t->sizes(), dtype, t->device());
+  copy_into(c, t);
+  return c;
+}
+
+// t with sizes `shape` except `dim`, which is squashed to one element (stride 0): the operand
+// TensorIterator walks while a kernel loops over `dim` itself. t is at least `shape` elsewhere.
+Tensor squash(const Tensor& t, int64_t dim, const DimVector& shape) {
+  DimVector sizes = shape, strides = t->strides();
+  sizes[dim] = 1;
+  strides[dim] = 0;
+  return make_view(t, std::move(sizes), std::move(strides), t->storage_offset());
+}
+
+// The iterator over the outer positions: all operands have the same (squashed) shape and keep
+// their dtypes; operand 0 is written.
+TensorIterator outer_iter(const char* op, const Tensor& out, std::initializer_list<Tensor> inputs) {
+  TensorIterator it(op);
+  it.add_output(out);
+  for (const Tensor& t : inputs) it.add_input(t);
+  it.resize_outputs(false).no_casting().build();
+  return it;
+}
+
+// Runs make_loop(jb, je) -- an iterator loop that walks positions [jb, je) of the indexed dim
+// (length L) at each outer position -- over every outer position. Threads split the outer
+// positions, or the indexed dim when `split_dim` (a read-only walk of the source) and the outer
+// positions are fewer than L.
+template <class MakeLoop>
+void run_along_dim(const TensorIterator& it, int64_t L, bool split_dim, const MakeLoop& make_loop) {
+  const int64_t outer = it.numel();
+  if (outer == 0 || L == 0) return;
+  if (outer * L < 2 * kPointwiseGrain || get_num_threads() == 1) {
+    it.serial_for_each(make_loop(0, L), 0, outer);
+  } else if (split_dim && outer < L) {
+    parallel_for(0, L, std::max<int64_t>(1, kPointwiseGrain / outer),
+                 [&](int64_t b, int64_t e) { it.serial_for_each(make_loop(b, e), 0, outer); });
+  } else {
+    it.for_each(make_loop(0, L), std::max<int64_t>(1, kPointwiseGrain / L));
+  }
+}
+
+// Data movement only needs the element size: 4 instantiations instead of one per dtype.
+template <class F>
+void dispatch_itemsize(int64_t size, const F& f) {
+  switch (size) {
+    case 1:
+      f(uint8_t{});
+      return;
+    case 2:
+      f(uint16_t{});
+      return;
+    case 4:
+      f(uint32_t{});
+      return;
+    default:
+      f(uint64_t{});
+      return;  // no dtype is wider than 8 bytes
+  }
+}
+
+template <class T>
+inline T& at(char* p) {
+  return *reinterpret_cast<T*>(p);
+}
+template <class T>
+inline T at(const char* p) {
+  return *reinterpret_cast<const T*>(p);
+}
+
+// ---- arguments ------------------------------------------------------------------------------
+
+void check_index_dtype(const Tensor& index, const char* op, bool allow_int32) {
+  EMBER_CHECK_KIND(index != nullptr, Type, op, ": expected an index tensor, got None");
+  ScalarType t = index->dtype();
+  if (t == ScalarType::Int64 || (allow_int32 && t == ScalarType::Int32)) return;
+  EMBER_FAIL(Type, op, ": expected an index tensor of dtype ",
+             allow_int32 ? "int64 or int32" : "int64", ", but got ", dtype_name(t));
+}
+
+// The index values as a contiguous int64 tensor of index's shape, each checked to lie in
+// [0, size) -- or [-size, size), negatives wrapped, when allow_negative.
+Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_negative,
+                     const char* op) {
+  Tensor idx = contiguous_as(index, ScalarType::Int64);
+  const int64_t* p = idx->data_as<int64_t>();
+  const int64_t n = idx->numel(), lo = allow_negative ? -size : 0;
+  bool negative = false;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = p[i];
+    if (v < lo || v >= size)
+      EMBER_FAIL(Index, op, op[0] ? ": " : "", "index ", v, " is out of bounds for dimension ", dim,
+                 " with size ", size);
+    negative |= v < 0;
+  }
+  if (!negative) return idx;
+  if (idx == index) idx = ops::clone(index);
+  int64_t* w = idx->data_as<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    if (w[i] < 0) w[i] += size;
+  return idx;
+}
+
+// Where an op with out= writes: a new contiguous tensor, or out= itself (resized to `sizes` when
+// they differ; its dtype must be `dtype`). A non-contiguous out= gets the result copied in.
+struct OutArg {
+  Tensor result, user;
+  Tensor done() const {
+    if (!user) return result;
+    if (user != result) {
+      copy_into(user, result);
+    } else {
+      user->bump_version();
+    }
+    return user;
+  }
+};
+
+void resize_out(const Tensor& out, const DimVector& sizes) {
+  if (out->sizes() == sizes) return;
+  Tensor fresh = empty(sizes, out->dtype(), out->device());
+  out->set_storage(fresh->storage());
+  out->set_sizes_strides(sizes, fresh->strides(), 0);
+}
+
+OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, const char* op) {
+  if (!out) return {empty(sizes, dtype), nullptr};
+  EMBER_CHECK(out->dtype() == dtype, op, ": expected the out= tensor to have dtype ",
+              dtype_name(dtype), ", but got ", dtype_name(out->dtype()));
+  resize_out(out, sizes);
+  if (out->is_contiguous()) return {out, out};
+  return {empty(sizes, dtype), out};
+}
+
+// The tensor an op with an in-place form writes: self (in place), out= (a copy of self), or a
+// fresh copy of self.
+Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op) {
+  if (!out) return ops::clone(self);
+  if (out.get() == self.get()) return self;
+  EMBER_CHECK(out->dtype() == self->dtype(), op, ": expected the out= tensor to have dtype ",
+              dtype_name(self->dtype()), ", but got ", dtype_name(out->dtype()));
+  resize_out(out, self->sizes());
+  copy_into(out, self);
+  return out;
+}
+
+// A 0-d tensor of `dtype` holding a number or a 0-d tensor's value.
+Tensor value_tensor(const TensorOrScalar& value, ScalarType dtype, const char* op) {
+  Scalar s = value.scalar;
+  if (value.is_tensor()) {
+    EMBER_CHECK(value.tensor->dim() == 0, op,
+                ": only supports a 0-dimensional value tensor, but got tensor with ",
+                value.tensor->dim(), " dimension(s)");
+    s = load_scalar(value.tensor->data(), value.tensor->dtype());
+  }
+  Tensor v = empty(DimVector{}, dtype);
+  store_scalar(s, dtype, v->data());
+  return v;
+}
+
+// ---- kernels --------------------------------------------------------------------------------
+
+// The inner loop of the row kernels: f(dst element, src element) at every position k < n of an
+// iterator row and every j in [jb, je), the two operands offset by dst_at(j) / src_at(j) bytes.
+// Rows contiguous in both operands go j-major (whole rows at a time); strided ones k-major, so the
+// walk does not sweep memory once per j.
+struct Assign {
+  template <class T>
+  void operator()(T& x, T y) const {
+    x = y;
+  }
+};
+
+template <class T, class DstAt, class SrcAt, class F>
+inline void rows_loop(char** d, const int64_t* s, int64_t n, int64_t jb, int64_t je,
+                      const DstAt& dst_at, const SrcAt& src_at, const F& f) {
+  if (n > 1 && s[0] == sizeof(T) && s[1] == sizeof(T)) {
+    for (int64_t j = jb; j < je; ++j) {
+      T* o = reinterpret_cast<T*>(d[0] + dst_at(j));
+      const T* p = reinterpret_cast<const T*>(d[1] + src_at(j));
+      if constexpr (std::is_same_v<F, Assign>) {
+        std::memcpy(o, p, n * sizeof(T));
+      } else {
+        for (int64_t k = 0; k < n; ++k) f(o[k], p[k]);
+      }
+    }
+    return;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    char* o = d[0] + k * s[0];
+    const char* p = d[1] + k * s[1];
+    for (int64_t j = jb; j < je; ++j) f(at<T>(o + dst_at(j)), at<T>(p + src_at(j)));
+  }
+}
+
+// out[.., j, ..] = src[.., off[j], ..] along `dim` (j < L), where src steps src_step bytes per unit
+// of off[j]; out and src agree on every other dim.
+void gather_rows(const Tensor& out, const Tensor& src, int64_t dim, const int64_t* off, int64_t L,
+                 int64_t src_step, const char* op) {
+  const DimVector& shape = out->sizes();
+  TensorIterator it = outer_iter(op, squash(out, dim, shape), {squash(src, dim, shape)});
+  const int64_t out_step = out->stride(dim) * out->itemsize();
+  auto dst_at = [out_step](int64_t j) { return j * out_step; };
+  auto src_at = [off, src_step](int64_t j) { return off[j] * src_step; };
+  dispatch_itemsize(out->itemsize(), [&](auto tag) {
+    using T = decltype(tag);
+    run_along_dim(it, L, true, [&](int64_t jb, int64_t je) {
+      return [=](char** d, const int64_t* s, int64_t n) {
+        rows_loop<T>(d, s, n, jb, je, dst_at, src_at, Assign{});
+      };
+    });
+  });
+}
+
+// Writes (or adds alpha *) src[.., j, ..] into dst[.., off[j], ..] along `dim`: dst steps dst_step
+// bytes per unit of off[j]; src steps src_step bytes per j, or per unit of src_off[j] when given.
+void put_rows(const Tensor& dst, const Tensor& src, int64_t dim, const int64_t* off,
+              int64_t dst_step, const int64_t* src_off, int64_t src_step, int64_t L,
+              bool accumulate, const Scalar& alpha, const char* op) {
+  const DimVector shape = dst->sizes();
+  TensorIterator it = outer_iter(op, squash(dst, dim, shape), {squash(src, dim, shape)});
+  auto dst_at = [off, dst_step](int64_t j) { return off[j] * dst_step; };
+  auto src_at = [src_off, src_step](int64_t j) { return (src_off ? src_off[j] : j) * src_step; };
+  if (!accumulate) {
+    dispatch_itemsize(dst->itemsize(), [&](auto tag) {
+      using T = decltype(tag);
+      run_along_dim(it, L, false, [&](int64_t jb, int64_t je) {
+        return [=](char** d, const int64_t* s, int64_t n) {
+          rows_loop<T>(d, s, n, jb, je, dst_at, src_at, Assign{});
+        };
+      });
+    });
+    return;
+  }
+  EMBER_DISPATCH_ALL(dst->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const A a = alpha.to<A>();
+    run_along_dim(it, L, false, [&](int64_t jb, int64_t je) {
+      return [=](char** d, const int64_t* s, int64_t n) {
+        rows_loop<T>(d, s, n, jb, je, dst_at, src_at, [a](T& x, T y) {
+          if constexpr (std::is_same_v<T, bool>) {
+            x = x || (a && y);
+          } else {
+            x = static_cast<T>(static_cast<A>(x) + a * static_cast<A>(y));
+          }
+        });
+      };
+    });
+  });
+}
+
+enum class Reduce { Assign, Add, Mul, Max, Min, Mean };
+
+// self[.., index[.., j, ..], ..] (op)= src[.., j, ..] along dim, walking index's shape.
+void scatter_kernel(const Tensor& self, int64_t dim, const Tensor& idx, const Tensor& src,
+                    Reduce red, const char* op) {
+  const DimVector& shape = idx->sizes();
+  TensorIterator it =
+      outer_iter(op, squash(self, dim, shape), {squash(idx, dim, shape), squash(src, dim, shape)});
+  const int64_t L = shape[dim];
+  const int64_t self_step = self->stride(dim) * self->itemsize(), idx_step = idx->stride(dim) * 8,
+                src_step = src->stride(dim) * src->itemsize();
+  auto run = [&](auto tag, auto f) {
+    using T = decltype(tag);
+    run_along_dim(it, L, false, [&](int64_t jb, int64_t je) {
+      return [=](char** d, const int64_t* s, int64_t n) {
+        for (int64_t k = 0; k < n; ++k) {
+          char* o = d[0] + k * s[0];
+          const char* ix = d[1] + k * s[1];
+          const char* sp = d[2] + k * s[2];
+          for (int64_t j = jb; j < je; ++j) {
+            T& x = at<T>(o + at<int64_t>(ix + j * idx_step) * self_step);
+            x = f(x, at<T>(sp + j * src_step));
+          }
+        }
+      };
+    });
+  };
+  if (red == Reduce::Assign) {
+    dispatch_itemsize(self->itemsize(), [&](auto tag) {
+      using T = decltype(tag);
+      run(tag, [](T, T b) { return b; });
+    });
+    return;
+  }
+  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    switch (red) {
+      case Reduce::Add:
+      case Reduce::Mean:
+        return run(T{},
+                   [](T a, T b) { return static_cast<T>(static_cast<A>(a) + static_cast<A>(b)); });
+      case Reduce::Mul:
+        return run(T{}, [](auto a, auto b) {  // generic, so the bool branch is discarded for others
+          using U = decltype(a);
+          if constexpr (std::is_same_v<U, bool>) {
+            return static_cast<U>(a && b);
+          } else {
+            return static_cast<U>(static_cast<opmath_t<U>>(a) * static_cast<opmath_t<U>>(b));
+          }
+        });
+      case Reduce::Max:
+        return run(T{}, [](T a, T b) {
+          A x = static_cast<A>(a), y = static_cast<A>(b);
+          return (y != y || y > x) ? b : a;  // NaN propagates, as in PyTorch
+        });
+      case Reduce::Min:
+        return run(T{}, [](T a, T b) {
+          A x = static_cast<A>(a), y = static_cast<A>(b);
+          return (y != y || y < x) ? b : a;
+        });
+      default:
+        return;
+    }
+  });
+}
+
+// The identity of a reduction in dtype, as a 0-d tensor (scatter_reduce with include_self=False
+// starts every scattered position from it).
+Tensor reduce_identity(Reduce red, ScalarType dtype) {
+  Tensor v = empty(DimVector{}, dtype);
+  EMBER_DISPATCH_ALL(dtype, "scatter_reduce()", [&] {
+    using T = scalar_t;
+    T x{};
+    if (red == Reduce::Mul) {
+      x = static_cast<T>(1);
+    } else if (red == Reduce::Max || red == Reduce::Min) {
+      const bool mx = red == Reduce::Max;
+      if constexpr (std::is_integral_v<T>) {
+        x = mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+      } else {
+        x = static_cast<T>(mx ? -std::numeric_limits<float>::infinity()
+                              : std::numeric_limits<float>::infinity());
+      }
+    } else {
+      x = static_cast<T>(0);
+    }
+    *v->data_as<T>() = x;
+  });
+  return v;
+}
+
+// ---- advanced indexing ----------------------------------------------------------------------
+
+// self[indices] decomposed into: `src`, a view of self whose indexed dims are replaced by one
+// size-1 dim at `pos`; `offsets`, the element offset (into self) of every position of the
+// broadcast index shape; and the result shape rest[:pos] + bshape + rest[pos:].
+struct AdvancedIndex {
+  Tensor src;
+  Tensor offsets;  // int64, numel(bshape)
+  DimVector bshape;
+  DimVector result_shape;
+  int64_t pos = 0;
+  int64_t count() const { return offsets->numel(); }
+};
+
+AdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>& indices) {
+  // Expand bool masks into one index tensor per masked dim (nonzero's columns).
+  Tensor base = self;
+  std::vector<Tensor> per_dim;
+  for (const Tensor& t : indices) {
+    if (!t) {
+      per_dim.push_back(nullptr);
+      continue;
+    }
+    ScalarType dt = t->dtype();
+    if (dt == ScalarType::Bool || dt == ScalarType::UInt8) {
+      const int64_t d = per_dim.size();
+      if (t->dim() == 0) {  // a scalar mask adds a dim of size 1 (True) or 0 (False)
+        base = unsqueeze_view(base, d);
+        bool v = load_scalar(t->data(), dt).to_bool();
+        Tensor ix = empty(DimVector{v ? 1 : 0}, ScalarType::Int64);
+        if (v) *ix->data_as<int64_t>() = 0;
+        per_dim.push_back(ix);
+        continue;
+      }
+      EMBER_CHECK_KIND(d + t->dim() <= base->dim(), Index,
+                       "too many indices for tensor of dimension ", base->dim(), " (got ",
+                       d + t->dim(), ")");
+      for (int64_t j = 0; j < t->dim(); ++j)
+        if (t->size(j) != base->size(d + j))
+          EMBER_FAIL(Index, "The shape of the mask ", shape_str(t->sizes()), " at index ", j,
+                     " does not match the shape of the indexed tensor ", shape_str(base->sizes()),
+                     " at index ", d + j);
+      Tensor mask = dt == ScalarType::Bool ? t : contiguous_as(t, ScalarType::Bool);
+      Tensor nz = ops::nonzero(mask, Tensor());
+      for (int64_t j = 0; j < t->dim(); ++j)
+        per_dim.push_back(make_view(nz, DimVector{nz->size(0)}, DimVector{nz->stride(0)},
+                                    nz->storage_offset() + j));
+      continue;
+    }
+    if (dt != ScalarType::Int64 && dt != ScalarType::Int32)
+      EMBER_FAIL(Index, "tensors used as indices must be long, int, byte or bool tensors (got ",
+                 dtype_name(dt), ")");
+    per_dim.push_back(t);
+  }
+  EMBER_CHECK_KIND(static_cast<int64_t>(per_dim.size()) <= base->dim(), Index,
+                   "too many indices for tensor of dimension ", base->dim(), " (got ",
+                   per_dim.size(), ")");
+
+  AdvancedIndex r;
+  DimVector dims;  // the indexed dims of base
+  for (size_t d = 0; d < per_dim.size(); ++d) {
+    if (!per_dim[d]) continue;
+    dims.push_back(d);
+  }
+  for (int64_t d : dims) {
+    const DimVector& s = per_dim[d]->sizes();
+    const int64_t n = std::max<int64_t>(r.bshape.size(), s.size());
+    DimVector b(n, 1);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t x = i < static_cast<int64_t>(r.bshape.size()) ? r.bshape[r.bshape.size() - 1 - i] : 1;
+      int64_t y = i < static_cast<int64_t>(s.size()) ? s[s.size() - 1 - i] : 1;
+      if (x != y && x != 1 && y != 1) {
+        std::string shapes;
+        for (int64_t k : dims)
+          shapes += (shapes.empty() ? "" : ", ") + shape_str(per_dim[k]->sizes());
+        EMBER_FAIL(Index,
+                   "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+                   shapes);
+      }
+      b[n - 1 - i] = x == 1 ? y : x;
+    }
+    r.bshape = b;
+  }
+  bool adjacent = dims.empty() || dims.back() - dims[0] + 1 == static_cast<int64_t>(dims.size());
+  r.pos = (adjacent && !dims.empty()) ? dims[0] : 0;
+
+  // Element offsets into base of every position of bshape, bounds-checked.
+  r.offsets = empty(r.bshape, ScalarType::Int64);
+  std::memset(r.offsets->data(), 0, r.offsets->numel() * 8);
+  // Nothing is read when another dim is empty; PyTorch checks no index values then either.
+  bool rest_empty = false;
+  for (int64_t d = 0; d < base->dim(); ++d)
+    rest_empty |= base->size(d) == 0 && (d >= static_cast<int64_t>(per_dim.size()) || !per_dim[d]);
+  for (int64_t d : dims) {
+    const Tensor& ix = per_dim[d];
+    if (r.offsets->numel() == 0 || rest_empty) break;
+    const int64_t size = base->size(d), stride = base->stride(d);
+    TensorIterator it = outer_iter("index", r.offsets, {ix});
+    auto loop = [&](auto tag) {
+      using I = decltype(tag);
+      it.for_each([=](char** p, const int64_t* s, int64_t n) {
+        for (int64_t k = 0; k < n; ++k) {
+          int64_t v = static_cast<int64_t>(at<I>(p[1] + k * s[1]));
+          if (v < -size || v >= size)
+            EMBER_FAIL(Index, "index ", v, " is out of bounds for dimension ", d, " with size ",
+                       size);
+          at<int64_t>(p[0] + k * s[0]) += (v < 0 ? v + size : v) * stride;
+        }
+      });
+    };
+    if (ix->dtype() == ScalarType::Int64) {
+      loop(int64_t{});
+    } else {
+      loop(int32_t{});
+    }
+  }
+
+  // base without the indexed dims, a size-1 dim at pos in their place.
+  DimVector sizes, strides;
+  for (int64_t d = 0; d < base->dim(); ++d) {
+    if (d < static_cast<int64_t>(per_dim.size()) && per_dim[d]) continue;
+    sizes.push_back(base->size(d));
+    strides.push_back(base->stride(d));
+  }
+  r.result_shape = sizes;
+  for (int64_t i = r.bshape.size() - 1; i >= 0; --i) r.result_shape.insert(r.pos, r.bshape[i]);
+  sizes.insert(r.pos, 1);
+  strides.insert(r.pos, 0);
+  r.src = make_view(base, std::move(sizes), std::move(strides), base->storage_offset());
+  return r;
+}
+
+// The rows of (int64, contiguous) `offsets` shaped like the src view of `ai`, with the
+// broadcast dims flattened into one: the layout the row kernels want.
+DimVector flat_shape(const AdvancedIndex& ai) {
+  DimVector s = ai.src->sizes();
+  s[ai.pos] = ai.count();
+  return s;
+}
+
+// ---- histc / searchsorted helpers ------------------------------------------------------------
+
+template <class T>
+int64_t lower_bound_idx(const T* bd, const int64_t* sorter, int64_t n, opmath_t<T> v) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    int64_t mid = lo + ((hi - lo) >> 1);
+    opmath_t<T> m = static_cast<opmath_t<T>>(bd[sorter ? sorter[mid] : mid]);
+    if (!(m >= v)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+template <class T>
+int64_t upper_bound_idx(const T* bd, const int64_t* sorter, int64_t n, opmath_t<T> v) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    int64_t mid = lo + ((hi - lo) >> 1);
+    opmath_t<T> m = static_cast<opmath_t<T>>(bd[sorter ? sorter[mid] : mid]);
+    if (!(m > v)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
+                   bool allow_negative, const char* op) {
+  check_index_dtype(index, op, false);
+  dim = wrap_dim(dim, self->dim(), op);
+  Tensor s1 = as_1d(self), i1 = as_1d(index);
+  EMBER_CHECK(i1->dim() == s1->dim(), op,
+              ": index tensor must have the same number of dimensions as input tensor (",
+              index->dim(), " vs ", self->dim(), ")");
+  for (int64_t d = 0; d < s1->dim(); ++d)
+    EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": size does not match at dimension ",
+                d, ": expected index ", shape_str(index->sizes()), " to be no larger than self ",
+                shape_str(self->sizes()), " apart from dimension ", dim);
+  OutArg o = make_out(out, index->sizes(), self->dtype(), op);
+  if (index->numel() == 0) return o.done();
+  Tensor idx = as_1d(checked_index(index, s1->size(dim), dim, allow_negative, op));
+  Tensor res = as_1d(o.result);
+  const DimVector& shape = idx->sizes();
+  TensorIterator it =
+      outer_iter(op, squash(res, dim, shape), {squash(s1, dim, shape), squash(idx, dim, shape)});
+  const int64_t out_step = res->stride(dim) * res->itemsize(),
+                src_step = s1->stride(dim) * s1->itemsize(), idx_step = idx->stride(dim) * 8;
+  dispatch_itemsize(self->itemsize(), [&](auto tag) {
+    using T = decltype(tag);
+    run_along_dim(it, shape[dim], true, [&](int64_t jb, int64_t je) {
+      return [=](char** d, const int64_t* s, int64_t n) {
+        for (int64_t k = 0; k < n; ++k) {
+          char* o = d[0] + k * s[0];
+          const char* p = d[1] + k * s[1];
+          const char* ix = d[2] + k * s[2];
+          for (int64_t j = jb; j < je; ++j)
+            at<T>(o + j * out_step) = at<T>(p + at<int64_t>(ix + j * idx_step) * src_step);
+        }
+      };
+    });
+  });
+  return o.done();
+}
+
+Reduce parse_reduce(const std::string& r, bool scatter_reduce, const char* op) {
+  if (scatter_reduce) {
+    if (r == "sum") return Reduce::Add;
+    if (r == "prod") return Reduce::Mul;
+    if (r == "mean") return Reduce::Mean;
+    if (r == "amax") return Reduce::Max;
+    if (r == "amin") return Reduce::Min;
+    EMBER_FAIL(Value, op, ": reduce argument must be either sum, prod, mean, amax or amin, got ",
+               r);
+  }
+  if (r == "add") return Reduce::Add;
+  if (r == "multiply") return Reduce::Mul;
+  EMBER_FAIL(Value, op, ": reduce argument must be either add or multiply, got ", r);
+}
+
+// x /= count where count > 0 (floor division for integers, as PyTorch's scatter_reduce 'mean').
+template <class T>
+void divide_by_counts(const TensorIterator& it, T) {
+  using A = opmath_t<T>;
+  it.for_each([](char** d, const int64_t* s, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t c = at<int64_t>(d[1] + k * s[1]);
+      if (c == 0) continue;
+      T& x = at<T>(d[0] + k * s[0]);
+      if constexpr (std::is_integral_v<T>) {
+        int64_t v = x, q = v / c;
+        x = static_cast<T>((v % c != 0 && v < 0) ? q - 1 : q);  // c > 0: floor
+      } else {
+        x = static_cast<T>(static_cast<A>(x) / static_cast<A>(c));
+      }
+    }
+  });
+}
+
+// Shared body of scatter / scatter_add / scatter_reduce. src is a tensor of self's dtype, or null
+// with `value` written instead.
+Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                    const Scalar& value, Reduce red, bool include_self, const Tensor& out,
+                    const char* op) {
+  check_index_dtype(index, op, false);
+  dim = wrap_dim(dim, self->dim(), op);
+  if (src)
+    EMBER_CHECK(src->dtype() == self->dtype(), op,
+                ": expected self.dtype to be equal to src.dtype (got ", dtype_name(self->dtype()),
+                " and ", dtype_name(src->dtype()), ")");
+  if (red == Reduce::Mean && self->dtype() == ScalarType::Bool)
+    EMBER_FAIL(Type, op, ": reduce='mean' is not implemented for dtype bool");
+  Tensor s1 = as_1d(self), i1 = as_1d(index);
+  Tensor src1 = src ? as_1d(src) : Tensor();
+  EMBER_CHECK(i1->dim() == s1->dim() && (!src1 || src1->dim() == s1->dim()), op,
+              ": index tensor must have the same number of dimensions as self",
+              src ? " and src" : "", " (got index ", shape_str(index->sizes()), ", self ",
+              shape_str(self->sizes()), src ? ", src " + shape_str(src->sizes()) : std::string(),
+              ")");
+  if (index->numel() > 0) {
+    for (int64_t d = 0; d < s1->dim(); ++d) {
+      EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": expected index ",
+                  shape_str(index->sizes()), " to be no larger than self ",
+                  shape_str(self->sizes()), " apart from dimension ", dim);
+      EMBER_CHECK(!src1 || i1->size(d) <= src1->size(d), op, ": expected index ",
+                  shape_str(index->sizes()), " to be no larger than src ", shape_str(src->sizes()));
+    }
+  }
+  Tensor target = inplace_target(self, out, op);
+  if (index->numel() == 0) return target;
+  Tensor t1 = as_1d(target);
+  Tensor idx = as_1d(checked_index(index, t1->size(dim), dim, false, op));
+  Tensor srcv = src1 ? src1 : expand_view(value_tensor(value, self->dtype(), op), idx->sizes());
+  if (!include_self && red != Reduce::Assign)
+    scatter_kernel(t1, dim, idx, expand_view(reduce_identity(red, self->dtype()), idx->sizes()),
+                   Reduce::Assign, op);
+  if (red != Reduce::Mean) {
+    scatter_kernel(t1, dim, idx, srcv, red, op);
+    return target;
+  }
+  // mean: sum, then divide by how many values landed on each position (plus self's own).
+  scatter_kernel(t1, dim, idx, srcv, Reduce::Add, op);
+  Tensor counts = empty(t1->sizes(), ScalarType::Int64);
+  std::fill_n(counts->data_as<int64_t>(), counts->numel(), include_self ? 1 : 0);
+  Tensor one = empty(DimVector{}, ScalarType::Int64);
+  *one->data_as<int64_t>() = 1;
+  scatter_kernel(counts, dim, idx, expand_view(one, idx->sizes()), Reduce::Add, op);
+  TensorIterator it = outer_iter(op, t1, {counts});
+  EMBER_DISPATCH_NUMERIC(self->dtype(), op, [&] { divide_by_counts(it, scalar_t{}); });
+  return target;
+}
+
+// Checks shared by index_add / index_copy: a vector index, matching source.
+void check_index_source(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                        const char* op) {
+  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
+                   shape_str(index->sizes()));
+  EMBER_CHECK(source->dtype() == self->dtype(), op, ": self (", dtype_name(self->dtype()),
+              ") and source (", dtype_name(source->dtype()), ") must have the same dtype");
+  Tensor s1 = as_1d(self), src1 = as_1d(source);
+  EMBER_CHECK(s1->dim() == src1->dim(), op, ": source ", shape_str(source->sizes()),
+              " must have the same number of dimensions as self ", shape_str(self->sizes()));
+  EMBER_CHECK_KIND(index->numel() == src1->size(dim), Index, op, ": number of indices (",
+                   index->numel(), ") should be equal to source.size(dim) (", src1->size(dim), ")");
+  for (int64_t d = 0; d < s1->dim(); ++d)
+    EMBER_CHECK(d == dim || s1->size(d) == src1->size(d), op, ": source ",
+                shape_str(source->sizes()), " must match self ", shape_str(self->sizes()),
+                " in every dimension but ", dim);
+}
+
+// target[.., index[j], ..] = (or += alpha *) source[.., j, ..] along dim.
+void index_put_along_dim(const Tensor& target, int64_t dim, const Tensor& idx, const Tensor& source,
+                         bool accumulate, const Scalar& alpha, const char* op) {
+  Tensor t1 = as_1d(target), src1 = as_1d(source);
+  put_rows(t1, src1, dim, idx->data_as<int64_t>(), t1->stride(dim) * t1->itemsize(), nullptr,
+           src1->stride(dim) * src1->itemsize(), idx->numel(), accumulate, alpha, op);
+}
+
+}  // namespace
+
+// ---- ops ------------------------------------------------------------------------------------
+
+namespace cpu {
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out) {
+  const char* op = "index_select()";
+  check_index_dtype(index, op, true);
+  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
+                   shape_str(index->sizes()));
+  dim = wrap_dim(dim, self->dim(), op);
+  Tensor s1 = as_1d(self);
+  Tensor idx = checked_index(index, s1->size(dim), dim, false, op);
+  DimVector shape = s1->sizes();
+  shape[dim] = idx->numel();
+  OutArg o = make_out(out, self->dim() == 0 ? index->sizes() : shape, self->dtype(), op);
+  gather_rows(with_shape(o.result, shape), s1, dim, idx->data_as<int64_t>(), idx->numel(),
+              s1->stride(dim) * s1->itemsize(), op);
+  return o.done();
+}
+
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad,
+              const Tensor& out) {
+  (void)sparse_grad;  // dense gradients only
+  return gather_impl(self, dim, index, out, false, "gather()");
+}
+
+Tensor take_along_dim(const Tensor& self, const Tensor& indices, std::optional<int64_t> dim,
+                      const Tensor& out) {
+  const char* op = "take_along_dim()";
+  check_index_dtype(indices, op, false);
+  if (!dim) {
+    Tensor flat = contiguous_as(self, self->dtype());
+    Tensor iflat = contiguous_as(indices, ScalarType::Int64);
+    return gather_impl(with_shape(flat, DimVector{flat->numel()}), 0,
+                       with_shape(iflat, DimVector{iflat->numel()}), out, true, op);
+  }
+  int64_t d = wrap_dim(*dim, self->dim(), op);
+  EMBER_CHECK(self->dim() == indices->dim(), op,
+              ": input and indices should have the same number of dimensions, but got ",
+              self->dim(), " dimensions for input, and ", indices->dim(),
+              " dimensions for indices");
+  if (self->dim() == 0) return gather_impl(self, 0, indices, out, true, op);
+  DimVector isz = self->sizes();
+  isz[d] = indices->size(d);
+  DimVector bshape = broadcast_shapes(isz, indices->sizes(), op);
+  DimVector ssz = bshape;
+  ssz[d] = self->size(d);
+  EMBER_CHECK(broadcast_shapes(self->sizes(), ssz, op) == ssz, op, ": input ",
+              shape_str(self->sizes()), " cannot be broadcast to ", shape_str(ssz));
+  return gather_impl(expand_view(self, ssz), d, expand_view(indices, bshape), out, true, op);
+}
+
+Tensor scatter_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                   const std::optional<std::string>& reduce, const Tensor& out) {
+  Reduce red = reduce ? parse_reduce(*reduce, false, "scatter()") : Reduce::Assign;
+  return scatter_impl(self, dim, index, src, Scalar(), red, true, out, "scatter()");
+}
+
+Tensor scatter_value(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+                     const std::optional<std::string>& reduce, const Tensor& out) {
+  Reduce red = reduce ? parse_reduce(*reduce, false, "scatter()") : Reduce::Assign;
+  return scatter_impl(self, dim, index, nullptr, value, red, true, out, "scatter()");
+}
+
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                   const Tensor& out) {
+  return scatter_impl(self, dim, index, src, Scalar(), Reduce::Add, true, out, "scatter_add()");
+}
+
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self, const Tensor& out) {
+  Reduce red = parse_reduce(reduce, true, "scatter_reduce()");
+  return scatter_impl(self, dim, index, src, Scalar(), red, include_self, out, "scatter_reduce()");
+}
+
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 const Scalar& alpha, const Tensor& out) {
+  const char* op = "index_add()";
+  check_index_dtype(index, op, true);
+  dim = wrap_dim(dim, self->dim(), op);
+  check_index_source(self, dim, index, source, op);
+  Tensor target = inplace_target(self, out, op);
+  Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op);
+  index_put_along_dim(target, dim, idx, source, true, alpha, op);
+  return target;
+}
+
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                  const Tensor& out) {
+  const char* op = "index_copy()";
+  check_index_dtype(index, op, false);
+  dim = wrap_dim(dim, self->dim(), op);
+  check_index_source(self, dim, index, source, op);
+  Tensor target = inplace_target(self, out, op);
+  Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op);
+  index_put_along_dim(target, dim, idx, source, false, Scalar(), op);
+  return target;
+}
+
+Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
+                   const TensorOrScalar& value) {
+  const char* op = "index_fill_()";
+  check_index_dtype(index, op, false);
+  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
+                   shape_str(index->sizes()));
+  dim = wrap_dim(dim, self->dim(), op);
+  Tensor v = value_tensor(value, self->dtype(), op);
+  Tensor s1 = as_1d(self);
+  Tensor idx = checked_index(index, s1->size(dim), dim, true, op);
+  DimVector vshape = s1->sizes();
+  vshape[dim] = idx->numel();
+  put_rows(s1, expand_view(v, vshape), dim, idx->data_as<int64_t>(),
+           s1->stride(dim) * s1->itemsize(), nullptr, 0, idx->numel(), false, Scalar(), op);
+  return self;
+}
+
+Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
+  // One bool mask over every dim: masked_select, without materializing coordinates.
+  if (indices.size() == 1 && indices[0] && indices[0]->dtype() == ScalarType::Bool &&
+      indices[0]->dim() > 0 && indices[0]->sizes() == self->sizes())
+    return ops::masked_select(self, indices[0], Tensor());
+  AdvancedIndex ai = make_advanced_index(self, indices);
+  Tensor out = empty(ai.result_shape, self->dtype());
+  gather_rows(with_shape(out, flat_shape(ai)), ai.src, ai.pos, ai.offsets->data_as<int64_t>(),
+              ai.count(), self->itemsize(), "index");
+  return out;
+}
+
+Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
+                  bool accumulate) {
+  const char* op = "index_put_()";
+  EMBER_CHECK(values->dtype() == self->dtype(), op,
+              ": index put requires the source and destination dtypes match, got ",
+              dtype_name(self->dtype()), " for the destination and ", dtype_name(values->dtype()),
+              " for the source");
+  AdvancedIndex ai = make_advanced_index(self, indices);
+  // Leading size-1 dims of values beyond the result's rank are dropped, as in copy_.
+  Tensor vals = values;
+  while (vals->dim() > static_cast<int64_t>(ai.result_shape.size()) && vals->size(0) == 1)
+    vals = make_view(vals, DimVector(vals->sizes().begin() + 1, vals->sizes().end()),
+                     DimVector(vals->strides().begin() + 1, vals->strides().end()),
+                     vals->storage_offset());
+  bool ok = vals->dim() <= static_cast<int64_t>(ai.result_shape.size());
+  for (int64_t i = 0; ok && i < vals->dim(); ++i) {
+    int64_t vs = vals->size(vals->dim() - 1 - i),
+            rs = ai.result_shape[ai.result_shape.size() - 1 - i];
+    ok = vs == rs || vs == 1;
+  }
+  EMBER_CHECK(ok, op, ": shape mismatch: value tensor of shape ", shape_str(values->sizes()),
+              " cannot be broadcast to indexing result of shape ", shape_str(ai.result_shape));
+  if (ai.count() == 0) return self;
+  if (vals->storage() == self->storage())
+    vals = ops::clone(vals);  // the writes must not feed the reads
+  Tensor vexp = expand_view(vals, ai.result_shape);
+  // values' broadcast dims collapse into one size-1 dim at pos; src_off walks them.
+  const int64_t nb = ai.bshape.size();
+  Tensor src_off = empty(DimVector{ai.count()}, ScalarType::Int64);
+  {
+    int64_t* w = src_off->data_as<int64_t>();
+    DimVector ctr(nb, 0);
+    int64_t cur = 0;
+    for (int64_t j = 0; j < ai.count(); ++j) {
+      w[j] = cur;
+      for (int64_t d = nb - 1; d >= 0; --d) {
+        const int64_t st = vexp->stride(ai.pos + d);
+        if (++ctr[d] < ai.bshape[d]) {
+          cur += st;
+          break;
+        }
+        cur -= st * (ctr[d] - 1);
+        ctr[d] = 0;
+      }
+    }
+  }
+  DimVector vs = ai.src->sizes(), vst;
+  for (int64_t d = 0; d < vexp->dim(); ++d)
+    if (d < ai.pos || d >= ai.pos + nb) vst.push_back(vexp->stride(d));
+  vst.insert(ai.pos, 0);
+  Tensor vrest = make_view(vexp, vs, vst, vexp->storage_offset());
+  put_rows(ai.src, vrest, ai.pos, ai.offsets->data_as<int64_t>(), self->itemsize(),
+           src_off->data_as<int64_t>(), self->itemsize(), ai.count(), accumulate,
+           Scalar(int64_t(1)), op);
+  return self;
+}
+
+Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar& value) {
+  const char* op = "masked_fill_()";
+  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
+                   ": only supports boolean masks, but got mask with dtype ",
+                   dtype_name(mask->dtype()));
+  Tensor v = value_tensor(value, self->dtype(), op);
+  TensorIterator it = outer_iter(op, self, {mask});
+  dispatch_itemsize(self->itemsize(), [&](auto tag) {
+    using T = decltype(tag);
+    const T x = *v->data_as<T>();
+    it.for_each([x](char** d, const int64_t* s, int64_t n) {
+      if (s[0] == sizeof(T) && s[1] == 1) {  // branch-free, so random masks don't stall it
+        T* o = reinterpret_cast<T*>(d[0]);
+        const bool* m = reinterpret_cast<const bool*>(d[1]);
+        for (int64_t k = 0; k < n; ++k) o[k] = m[k] ? x : o[k];
+        return;
+      }
+      for (int64_t k = 0; k < n; ++k)
+        if (at<bool>(d[1] + k * s[1])) at<T>(d[0] + k * s[0]) = x;
+    });
+  });
+  return self;
+}
+
+Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& source) {
+  const char* op = "masked_scatter_()";
+  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
+                   ": only supports boolean masks, but got mask with dtype ",
+                   dtype_name(mask->dtype()));
+  EMBER_CHECK(source->dtype() == self->dtype(), op,
+              ": expected self and source to have the same dtype, but got ",
+              dtype_name(self->dtype()), " and ", dtype_name(source->dtype()));
+  TensorIterator it = outer_iter(op, self, {mask});
+  int64_t count = 0;
+  it.serial_for_each(
+      [&count](char** d, const int64_t* s, int64_t n) {
+        for (int64_t k = 0; k < n; ++k) count += at<bool>(d[1] + k * s[1]);
+      },
+      0, it.numel());
+  EMBER_CHECK(source->numel() >= count, op, ": number of elements of source (", source->numel(),
+              ") is smaller than the number of True values in mask (", count, ")");
+  Tensor src = contiguous_as(source, source->dtype());
+  dispatch_itemsize(self->itemsize(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = src->data_as<T>();
+    it.serial_for_each(
+        [&p](char** d, const int64_t* s, int64_t n) {
+          for (int64_t k = 0; k < n; ++k)
+            if (at<bool>(d[1] + k * s[1])) at<T>(d[0] + k * s[0]) = *p++;
+        },
+        0, it.numel());
+  });
+  return self;
+}
+
+Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) {
+  const char* op = "masked_select()";
+  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
+                   ": expected a boolean mask, but got mask with dtype ",
+                   dtype_name(mask->dtype()));
+  DimVector shape = broadcast_shapes(self->sizes(), mask->sizes(), op);
+  TensorIterator it(op);
+  it.add_input(expand_view(self, shape)).add_input(expand_view(mask, shape)).no_casting().build();
+  int64_t count = 0;
+  it.serial_for_each(
+      [&count](char** d, const int64_t* s, int64_t n) {
+        for (int64_t k = 0; k < n; ++k) count += at<bool>(d[1] + k * s[1]);
+      },
+      0, it.numel());
+  OutArg o = make_out(out, DimVector{count}, self->dtype(), op);
+  dispatch_itemsize(self->itemsize(), [&](auto tag) {
+    using T = decltype(tag);
+    T* w = o.result->data_as<T>();
+    it.serial_for_each(
+        [&w](char** d, const int64_t* s, int64_t n) {
+          for (int64_t k = 0; k < n; ++k)
+            if (at<bool>(d[1] + k * s[1])) *w++ = at<T>(d[0] + k * s[0]);
+        },
+        0, it.numel());
+  });
+  return o.done();
+}
+
+Tensor nonzero(const Tensor& self, const Tensor& out) {
+  const char* op = "nonzero()";
+  Tensor c = contiguous_as(self, self->dtype());
+  const int64_t n = c->numel(), nd = c->dim();
+  int64_t count = 0;
+  EMBER_DISPATCH_ALL(c->dtype(), op, [&] {
+    const scalar_t* p = c->data_as<scalar_t>();
+    for (int64_t i = 0; i < n; ++i)
+      count += static_cast<opmath_t<scalar_t>>(p[i]) != opmath_t<scalar_t>(0);
+  });
+  OutArg o = make_out(out, DimVector{count, nd}, ScalarType::Int64, op);
+  int64_t* w = o.result->data_as<int64_t>();
+  EMBER_DISPATCH_ALL(c->dtype(), op, [&] {
+    const scalar_t* p = c->data_as<scalar_t>();
+    DimVector ctr(nd, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      if (static_cast<opmath_t<scalar_t>>(p[i]) != opmath_t<scalar_t>(0)) {
+        for (int64_t d = 0; d < nd; ++d) *w++ = ctr[d];
+      }
+      for (int64_t d = nd - 1; d >= 0; --d) {
+        if (++ctr[d] < c->size(d)) break;
+        ctr[d] = 0;
+      }
+    }
+  });
+  return o.done();
+}
+
+Tensor take(const Tensor& self, const Tensor& index, const Tensor& out) {
+  const char* op = "take()";
+  check_index_dtype(index, op, false);
+  Tensor src = contiguous_as(self, self->dtype());
+  Tensor idx = checked_index(index, src->numel(), 0, true, op);
+  OutArg o = make_out(out, index->sizes(), self->dtype(), op);
+  const int64_t* ix = idx->data_as<int64_t>();
+  dispatch_itemsize(self->itemsize(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = src->data_as<T>();
+    T* w = o.result->data_as<T>();
+    auto body = [=](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) w[i] = p[ix[i]];
+    };
+    if (idx->numel() < 2 * kPointwiseGrain) {
+      body(0, idx->numel());
+    } else {
+      parallel_for(0, idx->numel(), kPointwiseGrain, body);
+    }
+  });
+  return o.done();
+}
+
+Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, bool out_int32,
+                    bool right, const std::optional<std::string>& side, const Tensor& sorter,
+                    const Tensor& out) {
+  const char* op = "searchsorted()";
+  const Tensor& seq = sorted_sequence;
+  if (side) {
+    EMBER_CHECK_KIND(*side == "left" || *side == "right", Value, op,
+                     ": side can only be 'left' or 'right' but got ", *side);
+    EMBER_CHECK_KIND(
+        !(right && *side == "left"), Value, op,
+        ": side and right can't be set to opposites, got side of left while right was True");
+  }
+  const bool upper = right || (side && *side == "right");
+  Tensor vals;
+  ScalarType common;
+  if (self.is_tensor()) {
+    vals = self.tensor;
+    common = promote_types(seq->dtype(), vals->dtype());
+  } else {
+    vals = empty(DimVector{}, self.scalar.dtype());
+    store_scalar(self.scalar, vals->dtype(), vals->data());
+    common = result_type(seq, self.scalar);
+  }
+  EMBER_CHECK(seq->dim() >= 1, op,
+              ": boundaries tensor should have positive dimension, but got 0 dimension");
+  if (seq->dim() > 1) {
+    bool ok = vals->dim() == seq->dim();
+    for (int64_t d = 0; ok && d + 1 < seq->dim(); ++d) ok = vals->size(d) == seq->size(d);
+    EMBER_CHECK(ok, op,
+                ": boundaries tensor should be 1 dimension or the first N-1 dimensions of "
+                "boundaries tensor "
+                "and input value tensor must match, but we got boundaries tensor ",
+                shape_str(seq->sizes()), " and input value tensor ", shape_str(vals->sizes()));
+  }
+  EMBER_CHECK_KIND(common != ScalarType::Bool, Type, op, ": not implemented for dtype bool");
+  Tensor srt;
+  const int64_t inner = seq->size(seq->dim() - 1);
+  if (sorter) {
+    EMBER_CHECK_KIND(sorter->dtype() == ScalarType::Int64, Type, op,
+                     ": sorter must be a tensor of dtype int64, but got ",
+                     dtype_name(sorter->dtype()));
+    EMBER_CHECK(sorter->sizes() == seq->sizes(), op,
+                ": boundary and sorter must have the same size, but got boundary ",
+                shape_str(seq->sizes()), " and sorter ", shape_str(sorter->sizes()));
+    srt = contiguous_as(sorter, ScalarType::Int64);
+    const int64_t* sp = srt->data_as<int64_t>();
+    for (int64_t i = 0; i < srt->numel(); ++i)
+      EMBER_CHECK_KIND(sp[i] >= 0 && sp[i] < inner, Index, op, ": sorter index ", sp[i],
+                       " is out of bounds for the innermost dimension of size ", inner);
+  }
+  Tensor bd = contiguous_as(seq, common), vc = contiguous_as(vals, common);
+  OutArg o = make_out(out, vals->sizes(), out_int32 ? ScalarType::Int32 : ScalarType::Int64, op);
+  const int64_t nv = vc->numel();
+  const int64_t per_row = seq->dim() == 1 ? std::max<int64_t>(nv, 1)
+                                          : std::max<int64_t>(vals->size(vals->dim() - 1), 1);
+  const int64_t* sorter_p = srt ? srt->data_as<int64_t>() : nullptr;
+  EMBER_DISPATCH_NUMERIC(common, op, [&] {
+    using T = scalar_t;
+    const T* b = bd->data_as<T>();
+    const T* v = vc->data_as<T>();
+    char* w = o.result->data();
+    auto body = [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t row = seq->dim() == 1 ? 0 : i / per_row;
+        const T* brow = b + row * inner;
+        const int64_t* srow = sorter_p ? sorter_p + row * inner : nullptr;
+        opmath_t<T> x = static_cast<opmath_t<T>>(v[i]);
+        int64_t r =
+            upper ? upper_bound_idx(brow, srow, inner, x) : lower_bound_idx(brow, srow, inner, x);
+        if (out_int32) {
+          reinterpret_cast<int32_t*>(w)[i] = static_cast<int32_t>(r);
+        } else {
+          reinterpret_cast<int64_t*>(w)[i] = r;
+        }
+      }
+    };
+    if (nv < 4096) {
+      body(0, nv);
+    } else {
+      parallel_for(0, nv, 2048, body);
+    }
+  });
+  return o.done();
+}
+
+Tensor bincount(const Tensor& self, const Tensor& weights, int64_t minlength) {
+  const char* op = "bincount()";
+  EMBER_CHECK_KIND(is_integral(self->dtype(), false), Type, op,
+                   ": expected an integer tensor, but got ", dtype_name(self->dtype()));
+  EMBER_CHECK(self->dim() == 1, op, ": only supports 1-d non-negative integral inputs (got shape ",
+              shape_str(self->sizes()), ")");
+  EMBER_CHECK(minlength >= 0, op, ": minlength should be >= 0, but got ", minlength);
+  if (weights)
+    EMBER_CHECK(weights->dim() == 1 && weights->numel() == self->numel(), op,
+                ": weights should be 1-d and have the same length as input (got weights ",
+                shape_str(weights->sizes()), " and input ", shape_str(self->sizes()), ")");
+  Tensor x = contiguous_as(self, ScalarType::Int64);
+  const int64_t* p = x->data_as<int64_t>();
+  const int64_t n = x->numel();
+  int64_t mx = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    EMBER_CHECK(p[i] >= 0, op, ": only supports 1-d non-negative integral inputs (got value ", p[i],
+                ")");
+    mx = std::max(mx, p[i]);
+  }
+  const int64_t nbins = std::max(mx + 1, minlength);
+  ScalarType rdt = !weights ? ScalarType::Int64
+                            : (weights->dtype() == ScalarType::Float32 ? ScalarType::Float32
+                                                                       : ScalarType::Float64);
+  Tensor out = empty(DimVector{nbins}, rdt);
+  std::memset(out->data(), 0, nbins * out->itemsize());
+  if (!weights) {
+    int64_t* w = out->data_as<int64_t>();
+    for (int64_t i = 0; i < n; ++i) w[p[i]]++;
+  } else if (rdt == ScalarType::Float32) {
+    Tensor wt = contiguous_as(weights, rdt);
+    const float* q = wt->data_as<float>();
+    float* w = out->data_as<float>();
+    for (int64_t i = 0; i < n; ++i) w[p[i]] += q[i];
+  } else {
+    Tensor wt = contiguous_as(weights, rdt);
+    const double* q = wt->data_as<double>();
+    double* w = out->data_as<double>();
+    for (int64_t i = 0; i < n; ++i) w[p[i]] += q[i];
+  }
+  return out;
+}
+
+Tensor histc(const Tensor& self, int64_t bins, const Scalar& min, const Scalar& max,
+             const Tensor& out) {
+  const char* op = "histc()";
+  EMBER_CHECK(bins > 0, op, ": bins must be > 0, but got ", bins);
+  Tensor c = contiguous_as(self, self->dtype());
+  const int64_t n = c->numel();
+  OutArg o;
+  EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const T* p = c->data_as<T>();
+    double lo = min.to_double(), hi = max.to_double();
+    if (lo == hi && n > 0) {
+      A mn = static_cast<A>(p[0]), mxv = static_cast<A>(p[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        A v = static_cast<A>(p[i]);
+        if (v != v) {
+          mn = mxv = v;
+          break;
+        }
+        mn = std::min(mn, v);
+        mxv = std::max(mxv, v);
+      }
+      lo = mn;
+      hi = mxv;
+    }
+    if (lo == hi) {
+      lo -= 1;
+      hi += 1;
+    }
+    EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), op, ": range of [", lo, ", ", hi,
+                "] is not finite");
+    EMBER_CHECK(lo < hi, op, ": max must be larger than min");
+    o = make_out(out, DimVector{bins}, self->dtype(), op);
+    T* h = o.result->data_as<T>();
+    std::fill_n(h, bins, static_cast<T>(0));
+    // The same arithmetic as PyTorch (rounded to T after every step) so edge values land alike.
+    auto r = [](A v) { return static_cast<A>(static_cast<T>(v)); };
+    const A left = r(static_cast<A>(lo)), right = r(static_cast<A>(hi));
+    const A width = r(right - left), nb = r(static_cast<A>(bins));
+    for (int64_t i = 0; i < n; ++i) {
+      A e = static_cast<A>(p[i]);
+      if (!(e >= left && e <= right)) continue;
+      int64_t pos = static_cast<int64_t>(r(r(r(e - left) * nb) / width));
+      if (pos == bins) pos -= 1;
+      h[pos] = static_cast<T>(static_cast<A>(h[pos]) + A(1));
+    }
+  });
+  return o.done();
+}
+
+}  // namespace cpu
+
+// ---- composites -----------------------------------------------------------------------------
+
+namespace composite {
+
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index,
+                  const TensorOrScalar& value) {
+  return ops::index_fill_(ops::clone(self), dim, index, value);
+}
+
+Tensor index_put(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
+                 bool accumulate) {
+  return ops::index_put_(ops::clone(self), indices, values, accumulate);
+}
+
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const TensorOrScalar& value) {
+  DimVector shape = broadcast_shapes(self->sizes(), mask->sizes(), "masked_fill()");
+  Tensor r = empty(shape, self->dtype(), self->device());
+  copy_into(r, self);
+  return ops::masked_fill_(r, mask, value);
+}
+
+Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source) {
+  DimVector shape = broadcast_shapes(self->sizes(), mask->sizes(), "masked_scatter()");
+  Tensor r = empty(shape, self->dtype(), self->device());
+  copy_into(r, self);
+  return ops::masked_scatter_(r, mask, source);
+}
+
+Tensor argwhere(const Tensor& self) { return ops::nonzero(self, Tensor()); }
+
+Tensor bucketize(const TensorOrScalar& self, const Tensor& boundaries, bool out_int32, bool right,
+                 const Tensor& out) {
+  EMBER_CHECK(boundaries->dim() == 1,
+              "bucketize(): boundaries tensor must be 1 dimension, but got dim(", boundaries->dim(),
+              ")");
+  return ops::searchsorted(boundaries, self, out_int32, right, std::nullopt, Tensor(), out);
+}
+
+}  // namespace composite
+}  // namespace ember

@@ -1,0 +1,509 @@
+// CPU random-number kernels (ops/creation.yaml) on the counter-based Philox generator.
+//
+// Each call reserves from the generator one 128-bit counter per block of `per` values it draws,
+// and value i always takes its bits from counter (base + i / per). So the numbers depend only on
+// the seed and on how many numbers earlier calls drew, never on the thread count or on how the
+// work is chunked, and big tensors are filled in parallel by counter offsets.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "core/generator.h"
+#include "kernels/iterator.h"
+#include "kernels/parallel.h"
+#include "ops.h"
+
+namespace ember {
+namespace cpu {
+namespace {
+
+constexpr float kTwoPiF = 6.28318530717958647692f;
+constexpr double kTwoPi = 6.28318530717958647692;
+
+// Uniform in [0, 1) from 24 bits (float precision) or 53 bits (double precision).
+inline float u24(uint32_t w) { return static_cast<float>(w >> 8) * (1.0f / 16777216.0f); }
+inline double u53(uint32_t hi, uint32_t lo) {
+  return static_cast<double>(((static_cast<uint64_t>(hi) << 32) | lo) >> 11) *
+         (1.0 / 9007199254740992.0);
+}
+inline uint64_t u64(uint32_t hi, uint32_t lo) { return (static_cast<uint64_t>(hi) << 32) | lo; }
+
+template <class T>
+T cast_to(double v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// Branch-free float log for x in (0, 1] (Cephes logf; max rel. error ~1e-7), written so that
+// loops over it vectorize: normal_ spends its time here and in sincos.
+inline float fast_logf(float x) {
+  int32_t bits;
+  std::memcpy(&bits, &x, 4);
+  float e = static_cast<float>((bits >> 23) - 126);
+  const int32_t mb = (bits & 0x007fffff) | 0x3f000000;  // mantissa scaled into [0.5, 1)
+  float m;
+  std::memcpy(&m, &mb, 4);
+  // Below sqrt(1/2) use 2m - 1 and one less in the exponent (arithmetic selects vectorize).
+  const float small = static_cast<float>(static_cast<uint32_t>(mb - 0x3f3504f3) >> 31);
+  e -= small;
+  m = m - 1.0f + small * m;
+  const float z = m * m;
+  float y = 7.0376836292E-2f;
+  y = y * m - 1.1514610310E-1f;
+  y = y * m + 1.1676998740E-1f;
+  y = y * m - 1.2420140846E-1f;
+  y = y * m + 1.4249322787E-1f;
+  y = y * m - 1.6668057665E-1f;
+  y = y * m + 2.0000714765E-1f;
+  y = y * m - 2.4999993993E-1f;
+  y = y * m + 3.3333331174E-1f;
+  y = y * m * z;
+  y += -2.12194440E-4f * e;
+  y += -0.5f * z;
+  return m + y + 0.693359375f * e;
+}
+
+// cos(2 pi u) and sin(2 pi u) for u in [0, 1): the nearest quarter turn, then Cephes
+// polynomials on [-pi/4, pi/4] (abs. error ~1e-7).
+inline void fast_sincos2pi(float u, float* c, float* s) {
+  const int q = static_cast<int>(4.0f * u + 0.5f);  // u >= 0: truncation rounds
+  const float a = (u - 0.25f * static_cast<float>(q)) * kTwoPiF;
+  const float z = a * a;
+  const float sp = a + a * z * (-1.6666654611E-1f + z * (8.3321608736E-3f + z * -1.9515295891E-4f));
+  const float cp =
+      1.0f - 0.5f * z +
+      z * z * (4.166664568298827E-2f + z * (-1.388731625493765E-3f + z * 2.443315711809948E-5f));
+  // Rotate by q quarter turns: odd q swaps cos and sin, the signs follow the quadrant.
+  const float swap = static_cast<float>(q & 1);
+  const float cneg = static_cast<float>(((q + 1) >> 1) & 1),
+              sneg = static_cast<float>((q >> 1) & 1);
+  *c = (1.0f - 2.0f * cneg) * (cp + swap * (sp - cp));
+  *s = (1.0f - 2.0f * sneg) * (sp + swap * (cp - sp));
+}
+
+// normal_ for float types: value 4b + 2p (+1) is the Box-Muller pair p of counter base + b,
+// as in philox_fill, but computed in tiles so the transcendental math vectorizes.
+template <class T>
+void normal_float_fill(Generator* g, T* dst, int64_t n, float mean, float std) {
+  if (n == 0) return;
+  Generator& gen = gen_or_default(g);
+  const int64_t nblocks = (n + 3) / 4;
+  const uint64_t base = gen.reserve(static_cast<uint64_t>(nblocks));
+  const uint64_t seed = gen.seed();
+  parallel_for(0, nblocks, 4096, [&](int64_t b0, int64_t b1) {
+    constexpr int64_t kTile = 256;  // blocks per tile: 512 pairs
+    float u1[2 * kTile], u2[2 * kTile], z0[2 * kTile], z1[2 * kTile];
+    uint32_t w[4];
+    for (int64_t tb = b0; tb < b1; tb += kTile) {
+      const int64_t nt = std::min(kTile, b1 - tb);
+      for (int64_t b = 0; b < nt; ++b) {
+        Philox::generate(seed, base + static_cast<uint64_t>(tb + b), w);
+        u1[2 * b] = 1.0f - u24(w[0]);
+        u2[2 * b] = u24(w[1]);
+        u1[2 * b + 1] = 1.0f - u24(w[2]);
+        u2[2 * b + 1] = u24(w[3]);
+      }
+      for (int64_t i = 0; i < 2 * nt; ++i) {
+        const float r = std * std::sqrt(-2.0f * fast_logf(u1[i]));
+        float c, s;
+        fast_sincos2pi(u2[i], &c, &s);
+        z0[i] = mean + r * c;
+        z1[i] = mean + r * s;
+      }
+      const int64_t first = tb * 4, count = std::min(nt * 4, n - first);
+      T* o = dst + first;
+      for (int64_t j = 0; j < count; ++j) o[j] = T(j % 2 == 0 ? z0[j / 2] : z1[j / 2]);
+    }
+  });
+}
+
+// Fills dst[0, n): block b yields values [b * per, b * per + count) through
+// fill(words, out, count) from the Philox output for counter base + b.
+template <class T, class Fill>
+void philox_fill(Generator* g, T* dst, int64_t n, int per, const Fill& fill) {
+  if (n == 0) return;
+  Generator& gen = gen_or_default(g);
+  const int64_t nblocks = (n + per - 1) / per;
+  const uint64_t base = gen.reserve(static_cast<uint64_t>(nblocks));
+  const uint64_t seed = gen.seed();
+  parallel_for(0, nblocks, 4096, [&](int64_t b0, int64_t b1) {
+    uint32_t w[4];
+    for (int64_t b = b0; b < b1; ++b) {
+      Philox::generate(seed, base + static_cast<uint64_t>(b), w);
+      const int64_t i = b * per;
+      fill(w, dst + i, static_cast<int>(std::min<int64_t>(per, n - i)));
+    }
+  });
+}
+
+// Runs gen(dst, n) over dense memory for self's elements; self itself when it is contiguous.
+template <class T, class Gen>
+void fill_self(const Tensor& self, const Gen& gen) {
+  if (self->is_contiguous()) {
+    gen(self->data_as<T>(), self->numel());
+    self->bump_version();
+    return;
+  }
+  Tensor tmp = ember::empty(self->sizes(), self->dtype(), self->device());
+  gen(tmp->data_as<T>(), tmp->numel());
+  copy_into(self, tmp);
+}
+
+// Uniform doubles u in [0, 1) mapped through f(u) into T, with the precision T needs.
+template <class T, class F>
+void fill_uniform(const Tensor& self, Generator* g, const F& f) {
+  fill_self<T>(self, [&](T* dst, int64_t n) {
+    if constexpr (std::is_same_v<T, double>) {
+      philox_fill(g, dst, n, 2, [&](const uint32_t* w, T* o, int c) {
+        for (int j = 0; j < c; ++j) o[j] = f(u53(w[2 * j], w[2 * j + 1]));
+      });
+    } else {
+      philox_fill(g, dst, n, 4, [&](const uint32_t* w, T* o, int c) {
+        // As many random bits as T's mantissa holds, so rand() < 1 holds after rounding to T.
+        constexpr int digits = std::is_same_v<T, Half> ? 11 : std::is_same_v<T, BFloat16> ? 8 : 24;
+        constexpr double scale = 1.0 / static_cast<double>(uint32_t(1) << digits);
+        for (int j = 0; j < c; ++j)
+          o[j] = cast_to<T>(f(static_cast<double>(w[j] >> (32 - digits)) * scale));
+      });
+    }
+  });
+}
+
+// Largest integer a floating type holds exactly with all smaller ones: 2^digits.
+template <class T>
+uint64_t float_int_limit() {
+  if constexpr (std::is_same_v<T, Half>)
+    return uint64_t(1) << 11;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return uint64_t(1) << 8;
+  else if constexpr (std::is_same_v<T, float>)
+    return uint64_t(1) << 24;
+  else
+    return uint64_t(1) << 53;
+}
+
+// [min, max] of the integers a dtype can hold (floats: the exactly representable range).
+template <class T>
+std::pair<int64_t, uint64_t> int_bounds() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return {0, 1};
+  } else if constexpr (std::is_integral_v<T>) {
+    return {static_cast<int64_t>(std::numeric_limits<T>::min()),
+            static_cast<uint64_t>(std::numeric_limits<T>::max())};
+  } else {
+    const uint64_t lim = float_int_limit<T>();
+    return {-static_cast<int64_t>(lim), lim};
+  }
+}
+
+// self = from + (uniform integer in [0, range)); range == 0 means the full 2^64.
+template <class T>
+void fill_random_int(const Tensor& self, int64_t from, uint64_t range, Generator* g) {
+  fill_self<T>(self, [&](T* dst, int64_t n) {
+    auto store = [&](uint64_t r) {
+      const int64_t v = static_cast<int64_t>(static_cast<uint64_t>(from) + r);
+      if constexpr (std::is_same_v<T, bool>) {
+        return v != 0;
+      } else if constexpr (std::is_integral_v<T>) {
+        return static_cast<T>(v);
+      } else {
+        return cast_to<T>(static_cast<double>(v));
+      }
+    };
+    if (range != 0 && range <= (uint64_t(1) << 32)) {  // 32 bits per value suffice
+      philox_fill(g, dst, n, 4, [&](const uint32_t* w, T* o, int c) {
+        for (int j = 0; j < c; ++j) o[j] = store(w[j] % range);
+      });
+    } else {
+      philox_fill(g, dst, n, 2, [&](const uint32_t* w, T* o, int c) {
+        for (int j = 0; j < c; ++j) {
+          uint64_t r = u64(w[2 * j], w[2 * j + 1]);
+          o[j] = store(range == 0 ? r : r % range);
+        }
+      });
+    }
+  });
+}
+
+Tensor random_impl(const Tensor& self, int64_t from, std::optional<int64_t> to, Generator* g) {
+  EMBER_DISPATCH_ALL(self->dtype(), "random_", [&] {
+    const auto [lo, hi] = int_bounds<scalar_t>();
+    // [from, to) with to defaulting to max + 1; widths are counted in uint64.
+    uint64_t range;
+    if (to) {
+      EMBER_CHECK(from < *to, "random_: expects 'from' to be less than 'to', but got from=", from,
+                  " >= to=", *to);
+      EMBER_CHECK(*to - 1 <= 0 || static_cast<uint64_t>(*to - 1) <= hi, "random_: to - 1 (",
+                  *to - 1, ") is out of bounds for ", dtype_name(self->dtype()));
+      range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
+    } else {
+      EMBER_CHECK(from < 0 || static_cast<uint64_t>(from) <= hi, "random_: from=", from,
+                  " is out of bounds for ", dtype_name(self->dtype()));
+      range = hi - static_cast<uint64_t>(from) + 1;  // wraps to 0 for the full 2^64
+    }
+    EMBER_CHECK(from >= lo, "random_: from=", from, " is out of bounds for ",
+                dtype_name(self->dtype()));
+    fill_random_int<scalar_t>(self, from, range, g);
+  });
+  return self;
+}
+
+}  // namespace
+
+Tensor uniform_(const Tensor& self, double from_, double to, Generator* generator) {
+  EMBER_CHECK(from_ <= to, "uniform_: expects to return a [from, to) range, but found from=", from_,
+              " > to=", to);
+  EMBER_CHECK(std::isfinite(to - from_),
+              "uniform_: expects to - from to be finite, but got from=", from_, ", to=", to);
+  EMBER_DISPATCH_FLOAT(self->dtype(), "uniform_", [&] {
+    const double range = to - from_;
+    fill_uniform<scalar_t>(self, generator, [&](double u) { return from_ + range * u; });
+  });
+  return self;
+}
+
+Tensor exponential_(const Tensor& self, double lambd, Generator* generator) {
+  EMBER_CHECK(lambd > 0.0, "exponential_: expects lambda > 0.0, but found lambda=", lambd);
+  EMBER_DISPATCH_FLOAT(self->dtype(), "exponential_", [&] {
+    // 1 - u is in (0, 1], so the log is finite.
+    fill_uniform<scalar_t>(self, generator, [&](double u) { return -std::log1p(-u) / lambd; });
+  });
+  return self;
+}
+
+Tensor normal_(const Tensor& self, double mean, double std, Generator* generator) {
+  EMBER_CHECK(std >= 0.0, "normal_: expects std >= 0.0, but found std ", std);
+  EMBER_DISPATCH_FLOAT(self->dtype(), "normal_", [&] {
+    using T = scalar_t;
+    fill_self<T>(self, [&](T* dst, int64_t n) {
+      // Box-Muller: each pair of uniforms gives two normals.
+      if constexpr (std::is_same_v<T, double>) {
+        philox_fill(generator, dst, n, 2, [&](const uint32_t* w, T* o, int c) {
+          const double u1 = 1.0 - u53(w[0], w[1]), u2 = u53(w[2], w[3]);
+          const double r = std::sqrt(-2.0 * std::log(u1));
+          o[0] = mean + std * r * std::cos(kTwoPi * u2);
+          if (c > 1) o[1] = mean + std * r * std::sin(kTwoPi * u2);
+        });
+      } else {
+        normal_float_fill<T>(generator, dst, n, static_cast<float>(mean), static_cast<float>(std));
+      }
+    });
+  });
+  return self;
+}
+
+Tensor random_(const Tensor& self, Generator* generator) {
+  return random_impl(self, 0, std::nullopt, generator);
+}
+
+Tensor random_(const Tensor& self, int64_t to, Generator* generator) {
+  return random_impl(self, 0, to, generator);
+}
+
+Tensor random_(const Tensor& self, int64_t from_, std::optional<int64_t> to, Generator* generator) {
+  return random_impl(self, from_, to, generator);
+}
+
+// ---- bernoulli --------------------------------------------------------------------------------
+
+namespace {
+
+// self[i] = (u < p[i]) with p a dense float64 tensor of self's shape.
+void bernoulli_fill(const Tensor& self, const Tensor& p, Generator* g) {
+  const double* pp = p->data_as<double>();
+  EMBER_DISPATCH_ALL(self->dtype(), "bernoulli", [&] {
+    using T = scalar_t;
+    fill_self<T>(self, [&](T* dst, int64_t n) {
+      philox_fill(g, dst, n, 2, [&](const uint32_t* w, T* o, int c) {
+        const int64_t i = o - dst;
+        for (int j = 0; j < c; ++j)
+          o[j] = cast_to<T>(u53(w[2 * j], w[2 * j + 1]) < pp[i + j] ? 1.0 : 0.0);
+      });
+    });
+  });
+}
+
+Tensor dense_probs(const Tensor& p, const DimVector& shape, const char* op) {
+  Tensor pd = ember::empty(shape, ScalarType::Float64, p->device());
+  copy_into(pd, p);
+  const double* d = pd->data_as<double>();
+  for (int64_t i = 0; i < pd->numel(); ++i)
+    EMBER_CHECK(d[i] >= 0.0 && d[i] <= 1.0, op,
+                ": expects all probabilities to be in [0, 1], but got ", d[i]);
+  return pd;
+}
+
+}  // namespace
+
+Tensor bernoulli(const Tensor& self, Generator* generator) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
+                   "bernoulli: expected a floating-point tensor of "
+                   "probabilities, but got ",
+                   dtype_name(self->dtype()));
+  Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
+  bernoulli_fill(out, dense_probs(self, self->sizes(), "bernoulli"), generator);
+  return out;
+}
+
+Tensor bernoulli(const Tensor& self, double p, Generator* generator) {
+  Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
+  return bernoulli_(out, Scalar(p), generator);
+}
+
+Tensor bernoulli_(const Tensor& self, const TensorOrScalar& p, Generator* generator) {
+  if (p.is_tensor()) {
+    EMBER_CHECK(broadcast_shapes(p.tensor->sizes(), self->sizes(), "bernoulli_") == self->sizes(),
+                "bernoulli_: probability tensor of shape ", shape_str(p.tensor->sizes()),
+                " can't be broadcast to self's shape ", shape_str(self->sizes()));
+    bernoulli_fill(self, dense_probs(p.tensor, self->sizes(), "bernoulli_"), generator);
+    return self;
+  }
+  const double pv = p.scalar.to_double();
+  EMBER_CHECK(pv >= 0.0 && pv <= 1.0, "bernoulli_: expects p to be in [0, 1], but got p=", pv);
+  EMBER_DISPATCH_ALL(self->dtype(), "bernoulli_", [&] {
+    using T = scalar_t;
+    fill_self<T>(self, [&](T* dst, int64_t n) {
+      philox_fill(generator, dst, n, 2, [&](const uint32_t* w, T* o, int c) {
+        for (int j = 0; j < c; ++j) o[j] = cast_to<T>(u53(w[2 * j], w[2 * j + 1]) < pv ? 1.0 : 0.0);
+      });
+    });
+  });
+  return self;
+}
+
+// ---- multinomial ------------------------------------------------------------------------------
+
+Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement,
+                   Generator* generator) {
+  EMBER_CHECK(self->dim() == 1 || self->dim() == 2,
+              "multinomial: prob_dist must be 1 or 2 dim, got ", self->dim(), "-D");
+  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
+                   "multinomial: only supports floating-point dtypes for input, got: ",
+                   dtype_name(self->dtype()));
+  EMBER_CHECK(num_samples > 0, "multinomial: cannot sample n_sample <= 0 samples (got ",
+              num_samples, ")");
+  const int64_t ncat = self->size(self->dim() - 1);
+  const int64_t rows = self->dim() == 1 ? 1 : self->size(0);
+  EMBER_CHECK(replacement || num_samples <= ncat,
+              "multinomial: cannot sample n_sample > prob_dist.size(-1) "
+              "samples without replacement (",
+              num_samples, " > ", ncat, ")");
+  EMBER_CHECK(ncat <= (int64_t(1) << 24), "multinomial: number of categories cannot exceed 2^24");
+  DimVector out_shape = self->dim() == 1 ? DimVector{num_samples} : DimVector{rows, num_samples};
+  Tensor out = ember::empty(out_shape, ScalarType::Int64, self->device());
+  if (rows == 0) return out;
+
+  Tensor p = ember::empty({rows, ncat}, ScalarType::Float64, self->device());
+  copy_into(p, make_view(self, {rows, ncat},
+                         {self->dim() == 1 ? 0 : self->stride(0), self->stride(self->dim() - 1)},
+                         self->storage_offset()));
+  const double* pp = p->data_as<double>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < ncat; ++c) {
+      const double v = pp[r * ncat + c];
+      EMBER_CHECK(std::isfinite(v) && v >= 0.0,
+                  "multinomial: probability tensor contains either `inf`, `nan` or element < 0");
+      sum += v;
+    }
+    EMBER_CHECK(sum > 0.0,
+                "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
+  }
+
+  // One 64-bit draw per sample (with replacement) or per category (without), two per counter.
+  Generator& gen = gen_or_default(generator);
+  const int64_t per_row = replacement ? num_samples : ncat;
+  const uint64_t base = gen.reserve(static_cast<uint64_t>((rows * per_row + 1) / 2));
+  const uint64_t seed = gen.seed();
+  auto draw = [&](int64_t d) {
+    uint32_t w[4];
+    Philox::generate(seed, base + static_cast<uint64_t>(d / 2), w);
+    const int k = static_cast<int>(d % 2) * 2;
+    return u53(w[k], w[k + 1]);
+  };
+  int64_t* po = out->data_as<int64_t>();
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(per_row, 1));
+  parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<double> acc(ncat);
+    std::vector<int64_t> idx(ncat);
+    for (int64_t r = r0; r < r1; ++r) {
+      const double* row = pp + r * ncat;
+      int64_t* orow = po + r * num_samples;
+      if (replacement) {
+        std::partial_sum(row, row + ncat, acc.begin());
+        const double total = acc[ncat - 1];
+        for (int64_t s = 0; s < num_samples; ++s) {
+          const double u = draw(r * per_row + s) * total;
+          int64_t c = std::upper_bound(acc.begin(), acc.end(), u) - acc.begin();
+          while (c > 0 && (c >= ncat || row[c] == 0.0)) --c;  // rounding at the top end
+          orow[s] = c;
+        }
+      } else {
+        // Exponential races: category c wins at time E_c / p_c; the first num_samples finishers
+        // are a draw without replacement (zero-probability categories come last).
+        for (int64_t c = 0; c < ncat; ++c) {
+          const double e = -std::log1p(-draw(r * per_row + c));
+          acc[c] = row[c] > 0.0 ? e / row[c] : std::numeric_limits<double>::infinity();
+        }
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(
+            idx.begin(), idx.begin() + num_samples, idx.end(),
+            [&](int64_t a, int64_t b) { return acc[a] < acc[b] || (acc[a] == acc[b] && a < b); });
+        std::copy(idx.begin(), idx.begin() + num_samples, orow);
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace cpu
+
+// ---- randperm (a factory: Composite, CPU only) --------------------------------------------
+
+namespace composite {
+
+Tensor randperm(int64_t n, Generator* generator, std::optional<ScalarType> dtype,
+                std::optional<Device> device) {
+  EMBER_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
+  EMBER_CHECK(!device || device->is_cpu(), "randperm: device ", device->str(),
+              " has no kernel in this build");
+  const ScalarType dt = dtype.value_or(ScalarType::Int64);
+  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "randperm: not implemented for dtype bool");
+  EMBER_DISPATCH_NUMERIC(dt, "randperm", [&] {
+    EMBER_CHECK(n == 0 || static_cast<uint64_t>(n - 1) <= cpu::int_bounds<scalar_t>().second,
+                "randperm: n is too large for result tensor type: ", dtype_name(dt));
+  });
+  Tensor perm = ember::empty({n}, ScalarType::Int64, device.value_or(cpu_device()));
+  int64_t* p = perm->data_as<int64_t>();
+  std::iota(p, p + n, int64_t(0));
+  if (n > 1) {
+    // Fisher-Yates, step k (i = n-1-k) drawing 64 bits from counter base + k/2.
+    Generator& gen = gen_or_default(generator);
+    const uint64_t base = gen.reserve(static_cast<uint64_t>(n / 2));
+    const uint64_t seed = gen.seed();
+    uint32_t w[4];
+    for (int64_t k = 0; k < n - 1; ++k) {
+      if (k % 2 == 0) Philox::generate(seed, base + static_cast<uint64_t>(k / 2), w);
+      const int64_t i = n - 1 - k;
+      const int off = static_cast<int>(k % 2) * 2;
+      const int64_t j =
+          static_cast<int64_t>(cpu::u64(w[off], w[off + 1]) % static_cast<uint64_t>(i + 1));
+      std::swap(p[i], p[j]);
+    }
+  }
+  if (dt == ScalarType::Int64) return perm;
+  Tensor out = ember::empty({n}, dt, perm->device());
+  copy_into(out, perm);
+  return out;
+}
+
+}  // namespace composite
+}  // namespace ember

@@ -1,0 +1,970 @@
+// CPU kernels of the reductions and scans declared in ops/reduce.yaml. Every reduction is a small
+// Reducer struct run by the engine in reduce_utils.h; the hot contiguous loops (block()) keep
+// several independent accumulators so the compiler vectorizes them without -ffast-math.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/dispatch.h"
+#include "kernels/cpu/reduce_utils.h"
+#include "kernels/iterator.h"
+#include "ops.h"
+
+namespace ember {
+namespace cpu {
+namespace {
+
+using reduce::dim_mask;
+using reduce::is_nan;
+using reduce::ReducerBase;
+using reduce::reduced_numel;
+using reduce::reduced_sizes;
+using reduce::run_reduction;
+using reduce::torch_type_name;
+
+#if defined(__GNUC__) && defined(__x86_64__)
+// Hot loops get a second copy compiled for AVX2, used when the CPU has it (the library itself is
+// built for baseline x86-64).
+#define EMBER_REDUCE_AVX2 1
+#define EMBER_REDUCE_INLINE inline __attribute__((always_inline))
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#else
+#define EMBER_REDUCE_AVX2 0
+#define EMBER_REDUCE_INLINE inline
+#endif
+
+template <class T>
+constexpr bool is_float_v = std::is_floating_point_v<opmath_t<T>>;
+
+// Sums accumulate in double for floating types (exact enough for float32 without Kahan) and in
+// int64 for integers and bool, like PyTorch.
+template <class T>
+using sum_acc_t = std::conditional_t<is_float_v<T>, double, int64_t>;
+
+Tensor cast_to(const Tensor& t, ScalarType dt) {
+  if (t->dtype() == dt) return t;
+  Tensor o = ember::empty(t->sizes(), dt, t->device());
+  copy_into(o, t);
+  return o;
+}
+
+// Sum of f(x) over a contiguous floating run: L lanes of V (op-math type by default) over
+// blocks of 64 * L elements (the lane loop vectorizes), each block's total added in double.
+template <int L, class T, class V, class F>
+EMBER_REDUCE_INLINE double sum_lanes(const T* p, int64_t n, const F& f) {
+  double total = 0;
+  int64_t i = 0;
+  while (n - i >= L) {
+    const int64_t end = i + std::min<int64_t>(n - i, 64 * L) / L * L;
+    V acc[L] = {};
+    for (; i < end; i += L)
+      for (int j = 0; j < L; ++j) acc[j] += f(static_cast<V>(p[i + j]));
+    for (int w = L / 2; w > 0; w /= 2)
+      for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+    total += acc[0];
+  }
+  for (; i < n; ++i) total += f(static_cast<V>(p[i]));
+  return total;
+}
+
+#if EMBER_REDUCE_AVX2
+// The same loop compiled for AVX2 (8 accumulators of 256 bits), chosen at run time.
+template <class T, class V, class F>
+__attribute__((target("avx2"))) double sum_lanes_avx2(const T* p, int64_t n, const F& f) {
+  return sum_lanes<256 / sizeof(V), T, V>(p, n, f);
+}
+#endif
+
+template <class T, class V = opmath_t<T>, class F>
+double sum_contig(const T* p, int64_t n, const F& f) {
+#if EMBER_REDUCE_AVX2
+  if (has_avx2()) return sum_lanes_avx2<T, V>(p, n, f);
+#endif
+  return sum_lanes<128 / sizeof(V), T, V>(p, n, f);  // 8 SSE accumulators
+}
+
+struct Identity {
+  template <class V>
+  V operator()(V v) const { return v; }
+};
+struct NanToZero {
+  template <class V>
+  V operator()(V v) const { return v != v ? V(0) : v; }
+};
+struct Square {
+  template <class V>
+  V operator()(V v) const { return v * v; }
+};
+struct Abs {
+  template <class V>
+  V operator()(V v) const { return std::abs(v); }
+};
+
+template <class T, bool NanZero>
+double sum_run(const T* p, int64_t n) {
+  if constexpr (NanZero) {
+    return sum_contig<T>(p, n, NanToZero{});
+  } else {
+    return sum_contig<T>(p, n, Identity{});
+  }
+}
+
+// Sum (and mean: the total divided by `div`). Floating inputs write their own type, integer and
+// bool inputs write int64.
+template <class T, bool NanZero>
+struct SumReducer : ReducerBase<SumReducer<T, NanZero>, T, sum_acc_t<T>> {
+  using Acc = sum_acc_t<T>;
+  using Out = std::conditional_t<is_float_v<T>, T, int64_t>;
+  Out* out = nullptr;
+  double div = 1.0;
+
+  static Acc value(T x) {
+    Acc v = static_cast<Acc>(static_cast<opmath_t<T>>(x));
+    if constexpr (NanZero && is_float_v<T>) v = (v != v) ? Acc(0) : v;
+    return v;
+  }
+  Acc identity() const { return 0; }
+  void step(Acc& a, T x, int64_t) const { a += value(x); }
+  Acc combine(Acc a, Acc b) const { return a + b; }
+  Acc block(const T* p, int64_t n, int64_t) const {
+    if constexpr (is_float_v<T>) {
+      return sum_run<T, NanZero>(p, n);
+    } else {
+      Acc s = 0;
+      for (int64_t i = 0; i < n; ++i) s += static_cast<Acc>(p[i]);
+      return s;
+    }
+  }
+  void rows(Acc* acc, const T* row, int64_t n, int64_t) const {
+    for (int64_t k = 0; k < n; ++k) acc[k] += value(row[k]);
+  }
+  void write(int64_t o, Acc a) const {
+    if constexpr (is_float_v<T>) {
+      out[o] = static_cast<Out>(static_cast<opmath_t<T>>(a / div));
+    } else {
+      out[o] = a;
+    }
+  }
+};
+
+template <class T>
+struct ProdReducer : ReducerBase<ProdReducer<T>, T, sum_acc_t<T>> {
+  using Acc = sum_acc_t<T>;
+  using Out = std::conditional_t<is_float_v<T>, T, int64_t>;
+  Out* out = nullptr;
+  Acc identity() const { return 1; }
+  void step(Acc& a, T x, int64_t) const { a *= static_cast<Acc>(static_cast<opmath_t<T>>(x)); }
+  Acc combine(Acc a, Acc b) const { return a * b; }
+  void write(int64_t o, Acc a) const {
+    if constexpr (is_float_v<T>) {
+      out[o] = static_cast<Out>(static_cast<opmath_t<T>>(a));
+    } else {
+      out[o] = a;
+    }
+  }
+};
+
+// The larger (IsMax) or smaller of a and x; NaN wins, so it propagates like in PyTorch.
+template <bool IsMax, class V>
+inline V pick(V a, V x) {
+  bool better = IsMax ? (x > a) : (x < a);
+  if constexpr (std::is_floating_point_v<V>) better = better || (x != x);
+  return better ? x : a;
+}
+
+template <class V, bool IsMax>
+constexpr V extremum_identity() {
+  if constexpr (std::is_floating_point_v<V>) {
+    return IsMax ? -std::numeric_limits<V>::infinity() : std::numeric_limits<V>::infinity();
+  } else {
+    return IsMax ? std::numeric_limits<V>::lowest() : std::numeric_limits<V>::max();
+  }
+}
+
+#if defined(__SSE2__)
+// max/min of float32/float64 runs with SSE2: 4 vector accumulators plus a sticky "saw a NaN" mask
+// (compilers won't vectorize a NaN-propagating max without -ffast-math).
+template <bool IsMax>
+float extremum_simd(const float* p, int64_t n, int64_t& done) {
+  const __m128 id = _mm_set1_ps(extremum_identity<float, IsMax>());
+  __m128 a0 = id, a1 = id, a2 = id, a3 = id, bad = _mm_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m128 v0 = _mm_loadu_ps(p + i), v1 = _mm_loadu_ps(p + i + 4);
+    __m128 v2 = _mm_loadu_ps(p + i + 8), v3 = _mm_loadu_ps(p + i + 12);
+    bad = _mm_or_ps(bad, _mm_or_ps(_mm_cmpunord_ps(v0, v1), _mm_cmpunord_ps(v2, v3)));
+    if constexpr (IsMax) {
+      a0 = _mm_max_ps(a0, v0), a1 = _mm_max_ps(a1, v1), a2 = _mm_max_ps(a2, v2), a3 = _mm_max_ps(a3, v3);
+    } else {
+      a0 = _mm_min_ps(a0, v0), a1 = _mm_min_ps(a1, v1), a2 = _mm_min_ps(a2, v2), a3 = _mm_min_ps(a3, v3);
+    }
+  }
+  done = i;
+  if (_mm_movemask_ps(bad)) return std::numeric_limits<float>::quiet_NaN();
+  alignas(16) float lanes[16];
+  _mm_store_ps(lanes, a0), _mm_store_ps(lanes + 4, a1), _mm_store_ps(lanes + 8, a2), _mm_store_ps(lanes + 12, a3);
+  float r = lanes[0];
+  for (int j = 1; j < 16; ++j) r = pick<IsMax>(r, lanes[j]);
+  return r;
+}
+
+template <bool IsMax>
+double extremum_simd(const double* p, int64_t n, int64_t& done) {
+  const __m128d id = _mm_set1_pd(extremum_identity<double, IsMax>());
+  __m128d a0 = id, a1 = id, a2 = id, a3 = id, bad = _mm_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128d v0 = _mm_loadu_pd(p + i), v1 = _mm_loadu_pd(p + i + 2);
+    __m128d v2 = _mm_loadu_pd(p + i + 4), v3 = _mm_loadu_pd(p + i + 6);
+    bad = _mm_or_pd(bad, _mm_or_pd(_mm_cmpunord_pd(v0, v1), _mm_cmpunord_pd(v2, v3)));
+    if constexpr (IsMax) {
+      a0 = _mm_max_pd(a0, v0), a1 = _mm_max_pd(a1, v1), a2 = _mm_max_pd(a2, v2), a3 = _mm_max_pd(a3, v3);
+    } else {
+      a0 = _mm_min_pd(a0, v0), a1 = _mm_min_pd(a1, v1), a2 = _mm_min_pd(a2, v2), a3 = _mm_min_pd(a3, v3);
+    }
+  }
+  done = i;
+  if (_mm_movemask_pd(bad)) return std::numeric_limits<double>::quiet_NaN();
+  alignas(16) double lanes[8];
+  _mm_store_pd(lanes, a0), _mm_store_pd(lanes + 2, a1), _mm_store_pd(lanes + 4, a2), _mm_store_pd(lanes + 6, a3);
+  double r = lanes[0];
+  for (int j = 1; j < 8; ++j) r = pick<IsMax>(r, lanes[j]);
+  return r;
+}
+#endif
+
+#if EMBER_REDUCE_AVX2
+template <bool IsMax>
+__attribute__((target("avx2"))) float extremum_avx2(const float* p, int64_t n, int64_t& done) {
+  const __m256 id = _mm256_set1_ps(extremum_identity<float, IsMax>());
+  __m256 a0 = id, a1 = id, a2 = id, a3 = id, bad = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 v0 = _mm256_loadu_ps(p + i), v1 = _mm256_loadu_ps(p + i + 8);
+    __m256 v2 = _mm256_loadu_ps(p + i + 16), v3 = _mm256_loadu_ps(p + i + 24);
+    bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q), _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q)));
+    if constexpr (IsMax) {
+      a0 = _mm256_max_ps(a0, v0), a1 = _mm256_max_ps(a1, v1), a2 = _mm256_max_ps(a2, v2), a3 = _mm256_max_ps(a3, v3);
+    } else {
+      a0 = _mm256_min_ps(a0, v0), a1 = _mm256_min_ps(a1, v1), a2 = _mm256_min_ps(a2, v2), a3 = _mm256_min_ps(a3, v3);
+    }
+  }
+  done = i;
+  if (_mm256_movemask_ps(bad)) return std::numeric_limits<float>::quiet_NaN();
+  alignas(32) float lanes[32];
+  _mm256_store_ps(lanes, a0), _mm256_store_ps(lanes + 8, a1);
+  _mm256_store_ps(lanes + 16, a2), _mm256_store_ps(lanes + 24, a3);
+  float r = lanes[0];
+  for (int j = 1; j < 32; ++j) r = pick<IsMax>(r, lanes[j]);
+  return r;
+}
+
+template <bool IsMax>
+__attribute__((target("avx2"))) double extremum_avx2(const double* p, int64_t n, int64_t& done) {
+  const __m256d id = _mm256_set1_pd(extremum_identity<double, IsMax>());
+  __m256d a0 = id, a1 = id, a2 = id, a3 = id, bad = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256d v0 = _mm256_loadu_pd(p + i), v1 = _mm256_loadu_pd(p + i + 4);
+    __m256d v2 = _mm256_loadu_pd(p + i + 8), v3 = _mm256_loadu_pd(p + i + 12);
+    bad = _mm256_or_pd(bad, _mm256_or_pd(_mm256_cmp_pd(v0, v1, _CMP_UNORD_Q), _mm256_cmp_pd(v2, v3, _CMP_UNORD_Q)));
+    if constexpr (IsMax) {
+      a0 = _mm256_max_pd(a0, v0), a1 = _mm256_max_pd(a1, v1), a2 = _mm256_max_pd(a2, v2), a3 = _mm256_max_pd(a3, v3);
+    } else {
+      a0 = _mm256_min_pd(a0, v0), a1 = _mm256_min_pd(a1, v1), a2 = _mm256_min_pd(a2, v2), a3 = _mm256_min_pd(a3, v3);
+    }
+  }
+  done = i;
+  if (_mm256_movemask_pd(bad)) return std::numeric_limits<double>::quiet_NaN();
+  alignas(32) double lanes[16];
+  _mm256_store_pd(lanes, a0), _mm256_store_pd(lanes + 4, a1);
+  _mm256_store_pd(lanes + 8, a2), _mm256_store_pd(lanes + 12, a3);
+  double r = lanes[0];
+  for (int j = 1; j < 16; ++j) r = pick<IsMax>(r, lanes[j]);
+  return r;
+}
+#endif
+
+// max/min of a contiguous run; NaN if it holds one.
+template <class T, bool IsMax>
+opmath_t<T> extremum(const T* p, int64_t n) {
+  using V = opmath_t<T>;
+  V r = extremum_identity<V, IsMax>();
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+#if EMBER_REDUCE_AVX2
+    r = has_avx2() ? extremum_avx2<IsMax>(p, n, i) : extremum_simd<IsMax>(p, n, i);
+#else
+    r = extremum_simd<IsMax>(p, n, i);
+#endif
+    if (r != r) return r;
+  }
+#endif
+  if constexpr (std::is_floating_point_v<V>) {
+    for (; i < n; ++i) r = pick<IsMax>(r, static_cast<V>(p[i]));
+  } else {
+    for (; i < n; ++i) r = IsMax ? std::max(r, static_cast<V>(p[i])) : std::min(r, static_cast<V>(p[i]));
+  }
+  return r;
+}
+
+template <class T, bool IsMax>
+struct MinMaxReducer : ReducerBase<MinMaxReducer<T, IsMax>, T, opmath_t<T>> {
+  using V = opmath_t<T>;
+  T* out = nullptr;
+  V identity() const { return extremum_identity<V, IsMax>(); }
+  void step(V& a, T x, int64_t) const { a = pick<IsMax>(a, static_cast<V>(x)); }
+  V combine(V a, V b) const { return pick<IsMax>(a, b); }
+  V block(const T* p, int64_t n, int64_t) const { return extremum<T, IsMax>(p, n); }
+  void rows(V* acc, const T* row, int64_t n, int64_t) const {
+    for (int64_t k = 0; k < n; ++k) acc[k] = pick<IsMax>(acc[k], static_cast<V>(row[k]));
+  }
+  void write(int64_t o, V a) const { out[o] = static_cast<T>(a); }
+};
+
+template <class V>
+struct ValIdx {
+  V v{};
+  int64_t i = -1;  // -1: nothing seen yet
+};
+
+// argmax/argmin (and max/min along a dim): the first extremum, or the first NaN.
+template <class T, bool IsMax>
+struct ArgReducer : ReducerBase<ArgReducer<T, IsMax>, T, ValIdx<opmath_t<T>>> {
+  using V = opmath_t<T>;
+  using Acc = ValIdx<V>;
+  int64_t* idx_out = nullptr;
+  T* val_out = nullptr;  // optional
+
+  static bool better(V x, V cur) {
+    if constexpr (std::is_floating_point_v<V>) {
+      if (cur != cur) return false;
+      if (x != x) return true;
+    }
+    return IsMax ? x > cur : x < cur;
+  }
+  Acc identity() const { return Acc{}; }
+  void step(Acc& a, T x, int64_t i) const {
+    V v = static_cast<V>(x);
+    if (a.i < 0 || better(v, a.v)) a = Acc{v, i};
+  }
+  Acc combine(const Acc& a, const Acc& b) const {
+    if (a.i < 0) return b;
+    if (b.i < 0) return a;
+    return better(b.v, a.v) ? b : a;
+  }
+  // Vectorized extremum per 2048-element block; the block is rescanned (from L1) for the index
+  // only when it improves on the best so far.
+  Acc block(const T* p, int64_t n, int64_t base) const {
+    Acc best{static_cast<V>(p[0]), base};
+    if (is_nan(best.v)) return best;
+    constexpr int64_t B = 2048;
+    for (int64_t i = 0; i < n; i += B) {
+      const int64_t len = std::min(B, n - i);
+      V m = extremum<T, IsMax>(p + i, len);
+      if (!better(m, best.v)) continue;
+      int64_t j = 0;
+      if (is_nan(m)) {
+        while (!is_nan(static_cast<V>(p[i + j]))) ++j;
+        return Acc{m, base + i + j};
+      }
+      while (static_cast<V>(p[i + j]) != m) ++j;
+      best = Acc{m, base + i + j};
+    }
+    return best;
+  }
+  void write(int64_t o, const Acc& a) const {
+    idx_out[o] = a.i;
+    if (val_out) val_out[o] = static_cast<T>(a.v);
+  }
+};
+
+struct VarAcc {
+  double n = 0, mean = 0, m2 = 0;
+};
+
+// Variance by blocks: each contiguous block is done in two passes (mean, then squared deviations:
+// accurate and vectorized); blocks and strided elements merge with Chan's / Welford's updates.
+template <class T>
+struct VarReducer : ReducerBase<VarReducer<T>, T, VarAcc> {
+  T* out = nullptr;
+  T* mean_out = nullptr;  // var_mean / std_mean
+  double correction = 1;
+  bool take_sqrt = false;
+
+  VarAcc identity() const { return VarAcc{}; }
+  void step(VarAcc& a, T x, int64_t) const {
+    double v = static_cast<double>(static_cast<opmath_t<T>>(x));
+    a.n += 1;
+    double d = v - a.mean;
+    a.mean += d / a.n;
+    a.m2 += d * (v - a.mean);
+  }
+  VarAcc combine(const VarAcc& a, const VarAcc& b) const {
+    if (a.n == 0) return b;
+    if (b.n == 0) return a;
+    VarAcc r;
+    r.n = a.n + b.n;
+    double d = b.mean - a.mean;
+    r.mean = a.mean + d * (b.n / r.n);
+    r.m2 = a.m2 + b.m2 + d * d * (a.n * b.n / r.n);
+    return r;
+  }
+  VarAcc block(const T* p, int64_t n, int64_t) const {
+    VarAcc acc;
+    constexpr int64_t B = 4096;
+    constexpr int L = 8;
+    for (int64_t i0 = 0; i0 < n; i0 += B) {
+      const int64_t len = std::min(B, n - i0);
+      const T* q = p + i0;
+      // Double lanes: the deviations below need the mean to full precision.
+      double mean = sum_contig<T, double>(q, len, Identity{}) / static_cast<double>(len);
+      double lanes[L] = {};
+      int64_t i = 0;
+      for (; i + L <= len; i += L)
+        for (int j = 0; j < L; ++j) {
+          double d = static_cast<double>(static_cast<opmath_t<T>>(q[i + j])) - mean;
+          lanes[j] += d * d;
+        }
+      double m2 = 0;
+      for (int j = 0; j < L; ++j) m2 += lanes[j];
+      for (; i < len; ++i) {
+        double d = static_cast<double>(static_cast<opmath_t<T>>(q[i])) - mean;
+        m2 += d * d;
+      }
+      acc = combine(acc, VarAcc{static_cast<double>(len), mean, m2});
+    }
+    return acc;
+  }
+  void write(int64_t o, const VarAcc& a) const {
+    double var = a.m2 / std::max(0.0, a.n - correction);
+    out[o] = static_cast<T>(static_cast<opmath_t<T>>(take_sqrt ? std::sqrt(var) : var));
+    if (mean_out)
+      mean_out[o] = static_cast<T>(static_cast<opmath_t<T>>(
+          a.n == 0 ? std::numeric_limits<double>::quiet_NaN() : a.mean));
+  }
+};
+
+enum class NormKind { Two, One, Inf, NegInf, Zero, P };
+
+template <class T, NormKind K>
+struct NormReducer : ReducerBase<NormReducer<T, K>, T, double> {
+  T* out = nullptr;
+  double p = 2;
+  double identity() const { return K == NormKind::NegInf ? std::numeric_limits<double>::infinity() : 0.0; }
+  static double absval(T x) { return std::abs(static_cast<double>(static_cast<opmath_t<T>>(x))); }
+  void step(double& a, T x, int64_t) const {
+    double v = absval(x);
+    if constexpr (K == NormKind::Two) a += v * v;
+    if constexpr (K == NormKind::One) a += v;
+    if constexpr (K == NormKind::Inf) a = pick<true>(a, v);
+    if constexpr (K == NormKind::NegInf) a = pick<false>(a, v);
+    if constexpr (K == NormKind::Zero) a += (v != 0) ? 1.0 : 0.0;
+    if constexpr (K == NormKind::P) a += std::pow(v, p);
+  }
+  double combine(double a, double b) const {
+    if constexpr (K == NormKind::Inf) return pick<true>(a, b);
+    if constexpr (K == NormKind::NegInf) return pick<false>(a, b);
+    return a + b;
+  }
+  double block(const T* q, int64_t n, int64_t base) const {
+    if constexpr (K == NormKind::Two) {
+      return sum_contig<T>(q, n, Square{});
+    } else if constexpr (K == NormKind::One) {
+      return sum_contig<T>(q, n, Abs{});
+    } else {
+      return ReducerBase<NormReducer<T, K>, T, double>::block(q, n, base);
+    }
+  }
+  void write(int64_t o, double a) const {
+    if constexpr (K == NormKind::Two) a = std::sqrt(a);
+    if constexpr (K == NormKind::P) a = std::pow(a, 1.0 / p);
+    out[o] = static_cast<T>(static_cast<opmath_t<T>>(a));
+  }
+};
+
+// all / any / count_nonzero: reductions of x != 0.
+template <class T>
+inline bool nonzero(T x) {
+  return static_cast<opmath_t<T>>(x) != opmath_t<T>(0);
+}
+
+template <class T, bool IsAll>
+struct AllAnyReducer : ReducerBase<AllAnyReducer<T, IsAll>, T, uint8_t> {
+  uint8_t* out = nullptr;
+  uint8_t identity() const { return IsAll; }
+  void step(uint8_t& a, T x, int64_t) const { a = IsAll ? (a && nonzero(x)) : (a || nonzero(x)); }
+  uint8_t combine(uint8_t a, uint8_t b) const { return IsAll ? (a && b) : (a || b); }
+  // Counts per 1024-element chunk (vectorizes) and stops at the first decisive chunk.
+  uint8_t block(const T* p, int64_t n, int64_t) const {
+    for (int64_t i0 = 0; i0 < n; i0 += 1024) {
+      const int64_t len = std::min<int64_t>(1024, n - i0);
+      int64_t cnt = 0;
+      for (int64_t i = 0; i < len; ++i) cnt += nonzero(p[i0 + i]) ? 1 : 0;
+      if (IsAll && cnt != len) return false;
+      if (!IsAll && cnt != 0) return true;
+    }
+    return IsAll;
+  }
+  void rows(uint8_t* acc, const T* row, int64_t n, int64_t) const {
+    for (int64_t k = 0; k < n; ++k) step(acc[k], row[k], 0);
+  }
+  void write(int64_t o, uint8_t a) const { out[o] = a ? 1 : 0; }
+};
+
+template <class T>
+struct CountNonzeroReducer : ReducerBase<CountNonzeroReducer<T>, T, int64_t> {
+  int64_t* out = nullptr;
+  int64_t identity() const { return 0; }
+  void step(int64_t& a, T x, int64_t) const { a += nonzero(x) ? 1 : 0; }
+  int64_t combine(int64_t a, int64_t b) const { return a + b; }
+  void write(int64_t o, int64_t a) const { out[o] = a; }
+};
+
+// ---- shared op bodies --------------------------------------------------------------------------
+
+template <bool NanZero>
+Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim, double div,
+                const char* op) {
+  const ScalarType st = x->dtype();
+  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim),
+                            is_floating(st) ? st : ScalarType::Int64, x->device());
+  EMBER_DISPATCH_ALL(st, op, [&] {
+    SumReducer<scalar_t, NanZero && is_float_v<scalar_t>> r;
+    r.out = out->data_as<typename decltype(r)::Out>();
+    r.div = div;
+    run_reduction(x, mask, r, false);
+  });
+  return out;
+}
+
+template <bool IsMax>
+Tensor amax_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim, const char* op) {
+  for (int64_t d = 0; d < self->dim(); ++d)
+    EMBER_CHECK_KIND(!(mask[d] && self->size(d) == 0), Index, op, "(): Expected reduction dim ", d,
+                     " to have non-zero size.");
+  Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, keepdim), self->dtype(), self->device());
+  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
+    MinMaxReducer<scalar_t, IsMax> r;
+    r.out = out->data_as<scalar_t>();
+    run_reduction(self, mask, r, false);
+  });
+  return out;
+}
+
+// values (optional) and first indices of the extremum over the dims in mask.
+template <bool IsMax>
+std::tuple<Tensor, Tensor> arg_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim,
+                                    bool want_values, const char* op) {
+  DimVector shape = reduced_sizes(self->sizes(), mask, keepdim);
+  Tensor idx = ember::empty(shape, ScalarType::Int64, self->device());
+  Tensor val = want_values ? ember::empty(shape, self->dtype(), self->device()) : Tensor();
+  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
+    ArgReducer<scalar_t, IsMax> r;
+    r.idx_out = idx->data_as<int64_t>();
+    r.val_out = want_values ? val->data_as<scalar_t>() : nullptr;
+    run_reduction(self, mask, r, true);
+  });
+  return {val, idx};
+}
+
+double var_correction(std::optional<bool> unbiased, const std::optional<Scalar>& correction, const char* op) {
+  EMBER_CHECK_KIND(!(unbiased && correction), Type, op,
+                   "(): cannot specify both unbiased and correction (use correction=0 or 1)");
+  if (correction) return correction->to_double();
+  if (unbiased) return *unbiased ? 1.0 : 0.0;
+  return 1.0;
+}
+
+std::tuple<Tensor, Tensor> var_impl(const Tensor& self, const std::optional<DimVector>& dim,
+                                    std::optional<bool> unbiased, bool keepdim,
+                                    const std::optional<Scalar>& correction, bool take_sqrt,
+                                    bool want_mean, const char* op) {
+  EMBER_CHECK(is_floating(self->dtype()), op, "(): std and var only support floating point and complex dtypes (got ",
+              dtype_name(self->dtype()), ")");
+  auto mask = dim_mask(dim, self->dim(), op);
+  double corr = var_correction(unbiased, correction, op);
+  DimVector shape = reduced_sizes(self->sizes(), mask, keepdim);
+  Tensor out = ember::empty(shape, self->dtype(), self->device());
+  Tensor mean = want_mean ? ember::empty(shape, self->dtype(), self->device()) : Tensor();
+  EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
+    VarReducer<scalar_t> r;
+    r.out = out->data_as<scalar_t>();
+    r.mean_out = want_mean ? mean->data_as<scalar_t>() : nullptr;
+    r.correction = corr;
+    r.take_sqrt = take_sqrt;
+    run_reduction(self, mask, r, false);
+  });
+  return {out, mean};
+}
+
+template <bool IsAll>
+Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim, const char* op) {
+  // An explicit empty dim list reduces nothing (PyTorch 2.x); None reduces everything.
+  std::vector<bool> mask = (dim && dim->empty()) ? std::vector<bool>(self->dim(), false)
+                                                 : dim_mask(dim, self->dim(), op);
+  ScalarType ot = self->dtype() == ScalarType::UInt8 ? ScalarType::UInt8 : ScalarType::Bool;
+  Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, keepdim), ot, self->device());
+  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
+    AllAnyReducer<scalar_t, IsAll> r;
+    r.out = reinterpret_cast<uint8_t*>(out->data());
+    run_reduction(self, mask, r, false);
+  });
+  return out;
+}
+
+}  // namespace
+
+// ---- sums and products -------------------------------------------------------------------------
+
+Tensor sum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+           std::optional<ScalarType> dtype) {
+  auto mask = dim_mask(dim, self->dim(), "sum");
+  Tensor x = dtype ? cast_to(self, *dtype) : self;
+  Tensor out = sum_impl<false>(x, mask, keepdim, 1.0, "sum");
+  return dtype ? cast_to(out, *dtype) : out;
+}
+
+Tensor nansum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+              std::optional<ScalarType> dtype) {
+  auto mask = dim_mask(dim, self->dim(), "nansum");
+  Tensor x = dtype ? cast_to(self, *dtype) : self;
+  Tensor out = sum_impl<true>(x, mask, keepdim, 1.0, "nansum");
+  return dtype ? cast_to(out, *dtype) : out;
+}
+
+Tensor mean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+            std::optional<ScalarType> dtype) {
+  if (dtype) {
+    EMBER_CHECK(is_floating(*dtype),
+                "mean(): could not infer output dtype. Optional dtype must be either a floating point or "
+                "complex dtype. Got: ",
+                torch_type_name(*dtype));
+  } else {
+    EMBER_CHECK(is_floating(self->dtype()),
+                "mean(): could not infer output dtype. Input dtype must be either a floating point or "
+                "complex dtype. Got: ",
+                torch_type_name(self->dtype()));
+  }
+  auto mask = dim_mask(dim, self->dim(), "mean");
+  Tensor x = dtype ? cast_to(self, *dtype) : self;
+  return sum_impl<false>(x, mask, keepdim, static_cast<double>(reduced_numel(x->sizes(), mask)), "mean");
+}
+
+Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+               std::optional<ScalarType> dtype) {
+  EMBER_CHECK(is_floating(self->dtype()),
+              "nanmean(): expected input to have floating point or complex dtype but got ",
+              torch_type_name(self->dtype()));
+  Tensor x = dtype ? cast_to(self, *dtype) : self;
+  auto mask = dim_mask(dim, x->dim(), "nanmean");
+  Tensor total = sum_impl<true>(x, mask, keepdim, 1.0, "nanmean");
+  Tensor valid = ops::logical_not(ops::isnan(x, Tensor()), Tensor());
+  Tensor count = sum_impl<false>(valid, mask, keepdim, 1.0, "nanmean");
+  return ops::div(total, count, std::nullopt, Tensor());
+}
+
+Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim, std::optional<ScalarType> dtype) {
+  auto mask = dim_mask(dim, self->dim(), "prod");
+  Tensor x = dtype ? cast_to(self, *dtype) : self;
+  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim),
+                            is_floating(x->dtype()) ? x->dtype() : ScalarType::Int64, x->device());
+  EMBER_DISPATCH_ALL(x->dtype(), "prod", [&] {
+    ProdReducer<scalar_t> r;
+    r.out = out->data_as<typename ProdReducer<scalar_t>::Out>();
+    run_reduction(x, mask, r, false);
+  });
+  return dtype ? cast_to(out, *dtype) : out;
+}
+
+// ---- max / min / argmax / amax -----------------------------------------------------------------
+
+Tensor max(const Tensor& self) {
+  auto mask = std::vector<bool>(self->dim(), true);
+  reduce::check_nonempty(self, mask, false, "max", ErrorKind::Runtime);
+  return amax_impl<true>(self, mask, false, "max");
+}
+
+Tensor min(const Tensor& self) {
+  auto mask = std::vector<bool>(self->dim(), true);
+  reduce::check_nonempty(self, mask, false, "min", ErrorKind::Runtime);
+  return amax_impl<false>(self, mask, false, "min");
+}
+
+std::tuple<Tensor, Tensor> max(const Tensor& self, int64_t dim, bool keepdim) {
+  auto mask = dim_mask(std::optional<int64_t>(dim), self->dim(), "max");
+  reduce::check_nonempty(self, mask, true, "max");
+  return arg_impl<true>(self, mask, keepdim, true, "max");
+}
+
+std::tuple<Tensor, Tensor> min(const Tensor& self, int64_t dim, bool keepdim) {
+  auto mask = dim_mask(std::optional<int64_t>(dim), self->dim(), "min");
+  reduce::check_nonempty(self, mask, true, "min");
+  return arg_impl<false>(self, mask, keepdim, true, "min");
+}
+
+Tensor argmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  auto mask = dim_mask(dim, self->dim(), "argmax");
+  reduce::check_nonempty(self, mask, dim.has_value(), "argmax");
+  return std::get<1>(arg_impl<true>(self, mask, keepdim, false, "argmax"));
+}
+
+Tensor argmin(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  auto mask = dim_mask(dim, self->dim(), "argmin");
+  reduce::check_nonempty(self, mask, dim.has_value(), "argmin");
+  return std::get<1>(arg_impl<false>(self, mask, keepdim, false, "argmin"));
+}
+
+Tensor amax(const Tensor& self, const DimVector& dim, bool keepdim) {
+  return amax_impl<true>(self, dim_mask(&dim, self->dim(), "amax"), keepdim, "amax");
+}
+
+Tensor amin(const Tensor& self, const DimVector& dim, bool keepdim) {
+  return amax_impl<false>(self, dim_mask(&dim, self->dim(), "amin"), keepdim, "amin");
+}
+
+std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  auto mask = dim_mask(dim, self->dim(), "aminmax");
+  EMBER_CHECK(reduced_numel(self->sizes(), mask) != 0,
+              "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+  return {amax_impl<false>(self, mask, keepdim, "aminmax"), amax_impl<true>(self, mask, keepdim, "aminmax")};
+}
+
+// ---- var / std / norm --------------------------------------------------------------------------
+
+Tensor var(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
+           bool keepdim, const std::optional<Scalar>& correction) {
+  return std::get<0>(var_impl(self, dim, unbiased, keepdim, correction, false, false, "var"));
+}
+
+Tensor std(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
+           bool keepdim, const std::optional<Scalar>& correction) {
+  return std::get<0>(var_impl(self, dim, unbiased, keepdim, correction, true, false, "std"));
+}
+
+std::tuple<Tensor, Tensor> var_mean(const Tensor& self, const std::optional<DimVector>& dim,
+                                    std::optional<bool> unbiased, bool keepdim,
+                                    const std::optional<Scalar>& correction) {
+  return var_impl(self, dim, unbiased, keepdim, correction, false, true, "var_mean");
+}
+
+std::tuple<Tensor, Tensor> std_mean(const Tensor& self, const std::optional<DimVector>& dim,
+                                    std::optional<bool> unbiased, bool keepdim,
+                                    const std::optional<Scalar>& correction) {
+  return var_impl(self, dim, unbiased, keepdim, correction, true, true, "std_mean");
+}
+
+Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optional<DimVector>& dim,
+            bool keepdim, std::optional<ScalarType> dtype) {
+  if (dtype) {
+    EMBER_CHECK(is_floating(*dtype), "linalg.vector_norm: dtype should be floating point or complex, but got ",
+                torch_type_name(*dtype));
+  } else {
+    EMBER_CHECK(is_floating(self->dtype()),
+                "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
+                torch_type_name(self->dtype()));
+  }
+  Tensor x = dtype ? cast_to(self, *dtype) : self;
+  auto mask = dim_mask(dim, x->dim(), "norm");
+  const double pv = p ? p->to_double() : 2.0;
+  const double inf = std::numeric_limits<double>::infinity();
+  if ((pv < 0 || pv == inf) && reduced_numel(x->sizes(), mask) == 0)
+    EMBER_FAIL(Runtime, "linalg.vector_norm cannot compute the ", pv, " norm on an empty tensor because the "
+               "operation does not have an identity");
+  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), x->dtype(), x->device());
+  EMBER_DISPATCH_FLOAT(x->dtype(), "norm", [&] {
+    auto go = [&](auto r) {
+      r.out = out->data_as<scalar_t>();
+      r.p = pv;
+      run_reduction(x, mask, r, false);
+    };
+    if (pv == 2) {
+      go(NormReducer<scalar_t, NormKind::Two>{});
+    } else if (pv == 1) {
+      go(NormReducer<scalar_t, NormKind::One>{});
+    } else if (pv == inf) {
+      go(NormReducer<scalar_t, NormKind::Inf>{});
+    } else if (pv == -inf) {
+      go(NormReducer<scalar_t, NormKind::NegInf>{});
+    } else if (pv == 0) {
+      go(NormReducer<scalar_t, NormKind::Zero>{});
+    } else {
+      go(NormReducer<scalar_t, NormKind::P>{});
+    }
+  });
+  return out;
+}
+
+// ---- all / any / count_nonzero -----------------------------------------------------------------
+
+Tensor all(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  return all_any_impl<true>(self, dim, keepdim, "all");
+}
+
+Tensor any(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  return all_any_impl<false>(self, dim, keepdim, "any");
+}
+
+Tensor count_nonzero(const Tensor& self, const std::optional<DimVector>& dim) {
+  auto mask = dim_mask(dim, self->dim(), "count_nonzero");
+  Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, false), ScalarType::Int64, self->device());
+  EMBER_DISPATCH_ALL(self->dtype(), "count_nonzero", [&] {
+    CountNonzeroReducer<scalar_t> r;
+    r.out = out->data_as<int64_t>();
+    run_reduction(self, mask, r, false);
+  });
+  return out;
+}
+
+// ---- scans -------------------------------------------------------------------------------------
+
+namespace {
+
+// Runs f(src_row, dst_row, stride, n) ... over the rows of a (outer, n, inner) layout, with the
+// inner dim vectorized: columns of a tile advance together one step of the scan at a time.
+template <class T, class Acc, class Init, class Step>
+void scan_rows(const reduce::DimRows& d, const T* src, T* dst, const Init& init, const Step& stepf) {
+  const int64_t n = d.n, inner = d.inner;
+  const int64_t tile = std::min<int64_t>(inner, 512);
+  const int64_t ntiles = (inner + tile - 1) / tile, items = d.outer * ntiles;
+  parallel_for(0, items, std::max<int64_t>(1, reduce::kReduceGrain / std::max<int64_t>(1, n * tile)),
+               [&](int64_t b, int64_t e) {
+                 std::vector<Acc> acc(tile);
+                 for (int64_t item = b; item < e; ++item) {
+                   const int64_t o = item / ntiles, c0 = (item % ntiles) * tile;
+                   const int64_t len = std::min(tile, inner - c0);
+                   const T* s = src + o * n * inner + c0;
+                   T* t = dst + o * n * inner + c0;
+                   for (int64_t k = 0; k < len; ++k) acc[k] = init();
+                   for (int64_t i = 0; i < n; ++i)
+                     for (int64_t k = 0; k < len; ++k)
+                       t[i * inner + k] = static_cast<T>(stepf(acc[k], s[i * inner + k]));
+                 }
+               });
+}
+
+template <bool IsProd>
+Tensor cum_impl(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, const char* op) {
+  int64_t d = wrap_dim(dim, self->dim(), op);
+  ScalarType ot = dtype ? *dtype : (is_floating(self->dtype()) ? self->dtype() : ScalarType::Int64);
+  Tensor x = cast_to(self, ot);
+  auto rows = reduce::dim_rows(x, d);
+  Tensor out = ember::empty(x->sizes(), ot, x->device());
+  if (x->numel() == 0) return out;
+  EMBER_DISPATCH_ALL(ot, op, [&] {
+    using Acc = sum_acc_t<scalar_t>;
+    scan_rows<scalar_t, Acc>(
+        rows, rows.t->data_as<scalar_t>(), out->data_as<scalar_t>(), [] { return Acc(IsProd ? 1 : 0); },
+        [](Acc& a, scalar_t v) {
+          Acc x = static_cast<Acc>(static_cast<opmath_t<scalar_t>>(v));
+          if constexpr (IsProd) {
+            a *= x;
+          } else {
+            a += x;
+          }
+          return static_cast<opmath_t<scalar_t>>(a);
+        });
+  });
+  return out;
+}
+
+template <bool IsMax>
+std::tuple<Tensor, Tensor> cumext_impl(const Tensor& self, int64_t dim, const char* op) {
+  int64_t d = wrap_dim(dim, self->dim(), op);
+  auto rows = reduce::dim_rows(self, d);
+  Tensor values = ember::empty(self->sizes(), self->dtype(), self->device());
+  Tensor indices = ember::empty(self->sizes(), ScalarType::Int64, self->device());
+  if (self->numel() == 0) return {values, indices};
+  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
+    using V = opmath_t<scalar_t>;
+    const scalar_t* src = rows.t->data_as<scalar_t>();
+    scalar_t* vo = values->data_as<scalar_t>();
+    int64_t* io = indices->data_as<int64_t>();
+    reduce::for_rows(rows, 1, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t off = rows.offset(r), s = rows.inner;
+        V best = static_cast<V>(src[off]);
+        int64_t bi = 0;
+        for (int64_t i = 0; i < rows.n; ++i) {
+          V x = static_cast<V>(src[off + i * s]);
+          // PyTorch's rule: ties move the index forward, a NaN always takes over and then stays.
+          if (is_nan(x) || (!is_nan(best) && (IsMax ? x >= best : x <= best))) {
+            best = x;
+            bi = i;
+          }
+          vo[off + i * s] = static_cast<scalar_t>(best);
+          io[off + i * s] = bi;
+        }
+      }
+    });
+  });
+  return {values, indices};
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return cum_impl<false>(self, dim, dtype, "cumsum");
+}
+
+Tensor cumprod(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return cum_impl<true>(self, dim, dtype, "cumprod");
+}
+
+std::tuple<Tensor, Tensor> cummax(const Tensor& self, int64_t dim) { return cumext_impl<true>(self, dim, "cummax"); }
+
+std::tuple<Tensor, Tensor> cummin(const Tensor& self, int64_t dim) { return cumext_impl<false>(self, dim, "cummin"); }
+
+}  // namespace cpu
+
+// ---- composites --------------------------------------------------------------------------------
+
+namespace composite {
+
+Tensor max(const Tensor& self, const Tensor& other) { return ops::maximum(self, other, Tensor()); }
+Tensor min(const Tensor& self, const Tensor& other) { return ops::minimum(self, other, Tensor()); }
+
+Tensor var(const Tensor& self, bool unbiased) {
+  return ops::var(self, std::nullopt, std::optional<bool>(unbiased), false, std::nullopt);
+}
+Tensor std(const Tensor& self, bool unbiased) {
+  return ops::std(self, std::nullopt, std::optional<bool>(unbiased), false, std::nullopt);
+}
+
+Tensor norm(const Tensor& self, const std::string& p, const std::optional<DimVector>& dim, bool keepdim,
+            std::optional<ScalarType> dtype) {
+  if (p == "fro") return ops::norm(self, std::optional<Scalar>(Scalar(2.0)), dim, keepdim, dtype);
+  if (p == "nuc")
+    EMBER_FAIL(NotImplemented, "norm(): p='nuc' (the nuclear norm) is not supported by ember yet");
+  EMBER_FAIL(Runtime, "norm(): Order ", p, " not supported (expected a number, 'fro' or 'nuc')");
+}
+
+Tensor logsumexp(const Tensor& self, const DimVector& dim, bool keepdim) {
+  Tensor x = is_floating(self->dtype()) ? self : cpu::cast_to(self, default_dtype());
+  auto mask = reduce::dim_mask(&dim, x->dim(), "logsumexp");
+  DimVector kept = reduce::reduced_sizes(x->sizes(), mask, true);
+  DimVector final_shape = reduce::reduced_sizes(x->sizes(), mask, keepdim);
+  if (reduce::reduced_numel(x->sizes(), mask) == 0)
+    return ops::full(final_shape, Scalar(-std::numeric_limits<double>::infinity()), x->dtype(), x->device());
+  // Shift by the max (0 where it is infinite, so inf - inf never makes a NaN).
+  Tensor m = ops::amax(x, dim, true);
+  m = ops::where(ops::isinf(m, Tensor()), Scalar(0.0), m, Tensor());
+  Tensor s = ops::sum(ops::exp(ops::sub(x, m, Scalar(int64_t(1)), Tensor()), Tensor()), dim, true, std::nullopt);
+  Tensor r = ops::add(ops::log(s, Tensor()), m, Scalar(int64_t(1)), Tensor());
+  // r is a fresh contiguous tensor: dropping the size-1 reduced dims is a pure reshape.
+  return make_view(r, final_shape, contiguous_strides(final_shape), r->storage_offset());
+}
+
+}  // namespace composite
+}  // namespace ember

@@ -1,0 +1,422 @@
+// The CPU reduction engine shared by reduce_ops.cpp and sort_ops.cpp.
+//
+// A reduction is described by a Reducer (see SumReducer in reduce_ops.cpp for the shape of one):
+//   in_t, acc_t            input element type and accumulator
+//   identity()             accumulator of nothing
+//   step(acc, x, idx)      adds element x (flat index idx within the reduced elements)
+//   combine(a, b)          merges the accumulators of two consecutive ranges (a first)
+//   block(p, n, base)      accumulator of a contiguous run (the vectorized hot loop)
+//   strided(p, s, n, base) the same for a strided run
+//   rows(acc, row, n, idx) acc[k] = step(acc[k], row[k]) for one contiguous row of n columns
+//   write(o, acc)          stores the result of output o (outputs are contiguous, row-major)
+// ReducerBase supplies block/strided/rows from step for reducers without a faster version.
+//
+// run_reduction() lays the tensor out as kept dims x reduced dims (size-1 dims dropped,
+// mergeable dims coalesced) and picks one of two loops:
+//   rows:    reduce along the innermost reduced dim, one output at a time (or, for few outputs,
+//            the reduced range split across threads and the partials combined in order);
+//   columns: when the innermost kept dim is contiguous and the reduced dims are not (sum(dim=0)
+//            of a matrix): accumulate whole rows into a vector of accumulators.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "core/tensor.h"
+#include "kernels/iterator.h"
+#include "kernels/parallel.h"
+
+namespace ember {
+namespace reduce {
+
+// Elements below which a reduction stays on one thread.
+constexpr int64_t kReduceGrain = 32768;
+
+// PyTorch's names of the dtypes ("Long"), for messages that repeat PyTorch's wording.
+inline const char* torch_type_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool: return "Bool";
+    case ScalarType::UInt8: return "Byte";
+    case ScalarType::Int8: return "Char";
+    case ScalarType::Int16: return "Short";
+    case ScalarType::Int32: return "Int";
+    case ScalarType::Int64: return "Long";
+    case ScalarType::Float16: return "Half";
+    case ScalarType::BFloat16: return "BFloat16";
+    case ScalarType::Float32: return "Float";
+    case ScalarType::Float64: return "Double";
+    default: return "Unknown";
+  }
+}
+
+// Which dims are reduced: none given (or an empty list) means all of them.
+inline std::vector<bool> dim_mask(const DimVector* dims, int64_t ndim, const char* op) {
+  std::vector<bool> mask(ndim, dims == nullptr || dims->empty());
+  if (dims == nullptr) return mask;
+  for (int64_t d : *dims) {
+    int64_t w = wrap_dim(d, ndim, op);
+    if (ndim == 0) continue;
+    EMBER_CHECK(!mask[w], op, ": dim ", w, " appears multiple times in the list of dims");
+    mask[w] = true;
+  }
+  return mask;
+}
+inline std::vector<bool> dim_mask(const std::optional<DimVector>& dims, int64_t ndim, const char* op) {
+  return dim_mask(dims ? &*dims : nullptr, ndim, op);
+}
+inline std::vector<bool> dim_mask(std::optional<int64_t> dim, int64_t ndim, const char* op) {
+  if (!dim) return dim_mask(static_cast<const DimVector*>(nullptr), ndim, op);
+  DimVector d{*dim};
+  return dim_mask(&d, ndim, op);
+}
+
+inline DimVector reduced_sizes(const DimVector& sizes, const std::vector<bool>& mask, bool keepdim) {
+  DimVector out;
+  for (int64_t d = 0; d < sizes.size(); ++d) {
+    if (!mask[d])
+      out.push_back(sizes[d]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
+// Number of elements each output reduces.
+inline int64_t reduced_numel(const DimVector& sizes, const std::vector<bool>& mask) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < sizes.size(); ++d)
+    if (mask[d]) n *= sizes[d];
+  return n;
+}
+
+// PyTorch's errors for reductions without an identity (max, argmax, median ...) over nothing.
+inline void check_nonempty(const Tensor& self, const std::vector<bool>& mask, bool dim_given,
+                           const char* op, ErrorKind no_dim_kind = ErrorKind::Index) {
+  if (self->numel() != 0) return;
+  if (!dim_given || self->dim() == 0) {
+    detail::fail(no_dim_kind, op,
+                 "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                 "reduction dim with the 'dim' argument.");
+  }
+  for (int64_t d = 0; d < self->dim(); ++d)
+    if (mask[d] && self->size(d) == 0)
+      EMBER_FAIL(Index, op, "(): Expected reduction dim ", d, " to have non-zero size.");
+}
+
+// Walks a multi-index over `sizes` in row-major order, tracking the offset sum(idx * strides).
+class NdIter {
+ public:
+  NdIter(const DimVector& sizes, const DimVector& strides)
+      : sizes_(sizes), strides_(strides), idx_(sizes.size(), 0) {}
+  void seek(int64_t flat) {
+    off = 0;
+    for (int64_t d = sizes_.size() - 1; d >= 0; --d) {
+      idx_[d] = flat % sizes_[d];
+      flat /= sizes_[d];
+      off += idx_[d] * strides_[d];
+    }
+  }
+  void next() {
+    for (int64_t d = sizes_.size() - 1; d >= 0; --d) {
+      if (++idx_[d] < sizes_[d]) {
+        off += strides_[d];
+        return;
+      }
+      off -= (sizes_[d] - 1) * strides_[d];
+      idx_[d] = 0;
+    }
+  }
+  int64_t off = 0;
+
+ private:
+  const DimVector& sizes_;
+  const DimVector& strides_;
+  DimVector idx_;
+};
+
+// Merges neighbouring dims (outer first) that step through memory as one.
+inline void coalesce(DimVector& sizes, DimVector& strides) {
+  DimVector s, t;
+  for (int64_t i = 0; i < sizes.size(); ++i) {
+    if (!s.empty() && t[t.size() - 1] == strides[i] * sizes[i]) {
+      s[s.size() - 1] *= sizes[i];
+      t[t.size() - 1] = strides[i];
+    } else {
+      s.push_back(sizes[i]);
+      t.push_back(strides[i]);
+    }
+  }
+  sizes = std::move(s);
+  strides = std::move(t);
+}
+
+struct Geometry {
+  DimVector ksizes, kstrides;  // kept dims, in the outputs' row-major order
+  DimVector rsizes, rstrides;  // reduced dims
+  int64_t nout = 1, nred = 1;
+};
+
+// `ordered`: the reducer reports flat indices (argmax), so reduced dims keep their logical order;
+// otherwise they are sorted by stride so that any permutation of a dense tensor coalesces.
+inline Geometry make_geometry(const Tensor& in, const std::vector<bool>& mask, bool ordered) {
+  Geometry g;
+  for (int64_t d = 0; d < in->dim(); ++d) {
+    int64_t n = in->size(d);
+    if (mask[d]) {
+      g.nred *= n;
+    } else {
+      g.nout *= n;
+    }
+    if (n == 1) continue;
+    (mask[d] ? g.rsizes : g.ksizes).push_back(n);
+    (mask[d] ? g.rstrides : g.kstrides).push_back(in->stride(d));
+  }
+  if (!ordered && g.rsizes.size() > 1) {
+    std::vector<std::pair<int64_t, int64_t>> r;
+    for (int64_t i = 0; i < g.rsizes.size(); ++i) r.emplace_back(g.rstrides[i], g.rsizes[i]);
+    std::stable_sort(r.begin(), r.end(), [](auto a, auto b) { return a.first > b.first; });
+    for (int64_t i = 0; i < g.rsizes.size(); ++i) {
+      g.rstrides[i] = r[i].first;
+      g.rsizes[i] = r[i].second;
+    }
+  }
+  coalesce(g.ksizes, g.kstrides);
+  coalesce(g.rsizes, g.rstrides);
+  return g;
+}
+
+// Supplies the generic loops of a reducer from its step().
+template <class Derived, class T, class Acc>
+struct ReducerBase {
+  using in_t = T;
+  using acc_t = Acc;
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
+  Acc block(const T* p, int64_t n, int64_t base) const {
+    Acc a = self().identity();
+    for (int64_t i = 0; i < n; ++i) self().step(a, p[i], base + i);
+    return a;
+  }
+  Acc strided(const T* p, int64_t s, int64_t n, int64_t base) const {
+    Acc a = self().identity();
+    for (int64_t i = 0; i < n; ++i) self().step(a, p[i * s], base + i);
+    return a;
+  }
+  void rows(Acc* acc, const T* row, int64_t n, int64_t idx) const {
+    for (int64_t k = 0; k < n; ++k) self().step(acc[k], row[k], idx);
+  }
+};
+
+namespace detail_engine {
+
+// A plain array of accumulators (std::vector<bool> would not give a bool*).
+template <class Acc>
+class AccBuffer {
+ public:
+  explicit AccBuffer(int64_t n) : p_(new Acc[n]) {}
+  Acc* data() { return p_.get(); }
+  Acc& operator[](int64_t i) { return p_[i]; }
+
+ private:
+  std::unique_ptr<Acc[]> p_;
+};
+
+template <class R>
+void rows_path(Geometry& g, const typename R::in_t* base, const R& r) {
+  using T = typename R::in_t;
+  using Acc = typename R::acc_t;
+  if (g.rsizes.empty()) {
+    g.rsizes.push_back(1);
+    g.rstrides.push_back(1);
+  }
+  const int64_t inner = g.rsizes[g.rsizes.size() - 1];
+  const int64_t istride = g.rstrides[g.rstrides.size() - 1];
+  DimVector osz(g.rsizes.begin(), g.rsizes.end() - 1), ost(g.rstrides.begin(), g.rstrides.end() - 1);
+  auto run = [&](const T* p, int64_t n, int64_t b) {
+    return istride == 1 ? r.block(p, n, b) : r.strided(p, istride, n, b);
+  };
+  // Accumulator of reduced elements [a, b) (flat, row-major over the reduced dims) of one output.
+  auto range = [&](const T* p, int64_t a, int64_t b) -> Acc {
+    if (osz.empty()) return run(p + a * istride, b - a, a);
+    Acc acc = r.identity();
+    NdIter it(osz, ost);
+    it.seek(a / inner);
+    int64_t i = a % inner;
+    while (a < b) {
+      int64_t len = std::min(inner - i, b - a);
+      acc = r.combine(acc, run(p + it.off + i * istride, len, a));
+      a += len;
+      i = 0;
+      it.next();
+    }
+    return acc;
+  };
+  const int nth = get_num_threads();
+  const int64_t nred = g.nred, nout = g.nout;
+  if (nth == 1 || nout >= 2 * nth || nout * nred < 2 * kReduceGrain || in_parallel_region()) {
+    int64_t grain = std::max<int64_t>(1, kReduceGrain / nred);
+    parallel_for(0, nout, grain, [&](int64_t b, int64_t e) {
+      NdIter kit(g.ksizes, g.kstrides);
+      kit.seek(b);
+      for (int64_t o = b; o < e; ++o, kit.next()) r.write(o, range(base + kit.off, 0, nred));
+    });
+    return;
+  }
+  // Few outputs, long reductions: split each output's range over the threads.
+  int64_t nchunks = std::min<int64_t>(nth, (nred + kReduceGrain - 1) / kReduceGrain);
+  int64_t chunk = (nred + nchunks - 1) / nchunks;
+  std::vector<Acc> parts(nchunks);
+  NdIter kit(g.ksizes, g.kstrides);
+  kit.seek(0);
+  for (int64_t o = 0; o < nout; ++o, kit.next()) {
+    const T* p = base + kit.off;
+    parallel_for(0, nchunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) parts[c] = range(p, c * chunk, std::min(nred, (c + 1) * chunk));
+    });
+    Acc acc = parts[0];
+    for (int64_t c = 1; c < nchunks; ++c) acc = r.combine(acc, parts[c]);
+    r.write(o, acc);
+  }
+}
+
+template <class R>
+void columns_path(Geometry& g, const typename R::in_t* base, const R& r) {
+  using Acc = typename R::acc_t;
+  const int64_t I = g.ksizes[g.ksizes.size() - 1];
+  DimVector osz(g.ksizes.begin(), g.ksizes.end() - 1), ost(g.kstrides.begin(), g.kstrides.end() - 1);
+  const int64_t outer = g.nout / I, nred = g.nred;
+  const int nth = get_num_threads();
+  // Whole rows when the accumulators fit in L1/L2 (rows then stream through memory); the rows
+  // are split over the threads below when there are too few column tiles to go round.
+  int64_t tile = std::max<int64_t>(16, 32768 / static_cast<int64_t>(sizeof(Acc)));
+  const int64_t ntiles = (I + tile - 1) / tile, items = outer * ntiles;
+  // Accumulates reduced rows [ra, rb) of columns [c0, c0 + len) of outer index `ok` into acc.
+  auto accumulate = [&](Acc* acc, int64_t ok, int64_t c0, int64_t len, int64_t ra, int64_t rb) {
+    NdIter oit(osz, ost);
+    oit.seek(ok);
+    const auto* p = base + oit.off + c0;
+    NdIter it(g.rsizes, g.rstrides);
+    it.seek(ra);
+    for (int64_t f = ra; f < rb; ++f, it.next()) r.rows(acc, p + it.off, len, f);
+  };
+  if (items >= nth || nth == 1 || items * tile * nred < 2 * kReduceGrain || in_parallel_region()) {
+    int64_t grain = std::max<int64_t>(1, kReduceGrain / (std::min(tile, I) * nred));
+    parallel_for(0, items, grain, [&](int64_t b, int64_t e) {
+      AccBuffer<Acc> acc(std::min(tile, I));
+      for (int64_t item = b; item < e; ++item) {
+        int64_t ok = item / ntiles, c0 = (item % ntiles) * tile, len = std::min(tile, I - c0);
+        std::fill(acc.data(), acc.data() + len, r.identity());
+        accumulate(acc.data(), ok, c0, len, 0, nred);
+        for (int64_t j = 0; j < len; ++j) r.write(ok * I + c0 + j, acc[j]);
+      }
+    });
+    return;
+  }
+  // Few narrow columns, many rows: split the rows over the threads, then combine in order.
+  int64_t nchunks = std::min<int64_t>(nth, nred);
+  int64_t chunk = (nred + nchunks - 1) / nchunks;
+  std::vector<AccBuffer<Acc>> parts;
+  for (int64_t c = 0; c < nchunks; ++c) parts.emplace_back(std::min(tile, I));
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t ok = item / ntiles, c0 = (item % ntiles) * tile, len = std::min(tile, I - c0);
+    parallel_for(0, nchunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        std::fill(parts[c].data(), parts[c].data() + len, r.identity());
+        accumulate(parts[c].data(), ok, c0, len, c * chunk, std::min(nred, (c + 1) * chunk));
+      }
+    });
+    for (int64_t j = 0; j < len; ++j) {
+      Acc acc = parts[0][j];
+      for (int64_t c = 1; c < nchunks; ++c) acc = r.combine(acc, parts[c][j]);
+      r.write(ok * I + c0 + j, acc);
+    }
+  }
+}
+
+}  // namespace detail_engine
+
+// Runs reducer `r` over `in` (any strides) reducing the dims set in `mask`. Outputs with nothing
+// to reduce get identity().
+template <class R>
+void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, bool ordered) {
+  Geometry g = make_geometry(in, mask, ordered);
+  if (g.nout == 0) return;
+  if (g.nred == 0) {
+    for (int64_t o = 0; o < g.nout; ++o) r.write(o, r.identity());
+    return;
+  }
+  const auto* base = in->template data_as<typename R::in_t>();
+  bool columns = !g.ksizes.empty() && g.kstrides[g.kstrides.size() - 1] == 1 &&
+                 (g.rsizes.empty() ? false : g.rstrides[g.rstrides.size() - 1] != 1);
+  if (columns) {
+    detail_engine::columns_path(g, base, r);
+  } else {
+    detail_engine::rows_path(g, base, r);
+  }
+}
+
+// ---- rows along one dim (sort, cumsum, median ...) -------------------------------------------
+
+// `t` seen as (outer, n, inner) around `dim`, made contiguous (copied if needed). Row r = (o, k)
+// starts at o * n * inner + k and steps by `inner`; outputs of the same shape use the same layout.
+struct DimRows {
+  Tensor t;
+  int64_t outer = 1, n = 1, inner = 1;
+  int64_t rows() const { return outer * inner; }
+  int64_t offset(int64_t r) const { return (r / inner) * n * inner + r % inner; }
+};
+
+inline DimRows dim_rows(const Tensor& self, int64_t dim) {
+  DimRows d;
+  d.t = self;
+  if (!self->is_contiguous()) {
+    d.t = empty(self->sizes(), self->dtype(), self->device());
+    copy_into(d.t, self);
+  }
+  for (int64_t i = 0; i < self->dim(); ++i) {
+    if (i < dim) d.outer *= self->size(i);
+    if (i == dim) d.n = self->size(i);
+    if (i > dim) d.inner *= self->size(i);
+  }
+  return d;
+}
+
+// Calls f(begin, end) over ranges of rows, in parallel when there is enough work.
+template <class F>
+void for_rows(const DimRows& d, int64_t work_per_elem, const F& f) {
+  int64_t per_row = std::max<int64_t>(1, d.n * work_per_elem);
+  parallel_for(0, d.rows(), std::max<int64_t>(1, kReduceGrain / per_row), f);
+}
+
+// NaN-aware orderings: NaN compares as larger than everything (PyTorch's sort order).
+template <class V>
+inline bool is_nan(V v) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+template <class V>
+inline bool nan_less(V a, V b) {  // a < b with NaN largest
+  if constexpr (std::is_floating_point_v<V>) {
+    return (a < b) || (b != b && a == a);
+  } else {
+    return a < b;
+  }
+}
+template <class V>
+inline bool nan_equal(V a, V b) {  // equal, NaN equal to NaN
+  if constexpr (std::is_floating_point_v<V>) {
+    return a == b || (a != a && b != b);
+  } else {
+    return a == b;
+  }
+}
+
+}  // namespace reduce
+}  // namespace ember

@@ -1,0 +1,86 @@
+// CPU kernels of ops/shape.yaml: tril/triu. The result is a contiguous copy of self whose
+// dropped triangle is cleared with memset (all-zero bytes are 0 in every ember dtype), so one
+// dtype-independent loop serves all dtypes.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/iterator.h"
+#include "kernels/parallel.h"
+#include "ops.h"
+
+namespace ember {
+namespace {
+
+// Zeroes, in the contiguous tensor t, the columns [lo(i), hi(i)) of each row i of every matrix.
+template <class Range>
+void zero_ranges(const Tensor& t, const Range& range) {
+  int64_t rows = t->size(t->dim() - 2), cols = t->size(t->dim() - 1);
+  int64_t nrows = rows == 0 ? 0 : t->numel() / cols;  // rows over all matrices
+  if (nrows == 0 || cols == 0) return;
+  int64_t isz = t->itemsize();
+  char* base = t->data();
+  parallel_for(0, nrows, std::max<int64_t>(1, kPointwiseGrain / cols), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      auto [lo, hi] = range(r % rows);
+      lo = std::clamp<int64_t>(lo, 0, cols);
+      hi = std::clamp<int64_t>(hi, 0, cols);
+      if (hi > lo) std::memset(base + (r * cols + lo) * isz, 0, (hi - lo) * isz);
+    }
+  });
+}
+
+template <class Range>
+Tensor triangle(const Tensor& self, const Tensor& out, const char* op, const Range& range) {
+  EMBER_CHECK(self->dim() >= 2, op, ": input tensor must have at least 2 dimensions (got shape ",
+              shape_str(self->sizes()), ")");
+  // In place (out is self) on contiguous memory: just clear the triangle.
+  if (out && out == self && self->is_contiguous()) {
+    zero_ranges(self, range);
+    self->bump_version();
+    return self;
+  }
+  // Otherwise work in a fresh contiguous tensor; out= (or in-place on strided self) gets a copy.
+  bool direct = out && out->dtype() == self->dtype() && out->sizes() == self->sizes() &&
+                out->is_contiguous() && out->storage() != self->storage();
+  Tensor r = direct ? out : ember::empty(self->sizes(), self->dtype(), self->device());
+  copy_into(r, self);
+  zero_ranges(r, range);
+  if (!out || direct) return r;
+  EMBER_CHECK(can_cast(r->dtype(), out->dtype()), op, ": result type ", dtype_name(r->dtype()),
+              " can't be cast to the desired output type ", dtype_name(out->dtype()));
+  if (out->sizes() != r->sizes()) {
+    EMBER_CHECK(out != self, op, "_: output with shape ", shape_str(out->sizes()),
+                " doesn't match the shape ", shape_str(r->sizes()));
+    Tensor fresh = ember::empty(r->sizes(), out->dtype(), out->device());
+    out->set_storage(fresh->storage());
+    out->set_sizes_strides(r->sizes(), fresh->strides(), 0);
+  }
+  copy_into(out, r);
+  return out;
+}
+
+// Diagonals beyond any matrix size act alike; clamping keeps i + diagonal from overflowing.
+int64_t clamp_diagonal(int64_t d) { return std::clamp<int64_t>(d, -(int64_t(1) << 48), int64_t(1) << 48); }
+
+}  // namespace
+
+namespace cpu {
+
+Tensor tril(const Tensor& self, int64_t diagonal_in, const Tensor& out) {
+  int64_t diagonal = clamp_diagonal(diagonal_in);
+  // Row i keeps columns j <= i + diagonal.
+  return triangle(self, out, "tril", [&](int64_t i) {
+    return std::pair<int64_t, int64_t>(i + diagonal + 1, INT64_MAX);
+  });
+}
+
+Tensor triu(const Tensor& self, int64_t diagonal_in, const Tensor& out) {
+  int64_t diagonal = clamp_diagonal(diagonal_in);
+  // Row i keeps columns j >= i + diagonal.
+  return triangle(self, out, "triu", [&](int64_t i) {
+    return std::pair<int64_t, int64_t>(INT64_MIN, i + diagonal);
+  });
+}
+
+}  // namespace cpu
+}  // namespace ember

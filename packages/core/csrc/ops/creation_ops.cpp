@@ -1,0 +1,263 @@
+// Factories of ops/creation.yaml. The range fills (arange, linspace, logspace, eye) write CPU
+// memory directly and refuse other devices; rand/randn/randint/normal allocate and call the
+// in-place random kernels (kernels/cpu/random_ops.cpp), so they follow the device they fill.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "core/dispatch.h"
+#include "kernels/iterator.h"
+#include "kernels/parallel.h"
+#include "ops.h"
+
+namespace ember {
+namespace {
+
+template <class T>
+T cast_to(double v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// out[i] = f(i) for a new 1-D tensor, in parallel.
+template <class T, class F>
+void fill_index(const Tensor& out, const F& f) {
+  T* p = out->data_as<T>();
+  parallel_for(0, out->numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) p[i] = f(i);
+  });
+}
+
+void check_cpu(std::optional<Device> device, const char* op) {
+  EMBER_CHECK(!device || device->is_cpu(), op, ": device ", device->str(),
+              " has no kernel in this build");
+}
+
+}  // namespace
+
+namespace composite {
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
+              std::optional<ScalarType> dtype, std::optional<Device> device) {
+  check_cpu(device, "arange");
+  const bool any_float = start.is_floating() || end.is_floating() || step.is_floating();
+  const ScalarType dt = dtype.value_or(any_float ? default_dtype() : ScalarType::Int64);
+  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "arange: not implemented for dtype bool");
+  const double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  EMBER_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: ", s, " -> ", e);
+  // int64 results are computed on the truncated integer arguments, as PyTorch does.
+  const bool int64 = dt == ScalarType::Int64;
+  const int64_t is = start.to_int(), ist = step.to_int();
+  double size_d;
+  if (int64) {
+    const int64_t ie = end.to_int();
+    EMBER_CHECK(ist != 0, "arange: step must be nonzero");
+    EMBER_CHECK((ist > 0 && ie >= is) || (ist < 0 && ie <= is),
+                "arange: upper bound and lower bound inconsistent with step sign");
+    const int64_t sgn = ist > 0 ? 1 : -1;
+    size_d = static_cast<double>((ie - is + ist - sgn) / ist);
+  } else {
+    EMBER_CHECK(st != 0.0, "arange: step must be nonzero");
+    EMBER_CHECK((st > 0 && e >= s) || (st < 0 && e <= s),
+                "arange: upper bound and lower bound inconsistent with step sign");
+    size_d = std::ceil((e - s) / st);
+  }
+  EMBER_CHECK(
+      size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max() / 16),
+      "arange: invalid size ", size_d, ", possible overflow?");
+  Tensor out = ember::empty({static_cast<int64_t>(size_d)}, dt);
+  EMBER_DISPATCH_NUMERIC(dt, "arange", [&] {
+    using T = scalar_t;
+    if constexpr (std::is_integral_v<T>) {
+      // Integer results step by the truncated integer step (wrapping like PyTorch).
+      fill_index<T>(out, [&](int64_t i) {
+        return static_cast<T>(static_cast<uint64_t>(is) +
+                              static_cast<uint64_t>(i) * static_cast<uint64_t>(ist));
+      });
+    } else {
+      fill_index<T>(out, [&](int64_t i) { return cast_to<T>(s + st * static_cast<double>(i)); });
+    }
+  });
+  return out;
+}
+
+namespace {
+// Evenly spaced values, filled from both ends so the last one is exactly `end`. f maps each
+// value (computed in double, or float for float types like PyTorch) to the stored one.
+template <class T, class F>
+void fill_linear(const Tensor& out, double start, double end, int64_t steps, const F& f) {
+  if (steps == 1) {
+    out->data_as<T>()[0] = f(start);
+    return;
+  }
+  const int64_t half = steps / 2;
+  if constexpr (std::is_same_v<T, float>) {
+    const float s = static_cast<float>(start), e = static_cast<float>(end);
+    const float step = (e - s) / static_cast<float>(steps - 1);
+    fill_index<T>(out, [&](int64_t i) {
+      return f(i < half ? s + step * static_cast<float>(i)
+                        : e - step * static_cast<float>(steps - i - 1));
+    });
+  } else {
+    const double step = (end - start) / static_cast<double>(steps - 1);
+    fill_index<T>(out, [&](int64_t i) {
+      return f(i < half ? start + step * static_cast<double>(i)
+                        : end - step * static_cast<double>(steps - i - 1));
+    });
+  }
+}
+}  // namespace
+
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
+                std::optional<ScalarType> dtype, std::optional<Device> device) {
+  check_cpu(device, "linspace");
+  EMBER_CHECK(steps >= 0, "linspace: number of steps must be non-negative (got ", steps, ")");
+  const ScalarType dt = dtype.value_or(default_dtype());
+  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "linspace: not implemented for dtype bool");
+  Tensor out = ember::empty({steps}, dt);
+  if (steps == 0) return out;
+  EMBER_DISPATCH_NUMERIC(dt, "linspace", [&] {
+    using T = scalar_t;
+    fill_linear<T>(out, start.to_double(), end.to_double(), steps,
+                   [](double v) { return cast_to<T>(v); });
+  });
+  return out;
+}
+
+Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double base,
+                std::optional<ScalarType> dtype, std::optional<Device> device) {
+  check_cpu(device, "logspace");
+  EMBER_CHECK(steps >= 0, "logspace: number of steps must be non-negative (got ", steps, ")");
+  const ScalarType dt = dtype.value_or(default_dtype());
+  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "logspace: not implemented for dtype bool");
+  Tensor out = ember::empty({steps}, dt);
+  if (steps == 0) return out;
+  EMBER_DISPATCH_NUMERIC(dt, "logspace", [&] {
+    using T = scalar_t;
+    fill_linear<T>(out, start.to_double(), end.to_double(), steps,
+                   [base](double v) { return cast_to<T>(std::pow(base, v)); });
+  });
+  return out;
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m, std::optional<ScalarType> dtype,
+           std::optional<Device> device) {
+  check_cpu(device, "eye");
+  const int64_t cols = m.value_or(n);
+  EMBER_CHECK(n >= 0, "eye: n must be greater or equal to 0, got ", n);
+  EMBER_CHECK(cols >= 0, "eye: m must be greater or equal to 0, got ", cols);
+  const ScalarType dt = dtype.value_or(default_dtype());
+  Tensor out = ember::empty({n, cols}, dt);
+  EMBER_DISPATCH_ALL(dt, "eye", [&] {
+    using T = scalar_t;
+    T* p = out->data_as<T>();
+    std::fill(p, p + out->numel(), cast_to<T>(0.0));
+    for (int64_t i = 0; i < std::min(n, cols); ++i) p[i * cols + i] = cast_to<T>(1.0);
+  });
+  return out;
+}
+
+Tensor arange(const Scalar& end, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return ops::arange(Scalar(int64_t(0)), end, Scalar(int64_t(1)), dtype, device);
+}
+
+namespace {
+Tensor new_floating(const char* op, const DimVector& size, std::optional<ScalarType> dtype,
+                    std::optional<Device> device) {
+  const ScalarType dt = dtype.value_or(default_dtype());
+  EMBER_CHECK_KIND(is_floating(dt), Type, op, ": expected a floating-point dtype, but got ",
+                   dtype_name(dt));
+  return ops::empty(size, dt, device);
+}
+}  // namespace
+
+Tensor rand(const DimVector& size, Generator* generator, std::optional<ScalarType> dtype,
+            std::optional<Device> device) {
+  return ops::uniform_(new_floating("rand", size, dtype, device), 0.0, 1.0, generator);
+}
+
+Tensor randn(const DimVector& size, Generator* generator, std::optional<ScalarType> dtype,
+             std::optional<Device> device) {
+  return ops::normal_(new_floating("randn", size, dtype, device), 0.0, 1.0, generator);
+}
+
+Tensor randint(int64_t low, int64_t high, const DimVector& size, Generator* generator,
+               std::optional<ScalarType> dtype, std::optional<Device> device) {
+  Tensor out = ops::empty(size, dtype.value_or(ScalarType::Int64), device);
+  return ops::random_(out, low, std::optional<int64_t>(high), generator);
+}
+
+Tensor randint(int64_t high, const DimVector& size, Generator* generator,
+               std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return randint(0, high, size, generator, dtype, device);
+}
+
+Tensor rand_like(const Tensor& self, Generator* generator, std::optional<ScalarType> dtype,
+                 std::optional<Device> device) {
+  return rand(self->sizes(), generator, dtype.value_or(self->dtype()),
+              device.value_or(self->device()));
+}
+
+Tensor randn_like(const Tensor& self, Generator* generator, std::optional<ScalarType> dtype,
+                  std::optional<Device> device) {
+  return randn(self->sizes(), generator, dtype.value_or(self->dtype()),
+               device.value_or(self->device()));
+}
+
+Tensor randint_like(const Tensor& self, int64_t low, int64_t high, Generator* generator,
+                    std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return randint(low, high, self->sizes(), generator, dtype.value_or(self->dtype()),
+                 device.value_or(self->device()));
+}
+
+Tensor randint_like(const Tensor& self, int64_t high, Generator* generator,
+                    std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return randint_like(self, 0, high, generator, dtype, device);
+}
+
+namespace {
+void check_std(const Tensor& std) {
+  Tensor s = ember::empty(std->sizes(), ScalarType::Float64, std->device());
+  copy_into(s, std);
+  const double* p = s->data_as<double>();
+  for (int64_t i = 0; i < s->numel(); ++i)
+    EMBER_CHECK(p[i] >= 0.0, "normal: expects all elements of std >= 0.0, but found ", p[i]);
+}
+ScalarType normal_dtype(ScalarType t) {
+  EMBER_CHECK_KIND(is_floating(t), Type, "normal: expected a floating-point mean and std, but got ",
+                   dtype_name(t));
+  return t;
+}
+}  // namespace
+
+Tensor normal(const Tensor& mean, const Tensor& std, Generator* generator) {
+  const ScalarType dt = normal_dtype(promote_types(mean->dtype(), std->dtype()));
+  check_std(std);
+  DimVector shape = broadcast_shapes(mean->sizes(), std->sizes(), "normal");
+  Tensor z = randn(shape, generator, dt, mean->device());
+  return ops::add(ops::mul(z, std, Tensor()), mean, 1, Tensor());
+}
+
+Tensor normal(const Tensor& mean, double std, Generator* generator) {
+  EMBER_CHECK(std >= 0.0, "normal: expects std >= 0.0, but found std ", std);
+  Tensor z = randn(mean->sizes(), generator, normal_dtype(mean->dtype()), mean->device());
+  return ops::add(ops::mul(z, Scalar(std), Tensor()), mean, 1, Tensor());
+}
+
+Tensor normal(double mean, const Tensor& std, Generator* generator) {
+  check_std(std);
+  Tensor z = randn(std->sizes(), generator, normal_dtype(std->dtype()), std->device());
+  return ops::add(ops::mul(z, std, Tensor()), Scalar(mean), 1, Tensor());
+}
+
+Tensor normal(double mean, double std, const DimVector& size, Generator* generator,
+              std::optional<ScalarType> dtype, std::optional<Device> device) {
+  EMBER_CHECK(std >= 0.0, "normal: expects std >= 0.0, but found std ", std);
+  return ops::normal_(new_floating("normal", size, dtype, device), mean, std, generator);
+}
+
+}  // namespace composite
+}  // namespace ember
