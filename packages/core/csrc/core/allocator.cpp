@@ -228,7 +228,8 @@ CachingAllocator& cpu_allocator() {
   static CachingAllocator* alloc = [] {
     auto* a = new CachingAllocator(std::make_unique<CpuRawAllocator>(), cpu_device());
     const char* env = std::getenv("EMBER_CPU_ALLOCATOR_CACHING");
-    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0)) a->set_caching(false);
+    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0))
+      a->set_caching(false);
     return a;
   }();
   return *alloc;

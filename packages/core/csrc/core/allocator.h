@@ -96,11 +96,11 @@ struct SegmentInfo {
 
 class CachingAllocator final : public Allocator {
  public:
-  static constexpr size_t kRound = 512;                // every size is a multiple of this
-  static constexpr size_t kSmallRequest = 1 << 20;     // requests up to 1 MiB use the small pool
-  static constexpr size_t kSmallSegment = 2 << 20;     // small-pool segments are 2 MiB
-  static constexpr size_t kMediumSegment = 20 << 20;   // requests of 1-10 MiB share 20 MiB segments
-  static constexpr size_t kLargeRound = 2 << 20;       // larger segments are rounded to 2 MiB
+  static constexpr size_t kRound = 512;               // every size is a multiple of this
+  static constexpr size_t kSmallRequest = 1 << 20;    // requests up to 1 MiB use the small pool
+  static constexpr size_t kSmallSegment = 2 << 20;    // small-pool segments are 2 MiB
+  static constexpr size_t kMediumSegment = 20 << 20;  // requests of 1-10 MiB share 20 MiB segments
+  static constexpr size_t kLargeRound = 2 << 20;      // larger segments are rounded to 2 MiB
 
   CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device);
   ~CachingAllocator() override;
@@ -133,7 +133,9 @@ class CachingAllocator final : public Allocator {
   void release_segment(Block* head);
   void release_free_segments_locked();
   [[noreturn]] void throw_oom(size_t nbytes);
-  static size_t round_size(size_t n) { return n < kRound ? kRound : (n + kRound - 1) / kRound * kRound; }
+  static size_t round_size(size_t n) {
+    return n < kRound ? kRound : (n + kRound - 1) / kRound * kRound;
+  }
   static size_t segment_size(size_t rounded);
 
   std::unique_ptr<RawAllocator> raw_;

@@ -9,60 +9,60 @@
     return __VA_ARGS__();              \
   }
 
-#define EMBER_DTYPE_ERROR(dtype, name, what)                                                   \
-  default:                                                                                     \
+#define EMBER_DTYPE_ERROR(dtype, name, what)                                              \
+  default:                                                                                \
     ::ember::detail::fail(::ember::ErrorKind::Type, name, ": not implemented for dtype ", \
                           ::ember::dtype_name(dtype), " (supported: ", what, ")");
 
-#define EMBER_CASES_FLOAT(...)                    \
-  EMBER_DTYPE_CASE(Float32, float, __VA_ARGS__)   \
-  EMBER_DTYPE_CASE(Float64, double, __VA_ARGS__)  \
+#define EMBER_CASES_FLOAT(...)                          \
+  EMBER_DTYPE_CASE(Float32, float, __VA_ARGS__)         \
+  EMBER_DTYPE_CASE(Float64, double, __VA_ARGS__)        \
   EMBER_DTYPE_CASE(Float16, ::ember::Half, __VA_ARGS__) \
   EMBER_DTYPE_CASE(BFloat16, ::ember::BFloat16, __VA_ARGS__)
-#define EMBER_CASES_INT(...)                      \
-  EMBER_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)   \
-  EMBER_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)     \
-  EMBER_DTYPE_CASE(Int16, int16_t, __VA_ARGS__)   \
-  EMBER_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)   \
+#define EMBER_CASES_INT(...)                    \
+  EMBER_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__) \
+  EMBER_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)   \
+  EMBER_DTYPE_CASE(Int16, int16_t, __VA_ARGS__) \
+  EMBER_DTYPE_CASE(Int32, int32_t, __VA_ARGS__) \
   EMBER_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)
 
-#define EMBER_DISPATCH_ALL(dtype, name, ...)                                   \
-  [&] {                                                                        \
-    switch (dtype) {                                                           \
-      EMBER_CASES_FLOAT(__VA_ARGS__)                                           \
-      EMBER_CASES_INT(__VA_ARGS__)                                             \
-      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)                                \
-      EMBER_DTYPE_ERROR(dtype, name, "all")                                    \
-    }                                                                          \
+#define EMBER_DISPATCH_ALL(dtype, name, ...)    \
+  [&] {                                         \
+    switch (dtype) {                            \
+      EMBER_CASES_FLOAT(__VA_ARGS__)            \
+      EMBER_CASES_INT(__VA_ARGS__)              \
+      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__) \
+      EMBER_DTYPE_ERROR(dtype, name, "all")     \
+    }                                           \
   }()
-#define EMBER_DISPATCH_NUMERIC(dtype, name, ...)                              \
-  [&] {                                                                        \
-    switch (dtype) {                                                           \
-      EMBER_CASES_FLOAT(__VA_ARGS__)                                           \
-      EMBER_CASES_INT(__VA_ARGS__)                                             \
-      EMBER_DTYPE_ERROR(dtype, name, "integer and floating dtypes")          \
-    }                                                                          \
+#define EMBER_DISPATCH_NUMERIC(dtype, name, ...)                    \
+  [&] {                                                             \
+    switch (dtype) {                                                \
+      EMBER_CASES_FLOAT(__VA_ARGS__)                                \
+      EMBER_CASES_INT(__VA_ARGS__)                                  \
+      EMBER_DTYPE_ERROR(dtype, name, "integer and floating dtypes") \
+    }                                                               \
   }()
-#define EMBER_DISPATCH_FLOAT(dtype, name, ...)                                \
-  [&] {                                                                        \
-    switch (dtype) {                                                           \
-      EMBER_CASES_FLOAT(__VA_ARGS__)                                           \
-      EMBER_DTYPE_ERROR(dtype, name, "floating dtypes")                       \
-    }                                                                          \
+#define EMBER_DISPATCH_FLOAT(dtype, name, ...)          \
+  [&] {                                                 \
+    switch (dtype) {                                    \
+      EMBER_CASES_FLOAT(__VA_ARGS__)                    \
+      EMBER_DTYPE_ERROR(dtype, name, "floating dtypes") \
+    }                                                   \
   }()
-#define EMBER_DISPATCH_INTEGRAL(dtype, name, ...)                             \
-  [&] {                                                                        \
-    switch (dtype) {                                                           \
-      EMBER_CASES_INT(__VA_ARGS__)                                             \
-      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)                                \
-      EMBER_DTYPE_ERROR(dtype, name, "integer and bool dtypes")               \
-    }                                                                          \
+#define EMBER_DISPATCH_INTEGRAL(dtype, name, ...)               \
+  [&] {                                                         \
+    switch (dtype) {                                            \
+      EMBER_CASES_INT(__VA_ARGS__)                              \
+      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)                 \
+      EMBER_DTYPE_ERROR(dtype, name, "integer and bool dtypes") \
+    }                                                           \
   }()
-#define EMBER_DISPATCH_BLAS(dtype, name, ...)                                 \
-  [&] {                                                                        \
-    switch (dtype) {                                                           \
-      EMBER_DTYPE_CASE(Float32, float, __VA_ARGS__)                            \
-      EMBER_DTYPE_CASE(Float64, double, __VA_ARGS__)                           \
-      EMBER_DTYPE_ERROR(dtype, name, "float32 and float64")                   \
-    }                                                                          \
+#define EMBER_DISPATCH_BLAS(dtype, name, ...)               \
+  [&] {                                                     \
+    switch (dtype) {                                        \
+      EMBER_DTYPE_CASE(Float32, float, __VA_ARGS__)         \
+      EMBER_DTYPE_CASE(Float64, double, __VA_ARGS__)        \
+      EMBER_DTYPE_ERROR(dtype, name, "float32 and float64") \
+    }                                                       \
   }()

@@ -5,8 +5,8 @@
 namespace ember {
 
 const char* dtype_name(ScalarType t) {
-  static const char* names[] = {"bool",    "uint8",    "int8",    "int16",   "int32",
-                                "int64",   "float16",  "bfloat16", "float32", "float64"};
+  static const char* names[] = {"bool",  "uint8",   "int8",     "int16",   "int32",
+                                "int64", "float16", "bfloat16", "float32", "float64"};
   int i = static_cast<int>(t);
   return (i >= 0 && i < kNumScalarTypes) ? names[i] : "undefined";
 }
@@ -42,9 +42,10 @@ bool can_cast(ScalarType from, ScalarType to) {
 static std::atomic<ScalarType> g_default_dtype{ScalarType::Float32};
 ScalarType default_dtype() { return g_default_dtype.load(std::memory_order_relaxed); }
 void set_default_dtype(ScalarType t) {
-  EMBER_CHECK_KIND(t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Float16 ||
-                       t == ScalarType::BFloat16,
-                   Type, "set_default_dtype: only floating dtypes are supported, got ", dtype_name(t));
+  EMBER_CHECK_KIND(t == ScalarType::Float32 || t == ScalarType::Float64 ||
+                       t == ScalarType::Float16 || t == ScalarType::BFloat16,
+                   Type, "set_default_dtype: only floating dtypes are supported, got ",
+                   dtype_name(t));
   g_default_dtype.store(t);
 }
 

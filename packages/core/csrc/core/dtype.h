@@ -52,9 +52,9 @@ inline std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << d
 // C++ type <-> ScalarType.
 template <class T>
 struct TypeToScalar;
-#define EMBER_TYPE_TO_SCALAR(cpp, st) \
-  template <>                         \
-  struct TypeToScalar<cpp> {          \
+#define EMBER_TYPE_TO_SCALAR(cpp, st)                   \
+  template <>                                           \
+  struct TypeToScalar<cpp> {                            \
     static constexpr ScalarType value = ScalarType::st; \
   };
 EMBER_TYPE_TO_SCALAR(bool, Bool)

@@ -36,12 +36,12 @@ template <class... Args>
 }  // namespace ember
 
 // EMBER_CHECK(cond, "op: message ", value, ...) throws RuntimeError when cond is false.
-#define EMBER_CHECK(cond, ...) \
-  do {                         \
+#define EMBER_CHECK(cond, ...)                                                    \
+  do {                                                                            \
     if (!(cond)) ::ember::detail::fail(::ember::ErrorKind::Runtime, __VA_ARGS__); \
   } while (0)
-#define EMBER_CHECK_KIND(cond, kind, ...) \
-  do {                                    \
+#define EMBER_CHECK_KIND(cond, kind, ...)                                      \
+  do {                                                                         \
     if (!(cond)) ::ember::detail::fail(::ember::ErrorKind::kind, __VA_ARGS__); \
   } while (0)
 #define EMBER_FAIL(kind, ...) ::ember::detail::fail(::ember::ErrorKind::kind, __VA_ARGS__)

@@ -41,9 +41,10 @@ struct Half {
     uint32_t u = float_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t a = u & 0x7fffffffu;
-    if (a >= 0x7f800000u) return static_cast<uint16_t>(sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (a >= 0x7f800000u)
+      return static_cast<uint16_t>(sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
     if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-    if (a < 0x38800000u) {  // subnormal half (or zero)
+    if (a < 0x38800000u) {                                               // subnormal half (or zero)
       // Let the FPU round: add a magic number that aligns the mantissa.
       float r = bits_float(a) + 0.5f;
       return static_cast<uint16_t>(sign | (float_bits(r) - 0x3f000000u));

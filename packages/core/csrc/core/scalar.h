@@ -11,11 +11,11 @@ class Scalar {
  public:
   enum class Kind : uint8_t { Bool, Int, Float };
   Scalar() : kind_(Kind::Int), i_(0) {}
-  Scalar(double v) : kind_(Kind::Float), d_(v) {}         // NOLINT
-  Scalar(float v) : kind_(Kind::Float), d_(v) {}          // NOLINT
-  Scalar(int64_t v) : kind_(Kind::Int), i_(v) {}          // NOLINT
-  Scalar(int v) : kind_(Kind::Int), i_(v) {}              // NOLINT
-  Scalar(bool v) : kind_(Kind::Bool), i_(v ? 1 : 0) {}    // NOLINT
+  Scalar(double v) : kind_(Kind::Float), d_(v) {}       // NOLINT
+  Scalar(float v) : kind_(Kind::Float), d_(v) {}        // NOLINT
+  Scalar(int64_t v) : kind_(Kind::Int), i_(v) {}        // NOLINT
+  Scalar(int v) : kind_(Kind::Int), i_(v) {}            // NOLINT
+  Scalar(bool v) : kind_(Kind::Bool), i_(v ? 1 : 0) {}  // NOLINT
 
   Kind kind() const { return kind_; }
   bool is_floating() const { return kind_ == Kind::Float; }
@@ -39,9 +39,12 @@ class Scalar {
   // The dtype a Python number of this kind takes in type promotion.
   ScalarType dtype() const {
     switch (kind_) {
-      case Kind::Bool: return ScalarType::Bool;
-      case Kind::Int: return ScalarType::Int64;
-      default: return default_dtype();
+      case Kind::Bool:
+        return ScalarType::Bool;
+      case Kind::Int:
+        return ScalarType::Int64;
+      default:
+        return default_dtype();
     }
   }
 
@@ -54,6 +57,8 @@ class Scalar {
 };
 
 template <>
-inline double Scalar::to<double>() const { return to_double(); }
+inline double Scalar::to<double>() const {
+  return to_double();
+}
 
 }  // namespace ember

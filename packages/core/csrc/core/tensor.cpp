@@ -70,9 +70,10 @@ int64_t checked_numel(const DimVector& sizes, const char* op) {
 Tensor empty(const DimVector& sizes, ScalarType dtype, Device device) {
   int64_t n = checked_numel(sizes, "empty");
   size_t nbytes = static_cast<size_t>(n) * static_cast<size_t>(itemsize(dtype));
-  auto storage = std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
-  return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, contiguous_strides(sizes), 0,
-                                      std::make_shared<VersionCounter>());
+  auto storage =
+      std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
+  return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, contiguous_strides(sizes),
+                                      0, std::make_shared<VersionCounter>());
 }
 
 Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarType dtype,
@@ -90,7 +91,8 @@ Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarTyp
     extent += (sizes[d] - 1) * strides[d];
   }
   size_t nbytes = static_cast<size_t>(extent) * static_cast<size_t>(itemsize(dtype));
-  auto storage = std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
+  auto storage =
+      std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
   return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0,
                                       std::make_shared<VersionCounter>());
 }

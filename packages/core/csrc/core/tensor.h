@@ -99,7 +99,7 @@ struct TensorOrScalar {
   bool present = false;
   TensorOrScalar() = default;
   TensorOrScalar(Tensor t) : tensor(std::move(t)), present(true) {}  // NOLINT
-  TensorOrScalar(Scalar s) : scalar(s), present(true) {}              // NOLINT
+  TensorOrScalar(Scalar s) : scalar(s), present(true) {}             // NOLINT
   bool is_tensor() const { return tensor != nullptr; }
   bool is_none() const { return !present; }
 };

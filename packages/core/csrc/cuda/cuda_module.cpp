@@ -17,7 +17,8 @@ namespace ember {
 namespace {
 
 void check_cuda(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) EMBER_FAIL(Runtime, "CUDA error in ", what, ": ", cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    EMBER_FAIL(Runtime, "CUDA error in ", what, ": ", cudaGetErrorString(err));
 }
 
 class CudaRawAllocator final : public RawAllocator {
@@ -58,7 +59,8 @@ PYBIND11_MODULE(_C_cuda, m) {
   using namespace ember;
   m.doc() = "ember's CUDA device plumbing (allocator registration, device queries).";
   py::object api_capsule = py::module_::import("ember._C").attr("_engine_api");
-  auto* api = static_cast<EngineApi*>(PyCapsule_GetPointer(api_capsule.ptr(), "ember._C._engine_api"));
+  auto* api =
+      static_cast<EngineApi*>(PyCapsule_GetPointer(api_capsule.ptr(), "ember._C._engine_api"));
   if (!api || api->version != EngineApi::kVersion)
     throw std::runtime_error("ember._C_cuda was built for a different ember._C");
   if (device_count() > 0) api->register_device_allocator(DeviceType::CUDA, &cuda_allocator());

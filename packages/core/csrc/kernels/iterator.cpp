@@ -133,8 +133,9 @@ TensorIterator& TensorIterator::build() {
         for (int j = noutputs_; j < nops_; ++j)
           aliased = aliased || (!ops_[j].is_scalar && ops_[j].tensor == t);
         if (t->sizes() != shape_) {
-          EMBER_CHECK(resize_outputs_ && !aliased, op_, ": output with shape ", shape_str(t->sizes()),
-                      " doesn't match the broadcast shape ", shape_str(shape_));
+          EMBER_CHECK(resize_outputs_ && !aliased, op_, ": output with shape ",
+                      shape_str(t->sizes()), " doesn't match the broadcast shape ",
+                      shape_str(shape_));
           Tensor fresh = empty(shape_, t->dtype(), t->device());
           t->set_storage(fresh->storage());
           t->set_sizes_strides(shape_, fresh->strides(), 0);
@@ -232,7 +233,8 @@ void TensorIterator::finish() {
 // ---- scalars --------------------------------------------------------------------------------
 
 void store_scalar(const Scalar& s, ScalarType dtype, void* ptr) {
-  EMBER_DISPATCH_ALL(dtype, "store_scalar", [&] { *static_cast<scalar_t*>(ptr) = s.to<scalar_t>(); });
+  EMBER_DISPATCH_ALL(dtype, "store_scalar",
+                     [&] { *static_cast<scalar_t*>(ptr) = s.to<scalar_t>(); });
 }
 
 Scalar load_scalar(const void* ptr, ScalarType dtype) {

@@ -119,11 +119,11 @@ class TensorIterator {
 
  private:
   struct Operand {
-    Tensor tensor;       // as given (null for an output to allocate)
-    Tensor result;       // outputs: what the caller gets back
-    Tensor compute;      // the tensor actually iterated (a cast copy or a temporary)
+    Tensor tensor;   // as given (null for an output to allocate)
+    Tensor result;   // outputs: what the caller gets back
+    Tensor compute;  // the tensor actually iterated (a cast copy or a temporary)
     char* data = nullptr;
-    DimVector strides;   // in bytes, broadcast to shape_
+    DimVector strides;  // in bytes, broadcast to shape_
     ScalarType dtype = ScalarType::Float32;
     bool is_output = false;
     bool is_scalar = false;

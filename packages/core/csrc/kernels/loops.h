@@ -27,7 +27,8 @@ inline void unary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
     return;
   }
   for (int64_t i = 0; i < n; ++i)
-    *reinterpret_cast<R*>(out + i * s[0]) = static_cast<R>(f(static_cast<A>(load<T>(in + i * s[1]))));
+    *reinterpret_cast<R*>(out + i * s[0]) =
+        static_cast<R>(f(static_cast<A>(load<T>(in + i * s[1]))));
 }
 
 // out = f(a, b)
@@ -39,7 +40,8 @@ inline void binary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
   const T* b = reinterpret_cast<const T*>(data[2]);
   if (s[0] == sizeof(R)) {
     if (s[1] == sizeof(T) && s[2] == sizeof(T)) {
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<A>(a[i]), static_cast<A>(b[i])));
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<R>(f(static_cast<A>(a[i]), static_cast<A>(b[i])));
       return;
     }
     if (s[1] == sizeof(T) && s[2] == 0) {
@@ -54,8 +56,8 @@ inline void binary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
     }
   }
   for (int64_t i = 0; i < n; ++i)
-    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(
-        f(static_cast<A>(load<T>(data[1] + i * s[1])), static_cast<A>(load<T>(data[2] + i * s[2]))));
+    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(f(
+        static_cast<A>(load<T>(data[1] + i * s[1])), static_cast<A>(load<T>(data[2] + i * s[2]))));
 }
 
 // out = f(a, b, c) (all inputs of type T)
@@ -63,9 +65,9 @@ template <class T, class R, class F>
 inline void ternary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
   using A = opmath_t<T>;
   for (int64_t i = 0; i < n; ++i)
-    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(f(static_cast<A>(load<T>(data[1] + i * s[1])),
-                                                   static_cast<A>(load<T>(data[2] + i * s[2])),
-                                                   static_cast<A>(load<T>(data[3] + i * s[3]))));
+    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(
+        f(static_cast<A>(load<T>(data[1] + i * s[1])), static_cast<A>(load<T>(data[2] + i * s[2])),
+          static_cast<A>(load<T>(data[3] + i * s[3]))));
 }
 
 // out = f(a, b, c, d)
@@ -73,10 +75,9 @@ template <class T, class R, class F>
 inline void quaternary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
   using A = opmath_t<T>;
   for (int64_t i = 0; i < n; ++i)
-    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(f(static_cast<A>(load<T>(data[1] + i * s[1])),
-                                                   static_cast<A>(load<T>(data[2] + i * s[2])),
-                                                   static_cast<A>(load<T>(data[3] + i * s[3])),
-                                                   static_cast<A>(load<T>(data[4] + i * s[4]))));
+    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(f(
+        static_cast<A>(load<T>(data[1] + i * s[1])), static_cast<A>(load<T>(data[2] + i * s[2])),
+        static_cast<A>(load<T>(data[3] + i * s[3])), static_cast<A>(load<T>(data[4] + i * s[4]))));
 }
 
 }  // namespace ember

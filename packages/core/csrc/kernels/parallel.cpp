@@ -123,7 +123,8 @@ ThreadPool& pool() {
 int get_num_threads() { return g_num_threads.load(); }
 
 void set_num_threads(int n) {
-  EMBER_CHECK_KIND(n >= 1, Value, "set_num_threads: expected a positive number of threads, got ", n);
+  EMBER_CHECK_KIND(n >= 1, Value, "set_num_threads: expected a positive number of threads, got ",
+                   n);
   g_num_threads.store(n);
   pool().resize(n);
   scipy_openblas_set_num_threads(n);
@@ -141,7 +142,8 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     return;
   }
   ThreadPool& p = pool();
-  int64_t nchunks = std::min<int64_t>({static_cast<int64_t>(p.size()), n / std::max<int64_t>(grain, 1)});
+  int64_t nchunks =
+      std::min<int64_t>({static_cast<int64_t>(p.size()), n / std::max<int64_t>(grain, 1)});
   nchunks = std::max<int64_t>(nchunks, 1);
   int64_t chunk = (n + nchunks - 1) / nchunks;
   p.run(static_cast<int>(nchunks), [&](int i) {

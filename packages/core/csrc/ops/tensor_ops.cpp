@@ -21,7 +21,8 @@ Tensor copy_(const Tensor& self, const Tensor& src) {
 
 Tensor fill_(const Tensor& self, const TensorOrScalar& value) {
   if (value.is_tensor()) {
-    EMBER_CHECK(value.tensor->dim() == 0, "fill_: only supports 0-dimension value tensor but got tensor with ",
+    EMBER_CHECK(value.tensor->dim() == 0,
+                "fill_: only supports 0-dimension value tensor but got tensor with ",
                 value.tensor->dim(), " dimensions");
     copy_into(self, value.tensor);
     return self;
@@ -58,18 +59,23 @@ Tensor full(const DimVector& size, const Scalar& value, std::optional<ScalarType
   return fill_(empty(size, dtype.value_or(value.dtype()), device), value);
 }
 
-Tensor empty_strided(const DimVector& size, const DimVector& stride, std::optional<ScalarType> dtype,
-                     std::optional<Device> device) {
-  return ember::empty_strided(size, stride, dtype.value_or(default_dtype()), device.value_or(cpu_device()));
+Tensor empty_strided(const DimVector& size, const DimVector& stride,
+                     std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return ember::empty_strided(size, stride, dtype.value_or(default_dtype()),
+                              device.value_or(cpu_device()));
 }
 
-Tensor empty_like(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return ember::empty(self->sizes(), dtype.value_or(self->dtype()), device.value_or(self->device()));
+Tensor empty_like(const Tensor& self, std::optional<ScalarType> dtype,
+                  std::optional<Device> device) {
+  return ember::empty(self->sizes(), dtype.value_or(self->dtype()),
+                      device.value_or(self->device()));
 }
-Tensor zeros_like(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
+Tensor zeros_like(const Tensor& self, std::optional<ScalarType> dtype,
+                  std::optional<Device> device) {
   return zero_(empty_like(self, dtype, device));
 }
-Tensor ones_like(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
+Tensor ones_like(const Tensor& self, std::optional<ScalarType> dtype,
+                 std::optional<Device> device) {
   return fill_(empty_like(self, dtype, device), Scalar(int64_t(1)));
 }
 Tensor full_like(const Tensor& self, const Scalar& value, std::optional<ScalarType> dtype,

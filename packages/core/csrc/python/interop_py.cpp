@@ -9,15 +9,24 @@ namespace {
 
 const char* buffer_format(ScalarType t) {
   switch (t) {
-    case ScalarType::Bool: return "?";
-    case ScalarType::UInt8: return "B";
-    case ScalarType::Int8: return "b";
-    case ScalarType::Int16: return "h";
-    case ScalarType::Int32: return "i";
-    case ScalarType::Int64: return "q";
-    case ScalarType::Float16: return "e";
-    case ScalarType::Float32: return "f";
-    case ScalarType::Float64: return "d";
+    case ScalarType::Bool:
+      return "?";
+    case ScalarType::UInt8:
+      return "B";
+    case ScalarType::Int8:
+      return "b";
+    case ScalarType::Int16:
+      return "h";
+    case ScalarType::Int32:
+      return "i";
+    case ScalarType::Int64:
+      return "q";
+    case ScalarType::Float16:
+      return "e";
+    case ScalarType::Float32:
+      return "f";
+    case ScalarType::Float64:
+      return "d";
     default:
       EMBER_FAIL(Type, "numpy: can't convert a ", dtype_name(t),
                  " tensor to NumPy (NumPy has no such dtype); convert it first, e.g. .float()");
@@ -28,18 +37,41 @@ bool dtype_from_format(std::string f, int64_t itemsize, ScalarType* out) {
   if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f = f.substr(1);
   if (f.size() != 1) return false;
   switch (f[0]) {
-    case '?': *out = ScalarType::Bool; return true;
-    case 'B': *out = ScalarType::UInt8; return true;
-    case 'b': *out = ScalarType::Int8; return true;
-    case 'h': *out = ScalarType::Int16; return true;
-    case 'i': case 'l': case 'q':
-      if (itemsize == 4) { *out = ScalarType::Int32; return true; }
-      if (itemsize == 8) { *out = ScalarType::Int64; return true; }
+    case '?':
+      *out = ScalarType::Bool;
+      return true;
+    case 'B':
+      *out = ScalarType::UInt8;
+      return true;
+    case 'b':
+      *out = ScalarType::Int8;
+      return true;
+    case 'h':
+      *out = ScalarType::Int16;
+      return true;
+    case 'i':
+    case 'l':
+    case 'q':
+      if (itemsize == 4) {
+        *out = ScalarType::Int32;
+        return true;
+      }
+      if (itemsize == 8) {
+        *out = ScalarType::Int64;
+        return true;
+      }
       return false;
-    case 'e': *out = ScalarType::Float16; return true;
-    case 'f': *out = ScalarType::Float32; return true;
-    case 'd': *out = ScalarType::Float64; return true;
-    default: return false;
+    case 'e':
+      *out = ScalarType::Float16;
+      return true;
+    case 'f':
+      *out = ScalarType::Float32;
+      return true;
+    case 'd':
+      *out = ScalarType::Float64;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -52,8 +84,15 @@ void release_buffer(void* ctx) {
 }
 
 // ---- DLPack (the ABI is fixed by the DLPack specification) ----------------------------------
-struct DLDevice { int32_t device_type; int32_t device_id; };
-struct DLDataType { uint8_t code; uint8_t bits; uint16_t lanes; };
+struct DLDevice {
+  int32_t device_type;
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
 struct DLTensor {
   void* data;
   DLDevice device;
@@ -80,34 +119,47 @@ struct DLPackHolder {  // what our exported DLManagedTensor owns
 DLDataType to_dl(ScalarType t) {
   uint8_t bits = static_cast<uint8_t>(itemsize(t) * 8);
   switch (t) {
-    case ScalarType::Bool: return {kDLBool, 8, 1};
-    case ScalarType::UInt8: return {kDLUInt, 8, 1};
-    case ScalarType::BFloat16: return {kDLBfloat, 16, 1};
-    default: return {static_cast<uint8_t>(is_floating(t) ? kDLFloat : kDLInt), bits, 1};
+    case ScalarType::Bool:
+      return {kDLBool, 8, 1};
+    case ScalarType::UInt8:
+      return {kDLUInt, 8, 1};
+    case ScalarType::BFloat16:
+      return {kDLBfloat, 16, 1};
+    default:
+      return {static_cast<uint8_t>(is_floating(t) ? kDLFloat : kDLInt), bits, 1};
   }
 }
 
 ScalarType from_dl(DLDataType d) {
-  EMBER_CHECK_KIND(d.lanes == 1, Type, "from_dlpack: vector dtypes (lanes=", d.lanes, ") are not supported");
+  EMBER_CHECK_KIND(d.lanes == 1, Type, "from_dlpack: vector dtypes (lanes=", d.lanes,
+                   ") are not supported");
   if (d.code == kDLBool && d.bits == 8) return ScalarType::Bool;
   if (d.code == kDLUInt && d.bits == 8) return ScalarType::UInt8;
   if (d.code == kDLBfloat && d.bits == 16) return ScalarType::BFloat16;
   if (d.code == kDLInt) {
     switch (d.bits) {
-      case 8: return ScalarType::Int8;
-      case 16: return ScalarType::Int16;
-      case 32: return ScalarType::Int32;
-      case 64: return ScalarType::Int64;
+      case 8:
+        return ScalarType::Int8;
+      case 16:
+        return ScalarType::Int16;
+      case 32:
+        return ScalarType::Int32;
+      case 64:
+        return ScalarType::Int64;
     }
   }
   if (d.code == kDLFloat) {
     switch (d.bits) {
-      case 16: return ScalarType::Float16;
-      case 32: return ScalarType::Float32;
-      case 64: return ScalarType::Float64;
+      case 16:
+        return ScalarType::Float16;
+      case 32:
+        return ScalarType::Float32;
+      case 64:
+        return ScalarType::Float64;
     }
   }
-  EMBER_FAIL(Type, "from_dlpack: unsupported DLPack dtype (code ", int(d.code), ", bits ", int(d.bits), ")");
+  EMBER_FAIL(Type, "from_dlpack: unsupported DLPack dtype (code ", int(d.code), ", bits ",
+             int(d.bits), ")");
 }
 
 void dlpack_capsule_destructor(PyObject* capsule) {
@@ -131,7 +183,8 @@ Tensor tensor_from_buffer(py::handle obj, bool share) {
   auto view = std::make_unique<Py_buffer>();
   if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_RECORDS_RO | PyBUF_FORMAT) != 0) {
     PyErr_Clear();
-    if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_FULL_RO) != 0) throw py::error_already_set();
+    if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_FULL_RO) != 0)
+      throw py::error_already_set();
   }
   ScalarType dt;
   std::string fmt = view->format ? view->format : "B";
@@ -148,7 +201,8 @@ Tensor tensor_from_buffer(py::handle obj, bool share) {
     Py_ssize_t st = view->strides ? view->strides[i] : 0;
     if (st % view->itemsize != 0 || st < 0) {
       PyBuffer_Release(view.get());
-      EMBER_FAIL(Value, "from_numpy: arrays with negative or non-itemsize-multiple strides are not "
+      EMBER_FAIL(Value,
+                 "from_numpy: arrays with negative or non-itemsize-multiple strides are not "
                  "supported; make a copy first (e.g. numpy.ascontiguousarray)");
     }
     strides.push_back(st / view->itemsize);
@@ -164,17 +218,22 @@ Tensor tensor_from_buffer(py::handle obj, bool share) {
   size_t nbytes = static_cast<size_t>(extent * view->itemsize);
   void* data = view->buf;
   Py_buffer* raw = view.release();
-  auto storage = std::make_shared<StorageImpl>(DataPtr(data, raw, &release_buffer, cpu_device()), nbytes);
+  auto storage =
+      std::make_shared<StorageImpl>(DataPtr(data, raw, &release_buffer, cpu_device()), nbytes);
   return std::make_shared<TensorImpl>(std::move(storage), dt, sizes, strides, 0,
                                       std::make_shared<VersionCounter>());
 }
 
 void bind_interop(py::module_& m, TensorClass& cls) {
-  m.def("from_numpy", [](py::handle arr) {
-    if (!PyObject_CheckBuffer(arr.ptr()))
-      throw py::type_error(std::string("from_numpy: expected np.ndarray (got ") + Py_TYPE(arr.ptr())->tp_name + ")");
-    return tensor_from_buffer(arr, true);
-  }, py::arg("ndarray"));
+  m.def(
+      "from_numpy",
+      [](py::handle arr) {
+        if (!PyObject_CheckBuffer(arr.ptr()))
+          throw py::type_error(std::string("from_numpy: expected np.ndarray (got ") +
+                               Py_TYPE(arr.ptr())->tp_name + ")");
+        return tensor_from_buffer(arr, true);
+      },
+      py::arg("ndarray"));
   m.def("_from_buffer", [](py::handle obj) { return tensor_from_buffer(obj, true); });
 
   cls.def_buffer([](TensorImpl& t) -> py::buffer_info {
@@ -183,7 +242,8 @@ void bind_interop(py::module_& m, TensorClass& cls) {
     std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end());
     std::vector<py::ssize_t> strides;
     for (int64_t s : t.strides()) strides.push_back(s * t.itemsize());
-    return py::buffer_info(t.data(), t.itemsize(), buffer_format(t.dtype()), t.dim(), shape, strides,
+    return py::buffer_info(t.data(), t.itemsize(), buffer_format(t.dtype()), t.dim(), shape,
+                           strides,
                            /*readonly=*/false);
   });
 
@@ -201,12 +261,16 @@ void bind_interop(py::module_& m, TensorClass& cls) {
     dl.shape = h->shape.data();
     dl.strides = h->strides.data();
     h->managed.manager_ctx = h.get();
-    h->managed.deleter = [](DLManagedTensor* self) { delete static_cast<DLPackHolder*>(self->manager_ctx); };
+    h->managed.deleter = [](DLManagedTensor* self) {
+      delete static_cast<DLPackHolder*>(self->manager_ctx);
+    };
     DLManagedTensor* managed = &h.release()->managed;
-    return py::reinterpret_steal<py::object>(PyCapsule_New(managed, "dltensor", dlpack_capsule_destructor));
+    return py::reinterpret_steal<py::object>(
+        PyCapsule_New(managed, "dltensor", dlpack_capsule_destructor));
   });
   cls.def("__dlpack_device__", [](const Tensor& t) {
-    return py::make_tuple(t->device().is_cpu() ? int(kDLCPU) : int(kDLCUDA), std::max<int>(t->device().index, 0));
+    return py::make_tuple(t->device().is_cpu() ? int(kDLCPU) : int(kDLCUDA),
+                          std::max<int>(t->device().index, 0));
   });
 
   m.def("_from_dlpack_capsule", [](py::capsule cap) {
@@ -215,11 +279,13 @@ void bind_interop(py::module_& m, TensorClass& cls) {
                      "from_dlpack: expected an unconsumed 'dltensor' capsule");
     auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
     const DLTensor& dl = m->dl_tensor;
-    EMBER_CHECK(dl.device.device_type == kDLCPU, "from_dlpack: only CPU tensors are supported in this build (device type ",
+    EMBER_CHECK(dl.device.device_type == kDLCPU,
+                "from_dlpack: only CPU tensors are supported in this build (device type ",
                 dl.device.device_type, ")");
     ScalarType dt = from_dl(dl.dtype);
     DimVector sizes(dl.shape, dl.shape + dl.ndim);
-    DimVector strides = dl.strides ? DimVector(dl.strides, dl.strides + dl.ndim) : contiguous_strides(sizes);
+    DimVector strides =
+        dl.strides ? DimVector(dl.strides, dl.strides + dl.ndim) : contiguous_strides(sizes);
     int64_t extent = 1;
     for (int64_t d = 0; d < sizes.size(); ++d) extent = sizes[d] == 0 ? 0 : extent;
     if (extent)

@@ -1,13 +1,12 @@
 // The ember._C extension module: dtypes, devices, generators, the Tensor class, memory and
 // threading controls, and every op generated from ops/*.yaml.
-#include "python/bind_support.h"
-#include "python/tensor_py.h"
+#include <random>
 
 #include "core/engine_api.h"
 #include "core/generator.h"
 #include "kernels/parallel.h"
-
-#include <random>
+#include "python/bind_support.h"
+#include "python/tensor_py.h"
 
 namespace ember {
 
@@ -48,14 +47,17 @@ void bind_dtypes(py::module_& m) {
 
 void bind_device(py::module_& m) {
   py::class_<Device> cls(m, "device");
-  cls.def(py::init([](const std::string& s, std::optional<int64_t> index) { return parse_device(s, index); }),
+  cls.def(py::init([](const std::string& s, std::optional<int64_t> index) {
+            return parse_device(s, index);
+          }),
           py::arg("type"), py::arg("index") = py::none())
       .def(py::init([](const Device& d) { return d; }))
       .def_property_readonly("type", [](const Device& d) { return d.is_cpu() ? "cpu" : "cuda"; })
-      .def_property_readonly("index", [](const Device& d) -> py::object {
-        if (d.index < 0) return py::none();
-        return py::int_(d.index);
-      })
+      .def_property_readonly("index",
+                             [](const Device& d) -> py::object {
+                               if (d.index < 0) return py::none();
+                               return py::int_(d.index);
+                             })
       .def("__eq__", [](const Device& a, const Device& b) { return a == b; })
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1000 + d.index; })
       .def("__str__", &Device::str)
@@ -74,24 +76,34 @@ void bind_generator(py::module_& m) {
              return new Generator();
            }),
            py::arg("device") = py::none())
-      .def("manual_seed", [](Generator& g, uint64_t seed) -> Generator& { g.manual_seed(seed); return g; },
-           py::return_value_policy::reference)
+      .def(
+          "manual_seed",
+          [](Generator& g, uint64_t seed) -> Generator& {
+            g.manual_seed(seed);
+            return g;
+          },
+          py::return_value_policy::reference)
       .def("initial_seed", &Generator::initial_seed)
-      .def("seed", [](Generator& g) {
-        uint64_t s = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
-        g.manual_seed(s);
-        return s;
-      })
+      .def("seed",
+           [](Generator& g) {
+             uint64_t s = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
+             g.manual_seed(s);
+             return s;
+           })
       .def("get_state", [](Generator& g) { return py::make_tuple(g.seed(), g.offset()); })
-      .def("set_state", [](Generator& g, py::tuple st) {
-        g.set_state(st[0].cast<uint64_t>(), st[1].cast<uint64_t>());
-      })
+      .def("set_state",
+           [](Generator& g, py::tuple st) {
+             g.set_state(st[0].cast<uint64_t>(), st[1].cast<uint64_t>());
+           })
       .def_property_readonly("device", [](const Generator&) { return cpu_device(); });
   m.attr("default_generator") = py::cast(&default_generator(), py::return_value_policy::reference);
-  m.def("manual_seed", [](uint64_t seed) -> Generator& {
-    default_generator().manual_seed(seed);
-    return default_generator();
-  }, py::return_value_policy::reference);
+  m.def(
+      "manual_seed",
+      [](uint64_t seed) -> Generator& {
+        default_generator().manual_seed(seed);
+        return default_generator();
+      },
+      py::return_value_policy::reference);
   m.def("initial_seed", [] { return default_generator().initial_seed(); });
 }
 
@@ -190,14 +202,20 @@ void bind_memory(py::module_& m) {
         t->alloc = std::make_unique<CachingAllocator>(std::move(raw), cpu_device());
         return t;
       }))
-      .def("malloc", [](TestAllocator& t, size_t n, int64_t stream) {
-        t.live.push_back(std::make_unique<DataPtr>(t.alloc->allocate(n, stream)));
-        return py::make_tuple(t.live.size() - 1, reinterpret_cast<uintptr_t>(t.live.back()->get()));
-      }, py::arg("nbytes"), py::arg("stream") = 0)
-      .def("free", [](TestAllocator& t, size_t handle) {
-        if (handle >= t.live.size() || !t.live[handle]) throw py::index_error("free: bad handle");
-        t.live[handle].reset();
-      })
+      .def(
+          "malloc",
+          [](TestAllocator& t, size_t n, int64_t stream) {
+            t.live.push_back(std::make_unique<DataPtr>(t.alloc->allocate(n, stream)));
+            return py::make_tuple(t.live.size() - 1,
+                                  reinterpret_cast<uintptr_t>(t.live.back()->get()));
+          },
+          py::arg("nbytes"), py::arg("stream") = 0)
+      .def("free",
+           [](TestAllocator& t, size_t handle) {
+             if (handle >= t.live.size() || !t.live[handle])
+               throw py::index_error("free: bad handle");
+             t.live[handle].reset();
+           })
       .def("empty_cache", [](TestAllocator& t) { t.alloc->empty_cache(); })
       .def("set_caching", [](TestAllocator& t, bool on) { t.alloc->set_caching(on); })
       .def("stats", [](TestAllocator& t) { return stats_dict(t.alloc->stats()); })
@@ -215,12 +233,23 @@ void translate_errors() {
     } catch (const Error& e) {
       PyObject* type = PyExc_RuntimeError;
       switch (e.kind()) {
-        case ErrorKind::Value: type = PyExc_ValueError; break;
-        case ErrorKind::Type: type = PyExc_TypeError; break;
-        case ErrorKind::Index: type = PyExc_IndexError; break;
-        case ErrorKind::NotImplemented: type = PyExc_NotImplementedError; break;
-        case ErrorKind::OutOfMemory: type = g_oom_error; break;
-        case ErrorKind::Runtime: break;
+        case ErrorKind::Value:
+          type = PyExc_ValueError;
+          break;
+        case ErrorKind::Type:
+          type = PyExc_TypeError;
+          break;
+        case ErrorKind::Index:
+          type = PyExc_IndexError;
+          break;
+        case ErrorKind::NotImplemented:
+          type = PyExc_NotImplementedError;
+          break;
+        case ErrorKind::OutOfMemory:
+          type = g_oom_error;
+          break;
+        case ErrorKind::Runtime:
+          break;
       }
       PyErr_SetString(type, e.what());
     }
@@ -258,9 +287,9 @@ bool dtype_from_object(PyObject* o, ScalarType* out) {
 PYBIND11_MODULE(_C, m) {
   using namespace ember;
   m.doc() = "ember's C++ core: tensors, ops, memory.";
-  g_oom_error = PyErr_NewExceptionWithDoc("ember.OutOfMemoryError",
-                                          "A device allocation failed even after freeing the cache.",
-                                          PyExc_RuntimeError, nullptr);
+  g_oom_error = PyErr_NewExceptionWithDoc(
+      "ember.OutOfMemoryError", "A device allocation failed even after freeing the cache.",
+      PyExc_RuntimeError, nullptr);
   m.attr("OutOfMemoryError") = py::handle(g_oom_error);
   translate_errors();
   bind_dtypes(m);

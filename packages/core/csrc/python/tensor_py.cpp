@@ -67,12 +67,15 @@ void scan_kind(py::handle obj, int& kind) {
   PyObject* o = obj.ptr();
   if (PyList_Check(o) || PyTuple_Check(o)) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-    for (Py_ssize_t i = 0; i < n && kind < kFloat; ++i) scan_kind(PySequence_Fast_GET_ITEM(o, i), kind);
+    for (Py_ssize_t i = 0; i < n && kind < kFloat; ++i)
+      scan_kind(PySequence_Fast_GET_ITEM(o, i), kind);
     return;
   }
   if (is_tensor_object(o)) {
     auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
-    kind = std::max(kind, is_floating(t->dtype()) ? int(kFloat) : t->dtype() == ScalarType::Bool ? int(kBool) : int(kInt));
+    kind = std::max(kind, is_floating(t->dtype())          ? int(kFloat)
+                          : t->dtype() == ScalarType::Bool ? int(kBool)
+                                                           : int(kInt));
     return;
   }
   Scalar s;
@@ -136,8 +139,11 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype) {
   infer_shape(data, shape);
   int kind = kBool;
   scan_kind(data, kind);
-  ScalarType dt = dtype.value_or(kind == kFloat ? default_dtype() : kind == kInt ? ScalarType::Int64 : ScalarType::Bool);
-  if (!dtype && shape.size() > 0 && shape[shape.size() - 1] == 0 && kind == kBool) dt = default_dtype();
+  ScalarType dt = dtype.value_or(kind == kFloat ? default_dtype()
+                                 : kind == kInt ? ScalarType::Int64
+                                                : ScalarType::Bool);
+  if (!dtype && shape.size() > 0 && shape[shape.size() - 1] == 0 && kind == kBool)
+    dt = default_dtype();
   Tensor out = empty(shape, dt);
   char* p = out->data();
   fill_rec(data, shape, 0, p, dt);
@@ -147,18 +153,25 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype) {
 void bind_tensor(py::module_& m, TensorClass& cls) {
   g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   m.def("_set_size_type", [](py::object t) { g_size_type = t.release().ptr(); });
-  m.def("tensor", [](py::handle data, std::optional<ScalarType> dtype, std::optional<Device> device) {
-    if (device && !device->is_cpu()) no_kernel("tensor", device->type);
-    return tensor_from_data(data, dtype);
-  }, py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none());
+  m.def(
+      "tensor",
+      [](py::handle data, std::optional<ScalarType> dtype, std::optional<Device> device) {
+        if (device && !device->is_cpu()) no_kernel("tensor", device->type);
+        return tensor_from_data(data, dtype);
+      },
+      py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(),
+      py::arg("device") = py::none());
 
   cls.def_property_readonly("shape", [](const Tensor& t) { return make_size(t->sizes()); })
       .def("size", [](const Tensor& t) { return make_size(t->sizes()); })
-      .def("size", [](const Tensor& t, int64_t d) { return t->size(wrap_dim(d, t->dim(), "size")); },
-           py::arg("dim"))
+      .def(
+          "size", [](const Tensor& t, int64_t d) { return t->size(wrap_dim(d, t->dim(), "size")); },
+          py::arg("dim"))
       .def("stride", [](const Tensor& t) { return py::cast(t->strides()); })
-      .def("stride", [](const Tensor& t, int64_t d) { return t->stride(wrap_dim(d, t->dim(), "stride")); },
-           py::arg("dim"))
+      .def(
+          "stride",
+          [](const Tensor& t, int64_t d) { return t->stride(wrap_dim(d, t->dim(), "stride")); },
+          py::arg("dim"))
       .def_property_readonly("dtype", [](const Tensor& t) { return t->dtype(); })
       .def_property_readonly("device", [](const Tensor& t) { return t->device(); })
       .def_property_readonly("ndim", [](const Tensor& t) { return t->dim(); })
@@ -175,33 +188,37 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def("is_contiguous", [](const Tensor& t) { return t->is_contiguous(); })
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t->data()); })
       .def("storage_offset", [](const Tensor& t) { return t->storage_offset(); })
-      .def("untyped_storage_ptr", [](const Tensor& t) {
-        return reinterpret_cast<uintptr_t>(t->storage()->data.get());
-      })
+      .def("untyped_storage_ptr",
+           [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t->storage()->data.get()); })
       .def("_storage_nbytes", [](const Tensor& t) { return t->storage()->nbytes; })
       .def_property_readonly("_version", [](const Tensor& t) { return t->version(); })
-      .def_property_readonly("_base", [](const Tensor& t) -> py::object {
-        return t->base() ? py::cast(t->base()) : py::none();
-      })
+      .def_property_readonly("_base",
+                             [](const Tensor& t) -> py::object {
+                               return t->base() ? py::cast(t->base()) : py::none();
+                             })
       .def("_is_view", [](const Tensor& t) { return t->base() != nullptr; })
       .def("item", [](const Tensor& t) { return item(t); })
       .def("tolist", [](const Tensor& t) { return tolist_rec(*t, t->data(), 0); })
       .def("__float__", [](const Tensor& t) { return item(t).to_double(); })
       .def("__int__", [](const Tensor& t) { return item(t).to_int(); })
-      .def("__bool__", [](const Tensor& t) {
-        EMBER_CHECK(t->numel() == 1, "Boolean value of Tensor with ", t->numel() == 0 ? "no values" : "more than one value",
-                    " is ambiguous");
-        return item(t).to_bool();
-      })
-      .def("__index__", [](const Tensor& t) {
-        EMBER_CHECK_KIND(t->numel() == 1 && is_integral(t->dtype(), true), Type,
-                         "only integer tensors of a single element can be converted to an index");
-        return item(t).to_int();
-      })
-      .def("__len__", [](const Tensor& t) {
-        EMBER_CHECK_KIND(t->dim() > 0, Type, "len() of a 0-d tensor");
-        return t->size(0);
-      })
+      .def("__bool__",
+           [](const Tensor& t) {
+             EMBER_CHECK(t->numel() == 1, "Boolean value of Tensor with ",
+                         t->numel() == 0 ? "no values" : "more than one value", " is ambiguous");
+             return item(t).to_bool();
+           })
+      .def("__index__",
+           [](const Tensor& t) {
+             EMBER_CHECK_KIND(
+                 t->numel() == 1 && is_integral(t->dtype(), true), Type,
+                 "only integer tensors of a single element can be converted to an index");
+             return item(t).to_int();
+           })
+      .def("__len__",
+           [](const Tensor& t) {
+             EMBER_CHECK_KIND(t->dim() > 0, Type, "len() of a 0-d tensor");
+             return t->size(0);
+           })
       .def("__hash__", [](py::handle self) { return reinterpret_cast<intptr_t>(self.ptr()); });
 
   // Python operators. Reflected forms with a number on the left make a 0-d tensor of it, which
@@ -212,50 +229,194 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
     return t;
   };
   auto none = Tensor();
-  cls.def("__add__", [](const Tensor& a, const TensorOrScalar& b) { return ops::add(a, b, 1, Tensor()); }, py::is_operator())
-      .def("__radd__", [](const Tensor& a, const TensorOrScalar& b) { return ops::add(a, b, 1, Tensor()); }, py::is_operator())
-      .def("__iadd__", [](const Tensor& a, const TensorOrScalar& b) { return ops::add(a, b, 1, a); }, py::is_operator())
-      .def("__sub__", [](const Tensor& a, const TensorOrScalar& b) { return ops::sub(a, b, 1, Tensor()); }, py::is_operator())
-      .def("__rsub__", [](const Tensor& a, const TensorOrScalar& b) { return ops::rsub(a, b, 1); }, py::is_operator())
-      .def("__isub__", [](const Tensor& a, const TensorOrScalar& b) { return ops::sub(a, b, 1, a); }, py::is_operator())
-      .def("__mul__", [](const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, Tensor()); }, py::is_operator())
-      .def("__rmul__", [](const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, Tensor()); }, py::is_operator())
-      .def("__imul__", [](const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, a); }, py::is_operator())
-      .def("__truediv__", [](const Tensor& a, const TensorOrScalar& b) { return ops::div(a, b, std::nullopt, Tensor()); }, py::is_operator())
-      .def("__rtruediv__", [num](const Tensor& a, const Scalar& b) { return ops::div(num(b), a, std::nullopt, Tensor()); }, py::is_operator())
-      .def("__itruediv__", [](const Tensor& a, const TensorOrScalar& b) { return ops::div(a, b, std::nullopt, a); }, py::is_operator())
-      .def("__floordiv__", [](const Tensor& a, const TensorOrScalar& b) { return ops::div(a, b, std::string("floor"), Tensor()); }, py::is_operator())
-      .def("__rfloordiv__", [num](const Tensor& a, const Scalar& b) { return ops::div(num(b), a, std::string("floor"), Tensor()); }, py::is_operator())
-      .def("__ifloordiv__", [](const Tensor& a, const TensorOrScalar& b) { return ops::div(a, b, std::string("floor"), a); }, py::is_operator())
-      .def("__mod__", [](const Tensor& a, const TensorOrScalar& b) { return ops::remainder(a, b, Tensor()); }, py::is_operator())
-      .def("__rmod__", [num](const Tensor& a, const Scalar& b) { return ops::remainder(num(b), a, Tensor()); }, py::is_operator())
-      .def("__imod__", [](const Tensor& a, const TensorOrScalar& b) { return ops::remainder(a, b, a); }, py::is_operator())
-      .def("__pow__", [](const Tensor& a, const TensorOrScalar& b) { return ops::pow(a, b, Tensor()); }, py::is_operator())
-      .def("__rpow__", [](const Tensor& a, const Scalar& b) { return ops::rpow(a, b); }, py::is_operator())
-      .def("__ipow__", [](const Tensor& a, const TensorOrScalar& b) { return ops::pow(a, b, a); }, py::is_operator())
-      .def("__and__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_and(a, b, Tensor()); }, py::is_operator())
-      .def("__rand__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_and(a, b, Tensor()); }, py::is_operator())
-      .def("__iand__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_and(a, b, a); }, py::is_operator())
-      .def("__or__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_or(a, b, Tensor()); }, py::is_operator())
-      .def("__ror__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_or(a, b, Tensor()); }, py::is_operator())
-      .def("__ior__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_or(a, b, a); }, py::is_operator())
-      .def("__xor__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_xor(a, b, Tensor()); }, py::is_operator())
-      .def("__rxor__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_xor(a, b, Tensor()); }, py::is_operator())
-      .def("__ixor__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_xor(a, b, a); }, py::is_operator())
-      .def("__lshift__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_left_shift(a, b, Tensor()); }, py::is_operator())
-      .def("__rlshift__", [num](const Tensor& a, const Scalar& b) { return ops::bitwise_left_shift(num(b), a, Tensor()); }, py::is_operator())
-      .def("__ilshift__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_left_shift(a, b, a); }, py::is_operator())
-      .def("__rshift__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_right_shift(a, b, Tensor()); }, py::is_operator())
-      .def("__rrshift__", [num](const Tensor& a, const Scalar& b) { return ops::bitwise_right_shift(num(b), a, Tensor()); }, py::is_operator())
-      .def("__irshift__", [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_right_shift(a, b, a); }, py::is_operator())
-      .def("__eq__", [](const Tensor& a, const TensorOrScalar& b) { return ops::eq(a, b, Tensor()); }, py::is_operator())
-      .def("__ne__", [](const Tensor& a, const TensorOrScalar& b) { return ops::ne(a, b, Tensor()); }, py::is_operator())
-      .def("__lt__", [](const Tensor& a, const TensorOrScalar& b) { return ops::lt(a, b, Tensor()); }, py::is_operator())
-      .def("__le__", [](const Tensor& a, const TensorOrScalar& b) { return ops::le(a, b, Tensor()); }, py::is_operator())
-      .def("__gt__", [](const Tensor& a, const TensorOrScalar& b) { return ops::gt(a, b, Tensor()); }, py::is_operator())
-      .def("__ge__", [](const Tensor& a, const TensorOrScalar& b) { return ops::ge(a, b, Tensor()); }, py::is_operator())
-      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return ops::matmul(a, b); }, py::is_operator())
-      .def("__rmatmul__", [](const Tensor& a, const Tensor& b) { return ops::matmul(b, a); }, py::is_operator())
+  cls.def(
+         "__add__",
+         [](const Tensor& a, const TensorOrScalar& b) { return ops::add(a, b, 1, Tensor()); },
+         py::is_operator())
+      .def(
+          "__radd__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::add(a, b, 1, Tensor()); },
+          py::is_operator())
+      .def(
+          "__iadd__", [](const Tensor& a, const TensorOrScalar& b) { return ops::add(a, b, 1, a); },
+          py::is_operator())
+      .def(
+          "__sub__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::sub(a, b, 1, Tensor()); },
+          py::is_operator())
+      .def(
+          "__rsub__", [](const Tensor& a, const TensorOrScalar& b) { return ops::rsub(a, b, 1); },
+          py::is_operator())
+      .def(
+          "__isub__", [](const Tensor& a, const TensorOrScalar& b) { return ops::sub(a, b, 1, a); },
+          py::is_operator())
+      .def(
+          "__mul__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__rmul__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__imul__", [](const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, a); },
+          py::is_operator())
+      .def(
+          "__truediv__",
+          [](const Tensor& a, const TensorOrScalar& b) {
+            return ops::div(a, b, std::nullopt, Tensor());
+          },
+          py::is_operator())
+      .def(
+          "__rtruediv__",
+          [num](const Tensor& a, const Scalar& b) {
+            return ops::div(num(b), a, std::nullopt, Tensor());
+          },
+          py::is_operator())
+      .def(
+          "__itruediv__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::div(a, b, std::nullopt, a); },
+          py::is_operator())
+      .def(
+          "__floordiv__",
+          [](const Tensor& a, const TensorOrScalar& b) {
+            return ops::div(a, b, std::string("floor"), Tensor());
+          },
+          py::is_operator())
+      .def(
+          "__rfloordiv__",
+          [num](const Tensor& a, const Scalar& b) {
+            return ops::div(num(b), a, std::string("floor"), Tensor());
+          },
+          py::is_operator())
+      .def(
+          "__ifloordiv__",
+          [](const Tensor& a, const TensorOrScalar& b) {
+            return ops::div(a, b, std::string("floor"), a);
+          },
+          py::is_operator())
+      .def(
+          "__mod__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::remainder(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__rmod__",
+          [num](const Tensor& a, const Scalar& b) { return ops::remainder(num(b), a, Tensor()); },
+          py::is_operator())
+      .def(
+          "__imod__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::remainder(a, b, a); },
+          py::is_operator())
+      .def(
+          "__pow__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::pow(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__rpow__", [](const Tensor& a, const Scalar& b) { return ops::rpow(a, b); },
+          py::is_operator())
+      .def(
+          "__ipow__", [](const Tensor& a, const TensorOrScalar& b) { return ops::pow(a, b, a); },
+          py::is_operator())
+      .def(
+          "__and__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_and(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__rand__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_and(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__iand__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_and(a, b, a); },
+          py::is_operator())
+      .def(
+          "__or__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_or(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__ror__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_or(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__ior__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_or(a, b, a); },
+          py::is_operator())
+      .def(
+          "__xor__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_xor(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__rxor__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_xor(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__ixor__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_xor(a, b, a); },
+          py::is_operator())
+      .def(
+          "__lshift__",
+          [](const Tensor& a, const TensorOrScalar& b) {
+            return ops::bitwise_left_shift(a, b, Tensor());
+          },
+          py::is_operator())
+      .def(
+          "__rlshift__",
+          [num](const Tensor& a, const Scalar& b) {
+            return ops::bitwise_left_shift(num(b), a, Tensor());
+          },
+          py::is_operator())
+      .def(
+          "__ilshift__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::bitwise_left_shift(a, b, a); },
+          py::is_operator())
+      .def(
+          "__rshift__",
+          [](const Tensor& a, const TensorOrScalar& b) {
+            return ops::bitwise_right_shift(a, b, Tensor());
+          },
+          py::is_operator())
+      .def(
+          "__rrshift__",
+          [num](const Tensor& a, const Scalar& b) {
+            return ops::bitwise_right_shift(num(b), a, Tensor());
+          },
+          py::is_operator())
+      .def(
+          "__irshift__",
+          [](const Tensor& a, const TensorOrScalar& b) {
+            return ops::bitwise_right_shift(a, b, a);
+          },
+          py::is_operator())
+      .def(
+          "__eq__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::eq(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__ne__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::ne(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__lt__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::lt(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__le__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::le(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__gt__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::gt(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__ge__",
+          [](const Tensor& a, const TensorOrScalar& b) { return ops::ge(a, b, Tensor()); },
+          py::is_operator())
+      .def(
+          "__matmul__", [](const Tensor& a, const Tensor& b) { return ops::matmul(a, b); },
+          py::is_operator())
+      .def(
+          "__rmatmul__", [](const Tensor& a, const Tensor& b) { return ops::matmul(b, a); },
+          py::is_operator())
       .def("__neg__", [](const Tensor& a) { return ops::neg(a, Tensor()); })
       .def("__pos__", [](const Tensor& a) { return a; })
       .def("__abs__", [](const Tensor& a) { return ops::abs(a, Tensor()); })

@@ -72,15 +72,15 @@ double erfinv_impl(double y) {
 
 }  // namespace
 
-#define EMBER_UNARY_FLOAT(NAME, EXPR)                                                  \
-  Tensor NAME(const Tensor& self, const Tensor& out) {                                 \
-    TensorIterator it(#NAME);                                                          \
-    it.add_output(out).add_input(self).promote_int_to_float(true).build();             \
-    run<Types::Float, void, 1>(it, #NAME, [](auto tag) {                               \
-      using A = decltype(tag);                                                         \
-      return [](A x) -> A { return EXPR; };                                            \
-    });                                                                                \
-    return it.output();                                                                \
+#define EMBER_UNARY_FLOAT(NAME, EXPR)                                      \
+  Tensor NAME(const Tensor& self, const Tensor& out) {                     \
+    TensorIterator it(#NAME);                                              \
+    it.add_output(out).add_input(self).promote_int_to_float(true).build(); \
+    run<Types::Float, void, 1>(it, #NAME, [](auto tag) {                   \
+      using A = decltype(tag);                                             \
+      return [](A x) -> A { return EXPR; };                                \
+    });                                                                    \
+    return it.output();                                                    \
   }
 
 EMBER_UNARY_FLOAT(exp, std::exp(x))
@@ -136,15 +136,15 @@ A shift_right(A x, A y) {
 }  // namespace
 
 // Ops that keep the input dtype. TYPES: which dtypes are accepted.
-#define EMBER_UNARY_SAME(NAME, TYPES, EXPR)                                            \
-  Tensor NAME(const Tensor& self, const Tensor& out) {                                 \
-    TensorIterator it(#NAME);                                                          \
-    it.add_output(out).add_input(self).build();                                        \
-    run<Types::TYPES, void, 1>(it, #NAME, [](auto tag) {                               \
-      using A = decltype(tag);                                                         \
-      return [](A x) -> A { return EXPR; };                                            \
-    });                                                                                \
-    return it.output();                                                                \
+#define EMBER_UNARY_SAME(NAME, TYPES, EXPR)              \
+  Tensor NAME(const Tensor& self, const Tensor& out) {   \
+    TensorIterator it(#NAME);                            \
+    it.add_output(out).add_input(self).build();          \
+    run<Types::TYPES, void, 1>(it, #NAME, [](auto tag) { \
+      using A = decltype(tag);                           \
+      return [](A x) -> A { return EXPR; };              \
+    });                                                  \
+    return it.output();                                  \
   }
 
 EMBER_UNARY_SAME(neg, Numeric, -x)
@@ -181,21 +181,22 @@ Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   return it.output();
 }
 
-#define EMBER_PREDICATE(NAME, EXPR)                                                    \
-  Tensor NAME(const Tensor& self, const Tensor& out) {                                 \
-    TensorIterator it(#NAME);                                                          \
-    it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build();         \
-    run<Types::All, bool, 1>(it, #NAME, [](auto tag) {                                 \
-      using A = decltype(tag);                                                         \
-      return [](A x) -> bool { return EXPR; };                                         \
-    });                                                                                \
-    return it.output();                                                                \
+#define EMBER_PREDICATE(NAME, EXPR)                                            \
+  Tensor NAME(const Tensor& self, const Tensor& out) {                         \
+    TensorIterator it(#NAME);                                                  \
+    it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build(); \
+    run<Types::All, bool, 1>(it, #NAME, [](auto tag) {                         \
+      using A = decltype(tag);                                                 \
+      return [](A x) -> bool { return EXPR; };                                 \
+    });                                                                        \
+    return it.output();                                                        \
   }
 EMBER_PREDICATE(isnan, x != x)
 EMBER_PREDICATE(isinf, !std::is_integral_v<A> && (x == std::numeric_limits<A>::infinity() ||
-                                                   x == -std::numeric_limits<A>::infinity()))
-EMBER_PREDICATE(isfinite, std::is_integral_v<A> || (x == x && x != std::numeric_limits<A>::infinity() &&
-                                                     x != -std::numeric_limits<A>::infinity()))
+                                                  x == -std::numeric_limits<A>::infinity()))
+EMBER_PREDICATE(isfinite,
+                std::is_integral_v<A> || (x == x && x != std::numeric_limits<A>::infinity() &&
+                                          x != -std::numeric_limits<A>::infinity()))
 EMBER_PREDICATE(logical_not, !static_cast<bool>(x))
 #undef EMBER_PREDICATE
 
@@ -234,11 +235,13 @@ TensorIterator& binary_iter(TensorIterator& it, const Tensor& self, const Tensor
 }
 }  // namespace
 
-Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha, const Tensor& out) {
+Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
+           const Tensor& out) {
   TensorIterator it("add");
   binary_iter(it, self, other, out).build();
-  EMBER_CHECK(!(is_integral(it.common_dtype(), true) && alpha.is_floating()),
-              "add: for integral input tensors, argument alpha must not be a floating point number");
+  EMBER_CHECK(
+      !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
+      "add: for integral input tensors, argument alpha must not be a floating point number");
   run<Types::All, void, 2>(it, "add", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
@@ -251,7 +254,8 @@ Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
   return it.output();
 }
 
-Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha, const Tensor& out) {
+Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
+           const Tensor& out) {
   EMBER_CHECK(self->dtype() != ScalarType::Bool &&
                   !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
               "sub: subtraction, the `-` operator, with a bool tensor is not supported; use "
@@ -475,15 +479,15 @@ Tensor maximum(const Tensor& self, const Tensor& other, const Tensor& out) {
 
 // ---- comparisons and logic -> bool ----------------------------------------------------------
 
-#define EMBER_COMPARE(NAME, OP)                                                          \
-  Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {      \
-    TensorIterator it(#NAME);                                                            \
-    binary_iter(it, self, other, out).output_dtype(ScalarType::Bool).build();            \
-    run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                                   \
-      using A = decltype(tag);                                                           \
-      return [](A x, A y) -> bool { return x OP y; };                                    \
-    });                                                                                  \
-    return it.output();                                                                  \
+#define EMBER_COMPARE(NAME, OP)                                                     \
+  Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) { \
+    TensorIterator it(#NAME);                                                       \
+    binary_iter(it, self, other, out).output_dtype(ScalarType::Bool).build();       \
+    run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                              \
+      using A = decltype(tag);                                                      \
+      return [](A x, A y) -> bool { return x OP y; };                               \
+    });                                                                             \
+    return it.output();                                                             \
   }
 EMBER_COMPARE(eq, ==)
 EMBER_COMPARE(ne, !=)
@@ -493,34 +497,33 @@ EMBER_COMPARE(gt, >)
 EMBER_COMPARE(ge, >=)
 #undef EMBER_COMPARE
 
-#define EMBER_LOGICAL(NAME, EXPR)                                                        \
-  Tensor NAME(const Tensor& self, const Tensor& other, const Tensor& out) {              \
-    TensorIterator it(#NAME);                                                            \
+#define EMBER_LOGICAL(NAME, EXPR)                                                               \
+  Tensor NAME(const Tensor& self, const Tensor& other, const Tensor& out) {                     \
+    TensorIterator it(#NAME);                                                                   \
     it.add_output(out).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build(); \
-    run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                                   \
-      using A = decltype(tag);                                                           \
-      return [](A x, A y) -> bool {                                                      \
-        bool a = static_cast<bool>(x), b = static_cast<bool>(y);                         \
-        return EXPR;                                                                     \
-      };                                                                                 \
-    });                                                                                  \
-    return it.output();                                                                  \
+    run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                                          \
+      using A = decltype(tag);                                                                  \
+      return [](A x, A y) -> bool {                                                             \
+        bool a = static_cast<bool>(x), b = static_cast<bool>(y);                                \
+        return EXPR;                                                                            \
+      };                                                                                        \
+    });                                                                                         \
+    return it.output();                                                                         \
   }
 EMBER_LOGICAL(logical_and, a&& b)
 EMBER_LOGICAL(logical_or, a || b)
 EMBER_LOGICAL(logical_xor, a != b)
 #undef EMBER_LOGICAL
 
-
-#define EMBER_BITWISE(NAME, EXPR)                                                        \
-  Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {      \
-    TensorIterator it(#NAME);                                                            \
-    binary_iter(it, self, other, out).build();                                           \
-    run<Types::Integral, void, 2>(it, #NAME, [](auto tag) {                              \
-      using A = decltype(tag);                                                           \
-      return [](A x, A y) -> A { return static_cast<A>(EXPR); };                         \
-    });                                                                                  \
-    return it.output();                                                                  \
+#define EMBER_BITWISE(NAME, EXPR)                                                   \
+  Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) { \
+    TensorIterator it(#NAME);                                                       \
+    binary_iter(it, self, other, out).build();                                      \
+    run<Types::Integral, void, 2>(it, #NAME, [](auto tag) {                         \
+      using A = decltype(tag);                                                      \
+      return [](A x, A y) -> A { return static_cast<A>(EXPR); };                    \
+    });                                                                             \
+    return it.output();                                                             \
   }
 EMBER_BITWISE(bitwise_and, x& y)
 EMBER_BITWISE(bitwise_or, x | y)
@@ -564,9 +567,9 @@ Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar
 
 Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOrScalar& other,
              const Tensor& out) {
-  EMBER_CHECK_KIND(condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8,
-                   Type, "where: expected condition to be a bool tensor, got ",
-                   dtype_name(condition->dtype()));
+  EMBER_CHECK_KIND(
+      condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8, Type,
+      "where: expected condition to be a bool tensor, got ", dtype_name(condition->dtype()));
   TensorIterator it("where");
   it.add_output(out).add_input(self).add_input(other).add_input_raw(condition).build();
   ScalarType ct = condition->dtype();
@@ -574,8 +577,10 @@ Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOr
     using T = scalar_t;
     it.for_each([ct](char** d, const int64_t* s, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
-        bool c = ct == ScalarType::Bool ? load<bool>(d[3] + i * s[3]) : load<uint8_t>(d[3] + i * s[3]) != 0;
-        *reinterpret_cast<T*>(d[0] + i * s[0]) = c ? load<T>(d[1] + i * s[1]) : load<T>(d[2] + i * s[2]);
+        bool c = ct == ScalarType::Bool ? load<bool>(d[3] + i * s[3])
+                                        : load<uint8_t>(d[3] + i * s[3]) != 0;
+        *reinterpret_cast<T*>(d[0] + i * s[0]) =
+            c ? load<T>(d[1] + i * s[1]) : load<T>(d[2] + i * s[2]);
       }
     });
   });
@@ -583,7 +588,8 @@ Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOr
   return it.output();
 }
 
-Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight, const Tensor& out) {
+Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
+            const Tensor& out) {
   EMBER_CHECK_KIND(is_floating(self->dtype()) && self->dtype() == end->dtype(), Type,
                    "lerp: expected self and end to have the same floating dtype, got ",
                    dtype_name(self->dtype()), " and ", dtype_name(end->dtype()));
@@ -626,10 +632,11 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
 }
 
 Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol, bool equal_nan) {
-  EMBER_CHECK_KIND(self->dtype() == other->dtype(), Type, "isclose: self (", dtype_name(self->dtype()),
-                   ") and other (", dtype_name(other->dtype()), ") must have the same dtype");
-  EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Value, "isclose: rtol and atol must be non-negative, got rtol=",
-                   rtol, " atol=", atol);
+  EMBER_CHECK_KIND(self->dtype() == other->dtype(), Type, "isclose: self (",
+                   dtype_name(self->dtype()), ") and other (", dtype_name(other->dtype()),
+                   ") must have the same dtype");
+  EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Value,
+                   "isclose: rtol and atol must be non-negative, got rtol=", rtol, " atol=", atol);
   TensorIterator it("isclose");
   it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
   run<Types::All, bool, 2>(it, "isclose", [=](auto tag) {
