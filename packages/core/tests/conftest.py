@@ -1,7 +1,6 @@
+import ember
 import numpy as np
 import pytest
-
-import ember
 
 try:
     import torch

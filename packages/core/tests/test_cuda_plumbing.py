@@ -1,8 +1,7 @@
 """The CUDA extension is optional: a CPU-only build must say so clearly."""
 
-import pytest
-
 import ember
+import pytest
 
 
 def test_cuda_reports_unavailable_without_extension_or_device():

@@ -1,11 +1,10 @@
 """Property-based tests: random shapes, dtypes, strides and indices thrown at the ops.
 Every case must either match NumPy or raise a Python exception when NumPy does — never crash."""
 
+import ember
 import numpy as np
 import pytest
 from conftest import make, to_np
-
-import ember
 
 hyp = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402

@@ -3,10 +3,9 @@ installed), dtype promotion, out=, non-contiguous/0-d/empty inputs and every err
 
 from __future__ import annotations
 
+import ember
 import numpy as np
 import pytest
-
-import ember
 
 try:
     import torch

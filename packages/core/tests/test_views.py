@@ -3,10 +3,9 @@ non-contiguous inputs, 0-d/empty tensors and every error case."""
 
 from __future__ import annotations
 
+import ember
 import numpy as np
 import pytest
-
-import ember
 
 try:
     import torch
@@ -169,6 +168,7 @@ CASES = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
 @pytest.mark.parametrize("layout", ["contiguous", "strided", "transposed"])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_view_values(case, layout):
@@ -195,6 +195,11 @@ def test_view_values(case, layout):
                 if r.numel() > 1:
                     assert tuple(r.stride()) == tuple(w.stride()), name
                     assert r.is_contiguous() == w.is_contiguous(), name
+
+
+def test_T_warns_outside_matrices():
+    with pytest.warns(UserWarning, match="x.T"):
+        assert ember.zeros(2, 3, 4).T.shape == (4, 3, 2)
 
 
 def test_view_shares_storage_and_version():

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+# ruff: noqa: I001  (import order matters: _C first, then the Python-side additions)
+
 import importlib as _importlib
 import sys as _sys
 

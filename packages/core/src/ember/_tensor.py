@@ -111,7 +111,7 @@ Tensor.__array_priority__ = 1000  # NumPy defers binary operators to ember
 # arguments (broadcast_tensors(a, b)) as well as one list, which the generated bindings cannot.
 def _T(self: Tensor) -> Tensor:
     """self with all dims reversed (the transpose of a matrix)."""
-    if self.ndim > 2:
+    if self.ndim != 2:
         import warnings
 
         warnings.warn(
