@@ -45,7 +45,7 @@ def main() -> None:
         bar = "#" * (epoch * 30 // args.epochs)
         print(f"epoch {epoch:3d} [{bar:<30}] loss {loss.item():.4f}  train acc {acc.item():.3f}")
     test_acc = (((x_test @ w + b) > 0).float() == y_test).float().mean().item()
-    print(f"test accuracy {test_acc:.3f} in {time.perf_counter() - start:.2f} s")
+    print(f"test accuracy {test_acc:.3f}; training took {time.perf_counter() - start:.3f} s")
 
 
 if __name__ == "__main__":
