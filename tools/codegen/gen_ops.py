@@ -177,10 +177,10 @@ def binding_body(op: Op, args: list[Arg], call: str, extra: str = "") -> str:
             return f"{{ py::gil_scoped_release nogil; {call}; }}{extra} return py::none();"
         return f"{call};{extra} return py::none();"
     if op.release_gil:
-        return (
-            f"{op.cpp_return} r; {{ py::gil_scoped_release nogil; r = {call}; }}"
-            f"{extra} return py::cast({return_expr(op, 'std::move(r)')});"
-        )
+        conv = return_expr(op, "std::move(r)")
+        if not (op.tuple_return or op.returns[0][0] == "Tensor[]"):
+            conv = f"py::cast({conv})"
+        return f"{op.cpp_return} r; {{ py::gil_scoped_release nogil; r = {call}; }}{extra} return {conv};"
     if op.tuple_return or op.returns[0][0] == "Tensor[]":
         return f"{extra}return {return_expr(op, call)};"
     return f"{extra}return {call};"

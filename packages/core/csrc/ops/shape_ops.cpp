@@ -33,10 +33,13 @@ bool same_memory(const Tensor& a, const Tensor& b) {
 // shape differs, like write_out() of the generated bindings.
 void prepare_out(const Tensor& out, const DimVector& shape, ScalarType dtype,
                  const std::vector<Tensor>& inputs, const char* op) {
-  EMBER_CHECK_KIND(can_cast(dtype, out->dtype()), Type, op, "(): input types can't be cast to the "
-                   "desired output type ", dtype_name(out->dtype()));
+  EMBER_CHECK_KIND(can_cast(dtype, out->dtype()), Type, op,
+                   "(): input types can't be cast to the "
+                   "desired output type ",
+                   dtype_name(out->dtype()));
   for (const Tensor& t : inputs)
-    EMBER_CHECK(!same_memory(out, t), op, "(): unsupported operation: some elements of the input "
+    EMBER_CHECK(!same_memory(out, t), op,
+                "(): unsupported operation: some elements of the input "
                 "tensor and the written-to tensor refer to a single memory location. Please "
                 "clone() the tensor before performing the operation.");
   if (out->sizes() != shape) {
@@ -68,7 +71,8 @@ void roll_into(const Tensor& dst, const Tensor& src, int64_t d, int64_t shift) {
 // Reads a repeats tensor (int32/int64, on the CPU) as int64 values.
 std::vector<int64_t> read_repeats(const Tensor& repeats) {
   EMBER_CHECK_KIND(repeats->dtype() == ScalarType::Int64 || repeats->dtype() == ScalarType::Int32,
-                   NotImplemented, "repeat_interleave: repeats must be an int32 or int64 tensor, got ",
+                   NotImplemented,
+                   "repeat_interleave: repeats must be an int32 or int64 tensor, got ",
                    dtype_name(repeats->dtype()));
   Tensor r = ember::empty(repeats->sizes(), ScalarType::Int64, cpu_device());
   copy_into(r, repeats);
@@ -90,9 +94,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {
     const Tensor& t = tensors[i];
     EMBER_CHECK(t->dim() > 0, "cat(): zero-dimensional tensor (at position ", i,
                 ") cannot be concatenated");
-    EMBER_CHECK(t->device() == tensors[0]->device(), "cat(): expected all tensors to be on the same "
-                "device, but found ", tensors[0]->device().str(), " and ", t->device().str(),
-                " (tensor number ", i, ")");
+    EMBER_CHECK(t->device() == tensors[0]->device(),
+                "cat(): expected all tensors to be on the same "
+                "device, but found ",
+                tensors[0]->device().str(), " and ", t->device().str(), " (tensor number ", i, ")");
     dtype = promote_types(dtype, t->dtype());
     if (!ref && !(t->dim() == 1 && t->size(0) == 0)) ref = &t;
   }
@@ -105,18 +110,20 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {
     for (size_t i = 0; i < tensors.size(); ++i) {
       const Tensor& t = tensors[i];
       if (t->dim() == 1 && t->size(0) == 0) continue;
-      EMBER_CHECK(t->dim() == (*ref)->dim(), "cat(): Tensors must have same number of dimensions: "
-                  "got ", (*ref)->dim(), " and ", t->dim(), " (tensor number ", i, ")");
+      EMBER_CHECK(t->dim() == (*ref)->dim(),
+                  "cat(): Tensors must have same number of dimensions: "
+                  "got ",
+                  (*ref)->dim(), " and ", t->dim(), " (tensor number ", i, ")");
       for (int64_t k = 0; k < t->dim(); ++k)
-        EMBER_CHECK(k == d || t->size(k) == (*ref)->size(k), "cat(): Sizes of tensors must match "
-                    "except in dimension ", d, ". Expected size ", (*ref)->size(k), " but got size ",
-                    t->size(k), " for tensor number ", i, " in the list (shapes ",
-                    shape_str((*ref)->sizes()), " and ", shape_str(t->sizes()), ").");
+        EMBER_CHECK(k == d || t->size(k) == (*ref)->size(k),
+                    "cat(): Sizes of tensors must match "
+                    "except in dimension ",
+                    d, ". Expected size ", (*ref)->size(k), " but got size ", t->size(k),
+                    " for tensor number ", i, " in the list (shapes ", shape_str((*ref)->sizes()),
+                    " and ", shape_str(t->sizes()), ").");
       shape[d] += t->size(d);
     }
-  } else {
-    wrap_dim(dim, 1, "cat");
-  }
+  }  // else: only legacy empty tensors; PyTorch ignores dim then
   Tensor result = out;
   if (out) {
     prepare_out(out, shape, dtype, tensors, "cat");
@@ -136,9 +143,11 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {
   EMBER_CHECK(!tensors.empty(), "stack expects a non-empty TensorList");
   for (size_t i = 1; i < tensors.size(); ++i)
-    EMBER_CHECK(tensors[i]->sizes() == tensors[0]->sizes(), "stack expects each tensor to be equal "
-                "size, but got ", list_str(tensors[0]->sizes()), " at entry 0 and ",
-                list_str(tensors[i]->sizes()), " at entry ", i);
+    EMBER_CHECK(tensors[i]->sizes() == tensors[0]->sizes(),
+                "stack expects each tensor to be equal "
+                "size, but got ",
+                list_str(tensors[0]->sizes()), " at entry 0 and ", list_str(tensors[i]->sizes()),
+                " at entry ", i);
   int64_t d = wrap_dim(dim, tensors[0]->dim() + 1, "stack");
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
@@ -215,21 +224,22 @@ Tensor flip(const Tensor& self, const DimVector& dims) {
 }
 
 Tensor fliplr(const Tensor& self) {
-  EMBER_CHECK(self->dim() >= 2, "fliplr: Input must be >= 2-d (got shape ", shape_str(self->sizes()),
-              ").");
+  EMBER_CHECK(self->dim() >= 2, "fliplr: Input must be >= 2-d (got shape ",
+              shape_str(self->sizes()), ").");
   return flip(self, DimVector{1});
 }
 
 Tensor flipud(const Tensor& self) {
-  EMBER_CHECK(self->dim() >= 1, "flipud: Input must be >= 1-d (got shape ", shape_str(self->sizes()),
-              ").");
+  EMBER_CHECK(self->dim() >= 1, "flipud: Input must be >= 1-d (got shape ",
+              shape_str(self->sizes()), ").");
   return flip(self, DimVector{0});
 }
 
 Tensor roll(const Tensor& self, const DimVector& shifts, const DimVector& dims) {
   EMBER_CHECK(!shifts.empty(), "roll: `shifts` required");
   if (dims.empty()) {
-    EMBER_CHECK(shifts.size() == 1, "roll: shifts and dimensions must align. shifts: ", shifts.size(),
+    EMBER_CHECK(shifts.size() == 1,
+                "roll: shifts and dimensions must align. shifts: ", shifts.size(),
                 ", dims:", dims.size());
     Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
     if (self->numel() == 0) return out;
@@ -237,8 +247,9 @@ Tensor roll(const Tensor& self, const DimVector& shifts, const DimVector& dims) 
     roll_into(flat_out, ops::reshape(self, DimVector{-1}), 0, shifts[0]);
     return out;
   }
-  EMBER_CHECK(shifts.size() == dims.size(), "roll: shifts and dimensions must align. shifts: ",
-              shifts.size(), ", dims:", dims.size());
+  EMBER_CHECK(shifts.size() == dims.size(),
+              "roll: shifts and dimensions must align. shifts: ", shifts.size(),
+              ", dims:", dims.size());
   DimVector wrapped;
   for (int64_t d : dims) wrapped.push_back(wrap_dim(d, self->dim(), "roll"));
   Tensor cur = self;
@@ -251,9 +262,10 @@ Tensor roll(const Tensor& self, const DimVector& shifts, const DimVector& dims) 
 }
 
 Tensor rot90(const Tensor& self, int64_t k, const DimVector& dims) {
-  EMBER_CHECK(dims.size() == 2, "rot90: expected total rotation dims == 2, but got dims = ",
-              dims.size());
-  EMBER_CHECK(self->dim() >= 2, "rot90: expected total dims >= 2, but got total dims = ", self->dim());
+  EMBER_CHECK(dims.size() == 2,
+              "rot90: expected total rotation dims == 2, but got dims = ", dims.size());
+  EMBER_CHECK(self->dim() >= 2,
+              "rot90: expected total dims >= 2, but got total dims = ", self->dim());
   int64_t a = wrap_dim(dims[0], self->dim(), "rot90");
   int64_t b = wrap_dim(dims[1], self->dim(), "rot90");
   EMBER_CHECK(a != b, "rot90: expected rotation dims to be different, but got dim0 = ", dims[0],
@@ -309,8 +321,8 @@ Tensor tile(const Tensor& self, const DimVector& dims) {
   return repeat(self, reps);
 }
 
-Tensor repeat_interleave(const Tensor& self, const TensorOrScalar& repeats, std::optional<int64_t> dim,
-                         std::optional<int64_t> output_size) {
+Tensor repeat_interleave(const Tensor& self, const TensorOrScalar& repeats,
+                         std::optional<int64_t> dim, std::optional<int64_t> output_size) {
   Tensor input = (dim && self->dim() > 0) ? self : ops::reshape(self, DimVector{-1});
   int64_t d = dim ? wrap_dim(*dim, self->dim(), "repeat_interleave") : 0;
   if (self->dim() == 0) d = 0;
@@ -320,15 +332,17 @@ Tensor repeat_interleave(const Tensor& self, const TensorOrScalar& repeats, std:
   std::vector<int64_t> counts;
   if (repeats.is_tensor()) {
     const Tensor& r = repeats.tensor;
-    EMBER_CHECK(r->dim() <= 1, "repeat_interleave: repeats must be 0-dim or 1-dim tensor (got shape ",
+    EMBER_CHECK(r->dim() <= 1,
+                "repeat_interleave: repeats must be 0-dim or 1-dim tensor (got shape ",
                 shape_str(r->sizes()), ")");
     counts = read_repeats(r);
     if (counts.size() == 1) {
       single = counts[0];
     } else {
-      EMBER_CHECK(static_cast<int64_t>(counts.size()) == size, "repeat_interleave: repeats must "
-                  "have the same size as input along dim, but got repeats.size(0) = ", counts.size(),
-                  " and input.size(", d, ") = ", size);
+      EMBER_CHECK(static_cast<int64_t>(counts.size()) == size,
+                  "repeat_interleave: repeats must "
+                  "have the same size as input along dim, but got repeats.size(0) = ",
+                  counts.size(), " and input.size(", d, ") = ", size);
     }
   } else {
     EMBER_CHECK_KIND(repeats.scalar.is_integral() && !repeats.scalar.is_bool(), Type,
@@ -336,7 +350,8 @@ Tensor repeat_interleave(const Tensor& self, const TensorOrScalar& repeats, std:
     single = repeats.scalar.to_int();
   }
   if (single) {
-    EMBER_CHECK(*single >= 0, "repeat_interleave: Repeats must be non-negative (got ", *single, ")");
+    EMBER_CHECK(*single >= 0, "repeat_interleave: Repeats must be non-negative (got ", *single,
+                ")");
   } else {
     for (int64_t c : counts) EMBER_CHECK(c >= 0, "repeat_interleave: repeats can not be negative");
   }
@@ -347,22 +362,25 @@ Tensor repeat_interleave(const Tensor& self, const TensorOrScalar& repeats, std:
     for (int64_t c : counts) total += c;
   }
   if (output_size)
-    EMBER_CHECK(*output_size == total, "repeat_interleave: allocated size does not match required "
-                "size (output_size=", *output_size, ", required ", total, ")");
+    EMBER_CHECK(*output_size == total,
+                "repeat_interleave: allocated size does not match required "
+                "size (output_size=",
+                *output_size, ", required ", total, ")");
   DimVector shape = input->sizes();
   shape[d] = total;
   Tensor out = ember::empty(shape, self->dtype(), self->device());
   if (out->numel() == 0) return out;
   if (single) {
-    // out viewed with dim d split into (size, r); input gets a size-1 dim there and broadcasts.
+    // out viewed as (r, ...input dims...): copy j of the input lands at offset j along d,
+    // every r-th slice. The repeat dim goes outermost so inner loops stay long.
     int64_t r = *single;
-    DimVector dsz = shape, dst = out->strides(), ssz = input->sizes(), sst = input->strides();
-    dsz[d] = size;
-    dsz.insert(d + 1, r);
+    DimVector dsz = input->sizes(), dst = out->strides(), ssz = input->sizes(),
+              sst = input->strides();
     dst[d] = out->stride(d) * r;
-    dst.insert(d + 1, out->stride(d));
-    ssz.insert(d + 1, 1);
-    sst.insert(d + 1, 0);
+    dsz.insert(0, r);
+    dst.insert(0, out->stride(d));
+    ssz.insert(0, 1);
+    sst.insert(0, 0);
     copy_into(make_view(out, dsz, dst, 0), make_view(input, ssz, sst, input->storage_offset()));
     return out;
   }
@@ -385,8 +403,10 @@ Tensor repeat_interleave_index(const Tensor& repeats, std::optional<int64_t> out
     total += c;
   }
   if (output_size)
-    EMBER_CHECK(*output_size == total, "repeat_interleave: allocated size does not match required "
-                "size (output_size=", *output_size, ", required ", total, ")");
+    EMBER_CHECK(*output_size == total,
+                "repeat_interleave: allocated size does not match required "
+                "size (output_size=",
+                *output_size, ", required ", total, ")");
   Tensor out = ember::empty(DimVector{total}, ScalarType::Int64, cpu_device());
   int64_t* p = out->data_as<int64_t>();
   for (size_t i = 0; i < counts.size(); ++i)
@@ -400,15 +420,21 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors,
                              const std::optional<std::string>& indexing) {
   EMBER_CHECK(!tensors.empty(), "meshgrid expects a non-empty TensorList");
   std::string mode = indexing.value_or("ij");
-  EMBER_CHECK(mode == "ij" || mode == "xy", "torch.meshgrid: indexing must be one of \"xy\" or "
-              "\"ij\", but received: ", mode);
+  EMBER_CHECK(mode == "ij" || mode == "xy",
+              "torch.meshgrid: indexing must be one of \"xy\" or "
+              "\"ij\", but received: ",
+              mode);
   for (size_t i = 0; i < tensors.size(); ++i) {
-    EMBER_CHECK(tensors[i]->dim() <= 1, "meshgrid: Expected 0D or 1D tensor in the tensor list but "
-                "got a tensor of shape ", shape_str(tensors[i]->sizes()), " at position ", i);
-    EMBER_CHECK(tensors[i]->dtype() == tensors[0]->dtype(), "meshgrid expects all tensors to have the "
-                "same dtype (got ", dtype_name(tensors[0]->dtype()), " and ",
-                dtype_name(tensors[i]->dtype()), ")");
-    EMBER_CHECK(tensors[i]->device() == tensors[0]->device(), "meshgrid expects all tensors to have "
+    EMBER_CHECK(tensors[i]->dim() <= 1,
+                "meshgrid: Expected 0D or 1D tensor in the tensor list but "
+                "got a tensor of shape ",
+                shape_str(tensors[i]->sizes()), " at position ", i);
+    EMBER_CHECK(tensors[i]->dtype() == tensors[0]->dtype(),
+                "meshgrid expects all tensors to have the "
+                "same dtype (got ",
+                dtype_name(tensors[0]->dtype()), " and ", dtype_name(tensors[i]->dtype()), ")");
+    EMBER_CHECK(tensors[i]->device() == tensors[0]->device(),
+                "meshgrid expects all tensors to have "
                 "the same device");
   }
   std::vector<Tensor> ts = tensors;

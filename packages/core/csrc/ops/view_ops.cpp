@@ -33,7 +33,7 @@ DimVector infer_size(const DimVector& shape, int64_t numel) {
     } else {
       // Saturate instead of overflowing: a huge product just fails the size check below.
       known = (shape[i] != 0 && known > (int64_t(1) << 62) / shape[i]) ? (int64_t(1) << 62)
-                                                                         : known * shape[i];
+                                                                       : known * shape[i];
     }
   }
   if (infer >= 0) {
@@ -43,7 +43,8 @@ DimVector infer_size(const DimVector& shape, int64_t numel) {
                 numel);
     out[infer] = numel / known;
   } else {
-    EMBER_CHECK(known == numel, "shape '", list_str(shape), "' is invalid for input of size ", numel);
+    EMBER_CHECK(known == numel, "shape '", list_str(shape), "' is invalid for input of size ",
+                numel);
   }
   return out;
 }
@@ -269,27 +270,33 @@ Tensor unflatten(const Tensor& self, int64_t dim, const DimVector& sizes) {
 Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
   int64_t a = wrap_dim(dim0, self->dim(), "transpose");
   int64_t b = wrap_dim(dim1, self->dim(), "transpose");
-  if (self->dim() == 0) return make_view(self, self->sizes(), self->strides(), self->storage_offset());
-  return make_view(self, transposed_sizes(self->sizes(), a, b), transposed_sizes(self->strides(), a, b),
-                   self->storage_offset());
+  if (self->dim() == 0)
+    return make_view(self, self->sizes(), self->strides(), self->storage_offset());
+  return make_view(self, transposed_sizes(self->sizes(), a, b),
+                   transposed_sizes(self->strides(), a, b), self->storage_offset());
 }
 
 Tensor transpose_(const Tensor& self, int64_t dim0, int64_t dim1) {
   int64_t a = wrap_dim(dim0, self->dim(), "transpose_");
   int64_t b = wrap_dim(dim1, self->dim(), "transpose_");
   if (self->dim() == 0 || a == b) return self;
-  self->set_sizes_strides(transposed_sizes(self->sizes(), a, b), transposed_sizes(self->strides(), a, b),
-                          self->storage_offset());
+  self->set_sizes_strides(transposed_sizes(self->sizes(), a, b),
+                          transposed_sizes(self->strides(), a, b), self->storage_offset());
   return self;
 }
 
-Tensor swapaxes(const Tensor& self, int64_t dim0, int64_t dim1) { return ops::transpose(self, dim0, dim1); }
-Tensor swapaxes_(const Tensor& self, int64_t dim0, int64_t dim1) { return transpose_(self, dim0, dim1); }
+Tensor swapaxes(const Tensor& self, int64_t dim0, int64_t dim1) {
+  return ops::transpose(self, dim0, dim1);
+}
+Tensor swapaxes_(const Tensor& self, int64_t dim0, int64_t dim1) {
+  return transpose_(self, dim0, dim1);
+}
 
 Tensor t(const Tensor& self) {
   EMBER_CHECK(self->dim() <= 2, "t() expects a tensor with <= 2 dimensions, but self is ",
               self->dim(), "D");
-  if (self->dim() < 2) return make_view(self, self->sizes(), self->strides(), self->storage_offset());
+  if (self->dim() < 2)
+    return make_view(self, self->sizes(), self->strides(), self->storage_offset());
   return transpose(self, 0, 1);
 }
 
@@ -300,15 +307,18 @@ Tensor t_(const Tensor& self) {
 }
 
 Tensor adjoint(const Tensor& self) {
-  EMBER_CHECK(self->dim() >= 2, "tensor.adjoint() is only supported on matrices or batches of "
-              "matrices. Got ", self->dim(), "-D tensor.");
+  EMBER_CHECK(self->dim() >= 2,
+              "tensor.adjoint() is only supported on matrices or batches of "
+              "matrices. Got ",
+              self->dim(), "-D tensor.");
   return transpose(self, -2, -1);
 }
 
 Tensor permute(const Tensor& self, const DimVector& dims) {
-  EMBER_CHECK(dims.size() == self->dim(), "permute(): number of dims don't match in permute: the "
-              "tensor has ", self->dim(), " dims but ", dims.size(), " were given (",
-              list_str(dims), ")");
+  EMBER_CHECK(dims.size() == self->dim(),
+              "permute(): number of dims don't match in permute: the "
+              "tensor has ",
+              self->dim(), " dims but ", dims.size(), " were given (", list_str(dims), ")");
   DimVector sizes, strides;
   std::vector<bool> seen(self->dim(), false);
   for (int64_t d : dims) {
@@ -322,9 +332,13 @@ Tensor permute(const Tensor& self, const DimVector& dims) {
 }
 
 Tensor movedim(const Tensor& self, const DimVector& source, const DimVector& destination) {
-  EMBER_CHECK(source.size() == destination.size(), "movedim: Invalid source or destination dims: "
-              "source (", list_str(source), " dims) should contain the same number of dims as "
-              "destination (", list_str(destination), " dims)");
+  EMBER_CHECK(source.size() == destination.size(),
+              "movedim: Invalid source or destination dims: "
+              "source (",
+              list_str(source),
+              " dims) should contain the same number of dims as "
+              "destination (",
+              list_str(destination), " dims)");
   int64_t n = self->dim();
   DimVector src, dst;
   for (int64_t d : source) src.push_back(wrap_dim(d, n, "movedim"));
@@ -406,7 +420,8 @@ Tensor expand(const Tensor& self, const DimVector& size) {
     } else {
       EMBER_CHECK(have == 1, "The expanded size of the tensor (", target,
                   ") must match the existing size (", have, ") at non-singleton dimension ", i,
-                  ".  Target sizes: ", list_str(size), ".  Tensor sizes: ", list_str(self->sizes()));
+                  ".  Target sizes: ", list_str(size),
+                  ".  Tensor sizes: ", list_str(self->sizes()));
       sizes[i] = target;
       strides[i] = 0;
     }
@@ -450,7 +465,8 @@ Tensor select(const Tensor& self, int64_t dim, int64_t index) {
   int64_t d = wrap_dim(dim, self->dim(), "select");
   int64_t size = self->size(d);
   EMBER_CHECK_KIND(index >= -size && index < size, Index, "select(): index ", index,
-                   " out of range for tensor of size ", list_str(self->sizes()), " at dimension ", d);
+                   " out of range for tensor of size ", list_str(self->sizes()), " at dimension ",
+                   d);
   if (index < 0) index += size;
   DimVector sizes = self->sizes(), strides = self->strides();
   int64_t offset = self->storage_offset() + index * strides[d];
@@ -463,8 +479,8 @@ Tensor unfold(const Tensor& self, int64_t dimension, int64_t size, int64_t step)
   int64_t d = wrap_dim(dimension, self->dim(), "unfold");
   int64_t have = self->dim() ? self->size(d) : 1;
   EMBER_CHECK(size >= 0, "unfold: size is ", size, " but must be >= 0");
-  EMBER_CHECK(size <= have, "maximum size for tensor at dimension ", d, " is ", have, " but size is ",
-              size);
+  EMBER_CHECK(size <= have, "maximum size for tensor at dimension ", d, " is ", have,
+              " but size is ", size);
   EMBER_CHECK(step > 0, "step is ", step, " but must be > 0");
   DimVector sizes = self->sizes(), strides = self->strides();
   if (self->dim() == 0) {
@@ -483,7 +499,8 @@ Tensor as_strided(const Tensor& self, const DimVector& size, const DimVector& st
   EMBER_CHECK(size.size() == stride.size(), "as_strided: mismatch in length of strides and shape (",
               list_str(size), " and ", list_str(stride), ")");
   for (int64_t s : stride)
-    EMBER_CHECK(s >= 0, "as_strided: Negative strides are not supported at the moment, got strides: ",
+    EMBER_CHECK(s >= 0,
+                "as_strided: Negative strides are not supported at the moment, got strides: ",
                 list_str(stride));
   int64_t offset = storage_offset.value_or(self->storage_offset());
   check_in_storage(self, size, stride, offset, "as_strided");
@@ -492,10 +509,12 @@ Tensor as_strided(const Tensor& self, const DimVector& size, const DimVector& st
 
 Tensor as_strided_(const Tensor& self, const DimVector& size, const DimVector& stride,
                    std::optional<int64_t> storage_offset) {
-  EMBER_CHECK(size.size() == stride.size(), "as_strided_: mismatch in length of strides and shape (",
-              list_str(size), " and ", list_str(stride), ")");
+  EMBER_CHECK(size.size() == stride.size(),
+              "as_strided_: mismatch in length of strides and shape (", list_str(size), " and ",
+              list_str(stride), ")");
   for (int64_t s : stride)
-    EMBER_CHECK(s >= 0, "as_strided_: Negative strides are not supported at the moment, got strides: ",
+    EMBER_CHECK(s >= 0,
+                "as_strided_: Negative strides are not supported at the moment, got strides: ",
                 list_str(stride));
   int64_t offset = storage_offset.value_or(self->storage_offset());
   check_in_storage(self, size, stride, offset, "as_strided_");
@@ -531,12 +550,14 @@ Tensor diagonal(const Tensor& self, int64_t offset, int64_t dim1, int64_t dim2) 
 
 std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
   EMBER_CHECK(self->dim() > 0, "split expects at least a 1-dimensional tensor");
-  EMBER_CHECK(split_size >= 0, "split expects split_size be non-negative, but got split_size=",
-              split_size);
+  EMBER_CHECK(split_size >= 0,
+              "split expects split_size be non-negative, but got split_size=", split_size);
   int64_t d = wrap_dim(dim, self->dim(), "split");
   int64_t size = self->size(d);
-  EMBER_CHECK(split_size > 0 || size == 0, "split_size can only be 0 if dimension size is 0, but "
-              "got dimension size of ", size);
+  EMBER_CHECK(split_size > 0 || size == 0,
+              "split_size can only be 0 if dimension size is 0, but "
+              "got dimension size of ",
+              size);
   int64_t n = split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
   std::vector<Tensor> out;
   out.reserve(n);
@@ -547,18 +568,21 @@ std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
   return out;
 }
 
-std::vector<Tensor> split_with_sizes(const Tensor& self, const DimVector& split_sizes, int64_t dim) {
+std::vector<Tensor> split_with_sizes(const Tensor& self, const DimVector& split_sizes,
+                                     int64_t dim) {
   EMBER_CHECK(self->dim() > 0, "split_with_sizes expects at least a 1-dimensional tensor");
   int64_t d = wrap_dim(dim, self->dim(), "split_with_sizes");
   int64_t size = self->size(d), total = 0;
   for (int64_t s : split_sizes) {
-    EMBER_CHECK(s >= 0, "split_with_sizes expects split_sizes have only non-negative entries, but "
-                "got split_sizes=", list_str(split_sizes));
+    EMBER_CHECK(s >= 0,
+                "split_with_sizes expects split_sizes have only non-negative entries, but "
+                "got split_sizes=",
+                list_str(split_sizes));
     total += s;
   }
   EMBER_CHECK(total == size, "split_with_sizes expects split_sizes to sum exactly to ", size,
-              " (input tensor's size at dimension ", d, "), but got split_sizes=",
-              list_str(split_sizes));
+              " (input tensor's size at dimension ", d,
+              "), but got split_sizes=", list_str(split_sizes));
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : split_sizes) {
@@ -569,7 +593,8 @@ std::vector<Tensor> split_with_sizes(const Tensor& self, const DimVector& split_
 }
 
 std::vector<Tensor> tensor_split(const Tensor& self, int64_t sections, int64_t dim) {
-  EMBER_CHECK(self->dim() > 0, "tensor_split expected at least a 1-dimensional tensor, but got a "
+  EMBER_CHECK(self->dim() > 0,
+              "tensor_split expected at least a 1-dimensional tensor, but got a "
               "tensor with 0 dims");
   EMBER_CHECK(sections > 0, "number of sections must be larger than 0, got ", sections);
   int64_t d = wrap_dim(dim, self->dim(), "tensor_split");
@@ -585,8 +610,10 @@ std::vector<Tensor> tensor_split(const Tensor& self, int64_t sections, int64_t d
   return out;
 }
 
-std::vector<Tensor> tensor_split_indices(const Tensor& self, const DimVector& indices, int64_t dim) {
-  EMBER_CHECK(self->dim() > 0, "tensor_split expected at least a 1-dimensional tensor, but got a "
+std::vector<Tensor> tensor_split_indices(const Tensor& self, const DimVector& indices,
+                                         int64_t dim) {
+  EMBER_CHECK(self->dim() > 0,
+              "tensor_split expected at least a 1-dimensional tensor, but got a "
               "tensor with 0 dims");
   int64_t d = wrap_dim(dim, self->dim(), "tensor_split");
   int64_t size = self->size(d);
@@ -607,8 +634,10 @@ std::vector<Tensor> tensor_split_indices(const Tensor& self, const DimVector& in
 }
 
 std::vector<Tensor> hsplit(const Tensor& self, int64_t sections) {
-  EMBER_CHECK(self->dim() >= 1, "torch.hsplit requires a tensor with at least 1 dimension, but got "
-              "a tensor with ", self->dim(), " dimensions!");
+  EMBER_CHECK(self->dim() >= 1,
+              "torch.hsplit requires a tensor with at least 1 dimension, but got "
+              "a tensor with ",
+              self->dim(), " dimensions!");
   int64_t d = self->dim() == 1 ? 0 : 1;
   EMBER_CHECK(sections != 0 && self->size(d) % sections == 0,
               "torch.hsplit attempted to split along dimension ", d,
@@ -618,14 +647,18 @@ std::vector<Tensor> hsplit(const Tensor& self, int64_t sections) {
 }
 
 std::vector<Tensor> hsplit_indices(const Tensor& self, const DimVector& indices) {
-  EMBER_CHECK(self->dim() >= 1, "torch.hsplit requires a tensor with at least 1 dimension, but got "
-              "a tensor with ", self->dim(), " dimensions!");
+  EMBER_CHECK(self->dim() >= 1,
+              "torch.hsplit requires a tensor with at least 1 dimension, but got "
+              "a tensor with ",
+              self->dim(), " dimensions!");
   return tensor_split_indices(self, indices, self->dim() == 1 ? 0 : 1);
 }
 
 std::vector<Tensor> vsplit(const Tensor& self, int64_t sections) {
-  EMBER_CHECK(self->dim() >= 2, "torch.vsplit requires a tensor with at least 2 dimension, but got "
-              "a tensor with ", self->dim(), " dimensions!");
+  EMBER_CHECK(self->dim() >= 2,
+              "torch.vsplit requires a tensor with at least 2 dimension, but got "
+              "a tensor with ",
+              self->dim(), " dimensions!");
   EMBER_CHECK(sections != 0 && self->size(0) % sections == 0,
               "torch.vsplit attempted to split along dimension 0, but the size of the dimension ",
               self->size(0), " is not divisible by the split_size ", sections, "!");
@@ -633,8 +666,10 @@ std::vector<Tensor> vsplit(const Tensor& self, int64_t sections) {
 }
 
 std::vector<Tensor> vsplit_indices(const Tensor& self, const DimVector& indices) {
-  EMBER_CHECK(self->dim() >= 2, "torch.vsplit requires a tensor with at least 2 dimension, but got "
-              "a tensor with ", self->dim(), " dimensions!");
+  EMBER_CHECK(self->dim() >= 2,
+              "torch.vsplit requires a tensor with at least 2 dimension, but got "
+              "a tensor with ",
+              self->dim(), " dimensions!");
   return tensor_split_indices(self, indices, 0);
 }
 

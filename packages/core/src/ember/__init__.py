@@ -20,7 +20,7 @@ from ember._size import Size
 from ember import _tensor  # noqa: F401  (Python-side Tensor methods)
 from ember import cuda  # noqa: F401
 from ember._interop import as_tensor, from_dlpack  # noqa: F401
-from ember._functional import einsum, tensordot  # noqa: F401
+from ember._functional import einsum, tensordot, unique  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
 from ember._finfo import finfo, iinfo  # noqa: F401
 

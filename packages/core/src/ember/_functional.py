@@ -34,3 +34,26 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence = 2, out: Tensor | None
     if isinstance(da, int):
         da, db = [da], [db]
     return _C.tensordot(a, b, list(da), list(db), out=out)
+
+
+def unique(
+    input: Tensor,
+    sorted: bool = True,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    dim: int | None = None,
+):
+    """The unique elements (or slices along ``dim``), optionally with inverse indices and counts.
+
+    >>> import ember
+    >>> ember.unique(ember.tensor([3, 1, 3, 2])).tolist()
+    [1, 2, 3]
+    """
+    out, inverse, counts = _C._unique(input, sorted, return_inverse, return_counts, dim)
+    if not (return_inverse or return_counts):
+        return out
+    extra = ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return (out, *extra)
+
+
+Tensor.unique = unique

@@ -23,9 +23,9 @@ namespace {
 
 using reduce::dim_mask;
 using reduce::is_nan;
-using reduce::ReducerBase;
 using reduce::reduced_numel;
 using reduce::reduced_sizes;
+using reduce::ReducerBase;
 using reduce::run_reduction;
 using reduce::torch_type_name;
 
@@ -46,8 +46,8 @@ bool has_avx2() {
 template <class T>
 constexpr bool is_float_v = std::is_floating_point_v<opmath_t<T>>;
 
-// Sums accumulate in double for floating types (exact enough for float32 without Kahan) and in
-// int64 for integers and bool, like PyTorch.
+// Sums of floating types carry their total in double (blocks are summed in op-math lanes first,
+// see sum_lanes), integer and bool sums in int64 like PyTorch.
 template <class T>
 using sum_acc_t = std::conditional_t<is_float_v<T>, double, int64_t>;
 
@@ -95,19 +95,27 @@ double sum_contig(const T* p, int64_t n, const F& f) {
 
 struct Identity {
   template <class V>
-  V operator()(V v) const { return v; }
+  V operator()(V v) const {
+    return v;
+  }
 };
 struct NanToZero {
   template <class V>
-  V operator()(V v) const { return v != v ? V(0) : v; }
+  V operator()(V v) const {
+    return v != v ? V(0) : v;
+  }
 };
 struct Square {
   template <class V>
-  V operator()(V v) const { return v * v; }
+  V operator()(V v) const {
+    return v * v;
+  }
 };
 struct Abs {
   template <class V>
-  V operator()(V v) const { return std::abs(v); }
+  V operator()(V v) const {
+    return std::abs(v);
+  }
 };
 
 template <class T, bool NanZero>
@@ -117,6 +125,31 @@ double sum_run(const T* p, int64_t n) {
   } else {
     return sum_contig<T>(p, n, Identity{});
   }
+}
+
+// acc[k] += row[k] for the column-wise sums (sum(dim=0) of a matrix), vectorized.
+template <class T, bool NanZero>
+EMBER_REDUCE_INLINE void add_row_impl(double* acc, const T* row, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    double v = static_cast<double>(static_cast<opmath_t<T>>(row[k]));
+    if constexpr (NanZero) v = v != v ? 0.0 : v;
+    acc[k] += v;
+  }
+}
+
+#if EMBER_REDUCE_AVX2
+template <class T, bool NanZero>
+__attribute__((target("avx2"))) void add_row_avx2(double* acc, const T* row, int64_t n) {
+  add_row_impl<T, NanZero>(acc, row, n);
+}
+#endif
+
+template <class T, bool NanZero>
+void add_row(double* acc, const T* row, int64_t n) {
+#if EMBER_REDUCE_AVX2
+  if (has_avx2()) return add_row_avx2<T, NanZero>(acc, row, n);
+#endif
+  add_row_impl<T, NanZero>(acc, row, n);
 }
 
 // Sum (and mean: the total divided by `div`). Floating inputs write their own type, integer and
@@ -146,7 +179,11 @@ struct SumReducer : ReducerBase<SumReducer<T, NanZero>, T, sum_acc_t<T>> {
     }
   }
   void rows(Acc* acc, const T* row, int64_t n, int64_t) const {
-    for (int64_t k = 0; k < n; ++k) acc[k] += value(row[k]);
+    if constexpr (is_float_v<T>) {
+      add_row<T, NanZero>(acc, row, n);
+    } else {
+      for (int64_t k = 0; k < n; ++k) acc[k] += value(row[k]);
+    }
   }
   void write(int64_t o, Acc a) const {
     if constexpr (is_float_v<T>) {
@@ -204,15 +241,18 @@ float extremum_simd(const float* p, int64_t n, int64_t& done) {
     __m128 v2 = _mm_loadu_ps(p + i + 8), v3 = _mm_loadu_ps(p + i + 12);
     bad = _mm_or_ps(bad, _mm_or_ps(_mm_cmpunord_ps(v0, v1), _mm_cmpunord_ps(v2, v3)));
     if constexpr (IsMax) {
-      a0 = _mm_max_ps(a0, v0), a1 = _mm_max_ps(a1, v1), a2 = _mm_max_ps(a2, v2), a3 = _mm_max_ps(a3, v3);
+      a0 = _mm_max_ps(a0, v0), a1 = _mm_max_ps(a1, v1), a2 = _mm_max_ps(a2, v2),
+      a3 = _mm_max_ps(a3, v3);
     } else {
-      a0 = _mm_min_ps(a0, v0), a1 = _mm_min_ps(a1, v1), a2 = _mm_min_ps(a2, v2), a3 = _mm_min_ps(a3, v3);
+      a0 = _mm_min_ps(a0, v0), a1 = _mm_min_ps(a1, v1), a2 = _mm_min_ps(a2, v2),
+      a3 = _mm_min_ps(a3, v3);
     }
   }
   done = i;
   if (_mm_movemask_ps(bad)) return std::numeric_limits<float>::quiet_NaN();
   alignas(16) float lanes[16];
-  _mm_store_ps(lanes, a0), _mm_store_ps(lanes + 4, a1), _mm_store_ps(lanes + 8, a2), _mm_store_ps(lanes + 12, a3);
+  _mm_store_ps(lanes, a0), _mm_store_ps(lanes + 4, a1), _mm_store_ps(lanes + 8, a2),
+      _mm_store_ps(lanes + 12, a3);
   float r = lanes[0];
   for (int j = 1; j < 16; ++j) r = pick<IsMax>(r, lanes[j]);
   return r;
@@ -228,15 +268,18 @@ double extremum_simd(const double* p, int64_t n, int64_t& done) {
     __m128d v2 = _mm_loadu_pd(p + i + 4), v3 = _mm_loadu_pd(p + i + 6);
     bad = _mm_or_pd(bad, _mm_or_pd(_mm_cmpunord_pd(v0, v1), _mm_cmpunord_pd(v2, v3)));
     if constexpr (IsMax) {
-      a0 = _mm_max_pd(a0, v0), a1 = _mm_max_pd(a1, v1), a2 = _mm_max_pd(a2, v2), a3 = _mm_max_pd(a3, v3);
+      a0 = _mm_max_pd(a0, v0), a1 = _mm_max_pd(a1, v1), a2 = _mm_max_pd(a2, v2),
+      a3 = _mm_max_pd(a3, v3);
     } else {
-      a0 = _mm_min_pd(a0, v0), a1 = _mm_min_pd(a1, v1), a2 = _mm_min_pd(a2, v2), a3 = _mm_min_pd(a3, v3);
+      a0 = _mm_min_pd(a0, v0), a1 = _mm_min_pd(a1, v1), a2 = _mm_min_pd(a2, v2),
+      a3 = _mm_min_pd(a3, v3);
     }
   }
   done = i;
   if (_mm_movemask_pd(bad)) return std::numeric_limits<double>::quiet_NaN();
   alignas(16) double lanes[8];
-  _mm_store_pd(lanes, a0), _mm_store_pd(lanes + 2, a1), _mm_store_pd(lanes + 4, a2), _mm_store_pd(lanes + 6, a3);
+  _mm_store_pd(lanes, a0), _mm_store_pd(lanes + 2, a1), _mm_store_pd(lanes + 4, a2),
+      _mm_store_pd(lanes + 6, a3);
   double r = lanes[0];
   for (int j = 1; j < 8; ++j) r = pick<IsMax>(r, lanes[j]);
   return r;
@@ -252,11 +295,14 @@ __attribute__((target("avx2"))) float extremum_avx2(const float* p, int64_t n, i
   for (; i + 32 <= n; i += 32) {
     __m256 v0 = _mm256_loadu_ps(p + i), v1 = _mm256_loadu_ps(p + i + 8);
     __m256 v2 = _mm256_loadu_ps(p + i + 16), v3 = _mm256_loadu_ps(p + i + 24);
-    bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q), _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q)));
+    bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q),
+                                         _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q)));
     if constexpr (IsMax) {
-      a0 = _mm256_max_ps(a0, v0), a1 = _mm256_max_ps(a1, v1), a2 = _mm256_max_ps(a2, v2), a3 = _mm256_max_ps(a3, v3);
+      a0 = _mm256_max_ps(a0, v0), a1 = _mm256_max_ps(a1, v1), a2 = _mm256_max_ps(a2, v2),
+      a3 = _mm256_max_ps(a3, v3);
     } else {
-      a0 = _mm256_min_ps(a0, v0), a1 = _mm256_min_ps(a1, v1), a2 = _mm256_min_ps(a2, v2), a3 = _mm256_min_ps(a3, v3);
+      a0 = _mm256_min_ps(a0, v0), a1 = _mm256_min_ps(a1, v1), a2 = _mm256_min_ps(a2, v2),
+      a3 = _mm256_min_ps(a3, v3);
     }
   }
   done = i;
@@ -277,11 +323,14 @@ __attribute__((target("avx2"))) double extremum_avx2(const double* p, int64_t n,
   for (; i + 16 <= n; i += 16) {
     __m256d v0 = _mm256_loadu_pd(p + i), v1 = _mm256_loadu_pd(p + i + 4);
     __m256d v2 = _mm256_loadu_pd(p + i + 8), v3 = _mm256_loadu_pd(p + i + 12);
-    bad = _mm256_or_pd(bad, _mm256_or_pd(_mm256_cmp_pd(v0, v1, _CMP_UNORD_Q), _mm256_cmp_pd(v2, v3, _CMP_UNORD_Q)));
+    bad = _mm256_or_pd(bad, _mm256_or_pd(_mm256_cmp_pd(v0, v1, _CMP_UNORD_Q),
+                                         _mm256_cmp_pd(v2, v3, _CMP_UNORD_Q)));
     if constexpr (IsMax) {
-      a0 = _mm256_max_pd(a0, v0), a1 = _mm256_max_pd(a1, v1), a2 = _mm256_max_pd(a2, v2), a3 = _mm256_max_pd(a3, v3);
+      a0 = _mm256_max_pd(a0, v0), a1 = _mm256_max_pd(a1, v1), a2 = _mm256_max_pd(a2, v2),
+      a3 = _mm256_max_pd(a3, v3);
     } else {
-      a0 = _mm256_min_pd(a0, v0), a1 = _mm256_min_pd(a1, v1), a2 = _mm256_min_pd(a2, v2), a3 = _mm256_min_pd(a3, v3);
+      a0 = _mm256_min_pd(a0, v0), a1 = _mm256_min_pd(a1, v1), a2 = _mm256_min_pd(a2, v2),
+      a3 = _mm256_min_pd(a3, v3);
     }
   }
   done = i;
@@ -314,7 +363,8 @@ opmath_t<T> extremum(const T* p, int64_t n) {
   if constexpr (std::is_floating_point_v<V>) {
     for (; i < n; ++i) r = pick<IsMax>(r, static_cast<V>(p[i]));
   } else {
-    for (; i < n; ++i) r = IsMax ? std::max(r, static_cast<V>(p[i])) : std::min(r, static_cast<V>(p[i]));
+    for (; i < n; ++i)
+      r = IsMax ? std::max(r, static_cast<V>(p[i])) : std::min(r, static_cast<V>(p[i]));
   }
   return r;
 }
@@ -451,8 +501,8 @@ struct VarReducer : ReducerBase<VarReducer<T>, T, VarAcc> {
     double var = a.m2 / std::max(0.0, a.n - correction);
     out[o] = static_cast<T>(static_cast<opmath_t<T>>(take_sqrt ? std::sqrt(var) : var));
     if (mean_out)
-      mean_out[o] = static_cast<T>(static_cast<opmath_t<T>>(
-          a.n == 0 ? std::numeric_limits<double>::quiet_NaN() : a.mean));
+      mean_out[o] = static_cast<T>(
+          static_cast<opmath_t<T>>(a.n == 0 ? std::numeric_limits<double>::quiet_NaN() : a.mean));
   }
 };
 
@@ -462,7 +512,9 @@ template <class T, NormKind K>
 struct NormReducer : ReducerBase<NormReducer<T, K>, T, double> {
   T* out = nullptr;
   double p = 2;
-  double identity() const { return K == NormKind::NegInf ? std::numeric_limits<double>::infinity() : 0.0; }
+  double identity() const {
+    return K == NormKind::NegInf ? std::numeric_limits<double>::infinity() : 0.0;
+  }
   static double absval(T x) { return std::abs(static_cast<double>(static_cast<opmath_t<T>>(x))); }
   void step(double& a, T x, int64_t) const {
     double v = absval(x);
@@ -554,7 +606,8 @@ Tensor amax_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim
   for (int64_t d = 0; d < self->dim(); ++d)
     EMBER_CHECK_KIND(!(mask[d] && self->size(d) == 0), Index, op, "(): Expected reduction dim ", d,
                      " to have non-zero size.");
-  Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, keepdim), self->dtype(), self->device());
+  Tensor out =
+      ember::empty(reduced_sizes(self->sizes(), mask, keepdim), self->dtype(), self->device());
   EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
     MinMaxReducer<scalar_t, IsMax> r;
     r.out = out->data_as<scalar_t>();
@@ -579,7 +632,8 @@ std::tuple<Tensor, Tensor> arg_impl(const Tensor& self, const std::vector<bool>&
   return {val, idx};
 }
 
-double var_correction(std::optional<bool> unbiased, const std::optional<Scalar>& correction, const char* op) {
+double var_correction(std::optional<bool> unbiased, const std::optional<Scalar>& correction,
+                      const char* op) {
   EMBER_CHECK_KIND(!(unbiased && correction), Type, op,
                    "(): cannot specify both unbiased and correction (use correction=0 or 1)");
   if (correction) return correction->to_double();
@@ -591,7 +645,8 @@ std::tuple<Tensor, Tensor> var_impl(const Tensor& self, const std::optional<DimV
                                     std::optional<bool> unbiased, bool keepdim,
                                     const std::optional<Scalar>& correction, bool take_sqrt,
                                     bool want_mean, const char* op) {
-  EMBER_CHECK(is_floating(self->dtype()), op, "(): std and var only support floating point and complex dtypes (got ",
+  EMBER_CHECK(is_floating(self->dtype()), op,
+              "(): std and var only support floating point and complex dtypes (got ",
               dtype_name(self->dtype()), ")");
   auto mask = dim_mask(dim, self->dim(), op);
   double corr = var_correction(unbiased, correction, op);
@@ -610,7 +665,8 @@ std::tuple<Tensor, Tensor> var_impl(const Tensor& self, const std::optional<DimV
 }
 
 template <bool IsAll>
-Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim, const char* op) {
+Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+                    const char* op) {
   // An explicit empty dim list reduces nothing (PyTorch 2.x); None reduces everything.
   std::vector<bool> mask = (dim && dim->empty()) ? std::vector<bool>(self->dim(), false)
                                                  : dim_mask(dim, self->dim(), op);
@@ -647,19 +703,22 @@ Tensor nansum(const Tensor& self, const std::optional<DimVector>& dim, bool keep
 Tensor mean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
             std::optional<ScalarType> dtype) {
   if (dtype) {
-    EMBER_CHECK(is_floating(*dtype),
-                "mean(): could not infer output dtype. Optional dtype must be either a floating point or "
-                "complex dtype. Got: ",
-                torch_type_name(*dtype));
+    EMBER_CHECK(
+        is_floating(*dtype),
+        "mean(): could not infer output dtype. Optional dtype must be either a floating point or "
+        "complex dtype. Got: ",
+        torch_type_name(*dtype));
   } else {
-    EMBER_CHECK(is_floating(self->dtype()),
-                "mean(): could not infer output dtype. Input dtype must be either a floating point or "
-                "complex dtype. Got: ",
-                torch_type_name(self->dtype()));
+    EMBER_CHECK(
+        is_floating(self->dtype()),
+        "mean(): could not infer output dtype. Input dtype must be either a floating point or "
+        "complex dtype. Got: ",
+        torch_type_name(self->dtype()));
   }
   auto mask = dim_mask(dim, self->dim(), "mean");
   Tensor x = dtype ? cast_to(self, *dtype) : self;
-  return sum_impl<false>(x, mask, keepdim, static_cast<double>(reduced_numel(x->sizes(), mask)), "mean");
+  return sum_impl<false>(x, mask, keepdim, static_cast<double>(reduced_numel(x->sizes(), mask)),
+                         "mean");
 }
 
 Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
@@ -675,7 +734,8 @@ Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool kee
   return ops::div(total, count, std::nullopt, Tensor());
 }
 
-Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim, std::optional<ScalarType> dtype) {
+Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
+            std::optional<ScalarType> dtype) {
   auto mask = dim_mask(dim, self->dim(), "prod");
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim),
@@ -737,8 +797,10 @@ Tensor amin(const Tensor& self, const DimVector& dim, bool keepdim) {
 std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   auto mask = dim_mask(dim, self->dim(), "aminmax");
   EMBER_CHECK(reduced_numel(self->sizes(), mask) != 0,
-              "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
-  return {amax_impl<false>(self, mask, keepdim, "aminmax"), amax_impl<true>(self, mask, keepdim, "aminmax")};
+              "aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+              "identity.");
+  return {amax_impl<false>(self, mask, keepdim, "aminmax"),
+          amax_impl<true>(self, mask, keepdim, "aminmax")};
 }
 
 // ---- var / std / norm --------------------------------------------------------------------------
@@ -768,7 +830,8 @@ std::tuple<Tensor, Tensor> std_mean(const Tensor& self, const std::optional<DimV
 Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optional<DimVector>& dim,
             bool keepdim, std::optional<ScalarType> dtype) {
   if (dtype) {
-    EMBER_CHECK(is_floating(*dtype), "linalg.vector_norm: dtype should be floating point or complex, but got ",
+    EMBER_CHECK(is_floating(*dtype),
+                "linalg.vector_norm: dtype should be floating point or complex, but got ",
                 torch_type_name(*dtype));
   } else {
     EMBER_CHECK(is_floating(self->dtype()),
@@ -780,7 +843,8 @@ Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optio
   const double pv = p ? p->to_double() : 2.0;
   const double inf = std::numeric_limits<double>::infinity();
   if ((pv < 0 || pv == inf) && reduced_numel(x->sizes(), mask) == 0)
-    EMBER_FAIL(Runtime, "linalg.vector_norm cannot compute the ", pv, " norm on an empty tensor because the "
+    EMBER_FAIL(Runtime, "linalg.vector_norm cannot compute the ", pv,
+               " norm on an empty tensor because the "
                "operation does not have an identity");
   Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), x->dtype(), x->device());
   EMBER_DISPATCH_FLOAT(x->dtype(), "norm", [&] {
@@ -818,7 +882,8 @@ Tensor any(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim
 
 Tensor count_nonzero(const Tensor& self, const std::optional<DimVector>& dim) {
   auto mask = dim_mask(dim, self->dim(), "count_nonzero");
-  Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, false), ScalarType::Int64, self->device());
+  Tensor out =
+      ember::empty(reduced_sizes(self->sizes(), mask, false), ScalarType::Int64, self->device());
   EMBER_DISPATCH_ALL(self->dtype(), "count_nonzero", [&] {
     CountNonzeroReducer<scalar_t> r;
     r.out = out->data_as<int64_t>();
@@ -834,11 +899,13 @@ namespace {
 // Runs f(src_row, dst_row, stride, n) ... over the rows of a (outer, n, inner) layout, with the
 // inner dim vectorized: columns of a tile advance together one step of the scan at a time.
 template <class T, class Acc, class Init, class Step>
-void scan_rows(const reduce::DimRows& d, const T* src, T* dst, const Init& init, const Step& stepf) {
+void scan_rows(const reduce::DimRows& d, const T* src, T* dst, const Init& init,
+               const Step& stepf) {
   const int64_t n = d.n, inner = d.inner;
   const int64_t tile = std::min<int64_t>(inner, 512);
   const int64_t ntiles = (inner + tile - 1) / tile, items = d.outer * ntiles;
-  parallel_for(0, items, std::max<int64_t>(1, reduce::kReduceGrain / std::max<int64_t>(1, n * tile)),
+  parallel_for(0, items,
+               std::max<int64_t>(1, reduce::kReduceGrain / std::max<int64_t>(1, n * tile)),
                [&](int64_t b, int64_t e) {
                  std::vector<Acc> acc(tile);
                  for (int64_t item = b; item < e; ++item) {
@@ -865,7 +932,8 @@ Tensor cum_impl(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype
   EMBER_DISPATCH_ALL(ot, op, [&] {
     using Acc = sum_acc_t<scalar_t>;
     scan_rows<scalar_t, Acc>(
-        rows, rows.t->data_as<scalar_t>(), out->data_as<scalar_t>(), [] { return Acc(IsProd ? 1 : 0); },
+        rows, rows.t->data_as<scalar_t>(), out->data_as<scalar_t>(),
+        [] { return Acc(IsProd ? 1 : 0); },
         [](Acc& a, scalar_t v) {
           Acc x = static_cast<Acc>(static_cast<opmath_t<scalar_t>>(v));
           if constexpr (IsProd) {
@@ -922,9 +990,13 @@ Tensor cumprod(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype)
   return cum_impl<true>(self, dim, dtype, "cumprod");
 }
 
-std::tuple<Tensor, Tensor> cummax(const Tensor& self, int64_t dim) { return cumext_impl<true>(self, dim, "cummax"); }
+std::tuple<Tensor, Tensor> cummax(const Tensor& self, int64_t dim) {
+  return cumext_impl<true>(self, dim, "cummax");
+}
 
-std::tuple<Tensor, Tensor> cummin(const Tensor& self, int64_t dim) { return cumext_impl<false>(self, dim, "cummin"); }
+std::tuple<Tensor, Tensor> cummin(const Tensor& self, int64_t dim) {
+  return cumext_impl<false>(self, dim, "cummin");
+}
 
 }  // namespace cpu
 
@@ -942,8 +1014,8 @@ Tensor std(const Tensor& self, bool unbiased) {
   return ops::std(self, std::nullopt, std::optional<bool>(unbiased), false, std::nullopt);
 }
 
-Tensor norm(const Tensor& self, const std::string& p, const std::optional<DimVector>& dim, bool keepdim,
-            std::optional<ScalarType> dtype) {
+Tensor norm(const Tensor& self, const std::string& p, const std::optional<DimVector>& dim,
+            bool keepdim, std::optional<ScalarType> dtype) {
   if (p == "fro") return ops::norm(self, std::optional<Scalar>(Scalar(2.0)), dim, keepdim, dtype);
   if (p == "nuc")
     EMBER_FAIL(NotImplemented, "norm(): p='nuc' (the nuclear norm) is not supported by ember yet");
@@ -956,11 +1028,13 @@ Tensor logsumexp(const Tensor& self, const DimVector& dim, bool keepdim) {
   DimVector kept = reduce::reduced_sizes(x->sizes(), mask, true);
   DimVector final_shape = reduce::reduced_sizes(x->sizes(), mask, keepdim);
   if (reduce::reduced_numel(x->sizes(), mask) == 0)
-    return ops::full(final_shape, Scalar(-std::numeric_limits<double>::infinity()), x->dtype(), x->device());
+    return ops::full(final_shape, Scalar(-std::numeric_limits<double>::infinity()), x->dtype(),
+                     x->device());
   // Shift by the max (0 where it is infinite, so inf - inf never makes a NaN).
   Tensor m = ops::amax(x, dim, true);
   m = ops::where(ops::isinf(m, Tensor()), Scalar(0.0), m, Tensor());
-  Tensor s = ops::sum(ops::exp(ops::sub(x, m, Scalar(int64_t(1)), Tensor()), Tensor()), dim, true, std::nullopt);
+  Tensor s = ops::sum(ops::exp(ops::sub(x, m, Scalar(int64_t(1)), Tensor()), Tensor()), dim, true,
+                      std::nullopt);
   Tensor r = ops::add(ops::log(s, Tensor()), m, Scalar(int64_t(1)), Tensor());
   // r is a fresh contiguous tensor: dropping the size-1 reduced dims is a pure reshape.
   return make_view(r, final_shape, contiguous_strides(final_shape), r->storage_offset());

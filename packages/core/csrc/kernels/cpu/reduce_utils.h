@@ -40,17 +40,28 @@ constexpr int64_t kReduceGrain = 32768;
 // PyTorch's names of the dtypes ("Long"), for messages that repeat PyTorch's wording.
 inline const char* torch_type_name(ScalarType t) {
   switch (t) {
-    case ScalarType::Bool: return "Bool";
-    case ScalarType::UInt8: return "Byte";
-    case ScalarType::Int8: return "Char";
-    case ScalarType::Int16: return "Short";
-    case ScalarType::Int32: return "Int";
-    case ScalarType::Int64: return "Long";
-    case ScalarType::Float16: return "Half";
-    case ScalarType::BFloat16: return "BFloat16";
-    case ScalarType::Float32: return "Float";
-    case ScalarType::Float64: return "Double";
-    default: return "Unknown";
+    case ScalarType::Bool:
+      return "Bool";
+    case ScalarType::UInt8:
+      return "Byte";
+    case ScalarType::Int8:
+      return "Char";
+    case ScalarType::Int16:
+      return "Short";
+    case ScalarType::Int32:
+      return "Int";
+    case ScalarType::Int64:
+      return "Long";
+    case ScalarType::Float16:
+      return "Half";
+    case ScalarType::BFloat16:
+      return "BFloat16";
+    case ScalarType::Float32:
+      return "Float";
+    case ScalarType::Float64:
+      return "Double";
+    default:
+      return "Unknown";
   }
 }
 
@@ -66,7 +77,8 @@ inline std::vector<bool> dim_mask(const DimVector* dims, int64_t ndim, const cha
   }
   return mask;
 }
-inline std::vector<bool> dim_mask(const std::optional<DimVector>& dims, int64_t ndim, const char* op) {
+inline std::vector<bool> dim_mask(const std::optional<DimVector>& dims, int64_t ndim,
+                                  const char* op) {
   return dim_mask(dims ? &*dims : nullptr, ndim, op);
 }
 inline std::vector<bool> dim_mask(std::optional<int64_t> dim, int64_t ndim, const char* op) {
@@ -75,7 +87,8 @@ inline std::vector<bool> dim_mask(std::optional<int64_t> dim, int64_t ndim, cons
   return dim_mask(&d, ndim, op);
 }
 
-inline DimVector reduced_sizes(const DimVector& sizes, const std::vector<bool>& mask, bool keepdim) {
+inline DimVector reduced_sizes(const DimVector& sizes, const std::vector<bool>& mask,
+                               bool keepdim) {
   DimVector out;
   for (int64_t d = 0; d < sizes.size(); ++d) {
     if (!mask[d])
@@ -235,7 +248,8 @@ void rows_path(Geometry& g, const typename R::in_t* base, const R& r) {
   }
   const int64_t inner = g.rsizes[g.rsizes.size() - 1];
   const int64_t istride = g.rstrides[g.rstrides.size() - 1];
-  DimVector osz(g.rsizes.begin(), g.rsizes.end() - 1), ost(g.rstrides.begin(), g.rstrides.end() - 1);
+  DimVector osz(g.rsizes.begin(), g.rsizes.end() - 1),
+      ost(g.rstrides.begin(), g.rstrides.end() - 1);
   auto run = [&](const T* p, int64_t n, int64_t b) {
     return istride == 1 ? r.block(p, n, b) : r.strided(p, istride, n, b);
   };
@@ -275,7 +289,8 @@ void rows_path(Geometry& g, const typename R::in_t* base, const R& r) {
   for (int64_t o = 0; o < nout; ++o, kit.next()) {
     const T* p = base + kit.off;
     parallel_for(0, nchunks, 1, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) parts[c] = range(p, c * chunk, std::min(nred, (c + 1) * chunk));
+      for (int64_t c = b; c < e; ++c)
+        parts[c] = range(p, c * chunk, std::min(nred, (c + 1) * chunk));
     });
     Acc acc = parts[0];
     for (int64_t c = 1; c < nchunks; ++c) acc = r.combine(acc, parts[c]);
@@ -287,7 +302,8 @@ template <class R>
 void columns_path(Geometry& g, const typename R::in_t* base, const R& r) {
   using Acc = typename R::acc_t;
   const int64_t I = g.ksizes[g.ksizes.size() - 1];
-  DimVector osz(g.ksizes.begin(), g.ksizes.end() - 1), ost(g.kstrides.begin(), g.kstrides.end() - 1);
+  DimVector osz(g.ksizes.begin(), g.ksizes.end() - 1),
+      ost(g.kstrides.begin(), g.kstrides.end() - 1);
   const int64_t outer = g.nout / I, nred = g.nred;
   const int nth = get_num_threads();
   // Whole rows when the accumulators fit in L1/L2 (rows then stream through memory); the rows

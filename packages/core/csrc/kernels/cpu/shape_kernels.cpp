@@ -60,7 +60,9 @@ Tensor triangle(const Tensor& self, const Tensor& out, const char* op, const Ran
 }
 
 // Diagonals beyond any matrix size act alike; clamping keeps i + diagonal from overflowing.
-int64_t clamp_diagonal(int64_t d) { return std::clamp<int64_t>(d, -(int64_t(1) << 48), int64_t(1) << 48); }
+int64_t clamp_diagonal(int64_t d) {
+  return std::clamp<int64_t>(d, -(int64_t(1) << 48), int64_t(1) << 48);
+}
 
 }  // namespace
 
@@ -77,9 +79,8 @@ Tensor tril(const Tensor& self, int64_t diagonal_in, const Tensor& out) {
 Tensor triu(const Tensor& self, int64_t diagonal_in, const Tensor& out) {
   int64_t diagonal = clamp_diagonal(diagonal_in);
   // Row i keeps columns j >= i + diagonal.
-  return triangle(self, out, "triu", [&](int64_t i) {
-    return std::pair<int64_t, int64_t>(INT64_MIN, i + diagonal);
-  });
+  return triangle(self, out, "triu",
+                  [&](int64_t i) { return std::pair<int64_t, int64_t>(INT64_MIN, i + diagonal); });
 }
 
 }  // namespace cpu

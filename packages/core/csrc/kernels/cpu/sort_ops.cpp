@@ -107,7 +107,8 @@ Item<V> median_of(std::vector<Item<V>>& buf, bool ignore_nan) {
       if (is_nan(it.v)) return it;  // the first NaN
     return nth(buf, (static_cast<int64_t>(buf.size()) - 1) / 2);
   }
-  auto end = std::partition(buf.begin(), buf.end(), [](const Item<V>& it) { return !is_nan(it.v); });
+  auto end =
+      std::partition(buf.begin(), buf.end(), [](const Item<V>& it) { return !is_nan(it.v); });
   int64_t m = end - buf.begin();
   if (m == 0) {  // all NaN: NaN at index 0, like PyTorch
     Item<V> first = buf[0];
@@ -131,11 +132,12 @@ Tensor median_all(const Tensor& self, bool ignore_nan, const char* op) {
     copy_into(flat, self);
   }
   flat = make_view(flat, DimVector{flat->numel()}, DimVector{1}, flat->storage_offset());
-  return std::get<0>(select_rows(flat, 0, false, op, [&](auto& buf) { return median_of(buf, ignore_nan); }));
+  return std::get<0>(
+      select_rows(flat, 0, false, op, [&](auto& buf) { return median_of(buf, ignore_nan); }));
 }
 
-std::tuple<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keepdim, bool ignore_nan,
-                                      const char* op) {
+std::tuple<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keepdim,
+                                      bool ignore_nan, const char* op) {
   int64_t d = wrap_dim(dim, self->dim(), op);
   auto mask = reduce::dim_mask(std::optional<int64_t>(dim), self->dim(), op);
   reduce::check_nonempty(self, mask, true, op);
@@ -177,12 +179,13 @@ Tensor argsort(const Tensor& self, int64_t dim, bool descending, bool stable) {
   return std::get<1>(sort(self, dim, descending, stable));
 }
 
-std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
+std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest,
+                                bool sorted) {
   (void)sorted;  // results always come sorted, which PyTorch allows for sorted=False
   int64_t d = wrap_dim(dim, self->dim(), "topk");
   const int64_t n = dim_size(self, d);
-  EMBER_CHECK(k >= 0 && k <= n, "topk(): selected index k out of range (k = ", k, ", size of dim ", d,
-              " = ", n, ")");
+  EMBER_CHECK(k >= 0 && k <= n, "topk(): selected index k out of range (k = ", k, ", size of dim ",
+              d, " = ", n, ")");
   DimVector shape = with_dim_size(self, d, k);
   Tensor values = ember::empty(shape, self->dtype(), self->device());
   Tensor indices = ember::empty(shape, ScalarType::Int64, self->device());
@@ -265,14 +268,16 @@ std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim, bool keepdim) {
 namespace {
 
 // unique of the flattened tensor: sorted values; NaNs never compare equal, so each is its own.
-std::tuple<Tensor, Tensor, Tensor> unique_flat(const Tensor& self, bool return_inverse, bool return_counts) {
+std::tuple<Tensor, Tensor, Tensor> unique_flat(const Tensor& self, bool return_inverse,
+                                               bool return_counts) {
   const int64_t n = self->numel();
   Tensor flat = self;
   if (!flat->is_contiguous()) {
     flat = ember::empty(self->sizes(), self->dtype(), self->device());
     copy_into(flat, self);
   }
-  Tensor inverse = ember::empty(return_inverse ? self->sizes() : DimVector{0}, ScalarType::Int64, self->device());
+  Tensor inverse = ember::empty(return_inverse ? self->sizes() : DimVector{0}, ScalarType::Int64,
+                                self->device());
   Tensor values, counts;
   EMBER_DISPATCH_ALL(self->dtype(), "unique", [&] {
     using V = opmath_t<scalar_t>;
@@ -308,7 +313,8 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, b
   EMBER_CHECK(self->dim() > 0, "unique(): dim is not supported for 0-d tensors");
   DimRows rows = reduce::dim_rows(self, d);
   const int64_t n = rows.n, outer = rows.outer, inner = rows.inner;
-  Tensor inverse = ember::empty(DimVector{return_inverse ? n : 0}, ScalarType::Int64, self->device());
+  Tensor inverse =
+      ember::empty(DimVector{return_inverse ? n : 0}, ScalarType::Int64, self->device());
   Tensor values, counts;
   EMBER_DISPATCH_ALL(self->dtype(), "unique", [&] {
     using V = opmath_t<scalar_t>;
@@ -343,7 +349,8 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, b
     for (int64_t g = 0; g < m; ++g) {
       const int64_t s = order[starts[g]], end = g + 1 < m ? starts[g + 1] : n;
       for (int64_t o = 0; o < outer; ++o)
-        for (int64_t k = 0; k < inner; ++k) vo[o * m * inner + g * inner + k] = src[o * n * inner + s * inner + k];
+        for (int64_t k = 0; k < inner; ++k)
+          vo[o * m * inner + g * inner + k] = src[o * n * inner + s * inner + k];
       if (return_counts) counts->data_as<int64_t>()[g] = end - starts[g];
       if (return_inverse)
         for (int64_t i = starts[g]; i < end; ++i) inverse->data_as<int64_t>()[order[i]] = g;
