@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -216,8 +218,14 @@ namespace {
 class CpuRawAllocator final : public RawAllocator {
  public:
   void* raw_alloc(size_t nbytes) override {
+    // Segments of 2 MiB and more are 2 MiB-aligned and asked to use transparent huge pages:
+    // fewer TLB misses on the large tensors that dominate bandwidth-bound ops.
+    constexpr size_t kHuge = 2 << 20;
     void* p = nullptr;
-    if (posix_memalign(&p, 64, nbytes) != 0) return nullptr;
+    if (posix_memalign(&p, nbytes >= kHuge ? kHuge : 64, nbytes) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+    if (nbytes >= kHuge) madvise(p, nbytes, MADV_HUGEPAGE);
+#endif
     return p;
   }
   void raw_free(void* ptr, size_t) override { std::free(ptr); }
