@@ -109,6 +109,43 @@ def test_matmul_larger_than_blas_threshold():
     close(ember.bmm(ex, ex), x.astype(np.float64) @ x)
 
 
+# Products cut into tiles that OpenBLAS runs on the calling thread (spread over ember's pool):
+# row blocks, 2-D tiles, gemv/dot blocks, and shapes left whole to OpenBLAS (large K).
+TILED_SHAPES = [
+    ((128, 64, 64), (128, 64, 64)),  # one call per matrix
+    ((6, 70, 64), (6, 64, 64)),  # two row blocks per matrix
+    ((40, 300), (300, 400)),  # 2-D tiles
+    ((3, 37, 200), (3, 200, 500)),  # 2-D tiles, uneven edges, batched
+    ((32, 64, 64), (64, 64)),  # batches folded into one (2048 x 64) matrix, then row blocks
+    ((5000, 100), (100, 1)),  # gemv over row blocks
+    ((1, 100), (100, 5000)),  # gemv over column blocks
+    ((7, 1, 100), (7, 100, 300)),  # row vectors
+    ((8, 600), (600, 300)),  # K too large for tiles: one OpenBLAS call
+    ((1, 10000), (10000, 3)),  # long gemv: one OpenBLAS call
+]
+
+
+@pytest.mark.parametrize("sa,sb", TILED_SHAPES)
+@pytest.mark.parametrize("layout", ["contig", "transposed"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_tiled(sa, sb, layout, dtype):
+    a, ea = arr(sa, dtype, layout)
+    b, eb = arr(sb, dtype, "transposed" if layout == "contig" else "contig")
+    expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(npy(ember.matmul(ea, eb)), expected, rtol=tol, atol=tol)
+
+
+def test_baddbmm_tiled_beta_alpha():
+    b1, eb1 = arr((3, 37, 200), np.float64, "transposed")
+    b2, eb2 = arr((3, 200, 500), np.float64)
+    i, ei = arr((37, 1), np.float64)
+    expected = 0.5 * i + 2 * (b1 @ b2)
+    close(ember.baddbmm(ei, eb1, eb2, beta=0.5, alpha=2), expected, np.float64)
+    nan = ember.full((3, 37, 500), float("nan"), dtype=ember.float64)
+    close(ember.baddbmm(nan, eb1, eb2, beta=0, alpha=2), 2 * (b1 @ b2), np.float64)
+
+
 @pytest.mark.parametrize(
     "sa,sb,out",
     [
@@ -270,8 +307,8 @@ def test_addmm_family():
 
 
 def test_beta_zero_ignores_nan_on_every_path():
-    # 2 x (50x50x50) goes through OpenBLAS's batched gemm, 2 x (4x4x4) through single calls.
-    for n in (4, 50):
+    # Small products (one call each), 2-D tiles, and a product left whole to OpenBLAS.
+    for n in (4, 50, 300, 700):
         b1, eb1 = arr((2, n, n), np.float64)
         b2, eb2 = arr((2, n, n), np.float64, "transposed")
         nan = ember.full((2, n, n), float("nan"), dtype=ember.float64)
@@ -483,14 +520,16 @@ def test_out_and_views():
     assert r.data_ptr() != ea.data_ptr()
 
 
-def test_thread_count_does_not_change_results():
-    x, ex = arr((64, 16, 16))
+@pytest.mark.parametrize("sa,sb", [((64, 16, 16), (64, 16, 16)), ((40, 300), (300, 400))])
+def test_thread_count_does_not_change_results(sa, sb):
+    _, ex = arr(sa)
+    _, ey = arr(sb)
     n = ember.get_num_threads()
     try:
         ember.set_num_threads(1)
-        r1 = npy(ember.bmm(ex, ex)).copy()
+        r1 = npy(ember.matmul(ex, ey)).copy()
         ember.set_num_threads(2)
-        r2 = npy(ember.bmm(ex, ex)).copy()
+        r2 = npy(ember.matmul(ex, ey)).copy()
     finally:
         ember.set_num_threads(n)
     np.testing.assert_array_equal(r1, r2)

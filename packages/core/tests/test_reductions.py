@@ -178,6 +178,67 @@ def test_sum_accuracy_float32():
     assert abs(x.mean().item() - np.float32(0.1)) < 1e-7
 
 
+@pytest.fixture
+def threads():
+    """Yields a setter for ember's thread count and restores the original one afterwards."""
+    before = ember.get_num_threads()
+    yield ember.set_num_threads
+    ember.set_num_threads(before)
+
+
+def test_long_sums_deterministic_across_threads(threads, rng):
+    # Long reductions are cut into pieces fixed by their size alone and combined in order: the
+    # result is bitwise the same for any thread count and from call to call, and it is accurate.
+    a = rng.standard_normal((1 << 20) + 4099).astype(np.float32)
+    b = rng.standard_normal((3, 300001)).astype(np.float32)
+    big = np.repeat(rng.standard_normal((700, 301)).astype(np.float32), 2, axis=0)
+    s = make(big)[::2]  # two reduced dims that do not merge: pieces start mid-row
+    got = {}
+    for n in (1, 2, 3):
+        threads(n)
+        res = [to_np(make(a).sum()), to_np(make(a).mean()), to_np(make(b).sum(1)), to_np(s.sum()),
+               to_np(s.var()), to_np(s.argmax()), to_np(make(a).norm())]
+        for r, again in zip(res, [to_np(make(a).sum()), to_np(make(a).mean())]):
+            assert r.tobytes() == again.tobytes()
+        got[n] = res
+    for n in (2, 3):
+        for r1, rn in zip(got[1], got[n]):
+            assert r1.tobytes() == rn.tobytes(), n
+    a64, b64, s64 = a.astype(np.float64), b.astype(np.float64), big[::2].astype(np.float64)
+    np.testing.assert_allclose(got[1][0], a64.sum(), rtol=1e-6, atol=1e-3)
+    np.testing.assert_allclose(got[1][1], a64.mean(), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(got[1][2], b64.sum(1), rtol=1e-6, atol=1e-3)
+    np.testing.assert_allclose(got[1][3], s64.sum(), rtol=1e-6, atol=1e-3)
+    np.testing.assert_allclose(got[1][4], s64.var(ddof=1), rtol=1e-6)
+    assert got[1][5] == np.argmax(big[::2])
+    np.testing.assert_allclose(got[1][6], np.sqrt((a64 * a64).sum()), rtol=1e-6)
+
+
+def test_argmax_ties_across_pieces(threads, rng):
+    # The first of equal extrema wins even when they fall in different pieces of a split reduction
+    # (pieces of 65536 elements here) that different threads may run.
+    a = rng.standard_normal(1 << 22).astype(np.float32)
+    for n in (1, 2):
+        threads(n)
+        for first, second in ((65535, 65536), (3 * 65536 - 1, (1 << 22) - 1), (5, 4 * 65536)):
+            b = a.copy()
+            b[first] = b[second] = 50.0
+            assert make(b).argmax().item() == first
+            assert make(-b).argmin().item() == first
+
+
+@needs_torch
+def test_sum_accuracy_vs_torch():
+    # Relative error of a long float32 sum/mean against a float64 reference: no worse than torch's.
+    rng = np.random.default_rng(1)
+    for a in (rng.standard_normal(1 << 22, dtype=np.float32), rng.random(1 << 22, dtype=np.float32)):
+        ref = a.astype(np.float64).sum()
+        t = torch.from_numpy(a)
+        for got, want, r in ((make(a).sum().item(), t.sum().item(), ref),
+                             (make(a).mean().item(), t.mean().item(), ref / a.size)):
+            assert abs(got - r) <= abs(want - r) + 1e-7 * abs(r)
+
+
 def test_integer_sum_exact():
     a = np.full(100000, 2**40, dtype=np.int64)
     assert ember.tensor(a).sum().item() == int(a.sum())

@@ -19,7 +19,32 @@ TensorImpl::TensorImpl(Storage storage, ScalarType dtype, DimVector sizes, DimVe
 
 TensorImpl::~TensorImpl() = default;
 
+namespace {
+// Element count of sizes; a view whose count overflows int64 (x.expand(2**62, 3)) is rejected
+// here, the one place every view passes through, so numel() can always be trusted.
+int64_t numel_or_fail(const DimVector& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (__builtin_mul_overflow(n, s, &n))
+      EMBER_FAIL(Runtime, "tensor of size ", shape_str(sizes),
+                 " has too many elements (the count overflows int64)");
+  }
+  return n;
+}
+
+// Bytes for n elements of dtype, raising a clear error instead of wrapping around.
+size_t checked_nbytes(int64_t n, ScalarType dtype, const DimVector& sizes, const char* op) {
+  int64_t nbytes = 0;
+  if (__builtin_mul_overflow(n, itemsize(dtype), &nbytes))
+    EMBER_FAIL(Runtime, op, ": storage size of a tensor of size ", shape_str(sizes), " and dtype ",
+               dtype_name(dtype), " overflows int64 (", n, " elements of ", itemsize(dtype),
+               " bytes)");
+  return static_cast<size_t>(nbytes);
+}
+}  // namespace
+
 void TensorImpl::set_sizes_strides(DimVector sizes, DimVector strides, int64_t offset) {
+  numel_or_fail(sizes);  // before anything changes
   sizes_ = std::move(sizes);
   strides_ = std::move(strides);
   offset_ = offset;
@@ -27,8 +52,7 @@ void TensorImpl::set_sizes_strides(DimVector sizes, DimVector strides, int64_t o
 }
 
 void TensorImpl::refresh() {
-  int64_t n = 1;
-  for (int64_t s : sizes_) n *= s;
+  int64_t n = numel_or_fail(sizes_);
   numel_ = n;
   // Contiguous = row-major dense; size-1 dims may have any stride (as in PyTorch).
   bool c = true;
@@ -69,7 +93,7 @@ int64_t checked_numel(const DimVector& sizes, const char* op) {
 
 Tensor empty(const DimVector& sizes, ScalarType dtype, Device device) {
   int64_t n = checked_numel(sizes, "empty");
-  size_t nbytes = static_cast<size_t>(n) * static_cast<size_t>(itemsize(dtype));
+  size_t nbytes = checked_nbytes(n, dtype, sizes, "empty");
   auto storage =
       std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
   return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, contiguous_strides(sizes),
@@ -88,9 +112,13 @@ Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarTyp
       break;
     }
     EMBER_CHECK_KIND(strides[d] >= 0, Value, "empty_strided: negative stride ", strides[d]);
-    extent += (sizes[d] - 1) * strides[d];
+    int64_t span = 0;
+    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &span) ||
+        __builtin_add_overflow(extent, span, &extent))
+      EMBER_FAIL(Runtime, "empty_strided: size ", shape_str(sizes), " with stride ",
+                 shape_str(strides), " needs a storage larger than int64 can count");
   }
-  size_t nbytes = static_cast<size_t>(extent) * static_cast<size_t>(itemsize(dtype));
+  size_t nbytes = checked_nbytes(extent, dtype, sizes, "empty_strided");
   auto storage =
       std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
   return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0,

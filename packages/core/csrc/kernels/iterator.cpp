@@ -1,6 +1,8 @@
 #include "kernels/iterator.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/dispatch.h"
 #include "core/error.h"
@@ -140,6 +142,7 @@ TensorIterator& TensorIterator::build() {
           t->set_storage(fresh->storage());
           t->set_sizes_strides(shape_, fresh->strides(), 0);
         }
+        if (!allow_overlap_) check_no_internal_overlap(t, op_);
         if (t->dtype() != o.dtype) {
           EMBER_CHECK(can_cast(o.dtype, t->dtype()), op_, ": result type ", dtype_name(o.dtype),
                       " can't be cast to the desired output type ", dtype_name(t->dtype()));
@@ -237,6 +240,40 @@ void store_scalar(const Scalar& s, ScalarType dtype, void* ptr) {
                      [&] { *static_cast<scalar_t*>(ptr) = s.to<scalar_t>(); });
 }
 
+void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
+  if (dtype == ScalarType::Bool || s.is_bool()) return;
+  const bool overflow = EMBER_DISPATCH_ALL(dtype, op, [&]() -> bool {
+    using T = scalar_t;
+    if constexpr (std::is_same_v<T, bool>) {
+      return false;
+    } else if constexpr (std::is_integral_v<T>) {
+      using L = std::numeric_limits<T>;
+      if (s.is_integral()) {
+        const int64_t v = s.to_int();
+        if constexpr (std::is_unsigned_v<T>) return v > int64_t(L::max()) || v < -int64_t(L::max());
+        return v < int64_t(L::lowest()) || v > int64_t(L::max());
+      }
+      // [lowest, 2^digits): exact bounds in double for every integer type (NaN fails too).
+      const double v = s.to_double();
+      return !(v >= double(L::lowest()) && v < std::ldexp(1.0, L::digits));
+    } else {
+      double max = 0;
+      if constexpr (std::is_same_v<T, Half>) max = 65504.0;
+      else if constexpr (std::is_same_v<T, BFloat16>) max = 3.3895313892515355e38;
+      else if constexpr (std::is_same_v<T, float>) max = std::numeric_limits<float>::max();
+      else return false;  // double holds every Python number
+      const double v = s.to_double();
+      return std::isfinite(v) && std::fabs(v) > max;
+    }
+  });
+  if (!overflow) return;
+  if (s.is_integral())
+    EMBER_FAIL(Runtime, op, ": value ", s.to_int(), " cannot be converted to type ",
+               dtype_name(dtype), " without overflow");
+  EMBER_FAIL(Runtime, op, ": value ", s.to_double(), " cannot be converted to type ",
+             dtype_name(dtype), " without overflow");
+}
+
 Scalar load_scalar(const void* ptr, ScalarType dtype) {
   return EMBER_DISPATCH_ALL(dtype, "item", [&]() -> Scalar {
     scalar_t v = *static_cast<const scalar_t*>(ptr);
@@ -274,10 +311,28 @@ void convert_loop(char** data, const int64_t* st, int64_t n) {
 }
 }  // namespace
 
+void check_no_internal_overlap(const Tensor& t, const char* op) {
+  for (int64_t d = 0; d < t->dim(); ++d)
+    if (t->size(d) > 1 && t->stride(d) == 0)
+      EMBER_FAIL(Runtime, op,
+                 ": unsupported operation: more than one element of the written-to tensor (size ",
+                 shape_str(t->sizes()), ", stride ", shape_str(t->strides()),
+                 ") refers to a single memory location. Please clone() the tensor before "
+                 "performing the operation.");
+}
+
 void copy_into(const Tensor& dst, const Tensor& src) {
-  if (dst->numel() == 0) return;
+  if (dst->numel() == 0) {
+    // Nothing to write, but src must still fit (x[5:] = y with a wrongly shaped y is an error).
+    EMBER_CHECK(broadcast_shapes(dst->sizes(), src->sizes(), "copy_") == dst->sizes(),
+                "copy_: source of shape ", shape_str(src->sizes()),
+                " cannot be broadcast to the destination shape ", shape_str(dst->sizes()));
+    return;
+  }
   TensorIterator it("copy_");
-  it.add_output(dst).add_input(src).resize_outputs(false).no_casting().build();
+  it.add_output(dst).add_input(src).resize_outputs(false).no_casting();
+  if (src->numel() == 1) it.allow_overlapping_output();  // every write stores the same value
+  it.build();
   ScalarType dt = dst->dtype(), st = src->dtype();
   EMBER_DISPATCH_ALL(dt, "copy_", [&] {
     using D = scalar_t;

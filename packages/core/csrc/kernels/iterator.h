@@ -55,6 +55,12 @@ class TensorIterator {
     int_to_float_ = p;
     return *this;
   }
+  // Let a given output have internal overlap (a stride-0 dim of size > 1). Only safe when every
+  // write to a shared location stores the same value (fill_ of one element).
+  TensorIterator& allow_overlapping_output() {
+    allow_overlap_ = true;
+    return *this;
+  }
   // Keep each input's own dtype (the loop converts); used by copy/cast.
   TensorIterator& no_casting() {
     cast_inputs_ = false;
@@ -142,7 +148,7 @@ class TensorIterator {
   int64_t numel_ = 0;
   std::optional<ScalarType> compute_dtype_, output_dtype_;
   ScalarType common_dtype_ = ScalarType::Float32;
-  bool resize_outputs_ = true, int_to_float_ = false, cast_inputs_ = true;
+  bool resize_outputs_ = true, int_to_float_ = false, cast_inputs_ = true, allow_overlap_ = false;
 
  public:
   // Outputs computed into a temporary (dtype differs from out=) are copied back here.
@@ -152,8 +158,18 @@ class TensorIterator {
 // Broadcast shape of two shapes, raising "op: shapes (2, 3) and (4,) cannot be broadcast".
 DimVector broadcast_shapes(const DimVector& a, const DimVector& b, const char* op);
 
+// Raises PyTorch's "unsupported operation" error when several elements of t share one memory
+// location (an expanded tensor): writing through such a view silently loses results.
+void check_no_internal_overlap(const Tensor& t, const char* op);
+
 // Writes src into dst (broadcasting src, converting dtypes). The copy kernel of every device.
 void copy_into(const Tensor& dst, const Tensor& src);
+// PyTorch's overflow check for a Python number written into a tensor of `dtype` (fill_, full,
+// masked_fill, index_fill, clamp bounds): raises "op: value v cannot be converted to type T
+// without overflow" when an integer does not fit (unsigned types also take negatives down to
+// -max, which wrap), a float is out of an integer type's range (or NaN/inf), or a finite float
+// exceeds a narrower floating type. Bool targets take anything.
+void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op);
 // Stores a Scalar converted to dtype at ptr.
 void store_scalar(const Scalar& s, ScalarType dtype, void* ptr);
 // Reads one element as a Scalar (bool / int64 / double).

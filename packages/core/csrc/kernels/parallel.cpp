@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+
+#include <pthread.h>
 #include <vector>
 
 #include "core/error.h"
@@ -112,10 +114,27 @@ int default_threads() {
 
 std::atomic<int> g_num_threads{default_threads()};
 
+std::atomic<ThreadPool*> g_pool{nullptr};
+
+// A forked child has only the forking thread: the parent's workers (and any lock they held)
+// are gone, so the child abandons that pool (leaked) and builds a fresh one on first use.
+void reset_pool_in_child() {
+  g_pool.store(nullptr);
+  t_in_parallel = false;
+}
+
 ThreadPool& pool() {
+  ThreadPool* p = g_pool.load();
+  if (p) return *p;
+  static const bool registered = pthread_atfork(nullptr, nullptr, reset_pool_in_child) == 0;
+  (void)registered;
   // Leaked on purpose: joining threads during static destruction can deadlock at exit.
-  static ThreadPool* p = new ThreadPool(g_num_threads.load());
-  return *p;
+  auto* fresh = new ThreadPool(g_num_threads.load());
+  if (!g_pool.compare_exchange_strong(p, fresh)) {
+    delete fresh;  // another thread won the race
+    return *p;
+  }
+  return *fresh;
 }
 
 }  // namespace

@@ -50,6 +50,13 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
   EMBER_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: ", s, " -> ", e);
   // int64 results are computed on the truncated integer arguments, as PyTorch does.
   const bool int64 = dt == ScalarType::Int64;
+  // Integer results use the truncated arguments: they must fit int64 (the cast is UB otherwise).
+  if (!is_floating(dt))
+    for (const Scalar* v : {&start, &end, &step})
+      EMBER_CHECK(!v->is_floating() ||
+                      (v->to_double() >= -9223372036854775808.0 && v->to_double() < 9223372036854775808.0),
+                  "arange: value ", v->to_double(), " is out of range for an integer result of dtype ",
+                  dtype_name(dt));
   const int64_t is = start.to_int(), ist = step.to_int();
   double size_d;
   if (int64) {
@@ -58,7 +65,8 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
     EMBER_CHECK((ist > 0 && ie >= is) || (ist < 0 && ie <= is),
                 "arange: upper bound and lower bound inconsistent with step sign");
     const int64_t sgn = ist > 0 ? 1 : -1;
-    size_d = static_cast<double>((ie - is + ist - sgn) / ist);
+    // In 128 bits: end - start overflows int64 for ranges like [-2**63, 2**63 - 1).
+    size_d = static_cast<double>((static_cast<__int128>(ie) - is + ist - sgn) / ist);
   } else {
     EMBER_CHECK(st != 0.0, "arange: step must be nonzero");
     EMBER_CHECK((st > 0 && e >= s) || (st < 0 && e <= s),

@@ -112,6 +112,9 @@ Tensor tensordot(const Tensor& a, const Tensor& b, const DimVector& dims_a,
   std::vector<bool> ca(a->dim(), false), cb(b->dim(), false);
   DimVector da, db;
   for (int64_t i = 0; i < dims_a.size(); ++i) {
+    // wrap_dim lets dim 0 / -1 through for a 0-d tensor, which has no dim to contract.
+    EMBER_CHECK_KIND(a->dim() > 0 && b->dim() > 0, Index, "tensordot: dimension specified as ",
+                     a->dim() == 0 ? dims_a[i] : dims_b[i], " but tensor has no dimensions");
     int64_t x = wrap_dim(dims_a[i], a->dim(), "tensordot"),
             y = wrap_dim(dims_b[i], b->dim(), "tensordot");
     EMBER_CHECK(!ca[x], "tensordot: dim ", dims_a[i], " appears multiple times in dims_a");

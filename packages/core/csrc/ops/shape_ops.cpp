@@ -121,7 +121,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {
                     d, ". Expected size ", (*ref)->size(k), " but got size ", t->size(k),
                     " for tensor number ", i, " in the list (shapes ", shape_str((*ref)->sizes()),
                     " and ", shape_str(t->sizes()), ").");
-      shape[d] += t->size(d);
+      // A wrapped total would allocate a too-small result and copy past its end.
+      EMBER_CHECK(!__builtin_add_overflow(shape[d], t->size(d), &shape[d]),
+                  "cat(): the total size along dimension ", d, " overflows int64");
     }
   }  // else: only legacy empty tensors; PyTorch ignores dim then
   Tensor result = out;
@@ -290,10 +292,14 @@ Tensor repeat(const Tensor& self, const DimVector& repeats) {
               self->dim(), ")");
   int64_t n = repeats.size(), lead = n - self->dim();
   DimVector shape(n);
-  for (int64_t i = 0; i < n; ++i) shape[i] = repeats[i] * (i < lead ? 1 : self->size(i - lead));
+  bool overflow = false;  // a wrapped size would be a silently wrong shape (size 0 for 2**62)
+  for (int64_t i = 0; i < n; ++i)
+    overflow |= __builtin_mul_overflow(repeats[i], i < lead ? 1 : self->size(i - lead), &shape[i]);
   for (int64_t i = 0; i < n; ++i)
     EMBER_CHECK(repeats[i] >= 0, "repeat: Trying to create tensor with negative dimension ",
                 shape[i], ": ", list_str(shape));
+  EMBER_CHECK(!overflow, "repeat: repeats ", list_str(repeats), " of a tensor of size ",
+              shape_str(self->sizes()), " give a size that overflows int64");
   Tensor out = ember::empty(shape, self->dtype(), self->device());
   if (out->numel() == 0) return out;
   // out viewed as (r0, s0, r1, s1, ...); self as (1, s0, 1, s1, ...) broadcasts into it.
@@ -356,11 +362,13 @@ Tensor repeat_interleave(const Tensor& self, const TensorOrScalar& repeats,
     for (int64_t c : counts) EMBER_CHECK(c >= 0, "repeat_interleave: repeats can not be negative");
   }
   int64_t total = 0;
+  bool overflow = false;  // a wrapped total would size the output too small for the copies
   if (single) {
-    total = *single * size;
+    overflow = __builtin_mul_overflow(*single, size, &total);
   } else {
-    for (int64_t c : counts) total += c;
+    for (int64_t c : counts) overflow |= __builtin_add_overflow(total, c, &total);
   }
+  EMBER_CHECK(!overflow, "repeat_interleave: the total number of repeats overflows int64");
   if (output_size)
     EMBER_CHECK(*output_size == total,
                 "repeat_interleave: allocated size does not match required "
@@ -400,7 +408,8 @@ Tensor repeat_interleave_index(const Tensor& repeats, std::optional<int64_t> out
   int64_t total = 0;
   for (int64_t c : counts) {
     EMBER_CHECK(c >= 0, "repeat_interleave: repeats can not be negative");
-    total += c;
+    EMBER_CHECK(!__builtin_add_overflow(total, c, &total),
+                "repeat_interleave: the total number of repeats overflows int64");
   }
   if (output_size)
     EMBER_CHECK(*output_size == total,

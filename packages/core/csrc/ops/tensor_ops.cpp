@@ -27,6 +27,7 @@ Tensor fill_(const Tensor& self, const TensorOrScalar& value) {
     copy_into(self, value.tensor);
     return self;
   }
+  check_scalar_fits(value.scalar, self->dtype(), "fill_");
   Tensor v = ember::empty(DimVector{}, self->dtype(), self->device());
   store_scalar(value.scalar, self->dtype(), v->data());
   copy_into(self, v);

@@ -149,10 +149,22 @@ void check_in_storage(const Tensor& self, const DimVector& size, const DimVector
     EMBER_CHECK(size[d] >= 0, op, ": Trying to create tensor with negative dimension ", size[d],
                 ": ", list_str(size));
     if (size[d] == 0) empty = true;
-    extent += (size[d] - 1) * stride[d];
   }
   if (empty) return;
-  int64_t need = (offset + extent + 1) * self->itemsize();
+  // Overflow-checked: huge sizes/strides must not wrap around into a "fitting" size.
+  int64_t need = 0;
+  bool overflow = false;
+  for (int64_t d = 0; d < size.size(); ++d) {
+    int64_t span = 0;
+    overflow |= __builtin_mul_overflow(size[d] - 1, stride[d], &span);
+    overflow |= __builtin_add_overflow(extent, span, &extent);
+  }
+  overflow |= __builtin_add_overflow(offset, extent, &need);
+  overflow |= __builtin_add_overflow(need, int64_t(1), &need);
+  overflow |= __builtin_mul_overflow(need, self->itemsize(), &need);
+  EMBER_CHECK(!overflow, op, ": sizes ", list_str(size), ", strides ", list_str(stride),
+              ", storage offset ", offset, " and itemsize ", self->itemsize(),
+              " need a storage larger than int64 can count");
   EMBER_CHECK(static_cast<size_t>(need) <= self->storage()->nbytes, op, ": sizes ", list_str(size),
               ", strides ", list_str(stride), ", storage offset ", offset, ", and itemsize ",
               self->itemsize(), " requiring a storage size of ", need,
@@ -548,6 +560,21 @@ Tensor diagonal(const Tensor& self, int64_t offset, int64_t dim1, int64_t dim2) 
 
 // ---- splitting ------------------------------------------------------------------------------
 
+namespace {
+// Room for n pieces. Millions of (empty) views are legal, but a count no memory can hold
+// (tensor_split(x, 2**62)) must fail naming the op, not as a bare std::bad_alloc.
+void reserve_pieces(std::vector<Tensor>& out, int64_t n, const char* op) {
+  try {
+    out.reserve(static_cast<size_t>(n));
+  } catch (const std::exception&) {  // std::bad_alloc or std::length_error
+    EMBER_FAIL(OutOfMemory, op, ": cannot create ", n, " pieces (out of memory)");
+  }
+}
+
+// ceil(a / b) for a >= 0, b > 0 without the overflow of (a + b - 1) / b.
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
   EMBER_CHECK(self->dim() > 0, "split expects at least a 1-dimensional tensor");
   EMBER_CHECK(split_size >= 0,
@@ -558,9 +585,9 @@ std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
               "split_size can only be 0 if dimension size is 0, but "
               "got dimension size of ",
               size);
-  int64_t n = split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+  int64_t n = split_size == 0 ? 1 : std::max<int64_t>(ceil_div(size, split_size), 1);
   std::vector<Tensor> out;
-  out.reserve(n);
+  reserve_pieces(out, n, "split");
   for (int64_t i = 0; i < n; ++i) {
     int64_t start = i * split_size;
     out.push_back(narrow(self, d, start, std::min(split_size, size - start)));
@@ -578,7 +605,9 @@ std::vector<Tensor> split_with_sizes(const Tensor& self, const DimVector& split_
                 "split_with_sizes expects split_sizes have only non-negative entries, but "
                 "got split_sizes=",
                 list_str(split_sizes));
-    total += s;
+    // A wrapped sum could pass the check below with absurd sizes.
+    EMBER_CHECK(!__builtin_add_overflow(total, s, &total), "split_with_sizes: split_sizes ",
+                list_str(split_sizes), " sum to more than int64 can hold");
   }
   EMBER_CHECK(total == size, "split_with_sizes expects split_sizes to sum exactly to ", size,
               " (input tensor's size at dimension ", d,
@@ -601,6 +630,7 @@ std::vector<Tensor> tensor_split(const Tensor& self, int64_t sections, int64_t d
   int64_t size = self->size(d);
   int64_t base = size / sections, extra = size % sections;
   std::vector<Tensor> out;
+  reserve_pieces(out, sections, "tensor_split");
   int64_t start = 0;
   for (int64_t i = 0; i < sections; ++i) {
     int64_t len = base + (i < extra ? 1 : 0);
@@ -678,9 +708,12 @@ std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim) {
   EMBER_CHECK(chunks > 0, "chunk expects `chunks` to be greater than 0, got: ", chunks);
   int64_t d = wrap_dim(dim, self->dim(), "chunk");
   int64_t size = self->size(d);
-  int64_t split_size = (size + chunks - 1) / chunks;
+  int64_t split_size = ceil_div(size, chunks);
   if (split_size == 0 && size == 0) {  // `chunks` empty pieces, as PyTorch
-    return split_with_sizes(self, DimVector(chunks, 0), d);
+    std::vector<Tensor> out;
+    reserve_pieces(out, chunks, "chunk");
+    for (int64_t i = 0; i < chunks; ++i) out.push_back(narrow(self, d, 0, 0));
+    return out;
   }
   return split(self, split_size, d);
 }

@@ -177,6 +177,7 @@ void write_out(const Tensor& out, const Tensor& r, const char* op) {
     out->set_storage(fresh->storage());
     out->set_sizes_strides(r->sizes(), fresh->strides(), 0);
   }
+  check_no_internal_overlap(out, op);
   copy_into(out, r);
 }
 
@@ -185,6 +186,7 @@ void write_inplace(const Tensor& self, const Tensor& r, const char* op) {
               " doesn't match the broadcast shape ", shape_str(r->sizes()));
   EMBER_CHECK(can_cast(r->dtype(), self->dtype()), op, ": result type ", dtype_name(r->dtype()),
               " can't be cast to the desired output type ", dtype_name(self->dtype()));
+  check_no_internal_overlap(self, op);
   copy_into(self, r);
 }
 

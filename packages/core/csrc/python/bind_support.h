@@ -74,6 +74,19 @@ struct type_caster<ember::Scalar> {
   }
 };
 
+// A Tensor argument never accepts None: pybind11's holder caster would hand the op a null
+// shared_ptr (it lets None through in its convert pass), which the op then dereferences.
+// Optional arguments are std::optional<Tensor>, whose caster handles None before this one runs.
+template <>
+class type_caster<ember::Tensor>
+    : public copyable_holder_caster<ember::TensorImpl, ember::Tensor> {
+ public:
+  bool load(handle src, bool convert) {
+    if (src.is_none()) return false;
+    return copyable_holder_caster<ember::TensorImpl, ember::Tensor>::load(src, convert);
+  }
+};
+
 template <>
 struct type_caster<ember::TensorOrScalar> {
   PYBIND11_TYPE_CASTER(ember::TensorOrScalar, const_name("Tensor | Number"));

@@ -9,4 +9,5 @@ void bind_tensor(py::module_& m, TensorClass& cls);
 void bind_indexing(py::module_& m, TensorClass& cls);
 // NumPy (buffer protocol) and DLPack exchange (python/interop_py.cpp).
 void bind_interop(py::module_& m, TensorClass& cls);
+void bind_shared_memory(py::module_& m, TensorClass& cls);  // python/shared_memory_py.cpp
 }  // namespace ember

@@ -5,11 +5,13 @@
 // dims may be broadcast (stride 0). Row- and column-major matrices go to BLAS as they are (a
 // transposed view costs no copy, only CblasTrans and its leading dimension); other layouts are
 // copied. When the right operand is shared by every batch and the left one's batches stack into
-// one row-major matrix, the whole product is one big gemm; otherwise OpenBLAS's batched gemm
-// (which spreads the matrices over its threads) or, for tiny matrices, one call per matrix.
+// one row-major matrix, the batches become one big matrix. Products up to moderate sizes are cut
+// into tiles that OpenBLAS computes on the calling thread, spread over ember's thread pool (see
+// kSerialGemm); larger ones go to OpenBLAS one matrix at a time and it threads them itself.
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <vector>
@@ -110,14 +112,6 @@ struct Blas<float> {
   static float dot(int64_t n, const float* x, int64_t incx, const float* y, int64_t incy) {
     return scipy_cblas_sdot(blasint(n), x, blasint(incx), y, blasint(incy));
   }
-  // One group of `count` same-shaped products given by pointer arrays.
-  static void gemm_batch(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-                         float alpha, const float** a, int64_t lda, const float** b, int64_t ldb,
-                         float beta, float** c, int64_t ldc, int64_t count) {
-    blasint bm(m), bn(n), bk(k), blda(lda), bldb(ldb), bldc(ldc), size(count);
-    scipy_cblas_sgemm_batch(CblasRowMajor, &ta, &tb, &bm, &bn, &bk, &alpha, a, &blda, b, &bldb,
-                            &beta, c, &bldc, 1, &size);
-  }
 };
 template <>
 struct Blas<double> {
@@ -135,13 +129,6 @@ struct Blas<double> {
   }
   static double dot(int64_t n, const double* x, int64_t incx, const double* y, int64_t incy) {
     return scipy_cblas_ddot(blasint(n), x, blasint(incx), y, blasint(incy));
-  }
-  static void gemm_batch(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-                         double alpha, const double** a, int64_t lda, const double** b, int64_t ldb,
-                         double beta, double** c, int64_t ldc, int64_t count) {
-    blasint bm(m), bn(n), bk(k), blda(lda), bldb(ldb), bldc(ldc), size(count);
-    scipy_cblas_dgemm_batch(CblasRowMajor, &ta, &tb, &bm, &bn, &bk, &alpha, a, &blda, b, &bldb,
-                            &beta, c, &bldc, 1, &size);
   }
 };
 
@@ -268,15 +255,49 @@ bool fold_rows(const DimVector& batch, const DimVector& sa, int64_t M, int64_t r
   return *row_stride >= std::max<int64_t>(K, 1) && *row_stride <= kBlasMax;
 }
 
-// From this many multiply-adds per matrix on, a batch goes to OpenBLAS's batched gemm, which
-// spreads the matrices over its threads; smaller ones are cheaper one call at a time (the batch
-// interface costs about a microsecond per matrix). Measured on 2 cores: 48^3 is the crossover.
-constexpr int64_t kBatchGemm = 100000;
+// OpenBLAS runs a call on the calling thread only below these sizes (interface/gemm.c: m*n*k <=
+// 65536 * GEMM_MULTITHREAD_THRESHOLD (4); interface/gemv.c: m*n < 2304 * 4; dot: n <= 10000).
+// Above them it hands parts to its own workers, which wait for each other spinning with
+// sched_yield: when a core is busy (another process, or torch's OpenMP workers spinning in the
+// same process) each hand-off can wait a scheduler time slice. OpenBLAS's batched gemm took
+// 0.5-1 s instead of 0.5 ms for 128 products of 64x64 that way on 2 cores. So products up to
+// moderate sizes are cut into tiles below these limits and spread over ember's pool, whose workers
+// sleep on a condition variable and take tiles from a shared counter (a late worker's share goes
+// to the others). Such tiles run as fast as one big call (OpenBLAS's small-matrix kernels) until
+// K gets large; those products stay whole.
+constexpr int64_t kSerialGemm = 65536 * 4;     // m * n * k
+constexpr int64_t kSerialGemv = 2304 * 4 - 1;  // m * n of gemv; also n of dot
+constexpr int64_t kTileMaxK = 512;             // 8 x 64 x 512 tiles: as fast as one call
+
+// From this many multiply-adds in all, a product is worth waking the pool (~10 us of hand-off).
+constexpr int64_t kParallelWork = 1 << 20;
+
+// Largest tile (rows x cols of C) that keeps one (rows x K) @ (K x cols) call on the calling
+// thread; {0, 0} when there is none worth using. gemm() sends a single row or column to gemv or
+// dot, which have their own (smaller) limits.
+struct Tile {
+  int64_t rows = 0, cols = 0;
+};
+Tile serial_tile(int64_t M, int64_t N, int64_t K) {
+  const int64_t k = std::max<int64_t>(K, 1);
+  if (k > kSerialGemv && (M == 1 || N == 1)) return {};
+  if (N == 1) return {std::min(M, kSerialGemv / k), 1};  // gemv over rows x K of A, or dot
+  if (M == 1) return {1, std::min(N, kSerialGemv / k)};  // gemv over K x cols of B, or dot
+  // Balanced blocks of at most r >= 3 rows (or columns) all have >= 2, so none falls to gemv.
+  const int64_t r = kSerialGemm / (N * k);
+  if (M <= r) return {M, N};
+  if (r >= 3) return {r, N};
+  if (K > kTileMaxK) return {};
+  // Wide tiles of 8 rows: measured faster than square ones for K of 300-512 (OpenBLAS's kernels).
+  const int64_t rows = std::min<int64_t>(M, 8);
+  return {rows, std::min(N, kSerialGemm / k / rows)};
+}
 
 template <class T>
 void batched_gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor& c,
                   const DimVector& batch, int64_t M, int64_t N, int64_t K, T alpha, T beta) {
-  const Mat A = layout_of(a), B = layout_of(b);
+  Mat A = layout_of(a);
+  const Mat B = layout_of(b);
   const T* pa = a->data_as<T>();
   const T* pb = b->data_as<T>();
   T* pc = c->data_as<T>();
@@ -285,31 +306,46 @@ void batched_gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor
   for (int64_t s : batch) nb *= s;
   check_blas_sizes(op, M, N, K);
 
-  // One big gemm: B shared by every batch and A's batches stacked row-major.
+  // B shared by every batch and A's batches stacked row-major: one (nb*M) x K matrix.
+  std::vector<int64_t> oa{0}, ob{0};
   bool b_shared = std::all_of(sb.begin(), sb.end(), [](int64_t s) { return s == 0; });
   int64_t rs = 0;
   if (nb > 1 && b_shared && !A.trans && nb * M <= kBlasMax &&
       fold_rows(batch, sa, M, a->stride(a->dim() - 2), K, &rs)) {
-    gemm<T>(Mat{false, rs}, pa, B, pb, pc, N, nb * M, N, K, alpha, beta);
+    A = Mat{false, rs};
+    M *= nb;
+    nb = 1;
+  } else {
+    batch_offsets(batch, sa, sb, oa, ob);
+  }
+  const int64_t mc = M * N;  // elements of one batch of C
+
+  const Tile tile = serial_tile(M, N, K);
+  if (tile.rows == 0) {  // large: OpenBLAS threads each product itself
+    for (int64_t i = 0; i < nb; ++i)
+      gemm<T>(A, pa + oa[i], B, pb + ob[i], pc + i * mc, N, M, N, K, alpha, beta);
     return;
   }
-  std::vector<int64_t> oa, ob;
-  batch_offsets(batch, sa, sb, oa, ob);
-  const int64_t mc = M * N;
-  if (nb > 1 && get_num_threads() > 1 && M * N * K >= kBatchGemm && nb <= kBlasMax) {
-    std::vector<const T*> ap(nb), bp(nb);
-    std::vector<T*> cp(nb);
-    for (int64_t i = 0; i < nb; ++i) {
-      ap[i] = pa + oa[i];
-      bp[i] = pb + ob[i];
-      cp[i] = pc + i * mc;
-    }
-    Blas<T>::gemm_batch(A.trans ? CblasTrans : CblasNoTrans, B.trans ? CblasTrans : CblasNoTrans, M,
-                        N, K, alpha, ap.data(), A.ld, bp.data(), B.ld, beta, cp.data(), N, nb);
+  // Each product is cut into bm x bn tiles of nearly equal size.
+  const int64_t bm = (M + tile.rows - 1) / tile.rows, bn = (N + tile.cols - 1) / tile.cols;
+  const int64_t per = bm * bn, ntasks = nb * per;
+  auto run_task = [&](int64_t t) {
+    const int64_t i = t / per, p = t % per / bn, q = t % bn;
+    const int64_t r0 = p * M / bm, r1 = (p + 1) * M / bm;
+    const int64_t c0 = q * N / bn, c1 = (q + 1) * N / bn;
+    const T* at = pa + oa[i] + r0 * (A.trans ? 1 : A.ld);
+    const T* bt = pb + ob[i] + c0 * (B.trans ? B.ld : 1);
+    gemm<T>(A, at, B, bt, pc + i * mc + r0 * N + c0, N, r1 - r0, c1 - c0, K, alpha, beta);
+  };
+  const int nthreads = get_num_threads();
+  if (nthreads <= 1 || ntasks < 2 || nb * M * N * K < kParallelWork) {
+    for (int64_t t = 0; t < ntasks; ++t) run_task(t);
     return;
   }
-  for (int64_t i = 0; i < nb; ++i)
-    gemm<T>(A, pa + oa[i], B, pb + ob[i], pc + i * mc, N, M, N, K, alpha, beta);
+  std::atomic<int64_t> next{0};
+  parallel_for(0, std::min<int64_t>(nthreads, ntasks), 1, [&](int64_t, int64_t) {
+    for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < ntasks;) run_task(t);
+  });
 }
 
 // Exact integer product, wrapping like PyTorch (arithmetic modulo 2^64, then truncated).

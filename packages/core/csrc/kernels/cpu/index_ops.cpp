@@ -154,6 +154,13 @@ Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_
   return idx;
 }
 
+void resize_out(const Tensor& out, const DimVector& sizes) {
+  if (out->sizes() == sizes) return;
+  Tensor fresh = empty(sizes, out->dtype(), out->device());
+  out->set_storage(fresh->storage());
+  out->set_sizes_strides(sizes, fresh->strides(), 0);
+}
+
 // Where an op with out= writes: a new contiguous tensor, or out= itself (resized to `sizes` when
 // they differ; its dtype must be `dtype`). A non-contiguous out= gets the result copied in.
 struct OutArg {
@@ -161,6 +168,7 @@ struct OutArg {
   Tensor done() const {
     if (!user) return result;
     if (user != result) {
+      resize_out(user, result->sizes());  // deferred when out= shares memory with an input
       copy_into(user, result);
     } else {
       user->bump_version();
@@ -169,17 +177,15 @@ struct OutArg {
   }
 };
 
-void resize_out(const Tensor& out, const DimVector& sizes) {
-  if (out->sizes() == sizes) return;
-  Tensor fresh = empty(sizes, out->dtype(), out->device());
-  out->set_storage(fresh->storage());
-  out->set_sizes_strides(sizes, fresh->strides(), 0);
-}
-
-OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, const char* op) {
+OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, const char* op,
+                std::initializer_list<Tensor> inputs) {
   if (!out) return {empty(sizes, dtype), nullptr};
   EMBER_CHECK(out->dtype() == dtype, op, ": expected the out= tensor to have dtype ",
               dtype_name(dtype), ", but got ", dtype_name(out->dtype()));
+  // out= sharing memory with an input (x.take(i, out=x)) is neither resized nor written until
+  // the op has read its inputs: resizing first would swap the input's storage under the kernel.
+  for (const Tensor& in : inputs)
+    if (in && in->storage() == out->storage()) return {empty(sizes, dtype), out};
   resize_out(out, sizes);
   if (out->is_contiguous()) return {out, out};
   return {empty(sizes, dtype), out};
@@ -187,9 +193,17 @@ OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, con
 
 // The tensor an op with an in-place form writes: self (in place), out= (a copy of self), or a
 // fresh copy of self.
-Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op) {
+Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
+                      std::initializer_list<Tensor> inputs) {
   if (!out) return ops::clone(self);
   if (out.get() == self.get()) return self;
+  // Resizing / overwriting out= here would change an input the kernel reads afterwards (with
+  // sizes it was validated against before): reject it, as PyTorch does.
+  for (const Tensor& in : inputs)
+    EMBER_CHECK(!in || in->storage() != out->storage(), op,
+                ": unsupported operation: some elements of the input tensor and the written-to "
+                "tensor refer to a single memory location. Please clone() the tensor before "
+                "performing the operation.");
   EMBER_CHECK(out->dtype() == self->dtype(), op, ": expected the out= tensor to have dtype ",
               dtype_name(self->dtype()), ", but got ", dtype_name(out->dtype()));
   resize_out(out, self->sizes());
@@ -205,6 +219,8 @@ Tensor value_tensor(const TensorOrScalar& value, ScalarType dtype, const char* o
                 ": only supports a 0-dimensional value tensor, but got tensor with ",
                 value.tensor->dim(), " dimension(s)");
     s = load_scalar(value.tensor->data(), value.tensor->dtype());
+  } else {
+    check_scalar_fits(s, dtype, op);  // 300 must not wrap silently into an int8 tensor
   }
   Tensor v = empty(DimVector{}, dtype);
   store_scalar(s, dtype, v->data());
@@ -579,7 +595,7 @@ Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const T
     EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": size does not match at dimension ",
                 d, ": expected index ", shape_str(index->sizes()), " to be no larger than self ",
                 shape_str(self->sizes()), " apart from dimension ", dim);
-  OutArg o = make_out(out, index->sizes(), self->dtype(), op);
+  OutArg o = make_out(out, index->sizes(), self->dtype(), op, {self, index});
   if (index->numel() == 0) return o.done();
   Tensor idx = as_1d(checked_index(index, s1->size(dim), dim, allow_negative, op));
   Tensor res = as_1d(o.result);
@@ -668,7 +684,7 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
                   shape_str(index->sizes()), " to be no larger than src ", shape_str(src->sizes()));
     }
   }
-  Tensor target = inplace_target(self, out, op);
+  Tensor target = inplace_target(self, out, op, {self, index, src});
   if (index->numel() == 0) return target;
   Tensor t1 = as_1d(target);
   Tensor idx = as_1d(checked_index(index, t1->size(dim), dim, false, op));
@@ -734,7 +750,8 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const 
   Tensor idx = checked_index(index, s1->size(dim), dim, false, op);
   DimVector shape = s1->sizes();
   shape[dim] = idx->numel();
-  OutArg o = make_out(out, self->dim() == 0 ? index->sizes() : shape, self->dtype(), op);
+  OutArg o =
+      make_out(out, self->dim() == 0 ? index->sizes() : shape, self->dtype(), op, {self, index});
   gather_rows(with_shape(o.result, shape), s1, dim, idx->data_as<int64_t>(), idx->numel(),
               s1->stride(dim) * s1->itemsize(), op);
   return o.done();
@@ -801,7 +818,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   check_index_dtype(index, op, true);
   dim = wrap_dim(dim, self->dim(), op);
   check_index_source(self, dim, index, source, op);
-  Tensor target = inplace_target(self, out, op);
+  Tensor target = inplace_target(self, out, op, {self, index, source});
   Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op);
   index_put_along_dim(target, dim, idx, source, true, alpha, op);
   return target;
@@ -813,7 +830,7 @@ Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Te
   check_index_dtype(index, op, false);
   dim = wrap_dim(dim, self->dim(), op);
   check_index_source(self, dim, index, source, op);
-  Tensor target = inplace_target(self, out, op);
+  Tensor target = inplace_target(self, out, op, {self, index, source});
   Tensor idx = checked_index(index, as_1d(target)->size(dim), dim, false, op);
   index_put_along_dim(target, dim, idx, source, false, Scalar(), op);
   return target;
@@ -974,7 +991,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) 
         for (int64_t k = 0; k < n; ++k) count += at<bool>(d[1] + k * s[1]);
       },
       0, it.numel());
-  OutArg o = make_out(out, DimVector{count}, self->dtype(), op);
+  OutArg o = make_out(out, DimVector{count}, self->dtype(), op, {self, mask});
   dispatch_itemsize(self->itemsize(), [&](auto tag) {
     using T = decltype(tag);
     T* w = o.result->data_as<T>();
@@ -998,7 +1015,7 @@ Tensor nonzero(const Tensor& self, const Tensor& out) {
     for (int64_t i = 0; i < n; ++i)
       count += static_cast<opmath_t<scalar_t>>(p[i]) != opmath_t<scalar_t>(0);
   });
-  OutArg o = make_out(out, DimVector{count, nd}, ScalarType::Int64, op);
+  OutArg o = make_out(out, DimVector{count, nd}, ScalarType::Int64, op, {self});
   int64_t* w = o.result->data_as<int64_t>();
   EMBER_DISPATCH_ALL(c->dtype(), op, [&] {
     const scalar_t* p = c->data_as<scalar_t>();
@@ -1021,7 +1038,7 @@ Tensor take(const Tensor& self, const Tensor& index, const Tensor& out) {
   check_index_dtype(index, op, false);
   Tensor src = contiguous_as(self, self->dtype());
   Tensor idx = checked_index(index, src->numel(), 0, true, op);
-  OutArg o = make_out(out, index->sizes(), self->dtype(), op);
+  OutArg o = make_out(out, index->sizes(), self->dtype(), op, {self, index});
   const int64_t* ix = idx->data_as<int64_t>();
   dispatch_itemsize(self->itemsize(), [&](auto tag) {
     using T = decltype(tag);
@@ -1090,7 +1107,8 @@ Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, b
                        " is out of bounds for the innermost dimension of size ", inner);
   }
   Tensor bd = contiguous_as(seq, common), vc = contiguous_as(vals, common);
-  OutArg o = make_out(out, vals->sizes(), out_int32 ? ScalarType::Int32 : ScalarType::Int64, op);
+  OutArg o = make_out(out, vals->sizes(), out_int32 ? ScalarType::Int32 : ScalarType::Int64, op,
+                      {seq, vals, sorter});
   const int64_t nv = vc->numel();
   const int64_t per_row = seq->dim() == 1 ? std::max<int64_t>(nv, 1)
                                           : std::max<int64_t>(vals->size(vals->dim() - 1), 1);
@@ -1200,7 +1218,7 @@ Tensor histc(const Tensor& self, int64_t bins, const Scalar& min, const Scalar& 
     EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), op, ": range of [", lo, ", ", hi,
                 "] is not finite");
     EMBER_CHECK(lo < hi, op, ": max must be larger than min");
-    o = make_out(out, DimVector{bins}, self->dtype(), op);
+    o = make_out(out, DimVector{bins}, self->dtype(), op, {self});
     T* h = o.result->data_as<T>();
     std::fill_n(h, bins, static_cast<T>(0));
     // The same arithmetic as PyTorch (rounded to T after every step) so edge values land alike.
@@ -1210,8 +1228,10 @@ Tensor histc(const Tensor& self, int64_t bins, const Scalar& min, const Scalar& 
     for (int64_t i = 0; i < n; ++i) {
       A e = static_cast<A>(p[i]);
       if (!(e >= left && e <= right)) continue;
-      int64_t pos = static_cast<int64_t>(r(r(r(e - left) * nb) / width));
-      if (pos == bins) pos -= 1;
+      const A q = r(r(r(e - left) * nb) / width);
+      // q can overflow to inf (or NaN when width does) for huge ranges; casting that to int64 is
+      // undefined, so clamp into [0, bins) first.
+      const int64_t pos = q >= nb ? bins - 1 : (q > A(0) ? static_cast<int64_t>(q) : 0);
       h[pos] = static_cast<T>(static_cast<A>(h[pos]) + A(1));
     }
   });

@@ -300,16 +300,36 @@ Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
 }
 
 namespace {
+// x / -1 and x % -1 are computed without dividing: INT_MIN / -1 overflows and traps (SIGFPE) on
+// x86. The quotient wraps to INT_MIN and the remainder is 0, as in PyTorch.
+template <class A>
+bool is_minus_one(A y) {
+  if constexpr (std::is_signed_v<A>) return y == A(-1);
+  return false;
+}
+template <class A>
+A wrapping_neg(A x) {
+  return static_cast<A>(A(0) - static_cast<std::make_unsigned_t<A>>(x));
+}
+
 template <class A>
 A floor_div(A x, A y) {
   if constexpr (std::is_integral_v<A>) {
     if (y == 0) EMBER_FAIL(Runtime, "div: ZeroDivisionError (integer division by zero)");
+    if (is_minus_one(y)) return wrapping_neg(x);
     A q = x / y;
     if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
     return q;
   } else {
+    // PyTorch's (and Python's) algorithm: floor(x / y) alone is wrong when x / y rounds or
+    // underflows (-1 // inf must be -1, not -0).
     if (y == A(0)) return x / y;
-    A q = std::floor(x / y);
+    A mod = std::fmod(x, y);
+    A div = (x - mod) / y;
+    if (mod != A(0) && (y < A(0)) != (mod < A(0))) div -= A(1);
+    if (div == A(0)) return std::copysign(A(0), x / y);
+    A q = std::floor(div);
+    if (div - q > A(0.5)) q += A(1);
     return q;
   }
 }
@@ -338,6 +358,7 @@ Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<
       if (floor_mode) return floor_div(x, y);
       if constexpr (std::is_integral_v<A>) {
         if (y == 0) EMBER_FAIL(Runtime, "div: ZeroDivisionError (integer division by zero)");
+        if (is_minus_one(y)) return wrapping_neg(x);
         return x / y;
       } else {
         return std::trunc(x / y);
@@ -362,6 +383,7 @@ Tensor remainder(const Tensor& self, const TensorOrScalar& other, const Tensor& 
     return [](A x, A y) -> A {
       if constexpr (std::is_integral_v<A>) {
         if (y == 0) EMBER_FAIL(Runtime, "remainder: ZeroDivisionError (integer modulo by zero)");
+        if (is_minus_one(y)) return A(0);
         A r = x % y;
         if (r != 0 && ((r < 0) != (y < 0))) r += y;
         return r;
@@ -383,6 +405,7 @@ Tensor fmod(const Tensor& self, const TensorOrScalar& other, const Tensor& out) 
     return [](A x, A y) -> A {
       if constexpr (std::is_integral_v<A>) {
         if (y == 0) EMBER_FAIL(Runtime, "fmod: ZeroDivisionError (integer modulo by zero)");
+        if (is_minus_one(y)) return A(0);
         return x % y;
       } else {
         return std::fmod(x, y);
@@ -543,6 +566,9 @@ Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar
   if (!min.is_none()) it.add_input(min);
   if (!max.is_none()) it.add_input(max);
   it.build();
+  // A bound that does not fit the compute dtype would wrap (int8 clamp(0, 1000) -> max -24).
+  for (const TensorOrScalar* b : {&min, &max})
+    if (!b->is_none() && !b->is_tensor()) check_scalar_fits(b->scalar, it.common_dtype(), "clamp");
   bool has_min = !min.is_none(), has_max = !max.is_none();
   if (has_min && has_max) {
     run<Types::Numeric, void, 3>(it, "clamp", [](auto tag) {

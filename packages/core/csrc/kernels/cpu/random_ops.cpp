@@ -234,6 +234,7 @@ void fill_random_int(const Tensor& self, int64_t from, uint64_t range, Generator
 }
 
 Tensor random_impl(const Tensor& self, int64_t from, std::optional<int64_t> to, Generator* g) {
+  check_no_internal_overlap(self, "random_");
   EMBER_DISPATCH_ALL(self->dtype(), "random_", [&] {
     const auto [lo, hi] = int_bounds<scalar_t>();
     // [from, to) with to defaulting to max + 1; widths are counted in uint64.
@@ -259,6 +260,7 @@ Tensor random_impl(const Tensor& self, int64_t from, std::optional<int64_t> to, 
 }  // namespace
 
 Tensor uniform_(const Tensor& self, double from_, double to, Generator* generator) {
+  check_no_internal_overlap(self, "uniform_");
   EMBER_CHECK(from_ <= to, "uniform_: expects to return a [from, to) range, but found from=", from_,
               " > to=", to);
   EMBER_CHECK(std::isfinite(to - from_),
@@ -271,6 +273,7 @@ Tensor uniform_(const Tensor& self, double from_, double to, Generator* generato
 }
 
 Tensor exponential_(const Tensor& self, double lambd, Generator* generator) {
+  check_no_internal_overlap(self, "exponential_");
   EMBER_CHECK(lambd > 0.0, "exponential_: expects lambda > 0.0, but found lambda=", lambd);
   EMBER_DISPATCH_FLOAT(self->dtype(), "exponential_", [&] {
     // 1 - u is in (0, 1], so the log is finite.
@@ -280,6 +283,7 @@ Tensor exponential_(const Tensor& self, double lambd, Generator* generator) {
 }
 
 Tensor normal_(const Tensor& self, double mean, double std, Generator* generator) {
+  check_no_internal_overlap(self, "normal_");
   EMBER_CHECK(std >= 0.0, "normal_: expects std >= 0.0, but found std ", std);
   EMBER_DISPATCH_FLOAT(self->dtype(), "normal_", [&] {
     using T = scalar_t;
@@ -359,6 +363,7 @@ Tensor bernoulli(const Tensor& self, double p, Generator* generator) {
 }
 
 Tensor bernoulli_(const Tensor& self, const TensorOrScalar& p, Generator* generator) {
+  check_no_internal_overlap(self, "bernoulli_");
   if (p.is_tensor()) {
     EMBER_CHECK(broadcast_shapes(p.tensor->sizes(), self->sizes(), "bernoulli_") == self->sizes(),
                 "bernoulli_: probability tensor of shape ", shape_str(p.tensor->sizes()),

@@ -58,8 +58,11 @@ Tensor cast_to(const Tensor& t, ScalarType dt) {
   return o;
 }
 
-// Sum of f(x) over a contiguous floating run: L lanes of V (op-math type by default) over
-// blocks of 64 * L elements (the lane loop vectorizes), each block's total added in double.
+// Sum of f(x) over a contiguous floating run: L lanes of V (op-math type by default, so float
+// for float32: no per-element conversion) over blocks of 64 * L elements (the lane loop
+// vectorizes into L / vector-width independent accumulators), each block's total added in double.
+// Every lane sums 64 elements and the lanes combine pairwise, so a block's rounding error stays
+// around that of a 64 + log2(L) deep sum, and the double total adds next to nothing to it.
 template <int L, class T, class V, class F>
 EMBER_REDUCE_INLINE double sum_lanes(const T* p, int64_t n, const F& f) {
   double total = 0;
@@ -69,6 +72,7 @@ EMBER_REDUCE_INLINE double sum_lanes(const T* p, int64_t n, const F& f) {
     V acc[L] = {};
     for (; i < end; i += L)
       for (int j = 0; j < L; ++j) acc[j] += f(static_cast<V>(p[i + j]));
+    // (GCC keeps the accumulators in registers with this loop; an unrolled fold was slower.)
     for (int w = L / 2; w > 0; w /= 2)
       for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
     total += acc[0];
@@ -383,6 +387,20 @@ struct MinMaxReducer : ReducerBase<MinMaxReducer<T, IsMax>, T, opmath_t<T>> {
   void write(int64_t o, V a) const { out[o] = static_cast<T>(a); }
 };
 
+// Index of the first of p[0, n) equal to m (which must be there): groups of 64 are tested with a
+// vectorized "any equal" before the one that has it is scanned.
+template <class T, class V>
+int64_t find_first_equal(const T* p, int64_t n, V m) {
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64) {
+    int hit = 0;
+    for (int k = 0; k < 64; ++k) hit |= static_cast<V>(p[j + k]) == m ? 1 : 0;
+    if (hit) break;
+  }
+  while (static_cast<V>(p[j]) != m) ++j;
+  return j;
+}
+
 template <class V>
 struct ValIdx {
   V v{};
@@ -414,25 +432,28 @@ struct ArgReducer : ReducerBase<ArgReducer<T, IsMax>, T, ValIdx<opmath_t<T>>> {
     if (b.i < 0) return a;
     return better(b.v, a.v) ? b : a;
   }
-  // Vectorized extremum per 2048-element block; the block is rescanned (from L1) for the index
-  // only when it improves on the best so far.
+  // Vectorized extremum per 2048-element block; only the first block that holds the overall
+  // extremum is rescanned (from cache) for the index.
   Acc block(const T* p, int64_t n, int64_t base) const {
-    Acc best{static_cast<V>(p[0]), base};
-    if (is_nan(best.v)) return best;
+    V best = static_cast<V>(p[0]);
+    if (is_nan(best)) return Acc{best, base};
     constexpr int64_t B = 2048;
+    int64_t at = -1;  // start of the block holding `best`; -1: p[0] itself
     for (int64_t i = 0; i < n; i += B) {
       const int64_t len = std::min(B, n - i);
       V m = extremum<T, IsMax>(p + i, len);
-      if (!better(m, best.v)) continue;
-      int64_t j = 0;
+      if (!better(m, best)) continue;
       if (is_nan(m)) {
+        int64_t j = 0;
         while (!is_nan(static_cast<V>(p[i + j]))) ++j;
         return Acc{m, base + i + j};
       }
-      while (static_cast<V>(p[i + j]) != m) ++j;
-      best = Acc{m, base + i + j};
+      best = m;
+      at = i;
     }
-    return best;
+    if (at < 0) return Acc{best, base};
+    const int64_t j = at + find_first_equal(p + at, std::min(B, n - at), best);
+    return Acc{static_cast<V>(p[j]), base + j};  // p[j], not `best`: the sign of a zero
   }
   void write(int64_t o, const Acc& a) const {
     idx_out[o] = a.i;

@@ -13,13 +13,15 @@
 //
 // run_reduction() lays the tensor out as kept dims x reduced dims (size-1 dims dropped,
 // mergeable dims coalesced) and picks one of two loops:
-//   rows:    reduce along the innermost reduced dim, one output at a time (or, for few outputs,
-//            the reduced range split across threads and the partials combined in order);
+//   rows:    reduce along the innermost reduced dim, one output at a time (long reductions in
+//            fixed pieces, spread over the threads and their partials combined in order);
 //   columns: when the innermost kept dim is contiguous and the reduced dims are not (sum(dim=0)
 //            of a matrix): accumulate whole rows into a vector of accumulators.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -238,6 +240,75 @@ class AccBuffer {
   std::unique_ptr<Acc[]> p_;
 };
 
+// One thread's share of the items: [lo, hi) packed as lo | hi << 32, on its own cache line.
+struct alignas(64) ItemRange {
+  std::atomic<uint64_t> v{0};
+};
+
+// Claims the first (owner) or last (thief) item of a range; -1 when it is empty.
+inline int64_t claim(ItemRange& r, bool front) {
+  uint64_t v = r.v.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t lo = v & 0xffffffffu, hi = v >> 32;
+    if (lo >= hi) return -1;
+    const uint64_t next = front ? ((lo + 1) | (hi << 32)) : (lo | ((hi - 1) << 32));
+    if (r.v.compare_exchange_weak(v, next, std::memory_order_relaxed)) {
+      return static_cast<int64_t>(front ? lo : hi - 1);
+    }
+  }
+}
+
+}  // namespace detail_engine
+
+// Calls f(item) once for each item in [0, nitems), in parallel when `work` (elements touched in
+// all) is worth it. Each thread walks its own contiguous share from the front (so its memory
+// stream stays sequential) and then takes items from the back of the others' shares: a worker
+// that the OS starts late (the machine is busy, or its CPU has to wake up) costs only its own
+// delay instead of leaving its whole share to run after everyone else's. Which thread runs an
+// item never changes what the item computes, so results do not depend on timing.
+template <class F>
+void balanced_for(int64_t nitems, int64_t work, const F& f) {
+  const int nth = get_num_threads();
+  if (nth == 1 || nitems < 2 || work < 2 * kReduceGrain || in_parallel_region()) {
+    for (int64_t i = 0; i < nitems; ++i) f(i);
+    return;
+  }
+  if (nitems > int64_t{0xffffffff}) {  // too many to pack: plain static split
+    parallel_for(0, nitems, std::max<int64_t>(1, nitems / nth), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) f(i);
+    });
+    return;
+  }
+  const int nslots = static_cast<int>(std::min<int64_t>(nth, nitems));
+  std::vector<detail_engine::ItemRange> slots(nslots);
+  for (int t = 0; t < nslots; ++t) {
+    const uint64_t lo = static_cast<uint64_t>(nitems * t / nslots);
+    const uint64_t hi = static_cast<uint64_t>(nitems * (t + 1) / nslots);
+    slots[t].v.store(lo | (hi << 32), std::memory_order_relaxed);
+  }
+  parallel_for(0, nslots, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      for (int64_t i; (i = detail_engine::claim(slots[t], true)) >= 0;) f(i);
+      for (int k = 1; k < nslots; ++k) {
+        auto& other = slots[(t + k) % nslots];
+        for (int64_t i; (i = detail_engine::claim(other, false)) >= 0;) f(i);
+      }
+    }
+  });
+}
+
+namespace detail_engine {
+
+// Elements per piece when the outputs' reductions are split (to keep all threads busy with few
+// outputs): up to 64 pieces per output, at most ~4096 pieces in all, none under the grain. It
+// depends on the shape alone, so the partial results (combined in order) do not depend on the
+// thread count. A multiple of 4096 keeps whole blocks of the vectorized sum loops.
+inline int64_t split_chunk(int64_t nred, int64_t nout) {
+  const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(64, 4096 / nout));
+  const int64_t c = std::max<int64_t>(kReduceGrain, (nred + pieces - 1) / pieces);
+  return (c + 4095) / 4096 * 4096;
+}
+
 template <class R>
 void rows_path(Geometry& g, const typename R::in_t* base, const R& r) {
   using T = typename R::in_t;
@@ -269,31 +340,36 @@ void rows_path(Geometry& g, const typename R::in_t* base, const R& r) {
     }
     return acc;
   };
-  const int nth = get_num_threads();
   const int64_t nred = g.nred, nout = g.nout;
-  if (nth == 1 || nout >= 2 * nth || nout * nred < 2 * kReduceGrain || in_parallel_region()) {
-    int64_t grain = std::max<int64_t>(1, kReduceGrain / nred);
-    parallel_for(0, nout, grain, [&](int64_t b, int64_t e) {
+  const int64_t chunk = split_chunk(nred, nout);
+  if (nred < 2 * chunk) {
+    // Short reductions: whole outputs, in groups of ~grain elements.
+    const int64_t per = std::max<int64_t>(1, kReduceGrain / nred);
+    balanced_for((nout + per - 1) / per, nout * nred, [&](int64_t item) {
+      const int64_t b = item * per, e = std::min(nout, b + per);
       NdIter kit(g.ksizes, g.kstrides);
       kit.seek(b);
       for (int64_t o = b; o < e; ++o, kit.next()) r.write(o, range(base + kit.off, 0, nred));
     });
     return;
   }
-  // Few outputs, long reductions: split each output's range over the threads.
-  int64_t nchunks = std::min<int64_t>(nth, (nred + kReduceGrain - 1) / kReduceGrain);
-  int64_t chunk = (nred + nchunks - 1) / nchunks;
-  std::vector<Acc> parts(nchunks);
-  NdIter kit(g.ksizes, g.kstrides);
-  kit.seek(0);
-  for (int64_t o = 0; o < nout; ++o, kit.next()) {
-    const T* p = base + kit.off;
-    parallel_for(0, nchunks, 1, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c)
-        parts[c] = range(p, c * chunk, std::min(nred, (c + 1) * chunk));
-    });
-    Acc acc = parts[0];
-    for (int64_t c = 1; c < nchunks; ++c) acc = r.combine(acc, parts[c]);
+  // Long reductions: every output's range in pieces, all of them in one parallel region, then
+  // each output's pieces combined in order.
+  const int64_t npieces = (nred + chunk - 1) / chunk;
+  std::vector<Acc> parts(nout * npieces);
+  std::vector<int64_t> offs(nout);
+  {
+    NdIter kit(g.ksizes, g.kstrides);
+    kit.seek(0);
+    for (int64_t o = 0; o < nout; ++o, kit.next()) offs[o] = kit.off;
+  }
+  balanced_for(nout * npieces, nout * nred, [&](int64_t item) {
+    const int64_t o = item / npieces, c = item % npieces;
+    parts[item] = range(base + offs[o], c * chunk, std::min(nred, (c + 1) * chunk));
+  });
+  for (int64_t o = 0; o < nout; ++o) {
+    Acc acc = parts[o * npieces];
+    for (int64_t c = 1; c < npieces; ++c) acc = r.combine(acc, parts[o * npieces + c]);
     r.write(o, acc);
   }
 }
@@ -320,15 +396,13 @@ void columns_path(Geometry& g, const typename R::in_t* base, const R& r) {
     for (int64_t f = ra; f < rb; ++f, it.next()) r.rows(acc, p + it.off, len, f);
   };
   if (items >= nth || nth == 1 || items * tile * nred < 2 * kReduceGrain || in_parallel_region()) {
-    int64_t grain = std::max<int64_t>(1, kReduceGrain / (std::min(tile, I) * nred));
-    parallel_for(0, items, grain, [&](int64_t b, int64_t e) {
-      AccBuffer<Acc> acc(std::min(tile, I));
-      for (int64_t item = b; item < e; ++item) {
-        int64_t ok = item / ntiles, c0 = (item % ntiles) * tile, len = std::min(tile, I - c0);
-        std::fill(acc.data(), acc.data() + len, r.identity());
-        accumulate(acc.data(), ok, c0, len, 0, nred);
-        for (int64_t j = 0; j < len; ++j) r.write(ok * I + c0 + j, acc[j]);
-      }
+    balanced_for(items, g.nout * nred, [&](int64_t item) {
+      const int64_t ok = item / ntiles, c0 = (item % ntiles) * tile;
+      const int64_t len = std::min(tile, I - c0);
+      AccBuffer<Acc> acc(len);
+      std::fill(acc.data(), acc.data() + len, r.identity());
+      accumulate(acc.data(), ok, c0, len, 0, nred);
+      for (int64_t j = 0; j < len; ++j) r.write(ok * I + c0 + j, acc[j]);
     });
     return;
   }

@@ -15,8 +15,8 @@ namespace {
 template <class Range>
 void zero_ranges(const Tensor& t, const Range& range) {
   int64_t rows = t->size(t->dim() - 2), cols = t->size(t->dim() - 1);
-  int64_t nrows = rows == 0 ? 0 : t->numel() / cols;  // rows over all matrices
-  if (nrows == 0 || cols == 0) return;
+  if (rows == 0 || cols == 0) return;  // nothing to clear (and no division by cols == 0)
+  int64_t nrows = t->numel() / cols;    // rows over all matrices
   int64_t isz = t->itemsize();
   char* base = t->data();
   parallel_for(0, nrows, std::max<int64_t>(1, kPointwiseGrain / cols), [&](int64_t b, int64_t e) {

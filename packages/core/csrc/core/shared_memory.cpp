@@ -1,0 +1,383 @@
+#include "core/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ember {
+namespace {
+
+std::atomic<int64_t> g_live{0};
+std::atomic<uint64_t> g_counter{0};
+
+// The head of a Pooled segment; the data starts kHeader bytes in (cache-line aligned).
+struct Header {
+  std::atomic<int64_t> refs;
+};
+constexpr size_t kHeader = 64;
+constexpr size_t kPoolMax = 16;   // a worker's recycled segments (busy ones included)
+constexpr size_t kCacheMax = 64;  // a receiver's cached mappings
+
+// One mapping of a segment in this process.
+struct Mapping {
+  std::string name;
+  char* base = nullptr;
+  size_t len = 0;
+  pid_t creator = 0;
+  int64_t local_uses = 0;  // receiver cache: live storages on this mapping
+  bool orphan = false;     // receiver cache: dropped from the cache, unmap at last use
+  Header* header() const { return reinterpret_cast<Header*>(base); }
+};
+
+// The DataPtr context of every shared storage.
+struct ShmRef : ShmSegment {
+  std::unique_ptr<Mapping> owned;  // Owner / Handoff: this storage's own mapping
+  Mapping* map = nullptr;
+  std::atomic<bool> sent{false};  // Handoff: a receiver will unlink the name
+};
+
+std::string errno_str(int err) { return std::string(std::strerror(err)); }
+
+std::string shm_space() {
+  struct statvfs st{};
+  if (statvfs("/dev/shm", &st) != 0) return "";
+  double total = double(st.f_blocks) * st.f_frsize, avail = double(st.f_bavail) * st.f_frsize;
+  std::ostringstream os;
+  os.precision(4);
+  os << " (/dev/shm has " << avail / (1 << 20) << " MiB free of " << total / (1 << 20) << " MiB)";
+  return os.str();
+}
+
+[[noreturn]] void fail_no_space(size_t nbytes, int err) {
+  EMBER_FAIL(Runtime, "unable to allocate ", nbytes,
+             " bytes of shared memory in /dev/shm: ", errno_str(err), shm_space(),
+             ". /dev/shm is too small; in a Docker container raise it with --shm-size (e.g. "
+             "`docker run --shm-size=8g`), or on the host remount it larger "
+             "(`mount -o remount,size=8G /dev/shm`). Otherwise lower the memory in flight: "
+             "DataLoader(num_workers=0), fewer workers, a smaller batch_size or prefetch_factor.");
+}
+
+char* map_fd(int fd, size_t len, const std::string& name) {
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    EMBER_FAIL(Runtime, "shared memory: mmap of ", len, " bytes of ", name,
+               " failed: ", errno_str(err));
+  }
+  return static_cast<char*>(p);
+}
+
+// Creates, reserves and maps a new segment of `len` bytes.
+std::unique_ptr<Mapping> create_mapping(size_t len, size_t nbytes) {
+  static const uint32_t salt = std::random_device{}();
+  auto m = std::make_unique<Mapping>();
+  m->creator = getpid();
+  m->len = len;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    m->name = "/" + shm_prefix(m->creator) + std::to_string(g_counter.fetch_add(1)) + "_" +
+              std::to_string(salt);
+    fd = shm_open(m->name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 && (errno != EEXIST || attempt > 100)) {
+      int err = errno;
+      if (err == ENOSPC) fail_no_space(nbytes, err);
+      EMBER_FAIL(Runtime, "shared memory: shm_open(", m->name, ") failed: ", errno_str(err),
+                 err == EMFILE ? " (too many open files: raise `ulimit -n`)" : "");
+    }
+  }
+  // Reserve the pages now: a sparse ftruncate'd segment would SIGBUS on first touch when
+  // /dev/shm fills up, instead of raising here.
+  int rc;
+  do {
+    rc = posix_fallocate(fd, 0, static_cast<off_t>(len));
+  } while (rc == EINTR);
+  if (rc == EOPNOTSUPP || rc == EINVAL) rc = ftruncate(fd, static_cast<off_t>(len)) ? errno : 0;
+  if (rc != 0) {
+    close(fd);
+    shm_unlink(m->name.c_str());
+    if (rc == ENOSPC || rc == EFBIG || rc == ENOMEM) fail_no_space(nbytes, rc);
+    EMBER_FAIL(Runtime, "shared memory: reserving ", nbytes, " bytes in ", m->name,
+               " failed: ", errno_str(rc));
+  }
+  try {
+    m->base = map_fd(fd, len, m->name);
+  } catch (...) {
+    close(fd);
+    shm_unlink(m->name.c_str());
+    throw;
+  }
+  close(fd);  // the mapping keeps the segment alive
+  return m;
+}
+
+std::unique_ptr<Mapping> open_mapping(const std::string& name, size_t min_len) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    int err = errno;
+    EMBER_FAIL(Runtime, "shared memory: cannot open segment ", name, ": ", errno_str(err),
+               err == ENOENT ? " (the sender freed the tensor, or it was already received once, "
+                               "before this process mapped it: keep the tensor alive in the "
+                               "sending process until it has been received)"
+                             : "");
+  }
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < min_len) {
+    close(fd);
+    EMBER_FAIL(Runtime, "shared memory: segment ", name, " holds ", st.st_size,
+               " bytes, fewer than the ", min_len, " expected");
+  }
+  auto m = std::make_unique<Mapping>();
+  m->name = name;
+  m->len = static_cast<size_t>(st.st_size);
+  try {
+    m->base = map_fd(fd, m->len, name);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  return m;
+}
+
+// ---- Owner / Handoff: one mapping per storage -------------------------------------------------
+
+void release_owned(void* ctx) {
+  std::unique_ptr<ShmRef> ref(static_cast<ShmRef*>(ctx));
+  munmap(ref->owned->base, ref->owned->len);
+  // A forked child freeing its inherited copy must not remove the parent's name; a handoff
+  // segment that was never sent has no receiver to remove it.
+  bool unsent_handoff = ref->policy == ShmPolicy::Handoff && !ref->sent.load();
+  if ((ref->policy == ShmPolicy::Owner || unsent_handoff) && ref->owned->creator == getpid())
+    shm_unlink(ref->name.c_str());
+  g_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// ---- Pooled, creator side: recycled segments --------------------------------------------------
+
+struct Pool {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Mapping>> entries;
+};
+Pool& pool() {
+  static auto* p = new Pool();  // never destroyed: storages may outlive static teardown
+  return *p;
+}
+
+void release_pooled_creator(void* ctx) {
+  std::unique_ptr<ShmRef> ref(static_cast<ShmRef*>(ctx));
+  ref->map->header()->refs.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+Mapping* acquire_pooled(size_t nbytes) {
+  size_t need = nbytes == 0 ? 1 : nbytes;
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  for (auto& m : p.entries) {
+    size_t cap = m->len - kHeader;
+    if (cap >= need && cap <= 2 * need + (64 << 10) &&
+        m->header()->refs.load(std::memory_order_acquire) == 0) {
+      m->header()->refs.store(1, std::memory_order_release);
+      return m.get();
+    }
+  }
+  if (p.entries.size() >= kPoolMax) {  // make room: drop the idle segments that did not fit
+    std::vector<std::unique_ptr<Mapping>> keep;
+    for (auto& m : p.entries) {
+      if (m->header()->refs.load(std::memory_order_acquire) == 0) {
+        munmap(m->base, m->len);
+        shm_unlink(m->name.c_str());
+        g_live.fetch_sub(1, std::memory_order_relaxed);
+      } else {
+        keep.push_back(std::move(m));
+      }
+    }
+    p.entries = std::move(keep);
+  }
+  size_t cap = (need + 4095) / 4096 * 4096;
+  auto m = create_mapping(kHeader + cap, nbytes);
+  new (m->base) Header{};
+  m->header()->refs.store(1, std::memory_order_release);
+  g_live.fetch_add(1, std::memory_order_relaxed);
+  p.entries.push_back(std::move(m));
+  return p.entries.back().get();
+}
+
+// ---- Pooled, receiver side: cached mappings ---------------------------------------------------
+
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::unique_ptr<Mapping>> entries;
+};
+Cache& cache() {
+  static auto* c = new Cache();
+  return *c;
+}
+
+void release_pooled_receiver(void* ctx) {
+  std::unique_ptr<ShmRef> ref(static_cast<ShmRef*>(ctx));
+  Mapping* m = ref->map;
+  m->header()->refs.fetch_sub(1, std::memory_order_acq_rel);  // the creator may reuse it now
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  if (--m->local_uses == 0 && m->orphan) {
+    munmap(m->base, m->len);
+    delete m;
+  }
+}
+
+int64_t trim_locked(Cache& c, bool all) {
+  int64_t n = 0;
+  for (auto it = c.entries.begin(); it != c.entries.end();) {
+    Mapping* m = it->second.get();
+    if (m->local_uses == 0) {
+      munmap(m->base, m->len);
+      it = c.entries.erase(it);
+      ++n;
+    } else if (all) {
+      m->orphan = true;  // unmapped by its last storage
+      it->second.release();
+      it = c.entries.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+Storage make_storage(std::unique_ptr<ShmRef> ref, char* data, void (*deleter)(void*)) {
+  size_t nbytes = ref->nbytes;
+  return std::make_shared<StorageImpl>(DataPtr(data, ref.release(), deleter, cpu_device()), nbytes);
+}
+
+}  // namespace
+
+std::string shm_prefix(long pid) { return "ember_" + std::to_string(pid) + "_"; }
+
+Storage new_shared_storage(size_t nbytes, ShmPolicy policy) {
+  auto ref = std::make_unique<ShmRef>();
+  ref->nbytes = nbytes;
+  ref->policy = policy;
+  if (policy == ShmPolicy::Pooled) {
+    ref->map = acquire_pooled(nbytes);
+    ref->name = ref->map->name;
+    char* data = ref->map->base + kHeader;
+    return make_storage(std::move(ref), data, &release_pooled_creator);
+  }
+  ref->owned = create_mapping(nbytes == 0 ? 1 : nbytes, nbytes);
+  ref->map = ref->owned.get();
+  ref->name = ref->map->name;
+  g_live.fetch_add(1, std::memory_order_relaxed);
+  char* data = ref->map->base;
+  return make_storage(std::move(ref), data, &release_owned);
+}
+
+Storage open_shared_storage(const std::string& name, size_t nbytes, ShmPolicy policy) {
+  auto ref = std::make_unique<ShmRef>();
+  ref->nbytes = nbytes;
+  ref->policy = policy;
+  ref->name = name;
+  if (policy == ShmPolicy::Pooled) {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.entries.find(name);
+    Mapping* m;
+    if (it != c.entries.end() && it->second->len >= kHeader + nbytes) {
+      m = it->second.get();
+    } else {
+      if (it != c.entries.end()) {  // a stale mapping under a reused name
+        it->second->orphan = true;
+        if (it->second->local_uses == 0)
+          munmap(it->second->base, it->second->len);
+        else
+          it->second.release();
+        c.entries.erase(it);
+      }
+      if (c.entries.size() >= kCacheMax) trim_locked(c, false);
+      auto fresh = open_mapping(name, kHeader + nbytes);
+      m = fresh.get();
+      c.entries.emplace(name, std::move(fresh));
+    }
+    m->local_uses++;
+    ref->map = m;
+    char* data = m->base + kHeader;
+    return make_storage(std::move(ref), data, &release_pooled_receiver);
+  }
+  ref->owned = open_mapping(name, nbytes == 0 ? 1 : nbytes);
+  ref->map = ref->owned.get();
+  ref->owned->creator = -1;  // never unlinks at free
+  if (policy == ShmPolicy::Handoff) shm_unlink(name.c_str());
+  char* data = ref->map->base;
+  return make_storage(std::move(ref), data, &release_owned);
+}
+
+void shm_add_receiver_ref(const StorageImpl& storage) {
+  if (storage.data.deleter() == &release_owned) {
+    static_cast<ShmRef*>(storage.data.ctx())->sent.store(true);
+    return;
+  }
+  if (storage.data.deleter() != &release_pooled_creator) return;
+  static_cast<ShmRef*>(storage.data.ctx())
+      ->map->header()
+      ->refs.fetch_add(1, std::memory_order_acq_rel);
+}
+
+int64_t shm_pool_clear() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  int64_t n = 0;
+  for (auto& m : p.entries) {
+    shm_unlink(m->name.c_str());
+    ++n;
+    if (m->header()->refs.load(std::memory_order_acquire) == 0) {
+      munmap(m->base, m->len);
+      g_live.fetch_sub(1, std::memory_order_relaxed);
+    } else {
+      m.release();  // still used by a live storage here: its pages go with the process
+    }
+  }
+  p.entries.clear();
+  return n;
+}
+
+int64_t shm_trim_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return trim_locked(c, true);
+}
+
+const ShmSegment* shared_segment(const StorageImpl& storage) {
+  auto d = storage.data.deleter();
+  if (d != &release_owned && d != &release_pooled_creator && d != &release_pooled_receiver)
+    return nullptr;
+  return static_cast<const ShmRef*>(storage.data.ctx());
+}
+
+void share_storage_(StorageImpl& storage) {
+  if (shared_segment(storage)) return;
+  EMBER_CHECK(storage.device().is_cpu(),
+              "share_memory_: only CPU tensors can be moved to shared memory in this build");
+  Storage fresh = new_shared_storage(storage.nbytes, ShmPolicy::Owner);
+  if (storage.nbytes) std::memcpy(fresh->data.get(), storage.data.get(), storage.nbytes);
+  storage.data = std::move(fresh->data);  // the old block goes back to its allocator
+}
+
+bool shm_unlink_name(const std::string& name) {
+  std::string n = name.empty() || name[0] == '/' ? name : "/" + name;
+  return shm_unlink(n.c_str()) == 0;
+}
+
+int64_t shm_live_segments() { return g_live.load(std::memory_order_relaxed); }
+
+}  // namespace ember

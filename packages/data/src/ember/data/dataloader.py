@@ -1,0 +1,568 @@
+"""DataLoader: batches from a dataset, in this process or in worker processes."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import multiprocessing.connection as mp_connection
+import os
+import signal
+import sys
+import time
+import weakref
+from typing import Any, Callable, Iterable, Iterator
+
+import ember
+from ember import _C
+
+from . import _worker
+from ._collate import default_collate, default_convert
+from ._worker import _ExceptionWrapper, _FetchError, _IterableEnd, _ResumeIteration
+from .dataset import Dataset, IterableDataset
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+__all__ = ["DataLoader", "pin_memory"]
+
+# How long shutdown waits for workers to exit on their own before terminating them (seconds).
+SHUTDOWN_TIMEOUT = 5.0
+
+
+class _InfiniteConstantSampler(Sampler):
+    """The "indices" of an IterableDataset: None forever (the dataset decides when to stop)."""
+
+    def __iter__(self) -> Iterator[None]:
+        while True:
+            yield None
+
+
+def pin_memory(data: Any, device: Any = None) -> Any:
+    """Pins every tensor in a (nested) batch (``Tensor.pin_memory()``)."""
+    if isinstance(data, ember.Tensor):
+        return data.pin_memory(device)
+    if isinstance(data, (str, bytes)):
+        return data
+    if isinstance(data, dict):
+        return {k: pin_memory(v, device) for k, v in data.items()}
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(pin_memory(s, device) for s in data))
+    if isinstance(data, tuple):
+        return tuple(pin_memory(s, device) for s in data)
+    if isinstance(data, list):
+        return [pin_memory(s, device) for s in data]
+    if hasattr(data, "pin_memory"):
+        return data.pin_memory()
+    return data
+
+
+def _default_context() -> Any:
+    # fork is the fastest to start and shares the dataset copy-on-write; spawn elsewhere.
+    if sys.platform.startswith("linux"):
+        return mp.get_context("fork")
+    return mp.get_context()
+
+
+class DataLoader:
+    """Iterates batches of ``dataset`` with PyTorch's ``torch.utils.data.DataLoader`` semantics.
+
+    >>> import ember
+    >>> from ember.data import DataLoader, TensorDataset
+    >>> ds = TensorDataset(ember.arange(10.0), ember.arange(10))
+    >>> [y.tolist() for _, y in DataLoader(ds, batch_size=4)]
+    [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    """
+
+    _INIT_FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
+                    "persistent_workers")
+
+    def __init__(
+        self,
+        dataset: Dataset | Iterable,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Sampler | Iterable | None = None,
+        batch_sampler: Sampler | Iterable | None = None,
+        num_workers: int = 0,
+        collate_fn: Callable | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: Any = None,
+        generator: ember.Generator | None = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+    ) -> None:
+        if not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(
+                "num_workers option should be non-negative; use num_workers=0 to disable "
+                "multiprocessing."
+            )
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError(
+                "prefetch_factor option could only be specified in multiprocessing. Let "
+                "num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None."
+            )
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        if prefetch_factor is not None and (
+            not isinstance(prefetch_factor, int) or prefetch_factor <= 0
+        ):
+            raise ValueError(
+                f"prefetch_factor option should be a positive integer, got {prefetch_factor!r}"
+            )
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+
+        self.dataset = dataset
+        self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.in_order = in_order
+
+        if isinstance(dataset, IterableDataset):
+            self._dataset_kind = "iterable"
+            if shuffle not in (False, None):
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified shuffle option, but "
+                    f"got shuffle={shuffle}"
+                )
+            if sampler is not None:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified sampler option, but "
+                    f"got sampler={sampler}"
+                )
+            if batch_sampler is not None:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified batch_sampler option, "
+                    f"but got batch_sampler={batch_sampler}"
+                )
+        else:
+            shuffle = bool(shuffle)
+            self._dataset_kind = "map"
+
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError(
+                    "batch_sampler option is mutually exclusive with batch_size, shuffle, "
+                    "sampler, and drop_last"
+                )
+            batch_size = None
+            drop_last = False
+        elif batch_size is None and drop_last:
+            raise ValueError(
+                "batch_size=None option disables auto-batching and is mutually exclusive with "
+                "drop_last"
+            )
+
+        if sampler is None:
+            if self._dataset_kind == "iterable":
+                sampler = _InfiniteConstantSampler()
+            elif shuffle:
+                sampler = RandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
+            else:
+                sampler = SequentialSampler(dataset)  # type: ignore[arg-type]
+        if batch_size is not None and batch_sampler is None:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self.generator = generator
+        if collate_fn is None:
+            collate_fn = default_collate if batch_sampler is not None else default_convert
+        self.collate_fn = collate_fn
+        self.persistent_workers = persistent_workers
+        self.multiprocessing_context = multiprocessing_context
+        self._iterator: Any = None
+        self.__initialized = True
+
+    # -- attributes -------------------------------------------------------------------------
+    @property
+    def multiprocessing_context(self) -> Any:
+        return self.__multiprocessing_context
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, ctx: Any) -> None:
+        if ctx is not None:
+            if self.num_workers == 0:
+                raise ValueError(
+                    "multiprocessing_context can only be used with multi-process loading "
+                    f"(num_workers > 0), but got num_workers={self.num_workers}"
+                )
+            if isinstance(ctx, str):
+                methods = mp.get_all_start_methods()
+                if ctx not in methods:
+                    raise ValueError(
+                        "multiprocessing_context option should specify a valid start method in "
+                        f"{methods!r}, but got multiprocessing_context={ctx!r}"
+                    )
+                ctx = mp.get_context(ctx)
+            elif not isinstance(ctx, mp.context.BaseContext):
+                raise TypeError(
+                    "multiprocessing_context option should be a valid context object or a "
+                    f"string specifying the start method, but got multiprocessing_context={ctx}"
+                )
+        self.__multiprocessing_context = ctx
+
+    def __setattr__(self, attr: str, val: Any) -> None:
+        if self.__dict__.get("_DataLoader__initialized") and attr in self._INIT_FROZEN:
+            raise ValueError(
+                f"{attr} attribute should not be set after {self.__class__.__name__} is "
+                "initialized"
+            )
+        super().__setattr__(attr, val)
+
+    @property
+    def _auto_collation(self) -> bool:
+        return self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self) -> Any:
+        return self.batch_sampler if self._auto_collation else self.sampler
+
+    # -- iteration ----------------------------------------------------------------------------
+    def _get_iterator(self) -> _BaseIter:
+        if self.num_workers == 0:
+            return _SingleProcessIter(self)
+        return _MultiProcessIter(self)
+
+    def __iter__(self) -> _BaseIter:
+        if self.persistent_workers and self.num_workers > 0:
+            if self._iterator is None or self._iterator._shutdown:
+                self._iterator = self._get_iterator()
+            else:
+                self._iterator._reset(self)
+            return self._iterator
+        return self._get_iterator()
+
+    def __len__(self) -> int:
+        if self._dataset_kind == "iterable":
+            length = len(self.dataset)  # type: ignore[arg-type]
+            if self.batch_size is not None:
+                if self.drop_last:
+                    return length // self.batch_size
+                return -(-length // self.batch_size)
+            return length
+        return len(self._index_sampler)
+
+    def check_worker_number_rationality(self) -> None:
+        """Kept for PyTorch compatibility; ember does not warn about the worker count."""
+
+
+class _BaseIter:
+    def __init__(self, loader: DataLoader) -> None:
+        self._dataset = loader.dataset
+        self._iterable = loader._dataset_kind == "iterable"
+        self._auto_collation = loader._auto_collation
+        self._drop_last = loader.drop_last
+        self._index_sampler = loader._index_sampler
+        self._collate_fn = loader.collate_fn
+        self._pin_memory = loader.pin_memory
+        self._pin_memory_device = loader.pin_memory_device or None
+        self._timeout = loader.timeout
+        self._num_yielded = 0
+        self._shutdown = False
+        self._sampler_iter = iter(self._index_sampler)
+        gen = loader.generator if loader.generator is not None else ember.default_generator
+        # One draw per iterator, like PyTorch: seeds the workers of this epoch.
+        self._base_seed = int(ember.empty((), dtype=ember.int64).random_(generator=gen).item())
+
+    def __iter__(self) -> _BaseIter:
+        return self
+
+    def __len__(self) -> int:
+        return len(self._index_sampler)
+
+    def _reset(self, loader: DataLoader) -> None:
+        self._sampler_iter = iter(self._index_sampler)
+        self._num_yielded = 0
+
+
+class _SingleProcessIter(_BaseIter):
+    def __init__(self, loader: DataLoader) -> None:
+        super().__init__(loader)
+        self._fetcher = _worker.create_fetcher(
+            self._iterable, self._dataset, self._auto_collation, self._collate_fn, self._drop_last
+        )
+
+    def __next__(self) -> Any:
+        index = next(self._sampler_iter)
+        try:
+            data = self._fetcher.fetch(index)
+        except _FetchError as e:
+            exc = e.exc
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"(while the DataLoader was fetching sample index {e.index!r})")
+            raise exc.with_traceback(exc.__traceback__) from None
+        self._num_yielded += 1
+        if self._pin_memory:
+            data = pin_memory(data, self._pin_memory_device)
+        return data
+
+
+class _Pool:
+    """The worker processes and their channels; shutdown() is safe to call any number of times
+    and runs from the iterator's finalizer, so it holds no reference to the iterator."""
+
+    def __init__(self) -> None:
+        self.workers: list[Any] = []
+        self.index_queues: list[Any] = []
+        self.result_conns: list[Any] = []
+        self.done = False
+
+    def shutdown(self, graceful: bool = True) -> None:
+        """Stops the workers: asks them to exit (graceful), then terminates what is left."""
+        if self.done:
+            return
+        self.done = True
+        for q in self.index_queues:
+            try:
+                q.put(None)
+            except Exception:
+                pass
+        # A worker blocked sending a batch gets EPIPE and exits; an idle one reads None.
+        for c in self.result_conns:
+            try:
+                c.close()
+            except Exception:
+                pass
+        deadline = time.monotonic() + (SHUTDOWN_TIMEOUT if graceful else 0.2)
+        for w in self.workers:
+            w.join(timeout=max(0.0, deadline - time.monotonic()))
+        for w in self.workers:
+            if w.is_alive():
+                w.terminate()
+                w.join(timeout=1.0)
+            if w.is_alive():
+                w.kill()
+                w.join()
+        for q in self.index_queues:
+            try:
+                q.cancel_join_thread()
+                q.close()
+            except Exception:
+                pass
+        # Batches no one will receive (in the pipes, or from a killed worker).
+        for w in self.workers:
+            if w.pid is not None:
+                _worker.cleanup_segments(w.pid)
+        _C._shm_trim_cache()  # unmap the recycled segments no batch uses any more
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+class _MultiProcessIter(_BaseIter):
+    def __init__(self, loader: DataLoader) -> None:
+        super().__init__(loader)
+        from ember.multiprocessing_reductions import init_reductions
+
+        init_reductions()
+        self._num_workers = loader.num_workers
+        self._prefetch_factor = loader.prefetch_factor
+        self._in_order = loader.in_order
+        self._persistent = loader.persistent_workers
+        ctx = loader.multiprocessing_context or _default_context()
+        self._pool = pool = _Pool()
+        self._finalizer = weakref.finalize(self, pool.shutdown)
+        self._epoch = 0
+        try:
+            for i in range(self._num_workers):
+                iq = ctx.Queue()
+                iq.cancel_join_thread()
+                reader, writer = ctx.Pipe(duplex=False)
+                # A forked worker inherits the loader's read ends: it closes them, so that a
+                # worker writing to a loader that has gone away gets EPIPE instead of blocking.
+                inherited = pool.result_conns + [reader] if ctx.get_start_method() == "fork" else []
+                w = ctx.Process(
+                    target=_worker.worker_loop,
+                    args=(
+                        self._iterable,
+                        self._dataset,
+                        iq,
+                        writer,
+                        self._auto_collation,
+                        self._collate_fn,
+                        self._drop_last,
+                        self._base_seed,
+                        loader.worker_init_fn,
+                        i,
+                        self._num_workers,
+                        os.getpid(),
+                        inherited,
+                    ),
+                    daemon=True,
+                )
+                w.start()
+                writer.close()
+                pool.workers.append(w)
+                pool.index_queues.append(iq)
+                pool.result_conns.append(reader)
+        except BaseException:
+            self._finalizer()
+            raise
+        self._conn_worker = {c: i for i, c in enumerate(pool.result_conns)}
+        self._sentinel_worker = {w.sentinel: i for i, w in enumerate(pool.workers)}
+        self._start_epoch()
+
+    # -- bookkeeping --------------------------------------------------------------------------
+    def _start_epoch(self) -> None:
+        self._send_idx = 0  # tasks sent this epoch
+        self._rcvd_idx = 0  # next task to yield (in order)
+        self._consumed = 0
+        self._task_worker: dict[int, int] = {}
+        self._results: dict[int, Any] = {}
+        self._outstanding = [0] * self._num_workers
+        self._active = [True] * self._num_workers
+        self._next_worker = itertools.cycle(range(self._num_workers))
+        self._sampler_done = False
+        for _ in range(self._prefetch_factor * self._num_workers):  # type: ignore[operator]
+            if not self._try_put_index():
+                break
+
+    def _reset(self, loader: DataLoader) -> None:
+        super()._reset(loader)
+        self._epoch += 1  # results of the previous epoch still in flight are dropped
+        if self._iterable:
+            for q in self._pool.index_queues:
+                q.put(_ResumeIteration(self._epoch))
+        self._start_epoch()
+
+    def _try_put_index(self) -> bool:
+        if self._sampler_done:
+            return False
+        for _ in range(self._num_workers):
+            w = next(self._next_worker)
+            if self._active[w] and self._outstanding[w] < self._prefetch_factor:  # type: ignore[operator]
+                break
+        else:
+            return False
+        try:
+            index = next(self._sampler_iter)
+        except StopIteration:
+            self._sampler_done = True
+            return False
+        self._pool.index_queues[w].put((self._epoch, self._send_idx, index))
+        self._task_worker[self._send_idx] = w
+        self._outstanding[w] += 1
+        self._send_idx += 1
+        return True
+
+    # -- receiving ----------------------------------------------------------------------------
+    def _receive(self) -> None:
+        """Blocks until at least one result arrives; raises on timeout or a dead worker."""
+        pool = self._pool
+        timeout = self._timeout if self._timeout > 0 else None
+        conns = [c for c in pool.result_conns if not c.closed]
+        ready = mp_connection.wait(conns + list(self._sentinel_worker), timeout)
+        if not ready:
+            self._shutdown_workers(graceful=False)  # a stuck worker will not answer
+            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+        got = False
+        for r in ready:
+            if r in self._conn_worker:
+                try:
+                    epoch, idx, data = r.recv()
+                except (EOFError, OSError):
+                    continue  # the worker died; its sentinel says how
+                got = True
+                if epoch == self._epoch:
+                    self._results[idx] = data
+        if got:
+            return
+        for r in ready:
+            if r in self._sentinel_worker:
+                self._worker_died(self._sentinel_worker[r])
+        # A closed pipe without a dead worker: look again (the exit status is on its way).
+        for i, w in enumerate(pool.workers):
+            w.join(timeout=1.0)
+            if w.exitcode is not None:
+                self._worker_died(i)
+        raise RuntimeError("DataLoader: a worker closed its result pipe unexpectedly")
+
+    def _worker_died(self, i: int) -> None:
+        w = self._pool.workers[i]
+        w.join(timeout=1.0)
+        code = w.exitcode
+        self._shutdown_workers(graceful=False)
+        if code is not None and code < 0:
+            raise RuntimeError(
+                f"DataLoader worker {i} (pid {w.pid}) was killed by signal "
+                f"{_signal_name(-code)} ({-code}). If it was SIGKILL, the worker may have run "
+                "out of memory; if SIGSEGV or SIGBUS, the dataset code crashed."
+            )
+        raise RuntimeError(
+            f"DataLoader worker {i} (pid {w.pid}) exited unexpectedly with exit code {code}"
+        )
+
+    def __next__(self) -> Any:
+        if self._shutdown:
+            raise StopIteration
+        while True:
+            if self._in_order:
+                if self._rcvd_idx in self._results:
+                    idx = self._rcvd_idx
+                    self._rcvd_idx += 1
+                    data = self._results.pop(idx)
+                    return_now = self._process(idx, data)
+                    if return_now is not _SKIP:
+                        return return_now
+                    continue
+            elif self._results:
+                idx = next(iter(self._results))
+                data = self._results.pop(idx)
+                return_now = self._process(idx, data)
+                if return_now is not _SKIP:
+                    return return_now
+                continue
+            if self._consumed == self._send_idx and not self._try_put_index():
+                if not self._persistent:
+                    self._shutdown_workers()
+                raise StopIteration
+            self._receive()
+
+    def _process(self, idx: int, data: Any) -> Any:
+        w = self._task_worker.pop(idx)
+        self._outstanding[w] -= 1
+        self._consumed += 1
+        if isinstance(data, _IterableEnd):
+            self._active[w] = False
+            return _SKIP
+        self._try_put_index()
+        if isinstance(data, _ExceptionWrapper):
+            data.reraise()
+        self._num_yielded += 1
+        if self._pin_memory:
+            data = pin_memory(data, self._pin_memory_device)
+        return data
+
+    def _shutdown_workers(self, graceful: bool = True) -> None:
+        self._shutdown = True
+        self._results.clear()
+        if graceful:
+            self._finalizer()
+        elif self._finalizer.detach() is not None:
+            self._pool.shutdown(graceful=False)
+
+    def __del__(self) -> None:
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()
+
+
+_SKIP = object()

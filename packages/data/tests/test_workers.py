@@ -1,0 +1,286 @@
+"""Worker processes: results, seeding, sharding, errors, dead workers, timeouts, shutdown, and
+no leftovers (processes, /dev/shm segments). Every loader here runs under the conftest's hard
+time limit; scenarios that kill the main process run in a subprocess with a timeout."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing as mp
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import ember
+import pytest
+from ember.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+
+def shm_segments() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith("ember_")}
+
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX workers, /dev/shm")
+
+
+class Images(Dataset):
+    """3x32x32 images (large enough to be collated into shared memory) with int labels."""
+
+    def __init__(self, n: int = 40) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        return ember.full((3, 32, 32), float(i)), i
+
+
+class Faulty(Images):
+    def __init__(self, n: int, bad: int, action: str) -> None:
+        super().__init__(n)
+        self.bad, self.action = bad, action
+
+    def __getitem__(self, i: int):
+        if i == self.bad:
+            if self.action == "raise":
+                raise ValueError(f"cannot decode sample {i}")
+            if self.action == "sleep":
+                time.sleep(30)
+            os.kill(os.getpid(), getattr(signal, self.action))
+        return super().__getitem__(i)
+
+
+class Shards(IterableDataset):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):
+        info = get_worker_info()
+        if info is None:
+            return iter(range(self.n))
+        return iter(range(info.id, self.n, info.num_workers))
+
+
+class RandomDraws(Dataset):
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int):
+        import numpy as np
+
+        info = get_worker_info()
+        return (info.id, info.seed, random.random(), float(np.random.rand()),
+                ember.rand(1).item())
+
+
+def labels(batches) -> list[int]:
+    return [y for b in batches for y in b[1].tolist()]
+
+
+@pytest.mark.parametrize("num_workers", [1, 2])
+def test_map_style_same_batches_as_main_process(num_workers, no_shm_leak):
+    ref = list(DataLoader(Images(), batch_size=6))
+    got = list(DataLoader(Images(), batch_size=6, num_workers=num_workers))
+    assert len(got) == len(ref) == 7
+    for (gx, gy), (rx, ry) in zip(got, ref):
+        assert gy.tolist() == ry.tolist()
+        assert gx.shape == rx.shape and bool((gx == rx).all().item())
+    assert got[0][0].is_shared()  # stacked in a worker, mapped here without a copy
+    del got
+
+
+def test_shuffled_with_generator_is_reproducible(no_shm_leak):
+    def run():
+        g = ember.Generator()
+        g.manual_seed(5)
+        return labels(DataLoader(Images(), batch_size=5, shuffle=True, num_workers=2,
+                                 generator=g))
+
+    a = run()
+    assert sorted(a) == list(range(40)) and a == run()
+
+
+def test_iterable_dataset_sharded_across_workers(no_shm_leak):
+    for nw in (1, 2):
+        out = [x for b in DataLoader(Shards(11), batch_size=2, num_workers=nw)
+               for x in b.tolist()]
+        assert sorted(out) == list(range(11))
+    items = list(DataLoader(Shards(5), batch_size=None, num_workers=2))
+    assert sorted(items) == list(range(5))
+
+
+def test_worker_seeds_differ_across_workers_and_repeat_with_generator(no_shm_leak):
+    def run(seed):
+        g = ember.Generator()
+        g.manual_seed(seed)
+        return list(DataLoader(RandomDraws(), batch_size=None, num_workers=2, generator=g))
+
+    a, b, c = run(1), run(1), run(2)
+    assert a == b and a != c
+    w0 = [r for r in a if r[0] == 0]
+    w1 = [r for r in a if r[0] == 1]
+    assert w0 and w1 and w1[0][1] == w0[0][1] + 1  # seed = base_seed + worker id
+    assert w0[0][2:] != w1[0][2:]  # Python, NumPy and ember draws differ across workers
+
+
+def _init(worker_id: int) -> None:
+    os.environ["EMBER_TEST_WORKER"] = str(worker_id * 10)
+
+
+class EnvDataset(Images):
+    def __getitem__(self, i: int):
+        return int(os.environ.get("EMBER_TEST_WORKER", "-1"))
+
+
+def test_worker_init_fn(no_shm_leak):
+    out = list(DataLoader(EnvDataset(4), batch_size=None, num_workers=2, worker_init_fn=_init))
+    assert sorted(set(out)) == [0, 10]
+
+
+def test_exception_names_worker_sample_and_traceback(no_shm_leak):
+    dl = DataLoader(Faulty(20, 13, "raise"), batch_size=4, num_workers=2)
+    with pytest.raises(ValueError) as ei:
+        list(dl)
+    msg = str(ei.value)
+    assert "DataLoader worker process" in msg and "sample index 13" in msg
+    assert "cannot decode sample 13" in msg and "Traceback" in msg and "__getitem__" in msg
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGSEGV"])
+def test_killed_worker_is_reported_quickly(sig, no_shm_leak):
+    dl = DataLoader(Faulty(40, 9, sig), batch_size=4, num_workers=2)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=rf"pid \d+\) was killed by signal {sig}"):
+        list(dl)
+    assert time.monotonic() - t0 < 10
+
+
+def test_timeout_raises(no_shm_leak):
+    dl = DataLoader(Faulty(8, 0, "sleep"), batch_size=2, num_workers=1, timeout=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="timed out after 0.5 seconds"):
+        next(iter(dl))
+    assert time.monotonic() - t0 < 10
+
+
+def test_break_del_and_exception_leave_nothing_behind(no_shm_leak):
+    dl = DataLoader(Images(200), batch_size=4, num_workers=2)
+    for i, _ in enumerate(dl):
+        if i == 2:
+            break
+    it = iter(dl)
+    next(it)
+    del it
+    with pytest.raises(KeyError):
+        for _ in dl:
+            raise KeyError("training loop failed")
+    gc.collect()
+
+
+def test_many_abandoned_iterators(no_shm_leak):
+    before = shm_segments()
+    dl = DataLoader(Images(400), batch_size=8, num_workers=2)
+    for _ in range(20):
+        it = iter(dl)
+        next(it)
+        del it
+    gc.collect()
+    assert shm_segments() == before and not mp.active_children()
+
+
+def test_persistent_workers_keep_processes_across_epochs(no_shm_leak):
+    dl = DataLoader(Images(12), batch_size=4, num_workers=2, persistent_workers=True)
+    e1 = labels(dl)
+    pids = [w.pid for w in dl._iterator._pool.workers]
+    e2 = labels(dl)
+    assert e1 == e2 == list(range(12))
+    assert [w.pid for w in dl._iterator._pool.workers] == pids
+    it = iter(dl)
+    next(it)  # abandon mid-epoch: the next epoch ignores the stale batches
+    assert labels(dl) == list(range(12))
+    dl2 = DataLoader(Shards(6), batch_size=2, num_workers=2, persistent_workers=True)
+    assert sorted(x for b in dl2 for x in b.tolist()) == list(range(6))
+    assert sorted(x for b in dl2 for x in b.tolist()) == list(range(6))
+    del dl, dl2, it
+    gc.collect()
+
+
+def test_in_order_false_yields_everything(no_shm_leak):
+    out = labels(DataLoader(Images(30), batch_size=3, num_workers=2, in_order=False))
+    assert sorted(out) == list(range(30))
+
+
+def test_prefetch_bound():
+    dl = DataLoader(Images(400), batch_size=2, num_workers=2, prefetch_factor=3)
+    it = iter(dl)
+    next(it)
+    assert it._send_idx - it._consumed <= 2 * 3
+    del it
+    gc.collect()
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_spawn_and_forkserver(method, no_shm_leak):
+    dl = DataLoader(Images(12), batch_size=4, num_workers=2, multiprocessing_context=method)
+    assert labels(dl) == list(range(12))
+
+
+def _run(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "SIGINT"])
+def test_main_process_killed_leaves_no_workers_or_segments(how):
+    # The child starts a loader, prints its workers' pids, then dies by `how` mid-epoch.
+    code = f"""
+        import os, signal, sys
+        from test_workers import Images
+        from ember.data import DataLoader
+        it = iter(DataLoader(Images(10000), batch_size=8, num_workers=2))
+        next(it)
+        print(" ".join(str(w.pid) for w in it._pool.workers), flush=True)
+        os.kill(os.getpid(), signal.{how})
+        import time; time.sleep(30)
+    """
+    r = _run(code)
+    pids = [int(p) for p in r.stdout.split()]
+    assert len(pids) == 2, r.stderr
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids), "workers outlived their main process"
+    left = [n for n in shm_segments() for p in pids if n.startswith(f"ember_{p}_")]
+    assert not left, left
+
+
+def test_out_of_shared_memory_in_worker_is_a_clear_error(no_shm_leak):
+    # RLIMIT_FSIZE makes the worker's posix_fallocate fail like a full /dev/shm would.
+    dl = DataLoader(Images(8), batch_size=4, num_workers=1, worker_init_fn=_limit_file_size)
+    with pytest.raises(RuntimeError, match=r"/dev/shm[\s\S]*--shm-size"):
+        list(dl)
+
+
+def _limit_file_size(worker_id: int) -> None:
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
