@@ -306,4 +306,5 @@ PYBIND11_MODULE(_C, m) {
   bind_generated_ops(m, cls);
   bind_indexing(m, cls);
   bind_interop(m, cls);
+  bind_autograd(m, cls);
 }
