@@ -49,7 +49,12 @@ def gen_header(groups: dict[str, list[Op]]) -> str:
                     continue
                 seen.add((ns, sig))
                 out.append(f"namespace {ns} {{ {sig} }}\n" if ns else sig + "\n")
-    out.append("\nnamespace ops {\n")
+    out.append("\n// Device dispatch without autograd (what the autograd wrappers call).\nnamespace dispatch {\n")
+    for ops in groups.values():
+        for op in ops:
+            out.append(f"{op.cpp_return} {op.name}({cpp_params(op)});\n")
+    out.append("}  // namespace dispatch\n")
+    out.append("\n// Every op: records autograd history when an input requires grad, then dispatches.\nnamespace ops {\n")
     for ops in groups.values():
         for op in ops:
             out.append(f"{op.cpp_return} {op.name}({cpp_params(op)});\n")
@@ -78,7 +83,7 @@ def device_expr(op: Op) -> str:
 
 
 def gen_dispatch(groups: dict[str, list[Op]]) -> str:
-    out = [HEADER, '#include "ops.h"\n\nnamespace ember {\nnamespace ops {\n']
+    out = [HEADER, '#include "ops.h"\n\nnamespace ember {\nnamespace dispatch {\n']
     for ops in groups.values():
         for op in ops:
             call_args = ", ".join(a.name for a in op.args)
@@ -89,21 +94,177 @@ def gen_dispatch(groups: dict[str, list[Op]]) -> str:
                     f"  {ret}{op.dispatch['Composite']}({call_args});\n}}\n"
                 )
                 continue
-            tbl = f"{op.overload_id}_table"
+            tbl = f"ops::{op.overload_id}_table"
             cpu = op.dispatch.get("CPU", "nullptr")
             cpu_fn = f"&{cpu}" if cpu != "nullptr" else "nullptr"
             out.append(
-                f"static {op.overload_id}_fn {tbl}[kNumDeviceTypes] = {{{cpu_fn}, nullptr}};\n"
+                f"}}  // namespace dispatch\nnamespace ops {{\n"
+                f"static {op.overload_id}_fn {op.overload_id}_table[kNumDeviceTypes] = {{{cpu_fn}, nullptr}};\n"
                 f"void register_{op.overload_id}(DeviceType device, {op.overload_id}_fn fn) {{\n"
-                f"  {tbl}[static_cast<int>(device)] = fn;\n}}\n"
+                f"  {op.overload_id}_table[static_cast<int>(device)] = fn;\n}}\n"
+                f"}}  // namespace ops\nnamespace dispatch {{\n"
                 f"{op.cpp_return} {op.name}({cpp_params(op)}) {{\n"
                 f"  DeviceType dispatch_device = {device_expr(op)};\n"
                 f"  auto fn = {tbl}[static_cast<int>(dispatch_device)];\n"
                 f"  if (!fn) no_kernel(\"{op.name}\", dispatch_device);\n"
                 f"  {ret}fn({call_args});\n}}\n"
             )
-    out.append("}  // namespace ops\n}  // namespace ember\n")
+    out.append("}  // namespace dispatch\n}  // namespace ember\n")
     return "".join(out)
+
+
+# ---- autograd wrappers ----------------------------------------------------------------------
+
+import re  # noqa: E402
+
+DIFF_TYPES = ("Tensor", "Tensor?", "Tensor|Scalar", "Tensor|Scalar?")
+
+
+def member_type(cpp_type: str) -> str:
+    return cpp_type.replace("const ", "").replace("&", "").strip()
+
+
+def tensor_expr(a: Arg) -> str:
+    """C++ expression of the Tensor inside an argument (may be null)."""
+    return f"{a.name}.tensor" if a.type.startswith("Tensor|Scalar") else a.name
+
+
+def node_name(op: Op, idx: int) -> str:
+    camel = "".join(p.capitalize() for p in op.name.strip("_").split("_"))
+    return f"{camel}Backward{idx}"
+
+
+def gen_autograd(group: str, ops: list[Op]) -> str:
+    out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n#include "ops.h"\n\n',
+           "namespace ember {\nusing namespace autograd;\nusing namespace autograd::formulas;\n"]
+    seen: dict[str, int] = {}
+    for op in ops:
+        idx = seen.get(op.name, 0)
+        seen[op.name] = idx + 1
+        out.append(gen_wrapper(op, node_name(op, idx)))
+    out.append("}  // namespace ember\n")
+    return "".join(out)
+
+
+def gen_wrapper(op: Op, node: str) -> str:
+    args = op.args
+    call_args = ", ".join(a.name for a in args)
+    ret = op.cpp_return
+    has_tensor_ret = op.returns[0][0] == "Tensor"
+    diff = [a for a in args if a.type in DIFF_TYPES and a.name != "out"]
+    lists = [a for a in args if a.type in ("Tensor[]", "Tensor?[]")]
+    checks = ", ".join(f"&{tensor_expr(a)}" for a in diff)
+    cond = f"any_requires_grad({{{checks}}})" if diff else "false"
+    for a in lists:
+        cond += f" || any_requires_grad_list({a.name})"
+    raw = f"dispatch::{op.name}({call_args})"
+    head = f"{ret} ops::{op.name}({cpp_params(op)}) {{\n"
+    if op.autograd in ("none", "composite") or not has_tensor_ret or (not diff and not lists):
+        return head + f"  {'return ' if ret != 'void' else ''}{raw};\n}}\n"
+    inplace = op.name.endswith("_")
+    has_out = op.native_out
+    self_tensor = any(a.name == "self" and a.type == "Tensor" for a in args)
+    body = [f"  if (!grad_enabled() || !({cond})) return {raw};\n"]
+    if has_out:
+        body.append("  bool in_place = out && out == self;\n" if self_tensor else "  bool in_place = false;\n")
+        body.append(f'  if (out && !in_place) check_out_no_grad("{op.name}");\n')
+    else:
+        body.append(f"  bool in_place = {'true' if inplace and self_tensor else 'false'};\n")
+    if self_tensor:
+        body.append(f'  if (in_place) check_inplace(self, "{op.name}");\n')
+    body.append("  (void)in_place;\n")
+    formulas = op.derivatives
+    if not formulas or lists:
+        # No formula: the result's backward raises a clear error.
+        if op.tuple_return:
+            body.append(f"  {ret} full_result;\n  {{\n    GradModeGuard no_grad(false);\n    full_result = {raw};\n  }}\n  Tensor result = std::get<0>(full_result);\n")
+        else:
+            body.append(f"  Tensor result;\n  {{\n    GradModeGuard no_grad(false);\n    result = {raw};\n  }}\n")
+        body.append(f'  auto node = std::make_shared<NotImplementedBackward>("{op.name}");\n')
+        edges = ", ".join(f"gradient_edge({tensor_expr(a)})" for a in diff)
+        body.append(f"  node->next_edges = {{{edges}}};\n")
+        for a in lists:
+            body.append(f"  for (const auto& t : {a.name}) node->next_edges.push_back(gradient_edge(t));\n")
+        body.append("  set_history(result, node);\n")
+        body.append("  return full_result;\n" if op.tuple_return else "  return result;\n")
+        return head + "".join(body) + "}\n"
+    unknown = set(formulas) - {a.name for a in diff}
+    if unknown:
+        raise ValueError(f"{op.name}: derivatives for non-differentiable or unknown inputs {unknown}")
+    text = " ".join(formulas.values())
+    used = {a.name for a in args if re.search(rf"\b{re.escape(a.name)}\b", text)}
+    uses_result = re.search(r"\bresult\b", text) is not None
+    # Node class.
+    members, unpack, release, save = [], [], [], []
+    for a in args:
+        if a.name not in used or a.name == "out":
+            continue
+        if a.type in DIFF_TYPES:
+            members.append(f"  SavedVariable {a.name}_;\n")
+            release.append(f"{a.name}_.reset();")
+            if a.type.startswith("Tensor|Scalar"):
+                members.append(f"  TensorOrScalar {a.name}_scalar_;\n")
+                unpack.append(f"    TensorOrScalar {a.name} = {a.name}_scalar_; if ({a.name}_.defined()) {a.name} = TensorOrScalar({a.name}_.unpack(this));\n")
+                save.append(f"  node->{a.name}_scalar_ = {a.name}; node->{a.name}_scalar_.tensor.reset();\n")
+                save.append(f"  node->{a.name}_ = SavedVariable(saved_{a.name}, false);\n")
+            else:
+                unpack.append(f"    Tensor {a.name} = {a.name}_.unpack(this);\n")
+                save.append(f"  node->{a.name}_ = SavedVariable(saved_{a.name}, false);\n")
+        else:
+            members.append(f"  {member_type(a.cpp_type)} {a.name};\n")
+            save.append(f"  node->{a.name} = {a.name};\n")
+    if uses_result:
+        members.append("  SavedVariable result_;\n")
+        release.append("result_.reset();")
+        unpack.append("    Tensor result = result_.unpack(this);\n")
+    for i, a in enumerate(diff):
+        members.append(f"  InputMeta {a.name}_meta;\n")
+    n = len(diff)
+    cls = [f"namespace {{\nstruct {node} final : public Node {{\n",
+           f'  std::string name() const override {{ return "{node}"; }}\n',
+           *members,
+           "  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {\n",
+           f"    std::vector<Tensor> out({n});\n",
+           "    const Tensor& grad = grads[0];\n    if (!grad) return out;\n",
+           *unpack]
+    for i, a in enumerate(diff):
+        f = formulas.get(a.name)
+        if f is None:
+            continue
+        cls.append(f"    if (should_compute({i})) out[{i}] = reduce_grad({f}, {a.name}_meta);\n")
+    cls.append("    return out;\n  }\n")
+    cls.append(f"  void release_variables() override {{ {' '.join(release)} }}\n}};\n}}  // namespace\n")
+    # Wrapper body.
+    for a in diff:
+        if a.name in used:
+            src = tensor_expr(a)
+            body.append(f"  Tensor saved_{a.name} = (in_place && {src} == self && {src}) ? ops::clone({src}) : {src};\n"
+                        if self_tensor else f"  Tensor saved_{a.name} = {src};\n")
+    body.append(f"  auto node = std::make_shared<{node}>();\n")
+    edges = ", ".join(f"gradient_edge({tensor_expr(a)})" for a in diff)
+    body.append(f"  node->next_edges = {{{edges}}};\n")
+    for a in diff:
+        body.append(f"  if ({tensor_expr(a)}) node->{a.name}_meta = InputMeta({tensor_expr(a)});\n")
+    # Save a tensor only when a gradient that needs it will be computed (x * 2 saves nothing).
+    def needed_by(name: str) -> str:
+        idx = [i for i, a in enumerate(diff)
+               if a.name in formulas and re.search(rf"\b{re.escape(name)}\b", formulas[a.name])]
+        return " || ".join(f"node->should_compute({i})" for i in idx) or "false"
+    for line in save:
+        m = re.match(r"  node->(\w+?)_ = SavedVariable\(saved_(\w+), false\);", line)
+        if m:
+            line = f"  if ({needed_by(m.group(2))}) {line.strip()}\n"
+        body.append(line)
+    if op.tuple_return:
+        body.append(f"  {ret} full_result;\n  {{\n    GradModeGuard no_grad(false);\n    full_result = {raw};\n  }}\n")
+        body.append("  Tensor result = std::get<0>(full_result);\n")
+    else:
+        body.append(f"  Tensor result;\n  {{\n    GradModeGuard no_grad(false);\n    result = {raw};\n  }}\n")
+    body.append("  set_history(result, node);\n")
+    if uses_result:
+        body.append(f"  if ({needed_by('result')}) node->result_ = SavedVariable(result, true);\n")
+    body.append("  return full_result;\n" if op.tuple_return else "  return result;\n")
+    return "".join(cls) + head + "".join(body) + "}\n"
 
 
 # ---- bindings -------------------------------------------------------------------------------
@@ -213,7 +374,22 @@ def gen_binding(op: Op, kind: str) -> str:
         if "py::kw_only()" not in pyargs and not any(a.type == "int[]..." for a in args):
             pyargs.append("py::kw_only()")
         pyargs.append('py::arg("out") = py::none()')
+        grad_flag = ""
+        if kind == "function" and any(a.name == "device" and a.type == "Device?" for a in args):
+            decls.append("bool requires_grad")
+            pyargs.append('py::arg("requires_grad") = false')
+            grad_flag = "if (requires_grad) autograd::set_requires_grad(r, true); "
         body = (f'Tensor r = {call}; if (out) {{ write_out(*out, r, "{op.name}"); return *out; }} '
+                f"{grad_flag}return r;")
+        ret_type = "Tensor"
+    elif kind == "function" and any(a.name == "device" and a.type == "Device?" for a in args) \
+            and op.cpp_return == "Tensor":
+        # Factories take requires_grad=, as in PyTorch.
+        decls.append("bool requires_grad")
+        if "py::kw_only()" not in pyargs and not any(a.type == "int[]..." for a in args):
+            pyargs.append("py::kw_only()")
+        pyargs.append('py::arg("requires_grad") = false')
+        body = (f"Tensor r = {call}; if (requires_grad) autograd::set_requires_grad(r, true); "
                 "return r;")
         ret_type = "Tensor"
     else:
@@ -225,7 +401,7 @@ def gen_binding(op: Op, kind: str) -> str:
 
 
 def gen_bindings(group: str, ops: list[Op]) -> str:
-    out = [HEADER, '#include "python/bind_support.h"\n#include "ops.h"\n\n',
+    out = [HEADER, '#include "autograd/autograd.h"\n#include "python/bind_support.h"\n#include "ops.h"\n\n',
            "namespace ember {\n",
            f"void bind_ops_{group}(py::module_& m, TensorClass& cls) {{\n",
            "  (void)m; (void)cls;\n"]
@@ -361,6 +537,7 @@ def main() -> None:
                  "bind_all.cpp": gen_bind_all(groups), "_C.pyi": gen_stub(groups)}
         for g, ops in groups.items():
             files[f"bind_{g}.cpp"] = gen_bindings(g, ops)
+            files[f"autograd_{g}.cpp"] = gen_autograd(g, ops)
         for name, text in files.items():
             path = ns.out / name
             if not path.exists() or path.read_text() != text:  # keep mtimes for incremental builds

@@ -90,6 +90,11 @@ class Op:
     tags: list[str] = field(default_factory=list)
     release_gil: bool = False
     schema: str = ""
+    # Derivative formulas (C++ expressions, see csrc/autograd/formulas.h) per input name, and
+    # how autograd treats an op without formulas: "error" (backward raises), "composite" (the
+    # op is written with other ops, which record themselves), "none" (never differentiable).
+    derivatives: dict = field(default_factory=dict)
+    autograd: str = "error"
 
     @property
     def native_out(self) -> bool:
@@ -192,6 +197,8 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     tags=list(e.get("tags", [])),
                     release_gil=bool(e.get("release_gil", False)),
                     schema=e["func"],
+                    derivatives=dict(e.get("derivatives", {}) or {}),
+                    autograd=e.get("autograd", "error"),
                 )
             )
             if not ops[-1].dispatch:

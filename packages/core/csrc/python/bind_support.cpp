@@ -1,6 +1,7 @@
 #include "python/bind_support.h"
 
 #include "kernels/iterator.h"
+#include "ops.h"
 
 namespace ember {
 
@@ -182,12 +183,13 @@ void write_out(const Tensor& out, const Tensor& r, const char* op) {
 }
 
 void write_inplace(const Tensor& self, const Tensor& r, const char* op) {
+  // ops::copy_ (not the raw kernel) so that autograd records the write when it needs to.
   EMBER_CHECK(self->sizes() == r->sizes(), op, ": output with shape ", shape_str(self->sizes()),
               " doesn't match the broadcast shape ", shape_str(r->sizes()));
   EMBER_CHECK(can_cast(r->dtype(), self->dtype()), op, ": result type ", dtype_name(r->dtype()),
               " can't be cast to the desired output type ", dtype_name(self->dtype()));
   check_no_internal_overlap(self, op);
-  copy_into(self, r);
+  ops::copy_(self, r);
 }
 
 }  // namespace ember

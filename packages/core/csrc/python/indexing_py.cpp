@@ -10,6 +10,7 @@
 
 #include "kernels/iterator.h"
 #include "ops.h"
+#include "autograd/autograd.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -373,8 +374,21 @@ py::object nonzero_tuple(const Tensor& self) {
 }  // namespace
 
 void bind_indexing(py::module_& m, TensorClass& cls) {
-  cls.def("__getitem__", [](const Tensor& self, py::handle index) { return getitem(self, index); });
+  cls.def("__getitem__", [](const Tensor& self, py::handle index) {
+    Tensor r = getitem(self, index);
+    // Basic indexing builds views directly; give them a grad_fn when self needs one.
+    if (autograd::grad_enabled() && autograd::requires_grad(self) && !autograd::meta(r))
+      autograd::record_view(self, r);
+    return r;
+  });
   cls.def("__setitem__", [](const Tensor& self, py::handle index, py::handle value) {
+    if (autograd::grad_enabled()) {
+      bool value_grad = is_tensor_object(value.ptr()) && autograd::requires_grad(value.cast<Tensor>());
+      if (autograd::requires_grad(self) || value_grad)
+        EMBER_FAIL(NotImplemented,
+                   "__setitem__: indexed assignment is not differentiable yet; do it under "
+                   "ember.no_grad() or build the tensor with where()/cat() instead");
+    }
     setitem(self, index, value);
   });
   // nonzero(as_tuple=...): an overload next to the generated nonzero(input, *, out=None).

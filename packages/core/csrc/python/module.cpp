@@ -307,4 +307,5 @@ PYBIND11_MODULE(_C, m) {
   bind_indexing(m, cls);
   bind_interop(m, cls);
   bind_shared_memory(m, cls);
+  bind_autograd(m, cls);
 }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "autograd/autograd.h"
 #include "core/dispatch.h"
 #include "kernels/iterator.h"
 #include "ops.h"
@@ -155,12 +156,15 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
   m.def("_set_size_type", [](py::object t) { g_size_type = t.release().ptr(); });
   m.def(
       "tensor",
-      [](py::handle data, std::optional<ScalarType> dtype, std::optional<Device> device) {
+      [](py::handle data, std::optional<ScalarType> dtype, std::optional<Device> device,
+         bool requires_grad) {
         if (device && !device->is_cpu()) no_kernel("tensor", device->type);
-        return tensor_from_data(data, dtype);
+        Tensor t = tensor_from_data(data, dtype);
+        if (requires_grad) autograd::set_requires_grad(t, true);
+        return t;
       },
       py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(),
-      py::arg("device") = py::none());
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
 
   cls.def_property_readonly("shape", [](const Tensor& t) { return make_size(t->sizes()); })
       .def("size", [](const Tensor& t) { return make_size(t->sizes()); })

@@ -1,0 +1,403 @@
+#include "autograd/autograd.h"
+
+#include <atomic>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+
+#include "kernels/iterator.h"
+#include "ops.h"
+
+namespace ember {
+namespace autograd {
+
+// ---- grad mode ------------------------------------------------------------------------------
+
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_sequence_nr{0};
+
+void delete_meta(AutogradMeta* m) { delete m; }
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+// ---- tensor-level ---------------------------------------------------------------------------
+
+AutogradMeta* meta(const Tensor& t) { return t->autograd_meta(); }
+
+AutogradMeta& materialize_meta(const Tensor& t) {
+  if (!t->autograd_meta())
+    t->set_autograd_meta(
+        std::unique_ptr<AutogradMeta, void (*)(AutogradMeta*)>(new AutogradMeta(), &delete_meta));
+  return *t->autograd_meta();
+}
+
+void set_requires_grad(const Tensor& t, bool requires_grad) {
+  if (requires_grad) {
+    EMBER_CHECK(is_floating(t->dtype()),
+                "only Tensors of floating point dtype can require gradients (got ",
+                dtype_name(t->dtype()), ")");
+  }
+  AutogradMeta* m = meta(t);
+  if (!requires_grad && m && m->grad_fn)
+    EMBER_FAIL(Runtime,
+               "you can only change requires_grad flags of leaf variables. If you want "
+               "to use a computed variable in a subgraph that doesn't require "
+               "differentiation use var_no_grad = var.detach().");
+  if (!m && !requires_grad) return;
+  materialize_meta(t).requires_grad = requires_grad;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  AutogradMeta* m = t ? meta(t) : nullptr;
+  if (!m) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (!m->requires_grad) return {};
+  std::shared_ptr<Node> acc = m->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    m->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void set_history(const Tensor& result, const std::shared_ptr<Node>& node, uint32_t output_nr) {
+  if (!is_floating(result->dtype())) return;  // integer and bool outputs are not differentiable
+  AutogradMeta& m = materialize_meta(result);
+  m.grad_fn = node;
+  m.output_nr = output_nr;
+  m.requires_grad = true;
+}
+
+Tensor detach(const Tensor& t) {
+  auto out = std::make_shared<TensorImpl>(t->storage(), t->dtype(), t->sizes(), t->strides(),
+                                          t->storage_offset(), t->version_counter());
+  return out;
+}
+
+// ---- nodes ----------------------------------------------------------------------------------
+
+Node::Node() : sequence_nr(g_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+Node::~Node() {
+  // Freeing a long chain recursively would overflow the stack (a 100k-op graph is a 100k-deep
+  // chain of shared_ptrs): hand edges whose node we hold the last reference to to a loop.
+  thread_local std::vector<std::shared_ptr<Node>>* pending = nullptr;
+  std::vector<std::shared_ptr<Node>> local;
+  bool top = pending == nullptr;
+  if (top) pending = &local;
+  for (Edge& e : next_edges)
+    if (e.fn) pending->push_back(std::move(e.fn));
+  next_edges.clear();
+  if (!top) return;
+  while (!local.empty()) {
+    std::shared_ptr<Node> n = std::move(local.back());
+    local.pop_back();
+    n.reset();  // may run ~Node, which appends to `local` instead of recursing
+  }
+  pending = nullptr;
+}
+
+Tensor reduce_grad(const Tensor& grad, const InputMeta& m) {
+  if (!grad) return grad;
+  Tensor g = grad;
+  if (g->sizes() != m.sizes) {
+    int64_t lead = g->dim() - m.sizes.size();
+    EMBER_CHECK(lead >= 0, "autograd: gradient of shape ", shape_str(g->sizes()),
+                " can't be reduced to the input shape ", shape_str(m.sizes));
+    if (lead > 0) {
+      DimVector dims;
+      for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
+      g = ops::sum(g, dims, false, std::nullopt);
+    }
+    DimVector ones;
+    for (int64_t d = 0; d < m.sizes.size(); ++d)
+      if (m.sizes[d] == 1 && g->size(d) != 1) ones.push_back(d);
+    if (!ones.empty()) g = ops::sum(g, ones, true, std::nullopt);
+    EMBER_CHECK(g->sizes() == m.sizes, "autograd: gradient of shape ", shape_str(grad->sizes()),
+                " can't be reduced to the input shape ", shape_str(m.sizes));
+  }
+  if (g->dtype() != m.dtype && is_floating(m.dtype)) g = ops::_to_dtype(g, m.dtype, false);
+  return g;
+}
+
+Tensor zeros_like_meta(const InputMeta& m) { return ops::zeros(m.sizes, m.dtype, std::nullopt); }
+
+SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_output) {
+  if (!t) return;
+  defined_ = true;
+  version_ = t->version();
+  AutogradMeta* m = meta(t);
+  requires_grad_ = m && m->requires_grad;
+  if (is_output) {
+    data_ = detach(t);  // no autograd state: no cycle through our own grad_fn
+    if (m) {
+      weak_grad_fn_ = m->grad_fn;
+      output_nr_ = m->output_nr;
+    }
+  } else {
+    data_ = t;
+  }
+}
+
+Tensor SavedVariable::unpack(const Node* node) const {
+  if (!defined_) return Tensor();
+  if (released_)
+    EMBER_FAIL(Runtime,
+               "Trying to backward through the graph a second time (or directly access saved "
+               "tensors after they have already been freed). Saved intermediate values of the "
+               "graph are freed when you call .backward() or autograd.grad(). Specify "
+               "retain_graph=True if you need to backward through the graph a second time or "
+               "if you need to access saved tensors after calling backward.");
+  if (data_->version() != version_) {
+    std::ostringstream os;
+    os << "one of the variables needed for gradient computation has been modified by an inplace "
+          "operation: [ember."
+       << dtype_name(data_->dtype()) << " " << shape_str(data_->sizes()) << "]";
+    if (node) os << ", which is saved by " << node->name();
+    os << ", is at version " << data_->version() << "; expected version " << version_
+       << " instead.";
+    throw Error(ErrorKind::Runtime, os.str());
+  }
+  if (!is_output_) return data_;
+  Tensor t = detach(data_);
+  if (auto fn = weak_grad_fn_.lock()) {
+    AutogradMeta& m = materialize_meta(t);
+    m.grad_fn = fn;
+    m.output_nr = output_nr_;
+    m.requires_grad = true;
+  }
+  return t;
+}
+
+void SavedVariable::reset() {
+  if (!defined_) return;
+  data_.reset();
+  released_ = true;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor g = std::move(grads[0]);
+  if (!g) return {};
+  AutogradMeta& m = materialize_meta(variable);
+  if (!m.grad) {
+    // Steal the buffer when nobody else holds it; otherwise copy so later in-place
+    // accumulation cannot write into a tensor the user still sees.
+    m.grad = (g.use_count() == 1 && !grad_enabled()) ? detach(g) : ops::clone(g);
+    if (!grad_enabled()) {
+      if (AutogradMeta* gm = meta(m.grad)) gm->grad_fn.reset();
+    }
+  } else if (grad_enabled()) {
+    m.grad = ops::add(m.grad, g, Scalar(int64_t(1)), Tensor());
+  } else {
+    ops::add(m.grad, g, Scalar(int64_t(1)), m.grad);
+  }
+  return {};
+}
+
+std::vector<Tensor> NotImplementedBackward::apply(std::vector<Tensor>&&) {
+  EMBER_FAIL(NotImplemented, "the derivative for '", op_,
+             "' is not implemented yet; backward through it is not possible");
+}
+
+// ---- wrapper helpers ------------------------------------------------------------------------
+
+bool any_requires_grad(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t && *t && requires_grad(*t)) return true;
+  return false;
+}
+
+void check_inplace(const Tensor& self, const char* op) {
+  AutogradMeta* m = meta(self);
+  if (m && m->requires_grad && !m->grad_fn && grad_enabled())
+    EMBER_FAIL(Runtime, op,
+               ": a leaf Variable that requires grad is being used in an in-place operation.");
+  if (self->base() && requires_grad(self->base()) && grad_enabled())
+    EMBER_FAIL(NotImplemented, op,
+               ": in-place operations on views of tensors that require grad are not supported "
+               "yet; clone() the view first");
+}
+
+void check_out_no_grad(const char* op) {
+  EMBER_FAIL(Runtime, op,
+             "(): functions with out=... arguments don't support automatic differentiation, but "
+             "one of the arguments requires grad.");
+}
+
+namespace {
+// Gradient of an arbitrary strided view of self: zeros laid out like self, with the view's
+// region receiving grad.
+class StridedViewBackward final : public Node {
+ public:
+  std::string name() const override { return "AsStridedBackward0"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    std::vector<Tensor> out(1);
+    if (!grads[0]) return out;
+    Tensor z = ember::empty_strided(self_sizes, self_strides, dtype);
+    ops::zero_(z);
+    Tensor region = make_view(z, view_sizes, view_strides, view_offset);
+    ops::copy_(region, grads[0]);
+    out[0] = z;
+    return out;
+  }
+  DimVector self_sizes, self_strides, view_sizes, view_strides;
+  int64_t view_offset = 0;  // relative to self's first element
+  ScalarType dtype = ScalarType::Float32;
+};
+}  // namespace
+
+void record_view(const Tensor& self, const Tensor& view) {
+  auto node = std::make_shared<StridedViewBackward>();
+  node->next_edges = {gradient_edge(self)};
+  node->self_sizes = self->sizes();
+  node->self_strides = self->strides();
+  // Layouts with zero strides (expanded) would alias; use a dense layout then.
+  for (int64_t s : self->strides())
+    if (s == 0) node->self_strides = contiguous_strides(self->sizes());
+  node->view_sizes = view->sizes();
+  node->view_strides = view->strides();
+  node->view_offset = view->storage_offset() - self->storage_offset();
+  node->dtype = self->dtype();
+  if (node->self_strides != self->strides()) {
+    set_history(view, std::make_shared<NotImplementedBackward>("indexing of an expanded tensor"));
+    return;
+  }
+  set_history(view, node);
+}
+
+// ---- engine ---------------------------------------------------------------------------------
+
+namespace {
+struct CompareSeq {
+  bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
+    return a->sequence_nr < b->sequence_nr;  // newest node first
+  }
+};
+}  // namespace
+
+std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
+                                 const std::vector<Tensor>& grad_outputs, bool keep_graph,
+                                 bool create_graph, const std::vector<Tensor>& inputs,
+                                 bool allow_unused, bool accumulate) {
+  EMBER_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
+              outputs.size(), " tensors and ", grad_outputs.size(), " gradients");
+  std::vector<Edge> roots;
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    Edge e = gradient_edge(t);
+    EMBER_CHECK(e.valid(), "element ", i,
+                " of tensors does not require grad and does not have a grad_fn");
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!g) {
+      EMBER_CHECK(t->numel() == 1,
+                  "grad can be implicitly created only for scalar outputs (got "
+                  "an output of shape ",
+                  shape_str(t->sizes()), ")");
+      g = ops::ones_like(t, std::nullopt, std::nullopt);
+    } else {
+      EMBER_CHECK(g->sizes() == t->sizes(), "Mismatch in shape: grad_output[", i,
+                  "] has a shape of ", shape_str(g->sizes()), " and output[", i,
+                  "] has a shape of ", shape_str(t->sizes()), ".");
+      EMBER_CHECK_KIND(is_floating(g->dtype()), Type, "backward: gradient ", i,
+                       " must be a floating point tensor, got ", dtype_name(g->dtype()));
+    }
+    roots.push_back(e);
+    seeds.push_back(g);
+  }
+
+  // Gradients to capture instead of accumulate (autograd.grad).
+  std::vector<Tensor> captured(inputs.size());
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    Edge e = gradient_edge(inputs[j]);
+    EMBER_CHECK(e.valid(), "One of the differentiated Tensors (input ", j,
+                ") does not require grad");
+    captures[e.fn.get()].push_back({e.input_nr, j});
+  }
+
+  // Dependencies: how many edges point at each node reachable from the roots.
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, std::shared_ptr<Node>> owned;
+  {
+    std::vector<Node*> stack;
+    for (const Edge& e : roots) {
+      if (!owned.count(e.fn.get())) {
+        owned[e.fn.get()] = e.fn;
+        stack.push_back(e.fn.get());
+      }
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->next_edges) {
+        if (!e.fn) continue;
+        deps[e.fn.get()]++;
+        if (!owned.count(e.fn.get())) {
+          owned[e.fn.get()] = e.fn;
+          stack.push_back(e.fn.get());
+        }
+      }
+    }
+  }
+
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  auto add_to = [&](Node* n, uint32_t nr, const Tensor& g) {
+    auto& buf = buffers[n];
+    if (buf.size() < n->num_outputs) buf.resize(n->num_outputs);
+    if (!buf[nr]) {
+      buf[nr] = g;
+    } else {
+      buf[nr] = ops::add(buf[nr], g, Scalar(int64_t(1)), Tensor());
+    }
+  };
+  for (size_t i = 0; i < roots.size(); ++i) add_to(roots[i].fn.get(), roots[i].input_nr, seeds[i]);
+
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, CompareSeq> ready;
+  for (const Edge& e : roots) {
+    if (deps[e.fn.get()] == 0) {
+      deps[e.fn.get()] = -1;  // queued once
+      ready.push(e.fn);
+    }
+  }
+
+  GradModeGuard mode(create_graph);
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.top();
+    ready.pop();
+    std::vector<Tensor> buf = std::move(buffers[node.get()]);
+    buffers.erase(node.get());
+    buf.resize(node->num_outputs);
+    auto cap = captures.find(node.get());
+    if (cap != captures.end())
+      for (auto& [nr, j] : cap->second) captured[j] = buf[nr];
+    if (!accumulate && dynamic_cast<AccumulateGrad*>(node.get())) continue;
+    std::vector<Tensor> outs = node->apply(std::move(buf));
+    if (!keep_graph) node->release_variables();
+    EMBER_CHECK(outs.size() == node->next_edges.size() || node->next_edges.empty(), "function ",
+                node->name(), " returned ", outs.size(), " gradients but expected ",
+                node->next_edges.size());
+    for (size_t k = 0; k < node->next_edges.size(); ++k) {
+      const Edge& e = node->next_edges[k];
+      if (!e.fn) continue;
+      if (outs[k]) add_to(e.fn.get(), e.input_nr, outs[k]);
+      if (--deps[e.fn.get()] == 0) {
+        deps[e.fn.get()] = -1;
+        ready.push(e.fn);
+      }
+    }
+  }
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    if (!captured[j] && !allow_unused)
+      EMBER_FAIL(Runtime, "One of the differentiated Tensors (input ", j,
+                 ") appears to not have been used in the graph. Set allow_unused=True if this is "
+                 "the desired behavior.");
+  }
+  return captured;
+}
+
+}  // namespace autograd
+}  // namespace ember

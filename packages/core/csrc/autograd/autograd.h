@@ -1,0 +1,173 @@
+// Define-by-run reverse-mode automatic differentiation: graph nodes, saved tensors, grad mode,
+// and the engine that runs a backward pass in C++ (without the Python GIL).
+//
+// Every differentiable op's result gets a grad_fn Node (generated from the derivative formulas in
+// ops/*.yaml by tools/codegen) whose next_edges point at the nodes of its inputs; leaves that
+// require grad end in an AccumulateGrad node that sums into `.grad`.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+namespace autograd {
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+}  // namespace autograd
+
+// Per-tensor autograd state; absent (null) for tensors that never took part in autograd.
+struct AutogradMeta {
+  bool requires_grad = false;
+  bool retains_grad = false;
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+  std::weak_ptr<autograd::Node> grad_accumulator;
+  uint32_t output_nr = 0;
+};
+
+namespace autograd {
+
+// ---- grad mode (thread-local) ---------------------------------------------------------------
+bool grad_enabled();
+void set_grad_enabled(bool enabled);
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled) : prev_(grad_enabled()) { set_grad_enabled(enabled); }
+  ~GradModeGuard() { set_grad_enabled(prev_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// ---- tensor-level queries -------------------------------------------------------------------
+AutogradMeta* meta(const Tensor& t);              // null when the tensor has none
+AutogradMeta& materialize_meta(const Tensor& t);  // creates it on first use
+inline bool requires_grad(const Tensor& t) {
+  AutogradMeta* m = t ? meta(t) : nullptr;
+  return m && m->requires_grad;
+}
+inline bool is_leaf(const Tensor& t) {
+  AutogradMeta* m = meta(t);
+  return !m || !m->grad_fn;
+}
+void set_requires_grad(const Tensor& t, bool requires_grad);
+// The edge a gradient for `t` flows along (its grad_fn, or its leaf's AccumulateGrad).
+Edge gradient_edge(const Tensor& t);
+// Makes `node` the grad_fn of `result` (output number `output_nr`); integer/bool results stay
+// non-differentiable.
+void set_history(const Tensor& result, const std::shared_ptr<Node>& node, uint32_t output_nr = 0);
+// A new TensorImpl over the same data without autograd state (Tensor.detach()).
+Tensor detach(const Tensor& t);
+
+// ---- nodes ----------------------------------------------------------------------------------
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  // grads[i]: gradient w.r.t. the forward op's i-th output (undefined = zero). Returns one
+  // gradient per next_edge (undefined where not needed).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
+  virtual std::string name() const = 0;
+  // Frees saved tensors once the node has run (unless retain_graph).
+  virtual void release_variables() {}
+  bool should_compute(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
+
+  std::vector<Edge> next_edges;
+  uint32_t num_outputs = 1;
+  uint64_t sequence_nr;
+};
+
+// Shape and dtype of an input, to reduce broadcast gradients back to it.
+struct InputMeta {
+  DimVector sizes;
+  ScalarType dtype = ScalarType::Float32;
+  InputMeta() = default;
+  explicit InputMeta(const Tensor& t) : sizes(t->sizes()), dtype(t->dtype()) {}
+};
+// Sums `grad` over broadcast dims so it has `m.sizes`, and casts it to `m.dtype`.
+Tensor reduce_grad(const Tensor& grad, const InputMeta& m);
+
+// A tensor saved for backward. Inputs are held as they are; an op's own output is held as an
+// alias without autograd state (no reference cycle) and re-linked on unpack. The version the
+// tensor had when saved is checked on unpack, so in-place changes are caught.
+class SavedVariable {
+ public:
+  SavedVariable() = default;
+  SavedVariable(const Tensor& t, bool is_output);
+  Tensor unpack(const Node* node) const;
+  void reset();
+  bool defined() const { return defined_; }
+
+ private:
+  Tensor data_;
+  std::weak_ptr<Node> weak_grad_fn_;
+  int64_t version_ = 0;
+  uint32_t output_nr_ = 0;
+  bool is_output_ = false;
+  bool requires_grad_ = false;
+  bool defined_ = false;
+  bool released_ = false;
+};
+
+// Sums incoming gradients into a leaf's .grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor variable) : variable(std::move(variable)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  Tensor variable;
+};
+
+// The grad_fn of results of ops that have no derivative formula yet: backward through it fails
+// with a clear message instead of silently producing a wrong gradient.
+class NotImplementedBackward final : public Node {
+ public:
+  explicit NotImplementedBackward(std::string op) : op_(std::move(op)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  std::string name() const override { return "NotImplemented"; }
+
+ private:
+  std::string op_;
+};
+
+// ---- helpers used by the generated wrappers -------------------------------------------------
+bool any_requires_grad(std::initializer_list<const Tensor*> ts);
+inline bool any_requires_grad_list(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts)
+    if (requires_grad(t)) return true;
+  return false;
+}
+void check_inplace(const Tensor& self, const char* op);
+void check_out_no_grad(const char* op);
+// Returns undefined gradients as zeros of the input's shape when a formula needs a value.
+Tensor zeros_like_meta(const InputMeta& m);
+
+// Gives `view` (a view of self built without ops::, e.g. by basic indexing) a grad_fn that
+// scatters its gradient back into self's layout.
+void record_view(const Tensor& self, const Tensor& view);
+
+// ---- engine ---------------------------------------------------------------------------------
+// Runs backward from `outputs` (seeded with `grad_outputs`; undefined = ones for scalars).
+// With `inputs` empty, gradients accumulate into leaves' .grad and nothing is returned;
+// otherwise the gradients w.r.t. `inputs` are returned (autograd.grad) and .grad is untouched.
+std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
+                                 const std::vector<Tensor>& grad_outputs, bool keep_graph,
+                                 bool create_graph, const std::vector<Tensor>& inputs,
+                                 bool allow_unused, bool accumulate);
+
+}  // namespace autograd
+}  // namespace ember

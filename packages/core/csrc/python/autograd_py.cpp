@@ -1,0 +1,102 @@
+// Python surface of autograd: Tensor.requires_grad / grad / grad_fn / is_leaf / detach, graph
+// nodes, grad mode, and the entry point of the engine (which runs without the GIL).
+#include "autograd/autograd.h"
+#include "python/tensor_py.h"
+
+namespace ember {
+
+using autograd::Node;
+
+void bind_autograd(py::module_& m, TensorClass& cls) {
+  py::class_<Node, std::shared_ptr<Node>>(m, "Node")
+      .def("name", &Node::name)
+      .def_property_readonly("next_functions",
+                             [](const Node& n) {
+                               py::tuple t(n.next_edges.size());
+                               for (size_t i = 0; i < n.next_edges.size(); ++i) {
+                                 const auto& e = n.next_edges[i];
+                                 t[i] =
+                                     py::make_tuple(e.fn ? py::cast(e.fn) : py::none(), e.input_nr);
+                               }
+                               return t;
+                             })
+      .def_property_readonly("_sequence_nr", [](const Node& n) { return n.sequence_nr; })
+      .def("__repr__", [](const Node& n) { return "<" + n.name() + " object>"; });
+
+  m.def("is_grad_enabled", &autograd::grad_enabled);
+  m.def("_set_grad_enabled", &autograd::set_grad_enabled);
+  m.def(
+      "_run_backward",
+      [](const std::vector<Tensor>& outputs, const std::vector<std::optional<Tensor>>& grads,
+         bool keep_graph, bool create_graph, const std::vector<Tensor>& inputs, bool allow_unused,
+         bool accumulate) {
+        std::vector<Tensor> g;
+        for (const auto& x : grads) g.push_back(x ? *x : Tensor());
+        std::vector<Tensor> r;
+        {
+          py::gil_scoped_release nogil;
+          r = autograd::run_backward(outputs, g, keep_graph, create_graph, inputs, allow_unused,
+                                     accumulate);
+        }
+        py::tuple t(r.size());
+        for (size_t i = 0; i < r.size(); ++i) t[i] = r[i] ? py::cast(r[i]) : py::none();
+        return t;
+      },
+      py::arg("outputs"), py::arg("grad_outputs"), py::arg("keep_graph"), py::arg("create_graph"),
+      py::arg("inputs"), py::arg("allow_unused"), py::arg("accumulate"));
+
+  cls.def_property(
+         "requires_grad", [](const Tensor& t) { return autograd::requires_grad(t); },
+         [](const Tensor& t, bool r) { autograd::set_requires_grad(t, r); })
+      .def(
+          "requires_grad_",
+          [](const Tensor& t, bool r) {
+            autograd::set_requires_grad(t, r);
+            return t;
+          },
+          py::arg("requires_grad") = true)
+      .def_property_readonly("is_leaf", [](const Tensor& t) { return autograd::is_leaf(t); })
+      .def_property_readonly("grad_fn",
+                             [](const Tensor& t) -> py::object {
+                               AutogradMeta* am = autograd::meta(t);
+                               if (!am || !am->grad_fn) return py::none();
+                               return py::cast(am->grad_fn);
+                             })
+      .def_property(
+          "grad",
+          [](const Tensor& t) -> py::object {
+            AutogradMeta* am = autograd::meta(t);
+            if (!am || !am->grad) return py::none();
+            return py::cast(am->grad);
+          },
+          [](const Tensor& t, std::optional<Tensor> g) {
+            if (g) {
+              EMBER_CHECK((*g)->sizes() == t->sizes(),
+                          "assigned grad has data of a different size (", shape_str((*g)->sizes()),
+                          " vs ", shape_str(t->sizes()), ")");
+              EMBER_CHECK_KIND((*g)->dtype() == t->dtype(), Type,
+                               "assigned grad has data of a different type (",
+                               dtype_name((*g)->dtype()), " vs ", dtype_name(t->dtype()), ")");
+              autograd::materialize_meta(t).grad = *g;
+            } else if (AutogradMeta* am = autograd::meta(t)) {
+              am->grad.reset();
+            }
+          })
+      .def("detach", [](const Tensor& t) { return autograd::detach(t); })
+      .def("detach_",
+           [](const Tensor& t) {
+             if (AutogradMeta* am = autograd::meta(t)) {
+               am->grad_fn.reset();
+               am->requires_grad = false;
+             }
+             return t;
+           })
+      .def_property(
+          "data", [](const Tensor& t) { return autograd::detach(t); },
+          [](const Tensor& t, const Tensor& src) {
+            t->set_storage(src->storage());
+            t->set_sizes_strides(src->sizes(), src->strides(), src->storage_offset());
+          });
+}
+
+}  // namespace ember

@@ -1,0 +1,92 @@
+"""ember.autograd: reverse-mode automatic differentiation.
+
+>>> import ember
+>>> x = ember.tensor([1.0, 2.0], requires_grad=True)
+>>> (x * x).sum().backward()
+>>> x.grad.tolist()
+[2.0, 4.0]
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ember import _C
+from ember._C import Tensor
+from ember.autograd.grad_mode import (  # noqa: F401
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from ember.autograd.gradcheck import GradcheckError, gradcheck  # noqa: F401
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return []
+    if isinstance(x, Tensor):
+        return [x]
+    return list(x)
+
+
+def backward(
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> None:
+    """Accumulates the gradients of ``tensors`` into the ``.grad`` of the leaves."""
+    outs = _as_list(tensors)
+    grads = _as_list(grad_tensors) or [None] * len(outs)
+    if len(grads) != len(outs):
+        raise RuntimeError(f"backward: got {len(outs)} tensors but {len(grads)} gradients")
+    keep = create_graph if retain_graph is None else retain_graph
+    ins = _as_list(inputs)
+    if ins:
+        got = _C._run_backward(outs, grads, keep, create_graph, ins, True, False)
+        for t, g in zip(ins, got):
+            if g is not None:
+                t.grad = g if t.grad is None else t.grad + g
+        return
+    _C._run_backward(outs, grads, keep, create_graph, [], False, True)
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool | None = None,
+    materialize_grads: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """Gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is left untouched).
+
+    >>> import ember
+    >>> x = ember.tensor(3.0, requires_grad=True)
+    >>> ember.autograd.grad(x * x, x)[0].item()
+    6.0
+    """
+    outs = _as_list(outputs)
+    ins = _as_list(inputs)
+    grads = _as_list(grad_outputs) or [None] * len(outs)
+    if len(grads) != len(outs):
+        raise RuntimeError(f"grad: got {len(outs)} outputs but {len(grads)} grad_outputs")
+    keep = create_graph if retain_graph is None else retain_graph
+    unused_ok = bool(allow_unused) or materialize_grads
+    res = _C._run_backward(outs, grads, keep, create_graph, ins, unused_ok, False)
+    if materialize_grads:
+        res = tuple(g if g is not None else _C.zeros_like(t) for g, t in zip(res, ins))
+    return tuple(res)
+
+
+def _tensor_backward(self: Tensor, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                     create_graph: bool = False, inputs=None) -> None:
+    """Computes the gradient of this tensor w.r.t. the graph leaves (see ember.autograd.backward)."""
+    backward(self, gradient, retain_graph, create_graph, inputs)
+
+
+Tensor.backward = _tensor_backward
