@@ -6,7 +6,7 @@ import threading
 import ember
 import numpy as np
 import pytest
-from conftest import torch
+from core_helpers import torch
 from ember.autograd import gradcheck
 
 D = ember.float64

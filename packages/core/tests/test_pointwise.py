@@ -6,7 +6,7 @@ import ember
 import numpy as np
 import pytest
 import yaml
-from conftest import make, to_np, to_torch, tol, torch
+from core_helpers import make, to_np, to_torch, tol, torch
 from op_table import BY_NAME, OPS, SPECIAL
 
 YAML = Path(__file__).resolve().parents[1] / "ops" / "pointwise.yaml"

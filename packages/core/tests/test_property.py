@@ -4,7 +4,7 @@ Every case must either match NumPy or raise a Python exception when NumPy does â
 import ember
 import numpy as np
 import pytest
-from conftest import make, to_np
+from core_helpers import make, to_np
 
 hyp = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
