@@ -336,7 +336,9 @@ def worker_loop(
     except KeyboardInterrupt:
         pass
     finally:
-        if orphaned:
+        # A worker whose main process died (noticed by the watchdog, or by a broken pipe while
+        # sending) removes the shared-memory segments it made, since nobody else will.
+        if orphaned or not _parent_alive(ppid, main_pid):
             cleanup_segments(os.getpid())
         try:
             result_conn.close()
