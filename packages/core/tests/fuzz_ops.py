@@ -11,7 +11,9 @@ dies) and a hang (no answer within ``--timeout``) are caught; the worker is then
 
 A case passes when it returns, or raises RuntimeError / ValueError / TypeError / IndexError /
 NotImplementedError with a message that does not leak C++ internals. Returned tensors are also
-checked: every element they can address must lie inside their storage. With ``--torch`` each case
+checked: every element they can address must lie inside their storage, and results that require
+grad (a quarter of the cases make their float inputs require grad) are run through backward().
+With ``--torch`` each case
 is also run against PyTorch, and outcome or result differences are listed (noisier: divergences
 need a human look).
 
@@ -124,6 +126,9 @@ def summarize(r, mod):
         return d
     return repr(type(r))
 
+EXPECTED = %r
+UNCLEAR = %r
+
 def reset():
     """Undo global state a case may have changed (print options, default dtype, ...)."""
     ember.set_printoptions(profile="default")
@@ -133,6 +138,18 @@ def reset():
     if torch is not None:
         torch.set_default_dtype(torch.float32)
         torch.set_printoptions(profile="default")
+
+def backward(r, res):
+    """Runs backward through results that require grad: the derivative formulas see the same
+    adversarial inputs as the forward op."""
+    for k, t in enumerate(tensors_of(r)):
+        if k >= 4 or not getattr(t, "requires_grad", False) or t.numel() > 100000:
+            continue
+        try:
+            t.sum().backward()
+        except Exception as e:
+            if type(e).__name__ not in EXPECTED or any(u in str(e) for u in UNCLEAR):
+                res["problems"].append(f"backward raised {type(e).__name__}: {e}"[:300])
 
 def run(code, mod):
     ns = {"M": mod, "np": np, "math": math, "r": None}
@@ -157,6 +174,8 @@ def run(code, mod):
                 t.tolist()  # touch every element
                 if mod is ember and t.numel() <= 64:
                     repr(t)
+        if mod is ember:
+            backward(r, res)
         if torch is not None:
             res["summary"] = summarize(r, mod)
     except Exception as e:  # inspecting a returned tensor must not fail
@@ -193,7 +212,8 @@ class Case:
 # Value generators. Everything is produced as source text, so a case is its own repro.
 # --------------------------------------------------------------------------------------------
 SHAPES = [(), (0,), (3, 0), (0, 3), (1,), (5,), (3, 4), (4, 3), (2, 3, 4), (1, 1), (4, 1),
-          (2, 1, 3), (6,), (2, 2), (1, 5), (2, 0, 3)]
+          (2, 1, 3), (6,), (2, 2), (1, 5), (2, 0, 3), (17, 33), (3, 1, 1, 5), (1025,),
+          (2, 2, 2, 2, 2), (40000,)]
 HUGE = [2**31, 2**32, 2**40, 2**62, 2**63 - 1, -(2**63), -(2**62), 2**64, -(2**31) - 1]
 WRONG = ["None", '"abc"', "1.5", "[1, 2]", "M.float32", "(1,)", "object()", "2**70", "True",
          "M.zeros(2)", "[M.zeros(2)]", "float('nan')"]
@@ -206,6 +226,7 @@ def _shape_src(shape: tuple) -> str:
 class Gen:
     def __init__(self, rng: random.Random):
         self.r = rng
+        self.grad = False  # float tensors of the current case require grad (autograd paths)
 
     # ---- tensors ------------------------------------------------------------------------------
     def base(self, shape: tuple, dtype: str) -> str:
@@ -215,7 +236,7 @@ class Gen:
             return f"(M.arange({n}).reshape({sh}) % 3 == 0)"
         if dtype in FLOATS:
             return (f"(M.arange({n}, dtype=M.float64) * 0.37 - {round(n * 0.15, 2)})"
-                    f".reshape({sh}).to(M.{dtype})")
+                    f".reshape({sh}).to(M.{dtype})" + (".requires_grad_()" if self.grad else ""))
         if dtype == "uint8":
             return f"(M.arange({n}).reshape({sh}) % 256).to(M.uint8)"
         return f"(M.arange({n}).reshape({sh}) - {n // 2}).to(M.{dtype})"
@@ -243,7 +264,7 @@ class Gen:
             lst = [vals[i % len(vals)] for i in range(n)]
             return (f"M.tensor({[repr(v) if math.isfinite(v) else f'float({str(v)!r})' for v in lst]}"
                     .replace("'", "") + f", dtype=M.float64).reshape({_shape_src(shape)})"
-                    f".to(M.{dtype})")
+                    f".to(M.{dtype})" + (".requires_grad_()" if self.grad else ""))
         return self.base(shape, dtype)
 
     def rand_tensor(self) -> str:
@@ -354,6 +375,7 @@ def op_cases(gen: Gen, op, per_op: int, fn_names: set[str], method_names: set[st
         return cases
     has_out = op.native_out or op.out
     for _ in range(per_op):
+        gen.grad = r.random() < 0.25
         form = r.choice(forms)
         shape = r.choice(SHAPES)
         dtype = r.choice(DTYPES)
@@ -788,7 +810,8 @@ class Worker:
         env["FUZZ_TORCH"] = "1" if args.torch else "0"
         env["FUZZ_THREADS"] = str(args.threads)
         self.err = tempfile.TemporaryFile()
-        self.p = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
+        worker = WORKER.replace("%r", repr(EXPECTED_EXC), 1).replace("%r", repr(UNCLEAR), 1)
+        self.p = subprocess.Popen([sys.executable, "-c", worker], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=self.err, env=env)
         self.buf = b""
 

@@ -258,10 +258,14 @@ void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
       return !(v >= double(L::lowest()) && v < std::ldexp(1.0, L::digits));
     } else {
       double max = 0;
-      if constexpr (std::is_same_v<T, Half>) max = 65504.0;
-      else if constexpr (std::is_same_v<T, BFloat16>) max = 3.3895313892515355e38;
-      else if constexpr (std::is_same_v<T, float>) max = std::numeric_limits<float>::max();
-      else return false;  // double holds every Python number
+      if constexpr (std::is_same_v<T, Half>)
+        max = 65504.0;
+      else if constexpr (std::is_same_v<T, BFloat16>)
+        max = 3.3895313892515355e38;
+      else if constexpr (std::is_same_v<T, float>)
+        max = std::numeric_limits<float>::max();
+      else
+        return false;  // double holds every Python number
       const double v = s.to_double();
       return std::isfinite(v) && std::fabs(v) > max;
     }

@@ -53,10 +53,10 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
   // Integer results use the truncated arguments: they must fit int64 (the cast is UB otherwise).
   if (!is_floating(dt))
     for (const Scalar* v : {&start, &end, &step})
-      EMBER_CHECK(!v->is_floating() ||
-                      (v->to_double() >= -9223372036854775808.0 && v->to_double() < 9223372036854775808.0),
-                  "arange: value ", v->to_double(), " is out of range for an integer result of dtype ",
-                  dtype_name(dt));
+      EMBER_CHECK(!v->is_floating() || (v->to_double() >= -9223372036854775808.0 &&
+                                        v->to_double() < 9223372036854775808.0),
+                  "arange: value ", v->to_double(),
+                  " is out of range for an integer result of dtype ", dtype_name(dt));
   const int64_t is = start.to_int(), ist = step.to_int();
   double size_d;
   if (int64) {

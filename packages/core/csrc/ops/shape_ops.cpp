@@ -416,11 +416,12 @@ Tensor repeat_interleave_index(const Tensor& repeats, std::optional<int64_t> out
                 "repeat_interleave: allocated size does not match required "
                 "size (output_size=",
                 *output_size, ", required ", total, ")");
+  // The result has the repeats' dtype (int32 or int64), as in PyTorch.
   Tensor out = ember::empty(DimVector{total}, ScalarType::Int64, cpu_device());
   int64_t* p = out->data_as<int64_t>();
   for (size_t i = 0; i < counts.size(); ++i)
     for (int64_t j = 0; j < counts[i]; ++j) *p++ = static_cast<int64_t>(i);
-  return out;
+  return repeats->dtype() == ScalarType::Int64 ? out : ops::_to_dtype(out, repeats->dtype(), false);
 }
 
 // ---- grids ----------------------------------------------------------------------------------

@@ -78,8 +78,7 @@ struct type_caster<ember::Scalar> {
 // shared_ptr (it lets None through in its convert pass), which the op then dereferences.
 // Optional arguments are std::optional<Tensor>, whose caster handles None before this one runs.
 template <>
-class type_caster<ember::Tensor>
-    : public copyable_holder_caster<ember::TensorImpl, ember::Tensor> {
+class type_caster<ember::Tensor> : public copyable_holder_caster<ember::TensorImpl, ember::Tensor> {
  public:
   bool load(handle src, bool convert) {
     if (src.is_none()) return false;

@@ -32,6 +32,10 @@ py::object scalar_to_py(const Scalar& s) {
       py::detail::make_caster<Scalar>::cast(s, py::return_value_policy::copy, {}));
 }
 
+// tolist() and tensor(data) recurse once per dim; deeper nesting would overflow the C++ stack
+// (a segfault), so it is refused. NumPy stops at 64 dims, Python's recursion limit at 1000.
+constexpr int64_t kMaxNesting = 1000;
+
 py::object tolist_rec(const TensorImpl& t, const char* p, int64_t d) {
   if (d == t.dim()) return scalar_to_py(load_scalar(p, t.dtype()));
   py::list l(t.size(d));
@@ -64,12 +68,15 @@ void infer_shape(py::handle obj, DimVector& shape) {
   }
 }
 
-void scan_kind(py::handle obj, int& kind) {
+void scan_kind(py::handle obj, int& kind, int64_t depth = 0) {
   PyObject* o = obj.ptr();
   if (PyList_Check(o) || PyTuple_Check(o)) {
+    if (depth >= kMaxNesting)  // ragged deep nesting ([1, [[[...]]]]) that infer_shape missed
+      throw py::value_error("tensor(): sequences nested more than " + std::to_string(kMaxNesting) +
+                            " levels deep are not supported");
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     for (Py_ssize_t i = 0; i < n && kind < kFloat; ++i)
-      scan_kind(PySequence_Fast_GET_ITEM(o, i), kind);
+      scan_kind(PySequence_Fast_GET_ITEM(o, i), kind, depth + 1);
     return;
   }
   if (is_tensor_object(o)) {
@@ -91,6 +98,8 @@ void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, Scala
     Scalar s;
     if (!scalar_from_object(o, &s))
       throw py::type_error(std::string("tensor(): expected a number, got ") + Py_TYPE(o)->tp_name);
+    // 300 into int8 or inf into int64 must not wrap (PyTorch raises); floats saturate to inf.
+    if (!is_floating(dt)) check_scalar_fits(s, dt, "tensor()");
     store_scalar(s, dt, p);
     p += itemsize(dt);
     return;
@@ -138,6 +147,9 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype) {
   }
   DimVector shape;
   infer_shape(data, shape);
+  if (static_cast<int64_t>(shape.size()) > kMaxNesting)
+    throw py::value_error("tensor(): sequences nested more than " + std::to_string(kMaxNesting) +
+                          " levels deep are not supported");
   int kind = kBool;
   scan_kind(data, kind);
   ScalarType dt = dtype.value_or(kind == kFloat ? default_dtype()
@@ -163,8 +175,8 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
         if (requires_grad) autograd::set_requires_grad(t, true);
         return t;
       },
-      py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(),
-      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+      py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+      py::arg("requires_grad") = false);
 
   cls.def_property_readonly("shape", [](const Tensor& t) { return make_size(t->sizes()); })
       .def("size", [](const Tensor& t) { return make_size(t->sizes()); })
@@ -202,7 +214,13 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
                              })
       .def("_is_view", [](const Tensor& t) { return t->base() != nullptr; })
       .def("item", [](const Tensor& t) { return item(t); })
-      .def("tolist", [](const Tensor& t) { return tolist_rec(*t, t->data(), 0); })
+      .def("tolist",
+           [](const Tensor& t) {
+             EMBER_CHECK_KIND(t->dim() <= kMaxNesting, Value, "tolist: a tensor with ", t->dim(),
+                              " dims is too deep to convert to nested lists (at most ", kMaxNesting,
+                              ")");
+             return tolist_rec(*t, t->data(), 0);
+           })
       .def("__float__", [](const Tensor& t) { return item(t).to_double(); })
       .def("__int__", [](const Tensor& t) { return item(t).to_int(); })
       .def("__bool__",

@@ -242,6 +242,7 @@ Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
   EMBER_CHECK(
       !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
       "add: for integral input tensors, argument alpha must not be a floating point number");
+  check_scalar_fits(alpha, it.common_dtype(), "add");  // alpha must not wrap (int8, 300)
   run<Types::All, void, 2>(it, "add", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
@@ -262,6 +263,10 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
               "logical_xor or bitwise_not instead");
   TensorIterator it("sub");
   binary_iter(it, self, other, out).build();
+  EMBER_CHECK(
+      !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
+      "sub: for integral input tensors, argument alpha must not be a floating point number");
+  check_scalar_fits(alpha, it.common_dtype(), "sub");
   run<Types::Numeric, void, 2>(it, "sub", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
@@ -277,6 +282,10 @@ Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha
               "logical_xor or bitwise_not instead");
   TensorIterator it("rsub");
   binary_iter(it, self, other, Tensor()).build();
+  EMBER_CHECK(
+      !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
+      "rsub: for integral input tensors, argument alpha must not be a floating point number");
+  check_scalar_fits(alpha, it.common_dtype(), "rsub");
   run<Types::Numeric, void, 2>(it, "rsub", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
@@ -440,6 +449,8 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
                 dtype_name(self->dtype()), ", exponent ", exponent.scalar.to_int(), ")");
   TensorIterator it("pow");
   binary_iter(it, self, exponent, out).build();
+  // int32.pow(2**32 + 2) must not wrap to pow(2).
+  if (!exponent.is_tensor()) check_scalar_fits(exponent.scalar, it.common_dtype(), "pow");
   run<Types::Numeric, void, 2>(it, "pow", [](auto tag) {
     using A = decltype(tag);
     return [](A x, A y) -> A {
@@ -634,6 +645,7 @@ Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
                const Tensor& out) {
   TensorIterator it("addcmul");
   it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
+  check_scalar_fits(value, it.common_dtype(), "addcmul");
   run<Types::Numeric, void, 3>(it, "addcmul", [&](auto tag) {
     using A = decltype(tag);
     A v = value.to<A>();
@@ -649,6 +661,7 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
               ", tensor2 ", dtype_name(t2->dtype()), "); use a floating dtype");
   TensorIterator it("addcdiv");
   it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
+  check_scalar_fits(value, it.common_dtype(), "addcdiv");
   run<Types::Float, void, 3>(it, "addcdiv", [&](auto tag) {
     using A = decltype(tag);
     A v = value.to<A>();

@@ -16,7 +16,7 @@ template <class Range>
 void zero_ranges(const Tensor& t, const Range& range) {
   int64_t rows = t->size(t->dim() - 2), cols = t->size(t->dim() - 1);
   if (rows == 0 || cols == 0) return;  // nothing to clear (and no division by cols == 0)
-  int64_t nrows = t->numel() / cols;    // rows over all matrices
+  int64_t nrows = t->numel() / cols;   // rows over all matrices
   int64_t isz = t->itemsize();
   char* base = t->data();
   parallel_for(0, nrows, std::max<int64_t>(1, kPointwiseGrain / cols), [&](int64_t b, int64_t e) {
