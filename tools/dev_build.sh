@@ -16,6 +16,12 @@ for f in "$root"/packages/core/src/ember/*; do
   case "$(basename "$f")" in _C*.so|_C.pyi|__pycache__) continue ;; esac
   ln -sfn "$f" "$site/$(basename "$f")"
 done
+# The pure-Python packages' subpackages (ember.nn, ember.data, ...) join the same tree.
+for pkg in nn data distributed; do
+  for f in "$root"/packages/$pkg/src/ember/*; do
+    [ -d "$f" ] && ln -sfn "$f" "$site/$(basename "$f")"
+  done
+done
 cp "$build"/_C*.so "$site/"
 cp "$build"/generated/_C.pyi "$site/_C.pyi"
 echo "built: PYTHONPATH=$build/site"
