@@ -147,19 +147,30 @@ def gen_autograd(group: str, ops: list[Op]) -> str:
 
 
 def gen_wrapper(op: Op, node: str) -> str:
+    """`ops::<name>`: records a grad_fn node (class generated from the YAML formulas) when an
+    input requires grad, then calls `dispatch::<name>` with grad mode off.
+
+    Formulas are C++ expressions over `grad` (gradient of the first output), `grads` (all of
+    them; undefined ones of floating outputs are zeros when the op has several outputs), the
+    op's arguments, `result` (first output) and the other outputs by their return names. A
+    formula for a `Tensor[]` input returns one gradient per list element.
+    """
     args = op.args
     call_args = ", ".join(a.name for a in args)
     ret = op.cpp_return
-    has_tensor_ret = op.returns[0][0] == "Tensor"
-    diff = [a for a in args if a.type in DIFF_TYPES and a.name != "out"]
-    lists = [a for a in args if a.type in ("Tensor[]", "Tensor?[]")]
-    checks = ", ".join(f"&{tensor_expr(a)}" for a in diff)
-    cond = f"any_requires_grad({{{checks}}})" if diff else "false"
+    ret_types = [t for t, _ in op.returns]
+    list_ret = ret_types == ["Tensor[]"]
+    has_tensor_ret = ret_types[0] in ("Tensor", "Tensor[]")
+    diff = [a for a in args if a.type in DIFF_TYPES + ("Tensor[]",) and a.name != "out"]
+    lists = [a for a in diff if a.type == "Tensor[]"]
+    singles = [a for a in diff if a.type != "Tensor[]"]
+    checks = ", ".join(f"&{tensor_expr(a)}" for a in singles)
+    cond = f"any_requires_grad({{{checks}}})" if singles else "false"
     for a in lists:
         cond += f" || any_requires_grad_list({a.name})"
     raw = f"dispatch::{op.name}({call_args})"
     head = f"{ret} ops::{op.name}({cpp_params(op)}) {{\n"
-    if op.autograd in ("none", "composite") or not has_tensor_ret or (not diff and not lists):
+    if op.autograd in ("none", "composite") or not has_tensor_ret or not diff:
         return head + f"  {'return ' if ret != 'void' else ''}{raw};\n}}\n"
     inplace = op.name.endswith("_")
     has_out = op.native_out
@@ -173,27 +184,65 @@ def gen_wrapper(op: Op, node: str) -> str:
     if self_tensor:
         body.append(f'  if (in_place) check_inplace(self, "{op.name}");\n')
     body.append("  (void)in_place;\n")
-    formulas = op.derivatives
-    if not formulas or lists:
-        # No formula: the result's backward raises a clear error.
-        if op.tuple_return:
-            body.append(f"  {ret} full_result;\n  {{\n    GradModeGuard no_grad(false);\n    full_result = {raw};\n  }}\n  Tensor result = std::get<0>(full_result);\n")
+    edge_lines = ["  node->next_edges.reserve(" + " + ".join(
+        ["%d" % len(singles)] + [f"{a.name}.size()" for a in lists]) + ");\n"]
+    for a in diff:
+        if a.type == "Tensor[]":
+            edge_lines.append(f"  for (const Tensor& t : {a.name}) node->next_edges.push_back(gradient_edge(t));\n")
         else:
-            body.append(f"  Tensor result;\n  {{\n    GradModeGuard no_grad(false);\n    result = {raw};\n  }}\n")
+            edge_lines.append(f"  node->next_edges.push_back(gradient_edge({tensor_expr(a)}));\n")
+    run = (f"  {ret} full_result;\n  {{\n    GradModeGuard no_grad(false);\n    full_result = {raw};\n  }}\n")
+    # Outputs: which get a history, and with which output number.
+    if list_ret:
+        history = ["  node->num_outputs = static_cast<uint32_t>(full_result.size());\n",
+                   "  for (size_t i = 0; i < full_result.size(); ++i) {\n"
+                   "    node->result_metas.emplace_back(full_result[i]);\n"
+                   "    set_history(full_result[i], node, static_cast<uint32_t>(i));\n  }\n"]
+        result_expr = None
+    elif op.tuple_return:
+        history = [f"  node->num_outputs = {len(ret_types)};\n"]
+        for i, t in enumerate(ret_types):
+            if t == "Tensor":
+                history.append(f"  node->result_metas.emplace_back(std::get<{i}>(full_result));\n"
+                               f"  set_history(std::get<{i}>(full_result), node, {i});\n")
+        result_expr = "std::get<0>(full_result)"
+    else:
+        history = ["  set_history(full_result, node);\n"]
+        result_expr = "full_result"
+    multi_out = list_ret or op.tuple_return
+    formulas = op.derivatives
+    if not formulas:
+        # No formula: the result's backward raises a clear error.
+        body.append(run)
         body.append(f'  auto node = std::make_shared<NotImplementedBackward>("{op.name}");\n')
-        edges = ", ".join(f"gradient_edge({tensor_expr(a)})" for a in diff)
-        body.append(f"  node->next_edges = {{{edges}}};\n")
-        for a in lists:
-            body.append(f"  for (const auto& t : {a.name}) node->next_edges.push_back(gradient_edge(t));\n")
-        body.append("  set_history(result, node);\n")
-        body.append("  return full_result;\n" if op.tuple_return else "  return result;\n")
+        body.extend(edge_lines)
+        if list_ret:
+            body.append("  for (size_t i = 0; i < full_result.size(); ++i) set_history(full_result[i], node, static_cast<uint32_t>(i));\n"
+                        "  node->num_outputs = static_cast<uint32_t>(full_result.size());\n")
+        elif op.tuple_return:
+            body.append(f"  node->num_outputs = {len(ret_types)};\n")
+            for i, t in enumerate(ret_types):
+                if t == "Tensor":
+                    body.append(f"  set_history(std::get<{i}>(full_result), node, {i});\n")
+        else:
+            body.append("  set_history(full_result, node);\n")
+        body.append("  return full_result;\n")
         return head + "".join(body) + "}\n"
     unknown = set(formulas) - {a.name for a in diff}
     if unknown:
         raise ValueError(f"{op.name}: derivatives for non-differentiable or unknown inputs {unknown}")
     text = " ".join(formulas.values())
-    used = {a.name for a in args if re.search(rf"\b{re.escape(a.name)}\b", text)}
-    uses_result = re.search(r"\bresult\b", text) is not None
+
+    def mentions(name: str, where: str = text) -> bool:
+        return re.search(rf"\b{re.escape(name)}\b", where) is not None
+
+    used = {a.name for a in args if mentions(a.name)}
+    uses_result = mentions("result")
+    if uses_result and list_ret:
+        raise ValueError(f"{op.name}: formulas can't use `result` of a Tensor[] return yet")
+    # Other outputs of a tuple return, by name (e.g. `indices` of max(dim)).
+    named_outs = [(i, n) for i, (t, n) in enumerate(op.returns)
+                  if op.tuple_return and i > 0 and t == "Tensor" and mentions(n)]
     # Node class.
     members, unpack, release, save = [], [], [], []
     for a in args:
@@ -210,6 +259,11 @@ def gen_wrapper(op: Op, node: str) -> str:
             else:
                 unpack.append(f"    Tensor {a.name} = {a.name}_.unpack(this);\n")
                 save.append(f"  node->{a.name}_ = SavedVariable(saved_{a.name}, false);\n")
+        elif a.type == "Tensor[]":
+            members.append(f"  std::vector<SavedVariable> {a.name}_;\n")
+            release.append(f"for (auto& v : {a.name}_) v.reset();")
+            unpack.append(f"    std::vector<Tensor> {a.name}; for (const auto& v : {a.name}_) {a.name}.push_back(v.unpack(this));\n")
+            save.append(f"  for (const Tensor& t : {a.name}) node->{a.name}_.emplace_back(t, false);\n")
         else:
             members.append(f"  {member_type(a.cpp_type)} {a.name};\n")
             save.append(f"  node->{a.name} = {a.name};\n")
@@ -217,53 +271,81 @@ def gen_wrapper(op: Op, node: str) -> str:
         members.append("  SavedVariable result_;\n")
         release.append("result_.reset();")
         unpack.append("    Tensor result = result_.unpack(this);\n")
-    for i, a in enumerate(diff):
-        members.append(f"  InputMeta {a.name}_meta;\n")
-    n = len(diff)
+    for _, n in named_outs:
+        members.append(f"  SavedVariable {n}_;\n")
+        release.append(f"{n}_.reset();")
+        unpack.append(f"    Tensor {n} = {n}_.unpack(this);\n")
+    for a in diff:
+        members.append(f"  std::vector<InputMeta> {a.name}_meta;\n" if a.type == "Tensor[]"
+                       else f"  InputMeta {a.name}_meta;\n")
+    if multi_out:
+        members.append("  std::vector<InputMeta> result_metas;\n")
     cls = [f"namespace {{\nstruct {node} final : public Node {{\n",
            f'  std::string name() const override {{ return "{node}"; }}\n',
            *members,
            "  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {\n",
-           f"    std::vector<Tensor> out({n});\n",
-           "    const Tensor& grad = grads[0];\n    if (!grad) return out;\n",
-           *unpack]
-    for i, a in enumerate(diff):
+           "    std::vector<Tensor> out(next_edges.size());\n"]
+    if multi_out:
+        cls.append("    if (!materialize_grads(grads, result_metas)) return out;\n")
+    cls.append("    const Tensor& grad = grads[0];\n")
+    if not multi_out:
+        cls.append("    if (!grad) return out;\n")
+    cls.extend(unpack)
+    cls.append("    size_t pos = 0;\n")
+    for a in diff:
         f = formulas.get(a.name)
-        if f is None:
-            continue
-        cls.append(f"    if (should_compute({i})) out[{i}] = reduce_grad({f}, {a.name}_meta);\n")
-    cls.append("    return out;\n  }\n")
+        if a.type == "Tensor[]":
+            cls.append(f"    {{\n      size_t n = {a.name}_meta.size();\n")
+            if f is not None:
+                cls.append(f"      if (any_should_compute(pos, n)) {{\n"
+                           f"        std::vector<Tensor> g = {f};\n"
+                           f'        check_list_grads("{node}", g.size(), n);\n'
+                           f"        for (size_t k = 0; k < n; ++k)\n"
+                           f"          if (should_compute(pos + k)) out[pos + k] = reduce_grad(g[k], {a.name}_meta[k]);\n"
+                           f"      }}\n")
+            cls.append("      pos += n;\n    }\n")
+        else:
+            if f is not None:
+                cls.append(f"    if (should_compute(pos)) out[pos] = reduce_grad({f}, {a.name}_meta);\n")
+            cls.append("    ++pos;\n")
+    cls.append("    (void)grad;\n    return out;\n  }\n")
     cls.append(f"  void release_variables() override {{ {' '.join(release)} }}\n}};\n}}  // namespace\n")
     # Wrapper body.
-    for a in diff:
+    for a in singles:
         if a.name in used:
             src = tensor_expr(a)
             body.append(f"  Tensor saved_{a.name} = (in_place && {src} == self && {src}) ? ops::clone({src}) : {src};\n"
                         if self_tensor else f"  Tensor saved_{a.name} = {src};\n")
     body.append(f"  auto node = std::make_shared<{node}>();\n")
-    edges = ", ".join(f"gradient_edge({tensor_expr(a)})" for a in diff)
-    body.append(f"  node->next_edges = {{{edges}}};\n")
+    body.extend(edge_lines)
     for a in diff:
-        body.append(f"  if ({tensor_expr(a)}) node->{a.name}_meta = InputMeta({tensor_expr(a)});\n")
+        if a.type == "Tensor[]":
+            body.append(f"  for (const Tensor& t : {a.name}) node->{a.name}_meta.emplace_back(t);\n")
+        else:
+            body.append(f"  if ({tensor_expr(a)}) node->{a.name}_meta = InputMeta({tensor_expr(a)});\n")
+
     # Save a tensor only when a gradient that needs it will be computed (x * 2 saves nothing).
+    # Edge positions of list inputs are only known at run time; a list input counts as needed.
     def needed_by(name: str) -> str:
-        idx = [i for i, a in enumerate(diff)
-               if a.name in formulas and re.search(rf"\b{re.escape(name)}\b", formulas[a.name])]
-        return " || ".join(f"node->should_compute({i})" for i in idx) or "false"
+        conds = []
+        for i, a in enumerate(diff):
+            if a.name in formulas and mentions(name, formulas[a.name]):
+                if lists:
+                    return "true"
+                conds.append(f"node->should_compute({i})")
+        return " || ".join(conds) or "false"
     for line in save:
         m = re.match(r"  node->(\w+?)_ = SavedVariable\(saved_(\w+), false\);", line)
         if m:
             line = f"  if ({needed_by(m.group(2))}) {line.strip()}\n"
         body.append(line)
-    if op.tuple_return:
-        body.append(f"  {ret} full_result;\n  {{\n    GradModeGuard no_grad(false);\n    full_result = {raw};\n  }}\n")
-        body.append("  Tensor result = std::get<0>(full_result);\n")
-    else:
-        body.append(f"  Tensor result;\n  {{\n    GradModeGuard no_grad(false);\n    result = {raw};\n  }}\n")
-    body.append("  set_history(result, node);\n")
+    body.append(run)
+    body.extend(history)
     if uses_result:
-        body.append(f"  if ({needed_by('result')}) node->result_ = SavedVariable(result, true);\n")
-    body.append("  return full_result;\n" if op.tuple_return else "  return result;\n")
+        body.append(f"  if ({needed_by('result')}) node->result_ = SavedVariable({result_expr}, true);\n")
+    for i, n in named_outs:
+        body.append(f"  if ({needed_by(n)}) node->{n}_ = SavedVariable(std::get<{i}>(full_result), true);\n")
+    body.append("  return full_result;\n")
     return "".join(cls) + head + "".join(body) + "}\n"
 
 

@@ -125,6 +125,21 @@ Tensor reduce_grad(const Tensor& grad, const InputMeta& m) {
 
 Tensor zeros_like_meta(const InputMeta& m) { return ops::zeros(m.sizes, m.dtype, std::nullopt); }
 
+bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>& outputs) {
+  bool any = false;
+  for (const Tensor& g : grads) any = any || static_cast<bool>(g);
+  if (!any) return false;
+  // result_metas lists the Tensor outputs in order; tuple returns have only Tensor outputs here.
+  for (size_t i = 0; i < grads.size() && i < outputs.size(); ++i)
+    if (!grads[i] && is_floating(outputs[i].dtype)) grads[i] = zeros_like_meta(outputs[i]);
+  return true;
+}
+
+void check_list_grads(const char* node, size_t got, size_t expected) {
+  EMBER_CHECK(got == expected, node, ": the derivative formula returned ", got,
+              " gradients for a list of ", expected, " tensors");
+}
+
 SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t) return;
   defined_ = true;

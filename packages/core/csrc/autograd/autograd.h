@@ -85,6 +85,11 @@ class Node : public std::enable_shared_from_this<Node> {
   // Frees saved tensors once the node has run (unless retain_graph).
   virtual void release_variables() {}
   bool should_compute(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
+  bool any_should_compute(size_t begin, size_t n) const {
+    for (size_t i = begin; i < begin + n; ++i)
+      if (should_compute(i)) return true;
+    return false;
+  }
 
   std::vector<Edge> next_edges;
   uint32_t num_outputs = 1;
@@ -155,6 +160,11 @@ void check_inplace(const Tensor& self, const char* op);
 void check_out_no_grad(const char* op);
 // Returns undefined gradients as zeros of the input's shape when a formula needs a value.
 Tensor zeros_like_meta(const InputMeta& m);
+// For nodes of ops with several outputs: false when no gradient arrived at all; otherwise fills
+// the undefined gradients of floating outputs with zeros so formulas see every one.
+bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>& outputs);
+// A formula for a Tensor[] input must give one gradient per element.
+void check_list_grads(const char* node, size_t got, size_t expected);
 
 // Gives `view` (a view of self built without ops::, e.g. by basic indexing) a grad_fn that
 // scatters its gradient back into self's layout.

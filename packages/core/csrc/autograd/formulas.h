@@ -135,3 +135,6 @@ inline Tensor clamp_backward(const Tensor& grad, const Tensor& self, const Tenso
 }  // namespace formulas
 }  // namespace autograd
 }  // namespace ember
+
+#include "autograd/formulas_math.h"
+#include "autograd/formulas_shape.h"
