@@ -440,7 +440,15 @@ def gen_binding(op: Op, kind: str) -> str:
     target = "m" if kind == "function" else "cls"
     pyname = op.name + ("_" if kind == "inplace" else "")
     if kind != "function":
-        pyargs = pyargs[1:]  # self is the bound instance
+        # The bound instance is the argument named self (where(condition, self, other) binds as
+        # self.where(condition, other)); pybind11 passes it as the lambda's first parameter.
+        recv = next((i for i, a in enumerate(args) if a.name == "self"), 0)
+        decls.insert(0, decls.pop(recv))
+        pyargs = py_args(args[:recv] + args[recv + 1:], rename_self=False)
+        if pyargs[:1] == ["py::kw_only()"]:
+            # pybind11 rejects the call when kw_only() opens a method's argument list; the
+            # arguments stay keywords in the stub and docs.
+            pyargs = pyargs[1:]
     ret_type = "py::object" if (op.tuple_return or op.returns[0][0] == "Tensor[]" or op.release_gil
                                 or op.cpp_return == "void") else op.cpp_return
     call = f"ops::{op.name}({', '.join(exprs)})"
@@ -515,7 +523,10 @@ def gen_bind_all(groups: dict[str, list[Op]]) -> str:
 def stub_sig(op: Op, kind: str) -> str:
     parts = []
     kw = False
-    args = op.args if kind == "function" else op.args[1:]
+    args = op.args
+    if kind != "function":
+        recv = next((i for i, a in enumerate(args) if a.name == "self"), 0)
+        args = args[:recv] + args[recv + 1:]
     if kind == "inplace":
         args = [a for a in args if a.name != "out"]
     if kind != "function":
