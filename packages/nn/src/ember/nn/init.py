@@ -49,7 +49,7 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     (``param`` is the slope, 0.01 by default); selu: 3/4.
 
     >>> round(calculate_gain("leaky_relu", 0.2), 6)
-    1.386750
+    1.38675
     """
     if nonlinearity in _LINEAR_FNS:
         return 1
