@@ -352,12 +352,23 @@ class ModuleDict(Module):
         raise NotImplementedError("ModuleDict has no forward(): call the modules it holds")
 
 
-def _parameter_line(key: Any, value: Any) -> str:
+_TYPE_NAMES = {
+    "float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+    "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
+    "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor",
+}
+
+
+def _parameter_line(key: Any, value: Any, legacy_type_name: bool = False) -> str:
     if isinstance(value, Tensor):
         kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
         size = "x".join(str(s) for s in value.shape)
         dev = f" ({value.device})" if value.device.type != "cpu" else ""
-        return f"  ({key}): {kind} containing: [{value.dtype} of size {size}{dev}]"
+        # ParameterDict prints the legacy type name (ember.FloatTensor), ParameterList the dtype
+        what = str(value.dtype)
+        if legacy_type_name:
+            what = "ember." + _TYPE_NAMES.get(what.rsplit(".", 1)[-1], "Tensor")
+        return f"  ({key}): {kind} containing: [{what} of size {size}{dev}]"
     return f"  ({key}): Object of type: {type(value).__name__}"
 
 
@@ -558,7 +569,7 @@ class ParameterDict(Module):
         return self
 
     def extra_repr(self) -> str:
-        return "\n".join(_parameter_line(k, p) for k, p in self.items())
+        return "\n".join(_parameter_line(k, p, legacy_type_name=True) for k, p in self.items())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("ParameterDict should not be called.")

@@ -157,9 +157,9 @@ class Module:
         if not isinstance(name, str):
             raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
         if "." in name:
-            raise KeyError(f'{kind} name can\'t contain ".", got "{name}"')
+            raise KeyError(f'{kind} name must not contain ".", got "{name}"')
         if name == "":
-            raise KeyError(f'{kind} name can\'t be empty string ""')
+            raise KeyError(f"{kind} name must not be an empty string")
         if hasattr(self, name) and name not in container:
             raise KeyError(f"attribute '{name}' already exists")
 
