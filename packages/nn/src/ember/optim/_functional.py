@@ -12,6 +12,12 @@ import ember
 from ember import Tensor
 
 
+def scalar_div(s: float, t: Tensor) -> Tensor:
+    """s / t computed in t's dtype (``float / Tensor`` rounds the number to float32 in ember
+    today, which costs float64 updates their precision)."""
+    return ember.full_like(t, s).div_(t)
+
+
 def _bump(step_t: Tensor) -> float:
     step_t.add_(1)
     return step_t.item()
@@ -282,7 +288,7 @@ def radam(
             rect = (
                 (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
             ) ** 0.5
-            adaptive = (bc2**0.5) / v.sqrt().add_(eps)
+            adaptive = scalar_div(bc2**0.5, v.sqrt().add_(eps))
             p.add_(m_hat * lr * adaptive * rect, alpha=-1.0)
         else:
             p.add_(m_hat * lr, alpha=-1.0)

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import ember
 from ember import Tensor
+from ember.optim._functional import scalar_div
 from ember.optim.optimizer import Optimizer
 
 __all__ = ["LBFGS"]
@@ -259,7 +260,7 @@ class LBFGS(Optimizer):
                         ro.pop(0)
                     old_dirs.append(y)
                     old_stps.append(s)
-                    ro.append(1.0 / ys)
+                    ro.append(scalar_div(1.0, ys))
                     H_diag = ys / y.dot(y)
                 num_old = len(old_dirs)
                 if "al" not in state:
@@ -282,7 +283,7 @@ class LBFGS(Optimizer):
 
             # the first step is scaled down by the gradient's size
             if state["n_iter"] == 1:
-                t = min(1.0, 1.0 / flat_grad.abs().sum()) * lr
+                t = min(1.0, scalar_div(1.0, flat_grad.abs().sum())) * lr
             else:
                 t = lr
             gtd = flat_grad.dot(d)

@@ -91,6 +91,11 @@ class Optimizer:
                 f"{name}: params should be an iterable of Tensors or dicts, but got a single "
                 "Tensor; wrap it in a list"
             )
+        if isinstance(params, (set, frozenset)):
+            raise TypeError(
+                f"{name}: parameters must be given in an ordered collection (a set's order "
+                "changes between runs); use a list instead"
+            )
         if isinstance(params, dict):
             raise TypeError(
                 f"{name}: params should be an iterable of Tensors or dicts, but got a dict; wrap "

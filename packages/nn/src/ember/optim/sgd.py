@@ -61,13 +61,14 @@ class SGD(Optimizer):
         for group in self.param_groups:
             params = self._params_with_grad(group)
             grads = [_grad_of(p, "SGD") for p in params]
-            bufs = [self.state[p].get("momentum_buffer") for p in params]
+            has_momentum = group["momentum"] != 0
+            bufs = [self.state[p].get("momentum_buffer") if has_momentum else None for p in params]
             F.sgd(
                 params, grads, bufs, lr=group["lr"], momentum=group["momentum"],
                 dampening=group["dampening"], weight_decay=group["weight_decay"],
                 nesterov=group["nesterov"], maximize=group["maximize"],
             )
-            if group["momentum"] != 0:
+            if has_momentum:
                 for p, b in zip(params, bufs):
                     self.state[p]["momentum_buffer"] = b
         return loss

@@ -63,7 +63,9 @@ def clip_grads_with_norm_(
     grads = _grads(parameters)
     if not grads:
         return
-    coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
+    denom = total_norm + 1e-6
+    # full_like(...).div_: ``float / Tensor`` rounds the number to float32 in ember today
+    coef = ember.full_like(denom, float(max_norm)).div_(denom).clamp(max=1.0)
     with ember.no_grad():
         for g in grads:
             g.mul_(coef.to(g.dtype))
