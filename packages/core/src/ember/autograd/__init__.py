@@ -20,6 +20,14 @@ from ember.autograd.grad_mode import (  # noqa: F401
     no_grad,
     set_grad_enabled,
 )
+from ember.autograd import graph  # noqa: F401
+from ember.autograd.anomaly_mode import (  # noqa: F401
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_detect_anomaly,
+)
+from ember.autograd.function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from ember.autograd.gradcheck import GradcheckError, gradcheck  # noqa: F401
 
 
