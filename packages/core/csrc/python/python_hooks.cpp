@@ -63,9 +63,10 @@ std::vector<Tensor> check_hook_results(const std::vector<Tensor>& originals, con
     EMBER_FAIL(Runtime, "hook '", hook_name(fn),
                "' has returned an incorrect number of values (got ", seq.size(), ", but expected ",
                originals.size(), ")");
+  // Inside a returned tuple None means "no gradient" (it does not keep the original).
   std::vector<Tensor> out(originals.size());
   for (size_t i = 0; i < originals.size(); ++i)
-    out[i] = check_hook_result(originals[i], seq[i], fn);
+    if (!seq[i].is_none()) out[i] = check_hook_result(originals[i], seq[i], fn);
   return out;
 }
 

@@ -13,13 +13,6 @@ from typing import Sequence
 
 from ember import _C
 from ember._C import Tensor
-from ember.autograd.grad_mode import (  # noqa: F401
-    enable_grad,
-    inference_mode,
-    is_grad_enabled,
-    no_grad,
-    set_grad_enabled,
-)
 from ember.autograd import graph  # noqa: F401
 from ember.autograd.anomaly_mode import (  # noqa: F401
     detect_anomaly,
@@ -28,6 +21,13 @@ from ember.autograd.anomaly_mode import (  # noqa: F401
     set_detect_anomaly,
 )
 from ember.autograd.function import Function, FunctionCtx, once_differentiable  # noqa: F401
+from ember.autograd.grad_mode import (  # noqa: F401
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from ember.autograd.gradcheck import GradcheckError, gradcheck  # noqa: F401
 
 
