@@ -163,17 +163,16 @@ std::unordered_set<TensorImpl*> tensor_set(const py::object& seq, const std::str
 // Sets ctx.needs_input_grad and, when some tensor argument requires grad (and grad mode is on),
 // creates the node; returns a reference that keeps it alive during forward (None otherwise).
 py::object function_prepare(py::object ctx, py::tuple args) {
-  bool grad = autograd::grad_enabled();
+  // needs_input_grad follows requires_grad even under no_grad (as in PyTorch).
   py::tuple needs(args.size());
   bool any = false;
   for (size_t i = 0; i < args.size(); ++i) {
-    bool rg =
-        grad && is_tensor_object(args[i].ptr()) && autograd::requires_grad(args[i].cast<Tensor>());
+    bool rg = is_tensor_object(args[i].ptr()) && autograd::requires_grad(args[i].cast<Tensor>());
     needs[i] = py::bool_(rg);
     any = any || rg;
   }
   ctx.attr("needs_input_grad") = needs;
-  if (!any) {
+  if (!any || !autograd::grad_enabled()) {
     ctx.attr("_cdata") = py::none();
     return py::none();
   }
