@@ -470,3 +470,28 @@ def test_save_on_cpu_gives_the_same_gradients():
 
     np.testing.assert_allclose(grads(save_on_cpu()), grads(nothing()), rtol=0, atol=0)
     assert isinstance(save_on_cpu(pin_memory=False), saved_tensors_hooks)
+
+
+def test_custom_function_saved_tensors_go_through_saved_tensor_hooks():
+    class Sq(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * x
+            ctx.save_for_backward(x, y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            return 2 * g * x + 0 * y
+
+    log = []
+    x = ember.tensor([3.0], dtype=ember.float64, requires_grad=True)
+    with saved_tensors_hooks(lambda t: log.append("pack") or t.detach().clone(),
+                             lambda t: log.append("unpack") or t):
+        y = Sq.apply(x)
+    (g,) = ember.autograd.grad(y, x, create_graph=True)  # unpacked x is linked to the graph
+    (gg,) = ember.autograd.grad(g, x)
+    # The second grad runs Sq's backward again (through 0 * y, y linked to Sq's node).
+    assert log == ["pack", "pack"] + ["unpack"] * 4
+    assert g.item() == 6.0 and gg.item() == 2.0
