@@ -5,6 +5,7 @@ higher-order gradients, and the errors for a backward that returns the wrong thi
 are defined once against a module `L` (ember or torch) and compared with PyTorch where installed."""
 
 import threading
+import warnings
 
 import ember
 import numpy as np
@@ -606,3 +607,26 @@ def test_misuse():
                 return x
 
         NonDiffInt.apply(dbl(ember, 1.0))
+
+
+def test_mark_dirty_on_a_tensor_that_is_not_an_input_warns():
+    class DirtyOutput(Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * 2
+            ctx.mark_dirty(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = dbl(ember, 1.0)
+    with pytest.warns(UserWarning, match="Only input Tensors should be given to ctx.mark_dirty"):
+        y = DirtyOutput.apply(x)
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the warning becomes the exception (nothing left pending)
+        with pytest.raises(UserWarning, match="Only input Tensors"):
+            DirtyOutput.apply(x)

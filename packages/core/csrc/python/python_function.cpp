@@ -240,10 +240,11 @@ py::object function_finish(py::object ctx, py::object ref, py::tuple args, py::o
                    ": modifying in place (mark_dirty) a view of a tensor that requires grad is "
                    "not supported yet; clone() the view before passing it");
       if (!is_input)
-        PyErr_WarnEx(PyExc_UserWarning,
-                     "Only input Tensors should be given to ctx.mark_dirty(). If a Tensor is not "
-                     "an input, there is no need to pass it to mark_dirty().",
-                     1);
+        if (PyErr_WarnEx(PyExc_UserWarning,
+                         "Only input Tensors should be given to ctx.mark_dirty(). If a Tensor is "
+                         "not an input, there is no need to pass it to mark_dirty().",
+                         1) < 0)
+          throw py::error_already_set();  // warnings turned into errors
       autograd::set_history(t, node, static_cast<uint32_t>(i));
     } else if (is_input) {
       t = autograd::detach(t);  // a new tensor, so the input keeps its own history
