@@ -21,6 +21,7 @@ from ember.autograd.grad_mode import (  # noqa: F401
     set_grad_enabled,
 )
 from ember.autograd.gradcheck import GradcheckError, gradcheck  # noqa: F401
+from ember.autograd import functional  # noqa: F401
 
 
 def _as_list(x) -> list:
