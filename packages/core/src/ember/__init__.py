@@ -26,6 +26,7 @@ from ember._functional import einsum, tensordot, unique  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
 from ember._finfo import finfo, iinfo  # noqa: F401
 from ember import func  # noqa: F401
+from ember.serialization import load, load_safetensors, save, save_safetensors  # noqa: F401
 
 try:
     from ember._version import version as __version__
