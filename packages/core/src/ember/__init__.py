@@ -25,7 +25,8 @@ from ember._interop import as_tensor, from_dlpack  # noqa: F401
 from ember._functional import einsum, tensordot, unique  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
 from ember._finfo import finfo, iinfo  # noqa: F401
-from ember import func  # noqa: F401
+from ember import func, random  # noqa: F401
+from ember.random import get_rng_state, set_rng_state  # noqa: F401
 from ember.serialization import load, load_safetensors, save, save_safetensors  # noqa: F401
 
 try:
