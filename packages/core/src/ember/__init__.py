@@ -25,9 +25,6 @@ from ember._interop import as_tensor, from_dlpack  # noqa: F401
 from ember._functional import einsum, tensordot, unique  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
 from ember._finfo import finfo, iinfo  # noqa: F401
-from ember import func, random  # noqa: F401
-from ember.random import get_rng_state, set_rng_state  # noqa: F401
-from ember.serialization import load, load_safetensors, save, save_safetensors  # noqa: F401
 
 try:
     from ember._version import version as __version__
@@ -68,7 +65,21 @@ class _MissingSubpackageFinder:
 _sys.meta_path.append(_MissingSubpackageFinder)
 
 
+# Imported on first use, to keep `import ember` fast.
+_LAZY_MODULES = ("utils", "func", "random", "serialization")
+_LAZY_ATTRS = {
+    "save": "ember.serialization",
+    "load": "ember.serialization",
+    "save_safetensors": "ember.serialization",
+    "load_safetensors": "ember.serialization",
+    "get_rng_state": "ember.random",
+    "set_rng_state": "ember.random",
+}
+
+
 def __getattr__(name: str):
-    if name in _DISTRIBUTIONS or name == "utils":
+    if name in _DISTRIBUTIONS or name in _LAZY_MODULES:
         return _importlib.import_module(f"ember.{name}")
+    if name in _LAZY_ATTRS:
+        return getattr(_importlib.import_module(_LAZY_ATTRS[name]), name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
