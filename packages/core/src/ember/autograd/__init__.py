@@ -13,6 +13,7 @@ from typing import Sequence
 
 from ember import _C
 from ember._C import Tensor
+from ember.autograd import forward_ad  # noqa: F401
 from ember.autograd.grad_mode import (  # noqa: F401
     enable_grad,
     inference_mode,
