@@ -536,12 +536,15 @@ def gen_forward(op: Op, diff: list[Arg]) -> tuple[str, str]:
             lines.append(f"  Tensor self_pre;\n  if (in_place) {{\n    {guard}\n    self_pre = ops::clone(self);\n  }}\n")
         lines.append(run)
         lines.append(f"  {tret} tangent;\n  {{\n    {guard}\n    tangent = {tcall(True)};\n  }}\n")
-    else:
+    elif self_tensor and (op.native_out or op.name.endswith("_")):
         # In place, the formula sees the inputs before the write; otherwise the op runs first so
         # that its own argument checks report bad input.
         lines.append(f"  {tret} tangent;\n  if (in_place) {{\n    {guard}\n    tangent = {tcall(False)};\n  }}\n")
         lines.append(run)
         lines.append(f"  if (!in_place) {{\n    {guard}\n    tangent = {tcall(False)};\n  }}\n")
+    else:
+        lines.append(run)
+        lines.append(f"  {tret} tangent;\n  {{\n    {guard}\n    tangent = {tcall(False)};\n  }}\n")
     lines.append(f"  {{\n    {guard}\n    {setter}  }}\n")
     lines.append("  return full_result;\n}\n")
     return check, "namespace {\n" + tfun + "".join(lines) + "}  // namespace\n"
