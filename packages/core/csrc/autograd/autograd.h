@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/anomaly_mode.h"
@@ -36,6 +37,9 @@ struct AutogradMeta {
   std::weak_ptr<autograd::Node> grad_accumulator;
   uint32_t output_nr = 0;
   std::unique_ptr<autograd::LeafHooks> leaf_hooks;  // hooks of a leaf; null until registered
+  // Forward-mode AD (forward_ad.h): the tangent per live dual level; an undefined tensor marks
+  // "no tangent here" (so a primal from unpack_dual doesn't inherit its base's).
+  std::vector<std::pair<int64_t, Tensor>> fw_grads;
 };
 
 namespace autograd {

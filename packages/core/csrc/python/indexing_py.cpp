@@ -8,9 +8,10 @@
 #include <cstring>
 #include <string>
 
+#include "autograd/autograd.h"
+#include "autograd/forward_ad.h"
 #include "kernels/iterator.h"
 #include "ops.h"
-#include "autograd/autograd.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -374,20 +375,51 @@ py::object nonzero_tuple(const Tensor& self) {
 }  // namespace
 
 void bind_indexing(py::module_& m, TensorClass& cls) {
-  cls.def("__getitem__", [](const Tensor& self, py::handle index) {
+  auto getitem_recorded = [](const Tensor& self, py::handle index) {
     Tensor r = getitem(self, index);
     // Basic indexing builds views directly; give them a grad_fn when self needs one.
     if (autograd::grad_enabled() && autograd::requires_grad(self) && !autograd::meta(r))
       autograd::record_view(self, r);
     return r;
+  };
+  cls.def("__getitem__", [getitem_recorded](const Tensor& self, py::handle index) {
+    if (forward_ad::maybe_active() && forward_ad::wants({&self})) {
+      // Indexing is linear: the result's tangent is self's tangent indexed the same way (a view
+      // of it for basic indexing, so in-place writes reach self's tangent).
+      Tensor r, t;
+      {
+        forward_ad::DisableGuard no_fw;
+        r = getitem_recorded(self, index);
+        t = getitem(forward_ad::tangent_of(self), index);
+      }
+      forward_ad::set_tangent(r, t);
+      return r;
+    }
+    return getitem_recorded(self, index);
   });
   cls.def("__setitem__", [](const Tensor& self, py::handle index, py::handle value) {
+    bool value_tensor = is_tensor_object(value.ptr());
     if (autograd::grad_enabled()) {
-      bool value_grad = is_tensor_object(value.ptr()) && autograd::requires_grad(value.cast<Tensor>());
+      bool value_grad = value_tensor && autograd::requires_grad(value.cast<Tensor>());
       if (autograd::requires_grad(self) || value_grad)
         EMBER_FAIL(NotImplemented,
                    "__setitem__: indexed assignment is not differentiable yet; do it under "
                    "ember.no_grad() or build the tensor with where()/cat() instead");
+    }
+    if (forward_ad::maybe_active()) {
+      Tensor vt = value_tensor ? value.cast<Tensor>() : Tensor();
+      if (forward_ad::wants({&self, &vt})) {
+        // The written region of self's tangent takes the value's tangent (zero for a number).
+        forward_ad::DisableGuard no_fw;
+        setitem(self, index, value);
+        if (!is_floating(self->dtype())) return;
+        Tensor st = forward_ad::inplace_tangent(self);
+        if (vt)
+          setitem(st, index, py::cast(forward_ad::tangent_or_zeros(vt)));
+        else
+          setitem(st, index, py::float_(0.0));
+        return;
+      }
     }
     setitem(self, index, value);
   });

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from ember import _C
 from ember._C import Tensor
-from ember.autograd import functional, graph  # noqa: F401
+from ember.autograd import forward_ad, functional, graph  # noqa: F401
 from ember.autograd.anomaly_mode import (  # noqa: F401
     detect_anomaly,
     is_anomaly_check_nan_enabled,
