@@ -134,6 +134,7 @@ REDUCTIONS = [
     GradCase("prod_all_three_zeros", lambda a: a.prod(), with_zeros((0, 0), (1, 2), (2, 0))),
     GradCase("prod_dim_zeros", lambda a: a.prod(1), with_zeros((0, 1), (1, 0), (1, 3), (2, 3))),
     GradCase("prod_dim0_zeros", lambda a: a.prod(0, keepdim=True), with_zeros((0, 1), (1, 1))),
+    GradCase("prod_size1_dim_zero", lambda a: a.prod(1), with_zeros((1, 0), shape=(3, 1))),
     GradCase("max_all", lambda a: a.max(), distinct(3, 4)),
     GradCase("min_all", lambda a: a.min(), distinct(3, 4)),
     GradCase("max_dim", lambda a: a.max(1), distinct(3, 4)),

@@ -166,6 +166,8 @@ namespace detail {
 // g * prod of the other elements, computed without dividing by zero.
 inline Tensor prod_backward_dim(const Tensor& g, const Tensor& x, const Tensor& r, int64_t d) {
   Tensor is_zero = eq0(x);
+  // Without zeros r / x is exact (and differentiable).
+  if (all_true(ops::logical_not(is_zero, Tensor()))) return mul(g, div(r, x));
   if (!grad_enabled()) {
     // First derivatives only (no graph): count the zeros of each row. No zero: r / x. One
     // zero: that element gets the product of the others, the rest 0. More: all 0.
@@ -177,16 +179,17 @@ inline Tensor prod_backward_dim(const Tensor& g, const Tensor& x, const Tensor& 
                             TensorOrScalar(where0(eq0(zeros), div(p, x_safe))), Tensor());
     return mul(g, val);
   }
-  if (all_true(ops::logical_not(is_zero, Tensor()))) return mul(g, div(r, x));
-  // Differentiable with zeros (create_graph): row i of an n x n matrix is x with x[i] replaced
-  // by 1; its product is the product of all the other elements.
+  // Differentiable with zeros (create_graph): the product of the others is the product of the
+  // elements before (an exclusive cumprod) times that of the elements after.
   const int64_t n = x->size(d);
-  Tensor xt = ops::transpose(x, d, -1);
-  Tensor eye = as_dtype(ops::eye(n, std::nullopt, std::nullopt, x->device()), ScalarType::Bool);
-  Tensor m = ops::where(eye, TensorOrScalar(Scalar(1.0)), TensorOrScalar(ops::unsqueeze(xt, -2)),
-                        Tensor());
-  Tensor others = ops::transpose(ops::prod(m, int64_t(-1), false, std::nullopt), d, -1);
-  return mul(g, others);
+  DimVector f{d};
+  std::vector<Tensor> head = ops::split_with_sizes(x, DimVector{n - 1, 1}, d);
+  std::vector<Tensor> tail = ops::split_with_sizes(x, DimVector{1, n - 1}, d);
+  Tensor one = ops::ones_like(tail[0], std::nullopt, std::nullopt);
+  Tensor before = ops::cumprod(ops::cat({one, head[0]}, d, Tensor()), d, std::nullopt);
+  Tensor after = ops::flip(
+      ops::cumprod(ops::flip(ops::cat({tail[1], one}, d, Tensor()), f), d, std::nullopt), f);
+  return mul(g, mul(before, after));
 }
 }  // namespace detail
 
@@ -360,6 +363,9 @@ inline Tensor cumprod_backward(const Tensor& grad, const Tensor& self, const Ten
   const int64_t n = self->size(d);
   Tensor x = self->dtype() == result->dtype() ? self : as_dtype(self, result->dtype());
   Tensor is_zero = eq0(x);
+  // Without zeros the division is exact (and differentiable).
+  if (all_true(ops::logical_not(is_zero, Tensor())))
+    return div(reversed_cumsum(mul(grad, result), d), x);
   if (!grad_enabled()) {
     Tensor zeros_so_far = ops::cumsum(is_zero, d, std::nullopt);
     Tensor before = eq0(zeros_so_far);
@@ -371,8 +377,6 @@ inline Tensor cumprod_backward(const Tensor& grad, const Tensor& self, const Ten
     Tensor t2 = where0(first, reversed_cumsum(mul(grad, ops::cumprod(x_skip, d, std::nullopt)), d));
     return add(t1, t2);
   }
-  if (all_true(ops::logical_not(is_zero, Tensor())))
-    return div(reversed_cumsum(mul(grad, result), d), x);
   // Differentiable with zeros (create_graph): row i of an n x n matrix is x with x[i] replaced by
   // 1; its cumprod at k >= i is dy[k]/dx[i].
   Tensor xt = ops::transpose(x, d, -1);
