@@ -22,7 +22,7 @@ from typing import Any, Callable
 import ember
 from ember import _C
 
-from . import _collate
+from . import _collate, _memory
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
@@ -265,10 +265,13 @@ def worker_loop(
     num_workers: int,
     main_pid: int,
     inherited_conns: list | None = None,
+    compaction: list | None = None,
 ) -> None:
     global _worker_info
     for c in inherited_conns or ():
         c.close()
+    if compaction:
+        _memory.apply_compaction(compaction)
     # Ctrl-C reaches the whole process group: the main process handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     ppid = os.getppid()
