@@ -50,6 +50,8 @@ class Faulty(Images):
                 raise ValueError(f"cannot decode sample {i}")
             if self.action == "sleep":
                 time.sleep(30)
+            if self.action == "exit":
+                os._exit(3)  # e.g. a C library calling exit() inside the dataset
             os.kill(os.getpid(), getattr(signal, self.action))
         return super().__getitem__(i)
 
@@ -155,6 +157,15 @@ def test_killed_worker_is_reported_quickly(sig, no_shm_leak):
     dl = DataLoader(Faulty(40, 9, sig), batch_size=4, num_workers=2)
     t0 = time.monotonic()
     with pytest.raises(RuntimeError, match=rf"pid \d+\) was killed by signal {sig}"):
+        list(dl)
+    assert time.monotonic() - t0 < 10
+
+
+def test_worker_exiting_is_reported_with_its_exit_code(no_shm_leak):
+    dl = DataLoader(Faulty(40, 9, "exit"), batch_size=4, num_workers=2)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"worker \d \(pid \d+\) exited unexpectedly with exit "
+                                           r"code 3"):
         list(dl)
     assert time.monotonic() - t0 < 10
 
