@@ -138,12 +138,34 @@ def test_compact_list_errors_and_copies():
         c[2]
     with pytest.raises(TypeError, match="indices must be integers or slices, not str"):
         c["a"]
-    for mutate in (lambda: c.append(1), lambda: c.__setitem__(0, 1), lambda: c.sort()):
-        with pytest.raises(TypeError, match="read-only.*compact_lists_min_len = None"):
-            mutate()
     with pytest.raises(TypeError, match="unhashable"):
         hash(c)
     assert repr(CompactList(range(5))) == "CompactList([0, 1, 2, ...], len=5)"
+
+
+def test_compact_list_mutates_like_a_list():
+    # A worker's dataset may fill a cache list ([None] * n) or edit its list: same results as a
+    # list; assigned elements are kept aside, a change of length or order unpacks it.
+    ref, c = [None] * 6, CompactList([None] * 6)
+    for x in (ref, c):
+        x[2] = "two"
+        x[-1] = [6]
+    assert c == ref and c._kind == "pickle" and c.nbytes() > 0
+    assert pickle.loads(pickle.dumps(c)) == ref
+    steps = [lambda x: x.append(7), lambda x: x.extend([8, 9]), lambda x: x.insert(0, -1),
+             lambda x: x.pop(), lambda x: x.remove(None), lambda x: x.__delitem__(slice(0, 1)),
+             lambda x: x.__setitem__(slice(1, 2), ["s", "t"]), lambda x: x.reverse(),
+             lambda x: x.__iadd__([5])]
+    for step in steps:
+        assert step(ref) == step(c)
+        assert c == ref and len(c) == len(ref)
+    nums, cn = [3, 1, 2], CompactList([3, 1, 2])
+    nums.sort(reverse=True)
+    cn.sort(reverse=True)
+    assert cn == nums and cn + [0] == nums + [0] and [0] + cn == [0] + nums
+    assert cn.copy() == nums and type(cn.copy()) is list
+    cn.clear()
+    assert cn == [] and len(cn) == 0
 
 
 class Holder(Dataset):

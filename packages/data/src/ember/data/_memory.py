@@ -3,8 +3,7 @@
 A forked worker shares the parent's memory copy-on-write, but CPython writes to every object it
 touches: reading ``items[i]`` increments the element's reference count, which dirties the 4 KiB
 page holding it, and a full collection of the cyclic GC writes into the header of every container
-object. Reading a list of 2 million strings once per epoch thus copies ~150 MiB into every
-worker, more each epoch until the whole dataset is duplicated per worker.
+object. One epoch over a list of 2 million strings thus copies ~150 MiB into every worker.
 
 Two mechanisms, applied by the DataLoader when it forks workers:
 
@@ -15,7 +14,8 @@ Two mechanisms, applied by the DataLoader when it forks workers:
   tuples of those) held by the dataset are packed, in the parent, into a few flat buffers
   (:class:`CompactList`); the worker's copy of the dataset sees the packed list, whose elements are
   decoded on access. Touching a buffer object dirties one page, not one per element. Values are
-  immutable, so a fresh equal object is indistinguishable from the original for the dataset code.
+  immutable, so a fresh equal object is indistinguishable from the original for the dataset code,
+  and a worker that writes to the list sees what it would see with the list (see CompactList).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import itertools
 import pickle
 import warnings
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, MutableSequence, Sequence
 from typing import Any
 
 __all__ = ["CompactList"]
@@ -40,27 +40,18 @@ def _offsets(lengths: Any) -> array:
     return out
 
 
-def _read_only(name: str) -> Any:
-    def method(self: CompactList, *args: Any, **kwargs: Any) -> None:
-        raise TypeError(
-            f"CompactList.{name}: a CompactList is read-only. In a DataLoader worker this is a "
-            "dataset's large list of immutable values that ember packed so that reading it does "
-            "not copy it into every worker (changing it in a worker never reached the main "
-            "process anyway); set DataLoader.compact_lists_min_len = None to keep plain lists"
-        )
-
-    method.__name__ = name
-    return method
-
-
-class CompactList(Sequence):
-    """A read-only list packed into a few flat buffers instead of one Python object per element.
+class CompactList(MutableSequence):
+    """A list packed into a few flat buffers instead of one Python object per element.
 
     Ints and floats are stored as 64-bit arrays, strings and bytes as one blob with offsets,
     anything else as one pickle per element. Indexing returns a new object equal to the stored
     one. Forked DataLoader workers share a CompactList without copying it (reading a plain list
     writes the reference count of every element it reads, which copies its memory page), and it
     pickles as its buffers, which is fast for spawn workers.
+
+    It behaves as a list otherwise: an assigned element is kept aside (a worker's per-sample
+    cache only costs what it caches), and the first change of length or order (``append``,
+    ``del``, ``sort``...) turns it into a plain list inside.
 
     >>> from ember.data import CompactList
     >>> names = CompactList([f"img_{i}.jpg" for i in range(100_000)])
@@ -70,59 +61,111 @@ class CompactList(Sequence):
     (2, 'b')
     """
 
-    __slots__ = ("_kind", "_n", "_data", "_offsets")
+    __slots__ = ("_kind", "_n", "_data", "_offsets", "_assigned")
 
     def __init__(self, items: Any = ()) -> None:
         if not isinstance(items, (list, tuple)):
             items = list(items)
         kind, data, offsets = _pack(items, _types(items))
-        self._kind, self._n, self._data, self._offsets = kind, len(items), data, offsets
+        self._set(kind, len(items), data, offsets, None)
+
+    def _set(self, kind: str, n: int, data: Any, offsets: Any, assigned: dict | None) -> None:
+        self._kind, self._n, self._data, self._offsets = kind, n, data, offsets
+        self._assigned = assigned
 
     @classmethod
-    def _from_parts(cls, kind: str, n: int, data: Any, offsets: Any) -> CompactList:
+    def _from_parts(
+        cls, kind: str, n: int, data: Any, offsets: Any, assigned: dict | None = None
+    ) -> CompactList:
         self = cls.__new__(cls)
-        self._kind, self._n, self._data, self._offsets = kind, n, data, offsets
+        self._set(kind, n, data, offsets, assigned)
         return self
 
     def __reduce__(self) -> Any:
-        return CompactList._from_parts, (self._kind, self._n, self._data, self._offsets)
+        parts = (self._kind, self._n, self._data, self._offsets, self._assigned)
+        return CompactList._from_parts, parts
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._data) if self._kind == "list" else self._n
 
     def _get(self, i: int) -> Any:
         kind = self._kind
-        if kind in ("q", "d"):
+        if kind == "list" or kind == "q" or kind == "d":
+            if self._assigned and i in self._assigned:
+                return self._assigned[i]
             return self._data[i]
+        if self._assigned and i in self._assigned:
+            return self._assigned[i]
         o = self._offsets
         a, b = o[i], o[i + 1]
-        if kind == "str":
+        if kind == "str" or kind == "bytes":
             return self._data[a:b]
         if kind == "utf8":
             return str(self._data[a:b], "utf-8")
-        if kind == "bytes":
-            return self._data[a:b]
         return pickle.loads(memoryview(self._data)[a:b])
 
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self._get(i) for i in range(*index.indices(self._n))]
+    def _index(self, index: Any) -> int:
         try:
             i = index.__index__()
         except AttributeError:
             raise TypeError(
                 f"CompactList indices must be integers or slices, not {type(index).__name__}"
             ) from None
+        n = len(self)
         if i < 0:
-            i += self._n
-        if not 0 <= i < self._n:
-            raise IndexError(f"CompactList index {index} out of range for length {self._n}")
-        return self._get(i)
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"CompactList index {index} out of range for length {n}")
+        return i
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._get(i) for i in range(*index.indices(len(self)))]
+        return self._get(self._index(index))
 
     def __iter__(self) -> Iterator[Any]:
-        if self._kind in ("q", "d"):
+        if self._kind in ("list", "q", "d") and not self._assigned:
             return iter(self._data)
-        return map(self._get, range(self._n))
+        return map(self._get, range(len(self)))
+
+    def _as_list(self) -> list:
+        """Turns the storage into a plain list (before a change of length or order)."""
+        if self._kind != "list":
+            self._set("list", self._n, list(self), None, None)
+        return self._data
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if isinstance(index, slice):
+            self._as_list()[index] = value
+        elif self._kind == "list":
+            self._data[self._index(index)] = value
+        else:
+            i = self._index(index)
+            if self._assigned is None:
+                self._assigned = {}
+            self._assigned[i] = value
+
+    def __delitem__(self, index: Any) -> None:
+        del self._as_list()[index]
+
+    def insert(self, index: int, value: Any) -> None:
+        self._as_list().insert(index, value)
+
+    def sort(self, *, key: Any = None, reverse: bool = False) -> None:
+        self._as_list().sort(key=key, reverse=reverse)
+
+    def copy(self) -> list:
+        return list(self)
+
+    def __add__(self, other: Any) -> list:
+        if not isinstance(other, (list, CompactList)):
+            return NotImplemented
+        return [*self, *other]
+
+    def __radd__(self, other: Any) -> list:
+        if not isinstance(other, list):
+            return NotImplemented
+        return [*other, *self]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (list, CompactList)):
@@ -132,28 +175,19 @@ class CompactList(Sequence):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        head = ", ".join(repr(self._get(i)) for i in range(min(self._n, 3)))
-        more = ", ..." if self._n > 3 else ""
-        return f"CompactList([{head}{more}], len={self._n})"
+        n = len(self)
+        head = ", ".join(repr(self._get(i)) for i in range(min(n, 3)))
+        more = ", ..." if n > 3 else ""
+        return f"CompactList([{head}{more}], len={n})"
 
     def nbytes(self) -> int:
-        """Bytes of the packed buffers."""
+        """Bytes of the packed buffers (0 once it has turned into a plain list)."""
+        if self._kind == "list":
+            return 0
         n = len(self._data) * getattr(self._data, "itemsize", 1)
         if self._offsets is not None:
             n += len(self._offsets) * self._offsets.itemsize
         return n
-
-    append = _read_only("append")
-    extend = _read_only("extend")
-    insert = _read_only("insert")
-    pop = _read_only("pop")
-    remove = _read_only("remove")
-    sort = _read_only("sort")
-    reverse = _read_only("reverse")
-    clear = _read_only("clear")
-    __setitem__ = _read_only("__setitem__")
-    __delitem__ = _read_only("__delitem__")
-    __iadd__ = _read_only("__iadd__")
 
 
 def _types(items: Sequence) -> set:

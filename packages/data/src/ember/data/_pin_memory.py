@@ -30,8 +30,8 @@ def pin_memory(data: Any, device: Any = None) -> Any:
     >>> import ember
     >>> from ember.data.dataloader import pin_memory
     >>> b = pin_memory({"x": ember.zeros(2), "names": ["a", "b"]})
-    >>> b["x"].shape, b["names"]
-    ((2,), ['a', 'b'])
+    >>> b["x"].tolist(), b["names"]
+    ([0.0, 0.0], ['a', 'b'])
     """
     if isinstance(data, ember.Tensor):
         return data.pin_memory(device)

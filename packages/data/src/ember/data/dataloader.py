@@ -61,7 +61,7 @@ class DataLoader:
 
     #: Forked workers see the dataset's lists and tuples of at least this many immutable values
     #: (ints, floats, strings, bytes, tuples of those) as a :class:`CompactList`, so that reading
-    #: them does not copy them into every worker (see ember/data/README.md); None turns it off.
+    #: them does not copy them into every worker (see packages/data/README.md); None turns it off.
     compact_lists_min_len: int | None = 65536
 
     def __init__(
