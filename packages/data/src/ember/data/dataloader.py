@@ -397,7 +397,6 @@ class _MultiProcessIter(_BaseIter):
         min_len = loader.compact_lists_min_len
         # Spawned workers unpickle a private copy of the dataset: nothing is shared to protect.
         plan = _memory.plan_compaction(self._dataset, min_len) if fork and min_len else []
-        self._init_epoch()
         try:
             with _memory.frozen_gc() if fork else contextlib.nullcontext():
                 self._start_workers(ctx, loader, plan)
@@ -414,7 +413,7 @@ class _MultiProcessIter(_BaseIter):
             except BaseException:
                 self._finalizer()
                 raise
-        self._fill()
+        self._start_epoch()
 
     def _start_workers(self, ctx: Any, loader: DataLoader, plan: _memory.Plan) -> None:
         pool = self._pool
@@ -450,15 +449,9 @@ class _MultiProcessIter(_BaseIter):
             pool.workers.append(w)
             pool.index_queues.append(iq)
             pool.result_conns.append(reader)
-            # Its first task now: it starts on it while the next worker is being forked.
-            self._try_put_index()
 
     # -- bookkeeping --------------------------------------------------------------------------
     def _start_epoch(self) -> None:
-        self._init_epoch()
-        self._fill()
-
-    def _init_epoch(self) -> None:
         self._send_idx = 0  # tasks sent this epoch
         self._rcvd_idx = 0  # next task to yield (in order)
         self._consumed = 0
@@ -468,10 +461,7 @@ class _MultiProcessIter(_BaseIter):
         self._active = [True] * self._num_workers
         self._next_worker = itertools.cycle(range(self._num_workers))
         self._sampler_done = False
-
-    def _fill(self) -> None:
-        """Sends tasks until prefetch_factor are outstanding per worker (or the sampler ends)."""
-        while self._send_idx - self._consumed < self._prefetch_factor * self._num_workers:  # type: ignore[operator]
+        for _ in range(self._prefetch_factor * self._num_workers):  # type: ignore[operator]
             if not self._try_put_index():
                 break
 
