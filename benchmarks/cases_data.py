@@ -189,3 +189,67 @@ def _abandoned(fw):
     data = _data(fw)
     ds = Images(_images(fw).x[:2000], 2000)
     return SelfTimed(_Abandon(data, ds))
+
+
+# ---- worker memory (a measurement, not a timed case): python3 benchmarks/cases_data.py ---------
+
+
+def _private_dirty(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Private_Dirty:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class _ListDataset:
+    """Reads one element of a big Python list per sample (works for either framework)."""
+
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> int:
+        self.items[i]
+        return i
+
+
+def worker_memory_growth(framework: str, kind: str, n: int = 2_000_000) -> list[float]:
+    """MiB each of 2 fork workers writes (Private_Dirty) over one shuffled epoch of a dataset
+    holding a list of `n` ints, strings or dicts: copy-on-write copies of the shared list."""
+    import warnings
+
+    data = __import__("ember.data" if framework == "ember" else "torch.utils.data",
+                      fromlist=["DataLoader"])  # fmt: skip
+    make = {"ints": lambda i: i * 1000 + 7, "strings": lambda i: f"/data/train/{i:08d}.jpg",
+            "dicts": lambda i: {"file": f"{i}.jpg", "label": i + 1000}}[kind]  # fmt: skip
+    ds = _ListDataset([make(i) for i in range(n)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ember's advice to wrap the list of dicts
+        dl = data.DataLoader(ds, batch_size=1024, shuffle=True, num_workers=2,
+                             persistent_workers=True, collate_fn=len,
+                             multiprocessing_context="fork")  # fmt: skip
+        it = iter(dl)
+        next(it)
+    workers = it._pool.workers if framework == "ember" else it._workers
+    before = [_private_dirty(w.pid) for w in workers]
+    for _ in it:
+        pass
+    return [(_private_dirty(w.pid) - b) / 2**20 for w, b in zip(workers, before)]
+
+
+if __name__ == "__main__":
+    print("| list of 2M | ember: MiB per worker | torch: MiB per worker |")
+    print("| --- | ---: | ---: |")
+    for kind in ("ints", "strings", "dicts"):
+        cells = []
+        for framework in ("ember", "torch"):
+            try:
+                growth = worker_memory_growth(framework, kind)
+                cells.append(" / ".join(f"{g:.1f}" for g in growth))
+            except ImportError as e:
+                cells.append(f"n/a ({e.name})")
+            gc.collect()
+        print(f"| {kind} | {cells[0]} | {cells[1]} |")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import pickle
-import random
 import sys
 
 import pytest
@@ -37,6 +36,10 @@ class Paths(Dataset):
     def __getitem__(self, i: int) -> int:
         return len(self.paths[i])
 
+    def __getitems__(self, indices: list) -> list:
+        paths = self.paths
+        return [len(paths[i]) for i in indices]
+
 
 def epoch_growth(dl: DataLoader, expected_total: int) -> list[int]:
     """Private_Dirty growth of each (persistent) worker over one epoch after its first batch."""
@@ -56,11 +59,11 @@ def test_workers_do_not_copy_a_large_list_of_strings(no_shm_leak):
     n = 1_000_000
     paths = [f"/data/train/{i // 1000:04d}/{i:08d}.jpg" for i in range(n)]
     element_bytes = sum(map(sys.getsizeof, paths[:1000])) * (n // 1000)  # ~75 MiB
-    # Every 8th element, shuffled: a 4 KiB page holds ~50 elements, so each worker reads almost
-    # every page, in an eighth of the time of a whole epoch.
-    indices = random.Random(0).sample(range(0, n, 8), n // 8)
-    expected = sum(len(paths[i]) for i in indices)
-    kw = dict(batch_size=2048, sampler=indices, num_workers=2, persistent_workers=True,
+    expected = sum(map(len, paths))
+    # Shuffled: each worker reads half of the elements, spread over every page. (The main process
+    # draws the permutation after forking: forked later, a worker would end up owning a stale
+    # copy of each page of it that the main process touches, 76 MiB here.)
+    kw = dict(batch_size=4096, shuffle=True, num_workers=2, persistent_workers=True,
               collate_fn=sum, multiprocessing_context="fork")
     dl = DataLoader(Paths(paths), **kw)
     growth = epoch_growth(dl, expected)

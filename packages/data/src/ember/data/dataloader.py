@@ -403,6 +403,9 @@ class _MultiProcessIter(_BaseIter):
         except BaseException:
             self._finalizer()
             raise
+        # Tasks only now, after every fork: the first one makes a RandomSampler build its
+        # permutation (a list of n ints), and a worker forked after that would keep a private
+        # copy of every page of it that this process touches while it iterates.
         self._conn_worker = {c: i for i, c in enumerate(pool.result_conns)}
         self._sentinel_worker = {w.sentinel: i for i, w in enumerate(pool.workers)}
         if self._pin_memory:
