@@ -137,4 +137,5 @@ def _adam(fw):
     ps, gs, m1, m2, steps = _adam_state(fw)
     return Stmt("fused(ps, gs, m1, m2, [], steps, lr=1e-3, beta1=0.9, beta2=0.999, "
                 "weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False)",
-                fused=fw.mod._fused_adam_, ps=ps, gs=gs, m1=m1, m2=m2, steps=steps)
+                fused=fw.mod._fused_adam_ if fw.name == "torch" else fw.mod._C._fused_adam_,
+                ps=ps, gs=gs, m1=m1, m2=m2, steps=steps)

@@ -95,8 +95,8 @@ inline Tensor conv_backward_input(const Tensor& grad, const Tensor& weight, cons
   return ops::convolution(grad, weight, Tensor(), stride, padding, dilation, true, op, groups);
 }
 
-// Weight gradient: per group, grad (C_out/G x L) times the input's columns transposed, summed
-// over the batch (a transposed convolution swaps the roles of input and grad).
+// Weight gradient: per group, grad (C_out/G x N*L) times the input's columns (N*L x C_in/G*K),
+// all samples in one product (a transposed convolution swaps the roles of input and grad).
 inline Tensor conv_backward_weight(const Tensor& grad, const Tensor& input, const InputMeta& weight,
                                    const DimVector& stride, const DimVector& padding,
                                    const DimVector& dilation, bool transposed, int64_t groups) {
@@ -111,10 +111,13 @@ inline Tensor conv_backward_weight(const Tensor& grad, const Tensor& input, cons
     cols = ops::im2col(grad, ks, dilation, padding, stride);  // (N, C_out * K, L_in)
     a = input;                                                // (N, C_in, *in)
   }
-  Tensor cols4 = ops::reshape(cols, {n, groups, cols->size(1) / groups, cols->size(2)});
-  Tensor a4 = ops::reshape(a, {n, groups, a->size(1) / groups, -1});
-  Tensor gw = ops::matmul(a4, ops::transpose(cols4, -1, -2));  // (N, G, rows, cols)
-  gw = ops::sum(gw, DimVector{0}, false, std::nullopt);
+  // One product per group over the whole batch: (G, rows, N * L) @ (G, N * L, cols).
+  const int64_t L = cols->size(2);
+  Tensor c = ops::reshape(cols, {n, groups, cols->size(1) / groups, L});
+  c = ops::reshape(ops::permute(c, {1, 2, 0, 3}), {groups, cols->size(1) / groups, n * L});
+  Tensor g = ops::reshape(a, {n, groups, a->size(1) / groups, L});
+  g = ops::reshape(ops::permute(g, {1, 2, 0, 3}), {groups, a->size(1) / groups, n * L});
+  Tensor gw = ops::matmul(g, ops::transpose(c, -1, -2));  // (G, rows, cols)
   return ops::reshape(gw, weight.sizes);
 }
 
