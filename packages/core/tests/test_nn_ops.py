@@ -852,3 +852,94 @@ def test_fused_optimizer_noncontiguous_and_errors():
     with pytest.raises(RuntimeError, match="expected 1 grads"):
         ember._C._fused_sgd_([p], [], [], weight_decay=0.0, momentum=0.0, lr=0.5, dampening=0.0,
                           nesterov=False, maximize=False, is_first_step=True)
+
+
+# ---- vectorized float32 kernels (nn_vec.h) ---------------------------------------------------
+
+def _ulps(got, ref):
+    """|got - ref| in units of float32 spacing at ref (denormal spacing near zero)."""
+    ref32 = ref.astype(np.float32)
+    return np.abs(got.astype(np.float64) - ref) / np.spacing(np.abs(ref32)).astype(np.float64)
+
+
+def test_softmax_exp_approximation_accuracy():
+    # Row [0, x...]: softmax is exp(x) / (1 + sum exp(x)), so every exp the kernel evaluates shows
+    # up directly, over the whole range softmax feeds it (x - max <= 0), denormal results included.
+    x = np.linspace(-104.0, 0.0, 40001, dtype=np.float32)[:-1]
+    rows = np.concatenate([np.zeros((x.size // 25, 1), np.float32), x.reshape(-1, 25)], 1)
+    got = ember.softmax(ember.tensor(rows), 1).numpy()
+    r64 = rows.astype(np.float64)
+    ref = np.exp(r64) / np.exp(r64).sum(1, keepdims=True)
+    assert _ulps(got, ref).max() <= 6  # exp plus the normalization (torch's is within ~4)
+    got = ember.log_softmax(ember.tensor(rows), 1).numpy()
+    ref = r64 - np.log(np.exp(r64).sum(1, keepdims=True))
+    np.testing.assert_allclose(got, ref, rtol=2e-7, atol=1e-6)
+
+
+@needs_torch
+@pytest.mark.parametrize("n", [1, 3, 7, 8, 9, 16, 17, 33, 1000])
+def test_softmax_float32_rows_match_torch(n):
+    a = (rnd(5, n) * 8).astype(np.float32)
+    e, t = pair(a, "float32")
+    e.requires_grad_(True)
+    t.requires_grad_(True)
+    g = rnd(5, n, seed=2).astype(np.float32)
+    for fe, ft in [(ember.softmax, torch.softmax), (ember.log_softmax, torch.log_softmax)]:
+        ye, yt = fe(e, 1), ft(t, 1)
+        close(ye, yt, "float32", rtol=2e-6, atol=1e-6)
+        (ge,) = ember.autograd.grad(ye, e, ember.tensor(g))
+        (gt,) = torch.autograd.grad(yt, t, torch.tensor(g))
+        close(ge, gt, "float32", rtol=1e-5, atol=1e-5)
+
+
+def test_softmax_float32_special_rows():
+    inf, nan = float("inf"), float("nan")
+    a = np.array([[0.0] * 9 + [nan], [-inf] * 10, [inf] + [0.0] * 9, [-inf] * 9 + [3.0]],
+                 np.float32)
+    s = ember.softmax(ember.tensor(a), 1).numpy()
+    assert np.isnan(s[0]).all()  # a NaN poisons its row
+    assert np.isnan(s[1]).all()  # all -inf: 0 / 0
+    assert np.isnan(s[2, 0])  # inf - inf
+    np.testing.assert_array_equal(s[3], [0.0] * 9 + [1.0])
+    ls = ember.log_softmax(ember.tensor(a), 1).numpy()
+    assert np.isnan(ls[0]).all()
+    np.testing.assert_array_equal(ls[3], [-inf] * 9 + [0.0])
+
+
+@needs_torch
+@pytest.mark.parametrize("m", [5, 37, 512])
+@pytest.mark.parametrize("affine", ["wb", "w", "none"])
+def test_norm_float32_rows_match_torch(m, affine):
+    x = (rnd(6, m) * 3 + 2).astype(np.float32)
+    ex, tx = pair(x, "float32")
+    ew, tw = pair(rnd(m, seed=1), "float32")
+    eb, tb = pair(rnd(m, seed=2), "float32")
+    ew, eb = (ew if "w" in affine else None), (eb if "b" in affine else None)
+    tw, tb = (tw if "w" in affine else None), (tb if "b" in affine else None)
+    leaves_e = [t for t in (ex, ew, eb) if t is not None]
+    leaves_t = [t for t in (tx, tw, tb) if t is not None]
+    for t in leaves_e + leaves_t:
+        t.requires_grad_(True)
+    g = rnd(6, m, seed=3).astype(np.float32)
+    for which in ["layer", "rms"]:
+        if which == "layer":
+            ye, yt = ember.layer_norm(ex, (m,), ew, eb, 1e-5), F.layer_norm(tx, (m,), tw, tb, 1e-5)
+            le, lt = leaves_e, leaves_t
+        else:
+            ye, yt = ember.rms_norm(ex, (m,), ew), F.rms_norm(tx, (m,), tw)
+            k = 2 if ew is not None else 1  # rms_norm has no bias
+            le, lt = leaves_e[:k], leaves_t[:k]
+        close(ye, yt, "float32", rtol=1e-5, atol=1e-5)
+        ge = ember.autograd.grad(ye, le, ember.tensor(g))
+        gt = torch.autograd.grad(yt, lt, torch.tensor(g))
+        for a, b in zip(ge, gt):
+            close(a, b, "float32", rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_float32_long_row_accuracy():
+    # A large offset and a long row: float32 statistics must not lose the variance.
+    x = (np.random.default_rng(0).standard_normal((2, 100_000)) + 1000).astype(np.float32)
+    got = ember.layer_norm(ember.tensor(x), (100_000,)).numpy()
+    x64 = x.astype(np.float64)
+    ref = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

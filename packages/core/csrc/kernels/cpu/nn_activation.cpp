@@ -7,6 +7,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
+#include "kernels/cpu/nn_vec.h"
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "kernels/parallel.h"
@@ -39,6 +40,11 @@ void softmax_kernel(const T* x, T* out, const SoftmaxShape& s, bool log) {
   const int64_t n = s.n, inner = s.inner;
   if (inner == 1) {
     const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(n, 1));
+    if constexpr (std::is_same_v<T, float>) {  // vectorized rows (nn_vec.h)
+      parallel_for(0, s.outer, grain,
+                   [&](int64_t b, int64_t e) { nn::vec::softmax_rows(x, out, b, e, n, log); });
+      return;
+    }
     parallel_for(0, s.outer, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* xr = x + r * n;
@@ -146,6 +152,12 @@ void softmax_backward_kernel(const T* g, const T* y, T* gi, const SoftmaxShape& 
   const int64_t n = s.n, inner = s.inner, total = s.outer * inner;
   const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(n, 1));
   if (inner == 1) {
+    if constexpr (std::is_same_v<T, float>) {  // vectorized rows (nn_vec.h)
+      parallel_for(0, s.outer, grain, [&](int64_t b, int64_t e) {
+        nn::vec::softmax_backward_rows(g, y, gi, b, e, n, log);
+      });
+      return;
+    }
     parallel_for(0, s.outer, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* gr = g + r * n;

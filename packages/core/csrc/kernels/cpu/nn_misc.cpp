@@ -6,6 +6,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
+#include "kernels/cpu/nn_vec.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
@@ -284,6 +285,19 @@ void _fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
       T* ea = m1[t].work->data_as<T>();
       T* es = m2[t].work->data_as<T>();
       T* em = amsgrad ? mx[t].work->data_as<T>() : nullptr;
+      if constexpr (std::is_same_v<T, float>) {  // vectorized (nn_vec.h), same rounding
+        auto f32 = [](T v) { return static_cast<float>(v); };
+        const nn::vec::AdamScalars sc{
+            f32(one_minus_b1), f32(lerp_rest), f32(b2),   f32(one_minus_b2),
+            f32(wd),           f32(decay),     f32(teps), f32(neg_step_size),
+            f32(bc2_sqrt),     lerp_low,       maximize,  weight_decay != 0.0,
+            decoupled};
+        // T is float here; the casts only let the branch compile for double.
+        auto f = [](auto* q) { return reinterpret_cast<float*>(const_cast<T*>(q)); };
+        nn::vec::adam(f(p) + b, f(g) + b, f(ea) + b, f(es) + b, em ? f(em) + b : nullptr, e - b,
+                      sc);
+        return;
+      }
       for (int64_t i = b; i < e; ++i) {
         T gr = maximize ? -g[i] : g[i];
         if (weight_decay != 0.0) {

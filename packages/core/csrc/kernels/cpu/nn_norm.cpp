@@ -7,6 +7,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
+#include "kernels/cpu/nn_vec.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
@@ -59,6 +60,17 @@ std::vector<double> column_sums(int64_t rows, int64_t cols, const F& f) {
   return parts[0];
 }
 
+// T* as float* in `if constexpr (T is float)` branches of non-template dispatch lambdas (which
+// must compile for every T).
+template <class T>
+const float* F(const T* p) {
+  return reinterpret_cast<const float*>(p);
+}
+template <class T>
+float* F(T* p) {
+  return reinterpret_cast<float*>(p);
+}
+
 template <class T>
 Tensor from_doubles(const std::vector<double>& v, const DimVector& shape, ScalarType dt) {
   Tensor t = ember::empty(shape, dt, cpu_device());
@@ -90,6 +102,14 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
     T* po = out->data_as<T>();
     T* pm = mean->data_as<T>();
     T* pr = rstd->data_as<T>();
+    if constexpr (std::is_same_v<T, float>) {  // vectorized rows (nn_vec.h)
+      parallel_for(0, R, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(M, 1)),
+                   [&](int64_t rb, int64_t re) {
+                     nn::vec::norm_rows(F(px), F(pw), F(pb), F(po), F(pm), F(pr), rb, re, M,
+                                        static_cast<float>(eps), center);
+                   });
+      return;
+    }
     parallel_for(0, R, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(M, 1)),
                  [&](int64_t rb, int64_t re) {
                    for (int64_t r = rb; r < re; ++r) {
@@ -148,6 +168,40 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
     const T* pm = m ? m->data_as<T>() : nullptr;
     const T* pr = rs->data_as<T>();
     const T* pw = w ? w->data_as<T>() : nullptr;
+    if constexpr (std::is_same_v<T, float>) {  // vectorized rows (nn_vec.h)
+      const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(M, 1));
+      if (input_grad) {
+        gi = ember::empty(x->sizes(), x->dtype(), x->device());
+        float* po = gi->data_as<float>();
+        parallel_for(0, R, grain, [&](int64_t rb, int64_t re) {
+          nn::vec::norm_backward_rows(F(pg), F(px), F(pm), F(pr), F(pw), po, rb, re, M);
+        });
+      }
+      if (weight_grad || bias_grad) {
+        // Per-thread float column sums over a share of the rows, then added up.
+        const int nt = std::max(1, std::min<int>(get_num_threads(), static_cast<int>(R)));
+        std::vector<float> parts(static_cast<size_t>(nt) * 2 * M, 0.f);
+        const int64_t per = (R + nt - 1) / nt;
+        parallel_for(0, nt, 1, [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            float* acc = parts.data() + t * 2 * M;
+            nn::vec::norm_param_grad_rows(F(pg), F(px), F(pm), F(pr), weight_grad ? acc : nullptr,
+                                          bias_grad ? acc + M : nullptr, t * per,
+                                          std::min(R, (t + 1) * per), M);
+          }
+        });
+        for (int t = 1; t < nt; ++t)
+          for (int64_t j = 0; j < 2 * M; ++j) parts[j] += parts[t * 2 * M + j];
+        auto make = [&](int64_t off) {
+          Tensor r = ember::empty(normalized_shape, x->dtype(), x->device());
+          std::copy(parts.begin() + off, parts.begin() + off + M, r->data_as<float>());
+          return r;
+        };
+        if (weight_grad) gw = make(0);
+        if (bias_grad) gb = make(M);
+      }
+      return;
+    }
     if (input_grad) {
       gi = ember::empty(x->sizes(), x->dtype(), x->device());
       T* po = gi->data_as<T>();

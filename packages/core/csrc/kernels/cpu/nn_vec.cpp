@@ -1,0 +1,107 @@
+// Run-time ISA selection for the float32 nn row kernels (nn_vec.h): the kernel bodies
+// (nn_vec_kernels.inc, nn_vec_adam.inc) are compiled once for the baseline ISA and once for
+// AVX2 (+FMA for all but Adam, whose rounding must match the unfused tensor ops), and each
+// entry point calls the best variant this CPU supports.
+#include "kernels/cpu/nn_vec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace ember {
+namespace cpu {
+namespace nn {
+namespace vec {
+
+namespace base {
+#define EMBER_VEC_BYTES 16
+#include "kernels/cpu/nn_vec_adam.inc"
+#include "kernels/cpu/nn_vec_kernels.inc"
+#undef EMBER_VEC_BYTES
+}  // namespace base
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define EMBER_NN_VEC_AVX2 1
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+namespace avx2 {
+#define EMBER_VEC_BYTES 32
+#include "kernels/cpu/nn_vec_kernels.inc"
+#undef EMBER_VEC_BYTES
+}  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#endif
+namespace avx2 {
+#include "kernels/cpu/nn_vec_adam.inc"
+}  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
+
+namespace {
+bool use_avx2() {
+#ifdef EMBER_NN_VEC_AVX2
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+#ifdef EMBER_NN_VEC_AVX2
+#define EMBER_NN_VEC_CALL(fn, ...) (use_avx2() ? avx2::fn(__VA_ARGS__) : base::fn(__VA_ARGS__))
+#else
+#define EMBER_NN_VEC_CALL(fn, ...) base::fn(__VA_ARGS__)
+#endif
+
+void exp(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(exp, x, y, n); }
+
+void softmax_rows(const float* x, float* y, int64_t r0, int64_t r1, int64_t n, bool log) {
+  EMBER_NN_VEC_CALL(softmax_rows, x, y, r0, r1, n, log);
+}
+
+void softmax_backward_rows(const float* g, const float* y, float* gi, int64_t r0, int64_t r1,
+                           int64_t n, bool log) {
+  EMBER_NN_VEC_CALL(softmax_backward_rows, g, y, gi, r0, r1, n, log);
+}
+
+void norm_rows(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+               int64_t r0, int64_t r1, int64_t n, float eps, bool center) {
+  EMBER_NN_VEC_CALL(norm_rows, x, w, b, y, mean, rstd, r0, r1, n, eps, center);
+}
+
+void norm_backward_rows(const float* g, const float* x, const float* mean, const float* rstd,
+                        const float* w, float* gi, int64_t r0, int64_t r1, int64_t n) {
+  EMBER_NN_VEC_CALL(norm_backward_rows, g, x, mean, rstd, w, gi, r0, r1, n);
+}
+
+void norm_param_grad_rows(const float* g, const float* x, const float* mean, const float* rstd,
+                          float* gw, float* gb, int64_t r0, int64_t r1, int64_t n) {
+  EMBER_NN_VEC_CALL(norm_param_grad_rows, g, x, mean, rstd, gw, gb, r0, r1, n);
+}
+
+void adam(float* p, const float* g, float* ea, float* es, float* em, int64_t n,
+          const AdamScalars& s) {
+  EMBER_NN_VEC_CALL(adam, p, g, ea, es, em, n, s);
+}
+
+}  // namespace vec
+}  // namespace nn
+}  // namespace cpu
+}  // namespace ember
