@@ -1,0 +1,124 @@
+"""The layer modules against torch.nn with identical weights: forward, backward, train/eval,
+running statistics, reprs and shape errors that name the module path."""
+
+from __future__ import annotations
+
+import ember
+import numpy as np
+import pytest
+from ember import nn
+from nn_helpers import assert_close, copy_weights, to_ember, to_torch
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(1)
+
+CASES = [
+    ("Conv1d", (3, 4, 3), {"stride": 2, "padding": 1}, (2, 3, 9)),
+    ("Conv2d", (4, 6, 3), {"groups": 2, "padding": "same"}, (2, 4, 6, 5)),
+    ("Conv2d", (3, 4, 3), {"padding": 1, "padding_mode": "reflect"}, (2, 3, 6, 5)),
+    ("Conv2d", (3, 4, 3), {"padding": 2, "padding_mode": "circular"}, (2, 3, 6, 5)),
+    ("Conv2d", (3, 4, 2), {"padding": 1, "padding_mode": "replicate", "bias": False}, (2, 3, 4, 4)),
+    ("Conv3d", (2, 3, 2), {}, (1, 2, 3, 4, 4)),
+    ("ConvTranspose1d", (3, 2, 3), {"stride": 2}, (2, 3, 5)),
+    ("ConvTranspose2d", (3, 2, 3), {"stride": 2, "output_padding": 1}, (2, 3, 4, 4)),
+    ("BatchNorm1d", (3,), {}, (4, 3, 5)),
+    ("BatchNorm1d", (3,), {"momentum": None}, (6, 3)),
+    ("BatchNorm2d", (3,), {"affine": False}, (4, 3, 2, 2)),
+    ("BatchNorm2d", (3,), {"track_running_stats": False}, (4, 3, 2, 2)),
+    ("LayerNorm", ((4, 5),), {}, (3, 4, 5)),
+    ("GroupNorm", (2, 4), {}, (3, 4, 5)),
+    ("RMSNorm", (5,), {"eps": 1e-6}, (3, 5)),
+    ("InstanceNorm2d", (3,), {"affine": True, "track_running_stats": True}, (2, 3, 4, 4)),
+    ("PReLU", (3,), {}, (2, 3, 4)),
+    ("MaxPool2d", (3,), {"stride": 2, "padding": 1, "ceil_mode": True}, (2, 3, 7, 7)),
+    ("AvgPool2d", (2,), {}, (2, 3, 6, 6)),
+    ("AdaptiveAvgPool2d", ((2, 3),), {}, (2, 3, 7, 7)),
+    ("AdaptiveMaxPool2d", (2,), {}, (2, 3, 7, 7)),
+    ("Upsample", (), {"scale_factor": 2, "mode": "bilinear"}, (1, 2, 3, 3)),
+    ("UpsamplingBilinear2d", (), {"size": (5, 4)}, (1, 2, 3, 3)),
+    ("PixelShuffle", (2,), {}, (1, 8, 2, 2)),
+    ("ReflectionPad2d", ((1, 2, 0, 1),), {}, (1, 2, 3, 4)),
+    ("ZeroPad2d", (1,), {}, (1, 2, 3, 4)),
+    ("GELU", (), {"approximate": "tanh"}, (3, 4)),
+    ("Softmax", (), {"dim": 1}, (3, 4)),
+    ("GLU", (), {}, (3, 4)),
+]
+
+
+@pytest.mark.parametrize("name,args,kw,shape", CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_module_matches_torch(name, args, kw, shape):
+    em = getattr(nn, name)(*args, **kw).double()
+    tm = getattr(torch.nn, name)(*args, **kw).double()
+    copy_weights(em, tm)
+    assert repr(em) == repr(tm)
+    for training in (True, False):
+        em.train(training)
+        tm.train(training)
+        x = RNG.standard_normal(shape)
+        ex, tx = to_ember(x, True), to_torch(x, True)
+        eo, to = em(ex), tm(tx)
+        assert_close(eo, to, rtol=1e-9, atol=1e-9)
+        g = RNG.standard_normal(tuple(to.shape))
+        eo.backward(to_ember(g))
+        to.backward(to_torch(g))
+        assert_close(ex.grad, tx.grad, rtol=1e-9, atol=1e-9)
+        for (n, ep), (_, tp) in zip(em.named_parameters(), tm.named_parameters()):
+            assert_close(ep.grad, tp.grad, rtol=1e-9, atol=1e-9)
+        # running statistics and num_batches_tracked follow torch's
+        for (n, eb), (_, tb) in zip(em.named_buffers(), tm.named_buffers()):
+            assert_close(eb, tb, rtol=1e-12, atol=1e-12)
+
+
+def test_default_init_statistics_match_torch():
+    conv = nn.Conv2d(16, 32, 3)
+    bound = 1 / np.sqrt(16 * 9)
+    w = conv.weight.detach().numpy()
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
+    emb = nn.Embedding(1000, 8, padding_idx=3)
+    assert emb.weight[3].abs().sum().item() == 0
+    assert abs(emb.weight.std().item() - 1) < 0.05
+    bn = nn.BatchNorm2d(4)
+    assert bn.weight.tolist() == [1.0] * 4 and bn.num_batches_tracked.dtype == ember.int64
+
+
+def test_embedding_matches_torch_and_padding_gets_no_grad():
+    em = nn.Embedding(10, 3, padding_idx=0).double()
+    tm = torch.nn.Embedding(10, 3, padding_idx=0).double()
+    copy_weights(em, tm)
+    idx = np.array([[0, 2, 4], [4, 0, 9]])
+    eo = em(ember.from_numpy(idx))
+    to = tm(torch.from_numpy(idx))
+    assert_close(eo, to)
+    eo.sum().backward()
+    to.sum().backward()
+    assert_close(em.weight.grad, tm.weight.grad)
+    assert em.weight.grad[0].abs().sum().item() == 0
+
+
+def test_losses_modules():
+    x, t = RNG.standard_normal((4, 5)), RNG.integers(0, 5, 4)
+    w = np.abs(RNG.standard_normal(5))
+    e = nn.CrossEntropyLoss(weight=ember.from_numpy(w), label_smoothing=0.2)(to_ember(x), ember.from_numpy(t))
+    r = torch.nn.CrossEntropyLoss(weight=torch.from_numpy(w), label_smoothing=0.2)(
+        to_torch(x), torch.from_numpy(t))
+    assert_close(e, r, rtol=1e-10, atol=1e-10)
+    assert "weight" in dict(nn.NLLLoss(weight=ember.ones(3)).named_buffers())
+
+
+def test_dropout_modules_train_eval():
+    d = nn.Dropout(0.5)
+    x = ember.ones(1000)
+    assert (d(x) == 0).any().item()
+    d.eval()
+    assert d(x).equal(x)
+    assert repr(nn.Dropout2d(0.2)) == "Dropout2d(p=0.2, inplace=False)"
+
+
+def test_wrong_shape_error_names_module_path():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4, 2))
+    with pytest.raises(Exception, match=r"model\.(0|3)"):
+        model(ember.zeros(1, 3, 5, 5))
+    with pytest.raises(ValueError, match="BatchNorm2d"):
+        nn.BatchNorm2d(3)(ember.zeros(2, 3))
