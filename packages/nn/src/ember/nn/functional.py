@@ -1218,7 +1218,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 
 # ---- padding, resampling, pixel shuffle -------------------------------------------------------
-def _pad_index(mode: str, size: int, before: int, after: int) -> Tensor:
+def _pad_index(mode: str, size: int, before: int, after: int) -> list[int]:
     """Source positions along one dim for reflect / replicate / circular padding."""
     idx = []
     for i in range(-before, size + after):
@@ -1231,7 +1231,34 @@ def _pad_index(mode: str, size: int, before: int, after: int) -> Tensor:
         else:  # circular
             j = i % size
         idx.append(j)
-    return ember.tensor(idx, dtype=ember.int64)
+    return idx
+
+
+def _select_along(x: Tensor, dim: int, cols: list[list[tuple[int, float]]]) -> Tensor:
+    """``y[..., o, ...] = sum_k w * x[..., i_k, ...]`` along dim for cols[o] = [(i_k, w), ...].
+
+    A product with a small (in, out) matrix: exact for one-hot columns and differentiable
+    through matmul alone.
+    """
+    size = x.shape[dim]
+    m = [[0.0] * len(cols) for _ in range(size)]
+    for o, terms in enumerate(cols):
+        for i, w in terms:
+            m[i][o] += w
+    mat = ember.tensor(m, dtype=x.dtype).reshape(size, len(cols))
+    last = x.ndim - 1
+    moved = x.transpose(dim, last) if dim != last else x
+    out = moved.matmul(mat)
+    return out.transpose(dim, last) if dim != last else out
+
+
+def _crop(x: Tensor, dim: int, lo: int, hi: int) -> Tensor:
+    """Removes lo leading and hi trailing entries of dim (split keeps it differentiable)."""
+    size = x.shape[dim]
+    keep = size - lo - hi
+    if keep < 0:
+        raise ValueError(f"pad: negative padding removes more than the {size} entries of dim {dim}")
+    return x.split([lo, keep, hi], dim)[1]
 
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
@@ -1258,34 +1285,30 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         native = getattr(_C, "pad", None)
         if native is not None:
             return native(input, pad, "constant", value)
+        fill = 0.0 if value is None else value
         out = input
-        # crop the negative pads first, then write the input into a filled tensor
         for k in range(n):
             d = input.ndim - 1 - k
             lo, hi = pad[2 * k], pad[2 * k + 1]
             if lo < 0 or hi < 0:
-                start = -lo if lo < 0 else 0
-                stop = out.shape[d] - (-hi if hi < 0 else 0)
-                if stop < start:
-                    raise ValueError(f"pad: negative padding {pad} removes all of dim {d}")
-                out = out.narrow(d, start, stop - start)
-        new_shape = list(_shape(out))
-        slices: list[Any] = [slice(None)] * input.ndim
-        for k in range(n):
-            d = input.ndim - 1 - k
-            lo, hi = max(pad[2 * k], 0), max(pad[2 * k + 1], 0)
-            slices[d] = slice(lo, lo + new_shape[d])
-            new_shape[d] += lo + hi
-        res = ember.full(new_shape, 0.0 if value is None else value, dtype=input.dtype)
-        res[tuple(slices)] = out
-        return res
+                out = _crop(out, d, max(-lo, 0), max(-hi, 0))
+            parts = []
+            for amount in (lo, None, hi):
+                if amount is None:
+                    parts.append(out)
+                elif amount > 0:
+                    shape_d = list(_shape(out))
+                    shape_d[d] = amount
+                    parts.append(ember.full(shape_d, fill, dtype=input.dtype))
+            out = ember.cat(parts, d) if len(parts) > 1 else out
+        return out
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(
             f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
         )
     if value is not None and value != 0:
         raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
-    if input.ndim < n + 1:
+    if input.ndim < n + 1:  # PyTorch's rule: the padded dims plus a channel (or batch) dim
         raise RuntimeError(
             f"pad: {mode} padding of {n} dims needs a {n + 1}-D or {n + 2}-D input, got shape "
             f"{_shape(input)}"
@@ -1306,11 +1329,11 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
                 f"size {size}"
             )
         if lo < 0 or hi < 0:
-            out = out.narrow(d, max(-lo, 0), size - max(-lo, 0) - max(-hi, 0))
+            out = _crop(out, d, max(-lo, 0), max(-hi, 0))
             size = out.shape[d]
             lo, hi = max(lo, 0), max(hi, 0)
         if lo or hi:
-            out = out.index_select(d, _pad_index(mode, size, lo, hi))
+            out = _select_along(out, d, [[(j, 1.0)] for j in _pad_index(mode, size, lo, hi)])
     return out
 
 
@@ -1354,7 +1377,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
 
     Modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' (4-D), 'trilinear' (5-D);
     ``align_corners`` as PyTorch. Each spatial dim is resampled in turn (the interpolations are
-    separable) by gathering the two neighbouring source rows and blending them.
+    separable) as a product with a sparse (in, out) blending matrix.
 
     >>> import ember
     >>> interpolate(ember.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
@@ -1411,15 +1434,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         d = 2 + k
         i0, i1, w = _interp_src(out_sizes[k], in_sizes[k], out_sizes[k], scales[k],
                                 bool(align_corners), mode)
-        a = out.index_select(d, ember.tensor(i0, dtype=ember.int64))
-        if mode in ("nearest", "nearest-exact"):
-            out = a
-            continue
-        b = out.index_select(d, ember.tensor(i1, dtype=ember.int64))
-        wshape = [1] * out.ndim
-        wshape[d] = len(w)
-        wt = ember.tensor(w, dtype=input.dtype).reshape(wshape)
-        out = a + (b - a) * wt
+        cols = [[(a, 1.0 - lam), (b, lam)] if lam else [(a, 1.0)]
+                for a, b, lam in zip(i0, i1, w)]
+        out = _select_along(out, d, cols)
     return out
 
 
@@ -1536,8 +1553,8 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     n = input.shape[0]
     ii = [i for i in range(n) for _ in range(i + 1, n)]
     jj = [j for i in range(n) for j in range(i + 1, n)]
-    a = input.index_select(0, ember.tensor(ii, dtype=ember.int64))
-    b = input.index_select(0, ember.tensor(jj, dtype=ember.int64))
+    a = _select_along(input, 0, [[(i, 1.0)] for i in ii])
+    b = _select_along(input, 0, [[(j, 1.0)] for j in jj])
     return (a - b).norm(p, [1], False)
 
 
@@ -1983,13 +2000,14 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     x = input if input.ndim == 2 else input.reshape(1, -1)
     t = target.reshape(-1, 1).long()
     c = x.shape[1]
-    xy = x.gather(1, t)
+    is_y = ember.zeros(list(_shape(x)), dtype=x.dtype).scatter_(1, t, 1.0)
+    xy = (x * is_y).sum(1, keepdim=True)
     z = (margin - xy + x).clamp(min=0)
     if p == 2:
         z = z * z
     if weight is not None:
-        z = z * weight.index_select(0, t.reshape(-1)).reshape(-1, 1)
-    not_y = ember.ones_like(z).scatter_(1, t, 0.0)
+        z = z * is_y.matmul(weight.to(x.dtype).reshape(c, 1))
+    not_y = 1 - is_y
     loss = (z * not_y).sum(1) / c
     if input.ndim != 2:
         loss = loss.reshape(())
@@ -2010,25 +2028,21 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | N
     x = input if input.ndim == 2 else input.reshape(1, -1)
     t = target.reshape(x.shape[0], -1).long()
     c = x.shape[1]
-    rows = []
-    tl = t.tolist()
-    for r in range(x.shape[0]):
-        labels: list[int] = []
-        for v in tl[r]:
+    is_target = [[0.0] * c for _ in range(x.shape[0])]
+    for r, row in enumerate(t.tolist()):
+        for v in row:
             if v < 0:
                 break
-            labels.append(v)
-        is_target = [0.0] * c
-        for v in labels:
-            is_target[v] = 1.0
-        xr = x[r]
-        mask = ember.tensor(is_target, dtype=x.dtype)
-        total = ember.zeros((), dtype=x.dtype)
-        for j in labels:
-            z = (1 - xr[j] + xr).clamp(min=0)
-            total = total + (z * (1 - mask)).sum()
-        rows.append(total / c)
-    loss = ember.stack(rows) if rows else ember.zeros(0, dtype=x.dtype)
+            if v >= c:
+                raise RuntimeError(
+                    f"multilabel_margin_loss: target class {v} out of range for {c} classes"
+                )
+            is_target[r][v] = 1.0
+    mask = ember.tensor(is_target, dtype=x.dtype).reshape(x.shape[0], c)
+    # pairs (j a target class, i not one): max(0, 1 - x[j] + x[i])
+    hinge = (1 - x.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0)
+    pair = mask.unsqueeze(2) * (1 - mask).unsqueeze(1)
+    loss = (hinge * pair).sum(2).sum(1) / c
     if input.ndim != 2:
         loss = loss.reshape(())
     return _reduce("multilabel_margin_loss", loss, reduction)
@@ -2081,26 +2095,30 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         for v in lab:
             ext += [v, blank]
         s = len(ext)
-        ext_t = ember.tensor(ext, dtype=ember.int64)
+        # emissions of the extended labels at every step: a (C, S) one-hot product
+        sel = _select_along(lp, 2, [[(v, 1.0)] for v in ext])  # (T, N, S)
+        em = sel.split(1, 1)[b].reshape(tlen, s).split(1, 0)
         # transitions from s-2 are allowed where the label differs from the one two back
-        skip = [i >= 2 and ext[i] != blank and ext[i] != ext[i - 2] for i in range(s)]
-        skip_t = ember.tensor(skip)
+        skip = ember.tensor([i >= 2 and ext[i] != blank and ext[i] != ext[i - 2]
+                             for i in range(s)])
         ninf = ember.full([s], neg_inf, dtype=lp.dtype)
-        init = [0.0 if i < 2 else neg_inf for i in range(s)]
-        emit0 = lp[0, b].index_select(0, ext_t)
-        alpha = emit0 + ember.tensor(init, dtype=lp.dtype)
+        init = ember.tensor([0.0 if i < 2 else neg_inf for i in range(s)], dtype=lp.dtype)
+        alpha = em[0].reshape(s) + init
         for t in range(1, il[b]):
-            prev1 = ember.cat([ninf[:1], alpha[:-1]])
-            prev2 = ember.cat([ninf[:2], alpha[:-2]]) if s > 2 else ninf
-            prev2 = ember.where(skip_t, prev2, ninf)
-            alpha = ember.stack([alpha, prev1, prev2]).logsumexp(0) + lp[t, b].index_select(0, ext_t)
-        tail = alpha[s - 2:] if s >= 2 else alpha
+            prev1 = ember.cat([ninf.split([1, s - 1])[0], alpha.split([s - 1, 1])[0]])
+            if s > 2:
+                prev2 = ember.cat([ninf.split([2, s - 2])[0], alpha.split([s - 2, 2])[0]])
+                prev2 = ember.where(skip, prev2, ninf)
+            else:
+                prev2 = ninf
+            both = ember.cat([alpha.unsqueeze(0), prev1.unsqueeze(0), prev2.unsqueeze(0)])
+            alpha = both.logsumexp(0) + em[t].reshape(s)
+        tail = alpha.split([s - 2, 2])[1] if s >= 2 else alpha
         nll = -tail.logsumexp(0)
         if zero_infinity and math.isinf(nll.item()):
-            nll = nll * 0.0
-            nll = ember.where(ember.isinf(nll) | ember.isnan(nll), ember.zeros_like(nll), nll)
-        losses.append(nll)
-    loss = ember.stack(losses)
+            nll = ember.where(nll.isinf(), ember.zeros_like(nll), nll)
+        losses.append(nll.reshape(1))
+    loss = ember.cat(losses)
     if reduction == "mean":
         lens = ember.tensor([max(v, 1) for v in tl], dtype=loss.dtype)
         return (loss / lens).mean()
