@@ -448,7 +448,7 @@ def normalize(
     """``x / max(||x||_p, eps)`` along dim.
 
     >>> import ember
-    >>> normalize(ember.tensor([[3.0, 4.0]])).tolist()
+    >>> normalize(ember.tensor([[3.0, 4.0]], dtype=ember.float64)).tolist()
     [[0.6, 0.8]]
     """
     denom = input.norm(p, [dim], True).clamp(min=eps).expand_as(input)
@@ -532,7 +532,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 # ---- convolution ------------------------------------------------------------------------------
 def _conv(op: str, nd: int, input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
           padding: Any, dilation: Any, groups: int) -> Tensor:
-    _check_dim(op, input, (nd + 1, nd + 2), f"({'N, ' if True else ''}C, *{nd} spatial dims)")
+    _check_dim(op, input, (nd + 1, nd + 2), f"(N, C, *{nd} spatial dims) or unbatched")
     if weight.ndim != nd + 2:
         raise RuntimeError(
             f"{op}: weight must be {nd + 2}-D (out_channels, in_channels / groups, *kernel), got "
@@ -847,8 +847,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
 
     >>> import ember
     >>> x = ember.tensor([[1.0], [3.0]])
-    >>> batch_norm(x, None, None, training=True).tolist()
-    [[-1.0], [1.0]]
+    >>> [round(v, 4) for v in batch_norm(x, None, None, training=True).flatten().tolist()]
+    [-1.0, 1.0]
     """
     if input.ndim < 2:
         raise RuntimeError(
@@ -880,8 +880,8 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     """Normalizes over the trailing normalized_shape dims.
 
     >>> import ember
-    >>> layer_norm(ember.tensor([[1.0, 3.0]]), (2,)).tolist()
-    [[-1.0, 1.0]]
+    >>> [round(v, 4) for v in layer_norm(ember.tensor([[1.0, 3.0]]), (2,)).flatten().tolist()]
+    [-1.0, 1.0]
     """
     ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
     if input.ndim < len(ns) or list(_shape(input)[input.ndim - len(ns):]) != ns:
@@ -897,8 +897,8 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
     """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing normalized_shape dims.
 
     >>> import ember
-    >>> rms_norm(ember.tensor([[1.0, 1.0]]), (2,)).tolist()
-    [[1.0, 1.0]]
+    >>> [round(v, 4) for v in rms_norm(ember.tensor([[1.0, 1.0]]), (2,)).flatten().tolist()]
+    [1.0, 1.0]
     """
     ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
     if input.ndim < len(ns) or list(_shape(input)[input.ndim - len(ns):]) != ns:
@@ -914,8 +914,8 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
     """Group normalization of (N, C, *) input with C divisible by num_groups.
 
     >>> import ember
-    >>> group_norm(ember.tensor([[[1.0, 3.0]]]), 1).tolist()
-    [[[-1.0, 1.0]]]
+    >>> [round(v, 4) for v in group_norm(ember.tensor([[[1.0, 3.0]]]), 1).flatten().tolist()]
+    [-1.0, 1.0]
     """
     if input.ndim < 2:
         raise RuntimeError(
@@ -936,8 +936,8 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
     """Normalizes each (sample, channel) plane of (N, C, *) input.
 
     >>> import ember
-    >>> instance_norm(ember.tensor([[[1.0, 3.0]]])).tolist()
-    [[[-1.0, 1.0]]]
+    >>> [round(v, 4) for v in instance_norm(ember.tensor([[[1.0, 3.0]]])).flatten().tolist()]
+    [-1.0, 1.0]
     """
     if input.ndim < 3:
         raise RuntimeError(
@@ -1282,9 +1282,6 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
     n = len(pad) // 2
     shape = list(_shape(input))
     if mode == "constant":
-        native = getattr(_C, "pad", None)
-        if native is not None:
-            return native(input, pad, "constant", value)
         fill = 0.0 if value is None else value
         out = input
         for k in range(n):
