@@ -300,12 +300,22 @@ def test_losses(name, make, kw, ints):
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_ctc_loss(reduction):
     t_len, n, c = 6, 2, 4
-    lp = np.log(RNG.dirichlet(np.ones(c), (t_len, n)))
+    logits = _rand(t_len, n, c)
     targets = np.array([[1, 2, 2], [3, 1, 0]])
     il, tl = [6, 5], [3, 2]
-    _compare(lambda a, t: F.ctc_loss(a, t, il, tl, reduction=reduction),
-             lambda a, t: TF.ctc_loss(a, t, il, tl, reduction=reduction), [lp, targets],
-             ints=(1,), tol=1e-8)
+    # compared through log_softmax: torch's ctc backward returns the gradient with respect to
+    # the logits under log_softmax (exp(lp) - posterior) rather than with respect to log_probs;
+    # both agree on the gradient of the logits, which is what training uses
+    _compare(lambda a, t: F.ctc_loss(a.log_softmax(2), t, il, tl, reduction=reduction),
+             lambda a, t: TF.ctc_loss(a.log_softmax(2), t, il, tl, reduction=reduction),
+             [logits, targets], ints=(1,), tol=1e-8)
+
+
+def test_ctc_loss_impossible_alignment():
+    lp = ember.zeros(2, 1, 3).log_softmax(2)
+    targets = ember.tensor([[1, 1]])  # needs 3 steps (a blank between the repeats)
+    assert F.ctc_loss(lp, targets, [2], [2], reduction="sum").item() == float("inf")
+    assert F.ctc_loss(lp, targets, [2], [2], reduction="sum", zero_infinity=True).item() == 0.0
 
 
 def test_loss_errors():

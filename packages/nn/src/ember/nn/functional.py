@@ -1504,6 +1504,17 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     return x.permute(*perm).reshape(*lead, c * r * r, h // r, w // r)
 
 
+def _broadcast_shape(op: str, s1: tuple[int, ...], s2: tuple[int, ...]) -> list[int]:
+    n = max(len(s1), len(s2))
+    a, b = (1,) * (n - len(s1)) + s1, (1,) * (n - len(s2)) + s2
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise RuntimeError(f"{op}: shapes {s1} and {s2} are not broadcastable")
+        out.append(y if x == 1 else x)
+    return out
+
+
 # ---- distances --------------------------------------------------------------------------------
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``<x1, x2> / (max(||x1||, eps) * max(||x2||, eps))`` along dim (inputs broadcast).
@@ -1512,12 +1523,8 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     >>> cosine_similarity(ember.tensor([[1.0, 0.0]]), ember.tensor([[1.0, 1.0]])).tolist()
     [0.7071067690849304]
     """
-    try:
-        a, b = ember.broadcast_tensors(x1, x2)
-    except RuntimeError as e:
-        raise RuntimeError(
-            f"cosine_similarity: x1 {_shape(x1)} and x2 {_shape(x2)} are not broadcastable"
-        ) from e
+    shape = _broadcast_shape("cosine_similarity", _shape(x1), _shape(x2))
+    a, b = x1.expand(*shape), x2.expand(*shape)  # expand (not broadcast_tensors) has a derivative
     na = a.norm(2, [dim], True).clamp(min=eps)
     nb = b.norm(2, [dim], True).clamp(min=eps)
     return ((a / na) * (b / nb)).sum(dim)
@@ -2051,7 +2058,9 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
 
     The forward (alpha) recursion over the extended label sequence runs in log space as a
     composite of differentiable ops, one time step at a time; 'mean' divides each sample's loss
-    by its target length before averaging, as PyTorch does.
+    by its target length before averaging, as PyTorch does. The gradient is the true gradient
+    with respect to log_probs (PyTorch's kernel returns the one with respect to the logits of a
+    log_softmax instead; the two agree on the logits' gradient).
 
     >>> import ember
     >>> lp = ember.zeros(1, 1, 2).log_softmax(2)
@@ -2077,7 +2086,8 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
             f"ctc_loss: expected {n} input_lengths and target_lengths, got {len(il)} and {len(tl)}"
         )
     tg = targets.long().tolist()
-    neg_inf = -math.inf
+    # a huge finite "log 0": with -inf, logsumexp over unreachable states has NaN gradients
+    neg_inf = -1e30
     losses = []
     offset = 0
     for b in range(n):
@@ -2112,8 +2122,9 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
             alpha = both.logsumexp(0) + em[t].reshape(s)
         tail = alpha.split([s - 2, 2])[1] if s >= 2 else alpha
         nll = -tail.logsumexp(0)
-        if zero_infinity and math.isinf(nll.item()):
-            nll = ember.where(nll.isinf(), ember.zeros_like(nll), nll)
+        if nll.item() > 1e29:  # no alignment of the target fits the input: infinite loss
+            fill = 0.0 if zero_infinity else math.inf
+            nll = ember.where(nll > 1e29, ember.full_like(nll, fill), nll)
         losses.append(nll.reshape(1))
     loss = ember.cat(losses)
     if reduction == "mean":
