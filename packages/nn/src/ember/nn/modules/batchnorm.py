@@ -27,7 +27,7 @@ class _NormBase(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -36,7 +36,10 @@ class _NormBase(Module):
         self.track_running_stats = track_running_stats
         if affine:
             self.weight = Parameter(ember.empty(num_features, dtype=dtype, device=device))
-            self.bias = Parameter(ember.empty(num_features, dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(ember.empty(num_features, dtype=dtype, device=device))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -61,8 +64,9 @@ class _NormBase(Module):
     def reset_parameters(self) -> None:
         """Resets the running statistics; weight 1, bias 0."""
         self.reset_running_stats()
-        if self.affine:
+        if self.weight is not None:
             init.ones_(self.weight)
+        if self.bias is not None:
             init.zeros_(self.bias)
 
     def _check_input_dim(self, input: Tensor) -> None:
@@ -70,7 +74,8 @@ class _NormBase(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class _BatchNorm(_NormBase):
@@ -99,7 +104,7 @@ class BatchNorm1d(_BatchNorm):
 
     >>> import ember
     >>> ember.nn.BatchNorm1d(4, momentum=None)
-    BatchNorm1d(4, eps=1e-05, momentum=None, affine=True, track_running_stats=True)
+    BatchNorm1d(4, eps=1e-05, momentum=None, affine=True, bias=True, track_running_stats=True)
     """
 
     def _check_input_dim(self, input: Tensor) -> None:
@@ -115,7 +120,7 @@ class BatchNorm2d(_BatchNorm):
 
     >>> import ember
     >>> ember.nn.BatchNorm2d(8)
-    BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)
+    BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
     """
 
     def _check_input_dim(self, input: Tensor) -> None:

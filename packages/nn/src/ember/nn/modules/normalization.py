@@ -35,7 +35,7 @@ class LayerNorm(Module):
 
     >>> import ember
     >>> ember.nn.LayerNorm((3, 4), elementwise_affine=False)
-    LayerNorm((3, 4), eps=1e-05, elementwise_affine=False)
+    LayerNorm((3, 4), eps=1e-05, elementwise_affine=False, bias=False)
     """
 
     def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True,
@@ -67,7 +67,7 @@ class LayerNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class RMSNorm(Module):
@@ -108,11 +108,11 @@ class GroupNorm(Module):
 
     >>> import ember
     >>> ember.nn.GroupNorm(2, 4)
-    GroupNorm(2, 4, eps=1e-05, affine=True)
+    GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)
     """
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
-                 device: Any = None, dtype: Any = None) -> None:
+                 device: Any = None, dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         if num_groups <= 0 or num_channels % num_groups != 0:
             raise ValueError(
@@ -125,7 +125,10 @@ class GroupNorm(Module):
         self.affine = affine
         if affine:
             self.weight = Parameter(ember.empty(num_channels, dtype=dtype, device=device))
-            self.bias = Parameter(ember.empty(num_channels, dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(ember.empty(num_channels, dtype=dtype, device=device))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -133,8 +136,9 @@ class GroupNorm(Module):
 
     def reset_parameters(self) -> None:
         """weight 1, bias 0."""
-        if self.affine:
+        if self.weight is not None:
             init.ones_(self.weight)
+        if self.bias is not None:
             init.zeros_(self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
@@ -146,7 +150,8 @@ class GroupNorm(Module):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class _InstanceNorm(_NormBase):
@@ -154,8 +159,9 @@ class _InstanceNorm(_NormBase):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 dtype: Any = None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype,
+                         bias=bias)
 
     def forward(self, input: Tensor) -> Tensor:
         nd = self._nd
@@ -185,7 +191,7 @@ class InstanceNorm1d(_InstanceNorm):
 
     >>> import ember
     >>> ember.nn.InstanceNorm1d(3)
-    InstanceNorm1d(3, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False)
+    InstanceNorm1d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, track_running_stats=False)
     """
 
     _nd = 1
