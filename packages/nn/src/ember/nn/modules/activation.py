@@ -299,8 +299,8 @@ class LogSigmoid(Module):
     """``log(sigmoid(x))``.
 
     >>> import ember
-    >>> ember.nn.LogSigmoid()(ember.tensor([100.0])).tolist()
-    [-0.0]
+    >>> ember.nn.LogSigmoid()(ember.tensor([0.0])).tolist()
+    [-0.6931471824645996]
     """
 
     def forward(self, input: Tensor) -> Tensor:
