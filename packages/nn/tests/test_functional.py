@@ -10,6 +10,7 @@ from nn_helpers import assert_close, to_ember, to_np, to_torch
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
+torch.set_num_threads(1)  # tiny problems: torch's thread pool only adds overhead here
 
 RNG = np.random.default_rng(0)
 
