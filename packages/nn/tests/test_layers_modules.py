@@ -179,3 +179,95 @@ def test_wrong_shape_error_names_module_path():
         model(ember.zeros(1, 3, 5, 5))
     with pytest.raises(ValueError, match="BatchNorm2d"):
         nn.BatchNorm2d(3)(ember.zeros(2, 3))
+
+
+def _arr(kind, shape):
+    if kind == "prob":
+        return RNG.uniform(0.05, 0.95, shape)
+    if kind == "pos":
+        return np.abs(RNG.standard_normal(shape)) + 0.1
+    if kind == "sign":
+        return np.sign(RNG.standard_normal(shape))
+    if kind.startswith("int"):
+        return RNG.integers(0, int(kind[3:]), shape)
+    return RNG.standard_normal(shape)
+
+
+LOSS_CASES = [
+    ("L1Loss", {}, [("f", (3, 4)), ("f", (3, 4))]),
+    ("MSELoss", {"reduction": "sum"}, [("f", (3, 4)), ("f", (3, 4))]),
+    ("CrossEntropyLoss", {"ignore_index": 2}, [("f", (6, 4)), ("int4", (6,))]),
+    ("CrossEntropyLoss", {"reduction": "none"}, [("f", (3, 4)), ("prob", (3, 4))]),
+    ("NLLLoss", {}, [("f", (3, 4, 2)), ("int4", (3, 2))]),
+    ("SmoothL1Loss", {"beta": 0.3}, [("f", (3, 4)), ("f", (3, 4))]),
+    ("HuberLoss", {"delta": 0.4, "reduction": "none"}, [("f", (3, 4)), ("f", (3, 4))]),
+    ("BCELoss", {}, [("prob", (3, 4)), ("prob", (3, 4))]),
+    ("BCEWithLogitsLoss", {}, [("f", (3, 4)), ("prob", (3, 4))]),
+    ("KLDivLoss", {"reduction": "batchmean", "log_target": True}, [("f", (3, 4)), ("f", (3, 4))]),
+    ("PoissonNLLLoss", {"full": True}, [("f", (3, 4)), ("pos", (3, 4))]),
+    ("GaussianNLLLoss", {}, [("f", (3, 4)), ("f", (3, 4)), ("pos", (3, 4))]),
+    ("CosineEmbeddingLoss", {"margin": 0.2}, [("f", (3, 4)), ("f", (3, 4)), ("sign", (3,))]),
+    ("MarginRankingLoss", {"margin": 0.1}, [("f", (5,)), ("f", (5,)), ("sign", (5,))]),
+    ("TripletMarginLoss", {"p": 1.0}, [("f", (3, 4)), ("f", (3, 4)), ("f", (3, 4))]),
+    ("TripletMarginWithDistanceLoss", {"swap": True}, [("f", (3, 4)), ("f", (3, 4)), ("f", (3, 4))]),
+    ("HingeEmbeddingLoss", {"margin": 0.5}, [("f", (3, 4)), ("sign", (3, 4))]),
+    ("SoftMarginLoss", {}, [("f", (3, 4)), ("sign", (3, 4))]),
+    ("MultiLabelSoftMarginLoss", {}, [("f", (3, 4)), ("int2", (3, 4))]),
+    ("MultiMarginLoss", {"margin": 0.7}, [("f", (3, 4)), ("int4", (3,))]),
+]
+
+
+@pytest.mark.parametrize("name,kw,spec", LOSS_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(LOSS_CASES)])
+def test_loss_modules_match_torch(name, kw, spec):
+    arrays = [_arr(k, s) for k, s in spec]
+    grad_ix = [i for i, (k, _) in enumerate(spec) if k in ("f", "prob", "pos") and i == 0]
+    ev = [to_ember(a, i in grad_ix) for i, a in enumerate(arrays)]
+    tv = [to_torch(a, i in grad_ix) for i, a in enumerate(arrays)]
+    if name == "MultiLabelSoftMarginLoss":
+        ev[1], tv[1] = ev[1].double(), tv[1].double()
+    eo = getattr(nn, name)(**kw)(*ev)
+    to = getattr(torch.nn, name)(**kw)(*tv)
+    assert_close(eo, to, rtol=1e-10, atol=1e-10)
+    eo.sum().backward()
+    to.sum().backward()
+    for i in grad_ix:
+        assert_close(ev[i].grad, tv[i].grad, rtol=1e-10, atol=1e-10)
+
+
+def test_embedding_bag_module_and_from_pretrained():
+    em = nn.EmbeddingBag(10, 3, mode="max").double()
+    tm = torch.nn.EmbeddingBag(10, 3, mode="max").double()
+    copy_weights(em, tm)
+    assert repr(em) == repr(tm)
+    idx, off = np.array([1, 2, 4, 5, 4, 3, 2, 9]), np.array([0, 4])
+    eo = em(ember.from_numpy(idx), ember.from_numpy(off))
+    to = tm(torch.from_numpy(idx), torch.from_numpy(off))
+    assert_close(eo, to)
+    eo.sum().backward()
+    to.sum().backward()
+    assert_close(em.weight.grad, tm.weight.grad)
+    pre = nn.Embedding.from_pretrained(ember.ones(4, 2, dtype=ember.float64), padding_idx=1)
+    assert not pre.weight.requires_grad and pre.padding_idx == 1
+
+
+def test_embedding_max_norm_module():
+    em = nn.Embedding(6, 4, max_norm=0.5).double()
+    tm = torch.nn.Embedding(6, 4, max_norm=0.5).double()
+    copy_weights(em, tm)
+    idx = np.array([0, 3, 3, 5])
+    assert_close(em(ember.from_numpy(idx)), tm(torch.from_numpy(idx)), rtol=1e-6, atol=1e-6)
+    assert_close(em.weight, tm.weight, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("layer,bad", [
+    (lambda: nn.Conv2d(3, 4, 3), (2, 5, 8, 8)),
+    (lambda: nn.LayerNorm(6), (2, 5)),
+    (lambda: nn.BatchNorm1d(4), (2, 3)),
+    (lambda: nn.GroupNorm(2, 4), (2, 6, 3)),
+    (lambda: nn.MaxPool2d(2), (4,)),
+])
+def test_bad_input_names_module_path(layer, bad):
+    model = nn.Sequential(nn.Identity(), layer())
+    with pytest.raises((RuntimeError, ValueError), match=r"model\.1 \(") as info:
+        model(ember.zeros(*bad))
+    assert str(tuple(bad)) in str(info.value)  # the received shape is named
