@@ -1234,11 +1234,24 @@ def _pad_index(mode: str, size: int, before: int, after: int) -> list[int]:
     return idx
 
 
+def _take(x: Tensor, dim: int, index: list[int]) -> Tensor:
+    """``x.index_select(dim, index)`` routed through embedding, whose gradient exists in the
+    core (index_select has none yet): dim moves to the front and the rest flattens into rows."""
+    idx = ember.tensor(index, dtype=ember.int64)
+    if x.ndim == 1:
+        return _C.embedding(x.unsqueeze(1), idx, -1, False, False).reshape(len(index))
+    front = x.transpose(0, dim) if dim != 0 else x
+    rest = list(_shape(front))[1:]
+    rows = _C.embedding(front.reshape(front.shape[0], -1), idx, -1, False, False)
+    out = rows.reshape([len(index)] + rest)
+    return out.transpose(0, dim) if dim != 0 else out
+
+
 def _select_along(x: Tensor, dim: int, cols: list[list[tuple[int, float]]]) -> Tensor:
     """``y[..., o, ...] = sum_k w * x[..., i_k, ...]`` along dim for cols[o] = [(i_k, w), ...].
 
     A product with a small (in, out) matrix: exact for one-hot columns and differentiable
-    through matmul alone.
+    through matmul alone (used where in and out are small, e.g. classes x labels).
     """
     size = x.shape[dim]
     m = [[0.0] * len(cols) for _ in range(size)]
@@ -1330,7 +1343,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
             size = out.shape[d]
             lo, hi = max(lo, 0), max(hi, 0)
         if lo or hi:
-            out = _select_along(out, d, [[(j, 1.0)] for j in _pad_index(mode, size, lo, hi)])
+            out = _take(out, d, _pad_index(mode, size, lo, hi))
     return out
 
 
@@ -1374,7 +1387,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
 
     Modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' (4-D), 'trilinear' (5-D);
     ``align_corners`` as PyTorch. Each spatial dim is resampled in turn (the interpolations are
-    separable) as a product with a sparse (in, out) blending matrix.
+    separable): the two neighbouring source rows are gathered and blended.
 
     >>> import ember
     >>> interpolate(ember.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
@@ -1431,9 +1444,14 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         d = 2 + k
         i0, i1, w = _interp_src(out_sizes[k], in_sizes[k], out_sizes[k], scales[k],
                                 bool(align_corners), mode)
-        cols = [[(a, 1.0 - lam), (b, lam)] if lam else [(a, 1.0)]
-                for a, b, lam in zip(i0, i1, w)]
-        out = _select_along(out, d, cols)
+        a = _take(out, d, i0)
+        if mode in ("nearest", "nearest-exact"):
+            out = a
+            continue
+        wshape = [1] * out.ndim
+        wshape[d] = len(w)
+        lam = ember.tensor(w, dtype=input.dtype).reshape(wshape)
+        out = a * (1 - lam) + _take(out, d, i1) * lam
     return out
 
 
@@ -1557,8 +1575,7 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     n = input.shape[0]
     ii = [i for i in range(n) for _ in range(i + 1, n)]
     jj = [j for i in range(n) for j in range(i + 1, n)]
-    a = _select_along(input, 0, [[(i, 1.0)] for i in ii])
-    b = _select_along(input, 0, [[(j, 1.0)] for j in jj])
+    a, b = _take(input, 0, ii), _take(input, 0, jj)
     return (a - b).norm(p, [1], False)
 
 
