@@ -95,6 +95,10 @@ CASES = [
     ("Softshrink", (0.2,), {}, (3, 4)),
     ("Hardshrink", (0.2,), {}, (3, 4)),
     ("Identity", (), {}, (3, 4)),
+    ("RReLU", (0.1, 0.3), {}, (3, 4)),
+    ("Unfold", (2,), {"padding": 1, "stride": 2}, (2, 3, 5, 5)),
+    ("Fold", ((4, 5), 2), {}, (2, 12, 12)),
+    ("Upsample", (), {"size": (3, 2), "mode": "area"}, (1, 2, 7, 5)),
 ]
 
 
@@ -102,13 +106,15 @@ CASES = [
 @pytest.mark.parametrize("name,args,kw,shape", CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_module_matches_torch(name, args, kw, shape, dtype):
+    # RReLU draws random slopes in training: compared in eval mode only (its training mode
+    # is tested statistically below)
     em = getattr(nn, name)(*args, **kw)
     tm = getattr(torch.nn, name)(*args, **kw)
     em, tm = (em.double(), tm.double()) if dtype == "float64" else (em, tm)
     copy_weights(em, tm)
     assert repr(em) == repr(tm)
     tol = 1e-9 if dtype == "float64" else 2e-5
-    for training in (True, False, True):
+    for training in ((True, False, True) if name != "RReLU" else (False,)):
         em.train(training)
         tm.train(training)
         x = RNG.standard_normal(shape).astype(dtype)
@@ -271,3 +277,12 @@ def test_bad_input_names_module_path(layer, bad):
     with pytest.raises((RuntimeError, ValueError), match=r"model\.1 \(") as info:
         model(ember.zeros(*bad))
     assert str(tuple(bad)) in str(info.value)  # the received shape is named
+
+
+def test_rrelu_training_slopes_lie_in_range():
+    m = nn.RReLU(0.1, 0.3)
+    x = -ember.ones(10000)
+    y = m(x)
+    assert bool(((y <= -0.1) & (y >= -0.3)).all().item())
+    assert abs(y.mean().item() + 0.2) < 0.01
+    assert m(ember.tensor([2.0])).tolist() == [2.0]

@@ -32,6 +32,9 @@ from ember.nn.modules import (
     Unflatten,
 )
 from ember.nn.modules import (  # noqa: F401  (the layer families; listed in __all__ below)
+    RReLU,
+    Fold,
+    Unfold,
     ReLU,
     ReLU6,
     LeakyReLU,
@@ -260,4 +263,7 @@ __all__ = [
     "CircularPad3d",
     "PairwiseDistance",
     "CosineSimilarity",
+    "RReLU",
+    "Fold",
+    "Unfold",
 ]

@@ -24,7 +24,7 @@ __all__ = [
     # activations
     "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "prelu", "elu", "elu_", "selu",
     "selu_", "celu", "celu_", "gelu", "silu", "mish", "tanh", "sigmoid", "hardtanh",
-    "hardtanh_", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "softmax",
+    "hardtanh_", "rrelu", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "softmax",
     "log_softmax", "softmin", "glu", "threshold", "tanhshrink", "softshrink", "hardshrink",
     # linear / conv
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -422,6 +422,25 @@ def softmin(
     if dtype is not None:
         input = input.to(dtype)
     return _C.softmax(-input, dim, None)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Randomized leaky ReLU: negative slopes drawn from U(lower, upper) per element when
+    training, their mean ``(lower + upper) / 2`` otherwise.
+
+    >>> import ember
+    >>> rrelu(ember.tensor([-1.0, 2.0]), 0.5, 0.5).tolist()
+    [-0.5, 2.0]
+    """
+    if lower > upper:
+        raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
+    if training:
+        slope = ember.empty(list(_shape(input)), dtype=input.dtype).uniform_(lower, upper)
+        out = ember.where(input >= 0, input, input * slope)
+    else:
+        out = _C.leaky_relu(input, (lower + upper) / 2)
+    return _inplace_result(input, out) if inplace else out
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -1385,7 +1404,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
     """Resamples the spatial dims of (N, C, *spatial) input to ``size`` or by ``scale_factor``.
 
-    Modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' (4-D), 'trilinear' (5-D);
+    Modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' (4-D), 'trilinear' (5-D),
+    'area' (adaptive average pooling);
     ``align_corners`` as PyTorch. Each spatial dim is resampled in turn (the interpolations are
     separable): the two neighbouring source rows are gathered and blended.
 
@@ -1399,17 +1419,17 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
             f"{_shape(input)}"
         )
     nd = input.ndim - 2
-    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"):
+    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area"):
         raise NotImplementedError(
             f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
-            "bilinear, trilinear)"
+            "bilinear, trilinear, area)"
         )
     if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != nd:
         raise ValueError(
             f"interpolate: mode {mode!r} expects {_INTERP_DIMS[mode] + 2}-D input, got shape "
             f"{_shape(input)}"
         )
-    if mode in ("nearest", "nearest-exact"):
+    if mode in ("nearest", "nearest-exact", "area"):
         if align_corners is not None:
             raise ValueError(
                 "interpolate: align_corners option can only be set with the interpolating modes: "
@@ -1439,6 +1459,12 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         scales = [None] * nd if recompute_scale_factor else list(sf)
     if any(o <= 0 for o in out_sizes):
         raise ValueError(f"interpolate: output size {out_sizes} must be positive")
+    if mode == "area":
+        if nd == 1:
+            return adaptive_avg_pool1d(input, out_sizes)
+        if nd == 2:
+            return adaptive_avg_pool2d(input, out_sizes)
+        raise NotImplementedError("interpolate: mode='area' supports 3-D and 4-D input")
     out = input
     for k in range(nd):
         d = 2 + k

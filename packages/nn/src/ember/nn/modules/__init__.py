@@ -17,6 +17,7 @@ from ember.nn.modules.activation import (  # noqa: F401
     PReLU,
     ReLU,
     ReLU6,
+    RReLU,
     Sigmoid,
     SiLU,
     Softmax,
@@ -61,6 +62,7 @@ from ember.nn.modules.dropout import (  # noqa: F401
     FeatureAlphaDropout,
 )
 from ember.nn.modules.flatten import Flatten, Unflatten
+from ember.nn.modules.fold import Fold, Unfold
 from ember.nn.modules.linear import Bilinear, Identity, Linear
 from ember.nn.modules.loss import (  # noqa: F401
     BCELoss,
@@ -245,4 +247,7 @@ __all__ = [
     "CircularPad3d",
     "PairwiseDistance",
     "CosineSimilarity",
+    "RReLU",
+    "Fold",
+    "Unfold",
 ]

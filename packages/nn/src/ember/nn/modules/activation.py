@@ -19,7 +19,7 @@ __all__ = [
     "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh",
     "Sigmoid", "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "LogSigmoid",
     "Softmax", "LogSoftmax", "Softmin", "Softmax2d", "GLU", "Threshold", "Tanhshrink",
-    "Softshrink", "Hardshrink",
+    "Softshrink", "Hardshrink", "RReLU",
 ]
 
 
@@ -453,3 +453,25 @@ class Hardshrink(Softshrink):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.hardshrink(input, self.lambd)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU (random negative slopes in training, their mean in eval).
+
+    >>> import ember
+    >>> ember.nn.RReLU(0.1, 0.3)
+    RReLU(lower=0.1, upper=0.3)
+    """
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+                 inplace: bool = False) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
