@@ -346,3 +346,50 @@ def test_sdpa():
     _compare(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True, scale=0.3),
              lambda a, b, c: TF.scaled_dot_product_attention(a, b, c, is_causal=True, scale=0.3),
              [q2, k, v])
+
+
+def test_embedding_bag_options():
+    w = _rand(10, 4)
+    flat, offs = np.array([1, 2, 4, 5, 4, 3, 0]), np.array([0, 2, 5, 7])
+    psw = _rand(7)
+    _compare(lambda w_, i, o, p: F.embedding_bag(i, w_, o, mode="sum", per_sample_weights=p,
+                                                 include_last_offset=True),
+             lambda w_, i, o, p: TF.embedding_bag(i, w_, o, mode="sum", per_sample_weights=p,
+                                                  include_last_offset=True),
+             [w, flat, offs, psw], ints=(1, 2))
+    _compare(lambda w_, i, o: F.embedding_bag(i, w_, o, mode="mean", padding_idx=4),
+             lambda w_, i, o: TF.embedding_bag(i, w_, o, mode="mean", padding_idx=4),
+             [w, flat, offs[:3]], ints=(1, 2))
+    with pytest.raises(ValueError, match="offsets"):
+        F.embedding_bag(ember.tensor([1, 2]), to_ember(w))
+
+
+@pytest.mark.parametrize("kw", [
+    {"scale_factor": 1.7, "mode": "nearest", "recompute_scale_factor": True},
+    {"scale_factor": 0.6, "mode": "linear"},
+    {"size": 11, "mode": "nearest-exact"},
+    {"size": 4, "mode": "area"},
+])
+def test_interpolate_1d_options(kw):
+    _compare(lambda t: F.interpolate(t, **kw), lambda t: TF.interpolate(t, **kw), [_rand(2, 3, 7)])
+
+
+def test_interpolate_errors():
+    with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
+        F.interpolate(ember.ones(1, 1, 4))
+    with pytest.raises(ValueError, match="align_corners"):
+        F.interpolate(ember.ones(1, 1, 4), size=8, align_corners=True)
+    with pytest.raises(ValueError, match="expects 4-D input"):
+        F.interpolate(ember.ones(1, 1, 4), size=8, mode="bilinear")
+
+
+def test_pad_errors_and_1d_modes():
+    for mode in ("reflect", "replicate", "circular"):
+        _compare(lambda t: F.pad(t, (3, 1), mode=mode), lambda t: TF.pad(t, (3, 1), mode=mode),
+                 [_rand(2, 3, 5)])
+    _compare(lambda t: F.pad(t, (1, 1, 1, 1, 1, 1), mode="replicate"),
+             lambda t: TF.pad(t, (1, 1, 1, 1, 1, 1), mode="replicate"), [_rand(1, 2, 3, 3, 3)])
+    with pytest.raises(RuntimeError, match="reflect padding"):
+        F.pad(ember.ones(1, 1, 3), (3, 0), mode="reflect")
+    with pytest.raises(ValueError, match="even"):
+        F.pad(ember.ones(1, 3), (1,))
