@@ -76,3 +76,23 @@ def test_fused_sgd_one_step():
     w.grad = ember.ones(3, dtype=ember.float64)
     opt.step()
     assert w.tolist() == [-0.1, -0.1, -0.1]
+
+
+@pytest.mark.parametrize("name,kwargs", [CASES[1], CASES[4]], ids=["SGD", "Adam"])
+def test_fused_mixed_dtypes_in_one_group(name, kwargs):
+    rng = np.random.default_rng(3)
+    data = [rng.standard_normal(6).astype("float32"), rng.standard_normal(4)]
+
+    def run(**mode):
+        ps = [nn.Parameter(ember.from_numpy(d.copy())) for d in data]
+        opt = getattr(optim, name)(ps, **kwargs, **mode)
+        for k in range(4):
+            for p in ps:
+                p.grad = (p * p).sub(0.1 * k)
+            opt.step()
+        return ps
+
+    fused, ref = run(fused=True), run(foreach=False, fused=False)
+    for a, b in zip(fused, ref):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(to_np(a), to_np(b), rtol=1e-6, atol=1e-7)

@@ -334,25 +334,22 @@ def fused_sgd(
     nesterov: bool,
     maximize: bool,
 ) -> None:
-    """:func:`sgd` as (at most two) fused calls; missing momentum buffers are created and
-    seeded with the gradient by the kernel (``is_first_step``)."""
-    if not params:
-        return
+    """:func:`sgd` as one fused call per dtype and buffer state; missing momentum buffers are
+    created and seeded with the gradient by the kernel (``is_first_step``)."""
     kw = dict(weight_decay=weight_decay, momentum=momentum, lr=lr, dampening=dampening,
               nesterov=nesterov, maximize=maximize)
-    if momentum == 0:
-        ember._C._fused_sgd_(params, grads, [], is_first_step=False, **kw)
-        return
-    old = [i for i, b in enumerate(momentum_buffers) if b is not None]
-    new = [i for i, b in enumerate(momentum_buffers) if b is None]
-    if old:
-        ember._C._fused_sgd_([params[i] for i in old], [grads[i] for i in old],
-                             [momentum_buffers[i] for i in old], is_first_step=False, **kw)
-    if new:
-        for i in new:
-            momentum_buffers[i] = ember.zeros_like(params[i])
-        ember._C._fused_sgd_([params[i] for i in new], [grads[i] for i in new],
-                             [momentum_buffers[i] for i in new], is_first_step=True, **kw)
+    # the kernel runs a whole list in one dtype: split by dtype and by first step or not
+    batches: dict[Any, list[int]] = {}
+    for i, p in enumerate(params):
+        first = momentum != 0 and momentum_buffers[i] is None
+        batches.setdefault((p.dtype, first), []).append(i)
+    for (_, first), idx in batches.items():
+        if first:
+            for i in idx:
+                momentum_buffers[i] = ember.zeros_like(params[i])
+        bufs = [momentum_buffers[i] for i in idx] if momentum != 0 else []
+        ember._C._fused_sgd_([params[i] for i in idx], [grads[i] for i in idx], bufs,
+                             is_first_step=first, **kw)
 
 
 def fused_adam(
@@ -372,7 +369,8 @@ def fused_adam(
     maximize: bool,
     decoupled_weight_decay: bool,
 ) -> None:
-    """:func:`adam` as one fused call per dtype (the kernel increments ``steps`` itself)."""
+    """:func:`adam` as one fused call per dtype (the kernel runs a whole list in one dtype and
+    increments ``steps`` itself)."""
     by_dtype: dict[Any, list[int]] = {}
     for i, p in enumerate(params):
         by_dtype.setdefault(p.dtype, []).append(i)
