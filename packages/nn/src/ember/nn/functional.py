@@ -1362,7 +1362,18 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
             size = out.shape[d]
             lo, hi = max(lo, 0), max(hi, 0)
         if lo or hi:
-            out = _take(out, d, _pad_index(mode, size, lo, hi))
+            idx = _pad_index(mode, size, lo, hi)
+            # gather only the border pieces (from the narrowest slice holding their sources)
+            # and concatenate them around the input: one copy of the bulk
+            parts = []
+            for side in (idx[:lo], None, idx[lo + size:]):
+                if side is None:
+                    parts.append(out)
+                elif side:
+                    first, last = min(side), max(side)
+                    piece = _crop(out, d, first, size - 1 - last)
+                    parts.append(_take(piece, d, [i - first for i in side]))
+            out = ember.cat(parts, d)
     return out
 
 
