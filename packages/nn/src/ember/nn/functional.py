@@ -1481,14 +1481,15 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         d = 2 + k
         i0, i1, w = _interp_src(out_sizes[k], in_sizes[k], out_sizes[k], scales[k],
                                 bool(align_corners), mode)
-        a = _take(out, d, i0)
         if mode in ("nearest", "nearest-exact"):
-            out = a
+            out = _take(out, d, i0)
             continue
+        # both neighbours in one gather, then blended
+        a, b = _take(out, d, i0 + i1).split(len(i0), d)
         wshape = [1] * out.ndim
         wshape[d] = len(w)
         lam = ember.tensor(w, dtype=input.dtype).reshape(wshape)
-        out = a * (1 - lam) + _take(out, d, i1) * lam
+        out = a.lerp(b, lam)
     return out
 
 
