@@ -1,4 +1,9 @@
-"""``ember.nn.functional``: the functional form of the layers (``F.linear``, ...).
+"""``ember.nn.functional``: the functional form of the layers, under PyTorch's names.
+
+Most functions are thin wrappers over ember-core ops (``ops/nn.yaml``) that add PyTorch's
+argument handling (ints or tuples, ``None`` defaults, legacy ``size_average``/``reduce``) and
+checks with readable errors; a few (pad's reflect/replicate/circular modes, interpolate,
+pixel_shuffle, several losses) are composites of existing differentiable ops.
 
 >>> import ember
 >>> import ember.nn.functional as F
@@ -8,13 +13,469 @@
 
 from __future__ import annotations
 
+import math
+import warnings
+from typing import Any, Sequence
+
+import ember
 from ember import Tensor
 
-__all__ = ["linear", "bilinear"]
+__all__ = [
+    # activations
+    "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "prelu", "elu", "elu_", "selu",
+    "selu_", "celu", "celu_", "gelu", "silu", "mish", "tanh", "sigmoid", "hardtanh",
+    "hardtanh_", "rrelu", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "softmax",
+    "log_softmax", "softmin", "glu", "threshold", "tanhshrink", "softshrink", "hardshrink",
+    # linear / conv
+    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "unfold", "fold",
+    # pooling
+    "max_pool1d", "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices",
+    "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool1d_with_indices",
+    "adaptive_max_pool2d_with_indices", "lp_pool1d", "lp_pool2d",
+    # normalization
+    "batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize",
+    "local_response_norm",
+    # dropout
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+    # sparse
+    "embedding", "embedding_bag", "one_hot",
+    # shape
+    "pad", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
+    "pixel_unshuffle",
+    # distance
+    "cosine_similarity", "pairwise_distance", "pdist",
+    # losses
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss",
+    "gaussian_nll_loss", "cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
+    "triplet_margin_with_distance_loss", "hinge_embedding_loss", "soft_margin_loss",
+    "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "ctc_loss",
+    # attention
+    "scaled_dot_product_attention",
+]
+
+_C = ember._C
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
+
+
+def _tuple(v: Any, n: int, name: str, op: str) -> list[int]:
+    """An int or a length-n sequence of ints as a list of n ints."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return [v] * n
+    vs = list(v)
+    if len(vs) == 1 and n > 1:
+        vs = vs * n
+    if len(vs) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in vs):
+        raise ValueError(f"{op}: {name} must be an int or a tuple of {n} ints, got {v!r}")
+    return vs
+
+
+def _check_dim(op: str, input: Tensor, dims: Sequence[int], what: str) -> None:
+    if input.ndim not in dims:
+        want = " or ".join(f"{d}-D" for d in dims)
+        raise RuntimeError(
+            f"{op}: expected {want} input ({what}), got {input.ndim}-D input of shape "
+            f"{_shape(input)}"
+        )
+
+
+# ---- activations ------------------------------------------------------------------------------
+def _inplace_result(input: Tensor, out: Tensor) -> Tensor:
+    """Writes out into input (for ``inplace=True`` where the core has no in-place kernel)."""
+    input.copy_(out)
+    return input
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``max(0, x)``.
+
+    >>> import ember
+    >>> relu(ember.tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
+    return input.relu_() if inplace else input.relu()
+
+
+def relu_(input: Tensor) -> Tensor:
+    """In-place :func:`relu`."""
+    return input.relu_()
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """``min(max(0, x), 6)``.
+
+    >>> import ember
+    >>> relu6(ember.tensor([-1.0, 7.0])).tolist()
+    [0.0, 6.0]
+    """
+    return _C.relu6_(input) if inplace else _C.relu6(input)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x`` for x > 0, else ``negative_slope * x``.
+
+    >>> import ember
+    >>> leaky_relu(ember.tensor([-2.0, 2.0]), 0.5).tolist()
+    [-1.0, 2.0]
+    """
+    out = _C.leaky_relu(input, negative_slope)
+    return _inplace_result(input, out) if inplace else out
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """In-place :func:`leaky_relu`."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``x`` for x > 0, else ``weight * x``; weight has 1 or C (= input.shape[1]) elements.
+
+    >>> import ember
+    >>> prelu(ember.tensor([-2.0, 2.0]), ember.tensor([0.25])).tolist()
+    [-0.5, 2.0]
+    """
+    n = weight.numel()
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: weight must be 0-D or 1-D, got shape {_shape(weight)}")
+    if n != 1:
+        channels = input.shape[1] if input.ndim >= 2 else (input.shape[0] if input.ndim == 1 else 1)
+        if n != channels:
+            raise RuntimeError(
+                f"prelu: weight has {n} elements but the input of shape {_shape(input)} has "
+                f"{channels} channels (dim 1); expected 1 or {channels} weights"
+            )
+        if input.ndim >= 2:
+            weight = weight.reshape([n] + [1] * (input.ndim - 2))
+    else:
+        weight = weight.reshape(())
+    return ember.where(input > 0, input, input * weight)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` for x > 0, else ``alpha * (exp(x) - 1)``.
+
+    >>> import ember
+    >>> elu(ember.tensor([0.0, 1.0])).tolist()
+    [0.0, 1.0]
+    """
+    return _C.elu_(input, alpha) if inplace else _C.elu(input, alpha)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`elu`."""
+    return _C.elu_(input, alpha)
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``scale * elu(x, alpha)`` with PyTorch's fixed self-normalizing constants.
+
+    >>> import ember
+    >>> round(selu(ember.tensor([1.0])).item(), 4)
+    1.0507
+    """
+    return _C.selu_(input) if inplace else _C.selu(input)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """In-place :func:`selu`."""
+    return _C.selu_(input)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.
+
+    >>> import ember
+    >>> celu(ember.tensor([2.0])).tolist()
+    [2.0]
+    """
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0 (it divides the input)")
+    return _C.celu_(input, alpha) if inplace else _C.celu(input, alpha)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`celu`."""
+    return celu(input, alpha, inplace=True)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """``x * Phi(x)``; ``approximate='tanh'`` uses the tanh approximation.
+
+    >>> import ember
+    >>> gelu(ember.tensor([0.0])).tolist()
+    [0.0]
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _C.gelu(input, approximate=approximate)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * sigmoid(x)``.
+
+    >>> import ember
+    >>> silu(ember.tensor([0.0])).tolist()
+    [0.0]
+    """
+    out = _C.silu(input)
+    return _inplace_result(input, out) if inplace else out
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))``.
+
+    >>> import ember
+    >>> mish(ember.tensor([0.0])).tolist()
+    [0.0]
+    """
+    out = _C.mish(input)
+    return _inplace_result(input, out) if inplace else out
+
+
+def tanh(input: Tensor) -> Tensor:
+    """Hyperbolic tangent.
+
+    >>> import ember
+    >>> tanh(ember.tensor([0.0])).tolist()
+    [0.0]
+    """
+    return input.tanh()
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """``1 / (1 + exp(-x))``.
+
+    >>> import ember
+    >>> sigmoid(ember.tensor([0.0])).tolist()
+    [0.5]
+    """
+    return input.sigmoid()
+
+
+def hardtanh(
+    input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+) -> Tensor:
+    """``clamp(x, min_val, max_val)``.
+
+    >>> import ember
+    >>> hardtanh(ember.tensor([-3.0, 0.5, 3.0])).tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
+    return _C.hardtanh_(input, min_val, max_val) if inplace else _C.hardtanh(input, min_val, max_val)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """In-place :func:`hardtanh`."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """``clamp(x / 6 + 1/2, 0, 1)``.
+
+    >>> import ember
+    >>> hardsigmoid(ember.tensor([0.0])).tolist()
+    [0.5]
+    """
+    return _C.hardsigmoid_(input) if inplace else _C.hardsigmoid(input)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * hardsigmoid(x)``.
+
+    >>> import ember
+    >>> hardswish(ember.tensor([3.0])).tolist()
+    [3.0]
+    """
+    out = _C.hardswish(input)
+    return _inplace_result(input, out) if inplace else out
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta`` (linear above threshold).
+
+    >>> import ember
+    >>> round(softplus(ember.tensor([0.0])).item(), 4)
+    0.6931
+    """
+    return _C.softplus(input, beta, threshold)
+
+
+def softsign(input: Tensor) -> Tensor:
+    """``x / (1 + |x|)``.
+
+    >>> import ember
+    >>> softsign(ember.tensor([1.0])).tolist()
+    [0.5]
+    """
+    return _C.softsign(input)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(x))`` computed stably.
+
+    >>> import ember
+    >>> round(logsigmoid(ember.tensor([0.0])).item(), 4)
+    -0.6931
+    """
+    return _C.logsigmoid(input)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``x`` where x > threshold, else ``value``.
+
+    >>> import ember
+    >>> threshold(ember.tensor([0.5, 2.0]), 1.0, -1.0).tolist()
+    [-1.0, 2.0]
+    """
+    out = ember.where(input > threshold, input, ember.full_like(input, value))
+    return _inplace_result(input, out) if inplace else out
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """``x - tanh(x)``.
+
+    >>> import ember
+    >>> tanhshrink(ember.tensor([0.0])).tolist()
+    [0.0]
+    """
+    return input - input.tanh()
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above lambd, ``x + lambd`` below -lambd, else 0.
+
+    >>> import ember
+    >>> softshrink(ember.tensor([1.0, 0.2, -1.0])).tolist()
+    [0.5, 0.0, -0.5]
+    """
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
+    zero = ember.zeros_like(input)
+    return ember.where(input > lambd, input - lambd, ember.where(input < -lambd, input + lambd, zero))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` where |x| > lambd, else 0.
+
+    >>> import ember
+    >>> hardshrink(ember.tensor([1.0, 0.2])).tolist()
+    [1.0, 0.0]
+    """
+    return ember.where(input.abs() > lambd, input, ember.zeros_like(input))
+
+
+def _softmax_dim(name: str, ndim: int) -> int:
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
+        "dim=X as an argument.",
+        stacklevel=3,
+    )
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(
+    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None
+) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along dim (dtype casts the input first).
+
+    >>> import ember
+    >>> softmax(ember.tensor([0.0, 0.0]), dim=0).tolist()
+    [0.5, 0.5]
+    """
+    if dim is None:
+        dim = _softmax_dim("softmax", input.ndim)
+    return _C.softmax(input, dim, dtype)
+
+
+def log_softmax(
+    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None
+) -> Tensor:
+    """``log(softmax(x))`` along dim, computed stably.
+
+    >>> import ember
+    >>> round(log_softmax(ember.tensor([0.0, 0.0]), dim=0)[0].item(), 4)
+    -0.6931
+    """
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.ndim)
+    return _C.log_softmax(input, dim, dtype)
+
+
+def softmin(
+    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None
+) -> Tensor:
+    """``softmax(-x)`` along dim.
+
+    >>> import ember
+    >>> softmin(ember.tensor([0.0, 0.0]), dim=0).tolist()
+    [0.5, 0.5]
+    """
+    if dim is None:
+        dim = _softmax_dim("softmin", input.ndim)
+    if dtype is not None:
+        input = input.to(dtype)
+    return _C.softmax(-input, dim, None)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Randomized leaky ReLU: negative slopes drawn from U(lower, upper) per element when
+    training, their mean ``(lower + upper) / 2`` otherwise.
+
+    >>> import ember
+    >>> rrelu(ember.tensor([-1.0, 2.0]), 0.5, 0.5).tolist()
+    [-0.5, 2.0]
+    """
+    if lower > upper:
+        raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
+    if training:
+        slope = ember.empty(list(_shape(input)), dtype=input.dtype).uniform_(lower, upper)
+        out = ember.where(input >= 0, input, input * slope)
+    else:
+        out = _C.leaky_relu(input, (lower + upper) / 2)
+    return _inplace_result(input, out) if inplace else out
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """Gated linear unit: ``a * sigmoid(b)`` where a, b are the halves of input along dim.
+
+    >>> import ember
+    >>> glu(ember.tensor([2.0, 0.0])).tolist()
+    [1.0]
+    """
+    if input.ndim == 0:
+        raise RuntimeError("glu: does not support 0-D (scalar) input")
+    n = input.shape[dim]
+    if n % 2 != 0:
+        raise RuntimeError(
+            f"glu: halving dimension {dim} of input {_shape(input)} must have an even size, got {n}"
+        )
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def normalize(
+    input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None
+) -> Tensor:
+    """``x / max(||x||_p, eps)`` along dim.
+
+    >>> import ember
+    >>> normalize(ember.tensor([[3.0, 4.0]], dtype=ember.float64)).tolist()
+    [[0.6, 0.8]]
+    """
+    denom = input.norm(p, [dim], True).clamp(min=eps).expand_as(input)
+    res = input / denom
+    if out is not None:
+        out.copy_(res)
+        return out
+    return res
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -85,3 +546,1681 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     if bias is not None:
         out = out + bias
     return out.reshape(*lead, out_f)
+
+
+# ---- convolution ------------------------------------------------------------------------------
+def _conv(op: str, nd: int, input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
+          padding: Any, dilation: Any, groups: int) -> Tensor:
+    _check_dim(op, input, (nd + 1, nd + 2), f"(N, C, *{nd} spatial dims) or unbatched")
+    if weight.ndim != nd + 2:
+        raise RuntimeError(
+            f"{op}: weight must be {nd + 2}-D (out_channels, in_channels / groups, *kernel), got "
+            f"shape {_shape(weight)}"
+        )
+    stride = _tuple(stride, nd, "stride", op)
+    dilation = _tuple(dilation, nd, "dilation", op)
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ValueError(f"{op}: padding must be 'same', 'valid' or ints, got {padding!r}")
+        if padding == "same" and any(s != 1 for s in stride):
+            raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
+    else:
+        padding = _tuple(padding, nd, "padding", op)
+    return getattr(_C, op)(input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """1-D convolution of (N, C_in, L) or (C_in, L) input with weight (C_out, C_in/groups, k).
+
+    >>> import ember
+    >>> conv1d(ember.ones(1, 1, 4), ember.ones(1, 1, 2)).tolist()
+    [[[2.0, 2.0, 2.0]]]
+    """
+    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """2-D convolution of (N, C_in, H, W) or (C_in, H, W) input.
+
+    >>> import ember
+    >>> conv2d(ember.ones(1, 1, 3, 3), ember.ones(1, 1, 2, 2)).shape
+    ember.Size([1, 1, 2, 2])
+    """
+    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """3-D convolution of (N, C_in, D, H, W) or (C_in, D, H, W) input.
+
+    >>> import ember
+    >>> conv3d(ember.ones(1, 1, 2, 2, 2), ember.ones(1, 1, 2, 2, 2)).tolist()
+    [[[[[8.0]]]]]
+    """
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_t(op: str, nd: int, input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
+            padding: Any, output_padding: Any, groups: int, dilation: Any) -> Tensor:
+    _check_dim(op, input, (nd + 1, nd + 2), f"(N, C, *{nd} spatial dims)")
+    if weight.ndim != nd + 2:
+        raise RuntimeError(
+            f"{op}: weight must be {nd + 2}-D (in_channels, out_channels / groups, *kernel), got "
+            f"shape {_shape(weight)}"
+        )
+    return getattr(_C, op)(
+        input, weight, bias, _tuple(stride, nd, "stride", op), _tuple(padding, nd, "padding", op),
+        _tuple(output_padding, nd, "output_padding", op), groups,
+        _tuple(dilation, nd, "dilation", op),
+    )
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """1-D transposed convolution; weight (C_in, C_out/groups, k).
+
+    >>> import ember
+    >>> conv_transpose1d(ember.ones(1, 1, 2), ember.ones(1, 1, 2)).tolist()
+    [[[1.0, 2.0, 1.0]]]
+    """
+    return _conv_t("conv_transpose1d", 1, input, weight, bias, stride, padding, output_padding,
+                   groups, dilation)
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """2-D transposed convolution; weight (C_in, C_out/groups, kh, kw).
+
+    >>> import ember
+    >>> conv_transpose2d(ember.ones(1, 1, 2, 2), ember.ones(1, 1, 2, 2)).shape
+    ember.Size([1, 1, 3, 3])
+    """
+    return _conv_t("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding,
+                   groups, dilation)
+
+
+def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
+           stride: Any = 1) -> Tensor:
+    """Sliding local blocks of (N, C, H, W) input as columns (N, C * kh * kw, L).
+
+    >>> import ember
+    >>> unfold(ember.ones(1, 1, 3, 3), 2).shape
+    ember.Size([1, 4, 4])
+    """
+    _check_dim("unfold", input, (3, 4), "(N, C, H, W) or (C, H, W)")
+    t = lambda v, n: _tuple(v, 2, n, "unfold")  # noqa: E731
+    return _C.im2col(input, t(kernel_size, "kernel_size"), t(dilation, "dilation"),
+                     t(padding, "padding"), t(stride, "stride"))
+
+
+def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
+         stride: Any = 1) -> Tensor:
+    """Sums columns (N, C * kh * kw, L) back into (N, C, *output_size); the adjoint of unfold.
+
+    >>> import ember
+    >>> fold(ember.ones(1, 4, 4), (3, 3), 2)[0, 0].tolist()
+    [[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]
+    """
+    _check_dim("fold", input, (2, 3), "(N, C * prod(kernel_size), L) or unbatched")
+    t = lambda v, n: _tuple(v, 2, n, "fold")  # noqa: E731
+    return _C.col2im(input, t(output_size, "output_size"), t(kernel_size, "kernel_size"),
+                     t(dilation, "dilation"), t(padding, "padding"), t(stride, "stride"))
+
+
+# ---- pooling ----------------------------------------------------------------------------------
+def _pool_args(op: str, nd: int, kernel_size: Any, stride: Any, padding: Any,
+               dilation: Any = 1) -> tuple[list[int], list[int], list[int], list[int]]:
+    k = _tuple(kernel_size, nd, "kernel_size", op)
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _tuple(
+        stride, nd, "stride", op)
+    p = _tuple(padding, nd, "padding", op)
+    d = _tuple(dilation, nd, "dilation", op)
+    for kk, pp in zip(k, p):
+        if pp > kk // 2:
+            raise RuntimeError(
+                f"{op}: padding {p} should be at most half of the kernel size {k}"
+            )
+    return k, s, p, d
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> tuple[Tensor, Tensor]:
+    """:func:`max_pool1d` returning ``(output, indices)``."""
+    _check_dim("max_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
+    k, s, p, d = _pool_args("max_pool1d", 1, kernel_size, stride, padding, dilation)
+    return _C.max_pool1d_with_indices(input, k, s, p, d, ceil_mode)
+
+
+def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Max pooling over L of (N, C, L) input.
+
+    >>> import ember
+    >>> max_pool1d(ember.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
+    [[[3.0, 2.0]]]
+    """
+    out, idx = max_pool1d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return (out, idx) if return_indices else out
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> tuple[Tensor, Tensor]:
+    """:func:`max_pool2d` returning ``(output, indices)`` (flat ``h * W + w`` positions)."""
+    _check_dim("max_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
+    k, s, p, d = _pool_args("max_pool2d", 2, kernel_size, stride, padding, dilation)
+    return _C.max_pool2d_with_indices(input, k, s, p, d, ceil_mode)
+
+
+def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Max pooling over (H, W) of (N, C, H, W) input.
+
+    >>> import ember
+    >>> max_pool2d(ember.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+    out, idx = max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return (out, idx) if return_indices else out
+
+
+def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    """Average pooling over L of (N, C, L) input.
+
+    >>> import ember
+    >>> avg_pool1d(ember.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
+    [[[2.0, 1.0]]]
+    """
+    _check_dim("avg_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
+    k, s, p, _ = _pool_args("avg_pool1d", 1, kernel_size, stride, padding)
+    return _C.avg_pool1d(input, k, s, p, ceil_mode, count_include_pad)
+
+
+def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """Average pooling over (H, W) of (N, C, H, W) input.
+
+    >>> import ember
+    >>> avg_pool2d(ember.ones(1, 1, 4, 4), 2).shape
+    ember.Size([1, 1, 2, 2])
+    """
+    _check_dim("avg_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
+    k, s, p, _ = _pool_args("avg_pool2d", 2, kernel_size, stride, padding)
+    if divisor_override is not None and divisor_override == 0:
+        raise ValueError("avg_pool2d: divisor_override must not be 0")
+    return _C.avg_pool2d(input, k, s, p, ceil_mode, count_include_pad, divisor_override)
+
+
+def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """``(sum over each window of x^p)^(1/p)`` over L.
+
+    >>> import ember
+    >>> lp_pool1d(ember.tensor([[[3.0, 4.0]]]), 2, 2).tolist()
+    [[[5.0]]]
+    """
+    k = _tuple(kernel_size, 1, "kernel_size", "lp_pool1d")
+    out = avg_pool1d(input.pow(norm_type), k, stride, 0, ceil_mode)
+    return (out.sign() * out.abs().relu()).mul(k[0]).pow(1.0 / norm_type)
+
+
+def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """``(sum over each window of x^p)^(1/p)`` over (H, W).
+
+    >>> import ember
+    >>> lp_pool2d(ember.ones(1, 1, 2, 2), 1, 2).tolist()
+    [[[[4.0]]]]
+    """
+    k = _tuple(kernel_size, 2, "kernel_size", "lp_pool2d")
+    out = avg_pool2d(input.pow(norm_type), k, stride, 0, ceil_mode)
+    return (out.sign() * out.abs().relu()).mul(k[0] * k[1]).pow(1.0 / norm_type)
+
+
+def _adaptive_size(op: str, input: Tensor, output_size: Any, nd: int) -> list[int]:
+    if isinstance(output_size, int) or output_size is None:
+        output_size = [output_size] * nd
+    sizes = list(output_size)
+    if len(sizes) != nd:
+        raise ValueError(f"{op}: output_size must be an int or {nd} values, got {output_size!r}")
+    spatial = _shape(input)[-nd:]
+    out = [spatial[i] if v is None else v for i, v in enumerate(sizes)]
+    if any((not isinstance(v, int)) or v < 0 for v in out):
+        raise ValueError(f"{op}: output_size must hold non-negative ints or None, got {output_size!r}")
+    return out
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling of (N, C, L) input to length output_size.
+
+    >>> import ember
+    >>> adaptive_avg_pool1d(ember.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 1).tolist()
+    [[[1.5]]]
+    """
+    _check_dim("adaptive_avg_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
+    return _C.adaptive_avg_pool1d(input, _adaptive_size("adaptive_avg_pool1d", input, output_size, 1))
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling of (N, C, H, W) input to output_size (None keeps that input size).
+
+    >>> import ember
+    >>> adaptive_avg_pool2d(ember.ones(1, 1, 5, 7), (2, None)).shape
+    ember.Size([1, 1, 2, 7])
+    """
+    _check_dim("adaptive_avg_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
+    return _C.adaptive_avg_pool2d(input, _adaptive_size("adaptive_avg_pool2d", input, output_size, 2))
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = True) -> tuple[Tensor, Tensor]:
+    """:func:`adaptive_max_pool1d` returning ``(output, indices)``."""
+    _check_dim("adaptive_max_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
+    return _C.adaptive_max_pool1d(input, _adaptive_size("adaptive_max_pool1d", input, output_size, 1))
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling of (N, C, L) input to length output_size.
+
+    >>> import ember
+    >>> adaptive_max_pool1d(ember.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
+    [[[3.0, 2.0]]]
+    """
+    out, idx = adaptive_max_pool1d_with_indices(input, output_size)
+    return (out, idx) if return_indices else out
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = True) -> tuple[Tensor, Tensor]:
+    """:func:`adaptive_max_pool2d` returning ``(output, indices)``."""
+    _check_dim("adaptive_max_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
+    return _C.adaptive_max_pool2d(input, _adaptive_size("adaptive_max_pool2d", input, output_size, 2))
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling of (N, C, H, W) input to output_size.
+
+    >>> import ember
+    >>> adaptive_max_pool2d(ember.arange(16.0).reshape(1, 1, 4, 4), 1).tolist()
+    [[[[15.0]]]]
+    """
+    out, idx = adaptive_max_pool2d_with_indices(input, output_size)
+    return (out, idx) if return_indices else out
+
+
+# ---- normalization ----------------------------------------------------------------------------
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch normalization of (N, C, *) input over every dim but 1.
+
+    In training the batch statistics are used and running_mean / running_var (if given) are
+    updated in place with ``momentum``; otherwise the running statistics are used.
+
+    >>> import ember
+    >>> x = ember.tensor([[1.0], [3.0]])
+    >>> [round(v, 4) for v in batch_norm(x, None, None, training=True).flatten().tolist()]
+    [-1.0, 1.0]
+    """
+    if input.ndim < 2:
+        raise RuntimeError(
+            f"batch_norm: expected input of shape (N, C, *) with at least 2 dims, got shape "
+            f"{_shape(input)}"
+        )
+    c = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != c:
+            raise RuntimeError(
+                f"batch_norm: {name} of shape {_shape(t)} does not match the {c} channels of "
+                f"input {_shape(input)}"
+            )
+    if training:
+        per_channel = input.numel() // c if c else 0
+        if per_channel <= 1:
+            raise ValueError(
+                f"batch_norm: expected more than 1 value per channel when training, got input "
+                f"size {_shape(input)}"
+            )
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("batch_norm: running_mean and running_var are required when not training")
+    return _C.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalizes over the trailing normalized_shape dims.
+
+    >>> import ember
+    >>> [round(v, 4) for v in layer_norm(ember.tensor([[1.0, 3.0]]), (2,)).flatten().tolist()]
+    [-1.0, 1.0]
+    """
+    ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    if input.ndim < len(ns) or list(_shape(input)[input.ndim - len(ns):]) != ns:
+        raise RuntimeError(
+            f"layer_norm: expected input with shape (*, {', '.join(map(str, ns))}) for "
+            f"normalized_shape {tuple(ns)}, got input of shape {_shape(input)}"
+        )
+    return _C.layer_norm(input, ns, weight, bias, eps)
+
+
+def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing normalized_shape dims.
+
+    >>> import ember
+    >>> [round(v, 4) for v in rms_norm(ember.tensor([[1.0, 1.0]]), (2,)).flatten().tolist()]
+    [1.0, 1.0]
+    """
+    ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    if input.ndim < len(ns) or list(_shape(input)[input.ndim - len(ns):]) != ns:
+        raise RuntimeError(
+            f"rms_norm: expected input with shape (*, {', '.join(map(str, ns))}) for "
+            f"normalized_shape {tuple(ns)}, got input of shape {_shape(input)}"
+        )
+    return _C.rms_norm(input, ns, weight, eps)
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Group normalization of (N, C, *) input with C divisible by num_groups.
+
+    >>> import ember
+    >>> [round(v, 4) for v in group_norm(ember.tensor([[[1.0, 3.0]]]), 1).flatten().tolist()]
+    [-1.0, 1.0]
+    """
+    if input.ndim < 2:
+        raise RuntimeError(
+            f"group_norm: expected input of shape (N, C, *), got shape {_shape(input)}"
+        )
+    if num_groups <= 0 or input.shape[1] % num_groups != 0:
+        raise RuntimeError(
+            f"group_norm: expected the {input.shape[1]} channels of input {_shape(input)} to be "
+            f"divisible by num_groups={num_groups}"
+        )
+    return _C.group_norm(input, num_groups, weight, bias, eps)
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalizes each (sample, channel) plane of (N, C, *) input.
+
+    >>> import ember
+    >>> [round(v, 4) for v in instance_norm(ember.tensor([[[1.0, 3.0]]])).flatten().tolist()]
+    [-1.0, 1.0]
+    """
+    if input.ndim < 3:
+        raise RuntimeError(
+            f"instance_norm: expected input of shape (N, C, *spatial), got shape {_shape(input)}"
+        )
+    if use_input_stats:
+        spatial = input.numel() // (input.shape[0] * input.shape[1]) if input.numel() else 0
+        if spatial <= 1:
+            raise ValueError(
+                f"instance_norm: expected more than 1 spatial element when training, got input "
+                f"size {_shape(input)}"
+            )
+    return _C.instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
+                            momentum, eps)
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:
+    """Normalizes each channel by the squares of its ``size`` neighbouring channels.
+
+    >>> import ember
+    >>> local_response_norm(ember.ones(1, 2, 2), 2).shape
+    ember.Size([1, 2, 2])
+    """
+    if input.ndim < 3:
+        raise ValueError(
+            f"local_response_norm: expected 3-D or higher input, got shape {_shape(input)}"
+        )
+    sq = (input * input).unsqueeze(1)  # (N, 1, C, *)
+    lead = _shape(sq)
+    sq3 = sq.reshape(lead[0], 1, lead[2], -1)
+    sq3 = pad(sq3, (0, 0, size // 2, (size - 1) // 2))
+    div = avg_pool2d(sq3, (size, 1), stride=1).reshape(_shape(input))
+    div = div.mul(alpha).add(k).pow(beta)
+    return input / div
+
+
+def _validate_p(op: str, p: float) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+# ---- dropout ----------------------------------------------------------------------------------
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training.
+
+    >>> import ember
+    >>> dropout(ember.ones(3), 0.5, training=False).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    _validate_p("dropout", p)
+    out = _C.dropout(input, p, training)
+    return _inplace_result(input, out) if inplace and training else out
+
+
+def _feature_dropout(op: str, nd: int, input: Tensor, p: float, training: bool,
+                     inplace: bool) -> Tensor:
+    _validate_p(op, p)
+    if input.ndim not in (nd + 1, nd + 2):
+        raise RuntimeError(
+            f"{op}: expected {nd + 1}-D or {nd + 2}-D input (N, C, *{nd} spatial dims), got "
+            f"shape {_shape(input)}"
+        )
+    batched = input.ndim == nd + 2
+    x = input if batched else input.unsqueeze(0)
+    out = _C.feature_dropout(x, p, training)
+    if not batched:
+        out = out.squeeze(0)
+    return _inplace_result(input, out) if inplace and training else out
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes whole channels of (N, C, L) input.
+
+    >>> import ember
+    >>> dropout1d(ember.ones(1, 2, 3), training=False).shape
+    ember.Size([1, 2, 3])
+    """
+    return _feature_dropout("dropout1d", 1, input, p, training, inplace)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes whole channels of (N, C, H, W) input.
+
+    >>> import ember
+    >>> dropout2d(ember.ones(1, 2, 3, 3), training=False).shape
+    ember.Size([1, 2, 3, 3])
+    """
+    return _feature_dropout("dropout2d", 2, input, p, training, inplace)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes whole channels of (N, C, D, H, W) input.
+
+    >>> import ember
+    >>> dropout3d(ember.ones(1, 2, 1, 3, 3), training=False).shape
+    ember.Size([1, 2, 1, 3, 3])
+    """
+    return _feature_dropout("dropout3d", 3, input, p, training, inplace)
+
+
+_SELU_ALPHA_SCALE = 1.7580993408473766  # selu's alpha * scale: the value selu tends to at -inf
+
+
+def _alpha_dropout(op: str, input: Tensor, p: float, training: bool, mask_shape: Sequence[int],
+                   inplace: bool) -> Tensor:
+    _validate_p(op, p)
+    if not training or p == 0:
+        return input
+    if p == 1:
+        out = input * 0.0
+        return _inplace_result(input, out) if inplace else out
+    keep = ember.full(list(mask_shape), 1 - p, dtype=input.dtype).bernoulli()
+    # dropped units take selu's negative saturation value; a and b restore mean 0 / variance 1
+    a = 1.0 / math.sqrt((_SELU_ALPHA_SCALE**2 * p + 1) * (1 - p))
+    b = _SELU_ALPHA_SCALE * a * p
+    out = input * (keep * a) + ((keep - 1) * (_SELU_ALPHA_SCALE * a) + b)
+    return _inplace_result(input, out) if inplace else out
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                  inplace: bool = False) -> Tensor:
+    """Dropout that keeps the self-normalizing property of SELU networks.
+
+    >>> import ember
+    >>> alpha_dropout(ember.ones(3), 0.5).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    return _alpha_dropout("alpha_dropout", input, p, training, _shape(input), inplace)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                          inplace: bool = False) -> Tensor:
+    """:func:`alpha_dropout` of whole channels of (N, C, *) input.
+
+    >>> import ember
+    >>> feature_alpha_dropout(ember.ones(1, 2, 3), 0.5).shape
+    ember.Size([1, 2, 3])
+    """
+    if input.ndim < 2:
+        raise RuntimeError(f"feature_alpha_dropout: expected (N, C, *) input, got {_shape(input)}")
+    shape = list(_shape(input)[:2]) + [1] * (input.ndim - 2)
+    return _alpha_dropout("feature_alpha_dropout", input, p, training, shape, inplace)
+
+
+# ---- embedding --------------------------------------------------------------------------------
+def _padding_idx(op: str, padding_idx: int | None, num: int) -> int:
+    if padding_idx is None:
+        return -1  # the core's "no padding row"
+    if not -num <= padding_idx < num:
+        raise ValueError(
+            f"{op}: padding_idx must be within [-{num}, {num}) for {num} embeddings, got "
+            f"{padding_idx}"
+        )
+    return padding_idx + num if padding_idx < 0 else padding_idx
+
+
+def _check_indices(op: str, input: Tensor, num: int) -> None:
+    if input.dtype not in (ember.int64, ember.int32):
+        raise RuntimeError(
+            f"{op}: expected integer (int64 or int32) indices, got dtype {input.dtype}"
+        )
+    if input.numel() and (int(input.min().item()) < 0 or int(input.max().item()) >= num):
+        raise IndexError(
+            f"{op}: index out of range: indices must lie in [0, {num}) for a table of {num} "
+            f"rows, got values in [{int(input.min().item())}, {int(input.max().item())}]"
+        )
+
+
+def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type: float) -> None:
+    """Rescales (in place, outside autograd) the referenced rows whose norm exceeds max_norm."""
+    with ember.no_grad():
+        rows = input.reshape(-1).unique()
+        sel = weight.index_select(0, rows)
+        norms = sel.norm(norm_type, [1], True)
+        scale = ember.where(norms > max_norm, max_norm / (norms + 1e-7), ember.ones_like(norms))
+        weight.index_copy_(0, rows, sel * scale)
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of weight (num_embeddings, dim) at the integer indices input (any shape).
+
+    >>> import ember
+    >>> embedding(ember.tensor([1, 0]), ember.tensor([[0.0, 1.0], [2.0, 3.0]])).tolist()
+    [[2.0, 3.0], [0.0, 1.0]]
+    """
+    if weight.ndim != 2:
+        raise RuntimeError(
+            f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
+            f"{_shape(weight)}"
+        )
+    num = weight.shape[0]
+    _check_indices("embedding", input, num)
+    pidx = _padding_idx("embedding", padding_idx, num)
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    return _C.embedding(weight, input, pidx, scale_grad_by_freq, sparse)
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
+                  max_norm: float | None = None, norm_type: float = 2,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:
+    """Sums, means or maxes of bags of embedding rows.
+
+    input is (B, L) (B bags of L indices, offsets None) or 1-D with ``offsets`` marking where
+    each bag starts.
+
+    >>> import ember
+    >>> w = ember.tensor([[1.0], [3.0]])
+    >>> embedding_bag(ember.tensor([[0, 1]]), w).tolist()
+    [[2.0]]
+    """
+    if weight.ndim != 2:
+        raise RuntimeError(
+            f"embedding_bag: weight must be 2-D (num_embeddings, embedding_dim), got shape "
+            f"{_shape(weight)}"
+        )
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: offsets must be None when input is 2-D")
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("embedding_bag: offsets is required when input is 1-D")
+        if offsets.ndim != 1:
+            raise ValueError(f"embedding_bag: offsets must be 1-D, got shape {_shape(offsets)}")
+    else:
+        raise ValueError(
+            f"embedding_bag: input must be 1-D or 2-D, got shape {_shape(input)}"
+        )
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(
+                f"embedding_bag: per_sample_weights is only supported for mode='sum', got {mode!r}"
+            )
+        if _shape(per_sample_weights) != _shape(input):
+            raise ValueError(
+                f"embedding_bag: per_sample_weights {_shape(per_sample_weights)} must have the "
+                f"shape of input {_shape(input)}"
+            )
+    num = weight.shape[0]
+    _check_indices("embedding_bag", input, num)
+    pidx = _padding_idx("embedding_bag", padding_idx, num)
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    return _C.embedding_bag(weight, input, offsets, mode, per_sample_weights,
+                            include_last_offset, pidx)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding with a trailing dim of num_classes (max + 1 when -1).
+
+    >>> import ember
+    >>> one_hot(ember.tensor([0, 2])).tolist()
+    [[1, 0, 0], [0, 0, 1]]
+    """
+    if tensor.dtype not in (ember.int64, ember.int32, ember.int16, ember.int8, ember.uint8):
+        raise RuntimeError(f"one_hot: expected an integer tensor, got dtype {tensor.dtype}")
+    t = tensor.long()
+    if t.numel() and int(t.min().item()) < 0:
+        raise RuntimeError("one_hot: class values must be non-negative")
+    if num_classes == -1:
+        if t.numel() == 0:
+            raise RuntimeError("one_hot: cannot infer num_classes from an empty tensor")
+        num_classes = int(t.max().item()) + 1
+    elif t.numel() and int(t.max().item()) >= num_classes:
+        raise RuntimeError(
+            f"one_hot: class values must be smaller than num_classes={num_classes}, got "
+            f"{int(t.max().item())}"
+        )
+    out = ember.zeros(list(_shape(t)) + [num_classes], dtype=ember.int64)
+    return out.scatter_(-1, t.unsqueeze(-1), 1)
+
+
+# ---- padding, resampling, pixel shuffle -------------------------------------------------------
+def _pad_index(mode: str, size: int, before: int, after: int) -> list[int]:
+    """Source positions along one dim for reflect / replicate / circular padding."""
+    idx = []
+    for i in range(-before, size + after):
+        if mode == "reflect":
+            period = 2 * (size - 1)
+            j = abs(i) % period if period else 0
+            j = period - j if j >= size else j
+        elif mode == "replicate":
+            j = min(max(i, 0), size - 1)
+        else:  # circular
+            j = i % size
+        idx.append(j)
+    return idx
+
+
+def _take(x: Tensor, dim: int, index: list[int]) -> Tensor:
+    """``x.index_select(dim, index)`` routed through embedding, whose gradient exists in the
+    core (index_select has none yet): dim moves to the front and the rest flattens into rows."""
+    idx = ember.tensor(index, dtype=ember.int64)
+    if x.ndim == 1:
+        return _C.embedding(x.unsqueeze(1), idx, -1, False, False).reshape(len(index))
+    front = x.transpose(0, dim) if dim != 0 else x
+    rest = list(_shape(front))[1:]
+    rows = _C.embedding(front.reshape(front.shape[0], -1), idx, -1, False, False)
+    out = rows.reshape([len(index)] + rest)
+    return out.transpose(0, dim) if dim != 0 else out
+
+
+def _select_along(x: Tensor, dim: int, cols: list[list[tuple[int, float]]]) -> Tensor:
+    """``y[..., o, ...] = sum_k w * x[..., i_k, ...]`` along dim for cols[o] = [(i_k, w), ...].
+
+    A product with a small (in, out) matrix: exact for one-hot columns and differentiable
+    through matmul alone (used where in and out are small, e.g. classes x labels).
+    """
+    size = x.shape[dim]
+    m = [[0.0] * len(cols) for _ in range(size)]
+    for o, terms in enumerate(cols):
+        for i, w in terms:
+            m[i][o] += w
+    mat = ember.tensor(m, dtype=x.dtype).reshape(size, len(cols))
+    last = x.ndim - 1
+    moved = x.transpose(dim, last) if dim != last else x
+    out = moved.matmul(mat)
+    return out.transpose(dim, last) if dim != last else out
+
+
+def _crop(x: Tensor, dim: int, lo: int, hi: int) -> Tensor:
+    """Removes lo leading and hi trailing entries of dim (split keeps it differentiable)."""
+    size = x.shape[dim]
+    keep = size - lo - hi
+    if keep < 0:
+        raise ValueError(f"pad: negative padding removes more than the {size} entries of dim {dim}")
+    return x.split([lo, keep, hi], dim)[1]
+
+
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
+        value: float | None = None) -> Tensor:
+    """Pads the last ``len(pad) // 2`` dims: pad = (last_left, last_right, prev_left, ...).
+
+    Modes: 'constant' (value, negative pads crop), 'reflect', 'replicate', 'circular'.
+
+    >>> import ember
+    >>> pad(ember.tensor([[1.0, 2.0]]), (1, 1)).tolist()
+    [[0.0, 1.0, 2.0, 0.0]]
+    >>> pad(ember.tensor([[[1.0, 2.0, 3.0]]]), (2, 0), mode="reflect").tolist()
+    [[[3.0, 2.0, 1.0, 2.0, 3.0]]]
+    """
+    pad = list(pad)
+    if len(pad) % 2 != 0 or len(pad) // 2 > input.ndim:
+        raise ValueError(
+            f"pad: padding length must be even and at most 2 * input.ndim "
+            f"(= {2 * input.ndim}), got {len(pad)} for input of shape {_shape(input)}"
+        )
+    n = len(pad) // 2
+    shape = list(_shape(input))
+    if mode == "constant":
+        fill = 0.0 if value is None else value
+        out = input
+        for k in range(n):
+            d = input.ndim - 1 - k
+            lo, hi = pad[2 * k], pad[2 * k + 1]
+            if lo < 0 or hi < 0:
+                out = _crop(out, d, max(-lo, 0), max(-hi, 0))
+            parts = []
+            for amount in (lo, None, hi):
+                if amount is None:
+                    parts.append(out)
+                elif amount > 0:
+                    shape_d = list(_shape(out))
+                    shape_d[d] = amount
+                    parts.append(ember.full(shape_d, fill, dtype=input.dtype))
+            out = ember.cat(parts, d) if len(parts) > 1 else out
+        return out
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(
+            f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
+        )
+    if value is not None and value != 0:
+        raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    if input.ndim < n + 1:  # PyTorch's rule: the padded dims plus a channel (or batch) dim
+        raise RuntimeError(
+            f"pad: {mode} padding of {n} dims needs a {n + 1}-D or {n + 2}-D input, got shape "
+            f"{_shape(input)}"
+        )
+    out = input
+    for k in range(n):
+        d = input.ndim - 1 - k
+        lo, hi = pad[2 * k], pad[2 * k + 1]
+        size = shape[d]
+        if mode == "reflect" and (lo >= size or hi >= size):
+            raise RuntimeError(
+                f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {size} of dim "
+                f"{d} of input {_shape(input)}"
+            )
+        if mode == "circular" and (lo > size or hi > size):
+            raise RuntimeError(
+                f"pad: circular padding ({lo}, {hi}) can wrap at most once around dim {d} of "
+                f"size {size}"
+            )
+        if lo < 0 or hi < 0:
+            out = _crop(out, d, max(-lo, 0), max(-hi, 0))
+            size = out.shape[d]
+            lo, hi = max(lo, 0), max(hi, 0)
+        if lo or hi:
+            idx = _pad_index(mode, size, lo, hi)
+            # gather only the border pieces (from the narrowest slice holding their sources)
+            # and concatenate them around the input: one copy of the bulk
+            parts = []
+            for side in (idx[:lo], None, idx[lo + size:]):
+                if side is None:
+                    parts.append(out)
+                elif side:
+                    first, last = min(side), max(side)
+                    piece = _crop(out, d, first, size - 1 - last)
+                    parts.append(_take(piece, d, [i - first for i in side]))
+            out = ember.cat(parts, d)
+    return out
+
+
+def _interp_src(dst: int, in_size: int, out_size: int, scale: float | None,
+                align_corners: bool, mode: str) -> tuple[list[int], list[int], list[float]]:
+    """For each output position: the two source indices and the weight of the second."""
+    if align_corners:
+        ratio = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    else:
+        ratio = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+    i0s, i1s, ws = [], [], []
+    for o in range(dst):
+        if mode == "nearest":
+            j = min(int(math.floor(o * ratio)), in_size - 1)
+            i0s.append(j)
+            i1s.append(j)
+            ws.append(0.0)
+            continue
+        if mode == "nearest-exact":
+            j = min(int(math.floor((o + 0.5) * ratio)), in_size - 1)
+            i0s.append(j)
+            i1s.append(j)
+            ws.append(0.0)
+            continue
+        src = o * ratio if align_corners else max((o + 0.5) * ratio - 0.5, 0.0)
+        i0 = min(int(math.floor(src)), in_size - 1)
+        i1 = min(i0 + 1, in_size - 1)
+        i0s.append(i0)
+        i1s.append(i1)
+        ws.append(src - i0)
+    return i0s, i1s, ws
+
+
+_INTERP_DIMS = {"linear": 1, "bilinear": 2, "trilinear": 3}
+
+
+def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
+                mode: str = "nearest", align_corners: bool | None = None,
+                recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
+    """Resamples the spatial dims of (N, C, *spatial) input to ``size`` or by ``scale_factor``.
+
+    Modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' (4-D), 'trilinear' (5-D),
+    'area' (adaptive average pooling);
+    ``align_corners`` as PyTorch. Each spatial dim is resampled in turn (the interpolations are
+    separable): the two neighbouring source rows are gathered and blended.
+
+    >>> import ember
+    >>> interpolate(ember.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
+    [[[1.0, 1.0, 2.0, 2.0]]]
+    """
+    if input.ndim < 3:
+        raise ValueError(
+            f"interpolate: expected (N, C, *spatial) input with 1-3 spatial dims, got shape "
+            f"{_shape(input)}"
+        )
+    nd = input.ndim - 2
+    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area"):
+        raise NotImplementedError(
+            f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
+            "bilinear, trilinear, area)"
+        )
+    if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != nd:
+        raise ValueError(
+            f"interpolate: mode {mode!r} expects {_INTERP_DIMS[mode] + 2}-D input, got shape "
+            f"{_shape(input)}"
+        )
+    if mode in ("nearest", "nearest-exact", "area"):
+        if align_corners is not None:
+            raise ValueError(
+                "interpolate: align_corners option can only be set with the interpolating modes: "
+                "linear | bilinear | trilinear"
+            )
+        align_corners = False
+    elif align_corners is None:
+        align_corners = False
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: exactly one of size and scale_factor must be given")
+    in_sizes = list(_shape(input)[2:])
+    scales: list[float | None]
+    if size is not None:
+        out_sizes = _tuple(size, nd, "size", "interpolate")
+        scales = [None] * nd
+    else:
+        sf = [float(scale_factor)] * nd if isinstance(scale_factor, (int, float)) else [
+            float(s) for s in scale_factor]
+        if len(sf) != nd:
+            raise ValueError(
+                f"interpolate: scale_factor must have {nd} values for input {_shape(input)}, got "
+                f"{scale_factor!r}"
+            )
+        out_sizes = [int(math.floor(i * s)) for i, s in zip(in_sizes, sf)]
+        scales = [None] * nd if recompute_scale_factor else list(sf)
+    if any(o <= 0 for o in out_sizes):
+        raise ValueError(f"interpolate: output size {out_sizes} must be positive")
+    if mode == "area":
+        if nd == 1:
+            return adaptive_avg_pool1d(input, out_sizes)
+        if nd == 2:
+            return adaptive_avg_pool2d(input, out_sizes)
+        raise NotImplementedError("interpolate: mode='area' supports 3-D and 4-D input")
+    out = input
+    for k in range(nd):
+        d = 2 + k
+        i0, i1, w = _interp_src(out_sizes[k], in_sizes[k], out_sizes[k], scales[k],
+                                bool(align_corners), mode)
+        if mode in ("nearest", "nearest-exact"):
+            out = _take(out, d, i0)
+            continue
+        # both neighbours in one gather, then blended
+        a, b = _take(out, d, i0 + i1).split(len(i0), d)
+        wshape = [1] * out.ndim
+        wshape[d] = len(w)
+        lam = ember.tensor(w, dtype=input.dtype).reshape(wshape)
+        out = a.lerp(b, lam)
+    return out
+
+
+def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+             align_corners: bool | None = None) -> Tensor:
+    """Deprecated alias of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """:func:`interpolate` with mode='nearest'."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """:func:`interpolate` with mode='bilinear' and align_corners=True."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C * r^2, H, W) -> (*, C, H * r, W * r).
+
+    >>> import ember
+    >>> pixel_shuffle(ember.ones(1, 4, 2, 2), 2).shape
+    ember.Size([1, 1, 4, 4])
+    """
+    r = upscale_factor
+    if input.ndim < 3:
+        raise RuntimeError(
+            f"pixel_shuffle: expected input with at least 3 dims (*, C, H, W), got shape "
+            f"{_shape(input)}"
+        )
+    *lead, c, h, w = _shape(input)
+    if r <= 0 or c % (r * r) != 0:
+        raise RuntimeError(
+            f"pixel_shuffle: the {c} channels of input {_shape(input)} must be divisible by "
+            f"upscale_factor^2 = {r * r}"
+        )
+    oc = c // (r * r)
+    nl = len(lead)
+    x = input.reshape(*lead, oc, r, r, h, w)
+    perm = list(range(nl)) + [nl, nl + 3, nl + 1, nl + 4, nl + 2]
+    return x.permute(*perm).reshape(*lead, oc, h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(*, C, H * r, W * r) -> (*, C * r^2, H, W); the inverse of :func:`pixel_shuffle`.
+
+    >>> import ember
+    >>> pixel_unshuffle(ember.ones(1, 1, 4, 4), 2).shape
+    ember.Size([1, 4, 2, 2])
+    """
+    r = downscale_factor
+    if input.ndim < 3:
+        raise RuntimeError(
+            f"pixel_unshuffle: expected input with at least 3 dims (*, C, H, W), got shape "
+            f"{_shape(input)}"
+        )
+    *lead, c, h, w = _shape(input)
+    if r <= 0 or h % r != 0 or w % r != 0:
+        raise RuntimeError(
+            f"pixel_unshuffle: height {h} and width {w} of input {_shape(input)} must be "
+            f"divisible by downscale_factor={r}"
+        )
+    nl = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    perm = list(range(nl)) + [nl, nl + 2, nl + 4, nl + 1, nl + 3]
+    return x.permute(*perm).reshape(*lead, c * r * r, h // r, w // r)
+
+
+def _broadcast_shape(op: str, s1: tuple[int, ...], s2: tuple[int, ...]) -> list[int]:
+    n = max(len(s1), len(s2))
+    a, b = (1,) * (n - len(s1)) + s1, (1,) * (n - len(s2)) + s2
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise RuntimeError(f"{op}: shapes {s1} and {s2} are not broadcastable")
+        out.append(y if x == 1 else x)
+    return out
+
+
+# ---- distances --------------------------------------------------------------------------------
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """``<x1, x2> / (max(||x1||, eps) * max(||x2||, eps))`` along dim (inputs broadcast).
+
+    >>> import ember
+    >>> cosine_similarity(ember.tensor([[1.0, 0.0]]), ember.tensor([[1.0, 1.0]])).tolist()
+    [0.7071067690849304]
+    """
+    shape = _broadcast_shape("cosine_similarity", _shape(x1), _shape(x2))
+    a, b = x1.expand(*shape), x2.expand(*shape)  # expand (not broadcast_tensors) has a derivative
+    na = a.norm(2, [dim], True).clamp(min=eps)
+    nb = b.norm(2, [dim], True).clamp(min=eps)
+    return ((a / na) * (b / nb)).sum(dim)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
+                      keepdim: bool = False) -> Tensor:
+    """``||x1 - x2 + eps||_p`` over the last dim.
+
+    >>> import ember
+    >>> round(pairwise_distance(ember.tensor([[3.0, 0.0]]), ember.tensor([[0.0, 4.0]]))
+    ...       .item(), 3)
+    5.0
+    """
+    nd = max(x1.ndim, x2.ndim)
+    if nd == 0:
+        raise RuntimeError("pairwise_distance: inputs must have at least 1 dim")
+    return (x1 - x2 + eps).norm(p, [nd - 1], keepdim)
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """p-norm distances between all pairs of rows of a 2-D input (upper triangle, row-major).
+
+    >>> import ember
+    >>> pdist(ember.tensor([[0.0, 0.0], [3.0, 4.0]])).tolist()
+    [5.0]
+    """
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist: expected 2-D input, got shape {_shape(input)}")
+    n = input.shape[0]
+    ii = [i for i in range(n) for _ in range(i + 1, n)]
+    jj = [j for i in range(n) for j in range(i + 1, n)]
+    a, b = _take(input, 0, ii), _take(input, 0, jj)
+    return (a - b).norm(p, [1], False)
+
+
+# ---- losses -----------------------------------------------------------------------------------
+def _legacy_reduction(size_average: bool | None, reduce: bool | None, reduction: str) -> str:
+    """Maps the deprecated size_average / reduce flags onto a reduction string."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn(
+        "size_average and reduce args will be deprecated, please use reduction instead.",
+        stacklevel=3,
+    )
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _reduce(op: str, loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction (none|mean|sum)")
+
+
+def _check_reduction(op: str, reduction: str, extra: tuple[str, ...] = ()) -> None:
+    if reduction not in ("none", "mean", "sum") + extra:
+        raise ValueError(
+            f"{op}: {reduction!r} is not a valid value for reduction "
+            f"({'|'.join(('none', 'mean', 'sum') + extra)})"
+        )
+
+
+def _check_same_size(op: str, input: Tensor, target: Tensor, strict: bool = False) -> None:
+    if _shape(input) == _shape(target):
+        return
+    if strict:
+        raise ValueError(
+            f"{op}: using a target size {_shape(target)} that is different to the input size "
+            f"{_shape(input)} is not supported; make sure they have the same size"
+        )
+    warnings.warn(
+        f"{op}: using a target size ({_shape(target)}) that is different to the input size "
+        f"({_shape(input)}). This will likely lead to incorrect results due to broadcasting. "
+        "Please ensure they have the same size.",
+        stacklevel=3,
+    )
+
+
+def _check_class_target(op: str, input: Tensor, target: Tensor) -> None:
+    if input.ndim == 0:
+        raise ValueError(f"{op}: input must have at least 1 dim (C), got a 0-D tensor")
+    if target.dtype.is_floating_point:
+        return
+    want = () if input.ndim == 1 else _shape(input)[:1] + _shape(input)[2:]
+    if _shape(target) != want:
+        raise ValueError(
+            f"{op}: expected target of shape {want} (class indices) for input of shape "
+            f"{_shape(input)}, got {_shape(target)}"
+        )
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                  size_average: bool | None = None, ignore_index: int = -100,
+                  reduce: bool | None = None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """log_softmax over the class dim (1, or 0 for unbatched input) then nll_loss; target holds
+    class indices or class probabilities (same shape as input).
+
+    >>> import ember
+    >>> round(cross_entropy(ember.zeros(1, 2), ember.tensor([0])).item(), 4)
+    0.6931
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("cross_entropy", reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}")
+    if target.dtype.is_floating_point and _shape(target) != _shape(input):
+        raise RuntimeError(
+            f"cross_entropy: class-probability target must have the shape of input "
+            f"{_shape(input)}, got {_shape(target)}"
+        )
+    _check_class_target("cross_entropy", input, target)
+    return _C.cross_entropy(input, target, weight, reduction, ignore_index, label_smoothing)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+             size_average: bool | None = None, ignore_index: int = -100,
+             reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of log-probabilities input (N, C, *) at class indices target.
+
+    >>> import ember
+    >>> nll_loss(ember.tensor([[-1.0, -2.0]]), ember.tensor([1])).item()
+    2.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("nll_loss", reduction)
+    if target.dtype.is_floating_point:
+        raise RuntimeError(f"nll_loss: expected integer class indices, got target dtype {target.dtype}")
+    _check_class_target("nll_loss", input, target)
+    return _C.nll_loss(input, target, weight, reduction, ignore_index)
+
+
+def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+             reduce: bool | None = None, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """Mean squared error ``(input - target)^2``.
+
+    >>> import ember
+    >>> mse_loss(ember.tensor([1.0, 3.0]), ember.tensor([0.0, 0.0])).item()
+    5.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("mse_loss", reduction)
+    _check_same_size("mse_loss", input, target)
+    if weight is not None:
+        return _reduce("mse_loss", (input - target).pow(2) * weight, reduction)
+    return _C.mse_loss(input, target, reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+            reduce: bool | None = None, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """Mean absolute error ``|input - target|``.
+
+    >>> import ember
+    >>> l1_loss(ember.tensor([1.0, -3.0]), ember.tensor([0.0, 0.0])).item()
+    2.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("l1_loss", reduction)
+    _check_same_size("l1_loss", input, target)
+    if weight is not None:
+        return _reduce("l1_loss", (input - target).abs() * weight, reduction)
+    return _C.l1_loss(input, target, reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                   reduce: bool | None = None, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """``0.5 d^2 / beta`` where |d| < beta, else ``|d| - beta / 2``.
+
+    >>> import ember
+    >>> smooth_l1_loss(ember.tensor([0.5, 3.0]), ember.zeros(2), reduction="sum").item()
+    2.625
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("smooth_l1_loss", reduction)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    _check_same_size("smooth_l1_loss", input, target)
+    return _C.smooth_l1_loss(input, target, reduction, beta)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """``0.5 d^2`` where |d| < delta, else ``delta * (|d| - delta / 2)``.
+
+    >>> import ember
+    >>> huber_loss(ember.tensor([0.5, 3.0]), ember.zeros(2), reduction="sum").item()
+    2.625
+    """
+    _check_reduction("huber_loss", reduction)
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    _check_same_size("huber_loss", input, target)
+    if weight is not None:
+        return _reduce("huber_loss", _C.huber_loss(input, target, "none", delta) * weight, reduction)
+    return _C.huber_loss(input, target, reduction, delta)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         size_average: bool | None = None, reduce: bool | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """``-w (t log p + (1 - t) log(1 - p))`` for probabilities p = input.
+
+    >>> import ember
+    >>> round(binary_cross_entropy(ember.tensor([0.5]), ember.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("binary_cross_entropy", reduction)
+    _check_same_size("binary_cross_entropy", input, target, strict=True)
+    return _C.binary_cross_entropy(input, target, weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     size_average: bool | None = None, reduce: bool | None = None,
+                                     reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """:func:`binary_cross_entropy` of ``sigmoid(input)``, computed stably.
+
+    >>> import ember
+    >>> round(binary_cross_entropy_with_logits(ember.tensor([0.0]), ember.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("binary_cross_entropy_with_logits", reduction)
+    _check_same_size("binary_cross_entropy_with_logits", input, target, strict=True)
+    return _C.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
+           reduce: bool | None = None, reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """KL divergence ``target * (log target - input)`` for log-probabilities input.
+
+    reduction='batchmean' divides the sum by the batch size (the mathematically right mean).
+
+    >>> import ember
+    >>> kl_div(ember.tensor([0.0]), ember.tensor([1.0]), reduction="sum").item()
+    0.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("kl_div", reduction, ("batchmean",))
+    if reduction == "mean":
+        warnings.warn(
+            "kl_div: reduction='mean' divides the total loss by both the batch size and the "
+            "support size; 'batchmean' divides only by the batch size, which is the KL "
+            "divergence's definition",
+            stacklevel=2,
+        )
+    return _C.kl_div(input, target, reduction, log_target=log_target)
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
+                     size_average: bool | None = None, eps: float = 1e-8,
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of target under Poisson(rate), rate = exp(input) or input.
+
+    >>> import ember
+    >>> poisson_nll_loss(ember.tensor([0.0]), ember.tensor([1.0])).item()
+    1.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("poisson_nll_loss", reduction)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        # Stirling's approximation of log(target!), only where target > 1
+        t = target
+        safe = ember.where(t > 1, t, ember.ones_like(t))
+        stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
+        loss = loss + ember.where(t > 1, stirling, ember.zeros_like(stirling))
+    return _reduce("poisson_nll_loss", loss, reduction)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False,
+                      eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """``0.5 (log(var) + (input - target)^2 / var)`` (+ 0.5 log(2 pi) with full).
+
+    var has the input's shape, or one dim fewer / a trailing 1 (homoscedastic over the last
+    dim); it is clamped to eps without blocking its gradient.
+
+    >>> import ember
+    >>> gaussian_nll_loss(ember.tensor([1.0]), ember.tensor([1.0]), ember.tensor([1.0])).item()
+    0.0
+    """
+    _check_reduction("gaussian_nll_loss", reduction)
+    if not isinstance(var, Tensor):
+        var = ember.full_like(input, float(var))
+    if _shape(var) != _shape(input):
+        if _shape(input)[:-1] == _shape(var):
+            var = var.unsqueeze(-1)
+        elif _shape(input)[:-1] == _shape(var)[:-1] and var.shape[-1] == 1:
+            pass
+        else:
+            raise ValueError(
+                f"gaussian_nll_loss: var of shape {_shape(var)} does not match input "
+                f"{_shape(input)} (expected the same shape, one dim fewer, or a trailing 1)"
+            )
+    if bool((var < 0).any().item()):
+        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+    # clamp the value but let the gradient through unchanged (as PyTorch does)
+    with ember.no_grad():
+        bump = var.clamp(min=eps) - var
+    v = var + bump
+    loss = 0.5 * (v.log() + (input - target).pow(2) / v)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce("gaussian_nll_loss", loss, reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          size_average: bool | None = None, reduce: bool | None = None,
+                          reduction: str = "mean") -> Tensor:
+    """``1 - cos(x1, x2)`` where target is 1, ``max(0, cos(x1, x2) - margin)`` where it is -1.
+
+    >>> import ember
+    >>> x = ember.tensor([[1.0, 0.0]])
+    >>> round(cosine_embedding_loss(x, x, ember.tensor([1.0])).item(), 4)
+    0.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("cosine_embedding_loss", reduction)
+    if input1.ndim not in (1, 2) or _shape(input1) != _shape(input2):
+        raise RuntimeError(
+            f"cosine_embedding_loss: expected input1 and input2 of the same 1-D or 2-D shape, "
+            f"got {_shape(input1)} and {_shape(input2)}"
+        )
+    d = input1.ndim - 1
+    eps = 1e-12
+    prod = (input1 * input2).sum(d)
+    m1 = (input1 * input1).sum(d) + eps
+    m2 = (input2 * input2).sum(d) + eps
+    cos = prod / (m1 * m2).sqrt()
+    zeros = ember.zeros_like(cos)
+    pos = ember.where(target == 1, 1 - cos, zeros)
+    neg = ember.where(target == -1, (cos - margin).clamp(min=0), zeros)
+    return _reduce("cosine_embedding_loss", pos + neg, reduction)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                        size_average: bool | None = None, reduce: bool | None = None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``.
+
+    >>> import ember
+    >>> margin_ranking_loss(ember.tensor([1.0]), ember.tensor([2.0]), ember.tensor([1.0])).item()
+    1.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("margin_ranking_loss", reduction)
+    if not (input1.ndim == input2.ndim == target.ndim):
+        raise RuntimeError(
+            f"margin_ranking_loss: input1 {_shape(input1)}, input2 {_shape(input2)} and target "
+            f"{_shape(target)} must have the same number of dims"
+        )
+    return _reduce("margin_ranking_loss",
+                   (-target * (input1 - input2) + margin).clamp(min=0), reduction)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
+                        p: float = 2, eps: float = 1e-6, swap: bool = False,
+                        size_average: bool | None = None, reduce: bool | None = None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with d the pairwise p-norm distance.
+
+    >>> import ember
+    >>> a = ember.tensor([[0.0, 0.0]])
+    >>> triplet_margin_loss(a, a, a + 10).item()
+    0.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("triplet_margin_loss", reduction)
+    if not (anchor.ndim == positive.ndim == negative.ndim) or anchor.ndim not in (1, 2):
+        raise RuntimeError(
+            f"triplet_margin_loss: anchor {_shape(anchor)}, positive {_shape(positive)} and "
+            f"negative {_shape(negative)} must all be 1-D or all 2-D"
+        )
+    d_ap = pairwise_distance(anchor, positive, p, eps)
+    d_an = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_pn = pairwise_distance(positive, negative, p, eps)
+        d_an = ember.minimum(d_an, d_pn)
+    return _reduce("triplet_margin_loss", (margin + d_ap - d_an).clamp(min=0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function: Any = None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean") -> Tensor:
+    """:func:`triplet_margin_loss` with a custom distance (pairwise_distance by default).
+
+    >>> import ember
+    >>> a = ember.tensor([[0.0, 0.0]])
+    >>> triplet_margin_with_distance_loss(a, a, a + 10).item()
+    0.0
+    """
+    _check_reduction("triplet_margin_with_distance_loss", reduction)
+    dist = distance_function if distance_function is not None else pairwise_distance
+    d_ap = dist(anchor, positive)
+    d_an = dist(anchor, negative)
+    if swap:
+        d_an = ember.minimum(d_an, dist(positive, negative))
+    return _reduce("triplet_margin_with_distance_loss", (margin + d_ap - d_an).clamp(min=0),
+                   reduction)
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
+                         size_average: bool | None = None, reduce: bool | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """``x`` where target is 1, ``max(0, margin - x)`` where it is -1.
+
+    >>> import ember
+    >>> hinge_embedding_loss(ember.tensor([0.3, 0.3]), ember.tensor([1.0, -1.0])).item()
+    0.5
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("hinge_embedding_loss", reduction)
+    zeros = ember.zeros_like(input)
+    margin_clamp = (margin - input).clamp(min=0)
+    out_margin = ember.where(target != 1, margin_clamp, zeros)
+    out_self = ember.where(target != -1, input, zeros)
+    return _reduce("hinge_embedding_loss", out_margin + out_self, reduction)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-target * input))``.
+
+    >>> import ember
+    >>> round(soft_margin_loss(ember.tensor([0.0]), ember.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("soft_margin_loss", reduction)
+    return _reduce("soft_margin_loss", softplus(-target * input), reduction)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                size_average: bool | None = None, reduce: bool | None = None,
+                                reduction: str = "mean") -> Tensor:
+    """Per-class binary cross entropy of sigmoid(input), averaged over the classes.
+
+    >>> import ember
+    >>> round(multilabel_soft_margin_loss(ember.zeros(1, 2), ember.ones(1, 2)).item(), 4)
+    0.6931
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("multilabel_soft_margin_loss", reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(input.ndim - 1) / input.shape[-1]
+    return _reduce("multilabel_soft_margin_loss", loss, reduction)
+
+
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
+                      weight: Tensor | None = None, size_average: bool | None = None,
+                      reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Multi-class hinge loss: ``sum_{i != y} max(0, margin - x[y] + x[i])^p / C``.
+
+    >>> import ember
+    >>> multi_margin_loss(ember.tensor([[0.0, 2.0]]), ember.tensor([1])).item()
+    0.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("multi_margin_loss", reduction)
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got {p}")
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    t = target.reshape(-1, 1).long()
+    c = x.shape[1]
+    is_y = ember.zeros(list(_shape(x)), dtype=x.dtype).scatter_(1, t, 1.0)
+    xy = (x * is_y).sum(1, keepdim=True)
+    z = (margin - xy + x).clamp(min=0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * is_y.matmul(weight.to(x.dtype).reshape(c, 1))
+    not_y = 1 - is_y
+    loss = (z * not_y).sum(1) / c
+    if input.ndim != 2:
+        loss = loss.reshape(())
+    return _reduce("multi_margin_loss", loss, reduction)
+
+
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                           reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Multi-label hinge loss; target holds class indices, ended by the first -1.
+
+    >>> import ember
+    >>> multilabel_margin_loss(ember.tensor([[0.1, 0.2, 0.4, 0.8]]),
+    ...                        ember.tensor([[3, 0, -1, 1]])).item()
+    0.8500000238418579
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("multilabel_margin_loss", reduction)
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    t = target.reshape(x.shape[0], -1).long()
+    c = x.shape[1]
+    is_target = [[0.0] * c for _ in range(x.shape[0])]
+    for r, row in enumerate(t.tolist()):
+        for v in row:
+            if v < 0:
+                break
+            if v >= c:
+                raise RuntimeError(
+                    f"multilabel_margin_loss: target class {v} out of range for {c} classes"
+                )
+            is_target[r][v] = 1.0
+    mask = ember.tensor(is_target, dtype=x.dtype).reshape(x.shape[0], c)
+    # pairs (j a target class, i not one): max(0, 1 - x[j] + x[i])
+    hinge = (1 - x.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0)
+    pair = mask.unsqueeze(2) * (1 - mask).unsqueeze(1)
+    loss = (hinge * pair).sum(2).sum(1) / c
+    if input.ndim != 2:
+        loss = loss.reshape(())
+    return _reduce("multilabel_margin_loss", loss, reduction)
+
+
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any,
+             blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C)).
+
+    The forward (alpha) recursion over the extended label sequence runs in log space as a
+    composite of differentiable ops, one time step at a time; 'mean' divides each sample's loss
+    by its target length before averaging, as PyTorch does. The gradient is the true gradient
+    with respect to log_probs (PyTorch's kernel returns the one with respect to the logits of a
+    log_softmax instead; the two agree on the logits' gradient).
+
+    >>> import ember
+    >>> lp = ember.zeros(1, 1, 2).log_softmax(2)
+    >>> round(ctc_loss(lp, ember.tensor([[1]]), [1], [1]).item(), 4)
+    0.6931
+    """
+    _check_reduction("ctc_loss", reduction)
+    batched = log_probs.ndim == 3
+    if log_probs.ndim not in (2, 3):
+        raise RuntimeError(
+            f"ctc_loss: log_probs must be (T, N, C) or (T, C), got shape {_shape(log_probs)}"
+        )
+    lp = log_probs if batched else log_probs.unsqueeze(1)
+    tlen, n, c = _shape(lp)
+    il = input_lengths.tolist() if isinstance(input_lengths, Tensor) else list(input_lengths)
+    tl = target_lengths.tolist() if isinstance(target_lengths, Tensor) else list(target_lengths)
+    if not batched:
+        il = [il] if isinstance(il, int) else il
+        tl = [tl] if isinstance(tl, int) else tl
+        targets = targets.reshape(1, -1) if targets.ndim == 1 and len(tl) == 1 else targets
+    if len(il) != n or len(tl) != n:
+        raise RuntimeError(
+            f"ctc_loss: expected {n} input_lengths and target_lengths, got {len(il)} and {len(tl)}"
+        )
+    tg = targets.long().tolist()
+    # a huge finite "log 0": with -inf, logsumexp over unreachable states has NaN gradients
+    neg_inf = -1e30
+    losses = []
+    offset = 0
+    for b in range(n):
+        if targets.ndim == 2:
+            lab = tg[b][: tl[b]]
+        else:
+            lab = tg[offset: offset + tl[b]]
+            offset += tl[b]
+        if il[b] > tlen or il[b] < 0:
+            raise RuntimeError(f"ctc_loss: input_lengths[{b}]={il[b]} exceeds T={tlen}")
+        ext = [blank]
+        for v in lab:
+            ext += [v, blank]
+        s = len(ext)
+        # emissions of the extended labels at every step: a (C, S) one-hot product
+        sel = _select_along(lp, 2, [[(v, 1.0)] for v in ext])  # (T, N, S)
+        em = sel.split(1, 1)[b].reshape(tlen, s).split(1, 0)
+        # transitions from s-2 are allowed where the label differs from the one two back
+        skip = ember.tensor([i >= 2 and ext[i] != blank and ext[i] != ext[i - 2]
+                             for i in range(s)])
+        ninf = ember.full([s], neg_inf, dtype=lp.dtype)
+        init = ember.tensor([0.0 if i < 2 else neg_inf for i in range(s)], dtype=lp.dtype)
+        alpha = em[0].reshape(s) + init
+        for t in range(1, il[b]):
+            prev1 = ember.cat([ninf.split([1, s - 1])[0], alpha.split([s - 1, 1])[0]])
+            if s > 2:
+                prev2 = ember.cat([ninf.split([2, s - 2])[0], alpha.split([s - 2, 2])[0]])
+                prev2 = ember.where(skip, prev2, ninf)
+            else:
+                prev2 = ninf
+            both = ember.cat([alpha.unsqueeze(0), prev1.unsqueeze(0), prev2.unsqueeze(0)])
+            alpha = both.logsumexp(0) + em[t].reshape(s)
+        tail = alpha.split([s - 2, 2])[1] if s >= 2 else alpha
+        nll = -tail.logsumexp(0)
+        if nll.item() > 1e29:  # no alignment of the target fits the input: infinite loss
+            fill = 0.0 if zero_infinity else math.inf
+            nll = ember.where(nll > 1e29, ember.full_like(nll, fill), nll)
+        losses.append(nll.reshape(1))
+    loss = ember.cat(losses)
+    if reduction == "mean":
+        lens = ember.tensor([max(v, 1) for v in tl], dtype=loss.dtype)
+        return (loss / lens).mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss if batched else loss.reshape(())
+
+
+# ---- attention --------------------------------------------------------------------------------
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(q @ k^T * scale + mask) @ v``; a bool mask marks the positions that attend.
+
+    >>> import ember
+    >>> q = ember.ones(1, 2, 4)
+    >>> scaled_dot_product_attention(q, q, q).shape
+    ember.Size([1, 2, 4])
+    """
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise RuntimeError(
+            f"scaled_dot_product_attention: query {_shape(query)}, key {_shape(key)} and value "
+            f"{_shape(value)} must be at least 2-D (..., L, E)"
+        )
+    if query.shape[-1] != key.shape[-1]:
+        raise RuntimeError(
+            f"scaled_dot_product_attention: query {_shape(query)} and key {_shape(key)} must "
+            "share the embedding (last) dim"
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(
+            f"scaled_dot_product_attention: key {_shape(key)} and value {_shape(value)} must "
+            "share the sequence (second to last) dim"
+        )
+    if is_causal and attn_mask is not None:
+        raise RuntimeError(
+            "scaled_dot_product_attention: explicit attn_mask should not be set when "
+            "is_causal=True"
+        )
+    return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
+                                           scale=scale, enable_gqa=enable_gqa)

@@ -8,6 +8,8 @@ hyper-parameters and must give the same results.
 
 from __future__ import annotations
 
+from typing import Any
+
 import ember
 from ember import Tensor
 
@@ -292,3 +294,91 @@ def radam(
             p.add_(m_hat * lr * adaptive * rect, alpha=-1.0)
         else:
             p.add_(m_hat * lr, alpha=-1.0)
+
+
+# ---- fused multi-tensor path ------------------------------------------------------------------
+def use_fused(optimizer: str, group: dict, params: list[Tensor]) -> bool:
+    """Whether a param group's step runs as one fused C++ call.
+
+    ``fused=True`` demands it (and raises when a parameter cannot take it); ``fused=None``
+    picks it whenever every parameter is a floating CPU tensor, unless ``foreach=False``
+    asks for the per-parameter reference loop.
+    """
+    fused, foreach = group.get("fused"), group.get("foreach")
+    ok = all(
+        p.dtype in (ember.float32, ember.float64) and p.device.type == "cpu" for p in params
+    )
+    if fused:
+        if not ok:
+            bad = next(p for p in params
+                       if p.dtype not in (ember.float32, ember.float64) or p.device.type != "cpu")
+            raise RuntimeError(
+                f"{optimizer}: fused=True requires float32/float64 CPU parameters, got one of "
+                f"dtype {bad.dtype} on {bad.device}"
+            )
+        return True
+    if fused is None and foreach is not False:
+        return ok
+    return False
+
+
+def fused_sgd(
+    params: list[Tensor],
+    grads: list[Tensor],
+    momentum_buffers: list[Tensor | None],
+    *,
+    lr: float,
+    momentum: float,
+    dampening: float,
+    weight_decay: float,
+    nesterov: bool,
+    maximize: bool,
+) -> None:
+    """:func:`sgd` as one fused call per dtype and buffer state; missing momentum buffers are
+    created and seeded with the gradient by the kernel (``is_first_step``)."""
+    kw = dict(weight_decay=weight_decay, momentum=momentum, lr=lr, dampening=dampening,
+              nesterov=nesterov, maximize=maximize)
+    # the kernel runs a whole list in one dtype: split by dtype and by first step or not
+    batches: dict[Any, list[int]] = {}
+    for i, p in enumerate(params):
+        first = momentum != 0 and momentum_buffers[i] is None
+        batches.setdefault((p.dtype, first), []).append(i)
+    for (_, first), idx in batches.items():
+        if first:
+            for i in idx:
+                momentum_buffers[i] = ember.zeros_like(params[i])
+        bufs = [momentum_buffers[i] for i in idx] if momentum != 0 else []
+        ember._C._fused_sgd_([params[i] for i in idx], [grads[i] for i in idx], bufs,
+                             is_first_step=first, **kw)
+
+
+def fused_adam(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    max_exp_avg_sqs: list[Tensor],
+    steps: list[Tensor],
+    *,
+    amsgrad: bool,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    weight_decay: float,
+    eps: float,
+    maximize: bool,
+    decoupled_weight_decay: bool,
+) -> None:
+    """:func:`adam` as one fused call per dtype (the kernel runs a whole list in one dtype and
+    increments ``steps`` itself)."""
+    by_dtype: dict[Any, list[int]] = {}
+    for i, p in enumerate(params):
+        by_dtype.setdefault(p.dtype, []).append(i)
+    for idx in by_dtype.values():
+        pick = lambda xs: [xs[i] for i in idx] if xs else []  # noqa: E731
+        ember._C._fused_adam_(
+            pick(params), pick(grads), pick(exp_avgs), pick(exp_avg_sqs),
+            pick(max_exp_avg_sqs) if amsgrad else [], pick(steps), lr=lr, beta1=beta1,
+            beta2=beta2, weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
+            decoupled=decoupled_weight_decay,
+        )

@@ -80,7 +80,8 @@ class Adam(Optimizer):
                     vmax.append(st["max_exp_avg_sq"])
                 steps.append(st["step"])
             beta1, beta2 = group["betas"]
-            F.adam(
+            update = F.fused_adam if F.use_fused(self._name, group, params) else F.adam
+            update(
                 params, grads, m, v, vmax, steps, amsgrad=group["amsgrad"], beta1=beta1,
                 beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"], eps=group["eps"],
                 maximize=group["maximize"],

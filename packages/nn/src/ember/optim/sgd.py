@@ -63,7 +63,8 @@ class SGD(Optimizer):
             grads = [_grad_of(p, "SGD") for p in params]
             has_momentum = group["momentum"] != 0
             bufs = [self.state[p].get("momentum_buffer") if has_momentum else None for p in params]
-            F.sgd(
+            update = F.fused_sgd if F.use_fused("SGD", group, params) else F.sgd
+            update(
                 params, grads, bufs, lr=group["lr"], momentum=group["momentum"],
                 dampening=group["dampening"], weight_decay=group["weight_decay"],
                 nesterov=group["nesterov"], maximize=group["maximize"],

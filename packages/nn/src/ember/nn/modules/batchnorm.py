@@ -1,0 +1,147 @@
+"""Batch normalization layers with running statistics.
+
+>>> import ember
+>>> bn = ember.nn.BatchNorm1d(3)
+>>> bn(ember.randn(4, 3)).shape
+ember.Size([4, 3])
+>>> bn.num_batches_tracked.item()
+1
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ember
+from ember import Tensor
+from ember.nn import functional as F
+from ember.nn import init
+from ember.nn.modules.module import Module
+from ember.nn.parameter import Parameter
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
+
+
+class _NormBase(Module):
+    """Shared state of the batch and instance norms: affine parameters and running stats."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, device: Any = None,
+                 dtype: Any = None, *, bias: bool = True) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = Parameter(ember.empty(num_features, dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(ember.empty(num_features, dtype=dtype, device=device))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", ember.zeros(num_features, dtype=dtype, device=device))
+            self.register_buffer("running_var", ember.ones(num_features, dtype=dtype, device=device))
+            self.register_buffer("num_batches_tracked", ember.tensor(0, dtype=ember.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        """Running mean 0, running variance 1, no batches seen."""
+        if self.track_running_stats:
+            with ember.no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        """Resets the running statistics; weight 1, bias 0."""
+        self.reset_running_stats()
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        if input.shape[1] != self.num_features:
+            raise ValueError(
+                f"{self._get_name()}: expected input with {self.num_features} channels (dim 1), "
+                f"got input of shape {tuple(input.shape)}"
+            )
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            # momentum=None: cumulative moving average over all batches seen
+            factor = 1.0 / float(self.num_batches_tracked.item()) if self.momentum is None else self.momentum
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(
+            input, self.running_mean if track else None, self.running_var if track else None,
+            self.weight, self.bias, use_batch_stats, factor, self.eps,
+        )
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm of (N, C) or (N, C, L) input.
+
+    >>> import ember
+    >>> ember.nn.BatchNorm1d(4, momentum=None)
+    BatchNorm1d(4, eps=1e-05, momentum=None, affine=True, bias=True, track_running_stats=True)
+    """
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim not in (2, 3):
+            raise ValueError(
+                f"BatchNorm1d: expected 2D or 3D input (N, C) or (N, C, L), got {input.ndim}D "
+                f"input of shape {tuple(input.shape)}"
+            )
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm of (N, C, H, W) input.
+
+    >>> import ember
+    >>> ember.nn.BatchNorm2d(8)
+    BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
+    """
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim != 4:
+            raise ValueError(
+                f"BatchNorm2d: expected 4D input (N, C, H, W), got {input.ndim}D input of shape "
+                f"{tuple(input.shape)}"
+            )
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm of (N, C, D, H, W) input.
+
+    >>> import ember
+    >>> ember.nn.BatchNorm3d(2)(ember.randn(2, 2, 1, 2, 2)).shape
+    ember.Size([2, 2, 1, 2, 2])
+    """
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim != 5:
+            raise ValueError(
+                f"BatchNorm3d: expected 5D input (N, C, D, H, W), got {input.ndim}D input of "
+                f"shape {tuple(input.shape)}"
+            )
