@@ -943,3 +943,10 @@ def test_layer_norm_float32_long_row_accuracy():
     x64 = x.astype(np.float64)
     ref = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_fused_optimizer_rejects_mixed_dtypes():
+    p = [ember.zeros(3), ember.zeros(3, dtype=ember.float64)]
+    g = [ember.ones(3), ember.ones(3, dtype=ember.float64)]
+    with pytest.raises(TypeError, match=r"params\[1\] has dtype float64 but params\[0\]"):
+        ember._C._fused_sgd_(p, g, [], 0.0, 0.0, 0.1, 0.0, False, False, False)

@@ -83,7 +83,6 @@ def test_vector_round_trip_matches_torch():
     assert all(isinstance(p, nn.Parameter) and p.is_leaf for p in ours)
 
 
-@pytest.mark.xfail(reason="needs cat derivative", strict=False)
 def test_parameters_to_vector_is_differentiable():
     a, b = nn.Parameter(ember.ones(2)), nn.Parameter(ember.ones(3))
     (parameters_to_vector([a, b]) * ember.arange(5.0)).sum().backward()

@@ -163,6 +163,11 @@ void check_lists(const char* op, const std::vector<Tensor>& params,
         params[i]->dtype() == ScalarType::Float32 || params[i]->dtype() == ScalarType::Float64,
         Type, op, ": params[", i, "] has dtype ", dtype_name(params[i]->dtype()),
         " (supported: float32 and float64)");
+  // One kernel instantiation serves the whole list: mixed dtypes would be misread.
+  for (size_t i = 1; i < params.size(); ++i)
+    EMBER_CHECK_KIND(params[i]->dtype() == params[0]->dtype(), Type, op, ": params[", i,
+                     "] has dtype ", dtype_name(params[i]->dtype()), " but params[0] has dtype ",
+                     dtype_name(params[0]->dtype()), " (split a group's tensors by dtype)");
 }
 
 // Runs body(tensor index, begin, end) over chunks of every tensor, chunks spread over the pool
