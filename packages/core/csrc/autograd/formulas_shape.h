@@ -271,7 +271,8 @@ inline Tensor scatter_reduce_backward(int which, const Tensor& grad, const Tenso
     if (which == 0) {
       // The product of the other factors: the reduction over (self with zeros replaced by 1),
       // divided by that 1 or by self. Untouched elements come out as self / self = 1.
-      if (!include_self) return ops::zeros_like(grad, std::nullopt, std::nullopt);
+      // Without include_self, scattered-into elements are replaced; the others pass through.
+      if (!include_self) return ops::scatter(grad, dim, index, Scalar(0.0), std::nullopt, Tensor());
       Tensor others = ops::div(ops::scatter_reduce(self1, dim, index, src, reduce, true, Tensor()),
                                TensorOrScalar(self1), std::nullopt, Tensor());
       return ops::mul(grad, TensorOrScalar(others), Tensor());

@@ -265,6 +265,13 @@ void record_inplace_strided(const Tensor& self, const Geometry& before, const Ed
   set_history(self, node);
 }
 
+void mark_nondifferentiable_view(const Tensor& view) {
+  if (!view->base() || !is_floating(view->dtype()) || view->autograd_meta()) return;
+  AutogradMeta& m = materialize_meta(view);
+  m.is_view = true;
+  m.view_version = view->version();
+}
+
 void check_detach_inplace(const Tensor& t) {
   if (is_tracked_view(t) && requires_grad(t))
     EMBER_FAIL(Runtime,

@@ -57,6 +57,10 @@ void record_strided_view(const Tensor& src, const Tensor& view);
 // as_strided_ on a tensor that requires grad: the new layout's history from the old one.
 void record_inplace_strided(const Tensor& self, const Geometry& before, const Edge& old_edge);
 
+// A view without history (view(dtype) is not differentiable, as in PyTorch): it gets one only
+// if its base is later written in place.
+void mark_nondifferentiable_view(const Tensor& view);
+
 // Tensor.detach_() is refused on views (as in PyTorch).
 void check_detach_inplace(const Tensor& t);
 

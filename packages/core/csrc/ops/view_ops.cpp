@@ -191,8 +191,12 @@ Tensor view_as(const Tensor& self, const Tensor& other) { return view(self, othe
 
 Tensor view_dtype(const Tensor& self, ScalarType dtype) {
   int64_t from = self->itemsize(), to = itemsize(dtype);
-  if (from == to)
-    return make_view(self, self->sizes(), self->strides(), self->storage_offset(), dtype);
+  if (from == to) {
+    Tensor r = make_view(self, self->sizes(), self->strides(), self->storage_offset(), dtype);
+    if (dtype == self->dtype() && autograd::requires_grad(self))
+      autograd::mark_nondifferentiable_view(r);
+    return r;
+  }
   const char* a = dtype_name(self->dtype());
   const char* b = dtype_name(dtype);
   EMBER_CHECK(self->dim() > 0, "self.dim() cannot be 0 to view ", a, " as ", b,

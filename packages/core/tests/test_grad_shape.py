@@ -1,0 +1,280 @@
+"""Gradients of the view, shape and indexing ops (ops/views.yaml, shape.yaml, indexing.yaml,
+tensor.yaml): gradcheck with contiguous and strided inputs, first and second derivatives against
+PyTorch (see grad_table.py)."""
+
+import numpy as np
+import pytest
+from grad_table import GradCase, lib, run_case
+
+
+def r(*shape):
+    return lambda rng: [rng.standard_normal(shape)]
+
+
+def idx(*values):
+    return np.array(values, dtype=np.int64)
+
+
+VIEWS = [
+    GradCase("view", lambda a: a.view(4, 3), r(3, 4), noncontig=False),
+    GradCase("view_neg", lambda a: a.view(-1), r(3, 4), noncontig=False),
+    GradCase("view_as", lambda a, b: a.view_as(b), lambda rng: [rng.standard_normal((2, 6)),
+                                                                 rng.standard_normal((3, 4))],
+             noncontig=False),
+    GradCase("reshape", lambda a: a.reshape(2, 6), r(3, 4)),
+    GradCase("reshape_0d", lambda a: a.reshape(1, 1), r()),
+    GradCase("reshape_as", lambda a: a.reshape_as(lib(a).zeros(6, 2)), r(3, 4)),
+    GradCase("transpose", lambda a: a.transpose(0, -1), r(2, 3, 4)),
+    GradCase("swapaxes", lambda a: a.swapaxes(1, 2), r(2, 3, 4)),
+    GradCase("swapdims", lambda a: lib(a).swapdims(a, 0, 1), r(2, 3)),
+    GradCase("t", lambda a: a.t(), r(3, 4)),
+    GradCase("t_1d", lambda a: a.t(), r(4)),
+    GradCase("adjoint", lambda a: a.adjoint(), r(2, 3, 4)),
+    GradCase("permute", lambda a: a.permute(2, 0, 1), r(2, 3, 4)),
+    GradCase("squeeze", lambda a: a.squeeze(), r(3, 1, 4, 1)),
+    GradCase("squeeze_dim", lambda a: a.squeeze(1), r(3, 1, 4)),
+    GradCase("unsqueeze", lambda a: a.unsqueeze(-1), r(3, 4)),
+    GradCase("expand", lambda a: a.expand(2, 3, 4), r(3, 1)),
+    GradCase("expand_as", lambda a: a.expand_as(lib(a).zeros(3, 4)), r(4)),
+    GradCase("broadcast_to", lambda a: lib(a).broadcast_to(a, (2, 3)), r(1, 3)),
+    GradCase("broadcast_tensors", lambda a, b: lib(a).broadcast_tensors(a, b),
+             lambda rng: [rng.standard_normal((3, 1)), rng.standard_normal(4)]),
+    GradCase("narrow", lambda a: a.narrow(1, 1, 2), r(3, 4)),
+    GradCase("narrow_negstart", lambda a: lib(a).narrow(a, 0, -2, 2), r(3, 4)),
+    GradCase("select", lambda a: a.select(1, -1), r(3, 4)),
+    GradCase("select_1d", lambda a: a.select(0, 2), r(4)),
+    GradCase("unfold", lambda a: a.unfold(1, 3, 1), r(2, 5)),
+    GradCase("unfold_step", lambda a: a.unfold(0, 2, 3), r(7, 2)),
+    GradCase("as_strided", lambda a: a.as_strided((2, 2), (1, 2), 1), r(6), noncontig=False),
+    GradCase("as_strided_overlap", lambda a: a.as_strided((3, 3), (1, 1)), r(6),
+             noncontig=False),
+    GradCase("flatten", lambda a: a.flatten(1), r(2, 3, 4)),
+    GradCase("flatten_same", lambda a: a.flatten(1, 1) * 2, r(2, 3)),
+    GradCase("ravel", lambda a: a.ravel(), r(3, 4)),
+    GradCase("unflatten", lambda a: a.unflatten(1, (2, -1)), r(3, 4)),
+    GradCase("split", lambda a: a.split(2, -1), r(3, 5)),
+    GradCase("split_sizes", lambda a: a.split([1, 3], 1), r(2, 4)),
+    GradCase("split_with_sizes", lambda a: a.split_with_sizes([2, 1], 0), r(3, 2)),
+    GradCase("tensor_split", lambda a: a.tensor_split(3, 1), r(2, 7)),
+    GradCase("tensor_split_idx", lambda a: a.tensor_split([1, 3], 0), r(5, 2)),
+    GradCase("tensor_split_idx_back", lambda a: a.tensor_split([3, 1], 0), r(5, 2)),
+    GradCase("hsplit", lambda a: a.hsplit(2), r(3, 4)),
+    GradCase("hsplit_idx", lambda a: a.hsplit([1]), r(5)),
+    GradCase("vsplit", lambda a: a.vsplit([1, 2]), r(4, 2)),
+    GradCase("chunk", lambda a: a.chunk(3, 1), r(2, 7)),
+    GradCase("unbind", lambda a: a.unbind(-1), r(2, 3)),
+    GradCase("diagonal", lambda a: a.diagonal(), r(3, 4)),
+    GradCase("diagonal_offset", lambda a: a.diagonal(-1, 0, 2), r(3, 2, 4)),
+    GradCase("diagonal_offset_pos", lambda a: a.diagonal(2), r(3, 4)),
+    GradCase("movedim", lambda a: a.movedim(0, -1), r(2, 3, 4)),
+    GradCase("moveaxis", lambda a: lib(a).moveaxis(a, [0, 1], [2, 0]), r(2, 3, 4)),
+]
+
+SHAPE = [
+    GradCase("cat", lambda a, b: lib(a).cat([a, b], -1),
+             lambda rng: [rng.standard_normal((2, 3)), rng.standard_normal((2, 1))]),
+    GradCase("concat", lambda a, b: lib(a).concat([a, b]),
+             lambda rng: [rng.standard_normal((2, 3)), rng.standard_normal((1, 3))]),
+    GradCase("concatenate", lambda a, b: lib(a).concatenate([a, b], axis=1),
+             lambda rng: [rng.standard_normal((2, 3)), rng.standard_normal((2, 2))]),
+    GradCase("stack", lambda a, b: lib(a).stack([a, b], 1),
+             lambda rng: [rng.standard_normal((2, 3)), rng.standard_normal((2, 3))]),
+    GradCase("stack_neg", lambda a, b: lib(a).stack([a, b], -1),
+             lambda rng: [rng.standard_normal(3), rng.standard_normal(3)]),
+    GradCase("hstack", lambda a, b: lib(a).hstack([a, b]),
+             lambda rng: [rng.standard_normal((2, 3)), rng.standard_normal((2, 1))]),
+    GradCase("hstack_1d", lambda a, b: lib(a).hstack([a, b]),
+             lambda rng: [rng.standard_normal(3), rng.standard_normal(2)]),
+    GradCase("vstack", lambda a, b: lib(a).vstack([a, b]),
+             lambda rng: [rng.standard_normal(3), rng.standard_normal((2, 3))]),
+    GradCase("row_stack", lambda a, b: lib(a).row_stack([a, b]),
+             lambda rng: [rng.standard_normal(3), rng.standard_normal(3)]),
+    GradCase("dstack", lambda a, b: lib(a).dstack([a, b]),
+             lambda rng: [rng.standard_normal((2, 3)), rng.standard_normal((2, 3))]),
+    GradCase("column_stack", lambda a, b: lib(a).column_stack([a, b]),
+             lambda rng: [rng.standard_normal(3), rng.standard_normal((3, 2))]),
+    GradCase("atleast_1d", lambda a: lib(a).atleast_1d(a), r()),
+    GradCase("atleast_2d", lambda a: lib(a).atleast_2d(a), r(3)),
+    GradCase("atleast_3d", lambda a: lib(a).atleast_3d(a), r(2, 3)),
+    GradCase("atleast_2d_list", lambda a, b: lib(a).atleast_2d([a, b]),
+             lambda rng: [rng.standard_normal(()), rng.standard_normal((2, 3))]),
+    GradCase("flip", lambda a: a.flip(0, -1), r(2, 3, 4)),
+    GradCase("fliplr", lambda a: a.fliplr(), r(3, 4)),
+    GradCase("flipud", lambda a: a.flipud(), r(3, 4)),
+    GradCase("roll", lambda a: a.roll(1, 0), r(3, 4)),
+    GradCase("roll_multi", lambda a: a.roll((-1, 2), (1, 0)), r(3, 4)),
+    GradCase("roll_flat", lambda a: a.roll(5), r(3, 4)),
+    GradCase("rot90", lambda a: a.rot90(1, [0, 1]), r(3, 4)),
+    GradCase("rot90_k3", lambda a: a.rot90(3, [1, 2]), r(2, 3, 4)),
+    GradCase("rot90_k2", lambda a: a.rot90(-2, [0, 1]), r(3, 4)),
+    GradCase("repeat", lambda a: a.repeat(2, 1, 3), r(3, 2)),
+    GradCase("repeat_0d", lambda a: a.repeat(3), r()),
+    GradCase("tile", lambda a: a.tile((2,)), r(3, 2)),
+    GradCase("tile_more", lambda a: lib(a).tile(a, (2, 1, 2)), r(2)),
+    GradCase("repeat_interleave", lambda a: a.repeat_interleave(2), r(2, 3)),
+    GradCase("repeat_interleave_dim", lambda a: a.repeat_interleave(3, dim=1), r(2, 3)),
+    GradCase("repeat_interleave_tensor",
+             lambda a, n: lib(a).repeat_interleave(a, n, dim=0),
+             lambda rng: [rng.standard_normal((3, 2)), idx(1, 0, 2)]),
+    GradCase("tril", lambda a: a.tril(), r(3, 4)),
+    GradCase("tril_batched", lambda a: lib(a).tril(a, -1), r(2, 3, 3)),
+    GradCase("triu", lambda a: a.triu(1), r(3, 4)),
+    GradCase("meshgrid", lambda a, b: lib(a).meshgrid(a, b, indexing="ij"),
+             lambda rng: [rng.standard_normal(3), rng.standard_normal(2)]),
+    GradCase("meshgrid_xy", lambda a, b, c: lib(a).meshgrid(a, b, c, indexing="xy"),
+             lambda rng: [rng.standard_normal(3), rng.standard_normal(2), rng.standard_normal(())]),
+    GradCase("clone", lambda a: a.clone(), r(3, 4)),
+    GradCase("contiguous", lambda a: a.contiguous(), r(3, 4)),
+]
+
+IDX = [
+    GradCase("index_select", lambda a, i: a.index_select(1, i),
+             lambda rng: [rng.standard_normal((3, 4)), idx(0, 3, 0)]),
+    GradCase("gather", lambda a, i: a.gather(1, i),
+             lambda rng: [rng.standard_normal((3, 4)), idx(0, 1, 1, 3, 2, 2).reshape(3, 2)]),
+    GradCase("scatter", lambda a, s, i: a.scatter(0, i, s),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((2, 4)),
+                          idx(0, 1, 2, 0, 2, 0, 1, 1).reshape(2, 4)]),
+    GradCase("scatter_value", lambda a, i: a.scatter(1, i, 2.5),
+             lambda rng: [rng.standard_normal((3, 4)), idx(0, 2, 1).reshape(3, 1)]),
+    # torch has no derivative for reduce='add'; ember's equals scatter_add's.
+    GradCase("scatter_reduce_add", lambda a, s, i: a.scatter(1, i, s, reduce="add"),
+             lambda rng: [rng.standard_normal((2, 4)), rng.standard_normal((2, 3)),
+                          idx(0, 0, 3, 1, 2, 1).reshape(2, 3)],
+             torch_fn=lambda a, s, i: a.scatter_add(1, i, s)),
+    GradCase("scatter_add", lambda a, s, i: a.scatter_add(0, i, s),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((2, 4)),
+                          idx(0, 0, 2, 0, 2, 0, 1, 1).reshape(2, 4)]),
+    GradCase("index_add", lambda a, s, i: a.index_add(0, i, s, alpha=2.0),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 4)),
+                          idx(0, 2, 0)]),
+    GradCase("index_copy", lambda a, s, i: a.index_copy(1, i, s),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 2)), idx(3, 0)]),
+    GradCase("index_fill", lambda a, i: a.index_fill(1, i, -1.0),
+             lambda rng: [rng.standard_normal((3, 4)), idx(1, 3)]),
+    GradCase("index_fill_tensor", lambda a, v, i: a.index_fill(0, i, v),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal(()), idx(0, 2)]),
+    GradCase("index_put", lambda a, v, i: a.index_put((i,), v),
+             lambda rng: [rng.standard_normal((4, 3)), rng.standard_normal((2, 3)), idx(3, 1)]),
+    GradCase("index_put_bcast", lambda a, v, i, j: a.index_put((i, j), v),
+             lambda rng: [rng.standard_normal((4, 3)), rng.standard_normal(()), idx(3, 1),
+                          idx(0, 2)]),
+    GradCase("index_put_acc", lambda a, v, i: a.index_put((i,), v, accumulate=True),
+             lambda rng: [rng.standard_normal((4, 3)), rng.standard_normal(3), idx(1, 1, 2)]),
+    GradCase("adv_index", lambda a, i: a[i], lambda rng: [rng.standard_normal((4, 3)),
+                                                          idx(3, 0, 3)]),
+    GradCase("adv_index_2", lambda a, i, j: a[i, :, j],
+             lambda rng: [rng.standard_normal((3, 2, 4)), idx(0, 2, 2), idx(1, 3, 1)]),
+    GradCase("adv_index_mask", lambda a, m: a[m],
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 4)) > 0]),
+    GradCase("basic_index", lambda a: a[1:, None, ::2, 1], r(3, 4, 2)),
+    GradCase("basic_index_int", lambda a: a[-1], r(3, 4)),
+    GradCase("masked_fill", lambda a, m: a.masked_fill(m, 3.0),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal(4) > 0]),
+    GradCase("masked_fill_bcast_self", lambda a, m: a.masked_fill(m, 3.0),
+             lambda rng: [rng.standard_normal(4), rng.standard_normal((3, 4)) > 0]),
+    GradCase("masked_fill_tensor", lambda a, v, m: a.masked_fill(m, v),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal(()),
+                          rng.standard_normal((3, 4)) > 0]),
+    GradCase("masked_scatter", lambda a, s, m: a.masked_scatter(m, s),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((4, 4)),
+                          rng.standard_normal((3, 4)) > 0]),
+    GradCase("masked_select", lambda a, m: a.masked_select(m),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 4)) > 0]),
+    GradCase("masked_select_bcast", lambda a, m: lib(a).masked_select(a, m),
+             lambda rng: [rng.standard_normal(4), rng.standard_normal((3, 4)) > 0]),
+    GradCase("take", lambda a, i: a.take(i),
+             lambda rng: [rng.standard_normal((3, 4)), idx(0, 11, -1, 5).reshape(2, 2)]),
+    GradCase("take_along_dim", lambda a, i: lib(a).take_along_dim(a, i, 1),
+             lambda rng: [rng.standard_normal((3, 4)), idx(0, 3, 3, 1, 2, 2).reshape(3, 2)]),
+    GradCase("take_along_dim_bcast", lambda a, i: lib(a).take_along_dim(a, i, 0),
+             lambda rng: [rng.standard_normal((3, 1)), idx(0, 2, 1, 1).reshape(2, 2)]),
+    GradCase("take_along_dim_flat", lambda a, i: lib(a).take_along_dim(a, i),
+             lambda rng: [rng.standard_normal((3, 4)), idx(0, 7, 7)]),
+]
+
+
+def _sr(reduce, include_self):
+    return GradCase(
+        f"scatter_reduce_{reduce}_{include_self}",
+        lambda a, s, i: a.scatter_reduce(0, i, s, reduce, include_self=include_self),
+        lambda rng: [rng.standard_normal((3, 2)), rng.standard_normal((4, 2)),
+                     idx(0, 0, 2, 1, 0, 2, 0, 1).reshape(4, 2)],
+        # amax/amin are piecewise: their double derivative is zero (torch has none).
+        gradgrad=reduce in ("sum", "mean"))
+
+
+SCATTER_REDUCE = [_sr(red, inc) for red in ("sum", "prod", "mean", "amax", "amin")
+                  for inc in (True, False)]
+
+CASES = VIEWS + SHAPE + IDX + SCATTER_REDUCE
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_grad(case):
+    run_case(case)
+
+
+def test_scatter_reduce_prod_with_zeros():
+    """prod's gradient where factors are zero: one zero (the others' product) and two (zero)."""
+    torch = pytest.importorskip("torch")
+    import ember
+
+    self_ = np.array([[2.0, 0.0], [3.0, 1.5]])
+    src = np.array([[0.0, 4.0], [5.0, 0.0], [0.0, 2.0]])
+    index = np.array([[0, 0], [0, 1], [1, 0]])
+    for include_self in (True, False):
+        outs = []
+        for L in (ember, torch):
+            a = L.tensor(self_, requires_grad=True)
+            s = L.tensor(src, requires_grad=True)
+            out = a.scatter_reduce(0, L.tensor(index), s, "prod", include_self=include_self)
+            out.backward(L.tensor(np.arange(1.0, 5.0).reshape(2, 2)))
+            outs.append((np.array(a.grad.tolist()), np.array(s.grad.tolist())))
+        np.testing.assert_allclose(outs[0][0], outs[1][0])
+        np.testing.assert_allclose(outs[0][1], outs[1][1])
+
+
+def test_scatter_multiply_is_a_clear_error():
+    import ember
+
+    a = ember.zeros(3, 2, dtype=ember.float64, requires_grad=True)
+    out = a.scatter(0, ember.tensor([[0, 1]]), 2.0, reduce="multiply")
+    with pytest.raises(NotImplementedError, match="reduce='multiply'"):
+        out.sum().backward()
+
+
+def test_view_dtype_is_not_differentiable():
+    import ember
+
+    a = ember.ones(4, requires_grad=True)
+    assert not a.view(ember.float32).requires_grad
+    assert not a.view(ember.int32).requires_grad
+
+
+def test_ops_returning_self_keep_leaves_intact():
+    """contiguous()/to()/flatten() may return self itself; a leaf must stay a leaf."""
+    import ember
+
+    for f in (lambda x: x.contiguous(), lambda x: x._to_dtype(ember.float32),
+              lambda x: x.flatten(0, 0), lambda x: ember.atleast_1d(x)):
+        x = ember.ones(3, requires_grad=True)
+        y = f(x)
+        assert x.is_leaf and x.grad_fn is None
+        (y * 2).sum().backward()
+        assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_random_fills_have_zero_gradient():
+    import ember
+
+    x = ember.ones(4, dtype=ember.float64, requires_grad=True)
+    for fill in (lambda t: t.uniform_(), lambda t: t.normal_(), lambda t: t.exponential_(),
+                 lambda t: t.bernoulli_(0.5)):
+        y = x * 1
+        fill(y)
+        (y * 3).sum().backward()
+        assert x.grad.tolist() == [0.0] * 4
+    m = ember.zeros(3, dtype=ember.float64, requires_grad=True)
+    ember.normal(m * 1, 1.0).sum().backward()
+    assert m.grad.tolist() == [0.0] * 3
