@@ -3,11 +3,10 @@ and the refusals PyTorch makes (views of leaves, views made in no_grad mode, det
 Each scenario runs in ember and, where installed, in torch; values, gradients and errors must
 agree."""
 
+import ember
 import numpy as np
 import pytest
 from core_helpers import torch
-
-import ember
 
 A = np.arange(12.0).reshape(3, 4) / 7 + 0.3
 W = np.linspace(-1.0, 2.0, 12).reshape(3, 4)
