@@ -2,8 +2,10 @@
 tensor.yaml): gradcheck with contiguous and strided inputs, first and second derivatives against
 PyTorch (see grad_table.py)."""
 
+import ember
 import numpy as np
 import pytest
+from core_helpers import torch
 from grad_table import GradCase, lib, run_case
 
 
@@ -207,7 +209,31 @@ def _sr(reduce, include_self):
 SCATTER_REDUCE = [_sr(red, inc) for red in ("sum", "prod", "mean", "amax", "amin")
                   for inc in (True, False)]
 
-CASES = VIEWS + SHAPE + IDX + SCATTER_REDUCE
+def _pad(pad, mode="constant", **kw):
+    """F.pad for either library (non-constant modes: torch's backward has a spurious dependence
+    on the input, ember's does not, so only first derivatives are compared)."""
+    def f(a):
+        if isinstance(a, ember.Tensor):
+            return ember.pad(a, list(pad), mode=mode, **kw)
+        return torch.nn.functional.pad(a, pad, mode=mode, **kw)
+    return f
+
+
+PAD = [
+    GradCase("constant_pad_nd", lambda a: lib(a).constant_pad_nd(a, [1, 2, 0, 1], 0.5), r(2, 3)),
+    GradCase("constant_pad_nd_crop", lambda a: lib(a).constant_pad_nd(a, [-1, 2, 1, -1]),
+             r(3, 4)),
+    GradCase("pad_constant", _pad((2, 0, 1, 1, 1, 0), value=-1.0), r(2, 3, 2)),
+    GradCase("pad_reflect_1", _pad((2, 1), "reflect"), r(2, 4), gradgrad=False),
+    GradCase("pad_reflect_2", _pad((1, 2, 2, 0), "reflect"), r(2, 3, 4), gradgrad=False),
+    GradCase("pad_reflect_3", _pad((1, 1, 0, 1, 1, 0), "reflect"), r(1, 2, 3, 3), gradgrad=False),
+    GradCase("pad_replicate", _pad((3, 1, 0, 2), "replicate"), r(1, 2, 3), gradgrad=False),
+    GradCase("pad_replicate_crop", _pad((-1, 2), "replicate"), r(2, 4), gradgrad=False),
+    GradCase("pad_circular", _pad((2, 1, 1, 3), "circular"), r(1, 3, 4), gradgrad=False),
+    GradCase("pad_circular_crop", _pad((-1, 3), "circular"), r(1, 2, 4), gradgrad=False),
+]
+
+CASES = VIEWS + SHAPE + IDX + SCATTER_REDUCE + PAD
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -217,9 +243,7 @@ def test_grad(case):
 
 def test_scatter_reduce_prod_with_zeros():
     """prod's gradient where factors are zero: one zero (the others' product) and two (zero)."""
-    torch = pytest.importorskip("torch")
-    import ember
-
+    pytest.importorskip("torch")
     self_ = np.array([[2.0, 0.0], [3.0, 1.5]])
     src = np.array([[0.0, 4.0], [5.0, 0.0], [0.0, 2.0]])
     index = np.array([[0, 0], [0, 1], [1, 0]])
@@ -236,8 +260,6 @@ def test_scatter_reduce_prod_with_zeros():
 
 
 def test_scatter_multiply_is_a_clear_error():
-    import ember
-
     a = ember.zeros(3, 2, dtype=ember.float64, requires_grad=True)
     out = a.scatter(0, ember.tensor([[0, 1]]), 2.0, reduce="multiply")
     with pytest.raises(NotImplementedError, match="reduce='multiply'"):
@@ -245,8 +267,6 @@ def test_scatter_multiply_is_a_clear_error():
 
 
 def test_view_dtype_is_not_differentiable():
-    import ember
-
     a = ember.ones(4, requires_grad=True)
     assert not a.view(ember.float32).requires_grad
     assert not a.view(ember.int32).requires_grad
@@ -254,7 +274,6 @@ def test_view_dtype_is_not_differentiable():
 
 def test_ops_returning_self_keep_leaves_intact():
     """contiguous()/to()/flatten() may return self itself; a leaf must stay a leaf."""
-    import ember
 
     for f in (lambda x: x.contiguous(), lambda x: x._to_dtype(ember.float32),
               lambda x: x.flatten(0, 0), lambda x: ember.atleast_1d(x)):
@@ -266,8 +285,6 @@ def test_ops_returning_self_keep_leaves_intact():
 
 
 def test_random_fills_have_zero_gradient():
-    import ember
-
     x = ember.ones(4, dtype=ember.float64, requires_grad=True)
     for fill in (lambda t: t.uniform_(), lambda t: t.normal_(), lambda t: t.exponential_(),
                  lambda t: t.bernoulli_(0.5)):
@@ -278,3 +295,46 @@ def test_random_fills_have_zero_gradient():
     m = ember.zeros(3, dtype=ember.float64, requires_grad=True)
     ember.normal(m * 1, 1.0).sum().backward()
     assert m.grad.tolist() == [0.0] * 3
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+def test_pad_forward_matches_torch(mode):
+    tt = pytest.importorskip("torch")
+    x = np.random.default_rng(1).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    pads = [(1, 2), (2, 1, 1, 0), (1, 1, 2, 2, 1, 0), (0, -1, 1, 1), (-2, 1, 0, 3)]
+    for pad in pads:
+        xx = x[None] if len(pad) == 6 else (x[0] if len(pad) == 2 else x)
+        want = tt.nn.functional.pad(tt.tensor(xx), pad, mode=mode).numpy()
+        got = ember.pad(ember.tensor(xx), list(pad), mode=mode).numpy()
+        np.testing.assert_array_equal(got, want, err_msg=f"{mode} {pad}")
+    ints = ember.arange(6).view(2, 3)
+    assert ember.pad(ints, [1, 1], mode=mode).dtype == ember.int64
+
+
+def test_pad_values_and_dtypes():
+    assert ember.constant_pad_nd(ember.arange(3), [1, 1], 2.5).tolist() == [2, 0, 1, 2, 2]
+    assert ember.pad(ember.ones(2), [1, 0], value=3.0).tolist() == [3.0, 1.0, 1.0]
+    assert ember.pad(ember.ones(2, 2), [-1, -1, 0, 0]).shape == (2, 0)
+    assert ember.pad(ember.ones(2, 3), [1, 1], mode="reflect").tolist() == [[1.0] * 5] * 2
+
+
+def test_pad_bad_input():
+    x = ember.ones(2, 3)
+    with pytest.raises(RuntimeError, match="divisible by 2"):
+        ember.pad(x, [1])
+    with pytest.raises(RuntimeError, match="less than or equal to two times"):
+        ember.pad(x, [1, 1, 1, 1, 1, 1])
+    with pytest.raises(RuntimeError, match="negative size"):
+        ember.pad(x, [-2, -2])
+    with pytest.raises(NotImplementedError, match="unrecognised padding mode 'foo'"):
+        ember.pad(x, [1, 1], mode="foo")
+    with pytest.raises(RuntimeError, match="doesn't take in value"):
+        ember.pad(x, [1, 1], mode="reflect", value=1.0)
+    with pytest.raises(NotImplementedError, match="not supported for a 1D input"):
+        ember.pad(ember.ones(3), [1, 1], mode="reflect")
+    with pytest.raises(RuntimeError, match="less than the corresponding input dimension"):
+        ember.pad(x, [3, 0], mode="reflect")
+    with pytest.raises(RuntimeError, match="wrapping around more than once"):
+        ember.pad(x, [0, 4], mode="circular")
+    with pytest.raises(RuntimeError, match="size 0"):
+        ember.pad(ember.ones(1, 0), [1, 1], mode="replicate")
