@@ -415,3 +415,17 @@ def test_no_grad_fast_path_unchanged():
     b[:, 0] = ember.ones(3)
     assert not b.requires_grad and b.grad_fn is None and v.grad_fn is None
     assert b.sum().item() == 3 + 2 * 3
+
+
+def test_as_strided_of_a_view_reaching_outside_it():
+    """as_strided addresses storage: elements outside the viewed tensor get no gradient."""
+
+    def f(L):
+        x = leaf(L, np.arange(6.0))
+        v = (x * 1)[2:]
+        s = v.as_strided((4,), (1,), 0)  # reads two elements before v
+        e = x.expand(2, 6).as_strided((3,), (2,), 1)
+        ((s * L.tensor([1.0, 2.0, 3.0, 4.0])).sum() + e.sum()).backward()
+        return (grad_of(x),)
+
+    check(f)

@@ -237,12 +237,19 @@ void mark_inplace_view(const Tensor& self) {
   m->view_version = self->version();
 }
 
-void record_strided_view(const Tensor& src, const Tensor& view) {
-  if (!is_floating(view->dtype()) || !requires_grad(src)) return;
+void record_strided_view(const Tensor& src_in, const Tensor& view) {
+  if (!is_floating(view->dtype()) || !requires_grad(src_in)) return;
   if (!grad_enabled()) {
-    mark_one(view, src, true);
+    mark_one(view, src_in, true);
     return;
   }
+  // A src whose elements overlap (expanded) cannot hold one gradient per memory location: take
+  // the view from the base instead, whose history covers that memory.
+  Tensor src = src_in;
+  const Tensor& base = src->base();
+  if (base && maybe_overlapping(src->sizes(), src->strides()) && is_tracked_view(src) &&
+      requires_grad(base) && base->dtype() == src->dtype())
+    src = base;
   EMBER_CHECK_KIND(!maybe_overlapping(src->sizes(), src->strides()), NotImplemented,
                    "a strided view of a tensor whose elements overlap in memory (shape ",
                    shape_str(src->sizes()), ", strides ", shape_str(src->strides()),
@@ -286,36 +293,37 @@ void record_view(const Tensor& self, const Tensor& view) { record_strided_view(s
 
 Tensor strided_view_backward(const Tensor& grad, const Geometry& src, const Geometry& view,
                              ScalarType dtype) {
+  // Work in a flat buffer spanning the memory of both src and the view (as_strided may reach
+  // outside src; those elements are not src's and get no gradient, as in PyTorch).
   Device device = grad->device();
   int64_t ext = extent_of(src.sizes, src.strides);
   int64_t rel = view.offset - src.offset;
   int64_t vn = numel_of(view.sizes);
+  int64_t lo = 0, hi = ext;
   if (vn > 0) {
-    int64_t vext = extent_of(view.sizes, view.strides);
-    EMBER_CHECK_KIND(
-        rel >= 0 && rel + vext <= ext, NotImplemented, "as_strided backward: the view (sizes ",
-        shape_str(view.sizes), ", strides ", shape_str(view.strides), ", offset ", view.offset,
-        ") reaches memory outside the tensor it was taken from (sizes ", shape_str(src.sizes),
-        ", strides ", shape_str(src.strides), ", offset ", src.offset, ")");
+    lo = std::min<int64_t>(lo, rel);
+    hi = std::max<int64_t>(hi, rel + extent_of(view.sizes, view.strides));
   }
+  int64_t span = hi - lo;
   bool differentiable = grad_enabled() && requires_grad(grad);
   Tensor flat;
   if (vn == 0 || ext == 0) {
-    flat = ops::zeros(DimVector{ext}, dtype, device);
+    flat = ops::zeros(DimVector{span}, dtype, device);
   } else if (!differentiable && !maybe_overlapping(view.sizes, view.strides)) {
-    flat = ops::zeros(DimVector{ext}, dtype, device);
-    copy_into(make_view(flat, view.sizes, view.strides, rel), grad);
+    flat = ops::zeros(DimVector{span}, dtype, device);
+    copy_into(make_view(flat, view.sizes, view.strides, rel - lo), grad);
   } else {
     // Storage positions of the view's elements, then a summing scatter (overlapping views).
-    Tensor pos = ops::arange(Scalar(ext), ScalarType::Int64, device);
-    Tensor idx = ops::reshape(ops::as_strided(pos, view.sizes, view.strides, rel), DimVector{-1});
+    Tensor pos = ops::arange(Scalar(span), ScalarType::Int64, device);
+    Tensor idx =
+        ops::reshape(ops::as_strided(pos, view.sizes, view.strides, rel - lo), DimVector{-1});
     Tensor g = grad->dtype() == dtype ? grad : ops::_to_dtype(grad, dtype, false);
-    flat = ops::index_add(ops::zeros(DimVector{ext}, dtype, device), 0, idx,
+    flat = ops::index_add(ops::zeros(DimVector{span}, dtype, device), 0, idx,
                           ops::reshape(g, DimVector{-1}), Scalar(int64_t(1)), Tensor());
   }
-  Tensor r = ops::as_strided(flat, src.sizes, src.strides, 0);
-  // A layout with holes (a strided leaf) gets a contiguous gradient.
-  if (!is_dense(src.sizes, src.strides)) r = ops::contiguous(r);
+  Tensor r = ops::as_strided(flat, src.sizes, src.strides, -lo);
+  // A layout with holes (a strided leaf) or a larger buffer gets a compact gradient.
+  if (!is_dense(src.sizes, src.strides) || span != ext) r = ops::contiguous(r);
   return r;
 }
 
