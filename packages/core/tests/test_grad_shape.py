@@ -233,7 +233,42 @@ PAD = [
     GradCase("pad_circular_crop", _pad((-1, 3), "circular"), r(1, 2, 4), gradgrad=False),
 ]
 
-CASES = VIEWS + SHAPE + IDX + SCATTER_REDUCE + PAD
+# In-place forms on tensors with history, and on views of them (CopySlices).
+INPLACE = [
+    GradCase("index_fill_", lambda a, i: (a * 1).index_fill_(1, i, 2.0),
+             lambda rng: [rng.standard_normal((3, 4)), idx(0, 2)]),
+    GradCase("index_add_view", lambda a, s, i: (a * 1)[1:].index_add_(1, i, s),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((2, 2)), idx(3, 3)]),
+    GradCase("index_copy_", lambda a, s, i: (a * 1).index_copy_(0, i, s),
+             lambda rng: [rng.standard_normal((3, 2)), rng.standard_normal((1, 2)), idx(1)]),
+    GradCase("masked_scatter_view", lambda a, s, m: (a * 1)[:, 1:].masked_scatter_(m, s),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal(9),
+                          rng.standard_normal((3, 3)) > 0]),
+    GradCase("masked_fill_view", lambda a, m: (a * 1).t().masked_fill_(m, 1.5),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((4, 3)) > 0]),
+    GradCase("scatter_", lambda a, s, i: (a * 1).scatter_(1, i, s),
+             lambda rng: [rng.standard_normal((2, 4)), rng.standard_normal((2, 2)),
+                          idx(3, 0, 1, 2).reshape(2, 2)]),
+    GradCase("scatter_add_view", lambda a, s, i: (a * 1)[0].scatter_add_(0, i, s),
+             lambda rng: [rng.standard_normal((2, 4)), rng.standard_normal(3), idx(3, 3, 0)]),
+    GradCase("index_put_", lambda a, v, i: (a * 1).index_put_((i,), v, accumulate=True),
+             lambda rng: [rng.standard_normal(5), rng.standard_normal(3), idx(4, 0, 4)]),
+    GradCase("tril_view", lambda a: (a * 1)[1:].tril_(), r(4, 3)),
+    GradCase("copy_view", lambda a, b: (a * 1).diagonal().copy_(b),
+             lambda rng: [rng.standard_normal((3, 3)), rng.standard_normal(3)]),
+]
+
+# Empty tensors and empty index lists.
+EMPTY = [
+    GradCase("narrow_empty", lambda a: a.narrow(1, 2, 0) + 1, r(3, 4), noncontig=False),
+    GradCase("cat_empty", lambda a, b: lib(a).cat([a, b]),
+             lambda rng: [rng.standard_normal((0, 3)), rng.standard_normal((2, 3))]),
+    GradCase("index_select_empty", lambda a, i: a.index_select(0, i),
+             lambda rng: [rng.standard_normal((3, 2)), np.zeros(0, dtype=np.int64)]),
+    GradCase("split_empty_piece", lambda a: a.split([0, 3], 0), r(3, 2)),
+]
+
+CASES = VIEWS + SHAPE + IDX + SCATTER_REDUCE + PAD + INPLACE + EMPTY
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
