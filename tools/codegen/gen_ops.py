@@ -135,7 +135,8 @@ def node_name(op: Op, idx: int) -> str:
 
 
 def gen_autograd(group: str, ops: list[Op]) -> str:
-    out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n#include "autograd/views.h"\n#include "ops.h"\n\n',
+    out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n'
+           '#include "autograd/forward_ad.h"\n#include "autograd/views.h"\n#include "ops.h"\n\n',
            "namespace ember {\nusing namespace autograd;\nusing namespace autograd::formulas;\n"]
     seen: dict[str, int] = {}
     for op in ops:
@@ -177,8 +178,9 @@ def gen_wrapper(op: Op, node: str) -> str:
     inplace = op.name.endswith("_")
     has_out = op.native_out
     self_tensor = any(a.name == "self" and a.type == "Tensor" for a in args)
+    fw_check, fw_fn = gen_forward(op, diff)
     hooks = view_hooks(op, self_tensor)
-    body = [hooks["prologue"] or f"  if (!grad_enabled() || !({cond})) return {raw};\n"]
+    body = [fw_check, hooks["prologue"] or f"  if (!grad_enabled() || !({cond})) return {raw};\n"]
     if hooks["prologue"]:
         body.append(f"  if (!({cond})) return {raw};\n")
     if has_out:
@@ -236,7 +238,7 @@ def gen_wrapper(op: Op, node: str) -> str:
         body.append(hooks["after_history"])
         body.append(hooks["post"])
         body.append("  return full_result;\n")
-        return head + "".join(body) + "}\n"
+        return fw_fn + head + "".join(body) + "}\n"
     unknown = set(formulas) - {a.name for a in diff}
     if unknown:
         raise ValueError(f"{op.name}: derivatives for non-differentiable or unknown inputs {unknown}")
@@ -358,7 +360,206 @@ def gen_wrapper(op: Op, node: str) -> str:
         body.append(f"  if ({needed_by(n)}) node->{n}_ = SavedVariable(std::get<{i}>(full_result), true);\n")
     body.append(hooks["post"])
     body.append("  return full_result;\n")
-    return "".join(cls) + head + "".join(body) + "}\n"
+    return "".join(cls) + fw_fn + head + "".join(body) + "}\n"
+
+
+# ---- forward-mode AD ------------------------------------------------------------------------
+
+
+def fw_inputs(op: Op, diff: list[Arg]) -> list[Arg]:
+    """Inputs whose tangents the formula uses; a tangent on any other input raises. Elementwise:
+    those with a reverse formula (so `where`'s condition is not one); linear: all of them (the
+    `other` of view_as gets its tangent, which has the right shape); an expression: those whose
+    `<input>_t` it mentions, and self for in-place ops (whose formula gives self's new tangent,
+    e.g. copy_'s is `src_t`)."""
+    if op.tangent == "elementwise":
+        return [a for a in diff if a.name in op.derivatives]
+    if op.tangent == "linear":
+        return diff
+    return [a for a in diff if re.search(rf"\b{re.escape(a.name)}_t\b", op.tangent or "")
+            or (a.name == "self" and op.name.endswith("_"))]
+
+
+def gen_forward(op: Op, diff: list[Arg]) -> tuple[str, str]:
+    """Forward-mode AD of `ops::<name>`: (the check at the top of the wrapper, the functions it
+    calls). When a dual level is live and an input carries a tangent, `<id>_forward` runs the op
+    (forward AD off on this thread, reverse mode as usual) and attaches the result's tangent from
+    the YAML `tangent:` key (see forward_ad.h):
+
+    - `elementwise`: every input's reverse formula with its tangent in place of `grad`, summed
+      over the inputs that carry one (pointwise ops; broadcasting included);
+    - `linear`: the op itself applied to the tangents (zeros for inputs without one, 0 for
+      numbers): views, reductions like sum/mean, cat, split, clone...;
+    - a C++ expression over `<input>_t` (undefined where an input has none), the arguments,
+      `result` (and the other outputs of a tuple by name); for a `Tensor[]` return it gives one
+      tangent per output.
+
+    The tangent is that of the first output (of all of them for `Tensor[]`); in-place ops
+    write it into self's tangent. Without a `tangent:` key a tangent on an input raises
+    NotImplementedError unless every output is integer or bool.
+    """
+    args = op.args
+    ret = op.cpp_return
+    ret_types = [t for t, _ in op.returns]
+    list_ret = ret_types == ["Tensor[]"]
+    self_tensor = any(a.name == "self" and a.type == "Tensor" for a in args)
+    singles = [a for a in diff if a.type != "Tensor[]"]
+    lists = [a for a in diff if a.type == "Tensor[]"]
+    watch = [f"&{tensor_expr(a)}" for a in singles] + (["&out"] if op.native_out else [])
+    cond = "{" + ", ".join(watch) + "}"
+    if lists:
+        cond += ", {" + ", ".join(f"&{a.name}" for a in lists) + "}"
+    fn = f"{op.overload_id}_forward"
+    call_args = ", ".join(a.name for a in args)
+    check = f"  if (forward_ad::maybe_active() && forward_ad::wants({cond})) return {fn}({call_args});\n"
+    lines = [f"{ret} {fn}({cpp_params(op)}) {{\n"]
+    if op.native_out:
+        lines.append("  bool in_place = out && out == self;\n" if self_tensor else "  bool in_place = false;\n")
+        lines.append(f'  if (out && !in_place) forward_ad::out_not_supported("{op.name}");\n')
+    else:
+        lines.append(f"  bool in_place = {'true' if op.name.endswith('_') and self_tensor else 'false'};\n")
+    lines.append("  (void)in_place;\n")
+    run = (f"  {ret} full_result;\n  {{\n    forward_ad::DisableGuard no_fw;\n"
+           f"    full_result = ops::{op.name}({call_args});\n  }}\n")
+    if op.tuple_return:
+        outs = [f"std::get<{i}>(full_result)" for i, t in enumerate(ret_types) if t == "Tensor"]
+    else:
+        outs = [] if list_ret else ["full_result"]
+    kind = op.tangent
+    if not kind:
+        if self_tensor:
+            lines.append(f'  if (in_place && is_floating(self->dtype())) forward_ad::not_implemented("{op.name}");\n')
+        lines.append(run)
+        if list_ret:
+            lines.append(f'  forward_ad::check_not_differentiable("{op.name}", full_result);\n')
+        else:
+            lines.append(f'  forward_ad::check_not_differentiable("{op.name}", {{{", ".join("&" + o for o in outs)}}});\n')
+        lines.append("  return full_result;\n}\n")
+        return check, "namespace {\n" + "".join(lines) + "}  // namespace\n"
+
+    fwd = fw_inputs(op, diff)
+    if kind == "elementwise":
+        if list_ret or any(a.type == "Tensor[]" for a in fwd):
+            raise ValueError(f"{op.name}: `tangent: elementwise` needs Tensor inputs and a Tensor result")
+        text = " ".join(op.derivatives[a.name] for a in fwd)
+        if re.search(r"\bgrads\b", text):
+            raise ValueError(f"{op.name}: `tangent: elementwise` can't use formulas over `grads`")
+    elif kind == "linear":
+        text = ""
+    else:
+        text = kind
+
+    def mentions(name: str) -> bool:
+        return re.search(rf"\b{re.escape(name)}\b", text) is not None
+
+    named = [(i, n) for i, (t, n) in enumerate(op.returns) if op.tuple_return and i > 0 and t == "Tensor"]
+    uses_result = mentions("result") or any(mentions(n) for _, n in named)
+
+    # The tangent function: the formula over the op's arguments, result(s) and tangents.
+    tfn = f"{op.overload_id}_tangent"
+    tret = "std::vector<Tensor>" if list_ret else "Tensor"
+    res_type = "std::vector<Tensor>" if list_ret else "Tensor"
+    tparams = [f"[[maybe_unused]] {a.cpp_type} {a.name}" for a in args]
+    tparams.append(f"[[maybe_unused]] const {res_type}& result")
+    tparams += [f"[[maybe_unused]] const Tensor& {n}" for _, n in named]
+    tparams += [f"[[maybe_unused]] const {'std::vector<Tensor>' if a.type == 'Tensor[]' else 'Tensor'}& {a.name}_t"
+                for a in fwd]
+    tbody = []
+    for a in diff:
+        if mentions(f"{a.name}_meta"):
+            if a.type == "Tensor[]":
+                tbody.append(f"  std::vector<InputMeta> {a.name}_meta;\n"
+                             f"  for (const Tensor& t : {a.name}) {a.name}_meta.emplace_back(t);\n")
+            else:
+                src = tensor_expr(a)
+                tbody.append(f"  InputMeta {a.name}_meta = {src} ? InputMeta({src}) : InputMeta();\n")
+    if kind == "elementwise":
+        tbody.append("  Tensor r;\n")
+        for a in fwd:
+            tbody.append(f"  if ({a.name}_t) {{\n    const Tensor& grad = {a.name}_t;\n"
+                         f"    r = forward_ad::accumulate(r, {op.derivatives[a.name]});\n  }}\n")
+        tbody.append("  return r;\n")
+    elif kind == "linear":
+        sub = []
+        for a in args:
+            if a in fwd:
+                sub.append(f"forward_ad::linear_arg({a.name}, {a.name}_t)" if a.type.startswith("Tensor|Scalar")
+                           else f"{a.name}_t")
+            elif a.name == "out":
+                sub.append("Tensor()")
+            else:
+                sub.append(a.name)
+        call = f"ops::{op.name}({', '.join(sub)})"
+        tbody.append(f"  return {'std::get<0>(' + call + ')' if op.tuple_return else call};\n")
+    else:
+        tbody.append(f"  return {kind};\n")
+    tfun = f"{tret} {tfn}({', '.join(tparams)}) {{\n" + "".join(tbody) + "}\n"
+
+    # Arguments of the tangent function; an in-place op whose formula reads the result gets the
+    # inputs as they were before the write.
+    clone_self = uses_result and self_tensor and any(
+        mentions(a.name) for a in args if a.type in DIFF_TYPES)
+
+    def targ(a: Arg) -> str:
+        if not clone_self or a.type not in DIFF_TYPES or not mentions(a.name):
+            return a.name
+        if a.name == "self":
+            return "in_place ? self_pre : self"
+        if a.type.startswith("Tensor|Scalar"):
+            return f"(in_place && {a.name}.tensor == self) ? TensorOrScalar(self_pre) : {a.name}"
+        return f"(in_place && {a.name} == self) ? self_pre : {a.name}"
+
+    def tcall(with_result: bool) -> str:
+        if with_result:
+            res = ["full_result"] if list_ret else [outs[0]]
+            res += [f"std::get<{i}>(full_result)" for i, _ in named]
+        else:
+            res = [f"{res_type}()"] + ["Tensor()" for _ in named]
+        targs = [targ(a) for a in args] + res + [f"{a.name}_t" for a in fwd]
+        return f"{tfn}({', '.join(targs)})"
+
+    for a in fwd:
+        f = "tangent_or_zeros" if kind == "linear" else "tangent_of"
+        if a.type == "Tensor[]":
+            lines.append(f"  std::vector<Tensor> {a.name}_t = forward_ad::{f.replace('tangent', 'tangents')}({a.name});\n")
+        else:
+            lines.append(f"  Tensor {a.name}_t = forward_ad::{f}({tensor_expr(a)});\n")
+    for a in diff:
+        if a in fwd:
+            continue
+        if a.type == "Tensor[]":
+            lines.append(f"  for (const Tensor& t : {a.name})\n    if (forward_ad::has_tangent(t)) "
+                         f'forward_ad::not_implemented("{op.name}", "{a.name}");\n')
+        else:
+            lines.append(f"  if (forward_ad::has_tangent({tensor_expr(a)})) "
+                         f'forward_ad::not_implemented("{op.name}", "{a.name}");\n')
+    if list_ret:
+        setter = "forward_ad::set_tangents(full_result, std::move(tangent));\n"
+    elif op.tuple_return:
+        setter = f"forward_ad::set_tangent({outs[0]}, std::move(tangent));\n"
+    elif self_tensor:
+        setter = ("if (in_place) forward_ad::set_tangent_inplace(self, tangent);\n"
+                  "    else forward_ad::set_tangent(full_result, std::move(tangent));\n")
+    else:
+        setter = "forward_ad::set_tangent(full_result, std::move(tangent));\n"
+    guard = "forward_ad::DisableGuard no_fw;"
+    if uses_result:
+        if clone_self:
+            lines.append(f"  Tensor self_pre;\n  if (in_place) {{\n    {guard}\n    self_pre = ops::clone(self);\n  }}\n")
+        lines.append(run)
+        lines.append(f"  {tret} tangent;\n  {{\n    {guard}\n    tangent = {tcall(True)};\n  }}\n")
+    elif self_tensor and (op.native_out or op.name.endswith("_")):
+        # In place, the formula sees the inputs before the write; otherwise the op runs first so
+        # that its own argument checks report bad input.
+        lines.append(f"  {tret} tangent;\n  if (in_place) {{\n    {guard}\n    tangent = {tcall(False)};\n  }}\n")
+        lines.append(run)
+        lines.append(f"  if (!in_place) {{\n    {guard}\n    tangent = {tcall(False)};\n  }}\n")
+    else:
+        lines.append(run)
+        lines.append(f"  {tret} tangent;\n  {{\n    {guard}\n    tangent = {tcall(False)};\n  }}\n")
+    lines.append(f"  {{\n    {guard}\n    {setter}  }}\n")
+    lines.append("  return full_result;\n}\n")
+    return check, "namespace {\n" + tfun + "".join(lines) + "}  // namespace\n"
 
 
 # ---- view tracking (csrc/autograd/views.h) -------------------------------------------------
@@ -487,7 +688,15 @@ def gen_binding(op: Op, kind: str) -> str:
     target = "m" if kind == "function" else "cls"
     pyname = op.name + ("_" if kind == "inplace" else "")
     if kind != "function":
-        pyargs = pyargs[1:]  # self is the bound instance
+        # The bound instance is the argument named self (where(condition, self, other) binds as
+        # self.where(condition, other)); pybind11 passes it as the lambda's first parameter.
+        recv = next((i for i, a in enumerate(args) if a.name == "self"), 0)
+        decls.insert(0, decls.pop(recv))
+        pyargs = py_args(args[:recv] + args[recv + 1:], rename_self=False)
+        if pyargs[:1] == ["py::kw_only()"]:
+            # pybind11 rejects the call when kw_only() opens a method's argument list; the
+            # arguments stay keywords in the stub and docs.
+            pyargs = pyargs[1:]
     ret_type = "py::object" if (op.tuple_return or op.returns[0][0] == "Tensor[]" or op.release_gil
                                 or op.cpp_return == "void") else op.cpp_return
     call = f"ops::{op.name}({', '.join(exprs)})"
@@ -562,7 +771,10 @@ def gen_bind_all(groups: dict[str, list[Op]]) -> str:
 def stub_sig(op: Op, kind: str) -> str:
     parts = []
     kw = False
-    args = op.args if kind == "function" else op.args[1:]
+    args = op.args
+    if kind != "function":
+        recv = next((i for i, a in enumerate(args) if a.name == "self"), 0)
+        args = args[:recv] + args[recv + 1:]
     if kind == "inplace":
         args = [a for a in args if a.name != "out"]
     if kind != "function":

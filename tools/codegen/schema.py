@@ -95,6 +95,11 @@ class Op:
     # op is written with other ops, which record themselves), "none" (never differentiable).
     derivatives: dict = field(default_factory=dict)
     autograd: str = "error"
+    # Forward-mode AD (tangent of the first output): "elementwise" (each input's derivative
+    # formula with its tangent in place of `grad`, summed), "linear" (the op applied to the
+    # tangents), a C++ expression over `<input>_t`, the inputs and `result`, or None (an input
+    # with a tangent raises NotImplementedError).
+    tangent: str | None = None
 
     @property
     def native_out(self) -> bool:
@@ -199,6 +204,7 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     schema=e["func"],
                     derivatives=dict(e.get("derivatives", {}) or {}),
                     autograd=e.get("autograd", "error"),
+                    tangent=e.get("tangent"),
                 )
             )
             if not ops[-1].dispatch:

@@ -371,3 +371,32 @@ def test_bad_constructor_inputs():
         ember.zeros("a")
     with pytest.raises(TypeError):
         ember.ones(2, 3, bogus=True)
+
+
+def test_where_method_binds_self_as_receiver():
+    x = ember.tensor([1.0, -2.0, 3.0])
+    assert x.where(x > 0, 0.0).tolist() == [1.0, 0.0, 3.0]
+    assert x.where(x > 0, ember.zeros(3)).tolist() == [1.0, 0.0, 3.0]
+
+
+def test_methods_with_only_keyword_arguments():
+    x = ember.zeros(4)
+    x.random_()
+    assert all(0 <= v <= 2**24 for v in x.tolist())
+    x.random_(generator=ember.Generator().manual_seed(1))
+    x.random_(2, 5)
+    assert all(2 <= v < 5 for v in x.tolist())
+
+
+def test_printoptions_reject_negative_values():
+    with pytest.raises(ValueError, match="precision"):
+        ember.set_printoptions(precision=-1)
+    with pytest.raises(ValueError, match="linewidth"):
+        ember.set_printoptions(linewidth="wide")
+
+
+@pytest.mark.skipif(ember.cuda.is_available(), reason="needs a build without a usable GPU")
+def test_as_tensor_honours_device():
+    with pytest.raises(NotImplementedError, match="cuda"):
+        ember.as_tensor(np.zeros(2), device="cuda")
+    assert ember.as_tensor(np.zeros(2), device="cpu").device.type == "cpu"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest
+from data_helpers import foreign_segment, shm_segments
 
 TEST_TIMEOUT_S = 60
 
@@ -28,13 +28,6 @@ def _hard_timeout():
         signal.signal(signal.SIGALRM, old)
 
 
-def shm_segments() -> set[str]:
-    try:
-        return {n for n in os.listdir("/dev/shm") if n.startswith("ember_")}
-    except OSError:
-        return set()
-
-
 @pytest.fixture
 def no_shm_leak():
     """Fails the test if it leaves ember segments in /dev/shm or worker processes behind."""
@@ -45,7 +38,7 @@ def no_shm_leak():
     import gc
 
     gc.collect()
-    leaked = shm_segments() - before
+    leaked = {n for n in shm_segments() - before if not foreign_segment(n)}
     assert not leaked, f"shared-memory segments left in /dev/shm: {sorted(leaked)[:5]}"
     children = [p for p in mp.active_children()]
     assert not children, f"worker processes left behind: {children}"

@@ -232,3 +232,29 @@ def test_distributed_sampler_epochs_and_errors():
     parts = [list(DistributedSampler(range(10), 4, r, seed=3)) for r in range(4)]
     assert sorted(set(sum(parts, []))) == list(range(10))
     assert all(len(p) == math.ceil(10 / 4) for p in parts)
+
+
+def test_random_and_weighted_samplers_draw_like_torch():
+    # PyTorch's algorithms, replayed on ember's generator: with replacement, randint in chunks of
+    # 32; weighted, one multinomial call.
+    g = gen(6)
+    chunks = [ember.randint(7, (32,), generator=g).tolist() for _ in range(2)]
+    expect = chunks[0] + chunks[1] + ember.randint(7, (6,), generator=g).tolist()
+    assert list(RandomSampler(range(7), replacement=True, num_samples=70, generator=gen(6))) == (
+        expect)
+    w = ember.tensor([0.5, 2.0, 1.0])
+    for n, replacement in ((3, False), (9, True)):
+        expect = ember.multinomial(w, n, replacement, generator=gen(2)).tolist()
+        assert list(WeightedRandomSampler(w, n, replacement, generator=gen(2))) == expect
+
+
+def test_loader_shuffle_consumes_the_generator_like_torch():
+    # PyTorch's iterator draws the workers' base seed from the loader's generator first, then
+    # the sampler draws its permutation from the same generator.
+    from ember.data import DataLoader
+
+    order = [int(i) for b in DataLoader(Squares(12), batch_size=5, shuffle=True,
+                                       generator=gen(9)) for i in b.tolist()]
+    g = gen(9)
+    ember.empty((), dtype=ember.int64).random_(generator=g)
+    assert order == [i * i for i in ember.randperm(12, generator=g).tolist()]

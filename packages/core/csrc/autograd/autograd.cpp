@@ -69,6 +69,19 @@ Edge gradient_edge(const Tensor& t) {
 void set_history(const Tensor& result, const std::shared_ptr<Node>& node, uint32_t output_nr) {
   if (!is_floating(result->dtype())) return;  // integer and bool outputs are not differentiable
   AutogradMeta& m = materialize_meta(result);
+  if (m.retains_grad && m.grad_fn && m.grad_fn != node) {
+    // In-place on a non-leaf that retains its grad: the new grad_fn now feeds .grad.
+    if (NodeHooks* h = m.grad_fn->hooks.get()) {
+      auto& r = h->retains_grad;
+      for (auto it = r.begin(); it != r.end(); ++it) {
+        if (it->second.lock() == result) {
+          r.erase(it);
+          break;
+        }
+      }
+    }
+    node->materialize_hooks().retains_grad.push_back({output_nr, result});
+  }
   m.grad_fn = node;
   m.output_nr = output_nr;
   m.requires_grad = true;
@@ -82,7 +95,9 @@ Tensor detach(const Tensor& t) {
 
 // ---- nodes ----------------------------------------------------------------------------------
 
-Node::Node() : sequence_nr(g_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr(g_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+  if (anomaly_mode_enabled()) anomaly = capture_anomaly_metadata();
+}
 
 Node::~Node() {
   // Freeing a long chain recursively would overflow the stack (a 100k-op graph is a 100k-deep
@@ -143,21 +158,57 @@ void check_list_grads(const char* node, size_t got, size_t expected) {
               " gradients for a list of ", expected, " tensors");
 }
 
+struct SavedVariable::Hooked {
+  std::unique_ptr<SavedVariableHooks> hooks;
+  // When unpack hands back the same storage, in-place writes since saving are still caught.
+  std::shared_ptr<VersionCounter> version_counter;
+  std::shared_ptr<Node> grad_fn;         // of a saved non-leaf input
+  std::weak_ptr<Node> grad_accumulator;  // of a saved leaf input that requires grad
+};
+
 SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t) return;
   defined_ = true;
   version_ = t->version();
   AutogradMeta* m = meta(t);
   requires_grad_ = m && m->requires_grad;
-  if (is_output) {
-    data_ = detach(t);  // no autograd state: no cycle through our own grad_fn
-    if (m) {
-      weak_grad_fn_ = m->grad_fn;
-      output_nr_ = m->output_nr;
-    }
-  } else {
-    data_ = t;
+  if (is_output && m) {
+    weak_grad_fn_ = m->grad_fn;
+    output_nr_ = m->output_nr;
   }
+  if (std::unique_ptr<SavedVariableHooks> hooks = default_saved_variable_hooks()) {
+    auto h = std::make_shared<Hooked>();
+    h->version_counter = t->version_counter();
+    if (!is_output && m && m->grad_fn) {
+      h->grad_fn = m->grad_fn;
+      output_nr_ = m->output_nr;
+    } else if (!is_output && requires_grad_) {
+      h->grad_accumulator = gradient_edge(t).fn;
+    }
+    {
+      GradModeGuard no_grad(false);
+      hooks->call_pack_hook(t);
+    }
+    EMBER_CHECK(t->version() == version_,
+                "A saved tensor pack hook is modifying its input in place. Tensors provided as "
+                "input to pack hook can not be modified by in-place operations as this can lead "
+                "to unexpected side-effects.");
+    h->hooks = std::move(hooks);
+    hooked_ = std::move(h);
+    return;
+  }
+  // An output is kept without autograd state: no cycle through our own grad_fn.
+  data_ = is_output ? detach(t) : t;
+}
+
+void SavedVariable::fail_version(const Tensor& data, const Node* node) const {
+  std::ostringstream os;
+  os << "one of the variables needed for gradient computation has been modified by an inplace "
+        "operation: [ember."
+     << dtype_name(data->dtype()) << " " << shape_str(data->sizes()) << "]";
+  if (node) os << ", which is saved by " << node->name();
+  os << ", is at version " << data->version() << "; expected version " << version_ << " instead.";
+  throw Error(ErrorKind::Runtime, os.str());
 }
 
 Tensor SavedVariable::unpack(const Node* node) const {
@@ -169,16 +220,8 @@ Tensor SavedVariable::unpack(const Node* node) const {
                "graph are freed when you call .backward() or autograd.grad(). Specify "
                "retain_graph=True if you need to backward through the graph a second time or "
                "if you need to access saved tensors after calling backward.");
-  if (data_->version() != version_) {
-    std::ostringstream os;
-    os << "one of the variables needed for gradient computation has been modified by an inplace "
-          "operation: [ember."
-       << dtype_name(data_->dtype()) << " " << shape_str(data_->sizes()) << "]";
-    if (node) os << ", which is saved by " << node->name();
-    os << ", is at version " << data_->version() << "; expected version " << version_
-       << " instead.";
-    throw Error(ErrorKind::Runtime, os.str());
-  }
+  if (hooked_) return unpack_hooked(node);
+  if (data_->version() != version_) fail_version(data_, node);
   if (!is_output_) return data_;
   Tensor t = detach(data_);
   if (auto fn = weak_grad_fn_.lock()) {
@@ -190,9 +233,31 @@ Tensor SavedVariable::unpack(const Node* node) const {
   return t;
 }
 
+Tensor SavedVariable::unpack_hooked(const Node* node) const {
+  Tensor data = hooked_->hooks->call_unpack_hook();
+  EMBER_CHECK(data, "the unpack hook of a saved tensor returned no tensor");
+  if (data->version_counter() == hooked_->version_counter && data->version() != version_)
+    fail_version(data, node);
+  // A fresh alias carrying the saved tensor's place in the graph (so create_graph reaches it).
+  Tensor t = detach(data);
+  std::shared_ptr<Node> fn = is_output_ ? weak_grad_fn_.lock() : hooked_->grad_fn;
+  if (fn) {
+    AutogradMeta& m = materialize_meta(t);
+    m.grad_fn = std::move(fn);
+    m.output_nr = output_nr_;
+    m.requires_grad = true;
+  } else if (!is_output_ && requires_grad_ && is_floating(t->dtype())) {
+    AutogradMeta& m = materialize_meta(t);
+    m.requires_grad = true;
+    m.grad_accumulator = hooked_->grad_accumulator;
+  }
+  return t;
+}
+
 void SavedVariable::reset() {
   if (!defined_) return;
   data_.reset();
+  hooked_.reset();
   released_ = true;
 }
 
@@ -212,6 +277,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   } else {
     ops::add(m.grad, g, Scalar(int64_t(1)), m.grad);
   }
+  if (m.leaf_hooks && !m.leaf_hooks->post_accumulate.empty())
+    for (const auto& e : m.leaf_hooks->post_accumulate.snapshot()) (*e.hook)(variable);
   return {};
 }
 
@@ -245,6 +312,36 @@ void check_out_no_grad(const char* op) {
 // ---- engine ---------------------------------------------------------------------------------
 
 namespace {
+bool has_nan(const Tensor& t) {
+  if (!is_floating(t->dtype())) return false;
+  Tensor any = ops::any(ops::isnan(t, Tensor()), std::nullopt, false);
+  return *any->data_as<bool>();
+}
+
+// A node with hooks, or any node in anomaly mode (which checks for errors and NaN).
+std::vector<Tensor> call_function(const std::shared_ptr<Node>& node, std::vector<Tensor>&& buf) {
+  if (!anomaly_mode_enabled()) return call_with_node_hooks(*node, std::move(buf));
+  AnomalyParentGuard parent(node);
+  std::vector<Tensor> outs;
+  try {
+    outs = call_with_node_hooks(*node, std::move(buf));
+  } catch (...) {
+    report_anomaly(*node);
+    throw;
+  }
+  if (anomaly_check_nan()) {
+    GradModeGuard no_grad(false);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i] && has_nan(outs[i])) {
+        report_anomaly(*node);
+        EMBER_FAIL(Runtime, "Function '", node->name(), "' returned nan values in its ", i,
+                   "th output.");
+      }
+    }
+  }
+  return outs;
+}
+
 struct CompareSeq {
   bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
     return a->sequence_nr < b->sequence_nr;  // newest node first
@@ -276,8 +373,10 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
       EMBER_CHECK(g->sizes() == t->sizes(), "Mismatch in shape: grad_output[", i,
                   "] has a shape of ", shape_str(g->sizes()), " and output[", i,
                   "] has a shape of ", shape_str(t->sizes()), ".");
-      EMBER_CHECK_KIND(is_floating(g->dtype()), Type, "backward: gradient ", i,
-                       " must be a floating point tensor, got ", dtype_name(g->dtype()));
+      EMBER_CHECK_KIND(is_floating(g->dtype()), Type, "backward: grad_output[", i,
+                       "] must be a floating point tensor like output[", i, "] (",
+                       dtype_name(t->dtype()), "), got ", dtype_name(g->dtype()));
+      if (g->dtype() != t->dtype()) g = ops::_to_dtype(g, t->dtype(), false);
     }
     roots.push_back(e);
     seeds.push_back(g);
@@ -345,11 +444,14 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     std::vector<Tensor> buf = std::move(buffers[node.get()]);
     buffers.erase(node.get());
     buf.resize(node->num_outputs);
+    if (node->hooks || node->leaf_hooks()) call_tensor_pre_hooks(*node, buf);
     auto cap = captures.find(node.get());
     if (cap != captures.end())
       for (auto& [nr, j] : cap->second) captured[j] = buf[nr];
     if (!accumulate && dynamic_cast<AccumulateGrad*>(node.get())) continue;
-    std::vector<Tensor> outs = node->apply(std::move(buf));
+    std::vector<Tensor> outs = (node->hooks || anomaly_mode_enabled())
+                                   ? call_function(node, std::move(buf))
+                                   : node->apply(std::move(buf));
     if (!keep_graph) node->release_variables();
     EMBER_CHECK(outs.size() == node->next_edges.size() || node->next_edges.empty(), "function ",
                 node->name(), " returned ", outs.size(), " gradients but expected ",

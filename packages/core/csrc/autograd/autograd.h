@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "autograd/anomaly_mode.h"
+#include "autograd/hooks.h"
 #include "core/tensor.h"
 
 namespace ember {
@@ -33,6 +36,10 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;
   std::weak_ptr<autograd::Node> grad_accumulator;
   uint32_t output_nr = 0;
+  std::unique_ptr<autograd::LeafHooks> leaf_hooks;  // hooks of a leaf; null until registered
+  // Forward-mode AD (forward_ad.h): the tangent per live dual level; an undefined tensor marks
+  // "no tangent here" (so a primal from unpack_dual doesn't inherit its base's).
+  std::vector<std::pair<int64_t, Tensor>> fw_grads;
   // View tracking (autograd/views.cpp): set on outputs of view ops. `view_version` is the version
   // the grad_fn was last built at; once the shared counter moves on, it is rebuilt from the base.
   bool is_view = false;
@@ -95,10 +102,15 @@ class Node : public std::enable_shared_from_this<Node> {
       if (should_compute(i)) return true;
     return false;
   }
+  // The hooks of the leaf an AccumulateGrad node feeds (null for every other node).
+  virtual LeafHooks* leaf_hooks() const { return nullptr; }
+  NodeHooks& materialize_hooks();
 
   std::vector<Edge> next_edges;
   uint32_t num_outputs = 1;
   uint64_t sequence_nr;
+  std::unique_ptr<NodeHooks> hooks;          // null until a hook is registered
+  std::unique_ptr<AnomalyMetadata> anomaly;  // set only while anomaly mode is on
 };
 
 // Shape and dtype of an input, to reduce broadcast gradients back to it.
@@ -114,6 +126,8 @@ Tensor reduce_grad(const Tensor& grad, const InputMeta& m);
 // A tensor saved for backward. Inputs are held as they are; an op's own output is held as an
 // alias without autograd state (no reference cycle) and re-linked on unpack. The version the
 // tensor had when saved is checked on unpack, so in-place changes are caught.
+// Inside saved_tensors_hooks(pack, unpack) only what pack returned is kept; unpack rebuilds the
+// tensor in backward and it is re-linked to the graph the same way.
 class SavedVariable {
  public:
   SavedVariable() = default;
@@ -123,7 +137,12 @@ class SavedVariable {
   bool defined() const { return defined_; }
 
  private:
+  struct Hooked;  // the pack/unpack hooks and what re-links the unpacked tensor
+  Tensor unpack_hooked(const Node* node) const;
+  [[noreturn]] void fail_version(const Tensor& data, const Node* node) const;
+
   Tensor data_;
+  std::shared_ptr<Hooked> hooked_;
   std::weak_ptr<Node> weak_grad_fn_;
   int64_t version_ = 0;
   uint32_t output_nr_ = 0;
@@ -139,6 +158,7 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(Tensor variable) : variable(std::move(variable)) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
+  LeafHooks* leaf_hooks() const override;
   Tensor variable;
 };
 

@@ -2,6 +2,7 @@
 // nodes, grad mode, and the entry point of the engine (which runs without the GIL).
 #include "autograd/autograd.h"
 #include "autograd/views.h"
+#include "python/python_autograd.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -9,15 +10,14 @@ namespace ember {
 using autograd::Node;
 
 void bind_autograd(py::module_& m, TensorClass& cls) {
-  py::class_<Node, std::shared_ptr<Node>>(m, "Node")
-      .def("name", &Node::name)
+  NodeClass node_cls(m, "Node");
+  node_cls.def("name", &Node::name)
       .def_property_readonly("next_functions",
                              [](const Node& n) {
                                py::tuple t(n.next_edges.size());
                                for (size_t i = 0; i < n.next_edges.size(); ++i) {
                                  const auto& e = n.next_edges[i];
-                                 t[i] =
-                                     py::make_tuple(e.fn ? py::cast(e.fn) : py::none(), e.input_nr);
+                                 t[i] = py::make_tuple(node_to_py(e.fn), e.input_nr);
                                }
                                return t;
                              })
@@ -61,7 +61,7 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
                              [](const Tensor& t) -> py::object {
                                AutogradMeta* am = autograd::meta(t);
                                if (!am || !am->grad_fn) return py::none();
-                               return py::cast(am->grad_fn);
+                               return node_to_py(am->grad_fn);
                              })
       .def_property(
           "grad",
@@ -99,6 +99,9 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
             t->set_storage(src->storage());
             t->set_sizes_strides(src->sizes(), src->strides(), src->storage_offset());
           });
+
+  bind_autograd_hooks(m, cls, node_cls);
+  bind_python_function(m);
 }
 
 }  // namespace ember

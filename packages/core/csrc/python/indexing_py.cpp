@@ -10,6 +10,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/views.h"
+#include "autograd/forward_ad.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "python/tensor_py.h"
@@ -403,8 +404,40 @@ py::object nonzero_tuple(const Tensor& self) {
 }  // namespace
 
 void bind_indexing(py::module_& m, TensorClass& cls) {
-  cls.def("__getitem__", [](const Tensor& self, py::handle index) { return getitem(self, index); });
+  cls.def("__getitem__", [](const Tensor& self, py::handle index) {
+    // getitem records reverse-mode history itself (views get a grad_fn, autograd/views.h).
+    if (forward_ad::maybe_active() && forward_ad::wants({&self})) {
+      // Indexing is linear: the result's tangent is self's tangent indexed the same way (a view
+      // of it for basic indexing, so in-place writes reach self's tangent).
+      Tensor r, t;
+      {
+        forward_ad::DisableGuard no_fw;
+        r = getitem(self, index);
+        t = getitem(forward_ad::tangent_of(self), index);
+      }
+      forward_ad::set_tangent(r, t);
+      return r;
+    }
+    return getitem(self, index);
+  });
   cls.def("__setitem__", [](const Tensor& self, py::handle index, py::handle value) {
+    // With autograd, setitem writes through in-place ops into a view of self (differentiable).
+    bool value_tensor = is_tensor_object(value.ptr());
+    if (forward_ad::maybe_active()) {
+      Tensor vt = value_tensor ? value.cast<Tensor>() : Tensor();
+      if (forward_ad::wants({&self, &vt})) {
+        // The written region of self's tangent takes the value's tangent (zero for a number).
+        forward_ad::DisableGuard no_fw;
+        setitem(self, index, value);
+        if (!is_floating(self->dtype())) return;
+        Tensor st = forward_ad::inplace_tangent(self);
+        if (vt)
+          setitem(st, index, py::cast(forward_ad::tangent_or_zeros(vt)));
+        else
+          setitem(st, index, py::float_(0.0));
+        return;
+      }
+    }
     setitem(self, index, value);
   });
   // nonzero(as_tuple=...): an overload next to the generated nonzero(input, *, out=None).

@@ -11,6 +11,7 @@
 namespace ember {
 
 void bind_generated_ops(py::module_& m, TensorClass& cls);
+void bind_forward_ad(py::module_& m);
 
 namespace {
 
@@ -308,4 +309,5 @@ PYBIND11_MODULE(_C, m) {
   bind_interop(m, cls);
   bind_shared_memory(m, cls);
   bind_autograd(m, cls);
+  bind_forward_ad(m);
 }

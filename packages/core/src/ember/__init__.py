@@ -65,7 +65,21 @@ class _MissingSubpackageFinder:
 _sys.meta_path.append(_MissingSubpackageFinder)
 
 
+# Imported on first use, to keep `import ember` fast.
+_LAZY_MODULES = ("utils", "func", "random", "serialization")
+_LAZY_ATTRS = {
+    "save": "ember.serialization",
+    "load": "ember.serialization",
+    "save_safetensors": "ember.serialization",
+    "load_safetensors": "ember.serialization",
+    "get_rng_state": "ember.random",
+    "set_rng_state": "ember.random",
+}
+
+
 def __getattr__(name: str):
-    if name in _DISTRIBUTIONS or name == "utils":
+    if name in _DISTRIBUTIONS or name in _LAZY_MODULES:
         return _importlib.import_module(f"ember.{name}")
+    if name in _LAZY_ATTRS:
+        return getattr(_importlib.import_module(_LAZY_ATTRS[name]), name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")

@@ -30,7 +30,12 @@ def as_tensor(data: Any, dtype=None, device=None) -> Tensor:
     1.0
     """
     if isinstance(data, Tensor):
+        if device is not None:
+            data = data.to(device)
         return data if dtype is None or data.dtype is dtype else data._to_dtype(dtype)
+    if device is not None and _C.device(device).type != "cpu":
+        # Host memory can't be shared with a device: copy, and let tensor() report a missing one.
+        return _C.tensor(data, dtype=dtype, device=device)
     if hasattr(data, "__array_interface__") and hasattr(data, "dtype"):
         try:
             t = _C.from_numpy(data)

@@ -47,6 +47,10 @@ def set_printoptions(
     for key, value in (("precision", precision), ("threshold", threshold),
                        ("edgeitems", edgeitems), ("linewidth", linewidth)):
         if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(
+                    f"set_printoptions: {key} must be a non-negative number, got {value!r}"
+                )
             _OPTIONS[key] = value
     _OPTIONS["sci_mode"] = sci_mode  # like torch: not passing it resets it to automatic
 

@@ -71,11 +71,13 @@ inline const char* torch_type_name(ScalarType t) {
 inline std::vector<bool> dim_mask(const DimVector* dims, int64_t ndim, const char* op) {
   std::vector<bool> mask(ndim, dims == nullptr || dims->empty());
   if (dims == nullptr) return mask;
+  // A 0-d tensor has no dim to mark, but accepts dim 0 / -1 once (a repeat is still an error).
+  std::vector<bool> seen(std::max<int64_t>(ndim, 1), false);
   for (int64_t d : *dims) {
     int64_t w = wrap_dim(d, ndim, op);
-    if (ndim == 0) continue;
-    EMBER_CHECK(!mask[w], op, ": dim ", w, " appears multiple times in the list of dims");
-    mask[w] = true;
+    EMBER_CHECK(!seen[w], op, ": dim ", w, " appears multiple times in the list of dims");
+    seen[w] = true;
+    if (ndim > 0) mask[w] = true;
   }
   return mask;
 }

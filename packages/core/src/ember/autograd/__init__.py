@@ -13,6 +13,14 @@ from typing import Sequence
 
 from ember import _C
 from ember._C import Tensor
+from ember.autograd import forward_ad, functional, graph  # noqa: F401
+from ember.autograd.anomaly_mode import (  # noqa: F401
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_detect_anomaly,
+)
+from ember.autograd.function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from ember.autograd.grad_mode import (  # noqa: F401
     enable_grad,
     inference_mode,
@@ -20,7 +28,7 @@ from ember.autograd.grad_mode import (  # noqa: F401
     no_grad,
     set_grad_enabled,
 )
-from ember.autograd.gradcheck import GradcheckError, gradcheck  # noqa: F401
+from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 
 
 def _as_list(x) -> list:

@@ -7,6 +7,6 @@ import importlib
 
 
 def __getattr__(name: str):
-    if name == "data":
-        return importlib.import_module("ember.utils.data")
+    if name in ("data", "checkpoint"):
+        return importlib.import_module(f"ember.utils.{name}")
     raise AttributeError(f"module 'ember.utils' has no attribute {name!r}")

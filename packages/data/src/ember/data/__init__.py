@@ -7,6 +7,7 @@ through shared memory (see ``ember.multiprocessing_reductions``).
 from ember.multiprocessing_reductions import init_reductions as _init_reductions
 
 from ._collate import default_collate, default_convert
+from ._memory import CompactList
 from ._worker import WorkerInfo, get_worker_info
 from .dataloader import DataLoader
 from .dataset import (
@@ -40,6 +41,7 @@ __all__ = [
     "__version__",
     "BatchSampler",
     "ChainDataset",
+    "CompactList",
     "ConcatDataset",
     "DataLoader",
     "Dataset",

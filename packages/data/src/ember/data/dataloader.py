@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
 import os
+import queue
 import signal
 import sys
 import time
+import warnings
 import weakref
 from typing import Any, Callable, Iterable, Iterator
 
 import ember
 from ember import _C
 
-from . import _worker
+from . import _memory, _worker
 from ._collate import default_collate, default_convert
+from ._pin_memory import PinThread, pin_memory
 from ._worker import _ExceptionWrapper, _FetchError, _IterableEnd, _ResumeIteration
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -33,25 +37,6 @@ class _InfiniteConstantSampler(Sampler):
     def __iter__(self) -> Iterator[None]:
         while True:
             yield None
-
-
-def pin_memory(data: Any, device: Any = None) -> Any:
-    """Pins every tensor in a (nested) batch (``Tensor.pin_memory()``)."""
-    if isinstance(data, ember.Tensor):
-        return data.pin_memory(device)
-    if isinstance(data, (str, bytes)):
-        return data
-    if isinstance(data, dict):
-        return {k: pin_memory(v, device) for k, v in data.items()}
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(pin_memory(s, device) for s in data))
-    if isinstance(data, tuple):
-        return tuple(pin_memory(s, device) for s in data)
-    if isinstance(data, list):
-        return [pin_memory(s, device) for s in data]
-    if hasattr(data, "pin_memory"):
-        return data.pin_memory()
-    return data
 
 
 def _default_context() -> Any:
@@ -73,6 +58,11 @@ class DataLoader:
 
     _INIT_FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
                     "persistent_workers")
+
+    #: Forked workers see the dataset's lists and tuples of at least this many immutable values
+    #: (ints, floats, strings, bytes, tuples of those) as a :class:`CompactList`, so that reading
+    #: them does not copy them into every worker (see packages/data/README.md); None turns it off.
+    compact_lists_min_len: int | None = 65536
 
     def __init__(
         self,
@@ -117,6 +107,24 @@ class DataLoader:
             )
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
+        if not isinstance(pin_memory_device, str):
+            raise TypeError(
+                "pin_memory_device option should be a device string such as 'cuda' or "
+                f"'cuda:1', but got {type(pin_memory_device).__name__}"
+            )
+        if pin_memory_device:
+            try:
+                ember.device(pin_memory_device)
+            except (ValueError, RuntimeError) as e:
+                raise ValueError(
+                    f"pin_memory_device={pin_memory_device!r} is not a valid device: {e}"
+                ) from None
+            if not pin_memory:
+                warnings.warn(
+                    f"DataLoader: pin_memory_device={pin_memory_device!r} has no effect "
+                    "without pin_memory=True",
+                    stacklevel=2,
+                )
 
         self.dataset = dataset
         self.num_workers = num_workers
@@ -319,6 +327,7 @@ class _Pool:
         self.workers: list[Any] = []
         self.index_queues: list[Any] = []
         self.result_conns: list[Any] = []
+        self.pin_thread: PinThread | None = None
         self.done = False
 
     def shutdown(self, graceful: bool = True) -> None:
@@ -326,6 +335,9 @@ class _Pool:
         if self.done:
             return
         self.done = True
+        # First the thread reading the result pipes, which are closed below.
+        if self.pin_thread is not None:
+            self.pin_thread.stop(SHUTDOWN_TIMEOUT if graceful else 0.5)
         for q in self.index_queues:
             try:
                 q.put(None)
@@ -381,44 +393,65 @@ class _MultiProcessIter(_BaseIter):
         self._pool = pool = _Pool()
         self._finalizer = weakref.finalize(self, pool.shutdown)
         self._epoch = 0
+        fork = ctx.get_start_method() == "fork"
+        min_len = loader.compact_lists_min_len
+        # Spawned workers unpickle a private copy of the dataset: nothing is shared to protect.
+        plan = _memory.plan_compaction(self._dataset, min_len) if fork and min_len else []
         try:
-            for i in range(self._num_workers):
-                iq = ctx.Queue()
-                iq.cancel_join_thread()
-                reader, writer = ctx.Pipe(duplex=False)
-                # A forked worker inherits the loader's read ends: it closes them, so that a
-                # worker writing to a loader that has gone away gets EPIPE instead of blocking.
-                inherited = pool.result_conns + [reader] if ctx.get_start_method() == "fork" else []
-                w = ctx.Process(
-                    target=_worker.worker_loop,
-                    args=(
-                        self._iterable,
-                        self._dataset,
-                        iq,
-                        writer,
-                        self._auto_collation,
-                        self._collate_fn,
-                        self._drop_last,
-                        self._base_seed,
-                        loader.worker_init_fn,
-                        i,
-                        self._num_workers,
-                        os.getpid(),
-                        inherited,
-                    ),
-                    daemon=True,
-                )
-                w.start()
-                writer.close()
-                pool.workers.append(w)
-                pool.index_queues.append(iq)
-                pool.result_conns.append(reader)
+            with _memory.frozen_gc() if fork else contextlib.nullcontext():
+                self._start_workers(ctx, loader, plan)
         except BaseException:
             self._finalizer()
             raise
+        # Tasks only now, after every fork: the first one makes a RandomSampler build its
+        # permutation (a list of n ints), and a worker forked after that would keep a private
+        # copy of every page of it that this process touches while it iterates.
         self._conn_worker = {c: i for i, c in enumerate(pool.result_conns)}
         self._sentinel_worker = {w.sentinel: i for i, w in enumerate(pool.workers)}
+        if self._pin_memory:
+            try:
+                pool.pin_thread = PinThread(
+                    pool.result_conns, self._sentinel_worker, self._pin_memory_device
+                )
+            except BaseException:
+                self._finalizer()
+                raise
         self._start_epoch()
+
+    def _start_workers(self, ctx: Any, loader: DataLoader, plan: _memory.Plan) -> None:
+        pool = self._pool
+        for i in range(self._num_workers):
+            iq = ctx.Queue()
+            iq.cancel_join_thread()
+            reader, writer = ctx.Pipe(duplex=False)
+            # A forked worker inherits the loader's read ends: it closes them, so that a
+            # worker writing to a loader that has gone away gets EPIPE instead of blocking.
+            inherited = pool.result_conns + [reader] if ctx.get_start_method() == "fork" else []
+            w = ctx.Process(
+                target=_worker.worker_loop,
+                args=(
+                    self._iterable,
+                    self._dataset,
+                    iq,
+                    writer,
+                    self._auto_collation,
+                    self._collate_fn,
+                    self._drop_last,
+                    self._base_seed,
+                    loader.worker_init_fn,
+                    i,
+                    self._num_workers,
+                    os.getpid(),
+                    inherited,
+                    plan,
+                ),
+                daemon=True,
+            )
+            w.start()
+            writer.close()
+            pool.workers.append(w)
+            pool.index_queues.append(iq)
+            pool.result_conns.append(reader)
 
     # -- bookkeeping --------------------------------------------------------------------------
     def _start_epoch(self) -> None:
@@ -464,15 +497,20 @@ class _MultiProcessIter(_BaseIter):
         return True
 
     # -- receiving ----------------------------------------------------------------------------
+    def _timed_out(self) -> RuntimeError:
+        self._shutdown_workers(graceful=False)  # a stuck worker will not answer
+        return RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+
     def _receive(self) -> None:
         """Blocks until at least one result arrives; raises on timeout or a dead worker."""
+        if self._pool.pin_thread is not None:
+            return self._receive_pinned(self._pool.pin_thread)
         pool = self._pool
         timeout = self._timeout if self._timeout > 0 else None
         conns = [c for c in pool.result_conns if not c.closed]
         ready = mp_connection.wait(conns + list(self._sentinel_worker), timeout)
         if not ready:
-            self._shutdown_workers(graceful=False)  # a stuck worker will not answer
-            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+            raise self._timed_out()
         got = False
         for r in ready:
             if r in self._conn_worker:
@@ -494,6 +532,39 @@ class _MultiProcessIter(_BaseIter):
             if w.exitcode is not None:
                 self._worker_died(i)
         raise RuntimeError("DataLoader: a worker closed its result pipe unexpectedly")
+
+    def _receive_pinned(self, pin: PinThread) -> None:
+        """_receive when the pin thread reads the pipes: its queue has the results, pinned."""
+        deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
+        while True:
+            # Wake up now and then to notice a pin thread that is gone (it never should be).
+            wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
+            try:
+                item = pin.queue.get(timeout=wait)
+                break
+            except queue.Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise self._timed_out() from None
+                if not pin.is_alive() and pin.queue.empty():
+                    self._shutdown_workers(graceful=False)
+                    raise RuntimeError("DataLoader: the pin memory thread exited") from None
+        items = [item]
+        while True:
+            try:
+                items.append(pin.queue.get_nowait())
+            except queue.Empty:
+                break
+        for item in items:
+            if item[0] == "data":
+                _, epoch, idx, data = item
+                if epoch == self._epoch:
+                    self._results[idx] = data
+        for item in items:
+            if item[0] == "died":
+                self._worker_died(item[1])
+            elif item[0] == "crashed":
+                self._shutdown_workers(graceful=False)
+                item[1].reraise()
 
     def _worker_died(self, i: int) -> None:
         w = self._pool.workers[i]
@@ -547,9 +618,7 @@ class _MultiProcessIter(_BaseIter):
         if isinstance(data, _ExceptionWrapper):
             data.reraise()
         self._num_yielded += 1
-        if self._pin_memory:
-            data = pin_memory(data, self._pin_memory_device)
-        return data
+        return data  # pinned by the pin thread
 
     def _shutdown_workers(self, graceful: bool = True) -> None:
         self._shutdown = True

@@ -1,8 +1,43 @@
-"""Optimizers for ember (placeholder; nothing implemented yet)."""
+"""Optimizers and learning-rate schedulers for ember.
+
+>>> import ember
+>>> model = ember.nn.Linear(3, 1)
+>>> opt = ember.optim.Adam(model.parameters(), lr=1e-2)
+>>> loss = model(ember.ones(4, 3)).pow(2).mean()
+>>> loss.backward()
+>>> opt.step()
+>>> opt.zero_grad()
+"""
 
 try:
     from ember.nn._version import __version__
 except ImportError:  # not installed from a git checkout / sdist
     __version__ = "0.0.0"
 
-__all__ = ["__version__"]
+from ember.optim import lr_scheduler
+from ember.optim.adadelta import Adadelta
+from ember.optim.adagrad import Adagrad
+from ember.optim.adam import Adam, AdamW
+from ember.optim.adamax import Adamax
+from ember.optim.lbfgs import LBFGS
+from ember.optim.nadam import NAdam
+from ember.optim.optimizer import Optimizer
+from ember.optim.radam import RAdam
+from ember.optim.rmsprop import RMSprop
+from ember.optim.sgd import SGD
+
+__all__ = [
+    "__version__",
+    "Optimizer",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "LBFGS",
+    "lr_scheduler",
+]

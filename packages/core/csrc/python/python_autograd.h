@@ -1,0 +1,26 @@
+// Python parts of autograd shared between the binding files: Python hooks
+// (python_hooks.cpp) and custom Functions (python_function.cpp).
+#pragma once
+#include <memory>
+
+#include "autograd/autograd.h"
+#include "python/bind_support.h"
+
+namespace ember {
+
+using NodeClass = py::class_<autograd::Node, std::shared_ptr<autograd::Node>>;
+
+// The Python object for a graph node: a custom Function's node is its ctx object
+// (`MyFnBackward`), every other node is an ember._C.Node.
+py::object node_to_py(const std::shared_ptr<autograd::Node>& node);
+
+// Drops a Python reference from C++ code that may run without the GIL (node and hook
+// destructors run wherever the last reference to the graph goes away, e.g. in backward).
+void release_py(py::object& o);
+
+// Tensor.register_hook and friends, node hooks, saved-tensor hooks, anomaly mode.
+void bind_autograd_hooks(py::module_& m, TensorClass& cls, NodeClass& node_cls);
+// ember.autograd.Function's C++ half: the graph node of a custom Function.
+void bind_python_function(py::module_& m);
+
+}  // namespace ember

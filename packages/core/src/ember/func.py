@@ -1,0 +1,428 @@
+"""Function transforms with ``torch.func``'s names and semantics: ``grad``, ``grad_and_value``,
+``vjp``, ``jvp``, ``jacrev``, ``jacfwd`` and ``hessian``.
+
+They take a Python function and return a new function (or, for vjp/jvp, evaluate at a point).
+Arguments may be tensors or nested tuples/lists/dicts of tensors ("pytrees"); results have the
+matching structure. Transforms compose (``grad(grad(f))``, ``jacrev(jacrev(f))``). Results keep
+an autograd graph only when something outside asks for it: a differentiated input that already
+requires grad (an outer transform, or the user) or a tensor captured by ``func`` that requires
+grad.
+
+>>> import ember
+>>> from ember.func import grad
+>>> grad(lambda x: (x ** 3).sum())(ember.tensor([1.0, 2.0])).tolist()
+[3.0, 12.0]
+>>> grad(grad(lambda x: x ** 3))(ember.tensor(2.0)).item()
+12.0
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from ember import _C
+from ember._C import Tensor
+from ember.autograd.functional import _forward_product, _grad, _jacobian_cols, _jacobian_rows
+from ember.autograd.grad_mode import enable_grad
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
+
+# ---- pytrees: nested tuples / lists / dicts with tensor (or other) leaves ----------------------
+
+
+def _flatten(tree: Any) -> tuple[list, Any]:
+    """(leaves, spec); tensors and any non-container values are leaves."""
+    if isinstance(tree, (tuple, list)):
+        leaves: list = []
+        specs = []
+        for el in tree:
+            sub, spec = _flatten(el)
+            leaves.extend(sub)
+            specs.append((len(sub), spec))
+        return leaves, (type(tree), None, specs)
+    if isinstance(tree, dict):
+        leaves = []
+        specs = []
+        for k in tree:
+            sub, spec = _flatten(tree[k])
+            leaves.extend(sub)
+            specs.append((len(sub), spec))
+        return leaves, (dict, list(tree), specs)
+    return [tree], None
+
+
+def _unflatten(leaves: list, spec: Any) -> Any:
+    if spec is None:
+        return leaves[0]
+    kind, keys, specs = spec
+    parts = []
+    pos = 0
+    for n, sub in specs:
+        parts.append(_unflatten(leaves[pos:pos + n], sub))
+        pos += n
+    if kind is dict:
+        return dict(zip(keys, parts))
+    if kind is tuple or kind is list:
+        return kind(parts)
+    return kind(*parts)  # namedtuple
+
+
+def _map(fn: Callable, tree: Any) -> Any:
+    leaves, spec = _flatten(tree)
+    return _unflatten([fn(x) for x in leaves], spec)
+
+
+def _detach_tree(tree: Any) -> Any:
+    return _map(lambda x: x.detach() if isinstance(x, Tensor) else x, tree)
+
+
+# ---- shared helpers ----------------------------------------------------------------------------
+
+
+def _argnums(argnums: int | tuple[int, ...], nargs: int, name: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums:
+        raise RuntimeError(f"{name}: argnums must be non-empty")
+    out = []
+    for a in nums:
+        if not isinstance(a, int):
+            raise RuntimeError(f"{name}: argnums must be int or tuple of int, got {type(a).__name__}")
+        if not -nargs <= a < nargs:
+            raise RuntimeError(f"{name}: got argnums={argnums!r} but only {nargs} positional "
+                               "argument(s) were given")
+        out.append(a % nargs)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{name}: argnums must not contain duplicates, got {argnums!r}")
+    return tuple(out)
+
+
+def _leaf_for(x: Any, what: str, name: str) -> Tensor:
+    """A fresh differentiable stand-in for input leaf ``x``; stays attached to x's graph when x
+    already requires grad so that an outer transform (or the caller) can differentiate again."""
+    if not isinstance(x, Tensor):
+        raise RuntimeError(f"{name}: expected {what} to be a Tensor (or a tuple/list/dict of "
+                           f"Tensors), got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise RuntimeError(f"{name}: only floating point tensors can be differentiated, but "
+                           f"{what} has dtype {x.dtype!r}")
+    return x.view_as(x) if x.requires_grad else x.detach().requires_grad_(True)
+
+
+def _prepare(args: tuple, nums: tuple[int, ...], name: str):
+    """Replaces the differentiated arguments' tensors with fresh stand-ins.
+
+    Returns (new_args, per-argnum (leaves, spec), flat list of stand-ins, whether an original
+    differentiated tensor required grad)."""
+    new_args = list(args)
+    groups = []
+    flat: list[Tensor] = []
+    outer = False
+    for a in nums:
+        leaves, spec = _flatten(args[a])
+        outer = outer or any(isinstance(x, Tensor) and x.requires_grad for x in leaves)
+        fresh = [_leaf_for(x, f"argument {a}", name) for x in leaves]
+        new_args[a] = _unflatten(fresh, spec)
+        groups.append((fresh, spec))
+        flat.extend(fresh)
+    return tuple(new_args), groups, flat, outer
+
+
+def _reaches_other_leaf(outputs: list[Tensor], own: list[Tensor]) -> bool:
+    """Whether the graph of ``outputs`` reaches a tensor that requires grad other than ``own``
+    (a tensor captured by the user's function): then results must keep their graph."""
+    own_nodes = set()
+    for t in own:
+        if t.grad_fn is not None:
+            own_nodes.add(t.grad_fn._sequence_nr)
+        else:
+            # The leaf's accumulator node is cached, so this finds the one in the graph.
+            acc = t.view_as(t).grad_fn.next_functions[0][0]
+            own_nodes.add(acc._sequence_nr)
+    seen = set()
+    stack = [o.grad_fn for o in outputs if o.grad_fn is not None]
+    for o in outputs:
+        if o.requires_grad and o.grad_fn is None and all(o is not t for t in own):
+            return True
+    while stack:
+        node = stack.pop()
+        nr = node._sequence_nr
+        if nr in seen or nr in own_nodes:
+            continue
+        seen.add(nr)
+        if node.name() == "AccumulateGrad":
+            return True
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return False
+
+
+def _keep_graph(outputs: list[Tensor], own: list[Tensor], outer: bool) -> bool:
+    if not _C.is_grad_enabled():
+        return False
+    return outer or _reaches_other_leaf([o for o in outputs if o.requires_grad], own)
+
+
+def _split_aux(out: Any, has_aux: bool, name: str):
+    if not has_aux:
+        return out, None
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise RuntimeError(f"{name}(f, ...): output of function f should be a tuple: (output, aux) "
+                           "if has_aux is True")
+    return out[0], out[1]
+
+
+def _tensor_leaves(tree: Any, what: str, name: str) -> tuple[list[Tensor], Any]:
+    leaves, spec = _flatten(tree)
+    for x in leaves:
+        if not isinstance(x, Tensor):
+            raise RuntimeError(f"{name}: expected {what} to be a Tensor or a tuple/list/dict of "
+                               f"Tensors, got an element of type {type(x).__name__}")
+    return leaves, spec
+
+
+def _fill_zeros(gs: tuple, like: list[Tensor]) -> list[Tensor]:
+    return [g if g is not None else _C.zeros_like(x) for g, x in zip(gs, like)]
+
+
+# ---- grad / grad_and_value ---------------------------------------------------------------------
+
+
+def grad_and_value(func: Callable, argnums: int | tuple[int, ...] = 0,
+                   has_aux: bool = False) -> Callable:
+    """Like :func:`grad`, but the new function returns ``(gradient, value)`` (``(gradient,
+    (value, aux))`` with ``has_aux``).
+
+    >>> import ember
+    >>> from ember.func import grad_and_value
+    >>> g, v = grad_and_value(lambda x: (x * x).sum())(ember.tensor([1.0, 2.0]))
+    >>> g.tolist(), v.item()
+    ([2.0, 4.0], 5.0)
+    """
+    name = "grad_and_value"
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any):
+        nums = _argnums(argnums, len(args), name)
+        new_args, groups, flat, outer = _prepare(args, nums, name)
+        with enable_grad():
+            out = func(*new_args, **kwargs)
+        value, aux = _split_aux(out, has_aux, name)
+        if not isinstance(value, Tensor):
+            raise RuntimeError(f"{name}(f)(*args): expected f(*args) to return a Tensor, got "
+                               f"{type(value).__name__}")
+        if value.dim() != 0:
+            raise RuntimeError(f"{name}(f)(*args): expected f(*args) to return a scalar Tensor, "
+                               f"got a tensor of shape {tuple(value.shape)}; maybe you wanted to "
+                               "use the vjp or jacrev APIs instead?")
+        keep = _keep_graph([value], flat, outer)
+        gs = _fill_zeros(_grad([value], flat, [None], create_graph=keep), flat)
+        if not keep:
+            gs = [g.detach() for g in gs]
+            value = value.detach()
+            aux = _detach_tree(aux)
+        results = []
+        pos = 0
+        for fresh, spec in groups:
+            results.append(_unflatten(gs[pos:pos + len(fresh)], spec))
+            pos += len(fresh)
+        g = results[0] if isinstance(argnums, int) else tuple(results)
+        return (g, (value, aux)) if has_aux else (g, value)
+
+    return wrapper
+
+
+def grad(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable:
+    """Returns a function computing the gradient of ``func`` (which must return a scalar tensor)
+    with respect to the positional argument(s) ``argnums``; with ``has_aux``, ``func`` returns
+    ``(output, aux)`` and the new function returns ``(gradient, aux)``.
+
+    >>> import ember
+    >>> from ember.func import grad
+    >>> gx, gy = grad(lambda x, y: (x * y).sum(), argnums=(0, 1))(ember.ones(2), ember.tensor([3.0, 4.0]))
+    >>> gx.tolist(), gy.tolist()
+    ([3.0, 4.0], [1.0, 1.0])
+    """
+    inner = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any):
+        g, value = inner(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapper
+
+
+# ---- vjp / jvp ---------------------------------------------------------------------------------
+
+
+def vjp(func: Callable, *primals: Any, has_aux: bool = False):
+    """Evaluates ``func(*primals)`` and returns ``(output, vjp_fn)`` (plus ``aux`` with
+    ``has_aux``); ``vjp_fn(cotangents)`` returns a tuple with one vector-Jacobian product per
+    primal, and can be called several times.
+
+    >>> import ember
+    >>> from ember.func import vjp
+    >>> out, vjp_fn = vjp(ember.sin, ember.tensor([0.0, 1.0]))
+    >>> [round(v, 4) for v in vjp_fn(ember.ones(2))[0].tolist()]
+    [1.0, 0.5403]
+    """
+    name = "vjp"
+    new_args, groups, flat, outer = _prepare(primals, tuple(range(len(primals))), name)
+    with enable_grad():
+        out = func(*new_args)
+    out, aux = _split_aux(out, has_aux, name)
+    out_leaves, out_spec = _tensor_leaves(out, "the outputs of f", name)
+    foreign = _C.is_grad_enabled() and (outer or _reaches_other_leaf(
+        [o for o in out_leaves if o.requires_grad], flat))
+
+    def vjp_fn(cotangents: Any, *, retain_graph: bool = True, create_graph: bool | None = None):
+        cts, ct_spec = _tensor_leaves(cotangents, "cotangents", "vjp_fn")
+        if len(cts) != len(out_leaves):
+            raise RuntimeError(f"vjp_fn: expected cotangents with the structure of the outputs "
+                               f"({len(out_leaves)} tensor(s)), got {len(cts)}")
+        for i, (c, o) in enumerate(zip(cts, out_leaves)):
+            if tuple(c.shape) != tuple(o.shape):
+                raise RuntimeError(f"vjp_fn: cotangent {i} has shape {tuple(c.shape)} but the "
+                                   f"output it belongs to has shape {tuple(o.shape)}")
+        keep = create_graph if create_graph is not None else (
+            _C.is_grad_enabled() and (foreign or any(c.requires_grad for c in cts)))
+        gs = _fill_zeros(_grad(out_leaves, flat, cts, create_graph=keep,
+                               retain_graph=retain_graph), flat)
+        if not keep:
+            gs = [g.detach() for g in gs]
+        results = []
+        pos = 0
+        for fresh, spec in groups:
+            results.append(_unflatten(gs[pos:pos + len(fresh)], spec))
+            pos += len(fresh)
+        return tuple(results)
+
+    shown = out if foreign else _detach_tree(out)
+    if has_aux:
+        return shown, vjp_fn, (aux if foreign else _detach_tree(aux))
+    return shown, vjp_fn
+
+
+def jvp(func: Callable, primals: tuple, tangents: tuple, *, strict: bool = False,
+        has_aux: bool = False):
+    """Evaluates ``func(*primals)`` and the Jacobian-vector product with ``tangents`` (same
+    structure as ``primals``); returns ``(output, jvp_out)`` (plus ``aux`` with ``has_aux``).
+
+    >>> import ember
+    >>> from ember.func import jvp
+    >>> out, t = jvp(lambda x: x * x, (ember.tensor([3.0]),), (ember.tensor([1.0]),))
+    >>> t.tolist()
+    [6.0]
+    """
+    name = "jvp"
+    if not isinstance(primals, (tuple, list)):
+        raise RuntimeError(f"{name}(f, primals, tangents): expected primals to be a tuple, e.g. "
+                           f"primals=(x,), got {type(primals).__name__}")
+    if not isinstance(tangents, (tuple, list)):
+        raise RuntimeError(f"{name}(f, primals, tangents): expected tangents to be a tuple, e.g. "
+                           f"tangents=(t,), got {type(tangents).__name__}")
+    if len(primals) != len(tangents):
+        raise RuntimeError(f"{name}(f, primals, tangents): expected primals and tangents to have "
+                           f"the same length, got {len(primals)} and {len(tangents)}")
+    new_args, groups, flat, outer = _prepare(tuple(primals), tuple(range(len(primals))), name)
+    tans, _ = _tensor_leaves(tuple(tangents), "tangents", name)
+    if len(tans) != len(flat):
+        raise RuntimeError(f"{name}: expected tangents to have the structure of primals "
+                           f"({len(flat)} tensors), got {len(tans)}")
+    for i, (t, x) in enumerate(zip(tans, flat)):
+        if tuple(t.shape) != tuple(x.shape) or t.dtype != x.dtype:
+            raise RuntimeError(f"{name}: tangent {i} has shape {tuple(t.shape)} and dtype "
+                               f"{t.dtype!r} but its primal has shape {tuple(x.shape)} and dtype "
+                               f"{x.dtype!r}")
+    with enable_grad():
+        out = func(*new_args)
+    out, aux = _split_aux(out, has_aux, name)
+    out_leaves, out_spec = _tensor_leaves(out, "the outputs of f", name)
+    keep = _C.is_grad_enabled() and (outer or any(t.requires_grad for t in tans) or
+                                     _reaches_other_leaf([o for o in out_leaves if o.requires_grad],
+                                                         flat))
+    if strict:
+        for i, o in enumerate(out_leaves):
+            if not o.requires_grad:
+                raise RuntimeError(f"{name}: output {i} of f is independent of the primals; "
+                                   "this is not allowed with strict=True")
+    jv = _fill_zeros(_forward_product(out_leaves, flat, tans, keep), out_leaves)
+    if not keep:
+        out_leaves = [o.detach() for o in out_leaves]
+        jv = [t.detach() for t in jv]
+        aux = _detach_tree(aux)
+    result = (_unflatten(out_leaves, out_spec), _unflatten(jv, out_spec))
+    return result + (aux,) if has_aux else result
+
+
+# ---- Jacobians ---------------------------------------------------------------------------------
+
+
+def _jac_transform(func: Callable, argnums, has_aux: bool, name: str, cols: bool) -> Callable:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any):
+        nums = _argnums(argnums, len(args), name)
+        new_args, groups, flat, outer = _prepare(args, nums, name)
+        with enable_grad():
+            out = func(*new_args, **kwargs)
+        out, aux = _split_aux(out, has_aux, name)
+        out_leaves, out_spec = _tensor_leaves(out, "the outputs of f", name)
+        keep = _keep_graph(out_leaves, flat, outer)
+        build = _jacobian_cols if cols else _jacobian_rows
+        jac = build(tuple(out_leaves), tuple(flat), keep, False, name)
+        per_out = []
+        for row in jac:
+            if not keep:
+                row = [j.detach() for j in row]
+            parts = []
+            pos = 0
+            for fresh, spec in groups:
+                parts.append(_unflatten(row[pos:pos + len(fresh)], spec))
+                pos += len(fresh)
+            per_out.append(parts[0] if isinstance(argnums, int) else tuple(parts))
+        result = _unflatten(per_out, out_spec)
+        if has_aux:
+            return result, (aux if keep else _detach_tree(aux))
+        return result
+
+    return wrapper
+
+
+def jacrev(func: Callable, argnums: int | tuple[int, ...] = 0, *, has_aux: bool = False,
+           chunk_size: int | None = None) -> Callable:
+    """Returns a function computing the Jacobian of ``func`` with respect to ``argnums`` by
+    reverse mode (one vector-Jacobian product per output element). For an output of shape O and
+    an input of shape I the entry has shape O + I. ``chunk_size`` is accepted for compatibility.
+
+    >>> import ember
+    >>> from ember.func import jacrev
+    >>> jacrev(lambda x: x * 2)(ember.ones(2)).tolist()
+    [[2.0, 0.0], [0.0, 2.0]]
+    """
+    return _jac_transform(func, argnums, has_aux, "jacrev", cols=False)
+
+
+def jacfwd(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False, *,
+           randomness: str = "error") -> Callable:
+    """Returns a function computing the Jacobian of ``func`` with respect to ``argnums`` by
+    forward products (one Jacobian-vector product per input element); same layout as jacrev.
+
+    >>> import ember
+    >>> from ember.func import jacfwd
+    >>> jacfwd(lambda x: x.sum(0))(ember.ones(2, 1)).tolist()
+    [[[1.0], [1.0]]]
+    """
+    return _jac_transform(func, argnums, has_aux, "jacfwd", cols=True)
+
+
+def hessian(func: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
+    """Returns a function computing the Hessian of ``func`` with respect to ``argnums`` (the
+    Jacobian of its Jacobian; reverse over reverse, as ember's forward products are themselves
+    built from reverse passes).
+
+    >>> import ember
+    >>> from ember.func import hessian
+    >>> hessian(lambda x: (x ** 3).sum())(ember.tensor([1.0, 2.0])).tolist()
+    [[6.0, 0.0], [0.0, 12.0]]
+    """
+    return jacrev(jacrev(func, argnums), argnums)

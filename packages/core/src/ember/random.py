@@ -1,0 +1,66 @@
+"""The default random generator's state as a tensor, as ``torch.random`` offers it.
+
+ember's generator is counter-based (Philox): its whole state is a seed and an offset, which
+``get_rng_state`` packs into a 16-byte uint8 tensor.
+
+>>> import ember
+>>> state = ember.get_rng_state()
+>>> a = ember.rand(2)
+>>> ember.set_rng_state(state)
+>>> bool((ember.rand(2) == a).all())
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from typing import Iterator
+
+from ember import _C
+from ember._C import Tensor, default_generator, initial_seed, manual_seed  # noqa: F401
+
+__all__ = ["get_rng_state", "set_rng_state", "manual_seed", "seed", "initial_seed", "fork_rng"]
+
+_STATE = struct.Struct("<QQ")
+
+
+def get_rng_state() -> Tensor:
+    """The default generator's state as a uint8 tensor (pass it to :func:`set_rng_state`)."""
+    s, offset = default_generator.get_state()
+    return _C._tensor_from_bytes(_STATE.pack(s, offset), _C.uint8, [_STATE.size])
+
+
+def set_rng_state(new_state: Tensor) -> None:
+    """Restores the default generator to a state returned by :func:`get_rng_state`."""
+    if not isinstance(new_state, Tensor) or new_state.dtype is not _C.uint8 or \
+            tuple(new_state.shape) != (_STATE.size,):
+        got = (f"a {new_state.dtype!r} tensor of shape {tuple(new_state.shape)}"
+               if isinstance(new_state, Tensor) else type(new_state).__name__)
+        raise RuntimeError(f"set_rng_state: expected a uint8 tensor of shape ({_STATE.size},) from "
+                           f"get_rng_state(), got {got}")
+    s, offset = _STATE.unpack(_C._tensor_to_bytes(new_state))
+    default_generator.set_state((s, offset))
+
+
+def seed() -> int:
+    """Seeds the default generator non-deterministically; returns the seed."""
+    return default_generator.seed()
+
+
+@contextlib.contextmanager
+def fork_rng(enabled: bool = True) -> Iterator[None]:
+    """Restores the default generator's state when the block ends.
+
+    >>> import ember
+    >>> with ember.random.fork_rng():
+    ...     _ = ember.rand(3)
+    """
+    if not enabled:
+        yield
+        return
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)

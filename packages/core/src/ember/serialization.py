@@ -1,0 +1,737 @@
+"""Checkpoint files that loading can never turn into code execution.
+
+``ember.save(obj, f)`` writes nested dicts / lists / tuples of tensors, numbers, strings, bytes,
+None and bools (state dicts, optimizer states) to one file::
+
+    [prelude: magic "EMBERCKP", u32 version, u32 header crc32, u64 header offset, u64 header
+     length, zero padding to 64 bytes]
+    [storage 0][storage 1]...   raw little-endian bytes, each starting on a 64-byte boundary
+    [header: UTF-8 JSON describing the storages (offset, size, crc32), the tensors (storage,
+     dtype, shape, strides, offset) and the object tree]
+
+Tensors that share memory (views) share one storage in the file and again after loading. The
+header comes last so that saving streams each storage once. ``ember.load`` reads only JSON and
+raw bytes (there is no pickle), checks every offset, size and view against the file, and can
+memory-map the storages instead of reading them.
+
+``ember.save_safetensors`` / ``ember.load_safetensors`` (or ``ember.save(..., format=
+"safetensors")``) use the Hugging Face safetensors format: u64 little-endian header length, a JSON
+header ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__":
+{...}}``, then the tensors' bytes.
+
+>>> import io, ember
+>>> buf = io.BytesIO()
+>>> ember.save({"w": ember.ones(2), "step": 3}, buf)
+>>> _ = buf.seek(0)
+>>> ember.load(buf)
+{'w': tensor([1., 1.]), 'step': 3}
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+import math
+import mmap as _mmap
+import os
+import struct
+import sys
+import zlib
+from typing import IO, Any
+
+from ember import _C
+from ember._C import Tensor
+
+__all__ = ["save", "load", "save_safetensors", "load_safetensors", "CheckpointError"]
+
+_MAGIC = b"EMBERCKP"
+_VERSION = 1
+_PRELUDE = struct.Struct("<8sIIQQ")  # magic, version, header crc32, header offset, header length
+_ALIGN = 64
+_MMAP_THRESHOLD = 1 << 20  # storages at least this large are memory-mapped by default
+_MAX_DEPTH = 200
+_CHUNK = 1 << 24
+
+FileLike = str | os.PathLike | IO[bytes]
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is truncated, corrupt, or not a checkpoint at all."""
+
+
+def _dtypes() -> dict[str, Any]:
+    import ember
+
+    names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+             "float64"]
+    return {n: getattr(ember, n) for n in names}
+
+
+def _dtype_name(dt) -> str:
+    return repr(dt).split(".")[-1]
+
+
+def _name(f) -> str:
+    if isinstance(f, (str, os.PathLike)):
+        return os.fspath(f)
+    return getattr(f, "name", None) or f"<{type(f).__name__}>"
+
+
+# ---- saving --------------------------------------------------------------------------------------
+
+
+def _storage_bytes_view(t: Tensor) -> Tensor:
+    """A uint8 tensor over all of t's storage (what the file holds for it)."""
+    import ember
+
+    nbytes = t._storage_nbytes()
+    if nbytes == 0:
+        return ember.empty(0, dtype=ember.uint8)
+    if nbytes % t.itemsize:
+        raise ValueError(f"ember.save: a {_dtype_name(t.dtype)} tensor's storage has {nbytes} "
+                         f"bytes, not a multiple of its item size {t.itemsize}")
+    base = t.detach().as_strided([nbytes // t.itemsize], [1], 0)
+    return base.view(ember.uint8)
+
+
+class _Writer:
+    """Collects storages and tensors while encoding the object tree."""
+
+    def __init__(self) -> None:
+        self.storages: list[Tensor] = []  # uint8 views of each distinct storage
+        self.storage_ids: dict[int, int] = {}
+        self.tensors: list[dict] = []
+        self.tensor_ids: dict[int, int] = {}
+        self.keep: list[Any] = []  # keeps ids stable while encoding
+
+    def tensor(self, t: Tensor) -> int:
+        if id(t) in self.tensor_ids:
+            return self.tensor_ids[id(t)]
+        if not t.is_cpu:
+            device = str(t.device)
+            t = t.cpu()
+        else:
+            device = "cpu"
+        ptr = t.untyped_storage_ptr()
+        key = ptr if t._storage_nbytes() else -len(self.storages) - 1
+        sid = self.storage_ids.get(key)
+        if sid is None:
+            sid = len(self.storages)
+            self.storage_ids[key] = sid
+            self.storages.append(_storage_bytes_view(t))
+        entry = {"storage": sid, "dtype": _dtype_name(t.dtype), "shape": list(t.shape),
+                 "stride": list(t.stride()), "offset": t.storage_offset(), "device": device}
+        if t.requires_grad:
+            entry["requires_grad"] = True
+        if type(t).__name__ == "Parameter":
+            entry["parameter"] = True
+        self.tensor_ids[id(t)] = len(self.tensors)
+        self.keep.append(t)
+        self.tensors.append(entry)
+        return len(self.tensors) - 1
+
+    def encode(self, obj: Any, path: str, depth: int, active: set) -> Any:
+        import ember
+
+        if depth > _MAX_DEPTH:
+            raise ValueError(f"ember.save: the object is nested more than {_MAX_DEPTH} levels deep "
+                             f"at {path}")
+        if obj is None or isinstance(obj, (bool, str)):
+            return obj
+        if isinstance(obj, int):
+            return obj
+        if isinstance(obj, float):
+            if math.isfinite(obj):
+                return obj
+            return {"$float": repr(obj)}
+        if isinstance(obj, Tensor):
+            return {"$tensor": self.tensor(obj)}
+        if isinstance(obj, (bytes, bytearray)):
+            return {"$bytes": obj.hex()}
+        if isinstance(obj, ember.dtype):
+            return {"$dtype": _dtype_name(obj)}
+        if isinstance(obj, ember.device):
+            return {"$device": str(obj)}
+        if isinstance(obj, (list, tuple, dict)):
+            if id(obj) in active:
+                raise ValueError(f"ember.save: the object contains itself at {path}")
+            active.add(id(obj))
+            try:
+                if isinstance(obj, dict):
+                    items = [[self.encode(k, f"{path} (a key)", depth + 1, active),
+                              self.encode(v, f"{path}[{k!r}]", depth + 1, active)]
+                             for k, v in obj.items()]
+                    tag = "$odict" if isinstance(obj, collections.OrderedDict) else "$dict"
+                    return {tag: items}
+                vals = [self.encode(v, f"{path}[{i}]", depth + 1, active)
+                        for i, v in enumerate(obj)]
+                if isinstance(obj, list):
+                    return vals
+                return {"$tuple": vals}
+            finally:
+                active.discard(id(obj))
+        raise TypeError(f"ember.save: cannot save an object of type {type(obj).__name__} at {path}; "
+                        "checkpoints hold tensors, numbers, strings, bytes, None, bools, dtypes, "
+                        "devices and dicts/lists/tuples of those")
+
+
+def _pad(n: int) -> int:
+    return (-n) % _ALIGN
+
+
+def _write_storage(out: IO[bytes], u8: Tensor) -> int:
+    """Writes the bytes of a uint8 tensor; returns their crc32."""
+    n = u8.numel()
+    if n == 0:
+        return 0
+    mv = memoryview(u8)
+    crc = 0
+    for start in range(0, n, _CHUNK):
+        chunk = mv[start:start + _CHUNK]
+        crc = zlib.crc32(chunk, crc)
+        out.write(chunk)
+    return crc
+
+
+def save(obj: Any, f: FileLike, format: str = "ember") -> None:
+    """Saves ``obj`` (nested dicts / lists / tuples of tensors, numbers, strings, bytes, None,
+    bools) to the path or binary file ``f``. ``format="safetensors"`` writes a flat
+    ``{str: Tensor}`` dict as safetensors instead.
+
+    >>> import io, ember
+    >>> buf = io.BytesIO()
+    >>> x = ember.arange(6.0)
+    >>> ember.save({"x": x, "view": x[2:4]}, buf)
+    >>> _ = buf.seek(0)
+    >>> d = ember.load(buf)
+    >>> d["view"].data_ptr() - d["x"].data_ptr()  # still a view
+    8
+    """
+    if format == "safetensors":
+        save_safetensors(obj, f)
+        return
+    if format != "ember":
+        raise ValueError(f"ember.save: unknown format {format!r}; expected 'ember' or 'safetensors'")
+    w = _Writer()
+    root = w.encode(obj, "obj", 0, set())
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "wb") as out:
+            _write(out, w, root)
+        return
+    if not hasattr(f, "write"):
+        raise TypeError(f"ember.save: expected a path or a binary file object, got "
+                        f"{type(f).__name__}")
+    if getattr(f, "seekable", lambda: False)():
+        _write(f, w, root)
+    else:  # the prelude is filled in last, so build the file in memory first
+        buf = io.BytesIO()
+        _write(buf, w, root)
+        f.write(buf.getbuffer())
+
+
+def _write(out: IO[bytes], w: _Writer, root: Any) -> None:
+    start = out.tell()
+    out.write(b"\0" * _ALIGN)  # the prelude, filled in at the end
+    pos = _ALIGN
+    storages = []
+    for u8 in w.storages:
+        crc = _write_storage(out, u8)
+        storages.append({"offset": pos, "nbytes": u8.numel(), "crc32": crc})
+        pos += u8.numel()
+        pad = _pad(pos)
+        out.write(b"\0" * pad)
+        pos += pad
+    header = json.dumps({"format": "ember", "version": _VERSION, "byteorder": sys.byteorder,
+                         "storages": storages, "tensors": w.tensors, "root": root},
+                        separators=(",", ":"), allow_nan=False).encode()
+    out.write(header)
+    end = out.tell()
+    out.seek(start)
+    out.write(_PRELUDE.pack(_MAGIC, _VERSION, zlib.crc32(header), pos, len(header)))
+    out.seek(end)
+
+
+# ---- loading -------------------------------------------------------------------------------------
+
+
+class _Source:
+    """Random access to the bytes of a checkpoint: a path (optionally memory-mapped) or a file."""
+
+    def __init__(self, f: FileLike) -> None:
+        self.name = _name(f)
+        self.path = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
+        self.file = open(self.path, "rb") if self.path is not None else f
+        self.owned = self.path is not None
+        try:
+            self.start = self.file.tell()
+            self.file.seek(0, os.SEEK_END)
+            self.size = self.file.tell() - self.start
+            self.file.seek(self.start)
+        except (AttributeError, OSError, io.UnsupportedOperation):  # a pipe: read it all
+            data = self.file.read()
+            self.file = io.BytesIO(data)
+            self.start, self.size = 0, len(data)
+        self.map: _mmap.mmap | None = None
+
+    def error(self, what: str) -> CheckpointError:
+        return CheckpointError(f"{self.name}: {what}")
+
+    def read(self, offset: int, n: int, what: str) -> bytes:
+        if offset < 0 or n < 0 or offset + n > self.size:
+            raise self.error(f"truncated or corrupt file: {what} spans bytes [{offset}, "
+                             f"{offset + n}) but the file has only {self.size} bytes")
+        self.file.seek(self.start + offset)
+        data = self.file.read(n)
+        if len(data) != n:
+            raise self.error(f"truncated file: could read only {len(data)} of the {n} bytes of "
+                             f"{what}")
+        return data
+
+    def readinto(self, offset: int, target: memoryview) -> None:
+        self.file.seek(self.start + offset)
+        got = 0
+        n = target.nbytes
+        while got < n:
+            k = self.file.readinto(target[got:])
+            if not k:
+                raise self.error(f"truncated file: storage at byte {offset} ends after {got} of "
+                                 f"{n} bytes")
+            got += k
+
+    def can_map(self) -> bool:
+        return self.path is not None or hasattr(self.file, "fileno")
+
+    def mapped(self) -> _mmap.mmap:
+        if self.map is None:
+            try:
+                fd = self.file.fileno()
+            except (AttributeError, OSError, io.UnsupportedOperation) as exc:
+                raise self.error("mmap=True needs a file on disk") from exc
+            # copy-on-write: tensors are writable, and writes never reach the file
+            self.map = _mmap.mmap(fd, 0, access=_mmap.ACCESS_COPY)
+        return self.map
+
+    def close(self) -> None:
+        if self.owned:
+            self.file.close()
+
+
+def _check(cond: bool, src: _Source, what: str) -> None:
+    if not cond:
+        raise src.error(f"corrupt checkpoint: {what}")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _resolve_device(loc: str, map_location) -> str:
+    if map_location is None:
+        return loc
+    if callable(map_location):
+        return loc  # applied to the finished tensor
+    if isinstance(map_location, dict):
+        return str(map_location.get(loc, loc))
+    return str(map_location)
+
+
+class _Reader:
+    def __init__(self, src: _Source, header: dict, mmap: bool | None, map_location) -> None:
+        self.src, self.header, self.mmap, self.map_location = src, header, mmap, map_location
+        self.dtypes = _dtypes()
+        self.storages: dict[int, Tensor] = {}
+        self.tensors: dict[int, Tensor] = {}
+        self.header_offset = src.size
+
+    def storage(self, sid: int) -> Tensor:
+        import ember
+
+        if sid in self.storages:
+            return self.storages[sid]
+        src = self.src
+        entries = self.header["storages"]
+        _check(_is_int(sid) and 0 <= sid < len(entries), src, f"storage index {sid!r} out of range")
+        e = entries[sid]
+        _check(isinstance(e, dict) and _is_int(e.get("offset")) and _is_int(e.get("nbytes")) and
+               _is_int(e.get("crc32")), src, f"storage {sid} entry is malformed: {e!r}")
+        off, n = e["offset"], e["nbytes"]
+        limit = self.header_offset
+        if off < _PRELUDE.size or n < 0 or off + n > limit:
+            if off + n > src.size:
+                raise src.error(f"truncated file: storage {sid} needs bytes [{off}, {off + n}) but "
+                                f"the file has {src.size} bytes")
+            raise src.error(f"corrupt checkpoint: storage {sid} spans bytes [{off}, {off + n}), "
+                            f"outside the data area [{_PRELUDE.size}, {limit})")
+        use_map = self.mmap if self.mmap is not None else (n >= _MMAP_THRESHOLD and src.can_map())
+        if n == 0:
+            t = ember.empty(0, dtype=ember.uint8)
+        elif use_map:
+            mm = src.mapped()
+            t = _C._from_buffer(memoryview(mm)[src.start + off:src.start + off + n])
+        else:
+            t = ember.empty(n, dtype=ember.uint8)
+            src.readinto(off, memoryview(t))
+            crc = zlib.crc32(memoryview(t))
+            if crc != e["crc32"]:
+                raise src.error(f"corrupt checkpoint: storage {sid} (bytes [{off}, {off + n})) "
+                                f"has checksum {crc:#010x}, expected {e['crc32']:#010x}")
+        self.storages[sid] = t
+        return t
+
+    def tensor(self, tid: int) -> Tensor:
+        if tid in self.tensors:
+            return self.tensors[tid]
+        src = self.src
+        entries = self.header["tensors"]
+        _check(_is_int(tid) and 0 <= tid < len(entries), src, f"tensor index {tid!r} out of range")
+        e = entries[tid]
+        ok = (isinstance(e, dict) and e.get("dtype") in self.dtypes and
+              isinstance(e.get("shape"), list) and isinstance(e.get("stride"), list) and
+              len(e["shape"]) == len(e["stride"]) and all(_is_int(s) and s >= 0 for s in e["shape"])
+              and all(_is_int(s) and s >= 0 for s in e["stride"]) and _is_int(e.get("offset")) and
+              e["offset"] >= 0)
+        _check(ok, src, f"tensor {tid} entry is malformed: {e!r}")
+        dtype = self.dtypes[e["dtype"]]
+        raw = self.storage(e["storage"])
+        itemsize = _C.empty(0, dtype=dtype).itemsize
+        nbytes = raw.numel()
+        _check(nbytes % itemsize == 0, src, f"tensor {tid}: its storage has {nbytes} bytes, not "
+               f"a multiple of the {e['dtype']} item size {itemsize}")
+        numel = math.prod(e["shape"])
+        if numel:
+            # the last element the view touches must lie inside the storage
+            last = e["offset"] + sum((n - 1) * s for n, s in zip(e["shape"], e["stride"]))
+            _check(last < nbytes // itemsize, src, f"tensor {tid} (shape {e['shape']}, strides "
+                   f"{e['stride']}, offset {e['offset']}) reaches element {last} of a storage of "
+                   f"{nbytes // itemsize} {e['dtype']} elements")
+        base = raw.view(dtype) if nbytes else _C.empty(0, dtype=dtype)
+        t = base.as_strided(e["shape"], e["stride"], e["offset"] if numel else 0)
+        if sys.byteorder != self.header.get("byteorder", "little"):
+            raise src.error("the file was written on a machine with the other byte order")
+        loc = e.get("device", "cpu")
+        _check(isinstance(loc, str), src, f"tensor {tid} has a malformed device {loc!r}")
+        t = self._place(t, loc)
+        if e.get("parameter"):
+            t = self._parameter(t, bool(e.get("requires_grad")))
+        elif e.get("requires_grad"):
+            t.requires_grad_(True)
+        self.tensors[tid] = t
+        return t
+
+    def _place(self, t: Tensor, loc: str) -> Tensor:
+        import ember
+
+        if callable(self.map_location) and not isinstance(self.map_location, (str, dict)):
+            return self.map_location(t, loc)
+        target = _resolve_device(loc, self.map_location)
+        if target.startswith("cuda"):
+            if not ember.cuda.is_available():
+                raise RuntimeError(
+                    f"ember.load: {self.src.name} holds a tensor on '{loc}' but CUDA is not "
+                    "available; pass map_location='cpu' to load it onto the CPU")
+            return t.to(ember.device(target))
+        if target != "cpu":
+            raise ValueError(f"ember.load: unknown map_location device {target!r}")
+        return t
+
+    @staticmethod
+    def _parameter(t: Tensor, requires_grad: bool) -> Tensor:
+        try:
+            from ember.nn import Parameter
+        except ImportError:  # ember-nn absent: a plain tensor that requires grad
+            return t.requires_grad_(requires_grad)
+        return Parameter(t, requires_grad=requires_grad)
+
+    def decode(self, node: Any, depth: int = 0) -> Any:
+        import ember
+
+        src = self.src
+        _check(depth <= _MAX_DEPTH, src, f"the object tree is nested more than {_MAX_DEPTH} deep")
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, list):
+            return [self.decode(v, depth + 1) for v in node]
+        _check(isinstance(node, dict) and len(node) == 1, src, f"unexpected node {node!r}")
+        (tag, val), = node.items()
+        if tag == "$tensor":
+            return self.tensor(val)
+        if tag in ("$dict", "$odict"):
+            _check(isinstance(val, list) and all(isinstance(p, list) and len(p) == 2 for p in val),
+                   src, f"malformed dict node {node!r}")
+            out = collections.OrderedDict() if tag == "$odict" else {}
+            for k, v in val:
+                key = self.decode(k, depth + 1)
+                _check(not isinstance(key, (list, dict)), src, f"unhashable dict key {key!r}")
+                out[key] = self.decode(v, depth + 1)
+            return out
+        if tag == "$tuple":
+            _check(isinstance(val, list), src, f"malformed tuple node {node!r}")
+            return tuple(self.decode(v, depth + 1) for v in val)
+        if tag == "$float":
+            _check(val in ("nan", "inf", "-inf"), src, f"malformed float {val!r}")
+            return float(val)
+        if tag == "$bytes":
+            _check(isinstance(val, str), src, f"malformed bytes node {node!r}")
+            try:
+                return bytes.fromhex(val)
+            except ValueError:
+                raise src.error(f"corrupt checkpoint: malformed bytes node {node!r}") from None
+        if tag == "$dtype":
+            _check(val in self.dtypes, src, f"unknown dtype {val!r}")
+            return self.dtypes[val]
+        if tag == "$device":
+            _check(isinstance(val, str), src, f"malformed device node {node!r}")
+            return ember.device(val)
+        raise src.error(f"corrupt checkpoint: unknown node type {tag!r}")
+
+
+def _looks_like_safetensors(head: bytes) -> bool:
+    if len(head) < 9:
+        return False
+    (n,) = struct.unpack("<Q", head[:8])
+    return 2 <= n <= 100_000_000 and head[8:9] == b"{"
+
+
+def load(f: FileLike, map_location: Any = None, mmap: bool | None = None,
+         weights_only: bool = True) -> Any:
+    """Loads what :func:`save` wrote (or a safetensors file, as a dict of tensors).
+
+    ``mmap=True`` maps every storage from the file instead of reading it (copy-on-write: the
+    tensors are writable, the file never changes); ``None`` maps storages of 1 MiB and more when
+    ``f`` is a file on disk; ``False`` reads everything and verifies checksums. ``map_location``
+    is a device (``"cpu"``), a dict mapping saved locations to devices, or a callable
+    ``(tensor, location) -> tensor``. Nothing in the file can run code, so ``weights_only`` is
+    accepted for compatibility and has no effect.
+
+    A truncated or corrupt file raises :class:`CheckpointError` naming the file and the problem.
+
+    >>> import io, ember
+    >>> buf = io.BytesIO()
+    >>> ember.save([1.5, (ember.zeros(1), None)], buf)
+    >>> _ = buf.seek(0)
+    >>> ember.load(buf)
+    [1.5, (tensor([0.]), None)]
+    """
+    src = _Source(f)
+    try:
+        head = src.read(0, min(src.size, _PRELUDE.size), "the prelude")
+        if head[:8] != _MAGIC:
+            if _looks_like_safetensors(head):
+                return _load_safetensors(src, mmap)
+            if head[:4] == b"PK\x03\x04" or head[:2] == b"\x80\x02":
+                raise src.error("this is a pickle-based (PyTorch) checkpoint; ember.load never "
+                                "unpickles, since that can run arbitrary code. Convert it to "
+                                "safetensors first")
+            if len(head) < _PRELUDE.size and _MAGIC.startswith(head):
+                raise src.error(f"truncated file: only {src.size} bytes")
+            raise src.error("not an ember checkpoint (bad magic bytes)")
+        if len(head) < _PRELUDE.size:
+            raise src.error(f"truncated file: only {src.size} bytes")
+        _, version, hcrc, hoff, hlen = _PRELUDE.unpack(head)
+        if version > _VERSION:
+            raise src.error(f"checkpoint format version {version} is newer than this ember "
+                            f"understands ({_VERSION}); upgrade ember")
+        if hoff + hlen > src.size:
+            raise src.error(f"truncated file: the header needs bytes [{hoff}, {hoff + hlen}) but "
+                            f"the file has only {src.size} bytes")
+        raw = src.read(hoff, hlen, "the header")
+        if zlib.crc32(raw) != hcrc:
+            raise src.error("corrupt checkpoint: the header's checksum does not match")
+        try:
+            header = json.loads(raw)
+        except RecursionError:
+            raise src.error("corrupt checkpoint: the header is nested too deeply") from None
+        except ValueError as exc:
+            raise src.error(f"corrupt checkpoint: the header is not valid JSON ({exc})") from None
+        _check(isinstance(header, dict) and isinstance(header.get("storages"), list) and
+               isinstance(header.get("tensors"), list) and "root" in header, src,
+               "the header lacks storages/tensors/root")
+        reader = _Reader(src, header, mmap, map_location)
+        reader.header_offset = hoff
+        try:
+            return reader.decode(header["root"])
+        except RecursionError:
+            raise src.error("corrupt checkpoint: the object tree is too deeply nested") from None
+    finally:
+        src.close()
+
+
+# ---- safetensors ---------------------------------------------------------------------------------
+
+_ST_DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "I32": "int32",
+              "I64": "int64", "F16": "float16", "BF16": "bfloat16", "F32": "float32",
+              "F64": "float64"}
+_ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
+
+
+def save_safetensors(tensors: dict[str, Tensor], path: FileLike,
+                     metadata: dict[str, str] | None = None) -> None:
+    """Writes a flat ``{name: tensor}`` dict in the safetensors format (readable by Hugging Face's
+    ``safetensors`` library); ``metadata`` is an optional ``{str: str}`` dict.
+
+    >>> import io, ember
+    >>> buf = io.BytesIO()
+    >>> ember.save_safetensors({"w": ember.ones(2, 2)}, buf, metadata={"format": "pt"})
+    >>> _ = buf.seek(0)
+    >>> ember.load_safetensors(buf)["w"].shape
+    ember.Size([2, 2])
+    """
+    if not isinstance(tensors, dict):
+        raise TypeError(f"save_safetensors: expected a dict of name -> Tensor, got "
+                        f"{type(tensors).__name__}")
+    for k, v in tensors.items():
+        if not isinstance(k, str):
+            raise TypeError(f"save_safetensors: keys must be str, got {k!r}")
+        if not isinstance(v, Tensor):
+            raise TypeError(f"save_safetensors: the value of {k!r} is a {type(v).__name__}; "
+                            "safetensors holds only tensors (use ember.save for other objects)")
+        if k == "__metadata__":
+            raise ValueError("save_safetensors: '__metadata__' is reserved for the metadata")
+    if metadata is not None:
+        if not isinstance(metadata, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise TypeError("save_safetensors: metadata must be a dict of str -> str")
+    header: dict[str, Any] = {}
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    blobs = []
+    pos = 0
+    # largest item size first (then by name), so every tensor's data is aligned to its item size
+    for name in sorted(tensors, key=lambda k: (-tensors[k].itemsize, k)):
+        t = tensors[name].detach()
+        if not t.is_cpu:
+            t = t.cpu()
+        dt = _dtype_name(t.dtype)
+        if dt not in _ST_NAMES:
+            raise TypeError(f"save_safetensors: {name!r} has dtype {dt}, which safetensors has no "
+                            "name for")
+        u8 = t.contiguous().reshape(-1).view(_dtypes()["uint8"]) if t.numel() else None
+        n = t.numel() * t.itemsize
+        header[name] = {"dtype": _ST_NAMES[dt], "shape": list(t.shape), "data_offsets": [pos, pos + n]}
+        blobs.append(u8)
+        pos += n
+    hjson = json.dumps(header, separators=(",", ":")).encode()
+    hjson += b" " * ((-len(hjson)) % 8)  # the data starts 8-byte aligned, as HF writes it
+    out = open(path, "wb") if isinstance(path, (str, os.PathLike)) else path
+    try:
+        out.write(struct.pack("<Q", len(hjson)))
+        out.write(hjson)
+        for u8 in blobs:
+            if u8 is not None:
+                _write_storage(out, u8)
+    finally:
+        if out is not path:
+            out.close()
+
+
+def load_safetensors(path: FileLike, device: str = "cpu", mmap: bool | None = None
+                     ) -> dict[str, Tensor]:
+    """Reads a safetensors file into a ``{name: tensor}`` dict (memory-mapping tensors of 1 MiB
+    and more when ``mmap`` is None; ``True``/``False`` to map all / none). The metadata is
+    available via :func:`safetensors_metadata`.
+
+    >>> import io, ember
+    >>> buf = io.BytesIO()
+    >>> ember.save_safetensors({"b": ember.arange(3)}, buf)
+    >>> _ = buf.seek(0)
+    >>> ember.load_safetensors(buf)
+    {'b': tensor([0, 1, 2])}
+    """
+    if str(device) != "cpu":
+        import ember
+
+        return {k: v.to(ember.device(device)) for k, v in load_safetensors(path, "cpu", mmap).items()}
+    src = _Source(path)
+    try:
+        return _load_safetensors(src, mmap)
+    finally:
+        src.close()
+
+
+def safetensors_metadata(path: FileLike) -> dict[str, str]:
+    """The ``__metadata__`` dict of a safetensors file ({} when absent)."""
+    src = _Source(path)
+    try:
+        return _st_header(src)[0].get("__metadata__", {}) or {}
+    finally:
+        src.close()
+
+
+def _st_header(src: _Source) -> tuple[dict, int]:
+    head = src.read(0, 8, "the header length")
+    (n,) = struct.unpack("<Q", head)
+    if n > 100_000_000:
+        raise src.error(f"corrupt safetensors file: header length {n} is implausibly large")
+    raw = src.read(8, n, "the safetensors header")
+    try:
+        header = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise src.error(f"corrupt safetensors file: the header is not valid JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise src.error("corrupt safetensors file: the header is not a JSON object")
+    meta = header.get("__metadata__")
+    if meta is not None and not (isinstance(meta, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in meta.items())):
+        raise src.error("corrupt safetensors file: __metadata__ must map str to str")
+    return header, 8 + n
+
+
+def _load_safetensors(src: _Source, mmap: bool | None) -> dict[str, Tensor]:
+    import ember
+
+    header, data_start = _st_header(src)
+    dtypes = _dtypes()
+    entries = []
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        ok = (isinstance(e, dict) and isinstance(e.get("shape"), list) and
+              all(_is_int(s) and s >= 0 for s in e["shape"]) and
+              isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2 and
+              all(_is_int(o) for o in e["data_offsets"]))
+        if not ok:
+            raise src.error(f"corrupt safetensors file: entry {name!r} is malformed: {e!r}")
+        if e.get("dtype") not in _ST_DTYPES:
+            raise src.error(f"safetensors entry {name!r} has dtype {e.get('dtype')!r}, which "
+                            f"ember does not support (supported: {', '.join(_ST_DTYPES)})")
+        entries.append((name, e))
+    buffer_len = src.size - data_start
+    # every byte of the data area belongs to exactly one tensor, in order (as the spec requires)
+    pos = 0
+    for name, e in sorted(entries, key=lambda p: tuple(p[1]["data_offsets"])):
+        b, end = e["data_offsets"]
+        dtype = dtypes[_ST_DTYPES[e["dtype"]]]
+        itemsize = _C.empty(0, dtype=dtype).itemsize
+        want = math.prod(e["shape"]) * itemsize
+        if b != pos or end < b:
+            raise src.error(f"corrupt safetensors file: {name!r} has data_offsets [{b}, {end}] but "
+                            f"the previous tensor ends at {pos}")
+        if end - b != want:
+            raise src.error(f"corrupt safetensors file: {name!r} of shape {e['shape']} and dtype "
+                            f"{e['dtype']} needs {want} bytes but its data_offsets span {end - b}")
+        pos = end
+    if pos > buffer_len:
+        raise src.error(f"truncated safetensors file: the tensors need {pos} bytes of data but "
+                        f"only {buffer_len} follow the header")
+    if pos != buffer_len:
+        raise src.error(f"corrupt safetensors file: {buffer_len - pos} bytes after the last tensor")
+    out: dict[str, Tensor] = {}
+    for name, e in entries:
+        b, end = e["data_offsets"]
+        dtype = dtypes[_ST_DTYPES[e["dtype"]]]
+        n = end - b
+        off = data_start + b
+        use_map = mmap if mmap is not None else (n >= _MMAP_THRESHOLD and src.can_map())
+        if n == 0:
+            raw = ember.empty(0, dtype=ember.uint8)
+        elif use_map and (off % _C.empty(0, dtype=dtype).itemsize == 0):
+            mm = src.mapped()
+            raw = _C._from_buffer(memoryview(mm)[src.start + off:src.start + end + data_start])
+        else:
+            raw = ember.empty(n, dtype=ember.uint8)
+            src.readinto(off, memoryview(raw))
+        t = raw.view(dtype).reshape(e["shape"]) if n else ember.empty(e["shape"], dtype=dtype)
+        out[name] = t
+    return out
+

@@ -1,0 +1,134 @@
+"""Identity, Linear and Bilinear layers.
+
+>>> import ember
+>>> fc = ember.nn.Linear(3, 2)
+>>> fc(ember.zeros(5, 3)).shape
+ember.Size([5, 2])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import ember
+from ember import Tensor
+from ember.nn import functional as F
+from ember.nn import init
+from ember.nn.modules.module import Module
+from ember.nn.parameter import Parameter
+
+__all__ = ["Identity", "Linear", "Bilinear"]
+
+
+class Identity(Module):
+    """Returns its input unchanged (constructor arguments are accepted and ignored).
+
+    >>> import ember
+    >>> ember.nn.Identity(54, unused="x")(ember.ones(2)).tolist()
+    [1.0, 1.0]
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with weight (out_features, in_features).
+
+    Both are initialized from U(-1/sqrt(in_features), 1/sqrt(in_features)) like PyTorch's.
+
+    >>> import ember
+    >>> ember.nn.Linear(20, 30, bias=False)
+    Linear(in_features=20, out_features=30, bias=False)
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        for name, v in (("in_features", in_features), ("out_features", out_features)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"Linear: {name} must be a non-negative int, got {v!r}")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = Parameter(ember.empty(out_features, in_features, dtype=dtype, device=device))
+        if bias:
+            self.bias = Parameter(ember.empty(out_features, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Redraws weight and bias from their default distributions."""
+        # kaiming_uniform_ with a=sqrt(5) is U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.in_features
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` per output feature; weight (out, in1, in2).
+
+    >>> import ember
+    >>> m = ember.nn.Bilinear(2, 3, 4)
+    >>> m(ember.ones(5, 2), ember.ones(5, 3)).shape
+    ember.Size([5, 4])
+    """
+
+    def __init__(
+        self,
+        in1_features: int,
+        in2_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        self.weight = Parameter(
+            ember.empty(out_features, in1_features, in2_features, dtype=dtype, device=device)
+        )
+        if bias:
+            self.bias = Parameter(ember.empty(out_features, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Redraws weight and bias from U(-1/sqrt(in1_features), 1/sqrt(in1_features))."""
+        bound = 1 / math.sqrt(self.weight.shape[1]) if self.weight.shape[1] > 0 else 0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )

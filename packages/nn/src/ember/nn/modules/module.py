@@ -1,0 +1,935 @@
+"""``Module``: the base class of every layer and model.
+
+>>> import ember
+>>> from ember import nn
+>>> class MLP(nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.fc1 = nn.Linear(4, 8)
+...         self.fc2 = nn.Linear(8, 2)
+...     def forward(self, x):
+...         return self.fc2(self.fc1(x).relu())
+>>> model = MLP()
+>>> [name for name, _ in model.named_parameters()]
+['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias']
+>>> model(ember.zeros(3, 4)).shape
+ember.Size([3, 2])
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+import weakref
+from collections import OrderedDict, namedtuple
+from typing import Any, Callable, Iterator, Mapping
+
+import ember
+from ember import Tensor
+from ember.nn.parameter import Parameter, _copy_parameter
+
+__all__ = ["Module", "RemovableHandle"]
+
+
+class RemovableHandle:
+    """Returned by the ``register_*_hook`` methods; ``remove()`` unregisters the hook.
+
+    Usable as a context manager: the hook is removed when the block exits.
+    """
+
+    _next_id = itertools.count()
+
+    def __init__(self, hooks_dict: dict, *, extra_dicts: tuple[dict, ...] = ()) -> None:
+        self.id = next(RemovableHandle._next_id)
+        self.hooks_dict_ref = weakref.ref(hooks_dict)
+        self.extra_dict_refs = tuple(weakref.ref(d) for d in extra_dicts)
+
+    def remove(self) -> None:
+        for ref in (self.hooks_dict_ref, *self.extra_dict_refs):
+            d = ref()
+            if d is not None:
+                d.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What ``load_state_dict`` returns: the keys it did not find and those it did not use."""
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+def _addindent(s: str, spaces: int) -> str:
+    """Indents every line of s but the first (child reprs nested in their parent's)."""
+    lines = s.split("\n")
+    if len(lines) == 1:
+        return s
+    pad = " " * spaces
+    return lines[0] + "\n" + "\n".join(pad + line for line in lines[1:])
+
+
+# Depth of nested Module.__call__ per thread: the outermost call rewrites a failing layer's
+# error message with the layer's path in the model.
+_call_state = threading.local()
+_ANNOTATED_ERRORS = (RuntimeError, ValueError, TypeError, IndexError)
+
+
+def _short_repr(module: Module) -> str:
+    r = repr(module)
+    return r if "\n" not in r else f"{module._get_name()}(...)"
+
+
+def _annotate_error(err: BaseException, module: Module, outermost: bool) -> None:
+    """Remembers the innermost failing module; the outermost call names it in the message."""
+    if not isinstance(err, _ANNOTATED_ERRORS):
+        return
+    d = err.__dict__
+    if "_ember_failed_module" not in d:
+        d["_ember_failed_module"] = module
+    if not outermost or d.get("_ember_annotated") or not err.args or not isinstance(err.args[0], str):
+        return
+    failed = d["_ember_failed_module"]
+    path = None
+    for name, m in module.named_modules(prefix="model"):
+        if m is failed:
+            path = name
+            break
+    if path is None:  # the failing module is not a registered submodule (a plain attribute)
+        path = f"model.<{failed._get_name()}>"
+    err.args = (f"{path} ({_short_repr(failed)}): {err.args[0]}",) + err.args[1:]
+    d["_ember_annotated"] = True
+
+
+class Module:
+    """Base class for all neural-network modules.
+
+    Subclasses call ``super().__init__()`` first, assign parameters, buffers and submodules as
+    attributes, and define ``forward``. Calling the module runs its hooks around ``forward``.
+    """
+
+    dump_patches: bool = False
+    _version: int = 1
+    training: bool
+    call_super_init: bool = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if (args or kwargs) and not self.call_super_init:
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got unexpected arguments: Module.__init__ takes "
+                f"none (positional {args!r}, keyword {sorted(kwargs)!r})"
+            )
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = {}
+        d["_buffers"] = {}
+        d["_non_persistent_buffers_set"] = set()
+        d["_modules"] = {}
+        d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_pre_hooks_with_kwargs"] = OrderedDict()
+        d["_forward_hooks"] = OrderedDict()
+        d["_forward_hooks_with_kwargs"] = OrderedDict()
+        d["_forward_hooks_always_called"] = OrderedDict()
+        d["_state_dict_hooks"] = OrderedDict()
+        d["_state_dict_pre_hooks"] = OrderedDict()
+        d["_load_state_dict_pre_hooks"] = OrderedDict()
+        d["_load_state_dict_post_hooks"] = OrderedDict()
+        if self.call_super_init:
+            super().__init__(*args, **kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The computation of the module; every subclass defines it."""
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
+
+    # ---- registration ------------------------------------------------------------------------
+    def _check_new_name(self, kind: str, name: Any, container: dict) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
+        if "." in name:
+            raise KeyError(f'{kind} name must not contain ".", got "{name}"')
+        if name == "":
+            raise KeyError(f"{kind} name must not be an empty string")
+        if hasattr(self, name) and name not in container:
+            raise KeyError(f"attribute '{name}' already exists")
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Adds a tensor that is state but not a parameter (e.g. running statistics).
+
+        Persistent buffers are part of ``state_dict``; non-persistent ones are not.
+
+        >>> import ember
+        >>> m = ember.nn.Module()
+        >>> m.register_buffer("steps", ember.zeros(()), persistent=False)
+        >>> list(m.state_dict())
+        []
+        """
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        self._check_new_name("buffer", name, self._buffers)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(
+                f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                "(ember.Tensor or None required)"
+            )
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Adds a parameter (or a ``None`` placeholder) under ``name``.
+
+        >>> import ember
+        >>> m = ember.nn.Module()
+        >>> m.register_parameter("w", ember.nn.Parameter(ember.zeros(2)))
+        >>> [n for n, _ in m.named_parameters()]
+        ['w']
+        """
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_new_name("parameter", name, self._parameters)
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                "(ember.nn.Parameter or None required)"
+            )
+        if param is not None and param.grad_fn is not None:
+            raise ValueError(
+                f"cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
+                "created explicitly; to express '{name}' as a function of another Tensor, compute "
+                "the value in the forward() method"
+            )
+        self._parameters[name] = param
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Adds a child module under ``name`` (also reachable as an attribute)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._check_new_name("module", name, self._modules)
+        self._modules[name] = module
+
+    def register_module(self, name: str, module: Module | None) -> None:
+        """Alias of ``add_module``."""
+        self.add_module(name, module)
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at a dotted path such as ``"encoder.layers.0"`` ("" is self).
+
+        >>> import ember
+        >>> seq = ember.nn.Sequential(ember.nn.Linear(2, 2))
+        >>> seq.get_submodule("0")
+        Linear(in_features=2, out_features=2, bias=True)
+        """
+        if target == "":
+            return self
+        mod: Module = self
+        walked = []
+        for item in target.split("."):
+            if item not in mod._modules:
+                where = ".".join(walked) or "the root"
+                raise AttributeError(
+                    f"{mod._get_name()} ({where}) has no submodule `{item}` (looking up "
+                    f"'{target}')"
+                )
+            mod = mod._modules[item]
+            walked.append(item)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{'.'.join(walked)}` is not an nn.Module")
+        return mod
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at a dotted path such as ``"fc1.weight"``."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{mod._get_name()} has no attribute `{name}`")
+        param = getattr(mod, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at a dotted path such as ``"bn.running_mean"``."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{mod._get_name()} has no attribute `{name}`")
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return mod._buffers[name]
+
+    def get_extra_state(self) -> Any:
+        """Extra state to store in ``state_dict`` (override together with ``set_extra_state``)."""
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called."
+        )
+
+    def set_extra_state(self, state: Any) -> None:
+        """Restores what ``get_extra_state`` returned."""
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called."
+        )
+
+    def _has_extra_state(self) -> bool:
+        return type(self).get_extra_state is not Module.get_extra_state
+
+    # ---- attribute protocol ------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store in d and name in d[store]:
+                return d[store][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        params = d.get("_parameters")
+
+        def drop(*stores: dict | set) -> None:
+            for s in stores:
+                s.discard(name) if isinstance(s, set) else s.pop(name, None)
+
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            d.pop(name, None)
+            drop(self._buffers, self._modules, self._non_persistent_buffers_set)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                    "(ember.nn.Parameter or None expected)"
+                )
+            self.register_parameter(name, value)
+        elif isinstance(value, Module):
+            modules = d.get("_modules")
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            d.pop(name, None)
+            drop(self._parameters, self._buffers, self._non_persistent_buffers_set)
+            modules[name] = value
+        elif "_modules" in d and name in d["_modules"]:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    "(ember.nn.Module or None expected)"
+                )
+            d["_modules"][name] = value
+        elif "_buffers" in d and name in d["_buffers"]:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    "(ember.Tensor or None expected)"
+                )
+            d["_buffers"][name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        d = self.__dict__
+        if name in d.get("_parameters", ()):
+            del d["_parameters"][name]
+        elif name in d.get("_buffers", ()):
+            del d["_buffers"][name]
+            d["_non_persistent_buffers_set"].discard(name)
+        elif name in d.get("_modules", ()):
+            del d["_modules"][name]
+        else:
+            object.__delattr__(self, name)
+
+    def __dir__(self) -> list[str]:
+        attrs = set(dir(type(self))) | set(self.__dict__)
+        attrs |= set(self._parameters) | set(self._buffers) | set(self._modules)
+        return sorted(a for a in attrs if not a[:1].isdigit())
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __deepcopy__(self, memo: dict) -> Module:
+        # Tensors deep-copy by value into plain tensors; parameters must stay Parameters (and
+        # shared ones stay shared), so they are copied first into the memo.
+        for p in self.parameters():
+            if id(p) not in memo:
+                memo[id(p)] = _copy_parameter(p)
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = copy.deepcopy(v, memo)
+        return new
+
+    # ---- iteration ---------------------------------------------------------------------------
+    def _named_members(
+        self, get_members: Callable, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Any]]:
+        seen: set[int] = set()
+        modules = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
+        for module_prefix, module in modules:
+            for k, v in get_members(module):
+                if v is None or id(v) in seen:
+                    continue
+                if remove_duplicate:
+                    seen.add(id(v))
+                yield (module_prefix + ("." if module_prefix else "") + k, v)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """The parameters of this module (and of its submodules when ``recurse``), once each."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, parameter) pairs in registration order; shared ones appear once."""
+        return self._named_members(
+            lambda m: m._parameters.items(), prefix, recurse, remove_duplicate
+        )
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """The buffers of this module (and of its submodules when ``recurse``)."""
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
+        """(dotted name, buffer) pairs in registration order."""
+        return self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
+
+    def children(self) -> Iterator[Module]:
+        """The direct submodules, once each."""
+        for _, m in self.named_children():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """(name, module) for the direct submodules, once each."""
+        seen: set[int] = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def modules(self) -> Iterator[Module]:
+        """This module and all its submodules, depth first, once each."""
+        for _, m in self.named_modules():
+            yield m
+
+    def named_modules(
+        self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
+        """(dotted path, module) for this module ("" or ``prefix``) and all submodules."""
+        if memo is None:
+            memo = set()
+        if id(self) in memo:
+            return
+        if remove_duplicate:
+            memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from m.named_modules(memo, sub, remove_duplicate)
+
+    # ---- modes and conversions ---------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Sets training mode on this module and its submodules; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"training mode is expected to be boolean, got {type(mode).__name__}")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        """``train(False)``: e.g. dropout off, batch norm uses running statistics."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Sets ``requires_grad`` on every parameter; returns self."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Resets the gradients of all parameters (to ``None`` by default, else to zeros)."""
+        for p in self.parameters():
+            g = p.grad
+            if g is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                if g.grad_fn is not None:
+                    g.detach_()
+                else:
+                    g.requires_grad_(False)
+                g.zero_()
+
+    def apply(self, fn: Callable[[Module], None]) -> Module:
+        """Calls ``fn`` on every submodule (children first) and then on self; returns self.
+
+        >>> import ember
+        >>> def init(m):
+        ...     if isinstance(m, ember.nn.Linear):
+        ...         ember.nn.init.zeros_(m.weight)
+        >>> net = ember.nn.Sequential(ember.nn.Linear(2, 2)).apply(init)
+        >>> net[0].weight.sum().item()
+        0.0
+        """
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], memo: dict | None = None) -> Module:
+        """Replaces every parameter, gradient and buffer t by fn(t) (shared ones stay shared)."""
+        if memo is None:
+            memo = {}
+        for m in self.children():
+            m._apply(fn, memo)
+        for key, p in self._parameters.items():
+            if p is None:
+                continue
+            if id(p) in memo:
+                self._parameters[key] = memo[id(p)]
+                continue
+            with ember.no_grad():
+                new = fn(p)
+            if new is p:
+                memo[id(p)] = p
+                continue
+            g = p.grad
+            if new.dtype == p.dtype and new.device == p.device:
+                p.data = new  # keep the Parameter object: optimizers holding it still work
+                result = p
+                if g is not None:
+                    with ember.no_grad():
+                        g2 = fn(g)
+                    if g2 is not g:
+                        p.grad = g2
+            else:
+                result = Parameter(new, p.requires_grad)
+                if g is not None:
+                    with ember.no_grad():
+                        result.grad = fn(g).detach()
+                self._parameters[key] = result
+            memo[id(p)] = result
+        for key, b in self._buffers.items():
+            if b is not None:
+                self._buffers[key] = fn(b)
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Converts parameters and buffers: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
+        ``to(tensor)``. Only floating-point tensors change dtype.
+
+        >>> import ember
+        >>> ember.nn.Linear(2, 2).to(ember.float64).weight.dtype
+        ember.float64
+        """
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"Module.to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, ember.dtype):
+                dtype = a
+            elif isinstance(a, (str, ember.device)):
+                device = a
+            elif isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, bool):  # non_blocking given positionally
+                continue
+            else:
+                raise TypeError(f"Module.to() received an invalid argument of type {type(a).__name__}")
+        if dtype is not None and dtype not in (ember.float16, ember.bfloat16, ember.float32, ember.float64):
+            raise TypeError(
+                f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}"
+            )
+
+        def convert(t: Tensor) -> Tensor:
+            if device is not None:
+                t = t.to(device)
+            if dtype is not None and t.is_floating_point() and t.dtype != dtype:
+                t = t.to(dtype)
+            return t
+
+        return self._apply(convert)
+
+    def _cast_floating(self, dtype: Any) -> Module:
+        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t)
+
+    def float(self) -> Module:
+        """Floating-point parameters and buffers to float32."""
+        return self._cast_floating(ember.float32)
+
+    def double(self) -> Module:
+        """Floating-point parameters and buffers to float64."""
+        return self._cast_floating(ember.float64)
+
+    def half(self) -> Module:
+        """Floating-point parameters and buffers to float16."""
+        return self._cast_floating(ember.float16)
+
+    def bfloat16(self) -> Module:
+        """Floating-point parameters and buffers to bfloat16."""
+        return self._cast_floating(ember.bfloat16)
+
+    def type(self, dst_type: Any) -> Module:
+        """All parameters and buffers (not only floating ones) to ``dst_type``."""
+        return self._apply(lambda t: t.to(dst_type) if t.dtype != dst_type else t)
+
+    def cpu(self) -> Module:
+        """Moves parameters and buffers to the CPU."""
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> Module:
+        """Moves parameters and buffers to a CUDA device."""
+        return self.to("cuda" if device is None else ember.device("cuda", device) if isinstance(device, int) else device)
+
+    def share_memory(self) -> Module:
+        """Moves parameters and buffers to shared memory (for multiprocessing)."""
+        return self._apply(lambda t: t.share_memory_())
+
+    # ---- calling -----------------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_call_state, "depth", 0)
+        _call_state.depth = depth + 1
+        try:
+            if not (self._forward_pre_hooks or self._forward_hooks):
+                return self.forward(*args, **kwargs)
+            return self._call_with_hooks(args, kwargs)
+        except Exception as err:
+            _annotate_error(err, self, depth == 0)
+            raise
+        finally:
+            _call_state.depth = depth
+
+    def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
+        for hid, hook in list(self._forward_pre_hooks.items()):
+            if hid in self._forward_pre_hooks_with_kwargs:
+                res = hook(self, args, kwargs)
+                if res is not None:
+                    if not (isinstance(res, tuple) and len(res) == 2):
+                        raise RuntimeError(
+                            "forward pre-hook registered with with_kwargs=True must return None "
+                            f"or a tuple of (new_args, new_kwargs), but got {res!r}"
+                        )
+                    args, kwargs = res
+            else:
+                res = hook(self, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
+        called: set[int] = set()
+        try:
+            result = self.forward(*args, **kwargs)
+            for hid, hook in list(self._forward_hooks.items()):
+                called.add(hid)
+                if hid in self._forward_hooks_with_kwargs:
+                    res = hook(self, args, kwargs, result)
+                else:
+                    res = hook(self, args, result)
+                if res is not None:
+                    result = res
+        except Exception:
+            for hid, hook in list(self._forward_hooks.items()):
+                if hid in self._forward_hooks_always_called and hid not in called:
+                    try:
+                        if hid in self._forward_hooks_with_kwargs:
+                            hook(self, args, kwargs, None)
+                        else:
+                            hook(self, args, None)
+                    except Exception:  # the original error is the one to report
+                        pass
+            raise
+        return result
+
+    def register_forward_pre_hook(
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
+        """``hook(module, args)`` (or ``hook(module, args, kwargs)`` with ``with_kwargs``) runs
+        before ``forward``; a non-None result replaces the inputs.
+
+        >>> import ember
+        >>> lin = ember.nn.Identity()
+        >>> h = lin.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+        >>> lin(ember.ones(1)).item()
+        2.0
+        >>> h.remove()
+        """
+        handle = RemovableHandle(
+            self._forward_pre_hooks, extra_dicts=(self._forward_pre_hooks_with_kwargs,)
+        )
+        self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(
+        self,
+        hook: Callable,
+        *,
+        prepend: bool = False,
+        with_kwargs: bool = False,
+        always_call: bool = False,
+    ) -> RemovableHandle:
+        """``hook(module, args, output)`` (or ``hook(module, args, kwargs, output)``) runs after
+        ``forward``; a non-None result replaces the output. ``always_call`` runs it also when
+        ``forward`` raises."""
+        handle = RemovableHandle(
+            self._forward_hooks,
+            extra_dicts=(self._forward_hooks_with_kwargs, self._forward_hooks_always_called),
+        )
+        self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    # ---- state dict --------------------------------------------------------------------------
+    def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, prefix, keep_vars)`` runs before this module writes its state."""
+        handle = RemovableHandle(self._state_dict_pre_hooks)
+        self._state_dict_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata)`` runs after this module wrote its
+        state and may edit ``state_dict`` in place."""
+        handle = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[handle.id] = hook
+        return handle
+
+    _register_state_dict_hook = register_state_dict_post_hook
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` runs before this module loads its entries."""
+        handle = RemovableHandle(self._load_state_dict_pre_hooks)
+        self._load_state_dict_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, incompatible_keys)`` runs after ``load_state_dict`` loaded this
+        module; it may edit the missing/unexpected key lists in place."""
+        handle = RemovableHandle(self._load_state_dict_post_hooks)
+        self._load_state_dict_post_hooks[handle.id] = hook
+        return handle
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+        if self._has_extra_state():
+            destination[prefix + "_extra_state"] = self.get_extra_state()
+
+    def state_dict(
+        self, *args: Any, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
+    ) -> dict[str, Any]:
+        """An ordered dict of every parameter and persistent buffer by dotted name.
+
+        Tensors are detached aliases of the module's (``keep_vars=True``: the objects
+        themselves); copy them if the module keeps training.
+
+        >>> import ember
+        >>> list(ember.nn.Linear(2, 3).state_dict())
+        ['weight', 'bias']
+        """
+        if args:  # the positional (destination, prefix, keep_vars) form
+            names = ("destination", "prefix", "keep_vars")
+            if len(args) > 3:
+                raise TypeError(f"state_dict() takes at most 3 positional arguments, got {len(args)}")
+            values = dict(zip(names, args))
+            destination = values.get("destination", destination)
+            prefix = values.get("prefix", prefix)
+            keep_vars = values.get("keep_vars", keep_vars)
+        if destination is None:
+            destination = OrderedDict()
+            destination._metadata = OrderedDict()  # type: ignore[attr-defined]
+        local_metadata = {"version": self._version}
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
+        for hook in self._state_dict_pre_hooks.values():
+            hook(self, prefix, keep_vars)
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, m in self._modules.items():
+            if m is not None:
+                m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook in self._state_dict_hooks.values():
+            res = hook(self, destination, prefix, local_metadata)
+            if res is not None:
+                destination = res
+        return destination
+
+    def _load_from_state_dict(
+        self,
+        state_dict: Mapping[str, Any],
+        prefix: str,
+        local_metadata: dict,
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        for hook in self._load_state_dict_pre_hooks.values():
+            hook(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+        assign = local_metadata.get("assign_to_params_buffers", False)
+        persistent_buffers = {
+            k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set
+        }
+        local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent_buffers.items()) if v is not None}
+        for name, current in local_state.items():
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+                continue
+            value = state_dict[key]
+            if not isinstance(value, Tensor):
+                error_msgs.append(
+                    f"'{key}': expected an ember.Tensor in the state dict, got {type(value).__name__}"
+                )
+                continue
+            if tuple(value.shape) != tuple(current.shape):
+                error_msgs.append(
+                    f"size mismatch for '{key}': the state dict has shape {tuple(value.shape)}, "
+                    f"the model has shape {tuple(current.shape)}"
+                )
+                continue
+            try:
+                if assign:
+                    if isinstance(current, Parameter):
+                        new = value if isinstance(value, Parameter) else Parameter(value, current.requires_grad)
+                        setattr(self, name, new)
+                    else:
+                        setattr(self, name, value)
+                else:
+                    with ember.no_grad():
+                        current.copy_(value)
+            except Exception as ex:  # report every failing key, not just the first
+                error_msgs.append(
+                    f"while copying '{key}' (state dict: {tuple(value.shape)} {value.dtype}, model: "
+                    f"{tuple(current.shape)} {current.dtype}): {ex}"
+                )
+        extra_key = prefix + "_extra_state"
+        if self._has_extra_state():
+            if extra_key in state_dict:
+                self.set_extra_state(state_dict[extra_key])
+            elif strict:
+                missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
+        if strict:
+            for key in state_dict:
+                if key.startswith(prefix) and key != extra_key:
+                    first = key[len(prefix):].split(".", 1)[0]
+                    if first not in self._modules and first not in local_state:
+                        unexpected_keys.append(key)
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> _IncompatibleKeys:
+        """Copies parameters and buffers from ``state_dict`` into this module.
+
+        With ``strict`` (default) every key must match; any mismatch (missing, unexpected, wrong
+        shape) raises a RuntimeError listing each offending key. ``assign=True`` makes the
+        module's tensors the state dict's tensors instead of copying into them. Returns the
+        missing and unexpected keys.
+
+        >>> import ember
+        >>> a, b = ember.nn.Linear(2, 2), ember.nn.Linear(2, 2)
+        >>> b.load_state_dict(a.state_dict())
+        <All keys matched successfully>
+        """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(
+                f"Expected state_dict to be dict-like, got {type(state_dict).__name__}."
+            )
+        missing: list[str] = []
+        unexpected: list[str] = []
+        errors: list[str] = []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+        if metadata is not None:
+            state_dict._metadata = metadata  # type: ignore[attr-defined]
+
+        def load(module: Module, local: dict, prefix: str) -> None:
+            meta = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
+            if assign:
+                meta["assign_to_params_buffers"] = True
+            module._load_from_state_dict(local, prefix, meta, True, missing, unexpected, errors)
+            for name, child in module._modules.items():
+                if child is not None:
+                    child_prefix = prefix + name + "."
+                    child_state = {k: v for k, v in local.items() if k.startswith(child_prefix)}
+                    load(child, child_state, child_prefix)
+            keys = _IncompatibleKeys(missing, unexpected)
+            for hook in module._load_state_dict_post_hooks.values():
+                if hook(module, keys) is not None:
+                    raise RuntimeError(
+                        "load_state_dict post hooks must edit incompatible_keys in place and "
+                        "return None"
+                    )
+
+        load(self, state_dict, "")
+        if strict:
+            errors = [f"unexpected key '{k}' (not in the model)" for k in unexpected] + [
+                f"missing key '{k}' (in the model, not in the state dict)" for k in missing
+            ] + errors
+        if errors:
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {self._get_name()} ({len(errors)} "
+                "problem(s)):\n\t" + "\n\t".join(errors)
+            )
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ---- printing ----------------------------------------------------------------------------
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def extra_repr(self) -> str:
+        """The text between this module's parentheses in its repr (override in layers)."""
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [
+            f"({name}): " + _addindent(repr(m), 2) for name, m in self._modules.items()
+        ]
+        lines = extra_lines + child_lines
+        s = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                s += extra_lines[0]
+            else:
+                s += "\n  " + "\n  ".join(lines) + "\n"
+        return s + ")"

@@ -1,0 +1,103 @@
+"""Gradient clipping by total norm or by value.
+
+>>> import ember
+>>> from ember.nn.utils import clip_grad_norm_
+>>> p = ember.nn.Parameter(ember.zeros(2))
+>>> p.grad = ember.tensor([3.0, 4.0])
+>>> clip_grad_norm_([p], max_norm=1.0).item()
+5.0
+>>> [round(v, 4) for v in p.grad.tolist()]
+[0.6, 0.8]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import ember
+from ember import Tensor
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
+
+
+def _as_list(tensors: Tensor | Iterable[Tensor]) -> list[Tensor]:
+    return [tensors] if isinstance(tensors, Tensor) else list(tensors)
+
+
+def _grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
+    return [p.grad for p in _as_list(parameters) if p.grad is not None]
+
+
+def get_total_norm(
+    tensors: Tensor | Iterable[Tensor],
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
+    """The ``norm_type``-norm of all tensors together (as if concatenated into one vector)."""
+    ts = _as_list(tensors)
+    norm_type = float(norm_type)
+    if not ts:
+        return ember.tensor(0.0)
+    norms = [t.detach().norm(norm_type) for t in ts]
+    dtype = norms[0].dtype
+    stacked = ember.stack([n.to(dtype) for n in norms])
+    total = stacked.norm(norm_type)
+    if error_if_nonfinite and not bool(ember.isfinite(total)):
+        raise RuntimeError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is non-finite "
+            f"({total.item()}), so it cannot be clipped. Pass error_if_nonfinite=False to scale "
+            "the gradients by the non-finite norm anyway"
+        )
+    return total
+
+
+def clip_grads_with_norm_(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    total_norm: Tensor,
+    foreach: bool | None = None,
+) -> None:
+    """Scales the gradients by ``min(1, max_norm / (total_norm + 1e-6))`` in place."""
+    grads = _grads(parameters)
+    if not grads:
+        return
+    denom = total_norm + 1e-6
+    # full_like(...).div_: ``float / Tensor`` rounds the number to float32 in ember today
+    coef = ember.full_like(denom, float(max_norm)).div_(denom).clamp(max=1.0)
+    with ember.no_grad():
+        for g in grads:
+            g.mul_(coef.to(g.dtype))
+
+
+def clip_grad_norm_(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
+    """Rescales the gradients in place so that their total norm is at most ``max_norm``.
+
+    Returns the total norm before clipping. ``norm_type`` may be ``math.inf``.
+    """
+    params = _as_list(parameters)
+    grads = _grads(params)
+    if not grads:
+        return ember.tensor(0.0)
+    if math.isnan(float(max_norm)):
+        raise ValueError("clip_grad_norm_: max_norm is NaN")
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(params, max_norm, total)
+    return total
+
+
+def clip_grad_value_(
+    parameters: Tensor | Iterable[Tensor], clip_value: float, foreach: bool | None = None
+) -> None:
+    """Clamps every gradient element into [-clip_value, clip_value] in place."""
+    clip_value = float(clip_value)
+    with ember.no_grad():
+        for g in _grads(parameters):
+            g.clamp_(min=-clip_value, max=clip_value)

@@ -1,0 +1,370 @@
+"""``Optimizer``: parameter groups, per-parameter state, state_dict and step hooks.
+
+Each optimizer's ``step`` gathers the parameters of a group that have gradients together with
+their state into lists and hands them to one update function in ``ember.optim._functional``
+(one plain per-parameter implementation today; a fused multi-tensor kernel can take the same
+lists).
+
+>>> import ember
+>>> w = ember.nn.Parameter(ember.ones(2))
+>>> opt = ember.optim.SGD([w], lr=0.5)
+>>> (w * w).sum().backward()
+>>> opt.step()
+>>> w.tolist()
+[0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+from collections import OrderedDict, defaultdict
+from typing import Any, Callable
+
+import ember
+from ember import Tensor
+from ember.nn.modules.module import RemovableHandle
+
+__all__ = ["Optimizer", "required"]
+
+
+class _RequiredParameter:
+    """Marks a hyper-parameter that every param group must give (no default)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def _scalar_dtype() -> Any:
+    """The dtype of scalar state such as ``step``: float64 when that is the default dtype."""
+    return ember.float64 if ember.get_default_dtype() == ember.float64 else ember.float32
+
+
+def _with_step_hooks(step: Callable) -> Callable:
+    @functools.wraps(step)
+    def wrapper(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
+        for hook in list(self._optimizer_step_pre_hooks.values()):
+            res = hook(self, args, kwargs)
+            if res is not None:
+                if not (isinstance(res, tuple) and len(res) == 2):
+                    raise RuntimeError(
+                        f"{type(self).__name__}: a step pre-hook must return None or "
+                        f"(new_args, new_kwargs), but returned {res!r}"
+                    )
+                args, kwargs = res
+        out = step(self, *args, **kwargs)
+        for hook in list(self._optimizer_step_post_hooks.values()):
+            hook(self, args, kwargs)
+        return out
+
+    wrapper._ember_hooked = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+class Optimizer:
+    """Base class: ``Optimizer(params, defaults)``.
+
+    ``params`` is an iterable of tensors, of (name, tensor) pairs, or of dicts (param groups)
+    each holding ``"params"`` and optional per-group hyper-parameters that override
+    ``defaults``.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_ember_hooked", False):
+            cls.step = _with_step_hooks(step)  # type: ignore[method-assign]
+
+    def __init__(self, params: Any, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self._optimizer_step_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self._optimizer_step_post_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        name = type(self).__name__
+        if isinstance(params, Tensor):
+            raise TypeError(
+                f"{name}: params should be an iterable of Tensors or dicts, but got a single "
+                "Tensor; wrap it in a list"
+            )
+        if isinstance(params, (set, frozenset)):
+            raise TypeError(
+                f"{name}: parameters must be given in an ordered collection (a set's order "
+                "changes between runs); use a list instead"
+            )
+        if isinstance(params, dict):
+            raise TypeError(
+                f"{name}: params should be an iterable of Tensors or dicts, but got a dict; wrap "
+                "a single param group in a list"
+            )
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{name}: got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def __repr__(self) -> str:
+        s = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}"
+            for key in sorted(group):
+                if key not in ("params", "param_names"):
+                    s += f"\n    {key}: {group[key]}"
+        return s + "\n)"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_optimizer_step_pre_hooks", OrderedDict())
+        self.__dict__.setdefault("_optimizer_step_post_hooks", OrderedDict())
+
+    # ---- hyper-parameter checks ------------------------------------------------------------
+    def _check_group(self, group: dict[str, Any]) -> None:
+        """Raises ValueError for an invalid hyper-parameter of ``group`` (per optimizer)."""
+
+    def _fail(self, what: str) -> None:
+        raise ValueError(f"{type(self).__name__}: {what}")
+
+    def _check_lr(self, group: dict[str, Any]) -> None:
+        lr = group["lr"]
+        if isinstance(lr, Tensor):
+            if lr.numel() != 1:
+                self._fail(f"a Tensor lr must have one element, got shape {tuple(lr.shape)}")
+            lr = lr.item()
+        if not 0.0 <= lr:
+            self._fail(f"invalid learning rate {lr} (expected lr >= 0)")
+
+    def _check_nonneg(self, group: dict[str, Any], *keys: str) -> None:
+        for k in keys:
+            if not 0.0 <= group[k]:
+                self._fail(f"invalid {k} value {group[k]} (expected {k} >= 0)")
+
+    def _check_betas(self, group: dict[str, Any]) -> None:
+        betas = group["betas"]
+        if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
+            self._fail(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        for i, b in enumerate(betas):
+            if not 0.0 <= b < 1.0:
+                self._fail(f"invalid beta parameter at index {i}: {b} (expected 0 <= beta < 1)")
+
+    # ---- groups ------------------------------------------------------------------------------
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Adds a group of parameters with its own hyper-parameters (others from defaults).
+
+        >>> import ember
+        >>> a, b = ember.nn.Parameter(ember.ones(1)), ember.nn.Parameter(ember.ones(1))
+        >>> opt = ember.optim.SGD([a], lr=0.1)
+        >>> opt.add_param_group({"params": [b], "lr": 0.01})
+        >>> [g["lr"] for g in opt.param_groups]
+        [0.1, 0.01]
+        """
+        name = type(self).__name__
+        if not isinstance(param_group, dict):
+            raise TypeError(f"{name}: a param group must be a dict, but got {type(param_group).__name__}")
+        group = dict(param_group)
+        params = group.get("params")
+        if params is None:
+            raise ValueError(f"{name}: a param group needs a 'params' entry")
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError(
+                f"{name}: parameters must be given in an ordered collection (a set's order "
+                "changes between runs); use a list instead"
+            )
+        else:
+            params = list(params)
+        names = None
+        if params and all(isinstance(p, tuple) and len(p) == 2 for p in params):
+            names = [n for n, _ in params]
+            params = [p for _, p in params]
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(
+                    f"{name}: can only optimize Tensors, but parameter {i} of the group is a "
+                    f"{type(p).__name__}"
+                )
+            if not p.is_leaf:
+                raise ValueError(
+                    f"{name}: can't optimize a non-leaf Tensor (parameter {i} of the group, "
+                    f"shape {tuple(p.shape)}, was computed by {p.grad_fn.name()}); optimize the "
+                    "leaf tensors it was computed from, or detach it first"
+                )
+        ids = [id(p) for p in params]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i, x in enumerate(ids) if ids.index(x) != i)
+            raise ValueError(
+                f"{name}: a parameter group contains the same parameter more than once (entry "
+                f"{dup}, shape {tuple(params[dup].shape)}); pass each parameter once"
+            )
+        group["params"] = params
+        if names is not None:
+            group["param_names"] = names
+        for key, default in self.defaults.items():
+            if default is required and key not in group:
+                raise ValueError(
+                    f"{name}: parameter group didn't specify a value of required optimization "
+                    f"parameter {key}"
+                )
+            group.setdefault(key, default)
+        existing = {id(p) for g in self.param_groups for p in g["params"]}
+        if existing & set(ids):
+            raise ValueError(f"{name}: some parameters appear in more than one parameter group")
+        self._check_group(group)
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Resets the gradients of all parameters (to None by default, else to zeros)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Performs one optimization step (re-evaluating the loss with ``closure`` if given)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    @staticmethod
+    def _eval_closure(closure: Callable[[], Any] | None) -> Any:
+        if closure is None:
+            return None
+        with ember.enable_grad():
+            return closure()
+
+    # ---- hooks -------------------------------------------------------------------------------
+    def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` runs before each ``step``; it may return new
+        ``(args, kwargs)``."""
+        handle = RemovableHandle(self._optimizer_step_pre_hooks)
+        self._optimizer_step_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_step_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` runs after each ``step``."""
+        handle = RemovableHandle(self._optimizer_step_post_hooks)
+        self._optimizer_step_post_hooks[handle.id] = hook
+        return handle
+
+    # ---- state dict --------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``.
+
+        Parameters are replaced by their position across all groups. The state tensors are the
+        optimizer's own (not copies).
+        """
+        index: dict[int, int] = {}
+        counter = itertools.count()
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            for p in g["params"]:
+                if id(p) not in index:
+                    index[id(p)] = next(counter)
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(packed)
+        state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restores hyper-parameters and state from ``state_dict`` (copying its tensors, cast
+        to each parameter's dtype; ``step`` keeps its dtype). Resuming is bit-exact."""
+        name = type(self).__name__
+        if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
+            raise ValueError(
+                f"{name}.load_state_dict: expected a dict with 'state' and 'param_groups' (from "
+                "Optimizer.state_dict()), got "
+                + (f"keys {sorted(state_dict)}" if isinstance(state_dict, dict) else type(state_dict).__name__)
+            )
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(
+                f"{name}.load_state_dict: the state dict has {len(saved_groups)} parameter groups, "
+                f"the optimizer has {len(self.param_groups)}"
+            )
+        for i, (g, sg) in enumerate(zip(self.param_groups, saved_groups)):
+            if len(g["params"]) != len(sg["params"]):
+                raise ValueError(
+                    f"{name}.load_state_dict: parameter group {i} has {len(sg['params'])} "
+                    f"parameters in the state dict but {len(g['params'])} in the optimizer"
+                )
+        id_map = {
+            saved: p
+            for g, sg in zip(self.param_groups, saved_groups)
+            for saved, p in zip(sg["params"], g["params"])
+        }
+
+        def cast(param: Tensor, value: Any, key: Any = None) -> Any:
+            if isinstance(value, Tensor):
+                if key != "step" and param.is_floating_point() and value.is_floating_point():
+                    value = value.to(param.dtype)
+                    if tuple(value.shape) not in ((), tuple(param.shape)):
+                        raise ValueError(
+                            f"{name}.load_state_dict: state '{key}' has shape {tuple(value.shape)} "
+                            f"but its parameter has shape {tuple(param.shape)}"
+                        )
+                return value.detach().clone()
+            if isinstance(value, dict):
+                return {k: cast(param, v, k) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(cast(param, v, key) for v in value)
+            return copy.deepcopy(value)
+
+        state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                p = id_map[k]
+                state[p] = cast(p, v)
+            else:
+                state[k] = copy.deepcopy(v)
+        new_groups = []
+        for g, sg in zip(self.param_groups, saved_groups):
+            ng = copy.deepcopy({k: v for k, v in sg.items() if k != "params"})
+            ng["params"] = g["params"]
+            if "param_names" in g and "param_names" not in ng:
+                ng["param_names"] = g["param_names"]
+            new_groups.append(ng)
+        self.state = state
+        self.param_groups = new_groups
+
+    # ---- helpers for subclasses --------------------------------------------------------------
+    def _params_with_grad(self, group: dict[str, Any]) -> list[Tensor]:
+        out = []
+        for p in group["params"]:
+            if p.grad is not None:
+                out.append(p)
+        return out
+
+
+def _init_step() -> Tensor:
+    return ember.zeros((), dtype=_scalar_dtype())
+
+
+def _zeros_like(p: Tensor) -> Tensor:
+    return ember.zeros_like(p)
+
+
+def _grad_of(p: Tensor, optimizer: str) -> Tensor:
+    g = p.grad
+    if g.dtype != p.dtype or tuple(g.shape) != tuple(p.shape):
+        raise RuntimeError(
+            f"{optimizer}: gradient of dtype {g.dtype} and shape {tuple(g.shape)} does not match "
+            f"its parameter ({p.dtype}, {tuple(p.shape)})"
+        )
+    return g

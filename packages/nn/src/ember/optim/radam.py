@@ -1,0 +1,74 @@
+"""RAdam."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import ember
+from ember.optim import _functional as F
+from ember.optim.optimizer import Optimizer, _grad_of, _init_step
+
+__all__ = ["RAdam"]
+
+
+class RAdam(Optimizer):
+    """``RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+    decoupled_weight_decay=False, *, maximize=False)``.
+
+    >>> import ember
+    >>> w = ember.nn.Parameter(ember.tensor([1.0]))
+    >>> opt = ember.optim.RAdam([w], lr=0.1)
+    >>> w.grad = ember.ones(1)
+    >>> opt.step()
+    >>> round(w.item(), 4)
+    0.9
+    """
+
+    def __init__(
+        self,
+        params: Any,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        decoupled_weight_decay: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+    ) -> None:
+        defaults = dict(
+            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+            decoupled_weight_decay=decoupled_weight_decay, foreach=foreach, maximize=maximize,
+        )
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        self._check_lr(group)
+        self._check_nonneg(group, "eps", "weight_decay")
+        self._check_betas(group)
+
+    @ember.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """One update of every parameter that has a gradient."""
+        loss = self._eval_closure(closure)
+        for group in self.param_groups:
+            params = self._params_with_grad(group)
+            grads, m, v, steps = [], [], [], []
+            for p in params:
+                grads.append(_grad_of(p, "RAdam"))
+                st = self.state[p]
+                if not st:
+                    st["step"] = _init_step()
+                    st["exp_avg"] = ember.zeros_like(p)
+                    st["exp_avg_sq"] = ember.zeros_like(p)
+                m.append(st["exp_avg"])
+                v.append(st["exp_avg_sq"])
+                steps.append(st["step"])
+            beta1, beta2 = group["betas"]
+            F.radam(
+                params, grads, m, v, steps, beta1=beta1, beta2=beta2, lr=group["lr"],
+                weight_decay=group["weight_decay"], eps=group["eps"],
+                decoupled_weight_decay=group["decoupled_weight_decay"],
+                maximize=group["maximize"],
+            )
+        return loss
