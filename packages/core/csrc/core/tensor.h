@@ -71,6 +71,8 @@ class TensorImpl {
   // Metadata change in place (as_strided_, resize of an out= tensor).
   void set_sizes_strides(DimVector sizes, DimVector strides, int64_t offset);
   void set_storage(Storage storage) { storage_ = std::move(storage); }
+  // Only for `Tensor.data = other`, which may change the dtype (sizes/strides follow separately).
+  void set_dtype(ScalarType dtype) { dtype_ = dtype; }
 
   AutogradMeta* autograd_meta() const { return autograd_.get(); }
   void set_autograd_meta(std::unique_ptr<AutogradMeta, void (*)(AutogradMeta*)> m) {

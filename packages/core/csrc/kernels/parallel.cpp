@@ -139,14 +139,26 @@ ThreadPool& pool() {
 
 }  // namespace
 
+namespace {
+std::atomic<int> g_blas_threads_pending{0};  // a count OpenBLAS has not been told yet (0: none)
+}  // namespace
+
 int get_num_threads() { return g_num_threads.load(); }
 
 void set_num_threads(int n) {
   EMBER_CHECK_KIND(n >= 1, Value, "set_num_threads: expected a positive number of threads, got ",
                    n);
-  g_num_threads.store(n);
-  pool().resize(n);
-  scipy_openblas_set_num_threads(n);
+  if (g_num_threads.exchange(n) != n) pool().resize(n);
+  // OpenBLAS learns the count just before its next call (sync_blas_threads): setting it now
+  // would restart its thread pool, which in a forked DataLoader worker busy-waits ~100 ms of CPU
+  // even if the worker never multiplies a matrix.
+  g_blas_threads_pending.store(n);
+}
+
+void sync_blas_threads() {
+  if (g_blas_threads_pending.load(std::memory_order_relaxed) == 0) return;
+  int n = g_blas_threads_pending.exchange(0);
+  if (n > 0) scipy_openblas_set_num_threads(n);
 }
 
 bool in_parallel_region() { return t_in_parallel; }

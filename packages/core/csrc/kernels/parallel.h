@@ -12,6 +12,8 @@ constexpr int64_t kPointwiseGrain = 32768;
 
 int get_num_threads();
 void set_num_threads(int n);
+// Hands a count set by set_num_threads to OpenBLAS; every BLAS wrapper calls it first.
+void sync_blas_threads();
 bool in_parallel_region();
 
 // Calls f(begin, end) on disjoint chunks covering [begin, end). Exceptions thrown by any chunk

@@ -97,6 +97,7 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
           "data", [](const Tensor& t) { return autograd::detach(t); },
           [](const Tensor& t, const Tensor& src) {
             t->set_storage(src->storage());
+            t->set_dtype(src->dtype());
             t->set_sizes_strides(src->sizes(), src->strides(), src->storage_offset());
           });
 

@@ -165,6 +165,10 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype) {
 
 void bind_tensor(py::module_& m, TensorClass& cls) {
   g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  // Tensor(data) is an alias of data without autograd history (shared storage and version
+  // counter); Python subclasses such as nn.Parameter construct themselves through it.
+  cls.def(py::init([](const Tensor& data) { return autograd::detach(data); }), py::arg("data"));
+  cls.def(py::init([]() { return empty(DimVector{0}, ScalarType::Float32); }));
   m.def("_set_size_type", [](py::object t) { g_size_type = t.release().ptr(); });
   m.def(
       "tensor",
@@ -245,9 +249,14 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
 
   // Python operators. Reflected forms with a number on the left make a 0-d tensor of it, which
   // promotes exactly like PyTorch's wrapped numbers for these ops.
-  auto num = [](const Scalar& s) {
-    Tensor t = empty(DimVector{}, s.dtype());
-    store_scalar(s, s.dtype(), t->data());
+  // A Python number as the left operand of a reflected op: a 0-d tensor (which promotes like the
+  // number would). Floats stay float64 when the tensor is floating, so 0.1 / float64_tensor
+  // does not go through float32; a 0-d tensor never widens a floating tensor's dtype.
+  auto num = [](const Scalar& s, const Tensor& like) {
+    ScalarType dt = (is_floating(s.dtype()) && is_floating(like->dtype())) ? ScalarType::Float64
+                                                                           : s.dtype();
+    Tensor t = empty(DimVector{}, dt);
+    store_scalar(s, dt, t->data());
     return t;
   };
   auto none = Tensor();
@@ -292,7 +301,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def(
           "__rtruediv__",
           [num](const Tensor& a, const Scalar& b) {
-            return ops::div(num(b), a, std::nullopt, Tensor());
+            return ops::div(num(b, a), a, std::nullopt, Tensor());
           },
           py::is_operator())
       .def(
@@ -308,7 +317,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def(
           "__rfloordiv__",
           [num](const Tensor& a, const Scalar& b) {
-            return ops::div(num(b), a, std::string("floor"), Tensor());
+            return ops::div(num(b, a), a, std::string("floor"), Tensor());
           },
           py::is_operator())
       .def(
@@ -323,7 +332,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
           py::is_operator())
       .def(
           "__rmod__",
-          [num](const Tensor& a, const Scalar& b) { return ops::remainder(num(b), a, Tensor()); },
+          [num](const Tensor& a, const Scalar& b) { return ops::remainder(num(b, a), a, Tensor()); },
           py::is_operator())
       .def(
           "__imod__",
@@ -384,7 +393,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def(
           "__rlshift__",
           [num](const Tensor& a, const Scalar& b) {
-            return ops::bitwise_left_shift(num(b), a, Tensor());
+            return ops::bitwise_left_shift(num(b, a), a, Tensor());
           },
           py::is_operator())
       .def(
@@ -400,7 +409,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def(
           "__rrshift__",
           [num](const Tensor& a, const Scalar& b) {
-            return ops::bitwise_right_shift(num(b), a, Tensor());
+            return ops::bitwise_right_shift(num(b, a), a, Tensor());
           },
           py::is_operator())
       .def(

@@ -101,15 +101,18 @@ struct Blas<float> {
   static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
                    float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                    float beta, float* c, int64_t ldc) {
+    sync_blas_threads();
     scipy_cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), alpha, a,
                       blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
   }
   static void gemv(CBLAS_TRANSPOSE t, int64_t m, int64_t n, float alpha, const float* a,
                    int64_t lda, const float* x, int64_t incx, float beta, float* y, int64_t incy) {
+    sync_blas_threads();
     scipy_cblas_sgemv(CblasRowMajor, t, blasint(m), blasint(n), alpha, a, blasint(lda), x,
                       blasint(incx), beta, y, blasint(incy));
   }
   static float dot(int64_t n, const float* x, int64_t incx, const float* y, int64_t incy) {
+    sync_blas_threads();
     return scipy_cblas_sdot(blasint(n), x, blasint(incx), y, blasint(incy));
   }
 };
@@ -118,16 +121,19 @@ struct Blas<double> {
   static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
                    double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
                    double beta, double* c, int64_t ldc) {
+    sync_blas_threads();
     scipy_cblas_dgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), alpha, a,
                       blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
   }
   static void gemv(CBLAS_TRANSPOSE t, int64_t m, int64_t n, double alpha, const double* a,
                    int64_t lda, const double* x, int64_t incx, double beta, double* y,
                    int64_t incy) {
+    sync_blas_threads();
     scipy_cblas_dgemv(CblasRowMajor, t, blasint(m), blasint(n), alpha, a, blasint(lda), x,
                       blasint(incx), beta, y, blasint(incy));
   }
   static double dot(int64_t n, const double* x, int64_t incx, const double* y, int64_t incy) {
+    sync_blas_threads();
     return scipy_cblas_ddot(blasint(n), x, blasint(incx), y, blasint(incy));
   }
 };

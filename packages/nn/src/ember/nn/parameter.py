@@ -1,54 +1,31 @@
 """``Parameter``: a tensor that a ``Module`` registers as one of its learnable weights.
 
-ember's ``Tensor`` is a C++ class without a Python-level constructor, so a Parameter cannot be a
-Python subclass of it yet. A Parameter is therefore an ordinary ``ember.Tensor`` (a detached alias
-of the data that requires grad) that ember remembers: ``isinstance(t, Parameter)`` is true exactly
-for tensors made by ``Parameter(...)``, for as long as that Python object lives.
+A Parameter is a Python subclass of ``ember.Tensor``: an alias of the data (shared memory and
+version counter, no autograd history) that is a leaf and requires grad.
 
 >>> import ember
 >>> from ember.nn import Parameter
 >>> w = Parameter(ember.zeros(2, 3))
->>> isinstance(w, Parameter), w.requires_grad, w.is_leaf
-(True, True, True)
+>>> isinstance(w, Parameter), isinstance(w, ember.Tensor), w.requires_grad, w.is_leaf
+(True, True, True, True)
 >>> isinstance(ember.zeros(2), Parameter)
 False
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import ember
 from ember import Tensor
 
-# id(tensor) -> weak reference to it; the reference's callback drops the entry when it dies.
-_registry: dict[int, weakref.ref] = {}
-
-
-def _forget(key: int, ref: weakref.ref) -> None:
-    if _registry.get(key) is ref:
-        del _registry[key]
-
-
-def _mark(t: Tensor) -> Tensor:
-    key = id(t)
-    _registry[key] = weakref.ref(t, lambda r, k=key: _forget(k, r))
-    return t
-
 
 def is_parameter(obj: Any) -> bool:
-    """Whether ``obj`` is a tensor created by ``Parameter(...)``."""
-    ref = _registry.get(id(obj))
-    return ref is not None and ref() is obj
+    """Whether ``obj`` is a Parameter."""
+    return isinstance(obj, Parameter)
 
 
-class _ParameterMeta(type):
-    def __instancecheck__(cls, obj: Any) -> bool:
-        return is_parameter(obj)
-
-
-class Parameter(metaclass=_ParameterMeta):
+class Parameter(Tensor):
     """A learnable tensor: ``Parameter(data, requires_grad=True)``.
 
     Shares ``data``'s memory (like ``data.detach()``), is a leaf, and requires grad unless told
@@ -60,21 +37,35 @@ class Parameter(metaclass=_ParameterMeta):
     False
     """
 
-    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Any:
+    def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         if data is None:
             data = ember.empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(
                 f"Parameter(): expected data to be an ember.Tensor, got {type(data).__name__}"
             )
-        if requires_grad and not (data.is_floating_point()):
+        if requires_grad and not data.is_floating_point():
             raise RuntimeError(
                 f"Parameter(): only floating point tensors can require gradients, got dtype "
                 f"{data.dtype}; pass requires_grad=False for other dtypes"
             )
-        t = data.detach()
-        t.requires_grad_(requires_grad)
-        return _mark(t)
+        super().__init__(data)
+        self.requires_grad_(requires_grad)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo: dict) -> Parameter:
+        if id(self) not in memo:
+            memo[id(self)] = _copy_parameter(self)
+        return memo[id(self)]
+
+    def __reduce_ex__(self, protocol: int):
+        return (_rebuild_parameter, (self.detach(), self.requires_grad))
+
+
+def _rebuild_parameter(data: Tensor, requires_grad: bool) -> Parameter:
+    return Parameter(data, requires_grad)
 
 
 def _copy_parameter(p: Tensor, memo: dict | None = None) -> Tensor:

@@ -1,0 +1,141 @@
+"""nn op benchmarks: conv2d, max_pool2d, softmax, layer_norm and cross_entropy forward and
+forward+backward, and one fused Adam step over a group of 100 params of 10k elements.
+
+Forward+backward cases call `y.backward(g)` with a fixed upstream gradient; the inputs'
+`.grad` accumulates across calls on both sides alike.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from harness import Stmt, case
+
+CONV = dict(x=(32, 16, 32, 32), w=(32, 16, 3, 3))
+POOL = (32, 32, 32, 32)
+SOFTMAX = (256, 1024)
+LN = (2048, 512)
+CE = (512, 1000)
+
+
+def _grad_inputs(fw, *shapes):
+    out = []
+    for i, s in enumerate(shapes):
+        t = fw.randn(*s, seed=i + 1)
+        t.requires_grad_(True)
+        out.append(t)
+    return out
+
+
+def _f(fw, name):
+    """ember.<name>, or torch.nn.functional.<name>."""
+    if fw.name == "torch":
+        return getattr(fw.mod.nn.functional, name)
+    return getattr(fw.mod, name)
+
+
+# ---- conv2d ---------------------------------------------------------------------------------
+
+@case("nn/conv2d", unit="ms", rtol=1e-3, atol=1e-3,
+      doc="conv2d 3x3 pad 1, x (32, 16, 32, 32), w (32, 16, 3, 3), float32")
+def _conv(fw):
+    return Stmt("conv2d(x, w, None, 1, 1)", conv2d=_f(fw, "conv2d"),
+                x=fw.randn(*CONV["x"], seed=1), w=fw.randn(*CONV["w"], seed=2))
+
+
+@case("nn/conv2d fwd+bwd", unit="ms", check=False,
+      doc="conv2d forward and backward (input, weight, bias grads)")
+def _conv_bwd(fw):
+    x, w = _grad_inputs(fw, CONV["x"], CONV["w"])
+    b = fw.randn(CONV["w"][0], seed=3)
+    b.requires_grad_(True)
+    g = fw.randn(CONV["x"][0], CONV["w"][0], 32, 32, seed=4)
+    return Stmt("conv2d(x, w, b, 1, 1).backward(g)", conv2d=_f(fw, "conv2d"), x=x, w=w, b=b, g=g)
+
+
+# ---- max_pool2d -----------------------------------------------------------------------------
+
+@case("nn/max_pool2d", unit="ms", doc="max_pool2d 2x2, x (32, 32, 32, 32), float32")
+def _pool(fw):
+    return Stmt("max_pool2d(x, 2)", max_pool2d=_f(fw, "max_pool2d"), x=fw.randn(*POOL))
+
+
+@case("nn/max_pool2d fwd+bwd", unit="ms", check=False, doc="max_pool2d forward and backward")
+def _pool_bwd(fw):
+    (x,) = _grad_inputs(fw, POOL)
+    g = fw.randn(32, 32, 16, 16, seed=5)
+    return Stmt("max_pool2d(x, 2).backward(g)", max_pool2d=_f(fw, "max_pool2d"), x=x, g=g)
+
+
+# ---- softmax --------------------------------------------------------------------------------
+
+@case("nn/softmax", unit="ms", doc="softmax over the last dim of (256, 1024) float32")
+def _softmax(fw):
+    return Stmt("softmax(x, -1)", softmax=fw.softmax, x=fw.randn(*SOFTMAX))
+
+
+@case("nn/softmax fwd+bwd", unit="ms", check=False, doc="softmax forward and backward")
+def _softmax_bwd(fw):
+    (x,) = _grad_inputs(fw, SOFTMAX)
+    return Stmt("softmax(x, -1).backward(g)", softmax=fw.softmax, x=x,
+                g=fw.randn(*SOFTMAX, seed=7))
+
+
+# ---- layer_norm -----------------------------------------------------------------------------
+
+@case("nn/layer_norm", unit="ms", rtol=1e-3, doc="layer_norm over 512 of (2048, 512) float32 with affine")
+def _ln(fw):
+    return Stmt("layer_norm(x, (512,), w, b, 1e-5)", layer_norm=_f(fw, "layer_norm"),
+                x=fw.randn(*LN), w=fw.randn(512, seed=2), b=fw.randn(512, seed=3))
+
+
+@case("nn/layer_norm fwd+bwd", unit="ms", check=False,
+      doc="layer_norm forward and backward (input, weight, bias grads)")
+def _ln_bwd(fw):
+    x, w, b = _grad_inputs(fw, LN, (512,), (512,))
+    return Stmt("layer_norm(x, (512,), w, b, 1e-5).backward(g)", layer_norm=_f(fw, "layer_norm"),
+                x=x, w=w, b=b, g=fw.randn(*LN, seed=9))
+
+
+# ---- cross_entropy --------------------------------------------------------------------------
+
+def _targets(fw):
+    t = np.random.default_rng(3).integers(0, CE[1], CE[0])
+    return fw.mod.tensor(t)
+
+
+@case("nn/cross_entropy", unit="ms", rtol=1e-4, doc="cross_entropy of (512, 1000) logits, mean")
+def _ce(fw):
+    return Stmt("cross_entropy(x, t)", cross_entropy=_f(fw, "cross_entropy"), x=fw.randn(*CE),
+                t=_targets(fw))
+
+
+@case("nn/cross_entropy fwd+bwd", unit="ms", check=False,
+      doc="cross_entropy forward and backward")
+def _ce_bwd(fw):
+    (x,) = _grad_inputs(fw, CE)
+    return Stmt("cross_entropy(x, t).backward()", cross_entropy=_f(fw, "cross_entropy"), x=x,
+                t=_targets(fw))
+
+
+# ---- fused Adam -----------------------------------------------------------------------------
+
+NPARAMS, NUMEL = 100, 10_000
+
+
+def _adam_state(fw):
+    ps = [fw.randn(NUMEL, seed=i) for i in range(NPARAMS)]
+    gs = [fw.randn(NUMEL, seed=1000 + i) for i in range(NPARAMS)]
+    m1 = [fw.mod.zeros(NUMEL) for _ in ps]
+    m2 = [fw.mod.zeros(NUMEL) for _ in ps]
+    steps = [fw.mod.zeros(()) for _ in ps]
+    return ps, gs, m1, m2, steps
+
+
+@case("nn/fused_adam step", unit="ms", check=False,
+      doc="one _fused_adam_ call: 100 float32 params of 10k elements (torch: torch._fused_adam_)")
+def _adam(fw):
+    ps, gs, m1, m2, steps = _adam_state(fw)
+    return Stmt("fused(ps, gs, m1, m2, [], steps, lr=1e-3, beta1=0.9, beta2=0.999, "
+                "weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False)",
+                fused=fw.mod._fused_adam_ if fw.name == "torch" else fw.mod._C._fused_adam_,
+                ps=ps, gs=gs, m1=m1, m2=m2, steps=steps)

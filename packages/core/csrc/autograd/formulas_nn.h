@@ -1,0 +1,162 @@
+// Derivative helpers of the neural-network ops (ops/nn.yaml): softmax, activations, losses,
+// convolution, pooling, embedding and dropout. Included by formulas.h; every helper calls ops::
+// so backward passes are themselves differentiable where the ops they use are.
+#pragma once
+#include "autograd/autograd.h"
+#include "ops.h"
+
+namespace ember {
+namespace autograd {
+namespace formulas {
+
+namespace nn_detail {
+inline Tensor sum_keep(const Tensor& t, int64_t dim) {
+  return ops::sum(t, DimVector{dim}, true, std::nullopt);
+}
+}  // namespace nn_detail
+
+// ---- softmax --------------------------------------------------------------------------------
+inline Tensor softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim) {
+  return ops::_softmax_backward_data(grad, output, dim);
+}
+inline Tensor log_softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim) {
+  return ops::_log_softmax_backward_data(grad, output, dim);
+}
+// d/d(output) of output * (g - sum(g * output)) against upstream gg:
+// gg * (g - sum(g * output)) - g * sum(gg * output).
+inline Tensor softmax_backward_output(const Tensor& gg, const Tensor& g, const Tensor& y,
+                                      int64_t dim) {
+  using nn_detail::sum_keep;
+  Tensor a = ops::mul(gg,
+                      TensorOrScalar(ops::sub(g, sum_keep(ops::mul(g, y, Tensor()), dim),
+                                              Scalar(int64_t(1)), Tensor())),
+                      Tensor());
+  Tensor b = ops::mul(g, sum_keep(ops::mul(gg, y, Tensor()), dim), Tensor());
+  return ops::sub(a, b, Scalar(int64_t(1)), Tensor());
+}
+// log_softmax's backward g - exp(y) * sum(g): linear in g (adjoint gg - sum(gg * exp(y))) ...
+inline Tensor log_softmax_backward_grad(const Tensor& gg, const Tensor& y, int64_t dim) {
+  Tensor e = ops::exp(y, Tensor());
+  return ops::sub(gg, nn_detail::sum_keep(ops::mul(gg, e, Tensor()), dim), Scalar(int64_t(1)),
+                  Tensor());
+}
+// ... and -gg * exp(y) * sum(g) with respect to y.
+inline Tensor log_softmax_backward_output(const Tensor& gg, const Tensor& g, const Tensor& y,
+                                          int64_t dim) {
+  Tensor e = ops::exp(y, Tensor());
+  Tensor s = nn_detail::sum_keep(g, dim);
+  return ops::neg(ops::mul(ops::mul(gg, e, Tensor()), s, Tensor()), Tensor());
+}
+
+// ---- activations ----------------------------------------------------------------------------
+// grad * f'(x) for activation `fn` (x is the input, or the output for the "*_result" forms).
+inline Tensor activation_grad(const Tensor& grad, const Tensor& x, const char* fn, double p0 = 0,
+                              double p1 = 0, double p2 = 0) {
+  return ops::mul(grad, ops::_activation_derivative(x, fn, 1, p0, p1, p2), Tensor());
+}
+inline Tensor activation_derivative_grad(const Tensor& grad, const Tensor& x, const std::string& fn,
+                                         int64_t order, double p0, double p1, double p2) {
+  return ops::mul(grad, ops::_activation_derivative(x, fn, order + 1, p0, p1, p2), Tensor());
+}
+
+// ---- losses ---------------------------------------------------------------------------------
+inline Tensor nll_loss_backward_fn(const Tensor& grad, const Tensor& self, const Tensor& target,
+                                   const Tensor& weight, const std::string& reduction,
+                                   int64_t ignore_index) {
+  return ops::nll_loss_backward(grad, self, target, weight, reduction, ignore_index);
+}
+
+// ---- convolution ----------------------------------------------------------------------------
+// The last n sizes of an input.
+inline DimVector spatial_sizes(const InputMeta& m, int64_t n) {
+  DimVector out;
+  for (int64_t i = static_cast<int64_t>(m.sizes.size()) - n; i < m.sizes.size(); ++i)
+    out.push_back(m.sizes[i]);
+  return out;
+}
+
+// The input gradient of a convolution is the transposed convolution of grad (and vice versa);
+// output_padding recovers input sizes that the forward's floor division dropped.
+inline Tensor conv_backward_input(const Tensor& grad, const Tensor& weight, const InputMeta& input,
+                                  const DimVector& stride, const DimVector& padding,
+                                  const DimVector& dilation, bool transposed,
+                                  const DimVector& output_padding, int64_t groups) {
+  const int64_t k = weight->dim() - 2;
+  (void)output_padding;
+  if (transposed)
+    return ops::convolution(grad, weight, Tensor(), stride, padding, dilation, false,
+                            DimVector(k, 0), groups);
+  DimVector op(k, 0);
+  for (int64_t d = 0; d < k; ++d) {
+    int64_t covered = (grad->size(d + 2) - 1) * stride[d] - 2 * padding[d] +
+                      dilation[d] * (weight->size(d + 2) - 1) + 1;
+    op[d] = input.sizes[d + 2] - covered;
+  }
+  return ops::convolution(grad, weight, Tensor(), stride, padding, dilation, true, op, groups);
+}
+
+// Weight gradient: per group, grad (C_out/G x N*L) times the input's columns (N*L x C_in/G*K),
+// all samples in one product (a transposed convolution swaps the roles of input and grad).
+inline Tensor conv_backward_weight(const Tensor& grad, const Tensor& input, const InputMeta& weight,
+                                   const DimVector& stride, const DimVector& padding,
+                                   const DimVector& dilation, bool transposed, int64_t groups) {
+  const int64_t k = static_cast<int64_t>(weight.sizes.size()) - 2;
+  const int64_t n = input->size(0);
+  DimVector ks = spatial_sizes(weight, k);
+  Tensor a, cols;
+  if (!transposed) {
+    cols = ops::im2col(input, ks, dilation, padding, stride);  // (N, C_in * K, L)
+    a = grad;                                                  // (N, C_out, *out)
+  } else {
+    cols = ops::im2col(grad, ks, dilation, padding, stride);  // (N, C_out * K, L_in)
+    a = input;                                                // (N, C_in, *in)
+  }
+  // One product per group over the whole batch: (G, rows, N * L) @ (G, N * L, cols).
+  const int64_t L = cols->size(2);
+  Tensor c = ops::reshape(cols, {n, groups, cols->size(1) / groups, L});
+  c = ops::reshape(ops::permute(c, {1, 2, 0, 3}), {groups, cols->size(1) / groups, n * L});
+  Tensor g = ops::reshape(a, {n, groups, a->size(1) / groups, L});
+  g = ops::reshape(ops::permute(g, {1, 2, 0, 3}), {groups, a->size(1) / groups, n * L});
+  Tensor gw = ops::matmul(g, ops::transpose(c, -1, -2));  // (G, rows, cols)
+  return ops::reshape(gw, weight.sizes);
+}
+
+inline Tensor conv_backward_bias(const Tensor& grad) {
+  DimVector dims{0};
+  for (int64_t d = 2; d < grad->dim(); ++d) dims.push_back(d);
+  return ops::sum(grad, dims, false, std::nullopt);
+}
+
+// ---- pooling --------------------------------------------------------------------------------
+// _max_pool_backward is linear in grad_output: its adjoint gathers gg at the indices.
+inline Tensor max_pool_double_backward(const Tensor& gg, const Tensor& indices,
+                                       int64_t spatial_dims) {
+  const int64_t lead = indices->dim() - spatial_dims;
+  Tensor flat_gg = ops::flatten(gg, lead, -1);
+  Tensor flat_idx = ops::flatten(indices, lead, -1);
+  Tensor r = ops::gather(flat_gg, lead, flat_idx, false, Tensor());
+  return ops::reshape(r, indices->sizes());
+}
+
+// ---- embedding, dropout ---------------------------------------------------------------------
+// embedding_dense_backward is linear in grad_output: its adjoint looks the rows of gg up again
+// (nothing flows to the padding_idx positions).
+inline Tensor embedding_double_backward(const Tensor& gg, const Tensor& indices,
+                                        int64_t padding_idx, bool scale_grad_by_freq) {
+  EMBER_CHECK_KIND(!scale_grad_by_freq, NotImplemented,
+                   "embedding: second derivative with scale_grad_by_freq=True is not supported");
+  Tensor rows = ops::embedding(gg, indices, -1, false, false);
+  if (padding_idx < 0) return rows;
+  Tensor pad = ops::unsqueeze(ops::eq(indices, Scalar(padding_idx), Tensor()), -1);
+  return ops::where(pad, TensorOrScalar(Scalar(0.0)), TensorOrScalar(rows), Tensor());
+}
+
+inline Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p) {
+  const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  return ops::mul(ops::mul(grad, ops::_to_dtype(mask, grad->dtype(), false), Tensor()),
+                  Scalar(scale), Tensor());
+}
+
+}  // namespace formulas
+}  // namespace autograd
+}  // namespace ember

@@ -1,0 +1,457 @@
+// CPU kernels of softmax / log_softmax (and their backward) and of the pointwise activations
+// declared in ops/nn.yaml. Softmax reduces along one dim of a contiguous copy viewed as
+// (outer, dim, inner); activations run through TensorIterator like every pointwise op.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/dispatch.h"
+#include "kernels/cpu/nn_utils.h"
+#include "kernels/iterator.h"
+#include "kernels/loops.h"
+#include "kernels/parallel.h"
+#include "ops.h"
+
+namespace ember {
+namespace cpu {
+namespace {
+
+// ---- softmax --------------------------------------------------------------------------------
+
+struct SoftmaxShape {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+SoftmaxShape softmax_shape(const Tensor& t, int64_t dim) {
+  SoftmaxShape s;
+  for (int64_t d = 0; d < t->dim(); ++d) {
+    if (d < dim) s.outer *= t->size(d);
+    if (d == dim) s.n = t->size(d);
+    if (d > dim) s.inner *= t->size(d);
+  }
+  return s;
+}
+
+// out = softmax (log=false) or log_softmax (log=true) of x along the middle dim of (outer, n,
+// inner); T is the storage type, math runs in opmath (float for the 16-bit floats).
+template <class T>
+void softmax_kernel(const T* x, T* out, const SoftmaxShape& s, bool log) {
+  using A = opmath_t<T>;
+  const int64_t n = s.n, inner = s.inner;
+  if (inner == 1) {
+    const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(n, 1));
+    parallel_for(0, s.outer, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* xr = x + r * n;
+        T* orow = out + r * n;
+        A mx = -std::numeric_limits<A>::infinity();
+        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<A>(xr[i]));
+        if (std::isinf(mx) && mx < 0) mx = A(0);  // all -inf: exp gives 0s, sum 0
+        A sum = 0;
+        if (log) {
+          for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<A>(xr[i]) - mx);
+          const A lse = mx + std::log(sum);
+          for (int64_t i = 0; i < n; ++i) orow[i] = static_cast<T>(static_cast<A>(xr[i]) - lse);
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            A e = std::exp(static_cast<A>(xr[i]) - mx);
+            orow[i] = static_cast<T>(e);
+            sum += e;
+          }
+          const A inv = A(1) / sum;
+          if constexpr (std::is_same_v<T, A>) {
+            for (int64_t i = 0; i < n; ++i) orow[i] *= inv;
+          } else {  // the exps were rounded to T: recompute them in opmath
+            for (int64_t i = 0; i < n; ++i)
+              orow[i] = static_cast<T>(std::exp(static_cast<A>(xr[i]) - mx) * inv);
+          }
+        }
+        // NaN anywhere in the row: max ignored it, so make the whole row NaN as PyTorch does.
+        for (int64_t i = 0; i < n; ++i)
+          if (xr[i] != xr[i]) {
+            for (int64_t j = 0; j < n; ++j) orow[j] = static_cast<T>(std::nan(""));
+            break;
+          }
+      }
+    });
+    return;
+  }
+  // Reduction along a strided dim: vectors of `inner` contiguous elements at a time.
+  const int64_t total = s.outer * inner;
+  const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(n, 1));
+  parallel_for(0, total, grain, [&](int64_t b, int64_t e) {
+    std::vector<A> mx, sum;
+    int64_t p = b;
+    while (p < e) {
+      const int64_t o = p / inner, i0 = p % inner;
+      const int64_t cnt = std::min(inner - i0, e - p);
+      const T* xb = x + o * n * inner + i0;
+      T* ob = out + o * n * inner + i0;
+      mx.assign(cnt, -std::numeric_limits<A>::infinity());
+      sum.assign(cnt, A(0));
+      bool has_nan = false;
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t j = 0; j < cnt; ++j) {
+          A v = static_cast<A>(xb[k * inner + j]);
+          has_nan |= v != v;
+          mx[j] = std::max(mx[j], v);
+        }
+      for (int64_t j = 0; j < cnt; ++j)
+        if (std::isinf(mx[j]) && mx[j] < 0) mx[j] = A(0);
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t j = 0; j < cnt; ++j)
+          sum[j] += std::exp(static_cast<A>(xb[k * inner + j]) - mx[j]);
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t j = 0; j < cnt; ++j) {
+          A v = static_cast<A>(xb[k * inner + j]) - mx[j];
+          ob[k * inner + j] = static_cast<T>(log ? v - std::log(sum[j]) : std::exp(v) / sum[j]);
+        }
+      if (has_nan) {
+        for (int64_t j = 0; j < cnt; ++j) {
+          bool nan_col = false;
+          for (int64_t k = 0; k < n; ++k) nan_col |= xb[k * inner + j] != xb[k * inner + j];
+          if (nan_col)
+            for (int64_t k = 0; k < n; ++k) ob[k * inner + j] = static_cast<T>(std::nan(""));
+        }
+      }
+      p += cnt;
+    }
+  });
+}
+
+Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
+                      std::optional<ScalarType> dtype, bool log) {
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(self->dim(), 1), op);
+  Tensor x = self;
+  if (dtype && *dtype != self->dtype()) {
+    EMBER_CHECK_KIND(is_floating(*dtype), Type, op, ": dtype must be a floating dtype, got ",
+                     dtype_name(*dtype));
+    x = nn::cast(self, *dtype);
+  }
+  EMBER_CHECK_KIND(is_floating(x->dtype()), Type, op,
+                   ": expected a floating-point input (or dtype=), got ", dtype_name(x->dtype()));
+  x = nn::contig(x);
+  Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
+  if (x->numel() == 0) return out;
+  SoftmaxShape s = x->dim() == 0 ? SoftmaxShape{} : softmax_shape(x, d);
+  EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
+    softmax_kernel<scalar_t>(x->data_as<scalar_t>(), out->data_as<scalar_t>(), s, log);
+  });
+  return out;
+}
+
+// grad_input of softmax (log=false: y * (g - sum(g * y))) or log_softmax (g - exp(y) * sum(g)).
+template <class T>
+void softmax_backward_kernel(const T* g, const T* y, T* gi, const SoftmaxShape& s, bool log) {
+  using A = opmath_t<T>;
+  const int64_t n = s.n, inner = s.inner, total = s.outer * inner;
+  const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(n, 1));
+  if (inner == 1) {
+    parallel_for(0, s.outer, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* gr = g + r * n;
+        const T* yr = y + r * n;
+        T* o = gi + r * n;
+        A acc = 0;
+        if (log) {
+          for (int64_t i = 0; i < n; ++i) acc += static_cast<A>(gr[i]);
+          for (int64_t i = 0; i < n; ++i)
+            o[i] = static_cast<T>(static_cast<A>(gr[i]) - std::exp(static_cast<A>(yr[i])) * acc);
+        } else {
+          for (int64_t i = 0; i < n; ++i) acc += static_cast<A>(gr[i]) * static_cast<A>(yr[i]);
+          for (int64_t i = 0; i < n; ++i)
+            o[i] = static_cast<T>(static_cast<A>(yr[i]) * (static_cast<A>(gr[i]) - acc));
+        }
+      }
+    });
+    return;
+  }
+  parallel_for(0, total, grain, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t o = p / inner, j = p % inner;
+      const int64_t base = o * n * inner + j;
+      A acc = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        A gv = static_cast<A>(g[base + k * inner]);
+        acc += log ? gv : gv * static_cast<A>(y[base + k * inner]);
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        A gv = static_cast<A>(g[base + k * inner]), yv = static_cast<A>(y[base + k * inner]);
+        gi[base + k * inner] = static_cast<T>(log ? gv - std::exp(yv) * acc : yv * (gv - acc));
+      }
+    }
+  });
+}
+
+Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor& output,
+                               int64_t dim, bool log) {
+  EMBER_CHECK(grad->sizes() == output->sizes(), op, ": grad_output of shape ",
+              shape_str(grad->sizes()), " doesn't match output of shape ",
+              shape_str(output->sizes()));
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(output->dim(), 1), op);
+  Tensor y = nn::contig(output);
+  Tensor g = nn::contig(nn::cast(grad, y->dtype()));
+  Tensor out = ember::empty(y->sizes(), y->dtype(), y->device());
+  if (y->numel() == 0) return out;
+  SoftmaxShape s = y->dim() == 0 ? SoftmaxShape{} : softmax_shape(y, d);
+  EMBER_DISPATCH_FLOAT(y->dtype(), op, [&] {
+    softmax_backward_kernel<scalar_t>(g->data_as<scalar_t>(), y->data_as<scalar_t>(),
+                                      out->data_as<scalar_t>(), s, log);
+  });
+  return out;
+}
+
+// ---- activations ----------------------------------------------------------------------------
+
+// Runs f (over opmath values) on every element of self: a float-only unary TensorIterator op.
+template <class Make>
+Tensor unary_float(const char* op, const Tensor& self, const Make& make) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
+                   dtype_name(self->dtype()));
+  TensorIterator it(op);
+  it.add_output(Tensor()).add_input(self).build();
+  EMBER_DISPATCH_FLOAT(it.dtype(1), op, [&] {
+    using T = scalar_t;
+    auto f = make(opmath_t<T>{});
+    it.for_each([&](char** d, const int64_t* s, int64_t n) { unary_loop<T, T>(d, s, n, f); });
+  });
+  it.finish();
+  return it.output();
+}
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluC = 0.044715;
+
+template <class A>
+A sigmoid(A x) {
+  return A(1) / (A(1) + std::exp(-x));
+}
+template <class A>
+A softplus1(A x) {  // log(1 + exp(x)), stable for large |x|
+  return x > A(20) ? x : std::log1p(std::exp(x));
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_common("softmax", self, dim, dtype, false);
+}
+Tensor log_softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_common("log_softmax", self, dim, dtype, true);
+}
+Tensor _softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  return softmax_backward_common("softmax_backward", grad_output, output, dim, false);
+}
+Tensor _log_softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  return softmax_backward_common("log_softmax_backward", grad_output, output, dim, true);
+}
+
+Tensor gelu(const Tensor& self, const std::string& approximate) {
+  EMBER_CHECK_KIND(approximate == "none" || approximate == "tanh", Value,
+                   "gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
+  const bool tanh_form = approximate == "tanh";
+  return unary_float("gelu", self, [tanh_form](auto tag) {
+    using A = decltype(tag);
+    return [tanh_form](A x) -> A {
+      if (tanh_form)
+        return A(0.5) * x * (A(1) + std::tanh(A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x)));
+      return A(0.5) * x * (A(1) + std::erf(x * A(kSqrt1_2)));
+    };
+  });
+}
+
+Tensor silu(const Tensor& self) {
+  return unary_float("silu", self, [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return x / (A(1) + std::exp(-x)); };
+  });
+}
+
+Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale,
+           const Scalar& input_scale) {
+  const double a = alpha.to_double(), sc = scale.to_double(), is = input_scale.to_double();
+  return unary_float("elu", self, [=](auto tag) {
+    using A = decltype(tag);
+    return [=](A x) -> A { return x > A(0) ? A(sc) * x : A(sc * a) * std::expm1(x * A(is)); };
+  });
+}
+
+Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope) {
+  const double s = negative_slope.to_double();
+  return unary_float("leaky_relu", self, [=](auto tag) {
+    using A = decltype(tag);
+    return [=](A x) -> A { return x > A(0) ? x : x * A(s); };
+  });
+}
+
+Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold) {
+  const double b = beta.to_double(), t = threshold.to_double();
+  return unary_float("softplus", self, [=](auto tag) {
+    using A = decltype(tag);
+    return [=](A x) -> A {
+      A z = x * A(b);
+      return z > A(t) ? x : std::log1p(std::exp(z)) / A(b);
+    };
+  });
+}
+
+Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
+  const double lo = min_val.to_double(), hi = max_val.to_double();
+  EMBER_CHECK_KIND(lo <= hi, Value, "hardtanh: min_val (", lo, ") must be <= max_val (", hi, ")");
+  return unary_float("hardtanh", self, [=](auto tag) {
+    using A = decltype(tag);
+    return [=](A x) -> A { return x < A(lo) ? A(lo) : (x > A(hi) ? A(hi) : x); };
+  });
+}
+
+Tensor hardsigmoid(const Tensor& self) {
+  return unary_float("hardsigmoid", self, [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return x <= A(-3) ? A(0) : (x >= A(3) ? A(1) : x / A(6) + A(0.5)); };
+  });
+}
+
+Tensor hardswish(const Tensor& self) {
+  return unary_float("hardswish", self, [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return x <= A(-3) ? A(0) : (x >= A(3) ? x : x * (x + A(3)) / A(6)); };
+  });
+}
+
+Tensor mish(const Tensor& self) {
+  return unary_float("mish", self, [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return x * std::tanh(softplus1(x)); };
+  });
+}
+
+Tensor softsign(const Tensor& self) {
+  return unary_float("softsign", self, [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return x / (A(1) + std::abs(x)); };
+  });
+}
+
+Tensor logsigmoid(const Tensor& self) {
+  return unary_float("logsigmoid", self, [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return std::min(x, A(0)) - std::log1p(std::exp(-std::abs(x))); };
+  });
+}
+
+namespace {
+enum class Act {
+  Gelu,
+  GeluTanh,
+  Silu,
+  EluResult,
+  LeakyRelu,
+  Softplus,
+  HardtanhResult,
+  HardsigmoidResult,
+  Hardswish,
+  Mish,
+  Softsign,
+  Logsigmoid
+};
+Act parse_act(const std::string& fn) {
+  static const std::pair<const char*, Act> table[] = {
+      {"gelu", Act::Gelu},
+      {"gelu_tanh", Act::GeluTanh},
+      {"silu", Act::Silu},
+      {"elu_result", Act::EluResult},
+      {"leaky_relu", Act::LeakyRelu},
+      {"softplus", Act::Softplus},
+      {"hardtanh_result", Act::HardtanhResult},
+      {"hardsigmoid_result", Act::HardsigmoidResult},
+      {"hardswish", Act::Hardswish},
+      {"mish", Act::Mish},
+      {"softsign", Act::Softsign},
+      {"logsigmoid", Act::Logsigmoid}};
+  for (const auto& [name, act] : table)
+    if (fn == name) return act;
+  EMBER_FAIL(Value, "_activation_derivative: unknown activation '", fn, "'");
+}
+
+// f'(x) (order 1) or f''(x) (order 2) of each activation; p0..p2 are its parameters.
+template <class A>
+A act_derivative(Act act, int order, A x, A p0, A p1, A p2) {
+  const bool second = order == 2;
+  switch (act) {
+    case Act::Gelu: {
+      A pdf = A(kInvSqrt2Pi) * std::exp(A(-0.5) * x * x);
+      if (second) return pdf * (A(2) - x * x);
+      return A(0.5) * (A(1) + std::erf(x * A(kSqrt1_2))) + x * pdf;
+    }
+    case Act::GeluTanh: {
+      A u = A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x);
+      A t = std::tanh(u), sech2 = A(1) - t * t;
+      A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluC) * x * x);
+      if (second) {
+        A d2u = A(kSqrt2OverPi) * A(6 * kGeluC) * x;
+        return sech2 * du + A(0.5) * x * sech2 * (d2u - A(2) * t * du * du);
+      }
+      return A(0.5) * (A(1) + t) + A(0.5) * x * sech2 * du;
+    }
+    case Act::Silu: {
+      A s = sigmoid(x);
+      if (second) return s * (A(1) - s) * (A(2) + x * (A(1) - A(2) * s));
+      return s * (A(1) + x * (A(1) - s));
+    }
+    case Act::EluResult:  // x is the output; p0 alpha, p1 scale, p2 input_scale
+      if (second) return x > A(0) ? A(0) : p2;
+      return x > A(0) ? p1 : p2 * (x + p1 * p0);
+    case Act::LeakyRelu:
+      if (second) return A(0);
+      return x > A(0) ? A(1) : p0;
+    case Act::Softplus: {  // p0 beta, p1 threshold
+      A z = x * p0;
+      if (z > p1) return second ? A(0) : A(1);
+      A s = sigmoid(z);
+      return second ? p0 * s * (A(1) - s) : s;
+    }
+    case Act::HardtanhResult:
+      if (second) return A(0);
+      return (x <= p0 || x >= p1) ? A(0) : A(1);
+    case Act::HardsigmoidResult:
+      if (second) return A(0);
+      return (x > A(0) && x < A(1)) ? A(1) / A(6) : A(0);
+    case Act::Hardswish:
+      if (second) return (x > A(-3) && x < A(3)) ? A(1) / A(3) : A(0);
+      return x < A(-3) ? A(0) : (x <= A(3) ? x / A(3) + A(0.5) : A(1));
+    case Act::Mish: {
+      A t = std::tanh(softplus1(x)), s = sigmoid(x), sech2 = A(1) - t * t;
+      if (second) return A(2) * sech2 * s + x * sech2 * s * ((A(1) - s) - A(2) * t * s);
+      return t + x * sech2 * s;
+    }
+    case Act::Softsign: {
+      A a = A(1) + std::abs(x);
+      if (second) return A(-2) * A((x > A(0)) - (x < A(0))) / (a * a * a);
+      return A(1) / (a * a);
+    }
+    case Act::Logsigmoid: {
+      A sneg = x >= A(0) ? std::exp(-x) / (A(1) + std::exp(-x)) : A(1) / (A(1) + std::exp(x));
+      if (second) return -(A(1) - sneg) * sneg;
+      return sneg;
+    }
+  }
+  return A(0);
+}
+}  // namespace
+
+Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64_t order, double p0,
+                              double p1, double p2) {
+  Act act = parse_act(kind);
+  EMBER_CHECK_KIND(order == 1 || order == 2, NotImplemented, "_activation_derivative: ", kind,
+                   ": derivatives of order ", order,
+                   " are not supported (first and second derivatives are)");
+  const int ord = static_cast<int>(order);
+  return unary_float("_activation_derivative", self, [=](auto tag) {
+    using A = decltype(tag);
+    return [=](A x) -> A { return act_derivative<A>(act, ord, x, A(p0), A(p1), A(p2)); };
+  });
+}
+
+}  // namespace cpu
+}  // namespace ember

@@ -1,0 +1,337 @@
+// CPU kernels of max / average pooling (fixed windows and adaptive ones) over the last 1 to 3
+// dims of the input, and their backward passes. Every leading dim is a "plane" pooled on its
+// own; planes run in parallel. Each output position reads a window given per spatial dim as an
+// arithmetic run of input positions (clipped to the input), so one loop serves every variant.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "kernels/cpu/nn_utils.h"
+#include "kernels/parallel.h"
+#include "ops.h"
+
+namespace ember {
+namespace cpu {
+namespace {
+
+struct Window {
+  int64_t first = 0, count = 0, step = 1;  // input positions first + i * step, i < count
+  int64_t divisor = 1;                     // this dim's share of the averaging divisor
+};
+
+// Windows of every spatial dim (padded to 3 dims at the front) for every output index.
+struct PoolPlan {
+  int64_t k = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  std::vector<Window> win[3];
+  int64_t planes = 1;
+  DimVector out_shape;
+  int64_t in_numel() const { return in[0] * in[1] * in[2]; }
+  int64_t out_numel() const { return out[0] * out[1] * out[2]; }
+};
+
+void init_plan(PoolPlan& p, const char* op, const DimVector& sizes, int64_t k) {
+  EMBER_CHECK(static_cast<int64_t>(sizes.size()) >= k + 1, op, ": expected an input of at least ",
+              k + 1, " dims ((C, *spatial) or (N, C, *spatial)) for ", k,
+              " spatial dims, got shape ", shape_str(sizes));
+  p.k = k;
+  const int64_t lead = sizes.size() - k;
+  for (int64_t d = 0; d < lead; ++d) {
+    p.planes *= sizes[d];
+    p.out_shape.push_back(sizes[d]);
+  }
+  for (int64_t d = 0; d < k; ++d) {
+    p.in[3 - k + d] = sizes[lead + d];
+    EMBER_CHECK(sizes[lead + d] > 0, op, ": expected non-empty spatial dims, got input of shape ",
+                shape_str(sizes));
+  }
+  for (int64_t d = 0; d < 3 - k; ++d) p.win[d].push_back(Window{0, 1, 1, 1});
+}
+
+// Fixed windows: kernel, stride (empty = kernel), padding, dilation, ceil_mode.
+PoolPlan fixed_plan(const char* op, const DimVector& sizes, const DimVector& kernel_size,
+                    const DimVector& stride, const DimVector& padding, const DimVector& dilation,
+                    bool ceil_mode, bool count_include_pad) {
+  const int64_t k = kernel_size.size();
+  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": kernel_size must have 1 to 3 elements, got ",
+                   shape_str(kernel_size));
+  PoolPlan p;
+  init_plan(p, op, sizes, k);
+  DimVector st = stride.empty() ? kernel_size : nn::expand_param(stride, k, "stride", op);
+  DimVector pd = nn::expand_param(padding, k, "padding", op);
+  DimVector dl = nn::expand_param(dilation, k, "dilation", op);
+  for (int64_t d = 0; d < k; ++d) {
+    const int64_t j = 3 - k + d, in = p.in[j], ks = kernel_size[d];
+    EMBER_CHECK_KIND(ks > 0 && st[d] > 0 && dl[d] > 0, Value, op,
+                     ": kernel_size, stride and dilation must be positive, got kernel_size=",
+                     shape_str(kernel_size), " stride=", shape_str(st),
+                     " dilation=", shape_str(dl));
+    EMBER_CHECK_KIND(pd[d] >= 0 && pd[d] * 2 <= ks, Value, op,
+                     ": padding should be at most half of the kernel size, got padding=",
+                     shape_str(pd), " and kernel_size=", shape_str(kernel_size));
+    const int64_t span = dl[d] * (ks - 1) + 1;
+    const int64_t avail = in + 2 * pd[d] - span;
+    EMBER_CHECK(avail >= 0, op, ": the window (kernel ", ks, ", dilation ", dl[d],
+                ") is larger than the padded input along spatial dim ", d, " (input shape ",
+                shape_str(sizes), ", padding ", pd[d], ")");
+    int64_t o = (ceil_mode ? (avail + st[d] - 1) / st[d] : avail / st[d]) + 1;
+    // The last window must start inside the input or its left padding.
+    if (ceil_mode && (o - 1) * st[d] >= in + pd[d]) --o;
+    p.out[j] = o;
+    p.out_shape.push_back(o);
+    for (int64_t i = 0; i < o; ++i) {
+      const int64_t start = i * st[d] - pd[d];
+      int64_t lo = 0, hi = ks;  // kernel taps whose position lies in [0, in)
+      while (lo < ks && start + lo * dl[d] < 0) ++lo;
+      while (hi > lo && start + (hi - 1) * dl[d] >= in) --hi;
+      Window w{start + lo * dl[d], hi - lo, dl[d], hi - lo};
+      if (count_include_pad)  // the window clipped to the padded input
+        w.divisor = std::min(start + ks, in + pd[d]) - start;
+      p.win[j].push_back(w);
+    }
+  }
+  return p;
+}
+
+PoolPlan adaptive_plan(const char* op, const DimVector& sizes, const DimVector& output_size) {
+  const int64_t k = output_size.size();
+  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": output_size must have 1 to 3 elements, got ",
+                   shape_str(output_size));
+  PoolPlan p;
+  init_plan(p, op, sizes, k);
+  for (int64_t d = 0; d < k; ++d) {
+    const int64_t j = 3 - k + d, in = p.in[j], o = output_size[d];
+    EMBER_CHECK_KIND(o > 0, Value, op, ": output_size must be positive, got ",
+                     shape_str(output_size));
+    p.out[j] = o;
+    p.out_shape.push_back(o);
+    for (int64_t i = 0; i < o; ++i) {
+      const int64_t a = (i * in) / o, b = ((i + 1) * in + o - 1) / o;
+      p.win[j].push_back(Window{a, b - a, 1, b - a});
+    }
+  }
+  return p;
+}
+
+template <class F>
+void for_each_plane(const PoolPlan& p, const F& f) {
+  const int64_t work = std::max<int64_t>(p.out_numel() * 4, 1);
+  parallel_for(0, p.planes, std::max<int64_t>(1, kPointwiseGrain / work),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t i = b; i < e; ++i) f(i);
+               });
+}
+
+// Visits every input position (flat index in the plane) of output (od, oh, ow)'s window.
+template <class F>
+inline void visit_window(const PoolPlan& p, int64_t od, int64_t oh, int64_t ow, const F& f) {
+  const Window &a = p.win[0][od], &b = p.win[1][oh], &c = p.win[2][ow];
+  for (int64_t i = 0; i < a.count; ++i) {
+    const int64_t id = a.first + i * a.step;
+    for (int64_t j = 0; j < b.count; ++j) {
+      const int64_t base = (id * p.in[1] + b.first + j * b.step) * p.in[2];
+      for (int64_t l = 0; l < c.count; ++l) f(base + c.first + l * c.step);
+    }
+  }
+}
+
+std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, const PoolPlan& p) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
+                   dtype_name(self->dtype()));
+  Tensor x = nn::contig(self);
+  Tensor out = ember::empty(p.out_shape, x->dtype(), x->device());
+  Tensor idx = ember::empty(p.out_shape, ScalarType::Int64, x->device());
+  if (out->numel() == 0) return {out, idx};
+  EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const T* px = x->data_as<T>();
+    T* po = out->data_as<T>();
+    int64_t* pi = idx->data_as<int64_t>();
+    const int64_t P = p.in_numel(), Q = p.out_numel();
+    for_each_plane(p, [&](int64_t pl) {
+      const T* xp = px + pl * P;
+      int64_t q = pl * Q;
+      for (int64_t od = 0; od < p.out[0]; ++od)
+        for (int64_t oh = 0; oh < p.out[1]; ++oh)
+          for (int64_t ow = 0; ow < p.out[2]; ++ow, ++q) {
+            A best = -std::numeric_limits<A>::infinity();
+            int64_t arg = -1;
+            visit_window(p, od, oh, ow, [&](int64_t i) {
+              A v = static_cast<A>(xp[i]);
+              if (arg < 0 || v > best || (v != v && best == best)) {  // NaN wins
+                best = v;
+                arg = i;
+              }
+            });
+            po[q] = static_cast<T>(best);
+            pi[q] = arg;
+          }
+    });
+  });
+  return {out, idx};
+}
+
+Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool count_include_pad,
+                    std::optional<int64_t> divisor_override) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
+                   dtype_name(self->dtype()));
+  Tensor x = nn::contig(self);
+  Tensor out = ember::empty(p.out_shape, x->dtype(), x->device());
+  if (out->numel() == 0) return out;
+  EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const T* px = x->data_as<T>();
+    T* po = out->data_as<T>();
+    const int64_t P = p.in_numel(), Q = p.out_numel();
+    for_each_plane(p, [&](int64_t pl) {
+      const T* xp = px + pl * P;
+      int64_t q = pl * Q;
+      for (int64_t od = 0; od < p.out[0]; ++od)
+        for (int64_t oh = 0; oh < p.out[1]; ++oh)
+          for (int64_t ow = 0; ow < p.out[2]; ++ow, ++q) {
+            A sum = 0;
+            visit_window(p, od, oh, ow, [&](int64_t i) { sum += static_cast<A>(xp[i]); });
+            int64_t div = divisor_override ? *divisor_override
+                          : count_include_pad
+                              ? p.win[0][od].divisor * p.win[1][oh].divisor * p.win[2][ow].divisor
+                              : p.win[0][od].count * p.win[1][oh].count * p.win[2][ow].count;
+            po[q] = static_cast<T>(sum / static_cast<A>(div));
+          }
+    });
+  });
+  return out;
+}
+
+Tensor avg_pool_backward_run(const char* op, const Tensor& grad, const DimVector& input_size,
+                             const PoolPlan& p, bool count_include_pad,
+                             std::optional<int64_t> divisor_override) {
+  EMBER_CHECK(grad->sizes() == p.out_shape, op, ": expected grad_output of shape ",
+              shape_str(p.out_shape), ", got ", shape_str(grad->sizes()));
+  Tensor g = nn::contig(grad);
+  Tensor gi = ember::empty(input_size, g->dtype(), g->device());
+  EMBER_DISPATCH_FLOAT(g->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const T* pg = g->data_as<T>();
+    T* po = gi->data_as<T>();
+    const int64_t P = p.in_numel(), Q = p.out_numel();
+    std::fill(po, po + gi->numel(), T(0));
+    for_each_plane(p, [&](int64_t pl) {
+      T* op_ = po + pl * P;
+      int64_t q = pl * Q;
+      for (int64_t od = 0; od < p.out[0]; ++od)
+        for (int64_t oh = 0; oh < p.out[1]; ++oh)
+          for (int64_t ow = 0; ow < p.out[2]; ++ow, ++q) {
+            int64_t div = divisor_override ? *divisor_override
+                          : count_include_pad
+                              ? p.win[0][od].divisor * p.win[1][oh].divisor * p.win[2][ow].divisor
+                              : p.win[0][od].count * p.win[1][oh].count * p.win[2][ow].count;
+            const A v = static_cast<A>(pg[q]) / static_cast<A>(div);
+            visit_window(p, od, oh, ow,
+                         [&](int64_t i) { op_[i] = static_cast<T>(static_cast<A>(op_[i]) + v); });
+          }
+    });
+  });
+  return gi;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> _max_pool(const Tensor& self, const DimVector& kernel_size,
+                                     const DimVector& stride, const DimVector& padding,
+                                     const DimVector& dilation, bool ceil_mode) {
+  PoolPlan p = fixed_plan("max_pool", self->sizes(), kernel_size, stride, padding, dilation,
+                          ceil_mode, false);
+  return max_pool_run("max_pool", self, p);
+}
+
+std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVector& output_size) {
+  PoolPlan p = adaptive_plan("adaptive_max_pool", self->sizes(), output_size);
+  return max_pool_run("adaptive_max_pool", self, p);
+}
+
+Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
+                          const DimVector& input_size, int64_t spatial_dims) {
+  const char* op = "max_pool_backward";
+  EMBER_CHECK(grad_output->sizes() == indices->sizes(), op, ": grad_output of shape ",
+              shape_str(grad_output->sizes()), " doesn't match indices of shape ",
+              shape_str(indices->sizes()));
+  EMBER_CHECK(static_cast<int64_t>(input_size.size()) == indices->dim() && spatial_dims >= 1 &&
+                  spatial_dims < indices->dim(),
+              op, ": input_size ", shape_str(input_size), " doesn't fit indices of shape ",
+              shape_str(indices->sizes()), " with ", spatial_dims, " spatial dims");
+  const int64_t lead = indices->dim() - spatial_dims;
+  int64_t planes = 1, P = 1, Q = 1;
+  for (int64_t d = 0; d < indices->dim(); ++d) {
+    if (d < lead) {
+      EMBER_CHECK(input_size[d] == indices->size(d), op, ": input_size ", shape_str(input_size),
+                  " doesn't fit indices of shape ", shape_str(indices->sizes()));
+      planes *= input_size[d];
+    } else {
+      P *= input_size[d];
+      Q *= indices->size(d);
+    }
+  }
+  Tensor g = nn::contig(grad_output);
+  Tensor ix = nn::contig(indices, ScalarType::Int64);
+  Tensor gi = ember::empty(input_size, g->dtype(), g->device());
+  EMBER_DISPATCH_FLOAT(g->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const T* pg = g->data_as<T>();
+    const int64_t* pi = ix->data_as<int64_t>();
+    T* po = gi->data_as<T>();
+    std::fill(po, po + gi->numel(), T(0));
+    parallel_for(0, planes, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(Q, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t pl = b; pl < e; ++pl)
+                     for (int64_t q = pl * Q; q < (pl + 1) * Q; ++q) {
+                       const int64_t i = pi[q];
+                       EMBER_CHECK_KIND(i >= 0 && i < P, Index, op, ": index ", i,
+                                        " is out of bounds for an input plane of ", P, " elements");
+                       T& dst = po[pl * P + i];
+                       dst = static_cast<T>(static_cast<A>(dst) + static_cast<A>(pg[q]));
+                     }
+                 });
+  });
+  return gi;
+}
+
+Tensor _avg_pool(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
+                 const DimVector& padding, bool ceil_mode, bool count_include_pad,
+                 std::optional<int64_t> divisor_override) {
+  EMBER_CHECK_KIND(!divisor_override || *divisor_override != 0, Value,
+                   "avg_pool: divisor_override must be non-zero");
+  PoolPlan p = fixed_plan("avg_pool", self->sizes(), kernel_size, stride, padding, DimVector{1},
+                          ceil_mode, count_include_pad);
+  return avg_pool_run("avg_pool", self, p, count_include_pad, divisor_override);
+}
+
+Tensor _avg_pool_backward(const Tensor& grad_output, const DimVector& input_size,
+                          const DimVector& kernel_size, const DimVector& stride,
+                          const DimVector& padding, bool ceil_mode, bool count_include_pad,
+                          std::optional<int64_t> divisor_override) {
+  PoolPlan p = fixed_plan("avg_pool_backward", input_size, kernel_size, stride, padding,
+                          DimVector{1}, ceil_mode, count_include_pad);
+  return avg_pool_backward_run("avg_pool_backward", grad_output, input_size, p, count_include_pad,
+                               divisor_override);
+}
+
+Tensor _adaptive_avg_pool(const Tensor& self, const DimVector& output_size) {
+  PoolPlan p = adaptive_plan("adaptive_avg_pool", self->sizes(), output_size);
+  return avg_pool_run("adaptive_avg_pool", self, p, false, std::nullopt);
+}
+
+Tensor _adaptive_avg_pool_backward(const Tensor& grad_output, const DimVector& input_size,
+                                   const DimVector& output_size) {
+  PoolPlan p = adaptive_plan("adaptive_avg_pool_backward", input_size, output_size);
+  return avg_pool_backward_run("adaptive_avg_pool_backward", grad_output, input_size, p, false,
+                               std::nullopt);
+}
+
+}  // namespace cpu
+}  // namespace ember
