@@ -9,8 +9,8 @@
 #include <string>
 
 #include "autograd/autograd.h"
-#include "autograd/views.h"
 #include "autograd/forward_ad.h"
+#include "autograd/views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "python/tensor_py.h"
