@@ -29,6 +29,35 @@ void copy_items(char* dst, const char* src, const int64_t* map, int64_t n, int64
   for (int64_t j = 0; j < n; ++j) std::memcpy(dst + j * N, src + map[j] * stride * N, N);
 }
 
+void copy_row(char* dst, const char* src, const int64_t* map, int64_t n, int64_t stride,
+              int64_t isz) {
+  switch (isz) {
+    case 1:
+      return copy_items<1>(dst, src, map, n, stride);
+    case 2:
+      return copy_items<2>(dst, src, map, n, stride);
+    case 4:
+      return copy_items<4>(dst, src, map, n, stride);
+    default:
+      return copy_items<8>(dst, src, map, n, stride);
+  }
+}
+
+// The longest run [start, start + len) of `map` that reads consecutive inputs (the kept part
+// of a padded dim): copied with one memcpy when the input's last dim is contiguous.
+std::pair<int64_t, int64_t> longest_run(const std::vector<int64_t>& map) {
+  int64_t best = 0, best_len = 0, start = 0;
+  for (int64_t j = 1; j <= static_cast<int64_t>(map.size()); ++j) {
+    if (j < static_cast<int64_t>(map.size()) && map[j] == map[j - 1] + 1) continue;
+    if (j - start > best_len) {
+      best = start;
+      best_len = j - start;
+    }
+    start = j;
+  }
+  return {best, best_len};
+}
+
 // out[i0, ..., ik] = self[maps[0][i0], ..., maps[k][ik]] for a contiguous out.
 void gather_padded(const Tensor& out, const Tensor& self,
                    const std::vector<std::vector<int64_t>>& maps) {
@@ -40,6 +69,8 @@ void gather_padded(const Tensor& out, const Tensor& self,
   char* dst = out->data();
   const std::vector<int64_t>& last = maps[nd - 1];
   int64_t last_stride = self->stride(nd - 1);
+  auto [run, run_len] = longest_run(last);
+  if (last_stride != 1) run_len = 0;
   parallel_for(0, rows, std::max<int64_t>(1, kPointwiseGrain / cols), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       int64_t rem = r, off = 0;
@@ -50,19 +81,13 @@ void gather_padded(const Tensor& out, const Tensor& self,
       }
       const char* s = src + off * isz;
       char* o = dst + r * cols * isz;
-      switch (isz) {
-        case 1:
-          copy_items<1>(o, s, last.data(), cols, last_stride);
-          break;
-        case 2:
-          copy_items<2>(o, s, last.data(), cols, last_stride);
-          break;
-        case 4:
-          copy_items<4>(o, s, last.data(), cols, last_stride);
-          break;
-        default:
-          copy_items<8>(o, s, last.data(), cols, last_stride);
-          break;
+      if (run_len > 1) {
+        copy_row(o, s, last.data(), run, last_stride, isz);
+        std::memcpy(o + run * isz, s + last[run] * isz, run_len * isz);
+        copy_row(o + (run + run_len) * isz, s, last.data() + run + run_len, cols - run - run_len,
+                 last_stride, isz);
+      } else {
+        copy_row(o, s, last.data(), cols, last_stride, isz);
       }
     }
   });
