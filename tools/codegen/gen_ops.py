@@ -136,12 +136,14 @@ def node_name(op: Op, idx: int) -> str:
 
 def gen_autograd(group: str, ops: list[Op]) -> str:
     out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n'
-           '#include "autograd/forward_ad.h"\n#include "ops.h"\n\n',
+           '#include "autograd/forward_ad.h"\n#include "autograd/views.h"\n#include "ops.h"\n\n',
            "namespace ember {\nusing namespace autograd;\nusing namespace autograd::formulas;\n"]
     seen: dict[str, int] = {}
     for op in ops:
-        idx = seen.get(op.name, 0)
-        seen[op.name] = idx + 1
+        # Numbered per node name: `normal` and `normal_` would otherwise both be NormalBackward0.
+        base = node_name(op, 0)
+        idx = seen.get(base, 0)
+        seen[base] = idx + 1
         out.append(gen_wrapper(op, node_name(op, idx)))
     out.append("}  // namespace ember\n")
     return "".join(out)
@@ -177,7 +179,10 @@ def gen_wrapper(op: Op, node: str) -> str:
     has_out = op.native_out
     self_tensor = any(a.name == "self" and a.type == "Tensor" for a in args)
     fw_check, fw_fn = gen_forward(op, diff)
-    body = [fw_check, f"  if (!grad_enabled() || !({cond})) return {raw};\n"]
+    hooks = view_hooks(op, self_tensor)
+    body = [fw_check, hooks["prologue"] or f"  if (!grad_enabled() || !({cond})) return {raw};\n"]
+    if hooks["prologue"]:
+        body.append(f"  if (!({cond})) return {raw};\n")
     if has_out:
         body.append("  bool in_place = out && out == self;\n" if self_tensor else "  bool in_place = false;\n")
         body.append(f'  if (out && !in_place) check_out_no_grad("{op.name}");\n')
@@ -185,6 +190,7 @@ def gen_wrapper(op: Op, node: str) -> str:
         body.append(f"  bool in_place = {'true' if inplace and self_tensor else 'false'};\n")
     if self_tensor:
         body.append(f'  if (in_place) check_inplace(self, "{op.name}");\n')
+    body.append(hooks["pre"])
     body.append("  (void)in_place;\n")
     edge_lines = ["  node->next_edges.reserve(" + " + ".join(
         ["%d" % len(singles)] + [f"{a.name}.size()" for a in lists]) + ");\n"]
@@ -216,6 +222,7 @@ def gen_wrapper(op: Op, node: str) -> str:
     if not formulas:
         # No formula: the result's backward raises a clear error.
         body.append(run)
+        body.append(hooks["alias"])
         body.append(f'  auto node = std::make_shared<NotImplementedBackward>("{op.name}");\n')
         body.extend(edge_lines)
         if list_ret:
@@ -228,6 +235,8 @@ def gen_wrapper(op: Op, node: str) -> str:
                     body.append(f"  set_history(std::get<{i}>(full_result), node, {i});\n")
         else:
             body.append("  set_history(full_result, node);\n")
+        body.append(hooks["after_history"])
+        body.append(hooks["post"])
         body.append("  return full_result;\n")
         return fw_fn + head + "".join(body) + "}\n"
     unknown = set(formulas) - {a.name for a in diff}
@@ -342,11 +351,14 @@ def gen_wrapper(op: Op, node: str) -> str:
             line = f"  if ({needed_by(m.group(2))}) {line.strip()}\n"
         body.append(line)
     body.append(run)
+    body.append(hooks["alias"])
     body.extend(history)
+    body.append(hooks["after_history"])
     if uses_result:
         body.append(f"  if ({needed_by('result')}) node->result_ = SavedVariable({result_expr}, true);\n")
     for i, n in named_outs:
         body.append(f"  if ({needed_by(n)}) node->{n}_ = SavedVariable(std::get<{i}>(full_result), true);\n")
+    body.append(hooks["post"])
     body.append("  return full_result;\n")
     return "".join(cls) + fw_fn + head + "".join(body) + "}\n"
 
@@ -548,6 +560,41 @@ def gen_forward(op: Op, diff: list[Arg]) -> tuple[str, str]:
     lines.append(f"  {{\n    {guard}\n    {setter}  }}\n")
     lines.append("  return full_result;\n}\n")
     return check, "namespace {\n" + tfun + "".join(lines) + "}  // namespace\n"
+
+
+# ---- view tracking (csrc/autograd/views.h) -------------------------------------------------
+
+
+def view_hooks(op: Op, self_tensor: bool) -> dict[str, str]:
+    """Wrapper code for views and in-place writes into them, spliced into gen_wrapper:
+
+    prologue  view ops (tag `view`): the no-grad path remembers views of tensors that require
+              grad made in no_grad mode (replaces the plain early return; "" = keep it);
+    pre       in-place ops: whether self is a tracked view, before its history changes;
+    alias     ops that may return self itself (contiguous, _to_dtype, flatten): no node then;
+    after_history  in-place ops on views: self's new grad_fn counts as current, so that a saved
+              `result` refers to the op's node (not to a rebuilt view node);
+    post      in-place ops on views rebase the base's history (CopySlices); view ops mark their
+              outputs as views.
+    """
+    args = op.args
+    call_args = ", ".join(a.name for a in args)
+    raw = f"dispatch::{op.name}({call_args})"
+    src = next((a.name for a in args if a.type in ("Tensor", "Tensor[]")), None)
+    inplace = op.name.endswith("_") or op.native_out
+    single = [t for t, _ in op.returns] == ["Tensor"]
+    hooks = {"prologue": "", "pre": "", "alias": "", "after_history": "", "post": ""}
+    if "view" in op.tags and src:
+        hooks["prologue"] = f"  if (!grad_enabled()) return no_grad_view({raw}, {src});\n"
+        hooks["post"] = f"  mark_view(full_result, {src});\n"
+    if inplace and self_tensor:
+        hooks["pre"] = "  bool self_is_view = in_place && is_tracked_view(self);\n"
+        hooks["after_history"] = "  if (self_is_view) mark_inplace_view(self);\n"
+        if "inplace_view" not in op.tags:
+            hooks["post"] += "  if (self_is_view) rebase_view_history(self, node);\n"
+    if single and self_tensor and not op.name.endswith("_"):
+        hooks["alias"] = "  if (!in_place && full_result == self) return full_result;\n"
+    return hooks
 
 
 # ---- bindings -------------------------------------------------------------------------------

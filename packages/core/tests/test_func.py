@@ -219,8 +219,6 @@ def test_jvp_is_transpose_of_vjp(name):
     close(jr, jf)
 
 
-@pytest.mark.xfail(reason="core: the backward of basic indexing (x[1:3]) is not recorded under "
-                   "create_graph, so its double backward is missing", strict=True)
 def test_jvp_through_basic_indexing():
     a, t = arr(4), arr(4, seed=1)
     _, jv = EF.jvp(lambda x: x[1:3] * 2, (E(a),), (E(t),))

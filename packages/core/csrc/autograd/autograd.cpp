@@ -25,7 +25,10 @@ void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
 
 // ---- tensor-level ---------------------------------------------------------------------------
 
-AutogradMeta* meta(const Tensor& t) { return t->autograd_meta(); }
+AutogradMeta* meta(const Tensor& t) {
+  if (t->base()) refresh_view(t);
+  return t->autograd_meta();
+}
 
 AutogradMeta& materialize_meta(const Tensor& t) {
   if (!t->autograd_meta())
@@ -293,61 +296,17 @@ bool any_requires_grad(std::initializer_list<const Tensor*> ts) {
 }
 
 void check_inplace(const Tensor& self, const char* op) {
+  if (self->base() && grad_enabled()) check_inplace_view(self, op);
   AutogradMeta* m = meta(self);
   if (m && m->requires_grad && !m->grad_fn && grad_enabled())
     EMBER_FAIL(Runtime, op,
                ": a leaf Variable that requires grad is being used in an in-place operation.");
-  if (self->base() && requires_grad(self->base()) && grad_enabled())
-    EMBER_FAIL(NotImplemented, op,
-               ": in-place operations on views of tensors that require grad are not supported "
-               "yet; clone() the view first");
 }
 
 void check_out_no_grad(const char* op) {
   EMBER_FAIL(Runtime, op,
              "(): functions with out=... arguments don't support automatic differentiation, but "
              "one of the arguments requires grad.");
-}
-
-namespace {
-// Gradient of an arbitrary strided view of self: zeros laid out like self, with the view's
-// region receiving grad.
-class StridedViewBackward final : public Node {
- public:
-  std::string name() const override { return "AsStridedBackward0"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    std::vector<Tensor> out(1);
-    if (!grads[0]) return out;
-    Tensor z = ember::empty_strided(self_sizes, self_strides, dtype);
-    ops::zero_(z);
-    Tensor region = make_view(z, view_sizes, view_strides, view_offset);
-    ops::copy_(region, grads[0]);
-    out[0] = z;
-    return out;
-  }
-  DimVector self_sizes, self_strides, view_sizes, view_strides;
-  int64_t view_offset = 0;  // relative to self's first element
-  ScalarType dtype = ScalarType::Float32;
-};
-}  // namespace
-
-void record_view(const Tensor& self, const Tensor& view) {
-  auto node = std::make_shared<StridedViewBackward>();
-  node->next_edges = {gradient_edge(self)};
-  node->self_sizes = self->sizes();
-  node->self_strides = self->strides();
-  // Layouts with zero strides (expanded) would alias; use a dense layout then.
-  for (int64_t s : self->strides())
-    if (s == 0) node->self_strides = contiguous_strides(self->sizes());
-  node->view_sizes = view->sizes();
-  node->view_strides = view->strides();
-  node->view_offset = view->storage_offset() - self->storage_offset();
-  node->dtype = self->dtype();
-  if (node->self_strides != self->strides()) {
-    set_history(view, std::make_shared<NotImplementedBackward>("indexing of an expanded tensor"));
-    return;
-  }
-  set_history(view, node);
 }
 
 // ---- engine ---------------------------------------------------------------------------------

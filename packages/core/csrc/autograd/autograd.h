@@ -40,6 +40,11 @@ struct AutogradMeta {
   // Forward-mode AD (forward_ad.h): the tangent per live dual level; an undefined tensor marks
   // "no tangent here" (so a primal from unpack_dual doesn't inherit its base's).
   std::vector<std::pair<int64_t, Tensor>> fw_grads;
+  // View tracking (autograd/views.cpp): set on outputs of view ops. `view_version` is the version
+  // the grad_fn was last built at; once the shared counter moves on, it is rebuilt from the base.
+  bool is_view = false;
+  bool view_no_grad = false;  // created in no_grad mode from a base that required grad
+  int64_t view_version = 0;
 };
 
 namespace autograd {
@@ -187,8 +192,13 @@ bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>&
 void check_list_grads(const char* node, size_t got, size_t expected);
 
 // Gives `view` (a view of self built without ops::, e.g. by basic indexing) a grad_fn that
-// scatters its gradient back into self's layout.
+// scatters its gradient back into self's layout (autograd/views.cpp).
 void record_view(const Tensor& self, const Tensor& view);
+// Brings the grad_fn of a view (a tensor with a base) up to date after in-place writes into its
+// base or into another view of it (autograd/views.cpp); meta() calls it.
+void refresh_view(const Tensor& t);
+// The view-related refusals of in-place ops (autograd/views.cpp); check_inplace calls it.
+void check_inplace_view(const Tensor& self, const char* op);
 
 // ---- engine ---------------------------------------------------------------------------------
 // Runs backward from `outputs` (seeded with `grad_outputs`; undefined = ones for scalars).

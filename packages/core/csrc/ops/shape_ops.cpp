@@ -154,7 +154,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out)
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
   for (const Tensor& t : tensors) parts.push_back(ops::unsqueeze(t, d));
-  return cat(parts, d, out);
+  return ops::cat(parts, d, out);  // ops:: calls record autograd (stack is `composite`)
 }
 
 Tensor atleast_1d(const Tensor& self) {
@@ -181,17 +181,17 @@ std::vector<Tensor> atleast_3d_list(const std::vector<Tensor>& ts) { return map(
 Tensor hstack(const std::vector<Tensor>& tensors, const Tensor& out) {
   EMBER_CHECK(!tensors.empty(), "hstack expects a non-empty TensorList");
   std::vector<Tensor> ts = atleast_1d_list(tensors);
-  return cat(ts, ts[0]->dim() == 1 ? 0 : 1, out);
+  return ops::cat(ts, ts[0]->dim() == 1 ? 0 : 1, out);
 }
 
 Tensor vstack(const std::vector<Tensor>& tensors, const Tensor& out) {
   EMBER_CHECK(!tensors.empty(), "vstack expects a non-empty TensorList");
-  return cat(atleast_2d_list(tensors), 0, out);
+  return ops::cat(atleast_2d_list(tensors), 0, out);
 }
 
 Tensor dstack(const std::vector<Tensor>& tensors, const Tensor& out) {
   EMBER_CHECK(!tensors.empty(), "dstack expects a non-empty TensorList");
-  return cat(atleast_3d_list(tensors), 2, out);
+  return ops::cat(atleast_3d_list(tensors), 2, out);
 }
 
 Tensor column_stack(const std::vector<Tensor>& tensors, const Tensor& out) {
@@ -199,7 +199,7 @@ Tensor column_stack(const std::vector<Tensor>& tensors, const Tensor& out) {
   std::vector<Tensor> ts;
   for (const Tensor& t : tensors)
     ts.push_back(t->dim() <= 1 ? ops::reshape(t, DimVector{t->numel(), 1}) : t);
-  return cat(ts, 1, out);
+  return ops::cat(ts, 1, out);
 }
 
 // ---- flipping and rolling -------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "autograd/views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
@@ -190,8 +191,12 @@ Tensor view_as(const Tensor& self, const Tensor& other) { return view(self, othe
 
 Tensor view_dtype(const Tensor& self, ScalarType dtype) {
   int64_t from = self->itemsize(), to = itemsize(dtype);
-  if (from == to)
-    return make_view(self, self->sizes(), self->strides(), self->storage_offset(), dtype);
+  if (from == to) {
+    Tensor r = make_view(self, self->sizes(), self->strides(), self->storage_offset(), dtype);
+    if (dtype == self->dtype() && autograd::requires_grad(self))
+      autograd::mark_nondifferentiable_view(r);
+    return r;
+  }
   const char* a = dtype_name(self->dtype());
   const char* b = dtype_name(dtype);
   EMBER_CHECK(self->dim() > 0, "self.dim() cannot be 0 to view ", a, " as ", b,
@@ -291,6 +296,7 @@ Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
 Tensor transpose_(const Tensor& self, int64_t dim0, int64_t dim1) {
   int64_t a = wrap_dim(dim0, self->dim(), "transpose_");
   int64_t b = wrap_dim(dim1, self->dim(), "transpose_");
+  self->bump_version();  // saved tensors see the metadata change, as in PyTorch
   if (self->dim() == 0 || a == b) return self;
   self->set_sizes_strides(transposed_sizes(self->sizes(), a, b),
                           transposed_sizes(self->strides(), a, b), self->storage_offset());
@@ -315,7 +321,11 @@ Tensor t(const Tensor& self) {
 Tensor t_(const Tensor& self) {
   EMBER_CHECK(self->dim() <= 2, "t_() expects a tensor with <= 2 dimensions, but self is ",
               self->dim(), "D");
-  return self->dim() < 2 ? self : transpose_(self, 0, 1);
+  if (self->dim() < 2) {
+    self->bump_version();
+    return self;
+  }
+  return transpose_(self, 0, 1);
 }
 
 Tensor adjoint(const Tensor& self) {
@@ -389,6 +399,7 @@ Tensor squeeze_(const Tensor& self, const std::optional<DimVector>& dim) {
   DimVector sizes, strides;
   squeezed(self, squeeze_mask(self, dim, "squeeze_"), &sizes, &strides);
   self->set_sizes_strides(std::move(sizes), std::move(strides), self->storage_offset());
+  self->bump_version();
   return self;
 }
 
@@ -402,6 +413,7 @@ Tensor unsqueeze_(const Tensor& self, int64_t dim) {
   DimVector sizes, strides;
   unsqueezed(self, wrap_dim(dim, self->dim() + 1, "unsqueeze_"), &sizes, &strides);
   self->set_sizes_strides(std::move(sizes), std::move(strides), self->storage_offset());
+  self->bump_version();
   return self;
 }
 
@@ -516,7 +528,9 @@ Tensor as_strided(const Tensor& self, const DimVector& size, const DimVector& st
                 list_str(stride));
   int64_t offset = storage_offset.value_or(self->storage_offset());
   check_in_storage(self, size, stride, offset, "as_strided");
-  return make_view(self, size, stride, offset);
+  Tensor r = make_view(self, size, stride, offset);
+  autograd::record_strided_view(self, r);  // as_strided is `autograd: composite`
+  return r;
 }
 
 Tensor as_strided_(const Tensor& self, const DimVector& size, const DimVector& stride,
@@ -530,7 +544,22 @@ Tensor as_strided_(const Tensor& self, const DimVector& size, const DimVector& s
                 list_str(stride));
   int64_t offset = storage_offset.value_or(self->storage_offset());
   check_in_storage(self, size, stride, offset, "as_strided_");
+  // Autograd by hand (the op is `autograd: composite`): the new layout's history reads the old.
+  bool track = autograd::grad_enabled() && autograd::requires_grad(self);
+  autograd::Edge old_edge;
+  autograd::Geometry before(self);
+  bool was_view = false;
+  if (track) {
+    autograd::check_inplace(self, "as_strided_");
+    old_edge = autograd::gradient_edge(self);
+    was_view = autograd::is_tracked_view(self);
+  }
   self->set_sizes_strides(size, stride, offset);
+  self->bump_version();
+  if (track) {
+    autograd::record_inplace_strided(self, before, old_edge);
+    if (was_view) autograd::mark_inplace_view(self);
+  }
   return self;
 }
 

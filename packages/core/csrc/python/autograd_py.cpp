@@ -1,6 +1,7 @@
 // Python surface of autograd: Tensor.requires_grad / grad / grad_fn / is_leaf / detach, graph
 // nodes, grad mode, and the entry point of the engine (which runs without the GIL).
 #include "autograd/autograd.h"
+#include "autograd/views.h"
 #include "python/python_autograd.h"
 #include "python/tensor_py.h"
 
@@ -85,6 +86,7 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
       .def("detach", [](const Tensor& t) { return autograd::detach(t); })
       .def("detach_",
            [](const Tensor& t) {
+             autograd::check_detach_inplace(t);
              if (AutogradMeta* am = autograd::meta(t)) {
                am->grad_fn.reset();
                am->requires_grad = false;

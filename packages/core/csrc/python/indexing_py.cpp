@@ -10,6 +10,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/forward_ad.h"
+#include "autograd/views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "python/tensor_py.h"
@@ -280,15 +281,27 @@ Indexed apply_indices(const Tensor& self, PyObject* index) {
 }
 
 Tensor getitem(const Tensor& self, py::handle index) {
+  // Views of a tensor that requires grad get a grad_fn (or, in no_grad mode, are remembered as
+  // such); nothing is recorded otherwise, so the plain x[i] path stays cheap.
+  bool track = autograd::requires_grad(self) && is_floating(self->dtype());
+  if (track && autograd::grad_enabled() &&
+      autograd::maybe_overlapping(self->sizes(), self->strides()))
+    return getitem(ops::contiguous(self), index);  // expanded: index a copy (same values)
   PyObject* o = index.ptr();
-  if (is_basic(o)) return basic_index(self, &o, 1);
+  auto basic = [&](PyObject* const* items, Py_ssize_t n) {
+    Tensor v = basic_index(self, items, n);
+    if (track) autograd::record_strided_view(self, v);
+    return v;
+  };
+  if (is_basic(o)) return basic(&o, 1);
   if (PyTuple_Check(o)) {
     Py_ssize_t n = PyTuple_GET_SIZE(o);
     bool all_basic = true;
     for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(PyTuple_GET_ITEM(o, i));
-    if (all_basic) return basic_index(self, &PyTuple_GET_ITEM(o, 0), n);
+    if (all_basic) return basic(&PyTuple_GET_ITEM(o, 0), n);
   }
   Indexed ix = apply_indices(self, o);
+  if (track) autograd::record_strided_view(self, ix.view);
   if (!ix.advanced) return ix.copy ? ops::clone(ix.view) : ix.view;
   return ops::_index(ix.view, ix.indices);
 }
@@ -306,6 +319,10 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
                          " to a tensor of dtype " + dtype_name(self->dtype()) +
                          " (expected a number or a tensor)");
   }
+  // With autograd the write is an in-place op (copy_, fill_, masked_fill_, index_put_) into a
+  // view of self, which rewrites the history of self's base (autograd/views.h).
+  bool grad = autograd::grad_enabled() &&
+              (autograd::requires_grad(self) || (vt && autograd::requires_grad(vt)));
   PyObject* o = index.ptr();
   Indexed ix;
   if (is_basic(o)) {
@@ -316,21 +333,33 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
   const Tensor& view = ix.view;
   if (!ix.advanced) {
     if (!vt) {
+      if (grad) {
+        ops::fill_(view, TensorOrScalar(vs));
+        return;
+      }
       Tensor s = empty(DimVector{}, view->dtype(), view->device());
       store_scalar(vs, view->dtype(), s->data());
       copy_into(view, s);
       return;
     }
     // Leading size-1 dims beyond the target's rank are dropped (x[0] = y[None]).
-    while (vt->dim() > view->dim() && vt->size(0) == 1)
-      vt = make_view(vt, DimVector(vt->sizes().begin() + 1, vt->sizes().end()),
-                     DimVector(vt->strides().begin() + 1, vt->strides().end()),
-                     vt->storage_offset());
+    int64_t drop = 0;
+    while (vt->dim() - drop > view->dim() && vt->size(drop) == 1) ++drop;
+    if (drop > 0) {
+      DimVector rest(vt->sizes().begin() + drop, vt->sizes().end());
+      vt = grad ? ops::reshape(vt, rest)
+                : make_view(vt, rest, DimVector(vt->strides().begin() + drop, vt->strides().end()),
+                            vt->storage_offset());
+    }
     EMBER_CHECK(vt->dim() <= view->dim(), "shape mismatch: value tensor of shape ",
                 shape_str(vt->sizes()), " cannot be broadcast to indexing result of shape ",
                 shape_str(view->sizes()));
     if (vt->storage() == view->storage())
       vt = ops::clone(vt);  // overlapping source: read before writing
+    if (grad) {
+      ops::copy_(view, vt);
+      return;
+    }
     copy_into(view, vt);
     return;
   }
@@ -375,37 +404,25 @@ py::object nonzero_tuple(const Tensor& self) {
 }  // namespace
 
 void bind_indexing(py::module_& m, TensorClass& cls) {
-  auto getitem_recorded = [](const Tensor& self, py::handle index) {
-    Tensor r = getitem(self, index);
-    // Basic indexing builds views directly; give them a grad_fn when self needs one.
-    if (autograd::grad_enabled() && autograd::requires_grad(self) && !autograd::meta(r))
-      autograd::record_view(self, r);
-    return r;
-  };
-  cls.def("__getitem__", [getitem_recorded](const Tensor& self, py::handle index) {
+  cls.def("__getitem__", [](const Tensor& self, py::handle index) {
+    // getitem records reverse-mode history itself (views get a grad_fn, autograd/views.h).
     if (forward_ad::maybe_active() && forward_ad::wants({&self})) {
       // Indexing is linear: the result's tangent is self's tangent indexed the same way (a view
       // of it for basic indexing, so in-place writes reach self's tangent).
       Tensor r, t;
       {
         forward_ad::DisableGuard no_fw;
-        r = getitem_recorded(self, index);
+        r = getitem(self, index);
         t = getitem(forward_ad::tangent_of(self), index);
       }
       forward_ad::set_tangent(r, t);
       return r;
     }
-    return getitem_recorded(self, index);
+    return getitem(self, index);
   });
   cls.def("__setitem__", [](const Tensor& self, py::handle index, py::handle value) {
+    // With autograd, setitem writes through in-place ops into a view of self (differentiable).
     bool value_tensor = is_tensor_object(value.ptr());
-    if (autograd::grad_enabled()) {
-      bool value_grad = value_tensor && autograd::requires_grad(value.cast<Tensor>());
-      if (autograd::requires_grad(self) || value_grad)
-        EMBER_FAIL(NotImplemented,
-                   "__setitem__: indexed assignment is not differentiable yet; do it under "
-                   "ember.no_grad() or build the tensor with where()/cat() instead");
-    }
     if (forward_ad::maybe_active()) {
       Tensor vt = value_tensor ? value.cast<Tensor>() : Tensor();
       if (forward_ad::wants({&self, &vt})) {
