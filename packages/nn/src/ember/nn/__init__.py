@@ -32,6 +32,15 @@ from ember.nn.modules import (
     Unflatten,
 )
 from ember.nn.modules.module import RemovableHandle
+from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from ember.nn.modules.attention import MultiheadAttention
+from ember.nn.modules.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from ember.nn import utils
 
 __all__ = [
@@ -52,4 +61,9 @@ __all__ = [
     "functional",
     "init",
     "utils",
+]
+__all__ += [
+    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+    "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]

@@ -6,6 +6,7 @@ from ember.nn.utils.clip_grad import (
     clip_grads_with_norm_,
     get_total_norm,
 )
+from ember.nn.utils import rnn
 from ember.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
 
 __all__ = [
@@ -15,4 +16,5 @@ __all__ = [
     "get_total_norm",
     "parameters_to_vector",
     "vector_to_parameters",
+    "rnn",
 ]
