@@ -1,5 +1,6 @@
 """The building blocks of ember.nn: Module, containers and layers."""
 
+from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.container import (
     ModuleDict,
     ModuleList,
@@ -11,7 +12,6 @@ from ember.nn.modules.flatten import Flatten, Unflatten
 from ember.nn.modules.linear import Bilinear, Identity, Linear
 from ember.nn.modules.module import Module
 from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
-from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.transformer import (
     Transformer,
     TransformerDecoder,
