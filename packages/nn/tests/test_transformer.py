@@ -11,6 +11,8 @@ from nn_helpers import assert_close, copy_weights, to_ember, to_np, to_torch
 torch = pytest.importorskip("torch")
 
 TOL = {"rtol": 1e-9, "atol": 1e-10}
+# the tests mix bool padding masks with float attention masks on purpose
+pytestmark = pytest.mark.filterwarnings("ignore:Support for mismatched", "ignore:enable_nested_tensor")
 
 
 def _weights(shape):

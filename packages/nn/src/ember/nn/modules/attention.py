@@ -244,8 +244,9 @@ class MultiheadAttention(Module):
             if mask is not None:
                 scores = scores + mask
             weights = ember.softmax(scores, -1)
-            attn = ember.dropout(weights, dropout_p, True) if dropout_p > 0 else weights
-            out = attn.matmul(v)
+            if dropout_p > 0:  # like PyTorch, the returned weights are the dropped-out ones
+                weights = ember.dropout(weights, dropout_p, True)
+            out = weights.matmul(v)
         else:
             out = ember.scaled_dot_product_attention(q, k, v, mask, dropout_p)
         out = out.transpose(1, 2).reshape(N * L, E)

@@ -20,11 +20,16 @@ from ember import Tensor
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
-from ember.nn.utils.rnn import PackedSequence
+from ember.nn.utils.rnn import PackedSequence, _select
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _stack(tensors: list[Tensor], dim: int) -> Tensor:
+    # cat of unsqueezed pieces: unlike stack it is differentiable in ember-core today
+    return ember.cat([t.unsqueeze(dim) for t in tensors], dim)
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
@@ -219,8 +224,8 @@ class RNNBase(Module):
                 if c0 is not None:
                     self._check_hidden(c0, c_shape, "cell state c_0")
             if sorted_indices is not None:
-                h0 = h0.index_select(1, sorted_indices)
-                c0 = c0.index_select(1, sorted_indices) if c0 is not None else None
+                h0 = _select(h0, 1, sorted_indices)
+                c0 = _select(c0, 1, sorted_indices) if c0 is not None else None
 
         offsets = [0]
         for b in batch_sizes:
@@ -249,12 +254,12 @@ class RNNBase(Module):
                     c_n.append(c_last)
             layer_input = outs[0] if num_directions == 1 else ember.cat(outs, 1)
 
-        h_out = ember.stack(h_n, 0)
-        c_out = ember.stack(c_n, 0) if is_lstm else None
+        h_out = _stack(h_n, 0)
+        c_out = _stack(c_n, 0) if is_lstm else None
         if packed:
             if unsorted_indices is not None:
-                h_out = h_out.index_select(1, unsorted_indices)
-                c_out = c_out.index_select(1, unsorted_indices) if c_out is not None else None
+                h_out = _select(h_out, 1, unsorted_indices)
+                c_out = _select(c_out, 1, unsorted_indices) if c_out is not None else None
             output: Any = PackedSequence(
                 layer_input, input.batch_sizes, sorted_indices, unsorted_indices
             )
@@ -447,7 +452,7 @@ class RNNCellBase(Module):
             s += f", bias={self.bias}"
         nl = getattr(self, "nonlinearity", "tanh")
         if nl != "tanh":
-            s += f", nonlinearity={nl!r}"
+            s += f", nonlinearity={nl}"
         return s
 
     def _prepare(self, input: Tensor, hx: Tensor | None, what: str = "hx") -> tuple[Tensor, bool]:

@@ -69,6 +69,18 @@ class PackedSequence(NamedTuple):
         return self.data.is_cuda
 
 
+def _stack(tensors: list[Tensor], dim: int) -> Tensor:
+    # cat of unsqueezed pieces: unlike stack it is differentiable in ember-core today
+    return ember.cat([t.unsqueeze(dim) for t in tensors], dim)
+
+
+def _select(t: Tensor, dim: int, indices: Tensor) -> Tensor:
+    """``t.index_select(dim, indices)`` as a cat of slices (differentiable in ember-core today)."""
+    idx = [int(i) for i in indices.tolist()]
+    lead = (slice(None),) * dim
+    return ember.cat([t[(*lead, slice(i, i + 1))] for i in idx], dim)
+
+
 def invert_permutation(permutation: Tensor | None) -> Tensor | None:
     """The inverse of a permutation of ``range(n)`` (None stays None).
 
@@ -145,7 +157,7 @@ def pack_padded_sequence(
     else:
         order = sorted(range(batch), key=lambda i: -lens[i])
         sorted_indices = ember.tensor(order, dtype=ember.int64)
-        input = input.index_select(1, sorted_indices)
+        input = _select(input, 1, sorted_indices)
     sorted_lens = [lens[i] for i in order]
     batch_sizes = [sum(1 for n in sorted_lens if n > t) for t in range(sorted_lens[0])]
     steps = [input[t, : batch_sizes[t]] for t in range(len(batch_sizes))]
@@ -197,12 +209,12 @@ def pad_packed_sequence(
         offset += b
     for _ in range(steps_out - steps):
         pieces.append(ember.full((batch, *feat), padding_value, dtype=data.dtype, device=data.device))
-    out = ember.stack(pieces, 0)
+    out = _stack(pieces, 0)
     lengths = [sum(1 for b in batch_sizes if b > i) for i in range(batch)]
     lengths_t = ember.tensor(lengths, dtype=ember.int64)
     if sequence.unsorted_indices is not None:
-        out = out.index_select(1, sequence.unsorted_indices)
-        lengths_t = lengths_t.index_select(0, sequence.unsorted_indices)
+        out = _select(out, 1, sequence.unsorted_indices)
+        lengths_t = _select(lengths_t, 0, sequence.unsorted_indices)
     if batch_first:
         out = out.transpose(0, 1)
     return out, lengths_t
@@ -240,7 +252,7 @@ def pad_sequence(
             pad = ember.full((n, *trailing), padding_value, dtype=s.dtype, device=s.device)
             s = ember.cat([s, pad] if padding_side == "right" else [pad, s], 0)
         rows.append(s)
-    return ember.stack(rows, 0 if batch_first else 1)
+    return _stack(rows, 0 if batch_first else 1)
 
 
 def unpad_sequence(
