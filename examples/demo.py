@@ -158,8 +158,8 @@ def train(args: argparse.Namespace) -> float:
             progress(epoch, i, len(train_loader), running / seen)
         test_loss, acc = evaluate(model, test_loader)
         print(
-            f"  train loss {running / seen:.4f}  test loss {test_loss:.4f}  "
-            f"test accuracy {100 * acc:.2f}%  ({time.perf_counter() - start:.1f}s)"
+            f" | test loss {test_loss:.4f}  test accuracy {100 * acc:.2f}%  "
+            f"({time.perf_counter() - start:.1f}s)"
         )
     ember.save(
         {"model": model.state_dict(), "image_size": int(x_tr.shape[-1]), "mnist": args.mnist or ""},
