@@ -296,6 +296,9 @@ class RNNBase(Module):
             gi_all = ember.addmm(b_ih + b_hh, x, w_ih.t())
             step_bias = None
         steps = len(batch_sizes)
+        # one split node: slicing per step would make backward build a full-size gradient of
+        # gi_all for every step
+        gi_steps = gi_all.split(batch_sizes, 0) if steps > 1 else [gi_all]
         order = range(steps - 1, -1, -1) if reverse else range(steps)
         outputs: list[Tensor | None] = [None] * steps
         finished_h: list[Tensor] = []
@@ -320,7 +323,7 @@ class RNNBase(Module):
                         finished_c.append(c[b:])
                         c = c[:b]
                 cur = b
-            gi = gi_all[offsets[t] : offsets[t + 1]]
+            gi = gi_steps[t]
             gh = _addmm_t(step_bias, h, w_hh_t)
             if mode == "LSTM":
                 i, f, g, o = (gi + gh).chunk(4, 1)
