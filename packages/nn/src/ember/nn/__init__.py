@@ -140,6 +140,15 @@ from ember.nn.modules import (  # noqa: F401  (the layer families; listed in __a
     CosineSimilarity,
 )
 from ember.nn.modules.module import RemovableHandle
+from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from ember.nn.modules.attention import MultiheadAttention
+from ember.nn.modules.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from ember.nn import utils
 
 __all__ = [
@@ -266,4 +275,9 @@ __all__ = [
     "RReLU",
     "Fold",
     "Unfold",
+]
+__all__ += [
+    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+    "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]

@@ -30,6 +30,7 @@ from ember.nn.modules.activation import (  # noqa: F401
     Tanhshrink,
     Threshold,
 )
+from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.batchnorm import (  # noqa: F401
     BatchNorm1d,
     BatchNorm2d,
@@ -130,9 +131,17 @@ from ember.nn.modules.pooling import (  # noqa: F401
     MaxPool1d,
     MaxPool2d,
 )
+from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from ember.nn.modules.sparse import (  # noqa: F401
     Embedding,
     EmbeddingBag,
+)
+from ember.nn.modules.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
 )
 from ember.nn.modules.upsampling import (  # noqa: F401
     Upsample,
@@ -250,4 +259,9 @@ __all__ = [
     "RReLU",
     "Fold",
     "Unfold",
+]
+__all__ += [
+    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+    "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]

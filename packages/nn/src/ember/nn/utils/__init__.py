@@ -1,5 +1,6 @@
 """Helpers over parameters: gradient clipping and flattening to/from one vector."""
 
+from ember.nn.utils import rnn
 from ember.nn.utils.clip_grad import (
     clip_grad_norm_,
     clip_grad_value_,
@@ -15,4 +16,5 @@ __all__ = [
     "get_total_norm",
     "parameters_to_vector",
     "vector_to_parameters",
+    "rnn",
 ]

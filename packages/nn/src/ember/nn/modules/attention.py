@@ -1,0 +1,261 @@
+"""Multi-head attention (``nn.MultiheadAttention``).
+
+>>> import ember
+>>> mha = ember.nn.MultiheadAttention(8, 2, batch_first=True)
+>>> x = ember.randn(3, 5, 8)
+>>> out, w = mha(x, x, x)
+>>> out.shape, w.shape
+(ember.Size([3, 5, 8]), ember.Size([3, 5, 5]))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import ember
+from ember import Tensor
+from ember.nn import init
+from ember.nn.modules.linear import Linear
+from ember.nn.modules.module import Module
+from ember.nn.parameter import Parameter
+
+__all__ = ["MultiheadAttention"]
+
+
+def _shape(t: Tensor) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+def _additive_mask(mask: Tensor, dtype: Any, what: str) -> Tensor:
+    """A float mask to add to attention scores: bool True (= not allowed to attend) → -inf."""
+    if mask.dtype == ember.bool:
+        zeros = ember.zeros(_shape(mask), dtype=dtype, device=mask.device)
+        return zeros.masked_fill(mask, float("-inf"))
+    if not mask.is_floating_point():
+        raise TypeError(
+            f"MultiheadAttention: only bool and floating {what} are supported, got {mask.dtype}"
+        )
+    return mask.to(dtype)
+
+
+class MultiheadAttention(Module):
+    """Attention over ``num_heads`` subspaces of ``embed_dim // num_heads`` features each.
+
+    ``forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True, is_causal=False)`` takes (L, N, E) queries and (S, N, E) keys and
+    values ((N, L, E) with ``batch_first``, (L, E) unbatched) and returns the output and, with
+    ``need_weights``, the attention weights (averaged over heads unless
+    ``average_attn_weights=False``). Bool masks mark with True the positions that may NOT be
+    attended; float masks are added to the scores.
+
+    >>> import ember
+    >>> mha = ember.nn.MultiheadAttention(4, 2, kdim=3, vdim=5)
+    >>> out, _ = mha(ember.randn(2, 4), ember.randn(6, 3), ember.randn(6, 5), need_weights=False)
+    >>> out.shape
+    ember.Size([2, 4])
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(embed_dim, int) or embed_dim <= 0 or not isinstance(num_heads, int) or num_heads <= 0:
+            raise ValueError(
+                f"MultiheadAttention: embed_dim and num_heads must be positive ints, got "
+                f"embed_dim={embed_dim!r} and num_heads={num_heads!r}"
+            )
+        if embed_dim % num_heads != 0:
+            raise ValueError(
+                f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
+                f"({num_heads})"
+            )
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"MultiheadAttention: dropout must be in [0, 1], got {dropout}")
+        kw = {"dtype": dtype, "device": device}
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = float(dropout)
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(ember.empty(3 * embed_dim, embed_dim, **kw))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.q_proj_weight = Parameter(ember.empty(embed_dim, embed_dim, **kw))
+            self.k_proj_weight = Parameter(ember.empty(embed_dim, self.kdim, **kw))
+            self.v_proj_weight = Parameter(ember.empty(embed_dim, self.vdim, **kw))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(ember.empty(3 * embed_dim, **kw))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
+        if add_bias_kv:
+            self.bias_k = Parameter(ember.empty(1, 1, embed_dim, **kw))
+            self.bias_v = Parameter(ember.empty(1, 1, embed_dim, **kw))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
+
+    def _projections(self) -> tuple[Tensor, Tensor, Tensor]:
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            e = self.embed_dim
+            return w[:e], w[e : 2 * e], w[2 * e :]
+        return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        E, H, D = self.embed_dim, self.num_heads, self.head_dim
+        if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+            raise ValueError(
+                f"MultiheadAttention: query, key and value must all be 3-D (batched) or 2-D "
+                f"(unbatched), got {_shape(query)}, {_shape(key)} and {_shape(value)}"
+            )
+        unbatched = query.ndim == 2
+        for t, dim, what in ((query, E, "query"), (key, self.kdim, "key"), (value, self.vdim, "value")):
+            if t.shape[-1] != dim:
+                raise RuntimeError(
+                    f"MultiheadAttention: expected {what} with {dim} features in the last "
+                    f"dimension, got shape {_shape(t)}"
+                )
+        if unbatched:
+            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif not self.batch_first:
+            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+        # now (N, L, E) / (N, S, kdim) / (N, S, vdim)
+        N, L, S = query.shape[0], query.shape[1], key.shape[1]
+        if _shape(key)[:2] != _shape(value)[:2] or key.shape[0] != N:
+            raise RuntimeError(
+                f"MultiheadAttention: key {_shape(key)} and value {_shape(value)} must share "
+                f"batch and sequence dimensions with each other and the batch of query "
+                f"{_shape(query)}"
+            )
+        if is_causal and attn_mask is None:
+            raise RuntimeError(
+                "MultiheadAttention: is_causal=True is a hint and needs attn_mask (for example "
+                "nn.Transformer.generate_square_subsequent_mask(L))"
+            )
+        wq, wk, wv = self._projections()
+        bq = bk = bv = None
+        if self.in_proj_bias is not None:
+            bq, bk, bv = self.in_proj_bias[:E], self.in_proj_bias[E : 2 * E], self.in_proj_bias[2 * E :]
+        q = query.matmul(wq.t())
+        k = key.matmul(wk.t())
+        v = value.matmul(wv.t())
+        if bq is not None:
+            q, k, v = q + bq, k + bk, v + bv
+
+        mask = None
+        if attn_mask is not None:
+            m = _additive_mask(attn_mask, q.dtype, "attn_mask")
+            if m.ndim == 2:
+                if _shape(m) != (L, S):
+                    raise RuntimeError(
+                        f"MultiheadAttention: the 2-D attn_mask should be of shape {(L, S)}, got "
+                        f"{_shape(m)}"
+                    )
+                m = m.reshape(1, 1, L, S)
+            elif m.ndim == 3:
+                if _shape(m) != (N * H, L, S):
+                    raise RuntimeError(
+                        f"MultiheadAttention: the 3-D attn_mask should be of shape "
+                        f"{(N * H, L, S)}, got {_shape(m)}"
+                    )
+                m = m.reshape(N, H, L, S)
+            else:
+                raise RuntimeError(
+                    f"MultiheadAttention: attn_mask must be 2-D or 3-D, got shape {_shape(m)}"
+                )
+            mask = m
+        if key_padding_mask is not None:
+            if _shape(key_padding_mask) != (N, S):
+                raise RuntimeError(
+                    f"MultiheadAttention: expected key_padding_mask of shape {(N, S)}, got "
+                    f"{_shape(key_padding_mask)}"
+                )
+            kpm = _additive_mask(key_padding_mask, q.dtype, "key_padding_mask").reshape(N, 1, 1, S)
+            mask = kpm if mask is None else mask + kpm
+
+        if self.bias_k is not None:
+            k = ember.cat([k, self.bias_k.expand(N, 1, E)], 1)
+            v = ember.cat([v, self.bias_v.expand(N, 1, E)], 1)
+            S += 1
+            if mask is not None:
+                mask = ember.cat([mask, ember.zeros(*_shape(mask)[:3], 1, dtype=mask.dtype)], 3)
+
+        q = q.reshape(N, L, H, D).transpose(1, 2)
+        k = k.reshape(N, S, H, D).transpose(1, 2)
+        v = v.reshape(N, S, H, D).transpose(1, 2)
+        if self.add_zero_attn:
+            k = ember.cat([k, ember.zeros(N, H, 1, D, dtype=k.dtype, device=k.device)], 2)
+            v = ember.cat([v, ember.zeros(N, H, 1, D, dtype=v.dtype, device=v.device)], 2)
+            S += 1
+            if mask is not None:
+                mask = ember.cat([mask, ember.zeros(*_shape(mask)[:3], 1, dtype=mask.dtype)], 3)
+
+        dropout_p = self.dropout if self.training else 0.0
+        weights = None
+        if need_weights:
+            scores = q.matmul(k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+            if mask is not None:
+                scores = scores + mask
+            weights = ember.softmax(scores, -1)
+            if dropout_p > 0:  # like PyTorch, the returned weights are the dropped-out ones
+                weights = ember.dropout(weights, dropout_p, True)
+            out = weights.matmul(v)
+        else:
+            out = ember.scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        out = out.transpose(1, 2).reshape(N * L, E)
+        out = self.out_proj(out).reshape(N, L, E)
+        if weights is not None and average_attn_weights:
+            weights = weights.mean(1)
+        if unbatched:
+            out = out.squeeze(0)
+            weights = weights.squeeze(0) if weights is not None else None
+        elif not self.batch_first:
+            out = out.transpose(0, 1)
+        return out, weights

@@ -1,0 +1,448 @@
+"""Transformer encoder/decoder layers and stacks, and the full ``nn.Transformer``.
+
+>>> import ember
+>>> layer = ember.nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32,
+...                                          batch_first=True)
+>>> enc = ember.nn.TransformerEncoder(layer, num_layers=2)
+>>> enc(ember.randn(2, 7, 16)).shape
+ember.Size([2, 7, 16])
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import ember
+from ember import Tensor
+from ember.nn import init
+from ember.nn.modules.attention import MultiheadAttention
+from ember.nn.modules.container import ModuleList
+from ember.nn.modules.linear import Linear
+from ember.nn.modules.module import Module
+from ember.nn.parameter import Parameter
+
+__all__ = [
+    "Transformer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+]
+
+try:  # the shared layer modules, when present
+    from ember.nn.modules.dropout import Dropout  # type: ignore[import-not-found]
+    from ember.nn.modules.normalization import LayerNorm  # type: ignore[import-not-found]
+except ImportError:
+
+    class LayerNorm(Module):  # type: ignore[no-redef]
+        """Layer normalization over the last ``normalized_shape`` dims (same state as nn.LayerNorm)."""
+
+        def __init__(
+            self,
+            normalized_shape: int | tuple[int, ...],
+            eps: float = 1e-5,
+            elementwise_affine: bool = True,
+            bias: bool = True,
+            device: Any = None,
+            dtype: Any = None,
+        ) -> None:
+            super().__init__()
+            shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+            self.normalized_shape = shape
+            self.eps = eps
+            self.elementwise_affine = elementwise_affine
+            kw = {"dtype": dtype, "device": device}
+            if elementwise_affine:
+                self.weight = Parameter(ember.ones(*shape, **kw))
+                self.bias = Parameter(ember.zeros(*shape, **kw)) if bias else None
+            else:
+                self.weight = self.bias = None
+
+        def forward(self, input: Tensor) -> Tensor:
+            return ember.layer_norm(input, list(self.normalized_shape), self.weight, self.bias, self.eps)
+
+        def extra_repr(self) -> str:
+            return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+    class Dropout(Module):  # type: ignore[no-redef]
+        """Zeroes elements with probability p in training and scales the rest by 1/(1-p)."""
+
+        def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+            super().__init__()
+            self.p = p
+            self.inplace = inplace
+
+        def forward(self, input: Tensor) -> Tensor:
+            return ember.dropout(input, self.p, self.training) if self.p > 0 else input
+
+        def extra_repr(self) -> str:
+            return f"p={self.p}, inplace={self.inplace}"
+
+
+def _get_activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    if callable(activation):
+        return activation
+    if activation == "relu":
+        return ember.relu
+    if activation == "gelu":
+        return ember.gelu
+    raise RuntimeError(f"activation should be 'relu' or 'gelu' or a callable, not {activation!r}")
+
+
+def _clones(module: Module, n: int) -> ModuleList:
+    return ModuleList([copy.deepcopy(module) for _ in range(n)])
+
+
+def _causal_mask(sz: int, dtype: Any = None, device: Any = None) -> Tensor:
+    mask = ember.full((sz, sz), float("-inf"), dtype=dtype or ember.float32, device=device)
+    return ember.triu(mask, 1)
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention then a feed-forward block, each with a residual connection and LayerNorm.
+
+    With ``norm_first`` the LayerNorm is applied before each block (pre-LN) instead of after.
+
+    >>> import ember
+    >>> layer = ember.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu")
+    >>> layer(ember.randn(5, 3, 8)).shape
+    ember.Size([5, 3, 8])
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        kw = {"dtype": dtype, "device": device}
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
+        )
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.activation = _get_activation(activation)
+
+    def forward(
+        self,
+        src: Tensor,
+        src_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> Tensor:
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+            x = self.norm2(x + self._ff_block(x))
+        return x
+
+    def _sa_block(
+        self, x: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool
+    ) -> Tensor:
+        x = self.self_attn(
+            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+            need_weights=False, is_causal=is_causal,
+        )[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention, attention over the encoder's memory, then a feed-forward block.
+
+    >>> import ember
+    >>> layer = ember.nn.TransformerDecoderLayer(8, 2, dim_feedforward=16)
+    >>> layer(ember.randn(4, 2, 8), ember.randn(6, 2, 8)).shape
+    ember.Size([4, 2, 8])
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        kw = {"dtype": dtype, "device": device}
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
+        )
+        self.multihead_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
+        )
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = _get_activation(activation)
+
+    def forward(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        tgt_is_causal: bool = False,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(
+                self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal
+            )
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+            x = self.norm2(
+                x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal)
+            )
+            x = self.norm3(x + self._ff_block(x))
+        return x
+
+    def _sa_block(
+        self, x: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool
+    ) -> Tensor:
+        x = self.self_attn(
+            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+            is_causal=is_causal, need_weights=False,
+        )[0]
+        return self.dropout1(x)
+
+    def _mha_block(
+        self,
+        x: Tensor,
+        mem: Tensor,
+        attn_mask: Tensor | None,
+        key_padding_mask: Tensor | None,
+        is_causal: bool,
+    ) -> Tensor:
+        x = self.multihead_attn(
+            x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+            is_causal=is_causal, need_weights=False,
+        )[0]
+        return self.dropout2(x)
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoder(Module):
+    """A stack of ``num_layers`` copies of an encoder layer, with an optional final norm.
+
+    >>> import ember
+    >>> enc = ember.nn.TransformerEncoder(ember.nn.TransformerEncoderLayer(8, 2, 16), 3)
+    >>> len(enc.layers)
+    3
+    """
+
+    def __init__(
+        self,
+        encoder_layer: TransformerEncoderLayer,
+        num_layers: int,
+        norm: Module | None = None,
+        enable_nested_tensor: bool = True,
+        mask_check: bool = True,
+    ) -> None:
+        super().__init__()
+        self.layers = _clones(encoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+        # ember has no nested tensors: padded positions are computed like PyTorch's slow path
+        self.enable_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+
+    def forward(
+        self,
+        src: Tensor,
+        mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        is_causal: bool | None = None,
+    ) -> Tensor:
+        out = src
+        for layer in self.layers:
+            out = layer(
+                out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                is_causal=bool(is_causal),
+            )
+        return self.norm(out) if self.norm is not None else out
+
+
+class TransformerDecoder(Module):
+    """A stack of ``num_layers`` copies of a decoder layer, with an optional final norm.
+
+    >>> import ember
+    >>> dec = ember.nn.TransformerDecoder(ember.nn.TransformerDecoderLayer(8, 2, 16), 2)
+    >>> dec(ember.randn(3, 1, 8), ember.randn(5, 1, 8)).shape
+    ember.Size([3, 1, 8])
+    """
+
+    def __init__(
+        self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: Module | None = None
+    ) -> None:
+        super().__init__()
+        self.layers = _clones(decoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
+        out = tgt
+        for layer in self.layers:
+            out = layer(
+                out, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                tgt_key_padding_mask=tgt_key_padding_mask,
+                memory_key_padding_mask=memory_key_padding_mask,
+                tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal,
+            )
+        return self.norm(out) if self.norm is not None else out
+
+
+class Transformer(Module):
+    """The encoder-decoder model of "Attention Is All You Need".
+
+    Every weight matrix is re-drawn with Xavier-uniform init, like PyTorch's.
+
+    >>> import ember
+    >>> model = ember.nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1,
+    ...                              num_decoder_layers=1, dim_feedforward=32)
+    >>> tgt_mask = ember.nn.Transformer.generate_square_subsequent_mask(4)
+    >>> model(ember.randn(6, 2, 16), ember.randn(4, 2, 16), tgt_mask=tgt_mask).shape
+    ember.Size([4, 2, 16])
+    """
+
+    def __init__(
+        self,
+        d_model: int = 512,
+        nhead: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        custom_encoder: Module | None = None,
+        custom_decoder: Module | None = None,
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        kw = {"dtype": dtype, "device": device}
+        common = dict(
+            dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+            layer_norm_eps=layer_norm_eps, batch_first=batch_first, norm_first=norm_first,
+            bias=bias, **kw,
+        )
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(d_model, nhead, **common)
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers, norm)
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(d_model, nhead, **common)
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers, norm)
+        self.d_model = d_model
+        self.nhead = nhead
+        self.batch_first = batch_first
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        src_is_causal: bool | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
+        batch_dim = 0 if self.batch_first else 1
+        if src.ndim == 3 and tgt.ndim == 3 and src.shape[batch_dim] != tgt.shape[batch_dim]:
+            raise RuntimeError(
+                f"Transformer: the batch size of src {tuple(src.shape)} and tgt "
+                f"{tuple(tgt.shape)} must be equal (batch_first={self.batch_first})"
+            )
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError(
+                f"Transformer: the feature size of src {tuple(src.shape)} and tgt "
+                f"{tuple(tgt.shape)} must equal d_model={self.d_model}"
+            )
+        memory = self.encoder(
+            src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal
+        )
+        return self.decoder(
+            tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal,
+        )
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device: Any = None, dtype: Any = None) -> Tensor:
+        """A (sz, sz) float mask with -inf above the diagonal and 0 elsewhere (causal attention).
+
+        >>> import ember
+        >>> ember.nn.Transformer.generate_square_subsequent_mask(2).tolist()
+        [[0.0, -inf], [0.0, 0.0]]
+        """
+        return _causal_mask(sz, dtype=dtype, device=device)
