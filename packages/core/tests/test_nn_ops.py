@@ -949,4 +949,5 @@ def test_fused_optimizer_rejects_mixed_dtypes():
     p = [ember.zeros(3), ember.zeros(3, dtype=ember.float64)]
     g = [ember.ones(3), ember.ones(3, dtype=ember.float64)]
     with pytest.raises(TypeError, match=r"params\[1\] has dtype float64 but params\[0\]"):
-        ember._C._fused_sgd_(p, g, [], 0.0, 0.0, 0.1, 0.0, False, False, False)
+        ember._C._fused_sgd_(p, g, [], weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0,
+                             nesterov=False, maximize=False, is_first_step=False)
