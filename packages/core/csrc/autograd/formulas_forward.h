@@ -146,9 +146,8 @@ inline Tensor softmax_jvp(const Tensor& t, const Tensor& result, int64_t dim) {
 
 // convolution is linear in input, in weight and in bias.
 inline Tensor convolution_jvp(const Tensor& input, const Tensor& weight, const Tensor& input_t,
-                              const Tensor& weight_t, const Tensor& bias_t,
-                              const DimVector& stride, const DimVector& padding,
-                              const DimVector& dilation, bool transposed,
+                              const Tensor& weight_t, const Tensor& bias_t, const DimVector& stride,
+                              const DimVector& padding, const DimVector& dilation, bool transposed,
                               const DimVector& output_padding, int64_t groups,
                               const Tensor& result) {
   Tensor r;
