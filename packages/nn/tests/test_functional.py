@@ -393,3 +393,13 @@ def test_pad_errors_and_1d_modes():
         F.pad(ember.ones(1, 1, 3), (3, 0), mode="reflect")
     with pytest.raises(ValueError, match="even"):
         F.pad(ember.ones(1, 3), (1,))
+
+
+@pytest.mark.parametrize("name,args", [("relu6", ()), ("elu", (1.0,)), ("selu", ()),
+                                       ("celu", (1.0,)), ("hardtanh", (-1.0, 1.0)),
+                                       ("hardsigmoid", ())])
+def test_inplace_activations_write_into_input(name, args):
+    x = ember.tensor([-3.0, -0.5, 0.5, 7.0])
+    expected = getattr(F, name)(x.clone(), *args).tolist()
+    out = getattr(F, name)(x, *args, inplace=True)
+    assert out is x and x.tolist() == expected

@@ -113,7 +113,7 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     >>> relu6(ember.tensor([-1.0, 7.0])).tolist()
     [0.0, 6.0]
     """
-    return _C.relu6_(input) if inplace else _C.relu6(input)
+    return input.relu6_() if inplace else _C.relu6(input)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -163,12 +163,12 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     >>> elu(ember.tensor([0.0, 1.0])).tolist()
     [0.0, 1.0]
     """
-    return _C.elu_(input, alpha) if inplace else _C.elu(input, alpha)
+    return input.elu_(alpha) if inplace else _C.elu(input, alpha)
 
 
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
     """In-place :func:`elu`."""
-    return _C.elu_(input, alpha)
+    return input.elu_(alpha)
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -178,12 +178,12 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> round(selu(ember.tensor([1.0])).item(), 4)
     1.0507
     """
-    return _C.selu_(input) if inplace else _C.selu(input)
+    return input.selu_() if inplace else _C.selu(input)
 
 
 def selu_(input: Tensor) -> Tensor:
     """In-place :func:`selu`."""
-    return _C.selu_(input)
+    return input.selu_()
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
@@ -195,7 +195,7 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0 (it divides the input)")
-    return _C.celu_(input, alpha) if inplace else _C.celu(input, alpha)
+    return input.celu_(alpha) if inplace else _C.celu(input, alpha)
 
 
 def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
@@ -268,7 +268,7 @@ def hardtanh(
     """
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
-    return _C.hardtanh_(input, min_val, max_val) if inplace else _C.hardtanh(input, min_val, max_val)
+    return input.hardtanh_(min_val, max_val) if inplace else _C.hardtanh(input, min_val, max_val)
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
@@ -283,7 +283,7 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     >>> hardsigmoid(ember.tensor([0.0])).tolist()
     [0.5]
     """
-    return _C.hardsigmoid_(input) if inplace else _C.hardsigmoid(input)
+    return input.hardsigmoid_() if inplace else _C.hardsigmoid(input)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
