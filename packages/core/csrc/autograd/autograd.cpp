@@ -469,6 +469,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     }
   };
   for (size_t i = 0; i < roots.size(); ++i) add_to(roots[i].fn.get(), roots[i].input_nr, seeds[i]);
+  seeds.clear();  // the buffers hold them now; they go as soon as their node has run
 
   std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, CompareSeq> ready;
   for (const Edge& e : roots) {
