@@ -46,6 +46,34 @@ def test_rounding_to_512():
     a.free(h)
 
 
+def test_tiny_pool():
+    a = ember._C._TestCachingAllocator(1 << 40, round=64, tiny=8)
+    h1, p1 = a.malloc(4)  # -> 8 bytes, from a 64 KiB tiny segment
+    h2, p2 = a.malloc(12)  # -> 16
+    assert a.stats()["allocated_bytes.all.current"] == 8 + 16
+    assert a.stats()["requested_bytes.all.current"] == 4 + 12
+    assert p2 == p1 + 8 and a.raw_in_use == 64 * KiB
+    _, p3 = a.malloc(60)  # -> 64: an ordinary small block, in its own 2 MiB segment
+    _, p4 = a.malloc(100)  # -> 128
+    assert a.raw_calls == 2 and a.raw_in_use == 64 * KiB + 2 * MiB
+    assert p4 == p3 + 64
+    tiny, small = sorted(a.snapshot(), key=lambda s: s["total_size"])
+    assert tiny["segment_type"] == "small" and tiny["total_size"] == 64 * KiB
+    assert layout(tiny) == [(8, True), (16, True), (64 * KiB - 24, False)]
+    a.free(h1)
+    a.free(h2)  # merges back into one free block
+    assert layout(segments(a)[0]) == [(64 * KiB, False)]
+    _, p5 = a.malloc(1)
+    assert p5 == p1 and a.raw_calls == 2  # served from the cache
+
+
+def test_rounding_must_be_powers_of_two():
+    with pytest.raises(RuntimeError, match="power of two"):
+        ember._C._TestCachingAllocator(1 << 40, round=100)
+    with pytest.raises(RuntimeError, match="tiny"):
+        ember._C._TestCachingAllocator(1 << 40, round=64, tiny=64)
+
+
 def test_small_pool_segments_and_splitting():
     a = fake()
     h1, p1 = a.malloc(1000)
@@ -241,13 +269,26 @@ def test_peak_and_counters():
 def test_cpu_memory_accounting():
     gc.collect()
     base = ember.memory_allocated()
-    x = ember.empty(1000)  # 4000 bytes -> 4096
-    assert ember.memory_allocated() == base + 4096
+    x = ember.empty(1000)  # 4000 bytes -> 4032 (CPU blocks are multiples of 64 bytes)
+    assert ember.memory_allocated() == base + 4032
     assert ember.memory_reserved() >= ember.memory_allocated()
     y = ember.empty(250, dtype=ember.float64)  # 2000 -> 2048
-    assert ember.memory_allocated() == base + 4096 + 2048
-    del x, y
+    assert ember.memory_allocated() == base + 4032 + 2048
+    s = ember.tensor(1.5)  # a float32 scalar: 4 bytes -> 8 (tiny pool)
+    assert ember.memory_allocated() == base + 4032 + 2048 + 8
+    del x, y, s
     assert ember.memory_allocated() == base
+
+
+def test_cpu_block_alignment():
+    # Tiny blocks come from their own segments: every other block stays 64-byte aligned.
+    scalars = [ember.tensor(float(i)) for i in range(5)]
+    tensors = [ember.empty(n) for n in (17, 100, 1000, 300000)]
+    for t in scalars:
+        assert t.data_ptr() % 8 == 0
+    for t in tensors:
+        assert t.data_ptr() % 64 == 0
+    del scalars, tensors
 
 
 def test_cpu_views_share_storage():
@@ -317,9 +358,9 @@ def test_cpu_caching_toggle():
         assert ember.allocator_caching() is False
         base_alloc, base_res = ember.memory_allocated(), ember.memory_reserved()
         raw_frees = ember.memory_stats()["num_raw_free"]
-        x = ember.empty(10000)  # 40000 bytes -> 40448, in a segment of exactly that size
-        assert ember.memory_allocated() == base_alloc + 40448
-        assert ember.memory_reserved() == base_res + 40448
+        x = ember.empty(10000)  # 40000 bytes (a multiple of 64), a segment of exactly that size
+        assert ember.memory_allocated() == base_alloc + 40000
+        assert ember.memory_reserved() == base_res + 40000
         del x  # the last reference: freed to the system at once
         assert ember.memory_allocated() == base_alloc
         assert ember.memory_reserved() == base_res

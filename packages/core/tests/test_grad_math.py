@@ -191,16 +191,15 @@ REDUCTIONS = [
     GradCase("std_mean_mean_only", lambda a: lib(a).std_mean(a, -1)[1], normal(3, 4)),
     GradCase("norm_2", lambda a: a.norm(), normal(3, 4)),
     GradCase("norm_2_dim", lambda a: a.norm(2, 1), normal(3, 4)),
-    # torch returns its second derivative as a ZeroTensor (no .numpy()): first derivatives only.
-    GradCase("norm_1", lambda a: a.norm(1), normal(3, 4), gradgrad=False),
-    GradCase("norm_1_dims_keepdim", lambda a: lib(a).norm(a, 1, (0, 2), True), normal(2, 3, 4),
-             gradgrad=False),
+    # torch's second derivatives of these are ZeroTensors (grad_table compares them as zeros).
+    GradCase("norm_1", lambda a: a.norm(1), normal(3, 4)),
+    GradCase("norm_1_dims_keepdim", lambda a: lib(a).norm(a, 1, (0, 2), True), normal(2, 3, 4)),
     GradCase("norm_3", lambda a: a.norm(3, -1), normal(3, 4)),
     GradCase("norm_1_5", lambda a: a.norm(1.5, 0), normal(3, 4)),
     GradCase("norm_0_5", lambda a: a.norm(0.5), normal(3, 4)),
     GradCase("norm_neg", lambda a: a.norm(-1.5, 1), normal(3, 4)),
-    GradCase("norm_inf", lambda a: a.norm(INF, 1), distinct(3, 4), gradgrad=False),  # ZeroTensor
-    GradCase("norm_neg_inf", lambda a: a.norm(-INF), distinct(3, 4), gradgrad=False),
+    GradCase("norm_inf", lambda a: a.norm(INF, 1), distinct(3, 4)),
+    GradCase("norm_neg_inf", lambda a: a.norm(-INF), distinct(3, 4)),
     GradCase("norm_0", lambda a: a.norm(0, 1) + a.sum(), normal(3, 4)),
     GradCase("norm_fro", lambda a: a.norm("fro"), normal(3, 4)),
     GradCase("logsumexp", lambda a: a.logsumexp(1), normal(3, 4)),
@@ -332,9 +331,7 @@ def _sweep_case(op) -> GradCase:
         name = op.name if isinstance(xs[0], ember.Tensor) else op.torch_fn
         return getattr(lib(xs[0]), name)(*xs, **op.kwargs)
 
-    # abs and relu: torch's second derivative is a ZeroTensor (or ember's first derivative is
-    # constant in the input), which the runner can't compare; they are piecewise linear anyway.
-    gradgrad = op.name not in ("abs", "relu") and (op.name != "pow" or MASKED_FILL_OK)
+    gradgrad = op.name != "pow" or MASKED_FILL_OK
     return GradCase(op.name, fn, inputs, gradgrad=gradgrad)
 
 

@@ -116,7 +116,7 @@ def _act_inputs(rng):
     return [x]
 
 
-# torch has no second derivative of hardsigmoid to compare with (ours is 0).
+# torch can't differentiate its hardsigmoid backward (ours is 0 there): first derivatives only.
 ACT_GRAD_CASES = [GradCase(name, lambda x, fn=fn: fn(mod(x), x), _act_inputs,
                            gradgrad=name != "hardsigmoid")
                   for name, fn in ACTIVATIONS]
@@ -275,18 +275,14 @@ LOSS_GRAD_CASES = [
     GradCase("kl_div", lambda x, q: ember.kl_div(x, q, "batchmean") if mod(x) is ember
              else F.kl_div(x, q, reduction="batchmean"),
              lambda rng: [rng.standard_normal((3, 4)), rng.uniform(0.1, 1, (3, 4))]),
-    # |d| has a kink at 0 (sign has no derivative yet): first derivatives only
     GradCase("smooth_l1", lambda a, b: ember.smooth_l1_loss(a, b, beta=0.5) if mod(a) is ember
              else F.smooth_l1_loss(a, b, beta=0.5),
-             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 4))],
-             gradgrad=False),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 4))]),
     GradCase("huber", lambda a, b: ember.huber_loss(a, b, delta=0.5) if mod(a) is ember
              else F.huber_loss(a, b, delta=0.5),
-             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 4))],
-             gradgrad=False),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 4))]),
     GradCase("l1", lambda a, b: ember.l1_loss(a, b) if mod(a) is ember else F.l1_loss(a, b),
-             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 4))],
-             gradgrad=False),
+             lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal((3, 4))]),
 ]
 
 
@@ -516,9 +512,9 @@ def _pool_case(name, shape, kw):
     # distinct values so that the max is unique under finite differences
     def inputs(rng):
         return [rng.permutation(np.prod(shape)).reshape(shape) * 0.1 + rng.uniform(0, .01, shape)]
-    # The backward is linear in the upstream gradient and does not involve the input, so the
-    # second derivative is 0; the runner's second-order phase needs a nonzero one.
-    return GradCase(name, lambda x: _pool(mod(x), name, x, kw), inputs, gradgrad=False)
+    # The backward is linear in the upstream gradient and does not involve the input: the
+    # second derivative is 0.
+    return GradCase(name, lambda x: _pool(mod(x), name, x, kw), inputs)
 
 
 POOL_GRAD_CASES = [_pool_case(c[0], c[1], c[2]) for c in POOL_CONFIGS]
@@ -668,8 +664,7 @@ def test_embedding_values_and_grad():
 EMB_GRAD_CASES = [
     GradCase("embedding", lambda w, i: ember.embedding(w, i) if mod(w) is ember
              else F.embedding(i, w),
-             lambda rng: [rng.standard_normal((5, 3)), np.array([[0, 2, 4], [2, 1, 1]])],
-             gradgrad=False),
+             lambda rng: [rng.standard_normal((5, 3)), np.array([[0, 2, 4], [2, 1, 1]])]),
     GradCase("embedding_bag_sum", lambda w, i, o: ember.embedding_bag(w, i, o, "sum")
              if mod(w) is ember else F.embedding_bag(i, w, o, mode="sum"),
              lambda rng: [rng.standard_normal((6, 3)), np.array([0, 2, 4, 5, 1]),

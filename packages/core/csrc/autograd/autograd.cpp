@@ -4,6 +4,7 @@
 #include <queue>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kernels/iterator.h"
 #include "ops.h"
@@ -382,13 +383,16 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     seeds.push_back(g);
   }
 
-  // Gradients to capture instead of accumulate (autograd.grad).
+  // autograd.grad: the gradients w.r.t. `inputs` are captured and returned. backward(inputs=)
+  // (accumulate): they go to those tensors' .grad -- a leaf's through its AccumulateGrad node
+  // (so its hooks run), a non-leaf's by retain_grad (as PyTorch does) -- and nowhere else.
   std::vector<Tensor> captured(inputs.size());
   std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;
   for (size_t j = 0; j < inputs.size(); ++j) {
     Edge e = gradient_edge(inputs[j]);
     EMBER_CHECK(e.valid(), "One of the differentiated Tensors (input ", j,
                 ") does not require grad");
+    if (accumulate && !is_leaf(inputs[j])) retain_grad(inputs[j]);
     captures[e.fn.get()].push_back({e.input_nr, j});
   }
 
@@ -417,6 +421,32 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     }
   }
 
+  // With `inputs`, only nodes from which one of them can be reached need to run; the others are
+  // skipped (the node of a non-leaf input itself only has its gradient hooks run, unless another
+  // input lies beyond it). Every parent of a needed node is needed, so dependency counts stay
+  // exact for the nodes that run.
+  std::unordered_set<Node*> needed;
+  if (!inputs.empty()) {
+    std::unordered_map<Node*, std::vector<Node*>> parents;
+    for (const auto& [n, fn] : owned)
+      for (const Edge& e : n->next_edges)
+        if (e.fn) parents[e.fn.get()].push_back(n);
+    std::vector<Node*> stack;
+    for (const auto& [n, caps] : captures) {
+      if (!owned.count(n)) continue;  // not part of this graph
+      for (Node* p : parents[n])
+        if (needed.insert(p).second) stack.push_back(p);
+      // A leaf's AccumulateGrad does the accumulating; a non-leaf's grad_fn need not run.
+      if (accumulate && dynamic_cast<AccumulateGrad*>(n)) needed.insert(n);
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (Node* p : parents[n])
+        if (needed.insert(p).second) stack.push_back(p);
+    }
+  }
+
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
   auto add_to = [&](Node* n, uint32_t nr, const Tensor& g) {
     auto& buf = buffers[n];
@@ -428,6 +458,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     }
   };
   for (size_t i = 0; i < roots.size(); ++i) add_to(roots[i].fn.get(), roots[i].input_nr, seeds[i]);
+  seeds.clear();  // the buffers hold them now; they go as soon as their node has run
 
   std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, CompareSeq> ready;
   for (const Edge& e : roots) {
@@ -444,11 +475,13 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     std::vector<Tensor> buf = std::move(buffers[node.get()]);
     buffers.erase(node.get());
     buf.resize(node->num_outputs);
-    if (node->hooks || node->leaf_hooks()) call_tensor_pre_hooks(*node, buf);
     auto cap = captures.find(node.get());
+    bool run = inputs.empty() || needed.count(node.get());
+    if (!run && cap == captures.end()) continue;  // leads to none of the inputs
+    if (node->hooks || node->leaf_hooks()) call_tensor_pre_hooks(*node, buf);
     if (cap != captures.end())
       for (auto& [nr, j] : cap->second) captured[j] = buf[nr];
-    if (!accumulate && dynamic_cast<AccumulateGrad*>(node.get())) continue;
+    if (!run || (!accumulate && dynamic_cast<AccumulateGrad*>(node.get()))) continue;
     std::vector<Tensor> outs = (node->hooks || anomaly_mode_enabled())
                                    ? call_function(node, std::move(buf))
                                    : node->apply(std::move(buf));
@@ -466,6 +499,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
       }
     }
   }
+  if (accumulate) return {};
   for (size_t j = 0; j < inputs.size(); ++j) {
     if (!captured[j] && !allow_unused)
       EMBER_FAIL(Runtime, "One of the differentiated Tensors (input ", j,

@@ -30,6 +30,21 @@ inline Tensor zeros_meta(const InputMeta& m, const Tensor& like) {
 inline Tensor scale(const Tensor& t, const Scalar& s) {
   return s.to_double() == 1.0 ? t : mul(t, s);
 }
+// A chain of pointwise ops in a formula keeps each temporary alive until the expression ends.
+// Without create_graph the last op may write into a temporary of the formula instead (pass
+// scratch_out(tmp) as its out=): one gradient-sized buffer instead of two or three, which is
+// what bounds peak memory in backward. With create_graph every step is recorded, out of place.
+inline Tensor scratch_out(const Tensor& tmp) { return grad_enabled() ? Tensor() : tmp; }
+// tanh: grad * (1 - y^2), computed as grad - (grad * y) * y in one extra buffer.
+inline Tensor tanh_backward(const Tensor& grad, const Tensor& result) {
+  Tensor gy = mul(grad, result);
+  return ops::addcmul(grad, gy, result, Scalar(int64_t(-1)), scratch_out(gy));
+}
+// sigmoid: grad * y * (1 - y), computed as gy - gy * y with gy = grad * y.
+inline Tensor sigmoid_backward(const Tensor& grad, const Tensor& result) {
+  Tensor gy = mul(grad, result);
+  return ops::addcmul(gy, gy, result, Scalar(int64_t(-1)), scratch_out(gy));
+}
 inline Tensor where0(const Tensor& cond, const Tensor& t) {  // t where cond, else 0
   return ops::where(cond, TensorOrScalar(t), TensorOrScalar(Scalar(0.0)), Tensor());
 }

@@ -147,6 +147,11 @@ void exit_dual_level(int64_t level) {
 DisableGuard::DisableGuard() : prev_(t_disabled) { t_disabled = true; }
 DisableGuard::~DisableGuard() { t_disabled = prev_; }
 bool disabled_here() { return t_disabled; }
+bool set_disabled_here(bool disabled) {
+  bool prev = t_disabled;
+  t_disabled = disabled;
+  return prev;
+}
 
 // ---- queries --------------------------------------------------------------------------------
 
@@ -333,7 +338,8 @@ Tensor make_dual(const Tensor& primal, const Tensor& tangent, int64_t level) {
 
 std::pair<Tensor, Tensor> unpack_dual(const Tensor& t, int64_t level) {
   int64_t cur = current_level();
-  if (cur < 0 || level != cur) return {t, Tensor()};
+  // With propagation off on this thread (a custom Function's forward) tensors look plain.
+  if (cur < 0 || level != cur || t_disabled) return {t, Tensor()};
   Tensor tangent = tangent_of(t);
   if (!tangent) return {t, Tensor()};
   Tensor primal;

@@ -56,6 +56,9 @@ class DisableGuard {
   bool prev_;
 };
 bool disabled_here();
+// Turns propagation off (true) or on for this thread; returns the previous setting. For Python
+// code that cannot hold a DisableGuard (custom Functions run forward and jvp this way).
+bool set_disabled_here(bool disabled);
 
 // ---- queries --------------------------------------------------------------------------------
 // The tangent of `t` at the live level (undefined when none). A view without one of its own

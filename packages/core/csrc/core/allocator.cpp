@@ -16,7 +16,7 @@ struct CachingAllocator::Block {
   size_t size;
   size_t requested = 0;
   StreamId stream;
-  bool small;
+  PoolKind kind;
   bool allocated = false;
   Block* prev = nullptr;  // neighbours inside the same segment, by address
   Block* next = nullptr;
@@ -28,8 +28,16 @@ bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) con
   return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
 }
 
-CachingAllocator::CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device)
-    : raw_(std::move(raw)), device_(device) {}
+CachingAllocator::CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device,
+                                   AllocatorRounding rounding)
+    : raw_(std::move(raw)), device_(device), rounding_(rounding) {
+  EMBER_CHECK(rounding_.round > 0 && (rounding_.round & (rounding_.round - 1)) == 0,
+              "CachingAllocator: round must be a power of two, got ", rounding_.round);
+  EMBER_CHECK(rounding_.tiny == 0 || (rounding_.tiny < rounding_.round &&
+                                      (rounding_.tiny & (rounding_.tiny - 1)) == 0),
+              "CachingAllocator: tiny must be 0 or a power of two below round (", rounding_.round,
+              "), got ", rounding_.tiny);
+}
 
 CachingAllocator::~CachingAllocator() {
   // Blocks still allocated belong to live storages; only free segments can be returned.
@@ -37,7 +45,24 @@ CachingAllocator::~CachingAllocator() {
   release_free_segments_locked();
 }
 
-size_t CachingAllocator::segment_size(size_t rounded) {
+size_t CachingAllocator::round_size(size_t n) const {
+  size_t r = rounding_.tiny && n < rounding_.round ? rounding_.tiny : rounding_.round;
+  return n < r ? r : (n + r - 1) / r * r;
+}
+
+CachingAllocator::Pool& CachingAllocator::pool_of(PoolKind kind) {
+  switch (kind) {
+    case PoolKind::Tiny:
+      return tiny_pool_;
+    case PoolKind::Small:
+      return small_pool_;
+    default:
+      return large_pool_;
+  }
+}
+
+size_t CachingAllocator::segment_size(size_t rounded, PoolKind kind) {
+  if (kind == PoolKind::Tiny) return kTinySegment;
   if (rounded <= kSmallRequest) return kSmallSegment;
   if (rounded < 10 * (1 << 20)) return kMediumSegment;
   return (rounded + kLargeRound - 1) / kLargeRound * kLargeRound;
@@ -45,7 +70,7 @@ size_t CachingAllocator::segment_size(size_t rounded) {
 
 CachingAllocator::Block* CachingAllocator::find_free_block(Pool& pool, size_t size,
                                                            StreamId stream) {
-  Block key{this, nullptr, size, 0, stream, false};
+  Block key{this, nullptr, size, 0, stream, PoolKind::Small};
   auto it = pool.lower_bound(&key);  // best fit: the smallest free block that is large enough
   if (it == pool.end() || (*it)->stream != stream) return nullptr;
   Block* b = *it;
@@ -54,7 +79,7 @@ CachingAllocator::Block* CachingAllocator::find_free_block(Pool& pool, size_t si
 }
 
 CachingAllocator::Block* CachingAllocator::new_segment(size_t request_size, size_t alloc_size,
-                                                       StreamId stream, bool small) {
+                                                       StreamId stream, PoolKind kind) {
   void* p = raw_->raw_alloc(alloc_size);
   if (!p) {
     // Out of memory: give the cache back and try once more.
@@ -67,7 +92,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t request_size, size
   stats_.reserved_bytes += static_cast<int64_t>(alloc_size);
   stats_.reserved_bytes_peak = std::max(stats_.reserved_bytes_peak, stats_.reserved_bytes);
   stats_.segments++;
-  auto* b = new Block{this, p, alloc_size, 0, stream, small};  // owned by segments_ / the pools
+  auto* b = new Block{this, p, alloc_size, 0, stream, kind};  // owned by segments_ / the pools
   segments_.insert(b);
   return b;
 }
@@ -87,18 +112,23 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   size_t size = round_size(nbytes);
   EMBER_CHECK(size >= nbytes, "allocate: size ", nbytes, " overflows");
   std::lock_guard<std::mutex> lock(mutex_);
-  bool small = size <= kSmallRequest;
-  Pool& pool = small ? small_pool_ : large_pool_;
+  PoolKind kind = size < rounding_.round && rounding_.tiny ? PoolKind::Tiny
+                  : size <= kSmallRequest                  ? PoolKind::Small
+                                                           : PoolKind::Large;
+  Pool& pool = pool_of(kind);
   Block* b = caching_ ? find_free_block(pool, size, stream) : nullptr;
   if (b) {
     stats_.num_cache_hits++;
   } else {
-    b = new_segment(nbytes, caching_ ? segment_size(size) : size, stream, small);
+    b = new_segment(nbytes, caching_ ? segment_size(size, kind) : size, stream, kind);
   }
   // Split off the tail when the remainder is worth keeping.
   size_t remaining = b->size - size;
-  if (remaining >= (small ? kRound : kSmallRequest + 1)) {
-    auto* rest = new Block{this, static_cast<char*>(b->ptr) + size, remaining, 0, stream, small};
+  size_t min_rest = kind == PoolKind::Tiny    ? rounding_.tiny
+                    : kind == PoolKind::Small ? rounding_.round
+                                              : kSmallRequest + 1;
+  if (remaining >= min_rest) {
+    auto* rest = new Block{this, static_cast<char*>(b->ptr) + size, remaining, 0, stream, kind};
     rest->prev = b;
     rest->next = b->next;
     if (b->next) b->next->prev = rest;
@@ -124,7 +154,7 @@ void CachingAllocator::free_block(void* ctx) {
 
 void CachingAllocator::free(Block* b) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Pool& pool = b->small ? small_pool_ : large_pool_;
+  Pool& pool = pool_of(b->kind);
   b->allocated = false;
   stats_.num_frees++;
   stats_.active_blocks--;
@@ -172,7 +202,7 @@ void CachingAllocator::release_free_segments_locked() {
   for (Block* head : segments_)
     if (!head->allocated && !head->next) whole.push_back(head);
   for (Block* head : whole) {
-    (head->small ? small_pool_ : large_pool_).erase(head);
+    pool_of(head->kind).erase(head);
     release_segment(head);
   }
 }
@@ -203,7 +233,9 @@ std::vector<SegmentInfo> CachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<SegmentInfo> out;
   for (Block* head : segments_) {
-    SegmentInfo seg{reinterpret_cast<uint64_t>(head->ptr), 0, head->stream, head->small, {}};
+    // Tiny segments count as small ones (PyTorch's snapshot knows only these two kinds).
+    SegmentInfo seg{
+        reinterpret_cast<uint64_t>(head->ptr), 0, head->stream, head->kind != PoolKind::Large, {}};
     for (Block* b = head; b; b = b->next) {
       seg.total_size += static_cast<int64_t>(b->size);
       seg.blocks.push_back({reinterpret_cast<uint64_t>(b->ptr), static_cast<int64_t>(b->size),
@@ -234,7 +266,8 @@ class CpuRawAllocator final : public RawAllocator {
 
 CachingAllocator& cpu_allocator() {
   static CachingAllocator* alloc = [] {
-    auto* a = new CachingAllocator(std::make_unique<CpuRawAllocator>(), cpu_device());
+    auto* a = new CachingAllocator(std::make_unique<CpuRawAllocator>(), cpu_device(),
+                                   AllocatorRounding{64, 8});
     const char* env = std::getenv("EMBER_CPU_ALLOCATOR_CACHING");
     if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0))
       a->set_caching(false);

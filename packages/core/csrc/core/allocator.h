@@ -94,15 +94,26 @@ struct SegmentInfo {
   std::vector<BlockInfo> blocks;
 };
 
+// How request sizes are rounded. Blocks of the small and large pools are multiples of `round`
+// (so every block stays aligned to it); with `tiny` set, requests smaller than `round` are
+// rounded to a multiple of `tiny` instead and carved from their own segments (a scalar loss
+// then costs 8 bytes, not a whole block).
+struct AllocatorRounding {
+  size_t round = 512;
+  size_t tiny = 0;  // 0: no tiny pool
+};
+
 class CachingAllocator final : public Allocator {
  public:
-  static constexpr size_t kRound = 512;               // every size is a multiple of this
+  static constexpr size_t kRound = 512;               // the default rounding (as on CUDA)
+  static constexpr size_t kTinySegment = 64 << 10;    // tiny-pool segments are 64 KiB
   static constexpr size_t kSmallRequest = 1 << 20;    // requests up to 1 MiB use the small pool
   static constexpr size_t kSmallSegment = 2 << 20;    // small-pool segments are 2 MiB
   static constexpr size_t kMediumSegment = 20 << 20;  // requests of 1-10 MiB share 20 MiB segments
   static constexpr size_t kLargeRound = 2 << 20;      // larger segments are rounded to 2 MiB
 
-  CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device);
+  CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device,
+                   AllocatorRounding rounding = {});
   ~CachingAllocator() override;
 
   DataPtr allocate(size_t nbytes) override { return allocate(nbytes, 0); }
@@ -125,30 +136,32 @@ class CachingAllocator final : public Allocator {
     bool operator()(const Block* a, const Block* b) const;
   };
   using Pool = std::set<Block*, BlockLess>;
+  enum class PoolKind : uint8_t { Tiny, Small, Large };
 
   static void free_block(void* ctx);
   void free(Block* block);
   Block* find_free_block(Pool& pool, size_t size, StreamId stream);
-  Block* new_segment(size_t request_size, size_t alloc_size, StreamId stream, bool small);
+  Block* new_segment(size_t request_size, size_t alloc_size, StreamId stream, PoolKind kind);
+  Pool& pool_of(PoolKind kind);
   void release_segment(Block* head);
   void release_free_segments_locked();
   [[noreturn]] void throw_oom(size_t nbytes);
-  static size_t round_size(size_t n) {
-    return n < kRound ? kRound : (n + kRound - 1) / kRound * kRound;
-  }
-  static size_t segment_size(size_t rounded);
+  size_t round_size(size_t n) const;
+  static size_t segment_size(size_t rounded, PoolKind kind);
 
   std::unique_ptr<RawAllocator> raw_;
   Device device_;
   bool caching_ = true;
   mutable std::mutex mutex_;
-  Pool small_pool_, large_pool_;
+  AllocatorRounding rounding_;
+  Pool tiny_pool_, small_pool_, large_pool_;
   std::set<Block*> segments_;  // the first block of each segment
   MemoryStats stats_;
 };
 
 // The process-wide CPU allocator (a CachingAllocator over aligned malloc unless
-// EMBER_CPU_ALLOCATOR_CACHING=0). Never destroyed, so storages may outlive static teardown.
+// EMBER_CPU_ALLOCATOR_CACHING=0): 64-byte blocks (a cache line, the widest SIMD load) and a
+// tiny pool in 8-byte steps for scalars. Never destroyed, so storages may outlive static teardown.
 CachingAllocator& cpu_allocator();
 // Where CUDA registers its allocator when the CUDA extension loads.
 Allocator* device_allocator(DeviceType type);

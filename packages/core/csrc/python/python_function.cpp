@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "autograd/forward_ad.h"
 #include "ops.h"
 #include "python/python_autograd.h"
 #include "python/tensor_py.h"
@@ -192,9 +193,60 @@ py::object function_prepare(py::object ctx, py::tuple args) {
   return py::cast(FunctionNodeRef{node, node});
 }
 
+// Forward-mode AD: the tangents jvp(ctx, *tangents) gets, one per forward argument (the input's
+// tangent; zeros for a floating tensor without one, or None when ctx.set_materialize_grads(False);
+// None for everything else). None when no dual level is live or no argument carries a tangent.
+py::object function_jvp_inputs(py::tuple args, bool materialize) {
+  if (forward_ad::current_level() < 0) return py::none();
+  py::tuple out(args.size());
+  bool any = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    out[i] = py::none();
+    if (!is_tensor_object(args[i].ptr())) continue;
+    Tensor t = args[i].cast<Tensor>();
+    if (Tensor tan = forward_ad::tangent_of(t)) {
+      out[i] = py::cast(tan);
+      any = true;
+    } else if (materialize && is_floating(t->dtype())) {
+      out[i] = py::cast(ops::zeros_like(t, std::nullopt, std::nullopt));
+    }
+  }
+  return any ? py::object(out) : py::object(py::none());
+}
+
+// Checks what jvp returned for output `i` and attaches it as that output's tangent.
+void attach_tangent(const std::string& fn_name, size_t i, const Tensor& out, bool differentiable,
+                    py::handle tangent, py::handle input_tangent) {
+  if (tangent.is_none()) return;
+  if (!is_tensor_object(tangent.ptr()))
+    EMBER_FAIL(Type, "function ", fn_name, " returned a '", type_name(tangent), "' from jvp at ",
+               "position ", i, " where a tangent Tensor or None was expected");
+  if (!differentiable)
+    EMBER_FAIL(Runtime, "function ", fn_name, "'s jvp returned a tangent at position ", i,
+               ", but the corresponding forward output is not a differentiable Tensor; return "
+               "None at that position instead");
+  Tensor t = tangent.cast<Tensor>();
+  if (!is_floating(t->dtype()))
+    EMBER_FAIL(Type, "function ", fn_name, "'s jvp returned a tangent of dtype ember.",
+               dtype_name(t->dtype()), " at position ", i,
+               "; tangents must be floating point like the output (ember.",
+               dtype_name(out->dtype()), ")");
+  if (t->sizes() != out->sizes())
+    EMBER_FAIL(Runtime, "function ", fn_name, "'s jvp returned a tangent of shape ",
+               shape_str(t->sizes()), " at position ", i, " for an output of shape ",
+               shape_str(out->sizes()), "; they must be the same");
+  if (input_tangent && !input_tangent.is_none() && input_tangent.cast<Tensor>().get() != t.get())
+    EMBER_FAIL(Runtime, "function ", fn_name,
+               " modifies an input in place (ctx.mark_dirty) but its jvp did not modify that "
+               "input's tangent in place: jvp must update the tangent it was given and return it");
+  forward_ad::set_tangent(out, t);
+}
+
 // Gives forward's outputs their place in the graph (PyTorch's rules for inputs returned as
-// outputs, mark_dirty and mark_non_differentiable) and saves ctx.to_save; returns the outputs.
-py::object function_finish(py::object ctx, py::object ref, py::tuple args, py::object raw) {
+// outputs, mark_dirty and mark_non_differentiable) and saves ctx.to_save; with `out_tangents`
+// (what jvp returned) attaches the outputs' tangents. Returns the outputs.
+py::object function_finish(py::object ctx, py::object ref, py::tuple args, py::object raw,
+                           py::object in_tangents, py::object out_tangents) {
   std::shared_ptr<PyNode> node = ref.is_none() ? nullptr : ref.cast<FunctionNodeRef&>().strong;
   std::string fn_name = py::str(py::type::handle_of(ctx).attr("_forward_cls").attr("__name__"));
   bool is_tuple = PyTuple_Check(raw.ptr());
@@ -209,6 +261,15 @@ py::object function_finish(py::object ctx, py::object ref, py::tuple args, py::o
       attr_or(ctx, "non_differentiable", py::none()), fn_name, "mark_non_differentiable");
 
   size_t n = outs.size();
+  const bool has_jvp = !out_tangents.is_none();
+  py::tuple jvp_out;
+  if (has_jvp) {
+    jvp_out = PyTuple_Check(out_tangents.ptr()) ? py::reinterpret_borrow<py::tuple>(out_tangents)
+                                                : py::make_tuple(out_tangents);
+    if (jvp_out.size() != n)
+      EMBER_FAIL(Runtime, "function ", fn_name, "'s jvp returned an invalid number of tangents ",
+                 "(expected ", n, ", one per output of forward, but got ", jvp_out.size(), ")");
+  }
   if (node) {
     node->num_outputs = static_cast<uint32_t>(n);
     node->outputs.resize(n);
@@ -218,6 +279,9 @@ py::object function_finish(py::object ctx, py::object ref, py::tuple args, py::o
   for (size_t i = 0; i < n; ++i) {
     py::handle o = outs[i];
     if (!is_tensor_object(o.ptr())) {
+      if (has_jvp && !jvp_out[i].is_none())
+        EMBER_FAIL(Runtime, "function ", fn_name, "'s jvp returned a tangent at position ", i,
+                   ", but the corresponding forward output is not a Tensor; return None there");
       result[i] = o;
       continue;
     }
@@ -253,6 +317,15 @@ py::object function_finish(py::object ctx, py::object ref, py::tuple args, py::o
       autograd::set_history(t, node, static_cast<uint32_t>(i));
     }
     result[i] = py::cast(t);
+    if (has_jvp) {
+      py::handle given;  // the tangent jvp got for the input this output modified in place
+      if (is_modified)
+        for (size_t j = 0; j < args.size(); ++j)
+          if (is_tensor_object(args[j].ptr()) && args[j].cast<Tensor>().get() == t.get())
+            given = py::reinterpret_borrow<py::tuple>(in_tangents)[j];
+      bool fw_differentiable = !non_diff.count(t.get()) && is_floating(t->dtype());
+      attach_tangent(fn_name, i, t, fw_differentiable, jvp_out[i], given);
+    }
   }
   if (dirty_returned < dirty.size())
     EMBER_FAIL(Runtime, fn_name,
@@ -327,7 +400,12 @@ void bind_python_function(py::module_& m) {
       .def("alive", [](const FunctionNodeRef& r) { return !r.weak.expired(); });
   m.def("_function_prepare", &function_prepare, py::arg("ctx"), py::arg("args"));
   m.def("_function_finish", &function_finish, py::arg("ctx"), py::arg("node"), py::arg("args"),
-        py::arg("outputs"));
+        py::arg("outputs"), py::arg("in_tangents") = py::none(),
+        py::arg("out_tangents") = py::none());
+  m.def("_function_jvp_inputs", &function_jvp_inputs, py::arg("args"), py::arg("materialize"));
+  m.def("_set_fw_ad_disabled", &forward_ad::set_disabled_here, py::arg("disabled"),
+        "Turns forward-mode AD propagation off (True) or on for this thread; returns the "
+        "previous setting.");
   m.def("_function_saved_tensors", &function_saved_tensors, py::arg("node"));
   m.def("_delayed_error", &delayed_error, py::arg("message"), py::arg("outputs"));
 }

@@ -46,20 +46,27 @@ def backward(
     create_graph: bool = False,
     inputs: Tensor | Sequence[Tensor] | None = None,
 ) -> None:
-    """Accumulates the gradients of ``tensors`` into the ``.grad`` of the leaves."""
+    """Accumulates the gradients of ``tensors`` into the ``.grad`` of the leaves.
+
+    With ``inputs``, only those tensors get gradients (a non-leaf among them starts retaining
+    its gradient, as with ``retain_grad()``), and only the part of the graph leading to them
+    runs.
+
+    >>> import ember
+    >>> a = ember.tensor([1.0, 2.0], requires_grad=True)
+    >>> b = ember.tensor([3.0, 4.0], requires_grad=True)
+    >>> ember.autograd.backward((a * b).sum(), inputs=[b])
+    >>> b.grad.tolist(), a.grad
+    ([1.0, 2.0], None)
+    """
     outs = _as_list(tensors)
     grads = _as_list(grad_tensors) or [None] * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(f"backward: got {len(outs)} tensors but {len(grads)} gradients")
     keep = create_graph if retain_graph is None else retain_graph
-    ins = _as_list(inputs)
-    if ins:
-        got = _C._run_backward(outs, grads, keep, create_graph, ins, True, False)
-        for t, g in zip(ins, got):
-            if g is not None:
-                t.grad = g if t.grad is None else t.grad + g
-        return
-    _C._run_backward(outs, grads, keep, create_graph, [], False, True)
+    if inputs is not None and not _as_list(inputs):
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    _C._run_backward(outs, grads, keep, create_graph, _as_list(inputs), True, True)
 
 
 def grad(

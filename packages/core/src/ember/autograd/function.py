@@ -6,6 +6,11 @@ returns one gradient (or None) per argument of forward; call it with ``.apply``.
 runs inside the C++ engine, which takes the GIL only for it; written with ember ops, it is
 itself differentiable (``create_graph=True``).
 
+For forward-mode AD (``ember.autograd.forward_ad``) add a static ``jvp(ctx, *tangents)``: it
+gets one tangent per argument of forward (zeros for a tensor without one, None for
+non-tensors) and returns one per output. forward itself runs without tangents (it sees only
+the primal values); tensors it needs in jvp go through ``ctx.save_for_forward``.
+
 >>> import ember
 >>> class Cube(ember.autograd.Function):
 ...     @staticmethod
@@ -55,6 +60,16 @@ class FunctionCtx:
                 )
         self.to_save = tensors
 
+    def save_for_forward(self, *tensors: Tensor | None) -> None:
+        """Saves tensors for ``jvp`` (read them back there with ``ctx.saved_tensors``)."""
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_forward can only save Tensors (or None), but argument {i} is of "
+                    f"type {type(t).__name__}"
+                )
+        self.saved_for_forward = tensors
+
     def mark_dirty(self, *tensors: Tensor) -> None:
         """Declares the inputs that forward modified in place (they must also be returned)."""
         self.dirty_tensors = tensors
@@ -76,6 +91,7 @@ class BackwardCFunction(FunctionCtx):
 
     _forward_cls: type[Function]
     _cdata: Any = None
+    _jvp_saved: tuple[Tensor | None, ...] | None = None  # what saved_tensors gives inside jvp
 
     def apply(self, *grads: Any) -> Any:
         """Runs the Function's backward (called by the engine)."""
@@ -91,7 +107,10 @@ class BackwardCFunction(FunctionCtx):
 
     @property
     def saved_tensors(self) -> tuple[Tensor | None, ...]:
-        """The tensors given to ``save_for_backward`` (after checking they were not modified)."""
+        """The tensors given to ``save_for_backward`` (after checking they were not modified);
+        inside ``jvp``, those given to ``save_for_forward``, without their tangents."""
+        if self._jvp_saved is not None:
+            return self._jvp_saved
         return _C._function_saved_tensors(self._cdata)
 
     def _node(self) -> _C.Node:
@@ -173,6 +192,16 @@ class Function(metaclass=_FunctionMeta):
 
     vjp = backward
 
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> Any:
+        """Forward-mode derivative: one output tangent per output of forward, given one
+        tangent per argument of forward (zeros for tensors without one, None for non-tensors).
+        """
+        raise NotImplementedError(
+            "You must implement the jvp function for custom autograd.Function to use it with "
+            "forward mode AD."
+        )
+
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Runs forward and records the node whose backward is ``cls.backward``."""
@@ -183,6 +212,8 @@ class Function(metaclass=_FunctionMeta):
         node = _C._function_prepare(ctx, args)
         prev = _C.is_grad_enabled()
         _C._set_grad_enabled(False)
+        # forward sees only primal values: the tangents are jvp's business.
+        prev_fw = _C._set_fw_ad_disabled(True)
         try:
             if with_setup:
                 outputs = cls.forward(*args)
@@ -191,7 +222,32 @@ class Function(metaclass=_FunctionMeta):
                 outputs = cls.forward(ctx, *args)
         finally:
             _C._set_grad_enabled(prev)
-        return _C._function_finish(ctx, node, args, outputs)
+            _C._set_fw_ad_disabled(prev_fw)
+        in_tangents = None if prev_fw else _C._function_jvp_inputs(args, ctx.materialize_grads)
+        out_tangents = None if in_tangents is None else _run_jvp(cls, ctx, in_tangents)
+        return _C._function_finish(ctx, node, args, outputs, in_tangents, out_tangents)
+
+
+def _run_jvp(cls: type[Function], ctx: Any, tangents: tuple) -> Any:
+    """Calls ``cls.jvp`` (forward AD off, so it computes plain tensors) with ctx's saved tensors
+    reachable as ``ctx.saved_tensors``."""
+    if cls.jvp is Function.jvp:
+        raise NotImplementedError(
+            f"{cls.__name__} does not implement jvp: a custom autograd.Function needs a static "
+            "jvp(ctx, *tangents) method to be used with forward-mode AD (one of its inputs "
+            "carries a tangent from ember.autograd.forward_ad.make_dual)"
+        )
+    saved = getattr(ctx, "saved_for_forward", ())
+    level = _C._current_dual_level()
+    ctx._jvp_saved = tuple(None if t is None else _C._unpack_dual(t, level)[0] for t in saved)
+    prev_fw = _C._set_fw_ad_disabled(True)
+    try:
+        return cls.jvp(ctx, *tangents)
+    finally:
+        _C._set_fw_ad_disabled(prev_fw)
+        del ctx._jvp_saved
+        if hasattr(ctx, "saved_for_forward"):
+            del ctx.saved_for_forward
 
 
 def once_differentiable(fn: Callable) -> Callable:
