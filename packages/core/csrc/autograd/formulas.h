@@ -136,7 +136,7 @@ inline Tensor clamp_backward(const Tensor& grad, const Tensor& self, const Tenso
 }  // namespace autograd
 }  // namespace ember
 
-#include "autograd/formulas_math.h"
-#include "autograd/formulas_shape.h"
-#include "autograd/formulas_nn.h"
 #include "autograd/formulas_forward.h"
+#include "autograd/formulas_math.h"
+#include "autograd/formulas_nn.h"
+#include "autograd/formulas_shape.h"

@@ -1,5 +1,7 @@
 #include "kernels/parallel.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -7,8 +9,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-
-#include <pthread.h>
 #include <vector>
 
 #include "core/error.h"

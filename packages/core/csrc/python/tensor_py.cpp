@@ -253,8 +253,8 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
   // number would). Floats stay float64 when the tensor is floating, so 0.1 / float64_tensor
   // does not go through float32; a 0-d tensor never widens a floating tensor's dtype.
   auto num = [](const Scalar& s, const Tensor& like) {
-    ScalarType dt = (is_floating(s.dtype()) && is_floating(like->dtype())) ? ScalarType::Float64
-                                                                           : s.dtype();
+    ScalarType dt =
+        (is_floating(s.dtype()) && is_floating(like->dtype())) ? ScalarType::Float64 : s.dtype();
     Tensor t = empty(DimVector{}, dt);
     store_scalar(s, dt, t->data());
     return t;
@@ -332,7 +332,9 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
           py::is_operator())
       .def(
           "__rmod__",
-          [num](const Tensor& a, const Scalar& b) { return ops::remainder(num(b, a), a, Tensor()); },
+          [num](const Tensor& a, const Scalar& b) {
+            return ops::remainder(num(b, a), a, Tensor());
+          },
           py::is_operator())
       .def(
           "__imod__",
