@@ -9,6 +9,8 @@
 
 #include "autograd/autograd.h"
 #include "autograd/formulas.h"
+#include "autograd/formulas_math.h"
+#include "autograd/formulas_nn.h"
 #include "autograd/forward_ad.h"
 #include "ops.h"
 
