@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 
 import ember
-import ember.nn as nn
-import ember.nn.functional as F
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples")
@@ -21,38 +18,7 @@ def _load(name: str):
     return mod
 
 
-@pytest.fixture
-def layer_api(monkeypatch):
-    """Minimal stand-ins for layer modules/functions that live on another branch (only when
-    missing: once nn.Conv2d, F.relu... exist, the real ones are used)."""
-
-    class _Conv2d(nn.Module):
-        def __init__(self, cin: int, cout: int, k: int) -> None:
-            super().__init__()
-            bound = 1 / math.sqrt(cin * k * k)
-            self.weight = nn.Parameter(ember.empty(cout, cin, k, k).uniform_(-bound, bound))
-            self.bias = nn.Parameter(ember.empty(cout).uniform_(-bound, bound))
-
-        def forward(self, x):
-            return ember.conv2d(x, self.weight, self.bias)
-
-    class _ReLU(nn.Module):
-        def forward(self, x):
-            return ember.relu(x)
-
-    for mod, name, value in (
-        (nn, "Conv2d", _Conv2d),
-        (nn, "ReLU", _ReLU),
-        (F, "relu", lambda x: ember.relu(x)),
-        (F, "softmax", lambda x, dim=None: ember.softmax(x, dim)),
-        (F, "nll_loss", lambda x, y: ember.nll_loss(x, y)),
-        (F, "binary_cross_entropy_with_logits", lambda x, y: ember.binary_cross_entropy_with_logits(x, y)),
-    ):
-        if not hasattr(mod, name):
-            monkeypatch.setattr(mod, name, value, raising=False)
-
-
-def test_listing1_custom_layer_trains(layer_api, capsys):
+def test_listing1_custom_layer_trains(capsys):
     mod = _load("listing1_custom_layer")
     first = mod.FullBasicModel()
     assert sorted(n for n, _ in first.named_parameters()) == ["conv.bias", "conv.weight", "fc.b", "fc.w"]
@@ -62,7 +28,7 @@ def test_listing1_custom_layer_trains(layer_api, capsys):
     assert final < first_loss
 
 
-def test_listing2_gan_moves_generator_towards_data(layer_api):
+def test_listing2_gan_moves_generator_towards_data():
     mod = _load("listing2_gan")
     ember.manual_seed(0)
     before = mod.create_generator()(ember.randn(2000, mod.NOISE)).mean(0)
