@@ -24,6 +24,8 @@ class Adagrad(Optimizer):
     0.5
     """
 
+    _name = "Adagrad"
+
     def __init__(
         self,
         params: Any,
@@ -76,7 +78,7 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             self._init_state(group)
             params = self._params_with_grad(group)
-            grads = [_grad_of(p, "Adagrad") for p in params]
+            grads = [_grad_of(p, self._name) for p in params]
             sums = [self.state[p]["sum"] for p in params]
             steps = [self.state[p]["step"] for p in params]
             F.adagrad(
