@@ -25,6 +25,7 @@ class Adagrad(Optimizer):
     """
 
     _name = "Adagrad"
+    _nonneg = ("lr_decay", "weight_decay", "initial_accumulator_value", "eps")
 
     def __init__(
         self,
@@ -60,10 +61,6 @@ class Adagrad(Optimizer):
         super().add_param_group(param_group)
         if hasattr(self, "state"):
             self._init_state(self.param_groups[-1])
-
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
 
     def share_memory(self) -> None:
         """Moves the accumulators to shared memory (for Hogwild-style training)."""

@@ -29,6 +29,8 @@ class Adam(Optimizer):
 
     _decoupled_default = False
     _name = "Adam"
+    _nonneg = ("eps", "weight_decay")
+    _has_betas = True
 
     def __init__(
         self,
@@ -52,11 +54,6 @@ class Adam(Optimizer):
             decoupled_weight_decay=decoupled_weight_decay,
         )
         super().__init__(params, defaults)
-
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "eps", "weight_decay")
-        self._check_betas(group)
 
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

@@ -29,6 +29,8 @@ class NAdam(Optimizer):
     """
 
     _name = "NAdam"
+    _nonneg = ("eps", "weight_decay", "momentum_decay")
+    _has_betas = True
 
     def __init__(
         self,
@@ -48,11 +50,6 @@ class NAdam(Optimizer):
             decoupled_weight_decay=decoupled_weight_decay, foreach=foreach, maximize=maximize,
         )
         super().__init__(params, defaults)
-
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "eps", "weight_decay", "momentum_decay")
-        self._check_betas(group)
 
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

@@ -130,8 +130,19 @@ class Optimizer:
         self.__dict__.setdefault("_optimizer_step_post_hooks", OrderedDict())
 
     # ---- hyper-parameter checks ------------------------------------------------------------
+    # The common checks, declared per optimizer: ``lr >= 0`` and each of ``_nonneg`` >= 0, then
+    # (``_has_betas``) a valid ``betas`` pair. None: no common checks (custom subclasses).
+    _nonneg: tuple[str, ...] | None = None
+    _has_betas = False
+
     def _check_group(self, group: dict[str, Any]) -> None:
         """Raises ValueError for an invalid hyper-parameter of ``group`` (per optimizer)."""
+        if self._nonneg is None:
+            return
+        self._check_lr(group)
+        self._check_nonneg(group, *self._nonneg)
+        if self._has_betas:
+            self._check_betas(group)
 
     def _fail(self, what: str) -> None:
         raise ValueError(f"{type(self).__name__}: {what}")

@@ -25,6 +25,8 @@ class RAdam(Optimizer):
     """
 
     _name = "RAdam"
+    _nonneg = ("eps", "weight_decay")
+    _has_betas = True
 
     def __init__(
         self,
@@ -43,11 +45,6 @@ class RAdam(Optimizer):
             decoupled_weight_decay=decoupled_weight_decay, foreach=foreach, maximize=maximize,
         )
         super().__init__(params, defaults)
-
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "eps", "weight_decay")
-        self._check_betas(group)
 
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

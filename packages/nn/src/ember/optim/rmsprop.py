@@ -25,6 +25,7 @@ class RMSprop(Optimizer):
     """
 
     _name = "RMSprop"
+    _nonneg = ("eps", "momentum", "weight_decay", "alpha")
 
     def __init__(
         self,
@@ -43,10 +44,6 @@ class RMSprop(Optimizer):
             centered=centered, foreach=foreach, maximize=maximize,
         )
         super().__init__(params, defaults)
-
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "eps", "momentum", "weight_decay", "alpha")
 
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

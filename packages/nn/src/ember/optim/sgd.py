@@ -27,6 +27,7 @@ class SGD(Optimizer):
     """
 
     _name = "SGD"
+    _nonneg = ("momentum", "weight_decay")
 
     def __init__(
         self,
@@ -48,8 +49,7 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "momentum", "weight_decay")
+        super()._check_group(group)
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             self._fail(
                 "Nesterov momentum requires a momentum > 0 and zero dampening (got momentum="
