@@ -25,6 +25,27 @@ def _bump(step_t: Tensor) -> float:
     return step_t.item()
 
 
+def _grad_for_update(
+    p: Tensor,
+    grad: Tensor,
+    *,
+    maximize: bool,
+    weight_decay: float,
+    decoupled_weight_decay: bool = False,
+    lr: float = 0.0,
+) -> Tensor:
+    """The gradient an update uses: negated for ``maximize``, plus the L2 term
+    ``weight_decay * p``; with ``decoupled_weight_decay`` (AdamW-style) the parameter is shrunk
+    in place by ``1 - lr * weight_decay`` instead and the gradient is left alone."""
+    g = grad.neg() if maximize else grad
+    if weight_decay != 0:
+        if decoupled_weight_decay:
+            p.mul_(1 - lr * weight_decay)
+        else:
+            g = g.add(p, alpha=weight_decay)
+    return g
+
+
 def sgd(
     params: list[Tensor],
     grads: list[Tensor],
@@ -40,9 +61,7 @@ def sgd(
     """SGD with optional momentum/Nesterov; new momentum buffers are written back into
     ``momentum_buffers``."""
     for i, p in enumerate(params):
-        g = grads[i].neg() if maximize else grads[i]
-        if weight_decay != 0:
-            g = g.add(p, alpha=weight_decay)
+        g = _grad_for_update(p, grads[i], maximize=maximize, weight_decay=weight_decay)
         if momentum != 0:
             buf = momentum_buffers[i]
             if buf is None:
@@ -73,14 +92,12 @@ def adam(
 ) -> None:
     """Adam (``decoupled_weight_decay``: AdamW)."""
     for i, p in enumerate(params):
-        g = grads[i].neg() if maximize else grads[i]
         m, v = exp_avgs[i], exp_avg_sqs[i]
         step = _bump(steps[i])
-        if weight_decay != 0:
-            if decoupled_weight_decay:
-                p.mul_(1 - lr * weight_decay)
-            else:
-                g = g.add(p, alpha=weight_decay)
+        g = _grad_for_update(
+            p, grads[i], maximize=maximize, weight_decay=weight_decay,
+            decoupled_weight_decay=decoupled_weight_decay, lr=lr,
+        )
         m.lerp_(g, 1 - beta1)
         v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
         bc1 = 1 - beta1**step
@@ -112,10 +129,8 @@ def rmsprop(
 ) -> None:
     """RMSprop, optionally centered and with momentum."""
     for i, p in enumerate(params):
-        g = grads[i].neg() if maximize else grads[i]
         _bump(steps[i])
-        if weight_decay != 0:
-            g = g.add(p, alpha=weight_decay)
+        g = _grad_for_update(p, grads[i], maximize=maximize, weight_decay=weight_decay)
         sq = square_avgs[i]
         sq.mul_(alpha).addcmul_(g, g, value=1 - alpha)
         if centered:
@@ -148,9 +163,7 @@ def adagrad(
     """Adagrad with learning-rate decay."""
     for i, p in enumerate(params):
         step = _bump(steps[i])
-        g = grads[i].neg() if maximize else grads[i]
-        if weight_decay != 0:
-            g = g.add(p, alpha=weight_decay)
+        g = _grad_for_update(p, grads[i], maximize=maximize, weight_decay=weight_decay)
         clr = lr / (1 + (step - 1) * lr_decay)
         s = state_sums[i]
         s.addcmul_(g, g, value=1)
@@ -174,9 +187,7 @@ def adadelta(
     """Adadelta."""
     for i, p in enumerate(params):
         _bump(steps[i])
-        g = grads[i].neg() if maximize else grads[i]
-        if weight_decay != 0:
-            g = g.add(p, alpha=weight_decay)
+        g = _grad_for_update(p, grads[i], maximize=maximize, weight_decay=weight_decay)
         sq, acc = square_avgs[i], acc_deltas[i]
         sq.mul_(rho).addcmul_(g, g, value=1 - rho)
         std = sq.add(eps).sqrt_()
@@ -202,10 +213,8 @@ def adamax(
 ) -> None:
     """Adamax (Adam with the infinity norm)."""
     for i, p in enumerate(params):
-        g = grads[i].neg() if maximize else grads[i]
         step = _bump(steps[i])
-        if weight_decay != 0:
-            g = g.add(p, alpha=weight_decay)
+        g = _grad_for_update(p, grads[i], maximize=maximize, weight_decay=weight_decay)
         m, u = exp_avgs[i], exp_infs[i]
         m.lerp_(g, 1 - beta1)
         ember.maximum(u.mul_(beta2), g.abs().add_(eps), out=u)
@@ -232,15 +241,13 @@ def nadam(
 ) -> None:
     """NAdam (Nesterov momentum in Adam), with the momentum schedule of Dozat's paper."""
     for i, p in enumerate(params):
-        g = grads[i].neg() if maximize else grads[i]
         m, v, mu_prod = exp_avgs[i], exp_avg_sqs[i], mu_products[i]
         step = _bump(steps[i])
         bc2 = 1 - beta2**step
-        if weight_decay != 0:
-            if decoupled_weight_decay:
-                p.mul_(1 - lr * weight_decay)
-            else:
-                g = g.add(p, alpha=weight_decay)
+        g = _grad_for_update(
+            p, grads[i], maximize=maximize, weight_decay=weight_decay,
+            decoupled_weight_decay=decoupled_weight_decay, lr=lr,
+        )
         mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
         mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
         mu_prod.mul_(mu)  # kept as a tensor of the scalar dtype, rounding like PyTorch's
@@ -271,14 +278,12 @@ def radam(
 ) -> None:
     """RAdam: Adam with the variance rectification term (plain momentum SGD early on)."""
     for i, p in enumerate(params):
-        g = grads[i].neg() if maximize else grads[i]
         m, v = exp_avgs[i], exp_avg_sqs[i]
         step = _bump(steps[i])
-        if weight_decay != 0:
-            if decoupled_weight_decay:
-                p.mul_(1 - lr * weight_decay)
-            else:
-                g = g.add(p, alpha=weight_decay)
+        g = _grad_for_update(
+            p, grads[i], maximize=maximize, weight_decay=weight_decay,
+            decoupled_weight_decay=decoupled_weight_decay, lr=lr,
+        )
         m.lerp_(g, 1 - beta1)
         v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
         bc1 = 1 - beta1**step

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import ember
 from ember.optim import _functional as F
-from ember.optim.optimizer import Optimizer, _grad_of, _init_step
+from ember.optim.optimizer import Optimizer
 
 __all__ = ["Adadelta"]
 
@@ -22,6 +22,8 @@ class Adadelta(Optimizer):
     >>> w.item() < 1.0
     True
     """
+
+    _name = "Adadelta"
 
     def __init__(
         self,
@@ -50,20 +52,9 @@ class Adadelta(Optimizer):
         """One update of every parameter that has a gradient."""
         loss = self._eval_closure(closure)
         for group in self.param_groups:
-            params = self._params_with_grad(group)
-            grads, sq, acc, steps = [], [], [], []
-            for p in params:
-                grads.append(_grad_of(p, "Adadelta"))
-                st = self.state[p]
-                if not st:
-                    st["step"] = _init_step()
-                    st["square_avg"] = ember.zeros_like(p)
-                    st["acc_delta"] = ember.zeros_like(p)
-                sq.append(st["square_avg"])
-                acc.append(st["acc_delta"])
-                steps.append(st["step"])
+            params, grads, steps, st = self._gather(group, ("square_avg", "acc_delta"))
             F.adadelta(
-                params, grads, sq, acc, steps, lr=group["lr"], rho=group["rho"], eps=group["eps"],
-                weight_decay=group["weight_decay"], maximize=group["maximize"],
+                params, grads, st["square_avg"], st["acc_delta"], steps, lr=group["lr"],
+                rho=group["rho"], eps=group["eps"], weight_decay=group["weight_decay"], maximize=group["maximize"],
             )
         return loss

@@ -24,6 +24,9 @@ class Adagrad(Optimizer):
     0.5
     """
 
+    _name = "Adagrad"
+    _nonneg = ("lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+
     def __init__(
         self,
         params: Any,
@@ -59,10 +62,6 @@ class Adagrad(Optimizer):
         if hasattr(self, "state"):
             self._init_state(self.param_groups[-1])
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
-
     def share_memory(self) -> None:
         """Moves the accumulators to shared memory (for Hogwild-style training)."""
         for group in self.param_groups:
@@ -76,7 +75,7 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             self._init_state(group)
             params = self._params_with_grad(group)
-            grads = [_grad_of(p, "Adagrad") for p in params]
+            grads = [_grad_of(p, self._name) for p in params]
             sums = [self.state[p]["sum"] for p in params]
             steps = [self.state[p]["step"] for p in params]
             F.adagrad(

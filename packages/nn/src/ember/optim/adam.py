@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import ember
 from ember.optim import _functional as F
-from ember.optim.optimizer import Optimizer, _grad_of, _init_step
+from ember.optim.optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
 
@@ -29,6 +29,8 @@ class Adam(Optimizer):
 
     _decoupled_default = False
     _name = "Adam"
+    _nonneg = ("eps", "weight_decay")
+    _has_betas = True
 
     def __init__(
         self,
@@ -53,36 +55,18 @@ class Adam(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "eps", "weight_decay")
-        self._check_betas(group)
-
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._eval_closure(closure)
         for group in self.param_groups:
-            params = self._params_with_grad(group)
-            grads, m, v, vmax, steps = [], [], [], [], []
-            for p in params:
-                grads.append(_grad_of(p, self._name))
-                st = self.state[p]
-                if not st:
-                    st["step"] = _init_step()
-                    st["exp_avg"] = ember.zeros_like(p)
-                    st["exp_avg_sq"] = ember.zeros_like(p)
-                    if group["amsgrad"]:
-                        st["max_exp_avg_sq"] = ember.zeros_like(p)
-                m.append(st["exp_avg"])
-                v.append(st["exp_avg_sq"])
-                if group["amsgrad"]:
-                    vmax.append(st["max_exp_avg_sq"])
-                steps.append(st["step"])
+            keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if group["amsgrad"] else [])
+            params, grads, steps, st = self._gather(group, keys)
             beta1, beta2 = group["betas"]
             update = F.fused_adam if F.use_fused(self._name, group, params) else F.adam
             update(
-                params, grads, m, v, vmax, steps, amsgrad=group["amsgrad"], beta1=beta1,
+                params, grads, st["exp_avg"], st["exp_avg_sq"], st.get("max_exp_avg_sq", []),
+                steps, amsgrad=group["amsgrad"], beta1=beta1,
                 beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"], eps=group["eps"],
                 maximize=group["maximize"],
                 decoupled_weight_decay=group["decoupled_weight_decay"],

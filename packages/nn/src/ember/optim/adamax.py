@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import ember
 from ember.optim import _functional as F
-from ember.optim.optimizer import Optimizer, _grad_of, _init_step
+from ember.optim.optimizer import Optimizer
 
 __all__ = ["Adamax"]
 
@@ -23,6 +23,10 @@ class Adamax(Optimizer):
     >>> round(w.item(), 4)
     0.9
     """
+
+    _name = "Adamax"
+    _nonneg = ("eps", "weight_decay")
+    _has_betas = True
 
     def __init__(
         self,
@@ -41,31 +45,15 @@ class Adamax(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "eps", "weight_decay")
-        self._check_betas(group)
-
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._eval_closure(closure)
         for group in self.param_groups:
-            params = self._params_with_grad(group)
-            grads, m, u, steps = [], [], [], []
-            for p in params:
-                grads.append(_grad_of(p, "Adamax"))
-                st = self.state[p]
-                if not st:
-                    st["step"] = _init_step()
-                    st["exp_avg"] = ember.zeros_like(p)
-                    st["exp_inf"] = ember.zeros_like(p)
-                m.append(st["exp_avg"])
-                u.append(st["exp_inf"])
-                steps.append(st["step"])
+            params, grads, steps, st = self._gather(group, ("exp_avg", "exp_inf"))
             beta1, beta2 = group["betas"]
             F.adamax(
-                params, grads, m, u, steps, eps=group["eps"], beta1=beta1, beta2=beta2,
-                lr=group["lr"], weight_decay=group["weight_decay"], maximize=group["maximize"],
+                params, grads, st["exp_avg"], st["exp_inf"], steps, eps=group["eps"], beta1=beta1,
+                beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"], maximize=group["maximize"],
             )
         return loss

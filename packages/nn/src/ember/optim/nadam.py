@@ -6,9 +6,13 @@ from typing import Any, Callable
 
 import ember
 from ember.optim import _functional as F
-from ember.optim.optimizer import Optimizer, _grad_of, _init_step, _scalar_dtype
+from ember.optim.optimizer import Optimizer, _scalar_dtype
 
 __all__ = ["NAdam"]
+
+
+def _mu_product0(p: ember.Tensor) -> ember.Tensor:
+    return ember.ones((), dtype=_scalar_dtype())
 
 
 class NAdam(Optimizer):
@@ -23,6 +27,10 @@ class NAdam(Optimizer):
     >>> w.item() < 1.0
     True
     """
+
+    _name = "NAdam"
+    _nonneg = ("eps", "weight_decay", "momentum_decay")
+    _has_betas = True
 
     def __init__(
         self,
@@ -43,33 +51,18 @@ class NAdam(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "eps", "weight_decay", "momentum_decay")
-        self._check_betas(group)
-
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._eval_closure(closure)
         for group in self.param_groups:
-            params = self._params_with_grad(group)
-            grads, m, v, mus, steps = [], [], [], [], []
-            for p in params:
-                grads.append(_grad_of(p, "NAdam"))
-                st = self.state[p]
-                if not st:
-                    st["step"] = _init_step()
-                    st["mu_product"] = ember.ones((), dtype=_scalar_dtype())
-                    st["exp_avg"] = ember.zeros_like(p)
-                    st["exp_avg_sq"] = ember.zeros_like(p)
-                m.append(st["exp_avg"])
-                v.append(st["exp_avg_sq"])
-                mus.append(st["mu_product"])
-                steps.append(st["step"])
+            params, grads, steps, st = self._gather(
+                group, ("mu_product", "exp_avg", "exp_avg_sq"), init={"mu_product": _mu_product0}
+            )
             beta1, beta2 = group["betas"]
             F.nadam(
-                params, grads, m, v, mus, steps, beta1=beta1, beta2=beta2, lr=group["lr"],
+                params, grads, st["exp_avg"], st["exp_avg_sq"], st["mu_product"], steps,
+                beta1=beta1, beta2=beta2, lr=group["lr"],
                 weight_decay=group["weight_decay"], momentum_decay=group["momentum_decay"],
                 eps=group["eps"], decoupled_weight_decay=group["decoupled_weight_decay"],
                 maximize=group["maximize"],

@@ -20,7 +20,7 @@ import copy
 import functools
 import itertools
 from collections import OrderedDict, defaultdict
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import ember
 from ember import Tensor
@@ -72,6 +72,9 @@ class Optimizer:
     each holding ``"params"`` and optional per-group hyper-parameters that override
     ``defaults``.
     """
+
+    # the optimizer named in the errors of its update (each built-in one sets its own)
+    _name = "Optimizer"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -127,8 +130,19 @@ class Optimizer:
         self.__dict__.setdefault("_optimizer_step_post_hooks", OrderedDict())
 
     # ---- hyper-parameter checks ------------------------------------------------------------
+    # The common checks, declared per optimizer: ``lr >= 0`` and each of ``_nonneg`` >= 0, then
+    # (``_has_betas``) a valid ``betas`` pair. None: no common checks (custom subclasses).
+    _nonneg: tuple[str, ...] | None = None
+    _has_betas = False
+
     def _check_group(self, group: dict[str, Any]) -> None:
         """Raises ValueError for an invalid hyper-parameter of ``group`` (per optimizer)."""
+        if self._nonneg is None:
+            return
+        self._check_lr(group)
+        self._check_nonneg(group, *self._nonneg)
+        if self._has_betas:
+            self._check_betas(group)
 
     def _fail(self, what: str) -> None:
         raise ValueError(f"{type(self).__name__}: {what}")
@@ -350,6 +364,36 @@ class Optimizer:
             if p.grad is not None:
                 out.append(p)
         return out
+
+    def _gather(
+        self,
+        group: dict[str, Any],
+        keys: Sequence[str],
+        init: dict[str, Callable[[Tensor], Tensor]] | None = None,
+    ) -> tuple[list[Tensor], list[Tensor], list[Tensor], dict[str, list[Tensor]]]:
+        """The lists one update function takes for ``group``: ``(params, grads, steps,
+        state)`` over the parameters that have a gradient, ``state[k]`` listing the per-parameter
+        entry ``k`` for every ``k`` in ``keys``.
+
+        A parameter without state gets it here (lazily, on its first step): ``step`` first,
+        then each of ``keys`` in order, zeros like the parameter unless ``init`` maps the key to
+        a function of the parameter.
+        """
+        params = self._params_with_grad(group)
+        grads: list[Tensor] = []
+        steps: list[Tensor] = []
+        state: dict[str, list[Tensor]] = {k: [] for k in keys}
+        for p in params:
+            grads.append(_grad_of(p, self._name))
+            st = self.state[p]
+            if not st:
+                st["step"] = _init_step()
+                for k in keys:
+                    st[k] = init[k](p) if init and k in init else ember.zeros_like(p)
+            for k in keys:
+                state[k].append(st[k])
+            steps.append(st["step"])
+        return params, grads, steps, state
 
 
 def _init_step() -> Tensor:

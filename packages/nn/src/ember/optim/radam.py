@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import ember
 from ember.optim import _functional as F
-from ember.optim.optimizer import Optimizer, _grad_of, _init_step
+from ember.optim.optimizer import Optimizer
 
 __all__ = ["RAdam"]
 
@@ -23,6 +23,10 @@ class RAdam(Optimizer):
     >>> round(w.item(), 4)
     0.9
     """
+
+    _name = "RAdam"
+    _nonneg = ("eps", "weight_decay")
+    _has_betas = True
 
     def __init__(
         self,
@@ -42,31 +46,16 @@ class RAdam(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "eps", "weight_decay")
-        self._check_betas(group)
-
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._eval_closure(closure)
         for group in self.param_groups:
-            params = self._params_with_grad(group)
-            grads, m, v, steps = [], [], [], []
-            for p in params:
-                grads.append(_grad_of(p, "RAdam"))
-                st = self.state[p]
-                if not st:
-                    st["step"] = _init_step()
-                    st["exp_avg"] = ember.zeros_like(p)
-                    st["exp_avg_sq"] = ember.zeros_like(p)
-                m.append(st["exp_avg"])
-                v.append(st["exp_avg_sq"])
-                steps.append(st["step"])
+            params, grads, steps, st = self._gather(group, ("exp_avg", "exp_avg_sq"))
             beta1, beta2 = group["betas"]
             F.radam(
-                params, grads, m, v, steps, beta1=beta1, beta2=beta2, lr=group["lr"],
+                params, grads, st["exp_avg"], st["exp_avg_sq"], steps, beta1=beta1, beta2=beta2,
+                lr=group["lr"],
                 weight_decay=group["weight_decay"], eps=group["eps"],
                 decoupled_weight_decay=group["decoupled_weight_decay"],
                 maximize=group["maximize"],

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import ember
 from ember.optim import _functional as F
-from ember.optim.optimizer import Optimizer, _grad_of, _init_step
+from ember.optim.optimizer import Optimizer
 
 __all__ = ["RMSprop"]
 
@@ -23,6 +23,9 @@ class RMSprop(Optimizer):
     >>> round(w.item(), 4)
     0.9
     """
+
+    _name = "RMSprop"
+    _nonneg = ("eps", "momentum", "weight_decay", "alpha")
 
     def __init__(
         self,
@@ -42,35 +45,18 @@ class RMSprop(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "eps", "momentum", "weight_decay", "alpha")
-
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._eval_closure(closure)
         for group in self.param_groups:
-            params = self._params_with_grad(group)
-            grads, sq, ga, bufs, steps = [], [], [], [], []
-            for p in params:
-                grads.append(_grad_of(p, "RMSprop"))
-                st = self.state[p]
-                if not st:
-                    st["step"] = _init_step()
-                    st["square_avg"] = ember.zeros_like(p)
-                    if group["momentum"] > 0:
-                        st["momentum_buffer"] = ember.zeros_like(p)
-                    if group["centered"]:
-                        st["grad_avg"] = ember.zeros_like(p)
-                sq.append(st["square_avg"])
-                steps.append(st["step"])
-                if group["momentum"] > 0:
-                    bufs.append(st["momentum_buffer"])
-                if group["centered"]:
-                    ga.append(st["grad_avg"])
+            keys = ["square_avg"]
+            keys += ["momentum_buffer"] if group["momentum"] > 0 else []
+            keys += ["grad_avg"] if group["centered"] else []
+            params, grads, steps, st = self._gather(group, keys)
             F.rmsprop(
-                params, grads, sq, ga, bufs, steps, lr=group["lr"], alpha=group["alpha"],
+                params, grads, st["square_avg"], st.get("grad_avg", []),
+                st.get("momentum_buffer", []), steps, lr=group["lr"], alpha=group["alpha"],
                 eps=group["eps"], weight_decay=group["weight_decay"], momentum=group["momentum"],
                 centered=group["centered"], maximize=group["maximize"],
             )

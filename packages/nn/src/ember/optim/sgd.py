@@ -26,6 +26,9 @@ class SGD(Optimizer):
     0.46
     """
 
+    _name = "SGD"
+    _nonneg = ("momentum", "weight_decay")
+
     def __init__(
         self,
         params: Any,
@@ -46,8 +49,7 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check_group(self, group: dict[str, Any]) -> None:
-        self._check_lr(group)
-        self._check_nonneg(group, "momentum", "weight_decay")
+        super()._check_group(group)
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             self._fail(
                 "Nesterov momentum requires a momentum > 0 and zero dampening (got momentum="
@@ -60,10 +62,10 @@ class SGD(Optimizer):
         loss = self._eval_closure(closure)
         for group in self.param_groups:
             params = self._params_with_grad(group)
-            grads = [_grad_of(p, "SGD") for p in params]
+            grads = [_grad_of(p, self._name) for p in params]
             has_momentum = group["momentum"] != 0
             bufs = [self.state[p].get("momentum_buffer") if has_momentum else None for p in params]
-            update = F.fused_sgd if F.use_fused("SGD", group, params) else F.sgd
+            update = F.fused_sgd if F.use_fused(self._name, group, params) else F.sgd
             update(
                 params, grads, bufs, lr=group["lr"], momentum=group["momentum"],
                 dampening=group["dampening"], weight_decay=group["weight_decay"],
