@@ -93,6 +93,9 @@ def test_index_select_shapes_and_out() -> None:
     same(make(a).index_select(0, idx([], "int64")), a[[]])
     same(make(a).index_select(1, idx(2)), a[:, [2]])  # a 0-d index is a 1-element vector
     same(make(np.float64(5.0)).index_select(0, idx(0)), np.float64(5.0))
+    assert make(np.float64(5.0)).index_select(0, idx([0])).shape == ()  # 0-d stays 0-d (torch)
+    with pytest.raises(IndexError, match="only 1 value, got 2"):
+        make(np.float64(5.0)).index_select(0, idx([0, 0]))
     out = ember.empty(0, dtype=ember.float64)
     r = ember.index_select(make(a), 0, idx([1, 1]), out=out)
     assert r is out

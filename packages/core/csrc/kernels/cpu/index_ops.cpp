@@ -746,12 +746,15 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const 
   EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
   dim = wrap_dim(dim, self->dim(), op);
+  EMBER_CHECK_KIND(self->dim() > 0 || index->numel() == 1, Index, op,
+                   ": Index to scalar can have only 1 value, got ", index->numel(), " value(s)");
   Tensor s1 = as_1d(self);
   Tensor idx = checked_index(index, s1->size(dim), dim, false, op);
   DimVector shape = s1->sizes();
   shape[dim] = idx->numel();
-  OutArg o =
-      make_out(out, self->dim() == 0 ? index->sizes() : shape, self->dtype(), op, {self, index});
+  // A 0-d self gives a 0-d result (as torch), whatever the index's dim.
+  OutArg o = make_out(out, self->dim() == 0 ? DimVector{} : shape, self->dtype(), op,
+                      {self, index});
   gather_rows(with_shape(o.result, shape), s1, dim, idx->data_as<int64_t>(), idx->numel(),
               s1->stride(dim) * s1->itemsize(), op);
   return o.done();
