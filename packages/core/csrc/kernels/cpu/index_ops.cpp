@@ -753,8 +753,8 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const 
   DimVector shape = s1->sizes();
   shape[dim] = idx->numel();
   // A 0-d self gives a 0-d result (as torch), whatever the index's dim.
-  OutArg o = make_out(out, self->dim() == 0 ? DimVector{} : shape, self->dtype(), op,
-                      {self, index});
+  OutArg o =
+      make_out(out, self->dim() == 0 ? DimVector{} : shape, self->dtype(), op, {self, index});
   gather_rows(with_shape(o.result, shape), s1, dim, idx->data_as<int64_t>(), idx->numel(),
               s1->stride(dim) * s1->itemsize(), op);
   return o.done();
