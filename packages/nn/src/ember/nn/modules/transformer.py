@@ -107,20 +107,21 @@ class _TransformerLayer(Module):
 
     _cross = False
 
-    def _build(
+    def __init__(
         self,
         d_model: int,
         nhead: int,
-        dim_feedforward: int,
-        dropout: float,
-        activation: str | Callable[[Tensor], Tensor],
-        layer_norm_eps: float,
-        batch_first: bool,
-        norm_first: bool,
-        bias: bool,
-        device: Any,
-        dtype: Any,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
     ) -> None:
+        super().__init__()
         kw = {"dtype": dtype, "device": device}
 
         def attention() -> MultiheadAttention:
@@ -173,26 +174,6 @@ class TransformerEncoderLayer(_TransformerLayer):
     ember.Size([5, 3, 8])
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str | Callable[[Tensor], Tensor] = "relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = False,
-        norm_first: bool = False,
-        bias: bool = True,
-        device: Any = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__()
-        self._build(
-            d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
-            norm_first, bias, device, dtype,
-        )
-
     def forward(
         self,
         src: Tensor,
@@ -220,26 +201,6 @@ class TransformerDecoderLayer(_TransformerLayer):
     """
 
     _cross = True
-
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str | Callable[[Tensor], Tensor] = "relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = False,
-        norm_first: bool = False,
-        bias: bool = True,
-        device: Any = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__()
-        self._build(
-            d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
-            norm_first, bias, device, dtype,
-        )
 
     def forward(
         self,
