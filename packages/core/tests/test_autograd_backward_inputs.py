@@ -6,24 +6,7 @@ Scenarios are written against a module ``L`` and compared with PyTorch where ins
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
-
-
-def val(t):
-    return None if t is None else np.asarray(t.detach().tolist(), dtype=np.float64)
-
-
-def compare(scenario):
-    ours = scenario(ember)
-    if torch is not None:
-        theirs = scenario(torch)
-        assert len(ours) == len(theirs)
-        for a, b in zip(ours, theirs):
-            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-                np.testing.assert_allclose(a, b, rtol=1e-12)
-            else:
-                assert a == b, (a, b)
-    return ours
+from core_helpers import compare, val
 
 
 def leaves(L):

@@ -10,31 +10,9 @@ import warnings
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
+from core_helpers import compare, torch, val
 from ember.autograd import Function, gradcheck
 from ember.autograd.function import once_differentiable
-
-
-def val(t):
-    return None if t is None else np.asarray(t.detach().tolist(), dtype=np.float64)
-
-
-def same(a, b):
-    if isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), (a, b)
-        for x, y in zip(a, b):
-            same(x, y)
-    elif isinstance(a, np.ndarray):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-    else:
-        assert a == b, (a, b)
-
-
-def compare(scenario):
-    ours = scenario(ember)
-    if torch is not None:
-        same(ours, scenario(torch))
-    return ours
 
 
 def fns(L):

@@ -6,24 +6,7 @@ reverse mode (a jvp must agree with the vjp of the same Function)."""
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
-
-
-def val(t):
-    return None if t is None else np.asarray(t.detach().tolist(), dtype=np.float64)
-
-
-def compare(scenario):
-    ours = scenario(ember)
-    if torch is not None:
-        theirs = scenario(torch)
-        assert len(ours) == len(theirs)
-        for a, b in zip(ours, theirs):
-            if a is None or b is None:
-                assert a is None and b is None, (a, b)
-            else:
-                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-    return ours
+from core_helpers import compare, val
 
 
 def fns(L):

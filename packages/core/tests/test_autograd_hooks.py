@@ -7,34 +7,10 @@ import threading
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
+from core_helpers import compare, torch, val
 from ember.autograd.graph import save_on_cpu, saved_tensors_hooks
 
 LIBS = [ember] + ([torch] if torch is not None else [])
-
-
-def val(t):
-    return None if t is None else np.asarray(t.detach().tolist(), dtype=np.float64)
-
-
-def same(a, b):
-    """Logs of the two libraries agree (tensors compared by value)."""
-    if isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), (a, b)
-        for x, y in zip(a, b):
-            same(x, y)
-    elif isinstance(a, np.ndarray):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-    else:
-        assert a == b, (a, b)
-
-
-def compare(scenario):
-    """Runs scenario(L) with ember and torch; the logs must match (ember's alone is returned)."""
-    ours = scenario(ember)
-    if torch is not None:
-        same(ours, scenario(torch))
-    return ours
 
 
 # ---- Tensor.register_hook, retain_grad, node hooks: order and values ------------------------
