@@ -400,3 +400,33 @@ def test_as_tensor_honours_device():
     with pytest.raises(NotImplementedError, match="cuda"):
         ember.as_tensor(np.zeros(2), device="cuda")
     assert ember.as_tensor(np.zeros(2), device="cpu").device.type == "cpu"
+
+
+FRESH_RESULTS = {
+    "zeros": lambda L, a: L.zeros(3),
+    "ones": lambda L, a: L.ones(3),
+    "full": lambda L, a: L.full((2,), 3.0),
+    "zeros_like": lambda L, a: L.zeros_like(a),
+    "ones_like": lambda L, a: L.ones_like(a),
+    "new_zeros": lambda L, a: a.new_zeros(2),
+    "new_full": lambda L, a: a.new_full((2,), 1.5),
+    "rand": lambda L, a: L.rand(3),
+    "randn": lambda L, a: L.randn(3),
+    "randint": lambda L, a: L.randint(0, 5, (3,)),
+    "normal": lambda L, a: L.normal(0.0, 1.0, (3,)),
+    "bernoulli": lambda L, a: L.bernoulli(L.full((3,), 0.5)),
+    "clone": lambda L, a: a.clone(),
+    "to": lambda L, a: a.to(L.float64),
+    "cat": lambda L, a: L.cat([a, a]),
+    "stack": lambda L, a: L.stack([a, a]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRESH_RESULTS))
+def test_new_results_start_at_version_zero(name):
+    """Results of factories and copies start at version 0, as PyTorch's (the internal fill of
+    a freshly made tensor is not an in-place write anybody can observe)."""
+    t = FRESH_RESULTS[name](ember, ember.ones(3))
+    assert t._version == 0
+    t.add_(1)
+    assert t._version == 1

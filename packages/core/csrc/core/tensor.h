@@ -62,6 +62,8 @@ class TensorImpl {
 
   int64_t version() const { return version_->version.load(std::memory_order_relaxed); }
   void bump_version() { version_->version.fetch_add(1, std::memory_order_relaxed); }
+  // For a result an op has just made and filled (nobody else has seen it): it starts at 0.
+  void reset_version() { version_->version.store(0, std::memory_order_relaxed); }
   const std::shared_ptr<VersionCounter>& version_counter() const { return version_; }
 
   // The tensor this one is a view of (null for a base); autograd's view tracking uses it.

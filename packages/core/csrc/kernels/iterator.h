@@ -164,6 +164,12 @@ void check_no_internal_overlap(const Tensor& t, const char* op);
 
 // Writes src into dst (broadcasting src, converting dtypes). The copy kernel of every device.
 void copy_into(const Tensor& dst, const Tensor& src);
+// copy_into and the in-place kernels bump the destination's version; a tensor an op has just
+// made and filled that way goes back to version 0 through this (PyTorch's factories give 0).
+inline Tensor fresh(Tensor t) {
+  t->reset_version();
+  return t;
+}
 // PyTorch's overflow check for a Python number written into a tensor of `dtype` (fill_, full,
 // masked_fill, index_fill, clamp bounds): raises "op: value v cannot be converted to type T
 // without overflow" when an integer does not fit (unsigned types also take negatives down to

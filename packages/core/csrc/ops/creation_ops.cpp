@@ -184,18 +184,18 @@ Tensor new_floating(const char* op, const DimVector& size, std::optional<ScalarT
 
 Tensor rand(const DimVector& size, Generator* generator, std::optional<ScalarType> dtype,
             std::optional<Device> device) {
-  return ops::uniform_(new_floating("rand", size, dtype, device), 0.0, 1.0, generator);
+  return fresh(ops::uniform_(new_floating("rand", size, dtype, device), 0.0, 1.0, generator));
 }
 
 Tensor randn(const DimVector& size, Generator* generator, std::optional<ScalarType> dtype,
              std::optional<Device> device) {
-  return ops::normal_(new_floating("randn", size, dtype, device), 0.0, 1.0, generator);
+  return fresh(ops::normal_(new_floating("randn", size, dtype, device), 0.0, 1.0, generator));
 }
 
 Tensor randint(int64_t low, int64_t high, const DimVector& size, Generator* generator,
                std::optional<ScalarType> dtype, std::optional<Device> device) {
   Tensor out = ops::empty(size, dtype.value_or(ScalarType::Int64), device);
-  return ops::random_(out, low, std::optional<int64_t>(high), generator);
+  return fresh(ops::random_(out, low, std::optional<int64_t>(high), generator));
 }
 
 Tensor randint(int64_t high, const DimVector& size, Generator* generator,
@@ -264,7 +264,7 @@ Tensor normal(double mean, const Tensor& std, Generator* generator) {
 Tensor normal(double mean, double std, const DimVector& size, Generator* generator,
               std::optional<ScalarType> dtype, std::optional<Device> device) {
   EMBER_CHECK(std >= 0.0, "normal: expects std >= 0.0, but found std ", std);
-  return ops::normal_(new_floating("normal", size, dtype, device), mean, std, generator);
+  return fresh(ops::normal_(new_floating("normal", size, dtype, device), mean, std, generator));
 }
 
 }  // namespace composite

@@ -139,7 +139,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {
     copy_into(slice(result, d, pos, t->size(d)), t);
     pos += t->size(d);
   }
-  return result;
+  return out ? result : fresh(result);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {

@@ -9,7 +9,7 @@ namespace composite {
 Tensor clone(const Tensor& self) {
   Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
   copy_into(out, self);
-  return out;
+  return fresh(out);
 }
 
 Tensor contiguous(const Tensor& self) { return self->is_contiguous() ? self : clone(self); }
@@ -40,7 +40,7 @@ Tensor to_dtype(const Tensor& self, ScalarType dtype, bool copy) {
   if (self->dtype() == dtype && !copy) return self;
   Tensor out = ember::empty(self->sizes(), dtype, self->device());
   copy_into(out, self);
-  return out;
+  return fresh(out);
 }
 
 Tensor empty(const DimVector& size, std::optional<ScalarType> dtype, std::optional<Device> device) {
@@ -48,16 +48,16 @@ Tensor empty(const DimVector& size, std::optional<ScalarType> dtype, std::option
 }
 
 Tensor zeros(const DimVector& size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return zero_(empty(size, dtype, device));
+  return fresh(zero_(empty(size, dtype, device)));
 }
 
 Tensor ones(const DimVector& size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return fill_(empty(size, dtype, device), Scalar(int64_t(1)));
+  return fresh(fill_(empty(size, dtype, device), Scalar(int64_t(1))));
 }
 
 Tensor full(const DimVector& size, const Scalar& value, std::optional<ScalarType> dtype,
             std::optional<Device> device) {
-  return fill_(empty(size, dtype.value_or(value.dtype()), device), value);
+  return fresh(fill_(empty(size, dtype.value_or(value.dtype()), device), value));
 }
 
 Tensor empty_strided(const DimVector& size, const DimVector& stride,
@@ -73,15 +73,15 @@ Tensor empty_like(const Tensor& self, std::optional<ScalarType> dtype,
 }
 Tensor zeros_like(const Tensor& self, std::optional<ScalarType> dtype,
                   std::optional<Device> device) {
-  return zero_(empty_like(self, dtype, device));
+  return fresh(zero_(empty_like(self, dtype, device)));
 }
 Tensor ones_like(const Tensor& self, std::optional<ScalarType> dtype,
                  std::optional<Device> device) {
-  return fill_(empty_like(self, dtype, device), Scalar(int64_t(1)));
+  return fresh(fill_(empty_like(self, dtype, device), Scalar(int64_t(1))));
 }
 Tensor full_like(const Tensor& self, const Scalar& value, std::optional<ScalarType> dtype,
                  std::optional<Device> device) {
-  return fill_(empty_like(self, dtype, device), value);
+  return fresh(fill_(empty_like(self, dtype, device), value));
 }
 
 Tensor new_empty(const Tensor& self, const DimVector& size, std::optional<ScalarType> dtype,
@@ -90,15 +90,15 @@ Tensor new_empty(const Tensor& self, const DimVector& size, std::optional<Scalar
 }
 Tensor new_zeros(const Tensor& self, const DimVector& size, std::optional<ScalarType> dtype,
                  std::optional<Device> device) {
-  return zero_(new_empty(self, size, dtype, device));
+  return fresh(zero_(new_empty(self, size, dtype, device)));
 }
 Tensor new_ones(const Tensor& self, const DimVector& size, std::optional<ScalarType> dtype,
                 std::optional<Device> device) {
-  return fill_(new_empty(self, size, dtype, device), Scalar(int64_t(1)));
+  return fresh(fill_(new_empty(self, size, dtype, device), Scalar(int64_t(1))));
 }
 Tensor new_full(const Tensor& self, const DimVector& size, const Scalar& value,
                 std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return fill_(new_empty(self, size, dtype, device), value);
+  return fresh(fill_(new_empty(self, size, dtype, device), value));
 }
 
 }  // namespace composite

@@ -354,12 +354,12 @@ Tensor bernoulli(const Tensor& self, Generator* generator) {
                    dtype_name(self->dtype()));
   Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
   bernoulli_fill(out, dense_probs(self, self->sizes(), "bernoulli"), generator);
-  return out;
+  return fresh(out);
 }
 
 Tensor bernoulli(const Tensor& self, double p, Generator* generator) {
   Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
-  return bernoulli_(out, Scalar(p), generator);
+  return fresh(bernoulli_(out, Scalar(p), generator));
 }
 
 Tensor bernoulli_(const Tensor& self, const TensorOrScalar& p, Generator* generator) {
