@@ -248,7 +248,7 @@ class LambdaLR(_LambdaStateMixin, LRScheduler):
     >>> import ember
     >>> opt = ember.optim.SGD([ember.nn.Parameter(ember.zeros(1))], lr=1.0)
     >>> s = LambdaLR(opt, lambda e: 0.5 ** e)
-    >>> s.step(); s.get_last_lr()
+    >>> opt.step(); s.step(); s.get_last_lr()
     [0.5]
     """
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import ember
 from ember import Tensor
-from ember.nn.parameter import Parameter, _copy_parameter
+from ember.nn.parameter import Parameter, _copy_parameter, is_lazy
 
 __all__ = [
     "Module",
@@ -727,7 +727,7 @@ class Module:
         # shared ones stay shared), so they are copied first into the memo.
         for p in self.parameters():
             if id(p) not in memo:
-                memo[id(p)] = _copy_parameter(p)
+                memo[id(p)] = copy.deepcopy(p, memo) if is_lazy(p) else _copy_parameter(p)
         cls = type(self)
         new = cls.__new__(cls)
         memo[id(self)] = new
@@ -877,6 +877,10 @@ class Module:
                 continue
             with ember.no_grad():
                 new = fn(p)
+            if is_lazy(p):  # only its dtype/device can change: it stays uninitialized
+                p.data = new
+                memo[id(p)] = p
+                continue
             if new is p:
                 memo[id(p)] = p
                 continue
@@ -898,7 +902,10 @@ class Module:
             memo[id(p)] = result
         for key, b in self._buffers.items():
             if b is not None:
-                self._buffers[key] = fn(b)
+                if is_lazy(b):
+                    b.data = fn(b)
+                else:
+                    self._buffers[key] = fn(b)
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
@@ -1363,6 +1370,19 @@ class Module:
                     f"'{key}': expected an ember.Tensor in the state dict, got {type(value).__name__}"
                 )
                 continue
+            if is_lazy(value) or is_lazy(current):
+                if is_lazy(value) and not is_lazy(current):
+                    error_msgs.append(
+                        f"'{key}': the state dict holds an uninitialized parameter or buffer (from "
+                        "a lazy module that has not run forward), the model an initialized one of "
+                        f"shape {tuple(current.shape)}; run the lazy module's forward before saving"
+                    )
+                elif is_lazy(current) and not is_lazy(value):
+                    error_msgs.append(
+                        f"'{key}': the model's parameter is uninitialized (a lazy module without "
+                        "the load hook that materializes it)"
+                    )
+                continue  # both uninitialized: nothing to copy
             if tuple(value.shape) != tuple(current.shape):
                 error_msgs.append(
                     f"size mismatch for '{key}': the state dict has shape {tuple(value.shape)}, "
