@@ -295,3 +295,58 @@ def test_parametrized_module_trains_with_an_optimizer_and_deepcopies():
     x = ember.randn(2, 3)
     assert_close(c(x), m(x))
     assert c.parametrizations.weight.original is not m.parametrizations.weight.original
+
+
+@pytest.mark.parametrize(
+    "shape,omap,triv",
+    [
+        ((4, 4), None, True),  # matrix_exp
+        ((5, 3), None, True),  # householder, tall
+        ((3, 5), None, True),  # householder, wide
+        ((4, 4), "cayley", True),
+        ((5, 3), "matrix_exp", True),
+        ((3, 5), "cayley", True),
+        ((4, 4), "householder", True),
+        ((5, 3), "householder", False),
+        ((3, 5), "householder", False),
+    ],
+)
+def test_orthogonal_matches_torch(shape, omap, triv):
+    pytest.importorskip("torch")
+    ours = nn.Linear(shape[1], shape[0]).double()
+    theirs = torch.nn.Linear(shape[1], shape[0]).double()
+    copy_weights(theirs, ours)
+    parametrizations.orthogonal(ours, orthogonal_map=omap, use_trivialization=triv)
+    torch.nn.utils.parametrizations.orthogonal(theirs, orthogonal_map=omap, use_trivialization=triv)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    if shape[0] == shape[1] or not triv:  # no random completion of the base: same state
+        for k, v in theirs.state_dict().items():
+            assert_close(ours.state_dict()[k], v, **TOL)
+    copy_weights(theirs, ours)
+    # move away from the initial point (where the map's argument is zero) in both; the
+    # diagonal holds householder's reflection signs (truncated to ints): left alone
+    pert = np.random.default_rng(0).standard_normal(shape) * 0.3
+    np.fill_diagonal(pert, 0.0)
+    with torch.no_grad():
+        theirs.parametrizations.weight.original.add_(torch.from_numpy(pert))
+    with ember.no_grad():
+        ours.parametrizations.weight.original.add_(ember.from_numpy(pert))
+    w = to_np(ours.weight)
+    small = min(shape)
+    gram = w @ w.T if shape[0] < shape[1] else w.T @ w
+    np.testing.assert_allclose(gram, np.eye(small), atol=1e-12)
+    _step_both(ours, theirs, (2, shape[1]))
+
+
+def test_orthogonal_assignment_and_errors():
+    m = parametrizations.orthogonal(nn.Linear(4, 4).double())
+    q = np.linalg.qr(np.random.default_rng(1).standard_normal((4, 4)))[0]
+    m.weight = ember.from_numpy(q)
+    assert_close(m.weight, ember.from_numpy(q), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="Expected a matrix or batch of matrices"):
+        parametrizations.orthogonal(nn.Linear(3, 3), name="bias")
+    with pytest.raises(ValueError, match="orthogonal_map has to be one of"):
+        parametrizations.orthogonal(nn.Linear(3, 3), orthogonal_map="qr")
+    m = parametrizations.orthogonal(nn.Linear(4, 4), use_trivialization=False)
+    with pytest.raises(NotImplementedError, match="use_trivialization=False"):
+        m.weight = ember.eye(4)

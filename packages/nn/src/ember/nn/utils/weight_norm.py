@@ -6,9 +6,11 @@ and a direction ``name_v``; before every forward the weight is recomputed as
 ``name_g * name_v / ||name_v||``, the norm taken over every dimension but ``dim``
 (``dim=None``: over the whole tensor).
 
->>> import ember
+>>> import ember, warnings
 >>> from ember.nn.utils import weight_norm, remove_weight_norm
->>> m = weight_norm(ember.nn.Linear(20, 40), name="weight")
+>>> with warnings.catch_warnings():
+...     warnings.simplefilter("ignore", FutureWarning)  # deprecated, as in PyTorch
+...     m = weight_norm(ember.nn.Linear(20, 40), name="weight")
 >>> tuple(m.weight_g.shape), tuple(m.weight_v.shape)
 ((40, 1), (40, 20))
 >>> m = remove_weight_norm(m)
