@@ -346,3 +346,30 @@ def test_registration_hooks():
     assert m.b.tolist() == [2.0]
     if torch is not None:  # same API in torch
         assert callable(torch.nn.modules.module.register_module_buffer_registration_hook)
+
+
+def test_backward_hooks_pass_forward_mode_tangents_through():
+    import ember.autograd.forward_ad as fwAD
+
+    m = nn.Tanh()
+    m.register_full_backward_hook(lambda *a: None)
+    x = ember.ones(3, requires_grad=True)
+    with fwAD.dual_level():
+        y = m(fwAD.make_dual(x, ember.full((3,), 2.0)))
+        tangent = fwAD.unpack_dual(y).tangent
+    np.testing.assert_allclose(to_np(tangent), 2 * (1 - np.tanh(1.0) ** 2), rtol=1e-6)
+
+
+def test_backward_hook_on_non_tensor_output_warns_like_torch():
+    class DictOut(nn.Module):
+        def forward(self, x):
+            return {"y": x * 2}
+
+    m = DictOut()
+    calls = []
+    m.register_full_backward_hook(lambda *a: calls.append(1))
+    x = ember.ones(2, requires_grad=True)
+    with pytest.warns(UserWarning, match="should be a Tensor or a tuple of Tensors"):
+        out = m(x)
+    out["y"].sum().backward()
+    assert calls == [] and x.grad.tolist() == [2.0, 2.0]  # torch does not call it either

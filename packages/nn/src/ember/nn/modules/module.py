@@ -220,6 +220,10 @@ class _BackwardHookFunction(ember.autograd.Function):
     def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
         return grads
 
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
+        return tangents
+
 
 def _zeros(meta: tuple) -> Tensor:
     shape, dtype, device = meta
