@@ -990,12 +990,13 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         depth = getattr(_call_state, "depth", 0)
         _call_state.depth = depth + 1
+        d = self.__dict__  # subscripting it is cheaper than four attribute lookups
         try:
             if not (
-                self._forward_pre_hooks
-                or self._forward_hooks
-                or self._backward_hooks
-                or self._backward_pre_hooks
+                d["_forward_pre_hooks"]
+                or d["_forward_hooks"]
+                or d["_backward_hooks"]
+                or d["_backward_pre_hooks"]
                 or _global_forward_pre_hooks
                 or _global_forward_hooks
                 or _global_backward_hooks
