@@ -373,3 +373,17 @@ def test_backward_hook_on_non_tensor_output_warns_like_torch():
         out = m(x)
     out["y"].sum().backward()
     assert calls == [] and x.grad.tolist() == [2.0, 2.0]  # torch does not call it either
+
+
+def test_global_old_style_backward_hook(monkeypatch):
+    monkeypatch.setattr(module_mod, "_global_is_full_backward_hook", None)
+    seen = []
+    h = module_mod.register_module_backward_hook(
+        lambda m, gi, go: seen.append((type(m).__name__, tuple(go[0].shape)))
+    )
+    try:
+        x = ember.ones(2, requires_grad=True)
+        nn.Sigmoid()(x * 1).sum().backward()
+    finally:
+        h.remove()
+    assert seen == [("Sigmoid", (2,))]
