@@ -383,7 +383,11 @@ def test_global_old_style_backward_hook(monkeypatch):
     )
     try:
         x = ember.ones(2, requires_grad=True)
-        nn.Sigmoid()(x * 1).sum().backward()
+        sig = nn.Sigmoid()
+        sig(x * 1).sum().backward()
+        y = nn.Sigmoid()(x * 1)  # the module is gone before backward: torch raises as well
+        with pytest.raises(RuntimeError, match="no longer exists"):
+            y.sum().backward()
     finally:
         h.remove()
     assert seen == [("Sigmoid", (2,))]

@@ -406,7 +406,10 @@ class _WrappedHook:
     def __call__(self, grad_inputs: tuple, grad_outputs: tuple) -> Any:
         module = self.module_ref()
         if module is None:
-            return None
+            raise RuntimeError(
+                "backward hook of a Module that no longer exists: keep the module alive until "
+                "backward has run"
+            )
         return self.hook(module, grad_inputs, grad_outputs)
 
 
