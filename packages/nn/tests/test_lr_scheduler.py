@@ -179,6 +179,7 @@ def test_scheduler_bad_input():
     with pytest.raises(ValueError, match="total_steps"):
         S.OneCycleLR(opt, max_lr=1.0)
     one = S.OneCycleLR(opt, max_lr=1.0, total_steps=2)
+    opt.step()
     one.step()
     one.step()
     with pytest.raises(ValueError, match="total steps is 2"):

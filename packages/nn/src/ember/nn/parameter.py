@@ -75,3 +75,164 @@ def _copy_parameter(p: Tensor, memo: dict | None = None) -> Tensor:
         if p.grad is not None:
             new.grad = p.grad.detach().clone()
     return new
+
+
+# ---- uninitialized parameters and buffers (lazy modules) ---------------------------------------
+_UNINIT_MSG = (
+    "Attempted to use an uninitialized {kind} (`{name}`). This happens with lazy modules "
+    "(LazyLinear, LazyConv2d, ...) before their first forward, or when manipulating "
+    "ember.nn.parameter.{cls} objects directly: call the module once with a dummy batch of the "
+    "right shape to initialize its parameters first."
+)
+# What an uninitialized tensor still allows: its metadata, its gradient flags, conversions of
+# dtype/device (Module.to), and materialize.
+_UNINIT_ALLOWED = frozenset({
+    "data", "dtype", "device", "requires_grad", "requires_grad_", "grad", "is_leaf", "grad_fn",
+    "is_floating_point", "is_complex", "to", "cpu", "cuda", "float", "double", "half",
+    "bfloat16", "get_device", "materialize", "cls_to_become", "share_memory_",
+})
+
+
+class UninitializedTensorMixin:
+    """Shared behaviour of ``UninitializedParameter`` and ``UninitializedBuffer``: a tensor
+    without a shape yet (no data) until ``materialize(shape)`` gives it one.
+
+    Anything that needs the data or the shape raises a RuntimeError that says to run the lazy
+    module's forward first. Only ``dtype``/``device`` conversions and the autograd flags work.
+    """
+
+    cls_to_become: type
+    _kind = "tensor"
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("_") or name in _UNINIT_ALLOWED:
+            return object.__getattribute__(self, name)
+        if object.__getattribute__(self, "_is_materialized")():
+            return object.__getattribute__(self, name)
+        if name in ("shape", "size", "numel", "dim", "ndim", "ndimension", "nelement"):
+            raise RuntimeError(
+                f"Can't access the shape of an uninitialized {self._kind} ({name}). This usually "
+                "happens in load_state_dict when loading an uninitialized parameter into an "
+                "initialized one, or when a lazy module has not run forward yet: call forward "
+                "(with a dummy batch) to initialize the parameters before using them."
+            )
+        raise RuntimeError(
+            _UNINIT_MSG.format(kind=self._kind, name=name, cls=type(self).__name__)
+        )
+
+    def _is_materialized(self) -> bool:
+        return False
+
+    def materialize(self, shape: Any, device: Any = None, dtype: Any = None) -> None:
+        """Gives the tensor its shape: new uninitialized memory of ``shape`` (on ``device`` with
+        ``dtype``, by default those it was created with); a parameter becomes a ``Parameter``.
+
+        >>> from ember.nn.parameter import UninitializedParameter, Parameter
+        >>> p = UninitializedParameter()
+        >>> p.materialize((2, 3))
+        >>> type(p) is Parameter, tuple(p.shape)
+        (True, (2, 3))
+        """
+        if device is None:
+            device = self.data.device
+        if dtype is None:
+            dtype = self.data.dtype
+        if isinstance(shape, int):
+            shape = (shape,)
+        self.data = ember.empty(tuple(shape), device=device, dtype=dtype)
+        self._become_initialized()
+
+    def _become_initialized(self) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        if self._is_materialized():
+            return ember.Tensor.__repr__(self)
+        return f"<{type(self).__name__}>"
+
+    def __str__(self) -> str:
+        return self.__repr__()
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, self.data.device, self.data.dtype)
+        return memo[id(self)]
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        return (type(self), (self.requires_grad, None, self.data.dtype))
+
+
+def _uninit_operator(name: str) -> Any:
+    def op(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._is_materialized():
+            return getattr(ember.Tensor, name)(self, *args, **kwargs)
+        raise RuntimeError(
+            _UNINIT_MSG.format(kind=self._kind, name=name, cls=type(self).__name__)
+        )
+
+    op.__name__ = name
+    return op
+
+
+# Python operators look methods up on the type (not through __getattribute__): block them there.
+for _name in (
+    "__getitem__", "__setitem__", "__len__", "__iter__", "__bool__", "__float__", "__int__",
+    "__index__", "__neg__", "__pos__", "__abs__", "__invert__", "__lt__", "__le__", "__gt__",
+    "__ge__", "__array__",
+    *(f"__{p}{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+                                 "matmul", "and", "or", "xor", "lshift", "rshift")
+      for p in ("", "r", "i")),
+):
+    setattr(UninitializedTensorMixin, _name, _uninit_operator(_name))
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A parameter without a shape yet: what lazy modules hold before their first forward.
+
+    ``materialize(shape)`` turns it, in place, into a ``Parameter`` of that shape (the same
+    object, so optimizers holding it keep working).
+
+    >>> import ember
+    >>> lin = ember.nn.LazyLinear(3)
+    >>> lin.weight
+    <UninitializedParameter>
+    >>> _ = lin(ember.ones(2, 5))
+    >>> type(lin.weight).__name__, tuple(lin.weight.shape)
+    ('Parameter', (3, 5))
+    """
+
+    cls_to_become = Parameter
+    _kind = "parameter"
+
+    def __init__(self, requires_grad: bool = True, device: Any = None, dtype: Any = None) -> None:
+        Parameter.__init__(self, ember.empty(0, device=device, dtype=dtype), requires_grad)
+
+    def _become_initialized(self) -> None:
+        self.__class__ = self.cls_to_become
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A buffer without a shape yet (e.g. LazyBatchNorm's running statistics).
+
+    ``materialize(shape)`` gives it data; the lazy module then registers a plain tensor in its
+    place (an ember tensor object cannot change its class to ``ember.Tensor``).
+    """
+
+    cls_to_become = Tensor
+    _kind = "buffer"
+
+    def __init__(self, requires_grad: bool = False, device: Any = None, dtype: Any = None) -> None:
+        Tensor.__init__(self, ember.empty(0, device=device, dtype=dtype))
+        self.requires_grad_(requires_grad)
+        self.__dict__["_materialized"] = False
+
+    def _is_materialized(self) -> bool:
+        return self.__dict__.get("_materialized", False)
+
+    def _become_initialized(self) -> None:
+        self.__dict__["_materialized"] = True
+
+
+def is_lazy(param: Any) -> bool:
+    """Whether ``param`` is an uninitialized parameter or buffer (not materialized yet)."""
+    return isinstance(param, UninitializedTensorMixin) and not param._is_materialized()

@@ -20,9 +20,11 @@ exists.
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 import warnings
+import weakref
 from bisect import bisect_right
 from collections import Counter
 from typing import Any, Callable, Iterable, Sequence
@@ -78,6 +80,24 @@ def _check_optimizer(optimizer: Any) -> None:
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
 
 
+def _track_step_calls(optimizer: Optimizer) -> None:
+    """Wraps ``optimizer.step`` (on the instance, once) so that it records on the optimizer that
+    it has been called: a scheduler stepped before its optimizer can then warn."""
+    if getattr(optimizer.step, "_ember_tracks_step_calls", False):
+        return
+    opt_ref = weakref.ref(optimizer)
+    unbound = type(optimizer).step
+
+    @functools.wraps(unbound)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        opt = opt_ref()
+        opt._opt_called = True  # type: ignore[union-attr]
+        return unbound(opt, *args, **kwargs)
+
+    step._ember_tracks_step_calls = True  # type: ignore[attr-defined]
+    optimizer.step = step  # type: ignore[method-assign]
+
+
 class LRScheduler:
     """Base class. Subclasses define ``get_lr()`` (the chainable form) and may define
     ``_get_closed_form_lr()``."""
@@ -101,6 +121,7 @@ class LRScheduler:
                     )
         self.base_lrs: list[Any] = _group_values(optimizer, "initial_lr")
         self.last_epoch = last_epoch
+        _track_step_calls(optimizer)
         self._initial_step()
 
     def _initial_step(self) -> None:
@@ -126,7 +147,13 @@ class LRScheduler:
         raise NotImplementedError(f"{type(self).__name__} does not implement get_lr()")
 
     def step(self, epoch: int | None = None) -> None:
-        """Advances the schedule by one (or jumps to ``epoch``, deprecated) and sets the lrs."""
+        """Advances the schedule by one (or jumps to ``epoch``, deprecated) and sets the lrs.
+
+        Call it after ``optimizer.step()``: the first call warns if the optimizer has not
+        stepped yet (the schedule's first value would be skipped).
+        """
+        if self._step_count == 1:  # the first step after the one the constructor took
+            self._warn_if_stepped_before_optimizer()
         self._step_count += 1
         if epoch is not None:
             warnings.warn(
@@ -136,6 +163,25 @@ class LRScheduler:
                 stacklevel=2,
             )
         self._update_lr(epoch)
+
+    def _warn_if_stepped_before_optimizer(self) -> None:
+        if not getattr(self.optimizer.step, "_ember_tracks_step_calls", False):
+            warnings.warn(
+                f"{type(self).__name__}: `optimizer.step()` seems to have been replaced after the "
+                "learning rate scheduler was created, so the scheduler cannot tell whether it "
+                "ran; make sure to call `optimizer.step()` before `lr_scheduler.step()`.",
+                UserWarning,
+                stacklevel=3,
+            )
+        elif not getattr(self.optimizer, "_opt_called", False):
+            warnings.warn(
+                "Detected call of `lr_scheduler.step()` before `optimizer.step()`. The optimizer "
+                "must step first (`optimizer.step()` then `lr_scheduler.step()`, as in PyTorch "
+                "1.1.0 and later); in the other order the first value of the learning rate "
+                f"schedule of {type(self).__name__} is skipped.",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _update_lr(self, epoch: int | None = None) -> None:
         if epoch is None:
@@ -202,7 +248,7 @@ class LambdaLR(_LambdaStateMixin, LRScheduler):
     >>> import ember
     >>> opt = ember.optim.SGD([ember.nn.Parameter(ember.zeros(1))], lr=1.0)
     >>> s = LambdaLR(opt, lambda e: 0.5 ** e)
-    >>> s.step(); s.get_last_lr()
+    >>> opt.step(); s.step(); s.get_last_lr()
     [0.5]
     """
 

@@ -26,7 +26,43 @@ import ember
 from ember import Tensor
 from ember.nn.modules.module import RemovableHandle
 
-__all__ = ["Optimizer", "required"]
+__all__ = [
+    "Optimizer",
+    "required",
+    "register_optimizer_step_pre_hook",
+    "register_optimizer_step_post_hook",
+]
+
+# Hooks around the step of every optimizer (global pre-hooks run before an optimizer's own,
+# global post-hooks after).
+_global_optimizer_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_optimizer_post_hooks: OrderedDict[int, Callable] = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(optimizer, args, kwargs)`` to run before the ``step`` of every
+    optimizer; it may return ``(new_args, new_kwargs)``.
+
+    >>> import ember
+    >>> from ember.optim.optimizer import register_optimizer_step_pre_hook
+    >>> names = []
+    >>> w = ember.nn.Parameter(ember.ones(1))
+    >>> with register_optimizer_step_pre_hook(lambda opt, a, kw: names.append(type(opt).__name__)):
+    ...     ember.optim.SGD([w], lr=0.1).step()
+    >>> names
+    ['SGD']
+    """
+    handle = RemovableHandle(_global_optimizer_pre_hooks)
+    _global_optimizer_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(optimizer, args, kwargs)`` to run after the ``step`` of every
+    optimizer (after the optimizer's own post-hooks)."""
+    handle = RemovableHandle(_global_optimizer_post_hooks)
+    _global_optimizer_post_hooks[handle.id] = hook
+    return handle
 
 
 class _RequiredParameter:
@@ -47,7 +83,8 @@ def _scalar_dtype() -> Any:
 def _with_step_hooks(step: Callable) -> Callable:
     @functools.wraps(step)
     def wrapper(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
-        for hook in list(self._optimizer_step_pre_hooks.values()):
+        pre = (*_global_optimizer_pre_hooks.values(), *self._optimizer_step_pre_hooks.values())
+        for hook in pre:
             res = hook(self, args, kwargs)
             if res is not None:
                 if not (isinstance(res, tuple) and len(res) == 2):
@@ -57,7 +94,7 @@ def _with_step_hooks(step: Callable) -> Callable:
                     )
                 args, kwargs = res
         out = step(self, *args, **kwargs)
-        for hook in list(self._optimizer_step_post_hooks.values()):
+        for hook in (*self._optimizer_step_post_hooks.values(), *_global_optimizer_post_hooks.values()):
             hook(self, args, kwargs)
         return out
 
@@ -86,6 +123,7 @@ class Optimizer:
         self.defaults = defaults
         self._optimizer_step_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
         self._optimizer_step_post_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self._init_state_dict_hooks()
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         name = type(self).__name__
@@ -128,6 +166,16 @@ class Optimizer:
         self.__dict__.update(state)
         self.__dict__.setdefault("_optimizer_step_pre_hooks", OrderedDict())
         self.__dict__.setdefault("_optimizer_step_post_hooks", OrderedDict())
+        self._init_state_dict_hooks()
+
+    def _init_state_dict_hooks(self) -> None:
+        for name in (
+            "_optimizer_state_dict_pre_hooks",
+            "_optimizer_state_dict_post_hooks",
+            "_optimizer_load_state_dict_pre_hooks",
+            "_optimizer_load_state_dict_post_hooks",
+        ):
+            self.__dict__.setdefault(name, OrderedDict())
 
     # ---- hyper-parameter checks ------------------------------------------------------------
     # The common checks, declared per optimizer: ``lr >= 0`` and each of ``_nonneg`` >= 0, then
@@ -276,13 +324,63 @@ class Optimizer:
         self._optimizer_step_post_hooks[handle.id] = hook
         return handle
 
+    @staticmethod
+    def _add_hook(hooks: OrderedDict, hook: Callable, prepend: bool) -> RemovableHandle:
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_state_dict_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer)`` runs before ``state_dict`` builds the dict (``prepend``: before
+        the hooks already registered)."""
+        return self._add_hook(self._optimizer_state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict)`` runs after ``state_dict`` built the dict; a non-None
+        result replaces it.
+
+        >>> import ember
+        >>> opt = ember.optim.SGD([ember.nn.Parameter(ember.ones(1))], lr=0.1)
+        >>> def tag(opt, sd):
+        ...     sd["tag"] = "v1"
+        >>> h = opt.register_state_dict_post_hook(tag)
+        >>> opt.state_dict()["tag"]
+        'v1'
+        """
+        return self._add_hook(self._optimizer_state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(
+        self, hook: Callable, prepend: bool = False
+    ) -> RemovableHandle:
+        """``hook(optimizer, state_dict)`` runs before ``load_state_dict`` reads the dict (a
+        shallow copy of the one given); a non-None result is loaded instead."""
+        return self._add_hook(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(
+        self, hook: Callable, prepend: bool = False
+    ) -> RemovableHandle:
+        """``hook(optimizer)`` runs after ``load_state_dict`` restored the state."""
+        return self._add_hook(self._optimizer_load_state_dict_post_hooks, hook, prepend)
+
     # ---- state dict --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``.
 
         Parameters are replaced by their position across all groups. The state tensors are the
-        optimizer's own (not copies).
+        optimizer's own (not copies). State-dict pre- and post-hooks run around it.
         """
+        for hook in list(self._optimizer_state_dict_pre_hooks.values()):
+            hook(self)
+        sd = self._build_state_dict()
+        for hook in list(self._optimizer_state_dict_post_hooks.values()):
+            res = hook(self, sd)
+            if res is not None:
+                sd = res
+        return sd
+
+    def _build_state_dict(self) -> dict[str, Any]:
         index: dict[int, int] = {}
         counter = itertools.count()
         groups = []
@@ -298,7 +396,19 @@ class Optimizer:
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restores hyper-parameters and state from ``state_dict`` (copying its tensors, cast
-        to each parameter's dtype; ``step`` keeps its dtype). Resuming is bit-exact."""
+        to each parameter's dtype; ``step`` keeps its dtype). Resuming is bit-exact.
+        Load-state-dict pre- and post-hooks run around it."""
+        if isinstance(state_dict, dict):
+            state_dict = dict(state_dict)  # pre-hooks may edit it; the caller's stays intact
+        for hook in list(self._optimizer_load_state_dict_pre_hooks.values()):
+            res = hook(self, state_dict)
+            if res is not None:
+                state_dict = res
+        self._load_state_dict(state_dict)
+        for hook in list(self._optimizer_load_state_dict_post_hooks.values()):
+            hook(self)
+
+    def _load_state_dict(self, state_dict: dict[str, Any]) -> None:
         name = type(self).__name__
         if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
             raise ValueError(

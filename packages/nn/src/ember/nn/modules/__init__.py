@@ -35,6 +35,9 @@ from ember.nn.modules.batchnorm import (  # noqa: F401
     BatchNorm1d,
     BatchNorm2d,
     BatchNorm3d,
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
 )
 from ember.nn.modules.container import (
     ModuleDict,
@@ -49,6 +52,11 @@ from ember.nn.modules.conv import (  # noqa: F401
     Conv3d,
     ConvTranspose1d,
     ConvTranspose2d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
 )
 from ember.nn.modules.distance import (  # noqa: F401
     CosineSimilarity,
@@ -64,7 +72,8 @@ from ember.nn.modules.dropout import (  # noqa: F401
 )
 from ember.nn.modules.flatten import Flatten, Unflatten
 from ember.nn.modules.fold import Fold, Unfold
-from ember.nn.modules.linear import Bilinear, Identity, Linear
+from ember.nn.modules.lazy import LazyModuleMixin
+from ember.nn.modules.linear import Bilinear, Identity, LazyLinear, Linear
 from ember.nn.modules.loss import (  # noqa: F401
     BCELoss,
     BCEWithLogitsLoss,
@@ -152,6 +161,10 @@ from ember.nn.modules.upsampling import (  # noqa: F401
 __all__ = [
     "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
     "Identity", "Linear", "Bilinear", "Flatten", "Unflatten",
+    # lazy modules (shapes from the first input)
+    "LazyModuleMixin", "LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+    "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "LazyBatchNorm3d",
     # layers (activation, conv, pooling, normalization, dropout, sparse, loss, ...)
     "ReLU",
     "ReLU6",

@@ -16,10 +16,18 @@ import ember
 from ember import Tensor
 from ember.nn import functional as F
 from ember.nn import init
+from ember.nn.modules.lazy import LazyModuleMixin
 from ember.nn.modules.module import Module
-from ember.nn.parameter import Parameter
+from ember.nn.parameter import Parameter, UninitializedBuffer, UninitializedParameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
+__all__ = [
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "LazyBatchNorm1d",
+    "LazyBatchNorm2d",
+    "LazyBatchNorm3d",
+]
 
 
 class _NormBase(Module):
@@ -145,3 +153,71 @@ class BatchNorm3d(_BatchNorm):
                 f"BatchNorm3d: expected 5D input (N, C, D, H, W), got {input.ndim}D input of "
                 f"shape {tuple(input.shape)}"
             )
+
+
+class _LazyNormMixin(LazyModuleMixin):
+    """num_features from dim 1 of the first input."""
+
+    def __init__(self: Any, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device: Any = None, dtype: Any = None) -> None:
+        # affine/track_running_stats off first: no real tensors are created, shapes come later
+        super().__init__(0, eps, momentum, False, False, device, dtype)
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = UninitializedParameter(device=device, dtype=dtype)
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+        if track_running_stats:
+            self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
+            self.running_var = UninitializedBuffer(device=device, dtype=dtype)
+            self.num_batches_tracked = ember.tensor(0, dtype=ember.int64, device=device)
+
+    def reset_parameters(self: Any) -> None:
+        if not self.has_uninitialized_params() and self.num_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self: Any, input: Tensor, *args: Any, **kwargs: Any) -> None:
+        """Materializes weight, bias and the running statistics with input.shape[1]
+        features; initialized like the eager batch norm's."""
+        if not self.has_uninitialized_params():
+            if self.num_features == 0:  # materialized by load_state_dict
+                t = self.weight if self.weight is not None else self.running_mean
+                self.num_features = int(t.shape[0]) if t is not None else int(input.shape[1])
+            return
+        self._check_input_dim(input)
+        self.num_features = int(input.shape[1])
+        with ember.no_grad():
+            if self.affine:
+                self.weight.materialize((self.num_features,))
+                self.bias.materialize((self.num_features,))
+            if self.track_running_stats:
+                self.running_mean.materialize((self.num_features,))
+                self.running_var.materialize((self.num_features,))
+            self._replace_materialized_buffers()
+            self.reset_parameters()
+
+
+class LazyBatchNorm1d(_LazyNormMixin, BatchNorm1d):
+    """A ``BatchNorm1d`` whose ``num_features`` comes from its first input.
+
+    >>> import ember
+    >>> bn = ember.nn.LazyBatchNorm1d()
+    >>> bn(ember.randn(4, 3)).shape
+    ember.Size([4, 3])
+    >>> bn
+    BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
+    """
+
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyNormMixin, BatchNorm2d):
+    """A ``BatchNorm2d`` whose ``num_features`` comes from its first input."""
+
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNormMixin, BatchNorm3d):
+    """A ``BatchNorm3d`` whose ``num_features`` comes from its first input."""
+
+    cls_to_become = BatchNorm3d

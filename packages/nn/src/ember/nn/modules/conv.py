@@ -15,10 +15,22 @@ import ember
 from ember import Tensor
 from ember.nn import functional as F
 from ember.nn import init
+from ember.nn.modules.lazy import LazyModuleMixin
 from ember.nn.modules.module import Module
-from ember.nn.parameter import Parameter
+from ember.nn.parameter import Parameter, UninitializedParameter
 
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = [
+    "Conv1d",
+    "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "LazyConv1d",
+    "LazyConv2d",
+    "LazyConv3d",
+    "LazyConvTranspose1d",
+    "LazyConvTranspose2d",
+]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -268,3 +280,149 @@ class ConvTranspose2d(_ConvTransposeNd):
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
                                   self.dilation)
+
+
+class _LazyConvMixin(LazyModuleMixin):
+    """in_channels from the first input (dim 1 of a batched input, dim 0 of an unbatched one)."""
+
+    in_channels: int
+    out_channels: int
+    groups: int
+    kernel_size: tuple[int, ...]
+    transposed: bool
+    _nd: int
+
+    def _make_lazy(self: Any, out_channels: int, bias: bool, device: Any, dtype: Any) -> None:
+        if out_channels % self.groups != 0:
+            raise ValueError(
+                f"{type(self).__name__}: out_channels ({out_channels}) must be divisible by "
+                f"groups ({self.groups})"
+            )
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self: Any) -> None:
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def _get_in_channels(self: Any, input: Tensor) -> int:
+        nd = self._nd
+        if input.ndim not in (nd + 1, nd + 2):
+            raise ValueError(
+                f"{type(self).__name__}: expected {nd + 1}D (unbatched) or {nd + 2}D (batched) "
+                f"input, got input of shape {tuple(input.shape)}"
+            )
+        return int(input.shape[1] if input.ndim == nd + 2 else input.shape[0])
+
+    def initialize_parameters(self: Any, input: Tensor, *args: Any, **kwargs: Any) -> None:
+        """Materializes weight and bias from the input's channels; initialized like the eager
+        convolution's."""
+        if not self.has_uninitialized_params():
+            if self.in_channels == 0:  # materialized by load_state_dict
+                w = self.weight.shape
+                self.in_channels = int(w[0] if self.transposed else w[1] * self.groups)
+            return
+        in_channels = self._get_in_channels(input)
+        if in_channels % self.groups != 0:
+            raise ValueError(
+                f"{type(self).__name__}: the input's {in_channels} channels (shape "
+                f"{tuple(input.shape)}) must be divisible by groups ({self.groups})"
+            )
+        self.in_channels = in_channels
+        g = self.groups
+        if self.transposed:
+            shape = (in_channels, self.out_channels // g, *self.kernel_size)
+        else:
+            shape = (self.out_channels, in_channels // g, *self.kernel_size)
+        with ember.no_grad():
+            self.weight.materialize(shape)
+            if self.bias is not None:
+                self.bias.materialize((self.out_channels,))
+            self.reset_parameters()
+
+
+class LazyConv1d(_LazyConvMixin, Conv1d):
+    """A ``Conv1d`` whose ``in_channels`` comes from its first input.
+
+    >>> import ember
+    >>> conv = ember.nn.LazyConv1d(4, 3)
+    >>> conv(ember.ones(2, 5, 8)).shape
+    ember.Size([2, 4, 6])
+    >>> conv
+    Conv1d(5, 4, kernel_size=(3,), stride=(1,))
+    """
+
+    cls_to_become = Conv1d
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
+                         padding_mode, device=device, dtype=dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class LazyConv2d(_LazyConvMixin, Conv2d):
+    """A ``Conv2d`` whose ``in_channels`` comes from its first input.
+
+    >>> import ember
+    >>> ember.nn.LazyConv2d(8, 3, padding=1)(ember.ones(1, 3, 5, 5)).shape
+    ember.Size([1, 8, 5, 5])
+    """
+
+    cls_to_become = Conv2d
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
+                         padding_mode, device=device, dtype=dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class LazyConv3d(_LazyConvMixin, Conv3d):
+    """A ``Conv3d`` whose ``in_channels`` comes from its first input."""
+
+    cls_to_become = Conv3d
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
+                         padding_mode, device=device, dtype=dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class LazyConvTranspose1d(_LazyConvMixin, ConvTranspose1d):
+    """A ``ConvTranspose1d`` whose ``in_channels`` comes from its first input."""
+
+    cls_to_become = ConvTranspose1d
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
+                         dilation, padding_mode, device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class LazyConvTranspose2d(_LazyConvMixin, ConvTranspose2d):
+    """A ``ConvTranspose2d`` whose ``in_channels`` comes from its first input.
+
+    >>> import ember
+    >>> ember.nn.LazyConvTranspose2d(3, 2, stride=2)(ember.ones(1, 2, 4, 4)).shape
+    ember.Size([1, 3, 8, 8])
+    """
+
+    cls_to_become = ConvTranspose2d
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
+                         dilation, padding_mode, device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)

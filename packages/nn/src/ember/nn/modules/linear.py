@@ -15,10 +15,11 @@ import ember
 from ember import Tensor
 from ember.nn import functional as F
 from ember.nn import init
+from ember.nn.modules.lazy import LazyModuleMixin
 from ember.nn.modules.module import Module
-from ember.nn.parameter import Parameter
+from ember.nn.parameter import Parameter, UninitializedParameter
 
-__all__ = ["Identity", "Linear", "Bilinear"]
+__all__ = ["Identity", "Linear", "LazyLinear", "Bilinear"]
 
 
 class Identity(Module):
@@ -84,6 +85,56 @@ class Linear(Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}"
         )
+
+
+class LazyLinear(LazyModuleMixin, Linear):
+    """A ``Linear`` whose ``in_features`` is taken from the last dimension of its first input
+    (then it becomes a ``Linear``, initialized as one).
+
+    >>> import ember
+    >>> fc = ember.nn.LazyLinear(4)
+    >>> fc
+    LazyLinear(in_features=0, out_features=4, bias=True)
+    >>> fc(ember.ones(2, 7)).shape
+    ember.Size([2, 4])
+    >>> fc
+    Linear(in_features=7, out_features=4, bias=True)
+    """
+
+    cls_to_become = Linear
+    weight: UninitializedParameter
+    bias: UninitializedParameter  # type: ignore[assignment]
+
+    def __init__(self, out_features: int, bias: bool = True, device: Any = None, dtype: Any = None) -> None:
+        # a 0x0 Linear without bias: no real tensors are created, the shapes come later
+        super().__init__(0, 0, False)
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_features = out_features
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input: Tensor, *args: Any, **kwargs: Any) -> None:
+        """Materializes weight (out_features, input.shape[-1]) and bias, initialized like
+        ``Linear``'s."""
+        if not self.has_uninitialized_params():
+            if self.in_features == 0:  # materialized by load_state_dict
+                self.in_features = int(self.weight.shape[1])
+            return
+        if input.ndim == 0:
+            raise ValueError(
+                f"{self._get_name()}: expected an input with at least 1 dimension (the last one "
+                "gives in_features), got a 0-d tensor"
+            )
+        with ember.no_grad():
+            self.in_features = int(input.shape[-1])
+            self.weight.materialize((self.out_features, self.in_features))
+            if self.bias is not None:
+                self.bias.materialize((self.out_features,))
+            self.reset_parameters()
 
 
 class Bilinear(Module):

@@ -21,15 +21,27 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
+import warnings
 import weakref
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator, Mapping
 
 import ember
 from ember import Tensor
-from ember.nn.parameter import Parameter, _copy_parameter
+from ember.nn.parameter import Parameter, _copy_parameter, is_lazy
 
-__all__ = ["Module", "RemovableHandle"]
+__all__ = [
+    "Module",
+    "RemovableHandle",
+    "register_module_forward_pre_hook",
+    "register_module_forward_hook",
+    "register_module_backward_hook",
+    "register_module_full_backward_pre_hook",
+    "register_module_full_backward_hook",
+    "register_module_buffer_registration_hook",
+    "register_module_module_registration_hook",
+    "register_module_parameter_registration_hook",
+]
 
 
 class RemovableHandle:
@@ -56,6 +68,349 @@ class RemovableHandle:
 
     def __exit__(self, *exc: Any) -> None:
         self.remove()
+
+
+# ---- global hooks (every Module's call runs them, before the module's own) -------------------
+_global_forward_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_forward_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_forward_hooks_with_kwargs: OrderedDict[int, bool] = OrderedDict()
+_global_forward_hooks_always_called: OrderedDict[int, bool] = OrderedDict()
+_global_backward_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_backward_hooks: OrderedDict[int, Callable] = OrderedDict()
+# None until a global backward hook is registered; then whether those are full ones (the two
+# kinds cannot be mixed).
+_global_is_full_backward_hook: bool | None = None
+_global_buffer_registration_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_module_registration_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_parameter_registration_hooks: OrderedDict[int, Callable] = OrderedDict()
+
+
+def _add_hook(hooks: OrderedDict, hook: Callable, extra: tuple[dict, ...] = ()) -> RemovableHandle:
+    handle = RemovableHandle(hooks, extra_dicts=extra)
+    hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, args)`` to run before the ``forward`` of every module (before
+    the module's own pre-hooks); a non-None result replaces the positional inputs.
+
+    For debugging and profiling: it affects every module of the process.
+
+    >>> import ember
+    >>> from ember.nn.modules.module import register_module_forward_pre_hook
+    >>> names = []
+    >>> h = register_module_forward_pre_hook(lambda m, args: names.append(type(m).__name__))
+    >>> _ = ember.nn.Sequential(ember.nn.Identity())(ember.ones(1))
+    >>> h.remove()
+    >>> names
+    ['Sequential', 'Identity']
+    """
+    return _add_hook(_global_forward_pre_hooks, hook)
+
+
+def register_module_forward_hook(
+    hook: Callable, *, with_kwargs: bool = False, always_call: bool = False
+) -> RemovableHandle:
+    """Registers ``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with
+    ``with_kwargs``) to run after the ``forward`` of every module, before the module's own
+    forward hooks; a non-None result replaces the output. ``always_call``: run it also when
+    ``forward`` raises.
+
+    >>> import ember
+    >>> from ember.nn.modules.module import register_module_forward_hook
+    >>> with register_module_forward_hook(lambda m, args, out: out * 10):
+    ...     ember.nn.Identity()(ember.ones(1)).item()
+    10.0
+    """
+    handle = _add_hook(
+        _global_forward_hooks,
+        hook,
+        (_global_forward_hooks_with_kwargs, _global_forward_hooks_always_called),
+    )
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def _set_global_full(full: bool) -> None:
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is (not full):
+        raise RuntimeError(
+            "Cannot use both regular backward hooks and full backward hooks as global Module "
+            "hooks: register only one kind (register_module_full_backward_hook is the one "
+            "that reports every input's and output's gradient)"
+        )
+    _global_is_full_backward_hook = full
+
+
+def register_module_backward_hook(hook: Callable) -> RemovableHandle:
+    """The old, deprecated global backward hook (``hook(module, grad_input, grad_output)`` on
+    the autograd node that produced each module's output); prefer
+    ``register_module_full_backward_hook``."""
+    _set_global_full(False)
+    return _add_hook(_global_backward_hooks, hook)
+
+
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, grad_output)`` for every module: it runs when the gradients
+    with respect to a module's outputs have been computed, and may return replacements (a
+    tuple as long as ``grad_output``). Runs before the modules' own backward pre-hooks.
+
+    >>> import ember
+    >>> from ember.nn.modules.module import register_module_full_backward_pre_hook
+    >>> seen = []
+    >>> x = ember.ones(2, requires_grad=True)
+    >>> with register_module_full_backward_pre_hook(lambda m, go: seen.append(go[0].tolist())):
+    ...     ember.nn.Identity()(x).sum().backward()
+    >>> seen
+    [[1.0, 1.0]]
+    """
+    return _add_hook(_global_backward_pre_hooks, hook)
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, grad_input, grad_output)`` for every module: it runs when the
+    gradients with respect to a module's inputs have been computed and may return replacement
+    ``grad_input``. Runs before the modules' own backward hooks (see
+    ``Module.register_full_backward_hook``)."""
+    _set_global_full(True)
+    return _add_hook(_global_backward_hooks, hook)
+
+
+def register_module_buffer_registration_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, name, buffer)``, called whenever any module registers a
+    buffer; a non-None result is registered instead."""
+    return _add_hook(_global_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, name, submodule)``, called whenever any module registers a
+    submodule; a non-None result is registered instead."""
+    return _add_hook(_global_module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook: Callable) -> RemovableHandle:
+    """Registers ``hook(module, name, param)``, called whenever any module registers a
+    parameter; a non-None result is registered instead."""
+    return _add_hook(_global_parameter_registration_hooks, hook)
+
+
+def _run_registration_hooks(hooks: OrderedDict, module: Module, name: str, value: Any) -> Any:
+    for hook in list(hooks.values()):
+        out = hook(module, name, value)
+        if out is not None:
+            value = out
+    return value
+
+
+# ---- full backward hooks -----------------------------------------------------------------------
+class _BackwardHookFunction(ember.autograd.Function):
+    """Identity on its tensor arguments: the autograd node it records is where a module's
+    backward hooks see (and may replace) the gradients of the module's inputs or outputs."""
+
+    @staticmethod
+    def forward(ctx: Any, *tensors: Tensor) -> tuple[Tensor, ...]:
+        ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
+        return tensors
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        return grads
+
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> tuple[Any, ...]:
+        return tangents
+
+
+def _zeros(meta: tuple) -> Tensor:
+    shape, dtype, device = meta
+    return ember.zeros(shape, dtype=dtype, device=device)
+
+
+def _inplace_error(module: Module, what: str) -> RuntimeError:
+    return RuntimeError(
+        f"{module._get_name()}: {what} was modified in place while the module has backward "
+        "hooks. Those hooks route the module's inputs and outputs through an identity autograd "
+        "Function, and an in-place change of that Function's result would bypass it (the hooks "
+        "would see wrong gradients), so it is forbidden, as in PyTorch. Clone the tensor before "
+        "modifying it, use the out-of-place version of the op (e.g. inplace=False), or remove "
+        "the backward hooks."
+    )
+
+
+class _BackwardHook:
+    """The state of one call of a module with full backward (pre-)hooks.
+
+    The inputs and the outputs each go through one ``_BackwardHookFunction``. When backward
+    reaches the outputs' node, its pre-hook records ``grad_output`` (letting the backward
+    pre-hooks replace it); when it has run the inputs' node, that node's hook calls the user
+    hooks with ``grad_input`` and the recorded ``grad_output``. Both are tuples over the
+    positional inputs / outputs, None where an entry is not a tensor that requires grad.
+    """
+
+    def __init__(self, module: Module, hooks: list[Callable], pre_hooks: list[Callable]) -> None:
+        self.module = module
+        self.hooks = hooks
+        self.pre_hooks = pre_hooks
+        self.grad_outputs: tuple | None = None
+        self.n_inputs = 0
+        self.input_index: list[int] | None = None
+        self.n_outputs = 0
+        self.output_index: list[int] | None = None
+        self.wrapped_outputs: list[tuple[int, weakref.ref, int]] = []
+        self.zero_inputs: dict[int, tuple] = {}
+
+    @staticmethod
+    def _pack(index: list[int], values: tuple, size: int) -> tuple:
+        out: list[Any] = [None] * size
+        for i, v in zip(index, values):
+            out[i] = v
+        return tuple(out)
+
+    def _wrap(self, args: tuple) -> tuple[tuple, list[int] | None, Any]:
+        """Routes the tensors of ``args`` through one identity node (when one requires grad)."""
+        index = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        if not index or not ember.is_grad_enabled() or not any(args[i].requires_grad for i in index):
+            return args, None, None
+        new = _BackwardHookFunction.apply(*(args[i] for i in index))
+        node = next(t.grad_fn for t in new if t.grad_fn is not None)
+        out = list(args)
+        for i, t in zip(index, new):
+            out[i] = t
+        return tuple(out), index, node
+
+    def setup_input_hook(self, args: tuple) -> tuple:
+        new_args, index, node = self._wrap(args)
+        self.n_inputs = len(args)
+        self.input_index = index
+        if node is not None:
+            node.register_hook(self._input_hook)
+            # The engine gives no gradient for inputs that do not require grad; the hooks see
+            # zeros there (the identity node's materialized gradient), as in PyTorch.
+            self.zero_inputs = {
+                k: (tuple(args[i].shape), args[i].dtype, args[i].device)
+                for k, i in enumerate(index)
+                if not args[i].requires_grad
+            }
+        return new_args
+
+    def input_versions(self, args: tuple) -> list[tuple[int, Tensor, int]]:
+        """(position, tensor, version) of the wrapped inputs that require grad; the caller keeps
+        the list (a reference from self would make a cycle through the autograd node)."""
+        if self.input_index is None:
+            return []
+        return [(i, args[i], args[i]._version) for i in self.input_index if args[i].requires_grad]
+
+    def check_inputs_unmodified(self, versions: list[tuple[int, Tensor, int]]) -> None:
+        for i, t, version in versions:
+            if t._version != version:
+                raise _inplace_error(self.module, f"input {i} (a tensor that requires grad)")
+
+    def setup_output_hook(self, result: Any) -> Any:
+        single = not isinstance(result, tuple)
+        outputs = (result,) if single else result
+        new_outputs, index, node = self._wrap(outputs)
+        self.n_outputs = len(outputs)
+        self.output_index = index
+        if node is not None:
+            node.register_prehook(self._output_prehook)
+            self.wrapped_outputs = [
+                (i, weakref.ref(new_outputs[i]), new_outputs[i]._version)
+                for i in index
+                if new_outputs[i].requires_grad
+            ]
+        return new_outputs[0] if single else new_outputs
+
+    def _output_prehook(self, grad_outputs: tuple) -> tuple | None:
+        for i, ref, version in self.wrapped_outputs:
+            t = ref()
+            if t is not None and t._version != version:
+                raise _inplace_error(self.module, f"output {i} (a tensor that requires grad)")
+        assert self.output_index is not None
+        packed = self._pack(self.output_index, grad_outputs, self.n_outputs)
+        for hook in self.pre_hooks:
+            res = hook(self.module, packed)
+            if res is None:
+                continue
+            if not isinstance(res, (tuple, list)) or len(res) != len(packed):
+                raise RuntimeError(
+                    f"{self.module._get_name()}: a backward pre-hook must return None or a tuple "
+                    f"of {len(packed)} grad_output(s) (one per output), but returned {res!r}"
+                )
+            packed = tuple(res)
+        self.grad_outputs = packed
+        if self.input_index is None:
+            # No input requires grad: nothing else will fire, so the hooks run now, with
+            # grad_input all None.
+            if self.hooks:
+                warnings.warn(
+                    f"{self.module._get_name()}: full backward hook called with the gradients of "
+                    "the module's outputs only, as none of its inputs requires grad (grad_input "
+                    "is all None)",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            grad_inputs = (None,) * self.n_inputs
+            for hook in self.hooks:
+                res = hook(self.module, grad_inputs, packed)
+                if res is not None and not (
+                    isinstance(res, (tuple, list)) and all(r is None for r in res)
+                ):
+                    raise RuntimeError(
+                        f"{self.module._get_name()}: none of the module's inputs requires grad, "
+                        "so its backward hook must return None (or all-None grad_input), but it "
+                        f"returned {res!r}"
+                    )
+            self.grad_outputs = None
+        return tuple(packed[i] for i in self.output_index)
+
+    def _input_hook(self, grad_inputs: tuple, grad_outputs: tuple) -> tuple | None:
+        if self.grad_outputs is None:
+            # The gradient reached the inputs without passing through the outputs (e.g. a
+            # double backward): there is no grad_output to report.
+            return None
+        assert self.input_index is not None
+        grad_inputs = tuple(
+            _zeros(self.zero_inputs[k]) if g is None and k in self.zero_inputs else g
+            for k, g in enumerate(grad_inputs)
+        )
+        packed = self._pack(self.input_index, grad_inputs, self.n_inputs)
+        for hook in self.hooks:
+            res = hook(self.module, packed, self.grad_outputs)
+            if res is None:
+                continue
+            if not isinstance(res, (tuple, list)) or len(res) != len(packed):
+                raise RuntimeError(
+                    f"{self.module._get_name()}: a full backward hook must return None or a tuple "
+                    f"of {len(packed)} grad_input(s) (one per positional input), but returned "
+                    f"{res!r}"
+                )
+            packed = tuple(res)
+        self.grad_outputs = None
+        # inputs that do not require grad take no gradient (whatever the hooks returned)
+        return tuple(
+            None if k in self.zero_inputs else packed[i] for k, i in enumerate(self.input_index)
+        )
+
+
+class _WrappedHook:
+    """A module's old-style backward hook as an autograd-node hook."""
+
+    def __init__(self, hook: Callable, module: Module) -> None:
+        self.hook = hook
+        self.module_ref = weakref.ref(module)
+
+    def __call__(self, grad_inputs: tuple, grad_outputs: tuple) -> Any:
+        module = self.module_ref()
+        if module is None:
+            raise RuntimeError(
+                "backward hook of a Module that no longer exists: keep the module alive until "
+                "backward has run"
+            )
+        return self.hook(module, grad_inputs, grad_outputs)
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -139,6 +494,9 @@ class Module:
         d["_forward_hooks"] = OrderedDict()
         d["_forward_hooks_with_kwargs"] = OrderedDict()
         d["_forward_hooks_always_called"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
+        d["_backward_hooks"] = OrderedDict()
+        d["_is_full_backward_hook"] = None
         d["_state_dict_hooks"] = OrderedDict()
         d["_state_dict_pre_hooks"] = OrderedDict()
         d["_load_state_dict_pre_hooks"] = OrderedDict()
@@ -182,6 +540,7 @@ class Module:
                 f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                 "(ember.Tensor or None required)"
             )
+        tensor = _run_registration_hooks(_global_buffer_registration_hooks, self, name, tensor)
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -211,6 +570,7 @@ class Module:
                 "created explicitly; to express '{name}' as a function of another Tensor, compute "
                 "the value in the forward() method"
             )
+        param = _run_registration_hooks(_global_parameter_registration_hooks, self, name, param)
         self._parameters[name] = param
 
     def add_module(self, name: str, module: Module | None) -> None:
@@ -218,6 +578,7 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_new_name("module", name, self._modules)
+        module = _run_registration_hooks(_global_module_registration_hooks, self, name, module)
         self._modules[name] = module
 
     def register_module(self, name: str, module: Module | None) -> None:
@@ -320,21 +681,27 @@ class Module:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             d.pop(name, None)
             drop(self._parameters, self._buffers, self._non_persistent_buffers_set)
-            modules[name] = value
+            modules[name] = _run_registration_hooks(
+                _global_module_registration_hooks, self, name, value
+            )
         elif "_modules" in d and name in d["_modules"]:
             if value is not None:
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as child module '{name}' "
                     "(ember.nn.Module or None expected)"
                 )
-            d["_modules"][name] = value
+            d["_modules"][name] = _run_registration_hooks(
+                _global_module_registration_hooks, self, name, value
+            )
         elif "_buffers" in d and name in d["_buffers"]:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                     "(ember.Tensor or None expected)"
                 )
-            d["_buffers"][name] = value
+            d["_buffers"][name] = _run_registration_hooks(
+                _global_buffer_registration_hooks, self, name, value
+            )
         else:
             object.__setattr__(self, name, value)
 
@@ -357,13 +724,17 @@ class Module:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        # modules pickled before these attributes existed
+        for name in ("_backward_pre_hooks", "_backward_hooks", "_forward_hooks_always_called"):
+            self.__dict__.setdefault(name, OrderedDict())
+        self.__dict__.setdefault("_is_full_backward_hook", None)
 
     def __deepcopy__(self, memo: dict) -> Module:
         # Tensors deep-copy by value into plain tensors; parameters must stay Parameters (and
         # shared ones stay shared), so they are copied first into the memo.
         for p in self.parameters():
             if id(p) not in memo:
-                memo[id(p)] = _copy_parameter(p)
+                memo[id(p)] = copy.deepcopy(p, memo) if is_lazy(p) else _copy_parameter(p)
         cls = type(self)
         new = cls.__new__(cls)
         memo[id(self)] = new
@@ -513,6 +884,10 @@ class Module:
                 continue
             with ember.no_grad():
                 new = fn(p)
+            if is_lazy(p):  # only its dtype/device can change: it stays uninitialized
+                p.data = new
+                memo[id(p)] = p
+                continue
             if new is p:
                 memo[id(p)] = p
                 continue
@@ -534,7 +909,10 @@ class Module:
             memo[id(p)] = result
         for key, b in self._buffers.items():
             if b is not None:
-                self._buffers[key] = fn(b)
+                if is_lazy(b):
+                    b.data = fn(b)
+                else:
+                    self._buffers[key] = fn(b)
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
@@ -615,8 +993,18 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         depth = getattr(_call_state, "depth", 0)
         _call_state.depth = depth + 1
+        d = self.__dict__  # subscripting it is cheaper than four attribute lookups
         try:
-            if not (self._forward_pre_hooks or self._forward_hooks):
+            if not (
+                d["_forward_pre_hooks"]
+                or d["_forward_hooks"]
+                or d["_backward_hooks"]
+                or d["_backward_pre_hooks"]
+                or _global_forward_pre_hooks
+                or _global_forward_hooks
+                or _global_backward_hooks
+                or _global_backward_pre_hooks
+            ):
                 return self.forward(*args, **kwargs)
             return self._call_with_hooks(args, kwargs)
         except Exception as err:
@@ -626,7 +1014,14 @@ class Module:
             _call_state.depth = depth
 
     def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
-        for hid, hook in list(self._forward_pre_hooks.items()):
+        full_hooks: list[Callable] = []
+        old_hooks: list[Callable] = []
+        pre_hooks: list[Callable] = []
+        if self._backward_pre_hooks or _global_backward_pre_hooks:
+            pre_hooks = self._get_backward_pre_hooks()
+        if self._backward_hooks or _global_backward_hooks:
+            full_hooks, old_hooks = self._get_backward_hooks()
+        for hid, hook in (*_global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, args, kwargs)
                 if res is not None:
@@ -640,29 +1035,123 @@ class Module:
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
+        bw_hook = None
+        watched: list[tuple[int, Tensor, int]] = []
+        if full_hooks or pre_hooks:
+            bw_hook = _BackwardHook(self, full_hooks, pre_hooks)
+            args = bw_hook.setup_input_hook(args)
+            watched = bw_hook.input_versions(args)
         called: set[int] = set()
+        result = None
+        forward_hooks = (*_global_forward_hooks.items(), *self._forward_hooks.items())
         try:
             result = self.forward(*args, **kwargs)
-            for hid, hook in list(self._forward_hooks.items()):
+            if bw_hook is not None:
+                bw_hook.check_inputs_unmodified(watched)
+            for hid, hook in forward_hooks:
                 called.add(hid)
-                if hid in self._forward_hooks_with_kwargs:
+                if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
                     res = hook(self, args, kwargs, result)
                 else:
                     res = hook(self, args, result)
                 if res is not None:
                     result = res
         except Exception:
-            for hid, hook in list(self._forward_hooks.items()):
-                if hid in self._forward_hooks_always_called and hid not in called:
-                    try:
-                        if hid in self._forward_hooks_with_kwargs:
-                            hook(self, args, kwargs, None)
-                        else:
-                            hook(self, args, None)
-                    except Exception:  # the original error is the one to report
-                        pass
+            for hid, hook in forward_hooks:
+                if hid in called or not (
+                    hid in self._forward_hooks_always_called
+                    or hid in _global_forward_hooks_always_called
+                ):
+                    continue
+                try:
+                    if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
+                        res = hook(self, args, kwargs, result)
+                    else:
+                        res = hook(self, args, result)
+                    if res is not None:
+                        result = res
+                except Exception as hook_err:  # the forward's error is the one to report
+                    warnings.warn(
+                        "a forward hook registered with always_call=True raised an exception "
+                        f"that was silenced as another error was raised in forward: {hook_err}",
+                        UserWarning,
+                        stacklevel=3,
+                    )
             raise
+        if bw_hook is not None:
+            if not isinstance(result, (Tensor, tuple)):
+                warnings.warn(
+                    f"{self._get_name()}: for backward hooks to be called, the module's output "
+                    f"should be a Tensor or a tuple of Tensors, but it is a {type(result).__name__}",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            result = bw_hook.setup_output_hook(result)
+        if old_hooks:
+            self._attach_old_backward_hooks(old_hooks, args, result)
         return result
+
+    def _get_backward_hooks(self) -> tuple[list[Callable], list[Callable]]:
+        """(full, old-style) backward hooks that apply to this module, the global ones first."""
+        full: list[Callable] = []
+        old: list[Callable] = []
+        (full if _global_is_full_backward_hook else old).extend(_global_backward_hooks.values())
+        (full if self._is_full_backward_hook else old).extend(self._backward_hooks.values())
+        return full, old
+
+    def _get_backward_pre_hooks(self) -> list[Callable]:
+        return [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
+
+    def _attach_old_backward_hooks(self, hooks: list[Callable], args: tuple, result: Any) -> None:
+        var = result
+        while not isinstance(var, Tensor):
+            if isinstance(var, dict):
+                var = next((v for v in var.values() if isinstance(v, Tensor)), None)
+            elif isinstance(var, (list, tuple)) and var:
+                var = var[0]
+            else:
+                var = None
+            if var is None:
+                return
+        grad_fn = var.grad_fn
+        if grad_fn is None:
+            return
+        for hook in hooks:
+            grad_fn.register_hook(_WrappedHook(hook, self))
+        self._maybe_warn_old_backward_hook(args, result, grad_fn)
+
+    def _maybe_warn_old_backward_hook(self, inputs: Any, result: Any, grad_fn: Any) -> None:
+        """The old hooks see one autograd node's gradients; warn where that is not the
+        module's (several output nodes, nested outputs, several nodes in forward)."""
+
+        def warn(what: str) -> None:
+            warnings.warn(
+                f"{self._get_name()}: using a non-full backward hook {what} is deprecated; the "
+                "hook will miss some gradients. Use register_full_backward_hook to get the "
+                "gradients of every input and output.",
+                FutureWarning,
+                stacklevel=4,
+            )
+
+        outputs = (result,) if isinstance(result, Tensor) else result
+        if not (isinstance(outputs, tuple) and all(isinstance(r, Tensor) for r in outputs)):
+            warn("on a module that does not return a Tensor or a tuple of Tensors")
+            return
+        inputs = (inputs,) if isinstance(inputs, Tensor) else inputs
+        if not (isinstance(inputs, tuple) and all(isinstance(i, Tensor) for i in inputs)):
+            warn("on a module whose inputs are not all Tensors")
+            return
+        out_nodes = {id(r.grad_fn): r.grad_fn for r in outputs if r.grad_fn is not None}
+        if not out_nodes or (len(out_nodes) == 1 and id(grad_fn) not in out_nodes):
+            # grad_fn is compared by identity: ember returns one Python object per node
+            warn("when outputs are nested in Python data structures")
+        elif len(out_nodes) > 1:
+            warn("when outputs are produced by different autograd nodes")
+        else:
+            in_nodes = {id(i.grad_fn) for i in inputs if i.grad_fn is not None}
+            next_nodes = {id(n) for n, _ in grad_fn.next_functions}
+            if in_nodes != next_nodes:
+                warn("when the forward contains several autograd nodes")
 
     def register_forward_pre_hook(
         self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
@@ -709,6 +1198,77 @@ class Module:
             self._forward_hooks_always_called[handle.id] = True
         if prepend:
             self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_pre_hook(
+        self, hook: Callable, prepend: bool = False
+    ) -> RemovableHandle:
+        """``hook(module, grad_output)`` runs when the gradients with respect to the module's
+        outputs have been computed; it may return a tuple of replacements (as long as
+        ``grad_output``) that backward continues with.
+
+        ``grad_output`` has one entry per output (a tuple output gives several), None where an
+        output is not a tensor that requires grad. Hooks must not modify their arguments in
+        place.
+
+        >>> import ember
+        >>> m = ember.nn.Identity()
+        >>> h = m.register_full_backward_pre_hook(lambda mod, go: (go[0] * 3,))
+        >>> x = ember.ones(2, requires_grad=True)
+        >>> m(x).sum().backward()
+        >>> x.grad.tolist()
+        [3.0, 3.0]
+        """
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` runs when the gradients with respect to
+        the module's inputs have been computed; it may return a replacement ``grad_input``.
+
+        ``grad_input`` has one entry per positional argument of the call (None for a
+        non-tensor, or a tensor that does not require grad) and ``grad_output`` one per output.
+        Keyword arguments are not tracked. While such hooks are registered, the module's
+        forward must not modify its inputs in place, nor may its outputs be modified in place
+        before backward (a RuntimeError says so).
+
+        >>> import ember
+        >>> lin = ember.nn.Linear(3, 2)
+        >>> seen = []
+        >>> h = lin.register_full_backward_hook(
+        ...     lambda mod, gi, go: seen.append((tuple(gi[0].shape), tuple(go[0].shape))))
+        >>> lin(ember.ones(4, 3, requires_grad=True)).sum().backward()
+        >>> seen
+        [((4, 3), (4, 2))]
+        """
+        if self._is_full_backward_hook is False:
+            raise RuntimeError(
+                f"{self._get_name()}: cannot use both regular backward hooks "
+                "(register_backward_hook) and full backward hooks on a single Module; use only "
+                "register_full_backward_hook"
+            )
+        self._is_full_backward_hook = True
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """Deprecated: ``hook(module, grad_input, grad_output)`` on the autograd node that
+        produced the module's output, so it sees that node's gradients only (it warns when
+        they are not the module's). Use ``register_full_backward_hook``."""
+        if self._is_full_backward_hook is True:
+            raise RuntimeError(
+                f"{self._get_name()}: cannot use both regular backward hooks and full backward "
+                "hooks (register_full_backward_hook) on a single Module; use only one kind"
+            )
+        self._is_full_backward_hook = False
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
         return handle
 
     # ---- state dict --------------------------------------------------------------------------
@@ -818,6 +1378,19 @@ class Module:
                     f"'{key}': expected an ember.Tensor in the state dict, got {type(value).__name__}"
                 )
                 continue
+            if is_lazy(value) or is_lazy(current):
+                if is_lazy(value) and not is_lazy(current):
+                    error_msgs.append(
+                        f"'{key}': the state dict holds an uninitialized parameter or buffer (from "
+                        "a lazy module that has not run forward), the model an initialized one of "
+                        f"shape {tuple(current.shape)}; run the lazy module's forward before saving"
+                    )
+                elif is_lazy(current) and not is_lazy(value):
+                    error_msgs.append(
+                        f"'{key}': the model's parameter is uninitialized (a lazy module without "
+                        "the load hook that materializes it)"
+                    )
+                continue  # both uninitialized: nothing to copy
             if tuple(value.shape) != tuple(current.shape):
                 error_msgs.append(
                     f"size mismatch for '{key}': the state dict has shape {tuple(value.shape)}, "

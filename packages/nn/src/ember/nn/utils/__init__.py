@@ -1,6 +1,7 @@
-"""Helpers over parameters: gradient clipping and flattening to/from one vector."""
+"""Helpers over parameters: gradient clipping, flattening to/from one vector, weight and
+spectral normalization, and parametrizations."""
 
-from ember.nn.utils import rnn
+from ember.nn.utils import parametrizations, parametrize, rnn
 from ember.nn.utils.clip_grad import (
     clip_grad_norm_,
     clip_grad_value_,
@@ -8,6 +9,8 @@ from ember.nn.utils.clip_grad import (
     get_total_norm,
 )
 from ember.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
+from ember.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm
+from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm
 
 __all__ = [
     "clip_grad_norm_",
@@ -16,5 +19,11 @@ __all__ = [
     "get_total_norm",
     "parameters_to_vector",
     "vector_to_parameters",
+    "weight_norm",
+    "remove_weight_norm",
+    "spectral_norm",
+    "remove_spectral_norm",
+    "parametrize",
+    "parametrizations",
     "rnn",
 ]
