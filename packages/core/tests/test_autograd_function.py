@@ -608,3 +608,35 @@ def test_mark_dirty_on_a_tensor_that_is_not_an_input_warns():
         warnings.simplefilter("error")  # the warning becomes the exception (nothing left pending)
         with pytest.raises(UserWarning, match="Only input Tensors"):
             DirtyOutput.apply(x)
+
+
+@pytest.mark.parametrize("libname", ["ember", "torch"])
+@pytest.mark.parametrize("kind", ["input", "view"])
+def test_inplace_on_output_aliasing_an_input_is_refused(libname, kind):
+    """An output that is an input returned as is, or a view of one made in forward, can't be
+    modified in place while grad is recorded (its history would bypass the custom backward);
+    under no_grad, or after clone(), it can."""
+    if libname == "torch" and torch is None:
+        pytest.skip("torch not installed")
+    L = ember if libname == "ember" else torch
+
+    class Alias(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x if kind == "input" else x[:2]
+
+        @staticmethod
+        def backward(ctx, g):
+            return 3 * g if kind == "input" else L.cat([3 * g, g.new_zeros(1)])
+
+    x0 = L.ones(3, requires_grad=True)
+    x = x0 * 1
+    with pytest.raises(RuntimeError, match="view.*modified inplace"):
+        Alias.apply(x).mul_(2)
+    y = Alias.apply(x).clone()
+    y.mul_(2)
+    y.sum().backward()
+    assert x0.grad.tolist()[:2] == [6.0, 6.0]
+    with L.no_grad():
+        Alias.apply(x).mul_(2)
+    assert x.tolist()[:2] == [2.0, 2.0]

@@ -297,8 +297,15 @@ bool any_requires_grad(std::initializer_list<const Tensor*> ts) {
 }
 
 void check_inplace(const Tensor& self, const char* op) {
-  if (self->base() && grad_enabled()) check_inplace_view(self, op);
   AutogradMeta* m = meta(self);
+  if (m && m->custom_function_view && grad_enabled())
+    EMBER_FAIL(Runtime, op, ": output ", m->output_nr, " of ",
+               m->grad_fn ? m->grad_fn->name() : std::string("a custom Function"),
+               " is a view of one of its inputs and is being modified inplace. It was created "
+               "inside a custom Function (or an input was returned as is), and rewriting its "
+               "history for the in-place op would bypass the Function's backward and give wrong "
+               "gradients. Clone the output of the Function before modifying it.");
+  if (self->base() && grad_enabled()) check_inplace_view(self, op);
   if (m && m->requires_grad && !m->grad_fn && grad_enabled())
     EMBER_FAIL(Runtime, op,
                ": a leaf Variable that requires grad is being used in an in-place operation.");

@@ -44,6 +44,9 @@ struct AutogradMeta {
   // the grad_fn was last built at; once the shared counter moves on, it is rebuilt from the base.
   bool is_view = false;
   bool view_no_grad = false;  // created in no_grad mode from a base that required grad
+  // Output of a custom Function that aliases one of its inputs (returned as is, or a view made
+  // inside forward): an in-place write would bypass the custom backward, so it is refused.
+  bool custom_function_view = false;
   int64_t view_version = 0;
 };
 

@@ -253,8 +253,13 @@ py::object function_finish(py::object ctx, py::object ref, py::tuple args, py::o
   py::tuple outs = is_tuple ? py::reinterpret_borrow<py::tuple>(raw) : py::make_tuple(raw);
 
   std::unordered_set<TensorImpl*> inputs;
+  std::unordered_set<const void*> input_storages;  // to spot views of inputs made in forward
   for (py::handle a : args)
-    if (is_tensor_object(a.ptr())) inputs.insert(a.cast<Tensor>().get());
+    if (is_tensor_object(a.ptr())) {
+      Tensor t = a.cast<Tensor>();
+      inputs.insert(t.get());
+      input_storages.insert(t->storage().get());
+    }
   std::unordered_set<TensorImpl*> dirty =
       tensor_set(attr_or(ctx, "dirty_tensors", py::none()), fn_name, "mark_dirty");
   std::unordered_set<TensorImpl*> non_diff = tensor_set(
@@ -310,11 +315,12 @@ py::object function_finish(py::object ctx, py::object ref, py::tuple args, py::o
                          1) < 0)
           throw py::error_already_set();  // warnings turned into errors
       autograd::set_history(t, node, static_cast<uint32_t>(i));
-    } else if (is_input) {
-      t = autograd::detach(t);  // a new tensor, so the input keeps its own history
-      autograd::set_history(t, node, static_cast<uint32_t>(i));
     } else {
+      // An input returned as is becomes a new tensor, so the input keeps its own history.
+      if (is_input) t = autograd::detach(t);
       autograd::set_history(t, node, static_cast<uint32_t>(i));
+      if (is_input || input_storages.count(t->storage().get()))
+        autograd::materialize_meta(t).custom_function_view = true;
     }
     result[i] = py::cast(t);
     if (has_jvp) {

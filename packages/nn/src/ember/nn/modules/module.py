@@ -230,17 +230,6 @@ def _zeros(meta: tuple) -> Tensor:
     return ember.zeros(shape, dtype=dtype, device=device)
 
 
-def _inplace_error(module: Module, what: str) -> RuntimeError:
-    return RuntimeError(
-        f"{module._get_name()}: {what} was modified in place while the module has backward "
-        "hooks. Those hooks route the module's inputs and outputs through an identity autograd "
-        "Function, and an in-place change of that Function's result would bypass it (the hooks "
-        "would see wrong gradients), so it is forbidden, as in PyTorch. Clone the tensor before "
-        "modifying it, use the out-of-place version of the op (e.g. inplace=False), or remove "
-        "the backward hooks."
-    )
-
-
 class _BackwardHook:
     """The state of one call of a module with full backward (pre-)hooks.
 
@@ -260,7 +249,6 @@ class _BackwardHook:
         self.input_index: list[int] | None = None
         self.n_outputs = 0
         self.output_index: list[int] | None = None
-        self.wrapped_outputs: list[tuple[int, weakref.ref, int]] = []
         self.zero_inputs: dict[int, tuple] = {}
 
     @staticmethod
@@ -297,18 +285,6 @@ class _BackwardHook:
             }
         return new_args
 
-    def input_versions(self, args: tuple) -> list[tuple[int, Tensor, int]]:
-        """(position, tensor, version) of the wrapped inputs that require grad; the caller keeps
-        the list (a reference from self would make a cycle through the autograd node)."""
-        if self.input_index is None:
-            return []
-        return [(i, args[i], args[i]._version) for i in self.input_index if args[i].requires_grad]
-
-    def check_inputs_unmodified(self, versions: list[tuple[int, Tensor, int]]) -> None:
-        for i, t, version in versions:
-            if t._version != version:
-                raise _inplace_error(self.module, f"input {i} (a tensor that requires grad)")
-
     def setup_output_hook(self, result: Any) -> Any:
         single = not isinstance(result, tuple)
         outputs = (result,) if single else result
@@ -317,18 +293,9 @@ class _BackwardHook:
         self.output_index = index
         if node is not None:
             node.register_prehook(self._output_prehook)
-            self.wrapped_outputs = [
-                (i, weakref.ref(new_outputs[i]), new_outputs[i]._version)
-                for i in index
-                if new_outputs[i].requires_grad
-            ]
         return new_outputs[0] if single else new_outputs
 
     def _output_prehook(self, grad_outputs: tuple) -> tuple | None:
-        for i, ref, version in self.wrapped_outputs:
-            t = ref()
-            if t is not None and t._version != version:
-                raise _inplace_error(self.module, f"output {i} (a tensor that requires grad)")
         assert self.output_index is not None
         packed = self._pack(self.output_index, grad_outputs, self.n_outputs)
         for hook in self.pre_hooks:
@@ -1036,18 +1003,14 @@ class Module:
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
         bw_hook = None
-        watched: list[tuple[int, Tensor, int]] = []
         if full_hooks or pre_hooks:
             bw_hook = _BackwardHook(self, full_hooks, pre_hooks)
             args = bw_hook.setup_input_hook(args)
-            watched = bw_hook.input_versions(args)
         called: set[int] = set()
         result = None
         forward_hooks = (*_global_forward_hooks.items(), *self._forward_hooks.items())
         try:
             result = self.forward(*args, **kwargs)
-            if bw_hook is not None:
-                bw_hook.check_inputs_unmodified(watched)
             for hid, hook in forward_hooks:
                 called.add(hid)
                 if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
