@@ -57,6 +57,14 @@ void cubic_weights(A t, A* w) {
   w[3] = far(2 - t);
 }
 
+// floor(src) clamped to at most in - 1; a source position at or past the end (also inf or NaN,
+// from extreme scales) reads the last input. src >= -1 by construction otherwise.
+template <class A>
+int64_t floor_index(A src, int64_t in) {
+  if (!(src < static_cast<A>(in - 1))) return in - 1;
+  return static_cast<int64_t>(std::floor(src));
+}
+
 template <class A>
 Axis<A> make_axis(Interp mode, int64_t in, int64_t out, bool align_corners,
                   std::optional<double> scale) {
@@ -72,7 +80,7 @@ Axis<A> make_axis(Interp mode, int64_t in, int64_t out, bool align_corners,
                       ? static_cast<float>(s * static_cast<A>(o))
                       : static_cast<float>(
                             std::max<A>(s * (static_cast<A>(o) + A(0.5)) - A(0.5), A(0)) + A(0.5));
-      ax.idx[o] = std::min<int64_t>(static_cast<int64_t>(std::floor(src)), in - 1);
+      ax.idx[o] = floor_index(src, in);
       ax.w[o] = 1;
     }
     return ax;
@@ -85,7 +93,7 @@ Axis<A> make_axis(Interp mode, int64_t in, int64_t out, bool align_corners,
   for (int64_t o = 0; o < out; ++o) {
     A src = align_corners ? s * static_cast<A>(o) : s * (static_cast<A>(o) + A(0.5)) - A(0.5);
     if (mode == Interp::Linear && src < 0) src = 0;
-    int64_t i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(src)), in - 1);
+    int64_t i0 = floor_index(src, in);
     A t = std::min<A>(std::max<A>(src - static_cast<A>(i0), A(0)), A(1));
     int64_t* ix = ax.idx.data() + o * ax.taps;
     A* w = ax.w.data() + o * ax.taps;
