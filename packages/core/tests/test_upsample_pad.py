@@ -142,6 +142,30 @@ def test_upsample_forward_ad_of_backward_op():
     assert tuple(y.shape) == (1, 2, 3, 4)
 
 
+@needs_torch
+@pytest.mark.parametrize("name,in_size,size,scales", [
+    ("upsample_linear1d", (6,), (6,), (2.0,)),              # same size: a copy, scale ignored
+    ("upsample_bilinear2d", (3, 4), (6, 4), (2.0, 3.0)),
+    ("upsample_trilinear3d", (2, 3, 4), (2, 6, 4), (1.5, 2.0, 0.7)),
+    ("upsample_nearest2d", (3, 5), (3, 10), (1.7, 2.7)),    # PyTorch's 2-D nearest shortcuts
+    ("upsample_nearest2d", (4, 5), (9, 5), (2.3, 1.4)),
+    ("upsample_nearest1d", (5,), (10,), (2.7,)),             # ... which 1-D nearest lacks
+    ("_upsample_nearest_exact2d", (3, 4), (3, 8), (1.5, 2.5)),
+])
+def test_upsample_scales_that_disagree_with_sizes(name, in_size, size, scales):
+    x = _rand((1, 2) + in_size, seed=21)
+    ac = False
+    got = _call(ember, name, ember.tensor(x), size, scales, ac)
+    want = _call(torch, name, torch.tensor(x), size, scales, ac)
+    np.testing.assert_allclose(val(got), val(want), rtol=1e-12, atol=1e-12)
+    # the backward op is the forward's adjoint: <up(x), g> == <x, up_backward(g)>
+    g = _rand(tuple(got.shape), seed=22)
+    sc = list(scales)
+    args = ([ac] if name in LINEAR else []) + sc
+    gx = getattr(ember._C, name + "_backward")(ember.tensor(g), list(size), list(x.shape), *args)
+    np.testing.assert_allclose((val(got) * g).sum(), (x * val(gx)).sum(), rtol=1e-12)
+
+
 def test_upsample_known_values():
     x = ember.tensor([[[1.0, 2.0, 4.0]]])
     assert ember.upsample_nearest1d(x, [6]).tolist() == [[[1.0, 1.0, 2.0, 2.0, 4.0, 4.0]]]

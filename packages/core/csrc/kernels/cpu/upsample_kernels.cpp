@@ -65,10 +65,21 @@ int64_t floor_index(A src, int64_t in) {
   return static_cast<int64_t>(std::floor(src));
 }
 
+// Where PyTorch's kernels ignore the scale: `linear` (every linear mode) copies a dim whose
+// size does not change; `nearest_shortcuts` (upsample_nearest2d, whose CPU kernel PyTorch
+// indexes differently from the 1-D and 3-D ones) also maps out == 2 * in to o / 2.
 template <class A>
 Axis<A> make_axis(Interp mode, int64_t in, int64_t out, bool align_corners,
-                  std::optional<double> scale) {
+                  std::optional<double> scale, bool nearest_shortcuts) {
   Axis<A> ax;
+  const bool same = in == out && (mode == Interp::Linear || nearest_shortcuts);
+  const bool twice = out == 2 * in && nearest_shortcuts;
+  if (same || twice) {
+    ax.idx.resize(out);
+    ax.w.assign(out, A(1));
+    for (int64_t o = 0; o < out; ++o) ax.idx[o] = twice ? o / 2 : o;
+    return ax;
+  }
   ax.taps = mode == Interp::Cubic ? 4 : (mode == Interp::Linear ? 2 : 1);
   ax.idx.resize(out * ax.taps);
   ax.w.resize(out * ax.taps);
@@ -147,13 +158,15 @@ Geometry make_geometry(const char* op, int64_t k, const DimVector& input_size,
 template <class A>
 std::array<Axis<A>, 3> make_axes(const Geometry& g, Interp mode, bool align_corners,
                                  const Scales& scales) {
+  const bool shortcuts = mode == Interp::Nearest && g.k == 2;
   std::array<Axis<A>, 3> ax;
   for (int64_t j = 0; j < 3; ++j) {
     if (j < 3 - g.k) {
       ax[j].idx = {0};
       ax[j].w = {A(1)};
     } else {
-      ax[j] = make_axis<A>(mode, g.in[j], g.out[j], align_corners, scales[j - (3 - g.k)]);
+      ax[j] =
+          make_axis<A>(mode, g.in[j], g.out[j], align_corners, scales[j - (3 - g.k)], shortcuts);
     }
   }
   return ax;
