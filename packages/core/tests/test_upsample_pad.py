@@ -22,7 +22,7 @@ IN_SHAPE = {1: (2, 3, 7), 2: (2, 3, 5, 6), 3: (1, 2, 3, 4, 5)}
 # (output_size, scales): upsampling, downsampling, odd ratios, and scales that differ from
 # in / out (the kernel must use 1 / scale, as when F.interpolate gets a scale_factor).
 SIZES = {
-    1: [((11,), None), ((3,), None), ((7,), None), ((14,), (2.0,)), ((11,), (1.7,)),
+    1: [((11,), None), ((3,), None), ((7,), None), ((14,), (2.0,)), ((21,), None), ((11,), (1.7,)),
         ((4,), (0.6,))],
     2: [((9, 13), None), ((2, 3), None), ((10, 12), (2.0, 2.0)), ((7, 3), (1.5, 0.5)),
         ((8, 5), (1.7, 0.9))],

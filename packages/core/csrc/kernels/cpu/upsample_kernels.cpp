@@ -272,15 +272,34 @@ void blend_forward(const Geometry& g, const std::array<Axis<A>, 3>& ax, const T*
       });
 }
 
-// The adjoint: planes in parallel; in a plane, each output row scatters along W into a scratch
-// row, which is then added (weighted) into the input rows it was blended from.
+// The adjoint: planes in parallel. In a plane, each output row is resampled back along W by a
+// gather (the W axis transposed: for every input column, the output columns that read it), then
+// added (weighted) into the input rows it was blended from. A gather, unlike a scatter, has no
+// chain of read-modify-writes to one address, so it pipelines.
 template <class T, class A>
 void blend_backward(const Geometry& g, const std::array<Axis<A>, 3>& ax, const T* gy, T* gx) {
   const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2], W = g.in[2];
   const int64_t P = g.in_numel(), Q = g.out_numel();
   const int64_t tw = ax[2].taps;
-  const int64_t* iw = ax[2].idx.data();
-  const A* ww = ax[2].w.data();
+  // The transposed W axis, in CSR form; entries of a column keep increasing output order.
+  std::vector<int64_t> first(W + 1, 0), src(OW * tw);
+  std::vector<A> wsrc(OW * tw);
+  for (int64_t e = 0; e < OW * tw; ++e) ++first[ax[2].idx[e] + 1];
+  for (int64_t i = 0; i < W; ++i) first[i + 1] += first[i];
+  {
+    std::vector<int64_t> fill(first.begin(), first.end() - 1);
+    for (int64_t e = 0; e < OW * tw; ++e) {
+      int64_t at = fill[ax[2].idx[e]]++;
+      src[at] = e / tw;
+      wsrc[at] = ax[2].w[e];
+    }
+  }
+  const bool unit = tw == 1 && std::all_of(wsrc.begin(), wsrc.end(), [](A w) { return w == A(1); });
+  // Nearest upsampling by an integer factor c: column i collects outputs [i * c, (i + 1) * c).
+  const int64_t c = OW % W == 0 ? OW / W : 0;
+  bool blocks = unit && c > 0;
+  for (int64_t i = 0; blocks && i <= W; ++i) blocks = first[i] == i * c;
+  for (int64_t j = 0; blocks && j < OW; ++j) blocks = src[j] == j;
   parallel_for(0, g.planes, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(Q, 1)),
                [&](int64_t b, int64_t e) {
                  std::vector<A> acc(std::is_same_v<T, A> ? 0 : P);  // low-precision dtypes
@@ -298,15 +317,34 @@ void blend_backward(const Geometry& g, const std::array<Axis<A>, 3>& ax, const T
                    for (int64_t od = 0; od < OD; ++od)
                      for (int64_t oh = 0; oh < OH; ++oh, go += OW) {
                        int64_t n = rows_of(g, ax, od, oh, off, wt);
-                       if (tw == 1 && n == 1 && wt[0] == A(1)) {  // nearest
+                       if (unit && n == 1 && wt[0] == A(1)) {  // nearest: straight into the row
                          A* row = gi + off[0];
-                         for (int64_t o = 0; o < OW; ++o) row[iw[o]] += static_cast<A>(go[o]);
+                         if (blocks && c == 2) {
+                           for (int64_t i = 0; i < W; ++i)
+                             row[i] += static_cast<A>(go[2 * i]) + static_cast<A>(go[2 * i + 1]);
+                           continue;
+                         }
+                         if (blocks) {
+                           for (int64_t i = 0; i < W; ++i) {
+                             A sum = 0;
+                             for (int64_t k = 0; k < c; ++k) sum += static_cast<A>(go[i * c + k]);
+                             row[i] += sum;
+                           }
+                           continue;
+                         }
+                         for (int64_t i = 0; i < W; ++i) {
+                           A sum = 0;
+                           for (int64_t j = first[i]; j < first[i + 1]; ++j)
+                             sum += static_cast<A>(go[src[j]]);
+                           row[i] += sum;
+                         }
                          continue;
                        }
-                       std::fill(tmp.begin(), tmp.end(), A(0));
-                       for (int64_t o = 0; o < OW; ++o) {
-                         const A v = static_cast<A>(go[o]);
-                         for (int64_t k = 0; k < tw; ++k) tmp[iw[o * tw + k]] += ww[o * tw + k] * v;
+                       for (int64_t i = 0; i < W; ++i) {
+                         A sum = 0;
+                         for (int64_t j = first[i]; j < first[i + 1]; ++j)
+                           sum += wsrc[j] * static_cast<A>(go[src[j]]);
+                         tmp[i] = sum;
                        }
                        for (int64_t j = 0; j < n; ++j) {
                          A* row = gi + off[j];
