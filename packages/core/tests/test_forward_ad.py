@@ -490,6 +490,42 @@ MORE_CASES = [
 CASES = CASES + MORE_CASES
 
 
+def _aten(name, *args):
+    """ember._C.<name> or torch.ops.aten.<name> applied to a tensor and fixed arguments."""
+    def call(a):
+        fn = getattr(ember._C, name) if isinstance(a, ember.Tensor) else getattr(torch.ops.aten, name)
+        return fn(a, *args)
+    return call
+
+
+_UPSAMPLE = [  # (op, spatial input size, output size, extra args after output_size)
+    ("upsample_nearest1d", (5,), [8], [None]),
+    ("upsample_nearest2d", (3, 4), [5, 7], [None, None]),
+    ("upsample_nearest3d", (2, 3, 2), [3, 5, 4], [None, None, None]),
+    ("_upsample_nearest_exact1d", (5,), [7], [None]),
+    ("_upsample_nearest_exact2d", (3, 4), [6, 3], [None, None]),
+    ("_upsample_nearest_exact3d", (2, 3, 2), [4, 2, 3], [None, None, None]),
+    ("upsample_linear1d", (5,), [8], [False, None]),
+    ("upsample_bilinear2d", (3, 4), [5, 7], [True, None, None]),
+    ("upsample_trilinear3d", (2, 3, 2), [3, 5, 4], [False, None, None, None]),
+    ("upsample_bicubic2d", (3, 4), [5, 7], [False, None, None]),
+]
+UPSAMPLE_CASES = [
+    *[FwCase(f"{op}: (1, 2, *{size}) to {out}", _aten(op, out, *extra), n(1, 2, *size))
+      for op, size, out, extra in _UPSAMPLE],
+    *[FwCase(f"{op}_backward: to {size}", _aten(f"{op}_backward", out, [1, 2, *size], *extra),
+             n(1, 2, *out))
+      for op, size, out, extra in _UPSAMPLE],
+    FwCase("_pad_backward: reflect", lambda g: ember._C._pad_backward(g, [1, 2, 4], [2, 1],
+                                                                      "reflect"),
+           n(1, 2, 7), torch=False),
+    FwCase("_pad_backward: circular 2d",
+           lambda g: ember._C._pad_backward(g, [1, 3, 4], [1, 1, 2, 0], "circular"),
+           n(1, 5, 6), torch=False),
+]
+CASES = CASES + UPSAMPLE_CASES
+
+
 def _iadd(a, b):
     a += b
     return a

@@ -396,26 +396,13 @@ inline Tensor constant_pad_nd_backward(const Tensor& grad, const DimVector& pad)
   for (int64_t p : pad) back.push_back(-p);
   return ops::constant_pad_nd(grad, back, Scalar(int64_t(0)));
 }
-// reflect/replicate/circular: every output position adds into the input position it read, one
-// padded dim at a time (index_add, so it is differentiable again).
+// reflect/replicate/circular: every output position adds into the input position it read
+// (the _pad_backward kernel; its own derivative is pad again, so it is differentiable twice).
 inline Tensor pad_backward(const Tensor& grad, const InputMeta& self, const DimVector& pad,
                            const std::string& mode) {
   pad_detail::PadMode m = pad_detail::parse_pad_mode(mode);
   if (m == pad_detail::PadMode::Constant) return constant_pad_nd_backward(grad, pad);
-  int64_t nd = self.sizes.size(), np = pad.size() / 2;
-  Tensor g = grad;
-  for (int64_t i = 0; i < np; ++i) {
-    int64_t d = nd - 1 - i;
-    std::vector<int64_t> map = pad_detail::pad_source_index(self.sizes[d], pad[2 * i],
-                                                            pad[2 * i + 1], d, m, "pad_backward");
-    Tensor idx =
-        ops::empty(DimVector{static_cast<int64_t>(map.size())}, ScalarType::Int64, std::nullopt);
-    std::copy(map.begin(), map.end(), idx->data_as<int64_t>());
-    DimVector sizes = g->sizes();
-    sizes[d] = self.sizes[d];
-    g = ops::index_add(zeros_for(g, sizes), d, idx, g, Scalar(int64_t(1)), Tensor());
-  }
-  return g;
+  return ops::_pad_backward(grad, self.sizes, pad, mode);
 }
 
 }  // namespace formulas

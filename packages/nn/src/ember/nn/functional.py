@@ -1237,22 +1237,6 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 
 # ---- padding, resampling, pixel shuffle -------------------------------------------------------
-def _pad_index(mode: str, size: int, before: int, after: int) -> list[int]:
-    """Source positions along one dim for reflect / replicate / circular padding."""
-    idx = []
-    for i in range(-before, size + after):
-        if mode == "reflect":
-            period = 2 * (size - 1)
-            j = abs(i) % period if period else 0
-            j = period - j if j >= size else j
-        elif mode == "replicate":
-            j = min(max(i, 0), size - 1)
-        else:  # circular
-            j = i % size
-        idx.append(j)
-    return idx
-
-
 def _take(x: Tensor, dim: int, index: list[int]) -> Tensor:
     """``x.index_select(dim, index)`` routed through embedding, whose gradient exists in the
     core (index_select has none yet): dim moves to the front and the rest flattens into rows."""
@@ -1284,15 +1268,6 @@ def _select_along(x: Tensor, dim: int, cols: list[list[tuple[int, float]]]) -> T
     return out.transpose(dim, last) if dim != last else out
 
 
-def _crop(x: Tensor, dim: int, lo: int, hi: int) -> Tensor:
-    """Removes lo leading and hi trailing entries of dim (split keeps it differentiable)."""
-    size = x.shape[dim]
-    keep = size - lo - hi
-    if keep < 0:
-        raise ValueError(f"pad: negative padding removes more than the {size} entries of dim {dim}")
-    return x.split([lo, keep, hi], dim)[1]
-
-
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         value: float | None = None) -> Tensor:
     """Pads the last ``len(pad) // 2`` dims: pad = (last_left, last_right, prev_left, ...).
@@ -1305,109 +1280,45 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
     >>> pad(ember.tensor([[[1.0, 2.0, 3.0]]]), (2, 0), mode="reflect").tolist()
     [[[3.0, 2.0, 1.0, 2.0, 3.0]]]
     """
-    pad = list(pad)
+    pad = [int(p) for p in pad]
     if len(pad) % 2 != 0 or len(pad) // 2 > input.ndim:
         raise ValueError(
             f"pad: padding length must be even and at most 2 * input.ndim "
             f"(= {2 * input.ndim}), got {len(pad)} for input of shape {_shape(input)}"
         )
-    n = len(pad) // 2
-    shape = list(_shape(input))
     if mode == "constant":
-        fill = 0.0 if value is None else value
-        out = input
-        for k in range(n):
-            d = input.ndim - 1 - k
-            lo, hi = pad[2 * k], pad[2 * k + 1]
-            if lo < 0 or hi < 0:
-                out = _crop(out, d, max(-lo, 0), max(-hi, 0))
-            parts = []
-            for amount in (lo, None, hi):
-                if amount is None:
-                    parts.append(out)
-                elif amount > 0:
-                    shape_d = list(_shape(out))
-                    shape_d[d] = amount
-                    parts.append(ember.full(shape_d, fill, dtype=input.dtype))
-            out = ember.cat(parts, d) if len(parts) > 1 else out
-        return out
+        return ember.pad(input, pad, "constant", 0.0 if value is None else float(value))
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(
             f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
         )
     if value is not None and value != 0:
         raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    n = len(pad) // 2
     if input.ndim < n + 1:  # PyTorch's rule: the padded dims plus a channel (or batch) dim
         raise RuntimeError(
             f"pad: {mode} padding of {n} dims needs a {n + 1}-D or {n + 2}-D input, got shape "
             f"{_shape(input)}"
         )
-    out = input
+    shape = _shape(input)
     for k in range(n):
         d = input.ndim - 1 - k
         lo, hi = pad[2 * k], pad[2 * k + 1]
-        size = shape[d]
-        if mode == "reflect" and (lo >= size or hi >= size):
+        if mode == "reflect" and (lo >= shape[d] or hi >= shape[d]):
             raise RuntimeError(
-                f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {size} of dim "
-                f"{d} of input {_shape(input)}"
+                f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {shape[d]} of "
+                f"dim {d} of input {shape}"
             )
-        if mode == "circular" and (lo > size or hi > size):
+        if mode == "circular" and (lo > shape[d] or hi > shape[d]):
             raise RuntimeError(
                 f"pad: circular padding ({lo}, {hi}) can wrap at most once around dim {d} of "
-                f"size {size}"
+                f"size {shape[d]}"
             )
-        if lo < 0 or hi < 0:
-            out = _crop(out, d, max(-lo, 0), max(-hi, 0))
-            size = out.shape[d]
-            lo, hi = max(lo, 0), max(hi, 0)
-        if lo or hi:
-            idx = _pad_index(mode, size, lo, hi)
-            # gather only the border pieces (from the narrowest slice holding their sources)
-            # and concatenate them around the input: one copy of the bulk
-            parts = []
-            for side in (idx[:lo], None, idx[lo + size:]):
-                if side is None:
-                    parts.append(out)
-                elif side:
-                    first, last = min(side), max(side)
-                    piece = _crop(out, d, first, size - 1 - last)
-                    parts.append(_take(piece, d, [i - first for i in side]))
-            out = ember.cat(parts, d)
-    return out
+    # one C++ pass: every output element reads its source through a per-dim index map
+    return ember.pad(input, pad, mode, None)
 
 
-def _interp_src(dst: int, in_size: int, out_size: int, scale: float | None,
-                align_corners: bool, mode: str) -> tuple[list[int], list[int], list[float]]:
-    """For each output position: the two source indices and the weight of the second."""
-    if align_corners:
-        ratio = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
-    else:
-        ratio = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
-    i0s, i1s, ws = [], [], []
-    for o in range(dst):
-        if mode == "nearest":
-            j = min(int(math.floor(o * ratio)), in_size - 1)
-            i0s.append(j)
-            i1s.append(j)
-            ws.append(0.0)
-            continue
-        if mode == "nearest-exact":
-            j = min(int(math.floor((o + 0.5) * ratio)), in_size - 1)
-            i0s.append(j)
-            i1s.append(j)
-            ws.append(0.0)
-            continue
-        src = o * ratio if align_corners else max((o + 0.5) * ratio - 0.5, 0.0)
-        i0 = min(int(math.floor(src)), in_size - 1)
-        i1 = min(i0 + 1, in_size - 1)
-        i0s.append(i0)
-        i1s.append(i1)
-        ws.append(src - i0)
-    return i0s, i1s, ws
-
-
-_INTERP_DIMS = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_INTERP_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
 
 
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
@@ -1415,25 +1326,26 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
     """Resamples the spatial dims of (N, C, *spatial) input to ``size`` or by ``scale_factor``.
 
-    Modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' (4-D), 'trilinear' (5-D),
-    'area' (adaptive average pooling);
-    ``align_corners`` as PyTorch. Each spatial dim is resampled in turn (the interpolations are
-    separable): the two neighbouring source rows are gathered and blended.
+    Modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' and 'bicubic' (4-D),
+    'trilinear' (5-D), 'area' (adaptive average pooling); ``align_corners`` as PyTorch. With
+    ``scale_factor`` (and ``recompute_scale_factor`` not True) the kernels step through the input
+    by 1 / scale_factor, as PyTorch's do; the upsample_* C++ ops do the work.
 
     >>> import ember
     >>> interpolate(ember.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
     [[[1.0, 1.0, 2.0, 2.0]]]
     """
-    if input.ndim < 3:
+    if input.ndim < 3 or input.ndim > 5:
         raise ValueError(
             f"interpolate: expected (N, C, *spatial) input with 1-3 spatial dims, got shape "
             f"{_shape(input)}"
         )
     nd = input.ndim - 2
-    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area"):
+    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear",
+                    "area"):
         raise NotImplementedError(
             f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
-            "bilinear, trilinear, area)"
+            "bilinear, bicubic, trilinear, area)"
         )
     if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != nd:
         raise ValueError(
@@ -1444,7 +1356,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         if align_corners is not None:
             raise ValueError(
                 "interpolate: align_corners option can only be set with the interpolating modes: "
-                "linear | bilinear | trilinear"
+                "linear | bilinear | bicubic | trilinear"
             )
         align_corners = False
     elif align_corners is None:
@@ -1456,6 +1368,10 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     in_sizes = list(_shape(input)[2:])
     scales: list[float | None]
     if size is not None:
+        if recompute_scale_factor:
+            raise ValueError(
+                "interpolate: recompute_scale_factor is not meaningful with an explicit size."
+            )
         out_sizes = _tuple(size, nd, "size", "interpolate")
         scales = [None] * nd
     else:
@@ -1476,21 +1392,20 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         if nd == 2:
             return adaptive_avg_pool2d(input, out_sizes)
         raise NotImplementedError("interpolate: mode='area' supports 3-D and 4-D input")
-    out = input
-    for k in range(nd):
-        d = 2 + k
-        i0, i1, w = _interp_src(out_sizes[k], in_sizes[k], out_sizes[k], scales[k],
-                                bool(align_corners), mode)
-        if mode in ("nearest", "nearest-exact"):
-            out = _take(out, d, i0)
-            continue
-        # both neighbours in one gather, then blended
-        a, b = _take(out, d, i0 + i1).split(len(i0), d)
-        wshape = [1] * out.ndim
-        wshape[d] = len(w)
-        lam = ember.tensor(w, dtype=input.dtype).reshape(wshape)
-        out = a.lerp(b, lam)
-    return out
+    if mode == "nearest":
+        return _UPSAMPLE_NEAREST[nd](input, out_sizes, *scales)
+    if mode == "nearest-exact":
+        return _UPSAMPLE_NEAREST_EXACT[nd](input, out_sizes, *scales)
+    op = _C.upsample_bicubic2d if mode == "bicubic" else _UPSAMPLE_LINEAR[nd]
+    return op(input, out_sizes, bool(align_corners), *scales)
+
+
+_UPSAMPLE_NEAREST = {1: _C.upsample_nearest1d, 2: _C.upsample_nearest2d,
+                     3: _C.upsample_nearest3d}
+_UPSAMPLE_NEAREST_EXACT = {1: _C._upsample_nearest_exact1d, 2: _C._upsample_nearest_exact2d,
+                           3: _C._upsample_nearest_exact3d}
+_UPSAMPLE_LINEAR = {1: _C.upsample_linear1d, 2: _C.upsample_bilinear2d,
+                    3: _C.upsample_trilinear3d}
 
 
 def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
