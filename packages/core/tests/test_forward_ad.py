@@ -486,6 +486,33 @@ MORE_CASES = [
            lambda rng: [rng.standard_normal((4, 3)), _idx(0, 1, 3, 1).reshape(2, 2)],
            reverse=False),
     FwCase("native_dropout: train", _dropout, n(4, 5), torch=False),
+    # Normalization (more in test_norm_higher_order.py). torch's mean / rstd of layer and batch
+    # norm carry no tangent (not differentiable there); ember's are those of the statistics.
+    FwCase("native_layer_norm: affine", lambda x, w, b: F(x).layer_norm(x, (4,), w, b),
+           lambda rng: [rng.standard_normal((3, 4)), rng.standard_normal(4),
+                        rng.standard_normal(4)]),
+    FwCase("native_layer_norm: statistics",
+           lambda x: lib(x).native_layer_norm(x, (2, 3), None, None, 1e-5), n(2, 2, 3),
+           torch=False),
+    FwCase("native_group_norm: affine", lambda x, w, b: F(x).group_norm(x, 2, w, b),
+           lambda rng: [rng.standard_normal((2, 4, 3)), rng.standard_normal(4),
+                        rng.standard_normal(4)]),
+    FwCase("native_group_norm: statistics",
+           lambda x: (ember.native_group_norm(x, 2, None, None, 1e-5) if lib(x) is ember else
+                      torch.native_group_norm(x, None, None, 2, 4, 3, 2, 1e-5)), n(2, 4, 3)),
+    FwCase("native_batch_norm: train", lambda x, w, b: F(x).batch_norm(x, None, None, w, b, True),
+           lambda rng: [rng.standard_normal((3, 2, 2)), rng.standard_normal(2),
+                        rng.standard_normal(2)]),
+    FwCase("native_batch_norm: eval", lambda x, w: F(x).batch_norm(
+        x, lib(x).tensor([0.1, -0.2], dtype=x.dtype), lib(x).tensor([0.7, 1.3], dtype=x.dtype),
+        w, None, False), nn((3, 2, 2), (2,))),
+    FwCase("native_batch_norm: statistics", lambda x: lib(x).native_batch_norm(
+        x, None, None, None, None, True, 0.1, 1e-5), n(4, 3), torch=False),
+    FwCase("_fused_rms_norm: weight", lambda x, w: F(x).rms_norm(x, (2, 3), w, 1e-6),
+           nn((2, 2, 3), (2, 3))),
+    FwCase("_fused_rms_norm: statistics",
+           lambda x, w: (ember._C._fused_rms_norm(x, (3,), w, 1e-6) if lib(x) is ember else
+                         torch._fused_rms_norm(x, [3], w, 1e-6)), nn((2, 3), (3,))),
 ]
 CASES = CASES + MORE_CASES
 
@@ -892,9 +919,10 @@ def test_op_without_tangent_formula_raises():
     with fwAD.dual_level():
         d = fwAD.make_dual(ember.ones(2, 3), ember.ones(2, 3))
         import ember.nn.functional as F
-        with pytest.raises(NotImplementedError,
-                           match="forward-mode AD for 'native_layer_norm' is not implemented"):
-            F.layer_norm(d, (3,))
+        _, mean, rstd = ember.native_layer_norm(ember.ones(2, 3), (3,), None, None, 1e-5)
+        with pytest.raises(NotImplementedError, match="forward-mode AD for "
+                           "'native_layer_norm_backward' is not implemented"):
+            ember.native_layer_norm_backward(d, d, (3,), mean, rstd, None, True, False, False)
         with pytest.raises(NotImplementedError, match="forward-mode AD for 't_' is not implemented"):
             (d * 1.0).t_()  # in-place views keep no tangent
         # Ops whose tangent formula covers only some arguments or modes say which.

@@ -68,7 +68,9 @@ Edge gradient_edge(const Tensor& t) {
 }
 
 void set_history(const Tensor& result, const std::shared_ptr<Node>& node, uint32_t output_nr) {
-  if (!is_floating(result->dtype())) return;  // integer and bool outputs are not differentiable
+  // Integer and bool outputs are not differentiable; an absent one (a fused backward's gradient
+  // that was not asked for) has nothing to record.
+  if (!result || !is_floating(result->dtype())) return;
   AutogradMeta& m = materialize_meta(result);
   if (m.retains_grad && m.grad_fn && m.grad_fn != node) {
     // In-place on a non-leaf that retains its grad: the new grad_fn now feeds .grad.
