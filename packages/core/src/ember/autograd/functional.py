@@ -53,10 +53,10 @@ def _forward_product(
     """Jacobian-vector products J·t for each output (None where an output does not depend on
     the inputs).
 
-    ember has no forward-mode AD yet, so this uses the double-vjp trick: g(u) = Jᵀu is linear in
+    Uses the double-vjp trick (as torch.autograd.functional.jvp does): g(u) = Jᵀu is linear in
     the cotangent u, and the vjp of g with respect to u, seeded with t, is (Jᵀ)ᵀt = J·t. It needs
-    the backward formulas to be differentiable (create_graph). This is the one place to switch to
-    forward AD once it exists.
+    the backward formulas to be differentiable (create_graph), which every op's are, whereas
+    forward-mode AD (ember.autograd.forward_ad) covers only the ops with a `tangent:` formula.
     """
     diff = [i for i, o in enumerate(outputs) if o.requires_grad]
     results: list[Tensor | None] = [None] * len(outputs)
