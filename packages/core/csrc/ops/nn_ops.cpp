@@ -175,58 +175,26 @@ Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& wei
     EMBER_CHECK(weight->dim() == 1 && weight->size(0) == C, op,
                 ": expected weight to be a 1-D tensor of ", C, " elements (one per class), got ",
                 shape_str(weight->sizes()));
-  Tensor logp = ops::log_softmax(self, cdim, std::nullopt);
-  // weight shaped to broadcast along the class dim.
-  Tensor wb;
-  if (weight) {
+  if (!is_floating(target->dtype()))  // class indices: one fused kernel each way
+    return ops::_cross_entropy_loss(self, target, weight, reduction, ignore_index, label_smoothing);
+  // class probabilities
+  EMBER_CHECK(target->sizes() == self->sizes(), op,
+              ": expected class-probability target of the input's shape ", shape_str(self->sizes()),
+              ", got ", shape_str(target->sizes()), " (class indices must be an integer tensor)");
+  Tensor t = target;
+  if (label_smoothing > 0)
+    t = add(mul(t, Scalar(1.0 - label_smoothing)), Scalar(label_smoothing / C));
+  Tensor prod = mul(ops::log_softmax(self, cdim, std::nullopt), t);
+  if (weight) {  // weight shaped to broadcast along the class dim
     DimVector ws(self->dim(), 1);
     ws[cdim] = C;
-    wb = ops::reshape(weight, ws);
+    prod = mul(prod, ops::reshape(weight, ws));
   }
-  if (is_floating(target->dtype())) {  // class probabilities
-    EMBER_CHECK(target->sizes() == self->sizes(), op,
-                ": expected class-probability target of the input's shape ",
-                shape_str(self->sizes()), ", got ", shape_str(target->sizes()),
-                " (class indices must be an integer tensor)");
-    Tensor t = target;
-    if (label_smoothing > 0)
-      t = add(mul(t, Scalar(1.0 - label_smoothing)), Scalar(label_smoothing / C));
-    Tensor prod = mul(logp, t);
-    if (wb) prod = mul(prod, wb);
-    Tensor loss = ops::neg(ops::sum(prod, DimVector{cdim}, false, std::nullopt), Tensor());
-    if (reduction == "none") return loss;
-    Tensor total = ops::sum(loss, std::nullopt, false, std::nullopt);
-    if (reduction == "sum") return total;
-    return div(total, Scalar(self->numel() / std::max<int64_t>(C, 1)));
-  }
-  Tensor nll = ops::nll_loss(logp, target, weight, reduction, ignore_index);
-  if (label_smoothing == 0.0) return nll;
-  Tensor smooth =
-      ops::neg(ops::sum(wb ? mul(logp, wb) : logp, DimVector{cdim}, false, std::nullopt), Tensor());
-  Tensor ignored = ops::eq(target, Scalar(ignore_index), Tensor());
-  smooth = ops::where(ignored, TensorOrScalar(Scalar(0.0)), TensorOrScalar(smooth), Tensor());
-  Tensor ret;
-  if (reduction == "none") {
-    ret = smooth;
-  } else if (reduction == "sum") {
-    ret = ops::sum(smooth, std::nullopt, false, std::nullopt);
-  } else {
-    Tensor denom;
-    Tensor kept = ops::logical_not(ignored, Tensor());
-    if (weight) {
-      Tensor safe_t =
-          ops::where(ignored, TensorOrScalar(Scalar(int64_t(0))), TensorOrScalar(target), Tensor());
-      Tensor wt = ops::reshape(ops::index_select(weight, 0, ops::flatten(safe_t, 0, -1), Tensor()),
-                               target->sizes());
-      denom = ops::sum(mul(wt, ops::_to_dtype(kept, wt->dtype(), false)), std::nullopt, false,
-                       std::nullopt);
-    } else {
-      denom =
-          ops::sum(ops::_to_dtype(kept, self->dtype(), false), std::nullopt, false, std::nullopt);
-    }
-    ret = div(ops::sum(smooth, std::nullopt, false, std::nullopt), denom);
-  }
-  return add(mul(nll, Scalar(1.0 - label_smoothing)), mul(ret, Scalar(label_smoothing / C)));
+  Tensor loss = ops::neg(ops::sum(prod, DimVector{cdim}, false, std::nullopt), Tensor());
+  if (reduction == "none") return loss;
+  Tensor total = ops::sum(loss, std::nullopt, false, std::nullopt);
+  if (reduction == "sum") return total;
+  return div(total, Scalar(self->numel() / std::max<int64_t>(C, 1)));
 }
 
 Tensor mse_loss(const Tensor& self, const Tensor& target, const std::string& reduction) {
