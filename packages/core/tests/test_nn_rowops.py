@@ -167,9 +167,18 @@ def test_cross_entropy_bad_input_errors():
         ember._C._cross_entropy_loss(x, ember.tensor([0, 1, 1]), label_smoothing=1.5)
     with pytest.raises(RuntimeError, match=r"cross_entropy: expected target of shape \(3,\)"):
         ember._C._cross_entropy_loss(x, ember.tensor([0, 1]))
+    t, lse = ember.tensor([0, 1, 1]), ember.zeros(3)
     with pytest.raises(RuntimeError, match="cross_entropy_backward: grad_output of shape"):
-        ember._C._cross_entropy_loss_backward(ember.zeros(2), x, ember.tensor([0, 1, 1]), None,
-                                              "none", -100, 0.0)
+        ember._C._cross_entropy_loss_backward(ember.zeros(2), x, t, None, lse, "none", -100, 0.0)
+    with pytest.raises(RuntimeError, match=r"cross_entropy_backward: expected lse of the target's "
+                                           r"shape \(3,\) \(one per sample\), got \(2,\)"):
+        ember._C._cross_entropy_loss_backward(ember.ones(()), x, t, None, ember.zeros(2), "mean",
+                                              -100, 0.0)
+    # the forward's second output is the per-sample log-sum-exp (0 where ignored)
+    a = rnd(3, 4, dtype="float64")
+    _, lse = ember._C._cross_entropy_loss(ember.tensor(a), ember.tensor([0, -100, 3]))
+    ref = np.log(np.exp(a).sum(1))
+    np.testing.assert_allclose(lse.numpy(), [ref[0], 0.0, ref[2]], rtol=1e-12)
 
 
 CE_GRAD_CASES = [

@@ -68,21 +68,23 @@ inline Tensor nll_loss_backward_fn(const Tensor& grad, const Tensor& self, const
 
 // The fused cross entropy's backward is G(self) scaled by grad_output (per sample for 'none').
 // Contracting t (self's shape) with G: the grad_output-derivative of the backward against
-// upstream t, and the forward tangent of the loss for tangent t.
+// upstream t, and the forward tangent of the loss for tangent t (lse is the forward's).
 inline Tensor cross_entropy_contract(const Tensor& t, const Tensor& self, const Tensor& target,
-                                     const Tensor& weight, const std::string& reduction,
-                                     int64_t ignore_index, double label_smoothing) {
+                                     const Tensor& weight, const Tensor& lse,
+                                     const std::string& reduction, int64_t ignore_index,
+                                     double label_smoothing) {
   const bool none = reduction == "none";
   Tensor ones = ops::ones(none ? target->sizes() : DimVector{}, self->dtype(), self->device());
-  Tensor g = ops::_cross_entropy_loss_backward(ones, self, target, weight, reduction, ignore_index,
-                                               label_smoothing);
+  Tensor g = ops::_cross_entropy_loss_backward(ones, self, target, weight, lse, reduction,
+                                               ignore_index, label_smoothing);
   Tensor prod = ops::mul(g, t, Tensor());
   if (none) return ops::sum(prod, DimVector{self->dim() == 1 ? 0 : 1}, false, std::nullopt);
   return ops::sum(prod, std::nullopt, false, std::nullopt);
 }
 // The backward is c_i * softmax(self) minus terms constant in self, with c_i = scale_i * ((1 -
 // eps) w_t + eps W / C) (0 for ignored samples): its self-derivative against upstream gg is
-// softmax's backward of c * gg.
+// softmax's backward of c * gg. That is the whole derivative (the dependence of lse on self
+// included), so the backward op's lse input has no formula of its own.
 inline Tensor cross_entropy_backward_self(const Tensor& gg, const Tensor& grad_output,
                                           const Tensor& self, const Tensor& target,
                                           const Tensor& weight, const std::string& reduction,

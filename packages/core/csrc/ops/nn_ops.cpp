@@ -176,7 +176,8 @@ Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& wei
                 ": expected weight to be a 1-D tensor of ", C, " elements (one per class), got ",
                 shape_str(weight->sizes()));
   if (!is_floating(target->dtype()))  // class indices: one fused kernel each way
-    return ops::_cross_entropy_loss(self, target, weight, reduction, ignore_index, label_smoothing);
+    return std::get<0>(
+        ops::_cross_entropy_loss(self, target, weight, reduction, ignore_index, label_smoothing));
   // class probabilities
   EMBER_CHECK(target->sizes() == self->sizes(), op,
               ": expected class-probability target of the input's shape ", shape_str(self->sizes()),

@@ -211,6 +211,11 @@ struct CeSetup {
   Tensor x, t, w;
 };
 
+// The lse output holds opmath values: float32 for the 16-bit floats.
+ScalarType lse_dtype(ScalarType dt) {
+  return dt == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+}
+
 CeSetup ce_setup(const char* op, const Tensor& self, const Tensor& target, const Tensor& weight,
                  const std::string& reduction, double label_smoothing) {
   CeSetup c;
@@ -268,9 +273,9 @@ double ce_wsum(const CeRow<T>& r, const T* w, int64_t C) {
 
 }  // namespace
 
-Tensor _cross_entropy_loss(const Tensor& self, const Tensor& target, const Tensor& weight,
-                           const std::string& reduction, int64_t ignore_index,
-                           double label_smoothing) {
+std::tuple<Tensor, Tensor> _cross_entropy_loss(const Tensor& self, const Tensor& target,
+                                               const Tensor& weight, const std::string& reduction,
+                                               int64_t ignore_index, double label_smoothing) {
   const char* op = "cross_entropy";
   CeSetup cs = ce_setup(op, self, target, weight, reduction, label_smoothing);
   const NllShape sh = cs.sh;
@@ -278,8 +283,11 @@ Tensor _cross_entropy_loss(const Tensor& self, const Tensor& target, const Tenso
   const double eps = label_smoothing;
   Tensor out = ember::empty(cs.red == nn::Reduction::None ? target->sizes() : DimVector{},
                             self->dtype(), self->device());
+  Tensor lse_out = ember::empty(target->sizes(), lse_dtype(self->dtype()), self->device());
   EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
     using T = scalar_t;
+    using A = opmath_t<T>;
+    A* pl = lse_out->data_as<A>();
     const T* px = cs.x->data_as<T>();
     const T* pw = cs.w ? cs.w->data_as<T>() : nullptr;
     const int64_t* pt = cs.t->data_as<int64_t>();
@@ -291,10 +299,14 @@ Tensor _cross_entropy_loss(const Tensor& self, const Tensor& target, const Tenso
     // (loss_i, w_k) of sample i; (0, 0) when ignored.
     auto sample = [&](int64_t i) -> std::pair<double, double> {
       const int64_t k = class_at(pt, i, C, ignore_index, op);
-      if (k < 0) return {0.0, 0.0};
+      if (k < 0) {
+        pl[i] = A(0);
+        return {0.0, 0.0};
+      }
       const int64_t n = i / sh.s, s = i % sh.s;
       const CeRow<T> r{px + n * C * sh.s + s, sh.s};
       const double lse = ce_lse(r, C);
+      pl[i] = static_cast<A>(lse);
       const double wk = pw ? static_cast<double>(pw[k]) : 1.0;
       double loss = wk * (lse - static_cast<double>(r[k]));
       if (eps > 0) {
@@ -313,15 +325,18 @@ Tensor _cross_entropy_loss(const Tensor& self, const Tensor& target, const Tenso
     const auto [acc, tw] = block_sum(count, C, sample);
     po[0] = static_cast<T>(cs.red == nn::Reduction::Mean ? acc / tw : acc);
   });
-  return out;
+  return {out, lse_out};
 }
 
 Tensor _cross_entropy_loss_backward(const Tensor& grad_output, const Tensor& self,
-                                    const Tensor& target, const Tensor& weight,
+                                    const Tensor& target, const Tensor& weight, const Tensor& lse,
                                     const std::string& reduction, int64_t ignore_index,
                                     double label_smoothing) {
   const char* op = "cross_entropy_backward";
   CeSetup cs = ce_setup(op, self, target, weight, reduction, label_smoothing);
+  EMBER_CHECK(lse->sizes() == target->sizes(), op, ": expected lse of the target's shape ",
+              shape_str(target->sizes()), " (one per sample), got ", shape_str(lse->sizes()));
+  Tensor l = nn::contig(lse, lse_dtype(self->dtype()));
   const NllShape sh = cs.sh;
   const int64_t C = sh.c, count = sh.n * sh.s;
   const double eps = label_smoothing;
@@ -343,6 +358,7 @@ Tensor _cross_entropy_loss_backward(const Tensor& grad_output, const Tensor& sel
     const T* px = cs.x->data_as<T>();
     const T* pw = cs.w ? cs.w->data_as<T>() : nullptr;
     const T* pgo = g->data_as<T>();
+    const A* pl = l->data_as<A>();
     T* pg = gi->data_as<T>();
     double W = static_cast<double>(C);
     if (pw) {
@@ -365,7 +381,7 @@ Tensor _cross_entropy_loss_backward(const Tensor& grad_output, const Tensor& sel
                 continue;
               }
               const CeRow<T> r{px + n * slab + s, sh.s};
-              const double lse = ce_lse(r, C);
+              const double lse = static_cast<double>(pl[i]);
               const double sc =
                   cs.red == nn::Reduction::None ? static_cast<double>(pgo[i]) : scalar_g;
               const double wk = pw ? static_cast<double>(pw[k]) : 1.0;
