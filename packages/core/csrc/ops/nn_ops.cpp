@@ -159,6 +159,46 @@ Tensor relu6(const Tensor& self) { return ops::hardtanh(self, Scalar(0.0), Scala
 
 // ---- losses ---------------------------------------------------------------------------------
 
+namespace {
+// cross_entropy over class indices from log-probabilities logp: nll_loss plus the label-smoothing
+// term (wb: the weight shaped to broadcast along the class dim, or undefined).
+Tensor cross_entropy_indices(const Tensor& self, const Tensor& logp, const Tensor& wb,
+                             const Tensor& target, const Tensor& weight,
+                             const std::string& reduction, int64_t ignore_index,
+                             double label_smoothing) {
+  const int64_t cdim = self->dim() == 1 ? 0 : 1;
+  const int64_t C = self->size(cdim);
+  Tensor nll = ops::nll_loss(logp, target, weight, reduction, ignore_index);
+  if (label_smoothing == 0.0) return nll;
+  Tensor smooth =
+      ops::neg(ops::sum(wb ? mul(logp, wb) : logp, DimVector{cdim}, false, std::nullopt), Tensor());
+  Tensor ignored = ops::eq(target, Scalar(ignore_index), Tensor());
+  smooth = ops::where(ignored, TensorOrScalar(Scalar(0.0)), TensorOrScalar(smooth), Tensor());
+  Tensor ret;
+  if (reduction == "none") {
+    ret = smooth;
+  } else if (reduction == "sum") {
+    ret = ops::sum(smooth, std::nullopt, false, std::nullopt);
+  } else {
+    Tensor denom;
+    Tensor kept = ops::logical_not(ignored, Tensor());
+    if (weight) {
+      Tensor safe_t =
+          ops::where(ignored, TensorOrScalar(Scalar(int64_t(0))), TensorOrScalar(target), Tensor());
+      Tensor wt = ops::reshape(ops::index_select(weight, 0, ops::flatten(safe_t, 0, -1), Tensor()),
+                               target->sizes());
+      denom = ops::sum(mul(wt, ops::_to_dtype(kept, wt->dtype(), false)), std::nullopt, false,
+                       std::nullopt);
+    } else {
+      denom =
+          ops::sum(ops::_to_dtype(kept, self->dtype(), false), std::nullopt, false, std::nullopt);
+    }
+    ret = div(ops::sum(smooth, std::nullopt, false, std::nullopt), denom);
+  }
+  return add(mul(nll, Scalar(1.0 - label_smoothing)), mul(ret, Scalar(label_smoothing / C)));
+}
+}  // namespace
+
 Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& weight,
                      const std::string& reduction, int64_t ignore_index, double label_smoothing) {
   const char* op = "cross_entropy";
@@ -175,9 +215,22 @@ Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& wei
     EMBER_CHECK(weight->dim() == 1 && weight->size(0) == C, op,
                 ": expected weight to be a 1-D tensor of ", C, " elements (one per class), got ",
                 shape_str(weight->sizes()));
-  if (!is_floating(target->dtype()))  // class indices: one fused kernel each way
+  // Class indices over contiguous class rows ((C) or (N, C)): one fused kernel each way. With
+  // spatial dims the classes are strided and the fused kernel is a scalar loop, so those take
+  // log_softmax's vectorized column pass and nll_loss instead.
+  if (!is_floating(target->dtype()) && self->dim() <= 2)
     return std::get<0>(
         ops::_cross_entropy_loss(self, target, weight, reduction, ignore_index, label_smoothing));
+  Tensor logp = ops::log_softmax(self, cdim, std::nullopt);
+  Tensor wb;  // weight shaped to broadcast along the class dim
+  if (weight) {
+    DimVector ws(self->dim(), 1);
+    ws[cdim] = C;
+    wb = ops::reshape(weight, ws);
+  }
+  if (!is_floating(target->dtype()))
+    return cross_entropy_indices(self, logp, wb, target, weight, reduction, ignore_index,
+                                 label_smoothing);
   // class probabilities
   EMBER_CHECK(target->sizes() == self->sizes(), op,
               ": expected class-probability target of the input's shape ", shape_str(self->sizes()),
@@ -185,12 +238,8 @@ Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& wei
   Tensor t = target;
   if (label_smoothing > 0)
     t = add(mul(t, Scalar(1.0 - label_smoothing)), Scalar(label_smoothing / C));
-  Tensor prod = mul(ops::log_softmax(self, cdim, std::nullopt), t);
-  if (weight) {  // weight shaped to broadcast along the class dim
-    DimVector ws(self->dim(), 1);
-    ws[cdim] = C;
-    prod = mul(prod, ops::reshape(weight, ws));
-  }
+  Tensor prod = mul(logp, t);
+  if (wb) prod = mul(prod, wb);
   Tensor loss = ops::neg(ops::sum(prod, DimVector{cdim}, false, std::nullopt), Tensor());
   if (reduction == "none") return loss;
   Tensor total = ops::sum(loss, std::nullopt, false, std::nullopt);
