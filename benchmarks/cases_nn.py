@@ -1,5 +1,6 @@
-"""nn op benchmarks: conv2d, max_pool2d, softmax, layer_norm and cross_entropy forward and
-forward+backward, and one fused Adam step over a group of 100 params of 10k elements.
+"""nn op benchmarks: conv2d, max_pool2d, softmax / log_softmax (last and strided dim),
+layer_norm, rms_norm and cross_entropy forward and forward+backward, one fused Adam step over
+a group of 100 params of 10k elements and one SGD-with-momentum optimizer step over as many.
 
 Forward+backward cases call `y.backward(g)` with a fixed upstream gradient; the inputs'
 `.grad` accumulates across calls on both sides alike.
@@ -13,6 +14,7 @@ from harness import Stmt, case
 CONV = dict(x=(32, 16, 32, 32), w=(32, 16, 3, 3))
 POOL = (32, 32, 32, 32)
 SOFTMAX = (256, 1024)
+SOFTMAX_STRIDED = (32, 64, 128)  # softmax over dim 1: 64 values 128 floats apart
 LN = (2048, 512)
 CE = (512, 1000)
 
@@ -68,32 +70,77 @@ def _pool_bwd(fw):
 
 # ---- softmax --------------------------------------------------------------------------------
 
-@case("nn/softmax", unit="ms", doc="softmax over the last dim of (256, 1024) float32")
+@case("nn/softmax", unit="ms", target=1.0, doc="softmax over the last dim of (256, 1024) float32")
 def _softmax(fw):
     return Stmt("softmax(x, -1)", softmax=fw.softmax, x=fw.randn(*SOFTMAX))
 
 
-@case("nn/softmax fwd+bwd", unit="ms", check=False, doc="softmax forward and backward")
+@case("nn/softmax fwd+bwd", unit="ms", target=1.0, check=False, doc="softmax forward and backward")
 def _softmax_bwd(fw):
     (x,) = _grad_inputs(fw, SOFTMAX)
     return Stmt("softmax(x, -1).backward(g)", softmax=fw.softmax, x=x,
                 g=fw.randn(*SOFTMAX, seed=7))
 
 
+@case("nn/softmax dim1", unit="ms", target=1.0,
+      doc="softmax over dim 1 of (32, 64, 128) float32 (a strided reduction)")
+def _softmax_strided(fw):
+    return Stmt("softmax(x, 1)", softmax=fw.softmax, x=fw.randn(*SOFTMAX_STRIDED))
+
+
+@case("nn/softmax dim1 fwd+bwd", unit="ms", check=False, target=1.0,
+      doc="softmax over dim 1 of (32, 64, 128), forward and backward")
+def _softmax_strided_bwd(fw):
+    (x,) = _grad_inputs(fw, SOFTMAX_STRIDED)
+    return Stmt("softmax(x, 1).backward(g)", softmax=fw.softmax, x=x,
+                g=fw.randn(*SOFTMAX_STRIDED, seed=7))
+
+
+@case("nn/log_softmax", unit="ms", target=1.0,
+      doc="log_softmax over the last dim of (256, 1024) float32")
+def _log_softmax(fw):
+    return Stmt("log_softmax(x, -1)", log_softmax=fw.log_softmax, x=fw.randn(*SOFTMAX))
+
+
+@case("nn/log_softmax fwd+bwd", unit="ms", check=False, target=1.0,
+      doc="log_softmax forward and backward")
+def _log_softmax_bwd(fw):
+    (x,) = _grad_inputs(fw, SOFTMAX)
+    return Stmt("log_softmax(x, -1).backward(g)", log_softmax=fw.log_softmax, x=x,
+                g=fw.randn(*SOFTMAX, seed=7))
+
+
 # ---- layer_norm -----------------------------------------------------------------------------
 
-@case("nn/layer_norm", unit="ms", rtol=1e-3, doc="layer_norm over 512 of (2048, 512) float32 with affine")
+@case("nn/layer_norm", unit="ms", target=1.0, rtol=1e-3, doc="layer_norm over 512 of (2048, 512) float32 with affine")
 def _ln(fw):
     return Stmt("layer_norm(x, (512,), w, b, 1e-5)", layer_norm=_f(fw, "layer_norm"),
                 x=fw.randn(*LN), w=fw.randn(512, seed=2), b=fw.randn(512, seed=3))
 
 
-@case("nn/layer_norm fwd+bwd", unit="ms", check=False,
+@case("nn/layer_norm fwd+bwd", unit="ms", target=1.0, check=False,
       doc="layer_norm forward and backward (input, weight, bias grads)")
 def _ln_bwd(fw):
     x, w, b = _grad_inputs(fw, LN, (512,), (512,))
     return Stmt("layer_norm(x, (512,), w, b, 1e-5).backward(g)", layer_norm=_f(fw, "layer_norm"),
                 x=x, w=w, b=b, g=fw.randn(*LN, seed=9))
+
+
+# ---- rms_norm -------------------------------------------------------------------------------
+
+@case("nn/rms_norm", unit="ms", rtol=1e-3, target=1.0,
+      doc="rms_norm over 512 of (2048, 512) float32 with weight")
+def _rms(fw):
+    return Stmt("rms_norm(x, (512,), w, 1e-5)", rms_norm=_f(fw, "rms_norm"),
+                x=fw.randn(*LN), w=fw.randn(512, seed=2))
+
+
+@case("nn/rms_norm fwd+bwd", unit="ms", check=False, target=1.0,
+      doc="rms_norm forward and backward (input and weight grads)")
+def _rms_bwd(fw):
+    x, w = _grad_inputs(fw, LN, (512,))
+    return Stmt("rms_norm(x, (512,), w, 1e-5).backward(g)", rms_norm=_f(fw, "rms_norm"),
+                x=x, w=w, g=fw.randn(*LN, seed=9))
 
 
 # ---- cross_entropy --------------------------------------------------------------------------
@@ -103,13 +150,13 @@ def _targets(fw):
     return fw.mod.tensor(t)
 
 
-@case("nn/cross_entropy", unit="ms", rtol=1e-4, doc="cross_entropy of (512, 1000) logits, mean")
+@case("nn/cross_entropy", unit="ms", target=1.0, rtol=1e-4, doc="cross_entropy of (512, 1000) logits, mean")
 def _ce(fw):
     return Stmt("cross_entropy(x, t)", cross_entropy=_f(fw, "cross_entropy"), x=fw.randn(*CE),
                 t=_targets(fw))
 
 
-@case("nn/cross_entropy fwd+bwd", unit="ms", check=False,
+@case("nn/cross_entropy fwd+bwd", unit="ms", target=1.0, check=False,
       doc="cross_entropy forward and backward")
 def _ce_bwd(fw):
     (x,) = _grad_inputs(fw, CE)
@@ -139,3 +186,25 @@ def _adam(fw):
                 "weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False)",
                 fused=fw.mod._fused_adam_ if fw.name == "torch" else fw.mod._C._fused_adam_,
                 ps=ps, gs=gs, m1=m1, m2=m2, steps=steps)
+
+
+# ---- SGD ------------------------------------------------------------------------------------
+
+@case("nn/sgd momentum step", unit="ms", check=False, target=1.0,
+      doc="SGD(lr=0.01, momentum=0.9, weight_decay=1e-4).step() over 100 float32 params of 10k "
+          "elements (ember: the default fused kernel; torch: foreach=True)")
+def _sgd(fw):
+    params = []
+    for i in range(NPARAMS):
+        p = fw.randn(NUMEL, seed=i)
+        p.requires_grad_(True)
+        p.grad = fw.randn(NUMEL, seed=1000 + i)
+        params.append(p)
+    kw = dict(lr=0.01, momentum=0.9, weight_decay=1e-4)
+    if fw.name == "torch":
+        kw["foreach"] = True
+    else:
+        import ember.optim  # noqa: F401  (ember.optim is a subpackage)
+    opt = fw.mod.optim.SGD(params, **kw)
+    opt.step()  # momentum buffers exist from here on
+    return Stmt("opt.step()", opt=opt)

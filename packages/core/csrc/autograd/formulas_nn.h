@@ -66,6 +66,58 @@ inline Tensor nll_loss_backward_fn(const Tensor& grad, const Tensor& self, const
   return ops::nll_loss_backward(grad, self, target, weight, reduction, ignore_index);
 }
 
+// The fused cross entropy's backward is G(self) scaled by grad_output (per sample for 'none').
+// Contracting t (self's shape) with G: the grad_output-derivative of the backward against
+// upstream t, and the forward tangent of the loss for tangent t (lse is the forward's).
+inline Tensor cross_entropy_contract(const Tensor& t, const Tensor& self, const Tensor& target,
+                                     const Tensor& weight, const Tensor& lse,
+                                     const std::string& reduction, int64_t ignore_index,
+                                     double label_smoothing) {
+  const bool none = reduction == "none";
+  Tensor ones = ops::ones(none ? target->sizes() : DimVector{}, self->dtype(), self->device());
+  Tensor g = ops::_cross_entropy_loss_backward(ones, self, target, weight, lse, reduction,
+                                               ignore_index, label_smoothing);
+  Tensor prod = ops::mul(g, t, Tensor());
+  if (none) return ops::sum(prod, DimVector{self->dim() == 1 ? 0 : 1}, false, std::nullopt);
+  return ops::sum(prod, std::nullopt, false, std::nullopt);
+}
+// The backward is c_i * softmax(self) minus terms constant in self, with c_i = scale_i * ((1 -
+// eps) w_t + eps W / C) (0 for ignored samples): its self-derivative against upstream gg is
+// softmax's backward of c * gg. That is the whole derivative (the dependence of lse on self
+// included), so the backward op's lse input has no formula of its own.
+inline Tensor cross_entropy_backward_self(const Tensor& gg, const Tensor& grad_output,
+                                          const Tensor& self, const Tensor& target,
+                                          const Tensor& weight, const std::string& reduction,
+                                          int64_t ignore_index, double label_smoothing) {
+  const int64_t cdim = self->dim() == 1 ? 0 : 1;
+  const double C = static_cast<double>(self->size(cdim));
+  const double eps = label_smoothing;
+  Tensor ignored = ops::eq(target, Scalar(ignore_index), Tensor());
+  Tensor kept = ops::_to_dtype(ops::logical_not(ignored, Tensor()), self->dtype(), false);
+  Tensor wt = kept;  // w_t of the kept samples
+  Tensor a;
+  if (weight) {
+    Tensor safe =
+        ops::where(ignored, TensorOrScalar(Scalar(int64_t(0))), TensorOrScalar(target), Tensor());
+    wt = ops::mul(ops::reshape(ops::index_select(weight, 0, ops::flatten(safe, 0, -1), Tensor()),
+                               target->sizes()),
+                  kept, Tensor());
+    Tensor W = ops::sum(weight, std::nullopt, false, std::nullopt);
+    a = ops::add(ops::mul(wt, Scalar(1.0 - eps), Tensor()),
+                 ops::mul(kept, ops::mul(W, Scalar(eps / C), Tensor()), Tensor()), Scalar(1),
+                 Tensor());
+  } else {
+    a = kept;  // (1 - eps) + eps * C / C
+  }
+  Tensor scale = grad_output;
+  if (reduction == "mean")
+    scale = ops::div(grad_output, ops::sum(wt, std::nullopt, false, std::nullopt), std::nullopt,
+                     Tensor());
+  Tensor c = ops::unsqueeze(ops::mul(a, scale, Tensor()), cdim);
+  Tensor p = ops::softmax(self, cdim, std::nullopt);
+  return ops::_softmax_backward_data(ops::mul(gg, c, Tensor()), p, cdim);
+}
+
 // ---- convolution ----------------------------------------------------------------------------
 // The last n sizes of an input.
 inline DimVector spatial_sizes(const InputMeta& m, int64_t n) {

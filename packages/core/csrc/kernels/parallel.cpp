@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -20,7 +21,38 @@ namespace {
 
 thread_local bool t_in_parallel = false;
 
-// A fixed set of workers waiting on a generation counter; the caller runs chunk 0 itself.
+// Busy-wait hint for spin loops.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins up to kSpin waiting for ready(), then returns ready(). Waking a thread blocked on a
+// condition variable costs tens of microseconds (more in a VM), as much as a whole row-wise op
+// on one core: workers and the caller spin this long before they sleep, so back-to-back ops
+// (a training step) find them awake, as OpenMP's default wait policy does. The spin yields the
+// core now and then, so it costs little when other threads are runnable.
+template <class Ready>
+bool spin_until(const Ready& ready) {
+  constexpr auto kSpin = std::chrono::microseconds(300);
+  if (ready()) return true;
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+    std::this_thread::yield();  // lets another runnable thread have this core meanwhile
+  }
+}
+
+// A fixed set of workers waiting for the next region; the caller runs chunk 0 itself. A region
+// is published as one atomic word (generation << 16 | chunk count), so a worker that reads it
+// without the lock always sees a matching pair.
 class ThreadPool {
  public:
   explicit ThreadPool(int n) { resize(n); }
@@ -30,31 +62,31 @@ class ThreadPool {
 
   void resize(int n) {
     stop();
-    stopping_ = false;
-    // Workers start from the current generation so they neither miss the next region nor
-    // re-run a finished one.
-    uint64_t gen;
-    {
-      std::lock_guard<std::mutex> g(mutex_);
-      gen = generation_;
-    }
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, gen] { work(i, gen); });
+    stopping_.store(false);
+    // Workers start from the current region so they neither miss the next one nor re-run a
+    // finished one.
+    const uint64_t seen = region_.load();
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, seen] { work(i, seen); });
   }
 
   void run(int nchunks, const std::function<void(int)>& task) {
     std::unique_lock<std::mutex> lock(run_mutex_);  // one parallel region at a time
+    task_ = &task;
+    error_ = nullptr;
+    pending_.store(nchunks - 1, std::memory_order_relaxed);
     {
+      // Under the mutex so that a worker going to sleep cannot miss the new region.
       std::lock_guard<std::mutex> g(mutex_);
-      task_ = &task;
-      nchunks_ = nchunks;
-      pending_ = nchunks - 1;
-      error_ = nullptr;
-      generation_++;
+      const uint64_t gen = (region_.load(std::memory_order_relaxed) >> 16) + 1;
+      region_.store(gen << 16 | static_cast<uint64_t>(nchunks), std::memory_order_release);
     }
-    cv_.notify_all();
+    if (sleepers_.load() > 0) cv_.notify_all();
     run_chunk(0);
-    std::unique_lock<std::mutex> g(mutex_);
-    done_cv_.wait(g, [this] { return pending_ == 0; });
+    auto done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+    if (!spin_until(done)) {
+      std::unique_lock<std::mutex> g(mutex_);
+      done_cv_.wait(g, done);
+    }
     task_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -73,23 +105,32 @@ class ThreadPool {
 
   void work(int id, uint64_t seen) {
     for (;;) {
-      {
+      auto ready = [&] {
+        return stopping_.load(std::memory_order_relaxed) ||
+               region_.load(std::memory_order_acquire) != seen;
+      };
+      if (!spin_until(ready)) {
         std::unique_lock<std::mutex> g(mutex_);
-        cv_.wait(g, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
-        if (id >= nchunks_) continue;
+        sleepers_.fetch_add(1);
+        cv_.wait(g, ready);
+        sleepers_.fetch_sub(1);
       }
+      if (stopping_.load()) return;
+      seen = region_.load(std::memory_order_acquire);
+      if (id >= static_cast<int>(seen & 0xffff)) continue;  // no chunk for this worker
       run_chunk(id);
-      std::lock_guard<std::mutex> g(mutex_);
-      if (--pending_ == 0) done_cv_.notify_one();
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // The caller may be asleep: notify under the mutex so the wake-up cannot be lost.
+        std::lock_guard<std::mutex> g(mutex_);
+        done_cv_.notify_one();
+      }
     }
   }
 
   void stop() {
     {
       std::lock_guard<std::mutex> g(mutex_);
-      stopping_ = true;
+      stopping_.store(true);
     }
     cv_.notify_all();
     for (auto& w : workers_) w.join();
@@ -100,10 +141,10 @@ class ThreadPool {
   std::mutex mutex_, run_mutex_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(int)>* task_ = nullptr;
-  int nchunks_ = 0;
-  int pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stopping_ = false;
+  std::atomic<uint64_t> region_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stopping_{false};
   std::exception_ptr error_;
 };
 

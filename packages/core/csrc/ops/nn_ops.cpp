@@ -159,46 +159,15 @@ Tensor relu6(const Tensor& self) { return ops::hardtanh(self, Scalar(0.0), Scala
 
 // ---- losses ---------------------------------------------------------------------------------
 
-Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& weight,
-                     const std::string& reduction, int64_t ignore_index, double label_smoothing) {
-  const char* op = "cross_entropy";
-  EMBER_CHECK_KIND(label_smoothing >= 0.0 && label_smoothing <= 1.0, Value, op,
-                   ": label_smoothing must be between 0.0 and 1.0, got ", label_smoothing);
-  EMBER_CHECK(self->dim() >= 1, op,
-              ": expected input of shape (C), (N, C) or (N, C, d1, ...), got ",
-              shape_str(self->sizes()));
-  if (reduction != "none" && reduction != "mean" && reduction != "sum")
-    EMBER_FAIL(Value, op, ": reduction must be 'none', 'mean' or 'sum', got '", reduction, "'");
+namespace {
+// cross_entropy over class indices from log-probabilities logp: nll_loss plus the label-smoothing
+// term (wb: the weight shaped to broadcast along the class dim, or undefined).
+Tensor cross_entropy_indices(const Tensor& self, const Tensor& logp, const Tensor& wb,
+                             const Tensor& target, const Tensor& weight,
+                             const std::string& reduction, int64_t ignore_index,
+                             double label_smoothing) {
   const int64_t cdim = self->dim() == 1 ? 0 : 1;
   const int64_t C = self->size(cdim);
-  if (weight)
-    EMBER_CHECK(weight->dim() == 1 && weight->size(0) == C, op,
-                ": expected weight to be a 1-D tensor of ", C, " elements (one per class), got ",
-                shape_str(weight->sizes()));
-  Tensor logp = ops::log_softmax(self, cdim, std::nullopt);
-  // weight shaped to broadcast along the class dim.
-  Tensor wb;
-  if (weight) {
-    DimVector ws(self->dim(), 1);
-    ws[cdim] = C;
-    wb = ops::reshape(weight, ws);
-  }
-  if (is_floating(target->dtype())) {  // class probabilities
-    EMBER_CHECK(target->sizes() == self->sizes(), op,
-                ": expected class-probability target of the input's shape ",
-                shape_str(self->sizes()), ", got ", shape_str(target->sizes()),
-                " (class indices must be an integer tensor)");
-    Tensor t = target;
-    if (label_smoothing > 0)
-      t = add(mul(t, Scalar(1.0 - label_smoothing)), Scalar(label_smoothing / C));
-    Tensor prod = mul(logp, t);
-    if (wb) prod = mul(prod, wb);
-    Tensor loss = ops::neg(ops::sum(prod, DimVector{cdim}, false, std::nullopt), Tensor());
-    if (reduction == "none") return loss;
-    Tensor total = ops::sum(loss, std::nullopt, false, std::nullopt);
-    if (reduction == "sum") return total;
-    return div(total, Scalar(self->numel() / std::max<int64_t>(C, 1)));
-  }
   Tensor nll = ops::nll_loss(logp, target, weight, reduction, ignore_index);
   if (label_smoothing == 0.0) return nll;
   Tensor smooth =
@@ -227,6 +196,55 @@ Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& wei
     ret = div(ops::sum(smooth, std::nullopt, false, std::nullopt), denom);
   }
   return add(mul(nll, Scalar(1.0 - label_smoothing)), mul(ret, Scalar(label_smoothing / C)));
+}
+}  // namespace
+
+Tensor cross_entropy(const Tensor& self, const Tensor& target, const Tensor& weight,
+                     const std::string& reduction, int64_t ignore_index, double label_smoothing) {
+  const char* op = "cross_entropy";
+  EMBER_CHECK_KIND(label_smoothing >= 0.0 && label_smoothing <= 1.0, Value, op,
+                   ": label_smoothing must be between 0.0 and 1.0, got ", label_smoothing);
+  EMBER_CHECK(self->dim() >= 1, op,
+              ": expected input of shape (C), (N, C) or (N, C, d1, ...), got ",
+              shape_str(self->sizes()));
+  if (reduction != "none" && reduction != "mean" && reduction != "sum")
+    EMBER_FAIL(Value, op, ": reduction must be 'none', 'mean' or 'sum', got '", reduction, "'");
+  const int64_t cdim = self->dim() == 1 ? 0 : 1;
+  const int64_t C = self->size(cdim);
+  if (weight)
+    EMBER_CHECK(weight->dim() == 1 && weight->size(0) == C, op,
+                ": expected weight to be a 1-D tensor of ", C, " elements (one per class), got ",
+                shape_str(weight->sizes()));
+  // Class indices over contiguous class rows ((C) or (N, C)): one fused kernel each way. With
+  // spatial dims the classes are strided and the fused kernel is a scalar loop, so those take
+  // log_softmax's vectorized column pass and nll_loss instead.
+  if (!is_floating(target->dtype()) && self->dim() <= 2)
+    return std::get<0>(
+        ops::_cross_entropy_loss(self, target, weight, reduction, ignore_index, label_smoothing));
+  Tensor logp = ops::log_softmax(self, cdim, std::nullopt);
+  Tensor wb;  // weight shaped to broadcast along the class dim
+  if (weight) {
+    DimVector ws(self->dim(), 1);
+    ws[cdim] = C;
+    wb = ops::reshape(weight, ws);
+  }
+  if (!is_floating(target->dtype()))
+    return cross_entropy_indices(self, logp, wb, target, weight, reduction, ignore_index,
+                                 label_smoothing);
+  // class probabilities
+  EMBER_CHECK(target->sizes() == self->sizes(), op,
+              ": expected class-probability target of the input's shape ", shape_str(self->sizes()),
+              ", got ", shape_str(target->sizes()), " (class indices must be an integer tensor)");
+  Tensor t = target;
+  if (label_smoothing > 0)
+    t = add(mul(t, Scalar(1.0 - label_smoothing)), Scalar(label_smoothing / C));
+  Tensor prod = mul(logp, t);
+  if (wb) prod = mul(prod, wb);
+  Tensor loss = ops::neg(ops::sum(prod, DimVector{cdim}, false, std::nullopt), Tensor());
+  if (reduction == "none") return loss;
+  Tensor total = ops::sum(loss, std::nullopt, false, std::nullopt);
+  if (reduction == "sum") return total;
+  return div(total, Scalar(self->numel() / std::max<int64_t>(C, 1)));
 }
 
 Tensor mse_loss(const Tensor& self, const Tensor& target, const std::string& reduction) {

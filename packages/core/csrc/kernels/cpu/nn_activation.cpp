@@ -32,6 +32,21 @@ SoftmaxShape softmax_shape(const Tensor& t, int64_t dim) {
   return s;
 }
 
+// Calls f(o, c0, c1) for tiles of columns [c0, c1) of every outer block o of a softmax along a
+// strided dim, tiles spread over the pool: 16 columns (a cache line of floats) per tile.
+template <class F>
+void for_col_tiles(const SoftmaxShape& s, const F& f) {
+  constexpr int64_t kTile = 16;
+  const int64_t tiles = (s.inner + kTile - 1) / kTile;
+  const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(s.n * kTile, 1));
+  parallel_for(0, s.outer * tiles, grain, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t o = t / tiles, c0 = (t % tiles) * kTile;
+      f(o, c0, std::min(s.inner, c0 + kTile));
+    }
+  });
+}
+
 // out = softmax (log=false) or log_softmax (log=true) of x along the middle dim of (outer, n,
 // inner); T is the storage type, math runs in opmath (float for the 16-bit floats).
 template <class T>
@@ -84,6 +99,12 @@ void softmax_kernel(const T* x, T* out, const SoftmaxShape& s, bool log) {
   // Reduction along a strided dim: vectors of `inner` contiguous elements at a time.
   const int64_t total = s.outer * inner;
   const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(n, 1));
+  if constexpr (std::is_same_v<T, float>) {  // vectorized across columns (nn_vec.h)
+    for_col_tiles(s, [&](int64_t o, int64_t c0, int64_t c1) {
+      nn::vec::softmax_cols(x + o * n * inner, out + o * n * inner, n, inner, c0, c1, log);
+    });
+    return;
+  }
   parallel_for(0, total, grain, [&](int64_t b, int64_t e) {
     std::vector<A> mx, sum;
     int64_t p = b;
@@ -174,6 +195,13 @@ void softmax_backward_kernel(const T* g, const T* y, T* gi, const SoftmaxShape& 
             o[i] = static_cast<T>(static_cast<A>(yr[i]) * (static_cast<A>(gr[i]) - acc));
         }
       }
+    });
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {  // vectorized across columns (nn_vec.h)
+    for_col_tiles(s, [&](int64_t o, int64_t c0, int64_t c1) {
+      const int64_t off = o * n * inner;
+      nn::vec::softmax_backward_cols(g + off, y + off, gi + off, n, inner, c0, c1, log);
     });
     return;
   }

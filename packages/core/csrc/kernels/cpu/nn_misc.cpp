@@ -222,6 +222,16 @@ void _fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
       T* p = ps[t].work->data_as<T>();
       const T* g = gs[t]->data_as<T>();
       T* buf = momentum != 0.0 ? bufs[t].work->data_as<T>() : nullptr;
+      if constexpr (std::is_same_v<T, float>) {  // vectorized (nn_vec.h), same rounding
+        auto f32 = [](T v) { return static_cast<float>(v); };
+        const nn::vec::SgdScalars sc{
+            f32(wd),  f32(mom), f32(damp1),   f32(neg_lr), weight_decay != 0.0,
+            nesterov, maximize, is_first_step};
+        // T is float here; the casts only let the branch compile for double.
+        auto f = [](auto* q) { return reinterpret_cast<float*>(const_cast<T*>(q)); };
+        nn::vec::sgd(f(p) + b, f(g) + b, buf ? f(buf) + b : nullptr, e - b, sc);
+        return;
+      }
       for (int64_t i = b; i < e; ++i) {
         T d = maximize ? -g[i] : g[i];
         if (weight_decay != 0.0) d = d + wd * p[i];

@@ -1,7 +1,7 @@
 // Run-time ISA selection for the float32 nn row kernels (nn_vec.h): the kernel bodies
-// (nn_vec_kernels.inc, nn_vec_adam.inc) are compiled once for the baseline ISA and once for
-// AVX2 (+FMA for all but Adam, whose rounding must match the unfused tensor ops), and each
-// entry point calls the best variant this CPU supports.
+// (nn_vec_kernels.inc, nn_vec_adam.inc, nn_vec_sgd.inc) are compiled once for the baseline ISA and
+// once for AVX2 (+FMA for all but Adam and SGD, whose rounding must match the unfused tensor ops),
+// and each entry point calls the best variant this CPU supports.
 #include "kernels/cpu/nn_vec.h"
 
 #include <algorithm>
@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace ember {
 namespace cpu {
@@ -19,6 +23,7 @@ namespace base {
 #define EMBER_VEC_BYTES 16
 #include "kernels/cpu/nn_vec_adam.inc"
 #include "kernels/cpu/nn_vec_kernels.inc"
+#include "kernels/cpu/nn_vec_sgd.inc"
 #undef EMBER_VEC_BYTES
 }  // namespace base
 
@@ -45,6 +50,7 @@ namespace avx2 {
 #endif
 namespace avx2 {
 #include "kernels/cpu/nn_vec_adam.inc"
+#include "kernels/cpu/nn_vec_sgd.inc"
 }  // namespace avx2
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -81,6 +87,25 @@ void softmax_backward_rows(const float* g, const float* y, float* gi, int64_t r0
   EMBER_NN_VEC_CALL(softmax_backward_rows, g, y, gi, r0, r1, n, log);
 }
 
+void softmax_cols(const float* x, float* y, int64_t n, int64_t inner, int64_t c0, int64_t c1,
+                  bool log) {
+  EMBER_NN_VEC_CALL(softmax_cols, x, y, n, inner, c0, c1, log);
+}
+
+void softmax_backward_cols(const float* g, const float* y, float* gi, int64_t n, int64_t inner,
+                           int64_t c0, int64_t c1, bool log) {
+  EMBER_NN_VEC_CALL(softmax_backward_cols, g, y, gi, n, inner, c0, c1, log);
+}
+
+float logsumexp(const float* x, int64_t n) { return EMBER_NN_VEC_CALL(logsumexp, x, n); }
+double sum(const float* x, int64_t n) { return EMBER_NN_VEC_CALL(sum, x, n); }
+double dot(const float* x, const float* w, int64_t n) { return EMBER_NN_VEC_CALL(dot, x, w, n); }
+
+void ce_grad_row(const float* x, float lse, float a, const float* w, float b, float* gi,
+                 int64_t n) {
+  EMBER_NN_VEC_CALL(ce_grad_row, x, lse, a, w, b, gi, n);
+}
+
 void norm_rows(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
                int64_t r0, int64_t r1, int64_t n, float eps, bool center) {
   EMBER_NN_VEC_CALL(norm_rows, x, w, b, y, mean, rstd, r0, r1, n, eps, center);
@@ -99,6 +124,10 @@ void norm_param_grad_rows(const float* g, const float* x, const float* mean, con
 void adam(float* p, const float* g, float* ea, float* es, float* em, int64_t n,
           const AdamScalars& s) {
   EMBER_NN_VEC_CALL(adam, p, g, ea, es, em, n, s);
+}
+
+void sgd(float* p, const float* g, float* buf, int64_t n, const SgdScalars& s) {
+  EMBER_NN_VEC_CALL(sgd, p, g, buf, n, s);
 }
 
 }  // namespace vec

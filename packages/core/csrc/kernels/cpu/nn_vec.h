@@ -21,6 +21,23 @@ void softmax_rows(const float* x, float* y, int64_t r0, int64_t r1, int64_t n, b
 void softmax_backward_rows(const float* g, const float* y, float* gi, int64_t r0, int64_t r1,
                            int64_t n, bool log);
 
+// softmax / log_softmax along the rows of one contiguous (n, inner) block (the middle dim of
+// (outer, n, inner)), for columns [c0, c1): vectorized across columns.
+void softmax_cols(const float* x, float* y, int64_t n, int64_t inner, int64_t c0, int64_t c1,
+                  bool log);
+// softmax_backward_rows for such a block, columns [c0, c1).
+void softmax_backward_cols(const float* g, const float* y, float* gi, int64_t n, int64_t inner,
+                           int64_t c0, int64_t c1, bool log);
+
+// log(sum(exp(x))) of one row, computed stably; NaN when the row holds a NaN, -inf when all -inf.
+float logsumexp(const float* x, int64_t n);
+// sum(x) and sum(x * w) of one row, accumulated as vsum does (blocks added in double).
+double sum(const float* x, int64_t n);
+double dot(const float* x, const float* w, int64_t n);
+// Cross-entropy gradient of one row before its target term: gi[j] = a * exp(x[j] - lse) -
+// b * w[j] (b alone when w is null).
+void ce_grad_row(const float* x, float lse, float a, const float* w, float b, float* gi, int64_t n);
+
 // Layer norm (center=true) or RMS norm (center=false) forward of rows: writes y, mean (when
 // center) and rstd per row. w and b may be null.
 void norm_rows(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
@@ -43,6 +60,14 @@ struct AdamScalars {
 };
 void adam(float* p, const float* g, float* ea, float* es, float* em, int64_t n,
           const AdamScalars& s);
+
+// One SGD update of elements [0, n) (see _fused_sgd_); buf is null without momentum. Rounds
+// exactly as the per-parameter tensor-op path does.
+struct SgdScalars {
+  float wd, momentum, one_minus_dampening, neg_lr;
+  bool weight_decay, nesterov, maximize, first_step;
+};
+void sgd(float* p, const float* g, float* buf, int64_t n, const SgdScalars& s);
 
 }  // namespace vec
 }  // namespace nn

@@ -323,9 +323,7 @@ def use_fused(optimizer: str, group: dict, params: list[Tensor]) -> bool:
             )
         return True
     if fused is None and foreach is not False:
-        # The fused SGD kernel is still a scalar loop, slower than the per-parameter in-place
-        # ops (measured 2-4x); SGD uses it only when asked for until it is vectorized.
-        return ok and optimizer != "SGD"
+        return ok
     return False
 
 
