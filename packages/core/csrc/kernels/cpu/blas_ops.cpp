@@ -14,9 +14,11 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -589,6 +591,42 @@ Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, co
   Tensor b2 = batch2->is_contiguous() ? batch2 : float_copy(batch2, batch2->dtype());
   return matmul_core("addbmm", reshaped(b1, {M, B * K}), reshaped(b2, {B * K, N}), {}, self, beta,
                      alpha);
+}
+
+// ---- raw products for self-scheduling kernels (blas.h) ---------------------------------------
+
+template <class T>
+void gemm_rowmajor(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                   int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  check_blas_sizes("gemm", m, n, k);
+  EMBER_CHECK(lda <= kBlasMax && ldb <= kBlasMax && ldc <= kBlasMax,
+              "gemm: leading dimensions exceed the 32-bit sizes supported by BLAS");
+  gemm<T>(Mat{trans_a, lda}, a, Mat{trans_b, ldb}, b, c, ldc, m, n, k, alpha, beta);
+}
+template void gemm_rowmajor<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*,
+                                   int64_t, const float*, int64_t, float, float*, int64_t);
+template void gemm_rowmajor<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*,
+                                    int64_t, const double*, int64_t, double, double*, int64_t);
+
+namespace {
+std::mutex g_serial_mutex;
+int g_serial_depth = 0;  // live SerialBlasScopes
+int g_serial_saved = 0;  // OpenBLAS's thread count when the first one started
+}  // namespace
+
+SerialBlasScope::SerialBlasScope() {
+  std::lock_guard<std::mutex> lock(g_serial_mutex);
+  if (g_serial_depth++ > 0) return;
+  sync_blas_threads();
+  g_serial_saved = scipy_openblas_get_num_threads();
+  // Lowering the count only changes how many workers the next call uses (no thread restarts).
+  if (g_serial_saved > 1) scipy_openblas_set_num_threads(1);
+}
+
+SerialBlasScope::~SerialBlasScope() {
+  std::lock_guard<std::mutex> lock(g_serial_mutex);
+  if (--g_serial_depth > 0) return;
+  if (g_serial_saved > 1) scipy_openblas_set_num_threads(g_serial_saved);
 }
 
 }  // namespace cpu
