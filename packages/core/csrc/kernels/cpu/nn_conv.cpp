@@ -350,7 +350,8 @@ void conv_weight_kernel(const T* a, const T* src, T* gw, int64_t N, int64_t A, i
   const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
   const int64_t Ag = A / G, BK = (B / G) * K, wsize = A * BK;
   const bool pw = is_pointwise(g);
-  // Per worker: its partial sum of gw (the workers' scratch holds one sample's columns).
+  // Per worker: its partial sum of gw, transposed per group (BK, Ag): BLAS computes
+  // cols @ a^T markedly faster than a @ cols^T for a few dozen output channels.
   const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
   std::unique_ptr<T[]> parts(new T[slots * wsize]);
   std::vector<char> started(slots, 0);
@@ -363,20 +364,18 @@ void conv_weight_kernel(const T* a, const T* src, T* gw, int64_t N, int64_t A, i
     const T beta = started[slot] ? T(1) : T(0);  // the first product overwrites the partial
     started[slot] = 1;
     for (int64_t gi = 0; gi < G; ++gi)
-      gemm_rowmajor<T>(false, true, Ag, BK, La, T(1), an + gi * Ag * La, La, cn + gi * BK * La, La,
-                       beta, part + gi * Ag * BK, BK);
+      gemm_rowmajor<T>(false, true, BK, Ag, La, T(1), cn + gi * BK * La, La, an + gi * Ag * La, La,
+                       beta, part + gi * BK * Ag, Ag);
   });
-  bool any = false;
+  // gw[gi, r, k] = sum over workers of part[gi, k, r].
+  std::fill(gw, gw + wsize, T(0));
   for (int64_t t = 0; t < slots; ++t) {
     if (!started[t]) continue;
     const T* p = parts.get() + t * wsize;
-    if (!any)
-      std::copy(p, p + wsize, gw);
-    else
-      for (int64_t i = 0; i < wsize; ++i) gw[i] += p[i];
-    any = true;
+    for (int64_t gi = 0; gi < G; ++gi)
+      for (int64_t k = 0; k < BK; ++k)
+        for (int64_t r = 0; r < Ag; ++r) gw[(gi * Ag + r) * BK + k] += p[(gi * BK + k) * Ag + r];
   }
-  if (!any) std::fill(gw, gw + wsize, T(0));
 }
 
 // Sums of each channel of x (N, C, P) over samples and positions: the bias gradient.
