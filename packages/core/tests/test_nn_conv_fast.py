@@ -24,6 +24,11 @@ CASES = [
     ("depthwise", 2, (2, 4, 6, 6), (8, 1, 3, 3), dict(groups=4, padding=1), False),
     ("dilation", 2, (2, 3, 9, 8), (4, 3, 3, 2), dict(dilation=(2, 3), padding=(2, 1)), False),
     ("one_sample", 2, (1, 4, 9, 9), (5, 4, 3, 3), dict(padding=1), False),
+    # 16+ input channels per group with "same" padding: the input gradient is the flipped
+    # convolution (float32 on AVX-512); K = C * 9 > 256 splits the kernel's reduction.
+    ("same_c32", 2, (3, 32, 6, 5), (20, 32, 3, 3), dict(padding=1), False),
+    ("same_c16_groups", 2, (2, 32, 7, 6), (8, 16, 3, 3), dict(padding=1, groups=2), False),
+    ("same_c16_dilation", 2, (2, 16, 9, 8), (5, 16, 3, 3), dict(padding=2, dilation=2), False),
     ("conv1d", 1, (5, 3, 11), (4, 3, 3), dict(stride=2, padding=1), False),
     ("conv3d", 3, (2, 2, 4, 5, 4), (3, 2, 2, 3, 2), dict(padding=(1, 0, 1)), False),
     ("t_1x1", 2, (3, 6, 4, 5), (6, 2, 1, 1), dict(), True),

@@ -11,6 +11,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -295,14 +296,25 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
   const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
   const int64_t CK = (C / G) * K, Cog = Co / G;
   const bool pw = is_pointwise(g);
+  // float32 on AVX-512: the weight packed once, the columns read in place.
+  std::vector<PackedA> packed;
+  if constexpr (std::is_same<T, float>::value)
+    if (conv_gemm_available())
+      for (int64_t gi = 0; gi < G; ++gi) packed.emplace_back(w + gi * Cog * CK, CK, 1, Cog, CK);
   over_samples<T>(N, pw ? 0 : C * K * L, [&](int64_t n, T* cols, int64_t) {
     const T* xn = x + n * C * P;
     if (!pw) im2col_sample<T>(xn, cols, 0, C, g);
     const T* src = pw ? xn : cols;
     T* on = out + n * Co * L;
-    for (int64_t gi = 0; gi < G; ++gi)
+    for (int64_t gi = 0; gi < G; ++gi) {
+      if constexpr (std::is_same<T, float>::value)
+        if (!packed.empty()) {
+          conv_gemm(packed[gi], L, src + gi * CK * L, L, on + gi * Cog * L, L);
+          continue;
+        }
       gemm_rowmajor<T>(false, false, Cog, L, CK, T(1), w + gi * Cog * CK, CK, src + gi * CK * L, L,
                        T(0), on + gi * Cog * L, L);
+    }
     if (bias)
       for (int64_t c = 0; c < Co; ++c) {
         T* p = on + c * L;
@@ -555,7 +567,34 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
   if (input_grad) {
     gi = ember::empty(input->sizes(), ct, x->device());
     if (gi->numel() > 0) {
-      if (!transposed) {
+      // With stride 1 (and padding at most the kernel's span - 1), d input is a plain
+      // convolution of grad_output with the weight flipped in space and its channel dims swapped,
+      // padded by dilation * (k - 1) - padding: on AVX-512 the forward kernel runs that faster
+      // than conv_transpose's BLAS product and fold.
+      // (Only with 16 or more input channels: they are the flipped convolution's output rows,
+      // which the kernel computes 16 at a time.)
+      bool flip =
+          !transposed && ct == ScalarType::Float32 && conv_gemm_available() && a.C / a.G >= 16;
+      // ("same" padding only: otherwise the flipped convolution pads grad_output more and costs
+      // more than it saves.)
+      for (int64_t d = 0; d < k; ++d)
+        flip &= a.st[d] == 1 && 2 * a.pd[d] == a.dl[d] * (a.ks[d] - 1);
+      if (flip) {
+        DimVector fpd(k);
+        for (int64_t d = 0; d < k; ++d) fpd[d] = a.dl[d] * (a.ks[d] - 1) - a.pd[d];
+        Geom g = make_geom(op, trailing(go, k), a.ks, a.dl, fpd, a.st);
+        const int64_t Kn = g.kernel_numel(), Cg = a.C / a.G, Cog = a.Co / a.G;
+        std::vector<float> wf(a.C * Cog * Kn);  // (C, Co / G, K), spatially flipped
+        const float* pw = w->data_as<float>();
+        for (int64_t grp = 0; grp < a.G; ++grp)
+          for (int64_t o = 0; o < Cog; ++o)
+            for (int64_t c = 0; c < Cg; ++c)
+              for (int64_t j = 0; j < Kn; ++j)
+                wf[((grp * Cg + c) * Cog + o) * Kn + (Kn - 1 - j)] =
+                    pw[((grp * Cog + o) * Cg + c) * Kn + j];
+        conv_forward_kernel<float>(go->data_as<float>(), wf.data(), nullptr, gi->data_as<float>(),
+                                   a.N, a.Co, a.C, a.G, g);
+      } else if (!transposed) {
         // d input = conv_transpose(grad_output) folded over the input's own sizes.
         Geom g = make_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
         dispatch_compute(ct, op, [&](auto tag) {

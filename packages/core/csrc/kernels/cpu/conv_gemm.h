@@ -1,0 +1,28 @@
+// A float32 matrix product for the convolution kernels that reads its right operand in place
+// (the im2col columns, or an input's planes) instead of copying it into BLAS's packed layout,
+// on AVX-512 machines. OpenBLAS packs both operands of every call; with the few dozen output
+// channels of small CNNs that copy costs about as much as the arithmetic.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace ember {
+namespace cpu {
+
+// True when the CPU runs the AVX-512 kernel (otherwise callers use gemm_rowmajor).
+bool conv_gemm_available();
+
+// The left operand A (M x K), element (m, k) at a[m * rs + k * cs], packed once for
+// conv_gemm: blocks of 16 rows stored k-major (rows past M are zero).
+struct PackedA {
+  int64_t M = 0, K = 0;
+  std::vector<float> data;
+  PackedA(const float* a, int64_t rs, int64_t cs, int64_t M, int64_t K);
+};
+
+// C (M x N, row-major, leading dimension ldc) = A @ B, B (K x N) row-major with leading
+// dimension ldb. Runs on the calling thread. Only call when conv_gemm_available().
+void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc);
+
+}  // namespace cpu
+}  // namespace ember
