@@ -144,6 +144,40 @@ void col2im_sample(const T* cols, T* x, int64_t c0, int64_t c1, const Geom& g) {
   }
 }
 
+// im2col of the output lines [r0, r1) of one sample (line r = od * out[1] + oh, out[2] positions
+// each) into cols (C * K, (r1 - r0) * out[2]).
+template <class T>
+void im2col_lines(const T* x, T* cols, int64_t C, const Geom& g, int64_t r0, int64_t r1) {
+  const int64_t K = g.kernel_numel(), P = g.in_numel(), OW = g.out[2], SW = g.st[2];
+  const int64_t Lc = (r1 - r0) * OW;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t kd = 0; kd < g.ks[0]; ++kd)
+      for (int64_t kh = 0; kh < g.ks[1]; ++kh)
+        for (int64_t kw = 0; kw < g.ks[2]; ++kw) {
+          T* row = cols + (c * K + (kd * g.ks[1] + kh) * g.ks[2] + kw) * Lc;
+          const int64_t off = kw * g.dl[2] - g.pd[2];
+          int64_t lo, hi;
+          valid_span(OW, g.in[2], SW, off, &lo, &hi);
+          for (int64_t r = r0; r < r1; ++r) {
+            const int64_t od = r / g.out[1], oh = r % g.out[1];
+            const int64_t id = od * g.st[0] - g.pd[0] + kd * g.dl[0];
+            const int64_t ih = oh * g.st[1] - g.pd[1] + kh * g.dl[1];
+            T* dst = row + (r - r0) * OW;
+            if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+              std::fill(dst, dst + OW, T(0));
+              continue;
+            }
+            const T* xr = x + c * P + (id * g.in[1] + ih) * g.in[2];
+            for (int64_t ow = 0; ow < lo; ++ow) dst[ow] = T(0);
+            if (SW == 1)
+              std::copy(xr + lo + off, xr + hi + off, dst + lo);
+            else
+              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = xr[ow * SW + off];
+            for (int64_t ow = hi; ow < OW; ++ow) dst[ow] = T(0);
+          }
+        }
+}
+
 // Runs f(n, c0, c1) over samples x channel ranges, in parallel.
 template <class F>
 void for_planes(int64_t n, int64_t c, int64_t work_per_plane, const F& f) {
@@ -301,27 +335,41 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
   if constexpr (std::is_same<T, float>::value)
     if (conv_gemm_available())
       for (int64_t gi = 0; gi < G; ++gi) packed.emplace_back(w + gi * Cog * CK, CK, 1, Cog, CK);
-  over_samples<T>(N, pw ? 0 : C * K * L, [&](int64_t n, T* cols, int64_t) {
-    const T* xn = x + n * C * P;
-    if (!pw) im2col_sample<T>(xn, cols, 0, C, g);
-    const T* src = pw ? xn : cols;
-    T* on = out + n * Co * L;
-    for (int64_t gi = 0; gi < G; ++gi) {
-      if constexpr (std::is_same<T, float>::value)
-        if (!packed.empty()) {
-          conv_gemm(packed[gi], L, src + gi * CK * L, L, on + gi * Cog * L, L);
-          continue;
+  // Columns of at most ~256 KiB at a time, so that they are still in the L2 cache when the
+  // product reads them (the AVX-512 product reads them in place; BLAS packs whole samples).
+  const int64_t lines = g.out[0] * g.out[1];
+  const int64_t chunk =
+      packed.empty()
+          ? lines
+          : std::max<int64_t>(
+                1, (256 << 10) / std::max<int64_t>(1, C * K * g.out[2] * int64_t(sizeof(T))));
+  over_samples<T>(
+      N, pw ? 0 : C * K * std::min(lines, chunk) * g.out[2], [&](int64_t n, T* cols, int64_t) {
+        const T* xn = x + n * C * P;
+        T* on = out + n * Co * L;
+        for (int64_t r0 = 0; r0 < lines; r0 += chunk) {
+          const int64_t r1 = std::min(lines, r0 + chunk);
+          const int64_t Lc = pw ? L : (r1 - r0) * g.out[2], c0 = pw ? 0 : r0 * g.out[2];
+          if (!pw) im2col_lines<T>(xn, cols, C, g, r0, r1);
+          const T* src = pw ? xn : cols;
+          for (int64_t gi = 0; gi < G; ++gi) {
+            if constexpr (std::is_same<T, float>::value)
+              if (!packed.empty()) {
+                conv_gemm(packed[gi], Lc, src + gi * CK * Lc, Lc, on + gi * Cog * L + c0, L);
+                continue;
+              }
+            gemm_rowmajor<T>(false, false, Cog, Lc, CK, T(1), w + gi * Cog * CK, CK,
+                             src + gi * CK * Lc, Lc, T(0), on + gi * Cog * L + c0, L);
+          }
+          if (pw) break;
         }
-      gemm_rowmajor<T>(false, false, Cog, L, CK, T(1), w + gi * Cog * CK, CK, src + gi * CK * L, L,
-                       T(0), on + gi * Cog * L, L);
-    }
-    if (bias)
-      for (int64_t c = 0; c < Co; ++c) {
-        T* p = on + c * L;
-        const T bv = bias[c];
-        for (int64_t i = 0; i < L; ++i) p[i] += bv;
-      }
-  });
+        if (bias)
+          for (int64_t c = 0; c < Co; ++c) {
+            T* p = on + c * L;
+            const T bv = bias[c];
+            for (int64_t i = 0; i < L; ++i) p[i] += bv;
+          }
+      });
 }
 
 // out (N, Co, *out_sp) = transposed conv of x (N, Ci, Lin) with w (Ci, Co/G * K): per group the
