@@ -415,18 +415,28 @@ void conv_weight_kernel(const T* a, const T* src, T* gw, int64_t N, int64_t A, i
   const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
   std::unique_ptr<T[]> parts(new T[slots * wsize]);
   std::vector<char> started(slots, 0);
-  over_samples<T>(N, pw ? 0 : B * K * La, [&](int64_t n, T* cols, int64_t slot) {
-    T* part = parts.get() + slot * wsize;
-    const T* sn = src + n * B * P;
-    if (!pw) im2col_sample<T>(sn, cols, 0, B, g);
-    const T* cn = pw ? sn : cols;
-    const T* an = a + n * A * La;
-    const T beta = started[slot] ? T(1) : T(0);  // the first product overwrites the partial
-    started[slot] = 1;
-    for (int64_t gi = 0; gi < G; ++gi)
-      gemm_rowmajor<T>(false, true, BK, Ag, La, T(1), cn + gi * BK * La, La, an + gi * Ag * La, La,
-                       beta, part + gi * BK * Ag, Ag);
-  });
+  // Columns in L2-sized chunks of output lines (see conv_forward_kernel).
+  const int64_t lines = g.out[0] * g.out[1];
+  const int64_t chunk = std::max<int64_t>(
+      1, (256 << 10) / std::max<int64_t>(1, B * K * g.out[2] * int64_t(sizeof(T))));
+  over_samples<T>(
+      N, pw ? 0 : B * K * std::min(lines, chunk) * g.out[2], [&](int64_t n, T* cols, int64_t slot) {
+        T* part = parts.get() + slot * wsize;
+        const T* sn = src + n * B * P;
+        const T* an = a + n * A * La;
+        for (int64_t r0 = 0; r0 < lines; r0 += chunk) {
+          const int64_t r1 = std::min(lines, r0 + chunk);
+          const int64_t Lc = pw ? La : (r1 - r0) * g.out[2], c0 = pw ? 0 : r0 * g.out[2];
+          if (!pw) im2col_lines<T>(sn, cols, B, g, r0, r1);
+          const T* cn = pw ? sn : cols;
+          const T beta = started[slot] ? T(1) : T(0);  // the first product overwrites the partial
+          started[slot] = 1;
+          for (int64_t gi = 0; gi < G; ++gi)
+            gemm_rowmajor<T>(false, true, BK, Ag, Lc, T(1), cn + gi * BK * Lc, Lc,
+                             an + gi * Ag * La + c0, La, beta, part + gi * BK * Ag, Ag);
+          if (pw) break;
+        }
+      });
   // gw[gi, r, k] = sum over workers of part[gi, k, r].
   std::fill(gw, gw + wsize, T(0));
   for (int64_t t = 0; t < slots; ++t) {
