@@ -329,9 +329,35 @@ void batched_gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor
   const int64_t mc = M * N;  // elements of one batch of C
 
   const Tile tile = serial_tile(M, N, K);
-  if (tile.rows == 0) {  // large: OpenBLAS threads each product itself
-    for (int64_t i = 0; i < nb; ++i)
-      gemm<T>(A, pa + oa[i], B, pb + ob[i], pc + i * mc, N, M, N, K, alpha, beta);
+  if (tile.rows == 0) {
+    // Large: each product is cut into one block of rows (or columns) per thread of ember's pool,
+    // and OpenBLAS runs each block on its calling thread. OpenBLAS's own workers would spin for
+    // a long while after every threaded call (tens of ms), taking the cores from the threads of
+    // whatever ember runs next (convolution, pointwise ops).
+    const int nthreads = get_num_threads();
+    if (nthreads <= 1 || in_parallel_region() || M * N * K < kParallelWork) {
+      for (int64_t i = 0; i < nb; ++i)
+        gemm<T>(A, pa + oa[i], B, pb + ob[i], pc + i * mc, N, M, N, K, alpha, beta);
+      return;
+    }
+    const bool by_rows = M >= N;
+    const int64_t parts = std::min<int64_t>(nthreads, by_rows ? M : N), ntasks = nb * parts;
+    SerialBlasScope serial;
+    std::atomic<int64_t> next{0};
+    parallel_for(0, std::min<int64_t>(nthreads, ntasks), 1, [&](int64_t, int64_t) {
+      for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < ntasks;) {
+        const int64_t i = t / parts, p = t % parts;
+        if (by_rows) {
+          const int64_t r0 = p * M / parts, r1 = (p + 1) * M / parts;
+          gemm<T>(A, pa + oa[i] + r0 * (A.trans ? 1 : A.ld), B, pb + ob[i], pc + i * mc + r0 * N, N,
+                  r1 - r0, N, K, alpha, beta);
+        } else {
+          const int64_t c0 = p * N / parts, c1 = (p + 1) * N / parts;
+          gemm<T>(A, pa + oa[i], B, pb + ob[i] + c0 * (B.trans ? B.ld : 1), pc + i * mc + c0, N, M,
+                  c1 - c0, K, alpha, beta);
+        }
+      }
+    });
     return;
   }
   // Each product is cut into bm x bn tiles of nearly equal size.
