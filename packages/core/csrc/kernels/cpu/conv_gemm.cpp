@@ -49,7 +49,41 @@ __attribute__((target("avx512f"))) void tile16(const float* ap, int64_t K, const
   for (int r = 0; r < 16; ++r)
     if (r < mr) _mm512_mask_storeu_ps(c + r * ldc, mask, acc[r]);
 }
+// tile16 with B's rows at b + off[k].
+__attribute__((target("avx512f"))) void tile16_off(const float* ap, int64_t K, const float* b,
+                                                   const int64_t* off, __mmask16 mask, float* c,
+                                                   int64_t ldc, int64_t mr, bool accumulate) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r)
+    acc[r] = accumulate && r < mr ? _mm512_maskz_loadu_ps(mask, c + r * ldc) : _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 bv = _mm512_maskz_loadu_ps(mask, b + off[k]);
+    const float* ak = ap + k * 16;
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ak[r]), bv, acc[r]);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r)
+    if (r < mr) _mm512_mask_storeu_ps(c + r * ldc, mask, acc[r]);
+}
 }  // namespace
+
+void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
+                       int64_t ldc) {
+  const int64_t M = a.M, K = a.K;
+  constexpr int64_t kKc = 256;
+  for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+    const int64_t kc = std::min(kKc, K - k0);
+    for (int64_t n0 = 0; n0 < N; n0 += 16) {
+      const int64_t nr = std::min<int64_t>(16, N - n0);
+      const __mmask16 mask = static_cast<__mmask16>(nr == 16 ? 0xFFFFu : (1u << nr) - 1u);
+      for (int64_t m0 = 0; m0 < M; m0 += 16)
+        tile16_off(a.data.data() + (m0 / 16) * 16 * K + k0 * 16, kc, b + n0, off + k0, mask,
+                   c + m0 * ldc + n0, ldc, std::min<int64_t>(16, M - m0), k0 > 0);
+    }
+  }
+}
 
 void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc) {
   const int64_t M = a.M, K = a.K;
@@ -72,6 +106,7 @@ void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* 
 
 bool conv_gemm_available() { return false; }
 void conv_gemm(const PackedA&, int64_t, const float*, int64_t, float*, int64_t) {}
+void conv_gemm_offsets(const PackedA&, int64_t, const float*, const int64_t*, float*, int64_t) {}
 
 #endif
 

@@ -24,5 +24,11 @@ struct PackedA {
 // dimension ldb. Runs on the calling thread. Only call when conv_gemm_available().
 void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc);
 
+// C (M x N, leading dimension ldc) = A @ B for a B read straight from a (padded) input: row k
+// of B is the N contiguous floats at b + off[k] (off has K entries). This is a stride-1
+// convolution along the last dim without im2col: b points at an output line's first window.
+void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
+                       int64_t ldc);
+
 }  // namespace cpu
 }  // namespace ember

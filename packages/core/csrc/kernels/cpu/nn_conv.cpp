@@ -335,6 +335,50 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
   if constexpr (std::is_same<T, float>::value)
     if (conv_gemm_available())
       for (int64_t gi = 0; gi < G; ++gi) packed.emplace_back(w + gi * Cog * CK, CK, 1, Cog, CK);
+  // float32 on AVX-512 with stride 1 along the last dim: no columns at all. Each output line
+  // reads its windows straight from the sample (copied with its zero padding when padded).
+  if constexpr (std::is_same<T, float>::value)
+    if (!packed.empty() && g.st[2] == 1) {
+      int64_t pin[3];
+      for (int d = 0; d < 3; ++d) pin[d] = g.in[d] + 2 * g.pd[d];
+      const int64_t PP = pin[0] * pin[1] * pin[2];
+      const bool padded = g.pd[0] || g.pd[1] || g.pd[2];
+      std::vector<int64_t> off(C / G * K);  // per group: (c, kd, kh, kw) -> element offset
+      for (int64_t c = 0; c < C / G; ++c)
+        for (int64_t kd = 0; kd < g.ks[0]; ++kd)
+          for (int64_t kh = 0; kh < g.ks[1]; ++kh)
+            for (int64_t kw = 0; kw < g.ks[2]; ++kw)
+              off[((c * g.ks[0] + kd) * g.ks[1] + kh) * g.ks[2] + kw] =
+                  c * PP + (kd * g.dl[0] * pin[1] + kh * g.dl[1]) * pin[2] + kw * g.dl[2];
+      over_samples<float>(N, padded ? C * PP : 0, [&](int64_t n, float* xp, int64_t) {
+        const float* xn = x + n * C * P;
+        if (padded) {
+          std::fill(xp, xp + C * PP, 0.0f);
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t d0 = 0; d0 < g.in[0]; ++d0)
+              for (int64_t h = 0; h < g.in[1]; ++h)
+                std::copy(xn + c * P + (d0 * g.in[1] + h) * g.in[2],
+                          xn + c * P + (d0 * g.in[1] + h + 1) * g.in[2],
+                          xp + c * PP + ((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * pin[2] + g.pd[2]);
+        }
+        const float* base = padded ? xp : xn;
+        float* on = out + n * Co * L;
+        for (int64_t od = 0; od < g.out[0]; ++od)
+          for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+            const int64_t line = od * g.out[1] + oh;
+            const float* b = base + (od * g.st[0] * pin[1] + oh * g.st[1]) * pin[2];
+            for (int64_t gi = 0; gi < G; ++gi)
+              conv_gemm_offsets(packed[gi], g.out[2], b + gi * (C / G) * PP, off.data(),
+                                on + gi * Cog * L + line * g.out[2], L);
+          }
+        if (bias)
+          for (int64_t c = 0; c < Co; ++c) {
+            float* p = on + c * L;
+            for (int64_t i = 0; i < L; ++i) p[i] += bias[c];
+          }
+      });
+      return;
+    }
   // Columns of at most ~256 KiB at a time, so that they are still in the L2 cache when the
   // product reads them (the AVX-512 product reads them in place; BLAS packs whole samples).
   const int64_t lines = g.out[0] * g.out[1];
