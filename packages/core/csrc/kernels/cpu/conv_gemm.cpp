@@ -69,6 +69,58 @@ __attribute__((target("avx512f"))) void tile16_off(const float* ap, int64_t K, c
 }
 }  // namespace
 
+// 4 x 4 dot products per tile, each accumulated in one vector over all positions and summed
+// across its lanes at the end. Rows and kernel taps past M or K repeat the last one (computed,
+// not stored) so that the tile code has no branches.
+__attribute__((target("avx512f"))) void conv_wgrad_offsets(const float* a, int64_t M, int64_t lda,
+                                                           const float* b, const int64_t* lb,
+                                                           int64_t nlines, int64_t OW,
+                                                           const int64_t* off, int64_t K,
+                                                           float* gw) {
+  for (int64_t m0 = 0; m0 < M; m0 += 4)
+    for (int64_t k0 = 0; k0 < K; k0 += 4) {
+      const float* ar[4];
+      int64_t ko[4];
+      for (int i = 0; i < 4; ++i) {
+        ar[i] = a + std::min<int64_t>(m0 + i, M - 1) * lda;
+        ko[i] = off[std::min<int64_t>(k0 + i, K - 1)];
+      }
+      __m512 acc[4][4];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+      for (int64_t l = 0; l < nlines; ++l) {
+        const float* bl = b + lb[l];
+        const int64_t al = l * OW;
+        for (int64_t w0 = 0; w0 < OW; w0 += 16) {
+          const int64_t nr = std::min<int64_t>(16, OW - w0);
+          const __mmask16 mask = static_cast<__mmask16>(nr == 16 ? 0xFFFFu : (1u << nr) - 1u);
+          __m512 av[4], bv[4];
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) av[i] = _mm512_maskz_loadu_ps(mask, ar[i] + al + w0);
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) bv[j] = _mm512_maskz_loadu_ps(mask, bl + ko[j] + w0);
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(av[i], bv[j], acc[i][j]);
+        }
+      }
+      alignas(64) float lanes[4][4][16];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) _mm512_store_ps(lanes[i][j], acc[i][j]);
+      for (int i = 0; i < 4 && m0 + i < M; ++i)
+        for (int j = 0; j < 4 && k0 + j < K; ++j) {
+          float sum = 0.0f;
+          for (int t = 0; t < 16; ++t) sum += lanes[i][j][t];
+          gw[(m0 + i) * K + k0 + j] += sum;
+        }
+    }
+}
+
 void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
                        int64_t ldc) {
   const int64_t M = a.M, K = a.K;
@@ -107,6 +159,8 @@ void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* 
 bool conv_gemm_available() { return false; }
 void conv_gemm(const PackedA&, int64_t, const float*, int64_t, float*, int64_t) {}
 void conv_gemm_offsets(const PackedA&, int64_t, const float*, const int64_t*, float*, int64_t) {}
+void conv_wgrad_offsets(const float*, int64_t, int64_t, const float*, const int64_t*, int64_t,
+                        int64_t, const int64_t*, int64_t, float*) {}
 
 #endif
 

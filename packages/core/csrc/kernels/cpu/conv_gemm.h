@@ -30,5 +30,11 @@ void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* 
 void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
                        int64_t ldc);
 
+// Weight gradient of such a convolution for one sample: gw (M x K, row-major) += a @ B^T with
+// a (M rows of nlines * OW positions, row stride lda; line l at a + l * OW) and B's row k over
+// line l the OW contiguous floats at b + lb[l] + off[k].
+void conv_wgrad_offsets(const float* a, int64_t M, int64_t lda, const float* b, const int64_t* lb,
+                        int64_t nlines, int64_t OW, const int64_t* off, int64_t K, float* gw);
+
 }  // namespace cpu
 }  // namespace ember

@@ -323,6 +323,53 @@ void over_samples(int64_t N, int64_t buf_elems, const F& f) {
   });
 }
 
+// The column-free kernels work on 16 consecutive positions of an output line at a time: worth
+// it when lines fill those vectors (a line of 24 would leave a quarter of the work masked off).
+bool lines_fill_vectors(const Geom& g) {
+  const int64_t OW = g.out[2], vecs = (OW + 15) / 16;
+  return g.st[2] == 1 && OW * 10 >= vecs * 16 * 9;
+}
+
+// For the column-free float32 kernels: the zero-padded sizes of a sample, the element offset of
+// every (channel of a group, kernel tap) window from an output line's start, and a copy of one
+// sample with its padding.
+struct PaddedGeom {
+  int64_t pin[3] = {1, 1, 1}, PP = 1;
+  bool padded = false;
+  std::vector<int64_t> off;  // (c, kd, kh, kw) -> offset
+  std::vector<int64_t> lb;   // output line -> offset of its first window
+  PaddedGeom(const Geom& g, int64_t Cg) {
+    for (int d = 0; d < 3; ++d) {
+      pin[d] = g.in[d] + 2 * g.pd[d];
+      padded |= g.pd[d] != 0;
+    }
+    PP = pin[0] * pin[1] * pin[2];
+    const int64_t K = g.kernel_numel();
+    off.resize(Cg * K);
+    for (int64_t c = 0; c < Cg; ++c)
+      for (int64_t kd = 0; kd < g.ks[0]; ++kd)
+        for (int64_t kh = 0; kh < g.ks[1]; ++kh)
+          for (int64_t kw = 0; kw < g.ks[2]; ++kw)
+            off[((c * g.ks[0] + kd) * g.ks[1] + kh) * g.ks[2] + kw] =
+                c * PP + (kd * g.dl[0] * pin[1] + kh * g.dl[1]) * pin[2] + kw * g.dl[2];
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        lb.push_back((od * g.st[0] * pin[1] + oh * g.st[1]) * pin[2]);
+  }
+  // x (C, *in) -> xp (C, *pin), zero border.
+  void pad(const float* x, float* xp, int64_t C, const Geom& g) const {
+    std::fill(xp, xp + C * PP, 0.0f);
+    const int64_t P = g.in_numel();
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t d0 = 0; d0 < g.in[0]; ++d0)
+        for (int64_t h = 0; h < g.in[1]; ++h) {
+          const float* src = x + c * P + (d0 * g.in[1] + h) * g.in[2];
+          std::copy(src, src + g.in[2],
+                    xp + c * PP + ((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * pin[2] + g.pd[2]);
+        }
+  }
+};
+
 // out (N, Co, L) = conv(x (N, C, *in), w (Co, C/G * K)) + bias, over geometry g (g.out: L).
 template <class T>
 void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t N, int64_t C,
@@ -335,42 +382,21 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
   if constexpr (std::is_same<T, float>::value)
     if (conv_gemm_available())
       for (int64_t gi = 0; gi < G; ++gi) packed.emplace_back(w + gi * Cog * CK, CK, 1, Cog, CK);
-  // float32 on AVX-512 with stride 1 along the last dim: no columns at all. Each output line
-  // reads its windows straight from the sample (copied with its zero padding when padded).
+  // float32 on AVX-512 with stride 1 along the last dim (lines_fill_vectors): no columns at all.
+  // Each output line reads its windows straight from the sample (copied with its zero padding when
+  // padded).
   if constexpr (std::is_same<T, float>::value)
-    if (!packed.empty() && g.st[2] == 1) {
-      int64_t pin[3];
-      for (int d = 0; d < 3; ++d) pin[d] = g.in[d] + 2 * g.pd[d];
-      const int64_t PP = pin[0] * pin[1] * pin[2];
-      const bool padded = g.pd[0] || g.pd[1] || g.pd[2];
-      std::vector<int64_t> off(C / G * K);  // per group: (c, kd, kh, kw) -> element offset
-      for (int64_t c = 0; c < C / G; ++c)
-        for (int64_t kd = 0; kd < g.ks[0]; ++kd)
-          for (int64_t kh = 0; kh < g.ks[1]; ++kh)
-            for (int64_t kw = 0; kw < g.ks[2]; ++kw)
-              off[((c * g.ks[0] + kd) * g.ks[1] + kh) * g.ks[2] + kw] =
-                  c * PP + (kd * g.dl[0] * pin[1] + kh * g.dl[1]) * pin[2] + kw * g.dl[2];
-      over_samples<float>(N, padded ? C * PP : 0, [&](int64_t n, float* xp, int64_t) {
+    if (!packed.empty() && lines_fill_vectors(g)) {
+      const PaddedGeom pg(g, C / G);
+      over_samples<float>(N, pg.padded ? C * pg.PP : 0, [&](int64_t n, float* xp, int64_t) {
         const float* xn = x + n * C * P;
-        if (padded) {
-          std::fill(xp, xp + C * PP, 0.0f);
-          for (int64_t c = 0; c < C; ++c)
-            for (int64_t d0 = 0; d0 < g.in[0]; ++d0)
-              for (int64_t h = 0; h < g.in[1]; ++h)
-                std::copy(xn + c * P + (d0 * g.in[1] + h) * g.in[2],
-                          xn + c * P + (d0 * g.in[1] + h + 1) * g.in[2],
-                          xp + c * PP + ((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * pin[2] + g.pd[2]);
-        }
-        const float* base = padded ? xp : xn;
+        if (pg.padded) pg.pad(xn, xp, C, g);
+        const float* base = pg.padded ? xp : xn;
         float* on = out + n * Co * L;
-        for (int64_t od = 0; od < g.out[0]; ++od)
-          for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-            const int64_t line = od * g.out[1] + oh;
-            const float* b = base + (od * g.st[0] * pin[1] + oh * g.st[1]) * pin[2];
-            for (int64_t gi = 0; gi < G; ++gi)
-              conv_gemm_offsets(packed[gi], g.out[2], b + gi * (C / G) * PP, off.data(),
-                                on + gi * Cog * L + line * g.out[2], L);
-          }
+        for (int64_t line = 0; line < static_cast<int64_t>(pg.lb.size()); ++line)
+          for (int64_t gi = 0; gi < G; ++gi)
+            conv_gemm_offsets(packed[gi], g.out[2], base + gi * (C / G) * pg.PP + pg.lb[line],
+                              pg.off.data(), on + gi * Cog * L + line * g.out[2], L);
         if (bias)
           for (int64_t c = 0; c < Co; ++c) {
             float* p = on + c * L;
@@ -454,6 +480,27 @@ void conv_weight_kernel(const T* a, const T* src, T* gw, int64_t N, int64_t A, i
   const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
   const int64_t Ag = A / G, BK = (B / G) * K, wsize = A * BK;
   const bool pw = is_pointwise(g);
+  // float32 on AVX-512 with stride 1 along the last dim: dot products of grad_output's lines
+  // with the windows read straight from the (padded) sample, no columns.
+  if constexpr (std::is_same<T, float>::value)
+    if (conv_gemm_available() && lines_fill_vectors(g)) {
+      const PaddedGeom pg(g, B / G);
+      const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+      std::vector<float> parts(slots * wsize, 0.0f);
+      over_samples<float>(N, pg.padded ? B * pg.PP : 0, [&](int64_t n, float* xp, int64_t slot) {
+        const float* sn = src + n * B * P;
+        if (pg.padded) pg.pad(sn, xp, B, g);
+        const float* base = pg.padded ? xp : sn;
+        for (int64_t gi = 0; gi < G; ++gi)
+          conv_wgrad_offsets(a + n * A * La + gi * Ag * La, Ag, La, base + gi * (B / G) * pg.PP,
+                             pg.lb.data(), static_cast<int64_t>(pg.lb.size()), g.out[2],
+                             pg.off.data(), BK, parts.data() + slot * wsize + gi * Ag * BK);
+      });
+      std::fill(gw, gw + wsize, 0.0f);
+      for (int64_t t = 0; t < slots; ++t)
+        for (int64_t i = 0; i < wsize; ++i) gw[i] += parts[t * wsize + i];
+      return;
+    }
   // Per worker: its partial sum of gw, transposed per group (BK, Ag): BLAS computes
   // cols @ a^T markedly faster than a @ cols^T for a few dozen output channels.
   const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
