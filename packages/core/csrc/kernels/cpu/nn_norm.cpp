@@ -449,15 +449,28 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
 // double.
 
 namespace {
+// The per-channel vectors (weight, bias, statistics): contiguous float32 / float64 ones are read
+// and written directly; a TensorIterator copy costs more than these few elements.
 std::vector<double> read_doubles(const Tensor& t) {
+  if (t->is_contiguous() && t->dtype() == ScalarType::Float32) {
+    const float* p = t->data_as<float>();
+    return std::vector<double>(p, p + t->numel());
+  }
   Tensor c = nn::contig(t, ScalarType::Float64);
   const double* p = c->data_as<double>();
   return std::vector<double>(p, p + c->numel());
 }
 void write_doubles(const Tensor& t, const std::vector<double>& v) {
-  Tensor src = ember::empty(t->sizes(), ScalarType::Float64, t->device());
-  std::copy(v.begin(), v.end(), src->data_as<double>());
-  copy_into(t, src);
+  if (t->is_contiguous() && t->dtype() == ScalarType::Float32) {
+    float* p = t->data_as<float>();
+    for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+  } else if (t->is_contiguous() && t->dtype() == ScalarType::Float64) {
+    std::copy(v.begin(), v.end(), t->data_as<double>());
+  } else {
+    Tensor src = ember::empty(t->sizes(), ScalarType::Float64, t->device());
+    std::copy(v.begin(), v.end(), src->data_as<double>());
+    copy_into(t, src);
+  }
   t->bump_version();
 }
 
