@@ -243,3 +243,30 @@ BN_GRAD_CASES = [
 @pytest.mark.parametrize("case", BN_GRAD_CASES, ids=[c.name for c in BN_GRAD_CASES])
 def test_batch_norm_gradcheck(case):
     run_case(case)
+
+
+# ---- average pooling over long rows (summed in independent lanes) -------------------------------
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("how", ["global", "adaptive_2x3", "avg_2x20"])
+def test_avg_pool_long_rows_match_torch(dtype, how):
+    import ember.nn.functional as EF
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 5, 41)) + 3.0
+    res = []
+    for lib, f in ((ember, EF), (torch, F)):
+        t = lib.tensor(x.astype(dtype), requires_grad=True)
+        if how == "global":
+            y = f.adaptive_avg_pool2d(t, 1)
+        elif how == "adaptive_2x3":
+            y = f.adaptive_avg_pool2d(t, (2, 3))
+        else:
+            y = f.avg_pool2d(t, (2, 20), stride=(1, 7))
+        g = np.random.default_rng(8).standard_normal(tuple(y.shape)).astype(dtype)
+        (gx,) = lib.autograd.grad(y, [t], lib.tensor(g))
+        res.append((y.detach().numpy(), gx.numpy()))
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12)
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, **tol)
