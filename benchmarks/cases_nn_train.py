@@ -1,14 +1,13 @@
 """Training-step throughput: one forward, backward and optimizer step of small models.
 
-Each case builds the same model in ember and in torch (float32, CPU) and times one full
-training step (zero_grad, forward, loss, backward, optimizer step) on a fixed batch. Layers that
-are not modules on every branch yet (conv, batch norm, pooling) are written here over the core
-ops (``ember.conv2d``, ``ember.batch_norm``...), the same math torch's modules run.
+Each case builds the same model from the framework's own modules (``nn.Conv2d``,
+``nn.BatchNorm2d``, ``nn.MaxPool2d``, ``nn.ReLU``, ``nn.Linear``, ``nn.LSTM``...) in ember and in
+torch (float32, CPU; each framework initializes its weights itself) and times one full training
+step (zero_grad, forward, loss, backward, optimizer step) on a fixed batch. The targets are the
+issue's (ember-nn, Benchmarks): ember time / torch time, i.e. the inverse of the throughput ratio.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from harness import Stmt, case
@@ -22,53 +21,9 @@ def _is_torch(fw):
     return fw.name == "torch"
 
 
-def _ops(fw):
-    """(conv2d, max_pool2d, batch_norm, relu, cross_entropy) of the framework."""
-    m = fw.mod
-    if _is_torch(fw):
-        F = m.nn.functional
-        return F.conv2d, F.max_pool2d, F.batch_norm, F.relu, F.cross_entropy
-    return m.conv2d, m.max_pool2d, m.batch_norm, m.relu, m.cross_entropy
+def _step(fw, model, opt, x, y, loss_fn=None):
+    loss_fn = loss_fn or fw.mod.nn.CrossEntropyLoss()
 
-
-def _conv_module(fw, cin, cout, k, padding=0, bias=True):
-    nn = fw.mod.nn
-    conv2d = _ops(fw)[0]
-
-    class Conv(nn.Module):
-        def __init__(self):
-            super().__init__()
-            bound = 1 / math.sqrt(cin * k * k)
-            self.weight = nn.Parameter(fw.mod.empty(cout, cin, k, k).uniform_(-bound, bound))
-            self.bias = nn.Parameter(fw.mod.empty(cout).uniform_(-bound, bound)) if bias else None
-
-        def forward(self, x):
-            return conv2d(x, self.weight, self.bias, 1, padding)
-
-    return Conv()
-
-
-def _bn_module(fw, c):
-    nn = fw.mod.nn
-    bn = _ops(fw)[2]
-
-    class BN(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.weight = nn.Parameter(fw.mod.ones(c))
-            self.bias = nn.Parameter(fw.mod.zeros(c))
-            self.register_buffer("running_mean", fw.mod.zeros(c))
-            self.register_buffer("running_var", fw.mod.ones(c))
-
-        def forward(self, x):
-            return bn(x, self.running_mean, self.running_var, self.weight, self.bias, True, 0.1, 1e-5) \
-                if _is_torch(fw) else \
-                bn(x, self.weight, self.bias, self.running_mean, self.running_var, True, 0.1, 1e-5)
-
-    return BN()
-
-
-def _step(fw, model, opt, x, y, loss_fn):
     def step():
         opt.zero_grad()
         loss = loss_fn(model(x), y)
@@ -80,81 +35,58 @@ def _step(fw, model, opt, x, y, loss_fn):
 
 # ---- MLP ------------------------------------------------------------------------------------
 
-@case("train/mlp 784-512-512-10 sgd", unit="ms", check=False,
-      doc="MLP 784-512-512-10 (relu), batch 128, cross-entropy, SGD momentum 0.9")
+@case("train/mlp 784-512-512-10 sgd", unit="ms", check=False, target=1 / 1.1,
+      doc="MLP 784-512-512-10 (ReLU), batch 128, cross-entropy, SGD momentum 0.9")
 def _mlp(fw):
-    nn, relu, ce = fw.mod.nn, _ops(fw)[3], _ops(fw)[4]
-
-    class MLP(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1, self.fc2, self.fc3 = nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)
-
-        def forward(self, x):
-            return self.fc3(relu(self.fc2(relu(self.fc1(x)))))
-
+    nn = fw.mod.nn
     fw.mod.manual_seed(0)
-    model = MLP()
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
     opt = fw.mod.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    return _step(fw, model, opt, fw.randn(128, 784), _targets(fw, 128, 10), ce)
+    return _step(fw, model, opt, fw.randn(128, 784), _targets(fw, 128, 10))
 
 
 # ---- LeNet-style CNN ------------------------------------------------------------------------
 
-@case("train/cnn lenet 28x28 adam", unit="ms", check=False,
-      doc="conv3x3(1→32) relu conv3x3(32→64) relu maxpool2 fc(9216→128) relu fc(→10), batch 64, Adam")
+@case("train/cnn lenet 28x28 adam", unit="ms", check=False, target=1.0,
+      doc="Conv2d(1→32, 3) ReLU Conv2d(32→64, 3) ReLU MaxPool2d(2) Linear(9216→128) ReLU "
+          "Linear(→10), batch 64, Adam")
 def _cnn(fw):
     nn = fw.mod.nn
-    _, pool, _, relu, ce = _ops(fw)
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1, self.conv2 = _conv_module(fw, 1, 32, 3), _conv_module(fw, 32, 64, 3)
-            self.fc1, self.fc2 = nn.Linear(64 * 12 * 12, 128), nn.Linear(128, 10)
-
-        def forward(self, x):
-            x = pool(relu(self.conv2(relu(self.conv1(x)))), 2)
-            return self.fc2(relu(self.fc1(x.flatten(1))))
-
     fw.mod.manual_seed(0)
-    model = Net()
+    model = nn.Sequential(
+        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 12 * 12, 128), nn.ReLU(), nn.Linear(128, 10))
     opt = fw.mod.optim.Adam(model.parameters(), lr=1e-3)
-    return _step(fw, model, opt, fw.randn(64, 1, 28, 28), _targets(fw, 64, 10), ce)
+    return _step(fw, model, opt, fw.randn(64, 1, 28, 28), _targets(fw, 64, 10))
 
 
 # ---- small ResNet ---------------------------------------------------------------------------
 
-@case("train/resnet small 32x32 sgd", unit="ms", check=False,
-      doc="conv-BN-ReLU stem (3→32), two residual blocks of 32 channels, global avg pool, fc; batch 32, SGD")
+@case("train/resnet small 32x32 sgd", unit="ms", check=False, target=1 / 0.9,
+      doc="Conv2d-BatchNorm2d-ReLU stem (3→32), two residual blocks of 32 channels, "
+          "AdaptiveAvgPool2d(1), Linear; batch 32, SGD momentum 0.9")
 def _resnet(fw):
     nn = fw.mod.nn
-    _, _, _, relu, ce = _ops(fw)
 
     class Block(nn.Module):
-        def __init__(self):
+        def __init__(self, c):
             super().__init__()
-            self.c1, self.b1 = _conv_module(fw, 32, 32, 3, 1, bias=False), _bn_module(fw, 32)
-            self.c2, self.b2 = _conv_module(fw, 32, 32, 3, 1, bias=False), _bn_module(fw, 32)
+            self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c)
+            self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c)
+            self.relu = nn.ReLU()
 
         def forward(self, x):
-            return relu(x + self.b2(self.c2(relu(self.b1(self.c1(x))))))
-
-    class ResNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.stem, self.bn = _conv_module(fw, 3, 32, 3, 1, bias=False), _bn_module(fw, 32)
-            self.blocks = nn.Sequential(Block(), Block())
-            self.fc = nn.Linear(32, 10)
-
-        def forward(self, x):
-            x = self.blocks(relu(self.bn(self.stem(x))))
-            return self.fc(x.mean((2, 3)))
+            return self.relu(x + self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))))
 
     fw.mod.manual_seed(0)
-    model = ResNet()
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+        Block(32), Block(32), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
     opt = fw.mod.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    return _step(fw, model, opt, fw.randn(32, 3, 32, 32), _targets(fw, 32, 10), ce)
+    return _step(fw, model, opt, fw.randn(32, 3, 32, 32), _targets(fw, 32, 10))
 
 
 # ---- LSTM language model --------------------------------------------------------------------
@@ -162,36 +94,35 @@ def _resnet(fw):
 VOCAB = 1000
 
 
-@case("train/lstm lm 2x256 seq35", unit="ms", check=False,
-      doc="embedding(1000, 256) → 2-layer LSTM 256 → linear(→1000), seq 35, batch 32, SGD")
+@case("train/lstm lm 2x256 seq35", unit="ms", check=False, target=1 / 0.9,
+      doc="Embedding(1000, 256) → 2-layer LSTM 256 → Linear(→1000), seq 35, batch 32, SGD")
 def _lstm(fw):
-    nn, ce = fw.mod.nn, _ops(fw)[4]
+    nn = fw.mod.nn
 
     class LM(nn.Module):
         def __init__(self):
             super().__init__()
-            self.emb = nn.Parameter(fw.mod.randn(VOCAB, 256) * 0.1)
+            self.emb = nn.Embedding(VOCAB, 256)
             self.lstm = nn.LSTM(256, 256, num_layers=2)
             self.out = nn.Linear(256, VOCAB)
 
         def forward(self, tokens):
-            x = self.emb[tokens]
-            y, _ = self.lstm(x)
+            y, _ = self.lstm(self.emb(tokens))
             return self.out(y.reshape(-1, 256))
 
     fw.mod.manual_seed(0)
     model = LM()
     opt = fw.mod.optim.SGD(model.parameters(), lr=0.1)
     tokens = fw.mod.tensor(np.random.default_rng(1).integers(0, VOCAB, (35, 32)))
-    return _step(fw, model, opt, tokens, _targets(fw, 35 * 32, VOCAB), ce)
+    return _step(fw, model, opt, tokens, _targets(fw, 35 * 32, VOCAB))
 
 
 # ---- Transformer encoder --------------------------------------------------------------------
 
-@case("train/transformer enc 2x128 seq64", unit="ms", check=False,
+@case("train/transformer enc 2x128 seq64", unit="ms", check=False, target=1 / 0.9,
       doc="2-layer TransformerEncoder d_model 128, 4 heads, ff 512, seq 64, batch 32, Adam")
 def _transformer(fw):
-    nn, ce = fw.mod.nn, _ops(fw)[4]
+    nn = fw.mod.nn
 
     class Enc(nn.Module):
         def __init__(self):
@@ -207,12 +138,12 @@ def _transformer(fw):
     fw.mod.manual_seed(0)
     model = Enc()
     opt = fw.mod.optim.Adam(model.parameters(), lr=1e-3)
-    return _step(fw, model, opt, fw.randn(32, 64, 128), _targets(fw, 32, 10), ce)
+    return _step(fw, model, opt, fw.randn(32, 64, 128), _targets(fw, 32, 10))
 
 
 # ---- optimizer step alone -------------------------------------------------------------------
 
-@case("train/adam step 100x10k", unit="ms", check=False,
+@case("train/adam step 100x10k", unit="ms", check=False, target=1 / 1.5,
       doc="optim.Adam.step() over 100 params of 10k float32 elements (default per-parameter path)")
 def _adam(fw):
     nn = fw.mod.nn

@@ -127,14 +127,25 @@ inline DimVector spatial_sizes(const InputMeta& m, int64_t n) {
   return out;
 }
 
+// Backward without a graph of the gradients (create_graph=False, the usual case) runs the
+// convolution_backward kernel; with create_graph the compositions of ops below keep the
+// gradients differentiable.
+inline bool conv_direct_backward(const Tensor& grad) {
+  return !grad_enabled() && grad->device().is_cpu();
+}
+
 // The input gradient of a convolution is the transposed convolution of grad (and vice versa);
 // output_padding recovers input sizes that the forward's floor division dropped.
-inline Tensor conv_backward_input(const Tensor& grad, const Tensor& weight, const InputMeta& input,
-                                  const DimVector& stride, const DimVector& padding,
-                                  const DimVector& dilation, bool transposed,
-                                  const DimVector& output_padding, int64_t groups) {
+inline Tensor conv_backward_input(const Tensor& grad, const Tensor& input_t, const Tensor& weight,
+                                  const InputMeta& input, const DimVector& stride,
+                                  const DimVector& padding, const DimVector& dilation,
+                                  bool transposed, const DimVector& output_padding,
+                                  int64_t groups) {
+  if (conv_direct_backward(grad))
+    return std::get<0>(ops::convolution_backward(grad, input_t, weight, stride, padding, dilation,
+                                                 transposed, output_padding, groups, true, false,
+                                                 false));
   const int64_t k = weight->dim() - 2;
-  (void)output_padding;
   if (transposed)
     return ops::convolution(grad, weight, Tensor(), stride, padding, dilation, false,
                             DimVector(k, 0), groups);
@@ -149,9 +160,15 @@ inline Tensor conv_backward_input(const Tensor& grad, const Tensor& weight, cons
 
 // Weight gradient: per group, grad (C_out/G x N*L) times the input's columns (N*L x C_in/G*K),
 // all samples in one product (a transposed convolution swaps the roles of input and grad).
-inline Tensor conv_backward_weight(const Tensor& grad, const Tensor& input, const InputMeta& weight,
-                                   const DimVector& stride, const DimVector& padding,
-                                   const DimVector& dilation, bool transposed, int64_t groups) {
+inline Tensor conv_backward_weight(const Tensor& grad, const Tensor& input, const Tensor& weight_t,
+                                   const InputMeta& weight, const DimVector& stride,
+                                   const DimVector& padding, const DimVector& dilation,
+                                   bool transposed, const DimVector& output_padding,
+                                   int64_t groups) {
+  if (conv_direct_backward(grad))
+    return std::get<1>(ops::convolution_backward(grad, input, weight_t, stride, padding, dilation,
+                                                 transposed, output_padding, groups, false, true,
+                                                 false));
   const int64_t k = static_cast<int64_t>(weight.sizes.size()) - 2;
   const int64_t n = input->size(0);
   DimVector ks = spatial_sizes(weight, k);
@@ -173,7 +190,14 @@ inline Tensor conv_backward_weight(const Tensor& grad, const Tensor& input, cons
   return ops::reshape(gw, weight.sizes);
 }
 
-inline Tensor conv_backward_bias(const Tensor& grad) {
+inline Tensor conv_backward_bias(const Tensor& grad, const Tensor& input, const Tensor& weight,
+                                 const DimVector& stride, const DimVector& padding,
+                                 const DimVector& dilation, bool transposed,
+                                 const DimVector& output_padding, int64_t groups) {
+  if (conv_direct_backward(grad))
+    return std::get<2>(ops::convolution_backward(grad, input, weight, stride, padding, dilation,
+                                                 transposed, output_padding, groups, false, false,
+                                                 true));
   DimVector dims{0};
   for (int64_t d = 2; d < grad->dim(); ++d) dims.push_back(d);
   return ops::sum(grad, dims, false, std::nullopt);

@@ -14,9 +14,11 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -327,9 +329,35 @@ void batched_gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor
   const int64_t mc = M * N;  // elements of one batch of C
 
   const Tile tile = serial_tile(M, N, K);
-  if (tile.rows == 0) {  // large: OpenBLAS threads each product itself
-    for (int64_t i = 0; i < nb; ++i)
-      gemm<T>(A, pa + oa[i], B, pb + ob[i], pc + i * mc, N, M, N, K, alpha, beta);
+  if (tile.rows == 0) {
+    // Large: each product is cut into one block of rows (or columns) per thread of ember's pool,
+    // and OpenBLAS runs each block on its calling thread. OpenBLAS's own workers would spin for
+    // a long while after every threaded call (tens of ms), taking the cores from the threads of
+    // whatever ember runs next (convolution, pointwise ops).
+    const int nthreads = get_num_threads();
+    if (nthreads <= 1 || in_parallel_region() || M * N * K < kParallelWork) {
+      for (int64_t i = 0; i < nb; ++i)
+        gemm<T>(A, pa + oa[i], B, pb + ob[i], pc + i * mc, N, M, N, K, alpha, beta);
+      return;
+    }
+    const bool by_rows = M >= N;
+    const int64_t parts = std::min<int64_t>(nthreads, by_rows ? M : N), ntasks = nb * parts;
+    SerialBlasScope serial;
+    std::atomic<int64_t> next{0};
+    parallel_for(0, std::min<int64_t>(nthreads, ntasks), 1, [&](int64_t, int64_t) {
+      for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < ntasks;) {
+        const int64_t i = t / parts, p = t % parts;
+        if (by_rows) {
+          const int64_t r0 = p * M / parts, r1 = (p + 1) * M / parts;
+          gemm<T>(A, pa + oa[i] + r0 * (A.trans ? 1 : A.ld), B, pb + ob[i], pc + i * mc + r0 * N, N,
+                  r1 - r0, N, K, alpha, beta);
+        } else {
+          const int64_t c0 = p * N / parts, c1 = (p + 1) * N / parts;
+          gemm<T>(A, pa + oa[i], B, pb + ob[i] + c0 * (B.trans ? B.ld : 1), pc + i * mc + c0, N, M,
+                  c1 - c0, K, alpha, beta);
+        }
+      }
+    });
     return;
   }
   // Each product is cut into bm x bn tiles of nearly equal size.
@@ -589,6 +617,42 @@ Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, co
   Tensor b2 = batch2->is_contiguous() ? batch2 : float_copy(batch2, batch2->dtype());
   return matmul_core("addbmm", reshaped(b1, {M, B * K}), reshaped(b2, {B * K, N}), {}, self, beta,
                      alpha);
+}
+
+// ---- raw products for self-scheduling kernels (blas.h) ---------------------------------------
+
+template <class T>
+void gemm_rowmajor(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                   int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  check_blas_sizes("gemm", m, n, k);
+  EMBER_CHECK(lda <= kBlasMax && ldb <= kBlasMax && ldc <= kBlasMax,
+              "gemm: leading dimensions exceed the 32-bit sizes supported by BLAS");
+  gemm<T>(Mat{trans_a, lda}, a, Mat{trans_b, ldb}, b, c, ldc, m, n, k, alpha, beta);
+}
+template void gemm_rowmajor<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*,
+                                   int64_t, const float*, int64_t, float, float*, int64_t);
+template void gemm_rowmajor<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*,
+                                    int64_t, const double*, int64_t, double, double*, int64_t);
+
+namespace {
+std::mutex g_serial_mutex;
+int g_serial_depth = 0;  // live SerialBlasScopes
+int g_serial_saved = 0;  // OpenBLAS's thread count when the first one started
+}  // namespace
+
+SerialBlasScope::SerialBlasScope() {
+  std::lock_guard<std::mutex> lock(g_serial_mutex);
+  if (g_serial_depth++ > 0) return;
+  sync_blas_threads();
+  g_serial_saved = scipy_openblas_get_num_threads();
+  // Lowering the count only changes how many workers the next call uses (no thread restarts).
+  if (g_serial_saved > 1) scipy_openblas_set_num_threads(1);
+}
+
+SerialBlasScope::~SerialBlasScope() {
+  std::lock_guard<std::mutex> lock(g_serial_mutex);
+  if (--g_serial_depth > 0) return;
+  if (g_serial_saved > 1) scipy_openblas_set_num_threads(g_serial_saved);
 }
 
 }  // namespace cpu

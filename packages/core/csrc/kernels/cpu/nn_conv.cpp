@@ -3,9 +3,15 @@
 // the weight with one batched BLAS product (cpu::matmul, which tiles the work over the thread
 // pool) per chunk of the batch; transposed convolution multiplies first and folds (col2im).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <type_traits>
+#include <vector>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -57,35 +63,44 @@ Geom make_geom(const char* op, const DimVector& in, const DimVector& kernel_size
   return g;
 }
 
+// The output positions [lo, hi) of a row whose input index ow * st + off lies in [0, in).
+inline void valid_span(int64_t out, int64_t in, int64_t st, int64_t off, int64_t* lo, int64_t* hi) {
+  const int64_t first = off >= 0 ? 0 : (-off + st - 1) / st;
+  const int64_t last = in - 1 - off;  // largest ow * st allowed
+  *lo = std::min(first, out);
+  *hi = last < 0 ? *lo : std::max(*lo, std::min(out, last / st + 1));
+}
+
 // cols (C * K, L) from one sample x (C, *in).
 template <class T>
 void im2col_sample(const T* x, T* cols, int64_t c0, int64_t c1, const Geom& g) {
   const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
+  const int64_t OW = g.out[2], SW = g.st[2];
   for (int64_t c = c0; c < c1; ++c) {
     const T* xc = x + c * P;
     for (int64_t kd = 0; kd < g.ks[0]; ++kd)
       for (int64_t kh = 0; kh < g.ks[1]; ++kh)
         for (int64_t kw = 0; kw < g.ks[2]; ++kw) {
           T* row = cols + (c * K + (kd * g.ks[1] + kh) * g.ks[2] + kw) * L;
+          const int64_t off = kw * g.dl[2] - g.pd[2];
+          int64_t lo, hi;
+          valid_span(OW, g.in[2], SW, off, &lo, &hi);
           for (int64_t od = 0; od < g.out[0]; ++od) {
             const int64_t id = od * g.st[0] - g.pd[0] + kd * g.dl[0];
             for (int64_t oh = 0; oh < g.out[1]; ++oh) {
               const int64_t ih = oh * g.st[1] - g.pd[1] + kh * g.dl[1];
-              T* r = row + (od * g.out[1] + oh) * g.out[2];
+              T* r = row + (od * g.out[1] + oh) * OW;
               if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
-                std::fill(r, r + g.out[2], T(0));
+                for (int64_t ow = 0; ow < OW; ++ow) r[ow] = T(0);
                 continue;
               }
               const T* xr = xc + (id * g.in[1] + ih) * g.in[2];
-              const int64_t off = kw * g.dl[2] - g.pd[2];
-              if (g.st[2] == 1 && off >= 0 && off + g.out[2] <= g.in[2]) {
-                std::memcpy(r, xr + off, sizeof(T) * g.out[2]);
-                continue;
-              }
-              for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-                const int64_t iw = ow * g.st[2] + off;
-                r[ow] = (iw >= 0 && iw < g.in[2]) ? xr[iw] : T(0);
-              }
+              for (int64_t ow = 0; ow < lo; ++ow) r[ow] = T(0);
+              if (SW == 1)
+                for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow + off];
+              else
+                for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow * SW + off];
+              for (int64_t ow = hi; ow < OW; ++ow) r[ow] = T(0);
             }
           }
         }
@@ -97,29 +112,70 @@ template <class T>
 void col2im_sample(const T* cols, T* x, int64_t c0, int64_t c1, const Geom& g) {
   using A = opmath_t<T>;
   const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
+  const int64_t OW = g.out[2], SW = g.st[2];
   for (int64_t c = c0; c < c1; ++c) {
     T* xc = x + c * P;
     for (int64_t kd = 0; kd < g.ks[0]; ++kd)
       for (int64_t kh = 0; kh < g.ks[1]; ++kh)
         for (int64_t kw = 0; kw < g.ks[2]; ++kw) {
           const T* row = cols + (c * K + (kd * g.ks[1] + kh) * g.ks[2] + kw) * L;
+          const int64_t off = kw * g.dl[2] - g.pd[2];
+          int64_t lo, hi;
+          valid_span(OW, g.in[2], SW, off, &lo, &hi);
           for (int64_t od = 0; od < g.out[0]; ++od) {
             const int64_t id = od * g.st[0] - g.pd[0] + kd * g.dl[0];
             if (id < 0 || id >= g.in[0]) continue;
             for (int64_t oh = 0; oh < g.out[1]; ++oh) {
               const int64_t ih = oh * g.st[1] - g.pd[1] + kh * g.dl[1];
               if (ih < 0 || ih >= g.in[1]) continue;
-              const T* r = row + (od * g.out[1] + oh) * g.out[2];
+              const T* r = row + (od * g.out[1] + oh) * OW;
               T* xr = xc + (id * g.in[1] + ih) * g.in[2];
-              for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-                const int64_t iw = ow * g.st[2] - g.pd[2] + kw * g.dl[2];
-                if (iw >= 0 && iw < g.in[2])
-                  xr[iw] = static_cast<T>(static_cast<A>(xr[iw]) + static_cast<A>(r[ow]));
-              }
+              if (SW == 1)
+                for (int64_t ow = lo; ow < hi; ++ow)
+                  xr[ow + off] =
+                      static_cast<T>(static_cast<A>(xr[ow + off]) + static_cast<A>(r[ow]));
+              else
+                for (int64_t ow = lo; ow < hi; ++ow)
+                  xr[ow * SW + off] =
+                      static_cast<T>(static_cast<A>(xr[ow * SW + off]) + static_cast<A>(r[ow]));
             }
           }
         }
   }
+}
+
+// im2col of the output lines [r0, r1) of one sample (line r = od * out[1] + oh, out[2] positions
+// each) into cols (C * K, (r1 - r0) * out[2]).
+template <class T>
+void im2col_lines(const T* x, T* cols, int64_t C, const Geom& g, int64_t r0, int64_t r1) {
+  const int64_t K = g.kernel_numel(), P = g.in_numel(), OW = g.out[2], SW = g.st[2];
+  const int64_t Lc = (r1 - r0) * OW;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t kd = 0; kd < g.ks[0]; ++kd)
+      for (int64_t kh = 0; kh < g.ks[1]; ++kh)
+        for (int64_t kw = 0; kw < g.ks[2]; ++kw) {
+          T* row = cols + (c * K + (kd * g.ks[1] + kh) * g.ks[2] + kw) * Lc;
+          const int64_t off = kw * g.dl[2] - g.pd[2];
+          int64_t lo, hi;
+          valid_span(OW, g.in[2], SW, off, &lo, &hi);
+          for (int64_t r = r0; r < r1; ++r) {
+            const int64_t od = r / g.out[1], oh = r % g.out[1];
+            const int64_t id = od * g.st[0] - g.pd[0] + kd * g.dl[0];
+            const int64_t ih = oh * g.st[1] - g.pd[1] + kh * g.dl[1];
+            T* dst = row + (r - r0) * OW;
+            if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+              std::fill(dst, dst + OW, T(0));
+              continue;
+            }
+            const T* xr = x + c * P + (id * g.in[1] + ih) * g.in[2];
+            for (int64_t ow = 0; ow < lo; ++ow) dst[ow] = T(0);
+            if (SW == 1)
+              std::copy(xr + lo + off, xr + hi + off, dst + lo);
+            else
+              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = xr[ow * SW + off];
+            for (int64_t ow = hi; ow < OW; ++ow) dst[ow] = T(0);
+          }
+        }
 }
 
 // Runs f(n, c0, c1) over samples x channel ranges, in parallel.
@@ -230,32 +286,295 @@ Tensor col2im(const Tensor& self, const DimVector& output_size, const DimVector&
 }
 
 namespace {
-constexpr int64_t kColumnBudget = 64 << 20;  // bytes of im2col columns per batch chunk
 
-void add_bias(const Tensor& out, const Tensor& bias) {
-  const int64_t N = out->size(0), C = out->size(1), P = out->numel() / std::max<int64_t>(N * C, 1);
-  Tensor b = nn::contig(bias, out->dtype());
-  EMBER_DISPATCH_FLOAT(out->dtype(), "convolution", [&] {
-    using T = scalar_t;
-    using A = opmath_t<T>;
-    T* po = out->data_as<T>();
-    const T* pb = b->data_as<T>();
-    for_planes(N, C, P, [&](int64_t s, int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        T* p = po + (s * C + c) * P;
-        const A bv = static_cast<A>(pb[c]);
-        for (int64_t i = 0; i < P; ++i) p[i] = static_cast<T>(static_cast<A>(p[i]) + bv);
-      }
-    });
+// ---- convolution kernels ----------------------------------------------------------------------
+// All three work sample by sample: a sample's columns (C * K x L) stay in a per-thread buffer
+// that fits the cache, and each product is one whole gemm. With several samples and threads the
+// samples are shared out dynamically (a late thread's share goes to the others) and OpenBLAS
+// runs on the calling threads; a single sample instead lets OpenBLAS thread the product.
+
+// True when the input is its own column matrix: a 1x1 kernel, stride 1, no padding.
+bool is_pointwise(const Geom& g) {
+  bool p = true;
+  for (int64_t d = 0; d < 3; ++d) p &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0;
+  return p;
+}
+
+// Calls f(n, buf, slot) for every sample n in [0, N); buf holds buf_elems scratch elements of
+// type T private to the calling worker, slot (< min(threads, N)) names that worker.
+template <class T, class F>
+void over_samples(int64_t N, int64_t buf_elems, const F& f) {
+  const int64_t nt = std::min<int64_t>(get_num_threads(), N);
+  if (nt <= 1 || in_parallel_region()) {
+    std::unique_ptr<T[]> buf(buf_elems > 0 ? new T[buf_elems] : nullptr);
+    for (int64_t n = 0; n < N; ++n) f(n, buf.get(), 0);
+    return;
+  }
+  Tensor scratch = ember::empty(
+      {nt, std::max<int64_t>(buf_elems, 1)},
+      std::is_same<T, float>::value ? ScalarType::Float32 : ScalarType::Float64, cpu_device());
+  T* base = scratch->data_as<T>();
+  std::atomic<int64_t> next{0};
+  SerialBlasScope serial;
+  parallel_for(0, nt, 1, [&](int64_t b, int64_t e) {
+    for (int64_t slot = b; slot < e; ++slot)
+      for (int64_t n; (n = next.fetch_add(1, std::memory_order_relaxed)) < N;)
+        f(n, base + slot * buf_elems, slot);
   });
 }
-}  // namespace
 
-Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                   const DimVector& stride, const DimVector& padding, const DimVector& dilation,
-                   bool transposed, const DimVector& output_padding, int64_t groups) {
-  const char* op = transposed ? "conv_transpose" : "convolution";
-  const int64_t k = weight->dim() - 2;
+// The column-free kernels work on 16 consecutive positions of an output line at a time: worth
+// it when lines fill those vectors (a line of 24 would leave a quarter of the work masked off).
+bool lines_fill_vectors(const Geom& g) {
+  const int64_t OW = g.out[2], vecs = (OW + 15) / 16;
+  return g.st[2] == 1 && OW * 10 >= vecs * 16 * 9;
+}
+
+// For the column-free float32 kernels: the zero-padded sizes of a sample, the element offset of
+// every (channel of a group, kernel tap) window from an output line's start, and a copy of one
+// sample with its padding.
+struct PaddedGeom {
+  int64_t pin[3] = {1, 1, 1}, PP = 1;
+  bool padded = false;
+  std::vector<int64_t> off;  // (c, kd, kh, kw) -> offset
+  std::vector<int64_t> lb;   // output line -> offset of its first window
+  PaddedGeom(const Geom& g, int64_t Cg) {
+    for (int d = 0; d < 3; ++d) {
+      pin[d] = g.in[d] + 2 * g.pd[d];
+      padded |= g.pd[d] != 0;
+    }
+    PP = pin[0] * pin[1] * pin[2];
+    const int64_t K = g.kernel_numel();
+    off.resize(Cg * K);
+    for (int64_t c = 0; c < Cg; ++c)
+      for (int64_t kd = 0; kd < g.ks[0]; ++kd)
+        for (int64_t kh = 0; kh < g.ks[1]; ++kh)
+          for (int64_t kw = 0; kw < g.ks[2]; ++kw)
+            off[((c * g.ks[0] + kd) * g.ks[1] + kh) * g.ks[2] + kw] =
+                c * PP + (kd * g.dl[0] * pin[1] + kh * g.dl[1]) * pin[2] + kw * g.dl[2];
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        lb.push_back((od * g.st[0] * pin[1] + oh * g.st[1]) * pin[2]);
+  }
+  // x (C, *in) -> xp (C, *pin), zero border.
+  void pad(const float* x, float* xp, int64_t C, const Geom& g) const {
+    std::fill(xp, xp + C * PP, 0.0f);
+    const int64_t P = g.in_numel();
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t d0 = 0; d0 < g.in[0]; ++d0)
+        for (int64_t h = 0; h < g.in[1]; ++h) {
+          const float* src = x + c * P + (d0 * g.in[1] + h) * g.in[2];
+          std::copy(src, src + g.in[2],
+                    xp + c * PP + ((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * pin[2] + g.pd[2]);
+        }
+  }
+};
+
+// out (N, Co, L) = conv(x (N, C, *in), w (Co, C/G * K)) + bias, over geometry g (g.out: L).
+template <class T>
+void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t N, int64_t C,
+                         int64_t Co, int64_t G, const Geom& g) {
+  const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
+  const int64_t CK = (C / G) * K, Cog = Co / G;
+  const bool pw = is_pointwise(g);
+  // float32 on AVX-512: the weight packed once, the columns read in place.
+  std::vector<PackedA> packed;
+  if constexpr (std::is_same<T, float>::value)
+    if (conv_gemm_available())
+      for (int64_t gi = 0; gi < G; ++gi) packed.emplace_back(w + gi * Cog * CK, CK, 1, Cog, CK);
+  // float32 on AVX-512 with stride 1 along the last dim (lines_fill_vectors): no columns at all.
+  // Each output line reads its windows straight from the sample (copied with its zero padding when
+  // padded).
+  if constexpr (std::is_same<T, float>::value)
+    if (!packed.empty() && lines_fill_vectors(g)) {
+      const PaddedGeom pg(g, C / G);
+      over_samples<float>(N, pg.padded ? C * pg.PP : 0, [&](int64_t n, float* xp, int64_t) {
+        const float* xn = x + n * C * P;
+        if (pg.padded) pg.pad(xn, xp, C, g);
+        const float* base = pg.padded ? xp : xn;
+        float* on = out + n * Co * L;
+        for (int64_t line = 0; line < static_cast<int64_t>(pg.lb.size()); ++line)
+          for (int64_t gi = 0; gi < G; ++gi)
+            conv_gemm_offsets(packed[gi], g.out[2], base + gi * (C / G) * pg.PP + pg.lb[line],
+                              pg.off.data(), on + gi * Cog * L + line * g.out[2], L);
+        if (bias)
+          for (int64_t c = 0; c < Co; ++c) {
+            float* p = on + c * L;
+            for (int64_t i = 0; i < L; ++i) p[i] += bias[c];
+          }
+      });
+      return;
+    }
+  // Columns of at most ~256 KiB at a time, so that they are still in the L2 cache when the
+  // product reads them (the AVX-512 product reads them in place; BLAS packs whole samples).
+  const int64_t lines = g.out[0] * g.out[1];
+  const int64_t chunk =
+      packed.empty()
+          ? lines
+          : std::max<int64_t>(
+                1, (256 << 10) / std::max<int64_t>(1, C * K * g.out[2] * int64_t(sizeof(T))));
+  over_samples<T>(
+      N, pw ? 0 : C * K * std::min(lines, chunk) * g.out[2], [&](int64_t n, T* cols, int64_t) {
+        const T* xn = x + n * C * P;
+        T* on = out + n * Co * L;
+        for (int64_t r0 = 0; r0 < lines; r0 += chunk) {
+          const int64_t r1 = std::min(lines, r0 + chunk);
+          const int64_t Lc = pw ? L : (r1 - r0) * g.out[2], c0 = pw ? 0 : r0 * g.out[2];
+          if (!pw) im2col_lines<T>(xn, cols, C, g, r0, r1);
+          const T* src = pw ? xn : cols;
+          for (int64_t gi = 0; gi < G; ++gi) {
+            if constexpr (std::is_same<T, float>::value)
+              if (!packed.empty()) {
+                conv_gemm(packed[gi], Lc, src + gi * CK * Lc, Lc, on + gi * Cog * L + c0, L);
+                continue;
+              }
+            gemm_rowmajor<T>(false, false, Cog, Lc, CK, T(1), w + gi * Cog * CK, CK,
+                             src + gi * CK * Lc, Lc, T(0), on + gi * Cog * L + c0, L);
+          }
+          if (pw) break;
+        }
+        if (bias)
+          for (int64_t c = 0; c < Co; ++c) {
+            T* p = on + c * L;
+            const T bv = bias[c];
+            for (int64_t i = 0; i < L; ++i) p[i] += bv;
+          }
+      });
+}
+
+// out (N, Co, *out_sp) = transposed conv of x (N, Ci, Lin) with w (Ci, Co/G * K): per group the
+// columns W^T @ x folded (col2im) over geometry g, whose sliding positions g.out are Lin. This is
+// also the input gradient of a convolution (x = grad_output, w = its weight).
+template <class T>
+void conv_transposed_kernel(const T* x, const T* w, const T* bias, T* out, int64_t N, int64_t Ci,
+                            int64_t Co, int64_t G, const Geom& g) {
+  const int64_t K = g.kernel_numel(), Lin = g.out_numel(), P = g.in_numel();
+  const int64_t Cig = Ci / G, CoK = (Co / G) * K;
+  const bool pw = is_pointwise(g);
+  over_samples<T>(N, pw ? 0 : Co * K * Lin, [&](int64_t n, T* cols, int64_t) {
+    const T* xn = x + n * Ci * Lin;
+    T* on = out + n * Co * P;
+    T* dst = pw ? on : cols;  // 1x1: the columns are the output itself
+    for (int64_t gi = 0; gi < G; ++gi)
+      gemm_rowmajor<T>(true, false, CoK, Lin, Cig, T(1), w + gi * Cig * CoK, CoK,
+                       xn + gi * Cig * Lin, Lin, T(0), dst + gi * CoK * Lin, Lin);
+    if (!pw) {
+      std::fill(on, on + Co * P, T(0));
+      col2im_sample<T>(cols, on, 0, Co, g);
+    }
+    if (bias)
+      for (int64_t c = 0; c < Co; ++c) {
+        T* p = on + c * P;
+        const T bv = bias[c];
+        for (int64_t i = 0; i < P; ++i) p[i] += bv;
+      }
+  });
+}
+
+// gw (A, B/G * K) = sum over samples of a_n (A, La) @ im2col(src_n (B, *sp))^T, per group; the
+// geometry g is over src's spatial sizes and its sliding positions g.out are La. Convolution:
+// a = grad_output, src = input; transposed convolution: a = input, src = grad_output.
+template <class T>
+void conv_weight_kernel(const T* a, const T* src, T* gw, int64_t N, int64_t A, int64_t B, int64_t G,
+                        const Geom& g) {
+  const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
+  const int64_t Ag = A / G, BK = (B / G) * K, wsize = A * BK;
+  const bool pw = is_pointwise(g);
+  // float32 on AVX-512 with stride 1 along the last dim: dot products of grad_output's lines
+  // with the windows read straight from the (padded) sample, no columns.
+  if constexpr (std::is_same<T, float>::value)
+    if (conv_gemm_available() && lines_fill_vectors(g)) {
+      const PaddedGeom pg(g, B / G);
+      const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+      std::vector<float> parts(slots * wsize, 0.0f);
+      over_samples<float>(N, pg.padded ? B * pg.PP : 0, [&](int64_t n, float* xp, int64_t slot) {
+        const float* sn = src + n * B * P;
+        if (pg.padded) pg.pad(sn, xp, B, g);
+        const float* base = pg.padded ? xp : sn;
+        for (int64_t gi = 0; gi < G; ++gi)
+          conv_wgrad_offsets(a + n * A * La + gi * Ag * La, Ag, La, base + gi * (B / G) * pg.PP,
+                             pg.lb.data(), static_cast<int64_t>(pg.lb.size()), g.out[2],
+                             pg.off.data(), BK, parts.data() + slot * wsize + gi * Ag * BK);
+      });
+      std::fill(gw, gw + wsize, 0.0f);
+      for (int64_t t = 0; t < slots; ++t)
+        for (int64_t i = 0; i < wsize; ++i) gw[i] += parts[t * wsize + i];
+      return;
+    }
+  // Per worker: its partial sum of gw, transposed per group (BK, Ag): BLAS computes
+  // cols @ a^T markedly faster than a @ cols^T for a few dozen output channels.
+  const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+  std::unique_ptr<T[]> parts(new T[slots * wsize]);
+  std::vector<char> started(slots, 0);
+  // Columns in L2-sized chunks of output lines (see conv_forward_kernel).
+  const int64_t lines = g.out[0] * g.out[1];
+  const int64_t chunk = std::max<int64_t>(
+      1, (256 << 10) / std::max<int64_t>(1, B * K * g.out[2] * int64_t(sizeof(T))));
+  over_samples<T>(
+      N, pw ? 0 : B * K * std::min(lines, chunk) * g.out[2], [&](int64_t n, T* cols, int64_t slot) {
+        T* part = parts.get() + slot * wsize;
+        const T* sn = src + n * B * P;
+        const T* an = a + n * A * La;
+        for (int64_t r0 = 0; r0 < lines; r0 += chunk) {
+          const int64_t r1 = std::min(lines, r0 + chunk);
+          const int64_t Lc = pw ? La : (r1 - r0) * g.out[2], c0 = pw ? 0 : r0 * g.out[2];
+          if (!pw) im2col_lines<T>(sn, cols, B, g, r0, r1);
+          const T* cn = pw ? sn : cols;
+          const T beta = started[slot] ? T(1) : T(0);  // the first product overwrites the partial
+          started[slot] = 1;
+          for (int64_t gi = 0; gi < G; ++gi)
+            gemm_rowmajor<T>(false, true, BK, Ag, Lc, T(1), cn + gi * BK * Lc, Lc,
+                             an + gi * Ag * La + c0, La, beta, part + gi * BK * Ag, Ag);
+          if (pw) break;
+        }
+      });
+  // gw[gi, r, k] = sum over workers of part[gi, k, r].
+  std::fill(gw, gw + wsize, T(0));
+  for (int64_t t = 0; t < slots; ++t) {
+    if (!started[t]) continue;
+    const T* p = parts.get() + t * wsize;
+    for (int64_t gi = 0; gi < G; ++gi)
+      for (int64_t k = 0; k < BK; ++k)
+        for (int64_t r = 0; r < Ag; ++r) gw[(gi * Ag + r) * BK + k] += p[(gi * BK + k) * Ag + r];
+  }
+}
+
+// Sums of each channel of x (N, C, P) over samples and positions: the bias gradient.
+template <class T>
+void channel_sums(const T* x, T* out, int64_t N, int64_t C, int64_t P) {
+  using Acc = opmath_t<T>;
+  parallel_for(0, C, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(N * P, 1)),
+               [&](int64_t c0, int64_t c1) {
+                 for (int64_t c = c0; c < c1; ++c) {
+                   double total = 0;
+                   for (int64_t n = 0; n < N; ++n) {
+                     const T* p = x + (n * C + c) * P;
+                     Acc lane[16] = {};
+                     int64_t i = 0;
+                     for (; i + 16 <= P; i += 16)
+                       for (int l = 0; l < 16; ++l) lane[l] += static_cast<Acc>(p[i + l]);
+                     Acc s = 0;
+                     for (; i < P; ++i) s += static_cast<Acc>(p[i]);
+                     for (int l = 0; l < 16; ++l) s += lane[l];
+                     total += static_cast<double>(s);
+                   }
+                   out[c] = static_cast<T>(total);
+                 }
+               });
+}
+
+struct ConvArgs {
+  int64_t k = 0, N = 0, C = 0, Co = 0, G = 1;
+  DimVector ks, st, pd, dl, opd;
+};
+
+// Checks a convolution's operands; k spatial dims, parameters expanded to k values.
+ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                    const DimVector& stride, const DimVector& padding, const DimVector& dilation,
+                    bool transposed, const DimVector& output_padding, int64_t groups) {
+  ConvArgs a;
+  a.k = weight->dim() - 2;
+  const int64_t k = a.k;
   EMBER_CHECK(k >= 1 && k <= 3, op, ": expected a 3-D, 4-D or 5-D weight, got shape ",
               shape_str(weight->sizes()));
   EMBER_CHECK(input->dim() == k + 2, op, ": expected a ", k + 2, "-D (batched) input for the ",
@@ -266,103 +585,215 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   EMBER_CHECK(input->dtype() == weight->dtype(), op, ": input type (", dtype_name(input->dtype()),
               ") and weight type (", dtype_name(weight->dtype()), ") should be the same");
   EMBER_CHECK_KIND(groups > 0, Value, op, ": groups must be positive, got ", groups);
-  const int64_t N = input->size(0), C = input->size(1);
-  const int64_t Co = transposed ? weight->size(1) * groups : weight->size(0);
+  a.G = groups;
+  a.N = input->size(0);
+  a.C = input->size(1);
+  a.Co = transposed ? weight->size(1) * groups : weight->size(0);
   const int64_t w_in = transposed ? weight->size(0) : weight->size(1) * groups;
-  EMBER_CHECK(C == w_in, op, ": expected input of shape ", shape_str(input->sizes()), " to have ",
+  EMBER_CHECK(a.C == w_in, op, ": expected input of shape ", shape_str(input->sizes()), " to have ",
               w_in, " channels (weight of shape ", shape_str(weight->sizes()), ", groups=", groups,
-              "), but it has ", C);
+              "), but it has ", a.C);
   EMBER_CHECK(weight->size(0) % groups == 0, op, ": weight of shape ", shape_str(weight->sizes()),
               ": size(0) must be divisible by groups=", groups);
   if (bias) {
-    EMBER_CHECK(bias->dim() == 1 && bias->size(0) == Co, op, ": expected bias of shape (", Co,
+    EMBER_CHECK(bias->dim() == 1 && bias->size(0) == a.Co, op, ": expected bias of shape (", a.Co,
                 ",), got ", shape_str(bias->sizes()));
     EMBER_CHECK(bias->dtype() == input->dtype(), op, ": bias type (", dtype_name(bias->dtype()),
                 ") and input type (", dtype_name(input->dtype()), ") should be the same");
   }
-  DimVector ks = trailing(weight, k);
-  const int64_t K = nn::prod(ks);
-  const int64_t G = groups;
-  Tensor w = nn::contig(weight);
-  Tensor x = nn::contig(input);
-  const int64_t isz = x->itemsize();
+  a.ks = trailing(weight, k);
+  a.st = nn::expand_param(stride, k, "stride", op);
+  a.pd = nn::expand_param(padding, k, "padding", op);
+  a.dl = nn::expand_param(dilation, k, "dilation", op);
+  a.opd = transposed ? nn::expand_param(output_padding, k, "output_padding", op) : DimVector(k, 0);
+  return a;
+}
 
-  if (!transposed) {
-    Geom g = make_geom(op, trailing(x, k), ks, dilation, padding, stride);
-    DimVector out_shape{N, Co};
-    for (int64_t d = 0; d < k; ++d) out_shape.push_back(g.out[3 - k + d]);
-    Tensor out = ember::empty(out_shape, x->dtype(), x->device());
-    if (out->numel() == 0) return out;
-    const int64_t L = g.out_numel(), CK = (C / G) * K;
-    bool pointwise = true;  // 1x1 kernel, stride 1, no padding: the input is its own columns
-    for (int64_t d = 0; d < 3; ++d) pointwise &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0;
-    Tensor wv = view_as_shape(w, {G, Co / G, CK});
-    const int64_t per_sample = C * K * L * isz;
-    const int64_t chunk = pointwise ? N : std::max<int64_t>(1, kColumnBudget / per_sample);
-    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-      const int64_t nb = std::min(chunk, N - n0);
-      Tensor xs = make_view(x, {nb, C, g.in_numel()}, {C * g.in_numel(), g.in_numel(), 1},
-                            x->storage_offset() + n0 * C * g.in_numel());
-      Tensor cols;
-      if (pointwise) {
-        cols = xs;
-      } else {
-        cols = ember::empty({nb, C * K, L}, x->dtype(), x->device());
-        im2col_into(xs, cols, g);
-      }
-      Tensor r = cpu::matmul(wv, view_as_shape(nn::contig(cols), {nb, G, CK, L}));
-      Tensor dst = make_view(out, {nb, G, Co / G, L}, contiguous_strides({nb, G, Co / G, L}),
-                             out->storage_offset() + n0 * Co * L);
-      if (nb == N) {
-        out = view_as_shape(r, out_shape);
-      } else {
-        copy_into(dst, r);
-      }
-    }
-    if (bias) add_bias(out, bias);
-    return out;
-  }
-
-  // Transposed: columns = W^T @ x per group, folded into the (larger) output.
-  DimVector st = nn::expand_param(stride, k, "stride", op);
-  DimVector pd = nn::expand_param(padding, k, "padding", op);
-  DimVector dl = nn::expand_param(dilation, k, "dilation", op);
-  DimVector opd = nn::expand_param(output_padding, k, "output_padding", op);
+// Spatial output sizes of a transposed convolution of input x.
+DimVector transposed_sizes(const char* op, const Tensor& x, const ConvArgs& a) {
   DimVector out_sp;
-  for (int64_t d = 0; d < k; ++d) {
-    EMBER_CHECK_KIND(st[d] > 0 && dl[d] > 0 && pd[d] >= 0, Value, op,
+  for (int64_t d = 0; d < a.k; ++d) {
+    EMBER_CHECK_KIND(a.st[d] > 0 && a.dl[d] > 0 && a.pd[d] >= 0, Value, op,
                      ": stride and dilation must be positive and padding non-negative");
-    EMBER_CHECK_KIND(opd[d] >= 0 && (opd[d] < st[d] || opd[d] < dl[d]), Value, op,
+    EMBER_CHECK_KIND(a.opd[d] >= 0 && (a.opd[d] < a.st[d] || a.opd[d] < a.dl[d]), Value, op,
                      ": output_padding must be smaller than either stride or dilation, got "
                      "output_padding=",
-                     shape_str(opd), " stride=", shape_str(st), " dilation=", shape_str(dl));
-    const int64_t o = (x->size(d + 2) - 1) * st[d] - 2 * pd[d] + dl[d] * (ks[d] - 1) + opd[d] + 1;
+                     shape_str(a.opd), " stride=", shape_str(a.st), " dilation=", shape_str(a.dl));
+    const int64_t o =
+        (x->size(d + 2) - 1) * a.st[d] - 2 * a.pd[d] + a.dl[d] * (a.ks[d] - 1) + a.opd[d] + 1;
     EMBER_CHECK(o > 0, op, ": the output size along spatial dim ", d, " would be ", o,
-                " for input of shape ", shape_str(input->sizes()));
+                " for input of shape ", shape_str(x->sizes()));
     out_sp.push_back(o);
   }
-  Geom g = make_geom(op, out_sp, ks, dl, pd, st);
-  DimVector out_shape{N, Co};
-  for (int64_t v : out_sp) out_shape.push_back(v);
-  Tensor out = ember::empty(out_shape, x->dtype(), x->device());
-  if (out->numel() == 0) return out;
-  const int64_t Lin = nn::prod(trailing(x, k)), Cg = C / G, CoK = (Co / G) * K;
-  // (G, Cg, CoK) transposed to (G, CoK, Cg): a view, BLAS reads it as is.
-  Tensor wt = make_view(w, {G, CoK, Cg}, {Cg * CoK, 1, CoK}, w->storage_offset());
-  const int64_t per_sample = Co * K * Lin * isz;
-  const int64_t chunk = std::max<int64_t>(1, kColumnBudget / per_sample);
-  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-    const int64_t nb = std::min(chunk, N - n0);
-    Tensor xs = make_view(x, {nb, G, Cg, Lin}, contiguous_strides({nb, G, Cg, Lin}),
-                          x->storage_offset() + n0 * C * Lin);
-    Tensor cols = cpu::matmul(wt, xs);  // (nb, G, CoK, Lin) == (nb, Co * K, Lin)
-    Tensor dst = make_view(out, {nb, Co, g.in[0], g.in[1], g.in[2]},
-                           contiguous_strides({nb, Co, g.in[0], g.in[1], g.in[2]}),
-                           out->storage_offset() + n0 * Co * g.in_numel());
-    col2im_into(view_as_shape(nn::contig(cols), {nb, Co * K, Lin}), dst, g);
+  return out_sp;
+}
+
+// float16 / bfloat16 run in float32 (as matmul does), rounded once at the end.
+bool is_reduced(ScalarType dt) { return dt == ScalarType::Float16 || dt == ScalarType::BFloat16; }
+Tensor as_compute(const Tensor& t) {
+  if (!t) return t;
+  return nn::contig(t, is_reduced(t->dtype()) ? ScalarType::Float32 : t->dtype());
+}
+Tensor to_dtype(const Tensor& t, ScalarType dt) { return t ? nn::cast(t, dt) : t; }
+
+template <class F>
+void dispatch_compute(ScalarType dt, const char* op, const F& f) {
+  if (dt == ScalarType::Float64)
+    f(double());
+  else if (dt == ScalarType::Float32)
+    f(float());
+  else
+    EMBER_FAIL(Type, op, ": internal error: unexpected compute dtype ", dtype_name(dt));
+}
+
+}  // namespace
+
+Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const DimVector& stride, const DimVector& padding, const DimVector& dilation,
+                   bool transposed, const DimVector& output_padding, int64_t groups) {
+  const char* op = transposed ? "conv_transpose" : "convolution";
+  ConvArgs a = check_conv(op, input, weight, bias, stride, padding, dilation, transposed,
+                          output_padding, groups);
+  const int64_t k = a.k;
+  Tensor x = as_compute(input), w = as_compute(weight), b = as_compute(bias);
+  DimVector out_shape{a.N, a.Co};
+  Tensor out;
+  if (!transposed) {
+    Geom g = make_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
+    for (int64_t d = 0; d < k; ++d) out_shape.push_back(g.out[3 - k + d]);
+    out = ember::empty(out_shape, x->dtype(), x->device());
+    if (out->numel() > 0)
+      dispatch_compute(x->dtype(), op, [&](auto tag) {
+        using T = decltype(tag);
+        conv_forward_kernel<T>(x->data_as<T>(), w->data_as<T>(), b ? b->data_as<T>() : nullptr,
+                               out->data_as<T>(), a.N, a.C, a.Co, a.G, g);
+      });
+  } else {
+    DimVector out_sp = transposed_sizes(op, x, a);
+    Geom g = make_geom(op, out_sp, a.ks, a.dl, a.pd, a.st);
+    for (int64_t v : out_sp) out_shape.push_back(v);
+    out = ember::empty(out_shape, x->dtype(), x->device());
+    if (out->numel() > 0)
+      dispatch_compute(x->dtype(), op, [&](auto tag) {
+        using T = decltype(tag);
+        conv_transposed_kernel<T>(x->data_as<T>(), w->data_as<T>(), b ? b->data_as<T>() : nullptr,
+                                  out->data_as<T>(), a.N, a.C, a.Co, a.G, g);
+      });
   }
-  if (bias) add_bias(out, bias);
-  return out;
+  return to_dtype(out, input->dtype());
+}
+
+std::tuple<Tensor, Tensor, Tensor> convolution_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const DimVector& stride,
+    const DimVector& padding, const DimVector& dilation, bool transposed,
+    const DimVector& output_padding, int64_t groups, bool input_grad, bool weight_grad,
+    bool bias_grad) {
+  const char* op = "convolution_backward";
+  ConvArgs a = check_conv(op, input, weight, Tensor(), stride, padding, dilation, transposed,
+                          output_padding, groups);
+  const int64_t k = a.k;
+  DimVector expect{a.N, a.Co};
+  {
+    // The forward's output sizes, which grad_output must have.
+    if (!transposed) {
+      Geom g = make_geom(op, trailing(input, k), a.ks, a.dl, a.pd, a.st);
+      for (int64_t d = 0; d < k; ++d) expect.push_back(g.out[3 - k + d]);
+    } else {
+      for (int64_t v : transposed_sizes(op, input, a)) expect.push_back(v);
+    }
+  }
+  EMBER_CHECK(grad_output->sizes() == expect, op, ": expected grad_output of shape ",
+              shape_str(expect), " (the convolution's output for input ", shape_str(input->sizes()),
+              " and weight ", shape_str(weight->sizes()), "), got ",
+              shape_str(grad_output->sizes()));
+  EMBER_CHECK(grad_output->dtype() == input->dtype(), op, ": grad_output type (",
+              dtype_name(grad_output->dtype()), ") and input type (", dtype_name(input->dtype()),
+              ") should be the same");
+  const ScalarType dt = input->dtype();
+  Tensor go = as_compute(grad_output), x = as_compute(input), w = as_compute(weight);
+  const ScalarType ct = x->dtype();
+  Tensor gi, gw, gb;
+  if (input_grad) {
+    gi = ember::empty(input->sizes(), ct, x->device());
+    if (gi->numel() > 0) {
+      // With stride 1 (and padding at most the kernel's span - 1), d input is a plain
+      // convolution of grad_output with the weight flipped in space and its channel dims swapped,
+      // padded by dilation * (k - 1) - padding: on AVX-512 the forward kernel runs that faster
+      // than conv_transpose's BLAS product and fold.
+      // (Only with 16 or more input channels: they are the flipped convolution's output rows,
+      // which the kernel computes 16 at a time.)
+      bool flip =
+          !transposed && ct == ScalarType::Float32 && conv_gemm_available() && a.C / a.G >= 16;
+      // ("same" padding only: otherwise the flipped convolution pads grad_output more and costs
+      // more than it saves.)
+      for (int64_t d = 0; d < k; ++d)
+        flip &= a.st[d] == 1 && 2 * a.pd[d] == a.dl[d] * (a.ks[d] - 1);
+      if (flip) {
+        DimVector fpd(k);
+        for (int64_t d = 0; d < k; ++d) fpd[d] = a.dl[d] * (a.ks[d] - 1) - a.pd[d];
+        Geom g = make_geom(op, trailing(go, k), a.ks, a.dl, fpd, a.st);
+        const int64_t Kn = g.kernel_numel(), Cg = a.C / a.G, Cog = a.Co / a.G;
+        std::vector<float> wf(a.C * Cog * Kn);  // (C, Co / G, K), spatially flipped
+        const float* pw = w->data_as<float>();
+        for (int64_t grp = 0; grp < a.G; ++grp)
+          for (int64_t o = 0; o < Cog; ++o)
+            for (int64_t c = 0; c < Cg; ++c)
+              for (int64_t j = 0; j < Kn; ++j)
+                wf[((grp * Cg + c) * Cog + o) * Kn + (Kn - 1 - j)] =
+                    pw[((grp * Cog + o) * Cg + c) * Kn + j];
+        conv_forward_kernel<float>(go->data_as<float>(), wf.data(), nullptr, gi->data_as<float>(),
+                                   a.N, a.Co, a.C, a.G, g);
+      } else if (!transposed) {
+        // d input = conv_transpose(grad_output) folded over the input's own sizes.
+        Geom g = make_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
+        dispatch_compute(ct, op, [&](auto tag) {
+          using T = decltype(tag);
+          conv_transposed_kernel<T>(go->data_as<T>(), w->data_as<T>(), nullptr, gi->data_as<T>(),
+                                    a.N, a.Co, a.C, a.G, g);
+        });
+      } else {
+        // d input = conv(grad_output): the transposed conv's input positions are its windows.
+        Geom g = make_geom(op, trailing(go, k), a.ks, a.dl, a.pd, a.st);
+        dispatch_compute(ct, op, [&](auto tag) {
+          using T = decltype(tag);
+          conv_forward_kernel<T>(go->data_as<T>(), w->data_as<T>(), nullptr, gi->data_as<T>(), a.N,
+                                 a.Co, a.C, a.G, g);
+        });
+      }
+    }
+    gi = to_dtype(gi, dt);
+  }
+  if (weight_grad) {
+    gw = ember::empty(weight->sizes(), ct, x->device());
+    if (gw->numel() > 0) {
+      // Convolution: grad_output (N, Co, L) against the input's columns; transposed: the input
+      // (N, Ci, Lin) against grad_output's columns.
+      const Tensor& lhs = transposed ? x : go;
+      const Tensor& src = transposed ? go : x;
+      Geom g = make_geom(op, trailing(src, k), a.ks, a.dl, a.pd, a.st);
+      dispatch_compute(ct, op, [&](auto tag) {
+        using T = decltype(tag);
+        if (a.N == 0 || g.out_numel() == 0) {
+          std::fill(gw->data_as<T>(), gw->data_as<T>() + gw->numel(), T(0));
+          return;
+        }
+        conv_weight_kernel<T>(lhs->data_as<T>(), src->data_as<T>(), gw->data_as<T>(), a.N,
+                              lhs->size(1), src->size(1), a.G, g);
+      });
+    }
+    gw = to_dtype(gw, dt);
+  }
+  if (bias_grad) {
+    gb = ember::empty({a.Co}, ct, x->device());
+    int64_t P = 1;
+    for (int64_t d = 2; d < go->dim(); ++d) P *= go->size(d);
+    dispatch_compute(ct, op, [&](auto tag) {
+      using T = decltype(tag);
+      channel_sums<T>(go->data_as<T>(), gb->data_as<T>(), a.N, a.Co, P);
+    });
+    gb = to_dtype(gb, dt);
+  }
+  return {gi, gw, gb};
 }
 
 }  // namespace cpu

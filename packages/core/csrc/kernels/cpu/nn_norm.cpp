@@ -443,18 +443,55 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
 }
 
 // ---- batch norm -----------------------------------------------------------------------------
+// Training works channel by channel (one thread per channel): the N planes of a channel are
+// summed, then their squared deviations, then normalized, while they are still in the cache.
+// Each plane sums in 16 independent lanes of the compute type (vectorized), planes add up in
+// double.
 
 namespace {
+// The per-channel vectors (weight, bias, statistics): contiguous float32 / float64 ones are read
+// and written directly; a TensorIterator copy costs more than these few elements.
 std::vector<double> read_doubles(const Tensor& t) {
+  if (t->is_contiguous() && t->dtype() == ScalarType::Float32) {
+    const float* p = t->data_as<float>();
+    return std::vector<double>(p, p + t->numel());
+  }
   Tensor c = nn::contig(t, ScalarType::Float64);
   const double* p = c->data_as<double>();
   return std::vector<double>(p, p + c->numel());
 }
 void write_doubles(const Tensor& t, const std::vector<double>& v) {
-  Tensor src = ember::empty(t->sizes(), ScalarType::Float64, t->device());
-  std::copy(v.begin(), v.end(), src->data_as<double>());
-  copy_into(t, src);
+  if (t->is_contiguous() && t->dtype() == ScalarType::Float32) {
+    float* p = t->data_as<float>();
+    for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+  } else if (t->is_contiguous() && t->dtype() == ScalarType::Float64) {
+    std::copy(v.begin(), v.end(), t->data_as<double>());
+  } else {
+    Tensor src = ember::empty(t->sizes(), ScalarType::Float64, t->device());
+    std::copy(v.begin(), v.end(), src->data_as<double>());
+    copy_into(t, src);
+  }
   t->bump_version();
+}
+
+constexpr int kLanes = 16;
+
+// sum of f(i) over [0, n) in kLanes lanes of type A.
+template <class A, class F>
+A lane_sum(int64_t n, const F& f) {
+  A lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += f(i + l);
+  A s = 0;
+  for (; i < n; ++i) s += f(i);
+  for (int l = 0; l < kLanes; ++l) s += lane[l];
+  return s;
+}
+
+// Grain (channels per task) so that a task covers at least a pointwise grain of elements.
+int64_t channel_grain(int64_t per_channel) {
+  return std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(per_channel, 1));
 }
 }  // namespace
 
@@ -486,34 +523,81 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
     EMBER_CHECK(running_mean && running_var, op,
                 ": running_mean and running_var are required in eval mode (training=False)");
   Tensor x = nn::contig(input);
-  std::vector<double> mean(C), invstd(C);
-  std::vector<double> var(C);
+  std::vector<double> mean(C), invstd(C), var(C);
+  std::vector<double> w = weight ? read_doubles(weight) : std::vector<double>(C, 1.0);
+  std::vector<double> b = bias ? read_doubles(bias) : std::vector<double>(C, 0.0);
+  if (!training) {
+    mean = read_doubles(running_mean);
+    std::vector<double> rv = read_doubles(running_var);
+    for (int64_t c = 0; c < C; ++c) invstd[c] = 1.0 / std::sqrt(rv[c] + eps);
+  }
+  Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
+  Tensor save_mean, save_invstd;
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
+    using A = opmath_t<T>;
     const T* px = x->data_as<T>();
+    T* po = out->data_as<T>();
+    // y = x * scale + shift over the planes of channel c of samples [n0, n1).
+    auto normalize = [&](int64_t c, int64_t n0, int64_t n1) {
+      const A a = static_cast<A>(invstd[c] * w[c]);
+      const A sh = static_cast<A>(b[c] - mean[c] * invstd[c] * w[c]);
+      for (int64_t n = n0; n < n1; ++n) {
+        const T* xp = px + (n * C + c) * HW;
+        T* yp = po + (n * C + c) * HW;
+        for (int64_t j = 0; j < HW; ++j) yp[j] = static_cast<T>(static_cast<A>(xp[j]) * a + sh);
+      }
+    };
     if (training) {
-      parallel_for(0, C, 1, [&](int64_t cb, int64_t ce) {
+      parallel_for(0, C, channel_grain(count), [&](int64_t cb, int64_t ce) {
         for (int64_t c = cb; c < ce; ++c) {
           double s = 0;
           for (int64_t n = 0; n < N; ++n) {
             const T* p = px + (n * C + c) * HW;
-            for (int64_t j = 0; j < HW; ++j) s += static_cast<double>(p[j]);
+            s += static_cast<double>(
+                lane_sum<A>(HW, [&](int64_t j) { return static_cast<A>(p[j]); }));
           }
           const double mu = s / count;
-          double v = 0;
+          const A mu_a = static_cast<A>(mu);
+          double v = 0, d = 0;  // d: sum of deviations from the rounded mean (corrects it)
           for (int64_t n = 0; n < N; ++n) {
             const T* p = px + (n * C + c) * HW;
-            for (int64_t j = 0; j < HW; ++j) {
-              double dv = static_cast<double>(p[j]) - mu;
-              v += dv * dv;
+            A lv[kLanes] = {}, ld[kLanes] = {};
+            int64_t j = 0;
+            for (; j + kLanes <= HW; j += kLanes)
+              for (int l = 0; l < kLanes; ++l) {
+                const A dv = static_cast<A>(p[j + l]) - mu_a;
+                lv[l] += dv * dv;
+                ld[l] += dv;
+              }
+            A sv = 0, sd = 0;
+            for (; j < HW; ++j) {
+              const A dv = static_cast<A>(p[j]) - mu_a;
+              sv += dv * dv;
+              sd += dv;
             }
+            for (int l = 0; l < kLanes; ++l) {
+              sv += lv[l];
+              sd += ld[l];
+            }
+            v += static_cast<double>(sv);
+            d += static_cast<double>(sd);
           }
           mean[c] = mu;
-          var[c] = v / count;
+          // sum (x - m)^2 = sum (x - mu_a)^2 - (sum (x - mu_a))^2 / count for the exact mean m.
+          var[c] = std::max(0.0, (v - d * d / count) / count);
           invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+          normalize(c, 0, N);
         }
       });
+    } else {
+      parallel_for(0, N * C, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(HW, 1)),
+                   [&](int64_t pb, int64_t pe) {
+                     for (int64_t p = pb; p < pe; ++p) normalize(p % C, p / C, p / C + 1);
+                   });
     }
+    save_mean = from_doubles<T>(mean, {C}, x->dtype());
+    save_invstd = from_doubles<T>(invstd, {C}, x->dtype());
   });
   if (training) {
     if (running_mean) {
@@ -527,35 +611,7 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
       for (int64_t c = 0; c < C; ++c) rv[c] = (1 - momentum) * rv[c] + momentum * var[c] * unbias;
       write_doubles(running_var, rv);
     }
-  } else {
-    mean = read_doubles(running_mean);
-    std::vector<double> rv = read_doubles(running_var);
-    for (int64_t c = 0; c < C; ++c) invstd[c] = 1.0 / std::sqrt(rv[c] + eps);
   }
-  std::vector<double> w = weight ? read_doubles(weight) : std::vector<double>(C, 1.0);
-  std::vector<double> b = bias ? read_doubles(bias) : std::vector<double>(C, 0.0);
-  Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
-  Tensor save_mean, save_invstd;
-  EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
-    using T = scalar_t;
-    using A = opmath_t<T>;
-    const T* px = x->data_as<T>();
-    T* po = out->data_as<T>();
-    parallel_for(0, N * C, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(HW, 1)),
-                 [&](int64_t pb, int64_t pe) {
-                   for (int64_t p = pb; p < pe; ++p) {
-                     const int64_t c = p % C;
-                     const A a = static_cast<A>(invstd[c] * w[c]);
-                     const A sh = static_cast<A>(b[c] - mean[c] * invstd[c] * w[c]);
-                     const T* xp = px + p * HW;
-                     T* op_ = po + p * HW;
-                     for (int64_t j = 0; j < HW; ++j)
-                       op_[j] = static_cast<T>(static_cast<A>(xp[j]) * a + sh);
-                   }
-                 });
-    save_mean = from_doubles<T>(mean, {C}, x->dtype());
-    save_invstd = from_doubles<T>(invstd, {C}, x->dtype());
-  });
   return {out, save_mean, save_invstd};
 }
 
@@ -575,45 +631,54 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   Tensor g = nn::contig(grad_out, x->dtype());
   std::vector<double> mean = read_doubles(save_mean), invstd = read_doubles(save_invstd);
   std::vector<double> w = weight ? read_doubles(weight) : std::vector<double>(C, 1.0);
-  std::vector<double> sg(C), sgx(C);  // per channel: sum g, sum g * xhat
+  std::vector<double> sg(C, 0.0), sgx(C, 0.0);  // per channel: sum g, sum g * xhat
+  // The input gradient in eval mode needs no sums; the bias gradient needs only sum g.
+  const bool need_sg = bias_grad || (input_grad && train);
+  const bool need_sgx = weight_grad || (input_grad && train);
   Tensor gi, gw, gb;
+  if (input_grad) gi = ember::empty(x->sizes(), x->dtype(), x->device());
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
+    using A = opmath_t<T>;
     const T* px = x->data_as<T>();
     const T* pg = g->data_as<T>();
-    parallel_for(0, C, 1, [&](int64_t cb, int64_t ce) {
+    T* po = input_grad ? gi->data_as<T>() : nullptr;
+    parallel_for(0, C, channel_grain(count), [&](int64_t cb, int64_t ce) {
       for (int64_t c = cb; c < ce; ++c) {
+        const A m = static_cast<A>(mean[c]);
         double a = 0, bsum = 0;
-        for (int64_t n = 0; n < N; ++n) {
-          const int64_t base = (n * C + c) * HW;
-          for (int64_t j = 0; j < HW; ++j) {
-            double gv = static_cast<double>(pg[base + j]);
-            a += gv;
-            bsum += gv * (static_cast<double>(px[base + j]) - mean[c]) * invstd[c];
-          }
+        for (int64_t n = 0; (need_sg || need_sgx) && n < N; ++n) {
+          const T* gp = pg + (n * C + c) * HW;
+          const T* xp = px + (n * C + c) * HW;
+          if (need_sg)
+            a += static_cast<double>(
+                lane_sum<A>(HW, [&](int64_t j) { return static_cast<A>(gp[j]); }));
+          if (need_sgx)
+            bsum += static_cast<double>(lane_sum<A>(HW, [&](int64_t j) {
+              return static_cast<A>(gp[j]) * (static_cast<A>(xp[j]) - m);
+            }));
         }
         sg[c] = a;
-        sgx[c] = bsum;
+        sgx[c] = bsum * invstd[c];
+        if (!input_grad) continue;
+        // gi = k * (g - mean(g) - xhat * mean(g * xhat)) = g * k + (x - mean) * c1 + c0.
+        const double k = w[c] * invstd[c];
+        const double mg = train ? sg[c] / count : 0.0;
+        const double mgx = train ? sgx[c] / count : 0.0;
+        const A ka = static_cast<A>(k);
+        const A c1 = static_cast<A>(-k * invstd[c] * mgx);
+        const A c0 = static_cast<A>(-k * mg);
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t base = (n * C + c) * HW;
+          const T* gp = pg + base;
+          const T* xp = px + base;
+          T* op_ = po + base;
+          for (int64_t j = 0; j < HW; ++j)
+            op_[j] =
+                static_cast<T>(static_cast<A>(gp[j]) * ka + (static_cast<A>(xp[j]) - m) * c1 + c0);
+        }
       }
     });
-    if (input_grad) {
-      gi = ember::empty(x->sizes(), x->dtype(), x->device());
-      T* po = gi->data_as<T>();
-      parallel_for(0, N * C, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(HW, 1)),
-                   [&](int64_t pb, int64_t pe) {
-                     for (int64_t p = pb; p < pe; ++p) {
-                       const int64_t c = p % C;
-                       const double k = w[c] * invstd[c];
-                       const double mg = train ? sg[c] / count : 0.0;
-                       const double mgx = train ? sgx[c] / count : 0.0;
-                       for (int64_t j = 0; j < HW; ++j) {
-                         const int64_t i = p * HW + j;
-                         double xh = (static_cast<double>(px[i]) - mean[c]) * invstd[c];
-                         po[i] = static_cast<T>(k * (static_cast<double>(pg[i]) - mg - xh * mgx));
-                       }
-                     }
-                   });
-    }
     if (weight_grad) gw = from_doubles<T>(sgx, {C}, x->dtype());
     if (bias_grad) gb = from_doubles<T>(sg, {C}, x->dtype());
   });
