@@ -268,3 +268,21 @@ def test_factories_take_requires_grad():
               ember.randn(3, requires_grad=True), ember.tensor([1.0], requires_grad=True),
               ember.full((2,), 1.5, requires_grad=True), ember.arange(3.0, requires_grad=True)]:
         assert t.requires_grad and t.is_leaf
+
+
+def test_grad_of_contiguous_leaf_is_contiguous():
+    """PyTorch's layout contract: .grad of a contiguous leaf is contiguous even when the
+    gradient arrives transposed (F.linear's weight.t(), a transposed use of the leaf)."""
+    w = ember.randn(5, 7, requires_grad=True)
+    x = ember.randn(3, 7)
+    ember.addmm(ember.zeros(5), x, w.t()).sum().backward()  # mm_like: computed column-major
+    assert w.grad.is_contiguous() and w.grad.stride() == (7, 1)
+    g1 = w.grad.clone()
+    w.grad = None
+    (w.t() * ember.ones(7, 5)).sum().backward()  # arrives as a transposed view: copied
+    assert w.grad.is_contiguous()
+    np.testing.assert_allclose(g1.numpy(), np.tile(x.numpy().sum(0), (5, 1)), rtol=1e-5)
+    w.grad = None
+    ember.mm(x, w.t()).sum().backward()
+    assert w.grad.stride() == (7, 1)
+    np.testing.assert_allclose(w.grad.numpy(), g1.numpy(), rtol=1e-6)

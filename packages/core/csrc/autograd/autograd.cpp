@@ -270,8 +270,10 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   AutogradMeta& m = materialize_meta(variable);
   if (!m.grad) {
     // Steal the buffer when nobody else holds it; otherwise copy so later in-place
-    // accumulation cannot write into a tensor the user still sees.
-    m.grad = (g.use_count() == 1 && !grad_enabled()) ? detach(g) : ops::clone(g);
+    // accumulation cannot write into a tensor the user still sees. A contiguous variable gets a
+    // contiguous .grad (PyTorch's layout contract; fused optimizers want dense memory).
+    const bool layout_ok = g->is_contiguous() || !variable->is_contiguous();
+    m.grad = (g.use_count() == 1 && !grad_enabled() && layout_ok) ? detach(g) : ops::clone(g);
     if (!grad_enabled()) {
       if (AutogradMeta* gm = meta(m.grad)) gm->grad_fn.reset();
     }

@@ -120,8 +120,15 @@ class Node : public std::enable_shared_from_this<Node> {
 struct InputMeta {
   DimVector sizes;
   ScalarType dtype = ScalarType::Float32;
+  // A matrix stored column-major (a transposed contiguous one, like F.linear's weight.t()):
+  // matrix-product gradients are then produced in that layout (formulas::mm_like).
+  bool col_major = false;
   InputMeta() = default;
-  explicit InputMeta(const Tensor& t) : sizes(t->sizes()), dtype(t->dtype()) {}
+  explicit InputMeta(const Tensor& t)
+      : sizes(t->sizes()),
+        dtype(t->dtype()),
+        col_major(t->dim() == 2 && t->stride(0) == 1 && t->stride(1) == t->size(0) &&
+                  t->size(0) > 1 && t->size(1) > 1) {}
 };
 // Sums `grad` over broadcast dims so it has `m.sizes`, and casts it to `m.dtype`.
 Tensor reduce_grad(const Tensor& grad, const InputMeta& m);

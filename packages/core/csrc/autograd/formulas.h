@@ -87,6 +87,15 @@ inline Tensor mean_backward(const Tensor& grad, const InputMeta& self,
   return div(sum_backward(grad, self, dim, keepdim), Scalar(n));
 }
 
+// a @ b as the gradient of a 2-D operand: for a column-major operand (F.linear's weight.t())
+// it is computed as (bᵀ @ aᵀ)ᵀ, column-major too, so the gradient that reaches the contiguous
+// weight through t() is contiguous as well (as in PyTorch) and optimizers and gradient
+// accumulation run over dense memory.
+inline Tensor mm_like(const Tensor& a, const Tensor& b, const InputMeta& like) {
+  if (like.col_major) return ops::t(ops::mm(ops::t(b), ops::t(a)));
+  return ops::mm(a, b);
+}
+
 // matmul's gradients, following its batching rules (1-D operands gain and lose a dim).
 inline Tensor matmul_backward_self(const Tensor& grad, const Tensor& self, const Tensor& other) {
   if (self->dim() == 1 && other->dim() == 1) return mul(other, grad);
@@ -94,7 +103,9 @@ inline Tensor matmul_backward_self(const Tensor& grad, const Tensor& self, const
   Tensor g = grad;
   if (other->dim() == 1) g = ops::unsqueeze(g, -1);
   if (self->dim() == 1) g = ops::unsqueeze(g, -2);
-  Tensor r = ops::matmul(g, ops::transpose(o, -1, -2));
+  Tensor r = self->dim() == 2 && o->dim() == 2 && g->dim() == 2
+                 ? mm_like(g, ops::t(o), InputMeta(self))
+                 : ops::matmul(g, ops::transpose(o, -1, -2));
   if (self->dim() == 1) r = ops::squeeze(r, DimVector{-2});
   return r;  // reduce_grad sums broadcast batch dims
 }
@@ -104,7 +115,9 @@ inline Tensor matmul_backward_other(const Tensor& grad, const Tensor& self, cons
   Tensor g = grad;
   if (self->dim() == 1) g = ops::unsqueeze(g, -2);
   if (other->dim() == 1) g = ops::unsqueeze(g, -1);
-  Tensor r = ops::matmul(ops::transpose(s, -1, -2), g);
+  Tensor r = s->dim() == 2 && other->dim() == 2 && g->dim() == 2
+                 ? mm_like(ops::t(s), g, InputMeta(other))
+                 : ops::matmul(ops::transpose(s, -1, -2), g);
   if (other->dim() == 1) r = ops::squeeze(r, DimVector{-1});
   if (r->dim() > other->dim()) {  // batch dims of self that other broadcast over
     DimVector lead;
