@@ -295,19 +295,27 @@ class _BackwardHook:
             node.register_prehook(self._output_prehook)
         return new_outputs[0] if single else new_outputs
 
-    def _output_prehook(self, grad_outputs: tuple) -> tuple | None:
-        assert self.output_index is not None
-        packed = self._pack(self.output_index, grad_outputs, self.n_outputs)
-        for hook in self.pre_hooks:
-            res = hook(self.module, packed)
+    def _chain(self, hooks: list, packed: tuple, extra: tuple, what: str, items: str) -> tuple:
+        """Calls each hook(module, packed, *extra) in turn; one that returns a tuple (of
+        len(packed) gradients) replaces packed for the next."""
+        for hook in hooks:
+            res = hook(self.module, packed, *extra)
             if res is None:
                 continue
             if not isinstance(res, (tuple, list)) or len(res) != len(packed):
                 raise RuntimeError(
-                    f"{self.module._get_name()}: a backward pre-hook must return None or a tuple "
-                    f"of {len(packed)} grad_output(s) (one per output), but returned {res!r}"
+                    f"{self.module._get_name()}: {what} must return None or a tuple of "
+                    f"{len(packed)} {items}, but returned {res!r}"
                 )
             packed = tuple(res)
+        return packed
+
+    def _output_prehook(self, grad_outputs: tuple) -> tuple | None:
+        assert self.output_index is not None
+        packed = self._pack(self.output_index, grad_outputs, self.n_outputs)
+        packed = self._chain(
+            self.pre_hooks, packed, (), "a backward pre-hook", "grad_output(s) (one per output)"
+        )
         self.grad_outputs = packed
         if self.input_index is None:
             # No input requires grad: nothing else will fire, so the hooks run now, with
@@ -345,17 +353,10 @@ class _BackwardHook:
             for k, g in enumerate(grad_inputs)
         )
         packed = self._pack(self.input_index, grad_inputs, self.n_inputs)
-        for hook in self.hooks:
-            res = hook(self.module, packed, self.grad_outputs)
-            if res is None:
-                continue
-            if not isinstance(res, (tuple, list)) or len(res) != len(packed):
-                raise RuntimeError(
-                    f"{self.module._get_name()}: a full backward hook must return None or a tuple "
-                    f"of {len(packed)} grad_input(s) (one per positional input), but returned "
-                    f"{res!r}"
-                )
-            packed = tuple(res)
+        packed = self._chain(
+            self.hooks, packed, (self.grad_outputs,), "a full backward hook",
+            "grad_input(s) (one per positional input)",
+        )
         self.grad_outputs = None
         # inputs that do not require grad take no gradient (whatever the hooks returned)
         return tuple(
