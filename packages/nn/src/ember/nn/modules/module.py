@@ -958,6 +958,16 @@ class Module:
         return self._apply(lambda t: t.share_memory_())
 
     # ---- calling -----------------------------------------------------------------------------
+    def _run_forward_hook(self, hid: int, hook: Callable, args: tuple, kwargs: dict,
+                          result: Any) -> Any:
+        """One forward hook (with kwargs if it was registered so); its non-None return value
+        replaces the result."""
+        if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
+            res = hook(self, args, kwargs, result)
+        else:
+            res = hook(self, args, result)
+        return result if res is None else res
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         depth = getattr(_call_state, "depth", 0)
         _call_state.depth = depth + 1
@@ -1014,12 +1024,7 @@ class Module:
             result = self.forward(*args, **kwargs)
             for hid, hook in forward_hooks:
                 called.add(hid)
-                if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
-                    res = hook(self, args, kwargs, result)
-                else:
-                    res = hook(self, args, result)
-                if res is not None:
-                    result = res
+                result = self._run_forward_hook(hid, hook, args, kwargs, result)
         except Exception:
             for hid, hook in forward_hooks:
                 if hid in called or not (
@@ -1028,12 +1033,7 @@ class Module:
                 ):
                     continue
                 try:
-                    if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
-                        res = hook(self, args, kwargs, result)
-                    else:
-                        res = hook(self, args, result)
-                    if res is not None:
-                        result = res
+                    result = self._run_forward_hook(hid, hook, args, kwargs, result)
                 except Exception as hook_err:  # the forward's error is the one to report
                     warnings.warn(
                         "a forward hook registered with always_call=True raised an exception "
