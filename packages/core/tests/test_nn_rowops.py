@@ -97,6 +97,16 @@ def _targets(shape, c, seed=1, ignore=None):
 CE_SHAPES = [(7,), (37, 7), (5, 7, 3), (3, 7, 2, 3), (300, 1000)]
 
 
+def _loss_and_grad_close(le, lt, e, t, dtype):
+    """ember's loss le (of leaf e) matches torch's lt (of leaf t), and so do the gradients
+    after both take the same random grad_output."""
+    close(le, lt, dtype, rtol=1e-4 if dtype == "float32" else 1e-10)
+    go = rnd(*lt.shape, seed=9, dtype=dtype)
+    le.backward(ember.tensor(go))
+    lt.backward(torch.tensor(go))
+    close(e.grad, t.grad, dtype, atol=1e-6 if dtype == "float32" else 1e-12)
+
+
 @needs_torch
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", CE_SHAPES, ids=str)
@@ -114,11 +124,7 @@ def test_cross_entropy_all_options_match_torch(dtype, shape, reduction, weighted
     kw = dict(reduction=reduction, ignore_index=2, label_smoothing=smoothing)
     le = ember.cross_entropy(e, ember.tensor(tg), None if w is None else ember.tensor(w), **kw)
     lt = F.cross_entropy(t, torch.tensor(tg), None if w is None else torch.tensor(w), **kw)
-    close(le, lt, dtype, rtol=1e-4 if dtype == "float32" else 1e-10)
-    go = rnd(*lt.shape, seed=9, dtype=dtype)
-    le.backward(ember.tensor(go))
-    lt.backward(torch.tensor(go))
-    close(e.grad, t.grad, dtype, atol=1e-6 if dtype == "float32" else 1e-12)
+    _loss_and_grad_close(le, lt, e, t, dtype)
 
 
 @needs_torch
@@ -136,11 +142,7 @@ def test_fused_op_with_spatial_dims_matches_torch(dtype, shape):
         t = torch.tensor(a).requires_grad_()
         le = ember._C._cross_entropy_loss(e, ember.tensor(tg), ember.tensor(w), **kw)[0]
         lt = F.cross_entropy(t, torch.tensor(tg), torch.tensor(w), **kw)
-        close(le, lt, dtype, rtol=1e-4 if dtype == "float32" else 1e-10)
-        go = rnd(*lt.shape, seed=9, dtype=dtype)
-        le.backward(ember.tensor(go))
-        lt.backward(torch.tensor(go))
-        close(e.grad, t.grad, dtype, atol=1e-6 if dtype == "float32" else 1e-12)
+        _loss_and_grad_close(le, lt, e, t, dtype)
 
 
 @needs_torch

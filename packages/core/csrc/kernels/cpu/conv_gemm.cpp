@@ -30,16 +30,20 @@ bool conv_gemm_available() {
 
 namespace {
 // One 16 x 16 tile of C (rows valid: mr, columns: mask) = A @ B (+ C when accumulating): 16
-// accumulators, each step one vector of B times 16 broadcast elements of A.
-__attribute__((target("avx512f"))) void tile16(const float* ap, int64_t K, const float* b,
-                                               int64_t ldb, __mmask16 mask, float* c, int64_t ldc,
-                                               int64_t mr, bool accumulate) {
+// accumulators, each step one vector of B times 16 broadcast elements of A. row(k) is the
+// address of B's row k (strided or gathered; see the two wrappers below).
+template <class Row>
+__attribute__((target("avx512f"), always_inline)) inline void tile16_rows(const float* ap,
+                                                                          int64_t K, Row row,
+                                                                          __mmask16 mask, float* c,
+                                                                          int64_t ldc, int64_t mr,
+                                                                          bool accumulate) {
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int r = 0; r < 16; ++r)
     acc[r] = accumulate && r < mr ? _mm512_maskz_loadu_ps(mask, c + r * ldc) : _mm512_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
-    const __m512 bv = _mm512_maskz_loadu_ps(mask, b + k * ldb);
+    const __m512 bv = _mm512_maskz_loadu_ps(mask, row(k));
     const float* ak = ap + k * 16;
 #pragma GCC unroll 16
     for (int r = 0; r < 16; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ak[r]), bv, acc[r]);
@@ -49,23 +53,17 @@ __attribute__((target("avx512f"))) void tile16(const float* ap, int64_t K, const
   for (int r = 0; r < 16; ++r)
     if (r < mr) _mm512_mask_storeu_ps(c + r * ldc, mask, acc[r]);
 }
-// tile16 with B's rows at b + off[k].
+// B's rows ldb apart.
+__attribute__((target("avx512f"))) void tile16(const float* ap, int64_t K, const float* b,
+                                               int64_t ldb, __mmask16 mask, float* c, int64_t ldc,
+                                               int64_t mr, bool accumulate) {
+  tile16_rows(ap, K, [b, ldb](int64_t k) { return b + k * ldb; }, mask, c, ldc, mr, accumulate);
+}
+// B's rows at b + off[k].
 __attribute__((target("avx512f"))) void tile16_off(const float* ap, int64_t K, const float* b,
                                                    const int64_t* off, __mmask16 mask, float* c,
                                                    int64_t ldc, int64_t mr, bool accumulate) {
-  __m512 acc[16];
-#pragma GCC unroll 16
-  for (int r = 0; r < 16; ++r)
-    acc[r] = accumulate && r < mr ? _mm512_maskz_loadu_ps(mask, c + r * ldc) : _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; ++k) {
-    const __m512 bv = _mm512_maskz_loadu_ps(mask, b + off[k]);
-    const float* ak = ap + k * 16;
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ak[r]), bv, acc[r]);
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < 16; ++r)
-    if (r < mr) _mm512_mask_storeu_ps(c + r * ldc, mask, acc[r]);
+  tile16_rows(ap, K, [b, off](int64_t k) { return b + off[k]; }, mask, c, ldc, mr, accumulate);
 }
 }  // namespace
 

@@ -300,6 +300,17 @@ bool is_pointwise(const Geom& g) {
   return p;
 }
 
+// out (C, P) += bias broadcast along each channel's P positions (no-op without a bias).
+template <class T>
+void add_channel_bias(T* out, const T* bias, int64_t C, int64_t P) {
+  if (!bias) return;
+  for (int64_t c = 0; c < C; ++c) {
+    T* p = out + c * P;
+    const T bv = bias[c];
+    for (int64_t i = 0; i < P; ++i) p[i] += bv;
+  }
+}
+
 // Calls f(n, buf, slot) for every sample n in [0, N); buf holds buf_elems scratch elements of
 // type T private to the calling worker, slot (< min(threads, N)) names that worker.
 template <class T, class F>
@@ -397,11 +408,7 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
           for (int64_t gi = 0; gi < G; ++gi)
             conv_gemm_offsets(packed[gi], g.out[2], base + gi * (C / G) * pg.PP + pg.lb[line],
                               pg.off.data(), on + gi * Cog * L + line * g.out[2], L);
-        if (bias)
-          for (int64_t c = 0; c < Co; ++c) {
-            float* p = on + c * L;
-            for (int64_t i = 0; i < L; ++i) p[i] += bias[c];
-          }
+        add_channel_bias(on, bias, Co, L);
       });
       return;
     }
@@ -433,12 +440,7 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
           }
           if (pw) break;
         }
-        if (bias)
-          for (int64_t c = 0; c < Co; ++c) {
-            T* p = on + c * L;
-            const T bv = bias[c];
-            for (int64_t i = 0; i < L; ++i) p[i] += bv;
-          }
+        add_channel_bias(on, bias, Co, L);
       });
 }
 
@@ -462,12 +464,7 @@ void conv_transposed_kernel(const T* x, const T* w, const T* bias, T* out, int64
       std::fill(on, on + Co * P, T(0));
       col2im_sample<T>(cols, on, 0, Co, g);
     }
-    if (bias)
-      for (int64_t c = 0; c < Co; ++c) {
-        T* p = on + c * P;
-        const T bv = bias[c];
-        for (int64_t i = 0; i < P; ++i) p[i] += bv;
-      }
+    add_channel_bias(on, bias, Co, P);
   });
 }
 

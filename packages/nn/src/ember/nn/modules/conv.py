@@ -143,7 +143,17 @@ class _ConvNd(Module):
         return self._conv_forward(input, self.weight, self.bias)
 
 
-class Conv1d(_ConvNd):
+class _Conv(_ConvNd):
+    """The public constructor that Conv1d/2d/3d share (their _nd differs)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device=device, dtype=dtype)
+
+
+class Conv1d(_Conv):
     """1-D convolution over (N, C_in, L) input.
 
     >>> import ember
@@ -153,14 +163,8 @@ class Conv1d(_ConvNd):
 
     _nd = 1
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, device=device, dtype=dtype)
 
-
-class Conv2d(_ConvNd):
+class Conv2d(_Conv):
     """2-D convolution over (N, C_in, H, W) input.
 
     >>> import ember
@@ -170,14 +174,8 @@ class Conv2d(_ConvNd):
 
     _nd = 2
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, device=device, dtype=dtype)
 
-
-class Conv3d(_ConvNd):
+class Conv3d(_Conv):
     """3-D convolution over (N, C_in, D, H, W) input.
 
     >>> import ember
@@ -187,19 +185,14 @@ class Conv3d(_ConvNd):
 
     _nd = 3
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, device=device, dtype=dtype)
-
 
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any,
-                 padding: Any, output_padding: Any, groups: int, bias: bool, dilation: Any,
-                 padding_mode: str, device: Any, dtype: Any) -> None:
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
         if padding_mode != "zeros":
             raise ValueError(
                 f"{type(self).__name__}: only 'zeros' padding_mode is supported, got "
@@ -209,6 +202,11 @@ class _ConvTransposeNd(_ConvNd):
             raise ValueError(f"{type(self).__name__}: padding must be ints, got {padding!r}")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, output_padding, device, dtype)
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
+        fn = getattr(F, f"conv_transpose{self._nd}d")
+        return fn(input, self.weight, self.bias, self.stride, self.padding,
+                  self._output_padding(input, output_size), self.groups, self.dilation)
 
     def _output_padding(self, input: Tensor, output_size: Any) -> list[int]:
         if output_size is None:
@@ -246,18 +244,6 @@ class ConvTranspose1d(_ConvTransposeNd):
 
     _nd = 1
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding,
-                         output_padding, groups, bias, dilation, padding_mode, device, dtype)
-
-    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
-        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
-                                  self._output_padding(input, output_size), self.groups,
-                                  self.dilation)
-
 
 class ConvTranspose2d(_ConvTransposeNd):
     """2-D transposed convolution; weight (C_in, C_out / groups, kh, kw).
@@ -268,18 +254,6 @@ class ConvTranspose2d(_ConvTransposeNd):
     """
 
     _nd = 2
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding,
-                         output_padding, groups, bias, dilation, padding_mode, device, dtype)
-
-    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
-        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
-                                  self._output_padding(input, output_size), self.groups,
-                                  self.dilation)
 
 
 class _LazyConvMixin(LazyModuleMixin):
@@ -343,7 +317,31 @@ class _LazyConvMixin(LazyModuleMixin):
             self.reset_parameters()
 
 
-class LazyConv1d(_LazyConvMixin, Conv1d):
+class _LazyConv(_LazyConvMixin):
+    """The constructor LazyConv1d/2d/3d share: Conv's arguments less in_channels."""
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
+                         padding_mode, device=device, dtype=dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class _LazyConvTranspose(_LazyConvMixin):
+    """The constructor LazyConvTranspose1d/2d share: ConvTranspose's arguments less
+    in_channels."""
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
+                         dilation, padding_mode, device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class LazyConv1d(_LazyConv, Conv1d):
     """A ``Conv1d`` whose ``in_channels`` comes from its first input.
 
     >>> import ember
@@ -356,15 +354,8 @@ class LazyConv1d(_LazyConvMixin, Conv1d):
 
     cls_to_become = Conv1d
 
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
-                         padding_mode, device=device, dtype=dtype)
-        self._make_lazy(out_channels, bias, device, dtype)
 
-
-class LazyConv2d(_LazyConvMixin, Conv2d):
+class LazyConv2d(_LazyConv, Conv2d):
     """A ``Conv2d`` whose ``in_channels`` comes from its first input.
 
     >>> import ember
@@ -374,42 +365,20 @@ class LazyConv2d(_LazyConvMixin, Conv2d):
 
     cls_to_become = Conv2d
 
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
-                         padding_mode, device=device, dtype=dtype)
-        self._make_lazy(out_channels, bias, device, dtype)
 
-
-class LazyConv3d(_LazyConvMixin, Conv3d):
+class LazyConv3d(_LazyConv, Conv3d):
     """A ``Conv3d`` whose ``in_channels`` comes from its first input."""
 
     cls_to_become = Conv3d
 
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
-                         padding_mode, device=device, dtype=dtype)
-        self._make_lazy(out_channels, bias, device, dtype)
 
-
-class LazyConvTranspose1d(_LazyConvMixin, ConvTranspose1d):
+class LazyConvTranspose1d(_LazyConvTranspose, ConvTranspose1d):
     """A ``ConvTranspose1d`` whose ``in_channels`` comes from its first input."""
 
     cls_to_become = ConvTranspose1d
 
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
-                         dilation, padding_mode, device, dtype)
-        self._make_lazy(out_channels, bias, device, dtype)
 
-
-class LazyConvTranspose2d(_LazyConvMixin, ConvTranspose2d):
+class LazyConvTranspose2d(_LazyConvTranspose, ConvTranspose2d):
     """A ``ConvTranspose2d`` whose ``in_channels`` comes from its first input.
 
     >>> import ember
@@ -418,11 +387,3 @@ class LazyConvTranspose2d(_LazyConvMixin, ConvTranspose2d):
     """
 
     cls_to_become = ConvTranspose2d
-
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
-                         dilation, padding_mode, device, dtype)
-        self._make_lazy(out_channels, bias, device, dtype)

@@ -295,19 +295,27 @@ class _BackwardHook:
             node.register_prehook(self._output_prehook)
         return new_outputs[0] if single else new_outputs
 
-    def _output_prehook(self, grad_outputs: tuple) -> tuple | None:
-        assert self.output_index is not None
-        packed = self._pack(self.output_index, grad_outputs, self.n_outputs)
-        for hook in self.pre_hooks:
-            res = hook(self.module, packed)
+    def _chain(self, hooks: list, packed: tuple, extra: tuple, what: str, items: str) -> tuple:
+        """Calls each hook(module, packed, *extra) in turn; one that returns a tuple (of
+        len(packed) gradients) replaces packed for the next."""
+        for hook in hooks:
+            res = hook(self.module, packed, *extra)
             if res is None:
                 continue
             if not isinstance(res, (tuple, list)) or len(res) != len(packed):
                 raise RuntimeError(
-                    f"{self.module._get_name()}: a backward pre-hook must return None or a tuple "
-                    f"of {len(packed)} grad_output(s) (one per output), but returned {res!r}"
+                    f"{self.module._get_name()}: {what} must return None or a tuple of "
+                    f"{len(packed)} {items}, but returned {res!r}"
                 )
             packed = tuple(res)
+        return packed
+
+    def _output_prehook(self, grad_outputs: tuple) -> tuple | None:
+        assert self.output_index is not None
+        packed = self._pack(self.output_index, grad_outputs, self.n_outputs)
+        packed = self._chain(
+            self.pre_hooks, packed, (), "a backward pre-hook", "grad_output(s) (one per output)"
+        )
         self.grad_outputs = packed
         if self.input_index is None:
             # No input requires grad: nothing else will fire, so the hooks run now, with
@@ -345,17 +353,10 @@ class _BackwardHook:
             for k, g in enumerate(grad_inputs)
         )
         packed = self._pack(self.input_index, grad_inputs, self.n_inputs)
-        for hook in self.hooks:
-            res = hook(self.module, packed, self.grad_outputs)
-            if res is None:
-                continue
-            if not isinstance(res, (tuple, list)) or len(res) != len(packed):
-                raise RuntimeError(
-                    f"{self.module._get_name()}: a full backward hook must return None or a tuple "
-                    f"of {len(packed)} grad_input(s) (one per positional input), but returned "
-                    f"{res!r}"
-                )
-            packed = tuple(res)
+        packed = self._chain(
+            self.hooks, packed, (self.grad_outputs,), "a full backward hook",
+            "grad_input(s) (one per positional input)",
+        )
         self.grad_outputs = None
         # inputs that do not require grad take no gradient (whatever the hooks returned)
         return tuple(
@@ -957,6 +958,16 @@ class Module:
         return self._apply(lambda t: t.share_memory_())
 
     # ---- calling -----------------------------------------------------------------------------
+    def _run_forward_hook(self, hid: int, hook: Callable, args: tuple, kwargs: dict,
+                          result: Any) -> Any:
+        """One forward hook (with kwargs if it was registered so); its non-None return value
+        replaces the result."""
+        if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
+            res = hook(self, args, kwargs, result)
+        else:
+            res = hook(self, args, result)
+        return result if res is None else res
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         depth = getattr(_call_state, "depth", 0)
         _call_state.depth = depth + 1
@@ -1013,12 +1024,7 @@ class Module:
             result = self.forward(*args, **kwargs)
             for hid, hook in forward_hooks:
                 called.add(hid)
-                if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
-                    res = hook(self, args, kwargs, result)
-                else:
-                    res = hook(self, args, result)
-                if res is not None:
-                    result = res
+                result = self._run_forward_hook(hid, hook, args, kwargs, result)
         except Exception:
             for hid, hook in forward_hooks:
                 if hid in called or not (
@@ -1027,12 +1033,7 @@ class Module:
                 ):
                     continue
                 try:
-                    if hid in self._forward_hooks_with_kwargs or hid in _global_forward_hooks_with_kwargs:
-                        res = hook(self, args, kwargs, result)
-                    else:
-                        res = hook(self, args, result)
-                    if res is not None:
-                        result = res
+                    result = self._run_forward_hook(hid, hook, args, kwargs, result)
                 except Exception as hook_err:  # the forward's error is the one to report
                     warnings.warn(
                         "a forward hook registered with always_call=True raised an exception "

@@ -22,9 +22,9 @@ import ember
 import numpy as np
 from ember import Tensor
 from ember.nn import functional as F
-from ember.nn.modules.conv import ConvTranspose1d, ConvTranspose2d
 from ember.nn.modules.module import Module
 from ember.nn.utils import parametrize
+from ember.nn.utils.spectral_norm import _output_dim
 from ember.nn.utils.weight_norm import _norm_except_dim, _weight_norm
 
 __all__ = ["orthogonal", "weight_norm", "spectral_norm"]
@@ -139,8 +139,7 @@ def spectral_norm(
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
-    if dim is None:
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+    dim = _output_dim(module, dim)
     parametrize.register_parametrization(
         module, name, _SpectralNorm(weight, n_power_iterations, dim, eps)
     )

@@ -22,7 +22,8 @@ from ember import Tensor
 from ember.nn import functional as F
 from ember.nn.modules.conv import ConvTranspose1d, ConvTranspose2d
 from ember.nn.modules.module import Module
-from ember.nn.parameter import Parameter, is_lazy
+from ember.nn.parameter import Parameter
+from ember.nn.utils._weight_hook import attach_checks
 
 __all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
 
@@ -84,23 +85,10 @@ class SpectralNorm:
 
     @staticmethod
     def apply(module: Module, name: str, n_power_iterations: int, dim: int, eps: float) -> SpectralNorm:
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, SpectralNorm) and hook.name == name:
-                raise RuntimeError(
-                    f"Cannot register two spectral_norm hooks on the same parameter {name}"
-                )
-        fn = SpectralNorm(name, n_power_iterations, dim, eps)
-        weight = module._parameters.get(name)
-        if weight is None:
-            raise ValueError(
-                f"spectral_norm: {module._get_name()} has no parameter '{name}' (its parameters: "
-                f"{sorted(k for k, p in module._parameters.items() if p is not None)})"
-            )
-        if is_lazy(weight):
-            raise ValueError(
-                "The module passed to `SpectralNorm` can't have uninitialized parameters. Make "
-                "sure to run the dummy forward before applying spectral normalization"
-            )
+        fn, weight = attach_checks(
+            module, name, SpectralNorm,
+            lambda: SpectralNorm(name, n_power_iterations, dim, eps), "spectral_norm", "spectral",
+        )
         if weight.ndim == 0:
             raise ValueError(f"spectral_norm: the weight '{name}' must not be 0-dimensional")
         with ember.no_grad():
@@ -162,6 +150,14 @@ class SpectralNormLoadStateDictPreHook:
             )
 
 
+def _output_dim(module: Module, dim: int | None) -> int:
+    """spectral_norm's dim: as given, else 1 for a transposed convolution (its weight is
+    (C_in, C_out / groups, ...)) and 0 for everything else."""
+    if dim is not None:
+        return dim
+    return 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+
+
 def spectral_norm(
     module: Module,
     name: str = "weight",
@@ -171,8 +167,7 @@ def spectral_norm(
 ) -> Module:
     """Spectrally normalizes ``module.<name>`` (see the module docstring); ``dim`` is the
     output dimension (1 for transposed convolutions, else 0, by default). Returns the module."""
-    if dim is None:
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+    dim = _output_dim(module, dim)
     SpectralNorm.apply(module, name, n_power_iterations, dim, eps)
     return module
 

@@ -26,7 +26,8 @@ from typing import Any
 import ember
 from ember import Tensor
 from ember.nn.modules.module import Module
-from ember.nn.parameter import Parameter, is_lazy
+from ember.nn.parameter import Parameter
+from ember.nn.utils._weight_hook import attach_checks
 
 __all__ = ["WeightNorm", "weight_norm", "remove_weight_norm"]
 
@@ -76,23 +77,9 @@ class WeightNorm:
             FutureWarning,
             stacklevel=3,
         )
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, WeightNorm) and hook.name == name:
-                raise RuntimeError(
-                    f"Cannot register two weight_norm hooks on the same parameter {name}"
-                )
-        fn = WeightNorm(name, dim)
-        weight = module._parameters.get(name)
-        if weight is None:
-            raise ValueError(
-                f"weight_norm: {module._get_name()} has no parameter '{name}' (its parameters: "
-                f"{sorted(k for k, p in module._parameters.items() if p is not None)})"
-            )
-        if is_lazy(weight):
-            raise ValueError(
-                "The module passed to `WeightNorm` can't have uninitialized parameters. Make "
-                "sure to run the dummy forward before applying weight normalization"
-            )
+        fn, weight = attach_checks(
+            module, name, WeightNorm, lambda: WeightNorm(name, dim), "weight_norm", "weight"
+        )
         del module._parameters[name]
         with ember.no_grad():
             g = _norm_except_dim(weight.detach(), 2, fn.dim)
