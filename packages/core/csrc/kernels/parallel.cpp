@@ -1,15 +1,22 @@
 #include "kernels/parallel.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "core/error.h"
 
@@ -20,91 +27,192 @@ namespace {
 
 thread_local bool t_in_parallel = false;
 
-// A fixed set of workers waiting on a generation counter; the caller runs chunk 0 itself.
+// One iteration of a busy-wait: tells the core we spin (frees the sibling hyperthread, saves
+// power) without giving up the time slice.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+using Clock = std::chrono::steady_clock;
+
+// How long a worker keeps polling for the next region after finishing one before it blocks,
+// and how long the caller polls for the workers' chunks before it blocks. Back-to-back ops then
+// hand over in about a microsecond, while an idle process sleeps (no CPU) after this long.
+int64_t spin_ns_from_env() {
+  const char* s = std::getenv("EMBER_POOL_SPIN_US");
+  if (!s || !*s) return 50'000;
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (end == s || v < 0) return 50'000;
+  return static_cast<int64_t>(std::min<long>(v, 1'000'000)) * 1000;
+}
+const int64_t kSpinNs = spin_ns_from_env();
+
+// A region's count of participating threads shares the atomic word with its generation, so a
+// worker reads both in one load and never pairs one region's generation with another's count
+// (a worker that skips a region may wake up late, when the next one is already published).
+constexpr int kPartBits = 16;
+constexpr uint64_t kPartMask = (uint64_t{1} << kPartBits) - 1;
+constexpr int kMaxThreads = static_cast<int>(kPartMask);
+
+// A fixed set of workers; the caller publishes a region by bumping `state_` and runs chunk 0.
+//
+// Hand-off without locks: the caller stores the task, then bumps `state_` (release); a worker
+// polling `state_` (acquire) sees the new generation, runs chunk `id` if id < participants, and
+// decrements `pending_` (release), which the caller polls (acquire). The caller cannot publish the
+// next region before `pending_` reaches 0, so the task a worker reads stays alive while it runs.
+//
+// Sleeping: a worker that saw no region for kSpinNs blocks on `sleep_cv_`. It registers in
+// `sleepers_` before re-checking `state_`, and the caller bumps `state_` before reading
+// `sleepers_` (both seq_cst), so either the worker sees the new region or the caller sees the
+// sleeper and notifies it (under the mutex, so the notification cannot slip in between the
+// worker's check and its wait). The caller waits for the chunks the same way (`caller_asleep_`).
 class ThreadPool {
  public:
-  explicit ThreadPool(int n) { resize(n); }
+  explicit ThreadPool(int n) { start(n); }
   ~ThreadPool() { stop(); }
 
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  int size() const { return nthreads_.load(std::memory_order_relaxed); }
 
   void resize(int n) {
+    std::lock_guard<std::mutex> lock(run_mutex_);  // not while a region runs
     stop();
-    stopping_ = false;
-    // Workers start from the current generation so they neither miss the next region nor
-    // re-run a finished one.
-    uint64_t gen;
-    {
-      std::lock_guard<std::mutex> g(mutex_);
-      gen = generation_;
-    }
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, gen] { work(i, gen); });
+    start(n);
   }
 
+  // Runs task(i) for every i in [0, nchunks); the caller takes chunk 0. With more chunks than
+  // threads (the pool shrank after the caller sized its chunks), thread t runs t, t + P, ...
   void run(int nchunks, const std::function<void(int)>& task) {
-    std::unique_lock<std::mutex> lock(run_mutex_);  // one parallel region at a time
-    {
-      std::lock_guard<std::mutex> g(mutex_);
-      task_ = &task;
-      nchunks_ = nchunks;
-      pending_ = nchunks - 1;
-      error_ = nullptr;
-      generation_++;
+    std::lock_guard<std::mutex> lock(run_mutex_);  // one parallel region at a time
+    const int parts = std::min(nchunks, nthreads_.load(std::memory_order_relaxed));
+    task_ = &task;
+    nchunks_ = nchunks;
+    error_ = nullptr;
+    pending_.store(parts - 1, std::memory_order_relaxed);
+    uint64_t gen = (state_.load(std::memory_order_relaxed) >> kPartBits) + 1;
+    state_.store((gen << kPartBits) | static_cast<uint64_t>(parts), std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      {
+        std::lock_guard<std::mutex> g(sleep_mutex_);
+      }
+      sleep_cv_.notify_all();
     }
-    cv_.notify_all();
-    run_chunk(0);
-    std::unique_lock<std::mutex> g(mutex_);
-    done_cv_.wait(g, [this] { return pending_ == 0; });
+    run_chunks(0, parts);
+    wait_for_chunks();
     task_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
-  void run_chunk(int i) {
+  void start(int n) {
+    n = std::min(n, kMaxThreads);
+    stopping_.store(false, std::memory_order_relaxed);
+    nthreads_.store(n, std::memory_order_relaxed);
+    // Workers start from the current state so they neither miss the next region nor re-run a
+    // finished one.
+    const uint64_t seen = state_.load(std::memory_order_relaxed);
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, seen] { work(i, seen); });
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> g(sleep_mutex_);
+      stopping_.store(true, std::memory_order_seq_cst);
+    }
+    sleep_cv_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+    nthreads_.store(1, std::memory_order_relaxed);
+  }
+
+  void run_chunks(int id, int parts) {
     t_in_parallel = true;
     try {
-      (*task_)(i);
+      for (int i = id; i < nchunks_; i += parts) (*task_)(i);
     } catch (...) {
-      std::lock_guard<std::mutex> g(mutex_);
+      std::lock_guard<std::mutex> g(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
     t_in_parallel = false;
   }
 
-  void work(int id, uint64_t seen) {
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> g(mutex_);
-        cv_.wait(g, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
-        if (id >= nchunks_) continue;
-      }
-      run_chunk(id);
-      std::lock_guard<std::mutex> g(mutex_);
-      if (--pending_ == 0) done_cv_.notify_one();
+  void wait_for_chunks() {
+    if (pending_.load(std::memory_order_acquire) == 0) return;
+    const auto deadline = Clock::now() + std::chrono::nanoseconds(kSpinNs);
+    for (unsigned i = 1;; ++i) {
+      cpu_relax();
+      if (pending_.load(std::memory_order_acquire) == 0) return;
+      if (i % 64 == 0 && Clock::now() >= deadline) break;
     }
+    // A chunk runs long (or its worker was descheduled): stop burning the core.
+    std::unique_lock<std::mutex> g(done_mutex_);
+    caller_asleep_.store(true, std::memory_order_seq_cst);
+    done_cv_.wait(g, [this] { return pending_.load(std::memory_order_seq_cst) == 0; });
+    caller_asleep_.store(false, std::memory_order_relaxed);
   }
 
-  void stop() {
-    {
-      std::lock_guard<std::mutex> g(mutex_);
-      stopping_ = true;
+  // Returns the first state different from `seen` (or any state once stopping).
+  uint64_t wait_for_region(uint64_t seen) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    if (s != seen) return s;
+    const auto deadline = Clock::now() + std::chrono::nanoseconds(kSpinNs);
+    for (unsigned i = 1;; ++i) {
+      cpu_relax();
+      s = state_.load(std::memory_order_acquire);
+      if (s != seen || stopping_.load(std::memory_order_relaxed)) return s;
+      if (i % 64 == 0 && Clock::now() >= deadline) break;
     }
-    cv_.notify_all();
-    for (auto& w : workers_) w.join();
-    workers_.clear();
+    std::unique_lock<std::mutex> g(sleep_mutex_);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    sleep_cv_.wait(g, [&] {
+      s = state_.load(std::memory_order_seq_cst);
+      return s != seen || stopping_.load(std::memory_order_relaxed);
+    });
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    return s;
+  }
+
+  void work(int id, uint64_t seen) {
+    for (;;) {
+      seen = wait_for_region(seen);
+      if (stopping_.load(std::memory_order_acquire)) return;
+      const int parts = static_cast<int>(seen & kPartMask);
+      if (id >= parts) continue;  // a region with fewer chunks than threads
+      run_chunks(id, parts);
+      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+          caller_asleep_.load(std::memory_order_seq_cst)) {
+        {
+          std::lock_guard<std::mutex> g(done_mutex_);
+        }
+        done_cv_.notify_one();
+      }
+    }
   }
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_, run_mutex_;
-  std::condition_variable cv_, done_cv_;
+  std::atomic<int> nthreads_{1};  // read by parallel_for without run_mutex_
+  std::mutex run_mutex_, error_mutex_;
   const std::function<void(int)>* task_ = nullptr;
   int nchunks_ = 0;
-  int pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stopping_ = false;
   std::exception_ptr error_;
+
+  // Written by the caller, polled by the workers: (generation << kPartBits) | participants.
+  alignas(64) std::atomic<uint64_t> state_{0};
+  std::atomic<bool> stopping_{false};
+  // Written by the workers, polled by the caller; on its own cache line so the workers'
+  // decrements do not disturb the line they poll.
+  alignas(64) std::atomic<int> pending_{0};
+  std::atomic<bool> caller_asleep_{false};
+
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::mutex sleep_mutex_, done_mutex_;
+  std::condition_variable sleep_cv_, done_cv_;
 };
 
 int default_threads() {
@@ -148,7 +256,12 @@ int get_num_threads() { return g_num_threads.load(); }
 void set_num_threads(int n) {
   EMBER_CHECK_KIND(n >= 1, Value, "set_num_threads: expected a positive number of threads, got ",
                    n);
-  if (g_num_threads.exchange(n) != n) pool().resize(n);
+  {
+    // Serialized so that concurrent calls leave the pool at the count get_num_threads reports.
+    static std::mutex m;
+    std::lock_guard<std::mutex> g(m);
+    if (g_num_threads.exchange(n) != n) pool().resize(n);
+  }
   // OpenBLAS learns the count just before its next call (sync_blas_threads): setting it now
   // would restart its thread pool, which in a forked DataLoader worker busy-waits ~100 ms of CPU
   // even if the worker never multiplies a matrix.
