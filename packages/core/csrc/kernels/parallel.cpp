@@ -44,15 +44,42 @@ using Clock = std::chrono::steady_clock;
 // How long a worker keeps polling for the next region after finishing one before it blocks,
 // and how long the caller polls for the workers' chunks before it blocks. Back-to-back ops then
 // hand over in about a microsecond, while an idle process sleeps (no CPU) after this long.
-int64_t spin_ns_from_env() {
-  const char* s = std::getenv("EMBER_POOL_SPIN_US");
-  if (!s || !*s) return 50'000;
+int64_t ns_from_env(const char* name, int64_t dflt_us) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) return dflt_us * 1000;
   char* end = nullptr;
   long v = std::strtol(s, &end, 10);
-  if (end == s || v < 0) return 50'000;
+  if (end == s || v < 0) return dflt_us * 1000;
   return static_cast<int64_t>(std::min<long>(v, 1'000'000)) * 1000;
 }
-const int64_t kSpinNs = spin_ns_from_env();
+const int64_t kSpinNs = ns_from_env("EMBER_POOL_SPIN_US", 50);
+const int64_t kPauseNs = ns_from_env("EMBER_POOL_PAUSE_US", 2);
+
+// A polite busy-wait: pause instructions only for the first kPauseNs, then it yields the core
+// between polls, so that a thread queued behind this one (OpenBLAS's workers; anything under
+// SCHED_FIFO, where an equal-priority spinner is never preempted) runs. spin() turns false
+// once kSpinNs have passed.
+class Backoff {
+ public:
+  bool spin() {
+    if (++iter_ % 16 == 0) {
+      const int64_t ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count();
+      if (ns >= kSpinNs) return false;
+      yield_ = ns >= kPauseNs;
+    }
+    if (yield_)
+      sched_yield();
+    else
+      cpu_relax();
+    return true;
+  }
+
+ private:
+  const Clock::time_point start_ = Clock::now();
+  unsigned iter_ = 0;
+  bool yield_ = false;
+};
 
 // A region's count of participating threads shares the atomic word with its generation, so a
 // worker reads both in one load and never pairs one region's generation with another's count
@@ -95,6 +122,7 @@ class ThreadPool {
     nchunks_ = nchunks;
     error_ = nullptr;
     pending_.store(parts - 1, std::memory_order_relaxed);
+    if (park_.load(std::memory_order_relaxed)) park_.store(false, std::memory_order_relaxed);
     uint64_t gen = (state_.load(std::memory_order_relaxed) >> kPartBits) + 1;
     state_.store((gen << kPartBits) | static_cast<uint64_t>(parts), std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
@@ -107,6 +135,13 @@ class ThreadPool {
     wait_for_chunks();
     task_ = nullptr;
     if (error_) std::rethrow_exception(error_);
+  }
+
+  // Tells spinning workers to go to sleep now rather than at the end of their spin: the caller
+  // is about to run something that brings its own threads (OpenBLAS), which a spinning worker
+  // would take a core from. The next region wakes them.
+  void park() {
+    if (!park_.load(std::memory_order_relaxed)) park_.store(true, std::memory_order_relaxed);
   }
 
  private:
@@ -144,12 +179,8 @@ class ThreadPool {
 
   void wait_for_chunks() {
     if (pending_.load(std::memory_order_acquire) == 0) return;
-    const auto deadline = Clock::now() + std::chrono::nanoseconds(kSpinNs);
-    for (unsigned i = 1;; ++i) {
-      cpu_relax();
+    for (Backoff b; b.spin();)
       if (pending_.load(std::memory_order_acquire) == 0) return;
-      if (i % 64 == 0 && Clock::now() >= deadline) break;
-    }
     // A chunk runs long (or its worker was descheduled): stop burning the core.
     std::unique_lock<std::mutex> g(done_mutex_);
     caller_asleep_.store(true, std::memory_order_seq_cst);
@@ -161,12 +192,10 @@ class ThreadPool {
   uint64_t wait_for_region(uint64_t seen) {
     uint64_t s = state_.load(std::memory_order_acquire);
     if (s != seen) return s;
-    const auto deadline = Clock::now() + std::chrono::nanoseconds(kSpinNs);
-    for (unsigned i = 1;; ++i) {
-      cpu_relax();
+    for (Backoff b; b.spin();) {
       s = state_.load(std::memory_order_acquire);
       if (s != seen || stopping_.load(std::memory_order_relaxed)) return s;
-      if (i % 64 == 0 && Clock::now() >= deadline) break;
+      if (park_.load(std::memory_order_relaxed)) break;
     }
     std::unique_lock<std::mutex> g(sleep_mutex_);
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -205,6 +234,7 @@ class ThreadPool {
   // Written by the caller, polled by the workers: (generation << kPartBits) | participants.
   alignas(64) std::atomic<uint64_t> state_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> park_{false};
   // Written by the workers, polled by the caller; on its own cache line so the workers'
   // decrements do not disturb the line they poll.
   alignas(64) std::atomic<int> pending_{0};
@@ -269,6 +299,10 @@ void set_num_threads(int n) {
 }
 
 void sync_blas_threads() {
+  // OpenBLAS runs large products on its own threads: our workers must not spin meanwhile.
+  if (!t_in_parallel) {
+    if (ThreadPool* p = g_pool.load(std::memory_order_relaxed)) p->park();
+  }
   if (g_blas_threads_pending.load(std::memory_order_relaxed) == 0) return;
   int n = g_blas_threads_pending.exchange(0);
   if (n > 0) scipy_openblas_set_num_threads(n);
