@@ -81,19 +81,23 @@ class Backoff {
   bool yield_ = false;
 };
 
-// A region's count of participating threads shares the atomic word with its generation, so a
-// worker reads both in one load and never pairs one region's generation with another's count
-// (a worker that skips a region may wake up late, when the next one is already published).
-constexpr int kPartBits = 16;
-constexpr uint64_t kPartMask = (uint64_t{1} << kPartBits) - 1;
-constexpr int kMaxThreads = static_cast<int>(kPartMask);
+// A region's chunk count shares the atomic word with its generation, so a worker reads both in
+// one load and never pairs one region's generation with another's count (a worker that skips a
+// region may wake up late, when the next one is already published).
+constexpr int kChunkBits = 16;
+constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
+constexpr int kMaxThreads = static_cast<int>(kChunkMask);
 
 // A fixed set of workers; the caller publishes a region by bumping `state_` and runs chunk 0.
 //
-// Hand-off without locks: the caller stores the task, then bumps `state_` (release); a worker
-// polling `state_` (acquire) sees the new generation, runs chunk `id` if id < participants, and
-// decrements `pending_` (release), which the caller polls (acquire). The caller cannot publish the
-// next region before `pending_` reaches 0, so the task a worker reads stays alive while it runs.
+// Hand-off without locks: the caller stores the task, resets `claim_` and bumps `state_`
+// (release); a worker polling `state_` (acquire) sees the new generation and claims chunks by
+// compare-and-swap on `claim_` ((generation << 32) | next chunk), so a chunk runs exactly once
+// and a worker that arrives after the region ended claims nothing. The caller claims chunks too
+// once its own is done: a worker that is still waking up (or descheduled on a busy machine)
+// delays nobody, the caller just runs its chunk. Every finished chunk counts in `done_`, which
+// the caller polls; the next region cannot start before all chunks are done, so the task a
+// worker runs stays alive.
 //
 // Sleeping: a worker that saw no region for kSpinNs blocks on `sleep_cv_`. It registers in
 // `sleepers_` before re-checking `state_`, and the caller bumps `state_` before reading
@@ -113,26 +117,28 @@ class ThreadPool {
     start(n);
   }
 
-  // Runs task(i) for every i in [0, nchunks); the caller takes chunk 0. With more chunks than
-  // threads (the pool shrank after the caller sized its chunks), thread t runs t, t + P, ...
+  // Runs task(i) once for every i in [0, nchunks) (at most kMaxThreads); the caller takes
+  // chunk 0, then any chunk no worker has claimed yet.
   void run(int nchunks, const std::function<void(int)>& task) {
     std::lock_guard<std::mutex> lock(run_mutex_);  // one parallel region at a time
-    const int parts = std::min(nchunks, nthreads_.load(std::memory_order_relaxed));
+    EMBER_CHECK(nchunks >= 1 && nchunks <= kMaxThreads, "parallel_for: ", nchunks,
+                " chunks is outside [1, ", kMaxThreads, "]");
     task_ = &task;
-    nchunks_ = nchunks;
     error_ = nullptr;
-    pending_.store(parts - 1, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
     if (park_.load(std::memory_order_relaxed)) park_.store(false, std::memory_order_relaxed);
-    uint64_t gen = (state_.load(std::memory_order_relaxed) >> kPartBits) + 1;
-    state_.store((gen << kPartBits) | static_cast<uint64_t>(parts), std::memory_order_seq_cst);
+    const uint64_t gen = (state_.load(std::memory_order_relaxed) >> kChunkBits) + 1;
+    claim_.store((gen << 32) | 1, std::memory_order_relaxed);  // chunk 0 is the caller's
+    state_.store((gen << kChunkBits) | static_cast<uint64_t>(nchunks), std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
       {
         std::lock_guard<std::mutex> g(sleep_mutex_);
       }
       sleep_cv_.notify_all();
     }
-    run_chunks(0, parts);
-    wait_for_chunks();
+    run_one(0, nchunks);
+    drain(static_cast<uint32_t>(gen), nchunks);
+    wait_for_chunks(nchunks);
     task_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -166,25 +172,44 @@ class ThreadPool {
     nthreads_.store(1, std::memory_order_relaxed);
   }
 
-  void run_chunks(int id, int parts) {
+  // Runs chunk i and counts it done; the last chunk of a region wakes a sleeping caller.
+  void run_one(int i, int nchunks) {
     t_in_parallel = true;
     try {
-      for (int i = id; i < nchunks_; i += parts) (*task_)(i);
+      (*task_)(i);
     } catch (...) {
       std::lock_guard<std::mutex> g(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
     t_in_parallel = false;
+    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == nchunks &&
+        caller_asleep_.load(std::memory_order_seq_cst)) {
+      {
+        std::lock_guard<std::mutex> g(done_mutex_);
+      }
+      done_cv_.notify_one();
+    }
   }
 
-  void wait_for_chunks() {
-    if (pending_.load(std::memory_order_acquire) == 0) return;
+  // Claims and runs chunks of region `gen` until none is left.
+  void drain(uint32_t gen, int nchunks) {
+    uint64_t w = claim_.load(std::memory_order_acquire);
+    while (static_cast<uint32_t>(w >> 32) == gen && static_cast<int>(w & 0xffffffff) < nchunks) {
+      if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel,
+                                        std::memory_order_acquire))
+        continue;
+      run_one(static_cast<int>(w & 0xffffffff), nchunks);
+      w = claim_.load(std::memory_order_acquire);
+    }
+  }
+
+  void wait_for_chunks(int nchunks) {
     for (Backoff b; b.spin();)
-      if (pending_.load(std::memory_order_acquire) == 0) return;
+      if (done_.load(std::memory_order_acquire) == nchunks) return;
     // A chunk runs long (or its worker was descheduled): stop burning the core.
     std::unique_lock<std::mutex> g(done_mutex_);
     caller_asleep_.store(true, std::memory_order_seq_cst);
-    done_cv_.wait(g, [this] { return pending_.load(std::memory_order_seq_cst) == 0; });
+    done_cv_.wait(g, [&] { return done_.load(std::memory_order_seq_cst) == nchunks; });
     caller_asleep_.store(false, std::memory_order_relaxed);
   }
 
@@ -211,16 +236,9 @@ class ThreadPool {
     for (;;) {
       seen = wait_for_region(seen);
       if (stopping_.load(std::memory_order_acquire)) return;
-      const int parts = static_cast<int>(seen & kPartMask);
-      if (id >= parts) continue;  // a region with fewer chunks than threads
-      run_chunks(id, parts);
-      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-          caller_asleep_.load(std::memory_order_seq_cst)) {
-        {
-          std::lock_guard<std::mutex> g(done_mutex_);
-        }
-        done_cv_.notify_one();
-      }
+      const int nchunks = static_cast<int>(seen & kChunkMask);
+      if (id >= nchunks) continue;  // a region with fewer chunks than threads
+      drain(static_cast<uint32_t>(seen >> kChunkBits), nchunks);
     }
   }
 
@@ -228,16 +246,16 @@ class ThreadPool {
   std::atomic<int> nthreads_{1};  // read by parallel_for without run_mutex_
   std::mutex run_mutex_, error_mutex_;
   const std::function<void(int)>* task_ = nullptr;
-  int nchunks_ = 0;
   std::exception_ptr error_;
 
-  // Written by the caller, polled by the workers: (generation << kPartBits) | participants.
+  // Written by the caller, polled by the workers: (generation << kChunkBits) | nchunks.
   alignas(64) std::atomic<uint64_t> state_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> park_{false};
-  // Written by the workers, polled by the caller; on its own cache line so the workers'
-  // decrements do not disturb the line they poll.
-  alignas(64) std::atomic<int> pending_{0};
+  // Claimed by everyone: (generation << 32) | next chunk.
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  // Counted by whoever runs a chunk, polled by the caller.
+  alignas(64) std::atomic<int> done_{0};
   std::atomic<bool> caller_asleep_{false};
 
   alignas(64) std::atomic<int> sleepers_{0};
