@@ -28,10 +28,15 @@ def probe(n: int, grain: int, **kw) -> tuple[int, int, int]:
     return chunks, inner
 
 
-def uses_workers(n: int = 400_000, grain: int = 1000, tries: int = 50) -> bool:
-    """Whether some of `tries` regions ran on more than one thread. Each chunk runs long
-    (~1 ms) so that a worker gets its chunk even when the machine is busy."""
-    return any(_C._parallel_for_probe(n, grain)[1] > 1 for _ in range(tries))
+def uses_workers(limit_s: float = 5.0) -> bool:
+    """Whether a region runs on more than one thread within `limit_s`. The caller runs the
+    chunks no worker has claimed yet, so on a busy machine (a woken worker waits for a CPU)
+    many regions finish on the caller alone; long chunks (several ms) give the worker time."""
+    end = time.perf_counter() + limit_s
+    while time.perf_counter() < end:
+        if _C._parallel_for_probe(2_000_000, 1000)[1] > 1:
+            return True
+    return False
 
 
 @pytest.fixture
@@ -175,7 +180,11 @@ _FORK_SCRIPT = textwrap.dedent(
     def child_ok():
         x = ember.arange(300_000, dtype=ember.float64)
         # The child's fresh pool has a real worker that takes chunks.
-        used = any(probe(400_000, 1000)[1] == 2 for _ in range(50))
+        used = False
+        for _ in range(500):  # see uses_workers() in the test module
+            if probe(2_000_000, 1000)[1] == 2:
+                used = True
+                break
         return used and float((x * 2).sum()) == 300_000 * 299_999
 
     # Fork while another thread is inside parallel regions (it holds the pool's locks).

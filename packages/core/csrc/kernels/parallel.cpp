@@ -52,7 +52,7 @@ int64_t ns_from_env(const char* name, int64_t dflt_us) {
   if (end == s || v < 0) return dflt_us * 1000;
   return static_cast<int64_t>(std::min<long>(v, 1'000'000)) * 1000;
 }
-const int64_t kSpinNs = ns_from_env("EMBER_POOL_SPIN_US", 50);
+const int64_t kSpinNs = ns_from_env("EMBER_POOL_SPIN_US", 200);
 const int64_t kPauseNs = ns_from_env("EMBER_POOL_PAUSE_US", 2);
 
 // A polite busy-wait: pause instructions only for the first kPauseNs, then it yields the core
