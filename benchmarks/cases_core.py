@@ -78,6 +78,36 @@ def _large_add_out(fw):
     return Stmt("add(a, b, out=c)", add=fw.add, a=a, b=b, c=c)
 
 
+# ---- mid-size pointwise (20-200 us): one parallel region each, so the thread pool's dispatch
+# latency (waking workers, waiting for them) is a visible share of the time. No targets.
+
+MID_200K, MID_70K, MID_1M = 200_000, 70_000, 1_000_000
+
+
+@case("mid/clone 200k", unit="us", bytes=2 * MID_200K * F32,
+      doc="x.clone(), 200k float32 (fresh output each call)")  # fmt: skip
+def _mid_clone_200k(fw):
+    return Stmt("x.clone()", x=fw.randn(MID_200K))
+
+
+@case("mid/clone 1M", unit="us", bytes=2 * MID_1M * F32,
+      doc="x.clone(), 1M float32 (fresh output each call)")  # fmt: skip
+def _mid_clone_1m(fw):
+    return Stmt("x.clone()", x=fw.randn(MID_1M))
+
+
+@case("mid/exp 70k", unit="us", bytes=2 * MID_70K * F32, rtol=1e-5,
+      doc="exp(x), 70k float32: just above two grains, the smallest op that goes parallel")  # fmt: skip
+def _mid_exp_70k(fw):
+    return Stmt("exp(x)", exp=fw.exp, x=fw.randn(MID_70K))
+
+
+@case("mid/add 1M", unit="us", bytes=3 * MID_1M * F32,
+      doc="a + b, 1M float32 (fresh output each call)")  # fmt: skip
+def _mid_add_1m(fw):
+    return Stmt("a + b", a=fw.randn(MID_1M, seed=1), b=fw.randn(MID_1M, seed=2))
+
+
 # ---- reductions: throughput >= 0.9x torch, i.e. time ratio <= 1/0.9 ---------------------------
 
 REDUCE_TARGET = 1 / 0.9

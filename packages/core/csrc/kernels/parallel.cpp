@@ -1,16 +1,22 @@
 #include "kernels/parallel.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "core/error.h"
 
@@ -21,131 +27,240 @@ namespace {
 
 thread_local bool t_in_parallel = false;
 
-// Busy-wait hint for spin loops.
+// One iteration of a busy-wait: tells the core we spin (frees the sibling hyperthread, saves
+// power) without giving up the time slice.
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
+  _mm_pause();
 #elif defined(__aarch64__)
-  asm volatile("yield");
+  asm volatile("yield" ::: "memory");
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
 #endif
 }
 
-// Spins up to kSpin waiting for ready(), then returns ready(). Waking a thread blocked on a
-// condition variable costs tens of microseconds (more in a VM), as much as a whole row-wise op
-// on one core: workers and the caller spin this long before they sleep, so back-to-back ops
-// (a training step) find them awake, as OpenMP's default wait policy does. The spin yields the
-// core now and then, so it costs little when other threads are runnable.
-template <class Ready>
-bool spin_until(const Ready& ready) {
-  constexpr auto kSpin = std::chrono::microseconds(300);
-  if (ready()) return true;
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (ready()) return true;
-      cpu_relax();
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return ready();
-    std::this_thread::yield();  // lets another runnable thread have this core meanwhile
-  }
-}
+using Clock = std::chrono::steady_clock;
 
-// A fixed set of workers waiting for the next region; the caller runs chunk 0 itself. A region
-// is published as one atomic word (generation << 16 | chunk count), so a worker that reads it
-// without the lock always sees a matching pair.
+// How long a worker keeps polling for the next region after finishing one before it blocks,
+// and how long the caller polls for the workers' chunks before it blocks. Back-to-back ops then
+// hand over in about a microsecond, while an idle process sleeps (no CPU) after this long.
+int64_t ns_from_env(const char* name, int64_t dflt_us) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) return dflt_us * 1000;
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (end == s || v < 0) return dflt_us * 1000;
+  return static_cast<int64_t>(std::min<long>(v, 1'000'000)) * 1000;
+}
+const int64_t kSpinNs = ns_from_env("EMBER_POOL_SPIN_US", 200);
+const int64_t kPauseNs = ns_from_env("EMBER_POOL_PAUSE_US", 2);
+
+// A polite busy-wait: pause instructions only for the first kPauseNs, then it yields the core
+// between polls, so that a thread queued behind this one (OpenBLAS's workers; anything under
+// SCHED_FIFO, where an equal-priority spinner is never preempted) runs. spin() turns false
+// once kSpinNs have passed.
+class Backoff {
+ public:
+  bool spin() {
+    if (++iter_ % 16 == 0) {
+      const int64_t ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count();
+      if (ns >= kSpinNs) return false;
+      yield_ = ns >= kPauseNs;
+    }
+    if (yield_)
+      sched_yield();
+    else
+      cpu_relax();
+    return true;
+  }
+
+ private:
+  const Clock::time_point start_ = Clock::now();
+  unsigned iter_ = 0;
+  bool yield_ = false;
+};
+
+// A region's chunk count shares the atomic word with its generation, so a worker reads both in
+// one load and never pairs one region's generation with another's count (a worker that skips a
+// region may wake up late, when the next one is already published).
+constexpr int kChunkBits = 16;
+constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
+constexpr int kMaxThreads = static_cast<int>(kChunkMask);
+
+// A fixed set of workers; the caller publishes a region by bumping `state_` and runs chunk 0.
+//
+// Hand-off without locks: the caller stores the task, resets `claim_` and bumps `state_`
+// (release); a worker polling `state_` (acquire) sees the new generation and claims chunks by
+// compare-and-swap on `claim_` ((generation << 32) | next chunk), so a chunk runs exactly once
+// and a worker that arrives after the region ended claims nothing. The caller claims chunks too
+// once its own is done: a worker that is still waking up (or descheduled on a busy machine)
+// delays nobody, the caller just runs its chunk. Every finished chunk counts in `done_`, which
+// the caller polls; the next region cannot start before all chunks are done, so the task a
+// worker runs stays alive.
+//
+// Sleeping: a worker that saw no region for kSpinNs blocks on `sleep_cv_`. It registers in
+// `sleepers_` before re-checking `state_`, and the caller bumps `state_` before reading
+// `sleepers_` (both seq_cst), so either the worker sees the new region or the caller sees the
+// sleeper and notifies it (under the mutex, so the notification cannot slip in between the
+// worker's check and its wait). The caller waits for the chunks the same way (`caller_asleep_`).
 class ThreadPool {
  public:
-  explicit ThreadPool(int n) { resize(n); }
+  explicit ThreadPool(int n) { start(n); }
   ~ThreadPool() { stop(); }
 
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  int size() const { return nthreads_.load(std::memory_order_relaxed); }
 
   void resize(int n) {
+    std::lock_guard<std::mutex> lock(run_mutex_);  // not while a region runs
     stop();
-    stopping_.store(false);
-    // Workers start from the current region so they neither miss the next one nor re-run a
-    // finished one.
-    const uint64_t seen = region_.load();
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, seen] { work(i, seen); });
+    start(n);
   }
 
+  // Runs task(i) once for every i in [0, nchunks) (at most kMaxThreads); the caller takes
+  // chunk 0, then any chunk no worker has claimed yet.
   void run(int nchunks, const std::function<void(int)>& task) {
-    std::unique_lock<std::mutex> lock(run_mutex_);  // one parallel region at a time
+    std::lock_guard<std::mutex> lock(run_mutex_);  // one parallel region at a time
+    EMBER_CHECK(nchunks >= 1 && nchunks <= kMaxThreads, "parallel_for: ", nchunks,
+                " chunks is outside [1, ", kMaxThreads, "]");
     task_ = &task;
     error_ = nullptr;
-    pending_.store(nchunks - 1, std::memory_order_relaxed);
-    {
-      // Under the mutex so that a worker going to sleep cannot miss the new region.
-      std::lock_guard<std::mutex> g(mutex_);
-      const uint64_t gen = (region_.load(std::memory_order_relaxed) >> 16) + 1;
-      region_.store(gen << 16 | static_cast<uint64_t>(nchunks), std::memory_order_release);
+    done_.store(0, std::memory_order_relaxed);
+    if (park_.load(std::memory_order_relaxed)) park_.store(false, std::memory_order_relaxed);
+    const uint64_t gen = (state_.load(std::memory_order_relaxed) >> kChunkBits) + 1;
+    claim_.store((gen << 32) | 1, std::memory_order_relaxed);  // chunk 0 is the caller's
+    state_.store((gen << kChunkBits) | static_cast<uint64_t>(nchunks), std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      {
+        std::lock_guard<std::mutex> g(sleep_mutex_);
+      }
+      sleep_cv_.notify_all();
     }
-    if (sleepers_.load() > 0) cv_.notify_all();
-    run_chunk(0);
-    auto done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
-    if (!spin_until(done)) {
-      std::unique_lock<std::mutex> g(mutex_);
-      done_cv_.wait(g, done);
-    }
+    run_one(0, nchunks);
+    drain(static_cast<uint32_t>(gen), nchunks);
+    wait_for_chunks(nchunks);
     task_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
 
- private:
-  void run_chunk(int i) {
-    t_in_parallel = true;
-    try {
-      (*task_)(i);
-    } catch (...) {
-      std::lock_guard<std::mutex> g(mutex_);
-      if (!error_) error_ = std::current_exception();
-    }
-    t_in_parallel = false;
+  // Tells spinning workers to go to sleep now rather than at the end of their spin: the caller
+  // is about to run something that brings its own threads (OpenBLAS), which a spinning worker
+  // would take a core from. The next region wakes them.
+  void park() {
+    if (!park_.load(std::memory_order_relaxed)) park_.store(true, std::memory_order_relaxed);
   }
 
-  void work(int id, uint64_t seen) {
-    for (;;) {
-      auto ready = [&] {
-        return stopping_.load(std::memory_order_relaxed) ||
-               region_.load(std::memory_order_acquire) != seen;
-      };
-      if (!spin_until(ready)) {
-        std::unique_lock<std::mutex> g(mutex_);
-        sleepers_.fetch_add(1);
-        cv_.wait(g, ready);
-        sleepers_.fetch_sub(1);
-      }
-      if (stopping_.load()) return;
-      seen = region_.load(std::memory_order_acquire);
-      if (id >= static_cast<int>(seen & 0xffff)) continue;  // no chunk for this worker
-      run_chunk(id);
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        // The caller may be asleep: notify under the mutex so the wake-up cannot be lost.
-        std::lock_guard<std::mutex> g(mutex_);
-        done_cv_.notify_one();
-      }
-    }
+ private:
+  void start(int n) {
+    n = std::min(n, kMaxThreads);
+    stopping_.store(false, std::memory_order_relaxed);
+    nthreads_.store(n, std::memory_order_relaxed);
+    // Workers start from the current state so they neither miss the next region nor re-run a
+    // finished one.
+    const uint64_t seen = state_.load(std::memory_order_relaxed);
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, seen] { work(i, seen); });
   }
 
   void stop() {
     {
-      std::lock_guard<std::mutex> g(mutex_);
-      stopping_.store(true);
+      std::lock_guard<std::mutex> g(sleep_mutex_);
+      stopping_.store(true, std::memory_order_seq_cst);
     }
-    cv_.notify_all();
+    sleep_cv_.notify_all();
     for (auto& w : workers_) w.join();
     workers_.clear();
+    nthreads_.store(1, std::memory_order_relaxed);
+  }
+
+  // Runs chunk i and counts it done; the last chunk of a region wakes a sleeping caller.
+  void run_one(int i, int nchunks) {
+    t_in_parallel = true;
+    try {
+      (*task_)(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> g(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    t_in_parallel = false;
+    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == nchunks &&
+        caller_asleep_.load(std::memory_order_seq_cst)) {
+      {
+        std::lock_guard<std::mutex> g(done_mutex_);
+      }
+      done_cv_.notify_one();
+    }
+  }
+
+  // Claims and runs chunks of region `gen` until none is left.
+  void drain(uint32_t gen, int nchunks) {
+    uint64_t w = claim_.load(std::memory_order_acquire);
+    while (static_cast<uint32_t>(w >> 32) == gen && static_cast<int>(w & 0xffffffff) < nchunks) {
+      if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel,
+                                        std::memory_order_acquire))
+        continue;
+      run_one(static_cast<int>(w & 0xffffffff), nchunks);
+      w = claim_.load(std::memory_order_acquire);
+    }
+  }
+
+  void wait_for_chunks(int nchunks) {
+    for (Backoff b; b.spin();)
+      if (done_.load(std::memory_order_acquire) == nchunks) return;
+    // A chunk runs long (or its worker was descheduled): stop burning the core.
+    std::unique_lock<std::mutex> g(done_mutex_);
+    caller_asleep_.store(true, std::memory_order_seq_cst);
+    done_cv_.wait(g, [&] { return done_.load(std::memory_order_seq_cst) == nchunks; });
+    caller_asleep_.store(false, std::memory_order_relaxed);
+  }
+
+  // Returns the first state different from `seen` (or any state once stopping).
+  uint64_t wait_for_region(uint64_t seen) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    if (s != seen) return s;
+    for (Backoff b; b.spin();) {
+      s = state_.load(std::memory_order_acquire);
+      if (s != seen || stopping_.load(std::memory_order_relaxed)) return s;
+      if (park_.load(std::memory_order_relaxed)) break;
+    }
+    std::unique_lock<std::mutex> g(sleep_mutex_);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    sleep_cv_.wait(g, [&] {
+      s = state_.load(std::memory_order_seq_cst);
+      return s != seen || stopping_.load(std::memory_order_relaxed);
+    });
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    return s;
+  }
+
+  void work(int id, uint64_t seen) {
+    for (;;) {
+      seen = wait_for_region(seen);
+      if (stopping_.load(std::memory_order_acquire)) return;
+      const int nchunks = static_cast<int>(seen & kChunkMask);
+      if (id >= nchunks) continue;  // a region with fewer chunks than threads
+      drain(static_cast<uint32_t>(seen >> kChunkBits), nchunks);
+    }
   }
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_, run_mutex_;
-  std::condition_variable cv_, done_cv_;
+  std::atomic<int> nthreads_{1};  // read by parallel_for without run_mutex_
+  std::mutex run_mutex_, error_mutex_;
   const std::function<void(int)>* task_ = nullptr;
-  std::atomic<uint64_t> region_{0};
-  std::atomic<int> pending_{0};
-  std::atomic<int> sleepers_{0};
-  std::atomic<bool> stopping_{false};
   std::exception_ptr error_;
+
+  // Written by the caller, polled by the workers: (generation << kChunkBits) | nchunks.
+  alignas(64) std::atomic<uint64_t> state_{0};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> park_{false};
+  // Claimed by everyone: (generation << 32) | next chunk.
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  // Counted by whoever runs a chunk, polled by the caller.
+  alignas(64) std::atomic<int> done_{0};
+  std::atomic<bool> caller_asleep_{false};
+
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::mutex sleep_mutex_, done_mutex_;
+  std::condition_variable sleep_cv_, done_cv_;
 };
 
 int default_threads() {
@@ -189,7 +304,12 @@ int get_num_threads() { return g_num_threads.load(); }
 void set_num_threads(int n) {
   EMBER_CHECK_KIND(n >= 1, Value, "set_num_threads: expected a positive number of threads, got ",
                    n);
-  if (g_num_threads.exchange(n) != n) pool().resize(n);
+  {
+    // Serialized so that concurrent calls leave the pool at the count get_num_threads reports.
+    static std::mutex m;
+    std::lock_guard<std::mutex> g(m);
+    if (g_num_threads.exchange(n) != n) pool().resize(n);
+  }
   // OpenBLAS learns the count just before its next call (sync_blas_threads): setting it now
   // would restart its thread pool, which in a forked DataLoader worker busy-waits ~100 ms of CPU
   // even if the worker never multiplies a matrix.
@@ -197,6 +317,10 @@ void set_num_threads(int n) {
 }
 
 void sync_blas_threads() {
+  // OpenBLAS runs large products on its own threads: our workers must not spin meanwhile.
+  if (!t_in_parallel) {
+    if (ThreadPool* p = g_pool.load(std::memory_order_relaxed)) p->park();
+  }
   if (g_blas_threads_pending.load(std::memory_order_relaxed) == 0) return;
   int n = g_blas_threads_pending.exchange(0);
   if (n > 0) scipy_openblas_set_num_threads(n);

@@ -1,6 +1,12 @@
 // The ember._C extension module: dtypes, devices, generators, the Tensor class, memory and
 // threading controls, and every op generated from ops/*.yaml.
+#include <atomic>
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <vector>
 
 #include "core/engine_api.h"
 #include "core/generator.h"
@@ -259,6 +265,45 @@ void translate_errors() {
   });
 }
 
+// Testing aid for the thread pool (tests/test_thread_pool.py): parallel_for over [0, n) with
+// `grain`, checking that every element is visited exactly once. The chunk holding element
+// `throw_at` raises ValueError; with `nested`, every chunk runs a parallel_for over its own range
+// (which must run inline on the same thread). Returns (chunks, distinct threads, nested calls).
+std::tuple<int64_t, int64_t, int64_t> parallel_for_probe(int64_t n, int64_t grain, int64_t throw_at,
+                                                         bool nested) {
+  const char* op = "_parallel_for_probe()";
+  EMBER_CHECK_KIND(n >= 0 && n <= (int64_t{1} << 28), Value, op, ": expected 0 <= n <= 2**28, got ",
+                   n);
+  std::vector<std::atomic<uint8_t>> hits(static_cast<size_t>(n));
+  std::atomic<int64_t> chunks{0}, inner{0};
+  std::mutex ids_mutex;
+  std::set<std::thread::id> ids;
+  auto visit = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+  };
+  parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
+    chunks.fetch_add(1);
+    const std::thread::id me = std::this_thread::get_id();
+    {
+      std::lock_guard<std::mutex> g(ids_mutex);
+      ids.insert(me);
+    }
+    if (throw_at >= b && throw_at < e)
+      EMBER_FAIL(Value, op, ": chunk [", b, ", ", e, ") raised at element ", throw_at);
+    if (!nested) return visit(b, e);
+    parallel_for(b, e, 1, [&](int64_t ib, int64_t ie) {
+      inner.fetch_add(1);
+      EMBER_CHECK(std::this_thread::get_id() == me, op, ": a nested region left its thread");
+      visit(ib, ie);
+    });
+  });
+  for (int64_t i = 0; i < n; ++i) {
+    const int h = hits[i].load();
+    EMBER_CHECK(h == 1, op, ": element ", i, " was visited ", h, " times");
+  }
+  return {chunks.load(), static_cast<int64_t>(ids.size()), inner.load()};
+}
+
 }  // namespace
 
 PyObject* dtype_object(ScalarType t) { return g_dtype_objects[static_cast<int>(t)]; }
@@ -301,6 +346,9 @@ PYBIND11_MODULE(_C, m) {
   bind_memory(m);
   m.def("get_num_threads", &get_num_threads);
   m.def("set_num_threads", &set_num_threads);
+  m.def("_parallel_for_probe", &parallel_for_probe, py::arg("n"), py::arg("grain"),
+        py::arg("throw_at") = -1, py::arg("nested") = false,
+        py::call_guard<py::gil_scoped_release>());
   static EngineApi api{EngineApi::kVersion, &register_device_allocator};
   m.attr("_engine_api") = py::capsule(&api, "ember._C._engine_api");
 
