@@ -1,4 +1,4 @@
-"""Accuracy of the vectorized float32 exp / log / sigmoid / tanh kernels (nn_vec.h).
+"""Accuracy of the vectorized float32 exp / log / expm1 / log1p / sigmoid / tanh kernels.
 
 Each op is run over a dense sweep of float32 bit patterns (both signs, denormals, +-0, +-inf,
 NaN) and compared, in units in the last place, with the float64 result rounded to float32.
@@ -14,7 +14,7 @@ _SPECIALS = np.array(
     [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-40, -1e-40, 1.1754942e-38,
      1.1754944e-38, -1.1754944e-38, 1.0, -1.0, 0.625, -0.625, 0.62499994, -0.62499994,
      88.72283, 88.72284, -88.72283, -88.72284, 89.0, -89.0, -87.33655, -103.97208, -104.0,
-     9.0, -9.0, 3.4028235e38, -3.4028235e38],
+     9.0, -9.0, 3.4028235e38, -3.4028235e38, -0.99999994, -1.0000001, 1e-30, -1e-30],
     dtype=np.float32,
 )
 
@@ -45,6 +45,10 @@ def _reference(name: str, x: np.ndarray) -> np.ndarray:
             r = np.log(xd)
         elif name == "tanh":
             r = np.tanh(xd)
+        elif name == "expm1":
+            r = np.expm1(xd)
+        elif name == "log1p":
+            r = np.log1p(xd)
         else:
             r = 1.0 / (1.0 + _f32_exp(-x).astype(np.float64))
         return r.astype(np.float32)
@@ -62,7 +66,7 @@ def _ulp_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(both_nan, 0, np.where(one_nan, 2**31, d))
 
 
-OPS = ["exp", "log", "sigmoid", "tanh"]
+OPS = ["exp", "log", "expm1", "log1p", "sigmoid", "tanh"]
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -97,6 +101,18 @@ def test_tanh_odd_and_bounded():
     assert np.all(p[x >= 9.1] == 1.0)
 
 
+def test_log1p_edges():
+    y = ember.log1p(ember.tensor([-1.0, -2.0, -np.inf, np.inf, -0.0, 1e-30])).numpy()
+    assert y[0] == -np.inf and np.isnan(y[1]) and np.isnan(y[2]) and y[3] == np.inf
+    assert y[4] == 0 and np.signbit(y[4]) and y[5] == np.float32(1e-30)
+
+
+def test_expm1_edges():
+    y = ember.expm1(ember.tensor([-np.inf, np.inf, -0.0, 1e-30, -200.0, 100.0])).numpy()
+    assert y[0] == -1 and y[1] == np.inf and y[2] == 0 and np.signbit(y[2])
+    assert y[3] == np.float32(1e-30) and y[4] == -1 and y[5] == np.inf
+
+
 def test_sigmoid_range():
     x = np.linspace(-120, 120, 100003, dtype=np.float32)
     y = ember.sigmoid(ember.tensor(x)).numpy()
@@ -115,7 +131,7 @@ def test_layouts_give_same_bits(name):
     # contiguous, strided (transposed, sliced), in-place and out= all take the vector kernel
     rng = np.random.default_rng(0)
     base = (rng.standard_normal((37, 301)) * 4).astype(np.float32)
-    if name == "log":
+    if name in ("log", "log1p"):
         base = np.abs(base)
     fn = getattr(ember, name)
     t = ember.tensor(base)
@@ -139,7 +155,7 @@ def test_float64_keeps_scalar_path(name):
     x = np.linspace(0.01, 5, 1001)
     got = getattr(ember, name)(ember.tensor(x)).numpy()
     assert got.dtype == np.float64
-    want = {"exp": np.exp, "log": np.log, "tanh": np.tanh,
+    want = {"exp": np.exp, "log": np.log, "tanh": np.tanh, "expm1": np.expm1, "log1p": np.log1p,
             "sigmoid": lambda v: 1 / (1 + np.exp(-v))}[name](x)
     np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
 

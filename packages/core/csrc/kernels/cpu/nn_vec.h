@@ -19,6 +19,9 @@ void sigmoid(const float* x, float* y, int64_t n);
 void tanh(const float* x, float* y, int64_t n);
 // y[i] = log(x[i]) (denormals, 0, negatives, inf and NaN as std::log).
 void log(const float* x, float* y, int64_t n);
+// y[i] = expm1(x[i]) and log1p(x[i]), accurate for small |x| as std:: (special values as well).
+void expm1(const float* x, float* y, int64_t n);
+void log1p(const float* x, float* y, int64_t n);
 
 // softmax (log=false) or log_softmax (log=true) of each row; a row holding a NaN becomes NaN.
 void softmax_rows(const float* x, float* y, int64_t r0, int64_t r1, int64_t n, bool log);

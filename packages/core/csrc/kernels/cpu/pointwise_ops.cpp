@@ -125,11 +125,11 @@ bool run_vec_float32(TensorIterator& it, VecFn vf) {
 
 EMBER_UNARY_FLOAT_VEC(exp, std::exp(x))
 EMBER_UNARY_FLOAT(exp2, std::exp2(x))
-EMBER_UNARY_FLOAT(expm1, std::expm1(x))
+EMBER_UNARY_FLOAT_VEC(expm1, std::expm1(x))
 EMBER_UNARY_FLOAT_VEC(log, std::log(x))
 EMBER_UNARY_FLOAT(log2, std::log2(x))
 EMBER_UNARY_FLOAT(log10, std::log10(x))
-EMBER_UNARY_FLOAT(log1p, std::log1p(x))
+EMBER_UNARY_FLOAT_VEC(log1p, std::log1p(x))
 EMBER_UNARY_FLOAT(sqrt, std::sqrt(x))
 EMBER_UNARY_FLOAT(rsqrt, A(1) / std::sqrt(x))
 EMBER_UNARY_FLOAT(sin, std::sin(x))
