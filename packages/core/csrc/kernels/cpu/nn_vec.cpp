@@ -77,6 +77,11 @@ bool use_avx2() {
 #endif
 
 void exp(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(exp, x, y, n); }
+void sigmoid(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(sigmoid, x, y, n); }
+void tanh(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(tanh, x, y, n); }
+void log(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(log, x, y, n); }
+void expm1(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(expm1, x, y, n); }
+void log1p(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(log1p, x, y, n); }
 
 void softmax_rows(const float* x, float* y, int64_t r0, int64_t r1, int64_t n, bool log) {
   EMBER_NN_VEC_CALL(softmax_rows, x, y, r0, r1, n, log);

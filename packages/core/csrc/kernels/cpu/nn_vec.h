@@ -13,6 +13,15 @@ namespace vec {
 // y[i] = exp(x[i]) with a Cephes-style polynomial (within 2 ulp of std::exp over the whole
 // float range, denormal results included).
 void exp(const float* x, float* y, int64_t n);
+// y[i] = 1 / (1 + exp(-x[i])) with that exp.
+void sigmoid(const float* x, float* y, int64_t n);
+// y[i] = tanh(x[i]): a polynomial near 0, 1 - 2 / (exp(2|x|) + 1) beyond, +-1 once saturated.
+void tanh(const float* x, float* y, int64_t n);
+// y[i] = log(x[i]) (denormals, 0, negatives, inf and NaN as std::log).
+void log(const float* x, float* y, int64_t n);
+// y[i] = expm1(x[i]) and log1p(x[i]), accurate for small |x| as std:: (special values as well).
+void expm1(const float* x, float* y, int64_t n);
+void log1p(const float* x, float* y, int64_t n);
 
 // softmax (log=false) or log_softmax (log=true) of each row; a row holding a NaN becomes NaN.
 void softmax_rows(const float* x, float* y, int64_t r0, int64_t r1, int64_t n, bool log);

@@ -1,10 +1,12 @@
 // CPU kernels of the pointwise ops declared in ops/pointwise.yaml. Each builds a TensorIterator
 // (broadcasting, promotion, out=) and runs one of the loops of kernels/loops.h with a functor.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/nn_vec.h"
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "ops.h"
@@ -70,6 +72,30 @@ double erfinv_impl(double y) {
   return x;
 }
 
+// Runs a float32 unary op through its vectorized row kernel vf(x, y, n) (nn_vec.h): contiguous
+// inner loops directly, strided ones through a small buffer, so every layout of a float32
+// tensor gets the same bits. Returns false (nothing done) for other dtypes.
+template <class VecFn>
+bool run_vec_float32(TensorIterator& it, VecFn vf) {
+  if (it.dtype(0) != ScalarType::Float32 || it.dtype(1) != ScalarType::Float32) return false;
+  it.for_each([&](char** d, const int64_t* s, int64_t n) {
+    if (s[0] == sizeof(float) && s[1] == sizeof(float)) {
+      vf(reinterpret_cast<const float*>(d[1]), reinterpret_cast<float*>(d[0]), n);
+      return;
+    }
+    constexpr int64_t kChunk = 256;
+    float buf[kChunk];
+    for (int64_t i = 0; i < n; i += kChunk) {
+      const int64_t m = std::min(kChunk, n - i);
+      for (int64_t j = 0; j < m; ++j) buf[j] = load<float>(d[1] + (i + j) * s[1]);
+      vf(buf, buf, m);
+      for (int64_t j = 0; j < m; ++j) *reinterpret_cast<float*>(d[0] + (i + j) * s[0]) = buf[j];
+    }
+  });
+  it.finish();
+  return true;
+}
+
 }  // namespace
 
 #define EMBER_UNARY_FLOAT(NAME, EXPR)                                      \
@@ -82,14 +108,28 @@ double erfinv_impl(double y) {
     });                                                                    \
     return it.output();                                                    \
   }
+// The same with float32 on the vectorized kernel nn::vec::NAME (float64 and the half types stay
+// on EXPR).
+#define EMBER_UNARY_FLOAT_VEC(NAME, EXPR)                                                         \
+  Tensor NAME(const Tensor& self, const Tensor& out) {                                            \
+    TensorIterator it(#NAME);                                                                     \
+    it.add_output(out).add_input(self).promote_int_to_float(true).build();                        \
+    if (run_vec_float32(it, [](const float* x, float* y, int64_t n) { nn::vec::NAME(x, y, n); })) \
+      return it.output();                                                                         \
+    run<Types::Float, void, 1>(it, #NAME, [](auto tag) {                                          \
+      using A = decltype(tag);                                                                    \
+      return [](A x) -> A { return EXPR; };                                                       \
+    });                                                                                           \
+    return it.output();                                                                           \
+  }
 
-EMBER_UNARY_FLOAT(exp, std::exp(x))
+EMBER_UNARY_FLOAT_VEC(exp, std::exp(x))
 EMBER_UNARY_FLOAT(exp2, std::exp2(x))
-EMBER_UNARY_FLOAT(expm1, std::expm1(x))
-EMBER_UNARY_FLOAT(log, std::log(x))
+EMBER_UNARY_FLOAT_VEC(expm1, std::expm1(x))
+EMBER_UNARY_FLOAT_VEC(log, std::log(x))
 EMBER_UNARY_FLOAT(log2, std::log2(x))
 EMBER_UNARY_FLOAT(log10, std::log10(x))
-EMBER_UNARY_FLOAT(log1p, std::log1p(x))
+EMBER_UNARY_FLOAT_VEC(log1p, std::log1p(x))
 EMBER_UNARY_FLOAT(sqrt, std::sqrt(x))
 EMBER_UNARY_FLOAT(rsqrt, A(1) / std::sqrt(x))
 EMBER_UNARY_FLOAT(sin, std::sin(x))
@@ -100,12 +140,13 @@ EMBER_UNARY_FLOAT(acos, std::acos(x))
 EMBER_UNARY_FLOAT(atan, std::atan(x))
 EMBER_UNARY_FLOAT(sinh, std::sinh(x))
 EMBER_UNARY_FLOAT(cosh, std::cosh(x))
-EMBER_UNARY_FLOAT(tanh, std::tanh(x))
-EMBER_UNARY_FLOAT(sigmoid, A(1) / (A(1) + std::exp(-x)))
+EMBER_UNARY_FLOAT_VEC(tanh, std::tanh(x))
+EMBER_UNARY_FLOAT_VEC(sigmoid, A(1) / (A(1) + std::exp(-x)))
 EMBER_UNARY_FLOAT(erf, std::erf(x))
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
 EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
 #undef EMBER_UNARY_FLOAT
+#undef EMBER_UNARY_FLOAT_VEC
 
 namespace {
 template <class A>
