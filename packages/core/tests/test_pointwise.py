@@ -281,3 +281,22 @@ def test_large_parallel_matches_serial():
     finally:
         ember.set_num_threads(2)
     np.testing.assert_array_equal(c.numpy(), b.numpy())
+
+
+def test_results_keep_the_layout_of_transposed_inputs():
+    """As in PyTorch, an element-wise result of dense non-contiguous inputs (transposed,
+    permuted) takes their layout, and the op walks memory in order (one flat loop)."""
+    base = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    x = ember.tensor(base).permute(2, 0, 1)  # strides (1, 12, 4)
+    y = ember.tensor(base * 2).permute(2, 0, 1)
+    for r, expected in [(x + y, base * 3), (ember.exp(x), np.exp(base)), (x * 2, base * 2)]:
+        assert r.stride() == x.stride()
+        np.testing.assert_allclose(r.numpy(), expected.transpose(2, 0, 1), rtol=1e-6)
+    mixed = x + ember.tensor(base.transpose(2, 0, 1).copy())  # first dense input decides
+    assert mixed.stride() == x.stride()
+    np.testing.assert_array_equal(mixed.numpy(), (base * 2).transpose(2, 0, 1))
+    bcast = x + ember.ones(2, 1)  # a broadcast operand: still correct
+    np.testing.assert_array_equal(bcast.numpy(), base.transpose(2, 0, 1) + 1)
+    if torch is not None:
+        tx = torch.tensor(base).permute(2, 0, 1)
+        assert (tx + tx).stride() == (x + x).stride()

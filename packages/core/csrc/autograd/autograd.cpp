@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
@@ -287,6 +288,16 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   return {};
 }
 
+// Whether t can be written in place: no element repeats (an expanded gradient), and nothing but
+// this handle reaches its memory: no other reference to the tensor, and its
+// storage is held only by it (and, for a view, by its base that only the view keeps alive).
+static bool exclusively_owned(const Tensor& t) {
+  if (t.use_count() != 1 || maybe_overlapping(t->sizes(), t->strides())) return false;
+  const Tensor& base = t->base();
+  if (!base) return t->storage().use_count() == 1;
+  return base.use_count() == 1 && base->storage() == t->storage() && t->storage().use_count() == 2;
+}
+
 std::vector<Tensor> NotImplementedBackward::apply(std::vector<Tensor>&&) {
   EMBER_FAIL(NotImplemented, "the derivative for '", op_,
              "' is not implemented yet; backward through it is not possible");
@@ -464,6 +475,11 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     if (buf.size() < n->num_outputs) buf.resize(n->num_outputs);
     if (!buf[nr]) {
       buf[nr] = g;
+    } else if (!grad_enabled() && exclusively_owned(buf[nr]) && buf[nr]->sizes() == g->sizes() &&
+               buf[nr]->dtype() == g->dtype()) {
+      // Only this buffer holds the running sum: add in place. No allocation, and the sum keeps
+      // its layout (a transposed weight's gradient summed over 35 LSTM steps stays one flat loop).
+      ops::add(buf[nr], g, Scalar(int64_t(1)), buf[nr]);
     } else {
       buf[nr] = ops::add(buf[nr], g, Scalar(int64_t(1)), Tensor());
     }

@@ -1,5 +1,6 @@
 #include "kernels/iterator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -128,7 +129,8 @@ TensorIterator& TensorIterator::build() {
     if (o.is_output) {
       o.dtype = cast_inputs_ ? out_dtype : (o.tensor ? o.tensor->dtype() : out_dtype);
       if (!o.tensor) {
-        o.result = o.compute = empty(shape_, o.dtype, device);
+        o.result = o.compute =
+            keep_layout_ ? new_output(o.dtype, device) : empty(shape_, o.dtype, device);
       } else {
         const Tensor& t = o.tensor;
         bool aliased = false;
@@ -186,9 +188,70 @@ void TensorIterator::prepare_operand(Operand& o) {
   o.data = t->data();
 }
 
+// A new output takes the dim order of the first input that has the full shape and is dense
+// without being contiguous (a transposed or channels-last tensor), as in PyTorch: the op then
+// runs as one flat loop and its result keeps the input's layout.
+Tensor TensorIterator::new_output(ScalarType dtype, Device device) const {
+  const int64_t nd = shape_.size();
+  for (int i = noutputs_; i < nops_; ++i) {
+    const Operand& o = ops_[i];
+    if (o.is_scalar || o.raw) continue;
+    const Tensor& t = o.tensor;
+    if (t->sizes() != shape_ || t->is_contiguous() || nd < 2) continue;
+    DimVector perm(nd);  // dims from the largest stride to the smallest
+    for (int64_t d = 0; d < nd; ++d) perm[d] = d;
+    std::stable_sort(perm.begin(), perm.end(),
+                     [&](int64_t a, int64_t b) { return t->stride(a) > t->stride(b); });
+    DimVector strides(nd);
+    int64_t step = 1;
+    bool dense = true;
+    for (int64_t k = nd - 1; k >= 0; --k) {
+      const int64_t d = perm[k];
+      dense = dense && (shape_[d] == 1 || t->stride(d) == step);
+      strides[d] = step;
+      step *= shape_[d];
+    }
+    if (dense) return empty_strided(shape_, strides, dtype, device);
+  }
+  return empty(shape_, dtype, device);
+}
+
+// Iterates the dims in the memory order of the first operand (the output, usually): sorting
+// them by its strides makes the innermost loop the unit-stride one, so a transposed result
+// and transposed inputs still run as one flat loop. Element-wise results don't depend on the
+// order in which elements are visited.
+void TensorIterator::reorder_dims() {
+  const int64_t nd = shape_.size();
+  const Operand* ref = nullptr;
+  for (int k = 0; k < nops_ && !ref; ++k)
+    if (!ops_[k].is_scalar) ref = &ops_[k];
+  if (!ref || nd < 2) return;
+  DimVector perm(nd);
+  for (int64_t d = 0; d < nd; ++d) perm[d] = d;
+  // Outer to inner by decreasing stride; broadcast (stride 0) dims keep their place relative
+  // to each other and go outermost, where they cost nothing.
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+    const int64_t sa = ref->strides[a], sb = ref->strides[b];
+    if (sa == 0 || sb == 0) return sa == 0 && sb != 0;
+    return sa > sb;
+  });
+  bool identity = true;
+  for (int64_t d = 0; d < nd; ++d) identity = identity && perm[d] == d;
+  if (identity) return;
+  DimVector shape(nd);
+  for (int64_t d = 0; d < nd; ++d) shape[d] = shape_[perm[d]];
+  shape_ = shape;
+  for (int k = 0; k < nops_; ++k) {
+    DimVector st(nd);
+    for (int64_t d = 0; d < nd; ++d) st[d] = ops_[k].strides[perm[d]];
+    ops_[k].strides = st;
+  }
+}
+
 void TensorIterator::coalesce() {
   int64_t nd = shape_.size();
   if (nd <= 1) return;
+  if (keep_layout_) reorder_dims();
   // Walk from the innermost dim outwards, merging a dim into the current one when every
   // operand steps through both as through one.
   DimVector shape;

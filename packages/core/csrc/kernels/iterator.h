@@ -45,6 +45,14 @@ class TensorIterator {
     output_dtype_ = t;
     return *this;
   }
+  // For element-wise ops, whose results don't depend on the order elements are visited in:
+  // new outputs take the layout of a dense non-contiguous input, and the dims are walked in
+  // the memory order of the first operand (unit stride innermost). Off by default: some users
+  // (masked_select, nonzero...) fill their output in row-major order.
+  TensorIterator& keep_layout() {
+    keep_layout_ = true;
+    return *this;
+  }
   // In-place ops: the output must already have the broadcast shape.
   TensorIterator& resize_outputs(bool r) {
     resize_outputs_ = r;
@@ -140,6 +148,8 @@ class TensorIterator {
   void compute_types();
   void prepare_operand(Operand& op);
   void coalesce();
+  void reorder_dims();
+  Tensor new_output(ScalarType dtype, Device device) const;
 
   const char* op_;
   std::array<Operand, kMaxOperands> ops_;
@@ -148,7 +158,8 @@ class TensorIterator {
   int64_t numel_ = 0;
   std::optional<ScalarType> compute_dtype_, output_dtype_;
   ScalarType common_dtype_ = ScalarType::Float32;
-  bool resize_outputs_ = true, int_to_float_ = false, cast_inputs_ = true, allow_overlap_ = false;
+  bool keep_layout_ = false, resize_outputs_ = true, int_to_float_ = false, cast_inputs_ = true,
+       allow_overlap_ = false;
 
  public:
   // Outputs computed into a temporary (dtype differs from out=) are copied back here.

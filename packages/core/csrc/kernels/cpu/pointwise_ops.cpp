@@ -17,6 +17,11 @@ namespace {
 
 enum class Types { All, Numeric, Float, Integral };
 
+// The iterator of every op here: element-wise, so it may keep its inputs' memory layout.
+struct ElementwiseIterator : TensorIterator {
+  explicit ElementwiseIterator(const char* op) : TensorIterator(op) { keep_layout(); }
+};
+
 // Runs `make(A{})` (a functor over the op-math type A) through the loop for `nin` inputs.
 template <Types types, class R_override, int nin, class Make>
 void run(TensorIterator& it, const char* name, const Make& make) {
@@ -100,7 +105,7 @@ bool run_vec_float32(TensorIterator& it, VecFn vf) {
 
 #define EMBER_UNARY_FLOAT(NAME, EXPR)                                      \
   Tensor NAME(const Tensor& self, const Tensor& out) {                     \
-    TensorIterator it(#NAME);                                              \
+    ElementwiseIterator it(#NAME);                                         \
     it.add_output(out).add_input(self).promote_int_to_float(true).build(); \
     run<Types::Float, void, 1>(it, #NAME, [](auto tag) {                   \
       using A = decltype(tag);                                             \
@@ -112,7 +117,7 @@ bool run_vec_float32(TensorIterator& it, VecFn vf) {
 // on EXPR).
 #define EMBER_UNARY_FLOAT_VEC(NAME, EXPR)                                                         \
   Tensor NAME(const Tensor& self, const Tensor& out) {                                            \
-    TensorIterator it(#NAME);                                                                     \
+    ElementwiseIterator it(#NAME);                                                                \
     it.add_output(out).add_input(self).promote_int_to_float(true).build();                        \
     if (run_vec_float32(it, [](const float* x, float* y, int64_t n) { nn::vec::NAME(x, y, n); })) \
       return it.output();                                                                         \
@@ -179,7 +184,7 @@ A shift_right(A x, A y) {
 // Ops that keep the input dtype. TYPES: which dtypes are accepted.
 #define EMBER_UNARY_SAME(NAME, TYPES, EXPR)              \
   Tensor NAME(const Tensor& self, const Tensor& out) {   \
-    TensorIterator it(#NAME);                            \
+    ElementwiseIterator it(#NAME);                       \
     it.add_output(out).add_input(self).build();          \
     run<Types::TYPES, void, 1>(it, #NAME, [](auto tag) { \
       using A = decltype(tag);                           \
@@ -201,7 +206,7 @@ EMBER_UNARY_SAME(bitwise_not, Integral, bit_not(x))
 #undef EMBER_UNARY_SAME
 
 Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
-  TensorIterator it("round");
+  ElementwiseIterator it("round");
   it.add_output(out).add_input(self).build();
   if (!is_floating(it.common_dtype())) {
     EMBER_CHECK(decimals == 0, "round: decimals is not supported for integer tensors (dtype ",
@@ -224,7 +229,7 @@ Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
 
 #define EMBER_PREDICATE(NAME, EXPR)                                            \
   Tensor NAME(const Tensor& self, const Tensor& out) {                         \
-    TensorIterator it(#NAME);                                                  \
+    ElementwiseIterator it(#NAME);                                             \
     it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build(); \
     run<Types::All, bool, 1>(it, #NAME, [](auto tag) {                         \
       using A = decltype(tag);                                                 \
@@ -243,7 +248,7 @@ EMBER_PREDICATE(logical_not, !static_cast<bool>(x))
 
 Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                   std::optional<double> neginf, const Tensor& out) {
-  TensorIterator it("nan_to_num");
+  ElementwiseIterator it("nan_to_num");
   it.add_output(out).add_input(self).build();
   run<Types::All, void, 1>(it, "nan_to_num", [&](auto tag) {
     using A = decltype(tag);
@@ -278,7 +283,7 @@ TensorIterator& binary_iter(TensorIterator& it, const Tensor& self, const Tensor
 
 Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
            const Tensor& out) {
-  TensorIterator it("add");
+  ElementwiseIterator it("add");
   binary_iter(it, self, other, out).build();
   EMBER_CHECK(
       !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
@@ -302,7 +307,7 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
                   !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
               "sub: subtraction, the `-` operator, with a bool tensor is not supported; use "
               "logical_xor or bitwise_not instead");
-  TensorIterator it("sub");
+  ElementwiseIterator it("sub");
   binary_iter(it, self, other, out).build();
   EMBER_CHECK(
       !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
@@ -321,7 +326,7 @@ Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha
                   !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
               "rsub: subtraction, the `-` operator, with a bool tensor is not supported; use "
               "logical_xor or bitwise_not instead");
-  TensorIterator it("rsub");
+  ElementwiseIterator it("rsub");
   binary_iter(it, self, other, Tensor()).build();
   EMBER_CHECK(
       !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
@@ -336,7 +341,7 @@ Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha
 }
 
 Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
-  TensorIterator it("mul");
+  ElementwiseIterator it("mul");
   binary_iter(it, self, other, out).build();
   run<Types::All, void, 2>(it, "mul", [](auto tag) {
     using A = decltype(tag);
@@ -387,7 +392,7 @@ A floor_div(A x, A y) {
 
 Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<std::string>& mode,
            const Tensor& out) {
-  TensorIterator it("div");
+  ElementwiseIterator it("div");
   binary_iter(it, self, other, out);
   if (!mode) {
     it.promote_int_to_float(true).build();
@@ -426,7 +431,7 @@ Tensor floor_divide(const Tensor& self, const TensorOrScalar& other, const Tenso
 }
 
 Tensor remainder(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
-  TensorIterator it("remainder");
+  ElementwiseIterator it("remainder");
   binary_iter(it, self, other, out).build();
   run<Types::Numeric, void, 2>(it, "remainder", [](auto tag) {
     using A = decltype(tag);
@@ -448,7 +453,7 @@ Tensor remainder(const Tensor& self, const TensorOrScalar& other, const Tensor& 
 }
 
 Tensor fmod(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
-  TensorIterator it("fmod");
+  ElementwiseIterator it("fmod");
   binary_iter(it, self, other, out).build();
   run<Types::Numeric, void, 2>(it, "fmod", [](auto tag) {
     using A = decltype(tag);
@@ -488,7 +493,7 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
     EMBER_CHECK(exponent.scalar.to_int() >= 0,
                 "pow: integers to negative integer powers are not allowed (base dtype ",
                 dtype_name(self->dtype()), ", exponent ", exponent.scalar.to_int(), ")");
-  TensorIterator it("pow");
+  ElementwiseIterator it("pow");
   binary_iter(it, self, exponent, out).build();
   // int32.pow(2**32 + 2) must not wrap to pow(2).
   if (!exponent.is_tensor()) check_scalar_fits(exponent.scalar, it.common_dtype(), "pow");
@@ -507,7 +512,7 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
 }
 
 Tensor rpow(const Tensor& self, const Scalar& base) {
-  TensorIterator it("pow");
+  ElementwiseIterator it("pow");
   it.add_output(Tensor()).add_input(base).add_input(self).build();
   run<Types::Numeric, void, 2>(it, "pow", [](auto tag) {
     using A = decltype(tag);
@@ -523,7 +528,7 @@ Tensor rpow(const Tensor& self, const Scalar& base) {
 }
 
 Tensor atan2(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
-  TensorIterator it("atan2");
+  ElementwiseIterator it("atan2");
   binary_iter(it, self, other, out).promote_int_to_float(true).build();
   run<Types::Float, void, 2>(it, "atan2", [](auto tag) {
     using A = decltype(tag);
@@ -533,7 +538,7 @@ Tensor atan2(const Tensor& self, const TensorOrScalar& other, const Tensor& out)
 }
 
 Tensor minimum(const Tensor& self, const Tensor& other, const Tensor& out) {
-  TensorIterator it("minimum");
+  ElementwiseIterator it("minimum");
   it.add_output(out).add_input(self).add_input(other).build();
   run<Types::All, void, 2>(it, "minimum", [](auto tag) {
     using A = decltype(tag);
@@ -543,7 +548,7 @@ Tensor minimum(const Tensor& self, const Tensor& other, const Tensor& out) {
 }
 
 Tensor maximum(const Tensor& self, const Tensor& other, const Tensor& out) {
-  TensorIterator it("maximum");
+  ElementwiseIterator it("maximum");
   it.add_output(out).add_input(self).add_input(other).build();
   run<Types::All, void, 2>(it, "maximum", [](auto tag) {
     using A = decltype(tag);
@@ -556,7 +561,7 @@ Tensor maximum(const Tensor& self, const Tensor& other, const Tensor& out) {
 
 #define EMBER_COMPARE(NAME, OP)                                                     \
   Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) { \
-    TensorIterator it(#NAME);                                                       \
+    ElementwiseIterator it(#NAME);                                                  \
     binary_iter(it, self, other, out).output_dtype(ScalarType::Bool).build();       \
     run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                              \
       using A = decltype(tag);                                                      \
@@ -574,7 +579,7 @@ EMBER_COMPARE(ge, >=)
 
 #define EMBER_LOGICAL(NAME, EXPR)                                                               \
   Tensor NAME(const Tensor& self, const Tensor& other, const Tensor& out) {                     \
-    TensorIterator it(#NAME);                                                                   \
+    ElementwiseIterator it(#NAME);                                                              \
     it.add_output(out).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build(); \
     run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                                          \
       using A = decltype(tag);                                                                  \
@@ -592,7 +597,7 @@ EMBER_LOGICAL(logical_xor, a != b)
 
 #define EMBER_BITWISE(NAME, EXPR)                                                   \
   Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) { \
-    TensorIterator it(#NAME);                                                       \
+    ElementwiseIterator it(#NAME);                                                  \
     binary_iter(it, self, other, out).build();                                      \
     run<Types::Integral, void, 2>(it, #NAME, [](auto tag) {                         \
       using A = decltype(tag);                                                      \
@@ -613,7 +618,7 @@ Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar
              const Tensor& out) {
   EMBER_CHECK(!min.is_none() || !max.is_none(),
               "clamp: at least one of 'min' or 'max' must not be None");
-  TensorIterator it("clamp");
+  ElementwiseIterator it("clamp");
   it.add_output(out).add_input(self);
   if (!min.is_none()) it.add_input(min);
   if (!max.is_none()) it.add_input(max);
@@ -648,7 +653,7 @@ Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOr
   EMBER_CHECK_KIND(
       condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8, Type,
       "where: expected condition to be a bool tensor, got ", dtype_name(condition->dtype()));
-  TensorIterator it("where");
+  ElementwiseIterator it("where");
   it.add_output(out).add_input(self).add_input(other).add_input_raw(condition).build();
   ScalarType ct = condition->dtype();
   EMBER_DISPATCH_ALL(it.dtype(1), "where", [&] {
@@ -671,7 +676,7 @@ Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
   EMBER_CHECK_KIND(is_floating(self->dtype()) && self->dtype() == end->dtype(), Type,
                    "lerp: expected self and end to have the same floating dtype, got ",
                    dtype_name(self->dtype()), " and ", dtype_name(end->dtype()));
-  TensorIterator it("lerp");
+  ElementwiseIterator it("lerp");
   it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
   run<Types::Float, void, 3>(it, "lerp", [](auto tag) {
     using A = decltype(tag);
@@ -684,7 +689,7 @@ Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
 
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
                const Tensor& out) {
-  TensorIterator it("addcmul");
+  ElementwiseIterator it("addcmul");
   it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
   check_scalar_fits(value, it.common_dtype(), "addcmul");
   run<Types::Numeric, void, 3>(it, "addcmul", [&](auto tag) {
@@ -700,7 +705,7 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
   EMBER_CHECK(is_floating(t1->dtype()) || is_floating(t2->dtype()),
               "addcdiv: integer division is not supported (tensor1 ", dtype_name(t1->dtype()),
               ", tensor2 ", dtype_name(t2->dtype()), "); use a floating dtype");
-  TensorIterator it("addcdiv");
+  ElementwiseIterator it("addcdiv");
   it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
   check_scalar_fits(value, it.common_dtype(), "addcdiv");
   run<Types::Float, void, 3>(it, "addcdiv", [&](auto tag) {
@@ -717,7 +722,7 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
                    ") must have the same dtype");
   EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Value,
                    "isclose: rtol and atol must be non-negative, got rtol=", rtol, " atol=", atol);
-  TensorIterator it("isclose");
+  ElementwiseIterator it("isclose");
   it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
   run<Types::All, bool, 2>(it, "isclose", [=](auto tag) {
     using A = decltype(tag);
