@@ -119,8 +119,11 @@ __attribute__((target("avx512f"))) void conv_wgrad_offsets(const float* a, int64
     }
 }
 
-void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
-                       int64_t ldc) {
+// The blocking both products share. Columns outer: a panel of B (16 columns of kKc rows,
+// 16 KiB) stays in L1 for every row block; longer K is split and later parts add to C.
+// tile(a_panel, kc, k0, n0, mask, c_tile, rows) multiplies one 16-row block of A by the panel.
+template <class Tile>
+void blocked_gemm(const PackedA& a, int64_t N, float* c, int64_t ldc, const Tile& tile) {
   const int64_t M = a.M, K = a.K;
   constexpr int64_t kKc = 256;
   for (int64_t k0 = 0; k0 < K; k0 += kKc) {
@@ -129,27 +132,25 @@ void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_
       const int64_t nr = std::min<int64_t>(16, N - n0);
       const __mmask16 mask = static_cast<__mmask16>(nr == 16 ? 0xFFFFu : (1u << nr) - 1u);
       for (int64_t m0 = 0; m0 < M; m0 += 16)
-        tile16_off(a.data.data() + (m0 / 16) * 16 * K + k0 * 16, kc, b + n0, off + k0, mask,
-                   c + m0 * ldc + n0, ldc, std::min<int64_t>(16, M - m0), k0 > 0);
+        tile(a.data.data() + (m0 / 16) * 16 * K + k0 * 16, kc, k0, n0, mask, c + m0 * ldc + n0,
+             std::min<int64_t>(16, M - m0));
     }
   }
 }
 
+void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
+                       int64_t ldc) {
+  blocked_gemm(
+      a, N, c, ldc,
+      [&](const float* ap, int64_t kc, int64_t k0, int64_t n0, __mmask16 mask, float* ct,
+          int64_t rows) { tile16_off(ap, kc, b + n0, off + k0, mask, ct, ldc, rows, k0 > 0); });
+}
+
 void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  const int64_t M = a.M, K = a.K;
-  // Columns outer: a panel of B (16 columns of kKc rows, 16 KiB) stays in L1 for every row
-  // block; longer K is split and later parts add to C.
-  constexpr int64_t kKc = 256;
-  for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-    const int64_t kc = std::min(kKc, K - k0);
-    for (int64_t n0 = 0; n0 < N; n0 += 16) {
-      const int64_t nr = std::min<int64_t>(16, N - n0);
-      const __mmask16 mask = static_cast<__mmask16>(nr == 16 ? 0xFFFFu : (1u << nr) - 1u);
-      for (int64_t m0 = 0; m0 < M; m0 += 16)
-        tile16(a.data.data() + (m0 / 16) * 16 * K + k0 * 16, kc, b + k0 * ldb + n0, ldb, mask,
-               c + m0 * ldc + n0, ldc, std::min<int64_t>(16, M - m0), k0 > 0);
-    }
-  }
+  blocked_gemm(
+      a, N, c, ldc,
+      [&](const float* ap, int64_t kc, int64_t k0, int64_t n0, __mmask16 mask, float* ct,
+          int64_t rows) { tile16(ap, kc, b + k0 * ldb + n0, ldb, mask, ct, ldc, rows, k0 > 0); });
 }
 
 #else
