@@ -30,6 +30,24 @@ def _shape_tuple(normalized_shape: Any) -> tuple[int, ...]:
     return tuple(normalized_shape)
 
 
+def _affine_params(m: Module, shape: tuple[int, ...], affine: bool, bias: bool, dtype: Any,
+                   device: Any) -> None:
+    """Registers m.weight and m.bias of ``shape`` (None when not affine / without bias) and
+    initializes them as LayerNorm and GroupNorm do."""
+    kw = {"dtype": dtype, "device": device}
+    m.register_parameter("weight", Parameter(ember.empty(*shape, **kw)) if affine else None)
+    m.register_parameter("bias", Parameter(ember.empty(*shape, **kw)) if affine and bias else None)
+    _reset_affine(m)
+
+
+def _reset_affine(m: Module) -> None:
+    """weight 1, bias 0."""
+    if m.weight is not None:
+        init.ones_(m.weight)
+    if m.bias is not None:
+        init.zeros_(m.bias)
+
+
 class LayerNorm(Module):
     """Normalizes over the trailing ``normalized_shape`` dims, with per-element affine.
 
@@ -44,23 +62,9 @@ class LayerNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(ember.empty(*self.normalized_shape, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(ember.empty(*self.normalized_shape, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_params(self, self.normalized_shape, elementwise_affine, bias, dtype, device)
 
-    def reset_parameters(self) -> None:
-        """weight 1, bias 0."""
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+    reset_parameters = _reset_affine
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -123,23 +127,9 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(ember.empty(num_channels, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(ember.empty(num_channels, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_params(self, (num_channels,), affine, bias, dtype, device)
 
-    def reset_parameters(self) -> None:
-        """weight 1, bias 0."""
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+    reset_parameters = _reset_affine
 
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim < 2 or input.shape[1] != self.num_channels:
