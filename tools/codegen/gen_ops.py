@@ -208,8 +208,9 @@ def gen_wrapper(op: Op, node: str) -> str:
                    "    set_history(full_result[i], node, static_cast<uint32_t>(i));\n  }\n"]
         result_expr = None
     elif op.tuple_return:
-        history = [f"  node->num_outputs = {len(ret_types)};\n"]
-        for i, t in enumerate(ret_types):
+        n_diff = len(ret_types) - len(op.nondiff_outputs)
+        history = [f"  node->num_outputs = {n_diff};\n"]
+        for i, t in enumerate(ret_types[:n_diff]):
             if t == "Tensor":
                 history.append(f"  node->result_metas.emplace_back(std::get<{i}>(full_result));\n"
                                f"  set_history(std::get<{i}>(full_result), node, {i});\n")

@@ -100,6 +100,9 @@ class Op:
     # tangents), a C++ expression over `<input>_t`, the inputs and `result`, or None (an input
     # with a tangent raises NotImplementedError).
     tangent: str | None = None
+    # Trailing outputs of a tuple return that get no history (a workspace the backward reads):
+    # they never require grad, and backward sees no gradient slot for them.
+    nondiff_outputs: list[str] = field(default_factory=list)
 
     @property
     def native_out(self) -> bool:
@@ -205,8 +208,12 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     derivatives=dict(e.get("derivatives", {}) or {}),
                     autograd=e.get("autograd", "error"),
                     tangent=e.get("tangent"),
+                    nondiff_outputs=list(e.get("nondiff_outputs", [])),
                 )
             )
+            nd = ops[-1].nondiff_outputs
+            if nd and [n for _, n in rets[-len(nd):]] != nd:
+                raise ValueError(f"{path.name}: {name}: nondiff_outputs must name trailing outputs")
             if not ops[-1].dispatch:
                 raise ValueError(f"{path.name}: {name} has no dispatch entry")
         groups[path.stem] = ops

@@ -52,6 +52,7 @@ CONFIGS = [
     ("RNN", {"nonlinearity": "relu", "num_layers": 2}),
     ("LSTM", {"num_layers": 2, "bidirectional": True}),
     ("LSTM", {"proj_size": 3, "batch_first": True}),
+    ("LSTM", {"num_layers": 3, "batch_first": True, "bias": False}),
     ("LSTM", {"proj_size": 2, "num_layers": 2, "bidirectional": True, "bias": False}),
     ("GRU", {"num_layers": 2, "bidirectional": True, "batch_first": True}),
     ("GRU", {"bias": False}),
@@ -232,3 +233,67 @@ def test_lstm_trains():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.2 * losses[0]
+
+
+def _lstm_run(m, x, h, c):
+    """Output, final states and every gradient of one LSTM forward/backward."""
+    out, (hn, cn) = m(x, (h, c))
+    (out.sum() + (hn * 2).sum() + (cn * 3).sum()).backward()
+    grads = [x.grad, h.grad, c.grad] + [p.grad for p in m.parameters()]
+    return [out, hn, cn] + grads
+
+
+def test_lstm_fused_layer_matches_step_loop(monkeypatch):
+    """nn.LSTM runs each layer as the fused C++ op; the Python step loop (kept for packed
+    sequences, projections and forward AD) gives the same values and gradients."""
+    from ember.nn.modules import rnn as rnn_mod
+
+    rng = np.random.default_rng(11)
+    x, h, c = rng.standard_normal((6, 3, 4)), rng.standard_normal((4, 3, 5)), rng.standard_normal((4, 3, 5))
+    ember.manual_seed(0)
+    m = nn.LSTM(4, 5, num_layers=2, bidirectional=True, dtype=ember.float64)
+    fused = _lstm_run(m, to_ember(x, True), to_ember(h, True), to_ember(c, True))
+    m.zero_grad()
+    monkeypatch.setattr(rnn_mod, "_fused_lstm_ok", lambda *a: False)
+    loop = _lstm_run(m, to_ember(x, True), to_ember(h, True), to_ember(c, True))
+    for a, b in zip(fused, loop):
+        assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_lstm_float32_matches_torch():
+    ember.manual_seed(0)
+    e = nn.LSTM(16, 64, num_layers=2)
+    t = torch.nn.LSTM(16, 64, num_layers=2)
+    copy_weights(e, t)
+    x = np.random.default_rng(3).standard_normal((12, 8, 16)).astype(np.float32)
+    xe, xt = to_ember(x, True), to_torch(x, True)
+    (oe, (he, ce)), (ot, (ht, ct)) = e(xe), t(xt)
+    for a, b in ((oe, ot), (he, ht), (ce, ct)):
+        assert_close(a, b, rtol=1e-5, atol=1e-6)
+    _loss([oe, he, ce], ember).backward()
+    _loss([ot, ht, ct], torch).backward()
+    assert_close(xe.grad, xt.grad, rtol=1e-4, atol=1e-5)
+    _compare_grads(e, t, {"rtol": 1e-4, "atol": 1e-5})
+
+
+def test_lstm_second_derivatives():
+    ember.manual_seed(0)
+    m = nn.LSTM(2, 3, dtype=ember.float64)
+    x = to_ember(np.random.default_rng(5).standard_normal((3, 2, 2)), True)
+    assert ember.autograd.gradgradcheck(lambda inp: m(inp)[0], [x])
+
+
+def test_lstm_forward_mode_ad():
+    import ember.autograd.forward_ad as fwAD
+
+    ember.manual_seed(0)
+    m = nn.LSTM(3, 4, num_layers=2, dtype=ember.float64)
+    rng = np.random.default_rng(6)
+    x, v = rng.standard_normal((5, 2, 3)), rng.standard_normal((5, 2, 3))
+    with fwAD.dual_level():
+        out, _ = m(fwAD.make_dual(to_ember(x), to_ember(v)))
+        tangent = to_np(fwAD.unpack_dual(out).tangent)
+    eps = 1e-6
+    with ember.no_grad():
+        fd = (to_np(m(to_ember(x + eps * v))[0]) - to_np(m(to_ember(x - eps * v))[0])) / (2 * eps)
+    np.testing.assert_allclose(tangent, fd, rtol=1e-6, atol=1e-8)

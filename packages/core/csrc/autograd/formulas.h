@@ -153,4 +153,5 @@ inline Tensor clamp_backward(const Tensor& grad, const Tensor& self, const Tenso
 #include "autograd/formulas_math.h"
 #include "autograd/formulas_nn.h"
 #include "autograd/formulas_norm.h"
+#include "autograd/formulas_rnn.h"
 #include "autograd/formulas_shape.h"

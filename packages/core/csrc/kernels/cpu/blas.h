@@ -13,6 +13,14 @@ template <class T>
 void gemm_rowmajor(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
                    int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
+// gemm_rowmajor cut into tiles small enough for OpenBLAS's small-matrix kernels, which skip
+// packing the operands: for a thread's share of a product that recurs every step (the LSTM's
+// h @ w_hh^T), where packing w_hh again on every call would cost a third of the time.
+template <class T>
+void gemm_rowmajor_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
+                         const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
+                         int64_t ldc);
+
 // While one is alive, OpenBLAS runs every product on its calling thread. Used around a
 // parallel_for whose chunks each call gemm_rowmajor: OpenBLAS's own workers would otherwise be
 // asked for by both threads at once and wait for each other (see kSerialGemm in blas_ops.cpp).

@@ -634,6 +634,27 @@ template void gemm_rowmajor<float>(bool, bool, int64_t, int64_t, int64_t, float,
 template void gemm_rowmajor<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*,
                                     int64_t, const double*, int64_t, double, double*, int64_t);
 
+template <class T>
+void gemm_rowmajor_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
+                         const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
+                         int64_t ldc) {
+  const Tile tile = serial_tile(m, n, k);
+  if (tile.rows == 0 || (tile.rows >= m && tile.cols >= n)) {
+    gemm_rowmajor<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < m; r0 += tile.rows)
+    for (int64_t c0 = 0; c0 < n; c0 += tile.cols)
+      gemm_rowmajor<T>(trans_a, trans_b, std::min(tile.rows, m - r0), std::min(tile.cols, n - c0),
+                       k, alpha, a + r0 * (trans_a ? 1 : lda), lda, b + c0 * (trans_b ? ldb : 1),
+                       ldb, beta, c + r0 * ldc + c0, ldc);
+}
+template void gemm_rowmajor_tiled<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*,
+                                         int64_t, const float*, int64_t, float, float*, int64_t);
+template void gemm_rowmajor_tiled<double>(bool, bool, int64_t, int64_t, int64_t, double,
+                                          const double*, int64_t, const double*, int64_t, double,
+                                          double*, int64_t);
+
 namespace {
 std::mutex g_serial_mutex;
 int g_serial_depth = 0;  // live SerialBlasScopes

@@ -1,7 +1,9 @@
 """Recurrent layers: RNN, LSTM, GRU and their single-step cells.
 
-The time loop runs in Python over core ops. The input projection of every time step is one
-matrix product per layer and direction, so each step only multiplies the hidden state.
+The input projection of every time step is one matrix product per layer and direction, so each
+step only multiplies the hidden state. An LSTM layer then runs its whole recurrence as one C++ op
+(``_lstm_layer``, fused gate math and a fused backward); packed sequences of varying lengths,
+projections, RNN/GRU and forward-mode AD run the time loop in Python over core ops.
 
 >>> import ember
 >>> lstm = ember.nn.LSTM(4, 8, num_layers=2, batch_first=True)
@@ -25,6 +27,17 @@ from ember.nn.utils.rnn import PackedSequence, _select
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _fused_lstm_ok(*tensors: Tensor) -> bool:
+    """Whether ember._C._lstm_layer covers these tensors: float32/float64 on the CPU, one dtype,
+    and no forward-mode AD level live (the per-step ops define the tangents)."""
+    dt = tensors[0].dtype
+    return (
+        dt in (ember.float32, ember.float64)
+        and all(t.dtype == dt and t.device.type == "cpu" for t in tensors)
+        and ember._C._current_dual_level() < 0
+    )
 
 
 def _stack(tensors: list[Tensor], dim: int) -> Tensor:
@@ -296,6 +309,17 @@ class RNNBase(Module):
             gi_all = ember.addmm(b_ih + b_hh, x, w_ih.t())
             step_bias = None
         steps = len(batch_sizes)
+        if (
+            mode == "LSTM"
+            and w_hr is None
+            and steps > 0
+            and min(batch_sizes) == max(batch_sizes)
+            and _fused_lstm_ok(gi_all, h0, c0, w_hh)
+        ):
+            hidden = w_hh.shape[1]
+            gates = gi_all.view(steps, batch_sizes[0], 4 * hidden)
+            out, h, c, _ = ember._C._lstm_layer([gates, h0, c0, w_hh], reverse)
+            return out.view(steps * batch_sizes[0], hidden), h, c
         # one split node: slicing per step would make backward build a full-size gradient of
         # gi_all for every step
         gi_steps = gi_all.split(batch_sizes, 0) if steps > 1 else [gi_all]
@@ -547,10 +571,15 @@ class LSTMCell(RNNCellBase):
         else:
             self._prepare(input, hx[1], "c_0")
             h, c = (hx[0].unsqueeze(0), hx[1].unsqueeze(0)) if unbatched else hx
-        gi, gh = self._gates(x, h)
-        i, f, g, o = (gi + gh).chunk(4, 1)
-        c = ember.sigmoid(f) * c + ember.sigmoid(i) * ember.tanh(g)
-        h = ember.sigmoid(o) * ember.tanh(c)
+        if _fused_lstm_ok(x, h, c, self.weight_hh):
+            b = self.bias_ih + self.bias_hh if self.bias else None
+            gates = _addmm_t(b, x, self.weight_ih.t()).unsqueeze(0)
+            _, h, c, _ = ember._C._lstm_layer([gates, h, c, self.weight_hh])
+        else:
+            gi, gh = self._gates(x, h)
+            i, f, g, o = (gi + gh).chunk(4, 1)
+            c = ember.sigmoid(f) * c + ember.sigmoid(i) * ember.tanh(g)
+            h = ember.sigmoid(o) * ember.tanh(c)
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 

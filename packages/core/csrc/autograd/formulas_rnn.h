@@ -1,0 +1,106 @@
+// Derivatives of the fused recurrent layers (_lstm_layer). Included by formulas.h.
+//
+// A plain backward runs the fused kernel (_lstm_layer_backward). When the backward itself must
+// be differentiable (create_graph, or forward-over-reverse), the gradients are instead written
+// with ops:: over activations recomputed from the inputs, so every order of derivative follows
+// from those ops' own formulas. With gates a = gates_x_t + h_{t-1} w^T, i, f, o = sigmoid and
+// g = tanh of its four blocks, c_t = f c_{t-1} + i g and h_t = o tanh(c_t):
+//   dc_t = dc_{t+1} f_{t+1} + dh_t o (1 - tanh(c_t)^2),   dh_t = dout_t + da_{t+1} w
+//   da = [dc g i (1 - i), dc c_{t-1} f (1 - f), dc i (1 - g^2), dh tanh(c) o (1 - o)]
+//   dw = sum_t da_t^T h_{t-1},   dgates_x_t = da_t.
+#pragma once
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/forward_ad.h"
+#include "ops.h"
+
+namespace ember {
+namespace autograd {
+namespace formulas {
+
+namespace rnn_detail {
+
+inline Tensor sigmoid(const Tensor& a) { return ops::sigmoid(a, Tensor()); }
+inline Tensor tanh(const Tensor& a) { return ops::tanh(a, Tensor()); }
+inline Tensor plus(const Tensor& a, const Tensor& b) {
+  return ops::add(a, TensorOrScalar(b), Scalar(int64_t(1)), Tensor());
+}
+inline Tensor times(const Tensor& a, const Tensor& b) {
+  return ops::mul(a, TensorOrScalar(b), Tensor());
+}
+inline Tensor one_minus_t(const Tensor& a) {
+  return ops::rsub(a, TensorOrScalar(Scalar(int64_t(1))), Scalar(int64_t(1)));
+}
+
+// The LSTM layer's gradients written with differentiable ops (see the top of this file).
+inline std::vector<Tensor> lstm_composite_grads(const std::vector<Tensor>& grads,
+                                                const std::vector<Tensor>& inputs, bool reverse) {
+  const Tensor &gx = inputs[0], &h0 = inputs[1], &c0 = inputs[2], &w = inputs[3];
+  const int64_t T = gx->size(0);
+  struct Step {
+    Tensor i, f, g, o, c_prev, tc, h_prev;
+  };
+  std::vector<Step> steps(T);
+  Tensor h = h0, c = c0;
+  const Tensor wt = ops::t(w);
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = reverse ? T - 1 - s : s;
+    std::vector<Tensor> a = ops::chunk(plus(ops::select(gx, 0, t), ops::mm(h, wt)), 4, 1);
+    Step& st = steps[t];
+    st.i = sigmoid(a[0]);
+    st.f = sigmoid(a[1]);
+    st.g = tanh(a[2]);
+    st.o = sigmoid(a[3]);
+    st.c_prev = c;
+    st.h_prev = h;
+    c = plus(times(st.f, c), times(st.i, st.g));
+    st.tc = tanh(c);
+    h = times(st.o, st.tc);
+  }
+  Tensor dh = grads[1], dc = grads[2], dw;
+  std::vector<Tensor> dgx(T);
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = reverse ? s : T - 1 - s;
+    const Step& st = steps[t];
+    Tensor h_grad = plus(dh, ops::select(grads[0], 0, t));
+    Tensor c_grad = plus(dc, times(times(h_grad, st.o), one_minus_t(times(st.tc, st.tc))));
+    Tensor da = ops::cat({times(times(c_grad, st.g), times(st.i, one_minus_t(st.i))),
+                          times(times(c_grad, st.c_prev), times(st.f, one_minus_t(st.f))),
+                          times(times(c_grad, st.i), one_minus_t(times(st.g, st.g))),
+                          times(times(h_grad, st.tc), times(st.o, one_minus_t(st.o)))},
+                         1, Tensor());
+    dgx[t] = da;
+    Tensor dw_t = ops::mm(ops::t(da), st.h_prev);
+    dw = dw ? plus(dw, dw_t) : dw_t;
+    dh = ops::mm(da, w);
+    dc = times(c_grad, st.f);
+  }
+  if (T == 0) dw = ops::zeros_like(w, std::nullopt, std::nullopt);
+  Tensor dgates =
+      T ? ops::stack(dgx, 0, Tensor()) : ops::zeros_like(gx, std::nullopt, std::nullopt);
+  return {dgates, dh, dc, dw};
+}
+
+}  // namespace rnn_detail
+
+// Gradients of _lstm_layer for inputs [gates_x, h0, c0, w_hh], from the gradients of
+// (output, hn, cn); `output` and `workspace` are the saved forward results.
+inline std::vector<Tensor> lstm_layer_grads(const std::vector<Tensor>& grads,
+                                            const std::vector<Tensor>& inputs, const Tensor& output,
+                                            const Tensor& workspace, bool reverse) {
+  const std::initializer_list<const Tensor*> watched{&grads[0],  &grads[1],  &grads[2], &inputs[0],
+                                                     &inputs[1], &inputs[2], &inputs[3]};
+  bool differentiable = false;
+  if (grad_enabled())
+    for (const Tensor* t : watched) differentiable = differentiable || requires_grad(*t);
+  if (differentiable || (forward_ad::maybe_active() && forward_ad::wants(watched)))
+    return rnn_detail::lstm_composite_grads(grads, inputs, reverse);
+  auto r = ops::_lstm_layer_backward(grads[0], grads[1], grads[2], inputs[1], inputs[2], inputs[3],
+                                     output, workspace, reverse);
+  return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r)};
+}
+
+}  // namespace formulas
+}  // namespace autograd
+}  // namespace ember

@@ -1,0 +1,144 @@
+"""The fused LSTM layer op (_lstm_layer / _lstm_layer_backward): values against a NumPy loop,
+gradients by finite differences (both directions, strided inputs), second derivatives through
+the composite backward, and its bad-input errors. nn.LSTM's use of it is tested against torch
+in packages/nn/tests/test_rnn.py."""
+
+from __future__ import annotations
+
+import ember
+import numpy as np
+import pytest
+from ember import _C
+from ember.autograd import gradcheck, gradgradcheck
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _reference(gx, h0, c0, w, reverse):
+    """The recurrence step by step in NumPy: output (T, B, H), hn, cn."""
+    T, H = gx.shape[0], h0.shape[1]
+    out = np.zeros((T, *h0.shape), dtype=np.float64)
+    h, c = h0.astype(np.float64), c0.astype(np.float64)
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        a = gx[t] + h @ w.T
+        i, f, g, o = (a[:, k * H:(k + 1) * H] for k in range(4))
+        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+        h = _sigmoid(o) * np.tanh(c)
+        out[t] = h
+    return out, h, c
+
+
+def _inputs(T, B, H, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((T, B, 4 * H)).astype(dtype),
+            rng.standard_normal((B, H)).astype(dtype),
+            rng.standard_normal((B, H)).astype(dtype),
+            (rng.standard_normal((4 * H, H)) * 0.4).astype(dtype))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("T,B,H", [(1, 1, 1), (4, 3, 5), (7, 32, 40)])
+def test_values_match_numpy_loop(reverse, dtype, tol, T, B, H):
+    arrays = _inputs(T, B, H, dtype)
+    out, hn, cn, ws = _C._lstm_layer([ember.from_numpy(a) for a in arrays], reverse)
+    ref_out, ref_h, ref_c = _reference(*arrays, reverse)
+    np.testing.assert_allclose(out.numpy(), ref_out, rtol=tol, atol=tol)
+    np.testing.assert_allclose(hn.numpy(), ref_h, rtol=tol, atol=tol)
+    np.testing.assert_allclose(cn.numpy(), ref_c, rtol=tol, atol=tol)
+    assert out.dtype == hn.dtype == ws.dtype == ember.from_numpy(arrays[0]).dtype
+    assert tuple(ws.shape) == (T, B, 6 * H)
+
+
+def test_large_hidden_runs_in_parallel_and_matches():
+    # B * 4H * H above the threshold where each step is split over unit blocks
+    arrays = _inputs(3, 16, 96)
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        out, hn, cn, _ = _C._lstm_layer([ember.from_numpy(a) for a in arrays], False)
+    finally:
+        ember.set_num_threads(before)
+    ref_out, ref_h, ref_c = _reference(*arrays, False)
+    np.testing.assert_allclose(out.numpy(), ref_out, rtol=1e-12, atol=1e-12)
+
+
+def test_zero_steps_returns_initial_state():
+    gx, h0, c0, w = _inputs(0, 2, 3)
+    out, hn, cn, _ = _C._lstm_layer([ember.from_numpy(a) for a in (gx, h0, c0, w)], False)
+    assert tuple(out.shape) == (0, 2, 3)
+    np.testing.assert_array_equal(hn.numpy(), h0)
+    np.testing.assert_array_equal(cn.numpy(), c0)
+
+
+def _leaves(T, B, H, seed=0, strided=False):
+    gx, h0, c0, w = _inputs(T, B, H, seed=seed)
+    if strided:  # h0 and w as transposed views of contiguous storage
+        return [ember.tensor(gx, requires_grad=True),
+                ember.tensor(np.ascontiguousarray(h0.T), requires_grad=True),
+                ember.tensor(c0, requires_grad=True),
+                ember.tensor(np.ascontiguousarray(w.T), requires_grad=True)]
+    return [ember.tensor(a, requires_grad=True) for a in (gx, h0, c0, w)]
+
+
+def _layer(reverse, strided):
+    def f(gx, h0, c0, w):
+        if strided:
+            h0, w = h0.t(), w.t()
+        out, hn, cn, _ = _C._lstm_layer([gx, h0, c0, w], reverse)
+        return out, hn, cn
+    return f
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("strided", [False, True])
+def test_gradcheck(reverse, strided):
+    assert gradcheck(_layer(reverse, strided), _leaves(3, 2, 3, strided=strided))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_gradgradcheck_through_composite_backward(reverse):
+    assert gradgradcheck(_layer(reverse, False), _leaves(2, 2, 2, seed=3))
+
+
+def test_backward_matches_composite_exactly_enough():
+    """The fused backward and the differentiable composite (used under create_graph) agree."""
+    leaves = _leaves(5, 3, 4, seed=5)
+    out, hn, cn = _layer(False, False)(*leaves)
+    loss = (out * out).sum() + hn.sum() + (cn * 3).sum()
+    fused = ember.autograd.grad(loss, leaves, retain_graph=True)
+    composite = ember.autograd.grad(loss, leaves, create_graph=True)
+    for a, b in zip(fused, composite):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-13)
+
+
+def test_only_some_outputs_used():
+    leaves = _leaves(4, 2, 3, seed=7)
+    _, hn, _ = _layer(True, False)(*leaves)
+    hn.sum().backward()
+    assert all(t.grad is not None for t in leaves)
+    assert gradcheck(lambda *a: _layer(True, False)(*a)[2], _leaves(3, 2, 2, seed=8))
+
+
+def test_workspace_does_not_require_grad():
+    out, hn, cn, ws = _C._lstm_layer(_leaves(2, 1, 2), False)
+    assert out.requires_grad and hn.requires_grad and cn.requires_grad
+    assert not ws.requires_grad
+
+
+def test_bad_inputs():
+    gx, h0, c0, w = (ember.from_numpy(a) for a in _inputs(2, 3, 4))
+    with pytest.raises(RuntimeError, match=r"_lstm_layer: expected inputs \[gates_x, h0, c0, w_hh\]"):
+        _C._lstm_layer([gx, h0, c0], False)
+    with pytest.raises(RuntimeError, match=r"h0 and c0 must be \(3, 4\)"):
+        _C._lstm_layer([gx, h0[:2], c0, w], False)
+    with pytest.raises(RuntimeError, match=r"w_hh must be \(16, 4\)"):
+        _C._lstm_layer([gx, h0, c0, w[:8]], False)
+    with pytest.raises(RuntimeError, match=r"gates_x must be \(T, B, 4H\)"):
+        _C._lstm_layer([gx[..., :6], h0, c0, w], False)
+    with pytest.raises(TypeError, match="all inputs must have dtype float64, got float32"):
+        _C._lstm_layer([gx, h0.float(), c0, w], False)
+    with pytest.raises(TypeError, match="expected float32 or float64 tensors, got int64"):
+        _C._lstm_layer([t.long() for t in (gx, h0, c0, w)], False)
