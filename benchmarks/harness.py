@@ -268,7 +268,7 @@ def run_case(
     repeats: int,
     batch_s: float,
     quick: bool,
-    pause_s: float = 0.002,
+    pause_s: float = 0.015,
 ) -> Result:
     """Times c in every available framework, interleaving the repeats."""
     if c.repeats is not None:
@@ -325,7 +325,9 @@ def run_case(
                 except Exception as e:  # noqa: BLE001
                     sides[name] = Side(status="error", message=_describe(e))
                 if len(order) > 1:
-                    # Let the other framework's worker threads (OpenMP spin-waits) go idle.
+                    # Let the other framework's worker threads go idle first: torch's OpenMP/MKL
+                    # workers keep spinning for ~8 ms after its last parallel op (measured on the
+                    # 2-core machine), which would take a core from whoever runs next.
                     time.sleep(pause_s)
     finally:
         timed.clear()
