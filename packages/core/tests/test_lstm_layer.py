@@ -65,12 +65,19 @@ def test_large_hidden_runs_in_parallel_and_matches():
     np.testing.assert_allclose(out.numpy(), ref_out, rtol=1e-12, atol=1e-12)
 
 
-def test_zero_steps_returns_initial_state():
+@pytest.mark.parametrize("reverse", [False, True])
+def test_zero_steps_returns_initial_state(reverse):
     gx, h0, c0, w = _inputs(0, 2, 3)
-    out, hn, cn, _ = _C._lstm_layer([ember.from_numpy(a) for a in (gx, h0, c0, w)], False)
+    leaves = [ember.tensor(a, requires_grad=True) for a in (gx, h0, c0, w)]
+    out, hn, cn, _ = _C._lstm_layer(leaves, reverse)
     assert tuple(out.shape) == (0, 2, 3)
-    np.testing.assert_array_equal(hn.numpy(), h0)
-    np.testing.assert_array_equal(cn.numpy(), c0)
+    np.testing.assert_array_equal(hn.detach().numpy(), h0)
+    np.testing.assert_array_equal(cn.detach().numpy(), c0)
+    (hn.sum() + 2 * cn.sum()).backward()
+    np.testing.assert_array_equal(leaves[1].grad.numpy(), np.ones((2, 3)))
+    np.testing.assert_array_equal(leaves[2].grad.numpy(), np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(leaves[3].grad.numpy(), np.zeros((12, 3)))
+    assert tuple(leaves[0].grad.shape) == (0, 2, 12)
 
 
 def _leaves(T, B, H, seed=0, strided=False):

@@ -231,11 +231,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer_backward(
   }
   // grad_w_hh = sum over steps of gates_grad_t^T @ h_prev_t: the steps whose h_prev is an
   // output form one contiguous block (shifted by a step), the first step's h_prev is h0.
-  Tensor gw;
+  if (T == 0) return {gg, gh0, gc0, ops::zeros_like(w, std::nullopt, std::nullopt)};
   const int64_t tf = reverse ? T - 1 : 0;
-  Tensor h0c = nn::contig(h0);
-  Tensor g_first = ops::select(gg, 0, tf);
-  gw = ops::mm(ops::t(g_first), h0c);
+  Tensor gw = ops::mm(ops::t(ops::select(gg, 0, tf)), nn::contig(h0));
   if (T > 1) {
     Tensor g_rest = ops::reshape(ops::narrow(gg, 0, reverse ? 0 : 1, T - 1), {(T - 1) * B, 4 * H});
     Tensor h_rest = ops::reshape(ops::narrow(out, 0, reverse ? 1 : 0, T - 1), {(T - 1) * B, H});
