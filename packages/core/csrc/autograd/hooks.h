@@ -16,11 +16,17 @@ namespace ember {
 namespace autograd {
 class Node;
 
+// Python's cycle collector asks the hooks on an unreachable-looking tensor for the Python
+// objects they hold (python/python_hooks.cpp): `visit` is called with each object (a PyObject*
+// passed as void*) and `arg`; a nonzero result stops the walk and is returned.
+using PythonVisit = int (*)(void* object, void* arg);
+
 // Tensor.register_hook: sees the gradient of one tensor (undefined = none flowed) and returns
 // the gradient to use from then on (the same one to keep it).
 struct TensorHook {
   virtual ~TensorHook() = default;
   virtual Tensor operator()(const Tensor& grad) = 0;
+  virtual int visit_python(PythonVisit, void*) const { return 0; }
 };
 
 // grad_fn.register_prehook: sees the gradients flowing into a node (one per forward output)
@@ -42,6 +48,7 @@ struct FunctionPostHook {
 struct PostAccumulateGradHook {
   virtual ~PostAccumulateGradHook() = default;
   virtual void operator()(const Tensor& leaf) = 0;
+  virtual int visit_python(PythonVisit, void*) const { return 0; }
 };
 
 // Registered hooks in registration order, each under an id its handle removes it by.

@@ -12,6 +12,7 @@
 #include "core/generator.h"
 #include "kernels/parallel.h"
 #include "python/bind_support.h"
+#include "python/python_autograd.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -352,7 +353,17 @@ PYBIND11_MODULE(_C, m) {
   static EngineApi api{EngineApi::kVersion, &register_device_allocator};
   m.attr("_engine_api") = py::capsule(&api, "ember._C._engine_api");
 
-  TensorClass cls(m, "Tensor", py::buffer_protocol());
+  // Tensors take part in Python's cycle collection through their hooks (python_hooks.cpp).
+  TensorClass cls(m, "Tensor", py::buffer_protocol(),
+                  py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+                    PyTypeObject* type = &heap_type->ht_type;
+                    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+                    type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+                      Py_VISIT(Py_TYPE(self));  // instances of heap types own their type
+                      return traverse_tensor_hooks(self, visit, arg);
+                    };
+                    type->tp_clear = [](PyObject* self) { return clear_tensor_hooks(self); };
+                  }));
   bind_tensor(m, cls);
   bind_generated_ops(m, cls);
   bind_indexing(m, cls);

@@ -18,6 +18,13 @@ py::object node_to_py(const std::shared_ptr<autograd::Node>& node);
 // destructors run wherever the last reference to the graph goes away, e.g. in backward).
 void release_py(py::object& o);
 
+// Python's cycle collector and a tensor's hooks (python_hooks.cpp): a hook whose closure refers
+// to its own tensor forms a cycle through C++ that the collector can only see this way. Both
+// only act on what `self` alone keeps alive (the tensor, and the grad_fn holding a non-leaf's
+// hooks); anything also referenced from C++ (a graph, a view) is not garbage.
+int traverse_tensor_hooks(PyObject* self, visitproc visit, void* arg);
+int clear_tensor_hooks(PyObject* self);
+
 // Tensor.register_hook and friends, node hooks, saved-tensor hooks, anomaly mode.
 void bind_autograd_hooks(py::module_& m, TensorClass& cls, NodeClass& node_cls);
 // ember.autograd.Function's C++ half: the graph node of a custom Function.

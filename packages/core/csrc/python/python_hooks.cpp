@@ -75,11 +75,13 @@ struct PyHookBase {
   ~PyHookBase() { release_py(fn); }
   PyHookBase(const PyHookBase&) = delete;
   PyHookBase& operator=(const PyHookBase&) = delete;
+  int visit(autograd::PythonVisit v, void* arg) const { return fn ? v(fn.ptr(), arg) : 0; }
   py::object fn;
 };
 
 struct PyTensorHook final : autograd::TensorHook, PyHookBase {
   using PyHookBase::PyHookBase;
+  int visit_python(autograd::PythonVisit v, void* arg) const override { return visit(v, arg); }
   Tensor operator()(const Tensor& grad) override {
     py::gil_scoped_acquire gil;
     py::object r = fn(grad ? py::cast(grad) : py::none());
@@ -107,6 +109,7 @@ struct PyFunctionPostHook final : autograd::FunctionPostHook, PyHookBase {
 
 struct PyPostAccumulateGradHook final : autograd::PostAccumulateGradHook, PyHookBase {
   using PyHookBase::PyHookBase;
+  int visit_python(autograd::PythonVisit v, void* arg) const override { return visit(v, arg); }
   void operator()(const Tensor& leaf) override {
     py::gil_scoped_acquire gil;
     py::object r = fn(py::cast(leaf));
@@ -202,6 +205,73 @@ void check_callable(const py::object& fn, const char* what) {
 }
 
 }  // namespace
+
+namespace {
+
+// The tensor a Python object wraps, when that object is its only owner (else null).
+TensorImpl* solely_owned(PyObject* self) {
+  auto* inst = reinterpret_cast<py::detail::instance*>(self);
+  py::detail::value_and_holder vh = inst->get_value_and_holder(nullptr, false);
+  if (!vh || !vh.holder_constructed()) return nullptr;
+  const auto& holder = vh.holder<std::shared_ptr<TensorImpl>>();
+  return holder && holder.use_count() == 1 ? holder.get() : nullptr;
+}
+
+// The hooks the collector may see of a solely owned tensor: a leaf's own, and the tensor hooks
+// on a non-leaf's grad_fn when nothing but this tensor keeps that node.
+struct OwnedHooks {
+  autograd::LeafHooks* leaf = nullptr;
+  autograd::NodeHooks* node = nullptr;
+};
+OwnedHooks owned_hooks(PyObject* self) {
+  OwnedHooks h;
+  TensorImpl* impl = solely_owned(self);
+  AutogradMeta* m = impl ? impl->autograd_meta() : nullptr;
+  if (!m) return h;
+  h.leaf = m->leaf_hooks.get();
+  if (m->grad_fn && m->grad_fn.use_count() == 1) h.node = m->grad_fn->hooks.get();
+  return h;
+}
+
+struct VisitArgs {
+  visitproc visit;
+  void* arg;
+};
+int visit_object(void* object, void* args) {
+  auto* a = static_cast<VisitArgs*>(args);
+  return a->visit(static_cast<PyObject*>(object), a->arg);
+}
+template <class List>
+int visit_list(const List& list, VisitArgs& args) {
+  for (const auto& e : list.entries)
+    if (int r = e.hook->visit_python(&visit_object, &args)) return r;
+  return 0;
+}
+
+}  // namespace
+
+int traverse_tensor_hooks(PyObject* self, visitproc visit, void* arg) {
+  OwnedHooks h = owned_hooks(self);
+  VisitArgs args{visit, arg};
+  int r = 0;
+  if (h.leaf && !r) r = visit_list(h.leaf->pre, args);
+  if (h.leaf && !r) r = visit_list(h.leaf->post_accumulate, args);
+  if (h.node && !r) r = visit_list(h.node->tensor_pre, args);
+  return r;
+}
+
+int clear_tensor_hooks(PyObject* self) {
+  OwnedHooks h = owned_hooks(self);
+  // Moved out first: dropping a hook releases its closure, which may run arbitrary Python.
+  std::vector<autograd::HookList<autograd::TensorHook>::Entry> pre, node_pre;
+  std::vector<autograd::HookList<autograd::PostAccumulateGradHook>::Entry> post;
+  if (h.leaf) {
+    pre.swap(h.leaf->pre.entries);
+    post.swap(h.leaf->post_accumulate.entries);
+  }
+  if (h.node) node_pre.swap(h.node->tensor_pre.entries);
+  return 0;
+}
 
 void bind_autograd_hooks(py::module_& m, TensorClass& cls, NodeClass& node_cls) {
   autograd::set_anomaly_callbacks(&capture_python_stack, &warn_python);
