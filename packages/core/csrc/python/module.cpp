@@ -10,6 +10,7 @@
 
 #include "core/engine_api.h"
 #include "core/generator.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
 #include "python/bind_support.h"
 #include "python/python_autograd.h"
@@ -345,6 +346,9 @@ PYBIND11_MODULE(_C, m) {
   bind_device(m);
   bind_generator(m);
   bind_memory(m);
+  m.def(
+      "_cpu_isa", [] { return cpu::isa_name(cpu::cpu_isa()); },
+      "The vector instruction set the CPU kernels use (capped by EMBER_CPU_ISA).");
   m.def("get_num_threads", &get_num_threads);
   m.def("set_num_threads", &set_num_threads);
   m.def("_parallel_for_probe", &parallel_for_probe, py::arg("n"), py::arg("grain"),

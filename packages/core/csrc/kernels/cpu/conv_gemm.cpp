@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/cpu_features.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define EMBER_CONV_GEMM_AVX512 1
@@ -23,10 +25,7 @@ PackedA::PackedA(const float* a, int64_t rs, int64_t cs, int64_t M_, int64_t K_)
 
 #ifdef EMBER_CONV_GEMM_AVX512
 
-bool conv_gemm_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
-}
+bool conv_gemm_available() { return cpu_isa() >= Isa::Avx512; }
 
 namespace {
 // One 16 x 16 tile of C (rows valid: mr, columns: mask) = A @ B (+ C when accumulating): 16

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/cpu_features.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -62,8 +64,7 @@ namespace avx2 {
 namespace {
 bool use_avx2() {
 #ifdef EMBER_NN_VEC_AVX2
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
+  return cpu_isa() >= Isa::Avx2;
 #else
   return false;
 #endif

@@ -13,6 +13,7 @@
 #endif
 
 #include "core/dispatch.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/reduce_utils.h"
 #include "kernels/iterator.h"
 #include "ops.h"
@@ -34,10 +35,7 @@ using reduce::torch_type_name;
 // built for baseline x86-64).
 #define EMBER_REDUCE_AVX2 1
 #define EMBER_REDUCE_INLINE inline __attribute__((always_inline))
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
+bool has_avx2() { return cpu_isa() >= Isa::Avx2; }
 #else
 #define EMBER_REDUCE_AVX2 0
 #define EMBER_REDUCE_INLINE inline
@@ -59,16 +57,16 @@ Tensor cast_to(const Tensor& t, ScalarType dt) {
 }
 
 // Sum of f(x) over a contiguous floating run: L lanes of V (op-math type by default, so float
-// for float32: no per-element conversion) over blocks of 64 * L elements (the lane loop
+// for float32: no per-element conversion) over blocks of D * L elements (the lane loop
 // vectorizes into L / vector-width independent accumulators), each block's total added in double.
-// Every lane sums 64 elements and the lanes combine pairwise, so a block's rounding error stays
-// around that of a 64 + log2(L) deep sum, and the double total adds next to nothing to it.
-template <int L, class T, class V, class F>
+// Every lane sums D elements and the lanes combine pairwise, so a block's rounding error stays
+// around that of a D + log2(L) deep sum, and the double total adds next to nothing to it.
+template <int L, int D, class T, class V, class F>
 EMBER_REDUCE_INLINE double sum_lanes(const T* p, int64_t n, const F& f) {
   double total = 0;
   int64_t i = 0;
   while (n - i >= L) {
-    const int64_t end = i + std::min<int64_t>(n - i, 64 * L) / L * L;
+    const int64_t end = i + std::min<int64_t>(n - i, D * L) / L * L;
     V acc[L] = {};
     for (; i < end; i += L)
       for (int j = 0; j < L; ++j) acc[j] += f(static_cast<V>(p[i + j]));
@@ -85,7 +83,7 @@ EMBER_REDUCE_INLINE double sum_lanes(const T* p, int64_t n, const F& f) {
 // The same loop compiled for AVX2 (8 accumulators of 256 bits), chosen at run time.
 template <class T, class V, class F>
 __attribute__((target("avx2"))) double sum_lanes_avx2(const T* p, int64_t n, const F& f) {
-  return sum_lanes<256 / sizeof(V), T, V>(p, n, f);
+  return sum_lanes<256 / sizeof(V), 64, T, V>(p, n, f);
 }
 #endif
 
@@ -94,7 +92,8 @@ double sum_contig(const T* p, int64_t n, const F& f) {
 #if EMBER_REDUCE_AVX2
   if (has_avx2()) return sum_lanes_avx2<T, V>(p, n, f);
 #endif
-  return sum_lanes<128 / sizeof(V), T, V>(p, n, f);  // 8 SSE accumulators
+  // 8 SSE accumulators, each lane half as deep: as accurate as the AVX2 loop's longer blocks.
+  return sum_lanes<128 / sizeof(V), 32, T, V>(p, n, f);
 }
 
 struct Identity {
