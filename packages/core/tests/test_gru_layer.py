@@ -132,6 +132,23 @@ def test_backward_matches_composite_exactly_enough(bias):
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-13)
 
 
+def test_forward_over_reverse_uses_composite():
+    """A tangent on the incoming gradient flows through the (composite) backward; the gradient is
+    linear in it, so its tangent is the gradient for the tangent."""
+    import ember.autograd.forward_ad as fwAD
+
+    leaves = _leaves(3, 2, 3, seed=11)
+    out, _ = _layer(False, False)(*leaves)
+    rng = np.random.default_rng(12)
+    go, tgo = rng.standard_normal((3, 2, 3)), rng.standard_normal((3, 2, 3))
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(ember.tensor(go), ember.tensor(tgo))
+        grads = ember.autograd.grad(out, leaves, grad_outputs=dual, retain_graph=True)
+        tangents = [fwAD.unpack_dual(g).tangent.numpy() for g in grads]
+    expected = ember.autograd.grad(out, leaves, grad_outputs=ember.tensor(tgo))
+    for a, b in zip(tangents, expected):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-12, atol=1e-13)
+
 def test_backward_op_returns_bias_grad_as_batch_sum():
     """grad_b_hh is the hidden-side gate gradient summed over steps and batch; for r and z it
     equals grad_gates_x, for n it is grad_gates_x scaled by r."""
