@@ -1,10 +1,11 @@
 """Training-step throughput: one forward, backward and optimizer step of small models.
 
 Each case builds the same model from the framework's own modules (``nn.Conv2d``,
-``nn.BatchNorm2d``, ``nn.MaxPool2d``, ``nn.ReLU``, ``nn.Linear``, ``nn.LSTM``...) in ember and in
-torch (float32, CPU; each framework initializes its weights itself) and times one full training
-step (zero_grad, forward, loss, backward, optimizer step) on a fixed batch. The targets are the
-issue's (ember-nn, Benchmarks): ember time / torch time, i.e. the inverse of the throughput ratio.
+``nn.BatchNorm2d``, ``nn.MaxPool2d``, ``nn.ReLU``, ``nn.Linear``, ``nn.LSTM``, ``nn.GRU``...) in
+ember and in torch (float32, CPU; each framework initializes its weights itself) and times one
+full training step (zero_grad, forward, loss, backward, optimizer step) on a fixed batch. The
+targets are the issue's (ember-nn, Benchmarks): ember time / torch time, i.e. the inverse of the
+throughput ratio.
 """
 
 from __future__ import annotations
@@ -108,6 +109,29 @@ def _lstm(fw):
 
         def forward(self, tokens):
             y, _ = self.lstm(self.emb(tokens))
+            return self.out(y.reshape(-1, 256))
+
+    fw.mod.manual_seed(0)
+    model = LM()
+    opt = fw.mod.optim.SGD(model.parameters(), lr=0.1)
+    tokens = fw.mod.tensor(np.random.default_rng(1).integers(0, VOCAB, (35, 32)))
+    return _step(fw, model, opt, tokens, _targets(fw, 35 * 32, VOCAB))
+
+
+@case("train/gru lm 2x256 seq35", unit="ms", check=False,
+      doc="Embedding(1000, 256) → 2-layer GRU 256 → Linear(→1000), seq 35, batch 32, SGD")
+def _gru(fw):
+    nn = fw.mod.nn
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, 256)
+            self.gru = nn.GRU(256, 256, num_layers=2)
+            self.out = nn.Linear(256, VOCAB)
+
+        def forward(self, tokens):
+            y, _ = self.gru(self.emb(tokens))
             return self.out(y.reshape(-1, 256))
 
     fw.mod.manual_seed(0)

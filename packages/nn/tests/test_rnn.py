@@ -235,59 +235,111 @@ def test_lstm_trains():
     assert losses[-1] < 0.2 * losses[0]
 
 
-def _lstm_run(m, x, h, c):
-    """Output, final states and every gradient of one LSTM forward/backward."""
-    out, (hn, cn) = m(x, (h, c))
-    (out.sum() + (hn * 2).sum() + (cn * 3).sum()).backward()
-    grads = [x.grad, h.grad, c.grad] + [p.grad for p in m.parameters()]
-    return [out, hn, cn] + grads
+def _rnn_run(m, x, h, c=None):
+    """Output, final states and every gradient of one LSTM/GRU forward/backward."""
+    if c is None:
+        out, hn = m(x, h)
+        states, inputs = [hn], [x, h]
+    else:
+        out, (hn, cn) = m(x, (h, c))
+        states, inputs = [hn, cn], [x, h, c]
+    loss = out.sum()
+    for k, st in enumerate(states):
+        loss = loss + (st * (k + 2)).sum()
+    loss.backward()
+    return [out, *states] + [t.grad for t in inputs] + [p.grad for p in m.parameters()]
 
 
-def test_lstm_fused_layer_matches_step_loop(monkeypatch):
-    """nn.LSTM runs each layer as the fused C++ op; the Python step loop (kept for packed
+@pytest.mark.parametrize("kind,kw", [
+    ("LSTM", {}),
+    ("GRU", {}),
+    ("GRU", {"bias": False, "batch_first": True}),
+])
+def test_fused_layer_matches_step_loop(monkeypatch, kind, kw):
+    """nn.LSTM / nn.GRU run each layer as the fused C++ op; the Python step loop (kept for packed
     sequences, projections and forward AD) gives the same values and gradients."""
     from ember.nn.modules import rnn as rnn_mod
 
     rng = np.random.default_rng(11)
-    x, h, c = rng.standard_normal((6, 3, 4)), rng.standard_normal((4, 3, 5)), rng.standard_normal((4, 3, 5))
+    x = rng.standard_normal((3, 6, 4) if kw.get("batch_first") else (6, 3, 4))
+    h, c = rng.standard_normal((4, 3, 5)), rng.standard_normal((4, 3, 5))
     ember.manual_seed(0)
-    m = nn.LSTM(4, 5, num_layers=2, bidirectional=True, dtype=ember.float64)
-    fused = _lstm_run(m, to_ember(x, True), to_ember(h, True), to_ember(c, True))
+    m = getattr(nn, kind)(4, 5, num_layers=2, bidirectional=True, dtype=ember.float64, **kw)
+
+    def run():
+        cell = to_ember(c, True) if kind == "LSTM" else None
+        return _rnn_run(m, to_ember(x, True), to_ember(h, True), cell)
+
+    fused = run()
     m.zero_grad()
-    monkeypatch.setattr(rnn_mod, "_fused_lstm_ok", lambda *a: False)
-    loop = _lstm_run(m, to_ember(x, True), to_ember(h, True), to_ember(c, True))
+    monkeypatch.setattr(rnn_mod, "_fused_rnn_ok", lambda *a: False)
+    loop = run()
+    assert len(fused) == len(loop)
     for a, b in zip(fused, loop):
         assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
-def test_lstm_float32_matches_torch():
+@pytest.mark.parametrize("bias", [True, False])
+def test_gru_cell_fused_matches_step_loop(monkeypatch, bias):
+    from ember.nn.modules import rnn as rnn_mod
+
+    rng = np.random.default_rng(12)
+    x, h = rng.standard_normal((3, 4)), rng.standard_normal((3, 5))
     ember.manual_seed(0)
-    e = nn.LSTM(16, 64, num_layers=2)
-    t = torch.nn.LSTM(16, 64, num_layers=2)
+    m = nn.GRUCell(4, 5, bias=bias, dtype=ember.float64)
+
+    def run():
+        xe, he = to_ember(x, True), to_ember(h, True)
+        out = m(xe, he)
+        (out * out).sum().backward()
+        return [out, xe.grad, he.grad] + [p.grad for p in m.parameters()]
+
+    fused = run()
+    m.zero_grad()
+    monkeypatch.setattr(rnn_mod, "_fused_rnn_ok", lambda *a: False)
+    for a, b in zip(fused, run()):
+        assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_float32_matches_torch(kind):
+    ember.manual_seed(0)
+    e = getattr(nn, kind)(16, 64, num_layers=2)
+    t = getattr(torch.nn, kind)(16, 64, num_layers=2)
     copy_weights(e, t)
     x = np.random.default_rng(3).standard_normal((12, 8, 16)).astype(np.float32)
     xe, xt = to_ember(x, True), to_torch(x, True)
-    (oe, (he, ce)), (ot, (ht, ct)) = e(xe), t(xt)
-    for a, b in ((oe, ot), (he, ht), (ce, ct)):
+    oe, ot = _outputs(e(xe)), _outputs(t(xt))
+    for a, b in zip(oe, ot):
         assert_close(a, b, rtol=1e-5, atol=1e-6)
-    _loss([oe, he, ce], ember).backward()
-    _loss([ot, ht, ct], torch).backward()
+    _loss(oe, ember).backward()
+    _loss(ot, torch).backward()
     assert_close(xe.grad, xt.grad, rtol=1e-4, atol=1e-5)
     _compare_grads(e, t, {"rtol": 1e-4, "atol": 1e-5})
 
 
-def test_lstm_second_derivatives():
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_second_derivatives(kind):
     ember.manual_seed(0)
-    m = nn.LSTM(2, 3, dtype=ember.float64)
+    m = getattr(nn, kind)(2, 3, dtype=ember.float64)
     x = to_ember(np.random.default_rng(5).standard_normal((3, 2, 2)), True)
     assert ember.autograd.gradgradcheck(lambda inp: m(inp)[0], [x])
 
 
-def test_lstm_forward_mode_ad():
+def test_gru_cell_second_derivatives():
+    ember.manual_seed(0)
+    m = nn.GRUCell(2, 3, dtype=ember.float64)
+    rng = np.random.default_rng(7)
+    x, h = to_ember(rng.standard_normal((2, 2)), True), to_ember(rng.standard_normal((2, 3)), True)
+    assert ember.autograd.gradgradcheck(m, [x, h])
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_forward_mode_ad(kind):
     import ember.autograd.forward_ad as fwAD
 
     ember.manual_seed(0)
-    m = nn.LSTM(3, 4, num_layers=2, dtype=ember.float64)
+    m = getattr(nn, kind)(3, 4, num_layers=2, dtype=ember.float64)
     rng = np.random.default_rng(6)
     x, v = rng.standard_normal((5, 2, 3)), rng.standard_normal((5, 2, 3))
     with fwAD.dual_level():

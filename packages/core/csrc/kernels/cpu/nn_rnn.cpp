@@ -1,12 +1,12 @@
-// CPU kernels of the fused LSTM layer (_lstm_layer and its backward): the whole recurrence of
-// one layer and direction in one op, instead of ~10 pointwise ops and their autograd nodes per
-// step. The input projection of all steps is one product done before (by addmm); what is left
-// per step is h_prev @ w_hh^T and the gate math.
+// CPU kernels of the fused recurrent layers (_lstm_layer, _gru_layer and their backwards): the
+// whole recurrence of one layer and direction in one op, instead of ~10 pointwise ops and their
+// autograd nodes per step. The input projection of all steps is one product done before (by
+// addmm); what is left per step is h_prev @ w_hh^T and the gate math.
 //
-// Each step is one parallel region over blocks of hidden units: a thread computes the four gate
-// columns of its units (four narrow products) and then their pointwise math, so the gates of a
-// unit never leave the thread that made them. Backward walks the steps in reverse the same way
-// and sums grad_w_hh over all steps in one product at the end.
+// Each step is one parallel region over blocks of hidden units: a thread computes the gate
+// columns of its units (one narrow product per gate) and then their pointwise math, so the gates
+// of a unit never leave the thread that made them. Backward walks the steps in reverse the same
+// way and sums grad_w_hh over all steps in one product at the end.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,10 +24,12 @@ namespace ember {
 namespace cpu {
 namespace {
 
-// Workspace row of one (step, sample): activated gates i, f, g, o, then c and tanh(c), H each.
+// LSTM workspace row of one (step, sample): activated gates i, f, g, o, then c and tanh(c), H each.
 constexpr int64_t kWsParts = 6;
+// GRU workspace row: activated r, z, n, then h_prev @ w_hn^T + b_hn (what r multiplies), H each.
+constexpr int64_t kGruWsParts = 4;
 constexpr int64_t kUnitBlock = 16;              // hidden units per scheduling block
-constexpr int64_t kParallelStepWork = 1 << 17;  // B * 4H * H below which a step runs inline
+constexpr int64_t kParallelStepWork = 1 << 17;  // B * gates * H * H below which a step runs inline
 
 void sigmoid_run(const float* x, float* y, int64_t n) { nn::vec::sigmoid(x, y, n); }
 void tanh_run(const float* x, float* y, int64_t n) { nn::vec::tanh(x, y, n); }
@@ -42,17 +44,31 @@ struct Dims {
   int64_t T, B, H;
 };
 
-Dims check_inputs(const char* op, const std::vector<Tensor>& inputs) {
-  EMBER_CHECK(inputs.size() == 4, op, ": expected inputs [gates_x, h0, c0, w_hh], got ",
-              inputs.size(), " tensors");
+// Time indices of a layer run over T steps, from T - 1 down to 0 when reverse.
+struct Order {
+  int64_t T;
+  bool reverse;
+  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }  // of the s-th step run
+  int64_t prev(int64_t t) const { return reverse ? t + 1 : t - 1; }  // the step run before t
+  int64_t next(int64_t t) const { return reverse ? t - 1 : t + 1; }  // the step run after t
+};
+
+// No input is None, and all share one float dtype (that of inputs[0]).
+void check_dtypes(const char* op, const std::vector<Tensor>& inputs) {
   for (const Tensor& t : inputs) EMBER_CHECK(t, op, ": an input is None");
-  const Tensor &gx = inputs[0], &h0 = inputs[1], &c0 = inputs[2], &w = inputs[3];
-  const ScalarType dt = gx->dtype();
+  const ScalarType dt = inputs[0]->dtype();
   EMBER_CHECK_KIND(dt == ScalarType::Float32 || dt == ScalarType::Float64, Type, op,
                    ": expected float32 or float64 tensors, got ", dtype_name(dt));
   for (const Tensor& t : inputs)
     EMBER_CHECK_KIND(t->dtype() == dt, Type, op, ": all inputs must have dtype ", dtype_name(dt),
                      ", got ", dtype_name(t->dtype()));
+}
+
+Dims check_inputs(const char* op, const std::vector<Tensor>& inputs) {
+  EMBER_CHECK(inputs.size() == 4, op, ": expected inputs [gates_x, h0, c0, w_hh], got ",
+              inputs.size(), " tensors");
+  check_dtypes(op, inputs);
+  const Tensor &gx = inputs[0], &h0 = inputs[1], &c0 = inputs[2], &w = inputs[3];
   EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 4 == 0, op, ": gates_x must be (T, B, 4H), got ",
               shape_str(gx->sizes()));
   const int64_t T = gx->size(0), B = gx->size(1), H = gx->size(2) / 4;
@@ -65,11 +81,33 @@ Dims check_inputs(const char* op, const std::vector<Tensor>& inputs) {
   return {T, B, H};
 }
 
-// Runs f(j0, j1) over blocks of hidden units [0, H), in parallel when a step is big enough.
+// inputs = [gates_x, h0, w_hh] or [gates_x, h0, w_hh, b_hh].
+Dims check_gru_inputs(const char* op, const std::vector<Tensor>& inputs) {
+  EMBER_CHECK(inputs.size() == 3 || inputs.size() == 4, op,
+              ": expected inputs [gates_x, h0, w_hh] or [gates_x, h0, w_hh, b_hh], got ",
+              inputs.size(), " tensors");
+  check_dtypes(op, inputs);
+  const Tensor &gx = inputs[0], &h0 = inputs[1], &w = inputs[2];
+  EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 3 == 0, op, ": gates_x must be (T, B, 3H), got ",
+              shape_str(gx->sizes()));
+  const int64_t T = gx->size(0), B = gx->size(1), H = gx->size(2) / 3;
+  const DimVector state{B, H}, weight{3 * H, H}, bias{3 * H};
+  EMBER_CHECK(h0->sizes() == state, op, ": h0 must be ", shape_str(state), " for gates_x of shape ",
+              shape_str(gx->sizes()), ", got ", shape_str(h0->sizes()));
+  EMBER_CHECK(w->sizes() == weight, op, ": w_hh must be ", shape_str(weight), ", got ",
+              shape_str(w->sizes()));
+  if (inputs.size() == 4)
+    EMBER_CHECK(inputs[3]->sizes() == bias, op, ": b_hh must be ", shape_str(bias), ", got ",
+                shape_str(inputs[3]->sizes()));
+  return {T, B, H};
+}
+
+// Runs f(j0, j1) over blocks of hidden units [0, H), in parallel when a step of a layer with
+// `gates` gate blocks is big enough.
 template <class F>
-void for_unit_blocks(int64_t B, int64_t H, const F& f) {
+void for_unit_blocks(int64_t gates, int64_t B, int64_t H, const F& f) {
   const int64_t nblk = (H + kUnitBlock - 1) / kUnitBlock;
-  const bool par = get_num_threads() > 1 && B * 4 * H * H >= kParallelStepWork;
+  const bool par = get_num_threads() > 1 && B * gates * H * H >= kParallelStepWork;
   parallel_for(0, nblk, par ? 1 : nblk,
                [&](int64_t b0, int64_t b1) { f(b0 * kUnitBlock, std::min(H, b1 * kUnitBlock)); });
 }
@@ -78,12 +116,12 @@ template <class T>
 void forward_steps(const T* gx, const T* h0, const T* c0, const T* w, T* out, T* ws, Dims d,
                    bool reverse) {
   const int64_t B = d.B, H = d.H, G = 4 * H, W = kWsParts * H;
+  const Order ord{d.T, reverse};
   for (int64_t s = 0; s < d.T; ++s) {
-    const int64_t t = reverse ? d.T - 1 - s : s;
-    const int64_t tp = reverse ? t + 1 : t - 1;  // the step before, in processing order
+    const int64_t t = ord.time(s), tp = ord.prev(t);
     const T* hp = s == 0 ? h0 : out + tp * B * H;
     T* wst = ws + t * B * W;
-    for_unit_blocks(B, H, [&](int64_t j0, int64_t j1) {
+    for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       for (int64_t q = 0; q < 4; ++q)  // gate q of units [j0, j1): h_prev @ w_q^T
         gemm_rowmajor_tiled<T>(false, true, B, n, H, T(1), hp, H, w + (q * H + j0) * H, H, T(0),
@@ -109,33 +147,35 @@ void forward_steps(const T* gx, const T* h0, const T* c0, const T* w, T* out, T*
   }
 }
 
-// dh[:, j0:j1] = ga @ w[:, j0:j1] for gate gradients ga (B, 4H): one product per gate block
-// (K = H each) so that every call stays within OpenBLAS's unpacked small-matrix kernels.
+// dh[:, j0:j1] = beta * dh[:, j0:j1] + ga @ w[:, j0:j1] for gate gradients ga (B, gates * H):
+// one product per gate block (K = H each) so that every call stays within OpenBLAS's unpacked
+// small-matrix kernels.
 template <class T>
-void hidden_grad(const T* ga, const T* w, T* dh, int64_t B, int64_t H, int64_t j0, int64_t j1) {
-  for (int64_t q = 0; q < 4; ++q)
-    gemm_rowmajor_tiled<T>(false, false, B, j1 - j0, H, T(1), ga + q * H, 4 * H, w + q * H * H + j0,
-                           H, q == 0 ? T(0) : T(1), dh + j0, H);
+void hidden_grad(const T* ga, const T* w, T* dh, int64_t gates, int64_t B, int64_t H, int64_t j0,
+                 int64_t j1, T beta) {
+  for (int64_t q = 0; q < gates; ++q)
+    gemm_rowmajor_tiled<T>(false, false, B, j1 - j0, H, T(1), ga + q * H, gates * H,
+                           w + q * H * H + j0, H, q == 0 ? beta : T(1), dh + j0, H);
 }
 
 template <class T>
 void backward_steps(const T* gout, const T* ghn, const T* gcn, const T* c0, const T* w, const T* ws,
                     T* gg, T* dh, T* dc, Dims d, bool reverse) {
   const int64_t B = d.B, H = d.H, G = 4 * H, W = kWsParts * H;
+  const Order ord{d.T, reverse};
   std::memcpy(dc, gcn, sizeof(T) * B * H);  // dc carries dL/dc from step to step
   for (int64_t s = 0; s < d.T; ++s) {
-    const int64_t t = reverse ? s : d.T - 1 - s;  // forward order, backwards
-    const int64_t tn = reverse ? t - 1 : t + 1;   // the step after t in forward order
-    const int64_t tp = reverse ? t + 1 : t - 1;   // the step before t in forward order
-    const bool first_fwd = reverse ? t == d.T - 1 : t == 0;
-    for_unit_blocks(B, H, [&](int64_t j0, int64_t j1) {
+    const int64_t t = ord.time(d.T - 1 - s);  // the forward's steps, last first
+    const int64_t tn = ord.next(t), tp = ord.prev(t);
+    const bool first_fwd = s == d.T - 1;
+    for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       // dL/dh_t of units [j0, j1): from the output, plus through the next step's gates.
       if (s == 0) {
         for (int64_t b = 0; b < B; ++b)
           std::memcpy(dh + b * H + j0, ghn + b * H + j0, sizeof(T) * n);
       } else {
-        hidden_grad(gg + tn * B * G, w, dh, B, H, j0, j1);
+        hidden_grad(gg + tn * B * G, w, dh, 4, B, H, j0, j1, T(0));
       }
       for (int64_t b = 0; b < B; ++b) {
         const T* row = ws + (t * B + b) * W;
@@ -160,18 +200,139 @@ void backward_steps(const T* gout, const T* ghn, const T* gcn, const T* c0, cons
     });
   }
   // dL/dh0 through the first step's gates.
-  const int64_t tf = reverse ? d.T - 1 : 0;
   if (d.T == 0) {
     std::memcpy(dh, ghn, sizeof(T) * B * H);
     return;
   }
-  for_unit_blocks(
-      B, H, [&](int64_t j0, int64_t j1) { hidden_grad(gg + tf * B * G, w, dh, B, H, j0, j1); });
+  const int64_t tf = ord.time(0);
+  for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
+    hidden_grad(gg + tf * B * G, w, dh, 4, B, H, j0, j1, T(0));
+  });
+}
+
+// GRU, with x = gates_x_t and a = h_prev @ w_hh^T + b_hh in blocks r, z, n:
+//   r = sigmoid(x_r + a_r), z = sigmoid(x_z + a_z), n = tanh(x_n + r a_n), h = n + z (h_prev - n)
+template <class T>
+void gru_forward_steps(const T* gx, const T* h0, const T* w, const T* bias, T* out, T* ws, Dims d,
+                       bool reverse) {
+  const int64_t B = d.B, H = d.H, G = 3 * H, W = kGruWsParts * H;
+  const Order ord{d.T, reverse};
+  for (int64_t s = 0; s < d.T; ++s) {
+    const int64_t t = ord.time(s);
+    const T* hp = s == 0 ? h0 : out + ord.prev(t) * B * H;
+    T* wst = ws + t * B * W;
+    for_unit_blocks(3, B, H, [&](int64_t j0, int64_t j1) {
+      const int64_t n = j1 - j0;
+      // h_prev @ w_q^T of units [j0, j1): r and z into their slots, n's part into the last slot
+      // (the n slot receives the activated candidate)
+      for (int64_t q = 0; q < 3; ++q)
+        gemm_rowmajor_tiled<T>(false, true, B, n, H, T(1), hp, H, w + (q * H + j0) * H, H, T(0),
+                               wst + (q == 2 ? 3 : q) * H + j0, W);
+      const T *br = bias + j0, *bz = bias + H + j0, *bn = bias + 2 * H + j0;
+      for (int64_t b = 0; b < B; ++b) {
+        T* row = wst + b * W;
+        const T* x = gx + (t * B + b) * G + j0;
+        T *r = row + j0, *z = row + H + j0, *c = row + 2 * H + j0, *a = row + 3 * H + j0;
+        for (int64_t k = 0; k < n; ++k) {
+          r[k] += x[k] + br[k];
+          z[k] += x[H + k] + bz[k];
+          a[k] += bn[k];
+        }
+        sigmoid_run(r, r, n);
+        sigmoid_run(z, z, n);
+        for (int64_t k = 0; k < n; ++k) c[k] = x[2 * H + k] + r[k] * a[k];
+        tanh_run(c, c, n);
+        const T* hpr = hp + b * H + j0;
+        T* h = out + (t * B + b) * H + j0;
+        for (int64_t k = 0; k < n; ++k) h[k] = c[k] + z[k] * (hpr[k] - c[k]);
+      }
+    });
+  }
+}
+
+// dL/dh_prev of units [j0, j1) from dL/dh = dh (overwritten) of the step run after it: the direct
+// path (h = n + z (h_prev - n)) plus the path through that step's hidden-side gate gradients gh.
+template <class T>
+void gru_hidden_grad(const T* gh, const T* ws_row0, const T* w, T* dh, int64_t B, int64_t H,
+                     int64_t j0, int64_t j1) {
+  for (int64_t b = 0; b < B; ++b) {
+    const T* z = ws_row0 + b * kGruWsParts * H + H;
+    for (int64_t k = j0; k < j1; ++k) dh[b * H + k] *= z[k];
+  }
+  hidden_grad(gh, w, dh, 3, B, H, j0, j1, T(1));
+}
+
+// Fills gx (T, B, 3H) with dL/dgates_x and gh (T, B, 3H) with dL/d(h_prev @ w_hh^T + b_hh), and
+// dh with dL/dh0. They differ in the n block only: gh_n = gx_n * r.
+template <class T>
+void gru_backward_steps(const T* gout, const T* ghn, const T* h0, const T* w, const T* out,
+                        const T* ws, T* gx, T* gh, T* dh, Dims d, bool reverse) {
+  const int64_t B = d.B, H = d.H, G = 3 * H, W = kGruWsParts * H;
+  const Order ord{d.T, reverse};
+  for (int64_t s = 0; s < d.T; ++s) {
+    const int64_t t = ord.time(d.T - 1 - s);  // the forward's steps, last first
+    const T* hp = s == d.T - 1 ? h0 : out + ord.prev(t) * B * H;
+    for_unit_blocks(3, B, H, [&](int64_t j0, int64_t j1) {
+      const int64_t n = j1 - j0;
+      // dh carries dL/dh_t of units [j0, j1) without the output's own gradient
+      if (s == 0) {
+        for (int64_t b = 0; b < B; ++b)
+          std::memcpy(dh + b * H + j0, ghn + b * H + j0, sizeof(T) * n);
+      } else {
+        const int64_t tn = ord.next(t);
+        gru_hidden_grad(gh + tn * B * G, ws + tn * B * W, w, dh, B, H, j0, j1);
+      }
+      for (int64_t b = 0; b < B; ++b) {
+        const T* row = ws + (t * B + b) * W;
+        const T *r = row + j0, *z = row + H + j0, *c = row + 2 * H + j0, *a = row + 3 * H + j0;
+        const T* go = gout + (t * B + b) * H + j0;
+        const T* hpr = hp + b * H + j0;
+        T* dhr = dh + b * H + j0;
+        T* gxr = gx + (t * B + b) * G + j0;
+        T* ghr = gh + (t * B + b) * G + j0;
+        for (int64_t k = 0; k < n; ++k) {
+          const T h_grad = dhr[k] + go[k];
+          const T dn = h_grad * (T(1) - z[k]) * (T(1) - c[k] * c[k]);
+          const T dr = dn * a[k] * r[k] * (T(1) - r[k]);
+          const T dz = h_grad * (hpr[k] - c[k]) * z[k] * (T(1) - z[k]);
+          gxr[k] = ghr[k] = dr;
+          gxr[H + k] = ghr[H + k] = dz;
+          gxr[2 * H + k] = dn;
+          ghr[2 * H + k] = dn * r[k];
+          dhr[k] = h_grad;  // the next region reads the full dL/dh_t
+        }
+      }
+    });
+  }
+  if (d.T == 0) {
+    std::memcpy(dh, ghn, sizeof(T) * B * H);
+    return;
+  }
+  const int64_t tf = ord.time(0);
+  for_unit_blocks(3, B, H, [&](int64_t j0, int64_t j1) {
+    gru_hidden_grad(gh + tf * B * G, ws + tf * B * W, w, dh, B, H, j0, j1);
+  });
 }
 
 template <class T>
 T* data(const Tensor& t) {
   return t->data_as<T>();
+}
+
+// grad_w_hh = sum over steps of gg_t^T @ h_prev_t for the hidden-side gate gradients gg (T, B, G):
+// the steps whose h_prev is an output form one contiguous block (shifted by a step), the first
+// step's h_prev is h0.
+Tensor weight_grad(const Tensor& gg, const Tensor& h0, const Tensor& out, bool reverse) {
+  const int64_t T = gg->size(0), B = gg->size(1), G = gg->size(2), H = out->size(2);
+  Tensor h0c = nn::contig(h0);
+  if (T == 0) return ops::zeros({G, H}, gg->dtype(), gg->device());
+  Tensor gw = ops::mm(ops::t(ops::select(gg, 0, reverse ? T - 1 : 0)), h0c);
+  if (T > 1) {
+    Tensor g_rest = ops::reshape(ops::narrow(gg, 0, reverse ? 0 : 1, T - 1), {(T - 1) * B, G});
+    Tensor h_rest = ops::reshape(ops::narrow(out, 0, reverse ? 1 : 0, T - 1), {(T - 1) * B, H});
+    gw = ops::addmm(gw, ops::t(g_rest), h_rest, Scalar(1), Scalar(1));
+  }
+  return gw;
 }
 
 }  // namespace
@@ -229,17 +390,60 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer_backward(
                          data<T_>(ws), data<T_>(gg), data<T_>(gh0), data<T_>(gc0), d, reverse);
     });
   }
-  // grad_w_hh = sum over steps of gates_grad_t^T @ h_prev_t: the steps whose h_prev is an
-  // output form one contiguous block (shifted by a step), the first step's h_prev is h0.
-  if (T == 0) return {gg, gh0, gc0, ops::zeros_like(w, std::nullopt, std::nullopt)};
-  const int64_t tf = reverse ? T - 1 : 0;
-  Tensor gw = ops::mm(ops::t(ops::select(gg, 0, tf)), nn::contig(h0));
-  if (T > 1) {
-    Tensor g_rest = ops::reshape(ops::narrow(gg, 0, reverse ? 0 : 1, T - 1), {(T - 1) * B, 4 * H});
-    Tensor h_rest = ops::reshape(ops::narrow(out, 0, reverse ? 1 : 0, T - 1), {(T - 1) * B, H});
-    gw = ops::addmm(gw, ops::t(g_rest), h_rest, Scalar(1), Scalar(1));
+  return {gg, gh0, gc0, weight_grad(gg, h0, out, reverse)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> _gru_layer(const std::vector<Tensor>& inputs, bool reverse) {
+  const char* op = "_gru_layer";
+  const Dims d = check_gru_inputs(op, inputs);
+  Tensor gx = nn::contig(inputs[0]), h0 = nn::contig(inputs[1]), w = nn::contig(inputs[2]);
+  const ScalarType dt = gx->dtype();
+  const Device dev = gx->device();
+  // Without b_hh the kernel adds zeros: one code path, at the cost of 3H loads per row.
+  Tensor bias = inputs.size() == 4 ? nn::contig(inputs[3]) : ops::zeros({3 * d.H}, dt, dev);
+  Tensor out = ember::empty({d.T, d.B, d.H}, dt, dev);
+  Tensor ws = ember::empty({d.T, d.B, kGruWsParts * d.H}, dt, dev);
+  SerialBlasScope serial;  // each thread's narrow products run on that thread
+  EMBER_DISPATCH_BLAS(dt, op, [&] {
+    using T = scalar_t;
+    gru_forward_steps<T>(data<T>(gx), data<T>(h0), data<T>(w), data<T>(bias), data<T>(out),
+                         data<T>(ws), d, reverse);
+  });
+  if (d.T == 0) return {out, ops::clone(h0), ws};
+  return {out, ops::clone(ops::select(out, 0, reverse ? 0 : d.T - 1)), ws};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> _gru_layer_backward(
+    const Tensor& grad_output, const Tensor& grad_hn, const Tensor& h0, const Tensor& w_hh,
+    const Tensor& output, const Tensor& workspace, bool reverse) {
+  const char* op = "_gru_layer_backward";
+  EMBER_CHECK(output && workspace && output->dim() == 3, op,
+              ": expected the (T, B, H) output and the workspace of _gru_layer");
+  const int64_t T = output->size(0), B = output->size(1), H = output->size(2);
+  const Dims d{T, B, H};
+  check_gru_inputs(op, {ember::empty({T, B, 3 * H}, output->dtype(), output->device()), h0, w_hh});
+  const DimVector out_shape{T, B, H}, state{B, H}, ws_shape{T, B, kGruWsParts * H};
+  EMBER_CHECK(grad_output && grad_output->sizes() == out_shape && grad_hn &&
+                  grad_hn->sizes() == state && workspace->sizes() == ws_shape,
+              op, ": gradient or workspace shapes don't match an output of shape ",
+              shape_str(out_shape));
+  const ScalarType dt = output->dtype();
+  const Device dev = output->device();
+  Tensor go = nn::contig(grad_output, dt), ghn = nn::contig(grad_hn, dt);
+  Tensor h0c = nn::contig(h0), w = nn::contig(w_hh);
+  Tensor ws = nn::contig(workspace), out = nn::contig(output);
+  Tensor gx = ember::empty({T, B, 3 * H}, dt, dev), gh = ember::empty({T, B, 3 * H}, dt, dev);
+  Tensor gh0 = ember::empty({B, H}, dt, dev);
+  {
+    SerialBlasScope serial;
+    EMBER_DISPATCH_BLAS(dt, op, [&] {
+      using T_ = scalar_t;
+      gru_backward_steps<T_>(data<T_>(go), data<T_>(ghn), data<T_>(h0c), data<T_>(w), data<T_>(out),
+                             data<T_>(ws), data<T_>(gx), data<T_>(gh), data<T_>(gh0), d, reverse);
+    });
   }
-  return {gg, gh0, gc0, gw};
+  Tensor gb = ops::sum(ops::reshape(gh, {T * B, 3 * H}), DimVector{0}, false, std::nullopt);
+  return {gx, gh0, weight_grad(gh, h0c, out, reverse), gb};
 }
 
 }  // namespace cpu

@@ -1,9 +1,10 @@
 """Recurrent layers: RNN, LSTM, GRU and their single-step cells.
 
 The input projection of every time step is one matrix product per layer and direction, so each
-step only multiplies the hidden state. An LSTM layer then runs its whole recurrence as one C++ op
-(``_lstm_layer``, fused gate math and a fused backward); packed sequences of varying lengths,
-projections, RNN/GRU and forward-mode AD run the time loop in Python over core ops.
+step only multiplies the hidden state. An LSTM or GRU layer then runs its whole recurrence as one
+C++ op (``_lstm_layer`` / ``_gru_layer``, fused gate math and a fused backward); packed sequences
+of varying lengths, projections, RNN and forward-mode AD run the time loop in Python over core
+ops.
 
 >>> import ember
 >>> lstm = ember.nn.LSTM(4, 8, num_layers=2, batch_first=True)
@@ -29,9 +30,9 @@ __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell"
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _fused_lstm_ok(*tensors: Tensor) -> bool:
-    """Whether ember._C._lstm_layer covers these tensors: float32/float64 on the CPU, one dtype,
-    and no forward-mode AD level live (the per-step ops define the tangents)."""
+def _fused_rnn_ok(*tensors: Tensor) -> bool:
+    """Whether ember._C._lstm_layer / _gru_layer cover these tensors: float32/float64 on the CPU,
+    one dtype, and no forward-mode AD level live (the per-step ops define the tangents)."""
     dt = tensors[0].dtype
     return (
         dt in (ember.float32, ember.float64)
@@ -309,17 +310,18 @@ class RNNBase(Module):
             gi_all = ember.addmm(b_ih + b_hh, x, w_ih.t())
             step_bias = None
         steps = len(batch_sizes)
-        if (
-            mode == "LSTM"
-            and w_hr is None
-            and steps > 0
-            and min(batch_sizes) == max(batch_sizes)
-            and _fused_lstm_ok(gi_all, h0, c0, w_hh)
-        ):
-            hidden = w_hh.shape[1]
+        # the fused layers take one batch size for all steps (no varying-length packed input)
+        uniform = steps > 0 and min(batch_sizes) == max(batch_sizes)
+        hidden = w_hh.shape[1]
+        if mode == "LSTM" and w_hr is None and uniform and _fused_rnn_ok(gi_all, h0, c0, w_hh):
             gates = gi_all.view(steps, batch_sizes[0], 4 * hidden)
             out, h, c, _ = ember._C._lstm_layer([gates, h0, c0, w_hh], reverse)
             return out.view(steps * batch_sizes[0], hidden), h, c
+        gru_bias = [] if b_hh is None else [b_hh]
+        if mode == "GRU" and uniform and _fused_rnn_ok(gi_all, h0, w_hh, *gru_bias):
+            gates = gi_all.view(steps, batch_sizes[0], 3 * hidden)
+            out, h, _ = ember._C._gru_layer([gates, h0, w_hh, *gru_bias], reverse)
+            return out.view(steps * batch_sizes[0], hidden), h, None
         # one split node: slicing per step would make backward build a full-size gradient of
         # gi_all for every step
         gi_steps = gi_all.split(batch_sizes, 0) if steps > 1 else [gi_all]
@@ -571,7 +573,7 @@ class LSTMCell(RNNCellBase):
         else:
             self._prepare(input, hx[1], "c_0")
             h, c = (hx[0].unsqueeze(0), hx[1].unsqueeze(0)) if unbatched else hx
-        if _fused_lstm_ok(x, h, c, self.weight_hh):
+        if _fused_rnn_ok(x, h, c, self.weight_hh):
             b = self.bias_ih + self.bias_hh if self.bias else None
             gates = _addmm_t(b, x, self.weight_ih.t()).unsqueeze(0)
             _, h, c, _ = ember._C._lstm_layer([gates, h, c, self.weight_hh])
@@ -604,11 +606,16 @@ class GRUCell(RNNCellBase):
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         x, unbatched = self._prepare(input, hx)
         h = self._zeros(x) if hx is None else (hx.unsqueeze(0) if unbatched else hx)
-        gi, gh = self._gates(x, h)
-        ir, iz, inn = gi.chunk(3, 1)
-        hr, hz, hn = gh.chunk(3, 1)
-        r = ember.sigmoid(ir + hr)
-        z = ember.sigmoid(iz + hz)
-        n = ember.tanh(inn + r * hn)
-        out = n + z * (h - n)
+        bias_hh = [] if self.bias_hh is None else [self.bias_hh]
+        if _fused_rnn_ok(x, h, self.weight_hh, *bias_hh):
+            gates = _addmm_t(self.bias_ih, x, self.weight_ih.t()).unsqueeze(0)
+            _, out, _ = ember._C._gru_layer([gates, h, self.weight_hh, *bias_hh])
+        else:
+            gi, gh = self._gates(x, h)
+            ir, iz, inn = gi.chunk(3, 1)
+            hr, hz, hn = gh.chunk(3, 1)
+            r = ember.sigmoid(ir + hr)
+            z = ember.sigmoid(iz + hz)
+            n = ember.tanh(inn + r * hn)
+            out = n + z * (h - n)
         return out.squeeze(0) if unbatched else out
