@@ -1,7 +1,7 @@
 """The portable (baseline x86-64) copies of the vectorized kernels: on a machine with AVX2 or
 AVX-512 they never run unless EMBER_CPU_ISA caps the choice, so this runs the test files of those
 kernels again in a subprocess with EMBER_CPU_ISA=baseline (softmax/norm/loss rows, vector math,
-convolution, reductions, the fused optimizers, the LSTM layer)."""
+convolution, reductions, the fused optimizers, the LSTM and GRU layers)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ FILES = [
     "packages/core/tests/test_nn_conv_fast.py",
     "packages/core/tests/test_reductions.py",
     "packages/core/tests/test_lstm_layer.py",
+    "packages/core/tests/test_gru_layer.py",
     "packages/nn/tests/test_optim_fused.py",
     "packages/nn/tests/test_optim_sgd_vec.py",
 ]
