@@ -508,6 +508,24 @@ def test_max_pool_indices():
     np.testing.assert_array_equal(i.numpy(), ti.numpy())
 
 
+@needs_torch
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=1),
+                                dict(kernel_size=2, stride=1, dilation=2),
+                                dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=2, ceil_mode=True)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_max_pool_ties_and_nan_indices_match_torch(kw, dtype):
+    # few distinct values (ties everywhere) and some NaNs: the first maximum in window order
+    # wins and NaN beats everything, in the row-wise fast path and the generic loop alike
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 3, (2, 3, 9, 11)).astype(dtype)
+    a[rng.random(a.shape) < 0.05] = np.nan
+    o, i = ember.max_pool2d_with_indices(ember.from_numpy(a), **kw)
+    to, ti = F.max_pool2d(torch.from_numpy(a), return_indices=True, **kw)
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    np.testing.assert_array_equal(o.numpy(), to.numpy())
+
+
 def _pool_case(name, shape, kw):
     # distinct values so that the max is unique under finite differences
     def inputs(rng):
