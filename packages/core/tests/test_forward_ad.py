@@ -35,6 +35,9 @@ class FwCase:
     torch: bool = True  # compare with torch.autograd.forward_ad
 
 
+_RELU_AT = np.random.default_rng(9).standard_normal((3, 4))  # where relu's backward is taken
+
+
 def n(*shape):
     return lambda rng: [rng.standard_normal(shape)]
 
@@ -448,6 +451,10 @@ MORE_CASES = [
       for op in ["gelu", "silu", "elu", "leaky_relu", "softplus", "hardtanh", "hardsigmoid",
                  "hardswish", "mish", "softsign", "logsigmoid"]],
     FwCase("gelu: tanh", lambda a: F(a).gelu(a, approximate="tanh"), n(5)),
+    FwCase("threshold_backward: relu's backward at a fixed input",
+           lambda g: ember.threshold_backward(g, ember.from_numpy(_RELU_AT), 0)
+           if isinstance(g, ember.Tensor)
+           else torch.ops.aten.threshold_backward(g, torch.from_numpy(_RELU_AT), 0), n(3, 4)),
     FwCase("elu: alpha", lambda a: F(a).elu(a, alpha=0.5), n(5)),
     FwCase("elu: in place", lambda a: fresh(a).elu_() if isinstance(a, ember.Tensor)
            else torch.nn.functional.elu_(fresh(a)), n(5)),

@@ -317,6 +317,27 @@ Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale,
   });
 }
 
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
+  const char* op = "threshold_backward";
+  EMBER_CHECK_KIND(is_floating(grad_output->dtype()) && is_floating(self->dtype()), Type, op,
+                   ": expected floating-point tensors, got ", dtype_name(grad_output->dtype()),
+                   " and ", dtype_name(self->dtype()));
+  TensorIterator it(op);
+  it.add_output(Tensor()).add_input(grad_output).add_input(self).build();
+  EMBER_DISPATCH_FLOAT(it.common_dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const A t = static_cast<A>(threshold.to_double());
+    // A zero, not grad * 0, where self <= threshold (a NaN or inf gradient there stays out);
+    // a NaN self passes the gradient, as in torch.
+    it.for_each([&](char** d, const int64_t* s, int64_t n) {
+      binary_loop<T, T>(d, s, n, [t](A g, A x) { return x <= t ? A(0) : g; });
+    });
+  });
+  it.finish();
+  return it.output();
+}
+
 Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope) {
   const double s = negative_slope.to_double();
   return unary_float("leaky_relu", self, [=](auto tag) {
