@@ -95,20 +95,19 @@ def _resnet(fw):
 VOCAB = 1000
 
 
-@case("train/lstm lm 2x256 seq35", unit="ms", check=False, target=1 / 0.9,
-      doc="Embedding(1000, 256) → 2-layer LSTM 256 → Linear(→1000), seq 35, batch 32, SGD")
-def _lstm(fw):
+def _rnn_lm(fw, kind):
+    """Embedding(1000, 256) → 2-layer `kind` (LSTM or GRU) 256 → Linear(→1000), SGD."""
     nn = fw.mod.nn
 
     class LM(nn.Module):
         def __init__(self):
             super().__init__()
             self.emb = nn.Embedding(VOCAB, 256)
-            self.lstm = nn.LSTM(256, 256, num_layers=2)
+            self.rnn = getattr(nn, kind)(256, 256, num_layers=2)
             self.out = nn.Linear(256, VOCAB)
 
         def forward(self, tokens):
-            y, _ = self.lstm(self.emb(tokens))
+            y, _ = self.rnn(self.emb(tokens))
             return self.out(y.reshape(-1, 256))
 
     fw.mod.manual_seed(0)
@@ -116,29 +115,18 @@ def _lstm(fw):
     opt = fw.mod.optim.SGD(model.parameters(), lr=0.1)
     tokens = fw.mod.tensor(np.random.default_rng(1).integers(0, VOCAB, (35, 32)))
     return _step(fw, model, opt, tokens, _targets(fw, 35 * 32, VOCAB))
+
+
+@case("train/lstm lm 2x256 seq35", unit="ms", check=False, target=1 / 0.9,
+      doc="Embedding(1000, 256) → 2-layer LSTM 256 → Linear(→1000), seq 35, batch 32, SGD")
+def _lstm(fw):
+    return _rnn_lm(fw, "LSTM")
 
 
 @case("train/gru lm 2x256 seq35", unit="ms", check=False,
       doc="Embedding(1000, 256) → 2-layer GRU 256 → Linear(→1000), seq 35, batch 32, SGD")
 def _gru(fw):
-    nn = fw.mod.nn
-
-    class LM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = nn.Embedding(VOCAB, 256)
-            self.gru = nn.GRU(256, 256, num_layers=2)
-            self.out = nn.Linear(256, VOCAB)
-
-        def forward(self, tokens):
-            y, _ = self.gru(self.emb(tokens))
-            return self.out(y.reshape(-1, 256))
-
-    fw.mod.manual_seed(0)
-    model = LM()
-    opt = fw.mod.optim.SGD(model.parameters(), lr=0.1)
-    tokens = fw.mod.tensor(np.random.default_rng(1).integers(0, VOCAB, (35, 32)))
-    return _step(fw, model, opt, tokens, _targets(fw, 35 * 32, VOCAB))
+    return _rnn_lm(fw, "GRU")
 
 
 # ---- Transformer encoder --------------------------------------------------------------------

@@ -41,6 +41,23 @@ def _fused_rnn_ok(*tensors: Tensor) -> bool:
     )
 
 
+def _lstm_step(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+    """One LSTM step over ops from its pre-activation gates (i, f, g, o): the new (h, c)."""
+    i, f, g, o = gates.chunk(4, 1)
+    c = ember.sigmoid(f) * c + ember.sigmoid(i) * ember.tanh(g)
+    return ember.sigmoid(o) * ember.tanh(c), c
+
+
+def _gru_step(gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
+    """One GRU step over ops from the input and hidden parts of the gates (r, z, n): the new h."""
+    ir, iz, inn = gi.chunk(3, 1)
+    hr, hz, hn = gh.chunk(3, 1)
+    r = ember.sigmoid(ir + hr)
+    z = ember.sigmoid(iz + hz)
+    n = ember.tanh(inn + r * hn)
+    return n + z * (h - n)
+
+
 def _stack(tensors: list[Tensor], dim: int) -> Tensor:
     # cat of unsqueezed pieces: unlike stack it is differentiable in ember-core today
     return ember.cat([t.unsqueeze(dim) for t in tensors], dim)
@@ -352,18 +369,11 @@ class RNNBase(Module):
             gi = gi_steps[t]
             gh = _addmm_t(step_bias, h, w_hh_t)
             if mode == "LSTM":
-                i, f, g, o = (gi + gh).chunk(4, 1)
-                c = ember.sigmoid(f) * c + ember.sigmoid(i) * ember.tanh(g)
-                h = ember.sigmoid(o) * ember.tanh(c)
+                h, c = _lstm_step(gi + gh, c)
                 if w_hr_t is not None:
                     h = h.matmul(w_hr_t)
             elif mode == "GRU":
-                ir, iz, inn = gi.chunk(3, 1)
-                hr, hz, hn = gh.chunk(3, 1)
-                r = ember.sigmoid(ir + hr)
-                z = ember.sigmoid(iz + hz)
-                n = ember.tanh(inn + r * hn)
-                h = n + z * (h - n)
+                h = _gru_step(gi, gh, h)
             elif mode == "RNN_TANH":
                 h = ember.tanh(gi + gh)
             else:
@@ -579,9 +589,7 @@ class LSTMCell(RNNCellBase):
             _, h, c, _ = ember._C._lstm_layer([gates, h, c, self.weight_hh])
         else:
             gi, gh = self._gates(x, h)
-            i, f, g, o = (gi + gh).chunk(4, 1)
-            c = ember.sigmoid(f) * c + ember.sigmoid(i) * ember.tanh(g)
-            h = ember.sigmoid(o) * ember.tanh(c)
+            h, c = _lstm_step(gi + gh, c)
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 
@@ -612,10 +620,5 @@ class GRUCell(RNNCellBase):
             _, out, _ = ember._C._gru_layer([gates, h, self.weight_hh, *bias_hh])
         else:
             gi, gh = self._gates(x, h)
-            ir, iz, inn = gi.chunk(3, 1)
-            hr, hz, hn = gh.chunk(3, 1)
-            r = ember.sigmoid(ir + hr)
-            z = ember.sigmoid(iz + hz)
-            n = ember.tanh(inn + r * hn)
-            out = n + z * (h - n)
+            out = _gru_step(gi, gh, h)
         return out.squeeze(0) if unbatched else out
