@@ -24,7 +24,7 @@ from ember import Tensor
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.utils import parametrize
-from ember.nn.utils.spectral_norm import _output_dim
+from ember.nn.utils.spectral_norm import _output_dim, _weight_matrix
 from ember.nn.utils.weight_norm import _norm_except_dim, _weight_norm
 
 __all__ = ["orthogonal", "weight_norm", "spectral_norm"]
@@ -97,9 +97,7 @@ class _SpectralNorm(Module):
             self._power_method(mat, 15)
 
     def _reshape_weight_to_matrix(self, weight: Tensor) -> Tensor:
-        if self.dim != 0:
-            weight = weight.permute(self.dim, *(d for d in range(weight.ndim) if d != self.dim))
-        return weight.flatten(1)
+        return _weight_matrix(weight, self.dim)
 
     def _power_method(self, mat: Tensor, n_power_iterations: int) -> None:
         # u and v are updated in place: they are buffers (shared with replicas)

@@ -48,11 +48,7 @@ class SpectralNorm:
         self.eps = eps
 
     def reshape_weight_to_matrix(self, weight: Tensor) -> Tensor:
-        """The weight as a (size of dim, everything else) matrix."""
-        mat = weight
-        if self.dim != 0:
-            mat = mat.permute(self.dim, *[d for d in range(mat.ndim) if d != self.dim])
-        return mat.reshape(mat.shape[0], -1)
+        return _weight_matrix(weight, self.dim)
 
     def compute_weight(self, module: Module, do_power_iteration: bool) -> Tensor:
         weight = getattr(module, self.name + "_orig")
@@ -148,6 +144,13 @@ class SpectralNormLoadStateDictPreHook:
                 f"'{prefix}{name}_v' is missing: the state dict is in the spectral norm format of "
                 "PyTorch < 0.4.1, which ember does not convert"
             )
+
+
+def _weight_matrix(weight: Tensor, dim: int) -> Tensor:
+    """The weight as a (size of dim, everything else) matrix, as both spectral norms see it."""
+    if dim != 0:
+        weight = weight.permute(dim, *[d for d in range(weight.ndim) if d != dim])
+    return weight.reshape(weight.shape[0], -1)
 
 
 def _output_dim(module: Module, dim: int | None) -> int:
