@@ -13,7 +13,7 @@ site=$build/site/ember
 mkdir -p "$site"
 find "$site" -maxdepth 1 -type l -delete
 for f in "$root"/packages/core/src/ember/*; do
-  case "$(basename "$f")" in _C*.so|_C.pyi|__pycache__) continue ;; esac
+  case "$(basename "$f")" in _C*.so|_C.pyi|__pycache__|include) continue ;; esac
   ln -sfn "$f" "$site/$(basename "$f")"
 done
 # The pure-Python packages' subpackages (ember.nn, ember.data, ...) join the same tree.
@@ -22,6 +22,10 @@ for pkg in nn data distributed; do
     [ -d "$f" ] && ln -sfn "$f" "$site/$(basename "$f")"
   done
 done
-cp "$build"/_C*.so "$site/"
+cp "$build"/_C*.so "$build"/libember_engine.so "$site/"
 cp "$build"/generated/_C.pyi "$site/_C.pyi"
+# Headers for extensions built against this tree (ember.utils.cpp_extension.include_paths()).
+rm -rf "$site/include" && mkdir -p "$site/include"
+for d in "$root"/packages/core/csrc/*/; do ln -sfn "$d" "$site/include/$(basename "$d")"; done
+ln -sfn "$build/generated/ops.h" "$site/include/ops.h"
 echo "built: PYTHONPATH=$build/site"

@@ -67,49 +67,134 @@ def gen_header(groups: dict[str, list[Op]]) -> str:
     return "".join(out)
 
 
+def tensor_args(op: Op) -> list[Arg]:
+    return [a for a in op.args if a.type.startswith("Tensor")]
+
+
 def device_expr(op: Op) -> str:
-    """C++ expression giving the device type the op runs on."""
-    for a in op.args:
-        if a.type == "Tensor":
-            return f"{a.name}->device().type"
-        if a.type == "Tensor[]":
-            return f"({a.name}.empty() ? DeviceType::CPU : {a.name}[0]->device().type)"
-        if a.type == "Tensor|Scalar":
-            return f"({a.name}.is_tensor() ? {a.name}.tensor->device().type : DeviceType::CPU)"
+    """C++ expression giving the device type the op runs on.
+
+    Ops with several tensor arguments check that they agree (a 0-d CPU tensor may join any
+    device, as a number would); factories use their `device=` argument or the default device.
+    """
+    tensors = tensor_args(op)
+    fallback = "DeviceType::CPU"
     for a in op.args:
         if a.type == "Device?":
-            return f"({a.name} ? {a.name}->type : DeviceType::CPU)"
-    return "DeviceType::CPU"
+            fallback = f"({a.name} ? {a.name}->type : default_device().type)"
+    if not tensors:
+        return fallback
+    a = tensors[0]
+    if len(tensors) == 1 and a.type == "Tensor":
+        return f"{a.name}->device().type"
+    if len(tensors) == 1 and a.type == "Tensor|Scalar":
+        return f"({a.name}.is_tensor() ? {a.name}.tensor->device().type : {fallback})"
+    if op.mixed_devices:  # the first tensor decides (copies between devices)
+        return f"{a.name}->device().type" if a.type == "Tensor" else fallback
+    ptrs, names, lists = [], [], []
+    for a in tensors:
+        if a.type in ("Tensor[]", "Tensor?[]"):
+            lists.append("&" + a.name)
+            continue
+        ptrs.append(f"{a.name}.is_tensor() ? &{a.name}.tensor : nullptr"
+                    if a.type.startswith("Tensor|Scalar") else f"&{a.name}")
+        names.append(f'"{a.name}"')
+    return (f'common_device("{op.name}", {{{", ".join(ptrs)}}}, {{{", ".join(names)}}}, '
+            f'{{{", ".join(lists)}}}, {fallback})')
+
+
+def meta_kernel(op: Op) -> tuple[str, str]:
+    """(definition, pointer) of the op's meta kernel (see Op.meta)."""
+    fn = f"{op.overload_id}_meta"
+    params = cpp_params(op)
+    ret_types = [t for t, _ in op.returns]
+    tensor_ret = all(t in ("Tensor", "Tensor[]") for t in ret_types)
+    mode = op.meta
+    if mode == "cpu":
+        return "", f"&{op.dispatch['CPU']}"
+    if mode == "data_dependent" or not tensor_ret:
+        return "", "nullptr"
+    if mode == "inplace":
+        self_arg = op.args[0]
+        if self_arg.type != "Tensor" or ret_types != ["Tensor"]:
+            raise ValueError(f"{op.name}: meta: inplace needs a Tensor self and a Tensor result")
+        unused = ", ".join(f"[[maybe_unused]] {a.cpp_type} {a.name}" for a in op.args)
+        return (f"{op.cpp_return} {fn}({unused}) {{\n"
+                f"  {self_arg.name}->bump_version();\n  return {self_arg.name};\n}}\n", f"&{fn}")
+    # fallback: the CPU kernel on stand-ins.
+    lines = [f"{op.cpp_return} {fn}({params}) {{\n", f'  MetaFallback fb("{op.name}");\n']
+    call = []
+    for a in op.args:
+        if a.type.startswith("Tensor"):
+            lines.append(f"  auto {a.name}_cpu = fb.in({a.name});\n")
+            call.append(f"{a.name}_cpu")
+        else:
+            call.append(a.name)
+    lines.append(f"  auto r = {op.dispatch['CPU']}({', '.join(call)});\n")
+    lines.append("  fb.sync_inputs();\n")
+    if op.tuple_return:
+        outs = ", ".join(f"fb.out(std::get<{i}>(r))" for i in range(len(ret_types)))
+        lines.append(f"  return {{{outs}}};\n}}\n")
+    else:
+        lines.append("  return fb.out(r);\n}\n")
+    return "".join(lines), f"&{fn}"
 
 
 def gen_dispatch(groups: dict[str, list[Op]]) -> str:
-    out = [HEADER, '#include "ops.h"\n\nnamespace ember {\nnamespace dispatch {\n']
+    out = [HEADER, '#include <cstring>\n\n#include "ops.h"\n#include "kernels/meta/meta_fallback.h"\n\n'
+           "namespace ember {\n"]
     for ops in groups.values():
         for op in ops:
             call_args = ", ".join(a.name for a in op.args)
             ret = "return " if op.cpp_return != "void" else ""
             if "Composite" in op.dispatch:
+                check = ""
+                if len(tensor_args(op)) > 1 and not op.mixed_devices:
+                    check = f"  (void){device_expr(op)};\n"
                 out.append(
-                    f"{op.cpp_return} {op.name}({cpp_params(op)}) {{\n"
+                    f"{op.cpp_return} dispatch::{op.name}({cpp_params(op)}) {{\n{check}"
                     f"  {ret}{op.dispatch['Composite']}({call_args});\n}}\n"
                 )
                 continue
-            tbl = f"ops::{op.overload_id}_table"
             cpu = op.dispatch.get("CPU", "nullptr")
             cpu_fn = f"&{cpu}" if cpu != "nullptr" else "nullptr"
+            meta_def, meta_fn = meta_kernel(op) if cpu != "nullptr" else ("", "nullptr")
+            data_dep = "true" if meta_fn == "nullptr" else "false"
             out.append(
-                f"}}  // namespace dispatch\nnamespace ops {{\n"
-                f"static {op.overload_id}_fn {op.overload_id}_table[kNumDeviceTypes] = {{{cpu_fn}, nullptr}};\n"
-                f"void register_{op.overload_id}(DeviceType device, {op.overload_id}_fn fn) {{\n"
+                f"namespace {{\n{meta_def}}}  // namespace\n"
+                f"static ops::{op.overload_id}_fn {op.overload_id}_table[kNumDeviceTypes] = "
+                f"{{{cpu_fn}, nullptr, {meta_fn}, nullptr}};\n"
+                f"void ops::register_{op.overload_id}(DeviceType device, ops::{op.overload_id}_fn fn) {{\n"
                 f"  {op.overload_id}_table[static_cast<int>(device)] = fn;\n}}\n"
-                f"}}  // namespace ops\nnamespace dispatch {{\n"
-                f"{op.cpp_return} {op.name}({cpp_params(op)}) {{\n"
+                f"{op.cpp_return} dispatch::{op.name}({cpp_params(op)}) {{\n"
                 f"  DeviceType dispatch_device = {device_expr(op)};\n"
-                f"  auto fn = {tbl}[static_cast<int>(dispatch_device)];\n"
-                f"  if (!fn) no_kernel(\"{op.name}\", dispatch_device);\n"
+                f"  auto fn = {op.overload_id}_table[static_cast<int>(dispatch_device)];\n"
+                f"  if (!fn) no_kernel(\"{op.name}\", dispatch_device, {data_dep});\n"
                 f"  {ret}fn({call_args});\n}}\n"
             )
-    out.append("}  // namespace dispatch\n}  // namespace ember\n")
+    # Registration by name for backends (ops/op_types.h: register_kernel).
+    out.append("namespace {\nstruct KernelSlot {\n  const char* name;\n  const std::type_info* type;\n"
+               "  void (*reg)(DeviceType, void*);\n};\nconst KernelSlot kKernelSlots[] = {\n")
+    for ops in groups.values():
+        for op in ops:
+            if "Composite" in op.dispatch:
+                continue
+            fn_t = f"ops::{op.overload_id}_fn"
+            out.append(f'    {{"{op.name}", &typeid({fn_t}), [](DeviceType d, void* f) {{ '
+                       f"ops::register_{op.overload_id}(d, reinterpret_cast<{fn_t}>(f)); }}}},\n")
+    out.append("};\n}  // namespace\n"
+               "void register_kernel_erased(const char* name, DeviceType device, "
+               "const std::type_info& type, void* fn) {\n"
+               "  bool named = false;\n"
+               "  for (const KernelSlot& s : kKernelSlots) {\n"
+               "    if (std::strcmp(s.name, name) != 0) continue;\n"
+               "    named = true;\n"
+               "    if (*s.type == type) {\n      s.reg(device, fn);\n      return;\n    }\n  }\n"
+               "  EMBER_CHECK(named, \"register_kernel: no op named '\", name,\n"
+               "              \"' has a per-device kernel table (composite ops run on every device)\");\n"
+               "  EMBER_FAIL(Type, \"register_kernel: no overload of '\", name,\n"
+               "             \"' has this kernel signature (see ops::<overload>_fn in ops.h)\");\n}\n")
+    out.append("}  // namespace ember\n")
     return "".join(out)
 
 
@@ -839,7 +924,12 @@ def gen_docs(groups: dict[str, list[Op]]) -> str:
            "Generated by `tools/codegen/gen_ops.py` from `packages/core/ops/*.yaml` "
            "(`nox -s docs`). Each entry is the op's schema, how it can be called, and the kernels "
            "that implement it per device. `Composite` ops are written in terms of other ops and run on "
-           "every device.\n\n"]
+           "every device. On the meta device an op with a CPU kernel runs that kernel itself "
+           "(`CPU kernel`: it touches data only through TensorIterator loops, which meta skips), "
+           "returns self (`no-op`: in-place fills), runs the CPU kernel on zero-filled stand-ins "
+           "and keeps the result's sizes, strides and dtype (`stand-ins`), or raises (`none`: "
+           "the result depends on values). Other backends register kernels per op "
+           "(`register_kernel`, see docs/architecture.md).\n\n"]
     for group, ops in groups.items():
         out.append(f"## {group}\n\n| op | schema | called as | kernels | summary |\n|---|---|---|---|---|\n")
         for op in ops:
@@ -853,6 +943,9 @@ def gen_docs(groups: dict[str, list[Op]]) -> str:
             if op.out or op.native_out:
                 called.append("`out=`")
             kernels = ", ".join(f"{k}: `{v}`" for k, v in op.dispatch.items())
+            if "CPU" in op.dispatch:
+                kernels += ", Meta: " + {"fallback": "stand-ins", "cpu": "CPU kernel",
+                                         "inplace": "no-op", "data_dependent": "none"}[op.meta]
             summary = op.doc.split("\n")[0].replace("|", "\\|") if op.doc else ""
             schema = op.schema.replace("|", "\\|")
             out.append(f"| `{op.name}` | `{schema}` | {' '.join(called)} | {kernels} | {summary} |\n")

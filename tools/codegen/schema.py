@@ -103,6 +103,15 @@ class Op:
     # Trailing outputs of a tuple return that get no history (a workspace the backward reads):
     # they never require grad, and backward sees no gradient slot for them.
     nondiff_outputs: list[str] = field(default_factory=list)
+    # How the op runs on the meta device (tensors without data) when it has a CPU kernel:
+    # "fallback" (default: the CPU kernel runs on zero-filled stand-ins that take no memory until
+    # written, and the results' sizes, strides and dtype are carried back), "cpu" (the CPU kernel
+    # itself is meta-safe: it touches data only through TensorIterator loops, which meta skips),
+    # "inplace" (an in-place op that changes no metadata: meta returns self) or
+    # "data_dependent" (the result depends on values: meta raises NotImplementedError).
+    meta: str = "fallback"
+    # Ops that take tensors on different devices on purpose (copies between devices).
+    mixed_devices: bool = False
 
     @property
     def native_out(self) -> bool:
@@ -209,11 +218,15 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     autograd=e.get("autograd", "error"),
                     tangent=e.get("tangent"),
                     nondiff_outputs=list(e.get("nondiff_outputs", [])),
+                    meta=e.get("meta", "fallback"),
+                    mixed_devices=bool(e.get("mixed_devices", False)),
                 )
             )
             nd = ops[-1].nondiff_outputs
             if nd and [n for _, n in rets[-len(nd):]] != nd:
                 raise ValueError(f"{path.name}: {name}: nondiff_outputs must name trailing outputs")
+            if ops[-1].meta not in ("fallback", "cpu", "inplace", "data_dependent"):
+                raise ValueError(f"{path.name}: {name}: unknown meta mode {ops[-1].meta!r}")
             if not ops[-1].dispatch:
                 raise ValueError(f"{path.name}: {name} has no dispatch entry")
         groups[path.stem] = ops

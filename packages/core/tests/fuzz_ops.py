@@ -117,7 +117,9 @@ def summarize(r, mod):
         return r
     if hasattr(r, "stride") and hasattr(r, "dtype"):
         d = {"shape": list(r.shape), "dtype": str(r.dtype).split(".")[-1]}
-        if r.numel() <= 4096 and math.prod(max(s, 1) for s in r.shape) <= 4096:
+        if r.device.type == "meta":  # sizes and dtype only: meta tensors have no values
+            d["device"] = "meta"
+        elif r.numel() <= 4096 and math.prod(max(s, 1) for s in r.shape) <= 4096:
             x = r.detach() if hasattr(r, "detach") else r
             if d["dtype"] == "bfloat16":
                 x = x.float()
@@ -170,6 +172,8 @@ def run(code, mod):
             p = check_bounds(t)
             if p:
                 res["problems"].append(p)
+            elif t.device.type == "meta":
+                repr(t)  # no values to touch
             elif math.prod(max(s, 1) for s in t.shape) <= 100000:
                 t.tolist()  # touch every element
                 if mod is ember and t.numel() <= 64:

@@ -143,6 +143,9 @@ CASES = [
     FwCase("_to_dtype: float32", lambda a: a.to(ember.float32 if isinstance(a, ember.Tensor)
                                                 else torch.float32),
            n(3), rtol=1e-6, atol=1e-6, fd_eps=0.1),  # linear: a large step is exact
+    FwCase("_to_copy: strided, same device", lambda a: (
+        ember._C._to_copy(a, dtype=ember.float64) if isinstance(a, ember.Tensor)
+        else a.to(torch.float64, copy=True)), n(3, 2)),
     FwCase("copy_: into a fresh tensor", lambda a, b: fresh(a).copy_(b), nn((2, 3), (2, 3))),
     FwCase("copy_: broadcast source", lambda a, b: fresh(a).copy_(b), nn((2, 3), (3,))),
     FwCase("fill_: 0-d tensor value", lambda a, v: fresh(a).fill_(v) * a, nn((2, 3), ())),

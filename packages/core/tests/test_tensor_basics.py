@@ -93,8 +93,10 @@ def test_to_forms():
     other = ember.zeros(1, dtype=ember.int16)
     assert x.to(other).dtype is ember.int16
     assert x.to(ember.float64, non_blocking=True).dtype is ember.float64
+    with pytest.raises(RuntimeError, match="cuda"):
+        x.to(5)  # an int is a CUDA device index, as in PyTorch
     with pytest.raises(TypeError, match="invalid argument"):
-        x.to(5)
+        x.to(5.0)
     with pytest.raises(TypeError, match="unexpected keyword"):
         x.to(dtype=ember.float32, bogus=1)
     with pytest.raises(RuntimeError, match="cuda"):
@@ -397,8 +399,9 @@ def test_printoptions_reject_negative_values():
 
 @pytest.mark.skipif(ember.cuda.is_available(), reason="needs a build without a usable GPU")
 def test_as_tensor_honours_device():
-    with pytest.raises(NotImplementedError, match="cuda"):
+    with pytest.raises(RuntimeError, match="cuda"):
         ember.as_tensor(np.zeros(2), device="cuda")
+    assert ember.as_tensor(np.zeros(2), device="meta").device.type == "meta"
     assert ember.as_tensor(np.zeros(2), device="cpu").device.type == "cpu"
 
 

@@ -9,6 +9,7 @@
 #include "autograd/views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
+#include "ops/host_sync.h"
 
 namespace ember {
 namespace autograd {
@@ -142,6 +143,7 @@ Tensor reduce_grad(const Tensor& grad, const InputMeta& m) {
                 " can't be reduced to the input shape ", shape_str(m.sizes));
   }
   if (g->dtype() != m.dtype && is_floating(m.dtype)) g = ops::_to_dtype(g, m.dtype, false);
+  if (g->device() != m.device) g = ops::_to_copy(g, std::nullopt, m.device, false);
   return g;
 }
 
@@ -336,8 +338,8 @@ void check_out_no_grad(const char* op) {
 
 namespace {
 bool has_nan(const Tensor& t) {
-  if (!is_floating(t->dtype())) return false;
-  Tensor any = ops::any(ops::isnan(t, Tensor()), std::nullopt, false);
+  if (!is_floating(t->dtype()) || t->device().is_meta()) return false;
+  Tensor any = host_values(ops::any(ops::isnan(t, Tensor()), std::nullopt, false), "anomaly mode");
   return *any->data_as<bool>();
 }
 

@@ -120,6 +120,7 @@ class Node : public std::enable_shared_from_this<Node> {
 struct InputMeta {
   DimVector sizes;
   ScalarType dtype = ScalarType::Float32;
+  Device device;
   // A matrix stored column-major (a transposed contiguous one, like F.linear's weight.t()):
   // matrix-product gradients are then produced in that layout (formulas::mm_like).
   bool col_major = false;
@@ -127,10 +128,12 @@ struct InputMeta {
   explicit InputMeta(const Tensor& t)
       : sizes(t->sizes()),
         dtype(t->dtype()),
+        device(t->device()),
         col_major(t->dim() == 2 && t->stride(0) == 1 && t->stride(1) == t->size(0) &&
                   t->size(0) > 1 && t->size(1) > 1) {}
 };
-// Sums `grad` over broadcast dims so it has `m.sizes`, and casts it to `m.dtype`.
+// Sums `grad` over broadcast dims so it has `m.sizes`, casts it to `m.dtype` and moves it to
+// `m.device` (the gradient of a copy between devices goes back to where its input was).
 Tensor reduce_grad(const Tensor& grad, const InputMeta& m);
 
 // A tensor saved for backward. Inputs are held as they are; an op's own output is held as an

@@ -129,7 +129,7 @@ bool all_zero_cpu(const Tensor& t) {
 // backward, so the common case reads the small statistic in place.
 inline bool contributes(const Tensor& g) {
   if (!g || g->numel() == 0) return false;
-  if (requires_grad(g)) return true;
+  if (requires_grad(g) || g->device().is_meta()) return true;
   if (g->device().is_cpu() && g->is_contiguous()) {
     if (g->dtype() == ScalarType::Float32) return !all_zero_cpu<float>(g);
     if (g->dtype() == ScalarType::Float64) return !all_zero_cpu<double>(g);

@@ -54,7 +54,7 @@ inline Tensor unbind_backward(const std::vector<Tensor>& grads, const InputMeta&
 template <class ViewOf>
 inline Tensor into_zeros(const Tensor& grad, const InputMeta& self, const ViewOf& view_of) {
   Tensor z = ops::zeros(self.sizes, grad->dtype(), grad->device());
-  ops::copy_(view_of(z), grad);
+  ops::copy_(view_of(z), grad, false);
   return z;
 }
 

@@ -233,7 +233,7 @@ void set_tangent(const Tensor& result, Tensor t) {
   bool shared = !result->base() && (t.use_count() > 1 || t->storage().use_count() > 1);
   if (shared || !same_layout(t, result)) {
     Tensor fresh = empty_with_layout(result);
-    ops::copy_(fresh, t);
+    ops::copy_(fresh, t, false);
     t = fresh;
   }
   store(result, level, std::move(t));
@@ -269,7 +269,7 @@ void set_tangent_inplace(const Tensor& self, const Tensor& t) {
   DisableGuard off;
   Tensor cur = inplace_tangent(self);
   if (t) {
-    if (t != cur) ops::copy_(cur, t);
+    if (t != cur) ops::copy_(cur, t, false);
   } else {
     ops::zero_(cur);
   }

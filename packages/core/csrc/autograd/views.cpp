@@ -63,12 +63,12 @@ class CopySlices final : public Node {
     if (!grad) return out;
     // The gradient laid out like the base, so the view's strides and offset address its region.
     Tensor result = ops::empty_strided(base.sizes, base.strides, grad->dtype(), grad->device());
-    ops::copy_(result, grad);
+    ops::copy_(result, grad, false);
     Tensor region = ops::as_strided(result, view.sizes, view.strides, view.offset - base.offset);
     std::vector<Tensor> res = fn->apply({ops::clone(region)});
     if (should_compute(0)) {
       if (!res.empty() && res[0]) {
-        ops::copy_(region, res[0]);
+        ops::copy_(region, res[0], false);
       } else {
         ops::zero_(region);
       }
@@ -311,7 +311,7 @@ Tensor strided_view_backward(const Tensor& grad, const Geometry& src, const Geom
     flat = ops::zeros(DimVector{span}, dtype, device);
   } else if (!differentiable && !maybe_overlapping(view.sizes, view.strides)) {
     flat = ops::zeros(DimVector{span}, dtype, device);
-    copy_into(make_view(flat, view.sizes, view.strides, rel - lo), grad);
+    dispatch::_copy_from(grad, make_view(flat, view.sizes, view.strides, rel - lo), false);
   } else {
     // Storage positions of the view's elements, then a summing scatter (overlapping views).
     Tensor pos = ops::arange(Scalar(span), ScalarType::Int64, device);

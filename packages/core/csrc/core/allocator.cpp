@@ -276,14 +276,30 @@ CachingAllocator& cpu_allocator() {
   return *alloc;
 }
 
-static Allocator* g_device_allocators[kNumDeviceTypes] = {nullptr, nullptr};
+namespace {
+// Meta storages have a size and no memory: data() is null and nothing is ever read or written.
+class MetaAllocator final : public Allocator {
+ public:
+  DataPtr allocate(size_t) override { return DataPtr(nullptr, nullptr, nullptr, meta_device()); }
+};
+}  // namespace
+
+static Allocator* g_device_allocators[kNumDeviceTypes] = {};
 
 Allocator* device_allocator(DeviceType type) {
   if (type == DeviceType::CPU) return &cpu_allocator();
+  if (type == DeviceType::Meta) {
+    static MetaAllocator meta;
+    return &meta;
+  }
   Allocator* a = g_device_allocators[static_cast<int>(type)];
-  EMBER_CHECK(a != nullptr, "no allocator for device '", Device{type, -1}.str(),
-              "': ember was built without CUDA support, or no CUDA device is available "
-              "(see ember.cuda.is_available())");
+  if (a == nullptr) {
+    if (type == DeviceType::CUDA)
+      EMBER_FAIL(Runtime, "no allocator for device 'cuda': ember was built without CUDA support, ",
+                 "or no CUDA device is available (see ember.cuda.is_available())");
+    EMBER_FAIL(Runtime, "no allocator for device '", device_type_name(type),
+               "': no backend has registered one (import the backend's extension module first)");
+  }
   return a;
 }
 

@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.h"
@@ -123,6 +124,25 @@ Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarTyp
       std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
   return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0,
                                       std::make_shared<VersionCounter>());
+}
+
+Tensor empty_like_dense(const Tensor& like, ScalarType dtype, Device device) {
+  const int64_t nd = like->dim();
+  DimVector perm(nd);  // dims from the largest stride to the smallest
+  for (int64_t d = 0; d < nd; ++d) perm[d] = d;
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int64_t a, int64_t b) { return like->stride(a) > like->stride(b); });
+  DimVector strides(nd);
+  int64_t step = 1;
+  bool dense = true;
+  for (int64_t k = nd - 1; k >= 0; --k) {
+    const int64_t d = perm[k];
+    dense = dense && (like->size(d) == 1 || like->stride(d) == step);
+    strides[d] = step;
+    step *= like->size(d);
+  }
+  if (!dense) return empty(like->sizes(), dtype, device);
+  return empty_strided(like->sizes(), strides, dtype, device);
 }
 
 Tensor make_view(const Tensor& src, DimVector sizes, DimVector strides, int64_t offset,

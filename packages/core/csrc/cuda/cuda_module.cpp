@@ -1,14 +1,15 @@
 // ember._C_cuda: the CUDA device plumbing, built only with EMBER_CUDA=ON so the CPU build never
-// needs the CUDA runtime. Loading it registers a CachingAllocator over cudaMalloc/cudaFree as the
-// allocator of DeviceType::CUDA in the engine that ember._C owns. Kernels come with the CUDA
-// backend issue and register into the generated per-op dispatch tables the same way.
+// needs the CUDA runtime. It links libember_engine.so, the engine ember._C uses, and loading it
+// registers a CachingAllocator over cudaMalloc/cudaFree as the allocator of DeviceType::CUDA
+// (core/backend.h describes the slot). Kernels come with the CUDA backend issue and register
+// into the generated per-op dispatch tables the same way.
 #include <cuda_runtime.h>
 #include <pybind11/pybind11.h>
 
 #include <memory>
 #include <string>
 
-#include "core/engine_api.h"
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace py = pybind11;
@@ -58,12 +59,8 @@ CachingAllocator& cuda_allocator() {
 PYBIND11_MODULE(_C_cuda, m) {
   using namespace ember;
   m.doc() = "ember's CUDA device plumbing (allocator registration, device queries).";
-  py::object api_capsule = py::module_::import("ember._C").attr("_engine_api");
-  auto* api =
-      static_cast<EngineApi*>(PyCapsule_GetPointer(api_capsule.ptr(), "ember._C._engine_api"));
-  if (!api || api->version != EngineApi::kVersion)
-    throw std::runtime_error("ember._C_cuda was built for a different ember._C");
-  if (device_count() > 0) api->register_device_allocator(DeviceType::CUDA, &cuda_allocator());
+  py::module_::import("ember._C");  // loads the engine this module registers into
+  if (device_count() > 0) register_device_allocator(DeviceType::CUDA, &cuda_allocator());
 
   m.def("is_available", [] { return device_count() > 0; });
   m.def("device_count", &device_count);

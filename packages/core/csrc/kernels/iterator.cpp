@@ -7,6 +7,7 @@
 
 #include "core/dispatch.h"
 #include "core/error.h"
+#include "ops.h"
 
 namespace ember {
 
@@ -107,16 +108,26 @@ TensorIterator& TensorIterator::build() {
       if (ops_[i].tensor) shape_ = broadcast_shapes(shape_, ops_[i].tensor->sizes(), op_);
   for (int i = noutputs_; i < nops_; ++i) {
     if (ops_[i].is_scalar) continue;
+    shape_ = broadcast_shapes(shape_, ops_[i].tensor->sizes(), op_);
+  }
+  // The device: that of the tensors, which must agree, except that a 0-d CPU tensor (a number
+  // held in a tensor) joins any device; it then becomes a kernel argument like a Python number.
+  const Tensor* first = nullptr;
+  for (int i = 0; i < nops_; ++i) {
     const Tensor& t = ops_[i].tensor;
-    shape_ = broadcast_shapes(shape_, t->sizes(), op_);
-    if (!have_device) {
+    if (ops_[i].is_scalar || !t) continue;
+    if (!ops_[i].is_output && t->dim() == 0 && t->device().is_cpu()) continue;
+    if (!first) {
+      first = &t;
       device = t->device();
       have_device = true;
     } else if (t->device() != device) {
-      EMBER_FAIL(Runtime, op_, ": expected all tensors to be on the same device, but found ",
-                 device.str(), " and ", t->device().str());
+      EMBER_FAIL(Runtime, "Expected all tensors to be on the same device, but found at least two ",
+                 "devices, ", device.str(), " and ", t->device().str(), "! (in ", op_, ")");
     }
   }
+  (void)have_device;
+  is_meta_ = device.type == DeviceType::Meta;
   numel_ = 1;
   for (int64_t s : shape_) numel_ *= s;
 
@@ -158,12 +169,19 @@ TensorIterator& TensorIterator::build() {
     } else if (o.is_scalar) {
       o.dtype = cast_inputs_ ? compute : o.scalar.dtype();
       store_scalar(o.scalar, o.dtype, o.scalar_buf);
+    } else if (o.tensor->device() != device) {
+      // A 0-d CPU tensor joining another device: passed by value, as a Python number is.
+      const Tensor& t = o.tensor;
+      o.dtype = cast_inputs_ && !o.raw ? compute : t->dtype();
+      store_scalar(load_scalar(t->data(), t->dtype()), o.dtype, o.scalar_buf);
+      o.is_scalar = true;
+      o.tensor = nullptr;
     } else {
       o.compute = o.tensor;
       o.dtype = o.tensor->dtype();
       if (cast_inputs_ && !o.raw && o.dtype != compute) {
         o.compute = empty(o.tensor->sizes(), compute, device);
-        copy_into(o.compute, o.tensor);
+        dispatch::_copy_from(o.tensor, o.compute, false);
         o.dtype = compute;
       }
     }
@@ -292,7 +310,7 @@ void TensorIterator::coalesce() {
 void TensorIterator::finish() {
   for (int i = 0; i < noutputs_; ++i) {
     Operand& o = ops_[i];
-    if (o.compute != o.result) copy_into(o.result, o.compute);
+    if (o.compute != o.result) dispatch::_copy_from(o.compute, o.result, false);
   }
 }
 

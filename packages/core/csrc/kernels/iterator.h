@@ -82,12 +82,14 @@ class TensorIterator {
   ScalarType dtype(int i) const { return ops_[i].dtype; }
   const Tensor& output(int i = 0) const { return ops_[i].result; }
   int64_t numel() const { return numel_; }
+  // Whether the operands live on the meta device (no data: for_each does nothing).
+  bool is_meta() const { return is_meta_; }
   int ntensors() const { return nops_; }
   const DimVector& shape() const { return shape_; }
 
   template <class Loop>
   void for_each(const Loop& loop, int64_t grain = kPointwiseGrain) const {
-    if (numel_ == 0) return;
+    if (numel_ == 0 || is_meta_) return;  // meta tensors: the plan is all there is
     if (numel_ < 2 * grain || get_num_threads() == 1) {
       serial_for_each(loop, 0, numel_);
       return;
@@ -159,7 +161,7 @@ class TensorIterator {
   std::optional<ScalarType> compute_dtype_, output_dtype_;
   ScalarType common_dtype_ = ScalarType::Float32;
   bool keep_layout_ = false, resize_outputs_ = true, int_to_float_ = false, cast_inputs_ = true,
-       allow_overlap_ = false;
+       allow_overlap_ = false, is_meta_ = false;
 
  public:
   // Outputs computed into a temporary (dtype differs from out=) are copied back here.

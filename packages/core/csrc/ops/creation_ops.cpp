@@ -9,6 +9,7 @@
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "ops.h"
+#include "ops/host_sync.h"
 
 namespace ember {
 namespace {
@@ -31,10 +32,6 @@ void fill_index(const Tensor& out, const F& f) {
   });
 }
 
-void check_cpu(std::optional<Device> device, const char* op) {
-  EMBER_CHECK(!device || device->is_cpu(), op, ": device ", device->str(),
-              " has no kernel in this build");
-}
 
 }  // namespace
 
@@ -42,7 +39,6 @@ namespace composite {
 
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
               std::optional<ScalarType> dtype, std::optional<Device> device) {
-  check_cpu(device, "arange");
   const bool any_float = start.is_floating() || end.is_floating() || step.is_floating();
   const ScalarType dt = dtype.value_or(any_float ? default_dtype() : ScalarType::Int64);
   EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "arange: not implemented for dtype bool");
@@ -89,7 +85,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
       fill_index<T>(out, [&](int64_t i) { return cast_to<T>(s + st * static_cast<double>(i)); });
     }
   });
-  return out;
+  return to_factory_device(out, device);
 }
 
 namespace {
@@ -121,39 +117,36 @@ void fill_linear(const Tensor& out, double start, double end, int64_t steps, con
 
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
                 std::optional<ScalarType> dtype, std::optional<Device> device) {
-  check_cpu(device, "linspace");
   EMBER_CHECK(steps >= 0, "linspace: number of steps must be non-negative (got ", steps, ")");
   const ScalarType dt = dtype.value_or(default_dtype());
   EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "linspace: not implemented for dtype bool");
   Tensor out = ember::empty({steps}, dt);
-  if (steps == 0) return out;
+  if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "linspace", [&] {
     using T = scalar_t;
     fill_linear<T>(out, start.to_double(), end.to_double(), steps,
                    [](double v) { return cast_to<T>(v); });
   });
-  return out;
+  return to_factory_device(out, device);
 }
 
 Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double base,
                 std::optional<ScalarType> dtype, std::optional<Device> device) {
-  check_cpu(device, "logspace");
   EMBER_CHECK(steps >= 0, "logspace: number of steps must be non-negative (got ", steps, ")");
   const ScalarType dt = dtype.value_or(default_dtype());
   EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "logspace: not implemented for dtype bool");
   Tensor out = ember::empty({steps}, dt);
-  if (steps == 0) return out;
+  if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "logspace", [&] {
     using T = scalar_t;
     fill_linear<T>(out, start.to_double(), end.to_double(), steps,
                    [base](double v) { return cast_to<T>(std::pow(base, v)); });
   });
-  return out;
+  return to_factory_device(out, device);
 }
 
 Tensor eye(int64_t n, std::optional<int64_t> m, std::optional<ScalarType> dtype,
            std::optional<Device> device) {
-  check_cpu(device, "eye");
   const int64_t cols = m.value_or(n);
   EMBER_CHECK(n >= 0, "eye: n must be greater or equal to 0, got ", n);
   EMBER_CHECK(cols >= 0, "eye: m must be greater or equal to 0, got ", cols);
@@ -165,7 +158,7 @@ Tensor eye(int64_t n, std::optional<int64_t> m, std::optional<ScalarType> dtype,
     std::fill(p, p + out->numel(), cast_to<T>(0.0));
     for (int64_t i = 0; i < std::min(n, cols); ++i) p[i * cols + i] = cast_to<T>(1.0);
   });
-  return out;
+  return to_factory_device(out, device);
 }
 
 Tensor arange(const Scalar& end, std::optional<ScalarType> dtype, std::optional<Device> device) {
@@ -228,8 +221,10 @@ Tensor randint_like(const Tensor& self, int64_t high, Generator* generator,
 
 namespace {
 void check_std(const Tensor& std) {
+  if (std->device().is_meta()) return;  // no values to check
   Tensor s = ember::empty(std->sizes(), ScalarType::Float64, std->device());
-  copy_into(s, std);
+  dispatch::_copy_from(std, s, false);
+  s = host_values(s, "normal");
   const double* p = s->data_as<double>();
   for (int64_t i = 0; i < s->numel(); ++i)
     EMBER_CHECK(p[i] >= 0.0, "normal: expects all elements of std >= 0.0, but found ", p[i]);

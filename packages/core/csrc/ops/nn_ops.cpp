@@ -7,6 +7,7 @@
 
 #include "core/dispatch.h"
 #include "ops.h"
+#include "ops/host_sync.h"
 
 namespace ember {
 namespace composite {
@@ -285,10 +286,10 @@ Tensor binary_cross_entropy(const Tensor& self, const Tensor& target, const Tens
                             const std::string& reduction) {
   const char* op = "binary_cross_entropy";
   check_same_shape(op, self, target);
-  {
+  if (!self->device().is_meta()) {  // a check of values (meta has none)
     Tensor bad = ops::logical_or(ops::lt(self, Scalar(0.0), Tensor()),
                                  ops::gt(self, Scalar(1.0), Tensor()), Tensor());
-    EMBER_CHECK(!ops::any(bad, std::nullopt, false)->data_as<bool>()[0], op,
+    EMBER_CHECK(!host_values(ops::any(bad, std::nullopt, false), op)->data_as<bool>()[0], op,
                 ": all elements of input should be between 0 and 1");
   }
   const TensorOrScalar floor(Scalar(-100.0)), none;
@@ -502,10 +503,10 @@ Tensor instance_norm(const Tensor& input, const Tensor& weight, const Tensor& bi
   if (use_input_stats) {
     if (running_mean)
       ops::copy_(running_mean,
-                 ops::mean(ops::reshape(rm, {N, C}), DimVector{0}, false, std::nullopt));
+                 ops::mean(ops::reshape(rm, {N, C}), DimVector{0}, false, std::nullopt), false);
     if (running_var)
       ops::copy_(running_var,
-                 ops::mean(ops::reshape(rv, {N, C}), DimVector{0}, false, std::nullopt));
+                 ops::mean(ops::reshape(rv, {N, C}), DimVector{0}, false, std::nullopt), false);
   }
   DimVector ps(input->dim(), 1);
   ps[1] = C;
@@ -526,8 +527,8 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
                    ": per_sample_weights are only supported with mode='sum'");
   EMBER_CHECK(weight->dim() == 2, op, ": expected a 2-D weight, got ", shape_str(weight->sizes()));
   // Bag of every index (host-side), from (B, L) indices or 1-D indices with offsets.
-  Tensor idx =
-      ops::_to_dtype(ops::contiguous(ops::flatten(indices, 0, -1)), ScalarType::Int64, false);
+  Tensor idx = host_values(
+      ops::_to_dtype(ops::contiguous(ops::flatten(indices, 0, -1)), ScalarType::Int64, false), op);
   const int64_t n = idx->numel();
   std::vector<int64_t> starts;
   if (indices->dim() == 2) {
@@ -537,7 +538,8 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
     EMBER_CHECK(indices->dim() == 1 && offsets && offsets->dim() == 1, op,
                 ": expected 2-D indices, or 1-D indices with 1-D offsets (got indices of shape ",
                 shape_str(indices->sizes()), ")");
-    Tensor off = ops::_to_dtype(ops::contiguous(offsets), ScalarType::Int64, false);
+    Tensor off =
+        host_values(ops::_to_dtype(ops::contiguous(offsets), ScalarType::Int64, false), op);
     const int64_t* po = off->data_as<int64_t>();
     for (int64_t i = 0; i < off->numel(); ++i) {
       EMBER_CHECK(po[i] >= 0 && po[i] <= n && (i == 0 || po[i] >= po[i - 1]), op,
@@ -548,7 +550,7 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
   }
   const int64_t B = starts.size();
   // S[b, i] = weight of index i in bag b (padding_idx entries excluded).
-  Tensor S = ops::zeros({B, n}, weight->dtype(), std::nullopt);
+  Tensor S = ops::zeros({B, n}, weight->dtype(), cpu_device());
   const int64_t* pi = idx->data_as<int64_t>();
   std::vector<int64_t> counts(B, 0);
   EMBER_DISPATCH_FLOAT(weight->dtype(), op, [&] {
@@ -562,6 +564,10 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
         }
     }
   });
+  if (!weight->device().is_cpu()) {
+    S = ops::_to_copy(S, std::nullopt, weight->device(), false);
+    idx = ops::_to_copy(idx, std::nullopt, weight->device(), false);
+  }
   Tensor rows = ops::embedding(weight, idx, -1, false, false);  // (n, D)
   if (mode == "max") {
     Tensor member = ops::unsqueeze(ops::gt(S, Scalar(0.0), Tensor()), -1);  // (B, n, 1)
@@ -580,12 +586,12 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
     S = mul(S, ops::reshape(per_sample_weights, {1, n}));
   }
   if (mode == "mean") {
-    Tensor cnt = ops::empty({B, 1}, weight->dtype(), std::nullopt);
+    Tensor cnt = ops::empty({B, 1}, weight->dtype(), cpu_device());
     EMBER_DISPATCH_FLOAT(weight->dtype(), op, [&] {
       for (int64_t b = 0; b < B; ++b)
         cnt->data_as<scalar_t>()[b] = scalar_t(std::max<int64_t>(counts[b], 1));
     });
-    S = div(S, cnt);
+    S = div(S, ops::_to_copy(cnt, std::nullopt, weight->device(), false));
   }
   return ops::matmul(S, rows);
 }

@@ -6,6 +6,7 @@
 
 #include "kernels/iterator.h"
 #include "ops.h"
+#include "ops/host_sync.h"
 
 namespace ember {
 namespace {
@@ -61,11 +62,11 @@ void roll_into(const Tensor& dst, const Tensor& src, int64_t d, int64_t shift) {
   int64_t n = src->size(d);
   int64_t s = n == 0 ? 0 : ((shift % n) + n) % n;
   if (s == 0) {
-    copy_into(dst, src);
+    dispatch::_copy_from(src, dst, false);
     return;
   }
-  copy_into(slice(dst, d, s, n - s), slice(src, d, 0, n - s));
-  copy_into(slice(dst, d, 0, s), slice(src, d, n - s, s));
+  dispatch::_copy_from(slice(src, d, 0, n - s), slice(dst, d, s, n - s), false);
+  dispatch::_copy_from(slice(src, d, n - s, s), slice(dst, d, 0, s), false);
 }
 
 // Reads a repeats tensor (int32/int64, on the CPU) as int64 values.
@@ -74,8 +75,9 @@ std::vector<int64_t> read_repeats(const Tensor& repeats) {
                    NotImplemented,
                    "repeat_interleave: repeats must be an int32 or int64 tensor, got ",
                    dtype_name(repeats->dtype()));
-  Tensor r = ember::empty(repeats->sizes(), ScalarType::Int64, cpu_device());
-  copy_into(r, repeats);
+  Tensor r = ember::empty(repeats->sizes(), ScalarType::Int64, repeats->device());
+  dispatch::_copy_from(repeats, r, false);
+  r = host_values(r, "repeat_interleave");
   const int64_t* p = r->data_as<int64_t>();
   return std::vector<int64_t>(p, p + r->numel());
 }
@@ -136,7 +138,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out) {
   int64_t pos = 0;
   for (const Tensor& t : tensors) {
     if (t->dim() == 1 && t->size(0) == 0) continue;
-    copy_into(slice(result, d, pos, t->size(d)), t);
+    dispatch::_copy_from(t, slice(result, d, pos, t->size(d)), false);
     pos += t->size(d);
   }
   return out ? result : fresh(result);
@@ -221,7 +223,7 @@ Tensor flip(const Tensor& self, const DimVector& dims) {
     offset += (self->size(d) - 1) * strides[d];
     strides[d] = -strides[d];
   }
-  copy_into(out, make_view(self, self->sizes(), std::move(strides), offset));
+  dispatch::_copy_from(make_view(self, self->sizes(), std::move(strides), offset), out, false);
   return out;
 }
 
@@ -316,8 +318,7 @@ Tensor repeat(const Tensor& self, const DimVector& repeats) {
     ssizes.push_back(s);
     sstrides.push_back(i < lead ? 0 : self->stride(i - lead));
   }
-  copy_into(make_view(out, dsizes, dstrides, 0),
-            make_view(self, ssizes, sstrides, self->storage_offset()));
+  dispatch::_copy_from(make_view(self, ssizes, sstrides, self->storage_offset()), make_view(out, dsizes, dstrides, 0), false);
   return out;
 }
 
@@ -389,13 +390,13 @@ Tensor repeat_interleave(const Tensor& self, const TensorOrScalar& repeats,
     dst.insert(0, out->stride(d));
     ssz.insert(0, 1);
     sst.insert(0, 0);
-    copy_into(make_view(out, dsz, dst, 0), make_view(input, ssz, sst, input->storage_offset()));
+    dispatch::_copy_from(make_view(input, ssz, sst, input->storage_offset()), make_view(out, dsz, dst, 0), false);
     return out;
   }
   int64_t pos = 0;
   for (int64_t i = 0; i < size; ++i) {
     if (counts[i] == 0) continue;
-    copy_into(slice(out, d, pos, counts[i]), slice(input, d, i, 1));
+    dispatch::_copy_from(slice(input, d, i, 1), slice(out, d, pos, counts[i]), false);
     pos += counts[i];
   }
   return out;
@@ -421,7 +422,9 @@ Tensor repeat_interleave_index(const Tensor& repeats, std::optional<int64_t> out
   int64_t* p = out->data_as<int64_t>();
   for (size_t i = 0; i < counts.size(); ++i)
     for (int64_t j = 0; j < counts[i]; ++j) *p++ = static_cast<int64_t>(i);
-  return repeats->dtype() == ScalarType::Int64 ? out : ops::_to_dtype(out, repeats->dtype(), false);
+  out = repeats->dtype() == ScalarType::Int64 ? out : ops::_to_dtype(out, repeats->dtype(), false);
+  return repeats->device().is_cpu() ? out
+                                    : ops::_to_copy(out, std::nullopt, repeats->device(), false);
 }
 
 // ---- grids ----------------------------------------------------------------------------------

@@ -1,22 +1,103 @@
 // Copies, fills, conversions and basic factories (ops/tensor.yaml): composites over empty() and
-// copy_into(), so every device that has those gets them.
+// the device's `_copy_from` kernel, so every device that registers those gets them. Copies
+// between devices are built here from the backends' byte copies (core/backend.h).
+#include "core/backend.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
 namespace ember {
 namespace composite {
 
+namespace {
+// dst <- src, same device: the device's copy kernel.
+void copy_same_device(const Tensor& dst, const Tensor& src) {
+  dispatch::_copy_from(src, dst, false);
+}
+
+bool dense_as(const Tensor& t, const Tensor& like) {
+  return t->is_contiguous() && t->sizes() == like->sizes() && t->dtype() == like->dtype();
+}
+
+// dst <- src across devices. The byte copies need dense memory of one dtype on both sides, so
+// broadcasting, dtype conversion and strided layouts are done by a copy kernel on one side.
+void copy_between_devices(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  const Device dd = dst->device(), sd = src->device();
+  if (sd.is_meta()) EMBER_FAIL(NotImplemented, "Cannot copy out of meta tensor; no data!");
+  EMBER_CHECK(broadcast_shapes(dst->sizes(), src->sizes(), "copy_") == dst->sizes(),
+              "copy_: source of shape ", shape_str(src->sizes()),
+              " cannot be broadcast to the destination shape ", shape_str(dst->sizes()));
+  if (dd.is_meta() || dst->numel() == 0) {
+    dst->bump_version();
+    return;
+  }
+  if (!sd.is_cpu() && !dd.is_cpu()) {
+    // Between two non-CPU devices (or two devices of one type): through host memory.
+    Tensor host = ember::empty(src->sizes(), src->dtype(), cpu_device());
+    copy_between_devices(host, src, false);
+    copy_between_devices(dst, host, false);
+    return;
+  }
+  if (sd.is_cpu()) {
+    const DeviceHooks& hooks = device_hooks(dd.type);
+    // The host side in dst's dtype and shape, dense: src itself when it already is (then a
+    // non_blocking copy reads the caller's, possibly pinned, memory).
+    Tensor host = src;
+    if (!dense_as(src, dst)) {
+      host = ember::empty(dst->sizes(), dst->dtype(), cpu_device());
+      copy_same_device(host, src);
+      non_blocking = false;  // the temporary dies on return
+    }
+    Tensor dev = dst->is_contiguous() ? dst : ember::empty(dst->sizes(), dst->dtype(), dd);
+    hooks.copy_from_host(dev->data(), host->data(), host->numel() * host->itemsize(), dd.index,
+                         non_blocking && dev == dst);
+    if (dev != dst) copy_same_device(dst, dev);
+    dst->bump_version();
+    return;
+  }
+  // Device -> CPU.
+  const DeviceHooks& hooks = device_hooks(sd.type);
+  Tensor dev = src->is_contiguous() ? src : ember::empty(src->sizes(), src->dtype(), sd);
+  if (dev != src) copy_same_device(dev, src);
+  const bool direct = dense_as(dst, dev);
+  Tensor host = direct ? dst : ember::empty(src->sizes(), src->dtype(), cpu_device());
+  hooks.copy_to_host(host->data(), dev->data(), dev->numel() * dev->itemsize(), sd.index,
+                     non_blocking && direct && dev == src);
+  if (!direct) copy_same_device(dst, host);
+  dst->bump_version();
+}
+}  // namespace
+
 Tensor clone(const Tensor& self) {
   Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
-  copy_into(out, self);
+  copy_same_device(out, self);
   return fresh(out);
 }
 
 Tensor contiguous(const Tensor& self) { return self->is_contiguous() ? self : clone(self); }
 
-Tensor copy_(const Tensor& self, const Tensor& src) {
-  copy_into(self, src);
+Tensor copy_(const Tensor& self, const Tensor& src, bool non_blocking) {
+  const Device dd = self->device(), sd = src->device();
+  if (dd == sd || (sd.is_cpu() && src->dim() == 0 && !dd.is_meta())) {
+    dispatch::_copy_from(src, self, non_blocking);
+  } else {
+    copy_between_devices(self, src, non_blocking);
+  }
   return self;
+}
+
+Tensor to_copy(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device,
+               bool non_blocking) {
+  const ScalarType dt = dtype.value_or(self->dtype());
+  const Device dev = device.value_or(self->device());
+  // A dense input keeps its layout (PyTorch's preserve_format); anything else becomes contiguous.
+  Tensor out;
+  if (self->is_contiguous() || self->numel() <= 1) {
+    out = ember::empty(self->sizes(), dt, dev);
+  } else {
+    out = ember::empty_like_dense(self, dt, dev);
+  }
+  copy_(out, self, non_blocking);
+  return fresh(out);
 }
 
 Tensor fill_(const Tensor& self, const TensorOrScalar& value) {
@@ -24,13 +105,14 @@ Tensor fill_(const Tensor& self, const TensorOrScalar& value) {
     EMBER_CHECK(value.tensor->dim() == 0,
                 "fill_: only supports 0-dimension value tensor but got tensor with ",
                 value.tensor->dim(), " dimensions");
-    copy_into(self, value.tensor);
+    copy_(self, value.tensor, false);
     return self;
   }
   check_scalar_fits(value.scalar, self->dtype(), "fill_");
-  Tensor v = ember::empty(DimVector{}, self->dtype(), self->device());
+  // The value is a 0-d CPU tensor, which every device's copy kernel takes as a number.
+  Tensor v = ember::empty(DimVector{}, self->dtype(), cpu_device());
   store_scalar(value.scalar, self->dtype(), v->data());
-  copy_into(self, v);
+  copy_(self, v, false);
   return self;
 }
 
@@ -39,12 +121,12 @@ Tensor zero_(const Tensor& self) { return fill_(self, Scalar(int64_t(0))); }
 Tensor to_dtype(const Tensor& self, ScalarType dtype, bool copy) {
   if (self->dtype() == dtype && !copy) return self;
   Tensor out = ember::empty(self->sizes(), dtype, self->device());
-  copy_into(out, self);
+  copy_same_device(out, self);
   return fresh(out);
 }
 
 Tensor empty(const DimVector& size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return ember::empty(size, dtype.value_or(default_dtype()), device.value_or(cpu_device()));
+  return ember::empty(size, dtype.value_or(default_dtype()), device.value_or(default_device()));
 }
 
 Tensor zeros(const DimVector& size, std::optional<ScalarType> dtype, std::optional<Device> device) {
@@ -63,7 +145,7 @@ Tensor full(const DimVector& size, const Scalar& value, std::optional<ScalarType
 Tensor empty_strided(const DimVector& size, const DimVector& stride,
                      std::optional<ScalarType> dtype, std::optional<Device> device) {
   return ember::empty_strided(size, stride, dtype.value_or(default_dtype()),
-                              device.value_or(cpu_device()));
+                              device.value_or(default_device()));
 }
 
 Tensor empty_like(const Tensor& self, std::optional<ScalarType> dtype,

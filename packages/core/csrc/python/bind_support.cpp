@@ -27,7 +27,7 @@ bool scalar_from_object(PyObject* o, Scalar* out) {
   if (is_tensor_object(o)) {
     auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
     if (t->numel() != 1) return false;
-    *out = load_scalar(t->data(), t->dtype());
+    *out = scalar_value(t);
     return true;
   }
   if (Py_TYPE(o)->tp_as_number == nullptr || PySequence_Check(o)) return false;
@@ -71,7 +71,7 @@ static bool index_from_object(PyObject* o, int64_t* out) {
   if (is_tensor_object(o)) {
     auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
     if (t->numel() != 1 || !is_integral(t->dtype(), false)) return false;
-    *out = load_scalar(t->data(), t->dtype()).to_int();
+    *out = scalar_value(t).to_int();
     return true;
   }
   if (PyIndex_Check(o)) {
@@ -146,12 +146,18 @@ Device parse_device(const std::string& s, std::optional<int64_t> index) {
       throw py::value_error("invalid device string: '" + s + "'");
     }
   }
+  const std::string pu1 = device_type_name(DeviceType::PrivateUse1);
   if (type == "cpu") {
     d.type = DeviceType::CPU;
   } else if (type == "cuda") {
     d.type = DeviceType::CUDA;
+  } else if (type == "meta") {
+    d.type = DeviceType::Meta;
+  } else if (type == pu1) {
+    d.type = DeviceType::PrivateUse1;
   } else {
-    throw py::value_error("Expected one of cpu, cuda device type at start of device string: " + s);
+    throw py::value_error("Expected one of cpu, cuda, meta, " + pu1 +
+                          " device type at start of device string: " + s);
   }
   if (index) d.index = static_cast<int8_t>(*index);
   return d;
@@ -179,7 +185,7 @@ void write_out(const Tensor& out, const Tensor& r, const char* op) {
     out->set_sizes_strides(r->sizes(), fresh->strides(), 0);
   }
   check_no_internal_overlap(out, op);
-  copy_into(out, r);
+  dispatch::_copy_from(r, out, false);
 }
 
 void write_inplace(const Tensor& self, const Tensor& r, const char* op) {
@@ -189,7 +195,20 @@ void write_inplace(const Tensor& self, const Tensor& r, const char* op) {
   EMBER_CHECK(can_cast(r->dtype(), self->dtype()), op, ": result type ", dtype_name(r->dtype()),
               " can't be cast to the desired output type ", dtype_name(self->dtype()));
   check_no_internal_overlap(self, op);
-  ops::copy_(self, r);
+  ops::copy_(self, r, false);
+}
+
+Scalar scalar_value(const Tensor& t) {
+  if (t->device().is_cpu()) return load_scalar(t->data(), t->dtype());
+  EMBER_CHECK(!t->device().is_meta(), "Tensor.item() cannot be called on meta tensors");
+  Tensor h = dispatch::_to_copy(t, std::nullopt, cpu_device(), false);
+  return load_scalar(h->data(), h->dtype());
+}
+
+Tensor host_readable(const Tensor& t) {
+  if (t->device().is_cpu()) return t;
+  if (t->device().is_meta()) EMBER_FAIL(NotImplemented, "Cannot copy out of meta tensor; no data!");
+  return dispatch::_to_copy(t, std::nullopt, cpu_device(), false);
 }
 
 }  // namespace ember

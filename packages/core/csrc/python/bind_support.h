@@ -47,6 +47,14 @@ void write_out(const Tensor& out, const Tensor& r, const char* op);
 // In-place form of a non-native op: `r` must have self's shape and be castable to its dtype.
 void write_inplace(const Tensor& self, const Tensor& r, const char* op);
 
+// The value of a one-element tensor on the host: read in place on the CPU, copied from any
+// other device (a sync point); meta tensors raise PyTorch's "Tensor.item() cannot be called on
+// meta tensors".
+Scalar scalar_value(const Tensor& t);
+// t's data readable on the host (t itself on the CPU, else a CPU copy); meta tensors raise
+// NotImplementedError "Cannot copy out of meta tensor; no data!".
+Tensor host_readable(const Tensor& t);
+
 }  // namespace ember
 
 namespace pybind11 {

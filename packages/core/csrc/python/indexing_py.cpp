@@ -116,12 +116,12 @@ Item tensor_item(Tensor t) {
   Item it;
   if (t->dim() == 0 && (dt == ScalarType::Bool || dt == ScalarType::UInt8)) {
     it.kind = Item::Bool;  // a 0-d mask acts like a Python bool
-    it.value = load_scalar(t->data(), dt).to_bool();
+    it.value = scalar_value(t).to_bool();
     return it;
   }
   if (t->dim() == 0) {  // a 0-d integer tensor acts like an int (as in PyTorch)
     it.kind = Item::Int;
-    it.value = load_scalar(t->data(), dt).to_int();
+    it.value = scalar_value(t).to_int();
     it.from_tensor = true;
     return it;
   }
@@ -339,7 +339,7 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
       }
       Tensor s = empty(DimVector{}, view->dtype(), view->device());
       store_scalar(vs, view->dtype(), s->data());
-      copy_into(view, s);
+      dispatch::_copy_from(s, view, false);
       return;
     }
     // Leading size-1 dims beyond the target's rank are dropped (x[0] = y[None]).
@@ -357,10 +357,10 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
     if (vt->storage() == view->storage())
       vt = ops::clone(vt);  // overlapping source: read before writing
     if (grad) {
-      ops::copy_(view, vt);
+      ops::copy_(view, vt, false);
       return;
     }
-    copy_into(view, vt);
+    dispatch::_copy_from(vt, view, false);
     return;
   }
   // One bool mask over the leading dims and a single value: masked_fill_, no index tensors.

@@ -237,8 +237,9 @@ void bind_interop(py::module_& m, TensorClass& cls) {
   m.def("_from_buffer", [](py::handle obj) { return tensor_from_buffer(obj, true); });
 
   cls.def_buffer([](TensorImpl& t) -> py::buffer_info {
-    EMBER_CHECK(t.device().is_cpu(), "can't convert a ", t.device().str(),
-                " tensor to NumPy; use .cpu() first");
+    EMBER_CHECK_KIND(t.device().is_cpu(), Type, "can't convert ", t.device().str(),
+                     " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host "
+                     "memory first.");
     std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end());
     std::vector<py::ssize_t> strides;
     for (int64_t s : t.strides()) strides.push_back(s * t.itemsize());

@@ -8,7 +8,6 @@
 #include <tuple>
 #include <vector>
 
-#include "core/engine_api.h"
 #include "core/generator.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
@@ -54,6 +53,13 @@ void bind_dtypes(py::module_& m) {
   m.def("can_cast", [](ScalarType from, ScalarType to) { return can_cast(from, to); });
 }
 
+namespace {
+std::vector<Device>& device_context_stack() {
+  thread_local std::vector<Device> stack;
+  return stack;
+}
+}  // namespace
+
 void bind_device(py::module_& m) {
   py::class_<Device> cls(m, "device");
   cls.def(py::init([](const std::string& s, std::optional<int64_t> index) {
@@ -61,7 +67,7 @@ void bind_device(py::module_& m) {
           }),
           py::arg("type"), py::arg("index") = py::none())
       .def(py::init([](const Device& d) { return d; }))
-      .def_property_readonly("type", [](const Device& d) { return d.is_cpu() ? "cpu" : "cuda"; })
+      .def_property_readonly("type", [](const Device& d) { return device_type_name(d.type); })
       .def_property_readonly("index",
                              [](const Device& d) -> py::object {
                                if (d.index < 0) return py::none();
@@ -71,10 +77,31 @@ void bind_device(py::module_& m) {
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1000 + d.index; })
       .def("__str__", &Device::str)
       .def("__repr__", [](const Device& d) {
-        std::string r = "device(type='" + std::string(d.is_cpu() ? "cpu" : "cuda") + "'";
+        std::string r = "device(type='" + device_type_name(d.type) + "'";
         if (d.index >= 0) r += ", index=" + std::to_string(d.index);
         return r + ")";
+      })
+      // `with ember.device("meta"):` makes factories without device= allocate there (this
+      // thread only, as in PyTorch); the previous default comes back on exit.
+      .def("__enter__",
+           [](const Device& d) {
+             device_context_stack().push_back(default_device());
+             set_default_device(d);
+             return d;
+           })
+      .def("__exit__", [](const Device&, py::args) {
+        auto& st = device_context_stack();
+        if (!st.empty()) {
+          set_default_device(st.back());
+          st.pop_back();
+        }
       });
+  m.def("set_default_device", [](std::optional<Device> d) {
+    set_default_device(d.value_or(cpu_device()));
+  }, py::arg("device"));
+  m.def("get_default_device", [] { return default_device(); });
+  m.def("_rename_privateuse1_backend", &rename_privateuse1_backend, py::arg("name"));
+  m.def("_privateuse1_backend_name", [] { return device_type_name(DeviceType::PrivateUse1); });
 }
 
 void bind_generator(py::module_& m) {
@@ -354,8 +381,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_parallel_for_probe", &parallel_for_probe, py::arg("n"), py::arg("grain"),
         py::arg("throw_at") = -1, py::arg("nested") = false,
         py::call_guard<py::gil_scoped_release>());
-  static EngineApi api{EngineApi::kVersion, &register_device_allocator};
-  m.attr("_engine_api") = py::capsule(&api, "ember._C._engine_api");
 
   // Tensors take part in Python's cycle collection through their hooks (python_hooks.cpp).
   TensorClass cls(m, "Tensor", py::buffer_protocol(),

@@ -47,7 +47,7 @@ py::object tolist_rec(const TensorImpl& t, const char* p, int64_t d) {
 Scalar item(const Tensor& t) {
   EMBER_CHECK(t->numel() == 1, "item: a Tensor with ", t->numel(),
               " elements cannot be converted to Scalar");
-  return load_scalar(t->data(), t->dtype());
+  return scalar_value(t);
 }
 
 // ---- tensor(data): nested Python sequences -> a new tensor ----------------------------------
@@ -174,8 +174,9 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       "tensor",
       [](py::handle data, std::optional<ScalarType> dtype, std::optional<Device> device,
          bool requires_grad) {
-        if (device && !device->is_cpu()) no_kernel("tensor", device->type);
         Tensor t = tensor_from_data(data, dtype);
+        const Device d = device.value_or(default_device());
+        if (!d.is_cpu()) t = dispatch::_to_copy(t, std::nullopt, d, false);
         if (requires_grad) autograd::set_requires_grad(t, true);
         return t;
       },
@@ -202,11 +203,16 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def("element_size", [](const Tensor& t) { return t->itemsize(); })
       .def_property_readonly("itemsize", [](const Tensor& t) { return t->itemsize(); })
       .def_property_readonly("nbytes", [](const Tensor& t) { return t->numel() * t->itemsize(); })
-      .def_property_readonly("is_cuda", [](const Tensor& t) { return !t->device().is_cpu(); })
+      .def_property_readonly("is_cuda",
+                             [](const Tensor& t) { return t->device().type == DeviceType::CUDA; })
+      .def_property_readonly("is_meta", [](const Tensor& t) { return t->device().is_meta(); })
       .def_property_readonly("is_cpu", [](const Tensor& t) { return t->device().is_cpu(); })
       .def("is_floating_point", [](const Tensor& t) { return is_floating(t->dtype()); })
       .def("is_contiguous", [](const Tensor& t) { return t->is_contiguous(); })
-      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t->data()); })
+      .def("data_ptr",
+           [](const Tensor& t) -> uintptr_t {
+             return t->storage()->data.get() ? reinterpret_cast<uintptr_t>(t->data()) : 0;
+           })
       .def("storage_offset", [](const Tensor& t) { return t->storage_offset(); })
       .def("untyped_storage_ptr",
            [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t->storage()->data.get()); })
@@ -223,7 +229,8 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
              EMBER_CHECK_KIND(t->dim() <= kMaxNesting, Value, "tolist: a tensor with ", t->dim(),
                               " dims is too deep to convert to nested lists (at most ", kMaxNesting,
                               ")");
-             return tolist_rec(*t, t->data(), 0);
+             Tensor h = host_readable(t);
+             return tolist_rec(*h, h->data(), 0);
            })
       .def("__float__", [](const Tensor& t) { return item(t).to_double(); })
       .def("__int__", [](const Tensor& t) { return item(t).to_int(); })

@@ -200,7 +200,13 @@ def tensor_repr(t: Any) -> str:
         suffixes.append(f"device='{t.device}'")
     default = _C.get_default_dtype()
     dtype = t.dtype
-    if t.numel() == 0:
+    if t.device.type == "meta":
+        # No data to show: PyTorch's tensor(..., device='meta', size=(2, 3)).
+        suffixes.append(f"size={tuple(t.shape)}")
+        if dtype is not default:
+            suffixes.append(f"dtype={dtype!r}")
+        body = "..."
+    elif t.numel() == 0:
         # Shape (0,) is implied by "[]"; any other empty shape is spelled out, like NumPy.
         if t.ndim != 1:
             suffixes.append(f"size={tuple(t.shape)}")
@@ -213,7 +219,7 @@ def tensor_repr(t: Any) -> str:
             suffixes.append(f"size={tuple(t.shape)}")
         if dtype not in (default, _C.int64, _C.bool):
             suffixes.append(f"dtype={dtype!r}")
-        body = _tensor_str(t, indent)
+        body = _tensor_str(t if t.device.type == "cpu" else t.cpu(), indent)
     grad_fn = getattr(t, "grad_fn", None)
     if grad_fn is not None:
         suffixes.append(f"grad_fn=<{_grad_fn_name(grad_fn)}>")

@@ -17,6 +17,11 @@ def _numpy(self: Tensor, *, force: bool = False) -> Any:
     """
     import numpy as np
 
+    if self.device.type != "cpu":
+        raise TypeError(
+            f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+            "copy the tensor to host memory first."
+        )
     if self.dtype is _C.bfloat16:
         raise TypeError(
             "can't convert a bfloat16 tensor to NumPy (NumPy has no bfloat16); convert it "
@@ -40,30 +45,66 @@ def _iter(self: Tensor):
 def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``.
 
+    A change of device copies (through the backends' copy hooks; ``non_blocking=True`` lets the
+    copy run asynchronously where the device supports it) and is differentiable: the gradient
+    goes back to the original device.
+
     >>> import ember
     >>> ember.ones(2).to(ember.int64).dtype
     ember.int64
+    >>> ember.ones(2).to("meta").device
+    device(type='meta')
     """
     dtype = kwargs.pop("dtype", None)
     dev = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
+    non_blocking = kwargs.pop("non_blocking", False)
+    kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
         if isinstance(a, _C.dtype):
             dtype = a
-        elif isinstance(a, (str, _C.device)):
+        elif isinstance(a, bool):  # before int: True is an int too
+            non_blocking = a
+        elif isinstance(a, (str, _C.device, int)):
             dev = a
         elif isinstance(a, Tensor):
             dtype, dev = a.dtype, a.device
         else:
             raise TypeError(f"to() received an invalid argument of type {type(a).__name__}")
-    if dev is not None and _C.device(dev).type != "cpu":
-        raise RuntimeError(f"to(): device {dev} is not available in this build of ember (CPU only)")
+    if dev is not None:
+        dev, cur = _device(dev), self.device
+        if dev.type != cur.type or (dev.index is not None and dev.index != cur.index):
+            return _C._to_copy(self, dtype=dtype, device=dev, non_blocking=non_blocking)
     if dtype is None:
         return self.clone() if copy else self
     return self._to_dtype(dtype, copy)
+
+
+def _device(dev: Any) -> Any:
+    """An ember.device from a device, a string or a CUDA index."""
+    if isinstance(dev, _C.device):
+        return dev
+    if isinstance(dev, int):
+        return _C.device("cuda", dev)
+    return _C.device(dev)
+
+
+def _cpu(self: Tensor) -> Tensor:
+    """self on the CPU (self itself when it is already there).
+
+    >>> import ember
+    >>> ember.ones(2).cpu().device
+    device(type='cpu')
+    """
+    return self if self.device.type == "cpu" else self.to("cpu")
+
+
+def _cuda(self: Tensor, device: Any = None, non_blocking: bool = False) -> Tensor:
+    """self on a CUDA device (the current one by default)."""
+    dev = _C.device("cuda") if device is None else _device(device)
+    return self.to(dev, non_blocking=non_blocking)
 
 
 def _make_cast(dt: Any):
@@ -96,7 +137,8 @@ Tensor.__str__ = _repr
 Tensor.to = _to
 Tensor.type_as = _type_as
 Tensor.new_tensor = _new_tensor
-Tensor.cpu = lambda self: self
+Tensor.cpu = _cpu
+Tensor.cuda = _cuda
 for _name, _dt in [
     ("float", _C.float32), ("double", _C.float64), ("half", _C.float16), ("bfloat16", _C.bfloat16),
     ("long", _C.int64), ("int", _C.int32), ("short", _C.int16), ("char", _C.int8),

@@ -17,6 +17,7 @@
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "ops.h"
+#include "ops/host_sync.h"
 
 namespace ember {
 namespace cpu {
@@ -478,15 +479,13 @@ namespace composite {
 Tensor randperm(int64_t n, Generator* generator, std::optional<ScalarType> dtype,
                 std::optional<Device> device) {
   EMBER_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
-  EMBER_CHECK(!device || device->is_cpu(), "randperm: device ", device->str(),
-              " has no kernel in this build");
   const ScalarType dt = dtype.value_or(ScalarType::Int64);
   EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "randperm: not implemented for dtype bool");
   EMBER_DISPATCH_NUMERIC(dt, "randperm", [&] {
     EMBER_CHECK(n == 0 || static_cast<uint64_t>(n - 1) <= cpu::int_bounds<scalar_t>().second,
                 "randperm: n is too large for result tensor type: ", dtype_name(dt));
   });
-  Tensor perm = ember::empty({n}, ScalarType::Int64, device.value_or(cpu_device()));
+  Tensor perm = ember::empty({n}, ScalarType::Int64, cpu_device());
   int64_t* p = perm->data_as<int64_t>();
   std::iota(p, p + n, int64_t(0));
   if (n > 1) {
@@ -504,10 +503,12 @@ Tensor randperm(int64_t n, Generator* generator, std::optional<ScalarType> dtype
       std::swap(p[i], p[j]);
     }
   }
-  if (dt == ScalarType::Int64) return perm;
-  Tensor out = ember::empty({n}, dt, perm->device());
-  copy_into(out, perm);
-  return out;
+  if (dt != ScalarType::Int64) {
+    Tensor out = ember::empty({n}, dt, cpu_device());
+    copy_into(out, perm);
+    perm = out;
+  }
+  return to_factory_device(perm, device);
 }
 
 }  // namespace composite

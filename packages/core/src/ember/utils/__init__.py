@@ -1,5 +1,6 @@
 """ember.utils: ``ember.utils.data`` is ``ember.data`` (from the ember-data distribution), as in
-PyTorch's ``torch.utils.data``."""
+PyTorch's ``torch.utils.data``; ``cpp_extension`` builds C++ extensions (backends, kernels)
+against ember's engine; ``rename_privateuse1_backend`` names the PrivateUse1 device slot."""
 
 from __future__ import annotations
 
@@ -7,6 +8,18 @@ import importlib
 
 
 def __getattr__(name: str):
-    if name in ("data", "checkpoint"):
+    if name in ("data", "checkpoint", "cpp_extension"):
         return importlib.import_module(f"ember.utils.{name}")
     raise AttributeError(f"module 'ember.utils' has no attribute {name!r}")
+
+
+def rename_privateuse1_backend(name: str) -> None:
+    """Names the PrivateUse1 device slot (once), so ``ember.device(name)`` and ``device=name``
+    reach the backend an extension registers there (PyTorch's function of the same name).
+
+    >>> import ember
+    >>> ember.utils.rename_privateuse1_backend("privateuseone")  # the default name: no change
+    """
+    from ember import _C
+
+    _C._rename_privateuse1_backend(name)

@@ -949,6 +949,30 @@ class Module:
         """Moves parameters and buffers to the CPU."""
         return self.to("cpu")
 
+    def to_empty(self, *, device: Any, recurse: bool = True) -> Module:
+        """Moves parameters and buffers to ``device`` without copying their values: new,
+        uninitialized storage of the same shapes and dtypes. The way from a model built on the
+        ``meta`` device (no memory) to a real one, filled by ``load_state_dict`` or init.
+
+        >>> import ember
+        >>> with ember.device("meta"):
+        ...     m = ember.nn.Linear(4, 4)
+        >>> m.to_empty(device="cpu").weight.device
+        device(type='cpu')
+        """
+
+        def empty(t: Tensor) -> Tensor:
+            return ember.empty_like(t, device=device)
+
+        if recurse:
+            return self._apply(empty)
+        saved = self._modules
+        object.__setattr__(self, "_modules", {})  # only this module's own tensors
+        try:
+            return self._apply(empty)
+        finally:
+            object.__setattr__(self, "_modules", saved)
+
     def cuda(self, device: Any = None) -> Module:
         """Moves parameters and buffers to a CUDA device."""
         return self.to("cuda" if device is None else ember.device("cuda", device) if isinstance(device, int) else device)
