@@ -40,7 +40,10 @@ def gen_header(groups: dict[str, list[Op]]) -> str:
     seen: set[tuple[str, str]] = set()
     for ops in groups.values():
         for op in ops:
-            for key, fn in op.dispatch.items():
+            kernels = list(op.dispatch.items())
+            if op.meta.startswith("meta::"):
+                kernels.append(("Meta", op.meta))
+            for key, fn in kernels:
                 if key == "CUDA":
                     continue  # declared by the CUDA extension itself
                 ns, name = split_ns(fn)
@@ -110,6 +113,8 @@ def meta_kernel(op: Op) -> tuple[str, str]:
     ret_types = [t for t, _ in op.returns]
     tensor_ret = all(t in ("Tensor", "Tensor[]") for t in ret_types)
     mode = op.meta
+    if mode.startswith("meta::"):
+        return "", f"&{mode}"
     if mode == "cpu":
         return "", f"&{op.dispatch['CPU']}"
     if mode == "data_dependent" or not tensor_ret:
@@ -945,7 +950,8 @@ def gen_docs(groups: dict[str, list[Op]]) -> str:
             kernels = ", ".join(f"{k}: `{v}`" for k, v in op.dispatch.items())
             if "CPU" in op.dispatch:
                 kernels += ", Meta: " + {"fallback": "stand-ins", "cpu": "CPU kernel",
-                                         "inplace": "no-op", "data_dependent": "none"}[op.meta]
+                                         "inplace": "no-op", "data_dependent": "none"}.get(
+                                             op.meta, f"`{op.meta}`")
             summary = op.doc.split("\n")[0].replace("|", "\\|") if op.doc else ""
             schema = op.schema.replace("|", "\\|")
             out.append(f"| `{op.name}` | `{schema}` | {' '.join(called)} | {kernels} | {summary} |\n")

@@ -108,7 +108,8 @@ class Op:
     # written, and the results' sizes, strides and dtype are carried back), "cpu" (the CPU kernel
     # itself is meta-safe: it touches data only through TensorIterator loops, which meta skips),
     # "inplace" (an in-place op that changes no metadata: meta returns self) or
-    # "data_dependent" (the result depends on values: meta raises NotImplementedError).
+    # "data_dependent" (the result depends on values: meta raises NotImplementedError), or
+    # "meta::<fn>", a meta kernel of its own (csrc/kernels/meta/meta_kernels.cpp).
     meta: str = "fallback"
     # Ops that take tensors on different devices on purpose (copies between devices).
     mixed_devices: bool = False
@@ -225,7 +226,8 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
             nd = ops[-1].nondiff_outputs
             if nd and [n for _, n in rets[-len(nd):]] != nd:
                 raise ValueError(f"{path.name}: {name}: nondiff_outputs must name trailing outputs")
-            if ops[-1].meta not in ("fallback", "cpu", "inplace", "data_dependent"):
+            if ops[-1].meta not in ("fallback", "cpu", "inplace", "data_dependent") and \
+                    not ops[-1].meta.startswith("meta::"):
                 raise ValueError(f"{path.name}: {name}: unknown meta mode {ops[-1].meta!r}")
             if not ops[-1].dispatch:
                 raise ValueError(f"{path.name}: {name} has no dispatch entry")

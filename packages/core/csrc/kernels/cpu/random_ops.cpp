@@ -16,6 +16,7 @@
 #include "core/generator.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
+#include "kernels/shape_rules.h"
 #include "ops.h"
 #include "ops/host_sync.h"
 
@@ -389,21 +390,9 @@ Tensor bernoulli_(const Tensor& self, const TensorOrScalar& p, Generator* genera
 
 Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement,
                    Generator* generator) {
-  EMBER_CHECK(self->dim() == 1 || self->dim() == 2,
-              "multinomial: prob_dist must be 1 or 2 dim, got ", self->dim(), "-D");
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
-                   "multinomial: only supports floating-point dtypes for input, got: ",
-                   dtype_name(self->dtype()));
-  EMBER_CHECK(num_samples > 0, "multinomial: cannot sample n_sample <= 0 samples (got ",
-              num_samples, ")");
+  DimVector out_shape = multinomial_shape(self, num_samples, replacement);
   const int64_t ncat = self->size(self->dim() - 1);
   const int64_t rows = self->dim() == 1 ? 1 : self->size(0);
-  EMBER_CHECK(replacement || num_samples <= ncat,
-              "multinomial: cannot sample n_sample > prob_dist.size(-1) "
-              "samples without replacement (",
-              num_samples, " > ", ncat, ")");
-  EMBER_CHECK(ncat <= (int64_t(1) << 24), "multinomial: number of categories cannot exceed 2^24");
-  DimVector out_shape = self->dim() == 1 ? DimVector{num_samples} : DimVector{rows, num_samples};
   Tensor out = ember::empty(out_shape, ScalarType::Int64, self->device());
   if (rows == 0) return out;
 
