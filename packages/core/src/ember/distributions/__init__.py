@@ -13,7 +13,7 @@ more), ``transforms`` and ``constraints`` hold the building blocks.
 [0.5]
 """
 
-from ember.distributions import constraints, transforms
+from ember.distributions import constraints, transforms, utils
 from ember.distributions.bernoulli import Bernoulli
 from ember.distributions.beta import Beta
 from ember.distributions.binomial import Binomial
@@ -29,7 +29,10 @@ from ember.distributions.log_normal import LogNormal
 from ember.distributions.mixture_same_family import MixtureSameFamily
 from ember.distributions.multivariate_normal import MultivariateNormal
 from ember.distributions.normal import Normal
-from ember.distributions.one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
+from ember.distributions.one_hot_categorical import (
+    OneHotCategorical,
+    OneHotCategoricalStraightThrough,
+)
 from ember.distributions.poisson import Poisson
 from ember.distributions.relaxed_bernoulli import LogitRelaxedBernoulli, RelaxedBernoulli
 from ember.distributions.relaxed_categorical import ExpRelaxedCategorical, RelaxedOneHotCategorical
@@ -50,7 +53,6 @@ from ember.distributions.transforms import (
     identity_transform,
 )
 from ember.distributions.uniform import Uniform
-from ember.distributions import utils
 
 __all__ = [
     "AbsTransform",

@@ -53,7 +53,8 @@ def cholesky(a: Tensor) -> Tensor:
     >>> cholesky(ember.eye(2, dtype=ember.float64)).tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
-    low, ok = _cholesky_columns(a)
+    # Only the symmetric part matters: factor (a + a^T) / 2, so gradients come out symmetric.
+    low, ok = _cholesky_columns((a + a.mT) * 0.5)
     if not bool(ok.all()):
         raise ValueError(
             "cholesky: the factorization could not be completed because the input is not "

@@ -62,7 +62,11 @@ class Beta(Distribution):
 
     @property
     def mode(self) -> Tensor:
-        return (self.concentration1 - 1) / (self.concentration1 + self.concentration0 - 2)
+        # As a two-category Dirichlet: at 0 or 1 when a concentration is below one.
+        from ember.distributions.dirichlet import Dirichlet
+
+        both = ember.stack([self.concentration1, self.concentration0], -1)
+        return Dirichlet(both, validate_args=False).mode[..., 0]
 
     @property
     def variance(self) -> Tensor:

@@ -60,7 +60,9 @@ def broadcast_all(*values: Tensor | Number) -> tuple[Tensor, ...]:
     tensors = [
         v if isinstance(v, Tensor) else ember.tensor(float(v), dtype=dtype, device=device) for v in values
     ]
-    return tuple(ember.broadcast_tensors(*tensors))
+    shape = tuple(ember.broadcast_shapes(*(tuple(t.shape) for t in tensors)))
+    # Tensors that already have the shape are returned as they are (so ``d.loc is loc``).
+    return tuple(t if tuple(t.shape) == shape else t.expand(shape) for t in tensors)
 
 
 def _standard_normal(shape: Sequence[int], dtype: Any, device: Any) -> Tensor:
