@@ -18,15 +18,21 @@ from ember.distributions.bernoulli import Bernoulli
 from ember.distributions.beta import Beta
 from ember.distributions.binomial import Binomial
 from ember.distributions.categorical import Categorical
+from ember.distributions.cauchy import Cauchy
+from ember.distributions.chi2 import Chi2
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
 from ember.distributions.exponential import Exponential
 from ember.distributions.gamma import Gamma
+from ember.distributions.geometric import Geometric
+from ember.distributions.gumbel import Gumbel
+from ember.distributions.half_normal import HalfNormal
 from ember.distributions.independent import Independent
 from ember.distributions.kl import kl_divergence, register_kl
 from ember.distributions.laplace import Laplace
 from ember.distributions.log_normal import LogNormal
 from ember.distributions.mixture_same_family import MixtureSameFamily
+from ember.distributions.multinomial import Multinomial
 from ember.distributions.multivariate_normal import MultivariateNormal
 from ember.distributions.normal import Normal
 from ember.distributions.one_hot_categorical import (
@@ -36,6 +42,7 @@ from ember.distributions.one_hot_categorical import (
 from ember.distributions.poisson import Poisson
 from ember.distributions.relaxed_bernoulli import LogitRelaxedBernoulli, RelaxedBernoulli
 from ember.distributions.relaxed_categorical import ExpRelaxedCategorical, RelaxedOneHotCategorical
+from ember.distributions.studentT import StudentT
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.transforms import (
     AbsTransform,
@@ -61,6 +68,8 @@ __all__ = [
     "Beta",
     "Binomial",
     "Categorical",
+    "Cauchy",
+    "Chi2",
     "ComposeTransform",
     "Dirichlet",
     "Distribution",
@@ -68,12 +77,16 @@ __all__ = [
     "ExpTransform",
     "Exponential",
     "Gamma",
+    "Geometric",
+    "Gumbel",
+    "HalfNormal",
     "Independent",
     "IndependentTransform",
     "Laplace",
     "LogNormal",
     "LogitRelaxedBernoulli",
     "MixtureSameFamily",
+    "Multinomial",
     "MultivariateNormal",
     "Normal",
     "OneHotCategorical",
@@ -86,6 +99,7 @@ __all__ = [
     "SigmoidTransform",
     "SoftmaxTransform",
     "SoftplusTransform",
+    "StudentT",
     "TanhTransform",
     "Transform",
     "TransformedDistribution",

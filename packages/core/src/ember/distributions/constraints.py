@@ -35,6 +35,7 @@ __all__ = [
     "less_than",
     "lower_cholesky",
     "lower_triangular",
+    "multinomial",
     "nonnegative",
     "nonnegative_integer",
     "one_hot",
@@ -300,6 +301,23 @@ class _Simplex(Constraint):
         return (value >= 0).all(-1) & (ember.abs(value.sum(-1) - 1) < 1e-6)
 
 
+class _Multinomial(Constraint):
+    """Non-negative integer count vectors summing to at most ``upper_bound``."""
+
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound: Any) -> None:
+        self.upper_bound = upper_bound
+        super().__init__()
+
+    def check(self, x: Tensor) -> Tensor:
+        return (x >= 0).all(-1) & (x.sum(-1) <= self.upper_bound)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__[1:]}(upper_bound={self.upper_bound})"
+
+
 class _LowerTriangular(Constraint):
     event_dim = 2
 
@@ -442,6 +460,7 @@ unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
 half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
+multinomial = _Multinomial
 lower_triangular = _LowerTriangular()
 lower_cholesky = _LowerCholesky()
 corr_cholesky = _CorrCholesky()

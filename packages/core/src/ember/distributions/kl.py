@@ -15,15 +15,19 @@ from typing import Any, Callable
 import ember
 from ember import Tensor
 from ember.distributions._linalg import solve_triangular
-from ember.distributions._special import digamma, lgamma
+from ember.distributions._special import digamma, lgamma, xlogy
 from ember.distributions.bernoulli import Bernoulli
 from ember.distributions.beta import Beta
 from ember.distributions.binomial import Binomial
 from ember.distributions.categorical import Categorical
+from ember.distributions.cauchy import Cauchy
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
 from ember.distributions.exponential import Exponential
 from ember.distributions.gamma import Gamma
+from ember.distributions.geometric import Geometric
+from ember.distributions.gumbel import Gumbel
+from ember.distributions.half_normal import HalfNormal
 from ember.distributions.independent import Independent
 from ember.distributions.laplace import Laplace
 from ember.distributions.multivariate_normal import MultivariateNormal
@@ -239,4 +243,223 @@ def _kl_transformed_transformed(p: TransformedDistribution, q: TransformedDistri
         raise NotImplementedError
     if p.event_shape != q.event_shape:
         raise NotImplementedError
-    return kl_divergence(p.base_dist, q.base_dist)
+    extra_event_dim = len(p.event_shape) - len(p.base_dist.event_shape)
+    return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), extra_event_dim)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p: Geometric, q: Geometric) -> Tensor:
+    # -H(p) - E_p[log q(k)], with log q(k) = k log(1 - q) + log q and E_p[k] = 1/p - 1
+    return -p.entropy() - ember.log1p(-q.probs) / p.probs - q.logits
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p: Gumbel, q: Gumbel) -> Tensor:
+    ct1 = p.scale / q.scale
+    ct2 = q.loc / q.scale
+    ct3 = p.loc / q.scale
+    t1 = -ember.log(ct1) - ct2 + ct3
+    t2 = ct1 * _EULER
+    t3 = ember.exp(ct2 - ct3 + lgamma(1 + ct1))
+    return t1 + t2 + t3 - (1 + _EULER)
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p: HalfNormal, q: HalfNormal) -> Tensor:
+    var_ratio = (p.scale / q.scale).pow(2)
+    return 0.5 * (var_ratio - 1 - ember.log(var_ratio))
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p: Cauchy, q: Cauchy) -> Tensor:
+    # closed form of Chyzak and Nielsen (2019)
+    t1 = ember.log((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2))
+    t2 = ember.log(4 * p.scale * q.scale)
+    return t1 - t2
+
+
+# ---- pairs of different families -------------------------------------------------------------
+
+_EULER = 0.57721566490153286060
+
+
+def _infinite_like(t: Tensor) -> Tensor:
+    return ember.full_like(t, math.inf)
+
+
+def _normal_cross_entropy(mean: Tensor, second_central: Tensor, q: Normal) -> Tensor:
+    """-E_p[log q(x)] for q Normal, from p's mean and variance."""
+    return 0.5 * ember.log(2 * math.pi * q.scale.pow(2)) + (second_central + (mean - q.loc).pow(2)) / (
+        2 * q.scale.pow(2)
+    )
+
+
+for _p, _q in [
+    (Normal, Beta), (Normal, Exponential), (Normal, Gamma), (Normal, Uniform),
+    (Laplace, Beta), (Laplace, Exponential), (Laplace, Gamma), (Laplace, Uniform),
+    (Gumbel, Beta), (Gumbel, Exponential), (Gumbel, Gamma), (Gumbel, Uniform),
+    (Exponential, Beta), (Exponential, Uniform), (Gamma, Beta), (Gamma, Uniform),
+]:  # fmt: skip
+
+    def _kl_support_mismatch(p: Any, q: Any) -> Tensor:
+        # q gives zero density where p has mass
+        return _infinite_like(p.mean + q.mean * 0)
+
+    register_kl(_p, _q)(_kl_support_mismatch)
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p: Exponential, q: Gamma) -> Tensor:
+    e_log_x = -_EULER - ember.log(p.rate)
+    e_log_q = q.concentration * ember.log(q.rate) + (q.concentration - 1) * e_log_x - q.rate / p.rate - lgamma(
+        q.concentration
+    )
+    return -p.entropy() - e_log_q
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p: Gamma, q: Exponential) -> Tensor:
+    return -p.entropy() - ember.log(q.rate) + q.rate * p.concentration / p.rate
+
+
+@register_kl(Exponential, Normal)
+def _kl_exponential_normal(p: Exponential, q: Normal) -> Tensor:
+    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
+
+
+@register_kl(Gamma, Normal)
+def _kl_gamma_normal(p: Gamma, q: Normal) -> Tensor:
+    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
+
+
+@register_kl(Laplace, Normal)
+def _kl_laplace_normal(p: Laplace, q: Normal) -> Tensor:
+    return -p.entropy() + _normal_cross_entropy(p.loc, p.variance, q)
+
+
+@register_kl(Uniform, Normal)
+def _kl_uniform_normal(p: Uniform, q: Normal) -> Tensor:
+    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
+
+
+@register_kl(Beta, Normal)
+def _kl_beta_normal(p: Beta, q: Normal) -> Tensor:
+    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
+
+
+@register_kl(Gumbel, Normal)
+def _kl_gumbel_normal(p: Gumbel, q: Normal) -> Tensor:
+    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p: Normal, q: Laplace) -> Tensor:
+    # E|x - m| for x ~ N(mu, s): s sqrt(2/pi) exp(-d^2 / 2s^2) + d erf(d / (s sqrt 2)), d = mu - m
+    d = p.loc - q.loc
+    e_abs = p.scale * math.sqrt(2 / math.pi) * ember.exp(-d.pow(2) / (2 * p.scale.pow(2))) + d * ember.erf(
+        d / (p.scale * math.sqrt(2))
+    )
+    return -p.entropy() + ember.log(2 * q.scale) + e_abs / q.scale
+
+
+@register_kl(Exponential, Gumbel)
+def _kl_exponential_gumbel(p: Exponential, q: Gumbel) -> Tensor:
+    # -E[log q] = log b + E[z] + E[exp(-z)], z = (x - m) / b; E[exp(-x/b)] = rate / (rate + 1/b)
+    e_z = (1 / p.rate - q.loc) / q.scale
+    e_exp = ember.exp(q.loc / q.scale) * p.rate / (p.rate + 1 / q.scale)
+    return -p.entropy() + ember.log(q.scale) + e_z + e_exp
+
+
+@register_kl(Gamma, Gumbel)
+def _kl_gamma_gumbel(p: Gamma, q: Gumbel) -> Tensor:
+    e_z = (p.concentration / p.rate - q.loc) / q.scale
+    log_mgf = p.concentration * (ember.log(p.rate) - ember.log(p.rate + 1 / q.scale))
+    e_exp = ember.exp(q.loc / q.scale + log_mgf)
+    return -p.entropy() + ember.log(q.scale) + e_z + e_exp
+
+
+@register_kl(Normal, Gumbel)
+def _kl_normal_gumbel(p: Normal, q: Gumbel) -> Tensor:
+    e_z = (p.loc - q.loc) / q.scale
+    e_exp = ember.exp((q.loc - p.loc) / q.scale + p.scale.pow(2) / (2 * q.scale.pow(2)))
+    return -p.entropy() + ember.log(q.scale) + e_z + e_exp
+
+
+@register_kl(Beta, Exponential)
+def _kl_beta_exponential(p: Beta, q: Exponential) -> Tensor:
+    return -p.entropy() - ember.log(q.rate) + q.rate * p.mean
+
+
+@register_kl(Beta, Gamma)
+def _kl_beta_gamma(p: Beta, q: Gamma) -> Tensor:
+    e_log_x = digamma(p.concentration1) - digamma(p.concentration1 + p.concentration0)
+    e_log_q = (
+        q.concentration * ember.log(q.rate)
+        + (q.concentration - 1) * e_log_x
+        - q.rate * p.mean
+        - lgamma(q.concentration)
+    )
+    return -p.entropy() - e_log_q
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p: Beta, q: Uniform) -> Tensor:
+    result = -p.entropy() + ember.log(q.high - q.low)
+    return ember.where((q.low > 0) | (q.high < 1), math.inf, result)
+
+
+@register_kl(Bernoulli, Poisson)
+def _kl_bernoulli_poisson(p: Bernoulli, q: Poisson) -> Tensor:
+    # log q(k) = k log r - r for k in {0, 1}
+    return -p.entropy() - (p.probs * ember.log(q.rate) - q.rate)
+
+
+def _uniform_e_log(low: Tensor, high: Tensor) -> Tensor:
+    """E[log x] for x ~ Uniform(low, high) with 0 <= low < high."""
+    def f(t: Tensor) -> Tensor:
+        return xlogy(t, t) - t
+
+    return (f(high) - f(low)) / (high - low)
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p: Uniform, q: Exponential) -> Tensor:
+    result = -p.entropy() - ember.log(q.rate) + q.rate * p.mean
+    return ember.where(p.low < 0, math.inf, result)
+
+
+@register_kl(Uniform, Gamma)
+def _kl_uniform_gamma(p: Uniform, q: Gamma) -> Tensor:
+    low = ember.clamp(p.low, min=0.0)
+    e_log_q = (
+        q.concentration * ember.log(q.rate)
+        + (q.concentration - 1) * _uniform_e_log(low, p.high)
+        - q.rate * p.mean
+        - lgamma(q.concentration)
+    )
+    return ember.where(p.low < 0, math.inf, -p.entropy() - e_log_q)
+
+
+@register_kl(Uniform, Beta)
+def _kl_uniform_beta(p: Uniform, q: Beta) -> Tensor:
+    low = ember.clamp(p.low, min=0.0)
+    high = ember.clamp(p.high, max=1.0)
+    a, b = q.concentration1, q.concentration0
+    log_beta = lgamma(a) + lgamma(b) - lgamma(a + b)
+    e_log_q = (a - 1) * _uniform_e_log(low, high) + (b - 1) * _uniform_e_log(1 - high, 1 - low) - log_beta
+    return ember.where((p.low < 0) | (p.high > 1), math.inf, -p.entropy() - e_log_q)
+
+
+@register_kl(Uniform, Gumbel)
+def _kl_uniform_gumbel(p: Uniform, q: Gumbel) -> Tensor:
+    width = p.high - p.low
+    e_z = (p.mean - q.loc) / q.scale
+    e_exp = q.scale * (ember.exp((q.loc - p.low) / q.scale) - ember.exp((q.loc - p.high) / q.scale)) / width
+    return -p.entropy() + ember.log(q.scale) + e_z + e_exp
+
+
+@register_kl(Poisson, Bernoulli)
+@register_kl(Poisson, Binomial)
+def _kl_poisson_bounded(p: Poisson, q: Any) -> Tensor:
+    # q has bounded support, p puts mass on every count
+    return _infinite_like(p.rate)
