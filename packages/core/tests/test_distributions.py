@@ -715,3 +715,54 @@ def test_utils():
 def test_module_is_reachable_as_attribute():
     assert ember.distributions is ED
     assert ED.Normal.__module__ == "ember.distributions.normal"
+
+
+def test_float32_parameters_stay_float32():
+    ember.manual_seed(0)
+    c = ember.tensor([2.0, 0.5], requires_grad=True)
+    for d in [
+        ED.Gamma(c, 1.0),
+        ED.Beta(c, c),
+        ED.Dirichlet(c),
+        ED.Normal(c, 1.0),
+        ED.StudentT(c),
+        ED.MultivariateNormal(c, ember.eye(2) * 2),
+    ]:
+        x = d.rsample((3,))
+        assert x.dtype == ember.float32, type(d).__name__
+        lp = d.log_prob(x)
+        assert lp.dtype == ember.float32, type(d).__name__
+        (lp.sum() + d.entropy().sum()).backward()
+        assert c.grad.dtype == ember.float32
+        c.grad = None
+    assert ED.Poisson(ember.tensor([3.0])).sample().dtype == ember.float32
+    assert ED.Binomial(4, ember.tensor([0.3])).sample().dtype == ember.float32
+
+
+def test_import_does_not_import_numpy():
+    import subprocess
+    import sys
+
+    code = "import sys, ember.distributions; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_samplers_edge_cases():
+    ember.manual_seed(9)
+    assert _np(_special.poisson(_e([0.0, 0.0]))).tolist() == [0.0, 0.0]
+    n, p = _e([0.0, 5.0, 5.0, 1e6]), _e([0.5, 0.0, 1.0, 0.5])
+    x = _np(_special.binomial(n, p))
+    assert x[:3].tolist() == [0.0, 0.0, 5.0]
+    assert abs(x[3] - 5e5) < 5 * math.sqrt(2.5e5)
+    g = _special.standard_gamma(_e([1e-3] * 100))
+    assert bool((g > 0).all()) and bool(ember.isfinite(g).all())
+
+
+def test_mixture_and_independent_errors():
+    with pytest.raises(ValueError, match="needs to be an instance of ember.distributions.Categorical"):
+        ED.MixtureSameFamily(ED.Normal(0.0, 1.0), ED.Normal(ember.zeros(2), 1.0))
+    with pytest.raises(ValueError, match="does not equal `component_distribution.batch_shape\\[-1\\]`"):
+        ED.MixtureSameFamily(ED.Categorical(ember.ones(3)), ED.Normal(ember.zeros(2), 1.0))
+    with pytest.raises(ValueError, match="transforms must be a Transform or list"):
+        ED.TransformedDistribution(ED.Normal(0.0, 1.0), "exp")
