@@ -20,6 +20,7 @@ from ember.distributions.binomial import Binomial
 from ember.distributions.categorical import Categorical
 from ember.distributions.cauchy import Cauchy
 from ember.distributions.chi2 import Chi2
+from ember.distributions.constraint_registry import biject_to, transform_to
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
 from ember.distributions.exponential import Exponential
@@ -50,11 +51,13 @@ from ember.distributions.transforms import (
     ComposeTransform,
     ExpTransform,
     IndependentTransform,
+    LowerCholeskyTransform,
     PowerTransform,
     ReshapeTransform,
     SigmoidTransform,
     SoftmaxTransform,
     SoftplusTransform,
+    StickBreakingTransform,
     TanhTransform,
     Transform,
     identity_transform,
@@ -82,6 +85,7 @@ __all__ = [
     "HalfNormal",
     "Independent",
     "IndependentTransform",
+    "LowerCholeskyTransform",
     "Laplace",
     "LogNormal",
     "LogitRelaxedBernoulli",
@@ -99,15 +103,18 @@ __all__ = [
     "SigmoidTransform",
     "SoftmaxTransform",
     "SoftplusTransform",
+    "StickBreakingTransform",
     "StudentT",
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
     "Uniform",
+    "biject_to",
     "constraints",
     "identity_transform",
     "kl_divergence",
     "register_kl",
+    "transform_to",
     "transforms",
     "utils",
 ]

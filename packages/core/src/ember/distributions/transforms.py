@@ -27,11 +27,13 @@ __all__ = [
     "ComposeTransform",
     "ExpTransform",
     "IndependentTransform",
+    "LowerCholeskyTransform",
     "PowerTransform",
     "ReshapeTransform",
     "SigmoidTransform",
     "SoftmaxTransform",
     "SoftplusTransform",
+    "StickBreakingTransform",
     "TanhTransform",
     "Transform",
     "identity_transform",
@@ -705,3 +707,86 @@ class SoftmaxTransform(Transform):
         if len(shape) < 1:
             raise ValueError("Too few dimensions on input")
         return shape
+
+
+class StickBreakingTransform(Transform):
+    """Unconstrained vectors of length K - 1 to the K-simplex by stick breaking: the i-th
+    coordinate takes the fraction sigmoid(x_i - log(K - 1 - i)) of what is left of the stick
+    (the offset makes x = 0 map to the uniform vector). Bijective, unlike SoftmaxTransform.
+
+    >>> import ember
+    >>> StickBreakingTransform()(ember.zeros(2, dtype=ember.float64)).tolist()
+    [0.3333333333333333, 0.3333333333333333, 0.3333333333333333]
+    """
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+    bijective = True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StickBreakingTransform)
+
+    __hash__ = object.__hash__
+
+    @staticmethod
+    def _log_offset(k: int, like: Tensor) -> Tensor:
+        # log(K - 1 - i) for i = 0 .. K - 2, with K - 1 = k inputs
+        return ember.log(ember.arange(k, 0, -1, dtype=like.dtype, device=like.device))
+
+    def _call(self, x: Tensor) -> Tensor:
+        z = ember.sigmoid(x - self._log_offset(x.shape[-1], x))
+        remaining = ember.cumprod(1 - z, -1)
+        ones = ember.ones(tuple(x.shape[:-1]) + (1,), dtype=x.dtype, device=x.device)
+        return ember.cat([z, ones], -1) * ember.cat([ones, remaining], -1)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        y_crop = y[..., :-1]
+        left = 1 - ember.cumsum(y_crop, -1)
+        left = ember.clamp(left, min=ember.finfo(y.dtype).tiny)
+        # z_i = y_i / (left before i), and x_i = logit(z_i) + log offset = log y_i - log left_i + log offset
+        return ember.log(y_crop) - ember.log(left) + self._log_offset(y_crop.shape[-1], y)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        shifted = x - self._log_offset(x.shape[-1], x)
+        # dy_i/dx_i = y_i * (1 - z_i), with log(1 - z_i) = -shifted + logsigmoid(shifted)
+        log_sig = -_softplus(-shifted)
+        return (-shifted + log_sig + ember.log(y[..., :-1])).sum(-1)
+
+    def forward_shape(self, shape: Sequence[int]) -> Sequence[int]:
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape: Sequence[int]) -> Sequence[int]:
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class LowerCholeskyTransform(Transform):
+    """Square matrices to lower-triangular ones with a positive diagonal: keeps the strictly
+    lower part and exponentiates the diagonal (the upper part is dropped, so not bijective).
+
+    >>> import ember
+    >>> LowerCholeskyTransform()(ember.zeros(2, 2)).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.lower_cholesky
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LowerCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    @staticmethod
+    def _with_diagonal(x: Tensor, diag: Tensor) -> Tensor:
+        eye = ember.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+        return ember.tril(x, -1) + diag.unsqueeze(-1) * eye
+
+    def _call(self, x: Tensor) -> Tensor:
+        return self._with_diagonal(x, ember.exp(ember.diagonal(x, 0, -2, -1)))
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return self._with_diagonal(y, ember.log(ember.diagonal(y, 0, -2, -1)))
