@@ -815,3 +815,20 @@ def test_registry_errors():
         ED.biject_to(constraints.boolean)
     with pytest.raises(TypeError, match="Expected constraint to be either a Constraint subclass or instance"):
         ED.biject_to.register(int, lambda c: None)
+
+
+def test_docstring_examples_run():
+    import doctest
+    import importlib
+    import pkgutil
+
+    failed, attempted = [], 0
+    for info in pkgutil.iter_modules(ED.__path__):
+        mod = importlib.import_module(f"ember.distributions.{info.name}")
+        result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+        attempted += result.attempted
+        if result.failed:
+            failed.append(info.name)
+    result = doctest.testmod(ED)
+    assert not failed and not result.failed, failed
+    assert attempted > 100
