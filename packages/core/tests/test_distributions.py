@@ -832,3 +832,15 @@ def test_docstring_examples_run():
     result = doctest.testmod(ED)
     assert not failed and not result.failed, failed
     assert attempted > 100
+
+
+def test_mixture_with_broadcast_mixing_weights():
+    """A mixture whose Categorical has fewer batch dims than the components (torch cannot
+    sample this case; ember broadcasts the mixture index)."""
+    ember.manual_seed(0)
+    locs = _e([[0.0, 10.0, 20.0], [100.0, 110.0, 120.0]])
+    m = ED.MixtureSameFamily(ED.Categorical(_e([0.9, 0.05, 0.05])), ED.Normal(locs, 0.01))
+    x = m.sample((4000,))
+    assert x.shape == ember.Size([4000, 2])
+    np.testing.assert_allclose(_np(x.mean(0)), _np(m.mean), atol=0.5)
+    assert m.log_prob(_e([0.0, 100.0])).shape == ember.Size([2])

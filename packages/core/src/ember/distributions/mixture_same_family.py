@@ -138,13 +138,13 @@ class MixtureSameFamily(Distribution):
             batch_len = len(self.batch_shape)
             gather_dim = sample_len + batch_len
             es = tuple(self.event_shape)
-            mix_sample = self.mixture_distribution.sample(sample_shape)
-            mix_shape = tuple(mix_sample.shape)
-            comp_samples = self.component_distribution.sample(sample_shape)
-            idx = mix_sample.reshape(mix_shape + (1,) * (len(es) + 1))
-            idx = idx.expand(mix_shape + (1,) + es)
-            if idx.dim() < comp_samples.dim():
-                idx = idx.expand(tuple(comp_samples.shape[: gather_dim]) + (1,) + es)
+            mix_sample = self.mixture_distribution.sample(sample_shape)  # S + mixture batch
+            comp_samples = self.component_distribution.sample(sample_shape)  # S + B + (K,) + E
+            # index of shape S + B + (1,) + E (the mixture's batch may broadcast against B)
+            pad = batch_len - len(self.mixture_distribution.batch_shape)
+            mdbs = tuple(self.mixture_distribution.batch_shape)
+            idx = mix_sample.reshape(tuple(sample_shape) + (1,) * pad + mdbs + (1,) * (1 + len(es)))
+            idx = idx.expand(tuple(sample_shape) + tuple(self.batch_shape) + (1,) + es)
             samples = ember.gather(comp_samples, gather_dim, idx)
             return samples.squeeze(gather_dim)
 
