@@ -23,6 +23,7 @@ from ember.distributions.chi2 import Chi2
 from ember.distributions.constraint_registry import biject_to, transform_to
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.exponential import Exponential
 from ember.distributions.gamma import Gamma
 from ember.distributions.geometric import Geometric
@@ -79,6 +80,7 @@ __all__ = [
     "ExpRelaxedCategorical",
     "ExpTransform",
     "Exponential",
+    "ExponentialFamily",
     "Gamma",
     "Geometric",
     "Gumbel",

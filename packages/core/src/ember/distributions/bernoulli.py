@@ -15,6 +15,7 @@ import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli"]
@@ -25,7 +26,7 @@ def _bce_with_logits(logits: Tensor, target: Tensor) -> Tensor:
     return ember.clamp(logits, min=0) - logits * target + ember.log1p(ember.exp(-ember.abs(logits)))
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     """Bernoulli distribution (1 with probability ``probs``), given by ``probs`` or ``logits``.
 
     >>> import ember
@@ -83,6 +84,13 @@ class Bernoulli(Distribution):
     @property
     def variance(self) -> Tensor:
         return self.probs * (1 - self.probs)
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, ...]:
+        return (self.logits,)
+
+    def _log_normalizer(self, x: Tensor) -> Tensor:
+        return ember.clamp(x, min=0) + ember.log1p(ember.exp(-ember.abs(x)))
 
     @lazy_property
     def logits(self) -> Tensor:

@@ -16,12 +16,13 @@ from ember import Size, Tensor
 from ember.distributions import constraints
 from ember.distributions._special import digamma, lgamma, standard_gamma, xlogy
 from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.utils import broadcast_all
 
 __all__ = ["Beta"]
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     """Beta distribution with ``concentration1`` (alpha) and ``concentration0`` (beta).
 
     ``rsample`` is G1 / (G1 + G0) of two reparameterized Gamma draws.
@@ -72,6 +73,13 @@ class Beta(Distribution):
     def variance(self) -> Tensor:
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, ...]:
+        return (self.concentration1, self.concentration0)
+
+    def _log_normalizer(self, x: Tensor, y: Tensor) -> Tensor:
+        return lgamma(x) + lgamma(y) - lgamma(x + y)
 
     def rsample(self, sample_shape: Any = Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)

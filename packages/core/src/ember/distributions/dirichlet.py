@@ -15,11 +15,12 @@ from ember import Size, Tensor
 from ember.distributions import constraints
 from ember.distributions._special import digamma, lgamma, standard_gamma, xlogy
 from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
 
 __all__ = ["Dirichlet"]
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     """Dirichlet distribution with ``concentration`` of shape ``batch_shape + (K,)``.
 
     ``rsample`` normalizes K reparameterized Gamma draws.
@@ -69,6 +70,13 @@ class Dirichlet(Distribution):
     def variance(self) -> Tensor:
         con0 = self.concentration.sum(-1, True)
         return self.concentration * (con0 - self.concentration) / (con0.pow(2) * (con0 + 1))
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, ...]:
+        return (self.concentration,)
+
+    def _log_normalizer(self, x: Tensor) -> Tensor:
+        return lgamma(x).sum(-1) - lgamma(x.sum(-1))
 
     def rsample(self, sample_shape: Any = Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)

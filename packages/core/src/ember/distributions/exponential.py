@@ -15,12 +15,13 @@ import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.utils import broadcast_all
 
 __all__ = ["Exponential"]
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """Exponential distribution with rate ``rate`` (mean ``1 / rate``).
 
     >>> import ember
@@ -62,6 +63,13 @@ class Exponential(Distribution):
     @property
     def variance(self) -> Tensor:
         return self.rate.pow(-2)
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, ...]:
+        return (-self.rate,)
+
+    def _log_normalizer(self, x: Tensor) -> Tensor:
+        return -ember.log(-x)
 
     def rsample(self, sample_shape: Any = Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)

@@ -16,12 +16,13 @@ from ember import Size, Tensor
 from ember.distributions import constraints
 from ember.distributions._special import digamma, gammainc, lgamma, standard_gamma, xlogy
 from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.utils import broadcast_all
 
 __all__ = ["Gamma"]
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """Gamma distribution with shape ``concentration`` and inverse scale ``rate``.
 
     ``rsample`` draws with Marsaglia and Tsang's method and differentiates the draw with
@@ -70,6 +71,13 @@ class Gamma(Distribution):
     @property
     def variance(self) -> Tensor:
         return self.concentration / self.rate.pow(2)
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, ...]:
+        return (self.concentration - 1, -self.rate)
+
+    def _log_normalizer(self, x: Tensor, y: Tensor) -> Tensor:
+        return lgamma(x + 1) + (x + 1) * ember.log(-1.0 / y)
 
     def rsample(self, sample_shape: Any = Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)

@@ -23,6 +23,7 @@ from ember.distributions.categorical import Categorical
 from ember.distributions.cauchy import Cauchy
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.exponential import Exponential
 from ember.distributions.gamma import Gamma
 from ember.distributions.geometric import Geometric
@@ -110,6 +111,26 @@ def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
 
 def _softplus(x: Tensor) -> Tensor:
     return ember.clamp(x, min=0) + ember.log1p(ember.exp(-ember.abs(x)))
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p: ExponentialFamily, q: ExponentialFamily) -> Tensor:
+    """The Bregman divergence of the log normalizer: F(theta_q) - F(theta_p) -
+    <theta_q - theta_p, grad F(theta_p)> (members of the same family only)."""
+    if type(p) is not type(q):
+        raise NotImplementedError(
+            "The cross KL-divergence between different exponential families cannot be computed "
+            "using Bregman divergences"
+        )
+    p_nparams = [t.detach().requires_grad_() for t in p._natural_params]
+    q_nparams = q._natural_params
+    with ember.enable_grad():
+        lg_normal = p._log_normalizer(*p_nparams)
+        gradients = ember.autograd.grad(lg_normal.sum(), p_nparams, create_graph=True)
+    result = q._log_normalizer(*q_nparams) - lg_normal
+    for pnp, qnp, g in zip(p_nparams, q_nparams, gradients):
+        result = result - _sum_rightmost((qnp - pnp) * g, len(q.event_shape))
+    return result
 
 
 @register_kl(Normal, Normal)

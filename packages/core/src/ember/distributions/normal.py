@@ -17,12 +17,13 @@ import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.utils import _standard_normal, broadcast_all
 
 __all__ = ["Normal"]
 
 
-class Normal(Distribution):
+class Normal(ExponentialFamily):
     """Normal distribution with mean ``loc`` and standard deviation ``scale``.
 
     >>> import ember
@@ -68,6 +69,13 @@ class Normal(Distribution):
     @property
     def variance(self) -> Tensor:
         return self.stddev.pow(2)
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, ...]:
+        return (self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal())
+
+    def _log_normalizer(self, x: Tensor, y: Tensor) -> Tensor:
+        return -0.25 * x.pow(2) / y + 0.5 * ember.log(-math.pi / y)
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)

@@ -16,12 +16,13 @@ from ember import Size, Tensor
 from ember.distributions import constraints
 from ember.distributions._special import lgamma, poisson, xlogy
 from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.utils import broadcast_all
 
 __all__ = ["Poisson"]
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     """Poisson distribution with rate ``rate``; samples are float tensors of counts.
 
     >>> import ember
@@ -58,6 +59,13 @@ class Poisson(Distribution):
     @property
     def variance(self) -> Tensor:
         return self.rate
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, ...]:
+        return (ember.log(self.rate),)
+
+    def _log_normalizer(self, x: Tensor) -> Tensor:
+        return ember.exp(x)
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)
