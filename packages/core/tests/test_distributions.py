@@ -97,6 +97,12 @@ CASES = {
     "GeometricLogits": ({"logits": R.normal(size=3)}, lambda D, p: D.Geometric(logits=p["logits"]), R.integers(0, 6, (4, 3)).astype(float), set()),
     "Multinomial": ({"probs": _simplex(2, 3)}, lambda D, p: D.Multinomial(6, p["probs"]), np.stack([R.multinomial(6, [0.2, 0.3, 0.5], size=2) for _ in range(4)]).astype(float), set()),
     "StickBreakingNormal": ({"loc": R.normal(size=(2, 3)), "scale": _pos(2, 3)}, lambda D, p: D.TransformedDistribution(D.Normal(p["loc"], p["scale"]), D.transforms.StickBreakingTransform()), _simplex(5, 2, 4), set()),
+    "NegativeBinomial": ({"total_count": _pos(3, lo=0.5, hi=6), "probs": R.uniform(0.1, 0.9, 3)}, lambda D, p: D.NegativeBinomial(p["total_count"], p["probs"]), R.integers(0, 10, (4, 3)).astype(float), set()),
+    "NegativeBinomialLogits": ({"logits": R.normal(size=3)}, lambda D, p: D.NegativeBinomial(3.0, logits=p["logits"]), R.integers(0, 10, (4, 3)).astype(float), set()),
+    "Pareto": ({"scale": _pos(3, lo=0.2, hi=1.0), "alpha": _pos(3, lo=0.5, hi=5)}, lambda D, p: D.Pareto(p["scale"], p["alpha"]), _pos(4, 3, lo=1.05, hi=6), {"cdf", "icdf"}),
+    "Weibull": ({"scale": _pos(3), "concentration": _pos(3, lo=0.5, hi=4)}, lambda D, p: D.Weibull(p["scale"], p["concentration"]), _pos(4, 3, lo=0.05, hi=4), {"cdf", "icdf"}),
+    "InverseGamma": ({"concentration": _pos(3, lo=0.5, hi=5), "rate": _pos(3)}, lambda D, p: D.InverseGamma(p["concentration"], p["rate"]), _pos(4, 3, lo=0.05, hi=4), set()),
+    "LogisticNormal": ({"loc": R.normal(size=(2, 3)), "scale": _pos(2, 3)}, lambda D, p: D.LogisticNormal(p["loc"], p["scale"]), _simplex(5, 2, 4), set()),
 }
 
 _INT_VALUES = {"Categorical", "CategoricalLogits"}
@@ -219,6 +225,10 @@ def _moment_case(d, n=20000):
         lambda: ED.StudentT(_e([5.0, 30.0]), _e([1.0, -1.0]), _e([2.0, 0.5])),
         lambda: ED.Geometric(_e([0.2, 0.9])),
         lambda: ED.Multinomial(12, _e([0.2, 0.3, 0.5])),
+        lambda: ED.NegativeBinomial(_e([2.0, 15.0]), _e([0.3, 0.6])),
+        lambda: ED.Pareto(_e([1.0, 2.0]), _e([6.0, 9.0])),
+        lambda: ED.Weibull(_e([1.0, 2.0]), _e([0.8, 3.0])),
+        lambda: ED.InverseGamma(_e([6.0, 9.0]), _e([1.0, 2.0])),
     ],
 )
 def test_sample_moments(make):

@@ -30,17 +30,21 @@ from ember.distributions.geometric import Geometric
 from ember.distributions.gumbel import Gumbel
 from ember.distributions.half_normal import HalfNormal
 from ember.distributions.independent import Independent
+from ember.distributions.inverse_gamma import InverseGamma
 from ember.distributions.kl import kl_divergence, register_kl
 from ember.distributions.laplace import Laplace
 from ember.distributions.log_normal import LogNormal
+from ember.distributions.logistic_normal import LogisticNormal
 from ember.distributions.mixture_same_family import MixtureSameFamily
 from ember.distributions.multinomial import Multinomial
 from ember.distributions.multivariate_normal import MultivariateNormal
+from ember.distributions.negative_binomial import NegativeBinomial
 from ember.distributions.normal import Normal
 from ember.distributions.one_hot_categorical import (
     OneHotCategorical,
     OneHotCategoricalStraightThrough,
 )
+from ember.distributions.pareto import Pareto
 from ember.distributions.poisson import Poisson
 from ember.distributions.relaxed_bernoulli import LogitRelaxedBernoulli, RelaxedBernoulli
 from ember.distributions.relaxed_categorical import ExpRelaxedCategorical, RelaxedOneHotCategorical
@@ -64,6 +68,7 @@ from ember.distributions.transforms import (
     identity_transform,
 )
 from ember.distributions.uniform import Uniform
+from ember.distributions.weibull import Weibull
 
 __all__ = [
     "AbsTransform",
@@ -87,16 +92,20 @@ __all__ = [
     "HalfNormal",
     "Independent",
     "IndependentTransform",
-    "LowerCholeskyTransform",
+    "InverseGamma",
     "Laplace",
     "LogNormal",
+    "LogisticNormal",
     "LogitRelaxedBernoulli",
+    "LowerCholeskyTransform",
     "MixtureSameFamily",
     "Multinomial",
     "MultivariateNormal",
+    "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
     "OneHotCategoricalStraightThrough",
+    "Pareto",
     "Poisson",
     "PowerTransform",
     "RelaxedBernoulli",
@@ -111,6 +120,7 @@ __all__ = [
     "Transform",
     "TransformedDistribution",
     "Uniform",
+    "Weibull",
     "biject_to",
     "constraints",
     "identity_transform",
