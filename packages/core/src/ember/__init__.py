@@ -66,7 +66,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 
 
 # Imported on first use, to keep `import ember` fast.
-_LAZY_MODULES = ("utils", "func", "random", "serialization")
+_LAZY_MODULES = ("utils", "func", "random", "serialization", "distributions")
 _LAZY_ATTRS = {
     "save": "ember.serialization",
     "load": "ember.serialization",

@@ -1,0 +1,114 @@
+"""The NegativeBinomial distribution.
+
+>>> import ember
+>>> from ember.distributions import NegativeBinomial
+>>> NegativeBinomial(ember.tensor([4.0]), ember.tensor([0.5])).mean.tolist()
+[4.0]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ember
+from ember import Size, Tensor
+from ember.distributions import constraints
+from ember.distributions._special import lgamma, poisson, standard_gamma
+from ember.distributions.distribution import Distribution
+from ember.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+
+__all__ = ["NegativeBinomial"]
+
+
+def _logsigmoid(x: Tensor) -> Tensor:
+    return -(ember.clamp(-x, min=0) + ember.log1p(ember.exp(-ember.abs(x))))
+
+
+class NegativeBinomial(Distribution):
+    """Number of successes (each with probability ``probs``) before ``total_count`` failures;
+    sampled as a Gamma-Poisson mixture.
+
+    >>> import ember
+    >>> x = NegativeBinomial(3.0, ember.tensor([0.4])).sample((5,))
+    >>> bool((x >= 0).all())
+    True
+    """
+
+    arg_constraints = {
+        "total_count": constraints.greater_than_eq(0),
+        "probs": constraints.half_open_interval(0.0, 1.0),
+        "logits": constraints.real,
+    }
+    support = constraints.nonnegative_integer
+
+    def __init__(
+        self,
+        total_count: Tensor | float,
+        probs: Tensor | float | None = None,
+        logits: Tensor | float | None = None,
+        validate_args: bool | None = None,
+    ) -> None:
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            self.total_count, self.probs = broadcast_all(total_count, probs)
+            self.total_count = self.total_count.to(self.probs.dtype)
+        else:
+            self.total_count, self.logits = broadcast_all(total_count, logits)  # type: ignore[arg-type]
+            self.total_count = self.total_count.to(self.logits.dtype)
+        self._param = self.probs if probs is not None else self.logits
+        super().__init__(self._param.size(), validate_args=validate_args)
+
+    def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> NegativeBinomial:
+        new = self._get_checked_instance(NegativeBinomial, _instance)
+        batch_shape = Size(batch_shape)
+        new.total_count = self.total_count.expand(batch_shape)
+        if "probs" in self.__dict__:
+            new.probs = self.probs.expand(batch_shape)
+            new._param = new.probs
+        if "logits" in self.__dict__:
+            new.logits = self.logits.expand(batch_shape)
+            new._param = new.logits
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self) -> Tensor:
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self) -> Size:
+        return self._param.size()
+
+    @property
+    def mean(self) -> Tensor:
+        return self.total_count * ember.exp(self.logits)
+
+    @property
+    def mode(self) -> Tensor:
+        return ((self.total_count - 1) * ember.exp(self.logits)).floor().clamp(min=0.0)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.mean / ember.sigmoid(-self.logits)
+
+    def sample(self, sample_shape: Any = Size()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        with ember.no_grad():
+            # Poisson(G) with G ~ Gamma(total_count, rate = (1 - p) / p)
+            g = standard_gamma(self.total_count.expand(shape)) * ember.exp(self.logits).expand(shape)
+            return poisson(g)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        log_unnormalized = self.total_count * _logsigmoid(-self.logits) + value * _logsigmoid(self.logits)
+        log_normalization = -lgamma(self.total_count + value) + lgamma(1.0 + value) + lgamma(self.total_count)
+        # total_count + value == 0: the probability of 0 successes is 1
+        log_normalization = ember.where(self.total_count + value == 0, 0.0, log_normalization)
+        return log_unnormalized - log_normalization

@@ -1,0 +1,105 @@
+"""The Normal (Gaussian) distribution.
+
+>>> import ember
+>>> from ember.distributions import Normal
+>>> d = Normal(ember.tensor([0.0], dtype=ember.float64), ember.tensor([1.0], dtype=ember.float64))
+>>> round(d.log_prob(ember.tensor([0.0], dtype=ember.float64)).item(), 6)
+-0.918939
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Number
+from typing import Any
+
+import ember
+from ember import Size, Tensor
+from ember.distributions import constraints
+from ember.distributions.distribution import Distribution
+from ember.distributions.exp_family import ExponentialFamily
+from ember.distributions.utils import _standard_normal, broadcast_all
+
+__all__ = ["Normal"]
+
+
+class Normal(ExponentialFamily):
+    """Normal distribution with mean ``loc`` and standard deviation ``scale``.
+
+    >>> import ember
+    >>> _ = ember.manual_seed(0)
+    >>> Normal(ember.tensor([0.0]), ember.tensor([1.0])).sample().shape
+    ember.Size([1])
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+    _mean_carrier_measure = 0
+
+    def __init__(self, loc: Tensor | float, scale: Tensor | float, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        if isinstance(loc, Number) and isinstance(scale, Number):
+            batch_shape = Size()
+        else:
+            batch_shape = self.loc.size()
+        super().__init__(batch_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Normal:
+        new = self._get_checked_instance(Normal, _instance)
+        batch_shape = Size(batch_shape)
+        new.loc = self.loc.expand(batch_shape)
+        new.scale = self.scale.expand(batch_shape)
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def stddev(self) -> Tensor:
+        return self.scale
+
+    @property
+    def variance(self) -> Tensor:
+        return self.stddev.pow(2)
+
+    @property
+    def _natural_params(self) -> tuple[Tensor, ...]:
+        return (self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal())
+
+    def _log_normalizer(self, x: Tensor, y: Tensor) -> Tensor:
+        return -0.25 * x.pow(2) / y + 0.5 * ember.log(-math.pi / y)
+
+    def sample(self, sample_shape: Any = Size()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        with ember.no_grad():
+            return ember.normal(self.loc.expand(shape), self.scale.expand(shape))
+
+    def rsample(self, sample_shape: Any = Size()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        eps = _standard_normal(shape, dtype=self.loc.dtype, device=self.loc.device)
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        var = self.scale**2
+        return -((value - self.loc) ** 2) / (2 * var) - ember.log(self.scale) - math.log(math.sqrt(2 * math.pi))
+
+    def cdf(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return 0.5 * (1 + ember.erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+
+    def icdf(self, value: Tensor) -> Tensor:
+        return self.loc + self.scale * ember.erfinv(2 * value - 1) * math.sqrt(2)
+
+    def entropy(self) -> Tensor:
+        return 0.5 + 0.5 * math.log(2 * math.pi) + ember.log(self.scale)
