@@ -76,8 +76,16 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 
 
 # Imported on first use, to keep `import ember` fast.
-_LAZY_MODULES = ("utils", "func", "random", "serialization")
+_LAZY_MODULES = ("utils", "func", "random", "serialization", "amp", "backends")
 _LAZY_ATTRS = {
+    "autocast": "ember.amp",
+    "is_autocast_enabled": "ember.amp",
+    "get_autocast_dtype": "ember.amp",
+    "set_autocast_enabled": "ember.amp",
+    "set_autocast_dtype": "ember.amp",
+    "compile": "ember._compile",
+    "set_float32_matmul_precision": "ember.backends",
+    "get_float32_matmul_precision": "ember.backends",
     "save": "ember.serialization",
     "load": "ember.serialization",
     "save_safetensors": "ember.serialization",
