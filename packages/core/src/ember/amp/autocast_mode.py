@@ -44,7 +44,7 @@ _LOWER = [
     ("Tensor", "matmul"), ("Tensor", "mm"), ("Tensor", "bmm"), ("Tensor", "addmm"),
     ("Tensor", "baddbmm"), ("Tensor", "addbmm"), ("Tensor", "__matmul__"),
     ("Tensor", "__rmatmul__"),
-    ("ember.nn.functional", "linear"), ("ember.nn.functional", "bilinear"),
+    ("ember.nn.functional", "linear"),
     ("ember.nn.functional", "conv1d"), ("ember.nn.functional", "conv2d"),
     ("ember.nn.functional", "conv3d"), ("ember.nn.functional", "conv_transpose1d"),
     ("ember.nn.functional", "conv_transpose2d"), ("ember.nn.functional", "conv_transpose3d"),
@@ -60,6 +60,9 @@ _FP32 = [
         "multilabel_soft_margin_loss", "hinge_embedding_loss", "gaussian_nll_loss", "ctc_loss",
     )
 ] + [("ember", "prod"), ("ember", "cdist"), ("ember", "trace")]
+# Ops PyTorch leaves alone on the CPU although ember builds them from products: they run with
+# autocast off, in their inputs' dtype (torch's bilinear is one float32 kernel).
+_PLAIN = [("ember.nn.functional", "bilinear")]
 
 _SUPPORTED = {"cpu": (_C.bfloat16, _C.float16), "cuda": (_C.float16, _C.bfloat16)}
 _DEFAULT_DTYPE = {"cpu": _C.bfloat16, "cuda": _C.float16}
@@ -159,6 +162,13 @@ def _wrap(fn: Callable, mode: str) -> Callable:
     @functools.wraps(fn)
     def autocast_wrapper(*args: Any, **kwargs: Any) -> Any:
         en = _state.enabled
+        if mode == "plain" and (en["cpu"] or en["cuda"]):
+            saved = dict(en)
+            en["cpu"] = en["cuda"] = False  # this thread only; the wrappers stay installed
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                en.update(saved)
         if en["cpu"] or en["cuda"]:
             args = tuple(_cast_args(a, mode) for a in args)
             if kwargs:
@@ -184,7 +194,7 @@ def _owner(path: str) -> Any:
 
 
 def _install() -> None:
-    for lst, mode in ((_LOWER, "lower"), (_FP32, "fp32")):
+    for lst, mode in ((_LOWER, "lower"), (_FP32, "fp32"), (_PLAIN, "plain")):
         for path, name in lst:
             owner = _owner(path)
             fn = getattr(owner, name, None) if owner is not None else None
