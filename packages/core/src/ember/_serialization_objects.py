@@ -14,16 +14,13 @@ the globals allowed here: a few harmless builtins and those a program allow-list
 :func:`add_safe_globals` or the :class:`safe_globals` context manager. ``weights_only=False``
 loads anything, for files from a trusted source.
 
->>> import io, dataclasses, ember
->>> @dataclasses.dataclass
-... class HParams:
-...     lr: float = 0.1
+>>> import argparse, io, ember, numpy as np
 >>> buf = io.BytesIO()
->>> ember.save({"hp": HParams()}, buf)
+>>> ember.save({"args": argparse.Namespace(lr=0.1), "table": np.arange(3)}, buf)
 >>> _ = buf.seek(0)
->>> with ember.serialization.safe_globals([HParams]):
+>>> with ember.serialization.safe_globals([argparse.Namespace]):
 ...     ember.load(buf)
-{'hp': HParams(lr=0.1)}
+{'args': Namespace(lr=0.1), 'table': array([0, 1, 2])}
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ or MPS, so most switches here are recorded and read back but change nothing: set
 ``cuda.matmul.allow_tf32`` and ``cudnn.allow_tf32`` follow ``set_float32_matmul_precision``
 as in PyTorch ("highest": no TF32).
 
+>>> import ember
 >>> import ember.backends.cudnn as cudnn
 >>> cudnn.benchmark = True
 >>> ember.backends.mps.is_available(), ember.backends.cudnn.is_available()
