@@ -183,6 +183,7 @@ def test_tensor_of_0d_tensors_inside_lists():
     e = ember.tensor(collections.deque([ember.tensor(1.0), 2]))
     assert e.tolist() == [1.0, 2.0]
     assert ember.tensor(collections.deque([1, 2]), dtype=ember.float64).dtype is ember.float64
+    assert ember.as_tensor(collections.deque([1, 2])).tolist() == [1, 2]
 
 
 def test_tensor_of_non_sequences_is_refused():

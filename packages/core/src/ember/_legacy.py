@@ -77,17 +77,19 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     >>> ember.tensor([ember.tensor(1.0), 2]).tolist()
     [1.0, 2.0]
     """
-    kwargs: dict[str, Any] = {"dtype": dtype, "device": device, "requires_grad": requires_grad}
     if pin_memory:
-        kwargs["pin_memory"] = pin_memory
+        raise RuntimeError("tensor(): pin_memory=True needs a CUDA device; create the tensor, "
+                           "then call .pin_memory() where CUDA is available")
     try:
-        return _C.tensor(data, **kwargs)
+        if dtype is None and device is None and not requires_grad:  # the common call, kept cheap
+            return _C.tensor(data)
+        return _C.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
     except (TypeError, ValueError):
         fixed = _as_nested_lists(data)
         if fixed is data:
             raise
         # a sequence the binding does not walk itself (deque, range, ...), or a list holding one
-    return _C.tensor(fixed, **kwargs)
+    return _C.tensor(fixed, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 # ---- legacy constructors ------------------------------------------------------------------------
