@@ -94,7 +94,7 @@ def install_core(session: nox.Session) -> None:
         session.log(f"ember-core: reusing {wheels[-1].name} (sources unchanged since it was built)")
     # --force-reinstall: an unchanged version number must not keep an older build installed
     session.install("--force-reinstall", "--no-deps", str(wheels[-1]))
-    session.install(str(wheels[-1]))  # its runtime dependencies
+    session.install(f"{wheels[-1]}[numpy]")  # its runtime dependencies, and NumPy
 
 
 def install_all(session: nox.Session) -> None:

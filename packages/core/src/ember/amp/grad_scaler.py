@@ -19,7 +19,6 @@ ones. With ``enabled=False`` every method is a pass-through, so one script serve
 
 from __future__ import annotations
 
-import enum
 import math
 import struct
 import warnings
@@ -39,7 +38,9 @@ def _f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-class OptState(enum.Enum):
+class OptState:
+    """Where an optimizer is in the current iteration (constants; no enum, to keep import light)."""
+
     READY = 0
     UNSCALED = 1
     STEPPED = 2
