@@ -52,17 +52,28 @@ def _default_dtype() -> Any:
 _NOT_SEQUENCES = (str, bytes, bytearray, memoryview, Tensor)
 
 
-def _as_nested_lists(obj: Any, depth: int = 0) -> Any:
-    """obj with every non-list/tuple sequence (deque, range, user Sequence) turned into a list."""
-    if depth > 1000:
-        raise ValueError("tensor(): sequences nested more than 1000 levels deep are not supported")
-    if isinstance(obj, _NOT_SEQUENCES) or hasattr(obj, "__array_interface__"):
-        return obj
-    if isinstance(obj, (list, tuple)) or isinstance(obj, collections.abc.Sequence) or (
-            hasattr(obj, "__len__") and hasattr(obj, "__getitem__")
-            and not isinstance(obj, collections.abc.Mapping)):
-        return [_as_nested_lists(v, depth + 1) for v in obj]
-    return obj
+def _is_other_sequence(obj: Any) -> bool:
+    """A sequence the binding does not walk itself (deque, range, a user Sequence)."""
+    if isinstance(obj, (list, tuple, *_NOT_SEQUENCES)) or hasattr(obj, "__array_interface__"):
+        return False
+    return isinstance(obj, collections.abc.Sequence) or (
+        hasattr(obj, "__len__") and hasattr(obj, "__getitem__")
+        and not isinstance(obj, collections.abc.Mapping))
+
+
+def _as_nested_lists(obj: Any) -> tuple[Any, bool]:
+    """(obj with every deque/range/user sequence turned into a list, whether any was)."""
+    if _is_other_sequence(obj):
+        return [_as_nested_lists(v)[0] for v in obj], True
+    if isinstance(obj, (list, tuple)):
+        items = [_as_nested_lists(v) for v in obj]
+        if any(changed for _, changed in items):
+            return [v for v, _ in items], True
+    return obj, False
+
+
+# what the binding says when it meets a sequence type it does not walk
+_RETRY_MESSAGES = ("could not infer dtype", "expected a number, got", "expected a sequence at dim")
 
 
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
@@ -84,11 +95,15 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         if dtype is None and device is None and not requires_grad:  # the common call, kept cheap
             return _C.tensor(data)
         return _C.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
-    except (TypeError, ValueError):
-        fixed = _as_nested_lists(data)
-        if fixed is data:
+    except (TypeError, ValueError) as exc:
+        if not any(m in str(exc) for m in _RETRY_MESSAGES):
             raise
-        # a sequence the binding does not walk itself (deque, range, ...), or a list holding one
+        try:
+            fixed, changed = _as_nested_lists(data)
+        except RecursionError:
+            raise exc from None
+        if not changed:
+            raise
     return _C.tensor(fixed, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
