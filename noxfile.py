@@ -7,9 +7,11 @@ arguments go to pytest).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -44,14 +46,55 @@ def _build_env() -> dict[str, str]:
     return env
 
 
-def install_core(session: nox.Session) -> None:
-    """Install packages/core without build isolation.
+# Every session that installs ember-core installs one wheel, built once per state of the core's
+# sources and kept here: `nox -s tests` then `nox -s demo` compiles once, the second session only
+# reinstalls. (Each session has its own virtualenv, and a build directory shared between them
+# would recompile everything anyway: the include paths of pybind11 differ per venv.)
+CORE_WHEEL_CACHE = ROOT / ".nox" / "_core_wheels"
+CORE_SOURCES = ["packages/core/csrc", "packages/core/ops", "packages/core/src",
+                "packages/core/CMakeLists.txt", "packages/core/pyproject.toml", "tools/codegen"]
 
-    Without isolation scikit-build-core reuses its persistent build directory
-    (packages/core/build/, see its pyproject.toml), so rebuilds are incremental.
-    """
-    session.install(*CORE_BUILD_DEPS)
-    session.install("--no-build-isolation", "packages/core", env=_build_env())
+
+def _core_source_key() -> str:
+    """A hash of everything the core wheel is built from (and of the build switches)."""
+    digest = hashlib.sha256()
+    for entry in CORE_SOURCES:
+        base = ROOT / entry
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for f in files:
+            rel = f.relative_to(ROOT).as_posix()
+            if rel.endswith("src/ember/_version.py") or "__pycache__" in rel:
+                continue  # written by the build itself
+            digest.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
+    digest.update(os.environ.get("EMBER_CUDA", "OFF").encode())
+    return digest.hexdigest()[:16]
+
+
+def install_core(session: nox.Session) -> None:
+    """Install ember-core from the cached wheel of the current sources, building it first
+    (without build isolation, so scikit-build-core reuses its persistent build directory
+    packages/core/build/ and rebuilds are incremental) when no session has built it yet."""
+    wheel_dir = CORE_WHEEL_CACHE / _core_source_key()
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    wheels = sorted(wheel_dir.glob(f"ember_core-*-{tag}-*.whl")) if wheel_dir.is_dir() else []
+    if not wheels:
+        session.install(*CORE_BUILD_DEPS)
+        tmp = wheel_dir.with_name(wheel_dir.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        session.run(
+            "python", "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+            "-w", str(tmp), "packages/core", env=_build_env(),
+        )  # fmt: skip
+        wheel_dir.mkdir(parents=True, exist_ok=True)
+        for w in tmp.glob("*.whl"):
+            shutil.move(str(w), wheel_dir / w.name)
+        shutil.rmtree(tmp, ignore_errors=True)
+        wheels = sorted(wheel_dir.glob("ember_core-*.whl"))
+    else:
+        session.log(f"ember-core: reusing {wheels[-1].name} (sources unchanged since it was built)")
+    # --force-reinstall: an unchanged version number must not keep an older build installed
+    session.install("--force-reinstall", "--no-deps", str(wheels[-1]))
+    session.install(f"{wheels[-1]}[numpy]")  # its runtime dependencies, and NumPy
 
 
 def install_all(session: nox.Session) -> None:

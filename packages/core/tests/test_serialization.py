@@ -126,10 +126,10 @@ def test_requires_grad_and_parameters():
 
 
 def test_unsupported_objects_are_refused_with_their_path():
-    with pytest.raises(TypeError, match="type object at obj\\['a'\\]\\[1\\]"):
-        ember.save({"a": [1, object()]}, io.BytesIO())
-    with pytest.raises(TypeError, match="type set"):
-        ember.save({1, 2}, io.BytesIO())
+    # objects without a native form are pickled (test_compat_serialization.py); what cannot be
+    # pickled is refused with its path
+    with pytest.raises(TypeError, match="the function at obj\\['a'\\]\\[1\\]"):
+        ember.save({"a": [1, lambda: 0]}, io.BytesIO())
     loop = []
     loop.append(loop)
     with pytest.raises(ValueError, match="contains itself"):
@@ -235,7 +235,7 @@ def test_crafted_headers_cannot_reach_outside_their_storage(tmp_path):
     def unknown(h):
         h["root"] = {"$pickle": "os.system"}
 
-    with pytest.raises(CheckpointError, match="unknown node type '\\$pickle'"):
+    with pytest.raises(CheckpointError, match="pickle index 'os.system' out of range"):
         _load_bytes(_rewrite_header(data, unknown), tmp_path)
 
     for depth, msg in ((300, "nested more than 200"), (5000, "nested too deeply")):

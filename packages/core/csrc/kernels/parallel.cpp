@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -263,9 +266,73 @@ class ThreadPool {
   std::condition_variable sleep_cv_, done_cv_;
 };
 
+// A positive integer from the environment variable `name`, or 0 when it is unset or not one.
+int threads_from_env(const char* name) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) return 0;
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  // "4" and "4,2" (OpenMP's nested list: the first level is ours) are accepted.
+  if (end == s || (*end != '\0' && *end != ',') || v < 1) return 0;
+  return static_cast<int>(std::min<long>(v, 4096));
+}
+
+// CPUs this process may run on (taskset, cpusets, a container's --cpuset-cpus); 0 if unknown.
+int affinity_cpus() {
+  for (int ncpu = CPU_SETSIZE; ncpu <= (1 << 16); ncpu *= 4) {
+    cpu_set_t* set = CPU_ALLOC(ncpu);
+    if (!set) return 0;
+    size_t size = CPU_ALLOC_SIZE(ncpu);
+    CPU_ZERO_S(size, set);
+    int rc = sched_getaffinity(0, size, set);
+    int count = rc == 0 ? CPU_COUNT_S(size, set) : 0;
+    CPU_FREE(set);
+    if (rc == 0) return count;
+    if (errno != EINVAL) return 0;  // EINVAL: the kernel's mask is larger; retry with more CPUs
+  }
+  return 0;
+}
+
+// The CPU bandwidth a cgroup grants (`docker --cpus=2.5` -> 3), or 0 when unlimited/unknown:
+// cgroup v2 "cpu.max" ("<quota> <period>" or "max <period>"), else v1 cpu.cfs_quota_us/period.
+int cgroup_cpu_quota() {
+  auto ratio = [](long long quota, long long period) {
+    if (quota <= 0 || period <= 0) return 0;
+    return static_cast<int>(std::max<long long>(1, (quota + period - 1) / period));
+  };
+  if (FILE* f = std::fopen("/sys/fs/cgroup/cpu.max", "r")) {
+    char q[32] = {0};
+    long long period = 0;
+    int got = std::fscanf(f, "%31s %lld", q, &period);
+    std::fclose(f);
+    if (got == 2 && std::strcmp(q, "max") != 0) return ratio(std::atoll(q), period);
+    return 0;
+  }
+  long long quota = -1, period = 0;
+  if (FILE* f = std::fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r")) {
+    if (std::fscanf(f, "%lld", &quota) != 1) quota = -1;
+    std::fclose(f);
+  }
+  if (FILE* f = std::fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r")) {
+    if (std::fscanf(f, "%lld", &period) != 1) period = 0;
+    std::fclose(f);
+  }
+  return ratio(quota, period);
+}
+
+// As PyTorch: EMBER_NUM_THREADS, else OMP_NUM_THREADS, else MKL_NUM_THREADS decide; otherwise the
+// CPUs in the affinity mask, capped by a cgroup CPU quota, so that a container or several ranks
+// sharing a node are never oversubscribed.
 int default_threads() {
-  unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
+  for (const char* var : {"EMBER_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
+    if (int n = threads_from_env(var)) return n;
+  int n = affinity_cpus();
+  if (n <= 0) {
+    unsigned hw = std::thread::hardware_concurrency();
+    n = hw == 0 ? 1 : static_cast<int>(hw);
+  }
+  if (int quota = cgroup_cpu_quota(); quota > 0) n = std::min(n, quota);
+  return std::max(n, 1);
 }
 
 std::atomic<int> g_num_threads{default_threads()};
@@ -296,7 +363,15 @@ ThreadPool& pool() {
 }  // namespace
 
 namespace {
-std::atomic<int> g_blas_threads_pending{0};  // a count OpenBLAS has not been told yet (0: none)
+// A count OpenBLAS has not been told yet (0: none). OpenBLAS sizes its own pool from the core
+// count, so a smaller default (affinity mask, cgroup quota, *_NUM_THREADS) is passed on at the
+// first BLAS call.
+int initial_blas_pending() {
+  unsigned hw = std::thread::hardware_concurrency();
+  int n = g_num_threads.load();
+  return hw != 0 && n != static_cast<int>(hw) ? n : 0;
+}
+std::atomic<int> g_blas_threads_pending{initial_blas_pending()};
 }  // namespace
 
 int get_num_threads() { return g_num_threads.load(); }

@@ -25,6 +25,10 @@ from ember._interop import as_tensor, from_dlpack  # noqa: F401
 from ember._functional import einsum, tensordot, unique  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
 from ember._finfo import finfo, iinfo  # noqa: F401
+from ember._legacy import (  # noqa: F401  (legacy constructors; tensor() for any sequence)
+    BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,
+    IntTensor, LongTensor, ShortTensor, tensor,
+)
 
 try:
     from ember._version import version as __version__
@@ -43,21 +47,27 @@ _DISTRIBUTIONS = {
 }
 
 
-def _missing(name: str) -> ImportError:
+def _missing(name: str) -> ModuleNotFoundError:
     dist = _DISTRIBUTIONS[name]
-    return ImportError(
+    return ModuleNotFoundError(
         f"ember.{name} is part of the '{dist}' distribution, which is not installed; "
-        f"install it with: pip install {dist}"
+        f"install it with: pip install {dist}",
+        name=f"ember.{name}",
     )
 
 
 class _MissingSubpackageFinder:
-    """Last on sys.meta_path: turns `import ember.nn` without ember-nn into a clear error."""
+    """Last on sys.meta_path: turns `import ember.nn` without ember-nn into a clear error.
+
+    Only the sub-package itself (``ember.nn``) is asked about here: Python imports it before
+    anything under it, so a missing ``ember.nn.foo`` (or ``from ember.nn import NoSuchLayer``)
+    means ember-nn is installed and the name is what is missing; Python's own error says so.
+    """
 
     @staticmethod
     def find_spec(fullname, path=None, target=None):
         parts = fullname.split(".")
-        if len(parts) >= 2 and parts[0] == "ember" and parts[1] in _DISTRIBUTIONS:
+        if len(parts) == 2 and parts[0] == "ember" and parts[1] in _DISTRIBUTIONS:
             raise _missing(parts[1])
         return None
 
@@ -66,8 +76,16 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 
 
 # Imported on first use, to keep `import ember` fast.
-_LAZY_MODULES = ("utils", "func", "random", "serialization", "distributions")
+_LAZY_MODULES = ("utils", "func", "random", "serialization", "distributions", "amp", "backends")
 _LAZY_ATTRS = {
+    "autocast": "ember.amp",
+    "is_autocast_enabled": "ember.amp",
+    "get_autocast_dtype": "ember.amp",
+    "set_autocast_enabled": "ember.amp",
+    "set_autocast_dtype": "ember.amp",
+    "compile": "ember._compile",
+    "set_float32_matmul_precision": "ember.backends",
+    "get_float32_matmul_precision": "ember.backends",
     "save": "ember.serialization",
     "load": "ember.serialization",
     "save_safetensors": "ember.serialization",

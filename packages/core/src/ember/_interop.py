@@ -6,6 +6,7 @@ from typing import Any
 
 from ember import _C
 from ember._C import Tensor
+from ember._legacy import tensor as _tensor
 
 
 def from_dlpack(ext_tensor: Any) -> Tensor:
@@ -43,4 +44,4 @@ def as_tensor(data: Any, dtype=None, device=None) -> Tensor:
             t = None
         if t is not None:
             return t if dtype is None or t.dtype is dtype else t._to_dtype(dtype)
-    return _C.tensor(data, dtype=dtype, device=device)
+    return _tensor(data, dtype=dtype, device=device)  # any sequence (deque, range, ...)

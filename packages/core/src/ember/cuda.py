@@ -71,3 +71,68 @@ def memory_reserved() -> int:
 def empty_cache() -> None:
     """Returns cached, unused CUDA memory to the driver."""
     _require().empty_cache()
+
+
+# ---- random seeds: accepted without a GPU, as PyTorch accepts them (queued for the device) ------
+
+_pending_seed: int | None = None
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the random generator of the current CUDA device. Without CUDA the seed is kept
+    and applied if a device appears, so scripts that seed every backend run on the CPU."""
+    global _pending_seed
+    _pending_seed = int(seed)
+    m = _module()
+    if m is not None and m.is_available() and hasattr(m, "manual_seed"):
+        m.manual_seed(_pending_seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seeds the random generators of all CUDA devices (kept for later without CUDA)."""
+    global _pending_seed
+    _pending_seed = int(seed)
+    m = _module()
+    if m is not None and m.is_available():
+        fn = getattr(m, "manual_seed_all", None) or getattr(m, "manual_seed", None)
+        if fn is not None:
+            fn(_pending_seed)
+
+
+def seed() -> None:
+    """Seeds the current CUDA device's generator non-deterministically (nothing without CUDA)."""
+    m = _module()
+    if m is not None and m.is_available() and hasattr(m, "seed"):
+        m.seed()
+
+
+def seed_all() -> None:
+    """Seeds every CUDA device's generator non-deterministically (nothing without CUDA)."""
+    m = _module()
+    if m is not None and m.is_available():
+        fn = getattr(m, "seed_all", None) or getattr(m, "seed", None)
+        if fn is not None:
+            fn()
+
+
+def initial_seed() -> int:
+    """The current CUDA device's seed; like PyTorch, an error without CUDA."""
+    m = _require()
+    if hasattr(m, "initial_seed"):
+        return int(m.initial_seed())
+    if _pending_seed is None:
+        raise RuntimeError("ember.cuda.initial_seed: the CUDA generator was never seeded")
+    return _pending_seed
+
+
+def _install_amp() -> None:
+    # `import ember.cuda.amp` / `from ember.cuda.amp import autocast, GradScaler`
+    import sys
+
+    from ember import _cuda_amp
+
+    sys.modules[__name__ + ".amp"] = _cuda_amp
+    globals()["amp"] = _cuda_amp
+
+
+_install_amp()

@@ -11,8 +11,9 @@ None and bools (state dicts, optimizer states) to one file::
 
 Tensors that share memory (views) share one storage in the file and again after loading. The
 header comes last so that saving streams each storage once. ``ember.load`` reads only JSON and
-raw bytes (there is no pickle), checks every offset, size and view against the file, and can
-memory-map the storages instead of reading them.
+raw bytes, checks every offset, size and view against the file, and can memory-map the storages
+instead of reading them. Objects the tree cannot express are pickled (``_serialization_objects``)
+and unpickled only with ``weights_only=False`` or allow-listed globals (``add_safe_globals``).
 
 ``ember.save_safetensors`` / ``ember.load_safetensors`` (or ``ember.save(..., format=
 "safetensors")``) use the Hugging Face safetensors format: u64 little-endian header length, a JSON
@@ -41,9 +42,17 @@ import zlib
 from typing import IO, Any
 
 from ember import _C
+from ember import _serialization_objects as _objects
 from ember._C import Tensor
+from ember._serialization_objects import (  # noqa: F401  (PyTorch's allow-list API)
+    add_safe_globals,
+    clear_safe_globals,
+    get_safe_globals,
+    safe_globals,
+)
 
-__all__ = ["save", "load", "save_safetensors", "load_safetensors", "CheckpointError"]
+__all__ = ["save", "load", "save_safetensors", "load_safetensors", "CheckpointError",
+           "add_safe_globals", "get_safe_globals", "clear_safe_globals", "safe_globals"]
 
 _MAGIC = b"EMBERCKP"
 _VERSION = 1
@@ -171,9 +180,8 @@ class _Writer:
                 return {"$tuple": vals}
             finally:
                 active.discard(id(obj))
-        raise TypeError(f"ember.save: cannot save an object of type {type(obj).__name__} at {path}; "
-                        "checkpoints hold tensors, numbers, strings, bytes, None, bools, dtypes, "
-                        "devices and dicts/lists/tuples of those")
+        # NumPy data as native nodes, anything else pickled (loaded only when allowed)
+        return _objects.encode_object(self, obj, path)
 
 
 def _pad(n: int) -> int:
@@ -196,7 +204,8 @@ def _write_storage(out: IO[bytes], u8: Tensor) -> int:
 
 def save(obj: Any, f: FileLike, format: str = "ember") -> None:
     """Saves ``obj`` (nested dicts / lists / tuples of tensors, numbers, strings, bytes, None,
-    bools) to the path or binary file ``f``. ``format="safetensors"`` writes a flat
+    bools, NumPy arrays; any other picklable object, such as a whole module, is pickled with its
+    tensors stored beside the pickle) to the path or binary file ``f``. ``format="safetensors"`` writes a flat
     ``{str: Tensor}`` dict as safetensors instead.
 
     >>> import io, ember
@@ -214,7 +223,7 @@ def save(obj: Any, f: FileLike, format: str = "ember") -> None:
     if format != "ember":
         raise ValueError(f"ember.save: unknown format {format!r}; expected 'ember' or 'safetensors'")
     w = _Writer()
-    root = w.encode(obj, "obj", 0, set())
+    root = _objects.finish(w, w.encode(obj, "obj", 0, set()))
     if isinstance(f, (str, os.PathLike)):
         with open(f, "wb") as out:
             _write(out, w, root)
@@ -483,6 +492,8 @@ class _Reader:
         if tag == "$device":
             _check(isinstance(val, str), src, f"malformed device node {node!r}")
             return ember.device(val)
+        if tag in _objects.TAGS:
+            return _objects.decode_node(self, tag, val, depth)
         raise src.error(f"corrupt checkpoint: unknown node type {tag!r}")
 
 
@@ -494,15 +505,17 @@ def _looks_like_safetensors(head: bytes) -> bool:
 
 
 def load(f: FileLike, map_location: Any = None, mmap: bool | None = None,
-         weights_only: bool = True) -> Any:
+         weights_only: bool | None = True) -> Any:
     """Loads what :func:`save` wrote (or a safetensors file, as a dict of tensors).
 
     ``mmap=True`` maps every storage from the file instead of reading it (copy-on-write: the
     tensors are writable, the file never changes); ``None`` maps storages of 1 MiB and more when
     ``f`` is a file on disk; ``False`` reads everything and verifies checksums. ``map_location``
     is a device (``"cpu"``), a dict mapping saved locations to devices, or a callable
-    ``(tensor, location) -> tensor``. Nothing in the file can run code, so ``weights_only`` is
-    accepted for compatibility and has no effect.
+    ``(tensor, location) -> tensor``. Tensors, containers, numbers and NumPy data never run code
+    when loaded; other objects were pickled by :func:`save` and load only with
+    ``weights_only=False`` (trusted files) or when their classes are allow-listed with
+    :func:`add_safe_globals` / :class:`safe_globals` (``pickle.UnpicklingError`` otherwise).
 
     A truncated or corrupt file raises :class:`CheckpointError` naming the file and the problem.
 
@@ -549,6 +562,7 @@ def load(f: FileLike, map_location: Any = None, mmap: bool | None = None,
                "the header lacks storages/tensors/root")
         reader = _Reader(src, header, mmap, map_location)
         reader.header_offset = hoff
+        reader.weights_only = weights_only is not False
         try:
             return reader.decode(header["root"])
         except RecursionError:

@@ -475,3 +475,7 @@ class RReLU(Module):
 
     def extra_repr(self) -> str:
         return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+# PyTorch defines MultiheadAttention in torch.nn.modules.activation; programs import it from there.
+from ember.nn.modules.attention import MultiheadAttention  # noqa: E402,F401

@@ -19,7 +19,7 @@ from ember.nn.modules.lazy import LazyModuleMixin
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter, UninitializedParameter
 
-__all__ = ["Identity", "Linear", "LazyLinear", "Bilinear"]
+__all__ = ["Identity", "Linear", "LazyLinear", "Bilinear", "NonDynamicallyQuantizableLinear"]
 
 
 class Identity(Module):
@@ -85,6 +85,18 @@ class Linear(Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}"
         )
+
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A :class:`Linear` under another name: PyTorch uses it for the output projection of
+    ``MultiheadAttention`` (where it matters to quantization), and programs refer to it by this
+    path. It behaves exactly like ``Linear``.
+
+    >>> from ember.nn.modules.linear import NonDynamicallyQuantizableLinear
+    >>> NonDynamicallyQuantizableLinear(4, 2)
+    NonDynamicallyQuantizableLinear(in_features=4, out_features=2, bias=True)
+    """
 
 
 class LazyLinear(LazyModuleMixin, Linear):

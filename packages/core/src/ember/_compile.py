@@ -1,0 +1,61 @@
+"""``ember.compile``: PyTorch's ``torch.compile`` entry point. ember runs eagerly (its kernels
+are already compiled C++), so ``compile`` returns the model or function unchanged and says so
+once per process; scripts with ``compile=True`` run as they are.
+
+>>> import warnings, ember
+>>> model = ember.nn.Linear(2, 2)
+>>> with warnings.catch_warnings():
+...     warnings.simplefilter("ignore")
+...     ember.compile(model) is model
+True
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any, Callable
+
+__all__ = ["compile"]
+
+_noted = False
+_lock = threading.Lock()
+
+
+def _note_once() -> None:
+    global _noted
+    with _lock:
+        if _noted:
+            return
+        _noted = True
+    warnings.warn("ember.compile: ember runs eagerly, so compile() returns the model/function "
+                  "unchanged (this note is shown once)", UserWarning, stacklevel=3)
+
+
+def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: bool | None = None,
+            backend: str | Callable = "inductor", mode: str | None = None,
+            options: dict[str, Any] | None = None, disable: bool = False) -> Any:
+    """Returns ``model`` unchanged (or, called without a model, a decorator that does), with a
+    one-time note. The keyword arguments are accepted and checked for type only.
+
+    >>> import warnings, ember
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     f = ember.compile(mode="max-autotune")(lambda x: x + 1)
+    >>> f(1)
+    2
+    """
+    if mode is not None and options is not None:
+        raise RuntimeError("ember.compile: either mode or options can be given, not both")
+    if model is None:
+        def decorator(fn: Callable) -> Callable:
+            return compile(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                           options=options, disable=disable)
+
+        return decorator
+    if not callable(model):
+        raise RuntimeError(f"ember.compile: expected a callable model or function, got "
+                           f"{type(model).__name__}")
+    if not disable:
+        _note_once()
+    return model

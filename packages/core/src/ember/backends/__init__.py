@@ -1,0 +1,54 @@
+"""ember.backends: the backend switches programs written for PyTorch set.
+
+ember computes on its own CPU kernels (and the optional CUDA extension), without cuDNN, MKL-DNN
+or MPS, so most switches here are recorded and read back but change nothing: setting
+``ember.backends.cudnn.benchmark = True`` is harmless, ``mps.is_available()`` is False.
+``cuda.matmul.allow_tf32`` and ``cudnn.allow_tf32`` follow ``set_float32_matmul_precision``
+as in PyTorch ("highest": no TF32).
+
+>>> import ember
+>>> import ember.backends.cudnn as cudnn
+>>> cudnn.benchmark = True
+>>> ember.backends.mps.is_available(), ember.backends.cudnn.is_available()
+(False, False)
+>>> ember.get_float32_matmul_precision()
+'highest'
+"""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["cpu", "cuda", "cudnn", "mkldnn", "mps", "openmp", "mkl", "set_float32_matmul_precision",
+           "get_float32_matmul_precision"]
+
+_PRECISIONS = ("highest", "high", "medium")
+_lock = threading.Lock()
+_matmul_precision = "highest"
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """Records the internal precision of float32 matrix products: "highest" (full float32),
+    "high" or "medium" (TF32/bfloat16 allowed on hardware that has them). ember's CPU kernels
+    always compute in float32, whatever is set.
+
+    >>> import ember
+    >>> ember.set_float32_matmul_precision("high")
+    >>> ember.get_float32_matmul_precision(), ember.backends.cuda.matmul.allow_tf32
+    ('high', True)
+    >>> ember.set_float32_matmul_precision("highest")
+    """
+    global _matmul_precision
+    if precision not in _PRECISIONS:
+        raise RuntimeError(f"set_float32_matmul_precision: expected one of {', '.join(_PRECISIONS)}"
+                           f", got {precision!r}")
+    with _lock:
+        _matmul_precision = precision
+
+
+def get_float32_matmul_precision() -> str:
+    """The precision set by :func:`set_float32_matmul_precision` ("highest" by default)."""
+    return _matmul_precision
+
+
+from ember.backends import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp  # noqa: E402
