@@ -37,11 +37,17 @@ def _skip_reason(name: str) -> str | None:
 
 
 def core_modules() -> list[str]:
-    names = ["ember"]
-    for info in pkgutil.walk_packages(ember.__path__, "ember.", onerror=lambda _: None):
-        if _skip_reason(info.name) is None:
-            names.append(info.name)
-    return names
+    # Walked by hand rather than with pkgutil.walk_packages, which would import the other
+    # distributions' packages (ember.nn, ember.distributed) to look inside them.
+    names, packages = ["ember"], [ember]
+    while packages:
+        package = packages.pop()
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            if _skip_reason(info.name) is None:
+                names.append(info.name)
+                if info.ispkg:
+                    packages.append(importlib.import_module(info.name))
+    return sorted(names)
 
 
 def run_examples(module: types.ModuleType) -> tuple[int, int, str]:
