@@ -56,15 +56,21 @@ def run_examples(module: types.ModuleType) -> tuple[int, int, str]:
     runner = doctest.DocTestRunner(optionflags=OPTIONS)
     # `ember` is there for the C++ docstrings, whose examples do not import it.
     tests = doctest.DocTestFinder().find(module, extraglobs={"ember": ember})
+    # The examples assume torch's defaults whatever ran before, and leave the settings as found.
     device, grad = ember.get_default_device(), ember.is_grad_enabled()
+    printoptions = ember._printing.get_printoptions()
+    ember.set_default_device("cpu")
+    ember.set_grad_enabled(True)
+    ember.set_printoptions(profile="default")
     attempted = failed = 0
     try:
         for test in sorted(tests, key=lambda t: t.name):
             result = runner.run(test, out=out.write)
             attempted, failed = attempted + result.attempted, failed + result.failed
-    finally:  # an example that fails halfway must not leave its settings to the next tests
+    finally:
         ember.set_default_device(device)
         ember.set_grad_enabled(grad)
+        ember.set_printoptions(**printoptions)
     return attempted, failed, out.getvalue()
 
 

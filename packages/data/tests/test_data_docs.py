@@ -32,10 +32,18 @@ def test_docstring_examples(name):
     ember.manual_seed(0)
     out = io.StringIO()
     runner = doctest.DocTestRunner(optionflags=OPTIONS)
+    # The examples assume torch's defaults whatever ran before, and leave the settings as found.
+    device, printoptions = ember.get_default_device(), ember._printing.get_printoptions()
+    ember.set_default_device("cpu")
+    ember.set_printoptions(profile="default")
     attempted = failed = 0
-    for test in doctest.DocTestFinder().find(importlib.import_module(name)):
-        result = runner.run(test, out=out.write)
-        attempted, failed = attempted + result.attempted, failed + result.failed
+    try:
+        for test in doctest.DocTestFinder().find(importlib.import_module(name)):
+            result = runner.run(test, out=out.write)
+            attempted, failed = attempted + result.attempted, failed + result.failed
+    finally:
+        ember.set_default_device(device)
+        ember.set_printoptions(**printoptions)
     assert failed == 0, f"{failed} of {attempted} docstring example(s) failed in {name}:\n{out.getvalue()}"
 
 
