@@ -4,6 +4,22 @@
 >>> x = ember.ones(2, 3)
 >>> (x * 2 + 1).sum().item()
 18.0
+
+Factories allocate on ``ember.get_default_device()`` unless given ``device=``. A device used as
+a context manager sets it for the block; ``ember.set_default_device`` sets it until changed.
+A ``meta`` tensor has sizes, strides and a dtype but no data:
+
+>>> with ember.device("meta"):
+...     ember.zeros(2, 3)
+tensor(..., device='meta', size=(2, 3))
+>>> ember.get_default_device()
+device(type='cpu')
+>>> ember.set_default_device("meta")
+>>> ember.arange(4).device
+device(type='meta')
+>>> ember.set_default_device(None)  # back to the CPU
+>>> x.to("meta", ember.float64)
+tensor(..., device='meta', size=(2, 3), dtype=ember.float64)
 """
 
 from __future__ import annotations

@@ -15,8 +15,10 @@ Two strategies, as in PyTorch:
 >>> import ember
 >>> from ember.utils.checkpoint import checkpoint
 >>> x = ember.ones(3, requires_grad=True)
->>> y = checkpoint(lambda t: (t * 2).exp(), x)  # doctest: +SKIP
->>> y.sum().backward()  # doctest: +SKIP
+>>> y = checkpoint(lambda t: (t * 2).exp(), x)
+>>> y.sum().backward()
+>>> x.grad  # 2 * exp(2), as without checkpointing
+tensor([14.7781, 14.7781, 14.7781])
 """
 
 from __future__ import annotations
@@ -208,8 +210,10 @@ def checkpoint(fn: Callable, *args: Any, use_reentrant: bool = False,
     >>> import ember
     >>> from ember.utils.checkpoint import checkpoint
     >>> w = ember.ones(4, requires_grad=True)
-    >>> y = checkpoint(lambda x: (x * w).tanh().sum(), ember.ones(4))  # doctest: +SKIP
-    >>> y.backward()  # doctest: +SKIP
+    >>> y = checkpoint(lambda x: (x * w).tanh().sum(), ember.ones(4))
+    >>> y.backward()
+    >>> w.grad  # 1 - tanh(1) ** 2
+    tensor([0.4200, 0.4200, 0.4200, 0.4200])
     """
     if not callable(fn):
         raise TypeError(f"checkpoint: expected a callable, got {type(fn).__name__}")
@@ -233,7 +237,11 @@ def checkpoint_sequential(functions: Iterable[Callable] | Any, segments: int, in
     >>> from ember.utils.checkpoint import checkpoint_sequential
     >>> layers = [ember.tanh, ember.sin, ember.exp, ember.cos]
     >>> x = ember.ones(2, requires_grad=True)
-    >>> checkpoint_sequential(layers, 2, x).sum().backward()  # doctest: +SKIP
+    >>> checkpoint_sequential(layers, 2, x).sum().backward()
+    >>> y = ember.ones(2, requires_grad=True)
+    >>> ember.cos(ember.exp(ember.sin(ember.tanh(y)))).sum().backward()
+    >>> ember.allclose(x.grad, y.grad)
+    True
     """
     if hasattr(functions, "children") and not isinstance(functions, (list, tuple)):
         functions = list(functions.children())
