@@ -34,7 +34,7 @@ std::string device_type_name(DeviceType type) {
 
 void rename_privateuse1_backend(const std::string& name) {
   std::lock_guard<std::mutex> g(g_name_mutex);
-  if (g_privateuse1_renamed && name == g_privateuse1_name) return;
+  if (name == g_privateuse1_name) return;  // no change: allowed any time
   EMBER_CHECK(!g_privateuse1_renamed, "rename_privateuse1_backend: the backend is already named '",
               g_privateuse1_name, "'; it can be renamed only once");
   EMBER_CHECK(!name.empty() && name != "cpu" && name != "cuda" && name != "meta" &&

@@ -84,6 +84,12 @@ class TensorIterator {
   int64_t numel() const { return numel_; }
   // Whether the operands live on the meta device (no data: for_each does nothing).
   bool is_meta() const { return is_meta_; }
+  // The plan, for a device's own loop (a GPU launch reads these instead of calling for_each):
+  // operand k's data pointer and byte strides over shape() (after coalescing), and whether it
+  // is a scalar held by value in host memory (a Python number or a 0-d CPU tensor).
+  char* data(int k) const { return ops_[k].data; }
+  const DimVector& strides(int k) const { return ops_[k].strides; }
+  bool is_scalar(int k) const { return ops_[k].is_scalar; }
   int ntensors() const { return nops_; }
   const DimVector& shape() const { return shape_; }
 

@@ -18,7 +18,8 @@ def rename_privateuse1_backend(name: str) -> None:
     reach the backend an extension registers there (PyTorch's function of the same name).
 
     >>> import ember
-    >>> ember.utils.rename_privateuse1_backend("privateuseone")  # the default name: no change
+    >>> name = ember._C._privateuse1_backend_name()  # "privateuseone" until a backend renames it
+    >>> ember.utils.rename_privateuse1_backend(name)  # the current name: no change
     """
     from ember import _C
 
