@@ -60,7 +60,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 CALL_RE = re.compile(r"(?<![\w:])(ops|composite)::")
-NAMESPACE_RE = re.compile(r"\bnamespace\s+(ops|composite)\b")
+NAMESPACE_RE = re.compile(r"\b(using\s+)?namespace\s+(?:\w+::)*(ops|composite)\b")
 
 
 def default_root() -> Path:
@@ -229,17 +229,19 @@ def check(root: Path) -> list[str]:
             )
         if layer_of(rel) in ("kernels", "cuda"):
             for lineno, code in enumerate(strip_code(text), 1):
-                for m in CALL_RE.finditer(code):
+                for name in dict.fromkeys(m.group(1) for m in CALL_RE.finditer(code)):
                     what = (
                         "the autograd layer (use dispatch:: or a cpu:: helper)"
-                        if m.group(1) == "ops"
+                        if name == "ops"
                         else "a composite (composites live in csrc/ops)"
                     )
-                    problems.append(f"{rel}:{lineno}: calls {m.group(1)}::, {what}: "
+                    problems.append(f"{rel}:{lineno}: calls {name}::, {what}: "
                                     f"{lines[lineno - 1].strip()}")
                 for m in NAMESPACE_RE.finditer(code):
-                    problems.append(f"{rel}:{lineno}: defines namespace {m.group(1)} under "
-                                    f"{rel.split('/', 1)[0]}/ (composites live in csrc/ops)")
+                    verb = "uses" if m.group(1) else "defines"
+                    problems.append(f"{rel}:{lineno}: {verb} namespace {m.group(2)} under "
+                                    f"{rel.split('/', 1)[0]}/ (ops:: is the autograd layer; "
+                                    "composites live in csrc/ops)")
     for name, (_, incs) in GENERATED.items():
         graph[name] = list(incs)
     headers = {n: [i for i in e if Path(i).suffix in HEADER_SUFFIXES or i in GENERATED]
