@@ -234,7 +234,8 @@ Tensor reshape(const Tensor& self, const DimVector& shape_in) {
     return make_view(self, std::move(shape), std::move(strides), self->storage_offset());
   // A fresh tensor (not a view): copy self into it through a temporary view of self's shape.
   Tensor out = ember::empty(shape, self->dtype(), self->device());
-  dispatch::_copy_from(self, make_view(out, self->sizes(), contiguous_strides(self->sizes()), 0), false);
+  dispatch::_copy_from(self, make_view(out, self->sizes(), contiguous_strides(self->sizes()), 0),
+                       false);
   return out;
 }
 
