@@ -134,6 +134,17 @@ def test_composite_under_kernels_fails(tmp_path):
     assert any(p.startswith("kernels/cpu/random.cpp:4: calls composite::") for p in problems)
 
 
+def test_kernel_opening_the_ops_or_composite_namespace_fails(tmp_path):
+    problems = load_checker().check(make_tree(tmp_path, {
+        "kernels/cpu/a.cpp": "namespace ember {\nusing namespace ops;\n}\n",
+        "cuda/b.cpp": "namespace ember::composite {\n}\n",
+    }))
+    assert [p.split(" (")[0] for p in problems] == [
+        "cuda/b.cpp:1: defines namespace composite under cuda/",
+        "kernels/cpu/a.cpp:2: uses namespace ops under kernels/",
+    ]
+
+
 def test_header_cycle_fails(tmp_path):
     root = make_tree(tmp_path, {
         "autograd/formulas.h": '#pragma once\n#include "autograd/formulas_math.h"\n',
