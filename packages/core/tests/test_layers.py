@@ -145,6 +145,17 @@ def test_kernel_opening_the_ops_or_composite_namespace_fails(tmp_path):
     ]
 
 
+def test_allowed_table_tolerates_and_reports_stale_entries(tmp_path, monkeypatch):
+    checker = load_checker()
+    key = ("ops/x.cpp", "autograd/autograd.h")
+    monkeypatch.setattr(checker, "ALLOWED", {key: "a documented exception"})
+    root = make_tree(tmp_path, {"ops/x.cpp": '#include "autograd/autograd.h"\n'})
+    assert checker.check(root) == []
+    (root / "ops" / "x.cpp").write_text('#include "ops.h"\n')
+    problems = checker.check(root)
+    assert len(problems) == 1 and problems[0].startswith("ops/x.cpp:0: stale ALLOWED entry")
+
+
 def test_header_cycle_fails(tmp_path):
     root = make_tree(tmp_path, {
         "autograd/formulas.h": '#pragma once\n#include "autograd/formulas_math.h"\n',
