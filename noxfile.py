@@ -168,9 +168,12 @@ def build(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check over the repository, clang-format over packages/core/csrc."""
+    """ruff check over the repository, the layer rules of packages/core/csrc
+    (tools/check_layers.py: no include up the layers, no ops:: call from a kernel, no header
+    include cycle), clang-format over packages/core/csrc."""
     session.install("ruff", "clang-format")
     session.run("ruff", "check", ".")
+    session.run("python", str(ROOT / "tools" / "check_layers.py"))
     csrc = ROOT / "packages" / "core" / "csrc"
     sources = sorted(
         str(p.relative_to(ROOT))

@@ -263,6 +263,8 @@ def gen_wrapper(op: Op, node: str) -> str:
         cond += f" || any_requires_grad_list({a.name})"
     raw = f"dispatch::{op.name}({call_args})"
     head = f"{ret} ops::{op.name}({cpp_params(op)}) {{\n"
+    if op.autograd == "manual":
+        return head + f"  {'return ' if ret != 'void' else ''}{op.autograd_fn}({call_args});\n}}\n"
     if op.autograd in ("none", "composite") or not has_tensor_ret or not diff:
         return head + f"  {'return ' if ret != 'void' else ''}{raw};\n}}\n"
     inplace = op.name.endswith("_")

@@ -95,6 +95,11 @@ class Op:
     # op is written with other ops, which record themselves), "none" (never differentiable).
     derivatives: dict = field(default_factory=dict)
     autograd: str = "error"
+    # autograd "manual": the autograd-layer function (same signature as the op, declared in a
+    # csrc/autograd header) that ops::<name> calls instead of dispatch::<name>; it runs the op
+    # through dispatch:: and records the history by hand, so the composite itself stays below
+    # the autograd layer (as_strided, as_strided_, view(dtype)).
+    autograd_fn: str = ""
     # Forward-mode AD (tangent of the first output): "elementwise" (each input's derivative
     # formula with its tangent in place of `grad`, summed), "linear" (the op applied to the
     # tangents), a C++ expression over `<input>_t`, the inputs and `result`, or None (an input
@@ -217,6 +222,7 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     schema=e["func"],
                     derivatives=dict(e.get("derivatives", {}) or {}),
                     autograd=e.get("autograd", "error"),
+                    autograd_fn=e.get("autograd_fn", ""),
                     tangent=e.get("tangent"),
                     nondiff_outputs=list(e.get("nondiff_outputs", [])),
                     meta=e.get("meta", "fallback"),
@@ -229,6 +235,10 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
             if ops[-1].meta not in ("fallback", "cpu", "inplace", "data_dependent") and \
                     not ops[-1].meta.startswith("meta::"):
                 raise ValueError(f"{path.name}: {name}: unknown meta mode {ops[-1].meta!r}")
+            if ops[-1].autograd not in ("error", "composite", "none", "manual"):
+                raise ValueError(f"{path.name}: {name}: unknown autograd mode {ops[-1].autograd!r}")
+            if (ops[-1].autograd == "manual") != bool(ops[-1].autograd_fn):
+                raise ValueError(f"{path.name}: {name}: `autograd: manual` goes with `autograd_fn`")
             if not ops[-1].dispatch:
                 raise ValueError(f"{path.name}: {name} has no dispatch entry")
         groups[path.stem] = ops

@@ -179,6 +179,18 @@ def test_median(rng):
         ember.empty(3, 0).median(1)
 
 
+def test_median_of_empty_stays_on_its_device():
+    # The NaN of an empty median is made on the input's device, whatever the default device.
+    x = ember.empty(0)
+    ember.set_default_device("meta")
+    try:
+        r, n = x.median(), x.nanmedian()
+    finally:
+        ember.set_default_device(None)
+    assert r.device.type == "cpu" and n.device.type == "cpu"
+    assert math.isnan(r.item()) and math.isnan(n.item())
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int32", "uint8", "bool"])
 def test_median_dtypes(dtype, rng):
     a = rng.integers(0, 10, size=(3, 7)).astype(np.float64)

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/formulas.h"
+#include "autograd/formulas_base.h"
 #include "autograd/formulas_math.h"
 #include "autograd/formulas_nn.h"
 #include "autograd/forward_ad.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/formulas.h"
+#include "autograd/formulas_base.h"
 #include "ops.h"
 
 namespace ember {

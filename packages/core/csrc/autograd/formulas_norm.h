@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/formulas_base.h"
 #include "autograd/forward_ad.h"
 #include "ops.h"
 

@@ -6,8 +6,8 @@
 
 #include "autograd/autograd.h"
 #include "kernels/iterator.h"
+#include "kernels/pad.h"
 #include "ops.h"
-#include "ops/pad.h"
 
 namespace ember {
 namespace autograd {

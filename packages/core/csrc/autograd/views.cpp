@@ -327,5 +327,32 @@ Tensor strided_view_backward(const Tensor& grad, const Geometry& src, const Geom
   return r;
 }
 
+Tensor as_strided_autograd(const Tensor& self, const DimVector& size, const DimVector& stride,
+                           std::optional<int64_t> storage_offset) {
+  Tensor r = dispatch::as_strided(self, size, stride, storage_offset);
+  record_strided_view(self, r);
+  return r;
+}
+
+Tensor as_strided__autograd(const Tensor& self, const DimVector& size, const DimVector& stride,
+                            std::optional<int64_t> storage_offset) {
+  if (!grad_enabled() || !requires_grad(self))
+    return dispatch::as_strided_(self, size, stride, storage_offset);
+  check_inplace(self, "as_strided_");
+  const Geometry before(self);
+  const Edge old_edge = gradient_edge(self);
+  const bool was_view = is_tracked_view(self);
+  dispatch::as_strided_(self, size, stride, storage_offset);
+  record_inplace_strided(self, before, old_edge);
+  if (was_view) mark_inplace_view(self);
+  return self;
+}
+
+Tensor view_dtype_autograd(const Tensor& self, ScalarType dtype) {
+  Tensor r = dispatch::view(self, dtype);
+  if (dtype == self->dtype() && requires_grad(self)) mark_nondifferentiable_view(r);
+  return r;
+}
+
 }  // namespace autograd
 }  // namespace ember

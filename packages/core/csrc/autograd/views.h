@@ -13,6 +13,7 @@
 // of a non-view op that happens to be an internal view) or that is a leaf does not.
 #pragma once
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -60,6 +61,18 @@ void record_inplace_strided(const Tensor& self, const Geometry& before, const Ed
 // A view without history (view(dtype) is not differentiable, as in PyTorch): it gets one only
 // if its base is later written in place.
 void mark_nondifferentiable_view(const Tensor& view);
+
+// The `autograd: manual` view ops of ops/views.yaml: ops::<op> calls these, which run the
+// composite (ops/view_ops.cpp) through dispatch:: and record its history here, so the composite
+// knows nothing of autograd.
+// as_strided: an AsStridedViewBackward node (grad mode), or a no-grad view of self.
+Tensor as_strided_autograd(const Tensor& self, const DimVector& size, const DimVector& stride,
+                           std::optional<int64_t> storage_offset);
+// as_strided_ on a tensor that requires grad: the new layout's history reads the old one.
+Tensor as_strided__autograd(const Tensor& self, const DimVector& size, const DimVector& stride,
+                            std::optional<int64_t> storage_offset);
+// view(dtype) to self's own dtype: a view without history (mark_nondifferentiable_view).
+Tensor view_dtype_autograd(const Tensor& self, ScalarType dtype);
 
 // Tensor.detach_() is refused on views (as in PyTorch).
 void check_detach_inplace(const Tensor& t);

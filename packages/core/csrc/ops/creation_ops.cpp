@@ -1,11 +1,17 @@
 // Factories of ops/creation.yaml. The range fills (arange, linspace, logspace, eye) write CPU
 // memory directly and refuse other devices; rand/randn/randint/normal allocate and call the
-// in-place random kernels (kernels/cpu/random_ops.cpp), so they follow the device they fill.
+// in-place random kernels (kernels/cpu/random_ops.cpp), so they follow the device they fill;
+// randperm shuffles on the host and moves the result to its device (ops/host_sync.h).
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <numeric>
 #include <type_traits>
+#include <utility>
 
 #include "core/dispatch.h"
+#include "core/generator.h"
+#include "kernels/int_bounds.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -31,7 +37,6 @@ void fill_index(const Tensor& out, const F& f) {
     for (int64_t i = b; i < e; ++i) p[i] = f(i);
   });
 }
-
 
 }  // namespace
 
@@ -260,6 +265,43 @@ Tensor normal(double mean, double std, const DimVector& size, Generator* generat
               std::optional<ScalarType> dtype, std::optional<Device> device) {
   EMBER_CHECK(std >= 0.0, "normal: expects std >= 0.0, but found std ", std);
   return fresh(ops::normal_(new_floating("normal", size, dtype, device), mean, std, generator));
+}
+
+// A permutation of 0..n-1 shuffled on the host (Fisher-Yates over the Philox stream, so the
+// result depends only on the seed), then moved to the device asked for.
+Tensor randperm(int64_t n, Generator* generator, std::optional<ScalarType> dtype,
+                std::optional<Device> device) {
+  EMBER_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
+  const ScalarType dt = dtype.value_or(ScalarType::Int64);
+  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "randperm: not implemented for dtype bool");
+  EMBER_DISPATCH_NUMERIC(dt, "randperm", [&] {
+    EMBER_CHECK(n == 0 || static_cast<uint64_t>(n - 1) <= int_bounds<scalar_t>().second,
+                "randperm: n is too large for result tensor type: ", dtype_name(dt));
+  });
+  Tensor perm = ember::empty({n}, ScalarType::Int64, cpu_device());
+  int64_t* p = perm->data_as<int64_t>();
+  std::iota(p, p + n, int64_t(0));
+  if (n > 1) {
+    // Fisher-Yates, step k (i = n-1-k) drawing 64 bits from counter base + k/2.
+    Generator& gen = gen_or_default(generator);
+    const uint64_t base = gen.reserve(static_cast<uint64_t>(n / 2));
+    const uint64_t seed = gen.seed();
+    uint32_t w[4];
+    for (int64_t k = 0; k < n - 1; ++k) {
+      if (k % 2 == 0) Philox::generate(seed, base + static_cast<uint64_t>(k / 2), w);
+      const int64_t i = n - 1 - k;
+      const int off = static_cast<int>(k % 2) * 2;
+      const uint64_t bits = (static_cast<uint64_t>(w[off]) << 32) | w[off + 1];
+      const int64_t j = static_cast<int64_t>(bits % static_cast<uint64_t>(i + 1));
+      std::swap(p[i], p[j]);
+    }
+  }
+  if (dt != ScalarType::Int64) {
+    Tensor out = ember::empty({n}, dt, cpu_device());
+    copy_into(out, perm);
+    perm = out;
+  }
+  return to_factory_device(perm, device);
 }
 
 }  // namespace composite

@@ -10,9 +10,8 @@ void no_kernel(const char* op, DeviceType device, bool data_dependent) {
                "which meta tensors do not have");
   EMBER_FAIL(NotImplemented, op, ": no kernel for device '", device_type_name(device), "'",
              device == DeviceType::CUDA ? " (this build of ember has no CUDA kernel for it)"
-             : device == DeviceType::PrivateUse1
-                 ? " (the backend registered no kernel for this op)"
-                 : "");
+             : device == DeviceType::PrivateUse1 ? " (the backend registered no kernel for this op)"
+                                                 : "");
 }
 
 namespace {

@@ -318,7 +318,8 @@ Tensor repeat(const Tensor& self, const DimVector& repeats) {
     ssizes.push_back(s);
     sstrides.push_back(i < lead ? 0 : self->stride(i - lead));
   }
-  dispatch::_copy_from(make_view(self, ssizes, sstrides, self->storage_offset()), make_view(out, dsizes, dstrides, 0), false);
+  dispatch::_copy_from(make_view(self, ssizes, sstrides, self->storage_offset()),
+                       make_view(out, dsizes, dstrides, 0), false);
   return out;
 }
 
@@ -390,7 +391,8 @@ Tensor repeat_interleave(const Tensor& self, const TensorOrScalar& repeats,
     dst.insert(0, out->stride(d));
     ssz.insert(0, 1);
     sst.insert(0, 0);
-    dispatch::_copy_from(make_view(input, ssz, sst, input->storage_offset()), make_view(out, dsz, dst, 0), false);
+    dispatch::_copy_from(make_view(input, ssz, sst, input->storage_offset()),
+                         make_view(out, dsz, dst, 0), false);
     return out;
   }
   int64_t pos = 0;

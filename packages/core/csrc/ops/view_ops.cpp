@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <sstream>
 
-#include "autograd/views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
@@ -192,10 +191,8 @@ Tensor view_as(const Tensor& self, const Tensor& other) { return view(self, othe
 Tensor view_dtype(const Tensor& self, ScalarType dtype) {
   int64_t from = self->itemsize(), to = itemsize(dtype);
   if (from == to) {
-    Tensor r = make_view(self, self->sizes(), self->strides(), self->storage_offset(), dtype);
-    if (dtype == self->dtype() && autograd::requires_grad(self))
-      autograd::mark_nondifferentiable_view(r);
-    return r;
+    // Same item size: a view (autograd::view_dtype_autograd marks it non-differentiable).
+    return make_view(self, self->sizes(), self->strides(), self->storage_offset(), dtype);
   }
   const char* a = dtype_name(self->dtype());
   const char* b = dtype_name(dtype);
@@ -234,7 +231,8 @@ Tensor reshape(const Tensor& self, const DimVector& shape_in) {
     return make_view(self, std::move(shape), std::move(strides), self->storage_offset());
   // A fresh tensor (not a view): copy self into it through a temporary view of self's shape.
   Tensor out = ember::empty(shape, self->dtype(), self->device());
-  dispatch::_copy_from(self, make_view(out, self->sizes(), contiguous_strides(self->sizes()), 0), false);
+  dispatch::_copy_from(self, make_view(out, self->sizes(), contiguous_strides(self->sizes()), 0),
+                       false);
   return out;
 }
 
@@ -528,9 +526,8 @@ Tensor as_strided(const Tensor& self, const DimVector& size, const DimVector& st
                 list_str(stride));
   int64_t offset = storage_offset.value_or(self->storage_offset());
   check_in_storage(self, size, stride, offset, "as_strided");
-  Tensor r = make_view(self, size, stride, offset);
-  autograd::record_strided_view(self, r);  // as_strided is `autograd: composite`
-  return r;
+  // Its history is recorded by autograd::as_strided_autograd (`autograd: manual`).
+  return make_view(self, size, stride, offset);
 }
 
 Tensor as_strided_(const Tensor& self, const DimVector& size, const DimVector& stride,
@@ -544,22 +541,9 @@ Tensor as_strided_(const Tensor& self, const DimVector& size, const DimVector& s
                 list_str(stride));
   int64_t offset = storage_offset.value_or(self->storage_offset());
   check_in_storage(self, size, stride, offset, "as_strided_");
-  // Autograd by hand (the op is `autograd: composite`): the new layout's history reads the old.
-  bool track = autograd::grad_enabled() && autograd::requires_grad(self);
-  autograd::Edge old_edge;
-  autograd::Geometry before(self);
-  bool was_view = false;
-  if (track) {
-    autograd::check_inplace(self, "as_strided_");
-    old_edge = autograd::gradient_edge(self);
-    was_view = autograd::is_tracked_view(self);
-  }
+  // The history of a self that requires grad: autograd::as_strided__autograd (`autograd: manual`).
   self->set_sizes_strides(size, stride, offset);
   self->bump_version();
-  if (track) {
-    autograd::record_inplace_strided(self, before, old_edge);
-    if (was_view) autograd::mark_inplace_view(self);
-  }
   return self;
 }
 

@@ -76,11 +76,12 @@ void bind_device(py::module_& m) {
       .def("__eq__", [](const Device& a, const Device& b) { return a == b; })
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1000 + d.index; })
       .def("__str__", &Device::str)
-      .def("__repr__", [](const Device& d) {
-        std::string r = "device(type='" + device_type_name(d.type) + "'";
-        if (d.index >= 0) r += ", index=" + std::to_string(d.index);
-        return r + ")";
-      })
+      .def("__repr__",
+           [](const Device& d) {
+             std::string r = "device(type='" + device_type_name(d.type) + "'";
+             if (d.index >= 0) r += ", index=" + std::to_string(d.index);
+             return r + ")";
+           })
       // `with ember.device("meta"):` makes factories without device= allocate there (this
       // thread only, as in PyTorch); the previous default comes back on exit.
       .def("__enter__",
@@ -96,9 +97,10 @@ void bind_device(py::module_& m) {
           st.pop_back();
         }
       });
-  m.def("set_default_device", [](std::optional<Device> d) {
-    set_default_device(d.value_or(cpu_device()));
-  }, py::arg("device"));
+  m.def(
+      "set_default_device",
+      [](std::optional<Device> d) { set_default_device(d.value_or(cpu_device())); },
+      py::arg("device"));
   m.def("get_default_device", [] { return default_device(); });
   m.def("_rename_privateuse1_backend", &rename_privateuse1_backend, py::arg("name"));
   m.def("_privateuse1_backend_name", [] { return device_type_name(DeviceType::PrivateUse1); });

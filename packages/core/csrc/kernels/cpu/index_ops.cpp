@@ -1,4 +1,5 @@
-// CPU kernels of the indexing ops (ops/indexing.yaml) and the composites built on them.
+// CPU kernels of the indexing ops (ops/indexing.yaml); the composites built on them are in
+// ops/indexing_ops.cpp.
 //
 // Every "index along a dim" op has one shape: TensorIterator walks the positions of all the other
 // dims (the indexed dim is squashed to one element, stride 0, in every operand) and a plain inner
@@ -147,7 +148,7 @@ Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_
     negative |= v < 0;
   }
   if (!negative) return idx;
-  if (idx == index) idx = ops::clone(index);
+  if (idx == index) idx = dispatch::clone(index);
   int64_t* w = idx->data_as<int64_t>();
   for (int64_t i = 0; i < n; ++i)
     if (w[i] < 0) w[i] += size;
@@ -195,7 +196,7 @@ OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, con
 // fresh copy of self.
 Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
                       std::initializer_list<Tensor> inputs) {
-  if (!out) return ops::clone(self);
+  if (!out) return dispatch::clone(self);
   if (out.get() == self.get()) return self;
   // Resizing / overwriting out= here would change an input the kernel reads afterwards (with
   // sizes it was validated against before): reject it, as PyTorch does.
@@ -454,7 +455,7 @@ AdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>&
                      " does not match the shape of the indexed tensor ", shape_str(base->sizes()),
                      " at index ", d + j);
       Tensor mask = dt == ScalarType::Bool ? t : contiguous_as(t, ScalarType::Bool);
-      Tensor nz = ops::nonzero(mask, Tensor());
+      Tensor nz = dispatch::nonzero(mask, Tensor());
       for (int64_t j = 0; j < t->dim(); ++j)
         per_dim.push_back(make_view(nz, DimVector{nz->size(0)}, DimVector{nz->stride(0)},
                                     nz->storage_offset() + j));
@@ -860,7 +861,7 @@ Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
   // One bool mask over every dim: masked_select, without materializing coordinates.
   if (indices.size() == 1 && indices[0] && indices[0]->dtype() == ScalarType::Bool &&
       indices[0]->dim() > 0 && indices[0]->sizes() == self->sizes())
-    return ops::masked_select(self, indices[0], Tensor());
+    return dispatch::masked_select(self, indices[0], Tensor());
   AdvancedIndex ai = make_advanced_index(self, indices);
   Tensor out = empty(ai.result_shape, self->dtype());
   gather_rows(with_shape(out, flat_shape(ai)), ai.src, ai.pos, ai.offsets->data_as<int64_t>(),
@@ -892,7 +893,7 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
               " cannot be broadcast to indexing result of shape ", shape_str(ai.result_shape));
   if (ai.count() == 0) return self;
   if (vals->storage() == self->storage())
-    vals = ops::clone(vals);  // the writes must not feed the reads
+    vals = dispatch::clone(vals);  // the writes must not feed the reads
   Tensor vexp = expand_view(vals, ai.result_shape);
   // values' broadcast dims collapse into one size-1 dim at pos; src_off walks them.
   const int64_t nb = ai.bshape.size();
@@ -1242,44 +1243,4 @@ Tensor histc(const Tensor& self, int64_t bins, const Scalar& min, const Scalar& 
 }
 
 }  // namespace cpu
-
-// ---- composites -----------------------------------------------------------------------------
-
-namespace composite {
-
-Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index,
-                  const TensorOrScalar& value) {
-  return ops::index_fill_(ops::clone(self), dim, index, value);
-}
-
-Tensor index_put(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
-                 bool accumulate) {
-  return ops::index_put_(ops::clone(self), indices, values, accumulate);
-}
-
-Tensor masked_fill(const Tensor& self, const Tensor& mask, const TensorOrScalar& value) {
-  DimVector shape = broadcast_shapes(self->sizes(), mask->sizes(), "masked_fill()");
-  Tensor r = empty(shape, self->dtype(), self->device());
-  copy_into(r, self);
-  return ops::masked_fill_(r, mask, value);
-}
-
-Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source) {
-  DimVector shape = broadcast_shapes(self->sizes(), mask->sizes(), "masked_scatter()");
-  Tensor r = empty(shape, self->dtype(), self->device());
-  copy_into(r, self);
-  return ops::masked_scatter_(r, mask, source);
-}
-
-Tensor argwhere(const Tensor& self) { return ops::nonzero(self, Tensor()); }
-
-Tensor bucketize(const TensorOrScalar& self, const Tensor& boundaries, bool out_int32, bool right,
-                 const Tensor& out) {
-  EMBER_CHECK(boundaries->dim() == 1,
-              "bucketize(): boundaries tensor must be 1 dimension, but got dim(", boundaries->dim(),
-              ")");
-  return ops::searchsorted(boundaries, self, out_int32, right, std::nullopt, Tensor(), out);
-}
-
-}  // namespace composite
 }  // namespace ember

@@ -325,12 +325,14 @@ T* data(const Tensor& t) {
 Tensor weight_grad(const Tensor& gg, const Tensor& h0, const Tensor& out, bool reverse) {
   const int64_t T = gg->size(0), B = gg->size(1), G = gg->size(2), H = out->size(2);
   Tensor h0c = nn::contig(h0);
-  if (T == 0) return ops::zeros({G, H}, gg->dtype(), gg->device());
-  Tensor gw = ops::mm(ops::t(ops::select(gg, 0, reverse ? T - 1 : 0)), h0c);
+  if (T == 0) return dispatch::zeros({G, H}, gg->dtype(), gg->device());
+  Tensor gw = dispatch::mm(dispatch::t(dispatch::select(gg, 0, reverse ? T - 1 : 0)), h0c);
   if (T > 1) {
-    Tensor g_rest = ops::reshape(ops::narrow(gg, 0, reverse ? 0 : 1, T - 1), {(T - 1) * B, G});
-    Tensor h_rest = ops::reshape(ops::narrow(out, 0, reverse ? 1 : 0, T - 1), {(T - 1) * B, H});
-    gw = ops::addmm(gw, ops::t(g_rest), h_rest, Scalar(1), Scalar(1));
+    Tensor g_rest =
+        dispatch::reshape(dispatch::narrow(gg, 0, reverse ? 0 : 1, T - 1), {(T - 1) * B, G});
+    Tensor h_rest =
+        dispatch::reshape(dispatch::narrow(out, 0, reverse ? 1 : 0, T - 1), {(T - 1) * B, H});
+    gw = dispatch::addmm(gw, dispatch::t(g_rest), h_rest, Scalar(1), Scalar(1));
   }
   return gw;
 }
@@ -353,10 +355,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer(const std::vector<Tensor>
     forward_steps<T>(data<T>(gx), data<T>(h0), data<T>(c0), data<T>(w), data<T>(out), data<T>(ws),
                      d, reverse);
   });
-  if (d.T == 0) return {out, ops::clone(h0), ops::clone(c0), ws};
+  if (d.T == 0) return {out, dispatch::clone(h0), dispatch::clone(c0), ws};
   const int64_t last = reverse ? 0 : d.T - 1;
-  Tensor hn = ops::clone(ops::select(out, 0, last));
-  Tensor cn = ops::clone(ops::narrow(ops::select(ws, 0, last), 1, 4 * d.H, d.H));
+  Tensor hn = dispatch::clone(dispatch::select(out, 0, last));
+  Tensor cn = dispatch::clone(dispatch::narrow(dispatch::select(ws, 0, last), 1, 4 * d.H, d.H));
   return {out, hn, cn, ws};
 }
 
@@ -400,7 +402,7 @@ std::tuple<Tensor, Tensor, Tensor> _gru_layer(const std::vector<Tensor>& inputs,
   const ScalarType dt = gx->dtype();
   const Device dev = gx->device();
   // Without b_hh the kernel adds zeros: one code path, at the cost of 3H loads per row.
-  Tensor bias = inputs.size() == 4 ? nn::contig(inputs[3]) : ops::zeros({3 * d.H}, dt, dev);
+  Tensor bias = inputs.size() == 4 ? nn::contig(inputs[3]) : dispatch::zeros({3 * d.H}, dt, dev);
   Tensor out = ember::empty({d.T, d.B, d.H}, dt, dev);
   Tensor ws = ember::empty({d.T, d.B, kGruWsParts * d.H}, dt, dev);
   SerialBlasScope serial;  // each thread's narrow products run on that thread
@@ -409,8 +411,8 @@ std::tuple<Tensor, Tensor, Tensor> _gru_layer(const std::vector<Tensor>& inputs,
     gru_forward_steps<T>(data<T>(gx), data<T>(h0), data<T>(w), data<T>(bias), data<T>(out),
                          data<T>(ws), d, reverse);
   });
-  if (d.T == 0) return {out, ops::clone(h0), ws};
-  return {out, ops::clone(ops::select(out, 0, reverse ? 0 : d.T - 1)), ws};
+  if (d.T == 0) return {out, dispatch::clone(h0), ws};
+  return {out, dispatch::clone(dispatch::select(out, 0, reverse ? 0 : d.T - 1)), ws};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> _gru_layer_backward(
@@ -442,7 +444,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _gru_layer_backward(
                              data<T_>(ws), data<T_>(gx), data<T_>(gh), data<T_>(gh0), d, reverse);
     });
   }
-  Tensor gb = ops::sum(ops::reshape(gh, {T * B, 3 * H}), DimVector{0}, false, std::nullopt);
+  Tensor gb =
+      dispatch::sum(dispatch::reshape(gh, {T * B, 3 * H}), DimVector{0}, false, std::nullopt);
   return {gx, gh0, weight_grad(gh, h0c, out, reverse), gb};
 }
 

@@ -1,16 +1,17 @@
 // CPU kernels of pad / constant_pad_nd (ops/shape.yaml). Constant padding fills the result and
 // copies the kept block of self into it with copy_into (parallel, any dtype). Reflect, replicate
 // and circular padding gather: each output row reads self through one index map per dim
-// (ops/pad.h, shared with the derivative), copying items by size, so one loop serves all dtypes.
+// (kernels/pad.h, shared with the derivative), copying items by size, so one loop serves all
+// dtypes.
 #include <algorithm>
 #include <cstring>
 
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/iterator.h"
+#include "kernels/pad.h"
 #include "kernels/parallel.h"
 #include "ops.h"
-#include "ops/pad.h"
 
 namespace ember {
 namespace {

@@ -14,11 +14,11 @@
 
 #include "core/dispatch.h"
 #include "core/generator.h"
+#include "kernels/int_bounds.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "kernels/shape_rules.h"
 #include "ops.h"
-#include "ops/host_sync.h"
 
 namespace ember {
 namespace cpu {
@@ -177,33 +177,6 @@ void fill_uniform(const Tensor& self, Generator* g, const F& f) {
       });
     }
   });
-}
-
-// Largest integer a floating type holds exactly with all smaller ones: 2^digits.
-template <class T>
-uint64_t float_int_limit() {
-  if constexpr (std::is_same_v<T, Half>)
-    return uint64_t(1) << 11;
-  else if constexpr (std::is_same_v<T, BFloat16>)
-    return uint64_t(1) << 8;
-  else if constexpr (std::is_same_v<T, float>)
-    return uint64_t(1) << 24;
-  else
-    return uint64_t(1) << 53;
-}
-
-// [min, max] of the integers a dtype can hold (floats: the exactly representable range).
-template <class T>
-std::pair<int64_t, uint64_t> int_bounds() {
-  if constexpr (std::is_same_v<T, bool>) {
-    return {0, 1};
-  } else if constexpr (std::is_integral_v<T>) {
-    return {static_cast<int64_t>(std::numeric_limits<T>::min()),
-            static_cast<uint64_t>(std::numeric_limits<T>::max())};
-  } else {
-    const uint64_t lim = float_int_limit<T>();
-    return {-static_cast<int64_t>(lim), lim};
-  }
 }
 
 // self = from + (uniform integer in [0, range)); range == 0 means the full 2^64.
@@ -460,45 +433,4 @@ Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement,
 }
 
 }  // namespace cpu
-
-// ---- randperm (a factory: Composite, CPU only) --------------------------------------------
-
-namespace composite {
-
-Tensor randperm(int64_t n, Generator* generator, std::optional<ScalarType> dtype,
-                std::optional<Device> device) {
-  EMBER_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
-  const ScalarType dt = dtype.value_or(ScalarType::Int64);
-  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "randperm: not implemented for dtype bool");
-  EMBER_DISPATCH_NUMERIC(dt, "randperm", [&] {
-    EMBER_CHECK(n == 0 || static_cast<uint64_t>(n - 1) <= cpu::int_bounds<scalar_t>().second,
-                "randperm: n is too large for result tensor type: ", dtype_name(dt));
-  });
-  Tensor perm = ember::empty({n}, ScalarType::Int64, cpu_device());
-  int64_t* p = perm->data_as<int64_t>();
-  std::iota(p, p + n, int64_t(0));
-  if (n > 1) {
-    // Fisher-Yates, step k (i = n-1-k) drawing 64 bits from counter base + k/2.
-    Generator& gen = gen_or_default(generator);
-    const uint64_t base = gen.reserve(static_cast<uint64_t>(n / 2));
-    const uint64_t seed = gen.seed();
-    uint32_t w[4];
-    for (int64_t k = 0; k < n - 1; ++k) {
-      if (k % 2 == 0) Philox::generate(seed, base + static_cast<uint64_t>(k / 2), w);
-      const int64_t i = n - 1 - k;
-      const int off = static_cast<int>(k % 2) * 2;
-      const int64_t j =
-          static_cast<int64_t>(cpu::u64(w[off], w[off + 1]) % static_cast<uint64_t>(i + 1));
-      std::swap(p[i], p[j]);
-    }
-  }
-  if (dt != ScalarType::Int64) {
-    Tensor out = ember::empty({n}, dt, cpu_device());
-    copy_into(out, perm);
-    perm = out;
-  }
-  return to_factory_device(perm, device);
-}
-
-}  // namespace composite
 }  // namespace ember

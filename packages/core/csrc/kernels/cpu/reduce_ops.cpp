@@ -749,9 +749,9 @@ Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool kee
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   auto mask = dim_mask(dim, x->dim(), "nanmean");
   Tensor total = sum_impl<true>(x, mask, keepdim, 1.0, "nanmean");
-  Tensor valid = ops::logical_not(ops::isnan(x, Tensor()), Tensor());
+  Tensor valid = dispatch::logical_not(dispatch::isnan(x, Tensor()), Tensor());
   Tensor count = sum_impl<false>(valid, mask, keepdim, 1.0, "nanmean");
-  return ops::div(total, count, std::nullopt, Tensor());
+  return dispatch::div(total, count, std::nullopt, Tensor());
 }
 
 Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
@@ -1019,46 +1019,4 @@ std::tuple<Tensor, Tensor> cummin(const Tensor& self, int64_t dim) {
 }
 
 }  // namespace cpu
-
-// ---- composites --------------------------------------------------------------------------------
-
-namespace composite {
-
-Tensor max(const Tensor& self, const Tensor& other) { return ops::maximum(self, other, Tensor()); }
-Tensor min(const Tensor& self, const Tensor& other) { return ops::minimum(self, other, Tensor()); }
-
-Tensor var(const Tensor& self, bool unbiased) {
-  return ops::var(self, std::nullopt, std::optional<bool>(unbiased), false, std::nullopt);
-}
-Tensor std(const Tensor& self, bool unbiased) {
-  return ops::std(self, std::nullopt, std::optional<bool>(unbiased), false, std::nullopt);
-}
-
-Tensor norm(const Tensor& self, const std::string& p, const std::optional<DimVector>& dim,
-            bool keepdim, std::optional<ScalarType> dtype) {
-  if (p == "fro") return ops::norm(self, std::optional<Scalar>(Scalar(2.0)), dim, keepdim, dtype);
-  if (p == "nuc")
-    EMBER_FAIL(NotImplemented, "norm(): p='nuc' (the nuclear norm) is not supported by ember yet");
-  EMBER_FAIL(Runtime, "norm(): Order ", p, " not supported (expected a number, 'fro' or 'nuc')");
-}
-
-Tensor logsumexp(const Tensor& self, const DimVector& dim, bool keepdim) {
-  Tensor x = is_floating(self->dtype()) ? self : cpu::cast_to(self, default_dtype());
-  auto mask = reduce::dim_mask(&dim, x->dim(), "logsumexp");
-  DimVector kept = reduce::reduced_sizes(x->sizes(), mask, true);
-  DimVector final_shape = reduce::reduced_sizes(x->sizes(), mask, keepdim);
-  if (reduce::reduced_numel(x->sizes(), mask) == 0)
-    return ops::full(final_shape, Scalar(-std::numeric_limits<double>::infinity()), x->dtype(),
-                     x->device());
-  // Shift by the max (0 where it is infinite, so inf - inf never makes a NaN).
-  Tensor m = ops::amax(x, dim, true);
-  m = ops::where(ops::isinf(m, Tensor()), Scalar(0.0), m, Tensor());
-  Tensor s = ops::sum(ops::exp(ops::sub(x, m, Scalar(int64_t(1)), Tensor()), Tensor()), dim, true,
-                      std::nullopt);
-  Tensor r = ops::add(ops::log(s, Tensor()), m, Scalar(int64_t(1)), Tensor());
-  // r is a fresh contiguous tensor: dropping the size-1 reduced dims is a pure reshape.
-  return make_view(r, final_shape, contiguous_strides(final_shape), r->storage_offset());
-}
-
-}  // namespace composite
 }  // namespace ember

@@ -124,7 +124,7 @@ Item<V> median_of(std::vector<Item<V>>& buf, bool ignore_nan) {
 Tensor median_all(const Tensor& self, bool ignore_nan, const char* op) {
   if (self->numel() == 0) {
     double fill = is_floating(self->dtype()) ? std::numeric_limits<double>::quiet_NaN() : 0.0;
-    return ops::full(DimVector{}, Scalar(fill), self->dtype(), std::nullopt);
+    return dispatch::full(DimVector{}, Scalar(fill), self->dtype(), self->device());
   }
   Tensor flat = self;
   if (!flat->is_contiguous()) {
@@ -369,10 +369,4 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& self, bool sorted, bool 
 }
 
 }  // namespace cpu
-
-namespace composite {
-
-Tensor msort(const Tensor& self) { return std::get<0>(ops::sort(self, 0, false, false)); }
-
-}  // namespace composite
 }  // namespace ember

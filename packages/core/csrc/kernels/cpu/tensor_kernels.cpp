@@ -5,7 +5,8 @@
 namespace ember {
 namespace cpu {
 
-Tensor copy_from(const Tensor& self, const Tensor& dst, bool /*non_blocking: the CPU is synchronous*/) {
+Tensor copy_from(const Tensor& self, const Tensor& dst,
+                 bool /*non_blocking: the CPU is synchronous*/) {
   copy_into(dst, self);
   return dst;
 }

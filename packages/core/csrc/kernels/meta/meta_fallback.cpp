@@ -22,8 +22,8 @@ void free_zero_pages(void* ctx) {
 DataPtr zero_pages(size_t nbytes) {
   static char empty_buf[64] alignas(64) = {};
   if (nbytes == 0) return DataPtr(empty_buf, nullptr, nullptr, cpu_device());
-  void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   EMBER_CHECK(p != MAP_FAILED, "meta: could not reserve ", nbytes,
               " bytes of address space for a stand-in tensor");
   auto* z = new ZeroPages{p, nbytes};
@@ -107,8 +107,8 @@ Tensor MetaFallback::out(const Tensor& r) {
   Storage ms = std::make_shared<StorageImpl>(device_allocator(DeviceType::Meta)->allocate(0),
                                              r->storage()->nbytes);
   storages_.emplace_back(ms, r->storage());
-  return std::make_shared<TensorImpl>(ms, r->dtype(), r->sizes(), r->strides(),
-                                      r->storage_offset(), std::make_shared<VersionCounter>());
+  return std::make_shared<TensorImpl>(ms, r->dtype(), r->sizes(), r->strides(), r->storage_offset(),
+                                      std::make_shared<VersionCounter>());
 }
 
 std::vector<Tensor> MetaFallback::out(const std::vector<Tensor>& rs) {

@@ -1,0 +1,151 @@
+// Building blocks of the derivative formulas written in ops/*.yaml (`derivatives:`). Formulas
+// are C++ expressions over `grad`, the op's arguments and `result`; these short helpers keep
+// them readable. Every helper calls ops::, so with create_graph=True the backward pass records
+// itself and gradients of gradients work. The helpers of one family of ops build on these
+// (formulas_math.h, formulas_nn.h, ...); autograd/formulas.h includes them all.
+#pragma once
+#include "autograd/autograd.h"
+#include "ops.h"
+
+namespace ember {
+namespace autograd {
+namespace formulas {
+
+inline Tensor add(const Tensor& a, const TensorOrScalar& b) {
+  return ops::add(a, b, Scalar(int64_t(1)), Tensor());
+}
+inline Tensor sub(const Tensor& a, const TensorOrScalar& b) {
+  return ops::sub(a, b, Scalar(int64_t(1)), Tensor());
+}
+inline Tensor mul(const Tensor& a, const TensorOrScalar& b) { return ops::mul(a, b, Tensor()); }
+inline Tensor mul(const Tensor& a, const Scalar& b) {
+  return ops::mul(a, TensorOrScalar(b), Tensor());
+}
+inline Tensor div(const Tensor& a, const TensorOrScalar& b) {
+  return ops::div(a, b, std::nullopt, Tensor());
+}
+inline Tensor neg(const Tensor& a) { return ops::neg(a, Tensor()); }
+inline Tensor exp(const Tensor& a) { return ops::exp(a, Tensor()); }
+inline Tensor log(const Tensor& a) { return ops::log(a, Tensor()); }
+inline Tensor sqrt(const Tensor& a) { return ops::sqrt(a, Tensor()); }
+inline Tensor sin(const Tensor& a) { return ops::sin(a, Tensor()); }
+inline Tensor cos(const Tensor& a) { return ops::cos(a, Tensor()); }
+inline Tensor sign(const Tensor& a) { return ops::sign(a, Tensor()); }
+inline Tensor square(const Tensor& a) { return ops::mul(a, TensorOrScalar(a), Tensor()); }
+inline Tensor one_minus(const Tensor& a) {
+  return ops::rsub(a, TensorOrScalar(Scalar(int64_t(1))), Scalar(int64_t(1)));
+}
+inline Tensor gt0(const Tensor& a) {  // 1 where a > 0, else 0, in a's dtype
+  return ops::_to_dtype(ops::gt(a, TensorOrScalar(Scalar(int64_t(0))), Tensor()), a->dtype(),
+                        false);
+}
+
+// d/dself of self ** exponent.
+inline Tensor pow_backward_self(const Tensor& grad, const Tensor& self, const TensorOrScalar& e) {
+  if (!e.is_tensor()) {
+    double x = e.scalar.to_double();
+    if (x == 0.0) return ops::zeros_like(self, std::nullopt, std::nullopt);
+    Tensor p = ops::pow(self, TensorOrScalar(Scalar(x - 1.0)), Tensor());
+    return mul(mul(grad, p), Scalar(x));
+  }
+  Tensor p = ops::pow(self, TensorOrScalar(sub(e.tensor, Scalar(int64_t(1)))), Tensor());
+  return mul(mul(grad, e.tensor), p);
+}
+// d/dexponent of self ** exponent = result * log(self) (0 where self == 0 and exponent >= 0).
+inline Tensor pow_backward_exponent(const Tensor& grad, const Tensor& self, const Tensor& result) {
+  Tensor lg = log(self);
+  Tensor zero_base = ops::eq(self, TensorOrScalar(Scalar(int64_t(0))), Tensor());
+  Tensor g = mul(mul(grad, result), lg);
+  return ops::masked_fill(g, zero_base, TensorOrScalar(Scalar(0.0)));
+}
+
+// Gradient of a reduction over `dim` (all dims when absent): grad broadcast back to self.
+inline Tensor sum_backward(const Tensor& grad, const InputMeta& self,
+                           const std::optional<DimVector>& dim, bool keepdim) {
+  Tensor g = grad;
+  int64_t nd = self.sizes.size();
+  if (!keepdim && nd > 0) {
+    if (!dim || dim->empty()) {
+      g = ops::reshape(g, DimVector(nd, 1));
+    } else {
+      DimVector dims;
+      for (int64_t d : *dim) dims.push_back(wrap_dim(d, nd, "sum_backward"));
+      std::sort(dims.begin(), dims.end());
+      for (int64_t d : dims) g = ops::unsqueeze(g, d);
+    }
+  }
+  return ops::expand(g, self.sizes);
+}
+inline Tensor mean_backward(const Tensor& grad, const InputMeta& self,
+                            const std::optional<DimVector>& dim, bool keepdim) {
+  int64_t n = 1;
+  int64_t nd = self.sizes.size();
+  if (!dim || dim->empty()) {
+    for (int64_t s : self.sizes) n *= s;
+  } else {
+    for (int64_t d : *dim) n *= self.sizes[wrap_dim(d, nd, "mean_backward")];
+  }
+  return div(sum_backward(grad, self, dim, keepdim), Scalar(n));
+}
+
+// a @ b as the gradient of a 2-D operand: for a column-major operand (F.linear's weight.t())
+// it is computed as (bᵀ @ aᵀ)ᵀ, column-major too, so the gradient that reaches the contiguous
+// weight through t() is contiguous as well (as in PyTorch) and optimizers and gradient
+// accumulation run over dense memory.
+inline Tensor mm_like(const Tensor& a, const Tensor& b, const InputMeta& like) {
+  if (like.col_major) return ops::t(ops::mm(ops::t(b), ops::t(a)));
+  return ops::mm(a, b);
+}
+
+// matmul's gradients, following its batching rules (1-D operands gain and lose a dim).
+inline Tensor matmul_backward_self(const Tensor& grad, const Tensor& self, const Tensor& other) {
+  if (self->dim() == 1 && other->dim() == 1) return mul(other, grad);
+  Tensor o = other->dim() == 1 ? ops::unsqueeze(other, 1) : other;
+  Tensor g = grad;
+  if (other->dim() == 1) g = ops::unsqueeze(g, -1);
+  if (self->dim() == 1) g = ops::unsqueeze(g, -2);
+  Tensor r = self->dim() == 2 && o->dim() == 2 && g->dim() == 2
+                 ? mm_like(g, ops::t(o), InputMeta(self))
+                 : ops::matmul(g, ops::transpose(o, -1, -2));
+  if (self->dim() == 1) r = ops::squeeze(r, DimVector{-2});
+  return r;  // reduce_grad sums broadcast batch dims
+}
+inline Tensor matmul_backward_other(const Tensor& grad, const Tensor& self, const Tensor& other) {
+  if (self->dim() == 1 && other->dim() == 1) return mul(self, grad);
+  Tensor s = self->dim() == 1 ? ops::unsqueeze(self, 0) : self;
+  Tensor g = grad;
+  if (self->dim() == 1) g = ops::unsqueeze(g, -2);
+  if (other->dim() == 1) g = ops::unsqueeze(g, -1);
+  Tensor r = s->dim() == 2 && other->dim() == 2 && g->dim() == 2
+                 ? mm_like(ops::t(s), g, InputMeta(other))
+                 : ops::matmul(ops::transpose(s, -1, -2), g);
+  if (other->dim() == 1) r = ops::squeeze(r, DimVector{-1});
+  if (r->dim() > other->dim()) {  // batch dims of self that other broadcast over
+    DimVector lead;
+    for (int64_t d = 0; d < r->dim() - other->dim(); ++d) lead.push_back(d);
+    r = ops::sum(r, lead, false, std::nullopt);
+  }
+  return r;
+}
+
+// Inverse of a permutation.
+inline DimVector invert_perm(const DimVector& dims) {
+  DimVector inv(dims.size(), 0);
+  for (int64_t i = 0; i < dims.size(); ++i) inv[wrap_dim(dims[i], dims.size(), "permute")] = i;
+  return inv;
+}
+// Gradient of an expand/broadcast: reduce_grad sums back to the input's shape.
+inline Tensor same(const Tensor& grad) { return grad; }
+
+// Gradient of clamp: grad where min <= self <= max (NaN passes), else 0.
+inline Tensor clamp_backward(const Tensor& grad, const Tensor& self, const TensorOrScalar& min,
+                             const TensorOrScalar& max) {
+  Tensor keep = ops::ones_like(self, ScalarType::Bool, std::nullopt);
+  if (!min.is_none()) keep = ops::logical_and(keep, ops::ge(self, min, Tensor()), Tensor());
+  if (!max.is_none()) keep = ops::logical_and(keep, ops::le(self, max, Tensor()), Tensor());
+  return ops::where(keep, TensorOrScalar(grad), TensorOrScalar(Scalar(0.0)), Tensor());
+}
+
+}  // namespace formulas
+}  // namespace autograd
+}  // namespace ember
