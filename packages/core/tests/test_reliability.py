@@ -80,6 +80,11 @@ def test_save_keeps_permissions_and_leaves_no_partial_file(tmp_path):
         ember.save({"a": ember.ones(2), "b": Boom()}, p)
     assert ember.load(p)["a"].tolist() == [0.0, 0.0]
     assert sorted(os.listdir(tmp_path)) == ["ckpt.ember"]
+    # through a symlink: the file it points at is replaced, the link stays
+    link = tmp_path / "latest"
+    os.symlink(p, link)
+    ember.save({"a": ember.full([2], 7.0)}, link)
+    assert os.path.islink(link) and ember.load(p)["a"].tolist() == [7.0, 7.0]
 
 
 def test_mapped_load_verifies_checksums(tmp_path):

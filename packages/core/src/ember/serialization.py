@@ -240,20 +240,24 @@ class _replacing:
     truncated or rewritten in place); on an error the temporary file is removed."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = os.fspath(path)
+        self.path = os.path.realpath(os.fspath(path))  # through a symlink, as open() writes
+        self.tmp: str | None = None
 
     def __enter__(self) -> IO[bytes]:
-        import tempfile
+        import secrets
 
-        folder, base = os.path.split(os.path.abspath(self.path))
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=folder)
+        folder, base = os.path.split(self.path)
+        tmp = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:  # mode 0o666 less the umask, as open() gives a new file
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError:  # a folder we may not create files in: write the file in place
+            self.out = open(self.path, "wb")
+            return self.out
+        self.tmp = tmp
         try:
-            mode = os.stat(self.path).st_mode & 0o7777
-        except OSError:  # a new file: the permissions open() would give it
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(self.tmp, mode)
+            os.chmod(tmp, os.stat(self.path).st_mode & 0o7777)  # the replaced file's mode
+        except OSError:
+            pass  # a new file
         self.out = os.fdopen(fd, "wb")
         return self.out
 
@@ -261,7 +265,9 @@ class _replacing:
         try:
             self.out.close()
         finally:
-            if exc_type is None:
+            if self.tmp is None:
+                pass
+            elif exc_type is None:
                 os.replace(self.tmp, self.path)
             else:
                 try:
