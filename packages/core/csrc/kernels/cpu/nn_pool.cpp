@@ -447,8 +447,8 @@ Tensor _adaptive_avg_pool(const Tensor& self, const DimVector& output_size) {
 
 Tensor _adaptive_avg_pool_backward(const Tensor& grad_output, const DimVector& input_size,
                                    const DimVector& output_size) {
-  PoolPlan p = adaptive_plan("adaptive_avg_pool_backward", input_size, output_size,
-                             grad_output->dtype());
+  PoolPlan p =
+      adaptive_plan("adaptive_avg_pool_backward", input_size, output_size, grad_output->dtype());
   return avg_pool_backward_run("adaptive_avg_pool_backward", grad_output, input_size, p, false,
                                std::nullopt);
 }

@@ -54,9 +54,9 @@ inline void check_output_shape(const DimVector& shape, ScalarType dtype, const c
   const int64_t n = checked_numel(shape, op);
   int64_t nbytes = 0;
   if (__builtin_mul_overflow(n, itemsize(dtype), &nbytes))
-    EMBER_FAIL(Runtime, op, ": storage size of an output of size ", shape_str(shape),
-               " and dtype ", dtype_name(dtype), " overflows int64 (", n, " elements of ",
-               itemsize(dtype), " bytes)");
+    EMBER_FAIL(Runtime, op, ": storage size of an output of size ", shape_str(shape), " and dtype ",
+               dtype_name(dtype), " overflows int64 (", n, " elements of ", itemsize(dtype),
+               " bytes)");
 }
 
 }  // namespace nn
