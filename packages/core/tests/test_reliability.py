@@ -4,6 +4,7 @@ adaptive-pooling sizes, ctc_loss lengths, concurrent backward into a shared leaf
 fragmentation and set_num_threads on a busy pool."""
 
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -53,7 +54,8 @@ def test_mapped_tensor_survives_the_file_shrinking_under_it(tmp_path):
     # instead of ending the session.
     p = tmp_path / "ckpt.ember"
     code = (
-        "import os, ember\n"
+        "import faulthandler, os, ember\n"
+        "faulthandler.enable()\n"  # another SIGBUS handler, installed before the mapping
         f"p = {str(p)!r}\n"
         "ember.save({'w': ember.ones(1 << 20)}, p)\n"
         "w = ember.load(p, mmap=True)['w']\n"
@@ -64,6 +66,20 @@ def test_mapped_tensor_survives_the_file_shrinking_under_it(tmp_path):
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     # the storage starts at byte 64: the first page still holds (4096 - 64) / 4 of the ones
     assert r.stdout.split() == [str(float((4096 - 64) // 4)), "True"]
+
+
+def test_sigbus_outside_mapped_files_still_terminates(tmp_path):
+    # The guard handles faults in mapped checkpoints only; any other SIGBUS keeps its effect.
+    p = tmp_path / "ckpt.ember"
+    code = (
+        "import os, signal, ember\n"
+        f"ember.save({{'w': ember.ones(4)}}, {str(p)!r})\n"
+        f"w = ember.load({str(p)!r}, mmap=True)['w']\n"
+        "os.kill(os.getpid(), signal.SIGBUS)\n"
+        "print('survived')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == -signal.SIGBUS and "survived" not in r.stdout
 
 
 def test_save_keeps_permissions_and_leaves_no_partial_file(tmp_path):

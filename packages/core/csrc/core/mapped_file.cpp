@@ -47,7 +47,7 @@ void on_sigbus(int sig, siginfo_t* info, void* ctx) {
       return;
     }
   }
-  // Not ours: whoever handled SIGBUS before us, else the default action (returning re-runs the
+  // Not ours: whoever handled SIGBUS before us, else the default action (returning re-runs a
   // faulting access, which then terminates the process as it would have without us).
   if ((g_previous.sa_flags & SA_SIGINFO) && g_previous.sa_sigaction) {
     g_previous.sa_sigaction(sig, info, ctx);
@@ -55,21 +55,27 @@ void on_sigbus(int sig, siginfo_t* info, void* ctx) {
     g_previous.sa_handler(sig);
   } else {
     signal(SIGBUS, SIG_DFL);
+    if (!info || info->si_code <= 0) raise(SIGBUS);  // sent by kill(): deliver it again
   }
 }
 
+// Puts on_sigbus first in line for SIGBUS. Checked at every mapping: a handler installed since
+// (Python's faulthandler.enable(), say) becomes the one on_sigbus passes other faults on to.
 void install_handler() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    long page = sysconf(_SC_PAGESIZE);
-    if (page > 0) g_page = static_cast<uintptr_t>(page);
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = &on_sigbus;
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGBUS, &sa, &g_previous);
-  });
+  static std::mutex m;
+  std::lock_guard<std::mutex> g(m);
+  long page = sysconf(_SC_PAGESIZE);
+  if (page > 0) g_page = static_cast<uintptr_t>(page);
+  struct sigaction current;
+  if (sigaction(SIGBUS, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == &on_sigbus) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = &on_sigbus;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  g_previous = current;
+  sigaction(SIGBUS, &sa, nullptr);
 }
 
 struct Mapping {
