@@ -362,7 +362,8 @@ def fmt_side(res: Result, framework: str) -> str:
 
 def fmt_target(c: Case) -> str:
     if c.target_abs is not None:
-        return f"ember ≤ {c.target_abs:g} s"
+        # target_abs is in seconds, i.e. in the base quantity of the case's unit
+        return f"ember ≤ {c.target_abs / UNITS[c.unit]:g} {UNIT_LABELS.get(c.unit, c.unit)}"
     if c.target is not None:
         return f"≤ {c.target:.2f}"
     return "-"

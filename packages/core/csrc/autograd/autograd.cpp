@@ -1,6 +1,7 @@
 #include "autograd/autograd.h"
 
 #include <atomic>
+#include <mutex>
 #include <queue>
 #include <sstream>
 #include <unordered_map>
@@ -17,6 +18,25 @@ namespace autograd {
 // ---- grad mode ------------------------------------------------------------------------------
 
 namespace {
+// Locks for concurrent backward passes (several threads calling backward on graphs that share
+// nodes or leaves), striped by address so that nodes and tensors carry no mutex of their own.
+// node_lock(n) is held while the engine runs n (its hooks, apply, releasing its saved tensors);
+// it is recursive because a hook may run a nested backward that reaches a node of the same
+// stripe on this thread. grad_lock(leaf) makes AccumulateGrad's update of .grad atomic.
+constexpr size_t kLockStripes = 64;
+size_t stripe(const void* p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  return static_cast<size_t>((a >> 4) ^ (a >> 10)) % kLockStripes;
+}
+std::recursive_mutex& node_lock(const Node* n) {
+  static std::recursive_mutex locks[kLockStripes];
+  return locks[stripe(n)];
+}
+std::mutex& grad_lock(const TensorImpl* leaf) {
+  static std::mutex locks[kLockStripes];
+  return locks[stripe(leaf)];
+}
+
 thread_local bool t_grad_enabled = true;
 std::atomic<uint64_t> g_sequence_nr{0};
 
@@ -61,6 +81,9 @@ Edge gradient_edge(const Tensor& t) {
   if (!m) return {};
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
   if (!m->requires_grad) return {};
+  // Threads building graphs from one leaf at once share its AccumulateGrad node.
+  static std::mutex accumulator_mutex;
+  std::lock_guard<std::mutex> lock(accumulator_mutex);
   std::shared_ptr<Node> acc = m->grad_accumulator.lock();
   if (!acc) {
     acc = std::make_shared<AccumulateGrad>(t);
@@ -271,19 +294,24 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = std::move(grads[0]);
   if (!g) return {};
   AutogradMeta& m = materialize_meta(variable);
-  if (!m.grad) {
-    // Steal the buffer when nobody else holds it; otherwise copy so later in-place
-    // accumulation cannot write into a tensor the user still sees. A contiguous variable gets a
-    // contiguous .grad (PyTorch's layout contract; fused optimizers want dense memory).
-    const bool layout_ok = g->is_contiguous() || !variable->is_contiguous();
-    m.grad = (g.use_count() == 1 && !grad_enabled() && layout_ok) ? detach(g) : ops::clone(g);
-    if (!grad_enabled()) {
-      if (AutogradMeta* gm = meta(m.grad)) gm->grad_fn.reset();
+  // Atomic per leaf: concurrent backward passes (through this node or another AccumulateGrad of
+  // the same leaf) each add their whole gradient.
+  {
+    std::lock_guard<std::mutex> lock(grad_lock(variable.get()));
+    if (!m.grad) {
+      // Steal the buffer when nobody else holds it; otherwise copy so later in-place
+      // accumulation cannot write into a tensor the user still sees. A contiguous variable gets a
+      // contiguous .grad (PyTorch's layout contract; fused optimizers want dense memory).
+      const bool layout_ok = g->is_contiguous() || !variable->is_contiguous();
+      m.grad = (g.use_count() == 1 && !grad_enabled() && layout_ok) ? detach(g) : ops::clone(g);
+      if (!grad_enabled()) {
+        if (AutogradMeta* gm = meta(m.grad)) gm->grad_fn.reset();
+      }
+    } else if (grad_enabled()) {
+      m.grad = ops::add(m.grad, g, Scalar(int64_t(1)), Tensor());
+    } else {
+      ops::add(m.grad, g, Scalar(int64_t(1)), m.grad);
     }
-  } else if (grad_enabled()) {
-    m.grad = ops::add(m.grad, g, Scalar(int64_t(1)), Tensor());
-  } else {
-    ops::add(m.grad, g, Scalar(int64_t(1)), m.grad);
   }
   if (m.leaf_hooks && !m.leaf_hooks->post_accumulate.empty())
     for (const auto& e : m.leaf_hooks->post_accumulate.snapshot()) (*e.hook)(variable);
@@ -507,14 +535,18 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     auto cap = captures.find(node.get());
     bool run = inputs.empty() || needed.count(node.get());
     if (!run && cap == captures.end()) continue;  // leads to none of the inputs
-    if (node->hooks || node->leaf_hooks()) call_tensor_pre_hooks(*node, buf);
-    if (cap != captures.end())
-      for (auto& [nr, j] : cap->second) captured[j] = buf[nr];
-    if (!run || (!accumulate && dynamic_cast<AccumulateGrad*>(node.get()))) continue;
-    std::vector<Tensor> outs = (node->hooks || anomaly_mode_enabled())
-                                   ? call_function(node, std::move(buf))
-                                   : node->apply(std::move(buf));
-    if (!keep_graph) node->release_variables();
+    std::vector<Tensor> outs;
+    {
+      // Another thread's backward may be running this node (a shared graph or leaf).
+      std::lock_guard<std::recursive_mutex> lock(node_lock(node.get()));
+      if (node->hooks || node->leaf_hooks()) call_tensor_pre_hooks(*node, buf);
+      if (cap != captures.end())
+        for (auto& [nr, j] : cap->second) captured[j] = buf[nr];
+      if (!run || (!accumulate && dynamic_cast<AccumulateGrad*>(node.get()))) continue;
+      outs = (node->hooks || anomaly_mode_enabled()) ? call_function(node, std::move(buf))
+                                                     : node->apply(std::move(buf));
+      if (!keep_graph) node->release_variables();
+    }
     EMBER_CHECK(outs.size() == node->next_edges.size() || node->next_edges.empty(), "function ",
                 node->name(), " returned ", outs.size(), " gradients but expected ",
                 node->next_edges.size());

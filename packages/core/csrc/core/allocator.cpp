@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -9,6 +10,14 @@
 #include "core/error.h"
 
 namespace ember {
+
+namespace {
+// Requests of 10 MiB and more ("oversize") get a segment of their own, rounded to kLargeRound,
+// that is never split: a cached one serves a later request only if it wastes at most
+// max(kLargeRound, request / 8). Otherwise a big cached block would end up holding a small
+// tensor (and a fragment nobody fits) while the next big request maps yet another segment.
+constexpr size_t kOversize = 10 << 20;
+}  // namespace
 
 struct CachingAllocator::Block {
   CachingAllocator* owner;
@@ -18,6 +27,7 @@ struct CachingAllocator::Block {
   StreamId stream;
   PoolKind kind;
   bool allocated = false;
+  bool oversize = false;  // a whole segment for one request of kOversize or more; never split
   Block* prev = nullptr;  // neighbours inside the same segment, by address
   Block* next = nullptr;
 };
@@ -117,17 +127,43 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
                                                            : PoolKind::Large;
   Pool& pool = pool_of(kind);
   Block* b = caching_ ? find_free_block(pool, size, stream) : nullptr;
+  if (b && b->oversize && b->size - size > std::max(kLargeRound, size / 8)) {
+    // The best fit is an oversize block much larger than this request: using it would waste
+    // the rest (it is never split). Keep it for a request its size; take a new segment.
+    pool.insert(b);
+    b = nullptr;
+  }
   if (b) {
     stats_.num_cache_hits++;
   } else {
-    b = new_segment(nbytes, caching_ ? segment_size(size, kind) : size, stream, kind);
+    const size_t alloc = caching_ ? segment_size(size, kind) : size;
+    if (caching_ && kind == PoolKind::Large) {
+      // Bound the cache before growing it: give back whole free large segments (largest
+      // first) while the cache holds more than a quarter of the live bytes, so random large
+      // sizes cannot grow the reserve without bound (a steady loop hits the cache and never
+      // gets here).
+      const int64_t allowance = (stats_.allocated_bytes + static_cast<int64_t>(alloc)) / 4;
+      auto cached = [&] { return stats_.reserved_bytes - stats_.allocated_bytes; };
+      if (cached() > allowance) {
+        std::vector<Block*> whole;
+        for (auto it = large_pool_.rbegin(); it != large_pool_.rend(); ++it)
+          if (!(*it)->prev && !(*it)->next) whole.push_back(*it);
+        for (Block* head : whole) {
+          if (cached() <= allowance) break;
+          large_pool_.erase(head);
+          release_segment(head);
+        }
+      }
+    }
+    b = new_segment(nbytes, alloc, stream, kind);
+    b->oversize = caching_ && kind == PoolKind::Large && size >= kOversize;
   }
   // Split off the tail when the remainder is worth keeping.
   size_t remaining = b->size - size;
   size_t min_rest = kind == PoolKind::Tiny    ? rounding_.tiny
                     : kind == PoolKind::Small ? rounding_.round
                                               : kSmallRequest + 1;
-  if (remaining >= min_rest) {
+  if (remaining >= min_rest && !b->oversize) {
     auto* rest = new Block{this, static_cast<char*>(b->ptr) + size, remaining, 0, stream, kind};
     rest->prev = b;
     rest->next = b->next;

@@ -7,6 +7,7 @@
 
 #include "core/dispatch.h"
 #include "core/error.h"
+#include "kernels/loops.h"
 #include "ops.h"
 
 namespace ember {
@@ -361,7 +362,7 @@ void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
 
 Scalar load_scalar(const void* ptr, ScalarType dtype) {
   return EMBER_DISPATCH_ALL(dtype, "item", [&]() -> Scalar {
-    scalar_t v = *static_cast<const scalar_t*>(ptr);
+    scalar_t v = load<scalar_t>(static_cast<const char*>(ptr));
     if constexpr (std::is_same_v<scalar_t, bool>) {
       return Scalar(v);
     } else if constexpr (std::is_integral_v<scalar_t>) {
@@ -382,15 +383,16 @@ void convert_loop(char** data, const int64_t* st, int64_t n) {
   if (st[0] == sizeof(D) && st[1] == sizeof(S)) {
     D* o = reinterpret_cast<D*>(out);
     const S* a = reinterpret_cast<const S*>(in);
-    if constexpr (std::is_same_v<D, S>) {
+    if constexpr (std::is_same_v<D, S> && !std::is_same_v<S, bool>) {
       std::memcpy(o, a, n * sizeof(D));
-    } else {
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<D>(static_cast<opmath_t<S>>(a[i]));
+    } else {  // a bool source reads any nonzero byte as true (so a copy leaves only 0 and 1)
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<D>(static_cast<opmath_t<S>>(load_at(a, i)));
     }
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
-    S v = *reinterpret_cast<const S*>(in + i * st[1]);
+    S v = load<S>(in + i * st[1]);
     *reinterpret_cast<D*>(out + i * st[0]) = static_cast<D>(static_cast<opmath_t<S>>(v));
   }
 }

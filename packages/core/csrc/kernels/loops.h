@@ -4,6 +4,7 @@
 // the 16-bit floats) before the functor sees them.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
 
@@ -12,6 +13,22 @@ namespace ember {
 template <class T>
 inline T load(const char* p) {
   return *reinterpret_cast<const T*>(p);
+}
+// A bool's byte may hold any value (a uint8 tensor viewed as bool, a file, a foreign buffer):
+// every nonzero byte is True, as in PyTorch. Reading it as `bool` would let the compiler assume
+// 0 or 1 (so 2 would count as 2, and !2 as true).
+template <>
+inline bool load<bool>(const char* p) {
+  return *reinterpret_cast<const uint8_t*>(p) != 0;
+}
+// Element i of a contiguous array, with the same rule for bool.
+template <class T>
+inline T load_at(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return reinterpret_cast<const uint8_t*>(p)[i] != 0;
+  } else {
+    return p[i];
+  }
 }
 
 // out = f(a)
@@ -23,7 +40,7 @@ inline void unary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
   if (s[0] == sizeof(R) && s[1] == sizeof(T)) {
     R* o = reinterpret_cast<R*>(out);
     const T* a = reinterpret_cast<const T*>(in);
-    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<A>(a[i])));
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<A>(load_at(a, i))));
     return;
   }
   for (int64_t i = 0; i < n; ++i)
@@ -41,17 +58,17 @@ inline void binary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
   if (s[0] == sizeof(R)) {
     if (s[1] == sizeof(T) && s[2] == sizeof(T)) {
       for (int64_t i = 0; i < n; ++i)
-        o[i] = static_cast<R>(f(static_cast<A>(a[i]), static_cast<A>(b[i])));
+        o[i] = static_cast<R>(f(static_cast<A>(load_at(a, i)), static_cast<A>(load_at(b, i))));
       return;
     }
     if (s[1] == sizeof(T) && s[2] == 0) {
-      const A bv = static_cast<A>(*b);
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<A>(a[i]), bv));
+      const A bv = static_cast<A>(load_at(b, 0));
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<A>(load_at(a, i)), bv));
       return;
     }
     if (s[1] == 0 && s[2] == sizeof(T)) {
-      const A av = static_cast<A>(*a);
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(av, static_cast<A>(b[i])));
+      const A av = static_cast<A>(load_at(a, 0));
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(av, static_cast<A>(load_at(b, i))));
       return;
     }
   }

@@ -114,18 +114,19 @@ class ThreadPool {
 
   int size() const { return nthreads_.load(std::memory_order_relaxed); }
 
-  void resize(int n) {
-    std::lock_guard<std::mutex> lock(run_mutex_);  // not while a region runs
-    stop();
-    start(n);
-  }
-
   // Runs task(i) once for every i in [0, nchunks) (at most kMaxThreads); the caller takes
-  // chunk 0, then any chunk no worker has claimed yet.
-  void run(int nchunks, const std::function<void(int)>& task) {
+  // chunk 0, then any chunk no worker has claimed yet. A pool whose size differs from `want`
+  // (set_num_threads changed it) is rebuilt first, here, where no region can be running:
+  // set_num_threads itself only stores the count, so it never waits for a busy pool.
+  void run(int nchunks, int want, const std::function<void(int)>& task) {
     std::lock_guard<std::mutex> lock(run_mutex_);  // one parallel region at a time
     EMBER_CHECK(nchunks >= 1 && nchunks <= kMaxThreads, "parallel_for: ", nchunks,
                 " chunks is outside [1, ", kMaxThreads, "]");
+    want = std::min(std::max(want, 1), kMaxThreads);
+    if (want != size()) {
+      stop();
+      start(want);
+    }
     task_ = &task;
     error_ = nullptr;
     done_.store(0, std::memory_order_relaxed);
@@ -379,12 +380,9 @@ int get_num_threads() { return g_num_threads.load(); }
 void set_num_threads(int n) {
   EMBER_CHECK_KIND(n >= 1, Value, "set_num_threads: expected a positive number of threads, got ",
                    n);
-  {
-    // Serialized so that concurrent calls leave the pool at the count get_num_threads reports.
-    static std::mutex m;
-    std::lock_guard<std::mutex> g(m);
-    if (g_num_threads.exchange(n) != n) pool().resize(n);
-  }
+  // Only the count changes here: the pool takes it at the start of its next region (under its
+  // run lock), so this call never waits for parallel work other threads are running.
+  g_num_threads.store(n);
   // OpenBLAS learns the count just before its next call (sync_blas_threads): setting it now
   // would restart its thread pool, which in a forked DataLoader worker busy-waits ~100 ms of CPU
   // even if the worker never multiplies a matrix.
@@ -413,11 +411,11 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     return;
   }
   ThreadPool& p = pool();
-  int64_t nchunks =
-      std::min<int64_t>({static_cast<int64_t>(p.size()), n / std::max<int64_t>(grain, 1)});
+  int64_t nchunks = std::min<int64_t>(
+      {static_cast<int64_t>(std::min(nthreads, kMaxThreads)), n / std::max<int64_t>(grain, 1)});
   nchunks = std::max<int64_t>(nchunks, 1);
   int64_t chunk = (n + nchunks - 1) / nchunks;
-  p.run(static_cast<int>(nchunks), [&](int i) {
+  p.run(static_cast<int>(nchunks), nthreads, [&](int i) {
     int64_t b = begin + i * chunk;
     int64_t e = std::min(end, b + chunk);
     if (b < e) f(b, e);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "core/mapped_file.h"
 #include "core/shared_memory.h"
 #include "ops.h"
 #include "python/tensor_py.h"
@@ -38,6 +39,15 @@ ShmPolicy to_policy(int p) {
 }  // namespace
 
 void bind_shared_memory(py::module_& m, TensorClass& cls) {
+  // ember.load(..., mmap=True): private mappings of a checkpoint file (core/mapped_file.h).
+  m.def(
+      "_map_file",
+      [](int fd, int64_t offset, int64_t nbytes) { return map_file_range(fd, offset, nbytes); },
+      py::arg("fd"), py::arg("offset"), py::arg("nbytes"),
+      "A uint8 tensor over bytes [offset, offset + nbytes) of the open file fd, mapped private "
+      "and copy-on-write; reads of pages the file has lost since (truncated) see zeros.");
+  m.def("_mapped_file_faults", &mapped_file_faults,
+        "Pages of mapped files replaced by zeros because the file shrank below them.");
   cls.def(
          "share_memory_",
          [](const Tensor& self) {

@@ -11,9 +11,15 @@ None and bools (state dicts, optimizer states) to one file::
 
 Tensors that share memory (views) share one storage in the file and again after loading. The
 header comes last so that saving streams each storage once. ``ember.load`` reads only JSON and
-raw bytes, checks every offset, size and view against the file, and can memory-map the storages
-instead of reading them. Objects the tree cannot express are pickled (``_serialization_objects``)
-and unpickled only with ``weights_only=False`` or allow-listed globals (``add_safe_globals``).
+raw bytes, checks every offset, size, view and checksum against the file, and with
+``mmap=True`` memory-maps the storages instead of reading them. Objects the tree cannot express
+are pickled (``_serialization_objects``) and unpickled only with ``weights_only=False`` or
+allow-listed globals (``add_safe_globals``).
+
+Saving to a path writes a temporary file next to it and renames it over the target when it is
+complete, so a checkpoint saved over the one a process has memory-mapped (the usual "save the
+latest to ckpt.pt" loop) never changes or truncates the mapped file: the mapping keeps the old
+file's contents, and an interrupted save leaves the previous checkpoint intact.
 
 ``ember.save_safetensors`` / ``ember.load_safetensors`` (or ``ember.save(..., format=
 "safetensors")``) use the Hugging Face safetensors format: u64 little-endian header length, a JSON
@@ -34,7 +40,6 @@ import collections
 import io
 import json
 import math
-import mmap as _mmap
 import os
 import struct
 import sys
@@ -58,7 +63,6 @@ _MAGIC = b"EMBERCKP"
 _VERSION = 1
 _PRELUDE = struct.Struct("<8sIIQQ")  # magic, version, header crc32, header offset, header length
 _ALIGN = 64
-_MMAP_THRESHOLD = 1 << 20  # storages at least this large are memory-mapped by default
 _MAX_DEPTH = 200
 _CHUNK = 1 << 24
 
@@ -225,7 +229,7 @@ def save(obj: Any, f: FileLike, format: str = "ember") -> None:
     w = _Writer()
     root = _objects.finish(w, w.encode(obj, "obj", 0, set()))
     if isinstance(f, (str, os.PathLike)):
-        with open(f, "wb") as out:
+        with _replacing(f) as out:
             _write(out, w, root)
         return
     if not hasattr(f, "write"):
@@ -237,6 +241,49 @@ def save(obj: Any, f: FileLike, format: str = "ember") -> None:
         buf = io.BytesIO()
         _write(buf, w, root)
         f.write(buf.getbuffer())
+
+
+class _replacing:
+    """Opens a temporary file next to ``path`` for writing and, once the block ends without an
+    error, renames it over ``path`` (atomically, keeping ``path``'s permissions when it exists).
+    A process that memory-mapped the old file keeps seeing the old contents (its inode is not
+    truncated or rewritten in place); on an error the temporary file is removed."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.path.realpath(os.fspath(path))  # through a symlink, as open() writes
+        self.tmp: str | None = None
+
+    def __enter__(self) -> IO[bytes]:
+        import secrets
+
+        folder, base = os.path.split(self.path)
+        tmp = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:  # mode 0o666 less the umask, as open() gives a new file
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError:  # a folder we may not create files in: write the file in place
+            self.out = open(self.path, "wb")
+            return self.out
+        self.tmp = tmp
+        try:
+            os.chmod(tmp, os.stat(self.path).st_mode & 0o7777)  # the replaced file's mode
+        except OSError:
+            pass  # a new file
+        self.out = os.fdopen(fd, "wb")
+        return self.out
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.out.close()
+        finally:
+            if self.tmp is None:
+                pass
+            elif exc_type is None:
+                os.replace(self.tmp, self.path)
+            else:
+                try:
+                    os.unlink(self.tmp)
+                except OSError:
+                    pass
 
 
 def _write(out: IO[bytes], w: _Writer, root: Any) -> None:
@@ -281,7 +328,6 @@ class _Source:
             data = self.file.read()
             self.file = io.BytesIO(data)
             self.start, self.size = 0, len(data)
-        self.map: _mmap.mmap | None = None
 
     def error(self, what: str) -> CheckpointError:
         return CheckpointError(f"{self.name}: {what}")
@@ -308,18 +354,15 @@ class _Source:
                                  f"{n} bytes")
             got += k
 
-    def can_map(self) -> bool:
-        return self.path is not None or hasattr(self.file, "fileno")
-
-    def mapped(self) -> _mmap.mmap:
-        if self.map is None:
-            try:
-                fd = self.file.fileno()
-            except (AttributeError, OSError, io.UnsupportedOperation) as exc:
-                raise self.error("mmap=True needs a file on disk") from exc
-            # copy-on-write: tensors are writable, and writes never reach the file
-            self.map = _mmap.mmap(fd, 0, access=_mmap.ACCESS_COPY)
-        return self.map
+    def map_range(self, offset: int, n: int) -> Tensor:
+        """A uint8 tensor mapped over n bytes at ``offset``: private and copy-on-write (the
+        tensor is writable, writes never reach the file), guarded so that reading pages the
+        file has lost since (truncated by another program) gives zeros, not SIGBUS."""
+        try:
+            fd = self.file.fileno()
+        except (AttributeError, OSError, io.UnsupportedOperation) as exc:
+            raise self.error("mmap=True needs a file on disk") from exc
+        return _C._map_file(fd, self.start + offset, n)
 
     def close(self) -> None:
         if self.owned:
@@ -346,12 +389,13 @@ def _resolve_device(loc: str, map_location) -> str:
 
 
 class _Reader:
-    def __init__(self, src: _Source, header: dict, mmap: bool | None, map_location) -> None:
+    def __init__(self, src: _Source, header: dict, mmap: bool, map_location) -> None:
         self.src, self.header, self.mmap, self.map_location = src, header, mmap, map_location
         self.dtypes = _dtypes()
         self.storages: dict[int, Tensor] = {}
         self.tensors: dict[int, Tensor] = {}
         self.header_offset = src.size
+        self.shared_with_other_dtypes: set | None = None  # storages of non-bool tensors
 
     def storage(self, sid: int) -> Tensor:
         import ember
@@ -372,19 +416,19 @@ class _Reader:
                                 f"the file has {src.size} bytes")
             raise src.error(f"corrupt checkpoint: storage {sid} spans bytes [{off}, {off + n}), "
                             f"outside the data area [{_PRELUDE.size}, {limit})")
-        use_map = self.mmap if self.mmap is not None else (n >= _MMAP_THRESHOLD and src.can_map())
         if n == 0:
             t = ember.empty(0, dtype=ember.uint8)
-        elif use_map:
-            mm = src.mapped()
-            t = _C._from_buffer(memoryview(mm)[src.start + off:src.start + off + n])
+        elif self.mmap:
+            t = src.map_range(off, n)
         else:
             t = ember.empty(n, dtype=ember.uint8)
             src.readinto(off, memoryview(t))
-            crc = zlib.crc32(memoryview(t))
-            if crc != e["crc32"]:
-                raise src.error(f"corrupt checkpoint: storage {sid} (bytes [{off}, {off + n})) "
-                                f"has checksum {crc:#010x}, expected {e['crc32']:#010x}")
+        # mapped storages are verified too: this reads them once through the page cache (they
+        # stay shared with it), so a corrupt file fails here, not as wrong numbers later
+        crc = zlib.crc32(memoryview(t)) if n else 0
+        if crc != e["crc32"]:
+            raise src.error(f"corrupt checkpoint: storage {sid} (bytes [{off}, {off + n})) "
+                            f"has checksum {crc:#010x}, expected {e['crc32']:#010x}")
         self.storages[sid] = t
         return t
 
@@ -414,6 +458,8 @@ class _Reader:
             _check(last < nbytes // itemsize, src, f"tensor {tid} (shape {e['shape']}, strides "
                    f"{e['stride']}, offset {e['offset']}) reaches element {last} of a storage of "
                    f"{nbytes // itemsize} {e['dtype']} elements")
+        if e["dtype"] == "bool" and nbytes:
+            raw = self._bool_bytes(e["storage"], raw)
         base = raw.view(dtype) if nbytes else _C.empty(0, dtype=dtype)
         t = base.as_strided(e["shape"], e["stride"], e["offset"] if numel else 0)
         if sys.byteorder != self.header.get("byteorder", "little"):
@@ -427,6 +473,22 @@ class _Reader:
             t.requires_grad_(True)
         self.tensors[tid] = t
         return t
+
+    def _bool_bytes(self, sid: int, raw: Tensor) -> Tensor:
+        """The bytes of a bool tensor's storage with every nonzero byte made 1 (a file written
+        elsewhere may hold other values, which ember, like PyTorch, reads as True). Fixed in
+        place unless a tensor of another dtype shares the storage (its values must not change);
+        that bool tensor then gets its own copy."""
+        if int(raw.max().item()) <= 1:
+            return raw
+        if self.shared_with_other_dtypes is None:
+            self.shared_with_other_dtypes = {e.get("storage") for e in self.header["tensors"]
+                                             if isinstance(e, dict) and e.get("dtype") != "bool"}
+        clean = raw.ne(0)
+        if sid in self.shared_with_other_dtypes:
+            return clean.view(raw.dtype)
+        raw.copy_(clean)
+        return raw
 
     def _place(self, t: Tensor, loc: str) -> Tensor:
         import ember
@@ -504,13 +566,19 @@ def _looks_like_safetensors(head: bytes) -> bool:
     return 2 <= n <= 100_000_000 and head[8:9] == b"{"
 
 
-def load(f: FileLike, map_location: Any = None, mmap: bool | None = None,
+def load(f: FileLike, map_location: Any = None, mmap: bool | None = False,
          weights_only: bool | None = True) -> Any:
     """Loads what :func:`save` wrote (or a safetensors file, as a dict of tensors).
 
-    ``mmap=True`` maps every storage from the file instead of reading it (copy-on-write: the
-    tensors are writable, the file never changes); ``None`` maps storages of 1 MiB and more when
-    ``f`` is a file on disk; ``False`` reads everything and verifies checksums. ``map_location``
+    By default (``mmap=False``, as in PyTorch) every storage is read into memory, so the loaded
+    tensors own their data: saving the next checkpoint to the same path cannot change them.
+    ``mmap=True`` memory-maps the storages from the file instead (``f`` must be a file on disk):
+    the mapping is private and copy-on-write (``MAP_PRIVATE``), so the tensors are writable and
+    writes never reach the file, and pages are read on demand and shared with the page cache.
+    Checksums are verified either way (which reads a mapped file once). :func:`save` never
+    rewrites a file in place (it replaces it), so saving to the same path leaves mapped tensors
+    as they were; if another program truncates the file, reading the pages it lost gives zeros
+    instead of killing the process with SIGBUS. ``None`` means ``False``. ``map_location``
     is a device (``"cpu"``), a dict mapping saved locations to devices, or a callable
     ``(tensor, location) -> tensor``. Tensors, containers, numbers and NumPy data never run code
     when loaded; other objects were pickled by :func:`save` and load only with
@@ -526,6 +594,7 @@ def load(f: FileLike, map_location: Any = None, mmap: bool | None = None,
     >>> ember.load(buf)
     [1.5, (tensor([0.]), None)]
     """
+    mmap = bool(mmap)
     src = _Source(f)
     try:
         head = src.read(0, min(src.size, _PRELUDE.size), "the prelude")
@@ -627,23 +696,27 @@ def save_safetensors(tensors: dict[str, Tensor], path: FileLike,
         pos += n
     hjson = json.dumps(header, separators=(",", ":")).encode()
     hjson += b" " * ((-len(hjson)) % 8)  # the data starts 8-byte aligned, as HF writes it
-    out = open(path, "wb") if isinstance(path, (str, os.PathLike)) else path
-    try:
-        out.write(struct.pack("<Q", len(hjson)))
-        out.write(hjson)
-        for u8 in blobs:
-            if u8 is not None:
-                _write_storage(out, u8)
-    finally:
-        if out is not path:
-            out.close()
+    if isinstance(path, (str, os.PathLike)):
+        with _replacing(path) as out:
+            _write_safetensors(out, hjson, blobs)
+    else:
+        _write_safetensors(path, hjson, blobs)
 
 
-def load_safetensors(path: FileLike, device: str = "cpu", mmap: bool | None = None
+def _write_safetensors(out: IO[bytes], hjson: bytes, blobs: list) -> None:
+    out.write(struct.pack("<Q", len(hjson)))
+    out.write(hjson)
+    for u8 in blobs:
+        if u8 is not None:
+            _write_storage(out, u8)
+
+
+def load_safetensors(path: FileLike, device: str = "cpu", mmap: bool | None = False
                      ) -> dict[str, Tensor]:
-    """Reads a safetensors file into a ``{name: tensor}`` dict (memory-mapping tensors of 1 MiB
-    and more when ``mmap`` is None; ``True``/``False`` to map all / none). The metadata is
-    available via :func:`safetensors_metadata`.
+    """Reads a safetensors file into a ``{name: tensor}`` dict. ``mmap=True`` memory-maps the
+    tensors instead (private, copy-on-write, as :func:`load` describes; safetensors files carry
+    no checksums); ``None`` means ``False``. The metadata is available via
+    :func:`safetensors_metadata`.
 
     >>> import io, ember
     >>> buf = io.BytesIO()
@@ -658,7 +731,7 @@ def load_safetensors(path: FileLike, device: str = "cpu", mmap: bool | None = No
         return {k: v.to(ember.device(device)) for k, v in load_safetensors(path, "cpu", mmap).items()}
     src = _Source(path)
     try:
-        return _load_safetensors(src, mmap)
+        return _load_safetensors(src, bool(mmap))
     finally:
         src.close()
 
@@ -691,7 +764,7 @@ def _st_header(src: _Source) -> tuple[dict, int]:
     return header, 8 + n
 
 
-def _load_safetensors(src: _Source, mmap: bool | None) -> dict[str, Tensor]:
+def _load_safetensors(src: _Source, mmap: bool) -> dict[str, Tensor]:
     import ember
 
     header, data_start = _st_header(src)
@@ -736,15 +809,15 @@ def _load_safetensors(src: _Source, mmap: bool | None) -> dict[str, Tensor]:
         dtype = dtypes[_ST_DTYPES[e["dtype"]]]
         n = end - b
         off = data_start + b
-        use_map = mmap if mmap is not None else (n >= _MMAP_THRESHOLD and src.can_map())
         if n == 0:
             raw = ember.empty(0, dtype=ember.uint8)
-        elif use_map and (off % _C.empty(0, dtype=dtype).itemsize == 0):
-            mm = src.mapped()
-            raw = _C._from_buffer(memoryview(mm)[src.start + off:src.start + end + data_start])
+        elif mmap and (off % _C.empty(0, dtype=dtype).itemsize == 0):
+            raw = src.map_range(off, n)
         else:
             raw = ember.empty(n, dtype=ember.uint8)
             src.readinto(off, memoryview(raw))
+        if e["dtype"] == "BOOL" and n and int(raw.max().item()) > 1:
+            raw.copy_(raw.ne(0))  # any nonzero byte is True (as PyTorch reads it): store 1
         t = raw.view(dtype).reshape(e["shape"]) if n else ember.empty(e["shape"], dtype=dtype)
         out[name] = t
     return out

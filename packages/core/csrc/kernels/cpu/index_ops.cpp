@@ -14,7 +14,9 @@
 #include <limits>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/bool_bytes.h"
 #include "kernels/iterator.h"
+#include "kernels/loops.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
@@ -939,12 +941,12 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar
     it.for_each([x](char** d, const int64_t* s, int64_t n) {
       if (s[0] == sizeof(T) && s[1] == 1) {  // branch-free, so random masks don't stall it
         T* o = reinterpret_cast<T*>(d[0]);
-        const bool* m = reinterpret_cast<const bool*>(d[1]);
-        for (int64_t k = 0; k < n; ++k) o[k] = m[k] ? x : o[k];
+        const uint8_t* m = reinterpret_cast<const uint8_t*>(d[1]);  // any nonzero byte: true
+        for (int64_t k = 0; k < n; ++k) o[k] = m[k] != 0 ? x : o[k];
         return;
       }
       for (int64_t k = 0; k < n; ++k)
-        if (at<bool>(d[1] + k * s[1])) at<T>(d[0] + k * s[0]) = x;
+        if (load<bool>(d[1] + k * s[1])) at<T>(d[0] + k * s[0]) = x;
     });
   });
   return self;
@@ -962,7 +964,7 @@ Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& sou
   int64_t count = 0;
   it.serial_for_each(
       [&count](char** d, const int64_t* s, int64_t n) {
-        for (int64_t k = 0; k < n; ++k) count += at<bool>(d[1] + k * s[1]);
+        for (int64_t k = 0; k < n; ++k) count += load<bool>(d[1] + k * s[1]);
       },
       0, it.numel());
   EMBER_CHECK(source->numel() >= count, op, ": number of elements of source (", source->numel(),
@@ -974,7 +976,7 @@ Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& sou
     it.serial_for_each(
         [&p](char** d, const int64_t* s, int64_t n) {
           for (int64_t k = 0; k < n; ++k)
-            if (at<bool>(d[1] + k * s[1])) at<T>(d[0] + k * s[0]) = *p++;
+            if (load<bool>(d[1] + k * s[1])) at<T>(d[0] + k * s[0]) = *p++;
         },
         0, it.numel());
   });
@@ -992,7 +994,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) 
   int64_t count = 0;
   it.serial_for_each(
       [&count](char** d, const int64_t* s, int64_t n) {
-        for (int64_t k = 0; k < n; ++k) count += at<bool>(d[1] + k * s[1]);
+        for (int64_t k = 0; k < n; ++k) count += load<bool>(d[1] + k * s[1]);
       },
       0, it.numel());
   OutArg o = make_out(out, DimVector{count}, self->dtype(), op, {self, mask});
@@ -1002,7 +1004,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) 
     it.serial_for_each(
         [&w](char** d, const int64_t* s, int64_t n) {
           for (int64_t k = 0; k < n; ++k)
-            if (at<bool>(d[1] + k * s[1])) *w++ = at<T>(d[0] + k * s[0]);
+            if (load<bool>(d[1] + k * s[1])) *w++ = at<T>(d[0] + k * s[0]);
         },
         0, it.numel());
   });
@@ -1011,7 +1013,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) 
 
 Tensor nonzero(const Tensor& self, const Tensor& out) {
   const char* op = "nonzero()";
-  Tensor c = contiguous_as(self, self->dtype());
+  Tensor c = contiguous_as(bool_01(self), self->dtype());
   const int64_t n = c->numel(), nd = c->dim();
   int64_t count = 0;
   EMBER_DISPATCH_ALL(c->dtype(), op, [&] {

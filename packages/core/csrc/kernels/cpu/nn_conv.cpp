@@ -53,13 +53,20 @@ Geom make_geom(const char* op, const DimVector& in, const DimVector& kernel_size
     g.st[j] = st[d];
     g.pd[j] = pd[d];
     g.dl[j] = dl[d];
-    const int64_t span = dl[d] * (kernel_size[d] - 1) + 1;
-    const int64_t padded = in[d] + 2 * pd[d];
+    // User-given sizes: every product is checked before anything is planned from it.
+    int64_t span = 0, padded = 0;
+    if (__builtin_mul_overflow(dl[d], kernel_size[d] - 1, &span) ||
+        __builtin_add_overflow(span, 1, &span) || __builtin_mul_overflow(pd[d], 2, &padded) ||
+        __builtin_add_overflow(padded, in[d], &padded))
+      EMBER_FAIL(Runtime, op, ": kernel_size ", shape_str(kernel_size), ", dilation ",
+                 shape_str(dl), " and padding ", shape_str(pd),
+                 " overflow int64 along spatial dim ", d);
     EMBER_CHECK(padded >= span, op, ": the kernel ", shape_str(kernel_size), " with dilation ",
                 shape_str(dl), " spans ", span, " elements along spatial dim ", d,
                 ", more than the padded input (", in[d], " + 2 * ", pd[d], " = ", padded, ")");
     g.out[j] = (padded - span) / st[d] + 1;
   }
+  checked_numel(DimVector{g.out[0], g.out[1], g.out[2]}, op);  // the block count fits int64
   return g;
 }
 
@@ -260,6 +267,7 @@ Tensor col2im(const Tensor& self, const DimVector& output_size, const DimVector&
   EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
                    "col2im: expected a floating-point input, got ", dtype_name(self->dtype()));
   DimVector os = nn::expand_param(output_size, k, "output_size", "col2im");
+  checked_numel(os, "col2im");  // before anything is computed from it
   EMBER_CHECK(self->dim() == 3 || self->dim() == 2,
               "col2im: expected a 2-D (unbatched) or 3-D (batched) input (N, C * prod(kernel_size),"
               " L), got ",

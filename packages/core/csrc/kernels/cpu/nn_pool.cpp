@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -70,11 +71,14 @@ PoolPlan fixed_plan(const char* op, const DimVector& sizes, const DimVector& ker
                      ": kernel_size, stride and dilation must be positive, got kernel_size=",
                      shape_str(kernel_size), " stride=", shape_str(st),
                      " dilation=", shape_str(dl));
-    EMBER_CHECK_KIND(pd[d] >= 0 && pd[d] * 2 <= ks, Value, op,
+    EMBER_CHECK_KIND(pd[d] >= 0 && pd[d] <= ks / 2, Value, op,
                      ": padding should be at most half of the kernel size, got padding=",
                      shape_str(pd), " and kernel_size=", shape_str(kernel_size));
-    const int64_t span = dl[d] * (ks - 1) + 1;
-    const int64_t avail = in + 2 * pd[d] - span;
+    int64_t span = 0;  // user-given sizes: checked before anything is computed from them
+    if (__builtin_mul_overflow(dl[d], ks - 1, &span) || __builtin_add_overflow(span, 1, &span))
+      EMBER_FAIL(Runtime, op, ": kernel_size ", shape_str(kernel_size), " with dilation ",
+                 shape_str(dl), " overflows int64");
+    const int64_t avail = (in - span) + 2 * pd[d];  // no overflow: span >= 2 * pd[d]
     EMBER_CHECK(avail >= 0, op, ": the window (kernel ", ks, ", dilation ", dl[d],
                 ") is larger than the padded input along spatial dim ", d, " (input shape ",
                 shape_str(sizes), ", padding ", pd[d], ")");
@@ -85,9 +89,11 @@ PoolPlan fixed_plan(const char* op, const DimVector& sizes, const DimVector& ker
     p.out_shape.push_back(o);
     for (int64_t i = 0; i < o; ++i) {
       const int64_t start = i * st[d] - pd[d];
-      int64_t lo = 0, hi = ks;  // kernel taps whose position lies in [0, in)
-      while (lo < ks && start + lo * dl[d] < 0) ++lo;
-      while (hi > lo && start + (hi - 1) * dl[d] >= in) --hi;
+      // Kernel taps [lo, hi) whose position start + tap * dilation lies in [0, in), computed
+      // directly (a kernel of 2**62 taps must not be walked tap by tap). start > -ks and
+      // start < in, so none of this overflows.
+      const int64_t lo = start >= 0 ? 0 : std::min(ks, (-start + dl[d] - 1) / dl[d]);
+      const int64_t hi = std::max(lo, std::min(ks, (in - 1 - start) / dl[d] + 1));
       Window w{start + lo * dl[d], hi - lo, dl[d], hi - lo};
       if (count_include_pad)  // the window clipped to the padded input
         w.divisor = std::min(start + ks, in + pd[d]) - start;
@@ -97,18 +103,30 @@ PoolPlan fixed_plan(const char* op, const DimVector& sizes, const DimVector& ker
   return p;
 }
 
-PoolPlan adaptive_plan(const char* op, const DimVector& sizes, const DimVector& output_size) {
+PoolPlan adaptive_plan(const char* op, const DimVector& sizes, const DimVector& output_size,
+                       ScalarType dtype) {
   const int64_t k = output_size.size();
   EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": output_size must have 1 to 3 elements, got ",
                    shape_str(output_size));
   PoolPlan p;
   init_plan(p, op, sizes, k);
+  for (int64_t d = 0; d < k; ++d)
+    EMBER_CHECK_KIND(output_size[d] > 0, Value, op, ": output_size must be positive, got ",
+                     shape_str(output_size));
+  // The whole output must fit a storage before a window is planned for each of its positions.
+  DimVector full = p.out_shape;
+  for (int64_t o : output_size) full.push_back(o);
+  nn::check_output_shape(full, dtype, op);
   for (int64_t d = 0; d < k; ++d) {
     const int64_t j = 3 - k + d, in = p.in[j], o = output_size[d];
-    EMBER_CHECK_KIND(o > 0, Value, op, ": output_size must be positive, got ",
-                     shape_str(output_size));
     p.out[j] = o;
     p.out_shape.push_back(o);
+    try {
+      p.win[j].reserve(o);
+    } catch (const std::bad_alloc&) {
+      EMBER_FAIL(OutOfMemory, op, ": out of memory planning the windows of an output of size ",
+                 shape_str(full));
+    }
     for (int64_t i = 0; i < o; ++i) {
       const int64_t a = (i * in) / o, b = ((i + 1) * in + o - 1) / o;
       p.win[j].push_back(Window{a, b - a, 1, b - a});
@@ -351,7 +369,7 @@ std::tuple<Tensor, Tensor> _max_pool(const Tensor& self, const DimVector& kernel
 }
 
 std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVector& output_size) {
-  PoolPlan p = adaptive_plan("adaptive_max_pool", self->sizes(), output_size);
+  PoolPlan p = adaptive_plan("adaptive_max_pool", self->sizes(), output_size, self->dtype());
   return max_pool_run("adaptive_max_pool", self, p);
 }
 
@@ -423,13 +441,14 @@ Tensor _avg_pool_backward(const Tensor& grad_output, const DimVector& input_size
 }
 
 Tensor _adaptive_avg_pool(const Tensor& self, const DimVector& output_size) {
-  PoolPlan p = adaptive_plan("adaptive_avg_pool", self->sizes(), output_size);
+  PoolPlan p = adaptive_plan("adaptive_avg_pool", self->sizes(), output_size, self->dtype());
   return avg_pool_run("adaptive_avg_pool", self, p, false, std::nullopt);
 }
 
 Tensor _adaptive_avg_pool_backward(const Tensor& grad_output, const DimVector& input_size,
                                    const DimVector& output_size) {
-  PoolPlan p = adaptive_plan("adaptive_avg_pool_backward", input_size, output_size);
+  PoolPlan p =
+      adaptive_plan("adaptive_avg_pool_backward", input_size, output_size, grad_output->dtype());
   return avg_pool_backward_run("adaptive_avg_pool_backward", grad_output, input_size, p, false,
                                std::nullopt);
 }

@@ -47,6 +47,18 @@ inline int64_t prod(const DimVector& v) {
   return p;
 }
 
+// An output shape worked out from user-given sizes must fit a storage (as ember::empty checks)
+// before anything is planned per output index: a huge size then fails at once instead of
+// building tables for billions of positions first.
+inline void check_output_shape(const DimVector& shape, ScalarType dtype, const char* op) {
+  const int64_t n = checked_numel(shape, op);
+  int64_t nbytes = 0;
+  if (__builtin_mul_overflow(n, itemsize(dtype), &nbytes))
+    EMBER_FAIL(Runtime, op, ": storage size of an output of size ", shape_str(shape), " and dtype ",
+               dtype_name(dtype), " overflows int64 (", n, " elements of ", itemsize(dtype),
+               " bytes)");
+}
+
 }  // namespace nn
 }  // namespace cpu
 }  // namespace ember

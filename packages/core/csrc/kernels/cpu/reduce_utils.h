@@ -30,6 +30,7 @@
 
 #include "core/dispatch.h"
 #include "core/tensor.h"
+#include "kernels/cpu/bool_bytes.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 
@@ -434,7 +435,8 @@ void columns_path(Geometry& g, const typename R::in_t* base, const R& r) {
 // Runs reducer `r` over `in` (any strides) reducing the dims set in `mask`. Outputs with nothing
 // to reduce get identity().
 template <class R>
-void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, bool ordered) {
+void run_reduction(const Tensor& input, const std::vector<bool>& mask, const R& r, bool ordered) {
+  const Tensor in = cpu::bool_01(input);  // the reducers read bool bytes as 0/1
   Geometry g = make_geometry(in, mask, ordered);
   if (g.nout == 0) return;
   if (g.nred == 0) {
@@ -464,8 +466,8 @@ struct DimRows {
 
 inline DimRows dim_rows(const Tensor& self, int64_t dim) {
   DimRows d;
-  d.t = self;
-  if (!self->is_contiguous()) {
+  d.t = cpu::bool_01(self);  // the scans and sorts read bool bytes as 0/1
+  if (!d.t->is_contiguous()) {
     d.t = empty(self->sizes(), self->dtype(), self->device());
     copy_into(d.t, self);
   }

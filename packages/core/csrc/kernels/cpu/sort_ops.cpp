@@ -271,7 +271,7 @@ namespace {
 std::tuple<Tensor, Tensor, Tensor> unique_flat(const Tensor& self, bool return_inverse,
                                                bool return_counts) {
   const int64_t n = self->numel();
-  Tensor flat = self;
+  Tensor flat = cpu::bool_01(self);  // any nonzero bool byte is one value, True
   if (!flat->is_contiguous()) {
     flat = ember::empty(self->sizes(), self->dtype(), self->device());
     copy_into(flat, self);

@@ -2025,6 +2025,42 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | N
     return _reduce("multilabel_margin_loss", loss, reduction)
 
 
+def _ctc_check_lengths(tshape: tuple, il: list, tl: list, tlen: int) -> None:
+    """Checks ctc_loss's lengths against the targets and the input as PyTorch does, with its
+    messages: every target length is at least 0 and the targets hold them all (their sum for
+    concatenated 1-D targets, the longest one per row for a (N, S) batch); every input length
+    lies in [0, T]."""
+    def fail(what: str) -> None:
+        raise RuntimeError(f"ctc_loss: {what} (while checking arguments for ctc_loss)")
+
+    def at_least_zero(name: str, vals: list) -> None:
+        for v in vals:
+            if v < 0:
+                fail(f"Expected {name} to have value at least 0, but got value {v}")
+
+    n = len(tl)
+    if len(tshape) == 1:
+        at_least_zero("target_lengths", tl)
+        if tshape[0] != sum(tl):
+            fail(f"Expected tensor to have size {sum(tl)} at dimension 0, but got size "
+                 f"{tshape[0]} for argument #2 'targets'")
+    elif len(tshape) == 2:
+        if tshape[0] != n:
+            fail(f"Expected tensor to have size {n} at dimension 0, but got size {tshape[0]} for "
+                 "argument #2 'targets'")
+        at_least_zero("target_lengths", tl)
+        longest = max(tl, default=0)
+        if tshape[1] < longest:
+            fail(f"Expected tensor to have size at least {longest} at dimension 1, but got size "
+                 f"{tshape[1]} for argument #2 'targets'")
+    else:
+        fail(f"Expected targets to be 1-D (concatenated) or 2-D (N, S), got shape {list(tshape)}")
+    at_least_zero("input_lengths", il)
+    for v in il:
+        if v > tlen:
+            fail(f"Expected input_lengths to have value at most {tlen}, but got value {v}")
+
+
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any,
              blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C)).
@@ -2054,10 +2090,12 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         il = [il] if isinstance(il, int) else il
         tl = [tl] if isinstance(tl, int) else tl
         targets = targets.reshape(1, -1) if targets.ndim == 1 and len(tl) == 1 else targets
-    if len(il) != n or len(tl) != n:
+    if len(il) != n:
+        raise RuntimeError(f"ctc_loss: input_lengths must be of size batch_size ({n}), got {len(il)}")
+    if len(tl) != n:
         raise RuntimeError(
-            f"ctc_loss: expected {n} input_lengths and target_lengths, got {len(il)} and {len(tl)}"
-        )
+            f"ctc_loss: target_lengths must be of size batch_size ({n}), got {len(tl)}")
+    _ctc_check_lengths(_shape(targets), il, tl, tlen)
     tg = targets.long().tolist()
     # a huge finite "log 0": with -inf, logsumexp over unreachable states has NaN gradients
     neg_inf = -1e30
@@ -2069,8 +2107,6 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         else:
             lab = tg[offset: offset + tl[b]]
             offset += tl[b]
-        if il[b] > tlen or il[b] < 0:
-            raise RuntimeError(f"ctc_loss: input_lengths[{b}]={il[b]} exceeds T={tlen}")
         ext = [blank]
         for v in lab:
             ext += [v, blank]
