@@ -177,7 +177,6 @@ SAMPLES: dict[str, list[Callable[[], tuple[list, dict]]]] = {
     "group_norm": [lambda: ([randn(2, 4, 3), 2], {})],
     "batch_norm": [lambda: ([randn(4, 3, 5), randn(3), ember.rand(3) + 0.5, None, None, True,
                              0.1, 1e-5], {})],
-    "instance_norm": [lambda: ([randn(2, 3, 5)], {})],
     "rms_norm": [lambda: ([randn(2, 3, 4), [4]], {})],
     "max_pool1d": [lambda: ([randn(2, 3, 8), [2]], {})],
     "max_pool2d": [lambda: ([randn(2, 3, 8, 8), [2, 2]], {})],

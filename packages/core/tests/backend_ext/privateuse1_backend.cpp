@@ -59,28 +59,28 @@ const DeviceHooks kHooks{&copy_to_host, &copy_from_host, nullptr, nullptr};
 
 // ---- kernels ----------------------------------------------------------------------------------
 // The dtypes this backend supports; anything else is a clear error naming the op.
-#define TB_DISPATCH(dtype, op, ...)                                                         \
-  [&] {                                                                                     \
-    switch (dtype) {                                                                        \
-      case ScalarType::Float32: {                                                           \
-        using scalar_t = float;                                                             \
-        return __VA_ARGS__();                                                               \
-      }                                                                                     \
-      case ScalarType::Float64: {                                                           \
-        using scalar_t = double;                                                            \
-        return __VA_ARGS__();                                                               \
-      }                                                                                     \
-      case ScalarType::Int64: {                                                             \
-        using scalar_t = int64_t;                                                           \
-        return __VA_ARGS__();                                                               \
-      }                                                                                     \
-      case ScalarType::Bool: {                                                              \
-        using scalar_t = bool;                                                              \
-        return __VA_ARGS__();                                                               \
-      }                                                                                     \
-      default:                                                                              \
+#define TB_DISPATCH(dtype, op, ...)                                                             \
+  [&] {                                                                                         \
+    switch (dtype) {                                                                            \
+      case ScalarType::Float32: {                                                               \
+        using scalar_t = float;                                                                 \
+        return __VA_ARGS__();                                                                   \
+      }                                                                                         \
+      case ScalarType::Float64: {                                                               \
+        using scalar_t = double;                                                                \
+        return __VA_ARGS__();                                                                   \
+      }                                                                                         \
+      case ScalarType::Int64: {                                                                 \
+        using scalar_t = int64_t;                                                               \
+        return __VA_ARGS__();                                                                   \
+      }                                                                                         \
+      case ScalarType::Bool: {                                                                  \
+        using scalar_t = bool;                                                                  \
+        return __VA_ARGS__();                                                                   \
+      }                                                                                         \
+      default:                                                                                  \
         EMBER_FAIL(Type, op, ": the test backend has no kernel for dtype ", dtype_name(dtype)); \
-    }                                                                                       \
+    }                                                                                           \
   }()
 
 template <class T>
@@ -115,14 +115,16 @@ Tensor binary(const char* op, const Tensor& self, const TensorOrScalar& other, c
   TB_DISPATCH(it.common_dtype(), op, [&] {
     using T = scalar_t;
     it.for_each([&](char** d, const int64_t* s, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) at<T>(d[0], i, s[0]) = f(at<T>(d[1], i, s[1]), at<T>(d[2], i, s[2]));
+      for (int64_t i = 0; i < n; ++i)
+        at<T>(d[0], i, s[0]) = f(at<T>(d[1], i, s[1]), at<T>(d[2], i, s[2]));
     });
   });
   it.finish();
   return it.output();
 }
 
-Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha, const Tensor& out) {
+Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
+           const Tensor& out) {
   const double a = alpha.to_double();
   return binary("add", self, other, out, [a](auto x, auto y) {
     using T = decltype(x);
@@ -131,7 +133,8 @@ Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
 }
 
 Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
-  return binary("mul", self, other, out, [](auto x, auto y) { return static_cast<decltype(x)>(x * y); });
+  return binary("mul", self, other, out,
+                [](auto x, auto y) { return static_cast<decltype(x)>(x * y); });
 }
 
 Tensor neg(const Tensor& self, const Tensor& out) {
@@ -171,7 +174,8 @@ Tensor sum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim
       it.serial_for_each(
           [](char** d, const int64_t* s, int64_t n) {
             for (int64_t i = 0; i < n; ++i)
-              at<D>(d[0], i, s[0]) = static_cast<D>(at<D>(d[0], i, s[0]) + static_cast<D>(at<S>(d[1], i, s[1])));
+              at<D>(d[0], i, s[0]) =
+                  static_cast<D>(at<D>(d[0], i, s[0]) + static_cast<D>(at<S>(d[1], i, s[1])));
           },
           0, it.numel());
     });
@@ -198,7 +202,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
         for (int64_t j = 0; j < N; ++j) {
           T acc = 0;
           for (int64_t k = 0; k < K; ++k)
-            acc += pa[i * a->stride(0) + k * a->stride(1)] * pb[k * b->stride(0) + j * b->stride(1)];
+            acc +=
+                pa[i * a->stride(0) + k * a->stride(1)] * pb[k * b->stride(0) + j * b->stride(1)];
           po[i * N + j] = acc;
         }
     } else {
@@ -213,7 +218,8 @@ DeviceAllocator g_allocator;
 PyObject* stats(PyObject*, PyObject*) {
   return Py_BuildValue("{s:L,s:L,s:L,s:L}", "live_bytes", (long long)g_live_bytes.load(),
                        "copies_to_host", (long long)g_copies_to_host.load(), "copies_from_host",
-                       (long long)g_copies_from_host.load(), "kernels", (long long)g_kernels.load());
+                       (long long)g_copies_from_host.load(), "kernels",
+                       (long long)g_kernels.load());
 }
 
 PyMethodDef kMethods[] = {{"stats", stats, METH_NOARGS, "allocator and copy counters"},
