@@ -1,5 +1,5 @@
 """Sample calls for every op declared in packages/core/ops/*.yaml, for the tests that run one op
-on several devices (test_meta_ops.py: meta against the CPU).
+on several devices (test_op_devices.py: each device against the CPU).
 
 Most calls come from the op's schema: each argument gets a value from its type and name, tried
 over a few "worlds" of shapes until the CPU accepts the call. Ops whose arguments must agree in
