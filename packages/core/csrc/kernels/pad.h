@@ -1,4 +1,4 @@
-// Shared by the pad kernel (kernels/cpu/pad_kernels.cpp) and its derivative
+// Shared by the pad kernel (kernels/cpu/nn_pad.cpp) and its derivative
 // (autograd/formulas_shape.h): where each output position of a padded dim reads from.
 #pragma once
 #include <cstdint>

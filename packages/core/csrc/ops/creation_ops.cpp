@@ -1,6 +1,6 @@
 // Factories of ops/creation.yaml. The range fills (arange, linspace, logspace, eye) write CPU
 // memory directly and refuse other devices; rand/randn/randint/normal allocate and call the
-// in-place random kernels (kernels/cpu/random_ops.cpp), so they follow the device they fill;
+// in-place random kernels (kernels/cpu/creation_ops.cpp), so they follow the device they fill;
 // randperm shuffles on the host and moves the result to its device (ops/host_sync.h).
 #include <cmath>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Composite indexing ops of ops/indexing.yaml (entries with `Composite` dispatch): out-of-place
 // forms over a copy and the in-place op, and ops that are another indexing op under a second
-// name. They run on every device; the indexing kernels are in kernels/cpu/index_ops.cpp.
+// name. They run on every device; the indexing kernels are in kernels/cpu/indexing_ops.cpp.
 #include <optional>
 #include <vector>
 

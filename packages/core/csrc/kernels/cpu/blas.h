@@ -23,7 +23,7 @@ void gemm_rowmajor_tiled(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 
 // While one is alive, OpenBLAS runs every product on its calling thread. Used around a
 // parallel_for whose chunks each call gemm_rowmajor: OpenBLAS's own workers would otherwise be
-// asked for by both threads at once and wait for each other (see kSerialGemm in blas_ops.cpp).
+// asked for by both threads at once and wait for each other (see kSerialGemm in linalg_ops.cpp).
 // Nests and may be used from several threads; the last one to leave restores the count.
 class SerialBlasScope {
  public:
