@@ -1,7 +1,7 @@
-"""Sanity checks of the gradient-table runner itself (grad_table.py) on a few ops."""
+"""Sanity checks of the gradient-table runner itself (op_db.run_case) on a few ops."""
 
 import pytest
-from grad_table import GradCase, lib, run_case
+from op_db import GradCase, lib, run_case
 
 CASES = [
     GradCase("exp", lambda a: a.exp(), lambda rng: [rng.standard_normal((3, 4))]),

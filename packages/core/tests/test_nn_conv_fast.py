@@ -8,7 +8,7 @@ import ember
 import numpy as np
 import pytest
 from core_helpers import torch
-from grad_table import GradCase, run_case
+from op_db import GradCase, run_case
 
 needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch")
 F = torch.nn.functional if torch is not None else None
