@@ -10,7 +10,7 @@ finite differences can't see (ties, kinks, zero norms, zeros in products) agains
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
+from core_helpers import needs_torch, torch
 from op_db import FLIP_OK, GRAD_MATH, INF, MASKED_FILL_OK, POINTWISE, GradCase, lib, run_case
 
 CASES = GRAD_MATH
@@ -53,7 +53,6 @@ def test_every_floating_pointwise_op_is_differentiable(case):
 
 # ---- conventions finite differences can't check -------------------------------------------------
 
-needs_torch = pytest.mark.skipif(torch is None, reason="compares against torch")
 
 
 def grads_vs_torch(fn, *arrays, upstream=None):

@@ -5,10 +5,9 @@ gradients through op_db's gradient runner, and errors for bad input."""
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
+from core_helpers import needs_torch, torch
 from op_db import GradCase, run_case
 
-needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch")
 F = torch.nn.functional if torch is not None else None
 DTYPES = ["float32", "float64"]
 
