@@ -133,9 +133,7 @@ class OpInfo:
 
 
 def _pointwise(name: str, arity: int, ref: Callable, **kw: Any) -> OpInfo:
-    """A reference-checked pointwise entry (in-place and out= variants unless told otherwise)."""
-    kw.setdefault("inplace", True)
-    kw.setdefault("out", True)
+    """A reference-checked pointwise entry (its in-place and out= flags come from the YAML)."""
     return OpInfo(name, arity, ref, **kw)
 
 
@@ -227,43 +225,42 @@ POINTWISE_OPS += [
     _pointwise("trunc", 1, np.trunc, dtypes=FLOATS),
     _pointwise("frac", 1, lambda x: x - np.trunc(x), dtypes=FLOATS),
     _pointwise("round", 1, _round, dtypes=FLOATS),
-    _pointwise("isnan", 1, np.isnan, dtypes=ALL, result="bool", inplace=False),
-    _pointwise("isinf", 1, np.isinf, dtypes=ALL, result="bool", inplace=False),
-    _pointwise("isfinite", 1, np.isfinite, dtypes=ALL, result="bool", inplace=False),
-    _pointwise("logical_not", 1, np.logical_not, dtypes=ALL, result="bool", inplace=False),
+    _pointwise("isnan", 1, np.isnan, dtypes=ALL, result="bool"),
+    _pointwise("isinf", 1, np.isinf, dtypes=ALL, result="bool"),
+    _pointwise("isfinite", 1, np.isfinite, dtypes=ALL, result="bool"),
+    _pointwise("logical_not", 1, np.logical_not, dtypes=ALL, result="bool"),
     _pointwise("bitwise_not", 1, np.invert, dtypes=INTEGRAL, domain=(-50, 50)),
     _pointwise("nan_to_num", 1, np.nan_to_num, dtypes=FLOATS),
     _pointwise("add", 2, np.add, dtypes=NUMERIC),
     _pointwise("sub", 2, np.subtract, dtypes=NUMERIC),
     _pointwise("mul", 2, np.multiply, dtypes=ALL),
     _pointwise("div", 2, np.true_divide, dtypes=NUMERIC, result="float", nonzero_rhs=True),
-    _pointwise("true_divide", 2, np.true_divide, dtypes=NUMERIC, result="float", nonzero_rhs=True,
-           inplace=False),
+    _pointwise("true_divide", 2, np.true_divide, dtypes=NUMERIC, result="float", nonzero_rhs=True),
     _pointwise("floor_divide", 2, _floor_divide, dtypes=NUMERIC, nonzero_rhs=True),
     _pointwise("remainder", 2, _remainder, dtypes=NUMERIC, nonzero_rhs=True),
     _pointwise("fmod", 2, _fmod, dtypes=NUMERIC, nonzero_rhs=True),
     _pointwise("pow", 2, _pow, dtypes=FLOATS, domain=(0.5, 3)),
     _pointwise("atan2", 2, np.arctan2, dtypes=FLOATS, result="float"),
-    _pointwise("minimum", 2, np.minimum, dtypes=ALL, inplace=False, scalar_rhs=False),
-    _pointwise("maximum", 2, np.maximum, dtypes=ALL, inplace=False, scalar_rhs=False),
-    _pointwise("eq", 2, np.equal, dtypes=ALL, result="bool", inplace=False, domain=(-2, 2)),
-    _pointwise("ne", 2, np.not_equal, dtypes=ALL, result="bool", inplace=False, domain=(-2, 2)),
-    _pointwise("lt", 2, np.less, dtypes=ALL, result="bool", inplace=False, domain=(-2, 2)),
-    _pointwise("le", 2, np.less_equal, dtypes=ALL, result="bool", inplace=False, domain=(-2, 2)),
-    _pointwise("gt", 2, np.greater, dtypes=ALL, result="bool", inplace=False, domain=(-2, 2)),
-    _pointwise("ge", 2, np.greater_equal, dtypes=ALL, result="bool", inplace=False, domain=(-2, 2)),
-    _pointwise("logical_and", 2, np.logical_and, dtypes=ALL, result="bool", inplace=False,
+    _pointwise("minimum", 2, np.minimum, dtypes=ALL, scalar_rhs=False),
+    _pointwise("maximum", 2, np.maximum, dtypes=ALL, scalar_rhs=False),
+    _pointwise("eq", 2, np.equal, dtypes=ALL, result="bool", domain=(-2, 2)),
+    _pointwise("ne", 2, np.not_equal, dtypes=ALL, result="bool", domain=(-2, 2)),
+    _pointwise("lt", 2, np.less, dtypes=ALL, result="bool", domain=(-2, 2)),
+    _pointwise("le", 2, np.less_equal, dtypes=ALL, result="bool", domain=(-2, 2)),
+    _pointwise("gt", 2, np.greater, dtypes=ALL, result="bool", domain=(-2, 2)),
+    _pointwise("ge", 2, np.greater_equal, dtypes=ALL, result="bool", domain=(-2, 2)),
+    _pointwise("logical_and", 2, np.logical_and, dtypes=ALL, result="bool",
            scalar_rhs=False, domain=(-1, 1)),
-    _pointwise("logical_or", 2, np.logical_or, dtypes=ALL, result="bool", inplace=False,
+    _pointwise("logical_or", 2, np.logical_or, dtypes=ALL, result="bool",
            scalar_rhs=False, domain=(-1, 1)),
-    _pointwise("logical_xor", 2, np.logical_xor, dtypes=ALL, result="bool", inplace=False,
+    _pointwise("logical_xor", 2, np.logical_xor, dtypes=ALL, result="bool",
            scalar_rhs=False, domain=(-1, 1)),
     _pointwise("bitwise_and", 2, np.bitwise_and, dtypes=INTEGRAL, domain=(0, 100)),
     _pointwise("bitwise_or", 2, np.bitwise_or, dtypes=INTEGRAL, domain=(0, 100)),
     _pointwise("bitwise_xor", 2, np.bitwise_xor, dtypes=INTEGRAL, domain=(0, 100)),
     _pointwise("bitwise_left_shift", 2, _shift_left, dtypes=("int32", "int64"), domain=(0, 5)),
     _pointwise("bitwise_right_shift", 2, _shift_right, dtypes=("int32", "int64"), domain=(0, 5)),
-    _pointwise("isclose", 2, _isclose, dtypes=FLOATS, result="bool", inplace=False, out=False,
+    _pointwise("isclose", 2, _isclose, dtypes=FLOATS, result="bool",
            scalar_rhs=False),
 ]
 

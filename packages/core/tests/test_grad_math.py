@@ -27,6 +27,11 @@ SWEEP = [op for op in POINTWISE if "float64" in op.dtypes and op.result != "bool
          and op.name != "floor_divide"]
 
 
+def test_differentiable_flags_of_the_table():
+    """op_db's `differentiable` flag (from the YAML) is set for exactly the swept ops."""
+    assert {op.name for op in POINTWISE if op.differentiable} == {op.name for op in SWEEP}
+
+
 def _sweep_case(op) -> GradCase:
     def inputs(rng):
         lo, hi = op.domain
