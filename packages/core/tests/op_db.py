@@ -41,7 +41,6 @@ ALL = NUMERIC + ("bool",)
 INTEGRAL = INTS + ("bool",)
 
 
-
 # ---- the entry ------------------------------------------------------------------------------
 
 
@@ -334,6 +333,11 @@ def _diff(xs) -> list:
 
 
 def run_case(case: GradCase, seed: int = 0) -> None:
+    """Checks a gradient case four ways: 1. gradcheck (autograd against central finite
+    differences); 2. the same with non-contiguous inputs (every-other-element views of larger
+    buffers); 3. gradients equal to torch's for a random upstream gradient (where torch is
+    installed); 4. unless case.gradgrad is False, second derivatives (create_graph=True) equal
+    to torch's double backward."""
     rng = np.random.default_rng(seed)
     arrays = case.inputs(rng)
     # 1 and 2: finite differences, contiguous and strided inputs.
@@ -672,8 +676,6 @@ def _rnn_backward(kind: str) -> tuple[list, dict]:
 
 
 # ---- gradient cases: pointwise math, reductions, sorting, linear algebra -------------------
-
-
 
 
 def _differentiable(fn) -> bool:
