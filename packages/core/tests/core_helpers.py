@@ -2,26 +2,44 @@
 
 import ember
 import numpy as np
+import pytest
 
 try:
     import torch
 except ImportError:  # the suite runs without PyTorch; comparisons against it are skipped
     torch = None
 
+needs_torch = pytest.mark.skipif(torch is None, reason="compares against PyTorch (not installed)")
+
 
 def dtype_of(name: str):
     return getattr(ember, name)
 
 
-def make(arr: np.ndarray, dtype: str):
-    """An ember tensor of `dtype` holding arr's values (bfloat16 goes through float32)."""
+def make(arr, dtype: str | None = None):
+    """A contiguous ember tensor of `dtype` (default: arr's own) holding arr's values (bfloat16
+    goes through float32)."""
+    arr = np.asarray(arr)
+    dtype = dtype or str(arr.dtype)
     if dtype == "bfloat16":
-        return ember.tensor(arr.astype(np.float32)).to(ember.bfloat16)
-    return ember.tensor(arr.astype(np.dtype(dtype)))
+        return ember.tensor(np.array(arr, dtype=np.float32, order="C")).to(ember.bfloat16)
+    return ember.tensor(np.array(arr, dtype=np.dtype(dtype), order="C"))
 
 
 def to_np(t) -> np.ndarray:
-    """float64/int64/bool NumPy copy of an ember tensor (any dtype)."""
+    """A NumPy copy of an ember (or torch) tensor's values, detached; floating dtypes widen to
+    float64 (exact), the others keep theirs. Anything else (a NumPy array, a list) goes through
+    np.array.
+
+    >>> to_np(ember.tensor([1.5], dtype=ember.float16)).dtype
+    dtype('float64')
+    """
+    if torch is not None and isinstance(t, torch.Tensor):
+        t = t.detach().cpu()
+        return np.array((t.double() if t.is_floating_point() else t).numpy(), copy=True)
+    if not isinstance(t, ember.Tensor):
+        return np.array(t, copy=True)
+    t = t.detach()
     if t.dtype in (ember.float16, ember.bfloat16, ember.float32):
         t = t.double()
     return np.array(t.numpy(), copy=True)

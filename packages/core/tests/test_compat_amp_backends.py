@@ -9,13 +9,7 @@ import warnings
 import ember
 import numpy as np
 import pytest
-
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
-
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from core_helpers import needs_torch, torch
 
 
 def _np(t):

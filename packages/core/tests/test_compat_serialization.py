@@ -15,19 +15,13 @@ import pickle
 import ember
 import numpy as np
 import pytest
+from core_helpers import needs_torch, torch
 from ember.serialization import (
     add_safe_globals,
     clear_safe_globals,
     get_safe_globals,
     safe_globals,
 )
-
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
-
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 
 @dataclasses.dataclass

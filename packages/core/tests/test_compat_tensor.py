@@ -8,13 +8,7 @@ import collections.abc
 import ember
 import numpy as np
 import pytest
-
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
-
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from core_helpers import needs_torch, torch
 
 # ---- item 1: format() / f-strings of 0-d tensors ----------------------------------------------
 

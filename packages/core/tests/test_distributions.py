@@ -8,16 +8,11 @@ import ember
 import ember.distributions as ED
 import numpy as np
 import pytest
+from core_helpers import needs_torch, torch, val
 from ember.distributions import _special, constraints
 
-try:
-    import torch
-    import torch.distributions as TD
-except ImportError:  # torch comparisons are skipped without it
-    torch = None
-    TD = None
+TD = torch.distributions if torch is not None else None
 
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 F64 = ember.float64
 
@@ -30,12 +25,8 @@ def _t(a, grad=False):
     return torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=grad)
 
 
-def _np(t):
-    return np.asarray(t.detach().tolist(), dtype=np.float64)
-
-
 def _close(a, b, rtol=1e-9, atol=1e-10, msg=""):
-    np.testing.assert_allclose(_np(a), _np(b), rtol=rtol, atol=atol, equal_nan=True, err_msg=msg)
+    np.testing.assert_allclose(val(a), val(b), rtol=rtol, atol=atol, equal_nan=True, err_msg=msg)
 
 
 R = np.random.default_rng(1234)
@@ -170,7 +161,7 @@ def test_gradients_match_torch(name):
     loss_t.backward()
     for k in pt:
         if pt[k].grad is None:
-            assert pe[k].grad is None or not np.any(_np(pe[k].grad)), (name, k)
+            assert pe[k].grad is None or not np.any(val(pe[k].grad)), (name, k)
             continue
         _close(pe[k].grad, pt[k].grad, rtol=1e-7, atol=1e-9, msg=f"{name}: d/d{k}")
 
@@ -195,9 +186,9 @@ def test_sample_shapes(name):
 def _moment_case(d, n=20000):
     """Sample mean within 5 standard errors of the mean; sample variance within 10%."""
     x = d.sample((n,))
-    mean, var = _np(d.mean), _np(d.variance)
-    m = _np(x.mean(0))
-    v = _np(((x - x.mean(0)) ** 2).mean(0))
+    mean, var = val(d.mean), val(d.variance)
+    m = val(x.mean(0))
+    v = val(((x - x.mean(0)) ** 2).mean(0))
     assert np.all(np.abs(m - mean) <= 5 * np.sqrt(var / n) + 1e-12), (m, mean)
     np.testing.assert_allclose(v, var, rtol=0.1, atol=1e-12)
 
@@ -241,7 +232,7 @@ def test_categorical_sample_frequencies():
     probs = np.array([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25]])
     x = ED.Categorical(_e(probs)).sample((20000,))
     assert x.dtype == ember.int64
-    freq = np.stack([(_np(x) == k).mean(0) for k in range(3)], -1)
+    freq = np.stack([(val(x) == k).mean(0) for k in range(3)], -1)
     np.testing.assert_allclose(freq, probs, atol=0.015)
 
 
@@ -249,10 +240,10 @@ def test_relaxed_samples_are_continuous_relaxations():
     ember.manual_seed(5)
     probs = _e([0.2, 0.8])
     x = ED.RelaxedBernoulli(_e(0.05), probs=probs).sample((20000,))
-    np.testing.assert_allclose(_np((x > 0.5).to(F64).mean(0)), [0.2, 0.8], atol=0.02)
+    np.testing.assert_allclose(val((x > 0.5).to(F64).mean(0)), [0.2, 0.8], atol=0.02)
     y = ED.RelaxedOneHotCategorical(_e(0.05), probs=probs).sample((20000,))
-    np.testing.assert_allclose(_np(y.argmax(-1).to(F64).mean(0)), 0.8, atol=0.02)
-    np.testing.assert_allclose(_np(y.sum(-1)), 1.0, atol=1e-9)
+    np.testing.assert_allclose(val(y.argmax(-1).to(F64).mean(0)), 0.8, atol=0.02)
+    np.testing.assert_allclose(val(y.sum(-1)), 1.0, atol=1e-9)
 
 
 # ---- reparameterized gradients --------------------------------------------------------------
@@ -272,15 +263,15 @@ def test_rsample_location_scale_gradients(make, params):
     a, b = _e(params[0], True), _e(params[1], True)
     x = make((a, b)).rsample((3,))
     x.sum().backward()
-    xs = _np(x)
+    xs = val(x)
     av, bv = np.asarray(params[0]), np.asarray(params[1])
     if isinstance(make((a, b)), ED.Uniform):
         u = (xs - av) / (bv - av)
-        np.testing.assert_allclose(_np(a.grad), (1 - u).sum(0), rtol=1e-10)
-        np.testing.assert_allclose(_np(b.grad), u.sum(0), rtol=1e-10)
+        np.testing.assert_allclose(val(a.grad), (1 - u).sum(0), rtol=1e-10)
+        np.testing.assert_allclose(val(b.grad), u.sum(0), rtol=1e-10)
     else:
-        np.testing.assert_allclose(_np(a.grad), [3.0, 3.0], rtol=1e-12)
-        np.testing.assert_allclose(_np(b.grad), ((xs - av) / bv).sum(0), rtol=1e-10)
+        np.testing.assert_allclose(val(a.grad), [3.0, 3.0], rtol=1e-12)
+        np.testing.assert_allclose(val(b.grad), ((xs - av) / bv).sum(0), rtol=1e-10)
 
 
 def test_rsample_exponential_and_lognormal_gradients():
@@ -288,11 +279,11 @@ def test_rsample_exponential_and_lognormal_gradients():
     rate = _e([0.5, 3.0], True)
     x = ED.Exponential(rate).rsample((4,))
     x.sum().backward()
-    np.testing.assert_allclose(_np(rate.grad), (-_np(x) / _np(rate)).sum(0), rtol=1e-10)
+    np.testing.assert_allclose(val(rate.grad), (-val(x) / val(rate)).sum(0), rtol=1e-10)
     loc, scale = _e([0.1], True), _e([0.4], True)
     y = ED.LogNormal(loc, scale).rsample((4,))
     y.sum().backward()
-    np.testing.assert_allclose(_np(loc.grad), _np(y).sum(0), rtol=1e-10)
+    np.testing.assert_allclose(val(loc.grad), val(y).sum(0), rtol=1e-10)
 
 
 def test_rsample_mvn_gradients():
@@ -302,10 +293,10 @@ def test_rsample_mvn_gradients():
     low = _e(np.linalg.cholesky(_MVN_COV), True)
     x = ED.MultivariateNormal(loc, scale_tril=low).rsample((6,))
     x.sum().backward()
-    np.testing.assert_allclose(_np(loc.grad), [6.0, 6.0, 6.0])
-    eps = np.linalg.solve(_np(low), (_np(x) - _np(loc)).T).T
+    np.testing.assert_allclose(val(loc.grad), [6.0, 6.0, 6.0])
+    eps = np.linalg.solve(val(low), (val(x) - val(loc)).T).T
     want = np.broadcast_to(eps.sum(0), (3, 3))  # every entry of the given matrix enters L @ eps
-    np.testing.assert_allclose(_np(low.grad), want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(val(low.grad), want, rtol=1e-9, atol=1e-12)
 
 
 @needs_torch
@@ -318,8 +309,8 @@ def test_standard_gamma_grad_matches_torch():
     a = _e(alpha, True)
     x = _special.standard_gamma(a)
     x.sum().backward()
-    want = torch._standard_gamma_grad(_t(alpha), _t(_np(x)))
-    np.testing.assert_allclose(_np(a.grad), want.numpy(), rtol=5e-3, atol=1e-8)
+    want = torch._standard_gamma_grad(_t(alpha), _t(val(x)))
+    np.testing.assert_allclose(val(a.grad), want.numpy(), rtol=5e-3, atol=1e-8)
 
 
 def test_standard_gamma_grad_is_implicit_derivative_of_cdf():
@@ -328,9 +319,9 @@ def test_standard_gamma_grad_is_implicit_derivative_of_cdf():
     x = _e([0.2, 2.5, 6.0, 33.0])
     g = _special.standard_gamma_grad(alpha, x)
     h = 1e-6
-    dP = (_np(_special.gammainc(alpha + h, x)) - _np(_special.gammainc(alpha - h, x))) / (2 * h)
-    dens = np.exp(_np((alpha - 1) * ember.log(x) - x - _special.lgamma(alpha)))
-    np.testing.assert_allclose(_np(g), -dP / dens, rtol=1e-6)
+    dP = (val(_special.gammainc(alpha + h, x)) - val(_special.gammainc(alpha - h, x))) / (2 * h)
+    dens = np.exp(val((alpha - 1) * ember.log(x) - x - _special.lgamma(alpha)))
+    np.testing.assert_allclose(val(g), -dP / dens, rtol=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["Gamma", "Beta", "Dirichlet"])
@@ -346,15 +337,15 @@ def test_rsample_gradients_are_unbiased(kind):
         a = _e([0.5, 2.0], True)
         b = _e([1.5, 3.0])
         ED.Beta(a, b).rsample((n,)).mean(0).sum().backward()
-        av, bv = _np(a), _np(b)
+        av, bv = val(a), val(b)
         want = bv / (av + bv) ** 2
     else:
         a = _e([0.5, 2.0, 1.0], True)
         ED.Dirichlet(a).rsample((n,))[..., 0].mean().backward()
-        av = _np(a)
+        av = val(a)
         s = av.sum()
         want = [(s - av[0]) / s**2, -av[0] / s**2, -av[0] / s**2]
-    np.testing.assert_allclose(_np(a.grad), want, rtol=0.06, atol=0.01)
+    np.testing.assert_allclose(val(a.grad), want, rtol=0.06, atol=0.01)
 
 
 # ---- KL divergence ------------------------------------------------------------------------
@@ -447,7 +438,7 @@ def test_kl_matches_torch(name):
     pt, qt = KL_PAIRS[name](TD, lambda a: _t(a, True))
     ke, kt = ED.kl_divergence(pe, qe), TD.kl_divergence(pt, qt)
     _close(ke, kt, msg=name)
-    finite = np.isfinite(_np(kt))
+    finite = np.isfinite(val(kt))
     if finite.all():
         ke.sum().backward()
         kt.sum().backward()
@@ -565,7 +556,7 @@ def test_lazy_probs_logits_stay_differentiable():
     logits = _e([0.1, -0.3, 0.7], True)
     d = ED.Categorical(logits=logits)
     d.probs[0].backward()
-    assert logits.grad is not None and np.all(np.isfinite(_np(logits.grad)))
+    assert logits.grad is not None and np.all(np.isfinite(val(logits.grad)))
 
 
 # ---- transforms and constraints -----------------------------------------------------------
@@ -599,7 +590,7 @@ def test_transforms_match_torch(name):
     assert te.codomain.event_dim == tt.codomain.event_dim
     want_sign = _try(lambda: tt.sign)
     if want_sign is not NotImplemented:
-        assert int(np.sign(np.mean(_np(ember.as_tensor(te.sign, dtype=F64))))) == int(np.sign(float(want_sign)))
+        assert int(np.sign(np.mean(val(ember.as_tensor(te.sign, dtype=F64))))) == int(np.sign(float(want_sign)))
 
 
 @needs_torch
@@ -690,19 +681,19 @@ def test_special_functions_match_scipy():
     sp = pytest.importorskip("scipy.special")
     x = np.concatenate([np.linspace(-7.7, -0.05, 40), np.linspace(0.01, 30, 80), [171.5, 1e5]])
     x = x[np.abs(x - np.round(x)) > 1e-3]
-    np.testing.assert_allclose(_np(_special.lgamma(_e(x))), sp.gammaln(x), rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(_np(_special.digamma(_e(x))), sp.digamma(x), rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(_np(_special.trigamma(_e(x))), sp.polygamma(1, x), rtol=1e-12)
+    np.testing.assert_allclose(val(_special.lgamma(_e(x))), sp.gammaln(x), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(val(_special.digamma(_e(x))), sp.digamma(x), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(val(_special.trigamma(_e(x))), sp.polygamma(1, x), rtol=1e-12)
     a = np.array([0.1, 0.5, 3.0, 50.0, 200.0])[:, None]
     z = np.array([0.01, 0.5, 3.0, 60.0, 250.0])[None, :]
-    np.testing.assert_allclose(_np(_special.gammainc(_e(a), _e(z))), sp.gammainc(a, z), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(val(_special.gammainc(_e(a), _e(z))), sp.gammainc(a, z), rtol=1e-13, atol=1e-300)
 
 
 def test_lgamma_poles_and_digamma_derivative():
     assert math.isinf(_special.lgamma(_e([0.0, -2.0])).tolist()[1])
     x = _e([0.7, 3.0], True)
     _special.digamma(x).sum().backward()
-    np.testing.assert_allclose(_np(x.grad), _np(_special.trigamma(_e([0.7, 3.0]))))
+    np.testing.assert_allclose(val(x.grad), val(_special.trigamma(_e([0.7, 3.0]))))
 
 
 def test_utils():
@@ -720,9 +711,9 @@ def test_utils():
     with pytest.raises(ValueError, match="Input arguments must all be instances of numbers.Number"):
         broadcast_all("a", 1.0)
     p = _e([0.2, 0.3, 0.5])
-    np.testing.assert_allclose(_np(logits_to_probs(probs_to_logits(p))), _np(p), rtol=1e-12)
+    np.testing.assert_allclose(val(logits_to_probs(probs_to_logits(p))), val(p), rtol=1e-12)
     q = _e([0.25])
-    np.testing.assert_allclose(_np(logits_to_probs(probs_to_logits(q, True), True)), [0.25], rtol=1e-12)
+    np.testing.assert_allclose(val(logits_to_probs(probs_to_logits(q, True), True)), [0.25], rtol=1e-12)
     assert 0 < clamp_probs(_e([0.0])).item() < 1e-10
 
 
@@ -764,9 +755,9 @@ def test_import_does_not_import_numpy():
 
 def test_samplers_edge_cases():
     ember.manual_seed(9)
-    assert _np(_special.poisson(_e([0.0, 0.0]))).tolist() == [0.0, 0.0]
+    assert val(_special.poisson(_e([0.0, 0.0]))).tolist() == [0.0, 0.0]
     n, p = _e([0.0, 5.0, 5.0, 1e6]), _e([0.5, 0.0, 1.0, 0.5])
-    x = _np(_special.binomial(n, p))
+    x = val(_special.binomial(n, p))
     assert x[:3].tolist() == [0.0, 0.0, 5.0]
     assert abs(x[3] - 5e5) < 5 * math.sqrt(2.5e5)
     g = _special.standard_gamma(_e([1e-3] * 100))
@@ -788,7 +779,7 @@ def test_lower_cholesky_transform_matches_torch():
     ye = ED.transforms.LowerCholeskyTransform()(_e(x))
     _close(ye, TD.transforms.LowerCholeskyTransform()(_t(x)))
     assert bool(constraints.lower_cholesky.check(ye).all())
-    _close(ED.transforms.LowerCholeskyTransform().inv(ye), TD.transforms.LowerCholeskyTransform().inv(_t(_np(ye))))
+    _close(ED.transforms.LowerCholeskyTransform().inv(ye), TD.transforms.LowerCholeskyTransform().inv(_t(val(ye))))
 
 
 @pytest.mark.parametrize(
@@ -814,7 +805,7 @@ def test_biject_to_and_transform_to(constraint):
         y = t(x)
         assert bool(constraint.check(y).all()), (registry, constraint)
         if registry is ED.biject_to:
-            np.testing.assert_allclose(_np(t.inv(y)), _np(x), rtol=1e-9, atol=1e-9)
+            np.testing.assert_allclose(val(t.inv(y)), val(x), rtol=1e-9, atol=1e-9)
             assert t.bijective
         y.sum().backward()
         x.grad = None
@@ -852,7 +843,7 @@ def test_mixture_with_broadcast_mixing_weights():
     m = ED.MixtureSameFamily(ED.Categorical(_e([0.9, 0.05, 0.05])), ED.Normal(locs, 0.01))
     x = m.sample((4000,))
     assert x.shape == ember.Size([4000, 2])
-    np.testing.assert_allclose(_np(x.mean(0)), _np(m.mean), atol=0.5)
+    np.testing.assert_allclose(val(x.mean(0)), val(m.mean), atol=0.5)
     assert m.log_prob(_e([0.0, 100.0])).shape == ember.Size([2])
 
 

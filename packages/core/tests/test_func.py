@@ -5,12 +5,11 @@ torch.func / torch.autograd.functional when PyTorch is installed, and for self-c
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
+from core_helpers import needs_torch, to_np, torch
 from ember import func as EF
 from ember.autograd import functional as AF
 
 D = ember.float64
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch not installed")
 
 
 def arr(*shape, lo=-1.5, hi=1.5, seed=0):
@@ -23,10 +22,6 @@ def E(a):
 
 def T(a):
     return torch.tensor(a, dtype=torch.float64)
-
-
-def npy(t):
-    return np.array(t.detach().numpy(), copy=True)
 
 
 def close(a, b, tol=1e-9):
@@ -43,7 +38,7 @@ def close(a, b, tol=1e-9):
         assert a is None and b is None
     else:
         assert tuple(a.shape) == tuple(b.shape)
-        np.testing.assert_allclose(npy(a), npy(b), rtol=tol, atol=tol)
+        np.testing.assert_allclose(to_np(a), to_np(b), rtol=tol, atol=tol)
 
 
 # Scalar functions of one tensor, written once for both libraries (m is ember or torch).
@@ -140,7 +135,7 @@ def test_nested_transforms_match_torch():
     g1 = EF.grad(lambda y: (y ** 4).sum())
     g2 = EF.grad(lambda y: g1(y).sum())
     g3 = EF.grad(lambda y: g2(y).sum())
-    np.testing.assert_allclose(npy(g3(E(a))), 24 * a, rtol=1e-12)
+    np.testing.assert_allclose(to_np(g3(E(a))), 24 * a, rtol=1e-12)
 
 
 # ---- ember.autograd.functional vs torch.autograd.functional -------------------------------------
@@ -211,8 +206,8 @@ def test_jvp_is_transpose_of_vjp(name):
     _, fn = EF.vjp(fe, E(x), E(y))
     gx, gy = fn(E(u))
     # <u, J t> == <Jᵀ u, t>
-    lhs = float((npy(jv) * u).sum())
-    rhs = float((npy(gx) * t1).sum() + (npy(gy) * t2).sum())
+    lhs = float((to_np(jv) * u).sum())
+    rhs = float((to_np(gx) * t1).sum() + (to_np(gy) * t2).sum())
     assert abs(lhs - rhs) < 1e-10
     jr = EF.jacrev(fe, (0, 1))(E(x), E(y))
     jf = EF.jacfwd(fe, (0, 1))(E(x), E(y))
@@ -222,21 +217,21 @@ def test_jvp_is_transpose_of_vjp(name):
 def test_jvp_through_basic_indexing():
     a, t = arr(4), arr(4, seed=1)
     _, jv = EF.jvp(lambda x: x[1:3] * 2, (E(a),), (E(t),))
-    np.testing.assert_allclose(npy(jv), 2 * t[1:3], rtol=1e-12)
+    np.testing.assert_allclose(to_np(jv), 2 * t[1:3], rtol=1e-12)
 
 
 def test_closed_forms():
     a = arr(4)
     g = EF.grad(lambda x: (ember.sin(x) * x).sum())(E(a))
-    np.testing.assert_allclose(npy(g), np.cos(a) * a + np.sin(a), rtol=1e-12)
+    np.testing.assert_allclose(to_np(g), np.cos(a) * a + np.sin(a), rtol=1e-12)
     h = EF.hessian(lambda x: (x ** 3).sum())(E(a))
-    np.testing.assert_allclose(npy(h), np.diag(6 * a), atol=1e-12)
+    np.testing.assert_allclose(to_np(h), np.diag(6 * a), atol=1e-12)
     assert EF.grad(EF.grad(lambda x: x ** 3))(ember.tensor(2.0, dtype=D)).item() == 12.0
     j = AF.jacobian(lambda x: x.exp(), E(a))
-    np.testing.assert_allclose(npy(j), np.diag(np.exp(a)), rtol=1e-12)
+    np.testing.assert_allclose(to_np(j), np.diag(np.exp(a)), rtol=1e-12)
     # functions independent of an input: zeros, not None
     j = AF.jacobian(lambda x, y: x * 2, (E(a), E(a)))
-    assert npy(j[1]).shape == (4, 4) and not npy(j[1]).any()
+    assert to_np(j[1]).shape == (4, 4) and not to_np(j[1]).any()
 
 
 def test_results_are_detached_unless_something_outside_needs_the_graph():
@@ -247,11 +242,11 @@ def test_results_are_detached_unless_something_outside_needs_the_graph():
     g = EF.grad(lambda t: (t * w).sum() * t.sum())(x)
     assert g.requires_grad  # depends on the captured w
     (gw,) = ember.autograd.grad(g.sum(), w)
-    np.testing.assert_allclose(npy(gw), np.full(3, npy(x).sum()) + 3 * npy(x), rtol=1e-12)
+    np.testing.assert_allclose(to_np(gw), np.full(3, to_np(x).sum()) + 3 * to_np(x), rtol=1e-12)
     xr = E(arr(3)).requires_grad_()
     g = EF.grad(lambda t: (t ** 3).sum())(xr)
     (g2,) = ember.autograd.grad(g.sum(), xr)
-    np.testing.assert_allclose(npy(g2), 6 * npy(xr), rtol=1e-12)
+    np.testing.assert_allclose(to_np(g2), 6 * to_np(xr), rtol=1e-12)
     with ember.no_grad():
         assert not EF.grad(lambda t: (t * w).sum())(x).requires_grad
     out, jv = AF.jvp(lambda t: t * w, E(arr(3)), E(arr(3)))

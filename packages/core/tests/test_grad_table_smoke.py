@@ -1,7 +1,8 @@
-"""Sanity checks of the gradient-table runner itself (grad_table.py) on a few ops."""
+"""Sanity checks of the gradient runner itself (op_db.run_case) on a few ops, and of how the
+op table files its gradient cases."""
 
 import pytest
-from grad_table import GradCase, lib, run_case
+from op_db import GradCase, lib, run_case
 
 CASES = [
     GradCase("exp", lambda a: a.exp(), lambda rng: [rng.standard_normal((3, 4))]),
@@ -30,3 +31,12 @@ def test_runner_catches_a_wrong_gradient():
     assert torch is not None
     with pytest.raises(AssertionError):
         run_case(bad)
+
+
+def test_every_gradient_case_is_filed_under_a_differentiable_op():
+    from op_db import DB, GRAD_MATH, GRAD_SHAPE
+
+    for case in GRAD_MATH + GRAD_SHAPE:
+        assert case.op in DB, f"{case.name}: no YAML op {case.op!r}"
+        assert case in DB[case.op].grad_cases
+        assert DB[case.op].differentiable, f"{case.name}: {case.op} is not flagged differentiable"

@@ -9,13 +9,7 @@ from typing import Any
 import ember
 import numpy as np
 import pytest
-
-try:
-    import torch
-except ImportError:  # the comparisons with torch skip; the NumPy ones still run
-    torch = None
-
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from core_helpers import needs_torch, to_np, torch
 
 DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
 NUMERIC = DTYPES[1:]
@@ -38,16 +32,10 @@ def idx(a: Any, dtype: str = "int64") -> ember.Tensor:
     return ember.tensor(np.asarray(a, dtype=np.int64)).to(getattr(ember, dtype))
 
 
-def npy(t: ember.Tensor) -> np.ndarray:
-    if t.dtype == ember.bfloat16:
-        t = t.float()
-    return np.asarray(t.numpy())
-
-
 def same(t: ember.Tensor, expected: Any, dtype: str | None = None) -> None:
     if dtype is not None:
         assert t.dtype == getattr(ember, dtype)
-    got = npy(t)
+    got = to_np(t)
     expected = np.asarray(expected)
     assert got.shape == expected.shape, (got.shape, expected.shape)
     np.testing.assert_array_equal(got.astype(np.float64), expected.astype(np.float64))
@@ -60,7 +48,7 @@ def tt(a: Any, dtype: str | None = None) -> Any:
 
 def same_torch(t: ember.Tensor, ref: Any) -> None:
     assert str(t.dtype).split(".")[-1] == str(ref.dtype).split(".")[-1]
-    got = npy(t)
+    got = to_np(t)
     exp = ref.float().numpy() if ref.dtype == torch.bfloat16 else ref.numpy()
     assert got.shape == exp.shape, (got.shape, exp.shape)
     np.testing.assert_array_equal(got.astype(np.float64), exp.astype(np.float64))
@@ -243,10 +231,10 @@ def test_scatter_reduce(reduce: str, include_self: bool) -> None:
     index = np.random.default_rng(4).integers(0, 3, size=(6, 4))
     ref = scatter_reduce_ref(a, 0, index, src, reduce, include_self)
     r = make(a).scatter_reduce(0, idx(index), make(src), reduce, include_self=include_self)
-    np.testing.assert_allclose(npy(r), ref)
+    np.testing.assert_allclose(to_np(r), ref)
     x = make(a, strided=True)
     x.scatter_reduce_(0, idx(index), make(src), reduce, include_self=include_self)
-    np.testing.assert_allclose(npy(x), ref)
+    np.testing.assert_allclose(to_np(x), ref)
 
 
 @needs_torch
@@ -266,7 +254,7 @@ def test_scatter_reduce_torch(dtype: str, reduce: str) -> None:
 
 def test_scatter_nan_and_errors() -> None:
     r = make([0.0, 0.0]).scatter_reduce(0, idx([0, 0, 1]), make([np.nan, 1.0, 2.0]), "amax")
-    assert np.isnan(npy(r)[0]) and npy(r)[1] == 2.0
+    assert np.isnan(to_np(r)[0]) and to_np(r)[1] == 2.0
     x = make(data((3, 4)))
     with pytest.raises(IndexError, match=r"scatter\(\): index 5 is out of bounds for dimension 0 with size 3"):
         x.scatter(0, idx([[5]]), 1.0)
@@ -282,7 +270,7 @@ def test_scatter_nan_and_errors() -> None:
         x.scatter(0, idx([[1]]), make([[1.0]]), reduce="max")
     with pytest.raises(RuntimeError, match="no larger than src"):
         x.scatter(0, idx([[1, 1]]), make([[1.0]]))
-    same(x.scatter(1, idx(np.zeros((0, 0))), make(np.zeros((0, 0)))), npy(x))  # empty index: a copy
+    same(x.scatter(1, idx(np.zeros((0, 0))), make(np.zeros((0, 0)))), to_np(x))  # empty index: a copy
     same(make(np.float64(5)).scatter(0, idx(0), 7.0), np.float64(7.0))
 
 
@@ -569,7 +557,7 @@ def test_bincount(dtype: str) -> None:
     same(ember.bincount(make(a, dtype, strided=True), minlength=10), np.bincount(a, minlength=10))
     w = np.linspace(0, 1, 6)
     same(ember.bincount(make(a, dtype), weights=make(w, "float32")), np.bincount(a, w).astype(np.float32), "float32")
-    np.testing.assert_allclose(npy(ember.bincount(make(a, dtype), make(w))), np.bincount(a, w))
+    np.testing.assert_allclose(to_np(ember.bincount(make(a, dtype), make(w))), np.bincount(a, w))
     assert ember.bincount(make(a, dtype), make(w, "float16")).dtype == ember.float64
     assert ember.bincount(make(a, dtype), make(a, "int64")).dtype == ember.float64
     same(ember.bincount(make(np.zeros(0), "int64")), np.zeros(0))

@@ -9,13 +9,7 @@ from typing import Any, Callable
 import ember
 import numpy as np
 import pytest
-
-try:
-    import torch
-except ImportError:  # the comparisons with torch skip; the NumPy ones still run
-    torch = None
-
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from core_helpers import needs_torch, to_np, torch
 
 SHAPE = (2, 3, 4, 5)
 BASE = np.arange(np.prod(SHAPE), dtype=np.float32).reshape(SHAPE)
@@ -101,10 +95,6 @@ CASES: list[tuple[str, Callable[[Lib], Any], bool]] = [
 IDS = [c[0] for c in CASES]
 
 
-def as_np(t: ember.Tensor) -> np.ndarray:
-    return np.asarray(t.numpy())
-
-
 def ember_base() -> ember.Tensor:
     return ember.tensor(BASE)
 
@@ -117,7 +107,7 @@ def test_getitem_numpy(case: Any) -> None:
     got = ember_base()[build(Lib("ember"))]
     exp = BASE[build(Lib("numpy"))]
     assert tuple(got.shape) == exp.shape
-    np.testing.assert_array_equal(as_np(got), exp)
+    np.testing.assert_array_equal(to_np(got), exp)
 
 
 @needs_torch
@@ -129,7 +119,7 @@ def test_getitem_torch(case: Any) -> None:
         warnings.simplefilter("ignore")
         exp = torch.from_numpy(BASE.copy())[build(Lib("torch"))]
     assert tuple(got.shape) == tuple(exp.shape)
-    np.testing.assert_array_equal(as_np(got), exp.numpy())
+    np.testing.assert_array_equal(to_np(got), exp.numpy())
 
 
 @pytest.mark.parametrize("strided", ["step", "transposed"])
@@ -148,7 +138,7 @@ def test_getitem_non_contiguous(strided: str) -> None:
         ((L.T([0, 1]), Ellipsis, L.T([1, 2])), ([0, 1], Ellipsis, [1, 2])),
         (ember.tensor(base > 30), base > 30),
     ]:
-        np.testing.assert_array_equal(as_np(x[index]), base[np_index])
+        np.testing.assert_array_equal(to_np(x[index]), base[np_index])
 
 
 @pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
@@ -165,7 +155,7 @@ def test_getitem_dtypes(dtype: str) -> None:
     ]:
         r = x[index]
         assert r.dtype == x.dtype
-        np.testing.assert_array_equal(as_np(r.float()), ref[np_index].astype(np.float32))
+        np.testing.assert_array_equal(to_np(r.float()), ref[np_index].astype(np.float32))
 
 
 def test_views_and_copies() -> None:
@@ -229,7 +219,7 @@ def test_setitem_numpy(case: Any) -> None:
     x[build(Lib("ember"))] = value(Lib("ember"))
     ref = BASE.copy()
     ref[build(Lib("numpy"))] = _np_value(value(Lib("numpy")))
-    np.testing.assert_array_equal(as_np(x), ref)
+    np.testing.assert_array_equal(to_np(x), ref)
 
 
 @needs_torch
@@ -243,7 +233,7 @@ def test_setitem_torch(case: Any) -> None:
     if isinstance(v, torch.Tensor):
         v = v.to(ref.dtype)  # ember casts the value like NumPy; PyTorch wants the dtypes equal here
     ref[build(Lib("torch"))] = v
-    np.testing.assert_array_equal(as_np(x), ref.numpy())
+    np.testing.assert_array_equal(to_np(x), ref.numpy())
 
 
 def test_setitem_details() -> None:
@@ -252,7 +242,7 @@ def test_setitem_details() -> None:
     x[0, 0, 0, 0] = 5
     assert x._version > v0
     x[0] = ember.ones(1, 1, 4, 5)  # leading size-1 dims of the value are dropped
-    assert as_np(x[0]).sum() == 60
+    assert to_np(x[0]).sum() == 60
     y = ember.tensor(np.arange(6, dtype=np.int64))
     y[0] = 1.7
     y[ember.tensor([1, 2])] = 2.9
@@ -267,7 +257,7 @@ def test_setitem_details() -> None:
     z[[0, 1]] = z[2:]
     assert z.tolist() == [2, 3, 2, 3]
     x[np.int64(1), np.array([0, 1])] = np.float64(3.0)
-    assert as_np(x[1, :2]).min() == 3.0
+    assert to_np(x[1, :2]).min() == 3.0
 
 
 # ---- errors ---------------------------------------------------------------------------------

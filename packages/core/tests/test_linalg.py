@@ -5,6 +5,7 @@ from __future__ import annotations
 import ember
 import numpy as np
 import pytest
+from core_helpers import to_np
 
 RNG = np.random.default_rng(0)
 
@@ -32,13 +33,9 @@ def intarr(shape, dtype):
     return a, ember.from_numpy(a)
 
 
-def npy(t):
-    return np.asarray(t)
-
-
 def close(t, expected, dtype=np.float32):
     tol = 1e-4 if dtype == np.float32 else 1e-10
-    np.testing.assert_allclose(npy(t), expected, rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(t), expected, rtol=tol, atol=tol)
 
 
 MATMUL_SHAPES = [
@@ -80,7 +77,7 @@ def test_matmul_method_and_torch():
         r = ea.matmul(eb)
         t = torch.matmul(torch.from_numpy(a), torch.from_numpy(b))
         assert tuple(r.shape) == tuple(t.shape)
-        np.testing.assert_allclose(npy(r), t.numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(to_np(r), t.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_matmul_batched_folding_and_layouts():
@@ -133,7 +130,7 @@ def test_matmul_tiled(sa, sb, layout, dtype):
     b, eb = arr(sb, dtype, "transposed" if layout == "contig" else "contig")
     expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
     tol = 2e-4 if dtype == np.float32 else 1e-10
-    np.testing.assert_allclose(npy(ember.matmul(ea, eb)), expected, rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(ember.matmul(ea, eb)), expected, rtol=tol, atol=tol)
 
 
 def test_baddbmm_tiled_beta_alpha():
@@ -159,7 +156,7 @@ def test_baddbmm_tiled_beta_alpha():
 def test_matmul_empty(sa, sb, out):
     r = ember.matmul(ember.ones(sa), ember.ones(sb))
     assert tuple(r.shape) == out
-    assert np.all(npy(r) == 0)
+    assert np.all(to_np(r) == 0)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8])
@@ -169,10 +166,10 @@ def test_matmul_integers_exact(dtype):
     r = ember.matmul(ea, eb)
     expected = (a.astype(np.int64) @ b.astype(np.int64)).astype(dtype)  # wraps like PyTorch
     assert r.dtype is getattr(ember, np.dtype(dtype).name)
-    np.testing.assert_array_equal(npy(r), expected)
+    np.testing.assert_array_equal(to_np(r), expected)
     v, ev = intarr((5,), dtype)
     np.testing.assert_array_equal(
-        npy(ember.mv(ember.from_numpy(b.T.copy()), ev)), (b.T.astype(np.int64) @ v).astype(dtype)
+        to_np(ember.mv(ember.from_numpy(b.T.copy()), ev)), (b.T.astype(np.int64) @ v).astype(dtype)
     )
     assert ember.dot(ev, ev).item() == int((v.astype(np.int64) @ v.astype(np.int64)).astype(dtype))
 
@@ -183,7 +180,7 @@ def test_matmul_int_wraps_like_torch():
     b = np.full((3, 2), 3, dtype=np.int8)
     r = ember.matmul(ember.from_numpy(a), ember.from_numpy(b))
     np.testing.assert_array_equal(
-        npy(r), torch.matmul(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+        to_np(r), torch.matmul(torch.from_numpy(a), torch.from_numpy(b)).numpy()
     )
 
 
@@ -194,8 +191,8 @@ def test_matmul_half_types(dt):
     ha, hb = ea.to(getattr(ember, dt)), eb.to(getattr(ember, dt))
     r = ember.matmul(ha, hb)
     assert r.dtype is getattr(ember, dt)
-    expected = npy(ha.to(ember.float32)).astype(np.float64) @ npy(hb.to(ember.float32))
-    np.testing.assert_allclose(npy(r.to(ember.float32)), expected, rtol=2e-2, atol=5e-2)
+    expected = to_np(ha.to(ember.float32)).astype(np.float64) @ to_np(hb.to(ember.float32))
+    np.testing.assert_allclose(to_np(r.to(ember.float32)), expected, rtol=2e-2, atol=5e-2)
 
 
 def test_matmul_errors():
@@ -303,7 +300,7 @@ def test_addmm_family():
     # addr
     p, ep = arr((3,), np.float64)
     q, eq = arr((5,), np.float64)
-    close(ember.addr(ec, ep, eq, beta=2, alpha=0.5), 2 * npy(ec) + 0.5 * np.outer(p, q), np.float64)
+    close(ember.addr(ec, ep, eq, beta=2, alpha=0.5), 2 * to_np(ec) + 0.5 * np.outer(p, q), np.float64)
 
 
 def test_beta_zero_ignores_nan_on_every_path():
@@ -324,7 +321,7 @@ def test_addmm_integer_and_errors():
     b, eb = intarr((4, 2), np.int64)
     s, es = intarr((3, 2), np.int64)
     np.testing.assert_array_equal(
-        npy(ember.addmm(es, ea, eb, beta=2, alpha=3)), 2 * s + 3 * (a @ b)
+        to_np(ember.addmm(es, ea, eb, beta=2, alpha=3)), 2 * s + 3 * (a @ b)
     )
     with pytest.raises(RuntimeError, match="argument alpha must not be a floating point number"):
         ember.addmm(es, ea, eb, alpha=0.5)
@@ -351,7 +348,7 @@ def test_addmm_integer_and_errors():
 def test_outer_inner_promotion():
     o = ember.outer(ember.arange(3), ember.ones(2, dtype=ember.float64))
     assert o.dtype is ember.float64
-    np.testing.assert_array_equal(npy(o), np.outer(np.arange(3), np.ones(2)))
+    np.testing.assert_array_equal(to_np(o), np.outer(np.arange(3), np.ones(2)))
     assert ember.ger(ember.ones(2), ember.ones(3)).shape == (2, 3)
     with pytest.raises(RuntimeError, match="outer: expected 1-D argument vec2, but got 2-D"):
         ember.outer(ember.ones(3), ember.ones(4, 1))
@@ -440,12 +437,12 @@ def test_einsum_vs_torch_and_ints():
     torch = pytest.importorskip("torch")
     a, ea = intarr((3, 4), np.int64)
     b, eb = intarr((4, 5), np.int64)
-    np.testing.assert_array_equal(npy(ember.einsum("ij,jk->ik", [ea, eb])), a @ b)
+    np.testing.assert_array_equal(to_np(ember.einsum("ij,jk->ik", [ea, eb])), a @ b)
     x, ex = arr((2, 1, 3, 4))
     y, ey = arr((5, 4, 2))
     t = torch.einsum("...ij,...jk->...ik", torch.from_numpy(x), torch.from_numpy(y))
     np.testing.assert_allclose(
-        npy(ember.einsum("...ij,...jk->...ik", [ex, ey])), t.numpy(), rtol=1e-5, atol=1e-5
+        to_np(ember.einsum("...ij,...jk->...ik", [ex, ey])), t.numpy(), rtol=1e-5, atol=1e-5
     )
 
 
@@ -527,9 +524,9 @@ def test_thread_count_does_not_change_results(sa, sb):
     n = ember.get_num_threads()
     try:
         ember.set_num_threads(1)
-        r1 = npy(ember.matmul(ex, ey)).copy()
+        r1 = to_np(ember.matmul(ex, ey)).copy()
         ember.set_num_threads(2)
-        r2 = npy(ember.matmul(ex, ey)).copy()
+        r2 = to_np(ember.matmul(ex, ey)).copy()
     finally:
         ember.set_num_threads(n)
     np.testing.assert_array_equal(r1, r2)

@@ -7,10 +7,9 @@ gradcheck, and the double-backward path that create_graph=True still takes."""
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
-from grad_table import GradCase, run_case
+from core_helpers import needs_torch, torch
+from op_db import GradCase, run_case
 
-needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch")
 F = torch.nn.functional if torch is not None else None
 
 # (name, spatial dims, input shape, weight shape, kwargs, transposed)

@@ -1,14 +1,13 @@
 """The nn ops of ops/nn.yaml (softmax, activations, losses, convolution, pooling, normalization,
 embedding, dropout, attention, fused optimizer steps): values against torch.nn.functional,
-gradients through the grad_table runner, and errors for bad input."""
+gradients through op_db's gradient runner, and errors for bad input."""
 
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
-from grad_table import GradCase, run_case
+from core_helpers import needs_torch, torch
+from op_db import GradCase, run_case
 
-needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch")
 F = torch.nn.functional if torch is not None else None
 DTYPES = ["float32", "float64"]
 

@@ -6,10 +6,9 @@ threads (the fused SGD step is tested in packages/nn/tests/test_optim_sgd_vec.py
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch
+from core_helpers import needs_torch, torch
 from ember.autograd import gradcheck, gradgradcheck
 
-needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch")
 F = torch.nn.functional if torch is not None else None
 
 

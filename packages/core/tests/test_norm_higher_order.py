@@ -10,10 +10,8 @@ import ember
 import ember.autograd.forward_ad as fwAD
 import numpy as np
 import pytest
-from core_helpers import torch
+from core_helpers import needs_torch, torch
 from ember.autograd import gradcheck, gradgradcheck
-
-needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch")
 
 
 def _bn(m, x, w, b, rm, rv, training):

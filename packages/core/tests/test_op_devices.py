@@ -8,8 +8,11 @@ available device and is compared with the CPU.
   for; ops it has none for are skipped (they raise NotImplementedError naming the op and the
   device, checked here).
 
-The sample calls come from meta_samples.py; an op without a working sample fails
-test_every_op_has_a_sample, so a new op cannot go unchecked."""
+The calls come from the op table (op_db.DB[name].device_calls(): hand-written samples, else calls
+built from the schema); the reference-checked entries also run every sample of
+op_db's sample_inputs (layouts, broadcasting, empty, 0-d, each dtype). A YAML op without an
+entry or without a working sample fails test_every_op_has_an_entry_and_a_sample, so a new op
+cannot go unchecked."""
 
 from __future__ import annotations
 
@@ -19,9 +22,9 @@ from pathlib import Path
 import ember
 import numpy as np
 import pytest
-from meta_samples import SAMPLES, load_ops, schema_calls
+from op_db import DB, POINTWISE, YAML_OPS
 
-OPS = load_ops()
+OPS = YAML_OPS
 NAMES = sorted({op.name for op in OPS})
 DATA_DEPENDENT = {op.name for op in OPS if op.meta == "data_dependent"}
 # Ops with no tensor result of their own (bool/int/float/Scalar returns read values).
@@ -59,20 +62,7 @@ def tensors(r):
 
 
 def cpu_calls(name):
-    fns = []
-    fn = getattr(ember._C, name, None)
-    if name in SAMPLES:
-        for make in SAMPLES[name]:
-            args, kwargs = make()
-            if fn is not None:
-                fns.append((fn, args, kwargs))
-            else:
-                fns.append((getattr(type(args[0]), name), args, kwargs))
-        return fns
-    for op in OPS:
-        if op.name == name:
-            fns.extend(schema_calls(op))
-    return fns
+    return list(DB[name].device_calls()) if name in DB else []
 
 
 def snapshot(x):
@@ -161,9 +151,10 @@ def _backend_device():
     return ember._C._privateuse1_backend_name()
 
 
-@pytest.fixture(scope="module", params=["privateuse1", "cuda"])
-def device(request):
-    if request.param == "cuda":
+def _device(param):
+    if param == "meta":
+        return "meta"
+    if param == "cuda":
         if not ember.cuda.is_available():
             pytest.skip("no CUDA device")
         return "cuda"
@@ -171,6 +162,11 @@ def device(request):
     if name is None:
         pytest.skip("the PrivateUse1 test backend could not be built")
     return name
+
+
+@pytest.fixture(scope="module", params=["privateuse1", "cuda"])
+def device(request):
+    return _device(request.param)
 
 
 def _values(t):
@@ -208,13 +204,57 @@ def test_op_on_device_matches_cpu(name, device):
         np.testing.assert_allclose(_values(d), _values(c), rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
-def test_every_op_has_a_sample():
+@pytest.fixture(scope="module", params=["meta", "privateuse1", "cuda"])
+def any_device(request):
+    return _device(request.param)
+
+
+@pytest.mark.parametrize("name", [op.name for op in POINTWISE])
+def test_pointwise_samples_on_device_match_cpu(name, any_device):
+    """Every sample of a reference-checked entry (each dtype and layout) on the device against
+    the CPU: sizes, strides and dtype on meta; values too elsewhere."""
+    op, ran = DB[name], 0
+    for dtype in op.dtypes:
+        cpu = list(op.sample_inputs(dtype, np.random.default_rng(0)))
+        try:
+            dev = list(op.sample_inputs(dtype, np.random.default_rng(0), any_device))
+        except TypeError as e:  # the device does not hold this dtype
+            if "no kernel for dtype" in str(e):
+                continue
+            raise
+        for c, d in zip(cpu, dev):
+            want = getattr(ember, name)(*c.args, **c.kwargs)
+            try:
+                got = getattr(ember, name)(*d.args, **d.kwargs)
+            except NotImplementedError as e:
+                assert any_device in str(e), f"{name}: unclear error: {e}"
+                continue
+            except TypeError as e:
+                if "no kernel for dtype" in str(e):
+                    continue
+                raise
+            where = f"{name} {dtype} {c.desc}"
+            assert got.device.type == any_device, where
+            assert (tuple(got.shape), got.stride(), got.dtype) == (
+                tuple(want.shape), want.stride(), want.dtype), where
+            if any_device != "meta":
+                np.testing.assert_allclose(_values(got).astype(np.float64),
+                                           _values(want).astype(np.float64),
+                                           rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=where)
+            ran += 1
+    if ran == 0:
+        pytest.skip(f"no {any_device} kernel for {name}")
+
+
+def test_every_op_has_an_entry_and_a_sample():
+    no_entry = [name for name in NAMES if name not in DB]
+    assert not no_entry, f"YAML ops without an op_db entry: {no_entry}"
     missing = []
     for name in NAMES:
         fn, *_ = first_working(name)
         if fn is None:
             missing.append(name)
-    assert not missing, f"ops without a working sample in meta_samples.py: {missing}"
+    assert not missing, f"ops without a working sample in op_db.py: {missing}"
 
 
 def test_recurrent_layers_on_meta():

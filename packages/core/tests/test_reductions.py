@@ -7,30 +7,10 @@ import math
 import ember
 import numpy as np
 import pytest
-
-try:
-    import torch
-except ImportError:  # comparisons against PyTorch are skipped without it
-    torch = None
-
-needs_torch = pytest.mark.skipif(torch is None, reason="needs torch")
+from core_helpers import make, needs_torch, to_np, torch
 
 ALL_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
-
-
-def make(a: np.ndarray, dtype: str | None = None):
-    """An ember tensor holding a's values (bfloat16 goes through float32)."""
-    dtype = dtype or str(a.dtype)
-    if dtype == "bfloat16":
-        return ember.tensor(np.ascontiguousarray(a, dtype=np.float32)).to(ember.bfloat16)
-    return ember.tensor(np.ascontiguousarray(a, dtype=np.dtype(dtype)))
-
-
-def to_np(t) -> np.ndarray:
-    if t.dtype in (ember.float16, ember.bfloat16):
-        t = t.to(ember.float32)
-    return np.array(t.numpy(), copy=True)
 
 
 def layouts(a: np.ndarray, dtype: str | None = None):

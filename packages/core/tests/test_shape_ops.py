@@ -6,11 +6,7 @@ from __future__ import annotations
 import ember
 import numpy as np
 import pytest
-
-try:
-    import torch
-except ImportError:  # the comparisons against torch are skipped
-    torch = None
+from core_helpers import torch
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 

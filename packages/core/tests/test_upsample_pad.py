@@ -6,10 +6,8 @@ ops' own derivatives), forward-mode tangents, non-contiguous inputs and bad inpu
 import ember
 import numpy as np
 import pytest
-from core_helpers import torch, val
+from core_helpers import needs_torch, torch, val
 from ember.autograd import gradcheck, gradgradcheck
-
-needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch")
 
 NEAREST = ["upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
            "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"]

@@ -6,11 +6,7 @@ from __future__ import annotations
 import ember
 import numpy as np
 import pytest
-
-try:
-    import torch
-except ImportError:  # the comparisons against torch are skipped
-    torch = None
+from core_helpers import to_np, torch
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 
@@ -36,10 +32,6 @@ def make(shape, layout="contiguous"):
     return t, a
 
 
-def as_np(t):
-    return np.asarray(t)
-
-
 def check_same(got, want):
     """got: ember tensor or tuple of them; want: numpy array or tuple of them."""
     if isinstance(want, (tuple, list)):
@@ -49,7 +41,7 @@ def check_same(got, want):
             check_same(g, w)
         return
     assert tuple(got.shape) == tuple(np.shape(want)), (tuple(got.shape), np.shape(want))
-    np.testing.assert_array_equal(as_np(got), want)
+    np.testing.assert_array_equal(to_np(got), want)
 
 
 def shares(view, base):
@@ -236,7 +228,7 @@ def test_writes_through_views(f):
     before = x._version
     v.fill_(1)
     assert x._version > before
-    assert as_np(x).view(np.int32).any() if v.dtype == ember.int32 else as_np(x).any()
+    assert to_np(x).view(np.int32).any() if v.dtype == ember.int32 else to_np(x).any()
 
 
 def test_reshape_copies_only_when_needed():
@@ -245,7 +237,7 @@ def test_reshape_copies_only_when_needed():
     t = x.t()
     r = t.reshape(12)
     assert r._base is None and not shares(r, x)
-    check_same(r, as_np(x).T.reshape(12))
+    check_same(r, to_np(x).T.reshape(12))
     assert x[::2].flatten()._base is None  # strided rows cannot merge
     assert x[:, ::2].reshape(3, 2)._base is x
 
@@ -273,7 +265,7 @@ def test_views_every_dtype(dt):
     ]:
         r = f(x)
         assert r.dtype == dtype
-        np.testing.assert_array_equal(as_np(r.double()), g(ref))
+        np.testing.assert_array_equal(to_np(r.double()), g(ref))
 
 
 @pytest.mark.parametrize(
@@ -294,8 +286,8 @@ def test_view_dtype(src, dst, cols):
 def test_view_dtype_strided():
     a = np.arange(24, dtype=np.int16).reshape(4, 6)
     x = ember.tensor(a)[1:, 2:]
-    np.testing.assert_array_equal(as_np(x.view(ember.int32)), a[1:, 2:].view(np.int32))
-    np.testing.assert_array_equal(as_np(x.view(ember.uint8)), a[1:, 2:].view(np.uint8))
+    np.testing.assert_array_equal(to_np(x.view(ember.int32)), a[1:, 2:].view(np.int32))
+    np.testing.assert_array_equal(to_np(x.view(ember.uint8)), a[1:, 2:].view(np.uint8))
 
 
 def test_view_dtype_bfloat16_bits():
@@ -346,7 +338,7 @@ def test_split_chunk_unbind_are_views():
         for p in parts:
             assert p._base is x
         parts[-1].fill_(3)
-    assert as_np(x)[-1].tolist() == [3.0, 3.0]
+    assert to_np(x)[-1].tolist() == [3.0, 3.0]
 
 
 def test_expand_strides_and_write():
@@ -354,15 +346,15 @@ def test_expand_strides_and_write():
     e = x.expand(3, 2, 4)
     assert e.stride() == (0, 1, 0) and e._base is x
     x[1, 0] = 5.0
-    assert as_np(e)[2, 1].tolist() == [5.0] * 4
+    assert to_np(e)[2, 1].tolist() == [5.0] * 4
 
 
 def test_diagonal_writes():
     x = ember.zeros(3, 3)
     x.diagonal().fill_(1)
-    np.testing.assert_array_equal(as_np(x), np.eye(3))
+    np.testing.assert_array_equal(to_np(x), np.eye(3))
     x.diagonal(1).fill_(2)
-    assert as_np(x)[0, 1] == 2 and as_np(x)[1, 2] == 2
+    assert to_np(x)[0, 1] == 2 and to_np(x)[1, 2] == 2
 
 
 ERRORS = [
