@@ -283,3 +283,28 @@ def test_is_in_onnx_export_and_bad_arguments():
         ember.onnx.export(M(), ember.randn(2), io.BytesIO(), opset_version=9)
     with pytest.raises(ValueError, match="dynamic_axes"):
         ember.onnx.export(M(), ember.randn(2), io.BytesIO(), dynamic_axes={"nope": [0]})
+
+
+_TANH = ember.tanh  # references kept before the export: only the dispatcher sees these calls
+_CUMSUM = ember.cumsum
+
+
+def test_kept_function_reference_goes_through_the_dispatcher():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x, act=_TANH):
+            return act(self.fc(x))
+
+    proto = _check(M(), ember.randn(2, 3), ember.randn(5, 3), input_names=["x"],
+                   dynamic_axes={"x": [0], "output": [0]})
+    assert "Tanh" in _ops(proto)
+
+    class N(nn.Module):
+        def forward(self, x, f=_CUMSUM):
+            return f(x * 2, 1)
+
+    with pytest.raises(ember.onnx.UnsupportedOperatorError, match="'cumsum'"):
+        ember.onnx.export(N(), ember.randn(2, 3), io.BytesIO())

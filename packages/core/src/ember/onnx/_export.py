@@ -8,6 +8,11 @@ it). A call whose tensor arguments are all constants (parameters, buffers, tenso
 ``forward``) is not recorded: its result is a constant, stored as an initializer when a recorded
 op uses it (constant folding). A recorded op without a mapping raises
 :class:`UnsupportedOperatorError` naming it.
+
+Underneath, the dispatcher's op observer (``ember._C._set_op_observer``, generated into every
+``ops::`` wrapper) reports each outermost op with its tensors: an op on traced data that no
+wrapper saw (a function reference kept before the export) is mapped when its tensors alone
+define it and refused otherwise, so traced values are never baked in as constants.
 """
 
 from __future__ import annotations
@@ -919,6 +924,13 @@ def _rnn_module(g: _Graph, args: tuple, kwargs: dict, out: Any) -> list[str]:
         return [seq_out, h_n, c_n]
     return [seq_out, h_n]
 
+# Ops the dispatcher may report that its tensors alone define (no scalar or size arguments).
+_TENSOR_ONLY = {
+    "relu", "tanh", "sigmoid", "exp", "log", "neg", "abs", "sqrt", "rsqrt", "erf", "sin", "cos",
+    "silu", "mish", "softsign", "selu", "hardswish", "hardsigmoid", "matmul", "mm", "bmm",
+    "clone", "contiguous", "detach", "reciprocal", "floor", "ceil", "sign", "square",
+}
+
 # Calls that neither compute on data nor need a node (introspection, autograd bookkeeping).
 _SKIP_METHODS = {
     "size", "dim", "ndimension", "numel", "nelement", "item", "tolist", "numpy", "stride",
@@ -964,7 +976,11 @@ class _Tracer:
             ins = [t for t in _flat_tensors(args) + _flat_tensors(kwargs) if tracer.g.is_dyn(t)]
             outs = _flat_tensors(out)
             if ins and outs:
-                tracer.emit(name, args, kwargs, out, outs)
+                tracer.depth += 1
+                try:
+                    tracer.emit(name, args, kwargs, out, outs)
+                finally:
+                    tracer.depth -= 1
             return out
 
         try:
@@ -996,6 +1012,32 @@ class _Tracer:
                 self.g.poison(t, f"ember.onnx.export: an extra output of '{name}' is not supported in ONNX")
         for t, n in zip(outs, names):
             self.g.bind(t, n)
+
+    def observe(self, op: str, inputs: tuple, outputs: tuple) -> None:
+        """The dispatcher's report of an outermost op (ember._C._set_op_observer). Ops the
+        Python-level recorder saw run inside its wrappers (depth > 0) and are skipped; one that
+        reaches the dispatcher directly on traced data (a function reference a module kept, a
+        path with no Python wrapper) is mapped when its tensors alone define it, else refused."""
+        if self.depth or threading.get_ident() != self.thread:
+            return
+        if not any(self.g.is_dyn(t) for t in inputs) or not outputs:
+            return
+        self.depth += 1
+        try:
+            key = op[:-1] if op.endswith("_") and op[:-1] in _TENSOR_ONLY else op
+            if key not in _TENSOR_ONLY:
+                raise UnsupportedOperatorError(
+                    f"ember.onnx.export: the op '{op}' ran on data derived from the model's inputs "
+                    f"without passing through ember's functions, Tensor methods or "
+                    f"ember.nn.functional (a function reference kept from before the export?), "
+                    f"and its arguments besides tensors are not known"
+                )
+            names = _HANDLERS[key](self.g, tuple(inputs), {}, outputs[0] if len(outputs) == 1 else outputs)
+            names = [names] if isinstance(names, str) else list(names)
+            for t, n in zip(outputs, names):
+                self.g.bind(t, n)
+        finally:
+            self.depth -= 1
 
     def patch(self, owner: Any, attr: str, name: str) -> None:
         fn = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
@@ -1029,6 +1071,8 @@ class _Tracer:
 
     def install(self) -> None:
         import ember._C as C
+
+        C._set_op_observer(self.observe)
 
         modules: list[tuple[Any, str]] = [(ember, ""), (C, "")]
         try:
@@ -1064,6 +1108,9 @@ class _Tracer:
             pass
 
     def uninstall(self) -> None:
+        import ember._C as C
+
+        C._set_op_observer(None)
         for owner, attr, fn in reversed(self.patches):
             if isinstance(owner, type) or type(owner).__name__ == "module":
                 setattr(owner, attr, fn)
