@@ -308,3 +308,39 @@ def test_kept_function_reference_goes_through_the_dispatcher():
 
     with pytest.raises(ember.onnx.UnsupportedOperatorError, match="'cumsum'"):
         ember.onnx.export(N(), ember.randn(2, 3), io.BytesIO())
+
+
+@pytest.mark.parametrize("which", ["gru", "lstm", "encoder_layer", "conv_bn"])
+def test_onnxruntime_matches_torch_with_the_same_weights(which):
+    torch = pytest.importorskip("torch")
+    from nn_helpers import copy_weights
+
+    ember.manual_seed(9)
+    if which == "gru":
+        pair = [m.GRU(5, 7, num_layers=2, bidirectional=True, batch_first=True) for m in (nn, torch.nn)]
+        x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    elif which == "lstm":
+        pair = [m.LSTM(5, 7, num_layers=2) for m in (nn, torch.nn)]
+        x = np.random.default_rng(1).standard_normal((4, 3, 5)).astype(np.float32)
+    elif which == "encoder_layer":
+        pair = [m.TransformerEncoderLayer(8, 2, 16, batch_first=True, activation="gelu") for m in (nn, torch.nn)]
+        x = np.random.default_rng(2).standard_normal((2, 5, 8)).astype(np.float32)
+    else:
+        pair = [m.Sequential(m.Conv2d(2, 4, 3, padding=1), m.BatchNorm2d(4), m.ReLU(), m.MaxPool2d(2),
+                             m.Flatten(), m.Linear(16, 3)) for m in (nn, torch.nn)]
+        with torch.no_grad():
+            pair[1][1].running_mean.uniform_(-0.5, 0.5)
+            pair[1][1].running_var.uniform_(0.5, 2.0)
+            pair[1][1].weight.uniform_(0.5, 1.5)
+        x = np.random.default_rng(3).standard_normal((2, 2, 4, 4)).astype(np.float32)
+    e, t = pair
+    copy_weights(t, e)
+    e.eval()
+    t.eval()
+    _, sess = _export(e, (ember.from_numpy(x),))
+    got = sess.run(None, {sess.get_inputs()[0].name: x})
+    with torch.no_grad():
+        expected = [v.numpy() for v in _flat(t(torch.from_numpy(x)))]
+    assert len(got) == len(expected)
+    for g, w in zip(got, expected):
+        np.testing.assert_allclose(g, w, **TOL)
