@@ -344,3 +344,44 @@ def test_onnxruntime_matches_torch_with_the_same_weights(which):
     assert len(got) == len(expected)
     for g, w in zip(got, expected):
         np.testing.assert_allclose(g, w, **TOL)
+
+
+def test_writes_that_onnx_cannot_express_are_refused():
+    class SetItem(nn.Module):
+        def forward(self, x):
+            x = x * 1
+            x[:, 0] = 0
+            return x
+
+    class ViewInPlace(nn.Module):
+        def forward(self, x):
+            x = x * 1
+            x[:, :2].mul_(2)
+            return x
+
+    class ReluInPlaceOnView(nn.Module):
+        def forward(self, x):
+            x = x * 1
+            F.relu(x[0], inplace=True)
+            return x
+
+    with pytest.raises(ember.onnx.UnsupportedOperatorError, match="index assignment"):
+        ember.onnx.export(SetItem(), ember.randn(2, 3), io.BytesIO())
+    with pytest.raises(ember.onnx.UnsupportedOperatorError, match="'mul_' writes into a view"):
+        ember.onnx.export(ViewInPlace(), ember.randn(2, 3), io.BytesIO())
+    with pytest.raises(ember.onnx.UnsupportedOperatorError, match="'relu' writes into a view"):
+        ember.onnx.export(ReluInPlaceOnView(), ember.randn(2, 3), io.BytesIO())
+
+
+def test_in_place_ops_on_whole_tensors_and_comparisons():
+    class M(nn.Module):
+        def forward(self, x):
+            y = x * 2
+            y.add_(1).mul_(0.5)
+            y = F.relu(y, inplace=True)
+            y += x
+            keep = (x != 0) & (x > -1)
+            return ember.where(keep, y, -y), ~keep
+
+    _check(M(), ember.randn(3, 4), ember.randn(6, 4), input_names=["x"],
+           dynamic_axes={"x": [0], "output_0": [0], "output_1": [0]})

@@ -383,6 +383,31 @@ _handles("softmax", "F.softmax", "_softmax")(_softmax_like("Softmax"))
 _handles("log_softmax", "F.log_softmax", "_log_softmax")(_softmax_like("LogSoftmax"))
 
 
+@_handles("ne", "not_equal", "__ne__")
+def _ne(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    return g.node("Not", [_binary("Equal")(g, args, kwargs, out)])
+
+
+def _logical(op: str) -> Handler:
+    def h(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+        if out.dtype != ember.bool:
+            raise UnsupportedOperatorError(f"ember.onnx.export: {op} of {out.dtype} tensors (only bool) is not supported")
+        b = _np().dtype(bool)
+        return g.node(op, [g.operand(args[0], b), g.operand(_arg(args, kwargs, 1, "other"), b)])
+
+    return h
+
+
+_handles("logical_and", "bitwise_and", "__and__", "__rand__", "__iand__")(_logical("And"))
+_handles("logical_or", "bitwise_or", "__or__", "__ror__", "__ior__")(_logical("Or"))
+_handles("logical_xor", "bitwise_xor", "__xor__", "__rxor__", "__ixor__")(_logical("Xor"))
+
+
+@_handles("logical_not", "__invert__")
+def _not(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    return g.node("Not", [g.cast(g.tensor_in(args[0]), _np().dtype(bool))])
+
+
 @_handles("where")
 def _where(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
     dt = _np_dtype(out)
@@ -940,8 +965,8 @@ _SKIP_METHODS = {
     "__str__", "__format__", "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__",
     "__init__", "__new__", "__del__", "__dir__", "__sizeof__", "__class__", "__subclasshook__",
     "__init_subclass__", "__getattribute__", "__setattr__", "__delattr__", "__array__",
-    "__dlpack__", "__dlpack_device__", "__contains__", "__deepcopy__", "__copy__", "__setitem__",
-    "__array_priority__", "__ne__", "_version", "__torch_function__", "new_empty", "new_zeros",
+    "__dlpack__", "__dlpack_device__", "__contains__", "__deepcopy__", "__copy__",
+    "__array_priority__", "_version", "__torch_function__", "new_empty", "new_zeros",
     "new_ones", "new_full", "new_tensor", "share_memory_", "pin_memory", "is_pinned",
 }
 _SKIP_FUNCTIONS = {
@@ -975,6 +1000,11 @@ class _Tracer:
                 tracer.depth -= 1
             ins = [t for t in _flat_tensors(args) + _flat_tensors(kwargs) if tracer.g.is_dyn(t)]
             outs = _flat_tensors(out)
+            if name == "__setitem__" and ins:
+                raise UnsupportedOperatorError(
+                    "ember.onnx.export: index assignment (x[idx] = v) on data derived from the "
+                    "model's inputs is not supported; build the value with ember.where or ember.cat"
+                )
             if ins and outs:
                 tracer.depth += 1
                 try:
@@ -990,6 +1020,17 @@ class _Tracer:
         return wrapper
 
     def emit(self, name: str, args: tuple, kwargs: dict, out: Any, outs: list[Tensor]) -> None:
+        short = name.removeprefix("F.")
+        inplace = (short.endswith("_") and not short.endswith("__")) or short.startswith("__i") or (
+            kwargs.get("inplace") is True
+        )
+        target = args[0] if args else None
+        if inplace and isinstance(target, Tensor) and target._is_view():
+            raise UnsupportedOperatorError(
+                f"ember.onnx.export: the in-place op '{short}' writes into a view of another "
+                f"tensor; ONNX values are immutable, so the write would not reach the base "
+                f"(use the out-of-place form)"
+            )
         key = name
         if key not in _HANDLERS and key.endswith("_") and not key.endswith("__"):
             key = key[:-1]  # in-place variants
@@ -1027,10 +1068,11 @@ class _Tracer:
             key = op[:-1] if op.endswith("_") and op[:-1] in _TENSOR_ONLY else op
             if key not in _TENSOR_ONLY:
                 raise UnsupportedOperatorError(
-                    f"ember.onnx.export: the op '{op}' ran on data derived from the model's inputs "
-                    f"without passing through ember's functions, Tensor methods or "
-                    f"ember.nn.functional (a function reference kept from before the export?), "
-                    f"and its arguments besides tensors are not known"
+                    f"ember.onnx.export: the op '{op}' has no ONNX mapping here: it ran on data "
+                    f"derived from the model's inputs outside ember's recorded functions, Tensor "
+                    f"methods and ember.nn.functional (through a function reference kept before "
+                    f"the export, or a path without a Python wrapper), where only its tensors "
+                    f"are known"
                 )
             names = _HANDLERS[key](self.g, tuple(inputs), {}, outputs[0] if len(outputs) == 1 else outputs)
             names = [names] if isinstance(names, str) else list(names)
@@ -1094,7 +1136,7 @@ class _Tracer:
                     continue
                 self.patch(mod, attr, prefix + attr)
         for attr in list(vars(Tensor)):
-            if attr in _SKIP_METHODS or (attr.startswith("__") and attr not in _HANDLERS):
+            if attr in _SKIP_METHODS or (attr.startswith("__") and attr not in _HANDLERS and attr != "__setitem__"):
                 continue
             obj = vars(Tensor)[attr]
             if isinstance(obj, property) and attr not in ("T", "mT", "data"):
