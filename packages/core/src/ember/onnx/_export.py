@@ -629,6 +629,249 @@ def _index_select(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
     return g.node("Gather", [g.tensor_in(args[0]), g.tensor_in(_arg(args, kwargs, 2, "index"))], axis=dim)
 
 
+@_handles("F.prelu", "prelu")
+def _prelu(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    x, w = args[0], _arg(args, kwargs, 1, "weight")
+    slope = g.tensor_in(w)
+    if w.numel() > 1 and x.ndim > 2:
+        slope = g.node("Reshape", [slope, g.ints([w.numel()] + [1] * (x.ndim - 2))])
+    return g.node("PRelu", [g.tensor_in(x), slope])
+
+
+@_handles("F.celu", "celu")
+def _celu(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    return g.node("Celu", [g.tensor_in(args[0])], alpha=float(_arg(args, kwargs, 1, "alpha", 1.0)))
+
+
+@_handles("F.tanhshrink", "tanhshrink")
+def _tanhshrink(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    x = g.tensor_in(args[0])
+    return g.node("Sub", [x, g.node("Tanh", [x])])
+
+
+@_handles("F.glu", "glu")
+def _glu(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    x = args[0]
+    dim = int(_arg(args, kwargs, 1, "dim", -1)) % x.ndim
+    half = _shape(x)[dim] // 2
+    a, b = g.node("Split", [g.tensor_in(x), g.ints([half, half], "split")], n_out=2, axis=dim)
+    return g.node("Mul", [a, g.node("Sigmoid", [b])])
+
+
+@_handles("F.instance_norm", "instance_norm")
+def _instance_norm(g: _Graph, args: tuple, kwargs: dict, out: Tensor, name: str = "") -> str:
+    x = args[0]
+    if name == "F.instance_norm":
+        mean, var, w, b = (_arg(args, kwargs, i, n) for i, n in
+                           ((1, "running_mean"), (2, "running_var"), (3, "weight"), (4, "bias")))
+        use_input_stats = _arg(args, kwargs, 5, "use_input_stats", True)
+        eps = _arg(args, kwargs, 7, "eps", 1e-5)
+    else:
+        a = list(args) + [None] * 8
+        w, b, mean, var, use_input_stats, eps = a[1], a[2], a[3], a[4], a[5], a[7]
+    if not use_input_stats:
+        return _batch_norm(g, x, mean, var, w, b, False, eps, out)
+    dt = _np_dtype(out)
+    c = _shape(x)[1]
+    return g.node("InstanceNormalization", [g.tensor_in(x), _norm_param(g, w, c, 1.0, dt),
+                                            _norm_param(g, b, c, 0.0, dt)], epsilon=float(eps))
+
+
+def _conv_transpose(nd: int) -> Handler:
+    def h(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+        x, w = args[0], _arg(args, kwargs, 1, "weight")
+        b = _arg(args, kwargs, 2, "bias")
+        stride = _ints(_arg(args, kwargs, 3, "stride", 1), nd)
+        p = _ints(_arg(args, kwargs, 4, "padding", 0), nd)
+        op = _ints(_arg(args, kwargs, 5, "output_padding", 0), nd)
+        groups = int(_arg(args, kwargs, 6, "groups", 1))
+        dilation = _ints(_arg(args, kwargs, 7, "dilation", 1), nd)
+        inputs = [g.tensor_in(x), g.tensor_in(w)] + ([g.tensor_in(b)] if b is not None else [])
+        return g.node("ConvTranspose", inputs, kernel_shape=list(_shape(w)[2:]), strides=stride, pads=p + p,
+                      output_padding=op, dilations=dilation, group=groups)
+
+    return h
+
+
+_handles("F.conv_transpose1d", "conv_transpose1d")(_conv_transpose(1))
+_handles("F.conv_transpose2d", "conv_transpose2d")(_conv_transpose(2))
+
+
+def _adaptive_max(g: _Graph, args: tuple, kwargs: dict, out: Any) -> str:
+    if _arg(args, kwargs, 2, "return_indices", False) or isinstance(out, (tuple, list)):
+        raise UnsupportedOperatorError("ember.onnx.export: adaptive max pooling with indices is not supported")
+    return _adaptive("MaxPool", "GlobalMaxPool")(g, args, kwargs, out)
+
+
+_handles("F.adaptive_max_pool1d", "F.adaptive_max_pool2d")(_adaptive_max)
+
+
+def _reduce_args(x: Tensor, args: tuple, kwargs: dict, dim_pos: int, keep_pos: int) -> tuple[Any, bool]:
+    dim = _arg(args, kwargs, dim_pos, "dim", None)
+    keep = bool(_arg(args, kwargs, keep_pos, "keepdim", False))
+    if dim is None:
+        return None, keep
+    dims = [int(dim)] if isinstance(dim, int) else [int(d) for d in dim]
+    return [d % max(x.ndim, 1) for d in dims], keep
+
+
+@_handles("var", "std")
+def _var(g: _Graph, args: tuple, kwargs: dict, out: Tensor, name: str = "") -> str:
+    x = args[0]
+    if len(args) > 1 and isinstance(args[1], bool):  # var(unbiased)
+        axes, keep, unbiased = None, False, args[1]
+        correction = None
+    else:
+        axes, keep = _reduce_args(x, args, kwargs, 1, 3)
+        unbiased = _arg(args, kwargs, 2, "unbiased", None)
+        correction = kwargs.get("correction")
+    corr = float(correction) if correction is not None else (0.0 if unbiased is False else 1.0)
+    shape = _shape(x)
+    n = math.prod(shape[a] for a in (axes if axes is not None else range(len(shape))))
+    xn = g.tensor_in(x)
+    mean = g.reduce("ReduceMean", xn, axes, True)
+    diff = g.node("Sub", [xn, mean])
+    sq = g.reduce("ReduceSum", g.node("Mul", [diff, diff]), axes, keep)
+    v = g.node("Div", [sq, g.operand(max(n - corr, 0.0), _np_dtype(out))])
+    return g.node("Sqrt", [v]) if name == "std" else v
+
+
+@_handles("max", "min")
+def _max(g: _Graph, args: tuple, kwargs: dict, out: Any, name: str = "") -> Any:
+    x = args[0]
+    other = _arg(args, kwargs, 1, "dim", None)
+    if isinstance(other, Tensor) or "other" in kwargs:
+        return _binary("Max" if name == "max" else "Min")(g, args, kwargs, out)
+    red = "ReduceMax" if name == "max" else "ReduceMin"
+    if other is None:
+        return g.reduce(red, g.tensor_in(x), None, False)
+    dim = int(other) % x.ndim
+    keep = bool(_arg(args, kwargs, 2, "keepdim", False))
+    xn = g.tensor_in(x)
+    values = g.reduce(red, xn, [dim], keep)
+    idx = g.node("ArgMax" if name == "max" else "ArgMin", [xn], axis=dim, keepdims=int(keep),
+                 select_last_index=0, dtype=_np().dtype(_np().int64))
+    return [values, idx]
+
+
+@_handles("argmax", "argmin")
+def _argmax(g: _Graph, args: tuple, kwargs: dict, out: Tensor, name: str = "") -> str:
+    x = args[0]
+    dim = _arg(args, kwargs, 1, "dim", None)
+    keep = bool(_arg(args, kwargs, 2, "keepdim", False))
+    xn = g.tensor_in(x)
+    op = "ArgMax" if name == "argmax" else "ArgMin"
+    i64 = _np().dtype(_np().int64)
+    if dim is None:
+        flat = g.node("Reshape", [xn, g.ints([-1])])
+        return g.node(op, [flat], axis=0, keepdims=0, dtype=i64)
+    return g.node(op, [xn], axis=int(dim) % x.ndim, keepdims=int(keep), dtype=i64)
+
+
+@_handles("norm")
+def _norm(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    x = args[0]
+    p = _arg(args, kwargs, 1, "p", 2)
+    axes, keep = _reduce_args(x, args, kwargs, 2, 3)
+    if p in (2, 2.0, "fro", None):
+        return g.reduce("ReduceL2", g.tensor_in(x), axes, keep)
+    if p in (1, 1.0):
+        return g.reduce("ReduceL1", g.tensor_in(x), axes, keep)
+    raise UnsupportedOperatorError(f"ember.onnx.export: norm with p={p!r} (only 1, 2 and 'fro') is not supported")
+
+
+@_handles("logsumexp")
+def _logsumexp(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    axes, keep = _reduce_args(args[0], args, kwargs, 1, 2)
+    return g.reduce("ReduceLogSumExp", g.tensor_in(args[0]), axes, keep)
+
+
+@_handles("prod")
+def _prod(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    axes, keep = _reduce_args(args[0], args, kwargs, 1, 2)
+    return g.reduce("ReduceProd", g.cast(g.tensor_in(args[0]), _np_dtype(out)), axes, keep)
+
+
+@_handles("cumsum")
+def _cumsum(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    dim = int(_arg(args, kwargs, 1, "dim")) % max(args[0].ndim, 1)
+    return g.node("CumSum", [g.cast(g.tensor_in(args[0]), _np_dtype(out)), g.ints([dim], "axis")])
+
+
+@_handles("nn.RNNCellBase")
+def _rnn_cell(g: _Graph, args: tuple, kwargs: dict, out: Any) -> list[str]:
+    """LSTMCell / GRUCell / RNNCell: one step of an ONNX LSTM / GRU / RNN."""
+    np = _np()
+    mod, x = args[0], _arg(args, kwargs, 1, "input")
+    hx = _arg(args, kwargs, 2, "hx")
+    from ember.nn import GRUCell, LSTMCell
+
+    kind = "LSTM" if isinstance(mod, LSTMCell) else "GRU" if isinstance(mod, GRUCell) else "RNN"
+    H = mod.hidden_size
+    dt = _np_dtype(x)
+    axes = g.ints([0, 1] if x.ndim == 1 else [0], "axes")
+    xs = g.node("Unsqueeze", [g.tensor_in(x), axes])
+    order = {"LSTM": [0, 3, 1, 2], "GRU": [1, 0, 2], "RNN": [0]}[kind]
+
+    def reorder(a: Any) -> Any:
+        parts = np.split(a, len(order), axis=0)
+        return np.concatenate([parts[i] for i in order], axis=0)
+
+    w_ih = mod.weight_ih.detach().cpu().numpy()
+    w_hh = mod.weight_hh.detach().cpu().numpy()
+    if mod.bias:
+        bias = np.concatenate([reorder(mod.bias_ih.detach().cpu().numpy()),
+                               reorder(mod.bias_hh.detach().cpu().numpy())])
+    else:
+        bias = np.zeros(2 * len(order) * H, dtype=dt)
+    inputs = [xs, g.const(reorder(w_ih)[None].astype(dt), "cell_W"), g.const(reorder(w_hh)[None].astype(dt), "cell_R"),
+              g.const(bias[None].astype(dt), "cell_B"), ""]
+    h0 = c0 = None
+    if hx is not None:
+        h0, c0 = hx if kind == "LSTM" else (hx, None)
+    hax = g.ints([0, 1] if x.ndim == 1 else [0], "axes")
+    inputs.append(g.node("Unsqueeze", [g.cast(g.tensor_in(h0), dt), hax]) if h0 is not None else "")
+    if kind == "LSTM" and c0 is not None:
+        inputs.append(g.node("Unsqueeze", [g.cast(g.tensor_in(c0), dt), hax]))
+    while inputs[-1] == "":
+        inputs.pop()
+    attrs: dict[str, Any] = {"hidden_size": H}
+    if kind == "GRU":
+        attrs["linear_before_reset"] = 1
+    if kind == "RNN":
+        attrs["activations"] = ["Relu" if mod.nonlinearity == "relu" else "Tanh"]
+    outs = g.node(kind, inputs, n_out=3 if kind == "LSTM" else 2, **attrs)
+    res = [g.node("Squeeze", [o, hax]) for o in outs[1:]]
+    return res if kind == "LSTM" else res[:1]
+
+
+@_handles("F.interpolate", "F.upsample")
+def _interpolate(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    x = args[0]
+    np = _np()
+    mode = _arg(args, kwargs, 3, "mode", "nearest")
+    align = bool(_arg(args, kwargs, 4, "align_corners", None))
+    nd = x.ndim - 2
+    sf = _arg(args, kwargs, 2, "scale_factor", None)
+    xn = g.tensor_in(x)
+    if sf is not None and not kwargs.get("recompute_scale_factor"):
+        scales = [float(v) for v in ([sf] * nd if isinstance(sf, (int, float)) else sf)]
+        resize_in = [xn, "", g.const(np.array([1.0, 1.0] + scales, dtype=np.float32), "scales")]
+    else:  # sizes: the input's batch and channels, then the traced spatial sizes
+        i64 = np.dtype(np.int64)
+        lead = g.node("Slice", [g.node("Shape", [xn], dtype=i64), g.ints([0]), g.ints([2])])
+        sizes = g.node("Concat", [lead, g.ints(_shape(out)[2:], "sizes")], axis=0)
+        resize_in = [xn, "", "", sizes]
+    if mode == "nearest":
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    elif mode in ("linear", "bilinear", "trilinear"):
+        attrs = {"mode": "linear",
+                 "coordinate_transformation_mode": "align_corners" if align else "pytorch_half_pixel"}
+    else:
+        raise UnsupportedOperatorError(f"ember.onnx.export: interpolate mode {mode!r} is not supported")
+    return g.node("Resize", resize_in, **attrs)
+
+
 # -- shapes
 
 def _reshape_to(g: _Graph, x: str, in_shape: Sequence[int], out_shape: Sequence[int]) -> str:
@@ -1143,9 +1386,12 @@ class _Tracer:
                 continue
             self.patch(Tensor, attr, attr)
         try:
-            from ember.nn import RNNBase
+            from ember.nn import GRUCell, LSTMCell, RNNBase, RNNCell
 
             self.patch(RNNBase, "forward", "nn.RNNBase")
+            self.patch(LSTMCell, "forward", "nn.RNNCellBase")
+            self.patch(GRUCell, "forward", "nn.RNNCellBase")
+            self.patch(RNNCell, "forward", "nn.RNNCellBase")
         except ImportError:
             pass
 
