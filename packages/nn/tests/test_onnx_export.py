@@ -424,3 +424,18 @@ def test_cells_and_reductions():
 
     outs = {f"output_{i}": [0] for i in range(11)}
     _check(M(), ember.randn(3, 8), ember.randn(6, 8), input_names=["x"], dynamic_axes={"x": [0], **outs})
+
+
+def test_indexing_a_parameter_with_traced_ids_and_floor_division():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = nn.Parameter(ember.randn(10, 4))
+
+        def forward(self, ids, x):
+            rows = self.table[ids]  # (B, T, 4)
+            return rows.sum(1) + x // 0.5, ember.div(x, 3.0, rounding_mode="floor")
+
+    ids, x = ember.randint(0, 10, (2, 3)), ember.randn(2, 4)
+    _check(M(), (ids, x), (ember.randint(0, 10, (5, 3)), ember.randn(5, 4)), input_names=["ids", "x"],
+           dynamic_axes={"ids": [0], "x": [0], "output_0": [0], "output_1": [0]})

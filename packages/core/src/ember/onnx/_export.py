@@ -223,6 +223,13 @@ def _handles(*names: str) -> Callable[[Handler], Handler]:
 def _binary(op: str, reverse: bool = False) -> Handler:
     def h(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
         a, b = args[0], _arg(args, kwargs, 1, "other")
+        rounding = kwargs.get("rounding_mode")
+        if rounding is not None:
+            if op != "Div" or rounding != "floor" or not out.is_floating_point():
+                raise UnsupportedOperatorError(
+                    f"ember.onnx.export: div with rounding_mode={rounding!r} on {out.dtype} is not supported"
+                )
+            return g.node("Floor", [_binary("Div")(g, (a, b), {}, out)])
         if reverse:
             a, b = b, a
         dt = _np_dtype(out)
@@ -251,6 +258,11 @@ for _names, _op in (
 for _names, _op in ((("__radd__",), "Add"), (("rsub", "__rsub__"), "Sub"), (("__rmul__",), "Mul"),
                     (("__rtruediv__",), "Div"), (("__rpow__",), "Pow"), (("__rmatmul__",), "MatMul")):
     _handles(*_names)(_binary(_op, reverse=True))
+
+
+@_handles("floor_divide", "__floordiv__")
+def _floordiv(g: _Graph, args: tuple, kwargs: dict, out: Tensor) -> str:
+    return _binary("Div")(g, args, {"rounding_mode": "floor"}, out)
 
 
 def _unary(op: str, **attrs: Any) -> Handler:
@@ -990,6 +1002,7 @@ def _index(g: _Graph, x: Tensor, idx: Any, out: Tensor) -> str:
     name = g.tensor_in(x)
     shape = list(_shape(x))
     used = sum(1 for i in idx if i is not None and i is not Ellipsis and not isinstance(i, bool))
+    n_tensors = sum(1 for i in idx if isinstance(i, (Tensor, list, range)))
     d = 0  # position in the current value
     src = 0  # position in the original's dims
     for item in idx:
@@ -1015,18 +1028,18 @@ def _index(g: _Graph, x: Tensor, idx: Any, out: Tensor) -> str:
                                         g.ints([d], "axes"), g.ints([step], "steps")])
             d += 1
             src += 1
-        elif isinstance(item, Tensor) and not g.is_dyn(item) and item.dtype in (ember.int64, ember.int32):
+        elif isinstance(item, Tensor) and item.dtype in (ember.int64, ember.int32) and n_tensors == 1:
             name = g.node("Gather", [name, g.tensor_in(item)], axis=d)
             d += item.ndim
             src += 1
-        elif isinstance(item, (list, range)) and all(isinstance(v, int) for v in item):
+        elif isinstance(item, (list, range)) and all(isinstance(v, int) for v in item) and n_tensors == 1:
             name = g.node("Gather", [name, g.ints(list(item), "index")], axis=d)
             d += 1
             src += 1
         else:
             raise UnsupportedOperatorError(
-                f"ember.onnx.export: indexing with {type(item).__name__} (only ints, slices, None, "
-                f"..., and constant integer index tensors are supported)"
+                f"ember.onnx.export: indexing with {type(item).__name__} (supported: ints, slices, "
+                f"None, ... and one integer index tensor or list)"
             )
     return name
 
@@ -1504,6 +1517,7 @@ def export(
         for n, b in model.named_buffers():
             param_names[id(b)] = n
     g = _Graph(int(opset_version), param_names)
+    g.used.update(output_names or [])
     for t, n in zip(inputs, input_names):
         g.used.add(n)
         g.bind(t, n)
