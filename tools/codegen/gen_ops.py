@@ -226,7 +226,8 @@ def node_name(op: Op, idx: int) -> str:
 
 def gen_autograd(group: str, ops: list[Op]) -> str:
     out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n'
-           '#include "autograd/forward_ad.h"\n#include "autograd/op_observer.h"\n#include "autograd/views.h"\n'
+           '#include "autograd/forward_ad.h"\n#include "autograd/op_hooks.h"\n#include "autograd/op_observer.h"\n'
+           '#include "autograd/views.h"\n'
            '#include "ops.h"\n\n',
            "namespace ember {\nusing namespace autograd;\nusing namespace autograd::formulas;\n"]
     seen: dict[str, int] = {}
@@ -259,13 +260,20 @@ def gen_wrapper(op: Op, node: str) -> str:
     else:
         run = (f"  {op.cpp_return} result = ops::{op.name}({call_args});\n  scope.report(result);\n"
                "  return result;\n")
-    observed = f"namespace {{\n{op.cpp_return} {fn}({cpp_params(op)}) {{\n{scope}{run}}}\n}}  // namespace\n"
-    check = (f"  if (op_observer::active() && op_observer::outermost()) "
-             f"{'return ' if op.cpp_return != 'void' else ''}{fn}({call_args});\n")
-    if op.cpp_return == "void":
-        check = check.replace(f"{fn}({call_args});", f"{{ {fn}({call_args}); return; }}")
+    # Out of line and cold, so the check leaves the wrapper's fast path (frame, registers) as is.
+    observed = (f"namespace {{\n[[gnu::noinline, gnu::cold]] {op.cpp_return} {fn}({cpp_params(op)}) {{\n"
+                f"{scope}{run}}}\n}}  // namespace\n")
+    call = f"return {fn}({call_args});" if op.cpp_return != "void" else f"{{ {fn}({call_args}); return; }}"
+    check = f"    if (op_observer::active() && op_observer::outermost()) {call}\n"
     end = pos + len(head)
-    return text[:pos] + observed + head + check + text[end:]
+    # The forward-AD check (when the op has one) joins the observer's behind the one load of
+    # op_hooks::any() (autograd/op_hooks.h), so an op with no hook on pays that load only.
+    fw = ""
+    if text.startswith("  if (forward_ad::maybe_active()", end):
+        nl = text.index("\n", end) + 1
+        fw, end = "  " + text[end:nl], nl
+    return (text[:pos] + observed + head + "  if (op_hooks::any()) {\n" + check + fw + "  }\n"
+            + text[end:])
 
 
 def gen_autograd_wrapper(op: Op, node: str) -> str:

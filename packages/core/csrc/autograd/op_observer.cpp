@@ -1,6 +1,12 @@
 #include "autograd/op_observer.h"
 
+#include "autograd/op_hooks.h"
+
 namespace ember {
+namespace op_hooks::detail {
+std::atomic<int> g_count{0};
+}
+
 namespace op_observer {
 
 namespace detail {
@@ -11,7 +17,11 @@ int& depth() {
 }
 }  // namespace detail
 
-void set_callback(Callback cb) { detail::g_callback.store(cb); }
+void set_callback(Callback cb) {
+  Callback old = detail::g_callback.exchange(cb);
+  if (old == nullptr && cb != nullptr) op_hooks::add(1);
+  if (old != nullptr && cb == nullptr) op_hooks::add(-1);
+}
 
 Scope::Scope(const char* op, std::initializer_list<const Tensor*> tensors,
              std::initializer_list<const std::vector<Tensor>*> lists)

@@ -2,9 +2,12 @@
 // path to it (Python bindings, hand-bound operators, a function reference kept in a module).
 //
 // Each generated `ops::<name>` wrapper starts with
-//     if (op_observer::active() && op_observer::outermost()) return <name>_observed(...);
-// `active()` is one relaxed atomic load (false unless an observer is installed), so an op pays
-// nothing else when no recorder runs. `<name>_observed` enters a Scope (this thread's depth + 1,
+//     if (op_hooks::any()) {  // one relaxed load, shared with forward AD (op_hooks.h)
+//       if (op_observer::active() && op_observer::outermost()) return <name>_observed(...);
+//       ...the forward-AD check...
+//     }
+// so an op pays nothing more when no recorder runs. `<name>_observed` (out of line, cold)
+// enters a Scope (this thread's depth + 1,
 // so the ops the call runs inside are not reported), calls `ops::<name>` again, and reports the
 // op's name, its tensor arguments and its tensor results to the callback: only the outermost
 // op of each call tree on a thread is reported (`linear`, not the matmul inside it).
