@@ -238,6 +238,7 @@ def test_opset_18_and_file_path(tmp_path):
     ember.onnx.export(M(), (x,), str(path), opset_version=18)
     proto = onnx.load(str(path))
     assert proto.opset_import[0].version == 18
+    assert [len(n.input) for n in proto.graph.node if n.op_type == "ReduceMean"] == [2]  # axes as input
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     with ember.no_grad():
         ref = model(x).mean(1, keepdim=True)

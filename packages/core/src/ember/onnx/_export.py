@@ -1479,7 +1479,10 @@ def export(
     pointwise arithmetic and comparisons, sum/mean, indexing by ints/slices/None, dropout,
     nn.LSTM / nn.GRU (as ONNX LSTM/GRU) and scaled_dot_product_attention /
     nn.MultiheadAttention (decomposed). Any other op on traced data raises
-    :class:`UnsupportedOperatorError` naming it.
+    :class:`UnsupportedOperatorError` naming it. ``do_constant_folding`` and
+    ``keep_initializers_as_inputs`` are accepted for compatibility: constants are always
+    folded and initializers are not graph inputs. Values are traced at the example's sizes, so
+    sizes other than those named in `dynamic_axes` (and a leading batch dim) stay fixed.
 
     >>> import ember.nn as nn  # doctest: +SKIP
     >>> ember.onnx.export(nn.Linear(3, 2), ember.randn(4, 3), "lin.onnx")  # doctest: +SKIP
