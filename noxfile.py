@@ -126,12 +126,21 @@ def _require_file(session: nox.Session, path: str) -> None:
         session.error(f"{path} does not exist")
 
 
+def install_onnx(session: nox.Session) -> None:
+    """Best effort: the ONNX export tests skip without onnx and onnxruntime."""
+    session.run(
+        "python", "-m", "pip", "install", "-q", "--retries", "1", "onnx", "onnxruntime",
+        success_codes=[0, 1],
+    )  # fmt: skip
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suites. `-- <package> [pytest args]` runs one package (core, nn, ...)."""
     install_all(session)
     session.install("pytest", "hypothesis", "numpy")
     install_torch(session)
+    install_onnx(session)
 
     args = list(session.posargs)
     selected = []

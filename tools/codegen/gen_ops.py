@@ -226,7 +226,9 @@ def node_name(op: Op, idx: int) -> str:
 
 def gen_autograd(group: str, ops: list[Op]) -> str:
     out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n'
-           '#include "autograd/forward_ad.h"\n#include "autograd/views.h"\n#include "ops.h"\n\n',
+           '#include "autograd/forward_ad.h"\n#include "autograd/op_hooks.h"\n#include "autograd/op_observer.h"\n'
+           '#include "autograd/views.h"\n'
+           '#include "ops.h"\n\n',
            "namespace ember {\nusing namespace autograd;\nusing namespace autograd::formulas;\n"]
     seen: dict[str, int] = {}
     for op in ops:
@@ -240,6 +242,41 @@ def gen_autograd(group: str, ops: list[Op]) -> str:
 
 
 def gen_wrapper(op: Op, node: str) -> str:
+    """`ops::<name>` (see gen_autograd_wrapper), starting with the op observer's check: while a
+    recorder is installed (autograd/op_observer.h), the outermost op of each call on a thread
+    runs through `<id>_observed`, which reports its name, tensor arguments and tensor results.
+    With none installed the check is one relaxed atomic load."""
+    text = gen_autograd_wrapper(op, node)
+    head = f"{op.cpp_return} ops::{op.name}({cpp_params(op)}) {{\n"
+    pos = text.index(head)
+    call_args = ", ".join(a.name for a in op.args)
+    fn = f"{op.overload_id}_observed"
+    tensors = ", ".join(f"&{tensor_expr(a)}" for a in op.args
+                        if a.type in DIFF_TYPES and a.name != "out")
+    lists = ", ".join(f"&{a.name}" for a in op.args if a.type in ("Tensor[]", "Tensor?[]"))
+    scope = f'  op_observer::Scope scope("{op.name}", {{{tensors}}}, {{{lists}}});\n'
+    if op.cpp_return == "void":
+        run = f"  ops::{op.name}({call_args});\n  scope.report_void();\n"
+    else:
+        run = (f"  {op.cpp_return} result = ops::{op.name}({call_args});\n  scope.report(result);\n"
+               "  return result;\n")
+    # Out of line and cold, so the check leaves the wrapper's fast path (frame, registers) as is.
+    observed = (f"namespace {{\n[[gnu::noinline, gnu::cold]] {op.cpp_return} {fn}({cpp_params(op)}) {{\n"
+                f"{scope}{run}}}\n}}  // namespace\n")
+    call = f"return {fn}({call_args});" if op.cpp_return != "void" else f"{{ {fn}({call_args}); return; }}"
+    check = f"    if (op_observer::active() && op_observer::outermost()) {call}\n"
+    end = pos + len(head)
+    # The forward-AD check (when the op has one) joins the observer's behind the one load of
+    # op_hooks::any() (autograd/op_hooks.h), so an op with no hook on pays that load only.
+    fw = ""
+    if text.startswith("  if (forward_ad::maybe_active()", end):
+        nl = text.index("\n", end) + 1
+        fw, end = "  " + text[end:nl], nl
+    return (text[:pos] + observed + head + "  if (op_hooks::any()) {\n" + check + fw + "  }\n"
+            + text[end:])
+
+
+def gen_autograd_wrapper(op: Op, node: str) -> str:
     """`ops::<name>`: records a grad_fn node (class generated from the YAML formulas) when an
     input requires grad, then calls `dispatch::<name>` with grad mode off.
 

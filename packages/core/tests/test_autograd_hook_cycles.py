@@ -97,3 +97,22 @@ def test_collection_during_backward_from_a_hook():
     y.register_hook(hook)
     y.sum().backward()
     assert ember.allclose(x.grad, (1 + 1) * x.detach().exp())
+
+
+def test_collection_while_a_new_subclass_instance_is_laid_out():
+    # The first instance of a new Tensor subclass makes pybind11 create a weakref inside
+    # allocate_layout; a collection at that moment sees an object with no holder table yet.
+    old = gc.get_threshold()
+    try:
+        for _ in range(10):
+
+            class Sub(ember.Tensor):
+                pass
+
+            keep = [ember.ones(2) for _ in range(3)]
+            gc.set_threshold(1)
+            x = Sub(ember.ones(2))
+            gc.set_threshold(*old)
+            assert type(x) is Sub and x.tolist() == [1.0, 1.0] and len(keep) == 3
+    finally:
+        gc.set_threshold(*old)

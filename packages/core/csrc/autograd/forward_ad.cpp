@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "autograd/op_hooks.h"
 #include "ops.h"
 
 namespace ember {
@@ -115,9 +116,12 @@ const char* level_note() { return " (an input carries a tangent at the live dual
 
 int64_t enter_dual_level() {
   int64_t expected = -1;
-  if (!detail::g_level.compare_exchange_strong(expected, 0))
+  op_hooks::add(1);  // before the level is visible: an op that sees the level also sees this
+  if (!detail::g_level.compare_exchange_strong(expected, 0)) {
+    op_hooks::add(-1);
     EMBER_FAIL(Runtime, "Nested forward mode AD is not supported at the moment (dual level ",
                expected, " is already live)");
+  }
   return 0;
 }
 
@@ -142,6 +146,7 @@ void exit_dual_level(int64_t level) {
     }
   }
   detail::g_level.store(-1);
+  op_hooks::add(-1);
 }
 
 DisableGuard::DisableGuard() : prev_(t_disabled) { t_disabled = true; }

@@ -19,6 +19,7 @@ namespace ember {
 
 void bind_generated_ops(py::module_& m, TensorClass& cls);
 void bind_forward_ad(py::module_& m);
+void bind_op_observer(py::module_& m);
 
 namespace {
 
@@ -402,4 +403,5 @@ PYBIND11_MODULE(_C, m) {
   bind_shared_memory(m, cls);
   bind_autograd(m, cls);
   bind_forward_ad(m);
+  bind_op_observer(m);
 }

@@ -211,6 +211,10 @@ namespace {
 // The tensor a Python object wraps, when that object is its only owner (else null).
 TensorImpl* solely_owned(PyObject* self) {
   auto* inst = reinterpret_cast<py::detail::instance*>(self);
+  // The collector may run while pybind11 is still laying out a new instance (allocate_layout
+  // creates a weakref the first time it sees a Python subclass such as nn.Parameter): the
+  // object's memory is then still zeroed, with no value/holder table to look at.
+  if (!inst->simple_layout && inst->nonsimple.values_and_holders == nullptr) return nullptr;
   py::detail::value_and_holder vh = inst->get_value_and_holder(nullptr, false);
   if (!vh || !vh.holder_constructed()) return nullptr;
   const auto& holder = vh.holder<std::shared_ptr<TensorImpl>>();

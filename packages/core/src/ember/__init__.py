@@ -92,7 +92,8 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 
 
 # Imported on first use, to keep `import ember` fast.
-_LAZY_MODULES = ("utils", "func", "random", "serialization", "distributions", "amp", "backends")
+_LAZY_MODULES = ("utils", "func", "random", "serialization", "distributions", "amp", "backends",
+                 "onnx")
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
     "is_autocast_enabled": "ember.amp",
