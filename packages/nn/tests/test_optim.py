@@ -219,6 +219,45 @@ def test_lbfgs_matches_torch(line_search, dtype):
         assert es["func_evals"] == ts["func_evals"] and es["n_iter"] == ts["n_iter"]
 
 
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_state_dict_resume(line_search):
+    # issue 15 (time-series program): L-BFGS keeps flat vectors over all parameters (d,
+    # old_dirs, prev_flat_grad) under the first parameter's state; loading them back must not
+    # demand that parameter's shape, and the resumed run continues exactly
+    p = _problem("float64")
+    params = _ember_params(p)
+    kw = dict(lr=0.5, max_iter=5, history_size=3, line_search_fn=line_search)
+    opt = optim.LBFGS(params, **kw)
+
+    def closure_for(o, ps):
+        def closure():
+            o.zero_grad()
+            loss = _ember_loss(ps, p)
+            loss.backward()
+            return loss
+        return closure
+
+    opt.step(closure_for(opt, params))
+    saved_params = [q.detach().clone() for q in params]
+    saved = _snapshot(opt.state_dict())
+    assert tuple(saved["state"][0]["d"].shape) == (sum(q.numel() for q in params),)
+    opt.step(closure_for(opt, params))
+
+    resumed = [nn.Parameter(q.clone()) for q in saved_params]
+    opt2 = optim.LBFGS(resumed, **kw)
+    opt2.load_state_dict(saved)
+    assert opt2.state[resumed[0]]["n_iter"] == saved["state"][0]["n_iter"]
+    opt2.step(closure_for(opt2, resumed))
+    for a, b in zip(params, resumed):
+        np.testing.assert_array_equal(to_np(a), to_np(b))
+    # per-parameter optimizers still refuse state of the wrong shape
+    sd = optim.Adam(resumed).state_dict()
+    sd["state"] = {0: {"step": ember.tensor(1.0), "exp_avg": ember.zeros(7),
+                       "exp_avg_sq": ember.zeros(7)}}
+    with pytest.raises(ValueError, match="state 'exp_avg' has shape"):
+        optim.Adam(resumed).load_state_dict(sd)
+
+
 def test_lbfgs_rejects_groups_and_needs_closure():
     a, b = nn.Parameter(ember.ones(1)), nn.Parameter(ember.ones(1))
     with pytest.raises(ValueError, match="parameter groups"):
