@@ -46,6 +46,13 @@ from ember._legacy import (  # noqa: F401  (legacy constructors; tensor() for an
     IntTensor, LongTensor, ShortTensor, tensor,
 )
 
+from ember._toplevel import (  # noqa: F401  (predicates, determinism switches, small ops)
+    are_deterministic_algorithms_enabled, clamp_max, clamp_min, detach, diff, erfc,
+    get_num_interop_threads, is_complex, is_deterministic_algorithms_warn_only_enabled,
+    is_floating_point, is_nonzero, is_same_size, is_tensor, layout, logit, numel,
+    set_num_interop_threads, strided, typename, use_deterministic_algorithms,
+)
+
 try:
     from ember._version import version as __version__
 except ImportError:  # a source tree that was never built by pip
@@ -108,6 +115,7 @@ _LAZY_ATTRS = {
     "load_safetensors": "ember.serialization",
     "get_rng_state": "ember.random",
     "set_rng_state": "ember.random",
+    "seed": "ember.random",
 }
 
 

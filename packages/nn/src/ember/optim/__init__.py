@@ -14,7 +14,7 @@ try:
 except ImportError:  # not installed from a git checkout / sdist
     __version__ = "0.0.0"
 
-from ember.optim import lr_scheduler
+from ember.optim import lr_scheduler, swa_utils
 from ember.optim.adadelta import Adadelta
 from ember.optim.adagrad import Adagrad
 from ember.optim.adam import Adam, AdamW
@@ -40,4 +40,5 @@ __all__ = [
     "RAdam",
     "LBFGS",
     "lr_scheduler",
+    "swa_utils",
 ]
