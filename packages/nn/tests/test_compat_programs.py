@@ -5,6 +5,7 @@ compile, autocast, GradScaler, module paths, saving whole objects and the weight
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import warnings
@@ -26,8 +27,28 @@ def _result(out: str) -> tuple[float, float]:
     return float(m.group(1)), float(m.group(2))
 
 
+@contextlib.contextmanager
+def _restoring_switches():
+    """Programs set process-wide switches (use_deterministic_algorithms); the next test gets
+    them back as they were."""
+    libs = [__import__("ember")]
+    try:
+        import torch
+
+        libs.append(torch)
+    except ImportError:
+        pass
+    saved = [(lib, lib.are_deterministic_algorithms_enabled(),
+              lib.is_deterministic_algorithms_warn_only_enabled()) for lib in libs]
+    try:
+        yield
+    finally:
+        for lib, mode, warn_only in saved:
+            lib.use_deterministic_algorithms(mode, warn_only=warn_only)
+
+
 def _run(script: str, argv: list[str], capsys, on_ember: bool) -> str:
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _restoring_switches():
         warnings.simplefilter("ignore")  # ember.compile's one-time note
         if on_ember:
             with torch_is_ember():
@@ -38,10 +59,14 @@ def _run(script: str, argv: list[str], capsys, on_ember: bool) -> str:
             # the reference run needs no graph compiler: torch.compile as the identity
             compile_ = torch.compile
             torch.compile = lambda model=None, **kw: model
+            # one thread: the reference run's speed then does not depend on the machine's load
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
             try:
                 run_script(str(HERE / script), argv)
             finally:
                 torch.compile = compile_
+                torch.set_num_threads(threads)
     return capsys.readouterr().out
 
 
@@ -81,7 +106,9 @@ def _results(out: str) -> list[float]:
 
 
 def _lines(out: str, pattern: str) -> list[float]:
-    return [float(v) for v in re.findall(pattern, out, re.M)]
+    """The numbers the pattern's groups capture, in order, over all matching lines."""
+    found = re.findall(pattern, out, re.M)
+    return [float(v) for m in found for v in (m if isinstance(m, tuple) else (m,))]
 
 
 def _both(script: str, argv: list[str], tmp_path, capsys) -> tuple[str, str]:
@@ -104,6 +131,7 @@ def test_min_gpt(tmp_path, capsys):
     assert re.search(r"^iter 10: loss \d\.\d{6}, lr \d\.\d\de-03, norm \d+\.\d{4}", out, re.M)
     assert "num decayed parameter tensors: 9, with 25,664 parameters" in out
     assert re.search(r"^sample: 'First", out, re.M)
+    assert re.search(r"ema \d\.\d{6} after 60 updates$", out, re.M)
     assert (tmp_path / "ckpt.pt").exists()
 
 
@@ -115,6 +143,8 @@ def test_min_gpt_tracks_torch(tmp_path, capsys):
     assert np_got == pytest.approx(np_ref, abs=2e-4)
     pattern = r"^step \d+: train loss (\S+), val loss (\S+)$"
     assert re.findall(pattern, got, re.M) == re.findall(pattern, ref, re.M)
+    pattern = r"^resumed val loss (\S+) \(best (\S+)\), ema (\S+) after"
+    assert _lines(got, pattern) == pytest.approx(_lines(ref, pattern), abs=2e-4)
     assert _results(got) == pytest.approx(_results(ref), abs=2e-4)
 
 
@@ -143,6 +173,7 @@ def test_time_sequence(tmp_path, capsys):
     assert first > 10 * last and future < 0.05
     assert out.count("STEP: ") == 4
     assert re.search(r"^test loss: \d\.\d{8}$", out, re.M)
+    assert re.search(r"^future slope mse: \d\.\d{3}e-0\d$", out, re.M)
 
 
 def test_time_sequence_tracks_torch(tmp_path, capsys):

@@ -275,6 +275,9 @@ if args.init_from:
 learning_rate, warmup_iters = 3e-3, 6
 optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate=learning_rate,
                                        betas=(0.9, 0.95))
+# an exponential moving average of the weights, evaluated next to the model
+ema = torch.optim.swa_utils.AveragedModel(
+    model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(0.9))
 scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, schedulers=[
     torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=warmup_iters),
     torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.iters - warmup_iters,
@@ -317,6 +320,7 @@ for iter_num in range(args.iters + 1):
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),
+                "ema": ema.state_dict(),
                 "model_args": model_args,
                 "iter_num": iter_num,
                 "best_val_loss": best_val_loss,
@@ -334,6 +338,7 @@ for iter_num in range(args.iters + 1):
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     scheduler.step()
+    ema.update_parameters(model)
     lossf = loss.item()
     first_loss = lossf if first_loss is None else first_loss
     if iter_num % 10 == 0:
@@ -362,7 +367,11 @@ with torch.no_grad():
     xb, yb = eval_batches["val"][0]
     _, l_model = model(xb, yb)
     _, l_resumed = resumed(xb, yb)
-print(f"resumed val loss {l_resumed.item():.6f} (best {checkpoint['best_val_loss']:.6f})")
+    ema.eval()
+    _, l_ema = ema(xb, yb)
+print(f"resumed val loss {l_resumed.item():.6f} (best {checkpoint['best_val_loss']:.6f}), "
+      f"ema {l_ema.item():.6f} after {int(checkpoint['ema']['n_averaged'])} updates")
+assert ema.module.transformer.wte.weight is ema.module.lm_head.weight
 assert torch.allclose(l_model, l_resumed)
 # one more step on both: the restored AdamW state gives the same update
 model.train()

@@ -61,6 +61,7 @@ class Sequence(nn.Module):
 if __name__ == "__main__":
     np.random.seed(0)
     torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
     waves = make_waves()
     data, truth = waves[:, :60], waves[:3, 60:]  # the test waves' continuation
     input = torch.from_numpy(data[3:, :-1])
@@ -94,6 +95,7 @@ if __name__ == "__main__":
             return loss
 
         loss = optimizer.step(closure)
+        assert torch.is_tensor(loss) and torch.is_floating_point(loss)
         first = loss.item() if first is None else first
         # begin to predict, no need to track gradient here
         with torch.no_grad():
@@ -108,6 +110,11 @@ if __name__ == "__main__":
     # the continuation against the true waves past the inputs' end
     future_mse = float(np.mean((y[:, -future:] - truth) ** 2))
     print(f"future mse: {future_mse:.6f} (the waves' own mean square: {np.mean(truth ** 2):.3f})")
+    # and its slope: finite differences of the continuation against the true waves'
+    slope = torch.diff(pred[:, -future - 1:], dim=1)
+    true_slope = torch.from_numpy(truth).diff(dim=1, prepend=test_target[:, -1:])
+    slope_mse = criterion(slope, true_slope).item()
+    print(f"future slope mse: {slope_mse:.3e}")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "seq.pt")
     torch.save({"model": seq.state_dict(), "optimizer": optimizer.state_dict()}, path)
