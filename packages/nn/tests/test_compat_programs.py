@@ -156,6 +156,8 @@ def test_vae(tmp_path, capsys):
     assert re.search(r"^Train Epoch: 1 \[128/256 \(50%\)\]\tLoss: \d+\.\d{6}$", out, re.M)
     assert re.search(r"^====> Epoch: 8 Average loss: \d+\.\d{4}$", out, re.M)
     assert re.search(r"^prior samples: \d+\.\d% of the pixels on$", out, re.M)
+    nll = _lines(out, r"^validation -log p\(x\) <= (\S+) nats \(44 held-out images\)$")
+    assert len(nll) == 1 and nll[0] < 1.1 * last
 
 
 def test_vae_tracks_torch(tmp_path, capsys):
@@ -165,6 +167,8 @@ def test_vae_tracks_torch(tmp_path, capsys):
     # training draws shuffles and reparameterization noise from each library's own generator:
     # the curves agree in trend, not digit for digit
     assert gl == pytest.approx(rl, rel=0.1)
+    pattern = r"^validation -log p\(x\) <= (\S+) nats"
+    assert _lines(got, pattern) == pytest.approx(_lines(ref, pattern), rel=0.1)
 
 
 def test_time_sequence(tmp_path, capsys):

@@ -6,15 +6,17 @@ suite runs it unchanged on torch and, through an import shim, on ember. ``--save
 ``--init-from`` move the initial weights through a NumPy .npz file."""
 
 import argparse
+import math
 import os
 import sys
 
 import numpy as np
 import torch
 import torch.utils.data
+from torch import distributions as D
 from torch import nn, optim
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset, random_split
 
 parser = argparse.ArgumentParser(description="VAE on bars")
 parser.add_argument("--batch-size", type=int, default=32, metavar="N")
@@ -26,9 +28,11 @@ parser.add_argument("--save-init", default=None)
 parser.add_argument("--init-from", default=None)
 args = parser.parse_args(sys.argv[1:])
 
+use_cuda = torch.cuda.is_available()
+use_mps = not use_cuda and torch.backends.mps.is_available()
 torch.manual_seed(args.seed)
-device = torch.device("cpu")
-kwargs = {"num_workers": 0, "pin_memory": False}
+device = torch.device("cuda" if use_cuda else "mps" if use_mps else "cpu")
+kwargs = {"num_workers": 1, "pin_memory": True} if use_cuda else {}
 
 SIDE = 8
 
@@ -47,10 +51,11 @@ def make_bars(n, rng):
 
 
 rng = np.random.default_rng(args.seed)
-train_set = TensorDataset(torch.from_numpy(make_bars(256, rng)),
-                          torch.zeros(256, dtype=torch.long))
 test_set = TensorDataset(torch.from_numpy(make_bars(64, rng)), torch.zeros(64, dtype=torch.long))
-train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, **kwargs)
+full_set = TensorDataset(torch.from_numpy(make_bars(300, rng)), torch.zeros(300, dtype=torch.long))
+train_set, val_set = random_split(full_set, [256, 44], generator=torch.Generator().manual_seed(42))
+train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, drop_last=True,
+                          **kwargs)
 test_loader = DataLoader(test_set, batch_size=args.batch_size, shuffle=False, **kwargs)
 
 
@@ -143,6 +148,26 @@ def test(epoch):
     return test_loss
 
 
+@torch.no_grad()
+def log_likelihood(data, k=16):
+    """An importance-weighted estimate of log p(x) with k posterior samples (IWAE bound), with
+    torch.distributions: the posterior and the prior as Independent Normals, the decoder as
+    Bernoulli logits."""
+    model.eval()
+    mu, logvar = model.encode(data.view(-1, SIDE * SIDE))
+    q = D.Independent(D.Normal(mu, torch.exp(0.5 * logvar)), 1)
+    prior = D.Independent(D.Normal(torch.zeros_like(mu), torch.ones_like(mu)), 1)
+    z = q.rsample((k,))  # (k, batch, latent)
+    px = D.Independent(D.Bernoulli(logits=model.decode(z)), 1)
+    log_w = px.log_prob(data.view(1, -1, SIDE * SIDE).expand(k, -1, -1)) + prior.log_prob(z) \
+        - q.log_prob(z)
+    # the analytic KL term of the loss is the distributions' KL
+    kl = D.kl_divergence(q, prior).sum()
+    _, _, kld = loss_function(model.decode(mu), data, mu, logvar)
+    assert torch.allclose(kl, kld, rtol=1e-4, atol=1e-3), (kl, kld)
+    return (torch.logsumexp(log_w, dim=0) - math.log(k)).mean()
+
+
 first = test(0)
 for epoch in range(1, args.epochs + 1):
     train(epoch)
@@ -152,6 +177,13 @@ for epoch in range(1, args.epochs + 1):
         sample = torch.sigmoid(model.decode(sample)).cpu()
         images = sample.view(16, 1, SIDE, SIDE)
 assert images.min() >= 0 and images.max() <= 1
+val_x = torch.stack([x for x, _ in val_set])
+nll = -log_likelihood(val_x)
+print(f"validation -log p(x) <= {nll:.3f} nats ({len(val_set)} held-out images)")
+# a sample grid, as an 8-bit image array
+grid = images.view(4, 4, SIDE, SIDE).permute(0, 2, 1, 3).reshape(4 * SIDE, 4 * SIDE)
+pixels = (grid.numpy() * 255).round().astype(np.uint8)
+assert pixels.shape == (32, 32)
 # samples from the prior look like bars: rows or columns mostly on or off
 on = (images > 0.5).float()
 print(f"prior samples: {on.mean().item():.1%} of the pixels on")
