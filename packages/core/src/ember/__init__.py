@@ -52,6 +52,7 @@ from ember._toplevel import (  # noqa: F401  (predicates, determinism switches, 
     is_floating_point, is_nonzero, is_same_size, is_tensor, layout, logit, numel,
     set_num_interop_threads, strided, typename, use_deterministic_algorithms,
 )
+from ember import _foreach  # noqa: F401,E402  (ember._foreach_add_ and the other list ops)
 
 try:
     from ember._version import version as __version__
