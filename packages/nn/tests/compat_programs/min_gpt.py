@@ -278,6 +278,9 @@ optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate=learning_
 # an exponential moving average of the weights, evaluated next to the model
 ema = torch.optim.swa_utils.AveragedModel(
     model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(0.9))
+# the same average the way hand-written EMA helpers keep it: a detached copy of the weights
+# updated with the multi-tensor lerp
+ema_weights = [p.detach().clone() for p in model.parameters()]
 scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, schedulers=[
     torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=warmup_iters),
     torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.iters - warmup_iters,
@@ -339,6 +342,11 @@ for iter_num in range(args.iters + 1):
     optimizer.step()
     scheduler.step()
     ema.update_parameters(model)
+    with torch.no_grad():
+        if iter_num > 0:  # AveragedModel's first update copies
+            torch._foreach_lerp_(ema_weights, list(model.parameters()), 1 - 0.9)
+        else:
+            torch._foreach_copy_(ema_weights, [p.detach() for p in model.parameters()])
     lossf = loss.item()
     first_loss = lossf if first_loss is None else first_loss
     if iter_num % 10 == 0:
@@ -372,6 +380,8 @@ with torch.no_grad():
 print(f"resumed val loss {l_resumed.item():.6f} (best {checkpoint['best_val_loss']:.6f}), "
       f"ema {l_ema.item():.6f} after {int(checkpoint['ema']['n_averaged'])} updates")
 assert ema.module.transformer.wte.weight is ema.module.lm_head.weight
+for a, b in zip(ema.module.parameters(), ema_weights):
+    assert torch.allclose(a, b, atol=1e-6)
 assert torch.allclose(l_model, l_resumed)
 # one more step on both: the restored AdamW state gives the same update
 model.train()
