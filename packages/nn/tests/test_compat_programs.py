@@ -148,6 +148,19 @@ def test_min_gpt_tracks_torch(tmp_path, capsys):
     assert _results(got) == pytest.approx(_results(ref), abs=2e-4)
 
 
+def test_min_gpt_bfloat16_autocast_tracks_torch(tmp_path, capsys):
+    # the forward under autocast("cpu", dtype=bfloat16), a disabled GradScaler's full protocol
+    ref, got = _both("min_gpt.py", ["--dtype", "bfloat16"], tmp_path, capsys)
+    pattern = r"^iter \d+: loss (\S+),"
+    r, g = _lines(ref, pattern), _lines(got, pattern)
+    assert len(r) == len(g) == 6
+    assert g[0] == pytest.approx(r[0], abs=1e-5)  # the same bfloat16 roundings at the start
+    assert g == pytest.approx(r, abs=5e-3)
+    fp32 = _lines(_run("min_gpt.py", ["--out", str(tmp_path / "fp32"), "--init-from",
+                                      str(tmp_path / "init.npz")], capsys, on_ember=True), pattern)
+    assert g[0] != fp32[0]  # bfloat16 really computed: the first loss moved
+
+
 def test_vae(tmp_path, capsys):
     out = _run("vae.py", ["--out", str(tmp_path)], capsys, on_ember=True)
     first, last = _results(out)

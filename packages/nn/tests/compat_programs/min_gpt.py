@@ -25,6 +25,7 @@ parser.add_argument("--out", default=".")
 parser.add_argument("--save-init", default=None)
 parser.add_argument("--init-from", default=None)
 parser.add_argument("--seed", type=int, default=1337)
+parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
 args = parser.parse_args(sys.argv[1:])
 
 
@@ -242,8 +243,11 @@ torch.backends.cudnn.allow_tf32 = True
 torch.set_float32_matmul_precision("high")
 device = "cuda" if torch.cuda.is_available() else "cpu"
 device_type = "cuda" if "cuda" in device else "cpu"
-ctx = contextlib.nullcontext() if device_type == "cpu" else \
-    torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16)
+ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype]
+ctx = contextlib.nullcontext() if args.dtype == "float32" else \
+    torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+# a loss scaler only matters for float16; with bfloat16/float32 it is a no-op
+scaler = torch.amp.GradScaler(device_type, enabled=(args.dtype == "float16"))
 
 batch_size, block_size = 8, 16
 rng = np.random.default_rng(args.seed)  # batches from NumPy, the same on every framework
@@ -337,9 +341,11 @@ for iter_num in range(args.iters + 1):
         logits, loss = model(X, Y)
     X, Y = get_batch("train")  # prefetch the next batch
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
+    scaler.step(optimizer)
+    scaler.update()
     scheduler.step()
     ema.update_parameters(model)
     with torch.no_grad():
