@@ -36,6 +36,11 @@ CASES = [
     ("RAdam", dict(lr=0.01)),
     ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
     ("RAdam", dict(lr=0.01, weight_decay=0.1)),
+    ("Rprop", dict(lr=0.01)),
+    ("Rprop", dict(lr=0.02, etas=(0.3, 1.5), step_sizes=(1e-3, 0.05), maximize=True)),
+    ("ASGD", dict(lr=0.01)),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=5, weight_decay=0.1)),
+    ("ASGD", dict(lr=0.02, t0=0, maximize=True)),
 ]
 IDS = [f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
 TOL = {"float64": dict(rtol=1e-10, atol=1e-12), "float32": dict(rtol=2e-5, atol=2e-6)}
@@ -305,6 +310,12 @@ def test_rejects_non_leaf_duplicates_and_bad_params():
         ("NAdam", dict(momentum_decay=-1), "momentum_decay"),
         ("RAdam", dict(betas=(0.9, 2.0)), "index 1"),
         ("LBFGS", dict(lr=-1), "invalid learning rate"),
+        ("Rprop", dict(lr=-0.1), "invalid learning rate"),
+        ("Rprop", dict(etas=(1.5, 1.2)), "invalid eta values 1.5, 1.2"),
+        ("Rprop", dict(etas=(0.5,)), "etas must be a pair"),
+        ("Rprop", dict(step_sizes=(1.0, 0.1)), "step_sizes must be a pair 0 <= min <= max"),
+        ("ASGD", dict(weight_decay=-1), "weight_decay"),
+        ("ASGD", dict(lr=-1), "invalid learning rate"),
     ],
 )
 def test_invalid_hyperparameters(name, kwargs, match):
