@@ -100,7 +100,9 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 
 
 # Imported on first use, to keep `import ember` fast.
-_LAZY_MODULES = ("utils", "func", "random", "serialization", "distributions", "amp", "backends")
+_LAZY_MODULES = (
+    "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
+)
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
     "is_autocast_enabled": "ember.amp",
