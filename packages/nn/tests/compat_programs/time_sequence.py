@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
+import torch.testing
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=4, help="steps to run")
@@ -122,7 +123,7 @@ if __name__ == "__main__":
     again = Sequence().double()
     again.load_state_dict(ckpt["model"])
     with torch.no_grad():
-        assert torch.allclose(again(test_input, future=5), seq(test_input, future=5))
+        torch.testing.assert_close(again(test_input, future=5), seq(test_input, future=5))
     resumed = optim.LBFGS(again.parameters(), lr=0.8)
     resumed.load_state_dict(ckpt["optimizer"])
     assert resumed.state_dict()["state"][0]["n_iter"] == optimizer.state_dict()["state"][0]["n_iter"]
