@@ -143,3 +143,37 @@ def test_small_ops_match_torch():
     p = ember.tensor([0.25], dtype=ember.float64, requires_grad=True)
     ember.logit(p).sum().backward()
     assert p.grad.item() == pytest.approx(1 / (0.25 * 0.75))
+
+
+ALIASES = ["absolute", "arctan2", "divide", "multiply", "subtract", "greater", "greater_equal",
+           "less", "less_equal", "negative", "not_equal", "arccos", "arcsin", "arctan", "fix",
+           "true_divide"]
+UNARY = {"absolute", "negative", "arccos", "arcsin", "arctan", "fix"}
+
+
+@pytest.mark.parametrize("name", ALIASES)
+def test_aliases_match_torch(name):
+    torch = _torch()
+    a = np.array([0.5, -0.25, 0.75, -0.9])
+    b = np.array([0.25, -0.5, 0.75, 0.3])
+    args_e = (ember.from_numpy(a),) if name in UNARY else (ember.from_numpy(a), ember.from_numpy(b))
+    args_t = (torch.from_numpy(a),) if name in UNARY else (torch.from_numpy(a), torch.from_numpy(b))
+    want = getattr(torch, name)(*args_t).numpy()
+    np.testing.assert_allclose(getattr(ember, name)(*args_e).numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(getattr(args_e[0], name)(*args_e[1:]).numpy(), want, rtol=1e-12)
+    if want.dtype == np.float64:  # comparisons have no in-place form on a float tensor here
+        x = args_e[0].clone()
+        getattr(x, name + "_")(*args_e[1:])
+        np.testing.assert_allclose(x.numpy(), want, rtol=1e-12)
+
+
+def test_divide_rounding_mode_and_device_queries():
+    torch = _torch()
+    a = np.array([7.0, -7.0])
+    assert ember.divide(ember.from_numpy(a), 2, rounding_mode="floor").tolist() == \
+        torch.divide(torch.from_numpy(a), 2, rounding_mode="floor").tolist()
+    x = ember.tensor([-1.0, 0.5, 3.0])
+    assert x.get_device() == torch.ones(1).get_device() == -1
+    assert not x.is_inference()
+    assert x.clone().clamp_min_(0.0).tolist() == [0.0, 0.5, 3.0]
+    assert x.clone().clamp_max_(1.0).tolist() == [-1.0, 0.5, 1.0]

@@ -8,7 +8,10 @@
 * reproducibility switches: ``use_deterministic_algorithms`` and its queries, ``ember.seed``,
   ``set_num_interop_threads`` / ``get_num_interop_threads``;
 * a few ops composed from others: ``diff``, ``logit``, ``erfc``, ``clamp_min``, ``clamp_max``,
-  ``detach`` (as functions and, where PyTorch has them, as methods).
+  ``detach`` (as functions and, where PyTorch has them, as methods);
+* PyTorch's NumPy-style aliases (``multiply``, ``divide``, ``subtract``, ``greater``,
+  ``less_equal``, ``negative``, ``absolute``, ``arctan2``, ``fix`` ...), as functions, methods
+  and in-place methods; ``Tensor.get_device()`` and ``Tensor.is_inference()``.
 
 >>> import ember
 >>> ember.is_tensor(ember.ones(2)), ember.is_complex(ember.ones(2)), 2.0 in ember.arange(3.0)
@@ -330,6 +333,27 @@ def detach(input: Tensor) -> Tensor:
     return input.detach()
 
 
+# alias -> the op it names, for ember.<alias>, Tensor.<alias> and Tensor.<alias>_
+_ALIASES = {
+    "absolute": "abs", "arctan2": "atan2", "divide": "div", "multiply": "mul", "subtract": "sub",
+    "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le", "negative": "neg",
+    "not_equal": "ne", "arccos": "acos", "arcsin": "asin", "arctan": "atan", "fix": "trunc",
+    "true_divide": "div",
+}
+
+
+def _get_device(self: Tensor) -> int:
+    """The device index: -1 on the CPU (and for devices without an index), as PyTorch."""
+    if self.device.type == "cpu" or self.device.index is None:
+        return -1
+    return self.device.index
+
+
+def _is_inference(self: Tensor) -> bool:
+    """Whether the tensor was made under ``inference_mode`` (ember records no such tensors: False)."""
+    return False
+
+
 def _install() -> None:
     ember = sys.modules["ember"]
     for name in __all__:
@@ -349,6 +373,19 @@ def _install() -> None:
     for name, fn in methods.items():
         if not hasattr(Tensor, name):
             setattr(Tensor, name, fn)
+    for alias, target in _ALIASES.items():
+        if not hasattr(ember, alias) and hasattr(ember, target):
+            setattr(ember, alias, getattr(ember, target))
+        for suffix in ("", "_"):
+            if not hasattr(Tensor, alias + suffix) and hasattr(Tensor, target + suffix):
+                setattr(Tensor, alias + suffix, getattr(Tensor, target + suffix))
+    if not hasattr(Tensor, "clamp_min_"):
+        Tensor.clamp_min_ = lambda self, min: self.clamp_(min=min)
+        Tensor.clamp_max_ = lambda self, max: self.clamp_(max=max)
+    if not hasattr(Tensor, "get_device"):
+        Tensor.get_device = _get_device
+    if not hasattr(Tensor, "is_inference"):
+        Tensor.is_inference = _is_inference
     for name, value in (("layout", strided), ("is_sparse", False), ("is_quantized", False),
                         ("is_mkldnn", False)):
         if not hasattr(Tensor, name):
