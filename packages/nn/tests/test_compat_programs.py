@@ -200,3 +200,15 @@ def test_time_sequence_tracks_torch(tmp_path, capsys):
     assert len(r) == len(g) > 40  # the same number of closure evaluations, in float64
     np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(_results(got), _results(ref), rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["soft", "hard"])
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_gumbel_vae(capsys, on_ember, hard):
+    out = _run("gumbel_vae.py", ["--hard"] if hard else [], capsys, on_ember)
+    first, last = _results(out)
+    assert 30 < first < 40 and last < 0.85 * first  # it learned past the mean image
+    assert re.search(r"^epoch 12 \| train +\d+\.\d{3} \| test +\d+\.\d{3} \| kl \d\.\d{3} \| "
+                     r"tau 0\.564$", out, re.M)
+    assert re.search(r"^\d+ distinct codes for 128 test images; prior samples \d+\.\d% on$",
+                     out, re.M)
