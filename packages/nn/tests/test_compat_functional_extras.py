@@ -1,8 +1,11 @@
-"""Functions real programs call that ember lacked (issue 15): F.gumbel_softmax (discrete-latent
-VAEs) and the deprecated nn.utils.clip_grad_norm."""
+"""What real programs call that ember lacked (issue 15): F.gumbel_softmax (discrete-latent
+VAEs), the deprecated nn.utils.clip_grad_norm, and nn.Buffer (buffers registered by
+assignment)."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import warnings
 
 import ember
@@ -73,3 +76,47 @@ def test_clip_grad_norm_old_name():
         ref = nn.utils.clip_grad_norm_([b], 1.0)
     assert total.item() == pytest.approx(ref.item())
     np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy())
+
+
+def _buffer_module(lib):
+    class Attn(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = lib.nn.Linear(2, 2)
+            self.bias = lib.nn.Buffer(lib.tril(lib.ones(3, 3)).view(1, 1, 3, 3))
+            self.cache = lib.nn.Buffer(lib.zeros(2), persistent=False)
+
+    return Attn()
+
+
+def test_buffer_registration_matches_torch():
+    torch = pytest.importorskip("torch")
+    e, t = _buffer_module(ember), _buffer_module(torch)
+    assert list(e.state_dict()) == list(t.state_dict())
+    assert [n for n, _ in e.named_buffers()] == [n for n, _ in t.named_buffers()]
+    assert not isinstance(e.bias, nn.Parameter) and not e.bias.requires_grad
+    # reassigning a plain tensor keeps it a buffer; a new Buffer can change persistence
+    for lib, m in ((ember, e), (torch, t)):
+        m.bias = lib.zeros(1, 1, 3, 3)
+        m.cache = lib.nn.Buffer(lib.ones(2), persistent=True)
+    assert list(e.state_dict()) == list(t.state_dict())
+    assert "cache" in e.state_dict()
+    assert e.cache.tolist() == [1.0, 1.0]
+
+
+def test_buffer_aliases_and_copies():
+    data = ember.ones(2)
+    b = nn.Buffer(data)
+    b.add_(1)
+    assert data.tolist() == [2.0, 2.0]  # an alias, as Parameter is
+    g = nn.Buffer(ember.ones(2, requires_grad=True))
+    assert g.requires_grad and g.is_leaf
+    m = _buffer_module(ember)
+    m.bias.fill_(3.0)
+    m2 = copy.deepcopy(m)
+    assert m2.bias.tolist() == m.bias.tolist() and "cache" not in m2.state_dict()
+    assert m2.bias.data_ptr() != m.bias.data_ptr()
+    back = pickle.loads(pickle.dumps(nn.Buffer(ember.ones(1), persistent=False)))
+    assert isinstance(back, nn.Buffer) and back.persistent is False
+    with pytest.raises(TypeError, match="Buffer\\(\\): expected data to be an ember.Tensor"):
+        nn.Buffer([1.0])
