@@ -102,6 +102,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 # Imported on first use, to keep `import ember` fast.
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
+    "special",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
@@ -119,6 +120,9 @@ _LAZY_ATTRS = {
     "get_rng_state": "ember.random",
     "set_rng_state": "ember.random",
     "seed": "ember.random",
+    "lgamma": "ember.special",
+    "digamma": "ember.special",
+    "xlogy": "ember.special",
 }
 
 

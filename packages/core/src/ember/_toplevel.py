@@ -354,6 +354,19 @@ def _is_inference(self: Tensor) -> bool:
     return False
 
 
+def _special_method(name: str, target: str, inplace: bool) -> Any:
+    # ember.special imports the distributions' special functions: loaded on first call
+    def method(self: Tensor, *args: Any) -> Tensor:
+        from ember import special
+
+        out = getattr(special, target)(self, *args)
+        return self.copy_(out) if inplace else out
+
+    method.__name__ = name
+    method.__doc__ = f"``ember.special.{target}`` of this tensor" + (", in place." if inplace else ".")
+    return method
+
+
 def _install() -> None:
     ember = sys.modules["ember"]
     for name in __all__:
@@ -382,6 +395,10 @@ def _install() -> None:
     if not hasattr(Tensor, "clamp_min_"):
         Tensor.clamp_min_ = lambda self, min: self.clamp_(min=min)
         Tensor.clamp_max_ = lambda self, max: self.clamp_(max=max)
+    for name, target in (("lgamma", "gammaln"), ("digamma", "digamma"), ("xlogy", "xlogy")):
+        for suffix in ("", "_"):
+            if not hasattr(Tensor, name + suffix):
+                setattr(Tensor, name + suffix, _special_method(name + suffix, target, suffix == "_"))
     if not hasattr(Tensor, "get_device"):
         Tensor.get_device = _get_device
     if not hasattr(Tensor, "is_inference"):
