@@ -212,3 +212,15 @@ def test_gumbel_vae(capsys, on_ember, hard):
                      r"tau 0\.564$", out, re.M)
     assert re.search(r"^\d+ distinct codes for 128 test images; prior samples \d+\.\d% on$",
                      out, re.M)
+
+
+def test_shim_imports_what_programs_import():
+    # `from torch.cuda.amp import ...` needs torch.cuda to be a package to the import system
+    with torch_is_ember():
+        from torch.cuda.amp import GradScaler, autocast  # noqa: F401
+        from torch.optim.swa_utils import AveragedModel  # noqa: F401
+        from torch.testing import assert_close  # noqa: F401
+        from torch.utils.data.dataloader import DataLoader  # noqa: F401
+        import torch.special
+
+        assert torch.special.__name__ == "ember.special"
