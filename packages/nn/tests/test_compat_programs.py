@@ -217,10 +217,10 @@ def test_gumbel_vae(capsys, on_ember, hard):
 def test_shim_imports_what_programs_import():
     # `from torch.cuda.amp import ...` needs torch.cuda to be a package to the import system
     with torch_is_ember():
+        import torch.special
         from torch.cuda.amp import GradScaler, autocast  # noqa: F401
         from torch.optim.swa_utils import AveragedModel  # noqa: F401
         from torch.testing import assert_close  # noqa: F401
         from torch.utils.data.dataloader import DataLoader  # noqa: F401
-        import torch.special
 
         assert torch.special.__name__ == "ember.special"
