@@ -181,3 +181,26 @@ def test_torch_has_the_same_contract(tmp_path):
         ember.load(e)
     with torch.serialization.safe_globals([HParams]), safe_globals([HParams]):
         assert ember.load(e)["hp"] == torch.load(p, weights_only=False)["hp"]
+
+
+def test_save_load_take_torchs_pickle_arguments(tmp_path):
+    # issue 15: programs pass pickle_protocol=, _use_new_zipfile_serialization=False, and
+    # load(..., encoding="latin1") for old checkpoints
+    path = tmp_path / "a.pt"
+    obj = {"w": ember.ones(2), "args": argparse.Namespace(lr=0.1), "n": 3}
+    for kw in (dict(pickle_protocol=4), dict(pickle_protocol=2, pickle_module=pickle),
+               dict(_use_new_zipfile_serialization=False, _disable_byteorder_record=True)):
+        ember.save(obj, path, **kw)
+        got = ember.load(path, weights_only=False, encoding="latin1")
+        assert got["args"].lr == 0.1 and got["w"].tolist() == [1.0, 1.0] and got["n"] == 3
+        assert ember.load(path, map_location="cpu", pickle_module=pickle, weights_only=False,
+                          mmap=True)["n"] == 3
+    # the protocol reaches the pickled objects' stream
+    ember.save({"args": argparse.Namespace(x=1)}, path, pickle_protocol=2)
+    assert ember.load(path, weights_only=False)["args"].x == 1
+    with pytest.raises(ValueError, match="pickle_protocol must be an int from 2 to"):
+        ember.save(obj, path, pickle_protocol=1)
+    with pytest.raises(TypeError, match="pickle_module must be the standard pickle module"):
+        ember.save(obj, path, pickle_module=argparse)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['bogus'\]"):
+        ember.load(path, bogus=1)

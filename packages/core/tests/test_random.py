@@ -289,3 +289,23 @@ def test_random_errors():
         ember.randperm(300, dtype=ember.uint8)
     with pytest.raises(RuntimeError, match="normal: expects all elements of std >= 0.0"):
         ember.normal(ember.zeros(2), ember.tensor([1.0, -1.0]))
+
+
+def test_fork_rng_takes_torch_arguments():
+    # issue 15: programs write `with torch.random.fork_rng(devices=[]):`
+    ember.manual_seed(3)
+    with ember.random.fork_rng(devices=[]):
+        inside = ember.rand(3)
+    with ember.random.fork_rng(devices=[], enabled=True, device_type="cuda"):
+        again = ember.rand(3)
+    assert bool((inside == again).all()) and bool((ember.rand(3) == inside).all())
+    with ember.random.fork_rng(enabled=False):
+        ember.rand(1)  # not forked: the generator advances
+    assert not bool((ember.rand(3) == inside).all())
+    if not ember.cuda.is_available():
+        with pytest.raises(RuntimeError, match=r"devices=\[0\] names cuda device 0, but there are 0"):
+            with ember.random.fork_rng(devices=[0]):
+                pass
+    with pytest.raises(TypeError, match="device_type must be a str"):
+        with ember.random.fork_rng(device_type=None):
+            pass

@@ -36,6 +36,11 @@ CASES = [
     ("RAdam", dict(lr=0.01)),
     ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
     ("RAdam", dict(lr=0.01, weight_decay=0.1)),
+    ("Rprop", dict(lr=0.01)),
+    ("Rprop", dict(lr=0.02, etas=(0.3, 1.5), step_sizes=(1e-3, 0.05), maximize=True)),
+    ("ASGD", dict(lr=0.01)),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=5, weight_decay=0.1)),
+    ("ASGD", dict(lr=0.02, t0=0, maximize=True)),
 ]
 IDS = [f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
 TOL = {"float64": dict(rtol=1e-10, atol=1e-12), "float32": dict(rtol=2e-5, atol=2e-6)}
@@ -219,6 +224,45 @@ def test_lbfgs_matches_torch(line_search, dtype):
         assert es["func_evals"] == ts["func_evals"] and es["n_iter"] == ts["n_iter"]
 
 
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_state_dict_resume(line_search):
+    # issue 15 (time-series program): L-BFGS keeps flat vectors over all parameters (d,
+    # old_dirs, prev_flat_grad) under the first parameter's state; loading them back must not
+    # demand that parameter's shape, and the resumed run continues exactly
+    p = _problem("float64")
+    params = _ember_params(p)
+    kw = dict(lr=0.5, max_iter=5, history_size=3, line_search_fn=line_search)
+    opt = optim.LBFGS(params, **kw)
+
+    def closure_for(o, ps):
+        def closure():
+            o.zero_grad()
+            loss = _ember_loss(ps, p)
+            loss.backward()
+            return loss
+        return closure
+
+    opt.step(closure_for(opt, params))
+    saved_params = [q.detach().clone() for q in params]
+    saved = _snapshot(opt.state_dict())
+    assert tuple(saved["state"][0]["d"].shape) == (sum(q.numel() for q in params),)
+    opt.step(closure_for(opt, params))
+
+    resumed = [nn.Parameter(q.clone()) for q in saved_params]
+    opt2 = optim.LBFGS(resumed, **kw)
+    opt2.load_state_dict(saved)
+    assert opt2.state[resumed[0]]["n_iter"] == saved["state"][0]["n_iter"]
+    opt2.step(closure_for(opt2, resumed))
+    for a, b in zip(params, resumed):
+        np.testing.assert_array_equal(to_np(a), to_np(b))
+    # per-parameter optimizers still refuse state of the wrong shape
+    sd = optim.Adam(resumed).state_dict()
+    sd["state"] = {0: {"step": ember.tensor(1.0), "exp_avg": ember.zeros(7),
+                       "exp_avg_sq": ember.zeros(7)}}
+    with pytest.raises(ValueError, match="state 'exp_avg' has shape"):
+        optim.Adam(resumed).load_state_dict(sd)
+
+
 def test_lbfgs_rejects_groups_and_needs_closure():
     a, b = nn.Parameter(ember.ones(1)), nn.Parameter(ember.ones(1))
     with pytest.raises(ValueError, match="parameter groups"):
@@ -266,6 +310,12 @@ def test_rejects_non_leaf_duplicates_and_bad_params():
         ("NAdam", dict(momentum_decay=-1), "momentum_decay"),
         ("RAdam", dict(betas=(0.9, 2.0)), "index 1"),
         ("LBFGS", dict(lr=-1), "invalid learning rate"),
+        ("Rprop", dict(lr=-0.1), "invalid learning rate"),
+        ("Rprop", dict(etas=(1.5, 1.2)), "invalid eta values 1.5, 1.2"),
+        ("Rprop", dict(etas=(0.5,)), "etas must be a pair"),
+        ("Rprop", dict(step_sizes=(1.0, 0.1)), "step_sizes must be a pair 0 <= min <= max"),
+        ("ASGD", dict(weight_decay=-1), "weight_decay"),
+        ("ASGD", dict(lr=-1), "invalid learning rate"),
     ],
 )
 def test_invalid_hyperparameters(name, kwargs, match):

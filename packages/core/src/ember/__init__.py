@@ -46,6 +46,14 @@ from ember._legacy import (  # noqa: F401  (legacy constructors; tensor() for an
     IntTensor, LongTensor, ShortTensor, tensor,
 )
 
+from ember._toplevel import (  # noqa: F401  (predicates, determinism switches, small ops)
+    are_deterministic_algorithms_enabled, clamp_max, clamp_min, detach, diff, erfc,
+    get_num_interop_threads, is_complex, is_deterministic_algorithms_warn_only_enabled,
+    is_floating_point, is_nonzero, is_same_size, is_tensor, layout, logit, numel,
+    set_num_interop_threads, strided, typename, use_deterministic_algorithms,
+)
+from ember import _foreach  # noqa: F401,E402  (ember._foreach_add_ and the other list ops)
+
 try:
     from ember._version import version as __version__
 except ImportError:  # a source tree that was never built by pip
@@ -92,8 +100,10 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 
 
 # Imported on first use, to keep `import ember` fast.
-_LAZY_MODULES = ("utils", "func", "random", "serialization", "distributions", "amp", "backends",
-                 "onnx")
+_LAZY_MODULES = (
+    "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
+    "special", "onnx",
+)
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
     "is_autocast_enabled": "ember.amp",
@@ -109,6 +119,10 @@ _LAZY_ATTRS = {
     "load_safetensors": "ember.serialization",
     "get_rng_state": "ember.random",
     "set_rng_state": "ember.random",
+    "seed": "ember.random",
+    "lgamma": "ember.special",
+    "digamma": "ember.special",
+    "xlogy": "ember.special",
 }
 
 

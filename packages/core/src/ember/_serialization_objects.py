@@ -165,7 +165,7 @@ def _numpy_node(w: Any, obj: Any) -> dict | None:
 
 class _Pickler(pickle.Pickler):
     def __init__(self, file: io.BytesIO, w: Any) -> None:
-        super().__init__(file, protocol=_PROTOCOL)
+        super().__init__(file, protocol=getattr(w, "pickle_protocol", _PROTOCOL))
         self.w = w
 
     def persistent_id(self, obj: Any) -> Any:
@@ -227,8 +227,8 @@ def _refusal(src_name: str, what: str, name: str) -> pickle.UnpicklingError:
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, reader: Any, weights_only: bool) -> None:
-        super().__init__(file)
+    def __init__(self, file: io.BytesIO, reader: Any, weights_only: bool, **load_args: Any) -> None:
+        super().__init__(file, **load_args)
         self.reader = reader
         self.weights_only = weights_only
         self.allowed = _allowed() if weights_only else None
@@ -266,7 +266,8 @@ def decode_node(reader: Any, tag: str, val: Any, depth: int) -> Any:
               f"malformed objects node {val!r}")
         data = bytes(memoryview(reader.tensor(val["pickles"])))
         reader._unpickler = _Unpickler(io.BytesIO(data), reader,
-                                       getattr(reader, "weights_only", True) is not False)
+                                       getattr(reader, "weights_only", True) is not False,
+                                       **getattr(reader, "pickle_load_args", {}))
         reader._pickled = []
         reader._pickle_count = val["count"]
         return reader.decode(val["root"], depth + 1)

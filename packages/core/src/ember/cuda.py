@@ -133,6 +133,9 @@ def _install_amp() -> None:
 
     sys.modules[__name__ + ".amp"] = _cuda_amp
     globals()["amp"] = _cuda_amp
+    # a package to the import system, as torch.cuda is: imports of `<alias>.cuda.amp` through
+    # an importer that maps another name onto ember (a torch -> ember shim) then resolve too
+    globals()["__path__"] = []
 
 
 _install_amp()

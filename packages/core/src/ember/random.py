@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from typing import Iterator
+from typing import Any, Iterable, Iterator
 
 from ember import _C
 from ember._C import Tensor, default_generator, initial_seed, manual_seed  # noqa: F401
@@ -49,16 +49,44 @@ def seed() -> int:
 
 
 @contextlib.contextmanager
-def fork_rng(enabled: bool = True) -> Iterator[None]:
+def fork_rng(
+    devices: Iterable[Any] | None = None,
+    enabled: bool = True,
+    _caller: str = "fork_rng",
+    _devices_kw: str = "devices",
+    device_type: str = "cuda",
+) -> Iterator[None]:
     """Restores the default generator's state when the block ends.
+
+    ``devices`` and ``device_type`` are PyTorch's (``fork_rng(devices=[])`` is the common call):
+    ember's random ops all draw from the one default generator, whatever the device, so forking
+    it forks them all; the device list is checked against the devices there are.
 
     >>> import ember
     >>> _ = ember.manual_seed(0)
-    >>> with ember.random.fork_rng():
+    >>> with ember.random.fork_rng(devices=[]):
     ...     inside = ember.rand(3)
     >>> bool((ember.rand(3) == inside).all())  # the draws inside did not advance the generator
     True
     """
+    if not isinstance(device_type, str):
+        raise TypeError(f"{_caller}: device_type must be a str, got {type(device_type).__name__}")
+    if device_type == "meta":
+        raise RuntimeError(f"{_caller}: device_type 'meta' has no random state to fork")
+    if devices is not None:
+        devices = list(devices)
+        if devices:
+            import ember
+
+            mod = getattr(ember, device_type, None)
+            count = mod.device_count() if mod is not None and hasattr(mod, "device_count") else 0
+            for d in devices:
+                index = d.index if hasattr(d, "index") else d
+                if not isinstance(index, int) or not 0 <= index < count:
+                    raise RuntimeError(
+                        f"{_caller}: {_devices_kw}={devices!r} names {device_type} device {d!r}, "
+                        f"but there are {count} {device_type} devices"
+                    )
     if not enabled:
         yield
         return

@@ -41,6 +41,7 @@ import io
 import json
 import math
 import os
+import pickle
 import struct
 import sys
 import zlib
@@ -206,11 +207,28 @@ def _write_storage(out: IO[bytes], u8: Tensor) -> int:
     return crc
 
 
-def save(obj: Any, f: FileLike, format: str = "ember") -> None:
+def _check_pickle_module(name: str, pickle_module: Any) -> None:
+    if pickle_module is not None and pickle_module is not pickle:
+        raise TypeError(
+            f"{name}: pickle_module must be the standard pickle module (or None), got "
+            f"{getattr(pickle_module, '__name__', type(pickle_module).__name__)}: the file is an "
+            "ember checkpoint, not a pickle, and its pickled objects use the standard pickler"
+        )
+
+
+def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int | None = None,
+         _use_new_zipfile_serialization: bool = True, _disable_byteorder_record: bool = False,
+         format: str = "ember") -> None:
     """Saves ``obj`` (nested dicts / lists / tuples of tensors, numbers, strings, bytes, None,
     bools, NumPy arrays; any other picklable object, such as a whole module, is pickled with its
     tensors stored beside the pickle) to the path or binary file ``f``. ``format="safetensors"`` writes a flat
     ``{str: Tensor}`` dict as safetensors instead.
+
+    PyTorch's other arguments are taken: ``pickle_protocol`` is the protocol of the pickled
+    objects (4 unless given); ``pickle_module`` may be the standard ``pickle`` module (the file
+    is not a pickle, so no other pickler can write it); ``_use_new_zipfile_serialization`` and
+    ``_disable_byteorder_record`` choose between PyTorch's container formats, and ember writes
+    its one format (little-endian) whatever they say.
 
     >>> import io, ember
     >>> buf = io.BytesIO()
@@ -221,12 +239,20 @@ def save(obj: Any, f: FileLike, format: str = "ember") -> None:
     >>> d["view"].data_ptr() - d["x"].data_ptr()  # still a view
     8
     """
+    _check_pickle_module("ember.save", pickle_module)
+    if pickle_protocol is not None and (
+            isinstance(pickle_protocol, bool) or not isinstance(pickle_protocol, int)
+            or not 2 <= pickle_protocol <= pickle.HIGHEST_PROTOCOL):
+        raise ValueError(f"ember.save: pickle_protocol must be an int from 2 to "
+                         f"{pickle.HIGHEST_PROTOCOL}, got {pickle_protocol!r}")
     if format == "safetensors":
         save_safetensors(obj, f)
         return
     if format != "ember":
         raise ValueError(f"ember.save: unknown format {format!r}; expected 'ember' or 'safetensors'")
     w = _Writer()
+    if pickle_protocol is not None:
+        w.pickle_protocol = pickle_protocol
     root = _objects.finish(w, w.encode(obj, "obj", 0, set()))
     if isinstance(f, (str, os.PathLike)):
         with _replacing(f) as out:
@@ -566,8 +592,9 @@ def _looks_like_safetensors(head: bytes) -> bool:
     return 2 <= n <= 100_000_000 and head[8:9] == b"{"
 
 
-def load(f: FileLike, map_location: Any = None, mmap: bool | None = False,
-         weights_only: bool | None = True) -> Any:
+def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
+         weights_only: bool | None = True, mmap: bool | None = False,
+         **pickle_load_args: Any) -> Any:
     """Loads what :func:`save` wrote (or a safetensors file, as a dict of tensors).
 
     By default (``mmap=False``, as in PyTorch) every storage is read into memory, so the loaded
@@ -585,6 +612,10 @@ def load(f: FileLike, map_location: Any = None, mmap: bool | None = False,
     ``weights_only=False`` (trusted files) or when their classes are allow-listed with
     :func:`add_safe_globals` / :class:`safe_globals` (``pickle.UnpicklingError`` otherwise).
 
+    ``pickle_module`` (the standard ``pickle`` module or None) and ``pickle_load_args``
+    (``encoding``, ``errors``, ``fix_imports``, as PyTorch passes them to the unpickler) apply to
+    the pickled objects in the file.
+
     A truncated or corrupt file raises :class:`CheckpointError` naming the file and the problem.
 
     >>> import io, ember
@@ -594,6 +625,11 @@ def load(f: FileLike, map_location: Any = None, mmap: bool | None = False,
     >>> ember.load(buf)
     [1.5, (tensor([0.]), None)]
     """
+    _check_pickle_module("ember.load", pickle_module)
+    unknown = sorted(set(pickle_load_args) - {"encoding", "errors", "fix_imports"})
+    if unknown:
+        raise TypeError(f"ember.load: unexpected keyword arguments {unknown} (the unpickler "
+                        "takes encoding, errors and fix_imports)")
     mmap = bool(mmap)
     src = _Source(f)
     try:
@@ -632,6 +668,7 @@ def load(f: FileLike, map_location: Any = None, mmap: bool | None = False,
         reader = _Reader(src, header, mmap, map_location)
         reader.header_offset = hoff
         reader.weights_only = weights_only is not False
+        reader.pickle_load_args = pickle_load_args
         try:
             return reader.decode(header["root"])
         except RecursionError:

@@ -16,7 +16,7 @@ except ImportError:  # not installed from a git checkout / sdist
     __version__ = "0.0.0"
 
 # ruff: noqa: I001  (order matters: parameter, functional and init before the layers using them)
-from ember.nn.parameter import Parameter, UninitializedBuffer, UninitializedParameter
+from ember.nn.parameter import Buffer, Parameter, UninitializedBuffer, UninitializedParameter
 from ember.nn import functional, init
 from ember.nn.modules import *  # noqa: F403  (every layer; the list lives once, in modules/__init__.py)
 from ember.nn.modules import __all__ as _modules_all
@@ -26,6 +26,7 @@ from ember.nn import utils
 __all__ = [
     "__version__",
     "Parameter",
+    "Buffer",
     "UninitializedParameter",
     "UninitializedBuffer",
     "RemovableHandle",

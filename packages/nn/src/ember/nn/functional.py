@@ -24,7 +24,7 @@ __all__ = [
     # activations
     "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "prelu", "elu", "elu_", "selu",
     "selu_", "celu", "celu_", "gelu", "silu", "mish", "tanh", "sigmoid", "hardtanh",
-    "hardtanh_", "rrelu", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "softmax",
+    "hardtanh_", "rrelu", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "softmax", "gumbel_softmax",
     "log_softmax", "softmin", "glu", "threshold", "tanhshrink", "softshrink", "hardshrink",
     # linear / conv
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -406,6 +406,35 @@ def log_softmax(
     if dim is None:
         dim = _softmax_dim("log_softmax", input.ndim)
     return _C.log_softmax(input, dim, dtype)
+
+
+def gumbel_softmax(
+    logits: Tensor, tau: float = 1, hard: bool = False, eps: float = 1e-10, dim: int = -1
+) -> Tensor:
+    """A sample from the Gumbel-softmax (concrete) distribution over ``dim``:
+    ``softmax((logits + g) / tau)`` with standard Gumbel noise ``g`` from the default
+    generator. ``hard=True`` returns the one-hot of the argmax in the forward pass and the soft
+    sample's gradient in the backward pass (straight-through). ``eps`` is unused, as in PyTorch.
+
+    >>> import ember
+    >>> y = gumbel_softmax(ember.zeros(2, 4), tau=0.5, hard=True)
+    >>> y.sum(-1).tolist(), sorted(set(y.flatten().tolist()))
+    ([1.0, 1.0], [0.0, 1.0])
+    """
+    if not isinstance(logits, Tensor):
+        raise TypeError(f"gumbel_softmax: logits must be a Tensor, got {type(logits).__name__}")
+    if not logits.is_floating_point():
+        raise TypeError(f"gumbel_softmax: logits must be floating point, got {logits.dtype}")
+    if tau <= 0:
+        raise ValueError(f"gumbel_softmax: tau must be positive, got {tau}")
+    # -log(Exp(1)) is standard Gumbel
+    gumbels = -ember.empty_like(logits).exponential_().log()
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = ember.zeros_like(logits).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
 
 
 def softmin(

@@ -77,6 +77,48 @@ def _copy_parameter(p: Tensor, memo: dict | None = None) -> Tensor:
     return new
 
 
+class Buffer(Tensor):
+    """A tensor to register as a module buffer by assignment: ``self.mask = Buffer(t)`` does what
+    ``self.register_buffer("mask", t, persistent=...)`` does (PyTorch 2.5's spelling).
+
+    ``Buffer(data, *, persistent=True)`` aliases ``data`` (shared memory, no autograd history,
+    the same ``requires_grad``); the module stores it as a plain tensor, as PyTorch does.
+
+    >>> import ember
+    >>> class M(ember.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.mask = ember.nn.Buffer(ember.ones(2))
+    ...         self.cache = ember.nn.Buffer(ember.zeros(1), persistent=False)
+    >>> m = M()
+    >>> list(m.state_dict()), [n for n, _ in m.named_buffers()]
+    (['mask'], ['mask', 'cache'])
+    """
+
+    def __init__(self, data: Tensor | None = None, *, persistent: bool = True) -> None:
+        if data is None:
+            data = ember.empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Buffer(): expected data to be an ember.Tensor, got {type(data).__name__}")
+        requires_grad = data.requires_grad
+        super().__init__(data.detach())
+        if requires_grad:
+            self.requires_grad_(True)
+        self.persistent = bool(persistent)
+
+    def _as_tensor(self) -> Tensor:
+        """The plain tensor a module stores: the same data, ``requires_grad`` kept."""
+        t = Tensor.detach(self)
+        return t.requires_grad_(True) if self.requires_grad else t
+
+    def __reduce_ex__(self, protocol: int):
+        return (_rebuild_buffer, (self._as_tensor(), self.persistent))
+
+
+def _rebuild_buffer(data: Tensor, persistent: bool) -> Buffer:
+    return Buffer(data, persistent=persistent)
+
+
 # ---- uninitialized parameters and buffers (lazy modules) ---------------------------------------
 _UNINIT_MSG = (
     "Attempted to use an uninitialized {kind} (`{name}`). This happens with lazy modules "

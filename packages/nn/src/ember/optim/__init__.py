@@ -14,16 +14,18 @@ try:
 except ImportError:  # not installed from a git checkout / sdist
     __version__ = "0.0.0"
 
-from ember.optim import lr_scheduler
+from ember.optim import lr_scheduler, swa_utils
 from ember.optim.adadelta import Adadelta
 from ember.optim.adagrad import Adagrad
 from ember.optim.adam import Adam, AdamW
 from ember.optim.adamax import Adamax
+from ember.optim.asgd import ASGD
 from ember.optim.lbfgs import LBFGS
 from ember.optim.nadam import NAdam
 from ember.optim.optimizer import Optimizer
 from ember.optim.radam import RAdam
 from ember.optim.rmsprop import RMSprop
+from ember.optim.rprop import Rprop
 from ember.optim.sgd import SGD
 
 __all__ = [
@@ -39,5 +41,8 @@ __all__ = [
     "NAdam",
     "RAdam",
     "LBFGS",
+    "Rprop",
+    "ASGD",
     "lr_scheduler",
+    "swa_utils",
 ]

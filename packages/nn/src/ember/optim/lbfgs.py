@@ -135,6 +135,8 @@ class LBFGS(Optimizer):
     1.0
     """
 
+    _state_shaped_like_params = False  # d, old_dirs, prev_flat_grad: flat over all parameters
+
     def __init__(
         self,
         params: Any,

@@ -182,6 +182,9 @@ class Optimizer:
     # (``_has_betas``) a valid ``betas`` pair. None: no common checks (custom subclasses).
     _nonneg: tuple[str, ...] | None = None
     _has_betas = False
+    # whether every floating state tensor has its parameter's shape (or is 0-d), which
+    # load_state_dict then checks; LBFGS keeps flattened vectors of all parameters instead
+    _state_shaped_like_params = True
 
     def _check_group(self, group: dict[str, Any]) -> None:
         """Raises ValueError for an invalid hyper-parameter of ``group`` (per optimizer)."""
@@ -438,7 +441,8 @@ class Optimizer:
             if isinstance(value, Tensor):
                 if key != "step" and param.is_floating_point() and value.is_floating_point():
                     value = value.to(param.dtype)
-                    if tuple(value.shape) not in ((), tuple(param.shape)):
+                    if self._state_shaped_like_params and \
+                            tuple(value.shape) not in ((), tuple(param.shape)):
                         raise ValueError(
                             f"{name}.load_state_dict: state '{key}' has shape {tuple(value.shape)} "
                             f"but its parameter has shape {tuple(param.shape)}"

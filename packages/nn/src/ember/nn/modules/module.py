@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import ember
 from ember import Tensor
-from ember.nn.parameter import Parameter, _copy_parameter, is_lazy
+from ember.nn.parameter import Buffer, Parameter, _copy_parameter, is_lazy
 
 __all__ = [
     "Module",
@@ -643,6 +643,12 @@ class Module:
                     "(ember.nn.Parameter or None expected)"
                 )
             self.register_parameter(name, value)
+        elif isinstance(value, Buffer):
+            if d.get("_buffers") is None:
+                raise AttributeError("cannot assign buffer before Module.__init__() call")
+            d.pop(name, None)
+            drop(self._parameters, self._modules)
+            self.register_buffer(name, value._as_tensor(), persistent=value.persistent)
         elif isinstance(value, Module):
             modules = d.get("_modules")
             if modules is None:

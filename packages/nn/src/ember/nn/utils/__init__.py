@@ -3,6 +3,7 @@ spectral normalization, and parametrizations."""
 
 from ember.nn.utils import parametrizations, parametrize, rnn
 from ember.nn.utils.clip_grad import (
+    clip_grad_norm,
     clip_grad_norm_,
     clip_grad_value_,
     clip_grads_with_norm_,
@@ -14,6 +15,7 @@ from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm
 
 __all__ = [
     "clip_grad_norm_",
+    "clip_grad_norm",
     "clip_grad_value_",
     "clip_grads_with_norm_",
     "get_total_norm",

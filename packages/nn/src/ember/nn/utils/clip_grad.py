@@ -13,12 +13,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Iterable
 
 import ember
 from ember import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
+__all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
+           "clip_grads_with_norm_"]
 
 
 def _as_list(tensors: Tensor | Iterable[Tensor]) -> list[Tensor]:
@@ -91,6 +93,33 @@ def clip_grad_norm_(
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
     clip_grads_with_norm_(params, max_norm, total)
     return total
+
+
+def clip_grad_norm(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
+    """The old name of :func:`clip_grad_norm_` (deprecated, as in PyTorch; warns once per call
+    site).
+
+    >>> import warnings, ember
+    >>> w = ember.nn.Parameter(ember.ones(2))
+    >>> w.grad = ember.full((2,), 3.0)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     round(ember.nn.utils.clip_grad_norm([w], 1.0).item(), 4)
+    4.2426
+    """
+    warnings.warn(
+        "ember.nn.utils.clip_grad_norm is now deprecated in favor of "
+        "ember.nn.utils.clip_grad_norm_.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 def clip_grad_value_(

@@ -1,0 +1,219 @@
+"""``ember.special``: the special functions of ``torch.special`` that ember computes, all
+differentiable: logistic and error functions, the gamma family (``gammaln``, ``digamma``/``psi``,
+``gammainc``/``gammaincc``), ``xlogy``/``xlog1py``/``entr``, the normal CDF family (``ndtr``,
+``ndtri``, ``log_ndtr``), ``sinc`` and the usual aliases (``expit``, ``exp2``, ``logsumexp`` ...).
+``ember.lgamma``, ``ember.digamma`` and ``ember.xlogy`` (and the tensor methods) are these too.
+
+>>> import ember
+>>> x = ember.tensor([0.5, 2.0], dtype=ember.float64)
+>>> [f"{v:.6f}" for v in ember.special.gammaln(x).tolist()]
+['0.572365', '0.000000']
+>>> [f"{v:.6f}" for v in ember.special.ndtr(ember.tensor([0.0, 1.0])).tolist()]
+['0.500000', '0.841345']
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import ember
+from ember import Tensor
+from ember.distributions import _special
+
+__all__ = [
+    "expit", "logit", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi", "gammainc",
+    "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc", "exp2", "expm1",
+    "log1p", "logsumexp", "softmax", "log_softmax", "round",
+]
+
+_SQRT2 = math.sqrt(2.0)
+
+
+def _tensor(name: str, x: Any) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (int, float)):
+        return ember.tensor(float(x))
+    raise TypeError(f"special.{name}(): expected a Tensor, got {type(x).__name__}")
+
+
+def _float(x: Tensor) -> Tensor:
+    return x if x.is_floating_point() else x.to(ember.get_default_dtype())
+
+
+def expit(input: Tensor) -> Tensor:
+    """The logistic sigmoid ``1 / (1 + exp(-x))``."""
+    return _tensor("expit", input).sigmoid()
+
+
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    """``log(p / (1 - p))``, ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
+    return ember.logit(_float(_tensor("logit", input)), eps)
+
+
+def erf(input: Tensor) -> Tensor:
+    """The error function."""
+    return _float(_tensor("erf", input)).erf()
+
+
+def erfc(input: Tensor) -> Tensor:
+    """The complementary error function ``1 - erf(x)``."""
+    return ember.erfc(_float(_tensor("erfc", input)))
+
+
+def erfinv(input: Tensor) -> Tensor:
+    """The inverse error function on (-1, 1)."""
+    return _float(_tensor("erfinv", input)).erfinv()
+
+
+def gammaln(input: Tensor) -> Tensor:
+    """``log |Gamma(x)|`` (PyTorch's ``lgamma``); its derivative is digamma.
+
+    >>> import ember
+    >>> f"{ember.special.gammaln(ember.tensor(5.0, dtype=ember.float64)).item():.8f}"  # log 4!
+    '3.17805383'
+    """
+    return _special.lgamma(_tensor("gammaln", input))
+
+
+def digamma(input: Tensor) -> Tensor:
+    """The digamma function ``d/dx log Gamma(x)``; its derivative is trigamma."""
+    return _special.digamma(_tensor("digamma", input))
+
+
+psi = digamma
+lgamma = gammaln  # the top-level name, ember.lgamma
+
+
+def gammainc(input: Tensor, other: Tensor) -> Tensor:
+    """The regularized lower incomplete gamma function ``P(a, x)`` (``input`` is ``a``)."""
+    a, x = _tensor("gammainc", input), _tensor("gammainc", other)
+    return _special.gammainc(a, x)
+
+
+def gammaincc(input: Tensor, other: Tensor) -> Tensor:
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``."""
+    return 1 - gammainc(input, other)
+
+
+def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:
+    """``x * log(y)``, 0 where ``x == 0`` (NaN where ``y`` is NaN).
+
+    >>> import ember
+    >>> ember.special.xlogy(ember.tensor([0.0, 2.0]), ember.tensor([0.0, 1.0])).tolist()
+    [0.0, 0.0]
+    """
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise TypeError("xlogy(): expected at least one Tensor argument")
+    y = other if isinstance(other, Tensor) else ember.full_like(input, float(other))
+    x = input if isinstance(input, Tensor) else ember.full_like(y, float(input))
+    x, y = _float(x), _float(y)
+    out = _special.xlogy(x, y)
+    return ember.where(ember.isnan(y), y, out)
+
+
+def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:
+    """``x * log1p(y)``, 0 where ``x == 0`` (NaN where ``y`` is NaN)."""
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise TypeError("xlog1py(): expected at least one Tensor argument")
+    y = other if isinstance(other, Tensor) else ember.full_like(input, float(other))
+    x = input if isinstance(input, Tensor) else ember.full_like(y, float(input))
+    x, y = _float(x), _float(y)
+    zero = x == 0
+    safe = ember.where(zero, ember.zeros_like(y), y)
+    out = ember.where(zero, ember.zeros_like(x * y), x * safe.log1p())
+    return ember.where(ember.isnan(y), y, out)
+
+
+def entr(input: Tensor) -> Tensor:
+    """The elementwise entropy ``-x log x``: 0 at 0, ``-inf`` for ``x < 0``."""
+    x = _float(_tensor("entr", input))
+    pos = x > 0
+    safe = ember.where(pos, x, ember.ones_like(x))
+    out = ember.where(pos, -x * safe.log(), ember.zeros_like(x))
+    out = ember.where(x < 0, ember.full_like(x, -math.inf), out)
+    return ember.where(ember.isnan(x), x, out)
+
+
+def _log_ndtr_tail(x: Tensor) -> Tensor:
+    """log Phi(x) for x < -5 (other entries are replaced by -5): with z = -x / sqrt 2,
+    Phi(x) = erfc(z) / 2 and erfc(z) = exp(-z^2) / (sqrt(pi) K(z)), K the continued fraction
+    z + (1/2) / (z + (2/2) / (z + (3/2) / ...)), 40 levels (converged to double precision for
+    z > 3.5), so nothing underflows or cancels."""
+    z = -ember.where(x < -5, x, ember.full_like(x, -5.0)) / _SQRT2
+    k = z
+    for j in range(40, 0, -1):
+        k = z + (j / 2) / k
+    return math.log(0.5) - z * z - 0.5 * math.log(math.pi) - k.log()
+
+
+def ndtr(input: Tensor) -> Tensor:
+    """The standard normal CDF ``(1 + erf(x / sqrt 2)) / 2`` (from the tail's continued fraction
+    below -5, where the sum would cancel)."""
+    x = _float(_tensor("ndtr", input))
+    direct = 0.5 * (1 + (x / _SQRT2).erf())
+    return ember.where(x < -5, _log_ndtr_tail(x).exp(), direct)
+
+
+def ndtri(input: Tensor) -> Tensor:
+    """The inverse of :func:`ndtr` on (0, 1) (``-inf`` at 0, ``inf`` at 1)."""
+    p = _float(_tensor("ndtri", input))
+    return _SQRT2 * (2 * p - 1).erfinv()
+
+
+def log_ndtr(input: Tensor) -> Tensor:
+    """``log(ndtr(x))``, accurate for very negative ``x`` too.
+
+    >>> import ember
+    >>> f"{ember.special.log_ndtr(ember.tensor(-20.0, dtype=ember.float64)).item():.4f}"
+    '-203.9172'
+    """
+    x = _float(_tensor("log_ndtr", input))
+    direct = (0.5 * (1 + (ember.where(x < -5, ember.zeros_like(x), x) / _SQRT2).erf())).log()
+    return ember.where(x < -5, _log_ndtr_tail(x), direct)
+
+
+def sinc(input: Tensor) -> Tensor:
+    """The normalized sinc ``sin(pi x) / (pi x)``, 1 at 0."""
+    x = _float(_tensor("sinc", input))
+    zero = x == 0
+    safe = ember.where(zero, ember.ones_like(x), x) * math.pi
+    return ember.where(zero, ember.ones_like(x), safe.sin() / safe)
+
+
+def exp2(input: Tensor) -> Tensor:
+    """``2 ** x``."""
+    return (_float(_tensor("exp2", input)) * math.log(2.0)).exp()
+
+
+def expm1(input: Tensor) -> Tensor:
+    """``exp(x) - 1``, accurate near 0."""
+    return _float(_tensor("expm1", input)).expm1()
+
+
+def log1p(input: Tensor) -> Tensor:
+    """``log(1 + x)``, accurate near 0."""
+    return _float(_tensor("log1p", input)).log1p()
+
+
+def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` over ``dim``, computed stably."""
+    return ember.logsumexp(_tensor("logsumexp", input), dim, keepdim)
+
+
+def softmax(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    """``softmax`` over ``dim`` (``dtype`` casts first)."""
+    x = _tensor("softmax", input)
+    return (x if dtype is None else x.to(dtype)).softmax(dim)
+
+
+def log_softmax(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    """``log_softmax`` over ``dim`` (``dtype`` casts first)."""
+    x = _tensor("log_softmax", input)
+    return (x if dtype is None else x.to(dtype)).log_softmax(dim)
+
+
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """Rounds half to even, to ``decimals`` places."""
+    return ember.round(_tensor("round", input), decimals=decimals)
