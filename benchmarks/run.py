@@ -146,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.threads} thread(s), {os.cpu_count()} CPU(s), {repeats} repeats"
           f"{' (quick: rough numbers)' if args.quick else ''}; "
           "ratio = ember time / torch time, < 1 means ember is faster")  # fmt: skip
+    forced = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    if forced:
+        # OpenBLAS then runs the named core's kernels, not the best for this CPU (an AVX2
+        # kernel on an AVX-512 machine): ember's matrix products slow down, torch's (MKL) don't.
+        print(f"\nnote: {' '.join(f'{k}={v}' for k, v in forced.items())} is set: OpenBLAS's "
+              "kernels are forced, so ember's matrix products (the training cases) run slower "
+              "than this CPU allows; unset both for representative numbers")
     print()
     table = harness.markdown_table(results)
     print(table)
