@@ -13,14 +13,14 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
+from ember.distributions._probs_logits import ProbsOrLogits
 from ember.distributions._special import binomial, lgamma
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Binomial"]
 
 
-class Binomial(Distribution):
+class Binomial(ProbsOrLogits, Distribution):
     """Number of successes in ``total_count`` independent trials of probability ``probs``
     (or ``logits``); ``total_count`` broadcasts with the probabilities.
 
@@ -45,29 +45,13 @@ class Binomial(Distribution):
         logits: Tensor | float | None = None,
         validate_args: bool | None = None,
     ) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.to(self.probs.dtype)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)  # type: ignore[arg-type]
-            self.total_count = self.total_count.to(self.logits.dtype)
-        self._param = self.probs if probs is not None else self.logits
+        (total_count,) = self._set_probs_or_logits(probs, logits, total_count)
+        self.total_count = total_count.to(self._param.dtype)
         super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Binomial:
-        new = self._get_checked_instance(Binomial, _instance)
-        batch_shape = Size(batch_shape)
-        new.total_count = self.total_count.expand(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expand_params(Binomial, batch_shape, _instance, "total_count")
+        self._expand_probs_or_logits(new, new.batch_shape)
         return new
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
@@ -85,14 +69,6 @@ class Binomial(Distribution):
     @property
     def variance(self) -> Tensor:
         return self.total_count * self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

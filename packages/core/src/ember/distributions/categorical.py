@@ -14,13 +14,13 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
+from ember.distributions._probs_logits import ProbsOrLogits
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Categorical"]
 
 
-class Categorical(Distribution):
+class Categorical(ProbsOrLogits, Distribution):
     """Categorical distribution given by ``probs`` (normalized over the last dimension) or
     ``logits`` (unnormalized log-probabilities), exactly one of them.
 
@@ -33,6 +33,7 @@ class Categorical(Distribution):
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
     has_enumerate_support = True
+    _is_binary = False
 
     def __init__(
         self, probs: Tensor | None = None, logits: Tensor | None = None, validate_args: bool | None = None
@@ -54,31 +55,14 @@ class Categorical(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Categorical:
-        new = self._get_checked_instance(Categorical, _instance)
-        batch_shape = Size(batch_shape)
-        param_shape = tuple(batch_shape) + (self._num_events,)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(param_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(param_shape)
-            new._param = new.logits
+        new = self._expand_params(Categorical, batch_shape, _instance)
+        self._expand_probs_or_logits(new, tuple(new.batch_shape) + (self._num_events,))
         new._num_events = self._num_events
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self) -> constraints.Constraint:
         return constraints.integer_interval(0, self._num_events - 1)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits)
 
     @property
     def param_shape(self) -> Size:

@@ -215,6 +215,25 @@ class Distribution:
                 f"but found invalid values:\n{value}"
             )
 
+    def _expand_params(self, cls: type, batch_shape: _ShapeLike, _instance: Distribution | None, *names: str) -> Any:
+        """The common body of ``expand``: a new instance (of ``cls``, or ``_instance``) with the
+        given batch shape, this one's event shape and validation setting, and expanded views of
+        the parameters ``names`` (each of which has the batch shape).
+
+        >>> import ember
+        >>> from ember.distributions import Normal
+        >>> d = Normal(ember.zeros(3), 1.0)
+        >>> d._expand_params(Normal, (2, 3), None, "loc", "scale").scale.shape
+        ember.Size([2, 3])
+        """
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = Size(batch_shape)
+        for name in names:
+            setattr(new, name, getattr(self, name).expand(batch_shape))
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def _get_checked_instance(self, cls: type, _instance: Distribution | None = None) -> Any:
         if _instance is None and type(self).__init__ != cls.__init__:
             raise NotImplementedError(

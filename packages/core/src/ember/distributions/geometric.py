@@ -8,14 +8,14 @@
 
 from __future__ import annotations
 
-from numbers import Number
 from typing import Any
 
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
+from ember.distributions._probs_logits import ProbsOrLogits
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from ember.distributions.utils import broadcast_all
 
 __all__ = ["Geometric"]
 
@@ -24,7 +24,7 @@ def _bce_with_logits(logits: Tensor, target: Tensor) -> Tensor:
     return ember.clamp(logits, min=0) - logits * target + ember.log1p(ember.exp(-ember.abs(logits)))
 
 
-class Geometric(Distribution):
+class Geometric(ProbsOrLogits, Distribution):
     """Failures before the first success in Bernoulli(``probs``) trials (support 0, 1, 2, ...),
     given by ``probs`` or ``logits``.
 
@@ -42,17 +42,8 @@ class Geometric(Distribution):
         logits: Tensor | float | None = None,
         validate_args: bool | None = None,
     ) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-            is_scalar = isinstance(probs, Number)
-        else:
-            (self.logits,) = broadcast_all(logits)  # type: ignore[arg-type]
-            is_scalar = isinstance(logits, Number)
-        param = self.probs if probs is not None else self.logits
-        batch_shape = Size() if is_scalar else param.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        self._set_probs_or_logits(probs, logits)
+        super().__init__(self._param.size(), validate_args=validate_args)
         if self._validate_args and probs is not None:
             # 0 < probs <= 1 (the unit_interval check above also lets 0 through)
             value = self.probs
@@ -67,14 +58,8 @@ class Geometric(Distribution):
                 )
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Geometric:
-        new = self._get_checked_instance(Geometric, _instance)
-        batch_shape = Size(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expand_params(Geometric, batch_shape, _instance)
+        self._expand_probs_or_logits(new, new.batch_shape)
         return new
 
     @property
@@ -88,14 +73,6 @@ class Geometric(Distribution):
     @property
     def variance(self) -> Tensor:
         return (1.0 / self.probs - 1.0) / self.probs
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)

@@ -13,9 +13,9 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
+from ember.distributions._probs_logits import ProbsOrLogits
 from ember.distributions._special import lgamma, poisson, standard_gamma
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["NegativeBinomial"]
 
@@ -24,7 +24,7 @@ def _logsigmoid(x: Tensor) -> Tensor:
     return -(ember.clamp(-x, min=0) + ember.log1p(ember.exp(-ember.abs(x))))
 
 
-class NegativeBinomial(Distribution):
+class NegativeBinomial(ProbsOrLogits, Distribution):
     """Number of successes (each with probability ``probs``) before ``total_count`` failures;
     sampled as a Gamma-Poisson mixture.
 
@@ -48,38 +48,14 @@ class NegativeBinomial(Distribution):
         logits: Tensor | float | None = None,
         validate_args: bool | None = None,
     ) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.to(self.probs.dtype)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)  # type: ignore[arg-type]
-            self.total_count = self.total_count.to(self.logits.dtype)
-        self._param = self.probs if probs is not None else self.logits
+        (total_count,) = self._set_probs_or_logits(probs, logits, total_count)
+        self.total_count = total_count.to(self._param.dtype)
         super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> NegativeBinomial:
-        new = self._get_checked_instance(NegativeBinomial, _instance)
-        batch_shape = Size(batch_shape)
-        new.total_count = self.total_count.expand(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expand_params(NegativeBinomial, batch_shape, _instance, "total_count")
+        self._expand_probs_or_logits(new, new.batch_shape)
         return new
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

@@ -10,22 +10,16 @@ True
 
 from __future__ import annotations
 
-from numbers import Number
 from typing import Any
 
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
+from ember.distributions._probs_logits import ProbsOrLogits
 from ember.distributions.distribution import Distribution
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.transforms import SigmoidTransform
-from ember.distributions.utils import (
-    broadcast_all,
-    clamp_probs,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
-)
+from ember.distributions.utils import broadcast_all, clamp_probs
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli"]
 
@@ -34,7 +28,7 @@ def _softplus(x: Tensor) -> Tensor:
     return ember.clamp(x, min=0) + ember.log1p(ember.exp(-ember.abs(x)))
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(ProbsOrLogits, Distribution):
     """The logit of a RelaxedBernoulli sample: (logit(U) + logits) / temperature for
     U ~ Uniform(0, 1)."""
 
@@ -49,39 +43,14 @@ class LogitRelaxedBernoulli(Distribution):
         validate_args: bool | None = None,
     ) -> None:
         self.temperature = temperature
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            is_scalar = isinstance(probs, Number)
-            (self.probs,) = broadcast_all(probs)
-        else:
-            is_scalar = isinstance(logits, Number)
-            (self.logits,) = broadcast_all(logits)  # type: ignore[arg-type]
-        self._param = self.probs if probs is not None else self.logits
-        batch_shape = Size() if is_scalar else self._param.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        self._set_probs_or_logits(probs, logits)
+        super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> LogitRelaxedBernoulli:
-        new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
-        batch_shape = Size(batch_shape)
+        new = self._expand_params(LogitRelaxedBernoulli, batch_shape, _instance)
         new.temperature = self.temperature
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        self._expand_probs_or_logits(new, new.batch_shape)
         return new
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

@@ -1,0 +1,64 @@
+"""The ``probs`` / ``logits`` parameterization shared by the Bernoulli-like and categorical
+distributions: exactly one of them is given and stored, the other is derived lazily.
+
+>>> import ember
+>>> from ember.distributions import Bernoulli
+>>> d = Bernoulli(logits=ember.tensor([0.0]))
+>>> "probs" in d.__dict__, d.probs.tolist(), "probs" in d.__dict__
+(False, [0.5], True)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember import Tensor
+from ember.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+
+__all__ = ["ProbsOrLogits"]
+
+
+class ProbsOrLogits:
+    """Mixin for a distribution given by ``probs`` or ``logits`` (exactly one).
+
+    The given one is stored as an attribute and as ``_param``; the other is a
+    :class:`~ember.distributions.utils.lazy_property` computed from it on first use: sigmoid /
+    log-odds when ``_is_binary`` (one success probability per batch element), else softmax /
+    log over the last dimension (probabilities of K categories).
+
+    >>> import ember
+    >>> from ember.distributions import Binomial
+    >>> d = Binomial(4, logits=ember.tensor([0.0, 0.0]))
+    >>> d.probs.tolist(), d.expand((3, 2)).logits.shape
+    ([0.5, 0.5], ember.Size([3, 2]))
+    """
+
+    _is_binary = True
+    _param: Tensor
+
+    def _set_probs_or_logits(self, probs: Any, logits: Any, *others: Any) -> tuple[Tensor, ...]:
+        """Stores whichever of ``probs``/``logits`` is given (and as ``_param``), broadcast with
+        ``others`` (which come first, so a tensor among them sets the dtype); returns ``others``
+        broadcast."""
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        name, value = ("probs", probs) if probs is not None else ("logits", logits)
+        *rest, param = broadcast_all(*others, value)
+        setattr(self, name, param)
+        self._param = param
+        return tuple(rest)
+
+    def _expand_probs_or_logits(self, new: ProbsOrLogits, shape: Any) -> None:
+        """Sets on ``new`` the expanded views of whichever of ``probs``/``logits`` this one holds."""
+        for name in ("probs", "logits"):
+            if name in self.__dict__:
+                new._param = self.__dict__[name].expand(shape)
+                setattr(new, name, new._param)
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        return probs_to_logits(self.probs, is_binary=self._is_binary)
+
+    @lazy_property
+    def probs(self) -> Tensor:
+        return logits_to_probs(self.logits, is_binary=self._is_binary)
