@@ -49,12 +49,7 @@ class Beta(ExponentialFamily):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Beta:
-        new = self._get_checked_instance(Beta, _instance)
-        batch_shape = Size(batch_shape)
-        new.concentration1 = self.concentration1.expand(batch_shape)
-        new.concentration0 = self.concentration0.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expand_params(Beta, batch_shape, _instance, "concentration1", "concentration0")
         return new
 
     @property

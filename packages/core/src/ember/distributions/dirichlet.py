@@ -44,11 +44,8 @@ class Dirichlet(ExponentialFamily):
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Dirichlet:
-        new = self._get_checked_instance(Dirichlet, _instance)
-        batch_shape = Size(batch_shape)
+        new = self._expand_params(Dirichlet, batch_shape, _instance)
         new.concentration = self.concentration.expand(tuple(batch_shape) + tuple(self.event_shape))
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @property

@@ -49,14 +49,11 @@ class Independent(Distribution):
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Independent:
-        new = self._get_checked_instance(Independent, _instance)
-        batch_shape = Size(batch_shape)
+        new = self._expand_params(Independent, batch_shape, _instance)
         new.base_dist = self.base_dist.expand(
             tuple(batch_shape) + tuple(self.event_shape[: self.reinterpreted_batch_ndims])
         )
         new.reinterpreted_batch_ndims = self.reinterpreted_batch_ndims
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @property

@@ -52,13 +52,10 @@ class Multinomial(Distribution):
         super().__init__(batch_shape, event_shape, validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Multinomial:
-        new = self._get_checked_instance(Multinomial, _instance)
-        batch_shape = Size(batch_shape)
+        new = self._expand_params(Multinomial, batch_shape, _instance)
         new.total_count = self.total_count
         new._categorical = self._categorical.expand(batch_shape)
         new._binomial = Binomial(total_count=self.total_count, probs=new._categorical.probs)
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @constraints.dependent_property(is_discrete=True, event_dim=1)

@@ -97,8 +97,7 @@ class MultivariateNormal(Distribution):
             self._unbroadcasted_scale_tril = cholesky(_inverse_from_tril(cholesky(precision_matrix)))
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> MultivariateNormal:
-        new = self._get_checked_instance(MultivariateNormal, _instance)
-        batch_shape = Size(batch_shape)
+        new = self._expand_params(MultivariateNormal, batch_shape, _instance)
         loc_shape = tuple(batch_shape) + tuple(self.event_shape)
         cov_shape = loc_shape + tuple(self.event_shape)
         new.loc = self.loc.expand(loc_shape)
@@ -109,8 +108,6 @@ class MultivariateNormal(Distribution):
             new.scale_tril = self.scale_tril.expand(cov_shape)
         if "precision_matrix" in self.__dict__:
             new.precision_matrix = self.precision_matrix.expand(cov_shape)
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @lazy_property

@@ -46,11 +46,7 @@ class OneHotCategorical(Distribution):
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> OneHotCategorical:
-        new = self._get_checked_instance(OneHotCategorical, _instance)
-        batch_shape = Size(batch_shape)
-        new._categorical = self._categorical.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expand_params(OneHotCategorical, batch_shape, _instance, "_categorical")
         return new
 
     @property

@@ -46,12 +46,9 @@ class ExpRelaxedCategorical(Distribution):
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> ExpRelaxedCategorical:
-        new = self._get_checked_instance(ExpRelaxedCategorical, _instance)
-        batch_shape = Size(batch_shape)
+        new = self._expand_params(ExpRelaxedCategorical, batch_shape, _instance)
         new.temperature = self.temperature
         new._categorical = self._categorical.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @property

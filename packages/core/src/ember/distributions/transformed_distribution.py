@@ -78,16 +78,13 @@ class TransformedDistribution(Distribution):
         super().__init__(forward_shape[:cut], forward_shape[cut:], validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> TransformedDistribution:
-        new = self._get_checked_instance(TransformedDistribution, _instance)
-        batch_shape = Size(batch_shape)
+        new = self._expand_params(TransformedDistribution, batch_shape, _instance)
         shape = tuple(batch_shape) + tuple(self.event_shape)
         for t in reversed(self.transforms):
             shape = tuple(t.inverse_shape(shape))
         base_batch_shape = shape[: len(shape) - len(self.base_dist.event_shape)]
         new.base_dist = self.base_dist.expand(base_batch_shape)
         new.transforms = self.transforms
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @constraints.dependent_property(is_discrete=False)
