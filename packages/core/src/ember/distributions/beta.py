@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-from numbers import Number
 from typing import Any
 
 import ember
@@ -42,11 +41,7 @@ class Beta(ExponentialFamily):
         self, concentration1: Tensor | float, concentration0: Tensor | float, validate_args: bool | None = None
     ) -> None:
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
-        if isinstance(concentration1, Number) and isinstance(concentration0, Number):
-            batch_shape = Size()
-        else:
-            batch_shape = self.concentration1.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self.concentration1.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Beta:
         new = self._expand_params(Beta, batch_shape, _instance, "concentration1", "concentration0")

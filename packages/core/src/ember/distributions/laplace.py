@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import math
-from numbers import Number
 from typing import Any
 
 import ember
@@ -36,11 +35,7 @@ class Laplace(Distribution):
 
     def __init__(self, loc: Tensor | float, scale: Tensor | float, validate_args: bool | None = None) -> None:
         self.loc, self.scale = broadcast_all(loc, scale)
-        if isinstance(loc, Number) and isinstance(scale, Number):
-            batch_shape = Size()
-        else:
-            batch_shape = self.loc.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self.loc.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Laplace:
         new = self._expand_params(Laplace, batch_shape, _instance, "loc", "scale")

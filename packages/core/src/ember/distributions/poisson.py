@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-from numbers import Number
 from typing import Any
 
 import ember
@@ -37,8 +36,7 @@ class Poisson(ExponentialFamily):
 
     def __init__(self, rate: Tensor | float, validate_args: bool | None = None) -> None:
         (self.rate,) = broadcast_all(rate)
-        batch_shape = Size() if isinstance(rate, Number) else self.rate.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self.rate.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Poisson:
         new = self._expand_params(Poisson, batch_shape, _instance, "rate")

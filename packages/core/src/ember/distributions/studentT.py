@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import math
-from numbers import Number
 from typing import Any
 
 import ember
@@ -45,9 +44,7 @@ class StudentT(Distribution):
     ) -> None:
         self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
         self._chi2 = Chi2(self.df)
-        all_numbers = all(isinstance(v, Number) for v in (df, loc, scale))
-        batch_shape = Size() if all_numbers else self.df.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self.df.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> StudentT:
         new = self._expand_params(StudentT, batch_shape, _instance, "df", "loc", "scale", "_chi2")

@@ -8,7 +8,6 @@ True
 
 from __future__ import annotations
 
-from numbers import Number
 from typing import Any
 
 import ember
@@ -38,11 +37,7 @@ class Uniform(Distribution):
 
     def __init__(self, low: Tensor | float, high: Tensor | float, validate_args: bool | None = None) -> None:
         self.low, self.high = broadcast_all(low, high)
-        if isinstance(low, Number) and isinstance(high, Number):
-            batch_shape = Size()
-        else:
-            batch_shape = self.low.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self.low.size(), validate_args=validate_args)
         if self._validate_args and not bool(ember.lt(self.low, self.high).all()):
             raise ValueError("Uniform is not defined when low>= high")
 

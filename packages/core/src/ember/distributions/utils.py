@@ -30,7 +30,8 @@ __all__ = [
 
 def broadcast_all(*values: Tensor | Number) -> tuple[Tensor, ...]:
     """Turns numbers into tensors (dtype and device of the first tensor argument, else the
-    default dtype) and broadcasts everything to one shape.
+    default dtype) and broadcasts everything to one shape (``()`` when all are numbers, so a
+    distribution can take its batch shape from a result).
 
     >>> import ember
     >>> a, b = broadcast_all(ember.ones(2, 1, dtype=ember.float64), 3)
