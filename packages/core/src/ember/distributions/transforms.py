@@ -433,18 +433,27 @@ class ReshapeTransform(Transform):
         return tuple(shape[:cut]) + tuple(self.in_shape)
 
 
-class ExpTransform(Transform):
+class _ParameterFreeTransform(Transform):
+    """A transform with no parameters: all instances of one such class are equal.
+
+    >>> from ember.distributions.transforms import ExpTransform
+    >>> ExpTransform() == ExpTransform(), ExpTransform() == ExpTransform().inv
+    (True, False)
+    """
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, type(self))
+
+    __hash__ = object.__hash__
+
+
+class ExpTransform(_ParameterFreeTransform):
     """y = exp(x)."""
 
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ExpTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x: Tensor) -> Tensor:
         return ember.exp(x)
@@ -504,18 +513,13 @@ class PowerTransform(Transform):
         return ember.broadcast_shapes(tuple(shape), tuple(self.exponent.shape))
 
 
-class SigmoidTransform(Transform):
+class SigmoidTransform(_ParameterFreeTransform):
     """y = 1 / (1 + exp(-x)), kept inside (0, 1) of the dtype."""
 
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True
     sign = +1
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SigmoidTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x: Tensor) -> Tensor:
         fi = ember.finfo(x.dtype)
@@ -530,18 +534,13 @@ class SigmoidTransform(Transform):
         return -_softplus(-x) - _softplus(x)
 
 
-class SoftplusTransform(Transform):
+class SoftplusTransform(_ParameterFreeTransform):
     """y = log(1 + exp(x))."""
 
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SoftplusTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x: Tensor) -> Tensor:
         return _softplus(x)
@@ -553,18 +552,13 @@ class SoftplusTransform(Transform):
         return -_softplus(-x)
 
 
-class TanhTransform(Transform):
+class TanhTransform(_ParameterFreeTransform):
     """y = tanh(x); its inverse is atanh, so values of exactly +-1 map to +-inf."""
 
     domain = constraints.real
     codomain = constraints.interval(-1.0, 1.0)
     bijective = True
     sign = +1
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TanhTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x: Tensor) -> Tensor:
         return ember.tanh(x)
@@ -577,16 +571,11 @@ class TanhTransform(Transform):
         return 2.0 * (math.log(2.0) - x - _softplus(-2.0 * x))
 
 
-class AbsTransform(Transform):
+class AbsTransform(_ParameterFreeTransform):
     """y = |x| (not bijective; its inverse picks the positive branch)."""
 
     domain = constraints.real
     codomain = constraints.positive
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, AbsTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x: Tensor) -> Tensor:
         return ember.abs(x)
@@ -678,17 +667,12 @@ class AffineTransform(Transform):
         return ember.broadcast_shapes(tuple(shape), tuple(getattr(self.loc, "shape", ())), tuple(getattr(self.scale, "shape", ())))
 
 
-class SoftmaxTransform(Transform):
+class SoftmaxTransform(_ParameterFreeTransform):
     """Unconstrained vectors to the simplex by exp and normalization over the last dimension
     (not bijective: the inverse is log, defined up to a constant)."""
 
     domain = constraints.real_vector
     codomain = constraints.simplex
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SoftmaxTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x: Tensor) -> Tensor:
         logprobs = x - x.max(-1, keepdim=True)[0]
@@ -709,7 +693,7 @@ class SoftmaxTransform(Transform):
         return shape
 
 
-class StickBreakingTransform(Transform):
+class StickBreakingTransform(_ParameterFreeTransform):
     """Unconstrained vectors of length K - 1 to the K-simplex by stick breaking: the i-th
     coordinate takes the fraction sigmoid(x_i - log(K - 1 - i)) of what is left of the stick
     (the offset makes x = 0 map to the uniform vector). Bijective, unlike SoftmaxTransform.
@@ -722,11 +706,6 @@ class StickBreakingTransform(Transform):
     domain = constraints.real_vector
     codomain = constraints.simplex
     bijective = True
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, StickBreakingTransform)
-
-    __hash__ = object.__hash__
 
     @staticmethod
     def _log_offset(k: int, like: Tensor) -> Tensor:
@@ -763,7 +742,7 @@ class StickBreakingTransform(Transform):
         return tuple(shape[:-1]) + (shape[-1] - 1,)
 
 
-class LowerCholeskyTransform(Transform):
+class LowerCholeskyTransform(_ParameterFreeTransform):
     """Square matrices to lower-triangular ones with a positive diagonal: keeps the strictly
     lower part and exponentiates the diagonal (the upper part is dropped, so not bijective).
 
@@ -774,11 +753,6 @@ class LowerCholeskyTransform(Transform):
 
     domain = constraints.independent(constraints.real, 2)
     codomain = constraints.lower_cholesky
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LowerCholeskyTransform)
-
-    __hash__ = object.__hash__
 
     @staticmethod
     def _with_diagonal(x: Tensor, diag: Tensor) -> Tensor:
