@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import weakref
 from numbers import Number
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import ember
 from ember import Size, Tensor
@@ -114,24 +114,23 @@ class Transform:
     __hash__ = object.__hash__
 
     def __call__(self, x: Tensor) -> Tensor:
-        if self._cache_size == 0:
-            return self._call(x)
-        x_old, y_old = self._cached_x_y
-        if x is x_old:
-            return y_old
-        y = self._call(x)
-        self._cached_x_y = x, y
-        return y
+        return self._through_cache(x, self._call, 0)
 
     def _inv_call(self, y: Tensor) -> Tensor:
+        return self._through_cache(y, self._inverse, 1)
+
+    def _through_cache(self, value: Tensor, compute: Callable[[Tensor], Tensor], side: int) -> Tensor:
+        """``compute(value)``, where ``value`` is the x (``side`` 0) or y (``side`` 1) of the
+        pair: with a cache, the other half of the cached (x, y) pair when ``value`` is that
+        pair's half, and the new pair is cached."""
         if self._cache_size == 0:
-            return self._inverse(y)
-        x_old, y_old = self._cached_x_y
-        if y is y_old:
-            return x_old
-        x = self._inverse(y)
-        self._cached_x_y = x, y
-        return x
+            return compute(value)
+        pair = self._cached_x_y
+        if value is pair[side]:
+            return pair[1 - side]
+        result = compute(value)
+        self._cached_x_y = (value, result) if side == 0 else (result, value)
+        return result
 
     def _call(self, x: Tensor) -> Tensor:
         raise NotImplementedError
@@ -509,8 +508,7 @@ class PowerTransform(Transform):
     def forward_shape(self, shape: Sequence[int]) -> Sequence[int]:
         return ember.broadcast_shapes(tuple(shape), tuple(self.exponent.shape))
 
-    def inverse_shape(self, shape: Sequence[int]) -> Sequence[int]:
-        return ember.broadcast_shapes(tuple(shape), tuple(self.exponent.shape))
+    inverse_shape = forward_shape  # broadcasting with the exponent either way
 
 
 class SigmoidTransform(_ParameterFreeTransform):
@@ -663,8 +661,7 @@ class AffineTransform(Transform):
     def forward_shape(self, shape: Sequence[int]) -> Sequence[int]:
         return ember.broadcast_shapes(tuple(shape), tuple(getattr(self.loc, "shape", ())), tuple(getattr(self.scale, "shape", ())))
 
-    def inverse_shape(self, shape: Sequence[int]) -> Sequence[int]:
-        return ember.broadcast_shapes(tuple(shape), tuple(getattr(self.loc, "shape", ())), tuple(getattr(self.scale, "shape", ())))
+    inverse_shape = forward_shape  # broadcasting with loc and scale either way
 
 
 class SoftmaxTransform(_ParameterFreeTransform):
