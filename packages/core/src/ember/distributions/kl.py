@@ -308,11 +308,35 @@ def _infinite_like(t: Tensor) -> Tensor:
     return ember.full_like(t, math.inf)
 
 
+def _gamma_e_log_density(e_x: Tensor, e_log_x: Tensor, q: Gamma) -> Tensor:
+    """E_p[log q(x)] for q Gamma, from p's E[x] and E[log x]."""
+    return (
+        q.concentration * ember.log(q.rate)
+        + (q.concentration - 1) * e_log_x
+        - q.rate * e_x
+        - lgamma(q.concentration)
+    )
+
+
 def _normal_cross_entropy(mean: Tensor, second_central: Tensor, q: Normal) -> Tensor:
     """-E_p[log q(x)] for q Normal, from p's mean and variance."""
     return 0.5 * ember.log(2 * math.pi * q.scale.pow(2)) + (second_central + (mean - q.loc).pow(2)) / (
         2 * q.scale.pow(2)
     )
+
+
+def _kl_by_moments_normal(p: Any, q: Normal) -> Tensor:
+    """KL(p || Normal): p's entropy and the cross-entropy, which needs only p's mean and variance."""
+    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
+
+
+for _p in (Beta, Exponential, Gamma, Gumbel, Laplace, Uniform):
+    register_kl(_p, Normal)(_kl_by_moments_normal)
+
+
+def _kl_support_mismatch(p: Any, q: Any) -> Tensor:
+    # q gives zero density where p has mass
+    return _infinite_like(p.mean + q.mean * 0)
 
 
 for _p, _q in [
@@ -321,56 +345,18 @@ for _p, _q in [
     (Gumbel, Beta), (Gumbel, Exponential), (Gumbel, Gamma), (Gumbel, Uniform),
     (Exponential, Beta), (Exponential, Uniform), (Gamma, Beta), (Gamma, Uniform),
 ]:  # fmt: skip
-
-    def _kl_support_mismatch(p: Any, q: Any) -> Tensor:
-        # q gives zero density where p has mass
-        return _infinite_like(p.mean + q.mean * 0)
-
     register_kl(_p, _q)(_kl_support_mismatch)
 
 
 @register_kl(Exponential, Gamma)
 def _kl_exponential_gamma(p: Exponential, q: Gamma) -> Tensor:
     e_log_x = -_EULER - ember.log(p.rate)
-    e_log_q = q.concentration * ember.log(q.rate) + (q.concentration - 1) * e_log_x - q.rate / p.rate - lgamma(
-        q.concentration
-    )
-    return -p.entropy() - e_log_q
+    return -p.entropy() - _gamma_e_log_density(1 / p.rate, e_log_x, q)
 
 
 @register_kl(Gamma, Exponential)
 def _kl_gamma_exponential(p: Gamma, q: Exponential) -> Tensor:
     return -p.entropy() - ember.log(q.rate) + q.rate * p.concentration / p.rate
-
-
-@register_kl(Exponential, Normal)
-def _kl_exponential_normal(p: Exponential, q: Normal) -> Tensor:
-    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
-
-
-@register_kl(Gamma, Normal)
-def _kl_gamma_normal(p: Gamma, q: Normal) -> Tensor:
-    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
-
-
-@register_kl(Laplace, Normal)
-def _kl_laplace_normal(p: Laplace, q: Normal) -> Tensor:
-    return -p.entropy() + _normal_cross_entropy(p.loc, p.variance, q)
-
-
-@register_kl(Uniform, Normal)
-def _kl_uniform_normal(p: Uniform, q: Normal) -> Tensor:
-    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
-
-
-@register_kl(Beta, Normal)
-def _kl_beta_normal(p: Beta, q: Normal) -> Tensor:
-    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
-
-
-@register_kl(Gumbel, Normal)
-def _kl_gumbel_normal(p: Gumbel, q: Normal) -> Tensor:
-    return -p.entropy() + _normal_cross_entropy(p.mean, p.variance, q)
 
 
 @register_kl(Normal, Laplace)
@@ -414,13 +400,7 @@ def _kl_beta_exponential(p: Beta, q: Exponential) -> Tensor:
 @register_kl(Beta, Gamma)
 def _kl_beta_gamma(p: Beta, q: Gamma) -> Tensor:
     e_log_x = digamma(p.concentration1) - digamma(p.concentration1 + p.concentration0)
-    e_log_q = (
-        q.concentration * ember.log(q.rate)
-        + (q.concentration - 1) * e_log_x
-        - q.rate * p.mean
-        - lgamma(q.concentration)
-    )
-    return -p.entropy() - e_log_q
+    return -p.entropy() - _gamma_e_log_density(p.mean, e_log_x, q)
 
 
 @register_kl(Beta, Uniform)
@@ -452,12 +432,7 @@ def _kl_uniform_exponential(p: Uniform, q: Exponential) -> Tensor:
 @register_kl(Uniform, Gamma)
 def _kl_uniform_gamma(p: Uniform, q: Gamma) -> Tensor:
     low = ember.clamp(p.low, min=0.0)
-    e_log_q = (
-        q.concentration * ember.log(q.rate)
-        + (q.concentration - 1) * _uniform_e_log(low, p.high)
-        - q.rate * p.mean
-        - lgamma(q.concentration)
-    )
+    e_log_q = _gamma_e_log_density(p.mean, _uniform_e_log(low, p.high), q)
     return ember.where(p.low < 0, math.inf, -p.entropy() - e_log_q)
 
 
