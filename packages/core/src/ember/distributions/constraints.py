@@ -182,47 +182,59 @@ def _is_integer(value: Tensor) -> Tensor:
     return value == ember.floor(value) if value.is_floating_point() else ember.ones_like(value, dtype=ember.bool)
 
 
-class _IntegerInterval(Constraint):
-    is_discrete = True
+class _LowerBounded(Constraint):
+    """A constraint with a ``lower_bound`` (shown by ``repr``)."""
+
+    def __init__(self, lower_bound: Any) -> None:
+        self.lower_bound = lower_bound
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound})"
+
+
+class _UpperBounded(Constraint):
+    """A constraint with an ``upper_bound`` (shown by ``repr``)."""
+
+    def __init__(self, upper_bound: Any) -> None:
+        self.upper_bound = upper_bound
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__[1:]}(upper_bound={self.upper_bound})"
+
+
+class _Bounded(Constraint):
+    """A constraint with a ``lower_bound`` and an ``upper_bound`` (shown by ``repr``)."""
 
     def __init__(self, lower_bound: Any, upper_bound: Any) -> None:
         self.lower_bound = lower_bound
         self.upper_bound = upper_bound
         super().__init__()
 
-    def check(self, value: Tensor) -> Tensor:
-        return _is_integer(value) & (self.lower_bound <= value) & (value <= self.upper_bound)
-
     def __repr__(self) -> str:
         return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
 
 
-class _IntegerLessThan(Constraint):
+class _IntegerInterval(_Bounded):
     is_discrete = True
 
-    def __init__(self, upper_bound: Any) -> None:
-        self.upper_bound = upper_bound
-        super().__init__()
+    def check(self, value: Tensor) -> Tensor:
+        return _is_integer(value) & (self.lower_bound <= value) & (value <= self.upper_bound)
+
+
+class _IntegerLessThan(_UpperBounded):
+    is_discrete = True
 
     def check(self, value: Tensor) -> Tensor:
         return _is_integer(value) & (value <= self.upper_bound)
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__[1:]}(upper_bound={self.upper_bound})"
 
-
-class _IntegerGreaterThan(Constraint):
+class _IntegerGreaterThan(_LowerBounded):
     is_discrete = True
-
-    def __init__(self, lower_bound: Any) -> None:
-        self.lower_bound = lower_bound
-        super().__init__()
 
     def check(self, value: Tensor) -> Tensor:
         return _is_integer(value) & (value >= self.lower_bound)
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound})"
 
 
 class _Real(Constraint):
@@ -230,66 +242,29 @@ class _Real(Constraint):
         return value == value  # False only for NaN
 
 
-class _GreaterThan(Constraint):
-    def __init__(self, lower_bound: Any) -> None:
-        self.lower_bound = lower_bound
-        super().__init__()
-
+class _GreaterThan(_LowerBounded):
     def check(self, value: Tensor) -> Tensor:
         return self.lower_bound < value
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound})"
 
-
-class _GreaterThanEq(Constraint):
-    def __init__(self, lower_bound: Any) -> None:
-        self.lower_bound = lower_bound
-        super().__init__()
-
+class _GreaterThanEq(_LowerBounded):
     def check(self, value: Tensor) -> Tensor:
         return self.lower_bound <= value
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound})"
 
-
-class _LessThan(Constraint):
-    def __init__(self, upper_bound: Any) -> None:
-        self.upper_bound = upper_bound
-        super().__init__()
-
+class _LessThan(_UpperBounded):
     def check(self, value: Tensor) -> Tensor:
         return value < self.upper_bound
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__[1:]}(upper_bound={self.upper_bound})"
 
-
-class _Interval(Constraint):
-    def __init__(self, lower_bound: Any, upper_bound: Any) -> None:
-        self.lower_bound = lower_bound
-        self.upper_bound = upper_bound
-        super().__init__()
-
+class _Interval(_Bounded):
     def check(self, value: Tensor) -> Tensor:
         return (self.lower_bound <= value) & (value <= self.upper_bound)
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
 
-
-class _HalfOpenInterval(Constraint):
-    def __init__(self, lower_bound: Any, upper_bound: Any) -> None:
-        self.lower_bound = lower_bound
-        self.upper_bound = upper_bound
-        super().__init__()
-
+class _HalfOpenInterval(_Bounded):
     def check(self, value: Tensor) -> Tensor:
         return (self.lower_bound <= value) & (value < self.upper_bound)
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
 
 
 class _Simplex(Constraint):
@@ -301,21 +276,14 @@ class _Simplex(Constraint):
         return (value >= 0).all(-1) & (ember.abs(value.sum(-1) - 1) < 1e-6)
 
 
-class _Multinomial(Constraint):
+class _Multinomial(_UpperBounded):
     """Non-negative integer count vectors summing to at most ``upper_bound``."""
 
     is_discrete = True
     event_dim = 1
 
-    def __init__(self, upper_bound: Any) -> None:
-        self.upper_bound = upper_bound
-        super().__init__()
-
     def check(self, x: Tensor) -> Tensor:
         return (x >= 0).all(-1) & (x.sum(-1) <= self.upper_bound)
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__[1:]}(upper_bound={self.upper_bound})"
 
 
 class _LowerTriangular(Constraint):
