@@ -15,6 +15,7 @@ dtype; derivatives come from custom autograd Functions (lgamma' = digamma, digam
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import ember
 from ember import Tensor
@@ -113,28 +114,27 @@ class _Trigamma(Function):
         raise RuntimeError("trigamma: derivatives of order three of lgamma are not implemented")
 
 
-class _Digamma(Function):
-    @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
-        ctx.save_for_backward(x)
-        return _in_f64(_digamma_raw, x)
+def _f64_function(name: str, raw: Callable[[Tensor], Tensor], derivative: type[Function]) -> type[Function]:
+    """An autograd Function computing ``raw`` in float64, whose derivative is the Function
+    ``derivative`` (lgamma -> digamma -> trigamma)."""
 
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> Tensor:
-        (x,) = ctx.saved_tensors
-        return grad * _Trigamma.apply(x)
+    class _Fn(Function):
+        @staticmethod
+        def forward(ctx, x: Tensor) -> Tensor:
+            ctx.save_for_backward(x)
+            return _in_f64(raw, x)
+
+        @staticmethod
+        def backward(ctx, grad: Tensor) -> Tensor:
+            (x,) = ctx.saved_tensors
+            return grad * derivative.apply(x)
+
+    _Fn.__name__ = _Fn.__qualname__ = name
+    return _Fn
 
 
-class _Lgamma(Function):
-    @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
-        ctx.save_for_backward(x)
-        return _in_f64(_lgamma_raw, x)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> Tensor:
-        (x,) = ctx.saved_tensors
-        return grad * _Digamma.apply(x)
+_Digamma = _f64_function("_Digamma", _digamma_raw, _Trigamma)
+_Lgamma = _f64_function("_Lgamma", _lgamma_raw, _Digamma)
 
 
 def _as_float(x: Tensor | float) -> Tensor:
