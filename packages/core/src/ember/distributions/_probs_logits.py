@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember import Tensor
+from ember import Size, Tensor
 from ember.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
-__all__ = ["ProbsOrLogits"]
+__all__ = ["CategoricalParams", "ProbsOrLogits", "RelaxedParams"]
 
 
 class ProbsOrLogits:
@@ -62,3 +62,53 @@ class ProbsOrLogits:
     @lazy_property
     def probs(self) -> Tensor:
         return logits_to_probs(self.logits, is_binary=self._is_binary)
+
+
+class CategoricalParams:
+    """Mixin for a distribution built on a Categorical it keeps as ``_categorical``: its
+    ``probs``, ``logits`` and ``param_shape`` are the Categorical's.
+
+    >>> import ember
+    >>> from ember.distributions import OneHotCategorical
+    >>> OneHotCategorical(logits=ember.zeros(2, 3)).probs.shape
+    ember.Size([2, 3])
+    """
+
+    _categorical: Any
+
+    @property
+    def probs(self) -> Tensor:
+        return self._categorical.probs
+
+    @property
+    def logits(self) -> Tensor:
+        return self._categorical.logits
+
+    @property
+    def param_shape(self) -> Size:
+        return self._categorical.param_shape
+
+
+class RelaxedParams:
+    """Mixin for a relaxed distribution (a transformed ``base_dist``): its ``temperature``,
+    ``probs`` and ``logits`` are the base distribution's.
+
+    >>> import ember
+    >>> from ember.distributions import RelaxedBernoulli
+    >>> RelaxedBernoulli(ember.tensor(0.5), logits=ember.zeros(2)).probs.tolist()
+    [0.5, 0.5]
+    """
+
+    base_dist: Any
+
+    @property
+    def temperature(self) -> Tensor:
+        return self.base_dist.temperature
+
+    @property
+    def probs(self) -> Tensor:
+        return self.base_dist.probs
+
+    @property
+    def logits(self) -> Tensor:
+        return self.base_dist.logits

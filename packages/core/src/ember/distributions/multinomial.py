@@ -13,6 +13,7 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
+from ember.distributions._probs_logits import CategoricalParams
 from ember.distributions._special import lgamma
 from ember.distributions.binomial import Binomial
 from ember.distributions.categorical import Categorical
@@ -22,7 +23,7 @@ from ember.distributions.utils import broadcast_all
 __all__ = ["Multinomial"]
 
 
-class Multinomial(Distribution):
+class Multinomial(CategoricalParams, Distribution):
     """Counts over K categories of ``total_count`` independent draws from
     ``Categorical(probs or logits)``; ``sample`` needs an int ``total_count``.
 
@@ -69,18 +70,6 @@ class Multinomial(Distribution):
     @property
     def variance(self) -> Tensor:
         return self.total_count * self.probs * (1 - self.probs)
-
-    @property
-    def logits(self) -> Tensor:
-        return self._categorical.logits
-
-    @property
-    def probs(self) -> Tensor:
-        return self._categorical.probs
-
-    @property
-    def param_shape(self) -> Size:
-        return self._categorical.param_shape
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:
         sample_shape = Size(sample_shape)

@@ -13,6 +13,7 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
+from ember.distributions._probs_logits import CategoricalParams
 from ember.distributions.categorical import Categorical
 from ember.distributions.distribution import Distribution
 
@@ -24,7 +25,7 @@ def _one_hot(index: Tensor, num_classes: int, dtype: Any) -> Tensor:
     return (index.unsqueeze(-1) == classes).to(dtype)
 
 
-class OneHotCategorical(Distribution):
+class OneHotCategorical(CategoricalParams, Distribution):
     """One-hot vectors of length K drawn from ``Categorical(probs or logits)``.
 
     >>> import ember
@@ -54,14 +55,6 @@ class OneHotCategorical(Distribution):
         return self._categorical._param
 
     @property
-    def probs(self) -> Tensor:
-        return self._categorical.probs
-
-    @property
-    def logits(self) -> Tensor:
-        return self._categorical.logits
-
-    @property
     def mean(self) -> Tensor:
         return self._categorical.probs
 
@@ -73,10 +66,6 @@ class OneHotCategorical(Distribution):
     @property
     def variance(self) -> Tensor:
         return self._categorical.probs * (1 - self._categorical.probs)
-
-    @property
-    def param_shape(self) -> Size:
-        return self._categorical.param_shape
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:
         probs = self._categorical.probs

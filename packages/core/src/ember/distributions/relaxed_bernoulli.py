@@ -15,7 +15,7 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
-from ember.distributions._probs_logits import ProbsOrLogits
+from ember.distributions._probs_logits import ProbsOrLogits, RelaxedParams
 from ember.distributions.distribution import Distribution
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.transforms import SigmoidTransform
@@ -70,7 +70,7 @@ class LogitRelaxedBernoulli(ProbsOrLogits, Distribution):
         return ember.log(ember.as_tensor(self.temperature, dtype=diff.dtype)) + diff - 2 * _softplus(diff)
 
 
-class RelaxedBernoulli(TransformedDistribution):
+class RelaxedBernoulli(RelaxedParams, TransformedDistribution):
     """A continuous relaxation of Bernoulli on (0, 1), sharper as ``temperature`` goes to 0;
     reparameterized.
 
@@ -98,15 +98,3 @@ class RelaxedBernoulli(TransformedDistribution):
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> RelaxedBernoulli:
         new = self._get_checked_instance(RelaxedBernoulli, _instance)
         return super().expand(batch_shape, _instance=new)  # type: ignore[return-value]
-
-    @property
-    def temperature(self) -> Tensor:
-        return self.base_dist.temperature
-
-    @property
-    def logits(self) -> Tensor:
-        return self.base_dist.logits
-
-    @property
-    def probs(self) -> Tensor:
-        return self.base_dist.probs

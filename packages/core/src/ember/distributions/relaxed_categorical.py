@@ -15,6 +15,7 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
+from ember.distributions._probs_logits import CategoricalParams, RelaxedParams
 from ember.distributions._special import lgamma
 from ember.distributions.categorical import Categorical
 from ember.distributions.distribution import Distribution
@@ -25,7 +26,7 @@ from ember.distributions.utils import clamp_probs
 __all__ = ["ExpRelaxedCategorical", "RelaxedOneHotCategorical"]
 
 
-class ExpRelaxedCategorical(Distribution):
+class ExpRelaxedCategorical(CategoricalParams, Distribution):
     """The log of a RelaxedOneHotCategorical sample: log_softmax((logits + Gumbel) / temperature)."""
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
@@ -51,18 +52,6 @@ class ExpRelaxedCategorical(Distribution):
         new._categorical = self._categorical.expand(batch_shape)
         return new
 
-    @property
-    def param_shape(self) -> Size:
-        return self._categorical.param_shape
-
-    @property
-    def logits(self) -> Tensor:
-        return self._categorical.logits
-
-    @property
-    def probs(self) -> Tensor:
-        return self._categorical.probs
-
     def rsample(self, sample_shape: Any = Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)
         uniforms = clamp_probs(ember.rand(tuple(shape), dtype=self.logits.dtype, device=self.logits.device))
@@ -82,7 +71,7 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(RelaxedParams, TransformedDistribution):
     """A continuous relaxation of OneHotCategorical on the simplex (Gumbel-softmax),
     reparameterized.
 
@@ -110,15 +99,3 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> RelaxedOneHotCategorical:
         new = self._get_checked_instance(RelaxedOneHotCategorical, _instance)
         return super().expand(batch_shape, _instance=new)  # type: ignore[return-value]
-
-    @property
-    def temperature(self) -> Tensor:
-        return self.base_dist.temperature
-
-    @property
-    def logits(self) -> Tensor:
-        return self.base_dist.logits
-
-    @property
-    def probs(self) -> Tensor:
-        return self.base_dist.probs
