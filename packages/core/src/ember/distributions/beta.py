@@ -44,8 +44,7 @@ class Beta(ExponentialFamily):
         super().__init__(self.concentration1.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Beta:
-        new = self._expand_params(Beta, batch_shape, _instance, "concentration1", "concentration0")
-        return new
+        return self._expand_params(Beta, batch_shape, _instance, "concentration1", "concentration0")
 
     @property
     def mean(self) -> Tensor:

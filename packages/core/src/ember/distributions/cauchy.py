@@ -37,8 +37,7 @@ class Cauchy(Distribution):
         super().__init__(self.loc.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Cauchy:
-        new = self._expand_params(Cauchy, batch_shape, _instance, "loc", "scale")
-        return new
+        return self._expand_params(Cauchy, batch_shape, _instance, "loc", "scale")
 
     @property
     def mean(self) -> Tensor:

@@ -39,8 +39,7 @@ class Exponential(ExponentialFamily):
         super().__init__(self.rate.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Exponential:
-        new = self._expand_params(Exponential, batch_shape, _instance, "rate")
-        return new
+        return self._expand_params(Exponential, batch_shape, _instance, "rate")
 
     @property
     def mean(self) -> Tensor:

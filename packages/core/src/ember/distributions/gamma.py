@@ -47,8 +47,7 @@ class Gamma(ExponentialFamily):
         super().__init__(self.concentration.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Gamma:
-        new = self._expand_params(Gamma, batch_shape, _instance, "concentration", "rate")
-        return new
+        return self._expand_params(Gamma, batch_shape, _instance, "concentration", "rate")
 
     @property
     def mean(self) -> Tensor:

@@ -38,8 +38,7 @@ class Laplace(Distribution):
         super().__init__(self.loc.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Laplace:
-        new = self._expand_params(Laplace, batch_shape, _instance, "loc", "scale")
-        return new
+        return self._expand_params(Laplace, batch_shape, _instance, "loc", "scale")
 
     @property
     def mean(self) -> Tensor:

@@ -41,8 +41,7 @@ class Normal(ExponentialFamily):
         super().__init__(self.loc.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Normal:
-        new = self._expand_params(Normal, batch_shape, _instance, "loc", "scale")
-        return new
+        return self._expand_params(Normal, batch_shape, _instance, "loc", "scale")
 
     @property
     def mean(self) -> Tensor:

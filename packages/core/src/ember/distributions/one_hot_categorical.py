@@ -47,8 +47,7 @@ class OneHotCategorical(CategoricalParams, Distribution):
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> OneHotCategorical:
-        new = self._expand_params(OneHotCategorical, batch_shape, _instance, "_categorical")
-        return new
+        return self._expand_params(OneHotCategorical, batch_shape, _instance, "_categorical")
 
     @property
     def _param(self) -> Tensor:

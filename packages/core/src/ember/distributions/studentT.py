@@ -47,8 +47,7 @@ class StudentT(Distribution):
         super().__init__(self.df.size(), validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> StudentT:
-        new = self._expand_params(StudentT, batch_shape, _instance, "df", "loc", "scale", "_chi2")
-        return new
+        return self._expand_params(StudentT, batch_shape, _instance, "df", "loc", "scale", "_chi2")
 
     @property
     def mean(self) -> Tensor:

@@ -42,8 +42,7 @@ class Uniform(Distribution):
             raise ValueError("Uniform is not defined when low>= high")
 
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Uniform:
-        new = self._expand_params(Uniform, batch_shape, _instance, "low", "high")
-        return new
+        return self._expand_params(Uniform, batch_shape, _instance, "low", "high")
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self) -> constraints.Constraint:
