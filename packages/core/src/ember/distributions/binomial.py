@@ -13,7 +13,7 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
-from ember.distributions._probs_logits import ProbsOrLogits
+from ember.distributions._params import ProbsOrLogits
 from ember.distributions._special import binomial, lgamma
 from ember.distributions.distribution import Distribution
 

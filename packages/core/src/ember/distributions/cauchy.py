@@ -13,14 +13,13 @@ from typing import Any
 
 import ember
 from ember import Size, Tensor
-from ember.distributions import constraints
+from ember.distributions._params import LocScale
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all
 
 __all__ = ["Cauchy"]
 
 
-class Cauchy(Distribution):
+class Cauchy(LocScale, Distribution):
     """Cauchy distribution with median ``loc`` and half width ``scale`` (no mean or variance).
 
     >>> import ember
@@ -28,24 +27,10 @@ class Cauchy(Distribution):
     [1.0]
     """
 
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc: Tensor | float, scale: Tensor | float, validate_args: bool | None = None) -> None:
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.size(), validate_args=validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Cauchy:
-        return self._expand_params(Cauchy, batch_shape, _instance, "loc", "scale")
 
     @property
     def mean(self) -> Tensor:
         return ember.full(tuple(self._extended_shape()), math.nan, dtype=self.loc.dtype, device=self.loc.device)
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:

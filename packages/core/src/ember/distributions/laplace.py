@@ -13,14 +13,13 @@ from typing import Any
 
 import ember
 from ember import Size, Tensor
-from ember.distributions import constraints
+from ember.distributions._params import LocScale
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all
 
 __all__ = ["Laplace"]
 
 
-class Laplace(Distribution):
+class Laplace(LocScale, Distribution):
     """Laplace distribution with location ``loc`` and scale ``scale``.
 
     >>> import ember
@@ -29,23 +28,9 @@ class Laplace(Distribution):
     ember.Size([3])
     """
 
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc: Tensor | float, scale: Tensor | float, validate_args: bool | None = None) -> None:
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.size(), validate_args=validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Laplace:
-        return self._expand_params(Laplace, batch_shape, _instance, "loc", "scale")
 
     @property
     def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
         return self.loc
 
     @property

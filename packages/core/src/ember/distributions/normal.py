@@ -14,15 +14,14 @@ from typing import Any
 
 import ember
 from ember import Size, Tensor
-from ember.distributions import constraints
-from ember.distributions.distribution import Distribution
+from ember.distributions._params import LocScale
 from ember.distributions.exp_family import ExponentialFamily
-from ember.distributions.utils import _standard_normal, broadcast_all
+from ember.distributions.utils import _standard_normal
 
 __all__ = ["Normal"]
 
 
-class Normal(ExponentialFamily):
+class Normal(LocScale, ExponentialFamily):
     """Normal distribution with mean ``loc`` and standard deviation ``scale``.
 
     >>> import ember
@@ -31,24 +30,10 @@ class Normal(ExponentialFamily):
     ember.Size([1])
     """
 
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
     _mean_carrier_measure = 0
-
-    def __init__(self, loc: Tensor | float, scale: Tensor | float, validate_args: bool | None = None) -> None:
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.size(), validate_args=validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Normal:
-        return self._expand_params(Normal, batch_shape, _instance, "loc", "scale")
 
     @property
     def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
         return self.loc
 
     @property

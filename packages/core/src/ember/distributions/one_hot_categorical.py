@@ -13,7 +13,7 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
-from ember.distributions._probs_logits import CategoricalParams
+from ember.distributions._params import CategoricalParams
 from ember.distributions.categorical import Categorical
 from ember.distributions.distribution import Distribution
 

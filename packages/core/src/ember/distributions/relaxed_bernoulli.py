@@ -15,7 +15,7 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
-from ember.distributions._probs_logits import ProbsOrLogits, RelaxedParams
+from ember.distributions._params import ProbsOrLogits, RelaxedParams
 from ember.distributions.distribution import Distribution
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.transforms import SigmoidTransform

@@ -15,7 +15,7 @@ from typing import Any
 import ember
 from ember import Size, Tensor
 from ember.distributions import constraints
-from ember.distributions._probs_logits import CategoricalParams, RelaxedParams
+from ember.distributions._params import CategoricalParams, RelaxedParams
 from ember.distributions._special import lgamma
 from ember.distributions.categorical import Categorical
 from ember.distributions.distribution import Distribution

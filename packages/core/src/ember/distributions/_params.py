@@ -1,5 +1,6 @@
-"""The ``probs`` / ``logits`` parameterization shared by the Bernoulli-like and categorical
-distributions: exactly one of them is given and stored, the other is derived lazily.
+"""Parameterizations shared by several distributions (mixins): ``probs`` or ``logits``
+(exactly one is given and stored, the other is derived lazily), parameters read from a
+wrapped distribution, and ``loc`` / ``scale``.
 
 >>> import ember
 >>> from ember.distributions import Bernoulli
@@ -13,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from ember import Size, Tensor
+from ember.distributions import constraints
 from ember.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
-__all__ = ["CategoricalParams", "ProbsOrLogits", "RelaxedParams"]
+__all__ = ["CategoricalParams", "LocScale", "ProbsOrLogits", "RelaxedParams"]
 
 
 class ProbsOrLogits:
@@ -112,3 +114,32 @@ class RelaxedParams:
     @property
     def logits(self) -> Tensor:
         return self.base_dist.logits
+
+
+class LocScale:
+    """Mixin for a real-valued, reparameterized distribution given by a location ``loc`` and
+    a positive ``scale``, broadcast together to the batch shape (mode ``loc``).
+
+    >>> import ember
+    >>> from ember.distributions import Laplace
+    >>> d = Laplace(ember.zeros(3), 1.0)
+    >>> d.batch_shape, d.expand((2, 3)).scale.shape, d.mode.tolist()
+    (ember.Size([3]), ember.Size([2, 3]), [0.0, 0.0, 0.0])
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+    loc: Tensor
+    scale: Tensor
+
+    def __init__(self, loc: Tensor | float, scale: Tensor | float, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.size(), validate_args=validate_args)  # type: ignore[call-arg]
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Any:
+        return self._expand_params(LocScale, batch_shape, _instance, "loc", "scale")  # type: ignore[attr-defined]
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
