@@ -126,7 +126,7 @@ Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarTyp
                                       std::make_shared<VersionCounter>());
 }
 
-Tensor empty_like_dense(const Tensor& like, ScalarType dtype, Device device) {
+std::optional<DimVector> dense_strides(const Tensor& like) {
   const int64_t nd = like->dim();
   DimVector perm(nd);  // dims from the largest stride to the smallest
   for (int64_t d = 0; d < nd; ++d) perm[d] = d;
@@ -134,15 +134,19 @@ Tensor empty_like_dense(const Tensor& like, ScalarType dtype, Device device) {
                    [&](int64_t a, int64_t b) { return like->stride(a) > like->stride(b); });
   DimVector strides(nd);
   int64_t step = 1;
-  bool dense = true;
   for (int64_t k = nd - 1; k >= 0; --k) {
     const int64_t d = perm[k];
-    dense = dense && (like->size(d) == 1 || like->stride(d) == step);
+    if (like->size(d) != 1 && like->stride(d) != step) return std::nullopt;
     strides[d] = step;
     step *= like->size(d);
   }
-  if (!dense) return empty(like->sizes(), dtype, device);
-  return empty_strided(like->sizes(), strides, dtype, device);
+  return strides;
+}
+
+Tensor empty_like_dense(const Tensor& like, ScalarType dtype, Device device) {
+  if (auto strides = dense_strides(like))
+    return empty_strided(like->sizes(), *strides, dtype, device);
+  return empty(like->sizes(), dtype, device);
 }
 
 Tensor make_view(const Tensor& src, DimVector sizes, DimVector strides, int64_t offset,

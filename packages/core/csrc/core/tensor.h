@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -115,8 +116,10 @@ int64_t checked_numel(const DimVector& sizes, const char* op);
 Tensor empty(const DimVector& sizes, ScalarType dtype, Device device = cpu_device());
 Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarType dtype,
                      Device device = cpu_device());
-// A new tensor with like's sizes whose strides follow like's memory order when like is dense
-// (a transposed or channels-last tensor keeps its layout); contiguous otherwise.
+// Strides for like's sizes in like's memory order (largest stride outermost) when like is dense
+// (no gaps or overlaps: a transposed or channels-last tensor); nullopt otherwise.
+std::optional<DimVector> dense_strides(const Tensor& like);
+// A new tensor with like's sizes and like's layout when like is dense; contiguous otherwise.
 Tensor empty_like_dense(const Tensor& like, ScalarType dtype, Device device);
 // A new TensorImpl sharing `src`'s storage and version counter (a view).
 Tensor make_view(const Tensor& src, DimVector sizes, DimVector strides, int64_t offset);

@@ -211,26 +211,12 @@ void TensorIterator::prepare_operand(Operand& o) {
 // without being contiguous (a transposed or channels-last tensor), as in PyTorch: the op then
 // runs as one flat loop and its result keeps the input's layout.
 Tensor TensorIterator::new_output(ScalarType dtype, Device device) const {
-  const int64_t nd = shape_.size();
   for (int i = noutputs_; i < nops_; ++i) {
     const Operand& o = ops_[i];
     if (o.is_scalar || o.raw) continue;
     const Tensor& t = o.tensor;
-    if (t->sizes() != shape_ || t->is_contiguous() || nd < 2) continue;
-    DimVector perm(nd);  // dims from the largest stride to the smallest
-    for (int64_t d = 0; d < nd; ++d) perm[d] = d;
-    std::stable_sort(perm.begin(), perm.end(),
-                     [&](int64_t a, int64_t b) { return t->stride(a) > t->stride(b); });
-    DimVector strides(nd);
-    int64_t step = 1;
-    bool dense = true;
-    for (int64_t k = nd - 1; k >= 0; --k) {
-      const int64_t d = perm[k];
-      dense = dense && (shape_[d] == 1 || t->stride(d) == step);
-      strides[d] = step;
-      step *= shape_[d];
-    }
-    if (dense) return empty_strided(shape_, strides, dtype, device);
+    if (t->sizes() != shape_ || t->is_contiguous() || shape_.size() < 2) continue;
+    if (auto strides = dense_strides(t)) return empty_strided(shape_, *strides, dtype, device);
   }
   return empty(shape_, dtype, device);
 }
