@@ -449,6 +449,9 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
   if (dt == ScalarType::Bool)
     EMBER_FAIL(Type, op,
                ": not implemented for dtype bool (supported: integer and floating dtypes)");
+  // Meta tensors: the checks above and the output are the whole op (every product ends here,
+  // so the linalg kernels run on meta as they are: `meta: cpu` in linalg.yaml).
+  if (out->device().is_meta()) return out;
   if (!is_floating(dt)) {
     if (use_init) copy_into(out, init);
     EMBER_DISPATCH_INTEGRAL(dt, op, [&] {
