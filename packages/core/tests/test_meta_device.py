@@ -171,3 +171,23 @@ def test_strides_of_layout_keeping_ops_match_torch():
         assert (e * 2).stride() == (t * 2).stride()
         assert e.exp().stride() == t.exp().stride()
         assert e.sum(0).stride() == t.sum(0).stride()
+
+
+def test_hostile_uses_of_meta_tensors_raise_clearly():
+    # Each of these crashed (null data read or written) or gave a silent wrong shape before.
+    m = meta(4, 3)
+    m[0] = 1.0  # a number written into a meta view: nothing to write, no crash
+    m[ember.zeros(2, dtype=ember.int64).to("meta")] = 2.0
+    m[:] = ember.ones(3)  # a CPU value copied into meta, as torch allows
+    with pytest.raises(NotImplementedError, match="boolean mask: not supported on the meta"):
+        m[meta(4, 3, dtype=ember.bool)]
+    with pytest.raises(TypeError, match="DLPack"):
+        m.__dlpack__()
+    import pickle
+
+    with pytest.raises(NotImplementedError, match="Cannot copy out of meta tensor"):
+        pickle.dumps(m)
+    with pytest.raises(RuntimeError, match="cannot be called on meta tensors"):
+        ember.tensor([m[0, 0], m[0, 1]])
+    with pytest.raises(RuntimeError, match="cannot be called on meta tensors"):
+        ember.ones(3)[ember.zeros((), dtype=ember.int64).to("meta")]

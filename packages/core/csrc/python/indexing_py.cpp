@@ -303,6 +303,10 @@ Tensor getitem(const Tensor& self, py::handle index) {
   Indexed ix = apply_indices(self, o);
   if (track) autograd::record_strided_view(self, ix.view);
   if (!ix.advanced) return ix.copy ? ops::clone(ix.view) : ix.view;
+  if (ix.view->device().is_meta())
+    for (const Tensor& t : ix.indices)
+      if (t && (t->dtype() == ScalarType::Bool || t->dtype() == ScalarType::UInt8))
+        no_kernel("index with a boolean mask", DeviceType::Meta, /*data_dependent=*/true);
   return ops::_index(ix.view, ix.indices);
 }
 
@@ -337,7 +341,8 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
         ops::fill_(view, TensorOrScalar(vs));
         return;
       }
-      Tensor s = empty(DimVector{}, view->dtype(), view->device());
+      // A 0-d CPU value, which every device's copy kernel takes as a number.
+      Tensor s = empty(DimVector{}, view->dtype(), cpu_device());
       store_scalar(vs, view->dtype(), s->data());
       dispatch::_copy_from(s, view, false);
       return;
@@ -360,7 +365,7 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
       ops::copy_(view, vt, false);
       return;
     }
-    dispatch::_copy_from(vt, view, false);
+    dispatch::copy_(view, vt, false);  // vt may be on another device (a CPU value into cuda)
     return;
   }
   // One bool mask over the leading dims and a single value: masked_fill_, no index tensors.
@@ -381,7 +386,7 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
     return;
   }
   if (!vt) {
-    vt = empty(DimVector{}, view->dtype(), view->device());
+    vt = empty(DimVector{}, view->dtype(), cpu_device());  // joins any device as a number
     store_scalar(vs, view->dtype(), vt->data());
   } else if (vt->dtype() != view->dtype()) {
     vt = ops::_to_dtype(vt, view->dtype(), false);

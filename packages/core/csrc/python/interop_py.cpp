@@ -249,6 +249,9 @@ void bind_interop(py::module_& m, TensorClass& cls) {
   });
 
   cls.def("__dlpack__", [](const Tensor& t, py::kwargs) {
+    EMBER_CHECK_KIND(t->device().is_cpu() || t->device().type == DeviceType::CUDA, Type,
+                     "__dlpack__: tensors on ", t->device().str(),
+                     " can't be exported through DLPack (cpu and cuda tensors can)");
     auto h = std::make_unique<DLPackHolder>();
     h->tensor = t;
     h->shape.assign(t->sizes().begin(), t->sizes().end());

@@ -8,6 +8,7 @@
 #include "core/mapped_file.h"
 #include "core/shared_memory.h"
 #include "ops.h"
+#include "python/bind_support.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -124,7 +125,8 @@ void bind_shared_memory(py::module_& m, TensorClass& cls) {
   m.def(
       "_tensor_to_bytes",
       [](const Tensor& t) {
-        Tensor c = t->is_contiguous() ? t : ops::contiguous(t);
+        Tensor h = host_readable(t);  // another device's data is copied; meta raises
+        Tensor c = h->is_contiguous() ? h : ops::contiguous(h);
         return py::bytes(c->data(), static_cast<size_t>(c->numel()) * c->itemsize());
       },
       "The tensor's elements in row-major order, as bytes.");

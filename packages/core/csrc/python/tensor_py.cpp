@@ -111,7 +111,7 @@ void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, Scala
       throw py::value_error("tensor(): expected a tensor of shape " + shape_str(rest) + " at dim " +
                             std::to_string(d) + " (got " + shape_str(t->sizes()) + ")");
     Tensor dst = empty(rest, dt);
-    copy_into(dst, t);
+    copy_into(dst, host_readable(t));  // a tensor of another device: its values, on the host
     std::memcpy(p, dst->data(), dst->numel() * itemsize(dt));
     p += dst->numel() * itemsize(dt);
     return;
