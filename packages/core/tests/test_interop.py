@@ -379,3 +379,20 @@ def test_tensor_bad_elements():
         ember.tensor({1: 2})
     with pytest.raises(ValueError, match="shape"):
         ember.tensor([ember.ones(2), ember.ones(3)])
+
+
+def test_numpy_refuses_a_tensor_that_requires_grad_as_torch_does():
+    msg = "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
+    leaf = ember.ones(3, requires_grad=True)
+    for t in (leaf, leaf * 2):
+        with pytest.raises(RuntimeError) as e:
+            t.numpy()
+        assert str(e.value) == msg
+    np.testing.assert_array_equal(leaf.detach().numpy(), [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal((leaf * 2).numpy(force=True), [2.0, 2.0, 2.0])
+    with ember.no_grad():  # grad mode off: allowed, as in torch
+        np.testing.assert_array_equal(leaf.numpy(), [1.0, 1.0, 1.0])
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError) as te:
+        torch.ones(3, requires_grad=True).numpy()
+    assert str(te.value) == msg

@@ -58,7 +58,7 @@ def test_autocast_layers_match_torch(kind):
     assert ye.dtype is (ember.bfloat16 if lower else ember.float32)
     assert yt.dtype == (torch.bfloat16 if lower else torch.float32)
     assert le.dtype is ember.float32 and lt.dtype == torch.float32  # losses run in float32
-    np.testing.assert_allclose(ye.float().numpy(), yt.float().detach().numpy(), rtol=3e-2, atol=3e-2)
+    np.testing.assert_allclose(ye.float().detach().numpy(), yt.float().detach().numpy(), rtol=3e-2, atol=3e-2)
     le.backward()
     lt.backward()
     for (n, pe), (_, pt) in zip(e.named_parameters(), t.named_parameters()):
@@ -155,3 +155,62 @@ def test_disabled_grad_scaler_is_a_pass_through():
     assert p.tolist() == [-1.0] and scaler.get_scale() == 1.0 and scaler.state_dict() == {}
     assert not scaler.is_enabled()
     scaler.load_state_dict({})  # ignored when disabled, as in torch
+
+
+def _first(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _states(out):
+    if not isinstance(out, tuple):
+        return []
+    rest = out[1]
+    return list(rest) if isinstance(rest, tuple) else [rest]
+
+
+@pytest.mark.parametrize("name,shape,kw", [
+    ("LSTM", (5, 3, 4), {}),
+    ("LSTM", (3, 5, 4), {"num_layers": 2, "batch_first": True, "bidirectional": True}),
+    ("RNN", (5, 3, 4), {}),
+    ("GRU", (5, 3, 4), {}),
+    ("LSTMCell", (3, 4), {}),
+    ("GRUCell", (3, 4), {}),
+    ("RNNCell", (3, 4), {}),
+])
+def test_autocast_recurrent_layers_match_torch(name, shape, kw):
+    # torch's CPU autocast runs LSTM and RNN wholly in bfloat16; GRU and the LSTM/GRU cells give
+    # float32 (their products in bfloat16); RNNCell bfloat16
+    torch.manual_seed(0)
+    tm = getattr(torch.nn, name)(4, 6, **kw)
+    em = getattr(nn, name)(4, 6, **kw)
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = torch.randn(*shape)
+    ex = ember.tensor(x.numpy(), requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = tm(x)
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        got = em(ex)
+    for w, g in zip([_first(want), *_states(want)], [_first(got), *_states(got)]):
+        assert str(g.dtype).split(".")[-1] == str(w.dtype).split(".")[-1]
+        np.testing.assert_allclose(g.float().detach().numpy(), w.float().detach().numpy(),
+                                   atol=2e-2)
+    # gradients reach the float32 weights and input through the casts
+    _first(got).float().sum().backward()
+    assert ex.grad.dtype == ember.float32
+    assert all(p.grad is not None and p.grad.dtype == ember.float32 for p in em.parameters())
+
+
+def test_autocast_lstm_really_computes_in_bfloat16():
+    torch.manual_seed(0)
+    lstm = nn.LSTM(4, 6)
+    x = ember.randn(7, 2, 4)
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        out, (h, c) = lstm(x)
+    assert out.dtype == h.dtype == c.dtype == ember.bfloat16
+    ref = nn.LSTM(4, 6).to(ember.bfloat16)
+    ref.load_state_dict(lstm.state_dict())
+    with ember.no_grad():
+        want = ref(x.to(ember.bfloat16))[0]
+        full = lstm(x)[0]
+    np.testing.assert_allclose(out.detach().float().numpy(), want.float().numpy(), atol=1e-2)
+    assert float((out.detach().float() - full).abs().max()) > 0  # not the float32 result

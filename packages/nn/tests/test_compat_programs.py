@@ -21,6 +21,18 @@ from shim import run_script, torch_is_ember  # noqa: E402
 sys.path.remove(str(HERE))
 
 
+def _onnx_checked(out: str) -> None:
+    """The program's ONNX step ran and onnxruntime agreed, or it was skipped for want of
+    onnx/onnxruntime."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        assert "onnx: skipped" in out
+        return
+    assert re.search(r"^onnx: exported, onnxruntime max abs error \S+$", out, re.M), out
+
+
 def _result(out: str) -> tuple[float, float]:
     m = re.search(r"^RESULT (\S+) (\S+)$", out, re.M)
     assert m, out
@@ -78,6 +90,7 @@ def test_char_lstm(tmp_path, capsys, on_ember):
     assert avg < 0.5  # and it learned the text
     assert re.search(r"step   0 \| loss \d\.\d{4} \| delta \+0\.00", out)
     assert "sample: h" in out
+    _onnx_checked(out)
 
 
 @pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
@@ -85,7 +98,16 @@ def test_reinforce(capsys, on_ember):
     out = _run("reinforce.py", [], capsys, on_ember)
     early, late = _result(out)
     assert late >= 0.7 and late >= early - 0.1
+    _onnx_checked(out)
     assert re.search(r"Episode 0\tLast reward: [+-]\d\.\d\d\tAverage reward: -?\d\.\d\d", out)
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_programs_skip_onnx_without_onnxruntime(monkeypatch, capsys, on_ember):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime -> ImportError
+    out = _run("reinforce.py", [], capsys, on_ember)
+    assert "onnx: skipped (onnx/onnxruntime not installed)" in out
+    assert _result(out)[1] >= 0.7
 
 
 def test_shim_restores_torch():
@@ -119,6 +141,8 @@ def _both(script: str, argv: list[str], tmp_path, capsys) -> tuple[str, str]:
                on_ember=False)
     got = _run(script, [*argv, "--out", str(tmp_path / "ember"), "--init-from", init], capsys,
                on_ember=True)
+    _onnx_checked(ref)
+    _onnx_checked(got)
     return ref, got
 
 
@@ -133,6 +157,7 @@ def test_min_gpt(tmp_path, capsys):
     assert re.search(r"^sample: 'First", out, re.M)
     assert re.search(r"ema \d\.\d{6} after 60 updates$", out, re.M)
     assert (tmp_path / "ckpt.pt").exists()
+    _onnx_checked(out)
 
 
 def test_min_gpt_tracks_torch(tmp_path, capsys):
@@ -171,6 +196,7 @@ def test_vae(tmp_path, capsys):
     assert re.search(r"^prior samples: \d+\.\d% of the pixels on$", out, re.M)
     nll = _lines(out, r"^validation -log p\(x\) <= (\S+) nats \(44 held-out images\)$")
     assert len(nll) == 1 and nll[0] < 1.1 * last
+    _onnx_checked(out)
 
 
 def test_vae_tracks_torch(tmp_path, capsys):
@@ -191,6 +217,7 @@ def test_time_sequence(tmp_path, capsys):
     assert out.count("STEP: ") == 4
     assert re.search(r"^test loss: \d\.\d{8}$", out, re.M)
     assert re.search(r"^future slope mse: \d\.\d{3}e-0\d$", out, re.M)
+    _onnx_checked(out)
 
 
 def test_time_sequence_tracks_torch(tmp_path, capsys):

@@ -11,12 +11,25 @@ from ember._C import Tensor
 def _numpy(self: Tensor, *, force: bool = False) -> Any:
     """A NumPy array sharing memory with this tensor.
 
+    As in PyTorch, a tensor that requires grad (while grad mode is on) must be detached first,
+    so the array cannot silently escape autograd; ``force=True`` detaches (and copies to the CPU)
+    itself.
+
     >>> import ember
     >>> ember.ones(2).numpy()
+    array([1., 1.], dtype=float32)
+    >>> ember.ones(2, requires_grad=True).numpy(force=True)
     array([1., 1.], dtype=float32)
     """
     import numpy as np
 
+    if force:
+        self = self.detach().cpu()
+    elif self.requires_grad and _C.is_grad_enabled():
+        raise RuntimeError(
+            "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+            "instead."
+        )
     if self.device.type != "cpu":
         raise TypeError(
             f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "

@@ -94,4 +94,29 @@ with torch.serialization.safe_globals([argparse.Namespace]):
     torch.save({"args": args, "state": model.state_dict()}, path)
     state = torch.load(path)
 assert state["args"].steps == args.steps
+
+# export to ONNX as a deployment script would, and check the graph in onnxruntime
+try:
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+except ImportError:
+    ort = None
+if ort is None:
+    print("onnx: skipped (onnx/onnxruntime not installed)")
+else:
+    model.eval()
+    onnx_path = os.path.join(args.out, "char_lstm.onnx")
+    torch.onnx.export(model, (data[:seq][None],), onnx_path, input_names=["tokens"],
+                      output_names=["logits", "h", "c"], opset_version=17, dynamo=False,
+                      dynamic_axes={"tokens": {0: "batch", 1: "time"},
+                                    "logits": {0: "batch", 1: "time"},
+                                    "h": {1: "batch"}, "c": {1: "batch"}})
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    x = torch.stack([data[3:3 + 2 * seq], data[40:40 + 2 * seq]])  # another batch and length
+    got = sess.run(None, {"tokens": x.numpy()})
+    with torch.no_grad():
+        want, (h, c) = model(x)
+    err = max(float(abs(g - w.numpy()).max()) for g, w in zip(got, (want, h, c)))
+    assert err < 1e-4, err
+    print(f"onnx: exported, onnxruntime max abs error {err:.1e}")
 print(f"RESULT {first.item():.6f} {float(avg):.6f}")

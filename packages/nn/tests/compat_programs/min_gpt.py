@@ -425,4 +425,26 @@ with torch.no_grad():
 sample = decode(y[0].tolist())
 print("sample:", repr(sample))
 assert y.shape == (1, len(start_ids) + 40) and sample.startswith("First")
+
+# -- export the next-token model on a fixed-length context to ONNX; check it in onnxruntime --
+try:
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+except ImportError:
+    ort = None
+if ort is None:
+    print("onnx: skipped (onnx/onnxruntime not installed)")
+else:
+    context = y[:, -model.config.block_size:]
+    onnx_path = os.path.join(args.out, "min_gpt.onnx")
+    torch.onnx.export(model, (context,), onnx_path, input_names=["idx"], output_names=["logits"],
+                      dynamic_axes={"idx": {0: "batch"}, "logits": {0: "batch"}},
+                      opset_version=17, dynamo=False)
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    batch = torch.cat([context, y[:, :model.config.block_size]])  # another batch size
+    with torch.no_grad():
+        want, _ = model(batch)
+    err = float(np.abs(sess.run(None, {"idx": batch.numpy()})[0] - want.numpy()).max())
+    assert err < 1e-4, err
+    print(f"onnx: exported, onnxruntime max abs error {err:.1e}")
 print(f"RESULT {first_loss:.6f} {lossf:.6f}")

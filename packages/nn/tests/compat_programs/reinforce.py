@@ -87,4 +87,25 @@ buf.seek(0)
 with torch.serialization.safe_globals([Config]):
     ckpt = torch.load(buf)
 assert ckpt["config"] == cfg and ckpt["wins"].dtype == torch.bool
+
+# export the policy to ONNX and check it in onnxruntime
+try:
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+except ImportError:
+    ort = None
+if ort is None:
+    print("onnx: skipped (onnx/onnxruntime not installed)")
+else:
+    f = io.BytesIO()
+    torch.onnx.export(policy, (torch.from_numpy(env.reset()).unsqueeze(0),), f,
+                      input_names=["obs"], output_names=["logits"], opset_version=17,
+                      dynamo=False, dynamic_axes={"obs": {0: "batch"}, "logits": {0: "batch"}})
+    sess = ort.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"])
+    obs = np.eye(7, dtype=np.float32)  # every cell at once: another batch size
+    with torch.no_grad():
+        want = policy(torch.from_numpy(obs)).numpy()
+    err = float(np.abs(sess.run(None, {"obs": obs})[0] - want).max())
+    assert err < 1e-5, err
+    print(f"onnx: exported, onnxruntime max abs error {err:.1e}")
 print(f"RESULT {np.mean(wins[:20]):.3f} {np.mean(wins[-20:]):.3f}")

@@ -41,10 +41,10 @@ class Sequence(nn.Module):
 
     def forward(self, input, future=0):
         outputs = []
-        h_t = torch.zeros(input.size(0), self.hidden, dtype=torch.double)
-        c_t = torch.zeros(input.size(0), self.hidden, dtype=torch.double)
-        h_t2 = torch.zeros(input.size(0), self.hidden, dtype=torch.double)
-        c_t2 = torch.zeros(input.size(0), self.hidden, dtype=torch.double)
+        h_t = torch.zeros(input.size(0), self.hidden, dtype=input.dtype)
+        c_t = torch.zeros(input.size(0), self.hidden, dtype=input.dtype)
+        h_t2 = torch.zeros(input.size(0), self.hidden, dtype=input.dtype)
+        c_t2 = torch.zeros(input.size(0), self.hidden, dtype=input.dtype)
         for input_t in input.split(1, dim=1):
             h_t, c_t = self.lstm1(input_t, (h_t, c_t))
             h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
@@ -127,4 +127,28 @@ if __name__ == "__main__":
     resumed = optim.LBFGS(again.parameters(), lr=0.8)
     resumed.load_state_dict(ckpt["optimizer"])
     assert resumed.state_dict()["state"][0]["n_iter"] == optimizer.state_dict()["state"][0]["n_iter"]
+
+    # export the model, unrolled over a fixed input length and a 5-step continuation, to ONNX
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+    if ort is None:
+        print("onnx: skipped (onnx/onnxruntime not installed)")
+    else:
+        # a float32 copy (onnxruntime's LSTM kernel has no float64), at a fixed batch size: the
+        # tracer records the zero states' sizes as constants
+        deploy = Sequence()
+        deploy.load_state_dict(ckpt["model"])
+        onnx_path = os.path.join(args.out, "seq.onnx")
+        torch.onnx.export(deploy, (test_input.float(), 5), onnx_path, input_names=["input"],
+                          output_names=["outputs"], opset_version=17, dynamo=False)
+        sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+        with torch.no_grad():
+            want = again(input[:3], future=5).numpy()  # three training waves: other data
+        got = sess.run(None, {"input": input[:3].float().numpy()})[0]
+        err = float(np.abs(got - want).max())
+        assert err < 1e-4, err
+        print(f"onnx: exported, onnxruntime max abs error {err:.1e}")
     print(f"RESULT {first:.8f} {loss.item():.8f} {future_mse:.8f}")

@@ -197,4 +197,27 @@ again.eval()
 x = test_set.tensors[0][:4]
 with torch.no_grad():
     assert torch.equal(again(x)[0], model(x)[0])
+
+# the whole VAE in eval mode (the mean latent) to ONNX, checked in onnxruntime
+try:
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+except ImportError:
+    ort = None
+if ort is None:
+    print("onnx: skipped (onnx/onnxruntime not installed)")
+else:
+    onnx_path = os.path.join(args.out, "vae.onnx")
+    names = ["recon_logits", "mu", "logvar"]
+    torch.onnx.export(again, (x,), onnx_path, input_names=["image"], output_names=names,
+                      dynamic_axes={"image": {0: "batch"}, **{n: {0: "batch"} for n in names}},
+                      opset_version=17, dynamo=False)
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    batch = test_set.tensors[0][:7]  # another batch size
+    with torch.no_grad():
+        want = again(batch)
+    got = sess.run(None, {"image": batch.numpy()})
+    err = max(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want))
+    assert err < 1e-4, err
+    print(f"onnx: exported, onnxruntime max abs error {err:.1e}")
 print(f"RESULT {first:.6f} {last:.6f}")

@@ -63,6 +63,25 @@ def _stack(tensors: list[Tensor], dim: int) -> Tensor:
     return ember.cat([t.unsqueeze(dim) for t in tensors], dim)
 
 
+def _autocast_dtype(t: Tensor) -> Any:
+    """The dtype autocast wants for ``t``'s device in this thread, or None (autocast off, or
+    ``t`` not a float32/16-bit tensor)."""
+    from ember.amp import autocast_mode
+
+    if not t.is_floating_point() or t.dtype is ember.float64:
+        return None
+    dev = t.device.type
+    if not autocast_mode.is_autocast_enabled(dev):
+        return None
+    return autocast_mode.get_autocast_dtype(dev)
+
+
+def _autocast_lower(t: Tensor | None) -> Tensor | None:
+    from ember.amp import autocast_mode
+
+    return autocast_mode._cast(t, "lower") if t is not None else None
+
+
 def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
 
@@ -258,6 +277,11 @@ class RNNBase(Module):
                 h0 = _select(h0, 1, sorted_indices)
                 c0 = _select(c0, 1, sorted_indices) if c0 is not None else None
 
+        # PyTorch's CPU autocast runs LSTM and the Elman RNN (not GRU) wholly in the lower
+        # precision: input, states and weights cast, outputs in that dtype
+        lower = self.mode != "GRU" and _autocast_dtype(data) is not None
+        if lower:
+            data, h0, c0 = _autocast_lower(data), _autocast_lower(h0), _autocast_lower(c0)
         offsets = [0]
         for b in batch_sizes:
             offsets.append(offsets[-1] + b)
@@ -274,7 +298,8 @@ class RNNBase(Module):
                     layer_input,
                     batch_sizes,
                     offsets,
-                    self._layer_params(layer, direction),
+                    tuple(map(_autocast_lower, self._layer_params(layer, direction)))
+                    if lower else self._layer_params(layer, direction),
                     h0[idx],
                     c0[idx] if c0 is not None else None,
                     reverse=direction == 1,
@@ -583,9 +608,11 @@ class LSTMCell(RNNCellBase):
         else:
             self._prepare(input, hx[1], "c_0")
             h, c = (hx[0].unsqueeze(0), hx[1].unsqueeze(0)) if unbatched else hx
-        if _fused_rnn_ok(x, h, c, self.weight_hh):
-            b = self.bias_ih + self.bias_hh if self.bias else None
-            gates = _addmm_t(b, x, self.weight_ih.t()).unsqueeze(0)
+        b = self.bias_ih + self.bias_hh if self.bias else None
+        gates = _addmm_t(b, x, self.weight_ih.t()).unsqueeze(0)
+        # (under autocast the gates are in the lower precision: the step path then mixes
+        # dtypes as PyTorch's cell does, and the cell state keeps its float32)
+        if _fused_rnn_ok(gates, h, c, self.weight_hh):
             _, h, c, _ = ember._C._lstm_layer([gates, h, c, self.weight_hh])
         else:
             gi, gh = self._gates(x, h)
@@ -615,8 +642,8 @@ class GRUCell(RNNCellBase):
         x, unbatched = self._prepare(input, hx)
         h = self._zeros(x) if hx is None else (hx.unsqueeze(0) if unbatched else hx)
         bias_hh = [] if self.bias_hh is None else [self.bias_hh]
-        if _fused_rnn_ok(x, h, self.weight_hh, *bias_hh):
-            gates = _addmm_t(self.bias_ih, x, self.weight_ih.t()).unsqueeze(0)
+        gates = _addmm_t(self.bias_ih, x, self.weight_ih.t()).unsqueeze(0)
+        if _fused_rnn_ok(gates, h, self.weight_hh, *bias_hh):
             _, out, _ = ember._C._gru_layer([gates, h, self.weight_hh, *bias_hh])
         else:
             gi, gh = self._gates(x, h)
