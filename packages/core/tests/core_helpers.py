@@ -80,3 +80,20 @@ def compare(scenario):
     if torch is not None:
         same(ours, scenario(torch))
     return ours
+
+
+def load_test_backend():
+    """The PrivateUse1 test backend (backend_ext/privateuse1_backend.cpp) built and imported
+    through ember.utils.cpp_extension (cached), with the slot named "testdev"; None when no C++
+    compiler is present."""
+    import shutil
+    from pathlib import Path
+
+    if shutil.which("c++") is None:
+        return None
+    from ember.utils import cpp_extension
+
+    if ember._C._privateuse1_backend_name() == "privateuseone":
+        ember.utils.rename_privateuse1_backend("testdev")
+    src = Path(__file__).parent / "backend_ext" / "privateuse1_backend.cpp"
+    return cpp_extension.load("ember_test_backend", [str(src)])

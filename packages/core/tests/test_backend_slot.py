@@ -6,26 +6,20 @@ plugs in, tested without a GPU (PyTorch tests its PrivateUse1 slot the same way)
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import ember
 import numpy as np
 import pytest
-
-SRC = Path(__file__).parent / "backend_ext" / "privateuse1_backend.cpp"
-NAME = "ember_test_backend"
+from core_helpers import load_test_backend
 
 
 @pytest.fixture(scope="module")
 def backend():
-    if shutil.which("c++") is None:
+    mod = load_test_backend()
+    if mod is None:
         pytest.skip("no C++ compiler to build the test backend")
-    from ember.utils import cpp_extension
-
-    if ember._C._privateuse1_backend_name() == "privateuseone":
-        ember.utils.rename_privateuse1_backend("testdev")
-    return cpp_extension.load(NAME, [str(SRC)])
+    return mod
 
 
 def dev_name() -> str:

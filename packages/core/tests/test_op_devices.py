@@ -16,12 +16,10 @@ cannot go unchecked."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import ember
 import numpy as np
 import pytest
+from core_helpers import load_test_backend
 from op_db import DB, POINTWISE, YAML_OPS
 
 OPS = YAML_OPS
@@ -137,16 +135,10 @@ def test_op_on_meta_matches_cpu(name):
 
 
 def _backend_device():
-    if shutil.which("c++") is None:
-        return None
     try:
-        from ember.utils import cpp_extension
-
-        if ember._C._privateuse1_backend_name() == "privateuseone":
-            ember.utils.rename_privateuse1_backend("testdev")
-        cpp_extension.load("ember_test_backend",
-                           [str(Path(__file__).parent / "backend_ext" / "privateuse1_backend.cpp")])
-    except Exception:  # no toolchain: the backend tests say why
+        if load_test_backend() is None:
+            return None
+    except RuntimeError:  # the build failed: test_backend_slot.py reports why
         return None
     return ember._C._privateuse1_backend_name()
 
