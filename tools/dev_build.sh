@@ -6,8 +6,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build/dev}
 export CCACHE_BASEDIR=$root  # share ccache hits between build directories
+# CUDA=1 also builds ember._C_cuda (for CUDA_ARCHS, default sm_90 only, to keep builds short).
+cuda_flags=(-DEMBER_CUDA=OFF)
+if [ "${CUDA:-0}" = 1 ]; then cuda_flags=(-DEMBER_CUDA=ON "-DEMBER_CUDA_ARCHS=${CUDA_ARCHS:-90-real}"); fi
 cmake -S "$root/packages/core" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DPython_EXECUTABLE="$(command -v python3)" >/dev/null
+  -DPython_EXECUTABLE="$(command -v python3)" "${cuda_flags[@]}" >/dev/null
 cmake --build "$build" -j "${JOBS:-2}"
 site=$build/site/ember
 mkdir -p "$site"

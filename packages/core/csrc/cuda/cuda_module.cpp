@@ -1,9 +1,9 @@
-// ember._C_cuda: the CUDA device plumbing, built only with EMBER_CUDA=ON so the CPU build never
-// needs the CUDA runtime. It links libember_engine.so, the engine ember._C uses, and loading it
-// registers a CachingAllocator over cudaMalloc/cudaFree as the allocator of DeviceType::CUDA
-// (core/backend.h describes the slot). Kernels come with the CUDA backend issue and register
-// into the generated per-op dispatch tables the same way.
-#include <cuda_runtime.h>
+// ember._C_cuda: the CUDA backend, built only with EMBER_CUDA=ON so the CPU build never needs
+// the CUDA runtime. It links libember_engine.so, the engine ember._C uses, and importing it
+// registers into that engine (core/backend.h describes the slot):
+//   - a caching allocator over cudaMalloc as the allocator of DeviceType::CUDA;
+//   - DeviceHooks: host <-> device copies on the current stream (copy_ops.cu);
+//   - every kernel file's registrations (cuda_registry.h).
 #include <pybind11/pybind11.h>
 
 #include <memory>
@@ -11,16 +11,24 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "cuda/cuda_context.h"
+#include "cuda/cuda_registry.h"
 
 namespace py = pybind11;
 
 namespace ember {
-namespace {
+namespace cuda {
 
-void check_cuda(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    EMBER_FAIL(Runtime, "CUDA error in ", what, ": ", cudaGetErrorString(err));
+std::vector<RegisterFn>& registrations() {
+  static std::vector<RegisterFn> fns;
+  return fns;
 }
+
+void register_all_kernels() {
+  for (RegisterFn fn : registrations()) fn();
+}
+
+namespace {
 
 class CudaRawAllocator final : public RawAllocator {
  public:
@@ -28,23 +36,14 @@ class CudaRawAllocator final : public RawAllocator {
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, nbytes);
     if (err == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();  // clear the sticky error so the caller can retry
+      (void)cudaGetLastError();  // clear the error so the caller can free its cache and retry
       return nullptr;
     }
-    check_cuda(err, "cudaMalloc");
+    check(err, "cudaMalloc");
     return p;
   }
-  void raw_free(void* ptr, size_t) override { check_cuda(cudaFree(ptr), "cudaFree"); }
+  void raw_free(void* ptr, size_t) override { check(cudaFree(ptr), "cudaFree"); }
 };
-
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
 
 CachingAllocator& cuda_allocator() {
   // Leaked: device memory may be released by storages during interpreter teardown.
@@ -54,26 +53,29 @@ CachingAllocator& cuda_allocator() {
 }
 
 }  // namespace
+void register_copy_hooks();  // copy_ops.cu
+}  // namespace cuda
 }  // namespace ember
 
 PYBIND11_MODULE(_C_cuda, m) {
   using namespace ember;
-  m.doc() = "ember's CUDA device plumbing (allocator registration, device queries).";
+  using namespace ember::cuda;
+  m.doc() = "ember's CUDA backend (allocator, copies, kernels, device queries).";
   py::module_::import("ember._C");  // loads the engine this module registers into
-  if (device_count() > 0) register_device_allocator(DeviceType::CUDA, &cuda_allocator());
+  register_all_kernels();
+  if (device_count() > 0) {
+    register_device_allocator(DeviceType::CUDA, &cuda_allocator());
+    register_copy_hooks();
+  }
 
   m.def("is_available", [] { return device_count() > 0; });
   m.def("device_count", &device_count);
-  m.def("current_device", [] {
-    int d = 0;
-    check_cuda(cudaGetDevice(&d), "cudaGetDevice");
-    return d;
-  });
-  m.def("set_device", [](int d) { check_cuda(cudaSetDevice(d), "cudaSetDevice"); });
-  m.def("synchronize", [] { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); });
+  m.def("current_device", &current_device);
+  m.def("set_device", &set_device);
+  m.def("synchronize", [] { EMBER_CUDA_CHECK(cudaDeviceSynchronize()); });
   m.def("get_device_name", [](int d) {
     cudaDeviceProp prop{};
-    check_cuda(cudaGetDeviceProperties(&prop, d), "cudaGetDeviceProperties");
+    EMBER_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
     return std::string(prop.name);
   });
   m.def("memory_allocated", [] { return cuda_allocator().stats().allocated_bytes; });
@@ -83,8 +85,8 @@ PYBIND11_MODULE(_C_cuda, m) {
   // Raw allocation round trip through the caching allocator (the device-side smoke test).
   m.def("_allocator_roundtrip", [](size_t nbytes) {
     DataPtr p = cuda_allocator().allocate(nbytes);
-    check_cuda(cudaMemset(p.get(), 0, nbytes), "cudaMemset");
-    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    EMBER_CUDA_CHECK(cudaMemset(p.get(), 0, nbytes));
+    EMBER_CUDA_CHECK(cudaDeviceSynchronize());
     return cuda_allocator().stats().allocated_bytes;
   });
 }
