@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The GPU check: on a machine with one NVIDIA GPU (the H100/H200 machines the device tool lends:
+# 16 cores, no network), build ember with CUDA for that GPU, run the GPU tests and the GPU
+# benchmarks against the PyTorch installed there, and print one report. Under 8 minutes.
+#
+#   bash tools/gpu_check.sh            # everything
+#   PHASES="build tests" bash tools/gpu_check.sh
+#   TESTS="packages/core/tests/test_cuda_runtime.py" bash tools/gpu_check.sh
+#
+# Missing build dependencies (scipy-openblas32 has no copy there) are installed from wheels in
+# .whl/ when present (see the device tool's README). Logs and the report go to $OUT (the device
+# tool's output folder) or build/gpu_check.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=${OUT:-$root/build/gpu_check}
+mkdir -p "$out"
+phases=${PHASES:-"build tests bench"}
+jobs=${JOBS:-$(nproc)}
+report=$out/report.md
+: >"$report"
+say() { echo "$*" | tee -a "$report"; }
+t0=$(date +%s)
+elapsed() { echo $(($(date +%s) - t0)); }
+
+say "# ember GPU check ($(date -u +%FT%TZ))"
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -1)
+say "- GPU: ${gpu:-none found}"
+say "- python: $(python3 -c 'import sys; print(sys.version.split()[0])'), torch: $(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>/dev/null || echo none), nvcc: $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+say "- commit: $(git rev-parse --short HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | grep -q . && echo '(with local changes)')"
+
+# ---- dependencies ------------------------------------------------------------------------
+if ! python3 -c "import scipy_openblas32" 2>/dev/null; then
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/ember_site .whl/*.whl
+    export PYTHONPATH=/tmp/ember_site${PYTHONPATH:+:$PYTHONPATH}
+  else
+    say "- scipy-openblas32 is missing and .whl/ has no wheel: cannot build"; exit 1
+  fi
+fi
+
+# ---- build -------------------------------------------------------------------------------
+build=${BUILD_DIR:-$root/build/gpu}
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+arch=${CUDA_ARCHS:-${arch:-90}-real}
+if [[ " $phases " == *" build "* ]]; then
+  b0=$(date +%s)
+  if CUDA=1 CUDA_ARCHS="$arch" JOBS=$jobs BUILD_DIR=$build timeout 300 bash tools/dev_build.sh \
+      >"$out/build.log" 2>&1; then
+    say "- build: ok in $(($(date +%s) - b0)) s (sm_$arch, $jobs jobs)"
+  else
+    say "- build: FAILED after $(($(date +%s) - b0)) s; the end of build.log:"
+    grep -E "error|Error|FAILED" "$out/build.log" | head -30 | tee -a "$report"
+    tail -20 "$out/build.log"
+    exit 1
+  fi
+fi
+export PYTHONPATH=$build/site${PYTHONPATH:+:$PYTHONPATH}
+python3 -c "import ember, ember._C_cuda as c; print('cuda available:', c.is_available(), c.device_count())" \
+  2>&1 | tee -a "$report"
+
+# ---- tests -------------------------------------------------------------------------------
+if [[ " $phases " == *" tests "* ]]; then
+  tests=${TESTS:-"$(ls packages/core/tests/test_cuda_*.py packages/*/tests/test_cuda_*.py 2>/dev/null | sort -u | tr '\n' ' ') packages/core/tests/test_op_devices.py"}
+  say ""
+  say "## Tests"
+  # -k cuda on the op table keeps its meta/privateuse1 axes (CPU work, run by CI) out of here.
+  s0=$(date +%s)
+  per_test=""
+  python3 -c "import pytest_timeout" 2>/dev/null && per_test="--timeout=60"
+  timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
+    $per_test -rfE --junitxml="$out/tests.xml" -k "cuda or not test_op_devices" $tests \
+    >"$out/tests.log" 2>&1
+  rc=$?
+  say "- pytest exit $rc in $(($(date +%s) - s0)) s: $(tail -1 "$out/tests.log")"
+  grep -E "^(FAILED|ERROR)" "$out/tests.log" | head -60 | tee -a "$report" >/dev/null
+  say "$(grep -cE '^(FAILED|ERROR)' "$out/tests.log") failed/errored (first 60 in report.md, all in tests.log)"
+fi
+
+# ---- benchmarks --------------------------------------------------------------------------
+if [[ " $phases " == *" bench "* ]]; then
+  say ""
+  say "## Benchmarks (ember vs torch, same GPU)"
+  timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/cases_cuda.py >"$out/bench.log" 2>&1
+  say "- exit $? ; table:"
+  cat "$out/bench.log" | tee -a "$report" >/dev/null
+fi
+say ""
+say "total: $(elapsed) s"
+cat "$report"
