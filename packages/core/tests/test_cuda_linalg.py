@@ -345,3 +345,25 @@ def test_addmm_gradients_match_cpu():
     ember.addmm(*gpu, beta=0.5, alpha=2).backward(dev(g))
     for x, y in zip(gpu, cpu):
         np.testing.assert_allclose(host(x.grad), host(y.grad), rtol=1e-10, atol=1e-12)
+
+
+def test_composites_and_out_variants_on_cuda():
+    # Composites built on these kernels (and on the CUDA pointwise ops), out= and in-place forms
+    # (which copy the kernel's result through the CUDA _copy_from).
+    a, b = rand(4, 6, seed=1), rand(6, 5, seed=2)
+    v, w = rand(4, seed=3), rand(5, seed=4)
+    c = rand(4, 5, seed=5)
+    check(ember.outer(dev(v), dev(w)), ember.outer(v, w), ember.float64)
+    check(ember.addr(dev(c), dev(v), dev(w), beta=0.5, alpha=2),
+          ember.addr(c, v, w, beta=0.5, alpha=2), ember.float64)
+    check(ember.inner(dev(a), dev(b.t())), ember.inner(a, b.t()), ember.float64)
+    check(ember.tensordot(dev(a), dev(b), dims=1), ember.tensordot(a, b, dims=1), ember.float64)
+    check(ember.einsum("ij,jk->ik", dev(a), dev(b)), ember.einsum("ij,jk->ik", a, b), ember.float64)
+    out = dev(ember.zeros(4, 5, dtype=ember.float64))
+    r = ember.mm(dev(a), dev(b), out=out)
+    assert r is out or r.data_ptr() == out.data_ptr()
+    check(out, ember.mm(a, b), ember.float64)
+    expected = ember.addmm(c, a, b, beta=0.5, alpha=-1)
+    inplace = dev(c)
+    inplace.addmm_(dev(a), dev(b), beta=0.5, alpha=-1)
+    check(inplace, expected, ember.float64)
