@@ -29,8 +29,8 @@ _matmul_precision = "highest"
 
 def set_float32_matmul_precision(precision: str) -> None:
     """Records the internal precision of float32 matrix products: "highest" (full float32),
-    "high" or "medium" (TF32/bfloat16 allowed on hardware that has them). ember's CPU kernels
-    always compute in float32, whatever is set.
+    "high" or "medium" (TF32 allowed on hardware that has it: the CUDA backend's float32 GEMMs
+    then use TF32 tensor cores). ember's CPU kernels always compute in float32, whatever is set.
 
     >>> import ember
     >>> ember.set_float32_matmul_precision("high")
@@ -44,6 +44,19 @@ def set_float32_matmul_precision(precision: str) -> None:
                            f", got {precision!r}")
     with _lock:
         _matmul_precision = precision
+        _push_tf32(precision != "highest")
+
+
+def _push_tf32(on: bool) -> None:
+    """Hands the TF32 switch to the CUDA backend's float32 GEMMs when ember._C_cuda is built;
+    without it the value is only recorded here."""
+    try:
+        from ember import _C_cuda
+    except ImportError:
+        return
+    setter = getattr(_C_cuda, "_set_allow_tf32", None)
+    if setter is not None:
+        setter(bool(on))
 
 
 def get_float32_matmul_precision() -> str:
