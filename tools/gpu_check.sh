@@ -45,7 +45,7 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | he
 arch=${CUDA_ARCHS:-${arch:-90}-real}
 if [[ " $phases " == *" build "* ]]; then
   b0=$(date +%s)
-  if CUDA=1 CUDA_ARCHS="$arch" JOBS=$jobs BUILD_DIR=$build timeout 300 bash tools/dev_build.sh \
+  if CUDA=1 CUDA_ARCHS="$arch" JOBS=$jobs BUILD_DIR=$build timeout "${BUILD_TIMEOUT:-300}" bash tools/dev_build.sh \
       >"$out/build.log" 2>&1; then
     say "- build: ok in $(($(date +%s) - b0)) s (sm_$arch, $jobs jobs)"
   else
