@@ -33,6 +33,8 @@ CORE_BUILD_DEPS = [
     "ninja",
     "cmake",
 ]
+# EMBER_CUDA=ON builds ember._C_cuda too (nvcc from the machine; cuBLAS from NVIDIA's wheel).
+CUDA_BUILD_DEPS = ["nvidia-cublas>=13,<14"]
 # Build backend of the pure-Python packages (>= 77: SPDX `license`; no `wheel` needed).
 PURE_BUILD_DEPS = ["setuptools>=77", "setuptools-scm>=8"]
 
@@ -67,6 +69,7 @@ def _core_source_key() -> str:
                 continue  # written by the build itself
             digest.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
     digest.update(os.environ.get("EMBER_CUDA", "OFF").encode())
+    digest.update(os.environ.get("EMBER_CUDA_ARCHS", "").encode())
     return digest.hexdigest()[:16]
 
 
@@ -79,6 +82,8 @@ def install_core(session: nox.Session) -> None:
     wheels = sorted(wheel_dir.glob(f"ember_core-*-{tag}-*.whl")) if wheel_dir.is_dir() else []
     if not wheels:
         session.install(*CORE_BUILD_DEPS)
+        if os.environ.get("EMBER_CUDA", "OFF").upper() in ("ON", "1"):
+            session.install(*CUDA_BUILD_DEPS)  # cuBLAS's headers and libraries
         tmp = wheel_dir.with_name(wheel_dir.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         session.run(

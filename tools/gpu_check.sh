@@ -32,7 +32,7 @@ say "- commit: $(git rev-parse --short HEAD 2>/dev/null) $(git status --porcelai
 # ---- dependencies ------------------------------------------------------------------------
 if ! python3 -c "import scipy_openblas32" 2>/dev/null; then
   if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/ember_site .whl/*.whl
+    python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/ember_site .whl/*.whl
     export PYTHONPATH=/tmp/ember_site${PYTHONPATH:+:$PYTHONPATH}
   else
     say "- scipy-openblas32 is missing and .whl/ has no wheel: cannot build"; exit 1
