@@ -1,0 +1,963 @@
+// CUDA kernels of the reductions and scans of ops/reduce.yaml (semantics: kernels/cpu/
+// reduce_ops.cpp). A reduction is a small device Reducer (identity / step / combine / write) run
+// by one engine that reads the input through its strides (reduce::make_geometry: kept dims x
+// reduced dims, size-1 dims dropped, mergeable dims coalesced):
+//   block path:  one block per (output, chunk of the reduced elements); threads stride over the
+//                chunk, then a shared-memory tree combines them. Long reductions with few outputs
+//                (the whole tensor) split into chunks whose partials a second kernel combines.
+//   thread path: one thread per output, looping over the reduced elements: short reductions, and
+//                "column" reductions (the innermost kept dim is contiguous, the reduced dims are
+//                not: adjacent threads read adjacent memory).
+// Accumulation: float for Half/BFloat16, double for float32/float64 sums, int64 for integers and
+// bool; var/std (Welford with Chan's merge) and norms accumulate in double. Scans run one thread
+// per scan line over a contiguous (outer, n, inner) copy.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <math_constants.h>
+
+#include "core/backend.h"
+#include "core/dispatch.h"
+#include "cuda/cuda_context.h"
+#include "cuda/cuda_registry.h"
+#include "cuda/device_types.cuh"
+#include "cuda/reduce_utils.cuh"
+#include "kernels/cpu/reduce_utils.h"
+#include "ops.h"
+#include "ops/op_types.h"
+
+namespace ember {
+namespace cuda {
+
+// ---- shared helpers (declared in reduce_utils.cuh) ---------------------------------------------
+
+namespace red {
+namespace {
+
+// A value in a form any dtype converts from exactly as C++ would: integers keep all 64 bits.
+struct Wide {
+  double f;
+  int64_t i;
+  bool is_int;
+};
+
+__device__ __forceinline__ Wide load_any(const char* p, ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool:
+      return {0.0, *reinterpret_cast<const uint8_t*>(p) != 0 ? 1 : 0, true};
+    case ScalarType::UInt8:
+      return {0.0, *reinterpret_cast<const uint8_t*>(p), true};
+    case ScalarType::Int8:
+      return {0.0, *reinterpret_cast<const int8_t*>(p), true};
+    case ScalarType::Int16:
+      return {0.0, *reinterpret_cast<const int16_t*>(p), true};
+    case ScalarType::Int32:
+      return {0.0, *reinterpret_cast<const int32_t*>(p), true};
+    case ScalarType::Int64:
+      return {0.0, *reinterpret_cast<const int64_t*>(p), true};
+    case ScalarType::Float16:
+      return {static_cast<double>(to_op<Half>(*reinterpret_cast<const Half*>(p))), 0, false};
+    case ScalarType::BFloat16:
+      return {static_cast<double>(to_op<BFloat16>(*reinterpret_cast<const BFloat16*>(p))), 0,
+              false};
+    case ScalarType::Float32:
+      return {static_cast<double>(*reinterpret_cast<const float*>(p)), 0, false};
+    default:
+      return {*reinterpret_cast<const double*>(p), 0, false};
+  }
+}
+
+template <class D>
+__device__ __forceinline__ void store_wide(char* p, const Wide& w) {
+  D* q = reinterpret_cast<D*>(p);
+  if constexpr (std::is_same_v<D, bool>) {
+    *reinterpret_cast<uint8_t*>(p) = w.is_int ? (w.i != 0) : (w.f != 0.0);
+  } else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
+    *q = from_op<D>(w.is_int ? static_cast<float>(w.i) : static_cast<float>(w.f));
+  } else if constexpr (std::is_floating_point_v<D>) {
+    *q = w.is_int ? static_cast<D>(w.i) : static_cast<D>(w.f);
+  } else {
+    *q = w.is_int ? static_cast<D>(w.i) : static_cast<D>(w.f);
+  }
+}
+
+__device__ __forceinline__ void store_any(char* p, ScalarType t, const Wide& w) {
+  switch (t) {
+    case ScalarType::Bool:
+      return store_wide<bool>(p, w);
+    case ScalarType::UInt8:
+      return store_wide<uint8_t>(p, w);
+    case ScalarType::Int8:
+      return store_wide<int8_t>(p, w);
+    case ScalarType::Int16:
+      return store_wide<int16_t>(p, w);
+    case ScalarType::Int32:
+      return store_wide<int32_t>(p, w);
+    case ScalarType::Int64:
+      return store_wide<int64_t>(p, w);
+    case ScalarType::Float16:
+      return store_wide<Half>(p, w);
+    case ScalarType::BFloat16:
+      return store_wide<BFloat16>(p, w);
+    case ScalarType::Float32:
+      return store_wide<float>(p, w);
+    default:
+      return store_wide<double>(p, w);
+  }
+}
+
+__global__ void strided_copy_kernel(char* dst, ScalarType dt, int dsize, Dims dd, const char* src,
+                                    ScalarType st, int ssize, Dims sd, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const Wide w = load_any(src + offset_of(sd, i) * ssize, st);
+    store_any(dst + offset_of(dd, i) * dsize, dt, w);
+  }
+}
+
+}  // namespace
+
+void strided_copy(char* dst, ScalarType dt, const DimVector& dst_strides, const char* src,
+                  ScalarType st, const DimVector& src_strides, const DimVector& sizes,
+                  const char* op) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  if (n == 0) return;
+  Dims dd = make_dims(sizes, dst_strides, op), sd = make_dims(sizes, src_strides, op);
+  strided_copy_kernel<<<blocks_for(n, 4), kBlockSize, 0, current_stream()>>>(
+      dst, dt, static_cast<int>(itemsize(dt)), dd, src, st, static_cast<int>(itemsize(st)), sd, n);
+  check_launch(op);
+}
+
+Tensor contiguous_as(const Tensor& self, ScalarType dt, const DimVector& perm, const char* op) {
+  bool identity = true;
+  for (int64_t i = 0; i < static_cast<int64_t>(perm.size()); ++i) identity &= perm[i] == i;
+  if (identity && dt == self->dtype() && self->is_contiguous() && dt != ScalarType::Bool)
+    return self;
+  const DimVector sizes = perm.empty() ? self->sizes() : permuted(self->sizes(), perm);
+  const DimVector strides = perm.empty() ? self->strides() : permuted(self->strides(), perm);
+  Tensor out = ember::empty(sizes, dt, self->device());
+  strided_copy(out->data(), dt, contiguous_strides(sizes), self->data(), self->dtype(), strides,
+               sizes, op);
+  return out;
+}
+
+void write_permuted(const Tensor& dst, const Tensor& src, const DimVector& perm, const char* op) {
+  const DimVector sizes = perm.empty() ? dst->sizes() : permuted(dst->sizes(), perm);
+  const DimVector strides = perm.empty() ? dst->strides() : permuted(dst->strides(), perm);
+  strided_copy(dst->data(), dst->dtype(), strides, src->data(), src->dtype(),
+               contiguous_strides(sizes), sizes, op);
+}
+
+Tensor scratch(int64_t nbytes, Device device) {
+  return ember::empty(DimVector{nbytes > 0 ? nbytes : 1}, ScalarType::UInt8, device);
+}
+
+Tensor to_host(const Tensor& t) {
+  Tensor c = contiguous_as(t, t->dtype(), DimVector{}, "to_host");
+  Tensor h = ember::empty(t->sizes(), t->dtype(), cpu_device());
+  const size_t nbytes = static_cast<size_t>(t->numel() * t->itemsize());
+  if (nbytes) device_hooks(DeviceType::CUDA).copy_to_host(h->data(), c->data(), nbytes,
+                                                          t->device().index, false);
+  return h;
+}
+
+Tensor to_device(const Tensor& t, Device device) {
+  Tensor d = ember::empty(t->sizes(), t->dtype(), device);
+  const size_t nbytes = static_cast<size_t>(t->numel() * t->itemsize());
+  if (nbytes) device_hooks(DeviceType::CUDA).copy_from_host(d->data(), t->data(), nbytes,
+                                                            device.index, false);
+  return d;
+}
+
+}  // namespace red
+
+namespace {
+
+using red::Dims;
+using red::isnan_v;
+using red::ld;
+using red::offset_of;
+using reduce::dim_mask;
+using reduce::reduced_numel;
+using reduce::reduced_sizes;
+using reduce::torch_type_name;
+
+template <class T>
+constexpr bool is_float_v = std::is_floating_point_v<dev_opmath_t<T>>;
+
+// Sum accumulator: float for the 16-bit floats, double for float32/float64, int64 otherwise.
+template <class T>
+using sum_acc_t =
+    std::conditional_t<is_float_v<T>,
+                       std::conditional_t<std::is_same_v<dev_opmath_t<T>, float> &&
+                                              !std::is_same_v<T, float>,
+                                          float, double>,
+                       int64_t>;
+
+// ---- the engine --------------------------------------------------------------------------------
+
+template <class R>
+__device__ __forceinline__ typename R::acc_t block_combine(typename R::acc_t acc, const R& r) {
+  using Acc = typename R::acc_t;
+  __shared__ __align__(16) unsigned char smem[kBlockSize * sizeof(Acc)];
+  Acc* sh = reinterpret_cast<Acc*>(smem);
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = kBlockSize / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] = r.combine(sh[threadIdx.x], sh[threadIdx.x + s]);
+    __syncthreads();
+  }
+  Acc result = sh[0];
+  __syncthreads();  // sh is reused by the next item of the grid-stride loop
+  return result;
+}
+
+// Block b reduces chunk b % nchunks of output b / nchunks; with nchunks > 1 its accumulator goes
+// to partials[b], else straight to the output.
+template <class R>
+__global__ void __launch_bounds__(kBlockSize)
+    reduce_block_kernel(const typename R::in_t* in, Dims kept, Dims red, int64_t nred,
+                        int64_t chunk, int64_t nchunks, int64_t nitems, R r,
+                        typename R::acc_t* partials) {
+  using Acc = typename R::acc_t;
+  for (int64_t b = blockIdx.x; b < nitems; b += gridDim.x) {
+    const int64_t o = b / nchunks, c = b % nchunks;
+    const typename R::in_t* base = in + offset_of(kept, o);
+    const int64_t lo = c * chunk, hi = min(nred, lo + chunk);
+    Acc acc = r.identity();
+    for (int64_t j = lo + threadIdx.x; j < hi; j += kBlockSize)
+      r.step(acc, ld(base + offset_of(red, j)), j);
+    acc = block_combine(acc, r);
+    if (threadIdx.x == 0) {
+      if (nchunks > 1) {
+        partials[b] = acc;
+      } else {
+        r.write(o, acc);
+      }
+    }
+  }
+}
+
+template <class R>
+__global__ void __launch_bounds__(kBlockSize)
+    reduce_partials_kernel(const typename R::acc_t* partials, int64_t nchunks, int64_t nout, R r) {
+  using Acc = typename R::acc_t;
+  for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {
+    Acc acc = r.identity();
+    for (int64_t c = threadIdx.x; c < nchunks; c += kBlockSize)
+      acc = r.combine(acc, partials[o * nchunks + c]);
+    acc = block_combine(acc, r);
+    if (threadIdx.x == 0) r.write(o, acc);
+  }
+}
+
+template <class R>
+__global__ void reduce_thread_kernel(const typename R::in_t* in, Dims kept, Dims red, int64_t nred,
+                                     int64_t nout, R r) {
+  using Acc = typename R::acc_t;
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < nout;
+       o += int64_t(gridDim.x) * blockDim.x) {
+    const typename R::in_t* base = in + offset_of(kept, o);
+    Acc acc = r.identity();
+    for (int64_t j = 0; j < nred; ++j) r.step(acc, ld(base + offset_of(red, j)), j);
+    r.write(o, acc);
+  }
+}
+
+// Runs reducer r over `in` reducing the dims in `mask`; outputs are written in row-major order of
+// the kept dims. `ordered`: r uses the flat index of the reduced elements (argmax).
+template <class R>
+void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, bool ordered,
+                   const char* op) {
+  reduce::Geometry g = reduce::make_geometry(in, mask, ordered);
+  if (g.nout == 0) return;
+  DeviceGuard guard(in->device().index);
+  cudaStream_t stream = current_stream();
+  const Dims kept = red::make_dims(g.ksizes, g.kstrides, op);
+  const Dims rd = red::make_dims(g.rsizes, g.rstrides, op);
+  const auto* base = in->template data_as<typename R::in_t>();
+  const int64_t nout = g.nout, nred = g.nred;
+  const bool columns = !g.ksizes.empty() && g.kstrides.back() == 1 &&
+                       !g.rsizes.empty() && g.rstrides.back() != 1;
+  if (nred <= 32 || (columns && nout >= 1024)) {
+    reduce_thread_kernel<R><<<blocks_for(nout), kBlockSize, 0, stream>>>(base, kept, rd, nred,
+                                                                        nout, r);
+    check_launch(op);
+    return;
+  }
+  // Enough blocks to fill the GPU: split the reductions when there are few outputs.
+  constexpr int64_t kTargetBlocks = 1024, kMinChunk = 8192;
+  int64_t nchunks = 1;
+  if (nout < kTargetBlocks)
+    nchunks = std::max<int64_t>(1, std::min((nred + kMinChunk - 1) / kMinChunk,
+                                            kTargetBlocks / nout));
+  const int64_t chunk = (nred + nchunks - 1) / nchunks;
+  const int64_t nitems = nout * nchunks;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(nitems, int64_t(1) << 20));
+  using Acc = typename R::acc_t;
+  Tensor parts;
+  Acc* partials = nullptr;
+  if (nchunks > 1) {
+    parts = red::scratch(nitems * static_cast<int64_t>(sizeof(Acc)), in->device());
+    partials = reinterpret_cast<Acc*>(parts->data());
+  }
+  reduce_block_kernel<R><<<grid, kBlockSize, 0, stream>>>(base, kept, rd, nred, chunk, nchunks,
+                                                          nitems, r, partials);
+  check_launch(op);
+  if (nchunks > 1) {
+    const unsigned g2 = static_cast<unsigned>(std::min<int64_t>(nout, int64_t(1) << 20));
+    reduce_partials_kernel<R><<<g2, kBlockSize, 0, stream>>>(partials, nchunks, nout, r);
+    check_launch(op);
+  }
+}
+
+// ---- reducers ----------------------------------------------------------------------------------
+
+enum class SumMode { Sum, NanSum, Prod };
+
+// sum / nansum / prod / mean: floating inputs write their own type, others int64.
+template <class T>
+struct SumR {
+  using in_t = T;
+  using acc_t = sum_acc_t<T>;
+  using Out = std::conditional_t<is_float_v<T>, T, int64_t>;
+  Out* out;
+  SumMode mode;
+  double div;
+  __device__ acc_t identity() const { return mode == SumMode::Prod ? acc_t(1) : acc_t(0); }
+  __device__ void step(acc_t& a, dev_opmath_t<T> x, int64_t) const {
+    acc_t v = static_cast<acc_t>(x);
+    if (mode == SumMode::Prod) {
+      a *= v;
+    } else {
+      if (mode == SumMode::NanSum && isnan_v(v)) v = acc_t(0);
+      a += v;
+    }
+  }
+  __device__ acc_t combine(acc_t a, acc_t b) const {
+    return mode == SumMode::Prod ? a * b : a + b;
+  }
+  __device__ void write(int64_t o, acc_t a) const {
+    if constexpr (is_float_v<T>) {
+      out[o] = from_op<T>(div == 1.0 ? a : static_cast<acc_t>(static_cast<double>(a) / div));
+    } else {
+      out[o] = a;
+    }
+  }
+};
+
+template <class T>
+struct NanMeanAcc {
+  sum_acc_t<T> s;
+  int64_t n;
+};
+
+template <class T>
+struct NanMeanR {
+  using in_t = T;
+  using acc_t = NanMeanAcc<T>;
+  T* out;
+  __device__ acc_t identity() const { return acc_t{0, 0}; }
+  __device__ void step(acc_t& a, dev_opmath_t<T> x, int64_t) const {
+    if (!isnan_v(x)) {
+      a.s += static_cast<sum_acc_t<T>>(x);
+      a.n += 1;
+    }
+  }
+  __device__ acc_t combine(acc_t a, acc_t b) const { return acc_t{a.s + b.s, a.n + b.n}; }
+  __device__ void write(int64_t o, acc_t a) const {
+    out[o] = from_op<T>(static_cast<double>(a.s) / static_cast<double>(a.n));
+  }
+};
+
+template <class V>
+struct ValIdx {
+  V v;
+  int64_t i;  // -1: nothing seen yet
+};
+
+// max / min / argmax / argmin / amax / amin: the first extremum, or the first NaN (NaN wins).
+template <class T>
+struct ExtR {
+  using in_t = T;
+  using V = dev_opmath_t<T>;
+  using acc_t = ValIdx<V>;
+  T* val_out;        // may be null
+  int64_t* idx_out;  // may be null
+  bool is_max;
+  __device__ acc_t identity() const { return acc_t{V(0), -1}; }
+  // Whether (x at ix) beats (c at ic).
+  __device__ bool beats(V x, int64_t ix, V c, int64_t ic) const {
+    const bool xn = isnan_v(x), cn = isnan_v(c);
+    if (xn || cn) return xn && (!cn || ix < ic);
+    if (x == c) return ix < ic;
+    return is_max ? x > c : x < c;
+  }
+  __device__ void step(acc_t& a, V x, int64_t j) const {
+    if (a.i < 0 || beats(x, j, a.v, a.i)) a = acc_t{x, j};
+  }
+  __device__ acc_t combine(acc_t a, acc_t b) const {
+    if (a.i < 0) return b;
+    if (b.i < 0) return a;
+    return beats(b.v, b.i, a.v, a.i) ? b : a;
+  }
+  __device__ void write(int64_t o, acc_t a) const {
+    if (val_out) val_out[o] = from_op<T>(a.v);
+    if (idx_out) idx_out[o] = a.i;
+  }
+};
+
+struct VarAcc {
+  double n, mean, m2;
+};
+
+template <class T>
+struct VarR {
+  using in_t = T;
+  using acc_t = VarAcc;
+  T* out;
+  T* mean_out;  // may be null
+  double correction;
+  bool take_sqrt;
+  __device__ acc_t identity() const { return VarAcc{0, 0, 0}; }
+  __device__ void step(acc_t& a, dev_opmath_t<T> x, int64_t) const {
+    const double v = static_cast<double>(x);
+    a.n += 1;
+    const double d = v - a.mean;
+    a.mean += d / a.n;
+    a.m2 += d * (v - a.mean);
+  }
+  __device__ acc_t combine(acc_t a, acc_t b) const {
+    if (a.n == 0) return b;
+    if (b.n == 0) return a;
+    VarAcc r;
+    r.n = a.n + b.n;
+    const double d = b.mean - a.mean;
+    r.mean = a.mean + d * (b.n / r.n);
+    r.m2 = a.m2 + b.m2 + d * d * (a.n * b.n / r.n);
+    return r;
+  }
+  __device__ void write(int64_t o, acc_t a) const {
+    const double var = a.m2 / fmax(0.0, a.n - correction);
+    out[o] = from_op<T>(take_sqrt ? sqrt(var) : var);
+    if (mean_out) mean_out[o] = from_op<T>(a.n == 0 ? CUDART_NAN : a.mean);
+  }
+};
+
+enum class NormKind { Two, One, Inf, NegInf, Zero, P };
+
+template <class T>
+struct NormR {
+  using in_t = T;
+  using acc_t = double;
+  T* out;
+  NormKind kind;
+  double p;
+  __device__ static double pick(bool is_max, double a, double x) {
+    bool better = is_max ? (x > a) : (x < a);
+    return (better || x != x) ? x : a;
+  }
+  __device__ acc_t identity() const {
+    return kind == NormKind::NegInf ? CUDART_INF : 0.0;
+  }
+  __device__ void step(acc_t& a, dev_opmath_t<T> x, int64_t) const {
+    const double v = fabs(static_cast<double>(x));
+    switch (kind) {
+      case NormKind::Two:
+        a += v * v;
+        break;
+      case NormKind::One:
+        a += v;
+        break;
+      case NormKind::Inf:
+        a = pick(true, a, v);
+        break;
+      case NormKind::NegInf:
+        a = pick(false, a, v);
+        break;
+      case NormKind::Zero:
+        a += (v != 0) ? 1.0 : 0.0;
+        break;
+      case NormKind::P:
+        a += pow(v, p);
+        break;
+    }
+  }
+  __device__ acc_t combine(acc_t a, acc_t b) const {
+    if (kind == NormKind::Inf) return pick(true, a, b);
+    if (kind == NormKind::NegInf) return pick(false, a, b);
+    return a + b;
+  }
+  __device__ void write(int64_t o, acc_t a) const {
+    if (kind == NormKind::Two) a = sqrt(a);
+    if (kind == NormKind::P) a = pow(a, 1.0 / p);
+    out[o] = from_op<T>(a);
+  }
+};
+
+enum class NzMode { All, Any, Count };
+
+// all / any / count_nonzero: counts the nonzero elements.
+template <class T>
+struct NonzeroR {
+  using in_t = T;
+  using acc_t = int64_t;
+  void* out;
+  NzMode mode;
+  int64_t nred;
+  __device__ acc_t identity() const { return 0; }
+  __device__ void step(acc_t& a, dev_opmath_t<T> x, int64_t) const {
+    a += (x != dev_opmath_t<T>(0)) ? 1 : 0;
+  }
+  __device__ acc_t combine(acc_t a, acc_t b) const { return a + b; }
+  __device__ void write(int64_t o, acc_t a) const {
+    if (mode == NzMode::Count) {
+      static_cast<int64_t*>(out)[o] = a;
+    } else {
+      static_cast<uint8_t*>(out)[o] = mode == NzMode::All ? (a == nred) : (a > 0);
+    }
+  }
+};
+
+// ---- op bodies ---------------------------------------------------------------------------------
+
+Tensor cast_to(const Tensor& t, ScalarType dt, const char* op) {
+  if (t->dtype() == dt) return t;
+  return red::contiguous_as(t, dt, DimVector{}, op);
+}
+
+Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim, SumMode mode,
+                double div, const char* op) {
+  const ScalarType st = x->dtype();
+  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim),
+                            is_floating(st) ? st : ScalarType::Int64, x->device());
+  EMBER_DISPATCH_ALL(st, op, [&] {
+    SumR<scalar_t> r;
+    r.out = out->data_as<typename SumR<scalar_t>::Out>();
+    r.mode = mode;
+    r.div = div;
+    run_reduction(x, mask, r, false, op);
+  });
+  return out;
+}
+
+std::tuple<Tensor, Tensor> ext_impl(const Tensor& self, const std::vector<bool>& mask,
+                                    bool keepdim, bool is_max, bool want_values,
+                                    bool want_indices, const char* op) {
+  DimVector shape = reduced_sizes(self->sizes(), mask, keepdim);
+  Tensor val = want_values ? ember::empty(shape, self->dtype(), self->device()) : Tensor();
+  Tensor idx = want_indices ? ember::empty(shape, ScalarType::Int64, self->device()) : Tensor();
+  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
+    ExtR<scalar_t> r;
+    r.val_out = want_values ? val->data_as<scalar_t>() : nullptr;
+    r.idx_out = want_indices ? idx->data_as<int64_t>() : nullptr;
+    r.is_max = is_max;
+    run_reduction(self, mask, r, true, op);
+  });
+  return {val, idx};
+}
+
+Tensor amax_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim, bool is_max,
+                 const char* op) {
+  for (int64_t d = 0; d < self->dim(); ++d)
+    EMBER_CHECK_KIND(!(mask[d] && self->size(d) == 0), Index, op, "(): Expected reduction dim ", d,
+                     " to have non-zero size.");
+  return std::get<0>(ext_impl(self, mask, keepdim, is_max, true, false, op));
+}
+
+double var_correction(std::optional<bool> unbiased, const std::optional<Scalar>& correction,
+                      const char* op) {
+  EMBER_CHECK_KIND(!(unbiased && correction), Type, op,
+                   "(): cannot specify both unbiased and correction (use correction=0 or 1)");
+  if (correction) return correction->to_double();
+  if (unbiased) return *unbiased ? 1.0 : 0.0;
+  return 1.0;
+}
+
+std::tuple<Tensor, Tensor> var_impl(const Tensor& self, const std::optional<DimVector>& dim,
+                                    std::optional<bool> unbiased, bool keepdim,
+                                    const std::optional<Scalar>& correction, bool take_sqrt,
+                                    bool want_mean, const char* op) {
+  EMBER_CHECK(is_floating(self->dtype()), op,
+              "(): std and var only support floating point and complex dtypes (got ",
+              dtype_name(self->dtype()), ")");
+  auto mask = dim_mask(dim, self->dim(), op);
+  const double corr = var_correction(unbiased, correction, op);
+  DimVector shape = reduced_sizes(self->sizes(), mask, keepdim);
+  Tensor out = ember::empty(shape, self->dtype(), self->device());
+  Tensor mean = want_mean ? ember::empty(shape, self->dtype(), self->device()) : Tensor();
+  EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
+    VarR<scalar_t> r;
+    r.out = out->data_as<scalar_t>();
+    r.mean_out = want_mean ? mean->data_as<scalar_t>() : nullptr;
+    r.correction = corr;
+    r.take_sqrt = take_sqrt;
+    run_reduction(self, mask, r, false, op);
+  });
+  return {out, mean};
+}
+
+Tensor nonzero_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim, NzMode mode,
+                    ScalarType out_type, const char* op) {
+  Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, keepdim), out_type, self->device());
+  const int64_t nred = reduced_numel(self->sizes(), mask);
+  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
+    NonzeroR<scalar_t> r;
+    r.out = out->data();
+    r.mode = mode;
+    r.nred = nred;
+    run_reduction(self, mask, r, false, op);
+  });
+  return out;
+}
+
+Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+                    bool is_all, const char* op) {
+  // An explicit empty dim list reduces nothing (PyTorch 2.x); None reduces everything.
+  std::vector<bool> mask = (dim && dim->empty()) ? std::vector<bool>(self->dim(), false)
+                                                 : dim_mask(dim, self->dim(), op);
+  ScalarType ot = self->dtype() == ScalarType::UInt8 ? ScalarType::UInt8 : ScalarType::Bool;
+  return nonzero_impl(self, mask, keepdim, is_all ? NzMode::All : NzMode::Any, ot, op);
+}
+
+// ---- ops ---------------------------------------------------------------------------------------
+
+Tensor sum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+           std::optional<ScalarType> dtype) {
+  auto mask = dim_mask(dim, self->dim(), "sum");
+  Tensor x = dtype ? cast_to(self, *dtype, "sum") : self;
+  Tensor out = sum_impl(x, mask, keepdim, SumMode::Sum, 1.0, "sum");
+  return dtype ? cast_to(out, *dtype, "sum") : out;
+}
+
+Tensor nansum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+              std::optional<ScalarType> dtype) {
+  auto mask = dim_mask(dim, self->dim(), "nansum");
+  Tensor x = dtype ? cast_to(self, *dtype, "nansum") : self;
+  Tensor out = sum_impl(x, mask, keepdim, SumMode::NanSum, 1.0, "nansum");
+  return dtype ? cast_to(out, *dtype, "nansum") : out;
+}
+
+Tensor mean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+            std::optional<ScalarType> dtype) {
+  if (dtype) {
+    EMBER_CHECK(
+        is_floating(*dtype),
+        "mean(): could not infer output dtype. Optional dtype must be either a floating point or "
+        "complex dtype. Got: ",
+        torch_type_name(*dtype));
+  } else {
+    EMBER_CHECK(
+        is_floating(self->dtype()),
+        "mean(): could not infer output dtype. Input dtype must be either a floating point or "
+        "complex dtype. Got: ",
+        torch_type_name(self->dtype()));
+  }
+  auto mask = dim_mask(dim, self->dim(), "mean");
+  Tensor x = dtype ? cast_to(self, *dtype, "mean") : self;
+  return sum_impl(x, mask, keepdim, SumMode::Sum,
+                  static_cast<double>(reduced_numel(x->sizes(), mask)), "mean");
+}
+
+Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
+               std::optional<ScalarType> dtype) {
+  EMBER_CHECK(is_floating(self->dtype()),
+              "nanmean(): expected input to have floating point or complex dtype but got ",
+              torch_type_name(self->dtype()));
+  Tensor x = dtype ? cast_to(self, *dtype, "nanmean") : self;
+  auto mask = dim_mask(dim, x->dim(), "nanmean");
+  EMBER_CHECK(is_floating(x->dtype()), "nanmean(): dtype must be floating point (got ",
+              torch_type_name(x->dtype()), ")");
+  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), x->dtype(), x->device());
+  EMBER_DISPATCH_FLOAT(x->dtype(), "nanmean", [&] {
+    NanMeanR<scalar_t> r;
+    r.out = out->data_as<scalar_t>();
+    run_reduction(x, mask, r, false, "nanmean");
+  });
+  return out;
+}
+
+Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
+            std::optional<ScalarType> dtype) {
+  auto mask = dim_mask(dim, self->dim(), "prod");
+  Tensor x = dtype ? cast_to(self, *dtype, "prod") : self;
+  Tensor out = sum_impl(x, mask, keepdim, SumMode::Prod, 1.0, "prod");
+  return dtype ? cast_to(out, *dtype, "prod") : out;
+}
+
+Tensor max_all(const Tensor& self) {
+  auto mask = std::vector<bool>(self->dim(), true);
+  reduce::check_nonempty(self, mask, false, "max", ErrorKind::Runtime);
+  return amax_impl(self, mask, false, true, "max");
+}
+
+Tensor min_all(const Tensor& self) {
+  auto mask = std::vector<bool>(self->dim(), true);
+  reduce::check_nonempty(self, mask, false, "min", ErrorKind::Runtime);
+  return amax_impl(self, mask, false, false, "min");
+}
+
+std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim) {
+  auto mask = dim_mask(std::optional<int64_t>(dim), self->dim(), "max");
+  reduce::check_nonempty(self, mask, true, "max");
+  return ext_impl(self, mask, keepdim, true, true, true, "max");
+}
+
+std::tuple<Tensor, Tensor> min_dim(const Tensor& self, int64_t dim, bool keepdim) {
+  auto mask = dim_mask(std::optional<int64_t>(dim), self->dim(), "min");
+  reduce::check_nonempty(self, mask, true, "min");
+  return ext_impl(self, mask, keepdim, false, true, true, "min");
+}
+
+Tensor argmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  auto mask = dim_mask(dim, self->dim(), "argmax");
+  reduce::check_nonempty(self, mask, dim.has_value(), "argmax");
+  return std::get<1>(ext_impl(self, mask, keepdim, true, false, true, "argmax"));
+}
+
+Tensor argmin(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  auto mask = dim_mask(dim, self->dim(), "argmin");
+  reduce::check_nonempty(self, mask, dim.has_value(), "argmin");
+  return std::get<1>(ext_impl(self, mask, keepdim, false, false, true, "argmin"));
+}
+
+Tensor amax(const Tensor& self, const DimVector& dim, bool keepdim) {
+  return amax_impl(self, dim_mask(&dim, self->dim(), "amax"), keepdim, true, "amax");
+}
+
+Tensor amin(const Tensor& self, const DimVector& dim, bool keepdim) {
+  return amax_impl(self, dim_mask(&dim, self->dim(), "amin"), keepdim, false, "amin");
+}
+
+std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  auto mask = dim_mask(dim, self->dim(), "aminmax");
+  EMBER_CHECK(reduced_numel(self->sizes(), mask) != 0,
+              "aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+              "identity.");
+  return {amax_impl(self, mask, keepdim, false, "aminmax"),
+          amax_impl(self, mask, keepdim, true, "aminmax")};
+}
+
+Tensor var(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
+           bool keepdim, const std::optional<Scalar>& correction) {
+  return std::get<0>(var_impl(self, dim, unbiased, keepdim, correction, false, false, "var"));
+}
+
+Tensor std_(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
+            bool keepdim, const std::optional<Scalar>& correction) {
+  return std::get<0>(var_impl(self, dim, unbiased, keepdim, correction, true, false, "std"));
+}
+
+std::tuple<Tensor, Tensor> var_mean(const Tensor& self, const std::optional<DimVector>& dim,
+                                    std::optional<bool> unbiased, bool keepdim,
+                                    const std::optional<Scalar>& correction) {
+  return var_impl(self, dim, unbiased, keepdim, correction, false, true, "var_mean");
+}
+
+std::tuple<Tensor, Tensor> std_mean(const Tensor& self, const std::optional<DimVector>& dim,
+                                    std::optional<bool> unbiased, bool keepdim,
+                                    const std::optional<Scalar>& correction) {
+  return var_impl(self, dim, unbiased, keepdim, correction, true, true, "std_mean");
+}
+
+Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optional<DimVector>& dim,
+            bool keepdim, std::optional<ScalarType> dtype) {
+  if (dtype) {
+    EMBER_CHECK(is_floating(*dtype),
+                "linalg.vector_norm: dtype should be floating point or complex, but got ",
+                torch_type_name(*dtype));
+  } else {
+    EMBER_CHECK(is_floating(self->dtype()),
+                "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
+                torch_type_name(self->dtype()));
+  }
+  Tensor x = dtype ? cast_to(self, *dtype, "norm") : self;
+  auto mask = dim_mask(dim, x->dim(), "norm");
+  const double pv = p ? p->to_double() : 2.0;
+  const double inf = std::numeric_limits<double>::infinity();
+  if ((pv < 0 || pv == inf) && reduced_numel(x->sizes(), mask) == 0)
+    EMBER_FAIL(Runtime, "linalg.vector_norm cannot compute the ", pv,
+               " norm on an empty tensor because the "
+               "operation does not have an identity");
+  NormKind kind = NormKind::P;
+  if (pv == 2) {
+    kind = NormKind::Two;
+  } else if (pv == 1) {
+    kind = NormKind::One;
+  } else if (pv == inf) {
+    kind = NormKind::Inf;
+  } else if (pv == -inf) {
+    kind = NormKind::NegInf;
+  } else if (pv == 0) {
+    kind = NormKind::Zero;
+  }
+  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), x->dtype(), x->device());
+  EMBER_DISPATCH_FLOAT(x->dtype(), "norm", [&] {
+    NormR<scalar_t> r;
+    r.out = out->data_as<scalar_t>();
+    r.kind = kind;
+    r.p = pv;
+    run_reduction(x, mask, r, false, "norm");
+  });
+  return out;
+}
+
+Tensor all(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  return all_any_impl(self, dim, keepdim, true, "all");
+}
+
+Tensor any(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  return all_any_impl(self, dim, keepdim, false, "any");
+}
+
+Tensor count_nonzero(const Tensor& self, const std::optional<DimVector>& dim) {
+  auto mask = dim_mask(dim, self->dim(), "count_nonzero");
+  return nonzero_impl(self, mask, false, NzMode::Count, ScalarType::Int64, "count_nonzero");
+}
+
+// ---- scans -------------------------------------------------------------------------------------
+
+// (outer, n, inner) view of a contiguous tensor around dim d.
+struct Lines {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+Lines lines_of(const Tensor& t, int64_t d) {
+  Lines l;
+  for (int64_t i = 0; i < t->dim(); ++i) {
+    if (i < d) l.outer *= t->size(i);
+    if (i == d) l.n = t->size(i);
+    if (i > d) l.inner *= t->size(i);
+  }
+  return l;
+}
+
+template <class T>
+__global__ void cum_kernel(const T* src, T* dst, int64_t outer, int64_t n, int64_t inner,
+                           bool is_prod) {
+  using Acc = std::conditional_t<is_float_v<T>, double, int64_t>;
+  const int64_t nlines = outer * inner;
+  for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < nlines;
+       l += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t off = (l / inner) * n * inner + l % inner;
+    Acc a = is_prod ? Acc(1) : Acc(0);
+    for (int64_t i = 0; i < n; ++i) {
+      const Acc x = static_cast<Acc>(ld(src + off + i * inner));
+      a = is_prod ? a * x : a + x;
+      // Through the compute type, as the CPU kernel rounds.
+      dst[off + i * inner] = from_op<T>(static_cast<dev_opmath_t<T>>(a));
+    }
+  }
+}
+
+template <class T>
+__global__ void cumext_kernel(const T* src, T* vo, int64_t* io, int64_t outer, int64_t n,
+                              int64_t inner, bool is_max) {
+  using V = dev_opmath_t<T>;
+  const int64_t nlines = outer * inner;
+  for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < nlines;
+       l += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t off = (l / inner) * n * inner + l % inner;
+    V best = ld(src + off);
+    int64_t bi = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const V x = ld(src + off + i * inner);
+      // Ties move the index forward; a NaN always takes over and then stays.
+      if (isnan_v(x) || (!isnan_v(best) && (is_max ? x >= best : x <= best))) {
+        best = x;
+        bi = i;
+      }
+      vo[off + i * inner] = from_op<T>(best);
+      io[off + i * inner] = bi;
+    }
+  }
+}
+
+Tensor cum_impl(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, bool is_prod,
+                const char* op) {
+  const int64_t d = wrap_dim(dim, self->dim(), op);
+  const ScalarType ot =
+      dtype ? *dtype : (is_floating(self->dtype()) ? self->dtype() : ScalarType::Int64);
+  Tensor out = ember::empty(self->sizes(), ot, self->device());
+  if (self->numel() == 0) return out;
+  DeviceGuard guard(self->device().index);
+  Tensor x = red::contiguous_as(self, ot, DimVector{}, op);
+  const Lines l = lines_of(x, d);
+  EMBER_DISPATCH_ALL(ot, op, [&] {
+    cum_kernel<scalar_t><<<blocks_for(l.outer * l.inner), kBlockSize, 0, current_stream()>>>(
+        x->data_as<scalar_t>(), out->data_as<scalar_t>(), l.outer, l.n, l.inner, is_prod);
+    check_launch(op);
+  });
+  return out;
+}
+
+std::tuple<Tensor, Tensor> cumext_impl(const Tensor& self, int64_t dim, bool is_max,
+                                       const char* op) {
+  const int64_t d = wrap_dim(dim, self->dim(), op);
+  Tensor values = ember::empty(self->sizes(), self->dtype(), self->device());
+  Tensor indices = ember::empty(self->sizes(), ScalarType::Int64, self->device());
+  if (self->numel() == 0) return {values, indices};
+  DeviceGuard guard(self->device().index);
+  Tensor x = red::contiguous_as(self, self->dtype(), DimVector{}, op);
+  const Lines l = lines_of(x, d);
+  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
+    cumext_kernel<scalar_t><<<blocks_for(l.outer * l.inner), kBlockSize, 0, current_stream()>>>(
+        x->data_as<scalar_t>(), values->data_as<scalar_t>(), indices->data_as<int64_t>(), l.outer,
+        l.n, l.inner, is_max);
+    check_launch(op);
+  });
+  return {values, indices};
+}
+
+Tensor cumsum(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return cum_impl(self, dim, dtype, false, "cumsum");
+}
+
+Tensor cumprod(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return cum_impl(self, dim, dtype, true, "cumprod");
+}
+
+std::tuple<Tensor, Tensor> cummax(const Tensor& self, int64_t dim) {
+  return cumext_impl(self, dim, true, "cummax");
+}
+
+std::tuple<Tensor, Tensor> cummin(const Tensor& self, int64_t dim) {
+  return cumext_impl(self, dim, false, "cummin");
+}
+
+void register_reduce() {
+  register_kernel("sum", DeviceType::CUDA, &sum);
+  register_kernel("nansum", DeviceType::CUDA, &nansum);
+  register_kernel("mean", DeviceType::CUDA, &mean);
+  register_kernel("nanmean", DeviceType::CUDA, &nanmean);
+  register_kernel("prod", DeviceType::CUDA, &prod);
+  register_kernel("max", DeviceType::CUDA, &max_all);
+  register_kernel("max", DeviceType::CUDA, &max_dim);
+  register_kernel("min", DeviceType::CUDA, &min_all);
+  register_kernel("min", DeviceType::CUDA, &min_dim);
+  register_kernel("argmax", DeviceType::CUDA, &argmax);
+  register_kernel("argmin", DeviceType::CUDA, &argmin);
+  register_kernel("amax", DeviceType::CUDA, &amax);
+  register_kernel("amin", DeviceType::CUDA, &amin);
+  register_kernel("aminmax", DeviceType::CUDA, &aminmax);
+  register_kernel("var", DeviceType::CUDA, &var);
+  register_kernel("std", DeviceType::CUDA, &std_);
+  register_kernel("var_mean", DeviceType::CUDA, &var_mean);
+  register_kernel("std_mean", DeviceType::CUDA, &std_mean);
+  register_kernel("norm", DeviceType::CUDA, &norm);
+  register_kernel("all", DeviceType::CUDA, &all);
+  register_kernel("any", DeviceType::CUDA, &any);
+  register_kernel("count_nonzero", DeviceType::CUDA, &count_nonzero);
+  register_kernel("cumsum", DeviceType::CUDA, &cumsum);
+  register_kernel("cumprod", DeviceType::CUDA, &cumprod);
+  register_kernel("cummax", DeviceType::CUDA, &cummax);
+  register_kernel("cummin", DeviceType::CUDA, &cummin);
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace ember
+
+EMBER_CUDA_REGISTER(ember::cuda::register_reduce)
