@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "cuda/cuda_context.h"
 #include "cuda/cuda_registry.h"
+#include "cuda/random_ops.h"
 
 namespace py = pybind11;
 
@@ -68,6 +69,7 @@ PYBIND11_MODULE(_C_cuda, m) {
     register_copy_hooks();
   }
 
+  bind_random(m);  // random_ops.cu: the per-device generators
   m.def("is_available", [] { return device_count() > 0; });
   m.def("device_count", &device_count);
   m.def("current_device", &current_device);
