@@ -187,6 +187,10 @@ def test_index_put_assign(dtype):
         return y.index_put_((a, b), v)
 
     both(put, x, idx([0, 3, -1]), idx([4, 0, 2]), v)
+    # repeated positions without accumulate: the last value wins, as on the CPU
+    both(put, x, idx([1, 2, 1, 1]), idx([3, 0, 3, 3]), make((4,), dtype))
+    both(lambda x, i, v: (x.clone() if x.device.type == "cpu" else x).index_put_((i,), v), x,
+         idx([2, 0, 2, -2]), make((4, 5), dtype))
     mask = ember.tensor(RNG.integers(0, 2, size=(4, 5)).astype(bool))
     n = int(to_np(mask).sum())
     both(lambda x, m, v: (x.clone() if x.device.type == "cpu" else x).index_put_((m,), v), x, mask,

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "cuda/cuda_registry.h"
@@ -571,7 +572,8 @@ void put_along_dim(const Tensor& target, int64_t dim, const Tensor& idx, const T
 
 struct AdvancedIndex {
   Tensor src;
-  Tensor offsets;  // device int64, numel(bshape)
+  Tensor offsets;       // device int64, numel(bshape)
+  Tensor host_offsets;  // the same on the host
   DimVector bshape;
   DimVector result_shape;
   int64_t pos = 0;
@@ -680,7 +682,8 @@ AdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>&
       off[i] += (x < 0 ? x + size : x) * stride;
     }
   }
-  r.offsets = ix::to_device(with_shape(offsets, DimVector{count}), self->device());
+  r.host_offsets = with_shape(offsets, DimVector{count});
+  r.offsets = ix::to_device(r.host_offsets, self->device());
 
   DimVector sizes, strides;
   for (int64_t d = 0; d < base->dim(); ++d) {
@@ -1104,16 +1107,39 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
       }
     }
   }
+  Tensor offsets = ai.offsets;
+  if (!accumulate) {
+    // Repeated positions: the last value written wins, as on the CPU (which writes in order),
+    // so only the last occurrence of each offset is launched.
+    const int64_t* off = ai.host_offsets->data_as<int64_t>();
+    const int64_t* so = src_off->data_as<int64_t>();
+    std::unordered_set<int64_t> seen;
+    std::vector<int64_t> keep;
+    for (int64_t j = ai.count() - 1; j >= 0; --j)
+      if (seen.insert(off[j]).second) keep.push_back(j);
+    if (static_cast<int64_t>(keep.size()) < ai.count()) {
+      const int64_t m = keep.size();
+      Tensor o2 = empty(DimVector{m}, ScalarType::Int64, cpu_device());
+      Tensor s2 = empty(DimVector{m}, ScalarType::Int64, cpu_device());
+      for (int64_t k = 0; k < m; ++k) {
+        o2->data_as<int64_t>()[k] = off[keep[m - 1 - k]];
+        s2->data_as<int64_t>()[k] = so[keep[m - 1 - k]];
+      }
+      offsets = ix::to_device(o2, self->device());
+      src_off = s2;
+    }
+  }
   Tensor src_off_d = ix::to_device(src_off, self->device());
   DimVector vs = ai.src->sizes(), vst;
   for (int64_t d = 0; d < vexp->dim(); ++d)
     if (d < ai.pos || d >= ai.pos + nb) vst.push_back(vexp->stride(d));
   vst.insert(ai.pos, 0);
   Tensor vrest = make_view(vexp, vs, vst, vexp->storage_offset());
-  DimVector fs = flat_shape(ai);
+  DimVector fs = ai.src->sizes();
+  fs[ai.pos] = offsets->numel();
   IndexGeo g = make_geo(fs, ai.pos, ai.src, true, self->itemsize(), vrest, true, self->itemsize(),
-                        ai.offsets, false, src_off_d, false, op);
-  run_index(op, self, vrest, g, ai.offsets, src_off_d, accumulate ? Red::Add : Red::Assign);
+                        offsets, false, src_off_d, false, op);
+  run_index(op, self, vrest, g, offsets, src_off_d, accumulate ? Red::Add : Red::Assign);
   self->bump_version();
   return self;
 }
