@@ -14,6 +14,7 @@
 #include "cuda/cuda_context.h"
 #include "cuda/cuda_registry.h"
 #include "cuda/linalg_ops.h"
+#include "cuda/random_ops.h"
 
 namespace py = pybind11;
 
@@ -69,7 +70,8 @@ PYBIND11_MODULE(_C_cuda, m) {
     register_copy_hooks();
   }
 
-  bind_linalg(m);
+  bind_linalg(m);  // linalg_ops.cpp: the TF32 switch
+  bind_random(m);  // random_ops.cu: the per-device generators
   m.def("is_available", [] { return device_count() > 0; });
   m.def("device_count", &device_count);
   m.def("current_device", &current_device);

@@ -35,6 +35,7 @@ from ember._C import Tensor, device, dtype  # noqa: F401
 from ember._size import Size
 from ember import _tensor  # noqa: F401  (Python-side Tensor methods)
 from ember import cuda  # noqa: F401
+from ember.random import manual_seed  # noqa: F401  (seeds the CUDA generators too)
 from ember import autograd  # noqa: F401
 from ember.autograd.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 from ember._interop import as_tensor, from_dlpack  # noqa: F401

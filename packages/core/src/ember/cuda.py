@@ -76,13 +76,14 @@ def empty_cache() -> None:
 # ---- random seeds: accepted without a GPU, as PyTorch accepts them (queued for the device) ------
 
 _pending_seed: int | None = None
+_SEED_MASK = 0xFFFF_FFFF_FFFF_FFFF
 
 
 def manual_seed(seed: int) -> None:
     """Seeds the random generator of the current CUDA device. Without CUDA the seed is kept
     and applied if a device appears, so scripts that seed every backend run on the CPU."""
     global _pending_seed
-    _pending_seed = int(seed)
+    _pending_seed = int(seed) & _SEED_MASK  # negative seeds wrap, as in PyTorch
     m = _module()
     if m is not None and m.is_available() and hasattr(m, "manual_seed"):
         m.manual_seed(_pending_seed)
@@ -91,7 +92,7 @@ def manual_seed(seed: int) -> None:
 def manual_seed_all(seed: int) -> None:
     """Seeds the random generators of all CUDA devices (kept for later without CUDA)."""
     global _pending_seed
-    _pending_seed = int(seed)
+    _pending_seed = int(seed) & _SEED_MASK
     m = _module()
     if m is not None and m.is_available():
         fn = getattr(m, "manual_seed_all", None) or getattr(m, "manual_seed", None)

@@ -18,7 +18,7 @@ import struct
 from typing import Any, Iterable, Iterator
 
 from ember import _C
-from ember._C import Tensor, default_generator, initial_seed, manual_seed  # noqa: F401
+from ember._C import Generator, Tensor, default_generator, initial_seed  # noqa: F401
 
 __all__ = ["get_rng_state", "set_rng_state", "manual_seed", "seed", "initial_seed", "fork_rng"]
 
@@ -41,6 +41,16 @@ def set_rng_state(new_state: Tensor) -> None:
                            f"get_rng_state(), got {got}")
     s, offset = _STATE.unpack(_C._tensor_to_bytes(new_state))
     default_generator.set_state((s, offset))
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seeds the default generator and, as in PyTorch, every CUDA device's generator (kept for
+    later when CUDA is not loaded yet); returns the default generator."""
+    from ember import cuda
+
+    gen = _C.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    cuda.manual_seed_all(seed)
+    return gen
 
 
 def seed() -> int:

@@ -1,0 +1,1438 @@
+// CUDA kernels of the indexing ops (ops/indexing.yaml), mirroring kernels/cpu/indexing_ops.cpp.
+//
+// Every "index along a dim" op is one kernel: a walk over a shape in which dst and src each step
+// along `dim` either by their stride or by an index value (read from an int64 operand walked with
+// its own strides). Index values are checked (and negatives wrapped) on the host before launch:
+// one copy of the index to the host, a sync point, so a bad index raises the CPU's IndexError and
+// never touches memory. Reductions into duplicate positions use atomics (a CAS loop for the
+// dtypes and reductions the hardware has no atomic for). Ops whose output size depends on the
+// data (nonzero, masked_select, boolean indexing) scan a flag array with CUB on the device and
+// copy the count to the host.
+#include <cub/device/device_scan.cuh>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "cuda/cuda_registry.h"
+#include "cuda/index_common.cuh"
+#include "ops.h"
+#include "ops/op_types.h"
+
+namespace ember {
+namespace cuda {
+namespace {
+
+using ix::Walk;
+
+// ---- device helpers ---------------------------------------------------------------------------
+
+// Accumulation type: bool stays bool, integers wrap in int64, floats compute in opmath.
+template <class T>
+struct AccT {
+  using type = std::conditional_t<std::is_same_v<T, bool>, bool,
+                                  std::conditional_t<std::is_integral_v<T>, int64_t, dev_opmath_t<T>>>;
+};
+template <class T>
+using acc_t = typename AccT<T>::type;
+
+template <class T>
+__device__ __forceinline__ acc_t<T> ld(const T& v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return to_op<T>(v);
+  } else {
+    return static_cast<acc_t<T>>(v);
+  }
+}
+
+template <class U, class T>
+__device__ __forceinline__ U bits_as(T v) {
+  static_assert(sizeof(U) == sizeof(T));
+  U u;
+  memcpy(&u, &v, sizeof(T));
+  return u;
+}
+
+// *addr = f(*addr) atomically, for any element size (1 and 2 bytes through the aligned word).
+template <class T, class F>
+__device__ void atomic_update(T* addr, const F& f) {
+  if constexpr (sizeof(T) == 8) {
+    auto* a = reinterpret_cast<unsigned long long*>(addr);
+    unsigned long long old = *a, assumed;
+    do {
+      assumed = old;
+      old = atomicCAS(a, assumed, bits_as<unsigned long long>(f(bits_as<T>(assumed))));
+    } while (assumed != old);
+  } else if constexpr (sizeof(T) == 4) {
+    auto* a = reinterpret_cast<unsigned int*>(addr);
+    unsigned int old = *a, assumed;
+    do {
+      assumed = old;
+      old = atomicCAS(a, assumed, bits_as<unsigned int>(f(bits_as<T>(assumed))));
+    } while (assumed != old);
+  } else {
+    using Bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned char>;
+    const uintptr_t p = reinterpret_cast<uintptr_t>(addr);
+    auto* word = reinterpret_cast<unsigned int*>(p & ~uintptr_t(3));
+    const unsigned shift = static_cast<unsigned>(p & 3) * 8;
+    const unsigned mask = (sizeof(T) == 2 ? 0xffffu : 0xffu) << shift;
+    unsigned int old = *word, assumed;
+    do {
+      assumed = old;
+      const Bits cur = static_cast<Bits>((assumed & mask) >> shift);
+      const Bits nv = bits_as<Bits>(f(bits_as<T>(cur)));
+      old = atomicCAS(word, assumed, (assumed & ~mask) | (static_cast<unsigned>(nv) << shift));
+    } while (assumed != old);
+  }
+}
+
+enum class Red { Assign, Add, Mul, Max, Min };
+
+template <class T, Red R>
+struct ReduceOp {
+  double alpha_f = 1.0;
+  int64_t alpha_i = 1;
+  __device__ __forceinline__ T combine(T xs, T ys) const {
+    using A = acc_t<T>;
+    const A x = ld(xs), y = ld(ys);
+    A r;
+    if constexpr (R == Red::Add) {
+      if constexpr (std::is_same_v<T, bool>) {
+        r = x || (alpha_i != 0 && y);
+      } else if constexpr (std::is_integral_v<T>) {
+        r = x + static_cast<A>(alpha_i) * y;
+      } else {
+        r = x + static_cast<A>(alpha_f) * y;
+      }
+    } else if constexpr (R == Red::Mul) {
+      if constexpr (std::is_same_v<T, bool>) {
+        r = x && y;
+      } else {
+        r = x * y;
+      }
+    } else if constexpr (R == Red::Max) {
+      r = (y != y || y > x) ? y : x;  // NaN propagates
+    } else {
+      r = (y != y || y < x) ? y : x;
+    }
+    return from_op<T>(r);
+  }
+  __device__ __forceinline__ void operator()(char* d, const char* s) const {
+    T* dst = reinterpret_cast<T*>(d);
+    const T ys = *reinterpret_cast<const T*>(s);
+    if constexpr (R == Red::Add && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+      atomicAdd(dst, static_cast<T>(alpha_f) * ys);
+    } else if constexpr (R == Red::Add && std::is_same_v<T, int64_t>) {
+      atomicAdd(reinterpret_cast<unsigned long long*>(dst),
+                static_cast<unsigned long long>(alpha_i * ys));
+    } else if constexpr (R == Red::Add && std::is_same_v<T, int32_t>) {
+      atomicAdd(dst, static_cast<int32_t>(alpha_i * ys));
+    } else {
+      atomic_update(dst, [&](T x) { return combine(x, ys); });
+    }
+  }
+};
+
+template <class T>
+struct AssignOp {
+  __device__ __forceinline__ void operator()(char* d, const char* s) const {
+    *reinterpret_cast<T*>(d) = *reinterpret_cast<const T*>(s);
+  }
+};
+
+// Operands: 0 dst, 1 src, 2 dst index, 3 src index (strides in bytes over w's shape). An indexed
+// operand additionally moves index * step bytes (its own stride at the indexed dim is 0).
+struct IndexGeo {
+  Walk w;
+  int64_t dst_step = 0, src_step = 0;
+};
+
+template <class Op>
+__global__ void index_kernel(int64_t n, IndexGeo g, char* dst, const char* src,
+                             const int64_t* didx, const int64_t* sidx, Op op) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rem = e, od = 0, os = 0, oi = 0, oj = 0;
+    for (int d = g.w.nd - 1; d >= 0; --d) {
+      const int64_t c = rem % g.w.sizes[d];
+      rem /= g.w.sizes[d];
+      od += c * g.w.st[0][d];
+      os += c * g.w.st[1][d];
+      oi += c * g.w.st[2][d];
+      oj += c * g.w.st[3][d];
+    }
+    if (didx) od += *reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(didx) + oi) * g.dst_step;
+    if (sidx) os += *reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(sidx) + oj) * g.src_step;
+    op(dst + od, src + os);
+  }
+}
+
+// ---- host helpers -----------------------------------------------------------------------------
+
+Tensor as_1d(const Tensor& t) {
+  if (t->dim() > 0) return t;
+  return make_view(t, DimVector{1}, DimVector{1}, t->storage_offset());
+}
+
+Tensor expand_view(const Tensor& t, const DimVector& sizes) {
+  const int64_t n = sizes.size(), off = n - t->dim();
+  DimVector strides(n, 0);
+  for (int64_t d = 0; d < t->dim(); ++d)
+    strides[off + d] = (t->size(d) == 1 && sizes[off + d] != 1) ? 0 : t->stride(d);
+  return make_view(t, sizes, std::move(strides), t->storage_offset());
+}
+
+Tensor with_shape(const Tensor& contiguous, const DimVector& sizes) {
+  return make_view(contiguous, sizes, contiguous_strides(sizes), contiguous->storage_offset());
+}
+
+void check_index_dtype(const Tensor& index, const char* op, bool allow_int32) {
+  EMBER_CHECK_KIND(index != nullptr, Type, op, ": expected an index tensor, got None");
+  ScalarType t = index->dtype();
+  if (t == ScalarType::Int64 || (allow_int32 && t == ScalarType::Int32)) return;
+  EMBER_FAIL(Type, op, ": expected an index tensor of dtype ",
+             allow_int32 ? "int64 or int32" : "int64", ", but got ", dtype_name(t));
+}
+
+// A host int64 copy of `index` that may be written (never the caller's own tensor).
+Tensor host_index(const Tensor& index, const char* op) {
+  Tensor h = ix::host_as(index, ScalarType::Int64, op);
+  if (h.get() == index.get() || h->storage() == index->storage()) {
+    Tensor c = empty(h->sizes(), ScalarType::Int64, cpu_device());
+    if (h->numel()) std::memcpy(c->data(), h->data(), h->numel() * 8);
+    h = c;
+  }
+  return h;
+}
+
+// The index values as a contiguous int64 device tensor of index's shape, checked to lie in
+// [0, size) -- or [-size, size), negatives wrapped, when allow_negative. A sync point.
+Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_negative,
+                     const char* op, Device device) {
+  Tensor h = host_index(index, op);
+  int64_t* p = h->data_as<int64_t>();
+  const int64_t n = h->numel(), lo = allow_negative ? -size : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = p[i];
+    if (v < lo || v >= size)
+      EMBER_FAIL(Index, op, op[0] ? ": " : "", "index ", v, " is out of bounds for dimension ", dim,
+                 " with size ", size);
+    if (v < 0) p[i] = v + size;
+  }
+  return ix::to_device(h, device);
+}
+
+// Where an op with out= writes (as the CPU's make_out).
+struct OutArg {
+  Tensor result, user;
+  Tensor done(const char* op) const {
+    if (!user) return result;
+    if (user != result) {
+      ix::resize_out(user, result->sizes());
+      ix::copy(user, result, op);
+    } else {
+      user->bump_version();
+    }
+    return user;
+  }
+};
+
+OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, Device device,
+                const char* op, std::initializer_list<Tensor> inputs) {
+  if (!out) return {empty(sizes, dtype, device), nullptr};
+  EMBER_CHECK(out->dtype() == dtype, op, ": expected the out= tensor to have dtype ",
+              dtype_name(dtype), ", but got ", dtype_name(out->dtype()));
+  ix::check_cuda(out, op, "the out= tensor");
+  for (const Tensor& in : inputs)
+    if (in && in->storage() == out->storage()) return {empty(sizes, dtype, device), out};
+  ix::resize_out(out, sizes);
+  if (out->is_contiguous()) return {out, out};
+  return {empty(sizes, dtype, device), out};
+}
+
+Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
+                      std::initializer_list<Tensor> inputs) {
+  if (!out) return ix::clone(self, op);
+  if (out.get() == self.get()) return self;
+  for (const Tensor& in : inputs)
+    EMBER_CHECK(!in || in->storage() != out->storage(), op,
+                ": unsupported operation: some elements of the input tensor and the written-to "
+                "tensor refer to a single memory location. Please clone() the tensor before "
+                "performing the operation.");
+  EMBER_CHECK(out->dtype() == self->dtype(), op, ": expected the out= tensor to have dtype ",
+              dtype_name(self->dtype()), ", but got ", dtype_name(out->dtype()));
+  ix::check_cuda(out, op, "the out= tensor");
+  ix::resize_out(out, self->sizes());
+  ix::copy(out, self, op);
+  return out;
+}
+
+// A 1-element device tensor of `dtype` holding a number or a 0-d tensor's value.
+Tensor value_tensor(const TensorOrScalar& value, ScalarType dtype, Device device, const char* op) {
+  Scalar s = value.scalar;
+  if (value.is_tensor()) {
+    EMBER_CHECK(value.tensor->dim() == 0, op,
+                ": only supports a 0-dimensional value tensor, but got tensor with ",
+                value.tensor->dim(), " dimension(s)");
+    Tensor h = ix::host_as(value.tensor, value.tensor->dtype(), op);
+    s = load_scalar(h->data(), h->dtype());
+  } else {
+    check_scalar_fits(s, dtype, op);
+  }
+  return ix::scalar_on(s, dtype, device);
+}
+
+// Launches op over `shape` for dst/src (with their element strides in `g` already set).
+template <class Op>
+void launch_index(const char* name, const Tensor& ref, int64_t n, const IndexGeo& g, char* dst,
+                  const char* src, const Tensor& didx, const Tensor& sidx, const Op& op) {
+  if (n == 0) return;
+  DeviceGuard guard(ix::device_index(ref));
+  index_kernel<<<blocks_for(n), kBlockSize, 0, ix::stream_of(ref)>>>(
+      n, g, dst, src, didx ? didx->data_as<int64_t>() : nullptr,
+      sidx ? sidx->data_as<int64_t>() : nullptr, op);
+  check_launch(name);
+}
+
+// Runs reduction `red` (or assignment) over the geometry, dispatching on dst's dtype.
+void run_index(const char* name, const Tensor& dst, const Tensor& src, const IndexGeo& g,
+               const Tensor& didx, const Tensor& sidx, Red red, double alpha_f = 1.0,
+               int64_t alpha_i = 1) {
+  int64_t n = 1;
+  for (int d = 0; d < g.w.nd; ++d) n *= g.w.sizes[d];
+  if (n == 0) return;
+  if (red == Red::Assign) {
+    ix::by_itemsize(dst->itemsize(), [&](auto tag) {
+      using T = decltype(tag);
+      launch_index(name, dst, n, g, dst->data(), src->data(), didx, sidx, AssignOp<T>{});
+    });
+    dst->bump_version();
+    return;
+  }
+  EMBER_DISPATCH_ALL(dst->dtype(), name, [&] {
+    using T = scalar_t;
+    auto go = [&](auto op) {
+      op.alpha_f = alpha_f;
+      op.alpha_i = alpha_i;
+      launch_index(name, dst, n, g, dst->data(), src->data(), didx, sidx, op);
+    };
+    switch (red) {
+      case Red::Add: go(ReduceOp<T, Red::Add>{}); break;
+      case Red::Mul: go(ReduceOp<T, Red::Mul>{}); break;
+      case Red::Max: go(ReduceOp<T, Red::Max>{}); break;
+      case Red::Min: go(ReduceOp<T, Red::Min>{}); break;
+      default: break;
+    }
+  });
+  dst->bump_version();
+}
+
+// Geometry over `shape`: dst and src walk their strides; an operand indexed at `dim` has its dim
+// stride replaced by index * step. didx_nd / sidx_nd: the index walks the whole shape
+// (contiguous, index's shape) instead of being a 1-d vector along dim.
+IndexGeo make_geo(const DimVector& shape, int64_t dim, const Tensor& dst, bool dst_indexed,
+                  int64_t dst_step, const Tensor& src, bool src_indexed, int64_t src_step,
+                  const Tensor& didx, bool didx_nd, const Tensor& sidx, bool sidx_nd,
+                  const char* op) {
+  IndexGeo g;
+  g.w = ix::make_walk(shape, {dst, src}, op);
+  // dst / src agree with the walk's shape except at dim, where they may be larger (indexed).
+  for (int k = 0; k < 2; ++k) {
+    const Tensor& t = k == 0 ? dst : src;
+    if (t->dim() != static_cast<int64_t>(shape.size())) continue;  // broadcast value
+    for (int64_t d = 0; d < t->dim(); ++d)
+      g.w.st[k][d] = (t->size(d) == 1 && shape[d] != 1) ? 0 : t->stride(d) * t->itemsize();
+  }
+  if (dst_indexed) g.w.st[0][dim] = 0;
+  if (src_indexed) g.w.st[1][dim] = 0;
+  for (int k = 2; k < 4; ++k) {
+    const Tensor& t = k == 2 ? didx : sidx;
+    const bool nd = k == 2 ? didx_nd : sidx_nd;
+    for (int d = 0; d < g.w.nd; ++d) g.w.st[k][d] = 0;
+    if (!t) continue;
+    if (nd) {
+      const DimVector cs = contiguous_strides(t->sizes());
+      for (int64_t d = 0; d < t->dim(); ++d) g.w.st[k][d] = t->size(d) == 1 ? 0 : cs[d] * 8;
+    } else {
+      g.w.st[k][dim] = 8;
+    }
+  }
+  g.dst_step = dst_step;
+  g.src_step = src_step;
+  return g;
+}
+
+// ---- gather / scatter -------------------------------------------------------------------------
+
+Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
+                   bool allow_negative, const char* op) {
+  check_index_dtype(index, op, false);
+  dim = wrap_dim(dim, self->dim(), op);
+  Tensor s1 = as_1d(self), i1 = as_1d(index);
+  EMBER_CHECK(i1->dim() == s1->dim(), op,
+              ": index tensor must have the same number of dimensions as input tensor (",
+              index->dim(), " vs ", self->dim(), ")");
+  for (int64_t d = 0; d < s1->dim(); ++d)
+    EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": size does not match at dimension ",
+                d, ": expected index ", shape_str(index->sizes()), " to be no larger than self ",
+                shape_str(self->sizes()), " apart from dimension ", dim);
+  OutArg o = make_out(out, index->sizes(), self->dtype(), self->device(), op, {self, index});
+  if (index->numel() == 0) return o.done(op);
+  Tensor idx = as_1d(checked_index(index, s1->size(dim), dim, allow_negative, op, self->device()));
+  Tensor res = as_1d(o.result);
+  const DimVector& shape = idx->sizes();
+  IndexGeo g = make_geo(shape, dim, res, false, 0, s1, true, s1->stride(dim) * s1->itemsize(),
+                        nullptr, false, idx, true, op);
+  run_index(op, res, s1, g, nullptr, idx, Red::Assign);
+  return o.done(op);
+}
+
+// self[.., index[.., j, ..], ..] (red)= src[.., j, ..], walking idx's shape.
+void scatter_kernel(const Tensor& self, int64_t dim, const Tensor& idx, const Tensor& src, Red red,
+                    const char* op) {
+  const DimVector& shape = idx->sizes();
+  IndexGeo g = make_geo(shape, dim, self, true, self->stride(dim) * self->itemsize(), src, false, 0,
+                        idx, true, nullptr, false, op);
+  run_index(op, self, src, g, idx, nullptr, red);
+}
+
+Red parse_reduce(const std::string& r, bool scatter_reduce, bool* mean, const char* op) {
+  *mean = false;
+  if (scatter_reduce) {
+    if (r == "sum") return Red::Add;
+    if (r == "prod") return Red::Mul;
+    if (r == "mean") {
+      *mean = true;
+      return Red::Add;
+    }
+    if (r == "amax") return Red::Max;
+    if (r == "amin") return Red::Min;
+    EMBER_FAIL(Value, op, ": reduce argument must be either sum, prod, mean, amax or amin, got ",
+               r);
+  }
+  if (r == "add") return Red::Add;
+  if (r == "multiply") return Red::Mul;
+  EMBER_FAIL(Value, op, ": reduce argument must be either add or multiply, got ", r);
+}
+
+Tensor reduce_identity(Red red, ScalarType dtype, Device device) {
+  Tensor v = empty(DimVector{}, dtype, cpu_device());
+  EMBER_DISPATCH_ALL(dtype, "scatter_reduce()", [&] {
+    using T = scalar_t;
+    T x{};
+    if (red == Red::Mul) {
+      x = static_cast<T>(1);
+    } else if (red == Red::Max || red == Red::Min) {
+      const bool mx = red == Red::Max;
+      if constexpr (std::is_integral_v<T>) {
+        x = mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+      } else {
+        x = static_cast<T>(mx ? -std::numeric_limits<float>::infinity()
+                              : std::numeric_limits<float>::infinity());
+      }
+    } else {
+      x = static_cast<T>(0);
+    }
+    *v->data_as<T>() = x;
+  });
+  return ix::to_device(v, device);
+}
+
+__global__ void fill_i64_kernel(int64_t n, int64_t* p, int64_t v) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x)
+    p[e] = v;
+}
+
+// x /= count where count > 0 (floor division for integers), x and counts contiguous-walked.
+template <class T>
+__global__ void divide_counts_kernel(int64_t n, Walk w, char* x, const int64_t* counts) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rem = e, ox = 0;
+    for (int d = w.nd - 1; d >= 0; --d) {
+      const int64_t c = rem % w.sizes[d];
+      rem /= w.sizes[d];
+      ox += c * w.st[0][d];
+    }
+    const int64_t c = counts[e];
+    if (c == 0) continue;
+    T* p = reinterpret_cast<T*>(x + ox);
+    if constexpr (std::is_integral_v<T>) {
+      const int64_t v = static_cast<int64_t>(*p), q = v / c;
+      *p = static_cast<T>((v % c != 0 && v < 0) ? q - 1 : q);
+    } else {
+      *p = from_op<T>(to_op<T>(*p) / static_cast<dev_opmath_t<T>>(c));
+    }
+  }
+}
+
+Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                    const Scalar& value, Red red, bool mean, bool include_self, const Tensor& out,
+                    const char* op) {
+  check_index_dtype(index, op, false);
+  dim = wrap_dim(dim, self->dim(), op);
+  if (src) {
+    EMBER_CHECK(src->dtype() == self->dtype(), op,
+                ": expected self.dtype to be equal to src.dtype (got ", dtype_name(self->dtype()),
+                " and ", dtype_name(src->dtype()), ")");
+    ix::check_same_device(self, src, op, "src");
+  }
+  if (mean && self->dtype() == ScalarType::Bool)
+    EMBER_FAIL(Type, op, ": reduce='mean' is not implemented for dtype bool");
+  Tensor s1 = as_1d(self), i1 = as_1d(index);
+  Tensor src1 = src ? as_1d(src) : Tensor();
+  EMBER_CHECK(i1->dim() == s1->dim() && (!src1 || src1->dim() == s1->dim()), op,
+              ": index tensor must have the same number of dimensions as self",
+              src ? " and src" : "", " (got index ", shape_str(index->sizes()), ", self ",
+              shape_str(self->sizes()), src ? ", src " + shape_str(src->sizes()) : std::string(),
+              ")");
+  if (index->numel() > 0) {
+    for (int64_t d = 0; d < s1->dim(); ++d) {
+      EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": expected index ",
+                  shape_str(index->sizes()), " to be no larger than self ",
+                  shape_str(self->sizes()), " apart from dimension ", dim);
+      EMBER_CHECK(!src1 || i1->size(d) <= src1->size(d), op, ": expected index ",
+                  shape_str(index->sizes()), " to be no larger than src ", shape_str(src->sizes()));
+    }
+  }
+  // Checked before anything is written, so a bad index leaves self untouched.
+  Tensor idx;
+  if (index->numel() > 0) idx = as_1d(checked_index(index, s1->size(dim), dim, false, op, self->device()));
+  Tensor target = inplace_target(self, out, op, {self, index, src});
+  if (index->numel() == 0) return target;
+  Tensor t1 = as_1d(target);
+  Tensor srcv = src1 ? src1
+                     : expand_view(value_tensor(TensorOrScalar(value), self->dtype(),
+                                                self->device(), op),
+                                   idx->sizes());
+  if (!include_self && red != Red::Assign)
+    scatter_kernel(t1, dim, idx,
+                   expand_view(reduce_identity(mean ? Red::Add : red, self->dtype(), self->device()),
+                               idx->sizes()),
+                   Red::Assign, op);
+  scatter_kernel(t1, dim, idx, srcv, red, op);
+  if (!mean) return target;
+  // mean: divide the sums by how many values landed on each position (plus self's own).
+  Tensor counts = empty(t1->sizes(), ScalarType::Int64, self->device());
+  {
+    DeviceGuard guard(ix::device_index(counts));
+    fill_i64_kernel<<<blocks_for(counts->numel()), kBlockSize, 0, ix::stream_of(counts)>>>(
+        counts->numel(), counts->data_as<int64_t>(), include_self ? 1 : 0);
+    check_launch(op);
+  }
+  Tensor one = ix::scalar_on(Scalar(int64_t(1)), ScalarType::Int64, self->device());
+  scatter_kernel(counts, dim, idx, expand_view(one, idx->sizes()), Red::Add, op);
+  Walk w = ix::make_walk(t1->sizes(), {t1}, op);
+  const int64_t n = t1->numel();
+  EMBER_DISPATCH_NUMERIC(self->dtype(), op, [&] {
+    DeviceGuard guard(ix::device_index(t1));
+    divide_counts_kernel<scalar_t><<<blocks_for(n), kBlockSize, 0, ix::stream_of(t1)>>>(
+        n, w, t1->data(), counts->data_as<int64_t>());
+    check_launch(op);
+  });
+  return target;
+}
+
+// ---- index_add / index_copy / index_fill ------------------------------------------------------
+
+void check_index_source(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                        const char* op) {
+  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
+                   shape_str(index->sizes()));
+  EMBER_CHECK(source->dtype() == self->dtype(), op, ": self (", dtype_name(self->dtype()),
+              ") and source (", dtype_name(source->dtype()), ") must have the same dtype");
+  ix::check_same_device(self, source, op, "source");
+  Tensor s1 = as_1d(self), src1 = as_1d(source);
+  EMBER_CHECK(s1->dim() == src1->dim(), op, ": source ", shape_str(source->sizes()),
+              " must have the same number of dimensions as self ", shape_str(self->sizes()));
+  EMBER_CHECK_KIND(index->numel() == src1->size(dim), Index, op, ": number of indices (",
+                   index->numel(), ") should be equal to source.size(dim) (", src1->size(dim), ")");
+  for (int64_t d = 0; d < s1->dim(); ++d)
+    EMBER_CHECK(d == dim || s1->size(d) == src1->size(d), op, ": source ",
+                shape_str(source->sizes()), " must match self ", shape_str(self->sizes()),
+                " in every dimension but ", dim);
+}
+
+// target[.., idx[j], ..] (=|+= alpha *) source[.., j, ..] along dim; idx is a device vector.
+void put_along_dim(const Tensor& target, int64_t dim, const Tensor& idx, const Tensor& source,
+                   Red red, const Scalar& alpha, const char* op) {
+  Tensor t1 = as_1d(target), src1 = as_1d(source);
+  DimVector shape = src1->sizes();
+  IndexGeo g = make_geo(shape, dim, t1, true, t1->stride(dim) * t1->itemsize(), src1, false, 0,
+                        idx, false, nullptr, false, op);
+  run_index(op, t1, src1, g, idx, nullptr, red, alpha.to_double(),
+            alpha.is_floating() ? static_cast<int64_t>(alpha.to_double())
+                                : (alpha.is_bool() ? int64_t(alpha.to_bool()) : alpha.to<int64_t>()));
+}
+
+// ---- advanced indexing ------------------------------------------------------------------------
+
+struct AdvancedIndex {
+  Tensor src;
+  Tensor offsets;       // device int64, numel(bshape)
+  Tensor host_offsets;  // the same on the host
+  DimVector bshape;
+  DimVector result_shape;
+  int64_t pos = 0;
+  int64_t count() const { return offsets->numel(); }
+};
+
+Tensor unsqueeze_view(const Tensor& t, int64_t d) {
+  DimVector sizes = t->sizes(), strides = t->strides();
+  int64_t st = d < t->dim() ? t->stride(d) * t->size(d) : 1;
+  sizes.insert(d, 1);
+  strides.insert(d, st);
+  return make_view(t, std::move(sizes), std::move(strides), t->storage_offset());
+}
+
+// As the CPU's: bool masks become index vectors (nonzero on the host: boolean indexing is a sync
+// point anyway), every index is broadcast and checked on the host, and the element offsets go
+// to the device once.
+AdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>& indices) {
+  Tensor base = self;
+  std::vector<Tensor> per_dim;  // host int64 tensors
+  for (const Tensor& t : indices) {
+    if (!t) {
+      per_dim.push_back(nullptr);
+      continue;
+    }
+    ScalarType dt = t->dtype();
+    if (dt == ScalarType::Bool || dt == ScalarType::UInt8) {
+      const int64_t d = per_dim.size();
+      if (t->dim() == 0) {
+        base = unsqueeze_view(base, d);
+        Tensor h = ix::host_as(t, dt, "index");
+        bool v = load_scalar(h->data(), dt).to_bool();
+        Tensor ixt = empty(DimVector{v ? 1 : 0}, ScalarType::Int64, cpu_device());
+        if (v) *ixt->data_as<int64_t>() = 0;
+        per_dim.push_back(ixt);
+        continue;
+      }
+      EMBER_CHECK_KIND(d + t->dim() <= base->dim(), Index,
+                       "too many indices for tensor of dimension ", base->dim(), " (got ",
+                       d + t->dim(), ")");
+      for (int64_t j = 0; j < t->dim(); ++j)
+        if (t->size(j) != base->size(d + j))
+          EMBER_FAIL(Index, "The shape of the mask ", shape_str(t->sizes()), " at index ", j,
+                     " does not match the shape of the indexed tensor ", shape_str(base->sizes()),
+                     " at index ", d + j);
+      Tensor mask = ix::host_as(t, ScalarType::Bool, "index");
+      Tensor nz = dispatch::nonzero(mask, Tensor());  // CPU
+      for (int64_t j = 0; j < t->dim(); ++j)
+        per_dim.push_back(make_view(nz, DimVector{nz->size(0)}, DimVector{nz->stride(0)},
+                                    nz->storage_offset() + j));
+      continue;
+    }
+    if (dt != ScalarType::Int64 && dt != ScalarType::Int32)
+      EMBER_FAIL(Index, "tensors used as indices must be long, int, byte or bool tensors (got ",
+                 dtype_name(dt), ")");
+    per_dim.push_back(ix::host_as(t, ScalarType::Int64, "index"));
+  }
+  EMBER_CHECK_KIND(static_cast<int64_t>(per_dim.size()) <= base->dim(), Index,
+                   "too many indices for tensor of dimension ", base->dim(), " (got ",
+                   per_dim.size(), ")");
+  ix::check_dims(base->dim() + 1, "index");
+
+  AdvancedIndex r;
+  DimVector dims;
+  for (size_t d = 0; d < per_dim.size(); ++d)
+    if (per_dim[d]) dims.push_back(d);
+  for (int64_t d : dims) {
+    const DimVector& s = per_dim[d]->sizes();
+    const int64_t n = std::max<int64_t>(r.bshape.size(), s.size());
+    DimVector b(n, 1);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t x = i < static_cast<int64_t>(r.bshape.size()) ? r.bshape[r.bshape.size() - 1 - i] : 1;
+      int64_t y = i < static_cast<int64_t>(s.size()) ? s[s.size() - 1 - i] : 1;
+      if (x != y && x != 1 && y != 1) {
+        std::string shapes;
+        for (int64_t k : dims)
+          shapes += (shapes.empty() ? "" : ", ") + shape_str(per_dim[k]->sizes());
+        EMBER_FAIL(Index,
+                   "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+                   shapes);
+      }
+      b[n - 1 - i] = x == 1 ? y : x;
+    }
+    r.bshape = b;
+  }
+  bool adjacent = dims.empty() || dims.back() - dims[0] + 1 == static_cast<int64_t>(dims.size());
+  r.pos = (adjacent && !dims.empty()) ? dims[0] : 0;
+
+  Tensor offsets = empty(r.bshape, ScalarType::Int64, cpu_device());
+  int64_t* off = offsets->data_as<int64_t>();
+  const int64_t count = offsets->numel();
+  for (int64_t i = 0; i < count; ++i) off[i] = 0;
+  bool rest_empty = false;
+  for (int64_t d = 0; d < base->dim(); ++d)
+    rest_empty |= base->size(d) == 0 && (d >= static_cast<int64_t>(per_dim.size()) || !per_dim[d]);
+  for (int64_t d : dims) {
+    if (count == 0 || rest_empty) break;
+    const int64_t size = base->size(d), stride = base->stride(d);
+    Tensor b = empty(r.bshape, ScalarType::Int64, cpu_device());
+    copy_into(b, expand_view(per_dim[d], r.bshape));
+    const int64_t* v = b->data_as<int64_t>();
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t x = v[i];
+      if (x < -size || x >= size)
+        EMBER_FAIL(Index, "index ", x, " is out of bounds for dimension ", d, " with size ", size);
+      off[i] += (x < 0 ? x + size : x) * stride;
+    }
+  }
+  r.host_offsets = with_shape(offsets, DimVector{count});
+  r.offsets = ix::to_device(r.host_offsets, self->device());
+
+  DimVector sizes, strides;
+  for (int64_t d = 0; d < base->dim(); ++d) {
+    if (d < static_cast<int64_t>(per_dim.size()) && per_dim[d]) continue;
+    sizes.push_back(base->size(d));
+    strides.push_back(base->stride(d));
+  }
+  r.result_shape = sizes;
+  for (int64_t i = r.bshape.size() - 1; i >= 0; --i) r.result_shape.insert(r.pos, r.bshape[i]);
+  sizes.insert(r.pos, 1);
+  strides.insert(r.pos, 0);
+  r.src = make_view(base, std::move(sizes), std::move(strides), base->storage_offset());
+  return r;
+}
+
+DimVector flat_shape(const AdvancedIndex& ai) {
+  DimVector s = ai.src->sizes();
+  s[ai.pos] = ai.count();
+  return s;
+}
+
+// ---- flag + scan: the data-dependent sizes ----------------------------------------------------
+
+// flags[e] = 1 where the element e (row-major over w's shape) of operand 0 is nonzero.
+template <class T>
+__global__ void flags_kernel(int64_t n, Walk w, const char* p, int64_t* flags) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rem = e, o = 0;
+    for (int d = w.nd - 1; d >= 0; --d) {
+      const int64_t c = rem % w.sizes[d];
+      rem /= w.sizes[d];
+      o += c * w.st[0][d];
+    }
+    if constexpr (std::is_same_v<T, bool>) {
+      flags[e] = *reinterpret_cast<const uint8_t*>(p + o) != 0;
+    } else {
+      flags[e] = to_op<T>(*reinterpret_cast<const T*>(p + o)) != dev_opmath_t<T>(0);
+    }
+  }
+}
+
+struct Scan {
+  Tensor flags, pos;  // device int64 over the walk's elements
+  int64_t count = 0;
+};
+
+// Flags of t (broadcast to `shape`) and their exclusive prefix sums; the count comes to the host.
+Scan scan_nonzero(const Tensor& t, const DimVector& shape, const char* op) {
+  Scan s;
+  const int64_t n = checked_numel(shape, op);
+  s.flags = empty(DimVector{n}, ScalarType::Int64, t->device());
+  s.pos = empty(DimVector{n}, ScalarType::Int64, t->device());
+  if (n == 0) return s;
+  DeviceGuard guard(ix::device_index(t));
+  cudaStream_t stream = ix::stream_of(t);
+  Walk w = ix::make_walk(shape, {t}, op);
+  EMBER_DISPATCH_ALL(t->dtype(), op, [&] {
+    flags_kernel<scalar_t><<<blocks_for(n), kBlockSize, 0, stream>>>(n, w, t->data(),
+                                                                     s.flags->data_as<int64_t>());
+    check_launch(op);
+  });
+  size_t temp_bytes = 0;
+  EMBER_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, s.flags->data_as<int64_t>(),
+                                                 s.pos->data_as<int64_t>(), n, stream));
+  Tensor temp = empty(DimVector{static_cast<int64_t>(temp_bytes) + 1}, ScalarType::UInt8,
+                      t->device());
+  EMBER_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp->data(), temp_bytes,
+                                                 s.flags->data_as<int64_t>(),
+                                                 s.pos->data_as<int64_t>(), n, stream));
+  int64_t last[2] = {0, 0};
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(&last[0], s.pos->data_as<int64_t>() + (n - 1), 8,
+                                   cudaMemcpyDeviceToHost, stream));
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(&last[1], s.flags->data_as<int64_t>() + (n - 1), 8,
+                                   cudaMemcpyDeviceToHost, stream));
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  s.count = last[0] + last[1];
+  return s;
+}
+
+// out[pos[e]] = src[e] where flags[e] (src walked over w's shape, out contiguous).
+template <class T>
+__global__ void compact_kernel(int64_t n, Walk w, const char* src, const int64_t* flags,
+                               const int64_t* pos, T* out) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    if (!flags[e]) continue;
+    int64_t rem = e, o = 0;
+    for (int d = w.nd - 1; d >= 0; --d) {
+      const int64_t c = rem % w.sizes[d];
+      rem /= w.sizes[d];
+      o += c * w.st[0][d];
+    }
+    out[pos[e]] = *reinterpret_cast<const T*>(src + o);
+  }
+}
+
+// dst[e] = src[pos[e]] where flags[e] (dst walked over w's shape, src contiguous).
+template <class T>
+__global__ void expand_kernel(int64_t n, Walk w, char* dst, const int64_t* flags,
+                              const int64_t* pos, const T* src) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    if (!flags[e]) continue;
+    int64_t rem = e, o = 0;
+    for (int d = w.nd - 1; d >= 0; --d) {
+      const int64_t c = rem % w.sizes[d];
+      rem /= w.sizes[d];
+      o += c * w.st[0][d];
+    }
+    *reinterpret_cast<T*>(dst + o) = src[pos[e]];
+  }
+}
+
+// out[pos[e]][d] = the coordinates of e where flags[e].
+__global__ void coords_kernel(int64_t n, Walk w, const int64_t* flags, const int64_t* pos,
+                              int64_t* out) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    if (!flags[e]) continue;
+    int64_t rem = e;
+    int64_t* row = out + pos[e] * w.nd;
+    for (int d = w.nd - 1; d >= 0; --d) {
+      row[d] = rem % w.sizes[d];
+      rem /= w.sizes[d];
+    }
+  }
+}
+
+// masked_fill: where mask (operand 1), write the value bits.
+template <class T>
+__global__ void masked_fill_kernel(int64_t n, Walk w, char* self, const char* mask, T value) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rem = e, o = 0, m = 0;
+    for (int d = w.nd - 1; d >= 0; --d) {
+      const int64_t c = rem % w.sizes[d];
+      rem /= w.sizes[d];
+      o += c * w.st[0][d];
+      m += c * w.st[1][d];
+    }
+    if (*reinterpret_cast<const uint8_t*>(mask + m) != 0) *reinterpret_cast<T*>(self + o) = value;
+  }
+}
+
+// ---- searchsorted / bincount / histc ----------------------------------------------------------
+
+template <class T>
+__global__ void searchsorted_kernel(int64_t nv, const T* bd, const T* vals, const int64_t* sorter,
+                                    int64_t inner, int64_t per_row, bool one_row, bool upper,
+                                    bool out_int32, char* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nv;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = one_row ? 0 : i / per_row;
+    const T* brow = bd + row * inner;
+    const int64_t* srow = sorter ? sorter + row * inner : nullptr;
+    const auto x = to_op<T>(vals[i]);
+    int64_t lo = 0, hi = inner;
+    while (lo < hi) {
+      const int64_t mid = lo + ((hi - lo) >> 1);
+      const auto m = to_op<T>(brow[srow ? srow[mid] : mid]);
+      const bool go_right = upper ? !(m > x) : !(m >= x);
+      if (go_right) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (out_int32) {
+      reinterpret_cast<int32_t*>(out)[i] = static_cast<int32_t>(lo);
+    } else {
+      reinterpret_cast<int64_t*>(out)[i] = lo;
+    }
+  }
+}
+
+template <class W>
+__global__ void bincount_kernel(int64_t n, const int64_t* x, const W* weights, W* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_same_v<W, int64_t>) {
+      atomicAdd(reinterpret_cast<unsigned long long*>(out + x[i]), 1ull);
+    } else {
+      atomicAdd(out + x[i], weights[i]);
+    }
+  }
+}
+
+template <class T>
+__global__ void histc_kernel(int64_t n, const T* p, T* h, int64_t bins, dev_opmath_t<T> left,
+                             dev_opmath_t<T> right) {
+  using A = dev_opmath_t<T>;
+  auto r = [](A v) { return to_op<T>(from_op<T>(v)); };
+  const A width = r(right - left), nb = r(static_cast<A>(bins));
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const A e = to_op<T>(p[i]);
+    if (!(e >= left && e <= right)) continue;
+    const A q = r(r(r(e - left) * nb) / width);
+    const int64_t pos = q >= nb ? bins - 1 : (q > A(0) ? static_cast<int64_t>(q) : 0);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      atomicAdd(h + pos, T(1));
+    } else {
+      atomic_update(h + pos, [](T x) { return from_op<T>(to_op<T>(x) + 1.0f); });
+    }
+  }
+}
+
+// ---- ops --------------------------------------------------------------------------------------
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out) {
+  const char* op = "index_select()";
+  check_index_dtype(index, op, true);
+  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
+                   shape_str(index->sizes()));
+  dim = wrap_dim(dim, self->dim(), op);
+  EMBER_CHECK_KIND(self->dim() > 0 || index->numel() == 1, Index, op,
+                   ": Index to scalar can have only 1 value, got ", index->numel(), " value(s)");
+  Tensor s1 = as_1d(self);
+  Tensor idx = checked_index(index, s1->size(dim), dim, false, op, self->device());
+  idx = with_shape(idx, DimVector{idx->numel()});
+  DimVector shape = s1->sizes();
+  shape[dim] = idx->numel();
+  OutArg o = make_out(out, self->dim() == 0 ? DimVector{} : shape, self->dtype(), self->device(),
+                      op, {self, index});
+  Tensor res = with_shape(o.result, shape);
+  IndexGeo g = make_geo(shape, dim, res, false, 0, s1, true, s1->stride(dim) * s1->itemsize(),
+                        nullptr, false, idx, false, op);
+  run_index(op, res, s1, g, nullptr, idx, Red::Assign);
+  return o.done(op);
+}
+
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad,
+              const Tensor& out) {
+  (void)sparse_grad;
+  return gather_impl(self, dim, index, out, false, "gather()");
+}
+
+Tensor take_along_dim(const Tensor& self, const Tensor& indices, std::optional<int64_t> dim,
+                      const Tensor& out) {
+  const char* op = "take_along_dim()";
+  check_index_dtype(indices, op, false);
+  if (!dim) {
+    Tensor flat = ix::contiguous(self, op);
+    Tensor iflat = ix::contiguous(indices, op);
+    return gather_impl(with_shape(flat, DimVector{flat->numel()}), 0,
+                       with_shape(iflat, DimVector{iflat->numel()}), out, true, op);
+  }
+  int64_t d = wrap_dim(*dim, self->dim(), op);
+  EMBER_CHECK(self->dim() == indices->dim(), op,
+              ": input and indices should have the same number of dimensions, but got ",
+              self->dim(), " dimensions for input, and ", indices->dim(),
+              " dimensions for indices");
+  if (self->dim() == 0) return gather_impl(self, 0, indices, out, true, op);
+  DimVector isz = self->sizes();
+  isz[d] = indices->size(d);
+  DimVector bshape = broadcast_shapes(isz, indices->sizes(), op);
+  DimVector ssz = bshape;
+  ssz[d] = self->size(d);
+  EMBER_CHECK(broadcast_shapes(self->sizes(), ssz, op) == ssz, op, ": input ",
+              shape_str(self->sizes()), " cannot be broadcast to ", shape_str(ssz));
+  return gather_impl(expand_view(self, ssz), d, expand_view(indices, bshape), out, true, op);
+}
+
+Tensor scatter_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                   const std::optional<std::string>& reduce, const Tensor& out) {
+  bool mean = false;
+  Red red = reduce ? parse_reduce(*reduce, false, &mean, "scatter()") : Red::Assign;
+  return scatter_impl(self, dim, index, src, Scalar(), red, false, true, out, "scatter()");
+}
+
+Tensor scatter_value(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+                     const std::optional<std::string>& reduce, const Tensor& out) {
+  bool mean = false;
+  Red red = reduce ? parse_reduce(*reduce, false, &mean, "scatter()") : Red::Assign;
+  return scatter_impl(self, dim, index, nullptr, value, red, false, true, out, "scatter()");
+}
+
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                   const Tensor& out) {
+  return scatter_impl(self, dim, index, src, Scalar(), Red::Add, false, true, out,
+                      "scatter_add()");
+}
+
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self, const Tensor& out) {
+  bool mean = false;
+  Red red = parse_reduce(reduce, true, &mean, "scatter_reduce()");
+  return scatter_impl(self, dim, index, src, Scalar(), red, mean, include_self, out,
+                      "scatter_reduce()");
+}
+
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 const Scalar& alpha, const Tensor& out) {
+  const char* op = "index_add()";
+  check_index_dtype(index, op, true);
+  dim = wrap_dim(dim, self->dim(), op);
+  check_index_source(self, dim, index, source, op);
+  Tensor idx = checked_index(index, as_1d(self)->size(dim), dim, false, op, self->device());
+  Tensor target = inplace_target(self, out, op, {self, index, source});
+  put_along_dim(target, dim, with_shape(idx, DimVector{idx->numel()}), source, Red::Add, alpha, op);
+  return target;
+}
+
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                  const Tensor& out) {
+  const char* op = "index_copy()";
+  check_index_dtype(index, op, false);
+  dim = wrap_dim(dim, self->dim(), op);
+  check_index_source(self, dim, index, source, op);
+  Tensor idx = checked_index(index, as_1d(self)->size(dim), dim, false, op, self->device());
+  Tensor target = inplace_target(self, out, op, {self, index, source});
+  put_along_dim(target, dim, with_shape(idx, DimVector{idx->numel()}), source, Red::Assign,
+                Scalar(int64_t(1)), op);
+  return target;
+}
+
+Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
+                   const TensorOrScalar& value) {
+  const char* op = "index_fill_()";
+  check_index_dtype(index, op, false);
+  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
+                   shape_str(index->sizes()));
+  dim = wrap_dim(dim, self->dim(), op);
+  Tensor v = value_tensor(value, self->dtype(), self->device(), op);
+  Tensor s1 = as_1d(self);
+  Tensor idx = checked_index(index, s1->size(dim), dim, true, op, self->device());
+  idx = with_shape(idx, DimVector{idx->numel()});
+  DimVector vshape = s1->sizes();
+  vshape[dim] = idx->numel();
+  put_along_dim(s1, dim, idx, expand_view(v, vshape), Red::Assign, Scalar(int64_t(1)), op);
+  self->bump_version();
+  return self;
+}
+
+Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) {
+  const char* op = "masked_select()";
+  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
+                   ": expected a boolean mask, but got mask with dtype ",
+                   dtype_name(mask->dtype()));
+  ix::check_same_device(self, mask, op, "mask");
+  DimVector shape = broadcast_shapes(self->sizes(), mask->sizes(), op);
+  Scan s = scan_nonzero(mask, shape, op);
+  OutArg o = make_out(out, DimVector{s.count}, self->dtype(), self->device(), op, {self, mask});
+  const int64_t n = s.flags->numel();
+  if (s.count > 0) {
+    Walk w = ix::make_walk(shape, {self}, op);
+    DeviceGuard guard(ix::device_index(self));
+    ix::by_itemsize(self->itemsize(), [&](auto tag) {
+      using T = decltype(tag);
+      compact_kernel<T><<<blocks_for(n), kBlockSize, 0, ix::stream_of(self)>>>(
+          n, w, self->data(), s.flags->data_as<int64_t>(), s.pos->data_as<int64_t>(),
+          o.result->data_as<T>());
+      check_launch(op);
+    });
+  }
+  return o.done(op);
+}
+
+Tensor index_op(const Tensor& self, const std::vector<Tensor>& indices) {
+  if (indices.size() == 1 && indices[0] && indices[0]->dtype() == ScalarType::Bool &&
+      indices[0]->dim() > 0 && indices[0]->sizes() == self->sizes() &&
+      indices[0]->device().type == DeviceType::CUDA)
+    return masked_select(self, indices[0], Tensor());
+  AdvancedIndex ai = make_advanced_index(self, indices);
+  Tensor out = empty(ai.result_shape, self->dtype(), self->device());
+  if (ai.count() == 0 || out->numel() == 0) return out;
+  DimVector fs = flat_shape(ai);
+  Tensor res = with_shape(out, fs);
+  IndexGeo g = make_geo(fs, ai.pos, res, false, 0, ai.src, true, self->itemsize(), nullptr, false,
+                        ai.offsets, false, "index");
+  run_index("index", res, ai.src, g, nullptr, ai.offsets, Red::Assign);
+  return out;
+}
+
+Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
+                  bool accumulate) {
+  const char* op = "index_put_()";
+  EMBER_CHECK(values->dtype() == self->dtype(), op,
+              ": index put requires the source and destination dtypes match, got ",
+              dtype_name(self->dtype()), " for the destination and ", dtype_name(values->dtype()),
+              " for the source");
+  Tensor vals = values;
+  if (values->device().type != DeviceType::CUDA) {
+    EMBER_CHECK(values->dim() == 0, op, ": expected values on the same CUDA device as self, but "
+                "got a tensor on ", device_type_name(values->device().type));
+    vals = ix::to_device(values, self->device());  // a 0-d CPU value, as PyTorch accepts
+  }
+  AdvancedIndex ai = make_advanced_index(self, indices);
+  while (vals->dim() > static_cast<int64_t>(ai.result_shape.size()) && vals->size(0) == 1)
+    vals = make_view(vals, DimVector(vals->sizes().begin() + 1, vals->sizes().end()),
+                     DimVector(vals->strides().begin() + 1, vals->strides().end()),
+                     vals->storage_offset());
+  bool ok = vals->dim() <= static_cast<int64_t>(ai.result_shape.size());
+  for (int64_t i = 0; ok && i < vals->dim(); ++i) {
+    int64_t vs = vals->size(vals->dim() - 1 - i),
+            rs = ai.result_shape[ai.result_shape.size() - 1 - i];
+    ok = vs == rs || vs == 1;
+  }
+  EMBER_CHECK(ok, op, ": shape mismatch: value tensor of shape ", shape_str(values->sizes()),
+              " cannot be broadcast to indexing result of shape ", shape_str(ai.result_shape));
+  if (ai.count() == 0) return self;
+  if (vals->storage() == self->storage()) vals = ix::clone(vals, op);
+  Tensor vexp = expand_view(vals, ai.result_shape);
+  const int64_t nb = ai.bshape.size();
+  Tensor src_off = empty(DimVector{ai.count()}, ScalarType::Int64, cpu_device());
+  {
+    int64_t* w = src_off->data_as<int64_t>();
+    DimVector ctr(nb, 0);
+    int64_t cur = 0;
+    for (int64_t j = 0; j < ai.count(); ++j) {
+      w[j] = cur;
+      for (int64_t d = nb - 1; d >= 0; --d) {
+        const int64_t st = vexp->stride(ai.pos + d);
+        if (++ctr[d] < ai.bshape[d]) {
+          cur += st;
+          break;
+        }
+        cur -= st * (ctr[d] - 1);
+        ctr[d] = 0;
+      }
+    }
+  }
+  Tensor offsets = ai.offsets;
+  if (!accumulate) {
+    // Repeated positions: the last value written wins, as on the CPU (which writes in order),
+    // so only the last occurrence of each offset is launched.
+    const int64_t* off = ai.host_offsets->data_as<int64_t>();
+    const int64_t* so = src_off->data_as<int64_t>();
+    std::unordered_set<int64_t> seen;
+    std::vector<int64_t> keep;
+    for (int64_t j = ai.count() - 1; j >= 0; --j)
+      if (seen.insert(off[j]).second) keep.push_back(j);
+    if (static_cast<int64_t>(keep.size()) < ai.count()) {
+      const int64_t m = keep.size();
+      Tensor o2 = empty(DimVector{m}, ScalarType::Int64, cpu_device());
+      Tensor s2 = empty(DimVector{m}, ScalarType::Int64, cpu_device());
+      for (int64_t k = 0; k < m; ++k) {
+        o2->data_as<int64_t>()[k] = off[keep[m - 1 - k]];
+        s2->data_as<int64_t>()[k] = so[keep[m - 1 - k]];
+      }
+      offsets = ix::to_device(o2, self->device());
+      src_off = s2;
+    }
+  }
+  Tensor src_off_d = ix::to_device(src_off, self->device());
+  DimVector vs = ai.src->sizes(), vst;
+  for (int64_t d = 0; d < vexp->dim(); ++d)
+    if (d < ai.pos || d >= ai.pos + nb) vst.push_back(vexp->stride(d));
+  vst.insert(ai.pos, 0);
+  Tensor vrest = make_view(vexp, vs, vst, vexp->storage_offset());
+  DimVector fs = ai.src->sizes();
+  fs[ai.pos] = offsets->numel();
+  IndexGeo g = make_geo(fs, ai.pos, ai.src, true, self->itemsize(), vrest, true, self->itemsize(),
+                        offsets, false, src_off_d, false, op);
+  run_index(op, self, vrest, g, offsets, src_off_d, accumulate ? Red::Add : Red::Assign);
+  self->bump_version();
+  return self;
+}
+
+Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar& value) {
+  const char* op = "masked_fill_()";
+  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
+                   ": only supports boolean masks, but got mask with dtype ",
+                   dtype_name(mask->dtype()));
+  ix::check_same_device(self, mask, op, "mask");
+  EMBER_CHECK(broadcast_shapes(self->sizes(), mask->sizes(), op) == self->sizes(), op,
+              ": mask of shape ", shape_str(mask->sizes()), " can't be broadcast to self's shape ",
+              shape_str(self->sizes()));
+  Tensor v = ix::to_host(value_tensor(value, self->dtype(), self->device(), op), op);
+  const int64_t n = self->numel();
+  if (n == 0) return self;
+  Walk w = ix::make_walk(self->sizes(), {self, mask}, op);
+  DeviceGuard guard(ix::device_index(self));
+  ix::by_itemsize(self->itemsize(), [&](auto tag) {
+    using T = decltype(tag);
+    const T x = *reinterpret_cast<const T*>(v->data());
+    masked_fill_kernel<T><<<blocks_for(n), kBlockSize, 0, ix::stream_of(self)>>>(
+        n, w, self->data(), mask->data(), x);
+    check_launch(op);
+  });
+  self->bump_version();
+  return self;
+}
+
+Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& source) {
+  const char* op = "masked_scatter_()";
+  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
+                   ": only supports boolean masks, but got mask with dtype ",
+                   dtype_name(mask->dtype()));
+  EMBER_CHECK(source->dtype() == self->dtype(), op,
+              ": expected self and source to have the same dtype, but got ",
+              dtype_name(self->dtype()), " and ", dtype_name(source->dtype()));
+  ix::check_same_device(self, mask, op, "mask");
+  ix::check_same_device(self, source, op, "source");
+  EMBER_CHECK(broadcast_shapes(self->sizes(), mask->sizes(), op) == self->sizes(), op,
+              ": mask of shape ", shape_str(mask->sizes()), " can't be broadcast to self's shape ",
+              shape_str(self->sizes()));
+  Scan s = scan_nonzero(mask, self->sizes(), op);
+  EMBER_CHECK(source->numel() >= s.count, op, ": number of elements of source (", source->numel(),
+              ") is smaller than the number of True values in mask (", s.count, ")");
+  if (s.count == 0) return self;
+  Tensor src = ix::contiguous(source, op);
+  const int64_t n = self->numel();
+  Walk w = ix::make_walk(self->sizes(), {self}, op);
+  DeviceGuard guard(ix::device_index(self));
+  ix::by_itemsize(self->itemsize(), [&](auto tag) {
+    using T = decltype(tag);
+    expand_kernel<T><<<blocks_for(n), kBlockSize, 0, ix::stream_of(self)>>>(
+        n, w, self->data(), s.flags->data_as<int64_t>(), s.pos->data_as<int64_t>(),
+        src->data_as<T>());
+    check_launch(op);
+  });
+  self->bump_version();
+  return self;
+}
+
+Tensor nonzero(const Tensor& self, const Tensor& out) {
+  const char* op = "nonzero()";
+  ix::check_dims(self->dim(), op);
+  Scan s = scan_nonzero(self, self->sizes(), op);
+  const int64_t nd = self->dim();
+  OutArg o = make_out(out, DimVector{s.count, nd}, ScalarType::Int64, self->device(), op, {self});
+  const int64_t n = s.flags->numel();
+  if (s.count > 0 && nd > 0) {
+    Walk w = ix::make_walk(self->sizes(), {}, op);
+    DeviceGuard guard(ix::device_index(self));
+    coords_kernel<<<blocks_for(n), kBlockSize, 0, ix::stream_of(self)>>>(
+        n, w, s.flags->data_as<int64_t>(), s.pos->data_as<int64_t>(),
+        o.result->data_as<int64_t>());
+    check_launch(op);
+  }
+  return o.done(op);
+}
+
+Tensor take(const Tensor& self, const Tensor& index, const Tensor& out) {
+  const char* op = "take()";
+  check_index_dtype(index, op, false);
+  Tensor src = ix::contiguous(self, op);
+  Tensor idx = checked_index(index, src->numel(), 0, true, op, self->device());
+  OutArg o = make_out(out, index->sizes(), self->dtype(), self->device(), op, {self, index});
+  const int64_t n = idx->numel();
+  if (n == 0) return o.done(op);
+  Tensor flat = with_shape(o.result, DimVector{n});
+  Tensor sflat = make_view(src, DimVector{1}, DimVector{0}, src->storage_offset());
+  IndexGeo g = make_geo(DimVector{n}, 0, flat, false, 0, sflat, true, self->itemsize(), nullptr,
+                        false, with_shape(idx, DimVector{n}), false, op);
+  run_index(op, flat, sflat, g, nullptr, idx, Red::Assign);
+  return o.done(op);
+}
+
+Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, bool out_int32,
+                    bool right, const std::optional<std::string>& side, const Tensor& sorter,
+                    const Tensor& out) {
+  const char* op = "searchsorted()";
+  const Tensor& seq = sorted_sequence;
+  if (side) {
+    EMBER_CHECK_KIND(*side == "left" || *side == "right", Value, op,
+                     ": side can only be 'left' or 'right' but got ", *side);
+    EMBER_CHECK_KIND(
+        !(right && *side == "left"), Value, op,
+        ": side and right can't be set to opposites, got side of left while right was True");
+  }
+  const bool upper = right || (side && *side == "right");
+  Tensor vals;
+  ScalarType common;
+  if (self.is_tensor()) {
+    vals = self.tensor;
+    ix::check_same_device(seq, vals, op, "the values");
+    common = promote_types(seq->dtype(), vals->dtype());
+  } else {
+    vals = ix::scalar_on(self.scalar, self.scalar.dtype(), seq->device());
+    common = result_type(seq, self.scalar);
+  }
+  EMBER_CHECK(seq->dim() >= 1, op,
+              ": boundaries tensor should have positive dimension, but got 0 dimension");
+  if (seq->dim() > 1) {
+    bool ok = vals->dim() == seq->dim();
+    for (int64_t d = 0; ok && d + 1 < seq->dim(); ++d) ok = vals->size(d) == seq->size(d);
+    EMBER_CHECK(ok, op,
+                ": boundaries tensor should be 1 dimension or the first N-1 dimensions of "
+                "boundaries tensor "
+                "and input value tensor must match, but we got boundaries tensor ",
+                shape_str(seq->sizes()), " and input value tensor ", shape_str(vals->sizes()));
+  }
+  EMBER_CHECK_KIND(common != ScalarType::Bool, Type, op, ": not implemented for dtype bool");
+  const int64_t inner = seq->size(seq->dim() - 1);
+  Tensor srt;
+  if (sorter) {
+    EMBER_CHECK_KIND(sorter->dtype() == ScalarType::Int64, Type, op,
+                     ": sorter must be a tensor of dtype int64, but got ",
+                     dtype_name(sorter->dtype()));
+    EMBER_CHECK(sorter->sizes() == seq->sizes(), op,
+                ": boundary and sorter must have the same size, but got boundary ",
+                shape_str(seq->sizes()), " and sorter ", shape_str(sorter->sizes()));
+    Tensor h = ix::host_as(sorter, ScalarType::Int64, op);
+    const int64_t* sp = h->data_as<int64_t>();
+    for (int64_t i = 0; i < h->numel(); ++i)
+      EMBER_CHECK_KIND(sp[i] >= 0 && sp[i] < inner, Index, op, ": sorter index ", sp[i],
+                       " is out of bounds for the innermost dimension of size ", inner);
+    srt = ix::to_device(h, seq->device());
+  }
+  // Operands in the common dtype (converted on the host when they differ: a rare case).
+  auto as_common = [&](const Tensor& t) {
+    if (t->dtype() == common) return ix::contiguous(t, op);
+    return ix::to_device(ix::host_as(t, common, op), seq->device());
+  };
+  Tensor bd = as_common(seq), vc = as_common(vals);
+  OutArg o = make_out(out, vals->sizes(), out_int32 ? ScalarType::Int32 : ScalarType::Int64,
+                      seq->device(), op, {seq, vals, sorter});
+  const int64_t nv = vc->numel();
+  if (nv == 0) return o.done(op);
+  const int64_t per_row = seq->dim() == 1 ? std::max<int64_t>(nv, 1)
+                                          : std::max<int64_t>(vals->size(vals->dim() - 1), 1);
+  DeviceGuard guard(ix::device_index(bd));
+  EMBER_DISPATCH_NUMERIC(common, op, [&] {
+    using T = scalar_t;
+    searchsorted_kernel<T><<<blocks_for(nv), kBlockSize, 0, ix::stream_of(bd)>>>(
+        nv, bd->data_as<T>(), vc->data_as<T>(), srt ? srt->data_as<int64_t>() : nullptr, inner,
+        per_row, seq->dim() == 1, upper, out_int32, o.result->data());
+    check_launch(op);
+  });
+  return o.done(op);
+}
+
+Tensor bincount(const Tensor& self, const Tensor& weights, int64_t minlength) {
+  const char* op = "bincount()";
+  EMBER_CHECK_KIND(is_integral(self->dtype(), false), Type, op,
+                   ": expected an integer tensor, but got ", dtype_name(self->dtype()));
+  EMBER_CHECK(self->dim() == 1, op, ": only supports 1-d non-negative integral inputs (got shape ",
+              shape_str(self->sizes()), ")");
+  EMBER_CHECK(minlength >= 0, op, ": minlength should be >= 0, but got ", minlength);
+  if (weights) {
+    EMBER_CHECK(weights->dim() == 1 && weights->numel() == self->numel(), op,
+                ": weights should be 1-d and have the same length as input (got weights ",
+                shape_str(weights->sizes()), " and input ", shape_str(self->sizes()), ")");
+    ix::check_same_device(self, weights, op, "weights");
+  }
+  Tensor h = ix::host_as(self, ScalarType::Int64, op);
+  const int64_t* p = h->data_as<int64_t>();
+  const int64_t n = h->numel();
+  int64_t mx = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    EMBER_CHECK(p[i] >= 0, op, ": only supports 1-d non-negative integral inputs (got value ", p[i],
+                ")");
+    mx = std::max(mx, p[i]);
+  }
+  const int64_t nbins = std::max(mx + 1, minlength);
+  ScalarType rdt = !weights ? ScalarType::Int64
+                            : (weights->dtype() == ScalarType::Float32 ? ScalarType::Float32
+                                                                       : ScalarType::Float64);
+  Tensor out = empty(DimVector{nbins}, rdt, self->device());
+  ix::zero(out);
+  if (n == 0) return out;
+  Tensor x = ix::to_device(h, self->device());
+  DeviceGuard guard(ix::device_index(out));
+  cudaStream_t s = ix::stream_of(out);
+  if (!weights) {
+    bincount_kernel<int64_t><<<blocks_for(n), kBlockSize, 0, s>>>(
+        n, x->data_as<int64_t>(), nullptr, out->data_as<int64_t>());
+  } else {
+    Tensor wt = weights->dtype() == rdt ? ix::contiguous(weights, op)
+                                        : ix::to_device(ix::host_as(weights, rdt, op), self->device());
+    if (rdt == ScalarType::Float32) {
+      bincount_kernel<float><<<blocks_for(n), kBlockSize, 0, s>>>(
+          n, x->data_as<int64_t>(), wt->data_as<float>(), out->data_as<float>());
+    } else {
+      bincount_kernel<double><<<blocks_for(n), kBlockSize, 0, s>>>(
+          n, x->data_as<int64_t>(), wt->data_as<double>(), out->data_as<double>());
+    }
+  }
+  check_launch(op);
+  return out;
+}
+
+Tensor histc(const Tensor& self, int64_t bins, const Scalar& min, const Scalar& max,
+             const Tensor& out) {
+  const char* op = "histc()";
+  EMBER_CHECK(bins > 0, op, ": bins must be > 0, but got ", bins);
+  Tensor c = ix::contiguous(self, op);
+  const int64_t n = c->numel();
+  OutArg o;
+  EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    double lo = min.to_double(), hi = max.to_double();
+    if (lo == hi && n > 0) {  // the data's range: a sync point, as in PyTorch
+      Tensor h = ix::to_host(c, op);
+      const T* p = h->data_as<T>();
+      A mn = static_cast<A>(p[0]), mxv = static_cast<A>(p[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        A v = static_cast<A>(p[i]);
+        if (v != v) {
+          mn = mxv = v;
+          break;
+        }
+        mn = std::min(mn, v);
+        mxv = std::max(mxv, v);
+      }
+      lo = mn;
+      hi = mxv;
+    }
+    if (lo == hi) {
+      lo -= 1;
+      hi += 1;
+    }
+    EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), op, ": range of [", lo, ", ", hi,
+                "] is not finite");
+    EMBER_CHECK(lo < hi, op, ": max must be larger than min");
+    o = make_out(out, DimVector{bins}, self->dtype(), self->device(), op, {self});
+    ix::zero(o.result);
+    auto r = [](A v) { return static_cast<A>(static_cast<T>(v)); };
+    const A left = r(static_cast<A>(lo)), right = r(static_cast<A>(hi));
+    if (n > 0) {
+      DeviceGuard guard(ix::device_index(c));
+      histc_kernel<T><<<blocks_for(n), kBlockSize, 0, ix::stream_of(c)>>>(
+          n, c->data_as<T>(), o.result->data_as<T>(), bins, static_cast<dev_opmath_t<T>>(left),
+          static_cast<dev_opmath_t<T>>(right));
+      check_launch(op);
+    }
+  });
+  return o.done(op);
+}
+
+void register_indexing() {
+  register_kernel("index_select", DeviceType::CUDA, &index_select);
+  register_kernel("gather", DeviceType::CUDA, &gather);
+  register_kernel("take_along_dim", DeviceType::CUDA, &take_along_dim);
+  register_kernel("scatter", DeviceType::CUDA, &scatter_src);
+  register_kernel("scatter", DeviceType::CUDA, &scatter_value);
+  register_kernel("scatter_add", DeviceType::CUDA, &scatter_add);
+  register_kernel("scatter_reduce", DeviceType::CUDA, &scatter_reduce);
+  register_kernel("index_add", DeviceType::CUDA, &index_add);
+  register_kernel("index_copy", DeviceType::CUDA, &index_copy);
+  register_kernel("index_fill_", DeviceType::CUDA, &index_fill_);
+  register_kernel("index_put_", DeviceType::CUDA, &index_put_);
+  register_kernel("_index", DeviceType::CUDA, &index_op);
+  register_kernel("masked_fill_", DeviceType::CUDA, &masked_fill_);
+  register_kernel("masked_scatter_", DeviceType::CUDA, &masked_scatter_);
+  register_kernel("masked_select", DeviceType::CUDA, &masked_select);
+  register_kernel("nonzero", DeviceType::CUDA, &nonzero);
+  register_kernel("take", DeviceType::CUDA, &take);
+  register_kernel("searchsorted", DeviceType::CUDA, &searchsorted);
+  register_kernel("bincount", DeviceType::CUDA, &bincount);
+  register_kernel("histc", DeviceType::CUDA, &histc);
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace ember
+
+EMBER_CUDA_REGISTER(ember::cuda::register_indexing)

@@ -1,0 +1,19 @@
+// The CUDA random generators: one Philox4x32-10 stream (seed + offset, core/generator.h) per
+// device, used by the random kernels (random_ops.cu) when no Generator is passed. bind_random
+// adds their Python functions (manual_seed, manual_seed_all, seed, seed_all, initial_seed,
+// get_state / set_state) to ember._C_cuda; cuda_module.cpp calls it.
+#pragma once
+#include <pybind11/pybind11.h>
+
+#include "core/generator.h"
+
+namespace ember {
+namespace cuda {
+
+// The default generator of CUDA device `index` (-1: the current device).
+Generator& default_cuda_generator(int index = -1);
+
+void bind_random(pybind11::module_& m);
+
+}  // namespace cuda
+}  // namespace ember
