@@ -9,9 +9,13 @@ export CCACHE_BASEDIR=$root  # share ccache hits between build directories
 # CUDA=1 also builds ember._C_cuda (for CUDA_ARCHS, default sm_90 only, to keep builds short).
 cuda_flags=(-DEMBER_CUDA=OFF)
 if [ "${CUDA:-0}" = 1 ]; then cuda_flags=(-DEMBER_CUDA=ON "-DEMBER_CUDA_ARCHS=${CUDA_ARCHS:-90-real}"); fi
-cmake -S "$root/packages/core" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DPython_EXECUTABLE="$(command -v python3)" "${cuda_flags[@]}" >/dev/null
-cmake --build "$build" -j "${JOBS:-2}"
+# SKIP_BUILD=1 only lays out site/ over a build directory that already holds the built modules
+# (tools/gpu_check.sh with a build made elsewhere).
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  cmake -S "$root/packages/core" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPython_EXECUTABLE="$(command -v python3)" "${cuda_flags[@]}" >/dev/null
+  cmake --build "$build" -j "${JOBS:-2}"
+fi
 site=$build/site/ember
 mkdir -p "$site"
 find "$site" -maxdepth 1 -type l -delete

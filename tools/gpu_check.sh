@@ -40,13 +40,34 @@ if ! python3 -c "import scipy_openblas32" 2>/dev/null; then
 fi
 
 # ---- build -------------------------------------------------------------------------------
+# PREBUILT=dir: a build made elsewhere for this Python (the .so files and generated/ of a
+# CUDA=1 dev_build; tools/gpu_prebuild.sh makes one); used when it imports, else we build here.
 build=${BUILD_DIR:-$root/build/gpu}
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
 arch=${CUDA_ARCHS:-${arch:-90}-real}
+# cuBLAS from NVIDIA's wheel and OpenBLAS from its wheel, wherever this Python has them.
+libs=$(python3 -c "
+import os, importlib.util as u
+out = []
+try:
+    import nvidia
+    out += [os.path.join(p, d, 'lib') for p in nvidia.__path__ for d in ('cu13', 'cublas')]
+except ImportError:
+    pass
+s = u.find_spec('scipy_openblas32')
+if s: out.append(os.path.join(os.path.dirname(s.origin), 'lib'))
+print(':'.join(d for d in out if os.path.isdir(d)))")
+export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+imports() { PYTHONPATH=$1/site${PYTHONPATH:+:$PYTHONPATH} python3 -c "import ember, ember._C_cuda" >>"$out/build.log" 2>&1; }
 if [[ " $phases " == *" build "* ]]; then
   b0=$(date +%s)
-  if CUDA=1 CUDA_ARCHS="$arch" JOBS=$jobs BUILD_DIR=$build timeout "${BUILD_TIMEOUT:-300}" bash tools/dev_build.sh \
-      >"$out/build.log" 2>&1; then
+  if [ -n "${PREBUILT:-}" ] && ls "$PREBUILT"/_C_cuda*.so >/dev/null 2>&1 &&
+      SKIP_BUILD=1 BUILD_DIR=$PREBUILT bash tools/dev_build.sh >"$out/build.log" 2>&1 &&
+      imports "$PREBUILT"; then
+    build=$PREBUILT
+    say "- build: the prebuilt $PREBUILT imports; not rebuilt"
+  elif CUDA=1 CUDA_ARCHS="$arch" JOBS=$jobs BUILD_DIR=$build timeout "${BUILD_TIMEOUT:-300}" \
+      bash tools/dev_build.sh >>"$out/build.log" 2>&1; then
     say "- build: ok in $(($(date +%s) - b0)) s (sm_$arch, $jobs jobs)"
   else
     say "- build: FAILED after $(($(date +%s) - b0)) s; the end of build.log:"
