@@ -88,7 +88,7 @@ if [[ " $phases " == *" tests "* ]]; then
   # -k cuda on the op table keeps its meta/privateuse1 axes (CPU work, run by CI) out of here.
   s0=$(date +%s)
   per_test=""
-  python3 -c "import pytest_timeout" 2>/dev/null && per_test="--timeout=60"
+  python3 -c "import pytest_timeout" 2>/dev/null && per_test="--timeout=${PER_TEST_TIMEOUT:-60}"
   timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
     $per_test -rfE --junitxml="$out/tests.xml" -k "cuda or not test_op_devices" $tests \
     >"$out/tests.log" 2>&1
