@@ -313,7 +313,7 @@ def test_memory_stats_arithmetic():
     a0, r0 = ember.cuda.memory_allocated(), ember.cuda.memory_reserved()
     x = ember.empty(MiB // 4, device="cuda")  # exactly 1 MiB: a multiple of 512
     assert ember.cuda.memory_allocated() == a0 + MiB
-    assert ember.cuda.memory_reserved() >= r0 + MiB
+    assert ember.cuda.memory_reserved() >= ember.cuda.memory_allocated()
     y = ember.empty(100, device="cuda")  # 400 bytes round to 512
     assert ember.cuda.memory_allocated() == a0 + MiB + 512
     assert ember.cuda.max_memory_allocated() >= a0 + MiB + 512
@@ -372,7 +372,7 @@ def test_fragmentation_mixed_sizes_then_empty_cache():
     live = [ember.empty(s // 4 or 1, device="cuda") for s in sizes * 4]
     total = ember.cuda.memory_allocated() - a0
     assert total >= sum(sizes) * 4
-    assert ember.cuda.memory_reserved() - r0 >= total
+    assert ember.cuda.memory_reserved() >= ember.cuda.memory_allocated()
     del live[::2]  # holes between live blocks
     st = ember.cuda.memory_stats()
     assert st["reserved_bytes.all.current"] >= st["allocated_bytes.all.current"]

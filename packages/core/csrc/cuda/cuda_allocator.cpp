@@ -58,6 +58,22 @@ void release_event(cudaEvent_t event) {
   lists[d].push_back(event);
 }
 
+void* record_free_event(StreamId stream, int device) {
+  try {
+    cudaEvent_t e = acquire_event(device);
+    DeviceGuard guard(device);
+    if (cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      release_event(e);
+      return nullptr;
+    }
+    return e;
+  } catch (const std::exception&) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+}
+
 namespace {
 
 class CudaRawAllocator final : public RawAllocator {
@@ -82,10 +98,7 @@ class CudaRawAllocator final : public RawAllocator {
 
   void* record_event(StreamId stream, int device) override {
     if (device < 0) device = device_;
-    cudaEvent_t e = acquire_event(device);
-    DeviceGuard guard(device);
-    EMBER_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
-    return e;
+    return record_free_event(stream, device);
   }
   bool event_done(void* event) override {
     cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));

@@ -23,6 +23,10 @@ void empty_all_caches();
 // Events for the allocators (record_stream, pinned memory): created without timing, reused.
 cudaEvent_t acquire_event(int device);
 void release_event(cudaEvent_t event);
+// An event recorded on `stream` of `device` for a block being freed; null if CUDA refuses (at
+// interpreter exit, say: the free runs in a destructor, which must not throw, and a context
+// that is gone runs nothing that could still use the block).
+void* record_free_event(StreamId stream, int device);
 
 }  // namespace cuda
 }  // namespace ember

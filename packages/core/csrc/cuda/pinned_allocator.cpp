@@ -32,10 +32,7 @@ class PinnedRawAllocator final : public RawAllocator {
   void raw_free(void* ptr, size_t) override { check(cudaFreeHost(ptr), "cudaFreeHost"); }
 
   void* record_event(StreamId stream, int device) override {
-    cudaEvent_t e = acquire_event(device);
-    DeviceGuard guard(device);
-    EMBER_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
-    return e;
+    return record_free_event(stream, device);
   }
   bool event_done(void* event) override {
     cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
