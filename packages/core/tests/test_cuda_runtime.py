@@ -15,7 +15,7 @@ gpu = pytest.mark.skipif(not ember.cuda.is_available(), reason="needs a CUDA dev
 cpu_only = pytest.mark.skipif(ember.cuda.is_available(), reason="a CUDA device is present")
 
 MiB = 1 << 20
-LONG = 200_000_000  # GPU clock cycles: ~0.1 s, far longer than any host step below
+LONG = 1_000_000_000  # GPU clock cycles: ~0.5 s, far longer than any host step below
 
 
 # ---- without a GPU ---------------------------------------------------------------------------
@@ -454,8 +454,10 @@ def test_non_blocking_copies_are_correct_after_synchronize():
 @gpu
 def test_non_blocking_copy_from_pinned_returns_before_the_copy_runs():
     src = ember.ones(1 << 20).pin_memory()
+    d = ember.empty(1 << 20, device="cuda")  # allocated first: cudaMalloc may synchronize
+    ember.cuda.synchronize()
     ember.cuda._sleep(LONG)  # the current stream is busy: the copy queues behind it
-    d = src.to("cuda", non_blocking=True)
+    d.copy_(src, non_blocking=True)
     assert ember.cuda.current_stream().query() is False  # returned without waiting
     ember.cuda.synchronize()
     assert d.cpu()[123].item() == 1.0
