@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "autograd/views.h"
+#include "core/backend.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "ops/host_sync.h"
@@ -113,7 +114,73 @@ void set_history(const Tensor& result, const std::shared_ptr<Node>& node, uint32
   m.grad_fn = node;
   m.output_nr = output_nr;
   m.requires_grad = true;
+  const Device dev = result->device();
+  if (!dev.is_host() && node->stream_device < 0) record_stream(*node, dev);
 }
+
+void record_stream(Node& node, Device dev) {
+  if (dev.index < 0 || !has_device_hooks(dev.type)) return;
+  const DeviceHooks& h = device_hooks(dev.type);
+  if (!h.current_stream || !h.set_current_stream) return;
+  node.stream_type = dev.type;
+  node.stream_device = dev.index;
+  node.stream = h.current_stream(dev.index);
+}
+
+namespace {
+// The backward pass runs each node on the stream its forward used. Nodes run one after another
+// on this thread, so making each node's stream wait for the stream the previous node ran on
+// orders every gradient after the work that produced it; the caller's stream waits for the
+// last one at the end (and the first waits for the caller's, which made the seeds).
+class BackwardStreams {
+ public:
+  ~BackwardStreams() {
+    try {
+      join_caller();
+    } catch (...) {  // a device error: the next sync point reports it
+    }
+  }
+  // A node without a recorded stream (AccumulateGrad, a CPU node) runs on the caller's stream.
+  void enter_default() {
+    if (hooks_) join_caller();
+  }
+  // Sets the node's stream as current; returns whether it did (then restore() after the call).
+  bool enter(const Node& node) {
+    const DeviceHooks& h = device_hooks(node.stream_type);
+    if (&h != hooks_ || node.stream_device != device_) {
+      // Another device (or the first node): start its chain from the caller's stream there.
+      join_caller();
+      hooks_ = &h;
+      device_ = node.stream_device;
+      caller_ = prev_ = h.current_stream(device_);
+    }
+    if (node.stream != prev_ && h.stream_wait) h.stream_wait(device_, node.stream, prev_);
+    prev_ = node.stream;
+    if (node.stream == caller_) return false;
+    h.set_current_stream(device_, node.stream);
+    return true;
+  }
+  void restore() { hooks_->set_current_stream(device_, caller_); }
+
+ private:
+  void join_caller() {
+    if (hooks_ && prev_ != caller_ && hooks_->stream_wait)
+      hooks_->stream_wait(device_, caller_, prev_);
+    prev_ = caller_;
+  }
+
+  const DeviceHooks* hooks_ = nullptr;
+  int device_ = -1;
+  int64_t caller_ = 0, prev_ = 0;
+};
+
+struct StreamRestore {
+  BackwardStreams* streams = nullptr;
+  ~StreamRestore() {
+    if (streams) streams->restore();
+  }
+};
+}  // namespace
 
 Tensor detach(const Tensor& t) {
   auto out = std::make_shared<TensorImpl>(t->storage(), t->dtype(), t->sizes(), t->strides(),
@@ -526,6 +593,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
   }
 
   GradModeGuard mode(create_graph);
+  BackwardStreams streams;
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
@@ -539,6 +607,13 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     {
       // Another thread's backward may be running this node (a shared graph or leaf).
       std::lock_guard<std::recursive_mutex> lock(node_lock(node.get()));
+      // The node's hooks and backward run on the stream its forward used.
+      StreamRestore on_stream;
+      if (node->stream_device >= 0) {
+        if (streams.enter(*node)) on_stream.streams = &streams;
+      } else {
+        streams.enter_default();
+      }
       if (node->hooks || node->leaf_hooks()) call_tensor_pre_hooks(*node, buf);
       if (cap != captures.end())
         for (auto& [nr, j] : cap->second) captured[j] = buf[nr];

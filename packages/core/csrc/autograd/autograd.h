@@ -114,7 +114,16 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr;
   std::unique_ptr<NodeHooks> hooks;          // null until a hook is registered
   std::unique_ptr<AnomalyMetadata> anomaly;  // set only while anomaly mode is on
+  // Stream-ordered devices (CUDA): the stream the forward op ran on, which its backward runs on
+  // (stream_device < 0: none recorded, the CPU's case).
+  DeviceType stream_type = DeviceType::CPU;
+  int8_t stream_device = -1;
+  int64_t stream = 0;
 };
+
+// Records the current stream of `dev` (a stream-ordered device with stream hooks) on the node,
+// for its backward to run on; set_history does this for the first device output of a node.
+void record_stream(Node& node, Device dev);
 
 // Shape and dtype of an input, to reduce broadcast gradients back to it.
 struct InputMeta {

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -30,6 +31,10 @@ struct CachingAllocator::Block {
   bool oversize = false;  // a whole segment for one request of kOversize or more; never split
   Block* prev = nullptr;  // neighbours inside the same segment, by address
   Block* next = nullptr;
+  // record_stream: other (stream, device) pairs that use the block; once it is freed, the
+  // number of their events still pending before it may return to its pool.
+  std::vector<std::pair<StreamId, int>> stream_uses{};
+  int pending_events = 0;
 };
 
 bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
@@ -92,8 +97,10 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t request_size, size
                                                        StreamId stream, PoolKind kind) {
   void* p = raw_->raw_alloc(alloc_size);
   if (!p) {
-    // Out of memory: give the cache back and try once more.
+    // Out of memory: wait for the blocks held by other streams' events, give the cache back
+    // and try once more.
     stats_.num_alloc_retries++;
+    synchronize_events_locked();
     release_free_segments_locked();
     p = raw_->raw_alloc(alloc_size);
     if (!p) throw_oom(request_size);
@@ -102,13 +109,47 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t request_size, size
   stats_.reserved_bytes += static_cast<int64_t>(alloc_size);
   stats_.reserved_bytes_peak = std::max(stats_.reserved_bytes_peak, stats_.reserved_bytes);
   stats_.segments++;
+  stats_.segments_peak = std::max(stats_.segments_peak, stats_.segments);
   auto* b = new Block{this, p, alloc_size, 0, stream, kind};  // owned by segments_ / the pools
   segments_.insert(b);
+  segments_by_address_[reinterpret_cast<uintptr_t>(p)] = b;
   return b;
 }
 
+namespace {
+std::string format_bytes(double n) {
+  static const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (n >= 1024 && u < 6) {
+    n /= 1024;
+    ++u;
+  }
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(u == 0 ? 0 : 2);
+  os << n << " " << units[u];
+  return os.str();
+}
+}  // namespace
+
 void CachingAllocator::throw_oom(size_t nbytes) {
   stats_.num_ooms++;
+  size_t free_mem = 0, total_mem = 0;
+  if (raw_->memory_info(&free_mem, &total_mem)) {
+    // PyTorch's message: the request, the device's total and free memory, and what the cache
+    // holds (allocated, and reserved but unallocated: the part empty_cache could give back).
+    std::string type = device_type_name(device_.type);
+    for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::ostringstream os;
+    os << type << " out of memory. Tried to allocate " << format_bytes(double(nbytes)) << ". "
+       << (device_.type == DeviceType::CUDA ? "GPU " : type + " ") << std::max<int>(device_.index, 0)
+       << " has a total capacity of " << format_bytes(double(total_mem)) << " of which "
+       << format_bytes(double(free_mem)) << " is free. Of the allocated memory "
+       << format_bytes(double(stats_.allocated_bytes)) << " is allocated by ember, and "
+       << format_bytes(double(stats_.reserved_bytes - stats_.allocated_bytes))
+       << " is reserved by ember but unallocated.";
+    throw Error(ErrorKind::OutOfMemory, os.str());
+  }
   std::ostringstream os;
   os << device_.str() << " out of memory: tried to allocate " << nbytes << " bytes; "
      << stats_.allocated_bytes << " bytes allocated, " << stats_.reserved_bytes
@@ -122,6 +163,7 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   size_t size = round_size(nbytes);
   EMBER_CHECK(size >= nbytes, "allocate: size ", nbytes, " overflows");
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!pending_events_.empty()) process_events_locked();
   PoolKind kind = size < rounding_.round && rounding_.tiny ? PoolKind::Tiny
                   : size <= kSmallRequest                  ? PoolKind::Small
                                                            : PoolKind::Large;
@@ -177,6 +219,8 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   b->requested = nbytes;
   stats_.num_allocs++;
   stats_.active_blocks++;
+  stats_.active_bytes += static_cast<int64_t>(b->size);
+  stats_.active_bytes_peak = std::max(stats_.active_bytes_peak, stats_.active_bytes);
   stats_.allocated_bytes += static_cast<int64_t>(b->size);
   stats_.requested_bytes += static_cast<int64_t>(nbytes);
   stats_.allocated_bytes_peak = std::max(stats_.allocated_bytes_peak, stats_.allocated_bytes);
@@ -190,15 +234,36 @@ void CachingAllocator::free_block(void* ctx) {
 
 void CachingAllocator::free(Block* b) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Pool& pool = pool_of(b->kind);
   b->allocated = false;
   stats_.num_frees++;
-  stats_.active_blocks--;
   stats_.allocated_bytes -= static_cast<int64_t>(b->size);
   stats_.requested_bytes -= static_cast<int64_t>(b->requested);
   b->requested = 0;
+  if (!b->stream_uses.empty()) {
+    // Used on other streams: work queued there may still read or write it. Hold it (active,
+    // not allocated) until an event recorded now on each of those streams has completed.
+    for (const auto& [stream, device] : b->stream_uses) {
+      void* ev = raw_->record_event(stream, device);
+      if (ev) {
+        pending_events_.push_back({ev, b});
+        b->pending_events++;
+      }
+    }
+    b->stream_uses.clear();
+    if (b->pending_events > 0) {
+      stats_.pending_event_blocks++;
+      return;
+    }
+  }
+  return_block_locked(b);
+}
+
+void CachingAllocator::return_block_locked(Block* b) {
+  Pool& pool = pool_of(b->kind);
+  stats_.active_blocks--;
+  stats_.active_bytes -= static_cast<int64_t>(b->size);
   // Merge with free neighbours; the earlier block absorbs the later so segment heads stay put.
-  if (b->next && !b->next->allocated) {
+  if (b->next && !b->next->allocated && b->next->pending_events == 0) {
     Block* n = b->next;
     pool.erase(n);
     b->size += n->size;
@@ -207,7 +272,7 @@ void CachingAllocator::free(Block* b) {
     delete n;
     stats_.num_merges++;
   }
-  if (b->prev && !b->prev->allocated) {
+  if (b->prev && !b->prev->allocated && b->prev->pending_events == 0) {
     Block* p = b->prev;
     pool.erase(p);
     p->size += b->size;
@@ -224,7 +289,85 @@ void CachingAllocator::free(Block* b) {
   pool.insert(b);
 }
 
+void CachingAllocator::add_stream_use_locked(Block* b, StreamId stream, int device) {
+  if (device < 0) device = device_.index;
+  if (stream == b->stream && (device == device_.index || device < 0)) return;  // its own stream
+  for (const auto& use : b->stream_uses)
+    if (use.first == stream && use.second == device) return;
+  b->stream_uses.emplace_back(stream, device);
+}
+
+CachingAllocator* CachingAllocator::owner_of(const DataPtr& ptr) {
+  if (ptr.deleter() != &CachingAllocator::free_block || !ptr.ctx()) return nullptr;
+  return static_cast<Block*>(ptr.ctx())->owner;
+}
+
+void CachingAllocator::record_stream(const DataPtr& ptr, StreamId stream, int device) {
+  CachingAllocator* owner = owner_of(ptr);
+  if (!owner) {
+    if (!ptr.get()) return;  // an empty storage holds no memory to protect
+    EMBER_FAIL(Runtime, "record_stream: the tensor's memory (on ", ptr.device().str(),
+               ") does not come from ember's caching allocator");
+  }
+  std::lock_guard<std::mutex> lock(owner->mutex_);
+  owner->add_stream_use_locked(static_cast<Block*>(ptr.ctx()), stream, device);
+}
+
+bool CachingAllocator::record_stream_at(const void* p, StreamId stream, int device) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = segments_by_address_.upper_bound(addr);
+  if (it == segments_by_address_.begin()) return false;
+  --it;  // the segment starting at or below addr
+  for (Block* b = it->second; b; b = b->next) {
+    const auto start = reinterpret_cast<uintptr_t>(b->ptr);
+    if (addr < start) return false;
+    if (addr < start + b->size) {
+      if (!b->allocated) return false;
+      add_stream_use_locked(b, stream, device);
+      return true;
+    }
+  }
+  return false;
+}
+
+void CachingAllocator::process_events_locked() {
+  // Events complete in order on one stream, not across streams: poll each one.
+  for (auto it = pending_events_.begin(); it != pending_events_.end();) {
+    if (!raw_->event_done(it->event)) {
+      ++it;
+      continue;
+    }
+    raw_->destroy_event(it->event);
+    Block* b = it->block;
+    it = pending_events_.erase(it);
+    if (--b->pending_events == 0) {
+      stats_.pending_event_blocks--;
+      return_block_locked(b);
+    }
+  }
+}
+
+void CachingAllocator::synchronize_events_locked() {
+  while (!pending_events_.empty()) {
+    PendingEvent pe = pending_events_.front();
+    pending_events_.pop_front();
+    raw_->event_synchronize(pe.event);
+    raw_->destroy_event(pe.event);
+    if (--pe.block->pending_events == 0) {
+      stats_.pending_event_blocks--;
+      return_block_locked(pe.block);
+    }
+  }
+}
+
+void CachingAllocator::synchronize_events() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  synchronize_events_locked();
+}
+
 void CachingAllocator::release_segment(Block* head) {
+  segments_by_address_.erase(reinterpret_cast<uintptr_t>(head->ptr));
   raw_->raw_free(head->ptr, head->size);
   stats_.num_raw_frees++;
   stats_.reserved_bytes -= static_cast<int64_t>(head->size);
@@ -236,7 +379,7 @@ void CachingAllocator::release_segment(Block* head) {
 void CachingAllocator::release_free_segments_locked() {
   std::vector<Block*> whole;
   for (Block* head : segments_)
-    if (!head->allocated && !head->next) whole.push_back(head);
+    if (!head->allocated && !head->next && head->pending_events == 0) whole.push_back(head);
   for (Block* head : whole) {
     pool_of(head->kind).erase(head);
     release_segment(head);
@@ -245,6 +388,7 @@ void CachingAllocator::release_free_segments_locked() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  synchronize_events_locked();
   release_free_segments_locked();
 }
 
@@ -263,6 +407,8 @@ void CachingAllocator::reset_peak_stats() {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.allocated_bytes_peak = stats_.allocated_bytes;
   stats_.reserved_bytes_peak = stats_.reserved_bytes;
+  stats_.active_bytes_peak = stats_.active_bytes;
+  stats_.segments_peak = stats_.segments;
 }
 
 std::vector<SegmentInfo> CachingAllocator::snapshot() const {
@@ -275,7 +421,8 @@ std::vector<SegmentInfo> CachingAllocator::snapshot() const {
     for (Block* b = head; b; b = b->next) {
       seg.total_size += static_cast<int64_t>(b->size);
       seg.blocks.push_back({reinterpret_cast<uint64_t>(b->ptr), static_cast<int64_t>(b->size),
-                            static_cast<int64_t>(b->requested), b->allocated});
+                            static_cast<int64_t>(b->requested), b->allocated,
+                            !b->allocated && b->pending_events > 0});
     }
     out.push_back(std::move(seg));
   }

@@ -7,6 +7,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -57,23 +59,57 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual DataPtr allocate(size_t nbytes) = 0;
+  // On device `index` (-1: the current one) of a backend with several devices (CUDA); a
+  // single-device allocator ignores the index.
+  virtual DataPtr allocate_on(size_t nbytes, int index) {
+    (void)index;
+    return allocate(nbytes);
+  }
 };
 
+// A stream of a device: an opaque handle (CUDA: the cudaStream_t's value). 0: the default
+// stream (the only one on the CPU).
+using StreamId = int64_t;
+
 // The device's own malloc/free. raw_alloc returns nullptr when the device is out of memory.
+//
+// Stream-ordered devices (CUDA) also give the caching allocator events: a block that
+// record_stream marked as used on other streams goes back to its pool only once an event
+// recorded on each of them when it was freed has completed. The CPU records none (the defaults).
 class RawAllocator {
  public:
   virtual ~RawAllocator() = default;
   virtual void* raw_alloc(size_t nbytes) = 0;
   virtual void raw_free(void* ptr, size_t nbytes) = 0;
+  // Records an event on `stream` of device `device` (-1: this allocator's device); returns an
+  // opaque handle, or null when there is nothing to wait for.
+  virtual void* record_event(StreamId stream, int device) {
+    (void)stream;
+    (void)device;
+    return nullptr;
+  }
+  virtual bool event_done(void* event) {
+    (void)event;
+    return true;
+  }
+  virtual void event_synchronize(void* event) { (void)event; }
+  virtual void destroy_event(void* event) { (void)event; }
+  // Free and total memory of the device (for the out-of-memory message); false if unknown.
+  virtual bool memory_info(size_t* free, size_t* total) {
+    (void)free;
+    (void)total;
+    return false;
+  }
 };
-
-using StreamId = int64_t;  // 0: the default stream (the only one on the CPU)
 
 struct MemoryStats {
   int64_t allocated_bytes = 0, allocated_bytes_peak = 0;
   int64_t reserved_bytes = 0, reserved_bytes_peak = 0;
   int64_t requested_bytes = 0;
-  int64_t active_blocks = 0, segments = 0;
+  // Active: allocated, or freed while events of other streams that used it are pending.
+  int64_t active_blocks = 0, active_bytes = 0, active_bytes_peak = 0;
+  int64_t segments = 0, segments_peak = 0;
+  int64_t pending_event_blocks = 0;
   int64_t num_allocs = 0, num_frees = 0;
   int64_t num_raw_allocs = 0, num_raw_frees = 0;
   int64_t num_alloc_retries = 0, num_ooms = 0;
@@ -85,6 +121,7 @@ struct BlockInfo {
   int64_t size;
   int64_t requested;
   bool allocated;
+  bool pending_free = false;  // freed, waiting for events of other streams that used it
 };
 struct SegmentInfo {
   uint64_t address;
@@ -124,6 +161,19 @@ class CachingAllocator final : public Allocator {
   void set_caching(bool enabled);
   bool caching() const { return caching_; }
 
+  // record_stream: the block of `ptr` (which this allocator made) is also used on `stream` of
+  // device `device` (-1: the allocator's own device); when it is freed, it returns to its pool
+  // only after events recorded then on each such stream have completed (polled at allocation).
+  // Raises if `ptr` does not come from a CachingAllocator.
+  static void record_stream(const DataPtr& ptr, StreamId stream, int device = -1);
+  // The allocator that made `ptr`, or null when another allocator did.
+  static CachingAllocator* owner_of(const DataPtr& ptr);
+  // Like record_stream for the allocated block that contains address `p` (anywhere inside it);
+  // false when no allocated block of this allocator holds `p`.
+  bool record_stream_at(const void* p, StreamId stream, int device = -1);
+  // Waits for every pending event and returns their blocks to the pools.
+  void synchronize_events();
+
   MemoryStats stats() const;
   void reset_peak_stats();
   std::vector<SegmentInfo> snapshot() const;
@@ -140,6 +190,10 @@ class CachingAllocator final : public Allocator {
 
   static void free_block(void* ctx);
   void free(Block* block);
+  void return_block_locked(Block* block);
+  void add_stream_use_locked(Block* block, StreamId stream, int device);
+  void process_events_locked();
+  void synchronize_events_locked();
   Block* find_free_block(Pool& pool, size_t size, StreamId stream);
   Block* new_segment(size_t request_size, size_t alloc_size, StreamId stream, PoolKind kind);
   Pool& pool_of(PoolKind kind);
@@ -156,6 +210,12 @@ class CachingAllocator final : public Allocator {
   AllocatorRounding rounding_;
   Pool tiny_pool_, small_pool_, large_pool_;
   std::set<Block*> segments_;  // the first block of each segment
+  std::map<uintptr_t, Block*> segments_by_address_;  // the same, by address (record_stream_at)
+  struct PendingEvent {
+    void* event;
+    Block* block;
+  };
+  std::deque<PendingEvent> pending_events_;  // in the order they were recorded
   MemoryStats stats_;
 };
 

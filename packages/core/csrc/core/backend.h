@@ -8,6 +8,7 @@
 // knowledge of the CPU's kernels and the CPU none of the backend's.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "core/device.h"
 
@@ -23,6 +24,13 @@ struct DeviceHooks {
   void (*synchronize)(int index);
   // Number of devices of this type. May be null (one device).
   int (*device_count)();
+  // Stream-ordered devices (CUDA): this thread's current stream of device `index` (an opaque
+  // handle) and setting it. Autograd records the stream of each op's forward and runs its
+  // backward on it. May be null (the device has one stream).
+  int64_t (*current_stream)(int index) = nullptr;
+  void (*set_current_stream)(int index, int64_t stream) = nullptr;
+  // Makes `stream` of device `index` wait for the work queued on `other` so far.
+  void (*stream_wait)(int index, int64_t stream, int64_t other) = nullptr;
 };
 
 // Registers (or, with null, removes) the hooks of a device type; the pointer must stay valid.

@@ -95,8 +95,8 @@ int64_t checked_numel(const DimVector& sizes, const char* op) {
 Tensor empty(const DimVector& sizes, ScalarType dtype, Device device) {
   int64_t n = checked_numel(sizes, "empty");
   size_t nbytes = checked_nbytes(n, dtype, sizes, "empty");
-  auto storage =
-      std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
+  auto storage = std::make_shared<StorageImpl>(
+      device_allocator(device.type)->allocate_on(nbytes, device.index), nbytes);
   return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, contiguous_strides(sizes),
                                       0, std::make_shared<VersionCounter>());
 }
@@ -120,8 +120,8 @@ Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarTyp
                  shape_str(strides), " needs a storage larger than int64 can count");
   }
   size_t nbytes = checked_nbytes(extent, dtype, sizes, "empty_strided");
-  auto storage =
-      std::make_shared<StorageImpl>(device_allocator(device.type)->allocate(nbytes), nbytes);
+  auto storage = std::make_shared<StorageImpl>(
+      device_allocator(device.type)->allocate_on(nbytes, device.index), nbytes);
   return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0,
                                       std::make_shared<VersionCounter>());
 }

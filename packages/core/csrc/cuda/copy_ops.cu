@@ -1,7 +1,14 @@
 // Copies on the CUDA device: the host <-> device byte copies of DeviceHooks (core/backend.h),
 // which copy_ builds every cross-device copy from.
+//
+// A non_blocking copy is a cudaMemcpyAsync on the current stream that the host does not wait
+// for: truly asynchronous when the host side is pinned. A pinned block that such a copy reads or
+// writes is recorded as used on the stream (pinned_allocator.h), so freeing its tensor right
+// after the call cannot let the block be reused before the copy has run.
 #include "core/backend.h"
+#include "cuda/cuda_allocator.h"
 #include "cuda/cuda_context.h"
+#include "cuda/pinned_allocator.h"
 
 namespace ember {
 namespace cuda {
@@ -11,14 +18,20 @@ void copy_to_host(void* dst, const void* src, size_t nbytes, int index, bool non
   DeviceGuard guard(index);
   cudaStream_t s = current_stream();
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
-  if (!non_blocking) EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (non_blocking)
+    record_host_use(dst, s, current_device());
+  else
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void copy_from_host(void* dst, const void* src, size_t nbytes, int index, bool non_blocking) {
   DeviceGuard guard(index);
   cudaStream_t s = current_stream();
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
-  if (!non_blocking) EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (non_blocking)
+    record_host_use(src, s, current_device());
+  else
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void synchronize(int index) {
@@ -28,7 +41,21 @@ void synchronize(int index) {
 
 int count() { return device_count(); }
 
-const DeviceHooks kHooks{&copy_to_host, &copy_from_host, &synchronize, &count};
+int64_t get_stream(int index) { return reinterpret_cast<int64_t>(current_stream(index)); }
+void put_stream(int index, int64_t stream) {
+  set_current_stream(index, reinterpret_cast<cudaStream_t>(stream));
+}
+
+void stream_wait(int index, int64_t stream, int64_t other) {
+  DeviceGuard guard(index);
+  cudaEvent_t e = acquire_event(current_device());
+  EMBER_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(other)));
+  EMBER_CUDA_CHECK(cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(stream), e, 0));
+  release_event(e);  // reusable at once: the wait captured the event's recorded work
+}
+
+const DeviceHooks kHooks{&copy_to_host, &copy_from_host, &synchronize, &count,
+                         &get_stream,   &put_stream,     &stream_wait};
 
 }  // namespace
 

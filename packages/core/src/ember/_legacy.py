@@ -89,8 +89,9 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     [1.0, 2.0]
     """
     if pin_memory:
-        raise RuntimeError("tensor(): pin_memory=True needs a CUDA device; create the tensor, "
-                           "then call .pin_memory() where CUDA is available")
+        from ember.cuda import _pinned_result
+
+        return _pinned_result(tensor(data, dtype, device), "tensor", requires_grad)
     try:
         if dtype is None and device is None and not requires_grad:  # the common call, kept cheap
             return _C.tensor(data)

@@ -278,6 +278,11 @@ class _BaseIter:
         self._collate_fn = loader.collate_fn
         self._pin_memory = loader.pin_memory
         self._pin_memory_device = loader.pin_memory_device or None
+        if self._pin_memory and not ember.cuda.is_available():
+            # PyTorch's warning. Pinning still runs (custom batch types' pin_memory() is
+            # called); tensors stay in ordinary memory, as Tensor.pin_memory() does without CUDA.
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                          "then device pinned memory won't be used.", stacklevel=3)
         self._timeout = loader.timeout
         self._num_yielded = 0
         self._shutdown = False
