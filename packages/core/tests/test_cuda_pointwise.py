@@ -391,13 +391,14 @@ def test_clamp(layout):
         run_both(ember.clamp, [x], [gx], {"min": 1}, where=w + " min only")
         run_both(ember.clamp, [x], [gx], {"max": 0}, where=w + " max only")
         run_both(ember.clamp, [x, lo, hi], [gx, glo, ghi], where=w + " tensors")
-        run_both(ember.clamp, [x], [gx], {"min": lo}, where=w + " tensor min")
-        run_both(ember.clamp, [x], [gx], {"max": hi}, where=w + " tensor max")
+        run_both(ember.clamp, [x, lo], [gx, glo], where=w + " tensor min")
+        run_both(ember.clamp, [x, None, hi], [gx, None, ghi], where=w + " tensor max")
         run_both(ember.clip, [x], [gx], {"min": -1, "max": 2}, where=w + " clip")
     with pytest.raises(RuntimeError, match="overflow"):
         ember.clamp(ember.tensor([1, 2], dtype=I8).cuda(), 0, 1000)
     f = ember.tensor([1.0, float("nan"), -3.0])
-    run_both(ember.clamp, [f], [f.cuda()], {"min": ember.tensor([0.0, 0.0, float("nan")])})
+    lo = ember.tensor([0.0, 0.0, float("nan")])
+    run_both(ember.clamp, [f, lo], [f.cuda(), lo.cuda()])
 
 
 def test_where():
