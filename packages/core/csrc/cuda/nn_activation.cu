@@ -1,0 +1,336 @@
+// CUDA kernels of the pointwise activations of ops/nn.yaml (and their derivatives), with the
+// arithmetic of the CPU kernels (kernels/cpu/nn_activation.cpp), run by the elementwise engine.
+#include <string>
+
+#include "core/dispatch.h"
+#include "cuda/cuda_registry.h"
+#include "cuda/elementwise.cuh"
+#include "cuda/pointwise_math.cuh"
+#include "ops.h"
+
+namespace ember {
+namespace cuda {
+namespace activation {
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluC = 0.044715;
+
+template <class A>
+__device__ __forceinline__ A sigmoid(A x) {
+  return A(1) / (A(1) + dm::exp(-x));
+}
+template <class A>
+__device__ __forceinline__ A softplus1(A x) {  // log(1 + exp(x)), stable for large |x|
+  return x > A(20) ? x : dm::log1p(dm::exp(x));
+}
+
+namespace fn {
+
+template <class A>
+struct gelu {
+  bool tanh_form;
+  __device__ __forceinline__ A operator()(A x) const {
+    if (tanh_form)
+      return A(0.5) * x * (A(1) + dm::tanh(A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x)));
+    return A(0.5) * x * (A(1) + dm::erf(x * A(kSqrt1_2)));
+  }
+};
+struct silu {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x) const {
+    return x / (A(1) + dm::exp(-x));
+  }
+};
+template <class A>
+struct elu {
+  A scale, scale_alpha, input_scale;
+  __device__ __forceinline__ A operator()(A x) const {
+    return x > A(0) ? scale * x : scale_alpha * dm::expm1(x * input_scale);
+  }
+};
+template <class A>
+struct threshold_backward {
+  A threshold;
+  // A zero, not grad * 0, where self <= threshold; a NaN self passes the gradient.
+  __device__ __forceinline__ A operator()(A g, A x) const { return x <= threshold ? A(0) : g; }
+};
+template <class A>
+struct leaky_relu {
+  A slope;
+  __device__ __forceinline__ A operator()(A x) const { return x > A(0) ? x : x * slope; }
+};
+template <class A>
+struct softplus {
+  A beta, threshold;
+  __device__ __forceinline__ A operator()(A x) const {
+    const A z = x * beta;
+    return z > threshold ? x : dm::log1p(dm::exp(z)) / beta;
+  }
+};
+template <class A>
+struct hardtanh {
+  A lo, hi;
+  __device__ __forceinline__ A operator()(A x) const { return x < lo ? lo : (x > hi ? hi : x); }
+};
+struct hardsigmoid {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x) const {
+    return x <= A(-3) ? A(0) : (x >= A(3) ? A(1) : x / A(6) + A(0.5));
+  }
+};
+struct hardswish {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x) const {
+    return x <= A(-3) ? A(0) : (x >= A(3) ? x : x * (x + A(3)) / A(6));
+  }
+};
+struct mish {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x) const {
+    return x * dm::tanh(softplus1(x));
+  }
+};
+struct softsign {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x) const {
+    return x / (A(1) + dm::fabs(x));
+  }
+};
+struct logsigmoid {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x) const {
+    return ((A(0) < x) ? A(0) : x) - dm::log1p(dm::exp(-dm::fabs(x)));
+  }
+};
+
+enum class Act {
+  Gelu,
+  GeluTanh,
+  Silu,
+  EluResult,
+  LeakyRelu,
+  Softplus,
+  HardtanhResult,
+  HardsigmoidResult,
+  Hardswish,
+  Mish,
+  Softsign,
+  Logsigmoid
+};
+
+// f'(x) (order 1) or f''(x) (order 2) of each activation; p0..p2 are its parameters.
+template <class A>
+struct act_derivative {
+  Act act;
+  bool second;
+  A p0, p1, p2;
+  __device__ A operator()(A x) const {
+    switch (act) {
+      case Act::Gelu: {
+        const A pdf = A(kInvSqrt2Pi) * dm::exp(A(-0.5) * x * x);
+        if (second) return pdf * (A(2) - x * x);
+        return A(0.5) * (A(1) + dm::erf(x * A(kSqrt1_2))) + x * pdf;
+      }
+      case Act::GeluTanh: {
+        const A u = A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x);
+        const A t = dm::tanh(u), sech2 = A(1) - t * t;
+        const A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluC) * x * x);
+        if (second) {
+          const A d2u = A(kSqrt2OverPi) * A(6 * kGeluC) * x;
+          return sech2 * du + A(0.5) * x * sech2 * (d2u - A(2) * t * du * du);
+        }
+        return A(0.5) * (A(1) + t) + A(0.5) * x * sech2 * du;
+      }
+      case Act::Silu: {
+        const A s = sigmoid(x);
+        if (second) return s * (A(1) - s) * (A(2) + x * (A(1) - A(2) * s));
+        return s * (A(1) + x * (A(1) - s));
+      }
+      case Act::EluResult:  // x is the output; p0 alpha, p1 scale, p2 input_scale
+        if (second) return x > A(0) ? A(0) : p2;
+        return x > A(0) ? p1 : p2 * (x + p1 * p0);
+      case Act::LeakyRelu:
+        if (second) return A(0);
+        return x > A(0) ? A(1) : p0;
+      case Act::Softplus: {  // p0 beta, p1 threshold
+        const A z = x * p0;
+        if (z > p1) return second ? A(0) : A(1);
+        const A s = sigmoid(z);
+        return second ? p0 * s * (A(1) - s) : s;
+      }
+      case Act::HardtanhResult:
+        if (second) return A(0);
+        return (x <= p0 || x >= p1) ? A(0) : A(1);
+      case Act::HardsigmoidResult:
+        if (second) return A(0);
+        return (x > A(0) && x < A(1)) ? A(1) / A(6) : A(0);
+      case Act::Hardswish:
+        if (second) return (x > A(-3) && x < A(3)) ? A(1) / A(3) : A(0);
+        return x < A(-3) ? A(0) : (x <= A(3) ? x / A(3) + A(0.5) : A(1));
+      case Act::Mish: {
+        const A t = dm::tanh(softplus1(x)), s = sigmoid(x), sech2 = A(1) - t * t;
+        if (second) return A(2) * sech2 * s + x * sech2 * s * ((A(1) - s) - A(2) * t * s);
+        return t + x * sech2 * s;
+      }
+      case Act::Softsign: {
+        const A a = A(1) + dm::fabs(x);
+        if (second) return A(-2) * A((x > A(0)) - (x < A(0))) / (a * a * a);
+        return A(1) / (a * a);
+      }
+      case Act::Logsigmoid: {
+        const A sneg =
+            x >= A(0) ? dm::exp(-x) / (A(1) + dm::exp(-x)) : A(1) / (A(1) + dm::exp(x));
+        if (second) return -(A(1) - sneg) * sneg;
+        return sneg;
+      }
+    }
+    return A(0);
+  }
+};
+
+}  // namespace fn
+
+// make(A{}) (a functor over the compute type A) on every element of self, a floating tensor.
+template <class Make>
+Tensor unary_float(const char* op, const Tensor& self, const Make& make) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
+                   dtype_name(self->dtype()));
+  TensorIterator it(op);
+  it.add_output(Tensor()).add_input(self).build();
+  EMBER_DISPATCH_FLOAT(it.dtype(1), op, [&] {
+    using T = scalar_t;
+    launch_elementwise<T, T>(it, op, make(op_t<T>{}));
+  });
+  it.finish();
+  return it.output();
+}
+
+template <class Fn>
+auto stateless(Fn) {
+  return [](auto) { return Fn{}; };
+}
+
+Tensor gelu(const Tensor& self, const std::string& approximate) {
+  EMBER_CHECK_KIND(approximate == "none" || approximate == "tanh", Value,
+                   "gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
+  const bool tanh_form = approximate == "tanh";
+  return unary_float("gelu", self, [tanh_form](auto tag) {
+    return fn::gelu<decltype(tag)>{tanh_form};
+  });
+}
+
+Tensor silu(const Tensor& self) { return unary_float("silu", self, stateless(fn::silu{})); }
+
+Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale,
+           const Scalar& input_scale) {
+  const double a = alpha.to_double(), sc = scale.to_double(), is = input_scale.to_double();
+  return unary_float("elu", self, [=](auto tag) {
+    using A = decltype(tag);
+    return fn::elu<A>{A(sc), A(sc * a), A(is)};
+  });
+}
+
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
+  const char* op = "threshold_backward";
+  EMBER_CHECK_KIND(is_floating(grad_output->dtype()) && is_floating(self->dtype()), Type, op,
+                   ": expected floating-point tensors, got ", dtype_name(grad_output->dtype()),
+                   " and ", dtype_name(self->dtype()));
+  TensorIterator it(op);
+  it.add_output(Tensor()).add_input(grad_output).add_input(self).build();
+  EMBER_DISPATCH_FLOAT(it.common_dtype(), op, [&] {
+    using T = scalar_t;
+    using A = op_t<T>;
+    launch_elementwise<T, T, T>(it, op,
+                                fn::threshold_backward<A>{static_cast<A>(threshold.to_double())});
+  });
+  it.finish();
+  return it.output();
+}
+
+Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope) {
+  const double s = negative_slope.to_double();
+  return unary_float("leaky_relu", self, [=](auto tag) {
+    using A = decltype(tag);
+    return fn::leaky_relu<A>{A(s)};
+  });
+}
+
+Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold) {
+  const double b = beta.to_double(), t = threshold.to_double();
+  return unary_float("softplus", self, [=](auto tag) {
+    using A = decltype(tag);
+    return fn::softplus<A>{A(b), A(t)};
+  });
+}
+
+Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
+  const double lo = min_val.to_double(), hi = max_val.to_double();
+  EMBER_CHECK_KIND(lo <= hi, Value, "hardtanh: min_val (", lo, ") must be <= max_val (", hi, ")");
+  return unary_float("hardtanh", self, [=](auto tag) {
+    using A = decltype(tag);
+    return fn::hardtanh<A>{A(lo), A(hi)};
+  });
+}
+
+Tensor hardsigmoid(const Tensor& self) {
+  return unary_float("hardsigmoid", self, stateless(fn::hardsigmoid{}));
+}
+Tensor hardswish(const Tensor& self) {
+  return unary_float("hardswish", self, stateless(fn::hardswish{}));
+}
+Tensor mish(const Tensor& self) { return unary_float("mish", self, stateless(fn::mish{})); }
+Tensor softsign(const Tensor& self) {
+  return unary_float("softsign", self, stateless(fn::softsign{}));
+}
+Tensor logsigmoid(const Tensor& self) {
+  return unary_float("logsigmoid", self, stateless(fn::logsigmoid{}));
+}
+
+fn::Act parse_act(const std::string& name) {
+  using fn::Act;
+  static const std::pair<const char*, Act> table[] = {
+      {"gelu", Act::Gelu},
+      {"gelu_tanh", Act::GeluTanh},
+      {"silu", Act::Silu},
+      {"elu_result", Act::EluResult},
+      {"leaky_relu", Act::LeakyRelu},
+      {"softplus", Act::Softplus},
+      {"hardtanh_result", Act::HardtanhResult},
+      {"hardsigmoid_result", Act::HardsigmoidResult},
+      {"hardswish", Act::Hardswish},
+      {"mish", Act::Mish},
+      {"softsign", Act::Softsign},
+      {"logsigmoid", Act::Logsigmoid}};
+  for (const auto& [n, act] : table)
+    if (name == n) return act;
+  EMBER_FAIL(Value, "_activation_derivative: unknown activation '", name, "'");
+}
+
+Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64_t order, double p0,
+                              double p1, double p2) {
+  const fn::Act act = parse_act(kind);
+  EMBER_CHECK_KIND(order == 1 || order == 2, NotImplemented, "_activation_derivative: ", kind,
+                   ": derivatives of order ", order,
+                   " are not supported (first and second derivatives are)");
+  const bool second = order == 2;
+  return unary_float("_activation_derivative", self, [=](auto tag) {
+    using A = decltype(tag);
+    return fn::act_derivative<A>{act, second, A(p0), A(p1), A(p2)};
+  });
+}
+
+void register_activations() {
+#define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
+  REG(gelu) REG(silu) REG(elu) REG(threshold_backward) REG(leaky_relu) REG(softplus)
+  REG(hardtanh) REG(hardsigmoid) REG(hardswish) REG(mish) REG(softsign) REG(logsigmoid)
+  REG(_activation_derivative)
+#undef REG
+}
+
+}  // namespace activation
+}  // namespace cuda
+}  // namespace ember
+
+EMBER_CUDA_REGISTER(ember::cuda::activation::register_activations)

@@ -1,0 +1,365 @@
+// The functors of the CUDA pointwise ops (pointwise_ops.cu, pointwise_binary_ops.cu) and the
+// helper that dispatches a dtype and runs one through the elementwise engine. Split in two .cu
+// files so the two halves compile in parallel.
+#pragma once
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "core/dispatch.h"
+#include "cuda/elementwise.cuh"
+#include "cuda/pointwise_math.cuh"
+#include "ops.h"
+
+namespace ember {
+namespace cuda {
+namespace pointwise {
+
+// ---- functors ---------------------------------------------------------------------------------
+
+namespace fn {
+
+#define EMBER_CU_UNARY(NAME, EXPR)                              \
+  struct NAME {                                                 \
+    template <class A>                                          \
+    __device__ __forceinline__ A operator()(A x) const {        \
+      return EXPR;                                              \
+    }                                                           \
+  };
+
+EMBER_CU_UNARY(exp, dm::exp(x))
+EMBER_CU_UNARY(exp2, dm::exp2(x))
+EMBER_CU_UNARY(expm1, dm::expm1(x))
+EMBER_CU_UNARY(log, dm::log(x))
+EMBER_CU_UNARY(log2, dm::log2(x))
+EMBER_CU_UNARY(log10, dm::log10(x))
+EMBER_CU_UNARY(log1p, dm::log1p(x))
+EMBER_CU_UNARY(sqrt, dm::sqrt(x))
+EMBER_CU_UNARY(rsqrt, A(1) / dm::sqrt(x))
+EMBER_CU_UNARY(sin, dm::sin(x))
+EMBER_CU_UNARY(cos, dm::cos(x))
+EMBER_CU_UNARY(tan, dm::tan(x))
+EMBER_CU_UNARY(asin, dm::asin(x))
+EMBER_CU_UNARY(acos, dm::acos(x))
+EMBER_CU_UNARY(atan, dm::atan(x))
+EMBER_CU_UNARY(sinh, dm::sinh(x))
+EMBER_CU_UNARY(cosh, dm::cosh(x))
+EMBER_CU_UNARY(tanh, dm::tanh(x))
+EMBER_CU_UNARY(sigmoid, A(1) / (A(1) + dm::exp(-x)))
+EMBER_CU_UNARY(erf, dm::erf(x))
+EMBER_CU_UNARY(erfinv, dm::erfinv(x))
+EMBER_CU_UNARY(reciprocal, A(1) / x)
+
+EMBER_CU_UNARY(neg, A(-x))
+EMBER_CU_UNARY(abs, dm::is_neg(x) ? A(-x) : x)
+EMBER_CU_UNARY(sign, A((A(0) < x) - dm::is_neg(x)))
+EMBER_CU_UNARY(square, A(x* x))
+EMBER_CU_UNARY(relu, (x != x) ? x : (x > A(0) ? x : A(0)))
+EMBER_CU_UNARY(floor, dm::floor(x))
+EMBER_CU_UNARY(ceil, dm::ceil(x))
+EMBER_CU_UNARY(trunc, dm::trunc(x))
+EMBER_CU_UNARY(frac, x - dm::trunc(x))
+EMBER_CU_UNARY(bitwise_not, dm::bit_not(x))
+#undef EMBER_CU_UNARY
+
+struct round {
+  double scale;
+  int64_t decimals;
+  template <class A>
+  __device__ __forceinline__ A operator()(A x) const {
+    if constexpr (std::is_integral_v<A>) {
+      return x;
+    } else {
+      if (decimals == 0) return dm::rint(x);
+      return static_cast<A>(dm::rint(static_cast<double>(x) * scale) / scale);
+    }
+  }
+};
+
+#define EMBER_CU_PREDICATE(NAME, EXPR)                           \
+  struct NAME {                                                  \
+    template <class A>                                           \
+    __device__ __forceinline__ bool operator()(A x) const {      \
+      return EXPR;                                               \
+    }                                                            \
+  };
+EMBER_CU_PREDICATE(isnan, dm::is_nan(x))
+EMBER_CU_PREDICATE(isinf, dm::is_inf(x))
+EMBER_CU_PREDICATE(isfinite, !dm::is_nan(x) && !dm::is_inf(x))
+EMBER_CU_PREDICATE(logical_not, !static_cast<bool>(x))
+#undef EMBER_CU_PREDICATE
+
+template <class A>
+struct nan_to_num {
+  A nan, posinf, neginf;
+  __device__ __forceinline__ A operator()(A x) const {
+    if constexpr (std::is_integral_v<A>) {
+      return x;
+    } else {
+      if (x != x) return nan;
+      if (x == dm::inf<A>()) return posinf;
+      if (x == -dm::inf<A>()) return neginf;
+      return x;
+    }
+  }
+};
+
+template <class A>
+struct add {
+  A alpha;
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    if constexpr (std::is_same_v<A, bool>) {
+      return x || (alpha && y);
+    } else {
+      return x + alpha * y;
+    }
+  }
+};
+template <class A>
+struct sub {
+  A alpha;
+  __device__ __forceinline__ A operator()(A x, A y) const { return x - alpha * y; }
+};
+template <class A>
+struct rsub {
+  A alpha;
+  __device__ __forceinline__ A operator()(A x, A y) const { return y - alpha * x; }
+};
+struct mul {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    if constexpr (std::is_same_v<A, bool>) {
+      return x && y;
+    } else {
+      return x * y;
+    }
+  }
+};
+struct true_div {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    return x / y;
+  }
+};
+struct floor_div {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    return dm::floor_div(x, y);
+  }
+};
+struct trunc_div {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    if constexpr (std::is_integral_v<A>) {
+      if (y == A(0)) return A(0);
+      if (dm::is_minus_one(y)) return dm::wrapping_neg(x);
+      return A(x / y);
+    } else {
+      return dm::trunc(x / y);
+    }
+  }
+};
+struct remainder {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    if constexpr (std::is_integral_v<A>) {
+      if (y == A(0) || dm::is_minus_one(y)) return A(0);
+      A r = A(x % y);
+      if (r != 0 && (dm::is_neg(r) != dm::is_neg(y))) r = A(r + y);
+      return r;
+    } else {
+      A r = dm::fmod(x, y);
+      if (r != A(0) && ((r < A(0)) != (y < A(0)))) r += y;
+      return r;
+    }
+  }
+};
+struct fmod {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    if constexpr (std::is_integral_v<A>) {
+      if (y == A(0) || dm::is_minus_one(y)) return A(0);
+      return A(x % y);
+    } else {
+      return dm::fmod(x, y);
+    }
+  }
+};
+struct pow {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    if constexpr (std::is_integral_v<A>) {
+      return dm::int_pow(x, y);
+    } else {
+      if (y == A(2)) return x * x;
+      return dm::pow(x, y);
+    }
+  }
+};
+struct rpow {  // base ** self, base the first input
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    if constexpr (std::is_integral_v<A>) {
+      return dm::int_pow(x, y);
+    } else {
+      return dm::pow(x, y);
+    }
+  }
+};
+struct atan2 {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    return dm::atan2(x, y);
+  }
+};
+struct minimum {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    return (x != x) ? x : ((y != y) ? y : (y < x ? y : x));
+  }
+};
+struct maximum {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A y) const {
+    return (x != x) ? x : ((y != y) ? y : (y > x ? y : x));
+  }
+};
+
+#define EMBER_CU_BINARY_BOOL(NAME, EXPR)                           \
+  struct NAME {                                                    \
+    template <class A>                                             \
+    __device__ __forceinline__ bool operator()(A x, A y) const {   \
+      return EXPR;                                                 \
+    }                                                              \
+  };
+EMBER_CU_BINARY_BOOL(eq, x == y)
+EMBER_CU_BINARY_BOOL(ne, x != y)
+EMBER_CU_BINARY_BOOL(lt, x < y)
+EMBER_CU_BINARY_BOOL(le, x <= y)
+EMBER_CU_BINARY_BOOL(gt, x > y)
+EMBER_CU_BINARY_BOOL(ge, x >= y)
+EMBER_CU_BINARY_BOOL(logical_and, static_cast<bool>(x) && static_cast<bool>(y))
+EMBER_CU_BINARY_BOOL(logical_or, static_cast<bool>(x) || static_cast<bool>(y))
+EMBER_CU_BINARY_BOOL(logical_xor, static_cast<bool>(x) != static_cast<bool>(y))
+#undef EMBER_CU_BINARY_BOOL
+
+#define EMBER_CU_BITWISE(NAME, EXPR)                            \
+  struct NAME {                                                 \
+    template <class A>                                          \
+    __device__ __forceinline__ A operator()(A x, A y) const {   \
+      return static_cast<A>(EXPR);                              \
+    }                                                           \
+  };
+EMBER_CU_BITWISE(bitwise_and, x& y)
+EMBER_CU_BITWISE(bitwise_or, x | y)
+EMBER_CU_BITWISE(bitwise_xor, x ^ y)
+EMBER_CU_BITWISE(bitwise_left_shift, dm::shift_left(x, y))
+EMBER_CU_BITWISE(bitwise_right_shift, dm::shift_right(x, y))
+#undef EMBER_CU_BITWISE
+
+struct clamp_both {
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A lo, A hi) const {
+    if (x != x) return x;
+    A r = x < lo ? lo : x;
+    return r > hi ? hi : r;
+  }
+};
+struct clamp_one {
+  bool has_min;
+  template <class A>
+  __device__ __forceinline__ A operator()(A x, A b) const {
+    if (x != x || b != b) return x != x ? x : b;
+    return has_min ? (x < b ? b : x) : (x > b ? b : x);
+  }
+};
+struct where {
+  template <class A, class C>
+  __device__ __forceinline__ A operator()(A x, A y, C c) const {
+    return c ? x : y;
+  }
+};
+struct lerp {
+  template <class A>
+  __device__ __forceinline__ A operator()(A a, A b, A w) const {
+    return (w < A(0.5)) ? a + w * (b - a) : b - (b - a) * (A(1) - w);
+  }
+};
+template <class A>
+struct addcmul {
+  A value;
+  __device__ __forceinline__ A operator()(A a, A b, A c) const { return a + value * b * c; }
+};
+template <class A>
+struct addcdiv {
+  A value;
+  __device__ __forceinline__ A operator()(A a, A b, A c) const { return a + value * b / c; }
+};
+struct isclose {
+  double rtol, atol;
+  bool equal_nan;
+  template <class A>
+  __device__ __forceinline__ bool operator()(A x, A y) const {
+    if (x == y) return true;
+    if constexpr (std::is_integral_v<A>) {
+      const double diff = dm::fabs(static_cast<double>(x) - static_cast<double>(y));
+      return diff <= atol + rtol * dm::fabs(static_cast<double>(y));
+    } else {
+      if (x != x || y != y) return equal_nan && (x != x) && (y != y);
+      const double dx = x, dy = y;
+      if (dm::is_inf(dx) || dm::is_inf(dy)) return false;
+      return dm::fabs(dx - dy) <= atol + rtol * dm::fabs(dy);
+    }
+  }
+};
+
+}  // namespace fn
+
+// ---- running them -----------------------------------------------------------------------------
+
+enum class Types { All, Numeric, Float, Integral };
+
+// The iterator of every op here: element-wise, so it may keep its inputs' memory layout.
+struct ElementwiseIterator : TensorIterator {
+  explicit ElementwiseIterator(const char* op) : TensorIterator(op) { keep_layout(); }
+};
+
+// Runs make(A{}) (a functor over the compute type A of the inputs' dtype T) with `nin` inputs
+// of dtype T; the output is R (T when R is void). Then it.finish().
+template <Types types, class R, int nin, class Make>
+void run(TensorIterator& it, const char* name, const Make& make) {
+  auto body = [&](auto tag) {
+    using T = decltype(tag);
+    using Out = std::conditional_t<std::is_void_v<R>, T, R>;
+    const auto f = make(op_t<T>{});
+    if constexpr (nin == 1) {
+      launch_elementwise<Out, T>(it, name, f);
+    } else if constexpr (nin == 2) {
+      launch_elementwise<Out, T, T>(it, name, f);
+    } else {
+      launch_elementwise<Out, T, T, T>(it, name, f);
+    }
+  };
+  const ScalarType dt = it.dtype(1);
+  if constexpr (types == Types::All) {
+    EMBER_DISPATCH_ALL(dt, name, [&] { body(scalar_t{}); });
+  } else if constexpr (types == Types::Numeric) {
+    EMBER_DISPATCH_NUMERIC(dt, name, [&] { body(scalar_t{}); });
+  } else if constexpr (types == Types::Float) {
+    EMBER_DISPATCH_FLOAT(dt, name, [&] { body(scalar_t{}); });
+  } else {
+    EMBER_DISPATCH_INTEGRAL(dt, name, [&] { body(scalar_t{}); });
+  }
+  it.finish();
+}
+
+template <class Fn>
+auto stateless(Fn) {
+  return [](auto) { return Fn{}; };
+}
+
+}  // namespace pointwise
+}  // namespace cuda
+}  // namespace ember

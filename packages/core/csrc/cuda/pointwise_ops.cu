@@ -1,0 +1,210 @@
+// CUDA kernels of the pointwise ops declared in ops/pointwise.yaml: the same TensorIterator
+// plans and the same arithmetic as the CPU kernels (kernels/cpu/pointwise_ops.cpp), run by the
+// elementwise engine (elementwise.cuh) with a functor per op (pointwise_functors.cuh). This file
+// holds the unary and ternary ops; pointwise_binary_ops.cu the binary ones and comparisons.
+#include "cuda/cuda_registry.h"
+#include "cuda/pointwise_functors.cuh"
+
+namespace ember {
+namespace cuda {
+namespace pointwise {
+
+// ---- unary ------------------------------------------------------------------------------------
+
+#define EMBER_CU_UNARY_FLOAT(NAME)                                         \
+  Tensor NAME(const Tensor& self, const Tensor& out) {                     \
+    ElementwiseIterator it(#NAME);                                         \
+    it.add_output(out).add_input(self).promote_int_to_float(true).build(); \
+    run<Types::Float, void, 1>(it, #NAME, stateless(fn::NAME{}));          \
+    return it.output();                                                    \
+  }
+EMBER_CU_UNARY_FLOAT(exp)
+EMBER_CU_UNARY_FLOAT(exp2)
+EMBER_CU_UNARY_FLOAT(expm1)
+EMBER_CU_UNARY_FLOAT(log)
+EMBER_CU_UNARY_FLOAT(log2)
+EMBER_CU_UNARY_FLOAT(log10)
+EMBER_CU_UNARY_FLOAT(log1p)
+EMBER_CU_UNARY_FLOAT(sqrt)
+EMBER_CU_UNARY_FLOAT(rsqrt)
+EMBER_CU_UNARY_FLOAT(sin)
+EMBER_CU_UNARY_FLOAT(cos)
+EMBER_CU_UNARY_FLOAT(tan)
+EMBER_CU_UNARY_FLOAT(asin)
+EMBER_CU_UNARY_FLOAT(acos)
+EMBER_CU_UNARY_FLOAT(atan)
+EMBER_CU_UNARY_FLOAT(sinh)
+EMBER_CU_UNARY_FLOAT(cosh)
+EMBER_CU_UNARY_FLOAT(tanh)
+EMBER_CU_UNARY_FLOAT(sigmoid)
+EMBER_CU_UNARY_FLOAT(erf)
+EMBER_CU_UNARY_FLOAT(erfinv)
+EMBER_CU_UNARY_FLOAT(reciprocal)
+#undef EMBER_CU_UNARY_FLOAT
+
+// Ops that keep the input dtype. TYPES: which dtypes are accepted.
+#define EMBER_CU_UNARY_SAME(NAME, TYPES)                          \
+  Tensor NAME(const Tensor& self, const Tensor& out) {            \
+    ElementwiseIterator it(#NAME);                                \
+    it.add_output(out).add_input(self).build();                   \
+    run<Types::TYPES, void, 1>(it, #NAME, stateless(fn::NAME{})); \
+    return it.output();                                           \
+  }
+EMBER_CU_UNARY_SAME(neg, Numeric)
+EMBER_CU_UNARY_SAME(abs, Numeric)
+EMBER_CU_UNARY_SAME(sign, All)
+EMBER_CU_UNARY_SAME(square, Numeric)
+EMBER_CU_UNARY_SAME(relu, Numeric)
+EMBER_CU_UNARY_SAME(floor, Numeric)
+EMBER_CU_UNARY_SAME(ceil, Numeric)
+EMBER_CU_UNARY_SAME(trunc, Numeric)
+EMBER_CU_UNARY_SAME(frac, Float)
+EMBER_CU_UNARY_SAME(bitwise_not, Integral)
+#undef EMBER_CU_UNARY_SAME
+
+Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
+  ElementwiseIterator it("round");
+  it.add_output(out).add_input(self).build();
+  if (!is_floating(it.common_dtype())) {
+    EMBER_CHECK(decimals == 0, "round: decimals is not supported for integer tensors (dtype ",
+                dtype_name(self->dtype()), ")");
+  }
+  const double scale = std::pow(10.0, static_cast<double>(decimals));
+  run<Types::Numeric, void, 1>(it, "round",
+                               [&](auto) { return fn::round{scale, decimals}; });
+  return it.output();
+}
+
+#define EMBER_CU_PREDICATE(NAME)                                               \
+  Tensor NAME(const Tensor& self, const Tensor& out) {                         \
+    ElementwiseIterator it(#NAME);                                             \
+    it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build(); \
+    run<Types::All, bool, 1>(it, #NAME, stateless(fn::NAME{}));                \
+    return it.output();                                                        \
+  }
+EMBER_CU_PREDICATE(isnan)
+EMBER_CU_PREDICATE(isinf)
+EMBER_CU_PREDICATE(isfinite)
+EMBER_CU_PREDICATE(logical_not)
+#undef EMBER_CU_PREDICATE
+
+Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf, const Tensor& out) {
+  ElementwiseIterator it("nan_to_num");
+  it.add_output(out).add_input(self).build();
+  const ScalarType st = it.dtype(0);
+  const double big = st == ScalarType::Float16    ? 65504.0
+                     : st == ScalarType::BFloat16 ? 3.3895313892515355e38
+                     : st == ScalarType::Float32  ? double(std::numeric_limits<float>::max())
+                                                  : std::numeric_limits<double>::max();
+  run<Types::All, void, 1>(it, "nan_to_num", [&](auto tag) {
+    using A = decltype(tag);
+    if constexpr (std::is_integral_v<A>) {
+      return fn::nan_to_num<A>{A(0), A(0), A(0)};
+    } else {
+      return fn::nan_to_num<A>{A(nan.value_or(0.0)), A(posinf.value_or(big)),
+                               A(neginf.value_or(-big))};
+    }
+  });
+  return it.output();
+}
+
+// ---- ternary ----------------------------------------------------------------------------------
+
+Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar& max,
+             const Tensor& out) {
+  EMBER_CHECK(!min.is_none() || !max.is_none(),
+              "clamp: at least one of 'min' or 'max' must not be None");
+  ElementwiseIterator it("clamp");
+  it.add_output(out).add_input(self);
+  if (!min.is_none()) it.add_input(min);
+  if (!max.is_none()) it.add_input(max);
+  it.build();
+  for (const TensorOrScalar* b : {&min, &max})
+    if (!b->is_none() && !b->is_tensor()) check_scalar_fits(b->scalar, it.common_dtype(), "clamp");
+  const bool has_min = !min.is_none(), has_max = !max.is_none();
+  if (has_min && has_max) {
+    run<Types::Numeric, void, 3>(it, "clamp", stateless(fn::clamp_both{}));
+  } else {
+    run<Types::Numeric, void, 2>(it, "clamp", [has_min](auto) { return fn::clamp_one{has_min}; });
+  }
+  return it.output();
+}
+
+Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOrScalar& other,
+             const Tensor& out) {
+  EMBER_CHECK_KIND(
+      condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8, Type,
+      "where: expected condition to be a bool tensor, got ", dtype_name(condition->dtype()));
+  ElementwiseIterator it("where");
+  it.add_output(out).add_input(self).add_input(other).add_input_raw(condition).build();
+  EMBER_DISPATCH_ALL(it.dtype(1), "where", [&] {
+    using T = scalar_t;
+    if (it.dtype(3) == ScalarType::Bool) {
+      launch_elementwise<T, T, T, bool>(it, "where", fn::where{});
+    } else {
+      launch_elementwise<T, T, T, uint8_t>(it, "where", fn::where{});
+    }
+  });
+  it.finish();
+  return it.output();
+}
+
+Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
+            const Tensor& out) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()) && self->dtype() == end->dtype(), Type,
+                   "lerp: expected self and end to have the same floating dtype, got ",
+                   dtype_name(self->dtype()), " and ", dtype_name(end->dtype()));
+  ElementwiseIterator it("lerp");
+  it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
+  run<Types::Float, void, 3>(it, "lerp", stateless(fn::lerp{}));
+  return it.output();
+}
+
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
+               const Tensor& out) {
+  ElementwiseIterator it("addcmul");
+  it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
+  check_scalar_fits(value, it.common_dtype(), "addcmul");
+  run<Types::Numeric, void, 3>(it, "addcmul", [&](auto tag) {
+    using A = decltype(tag);
+    return fn::addcmul<A>{value.to<A>()};
+  });
+  return it.output();
+}
+
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
+               const Tensor& out) {
+  EMBER_CHECK(is_floating(t1->dtype()) || is_floating(t2->dtype()),
+              "addcdiv: integer division is not supported (tensor1 ", dtype_name(t1->dtype()),
+              ", tensor2 ", dtype_name(t2->dtype()), "); use a floating dtype");
+  ElementwiseIterator it("addcdiv");
+  it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
+  check_scalar_fits(value, it.common_dtype(), "addcdiv");
+  run<Types::Float, void, 3>(it, "addcdiv", [&](auto tag) {
+    using A = decltype(tag);
+    return fn::addcdiv<A>{value.to<A>()};
+  });
+  return it.output();
+}
+
+// ---- registration -----------------------------------------------------------------------------
+
+void register_pointwise_unary_ternary() {
+#define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
+  REG(exp) REG(exp2) REG(expm1) REG(log) REG(log2) REG(log10) REG(log1p) REG(sqrt) REG(rsqrt)
+  REG(sin) REG(cos) REG(tan) REG(asin) REG(acos) REG(atan) REG(sinh) REG(cosh) REG(tanh)
+  REG(sigmoid) REG(erf) REG(erfinv) REG(reciprocal)
+  REG(neg) REG(abs) REG(sign) REG(square) REG(relu) REG(floor) REG(ceil) REG(trunc) REG(frac)
+  REG(round) REG(isnan) REG(isinf) REG(isfinite) REG(logical_not) REG(bitwise_not)
+  REG(nan_to_num)
+  REG(clamp) REG(where) REG(lerp) REG(addcmul) REG(addcdiv)
+#undef REG
+  register_kernel("clip", DeviceType::CUDA, &clamp);
+}
+
+}  // namespace pointwise
+}  // namespace cuda
+}  // namespace ember
+
+EMBER_CUDA_REGISTER(ember::cuda::pointwise::register_pointwise_unary_ternary)
