@@ -80,16 +80,26 @@ export PYTHONPATH=$build/site${PYTHONPATH:+:$PYTHONPATH}
 python3 -c "import ember, ember._C_cuda as c; print('cuda available:', c.is_available(), c.device_count())" \
   2>&1 | tee -a "$report"
 
+# ---- smoke: outside pytest, with and without torch loaded ------------------------------------
+if [[ " $phases " == *" tests "* ]]; then
+  for flag in "" --torch; do
+    timeout 60 python3 -X faulthandler tools/gpu_smoke.py $flag >"$out/smoke$flag.log" 2>&1
+    say "- smoke $flag: exit $? $(tail -1 "$out/smoke$flag.log" | cut -c1-200)"
+  done
+fi
+
 # ---- tests -------------------------------------------------------------------------------
 # Each test file runs in its own process, all at once (16 cores, one GPU): a crash takes down
 # one file's run, not the report, and the wall time is that of the longest file.
 if [[ " $phases " == *" tests "* ]]; then
-  tests=${TESTS:-"$(ls packages/*/tests/test_cuda_*.py 2>/dev/null | sort -u | tr '\n' ' ') packages/core/tests/test_op_devices.py"}
+  tests=${TESTS:-"$(ls packages/*/tests/test_cuda_*.py 2>/dev/null | sort -u | tr '\n' ' ') packages/core/tests/test_op_devices.py packages/data/tests/test_pin_memory.py"}
   say ""
   say "## Tests"
   s0=$(date +%s)
+  # Only the plugins we name: the GPU image's Python has many installed, each a suspect in a crash.
+  export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
   per_test=""
-  python3 -c "import pytest_timeout" 2>/dev/null && per_test="--timeout=${PER_TEST_TIMEOUT:-60}"
+  python3 -c "import pytest_timeout" 2>/dev/null && per_test="-p pytest_timeout --timeout=${PER_TEST_TIMEOUT:-60}"
   mkdir -p "$out/tests"
   pids=()
   for f in $tests; do
@@ -118,7 +128,7 @@ fi
 if [[ " $phases " == *" bench "* ]]; then
   say ""
   say "## Benchmarks (ember vs torch, same GPU)"
-  timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/cases_cuda.py >"$out/bench.log" 2>&1
+  timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/cases_cuda.py ${BENCH_ARGS:-} >"$out/bench.log" 2>&1
   say "- exit $? ; table:"
   cat "$out/bench.log" | tee -a "$report" >/dev/null
 fi
