@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace ember {
@@ -476,6 +477,7 @@ Allocator* device_allocator(DeviceType type) {
     return &meta;
   }
   Allocator* a = g_device_allocators[static_cast<int>(type)];
+  if (a == nullptr && load_backend_once(type)) a = g_device_allocators[static_cast<int>(type)];
   if (a == nullptr) {
     if (type == DeviceType::CUDA)
       EMBER_FAIL(Runtime, "no allocator for device 'cuda': ember was built without CUDA support, ",

@@ -33,6 +33,14 @@ struct DeviceHooks {
   void (*stream_wait)(int index, int64_t stream, int64_t other) = nullptr;
 };
 
+// Loads the backend of a device type on first use (ember._C sets it: for cuda it imports
+// ember._C_cuda), so `ember.zeros(2, device="cuda")` works without touching ember.cuda first.
+// device_allocator() and device_hooks() call it once per type before reporting "no backend".
+using BackendLoader = void (*)(DeviceType type);
+void set_backend_loader(BackendLoader loader);
+// Runs the loader for `type` once (later calls do nothing); true if it ran now.
+bool load_backend_once(DeviceType type);
+
 // Registers (or, with null, removes) the hooks of a device type; the pointer must stay valid.
 void register_device_hooks(DeviceType type, const DeviceHooks* hooks);
 // The hooks of a device type; raises a clear error naming the device when none are registered.

@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "core/backend.h"
@@ -46,6 +47,17 @@ void rename_privateuse1_backend(const std::string& name) {
 
 namespace {
 const DeviceHooks* g_hooks[kNumDeviceTypes] = {};
+std::atomic<BackendLoader> g_loader{nullptr};
+std::atomic<bool> g_loader_ran[kNumDeviceTypes] = {};
+}  // namespace
+
+void set_backend_loader(BackendLoader loader) { g_loader.store(loader); }
+
+bool load_backend_once(DeviceType type) {
+  BackendLoader loader = g_loader.load();
+  if (loader == nullptr || g_loader_ran[static_cast<int>(type)].exchange(true)) return false;
+  loader(type);
+  return true;
 }
 
 void register_device_hooks(DeviceType type, const DeviceHooks* hooks) {
@@ -56,6 +68,7 @@ bool has_device_hooks(DeviceType type) { return g_hooks[static_cast<int>(type)] 
 
 const DeviceHooks& device_hooks(DeviceType type) {
   const DeviceHooks* h = g_hooks[static_cast<int>(type)];
+  if (h == nullptr && load_backend_once(type)) h = g_hooks[static_cast<int>(type)];
   EMBER_CHECK(h != nullptr, "device '", device_type_name(type),
               "' has no backend registered (for cuda: ember was built without EMBER_CUDA=ON or "
               "no GPU is present; for a PrivateUse1 backend: import its extension module first)");

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/generator.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
@@ -372,6 +373,17 @@ PYBIND11_MODULE(_C, m) {
       PyExc_RuntimeError, nullptr);
   m.attr("OutOfMemoryError") = py::handle(g_oom_error);
   translate_errors();
+  // A cuda tensor asked for before ember.cuda was touched loads ember._C_cuda then (when it was
+  // built); without it the engine's "no backend" error stands.
+  set_backend_loader([](DeviceType type) {
+    if (type != DeviceType::CUDA) return;
+    py::gil_scoped_acquire gil;
+    try {
+      py::module_::import("ember._C_cuda");
+    } catch (py::error_already_set&) {
+      // CPU-only build or no CUDA runtime: the caller reports that no backend is registered.
+    }
+  });
   bind_dtypes(m);
   bind_device(m);
   bind_generator(m);
