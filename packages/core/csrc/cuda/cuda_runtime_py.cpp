@@ -13,6 +13,7 @@
 #include "cuda/cuda_context.h"
 #include "cuda/pinned_allocator.h"
 #include "cuda/streams.h"
+#include "kernels/iterator.h"
 #include "ops.h"
 
 namespace py = pybind11;
@@ -117,8 +118,8 @@ Tensor pin_memory(const Tensor& self) {
   auto storage = std::make_shared<StorageImpl>(allocate_pinned(nbytes), nbytes);
   Tensor out = std::make_shared<TensorImpl>(std::move(storage), self->dtype(), self->sizes(),
                                             strides, 0, std::make_shared<VersionCounter>());
-  ops::copy_(out, self, false);
-  return out;
+  copy_into(out, self);  // both on the host: the CPU copy kernel
+  return fresh(out);
 }
 
 }  // namespace
@@ -133,7 +134,8 @@ void bind_runtime(py::module_& m) {
     return prev;
   });
   m.def(
-      "synchronize", [](int device) {
+      "synchronize",
+      [](int device) {
         DeviceGuard guard(device);
         EMBER_CUDA_CHECK(cudaDeviceSynchronize());
       },
@@ -162,7 +164,8 @@ void bind_runtime(py::module_& m) {
     return d;
   });
   m.def(
-      "mem_get_info", [](int device) {
+      "mem_get_info",
+      [](int device) {
         DeviceGuard guard(resolve_device(device));
         size_t free = 0, total = 0;
         EMBER_CUDA_CHECK(cudaMemGetInfo(&free, &total));
@@ -196,7 +199,8 @@ void bind_runtime(py::module_& m) {
     return true;
   });
   m.def(
-      "_stream_synchronize", [](int64_t s, int device) {
+      "_stream_synchronize",
+      [](int64_t s, int device) {
         DeviceGuard guard(device);
         EMBER_CUDA_CHECK(cudaStreamSynchronize(as_stream(s)));
       },
@@ -240,7 +244,8 @@ void bind_runtime(py::module_& m) {
     return true;
   });
   m.def(
-      "_event_synchronize", [](int64_t e, int device) {
+      "_event_synchronize",
+      [](int64_t e, int device) {
         DeviceGuard guard(device);
         EMBER_CUDA_CHECK(cudaEventSynchronize(as_event(e)));
       },
@@ -268,8 +273,7 @@ void bind_runtime(py::module_& m) {
   m.def("empty_cache", &empty_all_caches);
   m.def("_record_stream", [](const std::shared_ptr<TensorImpl>& t, int64_t s, int device) {
     if (t->device().type != DeviceType::CUDA)
-      EMBER_FAIL(Runtime, "record_stream: expected a CUDA tensor, got one on ",
-                 t->device().str());
+      EMBER_FAIL(Runtime, "record_stream: expected a CUDA tensor, got one on ", t->device().str());
     CachingAllocator::record_stream(t->storage()->data, s, device);
   });
 
