@@ -255,6 +255,10 @@ class profile:
 
     def _stop_trace(self, save: bool) -> None:
         if not self._running:
+            if save and not self._records():  # nothing this build can record was asked for
+                self._events = EventList()
+                if self.on_trace_ready is not None:
+                    self.on_trace_ready(self)
             return
         _C._profiler_pop_range(self._step_range)
         self._step_range = 0
