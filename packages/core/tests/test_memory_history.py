@@ -3,10 +3,9 @@ history in the pickled format pytorch.org/memory_viz reads."""
 
 import pickle
 
-import pytest
-
 import ember
 import ember.memory as mm
+import pytest
 
 SEGMENT_KEYS = {"device", "address", "total_size", "allocated_size", "active_size", "stream",
                 "segment_type", "blocks"}

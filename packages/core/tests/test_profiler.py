@@ -6,9 +6,8 @@ import json
 import os
 import threading
 
-import pytest
-
 import ember
+import pytest
 from ember.profiler import (
     ProfilerAction,
     ProfilerActivity,
