@@ -139,3 +139,13 @@ def test_bad_arguments_and_cuda():
         with pytest.raises(RuntimeError, match="no CUDA device"):
             cm._snapshot()
     assert cm.memory_allocated is ember.cuda.memory_allocated
+
+
+def test_cpp_frames_with_stacks_all():
+    mm._record_memory_history(stacks="all", clear_history=True)
+    x = ember.ones(50)
+    trace = mm._snapshot()["device_traces"][0]
+    (alloc,) = [e for e in trace if e["addr"] == x.data_ptr() and e["action"] == "alloc"]
+    files = [fr["filename"] for fr in alloc["frames"]]
+    assert any(f.endswith("test_memory_history.py") for f in files)  # Python frames first
+    assert any("libember_engine" in f for f in files)  # then the C++ call stack

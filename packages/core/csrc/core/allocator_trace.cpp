@@ -96,17 +96,25 @@ Frames capture_stack(bool cpp) {
   if (python) *frames = *python;
   void* addrs[64];
   int n = backtrace(addrs, 64);
+  // Symbolized once per return address: dladdr and demangling cost microseconds each.
+  static std::mutex cache_mutex;
+  static auto* cache = new std::unordered_map<void*, Frame>();  // never freed
+  std::lock_guard<std::mutex> lock(cache_mutex);
   for (int i = 1; i < n; ++i) {  // 0: this function
-    Dl_info info{};
-    Frame f;
-    if (dladdr(addrs[i], &info) != 0) {
-      f.filename = info.dli_fname ? info.dli_fname : "??";
-      f.name = info.dli_sname ? demangle(info.dli_sname) : "??";
-    } else {
-      f.filename = "??";
-      f.name = "??";
+    auto it = cache->find(addrs[i]);
+    if (it == cache->end()) {
+      Dl_info info{};
+      Frame f;
+      if (dladdr(addrs[i], &info) != 0) {
+        f.filename = info.dli_fname ? info.dli_fname : "??";
+        f.name = info.dli_sname ? demangle(info.dli_sname) : "??";
+      } else {
+        f.filename = "??";
+        f.name = "??";
+      }
+      it = cache->emplace(addrs[i], std::move(f)).first;
     }
-    frames->push_back(std::move(f));
+    frames->push_back(it->second);
   }
   return frames;
 }

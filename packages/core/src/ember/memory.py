@@ -66,8 +66,10 @@ def _record_memory_history(enabled: _Enabled = "all", context: Optional[str] = "
     stacks of the blocks alive at snapshot time; None stops recording (what was recorded stays
     until ``clear_history``). context: where stacks are captured: None, "state" (live blocks
     only), "alloc" (allocations) or "all" (allocations and frees). stacks: "python", or "all" for
-    Python and C++ frames. Stacks are captured only on threads that hold the GIL; capturing them
-    costs microseconds per allocation, so use ``context=None`` for long runs.
+    Python and C++ frames (the C++ ones come from unwinding the call stack: tens of
+    microseconds per allocation). Python stacks are captured only on threads that hold the GIL
+    and cost a few microseconds per allocation; ``context=None`` records the trace alone, at
+    well under a microsecond per event.
 
     >>> ember.memory._record_memory_history(context=None)
     >>> ember.memory._record_memory_history(enabled=None)
