@@ -279,3 +279,30 @@ def test_names_match_torch():
     ours = {e.name for e in prof.events()}
     theirs = {e.name for e in tprof.events()}
     assert {"aten::ones", "aten::mul", "aten::add", "aten::sum"} <= ours & theirs
+
+
+def test_device_kernels_in_table_and_trace(tmp_path):
+    # The Python side of device activity (a backend's DeviceActivity, autograd/profiler.h):
+    # kernels attach to the op that launched them, get CUDA columns and their own process.
+    from ember.profiler import _build_events
+
+    raw = {
+        "start_ns": 1_000_000, "stop_ns": 1_050_000, "start_wall_us": 1_700_000_000_000_000,
+        "threads": [(7, "main")],
+        "events": [(0, "aten::mm", 0, 7, 1_001_000, 1_011_000, -1, -1, 0, [[2, 2], [2, 2]],
+                    ["float32", "float32"], 0, 0, None)],
+        "memory": [],
+        "device_events": [("gemm_kernel", "cuda", 0, 5, 1_004_000, 1_009_000, 0)],
+    }
+    ev = _build_events(raw, profile_memory=False, with_device=True)
+    (mm,) = ev
+    assert mm.time_range.elapsed_us() == pytest.approx(10.0)
+    assert mm.device_time_total == pytest.approx(5.0)
+    table = ev.key_averages().table(sort_by="self_cuda_time_total")
+    assert "Self CUDA" in table and "Self CUDA time total: 5.000us" in table
+    path = tmp_path / "t.json"
+    ev.export_chrome_trace(str(path))
+    evs = json.loads(path.read_text())["traceEvents"]
+    (kernel,) = [e for e in evs if e.get("cat") == "kernel"]
+    assert kernel["pid"] == 0 and kernel["tid"] == 5 and kernel["dur"] == pytest.approx(5.0)
+    assert any(e["ph"] == "M" and e["pid"] == 0 and e["name"] == "process_name" for e in evs)

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <new>
 
 #include "autograd/autograd.h"
 #include "autograd/op_hooks.h"
@@ -110,7 +111,23 @@ bool has_device_activity(DeviceType type) {
 
 bool running() { return g_current.load() != 0; }
 
+namespace {
+// A process forked while profiling (a DataLoader worker) does not profile: nobody would collect
+// its events. Its copy of g_mutex may have been held by another thread at the fork: a new one.
+void after_fork_in_child() {
+  if (g_current.load() != 0) {
+    g_current.store(0);
+    detail::g_active.store(false);
+    op_hooks::add(-1);
+  }
+  new (&g_mutex) std::mutex();
+  new (&g_registry) std::vector<std::shared_ptr<Buffer>>();  // the parent's buffers: not ours
+}
+}  // namespace
+
 void start(const Config& config) {
+  static const int fork_handler = pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+  (void)fork_handler;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     EMBER_CHECK(g_current.load() == 0,

@@ -21,7 +21,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-__all__ = ["FunctionEvent", "FunctionEventAvg", "EventList", "MemoryRecord", "DeviceKernel"]
+__all__ = ["FunctionEvent", "FunctionEventAvg", "EventList", "Interval", "MemoryRecord", "DeviceKernel"]
 
 # Kinds of recorded ranges (profiler::Kind in autograd/profiler.h).
 _KIND_OP, _KIND_USER, _KIND_BACKWARD = 0, 1, 2
@@ -60,6 +60,17 @@ class DeviceKernel:
         return self.end_us - self.start_us
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A start and end in microseconds (FunctionEvent.time_range)."""
+
+    start: float
+    end: float
+
+    def elapsed_us(self) -> float:
+        return self.end - self.start
+
+
 @dataclass(eq=False)
 class FunctionEvent:
     """One recorded op, autograd node or record_function range.
@@ -92,6 +103,10 @@ class FunctionEvent:
     @property
     def key(self) -> str:
         return self.name
+
+    @property
+    def time_range(self) -> Interval:
+        return Interval(self.start_us, self.end_us)
 
     @property
     def cpu_time_total(self) -> float:
@@ -437,12 +452,16 @@ def _chrome_trace(events: EventList) -> dict[str, Any]:
                              "Total Allocated": m.total_allocated, "Bytes": m.bytes,
                              "Addr": m.addr, "Device Type": m.device_type,
                              "Device Id": m.device_index}})
+    # Device kernels: a process per device (pid: the device index, as PyTorch's traces), a
+    # thread per stream.
     device_pids: dict[tuple[str, int], int] = {}
+    streams: set[tuple[int, int]] = set()
     for k in events._kernels:
-        dpid = device_pids.setdefault((k.device_type, k.device_index), k.device_index)
-        out.append({"ph": "X", "cat": "kernel", "name": k.name, "pid": f"{k.device_type}:{dpid}",
-                    "tid": f"stream {k.stream}", "ts": round(k.start_us, 3),
-                    "dur": round(k.duration_us, 3), "args": {"External id": k.op_id}})
+        dpid = device_pids.setdefault((k.device_type, k.device_index), max(k.device_index, 0))
+        streams.add((dpid, k.stream))
+        out.append({"ph": "X", "cat": "kernel", "name": k.name, "pid": dpid, "tid": k.stream,
+                    "ts": round(k.start_us, 3), "dur": round(k.duration_us, 3),
+                    "args": {"External id": k.op_id, "stream": k.stream}})
     host = socket.gethostname()
     out.append({"name": "process_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
                 "args": {"name": f"python {pid} ({host})"}})
@@ -455,7 +474,10 @@ def _chrome_trace(events: EventList) -> dict[str, Any]:
         out.append({"name": "thread_sort_index", "ph": "M", "ts": 0, "pid": pid, "tid": tid,
                     "args": {"sort_index": i}})
     for (dtype, index), dpid in device_pids.items():
-        out.append({"name": "process_name", "ph": "M", "ts": 0, "pid": f"{dtype}:{dpid}",
-                    "tid": 0, "args": {"name": f"{dtype} {index}"}})
+        out.append({"name": "process_name", "ph": "M", "ts": 0, "pid": dpid, "tid": 0,
+                    "args": {"name": f"{dtype} {index}"}})
+    for dpid, stream in sorted(streams):
+        out.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": dpid, "tid": stream,
+                    "args": {"name": f"stream {stream}"}})
     return {"schemaVersion": 1, "displayTimeUnit": "ms",
             "baseTimeNanoseconds": events._base_time_ns, "traceEvents": out}
