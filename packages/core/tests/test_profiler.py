@@ -306,3 +306,24 @@ def test_device_kernels_in_table_and_trace(tmp_path):
     (kernel,) = [e for e in evs if e.get("cat") == "kernel"]
     assert kernel["pid"] == 0 and kernel["tid"] == 5 and kernel["dur"] == pytest.approx(5.0)
     assert any(e["ph"] == "M" and e["pid"] == 0 and e["name"] == "process_name" for e in evs)
+
+
+def test_forked_child_does_not_profile():
+    import multiprocessing as mp
+
+    if "fork" not in mp.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child(q):
+        q.put((ember.profiler.is_profiler_enabled(), float((ember.ones(3) + 1).sum())))
+
+    with profile() as prof:
+        p = ctx.Process(target=child, args=(q,))
+        p.start()
+        got = q.get(timeout=60)
+        p.join(timeout=60)
+        ember.ones(1) + 1
+    assert got == (False, 6.0) and p.exitcode == 0
+    assert "aten::add" in names(prof)
