@@ -327,3 +327,20 @@ def test_forked_child_does_not_profile():
         ember.ones(1) + 1
     assert got == (False, 6.0) and p.exitcode == 0
     assert "aten::add" in names(prof)
+
+
+def test_profiler_and_op_observer_together():
+    # Both hooks sit behind the same check of each op: each sees what it should.
+    seen = []
+    x = ember.randn(4, 6)
+    ember._C._set_op_observer(lambda op, ins, outs: seen.append(op))
+    try:
+        with profile() as prof:
+            ember.nn.functional.layer_norm(x, (6,))
+            (x + 1).sum()
+    finally:
+        ember._C._set_op_observer(None)
+    assert seen == ["layer_norm", "add", "sum"]  # the observer: outermost ops only
+    assert [(e.name, e.cpu_parent.name if e.cpu_parent else None) for e in prof.events()] == [
+        ("aten::layer_norm", None), ("aten::native_layer_norm", "aten::layer_norm"),
+        ("aten::add", None), ("aten::sum", None)]
