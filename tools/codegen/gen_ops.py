@@ -227,7 +227,7 @@ def node_name(op: Op, idx: int) -> str:
 def gen_autograd(group: str, ops: list[Op]) -> str:
     out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n'
            '#include "autograd/forward_ad.h"\n#include "autograd/op_hooks.h"\n#include "autograd/op_observer.h"\n'
-           '#include "autograd/views.h"\n'
+           '#include "autograd/profiler.h"\n#include "autograd/views.h"\n'
            '#include "ops.h"\n\n',
            "namespace ember {\nusing namespace autograd;\nusing namespace autograd::formulas;\n"]
     seen: dict[str, int] = {}
@@ -245,7 +245,9 @@ def gen_wrapper(op: Op, node: str) -> str:
     """`ops::<name>` (see gen_autograd_wrapper), starting with the op observer's check: while a
     recorder is installed (autograd/op_observer.h), the outermost op of each call on a thread
     runs through `<id>_observed`, which reports its name, tensor arguments and tensor results.
-    With none installed the check is one relaxed atomic load."""
+    While the profiler runs (autograd/profiler.h), every op on every thread runs through
+    `<id>_profiled`, which records it as a range (nested ops inside it nest under it).
+    With neither on the check is one relaxed atomic load."""
     text = gen_autograd_wrapper(op, node)
     head = f"{op.cpp_return} ops::{op.name}({cpp_params(op)}) {{\n"
     pos = text.index(head)
@@ -265,6 +267,16 @@ def gen_wrapper(op: Op, node: str) -> str:
                 f"{scope}{run}}}\n}}  // namespace\n")
     call = f"return {fn}({call_args});" if op.cpp_return != "void" else f"{{ {fn}({call_args}); return; }}"
     check = f"    if (op_observer::active() && op_observer::outermost()) {call}\n"
+    # The profiler's range: `ops::<name>` called again inside it skips this check once.
+    pfn = f"{op.overload_id}_profiled"
+    prange = f'  profiler::OpRange range("aten::{op.name}", {{{tensors}}}, {{{lists}}});\n'
+    prun = (f"  ops::{op.name}({call_args});\n" if op.cpp_return == "void"
+            else f"  return ops::{op.name}({call_args});\n")
+    observed += (f"namespace {{\n[[gnu::noinline, gnu::cold]] {op.cpp_return} {pfn}({cpp_params(op)}) {{\n"
+                 f"{prange}{prun}}}\n}}  // namespace\n")
+    pcall = (f"return {pfn}({call_args});" if op.cpp_return != "void"
+             else f"{{ {pfn}({call_args}); return; }}")
+    check += f"    if (profiler::active() && profiler::enter()) {pcall}\n"
     end = pos + len(head)
     # The forward-AD check (when the op has one) joins the observer's behind the one load of
     # op_hooks::any() (autograd/op_hooks.h), so an op with no hook on pays that load only.

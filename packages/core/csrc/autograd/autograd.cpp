@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/profiler.h"
 #include "autograd/views.h"
 #include "core/backend.h"
 #include "kernels/iterator.h"
@@ -45,6 +46,14 @@ void delete_meta(AutogradMeta* m) { delete m; }
 }  // namespace
 
 bool grad_enabled() { return t_grad_enabled; }
+
+}  // namespace autograd
+
+uint64_t profiler::peek_sequence_nr() {
+  return autograd::g_sequence_nr.load(std::memory_order_relaxed);
+}
+
+namespace autograd {
 void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
 
 // ---- tensor-level ---------------------------------------------------------------------------
@@ -605,6 +614,12 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     if (!run && cap == captures.end()) continue;  // leads to none of the inputs
     std::vector<Tensor> outs;
     {
+      // Under the profiler: the node's range, named as PyTorch's engine names it and linked to
+      // its forward op by the sequence number.
+      profiler::Range prof_range;
+      if (profiler::active())
+        prof_range.begin("autograd::engine::evaluate_function: " + node->name(),
+                         profiler::Kind::Backward, static_cast<int64_t>(node->sequence_nr));
       // Another thread's backward may be running this node (a shared graph or leaf).
       std::lock_guard<std::recursive_mutex> lock(node_lock(node.get()));
       // The node's hooks and backward run on the stream its forward used.
@@ -618,8 +633,13 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
       if (cap != captures.end())
         for (auto& [nr, j] : cap->second) captured[j] = buf[nr];
       if (!run || (!accumulate && dynamic_cast<AccumulateGrad*>(node.get()))) continue;
+      profiler::Range prof_apply;
+      if (prof_range.open())
+        prof_apply.begin(node->name(), profiler::Kind::Backward,
+                         static_cast<int64_t>(node->sequence_nr));
       outs = (node->hooks || anomaly_mode_enabled()) ? call_function(node, std::move(buf))
                                                      : node->apply(std::move(buf));
+      prof_apply.end();
       if (!keep_graph) node->release_variables();
     }
     EMBER_CHECK(outs.size() == node->next_edges.size() || node->next_edges.empty(), "function ",

@@ -6,8 +6,10 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
+#include "core/allocator_trace.h"
 #include "core/backend.h"
 #include "core/error.h"
 
@@ -53,12 +55,16 @@ CachingAllocator::CachingAllocator(std::unique_ptr<RawAllocator> raw, Device dev
                                       (rounding_.tiny & (rounding_.tiny - 1)) == 0),
               "CachingAllocator: tiny must be 0 or a power of two below round (", rounding_.round,
               "), got ", rounding_.tiny);
+  allocator_trace::allocator_created(this);
 }
 
 CachingAllocator::~CachingAllocator() {
   // Blocks still allocated belong to live storages; only free segments can be returned.
-  std::lock_guard<std::mutex> lock(mutex_);
-  release_free_segments_locked();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_free_segments_locked();
+  }
+  allocator_trace::allocator_destroyed(this);
 }
 
 size_t CachingAllocator::round_size(size_t n) const {
@@ -111,6 +117,10 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t request_size, size
   stats_.reserved_bytes_peak = std::max(stats_.reserved_bytes_peak, stats_.reserved_bytes);
   stats_.segments++;
   stats_.segments_peak = std::max(stats_.segments_peak, stats_.segments);
+  if (allocator_trace::on())
+    allocator_trace::record(this, allocator_trace::Action::SegmentAlloc,
+                            reinterpret_cast<uint64_t>(p), static_cast<int64_t>(alloc_size), stream,
+                            stats_);
   auto* b = new Block{this, p, alloc_size, 0, stream, kind};  // owned by segments_ / the pools
   segments_.insert(b);
   segments_by_address_[reinterpret_cast<uintptr_t>(p)] = b;
@@ -135,6 +145,9 @@ std::string format_bytes(double n) {
 
 void CachingAllocator::throw_oom(size_t nbytes) {
   stats_.num_ooms++;
+  if (allocator_trace::on())
+    allocator_trace::record(this, allocator_trace::Action::Oom, 0, static_cast<int64_t>(nbytes), 0,
+                            stats_);
   size_t free_mem = 0, total_mem = 0;
   if (raw_->memory_info(&free_mem, &total_mem)) {
     // PyTorch's message: the request, the device's total and free memory, and what the cache
@@ -163,6 +176,8 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   if (nbytes == 0) return DataPtr(nullptr, nullptr, nullptr, device_);
   size_t size = round_size(nbytes);
   EMBER_CHECK(size >= nbytes, "allocate: size ", nbytes, " overflows");
+  std::optional<allocator_trace::CallContext> trace;
+  if (allocator_trace::on()) trace.emplace(this, true);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!pending_events_.empty()) process_events_locked();
   PoolKind kind = size < rounding_.round && rounding_.tiny ? PoolKind::Tiny
@@ -225,6 +240,9 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   stats_.allocated_bytes += static_cast<int64_t>(b->size);
   stats_.requested_bytes += static_cast<int64_t>(nbytes);
   stats_.allocated_bytes_peak = std::max(stats_.allocated_bytes_peak, stats_.allocated_bytes);
+  if (allocator_trace::on())
+    allocator_trace::record(this, allocator_trace::Action::Alloc, reinterpret_cast<uint64_t>(b->ptr),
+                            static_cast<int64_t>(b->size), stream, stats_);
   return DataPtr(b->ptr, b, &CachingAllocator::free_block, device_);
 }
 
@@ -234,12 +252,18 @@ void CachingAllocator::free_block(void* ctx) {
 }
 
 void CachingAllocator::free(Block* b) {
+  std::optional<allocator_trace::CallContext> trace;
+  if (allocator_trace::on()) trace.emplace(this, false);
   std::lock_guard<std::mutex> lock(mutex_);
   b->allocated = false;
   stats_.num_frees++;
   stats_.allocated_bytes -= static_cast<int64_t>(b->size);
   stats_.requested_bytes -= static_cast<int64_t>(b->requested);
   b->requested = 0;
+  if (allocator_trace::on())
+    allocator_trace::record(this, allocator_trace::Action::FreeRequested,
+                            reinterpret_cast<uint64_t>(b->ptr), static_cast<int64_t>(b->size),
+                            b->stream, stats_);
   if (!b->stream_uses.empty()) {
     // Used on other streams: work queued there may still read or write it. Hold it (active,
     // not allocated) until an event recorded now on each of those streams has completed.
@@ -260,6 +284,10 @@ void CachingAllocator::free(Block* b) {
 }
 
 void CachingAllocator::return_block_locked(Block* b) {
+  if (allocator_trace::on())
+    allocator_trace::record(this, allocator_trace::Action::FreeCompleted,
+                            reinterpret_cast<uint64_t>(b->ptr), static_cast<int64_t>(b->size),
+                            b->stream, stats_);
   Pool& pool = pool_of(b->kind);
   stats_.active_blocks--;
   stats_.active_bytes -= static_cast<int64_t>(b->size);
@@ -368,6 +396,10 @@ void CachingAllocator::synchronize_events() {
 }
 
 void CachingAllocator::release_segment(Block* head) {
+  if (allocator_trace::on())
+    allocator_trace::record(this, allocator_trace::Action::SegmentFree,
+                            reinterpret_cast<uint64_t>(head->ptr), static_cast<int64_t>(head->size),
+                            head->stream, stats_);
   segments_by_address_.erase(reinterpret_cast<uintptr_t>(head->ptr));
   raw_->raw_free(head->ptr, head->size);
   stats_.num_raw_frees++;

@@ -103,7 +103,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 # Imported on first use, to keep `import ember` fast.
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
-    "special", "onnx",
+    "special", "onnx", "profiler", "memory",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",

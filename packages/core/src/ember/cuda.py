@@ -713,3 +713,17 @@ def _install_amp() -> None:
 
 
 _install_amp()
+
+
+def _install_memory() -> None:
+    # `import ember.cuda.memory` / `ember.cuda.memory._record_memory_history()`: the CUDA
+    # allocators' memory history (ember/cuda_memory.py)
+    import sys
+
+    from ember import cuda_memory
+
+    sys.modules[__name__ + ".memory"] = cuda_memory
+    globals()["memory"] = cuda_memory
+
+
+_install_memory()

@@ -268,7 +268,28 @@ class DataLoader:
         """Kept for PyTorch compatibility; ember does not warn about the worker count."""
 
 
+def _profiled_next(next_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """__next__ recorded as "enumerate(DataLoader)#<iterator>.__next__" while ember.profiler
+    records (one check otherwise)."""
+
+    def __next__(self: Any) -> Any:
+        if not _C._profiler_enabled():
+            return next_fn(self)
+        from ember.profiler import record_function
+
+        with record_function(f"enumerate(DataLoader)#{type(self).__name__}.__next__"):
+            return next_fn(self)
+
+    __next__.__doc__ = next_fn.__doc__
+    return __next__
+
+
 class _BaseIter:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__next__" in cls.__dict__:
+            cls.__next__ = _profiled_next(cls.__dict__["__next__"])  # type: ignore[method-assign]
+
     def __init__(self, loader: DataLoader) -> None:
         self._dataset = loader.dataset
         self._iterable = loader._dataset_kind == "iterable"

@@ -83,6 +83,14 @@ def _scalar_dtype() -> Any:
 def _with_step_hooks(step: Callable) -> Callable:
     @functools.wraps(step)
     def wrapper(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
+        if ember._C._profiler_enabled():  # recorded as PyTorch names it, while profiling
+            from ember.profiler import record_function
+
+            with record_function(f"Optimizer.step#{type(self).__name__}.step"):
+                return hooked(self, *args, **kwargs)
+        return hooked(self, *args, **kwargs)
+
+    def hooked(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
         pre = (*_global_optimizer_pre_hooks.values(), *self._optimizer_step_pre_hooks.values())
         for hook in pre:
             res = hook(self, args, kwargs)
