@@ -152,6 +152,27 @@ def test_convolution_no_bias_strided_inputs_and_batch_one():
          x1, rand((4, 3, 3, 3)), tol=TOL["float32"], what="batch 1, groups 2")
 
 
+@pytest.mark.skipif(DEV == "cpu", reason="the CPU kernel mishandles output_padding >= stride")
+def test_transposed_output_padding_below_dilation():
+    """output_padding 1 with stride 1 (allowed: below the dilation 2) adds a last output column
+    that no input reaches: the rest equals output_padding 0, the last column is the bias."""
+    x, w, b = rand((2, 4, 6)), rand((4, 3, 3)), rand((3,))
+    xd, wd, bd = dev(x), dev(w), dev(b)
+    a = ember.convolution(xd, wd, bd, [1], [0], [2], True, [1], 1).cpu()
+    r = ember.convolution(xd, wd, bd, [1], [0], [2], True, [0], 1).cpu()
+    assert tuple(a.shape) == (2, 3, 11)
+    np.testing.assert_allclose(to_np(a)[:, :, :-1], to_np(r), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_np(a)[:, :, -1], np.broadcast_to(to_np(b), (2, 3)), rtol=1e-6)
+    go = rand((2, 3, 11))
+    ga = ember.convolution_backward(dev(go), xd, wd, [1], [0], [2], True, [1], 1, True, True, True)
+    gr = ember.convolution_backward(dev(go[:, :, :-1].contiguous()), xd, wd, [1], [0], [2], True,
+                                    [0], 1, True, True, False)
+    np.testing.assert_allclose(to_np(ga[0].cpu()), to_np(gr[0].cpu()), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_np(ga[1].cpu()), to_np(gr[1].cpu()), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_np(ga[2].cpu()), to_np(go).sum(axis=(0, 2)), rtol=1e-5,
+                               atol=1e-5)
+
+
 def test_convolution_errors_match_cpu():
     x, w = rand((2, 3, 8, 8)), rand((4, 2, 3, 3))
     with pytest.raises(RuntimeError, match="channels"):
