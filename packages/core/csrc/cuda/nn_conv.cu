@@ -336,7 +336,8 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
     return;
   }
   bool pointwise = true;
-  for (int d = 0; d < 3; ++d) pointwise &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0;
+  for (int d = 0; d < 3; ++d)
+    pointwise &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0 && g.in[d] == g.out[d];
   const int64_t per_sample = C * K * L;
   const int64_t nb = pointwise ? N : chunk_of(N, per_sample);
   Tensor cols;
@@ -400,7 +401,8 @@ void conv_weight(const Tensor& a, const Tensor& src, const Tensor& gw, int64_t N
     return;
   }
   bool pointwise = true;
-  for (int d = 0; d < 3; ++d) pointwise &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0;
+  for (int d = 0; d < 3; ++d)
+    pointwise &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0 && g.in[d] == g.out[d];
   const int64_t per_sample = B * K * La;
   const int64_t nb = pointwise ? N : chunk_of(N, per_sample);
   Tensor cols;
