@@ -26,6 +26,7 @@
 #include "core/dispatch.h"
 #include "cuda/cuda_context.h"
 #include "cuda/cuda_registry.h"
+#include "cuda/gemm.h"
 #include "cuda/linalg_ops.cuh"
 #include "ops.h"
 #include "ops/op_types.h"
@@ -583,6 +584,69 @@ void register_linalg() {
 }
 
 }  // namespace
+
+// ---- the GEMM of the other kernel files (gemm.h) ------------------------------------------
+
+void gemm_rowmajor(const char* op, ScalarType ab, ScalarType c, int64_t m, int64_t n, int64_t k,
+                   double alpha, const GemmOperand& a, const GemmOperand& b, double beta,
+                   void* c_data, int64_t ldc, int64_t stride_c, int64_t batch) {
+  EMBER_CHECK(m <= kCublasMax && n <= kCublasMax && k <= kCublasMax && a.ld <= kCublasMax &&
+                  b.ld <= kCublasMax && ldc <= kCublasMax && batch <= kCublasMax,
+              op, ": matrix dimensions (", m, ", ", n, ", ", k, ") or batch count ", batch,
+              " exceed the 32-bit sizes supported by cuBLAS (at most ", kCublasMax, ")");
+  EMBER_CHECK(m > 0 && n > 0 && k > 0 && batch > 0, op, ": internal error: empty GEMM (", m, ", ",
+              n, ", ", k, ") x ", batch);
+  cudaDataType_t ab_type, c_type;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (ab) {
+    case ScalarType::Float32:
+      ab_type = CUDA_R_32F;
+      compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      break;
+    case ScalarType::Float64:
+      ab_type = CUDA_R_64F;
+      compute = CUBLAS_COMPUTE_64F;
+      break;
+    case ScalarType::Float16:
+      ab_type = CUDA_R_16F;
+      break;
+    case ScalarType::BFloat16:
+      ab_type = CUDA_R_16BF;
+      break;
+    default:
+      EMBER_FAIL(Type, op, ": no CUDA matrix product for dtype ", dtype_name(ab));
+  }
+  if (c == ab) {
+    c_type = ab_type;
+  } else {
+    EMBER_CHECK(c == ScalarType::Float32 && (ab == ScalarType::Float16 || ab == ScalarType::BFloat16),
+                op, ": internal error: GEMM of ", dtype_name(ab), " into ", dtype_name(c));
+    c_type = CUDA_R_32F;
+  }
+  const double alpha_d = alpha, beta_d = beta;
+  const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
+  const bool dbl = ab == ScalarType::Float64;
+  const void* pa = dbl ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
+  const void* pb = dbl ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+  // Column-major C^T (n x m) = B^T @ A^T: a row-major operand is its transpose as cuBLAS reads it.
+  const cublasOperation_t op_b = b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  with_cublas([&](cublasHandle_t h) {
+    if (batch == 1) {
+      EMBER_CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
+                                      static_cast<int>(k), pa, b.data, ab_type,
+                                      static_cast<int>(b.ld), a.data, ab_type,
+                                      static_cast<int>(a.ld), pb, c_data, c_type,
+                                      static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT));
+    } else {
+      EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          h, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), pa, b.data,
+          ab_type, static_cast<int>(b.ld), b.stride, a.data, ab_type, static_cast<int>(a.ld),
+          a.stride, pb, c_data, c_type, static_cast<int>(ldc), stride_c, static_cast<int>(batch),
+          compute, CUBLAS_GEMM_DEFAULT));
+    }
+  });
+}
 
 void bind_linalg(pybind11::module_& m) {
   m.def("_get_allow_tf32", &allow_tf32,

@@ -1,0 +1,670 @@
+// CUDA kernels of im2col / col2im (F.unfold / F.fold) and of convolution and its backward
+// (ops/nn.yaml), with the checks, shapes and semantics of the CPU kernels
+// (kernels/cpu/nn_conv.cpp). GEMM-based: a chunk of the batch is unfolded into columns
+// (im2col, one thread per column element) and multiplied by the weight with strided-batched
+// cuBLAS products (gemm.h: the linalg handle, TF32 only when allowed); transposed convolution
+// (and the input gradient) multiplies first and folds the columns back (col2im, a gather: one
+// thread per image element sums the column entries that land on it, so no atomics and a
+// deterministic order). float16/bfloat16 products accumulate in float32; the columns a
+// transposed product writes and the weight gradient stay in float32 until the final rounding.
+#include <algorithm>
+#include <tuple>
+
+#include "core/dispatch.h"
+#include "cuda/cuda_registry.h"
+#include "cuda/device_types.cuh"
+#include "cuda/gemm.h"
+#include "cuda/index_common.cuh"
+#include "ops.h"
+#include "ops/op_types.h"
+
+namespace ember {
+namespace cuda {
+namespace conv {
+
+// Sizes of a k-d sliding window op, padded to 3 spatial dims (missing leading dims are 1): `in`
+// is the image, `out` the window positions (the columns).
+struct Geom {
+  int64_t k = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, ks[3] = {1, 1, 1};
+  int64_t st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
+  __host__ __device__ int64_t kernel_numel() const { return ks[0] * ks[1] * ks[2]; }
+  __host__ __device__ int64_t in_numel() const { return in[0] * in[1] * in[2]; }
+  __host__ __device__ int64_t out_numel() const { return out[0] * out[1] * out[2]; }
+};
+
+DimVector expand_param(const DimVector& v, int64_t k, const char* name, const char* op) {
+  if (v.size() == 1 && k != 1) return DimVector(k, v[0]);
+  EMBER_CHECK_KIND(static_cast<int64_t>(v.size()) == k, Value, op, ": ", name,
+                   " must be an int or a tuple of ", k, " ints, got ", shape_str(v));
+  return v;
+}
+
+// in: the spatial image sizes. Checks the parameters as the CPU does and computes the positions.
+Geom make_geom(const char* op, const DimVector& in, const DimVector& kernel_size,
+               const DimVector& dilation, const DimVector& padding, const DimVector& stride) {
+  const int64_t k = kernel_size.size();
+  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": expected 1 to 3 spatial dims (kernel_size ",
+                   shape_str(kernel_size), ")");
+  DimVector dl = expand_param(dilation, k, "dilation", op);
+  DimVector pd = expand_param(padding, k, "padding", op);
+  DimVector st = expand_param(stride, k, "stride", op);
+  Geom g;
+  g.k = k;
+  for (int64_t d = 0; d < k; ++d) {
+    const int64_t j = 3 - k + d;
+    EMBER_CHECK_KIND(kernel_size[d] > 0 && dl[d] > 0 && st[d] > 0 && pd[d] >= 0, Value, op,
+                     ": kernel_size, dilation and stride must be positive and padding "
+                     "non-negative, got kernel_size=",
+                     shape_str(kernel_size), " dilation=", shape_str(dl), " stride=", shape_str(st),
+                     " padding=", shape_str(pd));
+    g.in[j] = in[d];
+    g.ks[j] = kernel_size[d];
+    g.st[j] = st[d];
+    g.pd[j] = pd[d];
+    g.dl[j] = dl[d];
+    int64_t span = 0, padded = 0;
+    if (__builtin_mul_overflow(dl[d], kernel_size[d] - 1, &span) ||
+        __builtin_add_overflow(span, 1, &span) || __builtin_mul_overflow(pd[d], 2, &padded) ||
+        __builtin_add_overflow(padded, in[d], &padded))
+      EMBER_FAIL(Runtime, op, ": kernel_size ", shape_str(kernel_size), ", dilation ",
+                 shape_str(dl), " and padding ", shape_str(pd),
+                 " overflow int64 along spatial dim ", d);
+    EMBER_CHECK(padded >= span, op, ": the kernel ", shape_str(kernel_size), " with dilation ",
+                shape_str(dl), " spans ", span, " elements along spatial dim ", d,
+                ", more than the padded input (", in[d], " + 2 * ", pd[d], " = ", padded, ")");
+    g.out[j] = (padded - span) / st[d] + 1;
+  }
+  checked_numel(DimVector{g.out[0], g.out[1], g.out[2]}, op);
+  return g;
+}
+
+DimVector trailing(const Tensor& t, int64_t k) {
+  DimVector out;
+  for (int64_t d = t->dim() - k; d < t->dim(); ++d) out.push_back(t->size(d));
+  return out;
+}
+
+Tensor view_as_shape(const Tensor& contiguous, const DimVector& sizes) {
+  return make_view(contiguous, sizes, contiguous_strides(sizes), contiguous->storage_offset());
+}
+
+inline char* at(void* p, int64_t elems, int64_t itemsize) {
+  return static_cast<char*>(p) + elems * itemsize;
+}
+inline const char* at(const void* p, int64_t elems, int64_t itemsize) {
+  return static_cast<const char*>(p) + elems * itemsize;
+}
+
+// ---- kernels ----------------------------------------------------------------------------------
+
+// cols (ns, C * K, L) from images x (ns, C, *in): element ((s * C + c) * K + kk) * L + l.
+template <class T>
+__global__ void im2col_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ cols,
+                              int64_t C, Geom g) {
+  const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t l = e % L;
+    const int64_t r = e / L;
+    const int64_t kk = r % K;
+    const int64_t sc = r / K;  // s * C + c
+    const int64_t ow = l % g.out[2], oh = (l / g.out[2]) % g.out[1], od = l / (g.out[2] * g.out[1]);
+    const int64_t kw = kk % g.ks[2], kh = (kk / g.ks[2]) % g.ks[1], kd = kk / (g.ks[2] * g.ks[1]);
+    const int64_t id = od * g.st[0] - g.pd[0] + kd * g.dl[0];
+    const int64_t ih = oh * g.st[1] - g.pd[1] + kh * g.dl[1];
+    const int64_t iw = ow * g.st[2] - g.pd[2] + kw * g.dl[2];
+    T v{};
+    if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2])
+      v = x[sc * P + (id * g.in[1] + ih) * g.in[2] + iw];
+    cols[e] = v;
+  }
+}
+
+// Images out (ns, C, *in) = fold of cols (ns, C * K, L): each image element sums the column
+// entries whose window tap lands on it, in tap order, in the compute type of TC.
+template <class TC, class TO>
+__global__ void col2im_kernel(int64_t total, const TC* __restrict__ cols, TO* __restrict__ out,
+                              Geom g) {
+  using A = dev_opmath_t<TC>;
+  const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t p = e % P;
+    const int64_t sc = e / P;  // s * C + c
+    const int64_t iw = p % g.in[2], ih = (p / g.in[2]) % g.in[1], id = p / (g.in[2] * g.in[1]);
+    const TC* base = cols + sc * K * L;
+    A acc = A(0);
+    for (int64_t kd = 0; kd < g.ks[0]; ++kd) {
+      const int64_t td = id + g.pd[0] - kd * g.dl[0];
+      if (td < 0 || td % g.st[0] != 0) continue;
+      const int64_t od = td / g.st[0];
+      if (od >= g.out[0]) continue;
+      for (int64_t kh = 0; kh < g.ks[1]; ++kh) {
+        const int64_t th = ih + g.pd[1] - kh * g.dl[1];
+        if (th < 0 || th % g.st[1] != 0) continue;
+        const int64_t oh = th / g.st[1];
+        if (oh >= g.out[1]) continue;
+        for (int64_t kw = 0; kw < g.ks[2]; ++kw) {
+          const int64_t tw = iw + g.pd[2] - kw * g.dl[2];
+          if (tw < 0 || tw % g.st[2] != 0) continue;
+          const int64_t ow = tw / g.st[2];
+          if (ow >= g.out[2]) continue;
+          const int64_t kk = (kd * g.ks[1] + kh) * g.ks[2] + kw;
+          acc += to_op<TC>(base[kk * L + (od * g.out[1] + oh) * g.out[2] + ow]);
+        }
+      }
+    }
+    out[e] = from_op<TO>(acc);
+  }
+}
+
+// out (ns, C, P) += bias[c].
+template <class T>
+__global__ void add_bias_kernel(int64_t total, T* __restrict__ out, const T* __restrict__ bias,
+                                int64_t C, int64_t P) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (e / P) % C;
+    out[e] = from_op<T>(to_op<T>(out[e]) + to_op<T>(bias[c]));
+  }
+}
+
+// dst[i] = src[i] converted (float32 accumulators -> a 16-bit dtype).
+template <class TD, class TS>
+__global__ void convert_kernel(int64_t n, const TS* __restrict__ src, TD* __restrict__ dst) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x)
+    dst[e] = from_op<TD>(to_op<TS>(src[e]));
+}
+
+// out[c] = sum over n < N and p < P of x[(n * C + c) * P + p]: one block per channel, summed
+// in double (as the CPU's per-channel total).
+template <class T>
+__global__ void channel_sum_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t N,
+                                   int64_t C, int64_t P) {
+  __shared__ double part[kBlockSize];
+  const int64_t c = blockIdx.x;
+  double s = 0.0;
+  const int64_t total = N * P;
+  for (int64_t i = threadIdx.x; i < total; i += blockDim.x) {
+    const int64_t n = i / P, p = i % P;
+    s += static_cast<double>(to_op<T>(x[(n * C + c) * P + p]));
+  }
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[c] = from_op<T>(part[0]);
+}
+
+// ---- launchers (every one on the current stream of the current device) -----------------------
+
+template <class F>
+void dispatch_conv_dtype(ScalarType dt, const char* op, const F& f) {
+  switch (dt) {
+    case ScalarType::Float32:
+      return f(float());
+    case ScalarType::Float64:
+      return f(double());
+    case ScalarType::Float16:
+      return f(Half());
+    case ScalarType::BFloat16:
+      return f(BFloat16());
+    default:
+      EMBER_FAIL(Type, op, ": expected a floating-point dtype, got ", dtype_name(dt));
+  }
+}
+
+bool is_reduced(ScalarType dt) { return dt == ScalarType::Float16 || dt == ScalarType::BFloat16; }
+// The dtype products accumulate into when the result is folded or summed afterwards.
+ScalarType acc_dtype(ScalarType dt) { return is_reduced(dt) ? ScalarType::Float32 : dt; }
+
+void im2col_launch(ScalarType dt, const void* x, void* cols, int64_t ns, int64_t C, const Geom& g,
+                   const char* op) {
+  const int64_t total = ns * C * g.kernel_numel() * g.out_numel();
+  if (total == 0) return;
+  dispatch_conv_dtype(dt, op, [&](auto tag) {
+    using T = decltype(tag);
+    im2col_kernel<T><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
+        total, static_cast<const T*>(x), static_cast<T*>(cols), C, g);
+    check_launch(op);
+  });
+}
+
+// cols of dtype cdt (dt itself, or float32 for a 16-bit dt) folded into images of dtype dt.
+void col2im_launch(ScalarType cdt, ScalarType dt, const void* cols, void* out, int64_t ns,
+                   int64_t C, const Geom& g, const char* op) {
+  const int64_t total = ns * C * g.in_numel();
+  if (total == 0) return;
+  dispatch_conv_dtype(dt, op, [&](auto tag) {
+    using TO = decltype(tag);
+    auto run = [&](auto ctag) {
+      using TC = decltype(ctag);
+      col2im_kernel<TC, TO><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
+          total, static_cast<const TC*>(cols), static_cast<TO*>(out), g);
+      check_launch(op);
+    };
+    if constexpr (std::is_same_v<TO, Half> || std::is_same_v<TO, BFloat16>) {
+      if (cdt == ScalarType::Float32)
+        run(float());
+      else
+        run(TO());
+    } else {
+      run(TO());
+    }
+  });
+}
+
+void add_bias(const Tensor& out, const Tensor& bias, int64_t C, int64_t P, const char* op) {
+  if (!bias || out->numel() == 0) return;
+  const int64_t total = out->numel();
+  dispatch_conv_dtype(out->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    add_bias_kernel<T><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
+        total, out->data_as<T>(), bias->data_as<T>(), C, P);
+    check_launch(op);
+  });
+}
+
+// dst (dtype dt, contiguous) = src (float32, same numel).
+void convert_from_float(const Tensor& src, const Tensor& dst, const char* op) {
+  const int64_t n = dst->numel();
+  if (n == 0) return;
+  dispatch_conv_dtype(dst->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    convert_kernel<T, float><<<blocks_for(n), kBlockSize, 0, current_stream()>>>(
+        n, src->data_as<float>(), dst->data_as<T>());
+    check_launch(op);
+  });
+}
+
+void zero_fill(const Tensor& t) {
+  if (t->numel() == 0) return;
+  EMBER_CUDA_CHECK(cudaMemsetAsync(t->data(), 0, t->numel() * t->itemsize(), current_stream()));
+}
+
+// Element budget of a chunk's column buffer: samples are unfolded this many elements at a time
+// (at least one sample per chunk).
+constexpr int64_t kColsBudget = int64_t(1) << 26;
+
+int64_t chunk_of(int64_t N, int64_t per_sample) {
+  return std::max<int64_t>(1, std::min<int64_t>(N, kColsBudget / std::max<int64_t>(per_sample, 1)));
+}
+
+// For s < ns and grp < G: C[s, grp] = op(A[s, grp]) @ op(B[s, grp]) (+ beta C), operand (s, grp)
+// at data + s * s_stride + grp * g_stride elements. One strided-batched call per group (batched
+// over the samples) or per sample (batched over the groups), whichever makes fewer calls.
+struct Operand {
+  const void* data;
+  int64_t ld, s_stride, g_stride;
+  bool trans;
+  int64_t itemsize;
+};
+void grouped_gemm(const char* op, ScalarType ab, ScalarType cdt, int64_t m, int64_t n, int64_t k,
+                  const Operand& a, const Operand& b, void* c, int64_t ldc, int64_t c_s_stride,
+                  int64_t c_g_stride, int64_t ns, int64_t G, double beta) {
+  const int64_t ci = itemsize(cdt);
+  if (G <= ns) {
+    for (int64_t grp = 0; grp < G; ++grp)
+      gemm_rowmajor(op, ab, cdt, m, n, k, 1.0,
+                    GemmOperand{at(a.data, grp * a.g_stride, a.itemsize), a.ld, a.s_stride, a.trans},
+                    GemmOperand{at(b.data, grp * b.g_stride, b.itemsize), b.ld, b.s_stride, b.trans},
+                    beta, at(c, grp * c_g_stride, ci), ldc, c_s_stride, ns);
+  } else {
+    for (int64_t s = 0; s < ns; ++s)
+      gemm_rowmajor(op, ab, cdt, m, n, k, 1.0,
+                    GemmOperand{at(a.data, s * a.s_stride, a.itemsize), a.ld, a.g_stride, a.trans},
+                    GemmOperand{at(b.data, s * b.s_stride, b.itemsize), b.ld, b.g_stride, b.trans},
+                    beta, at(c, s * c_s_stride, ci), ldc, c_g_stride, G);
+  }
+}
+
+// out (N, Co, *g.out) = conv(x (N, C, *g.in), w (Co, C / G, *ks)) + bias; all contiguous, dtype dt.
+void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
+                  int64_t N, int64_t C, int64_t Co, int64_t G, const Geom& g, const char* op) {
+  const ScalarType dt = x->dtype();
+  const int64_t is = itemsize(dt);
+  const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
+  const int64_t Cg = C / G, Cog = Co / G, CgK = Cg * K;
+  if (out->numel() == 0) return;
+  if (CgK == 0) {  // no input channels: the bias alone
+    zero_fill(out);
+    add_bias(out, bias, Co, L, op);
+    return;
+  }
+  bool pointwise = true;
+  for (int d = 0; d < 3; ++d)
+    pointwise &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0 && g.in[d] == g.out[d];
+  const int64_t per_sample = C * K * L;
+  const int64_t nb = pointwise ? N : chunk_of(N, per_sample);
+  Tensor cols;
+  if (!pointwise) cols = empty(DimVector{nb * per_sample}, dt, x->device());
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t ns = std::min(nb, N - n0);
+    const void* src = at(x->data(), n0 * C * P, is);
+    if (!pointwise) {
+      im2col_launch(dt, src, cols->data(), ns, C, g, op);
+      src = cols->data();
+    }
+    // out[s, grp] (Cog x L) = w[grp] (Cog x CgK) @ cols[s, grp] (CgK x L)
+    grouped_gemm(op, dt, dt, Cog, L, CgK, Operand{w->data(), CgK, 0, Cog * CgK, false, is},
+                 Operand{src, L, C * K * L, CgK * L, false, is}, at(out->data(), n0 * Co * L, is),
+                 L, Co * L, Cog * L, ns, G, 0.0);
+  }
+  add_bias(out, bias, Co, L, op);
+}
+
+// out (N, Co, *g.in) = conv_transpose(x (N, Ci, *g.out), w (Ci, Co / G, *ks)) + bias: the
+// product w^T @ x into columns (float32 for a 16-bit dt), folded by col2im.
+void conv_transposed(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
+                     int64_t N, int64_t Ci, int64_t Co, int64_t G, const Geom& g, const char* op) {
+  const ScalarType dt = x->dtype(), ct = acc_dtype(dt);
+  const int64_t is = itemsize(dt);
+  const int64_t K = g.kernel_numel(), Lin = g.out_numel(), Pout = g.in_numel();
+  const int64_t Cig = Ci / G, Cog = Co / G, CogK = Cog * K;
+  if (out->numel() == 0) return;
+  if (Cig == 0 || Lin == 0) {
+    zero_fill(out);
+    add_bias(out, bias, Co, Pout, op);
+    return;
+  }
+  const int64_t per_sample = Co * K * Lin;
+  const int64_t nb = chunk_of(N, per_sample);
+  Tensor cols = empty(DimVector{nb * per_sample}, ct, x->device());
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t ns = std::min(nb, N - n0);
+    // cols[s, grp] (CogK x Lin) = w[grp]^T (CogK x Cig) @ x[s, grp] (Cig x Lin)
+    grouped_gemm(op, dt, ct, CogK, Lin, Cig, Operand{w->data(), CogK, 0, Cig * CogK, true, is},
+                 Operand{at(x->data(), n0 * Ci * Lin, is), Lin, Ci * Lin, Cig * Lin, false, is},
+                 cols->data(), Lin, Co * K * Lin, CogK * Lin, ns, G, 0.0);
+    col2im_launch(ct, dt, cols->data(), at(out->data(), n0 * Co * Pout, is), ns, Co, g, op);
+  }
+  add_bias(out, bias, Co, Pout, op);
+}
+
+// gw (A, B / G, *ks) = sum over samples of a[n] (A, La) against the columns of src[n]
+// (B, *g.in), per group: gw[grp] (Ag x BgK) = sum_n a[n, grp] @ cols[n, grp]^T. Accumulated
+// across samples in float32 for a 16-bit dtype.
+void conv_weight(const Tensor& a, const Tensor& src, const Tensor& gw, int64_t N, int64_t A,
+                 int64_t B, int64_t G, const Geom& g, const char* op) {
+  const ScalarType dt = src->dtype(), ct = acc_dtype(dt);
+  const int64_t is = itemsize(dt);
+  const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
+  const int64_t Ag = A / G, BgK = (B / G) * K;
+  if (gw->numel() == 0) return;
+  Tensor acc = ct == dt ? gw : empty(gw->sizes(), ct, gw->device());
+  if (N == 0 || La == 0) {
+    zero_fill(gw);
+    return;
+  }
+  bool pointwise = true;
+  for (int d = 0; d < 3; ++d)
+    pointwise &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0 && g.in[d] == g.out[d];
+  const int64_t per_sample = B * K * La;
+  const int64_t nb = pointwise ? N : chunk_of(N, per_sample);
+  Tensor cols;
+  if (!pointwise) cols = empty(DimVector{nb * per_sample}, dt, src->device());
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t ns = std::min(nb, N - n0);
+    const void* cb = at(src->data(), n0 * B * P, is);
+    if (!pointwise) {
+      im2col_launch(dt, cb, cols->data(), ns, B, g, op);
+      cb = cols->data();
+    }
+    for (int64_t s = 0; s < ns; ++s) {
+      // gw[grp] (Ag x BgK) (+)= a[n, grp] (Ag x La) @ (cols[s, grp] (BgK x La))^T, batched over
+      // the groups.
+      const double beta = n0 + s == 0 ? 0.0 : 1.0;
+      gemm_rowmajor(op, dt, ct, Ag, BgK, La, 1.0,
+                    GemmOperand{at(a->data(), (n0 + s) * A * La, is), La, Ag * La, false},
+                    GemmOperand{at(cb, s * B * K * La, is), La, BgK * La, true}, beta,
+                    acc->data(), BgK, Ag * BgK, G);
+    }
+  }
+  if (acc != gw) convert_from_float(acc, gw, op);
+}
+
+// ---- checks (as the CPU's) --------------------------------------------------------------------
+
+struct ConvArgs {
+  int64_t k = 0, N = 0, C = 0, Co = 0, G = 1;
+  DimVector ks, st, pd, dl, opd;
+};
+
+ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                    const DimVector& stride, const DimVector& padding, const DimVector& dilation,
+                    bool transposed, const DimVector& output_padding, int64_t groups) {
+  ConvArgs a;
+  a.k = weight->dim() - 2;
+  const int64_t k = a.k;
+  EMBER_CHECK(k >= 1 && k <= 3, op, ": expected a 3-D, 4-D or 5-D weight, got shape ",
+              shape_str(weight->sizes()));
+  EMBER_CHECK(input->dim() == k + 2, op, ": expected a ", k + 2, "-D (batched) input for the ",
+              k + 2, "-D weight of shape ", shape_str(weight->sizes()), ", but got input of shape ",
+              shape_str(input->sizes()));
+  EMBER_CHECK_KIND(is_floating(input->dtype()), Type, op, ": expected a floating-point input, got ",
+                   dtype_name(input->dtype()));
+  EMBER_CHECK(input->dtype() == weight->dtype(), op, ": input type (", dtype_name(input->dtype()),
+              ") and weight type (", dtype_name(weight->dtype()), ") should be the same");
+  ix::check_same_device(input, weight, op, "weight");
+  EMBER_CHECK_KIND(groups > 0, Value, op, ": groups must be positive, got ", groups);
+  a.G = groups;
+  a.N = input->size(0);
+  a.C = input->size(1);
+  a.Co = transposed ? weight->size(1) * groups : weight->size(0);
+  const int64_t w_in = transposed ? weight->size(0) : weight->size(1) * groups;
+  EMBER_CHECK(a.C == w_in, op, ": expected input of shape ", shape_str(input->sizes()), " to have ",
+              w_in, " channels (weight of shape ", shape_str(weight->sizes()), ", groups=", groups,
+              "), but it has ", a.C);
+  EMBER_CHECK(weight->size(0) % groups == 0, op, ": weight of shape ", shape_str(weight->sizes()),
+              ": size(0) must be divisible by groups=", groups);
+  if (bias) {
+    EMBER_CHECK(bias->dim() == 1 && bias->size(0) == a.Co, op, ": expected bias of shape (", a.Co,
+                ",), got ", shape_str(bias->sizes()));
+    EMBER_CHECK(bias->dtype() == input->dtype(), op, ": bias type (", dtype_name(bias->dtype()),
+                ") and input type (", dtype_name(input->dtype()), ") should be the same");
+    ix::check_same_device(input, bias, op, "bias");
+  }
+  a.ks = trailing(weight, k);
+  a.st = expand_param(stride, k, "stride", op);
+  a.pd = expand_param(padding, k, "padding", op);
+  a.dl = expand_param(dilation, k, "dilation", op);
+  a.opd = transposed ? expand_param(output_padding, k, "output_padding", op) : DimVector(k, 0);
+  return a;
+}
+
+DimVector transposed_sizes(const char* op, const Tensor& x, const ConvArgs& a) {
+  DimVector out_sp;
+  for (int64_t d = 0; d < a.k; ++d) {
+    EMBER_CHECK_KIND(a.st[d] > 0 && a.dl[d] > 0 && a.pd[d] >= 0, Value, op,
+                     ": stride and dilation must be positive and padding non-negative");
+    EMBER_CHECK_KIND(a.opd[d] >= 0 && (a.opd[d] < a.st[d] || a.opd[d] < a.dl[d]), Value, op,
+                     ": output_padding must be smaller than either stride or dilation, got "
+                     "output_padding=",
+                     shape_str(a.opd), " stride=", shape_str(a.st), " dilation=", shape_str(a.dl));
+    const int64_t o =
+        (x->size(d + 2) - 1) * a.st[d] - 2 * a.pd[d] + a.dl[d] * (a.ks[d] - 1) + a.opd[d] + 1;
+    EMBER_CHECK(o > 0, op, ": the output size along spatial dim ", d, " would be ", o,
+                " for input of shape ", shape_str(x->sizes()));
+    out_sp.push_back(o);
+  }
+  return out_sp;
+}
+
+// The window positions of a transposed convolution are its input's positions: with an
+// output_padding of at least the stride (allowed when it is below the dilation) the output
+// holds more windows than that, and the extra trailing ones read (and receive) nothing.
+Geom transposed_geom(const char* op, const DimVector& out_sp, const Tensor& x, const ConvArgs& a) {
+  Geom g = make_geom(op, out_sp, a.ks, a.dl, a.pd, a.st);
+  for (int64_t d = 0; d < a.k; ++d) g.out[3 - a.k + d] = x->size(d + 2);
+  return g;
+}
+
+// ---- the ops ----------------------------------------------------------------------------------
+
+Tensor im2col(const Tensor& self, const DimVector& kernel_size, const DimVector& dilation,
+              const DimVector& padding, const DimVector& stride) {
+  const int64_t k = kernel_size.size();
+  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
+                   "im2col: expected a floating-point input, got ", dtype_name(self->dtype()));
+  EMBER_CHECK(self->dim() == k + 2 || self->dim() == k + 1, "im2col: expected a ", k + 1, "-D (",
+              "unbatched) or ", k + 2, "-D (batched) input for a ", k,
+              "-D kernel_size, but got input of shape ", shape_str(self->sizes()));
+  DeviceGuard guard(ix::device_index(self));
+  const bool batched = self->dim() == k + 2;
+  Tensor x = ix::contiguous(self, "im2col");
+  if (!batched) {
+    DimVector s{1};
+    for (int64_t v : self->sizes()) s.push_back(v);
+    x = view_as_shape(x, s);
+  }
+  Geom g = make_geom("im2col", trailing(x, k), kernel_size, dilation, padding, stride);
+  const int64_t N = x->size(0), C = x->size(1);
+  Tensor cols = empty({N, C * g.kernel_numel(), g.out_numel()}, x->dtype(), x->device());
+  if (cols->numel() > 0) im2col_launch(x->dtype(), x->data(), cols->data(), N, C, g, "im2col");
+  return batched ? cols : view_as_shape(cols, {C * g.kernel_numel(), g.out_numel()});
+}
+
+Tensor col2im(const Tensor& self, const DimVector& output_size, const DimVector& kernel_size,
+              const DimVector& dilation, const DimVector& padding, const DimVector& stride) {
+  const int64_t k = kernel_size.size();
+  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
+                   "col2im: expected a floating-point input, got ", dtype_name(self->dtype()));
+  DimVector os = expand_param(output_size, k, "output_size", "col2im");
+  checked_numel(os, "col2im");
+  EMBER_CHECK(self->dim() == 3 || self->dim() == 2,
+              "col2im: expected a 2-D (unbatched) or 3-D (batched) input (N, C * prod(kernel_size),"
+              " L), got ",
+              shape_str(self->sizes()));
+  DeviceGuard guard(ix::device_index(self));
+  const bool batched = self->dim() == 3;
+  Tensor cols = ix::contiguous(self, "col2im");
+  if (!batched) cols = view_as_shape(cols, {1, self->size(0), self->size(1)});
+  Geom g = make_geom("col2im", os, kernel_size, dilation, padding, stride);
+  const int64_t K = g.kernel_numel();
+  EMBER_CHECK(cols->size(1) % K == 0, "col2im: expected size(", batched ? 1 : 0,
+              ") of the input to be divisible by the product of kernel_size (", K, "), got ",
+              shape_str(self->sizes()));
+  EMBER_CHECK(cols->size(2) == g.out_numel(), "col2im: expected ", g.out_numel(),
+              " blocks (the sliding positions of kernel_size ", shape_str(kernel_size),
+              " over output_size ", shape_str(os), "), but the input has ", cols->size(2),
+              " (shape ", shape_str(self->sizes()), ")");
+  DimVector out_shape{cols->size(0), cols->size(1) / K};
+  for (int64_t v : os) out_shape.push_back(v);
+  Tensor out = empty(out_shape, cols->dtype(), cols->device());
+  if (out->numel() > 0)
+    col2im_launch(cols->dtype(), cols->dtype(), cols->data(), out->data(), out_shape[0],
+                  out_shape[1], g, "col2im");
+  if (batched) return out;
+  DimVector unb(out_shape.begin() + 1, out_shape.end());
+  return view_as_shape(out, unb);
+}
+
+Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const DimVector& stride, const DimVector& padding, const DimVector& dilation,
+                   bool transposed, const DimVector& output_padding, int64_t groups) {
+  const char* op = transposed ? "conv_transpose" : "convolution";
+  ConvArgs a = check_conv(op, input, weight, bias, stride, padding, dilation, transposed,
+                          output_padding, groups);
+  const int64_t k = a.k;
+  DeviceGuard guard(ix::device_index(input));
+  Tensor x = ix::contiguous(input, op), w = ix::contiguous(weight, op);
+  Tensor b = bias ? ix::contiguous(bias, op) : Tensor();
+  DimVector out_shape{a.N, a.Co};
+  Tensor out;
+  if (!transposed) {
+    Geom g = make_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
+    for (int64_t d = 0; d < k; ++d) out_shape.push_back(g.out[3 - k + d]);
+    out = empty(out_shape, x->dtype(), x->device());
+    conv_forward(x, w, b, out, a.N, a.C, a.Co, a.G, g, op);
+  } else {
+    DimVector out_sp = transposed_sizes(op, x, a);
+    Geom g = transposed_geom(op, out_sp, x, a);
+    for (int64_t v : out_sp) out_shape.push_back(v);
+    out = empty(out_shape, x->dtype(), x->device());
+    conv_transposed(x, w, b, out, a.N, a.C, a.Co, a.G, g, op);
+  }
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor> convolution_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const DimVector& stride,
+    const DimVector& padding, const DimVector& dilation, bool transposed,
+    const DimVector& output_padding, int64_t groups, bool input_grad, bool weight_grad,
+    bool bias_grad) {
+  const char* op = "convolution_backward";
+  ConvArgs a = check_conv(op, input, weight, Tensor(), stride, padding, dilation, transposed,
+                          output_padding, groups);
+  const int64_t k = a.k;
+  DimVector expect{a.N, a.Co};
+  if (!transposed) {
+    Geom g = make_geom(op, trailing(input, k), a.ks, a.dl, a.pd, a.st);
+    for (int64_t d = 0; d < k; ++d) expect.push_back(g.out[3 - k + d]);
+  } else {
+    for (int64_t v : transposed_sizes(op, input, a)) expect.push_back(v);
+  }
+  EMBER_CHECK(grad_output->sizes() == expect, op, ": expected grad_output of shape ",
+              shape_str(expect), " (the convolution's output for input ", shape_str(input->sizes()),
+              " and weight ", shape_str(weight->sizes()), "), got ",
+              shape_str(grad_output->sizes()));
+  EMBER_CHECK(grad_output->dtype() == input->dtype(), op, ": grad_output type (",
+              dtype_name(grad_output->dtype()), ") and input type (", dtype_name(input->dtype()),
+              ") should be the same");
+  ix::check_same_device(input, grad_output, op, "grad_output");
+  DeviceGuard guard(ix::device_index(input));
+  Tensor go = ix::contiguous(grad_output, op), x = ix::contiguous(input, op);
+  Tensor w = ix::contiguous(weight, op);
+  Tensor gi, gw, gb;
+  if (input_grad) {
+    gi = empty(input->sizes(), input->dtype(), input->device());
+    if (!transposed) {
+      // d input = conv_transpose(grad_output) folded over the input's own sizes.
+      Geom g = make_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
+      conv_transposed(go, w, Tensor(), gi, a.N, a.Co, a.C, a.G, g, op);
+    } else {
+      // d input = conv(grad_output): the transposed conv's input positions are its windows.
+      Geom g = transposed_geom(op, trailing(go, k), x, a);
+      conv_forward(go, w, Tensor(), gi, a.N, a.Co, a.C, a.G, g, op);
+    }
+  }
+  if (weight_grad) {
+    gw = empty(weight->sizes(), weight->dtype(), weight->device());
+    // Convolution: grad_output (N, Co, L) against the input's columns; transposed: the input
+    // (N, Ci, Lin) against grad_output's columns.
+    const Tensor& lhs = transposed ? x : go;
+    const Tensor& src = transposed ? go : x;
+    Geom g = transposed ? transposed_geom(op, trailing(src, k), x, a)
+                        : make_geom(op, trailing(src, k), a.ks, a.dl, a.pd, a.st);
+    conv_weight(lhs, src, gw, a.N, lhs->size(1), src->size(1), a.G, g, op);
+  }
+  if (bias_grad) {
+    gb = empty({a.Co}, input->dtype(), input->device());
+    int64_t P = 1;
+    for (int64_t d = 2; d < go->dim(); ++d) P *= go->size(d);
+    if (a.Co > 0) {
+      dispatch_conv_dtype(go->dtype(), op, [&](auto tag) {
+        using T = decltype(tag);
+        channel_sum_kernel<T><<<static_cast<unsigned>(a.Co), kBlockSize, 0, current_stream()>>>(
+            go->data_as<T>(), gb->data_as<T>(), a.N, a.Co, P);
+        check_launch(op);
+      });
+    }
+  }
+  return {gi, gw, gb};
+}
+
+void register_conv() {
+  register_kernel("im2col", DeviceType::CUDA, &im2col);
+  register_kernel("col2im", DeviceType::CUDA, &col2im);
+  register_kernel("convolution", DeviceType::CUDA, &convolution);
+  register_kernel("convolution_backward", DeviceType::CUDA, &convolution_backward);
+}
+
+}  // namespace conv
+}  // namespace cuda
+}  // namespace ember
+
+EMBER_CUDA_REGISTER(ember::cuda::conv::register_conv)
