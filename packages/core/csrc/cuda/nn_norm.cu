@@ -15,6 +15,7 @@
 
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
+#include "cuda/elementwise.cuh"
 #include "cuda/nn_common.cuh"
 #include "ops.h"
 #include "ops/op_types.h"
@@ -159,29 +160,84 @@ __global__ void col_param_final_kernel(const acc_t<T>* pw, const acc_t<T>* pb, T
   if (gb) gb[j] = from_op<T>(ab);
 }
 
-// Per-channel sums over a (O, P, K) tensor, one block per channel p: sg[p] = sum g and
-// sgx[p] = sum g * (x - mean[s]) * rstd[s], s = o * G + p / cg (group norm, G > 0) or p.
+// Index arithmetic of the (O, P, K) layouts: the element count of a channel and the channel
+// of a flat index, with 32-bit multiply-shift division when every index fits (nearly always).
+struct ChanGeom {
+  int64_t O, P, K;
+  bool fast;
+  ew::IntDivider kdiv, pdiv;
+  ChanGeom(int64_t o, int64_t p, int64_t k)
+      : O(o), P(p), K(k), fast(o * p * k <= ew::kIndexLimit && p >= 1 && k >= 1) {
+    if (fast) {
+      kdiv = ew::IntDivider(static_cast<uint32_t>(k));
+      pdiv = ew::IntDivider(static_cast<uint32_t>(p));
+    }
+  }
+  // o of the idx-th element (idx < O * K) of a channel.
+  __device__ __forceinline__ int64_t outer_of(int64_t idx) const {
+    return fast ? int64_t(kdiv.div(static_cast<uint32_t>(idx))) : idx / K;
+  }
+  // The channel of flat element i of the whole tensor.
+  __device__ __forceinline__ int64_t channel_of(int64_t i) const {
+    if (fast) {
+      const uint32_t q = kdiv.div(static_cast<uint32_t>(i));
+      return int64_t(q - pdiv.div(q) * pdiv.divisor);
+    }
+    return (i / K) % P;
+  }
+};
+
+// Channels are split over gridDim.y blocks of `per` elements each; block (p, y) writes the
+// partial sums of its slice at [y * P + p], and a second kernel adds a channel's partials in
+// order (deterministic).
+struct Split {
+  int64_t splits, per;
+};
+inline Split split_for(int64_t P, int64_t total) {
+  // Enough blocks to fill the GPU (about 1024), no block under 4096 elements.
+  int64_t splits = std::max<int64_t>(1, (1024 + P - 1) / std::max<int64_t>(P, 1));
+  splits = std::min<int64_t>(splits, std::max<int64_t>(1, (total + 4095) / 4096));
+  const int64_t per = (total + splits - 1) / splits;
+  return {(total + per - 1) / std::max<int64_t>(per, 1), per};
+}
+
+// Partial per-channel sums over a (O, P, K) tensor: sg = sum g and sgx = sum g * (x - mean[s]) *
+// rstd[s], s = o * G + p / cg (group norm, G > 0) or p.
 template <class T>
 __global__ void channel_sums_kernel(const T* g, const T* x, const double* mean,
-                                    const double* rstd, double* sg, double* sgx, int64_t O,
-                                    int64_t P, int64_t K, int64_t G, int64_t cg) {
-  const int64_t p = blockIdx.x;
+                                    const double* rstd, double* part_sg, double* part_sgx,
+                                    ChanGeom geo, int64_t G, int64_t cg, int64_t per) {
+  const int64_t p = blockIdx.x, y = blockIdx.y, total = geo.O * geo.K;
+  const int64_t lo = y * per, hi = lo + per < total ? lo + per : total;
   double a = 0, bsum = 0;
-  const int64_t total = O * K;
-  for (int64_t idx = threadIdx.x; idx < total; idx += blockDim.x) {
-    const int64_t o = idx / K, k = idx - o * K;
-    const int64_t i = (o * P + p) * K + k;
-    const int64_t s = G > 0 ? o * G + p / cg : p;
+  for (int64_t idx = lo + threadIdx.x; idx < hi; idx += blockDim.x) {
+    const int64_t o = geo.outer_of(idx), k = idx - o * geo.K;
+    const int64_t i = (o * geo.P + p) * geo.K + k;
+    const int64_t st = G > 0 ? o * G + p / cg : p;
     const double gv = static_cast<double>(to_op<T>(g[i]));
     a += gv;
-    bsum += gv * (static_cast<double>(to_op<T>(x[i])) - mean[s]) * rstd[s];
+    bsum += gv * (static_cast<double>(to_op<T>(x[i])) - mean[st]) * rstd[st];
   }
   a = nnk::team_sum(a, nnk::kBlock);
   bsum = nnk::team_sum(bsum, nnk::kBlock);
   if (threadIdx.x == 0) {
-    sg[p] = a;
-    sgx[p] = bsum;
+    part_sg[y * geo.P + p] = a;
+    part_sgx[y * geo.P + p] = bsum;
   }
+}
+
+// out_a[p] / out_b[p] = the sums of the `splits` partials of channel p, in order.
+__global__ void sum_parts_kernel(const double* pa, const double* pb, double* out_a,
+                                 double* out_b, int64_t P, int64_t splits) {
+  const int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= P) return;
+  double a = 0, b = 0;
+  for (int64_t y = 0; y < splits; ++y) {
+    a += pa[y * P + p];
+    b += pb[y * P + p];
+  }
+  out_a[p] = a;
+  out_b[p] = b;
 }
 
 // ---- shapes (as the CPU kernels) --------------------------------------------------------------
@@ -265,13 +321,24 @@ std::pair<Tensor, Tensor> channel_sums(const char* op, const Tensor& g, const Te
     ix::zero(sgx);
     return {sg, sgx};
   }
+  const Split sp = split_for(P, O * K);
+  Tensor pa = empty(DimVector{sp.splits, P}, ScalarType::Float64, x->device());
+  Tensor pb = empty(DimVector{sp.splits, P}, ScalarType::Float64, x->device());
+  const ChanGeom geo(O, P, K);
+  cudaStream_t st = ix::stream_of(x);
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
-    channel_sums_kernel<T><<<static_cast<unsigned>(P), nnk::kRowBlock, 0, ix::stream_of(x)>>>(
+    const dim3 grid(static_cast<unsigned>(P), static_cast<unsigned>(sp.splits));
+    channel_sums_kernel<T><<<grid, nnk::kRowBlock, 0, st>>>(
         g->data_as<T>(), x->data_as<T>(), mean->data_as<double>(), rstd->data_as<double>(),
-        sg->data_as<double>(), sgx->data_as<double>(), O, P, K, G, cg);
+        pa->data_as<double>(), pb->data_as<double>(), geo, G, cg, sp.per);
     check_launch(op);
   });
+  sum_parts_kernel<<<blocks_for(P), kBlockSize, 0, st>>>(pa->data_as<double>(),
+                                                         pb->data_as<double>(),
+                                                         sg->data_as<double>(),
+                                                         sgx->data_as<double>(), P, sp.splits);
+  check_launch(op);
   return {sg, sgx};
 }
 
@@ -472,28 +539,45 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
 
 // ---- batch norm -------------------------------------------------------------------------------
 
-// mean[c] and the biased variance var[c] of channel c of the (N, C, HW) x (float64 outputs).
+// Partial sums of d = x - x0 and d^2 over slices of channel c of the (N, C, HW) x, x0 the
+// channel's first element (a shift that keeps the variance exact to rounding).
 template <class T>
-__global__ void bn_stats_kernel(const T* x, double* mean, double* var, int64_t N, int64_t C,
-                                int64_t HW) {
-  const int64_t c = blockIdx.x;
-  const double x0 = static_cast<double>(to_op<T>(x[c * HW]));
+__global__ void bn_stats_kernel(const T* x, double* part_s, double* part_s2, ChanGeom geo,
+                                int64_t per) {
+  const int64_t c = blockIdx.x, y = blockIdx.y, total = geo.O * geo.K;
+  const int64_t lo = y * per, hi = lo + per < total ? lo + per : total;
+  const double x0 = static_cast<double>(to_op<T>(x[c * geo.K]));
   double s = 0, s2 = 0;
-  const int64_t total = N * HW;
-  for (int64_t idx = threadIdx.x; idx < total; idx += blockDim.x) {
-    const int64_t n = idx / HW, j = idx - n * HW;
-    const double d = static_cast<double>(to_op<T>(x[(n * C + c) * HW + j])) - x0;
+  for (int64_t idx = lo + threadIdx.x; idx < hi; idx += blockDim.x) {
+    const int64_t n = geo.outer_of(idx), j = idx - n * geo.K;
+    const double d = static_cast<double>(to_op<T>(x[(n * geo.P + c) * geo.K + j])) - x0;
     s += d;
     s2 += d * d;
   }
   s = nnk::team_sum(s, nnk::kBlock);
   s2 = nnk::team_sum(s2, nnk::kBlock);
   if (threadIdx.x == 0) {
-    const double cnt = static_cast<double>(total), dm_ = s / cnt;
-    mean[c] = x0 + dm_;
-    const double v = s2 / cnt - dm_ * dm_;
-    var[c] = v > 0.0 ? v : 0.0;
+    part_s[y * geo.P + c] = s;
+    part_s2[y * geo.P + c] = s2;
   }
+}
+
+// mean[c] and the biased variance var[c] from the partials of bn_stats_kernel.
+template <class T>
+__global__ void bn_moments_kernel(const T* x, const double* part_s, const double* part_s2,
+                                  double* mean, double* var, int64_t C, int64_t HW,
+                                  int64_t splits, double count) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  double s = 0, s2 = 0;
+  for (int64_t y = 0; y < splits; ++y) {
+    s += part_s[y * C + c];
+    s2 += part_s2[y * C + c];
+  }
+  const double dm_ = s / count;
+  mean[c] = static_cast<double>(to_op<T>(x[c * HW])) + dm_;
+  const double v = s2 / count - dm_ * dm_;
+  var[c] = v > 0.0 ? v : 0.0;
 }
 
 // Per channel, in double: invstd, and y = x * scale + shift; with rm / rv (training with running
@@ -515,11 +599,11 @@ __global__ void bn_finalize_kernel(const double* mean, const double* var, const 
 
 template <class T>
 __global__ void bn_normalize_kernel(const T* x, T* y, const double* scale, const double* shift,
-                                    int64_t total, int64_t C, int64_t HW) {
+                                    int64_t total, ChanGeom geo) {
   using A = acc_t<T>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = (i / HW) % C;
+    const int64_t c = geo.channel_of(i);
     y[i] = from_op<T>(to_op<T>(x[i]) * static_cast<A>(scale[c]) + static_cast<A>(shift[c]));
   }
 }
@@ -529,12 +613,12 @@ __global__ void bn_normalize_kernel(const T* x, T* y, const double* scale, const
 template <class T>
 __global__ void bn_backward_input_kernel(const T* g, const T* x, const double* mean,
                                          const double* invstd, const double* w, const double* sg,
-                                         const double* sgx, T* gi, int64_t total, int64_t C,
-                                         int64_t HW, double count) {
+                                         const double* sgx, T* gi, int64_t total,
+                                         ChanGeom geo, double count) {
   using A = acc_t<T>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = (i / HW) % C;
+    const int64_t c = geo.channel_of(i);
     const double k = (w ? w[c] : 1.0) * invstd[c];
     const double mg = sg ? sg[c] / count : 0.0, mgx = sgx ? sgx[c] / count : 0.0;
     const A ka = static_cast<A>(k), c1 = static_cast<A>(-k * invstd[c] * mgx),
@@ -588,10 +672,20 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
     mean = empty(DimVector{C}, ScalarType::Float64, dev);
     var = empty(DimVector{C}, ScalarType::Float64, dev);
     if (C > 0) {
+      const Split sp = split_for(C, count);
+      Tensor ps = empty(DimVector{sp.splits, C}, ScalarType::Float64, dev);
+      Tensor ps2 = empty(DimVector{sp.splits, C}, ScalarType::Float64, dev);
+      const ChanGeom geo(N, C, HW);
       EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
         using T = scalar_t;
-        bn_stats_kernel<T><<<static_cast<unsigned>(C), nnk::kRowBlock, 0, ix::stream_of(x)>>>(
-            x->data_as<T>(), mean->data_as<double>(), var->data_as<double>(), N, C, HW);
+        const dim3 grid(static_cast<unsigned>(C), static_cast<unsigned>(sp.splits));
+        bn_stats_kernel<T><<<grid, nnk::kRowBlock, 0, ix::stream_of(x)>>>(
+            x->data_as<T>(), ps->data_as<double>(), ps2->data_as<double>(), geo, sp.per);
+        check_launch(op);
+        bn_moments_kernel<T><<<blocks_for(C), kBlockSize, 0, ix::stream_of(x)>>>(
+            x->data_as<T>(), ps->data_as<double>(), ps2->data_as<double>(),
+            mean->data_as<double>(), var->data_as<double>(), C, HW, sp.splits,
+            static_cast<double>(count));
         check_launch(op);
       });
     }
@@ -617,8 +711,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
     EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
       using T = scalar_t;
       bn_normalize_kernel<T><<<blocks_for(total, 4), kBlockSize, 0, ix::stream_of(x)>>>(
-          x->data_as<T>(), out->data_as<T>(), dptr(scale), dptr(shift), total, C,
-          std::max<int64_t>(HW, 1));
+          x->data_as<T>(), out->data_as<T>(), dptr(scale), dptr(shift), total,
+          ChanGeom(N, C, HW));
       check_launch(op);
     });
   }
@@ -683,8 +777,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
         using T = scalar_t;
         bn_backward_input_kernel<T><<<blocks_for(total, 4), kBlockSize, 0, ix::stream_of(x)>>>(
             g->data_as<T>(), x->data_as<T>(), dptr(md), dptr(id), dptr(wd),
-            train ? dptr(sg) : nullptr, train ? dptr(sgx) : nullptr, gi->data_as<T>(), total, C,
-            std::max<int64_t>(HW, 1), static_cast<double>(count));
+            train ? dptr(sg) : nullptr, train ? dptr(sgx) : nullptr, gi->data_as<T>(), total,
+            ChanGeom(N, C, HW), static_cast<double>(count));
         check_launch(op);
       });
     }
