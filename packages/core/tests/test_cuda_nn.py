@@ -79,6 +79,7 @@ SOFTMAX_CASES = [
     ((4, 1024), 1),  # the largest warp row
     ((3, 5, 6), 1),  # a middle dim: thread per column
     ((6, 2, 3), 0),
+    ((2, 3000, 3), 1),  # few long strided rows: block per row, stride 3
     ((5,), 0),
     ((), 0),
     ((0, 4), 1),

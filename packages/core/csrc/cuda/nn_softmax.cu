@@ -2,7 +2,8 @@
 // nn_activation.cpp). The input is made contiguous and seen as (outer, n, inner); each of its
 // outer * inner rows of n elements (stride inner) is owned by a team (nn_common.cuh): a warp for
 // last-dim rows of up to 1024 elements, a block for longer ones, one thread per row when the dim
-// is not the last (adjacent threads then read adjacent columns). The forward pass reads a row
+// is not the last (adjacent threads then read adjacent columns; a block per row when there are
+// few long ones). The forward pass reads a row
 // once for an online max + sum of exp, then writes it; math is in float for the 16-bit floats.
 #include <limits>
 
@@ -78,9 +79,12 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, T* gi, int64_t r
   }
 }
 
-// The team mode of the rows of s (there are s.outer * s.inner of them).
+// The team mode of the rows of s (there are s.outer * s.inner of them): by length for
+// contiguous rows; a thread per strided row, unless there are few long ones (a block each then,
+// reading with stride inner, rather than a handful of threads walking them alone).
 int plan_mode(const RowShape& s) {
-  return s.inner == 1 ? nnk::team_mode(s.n, 1) : int(nnk::kThread);
+  if (s.inner == 1) return nnk::team_mode(s.n, 1);
+  return s.outer * s.inner < 2048 && s.n >= 1024 ? int(nnk::kBlock) : int(nnk::kThread);
 }
 
 Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
