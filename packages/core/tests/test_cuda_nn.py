@@ -417,11 +417,18 @@ def test_embedding_forward_backward(dtype):
             ref = C.embedding_dense_backward(g, idx, 50, padding_idx, freq)
             got = C.embedding_dense_backward(cu(g), cu(idx), 50, padding_idx, freq)
             check(got, ref, tol, f"embedding_backward padding_idx={padding_idx} freq={freq}")
-    # Many duplicates of a few rows (atomics under contention), an NCF-sized table.
+    # Many duplicates of a few rows (atomics under contention), an NCF-sized table. The CUDA
+    # kernel sums 16-bit gradients in float32 and rounds once, where the CPU rounds every add:
+    # compare with the float64 sum rounded to the dtype.
     idx2 = ints(RNG.integers(0, 4, size=(4096,)))
     g2 = make((4096, 64), dtype)
+    # (The CPU kernel itself, rounding every add, misses that for the 16-bit dtypes: the dry run
+    # on the CPU skips them.)
+    if DEV == "cpu" and dtype in ("float16", "bfloat16"):
+        return
+    ref2 = C.embedding_dense_backward(g2.to(ember.float64), idx2, 100000, -1, False)
     check(C.embedding_dense_backward(cu(g2), cu(idx2), 100000, -1, False),
-          C.embedding_dense_backward(g2, idx2, 100000, -1, False), tol * 10, "duplicates")
+          ref2.to(g2.dtype), 5e-4 if dtype == "float32" else tol, "duplicates")
 
 
 def test_embedding_errors():
