@@ -483,6 +483,11 @@ uint64_t nondeterministic_seed() {
 
 }  // namespace
 
+void bernoulli_scalar_(const Tensor& self, double p, Generator* g) {
+  EMBER_CHECK(p >= 0.0 && p <= 1.0, "bernoulli_: expects p to be in [0, 1], but got p=", p);
+  bernoulli_fill(self, nullptr, p, g, "bernoulli_");
+}
+
 void bind_random(py::module_& m) {
   m.def(
       "manual_seed", [](uint64_t seed) { default_cuda_generator(-1).manual_seed(seed); },

@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include "core/generator.h"
+#include "core/tensor.h"
 
 namespace ember {
 namespace cuda {
@@ -14,6 +15,11 @@ namespace cuda {
 Generator& default_cuda_generator(int index = -1);
 
 void bind_random(pybind11::module_& m);
+
+// Fills self (a CUDA tensor of any dtype) with Bernoulli(p) draws, 1 with probability p, from
+// `g` (null: the default generator of self's device), as bernoulli_(self, p) does: the C++ entry
+// for kernels that need a random mask (native_dropout in nn_embedding.cu).
+void bernoulli_scalar_(const Tensor& self, double p, Generator* g);
 
 }  // namespace cuda
 }  // namespace ember

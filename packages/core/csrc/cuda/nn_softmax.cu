@@ -1,0 +1,171 @@
+// CUDA kernels of softmax / log_softmax and their backward (semantics: kernels/cpu/
+// nn_activation.cpp). The input is made contiguous and seen as (outer, n, inner); each of its
+// outer * inner rows of n elements (stride inner) is owned by a team (nn_common.cuh): a warp for
+// last-dim rows of up to 1024 elements, a block for longer ones, one thread per row when the dim
+// is not the last (adjacent threads then read adjacent columns; a block per row when there are
+// few long ones). The forward pass reads a row
+// once for an online max + sum of exp, then writes it; math is in float for the 16-bit floats.
+#include <limits>
+
+#include "core/dispatch.h"
+#include "cuda/cuda_registry.h"
+#include "cuda/nn_common.cuh"
+#include "ops.h"
+#include "ops/op_types.h"
+
+namespace ember {
+namespace cuda {
+namespace {
+
+using nnk::acc_t;
+using nnk::MaxSum;
+
+struct RowShape {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+RowShape row_shape(const Tensor& t, int64_t dim) {
+  RowShape s;
+  for (int64_t d = 0; d < t->dim(); ++d) {
+    if (d < dim) s.outer *= t->size(d);
+    if (d == dim) s.n = t->size(d);
+    if (d > dim) s.inner *= t->size(d);
+  }
+  return s;
+}
+
+template <class T>
+__global__ void softmax_forward_kernel(const T* x, T* y, int64_t rows, int64_t n, int64_t inner,
+                                       int mode, bool log) {
+  using A = acc_t<T>;
+  const nnk::Team tm = nnk::make_team(mode);
+  if (tm.id >= rows) return;
+  const int64_t base = (tm.id / inner) * n * inner + tm.id % inner;
+  const T* xr = x + base;
+  T* yr = y + base;
+  MaxSum<A> ms{-std::numeric_limits<A>::infinity(), A(0)};
+  for (int64_t k = tm.rank; k < n; k += tm.size) nnk::maxsum_step(ms, to_op<T>(xr[k * inner]));
+  ms = nnk::team_reduce(ms, mode, nnk::MergeMaxSum{});
+  if (log) {
+    const A lse = ms.m + dm::log(ms.s);
+    for (int64_t k = tm.rank; k < n; k += tm.size)
+      yr[k * inner] = from_op<T>(to_op<T>(xr[k * inner]) - lse);
+  } else {
+    const A inv = A(1) / ms.s;
+    for (int64_t k = tm.rank; k < n; k += tm.size)
+      yr[k * inner] = from_op<T>(dm::exp(to_op<T>(xr[k * inner]) - ms.m) * inv);
+  }
+}
+
+// softmax: gi = y * (g - sum(g * y)); log_softmax: gi = g - exp(y) * sum(g).
+template <class T>
+__global__ void softmax_backward_kernel(const T* g, const T* y, T* gi, int64_t rows, int64_t n,
+                                        int64_t inner, int mode, bool log) {
+  using A = acc_t<T>;
+  const nnk::Team tm = nnk::make_team(mode);
+  if (tm.id >= rows) return;
+  const int64_t base = (tm.id / inner) * n * inner + tm.id % inner;
+  const T* gr = g + base;
+  const T* yr = y + base;
+  T* o = gi + base;
+  A acc = 0;
+  for (int64_t k = tm.rank; k < n; k += tm.size) {
+    const A gv = to_op<T>(gr[k * inner]);
+    acc += log ? gv : gv * to_op<T>(yr[k * inner]);
+  }
+  acc = nnk::team_sum(acc, mode);
+  for (int64_t k = tm.rank; k < n; k += tm.size) {
+    const A gv = to_op<T>(gr[k * inner]), yv = to_op<T>(yr[k * inner]);
+    o[k * inner] = from_op<T>(log ? gv - dm::exp(yv) * acc : yv * (gv - acc));
+  }
+}
+
+// The team mode of the rows of s (there are s.outer * s.inner of them): by length for
+// contiguous rows; a thread per strided row, unless there are few long ones (a block each then,
+// reading with stride inner, rather than a handful of threads walking them alone).
+int plan_mode(const RowShape& s) {
+  if (s.inner == 1) return nnk::team_mode(s.n, 1);
+  return s.outer * s.inner < 2048 && s.n >= 1024 ? int(nnk::kBlock) : int(nnk::kThread);
+}
+
+Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
+                      std::optional<ScalarType> dtype, bool log) {
+  ix::check_cuda(self, op, "self");
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(self->dim(), 1), op);
+  ScalarType dt = self->dtype();
+  if (dtype && *dtype != dt) {
+    EMBER_CHECK_KIND(is_floating(*dtype), Type, op, ": dtype must be a floating dtype, got ",
+                     dtype_name(*dtype));
+    dt = *dtype;
+  }
+  EMBER_CHECK_KIND(is_floating(dt), Type, op,
+                   ": expected a floating-point input (or dtype=), got ", dtype_name(dt));
+  DeviceGuard guard(ix::device_index(self));
+  Tensor x = nnk::contig(self, dt, op);
+  Tensor out = empty(x->sizes(), dt, x->device());
+  if (x->numel() == 0) return out;
+  const RowShape s = x->dim() == 0 ? RowShape{} : row_shape(x, d);
+  const int64_t rows = s.outer * s.inner;
+  const int mode = plan_mode(s);
+  EMBER_DISPATCH_FLOAT(dt, op, [&] {
+    using T = scalar_t;
+    softmax_forward_kernel<T>
+        <<<nnk::team_blocks(mode, rows), nnk::team_threads(mode), 0, ix::stream_of(x)>>>(
+            x->data_as<T>(), out->data_as<T>(), rows, s.n, s.inner, mode, log);
+    check_launch(op);
+  });
+  return out;
+}
+
+Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor& output,
+                               int64_t dim, bool log) {
+  ix::check_cuda(output, op, "output");
+  nnk::check_device(output, grad, op, "grad_output");
+  EMBER_CHECK(grad->sizes() == output->sizes(), op, ": grad_output of shape ",
+              shape_str(grad->sizes()), " doesn't match output of shape ",
+              shape_str(output->sizes()));
+  EMBER_CHECK_KIND(is_floating(output->dtype()), Type, op,
+                   ": expected a floating-point output, got ", dtype_name(output->dtype()));
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(output->dim(), 1), op);
+  DeviceGuard guard(ix::device_index(output));
+  Tensor y = nnk::contig(output, op);
+  Tensor g = nnk::contig(grad, y->dtype(), op);
+  Tensor out = empty(y->sizes(), y->dtype(), y->device());
+  if (y->numel() == 0) return out;
+  const RowShape s = y->dim() == 0 ? RowShape{} : row_shape(y, d);
+  const int64_t rows = s.outer * s.inner;
+  const int mode = plan_mode(s);
+  EMBER_DISPATCH_FLOAT(y->dtype(), op, [&] {
+    using T = scalar_t;
+    softmax_backward_kernel<T>
+        <<<nnk::team_blocks(mode, rows), nnk::team_threads(mode), 0, ix::stream_of(y)>>>(
+            g->data_as<T>(), y->data_as<T>(), out->data_as<T>(), rows, s.n, s.inner, mode, log);
+    check_launch(op);
+  });
+  return out;
+}
+
+Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_common("softmax", self, dim, dtype, false);
+}
+Tensor log_softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_common("log_softmax", self, dim, dtype, true);
+}
+Tensor _softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  return softmax_backward_common("softmax_backward", grad_output, output, dim, false);
+}
+Tensor _log_softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  return softmax_backward_common("log_softmax_backward", grad_output, output, dim, true);
+}
+
+void register_softmax() {
+  register_kernel("softmax", DeviceType::CUDA, &softmax);
+  register_kernel("log_softmax", DeviceType::CUDA, &log_softmax);
+  register_kernel("_softmax_backward_data", DeviceType::CUDA, &_softmax_backward_data);
+  register_kernel("_log_softmax_backward_data", DeviceType::CUDA, &_log_softmax_backward_data);
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace ember
+
+EMBER_CUDA_REGISTER(ember::cuda::register_softmax)
