@@ -81,10 +81,27 @@ python3 -c "import ember, ember._C_cuda as c; print('cuda available:', c.is_avai
   2>&1 | tee -a "$report"
 
 # ---- smoke: outside pytest, with and without torch loaded ------------------------------------
+# Each step of CUDA work is followed by probes of the host heap, canaries and engine errors; on a
+# crash the last "[step] probe ..." line names the first step that broke the host (see the
+# script's docstring). The third run repeats the first under glibc's checking malloc, which
+# aborts at the first corrupted chunk instead of crashing later.
 if [[ " $phases " == *" tests "* ]]; then
-  for flag in "" --torch; do
-    timeout 60 python3 -X faulthandler tools/gpu_smoke.py $flag >"$out/smoke$flag.log" 2>&1
-    say "- smoke $flag: exit $? $(tail -1 "$out/smoke$flag.log" | cut -c1-200)"
+  mdebug=$(ls /usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0 /lib64/libc_malloc_debug.so.0 2>/dev/null | head -1)
+  for run in plain torch mcheck; do
+    flag=""; envs=()
+    [ "$run" = torch ] && flag=--torch
+    if [ "$run" = mcheck ]; then
+      [ -n "$mdebug" ] || { say "- smoke mcheck: no libc_malloc_debug.so.0 here"; continue; }
+      envs=(LD_PRELOAD="$mdebug" MALLOC_CHECK_=3 PYTHONMALLOC=malloc)
+    fi
+    env "${envs[@]}" timeout 120 python3 -X faulthandler tools/gpu_smoke.py $flag >"$out/smoke_$run.log" 2>&1
+    rc=$?
+    say "- smoke $run: exit $rc; $(tail -1 "$out/smoke_$run.log" | cut -c1-300)"
+    if [ $rc -ne 0 ]; then
+      say "  last probe lines before the failure:"
+      grep -E "^\[|!!!|Fatal|Segmentation|corrupt|free\(\)|malloc" "$out/smoke_$run.log" | tail -6 | sed 's/^/    /' | tee -a "$report" >/dev/null
+    fi
+    grep -E "Addressing Mode|uvm_disable_hmm|step failed|!!!" "$out/smoke_$run.log" | head -12 | sed 's/^/    /' | tee -a "$report" >/dev/null
   done
 fi
 
