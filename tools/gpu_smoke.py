@@ -78,6 +78,72 @@ def loaded_libraries() -> None:
         say(f"  mapped: {p}")
 
 
+# The C++ runtime's own symbols, which a second copy of libstdc++ (linked statically into some
+# library, exported) could interpose: which file each resolves to from each mapped library.
+CXX_SYMBOLS = ("_ZNSt6locale7classicEv", "_ZNSt6locale2id5_M_idEv",
+               "_ZNSo9_M_insertImEERSoT_")  # locale::classic, locale::id::_M_id, ostream<<ulong
+
+
+class DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def cxx_runtime_copies(step: str) -> None:
+    """Reports any mapped library that resolves libstdc++'s locale symbols to a file other than
+    libstdc++.so.6 (two copies of the C++ runtime's locale state in one process)."""
+    dl = ctypes.CDLL(None)
+    dl.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    paths = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and ".so" in parts[-1]:
+                paths.add(parts[-1])
+    odd = set()
+    for path in sorted(paths):
+        try:
+            h = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
+            continue
+        for sym in CXX_SYMBOLS:
+            try:
+                addr = ctypes.cast(getattr(h, sym), ctypes.c_void_p).value
+            except AttributeError:
+                continue
+            info = DlInfo()
+            if dl.dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+                src = info.dli_fname.decode()
+                if "libstdc++" not in os.path.basename(src):
+                    odd.add(f"{sym} from {os.path.basename(path)} -> {src}")
+    for o in sorted(odd):
+        failures.append(f"{step}: second C++ runtime: {o}")
+        say(f"[{step}] !!! libstdc++ symbol resolved outside libstdc++: {o}")
+
+
+def locale_facets(step: str) -> None:
+    """Where the global locale's number-formatting facets and their vtables live (read without
+    formatting a number): a vtable outside libstdc++, or in no mapped file, is the crash."""
+    import ember._C_cuda as m  # noqa: PLC0415
+
+    fn = getattr(m, "_debug_cxx_locale", None)
+    if fn is None:
+        return
+    say(f"[{step}] probe C++ locale facets")
+    info = fn()
+    brief = {k: (v["object_in"].rsplit("/", 1)[-1], v["vtable_in"].rsplit("/", 1)[-1])
+             if isinstance(v, dict) else v for k, v in info.items()}
+    say(f"[{step}] locale: {brief}")
+    for k, v in info.items():
+        if isinstance(v, dict) and "libstdc++" not in v["vtable_in"]:
+            failures.append(f"{step}: locale facet {k} vtable in {v['vtable_in']}")
+            say(f"[{step}] !!! the global locale's {k} facet has its vtable in {v['vtable_in']}")
+    if not info["global_is_classic"]:
+        say(f"[{step}] !!! the C++ global locale was changed (std::locale::global) to "
+            f"{info['global_name']!r}")
+        failures.append(f"{step}: global locale changed")
+
+
 # ---- probes -----------------------------------------------------------------------------------
 
 libc = ctypes.CDLL(None)
@@ -147,12 +213,38 @@ def probe_errors(step: str, with_cuda: bool) -> None:
             expect_error(lambda: ember.pow(g, -1), "pow")
 
 
+_mapped_before: set = set()
+
+
+def mapped_changes(step: str) -> None:
+    """Shared objects loaded or unloaded since the last probe (a library the driver loads and
+    unloads again, leaving state behind, would show here)."""
+    global _mapped_before
+    now = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and ".so" in parts[-1]:
+                now.add(parts[-1])
+    if _mapped_before:
+        for p in sorted(now - _mapped_before):
+            say(f"[{step}] loaded: {p}")
+        for p in sorted(_mapped_before - now):
+            say(f"[{step}] !!! unloaded: {p}")
+    _mapped_before = now
+
+
 def probe(step: str, with_cuda: bool = True) -> None:
+    mapped_changes(step)
     if with_cuda:
         say(f"[{step}] synchronize")
         ember.cuda.synchronize()
     probe_heap(step)
     probe_canaries(step)
+    say(f"[{step}] probe C++ runtime copies")
+    cxx_runtime_copies(step)
+    if with_cuda:
+        locale_facets(step)
     probe_errors(step, with_cuda)
     say(f"[{step}] ok")
 
