@@ -103,6 +103,15 @@ if [[ " $phases " == *" tests "* ]]; then
     fi
     grep -E "Addressing Mode|uvm_disable_hmm|step failed|!!!" "$out/smoke_$run.log" | head -12 | sed 's/^/    /' | tee -a "$report" >/dev/null
   done
+  # The same steps inside pytest (with its output capture), where the crash was seen; progress
+  # goes to a log file that the capture cannot swallow.
+  rm -f "$out/smoke_pytest.log"
+  GPU_SMOKE_LOG=$out/smoke_pytest.log PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout 180 \
+    python3 -X faulthandler -m pytest -q -p no:cacheprovider -o addopts="" tools/gpu_smoke.py \
+    >"$out/smoke_pytest.out" 2>&1
+  rc=$?
+  say "- smoke pytest: exit $rc; $(tail -1 "$out/smoke_pytest.out" | cut -c1-200)"
+  grep -E "^\[|!!!" "$out/smoke_pytest.log" 2>/dev/null | grep -E "!!!|probe|step failed" | tail -4 | sed 's/^/    /' | tee -a "$report" >/dev/null
 fi
 
 # ---- tests -------------------------------------------------------------------------------

@@ -25,19 +25,28 @@ import os
 import sys
 import traceback
 
-TORCH = "--torch" in sys.argv
+# Options come from the command line or, under pytest (`pytest tools/gpu_smoke.py`, the run that
+# reproduces the test processes), from GPU_SMOKE_TORCH=1 / GPU_SMOKE_ONLY=step.
+TORCH = "--torch" in sys.argv or os.environ.get("GPU_SMOKE_TORCH") == "1"
 if TORCH:
     import torch
 
 import ember
 import numpy as np
 
-ONLY = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+ONLY = (sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv
+        else os.environ.get("GPU_SMOKE_ONLY"))
+LOG = os.environ.get("GPU_SMOKE_LOG")  # also append every line here (survives pytest's capture)
 failures: list[str] = []
 
 
 def say(msg: str) -> None:
     print(msg, flush=True)
+    if LOG:
+        with open(LOG, "a") as f:
+            f.write(msg + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
 
 # ---- environment ------------------------------------------------------------------------------
@@ -101,6 +110,18 @@ def cxx_runtime_copies(step: str) -> None:
             if len(parts) >= 6 and ".so" in parts[-1]:
                 paths.add(parts[-1])
     odd = set()
+    # The global scope (what a symbol bound after a library was loaded RTLD_GLOBAL resolves to).
+    glob = ctypes.CDLL(None)
+    for sym in CXX_SYMBOLS:
+        try:
+            addr = ctypes.cast(getattr(glob, sym), ctypes.c_void_p).value
+        except AttributeError:
+            continue
+        info = DlInfo()
+        if dl.dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+            src = info.dli_fname.decode()
+            if "libstdc++" not in os.path.basename(src):
+                odd.add(f"{sym} from the global scope -> {src}")
     for path in sorted(paths):
         try:
             h = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
@@ -420,6 +441,12 @@ def main() -> None:
     # The last line is what gpu_check.sh reports.
     say(f"smoke done, torch imported: {TORCH}; failed steps/canaries: "
         f"{'; '.join(failures) if failures else 'none'}")
+
+
+def test_smoke() -> None:
+    """The same run inside pytest, where the crash was seen."""
+    main()
+    assert not failures, failures
 
 
 if __name__ == "__main__":
