@@ -83,13 +83,15 @@ python3 -c "import ember, ember._C_cuda as c; print('cuda available:', c.is_avai
 # ---- smoke: outside pytest, with and without torch loaded ------------------------------------
 # Each step of CUDA work is followed by probes of the host heap, canaries and engine errors; on a
 # crash the last "[step] probe ..." line names the first step that broke the host (see the
-# script's docstring). The third run repeats the first under glibc's checking malloc, which
-# aborts at the first corrupted chunk instead of crashing later.
+# script's docstring). "early" formats numbers in errors before any CUDA work (the tests crashed
+# at the first such error after it); "mcheck" repeats "plain" under glibc's checking malloc,
+# which aborts at the first corrupted chunk instead of crashing later.
 if [[ " $phases " == *" tests "* ]]; then
   mdebug=$(ls /usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0 /lib64/libc_malloc_debug.so.0 2>/dev/null | head -1)
-  for run in plain torch mcheck; do
+  for run in plain early torch mcheck; do
     flag=""; envs=()
     [ "$run" = torch ] && flag=--torch
+    [ "$run" = early ] && flag=--early
     if [ "$run" = mcheck ]; then
       [ -n "$mdebug" ] || { say "- smoke mcheck: no libc_malloc_debug.so.0 here"; continue; }
       envs=(LD_PRELOAD="$mdebug" MALLOC_CHECK_=3 PYTHONMALLOC=malloc)

@@ -15,7 +15,7 @@ before a crash names the step and the probe. A step whose ops fail (a kernel bug
 error and the probes still run. `--torch` imports torch first and adds a step of torch CUDA
 work, as the tests' comparisons do; `--only STEP` runs the setup steps and that one.
 
-    python3 -X faulthandler tools/gpu_smoke.py [--torch] [--only STEP]
+    python3 -X faulthandler tools/gpu_smoke.py [--torch] [--early] [--only STEP]
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ import numpy as np
 
 ONLY = (sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv
         else os.environ.get("GPU_SMOKE_ONLY"))
+# The tests crashed at the first error message holding a number after CUDA work; by default no
+# number is formatted before the first copy, as there. `--early` formats them from the start: if
+# only the default run crashes, state created lazily after CUDA init (the locale's number caches)
+# is what breaks.
+EARLY = "--early" in sys.argv or os.environ.get("GPU_SMOKE_EARLY") == "1"
+numbers_allowed = EARLY
 LOG = os.environ.get("GPU_SMOKE_LOG")  # also append every line here (survives pytest's capture)
 failures: list[str] = []
 
@@ -221,6 +227,9 @@ def probe_errors(step: str, with_cuda: bool) -> None:
     say(f"[{step}] probe errors: engine, plain message")
     for _ in range(50):
         expect_error(lambda: ember.add(a, a, alpha=1.5), "add alpha")
+    if not numbers_allowed:
+        say(f"[{step}] (no message with a number yet)")
+        return
     say(f"[{step}] probe errors: engine, message with an integer (ostream << unsigned long)")
     for _ in range(50):
         expect_error(lambda: ember._C._TestCachingAllocator(1 << 40, round=100), "round")
@@ -255,7 +264,9 @@ def mapped_changes(step: str) -> None:
     _mapped_before = now
 
 
-def probe(step: str, with_cuda: bool = True) -> None:
+def probe(step: str, with_cuda: bool = True, module: bool = True) -> None:
+    """with_cuda: the device is in use (synchronize, and raise an error from a CUDA kernel file,
+    which copies a tensor to the device); module: ember._C_cuda is loaded (locale facets)."""
     mapped_changes(step)
     if with_cuda:
         say(f"[{step}] synchronize")
@@ -264,7 +275,7 @@ def probe(step: str, with_cuda: bool = True) -> None:
     probe_canaries(step)
     say(f"[{step}] probe C++ runtime copies")
     cxx_runtime_copies(step)
-    if with_cuda:
+    if module:
         locale_facets(step)
     probe_errors(step, with_cuda)
     say(f"[{step}] ok")
@@ -415,17 +426,31 @@ def main() -> None:
     say("libraries before CUDA:")
     loaded_libraries()
     make_canaries()
-    probe("no CUDA yet", with_cuda=False)
+    say(f"ember._C_cuda loaded by `import ember`: {'ember._C_cuda' in sys.modules}")
+    probe("no CUDA yet", with_cuda=False, module=False)
+    # The first CUDA work in small stages, each probed: loading the module (its libraries,
+    # cuBLAS among them, and cuInit), the context, one allocation, one copy each way.
+    say("[load] import ember._C_cuda")
+    import ember._C_cuda  # noqa: F401, PLC0415
+    probe("load", with_cuda=False)
     if not ember.cuda.is_available():
         say("no CUDA device: done")
         return
-    say("[cuda init]")
+    say("[context] ember.cuda.init()")
     ember.cuda.init()
-    x = ember.ones(4, device="cuda")
+    probe("context", with_cuda=False)
+    say("[alloc] ember.empty(4, device='cuda')")
+    x = ember.empty(4, device="cuda")
+    probe("alloc", with_cuda=False)
+    say("[copy] 4 floats to the device and back")
+    x.copy_(ember.arange(4.0))
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
     del x
     say("libraries after CUDA init:")
     loaded_libraries()
-    probe("cuda init")
+    global numbers_allowed
+    numbers_allowed = True
+    probe("copy")
     for name, fn in STEPS:
         if ONLY and name != ONLY:
             continue
@@ -439,7 +464,7 @@ def main() -> None:
     say("libraries at the end:")
     loaded_libraries()
     # The last line is what gpu_check.sh reports.
-    say(f"smoke done, torch imported: {TORCH}; failed steps/canaries: "
+    say(f"smoke done, torch imported: {TORCH}, early numbers: {EARLY}; failures: "
         f"{'; '.join(failures) if failures else 'none'}")
 
 
