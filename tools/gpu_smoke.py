@@ -71,7 +71,11 @@ def environment() -> None:
                 say("nvidia-smi: " + line.strip())
     except Exception as e:  # noqa: BLE001 - informational only
         say(f"nvidia-smi: {e}")
-    for p in ("/sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
+    say(f"dlopen flags {sys.getdlopenflags()}; " + "; ".join(
+        f"{k}={os.environ.get(k)!r}" for k in ("LD_PRELOAD", "LD_BIND_NOW", "LD_LIBRARY_PATH",
+                                               "CUDA_MODULE_LOADING", "MALLOC_CHECK_")))
+    for p in ("/sys/kernel/mm/transparent_hugepage/enabled",
+              "/sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
               "/sys/module/nvidia_uvm/parameters/uvm_ats_mode"):
         if os.path.exists(p):
             say(f"{p} = {open(p).read().strip()}")
