@@ -27,12 +27,13 @@ import traceback
 
 # Options come from the command line or, under pytest (`pytest tools/gpu_smoke.py`, the run that
 # reproduces the test processes), from GPU_SMOKE_TORCH=1 / GPU_SMOKE_ONLY=step.
-TORCH = "--torch" in sys.argv or os.environ.get("GPU_SMOKE_TORCH") == "1"
-if TORCH:
+if "--torch" in sys.argv or os.environ.get("GPU_SMOKE_TORCH") == "1":
     import torch
 
 import ember
 import numpy as np
+
+TORCH = "--torch" in sys.argv or os.environ.get("GPU_SMOKE_TORCH") == "1"
 
 ONLY = (sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv
         else os.environ.get("GPU_SMOKE_ONLY"))
