@@ -89,6 +89,8 @@ python3 -c "import ember, ember._C_cuda as c; print('cuda available:', c.is_avai
 # test, off with EMBER_CUDA_NO_FORMAT_WARMUP=1). The runs:
 #   plain     as the tests run (warm-up on)           nowarmup  warm-up off: the crash scenario
 #   early     warm-up off, numbers before any CUDA    torch     torch imported first
+#   nothp     nowarmup with ember's CPU allocator not asking for transparent huge pages (the
+#             host memory the GPU copies into; the system's THP mode is "madvise" there)
 #   mcheck    nowarmup under glibc's checking malloc (aborts at the first corrupted chunk)
 #   pytest    nowarmup inside pytest, where the crash was seen
 # plain passing while nowarmup crashes (and early passes) means state the C++ runtime creates
@@ -96,11 +98,12 @@ python3 -c "import ember, ember._C_cuda as c; print('cuda available:', c.is_avai
 # PHASES="build smoke" runs only these (about a minute).
 if [[ " $phases " == *" tests "* || " $phases " == *" smoke "* ]]; then
   mdebug=$(ls /usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0 /lib64/libc_malloc_debug.so.0 2>/dev/null | head -1)
-  for run in plain nowarmup early torch mcheck; do
+  for run in plain nowarmup early nothp torch mcheck; do
     flag=""; envs=(EMBER_CUDA_NO_FORMAT_WARMUP=1)
     case $run in
       plain) envs=(EMBER_CUDA_NO_FORMAT_WARMUP=0) ;;
       early) flag=--early ;;
+      nothp) envs+=(EMBER_CPU_NO_HUGEPAGES=1) ;;
       torch) flag=--torch; envs=(EMBER_CUDA_NO_FORMAT_WARMUP=0) ;;
       mcheck)
         [ -n "$mdebug" ] || { say "- smoke mcheck: no libc_malloc_debug.so.0 here"; continue; }
