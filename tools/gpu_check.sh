@@ -5,6 +5,7 @@
 #
 #   bash tools/gpu_check.sh            # everything
 #   PHASES="build tests" bash tools/gpu_check.sh
+#   PHASES="build smoke" bash tools/gpu_check.sh   # only the crash diagnosis (tools/gpu_smoke.py)
 #   TESTS="packages/core/tests/test_cuda_runtime.py" bash tools/gpu_check.sh
 #
 # Missing build dependencies (scipy-openblas32 has no copy there) are installed from wheels in
@@ -81,11 +82,51 @@ python3 -c "import ember, ember._C_cuda as c; print('cuda available:', c.is_avai
   2>&1 | tee -a "$report"
 
 # ---- smoke: outside pytest, with and without torch loaded ------------------------------------
-if [[ " $phases " == *" tests "* ]]; then
-  for flag in "" --torch; do
-    timeout 60 python3 -X faulthandler tools/gpu_smoke.py $flag >"$out/smoke$flag.log" 2>&1
-    say "- smoke $flag: exit $? $(tail -1 "$out/smoke$flag.log" | cut -c1-200)"
+# Each step of CUDA work is followed by probes of the host heap, canaries and engine errors; on a
+# crash the last "[step] probe ..." line names the first step that broke the host (see the
+# script's docstring). The tests crashed at the first error formatting a number after CUDA work;
+# ember._C_cuda now creates the number-formatting state before CUDA starts (a mitigation under
+# test, off with EMBER_CUDA_NO_FORMAT_WARMUP=1). The runs:
+#   plain     as the tests run (warm-up on)           nowarmup  warm-up off: the crash scenario
+#   early     warm-up off, numbers before any CUDA    torch     torch imported first
+#   nothp     nowarmup with ember's CPU allocator not asking for transparent huge pages (the
+#             host memory the GPU copies into; the system's THP mode is "madvise" there)
+#   mcheck    nowarmup under glibc's checking malloc (aborts at the first corrupted chunk)
+#   pytest    nowarmup inside pytest, where the crash was seen
+# plain passing while nowarmup crashes (and early passes) means state the C++ runtime creates
+# lazily after CUDA init is what breaks; mcheck failing means heap corruption.
+# PHASES="build smoke" runs only these (about a minute).
+if [[ " $phases " == *" tests "* || " $phases " == *" smoke "* ]]; then
+  mdebug=$(ls /usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0 /lib64/libc_malloc_debug.so.0 2>/dev/null | head -1)
+  for run in plain nowarmup early nothp torch mcheck; do
+    flag=""; envs=(EMBER_CUDA_NO_FORMAT_WARMUP=1)
+    case $run in
+      plain) envs=(EMBER_CUDA_NO_FORMAT_WARMUP=0) ;;
+      early) flag=--early ;;
+      nothp) envs+=(EMBER_CPU_NO_HUGEPAGES=1) ;;
+      torch) flag=--torch; envs=(EMBER_CUDA_NO_FORMAT_WARMUP=0) ;;
+      mcheck)
+        [ -n "$mdebug" ] || { say "- smoke mcheck: no libc_malloc_debug.so.0 here"; continue; }
+        envs+=(LD_PRELOAD="$mdebug" MALLOC_CHECK_=3 PYTHONMALLOC=malloc) ;;
+    esac
+    env "${envs[@]}" timeout 90 python3 -X faulthandler tools/gpu_smoke.py $flag >"$out/smoke_$run.log" 2>&1
+    rc=$?
+    say "- smoke $run: exit $rc; $(tail -1 "$out/smoke_$run.log" | cut -c1-300)"
+    if [ $rc -ne 0 ]; then
+      say "  last probe lines before the failure:"
+      grep -E "^\[|!!!|Fatal|Segmentation|corrupt|free\(\)|malloc" "$out/smoke_$run.log" | tail -6 | sed 's/^/    /' | tee -a "$report" >/dev/null
+    fi
+    grep -E "Addressing Mode|uvm_disable_hmm|step failed|!!!" "$out/smoke_$run.log" | head -12 | sed 's/^/    /' | tee -a "$report" >/dev/null
   done
+  # The same steps inside pytest (with its output capture); progress goes to a log file that the
+  # capture cannot swallow.
+  rm -f "$out/smoke_pytest.log"
+  GPU_SMOKE_LOG=$out/smoke_pytest.log EMBER_CUDA_NO_FORMAT_WARMUP=1 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 \
+    timeout 120 python3 -X faulthandler -m pytest -q -p no:cacheprovider -o addopts="" \
+    tools/gpu_smoke.py >"$out/smoke_pytest.out" 2>&1
+  rc=$?
+  say "- smoke pytest (nowarmup): exit $rc; $(tail -1 "$out/smoke_pytest.out" | cut -c1-200)"
+  grep -E "!!!|probe|step failed" "$out/smoke_pytest.log" 2>/dev/null | tail -4 | sed 's/^/    /' | tee -a "$report" >/dev/null
 fi
 
 # ---- tests -------------------------------------------------------------------------------

@@ -472,7 +472,13 @@ class CpuRawAllocator final : public RawAllocator {
     void* p = nullptr;
     if (posix_memalign(&p, nbytes >= kHuge ? kHuge : 64, nbytes) != 0) return nullptr;
 #ifdef MADV_HUGEPAGE
-    if (nbytes >= kHuge) madvise(p, nbytes, MADV_HUGEPAGE);
+    // EMBER_CPU_NO_HUGEPAGES=1: plain pages (a diagnostic switch for the CUDA backend's copies
+    // into host memory on systems with HMM, see tools/gpu_smoke.py).
+    static const bool huge = [] {
+      const char* v = std::getenv("EMBER_CPU_NO_HUGEPAGES");
+      return !(v && *v && std::strcmp(v, "0") != 0);
+    }();
+    if (huge && nbytes >= kHuge) madvise(p, nbytes, MADV_HUGEPAGE);
 #endif
     return p;
   }

@@ -7,7 +7,10 @@
 //   - every kernel file's registrations (cuda_registry.h).
 #include <pybind11/pybind11.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "core/allocator.h"
@@ -37,10 +40,26 @@ void bind_runtime(py::module_& m);     // cuda_runtime_py.cpp
 }  // namespace cuda
 }  // namespace ember
 
+namespace {
+// On the H200 machine, test processes crashed at the first error message that formatted a
+// number (std::ostream << unsigned long) after CUDA work, while messages of text alone worked.
+// The C++ runtime creates its number-formatting state (the global locale's numpunct caches) on
+// first use; this creates it now, before CUDA starts, in case state made after CUDA init is what
+// breaks. A mitigation under test, not a known cause: EMBER_CUDA_NO_FORMAT_WARMUP=1 skips it
+// (tools/gpu_smoke.py runs both ways to tell).
+void warm_up_number_formatting() {
+  const char* off = std::getenv("EMBER_CUDA_NO_FORMAT_WARMUP");
+  if (off && *off && std::strcmp(off, "0") != 0) return;
+  std::ostringstream os;
+  os << 1UL << ' ' << -1L << ' ' << 1 << ' ' << 1.5 << ' ' << 1.5f << ' ' << true;
+}
+}  // namespace
+
 PYBIND11_MODULE(_C_cuda, m) {
   using namespace ember;
   using namespace ember::cuda;
   m.doc() = "ember's CUDA backend (allocator, copies, kernels, device queries).";
+  warm_up_number_formatting();  // before anything initializes CUDA (device_count below)
   py::module_::import("ember._C");  // loads the engine this module registers into
   register_all_kernels();
   if (device_count() > 0) {

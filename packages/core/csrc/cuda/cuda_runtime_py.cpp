@@ -5,6 +5,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
+
+#include <locale>
 #include <string>
 
 #include "core/allocator.h"
@@ -122,9 +125,39 @@ Tensor pin_memory(const Tensor& self) {
   return fresh(out);
 }
 
+// Where the C++ global locale's number-formatting facets live (gpu_smoke.py's diagnostic of
+// engine errors that crashed in std::ostream << unsigned long after CUDA work): each facet's
+// address and vtable with the shared object holding them, read without formatting a number.
+py::dict cxx_locale_info() {
+  auto where = [](const void* p) -> std::string {
+    Dl_info info{};
+    if (p && dladdr(p, &info) && info.dli_fname) return info.dli_fname;
+    return "?";
+  };
+  auto facet = [&](const std::locale::facet& f) {
+    const void* vtable = *reinterpret_cast<const void* const*>(&f);
+    py::dict d;
+    d["address"] = reinterpret_cast<uintptr_t>(&f);
+    d["object_in"] = where(&f);
+    d["vtable"] = reinterpret_cast<uintptr_t>(vtable);
+    d["vtable_in"] = where(vtable);
+    return d;
+  };
+  const std::locale global;
+  py::dict d;
+  d["global_name"] = global.name();
+  d["global_is_classic"] = global == std::locale::classic();
+  d["num_put"] = facet(std::use_facet<std::num_put<char>>(global));
+  d["numpunct"] = facet(std::use_facet<std::numpunct<char>>(global));
+  d["ctype"] = facet(std::use_facet<std::ctype<char>>(global));
+  d["classic_num_put"] = facet(std::use_facet<std::num_put<char>>(std::locale::classic()));
+  return d;
+}
+
 }  // namespace
 
 void bind_runtime(py::module_& m) {
+  m.def("_debug_cxx_locale", &cxx_locale_info);
   // ---- devices ----
   m.def("_init", &init);
   m.def("_is_initialized", [] { return g_initialized; });

@@ -172,7 +172,10 @@ inline void check_cuda(const Tensor& t, const char* op, const char* what) {
               " on a CUDA device, but got a tensor on ", device_type_name(t->device().type));
 }
 
-// Same device as `ref` (cuda tensors of one op must share a device).
+// Same device as `ref` (cuda tensors of one op must share a device). `ref` itself must have been
+// checked to be a CUDA tensor (check_cuda): a 0-d CPU tensor passes the dispatcher's device
+// check, and a kernel given its host pointer would read or, for a written self, write host
+// memory (silently, on a system with HMM).
 inline void check_same_device(const Tensor& ref, const Tensor& t, const char* op, const char* what) {
   if (!t) return;
   EMBER_CHECK(t->device().type == DeviceType::CUDA &&

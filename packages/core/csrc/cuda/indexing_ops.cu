@@ -368,6 +368,7 @@ IndexGeo make_geo(const DimVector& shape, int64_t dim, const Tensor& dst, bool d
 
 Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
                    bool allow_negative, const char* op) {
+  ix::check_cuda(self, op, "self");
   check_index_dtype(index, op, false);
   dim = wrap_dim(dim, self->dim(), op);
   Tensor s1 = as_1d(self), i1 = as_1d(index);
@@ -472,6 +473,7 @@ __global__ void divide_counts_kernel(int64_t n, Walk w, char* x, const int64_t* 
 Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                     const Scalar& value, Red red, bool mean, bool include_self, const Tensor& out,
                     const char* op) {
+  ix::check_cuda(self, op, "self");
   check_index_dtype(index, op, false);
   dim = wrap_dim(dim, self->dim(), op);
   if (src) {
@@ -540,6 +542,7 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
 
 void check_index_source(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                         const char* op) {
+  ix::check_cuda(self, op, "self");
   EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
   EMBER_CHECK(source->dtype() == self->dtype(), op, ": self (", dtype_name(self->dtype()),
@@ -896,6 +899,7 @@ __global__ void histc_kernel(int64_t n, const T* p, T* h, int64_t bins, dev_opma
 
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out) {
   const char* op = "index_select()";
+  ix::check_cuda(self, op, "self");
   check_index_dtype(index, op, true);
   EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
@@ -1004,6 +1008,7 @@ Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Te
 Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
                    const TensorOrScalar& value) {
   const char* op = "index_fill_()";
+  ix::check_cuda(self, op, "self");
   check_index_dtype(index, op, false);
   EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
@@ -1021,6 +1026,7 @@ Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
 
 Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) {
   const char* op = "masked_select()";
+  ix::check_cuda(self, op, "self");
   EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
                    ": expected a boolean mask, but got mask with dtype ",
                    dtype_name(mask->dtype()));
@@ -1044,6 +1050,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) 
 }
 
 Tensor index_op(const Tensor& self, const std::vector<Tensor>& indices) {
+  ix::check_cuda(self, "index", "self");
   if (indices.size() == 1 && indices[0] && indices[0]->dtype() == ScalarType::Bool &&
       indices[0]->dim() > 0 && indices[0]->sizes() == self->sizes() &&
       indices[0]->device().type == DeviceType::CUDA)
@@ -1062,6 +1069,7 @@ Tensor index_op(const Tensor& self, const std::vector<Tensor>& indices) {
 Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
                   bool accumulate) {
   const char* op = "index_put_()";
+  ix::check_cuda(self, op, "self");
   EMBER_CHECK(values->dtype() == self->dtype(), op,
               ": index put requires the source and destination dtypes match, got ",
               dtype_name(self->dtype()), " for the destination and ", dtype_name(values->dtype()),
@@ -1146,6 +1154,7 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar& value) {
   const char* op = "masked_fill_()";
+  ix::check_cuda(self, op, "self");
   EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
                    ": only supports boolean masks, but got mask with dtype ",
                    dtype_name(mask->dtype()));
@@ -1171,6 +1180,7 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar
 
 Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& source) {
   const char* op = "masked_scatter_()";
+  ix::check_cuda(self, op, "self");
   EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
                    ": only supports boolean masks, but got mask with dtype ",
                    dtype_name(mask->dtype()));
@@ -1221,6 +1231,7 @@ Tensor nonzero(const Tensor& self, const Tensor& out) {
 
 Tensor take(const Tensor& self, const Tensor& index, const Tensor& out) {
   const char* op = "take()";
+  ix::check_cuda(self, op, "self");
   check_index_dtype(index, op, false);
   Tensor src = ix::contiguous(self, op);
   Tensor idx = checked_index(index, src->numel(), 0, true, op, self->device());
@@ -1240,6 +1251,7 @@ Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, b
                     const Tensor& out) {
   const char* op = "searchsorted()";
   const Tensor& seq = sorted_sequence;
+  ix::check_cuda(seq, op, "sorted_sequence");
   if (side) {
     EMBER_CHECK_KIND(*side == "left" || *side == "right", Value, op,
                      ": side can only be 'left' or 'right' but got ", *side);

@@ -137,6 +137,7 @@ Tensor contiguous_as(const Tensor& self, ScalarType dt, const DimVector& perm, c
     return self;
   const DimVector sizes = perm.empty() ? self->sizes() : permuted(self->sizes(), perm);
   const DimVector strides = perm.empty() ? self->strides() : permuted(self->strides(), perm);
+  DeviceGuard guard(self->device().index);  // the copy runs on self's device and its stream
   Tensor out = ember::empty(sizes, dt, self->device());
   strided_copy(out->data(), dt, contiguous_strides(sizes), self->data(), self->dtype(), strides,
                sizes, op);
@@ -146,6 +147,7 @@ Tensor contiguous_as(const Tensor& self, ScalarType dt, const DimVector& perm, c
 void write_permuted(const Tensor& dst, const Tensor& src, const DimVector& perm, const char* op) {
   const DimVector sizes = perm.empty() ? dst->sizes() : permuted(dst->sizes(), perm);
   const DimVector strides = perm.empty() ? dst->strides() : permuted(dst->strides(), perm);
+  DeviceGuard guard(dst->device().index);
   strided_copy(dst->data(), dst->dtype(), strides, src->data(), src->dtype(),
                contiguous_strides(sizes), sizes, op);
 }
