@@ -419,3 +419,22 @@ def test_two_hosts_with_mpirun(tmp_path, script, two_hosts):
     recs = _records(out)
     assert sorted(recs) == [0, 1]
     assert all(x["total"] == 3 and x["size"] == 2 and x["hosts"] == ns for x in recs.values())
+
+
+def test_ddp_example_through_the_launcher(tmp_path):
+    """examples/ddp_train.py on 2 processes (needs ember.distributed's process group)."""
+    import ember.distributed as dist
+
+    if not hasattr(dist, "init_process_group"):
+        pytest.skip("ember.distributed has no process group yet")
+    example = Path(__file__).parents[3] / "examples" / "ddp_train.py"
+    if not example.exists():
+        pytest.skip("examples/ is not part of this installation")
+    ckpt = tmp_path / "ddp.ember"
+    r = _launch(["--standalone", "--nproc-per-node", "2", str(example), "--epochs", "2",
+                 "--save", str(ckpt)], timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 process(es)" in r.stdout and "epoch  2" in r.stdout
+    acc = float(r.stdout.rsplit("test accuracy", 1)[1].split("%")[0])
+    assert acc > 80.0
+    assert ckpt.exists()

@@ -17,11 +17,10 @@ import threading
 import traceback
 from typing import Any, Callable
 
-import numpy as np
-import pytest
-
 import ember
 import ember.distributed as dist
+import numpy as np
+import pytest
 from ember import nn
 from ember.nn.parallel import DistributedDataParallel as DDP
 
