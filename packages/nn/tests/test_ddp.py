@@ -558,3 +558,73 @@ def test_state_dict_and_module_access(fake_world1):
         out = ddp(ember.randn(2, 6))
     assert out.shape == (2, 3)
     assert not ddp.reducer.expect_hooks  # no reduction expected after a no-grad forward
+
+
+class _Reordered(nn.Module):
+    """Registered late-layer first, so gradients arrive in registration order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.late = nn.Linear(16, 16)
+        self.early = nn.Linear(16, 16)
+
+    def forward(self, x: ember.Tensor) -> ember.Tensor:
+        return self.late(ember.relu(self.early(x)))
+
+
+@pytest.mark.parametrize("as_view", [False, True])
+def test_buckets_are_rebuilt_in_the_order_gradients_arrive(fake_world1, as_view):
+    ember.manual_seed(0)
+    model = _Reordered()
+    ddp = DDP(model, bucket_cap_mb=(16 * 16 + 16) * 4 / 2**20, gradient_as_bucket_view=as_view)
+    names = [n for n, _ in model.named_parameters()]
+
+    def buckets() -> list[list[str]]:
+        return [[names[i] for i in b] for b in ddp.reducer.bucket_indices]
+
+    assert buckets() == [["early.bias", "early.weight"], ["late.bias", "late.weight"]]
+    x = ember.randn(3, 16)
+    ddp(x).sum().backward()
+    first = _grads(model)
+    assert buckets()[0] == ["early.bias", "early.weight"]  # unchanged during the first iteration
+    broadcasts = sum(c[0] == "broadcast" for c in fake_world1.calls)
+    ddp(x).sum().backward()  # rebuilt before this iteration: rank 0's order is broadcast
+    assert sum(c[0] == "broadcast" for c in fake_world1.calls) == broadcasts + 1
+    assert buckets()[0][0].startswith("late") and buckets()[1][0].startswith("early")
+    for name, g in _grads(model).items():  # accumulated over both iterations, none lost
+        np.testing.assert_allclose(g, 2 * first[name], rtol=1e-6, err_msg=name)
+    if as_view:
+        buf = ddp.reducer.buckets[0].buffer
+        assert model.late.weight.grad.data_ptr() >= buf.data_ptr()
+        assert model.late.weight.grad.data_ptr() < buf.data_ptr() + buf.numel() * 4
+
+
+class _TwoHeads(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 2)
+        self.b = nn.Linear(4, 2)
+
+    def forward(self, x: ember.Tensor) -> tuple[ember.Tensor, ember.Tensor]:
+        return self.a(x), self.b(x)
+
+
+def test_a_gradient_twice_in_one_iteration_is_an_error(fake_world1):
+    ddp = DDP(_TwoHeads())
+    a, b = ddp(ember.randn(3, 4))
+    a.sum().backward(retain_graph=True)  # the bucket still waits for b's parameters
+    with pytest.raises(RuntimeError, match=r"a\.(weight|bias) .*received a gradient twice"):
+        a.sum().backward()
+
+
+def test_backward_without_a_new_forward_is_local(fake_world1):
+    model = nn.Linear(4, 2)
+    ddp = DDP(model)
+    ddp(ember.randn(3, 4))  # a forward whose backward never runs is fine
+    out = ddp(ember.randn(3, 4)).sum()
+    out.backward(retain_graph=True)
+    reductions = len(fake_world1.calls)
+    first = model.weight.grad.numpy().copy()
+    out.backward()  # the iteration is over: no hooks act, the gradient just accumulates
+    assert len(fake_world1.calls) == reductions
+    np.testing.assert_allclose(model.weight.grad.numpy(), 2 * first, rtol=1e-6)

@@ -144,8 +144,13 @@ class _Reducer:
         self.comm_hook: tuple[Any, Callable] | None = None
         self.buckets: list[_Bucket] = []
         self.where: list[tuple[int, int]] = []  # param index -> (bucket, position in bucket)
-        self._build_buckets(bucket_cap_bytes)
+        self.bucket_cap_bytes = bucket_cap_bytes
+        self._build_buckets(list(reversed(range(len(params)))))
         self.iteration = 0
+        # The order in which gradients became ready in the first iteration; the buckets are
+        # rebuilt in that order (rank 0's) before the second one.
+        self.ready_order: list[int] = []
+        self.rebuilt = False
         self.expect_hooks = False
         self._reset_iteration()
         # In a static graph the parameters unused in the first iteration stay unused.
@@ -162,13 +167,15 @@ class _Reducer:
             self.handles.append(p.register_post_accumulate_grad_hook(hook))
 
     # ---- buckets ---------------------------------------------------------------------------
-    def _build_buckets(self, cap: int) -> None:
-        """Parameters in reverse order of registration, grouped per dtype and device into
-        buckets of at most ``cap`` bytes (the first one of each kind at most 1 MiB)."""
+    def _build_buckets(self, order: list[int]) -> None:
+        """Parameters in ``order`` (expected order of their gradients), grouped per dtype and
+        device into buckets of at most ``bucket_cap_bytes`` (the first of each kind at most 1 MiB)."""
+        cap = self.bucket_cap_bytes
         limits = [min(_FIRST_BUCKET_BYTES, cap), cap]
+        rank_of = {i: k for k, i in enumerate(order)}
         open_: dict[tuple, tuple[list[int], int, int]] = {}  # kind -> (indices, bytes, #closed)
         done: list[list[int]] = []
-        for i in reversed(range(len(self.params))):
+        for i in order:
             p = self.params[i]
             kind = (p.dtype, str(p.device))
             idx, size, closed = open_.get(kind, ([], 0, 0))
@@ -180,7 +187,7 @@ class _Reducer:
             open_[kind] = (idx, size, closed)
         done.extend(idx for idx, _, _ in open_.values() if idx)
         # Bucket 0 holds the parameters whose gradients come first.
-        done.sort(key=lambda idx: -idx[0])
+        done.sort(key=lambda idx: rank_of[idx[0]])
         self.buckets = [_Bucket(b, idx, [self.params[i] for i in idx]) for b, idx in enumerate(done)]
         self.where = [(0, 0)] * len(self.params)
         for b in self.buckets:
@@ -193,6 +200,23 @@ class _Reducer:
                         if p.grad is not None:
                             view.copy_(p.grad)
                             p.grad = view
+
+    def _rebuild_buckets(self) -> None:
+        """Rebuilds the buckets in the order the first iteration produced the gradients (rank 0's,
+        so that every rank has the same buckets)."""
+        dist = _dist()
+        self.rebuilt = True
+        n = len(self.params)
+        order = self.ready_order + [i for i in range(n) if i not in set(self.ready_order)]
+        t = ember.tensor(order, dtype=ember.int64, device=self.params[0].device)
+        src = self._ddp()._src_rank() if self._ddp() is not None else 0
+        dist.broadcast(t, src, group=self.group)
+        order = [int(x) for x in t.tolist()]
+        if sorted(order) != list(range(n)):
+            raise RuntimeError(f"DistributedDataParallel: rank {src} sent an invalid parameter order "
+                               "for the buckets (do all ranks hold the same module?)")
+        if order != [i for b in self.buckets for i in b.param_indices]:
+            self._build_buckets(order)
 
     @property
     def bucket_indices(self) -> list[list[int]]:
@@ -240,6 +264,10 @@ class _Reducer:
 
     def prepare_for_backward(self, outputs: Any) -> None:
         """Called at the end of a forward whose backward should reduce the gradients."""
+        if self.iteration > 0 and not self.rebuilt:
+            self._rebuild_buckets()
+        elif self.iteration == 0:
+            self.ready_order = []
         self._reset_iteration()
         self.expect_hooks = True
         if self.static_graph and self.static_unused is not None:
@@ -271,6 +299,8 @@ class _Reducer:
 
     def _mark_ready(self, i: int) -> None:
         self.ready[i] = True
+        if not self.rebuilt:
+            self.ready_order.append(i)
         b_index, pos = self.where[i]
         b = self.buckets[b_index]
         p, view = self.params[i], b.views[pos]
