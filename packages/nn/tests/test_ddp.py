@@ -628,3 +628,53 @@ def test_backward_without_a_new_forward_is_local(fake_world1):
     out.backward()  # the iteration is over: no hooks act, the gradient just accumulates
     assert len(fake_world1.calls) == reductions
     np.testing.assert_allclose(model.weight.grad.numpy(), 2 * first, rtol=1e-6)
+
+
+REAL_WORKER = """
+import os, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+import ember, ember.distributed as dist
+from ember.nn.parallel import DistributedDataParallel as DDP
+import test_ddp as T
+
+dist.init_process_group({backend!r})
+rank, world = dist.get_rank(), dist.get_world_size()
+steps, n = 3, 4
+ember.manual_seed(rank)
+model = T.Net()
+ddp = DDP(model, bucket_cap_mb=0.0005, **{kwargs!r})
+T._frozen(model)
+batches = [T._data(100 + s, n * world) for s in range(steps)]
+xs = np.stack([b[0][rank * n : (rank + 1) * n] for b in batches])
+ys = np.stack([b[1][rank * n : (rank + 1) * n] for b in batches])
+T._train(ddp, xs, ys, steps)
+np.savez(os.path.join({out!r}, "rank_%d.npz" % rank), **T._params(model))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"gradient_as_bucket_view": True, "find_unused_parameters": True}])
+def test_two_processes_with_the_real_backend(tmp_path, kwargs):
+    """The same check as above through the launcher and ember.distributed's own backend."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not hasattr(dist, "init_process_group"):
+        pytest.skip("ember.distributed has no process group yet")
+    pytest.importorskip("ember.distributed.run")
+    worker = tmp_path / "worker.py"
+    worker.write_text(REAL_WORKER.format(tests=str(Path(__file__).parent), backend="gloo",
+                                         kwargs=kwargs, out=str(tmp_path)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(p).parent) for p in ember.__path__]
+                                        + [env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-m", "ember.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        str(worker)], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ref = _reference_frozen_bn(3, 2, 4)
+    for rank in (0, 1):
+        got = np.load(tmp_path / f"rank_{rank}.npz")
+        for name, value in ref.items():
+            np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
