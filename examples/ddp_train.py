@@ -19,10 +19,9 @@ import time
 
 import ember
 import ember.distributed as dist
+from demo import DigitNet, evaluate, load_digits, make_loader  # examples/demo.py
 from ember.data import DataLoader, DistributedSampler, TensorDataset
 from ember.nn.parallel import DistributedDataParallel as DDP
-
-from demo import DigitNet, evaluate, load_digits, make_loader  # examples/demo.py
 
 
 def main(argv: list[str] | None = None) -> float:
@@ -31,7 +30,9 @@ def main(argv: list[str] | None = None) -> float:
     p.add_argument("--batch-size", type=int, default=16, help="per process")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--backend", default="gloo", help="gloo (shm on one machine, mpi across machines), shm, mpi")
+    p.add_argument(
+        "--backend", default="gloo", help="gloo (shm on one machine, mpi across machines), shm, mpi"
+    )
     p.add_argument("--limit", type=int, default=0, help="use only the first N train/test images")
     p.add_argument("--save", default="", help="where rank 0 writes the trained model (optional)")
     args = p.parse_args(argv)
@@ -43,17 +44,26 @@ def main(argv: list[str] | None = None) -> float:
 
     x_tr, y_tr, x_te, y_te = load_digits(args.seed)
     if args.limit:
-        x_tr, y_tr, x_te, y_te = x_tr[: args.limit], y_tr[: args.limit], x_te[: args.limit], y_te[: args.limit]
+        x_tr, y_tr, x_te, y_te = (
+            x_tr[: args.limit],
+            y_tr[: args.limit],
+            x_te[: args.limit],
+            y_te[: args.limit],
+        )
     train_set = TensorDataset(ember.from_numpy(x_tr[:, None].copy()), ember.from_numpy(y_tr))
-    sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
+    sampler = DistributedSampler(
+        train_set, num_replicas=world, rank=rank, shuffle=True, seed=args.seed
+    )
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler)
 
     ember.manual_seed(args.seed + rank)  # different on purpose: DDP broadcasts rank 0's weights
     model = DDP(DigitNet(image_size=x_tr.shape[-1]))
     opt = ember.optim.Adam(model.parameters(), lr=args.lr)
     if rank == 0:
-        print(f"{world} process(es) x batch {args.batch_size}: {len(sampler)} of {len(y_tr)} "
-              f"training images each, backend {args.backend}")
+        print(
+            f"{world} process(es) x batch {args.batch_size}: {len(sampler)} of {len(y_tr)} "
+            f"training images each, backend {args.backend}"
+        )
 
     start = time.perf_counter()
     acc = 0.0
@@ -71,12 +81,17 @@ def main(argv: list[str] | None = None) -> float:
         if rank == 0:
             # Every replica holds the same weights: rank 0 evaluates for everyone.
             test_loss, acc = evaluate(model.module, make_loader(x_te, y_te, 256, shuffle=False))
-            print(f"epoch {epoch:2d}  train loss {totals[0].item() / totals[1].item():.4f}  "
-                  f"test loss {test_loss:.4f}  test accuracy {100 * acc:.2f}%  "
-                  f"({time.perf_counter() - start:.1f}s)", flush=True)
+            print(
+                f"epoch {epoch:2d}  train loss {totals[0].item() / totals[1].item():.4f}  "
+                f"test loss {test_loss:.4f}  test accuracy {100 * acc:.2f}%  "
+                f"({time.perf_counter() - start:.1f}s)",
+                flush=True,
+            )
 
     if rank == 0 and args.save:
-        ember.save({"model": model.module.state_dict(), "image_size": int(x_tr.shape[-1])}, args.save)
+        ember.save(
+            {"model": model.module.state_dict(), "image_size": int(x_tr.shape[-1])}, args.save
+        )
         print(f"saved {args.save}; evaluate it with: python examples/demo.py --eval {args.save}")
     dist.barrier()
     dist.destroy_process_group()

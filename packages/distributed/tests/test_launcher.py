@@ -86,9 +86,16 @@ def _site_env() -> dict[str, str]:
     return env
 
 
-def _launch(args: list[str], cwd: str | None = None, timeout: float = TIMEOUT, prefix: list[str] | None = None):
+def _launch(
+    args: list[str],
+    cwd: str | None = None,
+    timeout: float = TIMEOUT,
+    prefix: list[str] | None = None,
+):
     cmd = [*(prefix or []), sys.executable, "-m", "ember.distributed.run", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_site_env(), cwd=cwd)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=_site_env(), cwd=cwd
+    )
 
 
 def _records(out: Path) -> dict[int, dict]:
@@ -108,13 +115,26 @@ def script(tmp_path: Path):
 def test_worker_environment_and_args(tmp_path, script):
     out = tmp_path / "out"
     out.mkdir()
-    r = _launch(["--nproc-per-node", "3", "--master-port", "29911", script(ENV_WORKER), str(out), "--lr", "0.5"])
+    r = _launch(
+        [
+            "--nproc-per-node",
+            "3",
+            "--master-port",
+            "29911",
+            script(ENV_WORKER),
+            str(out),
+            "--lr",
+            "0.5",
+        ]
+    )
     assert r.returncode == 0, r.stderr
     recs = _records(out)
     assert sorted(recs) == [0, 1, 2]
     for rank, rec in recs.items():
         assert rec["RANK"] == str(rank) and rec["LOCAL_RANK"] == str(rank)
-        assert rec["WORLD_SIZE"] == "3" and rec["LOCAL_WORLD_SIZE"] == "3" and rec["GROUP_RANK"] == "0"
+        assert (
+            rec["WORLD_SIZE"] == "3" and rec["LOCAL_WORLD_SIZE"] == "3" and rec["GROUP_RANK"] == "0"
+        )
         assert rec["MASTER_ADDR"] == "127.0.0.1" and rec["MASTER_PORT"] == "29911"
         assert rec["TORCHELASTIC_RESTART_COUNT"] == "0"
         assert rec["OMP_NUM_THREADS"] == "1"  # several workers: one thread each, as torchrun does
@@ -124,14 +144,31 @@ def test_worker_environment_and_args(tmp_path, script):
 def test_node_rank_gives_global_ranks(tmp_path, script):
     out = tmp_path / "out"
     out.mkdir()
-    r = _launch(["--nnodes", "3:3", "--node_rank", "2", "--nproc_per_node", "2", "--master_addr", "10.1.2.3",
-                 script(ENV_WORKER), str(out)])
+    r = _launch(
+        [
+            "--nnodes",
+            "3:3",
+            "--node_rank",
+            "2",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "10.1.2.3",
+            script(ENV_WORKER),
+            str(out),
+        ]
+    )
     assert r.returncode == 0, r.stderr
     recs = _records(out)
     assert sorted(recs) == [4, 5]
     assert [recs[4]["LOCAL_RANK"], recs[5]["LOCAL_RANK"]] == ["0", "1"]
-    assert all(x["WORLD_SIZE"] == "6" and x["GROUP_RANK"] == "2" and x["MASTER_ADDR"] == "10.1.2.3"
-               and x["MASTER_PORT"] == "29500" for x in recs.values())
+    assert all(
+        x["WORLD_SIZE"] == "6"
+        and x["GROUP_RANK"] == "2"
+        and x["MASTER_ADDR"] == "10.1.2.3"
+        and x["MASTER_PORT"] == "29500"
+        for x in recs.values()
+    )
 
 
 def test_standalone_picks_a_port(tmp_path, script):
@@ -176,7 +213,7 @@ def test_failure_stops_the_others_and_reports_rank_and_traceback(tmp_path, scrip
     r = _launch(["--nproc-per-node", "3", script(src)])
     assert r.returncode == 1
     assert "rank 2 (local_rank 2" in r.stderr and "exited with code 1" in r.stderr
-    report = r.stderr[r.stderr.index("FAILED"):]
+    report = r.stderr[r.stderr.index("FAILED") :]
     assert "ValueError: bad batch on rank 2" in report and "in inner" in report
     assert "_launcher.py" not in report  # the bootstrap's frames are not shown
     for p in pids.iterdir():
@@ -186,11 +223,24 @@ def test_failure_stops_the_others_and_reports_rank_and_traceback(tmp_path, scrip
 
 
 def test_exit_code_and_signal_of_the_failed_worker(script):
-    r = _launch(["--nproc-per-node", "2", script("import os, sys\nif os.environ['RANK'] == '1': sys.exit(7)\n")])
+    r = _launch(
+        [
+            "--nproc-per-node",
+            "2",
+            script("import os, sys\nif os.environ['RANK'] == '1': sys.exit(7)\n"),
+        ]
+    )
     assert r.returncode == 7
     assert "rank 1 (local_rank 1" in r.stderr and "exited with code 7" in r.stderr
-    r = _launch(["--nproc-per-node", "2",
-                 script("import os, signal\nif os.environ['RANK'] == '0': os.kill(os.getpid(), signal.SIGKILL)\n")])
+    r = _launch(
+        [
+            "--nproc-per-node",
+            "2",
+            script(
+                "import os, signal\nif os.environ['RANK'] == '0': os.kill(os.getpid(), signal.SIGKILL)\n"
+            ),
+        ]
+    )
     assert r.returncode == 128 + signal.SIGKILL
     assert "rank 0" in r.stderr and "SIGKILL" in r.stderr
 
@@ -222,7 +272,9 @@ def test_sigterm_to_the_launcher_stops_the_workers(tmp_path, script):
     pids.mkdir()
     src = f"import os, time\nopen(os.path.join({str(pids)!r}, os.environ['RANK']), 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
     cmd = [sys.executable, "-m", "ember.distributed.run", "--nproc-per-node", "2", script(src)]
-    p = subprocess.Popen(cmd, env=_site_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        cmd, env=_site_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + TIMEOUT
     while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -260,7 +312,9 @@ def test_nproc_auto_and_console_script():
 
     cfg = config_from_args(parse_args(["--nproc-per-node", "auto", "x.py"]))
     assert cfg.nproc_per_node >= 1
-    assert config_from_args(parse_args(["--nproc-per-node", "cpu", "x.py"])).nproc_per_node == (os.cpu_count() or 1)
+    assert config_from_args(parse_args(["--nproc-per-node", "cpu", "x.py"])).nproc_per_node == (
+        os.cpu_count() or 1
+    )
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -278,10 +332,29 @@ def test_two_nodes_on_localhost(tmp_path, script):
     out = tmp_path / "out"
     out.mkdir()
     worker = script(SOCKET_WORKER)
-    base = [sys.executable, "-m", "ember.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
-            "--master-addr", "127.0.0.1", "--master-port", "29917"]
-    procs = [subprocess.Popen([*base, "--node-rank", str(n), worker, str(out)], env=_site_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in (1, 0)]
+    base = [
+        sys.executable,
+        "-m",
+        "ember.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        "29917",
+    ]
+    procs = [
+        subprocess.Popen(
+            [*base, "--node-rank", str(n), worker, str(out)],
+            env=_site_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in (1, 0)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=TIMEOUT)
         assert p.returncode == 0, err
@@ -293,6 +366,7 @@ def test_two_nodes_on_localhost(tmp_path, script):
 
 
 # ---- two hosts from network namespaces ---------------------------------------------------------
+
 
 def _ip(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
@@ -309,13 +383,18 @@ def two_hosts():
     subnet = 100 + tag % 150
     addr = [f"10.{subnet}.0.1", f"10.{subnet}.0.2"]
     steps = [
-        ("netns", "add", ns[0]), ("netns", "add", ns[1]),
+        ("netns", "add", ns[0]),
+        ("netns", "add", ns[1]),
         ("link", "add", veth[0], "type", "veth", "peer", "name", veth[1]),
-        ("link", "set", veth[0], "netns", ns[0]), ("link", "set", veth[1], "netns", ns[1]),
+        ("link", "set", veth[0], "netns", ns[0]),
+        ("link", "set", veth[1], "netns", ns[1]),
     ]
     for i in (0, 1):
-        steps += [("-n", ns[i], "addr", "add", f"{addr[i]}/24", "dev", veth[i]),
-                  ("-n", ns[i], "link", "set", veth[i], "up"), ("-n", ns[i], "link", "set", "lo", "up")]
+        steps += [
+            ("-n", ns[i], "addr", "add", f"{addr[i]}/24", "dev", veth[i]),
+            ("-n", ns[i], "link", "set", veth[i], "up"),
+            ("-n", ns[i], "link", "set", "lo", "up"),
+        ]
     try:
         for i, step in enumerate(steps):
             r = _ip(*step)
@@ -343,11 +422,32 @@ def test_two_hosts_with_the_launcher(tmp_path, script, two_hosts):
     worker = script(SOCKET_WORKER)
     procs = []
     for node in (1, 0):
-        cmd = ["ip", "netns", "exec", ns[node], sys.executable, "-m", "ember.distributed.run",
-               "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "2",
-               "--master-addr", addr[0], "--master-port", "29931", worker, str(out)]
-        procs.append(subprocess.Popen(cmd, env=_site_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+        cmd = [
+            "ip",
+            "netns",
+            "exec",
+            ns[node],
+            sys.executable,
+            "-m",
+            "ember.distributed.run",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(node),
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            addr[0],
+            "--master-port",
+            "29931",
+            worker,
+            str(out),
+        ]
+        procs.append(
+            subprocess.Popen(
+                cmd, env=_site_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     try:
         for p in procs:
             _, err = p.communicate(timeout=TIMEOUT)
@@ -391,8 +491,9 @@ def test_two_hosts_with_mpirun(tmp_path, script, two_hosts):
     # The rsh agent enters the namespace of the "host" it is asked for. Each namespace also gets
     # its own host name (a UTS namespace): Open MPI tells nodes apart by name.
     agent = tmp_path / "agent.sh"
-    agent.write_text(textwrap.dedent(
-        f"""\
+    agent.write_text(
+        textwrap.dedent(
+            f"""\
         #!/bin/sh
         host=$1; shift
         case "$host" in
@@ -402,17 +503,25 @@ def test_two_hosts_with_mpirun(tmp_path, script, two_hosts):
         esac
         exec ip netns exec "$ns" unshare --uts sh -c "hostname $ns || exit 1; $*"
         """
-    ))
+        )
+    )
     agent.chmod(0o755)
     subnet = addr[0].rsplit(".", 1)[0] + ".0/24"
-    inner = (f"hostname {ns[0]} || exit 1; exec {mpirun} --host {addr[0]}:1,{addr[1]}:1 -np 2 "
-             f"--mca plm_rsh_agent {agent} --mca btl tcp,self --mca btl_tcp_if_include {subnet} "
-             f"--prtemca oob_tcp_if_include {subnet} {sys.executable} {script(MPI_WORKER)} {out}")
+    inner = (
+        f"hostname {ns[0]} || exit 1; exec {mpirun} --host {addr[0]}:1,{addr[1]}:1 -np 2 "
+        f"--mca plm_rsh_agent {agent} --mca btl tcp,self --mca btl_tcp_if_include {subnet} "
+        f"--prtemca oob_tcp_if_include {subnet} {sys.executable} {script(MPI_WORKER)} {out}"
+    )
     env = _site_env()
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     try:
-        r = subprocess.run(["ip", "netns", "exec", ns[0], "unshare", "--uts", "sh", "-c", inner],
-                           capture_output=True, text=True, timeout=90, env=env)
+        r = subprocess.run(
+            ["ip", "netns", "exec", ns[0], "unshare", "--uts", "sh", "-c", inner],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("mpirun across the two namespaces did not finish")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -431,8 +540,19 @@ def test_ddp_example_through_the_launcher(tmp_path):
     if not example.exists():
         pytest.skip("examples/ is not part of this installation")
     ckpt = tmp_path / "ddp.ember"
-    r = _launch(["--standalone", "--nproc-per-node", "2", str(example), "--epochs", "2",
-                 "--save", str(ckpt)], timeout=300)
+    r = _launch(
+        [
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(example),
+            "--epochs",
+            "2",
+            "--save",
+            str(ckpt),
+        ],
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 process(es)" in r.stdout and "epoch  2" in r.stdout
     acc = float(r.stdout.rsplit("test accuracy", 1)[1].split("%")[0])

@@ -97,7 +97,9 @@ class FakeGroup:
                 c.send_bytes(data.tobytes())
         return [parts[r] for r in range(self.world)]
 
-    def _submit(self, tensor: ember.Tensor, compute: Callable[[], np.ndarray], async_op: bool) -> FakeWork | None:
+    def _submit(
+        self, tensor: ember.Tensor, compute: Callable[[], np.ndarray], async_op: bool
+    ) -> FakeWork | None:
         def finish(result: np.ndarray) -> None:
             with ember.no_grad():
                 tensor.copy_(ember.from_numpy(np.ascontiguousarray(result)).reshape(tensor.shape))
@@ -110,7 +112,9 @@ class FakeGroup:
         return None
 
     # ---- the patched ember.distributed functions ----
-    def all_reduce(self, tensor: ember.Tensor, op: Any = None, group: Any = None, async_op: bool = False):
+    def all_reduce(
+        self, tensor: ember.Tensor, op: Any = None, group: Any = None, async_op: bool = False
+    ):
         name = _op_name(op) if op is not None else "SUM"
         self.calls.append(("all_reduce", tensor.numel(), str(tensor.dtype), async_op))
         data = _to_numpy(tensor)
@@ -203,6 +207,7 @@ def run_ranks(fn: Callable, world: int = 2, *args: Any) -> list[Any]:
 
 # ---- models -------------------------------------------------------------------------------
 
+
 class Net(nn.Module):
     def __init__(self, unused_branch: bool = False) -> None:
         super().__init__()
@@ -245,6 +250,7 @@ def _train(model: nn.Module, xs: np.ndarray, ys: np.ndarray, steps: int) -> None
 
 # ---- tests --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -283,7 +289,9 @@ def _reference_frozen_bn(steps: int, world: int, n: int) -> dict[str, np.ndarray
     return _params(model)
 
 
-def _ddp_rank_frozen_bn(rank: int, world: int, g: FakeGroup, steps: int, n: int, kwargs: dict) -> dict:
+def _ddp_rank_frozen_bn(
+    rank: int, world: int, g: FakeGroup, steps: int, n: int, kwargs: dict
+) -> dict:
     ember.manual_seed(rank)
     model = Net()
     ddp = DDP(model, **kwargs)
@@ -327,6 +335,7 @@ def _no_sync_rank(rank: int, world: int, g: FakeGroup, n: int) -> dict:
     x1, y1 = _data(1, n * world)
     x2, y2 = _data(2, n * world)
     sl = slice(rank * n, (rank + 1) * n)
+
     def reductions() -> int:
         return sum(c[0] == "all_reduce" for c in g.calls)
 
@@ -363,8 +372,9 @@ def _unused_rank(rank: int, world: int, g: FakeGroup, kwargs: dict, use_extra_on
     x, y = _data(3, 4)
     for _ in range(2):
         model.zero_grad()
-        ember.cross_entropy(ddp(ember.from_numpy(x), use_extra=rank in use_extra_on),
-                            ember.from_numpy(y)).backward()
+        ember.cross_entropy(
+            ddp(ember.from_numpy(x), use_extra=rank in use_extra_on), ember.from_numpy(y)
+        ).backward()
     return {"grads": _grads(model)}
 
 
@@ -411,7 +421,8 @@ def test_buckets_fill_in_reverse_order_and_overlap_backward(fake_world1):
     # When the first layer's gradient arrives, the buckets of the later layers were already sent.
     seen = []
     model[0].weight.register_post_accumulate_grad_hook(
-        lambda p: seen.append(sum(c[0] == "all_reduce" and c[3] for c in fake_world1.calls)))
+        lambda p: seen.append(sum(c[0] == "all_reduce" and c[3] for c in fake_world1.calls))
+    )
     start = len([c for c in fake_world1.calls if c[0] == "all_reduce"])
     assert start == 1  # the model check at construction
     ddp(ember.randn(3, 16)).sum().backward()
@@ -451,14 +462,20 @@ def _hook_rank(rank: int, world: int, g: FakeGroup, hook_name: str) -> dict:
     ddp.register_comm_hook(None, getattr(default_hooks, hook_name))
     x, y = _data(7 + rank, 4)
     ember.cross_entropy(ddp(ember.from_numpy(x)), ember.from_numpy(y)).backward()
-    return {"grads": _grads(model), "dtypes": sorted({c[2] for c in g.calls if c[0] == "all_reduce" and c[3]})}
+    return {
+        "grads": _grads(model),
+        "dtypes": sorted({c[2] for c in g.calls if c[0] == "all_reduce" and c[3]}),
+    }
 
 
-@pytest.mark.parametrize(("hook", "dtype", "tol"), [
-    ("allreduce_hook", "ember.float32", 1e-6),
-    ("fp16_compress_hook", "ember.float16", 2e-3),
-    ("bf16_compress_hook", "ember.bfloat16", 2e-2),
-])
+@pytest.mark.parametrize(
+    ("hook", "dtype", "tol"),
+    [
+        ("allreduce_hook", "ember.float32", 1e-6),
+        ("fp16_compress_hook", "ember.float16", 2e-3),
+        ("bf16_compress_hook", "ember.bfloat16", 2e-2),
+    ],
+)
 def test_default_comm_hooks_compress(hook, dtype, tol):
     r0, r1 = run_ranks(_hook_rank, 2, hook)
     assert r0["dtypes"] == [dtype]
@@ -480,8 +497,15 @@ def test_custom_comm_hook_sees_each_bucket(fake_world1):
     seen = []
 
     def double(state: Any, bucket: Any) -> Future:
-        seen.append((state, bucket.index(), bucket.is_last(), len(bucket.parameters()),
-                     [tuple(g.shape) for g in bucket.gradients()]))
+        seen.append(
+            (
+                state,
+                bucket.index(),
+                bucket.is_last(),
+                len(bucket.parameters()),
+                [tuple(g.shape) for g in bucket.gradients()],
+            )
+        )
         fut: Future = Future()
         fut.set_result(bucket.buffer() * 2)
         return fut
@@ -654,7 +678,9 @@ dist.destroy_process_group()
 """
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"gradient_as_bucket_view": True, "find_unused_parameters": True}])
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"gradient_as_bucket_view": True, "find_unused_parameters": True}]
+)
 def test_two_processes_with_the_real_backend(tmp_path, kwargs):
     """The same check as above through the launcher and ember.distributed's own backend."""
     import subprocess
@@ -665,13 +691,30 @@ def test_two_processes_with_the_real_backend(tmp_path, kwargs):
         pytest.skip("ember.distributed has no process group yet")
     pytest.importorskip("ember.distributed.run")
     worker = tmp_path / "worker.py"
-    worker.write_text(REAL_WORKER.format(tests=str(Path(__file__).parent), backend="gloo",
-                                         kwargs=kwargs, out=str(tmp_path)))
+    worker.write_text(
+        REAL_WORKER.format(
+            tests=str(Path(__file__).parent), backend="gloo", kwargs=kwargs, out=str(tmp_path)
+        )
+    )
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(p).parent) for p in ember.__path__]
-                                        + [env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-m", "ember.distributed.run", "--standalone", "--nproc-per-node", "2",
-                        str(worker)], capture_output=True, text=True, timeout=300, env=env)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(p).parent) for p in ember.__path__] + [env.get("PYTHONPATH", "")]
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ember.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(worker),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     ref = _reference_frozen_bn(3, 2, 4)
     for rank in (0, 1):

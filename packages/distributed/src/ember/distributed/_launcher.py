@@ -58,8 +58,10 @@ class LaunchConfig:
         if self.nnodes < 1:
             raise ValueError(f"nnodes must be >= 1, got {self.nnodes}")
         if not 0 <= self.node_rank < self.nnodes:
-            raise ValueError(f"node_rank must be in [0, {self.nnodes - 1}] for nnodes={self.nnodes}, "
-                             f"got {self.node_rank}")
+            raise ValueError(
+                f"node_rank must be in [0, {self.nnodes - 1}] for nnodes={self.nnodes}, "
+                f"got {self.node_rank}"
+            )
         if not 0 < self.master_port < 65536:
             raise ValueError(f"master_port must be in [1, 65535], got {self.master_port}")
         if self.max_restarts < 0:
@@ -99,7 +101,9 @@ class WorkerFailure:
         elif self.message:
             lines.append(self.message)
         else:
-            lines.append("(no error file: the worker did not raise a Python exception; see its output)")
+            lines.append(
+                "(no error file: the worker did not raise a Python exception; see its output)"
+            )
         return "\n".join(lines)
 
     @property
@@ -108,7 +112,9 @@ class WorkerFailure:
         return self.exitcode if self.exitcode > 0 else 128 - self.exitcode
 
 
-def worker_env(cfg: LaunchConfig, local_rank: int, restart_count: int, error_file: str) -> dict[str, str]:
+def worker_env(
+    cfg: LaunchConfig, local_rank: int, restart_count: int, error_file: str
+) -> dict[str, str]:
     """The environment of local worker ``local_rank`` (torchrun's variable names)."""
     env = dict(os.environ)
     env.update(cfg.extra_env)
@@ -132,7 +138,11 @@ def worker_env(cfg: LaunchConfig, local_rank: int, restart_count: int, error_fil
         EMBER_ERROR_FILE=error_file,
     )
     # Several workers on one machine each running a full thread pool oversubscribe its cores.
-    if cfg.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in cfg.extra_env:
+    if (
+        cfg.nproc_per_node > 1
+        and "OMP_NUM_THREADS" not in os.environ
+        and "OMP_NUM_THREADS" not in cfg.extra_env
+    ):
         env["OMP_NUM_THREADS"] = "1"
     return env
 
@@ -141,7 +151,16 @@ def _worker_command(cfg: LaunchConfig, entrypoint: str, args: list[str]) -> list
     if cfg.no_python:
         return [entrypoint, *args]
     mode = ["-m"] if cfg.module else []
-    return [sys.executable, "-u", "-m", "ember.distributed._launcher", "--worker", *mode, entrypoint, *args]
+    return [
+        sys.executable,
+        "-u",
+        "-m",
+        "ember.distributed._launcher",
+        "--worker",
+        *mode,
+        entrypoint,
+        *args,
+    ]
 
 
 def _read_error_file(path: str) -> dict | None:
@@ -156,16 +175,24 @@ def _read_error_file(path: str) -> dict | None:
     msg = data.get("message")
     if isinstance(msg, dict):
         extra = msg.get("extraInfo", {}) or {}
-        return {"message": str(msg.get("message", "")), "traceback": str(extra.get("py_callstack", "")),
-                "timestamp": float(extra.get("timestamp", 0) or 0)}
-    return {"message": str(msg or ""), "traceback": str(data.get("traceback", "")),
-            "timestamp": float(data.get("timestamp", 0) or 0)}
+        return {
+            "message": str(msg.get("message", "")),
+            "traceback": str(extra.get("py_callstack", "")),
+            "timestamp": float(extra.get("timestamp", 0) or 0),
+        }
+    return {
+        "message": str(msg or ""),
+        "traceback": str(data.get("traceback", "")),
+        "timestamp": float(data.get("timestamp", 0) or 0),
+    }
 
 
 class _LocalGroup:
     """The node's workers of one attempt."""
 
-    def __init__(self, cfg: LaunchConfig, entrypoint: str, args: list[str], error_dir: str, attempt: int) -> None:
+    def __init__(
+        self, cfg: LaunchConfig, entrypoint: str, args: list[str], error_dir: str, attempt: int
+    ) -> None:
         self.cfg = cfg
         self.procs: list[subprocess.Popen] = []
         self.error_files: list[str] = []
@@ -194,7 +221,9 @@ class _LocalGroup:
 
     def _failure(self, local_rank: int, code: int) -> WorkerFailure:
         rank = self.cfg.node_rank * self.cfg.nproc_per_node + local_rank
-        f = WorkerFailure(rank=rank, local_rank=local_rank, pid=self.procs[local_rank].pid, exitcode=code)
+        f = WorkerFailure(
+            rank=rank, local_rank=local_rank, pid=self.procs[local_rank].pid, exitcode=code
+        )
         info = _read_error_file(self.error_files[local_rank])
         if info:
             f.message, f.traceback = info["message"], info["traceback"]
@@ -260,7 +289,9 @@ def launch(cfg: LaunchConfig, entrypoint: str, args: list[str]) -> int:
                 time.sleep(cfg.monitor_interval)
             if interrupted:
                 sig = interrupted[0]
-                _log(f"received {signal.Signals(sig).name}: stopping {cfg.nproc_per_node} worker(s)")
+                _log(
+                    f"received {signal.Signals(sig).name}: stopping {cfg.nproc_per_node} worker(s)"
+                )
                 group.stop(sig)
                 return 128 + sig
             group.stop()
@@ -268,14 +299,18 @@ def launch(cfg: LaunchConfig, entrypoint: str, args: list[str]) -> int:
             first = min(failures, key=lambda f: (f.timestamp, f.rank))
             if attempt < cfg.max_restarts:
                 attempt += 1
-                _log(f"worker failure; restarting the local group "
-                     f"(restart {attempt} of {cfg.max_restarts}):\n{first.describe()}")
+                _log(
+                    f"worker failure; restarting the local group "
+                    f"(restart {attempt} of {cfg.max_restarts}):\n{first.describe()}"
+                )
                 continue
             bar = "=" * 72
             others = sorted({f.rank for f in failures} - {first.rank})
             also = f" (also failed: ranks {others})" if others else ""
-            _log(f"worker failure\n{bar}\n{entrypoint} FAILED on node {cfg.node_rank}{also}\n{bar}\n"
-                 f"{first.describe()}\n{bar}")
+            _log(
+                f"worker failure\n{bar}\n{entrypoint} FAILED on node {cfg.node_rank}{also}\n{bar}\n"
+                f"{first.describe()}\n{bar}"
+            )
             return first.launcher_exit_code
     finally:
         if group is not None:
@@ -286,6 +321,7 @@ def launch(cfg: LaunchConfig, entrypoint: str, args: list[str]) -> int:
 
 
 # ---- the worker side -------------------------------------------------------------------------
+
 
 def _user_traceback(exc: BaseException):  # noqa: ANN202 - a traceback object or None
     """The exception's traceback without the bootstrap's and runpy's frames."""
@@ -323,7 +359,10 @@ def _run_worker(argv: list[str]) -> int:
     if module:
         argv = argv[1:]
     if not argv:
-        print("ember.distributed._launcher --worker: missing the script or module to run", file=sys.stderr)
+        print(
+            "ember.distributed._launcher --worker: missing the script or module to run",
+            file=sys.stderr,
+        )
         return 2
     target, rest = argv[0], argv[1:]
     try:
@@ -352,8 +391,10 @@ def _run_worker(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] != "--worker":
-        print("usage: python -m ember.distributed.run ... (this module is the launcher's worker bootstrap)",
-              file=sys.stderr)
+        print(
+            "usage: python -m ember.distributed.run ... (this module is the launcher's worker bootstrap)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     sys.stdout.flush()
     code = _run_worker(sys.argv[2:])

@@ -50,23 +50,43 @@ def get_args_parser() -> ArgumentParser:
         p.add_argument(*names, **kw)
 
     flag("nnodes", default="1:1", help="number of nodes: N, or MIN:MAX with MIN == MAX (default 1)")
-    flag("nproc-per-node", default="1",
-         help="workers per node: an integer, 'cpu' (one per core), 'gpu' (one per CUDA device) "
-              "or 'auto' (gpu when CUDA is available, else cpu)")
+    flag(
+        "nproc-per-node",
+        default="1",
+        help="workers per node: an integer, 'cpu' (one per core), 'gpu' (one per CUDA device) "
+        "or 'auto' (gpu when CUDA is available, else cpu)",
+    )
     flag("node-rank", type=int, default=0, help="rank of this node, in [0, nnodes) (default 0)")
-    flag("master-addr", default="127.0.0.1",
-         help="address of the node that runs rank 0 (reachable from every node; default 127.0.0.1)")
+    flag(
+        "master-addr",
+        default="127.0.0.1",
+        help="address of the node that runs rank 0 (reachable from every node; default 127.0.0.1)",
+    )
     flag("master-port", type=int, default=None, help="free port on the master node (default 29500)")
-    flag("max-restarts", type=int, default=0,
-         help="restart the node's worker group up to this many times after a failure (default 0)")
+    flag(
+        "max-restarts",
+        type=int,
+        default=0,
+        help="restart the node's worker group up to this many times after a failure (default 0)",
+    )
     flag("monitor-interval", type=float, default=0.1, help="seconds between checks of the workers")
-    flag("standalone", action="store_true",
-         help="single-node job: localhost as master and a free port (ignores --nnodes/--node-rank)")
+    flag(
+        "standalone",
+        action="store_true",
+        help="single-node job: localhost as master and a free port (ignores --nnodes/--node-rank)",
+    )
     flag("run-id", default="none", help="job id, passed to workers as TORCHELASTIC_RUN_ID")
-    flag("no-python", action="store_true",
-         help="run the entry point as an executable instead of through 'python'")
-    p.add_argument("-m", "--module", action="store_true",
-                   help="run the entry point as a module, like 'python -m'")
+    flag(
+        "no-python",
+        action="store_true",
+        help="run the entry point as an executable instead of through 'python'",
+    )
+    p.add_argument(
+        "-m",
+        "--module",
+        action="store_true",
+        help="run the entry point as a module, like 'python -m'",
+    )
     p.add_argument("training_script", help="the script (or module with -m) each worker runs")
     p.add_argument("training_script_args", nargs=REMAINDER, help="arguments passed to the script")
     return p
@@ -86,8 +106,10 @@ def _parse_nnodes(value: str) -> int:
     if len(nums) not in (1, 2) or any(n < 1 for n in nums):
         raise ValueError(f"--nnodes must be N or MIN:MAX with positive integers, got {value!r}")
     if len(nums) == 2 and nums[0] != nums[1]:
-        raise ValueError(f"--nnodes {value}: elastic node ranges are not supported, "
-                         "give a fixed count (N or N:N)")
+        raise ValueError(
+            f"--nnodes {value}: elastic node ranges are not supported, "
+            "give a fixed count (N or N:N)"
+        )
     return nums[0]
 
 
@@ -109,7 +131,9 @@ def _parse_nproc(value: str) -> int:
     try:
         n = int(value)
     except ValueError:
-        raise ValueError(f"--nproc-per-node must be an integer, 'cpu', 'gpu' or 'auto', got {value!r}") from None
+        raise ValueError(
+            f"--nproc-per-node must be an integer, 'cpu', 'gpu' or 'auto', got {value!r}"
+        ) from None
     if n < 1:
         raise ValueError(f"--nproc-per-node must be >= 1, got {n}")
     return n
@@ -156,7 +180,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"emberrun: error: {e}", file=sys.stderr)
         return 2
     if not args.module and not args.no_python and not os.path.exists(args.training_script):
-        print(f"emberrun: error: training script not found: {args.training_script}", file=sys.stderr)
+        print(
+            f"emberrun: error: training script not found: {args.training_script}", file=sys.stderr
+        )
         return 2
     return launch(cfg, args.training_script, list(args.training_script_args))
 

@@ -59,8 +59,10 @@ class Future(Generic[T]):
         """Blocks until the value is available and returns it (raises the future's error)."""
         if not self.done():
             if self._waiter is None:
-                raise RuntimeError("Future.wait: nothing will complete this future (no set_result "
-                                   "was called and it has no waiter)")
+                raise RuntimeError(
+                    "Future.wait: nothing will complete this future (no set_result "
+                    "was called and it has no waiter)"
+                )
             waiter, self._waiter = self._waiter, None
             try:
                 self._value = waiter()
@@ -79,7 +81,9 @@ class Future(Generic[T]):
     def then(self, callback: Callable[[Future[T]], S]) -> Future[S]:
         """A future of ``callback(self)``, run once this future is complete."""
         if not callable(callback):
-            raise TypeError(f"Future.then: callback must be callable, got {type(callback).__name__}")
+            raise TypeError(
+                f"Future.then: callback must be callable, got {type(callback).__name__}"
+            )
 
         def run() -> S:
             self.wait()
@@ -93,7 +97,9 @@ class GradBucket:
     gradients of some parameters (those registered last come first), views into it per
     parameter, and where it stands in the iteration."""
 
-    def __init__(self, index: int, buffer: Any, gradients: list, parameters: list, is_last: bool) -> None:
+    def __init__(
+        self, index: int, buffer: Any, gradients: list, parameters: list, is_last: bool
+    ) -> None:
         self._index = index
         self._buffer = buffer
         self._gradients = gradients
@@ -111,8 +117,10 @@ class GradBucket:
     def set_buffer(self, buffer: Any) -> None:
         """Replaces the flat tensor (same size and dtype) that DDP copies back into the grads."""
         if tuple(buffer.shape) != tuple(self._buffer.shape) or buffer.dtype != self._buffer.dtype:
-            raise ValueError(f"GradBucket.set_buffer: expected a {self._buffer.dtype} tensor of shape "
-                             f"{tuple(self._buffer.shape)}, got {buffer.dtype} {tuple(buffer.shape)}")
+            raise ValueError(
+                f"GradBucket.set_buffer: expected a {self._buffer.dtype} tensor of shape "
+                f"{tuple(self._buffer.shape)}, got {buffer.dtype} {tuple(buffer.shape)}"
+            )
         self._buffer.copy_(buffer)
 
     def gradients(self) -> list:
@@ -128,5 +136,7 @@ class GradBucket:
         return self._is_last
 
     def __repr__(self) -> str:
-        return (f"GradBucket(index={self._index}, numel={self._buffer.numel()}, "
-                f"parameters={len(self._parameters)}, is_last={self._is_last})")
+        return (
+            f"GradBucket(index={self._index}, numel={self._buffer.numel()}, "
+            f"parameters={len(self._parameters)}, is_last={self._is_last})"
+        )

@@ -37,8 +37,10 @@ def _dist() -> Any:
     try:
         import ember.distributed as dist
     except ImportError as e:  # ember-nn installed without ember-distributed
-        raise RuntimeError("DistributedDataParallel needs the ember-distributed package "
-                           "(ember.distributed) to be installed") from e
+        raise RuntimeError(
+            "DistributedDataParallel needs the ember-distributed package "
+            "(ember.distributed) to be installed"
+        ) from e
     return dist
 
 
@@ -133,8 +135,13 @@ class _Bucket:
 class _Reducer:
     """Buckets, autograd hooks and the per-iteration state of DDP's gradient reduction."""
 
-    def __init__(self, ddp: DistributedDataParallel, params: list[ember.Tensor], names: list[str],
-                 bucket_cap_bytes: int) -> None:
+    def __init__(
+        self,
+        ddp: DistributedDataParallel,
+        params: list[ember.Tensor],
+        names: list[str],
+        bucket_cap_bytes: int,
+    ) -> None:
         self.params = params
         self.names = names
         self.group = ddp.process_group
@@ -159,6 +166,7 @@ class _Reducer:
         self.handles = []
         me = weakref.ref(self)
         for i, p in enumerate(params):
+
             def hook(_p: ember.Tensor, i: int = i) -> None:
                 r = me()
                 if r is not None:
@@ -188,7 +196,9 @@ class _Reducer:
         done.extend(idx for idx, _, _ in open_.values() if idx)
         # Bucket 0 holds the parameters whose gradients come first.
         done.sort(key=lambda idx: rank_of[idx[0]])
-        self.buckets = [_Bucket(b, idx, [self.params[i] for i in idx]) for b, idx in enumerate(done)]
+        self.buckets = [
+            _Bucket(b, idx, [self.params[i] for i in idx]) for b, idx in enumerate(done)
+        ]
         self.where = [(0, 0)] * len(self.params)
         for b in self.buckets:
             for pos, i in enumerate(b.param_indices):
@@ -213,8 +223,10 @@ class _Reducer:
         dist.broadcast(t, src, group=self.group)
         order = [int(x) for x in t.tolist()]
         if sorted(order) != list(range(n)):
-            raise RuntimeError(f"DistributedDataParallel: rank {src} sent an invalid parameter order "
-                               "for the buckets (do all ranks hold the same module?)")
+            raise RuntimeError(
+                f"DistributedDataParallel: rank {src} sent an invalid parameter order "
+                "for the buckets (do all ranks hold the same module?)"
+            )
         if order != [i for b in self.buckets for i in b.param_indices]:
             self._build_buckets(order)
 
@@ -250,7 +262,8 @@ class _Reducer:
             "so their buckets were never reduced: pass find_unused_parameters=True to "
             "DistributedDataParallel (or static_graph=True if the same ones are unused in every "
             "iteration), and make sure every forward output takes part in the loss. Parameters "
-            f"that did not receive a gradient on rank {rank}: {names} (indices {missing})")
+            f"that did not receive a gradient on rank {rank}: {names} (indices {missing})"
+        )
 
     def _abandon_iteration(self) -> None:
         # Wait for what was started so that no collective is left in flight.
@@ -288,7 +301,8 @@ class _Reducer:
                 f"DistributedDataParallel: parameter {self.names[i]} (index {i}) received a gradient "
                 "twice in one iteration: a second backward through the same forward (retain_graph), "
                 "or a parameter used in several forwards before backward, is not supported; use "
-                "no_sync() for gradient accumulation")
+                "no_sync() for gradient accumulation"
+            )
         self.any_ready = True
         self.local_used[i] = True
         if not self.marked_unused:
@@ -331,8 +345,10 @@ class _Reducer:
             state, hook = self.comm_hook
             b.future = hook(state, bucket)
             if not hasattr(b.future, "wait"):
-                raise RuntimeError(f"DistributedDataParallel: the communication hook {hook!r} must "
-                                   f"return a Future (with wait()), got {type(b.future).__name__}")
+                raise RuntimeError(
+                    f"DistributedDataParallel: the communication hook {hook!r} must "
+                    f"return a Future (with wait()), got {type(b.future).__name__}"
+                )
 
     def _finalize(self) -> None:
         self.expect_hooks = False
@@ -342,9 +358,11 @@ class _Reducer:
             if isinstance(result, (list, tuple)):  # torch-style futures hold [tensor]
                 result = result[0]
             if not isinstance(result, ember.Tensor) or result.numel() != b.buffer.numel():
-                raise RuntimeError(f"DistributedDataParallel: the communication hook's future must "
-                                   f"hold a tensor of {b.buffer.numel()} elements (the bucket), got "
-                                   f"{type(result).__name__}")
+                raise RuntimeError(
+                    f"DistributedDataParallel: the communication hook's future must "
+                    f"hold a tensor of {b.buffer.numel()} elements (the bucket), got "
+                    f"{type(result).__name__}"
+                )
             if result.data_ptr() != b.buffer.data_ptr():
                 with ember.no_grad():
                     b.buffer.copy_(result.reshape(-1))
@@ -353,8 +371,11 @@ class _Reducer:
             # A parameter unused here may have been used on another rank: only those unused
             # everywhere keep their gradient untouched. (Every rank takes part, whether or not it
             # found unused parameters itself.)
-            used = ember.tensor([1 if u else 0 for u in self.local_used], dtype=ember.int32,
-                                device=self.params[0].device)
+            used = ember.tensor(
+                [1 if u else 0 for u in self.local_used],
+                dtype=ember.int32,
+                device=self.params[0].device,
+            )
             dist.all_reduce(used, op=dist.ReduceOp.MAX, group=self.group)
             globally_used = [bool(x) for x in used.tolist()]
         with ember.no_grad():
@@ -425,19 +446,27 @@ class DistributedDataParallel(Module):
     ) -> None:
         super().__init__()
         if not isinstance(module, Module):
-            raise TypeError(f"DistributedDataParallel: module must be an nn.Module, got {type(module).__name__}")
+            raise TypeError(
+                f"DistributedDataParallel: module must be an nn.Module, got {type(module).__name__}"
+            )
         dist = _dist()
         if not dist.is_initialized():
-            raise RuntimeError("DistributedDataParallel: the default process group has not been "
-                               "initialized; call ember.distributed.init_process_group(...) first")
+            raise RuntimeError(
+                "DistributedDataParallel: the default process group has not been "
+                "initialized; call ember.distributed.init_process_group(...) first"
+            )
         if bucket_cap_mb is None:
             bucket_cap_mb = 25
         if not bucket_cap_mb > 0:
-            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
+            raise ValueError(
+                f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}"
+            )
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not named:
-            raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have any "
-                               "parameter that requires a gradient")
+            raise RuntimeError(
+                "DistributedDataParallel is not needed when a module doesn't have any "
+                "parameter that requires a gradient"
+            )
         devices = {str(p.device) for _, p in module.named_parameters()}
         device_types = {p.device.type for _, p in module.named_parameters()}
         if device_ids is not None:
@@ -445,10 +474,13 @@ class DistributedDataParallel(Module):
                 raise ValueError(
                     "DistributedDataParallel: device_ids and output_device only work with a module "
                     f"on a single CUDA device, but got device_ids {list(device_ids)}, output_device "
-                    f"{output_device}, and module parameters on {sorted(devices)}")
+                    f"{output_device}, and module parameters on {sorted(devices)}"
+                )
             if len(device_ids) != 1:
-                raise ValueError(f"DistributedDataParallel: device_ids must list the one device of "
-                                 f"the module, got {list(device_ids)}")
+                raise ValueError(
+                    f"DistributedDataParallel: device_ids must list the one device of "
+                    f"the module, got {list(device_ids)}"
+                )
         self.module = module
         self.device_ids = list(device_ids) if device_ids is not None else None
         self.output_device = output_device
@@ -461,28 +493,42 @@ class DistributedDataParallel(Module):
         self.bucket_bytes_cap = int(bucket_cap_mb * _MiB)
         self.require_backward_grad_sync = True
         self.require_forward_param_sync = True
-        self._device = ember.device(f"cuda:{device_ids[0]}" if isinstance(device_ids[0], int) else device_ids[0]) \
-            if device_ids else None
+        self._device = (
+            ember.device(
+                f"cuda:{device_ids[0]}" if isinstance(device_ids[0], int) else device_ids[0]
+            )
+            if device_ids
+            else None
+        )
         self._buffers_to_sync = [b for b in module.buffers()]
 
         self._verify_same_model_on_all_ranks()
         self._sync_module_states()
-        self.reducer = _Reducer(self, [p for _, p in named], [n for n, _ in named], self.bucket_bytes_cap)
+        self.reducer = _Reducer(
+            self, [p for _, p in named], [n for n, _ in named], self.bucket_bytes_cap
+        )
 
     # ---- setup -----------------------------------------------------------------------------
     def _src_rank(self) -> int:
         if self.process_group is None:
             return 0
         dist = _dist()
-        return int(dist.get_global_rank(self.process_group, 0)) if hasattr(dist, "get_global_rank") else 0
+        return (
+            int(dist.get_global_rank(self.process_group, 0))
+            if hasattr(dist, "get_global_rank")
+            else 0
+        )
 
     def _verify_same_model_on_all_ranks(self) -> None:
         """All ranks must hold the same parameters: compares their count and total size."""
         dist = _dist()
         params = list(self.module.parameters())
         count, numel = len(params), sum(p.numel() for p in params)
-        stats = ember.tensor([count, numel, -count, -numel], dtype=ember.int64,
-                             device=params[0].device if params else "cpu")
+        stats = ember.tensor(
+            [count, numel, -count, -numel],
+            dtype=ember.int64,
+            device=params[0].device if params else "cpu",
+        )
         dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=self.process_group)
         hi_c, hi_n, lo_c, lo_n = stats.tolist()
         if (hi_c, hi_n, -lo_c, -lo_n) != (count, numel, count, numel):
@@ -490,12 +536,17 @@ class DistributedDataParallel(Module):
                 "DistributedDataParallel: the module differs across ranks: this rank "
                 f"(rank {dist.get_rank(self.process_group)}) has {count} parameters with {numel} "
                 f"elements, others have between {-lo_c} and {hi_c} parameters and between {-lo_n} "
-                f"and {hi_n} elements")
+                f"and {hi_n} elements"
+            )
 
     def _sync_module_states(self) -> None:
-        tensors = [p.detach() for p in self.module.parameters()] + [b for b in self.module.buffers()]
+        tensors = [p.detach() for p in self.module.parameters()] + [
+            b for b in self.module.buffers()
+        ]
         if tensors:
-            _coalesced_broadcast(tensors, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES)
+            _coalesced_broadcast(
+                tensors, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES
+            )
 
     # ---- training --------------------------------------------------------------------------
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
@@ -503,8 +554,9 @@ class DistributedDataParallel(Module):
         if self._device is not None:
             inputs, kwargs = _to_device(inputs, self._device), _to_device(kwargs, self._device)
         if self.require_forward_param_sync and self.broadcast_buffers and self._buffers_to_sync:
-            _coalesced_broadcast(self._buffers_to_sync, self._src_rank(), self.process_group,
-                                 _BUFFER_BROADCAST_BYTES)
+            _coalesced_broadcast(
+                self._buffers_to_sync, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES
+            )
         output = self.module(*inputs, **kwargs)
         if ember.is_grad_enabled() and self.require_backward_grad_sync:
             self.reducer.prepare_for_backward(output)
@@ -534,7 +586,9 @@ class DistributedDataParallel(Module):
         if not callable(hook):
             raise TypeError(f"register_comm_hook: hook must be callable, got {type(hook).__name__}")
         if self.reducer.comm_hook is not None:
-            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once")
+            raise RuntimeError(
+                "register_comm_hook or register_builtin_comm_hook can only be called once"
+            )
         if self.reducer.iteration > 0 or self.reducer.any_ready:
             raise RuntimeError("register_comm_hook must be called before the first backward")
         self.reducer.comm_hook = (state, hook)

@@ -55,7 +55,9 @@ def allreduce_hook(process_group: Any, bucket: GradBucket) -> Future[ember.Tenso
     return _all_reduce_future(buf, process_group)
 
 
-def _compress_hook(dtype: ember.dtype, process_group: Any, bucket: GradBucket) -> Future[ember.Tensor]:
+def _compress_hook(
+    dtype: ember.dtype, process_group: Any, bucket: GradBucket
+) -> Future[ember.Tensor]:
     buf = bucket.buffer()
     with ember.no_grad():
         compressed = buf.to(dtype)
