@@ -721,3 +721,48 @@ def test_two_processes_with_the_real_backend(tmp_path, kwargs):
         got = np.load(tmp_path / f"rank_{rank}.npz")
         for name, value in ref.items():
             np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_buffers_sync_after_training_forwards_only(fake_world1):
+    ddp = DDP(Net())
+
+    def broadcasts() -> int:
+        return sum(c[0] == "broadcast" for c in fake_world1.calls)
+
+    x = ember.randn(4, 6)
+    n0 = broadcasts()
+    ddp(x).sum().backward()  # first forward: buffers synchronized
+    n1 = broadcasts()
+    assert n1 > n0
+    with ember.no_grad():
+        ddp(x)  # follows a training forward: synchronized
+        n2 = broadcasts()
+        ddp(x)  # follows a no-grad forward: not synchronized
+    assert n2 > n1 and broadcasts() == n2
+    DDP(Net(), broadcast_buffers=False)
+    n3 = broadcasts()
+    ddp2 = DDP(Net(), broadcast_buffers=False)
+    n4 = broadcasts()
+    ddp2(x)
+    assert broadcasts() == n4 and n4 > n3  # only the construction's broadcast
+
+
+class _Mixed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4).double()
+
+    def forward(self, x: ember.Tensor) -> ember.Tensor:
+        return self.a(x).sum() + self.b(x.double()).sum()
+
+
+def test_parameters_of_several_dtypes_get_separate_buckets(fake_world1):
+    model = _Mixed()
+    ddp = DDP(model)
+    dtypes = sorted(str(b.buffer.dtype) for b in ddp.reducer.buckets)
+    assert dtypes == ["ember.float32", "ember.float64"]
+    ddp(ember.randn(2, 4)).backward()
+    reduces = [c for c in fake_world1.calls if c[0] == "all_reduce" and c[3]]
+    assert sorted(c[2] for c in reduces) == dtypes
+    assert model.b.weight.grad.dtype == ember.float64 and model.a.weight.grad is not None

@@ -398,6 +398,12 @@ class _Reducer:
             h.remove()
         self.handles = []
 
+    def __del__(self) -> None:
+        try:
+            self.remove_hooks()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
 
 class DistributedDataParallel(Module):
     """Wraps ``module`` for data-parallel training: one process per replica, gradients averaged
@@ -409,7 +415,8 @@ class DistributedDataParallel(Module):
             for CPU modules.
         output_device: accepted for compatibility (outputs stay where the module puts them).
         dim: accepted for compatibility (single-device replicas do not scatter inputs).
-        broadcast_buffers: broadcast the module's buffers from rank 0 at every forward.
+        broadcast_buffers: broadcast the module's buffers from rank 0 at the start of each
+            forward that follows a training forward (grad enabled, outside ``no_sync``).
         process_group: the group to reduce over (None: the default group).
         bucket_cap_mb: bucket size in MiB (the first bucket is at most 1 MiB).
         find_unused_parameters: look for parameters that take no part in the forward's output
@@ -500,7 +507,6 @@ class DistributedDataParallel(Module):
             if device_ids
             else None
         )
-        self._buffers_to_sync = [b for b in module.buffers()]
 
         self._verify_same_model_on_all_ranks()
         self._sync_module_states()
@@ -553,14 +559,19 @@ class DistributedDataParallel(Module):
         self.reducer.check_previous_iteration()
         if self._device is not None:
             inputs, kwargs = _to_device(inputs, self._device), _to_device(kwargs, self._device)
-        if self.require_forward_param_sync and self.broadcast_buffers and self._buffers_to_sync:
+        buffers = list(self.module.buffers()) if self.broadcast_buffers else []
+        # As in torch: the buffers are synchronized when the previous forward was a training
+        # one (grad enabled, gradients synchronized), so every rank decides the same way.
+        if self.require_forward_param_sync and buffers:
             _coalesced_broadcast(
-                self._buffers_to_sync, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES
+                buffers, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES
             )
         output = self.module(*inputs, **kwargs)
         if ember.is_grad_enabled() and self.require_backward_grad_sync:
+            self.require_forward_param_sync = True
             self.reducer.prepare_for_backward(output)
         else:
+            self.require_forward_param_sync = False
             self.reducer.expect_hooks = False
         return output
 
