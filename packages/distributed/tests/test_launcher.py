@@ -98,6 +98,14 @@ def _launch(
     )
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _records(out: Path) -> dict[int, dict]:
     return {int(p.stem.split("_")[1]): json.loads(p.read_text()) for p in out.glob("rank_*.json")}
 
@@ -343,7 +351,7 @@ def test_two_nodes_on_localhost(tmp_path, script):
         "--master-addr",
         "127.0.0.1",
         "--master-port",
-        "29917",
+        str(_free_port()),
     ]
     procs = [
         subprocess.Popen(
@@ -482,6 +490,9 @@ def test_two_hosts_with_mpirun(tmp_path, script, two_hosts):
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         pytest.skip("mpirun is not installed")
+    version = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30)
+    if "Open MPI" not in version.stdout + version.stderr:
+        pytest.skip("the rsh-agent setup here is Open MPI's (mpirun is another MPI)")
     pytest.importorskip("mpi4py")
     if shutil.which("unshare") is None:
         pytest.skip("needs unshare (util-linux) to give each namespace its own host name")
