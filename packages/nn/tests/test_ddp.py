@@ -36,7 +36,11 @@ class FakeReduceOp(enum.Enum):
 
 
 def _op_name(op: Any) -> str:
-    return (getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]).upper()
+    """SUM, AVG, ... for a member of ember.distributed.ReduceOp (ours or the real one)."""
+    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX"):
+        if op == getattr(dist.ReduceOp, name, object()):
+            return name
+    raise ValueError(f"fake all_reduce: unknown op {op!r}")
 
 
 def _to_numpy(t: ember.Tensor) -> np.ndarray:
