@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -273,8 +274,10 @@ def launch(cfg: LaunchConfig, entrypoint: str, args: list[str]) -> int:
     def on_signal(signum: int, _frame: object) -> None:
         interrupted.append(signum)
 
+    # Signals reach the launcher only in the main thread (launch() may run in another one).
     handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    previous = {s: signal.signal(s, on_signal) for s in handled}
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, on_signal) for s in handled} if in_main else {}
     try:
         attempt = 0
         while True:
