@@ -569,3 +569,49 @@ def test_ddp_example_through_the_launcher(tmp_path):
     acc = float(r.stdout.rsplit("test accuracy", 1)[1].split("%")[0])
     assert acc > 80.0
     assert ckpt.exists()
+
+
+PRINT_WORKER = (
+    "import os, sys\n"
+    "print('out', os.environ['RANK'], flush=True)\n"
+    "print('err', os.environ['RANK'], file=sys.stderr, flush=True)\n"
+)
+
+
+def test_tee_redirects_log_dir_and_ranks_filter(tmp_path, script):
+    worker = script(PRINT_WORKER)
+    logs = tmp_path / "logs"
+    r = _launch(["--nproc-per-node", "2", "--tee", "3", "--log-dir", str(logs), worker])
+    assert r.returncode == 0, r.stderr
+    assert "[default0]:out 0" in r.stdout and "[default1]:out 1" in r.stdout
+    assert "[default1]:err 1" in r.stderr
+    files = {str(p.relative_to(logs)).split("/", 1)[1]: p.read_text() for p in logs.rglob("*.log")}
+    assert files == {
+        "attempt_0/0/stdout.log": "out 0\n",
+        "attempt_0/0/stderr.log": "err 0\n",
+        "attempt_0/1/stdout.log": "out 1\n",
+        "attempt_0/1/stderr.log": "err 1\n",
+    }
+    # Rank 0's stdout and stderr to files only; rank 1 untouched.
+    logs2 = tmp_path / "logs2"
+    r = _launch(["--nproc-per-node", "2", "-r", "0:3", "--log_dir", str(logs2), worker])
+    assert r.returncode == 0, r.stderr
+    assert "out 0" not in r.stdout and "out 1" in r.stdout and "err 0" not in r.stderr
+    assert sorted(p.name for p in logs2.rglob("*.log")) == ["stderr.log", "stdout.log"]
+    # Only local rank 2 reaches the console.
+    r = _launch(["--nproc-per-node", "3", "--local-ranks-filter", "2", worker])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["out", "2"] and "err 0" not in r.stderr and "err 2" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-r", "5"], "5 for every local rank is not one of 0"),
+        (["--tee", "0:x"], "--tee must be 0-3 or a list like 0:1,1:3"),
+        (["--local-ranks-filter", "a"], "--local-ranks-filter must be comma-separated"),
+    ],
+)
+def test_bad_stream_arguments(args, message, script):
+    r = _launch([*args, script("pass\n")])
+    assert r.returncode == 2 and message in r.stderr

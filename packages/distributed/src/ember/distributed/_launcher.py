@@ -27,8 +27,9 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["LaunchConfig", "WorkerFailure", "launch", "worker_env"]
+__all__ = ["LaunchConfig", "WorkerFailure", "launch", "parse_std_spec", "worker_env"]
 
 _LOG_PREFIX = "[emberrun]"
 
@@ -52,6 +53,15 @@ class LaunchConfig:
     # Run the entry point as ``python -m <module>``.
     module: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Output of the workers, per local rank (-1: every rank) (torchrun's -r/--redirects and
+    # -t/--tee): 0 as is,
+    # 1 stdout, 2 stderr, 3 both. Redirected streams go to files under ``log_dir`` only, teed
+    # ones to the files and to the console, each line prefixed with ``[default<rank>]:``.
+    redirects: dict[int, int] = field(default_factory=dict)
+    tee: dict[int, int] = field(default_factory=dict)
+    log_dir: str | None = None
+    # Local ranks whose output reaches the console (None: all).
+    local_ranks_filter: set[int] | None = None
 
     def __post_init__(self) -> None:
         if self.nproc_per_node < 1:
@@ -69,6 +79,14 @@ class LaunchConfig:
             raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
         if self.no_python and self.module:
             raise ValueError("--no-python and -m/--module cannot be used together")
+        for name, spec in (("redirects", self.redirects), ("tee", self.tee)):
+            for rank, std in spec.items():
+                if std not in (0, 1, 2, 3):
+                    who = "every local rank" if rank == -1 else f"local rank {rank}"
+                    raise ValueError(
+                        f"--{name}: {std} for {who} is not one of 0 "
+                        "(none), 1 (stdout), 2 (stderr), 3 (both)"
+                    )
 
     @property
     def world_size(self) -> int:
@@ -188,26 +206,103 @@ def _read_error_file(path: str) -> dict | None:
     }
 
 
+def parse_std_spec(value: str, name: str = "redirects") -> dict[int, int] | int:
+    """torchrun's stream spec: ``3`` (every rank) or ``0:1,1:2`` (per local rank)."""
+    value = value.strip()
+    try:
+        if ":" not in value:
+            return int(value)
+        out = {}
+        for part in value.split(","):
+            rank, std = part.split(":")
+            out[int(rank)] = int(std)
+        return out
+    except ValueError:
+        raise ValueError(
+            f"--{name} must be 0-3 or a list like 0:1,1:3 (local rank: streams), got {value!r}"
+        ) from None
+
+
+def _pump(src: Any, log: Any, console: Any, prefix: bytes) -> None:
+    """Copies a worker's stream line by line to its log file and/or the console."""
+    with src:
+        for line in iter(src.readline, b""):
+            if log is not None:
+                log.write(line)
+                log.flush()
+            if console is not None:
+                console.write(prefix + line)
+                console.flush()
+    if log is not None:
+        log.close()
+
+
 class _LocalGroup:
     """The node's workers of one attempt."""
 
     def __init__(
-        self, cfg: LaunchConfig, entrypoint: str, args: list[str], error_dir: str, attempt: int
+        self,
+        cfg: LaunchConfig,
+        entrypoint: str,
+        args: list[str],
+        error_dir: str,
+        attempt: int,
+        log_dir: str | None = None,
     ) -> None:
         self.cfg = cfg
         self.procs: list[subprocess.Popen] = []
         self.error_files: list[str] = []
+        self.pumps: list[threading.Thread] = []
         cmd = _worker_command(cfg, entrypoint, args)
         for local_rank in range(cfg.nproc_per_node):
             err = os.path.join(error_dir, f"attempt_{attempt}_rank_{local_rank}.json")
             self.error_files.append(err)
             env = worker_env(cfg, local_rank, attempt, err)
+            streams = self._streams(local_rank, attempt, log_dir)
             try:
                 # Own session: stopping the group also reaches processes a worker started.
-                self.procs.append(subprocess.Popen(cmd, env=env, start_new_session=True))
+                p = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    start_new_session=True,
+                    stdout=subprocess.PIPE if streams[0] else None,
+                    stderr=subprocess.PIPE if streams[1] else None,
+                )
             except OSError as e:
                 self.stop()
                 raise RuntimeError(f"cannot start worker {local_rank}: {' '.join(cmd)}: {e}") from e
+            self.procs.append(p)
+            rank = cfg.node_rank * cfg.nproc_per_node + local_rank
+            for pipe, spec in ((p.stdout, streams[0]), (p.stderr, streams[1])):
+                if spec:
+                    t = threading.Thread(
+                        target=_pump,
+                        args=(pipe, *spec, f"[default{rank}]:".encode()),
+                        daemon=True,
+                    )
+                    t.start()
+                    self.pumps.append(t)
+
+    def _streams(self, local_rank: int, attempt: int, log_dir: str | None) -> list[Any]:
+        """Per stream (stdout, stderr): None (inherit) or (log file or None, console or None)."""
+        cfg = self.cfg
+        redirect = cfg.redirects.get(local_rank, cfg.redirects.get(-1, 0))
+        tee = cfg.tee.get(local_rank, cfg.tee.get(-1, 0))
+        hidden = cfg.local_ranks_filter is not None and local_rank not in cfg.local_ranks_filter
+        out: list[Any] = []
+        for bit, name, console in ((1, "stdout", sys.stdout), (2, "stderr", sys.stderr)):
+            to_file = bool((redirect | tee) & bit) and log_dir is not None
+            to_console = not (redirect & bit) and not hidden
+            if not to_file and not hidden and not (tee & bit):
+                out.append(None)
+                continue
+            log = None
+            if to_file:
+                d = os.path.join(log_dir, f"attempt_{attempt}", str(local_rank))
+                os.makedirs(d, exist_ok=True)
+                log = open(os.path.join(d, f"{name}.log"), "wb")  # noqa: SIM115 - the pump closes it
+            out.append((log, getattr(console, "buffer", None) if to_console else None))
+        return out
 
     def poll(self) -> tuple[bool, list[WorkerFailure]]:
         """(all finished successfully, failures seen so far)."""
@@ -252,6 +347,8 @@ class _LocalGroup:
         self._signal_all(signal.SIGKILL)
         for p in self.procs:
             p.wait()
+        for t in self.pumps:
+            t.join(timeout=5)
         # A worker's own children (same session) may outlive it: reap the whole session.
         for p in self.procs:
             try:
@@ -268,6 +365,12 @@ def launch(cfg: LaunchConfig, entrypoint: str, args: list[str]) -> int:
     """Runs the node's workers until they all succeed (returns 0) or one fails after the last
     allowed restart (returns the failed worker's exit code, 128 + signal for a signal)."""
     error_dir = tempfile.mkdtemp(prefix="emberrun_")
+    log_dir = None
+    if cfg.redirects or cfg.tee:
+        base = cfg.log_dir or tempfile.mkdtemp(prefix="emberrun_logs_")
+        os.makedirs(base, exist_ok=True)
+        log_dir = tempfile.mkdtemp(prefix=f"{cfg.run_id}_", dir=base)
+        _log(f"worker logs in {log_dir}")
     group: _LocalGroup | None = None
     interrupted: list[int] = []
 
@@ -281,7 +384,7 @@ def launch(cfg: LaunchConfig, entrypoint: str, args: list[str]) -> int:
     try:
         attempt = 0
         while True:
-            group = _LocalGroup(cfg, entrypoint, args, error_dir, attempt)
+            group = _LocalGroup(cfg, entrypoint, args, error_dir, attempt, log_dir)
             failures: list[WorkerFailure] = []
             while not interrupted:
                 ok, failures = group.poll()

@@ -11,6 +11,11 @@ One machine::
     python -m ember.distributed.run --nproc-per-node 2 train.py --epochs 3
     emberrun --standalone --nproc-per-node auto -m mypkg.train
 
+Worker output: ``--tee 3`` copies every worker's stdout and stderr to log files under
+``--log-dir`` and to the console with a ``[default<rank>]:`` prefix; ``--redirects 3`` (or per
+local rank, ``0:3``) sends them to the files only; ``--local-ranks-filter 0`` shows only local
+rank 0 on the console.
+
 Two machines (run on each, with its own ``--node-rank``; ranks are node_rank * nproc + local)::
 
     emberrun --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500 \\
@@ -31,7 +36,7 @@ import sys
 import uuid
 from argparse import REMAINDER, ArgumentParser
 
-from ember.distributed._launcher import LaunchConfig, launch
+from ember.distributed._launcher import LaunchConfig, launch, parse_std_spec
 
 __all__ = ["get_args_parser", "parse_args", "config_from_args", "run", "main"]
 
@@ -80,6 +85,29 @@ def get_args_parser() -> ArgumentParser:
         "no-python",
         action="store_true",
         help="run the entry point as an executable instead of through 'python'",
+    )
+    flag(
+        "log-dir",
+        default=None,
+        help="directory for the workers' log files (with --redirects / --tee)",
+    )
+    p.add_argument(
+        "-r",
+        "--redirects",
+        default="0",
+        help="send workers' streams to log files only: 0 none, 1 stdout, 2 stderr, 3 both; "
+        "or per local rank, e.g. 0:1,1:3",
+    )
+    p.add_argument(
+        "-t",
+        "--tee",
+        default="0",
+        help="like --redirects, but to the log files and the console (lines prefixed by rank)",
+    )
+    flag(
+        "local-ranks-filter",
+        default="",
+        help="comma-separated local ranks whose output reaches the console (default: all)",
     )
     p.add_argument(
         "-m",
@@ -158,7 +186,24 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
     run_id = args.run_id
     if run_id == "none" and args.standalone:
         run_id = str(uuid.uuid4())
+    streams = {}
+    for name in ("redirects", "tee"):
+        spec = parse_std_spec(str(getattr(args, name)), name)
+        streams[name] = ({-1: spec} if spec else {}) if isinstance(spec, int) else spec
+    ranks_filter = None
+    if args.local_ranks_filter:
+        try:
+            ranks_filter = {int(x) for x in args.local_ranks_filter.split(",") if x.strip()}
+        except ValueError:
+            raise ValueError(
+                "--local-ranks-filter must be comma-separated local ranks, got "
+                f"{args.local_ranks_filter!r}"
+            ) from None
     return LaunchConfig(
+        redirects=streams["redirects"],
+        tee=streams["tee"],
+        log_dir=args.log_dir,
+        local_ranks_filter=ranks_filter,
         nproc_per_node=_parse_nproc(str(args.nproc_per_node)),
         nnodes=nnodes,
         node_rank=node_rank,
