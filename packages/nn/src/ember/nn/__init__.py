@@ -22,6 +22,7 @@ from ember.nn.modules import *  # noqa: F403  (every layer; the list lives once,
 from ember.nn.modules import __all__ as _modules_all
 from ember.nn.modules.module import RemovableHandle
 from ember.nn import utils
+from ember.nn import parallel
 
 __all__ = [
     "__version__",
@@ -33,5 +34,6 @@ __all__ = [
     "functional",
     "init",
     "utils",
+    "parallel",
     *_modules_all,
 ]

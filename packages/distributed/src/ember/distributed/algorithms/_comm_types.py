@@ -1,0 +1,142 @@
+"""What DistributedDataParallel's communication hooks see and return: ``GradBucket`` (one
+bucket of flattened gradients) and ``Future`` (a result that is ready after ``wait()``).
+
+A hook ``hook(state, bucket) -> Future`` starts the bucket's reduction and returns a future of
+the reduced flat tensor; DDP waits for it at the end of backward and copies the result into the
+parameters' gradients.
+
+>>> import ember
+>>> from ember.distributed.algorithms._comm_types import Future
+>>> f = Future()
+>>> g = f.then(lambda fut: fut.value() * 2)
+>>> f.set_result(ember.ones(2))
+>>> g.wait().tolist()
+[2.0, 2.0]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generic, TypeVar
+
+__all__ = ["Future", "GradBucket"]
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+_UNSET = object()
+
+
+class Future(Generic[T]):
+    """A value available once ``wait()`` returns (torch.futures.Future's core API).
+
+    Made complete by ``set_result`` or by a waiter function given at construction, which
+    ``wait()`` calls once (e.g. one that waits for a collective's ``Work``). ``then(callback)``
+    chains: the returned future's value is ``callback(self)``, computed when it is waited for.
+    """
+
+    def __init__(self, waiter: Callable[[], T] | None = None) -> None:
+        self._waiter = waiter
+        self._value: Any = _UNSET
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        """Whether the value (or an error) is already set."""
+        return self._value is not _UNSET or self._error is not None
+
+    def set_result(self, result: T) -> None:
+        """Completes the future with ``result``."""
+        if self.done():
+            raise RuntimeError("Future.set_result: the future is already completed")
+        self._value = result
+
+    def set_exception(self, error: BaseException) -> None:
+        """Completes the future with an error that ``wait()`` raises."""
+        if self.done():
+            raise RuntimeError("Future.set_exception: the future is already completed")
+        self._error = error
+
+    def wait(self) -> T:
+        """Blocks until the value is available and returns it (raises the future's error)."""
+        if not self.done():
+            if self._waiter is None:
+                raise RuntimeError(
+                    "Future.wait: nothing will complete this future (no set_result "
+                    "was called and it has no waiter)"
+                )
+            waiter, self._waiter = self._waiter, None
+            try:
+                self._value = waiter()
+            except BaseException as e:
+                self._error = e
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def value(self) -> T:
+        """The value of a completed future (raises if it is not completed yet)."""
+        if not self.done():
+            raise RuntimeError("Future.value: the future is not completed yet; call wait()")
+        return self.wait()
+
+    def then(self, callback: Callable[[Future[T]], S]) -> Future[S]:
+        """A future of ``callback(self)``, run once this future is complete."""
+        if not callable(callback):
+            raise TypeError(
+                f"Future.then: callback must be callable, got {type(callback).__name__}"
+            )
+
+        def run() -> S:
+            self.wait()
+            return callback(self)
+
+        return Future(run)
+
+
+class GradBucket:
+    """One bucket of DistributedDataParallel's gradient reduction: a flat tensor holding the
+    gradients of some parameters (those registered last come first), views into it per
+    parameter, and where it stands in the iteration."""
+
+    def __init__(
+        self, index: int, buffer: Any, gradients: list, parameters: list, is_last: bool
+    ) -> None:
+        self._index = index
+        self._buffer = buffer
+        self._gradients = gradients
+        self._parameters = parameters
+        self._is_last = is_last
+
+    def index(self) -> int:
+        """The bucket's index; bucket 0 is reduced first."""
+        return self._index
+
+    def buffer(self) -> Any:
+        """The flat 1-D tensor of the bucket's gradients."""
+        return self._buffer
+
+    def set_buffer(self, buffer: Any) -> None:
+        """Replaces the flat tensor (same size and dtype) that DDP copies back into the grads."""
+        if tuple(buffer.shape) != tuple(self._buffer.shape) or buffer.dtype != self._buffer.dtype:
+            raise ValueError(
+                f"GradBucket.set_buffer: expected a {self._buffer.dtype} tensor of shape "
+                f"{tuple(self._buffer.shape)}, got {buffer.dtype} {tuple(buffer.shape)}"
+            )
+        self._buffer.copy_(buffer)
+
+    def gradients(self) -> list:
+        """Per parameter, its gradient as a view into ``buffer()``."""
+        return list(self._gradients)
+
+    def parameters(self) -> list:
+        """The bucket's parameters, in the order of ``gradients()``."""
+        return list(self._parameters)
+
+    def is_last(self) -> bool:
+        """Whether this is the last bucket of the iteration."""
+        return self._is_last
+
+    def __repr__(self) -> str:
+        return (
+            f"GradBucket(index={self._index}, numel={self._buffer.numel()}, "
+            f"parameters={len(self._parameters)}, is_last={self._is_last})"
+        )

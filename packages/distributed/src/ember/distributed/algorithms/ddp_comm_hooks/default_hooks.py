@@ -1,0 +1,83 @@
+"""DistributedDataParallel's built-in communication hooks (torch's default_hooks).
+
+Each is ``hook(state, bucket) -> Future[Tensor]``, where ``state`` is the process group to
+reduce over (None: the default group), registered with ``ddp.register_comm_hook(state, hook)``:
+
+- ``allreduce_hook``: the default reduction, an all-reduce of the gradients averaged over ranks;
+- ``fp16_compress_hook`` / ``bf16_compress_hook``: the same in float16 / bfloat16, halving the
+  bytes sent, then back to the bucket's dtype.
+
+>>> from ember.distributed.algorithms.ddp_comm_hooks import default_hooks
+>>> # ddp_model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+>>> callable(default_hooks.fp16_compress_hook)
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ember
+from ember.distributed.algorithms._comm_types import Future, GradBucket
+
+__all__ = ["allreduce_hook", "fp16_compress_hook", "bf16_compress_hook"]
+
+
+def _dist() -> Any:
+    import ember.distributed as dist
+
+    return dist
+
+
+def _world_size(group: Any) -> int:
+    return int(_dist().get_world_size(group))
+
+
+def _all_reduce_future(tensor: ember.Tensor, group: Any) -> Future[ember.Tensor]:
+    """Starts a sum all-reduce of ``tensor`` in place; the future's value is ``tensor``."""
+    dist = _dist()
+    work = dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group, async_op=True)
+
+    def finish() -> ember.Tensor:
+        if work is not None:
+            work.wait()
+        return tensor
+
+    return Future(finish)
+
+
+def allreduce_hook(process_group: Any, bucket: GradBucket) -> Future[ember.Tensor]:
+    """Averages the bucket's gradients over the ranks of ``process_group`` (None: the default
+    group) with one all-reduce; DDP's behaviour without a hook."""
+    buf = bucket.buffer()
+    with ember.no_grad():
+        buf.div_(_world_size(process_group))
+    return _all_reduce_future(buf, process_group)
+
+
+def _compress_hook(
+    dtype: ember.dtype, process_group: Any, bucket: GradBucket
+) -> Future[ember.Tensor]:
+    buf = bucket.buffer()
+    with ember.no_grad():
+        compressed = buf.to(dtype)
+        compressed.div_(_world_size(process_group))
+    fut = _all_reduce_future(compressed, process_group)
+
+    def decompress(f: Future[ember.Tensor]) -> ember.Tensor:
+        with ember.no_grad():
+            buf.copy_(f.value())
+        return buf
+
+    return fut.then(decompress)
+
+
+def fp16_compress_hook(process_group: Any, bucket: GradBucket) -> Future[ember.Tensor]:
+    """Like ``allreduce_hook`` but sends the gradients as float16 (divided by the world size
+    first, so the sum stays in range), then casts them back to the bucket's dtype."""
+    return _compress_hook(ember.float16, process_group, bucket)
+
+
+def bf16_compress_hook(process_group: Any, bucket: GradBucket) -> Future[ember.Tensor]:
+    """Like ``fp16_compress_hook`` in bfloat16: float32's range with fewer mantissa bits."""
+    return _compress_hook(ember.bfloat16, process_group, bucket)

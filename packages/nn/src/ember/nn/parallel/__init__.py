@@ -1,0 +1,10 @@
+"""Data-parallel training across processes: ``DistributedDataParallel`` (torch.nn.parallel's API).
+
+>>> from ember.nn.parallel import DistributedDataParallel
+>>> DistributedDataParallel.__name__
+'DistributedDataParallel'
+"""
+
+from ember.nn.parallel.distributed import DistributedDataParallel
+
+__all__ = ["DistributedDataParallel"]

@@ -1,0 +1,620 @@
+"""DistributedDataParallel: data-parallel training over ember.distributed (torch's API).
+
+Each process holds a replica of the module and feeds it its share of the batch. At construction
+the parameters and buffers are broadcast from rank 0 so the replicas start equal; during
+backward the gradients are averaged over the ranks, so every replica takes the same step.
+
+Gradients are reduced in buckets: the parameters, in reverse order of registration (roughly the
+order backward produces their gradients), are packed into flat buffers of ``bucket_cap_mb`` MiB
+(the first 1 MiB, so communication starts early). A hook on each parameter (run after its
+gradient is accumulated) copies the gradient into its bucket; when a bucket is full its
+all-reduce is started asynchronously, and backward goes on computing the earlier layers while it
+runs. The last hook waits for all buckets and writes the averaged gradients back.
+
+ember's autograd has no end-of-backward callback, so that final wait runs inside the hook of the
+last parameter to get a gradient; with ``find_unused_parameters=True`` the parameters that take
+no part in the output are found by walking the autograd graph after forward and marked ready when
+backward starts, so their buckets do not wait for gradients that never come.
+"""
+
+from __future__ import annotations
+
+import weakref
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
+
+import ember
+from ember.nn.modules.module import Module
+
+__all__ = ["DistributedDataParallel"]
+
+_MiB = 1024 * 1024
+_FIRST_BUCKET_BYTES = 1 * _MiB
+_BUFFER_BROADCAST_BYTES = 250 * _MiB
+
+
+def _dist() -> Any:
+    try:
+        import ember.distributed as dist
+    except ImportError as e:  # ember-nn installed without ember-distributed
+        raise RuntimeError(
+            "DistributedDataParallel needs the ember-distributed package "
+            "(ember.distributed) to be installed"
+        ) from e
+    return dist
+
+
+def _tensors_in(obj: Any) -> Iterator[ember.Tensor]:
+    """Every tensor in a nested structure of tuples, lists, dicts (and dataclass-like objects)."""
+    if isinstance(obj, ember.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors_in(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors_in(x)
+
+
+def _to_device(obj: Any, device: Any) -> Any:
+    if isinstance(obj, ember.Tensor):
+        return obj.to(device)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
+        return type(obj)(*(_to_device(x, device) for x in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_device(x, device) for x in obj)
+    if isinstance(obj, dict):
+        return type(obj)((k, _to_device(v, device)) for k, v in obj.items())
+    return obj
+
+
+def _grad_accumulator(p: ember.Tensor) -> Any:
+    """The autograd node that accumulates into ``p.grad`` (alive while a graph uses it)."""
+    return p.view_as(p).grad_fn.next_functions[0][0]
+
+
+def _reachable_nodes(outputs: Any) -> dict[int, Any]:
+    """Every autograd node reachable from the tensors in ``outputs``, by id. (A node's Python
+    object is the same each time it is reached only while one is alive: keep the dict while
+    comparing.)"""
+    seen: dict[int, Any] = {}
+    stack = [t.grad_fn for t in _tensors_in(outputs) if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        stack.extend(n for n, _ in node.next_functions if n is not None and id(n) not in seen)
+    return seen
+
+
+def _coalesced_broadcast(tensors: list[ember.Tensor], src: int, group: Any, limit: int) -> None:
+    """Broadcasts ``tensors`` from ``src`` through flat buffers of at most ``limit`` bytes per
+    dtype and device, and copies the received values back."""
+    dist = _dist()
+    by_kind: dict[tuple, list[ember.Tensor]] = {}
+    for t in tensors:
+        by_kind.setdefault((t.dtype, str(t.device)), []).append(t)
+    with ember.no_grad():
+        for group_tensors in by_kind.values():
+            chunk: list[ember.Tensor] = []
+            size = 0
+            for t in [*group_tensors, None]:
+                if t is not None and (not chunk or size + t.numel() * t.element_size() <= limit):
+                    chunk.append(t)
+                    size += t.numel() * t.element_size()
+                    continue
+                flat = ember.cat([c.detach().reshape(-1) for c in chunk])
+                dist.broadcast(flat, src, group=group)
+                offset = 0
+                for c in chunk:
+                    n = c.numel()
+                    c.copy_(flat[offset : offset + n].view(c.shape))
+                    offset += n
+                chunk, size = ([t], t.numel() * t.element_size()) if t is not None else ([], 0)
+
+
+class _Bucket:
+    """A flat gradient buffer for some parameters (of one dtype and device)."""
+
+    def __init__(self, index: int, param_indices: list[int], params: list[ember.Tensor]) -> None:
+        self.index = index
+        self.param_indices = param_indices
+        self.params = params
+        numel = sum(p.numel() for p in params)
+        self.buffer = ember.zeros(numel, dtype=params[0].dtype, device=params[0].device)
+        self.views: list[ember.Tensor] = []
+        offset = 0
+        for p in params:
+            self.views.append(self.buffer[offset : offset + p.numel()].view(p.shape))
+            offset += p.numel()
+        self.pending = len(params)
+        self.future: Any = None
+
+
+class _Reducer:
+    """Buckets, autograd hooks and the per-iteration state of DDP's gradient reduction."""
+
+    def __init__(
+        self,
+        ddp: DistributedDataParallel,
+        params: list[ember.Tensor],
+        names: list[str],
+        bucket_cap_bytes: int,
+    ) -> None:
+        self.params = params
+        self.names = names
+        self.group = ddp.process_group
+        self.gradient_as_bucket_view = ddp.gradient_as_bucket_view
+        self.find_unused = ddp.find_unused_parameters
+        self.static_graph = ddp.static_graph
+        self.comm_hook: tuple[Any, Callable] | None = None
+        self.buckets: list[_Bucket] = []
+        self.where: list[tuple[int, int]] = []  # param index -> (bucket, position in bucket)
+        self.bucket_cap_bytes = bucket_cap_bytes
+        self._build_buckets(list(reversed(range(len(params)))))
+        self.iteration = 0
+        # The order in which gradients became ready in the first iteration; the buckets are
+        # rebuilt in that order (rank 0's) before the second one.
+        self.ready_order: list[int] = []
+        self.rebuilt = False
+        self.expect_hooks = False
+        self._reset_iteration()
+        # In a static graph the parameters unused in the first iteration stay unused.
+        self.static_unused: list[int] | None = None
+        self._ddp = weakref.ref(ddp)
+        self.handles = []
+        me = weakref.ref(self)
+        for i, p in enumerate(params):
+
+            def hook(_p: ember.Tensor, i: int = i) -> None:
+                r = me()
+                if r is not None:
+                    r._autograd_hook(i)
+
+            self.handles.append(p.register_post_accumulate_grad_hook(hook))
+
+    # ---- buckets ---------------------------------------------------------------------------
+    def _build_buckets(self, order: list[int]) -> None:
+        """Parameters in ``order`` (expected order of their gradients), grouped per dtype and
+        device into buckets of at most ``bucket_cap_bytes`` (the first of each kind at most 1 MiB)."""
+        cap = self.bucket_cap_bytes
+        limits = [min(_FIRST_BUCKET_BYTES, cap), cap]
+        rank_of = {i: k for k, i in enumerate(order)}
+        open_: dict[tuple, tuple[list[int], int, int]] = {}  # kind -> (indices, bytes, #closed)
+        done: list[list[int]] = []
+        for i in order:
+            p = self.params[i]
+            kind = (p.dtype, str(p.device))
+            idx, size, closed = open_.get(kind, ([], 0, 0))
+            idx.append(i)
+            size += p.numel() * p.element_size()
+            if size >= limits[min(closed, 1)]:
+                done.append(idx)
+                idx, size, closed = [], 0, closed + 1
+            open_[kind] = (idx, size, closed)
+        done.extend(idx for idx, _, _ in open_.values() if idx)
+        # Bucket 0 holds the parameters whose gradients come first.
+        done.sort(key=lambda idx: rank_of[idx[0]])
+        self.buckets = [
+            _Bucket(b, idx, [self.params[i] for i in idx]) for b, idx in enumerate(done)
+        ]
+        self.where = [(0, 0)] * len(self.params)
+        for b in self.buckets:
+            for pos, i in enumerate(b.param_indices):
+                self.where[i] = (b.index, pos)
+        if self.gradient_as_bucket_view:
+            with ember.no_grad():
+                for b in self.buckets:
+                    for p, view in zip(b.params, b.views):
+                        if p.grad is not None:
+                            view.copy_(p.grad)
+                            p.grad = view
+
+    def _rebuild_buckets(self) -> None:
+        """Rebuilds the buckets in the order the first iteration produced the gradients (rank 0's,
+        so that every rank has the same buckets)."""
+        dist = _dist()
+        self.rebuilt = True
+        n = len(self.params)
+        order = self.ready_order + [i for i in range(n) if i not in set(self.ready_order)]
+        t = ember.tensor(order, dtype=ember.int64, device=self.params[0].device)
+        src = self._ddp()._src_rank() if self._ddp() is not None else 0
+        dist.broadcast(t, src, group=self.group)
+        order = [int(x) for x in t.tolist()]
+        if sorted(order) != list(range(n)):
+            raise RuntimeError(
+                f"DistributedDataParallel: rank {src} sent an invalid parameter order "
+                "for the buckets (do all ranks hold the same module?)"
+            )
+        if order != [i for b in self.buckets for i in b.param_indices]:
+            self._build_buckets(order)
+
+    @property
+    def bucket_indices(self) -> list[list[int]]:
+        """Per bucket, the indices (into ``module.parameters()``) of its parameters."""
+        return [list(b.param_indices) for b in self.buckets]
+
+    # ---- per iteration ---------------------------------------------------------------------
+    def _reset_iteration(self) -> None:
+        n = len(self.params)
+        self.ready = [False] * n
+        self.local_used = [False] * n
+        self.unused: list[int] = []
+        self.marked_unused = False
+        self.next_bucket = 0
+        self.any_ready = False
+        for b in self.buckets:
+            b.pending = len(b.params)
+            b.future = None
+
+    def check_previous_iteration(self) -> None:
+        """Raises if the last backward did not reduce every gradient (a parameter got none)."""
+        if not (self.expect_hooks and self.any_ready):
+            return
+        missing = [i for i, r in enumerate(self.ready) if not r]
+        rank = _dist().get_rank(self.group)
+        self._abandon_iteration()
+        names = ", ".join(self.names[i] for i in missing)
+        raise RuntimeError(
+            "DistributedDataParallel: expected to have finished reduction in the prior iteration "
+            "before starting a new one. Some parameters received no gradient in the last backward, "
+            "so their buckets were never reduced: pass find_unused_parameters=True to "
+            "DistributedDataParallel (or static_graph=True if the same ones are unused in every "
+            "iteration), and make sure every forward output takes part in the loss. Parameters "
+            f"that did not receive a gradient on rank {rank}: {names} (indices {missing})"
+        )
+
+    def _abandon_iteration(self) -> None:
+        # Wait for what was started so that no collective is left in flight.
+        for b in self.buckets[: self.next_bucket]:
+            try:
+                b.future.wait()
+            except Exception:  # noqa: BLE001 - the error above is the one to report
+                pass
+        self.expect_hooks = False
+        self._reset_iteration()
+
+    def prepare_for_backward(self, outputs: Any) -> None:
+        """Called at the end of a forward whose backward should reduce the gradients."""
+        if self.iteration > 0 and not self.rebuilt:
+            self._rebuild_buckets()
+        elif self.iteration == 0:
+            self.ready_order = []
+        self._reset_iteration()
+        self.expect_hooks = True
+        if self.static_graph and self.static_unused is not None:
+            self.unused = list(self.static_unused)
+        elif self.find_unused or self.static_graph:
+            reached = _reachable_nodes(outputs)
+            accumulators = [_grad_accumulator(p) for p in self.params]  # alive: ids stay distinct
+            self.unused = [i for i, a in enumerate(accumulators) if reached.get(id(a)) is not a]
+            del accumulators, reached
+            if self.static_graph:
+                self.static_unused = list(self.unused)
+
+    def _autograd_hook(self, i: int) -> None:
+        if not self.expect_hooks:
+            return  # a backward outside DDP's control (no_sync, or no DDP forward before it)
+        if self.ready[i]:
+            raise RuntimeError(
+                f"DistributedDataParallel: parameter {self.names[i]} (index {i}) received a gradient "
+                "twice in one iteration: a second backward through the same forward (retain_graph), "
+                "or a parameter used in several forwards before backward, is not supported; use "
+                "no_sync() for gradient accumulation"
+            )
+        self.any_ready = True
+        self.local_used[i] = True
+        if not self.marked_unused:
+            self.marked_unused = True
+            for u in self.unused:
+                self._mark_ready(u)
+        self._mark_ready(i)
+
+    def _mark_ready(self, i: int) -> None:
+        self.ready[i] = True
+        if not self.rebuilt:
+            self.ready_order.append(i)
+        b_index, pos = self.where[i]
+        b = self.buckets[b_index]
+        p, view = self.params[i], b.views[pos]
+        with ember.no_grad():
+            g = p.grad
+            if g is None:
+                view.zero_()
+            elif not (self.gradient_as_bucket_view and g.data_ptr() == view.data_ptr()):
+                view.copy_(g)
+                if self.gradient_as_bucket_view:
+                    p.grad = view
+        b.pending -= 1
+        # Buckets start in index order on every rank, so collectives match across ranks.
+        while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
+            self._launch(self.buckets[self.next_bucket])
+            self.next_bucket += 1
+        if self.next_bucket == len(self.buckets):
+            self._finalize()
+
+    def _launch(self, b: _Bucket) -> None:
+        from ember.distributed.algorithms._comm_types import GradBucket
+        from ember.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        bucket = GradBucket(b.index, b.buffer, b.views, b.params, b.index == len(self.buckets) - 1)
+        if self.comm_hook is None:
+            b.future = allreduce_hook(self.group, bucket)
+        else:
+            state, hook = self.comm_hook
+            b.future = hook(state, bucket)
+            if not hasattr(b.future, "wait"):
+                raise RuntimeError(
+                    f"DistributedDataParallel: the communication hook {hook!r} must "
+                    f"return a Future (with wait()), got {type(b.future).__name__}"
+                )
+
+    def _finalize(self) -> None:
+        self.expect_hooks = False
+        dist = _dist()
+        for b in self.buckets:
+            result = b.future.wait()
+            if isinstance(result, (list, tuple)):  # torch-style futures hold [tensor]
+                result = result[0]
+            if not isinstance(result, ember.Tensor) or result.numel() != b.buffer.numel():
+                raise RuntimeError(
+                    f"DistributedDataParallel: the communication hook's future must "
+                    f"hold a tensor of {b.buffer.numel()} elements (the bucket), got "
+                    f"{type(result).__name__}"
+                )
+            if result.data_ptr() != b.buffer.data_ptr():
+                with ember.no_grad():
+                    b.buffer.copy_(result.reshape(-1))
+        globally_used = None
+        if self.find_unused or self.static_graph:
+            # A parameter unused here may have been used on another rank: only those unused
+            # everywhere keep their gradient untouched. (Every rank takes part, whether or not it
+            # found unused parameters itself.)
+            used = ember.tensor(
+                [1 if u else 0 for u in self.local_used],
+                dtype=ember.int32,
+                device=self.params[0].device,
+            )
+            dist.all_reduce(used, op=dist.ReduceOp.MAX, group=self.group)
+            globally_used = [bool(x) for x in used.tolist()]
+        with ember.no_grad():
+            for b in self.buckets:
+                for i, p, view in zip(b.param_indices, b.params, b.views):
+                    if globally_used is not None and not globally_used[i]:
+                        continue
+                    if self.gradient_as_bucket_view:
+                        if p.grad is None or p.grad.data_ptr() != view.data_ptr():
+                            p.grad = view
+                    elif p.grad is None:
+                        p.grad = view.clone()
+                    else:
+                        p.grad.copy_(view)
+        self.iteration += 1
+        self._reset_iteration()
+
+    def remove_hooks(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+    def __del__(self) -> None:
+        try:
+            self.remove_hooks()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class DistributedDataParallel(Module):
+    """Wraps ``module`` for data-parallel training: one process per replica, gradients averaged
+    over the ranks of ``process_group`` during backward (torch.nn.parallel's API).
+
+    Args:
+        module: the model; its parameters and buffers are broadcast from rank 0 here.
+        device_ids: for a CUDA module, ``[device]`` it lives on (inputs are moved there); None
+            for CPU modules.
+        output_device: accepted for compatibility (outputs stay where the module puts them).
+        dim: accepted for compatibility (single-device replicas do not scatter inputs).
+        broadcast_buffers: broadcast the module's buffers from rank 0 at the start of each
+            forward that follows a training forward (grad enabled, outside ``no_sync``).
+        process_group: the group to reduce over (None: the default group).
+        bucket_cap_mb: bucket size in MiB (the first bucket is at most 1 MiB).
+        find_unused_parameters: look for parameters that take no part in the forward's output
+            and do not wait for their gradients.
+        gradient_as_bucket_view: make each ``param.grad`` a view into its bucket (saves a copy
+            and the memory of the gradients).
+        static_graph: the set of used parameters is the same in every iteration (found once).
+
+    Example (run with ``python -m ember.distributed.run --nproc-per-node 2 train.py``)::
+
+        import ember, ember.distributed as dist
+        from ember.nn.parallel import DistributedDataParallel as DDP
+        dist.init_process_group("gloo")
+        model = DDP(ember.nn.Linear(10, 1))
+        opt = ember.optim.SGD(model.parameters(), lr=0.1)
+        loss = model(ember.randn(8, 10)).pow(2).mean()
+        loss.backward()       # gradients averaged over the ranks
+        opt.step()            # every replica takes the same step
+    """
+
+    def __init__(
+        self,
+        module: Module,
+        device_ids: Sequence[int | Any] | None = None,
+        output_device: int | Any | None = None,
+        dim: int = 0,
+        broadcast_buffers: bool = True,
+        process_group: Any = None,
+        bucket_cap_mb: float | None = 25,
+        find_unused_parameters: bool = False,
+        check_reduction: bool = False,
+        gradient_as_bucket_view: bool = False,
+        static_graph: bool = False,
+    ) -> None:
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(
+                f"DistributedDataParallel: module must be an nn.Module, got {type(module).__name__}"
+            )
+        dist = _dist()
+        if not dist.is_initialized():
+            raise RuntimeError(
+                "DistributedDataParallel: the default process group has not been "
+                "initialized; call ember.distributed.init_process_group(...) first"
+            )
+        if bucket_cap_mb is None:
+            bucket_cap_mb = 25
+        if not bucket_cap_mb > 0:
+            raise ValueError(
+                f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}"
+            )
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not named:
+            raise RuntimeError(
+                "DistributedDataParallel is not needed when a module doesn't have any "
+                "parameter that requires a gradient"
+            )
+        devices = {str(p.device) for _, p in module.named_parameters()}
+        device_types = {p.device.type for _, p in module.named_parameters()}
+        if device_ids is not None:
+            if device_types != {"cuda"} or len(devices) != 1:
+                raise ValueError(
+                    "DistributedDataParallel: device_ids and output_device only work with a module "
+                    f"on a single CUDA device, but got device_ids {list(device_ids)}, output_device "
+                    f"{output_device}, and module parameters on {sorted(devices)}"
+                )
+            if len(device_ids) != 1:
+                raise ValueError(
+                    f"DistributedDataParallel: device_ids must list the one device of "
+                    f"the module, got {list(device_ids)}"
+                )
+        self.module = module
+        self.device_ids = list(device_ids) if device_ids is not None else None
+        self.output_device = output_device
+        self.dim = dim
+        self.broadcast_buffers = broadcast_buffers
+        self.process_group = process_group
+        self.find_unused_parameters = find_unused_parameters
+        self.gradient_as_bucket_view = gradient_as_bucket_view
+        self.static_graph = static_graph
+        self.bucket_bytes_cap = int(bucket_cap_mb * _MiB)
+        self.require_backward_grad_sync = True
+        self.require_forward_param_sync = True
+        self._device = (
+            ember.device(
+                f"cuda:{device_ids[0]}" if isinstance(device_ids[0], int) else device_ids[0]
+            )
+            if device_ids
+            else None
+        )
+
+        self._verify_same_model_on_all_ranks()
+        self._sync_module_states()
+        self.reducer = _Reducer(
+            self, [p for _, p in named], [n for n, _ in named], self.bucket_bytes_cap
+        )
+
+    # ---- setup -----------------------------------------------------------------------------
+    def _src_rank(self) -> int:
+        if self.process_group is None:
+            return 0
+        dist = _dist()
+        return (
+            int(dist.get_global_rank(self.process_group, 0))
+            if hasattr(dist, "get_global_rank")
+            else 0
+        )
+
+    def _verify_same_model_on_all_ranks(self) -> None:
+        """All ranks must hold the same parameters: compares their count and total size."""
+        dist = _dist()
+        params = list(self.module.parameters())
+        count, numel = len(params), sum(p.numel() for p in params)
+        stats = ember.tensor(
+            [count, numel, -count, -numel],
+            dtype=ember.int64,
+            device=params[0].device if params else "cpu",
+        )
+        dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=self.process_group)
+        hi_c, hi_n, lo_c, lo_n = stats.tolist()
+        if (hi_c, hi_n, -lo_c, -lo_n) != (count, numel, count, numel):
+            raise RuntimeError(
+                "DistributedDataParallel: the module differs across ranks: this rank "
+                f"(rank {dist.get_rank(self.process_group)}) has {count} parameters with {numel} "
+                f"elements, others have between {-lo_c} and {hi_c} parameters and between {-lo_n} "
+                f"and {hi_n} elements"
+            )
+
+    def _sync_module_states(self) -> None:
+        tensors = [p.detach() for p in self.module.parameters()] + [
+            b for b in self.module.buffers()
+        ]
+        if tensors:
+            _coalesced_broadcast(
+                tensors, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES
+            )
+
+    # ---- training --------------------------------------------------------------------------
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        self.reducer.check_previous_iteration()
+        if self._device is not None:
+            inputs, kwargs = _to_device(inputs, self._device), _to_device(kwargs, self._device)
+        buffers = list(self.module.buffers()) if self.broadcast_buffers else []
+        # As in torch: the buffers are synchronized when the previous forward was a training
+        # one (grad enabled, gradients synchronized), so every rank decides the same way.
+        if self.require_forward_param_sync and buffers:
+            _coalesced_broadcast(
+                buffers, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES
+            )
+        output = self.module(*inputs, **kwargs)
+        if ember.is_grad_enabled() and self.require_backward_grad_sync:
+            self.require_forward_param_sync = True
+            self.reducer.prepare_for_backward(output)
+        else:
+            self.require_forward_param_sync = False
+            self.reducer.expect_hooks = False
+        return output
+
+    @contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Within this context backward does not reduce gradients: they accumulate locally, and
+        the first backward after it reduces the sum.
+
+        >>> # with ddp.no_sync():
+        >>> #     for x in micro_batches[:-1]: ddp(x).sum().backward()
+        >>> # ddp(micro_batches[-1]).sum().backward()   # reduces the accumulated gradients
+        """
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+    def register_comm_hook(self, state: object, hook: Callable[[Any, Any], Any]) -> None:
+        """Replaces the all-reduce of each bucket by ``hook(state, bucket) -> Future[Tensor]``
+        (see ember.distributed.algorithms.ddp_comm_hooks); call it once, before training."""
+        if not callable(hook):
+            raise TypeError(f"register_comm_hook: hook must be callable, got {type(hook).__name__}")
+        if self.reducer.comm_hook is not None:
+            raise RuntimeError(
+                "register_comm_hook or register_builtin_comm_hook can only be called once"
+            )
+        if self.reducer.iteration > 0 or self.reducer.any_ready:
+            raise RuntimeError("register_comm_hook must be called before the first backward")
+        self.reducer.comm_hook = (state, hook)
+
+    def _get_ddp_logging_data(self) -> dict[str, Any]:
+        return {
+            "world_size": _dist().get_world_size(self.process_group),
+            "bucket_cap_bytes": self.bucket_bytes_cap,
+            "num_buckets": len(self.reducer.buckets),
+            "bucket_sizes": [b.buffer.numel() for b in self.reducer.buckets],
+            "find_unused_parameters": self.find_unused_parameters,
+            "gradient_as_bucket_view": self.gradient_as_bucket_view,
+            "static_graph": self.static_graph,
+            "iterations": self.reducer.iteration,
+        }
+
+    def __getstate__(self) -> dict:
+        raise TypeError("DistributedDataParallel cannot be pickled; pickle its .module instead")
