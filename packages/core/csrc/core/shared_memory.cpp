@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -170,6 +171,7 @@ void release_owned(void* ctx) {
 struct Pool {
   std::mutex mutex;
   std::vector<std::unique_ptr<Mapping>> entries;
+  pid_t owner = getpid();
 };
 Pool& pool() {
   static auto* p = new Pool();  // never destroyed: storages may outlive static teardown
@@ -181,10 +183,26 @@ void release_pooled_creator(void* ctx) {
   ref->map->header()->refs.fetch_sub(1, std::memory_order_acq_rel);
 }
 
+// A forked child inherits its parent's pool: those segments are the parent's to recycle (it may
+// hand them out again at any time), so the child forgets them (its mappings only).
+void forget_inherited_locked(Pool& p) {
+  pid_t me = getpid();
+  if (p.owner == me) return;
+  for (auto& m : p.entries) {
+    if (m->creator != me) {
+      munmap(m->base, m->len);
+      m.reset();
+    }
+  }
+  p.entries.erase(std::remove(p.entries.begin(), p.entries.end(), nullptr), p.entries.end());
+  p.owner = me;
+}
+
 Mapping* acquire_pooled(size_t nbytes) {
   size_t need = nbytes == 0 ? 1 : nbytes;
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
+  forget_inherited_locked(p);
   for (auto& m : p.entries) {
     size_t cap = m->len - kHeader;
     if (cap >= need && cap <= 2 * need + (64 << 10) &&
@@ -333,21 +351,28 @@ void shm_add_receiver_ref(const StorageImpl& storage) {
       ->refs.fetch_add(1, std::memory_order_acq_rel);
 }
 
-int64_t shm_pool_clear() {
+int64_t shm_pool_clear(bool idle_only) {
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
+  forget_inherited_locked(p);
   int64_t n = 0;
+  std::vector<std::unique_ptr<Mapping>> keep;
   for (auto& m : p.entries) {
+    bool idle = m->header()->refs.load(std::memory_order_acquire) == 0;
+    if (idle_only && !idle) {  // a receiver still holds it, or a message naming it is in flight
+      keep.push_back(std::move(m));
+      continue;
+    }
     shm_unlink(m->name.c_str());
     ++n;
-    if (m->header()->refs.load(std::memory_order_acquire) == 0) {
+    if (idle) {
       munmap(m->base, m->len);
       g_live.fetch_sub(1, std::memory_order_relaxed);
     } else {
       m.release();  // still used by a live storage here: its pages go with the process
     }
   }
-  p.entries.clear();
+  p.entries = std::move(keep);
   return n;
 }
 

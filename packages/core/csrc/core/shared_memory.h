@@ -40,7 +40,9 @@ Storage open_shared_storage(const std::string& name, size_t nbytes, ShmPolicy po
 // it); for Handoff, marks it sent (otherwise the creator unlinks it at free).
 void shm_add_receiver_ref(const StorageImpl& storage);
 // Unlinks this process's Pooled segments and stops recycling them (idle ones are unmapped).
-int64_t shm_pool_clear();
+// idle_only: only those no receiver holds and no message in flight names (a process's exit
+// while its last sends are unread).
+int64_t shm_pool_clear(bool idle_only = false);
 // Unmaps the cached mappings of Pooled segments that no tensor uses (a loader's shutdown).
 int64_t shm_trim_cache();
 // The segment behind a storage, or nullptr when it is not in shared memory.

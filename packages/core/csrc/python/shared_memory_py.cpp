@@ -118,8 +118,9 @@ void bind_shared_memory(py::module_& m, TensorClass& cls) {
       },
       py::arg("name"), py::arg("nbytes"), py::arg("dtype"), py::arg("shape"), py::arg("strides"),
       py::arg("offset"), py::arg("policy"));
-  m.def("_shm_pool_clear", &shm_pool_clear,
-        "Unlinks this process's recycled (pooled) segments and starts a new pool.");
+  m.def("_shm_pool_clear", &shm_pool_clear, py::arg("idle_only") = false,
+        "Unlinks this process's recycled (pooled) segments and starts a new pool; idle_only: only "
+        "the segments no receiver holds and no message in flight names.");
   m.def("_shm_trim_cache", &shm_trim_cache,
         "Unmaps the cached mappings of received pooled segments no tensor uses.");
   m.def(
