@@ -38,6 +38,7 @@ struct Mapping {
   char* base = nullptr;
   size_t len = 0;
   pid_t creator = 0;
+  int fd = -1;             // Unnamed: the segment's descriptor (its only handle)
   int64_t local_uses = 0;  // receiver cache: live storages on this mapping
   bool orphan = false;     // receiver cache: dropped from the cache, unmap at last use
   Header* header() const { return reinterpret_cast<Header*>(base); }
@@ -81,8 +82,9 @@ char* map_fd(int fd, size_t len, const std::string& name) {
   return static_cast<char*>(p);
 }
 
-// Creates, reserves and maps a new segment of `len` bytes.
-std::unique_ptr<Mapping> create_mapping(size_t len, size_t nbytes) {
+// Creates, reserves and maps a new segment of `len` bytes (unnamed: removes the name at once and
+// keeps the descriptor).
+std::unique_ptr<Mapping> create_mapping(size_t len, size_t nbytes, bool unnamed = false) {
   static const uint32_t salt = std::random_device{}();
   auto m = std::make_unique<Mapping>();
   m->creator = getpid();
@@ -120,9 +122,16 @@ std::unique_ptr<Mapping> create_mapping(size_t len, size_t nbytes) {
     shm_unlink(m->name.c_str());
     throw;
   }
-  close(fd);  // the mapping keeps the segment alive
+  if (unnamed) {
+    shm_unlink(m->name.c_str());
+    m->fd = fd;
+  } else {
+    close(fd);  // the mapping keeps the segment alive
+  }
   return m;
 }
+
+std::unique_ptr<Mapping> map_open_fd(int fd, const std::string& name, size_t min_len);
 
 std::unique_ptr<Mapping> open_mapping(const std::string& name, size_t min_len) {
   int fd = shm_open(name.c_str(), O_RDWR, 0);
@@ -134,22 +143,22 @@ std::unique_ptr<Mapping> open_mapping(const std::string& name, size_t min_len) {
                                "sending process until it has been received)"
                              : "");
   }
+  auto m = map_open_fd(fd, name, min_len);
+  close(fd);
+  return m;
+}
+
+// Maps the open segment fd (the caller closes or keeps fd).
+std::unique_ptr<Mapping> map_open_fd(int fd, const std::string& name, size_t min_len) {
   struct stat st{};
   if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < min_len) {
-    close(fd);
     EMBER_FAIL(Runtime, "shared memory: segment ", name, " holds ", st.st_size,
                " bytes, fewer than the ", min_len, " expected");
   }
   auto m = std::make_unique<Mapping>();
   m->name = name;
   m->len = static_cast<size_t>(st.st_size);
-  try {
-    m->base = map_fd(fd, m->len, name);
-  } catch (...) {
-    close(fd);
-    throw;
-  }
-  close(fd);
+  m->base = map_fd(fd, m->len, name);
   return m;
 }
 
@@ -158,6 +167,7 @@ std::unique_ptr<Mapping> open_mapping(const std::string& name, size_t min_len) {
 void release_owned(void* ctx) {
   std::unique_ptr<ShmRef> ref(static_cast<ShmRef*>(ctx));
   munmap(ref->owned->base, ref->owned->len);
+  if (ref->owned->fd >= 0) close(ref->owned->fd);
   // A forked child freeing its inherited copy must not remove the parent's name; a handoff
   // segment that was never sent has no receiver to remove it.
   bool unsent_handoff = ref->policy == ShmPolicy::Handoff && !ref->sent.load();
@@ -293,7 +303,7 @@ Storage new_shared_storage(size_t nbytes, ShmPolicy policy) {
     char* data = ref->map->base + kHeader;
     return make_storage(std::move(ref), data, &release_pooled_creator);
   }
-  ref->owned = create_mapping(nbytes == 0 ? 1 : nbytes, nbytes);
+  ref->owned = create_mapping(nbytes == 0 ? 1 : nbytes, nbytes, policy == ShmPolicy::Unnamed);
   ref->map = ref->owned.get();
   ref->name = ref->map->name;
   g_live.fetch_add(1, std::memory_order_relaxed);
@@ -338,6 +348,47 @@ Storage open_shared_storage(const std::string& name, size_t nbytes, ShmPolicy po
   if (policy == ShmPolicy::Handoff) shm_unlink(name.c_str());
   char* data = ref->map->base;
   return make_storage(std::move(ref), data, &release_owned);
+}
+
+Storage open_shared_fd(int fd, size_t nbytes) {
+  int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) {
+    int err = errno;
+    EMBER_FAIL(Runtime, "shared memory: cannot duplicate descriptor ", fd, ": ", errno_str(err),
+               err == EMFILE ? " (too many open files: raise `ulimit -n`, or use the "
+                               "\"file_system\" sharing strategy)"
+                             : "");
+  }
+  auto ref = std::make_unique<ShmRef>();
+  ref->nbytes = nbytes;
+  ref->policy = ShmPolicy::Unnamed;
+  ref->name = "<fd " + std::to_string(fd) + ">";
+  try {
+    ref->owned = map_open_fd(own, ref->name, nbytes == 0 ? 1 : nbytes);
+  } catch (...) {
+    close(own);
+    throw;
+  }
+  ref->owned->fd = own;
+  ref->owned->creator = -1;
+  ref->map = ref->owned.get();
+  char* data = ref->map->base;
+  return make_storage(std::move(ref), data, &release_owned);
+}
+
+int shared_fd(const StorageImpl& storage) {
+  if (storage.data.deleter() != &release_owned) return -1;
+  return static_cast<const ShmRef*>(storage.data.ctx())->owned->fd;
+}
+
+namespace {
+std::atomic<int> g_share_policy{static_cast<int>(ShmPolicy::Owner)};
+}
+
+void set_share_policy(ShmPolicy policy) {
+  EMBER_CHECK_KIND(policy == ShmPolicy::Owner || policy == ShmPolicy::Unnamed, Value,
+                   "share_memory_: the policy must be Owner or Unnamed");
+  g_share_policy.store(static_cast<int>(policy));
 }
 
 void shm_add_receiver_ref(const StorageImpl& storage) {
@@ -393,7 +444,8 @@ void share_storage_(StorageImpl& storage) {
   if (shared_segment(storage)) return;
   EMBER_CHECK(storage.device().is_cpu(),
               "share_memory_: only CPU tensors can be moved to shared memory in this build");
-  Storage fresh = new_shared_storage(storage.nbytes, ShmPolicy::Owner);
+  Storage fresh =
+      new_shared_storage(storage.nbytes, static_cast<ShmPolicy>(g_share_policy.load()));
   if (storage.nbytes) std::memcpy(fresh->data.get(), storage.data.get(), storage.nbytes);
   storage.data = std::move(fresh->data);  // the old block goes back to its allocator
 }

@@ -14,6 +14,9 @@
 //              the receiver keeps its mapping cached, so a steady stream of batches costs no
 //              system calls and no page faults on either side (fresh pages cost ~5 us each).
 //              The supervisor unlinks the names when the creator exits (shm_prefix).
+//   - Unnamed: the creator, right after creating it: the segment crosses processes as a file
+//              descriptor (ember.multiprocessing's "file_descriptor" strategy) and its pages go
+//              when the last descriptor and mapping close, however the processes end.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -22,7 +25,7 @@
 
 namespace ember {
 
-enum class ShmPolicy { Owner = 0, Handoff = 1, Pooled = 2 };
+enum class ShmPolicy { Owner = 0, Handoff = 1, Pooled = 2, Unnamed = 3 };
 
 struct ShmSegment {
   std::string name;   // with the leading '/'
@@ -45,6 +48,12 @@ void shm_add_receiver_ref(const StorageImpl& storage);
 int64_t shm_pool_clear(bool idle_only = false);
 // Unmaps the cached mappings of Pooled segments that no tensor uses (a loader's shutdown).
 int64_t shm_trim_cache();
+// Maps an Unnamed segment received as the descriptor `fd` (duplicated: the caller keeps fd).
+Storage open_shared_fd(int fd, size_t nbytes);
+// The descriptor of an Unnamed segment (owned by the storage), or -1.
+int shared_fd(const StorageImpl& storage);
+// The policy of the segments Tensor.share_memory_() creates (Owner, or Unnamed).
+void set_share_policy(ShmPolicy policy);
 // The segment behind a storage, or nullptr when it is not in shared memory.
 const ShmSegment* shared_segment(const StorageImpl& storage);
 // Moves the storage's bytes into a new Owner segment in place: every view of it sees the move.

@@ -16,8 +16,8 @@ the tensor alive until the receivers have it (as with PyTorch's CUDA tensors). A
 every receiver has freed it. A received handoff or pooled tensor that is sent on travels as a
 new copy (its name is gone, or belongs to the creator's pool).
 
-``ember.multiprocessing.set_sharing_strategy("file_descriptor")`` installs ``fd_reducer``: copies
-then go into anonymous memory passed as file descriptors, and nothing is named in ``/dev/shm``.
+``ember.multiprocessing.set_sharing_strategy("file_descriptor")`` installs ``fd_reducer``: shared
+storages are then unnamed segments that travel as file descriptors (nothing named in ``/dev/shm``).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def _sendable(handle: tuple | None) -> bool:
     if handle is None:
         return False
     name, _, policy = handle
-    return policy == OWNER or _creator_pid(name) == os.getpid()
+    return policy == OWNER or (policy in (HANDOFF, POOLED) and _creator_pid(name) == os.getpid())
 
 
 def _reduce_tensor_mp(t: Tensor) -> tuple:

@@ -14,9 +14,10 @@ Sharing strategies (``set_sharing_strategy``):
   them by name, so a process may exit right after sending. Segments of a child that died
   (SIGKILL included) are removed by its parent; the rest go when their last user frees them or
   at exit.
-* ``"file_descriptor"``: copies go to anonymous memory (``memfd_create``) whose descriptor is
-  passed to the receiver; nothing is named, so nothing can be left behind, but the sender must
-  be alive while the receiver unpickles (as with PyTorch's default strategy).
+* ``"file_descriptor"``: shared storages (``share_memory_()`` and copies) are segments unlinked
+  right after creation, whose descriptors are passed to the receivers; nothing is named, so
+  nothing can be left behind, but the sender must be alive while the receiver unpickles (as
+  with PyTorch's default strategy), and each shared storage holds a descriptor.
 
 >>> import ember
 >>> import ember.multiprocessing as mp
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import multiprocessing as _std_mp
 
+from ember import _C
 from ember import multiprocessing_reductions as _reductions
 from ember.multiprocessing_reductions import init_reductions
 
@@ -75,10 +77,11 @@ def get_sharing_strategy() -> str:
 
 
 def set_sharing_strategy(new_strategy: str) -> None:
-    """Sets how tensors that need a copy in shared memory cross processes: "file_system"
-    (named ``/dev/shm`` segments) or "file_descriptor" (anonymous memory, descriptors passed
-    over the connection). The setting is per process: a child started by ``spawn`` or
-    ``forkserver`` begins with "file_system" and sets its own.
+    """Sets how shared storages (``share_memory_()``, and the copies made to send a tensor) are
+    made and cross processes: "file_system" (named ``/dev/shm`` segments, sent by name) or
+    "file_descriptor" (unnamed segments, descriptors passed over the connection). The setting
+    is per process: a forked child inherits it, a child started by ``spawn`` or ``forkserver``
+    begins with "file_system" and sets its own.
 
     >>> set_sharing_strategy("file_descriptor"); get_sharing_strategy()
     'file_descriptor'
@@ -90,7 +93,9 @@ def set_sharing_strategy(new_strategy: str) -> None:
             f"set_sharing_strategy: unknown strategy {new_strategy!r}; expected one of "
             f"{sorted(_STRATEGIES)}"
         )
-    _reductions.fd_reducer = _fd.reduce_fd if new_strategy == "file_descriptor" else None
+    fd = new_strategy == "file_descriptor"
+    _C._set_share_policy(_fd.UNNAMED if fd else 0)  # what Tensor.share_memory_() creates
+    _reductions.fd_reducer = _fd.reduce_fd if fd else None
     _sharing_strategy = new_strategy
 
 
@@ -107,8 +112,7 @@ for _name in _std_mp.__all__:
     globals()[_name] = _attr
 del _name, _attr
 
-__all__ = sorted({
-    *_std_mp.__all__,
+__all__ = [
     "ProcessContext",
     "ProcessException",
     "ProcessExitedException",
@@ -121,8 +125,8 @@ __all__ = sorted({
     "set_sharing_strategy",
     "spawn",
     "start_processes",
-    "__version__",
-})
+]
+__all__ += _std_mp.__all__
 
 init_reductions()
 _context.install_exit_hook()
