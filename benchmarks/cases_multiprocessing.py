@@ -24,9 +24,10 @@ def _mp(fw):
     return importlib.import_module(f"{fw.name}.multiprocessing")
 
 
-def _producer(fw_name: str, numel: int, signal, queue) -> None:
+def _producer(fw_name: str, numel: int, strategy: str, signal, queue) -> None:
     mod = importlib.import_module(fw_name)
     mod.set_num_threads(1)
+    importlib.import_module(f"{fw_name}.multiprocessing").set_sharing_strategy(strategy)
     template = mod.arange(numel, dtype=mod.float32)
     while True:
         t = template.clone()  # a fresh tensor per message (not yet in shared memory)
@@ -39,12 +40,12 @@ def _producer(fw_name: str, numel: int, signal, queue) -> None:
 class _Channel:
     """The producer process and its pipe and queue; `__call__` times `n` messages."""
 
-    def __init__(self, fw, numel: int, n: int) -> None:
+    def __init__(self, fw, numel: int, n: int, strategy: str) -> None:
         mp = _mp(fw)
         ctx = mp.get_context("fork")
         self.queue = ctx.Queue()
         self.signal, child_end = ctx.Pipe()
-        self.proc = ctx.Process(target=_producer, args=(fw.name, numel, child_end, self.queue),
+        self.proc = ctx.Process(target=_producer, args=(fw.name, numel, strategy, child_end, self.queue),
                                 daemon=True)
         self.proc.start()
         child_end.close()
@@ -74,8 +75,12 @@ def _stop(signal, proc) -> None:
         proc.join()
 
 
-def _setup(fw, numel: int, n: int) -> SelfTimed:
-    channel = _Channel(fw, numel, n)
+def _setup(fw, numel: int, n: int, strategy: str | None = None) -> SelfTimed:
+    # Each framework's default strategy unless told: ember "file_system", torch
+    # "file_descriptor" (the strategy of the sending child is what counts).
+    if strategy is None:
+        strategy = "file_system" if fw.name == "ember" else "file_descriptor"
+    channel = _Channel(fw, numel, n, strategy)
     channel()  # warm-up (the harness's first call is untimed too)
     return SelfTimed(channel)
 
@@ -94,3 +99,19 @@ def _big(fw):
           "(target: >= 3x torch's throughput)")  # fmt: skip
 def _small(fw):
     return _setup(fw, SMALL, 100)
+
+
+@case("mp/queue 16MB float32 fd", unit="ms", check=False, repeats=(11, 3),
+      bytes=BIG * 4,
+      doc="the 16 MiB case with ember's \"file_descriptor\" sharing strategy (torch's default, "
+          "its strategy too): a new unnamed segment per tensor, no recycling (no target: the "
+          "default strategy's row carries it)")  # fmt: skip
+def _big_fd(fw):
+    return _setup(fw, BIG, 10, "file_descriptor")
+
+
+@case("mp/queue 4KB float32 fd", unit="ms", check=False, repeats=(11, 3),
+      bytes=SMALL * 4,
+      doc="the 4 KiB case with the \"file_descriptor\" strategy for both")  # fmt: skip
+def _small_fd(fw):
+    return _setup(fw, SMALL, 100, "file_descriptor")

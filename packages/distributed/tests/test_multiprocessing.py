@@ -62,6 +62,19 @@ def test_reexports_the_standard_library():
         mp.get_context("teleport")
 
 
+def _double(q, t) -> None:
+    q.put(t * 2)
+
+
+def test_default_process_class():
+    q = mp.Queue()
+    p = mp.Process(target=_double, args=(q, ember.arange(70_000.0)))
+    p.start()
+    assert ember.equal(q.get(timeout=TIMEOUT), ember.arange(70_000.0) * 2)
+    p.join(TIMEOUT)
+    assert p.exitcode == 0 and isinstance(p, std_mp.process.BaseProcess)
+
+
 def test_pipe_and_simple_queue_in_process():
     a, b = mp.Pipe()
     big = ember.arange(50_000, dtype=ember.float32)

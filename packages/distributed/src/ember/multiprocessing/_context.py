@@ -169,6 +169,8 @@ class Process(_ReapingProcess, _mpctx.process.BaseProcess):
     >>> p = mp.Process(target=print, args=("hi",))
     """
 
+    _start_method = None
+
     @staticmethod
     def _Popen(process_obj: Any) -> Any:
         return _default_context.get_context().Process._Popen(process_obj)
