@@ -26,8 +26,7 @@ from typing import Any
 from ember import _C
 
 _lock = threading.Lock()
-_deferred: set[int] = set()  # children that exited normally: cleaned at this process's exit
-_supervised = False  # this process was started by an ember.multiprocessing context
+_deferred: set[int] = set()  # children started here and not cleaned up yet: done at exit
 
 
 def cleanup_segments(pid: int) -> int:
@@ -48,23 +47,38 @@ def reap(pid: int, exitcode: int | None) -> None:
     """Cleans up after a child that is gone (now, or at exit when it exited normally)."""
     if exitcode is None:
         return
-    if exitcode == 0:
-        with _lock:
-            _deferred.add(pid)
-    else:
+    if exitcode != 0:
         cleanup_segments(pid)
+        with _lock:
+            _deferred.discard(pid)
     _C._shm_trim_cache()  # unmap the cached mappings of its recycled segments that we let go
+
+
+def _gone(pid: int) -> bool:
+    """Whether no process has this pid (a live one would be a reuse of a reaped child's pid)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _at_exit() -> None:
     # Runs after multiprocessing has joined the non-daemon children (negative exit priority).
+    # Every child started here is covered, also those never joined (active_children() reaps
+    # without join()).
     with _lock:
         pids = list(_deferred)
         _deferred.clear()
     for pid in pids:
-        cleanup_segments(pid)
-    # A supervised child leaves its busy segments (in flight to a receiver) to its parent.
-    _C._shm_pool_clear(_supervised)
+        if _gone(pid):
+            cleanup_segments(pid)
+    # A child leaves its busy recycled segments (named by messages still in flight) to the
+    # process that supervises it (this module's Process, the DataLoader); the main process
+    # removes all of its own.
+    _C._shm_pool_clear(multiprocessing.parent_process() is not None)
 
 
 class _ExitHook:
@@ -98,6 +112,11 @@ class _ReapingProcess:
         self.__dict__["_ember_reaped"] = True
         reap(popen.pid, popen.returncode)
 
+    def start(self) -> None:
+        super().start()  # type: ignore[misc]
+        with _lock:
+            _deferred.add(self._popen.pid)  # type: ignore[attr-defined]
+
     def join(self, timeout: float | None = None) -> None:
         super().join(timeout)  # type: ignore[misc]
         self._ember_reap()
@@ -107,11 +126,6 @@ class _ReapingProcess:
         if not alive:
             self._ember_reap()
         return alive
-
-    def _bootstrap(self, *args: Any, **kwargs: Any) -> int:
-        global _supervised
-        _supervised = True
-        return super()._bootstrap(*args, **kwargs)  # type: ignore[misc]
 
 
 class ForkProcess(_ReapingProcess, _mpctx.ForkProcess):
