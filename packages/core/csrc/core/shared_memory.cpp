@@ -194,15 +194,13 @@ void release_pooled_creator(void* ctx) {
 }
 
 // A forked child inherits its parent's pool: those segments are the parent's to recycle (it may
-// hand them out again at any time), so the child forgets them (its mappings only).
+// hand them out again at any time), so the child stops recycling them. Their mappings stay (an
+// inherited tensor may still use one).
 void forget_inherited_locked(Pool& p) {
   pid_t me = getpid();
   if (p.owner == me) return;
   for (auto& m : p.entries) {
-    if (m->creator != me) {
-      munmap(m->base, m->len);
-      m.reset();
-    }
+    if (m->creator != me) m.release();
   }
   p.entries.erase(std::remove(p.entries.begin(), p.entries.end(), nullptr), p.entries.end());
   p.owner = me;
