@@ -7,7 +7,9 @@ Each start method (fork, spawn, forkserver) gets a context whose ``Process`` rem
   its parent notices (``join()``, ``is_alive()``, ``spawn``'s ``ProcessContext.join``);
 * a child that exited normally may have sent tensors that are not received yet (their segments
   must outlive it), so its leftovers are removed when the parent exits. A child removes its own
-  idle recycled segments at exit.
+  idle recycled segments at exit;
+* when the parent itself is killed, a janitor process removes the segments of the whole tree
+  once every process of it is gone (see ``_janitor``).
 
 Everything else (queues, pipes, pools, managers) is the standard library's: tensors travel
 through ``multiprocessing.reduction.ForkingPickler``, where ``init_reductions`` registers the
@@ -24,6 +26,8 @@ import threading
 from typing import Any
 
 from ember import _C
+
+from . import _janitor
 
 _lock = threading.Lock()
 _deferred: set[int] = set()  # children started here and not cleaned up yet: done at exit
@@ -92,6 +96,7 @@ class _ExitHook:
         with _lock:
             _deferred.clear()  # the parent's children are not ours
         self.register()
+        _janitor.after_fork()
 
 
 _exit_hook = _ExitHook()
@@ -113,7 +118,11 @@ class _ReapingProcess:
         reap(popen.pid, popen.returncode)
 
     def start(self) -> None:
+        _janitor.ensure_started()
+        # Pickled with the process object for spawn / forkserver (fork inherits the pipe).
+        self.__dict__["_ember_janitor"] = _janitor.Handle()
         super().start()  # type: ignore[misc]
+        self.__dict__.pop("_ember_janitor", None)
         with _lock:
             _deferred.add(self._popen.pid)  # type: ignore[attr-defined]
 
