@@ -203,8 +203,13 @@ def start_processes(fn: Callable, args: tuple = (), nprocs: int = 1, join: bool 
     context = ProcessContext(processes, error_files)
     if not join:
         return context
-    while not context.join():
-        pass
+    try:
+        while not context.join():
+            pass
+    except KeyboardInterrupt:  # Ctrl-C: stop the group instead of waiting for it at exit
+        context._terminate_others(-1, 5.0)
+        context._remove_error_files()
+        raise
     return None
 
 
