@@ -125,6 +125,21 @@ def test_spawn_reports_exit_code_and_signal():
             assert f"process {e.error_index}" in str(e)
 
 
+def test_spawn_checks_its_arguments_and_exceptions_pickle():
+    import pickle
+
+    with pytest.raises(TypeError, match="fn must be callable"):
+        mp.spawn(42)
+    with pytest.raises(TypeError, match="args must be a tuple"):
+        mp.spawn(print, args=[1])
+    with pytest.raises(ValueError, match="cannot find context for 'teleport'"):
+        mp.start_processes(print, start_method="teleport")
+    e = pickle.loads(pickle.dumps(mp.ProcessExitedException("m", 1, 99, -9, "SIGKILL")))
+    assert (e.error_index, e.pid, e.exit_code, e.signal_name, str(e)) == (1, 99, -9, "SIGKILL", "m")
+    r = pickle.loads(pickle.dumps(mp.ProcessRaisedException("trace", 2, 7)))
+    assert isinstance(r, mp.ProcessException) and (r.error_index, r.pid) == (2, 7)
+
+
 def _write_rank(rank: int, shared: ember.Tensor) -> None:
     shared[rank] = float(rank + 1)
 
