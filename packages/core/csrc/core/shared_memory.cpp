@@ -206,14 +206,24 @@ void forget_inherited_locked(Pool& p) {
   p.owner = me;
 }
 
-Mapping* acquire_pooled(size_t nbytes) {
+// Forgets a pooled segment: an unnamed one by closing its descriptor, a named one by its name.
+void drop_pooled_handle(Mapping& m) {
+  if (m.fd >= 0) {
+    close(m.fd);
+    m.fd = -1;
+  } else {
+    shm_unlink(m.name.c_str());
+  }
+}
+
+Mapping* acquire_pooled(size_t nbytes, bool unnamed) {
   size_t need = nbytes == 0 ? 1 : nbytes;
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
   forget_inherited_locked(p);
   for (auto& m : p.entries) {
     size_t cap = m->len - kHeader;
-    if (cap >= need && cap <= 2 * need + (64 << 10) &&
+    if ((m->fd >= 0) == unnamed && cap >= need && cap <= 2 * need + (64 << 10) &&
         m->header()->refs.load(std::memory_order_acquire) == 0) {
       m->header()->refs.store(1, std::memory_order_release);
       return m.get();
@@ -224,7 +234,7 @@ Mapping* acquire_pooled(size_t nbytes) {
     for (auto& m : p.entries) {
       if (m->header()->refs.load(std::memory_order_acquire) == 0) {
         munmap(m->base, m->len);
-        shm_unlink(m->name.c_str());
+        drop_pooled_handle(*m);
         g_live.fetch_sub(1, std::memory_order_relaxed);
       } else {
         keep.push_back(std::move(m));
@@ -233,7 +243,7 @@ Mapping* acquire_pooled(size_t nbytes) {
     p.entries = std::move(keep);
   }
   size_t cap = (need + 4095) / 4096 * 4096;
-  auto m = create_mapping(kHeader + cap, nbytes);
+  auto m = create_mapping(kHeader + cap, nbytes, unnamed);
   new (m->base) Header{};
   m->header()->refs.store(1, std::memory_order_release);
   g_live.fetch_add(1, std::memory_order_relaxed);
@@ -295,8 +305,8 @@ Storage new_shared_storage(size_t nbytes, ShmPolicy policy) {
   auto ref = std::make_unique<ShmRef>();
   ref->nbytes = nbytes;
   ref->policy = policy;
-  if (policy == ShmPolicy::Pooled) {
-    ref->map = acquire_pooled(nbytes);
+  if (policy == ShmPolicy::Pooled || policy == ShmPolicy::PooledUnnamed) {
+    ref->map = acquire_pooled(nbytes, policy == ShmPolicy::PooledUnnamed);
     ref->name = ref->map->name;
     char* data = ref->map->base + kHeader;
     return make_storage(std::move(ref), data, &release_pooled_creator);
@@ -309,37 +319,49 @@ Storage new_shared_storage(size_t nbytes, ShmPolicy policy) {
   return make_storage(std::move(ref), data, &release_owned);
 }
 
+// A receiver's storage on a pooled segment, through the mapping cache (by `key`: the name, or
+// the inode of an unnamed segment); `open` maps the segment on a miss.
+template <typename Open>
+Storage open_pooled_cached(const std::string& key, size_t nbytes, ShmPolicy policy, Open open) {
+  auto ref = std::make_unique<ShmRef>();
+  ref->nbytes = nbytes;
+  ref->policy = policy;
+  ref->name = key;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.entries.find(key);
+  Mapping* m;
+  if (it != c.entries.end() && it->second->len >= kHeader + nbytes) {
+    m = it->second.get();
+  } else {
+    if (it != c.entries.end()) {  // a stale mapping under a reused name
+      it->second->orphan = true;
+      if (it->second->local_uses == 0)
+        munmap(it->second->base, it->second->len);
+      else
+        it->second.release();
+      c.entries.erase(it);
+    }
+    if (c.entries.size() >= kCacheMax) trim_locked(c, false);
+    std::unique_ptr<Mapping> fresh = open(kHeader + nbytes);
+    m = fresh.get();
+    c.entries.emplace(key, std::move(fresh));
+  }
+  m->local_uses++;
+  ref->map = m;
+  char* data = m->base + kHeader;
+  return make_storage(std::move(ref), data, &release_pooled_receiver);
+}
+
 Storage open_shared_storage(const std::string& name, size_t nbytes, ShmPolicy policy) {
+  if (policy == ShmPolicy::Pooled) {
+    return open_pooled_cached(name, nbytes, policy,
+                              [&](size_t len) { return open_mapping(name, len); });
+  }
   auto ref = std::make_unique<ShmRef>();
   ref->nbytes = nbytes;
   ref->policy = policy;
   ref->name = name;
-  if (policy == ShmPolicy::Pooled) {
-    Cache& c = cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.entries.find(name);
-    Mapping* m;
-    if (it != c.entries.end() && it->second->len >= kHeader + nbytes) {
-      m = it->second.get();
-    } else {
-      if (it != c.entries.end()) {  // a stale mapping under a reused name
-        it->second->orphan = true;
-        if (it->second->local_uses == 0)
-          munmap(it->second->base, it->second->len);
-        else
-          it->second.release();
-        c.entries.erase(it);
-      }
-      if (c.entries.size() >= kCacheMax) trim_locked(c, false);
-      auto fresh = open_mapping(name, kHeader + nbytes);
-      m = fresh.get();
-      c.entries.emplace(name, std::move(fresh));
-    }
-    m->local_uses++;
-    ref->map = m;
-    char* data = m->base + kHeader;
-    return make_storage(std::move(ref), data, &release_pooled_receiver);
-  }
   ref->owned = open_mapping(name, nbytes == 0 ? 1 : nbytes);
   ref->map = ref->owned.get();
   ref->owned->creator = -1;  // never unlinks at free
@@ -348,7 +370,17 @@ Storage open_shared_storage(const std::string& name, size_t nbytes, ShmPolicy po
   return make_storage(std::move(ref), data, &release_owned);
 }
 
-Storage open_shared_fd(int fd, size_t nbytes) {
+Storage open_shared_fd(int fd, size_t nbytes, bool pooled) {
+  if (pooled) {  // the mapping cache knows the segment by its inode; fd is not kept
+    struct stat st{};
+    if (fstat(fd, &st) != 0) {
+      int err = errno;
+      EMBER_FAIL(Runtime, "shared memory: fstat of descriptor ", fd, " failed: ", errno_str(err));
+    }
+    std::string key = "<inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ">";
+    return open_pooled_cached(key, nbytes, ShmPolicy::PooledUnnamed,
+                              [&](size_t len) { return map_open_fd(fd, key, len); });
+  }
   int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) {
     int err = errno;
@@ -375,8 +407,9 @@ Storage open_shared_fd(int fd, size_t nbytes) {
 }
 
 int shared_fd(const StorageImpl& storage) {
-  if (storage.data.deleter() != &release_owned) return -1;
-  return static_cast<const ShmRef*>(storage.data.ctx())->owned->fd;
+  auto d = storage.data.deleter();
+  if (d != &release_owned && d != &release_pooled_creator) return -1;
+  return static_cast<const ShmRef*>(storage.data.ctx())->map->fd;
 }
 
 namespace {
@@ -412,7 +445,7 @@ int64_t shm_pool_clear(bool idle_only) {
       keep.push_back(std::move(m));
       continue;
     }
-    shm_unlink(m->name.c_str());
+    drop_pooled_handle(*m);
     ++n;
     if (idle) {
       munmap(m->base, m->len);

@@ -17,6 +17,8 @@
 //   - Unnamed: the creator, right after creating it: the segment crosses processes as a file
 //              descriptor (ember.multiprocessing's "file_descriptor" strategy) and its pages go
 //              when the last descriptor and mapping close, however the processes end.
+//   - PooledUnnamed: Pooled (recycled, reference-counted header, receivers' cached mappings,
+//              known by inode) on Unnamed segments.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -25,7 +27,7 @@
 
 namespace ember {
 
-enum class ShmPolicy { Owner = 0, Handoff = 1, Pooled = 2, Unnamed = 3 };
+enum class ShmPolicy { Owner = 0, Handoff = 1, Pooled = 2, Unnamed = 3, PooledUnnamed = 4 };
 
 struct ShmSegment {
   std::string name;   // with the leading '/'
@@ -48,9 +50,10 @@ void shm_add_receiver_ref(const StorageImpl& storage);
 int64_t shm_pool_clear(bool idle_only = false);
 // Unmaps the cached mappings of Pooled segments that no tensor uses (a loader's shutdown).
 int64_t shm_trim_cache();
-// Maps an Unnamed segment received as the descriptor `fd` (duplicated: the caller keeps fd).
-Storage open_shared_fd(int fd, size_t nbytes);
-// The descriptor of an Unnamed segment (owned by the storage), or -1.
+// Maps an Unnamed segment received as the descriptor `fd` (the caller keeps fd); pooled: a
+// PooledUnnamed one, through the mapping cache, releasing the reference the sender took.
+Storage open_shared_fd(int fd, size_t nbytes, bool pooled = false);
+// The descriptor of an Unnamed or PooledUnnamed segment (owned by its creator), or -1.
 int shared_fd(const StorageImpl& storage);
 // The policy of the segments Tensor.share_memory_() creates (Owner, or Unnamed).
 void set_share_policy(ShmPolicy policy);
