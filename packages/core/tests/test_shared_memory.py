@@ -86,7 +86,9 @@ def test_forking_pickler_maps_the_same_pages():
     assert x[0, 1].item() == 7.0  # no copy: same memory
 
 
-def test_small_tensor_travels_by_value_large_one_by_handoff():
+def test_small_tensor_travels_by_value_large_one_by_handoff(monkeypatch):
+    # Copies of up to MP_POOL_MAX_BYTES go into the sender's recycled segments instead.
+    monkeypatch.setattr(ember.multiprocessing_reductions, "MP_POOL_MAX_BYTES", 0)
     before = segments()
     small = ember.ones(8)
     assert not pickle.loads(mp_dumps(small)).is_shared()

@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -37,6 +38,7 @@ struct Mapping {
   char* base = nullptr;
   size_t len = 0;
   pid_t creator = 0;
+  int fd = -1;             // Unnamed: the segment's descriptor (its only handle)
   int64_t local_uses = 0;  // receiver cache: live storages on this mapping
   bool orphan = false;     // receiver cache: dropped from the cache, unmap at last use
   Header* header() const { return reinterpret_cast<Header*>(base); }
@@ -80,8 +82,9 @@ char* map_fd(int fd, size_t len, const std::string& name) {
   return static_cast<char*>(p);
 }
 
-// Creates, reserves and maps a new segment of `len` bytes.
-std::unique_ptr<Mapping> create_mapping(size_t len, size_t nbytes) {
+// Creates, reserves and maps a new segment of `len` bytes (unnamed: removes the name at once and
+// keeps the descriptor).
+std::unique_ptr<Mapping> create_mapping(size_t len, size_t nbytes, bool unnamed = false) {
   static const uint32_t salt = std::random_device{}();
   auto m = std::make_unique<Mapping>();
   m->creator = getpid();
@@ -119,9 +122,16 @@ std::unique_ptr<Mapping> create_mapping(size_t len, size_t nbytes) {
     shm_unlink(m->name.c_str());
     throw;
   }
-  close(fd);  // the mapping keeps the segment alive
+  if (unnamed) {
+    shm_unlink(m->name.c_str());
+    m->fd = fd;
+  } else {
+    close(fd);  // the mapping keeps the segment alive
+  }
   return m;
 }
+
+std::unique_ptr<Mapping> map_open_fd(int fd, const std::string& name, size_t min_len);
 
 std::unique_ptr<Mapping> open_mapping(const std::string& name, size_t min_len) {
   int fd = shm_open(name.c_str(), O_RDWR, 0);
@@ -133,22 +143,22 @@ std::unique_ptr<Mapping> open_mapping(const std::string& name, size_t min_len) {
                                "sending process until it has been received)"
                              : "");
   }
+  auto m = map_open_fd(fd, name, min_len);
+  close(fd);
+  return m;
+}
+
+// Maps the open segment fd (the caller closes or keeps fd).
+std::unique_ptr<Mapping> map_open_fd(int fd, const std::string& name, size_t min_len) {
   struct stat st{};
   if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < min_len) {
-    close(fd);
     EMBER_FAIL(Runtime, "shared memory: segment ", name, " holds ", st.st_size,
                " bytes, fewer than the ", min_len, " expected");
   }
   auto m = std::make_unique<Mapping>();
   m->name = name;
   m->len = static_cast<size_t>(st.st_size);
-  try {
-    m->base = map_fd(fd, m->len, name);
-  } catch (...) {
-    close(fd);
-    throw;
-  }
-  close(fd);
+  m->base = map_fd(fd, m->len, name);
   return m;
 }
 
@@ -157,6 +167,7 @@ std::unique_ptr<Mapping> open_mapping(const std::string& name, size_t min_len) {
 void release_owned(void* ctx) {
   std::unique_ptr<ShmRef> ref(static_cast<ShmRef*>(ctx));
   munmap(ref->owned->base, ref->owned->len);
+  if (ref->owned->fd >= 0) close(ref->owned->fd);
   // A forked child freeing its inherited copy must not remove the parent's name; a handoff
   // segment that was never sent has no receiver to remove it.
   bool unsent_handoff = ref->policy == ShmPolicy::Handoff && !ref->sent.load();
@@ -170,6 +181,7 @@ void release_owned(void* ctx) {
 struct Pool {
   std::mutex mutex;
   std::vector<std::unique_ptr<Mapping>> entries;
+  pid_t owner = getpid();
 };
 Pool& pool() {
   static auto* p = new Pool();  // never destroyed: storages may outlive static teardown
@@ -181,13 +193,37 @@ void release_pooled_creator(void* ctx) {
   ref->map->header()->refs.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-Mapping* acquire_pooled(size_t nbytes) {
+// A forked child inherits its parent's pool: those segments are the parent's to recycle (it may
+// hand them out again at any time), so the child stops recycling them. Their mappings stay (an
+// inherited tensor may still use one).
+void forget_inherited_locked(Pool& p) {
+  pid_t me = getpid();
+  if (p.owner == me) return;
+  for (auto& m : p.entries) {
+    if (m->creator != me) m.release();
+  }
+  p.entries.erase(std::remove(p.entries.begin(), p.entries.end(), nullptr), p.entries.end());
+  p.owner = me;
+}
+
+// Forgets a pooled segment: an unnamed one by closing its descriptor, a named one by its name.
+void drop_pooled_handle(Mapping& m) {
+  if (m.fd >= 0) {
+    close(m.fd);
+    m.fd = -1;
+  } else {
+    shm_unlink(m.name.c_str());
+  }
+}
+
+Mapping* acquire_pooled(size_t nbytes, bool unnamed) {
   size_t need = nbytes == 0 ? 1 : nbytes;
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
+  forget_inherited_locked(p);
   for (auto& m : p.entries) {
     size_t cap = m->len - kHeader;
-    if (cap >= need && cap <= 2 * need + (64 << 10) &&
+    if ((m->fd >= 0) == unnamed && cap >= need && cap <= 2 * need + (64 << 10) &&
         m->header()->refs.load(std::memory_order_acquire) == 0) {
       m->header()->refs.store(1, std::memory_order_release);
       return m.get();
@@ -198,7 +234,7 @@ Mapping* acquire_pooled(size_t nbytes) {
     for (auto& m : p.entries) {
       if (m->header()->refs.load(std::memory_order_acquire) == 0) {
         munmap(m->base, m->len);
-        shm_unlink(m->name.c_str());
+        drop_pooled_handle(*m);
         g_live.fetch_sub(1, std::memory_order_relaxed);
       } else {
         keep.push_back(std::move(m));
@@ -207,7 +243,7 @@ Mapping* acquire_pooled(size_t nbytes) {
     p.entries = std::move(keep);
   }
   size_t cap = (need + 4095) / 4096 * 4096;
-  auto m = create_mapping(kHeader + cap, nbytes);
+  auto m = create_mapping(kHeader + cap, nbytes, unnamed);
   new (m->base) Header{};
   m->header()->refs.store(1, std::memory_order_release);
   g_live.fetch_add(1, std::memory_order_relaxed);
@@ -269,13 +305,13 @@ Storage new_shared_storage(size_t nbytes, ShmPolicy policy) {
   auto ref = std::make_unique<ShmRef>();
   ref->nbytes = nbytes;
   ref->policy = policy;
-  if (policy == ShmPolicy::Pooled) {
-    ref->map = acquire_pooled(nbytes);
+  if (policy == ShmPolicy::Pooled || policy == ShmPolicy::PooledUnnamed) {
+    ref->map = acquire_pooled(nbytes, policy == ShmPolicy::PooledUnnamed);
     ref->name = ref->map->name;
     char* data = ref->map->base + kHeader;
     return make_storage(std::move(ref), data, &release_pooled_creator);
   }
-  ref->owned = create_mapping(nbytes == 0 ? 1 : nbytes, nbytes);
+  ref->owned = create_mapping(nbytes == 0 ? 1 : nbytes, nbytes, policy == ShmPolicy::Unnamed);
   ref->map = ref->owned.get();
   ref->name = ref->map->name;
   g_live.fetch_add(1, std::memory_order_relaxed);
@@ -283,43 +319,107 @@ Storage new_shared_storage(size_t nbytes, ShmPolicy policy) {
   return make_storage(std::move(ref), data, &release_owned);
 }
 
+// A receiver's storage on a pooled segment, through the mapping cache (by `key`: the name, or
+// the inode of an unnamed segment); `open` maps the segment on a miss.
+template <typename Open>
+Storage open_pooled_cached(const std::string& key, size_t nbytes, ShmPolicy policy, Open open) {
+  auto ref = std::make_unique<ShmRef>();
+  ref->nbytes = nbytes;
+  ref->policy = policy;
+  ref->name = key;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.entries.find(key);
+  Mapping* m;
+  if (it != c.entries.end() && it->second->len >= kHeader + nbytes) {
+    m = it->second.get();
+  } else {
+    if (it != c.entries.end()) {  // a stale mapping under a reused name
+      it->second->orphan = true;
+      if (it->second->local_uses == 0)
+        munmap(it->second->base, it->second->len);
+      else
+        it->second.release();
+      c.entries.erase(it);
+    }
+    if (c.entries.size() >= kCacheMax) trim_locked(c, false);
+    std::unique_ptr<Mapping> fresh = open(kHeader + nbytes);
+    m = fresh.get();
+    c.entries.emplace(key, std::move(fresh));
+  }
+  m->local_uses++;
+  ref->map = m;
+  char* data = m->base + kHeader;
+  return make_storage(std::move(ref), data, &release_pooled_receiver);
+}
+
 Storage open_shared_storage(const std::string& name, size_t nbytes, ShmPolicy policy) {
+  if (policy == ShmPolicy::Pooled) {
+    return open_pooled_cached(name, nbytes, policy,
+                              [&](size_t len) { return open_mapping(name, len); });
+  }
   auto ref = std::make_unique<ShmRef>();
   ref->nbytes = nbytes;
   ref->policy = policy;
   ref->name = name;
-  if (policy == ShmPolicy::Pooled) {
-    Cache& c = cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.entries.find(name);
-    Mapping* m;
-    if (it != c.entries.end() && it->second->len >= kHeader + nbytes) {
-      m = it->second.get();
-    } else {
-      if (it != c.entries.end()) {  // a stale mapping under a reused name
-        it->second->orphan = true;
-        if (it->second->local_uses == 0)
-          munmap(it->second->base, it->second->len);
-        else
-          it->second.release();
-        c.entries.erase(it);
-      }
-      if (c.entries.size() >= kCacheMax) trim_locked(c, false);
-      auto fresh = open_mapping(name, kHeader + nbytes);
-      m = fresh.get();
-      c.entries.emplace(name, std::move(fresh));
-    }
-    m->local_uses++;
-    ref->map = m;
-    char* data = m->base + kHeader;
-    return make_storage(std::move(ref), data, &release_pooled_receiver);
-  }
   ref->owned = open_mapping(name, nbytes == 0 ? 1 : nbytes);
   ref->map = ref->owned.get();
   ref->owned->creator = -1;  // never unlinks at free
   if (policy == ShmPolicy::Handoff) shm_unlink(name.c_str());
   char* data = ref->map->base;
   return make_storage(std::move(ref), data, &release_owned);
+}
+
+Storage open_shared_fd(int fd, size_t nbytes, bool pooled) {
+  if (pooled) {  // the mapping cache knows the segment by its inode; fd is not kept
+    struct stat st{};
+    if (fstat(fd, &st) != 0) {
+      int err = errno;
+      EMBER_FAIL(Runtime, "shared memory: fstat of descriptor ", fd, " failed: ", errno_str(err));
+    }
+    std::string key = "<inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ">";
+    return open_pooled_cached(key, nbytes, ShmPolicy::PooledUnnamed,
+                              [&](size_t len) { return map_open_fd(fd, key, len); });
+  }
+  int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) {
+    int err = errno;
+    EMBER_FAIL(Runtime, "shared memory: cannot duplicate descriptor ", fd, ": ", errno_str(err),
+               err == EMFILE ? " (too many open files: raise `ulimit -n`, or use the "
+                               "\"file_system\" sharing strategy)"
+                             : "");
+  }
+  auto ref = std::make_unique<ShmRef>();
+  ref->nbytes = nbytes;
+  ref->policy = ShmPolicy::Unnamed;
+  ref->name = "<fd " + std::to_string(fd) + ">";
+  try {
+    ref->owned = map_open_fd(own, ref->name, nbytes == 0 ? 1 : nbytes);
+  } catch (...) {
+    close(own);
+    throw;
+  }
+  ref->owned->fd = own;
+  ref->owned->creator = -1;
+  ref->map = ref->owned.get();
+  char* data = ref->map->base;
+  return make_storage(std::move(ref), data, &release_owned);
+}
+
+int shared_fd(const StorageImpl& storage) {
+  auto d = storage.data.deleter();
+  if (d != &release_owned && d != &release_pooled_creator) return -1;
+  return static_cast<const ShmRef*>(storage.data.ctx())->map->fd;
+}
+
+namespace {
+std::atomic<int> g_share_policy{static_cast<int>(ShmPolicy::Owner)};
+}
+
+void set_share_policy(ShmPolicy policy) {
+  EMBER_CHECK_KIND(policy == ShmPolicy::Owner || policy == ShmPolicy::Unnamed, Value,
+                   "share_memory_: the policy must be Owner or Unnamed");
+  g_share_policy.store(static_cast<int>(policy));
 }
 
 void shm_add_receiver_ref(const StorageImpl& storage) {
@@ -333,21 +433,28 @@ void shm_add_receiver_ref(const StorageImpl& storage) {
       ->refs.fetch_add(1, std::memory_order_acq_rel);
 }
 
-int64_t shm_pool_clear() {
+int64_t shm_pool_clear(bool idle_only) {
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
+  forget_inherited_locked(p);
   int64_t n = 0;
+  std::vector<std::unique_ptr<Mapping>> keep;
   for (auto& m : p.entries) {
-    shm_unlink(m->name.c_str());
+    bool idle = m->header()->refs.load(std::memory_order_acquire) == 0;
+    if (idle_only && !idle) {  // a receiver still holds it, or a message naming it is in flight
+      keep.push_back(std::move(m));
+      continue;
+    }
+    drop_pooled_handle(*m);
     ++n;
-    if (m->header()->refs.load(std::memory_order_acquire) == 0) {
+    if (idle) {
       munmap(m->base, m->len);
       g_live.fetch_sub(1, std::memory_order_relaxed);
     } else {
       m.release();  // still used by a live storage here: its pages go with the process
     }
   }
-  p.entries.clear();
+  p.entries = std::move(keep);
   return n;
 }
 
@@ -368,7 +475,8 @@ void share_storage_(StorageImpl& storage) {
   if (shared_segment(storage)) return;
   EMBER_CHECK(storage.device().is_cpu(),
               "share_memory_: only CPU tensors can be moved to shared memory in this build");
-  Storage fresh = new_shared_storage(storage.nbytes, ShmPolicy::Owner);
+  Storage fresh =
+      new_shared_storage(storage.nbytes, static_cast<ShmPolicy>(g_share_policy.load()));
   if (storage.nbytes) std::memcpy(fresh->data.get(), storage.data.get(), storage.nbytes);
   storage.data = std::move(fresh->data);  // the old block goes back to its allocator
 }

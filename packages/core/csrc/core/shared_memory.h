@@ -14,6 +14,11 @@
 //              the receiver keeps its mapping cached, so a steady stream of batches costs no
 //              system calls and no page faults on either side (fresh pages cost ~5 us each).
 //              The supervisor unlinks the names when the creator exits (shm_prefix).
+//   - Unnamed: the creator, right after creating it: the segment crosses processes as a file
+//              descriptor (ember.multiprocessing's "file_descriptor" strategy) and its pages go
+//              when the last descriptor and mapping close, however the processes end.
+//   - PooledUnnamed: Pooled (recycled, reference-counted header, receivers' cached mappings,
+//              known by inode) on Unnamed segments.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -22,7 +27,7 @@
 
 namespace ember {
 
-enum class ShmPolicy { Owner = 0, Handoff = 1, Pooled = 2 };
+enum class ShmPolicy { Owner = 0, Handoff = 1, Pooled = 2, Unnamed = 3, PooledUnnamed = 4 };
 
 struct ShmSegment {
   std::string name;   // with the leading '/'
@@ -40,9 +45,18 @@ Storage open_shared_storage(const std::string& name, size_t nbytes, ShmPolicy po
 // it); for Handoff, marks it sent (otherwise the creator unlinks it at free).
 void shm_add_receiver_ref(const StorageImpl& storage);
 // Unlinks this process's Pooled segments and stops recycling them (idle ones are unmapped).
-int64_t shm_pool_clear();
+// idle_only: only those no receiver holds and no message in flight names (a process's exit
+// while its last sends are unread).
+int64_t shm_pool_clear(bool idle_only = false);
 // Unmaps the cached mappings of Pooled segments that no tensor uses (a loader's shutdown).
 int64_t shm_trim_cache();
+// Maps an Unnamed segment received as the descriptor `fd` (the caller keeps fd); pooled: a
+// PooledUnnamed one, through the mapping cache, releasing the reference the sender took.
+Storage open_shared_fd(int fd, size_t nbytes, bool pooled = false);
+// The descriptor of an Unnamed or PooledUnnamed segment (owned by its creator), or -1.
+int shared_fd(const StorageImpl& storage);
+// The policy of the segments Tensor.share_memory_() creates (Owner, or Unnamed).
+void set_share_policy(ShmPolicy policy);
 // The segment behind a storage, or nullptr when it is not in shared memory.
 const ShmSegment* shared_segment(const StorageImpl& storage);
 // Moves the storage's bytes into a new Owner segment in place: every view of it sees the move.

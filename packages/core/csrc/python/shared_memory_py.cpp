@@ -33,7 +33,7 @@ size_t extent_bytes(const DimVector& sizes, const DimVector& strides, int64_t of
 }
 
 ShmPolicy to_policy(int p) {
-  EMBER_CHECK_KIND(p >= 0 && p <= 2, Value, "shared memory: unknown policy ", p);
+  EMBER_CHECK_KIND(p >= 0 && p <= 4, Value, "shared memory: unknown policy ", p);
   return static_cast<ShmPolicy>(p);
 }
 
@@ -90,7 +90,8 @@ void bind_shared_memory(py::module_& m, TensorClass& cls) {
       py::arg("shape"), py::arg("dtype"), py::arg("policy") = 0,
       "An uninitialized contiguous tensor in shared memory. policy: 0 owner (the name goes when "
       "this process frees it), 1 handoff (the receiver removes the name), 2 pooled (a recycled "
-      "segment of this process; see core/shared_memory.h).");
+      "segment of this process), 3 unnamed (sent by descriptor), 4 pooled and unnamed; see "
+      "core/shared_memory.h.");
   m.def(
       "_shm_handle",
       [](const Tensor& t, bool for_send) -> py::object {
@@ -118,8 +119,34 @@ void bind_shared_memory(py::module_& m, TensorClass& cls) {
       },
       py::arg("name"), py::arg("nbytes"), py::arg("dtype"), py::arg("shape"), py::arg("strides"),
       py::arg("offset"), py::arg("policy"));
-  m.def("_shm_pool_clear", &shm_pool_clear,
-        "Unlinks this process's recycled (pooled) segments and starts a new pool.");
+  m.def(
+      "_shm_fd", [](const Tensor& t) { return shared_fd(*t->storage()); }, py::arg("tensor"),
+      "The descriptor of the tensor's unnamed segment (policy 3, or 4 on its creator's side), or "
+      "-1; owned by the storage or its creator's pool.");
+  m.def(
+      "_from_shm_fd",
+      [](int fd, size_t nbytes, ScalarType dtype, const std::vector<int64_t>& shape,
+         const std::vector<int64_t>& strides, int64_t offset, bool pooled) {
+        DimVector sizes = to_dims(shape), st = to_dims(strides);
+        EMBER_CHECK_KIND(sizes.size() == st.size() && offset >= 0, Value,
+                         "shared memory: inconsistent tensor metadata");
+        EMBER_CHECK(extent_bytes(sizes, st, offset, dtype) <= nbytes,
+                    "shared memory: the tensor reaches past the end of its segment");
+        Storage storage = open_shared_fd(fd, nbytes, pooled);
+        return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, st, offset,
+                                            std::make_shared<VersionCounter>());
+      },
+      py::arg("fd"), py::arg("nbytes"), py::arg("dtype"), py::arg("shape"), py::arg("strides"),
+      py::arg("offset"), py::arg("pooled") = false,
+      "A tensor over the unnamed segment received as descriptor fd (the caller keeps fd); "
+      "pooled: a recycled one (policy 4), whose reference taken by the sender it releases.");
+  m.def(
+      "_set_share_policy", [](int p) { set_share_policy(to_policy(p)); }, py::arg("policy"),
+      "The policy of the segments Tensor.share_memory_() creates: 0 (named, owner) or 3 (unnamed, "
+      "sent by file descriptor).");
+  m.def("_shm_pool_clear", &shm_pool_clear, py::arg("idle_only") = false,
+        "Unlinks this process's recycled (pooled) segments and starts a new pool; idle_only: only "
+        "the segments no receiver holds and no message in flight names.");
   m.def("_shm_trim_cache", &shm_trim_cache,
         "Unmaps the cached mappings of received pooled segments no tensor uses.");
   m.def(

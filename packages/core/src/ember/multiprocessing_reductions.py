@@ -12,12 +12,18 @@ A handoff segment (``ember._C._empty_shared(..., policy=HANDOFF)``) is unlinked 
 maps it, so nothing is left in ``/dev/shm`` once it is received; it can be received once. A
 segment from ``share_memory_()`` is unlinked when its creator frees it: the creator must keep
 the tensor alive until the receivers have it (as with PyTorch's CUDA tensors). A pooled segment
-(DataLoader workers) is recycled by its creator once every receiver has freed it.
+(DataLoader workers, and copies of up to ``MP_POOL_MAX_BYTES``) is recycled by its creator once
+every receiver has freed it. A received handoff or pooled tensor that is sent on travels as a
+new copy (its name is gone, or belongs to the creator's pool).
+
+``ember.multiprocessing.set_sharing_strategy("file_descriptor")`` installs ``fd_reducer``: shared
+storages are then unnamed segments that travel as file descriptors (nothing named in ``/dev/shm``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Callable
 
 from ember import _C
 from ember._C import Tensor
@@ -70,19 +76,52 @@ def _reduce_tensor(t: Tensor, protocol: int = 2) -> tuple:
 
 
 MP_SHARE_MIN_BYTES = 64 * 1024
+# Copies up to this size go into a recycled (pooled) segment of the sender: a steady stream of
+# tensors then costs one memcpy and no page faults; bigger ones into a handoff segment, so that
+# no large idle segment stays in /dev/shm.
+MP_POOL_MAX_BYTES = 32 << 20
 
 # Segment policies (core/shared_memory.h).
 OWNER, HANDOFF, POOLED = 0, 1, 2
+
+# Set by ember.multiprocessing.set_sharing_strategy("file_descriptor"): a function that reduces a
+# tensor by file descriptor, or returns None for the default path below.
+fd_reducer: Callable[[Tensor], tuple | None] | None = None
+
+
+def _creator_pid(name: str) -> int:
+    """The pid in a segment name "/ember_<pid>_<n>_<salt>" (-1 when it has another form)."""
+    try:
+        return int(name.lstrip("/").split("_")[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _sendable(handle: tuple | None) -> bool:
+    """Whether the segment's name may be sent on: an owner segment's name lives as long as its
+    creator keeps the tensor; a handoff segment's name is gone once received, and a pooled one is
+    recycled by its creator, so a receiver that forwards such a tensor sends a copy."""
+    if handle is None:
+        return False
+    name, _, policy = handle
+    return policy == OWNER or (policy in (HANDOFF, POOLED) and _creator_pid(name) == os.getpid())
 
 
 def _reduce_tensor_mp(t: Tensor) -> tuple:
     """Between processes: by shared-memory name when the storage is shared (or big enough to be
     worth one copy into shared memory), else by value."""
-    handle = _C._shm_handle(t, True)
-    if handle is None:
-        if t.numel() * t.dtype.itemsize < MP_SHARE_MIN_BYTES:
+    if fd_reducer is not None:
+        reduced = fd_reducer(t)
+        if reduced is not None:
+            return reduced
+    if _sendable(_C._shm_handle(t, False)):
+        handle = _C._shm_handle(t, True)
+    else:
+        nbytes = t.numel() * t.dtype.itemsize
+        if nbytes < MP_SHARE_MIN_BYTES:
             return _reduce_tensor(t)
-        shared = _C._empty_shared(list(t.shape), t.dtype, HANDOFF)
+        policy = POOLED if nbytes <= MP_POOL_MAX_BYTES else HANDOFF
+        shared = _C._empty_shared(list(t.shape), t.dtype, policy)
         shared.copy_(t)
         t = shared
         handle = _C._shm_handle(t, True)
