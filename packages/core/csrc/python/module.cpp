@@ -20,6 +20,7 @@ namespace ember {
 void bind_generated_ops(py::module_& m, TensorClass& cls);
 void bind_forward_ad(py::module_& m);
 void bind_op_observer(py::module_& m);
+void bind_shm_collectives(py::module_& m);  // python/shm_collectives_py.cpp
 
 namespace {
 
@@ -404,4 +405,5 @@ PYBIND11_MODULE(_C, m) {
   bind_autograd(m, cls);
   bind_forward_ad(m);
   bind_op_observer(m);
+  bind_shm_collectives(m);
 }
