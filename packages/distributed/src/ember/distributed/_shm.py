@@ -159,7 +159,7 @@ class ShmBackend:
                 else:
                     self._xchg("broadcast", [], [(src, 0, ptr + off, n)])
 
-    def gather_like(self, name: str, inp: Any, outs: list | None) -> None:
+    def gather_like(self, name: str, inp: Any, outs: list | None, root: int | None = None) -> None:
         """all_gather (outs on every rank) and gather (outs only on the destination)."""
         with src_buffer(inp) as src:
             nbytes = src.numel() * src.element_size()

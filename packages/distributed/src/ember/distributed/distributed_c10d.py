@@ -20,9 +20,8 @@ from datetime import timedelta
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlparse
 
-import numpy as np
-
 import ember
+import numpy as np
 
 from ._common import DistBackendError, ReduceOp, check_op_dtype, check_tensor
 from ._store import FileStore, PrefixStore, Store, TCPStore
@@ -613,7 +612,7 @@ def gather(tensor: Any, gather_list: list | None = None, dst: int | None = None,
             raise ValueError("gather: gather_list must be None or empty on ranks other than dst")
         outs = None
     return _run(pg, "gather", _desc(tensor, dst=root),
-                lambda: pg.impl.gather_like("gather", tensor, outs), outs or [], async_op)
+                lambda: pg.impl.gather_like("gather", tensor, outs, root), outs or [], async_op)
 
 
 def scatter(tensor: Any, scatter_list: list | None = None, src: int | None = None,
