@@ -21,8 +21,8 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <tuple>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
@@ -40,7 +40,16 @@ constexpr size_t kOpNameBytes = 48;
 // Status codes shared with ember/distributed/_shm.py.
 enum Status : int { kOk = 0, kTimeout = 1, kPeerDead = 2, kAborted = 3, kMismatch = 4 };
 
-enum Op : int { kSum = 0, kAvg = 1, kProduct = 2, kMin = 3, kMax = 4, kBand = 5, kBor = 6, kBxor = 7 };
+enum Op : int {
+  kSum = 0,
+  kAvg = 1,
+  kProduct = 2,
+  kMin = 3,
+  kMax = 4,
+  kBand = 5,
+  kBor = 6,
+  kBxor = 7
+};
 
 inline uint64_t load_acq(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 inline void store_rel(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -154,17 +163,28 @@ void reduce_typed(void* dst, const std::vector<const void*>& raw, int64_t n, int
 void reduce_dispatch(ScalarType dt, void* dst, const std::vector<const void*>& srcs, int64_t n,
                      int op) {
   switch (dt) {
-    case ScalarType::Bool: return reduce_typed<bool>(dst, srcs, n, op);
-    case ScalarType::UInt8: return reduce_typed<uint8_t>(dst, srcs, n, op);
-    case ScalarType::Int8: return reduce_typed<int8_t>(dst, srcs, n, op);
-    case ScalarType::Int16: return reduce_typed<int16_t>(dst, srcs, n, op);
-    case ScalarType::Int32: return reduce_typed<int32_t>(dst, srcs, n, op);
-    case ScalarType::Int64: return reduce_typed<int64_t>(dst, srcs, n, op);
-    case ScalarType::Float16: return reduce_typed<Half>(dst, srcs, n, op);
-    case ScalarType::BFloat16: return reduce_typed<BFloat16>(dst, srcs, n, op);
-    case ScalarType::Float32: return reduce_typed<float>(dst, srcs, n, op);
-    case ScalarType::Float64: return reduce_typed<double>(dst, srcs, n, op);
-    default: break;
+    case ScalarType::Bool:
+      return reduce_typed<bool>(dst, srcs, n, op);
+    case ScalarType::UInt8:
+      return reduce_typed<uint8_t>(dst, srcs, n, op);
+    case ScalarType::Int8:
+      return reduce_typed<int8_t>(dst, srcs, n, op);
+    case ScalarType::Int16:
+      return reduce_typed<int16_t>(dst, srcs, n, op);
+    case ScalarType::Int32:
+      return reduce_typed<int32_t>(dst, srcs, n, op);
+    case ScalarType::Int64:
+      return reduce_typed<int64_t>(dst, srcs, n, op);
+    case ScalarType::Float16:
+      return reduce_typed<Half>(dst, srcs, n, op);
+    case ScalarType::BFloat16:
+      return reduce_typed<BFloat16>(dst, srcs, n, op);
+    case ScalarType::Float32:
+      return reduce_typed<float>(dst, srcs, n, op);
+    case ScalarType::Float64:
+      return reduce_typed<double>(dst, srcs, n, op);
+    default:
+      break;
   }
 }
 
@@ -174,8 +194,8 @@ class ShmGroup {
   ShmGroup(const std::string& name, bool create, int world, int rank, int64_t slot_bytes,
            int64_t mailbox_bytes)
       : name_(name), world_(world), rank_(rank), slot_(slot_bytes), mbox_(mailbox_bytes) {
-    EMBER_CHECK_KIND(world >= 1 && rank >= 0 && rank < world, Value,
-                     "shm group: rank ", rank, " outside world size ", world);
+    EMBER_CHECK_KIND(world >= 1 && rank >= 0 && rank < world, Value, "shm group: rank ", rank,
+                     " outside world size ", world);
     EMBER_CHECK_KIND(slot_bytes >= 4096 && slot_bytes % kLine == 0 && mailbox_bytes >= 4096 &&
                          mailbox_bytes % kLine == 0,
                      Value, "shm group: slot and mailbox sizes must be multiples of 64, >= 4096");
@@ -235,35 +255,51 @@ class ShmGroup {
   // all_reduce (dst < 0) or reduce to dst of `numel` elements at `ptr`, in chunks of slot size.
   int all_reduce(uintptr_t ptr, int64_t numel, int dtype, int op, int dst, double timeout_s) {
     check_mapped();
-    ScalarType dt = static_cast<ScalarType>(dtype);
+    const ScalarType dt = static_cast<ScalarType>(dtype);
     const int64_t isz = itemsize(dt);
     const int64_t per_chunk = slot_ / isz;
+    const int64_t line = static_cast<int64_t>(kLine) / isz;  // shares start on cache lines
     char* data = reinterpret_cast<char*>(ptr);
     for (int64_t start = 0; start < numel; start += per_chunk) {
       const int64_t n = std::min(per_chunk, numel - start);
       char* src = data + start * isz;
       const int set = flip();
-      std::memcpy(slot(set, rank_), src, static_cast<size_t>(n * isz));
+      const int64_t share = ((n + world_ - 1) / world_ + line - 1) / line * line;
+      auto lo = [&](int j) { return std::min<int64_t>(n, share * j); };
+      auto hi = [&](int j) { return std::min<int64_t>(n, share * (j + 1)); };
+      auto bytes = [&](int64_t k) { return static_cast<size_t>(k * isz); };
+      const bool fused = dst < 0;
+      // all_reduce: publish the shares the other ranks reduce; this rank's own share is read
+      // from the tensor itself. reduce: publish everything (the tensor stays unchanged).
+      for (int j = 0; j < world_; ++j)
+        if ((j != rank_ || !fused) && hi(j) > lo(j))
+          std::memcpy(slot(set, rank_) + bytes(lo(j)), src + bytes(lo(j)), bytes(hi(j) - lo(j)));
       int s = barrier(timeout_s);
       if (s != kOk) return s;
-      // Reduce-scatter: this rank reduces its 1/world share of every slot into its own slot.
-      const int64_t share = (n + world_ - 1) / world_;
-      const int64_t lo = std::min<int64_t>(n, share * rank_), hi = std::min<int64_t>(n, lo + share);
-      if (hi > lo) {
+      // Reduce-scatter: this rank reduces the rank-th share of every rank's contribution and
+      // publishes the result in its own slot. Blocks of 64 KiB keep the result in cache between
+      // the reduction and the copy.
+      const int64_t block = std::max<int64_t>(line, (int64_t{1} << 16) / isz);
+      for (int64_t b = lo(rank_); b < hi(rank_); b += block) {
+        const int64_t m = std::min(block, hi(rank_) - b);
         std::vector<const void*> others;
         for (int j = 0; j < world_; ++j)
-          if (j != rank_) others.push_back(slot(set, j) + lo * isz);
-        reduce_dispatch(dt, slot(set, rank_) + lo * isz, others, hi - lo, op);
+          if (j != rank_) others.push_back(slot(set, j) + bytes(b));
+        char* mine = slot(set, rank_) + bytes(b);
+        if (fused) {
+          reduce_dispatch(dt, src + bytes(b), others, m, op);
+          std::memcpy(mine, src + bytes(b), bytes(m));
+        } else {
+          reduce_dispatch(dt, mine, others, m, op);
+        }
       }
       s = barrier(timeout_s);
       if (s != kOk) return s;
-      // All-gather: every rank copies each reduced share from the slot of the rank that made it.
-      if (dst < 0 || dst == rank_) {
-        for (int j = 0; j < world_; ++j) {
-          const int64_t jlo = std::min<int64_t>(n, share * j), jhi = std::min<int64_t>(n, jlo + share);
-          if (jhi > jlo)
-            std::memcpy(src + jlo * isz, slot(set, j) + jlo * isz, static_cast<size_t>((jhi - jlo) * isz));
-        }
+      // All-gather: copy each reduced share from the slot of the rank that made it.
+      if (fused || dst == rank_) {
+        for (int j = 0; j < world_; ++j)
+          if ((j != rank_ || !fused) && hi(j) > lo(j))
+            std::memcpy(src + bytes(lo(j)), slot(set, j) + bytes(lo(j)), bytes(hi(j) - lo(j)));
       }
     }
     return kOk;
@@ -280,8 +316,10 @@ class ShmGroup {
     check_mapped();
     const int set = flip();
     for (const auto& [off, p, nb] : puts) {
-      EMBER_CHECK_KIND(off >= 0 && nb >= 0 && off + nb <= slot_, Value, "shm exchange: put out of slot");
-      std::memcpy(slot(set, rank_) + off, reinterpret_cast<const void*>(p), static_cast<size_t>(nb));
+      EMBER_CHECK_KIND(off >= 0 && nb >= 0 && off + nb <= slot_, Value,
+                       "shm exchange: put out of slot");
+      std::memcpy(slot(set, rank_) + off, reinterpret_cast<const void*>(p),
+                  static_cast<size_t>(nb));
     }
     int s = barrier(timeout_s);
     if (s != kOk) return s;
@@ -307,7 +345,8 @@ class ShmGroup {
 
   // Point to point through the (src -> dst) mailbox: a one-message channel, in chunks.
   // Returns (status, bytes of the message the receiver found, its tag).
-  std::tuple<int, int64_t, int64_t> send(int dst, uintptr_t ptr, int64_t nbytes, int64_t tag, double timeout_s) {
+  std::tuple<int, int64_t, int64_t> send(int dst, uintptr_t ptr, int64_t nbytes, int64_t tag,
+                                         double timeout_s) {
     check_peer(dst);
     char* mb = mailbox(rank_, dst);
     uint64_t* written = reinterpret_cast<uint64_t*>(mb);
@@ -330,7 +369,8 @@ class ShmGroup {
     return {kOk, nbytes, tag};
   }
 
-  std::tuple<int, int64_t, int64_t> recv(int src, uintptr_t ptr, int64_t nbytes, int64_t tag, double timeout_s) {
+  std::tuple<int, int64_t, int64_t> recv(int src, uintptr_t ptr, int64_t nbytes, int64_t tag,
+                                         double timeout_s) {
     check_peer(src);
     char* mb = mailbox(src, rank_);
     uint64_t* written = reinterpret_cast<uint64_t*>(mb);
@@ -471,7 +511,8 @@ class ShmGroup {
       if (now - last_check > std::chrono::milliseconds(50)) {
         last_check = now;
         if (waiting_on()) return kPeerDead;
-        if (std::chrono::duration<double>(now - t0).count() > timeout_s) return ready() ? kOk : kTimeout;
+        if (std::chrono::duration<double>(now - t0).count() > timeout_s)
+          return ready() ? kOk : kTimeout;
       }
     }
   }
@@ -496,8 +537,8 @@ class ShmGroup {
   std::string name_;
   int world_, rank_;
   int64_t slot_, mbox_;
-  size_t abort_off_ = 0, arrive_off_ = 0, pid_off_ = 0, op_off_ = 0, desc_off_ = 0,
-         slots_off_ = 0, mbox_off_ = 0, total_ = 0;
+  size_t abort_off_ = 0, arrive_off_ = 0, pid_off_ = 0, op_off_ = 0, desc_off_ = 0, slots_off_ = 0,
+         mbox_off_ = 0, total_ = 0;
   char* base_ = nullptr;
   uint64_t arrivals_ = 0, steps_ = 0;
 };
@@ -512,14 +553,17 @@ void bind_shm_collectives(py::module_& m) {
            py::arg("mailbox_bytes"))
       .def("unmap", &ShmGroup::unmap)
       .def("unlink", &ShmGroup::unlink)
-      .def("barrier", &ShmGroup::barrier, py::call_guard<py::gil_scoped_release>(), py::arg("timeout"))
-      .def("all_reduce", &ShmGroup::all_reduce, py::call_guard<py::gil_scoped_release>(), py::arg("ptr"), py::arg("numel"),
-           py::arg("dtype"), py::arg("op"), py::arg("dst"), py::arg("timeout"))
-      .def("exchange", &ShmGroup::exchange, py::call_guard<py::gil_scoped_release>(), py::arg("puts"), py::arg("gets"), py::arg("reduces"), py::arg("timeout"))
-      .def("send", &ShmGroup::send, py::call_guard<py::gil_scoped_release>(), py::arg("dst"), py::arg("ptr"), py::arg("nbytes"),
-           py::arg("tag"), py::arg("timeout"))
-      .def("recv", &ShmGroup::recv, py::call_guard<py::gil_scoped_release>(), py::arg("src"), py::arg("ptr"), py::arg("nbytes"),
-           py::arg("tag"), py::arg("timeout"))
+      .def("barrier", &ShmGroup::barrier, py::call_guard<py::gil_scoped_release>(),
+           py::arg("timeout"))
+      .def("all_reduce", &ShmGroup::all_reduce, py::call_guard<py::gil_scoped_release>(),
+           py::arg("ptr"), py::arg("numel"), py::arg("dtype"), py::arg("op"), py::arg("dst"),
+           py::arg("timeout"))
+      .def("exchange", &ShmGroup::exchange, py::call_guard<py::gil_scoped_release>(),
+           py::arg("puts"), py::arg("gets"), py::arg("reduces"), py::arg("timeout"))
+      .def("send", &ShmGroup::send, py::call_guard<py::gil_scoped_release>(), py::arg("dst"),
+           py::arg("ptr"), py::arg("nbytes"), py::arg("tag"), py::arg("timeout"))
+      .def("recv", &ShmGroup::recv, py::call_guard<py::gil_scoped_release>(), py::arg("src"),
+           py::arg("ptr"), py::arg("nbytes"), py::arg("tag"), py::arg("timeout"))
       .def("missing", &ShmGroup::missing)
       .def("dead", &ShmGroup::dead)
       .def("pid", &ShmGroup::pid)

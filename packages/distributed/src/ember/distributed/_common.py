@@ -61,6 +61,8 @@ def dtype_code(dtype: Any) -> int:
 
 
 def check_op_dtype(name: str, op: ReduceOp, dtype: Any) -> None:
+    if op is ReduceOp.SUM:  # the common case, checked first
+        return
     op = ReduceOp(op)
     if op == ReduceOp.AVG and not dtype.is_floating_point:
         raise TypeError(f"{name}: ReduceOp.AVG needs a floating-point tensor, got {dtype}")

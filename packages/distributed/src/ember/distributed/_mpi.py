@@ -67,11 +67,11 @@ class MpiBackend:
     def size(self) -> int:
         return self.comm.Get_size()
 
-    def begin(self, op: str, desc: str) -> None:
+    def begin(self, op: str, desc: Any) -> None:
         self._seq += 1
         if not self._debug:
             return
-        mine = f"{op}({desc})"
+        mine = f"{op}({desc()})"
         for r, other in enumerate(self.comm.allgather(mine)):
             if other != mine:
                 raise DistBackendError(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import atexit
 import os
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import ember
 from ember import _C
@@ -32,7 +32,9 @@ from ._common import (
 
 _OK, _TIMEOUT, _PEER_DEAD, _ABORTED, _MISMATCH = 0, 1, 2, 3, 4
 
-_SLOT_BYTES = int(os.environ.get("EMBER_SHM_SLOT_BYTES", str(4 << 20)))
+# Per rank and buffer set; by default 32 MiB / world size within [1, 16] MiB, so a group's
+# segment stays near 64 MiB: big chunks mean few barriers per large all_reduce.
+_SLOT_BYTES = int(os.environ.get("EMBER_SHM_SLOT_BYTES", "0"))
 _MAILBOX_BYTES = int(os.environ.get("EMBER_SHM_MAILBOX_BYTES", str(1 << 20)))
 
 _unlink_at_exit: set[str] = set()
@@ -57,7 +59,8 @@ class ShmBackend:
         self._broken: str | None = None
         self._seq = 0
         self._debug = os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
-        slot = max(4096, (_SLOT_BYTES // 64) * 64)
+        slot = _SLOT_BYTES or min(16 << 20, max(1 << 20, (32 << 20) // size))
+        slot = max(4096, (slot // 64) * 64)
         mbox = max(4096, (_MAILBOX_BYTES // 64) * 64)
         if rank == 0:
             seg = f"/ember_dist_{os.getpid()}_{uuid.uuid4().hex[:12]}"
@@ -111,7 +114,7 @@ class ShmBackend:
         self._fail(op, f"{where} timed out after {self.timeout:g} s: rank(s) {missing} did not "
                        f"reach it ({'; '.join(states)})")
 
-    def begin(self, op: str, desc: str) -> None:
+    def begin(self, op: str, desc: Callable[[], str]) -> None:
         """Marks the start of a collective; with EMBER_DISTRIBUTED_DEBUG=DETAIL checks that every
         rank calls the same collective on the same shapes and dtypes."""
         if self._broken:
@@ -121,7 +124,7 @@ class ShmBackend:
         self.g.set_op(self._seq, op)
         if not self._debug:
             return
-        mine = f"{op}({desc})"
+        mine = f"{op}({desc()})"
         self.g.set_desc(mine.encode()[:1000])
         self._wait(self.g.barrier(self.timeout), op)
         for r in range(self._size):
@@ -144,7 +147,10 @@ class ShmBackend:
         self._wait(self.g.exchange(puts, gets, list(reduces), self.timeout), op)
 
     def all_reduce(self, t: Any, op: ReduceOp, dst: int = -1, name: str = "all_reduce") -> None:
-        check_op_dtype(name, op, t.dtype)
+        if t.is_contiguous():
+            self._wait(self.g.all_reduce(t.data_ptr(), t.numel(), dtype_code(t.dtype), int(op),
+                                         dst, self.timeout), name)
+            return
         with src_buffer(t, writeback=True) as buf:
             self._wait(self.g.all_reduce(buf.data_ptr(), buf.numel(), dtype_code(buf.dtype),
                                          int(op), dst, self.timeout), name)

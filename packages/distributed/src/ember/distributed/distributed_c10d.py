@@ -467,15 +467,22 @@ def _desc(*tensors: Any, **extra: Any) -> str:
     return ", ".join(parts)
 
 
-def _run(pg: ProcessGroup, name: str, desc: str, body: Callable[[], None], outputs: list,
-         async_op: bool) -> Work | None:
+def _run(pg: ProcessGroup, name: str, desc: Callable[[], str], body: Callable[[], None],
+         outputs: list, async_op: bool) -> Work | None:
+    """Runs body in the group's order; desc() describes the call for the debug check."""
     impl = pg.impl
+    ex = pg.executor
+    if not async_op and not ex.pending:  # nothing queued: run here (the latency-critical path)
+        with ex.lock:
+            impl.begin(name, desc)
+            body()
+        return None
 
     def fn() -> None:
         impl.begin(name, desc)
         body()
 
-    return pg.executor.run(name, fn, outputs, async_op)
+    return ex.run(name, fn, outputs, async_op)
 
 
 def _root(pg: ProcessGroup, name: str, global_rank: int | None, group_rank: int | None) -> int:
@@ -513,8 +520,9 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | N
         return None
     check_tensor("all_reduce", tensor)
     check_op_dtype("all_reduce", op, tensor.dtype)
-    op = ReduceOp(op)
-    return _run(pg, "all_reduce", _desc(tensor, op=op.name),
+    if op is not ReduceOp.SUM:
+        op = ReduceOp(op)
+    return _run(pg, "all_reduce", lambda: _desc(tensor, op=op.name),
                 lambda: pg.impl.all_reduce(tensor, op), [tensor], async_op)
 
 
@@ -529,7 +537,7 @@ def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM,
     check_op_dtype("reduce", op, tensor.dtype)
     op = ReduceOp(op)
     root = _root(pg, "reduce", dst, group_dst)
-    return _run(pg, "reduce", _desc(tensor, op=op.name, dst=root),
+    return _run(pg, "reduce", lambda: _desc(tensor, op=op.name, dst=root),
                 lambda: pg.impl.all_reduce(tensor, op, root, "reduce"), [tensor], async_op)
 
 
@@ -546,7 +554,7 @@ def broadcast(tensor: Any, src: int | None = None, group: ProcessGroup | None = 
         return None
     check_tensor("broadcast", tensor)
     root = _root(pg, "broadcast", src, group_src)
-    return _run(pg, "broadcast", _desc(tensor, src=root),
+    return _run(pg, "broadcast", lambda: _desc(tensor, src=root),
                 lambda: pg.impl.broadcast(tensor, root), [tensor], async_op)
 
 
@@ -558,7 +566,7 @@ def all_gather(tensor_list: list, tensor: Any, group: ProcessGroup | None = None
         return None
     check_tensor("all_gather", tensor)
     _check_list("all_gather", tensor_list, pg.size(), "tensor_list", tensor)
-    return _run(pg, "all_gather", _desc(tensor),
+    return _run(pg, "all_gather", lambda: _desc(tensor),
                 lambda: pg.impl.gather_like("all_gather", tensor, list(tensor_list)),
                 list(tensor_list), async_op)
 
@@ -591,7 +599,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
         pg.impl.gather_like("all_gather_into_tensor", input_tensor, _pieces(ob.tensor, n))
         ob.finish()
 
-    return _run(pg, "all_gather_into_tensor", _desc(input_tensor), body, [output_tensor],
+    return _run(pg, "all_gather_into_tensor", lambda: _desc(input_tensor), body, [output_tensor],
                 async_op)
 
 
@@ -611,7 +619,7 @@ def gather(tensor: Any, gather_list: list | None = None, dst: int | None = None,
         if gather_list:
             raise ValueError("gather: gather_list must be None or empty on ranks other than dst")
         outs = None
-    return _run(pg, "gather", _desc(tensor, dst=root),
+    return _run(pg, "gather", lambda: _desc(tensor, dst=root),
                 lambda: pg.impl.gather_like("gather", tensor, outs, root), outs or [], async_op)
 
 
@@ -631,7 +639,7 @@ def scatter(tensor: Any, scatter_list: list | None = None, src: int | None = Non
         if scatter_list:
             raise ValueError("scatter: scatter_list must be None or empty on ranks other than src")
         ins = None
-    return _run(pg, "scatter", _desc(tensor, src=root),
+    return _run(pg, "scatter", lambda: _desc(tensor, src=root),
                 lambda: pg.impl.scatter(tensor, ins, root), [tensor], async_op)
 
 
@@ -645,7 +653,7 @@ def reduce_scatter(output: Any, input_list: list, op: ReduceOp = ReduceOp.SUM,
     check_op_dtype("reduce_scatter", op, output.dtype)
     _check_list("reduce_scatter", input_list, pg.size(), "input_list", output)
     op = ReduceOp(op)
-    return _run(pg, "reduce_scatter", _desc(output, op=op.name),
+    return _run(pg, "reduce_scatter", lambda: _desc(output, op=op.name),
                 lambda: pg.impl.reduce_scatter("reduce_scatter", output, list(input_list), op),
                 [output], async_op)
 
@@ -670,7 +678,8 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
         src = input if input.is_contiguous() else input.contiguous()
         pg.impl.reduce_scatter("reduce_scatter_tensor", output, _pieces(src, n), op)
 
-    return _run(pg, "reduce_scatter_tensor", _desc(output, op=op.name), body, [output], async_op)
+    return _run(pg, "reduce_scatter_tensor", lambda: _desc(output, op=op.name), body, [output],
+                async_op)
 
 
 def all_to_all(output_tensor_list: list, input_tensor_list: list,
@@ -685,7 +694,7 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list,
     dts = {t.dtype for t in list(output_tensor_list) + list(input_tensor_list)}
     if len(dts) != 1:
         raise ValueError(f"all_to_all: every tensor must have the same dtype, got {sorted(map(str, dts))}")
-    return _run(pg, "all_to_all", _desc(dtype=next(iter(dts))),
+    return _run(pg, "all_to_all", lambda: _desc(dtype=next(iter(dts))),
                 lambda: pg.impl.all_to_all("all_to_all", list(output_tensor_list),
                                            list(input_tensor_list)),
                 list(output_tensor_list), async_op)
@@ -735,7 +744,7 @@ def all_to_all_single(output: Any, input: Any,  # noqa: A002
         pg.impl.all_to_all("all_to_all_single", outs, ins)
         ob.finish()
 
-    return _run(pg, "all_to_all_single", _desc(dtype=input.dtype), body, [output], async_op)
+    return _run(pg, "all_to_all_single", lambda: _desc(dtype=input.dtype), body, [output], async_op)
 
 
 def barrier(group: ProcessGroup | None = None, async_op: bool = False,
@@ -744,7 +753,7 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False,
     pg = _pg(group)
     if pg is None:
         return None
-    return _run(pg, "barrier", "", pg.impl.barrier, [], async_op)
+    return _run(pg, "barrier", str, pg.impl.barrier, [], async_op)
 
 
 def monitored_barrier(group: ProcessGroup | None = None, timeout: timedelta | None = None,
