@@ -188,6 +188,18 @@ def _w_reduce_bcast(rank, world):
     return res
 
 
+def _w_coalesced(rank, world):
+    ts = [ember.full((n,), float(rank)) for n in (3, 5, 7)] + [ember.zeros(2, dtype=ember.int64)
+                                                              + rank]
+    dist.distributed_c10d._broadcast_coalesced(None, ts, buffer_size=40, src=1)
+    return [t.tolist() for t in ts]
+
+
+def test_broadcast_coalesced(ranks2):
+    for out in ranks2.run(_w_coalesced):
+        assert out == [[1.0] * 3, [1.0] * 5, [1.0] * 7, [1, 1]]
+
+
 def test_reduce_broadcast_strided(ranks2):
     out = ranks2.run(_w_reduce_bcast)
     np.testing.assert_array_equal(out[1]["reduce"], _reference("MAX", [_data(r, N, "int64")
@@ -681,6 +693,17 @@ MPI_SCRIPT = textwrap.dedent("""
     w_ = dist.all_reduce(ember.ones(2), async_op=True); w_.wait()
     objs = [None, None]; dist.all_gather_object(objs, {"r": r})
     assert objs == [{"r": 0}, {"r": 1}]
+    g = dist.new_group([1])
+    if r == 1:
+        s = ember.ones(3)
+        dist.all_reduce(s, group=g)
+        assert s.tolist() == [1.0] * 3 and dist.get_rank(g) == 0
+    else:
+        assert g is dist.GroupMember.NON_GROUP_MEMBER
+    try:
+        dist.all_reduce(ember.ones(2, dtype=ember.int64), op=dist.ReduceOp.AVG)
+    except TypeError as e:
+        assert "AVG needs a floating-point tensor" in str(e)
     dist.barrier()
     dist.destroy_process_group()
     print("MPI-OK", r)

@@ -4,24 +4,27 @@
 // writes one set while a slow rank may still read the other) and a mailbox per ordered pair of
 // ranks for send/recv. Ranks synchronize through a lock-free barrier on the arrival counters
 // (each rank publishes "I reached barrier k" and waits until every counter is >= k); every wait
-// has a timeout, watches the peers' pids and an abort flag, so a dead or hung rank is reported
-// instead of hanging. The reductions are plain loops over restrict pointers that the compiler
-// vectorizes. Python (ember/distributed/_shm.py) composes the collectives from these pieces.
+// spins briefly, then sleeps on a futex in the segment; it has a timeout and watches the peers'
+// pids and an abort flag, so a dead or hung rank is reported instead of hanging. The reductions are
+// plain loops over restrict pointers that the compiler vectorizes. Python
+// (ember/distributed/_shm.py) composes the collectives from these pieces.
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -249,6 +252,7 @@ class ShmGroup {
     check_mapped();
     uint64_t k = ++arrivals_;
     store_rel(arrival(rank_), k);
+    notify();
     return wait_all(k, timeout_s);
   }
 
@@ -364,6 +368,7 @@ class ShmGroup {
       meta[2] = done;
       std::memcpy(mb + 3 * kLine, src + done, static_cast<size_t>(n));
       store_rel(written, w + 1);
+      notify();
       done += n;
     } while (done < nbytes);
     return {kOk, nbytes, tag};
@@ -389,6 +394,7 @@ class ShmGroup {
       const int64_t n = std::min(mbox_, nbytes - done);
       std::memcpy(out + done, mb + 3 * kLine, static_cast<size_t>(n));
       store_rel(read, r + 1);
+      notify();
       done += n;
     } while (done < nbytes);
     return {kOk, nbytes, tag};
@@ -436,6 +442,7 @@ class ShmGroup {
     std::memcpy(p + 16, why.data(), std::min(why.size(), kDescBytes - 17));
     *reinterpret_cast<int64_t*>(p + 8) = rank_;
     store_rel(reinterpret_cast<uint64_t*>(p), 1);
+    notify();
   }
   py::object abort_reason() const {
     const char* p = base_ + abort_off_;
@@ -444,6 +451,10 @@ class ShmGroup {
                           std::string(p + 16, strnlen(p + 16, kDescBytes - 17)));
   }
 
+  void set_wait_policy(int64_t spin_us, int64_t yield_us) {
+    spin_us_ = std::max<int64_t>(0, spin_us);
+    yield_us_ = std::max<int64_t>(0, yield_us);
+  }
   int64_t slot_bytes() const { return slot_; }
   int64_t mailbox_bytes() const { return mbox_; }
   int64_t total_bytes() const { return static_cast<int64_t>(total_); }
@@ -487,34 +498,64 @@ class ShmGroup {
                      " is not another rank of a group of size ", world_);
   }
 
-  // Spins, then yields, then sleeps; checks the abort flag, the peers' pids and the clock.
+  // The group's futex: every state change (arrival, mailbox) bumps the word and wakes sleepers,
+  // if any. Waiters spin for a few tens of microseconds (a peer on another core arrives within
+  // that), then yield for up to a millisecond (a peer sharing this core runs), then sleep on the
+  // futex, so a long wait gives the CPU to the rank being waited for.
+  uint32_t* fword() const { return reinterpret_cast<uint32_t*>(base_ + kLine); }
+  uint32_t* fwaiters() const { return reinterpret_cast<uint32_t*>(base_ + 2 * kLine); }
+  void notify() {
+    __atomic_fetch_add(fword(), 1u, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(fwaiters(), __ATOMIC_SEQ_CST) > 0)
+      syscall(SYS_futex, fword(), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+
+  // Checks the abort flag, the peers' pids (every 50 ms) and the clock while waiting.
   template <typename Ready, typename Peers>
   int wait_for(Ready ready, Peers waiting_on, double timeout_s) {
     if (ready()) return kOk;
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
-    auto last_check = t0;
     const uint64_t* aborted = u64(abort_off_);
-    for (uint64_t it = 0;; ++it) {
+    for (int it = 0;; ++it) {
       for (int i = 0; i < 64; ++i) {
         if (ready()) return kOk;
         cpu_relax();
       }
       if (load_acq(aborted)) return kAborted;
-      if (it < 64) continue;
-      if (it < 2048) {
-        sched_yield();
-        continue;
+      if ((it & 7) != 7) continue;
+      const auto waited = clock::now() - t0;
+      if (waited > std::chrono::microseconds(spin_us_ + yield_us_)) break;
+      if (waited > std::chrono::microseconds(spin_us_)) sched_yield();
+    }
+    __atomic_fetch_add(fwaiters(), 1u, __ATOMIC_SEQ_CST);
+    auto last_check = clock::now();
+    int result = kOk;
+    for (;;) {
+      const uint32_t v = __atomic_load_n(fword(), __ATOMIC_SEQ_CST);
+      if (ready()) break;
+      if (load_acq(aborted)) {
+        result = kAborted;
+        break;
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(it < 8192 ? 20 : 200));
-      auto now = clock::now();
+      timespec ts{0, 20 * 1000 * 1000};
+      syscall(SYS_futex, fword(), FUTEX_WAIT, v, &ts, nullptr, 0);
+      const auto now = clock::now();
       if (now - last_check > std::chrono::milliseconds(50)) {
         last_check = now;
-        if (waiting_on()) return kPeerDead;
-        if (std::chrono::duration<double>(now - t0).count() > timeout_s)
-          return ready() ? kOk : kTimeout;
+        if (ready()) break;
+        if (waiting_on()) {
+          result = kPeerDead;
+          break;
+        }
+        if (std::chrono::duration<double>(now - t0).count() > timeout_s) {
+          result = kTimeout;
+          break;
+        }
       }
     }
+    __atomic_fetch_sub(fwaiters(), 1u, __ATOMIC_SEQ_CST);
+    return result;
   }
   int wait_all(uint64_t k, double timeout_s) {
     auto ready = [&] {
@@ -541,6 +582,7 @@ class ShmGroup {
          mbox_off_ = 0, total_ = 0;
   char* base_ = nullptr;
   uint64_t arrivals_ = 0, steps_ = 0;
+  int64_t spin_us_ = 50, yield_us_ = 1000;  // then the futex
 };
 
 }  // namespace
@@ -573,6 +615,8 @@ void bind_shm_collectives(py::module_& m) {
       .def("get_desc", &ShmGroup::get_desc)
       .def("abort", &ShmGroup::abort)
       .def("abort_reason", &ShmGroup::abort_reason)
+      .def("set_wait_policy", &ShmGroup::set_wait_policy, py::arg("spin_us"), py::arg("yield_us"),
+           "Microseconds a wait spins, then yields, before it sleeps on the futex.")
       .def_property_readonly("slot_bytes", &ShmGroup::slot_bytes)
       .def_property_readonly("mailbox_bytes", &ShmGroup::mailbox_bytes)
       .def_property_readonly("total_bytes", &ShmGroup::total_bytes)

@@ -60,7 +60,7 @@ class ShmBackend:
         self._seq = 0
         self._debug = os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
         slot = _SLOT_BYTES or min(16 << 20, max(1 << 20, (32 << 20) // size))
-        slot = max(4096, (slot // 64) * 64)
+        slot = max(4096 * size, (slot // 64) * 64)  # scatter/all_to_all split a slot by rank
         mbox = max(4096, (_MAILBOX_BYTES // 64) * 64)
         if rank == 0:
             seg = f"/ember_dist_{os.getpid()}_{uuid.uuid4().hex[:12]}"
@@ -78,6 +78,8 @@ class ShmBackend:
                 self.g.unlink()  # every rank has mapped it (or the group failed): drop the name
                 _unlink_at_exit.discard(seg)
         self.slot = slot
+        self.g.set_wait_policy(int(os.environ.get("EMBER_SHM_SPIN_US", "50")),
+                               int(os.environ.get("EMBER_SHM_YIELD_US", "1000")))
 
     # ---- bookkeeping ---------------------------------------------------------------------
     def rank(self) -> int:

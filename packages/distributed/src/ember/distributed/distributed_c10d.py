@@ -771,6 +771,37 @@ def monitored_barrier(group: ProcessGroup | None = None, timeout: timedelta | No
         pg.impl.timeout = old
 
 
+def _broadcast_coalesced(process_group: ProcessGroup | None, tensors: list,
+                         buffer_size: int = 256 << 20, src: int = 0) -> None:
+    """Broadcasts many tensors from rank src with few collectives: tensors of one dtype are
+    packed into flat buffers of up to buffer_size bytes (what DDP does with its parameters)."""
+    pg = _pg(process_group)
+    if pg is None or not tensors:
+        return
+    by_dtype: dict = {}
+    for t in tensors:
+        check_tensor("_broadcast_coalesced", t)
+        by_dtype.setdefault(t.dtype, []).append(t)
+    for group_ts in by_dtype.values():
+        batch: list = []
+        nbytes = 0
+        for t in group_ts + [None]:
+            if t is not None and (not batch or nbytes + t.numel() * t.element_size() <= buffer_size):
+                batch.append(t)
+                nbytes += t.numel() * t.element_size()
+                continue
+            flat = ember.cat([b.detach().reshape(-1) for b in batch])
+            broadcast(flat, src=src, group=process_group)
+            if pg.ranks[pg.rank()] != src:
+                off = 0
+                with ember.no_grad():
+                    for b in batch:
+                        b.copy_(flat[off:off + b.numel()].view(b.shape))
+                        off += b.numel()
+            batch = [t] if t is not None else []
+            nbytes = t.numel() * t.element_size() if t is not None else 0
+
+
 # ---- point to point ---------------------------------------------------------------------------
 def _p2p(kind: str, tensor: Any, peer: int | None, group: Any, tag: int, group_peer: int | None,
          async_op: bool) -> Work | None:
