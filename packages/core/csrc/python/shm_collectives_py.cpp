@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -207,12 +208,25 @@ class ShmGroup {
     int fd = shm_open(name.c_str(), flags, 0600);
     EMBER_CHECK_KIND(fd >= 0, Runtime, "shm group: cannot ", create ? "create" : "open",
                      " shared memory ", name, ": ", std::strerror(errno));
-    if (create && ftruncate(fd, static_cast<off_t>(total_)) != 0) {
-      int e = errno;
-      close(fd);
-      shm_unlink(name.c_str());
-      EMBER_FAIL(Runtime, "shm group: cannot size shared memory ", name, " to ", total_,
-                 " bytes: ", std::strerror(e), " (is /dev/shm full? see `df -h /dev/shm`)");
+    if (create) {
+      // posix_fallocate reserves the pages now: a full /dev/shm is an error here, not a SIGBUS
+      // at the first write.
+      int e = ftruncate(fd, static_cast<off_t>(total_)) == 0
+                  ? posix_fallocate(fd, 0, static_cast<off_t>(total_))
+                  : errno;
+      if (e != 0) {
+        close(fd);
+        shm_unlink(name.c_str());
+        struct statvfs vfs;
+        std::string room = "";
+        if (statvfs("/dev/shm", &vfs) == 0)
+          room = " (/dev/shm has " + std::to_string(vfs.f_bavail * vfs.f_frsize >> 20) + " of " +
+                 std::to_string(vfs.f_blocks * vfs.f_frsize >> 20) + " MiB free)";
+        EMBER_FAIL(Runtime, "shm group: cannot reserve ", total_ >> 20,
+                   " MiB of shared memory for ", name, ": ", std::strerror(e), room,
+                   "; free space in /dev/shm, enlarge it (docker run --shm-size=...), or lower "
+                   "EMBER_SHM_SLOT_BYTES");
+      }
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < total_) {

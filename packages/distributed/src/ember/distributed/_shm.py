@@ -14,6 +14,7 @@ memory bandwidth. Every wait has the group's timeout and watches the peers' pids
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import uuid
 from typing import Any, Callable
@@ -30,12 +31,16 @@ from ._common import (
     src_buffer,
 )
 
+logger = logging.getLogger("ember.distributed")
+
 _OK, _TIMEOUT, _PEER_DEAD, _ABORTED, _MISMATCH = 0, 1, 2, 3, 4
 
-# Per rank and buffer set; by default 32 MiB / world size within [1, 16] MiB, so a group's
-# segment stays near 64 MiB: big chunks mean few barriers per large all_reduce.
-_SLOT_BYTES = int(os.environ.get("EMBER_SHM_SLOT_BYTES", "0"))
-_MAILBOX_BYTES = int(os.environ.get("EMBER_SHM_MAILBOX_BYTES", str(1 << 20)))
+# Per rank and buffer set; by default 16 MiB / world size within [1, 8] MiB, so a group's
+# segment stays near 32 MiB (docker's default /dev/shm is 64 MiB): big chunks mean few barriers
+# per large all_reduce. Where /dev/shm is smaller, rank 0 halves the slots until they fit.
+_SLOT_BYTES = min(1 << 30, int(os.environ.get("EMBER_SHM_SLOT_BYTES", "0")))
+_MAILBOX_BYTES = min(1 << 30, int(os.environ.get("EMBER_SHM_MAILBOX_BYTES", str(256 << 10))))
+_MIN_SLOT = 64 << 10
 
 _unlink_at_exit: set[str] = set()
 
@@ -59,13 +64,23 @@ class ShmBackend:
         self._broken: str | None = None
         self._seq = 0
         self._debug = os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
-        slot = _SLOT_BYTES or min(16 << 20, max(1 << 20, (32 << 20) // size))
+        slot = _SLOT_BYTES or min(8 << 20, max(1 << 20, (16 << 20) // size))
         slot = max(4096 * size, (slot // 64) * 64)  # scatter/all_to_all split a slot by rank
         mbox = max(4096, (_MAILBOX_BYTES // 64) * 64)
         if rank == 0:
             seg = f"/ember_dist_{os.getpid()}_{uuid.uuid4().hex[:12]}"
             _unlink_at_exit.add(seg)
-            self.g = _C._ShmGroup(seg, True, size, rank, slot, mbox)
+            while True:
+                try:
+                    self.g = _C._ShmGroup(seg, True, size, rank, slot, mbox)
+                    break
+                except RuntimeError as e:
+                    smaller = max(4096 * size, _MIN_SLOT, slot // 2 // 64 * 64)
+                    if "cannot reserve" not in str(e) or smaller >= slot:
+                        raise
+                    logger.warning("ember.distributed: %s; retrying with %d KiB slots", e,
+                                   smaller >> 10)
+                    slot, mbox = smaller, min(mbox, smaller)
             store.set("shm_segment", f"{seg} {slot} {mbox}")
         else:
             seg, s_slot, s_mbox = store.get("shm_segment").decode().split()
