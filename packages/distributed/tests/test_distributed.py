@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 # Small slots and mailboxes, so small tensors exercise the chunked paths.
-SMALL_SHM = {"EMBER_SHM_SLOT_BYTES": "65536", "EMBER_SHM_MAILBOX_BYTES": "8192"}
+SMALL_SHM = {"EMBER_SHM_SLOT_BYTES": "262144", "EMBER_SHM_MAILBOX_BYTES": "8192"}
 
 
 # ---- a pool of ranks that run test functions ------------------------------------------------
@@ -151,23 +151,34 @@ def _w_all_reduce(rank, world, op, dtype, n):
     return t.numpy()
 
 
-# AVG of integers is refused (test_bad_input).
+def _w_all_reduce_sizes(rank, world, op, dtype, sizes):
+    return [_w_all_reduce(rank, world, op, dtype, n) for n in sizes]
+
+
+# Sizes: small (one-barrier path), several 256 KiB chunks with a partial last one (reduce-scatter
+# and all-gather path), and empty. AVG of integers is refused (test_bad_input).
+SIZES = [1001, 100_003, 0]
+
+
 @pytest.mark.parametrize("op,dtype", [(o, d) for o in OPS for d in DTYPES
                                       if not (o == "AVG" and d == "int64")])
 def test_all_reduce_ops_dtypes(ranks2, op, dtype):
-    out = ranks2.run(_w_all_reduce, op, dtype, N)
-    ref = _reference(op, [_data(r, N, dtype) for r in range(2)])
-    for o in out:
-        _close(o, ref, dtype)
-    np.testing.assert_array_equal(out[0], out[1])  # every rank gets the same bits
+    out = ranks2.run(_w_all_reduce_sizes, op, dtype, SIZES)
+    for i, n in enumerate(SIZES):
+        ref = _reference(op, [_data(r, n, dtype) for r in range(2)])
+        for o in out:
+            _close(o[i], ref, dtype)
+        np.testing.assert_array_equal(out[0][i], out[1][i])  # every rank gets the same bits
 
 
-@pytest.mark.parametrize("op", ["SUM", "MAX", "PRODUCT"])
+@pytest.mark.parametrize("op", ["SUM", "MAX", "PRODUCT", "AVG"])
 def test_all_reduce_three_ranks(ranks3, op):
-    out = ranks3.run(_w_all_reduce, op, "float64", 1003)
-    ref = _reference(op, [_data(r, 1003, "float64") for r in range(3)])
-    for o in out:
-        _close(o, ref, "float64")
+    out = ranks3.run(_w_all_reduce_sizes, op, "float64", SIZES)
+    for i, n in enumerate(SIZES):
+        ref = _reference(op, [_data(r, n, "float64") for r in range(3)])
+        for o in out:
+            _close(o[i], ref, "float64")
+        np.testing.assert_array_equal(out[0][i], out[2][i])
 
 
 def _w_reduce_bcast(rank, world):

@@ -40,6 +40,7 @@ constexpr size_t kLine = 64;
 constexpr uint64_t kMagic = 0x656d6265725f7368ull;  // "ember_sh"
 constexpr size_t kDescBytes = 1024;                 // debug descriptor per rank
 constexpr size_t kOpNameBytes = 48;
+constexpr int64_t kSmallBytes = 64 << 10;  // all_reduce of up to this many bytes: one barrier
 
 // Status codes shared with ember/distributed/_shm.py.
 enum Status : int { kOk = 0, kTimeout = 1, kPeerDead = 2, kAborted = 3, kMismatch = 4 };
@@ -287,6 +288,18 @@ class ShmGroup {
       auto hi = [&](int j) { return std::min<int64_t>(n, share * (j + 1)); };
       auto bytes = [&](int64_t k) { return static_cast<size_t>(k * isz); };
       const bool fused = dst < 0;
+      if (fused && n * isz <= kSmallBytes) {
+        // Small: one barrier instead of two. Every rank reduces all slots itself, in rank order,
+        // so all ranks get the same bits.
+        std::memcpy(slot(set, rank_), src, bytes(n));
+        int s = barrier(timeout_s);
+        if (s != kOk) return s;
+        std::vector<const void*> others;
+        for (int j = 1; j < world_; ++j) others.push_back(slot(set, j));
+        std::memcpy(src, slot(set, 0), bytes(n));
+        reduce_dispatch(dt, src, others, n, op);
+        continue;
+      }
       // all_reduce: publish the shares the other ranks reduce; this rank's own share is read
       // from the tensor itself. reduce: publish everything (the tensor stays unchanged).
       for (int j = 0; j < world_; ++j)
