@@ -148,3 +148,66 @@ def _ar_64mb(fw):
           "(target: <= 0.3x torch's time)")  # fmt: skip
 def _ar_4kb(fw):
     return _all_reduce(fw, 4096, 500)
+
+
+# ---- the mpi backend (ember only; beside torch's gloo) ------------------------------------------
+_MPI_JOB = """
+import sys, time, ember, ember.distributed as dist
+ember.set_num_threads(1)
+dist.init_process_group("mpi")
+nbytes, iters = int(sys.argv[1]), int(sys.argv[2])
+t = ember.ones(nbytes // 4)
+for _ in range(2):
+    dist.all_reduce(t)
+dist.barrier()
+t0 = time.perf_counter()
+for _ in range(iters):
+    dist.all_reduce(t)
+dt = (time.perf_counter() - t0) / iters
+out = [None] * dist.get_world_size()
+dist.all_gather_object(out, dt)
+if dist.get_rank() == 0:
+    print("TIME", max(out))
+dist.destroy_process_group()
+"""
+
+
+def _mpi_all_reduce(fw, nbytes: int, iters: int):
+    if fw.name != "ember":
+        return _all_reduce(fw, nbytes, iters)
+    import shutil
+    import subprocess
+
+    mpirun = shutil.which("mpirun")
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        mpirun = None
+    if mpirun is None:
+        raise NotImplementedError("mpi4py / mpirun are not installed")
+    cmd = [mpirun, "-n", str(WORLD), "--oversubscribe"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [sys.executable, "-c", _MPI_JOB, str(nbytes), str(iters)]
+
+    def once() -> float:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        for line in r.stdout.splitlines():
+            if line.startswith("TIME "):
+                return float(line.split()[1])
+        raise RuntimeError(f"mpirun failed: {r.stderr[-500:]}")
+
+    return SelfTimed(once)
+
+
+@case("dist/mpi all_reduce 64MB 2 ranks", unit="ms", check=False, repeats=(3, 1), bytes=MB64,
+      doc="the same 64 MB all_reduce through ember's mpi backend (mpirun -n 2, Open MPI) vs "
+          "torch gloo: reported beside shm's")  # fmt: skip
+def _mpi_64mb(fw):
+    return _mpi_all_reduce(fw, MB64, 4)
+
+
+@case("dist/mpi all_reduce 4KB 2 ranks", unit="us", check=False, repeats=(3, 1),
+      doc="4 KB all_reduce latency through ember's mpi backend vs torch gloo")  # fmt: skip
+def _mpi_4kb(fw):
+    return _mpi_all_reduce(fw, 4096, 500)

@@ -3,6 +3,12 @@
 Backends: ``shm`` (CPU tensors on one machine through shared memory; the default), ``mpi``
 (mpi4py), and ``gloo`` as a porting alias (shm on one machine, mpi across machines).
 
+Environment: ``EMBER_DISTRIBUTED_DEBUG=DETAIL`` checks before each collective that every rank
+calls the same one with the same shapes and dtypes; ``EMBER_SHM_SLOT_BYTES`` (per-rank chunk of
+the shm backend, default 16 MiB / world size within [1, 8] MiB), ``EMBER_SHM_MAILBOX_BYTES``
+(send/recv chunk, 256 KiB), ``EMBER_SHM_SPIN_US`` / ``EMBER_SHM_YIELD_US`` (how long a wait
+spins, then yields, before it sleeps on a futex; 50 and 1000).
+
 Example::
 
     import ember

@@ -85,7 +85,13 @@ class ShmBackend:
         else:
             seg, s_slot, s_mbox = store.get("shm_segment").decode().split()
             slot, mbox = int(s_slot), int(s_mbox)
-            self.g = _C._ShmGroup(seg, False, size, rank, slot, mbox)
+            try:
+                self.g = _C._ShmGroup(seg, False, size, rank, slot, mbox)
+            except RuntimeError as e:
+                raise DistBackendError(
+                    f"shm backend (group {label}, rank {rank}): {e}. The shm backend needs every "
+                    "rank on the machine of rank 0; across machines use backend 'mpi' (or "
+                    "'gloo', which picks it)") from e
         try:
             self._wait(self.g.barrier(self.timeout), "init_process_group")
         finally:
