@@ -181,6 +181,35 @@ def test_all_reduce_three_ranks(ranks3, op):
         np.testing.assert_array_equal(out[0][i], out[2][i])
 
 
+def _w_bitwise(rank, world):
+    out = {}
+    for op in ("BAND", "BOR", "BXOR"):
+        t = ember.tensor([12, 10, 7 + rank, -1], dtype=ember.int32) + rank
+        dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+        out[op] = t.tolist()
+    b = ember.tensor([True, False, rank == 1, False])
+    dist.all_reduce(b)  # SUM of bools: or
+    out["bool_sum"] = b.tolist()
+    b = ember.tensor([True, False, rank == 1, True])
+    dist.all_reduce(b, op=dist.ReduceOp.MIN)
+    out["bool_min"] = b.tolist()
+    h = ember.tensor([0.5, -1.0, 2.0], dtype=ember.float16) * (rank + 1)
+    dist.all_reduce(h, op=dist.ReduceOp.AVG)
+    out["half_avg"] = h.float().tolist()
+    return out
+
+
+def test_bitwise_bool_half(ranks2):
+    a = [np.array([12, 10, 7 + r, -1], dtype=np.int32) + r for r in range(2)]
+    for o in ranks2.run(_w_bitwise):
+        assert o["BAND"] == (a[0] & a[1]).tolist()
+        assert o["BOR"] == (a[0] | a[1]).tolist()
+        assert o["BXOR"] == (a[0] ^ a[1]).tolist()
+        assert o["bool_sum"] == [True, False, True, False]
+        assert o["bool_min"] == [True, False, False, True]
+        assert o["half_avg"] == [0.75, -1.5, 3.0]
+
+
 def _w_reduce_bcast(rank, world):
     res = {}
     t = ember.from_numpy(_data(rank, N, "int64"))
