@@ -38,6 +38,11 @@ def _arr(t: Any) -> np.ndarray:
     return np.asarray(t).reshape(-1)
 
 
+def _debug_detail() -> bool:
+    v = os.environ.get("EMBER_DISTRIBUTED_DEBUG") or os.environ.get("TORCH_DISTRIBUTED_DEBUG")
+    return (v or "").upper() == "DETAIL"
+
+
 class MpiBackend:
     """One group's MPI communicator (group-local ranks)."""
 
@@ -55,7 +60,7 @@ class MpiBackend:
             raise DistBackendError(f"mpi backend: group {label} has rank {self.comm.Get_rank()} "
                                    f"of {self.comm.Get_size()}, expected {rank} of {size}")
         self.timeout, self.label = timeout, label
-        self._debug = os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
+        self._debug = _debug_detail()
         self._seq = 0
         self._ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.PRODUCT: MPI.PROD,
                      ReduceOp.MIN: MPI.MIN, ReduceOp.MAX: MPI.MAX, ReduceOp.BAND: MPI.BAND,

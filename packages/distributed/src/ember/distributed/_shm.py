@@ -54,6 +54,11 @@ def _unlink_leftovers() -> None:
             pass
 
 
+def _debug_detail() -> bool:
+    v = os.environ.get("EMBER_DISTRIBUTED_DEBUG") or os.environ.get("TORCH_DISTRIBUTED_DEBUG")
+    return (v or "").upper() == "DETAIL"
+
+
 class ShmBackend:
     """One group's shared-memory transport (group-local ranks)."""
 
@@ -63,7 +68,7 @@ class ShmBackend:
         self._rank, self._size, self.timeout, self.label = rank, size, timeout, label
         self._broken: str | None = None
         self._seq = 0
-        self._debug = os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
+        self._debug = _debug_detail()
         slot = _SLOT_BYTES or min(8 << 20, max(1 << 20, (16 << 20) // size))
         slot = max(4096 * size, (slot // 64) * 64)  # scatter/all_to_all split a slot by rank
         mbox = max(4096, (_MAILBOX_BYTES // 64) * 64)

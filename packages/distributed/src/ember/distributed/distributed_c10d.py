@@ -11,6 +11,7 @@ Example (two processes, each with RANK=0/1, WORLD_SIZE=2, MASTER_ADDR, MASTER_PO
 
 from __future__ import annotations
 
+import enum
 import io
 import logging
 import os
@@ -125,6 +126,30 @@ class _State:
 
 _state = _State()
 _logged_gloo = False
+
+
+class DebugLevel(enum.IntEnum):
+    """EMBER_DISTRIBUTED_DEBUG (or TORCH_DISTRIBUTED_DEBUG): OFF, INFO or DETAIL."""
+
+    OFF = 0
+    INFO = 1
+    DETAIL = 2
+
+
+def get_debug_level() -> DebugLevel:
+    """The debug level from EMBER_DISTRIBUTED_DEBUG (DETAIL: collectives are checked to match
+    across ranks before they run)."""
+    v = os.environ.get("EMBER_DISTRIBUTED_DEBUG") or os.environ.get("TORCH_DISTRIBUTED_DEBUG")
+    return DebugLevel.__members__.get((v or "OFF").upper(), DebugLevel.OFF)
+
+
+def set_debug_level(level: DebugLevel) -> None:
+    """Sets the debug level of process groups created from now on."""
+    os.environ["EMBER_DISTRIBUTED_DEBUG"] = DebugLevel(level).name
+
+
+def set_debug_level_from_env() -> None:
+    """Kept for torch compatibility: the level is always read from the environment."""
 
 
 # ---- initialization ---------------------------------------------------------------------------
@@ -981,13 +1006,14 @@ def scatter_object_list(scatter_object_output_list: list, scatter_object_input_l
 
 
 __all__ = [
-    "Backend", "DistBackendError", "GroupMember", "P2POp", "ProcessGroup", "ReduceOp",
+    "Backend", "DebugLevel", "DistBackendError", "GroupMember", "P2POp", "ProcessGroup", "ReduceOp",
     "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
     "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
-    "destroy_process_group", "gather", "gather_object", "get_backend", "get_default_store",
+    "destroy_process_group", "gather", "gather_object", "get_backend", "get_debug_level", "get_default_store",
     "get_global_rank", "get_group_rank", "get_process_group_ranks", "get_rank",
     "get_world_size", "group", "init_process_group", "irecv", "is_available",
     "is_gloo_available", "is_initialized", "is_mpi_available", "is_nccl_available",
     "is_torchelastic_launched", "isend", "monitored_barrier", "new_group", "recv", "reduce",
     "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
+    "set_debug_level", "set_debug_level_from_env",
 ]
