@@ -766,3 +766,12 @@ def test_mpi_backend(tmp_path):
                        timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("MPI-OK") == 2
+
+
+def test_missing_rank_at_init_times_out_and_leaves_nothing():
+    with pytest.raises(dist.DistBackendError, match=r"init_process_group.*timed out after 1 s.*"
+                                                    r"rank\(s\) \[1\] did not reach it"):
+        dist.init_process_group("shm", store=dist.HashStore(), rank=0, world_size=2,
+                                timeout=timedelta(seconds=1))
+    assert not dist.is_initialized()
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"ember_dist_{os.getpid()}_")]

@@ -100,9 +100,10 @@ class ShmBackend:
         try:
             self._wait(self.g.barrier(self.timeout), "init_process_group")
         finally:
-            if rank == 0:
-                self.g.unlink()  # every rank has mapped it (or the group failed): drop the name
-                _unlink_at_exit.discard(seg)
+            # Every rank has mapped it (or the group failed, maybe by rank 0's death): drop the
+            # name, whichever rank comes first, so /dev/shm keeps nothing of the group.
+            self.g.unlink()
+            _unlink_at_exit.discard(seg)
         self.slot = slot
         self.g.set_wait_policy(int(os.environ.get("EMBER_SHM_SPIN_US", "50")),
                                int(os.environ.get("EMBER_SHM_YIELD_US", "1000")))
