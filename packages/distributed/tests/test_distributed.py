@@ -775,3 +775,25 @@ def test_missing_rank_at_init_times_out_and_leaves_nothing():
                                 timeout=timedelta(seconds=1))
     assert not dist.is_initialized()
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"ember_dist_{os.getpid()}_")]
+
+
+def _w_destroy_pending(rank, world):
+    g = dist.new_group()
+    if rank == 1:
+        dist.destroy_process_group(g)
+        return None
+    t = ember.zeros(3)
+    w = dist.irecv(t, 1, group=g)  # rank 1 never sends
+    t0 = time.monotonic()
+    dist.destroy_process_group(g)  # aborts the pending receive instead of hanging or crashing
+    try:
+        w.wait()
+    except RuntimeError as e:
+        return str(e), time.monotonic() - t0
+    return "no error", 0.0
+
+
+def test_destroy_with_pending_operation(ranks2):
+    msg, elapsed = ranks2.run(_w_destroy_pending)[0]
+    assert "aborted the group" in msg and "pending" in msg, msg
+    assert elapsed < 60

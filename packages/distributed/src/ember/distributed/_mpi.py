@@ -84,6 +84,9 @@ class MpiBackend:
                     f"{self.label} differs between ranks: rank {self.rank()} called {mine} but "
                     f"rank {r} called {other}")
 
+    def abort(self, why: str) -> None:
+        """MPI cannot cancel a running collective; mpirun ends the job when a rank exits."""
+
     def close(self) -> None:
         if self.comm != self.MPI.COMM_NULL:
             self.comm.Free()

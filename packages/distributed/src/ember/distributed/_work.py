@@ -189,9 +189,10 @@ class _Executor:
                 self.pending -= 1
                 self.cond.notify_all()
 
-    def drain(self, timeout: float | None = None) -> None:
+    def drain(self, timeout: float | None = None) -> bool:
+        """Waits until every queued operation ran; whether that happened within timeout."""
         with self.cond:
-            self.cond.wait_for(lambda: self.pending == 0, timeout)
+            return self.cond.wait_for(lambda: self.pending == 0, timeout)
 
     def close(self) -> None:
         with self.cond:

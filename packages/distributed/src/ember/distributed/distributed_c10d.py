@@ -90,11 +90,17 @@ class ProcessGroup:
         return self._p2p[key]
 
     def shutdown(self) -> None:
-        self.executor.drain(5.0)
-        self.executor.close()
-        for ex in self._p2p.values():
+        executors = [self.executor, *self._p2p.values()]
+        idle = all(ex.drain(5.0) for ex in executors)
+        if not idle:
+            # Operations still running (a peer never joined them): make them fail now.
+            self.impl.abort(f"rank {self.rank()} destroyed group {self.label} while operations "
+                            "were pending")
+            idle = all(ex.drain(5.0) for ex in executors)
+        for ex in executors:
             ex.close()
-        self.impl.close()
+        if idle:  # never unmap memory that a running operation still uses
+            self.impl.close()
 
     def __repr__(self) -> str:
         return f"ProcessGroup({self.label}, backend={self.backend_name}, ranks={self.ranks})"
