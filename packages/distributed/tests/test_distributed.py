@@ -730,6 +730,10 @@ MPI_SCRIPT = textwrap.dedent("""
         dist.send(ember.arange(3.0), 1)
     else:
         x = ember.zeros(3); dist.recv(x, 0); assert x.tolist() == [0.0, 1.0, 2.0]
+    if r == 1:
+        dist.send(ember.ones(2), 0, tag=4)
+    else:
+        y = ember.zeros(2); assert dist.recv(y, tag=4) == 1 and y.tolist() == [1.0, 1.0]
     w_ = dist.all_reduce(ember.ones(2), async_op=True); w_.wait()
     objs = [None, None]; dist.all_gather_object(objs, {"r": r})
     assert objs == [{"r": 0}, {"r": 1}]
@@ -797,3 +801,25 @@ def test_destroy_with_pending_operation(ranks2):
     msg, elapsed = ranks2.run(_w_destroy_pending)[0]
     assert "aborted the group" in msg and "pending" in msg, msg
     assert elapsed < 60
+
+
+def _w_recv_any(rank, world):
+    if rank == 0:
+        got = []
+        for _ in range(world - 1):
+            t = ember.zeros(3)
+            src = dist.recv(t, tag=7)
+            got.append((src, t.tolist()))
+        t = ember.zeros(3)
+        w = dist.irecv(t, tag=8)
+        return sorted(got), w._source_rank(), t.tolist()
+    dist.send(ember.full((3,), float(rank)), 0, tag=7)
+    if rank == 2:
+        dist.send(ember.ones(3), 0, tag=8)
+    return None
+
+
+def test_recv_from_any_source(ranks3):
+    got, src, t = ranks3.run(_w_recv_any)[0]
+    assert got == [(1, [1.0] * 3), (2, [2.0] * 3)]
+    assert src == 2 and t == [1.0] * 3

@@ -427,6 +427,17 @@ class ShmGroup {
     return {kOk, nbytes, tag};
   }
 
+  // Whether a message from src is waiting: (waiting, its bytes, its tag); does not block.
+  std::tuple<bool, int64_t, int64_t> peek(int src) const {
+    check_peer(src);
+    char* mb = mailbox(src, rank_);
+    const uint64_t w = load_acq(reinterpret_cast<const uint64_t*>(mb));
+    const uint64_t r = load_acq(reinterpret_cast<const uint64_t*>(mb + kLine));
+    if (w <= r) return {false, 0, 0};
+    const int64_t* meta = reinterpret_cast<const int64_t*>(mb + 2 * kLine);
+    return {true, meta[0], meta[1]};
+  }
+
   // Diagnostics and the debug check.
   std::vector<int> missing() const {
     std::vector<int> out;
@@ -633,6 +644,7 @@ void bind_shm_collectives(py::module_& m) {
            py::arg("ptr"), py::arg("nbytes"), py::arg("tag"), py::arg("timeout"))
       .def("recv", &ShmGroup::recv, py::call_guard<py::gil_scoped_release>(), py::arg("src"),
            py::arg("ptr"), py::arg("nbytes"), py::arg("tag"), py::arg("timeout"))
+      .def("peek", &ShmGroup::peek, py::arg("src"))
       .def("missing", &ShmGroup::missing)
       .def("dead", &ShmGroup::dead)
       .def("pid", &ShmGroup::pid)

@@ -167,6 +167,13 @@ class MpiBackend:
         with src_buffer(t) as buf:
             self.comm.Send(_arr(buf), dest=dst, tag=tag)
 
+    def recv_any(self, t: Any, tag: int) -> int:
+        ob = out_buffer(t)
+        status = self.MPI.Status()
+        self.comm.Recv(_arr(ob.tensor), source=self.MPI.ANY_SOURCE, tag=tag, status=status)
+        ob.finish()
+        return status.Get_source()
+
     def recv(self, t: Any, src: int, tag: int) -> None:
         ob = out_buffer(t)
         self.comm.Recv(_arr(ob.tensor), source=src, tag=tag)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import time
 import uuid
 from typing import Any, Callable
 
@@ -278,6 +279,25 @@ class ShmBackend:
         status, got_n, got_tag = self.g.recv(src, ob.tensor.data_ptr(), nbytes, tag, self.timeout)
         self._p2p_status(status, "recv", src, t, tag, got_n, got_tag)
         ob.finish()
+
+    def recv_any(self, t: Any, tag: int) -> int:
+        """Receives the first message with this tag from any peer; returns the peer's rank."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.0
+        while True:
+            for src in range(self._size):
+                if src == self._rank:
+                    continue
+                waiting, _, got_tag = self.g.peek(src)
+                if waiting and got_tag == tag:
+                    self.recv(t, src, tag)
+                    return src
+            if time.monotonic() > deadline:
+                raise DistBackendError(
+                    f"recv on rank {self._rank} (any source, tag {tag}, group {self.label}) "
+                    f"timed out after {self.timeout:g} s")
+            time.sleep(delay)
+            delay = min(0.001, delay + 0.00005)
 
     def _p2p_status(self, status: int, op: str, peer: int, t: Any, tag: int, got_n: int,
                     got_tag: int) -> None:

@@ -95,6 +95,7 @@ class Work:
         self.op_name = op_name
         self._outputs = outputs or []
         self._future = Future()
+        self._value: Any = None  # what the operation returned (the sender of an any-source recv)
 
     def _run(self, fn: Callable[[], Any]) -> None:
         try:
@@ -102,7 +103,8 @@ class Work:
         except BaseException as e:  # noqa: BLE001  (raised again by wait())
             self._future.set_exception(e)
         else:
-            self._future.set_result(self._outputs if r is None else r)
+            self._value = r
+            self._future.set_result(self._outputs)
 
     def is_completed(self) -> bool:
         return self._future.done()
@@ -134,6 +136,11 @@ class Work:
         """A Future completed with the output tensors when the collective finishes."""
         return self._future
 
+    def _source_rank(self) -> int:
+        """The sender of an irecv from any source (after wait)."""
+        self.wait()
+        return self._value
+
     def synchronize(self) -> None:
         self.wait()
 
@@ -151,14 +158,16 @@ class _Executor:
         self.thread: threading.Thread | None = None
         self.closed = False
 
-    def run(self, op_name: str, fn: Callable[[], Any], outputs: list, async_op: bool) -> Work | None:
+    def run(self, op_name: str, fn: Callable[[], Any], outputs: list, async_op: bool,
+            returns_value: bool = False) -> Any:
+        """Runs fn in order: a Work when async_op, else None (or fn's value if returns_value)."""
         if not async_op:
             with self.cond:
                 idle = self.pending == 0
             if idle:
                 with self.lock:
-                    fn()
-                return None
+                    value = fn()
+                return value if returns_value else None
         work = Work(op_name, outputs)
         with self.cond:
             if self.closed:
@@ -173,7 +182,7 @@ class _Executor:
         if async_op:
             return work
         work.wait()
-        return None
+        return work._value if returns_value else None
 
     def _loop(self) -> None:
         while True:

@@ -842,8 +842,12 @@ def _p2p(kind: str, tensor: Any, peer: int | None, group: Any, tag: int, group_p
     name = "send" if kind == "send" else "recv"
     check_tensor(name, tensor)
     if peer is None and group_peer is None:
-        raise ValueError(f"{name}: the peer rank is required (receiving from any source is not "
-                         "supported)")
+        if kind == "send":
+            raise ValueError("send: the destination rank is required")
+        # Any source: the sender is known once the message is in; its rank is the result.
+        ex = pg.p2p_executor("recv-any", -1)
+        return ex.run(name, lambda: pg.ranks[pg.impl.recv_any(tensor, int(tag))], [tensor],
+                      async_op, returns_value=True)
     p = _root(pg, name, peer, group_peer)
     if p == pg.rank():
         raise ValueError(f"{name}: rank {pg.ranks[p]} cannot {name} to itself")
@@ -861,8 +865,13 @@ def send(tensor: Any, dst: int | None = None, group: ProcessGroup | None = None,
 
 def recv(tensor: Any, src: int | None = None, group: ProcessGroup | None = None, tag: int = 0,
          group_src: int | None = None) -> int:
-    """Receives into tensor what rank src sent; returns src."""
-    _p2p("recv", tensor, src, group, tag, group_src, False)
+    """Receives into tensor what rank src sent (from any rank when src is None); returns the
+    sender's rank (-1 outside the group)."""
+    r = _p2p("recv", tensor, src, group, tag, group_src, False)
+    if _pg(group) is None:
+        return -1
+    if src is None and group_src is None:
+        return r
     return src if src is not None else get_global_rank(group, group_src)
 
 
