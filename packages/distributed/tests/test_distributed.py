@@ -444,6 +444,9 @@ def _w_groups(rank, world):
     dist.all_reduce(t, group=g)
     b = ember.zeros(2) + rank
     dist.broadcast(b, src=2, group=g)
+    w = g.allreduce([t])  # torch's ProcessGroup methods: asynchronous
+    w.wait()
+    g.barrier().wait()
     res.update(grank=dist.get_rank(g), gsize=dist.get_world_size(g), sum=t.tolist(),
                bcast=b.tolist(), ranks=dist.get_process_group_ranks(g),
                glob=dist.get_global_rank(g, 1))
@@ -457,7 +460,7 @@ def test_new_group(ranks3):
     assert r0["world"] == 3 and r0["backend"] == "shm" and r0["init"]
     assert r1["member"] and r1["grank"] == -1
     assert (r0["grank"], r2["grank"], r2["gsize"]) == (0, 1, 2)
-    assert r0["sum"] == r2["sum"] == [4.0] * 5
+    assert r0["sum"] == r2["sum"] == [8.0] * 5
     assert r0["bcast"] == r2["bcast"] == [2.0, 2.0]
     assert r0["ranks"] == [0, 2] and r0["glob"] == 2
 

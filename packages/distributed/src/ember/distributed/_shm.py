@@ -222,7 +222,8 @@ class ShmBackend:
                 puts = []
                 if srcs is not None:
                     puts = [(j * step, s.data_ptr() + off, n) for j, s in enumerate(srcs)]
-                self._xchg("scatter", puts, [(src, self._rank * step, ob.tensor.data_ptr() + off, n)])
+                get = (src, self._rank * step, ob.tensor.data_ptr() + off, n)
+                self._xchg("scatter", puts, [get])
         ob.finish()
 
     def all_to_all(self, name: str, outs: list, ins: list) -> None:
@@ -259,7 +260,8 @@ class ShmBackend:
                 n = min(step, numel - start)
                 puts = [(j * step * isz, s.data_ptr() + start * isz, n * isz)
                         for j, s in enumerate(srcs)]
-                red = [(ob.tensor.data_ptr() + start * isz, self._rank * step * isz, n, code, int(op))]
+                dst = ob.tensor.data_ptr() + start * isz
+                red = [(dst, self._rank * step * isz, n, code, int(op))]
                 self._xchg(name, puts, [], red)
         ob.finish()
 

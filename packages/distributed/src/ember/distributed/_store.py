@@ -142,7 +142,8 @@ class Store:
         """Adds amount to the integer counter at key (0 if unset) and returns the new value."""
         return int(self._op("add", key, int(amount)))
 
-    def compare_set(self, key: str, expected_value: bytes | str, desired_value: bytes | str) -> bytes:
+    def compare_set(self, key: str, expected_value: bytes | str,
+                    desired_value: bytes | str) -> bytes:
         """Sets key to desired_value if its value is expected_value (or it is unset and
         expected_value is empty); returns the value the key holds afterwards."""
         return self._op("compare_set", key, _as_bytes(expected_value), _as_bytes(desired_value))

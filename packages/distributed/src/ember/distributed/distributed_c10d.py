@@ -89,6 +89,23 @@ class ProcessGroup:
             self._p2p[key] = _Executor(f"{self.label}-{kind}{peer}")
         return self._p2p[key]
 
+    # torch's ProcessGroup methods: asynchronous, return a Work.
+    def allreduce(self, tensors: Any, op: ReduceOp = ReduceOp.SUM) -> Work:
+        ts = tensors if isinstance(tensors, (list, tuple)) else [tensors]
+        works = [all_reduce(t, op=op, group=self, async_op=True) for t in ts]
+        return works[-1]
+
+    def broadcast(self, tensors: Any, root: int = 0) -> Work:
+        ts = tensors if isinstance(tensors, (list, tuple)) else [tensors]
+        works = [broadcast(t, group_src=root, group=self, async_op=True) for t in ts]
+        return works[-1]
+
+    def allgather(self, output_tensors: list, input_tensor: Any) -> Work:
+        return all_gather(output_tensors, input_tensor, group=self, async_op=True)
+
+    def barrier(self) -> Work:
+        return barrier(group=self, async_op=True)
+
     def shutdown(self) -> None:
         executors = [self.executor, *self._p2p.values()]
         idle = all(ex.drain(5.0) for ex in executors)
@@ -487,6 +504,15 @@ def get_group_rank(group: ProcessGroup | None, global_rank: int) -> int:
     return pg.group_rank(global_rank, "get_group_rank")
 
 
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
+    """This process's rank on its machine: LOCAL_RANK (set by launchers), else fallback_rank."""
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError("get_node_local_rank: LOCAL_RANK is not set and no fallback_rank given")
+
+
 def get_default_store() -> Store | None:
     return _state.store
 
@@ -609,7 +635,8 @@ def _pieces(t: Any, n: int) -> list:
 
 
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
-                           group: ProcessGroup | None = None, async_op: bool = False) -> Work | None:
+                           group: ProcessGroup | None = None,
+                           async_op: bool = False) -> Work | None:
     """output_tensor (world_size x input, concatenated or stacked on dim 0) receives every rank's
     input_tensor in rank order."""
     pg = _pg(group)
@@ -618,7 +645,8 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
     check_tensor("all_gather_into_tensor", output_tensor, "output_tensor")
     check_tensor("all_gather_into_tensor", input_tensor, "input_tensor")
     n = pg.size()
-    if output_tensor.numel() != n * input_tensor.numel() or output_tensor.dtype != input_tensor.dtype:
+    if (output_tensor.numel() != n * input_tensor.numel()
+            or output_tensor.dtype != input_tensor.dtype):
         raise ValueError(f"all_gather_into_tensor: output_tensor {tuple(output_tensor.shape)} "
                          f"{output_tensor.dtype} must hold world_size ({n}) x input "
                          f"{tuple(input_tensor.shape)} {input_tensor.dtype}")
@@ -724,7 +752,8 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list,
     _check_list("all_to_all", input_tensor_list, n, "input_tensor_list")
     dts = {t.dtype for t in list(output_tensor_list) + list(input_tensor_list)}
     if len(dts) != 1:
-        raise ValueError(f"all_to_all: every tensor must have the same dtype, got {sorted(map(str, dts))}")
+        raise ValueError("all_to_all: every tensor must have the same dtype, got "
+                         f"{sorted(map(str, dts))}")
     return _run(pg, "all_to_all", lambda: _desc(dtype=next(iter(dts))),
                 lambda: pg.impl.all_to_all("all_to_all", list(output_tensor_list),
                                            list(input_tensor_list)),
@@ -817,7 +846,8 @@ def _broadcast_coalesced(process_group: ProcessGroup | None, tensors: list,
         batch: list = []
         nbytes = 0
         for t in group_ts + [None]:
-            if t is not None and (not batch or nbytes + t.numel() * t.element_size() <= buffer_size):
+            size = 0 if t is None else t.numel() * t.element_size()
+            if t is not None and (not batch or nbytes + size <= buffer_size):
                 batch.append(t)
                 nbytes += t.numel() * t.element_size()
                 continue
@@ -1021,14 +1051,14 @@ def scatter_object_list(scatter_object_output_list: list, scatter_object_input_l
 
 
 __all__ = [
-    "Backend", "DebugLevel", "DistBackendError", "GroupMember", "P2POp", "ProcessGroup", "ReduceOp",
-    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
-    "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
-    "destroy_process_group", "gather", "gather_object", "get_backend", "get_debug_level", "get_default_store",
-    "get_global_rank", "get_group_rank", "get_process_group_ranks", "get_rank",
-    "get_world_size", "group", "init_process_group", "irecv", "is_available",
-    "is_gloo_available", "is_initialized", "is_mpi_available", "is_nccl_available",
-    "is_torchelastic_launched", "isend", "monitored_barrier", "new_group", "recv", "reduce",
-    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
-    "set_debug_level", "set_debug_level_from_env",
+    "Backend", "DebugLevel", "DistBackendError", "GroupMember", "P2POp", "ProcessGroup",
+    "ReduceOp", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce",
+    "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
+    "broadcast_object_list", "destroy_process_group", "gather", "gather_object", "get_backend",
+    "get_debug_level", "get_default_store", "get_global_rank", "get_group_rank",
+    "get_node_local_rank", "get_process_group_ranks", "get_rank", "get_world_size", "group",
+    "init_process_group", "irecv", "is_available", "is_gloo_available", "is_initialized",
+    "is_mpi_available", "is_nccl_available", "is_torchelastic_launched", "isend",
+    "monitored_barrier", "new_group", "recv", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+    "scatter", "scatter_object_list", "send", "set_debug_level", "set_debug_level_from_env",
 ]
