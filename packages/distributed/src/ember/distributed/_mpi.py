@@ -52,6 +52,11 @@ class MpiBackend:
         MPI = _mpi()  # noqa: N806
         world = MPI.COMM_WORLD
         self.MPI = MPI
+        if max(ranks) >= world.Get_size():
+            raise DistBackendError(
+                f"mpi backend: MPI has {world.Get_size()} process(es) but group {label} needs "
+                f"ranks {ranks}: start the ranks with mpirun -n <world size> (the 'gloo' name "
+                "picks mpi when the ranks are on several machines)")
         if list(ranks) == list(range(world.Get_size())):
             self.comm = world.Dup()
         else:
