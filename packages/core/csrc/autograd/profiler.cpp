@@ -197,8 +197,19 @@ void Range::begin_op(const char* name, std::initializer_list<const Tensor*> tens
   std::lock_guard<std::mutex> lock(b->mutex);
   if (b->session.load(std::memory_order_relaxed) != s) return;
   ThreadEvents& d = b->data;
-  Event e{name, 0, Kind::Op, 0, 0, b->open.empty() ? -1 : b->open.back(), -1, 0, 0, 0,
-          static_cast<uint32_t>(d.inputs.size()), 0, -1};
+  Event e{name,
+          0,
+          Kind::Op,
+          0,
+          0,
+          b->open.empty() ? -1 : b->open.back(),
+          -1,
+          0,
+          0,
+          0,
+          static_cast<uint32_t>(d.inputs.size()),
+          0,
+          -1};
   if (g_config.record_shapes) {
     auto add = [&](const Tensor* t) {
       if (t == nullptr || !*t) return;
@@ -237,8 +248,13 @@ void Range::begin(std::string name, Kind kind, int64_t seq_nr) {
   std::lock_guard<std::mutex> lock(b->mutex);
   if (b->session.load(std::memory_order_relaxed) != s) return;
   ThreadEvents& d = b->data;
-  Event e{nullptr, static_cast<uint32_t>(d.names.size()), kind, 0, 0,
-          b->open.empty() ? -1 : b->open.back(), seq_nr, 0, 0, 0, 0, 0, -1};
+  Event e{nullptr, static_cast<uint32_t>(d.names.size()),
+          kind,    0,
+          0,       b->open.empty() ? -1 : b->open.back(),
+          seq_nr,  0,
+          0,       0,
+          0,       0,
+          -1};
   d.names.push_back(std::move(name));
   if (stack) {
     e.stack = static_cast<int32_t>(d.stacks.size());

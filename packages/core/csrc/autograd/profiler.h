@@ -52,13 +52,13 @@ struct InputInfo {
 };
 
 struct Event {
-  const char* name;       // a string literal (ops), or null: names[name_index]
+  const char* name;  // a string literal (ops), or null: names[name_index]
   uint32_t name_index;
   Kind kind;
-  int64_t start_ns, end_ns;  // steady clock
-  int32_t parent;            // index of the enclosing event on this thread, -1: none
-  int64_t seq_nr;            // autograd sequence number linking forward op and backward node
-  int64_t children_ns;       // time spent in the events directly inside it
+  int64_t start_ns, end_ns;     // steady clock
+  int32_t parent;               // index of the enclosing event on this thread, -1: none
+  int64_t seq_nr;               // autograd sequence number linking forward op and backward node
+  int64_t children_ns;          // time spent in the events directly inside it
   int64_t self_mem, total_mem;  // bytes allocated minus freed in it (profile_memory)
   uint32_t inputs_begin, inputs_count;  // into ThreadEvents::inputs (record_shapes)
   int32_t stack;                        // into ThreadEvents::stacks, -1: none (with_stack)

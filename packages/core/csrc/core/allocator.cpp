@@ -156,10 +156,11 @@ void CachingAllocator::throw_oom(size_t nbytes) {
     for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     std::ostringstream os;
     os << type << " out of memory. Tried to allocate " << format_bytes(double(nbytes)) << ". "
-       << (device_.type == DeviceType::CUDA ? "GPU " : type + " ") << std::max<int>(device_.index, 0)
-       << " has a total capacity of " << format_bytes(double(total_mem)) << " of which "
-       << format_bytes(double(free_mem)) << " is free. Of the allocated memory "
-       << format_bytes(double(stats_.allocated_bytes)) << " is allocated by ember, and "
+       << (device_.type == DeviceType::CUDA ? "GPU " : type + " ")
+       << std::max<int>(device_.index, 0) << " has a total capacity of "
+       << format_bytes(double(total_mem)) << " of which " << format_bytes(double(free_mem))
+       << " is free. Of the allocated memory " << format_bytes(double(stats_.allocated_bytes))
+       << " is allocated by ember, and "
        << format_bytes(double(stats_.reserved_bytes - stats_.allocated_bytes))
        << " is reserved by ember but unallocated.";
     throw Error(ErrorKind::OutOfMemory, os.str());
@@ -241,8 +242,9 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   stats_.requested_bytes += static_cast<int64_t>(nbytes);
   stats_.allocated_bytes_peak = std::max(stats_.allocated_bytes_peak, stats_.allocated_bytes);
   if (allocator_trace::on())
-    allocator_trace::record(this, allocator_trace::Action::Alloc, reinterpret_cast<uint64_t>(b->ptr),
-                            static_cast<int64_t>(b->size), stream, stats_);
+    allocator_trace::record(this, allocator_trace::Action::Alloc,
+                            reinterpret_cast<uint64_t>(b->ptr), static_cast<int64_t>(b->size),
+                            stream, stats_);
   return DataPtr(b->ptr, b, &CachingAllocator::free_block, device_);
 }
 

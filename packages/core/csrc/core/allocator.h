@@ -209,7 +209,7 @@ class CachingAllocator final : public Allocator {
   mutable std::mutex mutex_;
   AllocatorRounding rounding_;
   Pool tiny_pool_, small_pool_, large_pool_;
-  std::set<Block*> segments_;  // the first block of each segment
+  std::set<Block*> segments_;                        // the first block of each segment
   std::map<uintptr_t, Block*> segments_by_address_;  // the same, by address (record_stream_at)
   struct PendingEvent {
     void* event;

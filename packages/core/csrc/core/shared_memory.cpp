@@ -475,8 +475,7 @@ void share_storage_(StorageImpl& storage) {
   if (shared_segment(storage)) return;
   EMBER_CHECK(storage.device().is_cpu(),
               "share_memory_: only CPU tensors can be moved to shared memory in this build");
-  Storage fresh =
-      new_shared_storage(storage.nbytes, static_cast<ShmPolicy>(g_share_policy.load()));
+  Storage fresh = new_shared_storage(storage.nbytes, static_cast<ShmPolicy>(g_share_policy.load()));
   if (storage.nbytes) std::memcpy(fresh->data.get(), storage.data.get(), storage.nbytes);
   storage.data = std::move(fresh->data);  // the old block goes back to its allocator
 }

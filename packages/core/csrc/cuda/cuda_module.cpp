@@ -35,8 +35,8 @@ void register_all_kernels() {
   for (RegisterFn fn : registrations()) fn();
 }
 
-void register_copy_hooks();             // copy_ops.cu
-void bind_runtime(py::module_& m);     // cuda_runtime_py.cpp
+void register_copy_hooks();         // copy_ops.cu
+void bind_runtime(py::module_& m);  // cuda_runtime_py.cpp
 }  // namespace cuda
 }  // namespace ember
 
@@ -59,7 +59,7 @@ PYBIND11_MODULE(_C_cuda, m) {
   using namespace ember;
   using namespace ember::cuda;
   m.doc() = "ember's CUDA backend (allocator, copies, kernels, device queries).";
-  warm_up_number_formatting();  // before anything initializes CUDA (device_count below)
+  warm_up_number_formatting();      // before anything initializes CUDA (device_count below)
   py::module_::import("ember._C");  // loads the engine this module registers into
   register_all_kernels();
   if (device_count() > 0) {

@@ -22,6 +22,5 @@ void register_all_kernels();
 
 #define EMBER_CUDA_REGISTER_CONCAT2(a, b) a##b
 #define EMBER_CUDA_REGISTER_CONCAT(a, b) EMBER_CUDA_REGISTER_CONCAT2(a, b)
-#define EMBER_CUDA_REGISTER(fn)                           \
-  static ::ember::cuda::Registrar EMBER_CUDA_REGISTER_CONCAT( \
-      ember_cuda_registrar_, __LINE__)(&fn);
+#define EMBER_CUDA_REGISTER(fn) \
+  static ::ember::cuda::Registrar EMBER_CUDA_REGISTER_CONCAT(ember_cuda_registrar_, __LINE__)(&fn);

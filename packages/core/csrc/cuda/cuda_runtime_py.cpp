@@ -2,10 +2,9 @@
 // streams, events, the caching allocators' statistics and snapshots, record_stream and pinned
 // memory. ember/cuda.py builds the public API (Stream, Event, device, ...) on these; streams and
 // events cross as integers (their handles' values; the legacy default stream is 0).
+#include <dlfcn.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
-#include <dlfcn.h>
 
 #include <locale>
 #include <string>

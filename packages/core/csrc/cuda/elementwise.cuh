@@ -222,15 +222,14 @@ __device__ __forceinline__ void strided_body(const F& f, const EwArgs<sizeof...(
   ((a.mode[I] == kHostScalar ? void(slot<I>(u) = uniform_value<InT>(a, I)) : void()), ...);
   int32_t off[sizeof...(InT) + 1];
   oc.get(static_cast<uint32_t>(t), off);
-  write_elem<OutT>(a.out + off[0], f((a.mode[I] == kHostScalar
-                                          ? slot<I>(u)
-                                          : read_elem<InT>(a.in[I] + off[I + 1]))...));
+  write_elem<OutT>(
+      a.out + off[0],
+      f((a.mode[I] == kHostScalar ? slot<I>(u) : read_elem<InT>(a.in[I] + off[I + 1]))...));
 }
 
 template <class OutT, class F, class... InT>
 __global__ void __launch_bounds__(kBlockSize)
-    ew_strided_kernel(F f, EwArgs<sizeof...(InT)> a, OffsetCalc<sizeof...(InT) + 1> oc,
-                      int32_t n) {
+    ew_strided_kernel(F f, EwArgs<sizeof...(InT)> a, OffsetCalc<sizeof...(InT) + 1> oc, int32_t n) {
   strided_body<OutT, InT...>(f, a, oc, n, std::make_integer_sequence<int, sizeof...(InT)>{});
 }
 
@@ -255,8 +254,8 @@ struct Piece {
 };
 
 template <class OutT, class... InT, class F>
-void launch_piece(const F& f, const char* op, cudaStream_t stream, const EwArgs<sizeof...(InT)>& base,
-                  const Piece<sizeof...(InT) + 1>& p) {
+void launch_piece(const F& f, const char* op, cudaStream_t stream,
+                  const EwArgs<sizeof...(InT)>& base, const Piece<sizeof...(InT) + 1>& p) {
   constexpr int N = sizeof...(InT);
   constexpr int NOPS = N + 1;
   constexpr size_t item[NOPS] = {sizeof(OutT), sizeof(InT)...};
@@ -362,8 +361,7 @@ void launch_elementwise(TensorIterator& it, const char* op, const F& f) {
   constexpr ScalarType types[N + 1] = {TypeToScalar<OutT>::value, TypeToScalar<InT>::value...};
   for (int k = 0; k <= N; ++k)
     EMBER_CHECK(it.dtype(k) == types[k], op, ": internal error: operand ", k, " is ",
-                dtype_name(it.dtype(k)), ", the CUDA kernel was built for ",
-                dtype_name(types[k]));
+                dtype_name(it.dtype(k)), ", the CUDA kernel was built for ", dtype_name(types[k]));
   EMBER_CHECK(!it.is_scalar(0), op, ": internal error: the output is a host scalar");
   if (it.numel() == 0) return;
 

@@ -223,8 +223,8 @@ void run_chunks(const char* op, Device device, std::vector<TensorMeta>& metas, b
   if (!chunks.empty())
     std::memcpy(host.data() + meta_bytes, chunks.data(), chunks.size() * sizeof(Chunk));
   Tensor dev = empty(DimVector{static_cast<int64_t>(bytes)}, ScalarType::UInt8, device);
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(dev->data(), host.data(), bytes, cudaMemcpyHostToDevice,
-                                   current_stream()));
+  EMBER_CUDA_CHECK(
+      cudaMemcpyAsync(dev->data(), host.data(), bytes, cudaMemcpyHostToDevice, current_stream()));
   auto* dmetas = reinterpret_cast<TensorMeta*>(dev->data());
   auto* dchunks = reinterpret_cast<Chunk*>(static_cast<char*>(dev->data()) + meta_bytes);
   if (device_steps) prep(dmetas);
@@ -387,8 +387,8 @@ void _fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
           check_launch(op);
         },
         [&](TensorMeta* dm) {
-          adam_steps_kernel<T><<<blocks_for(nt), kBlockSize, 0, current_stream()>>>(
-              dm, nt, lr, beta1, beta2);
+          adam_steps_kernel<T>
+              <<<blocks_for(nt), kBlockSize, 0, current_stream()>>>(dm, nt, lr, beta1, beta2);
           check_launch(op);
         });
   };

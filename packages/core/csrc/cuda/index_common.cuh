@@ -24,8 +24,8 @@ struct Walk {
 };
 
 inline void check_dims(int64_t nd, const char* op) {
-  EMBER_CHECK(nd <= kMaxDims, op, ": CUDA kernels support at most ", kMaxDims,
-              " dimensions, got ", nd);
+  EMBER_CHECK(nd <= kMaxDims, op, ": CUDA kernels support at most ", kMaxDims, " dimensions, got ",
+              nd);
 }
 
 // A Walk over `sizes`; operand k uses strides (in elements) of tensors[k] times its itemsize.
@@ -39,7 +39,8 @@ inline Walk make_walk(const DimVector& sizes, std::initializer_list<Tensor> ops,
     if (t) {
       const int off = w.nd - static_cast<int>(t->dim());  // right-aligned (broadcast dims: 0)
       for (int d = 0; d < t->dim(); ++d)
-        w.st[k][off + d] = (t->size(d) == 1 && sizes[off + d] != 1) ? 0 : t->stride(d) * t->itemsize();
+        w.st[k][off + d] =
+            (t->size(d) == 1 && sizes[off + d] != 1) ? 0 : t->stride(d) * t->itemsize();
     }
     ++k;
   }
@@ -68,10 +69,18 @@ __global__ void strided_copy_kernel(int64_t n, Walk w, char* dst, const char* sr
 template <class F>
 void by_itemsize(int64_t size, const F& f) {
   switch (size) {
-    case 1: f(uint8_t{}); return;
-    case 2: f(uint16_t{}); return;
-    case 4: f(uint32_t{}); return;
-    default: f(uint64_t{}); return;
+    case 1:
+      f(uint8_t{});
+      return;
+    case 2:
+      f(uint16_t{});
+      return;
+    case 4:
+      f(uint32_t{});
+      return;
+    default:
+      f(uint64_t{});
+      return;
   }
 }
 
@@ -84,8 +93,8 @@ inline void copy(const Tensor& dst, const Tensor& src, const char* op) {
   Walk w = make_walk(dst->sizes(), {dst, src}, op);
   by_itemsize(dst->itemsize(), [&](auto tag) {
     using T = decltype(tag);
-    strided_copy_kernel<T><<<blocks_for(n), kBlockSize, 0, stream_of(dst)>>>(n, w, dst->data(),
-                                                                             src->data());
+    strided_copy_kernel<T>
+        <<<blocks_for(n), kBlockSize, 0, stream_of(dst)>>>(n, w, dst->data(), src->data());
     check_launch(op);
   });
   dst->bump_version();
@@ -112,8 +121,8 @@ inline Tensor to_host(const Tensor& t, const char* op) {
   if (t->numel() == 0) return h;
   DeviceGuard g(device_index(t));
   cudaStream_t s = stream_of(t);
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(h->data(), c->data(), t->numel() * t->itemsize(),
-                                   cudaMemcpyDeviceToHost, s));
+  EMBER_CUDA_CHECK(
+      cudaMemcpyAsync(h->data(), c->data(), t->numel() * t->itemsize(), cudaMemcpyDeviceToHost, s));
   EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
   return h;
 }
@@ -130,8 +139,8 @@ inline Tensor to_device(const Tensor& host, Device device) {
   if (h->numel() == 0) return d;
   DeviceGuard g(device_index(d));
   cudaStream_t s = stream_of(d);
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(d->data(), h->data(), h->numel() * h->itemsize(),
-                                   cudaMemcpyHostToDevice, s));
+  EMBER_CUDA_CHECK(
+      cudaMemcpyAsync(d->data(), h->data(), h->numel() * h->itemsize(), cudaMemcpyHostToDevice, s));
   EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
   return d;
 }
@@ -176,12 +185,15 @@ inline void check_cuda(const Tensor& t, const char* op, const char* what) {
 // checked to be a CUDA tensor (check_cuda): a 0-d CPU tensor passes the dispatcher's device
 // check, and a kernel given its host pointer would read or, for a written self, write host
 // memory (silently, on a system with HMM).
-inline void check_same_device(const Tensor& ref, const Tensor& t, const char* op, const char* what) {
+inline void check_same_device(const Tensor& ref, const Tensor& t, const char* op,
+                              const char* what) {
   if (!t) return;
   EMBER_CHECK(t->device().type == DeviceType::CUDA &&
                   resolve_device(t->device().index) == resolve_device(ref->device().index),
-              op, ": expected ", what, " to be on the same CUDA device as self, but got a tensor "
-              "on ", device_type_name(t->device().type),
+              op, ": expected ", what,
+              " to be on the same CUDA device as self, but got a tensor "
+              "on ",
+              device_type_name(t->device().type),
               t->device().type == DeviceType::CUDA ? ":" + std::to_string(t->device().index) : "");
 }
 

@@ -8,9 +8,8 @@
 // dtypes and reductions the hardware has no atomic for). Ops whose output size depends on the
 // data (nonzero, masked_select, boolean indexing) scan a flag array with CUB on the device and
 // copy the count to the host.
-#include <cub/device/device_scan.cuh>
-
 #include <cmath>
+#include <cub/device/device_scan.cuh>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -32,8 +31,9 @@ using ix::Walk;
 // Accumulation type: bool stays bool, integers wrap in int64, floats compute in opmath.
 template <class T>
 struct AccT {
-  using type = std::conditional_t<std::is_same_v<T, bool>, bool,
-                                  std::conditional_t<std::is_integral_v<T>, int64_t, dev_opmath_t<T>>>;
+  using type =
+      std::conditional_t<std::is_same_v<T, bool>, bool,
+                         std::conditional_t<std::is_integral_v<T>, int64_t, dev_opmath_t<T>>>;
 };
 template <class T>
 using acc_t = typename AccT<T>::type;
@@ -150,8 +150,8 @@ struct IndexGeo {
 };
 
 template <class Op>
-__global__ void index_kernel(int64_t n, IndexGeo g, char* dst, const char* src,
-                             const int64_t* didx, const int64_t* sidx, Op op) {
+__global__ void index_kernel(int64_t n, IndexGeo g, char* dst, const char* src, const int64_t* didx,
+                             const int64_t* sidx, Op op) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
     int64_t rem = e, od = 0, os = 0, oi = 0, oj = 0;
@@ -163,8 +163,12 @@ __global__ void index_kernel(int64_t n, IndexGeo g, char* dst, const char* src,
       oi += c * g.w.st[2][d];
       oj += c * g.w.st[3][d];
     }
-    if (didx) od += *reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(didx) + oi) * g.dst_step;
-    if (sidx) os += *reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(sidx) + oj) * g.src_step;
+    if (didx)
+      od +=
+          *reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(didx) + oi) * g.dst_step;
+    if (sidx)
+      os +=
+          *reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(sidx) + oj) * g.src_step;
     op(dst + od, src + os);
   }
 }
@@ -319,11 +323,20 @@ void run_index(const char* name, const Tensor& dst, const Tensor& src, const Ind
       launch_index(name, dst, n, g, dst->data(), src->data(), didx, sidx, op);
     };
     switch (red) {
-      case Red::Add: go(ReduceOp<T, Red::Add>{}); break;
-      case Red::Mul: go(ReduceOp<T, Red::Mul>{}); break;
-      case Red::Max: go(ReduceOp<T, Red::Max>{}); break;
-      case Red::Min: go(ReduceOp<T, Red::Min>{}); break;
-      default: break;
+      case Red::Add:
+        go(ReduceOp<T, Red::Add>{});
+        break;
+      case Red::Mul:
+        go(ReduceOp<T, Red::Mul>{});
+        break;
+      case Red::Max:
+        go(ReduceOp<T, Red::Max>{});
+        break;
+      case Red::Min:
+        go(ReduceOp<T, Red::Min>{});
+        break;
+      default:
+        break;
     }
   });
   dst->bump_version();
@@ -502,19 +515,21 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
   }
   // Checked before anything is written, so a bad index leaves self untouched.
   Tensor idx;
-  if (index->numel() > 0) idx = as_1d(checked_index(index, s1->size(dim), dim, false, op, self->device()));
+  if (index->numel() > 0)
+    idx = as_1d(checked_index(index, s1->size(dim), dim, false, op, self->device()));
   Tensor target = inplace_target(self, out, op, {self, index, src});
   if (index->numel() == 0) return target;
   Tensor t1 = as_1d(target);
-  Tensor srcv = src1 ? src1
-                     : expand_view(value_tensor(TensorOrScalar(value), self->dtype(),
-                                                self->device(), op),
-                                   idx->sizes());
+  Tensor srcv =
+      src1 ? src1
+           : expand_view(value_tensor(TensorOrScalar(value), self->dtype(), self->device(), op),
+                         idx->sizes());
   if (!include_self && red != Red::Assign)
-    scatter_kernel(t1, dim, idx,
-                   expand_view(reduce_identity(mean ? Red::Add : red, self->dtype(), self->device()),
-                               idx->sizes()),
-                   Red::Assign, op);
+    scatter_kernel(
+        t1, dim, idx,
+        expand_view(reduce_identity(mean ? Red::Add : red, self->dtype(), self->device()),
+                    idx->sizes()),
+        Red::Assign, op);
   scatter_kernel(t1, dim, idx, srcv, red, op);
   if (!mean) return target;
   // mean: divide the sums by how many values landed on each position (plus self's own).
@@ -564,11 +579,12 @@ void put_along_dim(const Tensor& target, int64_t dim, const Tensor& idx, const T
                    Red red, const Scalar& alpha, const char* op) {
   Tensor t1 = as_1d(target), src1 = as_1d(source);
   DimVector shape = src1->sizes();
-  IndexGeo g = make_geo(shape, dim, t1, true, t1->stride(dim) * t1->itemsize(), src1, false, 0,
-                        idx, false, nullptr, false, op);
+  IndexGeo g = make_geo(shape, dim, t1, true, t1->stride(dim) * t1->itemsize(), src1, false, 0, idx,
+                        false, nullptr, false, op);
   run_index(op, t1, src1, g, idx, nullptr, red, alpha.to_double(),
-            alpha.is_floating() ? static_cast<int64_t>(alpha.to_double())
-                                : (alpha.is_bool() ? int64_t(alpha.to_bool()) : alpha.to<int64_t>()));
+            alpha.is_floating()
+                ? static_cast<int64_t>(alpha.to_double())
+                : (alpha.is_bool() ? int64_t(alpha.to_bool()) : alpha.to<int64_t>()));
 }
 
 // ---- advanced indexing ------------------------------------------------------------------------
@@ -745,18 +761,17 @@ Scan scan_nonzero(const Tensor& t, const DimVector& shape, const char* op) {
   cudaStream_t stream = ix::stream_of(t);
   Walk w = ix::make_walk(shape, {t}, op);
   EMBER_DISPATCH_ALL(t->dtype(), op, [&] {
-    flags_kernel<scalar_t><<<blocks_for(n), kBlockSize, 0, stream>>>(n, w, t->data(),
-                                                                     s.flags->data_as<int64_t>());
+    flags_kernel<scalar_t>
+        <<<blocks_for(n), kBlockSize, 0, stream>>>(n, w, t->data(), s.flags->data_as<int64_t>());
     check_launch(op);
   });
   size_t temp_bytes = 0;
   EMBER_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, s.flags->data_as<int64_t>(),
                                                  s.pos->data_as<int64_t>(), n, stream));
-  Tensor temp = empty(DimVector{static_cast<int64_t>(temp_bytes) + 1}, ScalarType::UInt8,
-                      t->device());
-  EMBER_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp->data(), temp_bytes,
-                                                 s.flags->data_as<int64_t>(),
-                                                 s.pos->data_as<int64_t>(), n, stream));
+  Tensor temp =
+      empty(DimVector{static_cast<int64_t>(temp_bytes) + 1}, ScalarType::UInt8, t->device());
+  EMBER_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(
+      temp->data(), temp_bytes, s.flags->data_as<int64_t>(), s.pos->data_as<int64_t>(), n, stream));
   int64_t last[2] = {0, 0};
   EMBER_CUDA_CHECK(cudaMemcpyAsync(&last[0], s.pos->data_as<int64_t>() + (n - 1), 8,
                                    cudaMemcpyDeviceToHost, stream));
@@ -968,8 +983,7 @@ Tensor scatter_value(const Tensor& self, int64_t dim, const Tensor& index, const
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                    const Tensor& out) {
-  return scatter_impl(self, dim, index, src, Scalar(), Red::Add, false, true, out,
-                      "scatter_add()");
+  return scatter_impl(self, dim, index, src, Scalar(), Red::Add, false, true, out, "scatter_add()");
 }
 
 Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
@@ -1076,8 +1090,10 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
               " for the source");
   Tensor vals = values;
   if (values->device().type != DeviceType::CUDA) {
-    EMBER_CHECK(values->dim() == 0, op, ": expected values on the same CUDA device as self, but "
-                "got a tensor on ", device_type_name(values->device().type));
+    EMBER_CHECK(values->dim() == 0, op,
+                ": expected values on the same CUDA device as self, but "
+                "got a tensor on ",
+                device_type_name(values->device().type));
     vals = ix::to_device(values, self->device());  // a 0-d CPU value, as PyTorch accepts
   }
   AdvancedIndex ai = make_advanced_index(self, indices);
@@ -1170,8 +1186,8 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar
   ix::by_itemsize(self->itemsize(), [&](auto tag) {
     using T = decltype(tag);
     const T x = *reinterpret_cast<const T*>(v->data());
-    masked_fill_kernel<T><<<blocks_for(n), kBlockSize, 0, ix::stream_of(self)>>>(
-        n, w, self->data(), mask->data(), x);
+    masked_fill_kernel<T><<<blocks_for(n), kBlockSize, 0, ix::stream_of(self)>>>(n, w, self->data(),
+                                                                                 mask->data(), x);
     check_launch(op);
   });
   self->bump_version();
@@ -1222,8 +1238,7 @@ Tensor nonzero(const Tensor& self, const Tensor& out) {
     Walk w = ix::make_walk(self->sizes(), {}, op);
     DeviceGuard guard(ix::device_index(self));
     coords_kernel<<<blocks_for(n), kBlockSize, 0, ix::stream_of(self)>>>(
-        n, w, s.flags->data_as<int64_t>(), s.pos->data_as<int64_t>(),
-        o.result->data_as<int64_t>());
+        n, w, s.flags->data_as<int64_t>(), s.pos->data_as<int64_t>(), o.result->data_as<int64_t>());
     check_launch(op);
   }
   return o.done(op);
@@ -1354,11 +1369,12 @@ Tensor bincount(const Tensor& self, const Tensor& weights, int64_t minlength) {
   DeviceGuard guard(ix::device_index(out));
   cudaStream_t s = ix::stream_of(out);
   if (!weights) {
-    bincount_kernel<int64_t><<<blocks_for(n), kBlockSize, 0, s>>>(
-        n, x->data_as<int64_t>(), nullptr, out->data_as<int64_t>());
+    bincount_kernel<int64_t><<<blocks_for(n), kBlockSize, 0, s>>>(n, x->data_as<int64_t>(), nullptr,
+                                                                  out->data_as<int64_t>());
   } else {
-    Tensor wt = weights->dtype() == rdt ? ix::contiguous(weights, op)
-                                        : ix::to_device(ix::host_as(weights, rdt, op), self->device());
+    Tensor wt = weights->dtype() == rdt
+                    ? ix::contiguous(weights, op)
+                    : ix::to_device(ix::host_as(weights, rdt, op), self->device());
     if (rdt == ScalarType::Float32) {
       bincount_kernel<float><<<blocks_for(n), kBlockSize, 0, s>>>(
           n, x->data_as<int64_t>(), wt->data_as<float>(), out->data_as<float>());

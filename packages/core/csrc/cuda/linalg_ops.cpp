@@ -357,8 +357,8 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
     linalg::int_matmul(dt, a->data(), b->data(), out->data(), p, out->numel(), stream, op);
     return out;
   }
-  EMBER_CHECK(dt == ScalarType::Float32 || dt == ScalarType::Float64 ||
-                  dt == ScalarType::Float16 || dt == ScalarType::BFloat16,
+  EMBER_CHECK(dt == ScalarType::Float32 || dt == ScalarType::Float64 || dt == ScalarType::Float16 ||
+                  dt == ScalarType::BFloat16,
               op, ": not implemented on CUDA for dtype ", dtype_name(dt));
 
   if (K == 0) {  // the product is zero: beta * self, or zeros
@@ -619,8 +619,9 @@ void gemm_rowmajor(const char* op, ScalarType ab, ScalarType c, int64_t m, int64
   if (c == ab) {
     c_type = ab_type;
   } else {
-    EMBER_CHECK(c == ScalarType::Float32 && (ab == ScalarType::Float16 || ab == ScalarType::BFloat16),
-                op, ": internal error: GEMM of ", dtype_name(ab), " into ", dtype_name(c));
+    EMBER_CHECK(
+        c == ScalarType::Float32 && (ab == ScalarType::Float16 || ab == ScalarType::BFloat16), op,
+        ": internal error: GEMM of ", dtype_name(ab), " into ", dtype_name(c));
     c_type = CUDA_R_32F;
   }
   const double alpha_d = alpha, beta_d = beta;
@@ -633,11 +634,10 @@ void gemm_rowmajor(const char* op, ScalarType ab, ScalarType c, int64_t m, int64
   const cublasOperation_t op_a = a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   with_cublas([&](cublasHandle_t h) {
     if (batch == 1) {
-      EMBER_CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
-                                      static_cast<int>(k), pa, b.data, ab_type,
-                                      static_cast<int>(b.ld), a.data, ab_type,
-                                      static_cast<int>(a.ld), pb, c_data, c_type,
-                                      static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT));
+      EMBER_CUBLAS_CHECK(cublasGemmEx(
+          h, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), pa, b.data,
+          ab_type, static_cast<int>(b.ld), a.data, ab_type, static_cast<int>(a.ld), pb, c_data,
+          c_type, static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT));
     } else {
       EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
           h, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), pa, b.data,

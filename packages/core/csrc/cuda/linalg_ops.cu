@@ -68,7 +68,8 @@ __global__ void int_matmul_kernel(const T* a, const T* b, T* c, IntMatmulArgs p,
       acc += static_cast<uint64_t>(static_cast<int64_t>(arow[k * p.acs])) *
              static_cast<uint64_t>(static_cast<int64_t>(bcol[k * p.brs]));
     uint64_t v = static_cast<uint64_t>(p.alpha) * acc;
-    if (p.use_c) v += static_cast<uint64_t>(p.beta) * static_cast<uint64_t>(static_cast<int64_t>(c[idx]));
+    if (p.use_c)
+      v += static_cast<uint64_t>(p.beta) * static_cast<uint64_t>(static_cast<int64_t>(c[idx]));
     c[idx] = static_cast<T>(static_cast<int64_t>(v));
   }
 }
@@ -123,8 +124,8 @@ void scale_inplace(ScalarType dtype, void* data, int64_t n, double beta, cudaStr
   check_launch(op);
 }
 
-void int_matmul(ScalarType dtype, const void* a, const void* b, void* c,
-                const IntMatmulArgs& args, int64_t total, cudaStream_t stream, const char* op) {
+void int_matmul(ScalarType dtype, const void* a, const void* b, void* c, const IntMatmulArgs& args,
+                int64_t total, cudaStream_t stream, const char* op) {
   if (total == 0) return;
   EMBER_DISPATCH_INTEGRAL(dtype, op, [&] {
     if constexpr (!std::is_same_v<scalar_t, bool>) {
@@ -132,7 +133,8 @@ void int_matmul(ScalarType dtype, const void* a, const void* b, void* c,
           static_cast<const scalar_t*>(a), static_cast<const scalar_t*>(b),
           static_cast<scalar_t*>(c), args, total);
     } else {
-      EMBER_FAIL(Type, op, ": not implemented for dtype bool (supported: integer and floating dtypes)");
+      EMBER_FAIL(Type, op,
+                 ": not implemented for dtype bool (supported: integer and floating dtypes)");
     }
   });
   check_launch(op);

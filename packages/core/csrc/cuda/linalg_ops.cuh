@@ -36,8 +36,8 @@ struct IntMatmulArgs {
   int64_t alpha = 1, beta = 0;
   bool use_c = false;
 };
-void int_matmul(ScalarType dtype, const void* a, const void* b, void* c,
-                const IntMatmulArgs& args, int64_t total, cudaStream_t stream, const char* op);
+void int_matmul(ScalarType dtype, const void* a, const void* b, void* c, const IntMatmulArgs& args,
+                int64_t total, cudaStream_t stream, const char* op);
 
 }  // namespace linalg
 }  // namespace cuda

@@ -180,8 +180,7 @@ struct act_derivative {
         return A(1) / (a * a);
       }
       case Act::Logsigmoid: {
-        const A sneg =
-            x >= A(0) ? dm::exp(-x) / (A(1) + dm::exp(-x)) : A(1) / (A(1) + dm::exp(x));
+        const A sneg = x >= A(0) ? dm::exp(-x) / (A(1) + dm::exp(-x)) : A(1) / (A(1) + dm::exp(x));
         if (second) return -(A(1) - sneg) * sneg;
         return sneg;
       }
@@ -216,9 +215,8 @@ Tensor gelu(const Tensor& self, const std::string& approximate) {
   EMBER_CHECK_KIND(approximate == "none" || approximate == "tanh", Value,
                    "gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
   const bool tanh_form = approximate == "tanh";
-  return unary_float("gelu", self, [tanh_form](auto tag) {
-    return fn::gelu<decltype(tag)>{tanh_form};
-  });
+  return unary_float("gelu", self,
+                     [tanh_form](auto tag) { return fn::gelu<decltype(tag)>{tanh_form}; });
 }
 
 Tensor silu(const Tensor& self) { return unary_float("silu", self, stateless(fn::silu{})); }
@@ -323,9 +321,10 @@ Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64
 
 void register_activations() {
 #define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
-  REG(gelu) REG(silu) REG(elu) REG(threshold_backward) REG(leaky_relu) REG(softplus)
-  REG(hardtanh) REG(hardsigmoid) REG(hardswish) REG(mish) REG(softsign) REG(logsigmoid)
-  REG(_activation_derivative)
+  REG(gelu)
+  REG(silu) REG(elu) REG(threshold_backward) REG(leaky_relu) REG(softplus) REG(hardtanh)
+      REG(hardsigmoid) REG(hardswish) REG(mish) REG(softsign) REG(logsigmoid)
+          REG(_activation_derivative)
 #undef REG
 }
 

@@ -309,10 +309,11 @@ void grouped_gemm(const char* op, ScalarType ab, ScalarType cdt, int64_t m, int6
   const int64_t ci = itemsize(cdt);
   if (G <= ns) {
     for (int64_t grp = 0; grp < G; ++grp)
-      gemm_rowmajor(op, ab, cdt, m, n, k, 1.0,
-                    GemmOperand{at(a.data, grp * a.g_stride, a.itemsize), a.ld, a.s_stride, a.trans},
-                    GemmOperand{at(b.data, grp * b.g_stride, b.itemsize), b.ld, b.s_stride, b.trans},
-                    beta, at(c, grp * c_g_stride, ci), ldc, c_s_stride, ns);
+      gemm_rowmajor(
+          op, ab, cdt, m, n, k, 1.0,
+          GemmOperand{at(a.data, grp * a.g_stride, a.itemsize), a.ld, a.s_stride, a.trans},
+          GemmOperand{at(b.data, grp * b.g_stride, b.itemsize), b.ld, b.s_stride, b.trans}, beta,
+          at(c, grp * c_g_stride, ci), ldc, c_s_stride, ns);
   } else {
     for (int64_t s = 0; s < ns; ++s)
       gemm_rowmajor(op, ab, cdt, m, n, k, 1.0,
@@ -420,8 +421,8 @@ void conv_weight(const Tensor& a, const Tensor& src, const Tensor& gw, int64_t N
       const double beta = n0 + s == 0 ? 0.0 : 1.0;
       gemm_rowmajor(op, dt, ct, Ag, BgK, La, 1.0,
                     GemmOperand{at(a->data(), (n0 + s) * A * La, is), La, Ag * La, false},
-                    GemmOperand{at(cb, s * B * K * La, is), La, BgK * La, true}, beta,
-                    acc->data(), BgK, Ag * BgK, G);
+                    GemmOperand{at(cb, s * B * K * La, is), La, BgK * La, true}, beta, acc->data(),
+                    BgK, Ag * BgK, G);
     }
   }
   if (acc != gw) convert_from_float(acc, gw, op);

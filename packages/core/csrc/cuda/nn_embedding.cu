@@ -92,8 +92,8 @@ __global__ void embedding_count_kernel(const int64_t* idx, int64_t n, int64_t nu
 
 template <class T>
 __global__ void embedding_backward_kernel(const T* g, const int64_t* idx, const int* counts,
-                                          acc_t<T>* out, int64_t n, int64_t D,
-                                          int64_t num_weights, int64_t padding_idx) {
+                                          acc_t<T>* out, int64_t n, int64_t D, int64_t num_weights,
+                                          int64_t padding_idx) {
   using A = acc_t<T>;
   const int64_t total = n * D;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;

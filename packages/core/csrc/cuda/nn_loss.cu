@@ -163,8 +163,8 @@ struct LossSetup {
   Tensor x, t, w;
 };
 
-LossSetup loss_setup(const char* op, const Tensor& self, const Tensor& target,
-                     const Tensor& weight, const std::string& reduction) {
+LossSetup loss_setup(const char* op, const Tensor& self, const Tensor& target, const Tensor& weight,
+                     const std::string& reduction) {
   LossSetup c;
   c.red = cpu::nn::parse_reduction(reduction, op);
   c.sh = check_nll(self, target, weight, op);
@@ -210,15 +210,14 @@ Tensor nll_loss(const Tensor& self, const Tensor& target, const Tensor& weight,
 }
 
 // The 'mean' divisor on the device (null when the reduction is not 'mean').
-Tensor total_weight(const LossSetup& ls, int64_t ignore_index, const Tensor& slot,
-                    const char* op) {
+Tensor total_weight(const LossSetup& ls, int64_t ignore_index, const Tensor& slot, const char* op) {
   if (ls.red != Reduction::Mean) return Tensor();
   Tensor tw = empty(DimVector{}, ScalarType::Float64, ls.x->device());
   EMBER_DISPATCH_FLOAT(ls.x->dtype(), op, [&] {
     using T = scalar_t;
     total_weight_kernel<T><<<1, kReduceThreads, 0, ix::stream_of(ls.x)>>>(
-        ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w), tw->data_as<double>(),
-        ls.sh.n * ls.sh.s, ls.sh.c, ignore_index, nnk::slot_ptr(slot));
+        ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w), tw->data_as<double>(), ls.sh.n * ls.sh.s,
+        ls.sh.c, ignore_index, nnk::slot_ptr(slot));
     check_launch(op);
   });
   return tw;
@@ -229,9 +228,8 @@ Tensor check_grad_output(const char* op, const Tensor& grad_output, const Tensor
   nnk::check_device(self, grad_output, op, "grad_output");
   Tensor g = nnk::contig(grad_output, self->dtype(), op);
   if (red == Reduction::None) {
-    EMBER_CHECK(g->sizes() == target->sizes(), op, ": grad_output of shape ",
-                shape_str(g->sizes()), " doesn't match the loss shape ",
-                shape_str(target->sizes()));
+    EMBER_CHECK(g->sizes() == target->sizes(), op, ": grad_output of shape ", shape_str(g->sizes()),
+                " doesn't match the loss shape ", shape_str(target->sizes()));
   } else {
     EMBER_CHECK(g->numel() == 1, op, ": expected a one-element grad_output, got ",
                 shape_str(g->sizes()));
@@ -260,9 +258,8 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& self, const Te
     if (count == 0) return;
     nll_backward_kernel<T><<<blocks_for(count), kBlockSize, 0, ix::stream_of(self)>>>(
         g->data_as<T>(), ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w),
-        ls.red == Reduction::Mean ? tw->data_as<double>() : nullptr, gi->data_as<T>(), count,
-        sh.c, sh.s, ignore_index,
-        ls.red == Reduction::None, nnk::slot_ptr(slot));
+        ls.red == Reduction::Mean ? tw->data_as<double>() : nullptr, gi->data_as<T>(), count, sh.c,
+        sh.s, ignore_index, ls.red == Reduction::None, nnk::slot_ptr(slot));
     check_launch(op);
   });
   raise_target_error(slot, "nll_loss", sh.c, ignore_index);
@@ -354,8 +351,8 @@ __global__ void sum_losses_kernel(const double* loss, const double* wk, int64_t 
 template <class T>
 __global__ void ce_backward_kernel(const T* go, const T* x, const int64_t* t, const T* w,
                                    const double* Wp, const acc_t<T>* lse_in, const double* tw,
-                                   T* gi, int64_t count, int64_t C, int64_t S,
-                                   int64_t ignore_index, double eps, bool none, int mode) {
+                                   T* gi, int64_t count, int64_t C, int64_t S, int64_t ignore_index,
+                                   double eps, bool none, int mode) {
   using A = acc_t<T>;
   const nnk::Team tm = nnk::make_team(mode);
   if (tm.id >= count) return;
@@ -393,8 +390,8 @@ Tensor weight_sum(const LossSetup& ls, double eps, const char* op) {
   Tensor W = empty(DimVector{}, ScalarType::Float64, ls.x->device());
   EMBER_DISPATCH_FLOAT(ls.x->dtype(), op, [&] {
     using T = scalar_t;
-    weight_sum_kernel<T><<<1, kReduceThreads, 0, ix::stream_of(ls.x)>>>(
-        ls.w->data_as<T>(), ls.sh.c, W->data_as<double>());
+    weight_sum_kernel<T><<<1, kReduceThreads, 0, ix::stream_of(ls.x)>>>(ls.w->data_as<T>(), ls.sh.c,
+                                                                        W->data_as<double>());
     check_launch(op);
   });
   return W;
@@ -430,17 +427,15 @@ std::tuple<Tensor, Tensor> _cross_entropy_loss(const Tensor& self, const Tensor&
     if (count > 0) {
       ce_forward_kernel<T><<<nnk::team_blocks(mode, count), nnk::team_threads(mode), 0, st>>>(
           ls.x->data_as<T>(), ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w),
-          W ? W->data_as<double>() : nullptr, lse->data_as<A>(),
-          none ? out->data_as<T>() : nullptr, none ? nullptr : loss->data_as<double>(),
-          none ? nullptr : wk->data_as<double>(), count, C, sh.s, ignore_index, eps, mode,
-          nnk::slot_ptr(slot));
+          W ? W->data_as<double>() : nullptr, lse->data_as<A>(), none ? out->data_as<T>() : nullptr,
+          none ? nullptr : loss->data_as<double>(), none ? nullptr : wk->data_as<double>(), count,
+          C, sh.s, ignore_index, eps, mode, nnk::slot_ptr(slot));
       check_launch(op);
     }
     if (!none) {
-      sum_losses_kernel<T><<<1, kReduceThreads, 0, st>>>(loss->data_as<double>(),
-                                                         wk->data_as<double>(), count,
-                                                         ls.red == Reduction::Mean,
-                                                         out->data_as<T>());
+      sum_losses_kernel<T>
+          <<<1, kReduceThreads, 0, st>>>(loss->data_as<double>(), wk->data_as<double>(), count,
+                                         ls.red == Reduction::Mean, out->data_as<T>());
       check_launch(op);
     }
   });
@@ -478,12 +473,12 @@ Tensor _cross_entropy_loss_backward(const Tensor& grad_output, const Tensor& sel
     using T = scalar_t;
     using A = acc_t<T>;
     if (count == 0 || C == 0) return;
-    ce_backward_kernel<T><<<nnk::team_blocks(mode, count), nnk::team_threads(mode), 0,
-                            ix::stream_of(self)>>>(
-        g->data_as<T>(), ls.x->data_as<T>(), ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w),
-        W ? W->data_as<double>() : nullptr, l->data_as<A>(),
-        ls.red == Reduction::Mean ? tw->data_as<double>() : nullptr, gi->data_as<T>(), count, C,
-        sh.s, ignore_index, eps, ls.red == Reduction::None, mode);
+    ce_backward_kernel<T>
+        <<<nnk::team_blocks(mode, count), nnk::team_threads(mode), 0, ix::stream_of(self)>>>(
+            g->data_as<T>(), ls.x->data_as<T>(), ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w),
+            W ? W->data_as<double>() : nullptr, l->data_as<A>(),
+            ls.red == Reduction::Mean ? tw->data_as<double>() : nullptr, gi->data_as<T>(), count, C,
+            sh.s, ignore_index, eps, ls.red == Reduction::None, mode);
     check_launch(op);
   });
   raise_target_error(slot, op, C, ignore_index);
@@ -494,8 +489,7 @@ void register_losses() {
   register_kernel("nll_loss", DeviceType::CUDA, &nll_loss);
   register_kernel("nll_loss_backward", DeviceType::CUDA, &nll_loss_backward);
   register_kernel("_cross_entropy_loss", DeviceType::CUDA, &_cross_entropy_loss);
-  register_kernel("_cross_entropy_loss_backward", DeviceType::CUDA,
-                  &_cross_entropy_loss_backward);
+  register_kernel("_cross_entropy_loss_backward", DeviceType::CUDA, &_cross_entropy_loss_backward);
 }
 
 }  // namespace

@@ -43,8 +43,8 @@ struct RowGeom {
 };
 
 template <class T>
-__global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y, T* mean,
-                                        T* rstd, RowGeom geo, double eps, bool center, int mode) {
+__global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd,
+                                        RowGeom geo, double eps, bool center, int mode) {
   using A = acc_t<T>;
   const nnk::Team tm = nnk::make_team(mode);
   if (tm.id >= geo.rows) return;
@@ -204,9 +204,9 @@ inline Split split_for(int64_t P, int64_t total) {
 // Partial per-channel sums over a (O, P, K) tensor: sg = sum g and sgx = sum g * (x - mean[s]) *
 // rstd[s], s = o * G + p / cg (group norm, G > 0) or p.
 template <class T>
-__global__ void channel_sums_kernel(const T* g, const T* x, const double* mean,
-                                    const double* rstd, double* part_sg, double* part_sgx,
-                                    ChanGeom geo, int64_t G, int64_t cg, int64_t per) {
+__global__ void channel_sums_kernel(const T* g, const T* x, const double* mean, const double* rstd,
+                                    double* part_sg, double* part_sgx, ChanGeom geo, int64_t G,
+                                    int64_t cg, int64_t per) {
   const int64_t p = blockIdx.x, y = blockIdx.y, total = geo.O * geo.K;
   const int64_t lo = y * per, hi = lo + per < total ? lo + per : total;
   double a = 0, bsum = 0;
@@ -227,8 +227,8 @@ __global__ void channel_sums_kernel(const T* g, const T* x, const double* mean,
 }
 
 // out_a[p] / out_b[p] = the sums of the `splits` partials of channel p, in order.
-__global__ void sum_parts_kernel(const double* pa, const double* pb, double* out_a,
-                                 double* out_b, int64_t P, int64_t splits) {
+__global__ void sum_parts_kernel(const double* pa, const double* pb, double* out_a, double* out_b,
+                                 int64_t P, int64_t splits) {
   const int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p >= P) return;
   double a = 0, b = 0;
@@ -280,8 +280,8 @@ T* mut_or_null(const Tensor& t) {
 // Shared by layer / RMS / group norm: y, mean (null for RMS norm) and rstd of rows geo over the
 // contiguous x; w, b: contiguous in x's dtype or null.
 void launch_row_forward(const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
-                        const Tensor& y, const Tensor& mean, const Tensor& rstd,
-                        const RowGeom& geo, double eps, bool center) {
+                        const Tensor& y, const Tensor& mean, const Tensor& rstd, const RowGeom& geo,
+                        double eps, bool center) {
   if (geo.rows == 0 || geo.M == 0) return;
   const int mode = nnk::team_mode(geo.M, 1);
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
@@ -311,8 +311,8 @@ void launch_row_backward(const char* op, const Tensor& g, const Tensor& x, const
 
 // sg / sgx (float64, P elements each) over the (O, P, K) layout; mean / rstd as float64.
 std::pair<Tensor, Tensor> channel_sums(const char* op, const Tensor& g, const Tensor& x,
-                                       const Tensor& mean, const Tensor& rstd, int64_t O,
-                                       int64_t P, int64_t K, int64_t G, int64_t cg) {
+                                       const Tensor& mean, const Tensor& rstd, int64_t O, int64_t P,
+                                       int64_t K, int64_t G, int64_t cg) {
   Tensor sg = empty(DimVector{P}, ScalarType::Float64, x->device());
   Tensor sgx = empty(DimVector{P}, ScalarType::Float64, x->device());
   if (P == 0) return {sg, sgx};
@@ -334,10 +334,9 @@ std::pair<Tensor, Tensor> channel_sums(const char* op, const Tensor& g, const Te
         pa->data_as<double>(), pb->data_as<double>(), geo, G, cg, sp.per);
     check_launch(op);
   });
-  sum_parts_kernel<<<blocks_for(P), kBlockSize, 0, st>>>(pa->data_as<double>(),
-                                                         pb->data_as<double>(),
-                                                         sg->data_as<double>(),
-                                                         sgx->data_as<double>(), P, sp.splits);
+  sum_parts_kernel<<<blocks_for(P), kBlockSize, 0, st>>>(
+      pa->data_as<double>(), pb->data_as<double>(), sg->data_as<double>(), sgx->data_as<double>(),
+      P, sp.splits);
   check_launch(op);
   return {sg, sgx};
 }
@@ -402,8 +401,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
     } else if (M > 0) {
       const int64_t chunk = std::max<int64_t>(64, (R + 511) / 512);
       const int64_t chunks = (R + chunk - 1) / chunk;
-      const ScalarType at = x->dtype() == ScalarType::Float64 ? ScalarType::Float64
-                                                              : ScalarType::Float32;
+      const ScalarType at =
+          x->dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
       Tensor pw = empty(DimVector{chunks, M}, at, x->device());
       Tensor pb = empty(DimVector{chunks, M}, at, x->device());
       EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
@@ -412,12 +411,11 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
         const dim3 grid(static_cast<unsigned>((M + kColTile - 1) / kColTile),
                         static_cast<unsigned>(chunks));
         col_param_partial_kernel<T><<<grid, dim3(kColTile, kColRows), 0, ix::stream_of(x)>>>(
-            g->data_as<T>(), x->data_as<T>(), ptr_or_null<T>(m), rs->data_as<T>(),
-            pw->data_as<A>(), pb->data_as<A>(), R, M, chunk);
+            g->data_as<T>(), x->data_as<T>(), ptr_or_null<T>(m), rs->data_as<T>(), pw->data_as<A>(),
+            pb->data_as<A>(), R, M, chunk);
         check_launch(op);
         col_param_final_kernel<T><<<blocks_for(M), kBlockSize, 0, ix::stream_of(x)>>>(
-            pw->data_as<A>(), pb->data_as<A>(), mut_or_null<T>(gw), mut_or_null<T>(gb), chunks,
-            M);
+            pw->data_as<A>(), pb->data_as<A>(), mut_or_null<T>(gw), mut_or_null<T>(gb), chunks, M);
         check_launch(op);
       });
     }
@@ -565,8 +563,8 @@ __global__ void bn_stats_kernel(const T* x, double* part_s, double* part_s2, Cha
 // mean[c] and the biased variance var[c] from the partials of bn_stats_kernel.
 template <class T>
 __global__ void bn_moments_kernel(const T* x, const double* part_s, const double* part_s2,
-                                  double* mean, double* var, int64_t C, int64_t HW,
-                                  int64_t splits, double count) {
+                                  double* mean, double* var, int64_t C, int64_t HW, int64_t splits,
+                                  double count) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   double s = 0, s2 = 0;
@@ -613,8 +611,8 @@ __global__ void bn_normalize_kernel(const T* x, T* y, const double* scale, const
 template <class T>
 __global__ void bn_backward_input_kernel(const T* g, const T* x, const double* mean,
                                          const double* invstd, const double* w, const double* sg,
-                                         const double* sgx, T* gi, int64_t total,
-                                         ChanGeom geo, double count) {
+                                         const double* sgx, T* gi, int64_t total, ChanGeom geo,
+                                         double count) {
   using A = acc_t<T>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -645,8 +643,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
                          : p == &bias         ? "bias"
                          : p == &running_mean ? "running_mean"
                                               : "running_var";
-      EMBER_CHECK((*p)->numel() == C && (*p)->dim() == 1, op, ": expected ", what, " of shape (",
-                  C, ",), got ", shape_str((*p)->sizes()));
+      EMBER_CHECK((*p)->numel() == C && (*p)->dim() == 1, op, ": expected ", what, " of shape (", C,
+                  ",), got ", shape_str((*p)->sizes()));
       nnk::check_device(input, *p, op, what);
     }
   const int64_t count = N * HW;
@@ -683,9 +681,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
             x->data_as<T>(), ps->data_as<double>(), ps2->data_as<double>(), geo, sp.per);
         check_launch(op);
         bn_moments_kernel<T><<<blocks_for(C), kBlockSize, 0, ix::stream_of(x)>>>(
-            x->data_as<T>(), ps->data_as<double>(), ps2->data_as<double>(),
-            mean->data_as<double>(), var->data_as<double>(), C, HW, sp.splits,
-            static_cast<double>(count));
+            x->data_as<T>(), ps->data_as<double>(), ps2->data_as<double>(), mean->data_as<double>(),
+            var->data_as<double>(), C, HW, sp.splits, static_cast<double>(count));
         check_launch(op);
       });
     }
@@ -702,8 +699,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
     const double unbias =
         count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
     bn_finalize_kernel<<<blocks_for(C), kBlockSize, 0, ix::stream_of(x)>>>(
-        dptr(mean), dptr(var), dptr(wd), dptr(bd), dptr(invstd), dptr(scale), dptr(shift),
-        dptr(rm), dptr(rv), C, eps, momentum, unbias);
+        dptr(mean), dptr(var), dptr(wd), dptr(bd), dptr(invstd), dptr(scale), dptr(shift), dptr(rm),
+        dptr(rv), C, eps, momentum, unbias);
     check_launch(op);
   }
   const int64_t total = x->numel();
@@ -711,8 +708,7 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
     EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
       using T = scalar_t;
       bn_normalize_kernel<T><<<blocks_for(total, 4), kBlockSize, 0, ix::stream_of(x)>>>(
-          x->data_as<T>(), out->data_as<T>(), dptr(scale), dptr(shift), total,
-          ChanGeom(N, C, HW));
+          x->data_as<T>(), out->data_as<T>(), dptr(scale), dptr(shift), total, ChanGeom(N, C, HW));
       check_launch(op);
     });
   }
@@ -747,11 +743,11 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   const int64_t N = input->size(0), C = input->size(1);
   int64_t HW = 1;
   for (int64_t d = 2; d < input->dim(); ++d) HW *= input->size(d);
-  EMBER_CHECK(save_mean->numel() == C && save_invstd->numel() == C &&
-                  (!weight || weight->numel() == C),
-              op, ": expected save_mean, save_invstd (and weight) with ", C,
-              " elements (one per channel), got ", shape_str(save_mean->sizes()), " and ",
-              shape_str(save_invstd->sizes()));
+  EMBER_CHECK(
+      save_mean->numel() == C && save_invstd->numel() == C && (!weight || weight->numel() == C), op,
+      ": expected save_mean, save_invstd (and weight) with ", C,
+      " elements (one per channel), got ", shape_str(save_mean->sizes()), " and ",
+      shape_str(save_invstd->sizes()));
   nnk::check_device(input, grad_out, op, "grad_out");
   nnk::check_device(input, weight, op, "weight");
   nnk::check_device(input, save_mean, op, "save_mean");

@@ -123,25 +123,23 @@ __global__ void avg_pool_kernel(int64_t total, const T* __restrict__ x, T* __res
           sum += to_op<T>(xp[base + o.w[2].first + c * o.w[2].step]);
       }
     }
-    const int64_t div = divisor_override != 0
-                            ? divisor_override
-                            : o.w[0].divisor * o.w[1].divisor * o.w[2].divisor;
+    const int64_t div =
+        divisor_override != 0 ? divisor_override : o.w[0].divisor * o.w[1].divisor * o.w[2].divisor;
     out[e] = from_op<T>(sum / static_cast<A>(div));
   }
 }
 
 // acc (planes, P) += grad / divisor over every output's window.
 template <class T, class Acc>
-__global__ void avg_pool_backward_kernel(int64_t total, const T* __restrict__ g, Acc* __restrict__ acc,
-                                         Plan p, int64_t divisor_override) {
+__global__ void avg_pool_backward_kernel(int64_t total, const T* __restrict__ g,
+                                         Acc* __restrict__ acc, Plan p, int64_t divisor_override) {
   using A = dev_opmath_t<T>;
   const int64_t P = p.in_numel();
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const OutPos o = locate(p, e);
-    const int64_t div = divisor_override != 0
-                            ? divisor_override
-                            : o.w[0].divisor * o.w[1].divisor * o.w[2].divisor;
+    const int64_t div =
+        divisor_override != 0 ? divisor_override : o.w[0].divisor * o.w[1].divisor * o.w[2].divisor;
     const Acc v = static_cast<Acc>(to_op<T>(g[e]) / static_cast<A>(div));
     Acc* ap = acc + o.plane * P;
     for (int64_t a = 0; a < o.w[0].count; ++a) {
@@ -289,7 +287,8 @@ void scatter_into(const Tensor& gi, const char* op, const F& launch) {
     launch(gi->data_as<T>());
   } else {
     Tensor acc = empty(gi->sizes(), ScalarType::Float32, gi->device());
-    EMBER_CUDA_CHECK(cudaMemsetAsync(acc->data(), 0, acc->numel() * sizeof(float), current_stream()));
+    EMBER_CUDA_CHECK(
+        cudaMemsetAsync(acc->data(), 0, acc->numel() * sizeof(float), current_stream()));
     launch(acc->data_as<float>());
     const int64_t n = gi->numel();
     convert_kernel<T, float><<<blocks_for(n), kBlockSize, 0, current_stream()>>>(
@@ -364,8 +363,8 @@ std::tuple<Tensor, Tensor> _max_pool(const Tensor& self, const DimVector& kernel
                                      const DimVector& stride, const DimVector& padding,
                                      const DimVector& dilation, bool ceil_mode) {
   DimVector out_shape;
-  Plan p = fixed_plan("max_pool", self->sizes(), kernel_size, stride, padding, dilation,
-                      ceil_mode, false, &out_shape);
+  Plan p = fixed_plan("max_pool", self->sizes(), kernel_size, stride, padding, dilation, ceil_mode,
+                      false, &out_shape);
   return max_pool_run("max_pool", self, p, out_shape);
 }
 

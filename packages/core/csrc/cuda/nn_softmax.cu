@@ -97,8 +97,8 @@ Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
                      dtype_name(*dtype));
     dt = *dtype;
   }
-  EMBER_CHECK_KIND(is_floating(dt), Type, op,
-                   ": expected a floating-point input (or dtype=), got ", dtype_name(dt));
+  EMBER_CHECK_KIND(is_floating(dt), Type, op, ": expected a floating-point input (or dtype=), got ",
+                   dtype_name(dt));
   DeviceGuard guard(ix::device_index(self));
   Tensor x = nnk::contig(self, dt, op);
   Tensor out = empty(x->sizes(), dt, x->device());

@@ -163,8 +163,7 @@ KGeom kgeom(const Geometry& g) {
 
 // Nearest forward: a gather of items of T's size.
 template <class T>
-__global__ void nearest_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ y,
-                               KGeom g) {
+__global__ void nearest_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ y, KGeom g) {
   const int64_t P = g.in[0] * g.in[1] * g.in[2], Q = g.out[0] * g.out[1] * g.out[2];
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -198,8 +197,8 @@ __global__ void blend_kernel(int64_t total, const T* __restrict__ x, T* __restri
         for (int b = 0; b < th.n; ++b) {
           const A w = mul_rn(td.w[a], th.w[b]);
           if (w == A(0)) continue;
-          const A v = mul_rn(w, to_op<T>(base[(td.idx[a] * g.in[1] + th.idx[b]) * g.in[2] +
-                                             tw.idx[k]]));
+          const A v =
+              mul_rn(w, to_op<T>(base[(td.idx[a] * g.in[1] + th.idx[b]) * g.in[2] + tw.idx[k]]));
           inner = first ? v : add_rn(inner, v);
           first = false;
         }
@@ -316,8 +315,8 @@ void dispatch_float(ScalarType dt, const char* op, const F& f) {
 Tensor upsample_fwd(const char* op, int64_t k, int mode, const Tensor& self,
                     const DimVector& output_size, bool align_corners, const Scales& scales) {
   DimVector out_shape;
-  Geometry g = make_geometry(op, k, mode, self->sizes(), output_size, align_corners, scales,
-                             &out_shape);
+  Geometry g =
+      make_geometry(op, k, mode, self->sizes(), output_size, align_corners, scales, &out_shape);
   DeviceGuard guard(ix::device_index(self));
   Tensor out = empty(out_shape, self->dtype(), self->device());
   const int64_t total = out->numel();
@@ -347,8 +346,8 @@ Tensor upsample_bwd(const char* op, int64_t k, int mode, const Tensor& grad_outp
                     const DimVector& output_size, const DimVector& input_size, bool align_corners,
                     const Scales& scales) {
   DimVector out_shape;
-  Geometry g = make_geometry(op, k, mode, input_size, output_size, align_corners, scales,
-                             &out_shape);
+  Geometry g =
+      make_geometry(op, k, mode, input_size, output_size, align_corners, scales, &out_shape);
   EMBER_CHECK(grad_output->sizes() == out_shape, op, ": expected grad_output of shape ",
               shape_str(out_shape), " (input ", shape_str(input_size), ", output_size ",
               shape_str(output_size), "), got ", shape_str(grad_output->sizes()));
@@ -377,8 +376,8 @@ Tensor upsample_bwd(const char* op, int64_t k, int mode, const Tensor& grad_outp
           total, go->data_as<T>(), acc->data_as<float>(), kg);
       check_launch(op);
       const int64_t n = gi->numel();
-      convert_kernel<T, float><<<blocks_for(n), kBlockSize, 0, stream>>>(
-          n, acc->data_as<float>(), gi->data_as<T>());
+      convert_kernel<T, float>
+          <<<blocks_for(n), kBlockSize, 0, stream>>>(n, acc->data_as<float>(), gi->data_as<T>());
       check_launch(op);
     }
   });
@@ -389,8 +388,7 @@ Tensor upsample_bwd(const char* op, int64_t k, int mode, const Tensor& grad_outp
 
 Tensor upsample_nearest1d(const Tensor& self, const DimVector& output_size,
                           std::optional<double> scales) {
-  return upsample_fwd("upsample_nearest1d", 1, kNearest, self, output_size, false,
-                      Scales{scales});
+  return upsample_fwd("upsample_nearest1d", 1, kNearest, self, output_size, false, Scales{scales});
 }
 Tensor upsample_nearest1d_backward(const Tensor& grad_output, const DimVector& output_size,
                                    const DimVector& input_size, std::optional<double> scales) {

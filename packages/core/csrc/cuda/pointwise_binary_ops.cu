@@ -225,8 +225,7 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
                    "isclose: rtol and atol must be non-negative, got rtol=", rtol, " atol=", atol);
   ElementwiseIterator it("isclose");
   it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
-  run<Types::All, bool, 2>(it, "isclose",
-                           [=](auto) { return fn::isclose{rtol, atol, equal_nan}; });
+  run<Types::All, bool, 2>(it, "isclose", [=](auto) { return fn::isclose{rtol, atol, equal_nan}; });
   return it.output();
 }
 // ---- ops returning a bool: computed on the device, one flag read back (a sync point) ----------
@@ -269,13 +268,12 @@ bool equal(const Tensor& self, const Tensor& other) {
 
 void register_pointwise_binary() {
 #define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
-  REG(add) REG(sub) REG(rsub) REG(mul) REG(div) REG(true_divide) REG(floor_divide)
-  REG(remainder) REG(fmod) REG(pow) REG(rpow) REG(atan2) REG(minimum) REG(maximum)
-  REG(eq) REG(ne) REG(lt) REG(le) REG(gt) REG(ge)
-  REG(logical_and) REG(logical_or) REG(logical_xor)
-  REG(bitwise_and) REG(bitwise_or) REG(bitwise_xor) REG(bitwise_left_shift)
-  REG(bitwise_right_shift)
-  REG(isclose) REG(allclose) REG(equal)
+  REG(add)
+  REG(sub) REG(rsub) REG(mul) REG(div) REG(true_divide) REG(floor_divide) REG(remainder) REG(fmod)
+      REG(pow) REG(rpow) REG(atan2) REG(minimum) REG(maximum) REG(eq) REG(ne) REG(lt) REG(le)
+          REG(gt) REG(ge) REG(logical_and) REG(logical_or) REG(logical_xor) REG(bitwise_and)
+              REG(bitwise_or) REG(bitwise_xor) REG(bitwise_left_shift) REG(bitwise_right_shift)
+                  REG(isclose) REG(allclose) REG(equal)
 #undef REG
 }
 

@@ -21,12 +21,12 @@ namespace pointwise {
 
 namespace fn {
 
-#define EMBER_CU_UNARY(NAME, EXPR)                              \
-  struct NAME {                                                 \
-    template <class A>                                          \
-    __device__ __forceinline__ A operator()(A x) const {        \
-      return EXPR;                                              \
-    }                                                           \
+#define EMBER_CU_UNARY(NAME, EXPR)                       \
+  struct NAME {                                          \
+    template <class A>                                   \
+    __device__ __forceinline__ A operator()(A x) const { \
+      return EXPR;                                       \
+    }                                                    \
   };
 
 EMBER_CU_UNARY(exp, dm::exp(x))
@@ -78,12 +78,12 @@ struct round {
   }
 };
 
-#define EMBER_CU_PREDICATE(NAME, EXPR)                           \
-  struct NAME {                                                  \
-    template <class A>                                           \
-    __device__ __forceinline__ bool operator()(A x) const {      \
-      return EXPR;                                               \
-    }                                                            \
+#define EMBER_CU_PREDICATE(NAME, EXPR)                      \
+  struct NAME {                                             \
+    template <class A>                                      \
+    __device__ __forceinline__ bool operator()(A x) const { \
+      return EXPR;                                          \
+    }                                                       \
   };
 EMBER_CU_PREDICATE(isnan, dm::is_nan(x))
 EMBER_CU_PREDICATE(isinf, dm::is_inf(x))
@@ -227,12 +227,12 @@ struct maximum {
   }
 };
 
-#define EMBER_CU_BINARY_BOOL(NAME, EXPR)                           \
-  struct NAME {                                                    \
-    template <class A>                                             \
-    __device__ __forceinline__ bool operator()(A x, A y) const {   \
-      return EXPR;                                                 \
-    }                                                              \
+#define EMBER_CU_BINARY_BOOL(NAME, EXPR)                         \
+  struct NAME {                                                  \
+    template <class A>                                           \
+    __device__ __forceinline__ bool operator()(A x, A y) const { \
+      return EXPR;                                               \
+    }                                                            \
   };
 EMBER_CU_BINARY_BOOL(eq, x == y)
 EMBER_CU_BINARY_BOOL(ne, x != y)
@@ -245,12 +245,12 @@ EMBER_CU_BINARY_BOOL(logical_or, static_cast<bool>(x) || static_cast<bool>(y))
 EMBER_CU_BINARY_BOOL(logical_xor, static_cast<bool>(x) != static_cast<bool>(y))
 #undef EMBER_CU_BINARY_BOOL
 
-#define EMBER_CU_BITWISE(NAME, EXPR)                            \
-  struct NAME {                                                 \
-    template <class A>                                          \
-    __device__ __forceinline__ A operator()(A x, A y) const {   \
-      return static_cast<A>(EXPR);                              \
-    }                                                           \
+#define EMBER_CU_BITWISE(NAME, EXPR)                          \
+  struct NAME {                                               \
+    template <class A>                                        \
+    __device__ __forceinline__ A operator()(A x, A y) const { \
+      return static_cast<A>(EXPR);                            \
+    }                                                         \
   };
 EMBER_CU_BITWISE(bitwise_and, x& y)
 EMBER_CU_BITWISE(bitwise_or, x | y)

@@ -11,8 +11,8 @@ namespace ember {
 namespace cuda {
 namespace dm {
 
-#define EMBER_DM1(NAME, F32, F64)                                          \
-  __device__ __forceinline__ float NAME(float x) { return ::F32(x); }    \
+#define EMBER_DM1(NAME, F32, F64)                                     \
+  __device__ __forceinline__ float NAME(float x) { return ::F32(x); } \
   __device__ __forceinline__ double NAME(double x) { return ::F64(x); }
 EMBER_DM1(exp, expf, exp)
 EMBER_DM1(exp2, exp2f, exp2)
@@ -38,8 +38,8 @@ EMBER_DM1(rint, rintf, rint)  // round half to even
 EMBER_DM1(fabs, fabsf, fabs)
 #undef EMBER_DM1
 
-#define EMBER_DM2(NAME, F32, F64)                                                    \
-  __device__ __forceinline__ float NAME(float x, float y) { return ::F32(x, y); }    \
+#define EMBER_DM2(NAME, F32, F64)                                                 \
+  __device__ __forceinline__ float NAME(float x, float y) { return ::F32(x, y); } \
   __device__ __forceinline__ double NAME(double x, double y) { return ::F64(x, y); }
 EMBER_DM2(fmod, fmodf, fmod)
 EMBER_DM2(pow, powf, pow)

@@ -27,7 +27,8 @@ namespace cuda {
 
 Generator& default_cuda_generator(int index) {
   static std::mutex mu;
-  static std::vector<std::unique_ptr<Generator>>* gens = new std::vector<std::unique_ptr<Generator>>();
+  static std::vector<std::unique_ptr<Generator>>* gens =
+      new std::vector<std::unique_ptr<Generator>>();
   const int d = resolve_device(index);
   std::lock_guard<std::mutex> g(mu);
   if (static_cast<int>(gens->size()) <= d) gens->resize(d + 1);
@@ -342,8 +343,8 @@ Tensor bernoulli_tensor(const Tensor& self, Generator* generator) {
                    "bernoulli: expected a floating-point tensor of probabilities, but got ",
                    dtype_name(self->dtype()));
   Tensor out = empty(self->sizes(), self->dtype(), self->device());
-  bernoulli_fill(out, dense_probs(self, self->sizes(), self->device(), "bernoulli"), 0.0,
-                 generator, "bernoulli");
+  bernoulli_fill(out, dense_probs(self, self->sizes(), self->device(), "bernoulli"), 0.0, generator,
+                 "bernoulli");
   return fresh(out);
 }
 

@@ -11,11 +11,11 @@
 // Accumulation: float for Half/BFloat16, double for float32/float64 sums, int64 for integers and
 // bool; var/std (Welford with Chan's merge) and norms accumulate in double. Scans run one thread
 // per scan line over a contiguous (outer, n, inner) copy.
+#include <math_constants.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
-
-#include <math_constants.h>
 
 #include "core/backend.h"
 #include "core/dispatch.h"
@@ -160,16 +160,18 @@ Tensor to_host(const Tensor& t) {
   Tensor c = contiguous_as(t, t->dtype(), DimVector{}, "to_host");
   Tensor h = ember::empty(t->sizes(), t->dtype(), cpu_device());
   const size_t nbytes = static_cast<size_t>(t->numel() * t->itemsize());
-  if (nbytes) device_hooks(DeviceType::CUDA).copy_to_host(h->data(), c->data(), nbytes,
-                                                          t->device().index, false);
+  if (nbytes)
+    device_hooks(DeviceType::CUDA)
+        .copy_to_host(h->data(), c->data(), nbytes, t->device().index, false);
   return h;
 }
 
 Tensor to_device(const Tensor& t, Device device) {
   Tensor d = ember::empty(t->sizes(), t->dtype(), device);
   const size_t nbytes = static_cast<size_t>(t->numel() * t->itemsize());
-  if (nbytes) device_hooks(DeviceType::CUDA).copy_from_host(d->data(), t->data(), nbytes,
-                                                            device.index, false);
+  if (nbytes)
+    device_hooks(DeviceType::CUDA)
+        .copy_from_host(d->data(), t->data(), nbytes, device.index, false);
   return d;
 }
 
@@ -191,12 +193,11 @@ constexpr bool is_float_v = std::is_floating_point_v<dev_opmath_t<T>>;
 
 // Sum accumulator: float for the 16-bit floats, double for float32/float64, int64 otherwise.
 template <class T>
-using sum_acc_t =
-    std::conditional_t<is_float_v<T>,
-                       std::conditional_t<std::is_same_v<dev_opmath_t<T>, float> &&
-                                              !std::is_same_v<T, float>,
-                                          float, double>,
-                       int64_t>;
+using sum_acc_t = std::conditional_t<
+    is_float_v<T>,
+    std::conditional_t<std::is_same_v<dev_opmath_t<T>, float> && !std::is_same_v<T, float>, float,
+                       double>,
+    int64_t>;
 
 // ---- the engine --------------------------------------------------------------------------------
 
@@ -208,7 +209,8 @@ __device__ __forceinline__ typename R::acc_t block_combine(typename R::acc_t acc
   sh[threadIdx.x] = acc;
   __syncthreads();
   for (int s = kBlockSize / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] = r.combine(sh[threadIdx.x], sh[threadIdx.x + s]);
+    if (static_cast<int>(threadIdx.x) < s)
+      sh[threadIdx.x] = r.combine(sh[threadIdx.x], sh[threadIdx.x + s]);
     __syncthreads();
   }
   Acc result = sh[0];
@@ -281,11 +283,11 @@ void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, 
   const Dims rd = red::make_dims(g.rsizes, g.rstrides, op);
   const auto* base = in->template data_as<typename R::in_t>();
   const int64_t nout = g.nout, nred = g.nred;
-  const bool columns = !g.ksizes.empty() && g.kstrides.back() == 1 &&
-                       !g.rsizes.empty() && g.rstrides.back() != 1;
+  const bool columns =
+      !g.ksizes.empty() && g.kstrides.back() == 1 && !g.rsizes.empty() && g.rstrides.back() != 1;
   if (nred <= 32 || (columns && nout >= 1024)) {
-    reduce_thread_kernel<R><<<blocks_for(nout), kBlockSize, 0, stream>>>(base, kept, rd, nred,
-                                                                        nout, r);
+    reduce_thread_kernel<R>
+        <<<blocks_for(nout), kBlockSize, 0, stream>>>(base, kept, rd, nred, nout, r);
     check_launch(op);
     return;
   }
@@ -293,8 +295,8 @@ void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, 
   constexpr int64_t kTargetBlocks = 1024, kMinChunk = 8192;
   int64_t nchunks = 1;
   if (nout < kTargetBlocks)
-    nchunks = std::max<int64_t>(1, std::min((nred + kMinChunk - 1) / kMinChunk,
-                                            kTargetBlocks / nout));
+    nchunks =
+        std::max<int64_t>(1, std::min((nred + kMinChunk - 1) / kMinChunk, kTargetBlocks / nout));
   const int64_t chunk = (nred + nchunks - 1) / nchunks;
   const int64_t nitems = nout * nchunks;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(nitems, int64_t(1) << 20));
@@ -305,8 +307,8 @@ void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, 
     parts = red::scratch(nitems * static_cast<int64_t>(sizeof(Acc)), in->device());
     partials = reinterpret_cast<Acc*>(parts->data());
   }
-  reduce_block_kernel<R><<<grid, kBlockSize, 0, stream>>>(base, kept, rd, nred, chunk, nchunks,
-                                                          nitems, r, partials);
+  reduce_block_kernel<R>
+      <<<grid, kBlockSize, 0, stream>>>(base, kept, rd, nred, chunk, nchunks, nitems, r, partials);
   check_launch(op);
   if (nchunks > 1) {
     const unsigned g2 = static_cast<unsigned>(std::min<int64_t>(nout, int64_t(1) << 20));
@@ -338,9 +340,7 @@ struct SumR {
       a += v;
     }
   }
-  __device__ acc_t combine(acc_t a, acc_t b) const {
-    return mode == SumMode::Prod ? a * b : a + b;
-  }
+  __device__ acc_t combine(acc_t a, acc_t b) const { return mode == SumMode::Prod ? a * b : a + b; }
   __device__ void write(int64_t o, acc_t a) const {
     if constexpr (is_float_v<T>) {
       out[o] = from_op<T>(div == 1.0 ? a : static_cast<acc_t>(static_cast<double>(a) / div));
@@ -461,9 +461,7 @@ struct NormR {
     bool better = is_max ? (x > a) : (x < a);
     return (better || x != x) ? x : a;
   }
-  __device__ acc_t identity() const {
-    return kind == NormKind::NegInf ? CUDART_INF : 0.0;
-  }
+  __device__ acc_t identity() const { return kind == NormKind::NegInf ? CUDART_INF : 0.0; }
   __device__ void step(acc_t& a, dev_opmath_t<T> x, int64_t) const {
     const double v = fabs(static_cast<double>(x));
     switch (kind) {
@@ -545,9 +543,9 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim, Su
   return out;
 }
 
-std::tuple<Tensor, Tensor> ext_impl(const Tensor& self, const std::vector<bool>& mask,
-                                    bool keepdim, bool is_max, bool want_values,
-                                    bool want_indices, const char* op) {
+std::tuple<Tensor, Tensor> ext_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim,
+                                    bool is_max, bool want_values, bool want_indices,
+                                    const char* op) {
   DimVector shape = reduced_sizes(self->sizes(), mask, keepdim);
   Tensor val = want_values ? ember::empty(shape, self->dtype(), self->device()) : Tensor();
   Tensor idx = want_indices ? ember::empty(shape, ScalarType::Int64, self->device()) : Tensor();

@@ -166,8 +166,8 @@ Tensor constant_pad_nd(const Tensor& self, const DimVector& pad, const Scalar& v
     const int64_t l = i < np ? pad[2 * i] : 0, r = i < np ? pad[2 * i + 1] : 0;
     const int64_t out_size = pad_detail::padded_size(n, l, r, d, op);
     const int64_t len = n - std::max<int64_t>(-l, 0) - std::max<int64_t>(-r, 0);
-    EMBER_CHECK(len >= 0 || out_size == 0, op, ": padding (", l, ", ", r, ") crops dimension ",
-                d, " of size ", n, " to a negative size");
+    EMBER_CHECK(len >= 0 || out_size == 0, op, ": padding (", l, ", ", r, ") crops dimension ", d,
+                " of size ", n, " to a negative size");
     const int64_t lo = std::max<int64_t>(-l, 0), pl = std::max<int64_t>(l, 0);
     maps[d].resize(out_size);
     for (int64_t j = 0; j < out_size; ++j)
@@ -199,7 +199,8 @@ Tensor pad(const Tensor& self, const DimVector& pad, const std::string& mode,
   for (int64_t d = 0; d < nd; ++d) {
     const int64_t i = nd - 1 - d;
     if (i < np) {
-      maps[d] = pad_detail::pad_source_index(self->size(d), pad[2 * i], pad[2 * i + 1], d, m, "pad");
+      maps[d] =
+          pad_detail::pad_source_index(self->size(d), pad[2 * i], pad[2 * i + 1], d, m, "pad");
     } else {
       maps[d].resize(self->size(d));
       for (int64_t k = 0; k < self->size(d); ++k) maps[d][k] = k;

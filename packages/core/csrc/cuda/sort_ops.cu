@@ -5,10 +5,9 @@
 // radix-sorts (key, index) pairs per row. sort / argsort / topk write the sorted rows back into
 // the output's layout; kthvalue / median / nanmedian / mode pick one position per sorted row;
 // unique groups equal keys of the flattened, sorted input.
-#include <cub/cub.cuh>
-
 #include <cmath>
 #include <cstring>
+#include <cub/cub.cuh>
 #include <limits>
 
 #include "core/dispatch.h"
@@ -73,8 +72,8 @@ __global__ void row_offsets_kernel(int* offs, int64_t rows, int64_t n) {
 
 // dst[r, j] = src[r, idx[r, j]] for rows of n (in) and m (out) elements: values gathered by bits.
 template <class U>
-__global__ void gather_rows_kernel(const U* src, const int64_t* idx, U* dst, int64_t n,
-                                   int64_t m, int64_t total_out) {
+__global__ void gather_rows_kernel(const U* src, const int64_t* idx, U* dst, int64_t n, int64_t m,
+                                   int64_t total_out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total_out;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / m, j = i % m;
@@ -111,8 +110,8 @@ void sort_keys(SortedRows& s, bool descending, Device dev, const char* op) {
   int64_t* vout = s.idx->data_as<int64_t>();
   size_t bytes = 0;
   if (s.rows == 1) {
-    EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, kin, kout, vin, vout, total,
-                                                     0, int(sizeof(K) * 8), stream));
+    EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, kin, kout, vin, vout, total, 0,
+                                                     int(sizeof(K) * 8), stream));
     Tensor tmp = red::scratch(static_cast<int64_t>(bytes), dev);
     EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tmp->data(), bytes, kin, kout, vin, vout,
                                                      total, 0, int(sizeof(K) * 8), stream));
@@ -122,7 +121,7 @@ void sort_keys(SortedRows& s, bool descending, Device dev, const char* op) {
               ": the CUDA kernel sorts at most 2^31 - 1 elements in rows (got ", total, ")");
   Tensor offs = ember::empty(DimVector{s.rows + 1}, ScalarType::Int32, dev);
   row_offsets_kernel<<<blocks_for(s.rows + 1), kBlockSize, 0, stream>>>(offs->data_as<int>(),
-                                                                          s.rows, s.n);
+                                                                        s.rows, s.n);
   check_launch(op);
   const int* o = offs->data_as<int>();
   EMBER_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(
@@ -319,12 +318,12 @@ std::tuple<Tensor, Tensor> select_rows(const Tensor& self, int64_t d, bool keepd
   const bool has_nan = is_floating(self->dtype());
   if (s.keys->dtype() == ScalarType::Int64) {
     pick_kernel<uint64_t><<<blocks_for(s.rows), kBlockSize, 0, stream>>>(
-        s.keys->data_as<uint64_t>(), s.idx->data_as<int64_t>(), indices->data_as<int64_t>(),
-        s.rows, s.n, pick, k, has_nan);
+        s.keys->data_as<uint64_t>(), s.idx->data_as<int64_t>(), indices->data_as<int64_t>(), s.rows,
+        s.n, pick, k, has_nan);
   } else {
     pick_kernel<uint32_t><<<blocks_for(s.rows), kBlockSize, 0, stream>>>(
-        s.keys->data_as<uint32_t>(), s.idx->data_as<int64_t>(), indices->data_as<int64_t>(),
-        s.rows, s.n, pick, k, has_nan);
+        s.keys->data_as<uint32_t>(), s.idx->data_as<int64_t>(), indices->data_as<int64_t>(), s.rows,
+        s.n, pick, k, has_nan);
   }
   check_launch(op);
   auto go = [&](auto tag) {
@@ -368,8 +367,7 @@ Tensor median_all(const Tensor& self, bool ignore_nan, const char* op) {
     std::memset(host->data(), 0, static_cast<size_t>(host->itemsize()));
     if (is_floating(self->dtype())) {
       EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
-        *host->data_as<scalar_t>() =
-            static_cast<scalar_t>(std::numeric_limits<float>::quiet_NaN());
+        *host->data_as<scalar_t>() = static_cast<scalar_t>(std::numeric_limits<float>::quiet_NaN());
       });
     }
     return red::to_device(host, self->device());
@@ -433,8 +431,7 @@ __global__ void unique_scatter_kernel(const U* src, const int64_t* idx, const in
   }
 }
 
-__global__ void unique_counts_kernel(const int64_t* starts, int64_t* counts, int64_t m,
-                                     int64_t n) {
+__global__ void unique_counts_kernel(const int64_t* starts, int64_t* counts, int64_t m, int64_t n) {
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < m;
        g += int64_t(gridDim.x) * blockDim.x)
     counts[g] = (g + 1 < m ? starts[g + 1] : n) - starts[g];

@@ -86,8 +86,8 @@ py::dict snapshot_dict(DeviceType type) {
                       : b.pending_free ? "active_pending_free"
                                        : "inactive";
         auto fr = h.block_frames.find(b.address);
-        bd["frames"] = b.allocated && fr != h.block_frames.end() ? frames_list(fr->second, cache)
-                                                                 : py::list();
+        bd["frames"] =
+            b.allocated && fr != h.block_frames.end() ? frames_list(fr->second, cache) : py::list();
         blocks.append(bd);
         if (b.allocated) allocated += b.size;
         if (b.allocated || b.pending_free) active += b.size;
@@ -139,17 +139,23 @@ void bind_memory_history(py::module_& m) {
         allocator_trace::HistoryConfig c;
         c.enabled = enabled;
         c.trace = trace;
-        if (context == "none") c.context = allocator_trace::Context::None;
-        else if (context == "state") c.context = allocator_trace::Context::State;
-        else if (context == "alloc") c.context = allocator_trace::Context::Alloc;
-        else if (context == "all") c.context = allocator_trace::Context::All;
+        if (context == "none")
+          c.context = allocator_trace::Context::None;
+        else if (context == "state")
+          c.context = allocator_trace::Context::State;
+        else if (context == "alloc")
+          c.context = allocator_trace::Context::Alloc;
+        else if (context == "all")
+          c.context = allocator_trace::Context::All;
         else
-          throw py::value_error("_record_memory_history: context must be 'none', 'state', "
-                                "'alloc' or 'all', got '" + context + "'");
+          throw py::value_error(
+              "_record_memory_history: context must be 'none', 'state', "
+              "'alloc' or 'all', got '" +
+              context + "'");
         c.cpp = cpp;
         c.max_entries = max_entries;
-        allocator_trace::record_memory_history(parse_type(device_type, "_record_memory_history"),
-                                               c, clear);
+        allocator_trace::record_memory_history(parse_type(device_type, "_record_memory_history"), c,
+                                               clear);
       },
       py::arg("device_type"), py::arg("enabled"), py::arg("trace"), py::arg("context"),
       py::arg("cpp"), py::arg("max_entries"), py::arg("clear"),

@@ -69,8 +69,8 @@ py::dict result_to_python(profiler::Result&& r) {
     }
     for (const profiler::MemoryEvent& m : t.memory)
       memory.append(py::make_tuple(t.tid, m.time_ns, m.addr, m.bytes, m.allocated, m.reserved,
-                                   device_type_name(m.device.type), static_cast<int>(m.device.index),
-                                   m.op >= 0 ? base + m.op : -1));
+                                   device_type_name(m.device.type),
+                                   static_cast<int>(m.device.index), m.op >= 0 ? base + m.op : -1));
     base += static_cast<int64_t>(t.events.size());
   }
   for (const profiler::DeviceEvent& d : r.device_events)
@@ -131,7 +131,8 @@ void bind_profiler(py::module_& m) {
         u.open.emplace(h, std::move(r));
         return h;
       },
-      py::arg("name"), "Open a record_function range on this thread; returns its handle (0: none).");
+      py::arg("name"),
+      "Open a record_function range on this thread; returns its handle (0: none).");
   m.def(
       "_profiler_pop_range",
       [](int64_t handle) {
