@@ -211,6 +211,22 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def paper(session: nox.Session) -> None:
+    """The seed paper's figures, Table 1 and ablations into docs/paper/
+    (benchmarks/paper/run_paper.py; `-- --quick` for a short run, further arguments forwarded).
+    matplotlib is an optional extra: without it the run writes the tables only."""
+    _require_file(session, "benchmarks/paper/run_paper.py")
+    install_all(session)
+    session.install("numpy")
+    install_torch(session)
+    session.run(
+        "python", "-m", "pip", "install", "-q", "--retries", "1", "matplotlib",
+        success_codes=[0, 1],
+    )  # fmt: skip
+    session.run("python", "benchmarks/paper/run_paper.py", *session.posargs)
+
+
+@nox.session
 def docs(session: nox.Session) -> None:
     """Generate docs/ops.md (the op reference) from packages/core/ops/*.yaml."""
     _require_file(session, "tools/codegen/gen_ops.py")

@@ -770,13 +770,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     g.add_argument("--quick", action="store_true", help="short run (a few minutes on 2 cores)")
     g.add_argument("--smoke", action="store_true", help="tiny sizes, 1 iteration (CI)")
     ap.add_argument("--mode", choices=list(MODES), help=argparse.SUPPRESS)
-    ap.add_argument("--threads", type=int, default=2, help="intra-op threads (default 2)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="intra-op threads of both frameworks (default: 1 with --quick/--smoke, "
+                         "all cores otherwise)")
     ap.add_argument("--no-torch", action="store_true", help="measure ember only")
     ap.add_argument("--no-plots", action="store_true", help="tables only, even with matplotlib")
     ap.add_argument("--_alloc-child", dest="alloc_child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--_child-out", dest="child_out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     mode = MODES[args.mode or ("smoke" if args.smoke else "quick" if args.quick else "full")]
+    if args.threads is None:
+        # On a shared machine more threads than free cores make torch's OpenMP barriers wait for
+        # descheduled threads (seconds per step): the quick modes use one.
+        args.threads = (os.cpu_count() or 1) if mode.name == "full" else 1
     if args.alloc_child is not None:
         alloc_child(mode, bool(args.alloc_child), Path(args.child_out), args.threads)
         return 0
