@@ -99,7 +99,8 @@ def _git(*args: str) -> str:
 
 def machine_info(ember: Any, torch: Any, mode: Mode, threads: int) -> dict[str, Any]:
     commit = _git("rev-parse", "--short=12", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    # The generated report itself does not make the sources dirty.
+    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/paper")
     try:
         load = os.getloadavg()
     except OSError:
@@ -592,7 +593,8 @@ def deferred_ablation(ember: Any, mode: Mode) -> dict[str, Any]:
 
 # ---- report ---------------------------------------------------------------------------------
 
-def write_readme(out: Path, meta: dict[str, Any], res: dict[str, Any], has_plots: bool) -> None:
+def write_readme(out: Path, meta: dict[str, Any], res: dict[str, Any],
+                 no_plots: Optional[str]) -> None:
     mode = res["mode"]
     stamp = _stamp(meta)
     loaded = (f"**Measured on a shared, loaded {meta['cores']}-core machine in `{meta['mode']}` "
@@ -609,9 +611,8 @@ def write_readme(out: Path, meta: dict[str, Any], res: dict[str, Any], has_plots
         stamp,
         "",
     ]
-    if not has_plots:
-        parts += ["_matplotlib is not installed: tables only, no figures (install it, e.g. "
-                  "`pip install matplotlib`, and rerun to draw them)._", ""]
+    if no_plots:
+        parts += [f"_{no_plots}: tables only, no figures._", ""]
 
     # Fig. 1
     f1 = res["fig1"]
@@ -660,6 +661,15 @@ def write_readme(out: Path, meta: dict[str, Any], res: dict[str, Any], has_plots
                      f'{statistics.median(r["segment_allocs"][1:] or r["segment_allocs"]):g}'])
     parts += [_table(["caching", "iteration 1", "median of iterations 2+", "peak allocated",
                       "peak reserved", "system allocations, it. 1", "per later iteration"], rows),
+              "", "Per iteration:", "",
+              _table(["iteration", "time, caching on", "time, caching off", "off / on",
+                      "peak reserved, on", "peak reserved, off", "system allocations, on",
+                      "system allocations, off"],
+                     [[str(i + 1), _ms(on["iter_s"][i]), _ms(off["iter_s"][i]),
+                       _ratio(off["iter_s"][i], on["iter_s"][i]),
+                       _mib(on["iter_peak_reserved"][i]), _mib(off["iter_peak_reserved"][i]),
+                       str(on["segment_allocs"][i]), str(off["segment_allocs"][i])]
+                      for i in range(len(on["iter_s"]))]),
               "", f"Times per iteration while the history is recorded (`context=None`: the "
               f"trace only). Off / on time ratio of the later iterations: "
               f"{_ratio(statistics.median(off['iter_s'][1:] or off['iter_s']), statistics.median(on['iter_s'][1:] or on['iter_s']))}.",
@@ -824,7 +834,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         res[key] = fn()
         print(f"{key}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     tmp_dir.cleanup()
-    write_readme(out, meta, res, plt is not None)
+    no_plots = None
+    if args.no_plots:
+        no_plots = "Figures not drawn (--no-plots)"
+    elif plt is None:
+        no_plots = ("matplotlib is not installed (an optional extra: `pip install matplotlib` "
+                    "and rerun to draw the figures)")
+    write_readme(out, meta, res, no_plots)
     dump = {k: (asdict(v) if k == "mode" else v) for k, v in res.items()}
     dump["meta"] = meta
     dump["fig1"] = {k: v for k, v in res["fig1"].items() if k != "key_averages"}

@@ -45,3 +45,32 @@ def test_paper_smoke_writes_every_table(tmp_path: Path) -> None:
     assert (out / "fig1_timeline.png").is_file() == has_mpl
     assert (out / "fig2_memory.png").is_file() == has_mpl
     assert ("matplotlib is not installed" in readme) == (not has_mpl)
+
+
+def test_paper_models_match_torch() -> None:
+    """Table 1 builds each model once for both frameworks: the same parameter shapes, in order,
+    and outputs of the same shape."""
+    pytest.importorskip("ember.nn")
+    torch = pytest.importorskip("torch")
+    import ember
+
+    if not SCRIPT.is_file():
+        pytest.skip("benchmarks/paper/ is not in this checkout")
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import models
+    finally:
+        sys.path.pop(0)
+    size = models.Size(image=64, batch=2, width=1 / 16, hidden=16, seq=3, vocab=50, rnn=8,
+                       rnn_batch=2, ncf_users=20, ncf_items=20, ncf_batch=8)
+    for name in models.MODELS:
+        shapes, outs = [], []
+        for fw in (ember, torch):
+            model, batch, _, items = models.build(name, fw, size)
+            shapes.append([tuple(p.shape) for p in model.parameters()])
+            outs.append(tuple(model.eval()(batch()[0]).shape))
+        assert shapes[0] == shapes[1], name
+        assert outs[0] == outs[1], name
+        assert items > 0
+    with pytest.raises(ValueError, match="unknown model 'lenet'"):
+        models.build("lenet", ember, size)
