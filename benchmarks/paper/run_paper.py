@@ -254,11 +254,14 @@ def fig1(ember: Any, torch: Any, mode: Mode, out: Path, plt: Any) -> dict[str, A
         return found
 
     def is_top_op(e: Any) -> bool:
+        """An op with no op above it; the optimizer's step counts as one op."""
+        if e.name.startswith("Optimizer.step#"):
+            return True
         if e.kind == 1:  # record_function range
             return False
         p = e.cpu_parent
         while p is not None:
-            if p.kind != 1 and not p.name.startswith("Optimizer.step#"):
+            if p.kind != 1 or p.name.startswith("Optimizer.step#"):
                 return False
             p = p.cpu_parent
         return True
