@@ -115,6 +115,16 @@ Tensor gather(const char* op, const Tensor& t, const DimVector& sizes, const Dim
   return out;
 }
 
+// A contiguous [batch..., rows, cols] copy of t's matrices, read with batch strides s.
+Tensor expand_batches(const char* op, const Tensor& t, const DimVector& batch, const DimVector& s) {
+  DimVector sizes = batch, strides = s;
+  sizes.push_back(t->size(t->dim() - 2));
+  sizes.push_back(t->size(t->dim() - 1));
+  strides.push_back(t->stride(t->dim() - 2));
+  strides.push_back(t->stride(t->dim() - 1));
+  return gather(op, t, sizes, strides);
+}
+
 Tensor contiguous_copy(const char* op, const Tensor& t) {
   return gather(op, t, t->sizes(), t->strides());
 }
@@ -161,16 +171,12 @@ void run_gemm(const char* op, ScalarType dt, const Gemm& g, double alpha, double
 
 // ---- the shared core --------------------------------------------------------------------------
 
-// beta * init + alpha * (a @ b) for a: [batch_a..., M, K], b: [batch_b..., K, N] whose batch dims
-// broadcast to `batch` (validated by the caller, as are dtypes and K). `init` (may be null) must
-// broadcast to [batch..., M, N]; it is not read when beta == 0. Returns a new contiguous tensor.
+// The product core of linalg::MatmulOps (contract in kernels/linalg_rules.h), on cuBLAS.
 Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVector& batch,
                    const Tensor& init, const Scalar& beta, const Scalar& alpha) {
   const ScalarType dt = a->dtype();
   const int64_t M = a->size(a->dim() - 2), K = a->size(a->dim() - 1), N = b->size(b->dim() - 1);
-  DimVector out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
+  const DimVector out_shape = ember::linalg::product_shape(batch, M, N);
   EMBER_CHECK(static_cast<int64_t>(out_shape.size()) <= linalg::kMaxDims, op,
               ": tensors of more than ", linalg::kMaxDims, " dims are not supported on CUDA");
   DeviceGuard guard(a->device().index);
@@ -249,22 +255,12 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
   } else if (nb > 1) {
     int64_t stride_a = 0;
     if (!batch_progression(batch, sa, &stride_a)) {
-      DimVector sizes = batch, strides = sa;
-      sizes.push_back(M);
-      sizes.push_back(K);
-      strides.push_back(ac->stride(ac->dim() - 2));
-      strides.push_back(ac->stride(ac->dim() - 1));
-      ac = gather(op, ac, sizes, strides);
+      ac = expand_batches(op, ac, batch, sa);
       has_blas_layout(ac, &g.A);
       stride_a = M * K;
     }
     if (!b_prog) {
-      DimVector sizes = batch, strides = sb;
-      sizes.push_back(K);
-      sizes.push_back(N);
-      strides.push_back(bc->stride(bc->dim() - 2));
-      strides.push_back(bc->stride(bc->dim() - 1));
-      bc = gather(op, bc, sizes, strides);
+      bc = expand_batches(op, bc, batch, sb);
       has_blas_layout(bc, &g.B);
       stride_b = K * N;
     }

@@ -111,6 +111,13 @@ bool fold_rows(const DimVector& batch, const DimVector& sa, int64_t M, int64_t r
   return *row_stride >= std::max<int64_t>(K, 1) && *row_stride <= kBlasIntMax;
 }
 
+DimVector product_shape(const DimVector& batch, int64_t M, int64_t N) {
+  DimVector shape = batch;
+  shape.push_back(M);
+  shape.push_back(N);
+  return shape;
+}
+
 Tensor as_row(const Tensor& v) {
   return make_view(v, {1, v->size(0)}, {v->size(0) * v->stride(0), v->stride(0)},
                    v->storage_offset());

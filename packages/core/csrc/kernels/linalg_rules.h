@@ -50,6 +50,9 @@ DimVector batch_strides(const Tensor& t, const DimVector& batch);
 bool fold_rows(const DimVector& batch, const DimVector& sa, int64_t M, int64_t rs, int64_t K,
                int64_t* row_stride);
 
+// [batch..., M, N]: the result shape of a product core.
+DimVector product_shape(const DimVector& batch, int64_t M, int64_t N);
+
 // ---- the ops -----------------------------------------------------------------------------------
 
 // Views that present vectors as matrices and a contiguous result in a new shape (no data moves).

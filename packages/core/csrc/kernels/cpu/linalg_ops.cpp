@@ -327,16 +327,12 @@ Tensor blas_operand(const Tensor& t, ScalarType dt) {
   return float_copy(t, dt);
 }
 
-// beta * init + alpha * (a @ b) for a: [batch_a..., M, K], b: [batch_b..., K, N] whose batch dims
-// broadcast to `batch` (validated by the caller, as are dtypes and K). `init` (may be null) must
-// broadcast to [batch..., M, N]; it is not read when beta == 0. Returns a new contiguous tensor.
+// The product core of linalg::MatmulOps (contract in kernels/linalg_rules.h), on OpenBLAS.
 Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVector& batch,
                    const Tensor& init, const Scalar& beta, const Scalar& alpha) {
   const ScalarType dt = a->dtype();
   const int64_t M = a->size(a->dim() - 2), K = a->size(a->dim() - 1), N = b->size(b->dim() - 1);
-  DimVector out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
+  const DimVector out_shape = linalg::product_shape(batch, M, N);
   Tensor out = ember::empty(out_shape, dt, a->device());
   if (out->numel() == 0) return out;
   const bool use_init = init && beta.to_double() != 0.0;
