@@ -1,6 +1,7 @@
 // CUDA matrix products (ops/linalg.yaml) through cuBLAS: mm, bmm, matmul, mv, dot, vdot, addmm,
-// addmv, baddbmm, addbmm, with the CPU kernels' semantics (csrc/kernels/cpu/linalg_ops.cpp):
-// same checks and messages, beta == 0 never reads `self`, K == 0 gives beta * self (or zeros).
+// addmv, baddbmm, addbmm, with the CPU kernels' semantics: the op bodies, checks and messages are
+// shared (kernels/linalg_rules.h), beta == 0 never reads `self`, K == 0 gives beta * self (or
+// zeros).
 //
 // float32 / float64 / float16 / bfloat16 go to cublasGemmEx / cublasGemmStridedBatchedEx; the
 // 16-bit types accumulate in float32 and are stored in their own dtype; float32 uses TF32 tensor
@@ -28,6 +29,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/gemm.h"
 #include "cuda/linalg_ops.cuh"
+#include "kernels/linalg_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -43,7 +45,11 @@ void set_allow_tf32(bool on) { g_allow_tf32.store(on, std::memory_order_relaxed)
 
 namespace {
 
-constexpr int64_t kCublasMax = INT32_MAX;  // cuBLAS sizes and leading dimensions are int
+constexpr int64_t kCublasMax = ember::linalg::kBlasIntMax;
+
+using ember::linalg::batch_strides;
+using ember::linalg::fold_rows;
+using ember::linalg::Mat;
 
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
@@ -81,103 +87,12 @@ void with_cublas(F&& f) {
   f(slot.handle);
 }
 
-// PyTorch names dtypes by their C++ type in these messages ("float != double").
-const char* ctype_name(ScalarType t) {
-  switch (t) {
-    case ScalarType::Bool:
-      return "bool";
-    case ScalarType::UInt8:
-      return "unsigned char";
-    case ScalarType::Int8:
-      return "signed char";
-    case ScalarType::Int16:
-      return "short int";
-    case ScalarType::Int32:
-      return "int";
-    case ScalarType::Int64:
-      return "long int";
-    case ScalarType::Float16:
-      return "c10::Half";
-    case ScalarType::BFloat16:
-      return "c10::BFloat16";
-    case ScalarType::Float32:
-      return "float";
-    case ScalarType::Float64:
-      return "double";
-    default:
-      return "?";
-  }
-}
-
-void check_dtypes(const char* op, const char* na, const Tensor& a, const char* nb,
-                  const Tensor& b) {
-  EMBER_CHECK(a->dtype() == b->dtype(), op, ": expected ", na, " and ", nb,
-              " to have the same dtype, but got: ", ctype_name(a->dtype()),
-              " != ", ctype_name(b->dtype()));
-}
-
-void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim) {
-  EMBER_CHECK(t->dim() == dim, op, ": expected ", name, " to be a ", dim, "-D tensor, but got a ",
-              t->dim(), "-D tensor of shape ", shape_str(t->sizes()));
-}
-
-void check_multipliable(const char* op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
-  EMBER_CHECK(ka == kb, op, ": shapes ", shape_str(a->sizes()), " and ", shape_str(b->sizes()),
-              " cannot be multiplied (", ka, " != ", kb, ")");
-}
-
-void check_scalars(const char* op, ScalarType dt, const Scalar& beta, const Scalar& alpha) {
-  if (is_floating(dt)) return;
-  EMBER_CHECK(!beta.is_floating(), op,
-              ": for integral input tensors, argument beta must not be a floating point number");
-  EMBER_CHECK(!alpha.is_floating(), op,
-              ": for integral input tensors, argument alpha must not be a floating point number");
-}
-
-void check_broadcastable_to(const char* op, const Tensor& self, const DimVector& shape) {
-  bool ok = self->dim() <= static_cast<int64_t>(shape.size());
-  for (int64_t i = 1; ok && i <= self->dim(); ++i) {
-    int64_t s = self->size(self->dim() - i);
-    ok = s == 1 || s == shape[shape.size() - i];
-  }
-  EMBER_CHECK(ok, op, ": self of shape ", shape_str(self->sizes()),
-              " can't be broadcast to the result shape ", shape_str(shape));
-}
-
 // ---- layouts ----------------------------------------------------------------------------------
-
-// How a rows x cols matrix is read: row-major with leading dimension ld, or column-major (trans:
-// the row-major storage of its transpose).
-struct Mat {
-  bool trans = false;
-  int64_t ld = 1;
-};
-
-// Strides (elements) -> layout; false when cuBLAS can't read it (then it is copied).
-bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Mat* m) {
-  if ((cs == 1 || cols <= 1) && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
-    m->trans = false;
-    m->ld = rows <= 1 ? std::max<int64_t>(cols, 1) : rs;
-  } else if ((rs == 1 || rows <= 1) && (cols <= 1 || cs >= std::max<int64_t>(rows, 1))) {
-    m->trans = true;
-    m->ld = cols <= 1 ? std::max<int64_t>(rows, 1) : cs;
-  } else {
-    return false;
-  }
-  return m->ld <= kCublasMax;
-}
 
 bool has_blas_layout(const Tensor& t, Mat* m) {
   const int64_t d = t->dim();
-  return blas_layout(t->size(d - 2), t->size(d - 1), t->stride(d - 2), t->stride(d - 1), m);
-}
-
-// Strides (elements) of t's batch dims broadcast to `batch`: 0 where t has size 1 or lacks it.
-DimVector batch_strides(const Tensor& t, const DimVector& batch) {
-  const int64_t nb = batch.size(), tb = t->dim() - 2;
-  DimVector s(nb, 0);
-  for (int64_t i = 0; i < tb; ++i) s[nb - tb + i] = t->size(i) == 1 ? 0 : t->stride(i);
-  return s;
+  return ember::linalg::blas_layout(t->size(d - 2), t->size(d - 1), t->stride(d - 2),
+                                    t->stride(d - 1), m);
 }
 
 // Whether the batch offsets (row-major over `batch`) are i * stride for one stride.
@@ -192,26 +107,22 @@ bool batch_progression(const DimVector& batch, const DimVector& s, int64_t* stri
   return true;
 }
 
-// If the batch dims and the row dim of A stack into one row-major (n*M) x K matrix, its row stride.
-bool fold_rows(const DimVector& batch, const DimVector& sa, int64_t M, int64_t rs, int64_t K,
-               int64_t* row_stride) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), size-1 dims dropped
-  for (int64_t d = 0; d < batch.size(); ++d)
-    if (batch[d] != 1) dims.emplace_back(batch[d], sa[d]);
-  if (M != 1) dims.emplace_back(M, rs);
-  if (dims.empty()) return false;
-  for (size_t i = 0; i + 1 < dims.size(); ++i)
-    if (dims[i].second != dims[i + 1].second * dims[i + 1].first) return false;
-  *row_stride = dims.back().second;
-  return *row_stride >= std::max<int64_t>(K, 1) && *row_stride <= kCublasMax;
-}
-
 // A contiguous copy of t's elements laid out over `sizes` read with `strides` (elements).
 Tensor gather(const char* op, const Tensor& t, const DimVector& sizes, const DimVector& strides) {
   Tensor out = ember::empty(sizes, t->dtype(), t->device());
   linalg::strided_copy(out->data(), t->data(), t->itemsize(), static_cast<int>(sizes.size()),
                        sizes.data(), strides.data(), current_stream(), op);
   return out;
+}
+
+// A contiguous [batch..., rows, cols] copy of t's matrices, read with batch strides s.
+Tensor expand_batches(const char* op, const Tensor& t, const DimVector& batch, const DimVector& s) {
+  DimVector sizes = batch, strides = s;
+  sizes.push_back(t->size(t->dim() - 2));
+  sizes.push_back(t->size(t->dim() - 1));
+  strides.push_back(t->stride(t->dim() - 2));
+  strides.push_back(t->stride(t->dim() - 1));
+  return gather(op, t, sizes, strides);
 }
 
 Tensor contiguous_copy(const char* op, const Tensor& t) {
@@ -251,75 +162,21 @@ struct Gemm {
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
-void check_cublas_sizes(const char* op, const Gemm& g) {
-  EMBER_CHECK(g.m <= kCublasMax && g.n <= kCublasMax && g.k <= kCublasMax && g.ldc <= kCublasMax &&
-                  g.batch <= kCublasMax,
-              op, ": matrix dimensions (", g.m, ", ", g.n, ", ", g.k, ") or batch count ", g.batch,
-              " exceed the 32-bit sizes supported by cuBLAS (at most ", kCublasMax, ")");
-}
-
-// C (row-major m x n, leading dimension ldc) = alpha * A @ B + beta * C for every batch, as the
-// column-major C^T = B^T @ A^T.
+// C (row-major m x n, leading dimension ldc) = alpha * A @ B + beta * C for every batch.
 void run_gemm(const char* op, ScalarType dt, const Gemm& g, double alpha, double beta) {
-  check_cublas_sizes(op, g);
-  cudaDataType_t type;
-  cublasComputeType_t compute;
-  switch (dt) {
-    case ScalarType::Float32:
-      type = CUDA_R_32F;
-      compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-      break;
-    case ScalarType::Float64:
-      type = CUDA_R_64F;
-      compute = CUBLAS_COMPUTE_64F;
-      break;
-    case ScalarType::Float16:
-      type = CUDA_R_16F;
-      compute = CUBLAS_COMPUTE_32F;
-      break;
-    case ScalarType::BFloat16:
-      type = CUDA_R_16BF;
-      compute = CUBLAS_COMPUTE_32F;
-      break;
-    default:
-      EMBER_FAIL(Type, op, ": \"", op, "_cuda\" not implemented for dtype ", dtype_name(dt));
-  }
-  // Scalars in the compute type (host pointers: the handle's default pointer mode).
-  const double alpha_d = alpha, beta_d = beta;
-  const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
-  const void* pa = dt == ScalarType::Float64 ? static_cast<const void*>(&alpha_d)
-                                             : static_cast<const void*>(&alpha_f);
-  const void* pb = dt == ScalarType::Float64 ? static_cast<const void*>(&beta_d)
-                                             : static_cast<const void*>(&beta_f);
-  const cublasOperation_t op_b = g.B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = g.A.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
-  const int lda = static_cast<int>(g.A.ld), ldb = static_cast<int>(g.B.ld);
-  const int ldc = static_cast<int>(g.ldc);
-  with_cublas([&](cublasHandle_t h) {
-    if (g.batch == 1) {
-      EMBER_CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, n, m, k, pa, g.b, type, ldb, g.a, type, lda,
-                                      pb, g.c, type, ldc, compute, CUBLAS_GEMM_DEFAULT));
-    } else {
-      EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          h, op_b, op_a, n, m, k, pa, g.b, type, ldb, g.stride_b, g.a, type, lda, g.stride_a, pb,
-          g.c, type, ldc, g.stride_c, static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT));
-    }
-  });
+  gemm_rowmajor(op, dt, dt, g.m, g.n, g.k, alpha, GemmOperand{g.a, g.A.ld, g.stride_a, g.A.trans},
+                GemmOperand{g.b, g.B.ld, g.stride_b, g.B.trans}, beta, g.c, g.ldc, g.stride_c,
+                g.batch);
 }
 
 // ---- the shared core --------------------------------------------------------------------------
 
-// beta * init + alpha * (a @ b) for a: [batch_a..., M, K], b: [batch_b..., K, N] whose batch dims
-// broadcast to `batch` (validated by the caller, as are dtypes and K). `init` (may be null) must
-// broadcast to [batch..., M, N]; it is not read when beta == 0. Returns a new contiguous tensor.
+// The product core of linalg::MatmulOps (contract in kernels/linalg_rules.h), on cuBLAS.
 Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVector& batch,
                    const Tensor& init, const Scalar& beta, const Scalar& alpha) {
   const ScalarType dt = a->dtype();
   const int64_t M = a->size(a->dim() - 2), K = a->size(a->dim() - 1), N = b->size(b->dim() - 1);
-  DimVector out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
+  const DimVector out_shape = ember::linalg::product_shape(batch, M, N);
   EMBER_CHECK(static_cast<int64_t>(out_shape.size()) <= linalg::kMaxDims, op,
               ": tensors of more than ", linalg::kMaxDims, " dims are not supported on CUDA");
   DeviceGuard guard(a->device().index);
@@ -398,22 +255,12 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
   } else if (nb > 1) {
     int64_t stride_a = 0;
     if (!batch_progression(batch, sa, &stride_a)) {
-      DimVector sizes = batch, strides = sa;
-      sizes.push_back(M);
-      sizes.push_back(K);
-      strides.push_back(ac->stride(ac->dim() - 2));
-      strides.push_back(ac->stride(ac->dim() - 1));
-      ac = gather(op, ac, sizes, strides);
+      ac = expand_batches(op, ac, batch, sa);
       has_blas_layout(ac, &g.A);
       stride_a = M * K;
     }
     if (!b_prog) {
-      DimVector sizes = batch, strides = sb;
-      sizes.push_back(K);
-      sizes.push_back(N);
-      strides.push_back(bc->stride(bc->dim() - 2));
-      strides.push_back(bc->stride(bc->dim() - 1));
-      bc = gather(op, bc, sizes, strides);
+      bc = expand_batches(op, bc, batch, sb);
       has_blas_layout(bc, &g.B);
       stride_b = K * N;
     }
@@ -427,160 +274,31 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
   return out;
 }
 
-// Views used to present vectors as matrices (no data moves).
-Tensor as_row(const Tensor& v) {  // (K,) -> (1, K)
-  return make_view(v, {1, v->size(0)}, {v->size(0) * v->stride(0), v->stride(0)},
-                   v->storage_offset());
-}
-Tensor as_col(const Tensor& v) {  // (K,) -> (K, 1)
-  return make_view(v, {v->size(0), 1}, {v->stride(0), 1}, v->storage_offset());
-}
-Tensor reshaped(const Tensor& contiguous, DimVector sizes) {
-  DimVector strides = contiguous_strides(sizes);
-  return make_view(contiguous, std::move(sizes), std::move(strides), contiguous->storage_offset());
+// gather() on t's device and its stream (matmul_core's callers hold no DeviceGuard).
+Tensor gather_on_device(const char* op, const Tensor& t, const DimVector& sizes,
+                        const DimVector& strides) {
+  DeviceGuard guard(t->device().index);
+  return gather(op, t, sizes, strides);
 }
 
-Tensor vector_dot(const char* op, const Tensor& self, const Tensor& other) {
-  EMBER_CHECK(self->dim() == 1 && other->dim() == 1, op, ": 1D tensors expected, but got ",
-              self->dim(), "D and ", other->dim(), "D tensors");
-  EMBER_CHECK(self->dtype() == other->dtype(), op,
-              ": expected both vectors to have the same dtype, but got: ",
-              ctype_name(self->dtype()), " != ", ctype_name(other->dtype()));
-  check_multipliable(op, self, other, self->size(0), other->size(0));
-  Tensor r = matmul_core(op, as_row(self), as_col(other), {}, Tensor(), 0, 1);
-  return reshaped(r, {});
-}
-
-// ---- the ops ----------------------------------------------------------------------------------
-
-Tensor matmul(const Tensor& self, const Tensor& other) {
-  const int64_t d1 = self->dim(), d2 = other->dim();
-  EMBER_CHECK(d1 >= 1 && d2 >= 1,
-              "matmul: both arguments to matmul need to be at least 1D, but they are ", d1,
-              "D and ", d2, "D");
-  check_dtypes("matmul", "m1", self, "m2", other);
-  if (d1 == 1 && d2 == 1) return vector_dot("matmul", self, other);
-  Tensor a = d1 == 1 ? as_row(self) : self;
-  Tensor b = d2 == 1 ? as_col(other) : other;
-  const int64_t M = a->size(a->dim() - 2), K = a->size(a->dim() - 1);
-  const int64_t K2 = b->size(b->dim() - 2), N = b->size(b->dim() - 1);
-  check_multipliable("matmul", self, other, K, K2);
-  const int64_t ba = a->dim() - 2, bb = b->dim() - 2, nd = std::max(ba, bb);
-  DimVector batch(nd, 1);
-  for (int64_t i = 0; i < nd; ++i) {
-    int64_t sa = i - (nd - ba) >= 0 ? a->size(i - (nd - ba)) : 1;
-    int64_t sb = i - (nd - bb) >= 0 ? b->size(i - (nd - bb)) : 1;
-    EMBER_CHECK(sa == sb || sa == 1 || sb == 1, "matmul: batch dimensions of shapes ",
-                shape_str(self->sizes()), " and ", shape_str(other->sizes()),
-                " cannot be broadcast (", sa, " != ", sb, " at batch dim ", i, ")");
-    batch[i] = sa == 1 ? sb : sa;
-  }
-  Tensor r = matmul_core("matmul", a, b, batch, Tensor(), 0, 1);
-  DimVector shape = batch;
-  if (d1 > 1) shape.push_back(M);
-  if (d2 > 1) shape.push_back(N);
-  return reshaped(r, shape);
-}
-
-Tensor mm(const Tensor& self, const Tensor& mat2) {
-  check_dim("mm", "self", self, 2);
-  check_dim("mm", "mat2", mat2, 2);
-  check_dtypes("mm", "m1", self, "m2", mat2);
-  check_multipliable("mm", self, mat2, self->size(1), mat2->size(0));
-  return matmul_core("mm", self, mat2, {}, Tensor(), 0, 1);
-}
-
-void check_bmm(const char* op, const Tensor& b1, const Tensor& b2) {
-  check_dim(op, "batch1", b1, 3);
-  check_dim(op, "batch2", b2, 3);
-  check_dtypes(op, "batch1", b1, "batch2", b2);
-  EMBER_CHECK(b1->size(0) == b2->size(0), op, ": batch sizes of shapes ", shape_str(b1->sizes()),
-              " and ", shape_str(b2->sizes()), " don't match (", b1->size(0), " != ", b2->size(0),
-              ")");
-  check_multipliable(op, b1, b2, b1->size(2), b2->size(1));
-}
-
-Tensor bmm(const Tensor& self, const Tensor& mat2) {
-  check_bmm("bmm", self, mat2);
-  return matmul_core("bmm", self, mat2, {self->size(0)}, Tensor(), 0, 1);
-}
-
-Tensor mv(const Tensor& self, const Tensor& vec) {
-  check_dim("mv", "self", self, 2);
-  check_dim("mv", "vec", vec, 1);
-  check_dtypes("mv", "mat", self, "vec", vec);
-  check_multipliable("mv", self, vec, self->size(1), vec->size(0));
-  Tensor r = matmul_core("mv", self, as_col(vec), {}, Tensor(), 0, 1);
-  return reshaped(r, {self->size(0)});
-}
-
-Tensor dot(const Tensor& self, const Tensor& tensor) { return vector_dot("dot", self, tensor); }
-
-Tensor vdot(const Tensor& self, const Tensor& other) { return vector_dot("vdot", self, other); }
-
-Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
-             const Scalar& alpha) {
-  check_dim("addmm", "mat1", mat1, 2);
-  check_dim("addmm", "mat2", mat2, 2);
-  check_dtypes("addmm", "m1", mat1, "m2", mat2);
-  check_dtypes("addmm", "self", self, "mat1", mat1);
-  check_multipliable("addmm", mat1, mat2, mat1->size(1), mat2->size(0));
-  check_broadcastable_to("addmm", self, {mat1->size(0), mat2->size(1)});
-  check_scalars("addmm", self->dtype(), beta, alpha);
-  return matmul_core("addmm", mat1, mat2, {}, self, beta, alpha);
-}
-
-Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Scalar& beta,
-             const Scalar& alpha) {
-  check_dim("addmv", "mat", mat, 2);
-  check_dim("addmv", "vec", vec, 1);
-  check_dtypes("addmv", "mat", mat, "vec", vec);
-  check_dtypes("addmv", "self", self, "mat", mat);
-  check_multipliable("addmv", mat, vec, mat->size(1), vec->size(0));
-  check_broadcastable_to("addmv", self, {mat->size(0)});
-  check_scalars("addmv", self->dtype(), beta, alpha);
-  // The product is computed as an (M, 1) matrix: self (M,) becomes a column to broadcast into it.
-  Tensor init = self->dim() == 1 ? as_col(self) : self;
-  Tensor r = matmul_core("addmv", mat, as_col(vec), {}, init, beta, alpha);
-  return reshaped(r, {mat->size(0)});
-}
-
-Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
-               const Scalar& alpha) {
-  check_bmm("baddbmm", batch1, batch2);
-  check_dtypes("baddbmm", "self", self, "batch1", batch1);
-  check_broadcastable_to("baddbmm", self, {batch1->size(0), batch1->size(1), batch2->size(2)});
-  check_scalars("baddbmm", self->dtype(), beta, alpha);
-  return matmul_core("baddbmm", batch1, batch2, {batch1->size(0)}, self, beta, alpha);
-}
-
-Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
-              const Scalar& alpha) {
-  check_bmm("addbmm", batch1, batch2);
-  check_dtypes("addbmm", "self", self, "batch1", batch1);
-  const int64_t B = batch1->size(0), M = batch1->size(1), K = batch1->size(2), N = batch2->size(2);
-  check_broadcastable_to("addbmm", self, {M, N});
-  check_scalars("addbmm", self->dtype(), beta, alpha);
-  // sum_b batch1[b] @ batch2[b] == (M, B*K) @ (B*K, N): lay batch1 out as (M, B, K).
-  DeviceGuard guard(batch1->device().index);
-  Tensor b1 = gather("addbmm", batch1, {M, B, K},
-                     {batch1->stride(1), batch1->stride(0), batch1->stride(2)});
-  Tensor b2 = batch2->is_contiguous() ? batch2 : contiguous_copy("addbmm", batch2);
-  return matmul_core("addbmm", reshaped(b1, {M, B * K}), reshaped(b2, {B * K, N}), {}, self, beta,
-                     alpha);
-}
+// The ops' bodies (checks, shapes, views) are shared with the CPU; only the product is cuBLAS's.
+struct CudaMatmul {
+  static constexpr auto core = &matmul_core;
+  static constexpr auto gather = &gather_on_device;
+};
+using Ops = ember::linalg::MatmulOps<CudaMatmul>;
 
 void register_linalg() {
-  register_kernel("matmul", DeviceType::CUDA, &matmul);
-  register_kernel("mm", DeviceType::CUDA, &mm);
-  register_kernel("bmm", DeviceType::CUDA, &bmm);
-  register_kernel("mv", DeviceType::CUDA, &mv);
-  register_kernel("dot", DeviceType::CUDA, &dot);
-  register_kernel("vdot", DeviceType::CUDA, &vdot);
-  register_kernel("addmm", DeviceType::CUDA, &addmm);
-  register_kernel("addmv", DeviceType::CUDA, &addmv);
-  register_kernel("baddbmm", DeviceType::CUDA, &baddbmm);
-  register_kernel("addbmm", DeviceType::CUDA, &addbmm);
+  register_kernel("matmul", DeviceType::CUDA, &Ops::matmul);
+  register_kernel("mm", DeviceType::CUDA, &Ops::mm);
+  register_kernel("bmm", DeviceType::CUDA, &Ops::bmm);
+  register_kernel("mv", DeviceType::CUDA, &Ops::mv);
+  register_kernel("dot", DeviceType::CUDA, &Ops::dot);
+  register_kernel("vdot", DeviceType::CUDA, &Ops::vdot);
+  register_kernel("addmm", DeviceType::CUDA, &Ops::addmm);
+  register_kernel("addmv", DeviceType::CUDA, &Ops::addmv);
+  register_kernel("baddbmm", DeviceType::CUDA, &Ops::baddbmm);
+  register_kernel("addbmm", DeviceType::CUDA, &Ops::addbmm);
 }
 
 }  // namespace

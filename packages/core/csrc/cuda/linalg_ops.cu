@@ -4,34 +4,21 @@
 #include "cuda/cuda_context.h"
 #include "cuda/device_types.cuh"
 #include "cuda/linalg_ops.cuh"
+#include "cuda/reduce_utils.cuh"
 
 namespace ember {
 namespace cuda {
 namespace linalg {
 namespace {
 
-struct Geometry {
-  int ndim;
-  int64_t sizes[kMaxDims];
-  int64_t strides[kMaxDims];
-};
-
-// Offset (elements) of the i-th element, in row-major order over g.sizes, read through g.strides.
-__device__ __forceinline__ int64_t source_offset(const Geometry& g, int64_t i) {
-  int64_t off = 0;
-  for (int d = g.ndim - 1; d >= 0; --d) {
-    const int64_t s = g.sizes[d];
-    off += (i % s) * g.strides[d];
-    i /= s;
-  }
-  return off;
-}
+// The strided walk of the reductions (red::Dims) serves the gathers too.
+static_assert(kMaxDims <= red::kMaxDims, "linalg::kMaxDims exceeds red::Dims");
 
 template <class T>
-__global__ void gather_kernel(T* dst, const T* src, Geometry g, int64_t n) {
+__global__ void gather_kernel(T* dst, const T* src, red::Dims g, int64_t n) {
   const int64_t step = int64_t(blockDim.x) * gridDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
-    dst[i] = src[source_offset(g, i)];
+    dst[i] = src[red::offset_of(g, i)];
 }
 
 template <class T>
@@ -80,36 +67,23 @@ void strided_copy(void* dst, const void* src, int64_t itemsize, int ndim, const 
                   const int64_t* strides, cudaStream_t stream, const char* op) {
   EMBER_CHECK(ndim <= kMaxDims, op, ": tensors of more than ", kMaxDims,
               " dims are not supported on CUDA (got ", ndim, ")");
-  Geometry g{};
-  g.ndim = ndim;
+  red::Dims g{};
+  g.n = ndim;
   int64_t n = 1;
   for (int d = 0; d < ndim; ++d) {
-    g.sizes[d] = sizes[d];
-    g.strides[d] = strides[d];
+    g.size[d] = sizes[d];
+    g.stride[d] = strides[d];
     n *= sizes[d];
   }
   if (n == 0) return;
+  EMBER_CHECK(itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8, op,
+              ": internal error: element size ", itemsize);
   const unsigned blocks = blocks_for(n, 4);
-  switch (itemsize) {
-    case 1:
-      gather_kernel<uint8_t><<<blocks, kBlockSize, 0, stream>>>(
-          static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), g, n);
-      break;
-    case 2:
-      gather_kernel<uint16_t><<<blocks, kBlockSize, 0, stream>>>(
-          static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), g, n);
-      break;
-    case 4:
-      gather_kernel<uint32_t><<<blocks, kBlockSize, 0, stream>>>(
-          static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), g, n);
-      break;
-    case 8:
-      gather_kernel<uint64_t><<<blocks, kBlockSize, 0, stream>>>(
-          static_cast<uint64_t*>(dst), static_cast<const uint64_t*>(src), g, n);
-      break;
-    default:
-      EMBER_FAIL(Runtime, op, ": internal error: element size ", itemsize);
-  }
+  red::dispatch_by_size(itemsize, [&](auto tag) {
+    using T = decltype(tag);
+    gather_kernel<T>
+        <<<blocks, kBlockSize, 0, stream>>>(static_cast<T*>(dst), static_cast<const T*>(src), g, n);
+  });
   check_launch(op);
 }
 

@@ -23,7 +23,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/device_types.cuh"
 #include "cuda/reduce_utils.cuh"
-#include "kernels/cpu/reduce_utils.h"
+#include "kernels/reduce_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -184,6 +184,7 @@ using red::isnan_v;
 using red::ld;
 using red::offset_of;
 using reduce::dim_mask;
+using reduce::NormKind;
 using reduce::reduced_numel;
 using reduce::reduced_sizes;
 using reduce::torch_type_name;
@@ -448,8 +449,6 @@ struct VarR {
   }
 };
 
-enum class NormKind { Two, One, Inf, NegInf, Zero, P };
-
 template <class T>
 struct NormR {
   using in_t = T;
@@ -531,8 +530,8 @@ Tensor cast_to(const Tensor& t, ScalarType dt, const char* op) {
 Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim, SumMode mode,
                 double div, const char* op) {
   const ScalarType st = x->dtype();
-  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim),
-                            is_floating(st) ? st : ScalarType::Int64, x->device());
+  Tensor out =
+      ember::empty(reduced_sizes(x->sizes(), mask, keepdim), reduce::sum_dtype(st), x->device());
   EMBER_DISPATCH_ALL(st, op, [&] {
     SumR<scalar_t> r;
     r.out = out->data_as<typename SumR<scalar_t>::Out>();
@@ -561,43 +560,24 @@ std::tuple<Tensor, Tensor> ext_impl(const Tensor& self, const std::vector<bool>&
 
 Tensor amax_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim, bool is_max,
                  const char* op) {
-  for (int64_t d = 0; d < self->dim(); ++d)
-    EMBER_CHECK_KIND(!(mask[d] && self->size(d) == 0), Index, op, "(): Expected reduction dim ", d,
-                     " to have non-zero size.");
+  reduce::check_no_empty_reduced_dim(self, mask, op);
   return std::get<0>(ext_impl(self, mask, keepdim, is_max, true, false, op));
 }
 
-double var_correction(std::optional<bool> unbiased, const std::optional<Scalar>& correction,
-                      const char* op) {
-  EMBER_CHECK_KIND(!(unbiased && correction), Type, op,
-                   "(): cannot specify both unbiased and correction (use correction=0 or 1)");
-  if (correction) return correction->to_double();
-  if (unbiased) return *unbiased ? 1.0 : 0.0;
-  return 1.0;
-}
-
-std::tuple<Tensor, Tensor> var_impl(const Tensor& self, const std::optional<DimVector>& dim,
-                                    std::optional<bool> unbiased, bool keepdim,
-                                    const std::optional<Scalar>& correction, bool take_sqrt,
-                                    bool want_mean, const char* op) {
-  EMBER_CHECK(is_floating(self->dtype()), op,
-              "(): std and var only support floating point and complex dtypes (got ",
-              dtype_name(self->dtype()), ")");
-  auto mask = dim_mask(dim, self->dim(), op);
-  const double corr = var_correction(unbiased, correction, op);
-  DimVector shape = reduced_sizes(self->sizes(), mask, keepdim);
-  Tensor out = ember::empty(shape, self->dtype(), self->device());
-  Tensor mean = want_mean ? ember::empty(shape, self->dtype(), self->device()) : Tensor();
-  EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
-    VarR<scalar_t> r;
-    r.out = out->data_as<scalar_t>();
-    r.mean_out = want_mean ? mean->data_as<scalar_t>() : nullptr;
-    r.correction = corr;
-    r.take_sqrt = take_sqrt;
-    run_reduction(self, mask, r, false, op);
-  });
-  return {out, mean};
-}
+// The Welford reduction of var / std into the outputs of `plan` (reduce::VarOps).
+struct CudaVar {
+  static void var_into(const Tensor& self, const reduce::VarPlan& plan, const char* op) {
+    EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
+      VarR<scalar_t> r;
+      r.out = plan.out->data_as<scalar_t>();
+      r.mean_out = plan.mean ? plan.mean->data_as<scalar_t>() : nullptr;
+      r.correction = plan.correction;
+      r.take_sqrt = plan.take_sqrt;
+      run_reduction(self, plan.mask, r, false, op);
+    });
+  }
+};
+using VarOps = reduce::VarOps<CudaVar>;
 
 Tensor nonzero_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim, NzMode mode,
                     ScalarType out_type, const char* op) {
@@ -615,10 +595,8 @@ Tensor nonzero_impl(const Tensor& self, const std::vector<bool>& mask, bool keep
 
 Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
                     bool is_all, const char* op) {
-  // An explicit empty dim list reduces nothing (PyTorch 2.x); None reduces everything.
-  std::vector<bool> mask = (dim && dim->empty()) ? std::vector<bool>(self->dim(), false)
-                                                 : dim_mask(dim, self->dim(), op);
-  ScalarType ot = self->dtype() == ScalarType::UInt8 ? ScalarType::UInt8 : ScalarType::Bool;
+  std::vector<bool> mask = reduce::all_any_mask(self, dim, op);
+  ScalarType ot = reduce::all_any_dtype(self->dtype());
   return nonzero_impl(self, mask, keepdim, is_all ? NzMode::All : NzMode::Any, ot, op);
 }
 
@@ -642,19 +620,7 @@ Tensor nansum(const Tensor& self, const std::optional<DimVector>& dim, bool keep
 
 Tensor mean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
             std::optional<ScalarType> dtype) {
-  if (dtype) {
-    EMBER_CHECK(
-        is_floating(*dtype),
-        "mean(): could not infer output dtype. Optional dtype must be either a floating point or "
-        "complex dtype. Got: ",
-        torch_type_name(*dtype));
-  } else {
-    EMBER_CHECK(
-        is_floating(self->dtype()),
-        "mean(): could not infer output dtype. Input dtype must be either a floating point or "
-        "complex dtype. Got: ",
-        torch_type_name(self->dtype()));
-  }
+  reduce::check_mean_dtype(self, dtype);
   auto mask = dim_mask(dim, self->dim(), "mean");
   Tensor x = dtype ? cast_to(self, *dtype, "mean") : self;
   return sum_impl(x, mask, keepdim, SumMode::Sum,
@@ -663,9 +629,7 @@ Tensor mean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdi
 
 Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
                std::optional<ScalarType> dtype) {
-  EMBER_CHECK(is_floating(self->dtype()),
-              "nanmean(): expected input to have floating point or complex dtype but got ",
-              torch_type_name(self->dtype()));
+  reduce::check_nanmean_dtype(self);
   Tensor x = dtype ? cast_to(self, *dtype, "nanmean") : self;
   auto mask = dim_mask(dim, x->dim(), "nanmean");
   EMBER_CHECK(is_floating(x->dtype()), "nanmean(): dtype must be floating point (got ",
@@ -732,67 +696,18 @@ Tensor amin(const Tensor& self, const DimVector& dim, bool keepdim) {
 }
 
 std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-  auto mask = dim_mask(dim, self->dim(), "aminmax");
-  EMBER_CHECK(reduced_numel(self->sizes(), mask) != 0,
-              "aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
-              "identity.");
+  auto mask = reduce::aminmax_mask(self, dim);
   return {amax_impl(self, mask, keepdim, false, "aminmax"),
           amax_impl(self, mask, keepdim, true, "aminmax")};
 }
 
-Tensor var(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
-           bool keepdim, const std::optional<Scalar>& correction) {
-  return std::get<0>(var_impl(self, dim, unbiased, keepdim, correction, false, false, "var"));
-}
-
-Tensor std_(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
-            bool keepdim, const std::optional<Scalar>& correction) {
-  return std::get<0>(var_impl(self, dim, unbiased, keepdim, correction, true, false, "std"));
-}
-
-std::tuple<Tensor, Tensor> var_mean(const Tensor& self, const std::optional<DimVector>& dim,
-                                    std::optional<bool> unbiased, bool keepdim,
-                                    const std::optional<Scalar>& correction) {
-  return var_impl(self, dim, unbiased, keepdim, correction, false, true, "var_mean");
-}
-
-std::tuple<Tensor, Tensor> std_mean(const Tensor& self, const std::optional<DimVector>& dim,
-                                    std::optional<bool> unbiased, bool keepdim,
-                                    const std::optional<Scalar>& correction) {
-  return var_impl(self, dim, unbiased, keepdim, correction, true, true, "std_mean");
-}
-
 Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optional<DimVector>& dim,
             bool keepdim, std::optional<ScalarType> dtype) {
-  if (dtype) {
-    EMBER_CHECK(is_floating(*dtype),
-                "linalg.vector_norm: dtype should be floating point or complex, but got ",
-                torch_type_name(*dtype));
-  } else {
-    EMBER_CHECK(is_floating(self->dtype()),
-                "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
-                torch_type_name(self->dtype()));
-  }
+  reduce::check_norm_dtype(self, dtype);
   Tensor x = dtype ? cast_to(self, *dtype, "norm") : self;
   auto mask = dim_mask(dim, x->dim(), "norm");
   const double pv = p ? p->to_double() : 2.0;
-  const double inf = std::numeric_limits<double>::infinity();
-  if ((pv < 0 || pv == inf) && reduced_numel(x->sizes(), mask) == 0)
-    EMBER_FAIL(Runtime, "linalg.vector_norm cannot compute the ", pv,
-               " norm on an empty tensor because the "
-               "operation does not have an identity");
-  NormKind kind = NormKind::P;
-  if (pv == 2) {
-    kind = NormKind::Two;
-  } else if (pv == 1) {
-    kind = NormKind::One;
-  } else if (pv == inf) {
-    kind = NormKind::Inf;
-  } else if (pv == -inf) {
-    kind = NormKind::NegInf;
-  } else if (pv == 0) {
-    kind = NormKind::Zero;
-  }
+  const NormKind kind = reduce::norm_kind(x, mask, pv);
   Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), x->dtype(), x->device());
   EMBER_DISPATCH_FLOAT(x->dtype(), "norm", [&] {
     NormR<scalar_t> r;
@@ -878,8 +793,7 @@ __global__ void cumext_kernel(const T* src, T* vo, int64_t* io, int64_t outer, i
 Tensor cum_impl(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, bool is_prod,
                 const char* op) {
   const int64_t d = wrap_dim(dim, self->dim(), op);
-  const ScalarType ot =
-      dtype ? *dtype : (is_floating(self->dtype()) ? self->dtype() : ScalarType::Int64);
+  const ScalarType ot = dtype ? *dtype : reduce::sum_dtype(self->dtype());
   Tensor out = ember::empty(self->sizes(), ot, self->device());
   if (self->numel() == 0) return out;
   DeviceGuard guard(self->device().index);
@@ -942,10 +856,10 @@ void register_reduce() {
   register_kernel("amax", DeviceType::CUDA, &amax);
   register_kernel("amin", DeviceType::CUDA, &amin);
   register_kernel("aminmax", DeviceType::CUDA, &aminmax);
-  register_kernel("var", DeviceType::CUDA, &var);
-  register_kernel("std", DeviceType::CUDA, &std_);
-  register_kernel("var_mean", DeviceType::CUDA, &var_mean);
-  register_kernel("std_mean", DeviceType::CUDA, &std_mean);
+  register_kernel("var", DeviceType::CUDA, &VarOps::var);
+  register_kernel("std", DeviceType::CUDA, &VarOps::std);
+  register_kernel("var_mean", DeviceType::CUDA, &VarOps::var_mean);
+  register_kernel("std_mean", DeviceType::CUDA, &VarOps::std_mean);
   register_kernel("norm", DeviceType::CUDA, &norm);
   register_kernel("all", DeviceType::CUDA, &all);
   register_kernel("any", DeviceType::CUDA, &any);

@@ -1,5 +1,6 @@
 // Helpers shared by the CUDA reductions, scans and sorts (reduce_ops.cu, sort_ops.cu): strided
-// index arithmetic over up to kMaxDims dims, element loads that read bool bytes as 0/1, one
+// index arithmetic over up to kMaxDims dims, element loads that read bool bytes as 0/1, kernels
+// picked by element size, one
 // dtype-converting strided copy (used to make a permuted contiguous copy, to cast, and to write
 // row-ordered results back into an output's layout), and scratch memory from ember's allocator.
 #pragma once
@@ -74,6 +75,26 @@ DimVector permuted(const V& v, const DimVector& perm) {
   DimVector r;
   for (int64_t p : perm) r.push_back(v[p]);
   return r;
+}
+
+// Calls f(U{}) with U the unsigned type of `itemsize` bytes (1, 2, 4, else 8): kernels that only
+// move elements are instantiated once per element size, not per dtype.
+template <class F>
+void dispatch_by_size(int64_t itemsize, F&& f) {
+  switch (itemsize) {
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
+  }
 }
 
 // dst[i] = convert(src[i]) for every multi-index i of `sizes` (strides in elements, dtypes any).

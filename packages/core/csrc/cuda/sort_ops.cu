@@ -15,7 +15,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/device_types.cuh"
 #include "cuda/reduce_utils.cuh"
-#include "kernels/cpu/reduce_utils.h"
+#include "kernels/sort_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -161,20 +161,7 @@ Tensor gather_values(const SortedRows& s, int64_t m, Device dev, const char* op)
         s.src->data_as<U>(), s.idx->data_as<int64_t>(), out->data_as<U>(), s.n, m, total);
     check_launch(op);
   };
-  switch (itemsize(dt)) {
-    case 1:
-      go(uint8_t{});
-      break;
-    case 2:
-      go(uint16_t{});
-      break;
-    case 4:
-      go(uint32_t{});
-      break;
-    default:
-      go(uint64_t{});
-      break;
-  }
+  red::dispatch_by_size(itemsize(dt), go);
   return out;
 }
 
@@ -190,8 +177,7 @@ Tensor first_indices(const SortedRows& s, int64_t m, Device dev, const char* op)
 // The sorted rows' first m positions written into outputs shaped like self with dim d of size m.
 std::tuple<Tensor, Tensor> write_sorted(const Tensor& self, int64_t d, const SortedRows& s,
                                         int64_t m, bool want_values, const char* op) {
-  DimVector shape = self->sizes();
-  if (self->dim() > 0) shape[d] = m;
+  DimVector shape = sizes_with_dim(self, d, m);
   Tensor values = want_values ? ember::empty(shape, self->dtype(), self->device()) : Tensor();
   Tensor indices = ember::empty(shape, ScalarType::Int64, self->device());
   if (indices->numel() == 0) return {values, indices};
@@ -225,13 +211,9 @@ Tensor argsort(const Tensor& self, int64_t dim, bool descending, bool stable) {
 std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest,
                                 bool sorted) {
   (void)sorted;  // results always come sorted, which PyTorch allows for sorted=False
-  const int64_t d = wrap_dim(dim, self->dim(), "topk");
-  const int64_t n = self->dim() == 0 ? 1 : self->size(d);
-  EMBER_CHECK(k >= 0 && k <= n, "topk(): selected index k out of range (k = ", k, ", size of dim ",
-              d, " = ", n, ")");
+  const int64_t d = topk_dim(self, k, dim);
   DeviceGuard guard(self->device().index);
-  DimVector shape = self->sizes();
-  if (self->dim() > 0) shape[d] = k;
+  DimVector shape = sizes_with_dim(self, d, k);
   int64_t out_numel = 1;
   for (int64_t v : shape) out_numel *= v;
   if (out_numel == 0)
@@ -302,13 +284,7 @@ __global__ void gather_one_kernel(const U* src, const int64_t* pos_idx, U* dst, 
 
 std::tuple<Tensor, Tensor> select_rows(const Tensor& self, int64_t d, bool keepdim, Pick pick,
                                        int64_t k, const char* op) {
-  DimVector shape;
-  for (int64_t i = 0; i < self->dim(); ++i) {
-    if (i != d)
-      shape.push_back(self->size(i));
-    else if (keepdim)
-      shape.push_back(1);
-  }
+  DimVector shape = selection_shape(self, d, keepdim);
   DeviceGuard guard(self->device().index);
   Tensor values = ember::empty(shape, self->dtype(), self->device());
   Tensor indices = ember::empty(shape, ScalarType::Int64, self->device());
@@ -332,30 +308,12 @@ std::tuple<Tensor, Tensor> select_rows(const Tensor& self, int64_t d, bool keepd
         s.src->data_as<U>(), indices->data_as<int64_t>(), values->data_as<U>(), s.rows, s.n);
     check_launch(op);
   };
-  switch (itemsize(self->dtype())) {
-    case 1:
-      go(uint8_t{});
-      break;
-    case 2:
-      go(uint16_t{});
-      break;
-    case 4:
-      go(uint32_t{});
-      break;
-    default:
-      go(uint64_t{});
-      break;
-  }
+  red::dispatch_by_size(itemsize(self->dtype()), go);
   return {values, indices};
 }
 
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& self, int64_t k, int64_t dim, bool keepdim) {
-  const int64_t d = wrap_dim(dim, self->dim(), "kthvalue");
-  auto mask = reduce::dim_mask(std::optional<int64_t>(dim), self->dim(), "kthvalue");
-  reduce::check_nonempty(self, mask, true, "kthvalue");
-  const int64_t n = self->dim() == 0 ? 1 : self->size(d);
-  EMBER_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", d,
-              " (k = ", k, ", size ", n, ")");
+  const int64_t d = kthvalue_dim(self, k, dim);
   return select_rows(self, d, keepdim, Pick::Kth, k - 1, "kthvalue");
 }
 
@@ -380,9 +338,7 @@ Tensor median_all(const Tensor& self, bool ignore_nan, const char* op) {
 
 std::tuple<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keepdim,
                                       bool ignore_nan, const char* op) {
-  const int64_t d = wrap_dim(dim, self->dim(), op);
-  auto mask = reduce::dim_mask(std::optional<int64_t>(dim), self->dim(), op);
-  reduce::check_nonempty(self, mask, true, op);
+  const int64_t d = selection_dim(self, dim, op);
   return select_rows(self, d, keepdim, ignore_nan ? Pick::NanMedian : Pick::Median, 0, op);
 }
 
@@ -399,9 +355,7 @@ std::tuple<Tensor, Tensor> nanmedian_d(const Tensor& self, int64_t dim, bool kee
 }
 
 std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim, bool keepdim) {
-  const int64_t d = wrap_dim(dim, self->dim(), "mode");
-  auto mask = reduce::dim_mask(std::optional<int64_t>(dim), self->dim(), "mode");
-  reduce::check_nonempty(self, mask, true, "mode");
+  const int64_t d = selection_dim(self, dim, "mode");
   return select_rows(self, d, keepdim, Pick::Mode, 0, "mode");
 }
 
@@ -482,20 +436,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_flat(const Tensor& self, bool return_i
         starts->data_as<int64_t>(), return_inverse ? inverse->data_as<int64_t>() : nullptr, n);
     check_launch(op);
   };
-  switch (itemsize(self->dtype())) {
-    case 1:
-      go(uint8_t{});
-      break;
-    case 2:
-      go(uint16_t{});
-      break;
-    case 4:
-      go(uint32_t{});
-      break;
-    default:
-      go(uint64_t{});
-      break;
-  }
+  red::dispatch_by_size(itemsize(self->dtype()), go);
   Tensor counts = ember::empty(DimVector{return_counts ? m : 0}, ScalarType::Int64, dev);
   if (return_counts) {
     unique_counts_kernel<<<blocks_for(m), kBlockSize, 0, stream>>>(

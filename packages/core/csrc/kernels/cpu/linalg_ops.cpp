@@ -20,6 +20,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/iterator.h"
+#include "kernels/linalg_rules.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
@@ -27,72 +28,12 @@ namespace ember {
 namespace cpu {
 namespace {
 
-constexpr int64_t kBlasMax = INT32_MAX;  // scipy-openblas32 takes 32-bit sizes and strides
+constexpr int64_t kBlasMax = linalg::kBlasIntMax;
 
-// PyTorch names dtypes by their C++ type in these messages ("float != double").
-const char* ctype_name(ScalarType t) {
-  switch (t) {
-    case ScalarType::Bool:
-      return "bool";
-    case ScalarType::UInt8:
-      return "unsigned char";
-    case ScalarType::Int8:
-      return "signed char";
-    case ScalarType::Int16:
-      return "short int";
-    case ScalarType::Int32:
-      return "int";
-    case ScalarType::Int64:
-      return "long int";
-    case ScalarType::Float16:
-      return "c10::Half";
-    case ScalarType::BFloat16:
-      return "c10::BFloat16";
-    case ScalarType::Float32:
-      return "float";
-    case ScalarType::Float64:
-      return "double";
-    default:
-      return "?";
-  }
-}
-
-void check_dtypes(const char* op, const char* na, const Tensor& a, const char* nb,
-                  const Tensor& b) {
-  EMBER_CHECK(a->dtype() == b->dtype(), op, ": expected ", na, " and ", nb,
-              " to have the same dtype, but got: ", ctype_name(a->dtype()),
-              " != ", ctype_name(b->dtype()));
-}
-
-void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim) {
-  EMBER_CHECK(t->dim() == dim, op, ": expected ", name, " to be a ", dim, "-D tensor, but got a ",
-              t->dim(), "-D tensor of shape ", shape_str(t->sizes()));
-}
-
-void check_multipliable(const char* op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
-  EMBER_CHECK(ka == kb, op, ": shapes ", shape_str(a->sizes()), " and ", shape_str(b->sizes()),
-              " cannot be multiplied (", ka, " != ", kb, ")");
-}
-
-// PyTorch refuses fractional alpha/beta for integer tensors rather than truncating them.
-void check_scalars(const char* op, ScalarType dt, const Scalar& beta, const Scalar& alpha) {
-  if (is_floating(dt)) return;
-  EMBER_CHECK(!beta.is_floating(), op,
-              ": for integral input tensors, argument beta must not be a floating point number");
-  EMBER_CHECK(!alpha.is_floating(), op,
-              ": for integral input tensors, argument alpha must not be a floating point number");
-}
-
-// `self` of addmm & co. must broadcast to the result shape.
-void check_broadcastable_to(const char* op, const Tensor& self, const DimVector& shape) {
-  bool ok = self->dim() <= static_cast<int64_t>(shape.size());
-  for (int64_t i = 1; ok && i <= self->dim(); ++i) {
-    int64_t s = self->size(self->dim() - i);
-    ok = s == 1 || s == shape[shape.size() - i];
-  }
-  EMBER_CHECK(ok, op, ": self of shape ", shape_str(self->sizes()),
-              " can't be broadcast to the result shape ", shape_str(shape));
-}
+using linalg::batch_strides;
+using linalg::blas_layout;
+using linalg::fold_rows;
+using linalg::Mat;
 
 // ---- BLAS -------------------------------------------------------------------------------------
 
@@ -139,27 +80,6 @@ struct Blas<double> {
     return scipy_cblas_ddot(blasint(n), x, blasint(incx), y, blasint(incy));
   }
 };
-
-// How BLAS reads one rows x cols matrix: row-major with leading dimension ld, or column-major
-// (trans: the row-major storage of its transpose).
-struct Mat {
-  bool trans = false;
-  int64_t ld = 1;
-};
-
-// Strides (in elements) -> BLAS layout; false when BLAS can't read it (then it is copied).
-bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Mat* m) {
-  if ((cs == 1 || cols <= 1) && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
-    m->trans = false;
-    m->ld = rows <= 1 ? std::max<int64_t>(cols, 1) : rs;
-  } else if ((rs == 1 || rows <= 1) && (cols <= 1 || cs >= std::max<int64_t>(rows, 1))) {
-    m->trans = true;
-    m->ld = cols <= 1 ? std::max<int64_t>(rows, 1) : cs;
-  } else {
-    return false;
-  }
-  return m->ld <= kBlasMax;
-}
 
 Mat layout_of(const Tensor& t) {
   Mat m;
@@ -211,18 +131,6 @@ void gemm(const Mat& A, const T* a, const Mat& B, const T* b, T* c, int64_t ldc,
 
 // ---- batches ----------------------------------------------------------------------------------
 
-// Strides (elements) of t's batch dims (all but the last two) broadcast to `batch`: 0 where t has
-// size 1 or lacks the dim.
-DimVector batch_strides(const Tensor& t, const DimVector& batch) {
-  const int64_t nb = batch.size(), tb = t->dim() - 2;
-  DimVector s(nb, 0);
-  for (int64_t i = 0; i < tb; ++i) {
-    int64_t d = nb - tb + i;
-    s[d] = t->size(i) == 1 ? 0 : t->stride(i);
-  }
-  return s;
-}
-
 // Element offsets of every batch (row-major order over `batch`) for two operands.
 void batch_offsets(const DimVector& batch, const DimVector& sa, const DimVector& sb,
                    std::vector<int64_t>& oa, std::vector<int64_t>& ob) {
@@ -247,20 +155,6 @@ void batch_offsets(const DimVector& batch, const DimVector& sa, const DimVector&
       idx[d] = 0;
     }
   }
-}
-
-// If the batch dims and the row dim of A stack into one row-major (n*M) x K matrix, its row stride.
-bool fold_rows(const DimVector& batch, const DimVector& sa, int64_t M, int64_t rs, int64_t K,
-               int64_t* row_stride) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), size-1 dims dropped
-  for (int64_t d = 0; d < batch.size(); ++d)
-    if (batch[d] != 1) dims.emplace_back(batch[d], sa[d]);
-  if (M != 1) dims.emplace_back(M, rs);
-  if (dims.empty()) return false;
-  for (size_t i = 0; i + 1 < dims.size(); ++i)
-    if (dims[i].second != dims[i + 1].second * dims[i + 1].first) return false;
-  *row_stride = dims.back().second;
-  return *row_stride >= std::max<int64_t>(K, 1) && *row_stride <= kBlasMax;
 }
 
 // OpenBLAS runs a call on the calling thread only below these sizes (interface/gemm.c: m*n*k <=
@@ -433,16 +327,12 @@ Tensor blas_operand(const Tensor& t, ScalarType dt) {
   return float_copy(t, dt);
 }
 
-// beta * init + alpha * (a @ b) for a: [batch_a..., M, K], b: [batch_b..., K, N] whose batch dims
-// broadcast to `batch` (validated by the caller, as are dtypes and K). `init` (may be null) must
-// broadcast to [batch..., M, N]; it is not read when beta == 0. Returns a new contiguous tensor.
+// The product core of linalg::MatmulOps (contract in kernels/linalg_rules.h), on OpenBLAS.
 Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVector& batch,
                    const Tensor& init, const Scalar& beta, const Scalar& alpha) {
   const ScalarType dt = a->dtype();
   const int64_t M = a->size(a->dim() - 2), K = a->size(a->dim() - 1), N = b->size(b->dim() - 1);
-  DimVector out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
+  const DimVector out_shape = linalg::product_shape(batch, M, N);
   Tensor out = ember::empty(out_shape, dt, a->device());
   if (out->numel() == 0) return out;
   const bool use_init = init && beta.to_double() != 0.0;
@@ -475,151 +365,44 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
   return out;
 }
 
-// Views used to present vectors as matrices (no data moves).
-Tensor as_row(const Tensor& v) {  // (K,) -> (1, K)
-  return make_view(v, {1, v->size(0)}, {v->size(0) * v->stride(0), v->stride(0)},
-                   v->storage_offset());
-}
-Tensor as_col(const Tensor& v) {  // (K,) -> (K, 1)
-  return make_view(v, {v->size(0), 1}, {v->stride(0), 1}, v->storage_offset());
-}
-Tensor reshaped(const Tensor& contiguous, DimVector sizes) {
-  DimVector strides = contiguous_strides(sizes);
-  return make_view(contiguous, std::move(sizes), std::move(strides), contiguous->storage_offset());
+// A contiguous copy of t's elements over `sizes`, read with `strides` from t's offset.
+Tensor strided_copy(const char*, const Tensor& t, const DimVector& sizes,
+                    const DimVector& strides) {
+  Tensor out = ember::empty(sizes, t->dtype(), t->device());
+  copy_into(out, make_view(t, sizes, strides, t->storage_offset()));
+  return out;
 }
 
-Tensor vector_dot(const char* op, const Tensor& self, const Tensor& other) {
-  EMBER_CHECK(self->dim() == 1 && other->dim() == 1, op, ": 1D tensors expected, but got ",
-              self->dim(), "D and ", other->dim(), "D tensors");
-  EMBER_CHECK(self->dtype() == other->dtype(), op,
-              ": expected both vectors to have the same dtype, but got: ",
-              ctype_name(self->dtype()), " != ", ctype_name(other->dtype()));
-  check_multipliable(op, self, other, self->size(0), other->size(0));
-  Tensor r = matmul_core(op, as_row(self), as_col(other), {}, Tensor(), 0, 1);
-  return reshaped(r, {});
-}
+// The ops' bodies (checks, shapes, views) are shared with CUDA; only the product is the CPU's.
+struct CpuMatmul {
+  static constexpr auto core = &matmul_core;
+  static constexpr auto gather = &strided_copy;
+};
+using Ops = linalg::MatmulOps<CpuMatmul>;
 
 }  // namespace
 
-Tensor matmul(const Tensor& self, const Tensor& other) {
-  const int64_t d1 = self->dim(), d2 = other->dim();
-  EMBER_CHECK(d1 >= 1 && d2 >= 1,
-              "matmul: both arguments to matmul need to be at least 1D, but they are ", d1,
-              "D and ", d2, "D");
-  check_dtypes("matmul", "m1", self, "m2", other);
-  if (d1 == 1 && d2 == 1) return vector_dot("matmul", self, other);
-  Tensor a = d1 == 1 ? as_row(self) : self;
-  Tensor b = d2 == 1 ? as_col(other) : other;
-  const int64_t M = a->size(a->dim() - 2), K = a->size(a->dim() - 1);
-  const int64_t K2 = b->size(b->dim() - 2), N = b->size(b->dim() - 1);
-  check_multipliable("matmul", self, other, K, K2);
-  // Batch dims broadcast (right-aligned).
-  const int64_t ba = a->dim() - 2, bb = b->dim() - 2, nd = std::max(ba, bb);
-  DimVector batch(nd, 1);
-  for (int64_t i = 0; i < nd; ++i) {
-    int64_t sa = i - (nd - ba) >= 0 ? a->size(i - (nd - ba)) : 1;
-    int64_t sb = i - (nd - bb) >= 0 ? b->size(i - (nd - bb)) : 1;
-    EMBER_CHECK(sa == sb || sa == 1 || sb == 1, "matmul: batch dimensions of shapes ",
-                shape_str(self->sizes()), " and ", shape_str(other->sizes()),
-                " cannot be broadcast (", sa, " != ", sb, " at batch dim ", i, ")");
-    batch[i] = sa == 1 ? sb : sa;
-  }
-  Tensor r = matmul_core("matmul", a, b, batch, Tensor(), 0, 1);
-  DimVector shape = batch;
-  if (d1 > 1) shape.push_back(M);
-  if (d2 > 1) shape.push_back(N);
-  return reshaped(r, shape);
-}
-
-Tensor mm(const Tensor& self, const Tensor& mat2) {
-  check_dim("mm", "self", self, 2);
-  check_dim("mm", "mat2", mat2, 2);
-  check_dtypes("mm", "m1", self, "m2", mat2);
-  check_multipliable("mm", self, mat2, self->size(1), mat2->size(0));
-  return matmul_core("mm", self, mat2, {}, Tensor(), 0, 1);
-}
-
-namespace {
-void check_bmm(const char* op, const Tensor& b1, const Tensor& b2) {
-  check_dim(op, "batch1", b1, 3);
-  check_dim(op, "batch2", b2, 3);
-  check_dtypes(op, "batch1", b1, "batch2", b2);
-  EMBER_CHECK(b1->size(0) == b2->size(0), op, ": batch sizes of shapes ", shape_str(b1->sizes()),
-              " and ", shape_str(b2->sizes()), " don't match (", b1->size(0), " != ", b2->size(0),
-              ")");
-  check_multipliable(op, b1, b2, b1->size(2), b2->size(1));
-}
-}  // namespace
-
-Tensor bmm(const Tensor& self, const Tensor& mat2) {
-  check_bmm("bmm", self, mat2);
-  return matmul_core("bmm", self, mat2, {self->size(0)}, Tensor(), 0, 1);
-}
-
-Tensor mv(const Tensor& self, const Tensor& vec) {
-  check_dim("mv", "self", self, 2);
-  check_dim("mv", "vec", vec, 1);
-  check_dtypes("mv", "mat", self, "vec", vec);
-  check_multipliable("mv", self, vec, self->size(1), vec->size(0));
-  Tensor r = matmul_core("mv", self, as_col(vec), {}, Tensor(), 0, 1);
-  return reshaped(r, {self->size(0)});
-}
-
-Tensor dot(const Tensor& self, const Tensor& tensor) { return vector_dot("dot", self, tensor); }
-
-Tensor vdot(const Tensor& self, const Tensor& other) { return vector_dot("vdot", self, other); }
-
+Tensor matmul(const Tensor& self, const Tensor& other) { return Ops::matmul(self, other); }
+Tensor mm(const Tensor& self, const Tensor& mat2) { return Ops::mm(self, mat2); }
+Tensor bmm(const Tensor& self, const Tensor& mat2) { return Ops::bmm(self, mat2); }
+Tensor mv(const Tensor& self, const Tensor& vec) { return Ops::mv(self, vec); }
+Tensor dot(const Tensor& self, const Tensor& tensor) { return Ops::dot(self, tensor); }
+Tensor vdot(const Tensor& self, const Tensor& other) { return Ops::vdot(self, other); }
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
              const Scalar& alpha) {
-  check_dim("addmm", "mat1", mat1, 2);
-  check_dim("addmm", "mat2", mat2, 2);
-  check_dtypes("addmm", "m1", mat1, "m2", mat2);
-  check_dtypes("addmm", "self", self, "mat1", mat1);
-  check_multipliable("addmm", mat1, mat2, mat1->size(1), mat2->size(0));
-  check_broadcastable_to("addmm", self, {mat1->size(0), mat2->size(1)});
-  check_scalars("addmm", self->dtype(), beta, alpha);
-  return matmul_core("addmm", mat1, mat2, {}, self, beta, alpha);
+  return Ops::addmm(self, mat1, mat2, beta, alpha);
 }
-
 Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Scalar& beta,
              const Scalar& alpha) {
-  check_dim("addmv", "mat", mat, 2);
-  check_dim("addmv", "vec", vec, 1);
-  check_dtypes("addmv", "mat", mat, "vec", vec);
-  check_dtypes("addmv", "self", self, "mat", mat);
-  check_multipliable("addmv", mat, vec, mat->size(1), vec->size(0));
-  check_broadcastable_to("addmv", self, {mat->size(0)});
-  check_scalars("addmv", self->dtype(), beta, alpha);
-  // The product is computed as an (M, 1) matrix: self (M,) becomes a column to broadcast into it.
-  Tensor init = self->dim() == 1 ? as_col(self) : self;
-  Tensor r = matmul_core("addmv", mat, as_col(vec), {}, init, beta, alpha);
-  return reshaped(r, {mat->size(0)});
+  return Ops::addmv(self, mat, vec, beta, alpha);
 }
-
 Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
                const Scalar& alpha) {
-  check_bmm("baddbmm", batch1, batch2);
-  check_dtypes("baddbmm", "self", self, "batch1", batch1);
-  check_broadcastable_to("baddbmm", self, {batch1->size(0), batch1->size(1), batch2->size(2)});
-  check_scalars("baddbmm", self->dtype(), beta, alpha);
-  return matmul_core("baddbmm", batch1, batch2, {batch1->size(0)}, self, beta, alpha);
+  return Ops::baddbmm(self, batch1, batch2, beta, alpha);
 }
-
 Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
               const Scalar& alpha) {
-  check_bmm("addbmm", batch1, batch2);
-  check_dtypes("addbmm", "self", self, "batch1", batch1);
-  const int64_t B = batch1->size(0), M = batch1->size(1), K = batch1->size(2), N = batch2->size(2);
-  check_broadcastable_to("addbmm", self, {M, N});
-  check_scalars("addbmm", self->dtype(), beta, alpha);
-  // sum_b batch1[b] @ batch2[b] == (M, B*K) @ (B*K, N): lay batch1 out as (M, B, K).
-  Tensor b1 = ember::empty({M, B, K}, batch1->dtype(), batch1->device());
-  copy_into(b1,
-            make_view(batch1, {M, B, K}, {batch1->stride(1), batch1->stride(0), batch1->stride(2)},
-                      batch1->storage_offset()));
-  Tensor b2 = batch2->is_contiguous() ? batch2 : float_copy(batch2, batch2->dtype());
-  return matmul_core("addbmm", reshaped(b1, {M, B * K}), reshaped(b2, {B * K, N}), {}, self, beta,
-                     alpha);
+  return Ops::addbmm(self, batch1, batch2, beta, alpha);
 }
 
 // ---- raw products for self-scheduling kernels (blas.h) ---------------------------------------

@@ -24,11 +24,11 @@ namespace {
 
 using reduce::dim_mask;
 using reduce::is_nan;
+using reduce::NormKind;
 using reduce::reduced_numel;
 using reduce::reduced_sizes;
 using reduce::ReducerBase;
 using reduce::run_reduction;
-using reduce::torch_type_name;
 
 #if defined(__GNUC__) && defined(__x86_64__)
 // Hot loops get a second copy compiled for AVX2, used when the CPU has it (the library itself is
@@ -526,8 +526,6 @@ struct VarReducer : ReducerBase<VarReducer<T>, T, VarAcc> {
   }
 };
 
-enum class NormKind { Two, One, Inf, NegInf, Zero, P };
-
 template <class T, NormKind K>
 struct NormReducer : ReducerBase<NormReducer<T, K>, T, double> {
   T* out = nullptr;
@@ -610,8 +608,8 @@ template <bool NanZero>
 Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim, double div,
                 const char* op) {
   const ScalarType st = x->dtype();
-  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim),
-                            is_floating(st) ? st : ScalarType::Int64, x->device());
+  Tensor out =
+      ember::empty(reduced_sizes(x->sizes(), mask, keepdim), reduce::sum_dtype(st), x->device());
   EMBER_DISPATCH_ALL(st, op, [&] {
     SumReducer<scalar_t, NanZero && is_float_v<scalar_t>> r;
     r.out = out->data_as<typename decltype(r)::Out>();
@@ -623,9 +621,7 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim, do
 
 template <bool IsMax>
 Tensor amax_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim, const char* op) {
-  for (int64_t d = 0; d < self->dim(); ++d)
-    EMBER_CHECK_KIND(!(mask[d] && self->size(d) == 0), Index, op, "(): Expected reduction dim ", d,
-                     " to have non-zero size.");
+  reduce::check_no_empty_reduced_dim(self, mask, op);
   Tensor out =
       ember::empty(reduced_sizes(self->sizes(), mask, keepdim), self->dtype(), self->device());
   EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
@@ -652,45 +648,26 @@ std::tuple<Tensor, Tensor> arg_impl(const Tensor& self, const std::vector<bool>&
   return {val, idx};
 }
 
-double var_correction(std::optional<bool> unbiased, const std::optional<Scalar>& correction,
-                      const char* op) {
-  EMBER_CHECK_KIND(!(unbiased && correction), Type, op,
-                   "(): cannot specify both unbiased and correction (use correction=0 or 1)");
-  if (correction) return correction->to_double();
-  if (unbiased) return *unbiased ? 1.0 : 0.0;
-  return 1.0;
-}
-
-std::tuple<Tensor, Tensor> var_impl(const Tensor& self, const std::optional<DimVector>& dim,
-                                    std::optional<bool> unbiased, bool keepdim,
-                                    const std::optional<Scalar>& correction, bool take_sqrt,
-                                    bool want_mean, const char* op) {
-  EMBER_CHECK(is_floating(self->dtype()), op,
-              "(): std and var only support floating point and complex dtypes (got ",
-              dtype_name(self->dtype()), ")");
-  auto mask = dim_mask(dim, self->dim(), op);
-  double corr = var_correction(unbiased, correction, op);
-  DimVector shape = reduced_sizes(self->sizes(), mask, keepdim);
-  Tensor out = ember::empty(shape, self->dtype(), self->device());
-  Tensor mean = want_mean ? ember::empty(shape, self->dtype(), self->device()) : Tensor();
-  EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
-    VarReducer<scalar_t> r;
-    r.out = out->data_as<scalar_t>();
-    r.mean_out = want_mean ? mean->data_as<scalar_t>() : nullptr;
-    r.correction = corr;
-    r.take_sqrt = take_sqrt;
-    run_reduction(self, mask, r, false);
-  });
-  return {out, mean};
-}
+// The Welford reduction of var / std into the outputs of `plan` (reduce::VarOps).
+struct CpuVar {
+  static void var_into(const Tensor& self, const reduce::VarPlan& plan, const char* op) {
+    EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
+      VarReducer<scalar_t> r;
+      r.out = plan.out->data_as<scalar_t>();
+      r.mean_out = plan.mean ? plan.mean->data_as<scalar_t>() : nullptr;
+      r.correction = plan.correction;
+      r.take_sqrt = plan.take_sqrt;
+      run_reduction(self, plan.mask, r, false);
+    });
+  }
+};
+using VarOps = reduce::VarOps<CpuVar>;
 
 template <bool IsAll>
 Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
                     const char* op) {
-  // An explicit empty dim list reduces nothing (PyTorch 2.x); None reduces everything.
-  std::vector<bool> mask = (dim && dim->empty()) ? std::vector<bool>(self->dim(), false)
-                                                 : dim_mask(dim, self->dim(), op);
-  ScalarType ot = self->dtype() == ScalarType::UInt8 ? ScalarType::UInt8 : ScalarType::Bool;
+  std::vector<bool> mask = reduce::all_any_mask(self, dim, op);
+  ScalarType ot = reduce::all_any_dtype(self->dtype());
   Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, keepdim), ot, self->device());
   EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
     AllAnyReducer<scalar_t, IsAll> r;
@@ -722,19 +699,7 @@ Tensor nansum(const Tensor& self, const std::optional<DimVector>& dim, bool keep
 
 Tensor mean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
             std::optional<ScalarType> dtype) {
-  if (dtype) {
-    EMBER_CHECK(
-        is_floating(*dtype),
-        "mean(): could not infer output dtype. Optional dtype must be either a floating point or "
-        "complex dtype. Got: ",
-        torch_type_name(*dtype));
-  } else {
-    EMBER_CHECK(
-        is_floating(self->dtype()),
-        "mean(): could not infer output dtype. Input dtype must be either a floating point or "
-        "complex dtype. Got: ",
-        torch_type_name(self->dtype()));
-  }
+  reduce::check_mean_dtype(self, dtype);
   auto mask = dim_mask(dim, self->dim(), "mean");
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   return sum_impl<false>(x, mask, keepdim, static_cast<double>(reduced_numel(x->sizes(), mask)),
@@ -743,9 +708,7 @@ Tensor mean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdi
 
 Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
                std::optional<ScalarType> dtype) {
-  EMBER_CHECK(is_floating(self->dtype()),
-              "nanmean(): expected input to have floating point or complex dtype but got ",
-              torch_type_name(self->dtype()));
+  reduce::check_nanmean_dtype(self);
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   auto mask = dim_mask(dim, x->dim(), "nanmean");
   Tensor total = sum_impl<true>(x, mask, keepdim, 1.0, "nanmean");
@@ -758,8 +721,8 @@ Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
             std::optional<ScalarType> dtype) {
   auto mask = dim_mask(dim, self->dim(), "prod");
   Tensor x = dtype ? cast_to(self, *dtype) : self;
-  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim),
-                            is_floating(x->dtype()) ? x->dtype() : ScalarType::Int64, x->device());
+  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), reduce::sum_dtype(x->dtype()),
+                            x->device());
   EMBER_DISPATCH_ALL(x->dtype(), "prod", [&] {
     ProdReducer<scalar_t> r;
     r.out = out->data_as<typename ProdReducer<scalar_t>::Out>();
@@ -815,10 +778,7 @@ Tensor amin(const Tensor& self, const DimVector& dim, bool keepdim) {
 }
 
 std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-  auto mask = dim_mask(dim, self->dim(), "aminmax");
-  EMBER_CHECK(reduced_numel(self->sizes(), mask) != 0,
-              "aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
-              "identity.");
+  auto mask = reduce::aminmax_mask(self, dim);
   return {amax_impl<false>(self, mask, keepdim, "aminmax"),
           amax_impl<true>(self, mask, keepdim, "aminmax")};
 }
@@ -827,45 +787,33 @@ std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> di
 
 Tensor var(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
            bool keepdim, const std::optional<Scalar>& correction) {
-  return std::get<0>(var_impl(self, dim, unbiased, keepdim, correction, false, false, "var"));
+  return VarOps::var(self, dim, unbiased, keepdim, correction);
 }
 
 Tensor std(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
            bool keepdim, const std::optional<Scalar>& correction) {
-  return std::get<0>(var_impl(self, dim, unbiased, keepdim, correction, true, false, "std"));
+  return VarOps::std(self, dim, unbiased, keepdim, correction);
 }
 
 std::tuple<Tensor, Tensor> var_mean(const Tensor& self, const std::optional<DimVector>& dim,
                                     std::optional<bool> unbiased, bool keepdim,
                                     const std::optional<Scalar>& correction) {
-  return var_impl(self, dim, unbiased, keepdim, correction, false, true, "var_mean");
+  return VarOps::var_mean(self, dim, unbiased, keepdim, correction);
 }
 
 std::tuple<Tensor, Tensor> std_mean(const Tensor& self, const std::optional<DimVector>& dim,
                                     std::optional<bool> unbiased, bool keepdim,
                                     const std::optional<Scalar>& correction) {
-  return var_impl(self, dim, unbiased, keepdim, correction, true, true, "std_mean");
+  return VarOps::std_mean(self, dim, unbiased, keepdim, correction);
 }
 
 Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optional<DimVector>& dim,
             bool keepdim, std::optional<ScalarType> dtype) {
-  if (dtype) {
-    EMBER_CHECK(is_floating(*dtype),
-                "linalg.vector_norm: dtype should be floating point or complex, but got ",
-                torch_type_name(*dtype));
-  } else {
-    EMBER_CHECK(is_floating(self->dtype()),
-                "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
-                torch_type_name(self->dtype()));
-  }
+  reduce::check_norm_dtype(self, dtype);
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   auto mask = dim_mask(dim, x->dim(), "norm");
   const double pv = p ? p->to_double() : 2.0;
-  const double inf = std::numeric_limits<double>::infinity();
-  if ((pv < 0 || pv == inf) && reduced_numel(x->sizes(), mask) == 0)
-    EMBER_FAIL(Runtime, "linalg.vector_norm cannot compute the ", pv,
-               " norm on an empty tensor because the "
-               "operation does not have an identity");
+  const NormKind kind = reduce::norm_kind(x, mask, pv);
   Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), x->dtype(), x->device());
   EMBER_DISPATCH_FLOAT(x->dtype(), "norm", [&] {
     auto go = [&](auto r) {
@@ -873,18 +821,25 @@ Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optio
       r.p = pv;
       run_reduction(x, mask, r, false);
     };
-    if (pv == 2) {
-      go(NormReducer<scalar_t, NormKind::Two>{});
-    } else if (pv == 1) {
-      go(NormReducer<scalar_t, NormKind::One>{});
-    } else if (pv == inf) {
-      go(NormReducer<scalar_t, NormKind::Inf>{});
-    } else if (pv == -inf) {
-      go(NormReducer<scalar_t, NormKind::NegInf>{});
-    } else if (pv == 0) {
-      go(NormReducer<scalar_t, NormKind::Zero>{});
-    } else {
-      go(NormReducer<scalar_t, NormKind::P>{});
+    switch (kind) {
+      case NormKind::Two:
+        go(NormReducer<scalar_t, NormKind::Two>{});
+        break;
+      case NormKind::One:
+        go(NormReducer<scalar_t, NormKind::One>{});
+        break;
+      case NormKind::Inf:
+        go(NormReducer<scalar_t, NormKind::Inf>{});
+        break;
+      case NormKind::NegInf:
+        go(NormReducer<scalar_t, NormKind::NegInf>{});
+        break;
+      case NormKind::Zero:
+        go(NormReducer<scalar_t, NormKind::Zero>{});
+        break;
+      case NormKind::P:
+        go(NormReducer<scalar_t, NormKind::P>{});
+        break;
     }
   });
   return out;
@@ -944,7 +899,7 @@ void scan_rows(const reduce::DimRows& d, const T* src, T* dst, const Init& init,
 template <bool IsProd>
 Tensor cum_impl(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, const char* op) {
   int64_t d = wrap_dim(dim, self->dim(), op);
-  ScalarType ot = dtype ? *dtype : (is_floating(self->dtype()) ? self->dtype() : ScalarType::Int64);
+  ScalarType ot = dtype ? *dtype : reduce::sum_dtype(self->dtype());
   Tensor x = cast_to(self, ot);
   auto rows = reduce::dim_rows(x, d);
   Tensor out = ember::empty(x->sizes(), ot, x->device());

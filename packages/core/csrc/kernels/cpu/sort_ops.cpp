@@ -9,6 +9,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/reduce_utils.h"
 #include "kernels/iterator.h"
+#include "kernels/sort_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -50,26 +51,12 @@ void load_row(const DimRows& d, const T* src, int64_t r, std::vector<Item<opmath
   for (int64_t i = 0; i < d.n; ++i) buf[i] = {static_cast<opmath_t<T>>(src[off + i * d.inner]), i};
 }
 
-int64_t dim_size(const Tensor& t, int64_t d) { return t->dim() == 0 ? 1 : t->size(d); }
-
-DimVector with_dim_size(const Tensor& t, int64_t d, int64_t n) {
-  DimVector s = t->sizes();
-  if (t->dim() > 0) s[d] = n;
-  return s;
-}
-
 // Row-wise selection shared by kthvalue / median / nanmedian / mode: pick(buf) returns the chosen
 // (value, index); results have the row dim removed (or kept as 1).
 template <class Pick>
 std::tuple<Tensor, Tensor> select_rows(const Tensor& self, int64_t d, bool keepdim, const char* op,
                                        const Pick& pick) {
-  DimVector shape;
-  for (int64_t i = 0; i < self->dim(); ++i) {
-    if (i != d)
-      shape.push_back(self->size(i));
-    else if (keepdim)
-      shape.push_back(1);
-  }
+  DimVector shape = selection_shape(self, d, keepdim);
   Tensor values = ember::empty(shape, self->dtype(), self->device());
   Tensor indices = ember::empty(shape, ScalarType::Int64, self->device());
   if (values->numel() == 0) return {values, indices};
@@ -138,9 +125,7 @@ Tensor median_all(const Tensor& self, bool ignore_nan, const char* op) {
 
 std::tuple<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keepdim,
                                       bool ignore_nan, const char* op) {
-  int64_t d = wrap_dim(dim, self->dim(), op);
-  auto mask = reduce::dim_mask(std::optional<int64_t>(dim), self->dim(), op);
-  reduce::check_nonempty(self, mask, true, op);
+  const int64_t d = selection_dim(self, dim, op);
   return select_rows(self, d, keepdim, op, [&](auto& buf) { return median_of(buf, ignore_nan); });
 }
 
@@ -182,15 +167,13 @@ Tensor argsort(const Tensor& self, int64_t dim, bool descending, bool stable) {
 std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest,
                                 bool sorted) {
   (void)sorted;  // results always come sorted, which PyTorch allows for sorted=False
-  int64_t d = wrap_dim(dim, self->dim(), "topk");
-  const int64_t n = dim_size(self, d);
-  EMBER_CHECK(k >= 0 && k <= n, "topk(): selected index k out of range (k = ", k, ", size of dim ",
-              d, " = ", n, ")");
-  DimVector shape = with_dim_size(self, d, k);
+  const int64_t d = topk_dim(self, k, dim);
+  DimVector shape = sizes_with_dim(self, d, k);
   Tensor values = ember::empty(shape, self->dtype(), self->device());
   Tensor indices = ember::empty(shape, ScalarType::Int64, self->device());
   if (values->numel() == 0) return {values, indices};
   DimRows rows = reduce::dim_rows(self, d);
+  const int64_t n = rows.n;
   EMBER_DISPATCH_ALL(self->dtype(), "topk", [&] {
     using V = opmath_t<scalar_t>;
     const scalar_t* src = rows.t->data_as<scalar_t>();
@@ -218,12 +201,7 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
 }
 
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& self, int64_t k, int64_t dim, bool keepdim) {
-  int64_t d = wrap_dim(dim, self->dim(), "kthvalue");
-  auto mask = reduce::dim_mask(std::optional<int64_t>(dim), self->dim(), "kthvalue");
-  reduce::check_nonempty(self, mask, true, "kthvalue");
-  const int64_t n = dim_size(self, d);
-  EMBER_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", d,
-              " (k = ", k, ", size ", n, ")");
+  const int64_t d = kthvalue_dim(self, k, dim);
   return select_rows(self, d, keepdim, "kthvalue", [&](auto& buf) { return nth(buf, k - 1); });
 }
 
@@ -240,9 +218,7 @@ std::tuple<Tensor, Tensor> nanmedian(const Tensor& self, int64_t dim, bool keepd
 }
 
 std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim, bool keepdim) {
-  int64_t d = wrap_dim(dim, self->dim(), "mode");
-  auto mask = reduce::dim_mask(std::optional<int64_t>(dim), self->dim(), "mode");
-  reduce::check_nonempty(self, mask, true, "mode");
+  const int64_t d = selection_dim(self, dim, "mode");
   // The most frequent value (the smallest on ties) and the last index where it occurs.
   return select_rows(self, d, keepdim, "mode", [](auto& buf) {
     using It = std::decay_t<decltype(buf[0])>;
@@ -343,7 +319,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, b
     for (int64_t i = 0; i < n; ++i)
       if (i == 0 || !equal(order[i], order[i - 1])) starts.push_back(i);
     const int64_t m = starts.size();
-    values = ember::empty(with_dim_size(self, d, m), self->dtype(), self->device());
+    values = ember::empty(sizes_with_dim(self, d, m), self->dtype(), self->device());
     counts = ember::empty(DimVector{return_counts ? m : 0}, ScalarType::Int64, self->device());
     scalar_t* vo = values->data_as<scalar_t>();
     for (int64_t g = 0; g < m; ++g) {

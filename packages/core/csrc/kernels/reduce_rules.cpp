@@ -1,0 +1,103 @@
+#include "kernels/reduce_rules.h"
+
+#include <limits>
+
+namespace ember {
+namespace reduce {
+
+void check_mean_dtype(const Tensor& self, std::optional<ScalarType> dtype) {
+  if (dtype) {
+    EMBER_CHECK(
+        is_floating(*dtype),
+        "mean(): could not infer output dtype. Optional dtype must be either a floating point or "
+        "complex dtype. Got: ",
+        torch_type_name(*dtype));
+  } else {
+    EMBER_CHECK(
+        is_floating(self->dtype()),
+        "mean(): could not infer output dtype. Input dtype must be either a floating point or "
+        "complex dtype. Got: ",
+        torch_type_name(self->dtype()));
+  }
+}
+
+void check_nanmean_dtype(const Tensor& self) {
+  EMBER_CHECK(is_floating(self->dtype()),
+              "nanmean(): expected input to have floating point or complex dtype but got ",
+              torch_type_name(self->dtype()));
+}
+
+void check_no_empty_reduced_dim(const Tensor& self, const std::vector<bool>& mask, const char* op) {
+  for (int64_t d = 0; d < self->dim(); ++d)
+    EMBER_CHECK_KIND(!(mask[d] && self->size(d) == 0), Index, op, "(): Expected reduction dim ", d,
+                     " to have non-zero size.");
+}
+
+std::vector<bool> aminmax_mask(const Tensor& self, std::optional<int64_t> dim) {
+  auto mask = dim_mask(dim, self->dim(), "aminmax");
+  EMBER_CHECK(reduced_numel(self->sizes(), mask) != 0,
+              "aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+              "identity.");
+  return mask;
+}
+
+std::vector<bool> all_any_mask(const Tensor& self, const std::optional<DimVector>& dim,
+                               const char* op) {
+  return (dim && dim->empty()) ? std::vector<bool>(self->dim(), false)
+                               : dim_mask(dim, self->dim(), op);
+}
+
+void check_norm_dtype(const Tensor& self, std::optional<ScalarType> dtype) {
+  if (dtype) {
+    EMBER_CHECK(is_floating(*dtype),
+                "linalg.vector_norm: dtype should be floating point or complex, but got ",
+                torch_type_name(*dtype));
+  } else {
+    EMBER_CHECK(is_floating(self->dtype()),
+                "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
+                torch_type_name(self->dtype()));
+  }
+}
+
+NormKind norm_kind(const Tensor& x, const std::vector<bool>& mask, double p) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if ((p < 0 || p == inf) && reduced_numel(x->sizes(), mask) == 0)
+    EMBER_FAIL(Runtime, "linalg.vector_norm cannot compute the ", p,
+               " norm on an empty tensor because the "
+               "operation does not have an identity");
+  if (p == 2) return NormKind::Two;
+  if (p == 1) return NormKind::One;
+  if (p == inf) return NormKind::Inf;
+  if (p == -inf) return NormKind::NegInf;
+  if (p == 0) return NormKind::Zero;
+  return NormKind::P;
+}
+
+double var_correction(std::optional<bool> unbiased, const std::optional<Scalar>& correction,
+                      const char* op) {
+  EMBER_CHECK_KIND(!(unbiased && correction), Type, op,
+                   "(): cannot specify both unbiased and correction (use correction=0 or 1)");
+  if (correction) return correction->to_double();
+  if (unbiased) return *unbiased ? 1.0 : 0.0;
+  return 1.0;
+}
+
+VarPlan var_plan(const Tensor& self, const std::optional<DimVector>& dim,
+                 std::optional<bool> unbiased, bool keepdim,
+                 const std::optional<Scalar>& correction, bool take_sqrt, bool want_mean,
+                 const char* op) {
+  EMBER_CHECK(is_floating(self->dtype()), op,
+              "(): std and var only support floating point and complex dtypes (got ",
+              dtype_name(self->dtype()), ")");
+  VarPlan plan;
+  plan.mask = dim_mask(dim, self->dim(), op);
+  plan.correction = var_correction(unbiased, correction, op);
+  plan.take_sqrt = take_sqrt;
+  DimVector shape = reduced_sizes(self->sizes(), plan.mask, keepdim);
+  plan.out = ember::empty(shape, self->dtype(), self->device());
+  if (want_mean) plan.mean = ember::empty(shape, self->dtype(), self->device());
+  return plan;
+}
+
+}  // namespace reduce
+}  // namespace ember
