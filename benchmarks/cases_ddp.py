@@ -21,7 +21,11 @@ ember "shm", torch "gloo"), a barrier and destroy_process_group; from the call t
     python benchmarks/run.py --filter ddp/
 
 On a machine shared with other jobs the 2-process rows measure the scheduler as much as the
-libraries (2 ranks want both cores): compare ratios from the same run only.
+libraries (2 ranks want both cores, and the load changes between the 1-proc and 2-proc rows, so
+a wall-time efficiency can even exceed 100%): compare ratios from the same run only, and read
+the summary's CPU time per step and rank (process_time, all threads of the rank), which the
+other jobs barely move: its "CPU efficiency" is 1-proc CPU per step / 2-proc CPU per step, the
+share of a rank's work that is the model's rather than DDP's (hooks, bucket copies, all-reduce).
 """
 
 from __future__ import annotations
@@ -134,10 +138,11 @@ def _worker(framework: str, rank: int, port: int, conn: Any) -> None:
                 step()
             if mode == "ddp":
                 dist.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(iters):
                 step()
-            conn.send(("ok", (time.perf_counter() - t0) / iters))
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            conn.send(("ok", (wall / iters, cpu / iters)))
         except Exception:  # noqa: BLE001
             conn.send(("error", traceback.format_exc()))
             break
@@ -199,13 +204,15 @@ class _Ranks:
             self.close()
             raise
 
-    def time(self, name: str, mode: str, iters: int, warmup: int) -> float:
-        """Seconds per step: the slower rank's (mode "ddp"), or rank 0's alone ("local")."""
+    def time(self, name: str, mode: str, iters: int, warmup: int) -> tuple[float, float]:
+        """Seconds per step: the slower rank's (mode "ddp"), or rank 0's alone ("local"); and
+        the CPU seconds per step of a rank (all its threads; the mean over the ranks)."""
         conns = self.conns if mode == "ddp" else self.conns[:1]
         for c in conns:
             c.send((name, mode, iters, warmup))
         try:
-            return max(_recv(c, f"{self.framework} {name} {mode} step") for c in conns)
+            out = [_recv(c, f"{self.framework} {name} {mode} step") for c in conns]
+            return max(w for w, _ in out), statistics.mean(c for _, c in out)
         except BaseException:
             self.close()
             _RANKS.pop(self.framework, None)
@@ -228,8 +235,8 @@ class _Ranks:
 
 
 _RANKS: dict[str, _Ranks] = {}
-# (framework, model, mode) -> measured seconds per step, for the summary at exit.
-_TIMES: dict[tuple[str, str, str], list[float]] = {}
+# (framework, model, mode) -> measured (wall, CPU) seconds per step, for the summary at exit.
+_TIMES: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
 
 
 def _ranks(fw: Any) -> _Ranks:
@@ -251,21 +258,24 @@ def _step_case(fw: Any, name: str, mode: str, iters: int, warmup: int) -> SelfTi
 
     def once() -> float:
         nonlocal calls
-        t = ranks.time(name, mode, iters, 1)
+        wall, cpu = ranks.time(name, mode, iters, 1)
         if calls:  # the harness's first call is its untimed warm-up: not in the summary
-            _TIMES.setdefault((fw.name, name, mode), []).append(t)
+            _TIMES.setdefault((fw.name, name, mode), []).append((wall, cpu))
         calls += 1
-        return t
+        return wall
 
     return SelfTimed(once)
 
 
 def _summary() -> str:
-    """samples/s, ember/torch throughput ratio and scaling efficiency from the medians."""
+    """samples/s, ember/torch throughput ratio and scaling efficiency from the medians; the
+    same from CPU time per step (what a rank computes, whoever else wants the cores)."""
     lines = []
     for name in _BATCH:
-        med = {(f, m): statistics.median(ts) for (f, n, m), ts in _TIMES.items() if n == name
-               and ts}  # fmt: skip
+        med = {(f, m): statistics.median(w for w, _ in ts) for (f, n, m), ts in _TIMES.items()
+               if n == name and ts}  # fmt: skip
+        cpu = {(f, m): statistics.median(c for _, c in ts) for (f, n, m), ts in _TIMES.items()
+               if n == name and ts}  # fmt: skip
         if not med:
             continue
         parts = []
@@ -276,6 +286,10 @@ def _summary() -> str:
                 if one is not None:
                     text += (f" ({_BATCH[name] / one:.0f} with 1, scaling efficiency "
                              f"{one / two:.0%})")  # fmt: skip
+                text += f", CPU {cpu[f, 'ddp'] * 1e3:.1f} ms/step/rank"
+                if one is not None:
+                    text += (f" (1 proc {cpu[f, 'local'] * 1e3:.1f}: CPU efficiency "
+                             f"{cpu[f, 'local'] / cpu[f, 'ddp']:.0%})")  # fmt: skip
                 parts.append(text)
         if ("ember", "ddp") in med and ("torch", "ddp") in med:
             parts.append(f"throughput ember/torch {med['torch', 'ddp'] / med['ember', 'ddp']:.2f}x"
