@@ -126,7 +126,10 @@ def _worker(framework: str, rank: int, port: int, conn: Any) -> None:
     conn.send(("ready", None))
     steps: dict[tuple[str, str], Any] = {}
     while True:
-        msg = conn.recv()
+        try:
+            msg = conn.recv()
+        except EOFError:  # the parent is gone
+            msg = None
         if msg is None:
             break
         name, mode, iters, warmup = msg
