@@ -16,6 +16,9 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/device_types.cuh"
 #include "cuda/index_common.cuh"
+#include "cuda/nn_common.cuh"
+#include "kernels/nn_rules.h"
+#include "kernels/pool_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -176,12 +179,7 @@ __global__ void convert_kernel(int64_t n, const TS* __restrict__ src, TD* __rest
 
 // ---- host side --------------------------------------------------------------------------------
 
-DimVector expand_param(const DimVector& v, int64_t k, const char* name, const char* op) {
-  if (v.size() == 1 && k != 1) return DimVector(k, v[0]);
-  EMBER_CHECK_KIND(static_cast<int64_t>(v.size()) == k, Value, op, ": ", name,
-                   " must be an int or a tuple of ", k, " ints, got ", shape_str(v));
-  return v;
-}
+using nn::expand_param;
 
 // Leading dims -> planes, spatial sizes into p.in; returns the output's leading dims.
 DimVector init_plan(Plan& p, const char* op, const DimVector& sizes, int64_t k) {
@@ -263,18 +261,7 @@ Plan adaptive_plan(const char* op, const DimVector& sizes, const DimVector& outp
 
 template <class F>
 void dispatch_float(ScalarType dt, const char* op, const F& f) {
-  switch (dt) {
-    case ScalarType::Float32:
-      return f(float());
-    case ScalarType::Float64:
-      return f(double());
-    case ScalarType::Float16:
-      return f(Half());
-    case ScalarType::BFloat16:
-      return f(BFloat16());
-    default:
-      EMBER_FAIL(Type, op, ": expected a floating-point input, got ", dtype_name(dt));
-  }
+  nnk::dispatch_floating(dt, op, "input", f);
 }
 
 // Runs launch(acc) with a zeroed accumulator over gi's elements: gi itself (float32/float64) or
@@ -377,13 +364,7 @@ std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVecto
 Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
                           const DimVector& input_size, int64_t spatial_dims) {
   const char* op = "max_pool_backward";
-  EMBER_CHECK(grad_output->sizes() == indices->sizes(), op, ": grad_output of shape ",
-              shape_str(grad_output->sizes()), " doesn't match indices of shape ",
-              shape_str(indices->sizes()));
-  EMBER_CHECK(static_cast<int64_t>(input_size.size()) == indices->dim() && spatial_dims >= 1 &&
-                  spatial_dims < indices->dim(),
-              op, ": input_size ", shape_str(input_size), " doesn't fit indices of shape ",
-              shape_str(indices->sizes()), " with ", spatial_dims, " spatial dims");
+  nn::check_max_pool_backward(op, grad_output, indices, input_size, spatial_dims);
   EMBER_CHECK_KIND(indices->dtype() == ScalarType::Int64, Type, op,
                    ": expected int64 indices, got ", dtype_name(indices->dtype()));
   EMBER_CHECK_KIND(is_floating(grad_output->dtype()), Type, op,

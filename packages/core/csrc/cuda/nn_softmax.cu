@@ -10,6 +10,7 @@
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
 #include "cuda/nn_common.cuh"
+#include "kernels/nn_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -20,18 +21,7 @@ namespace {
 using nnk::acc_t;
 using nnk::MaxSum;
 
-struct RowShape {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-RowShape row_shape(const Tensor& t, int64_t dim) {
-  RowShape s;
-  for (int64_t d = 0; d < t->dim(); ++d) {
-    if (d < dim) s.outer *= t->size(d);
-    if (d == dim) s.n = t->size(d);
-    if (d > dim) s.inner *= t->size(d);
-  }
-  return s;
-}
+using RowShape = nn::SoftmaxShape;  // the CPU's (kernels/nn_rules.h)
 
 template <class T>
 __global__ void softmax_forward_kernel(const T* x, T* y, int64_t rows, int64_t n, int64_t inner,
@@ -103,7 +93,7 @@ Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
   Tensor x = nnk::contig(self, dt, op);
   Tensor out = empty(x->sizes(), dt, x->device());
   if (x->numel() == 0) return out;
-  const RowShape s = x->dim() == 0 ? RowShape{} : row_shape(x, d);
+  const RowShape s = x->dim() == 0 ? RowShape{} : nn::softmax_shape(x, d);
   const int64_t rows = s.outer * s.inner;
   const int mode = plan_mode(s);
   EMBER_DISPATCH_FLOAT(dt, op, [&] {
@@ -131,7 +121,7 @@ Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor&
   Tensor g = nnk::contig(grad, y->dtype(), op);
   Tensor out = empty(y->sizes(), y->dtype(), y->device());
   if (y->numel() == 0) return out;
-  const RowShape s = y->dim() == 0 ? RowShape{} : row_shape(y, d);
+  const RowShape s = y->dim() == 0 ? RowShape{} : nn::softmax_shape(y, d);
   const int64_t rows = s.outer * s.inner;
   const int mode = plan_mode(s);
   EMBER_DISPATCH_FLOAT(y->dtype(), op, [&] {

@@ -15,6 +15,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/device_types.cuh"
 #include "cuda/index_common.cuh"
+#include "cuda/nn_common.cuh"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -298,18 +299,7 @@ Geometry make_geometry(const char* op, int64_t k, int mode, const DimVector& inp
 
 template <class F>
 void dispatch_float(ScalarType dt, const char* op, const F& f) {
-  switch (dt) {
-    case ScalarType::Float32:
-      return f(float());
-    case ScalarType::Float64:
-      return f(double());
-    case ScalarType::Float16:
-      return f(Half());
-    case ScalarType::BFloat16:
-      return f(BFloat16());
-    default:
-      EMBER_FAIL(Type, op, ": expected a floating-point dtype, got ", dtype_name(dt));
-  }
+  nnk::dispatch_floating(dt, op, "dtype", f);
 }
 
 Tensor upsample_fwd(const char* op, int64_t k, int mode, const Tensor& self,

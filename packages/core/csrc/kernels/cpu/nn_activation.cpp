@@ -19,18 +19,8 @@ namespace {
 
 // ---- softmax --------------------------------------------------------------------------------
 
-struct SoftmaxShape {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-SoftmaxShape softmax_shape(const Tensor& t, int64_t dim) {
-  SoftmaxShape s;
-  for (int64_t d = 0; d < t->dim(); ++d) {
-    if (d < dim) s.outer *= t->size(d);
-    if (d == dim) s.n = t->size(d);
-    if (d > dim) s.inner *= t->size(d);
-  }
-  return s;
-}
+using nn::softmax_shape;  // shared with CUDA (kernels/nn_rules.h)
+using nn::SoftmaxShape;
 
 // Calls f(o, c0, c1) for tiles of columns [c0, c1) of every outer block o of a softmax along a
 // strided dim, tiles spread over the pool: 16 columns (a cache line of floats) per tile.

@@ -7,6 +7,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/optim_rules.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
@@ -142,32 +143,8 @@ struct Operand {
   }
 };
 
-void check_lists(const char* op, const std::vector<Tensor>& params,
-                 std::initializer_list<std::pair<const char*, const std::vector<Tensor>*>> lists) {
-  for (const auto& [name, list] : lists) {
-    EMBER_CHECK(list->size() == params.size(), op, ": expected ", params.size(), " ", name,
-                " (one per param), got ", list->size());
-    for (size_t i = 0; i < list->size(); ++i) {
-      const Tensor& t = (*list)[i];
-      EMBER_CHECK(t, op, ": ", name, "[", i, "] is None");
-      EMBER_CHECK(t->sizes() == params[i]->sizes(), op, ": ", name, "[", i, "] has shape ",
-                  shape_str(t->sizes()), " but params[", i, "] has shape ",
-                  shape_str(params[i]->sizes()));
-      EMBER_CHECK_KIND(t->dtype() == params[i]->dtype(), Type, op, ": ", name, "[", i,
-                       "] has dtype ", dtype_name(t->dtype()), " but params[", i, "] has dtype ",
-                       dtype_name(params[i]->dtype()));
-    }
-  }
-  for (size_t i = 0; i < params.size(); ++i)
-    EMBER_CHECK_KIND(
-        params[i]->dtype() == ScalarType::Float32 || params[i]->dtype() == ScalarType::Float64,
-        Type, op, ": params[", i, "] has dtype ", dtype_name(params[i]->dtype()),
-        " (supported: float32 and float64)");
-  // One kernel instantiation serves the whole list: mixed dtypes would be misread.
-  for (size_t i = 1; i < params.size(); ++i)
-    EMBER_CHECK_KIND(params[i]->dtype() == params[0]->dtype(), Type, op, ": params[", i,
-                     "] has dtype ", dtype_name(params[i]->dtype()), " but params[0] has dtype ",
-                     dtype_name(params[0]->dtype()), " (split a group's tensors by dtype)");
+void check_lists(const char* op, const std::vector<Tensor>& params, nn::ParamLists lists) {
+  nn::check_param_lists(op, params, lists);
 }
 
 // Runs body(tensor index, begin, end) over chunks of every tensor, chunks spread over the pool
@@ -257,14 +234,12 @@ void _fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   check_lists(op, params,
               {{"grads", &grads}, {"exp_avgs", &exp_avgs}, {"exp_avg_sqs", &exp_avg_sqs}});
   if (amsgrad) check_lists(op, params, {{"max_exp_avg_sqs", &max_exp_avg_sqs}});
-  EMBER_CHECK(state_steps.size() == params.size(), op, ": expected ", params.size(),
-              " state_steps (one per param), got ", state_steps.size());
+  nn::check_state_steps_count(op, params, state_steps);
   // Steps: incremented here, then read (as torch.optim's single-tensor Adam does).
   std::vector<double> steps;
   for (size_t i = 0; i < state_steps.size(); ++i) {
     const Tensor& s = state_steps[i];
-    EMBER_CHECK(s && s->numel() == 1, op, ": state_steps[", i,
-                "] must be a one-element tensor, got ", s ? shape_str(s->sizes()) : "None");
+    nn::check_state_step(op, s, i);
     double v = load_scalar(s->data(), s->dtype()).to_double() + 1.0;
     store_scalar(Scalar(v), s->dtype(), s->data());
     s->bump_version();

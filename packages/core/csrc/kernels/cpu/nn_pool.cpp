@@ -13,6 +13,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/parallel.h"
+#include "kernels/pool_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -376,13 +377,7 @@ std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVecto
 Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
                           const DimVector& input_size, int64_t spatial_dims) {
   const char* op = "max_pool_backward";
-  EMBER_CHECK(grad_output->sizes() == indices->sizes(), op, ": grad_output of shape ",
-              shape_str(grad_output->sizes()), " doesn't match indices of shape ",
-              shape_str(indices->sizes()));
-  EMBER_CHECK(static_cast<int64_t>(input_size.size()) == indices->dim() && spatial_dims >= 1 &&
-                  spatial_dims < indices->dim(),
-              op, ": input_size ", shape_str(input_size), " doesn't fit indices of shape ",
-              shape_str(indices->sizes()), " with ", spatial_dims, " spatial dims");
+  nn::check_max_pool_backward(op, grad_output, indices, input_size, spatial_dims);
   const int64_t lead = indices->dim() - spatial_dims;
   int64_t planes = 1, P = 1, Q = 1;
   for (int64_t d = 0; d < indices->dim(); ++d) {

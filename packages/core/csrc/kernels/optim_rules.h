@@ -1,0 +1,34 @@
+// Device-neutral checks of the fused optimizer updates (_fused_sgd_, _fused_adam(w)_), shared by
+// the CPU kernels (kernels/cpu/nn_misc.cpp) and the CUDA ones (cuda/fused_optim.cu).
+#pragma once
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/nn_rules.h"
+
+namespace ember {
+namespace nn {
+
+// Named tensor lists that go with params, one tensor per param.
+using ParamLists = std::initializer_list<std::pair<const char*, const std::vector<Tensor>*>>;
+
+// Every list has one tensor per param, of its shape and dtype (and device); params are float32
+// or float64, all of one dtype (one kernel instantiation serves the whole list).
+void check_param_lists(const char* op, const std::vector<Tensor>& params, ParamLists lists,
+                       DeviceCheck device_check = nullptr);
+
+// Adam's state_steps: one per param, each a one-element tensor (state_step checks one).
+inline void check_state_steps_count(const char* op, const std::vector<Tensor>& params,
+                                    const std::vector<Tensor>& state_steps) {
+  EMBER_CHECK(state_steps.size() == params.size(), op, ": expected ", params.size(),
+              " state_steps (one per param), got ", state_steps.size());
+}
+inline void check_state_step(const char* op, const Tensor& s, size_t i) {
+  EMBER_CHECK(s && s->numel() == 1, op, ": state_steps[", i, "] must be a one-element tensor, got ",
+              s ? shape_str(s->sizes()) : "None");
+}
+
+}  // namespace nn
+}  // namespace ember
