@@ -177,11 +177,6 @@ struct Operand {
   }
 };
 
-// The CPU's checks (kernels/optim_rules.h), every tensor on params[0]'s CUDA device.
-void check_lists(const char* op, const std::vector<Tensor>& params, nn::ParamLists lists) {
-  nn::check_param_lists(op, params, lists, &ix::check_same_device);
-}
-
 // Copies the tensor table and its chunks to the device (one stream-ordered copy from pageable
 // memory, staged before the call returns) and launches launch(metas, chunks, nchunks).
 template <class F>
@@ -215,12 +210,8 @@ void _fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                  bool is_first_step) {
   const char* op = "_fused_sgd_";
   if (params.empty()) return;
-  if (momentum != 0.0)
-    check_lists(op, params, {{"grads", &grads}, {"momentum_buffer_list", &momentum_buffer_list}});
-  else
-    check_lists(op, params, {{"grads", &grads}});
-  EMBER_CHECK_KIND(!nesterov || (momentum > 0 && dampening == 0), Value, op,
-                   ": nesterov momentum requires a momentum and zero dampening");
+  nn::check_fused_sgd(op, params, grads, momentum_buffer_list, momentum, dampening, nesterov,
+                      &ix::check_same_device);
   DeviceGuard guard(ix::device_index(params[0]));
   std::vector<Operand> ps, bufs;
   std::vector<Tensor> gs;
@@ -287,10 +278,8 @@ void _fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
                   double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled) {
   const char* op = decoupled ? "_fused_adamw_" : "_fused_adam_";
   if (params.empty()) return;
-  check_lists(op, params,
-              {{"grads", &grads}, {"exp_avgs", &exp_avgs}, {"exp_avg_sqs", &exp_avg_sqs}});
-  if (amsgrad) check_lists(op, params, {{"max_exp_avg_sqs", &max_exp_avg_sqs}});
-  nn::check_state_steps_count(op, params, state_steps);
+  nn::check_fused_adam(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                       amsgrad, &ix::check_same_device);
   for (size_t i = 0; i < state_steps.size(); ++i) {
     const Tensor& s = state_steps[i];
     nn::check_state_step(op, s, i);

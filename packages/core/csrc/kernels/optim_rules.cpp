@@ -34,5 +34,33 @@ void check_param_lists(const char* op, const std::vector<Tensor>& params, ParamL
                      dtype_name(params[0]->dtype()), " (split a group's tensors by dtype)");
 }
 
+void check_fused_sgd(const char* op, const std::vector<Tensor>& params,
+                     const std::vector<Tensor>& grads,
+                     const std::vector<Tensor>& momentum_buffer_list, double momentum,
+                     double dampening, bool nesterov, DeviceCheck device_check) {
+  if (momentum != 0.0)
+    check_param_lists(op, params,
+                      {{"grads", &grads}, {"momentum_buffer_list", &momentum_buffer_list}},
+                      device_check);
+  else
+    check_param_lists(op, params, {{"grads", &grads}}, device_check);
+  EMBER_CHECK_KIND(!nesterov || (momentum > 0 && dampening == 0), Value, op,
+                   ": nesterov momentum requires a momentum and zero dampening");
+}
+
+void check_fused_adam(const char* op, const std::vector<Tensor>& params,
+                      const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
+                      const std::vector<Tensor>& exp_avg_sqs,
+                      const std::vector<Tensor>& max_exp_avg_sqs,
+                      const std::vector<Tensor>& state_steps, bool amsgrad,
+                      DeviceCheck device_check) {
+  check_param_lists(op, params,
+                    {{"grads", &grads}, {"exp_avgs", &exp_avgs}, {"exp_avg_sqs", &exp_avg_sqs}},
+                    device_check);
+  if (amsgrad) check_param_lists(op, params, {{"max_exp_avg_sqs", &max_exp_avg_sqs}}, device_check);
+  EMBER_CHECK(state_steps.size() == params.size(), op, ": expected ", params.size(),
+              " state_steps (one per param), got ", state_steps.size());
+}
+
 }  // namespace nn
 }  // namespace ember

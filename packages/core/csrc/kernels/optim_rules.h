@@ -19,12 +19,20 @@ using ParamLists = std::initializer_list<std::pair<const char*, const std::vecto
 void check_param_lists(const char* op, const std::vector<Tensor>& params, ParamLists lists,
                        DeviceCheck device_check = nullptr);
 
-// Adam's state_steps: one per param, each a one-element tensor (state_step checks one).
-inline void check_state_steps_count(const char* op, const std::vector<Tensor>& params,
-                                    const std::vector<Tensor>& state_steps) {
-  EMBER_CHECK(state_steps.size() == params.size(), op, ": expected ", params.size(),
-              " state_steps (one per param), got ", state_steps.size());
-}
+// _fused_sgd_'s lists (momentum buffers only with a momentum) and nesterov's requirements.
+void check_fused_sgd(const char* op, const std::vector<Tensor>& params,
+                     const std::vector<Tensor>& grads,
+                     const std::vector<Tensor>& momentum_buffer_list, double momentum,
+                     double dampening, bool nesterov, DeviceCheck device_check = nullptr);
+
+// _fused_adam(w)_'s lists (max_exp_avg_sqs only with amsgrad) and one state_step per param,
+// each a one-element tensor (check_state_step checks one).
+void check_fused_adam(const char* op, const std::vector<Tensor>& params,
+                      const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
+                      const std::vector<Tensor>& exp_avg_sqs,
+                      const std::vector<Tensor>& max_exp_avg_sqs,
+                      const std::vector<Tensor>& state_steps, bool amsgrad,
+                      DeviceCheck device_check = nullptr);
 inline void check_state_step(const char* op, const Tensor& s, size_t i) {
   EMBER_CHECK(s && s->numel() == 1, op, ": state_steps[", i, "] must be a one-element tensor, got ",
               s ? shape_str(s->sizes()) : "None");

@@ -2,9 +2,27 @@
 // (kernels/cpu/nn_pool.cpp) and the CUDA ones (cuda/nn_pool.cu).
 #pragma once
 #include "core/tensor.h"
+#include "kernels/nn_rules.h"
 
 namespace ember {
 namespace nn {
+
+// A pooling op's sizes, spatial dims padded to 3 at the front (missing dims: size 1, kernel 1,
+// stride 1): the input's leading dims are `planes`; out_shape is those dims, then out.
+struct PoolDims {
+  int64_t k = 0, planes = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t ks[3] = {1, 1, 1}, st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
+  DimVector out_shape;
+};
+
+// Fixed windows: kernel, stride (empty = kernel), padding, dilation, ceil_mode.
+PoolDims fixed_pool_dims(const char* op, const DimVector& sizes, const DimVector& kernel_size,
+                         const DimVector& stride, const DimVector& padding,
+                         const DimVector& dilation, bool ceil_mode);
+
+// Adaptive windows: output_size positive sizes (the caller checks the output fits a storage).
+PoolDims adaptive_pool_dims(const char* op, const DimVector& sizes, const DimVector& output_size);
 
 // max_pool_backward: grad_output matches indices, and input_size has their dims with
 // spatial_dims (>= 1) of them spatial.

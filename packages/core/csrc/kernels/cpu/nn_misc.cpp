@@ -143,10 +143,6 @@ struct Operand {
   }
 };
 
-void check_lists(const char* op, const std::vector<Tensor>& params, nn::ParamLists lists) {
-  nn::check_param_lists(op, params, lists);
-}
-
 // Runs body(tensor index, begin, end) over chunks of every tensor, chunks spread over the pool
 // (small tensors are whole chunks, so a group of many small params parallelizes too).
 template <class F>
@@ -176,12 +172,7 @@ void _fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                  bool is_first_step) {
   const char* op = "_fused_sgd_";
   if (params.empty()) return;
-  if (momentum != 0.0)
-    check_lists(op, params, {{"grads", &grads}, {"momentum_buffer_list", &momentum_buffer_list}});
-  else
-    check_lists(op, params, {{"grads", &grads}});
-  EMBER_CHECK_KIND(!nesterov || (momentum > 0 && dampening == 0), Value, op,
-                   ": nesterov momentum requires a momentum and zero dampening");
+  nn::check_fused_sgd(op, params, grads, momentum_buffer_list, momentum, dampening, nesterov);
   std::vector<Operand> ps, bufs;
   std::vector<Tensor> gs;
   std::vector<int64_t> sizes;
@@ -231,10 +222,8 @@ void _fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
                   double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled) {
   const char* op = decoupled ? "_fused_adamw_" : "_fused_adam_";
   if (params.empty()) return;
-  check_lists(op, params,
-              {{"grads", &grads}, {"exp_avgs", &exp_avgs}, {"exp_avg_sqs", &exp_avg_sqs}});
-  if (amsgrad) check_lists(op, params, {{"max_exp_avg_sqs", &max_exp_avg_sqs}});
-  nn::check_state_steps_count(op, params, state_steps);
+  nn::check_fused_adam(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                       amsgrad);
   // Steps: incremented here, then read (as torch.optim's single-tensor Adam does).
   std::vector<double> steps;
   for (size_t i = 0; i < state_steps.size(); ++i) {
