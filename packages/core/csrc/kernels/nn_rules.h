@@ -1,7 +1,7 @@
 // Device-neutral argument rules of the nn kernels (ops/nn.yaml) that several families share,
 // used by the CPU kernels (kernels/cpu/nn_*.cpp) and the CUDA ones (cuda/nn_*.cu), so that each
 // check and its message lives once. Family rules: conv_rules.h, norm_rules.h, loss_rules.h,
-// pool_rules.h, optim_rules.h.
+// pool_rules.h, optim_rules.h, softmax_rules.h.
 #pragma once
 #include <string>
 
@@ -55,20 +55,6 @@ inline void check_output_shape(const DimVector& shape, ScalarType dtype, const c
     EMBER_FAIL(Runtime, op, ": storage size of an output of size ", shape_str(shape), " and dtype ",
                dtype_name(dtype), " overflows int64 (", n, " elements of ", itemsize(dtype),
                " bytes)");
-}
-
-// t seen as (outer, n, inner) around dim: softmax's rows of n elements, inner apart.
-struct SoftmaxShape {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-inline SoftmaxShape softmax_shape(const Tensor& t, int64_t dim) {
-  SoftmaxShape s;
-  for (int64_t d = 0; d < t->dim(); ++d) {
-    if (d < dim) s.outer *= t->size(d);
-    if (d == dim) s.n = t->size(d);
-    if (d > dim) s.inner *= t->size(d);
-  }
-  return s;
 }
 
 // The last k sizes of t.

@@ -1,6 +1,8 @@
 // Device-neutral checks of the pooling kernels (ops/nn.yaml), shared by the CPU kernels
 // (kernels/cpu/nn_pool.cpp) and the CUDA ones (cuda/nn_pool.cu).
 #pragma once
+#include <optional>
+
 #include "core/tensor.h"
 #include "kernels/nn_rules.h"
 
@@ -23,6 +25,11 @@ PoolDims fixed_pool_dims(const char* op, const DimVector& sizes, const DimVector
 
 // Adaptive windows: output_size positive sizes (the caller checks the output fits a storage).
 PoolDims adaptive_pool_dims(const char* op, const DimVector& sizes, const DimVector& output_size);
+
+inline void check_divisor_override(std::optional<int64_t> divisor_override) {
+  EMBER_CHECK_KIND(!divisor_override || *divisor_override != 0, Value,
+                   "avg_pool: divisor_override must be non-zero");
+}
 
 // max_pool_backward: grad_output matches indices, and input_size has their dims with
 // spatial_dims (>= 1) of them spatial.

@@ -7,6 +7,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/embedding_rules.h"
 #include "kernels/optim_rules.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -20,13 +21,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
                  bool scale_grad_by_freq, bool sparse) {
   (void)padding_idx;
   (void)scale_grad_by_freq;
-  EMBER_CHECK_KIND(!sparse, NotImplemented,
-                   "embedding: sparse gradients are not supported (use sparse=False)");
-  EMBER_CHECK(weight->dim() == 2, "embedding: expected a 2-D weight (num_embeddings, dim), got ",
-              shape_str(weight->sizes()));
-  EMBER_CHECK_KIND(is_integral(indices->dtype(), false), Type,
-                   "embedding: expected integer indices (int64 or int32), got ",
-                   dtype_name(indices->dtype()));
+  nn::check_embedding(weight, indices, sparse);
   const int64_t V = weight->size(0), D = weight->size(1), n = indices->numel();
   Tensor idx = nn::contig(indices, ScalarType::Int64);
   Tensor w = nn::contig(weight);
@@ -52,14 +47,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices,
                                 int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq) {
   const char* op = "embedding_backward";
-  EMBER_CHECK_KIND(is_integral(indices->dtype(), false), Type, op,
-                   ": expected integer indices, got ", dtype_name(indices->dtype()));
+  nn::check_embedding_indices(op, indices);
   const int64_t n = indices->numel();
-  EMBER_CHECK(grad_output->dim() == indices->dim() + 1 &&
-                  grad_output->numel() == n * grad_output->size(grad_output->dim() - 1),
-              op, ": grad_output of shape ", shape_str(grad_output->sizes()),
-              " doesn't match indices of shape ", shape_str(indices->sizes()));
-  const int64_t D = grad_output->size(grad_output->dim() - 1);
+  const int64_t D = nn::embedding_grad_dim(op, grad_output, indices);
   Tensor idx = nn::contig(indices, ScalarType::Int64);
   Tensor g = nn::contig(grad_output);
   Tensor gw = ember::empty({num_weights, D}, g->dtype(), g->device());

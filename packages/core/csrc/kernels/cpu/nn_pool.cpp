@@ -379,8 +379,7 @@ Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
 Tensor _avg_pool(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
                  const DimVector& padding, bool ceil_mode, bool count_include_pad,
                  std::optional<int64_t> divisor_override) {
-  EMBER_CHECK_KIND(!divisor_override || *divisor_override != 0, Value,
-                   "avg_pool: divisor_override must be non-zero");
+  nn::check_divisor_override(divisor_override);
   PoolPlan p = fixed_plan("avg_pool", self->sizes(), kernel_size, stride, padding, DimVector{1},
                           ceil_mode, count_include_pad);
   return avg_pool_run("avg_pool", self, p, count_include_pad, divisor_override);
