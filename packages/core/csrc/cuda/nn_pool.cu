@@ -237,6 +237,21 @@ void scatter_into(const Tensor& gi, const char* op, const F& launch) {
   }
 }
 
+// gi = the scatter of the contiguous grad g: launch(T(), acc, total) adds g's total elements into
+// the zeroed accumulator acc (see scatter_into).
+template <class F>
+void scatter_grad(const Tensor& gi, const Tensor& g, const char* op, const F& launch) {
+  const int64_t total = g->numel();
+  dispatch_float(g->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    scatter_into<T>(gi, op, [&](auto* acc) {
+      if (total == 0) return;
+      launch(tag, acc, total);
+      check_launch(op);
+    });
+  });
+}
+
 std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, const Plan& p,
                                         const DimVector& out_shape) {
   EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
@@ -283,16 +298,11 @@ Tensor avg_pool_backward_run(const char* op, const Tensor& grad, const DimVector
   Tensor gi = empty(input_size, grad->dtype(), grad->device());
   if (gi->numel() == 0) return gi;
   Tensor g = ix::contiguous(grad, op);
-  const int64_t total = g->numel();
-  dispatch_float(g->dtype(), op, [&](auto tag) {
+  scatter_grad(gi, g, op, [&](auto tag, auto* acc, int64_t total) {
     using T = decltype(tag);
-    scatter_into<T>(gi, op, [&](auto* acc) {
-      using Acc = std::remove_pointer_t<decltype(acc)>;
-      if (total == 0) return;
-      avg_pool_backward_kernel<T, Acc><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
-          total, g->data_as<T>(), acc, p, divisor_override.value_or(0));
-      check_launch(op);
-    });
+    using Acc = std::remove_pointer_t<decltype(acc)>;
+    avg_pool_backward_kernel<T, Acc><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
+        total, g->data_as<T>(), acc, p, divisor_override.value_or(0));
   });
   return gi;
 }
@@ -340,16 +350,11 @@ Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
   if (gi->numel() == 0) return gi;
   Tensor g = ix::contiguous(grad_output, op);
   Tensor ix_ = ix::contiguous(indices, op);
-  const int64_t total = g->numel();
-  dispatch_float(g->dtype(), op, [&](auto tag) {
+  scatter_grad(gi, g, op, [&](auto tag, auto* acc, int64_t total) {
     using T = decltype(tag);
-    scatter_into<T>(gi, op, [&](auto* acc) {
-      using Acc = std::remove_pointer_t<decltype(acc)>;
-      if (total == 0) return;
-      max_pool_backward_kernel<T, Acc><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
-          total, g->data_as<T>(), ix_->data_as<int64_t>(), acc, P, Q);
-      check_launch(op);
-    });
+    using Acc = std::remove_pointer_t<decltype(acc)>;
+    max_pool_backward_kernel<T, Acc><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
+        total, g->data_as<T>(), ix_->data_as<int64_t>(), acc, P, Q);
   });
   return gi;
 }

@@ -163,18 +163,38 @@ KGeom kgeom(const Geometry& g) {
   return k;
 }
 
+// Output element e of the (planes, *out) result: its plane and its position along each dim.
+struct OutPos {
+  int64_t pl, od, oh, ow;
+};
+__device__ __forceinline__ OutPos out_pos(const KGeom& g, int64_t e) {
+  const int64_t Q = g.out[0] * g.out[1] * g.out[2];
+  const int64_t q = e % Q;
+  return {e / Q, q / (g.out[2] * g.out[1]), (q / g.out[2]) % g.out[1], q % g.out[2]};
+}
+
+// The taps of output position p along the three dims.
+template <class A>
+struct Taps3 {
+  Taps<A> d, h, w;
+};
+template <class A>
+__device__ __forceinline__ Taps3<A> taps3_of(const KGeom& g, const OutPos& p) {
+  return {taps_of<A>(g.ax[0], g.mode, p.od), taps_of<A>(g.ax[1], g.mode, p.oh),
+          taps_of<A>(g.ax[2], g.mode, p.ow)};
+}
+
 // Nearest forward: a gather of items of T's size.
 template <class T>
 __global__ void nearest_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ y, KGeom g) {
-  const int64_t P = g.in[0] * g.in[1] * g.in[2], Q = g.out[0] * g.out[1] * g.out[2];
+  const int64_t P = g.in[0] * g.in[1] * g.in[2];
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t q = e % Q, pl = e / Q;
-    const int64_t ow = q % g.out[2], oh = (q / g.out[2]) % g.out[1], od = q / (g.out[2] * g.out[1]);
-    const int64_t id = nearest_index(g.ax[0], g.mode, od);
-    const int64_t ih = nearest_index(g.ax[1], g.mode, oh);
-    const int64_t iw = nearest_index(g.ax[2], g.mode, ow);
-    y[e] = x[pl * P + (id * g.in[1] + ih) * g.in[2] + iw];
+    const OutPos p = out_pos(g, e);
+    const int64_t id = nearest_index(g.ax[0], g.mode, p.od);
+    const int64_t ih = nearest_index(g.ax[1], g.mode, p.oh);
+    const int64_t iw = nearest_index(g.ax[2], g.mode, p.ow);
+    y[e] = x[p.pl * P + (id * g.in[1] + ih) * g.in[2] + iw];
   }
 }
 
@@ -182,15 +202,12 @@ __global__ void nearest_kernel(int64_t total, const T* __restrict__ x, T* __rest
 // skipped), weighted by the W tap (the CPU's order of operations).
 template <class T, class A>
 __global__ void blend_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ y, KGeom g) {
-  const int64_t P = g.in[0] * g.in[1] * g.in[2], Q = g.out[0] * g.out[1] * g.out[2];
+  const int64_t P = g.in[0] * g.in[1] * g.in[2];
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t q = e % Q, pl = e / Q;
-    const int64_t ow = q % g.out[2], oh = (q / g.out[2]) % g.out[1], od = q / (g.out[2] * g.out[1]);
-    const Taps<A> td = taps_of<A>(g.ax[0], g.mode, od);
-    const Taps<A> th = taps_of<A>(g.ax[1], g.mode, oh);
-    const Taps<A> tw = taps_of<A>(g.ax[2], g.mode, ow);
-    const T* base = x + pl * P;
+    const OutPos p = out_pos(g, e);
+    const auto [td, th, tw] = taps3_of<A>(g, p);
+    const T* base = x + p.pl * P;
     A acc = A(0);
     for (int k = 0; k < tw.n; ++k) {
       A inner = A(0);
@@ -215,16 +232,13 @@ __global__ void blend_kernel(int64_t total, const T* __restrict__ x, T* __restri
 template <class T, class A, class Acc>
 __global__ void blend_backward_kernel(int64_t total, const T* __restrict__ gy, Acc* __restrict__ gx,
                                       KGeom g) {
-  const int64_t P = g.in[0] * g.in[1] * g.in[2], Q = g.out[0] * g.out[1] * g.out[2];
+  const int64_t P = g.in[0] * g.in[1] * g.in[2];
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t q = e % Q, pl = e / Q;
-    const int64_t ow = q % g.out[2], oh = (q / g.out[2]) % g.out[1], od = q / (g.out[2] * g.out[1]);
-    const Taps<A> td = taps_of<A>(g.ax[0], g.mode, od);
-    const Taps<A> th = taps_of<A>(g.ax[1], g.mode, oh);
-    const Taps<A> tw = taps_of<A>(g.ax[2], g.mode, ow);
+    const OutPos p = out_pos(g, e);
+    const auto [td, th, tw] = taps3_of<A>(g, p);
     const A go = to_op<T>(gy[e]);
-    Acc* base = gx + pl * P;
+    Acc* base = gx + p.pl * P;
     for (int a = 0; a < td.n; ++a)
       for (int b = 0; b < th.n; ++b) {
         const A w = td.w[a] * th.w[b];
