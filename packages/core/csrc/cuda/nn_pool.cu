@@ -78,6 +78,19 @@ __device__ __forceinline__ OutPos locate(const Plan& p, int64_t e) {
   return o;
 }
 
+// Calls f(i) for the flat input index i (in the plane) of every tap of o's windows, d then h
+// then w (the CPU's visit_window order).
+template <class F>
+__device__ __forceinline__ void visit_window(const Plan& p, const OutPos& o, const F& f) {
+  for (int64_t a = 0; a < o.w[0].count; ++a) {
+    const int64_t id = o.w[0].first + a * o.w[0].step;
+    for (int64_t b = 0; b < o.w[1].count; ++b) {
+      const int64_t base = (id * p.in[1] + o.w[1].first + b * o.w[1].step) * p.in[2];
+      for (int64_t c = 0; c < o.w[2].count; ++c) f(base + o.w[2].first + c * o.w[2].step);
+    }
+  }
+}
+
 template <class T>
 __global__ void max_pool_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ out,
                                 int64_t* __restrict__ idx, Plan p) {
@@ -89,20 +102,13 @@ __global__ void max_pool_kernel(int64_t total, const T* __restrict__ x, T* __res
     const T* xp = x + o.plane * P;
     A best = -std::numeric_limits<A>::infinity();
     int64_t arg = -1;
-    for (int64_t a = 0; a < o.w[0].count; ++a) {
-      const int64_t id = o.w[0].first + a * o.w[0].step;
-      for (int64_t b = 0; b < o.w[1].count; ++b) {
-        const int64_t base = (id * p.in[1] + o.w[1].first + b * o.w[1].step) * p.in[2];
-        for (int64_t c = 0; c < o.w[2].count; ++c) {
-          const int64_t i = base + o.w[2].first + c * o.w[2].step;
-          const A v = to_op<T>(xp[i]);
-          if (arg < 0 || v > best || v != v) {  // the first maximum; the last NaN wins
-            best = v;
-            arg = i;
-          }
-        }
+    visit_window(p, o, [&](int64_t i) {
+      const A v = to_op<T>(xp[i]);
+      if (arg < 0 || v > best || v != v) {  // the first maximum; the last NaN wins
+        best = v;
+        arg = i;
       }
-    }
+    });
     out[e] = from_op<T>(best);
     idx[e] = arg;
   }
@@ -118,14 +124,7 @@ __global__ void avg_pool_kernel(int64_t total, const T* __restrict__ x, T* __res
     const OutPos o = locate(p, e);
     const T* xp = x + o.plane * P;
     A sum = A(0);
-    for (int64_t a = 0; a < o.w[0].count; ++a) {
-      const int64_t id = o.w[0].first + a * o.w[0].step;
-      for (int64_t b = 0; b < o.w[1].count; ++b) {
-        const int64_t base = (id * p.in[1] + o.w[1].first + b * o.w[1].step) * p.in[2];
-        for (int64_t c = 0; c < o.w[2].count; ++c)
-          sum += to_op<T>(xp[base + o.w[2].first + c * o.w[2].step]);
-      }
-    }
+    visit_window(p, o, [&](int64_t i) { sum += to_op<T>(xp[i]); });
     const int64_t div =
         divisor_override != 0 ? divisor_override : o.w[0].divisor * o.w[1].divisor * o.w[2].divisor;
     out[e] = from_op<T>(sum / static_cast<A>(div));
@@ -145,14 +144,7 @@ __global__ void avg_pool_backward_kernel(int64_t total, const T* __restrict__ g,
         divisor_override != 0 ? divisor_override : o.w[0].divisor * o.w[1].divisor * o.w[2].divisor;
     const Acc v = static_cast<Acc>(to_op<T>(g[e]) / static_cast<A>(div));
     Acc* ap = acc + o.plane * P;
-    for (int64_t a = 0; a < o.w[0].count; ++a) {
-      const int64_t id = o.w[0].first + a * o.w[0].step;
-      for (int64_t b = 0; b < o.w[1].count; ++b) {
-        const int64_t base = (id * p.in[1] + o.w[1].first + b * o.w[1].step) * p.in[2];
-        for (int64_t c = 0; c < o.w[2].count; ++c)
-          atomicAdd(ap + base + o.w[2].first + c * o.w[2].step, v);
-      }
-    }
+    visit_window(p, o, [&](int64_t i) { atomicAdd(ap + i, v); });
   }
 }
 

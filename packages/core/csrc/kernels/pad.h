@@ -100,6 +100,16 @@ inline std::vector<std::vector<int64_t>> pad_maps(const DimVector& sizes, const 
   return maps;
 }
 
+// pad / constant_pad_nd: pairs of pads, at most one pair per dim of self.
+inline void check_pad_list(const Tensor& self, const DimVector& pad, const char* op) {
+  EMBER_CHECK(pad.size() % 2 == 0, op, ": padding length must be divisible by 2 (got ", pad.size(),
+              ")");
+  EMBER_CHECK(static_cast<int64_t>(pad.size()) / 2 <= self->dim(), op,
+              ": padding length should be less than or equal to two times the input dimension "
+              "but got padding length ",
+              pad.size(), " and input of dimension ", self->dim());
+}
+
 // pad_backward: the padding fits input_size.
 inline void check_pad_backward(const DimVector& pad, const DimVector& input_size, const char* op) {
   EMBER_CHECK(pad.size() % 2 == 0 && pad.size() / 2 <= input_size.size(), op,

@@ -20,14 +20,7 @@ using pad_detail::PadMode;
 
 constexpr int64_t kMaxPadDims = 5;  // non-constant padding: at most 3 padded dims of a 5-D input
 
-void check_pad_list(const Tensor& self, const DimVector& pad, const char* op) {
-  EMBER_CHECK(pad.size() % 2 == 0, op, ": padding length must be divisible by 2 (got ", pad.size(),
-              ")");
-  EMBER_CHECK(static_cast<int64_t>(pad.size()) / 2 <= self->dim(), op,
-              ": padding length should be less than or equal to two times the input dimension "
-              "but got padding length ",
-              pad.size(), " and input of dimension ", self->dim());
-}
+using pad_detail::check_pad_list;
 
 // The longest run [start, start + len) of `map` that reads consecutive inputs (the kept part
 // of a padded dim): copied with one memcpy when the input's last dim is contiguous.
