@@ -17,6 +17,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/device_types.cuh"
 #include "cuda/index_common.cuh"
+#include "kernels/optim_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -176,36 +177,6 @@ struct Operand {
   }
 };
 
-void check_lists(const char* op, const std::vector<Tensor>& params,
-                 std::initializer_list<std::pair<const char*, const std::vector<Tensor>*>> lists) {
-  for (const auto& [name, list] : lists) {
-    EMBER_CHECK(list->size() == params.size(), op, ": expected ", params.size(), " ", name,
-                " (one per param), got ", list->size());
-    for (size_t i = 0; i < list->size(); ++i) {
-      const Tensor& t = (*list)[i];
-      EMBER_CHECK(t, op, ": ", name, "[", i, "] is None");
-      EMBER_CHECK(t->sizes() == params[i]->sizes(), op, ": ", name, "[", i, "] has shape ",
-                  shape_str(t->sizes()), " but params[", i, "] has shape ",
-                  shape_str(params[i]->sizes()));
-      EMBER_CHECK_KIND(t->dtype() == params[i]->dtype(), Type, op, ": ", name, "[", i,
-                       "] has dtype ", dtype_name(t->dtype()), " but params[", i, "] has dtype ",
-                       dtype_name(params[i]->dtype()));
-      ix::check_same_device(params[0], t, op, name);
-    }
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    EMBER_CHECK_KIND(
-        params[i]->dtype() == ScalarType::Float32 || params[i]->dtype() == ScalarType::Float64,
-        Type, op, ": params[", i, "] has dtype ", dtype_name(params[i]->dtype()),
-        " (supported: float32 and float64)");
-    ix::check_same_device(params[0], params[i], op, "every param");
-  }
-  for (size_t i = 1; i < params.size(); ++i)
-    EMBER_CHECK_KIND(params[i]->dtype() == params[0]->dtype(), Type, op, ": params[", i,
-                     "] has dtype ", dtype_name(params[i]->dtype()), " but params[0] has dtype ",
-                     dtype_name(params[0]->dtype()), " (split a group's tensors by dtype)");
-}
-
 // Copies the tensor table and its chunks to the device (one stream-ordered copy from pageable
 // memory, staged before the call returns) and launches launch(metas, chunks, nchunks).
 template <class F>
@@ -239,12 +210,8 @@ void _fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                  bool is_first_step) {
   const char* op = "_fused_sgd_";
   if (params.empty()) return;
-  if (momentum != 0.0)
-    check_lists(op, params, {{"grads", &grads}, {"momentum_buffer_list", &momentum_buffer_list}});
-  else
-    check_lists(op, params, {{"grads", &grads}});
-  EMBER_CHECK_KIND(!nesterov || (momentum > 0 && dampening == 0), Value, op,
-                   ": nesterov momentum requires a momentum and zero dampening");
+  nn::check_fused_sgd(op, params, grads, momentum_buffer_list, momentum, dampening, nesterov,
+                      &ix::check_same_device);
   DeviceGuard guard(ix::device_index(params[0]));
   std::vector<Operand> ps, bufs;
   std::vector<Tensor> gs;
@@ -311,15 +278,11 @@ void _fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
                   double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled) {
   const char* op = decoupled ? "_fused_adamw_" : "_fused_adam_";
   if (params.empty()) return;
-  check_lists(op, params,
-              {{"grads", &grads}, {"exp_avgs", &exp_avgs}, {"exp_avg_sqs", &exp_avg_sqs}});
-  if (amsgrad) check_lists(op, params, {{"max_exp_avg_sqs", &max_exp_avg_sqs}});
-  EMBER_CHECK(state_steps.size() == params.size(), op, ": expected ", params.size(),
-              " state_steps (one per param), got ", state_steps.size());
+  nn::check_fused_adam(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                       amsgrad, &ix::check_same_device);
   for (size_t i = 0; i < state_steps.size(); ++i) {
     const Tensor& s = state_steps[i];
-    EMBER_CHECK(s && s->numel() == 1, op, ": state_steps[", i,
-                "] must be a one-element tensor, got ", s ? shape_str(s->sizes()) : "None");
+    nn::check_state_step(op, s, i);
     if (!s->device().is_cpu()) ix::check_same_device(params[0], s, op, "state_steps");
   }
   DeviceGuard guard(ix::device_index(params[0]));

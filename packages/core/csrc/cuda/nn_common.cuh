@@ -1,8 +1,9 @@
 // Helpers shared by the CUDA nn kernels (nn_softmax.cu, nn_norm.cu, nn_loss.cu,
-// nn_embedding.cu): "teams" of threads that reduce one row together (a single thread, a warp or
-// a whole block), their sums and max+sum merges, contiguous converted copies, and the device
-// error flag that bounds checks in kernels report through (read back on the host, which then
-// raises the CPU kernel's exception).
+// nn_embedding.cu; the floating dtype dispatch also nn_conv.cu, nn_pool.cu, nn_upsample.cu):
+// "teams" of threads that reduce one row together (a single thread, a warp or a whole block), their
+// sums and max+sum merges, contiguous converted copies, and the device error flag that bounds
+// checks in kernels report through (read back on the host, which then raises the CPU kernel's
+// exception).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -130,6 +131,24 @@ template <class T>
 using acc_t = dev_opmath_t<T>;
 
 // ---- host helpers -----------------------------------------------------------------------------
+
+// Runs f(T()) with T the element type of the floating dtype dt (float, double, Half, BFloat16);
+// any other dtype raises "<op>: expected a floating-point <what>, got <dtype>".
+template <class F>
+void dispatch_floating(ScalarType dt, const char* op, const char* what, const F& f) {
+  switch (dt) {
+    case ScalarType::Float32:
+      return f(float());
+    case ScalarType::Float64:
+      return f(double());
+    case ScalarType::Float16:
+      return f(Half());
+    case ScalarType::BFloat16:
+      return f(BFloat16());
+    default:
+      EMBER_FAIL(Type, op, ": expected a floating-point ", what, ", got ", dtype_name(dt));
+  }
+}
 
 // A contiguous copy of t (on its device) in dtype dt; t itself when it already is one. The
 // caller holds a DeviceGuard for t's device (the copy goes on its current stream).

@@ -15,6 +15,8 @@
 #include "cuda/device_types.cuh"
 #include "cuda/gemm.h"
 #include "cuda/index_common.cuh"
+#include "cuda/nn_common.cuh"
+#include "kernels/conv_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -22,72 +24,10 @@ namespace ember {
 namespace cuda {
 namespace conv {
 
-// Sizes of a k-d sliding window op, padded to 3 spatial dims (missing leading dims are 1): `in`
-// is the image, `out` the window positions (the columns).
-struct Geom {
-  int64_t k = 0;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, ks[3] = {1, 1, 1};
-  int64_t st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
-  __host__ __device__ int64_t kernel_numel() const { return ks[0] * ks[1] * ks[2]; }
-  __host__ __device__ int64_t in_numel() const { return in[0] * in[1] * in[2]; }
-  __host__ __device__ int64_t out_numel() const { return out[0] * out[1] * out[2]; }
-};
-
-DimVector expand_param(const DimVector& v, int64_t k, const char* name, const char* op) {
-  if (v.size() == 1 && k != 1) return DimVector(k, v[0]);
-  EMBER_CHECK_KIND(static_cast<int64_t>(v.size()) == k, Value, op, ": ", name,
-                   " must be an int or a tuple of ", k, " ints, got ", shape_str(v));
-  return v;
-}
-
-// in: the spatial image sizes. Checks the parameters as the CPU does and computes the positions.
-Geom make_geom(const char* op, const DimVector& in, const DimVector& kernel_size,
-               const DimVector& dilation, const DimVector& padding, const DimVector& stride) {
-  const int64_t k = kernel_size.size();
-  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": expected 1 to 3 spatial dims (kernel_size ",
-                   shape_str(kernel_size), ")");
-  DimVector dl = expand_param(dilation, k, "dilation", op);
-  DimVector pd = expand_param(padding, k, "padding", op);
-  DimVector st = expand_param(stride, k, "stride", op);
-  Geom g;
-  g.k = k;
-  for (int64_t d = 0; d < k; ++d) {
-    const int64_t j = 3 - k + d;
-    EMBER_CHECK_KIND(kernel_size[d] > 0 && dl[d] > 0 && st[d] > 0 && pd[d] >= 0, Value, op,
-                     ": kernel_size, dilation and stride must be positive and padding "
-                     "non-negative, got kernel_size=",
-                     shape_str(kernel_size), " dilation=", shape_str(dl), " stride=", shape_str(st),
-                     " padding=", shape_str(pd));
-    g.in[j] = in[d];
-    g.ks[j] = kernel_size[d];
-    g.st[j] = st[d];
-    g.pd[j] = pd[d];
-    g.dl[j] = dl[d];
-    int64_t span = 0, padded = 0;
-    if (__builtin_mul_overflow(dl[d], kernel_size[d] - 1, &span) ||
-        __builtin_add_overflow(span, 1, &span) || __builtin_mul_overflow(pd[d], 2, &padded) ||
-        __builtin_add_overflow(padded, in[d], &padded))
-      EMBER_FAIL(Runtime, op, ": kernel_size ", shape_str(kernel_size), ", dilation ",
-                 shape_str(dl), " and padding ", shape_str(pd),
-                 " overflow int64 along spatial dim ", d);
-    EMBER_CHECK(padded >= span, op, ": the kernel ", shape_str(kernel_size), " with dilation ",
-                shape_str(dl), " spans ", span, " elements along spatial dim ", d,
-                ", more than the padded input (", in[d], " + 2 * ", pd[d], " = ", padded, ")");
-    g.out[j] = (padded - span) / st[d] + 1;
-  }
-  checked_numel(DimVector{g.out[0], g.out[1], g.out[2]}, op);
-  return g;
-}
-
-DimVector trailing(const Tensor& t, int64_t k) {
-  DimVector out;
-  for (int64_t d = t->dim() - k; d < t->dim(); ++d) out.push_back(t->size(d));
-  return out;
-}
-
-Tensor view_as_shape(const Tensor& contiguous, const DimVector& sizes) {
-  return make_view(contiguous, sizes, contiguous_strides(sizes), contiguous->storage_offset());
-}
+// The sliding-window geometry, checks and output sizes are the CPU's (kernels/conv_rules.h).
+using Geom = nn::WindowGeom;
+using nn::trailing;
+using nn::view_as_shape;
 
 inline char* at(void* p, int64_t elems, int64_t itemsize) {
   return static_cast<char*>(p) + elems * itemsize;
@@ -204,18 +144,7 @@ __global__ void channel_sum_kernel(const T* __restrict__ x, T* __restrict__ out,
 
 template <class F>
 void dispatch_conv_dtype(ScalarType dt, const char* op, const F& f) {
-  switch (dt) {
-    case ScalarType::Float32:
-      return f(float());
-    case ScalarType::Float64:
-      return f(double());
-    case ScalarType::Float16:
-      return f(Half());
-    case ScalarType::BFloat16:
-      return f(BFloat16());
-    default:
-      EMBER_FAIL(Type, op, ": expected a floating-point dtype, got ", dtype_name(dt));
-  }
+  nnk::dispatch_floating(dt, op, "dtype", f);
 }
 
 bool is_reduced(ScalarType dt) { return dt == ScalarType::Float16 || dt == ScalarType::BFloat16; }
@@ -428,78 +357,12 @@ void conv_weight(const Tensor& a, const Tensor& src, const Tensor& gw, int64_t N
   if (acc != gw) convert_from_float(acc, gw, op);
 }
 
-// ---- checks (as the CPU's) --------------------------------------------------------------------
-
-struct ConvArgs {
-  int64_t k = 0, N = 0, C = 0, Co = 0, G = 1;
-  DimVector ks, st, pd, dl, opd;
-};
-
-ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                    const DimVector& stride, const DimVector& padding, const DimVector& dilation,
-                    bool transposed, const DimVector& output_padding, int64_t groups) {
-  ConvArgs a;
-  a.k = weight->dim() - 2;
-  const int64_t k = a.k;
-  EMBER_CHECK(k >= 1 && k <= 3, op, ": expected a 3-D, 4-D or 5-D weight, got shape ",
-              shape_str(weight->sizes()));
-  EMBER_CHECK(input->dim() == k + 2, op, ": expected a ", k + 2, "-D (batched) input for the ",
-              k + 2, "-D weight of shape ", shape_str(weight->sizes()), ", but got input of shape ",
-              shape_str(input->sizes()));
-  EMBER_CHECK_KIND(is_floating(input->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(input->dtype()));
-  EMBER_CHECK(input->dtype() == weight->dtype(), op, ": input type (", dtype_name(input->dtype()),
-              ") and weight type (", dtype_name(weight->dtype()), ") should be the same");
-  ix::check_same_device(input, weight, op, "weight");
-  EMBER_CHECK_KIND(groups > 0, Value, op, ": groups must be positive, got ", groups);
-  a.G = groups;
-  a.N = input->size(0);
-  a.C = input->size(1);
-  a.Co = transposed ? weight->size(1) * groups : weight->size(0);
-  const int64_t w_in = transposed ? weight->size(0) : weight->size(1) * groups;
-  EMBER_CHECK(a.C == w_in, op, ": expected input of shape ", shape_str(input->sizes()), " to have ",
-              w_in, " channels (weight of shape ", shape_str(weight->sizes()), ", groups=", groups,
-              "), but it has ", a.C);
-  EMBER_CHECK(weight->size(0) % groups == 0, op, ": weight of shape ", shape_str(weight->sizes()),
-              ": size(0) must be divisible by groups=", groups);
-  if (bias) {
-    EMBER_CHECK(bias->dim() == 1 && bias->size(0) == a.Co, op, ": expected bias of shape (", a.Co,
-                ",), got ", shape_str(bias->sizes()));
-    EMBER_CHECK(bias->dtype() == input->dtype(), op, ": bias type (", dtype_name(bias->dtype()),
-                ") and input type (", dtype_name(input->dtype()), ") should be the same");
-    ix::check_same_device(input, bias, op, "bias");
-  }
-  a.ks = trailing(weight, k);
-  a.st = expand_param(stride, k, "stride", op);
-  a.pd = expand_param(padding, k, "padding", op);
-  a.dl = expand_param(dilation, k, "dilation", op);
-  a.opd = transposed ? expand_param(output_padding, k, "output_padding", op) : DimVector(k, 0);
-  return a;
-}
-
-DimVector transposed_sizes(const char* op, const Tensor& x, const ConvArgs& a) {
-  DimVector out_sp;
-  for (int64_t d = 0; d < a.k; ++d) {
-    EMBER_CHECK_KIND(a.st[d] > 0 && a.dl[d] > 0 && a.pd[d] >= 0, Value, op,
-                     ": stride and dilation must be positive and padding non-negative");
-    EMBER_CHECK_KIND(a.opd[d] >= 0 && (a.opd[d] < a.st[d] || a.opd[d] < a.dl[d]), Value, op,
-                     ": output_padding must be smaller than either stride or dilation, got "
-                     "output_padding=",
-                     shape_str(a.opd), " stride=", shape_str(a.st), " dilation=", shape_str(a.dl));
-    const int64_t o =
-        (x->size(d + 2) - 1) * a.st[d] - 2 * a.pd[d] + a.dl[d] * (a.ks[d] - 1) + a.opd[d] + 1;
-    EMBER_CHECK(o > 0, op, ": the output size along spatial dim ", d, " would be ", o,
-                " for input of shape ", shape_str(x->sizes()));
-    out_sp.push_back(o);
-  }
-  return out_sp;
-}
-
 // The window positions of a transposed convolution are its input's positions: with an
 // output_padding of at least the stride (allowed when it is below the dilation) the output
 // holds more windows than that, and the extra trailing ones read (and receive) nothing.
-Geom transposed_geom(const char* op, const DimVector& out_sp, const Tensor& x, const ConvArgs& a) {
-  Geom g = make_geom(op, out_sp, a.ks, a.dl, a.pd, a.st);
+Geom transposed_geom(const char* op, const DimVector& out_sp, const Tensor& x,
+                     const nn::ConvArgs& a) {
+  Geom g = nn::make_window_geom(op, out_sp, a.ks, a.dl, a.pd, a.st);
   for (int64_t d = 0; d < a.k; ++d) g.out[3 - a.k + d] = x->size(d + 2);
   return g;
 }
@@ -509,20 +372,15 @@ Geom transposed_geom(const char* op, const DimVector& out_sp, const Tensor& x, c
 Tensor im2col(const Tensor& self, const DimVector& kernel_size, const DimVector& dilation,
               const DimVector& padding, const DimVector& stride) {
   const int64_t k = kernel_size.size();
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
-                   "im2col: expected a floating-point input, got ", dtype_name(self->dtype()));
-  EMBER_CHECK(self->dim() == k + 2 || self->dim() == k + 1, "im2col: expected a ", k + 1, "-D (",
-              "unbatched) or ", k + 2, "-D (batched) input for a ", k,
-              "-D kernel_size, but got input of shape ", shape_str(self->sizes()));
+  const bool batched = nn::check_im2col_input(self, k);
   DeviceGuard guard(ix::device_index(self));
-  const bool batched = self->dim() == k + 2;
   Tensor x = ix::contiguous(self, "im2col");
   if (!batched) {
     DimVector s{1};
     for (int64_t v : self->sizes()) s.push_back(v);
     x = view_as_shape(x, s);
   }
-  Geom g = make_geom("im2col", trailing(x, k), kernel_size, dilation, padding, stride);
+  Geom g = nn::make_window_geom("im2col", trailing(x, k), kernel_size, dilation, padding, stride);
   const int64_t N = x->size(0), C = x->size(1);
   Tensor cols = empty({N, C * g.kernel_numel(), g.out_numel()}, x->dtype(), x->device());
   if (cols->numel() > 0) im2col_launch(x->dtype(), x->data(), cols->data(), N, C, g, "im2col");
@@ -531,30 +389,13 @@ Tensor im2col(const Tensor& self, const DimVector& kernel_size, const DimVector&
 
 Tensor col2im(const Tensor& self, const DimVector& output_size, const DimVector& kernel_size,
               const DimVector& dilation, const DimVector& padding, const DimVector& stride) {
-  const int64_t k = kernel_size.size();
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
-                   "col2im: expected a floating-point input, got ", dtype_name(self->dtype()));
-  DimVector os = expand_param(output_size, k, "output_size", "col2im");
-  checked_numel(os, "col2im");
-  EMBER_CHECK(self->dim() == 3 || self->dim() == 2,
-              "col2im: expected a 2-D (unbatched) or 3-D (batched) input (N, C * prod(kernel_size),"
-              " L), got ",
-              shape_str(self->sizes()));
+  DimVector os = nn::check_col2im_input(self, output_size, kernel_size.size());
   DeviceGuard guard(ix::device_index(self));
   const bool batched = self->dim() == 3;
   Tensor cols = ix::contiguous(self, "col2im");
   if (!batched) cols = view_as_shape(cols, {1, self->size(0), self->size(1)});
-  Geom g = make_geom("col2im", os, kernel_size, dilation, padding, stride);
-  const int64_t K = g.kernel_numel();
-  EMBER_CHECK(cols->size(1) % K == 0, "col2im: expected size(", batched ? 1 : 0,
-              ") of the input to be divisible by the product of kernel_size (", K, "), got ",
-              shape_str(self->sizes()));
-  EMBER_CHECK(cols->size(2) == g.out_numel(), "col2im: expected ", g.out_numel(),
-              " blocks (the sliding positions of kernel_size ", shape_str(kernel_size),
-              " over output_size ", shape_str(os), "), but the input has ", cols->size(2),
-              " (shape ", shape_str(self->sizes()), ")");
-  DimVector out_shape{cols->size(0), cols->size(1) / K};
-  for (int64_t v : os) out_shape.push_back(v);
+  Geom g = nn::make_window_geom("col2im", os, kernel_size, dilation, padding, stride);
+  DimVector out_shape = nn::col2im_out_shape(self, cols, batched, g, kernel_size, os);
   Tensor out = empty(out_shape, cols->dtype(), cols->device());
   if (out->numel() > 0)
     col2im_launch(cols->dtype(), cols->dtype(), cols->data(), out->data(), out_shape[0],
@@ -568,8 +409,8 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
                    const DimVector& stride, const DimVector& padding, const DimVector& dilation,
                    bool transposed, const DimVector& output_padding, int64_t groups) {
   const char* op = transposed ? "conv_transpose" : "convolution";
-  ConvArgs a = check_conv(op, input, weight, bias, stride, padding, dilation, transposed,
-                          output_padding, groups);
+  nn::ConvArgs a = nn::check_conv(op, input, weight, bias, stride, padding, dilation, transposed,
+                                  output_padding, groups, &ix::check_same_device);
   const int64_t k = a.k;
   DeviceGuard guard(ix::device_index(input));
   Tensor x = ix::contiguous(input, op), w = ix::contiguous(weight, op);
@@ -577,12 +418,12 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   DimVector out_shape{a.N, a.Co};
   Tensor out;
   if (!transposed) {
-    Geom g = make_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
+    Geom g = nn::make_window_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
     for (int64_t d = 0; d < k; ++d) out_shape.push_back(g.out[3 - k + d]);
     out = empty(out_shape, x->dtype(), x->device());
     conv_forward(x, w, b, out, a.N, a.C, a.Co, a.G, g, op);
   } else {
-    DimVector out_sp = transposed_sizes(op, x, a);
+    DimVector out_sp = nn::conv_transposed_sizes(op, x, a);
     Geom g = transposed_geom(op, out_sp, x, a);
     for (int64_t v : out_sp) out_shape.push_back(v);
     out = empty(out_shape, x->dtype(), x->device());
@@ -597,24 +438,10 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
     const DimVector& output_padding, int64_t groups, bool input_grad, bool weight_grad,
     bool bias_grad) {
   const char* op = "convolution_backward";
-  ConvArgs a = check_conv(op, input, weight, Tensor(), stride, padding, dilation, transposed,
-                          output_padding, groups);
+  nn::ConvArgs a = nn::check_conv(op, input, weight, Tensor(), stride, padding, dilation,
+                                  transposed, output_padding, groups, &ix::check_same_device);
   const int64_t k = a.k;
-  DimVector expect{a.N, a.Co};
-  if (!transposed) {
-    Geom g = make_geom(op, trailing(input, k), a.ks, a.dl, a.pd, a.st);
-    for (int64_t d = 0; d < k; ++d) expect.push_back(g.out[3 - k + d]);
-  } else {
-    for (int64_t v : transposed_sizes(op, input, a)) expect.push_back(v);
-  }
-  EMBER_CHECK(grad_output->sizes() == expect, op, ": expected grad_output of shape ",
-              shape_str(expect), " (the convolution's output for input ", shape_str(input->sizes()),
-              " and weight ", shape_str(weight->sizes()), "), got ",
-              shape_str(grad_output->sizes()));
-  EMBER_CHECK(grad_output->dtype() == input->dtype(), op, ": grad_output type (",
-              dtype_name(grad_output->dtype()), ") and input type (", dtype_name(input->dtype()),
-              ") should be the same");
-  ix::check_same_device(input, grad_output, op, "grad_output");
+  nn::check_conv_grad_output(op, grad_output, input, weight, a, transposed, &ix::check_same_device);
   DeviceGuard guard(ix::device_index(input));
   Tensor go = ix::contiguous(grad_output, op), x = ix::contiguous(input, op);
   Tensor w = ix::contiguous(weight, op);
@@ -623,7 +450,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
     gi = empty(input->sizes(), input->dtype(), input->device());
     if (!transposed) {
       // d input = conv_transpose(grad_output) folded over the input's own sizes.
-      Geom g = make_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
+      Geom g = nn::make_window_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
       conv_transposed(go, w, Tensor(), gi, a.N, a.Co, a.C, a.G, g, op);
     } else {
       // d input = conv(grad_output): the transposed conv's input positions are its windows.
@@ -638,7 +465,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
     const Tensor& lhs = transposed ? x : go;
     const Tensor& src = transposed ? go : x;
     Geom g = transposed ? transposed_geom(op, trailing(src, k), x, a)
-                        : make_geom(op, trailing(src, k), a.ks, a.dl, a.pd, a.st);
+                        : nn::make_window_geom(op, trailing(src, k), a.ks, a.dl, a.pd, a.st);
     conv_weight(lhs, src, gw, a.N, lhs->size(1), src->size(1), a.G, g, op);
   }
   if (bias_grad) {

@@ -11,6 +11,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/nn_common.cuh"
 #include "cuda/random_ops.h"
+#include "kernels/embedding_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -45,15 +46,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   (void)padding_idx;
   (void)scale_grad_by_freq;
   const char* op = "embedding";
-  EMBER_CHECK_KIND(!sparse, NotImplemented,
-                   "embedding: sparse gradients are not supported (use sparse=False)");
-  ix::check_cuda(weight, op, "weight");
-  nnk::check_device(weight, indices, op, "indices");
-  EMBER_CHECK(weight->dim() == 2, "embedding: expected a 2-D weight (num_embeddings, dim), got ",
-              shape_str(weight->sizes()));
-  EMBER_CHECK_KIND(is_integral(indices->dtype(), false), Type,
-                   "embedding: expected integer indices (int64 or int32), got ",
-                   dtype_name(indices->dtype()));
+  // weight on a CUDA device, indices on the same one (after the sparse check, as before).
+  nn::check_embedding(weight, indices, sparse,
+                      [](const Tensor& w, const Tensor& t, const char* o, const char* what) {
+                        ix::check_cuda(w, o, "weight");
+                        nnk::check_device(w, t, o, what);
+                      });
   const int64_t V = weight->size(0), D = weight->size(1), n = indices->numel();
   DeviceGuard guard(ix::device_index(weight));
   Tensor idx = nnk::contig(indices, ScalarType::Int64, op);
@@ -112,17 +110,12 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
   const char* op = "embedding_backward";
   ix::check_cuda(grad_output, op, "grad_output");
   nnk::check_device(grad_output, indices, op, "indices");
-  EMBER_CHECK_KIND(is_integral(indices->dtype(), false), Type, op,
-                   ": expected integer indices, got ", dtype_name(indices->dtype()));
+  nn::check_embedding_indices(op, indices);
   EMBER_CHECK_KIND(is_floating(grad_output->dtype()), Type, op,
                    ": expected a floating-point grad_output, got ",
                    dtype_name(grad_output->dtype()));
   const int64_t n = indices->numel();
-  EMBER_CHECK(grad_output->dim() == indices->dim() + 1 &&
-                  grad_output->numel() == n * grad_output->size(grad_output->dim() - 1),
-              op, ": grad_output of shape ", shape_str(grad_output->sizes()),
-              " doesn't match indices of shape ", shape_str(indices->sizes()));
-  const int64_t D = grad_output->size(grad_output->dim() - 1);
+  const int64_t D = nn::embedding_grad_dim(op, grad_output, indices);
   DeviceGuard guard(ix::device_index(grad_output));
   const Device dev = grad_output->device();
   Tensor idx = nnk::contig(indices, ScalarType::Int64, op);

@@ -12,7 +12,7 @@
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
 #include "cuda/nn_common.cuh"
-#include "kernels/cpu/nn_utils.h"
+#include "kernels/loss_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -22,50 +22,19 @@ namespace {
 
 using nnk::acc_t;
 using nnk::ErrorSlot;
-using Reduction = cpu::nn::Reduction;
+using Reduction = nn::Reduction;
 
 constexpr int kReduceThreads = 1024;
 
-struct NllShape {
-  int64_t n = 1, c = 1, s = 1;
-};
+using nn::NllShape;
 
+// The CPU's checks (kernels/loss_rules.h) after the CUDA device checks.
 NllShape check_nll(const Tensor& self, const Tensor& target, const Tensor& weight,
                    const char* op = "nll_loss") {
   ix::check_cuda(self, op, "self");
   nnk::check_device(self, target, op, "target");
   nnk::check_device(self, weight, op, "weight");
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op,
-                   ": expected floating-point log-probabilities, got ", dtype_name(self->dtype()));
-  EMBER_CHECK_KIND(is_integral(target->dtype(), false), Type, op,
-                   ": expected target to hold class indices (an integer dtype), got ",
-                   dtype_name(target->dtype()),
-                   " (class probabilities go to cross_entropy with a floating target)");
-  NllShape sh;
-  const int64_t d = self->dim();
-  EMBER_CHECK(d >= 1, op, ": expected input of shape (C), (N, C) or (N, C, d1, ...), got ",
-              shape_str(self->sizes()));
-  DimVector expected;
-  if (d == 1) {
-    sh.c = self->size(0);
-  } else {
-    sh.n = self->size(0);
-    sh.c = self->size(1);
-    expected.push_back(sh.n);
-    for (int64_t i = 2; i < d; ++i) {
-      expected.push_back(self->size(i));
-      sh.s *= self->size(i);
-    }
-  }
-  EMBER_CHECK(target->sizes() == expected, op, ": expected target of shape ", shape_str(expected),
-              " for input of shape ", shape_str(self->sizes()), ", got ",
-              shape_str(target->sizes()));
-  if (weight) {
-    EMBER_CHECK(weight->dim() == 1 && weight->size(0) == sh.c, op,
-                ": expected weight to be a 1-D tensor of ", sh.c, " elements (one per class), got ",
-                shape_str(weight->sizes()));
-  }
-  return sh;
+  return nn::check_nll(self, target, weight, op);
 }
 
 // Raises the CPU kernel's IndexError when a kernel reported an out-of-range target.
@@ -166,7 +135,7 @@ struct LossSetup {
 LossSetup loss_setup(const char* op, const Tensor& self, const Tensor& target, const Tensor& weight,
                      const std::string& reduction) {
   LossSetup c;
-  c.red = cpu::nn::parse_reduction(reduction, op);
+  c.red = nn::parse_reduction(reduction, op);
   c.sh = check_nll(self, target, weight, op);
   c.x = nnk::contig(self, op);
   c.t = nnk::contig(target, ScalarType::Int64, op);
@@ -227,13 +196,7 @@ Tensor check_grad_output(const char* op, const Tensor& grad_output, const Tensor
                          const Tensor& target, Reduction red) {
   nnk::check_device(self, grad_output, op, "grad_output");
   Tensor g = nnk::contig(grad_output, self->dtype(), op);
-  if (red == Reduction::None) {
-    EMBER_CHECK(g->sizes() == target->sizes(), op, ": grad_output of shape ", shape_str(g->sizes()),
-                " doesn't match the loss shape ", shape_str(target->sizes()));
-  } else {
-    EMBER_CHECK(g->numel() == 1, op, ": expected a one-element grad_output, got ",
-                shape_str(g->sizes()));
-  }
+  nn::check_loss_grad_output(op, g, target, red);
   return g;
 }
 
@@ -380,9 +343,7 @@ __global__ void ce_backward_kernel(const T* go, const T* x, const int64_t* t, co
   }
 }
 
-ScalarType lse_dtype(ScalarType dt) {
-  return dt == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
-}
+using nn::ce_lse_dtype;
 
 // W on the device when label smoothing needs it and there are class weights (else null: C).
 Tensor weight_sum(const LossSetup& ls, double eps, const char* op) {
@@ -402,8 +363,7 @@ std::tuple<Tensor, Tensor> _cross_entropy_loss(const Tensor& self, const Tensor&
                                                int64_t ignore_index, double label_smoothing) {
   const char* op = "cross_entropy";
   ix::check_cuda(self, op, "self");
-  EMBER_CHECK_KIND(label_smoothing >= 0.0 && label_smoothing <= 1.0, Value, op,
-                   ": label_smoothing must be between 0.0 and 1.0, got ", label_smoothing);
+  nn::check_label_smoothing(op, label_smoothing);
   DeviceGuard guard(ix::device_index(self));
   LossSetup ls = loss_setup(op, self, target, weight, reduction);
   const NllShape sh = ls.sh;
@@ -411,7 +371,7 @@ std::tuple<Tensor, Tensor> _cross_entropy_loss(const Tensor& self, const Tensor&
   const double eps = label_smoothing;
   const bool none = ls.red == Reduction::None;
   Tensor out = empty(none ? target->sizes() : DimVector{}, self->dtype(), self->device());
-  Tensor lse = empty(target->sizes(), lse_dtype(self->dtype()), self->device());
+  Tensor lse = empty(target->sizes(), ce_lse_dtype(self->dtype()), self->device());
   Tensor slot = nnk::error_slot(self->device());
   Tensor W = weight_sum(ls, eps, op);
   Tensor loss, wk;
@@ -449,14 +409,12 @@ Tensor _cross_entropy_loss_backward(const Tensor& grad_output, const Tensor& sel
                                     double label_smoothing) {
   const char* op = "cross_entropy_backward";
   ix::check_cuda(self, op, "self");
-  EMBER_CHECK_KIND(label_smoothing >= 0.0 && label_smoothing <= 1.0, Value, op,
-                   ": label_smoothing must be between 0.0 and 1.0, got ", label_smoothing);
+  nn::check_label_smoothing(op, label_smoothing);
   DeviceGuard guard(ix::device_index(self));
   LossSetup ls = loss_setup(op, self, target, weight, reduction);
-  EMBER_CHECK(lse->sizes() == target->sizes(), op, ": expected lse of the target's shape ",
-              shape_str(target->sizes()), " (one per sample), got ", shape_str(lse->sizes()));
+  nn::check_ce_lse(op, lse, target);
   nnk::check_device(self, lse, op, "lse");
-  Tensor l = nnk::contig(lse, lse_dtype(self->dtype()), op);
+  Tensor l = nnk::contig(lse, ce_lse_dtype(self->dtype()), op);
   const NllShape sh = ls.sh;
   const int64_t C = sh.c, count = sh.n * sh.s;
   const double eps = label_smoothing;

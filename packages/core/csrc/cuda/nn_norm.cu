@@ -17,6 +17,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/elementwise.cuh"
 #include "cuda/nn_common.cuh"
+#include "kernels/norm_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -25,11 +26,6 @@ namespace cuda {
 namespace {
 
 using nnk::acc_t;
-
-void check_float(const char* op, const Tensor& t) {
-  EMBER_CHECK_KIND(is_floating(t->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(t->dtype()));
-}
 
 // ---- row kernels (layer / RMS / group norm) ---------------------------------------------------
 // Row r holds M elements; the affine parameter of element j is j (layer/RMS norm) or, for group
@@ -240,33 +236,8 @@ __global__ void sum_parts_kernel(const double* pa, const double* pb, double* out
   out_b[p] = b;
 }
 
-// ---- shapes (as the CPU kernels) --------------------------------------------------------------
-
-std::pair<int64_t, int64_t> row_shape(const char* op, const Tensor& input,
-                                      const DimVector& normalized_shape, const Tensor& weight,
-                                      const Tensor& bias) {
-  const int64_t k = normalized_shape.size(), d = input->dim();
-  bool ok = k >= 1 && k <= d;
-  for (int64_t i = 0; ok && i < k; ++i) ok = input->size(d - k + i) == normalized_shape[i];
-  EMBER_CHECK(ok, op, ": expected an input whose trailing dims are ", shape_str(normalized_shape),
-              " (normalized_shape), got input of shape ", shape_str(input->sizes()));
-  for (const Tensor* p : {&weight, &bias})
-    if (*p) {
-      EMBER_CHECK((*p)->sizes() == normalized_shape, op, ": expected ",
-                  p == &weight ? "weight" : "bias", " of shape ", shape_str(normalized_shape),
-                  ", got ", shape_str((*p)->sizes()));
-      nnk::check_device(input, *p, op, p == &weight ? "weight" : "bias");
-    }
-  int64_t cols = 1;
-  for (int64_t v : normalized_shape) cols *= v;
-  return {cols == 0 ? 0 : input->numel() / cols, cols};
-}
-
-DimVector stat_shape(const Tensor& input, int64_t k) {
-  DimVector s;
-  for (int64_t i = 0; i < input->dim(); ++i) s.push_back(i < input->dim() - k ? input->size(i) : 1);
-  return s;
-}
+// Shapes and checks: the CPU's (kernels/norm_rules.h), with the CUDA device checks.
+constexpr nn::DeviceCheck kDevice = &nnk::check_device;
 
 template <class T>
 const T* ptr_or_null(const Tensor& t) {
@@ -346,15 +317,15 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
                                                     const Tensor& weight, const Tensor& bias,
                                                     double eps, bool center) {
   ix::check_cuda(input, op, "input");
-  check_float(op, input);
-  const std::pair<int64_t, int64_t> rm = row_shape(op, input, normalized_shape, weight, bias);
+  const std::pair<int64_t, int64_t> rm =
+      nn::row_norm_shape(op, input, normalized_shape, weight, bias, kDevice);
   const int64_t R = rm.first, M = rm.second;
   DeviceGuard guard(ix::device_index(input));
   Tensor x = nnk::contig(input, op);
   Tensor w = weight ? nnk::contig(weight, x->dtype(), op) : Tensor();
   Tensor b = bias ? nnk::contig(bias, x->dtype(), op) : Tensor();
   Tensor out = empty(x->sizes(), x->dtype(), x->device());
-  DimVector ss = stat_shape(x, normalized_shape.size());
+  DimVector ss = nn::row_stat_shape(x, normalized_shape.size());
   Tensor mean = empty(ss, x->dtype(), x->device());
   Tensor rstd = empty(ss, x->dtype(), x->device());
   const RowGeom geo{R, M, 1, 0, 1};
@@ -370,16 +341,10 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
                                                      const Tensor& weight, bool input_grad,
                                                      bool weight_grad, bool bias_grad) {
   ix::check_cuda(input, op, "input");
-  check_float(op, input);
-  const std::pair<int64_t, int64_t> rm = row_shape(op, input, normalized_shape, weight, Tensor());
+  const std::pair<int64_t, int64_t> rm =
+      nn::row_norm_shape(op, input, normalized_shape, weight, Tensor(), kDevice);
   const int64_t R = rm.first, M = rm.second;
-  EMBER_CHECK(grad->sizes() == input->sizes(), op, ": grad_out of shape ", shape_str(grad->sizes()),
-              " doesn't match input of shape ", shape_str(input->sizes()));
-  EMBER_CHECK(rstd->numel() == R && (!mean || mean->numel() == R), op,
-              ": expected mean and rstd with ", R, " elements, got ", shape_str(rstd->sizes()));
-  nnk::check_device(input, grad, op, "grad_out");
-  nnk::check_device(input, mean, op, "mean");
-  nnk::check_device(input, rstd, op, "rstd");
+  nn::check_row_norm_backward(op, grad, input, mean, rstd, R, kDevice);
   DeviceGuard guard(ix::device_index(input));
   Tensor x = nnk::contig(input, op);
   Tensor g = nnk::contig(grad, x->dtype(), op);
@@ -423,67 +388,21 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
   return {gi, gw, gb};
 }
 
-std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input,
-                                                     const DimVector& normalized_shape,
-                                                     const Tensor& weight, const Tensor& bias,
-                                                     double eps) {
-  return row_norm_forward("layer_norm", input, normalized_shape, weight, bias, eps, true);
-}
-
-std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
-    const Tensor& grad_out, const Tensor& input, const DimVector& normalized_shape,
-    const Tensor& mean, const Tensor& rstd, const Tensor& weight, bool input_grad, bool weight_grad,
-    bool bias_grad) {
-  return row_norm_backward("layer_norm_backward", grad_out, input, normalized_shape, mean, rstd,
-                           weight, input_grad, weight_grad, bias_grad);
-}
-
-std::tuple<Tensor, Tensor> _fused_rms_norm(const Tensor& input, const DimVector& normalized_shape,
-                                           const Tensor& weight, double eps) {
-  auto r = row_norm_forward("rms_norm", input, normalized_shape, weight, Tensor(), eps, false);
-  return {std::get<0>(r), std::get<2>(r)};
-}
-
-std::tuple<Tensor, Tensor> _fused_rms_norm_backward(const Tensor& grad_out, const Tensor& input,
-                                                    const DimVector& normalized_shape,
-                                                    const Tensor& rstd, const Tensor& weight,
-                                                    bool input_grad, bool weight_grad) {
-  auto r = row_norm_backward("rms_norm_backward", grad_out, input, normalized_shape, Tensor(), rstd,
-                             weight, input_grad, weight_grad, false);
-  return {std::get<0>(r), std::get<1>(r)};
-}
+using RowNorms = nn::RowNormOps<&row_norm_forward, &row_norm_backward>;
 
 // ---- group norm -------------------------------------------------------------------------------
 
-struct GroupShape {
-  int64_t n, c, g, hw;
-};
-GroupShape group_shape(const char* op, const Tensor& input, int64_t num_groups,
-                       const Tensor& weight, const Tensor& bias) {
+nn::GroupShape group_shape(const char* op, const Tensor& input, int64_t num_groups,
+                           const Tensor& weight, const Tensor& bias) {
   ix::check_cuda(input, op, "input");
-  check_float(op, input);
-  EMBER_CHECK(input->dim() >= 2, op, ": expected an input of shape (N, C, *), got ",
-              shape_str(input->sizes()));
-  GroupShape s{input->size(0), input->size(1), num_groups, 1};
-  for (int64_t d = 2; d < input->dim(); ++d) s.hw *= input->size(d);
-  EMBER_CHECK_KIND(num_groups > 0 && s.c % num_groups == 0, Value, op,
-                   ": expected the number of channels (", s.c, ") to be divisible by num_groups (",
-                   num_groups, "), input shape ", shape_str(input->sizes()));
-  for (const Tensor* p : {&weight, &bias})
-    if (*p) {
-      EMBER_CHECK((*p)->dim() == 1 && (*p)->size(0) == s.c, op, ": expected ",
-                  p == &weight ? "weight" : "bias", " of shape (", s.c, ",), got ",
-                  shape_str((*p)->sizes()));
-      nnk::check_device(input, *p, op, p == &weight ? "weight" : "bias");
-    }
-  return s;
+  return nn::group_norm_shape(op, input, num_groups, weight, bias, kDevice);
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_t num_groups,
                                                      const Tensor& weight, const Tensor& bias,
                                                      double eps) {
   const char* op = "group_norm";
-  GroupShape s = group_shape(op, input, num_groups, weight, bias);
+  nn::GroupShape s = group_shape(op, input, num_groups, weight, bias);
   DeviceGuard guard(ix::device_index(input));
   Tensor x = nnk::contig(input, op);
   Tensor w = weight ? nnk::contig(weight, x->dtype(), op) : Tensor();
@@ -501,10 +420,8 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
     const Tensor& grad_out, const Tensor& input, int64_t num_groups, const Tensor& mean,
     const Tensor& rstd, const Tensor& weight, bool input_grad, bool weight_grad, bool bias_grad) {
   const char* op = "group_norm_backward";
-  GroupShape s = group_shape(op, input, num_groups, weight, Tensor());
-  EMBER_CHECK(grad_out->sizes() == input->sizes(), op, ": grad_out of shape ",
-              shape_str(grad_out->sizes()), " doesn't match input of shape ",
-              shape_str(input->sizes()));
+  nn::GroupShape s = group_shape(op, input, num_groups, weight, Tensor());
+  nn::check_norm_grad(op, grad_out, input);
   EMBER_CHECK(mean->numel() == s.n * s.g && rstd->numel() == s.n * s.g, op,
               ": expected mean and rstd with ", s.n * s.g, " elements (N * num_groups), got ",
               shape_str(mean->sizes()), " and ", shape_str(rstd->sizes()));
@@ -631,30 +548,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
                                                      double momentum, double eps) {
   const char* op = "batch_norm";
   ix::check_cuda(input, op, "input");
-  check_float(op, input);
-  EMBER_CHECK(input->dim() >= 2, op, ": expected an input of shape (N, C, *), got ",
-              shape_str(input->sizes()));
-  const int64_t N = input->size(0), C = input->size(1);
-  int64_t HW = 1;
-  for (int64_t d = 2; d < input->dim(); ++d) HW *= input->size(d);
-  for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
-    if (*p) {
-      const char* what = p == &weight         ? "weight"
-                         : p == &bias         ? "bias"
-                         : p == &running_mean ? "running_mean"
-                                              : "running_var";
-      EMBER_CHECK((*p)->numel() == C && (*p)->dim() == 1, op, ": expected ", what, " of shape (", C,
-                  ",), got ", shape_str((*p)->sizes()));
-      nnk::check_device(input, *p, op, what);
-    }
-  const int64_t count = N * HW;
-  if (training)
-    EMBER_CHECK_KIND(count > 1, Value, op,
-                     ": expected more than 1 value per channel when training, got input of shape ",
-                     shape_str(input->sizes()));
-  else
-    EMBER_CHECK(running_mean && running_var, op,
-                ": running_mean and running_var are required in eval mode (training=False)");
+  const nn::BatchShape bs =
+      nn::batch_norm_shape(op, input, weight, bias, running_mean, running_var, training, kDevice);
+  const int64_t N = bs.N, C = bs.C, HW = bs.HW, count = bs.count;
   DeviceGuard guard(ix::device_index(input));
   const Device dev = input->device();
   Tensor x = nnk::contig(input, op);
@@ -734,10 +630,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
     const Tensor& save_invstd, bool train, bool input_grad, bool weight_grad, bool bias_grad) {
   const char* op = "batch_norm_backward";
   ix::check_cuda(input, op, "input");
-  check_float(op, input);
-  EMBER_CHECK(grad_out->sizes() == input->sizes(), op, ": grad_out of shape ",
-              shape_str(grad_out->sizes()), " doesn't match input of shape ",
-              shape_str(input->sizes()));
+  nn::check_floating_input(op, input);
+  nn::check_norm_grad(op, grad_out, input);
   EMBER_CHECK(input->dim() >= 2, op, ": expected an input of shape (N, C, *), got ",
               shape_str(input->sizes()));
   const int64_t N = input->size(0), C = input->size(1);
@@ -785,10 +679,10 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
 }
 
 void register_norms() {
-  register_kernel("native_layer_norm", DeviceType::CUDA, &native_layer_norm);
-  register_kernel("native_layer_norm_backward", DeviceType::CUDA, &native_layer_norm_backward);
-  register_kernel("_fused_rms_norm", DeviceType::CUDA, &_fused_rms_norm);
-  register_kernel("_fused_rms_norm_backward", DeviceType::CUDA, &_fused_rms_norm_backward);
+  register_kernel("native_layer_norm", DeviceType::CUDA, &RowNorms::layer_norm);
+  register_kernel("native_layer_norm_backward", DeviceType::CUDA, &RowNorms::layer_norm_backward);
+  register_kernel("_fused_rms_norm", DeviceType::CUDA, &RowNorms::rms_norm);
+  register_kernel("_fused_rms_norm_backward", DeviceType::CUDA, &RowNorms::rms_norm_backward);
   register_kernel("native_group_norm", DeviceType::CUDA, &native_group_norm);
   register_kernel("native_group_norm_backward", DeviceType::CUDA, &native_group_norm_backward);
   register_kernel("native_batch_norm", DeviceType::CUDA, &native_batch_norm);

@@ -70,28 +70,7 @@ __global__ void pad_backward_kernel(int64_t total, const T* __restrict__ g, T* _
   }
 }
 
-// Index maps of pad's dims for the non-constant modes (identity for the dims pad leaves alone);
-// raises as pad does.
-std::vector<std::vector<int64_t>> pad_maps(const DimVector& sizes, const DimVector& pad, PadMode m,
-                                           const std::string& mode, const char* op) {
-  const int64_t nd = sizes.size(), np = pad.size() / 2;
-  EMBER_CHECK_KIND(np >= 1 && np <= 3 && (nd == np + 1 || nd == np + 2), NotImplemented, op,
-                   ": padding length ", pad.size(), " is not supported for a ", nd,
-                   "D input with mode '", mode,
-                   "'; non-constant padding pads the last 1, 2 or 3 dims of a 2D/3D, 3D/4D or "
-                   "4D/5D input (padding length 2, 4 or 6)");
-  std::vector<std::vector<int64_t>> maps(nd);
-  for (int64_t d = 0; d < nd; ++d) {
-    const int64_t i = nd - 1 - d;
-    if (i < np) {
-      maps[d] = pad_detail::pad_source_index(sizes[d], pad[2 * i], pad[2 * i + 1], d, m, op);
-    } else {
-      maps[d].resize(sizes[d]);
-      for (int64_t k = 0; k < sizes[d]; ++k) maps[d][k] = k;
-    }
-  }
-  return maps;
-}
+using pad_detail::pad_maps;
 
 // Constant padding's maps: output j of a padded dim reads input lo + j - pl, or nothing (-1).
 std::vector<std::vector<int64_t>> constant_maps(const DimVector& sizes, const DimVector& pad,
@@ -114,18 +93,14 @@ Tensor _pad_backward(const Tensor& grad_output, const DimVector& input_size, con
                      const std::string& mode) {
   const char* op = "pad_backward";
   PadMode m = pad_detail::parse_pad_mode(mode);
-  EMBER_CHECK(pad.size() % 2 == 0 && pad.size() / 2 <= input_size.size(), op,
-              ": padding of length ", pad.size(), " does not fit an input of shape ",
-              shape_str(input_size));
+  pad_detail::check_pad_backward(pad, input_size, op);
   std::vector<std::vector<int64_t>> maps = m == PadMode::Constant
                                                ? constant_maps(input_size, pad, op)
                                                : pad_maps(input_size, pad, m, mode, op);
   const int64_t nd = input_size.size();
   DimVector out_sizes(nd);
   for (int64_t d = 0; d < nd; ++d) out_sizes[d] = maps[d].size();
-  EMBER_CHECK(grad_output->sizes() == out_sizes, op, ": expected grad_output of shape ",
-              shape_str(out_sizes), " (input ", shape_str(input_size), " padded by ",
-              shape_str(pad), "), got ", shape_str(grad_output->sizes()));
+  pad_detail::check_pad_grad_output(grad_output, out_sizes, input_size, pad, op);
   DeviceGuard guard(ix::device_index(grad_output));
   Tensor gi = empty(input_size, grad_output->dtype(), grad_output->device());
   const int64_t total = gi->numel();

@@ -16,6 +16,9 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/device_types.cuh"
 #include "cuda/index_common.cuh"
+#include "cuda/nn_common.cuh"
+#include "kernels/nn_rules.h"
+#include "kernels/pool_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -75,6 +78,19 @@ __device__ __forceinline__ OutPos locate(const Plan& p, int64_t e) {
   return o;
 }
 
+// Calls f(i) for the flat input index i (in the plane) of every tap of o's windows, d then h
+// then w (the CPU's visit_window order).
+template <class F>
+__device__ __forceinline__ void visit_window(const Plan& p, const OutPos& o, const F& f) {
+  for (int64_t a = 0; a < o.w[0].count; ++a) {
+    const int64_t id = o.w[0].first + a * o.w[0].step;
+    for (int64_t b = 0; b < o.w[1].count; ++b) {
+      const int64_t base = (id * p.in[1] + o.w[1].first + b * o.w[1].step) * p.in[2];
+      for (int64_t c = 0; c < o.w[2].count; ++c) f(base + o.w[2].first + c * o.w[2].step);
+    }
+  }
+}
+
 template <class T>
 __global__ void max_pool_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ out,
                                 int64_t* __restrict__ idx, Plan p) {
@@ -86,20 +102,13 @@ __global__ void max_pool_kernel(int64_t total, const T* __restrict__ x, T* __res
     const T* xp = x + o.plane * P;
     A best = -std::numeric_limits<A>::infinity();
     int64_t arg = -1;
-    for (int64_t a = 0; a < o.w[0].count; ++a) {
-      const int64_t id = o.w[0].first + a * o.w[0].step;
-      for (int64_t b = 0; b < o.w[1].count; ++b) {
-        const int64_t base = (id * p.in[1] + o.w[1].first + b * o.w[1].step) * p.in[2];
-        for (int64_t c = 0; c < o.w[2].count; ++c) {
-          const int64_t i = base + o.w[2].first + c * o.w[2].step;
-          const A v = to_op<T>(xp[i]);
-          if (arg < 0 || v > best || v != v) {  // the first maximum; the last NaN wins
-            best = v;
-            arg = i;
-          }
-        }
+    visit_window(p, o, [&](int64_t i) {
+      const A v = to_op<T>(xp[i]);
+      if (arg < 0 || v > best || v != v) {  // the first maximum; the last NaN wins
+        best = v;
+        arg = i;
       }
-    }
+    });
     out[e] = from_op<T>(best);
     idx[e] = arg;
   }
@@ -115,14 +124,7 @@ __global__ void avg_pool_kernel(int64_t total, const T* __restrict__ x, T* __res
     const OutPos o = locate(p, e);
     const T* xp = x + o.plane * P;
     A sum = A(0);
-    for (int64_t a = 0; a < o.w[0].count; ++a) {
-      const int64_t id = o.w[0].first + a * o.w[0].step;
-      for (int64_t b = 0; b < o.w[1].count; ++b) {
-        const int64_t base = (id * p.in[1] + o.w[1].first + b * o.w[1].step) * p.in[2];
-        for (int64_t c = 0; c < o.w[2].count; ++c)
-          sum += to_op<T>(xp[base + o.w[2].first + c * o.w[2].step]);
-      }
-    }
+    visit_window(p, o, [&](int64_t i) { sum += to_op<T>(xp[i]); });
     const int64_t div =
         divisor_override != 0 ? divisor_override : o.w[0].divisor * o.w[1].divisor * o.w[2].divisor;
     out[e] = from_op<T>(sum / static_cast<A>(div));
@@ -142,14 +144,7 @@ __global__ void avg_pool_backward_kernel(int64_t total, const T* __restrict__ g,
         divisor_override != 0 ? divisor_override : o.w[0].divisor * o.w[1].divisor * o.w[2].divisor;
     const Acc v = static_cast<Acc>(to_op<T>(g[e]) / static_cast<A>(div));
     Acc* ap = acc + o.plane * P;
-    for (int64_t a = 0; a < o.w[0].count; ++a) {
-      const int64_t id = o.w[0].first + a * o.w[0].step;
-      for (int64_t b = 0; b < o.w[1].count; ++b) {
-        const int64_t base = (id * p.in[1] + o.w[1].first + b * o.w[1].step) * p.in[2];
-        for (int64_t c = 0; c < o.w[2].count; ++c)
-          atomicAdd(ap + base + o.w[2].first + c * o.w[2].step, v);
-      }
-    }
+    visit_window(p, o, [&](int64_t i) { atomicAdd(ap + i, v); });
   }
 }
 
@@ -176,105 +171,42 @@ __global__ void convert_kernel(int64_t n, const TS* __restrict__ src, TD* __rest
 
 // ---- host side --------------------------------------------------------------------------------
 
-DimVector expand_param(const DimVector& v, int64_t k, const char* name, const char* op) {
-  if (v.size() == 1 && k != 1) return DimVector(k, v[0]);
-  EMBER_CHECK_KIND(static_cast<int64_t>(v.size()) == k, Value, op, ": ", name,
-                   " must be an int or a tuple of ", k, " ints, got ", shape_str(v));
-  return v;
-}
-
-// Leading dims -> planes, spatial sizes into p.in; returns the output's leading dims.
-DimVector init_plan(Plan& p, const char* op, const DimVector& sizes, int64_t k) {
-  EMBER_CHECK(static_cast<int64_t>(sizes.size()) >= k + 1, op, ": expected an input of at least ",
-              k + 1, " dims ((C, *spatial) or (N, C, *spatial)) for ", k,
-              " spatial dims, got shape ", shape_str(sizes));
-  DimVector out_shape;
-  const int64_t lead = sizes.size() - k;
-  for (int64_t d = 0; d < lead; ++d) {
-    p.planes *= sizes[d];
-    out_shape.push_back(sizes[d]);
+// The sizes and checks are the CPU's (kernels/pool_rules.h).
+Plan make_plan(const nn::PoolDims& d, DimVector* out_shape) {
+  Plan p;
+  for (int j = 0; j < 3; ++j) {
+    p.in[j] = d.in[j];
+    p.out[j] = d.out[j];
+    p.ks[j] = d.ks[j];
+    p.st[j] = d.st[j];
+    p.pd[j] = d.pd[j];
+    p.dl[j] = d.dl[j];
   }
-  for (int64_t d = 0; d < k; ++d) {
-    p.in[3 - k + d] = sizes[lead + d];
-    EMBER_CHECK(sizes[lead + d] > 0, op, ": expected non-empty spatial dims, got input of shape ",
-                shape_str(sizes));
-  }
-  return out_shape;
+  p.planes = d.planes;
+  *out_shape = d.out_shape;
+  return p;
 }
 
 Plan fixed_plan(const char* op, const DimVector& sizes, const DimVector& kernel_size,
                 const DimVector& stride, const DimVector& padding, const DimVector& dilation,
                 bool ceil_mode, bool count_include_pad, DimVector* out_shape) {
-  const int64_t k = kernel_size.size();
-  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": kernel_size must have 1 to 3 elements, got ",
-                   shape_str(kernel_size));
-  Plan p;
-  *out_shape = init_plan(p, op, sizes, k);
+  Plan p = make_plan(
+      nn::fixed_pool_dims(op, sizes, kernel_size, stride, padding, dilation, ceil_mode), out_shape);
   p.count_include_pad = count_include_pad;
-  DimVector st = stride.empty() ? kernel_size : expand_param(stride, k, "stride", op);
-  DimVector pd = expand_param(padding, k, "padding", op);
-  DimVector dl = expand_param(dilation, k, "dilation", op);
-  for (int64_t d = 0; d < k; ++d) {
-    const int64_t j = 3 - k + d, in = p.in[j], ks = kernel_size[d];
-    EMBER_CHECK_KIND(ks > 0 && st[d] > 0 && dl[d] > 0, Value, op,
-                     ": kernel_size, stride and dilation must be positive, got kernel_size=",
-                     shape_str(kernel_size), " stride=", shape_str(st),
-                     " dilation=", shape_str(dl));
-    EMBER_CHECK_KIND(pd[d] >= 0 && pd[d] <= ks / 2, Value, op,
-                     ": padding should be at most half of the kernel size, got padding=",
-                     shape_str(pd), " and kernel_size=", shape_str(kernel_size));
-    int64_t span = 0;
-    if (__builtin_mul_overflow(dl[d], ks - 1, &span) || __builtin_add_overflow(span, 1, &span))
-      EMBER_FAIL(Runtime, op, ": kernel_size ", shape_str(kernel_size), " with dilation ",
-                 shape_str(dl), " overflows int64");
-    const int64_t avail = (in - span) + 2 * pd[d];
-    EMBER_CHECK(avail >= 0, op, ": the window (kernel ", ks, ", dilation ", dl[d],
-                ") is larger than the padded input along spatial dim ", d, " (input shape ",
-                shape_str(sizes), ", padding ", pd[d], ")");
-    int64_t o = (ceil_mode ? (avail + st[d] - 1) / st[d] : avail / st[d]) + 1;
-    if (ceil_mode && (o - 1) * st[d] >= in + pd[d]) --o;
-    p.out[j] = o;
-    p.ks[j] = ks;
-    p.st[j] = st[d];
-    p.pd[j] = pd[d];
-    p.dl[j] = dl[d];
-    out_shape->push_back(o);
-  }
   return p;
 }
 
 Plan adaptive_plan(const char* op, const DimVector& sizes, const DimVector& output_size,
                    DimVector* out_shape) {
-  const int64_t k = output_size.size();
-  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": output_size must have 1 to 3 elements, got ",
-                   shape_str(output_size));
-  Plan p;
-  *out_shape = init_plan(p, op, sizes, k);
+  Plan p = make_plan(nn::adaptive_pool_dims(op, sizes, output_size), out_shape);
   p.adaptive = true;
-  for (int64_t d = 0; d < k; ++d) {
-    EMBER_CHECK_KIND(output_size[d] > 0, Value, op, ": output_size must be positive, got ",
-                     shape_str(output_size));
-    p.out[3 - k + d] = output_size[d];
-    out_shape->push_back(output_size[d]);
-  }
   checked_numel(*out_shape, op);
   return p;
 }
 
 template <class F>
 void dispatch_float(ScalarType dt, const char* op, const F& f) {
-  switch (dt) {
-    case ScalarType::Float32:
-      return f(float());
-    case ScalarType::Float64:
-      return f(double());
-    case ScalarType::Float16:
-      return f(Half());
-    case ScalarType::BFloat16:
-      return f(BFloat16());
-    default:
-      EMBER_FAIL(Type, op, ": expected a floating-point input, got ", dtype_name(dt));
-  }
+  nnk::dispatch_floating(dt, op, "input", f);
 }
 
 // Runs launch(acc) with a zeroed accumulator over gi's elements: gi itself (float32/float64) or
@@ -295,6 +227,21 @@ void scatter_into(const Tensor& gi, const char* op, const F& launch) {
         n, acc->data_as<float>(), gi->data_as<T>());
     check_launch(op);
   }
+}
+
+// gi = the scatter of the contiguous grad g: launch(T(), acc, total) adds g's total elements into
+// the zeroed accumulator acc (see scatter_into).
+template <class F>
+void scatter_grad(const Tensor& gi, const Tensor& g, const char* op, const F& launch) {
+  const int64_t total = g->numel();
+  dispatch_float(g->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    scatter_into<T>(gi, op, [&](auto* acc) {
+      if (total == 0) return;
+      launch(tag, acc, total);
+      check_launch(op);
+    });
+  });
 }
 
 std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, const Plan& p,
@@ -343,16 +290,11 @@ Tensor avg_pool_backward_run(const char* op, const Tensor& grad, const DimVector
   Tensor gi = empty(input_size, grad->dtype(), grad->device());
   if (gi->numel() == 0) return gi;
   Tensor g = ix::contiguous(grad, op);
-  const int64_t total = g->numel();
-  dispatch_float(g->dtype(), op, [&](auto tag) {
+  scatter_grad(gi, g, op, [&](auto tag, auto* acc, int64_t total) {
     using T = decltype(tag);
-    scatter_into<T>(gi, op, [&](auto* acc) {
-      using Acc = std::remove_pointer_t<decltype(acc)>;
-      if (total == 0) return;
-      avg_pool_backward_kernel<T, Acc><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
-          total, g->data_as<T>(), acc, p, divisor_override.value_or(0));
-      check_launch(op);
-    });
+    using Acc = std::remove_pointer_t<decltype(acc)>;
+    avg_pool_backward_kernel<T, Acc><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
+        total, g->data_as<T>(), acc, p, divisor_override.value_or(0));
   });
   return gi;
 }
@@ -377,13 +319,7 @@ std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVecto
 Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
                           const DimVector& input_size, int64_t spatial_dims) {
   const char* op = "max_pool_backward";
-  EMBER_CHECK(grad_output->sizes() == indices->sizes(), op, ": grad_output of shape ",
-              shape_str(grad_output->sizes()), " doesn't match indices of shape ",
-              shape_str(indices->sizes()));
-  EMBER_CHECK(static_cast<int64_t>(input_size.size()) == indices->dim() && spatial_dims >= 1 &&
-                  spatial_dims < indices->dim(),
-              op, ": input_size ", shape_str(input_size), " doesn't fit indices of shape ",
-              shape_str(indices->sizes()), " with ", spatial_dims, " spatial dims");
+  nn::check_max_pool_backward(op, grad_output, indices, input_size, spatial_dims);
   EMBER_CHECK_KIND(indices->dtype() == ScalarType::Int64, Type, op,
                    ": expected int64 indices, got ", dtype_name(indices->dtype()));
   EMBER_CHECK_KIND(is_floating(grad_output->dtype()), Type, op,
@@ -406,16 +342,11 @@ Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
   if (gi->numel() == 0) return gi;
   Tensor g = ix::contiguous(grad_output, op);
   Tensor ix_ = ix::contiguous(indices, op);
-  const int64_t total = g->numel();
-  dispatch_float(g->dtype(), op, [&](auto tag) {
+  scatter_grad(gi, g, op, [&](auto tag, auto* acc, int64_t total) {
     using T = decltype(tag);
-    scatter_into<T>(gi, op, [&](auto* acc) {
-      using Acc = std::remove_pointer_t<decltype(acc)>;
-      if (total == 0) return;
-      max_pool_backward_kernel<T, Acc><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
-          total, g->data_as<T>(), ix_->data_as<int64_t>(), acc, P, Q);
-      check_launch(op);
-    });
+    using Acc = std::remove_pointer_t<decltype(acc)>;
+    max_pool_backward_kernel<T, Acc><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
+        total, g->data_as<T>(), ix_->data_as<int64_t>(), acc, P, Q);
   });
   return gi;
 }
@@ -423,8 +354,7 @@ Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
 Tensor _avg_pool(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
                  const DimVector& padding, bool ceil_mode, bool count_include_pad,
                  std::optional<int64_t> divisor_override) {
-  EMBER_CHECK_KIND(!divisor_override || *divisor_override != 0, Value,
-                   "avg_pool: divisor_override must be non-zero");
+  nn::check_divisor_override(divisor_override);
   DimVector out_shape;
   Plan p = fixed_plan("avg_pool", self->sizes(), kernel_size, stride, padding, DimVector{1},
                       ceil_mode, count_include_pad, &out_shape);

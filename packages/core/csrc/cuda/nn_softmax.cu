@@ -10,6 +10,7 @@
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
 #include "cuda/nn_common.cuh"
+#include "kernels/softmax_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -20,18 +21,7 @@ namespace {
 using nnk::acc_t;
 using nnk::MaxSum;
 
-struct RowShape {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-RowShape row_shape(const Tensor& t, int64_t dim) {
-  RowShape s;
-  for (int64_t d = 0; d < t->dim(); ++d) {
-    if (d < dim) s.outer *= t->size(d);
-    if (d == dim) s.n = t->size(d);
-    if (d > dim) s.inner *= t->size(d);
-  }
-  return s;
-}
+using RowShape = nn::SoftmaxShape;  // the CPU's (kernels/softmax_rules.h)
 
 template <class T>
 __global__ void softmax_forward_kernel(const T* x, T* y, int64_t rows, int64_t n, int64_t inner,
@@ -91,19 +81,12 @@ Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
                       std::optional<ScalarType> dtype, bool log) {
   ix::check_cuda(self, op, "self");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(self->dim(), 1), op);
-  ScalarType dt = self->dtype();
-  if (dtype && *dtype != dt) {
-    EMBER_CHECK_KIND(is_floating(*dtype), Type, op, ": dtype must be a floating dtype, got ",
-                     dtype_name(*dtype));
-    dt = *dtype;
-  }
-  EMBER_CHECK_KIND(is_floating(dt), Type, op, ": expected a floating-point input (or dtype=), got ",
-                   dtype_name(dt));
+  const ScalarType dt = nn::softmax_dtype(op, self, dtype);
   DeviceGuard guard(ix::device_index(self));
   Tensor x = nnk::contig(self, dt, op);
   Tensor out = empty(x->sizes(), dt, x->device());
   if (x->numel() == 0) return out;
-  const RowShape s = x->dim() == 0 ? RowShape{} : row_shape(x, d);
+  const RowShape s = x->dim() == 0 ? RowShape{} : nn::softmax_shape(x, d);
   const int64_t rows = s.outer * s.inner;
   const int mode = plan_mode(s);
   EMBER_DISPATCH_FLOAT(dt, op, [&] {
@@ -120,9 +103,7 @@ Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor&
                                int64_t dim, bool log) {
   ix::check_cuda(output, op, "output");
   nnk::check_device(output, grad, op, "grad_output");
-  EMBER_CHECK(grad->sizes() == output->sizes(), op, ": grad_output of shape ",
-              shape_str(grad->sizes()), " doesn't match output of shape ",
-              shape_str(output->sizes()));
+  nn::check_softmax_grad(op, grad, output);
   EMBER_CHECK_KIND(is_floating(output->dtype()), Type, op,
                    ": expected a floating-point output, got ", dtype_name(output->dtype()));
   const int64_t d = wrap_dim(dim, std::max<int64_t>(output->dim(), 1), op);
@@ -131,7 +112,7 @@ Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor&
   Tensor g = nnk::contig(grad, y->dtype(), op);
   Tensor out = empty(y->sizes(), y->dtype(), y->device());
   if (y->numel() == 0) return out;
-  const RowShape s = y->dim() == 0 ? RowShape{} : row_shape(y, d);
+  const RowShape s = y->dim() == 0 ? RowShape{} : nn::softmax_shape(y, d);
   const int64_t rows = s.outer * s.inner;
   const int mode = plan_mode(s);
   EMBER_DISPATCH_FLOAT(y->dtype(), op, [&] {
@@ -144,24 +125,13 @@ Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor&
   return out;
 }
 
-Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
-  return softmax_common("softmax", self, dim, dtype, false);
-}
-Tensor log_softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
-  return softmax_common("log_softmax", self, dim, dtype, true);
-}
-Tensor _softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim) {
-  return softmax_backward_common("softmax_backward", grad_output, output, dim, false);
-}
-Tensor _log_softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim) {
-  return softmax_backward_common("log_softmax_backward", grad_output, output, dim, true);
-}
+using Softmax = nn::SoftmaxOps<&softmax_common, &softmax_backward_common>;
 
 void register_softmax() {
-  register_kernel("softmax", DeviceType::CUDA, &softmax);
-  register_kernel("log_softmax", DeviceType::CUDA, &log_softmax);
-  register_kernel("_softmax_backward_data", DeviceType::CUDA, &_softmax_backward_data);
-  register_kernel("_log_softmax_backward_data", DeviceType::CUDA, &_log_softmax_backward_data);
+  register_kernel("softmax", DeviceType::CUDA, &Softmax::softmax);
+  register_kernel("log_softmax", DeviceType::CUDA, &Softmax::log_softmax);
+  register_kernel("_softmax_backward_data", DeviceType::CUDA, &Softmax::softmax_backward);
+  register_kernel("_log_softmax_backward_data", DeviceType::CUDA, &Softmax::log_softmax_backward);
 }
 
 }  // namespace

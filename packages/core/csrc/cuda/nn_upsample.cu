@@ -15,6 +15,8 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/device_types.cuh"
 #include "cuda/index_common.cuh"
+#include "cuda/nn_common.cuh"
+#include "kernels/upsample_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -161,18 +163,38 @@ KGeom kgeom(const Geometry& g) {
   return k;
 }
 
+// Output element e of the (planes, *out) result: its plane and its position along each dim.
+struct OutPos {
+  int64_t pl, od, oh, ow;
+};
+__device__ __forceinline__ OutPos out_pos(const KGeom& g, int64_t e) {
+  const int64_t Q = g.out[0] * g.out[1] * g.out[2];
+  const int64_t q = e % Q;
+  return {e / Q, q / (g.out[2] * g.out[1]), (q / g.out[2]) % g.out[1], q % g.out[2]};
+}
+
+// The taps of output position p along the three dims.
+template <class A>
+struct Taps3 {
+  Taps<A> d, h, w;
+};
+template <class A>
+__device__ __forceinline__ Taps3<A> taps3_of(const KGeom& g, const OutPos& p) {
+  return {taps_of<A>(g.ax[0], g.mode, p.od), taps_of<A>(g.ax[1], g.mode, p.oh),
+          taps_of<A>(g.ax[2], g.mode, p.ow)};
+}
+
 // Nearest forward: a gather of items of T's size.
 template <class T>
 __global__ void nearest_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ y, KGeom g) {
-  const int64_t P = g.in[0] * g.in[1] * g.in[2], Q = g.out[0] * g.out[1] * g.out[2];
+  const int64_t P = g.in[0] * g.in[1] * g.in[2];
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t q = e % Q, pl = e / Q;
-    const int64_t ow = q % g.out[2], oh = (q / g.out[2]) % g.out[1], od = q / (g.out[2] * g.out[1]);
-    const int64_t id = nearest_index(g.ax[0], g.mode, od);
-    const int64_t ih = nearest_index(g.ax[1], g.mode, oh);
-    const int64_t iw = nearest_index(g.ax[2], g.mode, ow);
-    y[e] = x[pl * P + (id * g.in[1] + ih) * g.in[2] + iw];
+    const OutPos p = out_pos(g, e);
+    const int64_t id = nearest_index(g.ax[0], g.mode, p.od);
+    const int64_t ih = nearest_index(g.ax[1], g.mode, p.oh);
+    const int64_t iw = nearest_index(g.ax[2], g.mode, p.ow);
+    y[e] = x[p.pl * P + (id * g.in[1] + ih) * g.in[2] + iw];
   }
 }
 
@@ -180,15 +202,12 @@ __global__ void nearest_kernel(int64_t total, const T* __restrict__ x, T* __rest
 // skipped), weighted by the W tap (the CPU's order of operations).
 template <class T, class A>
 __global__ void blend_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ y, KGeom g) {
-  const int64_t P = g.in[0] * g.in[1] * g.in[2], Q = g.out[0] * g.out[1] * g.out[2];
+  const int64_t P = g.in[0] * g.in[1] * g.in[2];
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t q = e % Q, pl = e / Q;
-    const int64_t ow = q % g.out[2], oh = (q / g.out[2]) % g.out[1], od = q / (g.out[2] * g.out[1]);
-    const Taps<A> td = taps_of<A>(g.ax[0], g.mode, od);
-    const Taps<A> th = taps_of<A>(g.ax[1], g.mode, oh);
-    const Taps<A> tw = taps_of<A>(g.ax[2], g.mode, ow);
-    const T* base = x + pl * P;
+    const OutPos p = out_pos(g, e);
+    const auto [td, th, tw] = taps3_of<A>(g, p);
+    const T* base = x + p.pl * P;
     A acc = A(0);
     for (int k = 0; k < tw.n; ++k) {
       A inner = A(0);
@@ -213,16 +232,13 @@ __global__ void blend_kernel(int64_t total, const T* __restrict__ x, T* __restri
 template <class T, class A, class Acc>
 __global__ void blend_backward_kernel(int64_t total, const T* __restrict__ gy, Acc* __restrict__ gx,
                                       KGeom g) {
-  const int64_t P = g.in[0] * g.in[1] * g.in[2], Q = g.out[0] * g.out[1] * g.out[2];
+  const int64_t P = g.in[0] * g.in[1] * g.in[2];
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t q = e % Q, pl = e / Q;
-    const int64_t ow = q % g.out[2], oh = (q / g.out[2]) % g.out[1], od = q / (g.out[2] * g.out[1]);
-    const Taps<A> td = taps_of<A>(g.ax[0], g.mode, od);
-    const Taps<A> th = taps_of<A>(g.ax[1], g.mode, oh);
-    const Taps<A> tw = taps_of<A>(g.ax[2], g.mode, ow);
+    const OutPos p = out_pos(g, e);
+    const auto [td, th, tw] = taps3_of<A>(g, p);
     const A go = to_op<T>(gy[e]);
-    Acc* base = gx + pl * P;
+    Acc* base = gx + p.pl * P;
     for (int a = 0; a < td.n; ++a)
       for (int b = 0; b < th.n; ++b) {
         const A w = td.w[a] * th.w[b];
@@ -246,24 +262,16 @@ __global__ void convert_kernel(int64_t n, const TS* __restrict__ src, TD* __rest
 Geometry make_geometry(const char* op, int64_t k, int mode, const DimVector& input_size,
                        const DimVector& output_size, bool align_corners, const Scales& scales,
                        DimVector* out_shape) {
-  EMBER_CHECK_KIND(static_cast<int64_t>(output_size.size()) == k, Value, op,
-                   ": output_size must have ", k, " elements, got ", shape_str(output_size));
-  EMBER_CHECK(static_cast<int64_t>(input_size.size()) == k + 2, op, ": expected a ", k + 2,
-              "-D input (N, C, ", k == 1 ? "W" : (k == 2 ? "H, W" : "D, H, W"), "), got shape ",
-              shape_str(input_size));
+  const nn::UpsampleDims u = nn::upsample_dims(op, k, input_size, output_size);
   Geometry g;
   g.k = k;
   g.mode = mode;
-  g.planes = input_size[0] * input_size[1];
-  *out_shape = DimVector{input_size[0], input_size[1]};
-  for (int64_t d = 0; d < k; ++d) {
-    EMBER_CHECK(input_size[2 + d] > 0 && output_size[d] > 0, op,
-                ": input and output sizes should be greater than 0, got input of shape ",
-                shape_str(input_size), " and output_size ", shape_str(output_size));
-    g.in[3 - k + d] = input_size[2 + d];
-    g.out[3 - k + d] = output_size[d];
-    out_shape->push_back(output_size[d]);
+  g.planes = u.planes;
+  for (int j = 0; j < 3; ++j) {
+    g.in[j] = u.in[j];
+    g.out[j] = u.out[j];
   }
+  *out_shape = u.out_shape;
   checked_numel(*out_shape, op);
   const bool nearest = mode == kNearest || mode == kNearestExact;
   const bool shortcuts = mode == kNearest && k == 2;  // upsample_nearest2d's CPU indexing
@@ -298,18 +306,7 @@ Geometry make_geometry(const char* op, int64_t k, int mode, const DimVector& inp
 
 template <class F>
 void dispatch_float(ScalarType dt, const char* op, const F& f) {
-  switch (dt) {
-    case ScalarType::Float32:
-      return f(float());
-    case ScalarType::Float64:
-      return f(double());
-    case ScalarType::Float16:
-      return f(Half());
-    case ScalarType::BFloat16:
-      return f(BFloat16());
-    default:
-      EMBER_FAIL(Type, op, ": expected a floating-point dtype, got ", dtype_name(dt));
-  }
+  nnk::dispatch_floating(dt, op, "dtype", f);
 }
 
 Tensor upsample_fwd(const char* op, int64_t k, int mode, const Tensor& self,

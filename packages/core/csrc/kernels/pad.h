@@ -1,11 +1,13 @@
-// Shared by the pad kernel (kernels/cpu/nn_pad.cpp) and its derivative
-// (autograd/formulas_shape.h): where each output position of a padded dim reads from.
+// Shared by the pad kernels (kernels/cpu/nn_pad.cpp, cuda/nn_pad.cu) and the derivative
+// (autograd/formulas_shape.h): where each output position of a padded dim reads from, and the
+// checks of pad and its backward.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace ember {
 namespace pad_detail {
@@ -72,6 +74,56 @@ inline std::vector<int64_t> pad_source_index(int64_t n, int64_t left, int64_t ri
     idx[j] = lo + s;
   }
   return idx;
+}
+
+// Index maps of pad's dims for the non-constant modes (identity for the dims pad leaves alone);
+// raises as pad does.
+inline std::vector<std::vector<int64_t>> pad_maps(const DimVector& sizes, const DimVector& pad,
+                                                  PadMode m, const std::string& mode,
+                                                  const char* op) {
+  const int64_t nd = sizes.size(), np = pad.size() / 2;
+  EMBER_CHECK_KIND(np >= 1 && np <= 3 && (nd == np + 1 || nd == np + 2), NotImplemented, op,
+                   ": padding length ", pad.size(), " is not supported for a ", nd,
+                   "D input with mode '", mode,
+                   "'; non-constant padding pads the last 1, 2 or 3 dims of a 2D/3D, 3D/4D or "
+                   "4D/5D input (padding length 2, 4 or 6)");
+  std::vector<std::vector<int64_t>> maps(nd);
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t i = nd - 1 - d;  // pad pair of dim d, if any
+    if (i < np) {
+      maps[d] = pad_source_index(sizes[d], pad[2 * i], pad[2 * i + 1], d, m, op);
+    } else {
+      maps[d].resize(sizes[d]);
+      for (int64_t k = 0; k < sizes[d]; ++k) maps[d][k] = k;
+    }
+  }
+  return maps;
+}
+
+// pad / constant_pad_nd: pairs of pads, at most one pair per dim of self.
+inline void check_pad_list(const Tensor& self, const DimVector& pad, const char* op) {
+  EMBER_CHECK(pad.size() % 2 == 0, op, ": padding length must be divisible by 2 (got ", pad.size(),
+              ")");
+  EMBER_CHECK(static_cast<int64_t>(pad.size()) / 2 <= self->dim(), op,
+              ": padding length should be less than or equal to two times the input dimension "
+              "but got padding length ",
+              pad.size(), " and input of dimension ", self->dim());
+}
+
+// pad_backward: the padding fits input_size.
+inline void check_pad_backward(const DimVector& pad, const DimVector& input_size, const char* op) {
+  EMBER_CHECK(pad.size() % 2 == 0 && pad.size() / 2 <= input_size.size(), op,
+              ": padding of length ", pad.size(), " does not fit an input of shape ",
+              shape_str(input_size));
+}
+
+// pad_backward: grad_output has the padded shape out_sizes.
+inline void check_pad_grad_output(const Tensor& grad_output, const DimVector& out_sizes,
+                                  const DimVector& input_size, const DimVector& pad,
+                                  const char* op) {
+  EMBER_CHECK(grad_output->sizes() == out_sizes, op, ": expected grad_output of shape ",
+              shape_str(out_sizes), " (input ", shape_str(input_size), " padded by ",
+              shape_str(pad), "), got ", shape_str(grad_output->sizes()));
 }
 
 }  // namespace pad_detail

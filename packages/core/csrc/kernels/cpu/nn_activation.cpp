@@ -11,6 +11,7 @@
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "kernels/parallel.h"
+#include "kernels/softmax_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -19,18 +20,8 @@ namespace {
 
 // ---- softmax --------------------------------------------------------------------------------
 
-struct SoftmaxShape {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-SoftmaxShape softmax_shape(const Tensor& t, int64_t dim) {
-  SoftmaxShape s;
-  for (int64_t d = 0; d < t->dim(); ++d) {
-    if (d < dim) s.outer *= t->size(d);
-    if (d == dim) s.n = t->size(d);
-    if (d > dim) s.inner *= t->size(d);
-  }
-  return s;
-}
+using nn::softmax_shape;  // shared with CUDA (kernels/softmax_rules.h)
+using nn::SoftmaxShape;
 
 // Calls f(o, c0, c1) for tiles of columns [c0, c1) of every outer block o of a softmax along a
 // strided dim, tiles spread over the pool: 16 columns (a cache line of floats) per tile.
@@ -148,15 +139,7 @@ void softmax_kernel(const T* x, T* out, const SoftmaxShape& s, bool log) {
 Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
                       std::optional<ScalarType> dtype, bool log) {
   const int64_t d = wrap_dim(dim, std::max<int64_t>(self->dim(), 1), op);
-  Tensor x = self;
-  if (dtype && *dtype != self->dtype()) {
-    EMBER_CHECK_KIND(is_floating(*dtype), Type, op, ": dtype must be a floating dtype, got ",
-                     dtype_name(*dtype));
-    x = nn::cast(self, *dtype);
-  }
-  EMBER_CHECK_KIND(is_floating(x->dtype()), Type, op,
-                   ": expected a floating-point input (or dtype=), got ", dtype_name(x->dtype()));
-  x = nn::contig(x);
+  Tensor x = nn::contig(self, nn::softmax_dtype(op, self, dtype));
   Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
   if (x->numel() == 0) return out;
   SoftmaxShape s = x->dim() == 0 ? SoftmaxShape{} : softmax_shape(x, d);
@@ -224,9 +207,7 @@ void softmax_backward_kernel(const T* g, const T* y, T* gi, const SoftmaxShape& 
 
 Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor& output,
                                int64_t dim, bool log) {
-  EMBER_CHECK(grad->sizes() == output->sizes(), op, ": grad_output of shape ",
-              shape_str(grad->sizes()), " doesn't match output of shape ",
-              shape_str(output->sizes()));
+  nn::check_softmax_grad(op, grad, output);
   const int64_t d = wrap_dim(dim, std::max<int64_t>(output->dim(), 1), op);
   Tensor y = nn::contig(output);
   Tensor g = nn::contig(nn::cast(grad, y->dtype()));
@@ -274,17 +255,19 @@ A softplus1(A x) {  // log(1 + exp(x)), stable for large |x|
 
 }  // namespace
 
+using Softmax = nn::SoftmaxOps<&softmax_common, &softmax_backward_common>;
+
 Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
-  return softmax_common("softmax", self, dim, dtype, false);
+  return Softmax::softmax(self, dim, dtype);
 }
 Tensor log_softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
-  return softmax_common("log_softmax", self, dim, dtype, true);
+  return Softmax::log_softmax(self, dim, dtype);
 }
 Tensor _softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim) {
-  return softmax_backward_common("softmax_backward", grad_output, output, dim, false);
+  return Softmax::softmax_backward(grad_output, output, dim);
 }
 Tensor _log_softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim) {
-  return softmax_backward_common("log_softmax_backward", grad_output, output, dim, true);
+  return Softmax::log_softmax_backward(grad_output, output, dim);
 }
 
 Tensor gelu(const Tensor& self, const std::string& approximate) {

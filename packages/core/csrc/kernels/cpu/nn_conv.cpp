@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "kernels/conv_rules.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/nn_utils.h"
@@ -20,55 +21,8 @@ namespace ember {
 namespace cpu {
 namespace {
 
-// Sizes of a k-d sliding window op, padded to 3 spatial dims (missing leading dims are 1).
-struct Geom {
-  int64_t k = 0;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, ks[3] = {1, 1, 1};
-  int64_t st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
-  int64_t kernel_numel() const { return ks[0] * ks[1] * ks[2]; }
-  int64_t in_numel() const { return in[0] * in[1] * in[2]; }
-  int64_t out_numel() const { return out[0] * out[1] * out[2]; }
-};
-
-// in: the spatial input sizes. Checks the parameters and computes the output positions.
-Geom make_geom(const char* op, const DimVector& in, const DimVector& kernel_size,
-               const DimVector& dilation, const DimVector& padding, const DimVector& stride) {
-  const int64_t k = kernel_size.size();
-  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": expected 1 to 3 spatial dims (kernel_size ",
-                   shape_str(kernel_size), ")");
-  DimVector dl = nn::expand_param(dilation, k, "dilation", op);
-  DimVector pd = nn::expand_param(padding, k, "padding", op);
-  DimVector st = nn::expand_param(stride, k, "stride", op);
-  Geom g;
-  g.k = k;
-  for (int64_t d = 0; d < k; ++d) {
-    const int64_t j = 3 - k + d;
-    EMBER_CHECK_KIND(kernel_size[d] > 0 && dl[d] > 0 && st[d] > 0 && pd[d] >= 0, Value, op,
-                     ": kernel_size, dilation and stride must be positive and padding "
-                     "non-negative, got kernel_size=",
-                     shape_str(kernel_size), " dilation=", shape_str(dl), " stride=", shape_str(st),
-                     " padding=", shape_str(pd));
-    g.in[j] = in[d];
-    g.ks[j] = kernel_size[d];
-    g.st[j] = st[d];
-    g.pd[j] = pd[d];
-    g.dl[j] = dl[d];
-    // User-given sizes: every product is checked before anything is planned from it.
-    int64_t span = 0, padded = 0;
-    if (__builtin_mul_overflow(dl[d], kernel_size[d] - 1, &span) ||
-        __builtin_add_overflow(span, 1, &span) || __builtin_mul_overflow(pd[d], 2, &padded) ||
-        __builtin_add_overflow(padded, in[d], &padded))
-      EMBER_FAIL(Runtime, op, ": kernel_size ", shape_str(kernel_size), ", dilation ",
-                 shape_str(dl), " and padding ", shape_str(pd),
-                 " overflow int64 along spatial dim ", d);
-    EMBER_CHECK(padded >= span, op, ": the kernel ", shape_str(kernel_size), " with dilation ",
-                shape_str(dl), " spans ", span, " elements along spatial dim ", d,
-                ", more than the padded input (", in[d], " + 2 * ", pd[d], " = ", padded, ")");
-    g.out[j] = (padded - span) / st[d] + 1;
-  }
-  checked_numel(DimVector{g.out[0], g.out[1], g.out[2]}, op);  // the block count fits int64
-  return g;
-}
+// The sliding-window geometry and its checks are shared with CUDA (kernels/conv_rules.h).
+using Geom = nn::WindowGeom;
 
 // The output positions [lo, hi) of a row whose input index ow * st + off lies in [0, in).
 inline void valid_span(int64_t out, int64_t in, int64_t st, int64_t off, int64_t* lo, int64_t* hi) {
@@ -228,33 +182,21 @@ void col2im_into(const Tensor& cols, const Tensor& out, const Geom& g) {
   });
 }
 
-DimVector trailing(const Tensor& t, int64_t k) {
-  DimVector out;
-  for (int64_t d = t->dim() - k; d < t->dim(); ++d) out.push_back(t->size(d));
-  return out;
-}
-
-Tensor view_as_shape(const Tensor& contiguous, const DimVector& sizes) {
-  return make_view(contiguous, sizes, contiguous_strides(sizes), contiguous->storage_offset());
-}
+using nn::trailing;
+using nn::view_as_shape;
 
 }  // namespace
 
 Tensor im2col(const Tensor& self, const DimVector& kernel_size, const DimVector& dilation,
               const DimVector& padding, const DimVector& stride) {
   const int64_t k = kernel_size.size();
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
-                   "im2col: expected a floating-point input, got ", dtype_name(self->dtype()));
-  EMBER_CHECK(self->dim() == k + 2 || self->dim() == k + 1, "im2col: expected a ", k + 1, "-D (",
-              "unbatched) or ", k + 2, "-D (batched) input for a ", k,
-              "-D kernel_size, but got input of shape ", shape_str(self->sizes()));
-  const bool batched = self->dim() == k + 2;
+  const bool batched = nn::check_im2col_input(self, k);
   Tensor x = nn::contig(batched ? self : view_as_shape(nn::contig(self), [&] {
     DimVector s{1};
     for (int64_t v : self->sizes()) s.push_back(v);
     return s;
   }()));
-  Geom g = make_geom("im2col", trailing(x, k), kernel_size, dilation, padding, stride);
+  Geom g = nn::make_window_geom("im2col", trailing(x, k), kernel_size, dilation, padding, stride);
   const int64_t N = x->size(0), C = x->size(1);
   Tensor cols = ember::empty({N, C * g.kernel_numel(), g.out_numel()}, x->dtype(), x->device());
   if (cols->numel() > 0) im2col_into(x, cols, g);
@@ -263,29 +205,12 @@ Tensor im2col(const Tensor& self, const DimVector& kernel_size, const DimVector&
 
 Tensor col2im(const Tensor& self, const DimVector& output_size, const DimVector& kernel_size,
               const DimVector& dilation, const DimVector& padding, const DimVector& stride) {
-  const int64_t k = kernel_size.size();
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
-                   "col2im: expected a floating-point input, got ", dtype_name(self->dtype()));
-  DimVector os = nn::expand_param(output_size, k, "output_size", "col2im");
-  checked_numel(os, "col2im");  // before anything is computed from it
-  EMBER_CHECK(self->dim() == 3 || self->dim() == 2,
-              "col2im: expected a 2-D (unbatched) or 3-D (batched) input (N, C * prod(kernel_size),"
-              " L), got ",
-              shape_str(self->sizes()));
+  DimVector os = nn::check_col2im_input(self, output_size, kernel_size.size());
   const bool batched = self->dim() == 3;
   Tensor cols = nn::contig(self);
   if (!batched) cols = view_as_shape(cols, {1, self->size(0), self->size(1)});
-  Geom g = make_geom("col2im", os, kernel_size, dilation, padding, stride);
-  const int64_t K = g.kernel_numel();
-  EMBER_CHECK(cols->size(1) % K == 0, "col2im: expected size(", batched ? 1 : 0,
-              ") of the input to be divisible by the product of kernel_size (", K, "), got ",
-              shape_str(self->sizes()));
-  EMBER_CHECK(cols->size(2) == g.out_numel(), "col2im: expected ", g.out_numel(),
-              " blocks (the sliding positions of kernel_size ", shape_str(kernel_size),
-              " over output_size ", shape_str(os), "), but the input has ", cols->size(2),
-              " (shape ", shape_str(self->sizes()), ")");
-  DimVector out_shape{cols->size(0), cols->size(1) / K};
-  for (int64_t v : os) out_shape.push_back(v);
+  Geom g = nn::make_window_geom("col2im", os, kernel_size, dilation, padding, stride);
+  DimVector out_shape = nn::col2im_out_shape(self, cols, batched, g, kernel_size, os);
   Tensor out = ember::empty(out_shape, cols->dtype(), cols->device());
   if (out->numel() > 0) col2im_into(cols, out, g);
   if (batched) return out;
@@ -568,70 +493,8 @@ void channel_sums(const T* x, T* out, int64_t N, int64_t C, int64_t P) {
                });
 }
 
-struct ConvArgs {
-  int64_t k = 0, N = 0, C = 0, Co = 0, G = 1;
-  DimVector ks, st, pd, dl, opd;
-};
-
-// Checks a convolution's operands; k spatial dims, parameters expanded to k values.
-ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                    const DimVector& stride, const DimVector& padding, const DimVector& dilation,
-                    bool transposed, const DimVector& output_padding, int64_t groups) {
-  ConvArgs a;
-  a.k = weight->dim() - 2;
-  const int64_t k = a.k;
-  EMBER_CHECK(k >= 1 && k <= 3, op, ": expected a 3-D, 4-D or 5-D weight, got shape ",
-              shape_str(weight->sizes()));
-  EMBER_CHECK(input->dim() == k + 2, op, ": expected a ", k + 2, "-D (batched) input for the ",
-              k + 2, "-D weight of shape ", shape_str(weight->sizes()), ", but got input of shape ",
-              shape_str(input->sizes()));
-  EMBER_CHECK_KIND(is_floating(input->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(input->dtype()));
-  EMBER_CHECK(input->dtype() == weight->dtype(), op, ": input type (", dtype_name(input->dtype()),
-              ") and weight type (", dtype_name(weight->dtype()), ") should be the same");
-  EMBER_CHECK_KIND(groups > 0, Value, op, ": groups must be positive, got ", groups);
-  a.G = groups;
-  a.N = input->size(0);
-  a.C = input->size(1);
-  a.Co = transposed ? weight->size(1) * groups : weight->size(0);
-  const int64_t w_in = transposed ? weight->size(0) : weight->size(1) * groups;
-  EMBER_CHECK(a.C == w_in, op, ": expected input of shape ", shape_str(input->sizes()), " to have ",
-              w_in, " channels (weight of shape ", shape_str(weight->sizes()), ", groups=", groups,
-              "), but it has ", a.C);
-  EMBER_CHECK(weight->size(0) % groups == 0, op, ": weight of shape ", shape_str(weight->sizes()),
-              ": size(0) must be divisible by groups=", groups);
-  if (bias) {
-    EMBER_CHECK(bias->dim() == 1 && bias->size(0) == a.Co, op, ": expected bias of shape (", a.Co,
-                ",), got ", shape_str(bias->sizes()));
-    EMBER_CHECK(bias->dtype() == input->dtype(), op, ": bias type (", dtype_name(bias->dtype()),
-                ") and input type (", dtype_name(input->dtype()), ") should be the same");
-  }
-  a.ks = trailing(weight, k);
-  a.st = nn::expand_param(stride, k, "stride", op);
-  a.pd = nn::expand_param(padding, k, "padding", op);
-  a.dl = nn::expand_param(dilation, k, "dilation", op);
-  a.opd = transposed ? nn::expand_param(output_padding, k, "output_padding", op) : DimVector(k, 0);
-  return a;
-}
-
-// Spatial output sizes of a transposed convolution of input x.
-DimVector transposed_sizes(const char* op, const Tensor& x, const ConvArgs& a) {
-  DimVector out_sp;
-  for (int64_t d = 0; d < a.k; ++d) {
-    EMBER_CHECK_KIND(a.st[d] > 0 && a.dl[d] > 0 && a.pd[d] >= 0, Value, op,
-                     ": stride and dilation must be positive and padding non-negative");
-    EMBER_CHECK_KIND(a.opd[d] >= 0 && (a.opd[d] < a.st[d] || a.opd[d] < a.dl[d]), Value, op,
-                     ": output_padding must be smaller than either stride or dilation, got "
-                     "output_padding=",
-                     shape_str(a.opd), " stride=", shape_str(a.st), " dilation=", shape_str(a.dl));
-    const int64_t o =
-        (x->size(d + 2) - 1) * a.st[d] - 2 * a.pd[d] + a.dl[d] * (a.ks[d] - 1) + a.opd[d] + 1;
-    EMBER_CHECK(o > 0, op, ": the output size along spatial dim ", d, " would be ", o,
-                " for input of shape ", shape_str(x->sizes()));
-    out_sp.push_back(o);
-  }
-  return out_sp;
-}
+using nn::check_conv;
+using nn::ConvArgs;
 
 // float16 / bfloat16 run in float32 (as matmul does), rounded once at the end.
 bool is_reduced(ScalarType dt) { return dt == ScalarType::Float16 || dt == ScalarType::BFloat16; }
@@ -664,7 +527,7 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   DimVector out_shape{a.N, a.Co};
   Tensor out;
   if (!transposed) {
-    Geom g = make_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
+    Geom g = nn::make_window_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
     for (int64_t d = 0; d < k; ++d) out_shape.push_back(g.out[3 - k + d]);
     out = ember::empty(out_shape, x->dtype(), x->device());
     if (out->numel() > 0)
@@ -674,8 +537,8 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
                                out->data_as<T>(), a.N, a.C, a.Co, a.G, g);
       });
   } else {
-    DimVector out_sp = transposed_sizes(op, x, a);
-    Geom g = make_geom(op, out_sp, a.ks, a.dl, a.pd, a.st);
+    DimVector out_sp = nn::conv_transposed_sizes(op, x, a);
+    Geom g = nn::make_window_geom(op, out_sp, a.ks, a.dl, a.pd, a.st);
     for (int64_t v : out_sp) out_shape.push_back(v);
     out = ember::empty(out_shape, x->dtype(), x->device());
     if (out->numel() > 0)
@@ -697,23 +560,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
   ConvArgs a = check_conv(op, input, weight, Tensor(), stride, padding, dilation, transposed,
                           output_padding, groups);
   const int64_t k = a.k;
-  DimVector expect{a.N, a.Co};
-  {
-    // The forward's output sizes, which grad_output must have.
-    if (!transposed) {
-      Geom g = make_geom(op, trailing(input, k), a.ks, a.dl, a.pd, a.st);
-      for (int64_t d = 0; d < k; ++d) expect.push_back(g.out[3 - k + d]);
-    } else {
-      for (int64_t v : transposed_sizes(op, input, a)) expect.push_back(v);
-    }
-  }
-  EMBER_CHECK(grad_output->sizes() == expect, op, ": expected grad_output of shape ",
-              shape_str(expect), " (the convolution's output for input ", shape_str(input->sizes()),
-              " and weight ", shape_str(weight->sizes()), "), got ",
-              shape_str(grad_output->sizes()));
-  EMBER_CHECK(grad_output->dtype() == input->dtype(), op, ": grad_output type (",
-              dtype_name(grad_output->dtype()), ") and input type (", dtype_name(input->dtype()),
-              ") should be the same");
+  nn::check_conv_grad_output(op, grad_output, input, weight, a, transposed);
   const ScalarType dt = input->dtype();
   Tensor go = as_compute(grad_output), x = as_compute(input), w = as_compute(weight);
   const ScalarType ct = x->dtype();
@@ -736,7 +583,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
       if (flip) {
         DimVector fpd(k);
         for (int64_t d = 0; d < k; ++d) fpd[d] = a.dl[d] * (a.ks[d] - 1) - a.pd[d];
-        Geom g = make_geom(op, trailing(go, k), a.ks, a.dl, fpd, a.st);
+        Geom g = nn::make_window_geom(op, trailing(go, k), a.ks, a.dl, fpd, a.st);
         const int64_t Kn = g.kernel_numel(), Cg = a.C / a.G, Cog = a.Co / a.G;
         std::vector<float> wf(a.C * Cog * Kn);  // (C, Co / G, K), spatially flipped
         const float* pw = w->data_as<float>();
@@ -750,7 +597,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
                                    a.N, a.Co, a.C, a.G, g);
       } else if (!transposed) {
         // d input = conv_transpose(grad_output) folded over the input's own sizes.
-        Geom g = make_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
+        Geom g = nn::make_window_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
         dispatch_compute(ct, op, [&](auto tag) {
           using T = decltype(tag);
           conv_transposed_kernel<T>(go->data_as<T>(), w->data_as<T>(), nullptr, gi->data_as<T>(),
@@ -758,7 +605,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
         });
       } else {
         // d input = conv(grad_output): the transposed conv's input positions are its windows.
-        Geom g = make_geom(op, trailing(go, k), a.ks, a.dl, a.pd, a.st);
+        Geom g = nn::make_window_geom(op, trailing(go, k), a.ks, a.dl, a.pd, a.st);
         dispatch_compute(ct, op, [&](auto tag) {
           using T = decltype(tag);
           conv_forward_kernel<T>(go->data_as<T>(), w->data_as<T>(), nullptr, gi->data_as<T>(), a.N,
@@ -775,7 +622,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
       // (N, Ci, Lin) against grad_output's columns.
       const Tensor& lhs = transposed ? x : go;
       const Tensor& src = transposed ? go : x;
-      Geom g = make_geom(op, trailing(src, k), a.ks, a.dl, a.pd, a.st);
+      Geom g = nn::make_window_geom(op, trailing(src, k), a.ks, a.dl, a.pd, a.st);
       dispatch_compute(ct, op, [&](auto tag) {
         using T = decltype(tag);
         if (a.N == 0 || g.out_numel() == 0) {

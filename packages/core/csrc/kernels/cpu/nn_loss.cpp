@@ -9,6 +9,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/loss_rules.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
@@ -16,45 +17,8 @@ namespace ember {
 namespace cpu {
 namespace {
 
-// self (C), (N, C) or (N, C, d1, ...) seen as (N, C, S); target (N, S) of class indices.
-struct NllShape {
-  int64_t n = 1, c = 1, s = 1;
-};
-
-NllShape check_nll(const Tensor& self, const Tensor& target, const Tensor& weight,
-                   const char* op = "nll_loss") {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op,
-                   ": expected floating-point log-probabilities, got ", dtype_name(self->dtype()));
-  EMBER_CHECK_KIND(is_integral(target->dtype(), false), Type, op,
-                   ": expected target to hold class indices (an integer dtype), got ",
-                   dtype_name(target->dtype()),
-                   " (class probabilities go to cross_entropy with a floating target)");
-  NllShape sh;
-  const int64_t d = self->dim();
-  EMBER_CHECK(d >= 1, op, ": expected input of shape (C), (N, C) or (N, C, d1, ...), got ",
-              shape_str(self->sizes()));
-  DimVector expected;
-  if (d == 1) {
-    sh.c = self->size(0);
-  } else {
-    sh.n = self->size(0);
-    sh.c = self->size(1);
-    expected.push_back(sh.n);
-    for (int64_t i = 2; i < d; ++i) {
-      expected.push_back(self->size(i));
-      sh.s *= self->size(i);
-    }
-  }
-  EMBER_CHECK(target->sizes() == expected, op, ": expected target of shape ", shape_str(expected),
-              " for input of shape ", shape_str(self->sizes()), ", got ",
-              shape_str(target->sizes()));
-  if (weight) {
-    EMBER_CHECK(weight->dim() == 1 && weight->size(0) == sh.c, op,
-                ": expected weight to be a 1-D tensor of ", sh.c, " elements (one per class), got ",
-                shape_str(weight->sizes()));
-  }
-  return sh;
-}
+using nn::check_nll;
+using nn::NllShape;
 
 // Validated class index of target element i (or -1 for ignore_index).
 inline int64_t class_at(const int64_t* t, int64_t i, int64_t c, int64_t ignore_index,
@@ -157,14 +121,7 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& self, const Te
   Tensor w = weight ? nn::contig(weight, self->dtype()) : Tensor();
   Tensor g = nn::contig(grad_output, self->dtype());
   const int64_t count = sh.n * sh.s;
-  if (red == nn::Reduction::None) {
-    EMBER_CHECK(g->sizes() == target->sizes(), "nll_loss_backward: grad_output of shape ",
-                shape_str(g->sizes()), " doesn't match the loss shape ",
-                shape_str(target->sizes()));
-  } else {
-    EMBER_CHECK(g->numel() == 1, "nll_loss_backward: expected a one-element grad_output, got ",
-                shape_str(g->sizes()));
-  }
+  nn::check_loss_grad_output("nll_loss_backward", g, target, red);
   Tensor gi = ember::empty(self->sizes(), self->dtype(), self->device());
   const int64_t* pt = t->data_as<int64_t>();
   const double tw =
@@ -211,17 +168,13 @@ struct CeSetup {
   Tensor x, t, w;
 };
 
-// The lse output holds opmath values: float32 for the 16-bit floats.
-ScalarType lse_dtype(ScalarType dt) {
-  return dt == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
-}
+using nn::ce_lse_dtype;
 
 CeSetup ce_setup(const char* op, const Tensor& self, const Tensor& target, const Tensor& weight,
                  const std::string& reduction, double label_smoothing) {
   CeSetup c;
   c.red = nn::parse_reduction(reduction, op);
-  EMBER_CHECK_KIND(label_smoothing >= 0.0 && label_smoothing <= 1.0, Value, op,
-                   ": label_smoothing must be between 0.0 and 1.0, got ", label_smoothing);
+  nn::check_label_smoothing(op, label_smoothing);
   c.sh = check_nll(self, target, weight, op);
   c.x = nn::contig(self);
   c.t = nn::contig(target, ScalarType::Int64);
@@ -283,7 +236,7 @@ std::tuple<Tensor, Tensor> _cross_entropy_loss(const Tensor& self, const Tensor&
   const double eps = label_smoothing;
   Tensor out = ember::empty(cs.red == nn::Reduction::None ? target->sizes() : DimVector{},
                             self->dtype(), self->device());
-  Tensor lse_out = ember::empty(target->sizes(), lse_dtype(self->dtype()), self->device());
+  Tensor lse_out = ember::empty(target->sizes(), ce_lse_dtype(self->dtype()), self->device());
   EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
@@ -334,20 +287,13 @@ Tensor _cross_entropy_loss_backward(const Tensor& grad_output, const Tensor& sel
                                     double label_smoothing) {
   const char* op = "cross_entropy_backward";
   CeSetup cs = ce_setup(op, self, target, weight, reduction, label_smoothing);
-  EMBER_CHECK(lse->sizes() == target->sizes(), op, ": expected lse of the target's shape ",
-              shape_str(target->sizes()), " (one per sample), got ", shape_str(lse->sizes()));
-  Tensor l = nn::contig(lse, lse_dtype(self->dtype()));
+  nn::check_ce_lse(op, lse, target);
+  Tensor l = nn::contig(lse, ce_lse_dtype(self->dtype()));
   const NllShape sh = cs.sh;
   const int64_t C = sh.c, count = sh.n * sh.s;
   const double eps = label_smoothing;
   Tensor g = nn::contig(grad_output, self->dtype());
-  if (cs.red == nn::Reduction::None) {
-    EMBER_CHECK(g->sizes() == target->sizes(), op, ": grad_output of shape ", shape_str(g->sizes()),
-                " doesn't match the loss shape ", shape_str(target->sizes()));
-  } else {
-    EMBER_CHECK(g->numel() == 1, op, ": expected a one-element grad_output, got ",
-                shape_str(g->sizes()));
-  }
+  nn::check_loss_grad_output(op, g, target, cs.red);
   Tensor gi = ember::empty(self->sizes(), self->dtype(), self->device());
   const int64_t* pt = cs.t->data_as<int64_t>();
   const double tw =

@@ -7,6 +7,8 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/embedding_rules.h"
+#include "kernels/optim_rules.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
@@ -19,13 +21,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
                  bool scale_grad_by_freq, bool sparse) {
   (void)padding_idx;
   (void)scale_grad_by_freq;
-  EMBER_CHECK_KIND(!sparse, NotImplemented,
-                   "embedding: sparse gradients are not supported (use sparse=False)");
-  EMBER_CHECK(weight->dim() == 2, "embedding: expected a 2-D weight (num_embeddings, dim), got ",
-              shape_str(weight->sizes()));
-  EMBER_CHECK_KIND(is_integral(indices->dtype(), false), Type,
-                   "embedding: expected integer indices (int64 or int32), got ",
-                   dtype_name(indices->dtype()));
+  nn::check_embedding(weight, indices, sparse);
   const int64_t V = weight->size(0), D = weight->size(1), n = indices->numel();
   Tensor idx = nn::contig(indices, ScalarType::Int64);
   Tensor w = nn::contig(weight);
@@ -51,14 +47,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices,
                                 int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq) {
   const char* op = "embedding_backward";
-  EMBER_CHECK_KIND(is_integral(indices->dtype(), false), Type, op,
-                   ": expected integer indices, got ", dtype_name(indices->dtype()));
+  nn::check_embedding_indices(op, indices);
   const int64_t n = indices->numel();
-  EMBER_CHECK(grad_output->dim() == indices->dim() + 1 &&
-                  grad_output->numel() == n * grad_output->size(grad_output->dim() - 1),
-              op, ": grad_output of shape ", shape_str(grad_output->sizes()),
-              " doesn't match indices of shape ", shape_str(indices->sizes()));
-  const int64_t D = grad_output->size(grad_output->dim() - 1);
+  const int64_t D = nn::embedding_grad_dim(op, grad_output, indices);
   Tensor idx = nn::contig(indices, ScalarType::Int64);
   Tensor g = nn::contig(grad_output);
   Tensor gw = ember::empty({num_weights, D}, g->dtype(), g->device());
@@ -142,34 +133,6 @@ struct Operand {
   }
 };
 
-void check_lists(const char* op, const std::vector<Tensor>& params,
-                 std::initializer_list<std::pair<const char*, const std::vector<Tensor>*>> lists) {
-  for (const auto& [name, list] : lists) {
-    EMBER_CHECK(list->size() == params.size(), op, ": expected ", params.size(), " ", name,
-                " (one per param), got ", list->size());
-    for (size_t i = 0; i < list->size(); ++i) {
-      const Tensor& t = (*list)[i];
-      EMBER_CHECK(t, op, ": ", name, "[", i, "] is None");
-      EMBER_CHECK(t->sizes() == params[i]->sizes(), op, ": ", name, "[", i, "] has shape ",
-                  shape_str(t->sizes()), " but params[", i, "] has shape ",
-                  shape_str(params[i]->sizes()));
-      EMBER_CHECK_KIND(t->dtype() == params[i]->dtype(), Type, op, ": ", name, "[", i,
-                       "] has dtype ", dtype_name(t->dtype()), " but params[", i, "] has dtype ",
-                       dtype_name(params[i]->dtype()));
-    }
-  }
-  for (size_t i = 0; i < params.size(); ++i)
-    EMBER_CHECK_KIND(
-        params[i]->dtype() == ScalarType::Float32 || params[i]->dtype() == ScalarType::Float64,
-        Type, op, ": params[", i, "] has dtype ", dtype_name(params[i]->dtype()),
-        " (supported: float32 and float64)");
-  // One kernel instantiation serves the whole list: mixed dtypes would be misread.
-  for (size_t i = 1; i < params.size(); ++i)
-    EMBER_CHECK_KIND(params[i]->dtype() == params[0]->dtype(), Type, op, ": params[", i,
-                     "] has dtype ", dtype_name(params[i]->dtype()), " but params[0] has dtype ",
-                     dtype_name(params[0]->dtype()), " (split a group's tensors by dtype)");
-}
-
 // Runs body(tensor index, begin, end) over chunks of every tensor, chunks spread over the pool
 // (small tensors are whole chunks, so a group of many small params parallelizes too).
 template <class F>
@@ -199,12 +162,7 @@ void _fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                  bool is_first_step) {
   const char* op = "_fused_sgd_";
   if (params.empty()) return;
-  if (momentum != 0.0)
-    check_lists(op, params, {{"grads", &grads}, {"momentum_buffer_list", &momentum_buffer_list}});
-  else
-    check_lists(op, params, {{"grads", &grads}});
-  EMBER_CHECK_KIND(!nesterov || (momentum > 0 && dampening == 0), Value, op,
-                   ": nesterov momentum requires a momentum and zero dampening");
+  nn::check_fused_sgd(op, params, grads, momentum_buffer_list, momentum, dampening, nesterov);
   std::vector<Operand> ps, bufs;
   std::vector<Tensor> gs;
   std::vector<int64_t> sizes;
@@ -254,17 +212,13 @@ void _fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
                   double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled) {
   const char* op = decoupled ? "_fused_adamw_" : "_fused_adam_";
   if (params.empty()) return;
-  check_lists(op, params,
-              {{"grads", &grads}, {"exp_avgs", &exp_avgs}, {"exp_avg_sqs", &exp_avg_sqs}});
-  if (amsgrad) check_lists(op, params, {{"max_exp_avg_sqs", &max_exp_avg_sqs}});
-  EMBER_CHECK(state_steps.size() == params.size(), op, ": expected ", params.size(),
-              " state_steps (one per param), got ", state_steps.size());
+  nn::check_fused_adam(op, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                       amsgrad);
   // Steps: incremented here, then read (as torch.optim's single-tensor Adam does).
   std::vector<double> steps;
   for (size_t i = 0; i < state_steps.size(); ++i) {
     const Tensor& s = state_steps[i];
-    EMBER_CHECK(s && s->numel() == 1, op, ": state_steps[", i,
-                "] must be a one-element tensor, got ", s ? shape_str(s->sizes()) : "None");
+    nn::check_state_step(op, s, i);
     double v = load_scalar(s->data(), s->dtype()).to_double() + 1.0;
     store_scalar(Scalar(v), s->dtype(), s->data());
     s->bump_version();

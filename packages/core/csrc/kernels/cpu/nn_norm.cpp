@@ -8,41 +8,13 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/norm_rules.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
 namespace ember {
 namespace cpu {
 namespace {
-
-void check_float(const char* op, const Tensor& t) {
-  EMBER_CHECK_KIND(is_floating(t->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(t->dtype()));
-}
-
-// Rows x cols of a layer/RMS norm; checks the trailing dims and the affine parameters.
-std::pair<int64_t, int64_t> row_shape(const char* op, const Tensor& input,
-                                      const DimVector& normalized_shape, const Tensor& weight,
-                                      const Tensor& bias) {
-  const int64_t k = normalized_shape.size(), d = input->dim();
-  bool ok = k >= 1 && k <= d;
-  for (int64_t i = 0; ok && i < k; ++i) ok = input->size(d - k + i) == normalized_shape[i];
-  EMBER_CHECK(ok, op, ": expected an input whose trailing dims are ", shape_str(normalized_shape),
-              " (normalized_shape), got input of shape ", shape_str(input->sizes()));
-  for (const Tensor* p : {&weight, &bias})
-    if (*p)
-      EMBER_CHECK((*p)->sizes() == normalized_shape, op, ": expected ",
-                  p == &weight ? "weight" : "bias", " of shape ", shape_str(normalized_shape),
-                  ", got ", shape_str((*p)->sizes()));
-  const int64_t cols = nn::prod(normalized_shape);
-  return {cols == 0 ? 0 : input->numel() / cols, cols};
-}
-
-DimVector stat_shape(const Tensor& input, int64_t k) {
-  DimVector s;
-  for (int64_t i = 0; i < input->dim(); ++i) s.push_back(i < input->dim() - k ? input->size(i) : 1);
-  return s;
-}
 
 // Sums over rows of per-row column contributions, split over threads: f(row, acc) adds row's
 // terms into acc (cols doubles); returns the total.
@@ -84,13 +56,12 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
                                                     const DimVector& normalized_shape,
                                                     const Tensor& weight, const Tensor& bias,
                                                     double eps, bool center) {
-  check_float(op, input);
-  auto [R, M] = row_shape(op, input, normalized_shape, weight, bias);
+  auto [R, M] = nn::row_norm_shape(op, input, normalized_shape, weight, bias);
   Tensor x = nn::contig(input);
   Tensor w = weight ? nn::contig(weight, x->dtype()) : Tensor();
   Tensor b = bias ? nn::contig(bias, x->dtype()) : Tensor();
   Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
-  DimVector ss = stat_shape(x, normalized_shape.size());
+  DimVector ss = nn::row_stat_shape(x, normalized_shape.size());
   Tensor mean = ember::empty(ss, x->dtype(), x->device());
   Tensor rstd = ember::empty(ss, x->dtype(), x->device());
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
@@ -149,12 +120,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
                                                      const Tensor& mean, const Tensor& rstd,
                                                      const Tensor& weight, bool input_grad,
                                                      bool weight_grad, bool bias_grad) {
-  check_float(op, input);
-  auto [R, M] = row_shape(op, input, normalized_shape, weight, Tensor());
-  EMBER_CHECK(grad->sizes() == input->sizes(), op, ": grad_out of shape ", shape_str(grad->sizes()),
-              " doesn't match input of shape ", shape_str(input->sizes()));
-  EMBER_CHECK(rstd->numel() == R && (!mean || mean->numel() == R), op,
-              ": expected mean and rstd with ", R, " elements, got ", shape_str(rstd->sizes()));
+  auto [R, M] = nn::row_norm_shape(op, input, normalized_shape, weight, Tensor());
+  nn::check_row_norm_backward(op, grad, input, mean, rstd, R);
   Tensor x = nn::contig(input);
   Tensor g = nn::contig(grad, x->dtype());
   Tensor m = mean ? nn::contig(mean, x->dtype()) : Tensor();
@@ -250,66 +217,43 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
 
 }  // namespace
 
+using RowNorms = nn::RowNormOps<&row_norm_forward, &row_norm_backward>;
+
 std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input,
                                                      const DimVector& normalized_shape,
                                                      const Tensor& weight, const Tensor& bias,
                                                      double eps) {
-  return row_norm_forward("layer_norm", input, normalized_shape, weight, bias, eps, true);
+  return RowNorms::layer_norm(input, normalized_shape, weight, bias, eps);
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
     const Tensor& grad_out, const Tensor& input, const DimVector& normalized_shape,
     const Tensor& mean, const Tensor& rstd, const Tensor& weight, bool input_grad, bool weight_grad,
     bool bias_grad) {
-  return row_norm_backward("layer_norm_backward", grad_out, input, normalized_shape, mean, rstd,
-                           weight, input_grad, weight_grad, bias_grad);
+  return RowNorms::layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight,
+                                       input_grad, weight_grad, bias_grad);
 }
 
 std::tuple<Tensor, Tensor> _fused_rms_norm(const Tensor& input, const DimVector& normalized_shape,
                                            const Tensor& weight, double eps) {
-  auto r = row_norm_forward("rms_norm", input, normalized_shape, weight, Tensor(), eps, false);
-  return {std::get<0>(r), std::get<2>(r)};
+  return RowNorms::rms_norm(input, normalized_shape, weight, eps);
 }
 
 std::tuple<Tensor, Tensor> _fused_rms_norm_backward(const Tensor& grad_out, const Tensor& input,
                                                     const DimVector& normalized_shape,
                                                     const Tensor& rstd, const Tensor& weight,
                                                     bool input_grad, bool weight_grad) {
-  auto r = row_norm_backward("rms_norm_backward", grad_out, input, normalized_shape, Tensor(), rstd,
-                             weight, input_grad, weight_grad, false);
-  return {std::get<0>(r), std::get<1>(r)};
+  return RowNorms::rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, input_grad,
+                                     weight_grad);
 }
 
 // ---- group norm -----------------------------------------------------------------------------
-
-namespace {
-struct GroupShape {
-  int64_t n, c, g, hw;
-};
-GroupShape group_shape(const char* op, const Tensor& input, int64_t num_groups,
-                       const Tensor& weight, const Tensor& bias) {
-  check_float(op, input);
-  EMBER_CHECK(input->dim() >= 2, op, ": expected an input of shape (N, C, *), got ",
-              shape_str(input->sizes()));
-  GroupShape s{input->size(0), input->size(1), num_groups, 1};
-  for (int64_t d = 2; d < input->dim(); ++d) s.hw *= input->size(d);
-  EMBER_CHECK_KIND(num_groups > 0 && s.c % num_groups == 0, Value, op,
-                   ": expected the number of channels (", s.c, ") to be divisible by num_groups (",
-                   num_groups, "), input shape ", shape_str(input->sizes()));
-  for (const Tensor* p : {&weight, &bias})
-    if (*p)
-      EMBER_CHECK((*p)->dim() == 1 && (*p)->size(0) == s.c, op, ": expected ",
-                  p == &weight ? "weight" : "bias", " of shape (", s.c, ",), got ",
-                  shape_str((*p)->sizes()));
-  return s;
-}
-}  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_t num_groups,
                                                      const Tensor& weight, const Tensor& bias,
                                                      double eps) {
   const char* op = "group_norm";
-  GroupShape s = group_shape(op, input, num_groups, weight, bias);
+  nn::GroupShape s = nn::group_norm_shape(op, input, num_groups, weight, bias);
   Tensor x = nn::contig(input);
   Tensor w = weight ? nn::contig(weight, x->dtype()) : Tensor();
   Tensor b = bias ? nn::contig(bias, x->dtype()) : Tensor();
@@ -365,10 +309,8 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
     const Tensor& grad_out, const Tensor& input, int64_t num_groups, const Tensor& mean,
     const Tensor& rstd, const Tensor& weight, bool input_grad, bool weight_grad, bool bias_grad) {
   const char* op = "group_norm_backward";
-  GroupShape s = group_shape(op, input, num_groups, weight, Tensor());
-  EMBER_CHECK(grad_out->sizes() == input->sizes(), op, ": grad_out of shape ",
-              shape_str(grad_out->sizes()), " doesn't match input of shape ",
-              shape_str(input->sizes()));
+  nn::GroupShape s = nn::group_norm_shape(op, input, num_groups, weight, Tensor());
+  nn::check_norm_grad(op, grad_out, input);
   Tensor x = nn::contig(input);
   Tensor g = nn::contig(grad_out, x->dtype());
   Tensor m = nn::contig(mean, x->dtype()), rs = nn::contig(rstd, x->dtype());
@@ -500,28 +442,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
                                                      const Tensor& running_var, bool training,
                                                      double momentum, double eps) {
   const char* op = "batch_norm";
-  check_float(op, input);
-  EMBER_CHECK(input->dim() >= 2, op, ": expected an input of shape (N, C, *), got ",
-              shape_str(input->sizes()));
-  const int64_t N = input->size(0), C = input->size(1);
-  int64_t HW = 1;
-  for (int64_t d = 2; d < input->dim(); ++d) HW *= input->size(d);
-  for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
-    if (*p)
-      EMBER_CHECK((*p)->numel() == C && (*p)->dim() == 1, op, ": expected ",
-                  p == &weight         ? "weight"
-                  : p == &bias         ? "bias"
-                  : p == &running_mean ? "running_mean"
-                                       : "running_var",
-                  " of shape (", C, ",), got ", shape_str((*p)->sizes()));
-  const int64_t count = N * HW;
-  if (training)
-    EMBER_CHECK_KIND(count > 1, Value, op,
-                     ": expected more than 1 value per channel when training, got input of shape ",
-                     shape_str(input->sizes()));
-  else
-    EMBER_CHECK(running_mean && running_var, op,
-                ": running_mean and running_var are required in eval mode (training=False)");
+  const nn::BatchShape bs =
+      nn::batch_norm_shape(op, input, weight, bias, running_mean, running_var, training);
+  const int64_t N = bs.N, C = bs.C, HW = bs.HW, count = bs.count;
   Tensor x = nn::contig(input);
   std::vector<double> mean(C), invstd(C), var(C);
   std::vector<double> w = weight ? read_doubles(weight) : std::vector<double>(C, 1.0);
@@ -619,10 +542,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
     const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
     const Tensor& save_invstd, bool train, bool input_grad, bool weight_grad, bool bias_grad) {
   const char* op = "batch_norm_backward";
-  check_float(op, input);
-  EMBER_CHECK(grad_out->sizes() == input->sizes(), op, ": grad_out of shape ",
-              shape_str(grad_out->sizes()), " doesn't match input of shape ",
-              shape_str(input->sizes()));
+  nn::check_floating_input(op, input);
+  nn::check_norm_grad(op, grad_out, input);
   const int64_t N = input->size(0), C = input->size(1);
   int64_t HW = 1;
   for (int64_t d = 2; d < input->dim(); ++d) HW *= input->size(d);

@@ -20,14 +20,7 @@ using pad_detail::PadMode;
 
 constexpr int64_t kMaxPadDims = 5;  // non-constant padding: at most 3 padded dims of a 5-D input
 
-void check_pad_list(const Tensor& self, const DimVector& pad, const char* op) {
-  EMBER_CHECK(pad.size() % 2 == 0, op, ": padding length must be divisible by 2 (got ", pad.size(),
-              ")");
-  EMBER_CHECK(static_cast<int64_t>(pad.size()) / 2 <= self->dim(), op,
-              ": padding length should be less than or equal to two times the input dimension "
-              "but got padding length ",
-              pad.size(), " and input of dimension ", self->dim());
-}
+using pad_detail::check_pad_list;
 
 // The longest run [start, start + len) of `map` that reads consecutive inputs (the kept part
 // of a padded dim): copied with one memcpy when the input's last dim is contiguous.
@@ -126,27 +119,7 @@ void gather_padded(const Tensor& out, const Tensor& self,
   }
 }
 
-// Index maps of pad's dims (identity for the dims it leaves alone); raises as pad does.
-std::vector<std::vector<int64_t>> pad_maps(const DimVector& sizes, const DimVector& pad, PadMode m,
-                                           const std::string& mode, const char* op) {
-  int64_t nd = sizes.size(), np = pad.size() / 2;
-  EMBER_CHECK_KIND(np >= 1 && np <= 3 && (nd == np + 1 || nd == np + 2), NotImplemented, op,
-                   ": padding length ", pad.size(), " is not supported for a ", nd,
-                   "D input with mode '", mode,
-                   "'; non-constant padding pads the last 1, 2 or 3 dims of a 2D/3D, 3D/4D or "
-                   "4D/5D input (padding length 2, 4 or 6)");
-  std::vector<std::vector<int64_t>> maps(nd);
-  for (int64_t d = 0; d < nd; ++d) {
-    int64_t i = nd - 1 - d;  // pad pair of dim d, if any
-    if (i < np) {
-      maps[d] = pad_detail::pad_source_index(sizes[d], pad[2 * i], pad[2 * i + 1], d, m, op);
-    } else {
-      maps[d].resize(sizes[d]);
-      for (int64_t k = 0; k < sizes[d]; ++k) maps[d][k] = k;
-    }
-  }
-  return maps;
-}
+using pad_detail::pad_maps;
 
 // a += b, through float for the 16-bit float types (which have no arithmetic of their own).
 template <class T>
@@ -273,9 +246,7 @@ Tensor _pad_backward(const Tensor& grad_output, const DimVector& input_size, con
                      const std::string& mode) {
   const char* op = "pad_backward";
   PadMode m = pad_detail::parse_pad_mode(mode);
-  EMBER_CHECK(pad.size() % 2 == 0 && pad.size() / 2 <= input_size.size(), op,
-              ": padding of length ", pad.size(), " does not fit an input of shape ",
-              shape_str(input_size));
+  pad_detail::check_pad_backward(pad, input_size, op);
   DimVector out_sizes = input_size;
   std::vector<std::vector<int64_t>> maps;
   if (m == PadMode::Constant) {
@@ -288,9 +259,7 @@ Tensor _pad_backward(const Tensor& grad_output, const DimVector& input_size, con
     for (int64_t d = 0; d < static_cast<int64_t>(input_size.size()); ++d)
       out_sizes[d] = maps[d].size();
   }
-  EMBER_CHECK(grad_output->sizes() == out_sizes, op, ": expected grad_output of shape ",
-              shape_str(out_sizes), " (input ", shape_str(input_size), " padded by ",
-              shape_str(pad), "), got ", shape_str(grad_output->sizes()));
+  pad_detail::check_pad_grad_output(grad_output, out_sizes, input_size, pad, op);
   if (m == PadMode::Constant) {  // the adjoint of padding is cropping (and vice versa)
     DimVector back;
     for (int64_t p : pad) back.push_back(-p);

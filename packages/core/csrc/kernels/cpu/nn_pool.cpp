@@ -13,6 +13,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/parallel.h"
+#include "kernels/pool_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -35,68 +36,39 @@ struct PoolPlan {
   int64_t out_numel() const { return out[0] * out[1] * out[2]; }
 };
 
-void init_plan(PoolPlan& p, const char* op, const DimVector& sizes, int64_t k) {
-  EMBER_CHECK(static_cast<int64_t>(sizes.size()) >= k + 1, op, ": expected an input of at least ",
-              k + 1, " dims ((C, *spatial) or (N, C, *spatial)) for ", k,
-              " spatial dims, got shape ", shape_str(sizes));
-  p.k = k;
-  const int64_t lead = sizes.size() - k;
-  for (int64_t d = 0; d < lead; ++d) {
-    p.planes *= sizes[d];
-    p.out_shape.push_back(sizes[d]);
+// A plan over the shared sizes (kernels/pool_rules.h); windows are filled in by the caller.
+PoolPlan make_plan(const nn::PoolDims& d) {
+  PoolPlan p;
+  p.k = d.k;
+  p.planes = d.planes;
+  p.out_shape = d.out_shape;
+  for (int64_t j = 0; j < 3; ++j) {
+    p.in[j] = d.in[j];
+    p.out[j] = d.out[j];
   }
-  for (int64_t d = 0; d < k; ++d) {
-    p.in[3 - k + d] = sizes[lead + d];
-    EMBER_CHECK(sizes[lead + d] > 0, op, ": expected non-empty spatial dims, got input of shape ",
-                shape_str(sizes));
-  }
-  for (int64_t d = 0; d < 3 - k; ++d) p.win[d].push_back(Window{0, 1, 1, 1});
+  for (int64_t j = 0; j < 3 - d.k; ++j) p.win[j].push_back(Window{0, 1, 1, 1});
+  return p;
 }
 
 // Fixed windows: kernel, stride (empty = kernel), padding, dilation, ceil_mode.
 PoolPlan fixed_plan(const char* op, const DimVector& sizes, const DimVector& kernel_size,
                     const DimVector& stride, const DimVector& padding, const DimVector& dilation,
                     bool ceil_mode, bool count_include_pad) {
-  const int64_t k = kernel_size.size();
-  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": kernel_size must have 1 to 3 elements, got ",
-                   shape_str(kernel_size));
-  PoolPlan p;
-  init_plan(p, op, sizes, k);
-  DimVector st = stride.empty() ? kernel_size : nn::expand_param(stride, k, "stride", op);
-  DimVector pd = nn::expand_param(padding, k, "padding", op);
-  DimVector dl = nn::expand_param(dilation, k, "dilation", op);
-  for (int64_t d = 0; d < k; ++d) {
-    const int64_t j = 3 - k + d, in = p.in[j], ks = kernel_size[d];
-    EMBER_CHECK_KIND(ks > 0 && st[d] > 0 && dl[d] > 0, Value, op,
-                     ": kernel_size, stride and dilation must be positive, got kernel_size=",
-                     shape_str(kernel_size), " stride=", shape_str(st),
-                     " dilation=", shape_str(dl));
-    EMBER_CHECK_KIND(pd[d] >= 0 && pd[d] <= ks / 2, Value, op,
-                     ": padding should be at most half of the kernel size, got padding=",
-                     shape_str(pd), " and kernel_size=", shape_str(kernel_size));
-    int64_t span = 0;  // user-given sizes: checked before anything is computed from them
-    if (__builtin_mul_overflow(dl[d], ks - 1, &span) || __builtin_add_overflow(span, 1, &span))
-      EMBER_FAIL(Runtime, op, ": kernel_size ", shape_str(kernel_size), " with dilation ",
-                 shape_str(dl), " overflows int64");
-    const int64_t avail = (in - span) + 2 * pd[d];  // no overflow: span >= 2 * pd[d]
-    EMBER_CHECK(avail >= 0, op, ": the window (kernel ", ks, ", dilation ", dl[d],
-                ") is larger than the padded input along spatial dim ", d, " (input shape ",
-                shape_str(sizes), ", padding ", pd[d], ")");
-    int64_t o = (ceil_mode ? (avail + st[d] - 1) / st[d] : avail / st[d]) + 1;
-    // The last window must start inside the input or its left padding.
-    if (ceil_mode && (o - 1) * st[d] >= in + pd[d]) --o;
-    p.out[j] = o;
-    p.out_shape.push_back(o);
-    for (int64_t i = 0; i < o; ++i) {
-      const int64_t start = i * st[d] - pd[d];
+  const nn::PoolDims pd =
+      nn::fixed_pool_dims(op, sizes, kernel_size, stride, padding, dilation, ceil_mode);
+  PoolPlan p = make_plan(pd);
+  for (int64_t j = 3 - pd.k; j < 3; ++j) {
+    const int64_t in = pd.in[j], ks = pd.ks[j], st = pd.st[j], pad = pd.pd[j], dl = pd.dl[j];
+    for (int64_t i = 0; i < pd.out[j]; ++i) {
+      const int64_t start = i * st - pad;
       // Kernel taps [lo, hi) whose position start + tap * dilation lies in [0, in), computed
       // directly (a kernel of 2**62 taps must not be walked tap by tap). start > -ks and
       // start < in, so none of this overflows.
-      const int64_t lo = start >= 0 ? 0 : std::min(ks, (-start + dl[d] - 1) / dl[d]);
-      const int64_t hi = std::max(lo, std::min(ks, (in - 1 - start) / dl[d] + 1));
-      Window w{start + lo * dl[d], hi - lo, dl[d], hi - lo};
+      const int64_t lo = start >= 0 ? 0 : std::min(ks, (-start + dl - 1) / dl);
+      const int64_t hi = std::max(lo, std::min(ks, (in - 1 - start) / dl + 1));
+      Window w{start + lo * dl, hi - lo, dl, hi - lo};
       if (count_include_pad)  // the window clipped to the padded input
-        w.divisor = std::min(start + ks, in + pd[d]) - start;
+        w.divisor = std::min(start + ks, in + pad) - start;
       p.win[j].push_back(w);
     }
   }
@@ -105,27 +77,17 @@ PoolPlan fixed_plan(const char* op, const DimVector& sizes, const DimVector& ker
 
 PoolPlan adaptive_plan(const char* op, const DimVector& sizes, const DimVector& output_size,
                        ScalarType dtype) {
-  const int64_t k = output_size.size();
-  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": output_size must have 1 to 3 elements, got ",
-                   shape_str(output_size));
-  PoolPlan p;
-  init_plan(p, op, sizes, k);
-  for (int64_t d = 0; d < k; ++d)
-    EMBER_CHECK_KIND(output_size[d] > 0, Value, op, ": output_size must be positive, got ",
-                     shape_str(output_size));
+  const nn::PoolDims pd = nn::adaptive_pool_dims(op, sizes, output_size);
   // The whole output must fit a storage before a window is planned for each of its positions.
-  DimVector full = p.out_shape;
-  for (int64_t o : output_size) full.push_back(o);
-  nn::check_output_shape(full, dtype, op);
-  for (int64_t d = 0; d < k; ++d) {
-    const int64_t j = 3 - k + d, in = p.in[j], o = output_size[d];
-    p.out[j] = o;
-    p.out_shape.push_back(o);
+  nn::check_output_shape(pd.out_shape, dtype, op);
+  PoolPlan p = make_plan(pd);
+  for (int64_t j = 3 - pd.k; j < 3; ++j) {
+    const int64_t in = pd.in[j], o = pd.out[j];
     try {
       p.win[j].reserve(o);
     } catch (const std::bad_alloc&) {
       EMBER_FAIL(OutOfMemory, op, ": out of memory planning the windows of an output of size ",
-                 shape_str(full));
+                 shape_str(pd.out_shape));
     }
     for (int64_t i = 0; i < o; ++i) {
       const int64_t a = (i * in) / o, b = ((i + 1) * in + o - 1) / o;
@@ -376,13 +338,7 @@ std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVecto
 Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
                           const DimVector& input_size, int64_t spatial_dims) {
   const char* op = "max_pool_backward";
-  EMBER_CHECK(grad_output->sizes() == indices->sizes(), op, ": grad_output of shape ",
-              shape_str(grad_output->sizes()), " doesn't match indices of shape ",
-              shape_str(indices->sizes()));
-  EMBER_CHECK(static_cast<int64_t>(input_size.size()) == indices->dim() && spatial_dims >= 1 &&
-                  spatial_dims < indices->dim(),
-              op, ": input_size ", shape_str(input_size), " doesn't fit indices of shape ",
-              shape_str(indices->sizes()), " with ", spatial_dims, " spatial dims");
+  nn::check_max_pool_backward(op, grad_output, indices, input_size, spatial_dims);
   const int64_t lead = indices->dim() - spatial_dims;
   int64_t planes = 1, P = 1, Q = 1;
   for (int64_t d = 0; d < indices->dim(); ++d) {
@@ -423,8 +379,7 @@ Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,
 Tensor _avg_pool(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
                  const DimVector& padding, bool ceil_mode, bool count_include_pad,
                  std::optional<int64_t> divisor_override) {
-  EMBER_CHECK_KIND(!divisor_override || *divisor_override != 0, Value,
-                   "avg_pool: divisor_override must be non-zero");
+  nn::check_divisor_override(divisor_override);
   PoolPlan p = fixed_plan("avg_pool", self->sizes(), kernel_size, stride, padding, DimVector{1},
                           ceil_mode, count_include_pad);
   return avg_pool_run("avg_pool", self, p, count_include_pad, divisor_override);

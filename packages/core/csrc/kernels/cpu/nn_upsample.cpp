@@ -19,6 +19,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/parallel.h"
+#include "kernels/upsample_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -134,23 +135,15 @@ struct Geometry {
 
 Geometry make_geometry(const char* op, int64_t k, const DimVector& input_size,
                        const DimVector& output_size) {
-  EMBER_CHECK_KIND(static_cast<int64_t>(output_size.size()) == k, Value, op,
-                   ": output_size must have ", k, " elements, got ", shape_str(output_size));
-  EMBER_CHECK(static_cast<int64_t>(input_size.size()) == k + 2, op, ": expected a ", k + 2,
-              "-D input (N, C, ", k == 1 ? "W" : (k == 2 ? "H, W" : "D, H, W"), "), got shape ",
-              shape_str(input_size));
+  const nn::UpsampleDims u = nn::upsample_dims(op, k, input_size, output_size);
   Geometry g;
   g.k = k;
-  g.planes = input_size[0] * input_size[1];
+  g.planes = u.planes;
   g.in_shape = input_size;
-  g.out_shape = DimVector{input_size[0], input_size[1]};
-  for (int64_t d = 0; d < k; ++d) {
-    EMBER_CHECK(input_size[2 + d] > 0 && output_size[d] > 0, op,
-                ": input and output sizes should be greater than 0, got input of shape ",
-                shape_str(input_size), " and output_size ", shape_str(output_size));
-    g.in[3 - k + d] = input_size[2 + d];
-    g.out[3 - k + d] = output_size[d];
-    g.out_shape.push_back(output_size[d]);
+  g.out_shape = u.out_shape;
+  for (int j = 0; j < 3; ++j) {
+    g.in[j] = u.in[j];
+    g.out[j] = u.out[j];
   }
   return g;
 }

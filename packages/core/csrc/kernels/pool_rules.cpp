@@ -1,0 +1,84 @@
+#include "kernels/pool_rules.h"
+
+namespace ember {
+namespace nn {
+namespace {
+
+// Leading dims -> planes and out_shape, spatial sizes into d.in.
+PoolDims input_dims(const char* op, const DimVector& sizes, int64_t k) {
+  EMBER_CHECK(static_cast<int64_t>(sizes.size()) >= k + 1, op, ": expected an input of at least ",
+              k + 1, " dims ((C, *spatial) or (N, C, *spatial)) for ", k,
+              " spatial dims, got shape ", shape_str(sizes));
+  PoolDims p;
+  p.k = k;
+  const int64_t lead = sizes.size() - k;
+  for (int64_t d = 0; d < lead; ++d) {
+    p.planes *= sizes[d];
+    p.out_shape.push_back(sizes[d]);
+  }
+  for (int64_t d = 0; d < k; ++d) {
+    p.in[3 - k + d] = sizes[lead + d];
+    EMBER_CHECK(sizes[lead + d] > 0, op, ": expected non-empty spatial dims, got input of shape ",
+                shape_str(sizes));
+  }
+  return p;
+}
+
+}  // namespace
+
+PoolDims fixed_pool_dims(const char* op, const DimVector& sizes, const DimVector& kernel_size,
+                         const DimVector& stride, const DimVector& padding,
+                         const DimVector& dilation, bool ceil_mode) {
+  const int64_t k = kernel_size.size();
+  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": kernel_size must have 1 to 3 elements, got ",
+                   shape_str(kernel_size));
+  PoolDims p = input_dims(op, sizes, k);
+  DimVector st = stride.empty() ? kernel_size : expand_param(stride, k, "stride", op);
+  DimVector pd = expand_param(padding, k, "padding", op);
+  DimVector dl = expand_param(dilation, k, "dilation", op);
+  for (int64_t d = 0; d < k; ++d) {
+    const int64_t j = 3 - k + d, in = p.in[j], ks = kernel_size[d];
+    EMBER_CHECK_KIND(ks > 0 && st[d] > 0 && dl[d] > 0, Value, op,
+                     ": kernel_size, stride and dilation must be positive, got kernel_size=",
+                     shape_str(kernel_size), " stride=", shape_str(st),
+                     " dilation=", shape_str(dl));
+    EMBER_CHECK_KIND(pd[d] >= 0 && pd[d] <= ks / 2, Value, op,
+                     ": padding should be at most half of the kernel size, got padding=",
+                     shape_str(pd), " and kernel_size=", shape_str(kernel_size));
+    int64_t span = 0;  // user-given sizes: checked before anything is computed from them
+    if (__builtin_mul_overflow(dl[d], ks - 1, &span) || __builtin_add_overflow(span, 1, &span))
+      EMBER_FAIL(Runtime, op, ": kernel_size ", shape_str(kernel_size), " with dilation ",
+                 shape_str(dl), " overflows int64");
+    const int64_t avail = (in - span) + 2 * pd[d];  // no overflow: span >= 2 * pd[d]
+    EMBER_CHECK(avail >= 0, op, ": the window (kernel ", ks, ", dilation ", dl[d],
+                ") is larger than the padded input along spatial dim ", d, " (input shape ",
+                shape_str(sizes), ", padding ", pd[d], ")");
+    int64_t o = (ceil_mode ? (avail + st[d] - 1) / st[d] : avail / st[d]) + 1;
+    // The last window must start inside the input or its left padding.
+    if (ceil_mode && (o - 1) * st[d] >= in + pd[d]) --o;
+    p.out[j] = o;
+    p.ks[j] = ks;
+    p.st[j] = st[d];
+    p.pd[j] = pd[d];
+    p.dl[j] = dl[d];
+    p.out_shape.push_back(o);
+  }
+  return p;
+}
+
+PoolDims adaptive_pool_dims(const char* op, const DimVector& sizes, const DimVector& output_size) {
+  const int64_t k = output_size.size();
+  EMBER_CHECK_KIND(k >= 1 && k <= 3, Value, op, ": output_size must have 1 to 3 elements, got ",
+                   shape_str(output_size));
+  PoolDims p = input_dims(op, sizes, k);
+  for (int64_t d = 0; d < k; ++d) {
+    EMBER_CHECK_KIND(output_size[d] > 0, Value, op, ": output_size must be positive, got ",
+                     shape_str(output_size));
+    p.out[3 - k + d] = output_size[d];
+    p.out_shape.push_back(output_size[d]);
+  }
+  return p;
+}
+
+}  // namespace nn
+}  // namespace ember
