@@ -121,33 +121,29 @@ def cxx_runtime_copies(step: str) -> None:
             if len(parts) >= 6 and ".so" in parts[-1]:
                 paths.add(parts[-1])
     odd = set()
-    # The global scope (what a symbol bound after a library was loaded RTLD_GLOBAL resolves to).
-    glob = ctypes.CDLL(None)
-    for sym in CXX_SYMBOLS:
-        try:
-            addr = ctypes.cast(getattr(glob, sym), ctypes.c_void_p).value
-        except AttributeError:
-            continue
-        info = DlInfo()
-        if dl.dladdr(addr, ctypes.byref(info)) and info.dli_fname:
-            src = info.dli_fname.decode()
-            if "libstdc++" not in os.path.basename(src):
-                odd.add(f"{sym} from the global scope -> {src}")
-    for path in sorted(paths):
-        try:
-            h = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        except OSError:
-            continue
+
+    def outside_libstdcxx(lib: ctypes.CDLL, where: str) -> None:
+        # Each C++ runtime symbol `lib` resolves to a file other than libstdc++ is noted.
         for sym in CXX_SYMBOLS:
             try:
-                addr = ctypes.cast(getattr(h, sym), ctypes.c_void_p).value
+                addr = ctypes.cast(getattr(lib, sym), ctypes.c_void_p).value
             except AttributeError:
                 continue
             info = DlInfo()
             if dl.dladdr(addr, ctypes.byref(info)) and info.dli_fname:
                 src = info.dli_fname.decode()
                 if "libstdc++" not in os.path.basename(src):
-                    odd.add(f"{sym} from {os.path.basename(path)} -> {src}")
+                    odd.add(f"{sym} from {where} -> {src}")
+
+    # The global scope (what a symbol bound after a library was loaded RTLD_GLOBAL resolves to).
+    glob = ctypes.CDLL(None)
+    outside_libstdcxx(glob, "the global scope")
+    for path in sorted(paths):
+        try:
+            h = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
+            continue
+        outside_libstdcxx(h, os.path.basename(path))
     for o in sorted(odd):
         failures.append(f"{step}: second C++ runtime: {o}")
         say(f"[{step}] !!! libstdc++ symbol resolved outside libstdc++: {o}")
