@@ -384,26 +384,11 @@ Red parse_reduce(const std::string& r, bool scatter_reduce, bool* mean, const ch
 }
 
 Tensor reduce_identity(Red red, ScalarType dtype, Device device) {
-  Tensor v = empty(DimVector{}, dtype, cpu_device());
-  EMBER_DISPATCH_ALL(dtype, "scatter_reduce()", [&] {
-    using T = scalar_t;
-    T x{};
-    if (red == Red::Mul) {
-      x = static_cast<T>(1);
-    } else if (red == Red::Max || red == Red::Min) {
-      const bool mx = red == Red::Max;
-      if constexpr (std::is_integral_v<T>) {
-        x = mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-      } else {
-        x = static_cast<T>(mx ? -std::numeric_limits<float>::infinity()
-                              : std::numeric_limits<float>::infinity());
-      }
-    } else {
-      x = static_cast<T>(0);
-    }
-    *v->data_as<T>() = x;
-  });
-  return ix::to_device(v, device);
+  const IndexReduce r = red == Red::Mul   ? IndexReduce::Mul
+                        : red == Red::Max ? IndexReduce::Max
+                        : red == Red::Min ? IndexReduce::Min
+                                          : IndexReduce::Add;
+  return ix::to_device(ember::reduce_identity(r, dtype), device);
 }
 
 __global__ void fill_i64_kernel(int64_t n, int64_t* p, int64_t v) {
@@ -417,12 +402,7 @@ template <class T>
 __global__ void divide_counts_kernel(int64_t n, Walk w, char* x, const int64_t* counts) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = e, ox = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      ox += c * w.st[0][d];
-    }
+    const int64_t ox = ix::walk_offset(w, e);
     const int64_t c = counts[e];
     if (c == 0) continue;
     T* p = reinterpret_cast<T*>(x + ox);
@@ -546,12 +526,7 @@ template <class T>
 __global__ void flags_kernel(int64_t n, Walk w, const char* p, int64_t* flags) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = e, o = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      o += c * w.st[0][d];
-    }
+    const int64_t o = ix::walk_offset(w, e);
     if constexpr (std::is_same_v<T, bool>) {
       flags[e] = *reinterpret_cast<const uint8_t*>(p + o) != 0;
     } else {
@@ -604,12 +579,7 @@ __global__ void compact_kernel(int64_t n, Walk w, const char* src, const int64_t
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
     if (!flags[e]) continue;
-    int64_t rem = e, o = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      o += c * w.st[0][d];
-    }
+    const int64_t o = ix::walk_offset(w, e);
     out[pos[e]] = *reinterpret_cast<const T*>(src + o);
   }
 }
@@ -621,12 +591,7 @@ __global__ void expand_kernel(int64_t n, Walk w, char* dst, const int64_t* flags
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
     if (!flags[e]) continue;
-    int64_t rem = e, o = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      o += c * w.st[0][d];
-    }
+    const int64_t o = ix::walk_offset(w, e);
     *reinterpret_cast<T*>(dst + o) = src[pos[e]];
   }
 }
@@ -651,13 +616,8 @@ template <class T>
 __global__ void masked_fill_kernel(int64_t n, Walk w, char* self, const char* mask, T value) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = e, o = 0, m = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      o += c * w.st[0][d];
-      m += c * w.st[1][d];
-    }
+    int64_t o, m;
+    ix::walk_offsets(w, e, o, m);
     if (*reinterpret_cast<const uint8_t*>(mask + m) != 0) *reinterpret_cast<T*>(self + o) = value;
   }
 }
@@ -758,28 +718,9 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_
 
 Tensor take_along_dim(const Tensor& self, const Tensor& indices, std::optional<int64_t> dim,
                       const Tensor& out) {
-  const char* op = "take_along_dim()";
-  check_index_dtype(indices, op, false);
-  if (!dim) {
-    Tensor flat = ix::contiguous(self, op);
-    Tensor iflat = ix::contiguous(indices, op);
-    return gather_impl(with_shape(flat, DimVector{flat->numel()}), 0,
-                       with_shape(iflat, DimVector{iflat->numel()}), out, true, op);
-  }
-  int64_t d = wrap_dim(*dim, self->dim(), op);
-  EMBER_CHECK(self->dim() == indices->dim(), op,
-              ": input and indices should have the same number of dimensions, but got ",
-              self->dim(), " dimensions for input, and ", indices->dim(),
-              " dimensions for indices");
-  if (self->dim() == 0) return gather_impl(self, 0, indices, out, true, op);
-  DimVector isz = self->sizes();
-  isz[d] = indices->size(d);
-  DimVector bshape = broadcast_shapes(isz, indices->sizes(), op);
-  DimVector ssz = bshape;
-  ssz[d] = self->size(d);
-  EMBER_CHECK(broadcast_shapes(self->sizes(), ssz, op) == ssz, op, ": input ",
-              shape_str(self->sizes()), " cannot be broadcast to ", shape_str(ssz));
-  return gather_impl(expand_view(self, ssz), d, expand_view(indices, bshape), out, true, op);
+  return take_along_dim_via(
+      &gather_impl, [](const Tensor& t) { return ix::contiguous(t, "take_along_dim()"); }, self,
+      indices, dim, out);
 }
 
 Tensor scatter_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,

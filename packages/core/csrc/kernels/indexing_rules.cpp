@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "core/dispatch.h"
 #include "core/error.h"
 #include "kernels/iterator.h"
 #include "ops.h"
@@ -134,6 +136,29 @@ IndexReduce parse_index_reduce(const std::string& r, bool scatter_reduce, const 
   EMBER_FAIL(Value, op, ": reduce argument must be either add or multiply, got ", r);
 }
 
+Tensor reduce_identity(IndexReduce red, ScalarType dtype) {
+  Tensor v = empty(DimVector{}, dtype, cpu_device());
+  EMBER_DISPATCH_ALL(dtype, "scatter_reduce()", [&] {
+    using T = scalar_t;
+    T x{};
+    if (red == IndexReduce::Mul) {
+      x = static_cast<T>(1);
+    } else if (red == IndexReduce::Max || red == IndexReduce::Min) {
+      const bool mx = red == IndexReduce::Max;
+      if constexpr (std::is_integral_v<T>) {
+        x = mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+      } else {
+        x = static_cast<T>(mx ? -std::numeric_limits<float>::infinity()
+                              : std::numeric_limits<float>::infinity());
+      }
+    } else {
+      x = static_cast<T>(0);
+    }
+    *v->data_as<T>() = x;
+  });
+  return v;
+}
+
 void check_index_source_dtype(const Tensor& self, const Tensor& index, const Tensor& source,
                               const char* op) {
   EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
@@ -241,6 +266,32 @@ void check_histc_range(double lo, double hi, const char* op) {
   EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), op, ": range of [", lo, ", ", hi,
               "] is not finite");
   EMBER_CHECK(lo < hi, op, ": max must be larger than min");
+}
+
+Tensor take_along_dim_via(GatherFn gather, Tensor (*contiguous)(const Tensor&), const Tensor& self,
+                          const Tensor& indices, std::optional<int64_t> dim, const Tensor& out) {
+  const char* op = "take_along_dim()";
+  check_index_dtype(indices, op, false);
+  if (!dim) {
+    Tensor flat = contiguous(self);
+    Tensor iflat = contiguous(indices);
+    return gather(with_shape(flat, DimVector{flat->numel()}), 0,
+                  with_shape(iflat, DimVector{iflat->numel()}), out, true, op);
+  }
+  int64_t d = wrap_dim(*dim, self->dim(), op);
+  EMBER_CHECK(self->dim() == indices->dim(), op,
+              ": input and indices should have the same number of dimensions, but got ",
+              self->dim(), " dimensions for input, and ", indices->dim(),
+              " dimensions for indices");
+  if (self->dim() == 0) return gather(self, 0, indices, out, true, op);
+  DimVector isz = self->sizes();
+  isz[d] = indices->size(d);
+  DimVector bshape = broadcast_shapes(isz, indices->sizes(), op);
+  DimVector ssz = bshape;
+  ssz[d] = self->size(d);
+  EMBER_CHECK(broadcast_shapes(self->sizes(), ssz, op) == ssz, op, ": input ",
+              shape_str(self->sizes()), " cannot be broadcast to ", shape_str(ssz));
+  return gather(expand_view(self, ssz), d, expand_view(indices, bshape), out, true, op);
 }
 
 namespace {

@@ -21,6 +21,26 @@ Tensor expand_view(const Tensor& t, const DimVector& sizes);
 Tensor with_shape(const Tensor& contiguous, const DimVector& sizes);
 Tensor unsqueeze_view(const Tensor& t, int64_t d);
 
+// Calls f(tag) with an unsigned type of the element size: pure data movement needs only that
+// (4 instantiations instead of one per dtype).
+template <class F>
+void dispatch_itemsize(int64_t size, const F& f) {
+  switch (size) {
+    case 1:
+      f(uint8_t{});
+      return;
+    case 2:
+      f(uint16_t{});
+      return;
+    case 4:
+      f(uint32_t{});
+      return;
+    default:
+      f(uint64_t{});
+      return;  // no dtype is wider than 8 bytes
+  }
+}
+
 // ---- argument checks ----
 
 void check_index_dtype(const Tensor& index, const char* op, bool allow_int32);
@@ -45,6 +65,10 @@ void check_scatter_shapes(const Tensor& self, int64_t dim, const Tensor& index, 
 enum class IndexReduce { Assign, Add, Mul, Max, Min, Mean };
 // scatter's reduce= ("add", "multiply") or scatter_reduce's ("sum", "prod", "mean", ...).
 IndexReduce parse_index_reduce(const std::string& r, bool scatter_reduce, const char* op);
+
+// The identity of a reduction in dtype, as a 0-d CPU tensor (scatter_reduce with
+// include_self=False starts every scattered position from it).
+Tensor reduce_identity(IndexReduce red, ScalarType dtype);
 
 // index_add / index_copy: a vector index and a source of self's dtype ...
 void check_index_source_dtype(const Tensor& self, const Tensor& index, const Tensor& source,
@@ -100,6 +124,12 @@ void histc_range(const Scalar& min, const Scalar& max, int64_t n, const Data& da
   }
   check_histc_range(lo, hi, op);
 }
+
+// take_along_dim on a device's gather (negative indices allowed) and contiguous copy.
+using GatherFn = Tensor (*)(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
+                            bool allow_negative, const char* op);
+Tensor take_along_dim_via(GatherFn gather, Tensor (*contiguous)(const Tensor&), const Tensor& self,
+                          const Tensor& indices, std::optional<int64_t> dim, const Tensor& out);
 
 // ---- advanced indexing ----
 

@@ -70,25 +70,6 @@ void run_along_dim(const TensorIterator& it, int64_t L, bool split_dim, const Ma
   }
 }
 
-// Data movement only needs the element size: 4 instantiations instead of one per dtype.
-template <class F>
-void dispatch_itemsize(int64_t size, const F& f) {
-  switch (size) {
-    case 1:
-      f(uint8_t{});
-      return;
-    case 2:
-      f(uint16_t{});
-      return;
-    case 4:
-      f(uint32_t{});
-      return;
-    default:
-      f(uint64_t{});
-      return;  // no dtype is wider than 8 bytes
-  }
-}
-
 template <class T>
 inline T& at(char* p) {
   return *reinterpret_cast<T*>(p);
@@ -331,31 +312,6 @@ void scatter_kernel(const Tensor& self, int64_t dim, const Tensor& idx, const Te
   });
 }
 
-// The identity of a reduction in dtype, as a 0-d tensor (scatter_reduce with include_self=False
-// starts every scattered position from it).
-Tensor reduce_identity(Reduce red, ScalarType dtype) {
-  Tensor v = empty(DimVector{}, dtype);
-  EMBER_DISPATCH_ALL(dtype, "scatter_reduce()", [&] {
-    using T = scalar_t;
-    T x{};
-    if (red == Reduce::Mul) {
-      x = static_cast<T>(1);
-    } else if (red == Reduce::Max || red == Reduce::Min) {
-      const bool mx = red == Reduce::Max;
-      if constexpr (std::is_integral_v<T>) {
-        x = mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-      } else {
-        x = static_cast<T>(mx ? -std::numeric_limits<float>::infinity()
-                              : std::numeric_limits<float>::infinity());
-      }
-    } else {
-      x = static_cast<T>(0);
-    }
-    *v->data_as<T>() = x;
-  });
-  return v;
-}
-
 // ---- advanced indexing ----------------------------------------------------------------------
 
 // Index tensors are CPU tensors already.
@@ -537,28 +493,9 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_
 
 Tensor take_along_dim(const Tensor& self, const Tensor& indices, std::optional<int64_t> dim,
                       const Tensor& out) {
-  const char* op = "take_along_dim()";
-  check_index_dtype(indices, op, false);
-  if (!dim) {
-    Tensor flat = contiguous_as(self, self->dtype());
-    Tensor iflat = contiguous_as(indices, ScalarType::Int64);
-    return gather_impl(with_shape(flat, DimVector{flat->numel()}), 0,
-                       with_shape(iflat, DimVector{iflat->numel()}), out, true, op);
-  }
-  int64_t d = wrap_dim(*dim, self->dim(), op);
-  EMBER_CHECK(self->dim() == indices->dim(), op,
-              ": input and indices should have the same number of dimensions, but got ",
-              self->dim(), " dimensions for input, and ", indices->dim(),
-              " dimensions for indices");
-  if (self->dim() == 0) return gather_impl(self, 0, indices, out, true, op);
-  DimVector isz = self->sizes();
-  isz[d] = indices->size(d);
-  DimVector bshape = broadcast_shapes(isz, indices->sizes(), op);
-  DimVector ssz = bshape;
-  ssz[d] = self->size(d);
-  EMBER_CHECK(broadcast_shapes(self->sizes(), ssz, op) == ssz, op, ": input ",
-              shape_str(self->sizes()), " cannot be broadcast to ", shape_str(ssz));
-  return gather_impl(expand_view(self, ssz), d, expand_view(indices, bshape), out, true, op);
+  return take_along_dim_via(
+      &gather_impl, [](const Tensor& t) { return contiguous_as(t, t->dtype()); }, self, indices,
+      dim, out);
 }
 
 Tensor scatter_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
