@@ -853,18 +853,7 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
     vals = ix::to_device(values, self->device());  // a 0-d CPU value, as PyTorch accepts
   }
   CudaAdvancedIndex ai = make_advanced_index(self, indices);
-  while (vals->dim() > static_cast<int64_t>(ai.result_shape.size()) && vals->size(0) == 1)
-    vals = make_view(vals, DimVector(vals->sizes().begin() + 1, vals->sizes().end()),
-                     DimVector(vals->strides().begin() + 1, vals->strides().end()),
-                     vals->storage_offset());
-  bool ok = vals->dim() <= static_cast<int64_t>(ai.result_shape.size());
-  for (int64_t i = 0; ok && i < vals->dim(); ++i) {
-    int64_t vs = vals->size(vals->dim() - 1 - i),
-            rs = ai.result_shape[ai.result_shape.size() - 1 - i];
-    ok = vs == rs || vs == 1;
-  }
-  EMBER_CHECK(ok, op, ": shape mismatch: value tensor of shape ", shape_str(values->sizes()),
-              " cannot be broadcast to indexing result of shape ", shape_str(ai.result_shape));
+  vals = index_put_values(vals, ai.result_shape, op);
   if (ai.count() == 0) return self;
   if (vals->storage() == self->storage()) vals = ix::clone(vals, op);
   Tensor vexp = expand_view(vals, ai.result_shape);

@@ -348,6 +348,22 @@ void add_offsets(const Tensor& offsets, const Tensor& ix, int64_t d, int64_t siz
 
 }  // namespace
 
+Tensor index_put_values(const Tensor& values, const DimVector& result_shape, const char* op) {
+  Tensor vals = values;
+  while (vals->dim() > static_cast<int64_t>(result_shape.size()) && vals->size(0) == 1)
+    vals = make_view(vals, DimVector(vals->sizes().begin() + 1, vals->sizes().end()),
+                     DimVector(vals->strides().begin() + 1, vals->strides().end()),
+                     vals->storage_offset());
+  bool ok = vals->dim() <= static_cast<int64_t>(result_shape.size());
+  for (int64_t i = 0; ok && i < vals->dim(); ++i) {
+    int64_t vs = vals->size(vals->dim() - 1 - i), rs = result_shape[result_shape.size() - 1 - i];
+    ok = vs == rs || vs == 1;
+  }
+  EMBER_CHECK(ok, op, ": shape mismatch: value tensor of shape ", shape_str(values->sizes()),
+              " cannot be broadcast to indexing result of shape ", shape_str(result_shape));
+  return vals;
+}
+
 AdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>& indices,
                                   Tensor (*on_cpu)(const Tensor&),
                                   void (*check_base)(const Tensor&)) {

@@ -133,6 +133,10 @@ Tensor take_along_dim_via(GatherFn gather, Tensor (*contiguous)(const Tensor&), 
 
 // ---- advanced indexing ----
 
+// index_put_'s values as a view that broadcasts to the indexing result (leading size-1 dims
+// beyond the result's rank dropped, as in copy_); raises if they do not.
+Tensor index_put_values(const Tensor& values, const DimVector& result_shape, const char* op);
+
 // self[indices] decomposed into: `src`, a view of self whose indexed dims are replaced by one
 // size-1 dim at `pos`; `offsets`, the element offset (into self) of every position of the
 // broadcast index shape (a CPU int64 tensor of shape bshape); and the result shape

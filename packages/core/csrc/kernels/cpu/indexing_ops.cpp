@@ -582,20 +582,7 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
               dtype_name(self->dtype()), " for the destination and ", dtype_name(values->dtype()),
               " for the source");
   AdvancedIndex ai = make_advanced_index(self, indices, &on_cpu);
-  // Leading size-1 dims of values beyond the result's rank are dropped, as in copy_.
-  Tensor vals = values;
-  while (vals->dim() > static_cast<int64_t>(ai.result_shape.size()) && vals->size(0) == 1)
-    vals = make_view(vals, DimVector(vals->sizes().begin() + 1, vals->sizes().end()),
-                     DimVector(vals->strides().begin() + 1, vals->strides().end()),
-                     vals->storage_offset());
-  bool ok = vals->dim() <= static_cast<int64_t>(ai.result_shape.size());
-  for (int64_t i = 0; ok && i < vals->dim(); ++i) {
-    int64_t vs = vals->size(vals->dim() - 1 - i),
-            rs = ai.result_shape[ai.result_shape.size() - 1 - i];
-    ok = vs == rs || vs == 1;
-  }
-  EMBER_CHECK(ok, op, ": shape mismatch: value tensor of shape ", shape_str(values->sizes()),
-              " cannot be broadcast to indexing result of shape ", shape_str(ai.result_shape));
+  Tensor vals = index_put_values(values, ai.result_shape, op);
   if (ai.count() == 0) return self;
   if (vals->storage() == self->storage())
     vals = dispatch::clone(vals);  // the writes must not feed the reads
