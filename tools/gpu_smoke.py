@@ -109,17 +109,23 @@ class DlInfo(ctypes.Structure):
                 ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
 
 
-def cxx_runtime_copies(step: str) -> None:
-    """Reports any mapped library that resolves libstdc++'s locale symbols to a file other than
-    libstdc++.so.6 (two copies of the C++ runtime's locale state in one process)."""
-    dl = ctypes.CDLL(None)
-    dl.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+def mapped_libraries() -> set[str]:
+    """The paths of the shared objects mapped into this process now."""
     paths = set()
     with open("/proc/self/maps") as f:
         for line in f:
             parts = line.split()
             if len(parts) >= 6 and ".so" in parts[-1]:
                 paths.add(parts[-1])
+    return paths
+
+
+def cxx_runtime_copies(step: str) -> None:
+    """Reports any mapped library that resolves libstdc++'s locale symbols to a file other than
+    libstdc++.so.6 (two copies of the C++ runtime's locale state in one process)."""
+    dl = ctypes.CDLL(None)
+    dl.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    paths = mapped_libraries()
     odd = set()
 
     def outside_libstdcxx(lib: ctypes.CDLL, where: str) -> None:
@@ -251,12 +257,7 @@ def mapped_changes(step: str) -> None:
     """Shared objects loaded or unloaded since the last probe (a library the driver loads and
     unloads again, leaving state behind, would show here)."""
     global _mapped_before
-    now = set()
-    with open("/proc/self/maps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 6 and ".so" in parts[-1]:
-                now.add(parts[-1])
+    now = mapped_libraries()
     if _mapped_before:
         for p in sorted(now - _mapped_before):
             say(f"[{step}] loaded: {p}")
