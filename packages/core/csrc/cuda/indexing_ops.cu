@@ -856,26 +856,8 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
   vals = index_put_values(vals, ai.result_shape, op);
   if (ai.count() == 0) return self;
   if (vals->storage() == self->storage()) vals = ix::clone(vals, op);
-  Tensor vexp = expand_view(vals, ai.result_shape);
-  const int64_t nb = ai.bshape.size();
-  Tensor src_off = empty(DimVector{ai.count()}, ScalarType::Int64, cpu_device());
-  {
-    int64_t* w = src_off->data_as<int64_t>();
-    DimVector ctr(nb, 0);
-    int64_t cur = 0;
-    for (int64_t j = 0; j < ai.count(); ++j) {
-      w[j] = cur;
-      for (int64_t d = nb - 1; d >= 0; --d) {
-        const int64_t st = vexp->stride(ai.pos + d);
-        if (++ctr[d] < ai.bshape[d]) {
-          cur += st;
-          break;
-        }
-        cur -= st * (ctr[d] - 1);
-        ctr[d] = 0;
-      }
-    }
-  }
+  IndexPutSource vsrc = index_put_source(ai, vals);
+  Tensor src_off = vsrc.src_off;
   Tensor offsets = ai.offsets;
   if (!accumulate) {
     // Repeated positions: the last value written wins, as on the CPU (which writes in order),
@@ -899,11 +881,7 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
     }
   }
   Tensor src_off_d = ix::to_device(src_off, self->device());
-  DimVector vs = ai.src->sizes(), vst;
-  for (int64_t d = 0; d < vexp->dim(); ++d)
-    if (d < ai.pos || d >= ai.pos + nb) vst.push_back(vexp->stride(d));
-  vst.insert(ai.pos, 0);
-  Tensor vrest = make_view(vexp, vs, vst, vexp->storage_offset());
+  const Tensor& vrest = vsrc.vrest;
   DimVector fs = ai.src->sizes();
   fs[ai.pos] = offsets->numel();
   IndexGeo g = make_geo(fs, ai.pos, ai.src, true, self->itemsize(), vrest, true, self->itemsize(),

@@ -451,4 +451,33 @@ AdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>&
   return r;
 }
 
+IndexPutSource index_put_source(const AdvancedIndex& ai, const Tensor& vals) {
+  Tensor vexp = expand_view(vals, ai.result_shape);
+  const int64_t nb = ai.bshape.size();
+  Tensor src_off = empty(DimVector{ai.count()}, ScalarType::Int64, cpu_device());
+  {
+    int64_t* w = src_off->data_as<int64_t>();
+    DimVector ctr(nb, 0);
+    int64_t cur = 0;
+    for (int64_t j = 0; j < ai.count(); ++j) {
+      w[j] = cur;
+      for (int64_t d = nb - 1; d >= 0; --d) {
+        const int64_t st = vexp->stride(ai.pos + d);
+        if (++ctr[d] < ai.bshape[d]) {
+          cur += st;
+          break;
+        }
+        cur -= st * (ctr[d] - 1);
+        ctr[d] = 0;
+      }
+    }
+  }
+  DimVector vs = ai.src->sizes(), vst;
+  for (int64_t d = 0; d < vexp->dim(); ++d)
+    if (d < ai.pos || d >= ai.pos + nb) vst.push_back(vexp->stride(d));
+  vst.insert(ai.pos, 0);
+  Tensor vrest = make_view(vexp, vs, vst, vexp->storage_offset());
+  return {vrest, src_off};
+}
+
 }  // namespace ember

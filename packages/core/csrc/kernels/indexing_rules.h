@@ -150,6 +150,15 @@ struct AdvancedIndex {
   int64_t count() const { return offsets->numel(); }
 };
 
+// index_put_'s reads of its values (broadcast to the result shape): `vrest`, a view of them
+// shaped like ai.src (the broadcast dims collapsed into one size-1 dim at pos), and `src_off`,
+// the element offset into them (a CPU int64 vector) of each indexed position in turn.
+struct IndexPutSource {
+  Tensor vrest;
+  Tensor src_off;
+};
+IndexPutSource index_put_source(const AdvancedIndex& ai, const Tensor& vals);
+
 // on_cpu(t): t's values in a CPU tensor (t itself on the CPU). check_base, when given, sees the
 // tensor indexed (self with a dim added per 0-d mask) before any index is read.
 AdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>& indices,

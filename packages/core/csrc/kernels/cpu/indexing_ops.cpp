@@ -586,32 +586,8 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
   if (ai.count() == 0) return self;
   if (vals->storage() == self->storage())
     vals = dispatch::clone(vals);  // the writes must not feed the reads
-  Tensor vexp = expand_view(vals, ai.result_shape);
-  // values' broadcast dims collapse into one size-1 dim at pos; src_off walks them.
-  const int64_t nb = ai.bshape.size();
-  Tensor src_off = empty(DimVector{ai.count()}, ScalarType::Int64);
-  {
-    int64_t* w = src_off->data_as<int64_t>();
-    DimVector ctr(nb, 0);
-    int64_t cur = 0;
-    for (int64_t j = 0; j < ai.count(); ++j) {
-      w[j] = cur;
-      for (int64_t d = nb - 1; d >= 0; --d) {
-        const int64_t st = vexp->stride(ai.pos + d);
-        if (++ctr[d] < ai.bshape[d]) {
-          cur += st;
-          break;
-        }
-        cur -= st * (ctr[d] - 1);
-        ctr[d] = 0;
-      }
-    }
-  }
-  DimVector vs = ai.src->sizes(), vst;
-  for (int64_t d = 0; d < vexp->dim(); ++d)
-    if (d < ai.pos || d >= ai.pos + nb) vst.push_back(vexp->stride(d));
-  vst.insert(ai.pos, 0);
-  Tensor vrest = make_view(vexp, vs, vst, vexp->storage_offset());
+  IndexPutSource vsrc = index_put_source(ai, vals);
+  const Tensor &vrest = vsrc.vrest, &src_off = vsrc.src_off;
   put_rows(ai.src, vrest, ai.pos, ai.offsets->data_as<int64_t>(), self->itemsize(),
            src_off->data_as<int64_t>(), self->itemsize(), ai.count(), accumulate,
            Scalar(int64_t(1)), op);
