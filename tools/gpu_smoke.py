@@ -109,45 +109,47 @@ class DlInfo(ctypes.Structure):
                 ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
 
 
-def cxx_runtime_copies(step: str) -> None:
-    """Reports any mapped library that resolves libstdc++'s locale symbols to a file other than
-    libstdc++.so.6 (two copies of the C++ runtime's locale state in one process)."""
-    dl = ctypes.CDLL(None)
-    dl.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+def mapped_libraries() -> set[str]:
+    """The paths of the shared objects mapped into this process now."""
     paths = set()
     with open("/proc/self/maps") as f:
         for line in f:
             parts = line.split()
             if len(parts) >= 6 and ".so" in parts[-1]:
                 paths.add(parts[-1])
+    return paths
+
+
+def cxx_runtime_copies(step: str) -> None:
+    """Reports any mapped library that resolves libstdc++'s locale symbols to a file other than
+    libstdc++.so.6 (two copies of the C++ runtime's locale state in one process)."""
+    dl = ctypes.CDLL(None)
+    dl.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    paths = mapped_libraries()
     odd = set()
-    # The global scope (what a symbol bound after a library was loaded RTLD_GLOBAL resolves to).
-    glob = ctypes.CDLL(None)
-    for sym in CXX_SYMBOLS:
-        try:
-            addr = ctypes.cast(getattr(glob, sym), ctypes.c_void_p).value
-        except AttributeError:
-            continue
-        info = DlInfo()
-        if dl.dladdr(addr, ctypes.byref(info)) and info.dli_fname:
-            src = info.dli_fname.decode()
-            if "libstdc++" not in os.path.basename(src):
-                odd.add(f"{sym} from the global scope -> {src}")
-    for path in sorted(paths):
-        try:
-            h = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        except OSError:
-            continue
+
+    def outside_libstdcxx(lib: ctypes.CDLL, where: str) -> None:
+        # Each C++ runtime symbol `lib` resolves to a file other than libstdc++ is noted.
         for sym in CXX_SYMBOLS:
             try:
-                addr = ctypes.cast(getattr(h, sym), ctypes.c_void_p).value
+                addr = ctypes.cast(getattr(lib, sym), ctypes.c_void_p).value
             except AttributeError:
                 continue
             info = DlInfo()
             if dl.dladdr(addr, ctypes.byref(info)) and info.dli_fname:
                 src = info.dli_fname.decode()
                 if "libstdc++" not in os.path.basename(src):
-                    odd.add(f"{sym} from {os.path.basename(path)} -> {src}")
+                    odd.add(f"{sym} from {where} -> {src}")
+
+    # The global scope (what a symbol bound after a library was loaded RTLD_GLOBAL resolves to).
+    glob = ctypes.CDLL(None)
+    outside_libstdcxx(glob, "the global scope")
+    for path in sorted(paths):
+        try:
+            h = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
+            continue
+        outside_libstdcxx(h, os.path.basename(path))
     for o in sorted(odd):
         failures.append(f"{step}: second C++ runtime: {o}")
         say(f"[{step}] !!! libstdc++ symbol resolved outside libstdc++: {o}")
@@ -255,12 +257,7 @@ def mapped_changes(step: str) -> None:
     """Shared objects loaded or unloaded since the last probe (a library the driver loads and
     unloads again, leaving state behind, would show here)."""
     global _mapped_before
-    now = set()
-    with open("/proc/self/maps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 6 and ".so" in parts[-1]:
-                now.add(parts[-1])
+    now = mapped_libraries()
     if _mapped_before:
         for p in sorted(now - _mapped_before):
             say(f"[{step}] loaded: {p}")

@@ -74,9 +74,36 @@ void* record_free_event(StreamId stream, int device) {
   }
 }
 
+bool CudaEventRawAllocator::event_done(void* event) {
+  cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  check(err, "cudaEventQuery");
+  return true;
+}
+
+void CudaEventRawAllocator::event_synchronize(void* event) {
+  EMBER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+void CudaEventRawAllocator::destroy_event(void* event) {
+  release_event(static_cast<cudaEvent_t>(event));
+}
+
+void* allocated_or_null(cudaError_t err, void* p, const char* what) {
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // clear it: the caller frees its cache and retries
+    return nullptr;
+  }
+  check(err, what);
+  return p;
+}
+
 namespace {
 
-class CudaRawAllocator final : public RawAllocator {
+class CudaRawAllocator final : public CudaEventRawAllocator {
  public:
   explicit CudaRawAllocator(int device) : device_(device) {}
 
@@ -84,12 +111,7 @@ class CudaRawAllocator final : public RawAllocator {
     DeviceGuard guard(device_);
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, nbytes);
-    if (err == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();  // clear it: the caller frees its cache and retries
-      return nullptr;
-    }
-    check(err, "cudaMalloc");
-    return p;
+    return allocated_or_null(err, p, "cudaMalloc");
   }
   void raw_free(void* ptr, size_t) override {
     DeviceGuard guard(device_);
@@ -100,19 +122,6 @@ class CudaRawAllocator final : public RawAllocator {
     if (device < 0) device = device_;
     return record_free_event(stream, device);
   }
-  bool event_done(void* event) override {
-    cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
-    if (err == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    check(err, "cudaEventQuery");
-    return true;
-  }
-  void event_synchronize(void* event) override {
-    EMBER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
-  }
-  void destroy_event(void* event) override { release_event(static_cast<cudaEvent_t>(event)); }
   bool memory_info(size_t* free, size_t* total) override {
     DeviceGuard guard(device_);
     if (cudaMemGetInfo(free, total) != cudaSuccess) {

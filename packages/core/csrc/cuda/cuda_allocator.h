@@ -28,5 +28,17 @@ void release_event(cudaEvent_t event);
 // that is gone runs nothing that could still use the block).
 void* record_free_event(StreamId stream, int device);
 
+// The event half of a RawAllocator over CUDA events (device and pinned memory alike).
+class CudaEventRawAllocator : public RawAllocator {
+ public:
+  bool event_done(void* event) override;
+  void event_synchronize(void* event) override;
+  void destroy_event(void* event) override;
+};
+
+// The block cudaMalloc / cudaHostAlloc gave (`err`), or null when out of memory (the error
+// cleared: the caller frees its cache and retries); other errors raise.
+void* allocated_or_null(cudaError_t err, void* p, const char* what);
+
 }  // namespace cuda
 }  // namespace ember

@@ -15,20 +15,9 @@
 namespace ember {
 namespace cuda {
 
+// The compute type is the host's (core/dtype.h): float for the 16-bit floats.
 template <class T>
-struct DevOpMath {
-  using type = T;
-};
-template <>
-struct DevOpMath<Half> {
-  using type = float;
-};
-template <>
-struct DevOpMath<BFloat16> {
-  using type = float;
-};
-template <class T>
-using dev_opmath_t = typename DevOpMath<T>::type;
+using dev_opmath_t = opmath_t<T>;
 
 // Storage -> compute type.
 template <class T>

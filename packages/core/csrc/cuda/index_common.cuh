@@ -8,6 +8,7 @@
 #include "core/tensor.h"
 #include "cuda/cuda_context.h"
 #include "cuda/device_types.cuh"
+#include "kernels/indexing_rules.h"
 #include "kernels/iterator.h"
 
 namespace ember {
@@ -50,17 +51,35 @@ inline Walk make_walk(const DimVector& sizes, std::initializer_list<Tensor> ops,
 inline int device_index(const Tensor& t) { return resolve_device(t->device().index); }
 inline cudaStream_t stream_of(const Tensor& t) { return current_stream(device_index(t)); }
 
+// The byte offsets in operands 0 and 1 of element e (row-major over w's shape).
+__device__ __forceinline__ void walk_offsets(const Walk& w, int64_t e, int64_t& o0, int64_t& o1) {
+  int64_t rem = e;
+  o0 = o1 = 0;
+  for (int d = w.nd - 1; d >= 0; --d) {
+    const int64_t c = rem % w.sizes[d];
+    rem /= w.sizes[d];
+    o0 += c * w.st[0][d];
+    o1 += c * w.st[1][d];
+  }
+}
+
+// The byte offset in operand 0 only.
+__device__ __forceinline__ int64_t walk_offset(const Walk& w, int64_t e) {
+  int64_t rem = e, o = 0;
+  for (int d = w.nd - 1; d >= 0; --d) {
+    const int64_t c = rem % w.sizes[d];
+    rem /= w.sizes[d];
+    o += c * w.st[0][d];
+  }
+  return o;
+}
+
 template <class T>
 __global__ void strided_copy_kernel(int64_t n, Walk w, char* dst, const char* src) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = e, od = 0, os = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      od += c * w.st[0][d];
-      os += c * w.st[1][d];
-    }
+    int64_t od, os;
+    walk_offsets(w, e, od, os);
     *reinterpret_cast<T*>(dst + od) = *reinterpret_cast<const T*>(src + os);
   }
 }
@@ -68,20 +87,7 @@ __global__ void strided_copy_kernel(int64_t n, Walk w, char* dst, const char* sr
 // Calls f(tag) with an unsigned type of the element size (pure data movement).
 template <class F>
 void by_itemsize(int64_t size, const F& f) {
-  switch (size) {
-    case 1:
-      f(uint8_t{});
-      return;
-    case 2:
-      f(uint16_t{});
-      return;
-    case 4:
-      f(uint32_t{});
-      return;
-    default:
-      f(uint64_t{});
-      return;
-  }
+  dispatch_itemsize(size, f);
 }
 
 // dst = src (same dtype, src broadcast to dst's shape), both on the same CUDA device.

@@ -17,6 +17,7 @@
 
 #include "cuda/cuda_registry.h"
 #include "cuda/index_common.cuh"
+#include "kernels/indexing_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -175,31 +176,6 @@ __global__ void index_kernel(int64_t n, IndexGeo g, char* dst, const char* src, 
 
 // ---- host helpers -----------------------------------------------------------------------------
 
-Tensor as_1d(const Tensor& t) {
-  if (t->dim() > 0) return t;
-  return make_view(t, DimVector{1}, DimVector{1}, t->storage_offset());
-}
-
-Tensor expand_view(const Tensor& t, const DimVector& sizes) {
-  const int64_t n = sizes.size(), off = n - t->dim();
-  DimVector strides(n, 0);
-  for (int64_t d = 0; d < t->dim(); ++d)
-    strides[off + d] = (t->size(d) == 1 && sizes[off + d] != 1) ? 0 : t->stride(d);
-  return make_view(t, sizes, std::move(strides), t->storage_offset());
-}
-
-Tensor with_shape(const Tensor& contiguous, const DimVector& sizes) {
-  return make_view(contiguous, sizes, contiguous_strides(sizes), contiguous->storage_offset());
-}
-
-void check_index_dtype(const Tensor& index, const char* op, bool allow_int32) {
-  EMBER_CHECK_KIND(index != nullptr, Type, op, ": expected an index tensor, got None");
-  ScalarType t = index->dtype();
-  if (t == ScalarType::Int64 || (allow_int32 && t == ScalarType::Int32)) return;
-  EMBER_FAIL(Type, op, ": expected an index tensor of dtype ",
-             allow_int32 ? "int64 or int32" : "int64", ", but got ", dtype_name(t));
-}
-
 // A host int64 copy of `index` that may be written (never the caller's own tensor).
 Tensor host_index(const Tensor& index, const char* op) {
   Tensor h = ix::host_as(index, ScalarType::Int64, op);
@@ -217,14 +193,10 @@ Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_
                      const char* op, Device device) {
   Tensor h = host_index(index, op);
   int64_t* p = h->data_as<int64_t>();
-  const int64_t n = h->numel(), lo = allow_negative ? -size : 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t v = p[i];
-    if (v < lo || v >= size)
-      EMBER_FAIL(Index, op, op[0] ? ": " : "", "index ", v, " is out of bounds for dimension ", dim,
-                 " with size ", size);
-    if (v < 0) p[i] = v + size;
-  }
+  const int64_t n = h->numel();
+  if (check_index_range(p, n, size, dim, allow_negative, op))
+    for (int64_t i = 0; i < n; ++i)
+      if (p[i] < 0) p[i] += size;
   return ix::to_device(h, device);
 }
 
@@ -246,8 +218,7 @@ struct OutArg {
 OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, Device device,
                 const char* op, std::initializer_list<Tensor> inputs) {
   if (!out) return {empty(sizes, dtype, device), nullptr};
-  EMBER_CHECK(out->dtype() == dtype, op, ": expected the out= tensor to have dtype ",
-              dtype_name(dtype), ", but got ", dtype_name(out->dtype()));
+  check_out_dtype(out, dtype, op);
   ix::check_cuda(out, op, "the out= tensor");
   for (const Tensor& in : inputs)
     if (in && in->storage() == out->storage()) return {empty(sizes, dtype, device), out};
@@ -260,13 +231,7 @@ Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
                       std::initializer_list<Tensor> inputs) {
   if (!out) return ix::clone(self, op);
   if (out.get() == self.get()) return self;
-  for (const Tensor& in : inputs)
-    EMBER_CHECK(!in || in->storage() != out->storage(), op,
-                ": unsupported operation: some elements of the input tensor and the written-to "
-                "tensor refer to a single memory location. Please clone() the tensor before "
-                "performing the operation.");
-  EMBER_CHECK(out->dtype() == self->dtype(), op, ": expected the out= tensor to have dtype ",
-              dtype_name(self->dtype()), ", but got ", dtype_name(out->dtype()));
+  check_inplace_out(self, out, inputs, op);
   ix::check_cuda(out, op, "the out= tensor");
   ix::resize_out(out, self->sizes());
   ix::copy(out, self, op);
@@ -275,15 +240,11 @@ Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
 
 // A 1-element device tensor of `dtype` holding a number or a 0-d tensor's value.
 Tensor value_tensor(const TensorOrScalar& value, ScalarType dtype, Device device, const char* op) {
+  check_fill_value(value, dtype, op);
   Scalar s = value.scalar;
   if (value.is_tensor()) {
-    EMBER_CHECK(value.tensor->dim() == 0, op,
-                ": only supports a 0-dimensional value tensor, but got tensor with ",
-                value.tensor->dim(), " dimension(s)");
     Tensor h = ix::host_as(value.tensor, value.tensor->dtype(), op);
     s = load_scalar(h->data(), h->dtype());
-  } else {
-    check_scalar_fits(s, dtype, op);
   }
   return ix::scalar_on(s, dtype, device);
 }
@@ -384,14 +345,8 @@ Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const T
   ix::check_cuda(self, op, "self");
   check_index_dtype(index, op, false);
   dim = wrap_dim(dim, self->dim(), op);
-  Tensor s1 = as_1d(self), i1 = as_1d(index);
-  EMBER_CHECK(i1->dim() == s1->dim(), op,
-              ": index tensor must have the same number of dimensions as input tensor (",
-              index->dim(), " vs ", self->dim(), ")");
-  for (int64_t d = 0; d < s1->dim(); ++d)
-    EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": size does not match at dimension ",
-                d, ": expected index ", shape_str(index->sizes()), " to be no larger than self ",
-                shape_str(self->sizes()), " apart from dimension ", dim);
+  check_gather_shapes(self, dim, index, op);
+  Tensor s1 = as_1d(self);
   OutArg o = make_out(out, index->sizes(), self->dtype(), self->device(), op, {self, index});
   if (index->numel() == 0) return o.done(op);
   Tensor idx = as_1d(checked_index(index, s1->size(dim), dim, allow_negative, op, self->device()));
@@ -412,46 +367,28 @@ void scatter_kernel(const Tensor& self, int64_t dim, const Tensor& idx, const Te
   run_index(op, self, src, g, idx, nullptr, red);
 }
 
+// The shared parser's reduction as a kernel one: mean is a sum, divided afterwards.
 Red parse_reduce(const std::string& r, bool scatter_reduce, bool* mean, const char* op) {
-  *mean = false;
-  if (scatter_reduce) {
-    if (r == "sum") return Red::Add;
-    if (r == "prod") return Red::Mul;
-    if (r == "mean") {
-      *mean = true;
+  const IndexReduce red = parse_index_reduce(r, scatter_reduce, op);
+  *mean = red == IndexReduce::Mean;
+  switch (red) {
+    case IndexReduce::Mul:
+      return Red::Mul;
+    case IndexReduce::Max:
+      return Red::Max;
+    case IndexReduce::Min:
+      return Red::Min;
+    default:
       return Red::Add;
-    }
-    if (r == "amax") return Red::Max;
-    if (r == "amin") return Red::Min;
-    EMBER_FAIL(Value, op, ": reduce argument must be either sum, prod, mean, amax or amin, got ",
-               r);
   }
-  if (r == "add") return Red::Add;
-  if (r == "multiply") return Red::Mul;
-  EMBER_FAIL(Value, op, ": reduce argument must be either add or multiply, got ", r);
 }
 
 Tensor reduce_identity(Red red, ScalarType dtype, Device device) {
-  Tensor v = empty(DimVector{}, dtype, cpu_device());
-  EMBER_DISPATCH_ALL(dtype, "scatter_reduce()", [&] {
-    using T = scalar_t;
-    T x{};
-    if (red == Red::Mul) {
-      x = static_cast<T>(1);
-    } else if (red == Red::Max || red == Red::Min) {
-      const bool mx = red == Red::Max;
-      if constexpr (std::is_integral_v<T>) {
-        x = mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-      } else {
-        x = static_cast<T>(mx ? -std::numeric_limits<float>::infinity()
-                              : std::numeric_limits<float>::infinity());
-      }
-    } else {
-      x = static_cast<T>(0);
-    }
-    *v->data_as<T>() = x;
-  });
-  return ix::to_device(v, device);
+  const IndexReduce r = red == Red::Mul   ? IndexReduce::Mul
+                        : red == Red::Max ? IndexReduce::Max
+                        : red == Red::Min ? IndexReduce::Min
+                                          : IndexReduce::Add;
+  return ix::to_device(ember::reduce_identity(r, dtype), device);
 }
 
 __global__ void fill_i64_kernel(int64_t n, int64_t* p, int64_t v) {
@@ -465,12 +402,7 @@ template <class T>
 __global__ void divide_counts_kernel(int64_t n, Walk w, char* x, const int64_t* counts) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = e, ox = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      ox += c * w.st[0][d];
-    }
+    const int64_t ox = ix::walk_offset(w, e);
     const int64_t c = counts[e];
     if (c == 0) continue;
     T* p = reinterpret_cast<T*>(x + ox);
@@ -490,29 +422,14 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
   check_index_dtype(index, op, false);
   dim = wrap_dim(dim, self->dim(), op);
   if (src) {
-    EMBER_CHECK(src->dtype() == self->dtype(), op,
-                ": expected self.dtype to be equal to src.dtype (got ", dtype_name(self->dtype()),
-                " and ", dtype_name(src->dtype()), ")");
+    check_scatter_src_dtype(self, src, op);
     ix::check_same_device(self, src, op, "src");
   }
   if (mean && self->dtype() == ScalarType::Bool)
     EMBER_FAIL(Type, op, ": reduce='mean' is not implemented for dtype bool");
-  Tensor s1 = as_1d(self), i1 = as_1d(index);
+  check_scatter_shapes(self, dim, index, src, op);
+  Tensor s1 = as_1d(self);
   Tensor src1 = src ? as_1d(src) : Tensor();
-  EMBER_CHECK(i1->dim() == s1->dim() && (!src1 || src1->dim() == s1->dim()), op,
-              ": index tensor must have the same number of dimensions as self",
-              src ? " and src" : "", " (got index ", shape_str(index->sizes()), ", self ",
-              shape_str(self->sizes()), src ? ", src " + shape_str(src->sizes()) : std::string(),
-              ")");
-  if (index->numel() > 0) {
-    for (int64_t d = 0; d < s1->dim(); ++d) {
-      EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": expected index ",
-                  shape_str(index->sizes()), " to be no larger than self ",
-                  shape_str(self->sizes()), " apart from dimension ", dim);
-      EMBER_CHECK(!src1 || i1->size(d) <= src1->size(d), op, ": expected index ",
-                  shape_str(index->sizes()), " to be no larger than src ", shape_str(src->sizes()));
-    }
-  }
   // Checked before anything is written, so a bad index leaves self untouched.
   Tensor idx;
   if (index->numel() > 0)
@@ -558,20 +475,9 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
 void check_index_source(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                         const char* op) {
   ix::check_cuda(self, op, "self");
-  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
-                   shape_str(index->sizes()));
-  EMBER_CHECK(source->dtype() == self->dtype(), op, ": self (", dtype_name(self->dtype()),
-              ") and source (", dtype_name(source->dtype()), ") must have the same dtype");
+  check_index_source_dtype(self, index, source, op);
   ix::check_same_device(self, source, op, "source");
-  Tensor s1 = as_1d(self), src1 = as_1d(source);
-  EMBER_CHECK(s1->dim() == src1->dim(), op, ": source ", shape_str(source->sizes()),
-              " must have the same number of dimensions as self ", shape_str(self->sizes()));
-  EMBER_CHECK_KIND(index->numel() == src1->size(dim), Index, op, ": number of indices (",
-                   index->numel(), ") should be equal to source.size(dim) (", src1->size(dim), ")");
-  for (int64_t d = 0; d < s1->dim(); ++d)
-    EMBER_CHECK(d == dim || s1->size(d) == src1->size(d), op, ": source ",
-                shape_str(source->sizes()), " must match self ", shape_str(self->sizes()),
-                " in every dimension but ", dim);
+  check_index_source_shape(self, dim, index, source, op);
 }
 
 // target[.., idx[j], ..] (=|+= alpha *) source[.., j, ..] along dim; idx is a device vector.
@@ -589,132 +495,21 @@ void put_along_dim(const Tensor& target, int64_t dim, const Tensor& idx, const T
 
 // ---- advanced indexing ------------------------------------------------------------------------
 
-struct AdvancedIndex {
-  Tensor src;
-  Tensor offsets;       // device int64, numel(bshape)
-  Tensor host_offsets;  // the same on the host
-  DimVector bshape;
-  DimVector result_shape;
-  int64_t pos = 0;
-  int64_t count() const { return offsets->numel(); }
+// The shared decomposition, its offsets also on the device (flat). Index tensors are read on the
+// host (boolean indexing is a sync point anyway).
+struct CudaAdvancedIndex : AdvancedIndex {
+  Tensor host_offsets;  // flat, on the host
 };
 
-Tensor unsqueeze_view(const Tensor& t, int64_t d) {
-  DimVector sizes = t->sizes(), strides = t->strides();
-  int64_t st = d < t->dim() ? t->stride(d) * t->size(d) : 1;
-  sizes.insert(d, 1);
-  strides.insert(d, st);
-  return make_view(t, std::move(sizes), std::move(strides), t->storage_offset());
-}
+Tensor index_on_host(const Tensor& t) { return ix::host_as(t, t->dtype(), "index"); }
+void check_index_base(const Tensor& base) { ix::check_dims(base->dim() + 1, "index"); }
 
-// As the CPU's: bool masks become index vectors (nonzero on the host: boolean indexing is a sync
-// point anyway), every index is broadcast and checked on the host, and the element offsets go
-// to the device once.
-AdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>& indices) {
-  Tensor base = self;
-  std::vector<Tensor> per_dim;  // host int64 tensors
-  for (const Tensor& t : indices) {
-    if (!t) {
-      per_dim.push_back(nullptr);
-      continue;
-    }
-    ScalarType dt = t->dtype();
-    if (dt == ScalarType::Bool || dt == ScalarType::UInt8) {
-      const int64_t d = per_dim.size();
-      if (t->dim() == 0) {
-        base = unsqueeze_view(base, d);
-        Tensor h = ix::host_as(t, dt, "index");
-        bool v = load_scalar(h->data(), dt).to_bool();
-        Tensor ixt = empty(DimVector{v ? 1 : 0}, ScalarType::Int64, cpu_device());
-        if (v) *ixt->data_as<int64_t>() = 0;
-        per_dim.push_back(ixt);
-        continue;
-      }
-      EMBER_CHECK_KIND(d + t->dim() <= base->dim(), Index,
-                       "too many indices for tensor of dimension ", base->dim(), " (got ",
-                       d + t->dim(), ")");
-      for (int64_t j = 0; j < t->dim(); ++j)
-        if (t->size(j) != base->size(d + j))
-          EMBER_FAIL(Index, "The shape of the mask ", shape_str(t->sizes()), " at index ", j,
-                     " does not match the shape of the indexed tensor ", shape_str(base->sizes()),
-                     " at index ", d + j);
-      Tensor mask = ix::host_as(t, ScalarType::Bool, "index");
-      Tensor nz = dispatch::nonzero(mask, Tensor());  // CPU
-      for (int64_t j = 0; j < t->dim(); ++j)
-        per_dim.push_back(make_view(nz, DimVector{nz->size(0)}, DimVector{nz->stride(0)},
-                                    nz->storage_offset() + j));
-      continue;
-    }
-    if (dt != ScalarType::Int64 && dt != ScalarType::Int32)
-      EMBER_FAIL(Index, "tensors used as indices must be long, int, byte or bool tensors (got ",
-                 dtype_name(dt), ")");
-    per_dim.push_back(ix::host_as(t, ScalarType::Int64, "index"));
-  }
-  EMBER_CHECK_KIND(static_cast<int64_t>(per_dim.size()) <= base->dim(), Index,
-                   "too many indices for tensor of dimension ", base->dim(), " (got ",
-                   per_dim.size(), ")");
-  ix::check_dims(base->dim() + 1, "index");
-
-  AdvancedIndex r;
-  DimVector dims;
-  for (size_t d = 0; d < per_dim.size(); ++d)
-    if (per_dim[d]) dims.push_back(d);
-  for (int64_t d : dims) {
-    const DimVector& s = per_dim[d]->sizes();
-    const int64_t n = std::max<int64_t>(r.bshape.size(), s.size());
-    DimVector b(n, 1);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t x = i < static_cast<int64_t>(r.bshape.size()) ? r.bshape[r.bshape.size() - 1 - i] : 1;
-      int64_t y = i < static_cast<int64_t>(s.size()) ? s[s.size() - 1 - i] : 1;
-      if (x != y && x != 1 && y != 1) {
-        std::string shapes;
-        for (int64_t k : dims)
-          shapes += (shapes.empty() ? "" : ", ") + shape_str(per_dim[k]->sizes());
-        EMBER_FAIL(Index,
-                   "shape mismatch: indexing tensors could not be broadcast together with shapes ",
-                   shapes);
-      }
-      b[n - 1 - i] = x == 1 ? y : x;
-    }
-    r.bshape = b;
-  }
-  bool adjacent = dims.empty() || dims.back() - dims[0] + 1 == static_cast<int64_t>(dims.size());
-  r.pos = (adjacent && !dims.empty()) ? dims[0] : 0;
-
-  Tensor offsets = empty(r.bshape, ScalarType::Int64, cpu_device());
-  int64_t* off = offsets->data_as<int64_t>();
-  const int64_t count = offsets->numel();
-  for (int64_t i = 0; i < count; ++i) off[i] = 0;
-  bool rest_empty = false;
-  for (int64_t d = 0; d < base->dim(); ++d)
-    rest_empty |= base->size(d) == 0 && (d >= static_cast<int64_t>(per_dim.size()) || !per_dim[d]);
-  for (int64_t d : dims) {
-    if (count == 0 || rest_empty) break;
-    const int64_t size = base->size(d), stride = base->stride(d);
-    Tensor b = empty(r.bshape, ScalarType::Int64, cpu_device());
-    copy_into(b, expand_view(per_dim[d], r.bshape));
-    const int64_t* v = b->data_as<int64_t>();
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t x = v[i];
-      if (x < -size || x >= size)
-        EMBER_FAIL(Index, "index ", x, " is out of bounds for dimension ", d, " with size ", size);
-      off[i] += (x < 0 ? x + size : x) * stride;
-    }
-  }
-  r.host_offsets = with_shape(offsets, DimVector{count});
+CudaAdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>& indices) {
+  CudaAdvancedIndex r;
+  static_cast<AdvancedIndex&>(r) =
+      ember::make_advanced_index(self, indices, &index_on_host, &check_index_base);
+  r.host_offsets = with_shape(r.offsets, DimVector{r.count()});
   r.offsets = ix::to_device(r.host_offsets, self->device());
-
-  DimVector sizes, strides;
-  for (int64_t d = 0; d < base->dim(); ++d) {
-    if (d < static_cast<int64_t>(per_dim.size()) && per_dim[d]) continue;
-    sizes.push_back(base->size(d));
-    strides.push_back(base->stride(d));
-  }
-  r.result_shape = sizes;
-  for (int64_t i = r.bshape.size() - 1; i >= 0; --i) r.result_shape.insert(r.pos, r.bshape[i]);
-  sizes.insert(r.pos, 1);
-  strides.insert(r.pos, 0);
-  r.src = make_view(base, std::move(sizes), std::move(strides), base->storage_offset());
   return r;
 }
 
@@ -731,12 +526,7 @@ template <class T>
 __global__ void flags_kernel(int64_t n, Walk w, const char* p, int64_t* flags) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = e, o = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      o += c * w.st[0][d];
-    }
+    const int64_t o = ix::walk_offset(w, e);
     if constexpr (std::is_same_v<T, bool>) {
       flags[e] = *reinterpret_cast<const uint8_t*>(p + o) != 0;
     } else {
@@ -789,12 +579,7 @@ __global__ void compact_kernel(int64_t n, Walk w, const char* src, const int64_t
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
     if (!flags[e]) continue;
-    int64_t rem = e, o = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      o += c * w.st[0][d];
-    }
+    const int64_t o = ix::walk_offset(w, e);
     out[pos[e]] = *reinterpret_cast<const T*>(src + o);
   }
 }
@@ -806,12 +591,7 @@ __global__ void expand_kernel(int64_t n, Walk w, char* dst, const int64_t* flags
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
     if (!flags[e]) continue;
-    int64_t rem = e, o = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      o += c * w.st[0][d];
-    }
+    const int64_t o = ix::walk_offset(w, e);
     *reinterpret_cast<T*>(dst + o) = src[pos[e]];
   }
 }
@@ -836,13 +616,8 @@ template <class T>
 __global__ void masked_fill_kernel(int64_t n, Walk w, char* self, const char* mask, T value) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = e, o = 0, m = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      o += c * w.st[0][d];
-      m += c * w.st[1][d];
-    }
+    int64_t o, m;
+    ix::walk_offsets(w, e, o, m);
     if (*reinterpret_cast<const uint8_t*>(mask + m) != 0) *reinterpret_cast<T*>(self + o) = value;
   }
 }
@@ -943,28 +718,9 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_
 
 Tensor take_along_dim(const Tensor& self, const Tensor& indices, std::optional<int64_t> dim,
                       const Tensor& out) {
-  const char* op = "take_along_dim()";
-  check_index_dtype(indices, op, false);
-  if (!dim) {
-    Tensor flat = ix::contiguous(self, op);
-    Tensor iflat = ix::contiguous(indices, op);
-    return gather_impl(with_shape(flat, DimVector{flat->numel()}), 0,
-                       with_shape(iflat, DimVector{iflat->numel()}), out, true, op);
-  }
-  int64_t d = wrap_dim(*dim, self->dim(), op);
-  EMBER_CHECK(self->dim() == indices->dim(), op,
-              ": input and indices should have the same number of dimensions, but got ",
-              self->dim(), " dimensions for input, and ", indices->dim(),
-              " dimensions for indices");
-  if (self->dim() == 0) return gather_impl(self, 0, indices, out, true, op);
-  DimVector isz = self->sizes();
-  isz[d] = indices->size(d);
-  DimVector bshape = broadcast_shapes(isz, indices->sizes(), op);
-  DimVector ssz = bshape;
-  ssz[d] = self->size(d);
-  EMBER_CHECK(broadcast_shapes(self->sizes(), ssz, op) == ssz, op, ": input ",
-              shape_str(self->sizes()), " cannot be broadcast to ", shape_str(ssz));
-  return gather_impl(expand_view(self, ssz), d, expand_view(indices, bshape), out, true, op);
+  return take_along_dim_via(
+      &gather_impl, [](const Tensor& t) { return ix::contiguous(t, "take_along_dim()"); }, self,
+      indices, dim, out);
 }
 
 Tensor scatter_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
@@ -1069,7 +825,7 @@ Tensor index_op(const Tensor& self, const std::vector<Tensor>& indices) {
       indices[0]->dim() > 0 && indices[0]->sizes() == self->sizes() &&
       indices[0]->device().type == DeviceType::CUDA)
     return masked_select(self, indices[0], Tensor());
-  AdvancedIndex ai = make_advanced_index(self, indices);
+  CudaAdvancedIndex ai = make_advanced_index(self, indices);
   Tensor out = empty(ai.result_shape, self->dtype(), self->device());
   if (ai.count() == 0 || out->numel() == 0) return out;
   DimVector fs = flat_shape(ai);
@@ -1096,41 +852,12 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
                 device_type_name(values->device().type));
     vals = ix::to_device(values, self->device());  // a 0-d CPU value, as PyTorch accepts
   }
-  AdvancedIndex ai = make_advanced_index(self, indices);
-  while (vals->dim() > static_cast<int64_t>(ai.result_shape.size()) && vals->size(0) == 1)
-    vals = make_view(vals, DimVector(vals->sizes().begin() + 1, vals->sizes().end()),
-                     DimVector(vals->strides().begin() + 1, vals->strides().end()),
-                     vals->storage_offset());
-  bool ok = vals->dim() <= static_cast<int64_t>(ai.result_shape.size());
-  for (int64_t i = 0; ok && i < vals->dim(); ++i) {
-    int64_t vs = vals->size(vals->dim() - 1 - i),
-            rs = ai.result_shape[ai.result_shape.size() - 1 - i];
-    ok = vs == rs || vs == 1;
-  }
-  EMBER_CHECK(ok, op, ": shape mismatch: value tensor of shape ", shape_str(values->sizes()),
-              " cannot be broadcast to indexing result of shape ", shape_str(ai.result_shape));
+  CudaAdvancedIndex ai = make_advanced_index(self, indices);
+  vals = index_put_values(vals, ai.result_shape, op);
   if (ai.count() == 0) return self;
   if (vals->storage() == self->storage()) vals = ix::clone(vals, op);
-  Tensor vexp = expand_view(vals, ai.result_shape);
-  const int64_t nb = ai.bshape.size();
-  Tensor src_off = empty(DimVector{ai.count()}, ScalarType::Int64, cpu_device());
-  {
-    int64_t* w = src_off->data_as<int64_t>();
-    DimVector ctr(nb, 0);
-    int64_t cur = 0;
-    for (int64_t j = 0; j < ai.count(); ++j) {
-      w[j] = cur;
-      for (int64_t d = nb - 1; d >= 0; --d) {
-        const int64_t st = vexp->stride(ai.pos + d);
-        if (++ctr[d] < ai.bshape[d]) {
-          cur += st;
-          break;
-        }
-        cur -= st * (ctr[d] - 1);
-        ctr[d] = 0;
-      }
-    }
-  }
+  IndexPutSource vsrc = index_put_source(ai, vals);
+  Tensor src_off = vsrc.src_off;
   Tensor offsets = ai.offsets;
   if (!accumulate) {
     // Repeated positions: the last value written wins, as on the CPU (which writes in order),
@@ -1154,11 +881,7 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
     }
   }
   Tensor src_off_d = ix::to_device(src_off, self->device());
-  DimVector vs = ai.src->sizes(), vst;
-  for (int64_t d = 0; d < vexp->dim(); ++d)
-    if (d < ai.pos || d >= ai.pos + nb) vst.push_back(vexp->stride(d));
-  vst.insert(ai.pos, 0);
-  Tensor vrest = make_view(vexp, vs, vst, vexp->storage_offset());
+  const Tensor& vrest = vsrc.vrest;
   DimVector fs = ai.src->sizes();
   fs[ai.pos] = offsets->numel();
   IndexGeo g = make_geo(fs, ai.pos, ai.src, true, self->itemsize(), vrest, true, self->itemsize(),
@@ -1171,13 +894,9 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar& value) {
   const char* op = "masked_fill_()";
   ix::check_cuda(self, op, "self");
-  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
-                   ": only supports boolean masks, but got mask with dtype ",
-                   dtype_name(mask->dtype()));
+  check_mask_dtype(mask, op);
   ix::check_same_device(self, mask, op, "mask");
-  EMBER_CHECK(broadcast_shapes(self->sizes(), mask->sizes(), op) == self->sizes(), op,
-              ": mask of shape ", shape_str(mask->sizes()), " can't be broadcast to self's shape ",
-              shape_str(self->sizes()));
+  check_mask_broadcasts(self, mask, op);
   Tensor v = ix::to_host(value_tensor(value, self->dtype(), self->device(), op), op);
   const int64_t n = self->numel();
   if (n == 0) return self;
@@ -1197,17 +916,13 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar
 Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& source) {
   const char* op = "masked_scatter_()";
   ix::check_cuda(self, op, "self");
-  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
-                   ": only supports boolean masks, but got mask with dtype ",
-                   dtype_name(mask->dtype()));
+  check_mask_dtype(mask, op);
   EMBER_CHECK(source->dtype() == self->dtype(), op,
               ": expected self and source to have the same dtype, but got ",
               dtype_name(self->dtype()), " and ", dtype_name(source->dtype()));
   ix::check_same_device(self, mask, op, "mask");
   ix::check_same_device(self, source, op, "source");
-  EMBER_CHECK(broadcast_shapes(self->sizes(), mask->sizes(), op) == self->sizes(), op,
-              ": mask of shape ", shape_str(mask->sizes()), " can't be broadcast to self's shape ",
-              shape_str(self->sizes()));
+  check_mask_broadcasts(self, mask, op);
   Scan s = scan_nonzero(mask, self->sizes(), op);
   EMBER_CHECK(source->numel() >= s.count, op, ": number of elements of source (", source->numel(),
               ") is smaller than the number of True values in mask (", s.count, ")");
@@ -1267,14 +982,7 @@ Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, b
   const char* op = "searchsorted()";
   const Tensor& seq = sorted_sequence;
   ix::check_cuda(seq, op, "sorted_sequence");
-  if (side) {
-    EMBER_CHECK_KIND(*side == "left" || *side == "right", Value, op,
-                     ": side can only be 'left' or 'right' but got ", *side);
-    EMBER_CHECK_KIND(
-        !(right && *side == "left"), Value, op,
-        ": side and right can't be set to opposites, got side of left while right was True");
-  }
-  const bool upper = right || (side && *side == "right");
+  const bool upper = searchsorted_upper(right, side, op);
   Tensor vals;
   ScalarType common;
   if (self.is_tensor()) {
@@ -1285,32 +993,13 @@ Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, b
     vals = ix::scalar_on(self.scalar, self.scalar.dtype(), seq->device());
     common = result_type(seq, self.scalar);
   }
-  EMBER_CHECK(seq->dim() >= 1, op,
-              ": boundaries tensor should have positive dimension, but got 0 dimension");
-  if (seq->dim() > 1) {
-    bool ok = vals->dim() == seq->dim();
-    for (int64_t d = 0; ok && d + 1 < seq->dim(); ++d) ok = vals->size(d) == seq->size(d);
-    EMBER_CHECK(ok, op,
-                ": boundaries tensor should be 1 dimension or the first N-1 dimensions of "
-                "boundaries tensor "
-                "and input value tensor must match, but we got boundaries tensor ",
-                shape_str(seq->sizes()), " and input value tensor ", shape_str(vals->sizes()));
-  }
-  EMBER_CHECK_KIND(common != ScalarType::Bool, Type, op, ": not implemented for dtype bool");
+  check_searchsorted_shapes(seq, vals, common, op);
   const int64_t inner = seq->size(seq->dim() - 1);
   Tensor srt;
   if (sorter) {
-    EMBER_CHECK_KIND(sorter->dtype() == ScalarType::Int64, Type, op,
-                     ": sorter must be a tensor of dtype int64, but got ",
-                     dtype_name(sorter->dtype()));
-    EMBER_CHECK(sorter->sizes() == seq->sizes(), op,
-                ": boundary and sorter must have the same size, but got boundary ",
-                shape_str(seq->sizes()), " and sorter ", shape_str(sorter->sizes()));
+    check_searchsorted_sorter(sorter, seq, op);
     Tensor h = ix::host_as(sorter, ScalarType::Int64, op);
-    const int64_t* sp = h->data_as<int64_t>();
-    for (int64_t i = 0; i < h->numel(); ++i)
-      EMBER_CHECK_KIND(sp[i] >= 0 && sp[i] < inner, Index, op, ": sorter index ", sp[i],
-                       " is out of bounds for the innermost dimension of size ", inner);
+    check_sorter_values(h->data_as<int64_t>(), h->numel(), inner, op);
     srt = ix::to_device(h, seq->device());
   }
   // Operands in the common dtype (converted on the host when they differ: a rare case).
@@ -1338,30 +1027,12 @@ Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, b
 
 Tensor bincount(const Tensor& self, const Tensor& weights, int64_t minlength) {
   const char* op = "bincount()";
-  EMBER_CHECK_KIND(is_integral(self->dtype(), false), Type, op,
-                   ": expected an integer tensor, but got ", dtype_name(self->dtype()));
-  EMBER_CHECK(self->dim() == 1, op, ": only supports 1-d non-negative integral inputs (got shape ",
-              shape_str(self->sizes()), ")");
-  EMBER_CHECK(minlength >= 0, op, ": minlength should be >= 0, but got ", minlength);
-  if (weights) {
-    EMBER_CHECK(weights->dim() == 1 && weights->numel() == self->numel(), op,
-                ": weights should be 1-d and have the same length as input (got weights ",
-                shape_str(weights->sizes()), " and input ", shape_str(self->sizes()), ")");
-    ix::check_same_device(self, weights, op, "weights");
-  }
+  check_bincount_args(self, weights, minlength, op);
+  ix::check_same_device(self, weights, op, "weights");
   Tensor h = ix::host_as(self, ScalarType::Int64, op);
-  const int64_t* p = h->data_as<int64_t>();
   const int64_t n = h->numel();
-  int64_t mx = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    EMBER_CHECK(p[i] >= 0, op, ": only supports 1-d non-negative integral inputs (got value ", p[i],
-                ")");
-    mx = std::max(mx, p[i]);
-  }
-  const int64_t nbins = std::max(mx + 1, minlength);
-  ScalarType rdt = !weights ? ScalarType::Int64
-                            : (weights->dtype() == ScalarType::Float32 ? ScalarType::Float32
-                                                                       : ScalarType::Float64);
+  const int64_t nbins = bincount_bins(h->data_as<int64_t>(), n, minlength, op);
+  ScalarType rdt = bincount_dtype(weights);
   Tensor out = empty(DimVector{nbins}, rdt, self->device());
   ix::zero(out);
   if (n == 0) return out;
@@ -1397,30 +1068,15 @@ Tensor histc(const Tensor& self, int64_t bins, const Scalar& min, const Scalar& 
   EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
-    double lo = min.to_double(), hi = max.to_double();
-    if (lo == hi && n > 0) {  // the data's range: a sync point, as in PyTorch
-      Tensor h = ix::to_host(c, op);
-      const T* p = h->data_as<T>();
-      A mn = static_cast<A>(p[0]), mxv = static_cast<A>(p[0]);
-      for (int64_t i = 0; i < n; ++i) {
-        A v = static_cast<A>(p[i]);
-        if (v != v) {
-          mn = mxv = v;
-          break;
-        }
-        mn = std::min(mn, v);
-        mxv = std::max(mxv, v);
-      }
-      lo = mn;
-      hi = mxv;
-    }
-    if (lo == hi) {
-      lo -= 1;
-      hi += 1;
-    }
-    EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), op, ": range of [", lo, ", ", hi,
-                "] is not finite");
-    EMBER_CHECK(lo < hi, op, ": max must be larger than min");
+    double lo, hi;
+    Tensor h;  // the data's range when min == max: a sync point, as in PyTorch
+    histc_range<T>(
+        min, max, n,
+        [&] {
+          h = ix::to_host(c, op);
+          return h->data_as<T>();
+        },
+        lo, hi, op);
     o = make_out(out, DimVector{bins}, self->dtype(), self->device(), op, {self});
     ix::zero(o.result);
     auto r = [](A v) { return static_cast<A>(static_cast<T>(v)); };

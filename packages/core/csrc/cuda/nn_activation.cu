@@ -6,6 +6,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/elementwise.cuh"
 #include "cuda/pointwise_math.cuh"
+#include "kernels/activation_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -105,20 +106,7 @@ struct logsigmoid {
   }
 };
 
-enum class Act {
-  Gelu,
-  GeluTanh,
-  Silu,
-  EluResult,
-  LeakyRelu,
-  Softplus,
-  HardtanhResult,
-  HardsigmoidResult,
-  Hardswish,
-  Mish,
-  Softsign,
-  Logsigmoid
-};
+using ember::Act;
 
 // f'(x) (order 1) or f''(x) (order 2) of each activation; p0..p2 are its parameters.
 template <class A>
@@ -194,8 +182,7 @@ struct act_derivative {
 // make(A{}) (a functor over the compute type A) on every element of self, a floating tensor.
 template <class Make>
 Tensor unary_float(const char* op, const Tensor& self, const Make& make) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(self->dtype()));
+  check_floating_input(self, op);
   TensorIterator it(op);
   it.add_output(Tensor()).add_input(self).build();
   EMBER_DISPATCH_FLOAT(it.dtype(1), op, [&] {
@@ -212,9 +199,7 @@ auto stateless(Fn) {
 }
 
 Tensor gelu(const Tensor& self, const std::string& approximate) {
-  EMBER_CHECK_KIND(approximate == "none" || approximate == "tanh", Value,
-                   "gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
-  const bool tanh_form = approximate == "tanh";
+  const bool tanh_form = gelu_tanh_form(approximate);
   return unary_float("gelu", self,
                      [tanh_form](auto tag) { return fn::gelu<decltype(tag)>{tanh_form}; });
 }
@@ -232,9 +217,7 @@ Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale,
 
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
   const char* op = "threshold_backward";
-  EMBER_CHECK_KIND(is_floating(grad_output->dtype()) && is_floating(self->dtype()), Type, op,
-                   ": expected floating-point tensors, got ", dtype_name(grad_output->dtype()),
-                   " and ", dtype_name(self->dtype()));
+  check_threshold_backward_dtypes(grad_output, self);
   TensorIterator it(op);
   it.add_output(Tensor()).add_input(grad_output).add_input(self).build();
   EMBER_DISPATCH_FLOAT(it.common_dtype(), op, [&] {
@@ -265,7 +248,7 @@ Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold)
 
 Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
   const double lo = min_val.to_double(), hi = max_val.to_double();
-  EMBER_CHECK_KIND(lo <= hi, Value, "hardtanh: min_val (", lo, ") must be <= max_val (", hi, ")");
+  check_hardtanh_range(lo, hi);
   return unary_float("hardtanh", self, [=](auto tag) {
     using A = decltype(tag);
     return fn::hardtanh<A>{A(lo), A(hi)};
@@ -286,32 +269,10 @@ Tensor logsigmoid(const Tensor& self) {
   return unary_float("logsigmoid", self, stateless(fn::logsigmoid{}));
 }
 
-fn::Act parse_act(const std::string& name) {
-  using fn::Act;
-  static const std::pair<const char*, Act> table[] = {
-      {"gelu", Act::Gelu},
-      {"gelu_tanh", Act::GeluTanh},
-      {"silu", Act::Silu},
-      {"elu_result", Act::EluResult},
-      {"leaky_relu", Act::LeakyRelu},
-      {"softplus", Act::Softplus},
-      {"hardtanh_result", Act::HardtanhResult},
-      {"hardsigmoid_result", Act::HardsigmoidResult},
-      {"hardswish", Act::Hardswish},
-      {"mish", Act::Mish},
-      {"softsign", Act::Softsign},
-      {"logsigmoid", Act::Logsigmoid}};
-  for (const auto& [n, act] : table)
-    if (name == n) return act;
-  EMBER_FAIL(Value, "_activation_derivative: unknown activation '", name, "'");
-}
-
 Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64_t order, double p0,
                               double p1, double p2) {
   const fn::Act act = parse_act(kind);
-  EMBER_CHECK_KIND(order == 1 || order == 2, NotImplemented, "_activation_derivative: ", kind,
-                   ": derivatives of order ", order,
-                   " are not supported (first and second derivatives are)");
+  check_act_order(kind, order);
   const bool second = order == 2;
   return unary_float("_activation_derivative", self, [=](auto tag) {
     using A = decltype(tag);
@@ -322,9 +283,9 @@ Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64
 void register_activations() {
 #define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
   REG(gelu)
-  REG(silu) REG(elu) REG(threshold_backward) REG(leaky_relu) REG(softplus) REG(hardtanh)
-      REG(hardsigmoid) REG(hardswish) REG(mish) REG(softsign) REG(logsigmoid)
-          REG(_activation_derivative)
+  REG(silu)
+  REG(elu) REG(threshold_backward) REG(leaky_relu) REG(softplus) REG(hardtanh) REG(hardsigmoid)
+      REG(hardswish) REG(mish) REG(softsign) REG(logsigmoid) REG(_activation_derivative)
 #undef REG
 }
 

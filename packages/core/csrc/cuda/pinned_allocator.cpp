@@ -16,37 +16,19 @@ constexpr StreamId kHostStream = -1;
 
 std::atomic<bool> g_pinned_used{false};
 
-class PinnedRawAllocator final : public RawAllocator {
+class PinnedRawAllocator final : public CudaEventRawAllocator {
  public:
   void* raw_alloc(size_t nbytes) override {
     void* p = nullptr;
     // Portable: usable by copies to and from every device, not only the current one.
     cudaError_t err = cudaHostAlloc(&p, nbytes, cudaHostAllocPortable);
-    if (err == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    check(err, "cudaHostAlloc");
-    return p;
+    return allocated_or_null(err, p, "cudaHostAlloc");
   }
   void raw_free(void* ptr, size_t) override { check(cudaFreeHost(ptr), "cudaFreeHost"); }
 
   void* record_event(StreamId stream, int device) override {
     return record_free_event(stream, device);
   }
-  bool event_done(void* event) override {
-    cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
-    if (err == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    check(err, "cudaEventQuery");
-    return true;
-  }
-  void event_synchronize(void* event) override {
-    EMBER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
-  }
-  void destroy_event(void* event) override { release_event(static_cast<cudaEvent_t>(event)); }
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 // value there too).
 #include "cuda/cuda_registry.h"
 #include "cuda/pointwise_functors.cuh"
+#include "kernels/pointwise_rules.h"
 
 namespace ember {
 namespace cuda {
@@ -15,20 +16,11 @@ namespace pointwise {
 
 // ---- binary arithmetic ------------------------------------------------------------------------
 
-TensorIterator& binary_iter(TensorIterator& it, const Tensor& self, const TensorOrScalar& other,
-                            const Tensor& out) {
-  EMBER_CHECK_KIND(other.present, Type, "expected a tensor or a number, got None");
-  return it.add_output(out).add_input(self).add_input(other);
-}
-
 Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
            const Tensor& out) {
   ElementwiseIterator it("add");
   binary_iter(it, self, other, out).build();
-  EMBER_CHECK(
-      !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
-      "add: for integral input tensors, argument alpha must not be a floating point number");
-  check_scalar_fits(alpha, it.common_dtype(), "add");
+  check_alpha(alpha, it.common_dtype(), "add");
   run<Types::All, void, 2>(it, "add", [&](auto tag) {
     using A = decltype(tag);
     return fn::add<A>{alpha.to<A>()};
@@ -38,16 +30,10 @@ Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
 
 Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
            const Tensor& out) {
-  EMBER_CHECK(self->dtype() != ScalarType::Bool &&
-                  !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
-              "sub: subtraction, the `-` operator, with a bool tensor is not supported; use "
-              "logical_xor or bitwise_not instead");
+  check_sub_operands(self, other, "sub");
   ElementwiseIterator it("sub");
   binary_iter(it, self, other, out).build();
-  EMBER_CHECK(
-      !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
-      "sub: for integral input tensors, argument alpha must not be a floating point number");
-  check_scalar_fits(alpha, it.common_dtype(), "sub");
+  check_alpha(alpha, it.common_dtype(), "sub");
   run<Types::Numeric, void, 2>(it, "sub", [&](auto tag) {
     using A = decltype(tag);
     return fn::sub<A>{alpha.to<A>()};
@@ -56,16 +42,10 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
 }
 
 Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha) {
-  EMBER_CHECK(self->dtype() != ScalarType::Bool &&
-                  !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
-              "rsub: subtraction, the `-` operator, with a bool tensor is not supported; use "
-              "logical_xor or bitwise_not instead");
+  check_sub_operands(self, other, "rsub");
   ElementwiseIterator it("rsub");
   binary_iter(it, self, other, Tensor()).build();
-  EMBER_CHECK(
-      !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
-      "rsub: for integral input tensors, argument alpha must not be a floating point number");
-  check_scalar_fits(alpha, it.common_dtype(), "rsub");
+  check_alpha(alpha, it.common_dtype(), "rsub");
   run<Types::Numeric, void, 2>(it, "rsub", [&](auto tag) {
     using A = decltype(tag);
     return fn::rsub<A>{alpha.to<A>()};
@@ -96,9 +76,7 @@ Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<
     run<Types::Float, void, 2>(it, "div", stateless(fn::true_div{}));
     return it.output();
   }
-  EMBER_CHECK_KIND(*mode == "trunc" || *mode == "floor", Value,
-                   "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
-                   *mode, "'");
+  check_div_mode(*mode);
   it.build();
   check_host_divisor(it, "div: ZeroDivisionError (integer division by zero)");
   if (*mode == "floor") {
@@ -133,10 +111,7 @@ Tensor fmod(const Tensor& self, const TensorOrScalar& other, const Tensor& out) 
 }
 
 Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out) {
-  if (!exponent.is_tensor() && is_integral(self->dtype(), true) && exponent.scalar.is_integral())
-    EMBER_CHECK(exponent.scalar.to_int() >= 0,
-                "pow: integers to negative integer powers are not allowed (base dtype ",
-                dtype_name(self->dtype()), ", exponent ", exponent.scalar.to_int(), ")");
+  check_pow_exponent(self, exponent);
   ElementwiseIterator it("pow");
   binary_iter(it, self, exponent, out).build();
   if (!exponent.is_tensor()) check_scalar_fits(exponent.scalar, it.common_dtype(), "pow");
@@ -218,11 +193,7 @@ EMBER_CU_BITWISE(bitwise_right_shift)
 // ---- closeness -------------------------------------------------------------------------------
 
 Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol, bool equal_nan) {
-  EMBER_CHECK_KIND(self->dtype() == other->dtype(), Type, "isclose: self (",
-                   dtype_name(self->dtype()), ") and other (", dtype_name(other->dtype()),
-                   ") must have the same dtype");
-  EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Value,
-                   "isclose: rtol and atol must be non-negative, got rtol=", rtol, " atol=", atol);
+  check_isclose_args(self, other, rtol, atol);
   ElementwiseIterator it("isclose");
   it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
   run<Types::All, bool, 2>(it, "isclose", [=](auto) { return fn::isclose{rtol, atol, equal_nan}; });
@@ -269,11 +240,12 @@ bool equal(const Tensor& self, const Tensor& other) {
 void register_pointwise_binary() {
 #define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
   REG(add)
-  REG(sub) REG(rsub) REG(mul) REG(div) REG(true_divide) REG(floor_divide) REG(remainder) REG(fmod)
-      REG(pow) REG(rpow) REG(atan2) REG(minimum) REG(maximum) REG(eq) REG(ne) REG(lt) REG(le)
-          REG(gt) REG(ge) REG(logical_and) REG(logical_or) REG(logical_xor) REG(bitwise_and)
-              REG(bitwise_or) REG(bitwise_xor) REG(bitwise_left_shift) REG(bitwise_right_shift)
-                  REG(isclose) REG(allclose) REG(equal)
+  REG(sub)
+  REG(rsub) REG(mul) REG(div) REG(true_divide) REG(floor_divide) REG(remainder) REG(fmod) REG(pow)
+      REG(rpow) REG(atan2) REG(minimum) REG(maximum) REG(eq) REG(ne) REG(lt) REG(le) REG(gt) REG(ge)
+          REG(logical_and) REG(logical_or) REG(logical_xor) REG(bitwise_and) REG(bitwise_or)
+              REG(bitwise_xor) REG(bitwise_left_shift) REG(bitwise_right_shift) REG(isclose)
+                  REG(allclose) REG(equal)
 #undef REG
 }
 

@@ -11,6 +11,7 @@
 #include "core/dispatch.h"
 #include "cuda/elementwise.cuh"
 #include "cuda/pointwise_math.cuh"
+#include "kernels/pointwise_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -320,11 +321,6 @@ struct isclose {
 // ---- running them -----------------------------------------------------------------------------
 
 enum class Types { All, Numeric, Float, Integral };
-
-// The iterator of every op here: element-wise, so it may keep its inputs' memory layout.
-struct ElementwiseIterator : TensorIterator {
-  explicit ElementwiseIterator(const char* op) : TensorIterator(op) { keep_layout(); }
-};
 
 // Runs make(A{}) (a functor over the compute type A of the inputs' dtype T) with `nin` inputs
 // of dtype T; the output is R (T when R is void). Then it.finish().

@@ -4,6 +4,7 @@
 // holds the unary and ternary ops; pointwise_binary_ops.cu the binary ones and comparisons.
 #include "cuda/cuda_registry.h"
 #include "cuda/pointwise_functors.cuh"
+#include "kernels/pointwise_rules.h"
 
 namespace ember {
 namespace cuda {
@@ -65,10 +66,7 @@ EMBER_CU_UNARY_SAME(bitwise_not, Integral)
 Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   ElementwiseIterator it("round");
   it.add_output(out).add_input(self).build();
-  if (!is_floating(it.common_dtype())) {
-    EMBER_CHECK(decimals == 0, "round: decimals is not supported for integer tensors (dtype ",
-                dtype_name(self->dtype()), ")");
-  }
+  check_round_decimals(it.common_dtype(), self, decimals);
   const double scale = std::pow(10.0, static_cast<double>(decimals));
   run<Types::Numeric, void, 1>(it, "round", [&](auto) { return fn::round{scale, decimals}; });
   return it.output();
@@ -112,15 +110,13 @@ Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<d
 
 Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar& max,
              const Tensor& out) {
-  EMBER_CHECK(!min.is_none() || !max.is_none(),
-              "clamp: at least one of 'min' or 'max' must not be None");
+  check_clamp_bounds(min, max);
   ElementwiseIterator it("clamp");
   it.add_output(out).add_input(self);
   if (!min.is_none()) it.add_input(min);
   if (!max.is_none()) it.add_input(max);
   it.build();
-  for (const TensorOrScalar* b : {&min, &max})
-    if (!b->is_none() && !b->is_tensor()) check_scalar_fits(b->scalar, it.common_dtype(), "clamp");
+  check_clamp_fits(min, max, it.common_dtype());
   const bool has_min = !min.is_none(), has_max = !max.is_none();
   if (has_min && has_max) {
     run<Types::Numeric, void, 3>(it, "clamp", stateless(fn::clamp_both{}));
@@ -132,9 +128,7 @@ Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar
 
 Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOrScalar& other,
              const Tensor& out) {
-  EMBER_CHECK_KIND(
-      condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8, Type,
-      "where: expected condition to be a bool tensor, got ", dtype_name(condition->dtype()));
+  check_where_condition(condition);
   ElementwiseIterator it("where");
   it.add_output(out).add_input(self).add_input(other).add_input_raw(condition).build();
   EMBER_DISPATCH_ALL(it.dtype(1), "where", [&] {
@@ -151,9 +145,7 @@ Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOr
 
 Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
             const Tensor& out) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()) && self->dtype() == end->dtype(), Type,
-                   "lerp: expected self and end to have the same floating dtype, got ",
-                   dtype_name(self->dtype()), " and ", dtype_name(end->dtype()));
+  check_lerp_dtypes(self, end);
   ElementwiseIterator it("lerp");
   it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
   run<Types::Float, void, 3>(it, "lerp", stateless(fn::lerp{}));
@@ -163,8 +155,7 @@ Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
                const Tensor& out) {
   ElementwiseIterator it("addcmul");
-  it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
-  check_scalar_fits(value, it.common_dtype(), "addcmul");
+  addc_iter(it, self, t1, t2, value, out, "addcmul");
   run<Types::Numeric, void, 3>(it, "addcmul", [&](auto tag) {
     using A = decltype(tag);
     return fn::addcmul<A>{value.to<A>()};
@@ -174,12 +165,9 @@ Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
 
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
                const Tensor& out) {
-  EMBER_CHECK(is_floating(t1->dtype()) || is_floating(t2->dtype()),
-              "addcdiv: integer division is not supported (tensor1 ", dtype_name(t1->dtype()),
-              ", tensor2 ", dtype_name(t2->dtype()), "); use a floating dtype");
+  check_addcdiv_dtypes(t1, t2);
   ElementwiseIterator it("addcdiv");
-  it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
-  check_scalar_fits(value, it.common_dtype(), "addcdiv");
+  addc_iter(it, self, t1, t2, value, out, "addcdiv");
   run<Types::Float, void, 3>(it, "addcdiv", [&](auto tag) {
     using A = decltype(tag);
     return fn::addcdiv<A>{value.to<A>()};
@@ -192,12 +180,14 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
 void register_pointwise_unary_ternary() {
 #define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
   REG(exp)
-  REG(exp2) REG(expm1) REG(log) REG(log2) REG(log10) REG(log1p) REG(sqrt) REG(rsqrt) REG(sin)
-      REG(cos) REG(tan) REG(asin) REG(acos) REG(atan) REG(sinh) REG(cosh) REG(tanh) REG(sigmoid)
-          REG(erf) REG(erfinv) REG(reciprocal) REG(neg) REG(abs) REG(sign) REG(square) REG(relu)
-              REG(floor) REG(ceil) REG(trunc) REG(frac) REG(round) REG(isnan) REG(isinf)
-                  REG(isfinite) REG(logical_not) REG(bitwise_not) REG(nan_to_num) REG(clamp)
-                      REG(where) REG(lerp) REG(addcmul) REG(addcdiv)
+  REG(exp2)
+  REG(expm1)
+  REG(log) REG(log2) REG(log10) REG(log1p) REG(sqrt) REG(rsqrt) REG(sin) REG(cos) REG(tan) REG(asin)
+      REG(acos) REG(atan) REG(sinh) REG(cosh) REG(tanh) REG(sigmoid) REG(erf) REG(erfinv)
+          REG(reciprocal) REG(neg) REG(abs) REG(sign) REG(square) REG(relu) REG(floor) REG(ceil)
+              REG(trunc) REG(frac) REG(round) REG(isnan) REG(isinf) REG(isfinite) REG(logical_not)
+                  REG(bitwise_not) REG(nan_to_num) REG(clamp) REG(where) REG(lerp) REG(addcmul)
+                      REG(addcdiv)
 #undef REG
                           register_kernel("clip", DeviceType::CUDA, &clamp);
 }

@@ -16,6 +16,7 @@
 #include "cuda/index_common.cuh"
 #include "cuda/random_ops.h"
 #include "kernels/int_bounds.h"
+#include "kernels/random_rules.h"
 #include "kernels/shape_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
@@ -113,20 +114,28 @@ void run_random(const Tensor& self, Generator* g, int per, const char* op, const
   self->bump_version();
 }
 
+// o[j] = f(u) for cnt uniforms u in [0, 1): one 53-bit pair each for double, the top `digits`
+// bits of one word otherwise.
+template <class T, class F>
+__device__ void fill_uniforms(T* o, int cnt, const uint32_t* w, const F& f) {
+  if constexpr (std::is_same_v<T, double>) {
+    for (int j = 0; j < cnt; ++j) o[j] = f(u53(w[2 * j], w[2 * j + 1]));
+  } else {
+    constexpr int digits = uniform_digits<T>();
+    constexpr double scale = 1.0 / static_cast<double>(uint32_t(1) << digits);
+    for (int j = 0; j < cnt; ++j)
+      o[j] = from_op<T>(f(static_cast<double>(w[j] >> (32 - digits)) * scale));
+  }
+}
+
 template <class T>
 struct UniformFill {
   char* out;
   double from, range;
   __device__ void operator()(int64_t first, int cnt, const uint32_t* w) const {
-    T* o = reinterpret_cast<T*>(out) + first;
-    if constexpr (std::is_same_v<T, double>) {
-      for (int j = 0; j < cnt; ++j) o[j] = from + range * u53(w[2 * j], w[2 * j + 1]);
-    } else {
-      constexpr int digits = uniform_digits<T>();
-      constexpr double scale = 1.0 / static_cast<double>(uint32_t(1) << digits);
-      for (int j = 0; j < cnt; ++j)
-        o[j] = from_op<T>(from + range * (static_cast<double>(w[j] >> (32 - digits)) * scale));
-    }
+    const double a = from, r = range;
+    fill_uniforms(reinterpret_cast<T*>(out) + first, cnt, w,
+                  [a, r](double u) { return a + r * u; });
   }
 };
 
@@ -135,17 +144,9 @@ struct ExponentialFill {
   char* out;
   double lambd;
   __device__ void operator()(int64_t first, int cnt, const uint32_t* w) const {
-    T* o = reinterpret_cast<T*>(out) + first;
-    if constexpr (std::is_same_v<T, double>) {
-      for (int j = 0; j < cnt; ++j) o[j] = -log1p(-u53(w[2 * j], w[2 * j + 1])) / lambd;
-    } else {
-      constexpr int digits = uniform_digits<T>();
-      constexpr double scale = 1.0 / static_cast<double>(uint32_t(1) << digits);
-      for (int j = 0; j < cnt; ++j) {
-        const double u = static_cast<double>(w[j] >> (32 - digits)) * scale;
-        o[j] = from_op<T>(-log1p(-u) / lambd);
-      }
-    }
+    const double l = lambd;
+    fill_uniforms(reinterpret_cast<T*>(out) + first, cnt, w,
+                  [l](double u) { return -log1p(-u) / l; });
   }
 };
 
@@ -237,10 +238,7 @@ void check_overlap(const Tensor& self, const char* op) {
 Tensor uniform_(const Tensor& self, double from_, double to, Generator* generator) {
   const char* op = "uniform_";
   check_overlap(self, op);
-  EMBER_CHECK(from_ <= to, "uniform_: expects to return a [from, to) range, but found from=", from_,
-              " > to=", to);
-  EMBER_CHECK(std::isfinite(to - from_),
-              "uniform_: expects to - from to be finite, but got from=", from_, ", to=", to);
+  check_uniform_range(from_, to);
   EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
     using T = scalar_t;
     run_random(self, generator, std::is_same_v<T, double> ? 2 : 4, op,
@@ -252,7 +250,7 @@ Tensor uniform_(const Tensor& self, double from_, double to, Generator* generato
 Tensor exponential_(const Tensor& self, double lambd, Generator* generator) {
   const char* op = "exponential_";
   check_overlap(self, op);
-  EMBER_CHECK(lambd > 0.0, "exponential_: expects lambda > 0.0, but found lambda=", lambd);
+  check_exponential_lambda(lambd);
   EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
     using T = scalar_t;
     run_random(self, generator, std::is_same_v<T, double> ? 2 : 4, op,
@@ -264,7 +262,7 @@ Tensor exponential_(const Tensor& self, double lambd, Generator* generator) {
 Tensor normal_(const Tensor& self, double mean, double std, Generator* generator) {
   const char* op = "normal_";
   check_overlap(self, op);
-  EMBER_CHECK(std >= 0.0, "normal_: expects std >= 0.0, but found std ", std);
+  check_normal_std(std);
   EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
     using T = scalar_t;
     run_random(self, generator, std::is_same_v<T, double> ? 2 : 4, op,
@@ -276,22 +274,8 @@ Tensor normal_(const Tensor& self, double mean, double std, Generator* generator
 Tensor random_impl(const Tensor& self, int64_t from, std::optional<int64_t> to, Generator* g) {
   const char* op = "random_";
   check_overlap(self, op);
+  const uint64_t range = random_range(from, to, self->dtype());
   EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
-    const auto [lo, hi] = int_bounds<scalar_t>();
-    uint64_t range;
-    if (to) {
-      EMBER_CHECK(from < *to, "random_: expects 'from' to be less than 'to', but got from=", from,
-                  " >= to=", *to);
-      EMBER_CHECK(*to - 1 <= 0 || static_cast<uint64_t>(*to - 1) <= hi, "random_: to - 1 (",
-                  *to - 1, ") is out of bounds for ", dtype_name(self->dtype()));
-      range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
-    } else {
-      EMBER_CHECK(from < 0 || static_cast<uint64_t>(from) <= hi, "random_: from=", from,
-                  " is out of bounds for ", dtype_name(self->dtype()));
-      range = hi - static_cast<uint64_t>(from) + 1;
-    }
-    EMBER_CHECK(from >= lo, "random_: from=", from, " is out of bounds for ",
-                dtype_name(self->dtype()));
     const bool wide = range == 0 || range > (uint64_t(1) << 32);
     run_random(self, g, wide ? 2 : 4, op,
                [&](char* p) { return RandomIntFill<scalar_t>{p, from, range}; });
@@ -313,19 +297,10 @@ Tensor random_from_to(const Tensor& self, int64_t from_, std::optional<int64_t> 
 // p broadcast to `shape` as a contiguous float64 device tensor, every value checked in [0, 1]
 // on the host (a sync point).
 Tensor dense_probs(const Tensor& p, const DimVector& shape, Device device, const char* op) {
-  Tensor src = p;
-  if (src->sizes() != shape) {
-    DimVector st(shape.size(), 0);
-    const int64_t off = shape.size() - src->dim();
-    for (int64_t d = 0; d < src->dim(); ++d)
-      st[off + d] = src->size(d) == 1 && shape[off + d] != 1 ? 0 : src->stride(d);
-    src = make_view(src, shape, st, src->storage_offset());
-  }
+  Tensor src = p->sizes() == shape ? p : expand_view(p, shape);
   Tensor h = ix::host_as(src, ScalarType::Float64, op);
   const double* d = h->data_as<double>();
-  for (int64_t i = 0; i < h->numel(); ++i)
-    EMBER_CHECK(d[i] >= 0.0 && d[i] <= 1.0, op,
-                ": expects all probabilities to be in [0, 1], but got ", d[i]);
+  check_probs(d, h->numel(), op);
   return ix::to_device(h, device);
 }
 
@@ -339,9 +314,7 @@ void bernoulli_fill(const Tensor& self, const Tensor& p, double pv, Generator* g
 }
 
 Tensor bernoulli_tensor(const Tensor& self, Generator* generator) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
-                   "bernoulli: expected a floating-point tensor of probabilities, but got ",
-                   dtype_name(self->dtype()));
+  check_bernoulli_self(self);
   Tensor out = empty(self->sizes(), self->dtype(), self->device());
   bernoulli_fill(out, dense_probs(self, self->sizes(), self->device(), "bernoulli"), 0.0, generator,
                  "bernoulli");
@@ -358,15 +331,13 @@ Tensor bernoulli_float(const Tensor& self, double p, Generator* generator) {
 Tensor bernoulli_inplace(const Tensor& self, const TensorOrScalar& p, Generator* generator) {
   check_overlap(self, "bernoulli_");
   if (p.is_tensor()) {
-    EMBER_CHECK(broadcast_shapes(p.tensor->sizes(), self->sizes(), "bernoulli_") == self->sizes(),
-                "bernoulli_: probability tensor of shape ", shape_str(p.tensor->sizes()),
-                " can't be broadcast to self's shape ", shape_str(self->sizes()));
+    check_bernoulli_p_shape(self, p.tensor);
     Tensor probs = dense_probs(p.tensor, self->sizes(), self->device(), "bernoulli_");
     bernoulli_fill(self, probs, 0.0, generator, "bernoulli_");
     return self;
   }
   const double pv = p.scalar.to_double();
-  EMBER_CHECK(pv >= 0.0 && pv <= 1.0, "bernoulli_: expects p to be in [0, 1], but got p=", pv);
+  check_bernoulli_p(pv);
   bernoulli_fill(self, nullptr, pv, generator, "bernoulli_");
   return self;
 }
@@ -441,17 +412,7 @@ Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement,
                         self->storage_offset());
   Tensor h = ix::host_as(pv, ScalarType::Float64, op);
   const double* pp = h->data_as<double>();
-  for (int64_t r = 0; r < rows; ++r) {
-    double sum = 0;
-    for (int64_t c = 0; c < ncat; ++c) {
-      const double v = pp[r * ncat + c];
-      EMBER_CHECK(std::isfinite(v) && v >= 0.0,
-                  "multinomial: probability tensor contains either `inf`, `nan` or element < 0");
-      sum += v;
-    }
-    EMBER_CHECK(sum > 0.0,
-                "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
-  }
+  check_multinomial_probs(pp, rows, ncat);
   Tensor probs = ix::to_device(h, self->device());
   Tensor scratch = empty(DimVector{rows, ncat}, ScalarType::Float64, self->device());
   const int64_t per_row = replacement ? num_samples : ncat;
@@ -485,7 +446,7 @@ uint64_t nondeterministic_seed() {
 }  // namespace
 
 void bernoulli_scalar_(const Tensor& self, double p, Generator* g) {
-  EMBER_CHECK(p >= 0.0 && p <= 1.0, "bernoulli_: expects p to be in [0, 1], but got p=", p);
+  check_bernoulli_p(p);
   bernoulli_fill(self, nullptr, p, g, "bernoulli_");
 }
 

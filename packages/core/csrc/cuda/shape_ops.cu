@@ -7,6 +7,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/index_common.cuh"
 #include "kernels/pad.h"
+#include "kernels/triangle_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -24,13 +25,8 @@ __global__ void triangle_kernel(int64_t n, Walk w, char* dst, const char* src, i
                                 int64_t cols, bool lower, int64_t diagonal) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = e, od = 0, os = 0;
-    for (int d = w.nd - 1; d >= 0; --d) {
-      const int64_t c = rem % w.sizes[d];
-      rem /= w.sizes[d];
-      od += c * w.st[0][d];
-      os += c * w.st[1][d];
-    }
+    int64_t od, os;
+    ix::walk_offsets(w, e, od, os);
     const int64_t j = e % cols, i = (e / cols) % rows;
     const bool keep = lower ? j <= i + diagonal : j >= i + diagonal;
     *reinterpret_cast<T*>(dst + od) = keep ? *reinterpret_cast<const T*>(src + os) : T(0);
@@ -55,9 +51,8 @@ void triangle_into(const Tensor& dst, const Tensor& src, bool lower, int64_t dia
 
 Tensor triangle(const Tensor& self, const Tensor& out, bool lower, int64_t diagonal,
                 const char* op) {
-  EMBER_CHECK(self->dim() >= 2, op, ": input tensor must have at least 2 dimensions (got shape ",
-              shape_str(self->sizes()), ")");
-  diagonal = std::clamp<int64_t>(diagonal, -(int64_t(1) << 48), int64_t(1) << 48);
+  check_triangle_input(self, op);
+  diagonal = clamp_diagonal(diagonal);
   if (out && out == self && self->is_contiguous()) {
     triangle_into(self, self, lower, diagonal, op);
     return self;
@@ -68,13 +63,8 @@ Tensor triangle(const Tensor& self, const Tensor& out, bool lower, int64_t diago
   Tensor r = direct ? out : empty(self->sizes(), self->dtype(), self->device());
   triangle_into(r, self, lower, diagonal, op);
   if (!out || direct) return r;
-  EMBER_CHECK(can_cast(r->dtype(), out->dtype()), op, ": result type ", dtype_name(r->dtype()),
-              " can't be cast to the desired output type ", dtype_name(out->dtype()));
-  if (out->sizes() != r->sizes()) {
-    EMBER_CHECK(out != self, op, "_: output with shape ", shape_str(out->sizes()),
-                " doesn't match the shape ", shape_str(r->sizes()));
-    ix::resize_out(out, r->sizes());
-  }
+  check_triangle_out(r, out, self, op);
+  ix::resize_out(out, r->sizes());
   if (out->dtype() != r->dtype())  // a cast on the way out: through the host (rare)
     r = ix::to_device(ix::host_as(r, out->dtype(), op), out->device());
   ix::copy(out, r, op);

@@ -17,6 +17,7 @@
 #include "kernels/int_bounds.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
+#include "kernels/random_rules.h"
 #include "kernels/shape_rules.h"
 #include "ops.h"
 
@@ -210,25 +211,9 @@ void fill_random_int(const Tensor& self, int64_t from, uint64_t range, Generator
 
 Tensor random_impl(const Tensor& self, int64_t from, std::optional<int64_t> to, Generator* g) {
   check_no_internal_overlap(self, "random_");
-  EMBER_DISPATCH_ALL(self->dtype(), "random_", [&] {
-    const auto [lo, hi] = int_bounds<scalar_t>();
-    // [from, to) with to defaulting to max + 1; widths are counted in uint64.
-    uint64_t range;
-    if (to) {
-      EMBER_CHECK(from < *to, "random_: expects 'from' to be less than 'to', but got from=", from,
-                  " >= to=", *to);
-      EMBER_CHECK(*to - 1 <= 0 || static_cast<uint64_t>(*to - 1) <= hi, "random_: to - 1 (",
-                  *to - 1, ") is out of bounds for ", dtype_name(self->dtype()));
-      range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
-    } else {
-      EMBER_CHECK(from < 0 || static_cast<uint64_t>(from) <= hi, "random_: from=", from,
-                  " is out of bounds for ", dtype_name(self->dtype()));
-      range = hi - static_cast<uint64_t>(from) + 1;  // wraps to 0 for the full 2^64
-    }
-    EMBER_CHECK(from >= lo, "random_: from=", from, " is out of bounds for ",
-                dtype_name(self->dtype()));
-    fill_random_int<scalar_t>(self, from, range, g);
-  });
+  const uint64_t range = random_range(from, to, self->dtype());
+  EMBER_DISPATCH_ALL(self->dtype(), "random_",
+                     [&] { fill_random_int<scalar_t>(self, from, range, g); });
   return self;
 }
 
@@ -236,10 +221,7 @@ Tensor random_impl(const Tensor& self, int64_t from, std::optional<int64_t> to, 
 
 Tensor uniform_(const Tensor& self, double from_, double to, Generator* generator) {
   check_no_internal_overlap(self, "uniform_");
-  EMBER_CHECK(from_ <= to, "uniform_: expects to return a [from, to) range, but found from=", from_,
-              " > to=", to);
-  EMBER_CHECK(std::isfinite(to - from_),
-              "uniform_: expects to - from to be finite, but got from=", from_, ", to=", to);
+  check_uniform_range(from_, to);
   EMBER_DISPATCH_FLOAT(self->dtype(), "uniform_", [&] {
     const double range = to - from_;
     fill_uniform<scalar_t>(self, generator, [&](double u) { return from_ + range * u; });
@@ -249,7 +231,7 @@ Tensor uniform_(const Tensor& self, double from_, double to, Generator* generato
 
 Tensor exponential_(const Tensor& self, double lambd, Generator* generator) {
   check_no_internal_overlap(self, "exponential_");
-  EMBER_CHECK(lambd > 0.0, "exponential_: expects lambda > 0.0, but found lambda=", lambd);
+  check_exponential_lambda(lambd);
   EMBER_DISPATCH_FLOAT(self->dtype(), "exponential_", [&] {
     // 1 - u is in (0, 1], so the log is finite.
     fill_uniform<scalar_t>(self, generator, [&](double u) { return -std::log1p(-u) / lambd; });
@@ -259,7 +241,7 @@ Tensor exponential_(const Tensor& self, double lambd, Generator* generator) {
 
 Tensor normal_(const Tensor& self, double mean, double std, Generator* generator) {
   check_no_internal_overlap(self, "normal_");
-  EMBER_CHECK(std >= 0.0, "normal_: expects std >= 0.0, but found std ", std);
+  check_normal_std(std);
   EMBER_DISPATCH_FLOAT(self->dtype(), "normal_", [&] {
     using T = scalar_t;
     fill_self<T>(self, [&](T* dst, int64_t n) {
@@ -314,19 +296,14 @@ Tensor dense_probs(const Tensor& p, const DimVector& shape, const char* op) {
   Tensor pd = ember::empty(shape, ScalarType::Float64, p->device());
   copy_into(pd, p);
   const double* d = pd->data_as<double>();
-  for (int64_t i = 0; i < pd->numel(); ++i)
-    EMBER_CHECK(d[i] >= 0.0 && d[i] <= 1.0, op,
-                ": expects all probabilities to be in [0, 1], but got ", d[i]);
+  check_probs(d, pd->numel(), op);
   return pd;
 }
 
 }  // namespace
 
 Tensor bernoulli(const Tensor& self, Generator* generator) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
-                   "bernoulli: expected a floating-point tensor of "
-                   "probabilities, but got ",
-                   dtype_name(self->dtype()));
+  check_bernoulli_self(self);
   Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
   bernoulli_fill(out, dense_probs(self, self->sizes(), "bernoulli"), generator);
   return fresh(out);
@@ -340,14 +317,12 @@ Tensor bernoulli(const Tensor& self, double p, Generator* generator) {
 Tensor bernoulli_(const Tensor& self, const TensorOrScalar& p, Generator* generator) {
   check_no_internal_overlap(self, "bernoulli_");
   if (p.is_tensor()) {
-    EMBER_CHECK(broadcast_shapes(p.tensor->sizes(), self->sizes(), "bernoulli_") == self->sizes(),
-                "bernoulli_: probability tensor of shape ", shape_str(p.tensor->sizes()),
-                " can't be broadcast to self's shape ", shape_str(self->sizes()));
+    check_bernoulli_p_shape(self, p.tensor);
     bernoulli_fill(self, dense_probs(p.tensor, self->sizes(), "bernoulli_"), generator);
     return self;
   }
   const double pv = p.scalar.to_double();
-  EMBER_CHECK(pv >= 0.0 && pv <= 1.0, "bernoulli_: expects p to be in [0, 1], but got p=", pv);
+  check_bernoulli_p(pv);
   EMBER_DISPATCH_ALL(self->dtype(), "bernoulli_", [&] {
     using T = scalar_t;
     fill_self<T>(self, [&](T* dst, int64_t n) {
@@ -374,17 +349,7 @@ Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement,
                          {self->dim() == 1 ? 0 : self->stride(0), self->stride(self->dim() - 1)},
                          self->storage_offset()));
   const double* pp = p->data_as<double>();
-  for (int64_t r = 0; r < rows; ++r) {
-    double sum = 0;
-    for (int64_t c = 0; c < ncat; ++c) {
-      const double v = pp[r * ncat + c];
-      EMBER_CHECK(std::isfinite(v) && v >= 0.0,
-                  "multinomial: probability tensor contains either `inf`, `nan` or element < 0");
-      sum += v;
-    }
-    EMBER_CHECK(sum > 0.0,
-                "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
-  }
+  check_multinomial_probs(pp, rows, ncat);
 
   // One 64-bit draw per sample (with replacement) or per category (without), two per counter.
   Generator& gen = gen_or_default(generator);

@@ -15,6 +15,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/cpu/bool_bytes.h"
+#include "kernels/indexing_rules.h"
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "kernels/parallel.h"
@@ -24,33 +25,6 @@ namespace ember {
 namespace {
 
 // ---- metadata-only views --------------------------------------------------------------------
-
-// PyTorch's index ops treat a 0-d tensor as a 1-element vector.
-Tensor as_1d(const Tensor& t) {
-  if (t->dim() > 0) return t;
-  return make_view(t, DimVector{1}, DimVector{1}, t->storage_offset());
-}
-
-// t broadcast (right-aligned, stride 0) to `sizes`; the caller checked that it broadcasts.
-Tensor expand_view(const Tensor& t, const DimVector& sizes) {
-  const int64_t n = sizes.size(), off = n - t->dim();
-  DimVector strides(n, 0);
-  for (int64_t d = 0; d < t->dim(); ++d)
-    strides[off + d] = (t->size(d) == 1 && sizes[off + d] != 1) ? 0 : t->stride(d);
-  return make_view(t, sizes, std::move(strides), t->storage_offset());
-}
-
-Tensor with_shape(const Tensor& contiguous, const DimVector& sizes) {
-  return make_view(contiguous, sizes, contiguous_strides(sizes), contiguous->storage_offset());
-}
-
-Tensor unsqueeze_view(const Tensor& t, int64_t d) {
-  DimVector sizes = t->sizes(), strides = t->strides();
-  int64_t st = d < t->dim() ? t->stride(d) * t->size(d) : 1;
-  sizes.insert(d, 1);
-  strides.insert(d, st);
-  return make_view(t, std::move(sizes), std::move(strides), t->storage_offset());
-}
 
 Tensor contiguous_as(const Tensor& t, ScalarType dtype) {
   if (t->is_contiguous() && t->dtype() == dtype) return t;
@@ -96,25 +70,6 @@ void run_along_dim(const TensorIterator& it, int64_t L, bool split_dim, const Ma
   }
 }
 
-// Data movement only needs the element size: 4 instantiations instead of one per dtype.
-template <class F>
-void dispatch_itemsize(int64_t size, const F& f) {
-  switch (size) {
-    case 1:
-      f(uint8_t{});
-      return;
-    case 2:
-      f(uint16_t{});
-      return;
-    case 4:
-      f(uint32_t{});
-      return;
-    default:
-      f(uint64_t{});
-      return;  // no dtype is wider than 8 bytes
-  }
-}
-
 template <class T>
 inline T& at(char* p) {
   return *reinterpret_cast<T*>(p);
@@ -126,30 +81,13 @@ inline T at(const char* p) {
 
 // ---- arguments ------------------------------------------------------------------------------
 
-void check_index_dtype(const Tensor& index, const char* op, bool allow_int32) {
-  EMBER_CHECK_KIND(index != nullptr, Type, op, ": expected an index tensor, got None");
-  ScalarType t = index->dtype();
-  if (t == ScalarType::Int64 || (allow_int32 && t == ScalarType::Int32)) return;
-  EMBER_FAIL(Type, op, ": expected an index tensor of dtype ",
-             allow_int32 ? "int64 or int32" : "int64", ", but got ", dtype_name(t));
-}
-
 // The index values as a contiguous int64 tensor of index's shape, each checked to lie in
 // [0, size) -- or [-size, size), negatives wrapped, when allow_negative.
 Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_negative,
                      const char* op) {
   Tensor idx = contiguous_as(index, ScalarType::Int64);
-  const int64_t* p = idx->data_as<int64_t>();
-  const int64_t n = idx->numel(), lo = allow_negative ? -size : 0;
-  bool negative = false;
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t v = p[i];
-    if (v < lo || v >= size)
-      EMBER_FAIL(Index, op, op[0] ? ": " : "", "index ", v, " is out of bounds for dimension ", dim,
-                 " with size ", size);
-    negative |= v < 0;
-  }
-  if (!negative) return idx;
+  const int64_t n = idx->numel();
+  if (!check_index_range(idx->data_as<int64_t>(), n, size, dim, allow_negative, op)) return idx;
   if (idx == index) idx = dispatch::clone(index);
   int64_t* w = idx->data_as<int64_t>();
   for (int64_t i = 0; i < n; ++i)
@@ -183,8 +121,7 @@ struct OutArg {
 OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, const char* op,
                 std::initializer_list<Tensor> inputs) {
   if (!out) return {empty(sizes, dtype), nullptr};
-  EMBER_CHECK(out->dtype() == dtype, op, ": expected the out= tensor to have dtype ",
-              dtype_name(dtype), ", but got ", dtype_name(out->dtype()));
+  check_out_dtype(out, dtype, op);
   // out= sharing memory with an input (x.take(i, out=x)) is neither resized nor written until
   // the op has read its inputs: resizing first would swap the input's storage under the kernel.
   for (const Tensor& in : inputs)
@@ -200,15 +137,7 @@ Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
                       std::initializer_list<Tensor> inputs) {
   if (!out) return dispatch::clone(self);
   if (out.get() == self.get()) return self;
-  // Resizing / overwriting out= here would change an input the kernel reads afterwards (with
-  // sizes it was validated against before): reject it, as PyTorch does.
-  for (const Tensor& in : inputs)
-    EMBER_CHECK(!in || in->storage() != out->storage(), op,
-                ": unsupported operation: some elements of the input tensor and the written-to "
-                "tensor refer to a single memory location. Please clone() the tensor before "
-                "performing the operation.");
-  EMBER_CHECK(out->dtype() == self->dtype(), op, ": expected the out= tensor to have dtype ",
-              dtype_name(self->dtype()), ", but got ", dtype_name(out->dtype()));
+  check_inplace_out(self, out, inputs, op);
   resize_out(out, self->sizes());
   copy_into(out, self);
   return out;
@@ -216,15 +145,9 @@ Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
 
 // A 0-d tensor of `dtype` holding a number or a 0-d tensor's value.
 Tensor value_tensor(const TensorOrScalar& value, ScalarType dtype, const char* op) {
-  Scalar s = value.scalar;
-  if (value.is_tensor()) {
-    EMBER_CHECK(value.tensor->dim() == 0, op,
-                ": only supports a 0-dimensional value tensor, but got tensor with ",
-                value.tensor->dim(), " dimension(s)");
-    s = load_scalar(value.tensor->data(), value.tensor->dtype());
-  } else {
-    check_scalar_fits(s, dtype, op);  // 300 must not wrap silently into an int8 tensor
-  }
+  check_fill_value(value, dtype, op);
+  Scalar s =
+      value.is_tensor() ? load_scalar(value.tensor->data(), value.tensor->dtype()) : value.scalar;
   Tensor v = empty(DimVector{}, dtype);
   store_scalar(s, dtype, v->data());
   return v;
@@ -322,7 +245,7 @@ void put_rows(const Tensor& dst, const Tensor& src, int64_t dim, const int64_t* 
   });
 }
 
-enum class Reduce { Assign, Add, Mul, Max, Min, Mean };
+using Reduce = IndexReduce;
 
 // self[.., index[.., j, ..], ..] (op)= src[.., j, ..] along dim, walking index's shape.
 void scatter_kernel(const Tensor& self, int64_t dim, const Tensor& idx, const Tensor& src,
@@ -389,162 +312,10 @@ void scatter_kernel(const Tensor& self, int64_t dim, const Tensor& idx, const Te
   });
 }
 
-// The identity of a reduction in dtype, as a 0-d tensor (scatter_reduce with include_self=False
-// starts every scattered position from it).
-Tensor reduce_identity(Reduce red, ScalarType dtype) {
-  Tensor v = empty(DimVector{}, dtype);
-  EMBER_DISPATCH_ALL(dtype, "scatter_reduce()", [&] {
-    using T = scalar_t;
-    T x{};
-    if (red == Reduce::Mul) {
-      x = static_cast<T>(1);
-    } else if (red == Reduce::Max || red == Reduce::Min) {
-      const bool mx = red == Reduce::Max;
-      if constexpr (std::is_integral_v<T>) {
-        x = mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-      } else {
-        x = static_cast<T>(mx ? -std::numeric_limits<float>::infinity()
-                              : std::numeric_limits<float>::infinity());
-      }
-    } else {
-      x = static_cast<T>(0);
-    }
-    *v->data_as<T>() = x;
-  });
-  return v;
-}
-
 // ---- advanced indexing ----------------------------------------------------------------------
 
-// self[indices] decomposed into: `src`, a view of self whose indexed dims are replaced by one
-// size-1 dim at `pos`; `offsets`, the element offset (into self) of every position of the
-// broadcast index shape; and the result shape rest[:pos] + bshape + rest[pos:].
-struct AdvancedIndex {
-  Tensor src;
-  Tensor offsets;  // int64, numel(bshape)
-  DimVector bshape;
-  DimVector result_shape;
-  int64_t pos = 0;
-  int64_t count() const { return offsets->numel(); }
-};
-
-AdvancedIndex make_advanced_index(const Tensor& self, const std::vector<Tensor>& indices) {
-  // Expand bool masks into one index tensor per masked dim (nonzero's columns).
-  Tensor base = self;
-  std::vector<Tensor> per_dim;
-  for (const Tensor& t : indices) {
-    if (!t) {
-      per_dim.push_back(nullptr);
-      continue;
-    }
-    ScalarType dt = t->dtype();
-    if (dt == ScalarType::Bool || dt == ScalarType::UInt8) {
-      const int64_t d = per_dim.size();
-      if (t->dim() == 0) {  // a scalar mask adds a dim of size 1 (True) or 0 (False)
-        base = unsqueeze_view(base, d);
-        bool v = load_scalar(t->data(), dt).to_bool();
-        Tensor ix = empty(DimVector{v ? 1 : 0}, ScalarType::Int64);
-        if (v) *ix->data_as<int64_t>() = 0;
-        per_dim.push_back(ix);
-        continue;
-      }
-      EMBER_CHECK_KIND(d + t->dim() <= base->dim(), Index,
-                       "too many indices for tensor of dimension ", base->dim(), " (got ",
-                       d + t->dim(), ")");
-      for (int64_t j = 0; j < t->dim(); ++j)
-        if (t->size(j) != base->size(d + j))
-          EMBER_FAIL(Index, "The shape of the mask ", shape_str(t->sizes()), " at index ", j,
-                     " does not match the shape of the indexed tensor ", shape_str(base->sizes()),
-                     " at index ", d + j);
-      Tensor mask = dt == ScalarType::Bool ? t : contiguous_as(t, ScalarType::Bool);
-      Tensor nz = dispatch::nonzero(mask, Tensor());
-      for (int64_t j = 0; j < t->dim(); ++j)
-        per_dim.push_back(make_view(nz, DimVector{nz->size(0)}, DimVector{nz->stride(0)},
-                                    nz->storage_offset() + j));
-      continue;
-    }
-    if (dt != ScalarType::Int64 && dt != ScalarType::Int32)
-      EMBER_FAIL(Index, "tensors used as indices must be long, int, byte or bool tensors (got ",
-                 dtype_name(dt), ")");
-    per_dim.push_back(t);
-  }
-  EMBER_CHECK_KIND(static_cast<int64_t>(per_dim.size()) <= base->dim(), Index,
-                   "too many indices for tensor of dimension ", base->dim(), " (got ",
-                   per_dim.size(), ")");
-
-  AdvancedIndex r;
-  DimVector dims;  // the indexed dims of base
-  for (size_t d = 0; d < per_dim.size(); ++d) {
-    if (!per_dim[d]) continue;
-    dims.push_back(d);
-  }
-  for (int64_t d : dims) {
-    const DimVector& s = per_dim[d]->sizes();
-    const int64_t n = std::max<int64_t>(r.bshape.size(), s.size());
-    DimVector b(n, 1);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t x = i < static_cast<int64_t>(r.bshape.size()) ? r.bshape[r.bshape.size() - 1 - i] : 1;
-      int64_t y = i < static_cast<int64_t>(s.size()) ? s[s.size() - 1 - i] : 1;
-      if (x != y && x != 1 && y != 1) {
-        std::string shapes;
-        for (int64_t k : dims)
-          shapes += (shapes.empty() ? "" : ", ") + shape_str(per_dim[k]->sizes());
-        EMBER_FAIL(Index,
-                   "shape mismatch: indexing tensors could not be broadcast together with shapes ",
-                   shapes);
-      }
-      b[n - 1 - i] = x == 1 ? y : x;
-    }
-    r.bshape = b;
-  }
-  bool adjacent = dims.empty() || dims.back() - dims[0] + 1 == static_cast<int64_t>(dims.size());
-  r.pos = (adjacent && !dims.empty()) ? dims[0] : 0;
-
-  // Element offsets into base of every position of bshape, bounds-checked.
-  r.offsets = empty(r.bshape, ScalarType::Int64);
-  std::memset(r.offsets->data(), 0, r.offsets->numel() * 8);
-  // Nothing is read when another dim is empty; PyTorch checks no index values then either.
-  bool rest_empty = false;
-  for (int64_t d = 0; d < base->dim(); ++d)
-    rest_empty |= base->size(d) == 0 && (d >= static_cast<int64_t>(per_dim.size()) || !per_dim[d]);
-  for (int64_t d : dims) {
-    const Tensor& ix = per_dim[d];
-    if (r.offsets->numel() == 0 || rest_empty) break;
-    const int64_t size = base->size(d), stride = base->stride(d);
-    TensorIterator it = outer_iter("index", r.offsets, {ix});
-    auto loop = [&](auto tag) {
-      using I = decltype(tag);
-      it.for_each([=](char** p, const int64_t* s, int64_t n) {
-        for (int64_t k = 0; k < n; ++k) {
-          int64_t v = static_cast<int64_t>(at<I>(p[1] + k * s[1]));
-          if (v < -size || v >= size)
-            EMBER_FAIL(Index, "index ", v, " is out of bounds for dimension ", d, " with size ",
-                       size);
-          at<int64_t>(p[0] + k * s[0]) += (v < 0 ? v + size : v) * stride;
-        }
-      });
-    };
-    if (ix->dtype() == ScalarType::Int64) {
-      loop(int64_t{});
-    } else {
-      loop(int32_t{});
-    }
-  }
-
-  // base without the indexed dims, a size-1 dim at pos in their place.
-  DimVector sizes, strides;
-  for (int64_t d = 0; d < base->dim(); ++d) {
-    if (d < static_cast<int64_t>(per_dim.size()) && per_dim[d]) continue;
-    sizes.push_back(base->size(d));
-    strides.push_back(base->stride(d));
-  }
-  r.result_shape = sizes;
-  for (int64_t i = r.bshape.size() - 1; i >= 0; --i) r.result_shape.insert(r.pos, r.bshape[i]);
-  sizes.insert(r.pos, 1);
-  strides.insert(r.pos, 0);
-  r.src = make_view(base, std::move(sizes), std::move(strides), base->storage_offset());
-  return r;
-}
+// Index tensors are CPU tensors already.
+Tensor on_cpu(const Tensor& t) { return t; }
 
 // The rows of (int64, contiguous) `offsets` shaped like the src view of `ai`, with the
 // broadcast dims flattened into one: the layout the row kernels want.
@@ -590,14 +361,8 @@ Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const T
                    bool allow_negative, const char* op) {
   check_index_dtype(index, op, false);
   dim = wrap_dim(dim, self->dim(), op);
-  Tensor s1 = as_1d(self), i1 = as_1d(index);
-  EMBER_CHECK(i1->dim() == s1->dim(), op,
-              ": index tensor must have the same number of dimensions as input tensor (",
-              index->dim(), " vs ", self->dim(), ")");
-  for (int64_t d = 0; d < s1->dim(); ++d)
-    EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": size does not match at dimension ",
-                d, ": expected index ", shape_str(index->sizes()), " to be no larger than self ",
-                shape_str(self->sizes()), " apart from dimension ", dim);
+  check_gather_shapes(self, dim, index, op);
+  Tensor s1 = as_1d(self);
   OutArg o = make_out(out, index->sizes(), self->dtype(), op, {self, index});
   if (index->numel() == 0) return o.done();
   Tensor idx = as_1d(checked_index(index, s1->size(dim), dim, allow_negative, op));
@@ -622,21 +387,6 @@ Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const T
     });
   });
   return o.done();
-}
-
-Reduce parse_reduce(const std::string& r, bool scatter_reduce, const char* op) {
-  if (scatter_reduce) {
-    if (r == "sum") return Reduce::Add;
-    if (r == "prod") return Reduce::Mul;
-    if (r == "mean") return Reduce::Mean;
-    if (r == "amax") return Reduce::Max;
-    if (r == "amin") return Reduce::Min;
-    EMBER_FAIL(Value, op, ": reduce argument must be either sum, prod, mean, amax or amin, got ",
-               r);
-  }
-  if (r == "add") return Reduce::Add;
-  if (r == "multiply") return Reduce::Mul;
-  EMBER_FAIL(Value, op, ": reduce argument must be either add or multiply, got ", r);
 }
 
 // x /= count where count > 0 (floor division for integers, as PyTorch's scatter_reduce 'mean').
@@ -665,28 +415,11 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
                     const char* op) {
   check_index_dtype(index, op, false);
   dim = wrap_dim(dim, self->dim(), op);
-  if (src)
-    EMBER_CHECK(src->dtype() == self->dtype(), op,
-                ": expected self.dtype to be equal to src.dtype (got ", dtype_name(self->dtype()),
-                " and ", dtype_name(src->dtype()), ")");
+  if (src) check_scatter_src_dtype(self, src, op);
   if (red == Reduce::Mean && self->dtype() == ScalarType::Bool)
     EMBER_FAIL(Type, op, ": reduce='mean' is not implemented for dtype bool");
-  Tensor s1 = as_1d(self), i1 = as_1d(index);
+  check_scatter_shapes(self, dim, index, src, op);
   Tensor src1 = src ? as_1d(src) : Tensor();
-  EMBER_CHECK(i1->dim() == s1->dim() && (!src1 || src1->dim() == s1->dim()), op,
-              ": index tensor must have the same number of dimensions as self",
-              src ? " and src" : "", " (got index ", shape_str(index->sizes()), ", self ",
-              shape_str(self->sizes()), src ? ", src " + shape_str(src->sizes()) : std::string(),
-              ")");
-  if (index->numel() > 0) {
-    for (int64_t d = 0; d < s1->dim(); ++d) {
-      EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": expected index ",
-                  shape_str(index->sizes()), " to be no larger than self ",
-                  shape_str(self->sizes()), " apart from dimension ", dim);
-      EMBER_CHECK(!src1 || i1->size(d) <= src1->size(d), op, ": expected index ",
-                  shape_str(index->sizes()), " to be no larger than src ", shape_str(src->sizes()));
-    }
-  }
   Tensor target = inplace_target(self, out, op, {self, index, src});
   if (index->numel() == 0) return target;
   Tensor t1 = as_1d(target);
@@ -714,19 +447,8 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
 // Checks shared by index_add / index_copy: a vector index, matching source.
 void check_index_source(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                         const char* op) {
-  EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
-                   shape_str(index->sizes()));
-  EMBER_CHECK(source->dtype() == self->dtype(), op, ": self (", dtype_name(self->dtype()),
-              ") and source (", dtype_name(source->dtype()), ") must have the same dtype");
-  Tensor s1 = as_1d(self), src1 = as_1d(source);
-  EMBER_CHECK(s1->dim() == src1->dim(), op, ": source ", shape_str(source->sizes()),
-              " must have the same number of dimensions as self ", shape_str(self->sizes()));
-  EMBER_CHECK_KIND(index->numel() == src1->size(dim), Index, op, ": number of indices (",
-                   index->numel(), ") should be equal to source.size(dim) (", src1->size(dim), ")");
-  for (int64_t d = 0; d < s1->dim(); ++d)
-    EMBER_CHECK(d == dim || s1->size(d) == src1->size(d), op, ": source ",
-                shape_str(source->sizes()), " must match self ", shape_str(self->sizes()),
-                " in every dimension but ", dim);
+  check_index_source_dtype(self, index, source, op);
+  check_index_source_shape(self, dim, index, source, op);
 }
 
 // target[.., index[j], ..] = (or += alpha *) source[.., j, ..] along dim.
@@ -771,39 +493,20 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_
 
 Tensor take_along_dim(const Tensor& self, const Tensor& indices, std::optional<int64_t> dim,
                       const Tensor& out) {
-  const char* op = "take_along_dim()";
-  check_index_dtype(indices, op, false);
-  if (!dim) {
-    Tensor flat = contiguous_as(self, self->dtype());
-    Tensor iflat = contiguous_as(indices, ScalarType::Int64);
-    return gather_impl(with_shape(flat, DimVector{flat->numel()}), 0,
-                       with_shape(iflat, DimVector{iflat->numel()}), out, true, op);
-  }
-  int64_t d = wrap_dim(*dim, self->dim(), op);
-  EMBER_CHECK(self->dim() == indices->dim(), op,
-              ": input and indices should have the same number of dimensions, but got ",
-              self->dim(), " dimensions for input, and ", indices->dim(),
-              " dimensions for indices");
-  if (self->dim() == 0) return gather_impl(self, 0, indices, out, true, op);
-  DimVector isz = self->sizes();
-  isz[d] = indices->size(d);
-  DimVector bshape = broadcast_shapes(isz, indices->sizes(), op);
-  DimVector ssz = bshape;
-  ssz[d] = self->size(d);
-  EMBER_CHECK(broadcast_shapes(self->sizes(), ssz, op) == ssz, op, ": input ",
-              shape_str(self->sizes()), " cannot be broadcast to ", shape_str(ssz));
-  return gather_impl(expand_view(self, ssz), d, expand_view(indices, bshape), out, true, op);
+  return take_along_dim_via(
+      &gather_impl, [](const Tensor& t) { return contiguous_as(t, t->dtype()); }, self, indices,
+      dim, out);
 }
 
 Tensor scatter_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                    const std::optional<std::string>& reduce, const Tensor& out) {
-  Reduce red = reduce ? parse_reduce(*reduce, false, "scatter()") : Reduce::Assign;
+  Reduce red = reduce ? parse_index_reduce(*reduce, false, "scatter()") : Reduce::Assign;
   return scatter_impl(self, dim, index, src, Scalar(), red, true, out, "scatter()");
 }
 
 Tensor scatter_value(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
                      const std::optional<std::string>& reduce, const Tensor& out) {
-  Reduce red = reduce ? parse_reduce(*reduce, false, "scatter()") : Reduce::Assign;
+  Reduce red = reduce ? parse_index_reduce(*reduce, false, "scatter()") : Reduce::Assign;
   return scatter_impl(self, dim, index, nullptr, value, red, true, out, "scatter()");
 }
 
@@ -814,7 +517,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 
 Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                       const std::string& reduce, bool include_self, const Tensor& out) {
-  Reduce red = parse_reduce(reduce, true, "scatter_reduce()");
+  Reduce red = parse_index_reduce(reduce, true, "scatter_reduce()");
   return scatter_impl(self, dim, index, src, Scalar(), red, include_self, out, "scatter_reduce()");
 }
 
@@ -864,7 +567,7 @@ Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
   if (indices.size() == 1 && indices[0] && indices[0]->dtype() == ScalarType::Bool &&
       indices[0]->dim() > 0 && indices[0]->sizes() == self->sizes())
     return dispatch::masked_select(self, indices[0], Tensor());
-  AdvancedIndex ai = make_advanced_index(self, indices);
+  AdvancedIndex ai = make_advanced_index(self, indices, &on_cpu);
   Tensor out = empty(ai.result_shape, self->dtype());
   gather_rows(with_shape(out, flat_shape(ai)), ai.src, ai.pos, ai.offsets->data_as<int64_t>(),
               ai.count(), self->itemsize(), "index");
@@ -878,50 +581,13 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
               ": index put requires the source and destination dtypes match, got ",
               dtype_name(self->dtype()), " for the destination and ", dtype_name(values->dtype()),
               " for the source");
-  AdvancedIndex ai = make_advanced_index(self, indices);
-  // Leading size-1 dims of values beyond the result's rank are dropped, as in copy_.
-  Tensor vals = values;
-  while (vals->dim() > static_cast<int64_t>(ai.result_shape.size()) && vals->size(0) == 1)
-    vals = make_view(vals, DimVector(vals->sizes().begin() + 1, vals->sizes().end()),
-                     DimVector(vals->strides().begin() + 1, vals->strides().end()),
-                     vals->storage_offset());
-  bool ok = vals->dim() <= static_cast<int64_t>(ai.result_shape.size());
-  for (int64_t i = 0; ok && i < vals->dim(); ++i) {
-    int64_t vs = vals->size(vals->dim() - 1 - i),
-            rs = ai.result_shape[ai.result_shape.size() - 1 - i];
-    ok = vs == rs || vs == 1;
-  }
-  EMBER_CHECK(ok, op, ": shape mismatch: value tensor of shape ", shape_str(values->sizes()),
-              " cannot be broadcast to indexing result of shape ", shape_str(ai.result_shape));
+  AdvancedIndex ai = make_advanced_index(self, indices, &on_cpu);
+  Tensor vals = index_put_values(values, ai.result_shape, op);
   if (ai.count() == 0) return self;
   if (vals->storage() == self->storage())
     vals = dispatch::clone(vals);  // the writes must not feed the reads
-  Tensor vexp = expand_view(vals, ai.result_shape);
-  // values' broadcast dims collapse into one size-1 dim at pos; src_off walks them.
-  const int64_t nb = ai.bshape.size();
-  Tensor src_off = empty(DimVector{ai.count()}, ScalarType::Int64);
-  {
-    int64_t* w = src_off->data_as<int64_t>();
-    DimVector ctr(nb, 0);
-    int64_t cur = 0;
-    for (int64_t j = 0; j < ai.count(); ++j) {
-      w[j] = cur;
-      for (int64_t d = nb - 1; d >= 0; --d) {
-        const int64_t st = vexp->stride(ai.pos + d);
-        if (++ctr[d] < ai.bshape[d]) {
-          cur += st;
-          break;
-        }
-        cur -= st * (ctr[d] - 1);
-        ctr[d] = 0;
-      }
-    }
-  }
-  DimVector vs = ai.src->sizes(), vst;
-  for (int64_t d = 0; d < vexp->dim(); ++d)
-    if (d < ai.pos || d >= ai.pos + nb) vst.push_back(vexp->stride(d));
-  vst.insert(ai.pos, 0);
-  Tensor vrest = make_view(vexp, vs, vst, vexp->storage_offset());
+  IndexPutSource vsrc = index_put_source(ai, vals);
+  const Tensor &vrest = vsrc.vrest, &src_off = vsrc.src_off;
   put_rows(ai.src, vrest, ai.pos, ai.offsets->data_as<int64_t>(), self->itemsize(),
            src_off->data_as<int64_t>(), self->itemsize(), ai.count(), accumulate,
            Scalar(int64_t(1)), op);
@@ -930,9 +596,7 @@ Tensor index_put_(const Tensor& self, const std::vector<Tensor>& indices, const 
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar& value) {
   const char* op = "masked_fill_()";
-  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
-                   ": only supports boolean masks, but got mask with dtype ",
-                   dtype_name(mask->dtype()));
+  check_mask_dtype(mask, op);
   Tensor v = value_tensor(value, self->dtype(), op);
   TensorIterator it = outer_iter(op, self, {mask});
   dispatch_itemsize(self->itemsize(), [&](auto tag) {
@@ -954,9 +618,7 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const TensorOrScalar
 
 Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& source) {
   const char* op = "masked_scatter_()";
-  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
-                   ": only supports boolean masks, but got mask with dtype ",
-                   dtype_name(mask->dtype()));
+  check_mask_dtype(mask, op);
   EMBER_CHECK(source->dtype() == self->dtype(), op,
               ": expected self and source to have the same dtype, but got ",
               dtype_name(self->dtype()), " and ", dtype_name(source->dtype()));
@@ -1067,14 +729,7 @@ Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, b
                     const Tensor& out) {
   const char* op = "searchsorted()";
   const Tensor& seq = sorted_sequence;
-  if (side) {
-    EMBER_CHECK_KIND(*side == "left" || *side == "right", Value, op,
-                     ": side can only be 'left' or 'right' but got ", *side);
-    EMBER_CHECK_KIND(
-        !(right && *side == "left"), Value, op,
-        ": side and right can't be set to opposites, got side of left while right was True");
-  }
-  const bool upper = right || (side && *side == "right");
+  const bool upper = searchsorted_upper(right, side, op);
   Tensor vals;
   ScalarType common;
   if (self.is_tensor()) {
@@ -1085,32 +740,13 @@ Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, b
     store_scalar(self.scalar, vals->dtype(), vals->data());
     common = result_type(seq, self.scalar);
   }
-  EMBER_CHECK(seq->dim() >= 1, op,
-              ": boundaries tensor should have positive dimension, but got 0 dimension");
-  if (seq->dim() > 1) {
-    bool ok = vals->dim() == seq->dim();
-    for (int64_t d = 0; ok && d + 1 < seq->dim(); ++d) ok = vals->size(d) == seq->size(d);
-    EMBER_CHECK(ok, op,
-                ": boundaries tensor should be 1 dimension or the first N-1 dimensions of "
-                "boundaries tensor "
-                "and input value tensor must match, but we got boundaries tensor ",
-                shape_str(seq->sizes()), " and input value tensor ", shape_str(vals->sizes()));
-  }
-  EMBER_CHECK_KIND(common != ScalarType::Bool, Type, op, ": not implemented for dtype bool");
+  check_searchsorted_shapes(seq, vals, common, op);
   Tensor srt;
   const int64_t inner = seq->size(seq->dim() - 1);
   if (sorter) {
-    EMBER_CHECK_KIND(sorter->dtype() == ScalarType::Int64, Type, op,
-                     ": sorter must be a tensor of dtype int64, but got ",
-                     dtype_name(sorter->dtype()));
-    EMBER_CHECK(sorter->sizes() == seq->sizes(), op,
-                ": boundary and sorter must have the same size, but got boundary ",
-                shape_str(seq->sizes()), " and sorter ", shape_str(sorter->sizes()));
+    check_searchsorted_sorter(sorter, seq, op);
     srt = contiguous_as(sorter, ScalarType::Int64);
-    const int64_t* sp = srt->data_as<int64_t>();
-    for (int64_t i = 0; i < srt->numel(); ++i)
-      EMBER_CHECK_KIND(sp[i] >= 0 && sp[i] < inner, Index, op, ": sorter index ", sp[i],
-                       " is out of bounds for the innermost dimension of size ", inner);
+    check_sorter_values(srt->data_as<int64_t>(), srt->numel(), inner, op);
   }
   Tensor bd = contiguous_as(seq, common), vc = contiguous_as(vals, common);
   OutArg o = make_out(out, vals->sizes(), out_int32 ? ScalarType::Int32 : ScalarType::Int64, op,
@@ -1150,28 +786,12 @@ Tensor searchsorted(const Tensor& sorted_sequence, const TensorOrScalar& self, b
 
 Tensor bincount(const Tensor& self, const Tensor& weights, int64_t minlength) {
   const char* op = "bincount()";
-  EMBER_CHECK_KIND(is_integral(self->dtype(), false), Type, op,
-                   ": expected an integer tensor, but got ", dtype_name(self->dtype()));
-  EMBER_CHECK(self->dim() == 1, op, ": only supports 1-d non-negative integral inputs (got shape ",
-              shape_str(self->sizes()), ")");
-  EMBER_CHECK(minlength >= 0, op, ": minlength should be >= 0, but got ", minlength);
-  if (weights)
-    EMBER_CHECK(weights->dim() == 1 && weights->numel() == self->numel(), op,
-                ": weights should be 1-d and have the same length as input (got weights ",
-                shape_str(weights->sizes()), " and input ", shape_str(self->sizes()), ")");
+  check_bincount_args(self, weights, minlength, op);
   Tensor x = contiguous_as(self, ScalarType::Int64);
   const int64_t* p = x->data_as<int64_t>();
   const int64_t n = x->numel();
-  int64_t mx = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    EMBER_CHECK(p[i] >= 0, op, ": only supports 1-d non-negative integral inputs (got value ", p[i],
-                ")");
-    mx = std::max(mx, p[i]);
-  }
-  const int64_t nbins = std::max(mx + 1, minlength);
-  ScalarType rdt = !weights ? ScalarType::Int64
-                            : (weights->dtype() == ScalarType::Float32 ? ScalarType::Float32
-                                                                       : ScalarType::Float64);
+  const int64_t nbins = bincount_bins(p, n, minlength, op);
+  ScalarType rdt = bincount_dtype(weights);
   Tensor out = empty(DimVector{nbins}, rdt);
   std::memset(out->data(), 0, nbins * out->itemsize());
   if (!weights) {
@@ -1202,28 +822,8 @@ Tensor histc(const Tensor& self, int64_t bins, const Scalar& min, const Scalar& 
     using T = scalar_t;
     using A = opmath_t<T>;
     const T* p = c->data_as<T>();
-    double lo = min.to_double(), hi = max.to_double();
-    if (lo == hi && n > 0) {
-      A mn = static_cast<A>(p[0]), mxv = static_cast<A>(p[0]);
-      for (int64_t i = 0; i < n; ++i) {
-        A v = static_cast<A>(p[i]);
-        if (v != v) {
-          mn = mxv = v;
-          break;
-        }
-        mn = std::min(mn, v);
-        mxv = std::max(mxv, v);
-      }
-      lo = mn;
-      hi = mxv;
-    }
-    if (lo == hi) {
-      lo -= 1;
-      hi += 1;
-    }
-    EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), op, ": range of [", lo, ", ", hi,
-                "] is not finite");
-    EMBER_CHECK(lo < hi, op, ": max must be larger than min");
+    double lo, hi;
+    histc_range<T>(min, max, n, [p] { return p; }, lo, hi, op);
     o = make_out(out, DimVector{bins}, self->dtype(), op, {self});
     T* h = o.result->data_as<T>();
     std::fill_n(h, bins, static_cast<T>(0));

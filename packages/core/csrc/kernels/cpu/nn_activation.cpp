@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/dispatch.h"
+#include "kernels/activation_rules.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/iterator.h"
@@ -226,8 +227,7 @@ Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor&
 // Runs f (over opmath values) on every element of self: a float-only unary TensorIterator op.
 template <class Make>
 Tensor unary_float(const char* op, const Tensor& self, const Make& make) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(self->dtype()));
+  check_floating_input(self, op);
   TensorIterator it(op);
   it.add_output(Tensor()).add_input(self).build();
   EMBER_DISPATCH_FLOAT(it.dtype(1), op, [&] {
@@ -271,9 +271,7 @@ Tensor _log_softmax_backward_data(const Tensor& grad_output, const Tensor& outpu
 }
 
 Tensor gelu(const Tensor& self, const std::string& approximate) {
-  EMBER_CHECK_KIND(approximate == "none" || approximate == "tanh", Value,
-                   "gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
-  const bool tanh_form = approximate == "tanh";
+  const bool tanh_form = gelu_tanh_form(approximate);
   return unary_float("gelu", self, [tanh_form](auto tag) {
     using A = decltype(tag);
     return [tanh_form](A x) -> A {
@@ -302,9 +300,7 @@ Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale,
 
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
   const char* op = "threshold_backward";
-  EMBER_CHECK_KIND(is_floating(grad_output->dtype()) && is_floating(self->dtype()), Type, op,
-                   ": expected floating-point tensors, got ", dtype_name(grad_output->dtype()),
-                   " and ", dtype_name(self->dtype()));
+  check_threshold_backward_dtypes(grad_output, self);
   TensorIterator it(op);
   it.add_output(Tensor()).add_input(grad_output).add_input(self).build();
   EMBER_DISPATCH_FLOAT(it.common_dtype(), op, [&] {
@@ -342,7 +338,7 @@ Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold)
 
 Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
   const double lo = min_val.to_double(), hi = max_val.to_double();
-  EMBER_CHECK_KIND(lo <= hi, Value, "hardtanh: min_val (", lo, ") must be <= max_val (", hi, ")");
+  check_hardtanh_range(lo, hi);
   return unary_float("hardtanh", self, [=](auto tag) {
     using A = decltype(tag);
     return [=](A x) -> A { return x < A(lo) ? A(lo) : (x > A(hi) ? A(hi) : x); };
@@ -385,38 +381,6 @@ Tensor logsigmoid(const Tensor& self) {
 }
 
 namespace {
-enum class Act {
-  Gelu,
-  GeluTanh,
-  Silu,
-  EluResult,
-  LeakyRelu,
-  Softplus,
-  HardtanhResult,
-  HardsigmoidResult,
-  Hardswish,
-  Mish,
-  Softsign,
-  Logsigmoid
-};
-Act parse_act(const std::string& fn) {
-  static const std::pair<const char*, Act> table[] = {
-      {"gelu", Act::Gelu},
-      {"gelu_tanh", Act::GeluTanh},
-      {"silu", Act::Silu},
-      {"elu_result", Act::EluResult},
-      {"leaky_relu", Act::LeakyRelu},
-      {"softplus", Act::Softplus},
-      {"hardtanh_result", Act::HardtanhResult},
-      {"hardsigmoid_result", Act::HardsigmoidResult},
-      {"hardswish", Act::Hardswish},
-      {"mish", Act::Mish},
-      {"softsign", Act::Softsign},
-      {"logsigmoid", Act::Logsigmoid}};
-  for (const auto& [name, act] : table)
-    if (fn == name) return act;
-  EMBER_FAIL(Value, "_activation_derivative: unknown activation '", fn, "'");
-}
 
 // f'(x) (order 1) or f''(x) (order 2) of each activation; p0..p2 are its parameters.
 template <class A>
@@ -487,9 +451,7 @@ A act_derivative(Act act, int order, A x, A p0, A p1, A p2) {
 Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64_t order, double p0,
                               double p1, double p2) {
   Act act = parse_act(kind);
-  EMBER_CHECK_KIND(order == 1 || order == 2, NotImplemented, "_activation_derivative: ", kind,
-                   ": derivatives of order ", order,
-                   " are not supported (first and second derivatives are)");
+  check_act_order(kind, order);
   const int ord = static_cast<int>(order);
   return unary_float("_activation_derivative", self, [=](auto tag) {
     using A = decltype(tag);

@@ -9,6 +9,7 @@
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
+#include "kernels/pointwise_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -16,11 +17,6 @@ namespace cpu {
 namespace {
 
 enum class Types { All, Numeric, Float, Integral };
-
-// The iterator of every op here: element-wise, so it may keep its inputs' memory layout.
-struct ElementwiseIterator : TensorIterator {
-  explicit ElementwiseIterator(const char* op) : TensorIterator(op) { keep_layout(); }
-};
 
 // Runs `make(A{})` (a functor over the op-math type A) through the loop for `nin` inputs.
 template <Types types, class R_override, int nin, class Make>
@@ -208,10 +204,7 @@ EMBER_UNARY_SAME(bitwise_not, Integral, bit_not(x))
 Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   ElementwiseIterator it("round");
   it.add_output(out).add_input(self).build();
-  if (!is_floating(it.common_dtype())) {
-    EMBER_CHECK(decimals == 0, "round: decimals is not supported for integer tensors (dtype ",
-                dtype_name(self->dtype()), ")");
-  }
+  check_round_decimals(it.common_dtype(), self, decimals);
   double scale = std::pow(10.0, static_cast<double>(decimals));
   run<Types::Numeric, void, 1>(it, "round", [scale, decimals](auto tag) {
     using A = decltype(tag);
@@ -273,22 +266,11 @@ Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<d
 
 // ---- binary arithmetic ----------------------------------------------------------------------
 
-namespace {
-TensorIterator& binary_iter(TensorIterator& it, const Tensor& self, const TensorOrScalar& other,
-                            const Tensor& out) {
-  EMBER_CHECK_KIND(other.present, Type, "expected a tensor or a number, got None");
-  return it.add_output(out).add_input(self).add_input(other);
-}
-}  // namespace
-
 Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
            const Tensor& out) {
   ElementwiseIterator it("add");
   binary_iter(it, self, other, out).build();
-  EMBER_CHECK(
-      !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
-      "add: for integral input tensors, argument alpha must not be a floating point number");
-  check_scalar_fits(alpha, it.common_dtype(), "add");  // alpha must not wrap (int8, 300)
+  check_alpha(alpha, it.common_dtype(), "add");
   run<Types::All, void, 2>(it, "add", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
@@ -303,16 +285,10 @@ Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
 
 Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
            const Tensor& out) {
-  EMBER_CHECK(self->dtype() != ScalarType::Bool &&
-                  !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
-              "sub: subtraction, the `-` operator, with a bool tensor is not supported; use "
-              "logical_xor or bitwise_not instead");
+  check_sub_operands(self, other, "sub");
   ElementwiseIterator it("sub");
   binary_iter(it, self, other, out).build();
-  EMBER_CHECK(
-      !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
-      "sub: for integral input tensors, argument alpha must not be a floating point number");
-  check_scalar_fits(alpha, it.common_dtype(), "sub");
+  check_alpha(alpha, it.common_dtype(), "sub");
   run<Types::Numeric, void, 2>(it, "sub", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
@@ -322,16 +298,10 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
 }
 
 Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha) {
-  EMBER_CHECK(self->dtype() != ScalarType::Bool &&
-                  !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
-              "rsub: subtraction, the `-` operator, with a bool tensor is not supported; use "
-              "logical_xor or bitwise_not instead");
+  check_sub_operands(self, other, "rsub");
   ElementwiseIterator it("rsub");
   binary_iter(it, self, other, Tensor()).build();
-  EMBER_CHECK(
-      !(is_integral(it.common_dtype(), true) && alpha.is_floating()),
-      "rsub: for integral input tensors, argument alpha must not be a floating point number");
-  check_scalar_fits(alpha, it.common_dtype(), "rsub");
+  check_alpha(alpha, it.common_dtype(), "rsub");
   run<Types::Numeric, void, 2>(it, "rsub", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
@@ -402,9 +372,7 @@ Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<
     });
     return it.output();
   }
-  EMBER_CHECK_KIND(*mode == "trunc" || *mode == "floor", Value,
-                   "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
-                   *mode, "'");
+  check_div_mode(*mode);
   it.build();
   bool floor_mode = *mode == "floor";
   run<Types::Numeric, void, 2>(it, "div", [floor_mode](auto tag) {
@@ -489,10 +457,7 @@ A int_pow(A base, A exp) {
 }  // namespace
 
 Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out) {
-  if (!exponent.is_tensor() && is_integral(self->dtype(), true) && exponent.scalar.is_integral())
-    EMBER_CHECK(exponent.scalar.to_int() >= 0,
-                "pow: integers to negative integer powers are not allowed (base dtype ",
-                dtype_name(self->dtype()), ", exponent ", exponent.scalar.to_int(), ")");
+  check_pow_exponent(self, exponent);
   ElementwiseIterator it("pow");
   binary_iter(it, self, exponent, out).build();
   // int32.pow(2**32 + 2) must not wrap to pow(2).
@@ -616,16 +581,13 @@ EMBER_BITWISE(bitwise_right_shift, shift_right(x, y))
 
 Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar& max,
              const Tensor& out) {
-  EMBER_CHECK(!min.is_none() || !max.is_none(),
-              "clamp: at least one of 'min' or 'max' must not be None");
+  check_clamp_bounds(min, max);
   ElementwiseIterator it("clamp");
   it.add_output(out).add_input(self);
   if (!min.is_none()) it.add_input(min);
   if (!max.is_none()) it.add_input(max);
   it.build();
-  // A bound that does not fit the compute dtype would wrap (int8 clamp(0, 1000) -> max -24).
-  for (const TensorOrScalar* b : {&min, &max})
-    if (!b->is_none() && !b->is_tensor()) check_scalar_fits(b->scalar, it.common_dtype(), "clamp");
+  check_clamp_fits(min, max, it.common_dtype());
   bool has_min = !min.is_none(), has_max = !max.is_none();
   if (has_min && has_max) {
     run<Types::Numeric, void, 3>(it, "clamp", [](auto tag) {
@@ -650,9 +612,7 @@ Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar
 
 Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOrScalar& other,
              const Tensor& out) {
-  EMBER_CHECK_KIND(
-      condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8, Type,
-      "where: expected condition to be a bool tensor, got ", dtype_name(condition->dtype()));
+  check_where_condition(condition);
   ElementwiseIterator it("where");
   it.add_output(out).add_input(self).add_input(other).add_input_raw(condition).build();
   ScalarType ct = condition->dtype();
@@ -673,9 +633,7 @@ Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOr
 
 Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
             const Tensor& out) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()) && self->dtype() == end->dtype(), Type,
-                   "lerp: expected self and end to have the same floating dtype, got ",
-                   dtype_name(self->dtype()), " and ", dtype_name(end->dtype()));
+  check_lerp_dtypes(self, end);
   ElementwiseIterator it("lerp");
   it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
   run<Types::Float, void, 3>(it, "lerp", [](auto tag) {
@@ -690,8 +648,7 @@ Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
                const Tensor& out) {
   ElementwiseIterator it("addcmul");
-  it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
-  check_scalar_fits(value, it.common_dtype(), "addcmul");
+  addc_iter(it, self, t1, t2, value, out, "addcmul");
   run<Types::Numeric, void, 3>(it, "addcmul", [&](auto tag) {
     using A = decltype(tag);
     A v = value.to<A>();
@@ -702,12 +659,9 @@ Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
 
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
                const Tensor& out) {
-  EMBER_CHECK(is_floating(t1->dtype()) || is_floating(t2->dtype()),
-              "addcdiv: integer division is not supported (tensor1 ", dtype_name(t1->dtype()),
-              ", tensor2 ", dtype_name(t2->dtype()), "); use a floating dtype");
+  check_addcdiv_dtypes(t1, t2);
   ElementwiseIterator it("addcdiv");
-  it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
-  check_scalar_fits(value, it.common_dtype(), "addcdiv");
+  addc_iter(it, self, t1, t2, value, out, "addcdiv");
   run<Types::Float, void, 3>(it, "addcdiv", [&](auto tag) {
     using A = decltype(tag);
     A v = value.to<A>();
@@ -717,11 +671,7 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
 }
 
 Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol, bool equal_nan) {
-  EMBER_CHECK_KIND(self->dtype() == other->dtype(), Type, "isclose: self (",
-                   dtype_name(self->dtype()), ") and other (", dtype_name(other->dtype()),
-                   ") must have the same dtype");
-  EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Value,
-                   "isclose: rtol and atol must be non-negative, got rtol=", rtol, " atol=", atol);
+  check_isclose_args(self, other, rtol, atol);
   ElementwiseIterator it("isclose");
   it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
   run<Types::All, bool, 2>(it, "isclose", [=](auto tag) {

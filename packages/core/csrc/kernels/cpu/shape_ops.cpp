@@ -6,6 +6,7 @@
 
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
+#include "kernels/triangle_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -31,8 +32,7 @@ void zero_ranges(const Tensor& t, const Range& range) {
 
 template <class Range>
 Tensor triangle(const Tensor& self, const Tensor& out, const char* op, const Range& range) {
-  EMBER_CHECK(self->dim() >= 2, op, ": input tensor must have at least 2 dimensions (got shape ",
-              shape_str(self->sizes()), ")");
+  check_triangle_input(self, op);
   // In place (out is self) on contiguous memory: just clear the triangle.
   if (out && out == self && self->is_contiguous()) {
     zero_ranges(self, range);
@@ -46,22 +46,14 @@ Tensor triangle(const Tensor& self, const Tensor& out, const char* op, const Ran
   copy_into(r, self);
   zero_ranges(r, range);
   if (!out || direct) return r;
-  EMBER_CHECK(can_cast(r->dtype(), out->dtype()), op, ": result type ", dtype_name(r->dtype()),
-              " can't be cast to the desired output type ", dtype_name(out->dtype()));
+  check_triangle_out(r, out, self, op);
   if (out->sizes() != r->sizes()) {
-    EMBER_CHECK(out != self, op, "_: output with shape ", shape_str(out->sizes()),
-                " doesn't match the shape ", shape_str(r->sizes()));
     Tensor fresh = ember::empty(r->sizes(), out->dtype(), out->device());
     out->set_storage(fresh->storage());
     out->set_sizes_strides(r->sizes(), fresh->strides(), 0);
   }
   copy_into(out, r);
   return out;
-}
-
-// Diagonals beyond any matrix size act alike; clamping keeps i + diagonal from overflowing.
-int64_t clamp_diagonal(int64_t d) {
-  return std::clamp<int64_t>(d, -(int64_t(1) << 48), int64_t(1) << 48);
 }
 
 }  // namespace

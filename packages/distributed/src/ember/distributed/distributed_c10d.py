@@ -662,6 +662,18 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
                 async_op)
 
 
+def _root_list(pg: ProcessGroup, op: str, root: int, lst: list | None, name: str, role: str,
+               tensor: Any) -> list | None:
+    """The root's list of one tensor per rank (checked against `tensor`) as a list; None on the
+    other ranks, where it must be None or empty."""
+    if pg.rank() == root:
+        _check_list(op, lst, pg.size(), name, tensor)
+        return list(lst)
+    if lst:
+        raise ValueError(f"{op}: {name} must be None or empty on ranks other than {role}")
+    return None
+
+
 def gather(tensor: Any, gather_list: list | None = None, dst: int | None = None,
            group: ProcessGroup | None = None, async_op: bool = False,
            group_dst: int | None = None) -> Work | None:
@@ -671,13 +683,7 @@ def gather(tensor: Any, gather_list: list | None = None, dst: int | None = None,
         return None
     check_tensor("gather", tensor)
     root = _root(pg, "gather", dst, group_dst)
-    if pg.rank() == root:
-        _check_list("gather", gather_list, pg.size(), "gather_list", tensor)
-        outs = list(gather_list)
-    else:
-        if gather_list:
-            raise ValueError("gather: gather_list must be None or empty on ranks other than dst")
-        outs = None
+    outs = _root_list(pg, "gather", root, gather_list, "gather_list", "dst", tensor)
     return _run(pg, "gather", lambda: _desc(tensor, dst=root),
                 lambda: pg.impl.gather_like("gather", tensor, outs, root), outs or [], async_op)
 
@@ -691,13 +697,7 @@ def scatter(tensor: Any, scatter_list: list | None = None, src: int | None = Non
         return None
     check_tensor("scatter", tensor)
     root = _root(pg, "scatter", src, group_src)
-    if pg.rank() == root:
-        _check_list("scatter", scatter_list, pg.size(), "scatter_list", tensor)
-        ins = list(scatter_list)
-    else:
-        if scatter_list:
-            raise ValueError("scatter: scatter_list must be None or empty on ranks other than src")
-        ins = None
+    ins = _root_list(pg, "scatter", root, scatter_list, "scatter_list", "src", tensor)
     return _run(pg, "scatter", lambda: _desc(tensor, src=root),
                 lambda: pg.impl.scatter(tensor, ins, root), [tensor], async_op)
 

@@ -1,0 +1,91 @@
+#include "kernels/pointwise_rules.h"
+
+#include "core/error.h"
+
+namespace ember {
+
+TensorIterator& binary_iter(TensorIterator& it, const Tensor& self, const TensorOrScalar& other,
+                            const Tensor& out) {
+  EMBER_CHECK_KIND(other.present, Type, "expected a tensor or a number, got None");
+  return it.add_output(out).add_input(self).add_input(other);
+}
+
+TensorIterator& addc_iter(TensorIterator& it, const Tensor& self, const Tensor& t1,
+                          const Tensor& t2, const Scalar& value, const Tensor& out,
+                          const char* op) {
+  it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
+  check_scalar_fits(value, it.common_dtype(), op);
+  return it;
+}
+
+void check_sub_operands(const Tensor& self, const TensorOrScalar& other, const char* op) {
+  EMBER_CHECK(self->dtype() != ScalarType::Bool &&
+                  !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
+              op,
+              ": subtraction, the `-` operator, with a bool tensor is not supported; use "
+              "logical_xor or bitwise_not instead");
+}
+
+void check_alpha(const Scalar& alpha, ScalarType common, const char* op) {
+  EMBER_CHECK(!(is_integral(common, true) && alpha.is_floating()), op,
+              ": for integral input tensors, argument alpha must not be a floating point number");
+  check_scalar_fits(alpha, common, op);  // alpha must not wrap (int8, 300)
+}
+
+void check_div_mode(const std::string& mode) {
+  EMBER_CHECK_KIND(mode == "trunc" || mode == "floor", Value,
+                   "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+                   mode, "'");
+}
+
+void check_pow_exponent(const Tensor& self, const TensorOrScalar& exponent) {
+  if (!exponent.is_tensor() && is_integral(self->dtype(), true) && exponent.scalar.is_integral())
+    EMBER_CHECK(exponent.scalar.to_int() >= 0,
+                "pow: integers to negative integer powers are not allowed (base dtype ",
+                dtype_name(self->dtype()), ", exponent ", exponent.scalar.to_int(), ")");
+}
+
+void check_round_decimals(ScalarType common, const Tensor& self, int64_t decimals) {
+  if (!is_floating(common)) {
+    EMBER_CHECK(decimals == 0, "round: decimals is not supported for integer tensors (dtype ",
+                dtype_name(self->dtype()), ")");
+  }
+}
+
+void check_clamp_bounds(const TensorOrScalar& min, const TensorOrScalar& max) {
+  EMBER_CHECK(!min.is_none() || !max.is_none(),
+              "clamp: at least one of 'min' or 'max' must not be None");
+}
+
+void check_clamp_fits(const TensorOrScalar& min, const TensorOrScalar& max, ScalarType common) {
+  for (const TensorOrScalar* b : {&min, &max})
+    if (!b->is_none() && !b->is_tensor()) check_scalar_fits(b->scalar, common, "clamp");
+}
+
+void check_where_condition(const Tensor& condition) {
+  EMBER_CHECK_KIND(
+      condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8, Type,
+      "where: expected condition to be a bool tensor, got ", dtype_name(condition->dtype()));
+}
+
+void check_lerp_dtypes(const Tensor& self, const Tensor& end) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()) && self->dtype() == end->dtype(), Type,
+                   "lerp: expected self and end to have the same floating dtype, got ",
+                   dtype_name(self->dtype()), " and ", dtype_name(end->dtype()));
+}
+
+void check_addcdiv_dtypes(const Tensor& t1, const Tensor& t2) {
+  EMBER_CHECK(is_floating(t1->dtype()) || is_floating(t2->dtype()),
+              "addcdiv: integer division is not supported (tensor1 ", dtype_name(t1->dtype()),
+              ", tensor2 ", dtype_name(t2->dtype()), "); use a floating dtype");
+}
+
+void check_isclose_args(const Tensor& self, const Tensor& other, double rtol, double atol) {
+  EMBER_CHECK_KIND(self->dtype() == other->dtype(), Type, "isclose: self (",
+                   dtype_name(self->dtype()), ") and other (", dtype_name(other->dtype()),
+                   ") must have the same dtype");
+  EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Value,
+                   "isclose: rtol and atol must be non-negative, got rtol=", rtol, " atol=", atol);
+}
+
+}  // namespace ember
