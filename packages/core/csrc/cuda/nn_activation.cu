@@ -281,11 +281,20 @@ Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64
 }
 
 void register_activations() {
-#define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
-  REG(gelu)
-  REG(silu)
-  REG(elu) REG(threshold_backward) REG(leaky_relu) REG(softplus) REG(hardtanh) REG(hardsigmoid)
-      REG(hardswish) REG(mish) REG(softsign) REG(logsigmoid) REG(_activation_derivative)
+#define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME)
+  REG(gelu);
+  REG(silu);
+  REG(elu);
+  REG(threshold_backward);
+  REG(leaky_relu);
+  REG(softplus);
+  REG(hardtanh);
+  REG(hardsigmoid);
+  REG(hardswish);
+  REG(mish);
+  REG(softsign);
+  REG(logsigmoid);
+  REG(_activation_derivative);
 #undef REG
 }
 

@@ -238,14 +238,38 @@ bool equal(const Tensor& self, const Tensor& other) {
 // ---- registration -----------------------------------------------------------------------------
 
 void register_pointwise_binary() {
-#define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
-  REG(add)
-  REG(sub)
-  REG(rsub) REG(mul) REG(div) REG(true_divide) REG(floor_divide) REG(remainder) REG(fmod) REG(pow)
-      REG(rpow) REG(atan2) REG(minimum) REG(maximum) REG(eq) REG(ne) REG(lt) REG(le) REG(gt) REG(ge)
-          REG(logical_and) REG(logical_or) REG(logical_xor) REG(bitwise_and) REG(bitwise_or)
-              REG(bitwise_xor) REG(bitwise_left_shift) REG(bitwise_right_shift) REG(isclose)
-                  REG(allclose) REG(equal)
+#define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME)
+  REG(add);
+  REG(sub);
+  REG(rsub);
+  REG(mul);
+  REG(div);
+  REG(true_divide);
+  REG(floor_divide);
+  REG(remainder);
+  REG(fmod);
+  REG(pow);
+  REG(rpow);
+  REG(atan2);
+  REG(minimum);
+  REG(maximum);
+  REG(eq);
+  REG(ne);
+  REG(lt);
+  REG(le);
+  REG(gt);
+  REG(ge);
+  REG(logical_and);
+  REG(logical_or);
+  REG(logical_xor);
+  REG(bitwise_and);
+  REG(bitwise_or);
+  REG(bitwise_xor);
+  REG(bitwise_left_shift);
+  REG(bitwise_right_shift);
+  REG(isclose);
+  REG(allclose);
+  REG(equal);
 #undef REG
 }
 

@@ -178,18 +178,52 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
 // ---- registration -----------------------------------------------------------------------------
 
 void register_pointwise_unary_ternary() {
-#define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME);
-  REG(exp)
-  REG(exp2)
-  REG(expm1)
-  REG(log) REG(log2) REG(log10) REG(log1p) REG(sqrt) REG(rsqrt) REG(sin) REG(cos) REG(tan) REG(asin)
-      REG(acos) REG(atan) REG(sinh) REG(cosh) REG(tanh) REG(sigmoid) REG(erf) REG(erfinv)
-          REG(reciprocal) REG(neg) REG(abs) REG(sign) REG(square) REG(relu) REG(floor) REG(ceil)
-              REG(trunc) REG(frac) REG(round) REG(isnan) REG(isinf) REG(isfinite) REG(logical_not)
-                  REG(bitwise_not) REG(nan_to_num) REG(clamp) REG(where) REG(lerp) REG(addcmul)
-                      REG(addcdiv)
+#define REG(NAME) register_kernel(#NAME, DeviceType::CUDA, &NAME)
+  REG(exp);
+  REG(exp2);
+  REG(expm1);
+  REG(log);
+  REG(log2);
+  REG(log10);
+  REG(log1p);
+  REG(sqrt);
+  REG(rsqrt);
+  REG(sin);
+  REG(cos);
+  REG(tan);
+  REG(asin);
+  REG(acos);
+  REG(atan);
+  REG(sinh);
+  REG(cosh);
+  REG(tanh);
+  REG(sigmoid);
+  REG(erf);
+  REG(erfinv);
+  REG(reciprocal);
+  REG(neg);
+  REG(abs);
+  REG(sign);
+  REG(square);
+  REG(relu);
+  REG(floor);
+  REG(ceil);
+  REG(trunc);
+  REG(frac);
+  REG(round);
+  REG(isnan);
+  REG(isinf);
+  REG(isfinite);
+  REG(logical_not);
+  REG(bitwise_not);
+  REG(nan_to_num);
+  REG(clamp);
+  REG(where);
+  REG(lerp);
+  REG(addcmul);
+  REG(addcdiv);
 #undef REG
-                          register_kernel("clip", DeviceType::CUDA, &clamp);
+  register_kernel("clip", DeviceType::CUDA, &clamp);
 }
 
 }  // namespace pointwise
