@@ -158,11 +158,10 @@ if [[ " $phases " == *" tests "* ]]; then
     log=$out/tests/$name.log
     say "- $name: $(grep -E '(passed|failed|error|skipped)' "$log" | tail -1)$(grep -q 'Fatal Python error' "$log" && echo ' CRASHED')"
   done
-  say "tests took $(($(date +%s) - s0)) s; failures (first 80; all in tests/*.log):"
+  say "tests took $(($(date +%s) - s0)) s; failures (first 80; all in logs.tgz):"
   grep -hE "^(FAILED|ERROR)" "$out"/tests/*.log | cut -c1-300 | head -80 | tee -a "$report" >/dev/null
   grep -h -A12 "Fatal Python error" "$out"/tests/*.log | head -40 | tee -a "$report" >/dev/null
   # One archive of the logs comes back whole (the device tool returns few files).
-  tar -C "$out" -czf "$out/test_logs.tgz" tests && rm -rf "$out/tests"
 fi
 
 # ---- benchmarks --------------------------------------------------------------------------
@@ -175,4 +174,7 @@ if [[ " $phases " == *" bench "* ]]; then
 fi
 say ""
 say "total: $(elapsed) s"
+# Every log in one archive beside the report: the device tool returns at most 8 files.
+(cd "$out" && tar -czf logs.tgz --exclude=report.md --exclude=logs.tgz -- * &&
+  find . -mindepth 1 -maxdepth 1 ! -name report.md ! -name logs.tgz -exec rm -rf {} +)
 cat "$report"
