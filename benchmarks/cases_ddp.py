@@ -44,6 +44,7 @@ from datetime import timedelta
 from typing import Any, Iterator
 
 import numpy as np
+from bench_models import small_resnet
 from harness import SelfTimed, case
 
 WORLD = 2
@@ -60,30 +61,10 @@ def _mlp(mod: Any) -> Any:
                          nn.Linear(512, 10))
 
 
-def _resnet(mod: Any) -> Any:
-    nn = mod.nn
-
-    class Block(nn.Module):
-        def __init__(self, c: int) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-            self.bn1 = nn.BatchNorm2d(c)
-            self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-            self.bn2 = nn.BatchNorm2d(c)
-            self.relu = nn.ReLU()
-
-        def forward(self, x: Any) -> Any:
-            return self.relu(x + self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))))
-
-    return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
-        Block(32), Block(32), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
-
-
 def _train_step(mod: Any, name: str, mode: str, rank: int) -> Any:
     """A closure running one training step of model `name`, DDP-wrapped when mode == "ddp"."""
     mod.manual_seed(0)
-    model = _mlp(mod) if name == "mlp" else _resnet(mod)
+    model = _mlp(mod) if name == "mlp" else small_resnet(mod.nn, 32)
     if mode == "ddp":
         model = importlib.import_module(f"{mod.__name__}.nn.parallel").DistributedDataParallel(
             model)
@@ -314,32 +295,27 @@ def _at_exit() -> None:
 
 # ---- training-step cases --------------------------------------------------------------------
 
-@case("ddp/mlp 1 proc", unit="ms", check=False, repeats=(7, 3),
-      doc="baseline for scaling efficiency: MLP 784-512-512-10 step without DDP, batch 128, "
-          "SGD momentum 0.9, 1 process x 1 thread")  # fmt: skip
-def _mlp_1(fw):
-    return _step_case(fw, "mlp", "local", 40, 3)
+def _step_cases(name: str, iters: int, warmup: int, doc_1: str, doc_2: str) -> None:
+    """Registers `ddp/<name> 1 proc` (the model's step without DDP: the baseline of the scaling
+    efficiency) and `ddp/<name> 2 procs` (its DDP step), each timing `iters` steps."""
+    case(f"ddp/{name} 1 proc", unit="ms", check=False, repeats=(7, 3), doc=doc_1)(
+        lambda fw: _step_case(fw, name, "local", iters, warmup))
+    case(f"ddp/{name} 2 procs", unit="ms", check=False, target=1 / 1.2, repeats=(7, 3),
+         doc=doc_2)(lambda fw: _step_case(fw, name, "ddp", iters, warmup))
 
 
-@case("ddp/mlp 2 procs", unit="ms", check=False, target=1 / 1.2, repeats=(7, 3),
-      doc="DDP step of the MLP 784-512-512-10, batch 128 per rank, 2 processes x 1 thread: "
-          "ember shm vs torch gloo (target: >= 1.2x torch's throughput)")  # fmt: skip
-def _mlp_2(fw):
-    return _step_case(fw, "mlp", "ddp", 40, 3)
-
-
-@case("ddp/resnet 1 proc", unit="ms", check=False, repeats=(7, 3),
-      doc="baseline for scaling efficiency: the small ResNet (32 ch, 2 blocks) step without DDP, "
-          "batch 32 of 3x32x32, SGD momentum 0.9, 1 process x 1 thread")  # fmt: skip
-def _resnet_1(fw):
-    return _step_case(fw, "resnet", "local", 8, 1)
-
-
-@case("ddp/resnet 2 procs", unit="ms", check=False, target=1 / 1.2, repeats=(7, 3),
-      doc="DDP step of the small ResNet, batch 32 per rank, 2 processes x 1 thread: ember shm "
-          "vs torch gloo (target: >= 1.2x torch's throughput)")  # fmt: skip
-def _resnet_2(fw):
-    return _step_case(fw, "resnet", "ddp", 8, 1)
+_step_cases(
+    "mlp", 40, 3,
+    "baseline for scaling efficiency: MLP 784-512-512-10 step without DDP, batch 128, "
+    "SGD momentum 0.9, 1 process x 1 thread",
+    "DDP step of the MLP 784-512-512-10, batch 128 per rank, 2 processes x 1 thread: "
+    "ember shm vs torch gloo (target: >= 1.2x torch's throughput)")
+_step_cases(
+    "resnet", 8, 1,
+    "baseline for scaling efficiency: the small ResNet (32 ch, 2 blocks) step without DDP, "
+    "batch 32 of 3x32x32, SGD momentum 0.9, 1 process x 1 thread",
+    "DDP step of the small ResNet, batch 32 per rank, 2 processes x 1 thread: ember shm "
+    "vs torch gloo (target: >= 1.2x torch's throughput)")
 
 
 # ---- spawn + init_process_group -------------------------------------------------------------

@@ -85,34 +85,23 @@ def _setup(fw, numel: int, n: int, strategy: str | None = None) -> SelfTimed:
     return SelfTimed(channel)
 
 
-@case("mp/queue 16MB float32", unit="ms", target=1 / 3, check=False, repeats=(11, 3),
-      bytes=BIG * 4,
-      doc="a fresh 16 MiB float32 tensor from a child to the parent through an mp Queue, one "
-          "way with a ready signal, mean of 10 messages (target: >= 3x torch's throughput)")  # fmt: skip
-def _big(fw):
-    return _setup(fw, BIG, 10)
+def _queue_case(name: str, numel: int, n: int, doc: str, strategy: str | None = None) -> None:
+    """Registers `mp/queue <name>`: a fresh float32 tensor of `numel` elements from a child to the
+    parent, the mean of `n` messages (target: >= 3x torch's throughput)."""
+    case(f"mp/queue {name}", unit="ms", target=1 / 3, check=False, repeats=(11, 3),
+         bytes=numel * 4, doc=doc)(lambda fw: _setup(fw, numel, n, strategy))
 
 
-@case("mp/queue 4KB float32", unit="ms", target=1 / 3, check=False, repeats=(11, 3),
-      bytes=SMALL * 4,
-      doc="the same with a 4 KiB float32 tensor, mean of 100 messages "
-          "(target: >= 3x torch's throughput)")  # fmt: skip
-def _small(fw):
-    return _setup(fw, SMALL, 100)
-
-
-@case("mp/queue 16MB float32 fd", unit="ms", target=1 / 3, check=False, repeats=(11, 3),
-      bytes=BIG * 4,
-      doc="the 16 MiB case with ember's \"file_descriptor\" sharing strategy (torch's default, "
-          "its strategy in every row): unnamed segments passed as descriptors "
-          "(target: >= 3x torch's throughput)")  # fmt: skip
-def _big_fd(fw):
-    return _setup(fw, BIG, 10, "file_descriptor")
-
-
-@case("mp/queue 4KB float32 fd", unit="ms", target=1 / 3, check=False, repeats=(11, 3),
-      bytes=SMALL * 4,
-      doc="the 4 KiB case with the \"file_descriptor\" strategy for both "
-          "(target: >= 3x torch's throughput)")  # fmt: skip
-def _small_fd(fw):
-    return _setup(fw, SMALL, 100, "file_descriptor")
+_queue_case("16MB float32", BIG, 10,
+            "a fresh 16 MiB float32 tensor from a child to the parent through an mp Queue, one "
+            "way with a ready signal, mean of 10 messages (target: >= 3x torch's throughput)")
+_queue_case("4KB float32", SMALL, 100,
+            "the same with a 4 KiB float32 tensor, mean of 100 messages "
+            "(target: >= 3x torch's throughput)")
+_queue_case("16MB float32 fd", BIG, 10,
+            "the 16 MiB case with ember's \"file_descriptor\" sharing strategy (torch's default, "
+            "its strategy in every row): unnamed segments passed as descriptors "
+            "(target: >= 3x torch's throughput)", "file_descriptor")
+_queue_case("4KB float32 fd", SMALL, 100,
+            "the 4 KiB case with the \"file_descriptor\" strategy for both "
+            "(target: >= 3x torch's throughput)", "file_descriptor")

@@ -36,7 +36,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))  # benchmarks/: bench_models
 
+import bench_models  # noqa: E402
 from models import MODELS, NAMES, UNITS, Size, build  # noqa: E402
 
 MIB = 1 << 20
@@ -164,26 +166,10 @@ def _train_step(model: Any, opt: Any, loss_fn: Any, batch: Callable) -> Callable
 
 
 def small_resnet(fw: Any, width: int) -> Any:
-    """Conv-BN-ReLU stem, two residual blocks of ``width`` channels, pooling and a Linear: the
-    ResNet of Fig. 1, Fig. 2 and the memory ablations."""
-    nn = fw.nn
-
-    class Block(nn.Module):
-        def __init__(self, c: int) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-            self.bn1 = nn.BatchNorm2d(c)
-            self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-            self.bn2 = nn.BatchNorm2d(c)
-            self.relu = nn.ReLU()
-
-        def forward(self, x: Any) -> Any:
-            return self.relu(x + self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))))
-
+    """bench_models.small_resnet with ``width`` channels, seeded: the ResNet of Fig. 1, Fig. 2
+    and the memory ablations."""
     fw.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
-                         nn.ReLU(), Block(width), Block(width), nn.AdaptiveAvgPool2d(1),
-                         nn.Flatten(), nn.Linear(width, 10))
+    return bench_models.small_resnet(fw.nn, width)
 
 
 def _resnet_setup(fw: Any, mode: Mode) -> tuple[Any, Any, Any, Callable]:

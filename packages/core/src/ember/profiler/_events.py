@@ -173,6 +173,10 @@ class FunctionEventAvg:
             self.stack = other.stack
         elif other.key != self.key:
             raise ValueError(f"FunctionEventAvg.add: key {other.key!r} differs from {self.key!r}")
+        return self._accumulate(other)
+
+    def _accumulate(self, other: "FunctionEvent | FunctionEventAvg") -> "FunctionEventAvg":
+        """Adds other's count, times and memory into this row (whatever its key)."""
         self.count += other.count
         self.cpu_time_total += other.cpu_time_total
         self.self_cpu_time_total += other.self_cpu_time_total
@@ -259,13 +263,7 @@ class EventList(list):
         total = FunctionEventAvg()
         total.key = "Total"
         for e in self:
-            total.count += e.count
-            total.cpu_time_total += e.cpu_time_total
-            total.self_cpu_time_total += e.self_cpu_time_total
-            total.device_time_total += e.device_time_total
-            total.self_device_time_total += e.self_device_time_total
-            total.cpu_memory_usage += e.cpu_memory_usage
-            total.self_cpu_memory_usage += e.self_cpu_memory_usage
+            total._accumulate(e)
         return total
 
     def table(self, sort_by: Optional[str] = None, row_limit: int = 100,
