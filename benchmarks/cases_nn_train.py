@@ -11,6 +11,7 @@ throughput ratio.
 from __future__ import annotations
 
 import numpy as np
+from bench_models import small_resnet
 from harness import Stmt, case
 
 
@@ -68,24 +69,8 @@ def _cnn(fw):
       doc="Conv2d-BatchNorm2d-ReLU stem (3→32), two residual blocks of 32 channels, "
           "AdaptiveAvgPool2d(1), Linear; batch 32, SGD momentum 0.9")
 def _resnet(fw):
-    nn = fw.mod.nn
-
-    class Block(nn.Module):
-        def __init__(self, c):
-            super().__init__()
-            self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-            self.bn1 = nn.BatchNorm2d(c)
-            self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-            self.bn2 = nn.BatchNorm2d(c)
-            self.relu = nn.ReLU()
-
-        def forward(self, x):
-            return self.relu(x + self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))))
-
     fw.mod.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
-        Block(32), Block(32), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    model = small_resnet(fw.mod.nn, 32)
     opt = fw.mod.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     return _step(fw, model, opt, fw.randn(32, 3, 32, 32), _targets(fw, 32, 10))
 
