@@ -146,9 +146,16 @@ inline Tensor conv_backward_input(const Tensor& grad, const Tensor& input_t, con
                                                  transposed, output_padding, groups, true, false,
                                                  false));
   const int64_t k = weight->dim() - 2;
-  if (transposed)
-    return ops::convolution(grad, weight, Tensor(), stride, padding, dilation, false,
-                            DimVector(k, 0), groups);
+  if (transposed) {
+    // With output_padding >= stride grad holds whole windows past the input's positions: the
+    // convolution then has more positions than the input, and only the leading ones are its.
+    Tensor r = ops::convolution(grad, weight, Tensor(), stride, padding, dilation, false,
+                                DimVector(k, 0), groups);
+    for (int64_t d = 0; d < k; ++d)
+      if (r->size(d + 2) != input.sizes[d + 2])
+        r = ops::narrow(r, d + 2, 0, input.sizes[d + 2]);
+    return r;
+  }
   DimVector op(k, 0);
   for (int64_t d = 0; d < k; ++d) {
     int64_t covered = (grad->size(d + 2) - 1) * stride[d] - 2 * padding[d] +
@@ -179,6 +186,20 @@ inline Tensor conv_backward_weight(const Tensor& grad, const Tensor& input, cons
   } else {
     cols = ops::im2col(grad, ks, dilation, padding, stride);  // (N, C_out * K, L_in)
     a = input;                                                // (N, C_in, *in)
+    // With output_padding >= stride grad holds more window positions than the input has
+    // elements: keep the leading input-sized block of the position grid.
+    int64_t l_in = 1;
+    for (int64_t d = 0; d < k; ++d) l_in *= a->size(d + 2);
+    if (cols->size(2) != l_in) {
+      DimVector grid{n, cols->size(1)};
+      for (int64_t d = 0; d < k; ++d)
+        grid.push_back((grad->size(d + 2) + 2 * padding[d] - dilation[d] * (ks[d] - 1) - 1) /
+                           stride[d] +
+                       1);
+      Tensor c = ops::reshape(cols, grid);
+      for (int64_t d = 0; d < k; ++d) c = ops::narrow(c, d + 2, 0, a->size(d + 2));
+      cols = ops::reshape(c, {n, cols->size(1), l_in});
+    }
   }
   // One product per group over the whole batch: (G, rows, N * L) @ (G, N * L, cols).
   const int64_t L = cols->size(2);

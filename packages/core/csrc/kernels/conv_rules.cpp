@@ -140,6 +140,21 @@ DimVector conv_transposed_sizes(const char* op, const Tensor& x, const ConvArgs&
   return out_sp;
 }
 
+WindowGeom transposed_window_geom(const char* op, const DimVector& out_sp, const Tensor& x,
+                                  const ConvArgs& a) {
+  WindowGeom g = make_window_geom(op, out_sp, a.ks, a.dl, a.pd, a.st);
+  for (int64_t d = 0; d < a.k; ++d) {
+    const int64_t j = 3 - a.k + d;
+    // out_sp = (in - 1) * stride - 2 * padding + span + output_padding, so the kernel fits at
+    // least in positions of it; more exactly when output_padding >= stride.
+    EMBER_CHECK(g.out[j] >= x->size(d + 2), op, ": internal error: ", g.out[j],
+                " window positions along spatial dim ", d, " of the output ", shape_str(out_sp),
+                " for input of shape ", shape_str(x->sizes()));
+    g.out[j] = x->size(d + 2);
+  }
+  return g;
+}
+
 void check_conv_grad_output(const char* op, const Tensor& grad_output, const Tensor& input,
                             const Tensor& weight, const ConvArgs& a, bool transposed,
                             DeviceCheck device_check) {

@@ -50,6 +50,14 @@ ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, c
 // Spatial output sizes of a transposed convolution of input x.
 DimVector conv_transposed_sizes(const char* op, const Tensor& x, const ConvArgs& a);
 
+// The window geometry of a transposed convolution of input x over its output sizes out_sp (the
+// image): the window positions g.out are x's spatial sizes. Sliding the kernel over out_sp alone
+// would count more positions when output_padding >= stride (legal while it is below the
+// dilation): the trailing output_padding elements then hold whole extra windows, which no input
+// element feeds. Forward, input and weight gradients all walk this geometry.
+WindowGeom transposed_window_geom(const char* op, const DimVector& out_sp, const Tensor& x,
+                                  const ConvArgs& a);
+
 // convolution_backward: grad_output must have the forward's output shape and input's dtype.
 void check_conv_grad_output(const char* op, const Tensor& grad_output, const Tensor& input,
                             const Tensor& weight, const ConvArgs& a, bool transposed,

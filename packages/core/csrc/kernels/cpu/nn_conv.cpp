@@ -226,10 +226,13 @@ namespace {
 // samples are shared out dynamically (a late thread's share goes to the others) and OpenBLAS
 // runs on the calling threads; a single sample instead lets OpenBLAS thread the product.
 
-// True when the input is its own column matrix: a 1x1 kernel, stride 1, no padding.
+// True when the input is its own column matrix: a 1x1 kernel, stride 1, no padding, and as
+// many window positions as image elements (a transposed convolution's output_padding adds
+// trailing elements that no window covers).
 bool is_pointwise(const Geom& g) {
   bool p = true;
-  for (int64_t d = 0; d < 3; ++d) p &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0;
+  for (int64_t d = 0; d < 3; ++d)
+    p &= g.ks[d] == 1 && g.st[d] == 1 && g.pd[d] == 0 && g.in[d] == g.out[d];
   return p;
 }
 
@@ -538,7 +541,7 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
       });
   } else {
     DimVector out_sp = nn::conv_transposed_sizes(op, x, a);
-    Geom g = nn::make_window_geom(op, out_sp, a.ks, a.dl, a.pd, a.st);
+    Geom g = nn::transposed_window_geom(op, out_sp, x, a);
     for (int64_t v : out_sp) out_shape.push_back(v);
     out = ember::empty(out_shape, x->dtype(), x->device());
     if (out->numel() > 0)
@@ -604,8 +607,9 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
                                     a.N, a.Co, a.C, a.G, g);
         });
       } else {
-        // d input = conv(grad_output): the transposed conv's input positions are its windows.
-        Geom g = nn::make_window_geom(op, trailing(go, k), a.ks, a.dl, a.pd, a.st);
+        // d input = conv(grad_output): the transposed conv's input positions are its windows
+        // (only those: grad_output may hold more when output_padding >= stride).
+        Geom g = nn::transposed_window_geom(op, trailing(go, k), x, a);
         dispatch_compute(ct, op, [&](auto tag) {
           using T = decltype(tag);
           conv_forward_kernel<T>(go->data_as<T>(), w->data_as<T>(), nullptr, gi->data_as<T>(), a.N,
@@ -622,7 +626,9 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
       // (N, Ci, Lin) against grad_output's columns.
       const Tensor& lhs = transposed ? x : go;
       const Tensor& src = transposed ? go : x;
-      Geom g = nn::make_window_geom(op, trailing(src, k), a.ks, a.dl, a.pd, a.st);
+      // (Transposed: the windows over grad_output are the input's positions, see above.)
+      Geom g = transposed ? nn::transposed_window_geom(op, trailing(src, k), x, a)
+                          : nn::make_window_geom(op, trailing(src, k), a.ks, a.dl, a.pd, a.st);
       dispatch_compute(ct, op, [&](auto tag) {
         using T = decltype(tag);
         if (a.N == 0 || g.out_numel() == 0) {
