@@ -224,11 +224,13 @@ class _ConvTransposeNd(_ConvNd):
             base = ((spatial[d] - 1) * self.stride[d] - 2 * self.padding[d]
                     + self.dilation[d] * (self.kernel_size[d] - 1) + 1)
             extra = want[d] - base
-            if not 0 <= extra < max(self.stride[d], self.dilation[d]):
+            # As torch's modules: output_size reaches stride - 1 past the smallest size (the
+            # functional form also accepts output_padding below the dilation).
+            if not 0 <= extra < self.stride[d]:
                 raise ValueError(
                     f"{type(self).__name__}: requested output size {want} is not reachable "
                     f"from input {tuple(input.shape)} (dim {d}: between {base} and "
-                    f"{base + max(self.stride[d], self.dilation[d]) - 1})"
+                    f"{base + self.stride[d] - 1})"
                 )
             res.append(extra)
         return res
