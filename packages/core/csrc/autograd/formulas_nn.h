@@ -152,8 +152,7 @@ inline Tensor conv_backward_input(const Tensor& grad, const Tensor& input_t, con
     Tensor r = ops::convolution(grad, weight, Tensor(), stride, padding, dilation, false,
                                 DimVector(k, 0), groups);
     for (int64_t d = 0; d < k; ++d)
-      if (r->size(d + 2) != input.sizes[d + 2])
-        r = ops::narrow(r, d + 2, 0, input.sizes[d + 2]);
+      if (r->size(d + 2) != input.sizes[d + 2]) r = ops::narrow(r, d + 2, 0, input.sizes[d + 2]);
     return r;
   }
   DimVector op(k, 0);
@@ -193,9 +192,8 @@ inline Tensor conv_backward_weight(const Tensor& grad, const Tensor& input, cons
     if (cols->size(2) != l_in) {
       DimVector grid{n, cols->size(1)};
       for (int64_t d = 0; d < k; ++d)
-        grid.push_back((grad->size(d + 2) + 2 * padding[d] - dilation[d] * (ks[d] - 1) - 1) /
-                           stride[d] +
-                       1);
+        grid.push_back(
+            (grad->size(d + 2) + 2 * padding[d] - dilation[d] * (ks[d] - 1) - 1) / stride[d] + 1);
       Tensor c = ops::reshape(cols, grid);
       for (int64_t d = 0; d < k; ++d) c = ops::narrow(c, d + 2, 0, a->size(d + 2));
       cols = ops::reshape(c, {n, cols->size(1), l_in});
