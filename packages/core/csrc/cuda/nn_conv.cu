@@ -357,16 +357,6 @@ void conv_weight(const Tensor& a, const Tensor& src, const Tensor& gw, int64_t N
   if (acc != gw) convert_from_float(acc, gw, op);
 }
 
-// The window positions of a transposed convolution are its input's positions: with an
-// output_padding of at least the stride (allowed when it is below the dilation) the output
-// holds more windows than that, and the extra trailing ones read (and receive) nothing.
-Geom transposed_geom(const char* op, const DimVector& out_sp, const Tensor& x,
-                     const nn::ConvArgs& a) {
-  Geom g = nn::make_window_geom(op, out_sp, a.ks, a.dl, a.pd, a.st);
-  for (int64_t d = 0; d < a.k; ++d) g.out[3 - a.k + d] = x->size(d + 2);
-  return g;
-}
-
 // ---- the ops ----------------------------------------------------------------------------------
 
 Tensor im2col(const Tensor& self, const DimVector& kernel_size, const DimVector& dilation,
@@ -424,7 +414,7 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
     conv_forward(x, w, b, out, a.N, a.C, a.Co, a.G, g, op);
   } else {
     DimVector out_sp = nn::conv_transposed_sizes(op, x, a);
-    Geom g = transposed_geom(op, out_sp, x, a);
+    Geom g = nn::transposed_window_geom(op, out_sp, x, a);
     for (int64_t v : out_sp) out_shape.push_back(v);
     out = empty(out_shape, x->dtype(), x->device());
     conv_transposed(x, w, b, out, a.N, a.C, a.Co, a.G, g, op);
@@ -454,7 +444,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
       conv_transposed(go, w, Tensor(), gi, a.N, a.Co, a.C, a.G, g, op);
     } else {
       // d input = conv(grad_output): the transposed conv's input positions are its windows.
-      Geom g = transposed_geom(op, trailing(go, k), x, a);
+      Geom g = nn::transposed_window_geom(op, trailing(go, k), x, a);
       conv_forward(go, w, Tensor(), gi, a.N, a.Co, a.C, a.G, g, op);
     }
   }
@@ -464,7 +454,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
     // (N, Ci, Lin) against grad_output's columns.
     const Tensor& lhs = transposed ? x : go;
     const Tensor& src = transposed ? go : x;
-    Geom g = transposed ? transposed_geom(op, trailing(src, k), x, a)
+    Geom g = transposed ? nn::transposed_window_geom(op, trailing(src, k), x, a)
                         : nn::make_window_geom(op, trailing(src, k), a.ks, a.dl, a.pd, a.st);
     conv_weight(lhs, src, gw, a.N, lhs->size(1), src->size(1), a.G, g, op);
   }
