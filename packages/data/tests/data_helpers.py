@@ -15,12 +15,13 @@ def shm_segments() -> set[str]:
 
 def foreign_segment(segment: str) -> bool:
     """A segment of a live process other than this one and its children: other test runs on
-    the same machine (ember_<pid>_...). This test's workers are gone when it is checked."""
+    the same machine (ember_<pid>_..., ember_dist_<pid>_...). This test's workers are gone when
+    it is checked."""
     try:
-        pid = int(segment.split("_")[1])
+        pid = int(next(p for p in segment.split("_")[1:] if p.isdigit()))
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-    except (IndexError, ValueError, OSError):
+    except (StopIteration, ValueError, OSError):
         return False
     state, ppid = fields[0], int(fields[1])
     return pid != os.getpid() and ppid != os.getpid() and state != "Z"
