@@ -6,6 +6,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/elementwise.cuh"
 #include "cuda/pointwise_math.cuh"
+#include "kernels/activation_math.h"
 #include "kernels/activation_rules.h"
 #include "ops.h"
 
@@ -13,19 +14,11 @@ namespace ember {
 namespace cuda {
 namespace activation {
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-constexpr double kGeluC = 0.044715;
-
-template <class A>
-__device__ __forceinline__ A sigmoid(A x) {
-  return A(1) / (A(1) + dm::exp(-x));
-}
-template <class A>
-__device__ __forceinline__ A softplus1(A x) {  // log(1 + exp(x)), stable for large |x|
-  return x > A(20) ? x : dm::log1p(dm::exp(x));
-}
+using act_math::kGeluC;
+using act_math::kSqrt1_2;
+using act_math::kSqrt2OverPi;
+using act_math::sigmoid;
+using act_math::softplus1;
 
 namespace fn {
 
@@ -108,72 +101,14 @@ struct logsigmoid {
 
 using ember::Act;
 
-// f'(x) (order 1) or f''(x) (order 2) of each activation; p0..p2 are its parameters.
+// f'(x) (order 1) or f''(x) (order 2) of each activation (kernels/activation_math.h).
 template <class A>
 struct act_derivative {
   Act act;
   bool second;
   A p0, p1, p2;
   __device__ A operator()(A x) const {
-    switch (act) {
-      case Act::Gelu: {
-        const A pdf = A(kInvSqrt2Pi) * dm::exp(A(-0.5) * x * x);
-        if (second) return pdf * (A(2) - x * x);
-        return A(0.5) * (A(1) + dm::erf(x * A(kSqrt1_2))) + x * pdf;
-      }
-      case Act::GeluTanh: {
-        const A u = A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x);
-        const A t = dm::tanh(u), sech2 = A(1) - t * t;
-        const A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluC) * x * x);
-        if (second) {
-          const A d2u = A(kSqrt2OverPi) * A(6 * kGeluC) * x;
-          return sech2 * du + A(0.5) * x * sech2 * (d2u - A(2) * t * du * du);
-        }
-        return A(0.5) * (A(1) + t) + A(0.5) * x * sech2 * du;
-      }
-      case Act::Silu: {
-        const A s = sigmoid(x);
-        if (second) return s * (A(1) - s) * (A(2) + x * (A(1) - A(2) * s));
-        return s * (A(1) + x * (A(1) - s));
-      }
-      case Act::EluResult:  // x is the output; p0 alpha, p1 scale, p2 input_scale
-        if (second) return x > A(0) ? A(0) : p2;
-        return x > A(0) ? p1 : p2 * (x + p1 * p0);
-      case Act::LeakyRelu:
-        if (second) return A(0);
-        return x > A(0) ? A(1) : p0;
-      case Act::Softplus: {  // p0 beta, p1 threshold
-        const A z = x * p0;
-        if (z > p1) return second ? A(0) : A(1);
-        const A s = sigmoid(z);
-        return second ? p0 * s * (A(1) - s) : s;
-      }
-      case Act::HardtanhResult:
-        if (second) return A(0);
-        return (x <= p0 || x >= p1) ? A(0) : A(1);
-      case Act::HardsigmoidResult:
-        if (second) return A(0);
-        return (x > A(0) && x < A(1)) ? A(1) / A(6) : A(0);
-      case Act::Hardswish:
-        if (second) return (x > A(-3) && x < A(3)) ? A(1) / A(3) : A(0);
-        return x < A(-3) ? A(0) : (x <= A(3) ? x / A(3) + A(0.5) : A(1));
-      case Act::Mish: {
-        const A t = dm::tanh(softplus1(x)), s = sigmoid(x), sech2 = A(1) - t * t;
-        if (second) return A(2) * sech2 * s + x * sech2 * s * ((A(1) - s) - A(2) * t * s);
-        return t + x * sech2 * s;
-      }
-      case Act::Softsign: {
-        const A a = A(1) + dm::fabs(x);
-        if (second) return A(-2) * A((x > A(0)) - (x < A(0))) / (a * a * a);
-        return A(1) / (a * a);
-      }
-      case Act::Logsigmoid: {
-        const A sneg = x >= A(0) ? dm::exp(-x) / (A(1) + dm::exp(-x)) : A(1) / (A(1) + dm::exp(x));
-        if (second) return -(A(1) - sneg) * sneg;
-        return sneg;
-      }
-    }
-    return A(0);
+    return act_math::act_derivative<A>(act, second, x, p0, p1, p2);
   }
 };
 

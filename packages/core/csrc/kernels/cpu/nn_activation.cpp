@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/dispatch.h"
+#include "kernels/activation_math.h"
 #include "kernels/activation_rules.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
@@ -239,21 +240,13 @@ Tensor unary_float(const char* op, const Tensor& self, const Make& make) {
   return it.output();
 }
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-constexpr double kGeluC = 0.044715;
-
-template <class A>
-A sigmoid(A x) {
-  return A(1) / (A(1) + std::exp(-x));
-}
-template <class A>
-A softplus1(A x) {  // log(1 + exp(x)), stable for large |x|
-  return x > A(20) ? x : std::log1p(std::exp(x));
-}
-
 }  // namespace
+
+using act_math::kGeluC;
+using act_math::kSqrt1_2;
+using act_math::kSqrt2OverPi;
+using act_math::sigmoid;
+using act_math::softplus1;
 
 using Softmax = nn::SoftmaxOps<&softmax_common, &softmax_backward_common>;
 
@@ -380,82 +373,15 @@ Tensor logsigmoid(const Tensor& self) {
   });
 }
 
-namespace {
-
-// f'(x) (order 1) or f''(x) (order 2) of each activation; p0..p2 are its parameters.
-template <class A>
-A act_derivative(Act act, int order, A x, A p0, A p1, A p2) {
-  const bool second = order == 2;
-  switch (act) {
-    case Act::Gelu: {
-      A pdf = A(kInvSqrt2Pi) * std::exp(A(-0.5) * x * x);
-      if (second) return pdf * (A(2) - x * x);
-      return A(0.5) * (A(1) + std::erf(x * A(kSqrt1_2))) + x * pdf;
-    }
-    case Act::GeluTanh: {
-      A u = A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x);
-      A t = std::tanh(u), sech2 = A(1) - t * t;
-      A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluC) * x * x);
-      if (second) {
-        A d2u = A(kSqrt2OverPi) * A(6 * kGeluC) * x;
-        return sech2 * du + A(0.5) * x * sech2 * (d2u - A(2) * t * du * du);
-      }
-      return A(0.5) * (A(1) + t) + A(0.5) * x * sech2 * du;
-    }
-    case Act::Silu: {
-      A s = sigmoid(x);
-      if (second) return s * (A(1) - s) * (A(2) + x * (A(1) - A(2) * s));
-      return s * (A(1) + x * (A(1) - s));
-    }
-    case Act::EluResult:  // x is the output; p0 alpha, p1 scale, p2 input_scale
-      if (second) return x > A(0) ? A(0) : p2;
-      return x > A(0) ? p1 : p2 * (x + p1 * p0);
-    case Act::LeakyRelu:
-      if (second) return A(0);
-      return x > A(0) ? A(1) : p0;
-    case Act::Softplus: {  // p0 beta, p1 threshold
-      A z = x * p0;
-      if (z > p1) return second ? A(0) : A(1);
-      A s = sigmoid(z);
-      return second ? p0 * s * (A(1) - s) : s;
-    }
-    case Act::HardtanhResult:
-      if (second) return A(0);
-      return (x <= p0 || x >= p1) ? A(0) : A(1);
-    case Act::HardsigmoidResult:
-      if (second) return A(0);
-      return (x > A(0) && x < A(1)) ? A(1) / A(6) : A(0);
-    case Act::Hardswish:
-      if (second) return (x > A(-3) && x < A(3)) ? A(1) / A(3) : A(0);
-      return x < A(-3) ? A(0) : (x <= A(3) ? x / A(3) + A(0.5) : A(1));
-    case Act::Mish: {
-      A t = std::tanh(softplus1(x)), s = sigmoid(x), sech2 = A(1) - t * t;
-      if (second) return A(2) * sech2 * s + x * sech2 * s * ((A(1) - s) - A(2) * t * s);
-      return t + x * sech2 * s;
-    }
-    case Act::Softsign: {
-      A a = A(1) + std::abs(x);
-      if (second) return A(-2) * A((x > A(0)) - (x < A(0))) / (a * a * a);
-      return A(1) / (a * a);
-    }
-    case Act::Logsigmoid: {
-      A sneg = x >= A(0) ? std::exp(-x) / (A(1) + std::exp(-x)) : A(1) / (A(1) + std::exp(x));
-      if (second) return -(A(1) - sneg) * sneg;
-      return sneg;
-    }
-  }
-  return A(0);
-}
-}  // namespace
-
 Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64_t order, double p0,
                               double p1, double p2) {
   Act act = parse_act(kind);
   check_act_order(kind, order);
-  const int ord = static_cast<int>(order);
+  const bool second = order == 2;
   return unary_float("_activation_derivative", self, [=](auto tag) {
     using A = decltype(tag);
-    return [=](A x) -> A { return act_derivative<A>(act, ord, x, A(p0), A(p1), A(p2)); };
+    return
+        [=](A x) -> A { return act_math::act_derivative<A>(act, second, x, A(p0), A(p1), A(p2)); };
   });
 }
 
