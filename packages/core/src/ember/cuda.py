@@ -38,6 +38,14 @@ def _module() -> ModuleType | None:
     return _C_cuda
 
 
+def _loaded_module() -> ModuleType | None:
+    """ember._C_cuda if something has loaded it already: seeding must not load CUDA (and
+    cuBLAS) into a CPU-only program; the module applies a pending seed when it loads."""
+    import sys
+
+    return sys.modules.get("ember._C_cuda")
+
+
 def is_available() -> bool:
     """Whether ember was built with CUDA and a CUDA device is present."""
     m = _module()
@@ -657,7 +665,7 @@ def manual_seed(seed: int) -> None:
     and applied if a device appears, so scripts that seed every backend run on the CPU."""
     global _pending_seed
     _pending_seed = int(seed) & _SEED_MASK  # negative seeds wrap, as in PyTorch
-    m = _module()
+    m = _loaded_module()
     if m is not None and m.is_available() and hasattr(m, "manual_seed"):
         m.manual_seed(_pending_seed)
 
@@ -666,7 +674,7 @@ def manual_seed_all(seed: int) -> None:
     """Seeds the random generators of all CUDA devices (kept for later without CUDA)."""
     global _pending_seed
     _pending_seed = int(seed) & _SEED_MASK
-    m = _module()
+    m = _loaded_module()
     if m is not None and m.is_available():
         fn = getattr(m, "manual_seed_all", None) or getattr(m, "manual_seed", None)
         if fn is not None:
