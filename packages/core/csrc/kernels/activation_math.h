@@ -73,7 +73,7 @@ EMBER_HOST_DEVICE A act_derivative(Act act, bool second, A x, A p0, A p1, A p2) 
       return (x > A(0) && x < A(1)) ? A(1) / A(6) : A(0);
     case Act::Hardswish:
       if (second) return (x > A(-3) && x < A(3)) ? A(1) / A(3) : A(0);
-      return x < A(-3) ? A(0) : (x <= A(3) ? x / A(3) + A(0.5) : A(1));
+      return x <= A(-3) ? A(0) : (x < A(3) ? x / A(3) + A(0.5) : A(1));  // torch's ends
     case Act::Mish: {
       A t = std::tanh(softplus1(x)), s = sigmoid(x), sech2 = A(1) - t * t;
       if (second) return A(2) * sech2 * s + x * sech2 * s * ((A(1) - s) - A(2) * t * s);

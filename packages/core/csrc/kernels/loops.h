@@ -31,26 +31,33 @@ inline T load_at(const T* p, int64_t i) {
   }
 }
 
+// Each loop calls a local copy of its functor: through the reference, a captured value (a slope,
+// a bound) is read from memory that the compiler may not read ahead of the condition guarding
+// it, so `x > 0 ? x : x * slope` stays a branch, mispredicted on random signs, and never
+// vectorizes. The copy lives in registers.
+
 // out = f(a)
 template <class T, class R, class F>
 inline void unary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
+  const F fn = f;  // a local copy (see above)
   using A = opmath_t<T>;
   char* out = data[0];
   const char* in = data[1];
   if (s[0] == sizeof(R) && s[1] == sizeof(T)) {
     R* o = reinterpret_cast<R*>(out);
     const T* a = reinterpret_cast<const T*>(in);
-    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<A>(load_at(a, i))));
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(fn(static_cast<A>(load_at(a, i))));
     return;
   }
   for (int64_t i = 0; i < n; ++i)
     *reinterpret_cast<R*>(out + i * s[0]) =
-        static_cast<R>(f(static_cast<A>(load<T>(in + i * s[1]))));
+        static_cast<R>(fn(static_cast<A>(load<T>(in + i * s[1]))));
 }
 
 // out = f(a, b)
 template <class T, class R, class F>
 inline void binary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
+  const F fn = f;  // a local copy (see above)
   using A = opmath_t<T>;
   R* o = reinterpret_cast<R*>(data[0]);
   const T* a = reinterpret_cast<const T*>(data[1]);
@@ -58,41 +65,43 @@ inline void binary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
   if (s[0] == sizeof(R)) {
     if (s[1] == sizeof(T) && s[2] == sizeof(T)) {
       for (int64_t i = 0; i < n; ++i)
-        o[i] = static_cast<R>(f(static_cast<A>(load_at(a, i)), static_cast<A>(load_at(b, i))));
+        o[i] = static_cast<R>(fn(static_cast<A>(load_at(a, i)), static_cast<A>(load_at(b, i))));
       return;
     }
     if (s[1] == sizeof(T) && s[2] == 0) {
       const A bv = static_cast<A>(load_at(b, 0));
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<A>(load_at(a, i)), bv));
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(fn(static_cast<A>(load_at(a, i)), bv));
       return;
     }
     if (s[1] == 0 && s[2] == sizeof(T)) {
       const A av = static_cast<A>(load_at(a, 0));
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(av, static_cast<A>(load_at(b, i))));
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(fn(av, static_cast<A>(load_at(b, i))));
       return;
     }
   }
   for (int64_t i = 0; i < n; ++i)
-    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(f(
+    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(fn(
         static_cast<A>(load<T>(data[1] + i * s[1])), static_cast<A>(load<T>(data[2] + i * s[2]))));
 }
 
 // out = f(a, b, c) (all inputs of type T)
 template <class T, class R, class F>
 inline void ternary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
+  const F fn = f;  // a local copy (see above)
   using A = opmath_t<T>;
   for (int64_t i = 0; i < n; ++i)
     *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(
-        f(static_cast<A>(load<T>(data[1] + i * s[1])), static_cast<A>(load<T>(data[2] + i * s[2])),
-          static_cast<A>(load<T>(data[3] + i * s[3]))));
+        fn(static_cast<A>(load<T>(data[1] + i * s[1])), static_cast<A>(load<T>(data[2] + i * s[2])),
+           static_cast<A>(load<T>(data[3] + i * s[3]))));
 }
 
 // out = f(a, b, c, d)
 template <class T, class R, class F>
 inline void quaternary_loop(char** data, const int64_t* s, int64_t n, const F& f) {
+  const F fn = f;  // a local copy (see above)
   using A = opmath_t<T>;
   for (int64_t i = 0; i < n; ++i)
-    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(f(
+    *reinterpret_cast<R*>(data[0] + i * s[0]) = static_cast<R>(fn(
         static_cast<A>(load<T>(data[1] + i * s[1])), static_cast<A>(load<T>(data[2] + i * s[2])),
         static_cast<A>(load<T>(data[3] + i * s[3])), static_cast<A>(load<T>(data[4] + i * s[4]))));
 }

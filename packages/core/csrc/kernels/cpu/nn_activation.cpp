@@ -3,13 +3,16 @@
 // (outer, dim, inner); activations run through TensorIterator like every pointwise op.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
+#include <type_traits>
 
 #include "core/dispatch.h"
 #include "kernels/activation_math.h"
 #include "kernels/activation_rules.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/cpu/vec_loop.h"
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "kernels/parallel.h"
@@ -226,11 +229,15 @@ Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor&
 // ---- activations ----------------------------------------------------------------------------
 
 // Runs f (over opmath values) on every element of self: a float-only unary TensorIterator op.
-template <class Make>
-Tensor unary_float(const char* op, const Tensor& self, const Make& make) {
+// float32 goes to vec(x, y, n) instead when one is given (a vectorized kernel of nn_vec.h).
+template <class Make, class Vec = std::nullptr_t>
+Tensor unary_float(const char* op, const Tensor& self, const Make& make, const Vec& vec = nullptr) {
   check_floating_input(self, op);
   TensorIterator it(op);
   it.add_output(Tensor()).add_input(self).build();
+  if constexpr (!std::is_same_v<Vec, std::nullptr_t>) {
+    if (run_vec_float32(it, vec)) return it.output();
+  }
   EMBER_DISPATCH_FLOAT(it.dtype(1), op, [&] {
     using T = scalar_t;
     auto f = make(opmath_t<T>{});
@@ -238,6 +245,36 @@ Tensor unary_float(const char* op, const Tensor& self, const Make& make) {
   });
   it.finish();
   return it.output();
+}
+
+// Calls f(kind, second) with both as compile-time constants, so each (activation, order) gets
+// its own loop with the switch folded away: a switch per element kept it scalar and branchy.
+template <class F>
+void with_act(Act act, bool second, const F& f) {
+  auto order = [&](auto kind) {
+    if (second)
+      f(kind, std::true_type{});
+    else
+      f(kind, std::false_type{});
+  };
+  switch (act) {
+#define EMBER_ACT_CASE(K) \
+  case Act::K:            \
+    return order(std::integral_constant<Act, Act::K>{});
+    EMBER_ACT_CASE(Gelu)
+    EMBER_ACT_CASE(GeluTanh)
+    EMBER_ACT_CASE(Silu)
+    EMBER_ACT_CASE(EluResult)
+    EMBER_ACT_CASE(LeakyRelu)
+    EMBER_ACT_CASE(Softplus)
+    EMBER_ACT_CASE(HardtanhResult)
+    EMBER_ACT_CASE(HardsigmoidResult)
+    EMBER_ACT_CASE(Hardswish)
+    EMBER_ACT_CASE(Mish)
+    EMBER_ACT_CASE(Softsign)
+    EMBER_ACT_CASE(Logsigmoid)
+#undef EMBER_ACT_CASE
+  }
 }
 
 }  // namespace
@@ -265,30 +302,44 @@ Tensor _log_softmax_backward_data(const Tensor& grad_output, const Tensor& outpu
 
 Tensor gelu(const Tensor& self, const std::string& approximate) {
   const bool tanh_form = gelu_tanh_form(approximate);
-  return unary_float("gelu", self, [tanh_form](auto tag) {
-    using A = decltype(tag);
-    return [tanh_form](A x) -> A {
-      if (tanh_form)
-        return A(0.5) * x * (A(1) + std::tanh(A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x)));
-      return A(0.5) * x * (A(1) + std::erf(x * A(kSqrt1_2)));
-    };
-  });
+  return unary_float(
+      "gelu", self,
+      [tanh_form](auto tag) {
+        using A = decltype(tag);
+        return [tanh_form](A x) -> A {
+          if (tanh_form)
+            return A(0.5) * x * (A(1) + std::tanh(A(kSqrt2OverPi) * (x + A(kGeluC) * x * x * x)));
+          return A(0.5) * x * (A(1) + std::erf(x * A(kSqrt1_2)));
+        };
+      },
+      [tanh_form](const float* x, float* y, int64_t n) { nn::vec::gelu(x, y, n, tanh_form); });
 }
 
 Tensor silu(const Tensor& self) {
-  return unary_float("silu", self, [](auto tag) {
-    using A = decltype(tag);
-    return [](A x) -> A { return x / (A(1) + std::exp(-x)); };
-  });
+  return unary_float(
+      "silu", self,
+      [](auto tag) {
+        using A = decltype(tag);
+        return [](A x) -> A { return x / (A(1) + std::exp(-x)); };
+      },
+      [](const float* x, float* y, int64_t n) { nn::vec::silu(x, y, n); });
 }
 
 Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale,
            const Scalar& input_scale) {
   const double a = alpha.to_double(), sc = scale.to_double(), is = input_scale.to_double();
-  return unary_float("elu", self, [=](auto tag) {
-    using A = decltype(tag);
-    return [=](A x) -> A { return x > A(0) ? A(sc) * x : A(sc * a) * std::expm1(x * A(is)); };
-  });
+  return unary_float(
+      "elu", self,
+      [=](auto tag) {
+        using A = decltype(tag);
+        const A scale_a = A(sc), neg_scale = A(sc * a), in_scale = A(is);
+        return
+            [=](A x) -> A { return x > A(0) ? scale_a * x : neg_scale * std::expm1(x * in_scale); };
+      },
+      [=](const float* x, float* y, int64_t n) {
+        nn::vec::elu(x, y, n, static_cast<float>(a), static_cast<float>(sc),
+                     static_cast<float>(is));
+      });
 }
 
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
@@ -312,51 +363,78 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const S
 
 Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope) {
   const double s = negative_slope.to_double();
-  return unary_float("leaky_relu", self, [=](auto tag) {
-    using A = decltype(tag);
-    return [=](A x) -> A { return x > A(0) ? x : x * A(s); };
-  });
+  return unary_float(
+      "leaky_relu", self,
+      [=](auto tag) {
+        using A = decltype(tag);
+        const A slope = A(s);
+        return [=](A x) -> A { return x > A(0) ? x : x * slope; };
+      },
+      [s](const float* x, float* y, int64_t n) {
+        nn::vec::leaky_relu(x, y, n, static_cast<float>(s));
+      });
 }
 
 Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold) {
   const double b = beta.to_double(), t = threshold.to_double();
-  return unary_float("softplus", self, [=](auto tag) {
-    using A = decltype(tag);
-    return [=](A x) -> A {
-      A z = x * A(b);
-      return z > A(t) ? x : std::log1p(std::exp(z)) / A(b);
-    };
-  });
+  return unary_float(
+      "softplus", self,
+      [=](auto tag) {
+        using A = decltype(tag);
+        const A beta = A(b), thresh = A(t);
+        return [=](A x) -> A {
+          A z = x * beta;
+          return z > thresh ? x : std::log1p(std::exp(z)) / beta;
+        };
+      },
+      [=](const float* x, float* y, int64_t n) {
+        nn::vec::softplus(x, y, n, static_cast<float>(b), static_cast<float>(t));
+      });
 }
 
 Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
   const double lo = min_val.to_double(), hi = max_val.to_double();
   check_hardtanh_range(lo, hi);
-  return unary_float("hardtanh", self, [=](auto tag) {
-    using A = decltype(tag);
-    return [=](A x) -> A { return x < A(lo) ? A(lo) : (x > A(hi) ? A(hi) : x); };
-  });
+  return unary_float(
+      "hardtanh", self,
+      [=](auto tag) {
+        using A = decltype(tag);
+        const A l = A(lo), h = A(hi);
+        return [=](A x) -> A { return x < l ? l : (x > h ? h : x); };
+      },
+      [=](const float* x, float* y, int64_t n) {
+        nn::vec::hardtanh(x, y, n, static_cast<float>(lo), static_cast<float>(hi));
+      });
 }
 
 Tensor hardsigmoid(const Tensor& self) {
-  return unary_float("hardsigmoid", self, [](auto tag) {
-    using A = decltype(tag);
-    return [](A x) -> A { return x <= A(-3) ? A(0) : (x >= A(3) ? A(1) : x / A(6) + A(0.5)); };
-  });
+  return unary_float(
+      "hardsigmoid", self,
+      [](auto tag) {
+        using A = decltype(tag);
+        return [](A x) -> A { return x <= A(-3) ? A(0) : (x >= A(3) ? A(1) : x / A(6) + A(0.5)); };
+      },
+      [](const float* x, float* y, int64_t n) { nn::vec::hardsigmoid(x, y, n); });
 }
 
 Tensor hardswish(const Tensor& self) {
-  return unary_float("hardswish", self, [](auto tag) {
-    using A = decltype(tag);
-    return [](A x) -> A { return x <= A(-3) ? A(0) : (x >= A(3) ? x : x * (x + A(3)) / A(6)); };
-  });
+  return unary_float(
+      "hardswish", self,
+      [](auto tag) {
+        using A = decltype(tag);
+        return [](A x) -> A { return x <= A(-3) ? A(0) : (x >= A(3) ? x : x * (x + A(3)) / A(6)); };
+      },
+      [](const float* x, float* y, int64_t n) { nn::vec::hardswish(x, y, n); });
 }
 
 Tensor mish(const Tensor& self) {
-  return unary_float("mish", self, [](auto tag) {
-    using A = decltype(tag);
-    return [](A x) -> A { return x * std::tanh(softplus1(x)); };
-  });
+  return unary_float(
+      "mish", self,
+      [](auto tag) {
+        using A = decltype(tag);
+        return [](A x) -> A { return x * std::tanh(softplus1(x)); };
+      },
+      [](const float* x, float* y, int64_t n) { nn::vec::mish(x, y, n); });
 }
 
 Tensor softsign(const Tensor& self) {
@@ -367,10 +445,13 @@ Tensor softsign(const Tensor& self) {
 }
 
 Tensor logsigmoid(const Tensor& self) {
-  return unary_float("logsigmoid", self, [](auto tag) {
-    using A = decltype(tag);
-    return [](A x) -> A { return std::min(x, A(0)) - std::log1p(std::exp(-std::abs(x))); };
-  });
+  return unary_float(
+      "logsigmoid", self,
+      [](auto tag) {
+        using A = decltype(tag);
+        return [](A x) -> A { return std::min(x, A(0)) - std::log1p(std::exp(-std::abs(x))); };
+      },
+      [](const float* x, float* y, int64_t n) { nn::vec::logsigmoid(x, y, n); });
 }
 
 Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64_t order, double p0,
@@ -378,11 +459,21 @@ Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64
   Act act = parse_act(kind);
   check_act_order(kind, order);
   const bool second = order == 2;
-  return unary_float("_activation_derivative", self, [=](auto tag) {
-    using A = decltype(tag);
-    return
-        [=](A x) -> A { return act_math::act_derivative<A>(act, second, x, A(p0), A(p1), A(p2)); };
+  const float f0 = static_cast<float>(p0), f1 = static_cast<float>(p1);
+  const float f2 = static_cast<float>(p2);
+  auto vec = [=](const float* x, float* y, int64_t n) {
+    nn::vec::act_derivative(act, second, x, y, n, f0, f1, f2);
+  };
+  Tensor out;
+  with_act(act, second, [&](auto kind, auto second_c) {
+    auto make = [=](auto tag) {
+      using A = decltype(tag);
+      const A a0 = A(p0), a1 = A(p1), a2 = A(p2);
+      return [=](A x) -> A { return act_math::act_derivative<A>(kind, second_c, x, a0, a1, a2); };
+    };
+    out = unary_float("_activation_derivative", self, make, vec);
   });
+  return out;
 }
 
 }  // namespace cpu

@@ -1,7 +1,8 @@
 // Run-time ISA selection for the float32 nn row kernels (nn_vec.h): the kernel bodies
-// (nn_vec_kernels.inc, nn_vec_adam.inc, nn_vec_sgd.inc) are compiled once for the baseline ISA and
-// once for AVX2 (+FMA for all but Adam and SGD, whose rounding must match the unfused tensor ops),
-// and each entry point calls the best variant this CPU supports.
+// (nn_vec_kernels.inc, nn_vec_adam.inc, nn_vec_sgd.inc) are compiled once for the baseline ISA,
+// once for AVX2 (+FMA for all but Adam and SGD, whose rounding must match the unfused tensor ops)
+// and, but for Adam and SGD, once for AVX-512; each entry point calls the best variant this CPU
+// supports (EMBER_CPU_ISA caps it, for tests).
 #include "kernels/cpu/nn_vec.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/activation_math.h"
 #include "kernels/cpu/cpu_features.h"
 
 #if defined(__x86_64__)
@@ -56,25 +58,44 @@ namespace avx2 {
 }  // namespace avx2
 #if defined(__clang__)
 #pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#endif
+namespace avx512 {  // 16 lanes; Adam and SGD stay on AVX2 (their loops are memory-bound)
+#define EMBER_VEC_BYTES 64
+#include "kernels/cpu/nn_vec_kernels.inc"
+#undef EMBER_VEC_BYTES
+}  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
 #endif
 
 namespace {
-bool use_avx2() {
+Isa isa() {
 #ifdef EMBER_NN_VEC_AVX2
-  return cpu_isa() >= Isa::Avx2;
+  return cpu_isa();
 #else
-  return false;
+  return Isa::Baseline;
 #endif
 }
 }  // namespace
 
 #ifdef EMBER_NN_VEC_AVX2
-#define EMBER_NN_VEC_CALL(fn, ...) (use_avx2() ? avx2::fn(__VA_ARGS__) : base::fn(__VA_ARGS__))
+#define EMBER_NN_VEC_CALL(fn, ...)                \
+  (isa() == Isa::Avx512 ? avx512::fn(__VA_ARGS__) \
+   : isa() == Isa::Avx2 ? avx2::fn(__VA_ARGS__)   \
+                        : base::fn(__VA_ARGS__))
+#define EMBER_NN_VEC_CALL_AVX2(fn, ...) \
+  (isa() >= Isa::Avx2 ? avx2::fn(__VA_ARGS__) : base::fn(__VA_ARGS__))
 #else
 #define EMBER_NN_VEC_CALL(fn, ...) base::fn(__VA_ARGS__)
+#define EMBER_NN_VEC_CALL_AVX2(fn, ...) base::fn(__VA_ARGS__)
 #endif
 
 void exp(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(exp, x, y, n); }
@@ -83,6 +104,31 @@ void tanh(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(tanh, x, y, n
 void log(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(log, x, y, n); }
 void expm1(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(expm1, x, y, n); }
 void log1p(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(log1p, x, y, n); }
+
+void gelu(const float* x, float* y, int64_t n, bool tanh_form) {
+  EMBER_NN_VEC_CALL(gelu, x, y, n, tanh_form);
+}
+void silu(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(silu, x, y, n); }
+void elu(const float* x, float* y, int64_t n, float alpha, float scale, float input_scale) {
+  EMBER_NN_VEC_CALL(elu, x, y, n, alpha, scale, input_scale);
+}
+void softplus(const float* x, float* y, int64_t n, float beta, float threshold) {
+  EMBER_NN_VEC_CALL(softplus, x, y, n, beta, threshold);
+}
+void mish(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(mish, x, y, n); }
+void logsigmoid(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(logsigmoid, x, y, n); }
+void hardtanh(const float* x, float* y, int64_t n, float lo, float hi) {
+  EMBER_NN_VEC_CALL(hardtanh, x, y, n, lo, hi);
+}
+void leaky_relu(const float* x, float* y, int64_t n, float slope) {
+  EMBER_NN_VEC_CALL(leaky_relu, x, y, n, slope);
+}
+void hardsigmoid(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(hardsigmoid, x, y, n); }
+void hardswish(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(hardswish, x, y, n); }
+void act_derivative(Act act, bool second, const float* x, float* y, int64_t n, float p0, float p1,
+                    float p2) {
+  EMBER_NN_VEC_CALL(act_derivative, act, second, x, y, n, p0, p1, p2);
+}
 
 void softmax_rows(const float* x, float* y, int64_t r0, int64_t r1, int64_t n, bool log) {
   EMBER_NN_VEC_CALL(softmax_rows, x, y, r0, r1, n, log);
@@ -129,11 +175,11 @@ void norm_param_grad_rows(const float* g, const float* x, const float* mean, con
 
 void adam(float* p, const float* g, float* ea, float* es, float* em, int64_t n,
           const AdamScalars& s) {
-  EMBER_NN_VEC_CALL(adam, p, g, ea, es, em, n, s);
+  EMBER_NN_VEC_CALL_AVX2(adam, p, g, ea, es, em, n, s);
 }
 
 void sgd(float* p, const float* g, float* buf, int64_t n, const SgdScalars& s) {
-  EMBER_NN_VEC_CALL(sgd, p, g, buf, n, s);
+  EMBER_NN_VEC_CALL_AVX2(sgd, p, g, buf, n, s);
 }
 
 }  // namespace vec

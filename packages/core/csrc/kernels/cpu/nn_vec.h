@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/activation_rules.h"
+
 namespace ember {
 namespace cpu {
 namespace nn {
@@ -22,6 +24,22 @@ void log(const float* x, float* y, int64_t n);
 // y[i] = expm1(x[i]) and log1p(x[i]), accurate for small |x| as std:: (special values as well).
 void expm1(const float* x, float* y, int64_t n);
 void log1p(const float* x, float* y, int64_t n);
+
+// Activations, y[i] = f(x[i]), by the formulas of kernels/activation_math.h (parameters as the ops
+// take them); GELU's erf is a polynomial within 3 ulp.
+void gelu(const float* x, float* y, int64_t n, bool tanh_form);
+void silu(const float* x, float* y, int64_t n);
+void elu(const float* x, float* y, int64_t n, float alpha, float scale, float input_scale);
+void softplus(const float* x, float* y, int64_t n, float beta, float threshold);
+void mish(const float* x, float* y, int64_t n);
+void logsigmoid(const float* x, float* y, int64_t n);
+void hardtanh(const float* x, float* y, int64_t n, float lo, float hi);
+void leaky_relu(const float* x, float* y, int64_t n, float slope);
+void hardsigmoid(const float* x, float* y, int64_t n);
+void hardswish(const float* x, float* y, int64_t n);
+// y[i] = f'(x[i]) (second: f'') as act_math::act_derivative, parameters p0..p2 as there.
+void act_derivative(Act act, bool second, const float* x, float* y, int64_t n, float p0, float p1,
+                    float p2);
 
 // softmax (log=false) or log_softmax (log=true) of each row; a row holding a NaN becomes NaN.
 void softmax_rows(const float* x, float* y, int64_t r0, int64_t r1, int64_t n, bool log);
