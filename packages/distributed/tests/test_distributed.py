@@ -775,6 +775,84 @@ def test_mpi_backend(tmp_path):
     assert r.stdout.count("MPI-OK") == 2
 
 
+MPI_TIMEOUT_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from datetime import timedelta
+    import ember, ember.distributed as dist
+    dist.init_process_group("mpi", timeout=timedelta(seconds=120))
+    r = dist.get_rank()
+    g = dist.new_group(timeout=timedelta(seconds=2))
+    if r == 0:  # rank 1 never sends: the receive times out, is cancelled, the group stays usable
+        try:
+            dist.recv(ember.zeros(2), src=1, group=g, tag=9)
+        except dist.DistBackendError as e:
+            print("RECV-TIMEOUT", e, flush=True)
+    dist.barrier()
+    t = ember.ones(2)
+    dist.all_reduce(t, group=g)
+    assert t.tolist() == [3.0, 3.0], t
+    print("GROUP-USABLE", r, flush=True)
+    h = dist.new_group(timeout=timedelta(seconds=3))
+    if r == 1:
+        time.sleep(600)  # hangs outside ember.distributed
+    try:
+        dist.all_reduce(ember.ones(2), group=h)
+    except dist.DistBackendError as e:
+        print(f"AR-TIMEOUT{r}", e, flush=True)
+        try:
+            dist.all_reduce(ember.ones(2), group=h)
+        except dist.DistBackendError as e2:
+            print(f"BROKEN{r}", e2, flush=True)
+    # Leaving now: MPI_Abort at exit ends the job, rank 1's sleep included.
+""")
+
+MPI_DEAD_SCRIPT = textwrap.dedent("""
+    import os
+    from datetime import timedelta
+    import ember, ember.distributed as dist
+    dist.init_process_group("mpi", timeout=timedelta(seconds=120))
+    if dist.get_rank() == 1:
+        os._exit(3)
+    dist.all_reduce(ember.ones(2))
+""")
+
+
+def _mpirun(tmp_path, script: str, n: int) -> subprocess.CompletedProcess:
+    pytest.importorskip("mpi4py")
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("mpirun is not installed")
+    path = tmp_path / "mpi_job.py"
+    path.write_text(script)
+    env = dict(os.environ)
+    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    cmd = [mpirun, "-n", str(n), "--oversubscribe"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return subprocess.run(cmd + [sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=150, env=env)
+
+
+def test_mpi_timeouts_name_the_rank_and_the_operation(tmp_path):
+    r = _mpirun(tmp_path, MPI_TIMEOUT_SCRIPT, 3)
+    out = r.stdout + r.stderr
+    assert "RECV-TIMEOUT recv from rank 1 on rank 0 of group group1 timed out after 2 s" in out, out
+    assert "rank 1 is in barrier (collective #1 of group WORLD)" in out, out
+    assert "the receive was cancelled" in out, out
+    assert all(f"GROUP-USABLE {k}" in out for k in range(3)), out
+    assert ("AR-TIMEOUT0 all_reduce (collective #1 of group group2) on rank 0 timed out after "
+            "3 s: rank(s) [1] did not answer") in out, out
+    assert "rank(s) [2] wait in the same operation" in out, out
+    assert "BROKEN0 all_reduce: the process group group2 is unusable" in out, out
+    # The job was aborted (instead of hanging in MPI_Finalize for the sleeping rank).
+    assert r.returncode != 0 and "aborting the MPI job" in out, out
+
+
+def test_mpi_dead_rank_ends_the_job(tmp_path):
+    r = _mpirun(tmp_path, MPI_DEAD_SCRIPT, 2)
+    assert r.returncode == 3, r.stdout + r.stderr
+
+
 def test_missing_rank_at_init_times_out_and_leaves_nothing():
     with pytest.raises(dist.DistBackendError, match=r"init_process_group.*timed out after 1 s.*"
                                                     r"rank\(s\) \[1\] did not reach it"):
