@@ -673,6 +673,62 @@ def test_file_store(tmp_path):
     _exercise_store(h, h)
 
 
+def _file_store_user(path: str, q) -> None:
+    s = dist.FileStore(path, 2)
+    s.set("child", b"1")
+    q.put(s.get("parent"))
+    # Leaves at exit (garbage collection), as the parent's store does with `del`.
+
+
+def test_file_store_is_deleted_by_its_last_user(tmp_path):
+    path = tmp_path / "fs"
+    a = dist.FileStore(str(path), 2)
+    b = dist.FileStore(str(path), 2)
+    a.set("k", b"v")
+    assert a.num_keys() == 1  # the reference counts are not keys
+    a.close()
+    assert path.exists() and b.get("k") == b"v"  # b still uses it
+    with pytest.raises(dist.DistStoreError, match="used after close"):
+        a.get("k")
+    del b
+    assert not path.exists()
+    # The counts are per file: world_size users must have left, and none may remain.
+    c = dist.FileStore(str(path), 2)
+    c.close()
+    assert path.exists()  # one of 2 left: another may still come
+    dist.FileStore(str(path), 2).close()
+    assert not path.exists()
+    # world_size -1 (unknown number of users): the file is kept.
+    dist.FileStore(str(path)).close()
+    assert path.exists()
+    path.unlink()
+    # Another process: its store leaves when it exits; the last one deletes the file.
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    s = dist.FileStore(str(path), 2)
+    s.set("parent", b"p")
+    p = ctx.Process(target=_file_store_user, args=(str(path), q))
+    p.start()
+    assert q.get(timeout=90) == b"p"
+    p.join(60)
+    assert p.exitcode == 0 and s.get("child") == b"1"
+    del s
+    assert not path.exists()
+
+
+def test_file_init_method_deletes_the_file_at_destroy(tmp_path):
+    path = tmp_path / "init"
+    dist.init_process_group("shm", init_method=f"file://{path}", rank=0, world_size=1)
+    try:
+        assert path.exists()
+        t = ember.ones(2)
+        dist.all_reduce(t)
+        assert t.tolist() == [1.0, 1.0]
+    finally:
+        dist.destroy_process_group()
+    assert not path.exists()
+
+
 def test_api_before_init():
     assert dist.is_available() and not dist.is_initialized()
     with pytest.raises(ValueError, match="has not been initialized"):

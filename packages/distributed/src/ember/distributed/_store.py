@@ -384,12 +384,18 @@ class FileStore(Store):
     """A store kept in a file that every rank opens (a shared file system works across hosts).
 
     Each operation takes an exclusive fcntl lock and reads/rewrites the pickled table; waits poll.
+    The file counts the FileStore objects using it: each one registers when it is made and
+    leaves when it is closed or garbage-collected; when the last one leaves and at least
+    ``world_size`` of them have left, the file is deleted (as torch does; with world_size -1 the
+    file is kept). Start a job with a file that does not exist yet.
 
     Example::
 
-        >>> import tempfile; path = tempfile.mktemp()
+        >>> import os, tempfile; path = tempfile.mktemp()
         >>> s = FileStore(path, 1); s.set("x", b"1"); s.get("x")
         b'1'
+        >>> del s; os.path.exists(path)
+        False
     """
 
     def __init__(self, file_name: str, world_size: int = -1,
@@ -397,26 +403,48 @@ class FileStore(Store):
         super().__init__(timeout)
         self.path = file_name
         self.world_size = world_size
-        fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o600)
-        os.close(fd)
+        self._owner_pid = os.getpid()  # a forked child's copy does not hold a reference
+        self._registered = False
 
-    def _locked(self, fn) -> Any:
-        with open(self.path, "r+b") as f:
+        def register(table: dict, meta: dict) -> tuple[None, bool]:
+            meta["refs"] = meta.get("refs", 0) + 1
+            return None, True
+
+        self._locked(register)
+        self._registered = True
+
+    def _locked(self, fn, unlink_if_true: bool = False) -> Any:
+        """Runs fn(table, meta) -> (result, changed) under the file's lock, rewriting the file
+        when changed (table: the user's keys; meta: the reference counts); with
+        unlink_if_true, deletes the file (still locked) when the result is true."""
+        while True:
+            f = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), "r+b")
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
+                if os.fstat(f.fileno()).st_ino == os.stat(self.path).st_ino:
+                    break  # locked the file that is at the path (not one deleted meanwhile)
+            except FileNotFoundError:
+                pass
+            f.close()
+        with f:
+            try:
                 raw = f.read()
-                table = pickle.loads(raw) if raw else {}
-                result, changed = fn(table)
+                table, meta = pickle.loads(raw) if raw else ({}, {})
+                result, changed = fn(table, meta)
                 if changed:
                     f.seek(0)
                     f.truncate()
-                    f.write(pickle.dumps(table))
+                    f.write(pickle.dumps((table, meta)))
                     f.flush()
+                if unlink_if_true and result:
+                    os.unlink(self.path)
                 return result
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
     def _op(self, cmd: str, *args: Any) -> Any:
+        if not self._registered:
+            raise DistStoreError(f"FileStore({self.path!r}): used after close()")
         if cmd == "wait":
             keys, timeout = args
             deadline = time.monotonic() + timeout
@@ -428,7 +456,7 @@ class FileStore(Store):
                 delay = min(delay * 2, 0.05)
             return True
 
-        def fn(table: dict) -> tuple[Any, bool]:
+        def fn(table: dict, meta: dict) -> tuple[Any, bool]:
             t = _Table()
             t.data = table
             before = dict(table)
@@ -436,6 +464,29 @@ class FileStore(Store):
             return r, table != before
 
         return self._locked(fn)
+
+    def close(self) -> None:
+        """Leaves the file (deleting it if this was its last user, see the class doc); the
+        store cannot be used afterwards. Garbage collection does the same."""
+        if not self._registered or os.getpid() != self._owner_pid:
+            return
+        self._registered = False
+        if not os.path.exists(self.path):  # already cleaned up (e.g. by a tmp dir's removal)
+            return
+
+        def leave(table: dict, meta: dict) -> tuple[bool, bool]:
+            meta["refs"] = meta.get("refs", 0) - 1
+            meta["done"] = meta.get("done", 0) + 1
+            last = meta["refs"] <= 0 and 0 <= self.world_size <= meta["done"]
+            return last, True
+
+        self._locked(leave, unlink_if_true=True)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001  (interpreter shutdown, file system gone)
+            pass
 
 
 class PrefixStore(Store):

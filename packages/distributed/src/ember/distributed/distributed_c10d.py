@@ -138,7 +138,7 @@ class _State:
     def __init__(self) -> None:
         self.default: ProcessGroup | None = None
         self.store: Store | None = None
-        self.owned_store: TCPStore | None = None
+        self.owned_store: TCPStore | FileStore | None = None
         self.groups: list[ProcessGroup] = []
         self.n_groups = 0
         self.n_inits = 0
@@ -263,7 +263,8 @@ def _rendezvous(init_method: str, rank: int, world_size: int, timeout: timedelta
         if rank < 0 or world_size < 0:
             raise ValueError("init_process_group: file:// needs rank and world_size")
         path = url.path if not url.netloc else url.netloc + url.path
-        return FileStore(path, world_size, timeout), rank, world_size, None
+        store = FileStore(path, world_size, timeout)  # the file goes when every rank closed it
+        return store, rank, world_size, store
     raise ValueError(f"init_process_group: unknown init_method {init_method!r}; expected "
                      "env://, tcp://host:port or file:///path")
 
