@@ -431,6 +431,55 @@ def test_object_collectives(ranks3):
     assert out[0][2] == [("x", 0), ("x", 1), ("x", 2)]
 
 
+def _w_p2p_objects(rank, world):
+    if rank == 0:
+        dist.send_object_list([{"to": 1}, [1, 2, 3]], dst=1)
+        dist.send_object_list(["any"], dst=2)
+        return None
+    objs = [None, None] if rank == 1 else [None]
+    src = dist.recv_object_list(objs, src=0 if rank == 1 else None)
+    return src, objs
+
+
+def test_send_recv_object_list(ranks3):
+    _, r1, r2 = ranks3.run(_w_p2p_objects)
+    assert r1 == (0, [{"to": 1}, [1, 2, 3]])
+    assert r2 == (0, ["any"])
+
+
+def _w_subgroups(rank, world):
+    before = dist.get_pg_count()
+    cur, subs = dist.new_subgroups_by_enumeration([[0, 2], [1]])
+    t = ember.ones(2) * (rank + 1)
+    dist.all_reduce(t, group=cur)
+    ones, ones_all = dist.new_subgroups(1)
+    whole, _ = dist.new_subgroups(3)
+    u = ember.ones(1)
+    dist.all_reduce(u, group=whole)
+    errors = []
+    for bad in (lambda: dist.new_subgroups(2), lambda: dist.new_subgroups(None),
+                lambda: dist.new_subgroups_by_enumeration([[0, 1], [1, 2]])):
+        try:
+            bad()
+        except ValueError as e:
+            errors.append(str(e))
+    return (t.tolist(), dist.get_process_group_ranks(cur), len(subs),
+            dist.get_process_group_ranks(ones), len(ones_all), u.item(),
+            dist.get_pg_count() - before, errors)
+
+
+def test_new_subgroups(ranks3):
+    out = ranks3.run(_w_subgroups)
+    for r, (t, ranks, n, one, n_one, u, made, errors) in enumerate(out):
+        assert ranks == ([0, 2] if r != 1 else [1])
+        assert t == ([4.0, 4.0] if r != 1 else [2.0, 2.0])
+        assert n == 2 and one == [r] and n_one == 3 and u == 3.0
+        assert made == 6  # 2 + 3 + 1 groups, counted on every rank
+        assert "cannot be split into subgroups of 2" in errors[0]
+        assert "group_size is required" in errors[1]
+        assert "rank 1 is in both subgroup 0 and subgroup 1" in errors[2]
+
+
 def _w_groups(rank, world):
     res = {"rank": dist.get_rank(), "world": dist.get_world_size(),
            "backend": dist.get_backend(), "init": dist.is_initialized()}
@@ -727,6 +776,50 @@ def test_file_init_method_deletes_the_file_at_destroy(tmp_path):
     finally:
         dist.destroy_process_group()
     assert not path.exists()
+
+
+def test_store_extended_api(tmp_path):
+    master = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
+    try:
+        stores = [master, dist.FileStore(str(tmp_path / "fs"), 1), dist.HashStore(),
+                  dist.PrefixStore("p", dist.HashStore())]
+        for s in stores:
+            assert s.has_extended_api()
+            s.append("log", b"a")
+            s.append("log", "bc")
+            s.multi_set(["x", "y"], [b"1", "2"])
+            assert s.multi_get(["y", "log", "x"]) == [b"2", b"abc", b"1"], type(s)
+            with pytest.raises(ValueError, match="2 keys but 1 values"):
+                s.multi_set(["x", "y"], [b"1"])
+            with pytest.raises(dist.DistStoreError, match="timed out"):
+                s.wait(["never"], timedelta(seconds=0.1))
+    finally:
+        master.close()
+
+
+def test_backend_queries_and_the_gloo_alias(monkeypatch, caplog):
+    assert dist.is_backend_available("gloo") and dist.is_backend_available("SHM")
+    assert dist.is_backend_available("mpi") == dist.is_mpi_available()
+    assert not dist.is_backend_available("nccl") and not dist.is_backend_available("ucc")
+    assert dist.get_default_backend_for_device("cpu") == "shm"
+    assert dist.get_default_backend_for_device(ember.device("cuda:0")) == "nccl"
+    with pytest.raises(ValueError, match="no backend for device type 'mps'"):
+        dist.get_default_backend_for_device("mps")
+    assert dist.get_pg_count() == 0
+    # "gloo" runs as shm on one machine, and says so once per process.
+    from ember.distributed import distributed_c10d
+
+    monkeypatch.setattr(distributed_c10d, "_logged_gloo", False)
+    for _ in range(2):
+        with caplog.at_level("WARNING", logger="ember.distributed"):
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            assert dist.get_backend() == "gloo" and dist.get_pg_count() == 1
+            assert dist.group.WORLD.name() == "shm"
+        finally:
+            dist.destroy_process_group()
+    said = [r.getMessage() for r in caplog.records if "runs as" in r.getMessage()]
+    assert said == ["ember.distributed: backend 'gloo' runs as 'shm' (one machine)"]
 
 
 def test_api_before_init():

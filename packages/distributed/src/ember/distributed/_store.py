@@ -65,6 +65,16 @@ class _Table:
             self.cond.notify_all()
             return v
 
+    def append(self, key: str, value: bytes) -> None:
+        with self.cond:
+            self.data[key] = self.data.get(key, b"") + value
+            self.cond.notify_all()
+
+    def multi_set(self, keys: list[str], values: list[bytes]) -> None:
+        with self.cond:
+            self.data.update(zip(keys, values))
+            self.cond.notify_all()
+
     def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
         with self.cond:
             cur = self.data.get(key)
@@ -148,6 +158,35 @@ class Store:
         expected_value is empty); returns the value the key holds afterwards."""
         return self._op("compare_set", key, _as_bytes(expected_value), _as_bytes(desired_value))
 
+    def append(self, key: str, value: bytes | str) -> None:
+        """Appends value to the bytes at key (sets it if unset), atomically."""
+        self._op("append", key, _as_bytes(value))
+
+    def multi_set(self, keys: list[str], values: list[bytes | str]) -> None:
+        """Sets every key to its value in one atomic update."""
+        keys, values = list(keys), [_as_bytes(v) for v in values]
+        if len(keys) != len(values):
+            raise ValueError(f"store.multi_set: {len(keys)} keys but {len(values)} values")
+        self._op("multi_set", keys, values)
+
+    def multi_get(self, keys: list[str]) -> list[bytes]:
+        """The values of keys, waiting up to the store's timeout for all of them to be set.
+
+        >>> s = HashStore(); s.multi_set(["a", "b"], [b"1", "2"]); s.multi_get(["b", "a"])
+        [b'2', b'1']
+        """
+        keys = list(keys)
+        self.wait(keys)
+        values = self._op("multi_get", keys)
+        missing = [k for k, v in zip(keys, values) if v is None]
+        if missing:
+            raise DistStoreError(f"store: keys {missing} were deleted while multi_get waited")
+        return values
+
+    def has_extended_api(self) -> bool:
+        """Whether append / multi_get / multi_set are supported (they are, by every store)."""
+        return True
+
     def wait(self, keys: list[str], timeout: timedelta | None = None) -> None:
         """Waits until every key in keys is set; DistStoreError after the timeout."""
         keys = [keys] if isinstance(keys, str) else list(keys)
@@ -195,6 +234,12 @@ def _dispatch(table: _Table, cmd: str, args: tuple) -> Any:
         return table.add(*args)
     if cmd == "compare_set":
         return table.compare_set(*args)
+    if cmd == "append":
+        return table.append(*args)
+    if cmd == "multi_set":
+        return table.multi_set(*args)
+    if cmd == "multi_get":
+        return [table.get(k) for k in args[0]]
     if cmd == "wait":
         return table.wait(*args)
     if cmd == "check":
@@ -507,7 +552,7 @@ class PrefixStore(Store):
         return f"{self.prefix}/{key}"
 
     def _op(self, cmd: str, *args: Any) -> Any:
-        if cmd in ("wait", "check"):
+        if cmd in ("wait", "check", "multi_get", "multi_set"):
             return self.underlying_store._op(cmd, [self._k(k) for k in args[0]], *args[1:])
         if cmd == "num_keys":
             return self.underlying_store._op(cmd)
