@@ -901,27 +901,24 @@ MPI_SCRIPT = textwrap.dedent("""
     except TypeError as e:
         assert "AVG needs a floating-point tensor" in str(e)
     dist.barrier()
+    if os.environ.get("EMBER_DISTRIBUTED_DEBUG") == "DETAIL":
+        try:
+            dist.all_reduce(ember.zeros(2 + r))
+        except dist.DistBackendError as e:
+            assert "differs between ranks" in str(e) and "(2,)" in str(e) and "(3,)" in str(e)
+            print("MISMATCH-REPORTED", r)
     dist.destroy_process_group()
     print("MPI-OK", r)
 """)
 
 
-def test_mpi_backend(tmp_path):
-    pytest.importorskip("mpi4py")
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        pytest.skip("mpirun is not installed")
-    script = tmp_path / "mpi_job.py"
-    script.write_text(MPI_SCRIPT)
-    env = dict(os.environ)
-    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    cmd = [mpirun, "-n", "2", "--oversubscribe"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    r = subprocess.run(cmd + [sys.executable, str(script)], capture_output=True, text=True,
-                       timeout=120, env=env)
+@pytest.mark.parametrize("debug", ["", "DETAIL"])
+def test_mpi_backend(tmp_path, monkeypatch, debug):
+    monkeypatch.setenv("EMBER_DISTRIBUTED_DEBUG", debug)
+    r = _mpirun(tmp_path, "import os\n" + MPI_SCRIPT, 2)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("MPI-OK") == 2
+    assert r.stdout.count("MISMATCH-REPORTED") == (2 if debug else 0), r.stdout + r.stderr
 
 
 MPI_TIMEOUT_SCRIPT = textwrap.dedent("""
@@ -952,7 +949,9 @@ MPI_TIMEOUT_SCRIPT = textwrap.dedent("""
             dist.all_reduce(ember.ones(2), group=h)
         except dist.DistBackendError as e2:
             print(f"BROKEN{r}", e2, flush=True)
-    # Leaving now: MPI_Abort at exit ends the job, rank 1's sleep included.
+    if r != 0:
+        time.sleep(600)  # rank 0 reports first (an abort would cut a rank short)
+    # Rank 0 leaves now: MPI_Abort at exit ends the job, the sleeping ranks included.
 """)
 
 MPI_DEAD_SCRIPT = textwrap.dedent("""
