@@ -913,9 +913,10 @@ MPI_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("debug", ["", "DETAIL"])
-def test_mpi_backend(tmp_path, monkeypatch, debug):
-    monkeypatch.setenv("EMBER_DISTRIBUTED_DEBUG", debug)
-    r = _mpirun(tmp_path, "import os\n" + MPI_SCRIPT, 2)
+def test_mpi_backend(tmp_path, debug):
+    # With DETAIL, every collective also runs as the blocking call on the helper thread.
+    extra = {"EMBER_MPI_BLOCKING_BYTES": "0"} if debug else {}
+    r = _mpirun(tmp_path, "import os\n" + MPI_SCRIPT, 2, EMBER_DISTRIBUTED_DEBUG=debug, **extra)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("MPI-OK") == 2
     assert r.stdout.count("MISMATCH-REPORTED") == (2 if debug else 0), r.stdout + r.stderr
@@ -939,6 +940,7 @@ MPI_TIMEOUT_SCRIPT = textwrap.dedent("""
     assert t.tolist() == [3.0, 3.0], t
     print("GROUP-USABLE", r, flush=True)
     h = dist.new_group(timeout=timedelta(seconds=3))
+    big = dist.new_group(timeout=timedelta(seconds=2))
     if r == 1:
         time.sleep(600)  # hangs outside ember.distributed
     try:
@@ -949,6 +951,10 @@ MPI_TIMEOUT_SCRIPT = textwrap.dedent("""
             dist.all_reduce(ember.ones(2), group=h)
         except dist.DistBackendError as e2:
             print(f"BROKEN{r}", e2, flush=True)
+    try:  # 4 KiB: the blocking call on the helper thread (EMBER_MPI_BLOCKING_BYTES=4096)
+        dist.all_reduce(ember.ones(1024), group=big)
+    except dist.DistBackendError as e:
+        print(f"BIG-TIMEOUT{r}", e, flush=True)
     if r != 0:
         time.sleep(600)  # rank 0 reports first (an abort would cut a rank short)
     # Rank 0 leaves now: MPI_Abort at exit ends the job, the sleeping ranks included.
@@ -965,7 +971,7 @@ MPI_DEAD_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _mpirun(tmp_path, script: str, n: int) -> subprocess.CompletedProcess:
+def _mpirun(tmp_path, script: str, n: int, **env_vars: str) -> subprocess.CompletedProcess:
     pytest.importorskip("mpi4py")
     mpirun = shutil.which("mpirun")
     if mpirun is None:
@@ -974,6 +980,7 @@ def _mpirun(tmp_path, script: str, n: int) -> subprocess.CompletedProcess:
     path.write_text(script)
     env = dict(os.environ)
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    env.update(env_vars)
     cmd = [mpirun, "-n", str(n), "--oversubscribe"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
@@ -982,7 +989,7 @@ def _mpirun(tmp_path, script: str, n: int) -> subprocess.CompletedProcess:
 
 
 def test_mpi_timeouts_name_the_rank_and_the_operation(tmp_path):
-    r = _mpirun(tmp_path, MPI_TIMEOUT_SCRIPT, 3)
+    r = _mpirun(tmp_path, MPI_TIMEOUT_SCRIPT, 3, EMBER_MPI_BLOCKING_BYTES="4096")
     out = r.stdout + r.stderr
     assert "RECV-TIMEOUT recv from rank 1 on rank 0 of group group1 timed out after 2 s" in out, out
     assert "rank 1 is in barrier (collective #1 of group WORLD)" in out, out
@@ -992,6 +999,8 @@ def test_mpi_timeouts_name_the_rank_and_the_operation(tmp_path):
             "3 s: rank(s) [1] did not answer") in out, out
     assert "rank(s) [2] wait in the same operation" in out, out
     assert "BROKEN0 all_reduce: the process group group2 is unusable" in out, out
+    assert ("BIG-TIMEOUT0 all_reduce (collective #1 of group group3) on rank 0 timed out after "
+            "2 s: rank(s) [1] did not answer") in out, out
     # The job was aborted (instead of hanging in MPI_Finalize for the sleeping rank).
     assert r.returncode != 0 and "aborting the MPI job" in out, out
 
