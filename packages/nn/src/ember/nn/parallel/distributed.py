@@ -15,6 +15,12 @@ ember's autograd has no end-of-backward callback, so that final wait runs inside
 last parameter to get a gradient; with ``find_unused_parameters=True`` the parameters that take
 no part in the output are found by walking the autograd graph after forward and marked ready when
 backward starts, so their buckets do not wait for gradients that never come.
+
+Uneven inputs (``with ddp.join(): ...``, ember.distributed.algorithms.join): each forward starts
+with a join-signal all-reduce; a rank that has run out of batches answers it and issues the same
+collectives as the others' iteration (buffer broadcast, a flag saying whether backward reduces,
+then one all-reduce of zeros per bucket), and when all are done the last rank to finish
+broadcasts its parameters, so every replica ends equal.
 """
 
 from __future__ import annotations
