@@ -269,8 +269,8 @@ class MpiBackend:
     def _timed_out(self, op: str, req: Any, keep: tuple, peer: int | None) -> None:
         """Raises the timeout error; a receive is cancelled, anything else leaves the group
         unusable and arms MPI_Abort at exit."""
-        where = self._where(op) if peer is None else (
-            f"{op} on rank {self.rank()} of group {self.label}")
+        p2p = op.startswith(("send", "recv"))
+        where = f"{op} on rank {self.rank()} of group {self.label}" if p2p else self._where(op)
         peers = [peer] if peer is not None else [r for r in range(self.size()) if r != self.rank()]
         answers = self._ask_peers(peers)
         silent = [r for r in peers if r not in answers]
