@@ -28,7 +28,8 @@ TIMEOUT = 240.0  # the whole run, both ranks (a hang fails the test instead of b
 LR = 0.1
 
 # name -> (batches of rank 0, batches of rank 1, DDP kwargs, join kwargs, model kind, options:
-# "hook": the fp16 compression comm hook; "accumulate": k, backward k-1 times in no_sync)
+# "hook": the fp16 compression comm hook; "accumulate": k, backward k-1 times in no_sync;
+# "group": DDP over a process group of its own rather than the default one)
 SCENARIOS = {
     "default": (2, 5, {"bucket_cap_mb": 0.0002}, {}, "bn", {}),
     "divide_by_remaining": (2, 4, {}, {"divide_by_initial_world_size": False}, "bn", {}),
@@ -38,6 +39,7 @@ SCENARIOS = {
     "fp16_hook_bucket_view": (1, 3, {"bucket_cap_mb": 0.0002, "gradient_as_bucket_view": True},
                               {}, "mlp", {"hook": True}),
     "no_sync_accumulation": (4, 6, {}, {}, "bn", {"accumulate": 2}),
+    "own_process_group": (3, 1, {}, {}, "bn", {"group": True}),
 }
 
 
@@ -102,6 +104,8 @@ def _train_ember(rank: int, name: str) -> dict[str, np.ndarray]:
     n0, n1, ddp_kw, join_kw, kind, options = SCENARIOS[name]
     ember.manual_seed(7 + rank)  # different initial weights: DDP broadcasts rank 0's
     model = _ember_model(kind)
+    if options.get("group"):
+        ddp_kw = {**ddp_kw, "process_group": dist.new_group([1, 0])}
     ddp = DDP(model, **ddp_kw)
     if options.get("hook"):
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
@@ -126,6 +130,8 @@ def _train_torch(rank: int, name: str, start: dict[str, np.ndarray]) -> dict[str
 
     n0, n1, ddp_kw, join_kw, kind, options = SCENARIOS[name]
     model = _torch_model(kind, start)
+    if options.get("group"):
+        ddp_kw = {**ddp_kw, "process_group": tdist.new_group([1, 0])}
     ddp = torch.nn.parallel.DistributedDataParallel(model, **ddp_kw)
     if options.get("hook"):
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
