@@ -141,6 +141,7 @@ class MpiBackend:
         self._abandoned: list = []  # requests MPI still owns, with their buffers
         self._replies: list = []  # pending sends of answers (and of our queries)
         self._serve_lock = threading.Lock()
+        self._aborted: str | None = None  # set by abort() (destroy with operations pending)
         self._helper: threading.Thread | None = None  # runs large blocking collectives
         self._helper_jobs: Any = None
         with _live_lock:
@@ -187,7 +188,7 @@ class MpiBackend:
         next_serve = start + 2e-3
         while not req.Test():
             now = time.monotonic()
-            if now >= deadline:
+            if now >= deadline or self._aborted:
                 return False
             if now >= next_serve:
                 _serve_queries()
@@ -223,7 +224,7 @@ class MpiBackend:
         deadline = time.monotonic() + self.timeout
         while not done.wait(2e-3):
             _serve_queries()
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or self._aborted:
                 self._timed_out(op, None, keep, None)
         if error:
             raise error[0]
@@ -267,24 +268,14 @@ class MpiBackend:
         return answers
 
     def _timed_out(self, op: str, req: Any, keep: tuple, peer: int | None) -> None:
-        """Raises the timeout error; a receive is cancelled, anything else leaves the group
-        unusable and arms MPI_Abort at exit."""
+        """Raises the timeout (or abort) error; a receive is cancelled, anything else leaves the
+        group unusable and arms MPI_Abort at exit."""
         p2p = op.startswith(("send", "recv"))
         where = f"{op} on rank {self.rank()} of group {self.label}" if p2p else self._where(op)
-        peers = [peer] if peer is not None else [r for r in range(self.size()) if r != self.rank()]
-        answers = self._ask_peers(peers)
-        silent = [r for r in peers if r not in answers]
-        parts = []
-        if silent:
-            parts.append(f"rank(s) {silent} did not answer (hung outside ember.distributed, "
-                         "or dead)")
-        mine = _now["op"]
-        same = [r for r, a in answers.items() if a == mine]
-        other = [f"rank {r} is in {a}" for r, a in answers.items() if a != mine]
-        if same:
-            parts.append(f"rank(s) {same} wait in the same operation")
-        parts.extend(other)
-        msg = f"{where} timed out after {self.timeout:g} s: {'; '.join(parts)}"
+        if self._aborted:
+            msg = f"{where} failed: {self._aborted}"
+        else:
+            msg = f"{where} timed out after {self.timeout:g} s: {self._peer_report(peer)}"
         if op.startswith("recv") and req is not None:
             req.Cancel()
             req.Wait()
@@ -297,6 +288,22 @@ class MpiBackend:
             f"{self.label} is unusable, and the MPI job is aborted (MPI_Abort) when this process "
             "exits")
 
+    def _peer_report(self, peer: int | None) -> str:
+        """Which of the peers (peer, or every other rank) are silent and where the others are."""
+        peers = [peer] if peer is not None else [r for r in range(self.size()) if r != self.rank()]
+        answers = self._ask_peers(peers)
+        silent = [r for r in peers if r not in answers]
+        parts = []
+        if silent:
+            parts.append(f"rank(s) {silent} did not answer (hung outside ember.distributed, "
+                         "or dead)")
+        mine = _now["op"]
+        same = [r for r, a in answers.items() if a == mine]
+        if same:
+            parts.append(f"rank(s) {same} wait in the same operation")
+        parts.extend(f"rank {r} is in {a}" for r, a in answers.items() if a != mine)
+        return "; ".join(parts)
+
     def _wait(self, req: Any, op: str, *keep: Any, peer: int | None = None) -> None:
         """Waits for req within the group's timeout (keep: buffers MPI uses until it is done)."""
         if req.Test():
@@ -305,6 +312,8 @@ class MpiBackend:
             self._timed_out(op, req, keep, peer)
 
     def _start(self, op: str) -> None:
+        if self._aborted:
+            raise DistBackendError(f"{op}: {self._aborted}")
         if self._broken:
             raise DistBackendError(f"{op}: the process group {self.label} is unusable after an "
                                    f"earlier failure: {self._broken}")
@@ -331,7 +340,9 @@ class MpiBackend:
                     f"rank {r} called {other}")
 
     def abort(self, why: str) -> None:
-        """MPI cannot cancel a running collective; mpirun ends the job when a rank exits."""
+        """Makes the operations waiting now (and later ones) fail with why: a receive is
+        cancelled; a collective or send cannot be, which leaves the group unusable."""
+        self._aborted = f"rank {self.rank()} aborted the group: {why}"
 
     def close(self) -> None:
         with _live_lock:
