@@ -431,6 +431,55 @@ def test_object_collectives(ranks3):
     assert out[0][2] == [("x", 0), ("x", 1), ("x", 2)]
 
 
+def _w_p2p_objects(rank, world):
+    if rank == 0:
+        dist.send_object_list([{"to": 1}, [1, 2, 3]], dst=1)
+        dist.send_object_list(["any"], dst=2)
+        return None
+    objs = [None, None] if rank == 1 else [None]
+    src = dist.recv_object_list(objs, src=0 if rank == 1 else None)
+    return src, objs
+
+
+def test_send_recv_object_list(ranks3):
+    _, r1, r2 = ranks3.run(_w_p2p_objects)
+    assert r1 == (0, [{"to": 1}, [1, 2, 3]])
+    assert r2 == (0, ["any"])
+
+
+def _w_subgroups(rank, world):
+    before = dist.get_pg_count()
+    cur, subs = dist.new_subgroups_by_enumeration([[0, 2], [1]])
+    t = ember.ones(2) * (rank + 1)
+    dist.all_reduce(t, group=cur)
+    ones, ones_all = dist.new_subgroups(1)
+    whole, _ = dist.new_subgroups(3)
+    u = ember.ones(1)
+    dist.all_reduce(u, group=whole)
+    errors = []
+    for bad in (lambda: dist.new_subgroups(2), lambda: dist.new_subgroups(None),
+                lambda: dist.new_subgroups_by_enumeration([[0, 1], [1, 2]])):
+        try:
+            bad()
+        except ValueError as e:
+            errors.append(str(e))
+    return (t.tolist(), dist.get_process_group_ranks(cur), len(subs),
+            dist.get_process_group_ranks(ones), len(ones_all), u.item(),
+            dist.get_pg_count() - before, errors)
+
+
+def test_new_subgroups(ranks3):
+    out = ranks3.run(_w_subgroups)
+    for r, (t, ranks, n, one, n_one, u, made, errors) in enumerate(out):
+        assert ranks == ([0, 2] if r != 1 else [1])
+        assert t == ([4.0, 4.0] if r != 1 else [2.0, 2.0])
+        assert n == 2 and one == [r] and n_one == 3 and u == 3.0
+        assert made == 6  # 2 + 3 + 1 groups, counted on every rank
+        assert "cannot be split into subgroups of 2" in errors[0]
+        assert "group_size is required" in errors[1]
+        assert "rank 1 is in both subgroup 0 and subgroup 1" in errors[2]
+
+
 def _w_groups(rank, world):
     res = {"rank": dist.get_rank(), "world": dist.get_world_size(),
            "backend": dist.get_backend(), "init": dist.is_initialized()}
@@ -673,6 +722,106 @@ def test_file_store(tmp_path):
     _exercise_store(h, h)
 
 
+def _file_store_user(path: str, q) -> None:
+    s = dist.FileStore(path, 2)
+    s.set("child", b"1")
+    q.put(s.get("parent"))
+    # Leaves at exit (garbage collection), as the parent's store does with `del`.
+
+
+def test_file_store_is_deleted_by_its_last_user(tmp_path):
+    path = tmp_path / "fs"
+    a = dist.FileStore(str(path), 2)
+    b = dist.FileStore(str(path), 2)
+    a.set("k", b"v")
+    assert a.num_keys() == 1  # the reference counts are not keys
+    a.close()
+    assert path.exists() and b.get("k") == b"v"  # b still uses it
+    with pytest.raises(dist.DistStoreError, match="used after close"):
+        a.get("k")
+    del b
+    assert not path.exists()
+    # The counts are per file: world_size users must have left, and none may remain.
+    c = dist.FileStore(str(path), 2)
+    c.close()
+    assert path.exists()  # one of 2 left: another may still come
+    dist.FileStore(str(path), 2).close()
+    assert not path.exists()
+    # world_size -1 (unknown number of users): the file is kept.
+    dist.FileStore(str(path)).close()
+    assert path.exists()
+    path.unlink()
+    # Another process: its store leaves when it exits; the last one deletes the file.
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    s = dist.FileStore(str(path), 2)
+    s.set("parent", b"p")
+    p = ctx.Process(target=_file_store_user, args=(str(path), q))
+    p.start()
+    assert q.get(timeout=90) == b"p"
+    p.join(60)
+    assert p.exitcode == 0 and s.get("child") == b"1"
+    del s
+    assert not path.exists()
+
+
+def test_file_init_method_deletes_the_file_at_destroy(tmp_path):
+    path = tmp_path / "init"
+    dist.init_process_group("shm", init_method=f"file://{path}", rank=0, world_size=1)
+    try:
+        assert path.exists()
+        t = ember.ones(2)
+        dist.all_reduce(t)
+        assert t.tolist() == [1.0, 1.0]
+    finally:
+        dist.destroy_process_group()
+    assert not path.exists()
+
+
+def test_store_extended_api(tmp_path):
+    master = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
+    try:
+        stores = [master, dist.FileStore(str(tmp_path / "fs"), 1), dist.HashStore(),
+                  dist.PrefixStore("p", dist.HashStore())]
+        for s in stores:
+            assert s.has_extended_api()
+            s.append("log", b"a")
+            s.append("log", "bc")
+            s.multi_set(["x", "y"], [b"1", "2"])
+            assert s.multi_get(["y", "log", "x"]) == [b"2", b"abc", b"1"], type(s)
+            with pytest.raises(ValueError, match="2 keys but 1 values"):
+                s.multi_set(["x", "y"], [b"1"])
+            with pytest.raises(dist.DistStoreError, match="timed out"):
+                s.wait(["never"], timedelta(seconds=0.1))
+    finally:
+        master.close()
+
+
+def test_backend_queries_and_the_gloo_alias(monkeypatch, caplog):
+    assert dist.is_backend_available("gloo") and dist.is_backend_available("SHM")
+    assert dist.is_backend_available("mpi") == dist.is_mpi_available()
+    assert not dist.is_backend_available("nccl") and not dist.is_backend_available("ucc")
+    assert dist.get_default_backend_for_device("cpu") == "shm"
+    assert dist.get_default_backend_for_device(ember.device("cuda:0")) == "nccl"
+    with pytest.raises(ValueError, match="no backend for device type 'mps'"):
+        dist.get_default_backend_for_device("mps")
+    assert dist.get_pg_count() == 0
+    # "gloo" runs as shm on one machine, and says so once per process.
+    from ember.distributed import distributed_c10d
+
+    monkeypatch.setattr(distributed_c10d, "_logged_gloo", False)
+    for _ in range(2):
+        with caplog.at_level("WARNING", logger="ember.distributed"):
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            assert dist.get_backend() == "gloo" and dist.get_pg_count() == 1
+            assert dist.group.WORLD.name() == "shm"
+        finally:
+            dist.destroy_process_group()
+    said = [r.getMessage() for r in caplog.records if "runs as" in r.getMessage()]
+    assert said == ["ember.distributed: backend 'gloo' runs as 'shm' (one machine)"]
+
+
 def test_api_before_init():
     assert dist.is_available() and not dist.is_initialized()
     with pytest.raises(ValueError, match="has not been initialized"):
@@ -752,27 +901,126 @@ MPI_SCRIPT = textwrap.dedent("""
     except TypeError as e:
         assert "AVG needs a floating-point tensor" in str(e)
     dist.barrier()
+    if os.environ.get("EMBER_DISTRIBUTED_DEBUG") != "DETAIL":
+        g2 = dist.new_group()
+        if r == 0:  # destroy with a receive pending: it fails instead of hanging
+            w2 = dist.irecv(ember.zeros(3), 1, group=g2)
+            dist.destroy_process_group(g2)
+            try:
+                w2.wait()
+            except RuntimeError as e:
+                assert "destroyed group" in str(e) and "receive was cancelled" in str(e), e
+                print("PENDING-ABORTED", flush=True)
+        else:
+            dist.destroy_process_group(g2)
+    if os.environ.get("EMBER_DISTRIBUTED_DEBUG") == "DETAIL":
+        try:
+            dist.all_reduce(ember.zeros(2 + r))
+        except dist.DistBackendError as e:
+            assert "differs between ranks" in str(e) and "(2,)" in str(e) and "(3,)" in str(e)
+            print("MISMATCH-REPORTED", r)
     dist.destroy_process_group()
     print("MPI-OK", r)
 """)
 
 
-def test_mpi_backend(tmp_path):
+@pytest.mark.parametrize("debug", ["", "DETAIL"])
+def test_mpi_backend(tmp_path, debug):
+    # With DETAIL, every collective also runs as the blocking call on the helper thread.
+    extra = {"EMBER_MPI_BLOCKING_BYTES": "0"} if debug else {}
+    r = _mpirun(tmp_path, "import os\n" + MPI_SCRIPT, 2, EMBER_DISTRIBUTED_DEBUG=debug, **extra)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("MPI-OK") == 2
+    assert r.stdout.count("MISMATCH-REPORTED") == (2 if debug else 0), r.stdout + r.stderr
+    assert r.stdout.count("PENDING-ABORTED") == (0 if debug else 1), r.stdout + r.stderr
+
+
+MPI_TIMEOUT_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from datetime import timedelta
+    import ember, ember.distributed as dist
+    dist.init_process_group("mpi", timeout=timedelta(seconds=120))
+    r = dist.get_rank()
+    g = dist.new_group(timeout=timedelta(seconds=2))
+    if r == 0:  # rank 1 never sends: the receive times out, is cancelled, the group stays usable
+        try:
+            dist.recv(ember.zeros(2), src=1, group=g, tag=9)
+        except dist.DistBackendError as e:
+            print("RECV-TIMEOUT", e, flush=True)
+    dist.barrier()
+    t = ember.ones(2)
+    dist.all_reduce(t, group=g)
+    assert t.tolist() == [3.0, 3.0], t
+    print("GROUP-USABLE", r, flush=True)
+    h = dist.new_group(timeout=timedelta(seconds=3))
+    big = dist.new_group(timeout=timedelta(seconds=2))
+    if r == 1:
+        time.sleep(600)  # hangs outside ember.distributed
+    try:
+        dist.all_reduce(ember.ones(2), group=h)
+    except dist.DistBackendError as e:
+        print(f"AR-TIMEOUT{r}", e, flush=True)
+        try:
+            dist.all_reduce(ember.ones(2), group=h)
+        except dist.DistBackendError as e2:
+            print(f"BROKEN{r}", e2, flush=True)
+    try:  # 4 KiB: the blocking call on the helper thread (EMBER_MPI_BLOCKING_BYTES=4096)
+        dist.all_reduce(ember.ones(1024), group=big)
+    except dist.DistBackendError as e:
+        print(f"BIG-TIMEOUT{r}", e, flush=True)
+    if r != 0:
+        time.sleep(600)  # rank 0 reports first (an abort would cut a rank short)
+    # Rank 0 leaves now: MPI_Abort at exit ends the job, the sleeping ranks included.
+""")
+
+MPI_DEAD_SCRIPT = textwrap.dedent("""
+    import os
+    from datetime import timedelta
+    import ember, ember.distributed as dist
+    dist.init_process_group("mpi", timeout=timedelta(seconds=120))
+    if dist.get_rank() == 1:
+        os._exit(3)
+    dist.all_reduce(ember.ones(2))
+""")
+
+
+def _mpirun(tmp_path, script: str, n: int, **env_vars: str) -> subprocess.CompletedProcess:
     pytest.importorskip("mpi4py")
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         pytest.skip("mpirun is not installed")
-    script = tmp_path / "mpi_job.py"
-    script.write_text(MPI_SCRIPT)
+    path = tmp_path / "mpi_job.py"
+    path.write_text(script)
     env = dict(os.environ)
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    cmd = [mpirun, "-n", "2", "--oversubscribe"]
+    env.update(env_vars)
+    cmd = [mpirun, "-n", str(n), "--oversubscribe"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    r = subprocess.run(cmd + [sys.executable, str(script)], capture_output=True, text=True,
-                       timeout=120, env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("MPI-OK") == 2
+    return subprocess.run(cmd + [sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=150, env=env)
+
+
+def test_mpi_timeouts_name_the_rank_and_the_operation(tmp_path):
+    r = _mpirun(tmp_path, MPI_TIMEOUT_SCRIPT, 3, EMBER_MPI_BLOCKING_BYTES="4096")
+    out = r.stdout + r.stderr
+    assert "RECV-TIMEOUT recv from rank 1 on rank 0 of group group1 timed out after 2 s" in out, out
+    assert "rank 1 is in barrier (collective #1 of group WORLD)" in out, out
+    assert "the receive was cancelled" in out, out
+    assert all(f"GROUP-USABLE {k}" in out for k in range(3)), out
+    assert ("AR-TIMEOUT0 all_reduce (collective #1 of group group2) on rank 0 timed out after "
+            "3 s: rank(s) [1] did not answer") in out, out
+    assert "rank(s) [2] wait in the same operation" in out, out
+    assert "BROKEN0 all_reduce: the process group group2 is unusable" in out, out
+    assert ("BIG-TIMEOUT0 all_reduce (collective #1 of group group3) on rank 0 timed out after "
+            "2 s: rank(s) [1] did not answer") in out, out
+    # The job was aborted (instead of hanging in MPI_Finalize for the sleeping rank).
+    assert r.returncode != 0 and "aborting the MPI job" in out, out
+
+
+def test_mpi_dead_rank_ends_the_job(tmp_path):
+    r = _mpirun(tmp_path, MPI_DEAD_SCRIPT, 2)
+    assert r.returncode == 3, r.stdout + r.stderr
 
 
 def test_missing_rank_at_init_times_out_and_leaves_nothing():

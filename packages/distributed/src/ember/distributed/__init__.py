@@ -25,15 +25,17 @@ try:
 except ImportError:  # not installed from a git checkout / sdist
     __version__ = "0.0.0"
 
+from . import algorithms as algorithms  # Join, DDP communication hooks
 from ._common import DistBackendError, DistError, ReduceOp
 from ._store import DistStoreError, FileStore, HashStore, PrefixStore, Store, TCPStore
 from ._work import Future, Work
+from .algorithms import GradBucket
 from .distributed_c10d import *  # noqa: F403
 from .distributed_c10d import __all__ as _c10d_all
 from .distributed_c10d import default_pg_timeout
 
 __all__ = [
-    "DistBackendError", "DistError", "DistStoreError", "FileStore", "Future", "HashStore",
-    "PrefixStore", "ReduceOp", "Store", "TCPStore", "Work", "__version__", "default_pg_timeout",
+    "DistBackendError", "DistError", "DistStoreError", "FileStore", "Future", "GradBucket",
+    "HashStore", "PrefixStore", "ReduceOp", "Store", "TCPStore", "Work", "__version__", "default_pg_timeout",
     *_c10d_all,
 ]

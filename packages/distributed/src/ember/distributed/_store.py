@@ -65,6 +65,16 @@ class _Table:
             self.cond.notify_all()
             return v
 
+    def append(self, key: str, value: bytes) -> None:
+        with self.cond:
+            self.data[key] = self.data.get(key, b"") + value
+            self.cond.notify_all()
+
+    def multi_set(self, keys: list[str], values: list[bytes]) -> None:
+        with self.cond:
+            self.data.update(zip(keys, values))
+            self.cond.notify_all()
+
     def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
         with self.cond:
             cur = self.data.get(key)
@@ -148,6 +158,35 @@ class Store:
         expected_value is empty); returns the value the key holds afterwards."""
         return self._op("compare_set", key, _as_bytes(expected_value), _as_bytes(desired_value))
 
+    def append(self, key: str, value: bytes | str) -> None:
+        """Appends value to the bytes at key (sets it if unset), atomically."""
+        self._op("append", key, _as_bytes(value))
+
+    def multi_set(self, keys: list[str], values: list[bytes | str]) -> None:
+        """Sets every key to its value in one atomic update."""
+        keys, values = list(keys), [_as_bytes(v) for v in values]
+        if len(keys) != len(values):
+            raise ValueError(f"store.multi_set: {len(keys)} keys but {len(values)} values")
+        self._op("multi_set", keys, values)
+
+    def multi_get(self, keys: list[str]) -> list[bytes]:
+        """The values of keys, waiting up to the store's timeout for all of them to be set.
+
+        >>> s = HashStore(); s.multi_set(["a", "b"], [b"1", "2"]); s.multi_get(["b", "a"])
+        [b'2', b'1']
+        """
+        keys = list(keys)
+        self.wait(keys)
+        values = self._op("multi_get", keys)
+        missing = [k for k, v in zip(keys, values) if v is None]
+        if missing:
+            raise DistStoreError(f"store: keys {missing} were deleted while multi_get waited")
+        return values
+
+    def has_extended_api(self) -> bool:
+        """Whether append / multi_get / multi_set are supported (they are, by every store)."""
+        return True
+
     def wait(self, keys: list[str], timeout: timedelta | None = None) -> None:
         """Waits until every key in keys is set; DistStoreError after the timeout."""
         keys = [keys] if isinstance(keys, str) else list(keys)
@@ -195,6 +234,12 @@ def _dispatch(table: _Table, cmd: str, args: tuple) -> Any:
         return table.add(*args)
     if cmd == "compare_set":
         return table.compare_set(*args)
+    if cmd == "append":
+        return table.append(*args)
+    if cmd == "multi_set":
+        return table.multi_set(*args)
+    if cmd == "multi_get":
+        return [table.get(k) for k in args[0]]
     if cmd == "wait":
         return table.wait(*args)
     if cmd == "check":
@@ -384,12 +429,18 @@ class FileStore(Store):
     """A store kept in a file that every rank opens (a shared file system works across hosts).
 
     Each operation takes an exclusive fcntl lock and reads/rewrites the pickled table; waits poll.
+    The file counts the FileStore objects using it: each one registers when it is made and
+    leaves when it is closed or garbage-collected; when the last one leaves and at least
+    ``world_size`` of them have left, the file is deleted (as torch does; with world_size -1 the
+    file is kept). Start a job with a file that does not exist yet.
 
     Example::
 
-        >>> import tempfile; path = tempfile.mktemp()
+        >>> import os, tempfile; path = tempfile.mktemp()
         >>> s = FileStore(path, 1); s.set("x", b"1"); s.get("x")
         b'1'
+        >>> del s; os.path.exists(path)
+        False
     """
 
     def __init__(self, file_name: str, world_size: int = -1,
@@ -397,26 +448,48 @@ class FileStore(Store):
         super().__init__(timeout)
         self.path = file_name
         self.world_size = world_size
-        fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o600)
-        os.close(fd)
+        self._owner_pid = os.getpid()  # a forked child's copy does not hold a reference
+        self._registered = False
 
-    def _locked(self, fn) -> Any:
-        with open(self.path, "r+b") as f:
+        def register(table: dict, meta: dict) -> tuple[None, bool]:
+            meta["refs"] = meta.get("refs", 0) + 1
+            return None, True
+
+        self._locked(register)
+        self._registered = True
+
+    def _locked(self, fn, unlink_if_true: bool = False) -> Any:
+        """Runs fn(table, meta) -> (result, changed) under the file's lock, rewriting the file
+        when changed (table: the user's keys; meta: the reference counts); with
+        unlink_if_true, deletes the file (still locked) when the result is true."""
+        while True:
+            f = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), "r+b")
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
+                if os.fstat(f.fileno()).st_ino == os.stat(self.path).st_ino:
+                    break  # locked the file that is at the path (not one deleted meanwhile)
+            except FileNotFoundError:
+                pass
+            f.close()
+        with f:
+            try:
                 raw = f.read()
-                table = pickle.loads(raw) if raw else {}
-                result, changed = fn(table)
+                table, meta = pickle.loads(raw) if raw else ({}, {})
+                result, changed = fn(table, meta)
                 if changed:
                     f.seek(0)
                     f.truncate()
-                    f.write(pickle.dumps(table))
+                    f.write(pickle.dumps((table, meta)))
                     f.flush()
+                if unlink_if_true and result:
+                    os.unlink(self.path)
                 return result
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
     def _op(self, cmd: str, *args: Any) -> Any:
+        if not self._registered:
+            raise DistStoreError(f"FileStore({self.path!r}): used after close()")
         if cmd == "wait":
             keys, timeout = args
             deadline = time.monotonic() + timeout
@@ -428,7 +501,7 @@ class FileStore(Store):
                 delay = min(delay * 2, 0.05)
             return True
 
-        def fn(table: dict) -> tuple[Any, bool]:
+        def fn(table: dict, meta: dict) -> tuple[Any, bool]:
             t = _Table()
             t.data = table
             before = dict(table)
@@ -436,6 +509,29 @@ class FileStore(Store):
             return r, table != before
 
         return self._locked(fn)
+
+    def close(self) -> None:
+        """Leaves the file (deleting it if this was its last user, see the class doc); the
+        store cannot be used afterwards. Garbage collection does the same."""
+        if not self._registered or os.getpid() != self._owner_pid:
+            return
+        self._registered = False
+        if not os.path.exists(self.path):  # already cleaned up (e.g. by a tmp dir's removal)
+            return
+
+        def leave(table: dict, meta: dict) -> tuple[bool, bool]:
+            meta["refs"] = meta.get("refs", 0) - 1
+            meta["done"] = meta.get("done", 0) + 1
+            last = meta["refs"] <= 0 and 0 <= self.world_size <= meta["done"]
+            return last, True
+
+        self._locked(leave, unlink_if_true=True)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001  (interpreter shutdown, file system gone)
+            pass
 
 
 class PrefixStore(Store):
@@ -456,7 +552,7 @@ class PrefixStore(Store):
         return f"{self.prefix}/{key}"
 
     def _op(self, cmd: str, *args: Any) -> Any:
-        if cmd in ("wait", "check"):
+        if cmd in ("wait", "check", "multi_get", "multi_set"):
             return self.underlying_store._op(cmd, [self._k(k) for k in args[0]], *args[1:])
         if cmd == "num_keys":
             return self.underlying_store._op(cmd)

@@ -138,7 +138,7 @@ class _State:
     def __init__(self) -> None:
         self.default: ProcessGroup | None = None
         self.store: Store | None = None
-        self.owned_store: TCPStore | None = None
+        self.owned_store: TCPStore | FileStore | None = None
         self.groups: list[ProcessGroup] = []
         self.n_groups = 0
         self.n_inits = 0
@@ -209,6 +209,50 @@ def is_shm_available() -> bool:
     return True
 
 
+def is_ucc_available() -> bool:
+    """UCC is not part of ember."""
+    return False
+
+
+def is_xccl_available() -> bool:
+    """XCCL (Intel GPUs) is not part of ember."""
+    return False
+
+
+def is_backend_available(backend: str) -> bool:
+    """Whether init_process_group / new_group can use the named backend.
+
+    Example::
+
+        >>> is_backend_available("gloo"), is_backend_available("nccl")
+        (True, False)
+    """
+    name = Backend(backend)
+    if name in (Backend.SHM, Backend.GLOO):
+        return True
+    if name == Backend.MPI:
+        return is_mpi_available()
+    return False
+
+
+def get_default_backend_for_device(device: Any) -> str:
+    """The backend for tensors on device: "shm" for CPU (ember's default; "gloo" maps to it on
+    one machine), "nccl" for CUDA.
+
+    Example::
+
+        >>> get_default_backend_for_device("cpu")
+        'shm'
+    """
+    kind = str(device.type if hasattr(device, "type") else device).split(":")[0]
+    if kind == "cpu":
+        return Backend.SHM
+    if kind == "cuda":
+        return Backend.NCCL
+    raise ValueError(f"get_default_backend_for_device: no backend for device type {kind!r} "
+                     "(expected 'cpu' or 'cuda')")
+
+
 def is_torchelastic_launched() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ
 
@@ -263,7 +307,8 @@ def _rendezvous(init_method: str, rank: int, world_size: int, timeout: timedelta
         if rank < 0 or world_size < 0:
             raise ValueError("init_process_group: file:// needs rank and world_size")
         path = url.path if not url.netloc else url.netloc + url.path
-        return FileStore(path, world_size, timeout), rank, world_size, None
+        store = FileStore(path, world_size, timeout)  # the file goes when every rank closed it
+        return store, rank, world_size, store
     raise ValueError(f"init_process_group: unknown init_method {init_method!r}; expected "
                      "env://, tcp://host:port or file:///path")
 
@@ -458,6 +503,71 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
     pg = ProcessGroup(impl, ranks, chosen, label, t)
     _state.groups.append(pg)
     return pg
+
+
+def new_subgroups(group_size: int | None = None, group: ProcessGroup | None = None,
+                  timeout: timedelta | None = None, backend: str | None = None,
+                  pg_options: Any = None, group_desc: str | None = None) -> tuple[Any, list]:
+    """Splits the ranks of group (the world when None) into consecutive subgroups of group_size
+    ranks; returns (this rank's subgroup, every subgroup). Every rank of the world calls it.
+
+    Example::
+
+        >>> cur, subgroups = dist.new_subgroups(2)  # world of 4: [0, 1] and [2, 3]  # doctest: +SKIP
+    """
+    _default()
+    parent = get_process_group_ranks(group) if group is not None else list(
+        range(_state.world_size))
+    if group_size is None:
+        raise ValueError("new_subgroups: group_size is required (the default, one subgroup per "
+                         "CUDA device count, only applies to CUDA machines)")
+    if not isinstance(group_size, int) or group_size <= 0:
+        raise ValueError(f"new_subgroups: group_size must be a positive integer, got "
+                         f"{group_size!r}")
+    if group_size > len(parent) or len(parent) % group_size:
+        raise ValueError(f"new_subgroups: the group's {len(parent)} ranks cannot be split into "
+                         f"subgroups of {group_size}")
+    ranks_list = [parent[i:i + group_size] for i in range(0, len(parent), group_size)]
+    return new_subgroups_by_enumeration(ranks_list, timeout, backend, pg_options, group_desc)
+
+
+def new_subgroups_by_enumeration(ranks_per_subgroup_list: list[list[int]],
+                                 timeout: timedelta | None = None, backend: str | None = None,
+                                 pg_options: Any = None,
+                                 group_desc: str | None = None) -> tuple[Any, list]:
+    """One subgroup per list of global ranks (a rank may be in at most one); returns (this rank's
+    subgroup or None, every subgroup, NON_GROUP_MEMBER for those without this rank). Every rank
+    of the world calls it with the same lists.
+
+    Example::
+
+        >>> cur, _ = dist.new_subgroups_by_enumeration([[0, 2], [1, 3]])  # doctest: +SKIP
+    """
+    _default()
+    if not ranks_per_subgroup_list:
+        raise ValueError("new_subgroups_by_enumeration: ranks_per_subgroup_list is empty")
+    seen: dict[int, int] = {}
+    for i, ranks in enumerate(ranks_per_subgroup_list):
+        for r in ranks:
+            if r in seen:
+                raise ValueError(f"new_subgroups_by_enumeration: rank {r} is in both subgroup "
+                                 f"{seen[r]} and subgroup {i}")
+            seen[r] = i
+    cur = None
+    subgroups = []
+    for i, ranks in enumerate(ranks_per_subgroup_list):
+        desc = f"{group_desc}_{i}" if group_desc else None
+        g = new_group(list(ranks), timeout=timeout, backend=backend, pg_options=pg_options,
+                      group_desc=desc)
+        subgroups.append(g)
+        if _state.rank in ranks:
+            cur = g
+    return cur, subgroups
+
+
+def get_pg_count() -> int:
+    """How many process groups this process made (the default one and those of new_group)."""
+    return 0 if _state.default is None else 1 + _state.n_groups
 
 
 def get_rank(group: ProcessGroup | None = None) -> int:
@@ -1037,6 +1147,56 @@ def gather_object(obj: Any, object_gather_list: list | None = None, dst: int | N
             object_gather_list[i] = _from_tensor(o, s)
 
 
+def send_object_list(object_list: list, dst: int | None = None,
+                     group: ProcessGroup | None = None, device: Any = None,
+                     group_dst: int | None = None) -> None:
+    """Sends the picklable objects of object_list to rank dst (which calls recv_object_list
+    with a list of the same length).
+
+    Example::
+
+        >>> if dist.get_rank() == 0: dist.send_object_list([{"step": 3}], dst=1)  # doctest: +SKIP
+    """
+    pg = _pg(group)
+    if pg is None:
+        return
+    tensors = [_to_tensor(o) for o in object_list]
+    sizes = ember.tensor([t.numel() for t in tensors], dtype=ember.int64)
+    send(sizes, dst, group=group, group_dst=group_dst)
+    if sum(t.numel() for t in tensors):
+        send(ember.cat(tensors), dst, group=group, group_dst=group_dst)
+
+
+def recv_object_list(object_list: list, src: int | None = None,
+                     group: ProcessGroup | None = None, device: Any = None,
+                     group_src: int | None = None) -> int:
+    """Receives into object_list (same length as the sender's) the objects that rank src (any
+    rank when None) sent with send_object_list; returns the sender's rank.
+
+    Example::
+
+        >>> objs = [None]                        # doctest: +SKIP
+        >>> dist.recv_object_list(objs, src=0)   # doctest: +SKIP
+        0
+    """
+    pg = _pg(group)
+    if pg is None:
+        return -1
+    sizes = ember.zeros(len(object_list), dtype=ember.int64)
+    sender = recv(sizes, src, group=group, group_src=group_src)
+    total = int(sizes.sum().item())
+    data = b""
+    if total:
+        payload = ember.zeros(total, dtype=ember.uint8)
+        recv(payload, sender, group=group)  # the rest from the same sender
+        data = payload.numpy().tobytes()
+    off = 0
+    for i, n in enumerate(sizes.tolist()):
+        object_list[i] = pickle.loads(data[off:off + n])
+        off += n
+    return sender
+
+
 def scatter_object_list(scatter_object_output_list: list, scatter_object_input_list: list | None,
                         src: int | None = None, group: ProcessGroup | None = None,
                         group_src: int | None = None) -> None:
@@ -1055,10 +1215,13 @@ __all__ = [
     "ReduceOp", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce",
     "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
     "broadcast_object_list", "destroy_process_group", "gather", "gather_object", "get_backend",
-    "get_debug_level", "get_default_store", "get_global_rank", "get_group_rank",
-    "get_node_local_rank", "get_process_group_ranks", "get_rank", "get_world_size", "group",
-    "init_process_group", "irecv", "is_available", "is_gloo_available", "is_initialized",
-    "is_mpi_available", "is_nccl_available", "is_torchelastic_launched", "isend",
-    "monitored_barrier", "new_group", "recv", "reduce", "reduce_scatter", "reduce_scatter_tensor",
-    "scatter", "scatter_object_list", "send", "set_debug_level", "set_debug_level_from_env",
+    "get_debug_level", "get_default_backend_for_device", "get_default_store", "get_global_rank",
+    "get_group_rank", "get_node_local_rank", "get_pg_count", "get_process_group_ranks",
+    "get_rank", "get_world_size", "group", "init_process_group", "irecv", "is_available",
+    "is_backend_available", "is_gloo_available", "is_initialized", "is_mpi_available",
+    "is_nccl_available", "is_torchelastic_launched", "is_ucc_available", "is_xccl_available",
+    "isend", "monitored_barrier", "new_group", "new_subgroups", "new_subgroups_by_enumeration",
+    "recv", "recv_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter",
+    "scatter_object_list", "send", "send_object_list", "set_debug_level",
+    "set_debug_level_from_env",
 ]

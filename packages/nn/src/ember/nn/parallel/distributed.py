@@ -15,6 +15,12 @@ ember's autograd has no end-of-backward callback, so that final wait runs inside
 last parameter to get a gradient; with ``find_unused_parameters=True`` the parameters that take
 no part in the output are found by walking the autograd graph after forward and marked ready when
 backward starts, so their buckets do not wait for gradients that never come.
+
+Uneven inputs (``with ddp.join(): ...``, ember.distributed.algorithms.join): each forward starts
+with a join-signal all-reduce; a rank that has run out of batches answers it and issues the same
+collectives as the others' iteration (buffer broadcast, a flag saying whether backward reduces,
+then one all-reduce of zeros per bucket), and when all are done the last rank to finish
+broadcasts its parameters, so every replica ends equal.
 """
 
 from __future__ import annotations
@@ -159,6 +165,9 @@ class _Reducer:
         self.ready_order: list[int] = []
         self.rebuilt = False
         self.expect_hooks = False
+        # Under Join with divide_by_initial_world_size=False: the join signal's all-reduce,
+        # whose result (the number of ranks still training) divides the gradients.
+        self.join_count: Any = None
         self._reset_iteration()
         # In a static graph the parameters unused in the first iteration stay unused.
         self.static_unused: list[int] | None = None
@@ -336,19 +345,54 @@ class _Reducer:
 
     def _launch(self, b: _Bucket) -> None:
         from ember.distributed.algorithms._comm_types import GradBucket
-        from ember.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
         bucket = GradBucket(b.index, b.buffer, b.views, b.params, b.index == len(self.buckets) - 1)
+        b.future = self._reduce(bucket)
+
+    def _reduce(self, bucket: Any) -> Any:
+        """Starts the reduction of a GradBucket (by the comm hook, or an all-reduce averaging
+        over the ranks); returns its future."""
+        from ember.distributed.algorithms.ddp_comm_hooks.default_hooks import _allreduce_divided
+
         if self.comm_hook is None:
-            b.future = allreduce_hook(self.group, bucket)
-        else:
-            state, hook = self.comm_hook
-            b.future = hook(state, bucket)
-            if not hasattr(b.future, "wait"):
-                raise RuntimeError(
-                    f"DistributedDataParallel: the communication hook {hook!r} must "
-                    f"return a Future (with wait()), got {type(b.future).__name__}"
-                )
+            if self.join_count is not None:
+                divisor = self.join_count.count()
+            else:
+                divisor = _dist().get_world_size(self.group)
+            return _allreduce_divided(self.group, bucket, divisor)
+        state, hook = self.comm_hook
+        future = hook(state, bucket)
+        if not hasattr(future, "wait"):
+            raise RuntimeError(
+                f"DistributedDataParallel: the communication hook {hook!r} must "
+                f"return a Future (with wait()), got {type(future).__name__}"
+            )
+        return future
+
+    def shadow_iteration(self) -> None:
+        """On a rank that has joined (see DistributedDataParallel.join): the collectives of one
+        synchronized backward of the other ranks, contributing zero gradients (and no use of
+        any parameter); this rank's own gradients are left alone."""
+        from ember.distributed.algorithms._comm_types import GradBucket
+
+        dist = _dist()
+        if self.iteration > 0 and not self.rebuilt:
+            self._rebuild_buckets()
+        futures = []
+        for b in self.buckets:
+            zeros = ember.zeros_like(b.buffer)
+            views, offset = [], 0
+            for p in b.params:
+                views.append(zeros[offset : offset + p.numel()].view(p.shape))
+                offset += p.numel()
+            last = b.index == len(self.buckets) - 1
+            futures.append(self._reduce(GradBucket(b.index, zeros, views, b.params, last)))
+        for f in futures:
+            f.wait()
+        if self.find_unused or self.static_graph:
+            used = ember.zeros(len(self.params), dtype=ember.int32, device=self.params[0].device)
+            dist.all_reduce(used, op=dist.ReduceOp.MAX, group=self.group)
+        self.iteration += 1
 
     def _finalize(self) -> None:
         self.expect_hooks = False
@@ -403,6 +447,36 @@ class _Reducer:
             self.remove_hooks()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+class _DDPJoinHook:
+    """What DistributedDataParallel does on a rank that has joined (a JoinHook): each main_hook
+    issues the collectives of one iteration of the ranks still training, in their order; the
+    post_hook broadcasts the model from a last joiner."""
+
+    def __init__(self, ddp: DistributedDataParallel, divide_by_initial_world_size: bool) -> None:
+        self.ddp = ddp
+        ddp._divide_by_initial_world_size = divide_by_initial_world_size
+
+    def main_hook(self) -> None:
+        ddp = self.ddp
+        buffers = list(ddp.module.buffers()) if ddp.broadcast_buffers else []
+        if ddp.require_forward_param_sync and buffers:
+            src = ddp._find_common_rank(False)
+            _coalesced_broadcast(buffers, src, ddp.process_group, _BUFFER_BROADCAST_BYTES)
+        should_sync = ddp._all_reduce_sync_flag(False)
+        # The forward of the ranks still training decides the next buffer synchronization.
+        ddp.require_forward_param_sync = should_sync
+        if should_sync:
+            ddp.reducer.shadow_iteration()
+
+    def post_hook(self, is_last_joiner: bool) -> None:
+        ddp = self.ddp
+        src = ddp._find_common_rank(is_last_joiner)
+        tensors = [p.detach() for p in ddp.module.parameters()]
+        if ddp.broadcast_buffers:
+            tensors += list(ddp.module.buffers())
+        _coalesced_broadcast(tensors, src, ddp.process_group, _BUFFER_BROADCAST_BYTES)
 
 
 class DistributedDataParallel(Module):
@@ -508,6 +582,11 @@ class DistributedDataParallel(Module):
             else None
         )
 
+        from ember.distributed.algorithms.join import _JoinConfig
+
+        self._join_config = _JoinConfig.disabled()  # set by Join (see join())
+        self._divide_by_initial_world_size = True
+
         self._verify_same_model_on_all_ranks()
         self._sync_module_states()
         self.reducer = _Reducer(
@@ -557,23 +636,111 @@ class DistributedDataParallel(Module):
     # ---- training --------------------------------------------------------------------------
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         self.reducer.check_previous_iteration()
+        will_sync = ember.is_grad_enabled() and self.require_backward_grad_sync
+        joining = self._join_config.enable
+        if joining:
+            from ember.distributed.algorithms.join import Join
+
+            # Tells the ranks that have joined that this one still trains (they shadow this
+            # iteration's collectives: see _DDPJoinHook).
+            count = Join.notify_join_context(self)
+            self.reducer.join_count = None if self._divide_by_initial_world_size else count
+        else:
+            self.reducer.join_count = None
         if self._device is not None:
             inputs, kwargs = _to_device(inputs, self._device), _to_device(kwargs, self._device)
         buffers = list(self.module.buffers()) if self.broadcast_buffers else []
         # As in torch: the buffers are synchronized when the previous forward was a training
-        # one (grad enabled, gradients synchronized), so every rank decides the same way.
+        # one (grad enabled, gradients synchronized), so every rank decides the same way. Under
+        # Join they come from the highest rank still training (rank 0 may have joined).
         if self.require_forward_param_sync and buffers:
-            _coalesced_broadcast(
-                buffers, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES
-            )
+            src = self._find_common_rank(True) if joining else self._src_rank()
+            _coalesced_broadcast(buffers, src, self.process_group, _BUFFER_BROADCAST_BYTES)
+        if joining:
+            self._all_reduce_sync_flag(will_sync)
         output = self.module(*inputs, **kwargs)
-        if ember.is_grad_enabled() and self.require_backward_grad_sync:
+        if will_sync:
             self.require_forward_param_sync = True
             self.reducer.prepare_for_backward(output)
         else:
             self.require_forward_param_sync = False
             self.reducer.expect_hooks = False
         return output
+
+    # ---- uneven inputs (Join) --------------------------------------------------------------
+    def join(
+        self,
+        divide_by_initial_world_size: bool = True,
+        enable: bool = True,
+        throw_on_early_termination: bool = False,
+    ) -> Any:
+        """A context manager for training with a different number of batches on each rank:
+        ``ember.distributed.algorithms.join.Join([self], ...)``.
+
+        A rank that leaves its training loop inside the context keeps answering the other
+        ranks' collectives (all-reducing zero gradients), so nobody hangs; when every rank is
+        done, the parameters (and buffers, with ``broadcast_buffers``) of a rank that joined
+        last are broadcast, so all replicas end equal.
+
+        Args:
+            divide_by_initial_world_size: average the gradients over the whole world size
+                (True, the joined ranks count as zero gradients) or over the ranks still
+                training (False).
+            enable: False makes the context do nothing.
+            throw_on_early_termination: raise on every rank as soon as one runs out of inputs.
+
+        Example::
+
+            >>> with ddp.join():                     # doctest: +SKIP
+            ...     for x, y in my_batches:          # uneven across ranks
+            ...         loss_fn(ddp(x), y).backward(); opt.step(); opt.zero_grad()
+        """
+        from ember.distributed.algorithms.join import Join
+
+        return Join(
+            [self],
+            enable,
+            throw_on_early_termination,
+            divide_by_initial_world_size=divide_by_initial_world_size,
+        )
+
+    def join_hook(self, **kwargs: Any) -> _DDPJoinHook:
+        """DDP's JoinHook (``divide_by_initial_world_size`` in kwargs, default True)."""
+        return _DDPJoinHook(self, bool(kwargs.get("divide_by_initial_world_size", True)))
+
+    @property
+    def join_device(self) -> Any:
+        """The device of the join signal: the one of the module's parameters."""
+        return self.reducer.params[0].device
+
+    @property
+    def join_process_group(self) -> Any:
+        """The process group the gradients are reduced over."""
+        return self.process_group
+
+    def _find_common_rank(self, candidate: bool) -> int:
+        """The highest group rank among the candidates (as a global rank, for broadcasts)."""
+        dist = _dist()
+        rank = dist.get_rank(self.process_group)
+        t = ember.tensor([rank if candidate else -1], dtype=ember.int64, device=self.join_device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.process_group)
+        chosen = int(t.item())
+        if chosen < 0:
+            raise RuntimeError(
+                "DistributedDataParallel: no rank is a candidate to synchronize the model "
+                "from (every rank reported that it had joined)"
+            )
+        if self.process_group is None:
+            return chosen
+        return int(dist.get_global_rank(self.process_group, chosen))
+
+    def _all_reduce_sync_flag(self, will_sync: bool) -> bool:
+        """Under Join: whether any rank still training reduces gradients in this iteration's
+        backward (a joined rank passes False and then shadows that reduction)."""
+        dist = _dist()
+        flag = ember.tensor([1 if will_sync else 0], dtype=ember.int32, device=self.join_device)
+        dist.all_reduce(flag, group=self.process_group)
+        return int(flag.item()) != 0
 
     @contextmanager
     def no_sync(self) -> Iterator[None]:

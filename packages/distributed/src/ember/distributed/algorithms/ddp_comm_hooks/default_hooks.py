@@ -49,9 +49,17 @@ def _all_reduce_future(tensor: ember.Tensor, group: Any) -> Future[ember.Tensor]
 def allreduce_hook(process_group: Any, bucket: GradBucket) -> Future[ember.Tensor]:
     """Averages the bucket's gradients over the ranks of ``process_group`` (None: the default
     group) with one all-reduce; DDP's behaviour without a hook."""
+    return _allreduce_divided(process_group, bucket, _world_size(process_group))
+
+
+def _allreduce_divided(
+    process_group: Any, bucket: GradBucket, divisor: int
+) -> Future[ember.Tensor]:
+    """The sum over the ranks of the bucket's gradients divided by ``divisor`` (the world size,
+    or under ``Join`` with ``divide_by_initial_world_size=False`` the ranks still training)."""
     buf = bucket.buffer()
     with ember.no_grad():
-        buf.div_(_world_size(process_group))
+        buf.div_(divisor)
     return _all_reduce_future(buf, process_group)
 
 
