@@ -32,68 +32,12 @@ namespace ember {
 namespace cpu {
 
 namespace dwk {
-namespace base {
-#define EMBER_DW_BYTES 16
-#include "kernels/cpu/nn_conv_depthwise_kernels.inc"
-#undef EMBER_DW_BYTES
-}  // namespace base
-
-#ifdef EMBER_DW_X86
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
-namespace avx2 {
-#define EMBER_DW_BYTES 32
-#include "kernels/cpu/nn_conv_depthwise_kernels.inc"
-#undef EMBER_DW_BYTES
-}  // namespace avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
-namespace avx512 {
-#define EMBER_DW_BYTES 64
-#include "kernels/cpu/nn_conv_depthwise_kernels.inc"
-#undef EMBER_DW_BYTES
-}  // namespace avx512
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-#endif
-}  // namespace dwk
-
-namespace {
 
 using Geom = nn::WindowGeom;
 
-// The best compiled variant of the two inner loops for this CPU (EMBER_CPU_ISA caps it).
-template <class T>
-struct Kernels {
-  void (*gather)(T*, int64_t, const T*, const int64_t*, const T*, int64_t, bool);
-  void (*dots)(T*, const T*, int64_t, const T*, const int64_t*, int64_t);
-};
-
-template <class T>
-Kernels<T> kernels() {
-#ifdef EMBER_DW_X86
-  if (cpu_isa() >= Isa::Avx512) return {&dwk::avx512::gather<T>, &dwk::avx512::dots<T>};
-  if (cpu_isa() >= Isa::Avx2) return {&dwk::avx2::gather<T>, &dwk::avx2::dots<T>};
-#endif
-  return {&dwk::base::gather<T>, &dwk::base::dots<T>};
-}
-
 // The inner loops run over whole multiples of 16 elements.
 constexpr int64_t kSlack = 16;
-int64_t round_up(int64_t v) { return (v + kSlack - 1) / kSlack * kSlack; }
+inline int64_t round_up(int64_t v) { return (v + kSlack - 1) / kSlack * kSlack; }
 
 // The buffer layout of a block of up to B planes of one channel (see the top of the file): the
 // planes follow each other in every phase, vol = P[0] * P[1] * P[2] elements apart.
@@ -181,104 +125,91 @@ struct Plan {
   // Flat indices covering the outputs of b planes, and all phase positions of b planes.
   int64_t out_span(int64_t b) const { return round_up((b - 1) * vol + L1); }
   int64_t grid_span(int64_t b) const { return round_up(b * vol); }
-
-  // Plane i of the block in buf (a zeroed phase buffer) <- plane x; the padding stays zero.
-  template <class T>
-  void pack(const T* x, T* buf, int64_t i) const {
-    buf += i * vol;
-    for (int64_t v0 = 0; v0 < valid[0]; ++v0)
-      for (int64_t v1 = 0; v1 < valid[1]; ++v1) {
-        const T* xr = x + (v0 * g.in[1] + v1) * g.in[2];
-        T* dst = buf + tab[0][v0] + tab[1][v1];
-        if (g.st[2] == 1) {
-          dst += valid[2] > 0 ? tab[2][0] : 0;
-          for (int64_t v2 = 0; v2 < valid[2]; ++v2) dst[v2] = xr[v2];
-        } else {
-          for (int64_t r = 0; r < g.st[2]; ++r) {
-            const Run& q = runs[r];
-            T* d = dst + r * PS + q.lo;
-            const T* xs = xr + q.first;
-            if (g.st[2] == 2)  // (a constant stride lets the compiler vectorize the copy)
-              for (int64_t c = 0; c < q.n; ++c) d[c] = xs[2 * c];
-            else
-              for (int64_t c = 0; c < q.n; ++c) d[c] = xs[c * g.st[2]];
-          }
-        }
-      }
-  }
-
-  // Plane gi <- the input positions' values in plane i of buf (zero where no window reaches).
-  template <class T>
-  void unpack(const T* buf, int64_t i, T* gi) const {
-    buf += i * vol;
-    const int64_t row = g.in[2], slab = g.in[1] * g.in[2];
-    for (int64_t v0 = 0; v0 < g.in[0]; ++v0) {
-      T* g0 = gi + v0 * slab;
-      if (v0 >= valid[0]) {
-        std::fill(g0, g0 + slab, T(0));
-        continue;
-      }
-      for (int64_t v1 = 0; v1 < g.in[1]; ++v1) {
-        T* gr = g0 + v1 * row;
-        if (v1 >= valid[1]) {
-          std::fill(gr, gr + row, T(0));
-          continue;
-        }
-        const T* src = buf + tab[0][v0] + tab[1][v1];
-        if (g.st[2] == 1) {
-          src += valid[2] > 0 ? tab[2][0] : 0;
-          for (int64_t v2 = 0; v2 < valid[2]; ++v2) gr[v2] = src[v2];
-        } else {
-          for (int64_t r = 0; r < g.st[2]; ++r) {
-            const Run& q = runs[r];
-            const T* sr = src + r * PS + q.lo;
-            T* gs = gr + q.first;
-            if (g.st[2] == 2)
-              for (int64_t c = 0; c < q.n; ++c) gs[2 * c] = sr[c];
-            else
-              for (int64_t c = 0; c < q.n; ++c) gs[c * g.st[2]] = sr[c];
-          }
-        }
-        for (int64_t v2 = valid[2]; v2 < row; ++v2) gr[v2] = T(0);
-      }
-    }
-  }
-
-  // Plane i of the output grids (flat index (o0 * P[1] + o1) * P[2] + o2) <-> a dense plane.
-  template <class T>
-  void to_plane(const T* grid, int64_t i, T* out, T bias) const {
-    grid += i * vol;
-    for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
-      for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
-        const T* src = grid + (o0 * P[1] + o1) * P[2];
-        T* dst = out + (o0 * g.out[1] + o1) * g.out[2];
-        for (int64_t o2 = 0; o2 < g.out[2]; ++o2) dst[o2] = src[o2] + bias;
-      }
-  }
-  template <class T>
-  void to_grid(const T* plane, T* grid, int64_t i) const {
-    grid += i * vol;
-    for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
-      for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
-        const T* src = plane + (o0 * g.out[1] + o1) * g.out[2];
-        T* dst = grid + (o0 * P[1] + o1) * P[2];
-        for (int64_t o2 = 0; o2 < g.out[2]; ++o2) dst[o2] = src[o2];
-      }
-  }
-
-  // After a block of b < B planes: zeroes what follows plane b - 1 in every phase of a phase
-  // buffer (stale planes of the previous channel must not reach the rounded-up spans).
-  template <class T>
-  void clear_tail(T* buf, int64_t b) const {
-    for (int64_t p = 0; p < nph; ++p) std::fill(buf + p * PS + b * vol, buf + (p + 1) * PS, T(0));
-  }
 };
+
+// One convolution's operands (gradients: null unless asked for).
+template <class T>
+struct Operands {
+  const T *x = nullptr, *w = nullptr, *b = nullptr, *go = nullptr;
+  T *out = nullptr, *gi = nullptr, *gw = nullptr;
+  int64_t N = 0, C = 0, Co = 0;
+};
+
+// Per-thread scratch of the channel loops (zeroed once: the padding in them stays zero).
+template <class T>
+struct Scratch {
+  std::vector<T> xbuf, grid, gobuf, gbuf, wph, acc;
+};
+
+namespace base {
+#define EMBER_DW_BYTES 16
+#include "kernels/cpu/nn_conv_depthwise_kernels.inc"
+#undef EMBER_DW_BYTES
+}  // namespace base
+
+#ifdef EMBER_DW_X86
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+namespace avx2 {
+#define EMBER_DW_BYTES 32
+#include "kernels/cpu/nn_conv_depthwise_kernels.inc"
+#undef EMBER_DW_BYTES
+}  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#endif
+namespace avx512 {
+#define EMBER_DW_BYTES 64
+#include "kernels/cpu/nn_conv_depthwise_kernels.inc"
+#undef EMBER_DW_BYTES
+}  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
+}  // namespace dwk
+
+namespace {
+
+using dwk::Geom;
+using dwk::Operands;
+using dwk::Plan;
+using dwk::Scratch;
+
+// The channel loops compiled for the best instruction set of this CPU (EMBER_CPU_ISA caps it).
+template <class T>
+struct Kernels {
+  void (*forward)(const Plan&, const Operands<T>&, Scratch<T>&, int64_t, int64_t);
+  void (*backward)(const Plan&, const Operands<T>&, Scratch<T>&, int64_t, int64_t);
+};
+
+template <class T>
+Kernels<T> kernels() {
+#ifdef EMBER_DW_X86
+  if (cpu_isa() >= Isa::Avx512)
+    return {&dwk::avx512::forward_channels<T>, &dwk::avx512::backward_channels<T>};
+  if (cpu_isa() >= Isa::Avx2)
+    return {&dwk::avx2::forward_channels<T>, &dwk::avx2::backward_channels<T>};
+#endif
+  return {&dwk::base::forward_channels<T>, &dwk::base::backward_channels<T>};
+}
 
 Geom depthwise_geom(const char* op, const Tensor& x, const nn::ConvArgs& a) {
   return nn::make_window_geom(op, nn::trailing(x, a.k), a.ks, a.dl, a.pd, a.st);
 }
 
-// Channels split over the thread pool, each chunk with its own buffers; work is the rough
+// Channels split over the thread pool, each chunk with its own scratch; work is the rough
 // number of multiply-adds per channel.
 template <class F>
 void over_channels(int64_t C, int64_t work, const F& f) {
@@ -287,83 +218,29 @@ void over_channels(int64_t C, int64_t work, const F& f) {
 }
 
 template <class T>
-void forward_kernel(const T* x, const T* w, const T* b, T* out, int64_t N, int64_t C, int64_t Co,
-                    const Plan& pl) {
+void forward_kernel(const Operands<T>& o, const Plan& pl) {
   const Kernels<T> kern = kernels<T>();
-  const int64_t mult = Co / C, Pin = pl.g.in_numel(), Pout = pl.g.out_numel(), K = pl.taps;
-  over_channels(C, N * mult * pl.vol * K, [&](int64_t c0, int64_t c1) {
-    std::vector<T> buf(pl.nph * pl.PS, T(0)), grid(pl.out_span(pl.B));
-    for (int64_t c = c0; c < c1; ++c)
-      for (int64_t n0 = 0; n0 < N; n0 += pl.B) {
-        const int64_t nb = std::min(pl.B, N - n0);
-        if (nb < pl.B) pl.clear_tail(buf.data(), nb);
-        for (int64_t i = 0; i < nb; ++i) pl.pack(x + ((n0 + i) * C + c) * Pin, buf.data(), i);
-        for (int64_t j = 0; j < mult; ++j) {
-          const int64_t o = c * mult + j;
-          kern.gather(grid.data(), pl.out_span(nb), buf.data(), pl.off.data(), w + o * K, K, false);
-          for (int64_t i = 0; i < nb; ++i)
-            pl.to_plane(grid.data(), i, out + ((n0 + i) * Co + o) * Pout, b ? b[o] : T(0));
-        }
-      }
+  over_channels(o.C, o.N * (o.Co / o.C) * pl.vol * pl.taps, [&](int64_t c0, int64_t c1) {
+    Scratch<T> s;
+    s.xbuf.assign(pl.nph * pl.PS, T(0));
+    s.grid.assign(pl.out_span(pl.B), T(0));
+    kern.forward(pl, o, s, c0, c1);
   });
 }
 
 template <class T>
-void backward_kernel(const T* go, const T* x, const T* w, T* gi, T* gw, int64_t N, int64_t C,
-                     int64_t Co, const Plan& pl) {
+void backward_kernel(const Operands<T>& o, const Plan& pl) {
   const Kernels<T> kern = kernels<T>();
-  const int64_t mult = Co / C, Pin = pl.g.in_numel(), Pout = pl.g.out_numel(), K = pl.taps;
-  const int64_t work = N * mult * K * pl.vol * ((gi ? pl.nph : 0) + (gw ? 1 : 0));
-  over_channels(C, work, [&](int64_t c0, int64_t c1) {
-    // gobuf: per output channel of the group, M zeros then the output grids (zero between
-    // outputs, where the input gradient's sums read).
-    std::vector<T> xbuf(gw ? pl.nph * pl.PS : 0, T(0)), gobuf(mult * pl.GS, T(0));
-    std::vector<T> gbuf(gi ? pl.nph * pl.PS : 0), wph(mult * K);
-    std::vector<T> acc(gw ? mult * K * 16 : 0);  // 16 lanes per weight
-    for (int64_t c = c0; c < c1; ++c) {
-      std::fill(acc.begin(), acc.end(), T(0));
-      // This channel's weights in phase order (the order of ph_tap).
-      for (int64_t j = 0; j < mult; ++j)
-        for (int64_t t = 0; t < K; ++t) wph[j * K + t] = w[(c * mult + j) * K + pl.ph_tap[t]];
-      for (int64_t n0 = 0; n0 < N; n0 += pl.B) {
-        const int64_t nb = std::min(pl.B, N - n0);
-        if (nb < pl.B) {
-          if (gw) pl.clear_tail(xbuf.data(), nb);
-          for (int64_t j = 0; j < mult; ++j)
-            std::fill(gobuf.begin() + j * pl.GS + pl.M + nb * pl.vol,
-                      gobuf.begin() + (j + 1) * pl.GS, T(0));
-        }
-        if (gw)
-          for (int64_t i = 0; i < nb; ++i) pl.pack(x + ((n0 + i) * C + c) * Pin, xbuf.data(), i);
-        for (int64_t j = 0; j < mult; ++j) {
-          T* gj = gobuf.data() + j * pl.GS + pl.M;
-          for (int64_t i = 0; i < nb; ++i)
-            pl.to_grid(go + ((n0 + i) * Co + c * mult + j) * Pout, gj, i);
-          if (gw)
-            kern.dots(acc.data() + j * K * 16, gj, pl.out_span(nb), xbuf.data(), pl.off.data(), K);
-        }
-        if (!gi) continue;
-        const int64_t span = pl.grid_span(nb);
-        for (int64_t p = 0; p < pl.nph; ++p) {
-          T* dst = gbuf.data() + p * pl.PS;
-          const int64_t t0 = pl.ph_start[p], nt = pl.ph_start[p + 1] - t0;
-          if (nt == 0) {
-            std::fill(dst, dst + span, T(0));
-            continue;
-          }
-          for (int64_t j = 0; j < mult; ++j)
-            kern.gather(dst, span, gobuf.data() + j * pl.GS, pl.ph_off.data() + t0,
-                        wph.data() + j * K + t0, nt, j > 0);
-        }
-        for (int64_t i = 0; i < nb; ++i) pl.unpack(gbuf.data(), i, gi + ((n0 + i) * C + c) * Pin);
-      }
-      if (gw)
-        for (int64_t t = 0; t < mult * K; ++t) {
-          double sum = 0;
-          for (int64_t l = 0; l < 16; ++l) sum += static_cast<double>(acc[t * 16 + l]);
-          gw[c * mult * K + t] = static_cast<T>(sum);
-        }
-    }
+  const int64_t mult = o.Co / o.C, K = pl.taps;
+  const int64_t work = o.N * mult * K * pl.vol * ((o.gi ? pl.nph : 0) + (o.gw ? 1 : 0));
+  over_channels(o.C, work, [&](int64_t c0, int64_t c1) {
+    Scratch<T> s;
+    if (o.gw) s.xbuf.assign(pl.nph * pl.PS, T(0));
+    s.gobuf.assign(mult * pl.GS, T(0));
+    if (o.gi) s.gbuf.assign(pl.nph * pl.PS, T(0));
+    s.wph.assign(mult * K, T(0));
+    if (o.gw) s.acc.assign(mult * K * 16, T(0));
+    kern.backward(pl, o, s, c0, c1);
   });
 }
 
@@ -392,8 +269,13 @@ Tensor depthwise_conv(const Tensor& x, const Tensor& w, const Tensor& b, const n
   if (out->numel() == 0) return out;
   dispatch(x->dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    forward_kernel<T>(x->data_as<T>(), w->data_as<T>(), b ? b->data_as<T>() : nullptr,
-                      out->data_as<T>(), a.N, a.C, a.Co, pl);
+    Operands<T> o;
+    o.x = x->data_as<T>();
+    o.w = w->data_as<T>();
+    o.b = b ? b->data_as<T>() : nullptr;
+    o.out = out->data_as<T>();
+    o.N = a.N, o.C = a.C, o.Co = a.Co;
+    forward_kernel<T>(o, pl);
   });
   return out;
 }
@@ -417,9 +299,15 @@ std::pair<Tensor, Tensor> depthwise_conv_backward(const Tensor& go, const Tensor
       std::fill(pgi, pgi + gi->numel(), T(0));
       pgi = nullptr;
     }
-    if (pgi || pgw)
-      backward_kernel<T>(go->data_as<T>(), x->data_as<T>(), w->data_as<T>(), pgi, pgw, a.N, a.C,
-                         a.Co, pl);
+    if (!pgi && !pgw) return;
+    Operands<T> o;
+    o.x = x->data_as<T>();
+    o.w = w->data_as<T>();
+    o.go = go->data_as<T>();
+    o.gi = pgi;
+    o.gw = pgw;
+    o.N = a.N, o.C = a.C, o.Co = a.Co;
+    backward_kernel<T>(o, pl);
   });
   return {gi, gw};
 }
