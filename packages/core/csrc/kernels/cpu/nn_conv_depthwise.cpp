@@ -13,6 +13,11 @@
 // grid (zeros at the dropped positions) and read at minus each tap's shift gives every phase
 // buffer position its gradient. The weight gradient of tap t is the dot product of that
 // grad_output layout with the input buffer shifted by off[t].
+//
+// The planes of one channel from several samples follow each other in the buffers (a block of
+// about 64 KiB), so that each pass of the inner loops covers all of them: MobileNet's late layers
+// have planes of 2x2 or 4x4. The channel loops (nn_conv_depthwise_kernels.inc) are compiled for
+// AVX-512, AVX2 and the baseline ISA, and the thread pool shares out the channels.
 #include "kernels/cpu/nn_conv_depthwise.h"
 
 #include <algorithm>
