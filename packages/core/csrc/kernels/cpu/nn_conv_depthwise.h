@@ -20,7 +20,8 @@ bool depthwise_conv_applies(const nn::ConvArgs& a, bool transposed);
 Tensor depthwise_conv(const Tensor& x, const Tensor& w, const Tensor& b, const nn::ConvArgs& a);
 
 // Its input and weight gradients from grad_output go (N, Co, *out), same dtype and contiguity
-// rules; each is undefined unless asked for.
+// rules; each is undefined unless asked for. (The sums also run over padding positions with a
+// zero factor: an infinite input or weight can make a gradient NaN where PyTorch's is finite.)
 std::pair<Tensor, Tensor> depthwise_conv_backward(const Tensor& go, const Tensor& x,
                                                   const Tensor& w, const nn::ConvArgs& a,
                                                   bool input_grad, bool weight_grad);
