@@ -1,5 +1,6 @@
 """nn.functional composites and optimizer steps: F.interpolate (bilinear, nearest, bicubic;
-forward and forward+backward), F.pad (reflect, replicate, circular; the same), and one
+forward and forward+backward), F.pad (reflect, replicate, circular; the same), depthwise conv2d
+(MobileNet's 3x3 layers, groups == channels; forward and training step), and one
 optimizer step (SGD with momentum, Adam) over 100 params of 10k elements through ember.optim / torch.optim with their default paths (ember: the fused kernels)."""
 
 from __future__ import annotations
@@ -60,6 +61,33 @@ def _pad_case(mode):
 
 for _mode in ("reflect", "replicate", "circular"):
     _pad_case(_mode)
+
+
+# ---- depthwise conv2d (groups == channels) --------------------------------------------------
+# A MobileNetV2 block's depthwise layer at 224x224 / 8: 144 channels of 28x28, batch 8.
+DW = (8, 144, 28, 28)
+
+
+def _dw_case(stride):
+    call = f"F.conv2d(x, w, None, {stride}, 1, 1, {DW[1]})"
+    out_hw = (DW[2] + 2 - 3) // stride + 1
+
+    @case(f"nn/conv2d depthwise 3x3 s{stride}", unit="ms", rtol=1e-4, atol=1e-4,
+          doc=f"{call}, x {DW}, w ({DW[1]}, 1, 3, 3) float32")
+    def _fwd(fw):
+        return Stmt(call, F=_F(fw), x=fw.randn(*DW), w=fw.randn(DW[1], 1, 3, 3, seed=1))
+
+    @case(f"nn/conv2d depthwise 3x3 s{stride} fwd+bwd", unit="ms", check=False,
+          doc=f"{call} forward and backward (input and weight grads), x {DW} float32")
+    def _fwd_bwd(fw):
+        w = fw.randn(DW[1], 1, 3, 3, seed=1)
+        w.requires_grad_(True)
+        g = fw.randn(DW[0], DW[1], out_hw, out_hw, seed=2)
+        return Stmt(f"{call}.backward(g)", F=_F(fw), x=_grad_x(fw, DW), w=w, g=g)
+
+
+_dw_case(1)
+_dw_case(2)
 
 
 def _params(fw):

@@ -13,6 +13,7 @@
 #include "kernels/conv_rules.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/nn_conv_depthwise.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -527,6 +528,8 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
                           output_padding, groups);
   const int64_t k = a.k;
   Tensor x = as_compute(input), w = as_compute(weight), b = as_compute(bias);
+  if (depthwise_conv_applies(a, transposed))
+    return to_dtype(depthwise_conv(x, w, b, a), input->dtype());
   DimVector out_shape{a.N, a.Co};
   Tensor out;
   if (!transposed) {
@@ -568,6 +571,11 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
   Tensor go = as_compute(grad_output), x = as_compute(input), w = as_compute(weight);
   const ScalarType ct = x->dtype();
   Tensor gi, gw, gb;
+  if (depthwise_conv_applies(a, transposed) && (input_grad || weight_grad)) {
+    std::tie(gi, gw) = depthwise_conv_backward(go, x, w, a, input_grad, weight_grad);
+    gi = to_dtype(gi, dt), gw = to_dtype(gw, dt);
+    input_grad = weight_grad = false;  // done: only the bias gradient is left
+  }
   if (input_grad) {
     gi = ember::empty(input->sizes(), ct, x->device());
     if (gi->numel() > 0) {
