@@ -68,6 +68,18 @@ def _pool_bwd(fw):
     return Stmt("max_pool2d(x, 2).backward(g)", max_pool2d=_f(fw, "max_pool2d"), x=x, g=g)
 
 
+@case("nn/max_pool2d 3x3 s2 p1", unit="ms",
+      doc="max_pool2d(x, 3, 2, 1) (a ResNet stem's), x (32, 32, 32, 32), float32")
+def _pool_stem(fw):
+    return Stmt("max_pool2d(x, 3, 2, 1)", max_pool2d=_f(fw, "max_pool2d"), x=fw.randn(*POOL))
+
+
+@case("nn/max_pool2d 3x3 s1 p1", unit="ms",
+      doc="max_pool2d(x, 3, 1, 1) (an Inception branch's), x (32, 32, 32, 32), float32")
+def _pool_same(fw):
+    return Stmt("max_pool2d(x, 3, 1, 1)", max_pool2d=_f(fw, "max_pool2d"), x=fw.randn(*POOL))
+
+
 # ---- softmax --------------------------------------------------------------------------------
 
 @case("nn/softmax", unit="ms", target=1.0, doc="softmax over the last dim of (256, 1024) float32")

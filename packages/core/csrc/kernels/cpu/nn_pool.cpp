@@ -138,29 +138,57 @@ inline V select_bits(bool take, V a, V b) {
   return out;
 }
 
-// Whether every window along a dim has the same size and step and starts `stride` after the
-// previous one (no padding clipped it).
-bool uniform(const std::vector<Window>& w, int64_t& stride) {
-  stride = w.size() > 1 ? w[1].first - w[0].first : 1;
-  for (size_t i = 0; i < w.size(); ++i)
-    if (w[i].count != w[0].count || w[i].step != w[0].step ||
-        w[i].first != w[0].first + static_cast<int64_t>(i) * stride)
-      return false;
-  return !w.empty() && w[0].count > 0;
+// The max of output (od, oh, ow)'s window of plane xp and its flat index: elements in window
+// order (the first maximum wins, and the last NaN, as torch).
+template <class T>
+inline void max_window(const PoolPlan& p, const T* xp, int64_t od, int64_t oh, int64_t ow, T* out,
+                       int64_t* out_arg) {
+  using A = opmath_t<T>;
+  A best = -std::numeric_limits<A>::infinity();
+  int64_t arg = -1;
+  visit_window(p, od, oh, ow, [&](int64_t i) {
+    const A v = static_cast<A>(xp[i]);
+    const bool take = (arg < 0) | (v > best) | (v != v);
+    best = select_bits(take, v, best);
+    arg = select_bits(take, i, arg);
+  });
+  *out = static_cast<T>(best);
+  *out_arg = arg;
 }
 
-// Max pooling of one 1-d/2-d plane whose column windows are uniform (stride sw): each output
-// row is built from its window's input rows, every element updating all of the row's outputs
-// at once, so consecutive outputs are independent work instead of one dependent chain each.
-// Elements are visited in the same order as the generic loop (window row, then column), so
-// ties (the first maximum wins) and NaNs (the last one wins) resolve identically.
+// The output columns [lo, hi) whose windows are whole (not clipped by padding) and start
+// `stride` apart: all of them without padding, all but a few at the edges with it.
+bool interior(const std::vector<Window>& w, int64_t& lo, int64_t& hi, int64_t& stride) {
+  int64_t full = 0;
+  for (const Window& x : w) full = std::max(full, x.count);
+  const int64_t n = static_cast<int64_t>(w.size());
+  lo = 0;
+  while (lo < n && w[lo].count != full) ++lo;
+  hi = lo + 1;
+  while (hi < n && w[hi].count == full) ++hi;
+  if (lo >= n || full == 0) return false;
+  stride = hi - lo > 1 ? w[lo + 1].first - w[lo].first : 1;
+  for (int64_t i = lo; i < hi; ++i)
+    if (w[i].step != w[lo].step || w[i].first != w[lo].first + (i - lo) * stride) return false;
+  return true;
+}
+
+// Max pooling of one 1-d/2-d plane: each output row's columns [lo, hi) (interior(), stride sw)
+// are built from its window's input rows, every element updating all of those outputs at once,
+// so consecutive outputs are independent work instead of one dependent chain each; the columns
+// outside (clipped windows at the edges) go window by window. Elements are visited in the same
+// order as max_window (window row, then column), so ties (the first maximum wins) and NaNs (the
+// last one wins) resolve identically.
 template <class T>
-void max_pool_rows(const PoolPlan& p, const T* xp, T* po, int64_t* pi, int64_t sw) {
+void max_pool_rows(const PoolPlan& p, const T* xp, T* po, int64_t* pi, int64_t lo, int64_t hi,
+                   int64_t sw) {
   const int64_t W = p.in[2], OW = p.out[2];
-  const Window& c = p.win[2][0];
+  const Window& c = p.win[2][lo];
   for (int64_t oh = 0; oh < p.out[1]; ++oh) {
     T* best = po + oh * OW;
     int64_t* arg = pi + oh * OW;
+    for (int64_t ow = 0; ow < lo; ++ow) max_window(p, xp, 0, oh, ow, best + ow, arg + ow);
+    for (int64_t ow = hi; ow < OW; ++ow) max_window(p, xp, 0, oh, ow, best + ow, arg + ow);
     const Window& a = p.win[1][oh];
     for (int64_t i = 0; i < a.count; ++i) {
       const int64_t h = a.first + i * a.step;
@@ -168,32 +196,34 @@ void max_pool_rows(const PoolPlan& p, const T* xp, T* po, int64_t* pi, int64_t s
         const int64_t off = h * W + c.first + j * c.step;
         const T* x = xp + off;
         if (i == 0 && j == 0) {
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            best[ow] = x[ow * sw];
-            arg[ow] = off + ow * sw;
+          for (int64_t ow = lo; ow < hi; ++ow) {
+            best[ow] = x[(ow - lo) * sw];
+            arg[ow] = off + (ow - lo) * sw;
           }
           continue;
         }
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const T v = x[ow * sw], b = best[ow];
+        for (int64_t ow = lo; ow < hi; ++ow) {
+          const T v = x[(ow - lo) * sw], b = best[ow];
           const bool take = (v > b) | (v != v);  // a NaN wins (the last one, as torch)
           best[ow] = select_bits(take, v, b);
-          arg[ow] = select_bits(take, off + ow * sw, arg[ow]);
+          arg[ow] = select_bits(take, off + (ow - lo) * sw, arg[ow]);
         }
       }
     }
   }
 }
 
-// max_pool_rows over every plane when it applies (float32/float64, 1-d/2-d, uniform columns).
+// max_pool_rows over every plane when it applies (float32/float64, 1-d/2-d, whole windows in at
+// least some columns).
 template <class T>
 bool max_pool_rows_fast(const PoolPlan& p, const T* px, T* po, int64_t* pi) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    int64_t sw = 0;
-    if (p.out[0] != 1 || p.win[0][0].count != 1 || !uniform(p.win[2], sw)) return false;
+    int64_t lo = 0, hi = 0, sw = 0;
+    if (p.out[0] != 1 || p.win[0][0].count != 1 || !interior(p.win[2], lo, hi, sw)) return false;
     const int64_t P = p.in_numel(), Q = p.out_numel();
-    for_each_plane(
-        p, [&](int64_t pl) { max_pool_rows(p, px + pl * P, po + pl * Q, pi + pl * Q, sw); });
+    for_each_plane(p, [&](int64_t pl) {
+      max_pool_rows(p, px + pl * P, po + pl * Q, pi + pl * Q, lo, hi, sw);
+    });
     return true;
   } else {
     return false;
@@ -209,7 +239,6 @@ std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, cons
   if (out->numel() == 0) return {out, idx};
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
-    using A = opmath_t<T>;
     const T* px = x->data_as<T>();
     T* po = out->data_as<T>();
     int64_t* pi = idx->data_as<int64_t>();
@@ -220,18 +249,8 @@ std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, cons
       int64_t q = pl * Q;
       for (int64_t od = 0; od < p.out[0]; ++od)
         for (int64_t oh = 0; oh < p.out[1]; ++oh)
-          for (int64_t ow = 0; ow < p.out[2]; ++ow, ++q) {
-            A best = -std::numeric_limits<A>::infinity();
-            int64_t arg = -1;
-            visit_window(p, od, oh, ow, [&](int64_t i) {
-              const A v = static_cast<A>(xp[i]);
-              const bool take = (arg < 0) | (v > best) | (v != v);  // the last NaN wins, as torch
-              best = select_bits(take, v, best);
-              arg = select_bits(take, i, arg);
-            });
-            po[q] = static_cast<T>(best);
-            pi[q] = arg;
-          }
+          for (int64_t ow = 0; ow < p.out[2]; ++ow, ++q)
+            max_window(p, xp, od, oh, ow, po + q, pi + q);
     });
   });
   return {out, idx};
