@@ -1,5 +1,5 @@
-"""Every pointwise activation of nn.functional, forward and forward+backward, on a MobileNet-sized
-float32 activation map (8, 96, 32, 32) with random signs.
+"""Every pointwise activation of nn.functional (and dropout), forward and forward+backward, on a
+MobileNet-sized float32 activation map (8, 96, 32, 32) with random signs.
 
 Random signs matter: a kernel whose select (`x > 0 ? x : x * slope`) compiles to a branch instead
 of a vector blend is mispredicted half the time, and ReLU6 once ran 35x slower than torch's here.
@@ -57,3 +57,18 @@ def _register(name: str, args: tuple) -> None:
 
 for _name, _args in ACTIVATIONS:
     _register(_name, _args)
+
+
+@case("act/dropout", unit="us", check=False,
+      doc=f"F.dropout(x, 0.5, training=True), x {SHAPE} float32 (random mask: not compared)")
+def _dropout(fw):
+    return Stmt("f(x, 0.5, True)", f=_fn(fw, "dropout"), x=fw.randn(*SHAPE, seed=1))
+
+
+@case("act/dropout fwd+bwd", unit="us", check=False,
+      doc=f"F.dropout(x, 0.5) forward and backward, x {SHAPE} float32")
+def _dropout_bwd(fw):
+    x = fw.randn(*SHAPE, seed=1)
+    x.requires_grad_(True)
+    g = fw.randn(*SHAPE, seed=2)
+    return Stmt("f(x, 0.5, True).backward(g)", f=_fn(fw, "dropout"), x=x, g=g)

@@ -14,6 +14,7 @@
 
 #include "core/dispatch.h"
 #include "core/generator.h"
+#include "kernels/cpu/nn_vec.h"
 #include "kernels/int_bounds.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
@@ -104,11 +105,12 @@ void normal_float_fill(Generator* g, T* dst, int64_t n, float mean, float std) {
   parallel_for(0, nblocks, 4096, [&](int64_t b0, int64_t b1) {
     constexpr int64_t kTile = 256;  // blocks per tile: 512 pairs
     float u1[2 * kTile], u2[2 * kTile], z0[2 * kTile], z1[2 * kTile];
-    uint32_t w[4];
+    uint32_t words[4 * kTile];
     for (int64_t tb = b0; tb < b1; tb += kTile) {
       const int64_t nt = std::min(kTile, b1 - tb);
+      nn::vec::philox_blocks(seed, base + static_cast<uint64_t>(tb), nt, words);
       for (int64_t b = 0; b < nt; ++b) {
-        Philox::generate(seed, base + static_cast<uint64_t>(tb + b), w);
+        const uint32_t* w = words + 4 * b;
         u1[2 * b] = 1.0f - u24(w[0]);
         u2[2 * b] = u24(w[1]);
         u1[2 * b + 1] = 1.0f - u24(w[2]);
@@ -138,11 +140,15 @@ void philox_fill(Generator* g, T* dst, int64_t n, int per, const Fill& fill) {
   const uint64_t base = gen.reserve(static_cast<uint64_t>(nblocks));
   const uint64_t seed = gen.seed();
   parallel_for(0, nblocks, 4096, [&](int64_t b0, int64_t b1) {
-    uint32_t w[4];
-    for (int64_t b = b0; b < b1; ++b) {
-      Philox::generate(seed, base + static_cast<uint64_t>(b), w);
-      const int64_t i = b * per;
-      fill(w, dst + i, static_cast<int>(std::min<int64_t>(per, n - i)));
+    constexpr int64_t kTile = 256;  // counters generated together (vectorized), then consumed
+    uint32_t w[4 * kTile];
+    for (int64_t tb = b0; tb < b1; tb += kTile) {
+      const int64_t nt = std::min(kTile, b1 - tb);
+      nn::vec::philox_blocks(seed, base + static_cast<uint64_t>(tb), nt, w);
+      for (int64_t b = tb; b < tb + nt; ++b) {
+        const int64_t i = b * per;
+        fill(w + 4 * (b - tb), dst + i, static_cast<int>(std::min<int64_t>(per, n - i)));
+      }
     }
   });
 }

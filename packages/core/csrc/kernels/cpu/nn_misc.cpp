@@ -1,10 +1,12 @@
 // CPU kernels of embedding (and its dense backward), dropout, and the fused multi-tensor
 // optimizer updates (SGD, Adam/AdamW) that step every tensor of a param group in one call.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core/dispatch.h"
+#include "core/generator.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/embedding_rules.h"
@@ -101,18 +103,42 @@ std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, bool tr
     copy_into(out, x);
     return {out, mask};
   }
-  cpu::bernoulli_(mask, Scalar(1.0 - p), nullptr);
-  const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  // Element i is kept when the top 24 bits of word i % 4 of counter (base + i / 4), read as a
+  // uniform in [0, 1), fall below 1 - p: the mask and the output in one pass, the Philox words
+  // made a tile at a time by the vectorized generator.
+  const int64_t n = x->numel(), nblocks = (n + 3) / 4;
+  Generator& gen = default_generator();
+  const uint64_t base = gen.reserve(static_cast<uint64_t>(nblocks)), seed = gen.seed();
+  const double keep = 1.0 - p;
+  const uint32_t thresh = static_cast<uint32_t>(std::ceil(keep * 16777216.0));  // u < keep
+  const double scale = p >= 1.0 ? 0.0 : 1.0 / keep;
   EMBER_DISPATCH_FLOAT(x->dtype(), "dropout", [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
     const T* px = x->data_as<T>();
-    const bool* pm = mask->data_as<bool>();
+    bool* pm = mask->data_as<bool>();
     T* po = out->data_as<T>();
     const A s = static_cast<A>(scale);
-    parallel_for(0, x->numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
-        po[i] = pm[i] ? static_cast<T>(static_cast<A>(px[i]) * s) : T(0);
+    parallel_for(0, nblocks, kPointwiseGrain / 4, [&](int64_t b0, int64_t b1) {
+      constexpr int64_t kTile = 256;
+      uint32_t w[4 * kTile];
+      for (int64_t tb = b0; tb < b1; tb += kTile) {
+        const int64_t nt = std::min(kTile, b1 - tb);
+        nn::vec::philox_blocks(seed, base + static_cast<uint64_t>(tb), nt, w);
+        const int64_t i0 = tb * 4, cnt = std::min(nt * 4, n - i0);
+        // Two loops with local copies: a store through bool* may alias anything, which would
+        // keep the output loop scalar (and its select a branch).
+        const uint32_t th = thresh;
+        const A sc = s;
+        const T* xi = px + i0;
+        T* oi = po + i0;
+        for (int64_t j = 0; j < cnt; ++j) {
+          const A v = static_cast<A>(xi[j]) * sc;  // read unconditionally: the select can blend
+          oi[j] = static_cast<T>((w[j] >> 8) < th ? v : A(0));
+        }
+        bool* mi = pm + i0;
+        for (int64_t j = 0; j < cnt; ++j) mi[j] = (w[j] >> 8) < th;
+      }
     });
   });
   return {out, mask};

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/generator.h"
 #include "kernels/activation_math.h"
 #include "kernels/cpu/cpu_features.h"
 
@@ -128,6 +129,10 @@ void hardswish(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(hardswis
 void act_derivative(Act act, bool second, const float* x, float* y, int64_t n, float p0, float p1,
                     float p2) {
   EMBER_NN_VEC_CALL(act_derivative, act, second, x, y, n, p0, p1, p2);
+}
+
+void philox_blocks(uint64_t seed, uint64_t counter, int64_t nblocks, uint32_t* out) {
+  EMBER_NN_VEC_CALL(philox_blocks, seed, counter, nblocks, out);
 }
 
 void softmax_rows(const float* x, float* y, int64_t r0, int64_t r1, int64_t n, bool log) {

@@ -41,6 +41,10 @@ void hardswish(const float* x, float* y, int64_t n);
 void act_derivative(Act act, bool second, const float* x, float* y, int64_t n, float p0, float p1,
                     float p2);
 
+// out[4 b + j] = word j of Philox::generate(seed, counter + b) (core/generator.h) for b in
+// [0, nblocks): the same bits, several counters per vector.
+void philox_blocks(uint64_t seed, uint64_t counter, int64_t nblocks, uint32_t* out);
+
 // softmax (log=false) or log_softmax (log=true) of each row; a row holding a NaN becomes NaN.
 void softmax_rows(const float* x, float* y, int64_t r0, int64_t r1, int64_t n, bool log);
 
