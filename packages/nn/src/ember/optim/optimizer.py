@@ -196,6 +196,9 @@ class Optimizer:
 
     def _check_group(self, group: dict[str, Any]) -> None:
         """Raises ValueError for an invalid hyper-parameter of ``group`` (per optimizer)."""
+        if group.get("fused") and group.get("foreach"):
+            raise RuntimeError(f"{type(self).__name__}: `fused` and `foreach` cannot be `True` "
+                               "together.")
         if self._nonneg is None:
             return
         self._check_lr(group)

@@ -277,9 +277,12 @@ class RNNBase(Module):
                 h0 = _select(h0, 1, sorted_indices)
                 c0 = _select(c0, 1, sorted_indices) if c0 is not None else None
 
-        # PyTorch's CPU autocast runs LSTM and the Elman RNN (not GRU) wholly in the lower
-        # precision: input, states and weights cast, outputs in that dtype
-        lower = self.mode != "GRU" and _autocast_dtype(data) is not None
+        # PyTorch's autocast runs LSTM and the Elman RNN (on CUDA also GRU: cuDNN's RNN) wholly
+        # in the lower precision: input, states and weights cast, outputs in that dtype
+        from ember.amp.autocast_mode import cast_policy
+
+        lower = (_autocast_dtype(data) is not None
+                 and cast_policy(self.mode.lower(), data.device.type) == "lower")
         if lower:
             data, h0, c0 = _autocast_lower(data), _autocast_lower(h0), _autocast_lower(c0)
         offsets = [0]
