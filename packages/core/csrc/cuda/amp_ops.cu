@@ -4,6 +4,7 @@
 // chunks, one block per chunk), reading inv_scale and writing found_inf on the device, so the
 // host never waits; _amp_update_scale_ is one thread updating the scale and growth tracker in
 // place (kernels/amp_rules.h's amp_update_scale, the CPU kernel's arithmetic).
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -42,7 +43,7 @@ __global__ void unscale_kernel(const Slice* __restrict__ slices, const Chunk* __
   bool bad = false;
   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
     const A v = to_op<T>(p[i]);
-    bad |= !isfinite(v);
+    bad |= !nn::amp_finite(v);
     if (inv != 1.0f) p[i] = from_op<T>(v * s);
   }
   // Every writer stores the same value, so the race between them is harmless.
@@ -71,7 +72,9 @@ void _amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& self,
     work[i] = ix::contiguous(self[i], op);
     by_dtype[self[i]->dtype()].push_back(i);
   }
-  for (const auto& [dtype, idx] : by_dtype) {
+  for (const auto& group : by_dtype) {
+    const ScalarType dtype = group.first;  // (a plain variable: lambdas capture it below)
+    const std::vector<size_t>& idx = group.second;
     std::vector<Slice> slices;
     std::vector<Chunk> chunks;
     for (size_t k = 0; k < idx.size(); ++k) {

@@ -2,7 +2,6 @@
 // _amp_update_scale_), shared by the CPU kernels (kernels/cpu/nn_amp.cpp) and the CUDA ones
 // (cuda/amp_ops.cu): the argument checks with their messages and the scale update itself.
 #pragma once
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -57,6 +56,13 @@ inline void check_amp_update_scale(const char* op, const Tensor& scale, const Te
   check_device(device_check, scale, found_inf, op, "found_inf");
 }
 
+// Whether x is finite (not inf or NaN): x - x is 0 exactly for finite x and NaN otherwise (IEEE
+// arithmetic; ember builds without fast-math), the same test on the host and the device.
+template <class A>
+EMBER_AMP_HOST_DEVICE inline bool amp_finite(A x) {
+  return x - x == A(0);
+}
+
 // One scale update (host and device): after an inf/NaN step the scale backs off and the tracker
 // restarts; after growth_interval clean steps in a row the scale grows (unless that overflows).
 // The products are float32, as the scale is.
@@ -70,7 +76,7 @@ EMBER_AMP_HOST_DEVICE inline void amp_update_scale(float* scale, int32_t* tracke
   const int64_t clean = static_cast<int64_t>(*tracker) + 1;
   if (clean == interval) {
     const float grown = *scale * growth;
-    if (std::isfinite(grown)) *scale = grown;
+    if (amp_finite(grown)) *scale = grown;
     *tracker = 0;
   } else {
     *tracker = static_cast<int32_t>(clean);

@@ -1,7 +1,6 @@
 // CPU kernels of the GradScaler ops: the fused inf/NaN check and unscale of a list of gradients,
 // and the scale update (kernels/amp_rules.h holds the checks and the update shared with CUDA).
 #include <atomic>
-#include <cmath>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -32,7 +31,7 @@ void _amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& self,
         bool bad = false;
         for (int64_t i = b; i < e; ++i) {
           const A v = static_cast<A>(p[i]);
-          bad |= !std::isfinite(v);
+          bad |= !nn::amp_finite(v);
           if (inv != 1.0f) p[i] = static_cast<T>(v * s);
         }
         if (bad) found.store(true, std::memory_order_relaxed);
