@@ -220,7 +220,7 @@ def test_cuda_scaler_state_lives_on_the_device_and_autocast_step():
     assert scaled.device.type == "cuda" and scaler._scale.device.type == "cuda"
     assert scaler._growth_tracker.dtype is ember.int32
     scaled.backward()
-    before = lin.weight.detach().cpu()
+    before = lin.weight.detach().cpu().clone()
     scaler.step(opt)
     scaler.update()
     assert not ember.equal(before, lin.weight.detach().cpu())
