@@ -21,7 +21,8 @@ def _fake_cuda_checkpoint(monkeypatch, location="cuda:0"):
     """A checkpoint whose tensors say they were saved from `location`: a tensor, a view of it,
     and a bool tensor."""
     w = ember.arange(6.0).reshape(2, 3)
-    obj = {"w": w, "row": w[1], "mask": ember.tensor([True, False]), "step": 3}
+    obj = {"w": w, "row": w[1], "mask": ember.tensor([True, False]), "empty": ember.empty(0, 3),
+           "step": 3}
     with monkeypatch.context() as m:
         m.setattr(serialization, "_location_of", lambda t: location)
         buf = io.BytesIO()
@@ -37,13 +38,15 @@ def _check_loaded(d, device="cpu"):
     assert d["row"].cpu().tolist() == [3.0, 4.0, 5.0]
     assert d["row"].data_ptr() - d["w"].data_ptr() == 3 * 4  # still a view of w
     assert d["mask"].cpu().tolist() == [True, False]
+    if "empty" in d:
+        assert tuple(d["empty"].shape) == (0, 3) and d["empty"].device.type == device
 
 
 def test_saved_locations_are_recorded(monkeypatch):
     seen = []
     buf = _fake_cuda_checkpoint(monkeypatch, "cuda:1")
     ember.load(buf, map_location=lambda t, loc: (seen.append(loc), t)[1])
-    assert seen == ["cuda:1"] * 3
+    assert seen == ["cuda:1"] * 4
     plain = io.BytesIO()
     ember.save(ember.ones(1), plain)
     plain.seek(0)
@@ -92,7 +95,7 @@ def test_cuda_round_trip_keeps_device_and_views():
     w = ember.arange(6.0, device="cuda").reshape(2, 3)
     buf = io.BytesIO()
     ember.save({"w": w, "row": w[1], "mask": ember.tensor([True, False], device="cuda"),
-                "step": 3}, buf)
+                "empty": ember.empty(0, 3, device="cuda"), "step": 3}, buf)
     seen = []
     buf.seek(0)
     ember.load(buf, map_location=lambda t, loc: (seen.append(loc), t)[1])
