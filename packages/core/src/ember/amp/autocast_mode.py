@@ -61,10 +61,13 @@ _CONVS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
 # by ember.nn's recurrent modules through cast_policy; GRU stays out, as on PyTorch's CPU.
 _CPU_POLICY: dict[str, str] = {
     **dict.fromkeys(("matmul", "__matmul__", "mm", "bmm", "addmm", "baddbmm", "addbmm", "linear",
-                     *_CONVS, "scaled_dot_product_attention", "lstm", "rnn_tanh", "rnn_relu"),
-                    LOWER),
+                     *_CONVS, "prelu", "scaled_dot_product_attention", "lstm", "rnn_tanh",
+                     "rnn_relu"), LOWER),
     **dict.fromkeys((*_LOSSES, "binary_cross_entropy", "multilabel_soft_margin_loss",
-                     "gaussian_nll_loss", "ctc_loss", "prod", "cdist", "trace"), FP32),
+                     "gaussian_nll_loss", "ctc_loss", "prod", "cdist", "trace", "avg_pool3d",
+                     "max_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "grid_sample"),
+                    FP32),
+    **dict.fromkeys(("cat", "stack", "index_copy"), PROMOTE),
     "bilinear": PLAIN,
 }
 
@@ -73,7 +76,7 @@ _CPU_POLICY: dict[str, str] = {
 # cells run in the autocast dtype.
 _CUDA_POLICY: dict[str, str] = {
     **dict.fromkeys(("__matmul__", "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm",
-                     "chain_matmul", "multi_dot", *_CONVS, "linear", "matmul", "mm", "mv",
+                     "chain_matmul", "multi_dot", "einsum", *_CONVS, "linear", "matmul", "mm", "mv",
                      "prelu", "scaled_dot_product_attention", "lstm_cell", "gru_cell",
                      "rnn_tanh_cell", "rnn_relu_cell", "lstm", "gru", "rnn_tanh", "rnn_relu"),
                     LOWER),
