@@ -35,9 +35,9 @@ def _grads(dtype, dev="cpu", bad=None):
         if bad is not None and i == 2:
             a[12345] = bad
         t = ember.tensor(a).to(getattr(ember, dtype))
-        if i == 3:
-            t = t.t()  # non-contiguous
-        out.append(t.to(dev) if dev != "cpu" else t)
+        if dev != "cpu":
+            t = t.to(dev)
+        out.append(t.t() if i == 3 else t)  # the last one non-contiguous
     return out
 
 
@@ -169,7 +169,7 @@ def test_unscale_cuda_mixed_dtypes_in_one_call_and_errors():
     gs[1][69999] = math.inf
     unscale(gs, f, _scalar(1.0, "cuda"))
     assert f.item() == 1.0
-    with pytest.raises(RuntimeError, match="CUDA"):
+    with pytest.raises(RuntimeError, match="(?i)cuda"):
         unscale([ember.ones(3, device="cuda")], _flag(), _scalar(1.0))  # found_inf on the CPU
 
 
