@@ -1,6 +1,10 @@
 // CPU kernels of the GradScaler ops: the fused inf/NaN check and unscale of a list of gradients,
 // and the scale update (kernels/amp_rules.h holds the checks and the update shared with CUDA).
+// The check reads the exponent bits of the stored values (all ones: inf or NaN), which is what
+// the CUDA kernel's x - x == 0 test decides in the compute type.
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -11,6 +15,58 @@
 
 namespace ember {
 namespace cpu {
+
+namespace {
+
+// The exponent bits of each floating storage type: all ones means inf or NaN.
+template <class T>
+struct FloatBits;
+template <>
+struct FloatBits<float> {
+  using U = uint32_t;
+  static constexpr U kExp = 0x7f800000u;
+};
+template <>
+struct FloatBits<double> {
+  using U = uint64_t;
+  static constexpr U kExp = 0x7ff0000000000000ull;
+};
+template <>
+struct FloatBits<Half> {
+  using U = uint16_t;
+  static constexpr U kExp = 0x7c00u;
+};
+template <>
+struct FloatBits<BFloat16> {
+  using U = uint16_t;
+  static constexpr U kExp = 0x7f80u;
+};
+
+// Whether any of p[0, n) is inf or NaN (an OR over comparisons of the exponent bits: integer
+// work that vectorizes), with p[0, n) multiplied by s in the same pass unless scale is false.
+template <class T>
+bool unscale_range(T* p, int64_t n, opmath_t<T> s, bool scale) {
+  using U = typename FloatBits<T>::U;
+  constexpr U kExp = FloatBits<T>::kExp;
+  U any = 0;
+  if (scale) {
+    for (int64_t i = 0; i < n; ++i) {
+      U b;
+      std::memcpy(&b, p + i, sizeof(U));
+      any |= static_cast<U>((b & kExp) == kExp);
+      p[i] = static_cast<T>(static_cast<opmath_t<T>>(p[i]) * s);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      U b;
+      std::memcpy(&b, p + i, sizeof(U));
+      any |= static_cast<U>((b & kExp) == kExp);
+    }
+  }
+  return any != 0;
+}
+
+}  // namespace
 
 void _amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& self,
                                                 const Tensor& found_inf, const Tensor& inv_scale) {
@@ -24,17 +80,11 @@ void _amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& self,
     Tensor work = nn::contig(t);
     EMBER_DISPATCH_FLOAT(t->dtype(), op, [&] {
       using T = scalar_t;
-      using A = opmath_t<T>;
       T* p = work->data_as<T>();
-      const A s = static_cast<A>(inv);
+      const auto s = static_cast<opmath_t<T>>(inv);
       parallel_for(0, t->numel(), kPointwiseGrain, [&](int64_t b, int64_t e) {
-        bool bad = false;
-        for (int64_t i = b; i < e; ++i) {
-          const A v = static_cast<A>(p[i]);
-          bad |= !nn::amp_finite(v);
-          if (inv != 1.0f) p[i] = static_cast<T>(v * s);
-        }
-        if (bad) found.store(true, std::memory_order_relaxed);
+        if (unscale_range(p + b, e - b, s, inv != 1.0f))
+          found.store(true, std::memory_order_relaxed);
       });
     });
     if (work != t) copy_into(t, work);
