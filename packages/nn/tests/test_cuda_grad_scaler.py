@@ -225,3 +225,39 @@ def test_cuda_scaler_state_lives_on_the_device_and_autocast_step():
     scaler.update()
     assert not ember.equal(before, lin.weight.detach().cpu())
     assert scaler.get_scale() == 1024.0
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cuda_amp_training_loop(dtype):
+    """The usual recipe on a small conv net (conv, batch norm, relu, linear, cross-entropy):
+    autocast + GradScaler + fused Adam + unscale_ and clipping; the loss goes down and the
+    parameters stay float32 and finite."""
+    low = getattr(ember, dtype)
+    ember.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(8 * 6 * 6, 5)).to("cuda")
+    opt = optim.Adam(model.parameters(), lr=1e-2, fused=True)
+    scaler = ember.amp.GradScaler("cuda", init_scale=2.0**10)
+    x = ember.randn(16, 3, 6, 6, device="cuda")
+    y = ember.randint(0, 5, (16,), device="cuda")
+    losses = []
+    for _ in range(15):
+        opt.zero_grad()
+        with ember.autocast("cuda", dtype=low):
+            h = model[1](model[0](x))
+            assert h.dtype is low  # batch norm keeps its input's dtype, as in PyTorch
+            out = model(x)
+            assert out.dtype is low
+            loss = nn.functional.cross_entropy(out, y)
+            assert loss.dtype is ember.float32
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] * 0.8, losses
+    for p in model.parameters():
+        assert p.dtype is ember.float32 and p.device.type == "cuda"
+        assert bool(ember.isfinite(p).all())
