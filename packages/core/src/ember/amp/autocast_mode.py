@@ -228,6 +228,10 @@ def set_autocast_dtype(device_type: str, dtype: Any) -> None:
 
 # ---- the wrappers -------------------------------------------------------------------------------
 
+def _device_type(t: Tensor) -> str:
+    return "cpu" if t.is_cpu else t.device.type
+
+
 def _eligible(t: Any) -> bool:
     return isinstance(t, Tensor) and t.is_floating_point() and t.dtype is not _C.float64
 
@@ -236,7 +240,7 @@ def _cast(t: Any, mode: str) -> Any:
     """t in the dtype the calling thread's autocast wants for its device (mode 'lower'/'fp32')."""
     if not _eligible(t):
         return t
-    dev = t.device.type
+    dev = _device_type(t)
     if not _state.enabled.get(dev, False):
         return t
     target = _state.dtype[dev] if mode == "lower" else _C.float32
@@ -261,14 +265,26 @@ def _cast_args(value: Any, mode: str) -> Any:
     return value
 
 
-def _tensors(args: tuple, kwargs: dict) -> list[Tensor]:
+def _first_tensor(args: tuple, kwargs: dict) -> Tensor | None:
+    """The op's first tensor argument (in a list too): its device type picks the list."""
+    for v in args:
+        if isinstance(v, Tensor):
+            return v
+        if isinstance(v, (list, tuple)) and v and isinstance(v[0], Tensor):
+            return v[0]
+    for v in kwargs.values():
+        if isinstance(v, Tensor):
+            return v
+    return None
+
+
+def _float_dtypes(args: tuple, kwargs: dict) -> tuple:
     out = []
     for v in (*args, *kwargs.values()):
-        if isinstance(v, Tensor):
-            out.append(v)
-        elif isinstance(v, (list, tuple)):
-            out.extend(x for x in v if isinstance(x, Tensor))
-    return out
+        for t in (v if isinstance(v, (list, tuple)) else (v,)):
+            if isinstance(t, Tensor) and t.is_floating_point():
+                out.append(t.dtype)
+    return tuple(out)
 
 
 def _to(value: Any, dtype: Any) -> Any:
@@ -284,22 +300,20 @@ def _to(value: Any, dtype: Any) -> Any:
 
 
 def _wrap(fn: Callable, op: str) -> Callable:
+    # the op's treatment per device type, fixed when the wrappers are installed
+    policy = {d: p.get(op) for d, p in _POLICY.items()}
+
     @functools.wraps(fn)
     def autocast_wrapper(*args: Any, **kwargs: Any) -> Any:
         en = _state.enabled
-        if not (en["cpu"] or en["cuda"]) or kwargs.get("dtype") is not None:
+        if not (en["cpu"] or en["cuda"]):
             return fn(*args, **kwargs)
-        tensors = _tensors(args, kwargs)
-        # the device type of the op: its first floating tensor's (else its first tensor's)
-        first = next((t for t in tensors if t.is_floating_point()),
-                     tensors[0] if tensors else None)
+        first = _first_tensor(args, kwargs)
         if first is None:
             return fn(*args, **kwargs)
-        dev = first.device.type
-        if not en.get(dev, False):
-            return fn(*args, **kwargs)
-        mode = cast_policy(op, dev)
-        if mode is None:
+        dev = _device_type(first)
+        mode = policy.get(dev)
+        if mode is None or not en.get(dev, False) or kwargs.get("dtype") is not None:
             return fn(*args, **kwargs)
         if mode == PLAIN:
             saved = dict(en)
@@ -311,8 +325,8 @@ def _wrap(fn: Callable, op: str) -> Callable:
         if mode == BANNED:
             raise RuntimeError(_BANNED_MESSAGE.format(op=getattr(fn, "__name__", op)))
         if mode == PROMOTE:
-            target = cast_dtype(op, dev, _state.dtype[dev],
-                                tuple(t.dtype for t in tensors if t.is_floating_point()))
+            floats = _float_dtypes(args, kwargs)
+            target = _widest(list(floats)) if len(set(floats)) > 1 else None
             if target is None:
                 return fn(*args, **kwargs)
             args = tuple(_to(a, target) for a in args)
