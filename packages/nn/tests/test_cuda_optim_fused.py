@@ -103,3 +103,34 @@ def test_one_group_on_two_devices_steps_each_on_its_own():
     gpu.grad = ember.full((3,), 0.5, device="cuda")
     opt.step()
     np.testing.assert_allclose(gpu.detach().cpu().numpy(), cpu.detach().numpy(), rtol=1e-6)
+
+
+@needs_cuda
+@pytest.mark.parametrize("name,kwargs", [CASES[0], CASES[2]], ids=["SGD", "Adam"])
+def test_checkpoint_loaded_on_the_cpu_resumes_on_the_gpu(name, kwargs):
+    """ember.save of a CUDA run, ember.load(map_location="cpu"), then load_state_dict into a
+    CUDA model and optimizer: the state moves to the parameters' device and the run continues
+    exactly as the uninterrupted one."""
+    import io
+
+    ps, opt = _train(name, kwargs, "cuda", steps=3)
+    buf = io.BytesIO()
+    ember.save({"params": [p.detach() for p in ps], "opt": opt.state_dict()}, buf)
+    buf.seek(0)
+    ck = ember.load(buf, map_location="cpu")
+    assert all(t.device.type == "cpu" for t in ck["params"])
+    qs = [nn.Parameter(t.to("cuda")) for t in ck["params"]]
+    opt2 = getattr(optim, name)(qs, **kwargs)
+    opt2.load_state_dict(ck["opt"])
+    for q in qs:
+        for k, v in opt2.state[q].items():
+            if k != "step":
+                assert v.device.type == "cuda", k
+    for k in range(3, 6):
+        for i, (p, q) in enumerate(zip(ps, qs)):
+            p.grad = (p.detach() * (0.5 + i) - 0.1 * k).contiguous()
+            q.grad = (q.detach() * (0.5 + i) - 0.1 * k).contiguous()
+        opt.step()
+        opt2.step()
+    for p, q in zip(ps, qs):
+        np.testing.assert_array_equal(p.detach().cpu().numpy(), q.detach().cpu().numpy())

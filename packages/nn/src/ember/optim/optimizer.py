@@ -450,6 +450,10 @@ class Optimizer:
 
         def cast(param: Tensor, value: Any, key: Any = None) -> Any:
             if isinstance(value, Tensor):
+                if key != "step" and value.device != param.device:
+                    # state follows its parameter (a checkpoint loaded with map_location="cpu"
+                    # resumes on the GPU); step counters stay where they are, as in PyTorch
+                    value = value.to(param.device)
                 if key != "step" and param.is_floating_point() and value.is_floating_point():
                     value = value.to(param.dtype)
                     if self._state_shaped_like_params and \
