@@ -658,6 +658,10 @@ SAMPLES: dict[str, list[Callable[[], tuple[list, dict]]]] = {
     "_lstm_layer_backward": [lambda: _rnn_backward("lstm")],
     "_gru_layer_backward": [lambda: _rnn_backward("gru")],
     "bincount": [lambda: ([idx(6, high=4)], {})],
+    "_amp_foreach_non_finite_check_and_unscale_": [
+        lambda: ([[randn(3), randn(2, 2)], ember.zeros(()), ember.full((), 0.5)], {})],
+    "_amp_update_scale_": [lambda: ([ember.full((), 1024.0), ember.zeros((), dtype=ember.int32),
+                                     ember.zeros(()), 2.0, 0.5, 1], {})],
 }
 for _name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
               "bitwise_right_shift"):

@@ -109,6 +109,19 @@ def _storage_bytes_view(t: Tensor) -> Tensor:
     return base.view(ember.uint8)
 
 
+def _location_of(t: Tensor) -> str:
+    """Where a saved tensor lives, as PyTorch records it: "cpu", "cuda:0", ... (always with the
+    device index on CUDA)."""
+    if t.is_cpu:
+        return "cpu"
+    d = t.device
+    if d.type == "cuda" and d.index is None:
+        import ember
+
+        return f"cuda:{ember.cuda.current_device()}"
+    return str(d)
+
+
 class _Writer:
     """Collects storages and tensors while encoding the object tree."""
 
@@ -122,18 +135,17 @@ class _Writer:
     def tensor(self, t: Tensor) -> int:
         if id(t) in self.tensor_ids:
             return self.tensor_ids[id(t)]
-        if not t.is_cpu:
-            device = str(t.device)
-            t = t.cpu()
-        else:
-            device = "cpu"
+        device = _location_of(t)
+        # one file storage per memory storage: views of one tensor stay views (on a GPU too, where
+        # the whole device storage is copied to the host once)
         ptr = t.untyped_storage_ptr()
-        key = ptr if t._storage_nbytes() else -len(self.storages) - 1
+        key = (str(t.device), ptr) if t._storage_nbytes() else -len(self.storages) - 1
         sid = self.storage_ids.get(key)
         if sid is None:
             sid = len(self.storages)
             self.storage_ids[key] = sid
-            self.storages.append(_storage_bytes_view(t))
+            u8 = _storage_bytes_view(t)
+            self.storages.append(u8 if u8.is_cpu else u8.cpu())
         entry = {"storage": sid, "dtype": _dtype_name(t.dtype), "shape": list(t.shape),
                  "stride": list(t.stride()), "offset": t.storage_offset(), "device": device}
         if t.requires_grad:
@@ -422,6 +434,7 @@ class _Reader:
         self.tensors: dict[int, Tensor] = {}
         self.header_offset = src.size
         self.shared_with_other_dtypes: set | None = None  # storages of non-bool tensors
+        self.device_storages: dict[tuple, Tensor] = {}  # storages copied to a device
 
     def storage(self, sid: int) -> Tensor:
         import ember
@@ -486,13 +499,20 @@ class _Reader:
                    f"{nbytes // itemsize} {e['dtype']} elements")
         if e["dtype"] == "bool" and nbytes:
             raw = self._bool_bytes(e["storage"], raw)
-        base = raw.view(dtype) if nbytes else _C.empty(0, dtype=dtype)
-        t = base.as_strided(e["shape"], e["stride"], e["offset"] if numel else 0)
         if sys.byteorder != self.header.get("byteorder", "little"):
             raise src.error("the file was written on a machine with the other byte order")
         loc = e.get("device", "cpu")
         _check(isinstance(loc, str), src, f"tensor {tid} has a malformed device {loc!r}")
-        t = self._place(t, loc)
+        custom = callable(self.map_location) and not isinstance(self.map_location, (str, dict))
+        if not custom:
+            # the storage moves once; the tensors over it stay views there
+            raw = self._placed(e["storage"], raw, self._target(loc, self.map_location))
+        base = raw.view(dtype) if nbytes else _C.empty(0, dtype=dtype, device=raw.device)
+        t = base.as_strided(e["shape"], e["stride"], e["offset"] if numel else 0)
+        if custom:
+            placed = self.map_location(t, loc)
+            # None: the default placement (the saved location), as PyTorch does
+            t = placed if placed is not None else self._moved(t, self._target(loc, None))
         if e.get("parameter"):
             t = self._parameter(t, bool(e.get("requires_grad")))
         elif e.get("requires_grad"):
@@ -516,21 +536,57 @@ class _Reader:
         raw.copy_(clean)
         return raw
 
-    def _place(self, t: Tensor, loc: str) -> Tensor:
+    def _target(self, loc: str, map_location: Any) -> str:
+        """The device a tensor saved at ``loc`` loads onto (checked to exist)."""
         import ember
 
-        if callable(self.map_location) and not isinstance(self.map_location, (str, dict)):
-            return self.map_location(t, loc)
-        target = _resolve_device(loc, self.map_location)
+        if map_location is None:
+            target = loc
+        elif isinstance(map_location, dict):
+            target = str(map_location.get(loc, loc))
+        else:
+            target = str(map_location)
+        if target == "cpu":
+            return target
         if target.startswith("cuda"):
             if not ember.cuda.is_available():
                 raise RuntimeError(
-                    f"ember.load: {self.src.name} holds a tensor on '{loc}' but CUDA is not "
-                    "available; pass map_location='cpu' to load it onto the CPU")
-            return t.to(ember.device(target))
-        if target != "cpu":
-            raise ValueError(f"ember.load: unknown map_location device {target!r}")
-        return t
+                    f"Attempting to deserialize object on a CUDA device ('{target}', saved at "
+                    f"'{loc}') but ember.cuda.is_available() is False. If you are running on a "
+                    "CPU-only machine, please use ember.load with "
+                    "map_location=ember.device('cpu') to map your storages to the CPU "
+                    f"(loading {self.src.name})")
+            try:
+                index = ember.device(target).index
+            except (RuntimeError, ValueError) as exc:
+                raise ValueError(f"ember.load: bad map_location device {target!r} ({exc})") \
+                    from None
+            count = ember.cuda.device_count()
+            if index is not None and index >= count:
+                raise RuntimeError(
+                    f"Attempting to deserialize object on CUDA device {index} but "
+                    f"ember.cuda.device_count() is {count}. Please use ember.load with "
+                    "map_location to map your storages to an existing device "
+                    f"(loading {self.src.name})")
+            return target
+        raise ValueError(f"ember.load: unknown map_location device {target!r} (for a tensor "
+                         f"saved at '{loc}'); expected 'cpu' or a CUDA device")
+
+    def _placed(self, sid: int, raw: Tensor, target: str) -> Tensor:
+        """The bytes of storage ``sid`` on ``target`` (copied there once per storage)."""
+        if target == "cpu":
+            return raw
+        key = (sid, target, raw is self.storages.get(sid))
+        hit = self.device_storages.get(key)
+        if hit is None:
+            hit = self.device_storages[key] = self._moved(raw, target)
+        return hit
+
+    @staticmethod
+    def _moved(t: Tensor, target: str) -> Tensor:
+        import ember
+
+        return t if target == "cpu" else t.to(ember.device(target))
 
     @staticmethod
     def _parameter(t: Tensor, requires_grad: bool) -> Tensor:
@@ -605,9 +661,14 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
     Checksums are verified either way (which reads a mapped file once). :func:`save` never
     rewrites a file in place (it replaces it), so saving to the same path leaves mapped tensors
     as they were; if another program truncates the file, reading the pages it lost gives zeros
-    instead of killing the process with SIGBUS. ``None`` means ``False``. ``map_location``
-    is a device (``"cpu"``), a dict mapping saved locations to devices, or a callable
-    ``(tensor, location) -> tensor``. Tensors, containers, numbers and NumPy data never run code
+    instead of killing the process with SIGBUS. ``None`` means ``False``.
+
+    Tensors load onto the device they were saved from ("cpu", "cuda:0", ...; a CUDA checkpoint
+    on a machine without CUDA raises RuntimeError) unless ``map_location`` says otherwise: a
+    device or device string (everything goes there: ``map_location="cpu"``), a dict mapping
+    saved locations to devices (``{"cuda:1": "cuda:0"}``; unlisted locations stay), or a
+    callable ``(tensor, location) -> tensor`` (the tensor on the CPU; returning None keeps the
+    default placement). Views of one storage stay views on the device they load onto. Tensors, containers, numbers and NumPy data never run code
     when loaded; other objects were pickled by :func:`save` and load only with
     ``weights_only=False`` (trusted files) or when their classes are allow-listed with
     :func:`add_safe_globals` / :class:`safe_globals` (``pickle.UnpicklingError`` otherwise).

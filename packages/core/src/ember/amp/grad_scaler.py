@@ -5,6 +5,11 @@ Multiplying the loss by a large factor keeps small float16 gradients from flushi
 ``update`` shrinks the factor after such a step and grows it after ``growth_interval`` clean
 ones. With ``enabled=False`` every method is a pass-through, so one script serves both modes.
 
+The scale and the growth tracker are one-element tensors on the gradients' device, and the check
+and the update are engine ops (``_amp_foreach_non_finite_check_and_unscale_`` over all the
+gradients of a device and dtype at once, ``_amp_update_scale_``), so on a GPU nothing waits for
+the device except the one read of the inf flag that decides whether ``step`` runs.
+
 >>> import ember
 >>> model = ember.nn.Linear(2, 1)
 >>> opt = ember.optim.SGD(model.parameters(), lr=0.1)
@@ -19,23 +24,13 @@ ones. With ``enabled=False`` every method is a pass-through, so one script serve
 
 from __future__ import annotations
 
-import math
-import struct
 import warnings
 from typing import Any
 
+from ember import _C
 from ember._C import Tensor
 
 __all__ = ["GradScaler", "OptState"]
-
-_F32_MAX = 3.4028234663852886e38
-
-
-def _f32(x: float) -> float:
-    """x rounded to float32 (the scale is kept in float32, as PyTorch keeps it)."""
-    if math.isnan(x) or abs(x) > _F32_MAX:
-        return x if math.isnan(x) else math.copysign(math.inf, x)
-    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 class OptState:
@@ -46,16 +41,36 @@ class OptState:
     STEPPED = 2
 
 
+def _fresh_state() -> dict[str, Any]:
+    return {"stage": OptState.READY, "found_inf_per_device": {}}
+
+
+def _device_key(t: Tensor) -> str:
+    return str(t.device)
+
+
 class GradScaler:
     """Scales losses and unscales gradients for mixed-precision training.
 
-    ``device`` is the device of the gradients ("cpu", or "cuda": without CUDA, a "cuda" scaler
-    warns and disables itself, as PyTorch's does). Typical loop::
+    ``device`` is the device type of the gradients ("cpu", or "cuda": without CUDA, a "cuda"
+    scaler warns and disables itself, as PyTorch's does). Typical loop::
 
         scaler.scale(loss).backward()
         scaler.unscale_(opt)            # optional: e.g. before clipping gradients
         scaler.step(opt)                # skipped when a gradient is inf/NaN
         scaler.update()
+
+    >>> import ember
+    >>> scaler = ember.amp.GradScaler("cpu", init_scale=8.0, growth_interval=1)
+    >>> w = ember.nn.Parameter(ember.ones(2))
+    >>> opt = ember.optim.SGD([w], lr=0.1)
+    >>> scaler.scale((w * 3).sum()).backward()
+    >>> w.grad.tolist()
+    [24.0, 24.0]
+    >>> scaler.step(opt)
+    >>> scaler.update()
+    >>> scaler.get_scale()
+    16.0
     """
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0**16,
@@ -80,49 +95,71 @@ class GradScaler:
             if not isinstance(growth_interval, int) or growth_interval <= 0:
                 raise ValueError(f"GradScaler: growth_interval must be a positive int, got "
                                  f"{growth_interval!r}")
-        self._init_scale = _f32(float(init_scale))
-        self._scale = self._init_scale
+        self._init_scale = float(init_scale)
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = growth_interval
-        self._growth_tracker = 0
+        self._init_growth_tracker = 0
+        # Created on the device of the first scaled output (the gradients' device).
+        self._scale: Tensor | None = None
+        self._growth_tracker: Tensor | None = None
         self._per_optimizer: dict[int, dict[str, Any]] = {}
+
+    def _lazy_init(self, device: Any) -> None:
+        import ember
+
+        self._scale = ember.full((), self._init_scale, dtype=ember.float32, device=device)
+        self._growth_tracker = ember.full((), self._init_growth_tracker, dtype=ember.int32,
+                                          device=device)
+
+    def _check_initialized(self, what: str) -> tuple[Tensor, Tensor]:
+        if self._scale is None or self._growth_tracker is None:
+            raise RuntimeError(f"GradScaler.{what}: the scale is not initialized yet; call "
+                               "scaler.scale(loss) earlier in the iteration")
+        return self._scale, self._growth_tracker
 
     # ---- scaling ----------------------------------------------------------------------------
     def scale(self, outputs: Any) -> Any:
-        """outputs (a tensor, or nested lists/tuples/dicts of tensors) times the scale."""
+        """outputs (a tensor, or nested lists/tuples/dicts of tensors) times the scale (a
+        float32 0-d tensor: outputs keep their dtype)."""
         if not self._enabled:
             return outputs
-        if isinstance(outputs, Tensor):
-            import ember
+        copies: dict[str, Tensor] = {}
 
-            return outputs * ember.tensor(self._scale, dtype=ember.float32)
-        if isinstance(outputs, (list, tuple)):
-            return type(outputs)(self.scale(o) for o in outputs)
-        if isinstance(outputs, dict):
-            return {k: self.scale(v) for k, v in outputs.items()}
-        raise ValueError(f"GradScaler.scale: outputs must be a Tensor or an iterable of Tensors, "
-                         f"got {type(outputs).__name__}")
+        def one(t: Tensor) -> Tensor:
+            if self._scale is None:
+                self._lazy_init(t.device)
+            assert self._scale is not None
+            key = _device_key(t)
+            s = copies.get(key)
+            if s is None:
+                s = copies[key] = (self._scale if _device_key(self._scale) == key
+                                   else self._scale.to(t.device))
+            return t * s
+
+        def walk(o: Any) -> Any:
+            if isinstance(o, Tensor):
+                return one(o)
+            if isinstance(o, (list, tuple)):
+                return type(o)(walk(v) for v in o)
+            if isinstance(o, dict):
+                return {k: walk(v) for k, v in o.items()}
+            raise ValueError(f"GradScaler.scale: outputs must be a Tensor or an iterable of "
+                             f"Tensors, got {type(o).__name__}")
+
+        return walk(outputs)
 
     def _state(self, optimizer: Any) -> dict[str, Any]:
-        return self._per_optimizer.setdefault(id(optimizer), {"stage": OptState.READY,
-                                                              "found_inf": 0.0})
+        return self._per_optimizer.setdefault(id(optimizer), _fresh_state())
 
-    def unscale_(self, optimizer: Any) -> None:
-        """Divides the gradients of ``optimizer``'s parameters by the scale (in place) and
-        records whether any is inf/NaN. At most once per optimizer between ``update`` calls."""
-        if not self._enabled:
-            return
+    def _unscale_grads(self, optimizer: Any, inv_scale: Tensor,
+                       found_inf: Tensor) -> dict[str, Tensor]:
+        """Unscales every gradient of optimizer in one engine call per (device, dtype); returns
+        the inf flag of each device."""
         import ember
 
-        st = self._state(optimizer)
-        if st["stage"] is OptState.UNSCALED:
-            raise RuntimeError("GradScaler.unscale_() has already been called on this optimizer "
-                               "since the last update()")
-        if st["stage"] is OptState.STEPPED:
-            raise RuntimeError("GradScaler.unscale_() was called after step(); call it before")
-        inv = _f32(1.0 / self._scale)
-        found = False
+        groups: dict[tuple[str, Any], list[Tensor]] = {}
+        devices: dict[str, Any] = {}
         for group in optimizer.param_groups:
             for p in group["params"]:
                 g = p.grad
@@ -131,10 +168,38 @@ class GradScaler:
                 if g.dtype is ember.float16:
                     raise ValueError("GradScaler: attempting to unscale float16 gradients; keep "
                                      "the parameters in float32 (autocast casts them per op)")
-                g.mul_(inv)
-                if not found and not bool(ember.isfinite(g).all()):
-                    found = True
-        st["found_inf"] = 1.0 if found else 0.0
+                key = _device_key(g)
+                devices.setdefault(key, g.device)
+                groups.setdefault((key, g.dtype), []).append(g)
+        flags: dict[str, Tensor] = {}
+        invs: dict[str, Tensor] = {}
+        home = _device_key(found_inf)
+        for (key, _), grads in groups.items():
+            if key not in flags:
+                flags[key] = found_inf if key == home else found_inf.to(devices[key])
+                invs[key] = inv_scale if key == home else inv_scale.to(devices[key])
+            with ember.no_grad():
+                _C._amp_foreach_non_finite_check_and_unscale_(grads, flags[key], invs[key])
+        return flags
+
+    def unscale_(self, optimizer: Any) -> None:
+        """Divides the gradients of ``optimizer``'s parameters by the scale (in place) and
+        records whether any is inf/NaN. At most once per optimizer between ``update`` calls."""
+        if not self._enabled:
+            return
+        import ember
+
+        scale, _ = self._check_initialized("unscale_")
+        st = self._state(optimizer)
+        if st["stage"] == OptState.UNSCALED:
+            raise RuntimeError("GradScaler.unscale_() has already been called on this optimizer "
+                               "since the last update()")
+        if st["stage"] == OptState.STEPPED:
+            raise RuntimeError("GradScaler.unscale_() was called after step(); call it before")
+        # 1 / scale in float64, rounded to float32 (a power of two in practice: exact)
+        inv_scale = scale.double().reciprocal().float()
+        found_inf = ember.full((), 0.0, dtype=ember.float32, device=scale.device)
+        st["found_inf_per_device"] = self._unscale_grads(optimizer, inv_scale, found_inf)
         st["stage"] = OptState.UNSCALED
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
@@ -146,50 +211,67 @@ class GradScaler:
         if "closure" in kwargs:
             raise RuntimeError("GradScaler.step: a closure is not supported while the scaler is "
                                "enabled")
+        self._check_initialized("step")
         st = self._state(optimizer)
-        if st["stage"] is OptState.STEPPED:
+        if st["stage"] == OptState.STEPPED:
             raise RuntimeError("GradScaler.step() has already been called since the last "
                                "update()")
-        if st["stage"] is OptState.READY:
+        if st["stage"] == OptState.READY:
             self.unscale_(optimizer)
+        if not st["found_inf_per_device"]:
+            raise RuntimeError("GradScaler.step: no inf checks were recorded for this optimizer "
+                               "(none of its parameters has a gradient)")
         retval = None
-        if not st["found_inf"]:
+        # the one host read per step: whether any device saw an inf/NaN
+        if not sum(v.item() for v in st["found_inf_per_device"].values()):
             retval = optimizer.step(*args, **kwargs)
         st["stage"] = OptState.STEPPED
         return retval
 
     def update(self, new_scale: float | Tensor | None = None) -> None:
-        """Adjusts the scale for the next iteration (or sets it to ``new_scale``)."""
+        """Adjusts the scale for the next iteration (or sets it to ``new_scale``, a float or a
+        one-element float32 tensor that does not require grad)."""
         if not self._enabled:
             return
+        scale, tracker = self._check_initialized("update")
         if new_scale is not None:
             if isinstance(new_scale, Tensor):
-                if new_scale.numel() != 1:
-                    raise ValueError("GradScaler.update: new_scale must be a 1-element tensor")
-                new_scale = new_scale.item()
-            self._scale = _f32(float(new_scale))
+                import ember
+
+                if (new_scale.numel() != 1 or new_scale.dtype is not ember.float32
+                        or new_scale.requires_grad):
+                    raise ValueError("GradScaler.update: new_scale must be a float or a "
+                                     "one-element float32 tensor with requires_grad=False")
+                scale.copy_(new_scale.detach().reshape(()).to(scale.device))
+            else:
+                scale.fill_(float(new_scale))
         else:
-            found = [s["found_inf"] for s in self._per_optimizer.values()
-                     if s["stage"] is not OptState.READY]
+            found = [f if _device_key(f) == _device_key(scale) else f.to(scale.device)
+                     for s in self._per_optimizer.values()
+                     for f in s["found_inf_per_device"].values()]
             if not found:
                 raise RuntimeError("GradScaler.update: no inf checks were recorded before "
                                    "update(); call step() (or unscale_()) first")
-            if sum(found) > 0:
-                self._scale = _f32(self._scale * self._backoff_factor)
-                self._growth_tracker = 0
-            else:
-                self._growth_tracker += 1
-                if self._growth_tracker == self._growth_interval:
-                    grown = _f32(self._scale * self._growth_factor)
-                    if math.isfinite(grown):
-                        self._scale = grown
-                    self._growth_tracker = 0
+            combined = found[0]
+            for f in found[1:]:
+                combined = combined + f
+            _C._amp_update_scale_(scale, tracker, combined, self._growth_factor,
+                                  self._backoff_factor, self._growth_interval)
         self._per_optimizer.clear()
 
     # ---- accessors --------------------------------------------------------------------------
     def get_scale(self) -> float:
-        """The current scale (1.0 when disabled)."""
-        return self._scale if self._enabled else 1.0
+        """The current scale (1.0 when disabled; reads the device's value: a sync on a GPU)."""
+        if not self._enabled:
+            return 1.0
+        return self._init_scale if self._scale is None else float(self._scale.item())
+
+    def _get_growth_tracker(self) -> int:
+        if not self._enabled:
+            return 0
+        if self._growth_tracker is None:
+            return self._init_growth_tracker
+        return int(self._growth_tracker.item())
 
     def is_enabled(self) -> bool:
         return self._enabled
@@ -217,9 +299,9 @@ class GradScaler:
         disabled), the keys PyTorch uses."""
         if not self._enabled:
             return {}
-        return {"scale": self._scale, "growth_factor": self._growth_factor,
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
                 "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
-                "_growth_tracker": self._growth_tracker}
+                "_growth_tracker": self._get_growth_tracker()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if not self._enabled:
@@ -227,8 +309,22 @@ class GradScaler:
         if len(state_dict) == 0:
             raise RuntimeError("GradScaler.load_state_dict: the state dict is empty (saved from "
                                "a disabled GradScaler?)")
-        self._init_scale = self._scale = _f32(float(state_dict["scale"]))
+        self._init_scale = float(state_dict["scale"])
+        if self._scale is not None:
+            self._scale.fill_(self._init_scale)
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        self._growth_tracker = int(state_dict["_growth_tracker"])
+        self._init_growth_tracker = int(state_dict["_growth_tracker"])
+        if self._growth_tracker is not None:
+            self._growth_tracker.fill_(self._init_growth_tracker)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles the scale and tracker as numbers (the tensors are re-created on use)."""
+        state = self.__dict__.copy()
+        if self._enabled:
+            state["_init_scale"] = self.get_scale()
+            state["_init_growth_tracker"] = self._get_growth_tracker()
+            state["_scale"] = state["_growth_tracker"] = None
+        state["_per_optimizer"] = {}
+        return state

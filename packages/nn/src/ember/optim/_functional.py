@@ -302,24 +302,32 @@ def radam(
 
 
 # ---- fused multi-tensor path ------------------------------------------------------------------
-def use_fused(optimizer: str, group: dict, params: list[Tensor]) -> bool:
-    """Whether a param group's step runs as one fused C++ call.
+_FUSED_DEVICES = ("cpu", "cuda")  # device types with fused SGD/Adam kernels
 
-    ``fused=True`` demands it (and raises when a parameter cannot take it); ``fused=None``
-    picks it whenever every parameter is a floating CPU tensor, unless ``foreach=False``
-    asks for the per-parameter reference loop.
+
+def _fusable(p: Tensor) -> bool:
+    return p.dtype in (ember.float32, ember.float64) and p.device.type in _FUSED_DEVICES
+
+
+def use_fused(optimizer: str, group: dict, params: list[Tensor]) -> bool:
+    """Whether a param group's step runs as fused C++/CUDA calls (one per device and dtype).
+
+    ``fused=True`` demands it (and raises when a parameter cannot take it: the fused kernels
+    take float32/float64 parameters on the CPU or a CUDA device); ``fused=None`` picks it
+    whenever every parameter can take it, unless ``foreach=False`` asks for the per-parameter
+    reference loop (``foreach=True`` is served by the fused kernels too: they are the
+    multi-tensor path).
     """
     fused, foreach = group.get("fused"), group.get("foreach")
-    ok = all(
-        p.dtype in (ember.float32, ember.float64) and p.device.type == "cpu" for p in params
-    )
+    if fused and foreach:
+        raise RuntimeError(f"{optimizer}: `fused` and `foreach` cannot be `True` together.")
+    ok = all(_fusable(p) for p in params)
     if fused:
         if not ok:
-            bad = next(p for p in params
-                       if p.dtype not in (ember.float32, ember.float64) or p.device.type != "cpu")
+            bad = next(p for p in params if not _fusable(p))
             raise RuntimeError(
-                f"{optimizer}: fused=True requires float32/float64 CPU parameters, got one of "
-                f"dtype {bad.dtype} on {bad.device}"
+                f"{optimizer}: fused=True requires float32/float64 parameters on the CPU or a "
+                f"CUDA device, got one of dtype {bad.dtype} on {bad.device}"
             )
         return True
     if fused is None and foreach is not False:
@@ -343,12 +351,13 @@ def fused_sgd(
     created and seeded with the gradient by the kernel (``is_first_step``)."""
     kw = dict(weight_decay=weight_decay, momentum=momentum, lr=lr, dampening=dampening,
               nesterov=nesterov, maximize=maximize)
-    # the kernel runs a whole list in one dtype: split by dtype and by first step or not
+    # the kernel runs a whole list on one device in one dtype: split by device, dtype and by
+    # first step or not
     batches: dict[Any, list[int]] = {}
     for i, p in enumerate(params):
         first = momentum != 0 and momentum_buffers[i] is None
-        batches.setdefault((p.dtype, first), []).append(i)
-    for (_, first), idx in batches.items():
+        batches.setdefault((str(p.device), p.dtype, first), []).append(i)
+    for (_, _, first), idx in batches.items():
         if first:
             for i in idx:
                 momentum_buffers[i] = ember.zeros_like(params[i])
@@ -374,11 +383,11 @@ def fused_adam(
     maximize: bool,
     decoupled_weight_decay: bool,
 ) -> None:
-    """:func:`adam` as one fused call per dtype (the kernel runs a whole list in one dtype and
-    increments ``steps`` itself)."""
+    """:func:`adam` as one fused call per device and dtype (the kernel runs a whole list on one
+    device in one dtype and increments ``steps`` itself, on the host for CPU step counters)."""
     by_dtype: dict[Any, list[int]] = {}
     for i, p in enumerate(params):
-        by_dtype.setdefault(p.dtype, []).append(i)
+        by_dtype.setdefault((str(p.device), p.dtype), []).append(i)
     for idx in by_dtype.values():
         pick = lambda xs: [xs[i] for i in idx] if xs else []  # noqa: E731
         ember._C._fused_adam_(

@@ -196,6 +196,9 @@ class Optimizer:
 
     def _check_group(self, group: dict[str, Any]) -> None:
         """Raises ValueError for an invalid hyper-parameter of ``group`` (per optimizer)."""
+        if group.get("fused") and group.get("foreach"):
+            raise RuntimeError(f"{type(self).__name__}: `fused` and `foreach` cannot be `True` "
+                               "together.")
         if self._nonneg is None:
             return
         self._check_lr(group)
@@ -447,6 +450,10 @@ class Optimizer:
 
         def cast(param: Tensor, value: Any, key: Any = None) -> Any:
             if isinstance(value, Tensor):
+                if key != "step" and value.device != param.device:
+                    # state follows its parameter (a checkpoint loaded with map_location="cpu"
+                    # resumes on the GPU); step counters stay where they are, as in PyTorch
+                    value = value.to(param.device)
                 if key != "step" and param.is_floating_point() and value.is_floating_point():
                     value = value.to(param.dtype)
                     if self._state_shaped_like_params and \

@@ -277,9 +277,12 @@ class RNNBase(Module):
                 h0 = _select(h0, 1, sorted_indices)
                 c0 = _select(c0, 1, sorted_indices) if c0 is not None else None
 
-        # PyTorch's CPU autocast runs LSTM and the Elman RNN (not GRU) wholly in the lower
-        # precision: input, states and weights cast, outputs in that dtype
-        lower = self.mode != "GRU" and _autocast_dtype(data) is not None
+        # PyTorch's autocast runs LSTM and the Elman RNN (on CUDA also GRU: cuDNN's RNN) wholly
+        # in the lower precision: input, states and weights cast, outputs in that dtype
+        from ember.amp.autocast_mode import cast_policy
+
+        lower = (_autocast_dtype(data) is not None
+                 and cast_policy(self.mode.lower(), data.device.type) == "lower")
         if lower:
             data, h0, c0 = _autocast_lower(data), _autocast_lower(h0), _autocast_lower(c0)
         offsets = [0]
@@ -540,6 +543,20 @@ class RNNCellBase(Module):
     def _zeros(self, x: Tensor) -> Tensor:
         return ember.zeros(x.shape[0], self.hidden_size, dtype=x.dtype, device=x.device)
 
+    @staticmethod
+    def _autocast_inputs(input: Tensor, hx: Any, op: str) -> tuple[Tensor, Any]:
+        """input and hx in the autocast dtype where autocast runs the cell ``op`` wholly in it
+        (PyTorch's CUDA list; the weights are cast by the products), else unchanged."""
+        from ember.amp.autocast_mode import cast_policy
+
+        if _autocast_dtype(input) is None or cast_policy(op, input.device.type) != "lower":
+            return input, hx
+        if isinstance(hx, (tuple, list)):
+            hx = type(hx)(_autocast_lower(h) for h in hx)
+        else:
+            hx = _autocast_lower(hx)
+        return _autocast_lower(input), hx
+
     def _gates(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
         return _addmm_t(self.bias_ih, x, self.weight_ih.t()), _addmm_t(
             self.bias_hh, h, self.weight_hh.t()
@@ -571,6 +588,7 @@ class RNNCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 1, device=device, dtype=dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        input, hx = self._autocast_inputs(input, hx, f"rnn_{self.nonlinearity}_cell")
         x, unbatched = self._prepare(input, hx)
         h = self._zeros(x) if hx is None else (hx.unsqueeze(0) if unbatched else hx)
         gi, gh = self._gates(x, h)
@@ -602,6 +620,7 @@ class LSTMCell(RNNCellBase):
     ) -> tuple[Tensor, Tensor]:
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError("LSTMCell: hx must be a tuple (h_0, c_0)")
+        input, hx = self._autocast_inputs(input, hx, "lstm_cell")
         x, unbatched = self._prepare(input, hx[0] if hx is not None else None, "h_0")
         if hx is None:
             h, c = self._zeros(x), self._zeros(x)
@@ -639,6 +658,7 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 3, device=device, dtype=dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        input, hx = self._autocast_inputs(input, hx, "gru_cell")
         x, unbatched = self._prepare(input, hx)
         h = self._zeros(x) if hx is None else (hx.unsqueeze(0) if unbatched else hx)
         bias_hh = [] if self.bias_hh is None else [self.bias_hh]
