@@ -1,6 +1,9 @@
 #include "kernels/cpu/conv_gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <vector>
 
 #include "kernels/cpu/cpu_features.h"
 
@@ -12,15 +15,99 @@
 namespace ember {
 namespace cpu {
 
-PackedA::PackedA(const float* a, int64_t rs, int64_t cs, int64_t M_, int64_t K_) : M(M_), K(K_) {
-  const int64_t blocks = (M + 15) / 16;
-  data.assign(blocks * 16 * K, 0.0f);
-  for (int64_t bm = 0; bm < blocks; ++bm)
-    for (int64_t r = 0; r < 16 && bm * 16 + r < M; ++r) {
-      const float* row = a + (bm * 16 + r) * rs;
-      float* dst = data.data() + bm * 16 * K + r;
-      for (int64_t k = 0; k < K; ++k) dst[k * 16] = row[k * cs];
+namespace {
+// Per thread, up to kKeep released blocks of at most kKeepBytes each, largest reused first.
+constexpr size_t kKeep = 6, kKeepBytes = size_t(64) << 20;
+struct ScratchCache {
+  std::vector<std::pair<size_t, void*>> blocks;
+  ~ScratchCache() {
+    for (auto& b : blocks) std::free(b.second);
+  }
+};
+thread_local ScratchCache scratch_cache;
+}  // namespace
+
+void* scratch_acquire(size_t bytes) {
+  auto& bl = scratch_cache.blocks;
+  // The smallest block that fits.
+  size_t best = bl.size();
+  for (size_t i = 0; i < bl.size(); ++i)
+    if (bl[i].first >= bytes && (best == bl.size() || bl[i].first < bl[best].first)) best = i;
+  if (best < bl.size()) {
+    void* p = bl[best].second;
+    bl.erase(bl.begin() + best);
+    return p;
+  }
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void scratch_release(void* p, size_t bytes) {
+  auto& bl = scratch_cache.blocks;
+  if (bytes > kKeepBytes) {
+    std::free(p);
+    return;
+  }
+  bl.emplace_back(bytes, p);
+  if (bl.size() > kKeep) {  // drop the smallest
+    size_t small = 0;
+    for (size_t i = 1; i < bl.size(); ++i)
+      if (bl[i].first < bl[small].first) small = i;
+    std::free(bl[small].second);
+    bl.erase(bl.begin() + small);
+  }
+}
+
+PackedA::PackedA(int64_t M_, int64_t K_) : M(M_), K(K_), data((M_ + 15) / 16 * 16 * K_) {
+  std::fill(data.data(), data.data() + data.size(), 0.0f);
+}
+
+namespace {
+// Zeroes the rows of the last 16-row block past M.
+void zero_tail_rows(float* data, int64_t M, int64_t K) {
+  const int64_t bm = M / 16, r0 = M % 16;
+  if (r0 == 0) return;
+  float* blk = data + bm * 16 * K;
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t r = r0; r < 16; ++r) blk[k * 16 + r] = 0.0f;
+}
+}  // namespace
+
+namespace {
+// Packs rows [0, M) of A, element (m, k) at row(m)[col(k)], in chunks of 32 steps: a chunk of a
+// block (2 KiB) stays in L1 while its 16 rows are written into it.
+template <class Col>
+void pack_rows(float* data, const float* a, int64_t rs, int64_t M, int64_t K, const Col& col) {
+  zero_tail_rows(data, M, K);
+  constexpr int64_t kChunk = 32;
+  for (int64_t bm = 0; bm * 16 < M; ++bm) {
+    const int64_t mr = std::min<int64_t>(16, M - bm * 16);
+    float* blk = data + bm * 16 * K;
+    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+      const int64_t k1 = std::min(K, k0 + kChunk);
+      for (int64_t r = 0; r < mr; ++r) {
+        const float* row = a + (bm * 16 + r) * rs;
+        for (int64_t k = k0; k < k1; ++k) blk[k * 16 + r] = row[col(k)];
+      }
     }
+  }
+}
+}  // namespace
+
+PackedA::PackedA(const float* a, int64_t rs, int64_t cs, int64_t M_, int64_t K_)
+    : M(M_), K(K_), data((M_ + 15) / 16 * 16 * K_) {
+  if (cs == 1)
+    pack_rows(data.data(), a, rs, M, K, [](int64_t k) { return k; });
+  else
+    pack_rows(data.data(), a, rs, M, K, [cs](int64_t k) { return k * cs; });
+}
+
+PackedA::PackedA(const float* a, int64_t rs, int64_t M_, int64_t K_, int64_t seg,
+                 int64_t seg_stride)
+    : M(M_), K(K_), data((M_ + 15) / 16 * 16 * K_) {
+  pack_rows(data.data(), a, rs, M, K,
+            [seg, seg_stride](int64_t k) { return (k / seg) * seg_stride + k % seg; });
 }
 
 #ifdef EMBER_CONV_GEMM_AVX512
@@ -118,43 +205,151 @@ __attribute__((target("avx512f"))) void conv_wgrad_offsets(const float* a, int64
     }
 }
 
-// The blocking both products share. Columns outer: a panel of B (16 columns of kKc rows,
-// 16 KiB) stays in L1 for every row block; longer K is split and later parts add to C.
-// tile(a_panel, kc, k0, n0, mask, c_tile, rows) multiplies one 16-row block of A by the panel.
-template <class Tile>
-void blocked_gemm(const PackedA& a, int64_t N, float* c, int64_t ldc, const Tile& tile) {
+namespace {
+// One 8 x 32 tile of C (rows valid: mr; columns: two 16-wide halves with their own masks, rows
+// and destinations) = A @ B (+ C when accumulating): 16 accumulators, each step two vectors of
+// B times 8 broadcast elements of A (ap: 8 rows of a 16-row packed block, 16 floats per step).
+// Half the loads per multiply-add of tile16's one vector times 16 broadcasts.
+template <class Row>
+__attribute__((target("avx512f"), always_inline)) inline void tile8x32_rows(
+    const float* ap, int64_t K, Row row, const float* b0, const float* b1, __mmask16 m0,
+    __mmask16 m1, float* c0, float* c1, int64_t ldc, int64_t mr, bool accumulate) {
+  __m512 acc0[8], acc1[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+    const bool ld = accumulate && r < mr;
+    acc0[r] = ld ? _mm512_maskz_loadu_ps(m0, c0 + r * ldc) : _mm512_setzero_ps();
+    acc1[r] = ld ? _mm512_maskz_loadu_ps(m1, c1 + r * ldc) : _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t o = row(k);
+    const __m512 v0 = _mm512_maskz_loadu_ps(m0, b0 + o);
+    const __m512 v1 = _mm512_maskz_loadu_ps(m1, b1 + o);
+    const float* ak = ap + k * 16;
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+      const __m512 av = _mm512_set1_ps(ak[r]);
+      acc0[r] = _mm512_fmadd_ps(av, v0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(av, v1, acc1[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r)
+    if (r < mr) {
+      _mm512_mask_storeu_ps(c0 + r * ldc, m0, acc0[r]);
+      _mm512_mask_storeu_ps(c1 + r * ldc, m1, acc1[r]);
+    }
+}
+
+// B's row k at b + k * ldb (Strided) or b + off[k] (Offsets), as an element offset.
+// advance(k0) makes row k0 the first.
+struct Strided {
+  int64_t ldb, k0 = 0;
+  int64_t operator()(int64_t k) const { return (k0 + k) * ldb; }
+  void advance(int64_t k) { k0 += k; }
+};
+struct Offsets {
+  const int64_t* off;
+  int64_t operator()(int64_t k) const { return off[k]; }
+  void advance(int64_t k) { off += k; }
+};
+
+__attribute__((target("avx512f"))) void tile8x32_strided(const float* ap, int64_t K, Strided row,
+                                                         const float* b0, const float* b1,
+                                                         __mmask16 m0, __mmask16 m1, float* c0,
+                                                         float* c1, int64_t ldc, int64_t mr,
+                                                         bool accumulate) {
+  tile8x32_rows(ap, K, row, b0, b1, m0, m1, c0, c1, ldc, mr, accumulate);
+}
+__attribute__((target("avx512f"))) void tile8x32_offsets(const float* ap, int64_t K, Offsets row,
+                                                         const float* b0, const float* b1,
+                                                         __mmask16 m0, __mmask16 m1, float* c0,
+                                                         float* c1, int64_t ldc, int64_t mr,
+                                                         bool accumulate) {
+  tile8x32_rows(ap, K, row, b0, b1, m0, m1, c0, c1, ldc, mr, accumulate);
+}
+inline void tile8x32(const float* ap, int64_t K, Strided row, const float* b0, const float* b1,
+                     __mmask16 m0, __mmask16 m1, float* c0, float* c1, int64_t ldc, int64_t mr,
+                     bool accumulate) {
+  tile8x32_strided(ap, K, row, b0, b1, m0, m1, c0, c1, ldc, mr, accumulate);
+}
+inline void tile8x32(const float* ap, int64_t K, Offsets row, const float* b0, const float* b1,
+                     __mmask16 m0, __mmask16 m1, float* c0, float* c1, int64_t ldc, int64_t mr,
+                     bool accumulate) {
+  tile8x32_offsets(ap, K, row, b0, b1, m0, m1, c0, c1, ldc, mr, accumulate);
+}
+inline void tile16x16(const float* ap, int64_t K, Strided row, const float* b, __mmask16 m,
+                      float* c, int64_t ldc, int64_t mr, bool accumulate) {
+  tile16(ap, K, b + row(0), row.ldb, m, c, ldc, mr, accumulate);
+}
+inline void tile16x16(const float* ap, int64_t K, Offsets row, const float* b, __mmask16 m,
+                      float* c, int64_t ldc, int64_t mr, bool accumulate) {
+  tile16_off(ap, K, b, row.off, m, c, ldc, mr, accumulate);
+}
+
+inline __mmask16 lanes(int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+}
+
+// The blocking all three products share: C's columns in panels of 16, panel p's column j of B
+// row k at base(p) + row(k) + j, its first (valid: width(p)) columns at c + 16 * p. The
+// reduction in blocks of kKc steps (later blocks add to C); per block, two panels at a time (32
+// columns of kKc rows, 16 KiB, stay in L1) against every 8-row half of A's 16-row blocks.
+template <class Row, class Base, class Width>
+void blocked_gemm(const PackedA& a, int64_t npanels, const Base& base, const Width& width, Row row,
+                  float* c, int64_t ldc, bool accumulate) {
   const int64_t M = a.M, K = a.K;
-  constexpr int64_t kKc = 256;
+  constexpr int64_t kKc = 128;
   for (int64_t k0 = 0; k0 < K; k0 += kKc) {
     const int64_t kc = std::min(kKc, K - k0);
-    for (int64_t n0 = 0; n0 < N; n0 += 16) {
-      const int64_t nr = std::min<int64_t>(16, N - n0);
-      const __mmask16 mask = static_cast<__mmask16>(nr == 16 ? 0xFFFFu : (1u << nr) - 1u);
-      for (int64_t m0 = 0; m0 < M; m0 += 16)
-        tile(a.data.data() + (m0 / 16) * 16 * K + k0 * 16, kc, k0, n0, mask, c + m0 * ldc + n0,
-             std::min<int64_t>(16, M - m0));
+    const bool acc = accumulate || k0 > 0;
+    Row rk = row;
+    rk.advance(k0);
+    for (int64_t p = 0; p < npanels; p += 2) {
+      const float* b0 = base(p);
+      const __mmask16 m0 = lanes(width(p));
+      if (p + 1 == npanels) {  // a last single panel: 16 x 16 tiles
+        for (int64_t m = 0; m < M; m += 16)
+          tile16x16(a.data.data() + (m / 16) * 16 * K + k0 * 16, kc, rk, b0, m0,
+                    c + m * ldc + 16 * p, ldc, std::min<int64_t>(16, M - m), acc);
+        break;
+      }
+      const float* b1 = base(p + 1);
+      const __mmask16 m1 = lanes(width(p + 1));
+      for (int64_t m = 0; m < M; m += 8)
+        tile8x32(a.data.data() + (m / 16) * 16 * K + k0 * 16 + m % 16, kc, rk, b0, b1, m0, m1,
+                 c + m * ldc + 16 * p, c + m * ldc + 16 * (p + 1), ldc, std::min<int64_t>(8, M - m),
+                 acc);
     }
   }
 }
+}  // namespace
 
 void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
                        int64_t ldc) {
   blocked_gemm(
-      a, N, c, ldc,
-      [&](const float* ap, int64_t kc, int64_t k0, int64_t n0, __mmask16 mask, float* ct,
-          int64_t rows) { tile16_off(ap, kc, b + n0, off + k0, mask, ct, ldc, rows, k0 > 0); });
+      a, (N + 15) / 16, [b](int64_t p) { return b + 16 * p; },
+      [N](int64_t p) { return N - 16 * p; }, Offsets{off}, c, ldc, false);
 }
 
 void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc) {
   blocked_gemm(
-      a, N, c, ldc,
-      [&](const float* ap, int64_t kc, int64_t k0, int64_t n0, __mmask16 mask, float* ct,
-          int64_t rows) { tile16(ap, kc, b + k0 * ldb + n0, ldb, mask, ct, ldc, rows, k0 > 0); });
+      a, (N + 15) / 16, [b](int64_t p) { return b + 16 * p; },
+      [N](int64_t p) { return N - 16 * p; }, Strided{ldb}, c, ldc, false);
+}
+
+void conv_gemm_gather(const PackedA& a, int64_t npanels, const int64_t* col_off, const float* b,
+                      const int64_t* row_off, float* c, int64_t ldc, bool accumulate) {
+  blocked_gemm(
+      a, npanels, [b, col_off](int64_t p) { return b + col_off[p]; },
+      [](int64_t) { return int64_t(16); }, Offsets{row_off}, c, ldc, accumulate);
 }
 
 #else
 
 bool conv_gemm_available() { return false; }
+void conv_gemm_gather(const PackedA&, int64_t, const int64_t*, const float*, const int64_t*, float*,
+                      int64_t, bool) {}
 void conv_gemm(const PackedA&, int64_t, const float*, int64_t, float*, int64_t) {}
 void conv_gemm_offsets(const PackedA&, int64_t, const float*, const int64_t*, float*, int64_t) {}
 void conv_wgrad_offsets(const float*, int64_t, int64_t, const float*, const int64_t*, int64_t,

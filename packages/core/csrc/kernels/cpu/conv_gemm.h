@@ -3,8 +3,9 @@
 // on AVX-512 machines. OpenBLAS packs both operands of every call; with the few dozen output
 // channels of small CNNs that copy costs about as much as the arithmetic.
 #pragma once
+#include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <utility>
 
 namespace ember {
 namespace cpu {
@@ -12,12 +13,50 @@ namespace cpu {
 // True when the CPU runs the AVX-512 kernel (otherwise callers use gemm_rowmajor).
 bool conv_gemm_available();
 
+// Scratch memory of the convolution kernels, uninitialized, from a small per-thread cache of
+// released blocks: a fresh allocation of a few MiB is mapped anew (and page-faulted in) on every
+// call otherwise, which costs as much as the small products that use it.
+void* scratch_acquire(size_t bytes);
+void scratch_release(void* p, size_t bytes);
+
+template <class T>
+class Scratch {
+ public:
+  Scratch() = default;
+  explicit Scratch(int64_t n)
+      : n_(n > 0 ? n : 0),
+        p_(n_ ? static_cast<T*>(scratch_acquire(static_cast<size_t>(n_) * sizeof(T))) : nullptr) {}
+  ~Scratch() {
+    if (p_) scratch_release(p_, static_cast<size_t>(n_) * sizeof(T));
+  }
+  Scratch(Scratch&& o) noexcept : n_(o.n_), p_(o.p_) { o.p_ = nullptr, o.n_ = 0; }
+  Scratch& operator=(Scratch&& o) noexcept {
+    std::swap(n_, o.n_);
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() const { return p_; }
+  int64_t size() const { return n_; }
+
+ private:
+  int64_t n_ = 0;
+  T* p_ = nullptr;
+};
+
 // The left operand A (M x K), element (m, k) at a[m * rs + k * cs], packed once for
 // conv_gemm: blocks of 16 rows stored k-major (rows past M are zero).
 struct PackedA {
   int64_t M = 0, K = 0;
-  std::vector<float> data;
+  Scratch<float> data;
+  // Zero, to be filled with at().
+  PackedA(int64_t M, int64_t K);
+  float& at(int64_t m, int64_t k) { return data.data()[(m / 16) * 16 * K + k * 16 + m % 16]; }
   PackedA(const float* a, int64_t rs, int64_t cs, int64_t M, int64_t K);
+  // Columns in segments of seg: column k at a + (k / seg) * seg_stride + k % seg (row stride rs),
+  // e.g. the positions of several samples one after another.
+  PackedA(const float* a, int64_t rs, int64_t M, int64_t K, int64_t seg, int64_t seg_stride);
 };
 
 // C (M x N, row-major, leading dimension ldc) = A @ B, B (K x N) row-major with leading
@@ -35,6 +74,14 @@ void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_
 // line l the OW contiguous floats at b + lb[l] + off[k].
 void conv_wgrad_offsets(const float* a, int64_t M, int64_t lda, const float* b, const int64_t* lb,
                         int64_t nlines, int64_t OW, const int64_t* off, int64_t K, float* gw);
+
+// C (M x 16 * npanels, leading dimension ldc) = A @ B (+ C when accumulate) for a B gathered
+// by rows and by 16-column panels: B's row k over panel p is the 16 contiguous floats at
+// b + row_off[k] + col_off[p] (row_off has K entries). With a channels-last (padded) input, the
+// rows are output positions and the panels 16 channels of one kernel tap: the weight gradient
+// without columns.
+void conv_gemm_gather(const PackedA& a, int64_t npanels, const int64_t* col_off, const float* b,
+                      const int64_t* row_off, float* c, int64_t ldc, bool accumulate);
 
 }  // namespace cpu
 }  // namespace ember

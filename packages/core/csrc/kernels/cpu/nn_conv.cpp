@@ -106,11 +106,12 @@ void col2im_sample(const T* cols, T* x, int64_t c0, int64_t c1, const Geom& g) {
 }
 
 // im2col of the output lines [r0, r1) of one sample (line r = od * out[1] + oh, out[2] positions
-// each) into cols (C * K, (r1 - r0) * out[2]).
+// each) into cols (C * K, (r1 - r0) * out[2]), whose rows are ld apart (ld < 0: packed).
 template <class T>
-void im2col_lines(const T* x, T* cols, int64_t C, const Geom& g, int64_t r0, int64_t r1) {
+void im2col_lines(const T* x, T* cols, int64_t C, const Geom& g, int64_t r0, int64_t r1,
+                  int64_t ld = -1) {
   const int64_t K = g.kernel_numel(), P = g.in_numel(), OW = g.out[2], SW = g.st[2];
-  const int64_t Lc = (r1 - r0) * OW;
+  const int64_t Lc = ld >= 0 ? ld : (r1 - r0) * OW;
   for (int64_t c = 0; c < C; ++c)
     for (int64_t kd = 0; kd < g.ks[0]; ++kd)
       for (int64_t kh = 0; kh < g.ks[1]; ++kh)
@@ -253,14 +254,12 @@ template <class T, class F>
 void over_samples(int64_t N, int64_t buf_elems, const F& f) {
   const int64_t nt = std::min<int64_t>(get_num_threads(), N);
   if (nt <= 1 || in_parallel_region()) {
-    std::unique_ptr<T[]> buf(buf_elems > 0 ? new T[buf_elems] : nullptr);
-    for (int64_t n = 0; n < N; ++n) f(n, buf.get(), 0);
+    Scratch<T> buf(buf_elems);
+    for (int64_t n = 0; n < N; ++n) f(n, buf.data(), 0);
     return;
   }
-  Tensor scratch = ember::empty(
-      {nt, std::max<int64_t>(buf_elems, 1)},
-      std::is_same<T, float>::value ? ScalarType::Float32 : ScalarType::Float64, cpu_device());
-  T* base = scratch->data_as<T>();
+  Scratch<T> scratch(nt * buf_elems);
+  T* base = scratch.data();
   std::atomic<int64_t> next{0};
   SerialBlasScope serial;
   parallel_for(0, nt, 1, [&](int64_t b, int64_t e) {
@@ -317,16 +316,36 @@ struct PaddedGeom {
   }
 };
 
+// Below this many output positions per sample the float32 AVX-512 kernels work on several
+// samples at once, kBatchColumns positions or more in all.
+constexpr int64_t kSmallPositions = 256;
+constexpr int64_t kBatchColumns = 256;
+// (The forward's products stream the whole weight per column block, best kept in L2 with its
+// columns: fewer columns.)
+constexpr int64_t kForwardColumns = 64;
+
+// A row stride of at least n floats for a matrix whose 16-column panels the AVX-512 product
+// reads row after row: a whole number of cache lines, and an odd one, so that the rows of a
+// panel spread over all of L1's sets (a power-of-two stride would keep them in a few).
+int64_t panel_stride(int64_t n) {
+  const int64_t lines = (n + 15) / 16;
+  return 16 * (lines | 1);
+}
+
 // out (N, Co, L) = conv(x (N, C, *in), w (Co, C/G * K)) + bias, over geometry g (g.out: L).
+// (prepacked: float32 on AVX-512, the weight already packed per group; w is then unused.)
 template <class T>
 void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t N, int64_t C,
-                         int64_t Co, int64_t G, const Geom& g) {
+                         int64_t Co, int64_t G, const Geom& g,
+                         std::vector<PackedA>* prepacked = nullptr) {
   const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
   const int64_t CK = (C / G) * K, Cog = Co / G;
   const bool pw = is_pointwise(g);
   // float32 on AVX-512: the weight packed once, the columns read in place.
   std::vector<PackedA> packed;
-  if constexpr (std::is_same<T, float>::value)
+  if (prepacked)
+    packed = std::move(*prepacked);
+  else if constexpr (std::is_same<T, float>::value)
     if (conv_gemm_available())
       for (int64_t gi = 0; gi < G; ++gi) packed.emplace_back(w + gi * Cog * CK, CK, 1, Cog, CK);
   // float32 on AVX-512 with stride 1 along the last dim (lines_fill_vectors): no columns at all.
@@ -345,6 +364,33 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
             conv_gemm_offsets(packed[gi], g.out[2], base + gi * (C / G) * pg.PP + pg.lb[line],
                               pg.off.data(), on + gi * Cog * L + line * g.out[2], L);
         add_channel_bias(on, bias, Co, L);
+      });
+      return;
+    }
+  // float32 on AVX-512 with small outputs (a few dozen positions per sample): the columns of
+  // several samples side by side in one product, which would otherwise be too narrow to reuse
+  // the weight it streams through (and, per sample, mostly masked tiles).
+  if constexpr (std::is_same<T, float>::value)
+    if (!packed.empty() && L < kSmallPositions) {
+      const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+      const int64_t ns = std::min((N + nt - 1) / nt, (kForwardColumns + L - 1) / L);
+      const int64_t chunks = (N + ns - 1) / ns, lines = g.out[0] * g.out[1];
+      const int64_t W = panel_stride(ns * L);
+      over_samples<float>(chunks, (C * K + Co) * W, [&](int64_t ch, float* cols, int64_t) {
+        const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0), Wc = panel_stride(cnt * L);
+        float* prod = cols + C * K * W;
+        for (int64_t s = 0; s < cnt; ++s)
+          im2col_lines<float>(x + (n0 + s) * C * P, cols + s * L, C, g, 0, lines, Wc);
+        for (int64_t gi = 0; gi < G; ++gi)
+          conv_gemm(packed[gi], cnt * L, cols + gi * CK * Wc, Wc, prod + gi * Cog * Wc, Wc);
+        for (int64_t s = 0; s < cnt; ++s) {
+          float* on = out + (n0 + s) * Co * L;
+          for (int64_t co = 0; co < Co; ++co) {
+            const float* src = prod + co * Wc + s * L;
+            const float bv = bias ? bias[co] : 0.0f;
+            for (int64_t l = 0; l < L; ++l) on[co * L + l] = src[l] + bv;
+          }
+        }
       });
       return;
     }
@@ -404,6 +450,84 @@ void conv_transposed_kernel(const T* x, const T* w, const T* bias, T* out, int64
   });
 }
 
+// The float32 AVX-512 weight gradient below: from this many channels per group up.
+constexpr int64_t kChannelsLastMin = 16;
+
+// gw (A, B/G * K) as in conv_weight_kernel (float32, AVX-512), without columns: the samples are
+// copied channels-last with their zero padding (pixel by pixel, B channels each), so that for a
+// window position and a kernel tap the channels are contiguous. The product then runs over
+// positions: per group, a (Ag x positions, packed) @ B (positions x taps * channels), whose row
+// for a position is gathered from the copy at the position's pixel, and whose 16-column panels
+// are 16 channels of one tap (past the group's channels, a panel reads channels it then drops).
+// Several samples with few positions each go into one product.
+void conv_weight_channels_last(const float* a, const float* src, float* gw, int64_t N, int64_t A,
+                               int64_t B, int64_t G, const Geom& g) {
+  const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
+  const int64_t Ag = A / G, Bg = B / G, CB = (Bg + 15) / 16, cols = K * CB * 16;
+  int64_t pin[3];
+  for (int d = 0; d < 3; ++d) pin[d] = g.in[d] + 2 * g.pd[d];
+  // Pixels Bp >= B floats apart (see panel_stride: the product reads one pixel per row).
+  const int64_t Bp = panel_stride(B), PPP = pin[0] * pin[1] * pin[2], sample = PPP * Bp;
+  // The pixel of every window position's first tap, and each panel's offset from it.
+  std::vector<int64_t> pos;
+  pos.reserve(La);
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh)
+      for (int64_t ow = 0; ow < g.out[2]; ++ow)
+        pos.push_back(((od * g.st[0] * pin[1] + oh * g.st[1]) * pin[2] + ow * g.st[2]) * Bp);
+  std::vector<int64_t> panel(G * K * CB);
+  for (int64_t gi = 0; gi < G; ++gi)
+    for (int64_t kd = 0, t = 0; kd < g.ks[0]; ++kd)
+      for (int64_t kh = 0; kh < g.ks[1]; ++kh)
+        for (int64_t kw = 0; kw < g.ks[2]; ++kw, ++t)
+          for (int64_t j = 0; j < CB; ++j)
+            panel[(gi * K + t) * CB + j] =
+                ((kd * g.dl[0] * pin[1] + kh * g.dl[1]) * pin[2] + kw * g.dl[2]) * Bp + gi * Bg +
+                16 * j;
+  const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+  const int64_t ns = std::min((N + nt - 1) / nt, (kBatchColumns + La - 1) / La);
+  const int64_t chunks = (N + ns - 1) / ns;
+  const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), chunks));
+  const int64_t psize = A * cols;  // per group (Ag, K * CB * 16)
+  Scratch<float> parts(slots * psize);
+  std::vector<char> started(slots, 0);
+  // + 16: the last panel of the last pixel may read past the channels.
+  over_samples<float>(chunks, ns * sample + 16, [&](int64_t ch, float* xt, int64_t slot) {
+    const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0);
+    std::fill(xt, xt + cnt * sample + 16, 0.0f);
+    for (int64_t s = 0; s < cnt; ++s) {
+      const float* xs = src + (n0 + s) * B * P;
+      float* dst = xt + s * sample;
+      for (int64_t d0 = 0; d0 < g.in[0]; ++d0)
+        for (int64_t h = 0; h < g.in[1]; ++h) {
+          float* drow = dst + (((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * pin[2] + g.pd[2]) * Bp;
+          const float* srow = xs + (d0 * g.in[1] + h) * g.in[2];
+          for (int64_t c = 0; c < B; ++c)
+            for (int64_t w = 0; w < g.in[2]; ++w) drow[w * Bp + c] = srow[c * P + w];
+        }
+    }
+    std::vector<int64_t> rows(cnt * La);
+    for (int64_t s = 0; s < cnt; ++s)
+      for (int64_t l = 0; l < La; ++l) rows[s * La + l] = s * sample + pos[l];
+    float* part = parts.data() + slot * psize;
+    for (int64_t gi = 0; gi < G; ++gi) {
+      const PackedA pa(a + n0 * A * La + gi * Ag * La, La, Ag, cnt * La, La, A * La);
+      conv_gemm_gather(pa, K * CB, panel.data() + gi * K * CB, xt, rows.data(),
+                       part + gi * Ag * cols, cols, started[slot] != 0);
+    }
+    started[slot] = 1;
+  });
+  // gw[gi * Ag + m, c * K + t] = sum over workers of part[gi * Ag + m, t * CB * 16 + c].
+  std::fill(gw, gw + A * Bg * K, 0.0f);
+  for (int64_t t = 0; t < slots; ++t) {
+    if (!started[t]) continue;
+    const float* p = parts.data() + t * psize;
+    for (int64_t m = 0; m < A; ++m)
+      for (int64_t c = 0; c < Bg; ++c)
+        for (int64_t k = 0; k < K; ++k) gw[(m * Bg + c) * K + k] += p[m * cols + k * CB * 16 + c];
+  }
+}
+
 // gw (A, B/G * K) = sum over samples of a_n (A, La) @ im2col(src_n (B, *sp))^T, per group; the
 // geometry g is over src's spatial sizes and its sliding positions g.out are La. Convolution:
 // a = grad_output, src = input; transposed convolution: a = input, src = grad_output.
@@ -413,6 +537,11 @@ void conv_weight_kernel(const T* a, const T* src, T* gw, int64_t N, int64_t A, i
   const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
   const int64_t Ag = A / G, BK = (B / G) * K, wsize = A * BK;
   const bool pw = is_pointwise(g);
+  if constexpr (std::is_same<T, float>::value)
+    if (conv_gemm_available() && B / G >= kChannelsLastMin) {
+      conv_weight_channels_last(a, src, gw, N, A, B, G, g);
+      return;
+    }
   // float32 on AVX-512 with stride 1 along the last dim: dot products of grad_output's lines
   // with the windows read straight from the (padded) sample, no columns.
   if constexpr (std::is_same<T, float>::value)
@@ -588,16 +717,18 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
         for (int64_t d = 0; d < k; ++d) fpd[d] = a.dl[d] * (a.ks[d] - 1) - a.pd[d];
         Geom g = nn::make_window_geom(op, trailing(go, k), a.ks, a.dl, fpd, a.st);
         const int64_t Kn = g.kernel_numel(), Cg = a.C / a.G, Cog = a.Co / a.G;
-        std::vector<float> wf(a.C * Cog * Kn);  // (C, Co / G, K), spatially flipped
+        // Per group the weight (C / G, Co / G * K), spatially flipped, packed for the product.
+        std::vector<PackedA> wf;
         const float* pw = w->data_as<float>();
-        for (int64_t grp = 0; grp < a.G; ++grp)
+        for (int64_t grp = 0; grp < a.G; ++grp) {
+          PackedA& pk = wf.emplace_back(Cg, Cog * Kn);
           for (int64_t o = 0; o < Cog; ++o)
             for (int64_t c = 0; c < Cg; ++c)
               for (int64_t j = 0; j < Kn; ++j)
-                wf[((grp * Cg + c) * Cog + o) * Kn + (Kn - 1 - j)] =
-                    pw[((grp * Cog + o) * Cg + c) * Kn + j];
-        conv_forward_kernel<float>(go->data_as<float>(), wf.data(), nullptr, gi->data_as<float>(),
-                                   a.N, a.Co, a.C, a.G, g);
+                pk.at(c, o * Kn + (Kn - 1 - j)) = pw[((grp * Cog + o) * Cg + c) * Kn + j];
+        }
+        conv_forward_kernel<float>(go->data_as<float>(), nullptr, nullptr, gi->data_as<float>(),
+                                   a.N, a.Co, a.C, a.G, g, &wf);
       } else if (!transposed) {
         // d input = conv_transpose(grad_output) folded over the input's own sizes.
         Geom g = nn::make_window_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
