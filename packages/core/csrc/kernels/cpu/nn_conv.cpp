@@ -332,6 +332,24 @@ int64_t panel_stride(int64_t n) {
   return 16 * (lines | 1);
 }
 
+// im2col of one zero-padded sample xp (pg: its geometry, rows: channels * kernel taps) into
+// cols (rows x L, row stride ld): no bounds to check, one copy per output line.
+void im2col_padded(const float* xp, const PaddedGeom& pg, const Geom& g, int64_t rows, float* cols,
+                   int64_t ld) {
+  const int64_t OW = g.out[2], SW = g.st[2], nl = static_cast<int64_t>(pg.lb.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = xp + pg.off[r];
+    float* dst = cols + r * ld;
+    for (int64_t l = 0; l < nl; ++l, dst += OW) {
+      const float* sl = src + pg.lb[l];
+      if (SW == 1)
+        for (int64_t w = 0; w < OW; ++w) dst[w] = sl[w];
+      else
+        for (int64_t w = 0; w < OW; ++w) dst[w] = sl[w * SW];
+    }
+  }
+}
+
 // out (N, Co, L) = conv(x (N, C, *in), w (Co, C/G * K)) + bias, over geometry g (g.out: L).
 // (prepacked: float32 on AVX-512, the weight already packed per group; w is then unused.)
 template <class T>
@@ -374,13 +392,19 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
     if (!packed.empty() && L < kSmallPositions) {
       const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
       const int64_t ns = std::min((N + nt - 1) / nt, (kForwardColumns + L - 1) / L);
-      const int64_t chunks = (N + ns - 1) / ns, lines = g.out[0] * g.out[1];
+      const int64_t chunks = (N + ns - 1) / ns;
       const int64_t W = panel_stride(ns * L);
-      over_samples<float>(chunks, (C * K + Co) * W, [&](int64_t ch, float* cols, int64_t) {
+      const PaddedGeom pg(g, C);
+      const int64_t pbuf = pg.padded ? C * pg.PP : 0;
+      over_samples<float>(chunks, (C * K + Co) * W + pbuf, [&](int64_t ch, float* cols, int64_t) {
         const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0), Wc = panel_stride(cnt * L);
         float* prod = cols + C * K * W;
-        for (int64_t s = 0; s < cnt; ++s)
-          im2col_lines<float>(x + (n0 + s) * C * P, cols + s * L, C, g, 0, lines, Wc);
+        float* xp = prod + Co * W;
+        for (int64_t s = 0; s < cnt; ++s) {
+          const float* xs = x + (n0 + s) * C * P;
+          if (pg.padded) pg.pad(xs, xp, C, g);
+          im2col_padded(pg.padded ? xp : xs, pg, g, C * K, cols + s * L, Wc);
+        }
         for (int64_t gi = 0; gi < G; ++gi)
           conv_gemm(packed[gi], cnt * L, cols + gi * CK * Wc, Wc, prod + gi * Cog * Wc, Wc);
         for (int64_t s = 0; s < cnt; ++s) {
