@@ -291,35 +291,42 @@ inline __mmask16 lanes(int64_t n) {
   return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
 }
 
-// The blocking all three products share: C's columns in panels of 16, panel p's column j of B
-// row k at base(p) + row(k) + j, its first (valid: width(p)) columns at c + 16 * p. The
-// reduction in blocks of kKc steps (later blocks add to C); per block, two panels at a time (32
-// columns of kKc rows, 16 KiB, stay in L1) against every 8-row half of A's 16-row blocks.
-template <class Row, class Base, class Width>
-void blocked_gemm(const PackedA& a, int64_t npanels, const Base& base, const Width& width, Row row,
-                  float* c, int64_t ldc, bool accumulate) {
+// The blocking all the products share: C's columns in panels of 16, panel p's column j of B
+// row k at base(p) + row(k) + j, its first (valid: width(p)) columns at c + dst(p) + j. Panels
+// in groups of kNp (C's block M x 128 stays in L2 over the whole reduction, A's block of kKc
+// steps in L2 over the group); the reduction in blocks of kKc steps (later blocks add to C); per
+// block, two panels at a time (32 columns of kKc rows, 16 KiB, stay in L1) against every 8-row
+// half of A's 16-row blocks.
+template <class Row, class Base, class Width, class Dst>
+void blocked_gemm(const PackedA& a, int64_t npanels, const Base& base, const Width& width,
+                  const Dst& dst, Row row, float* c, int64_t ldc, bool accumulate) {
   const int64_t M = a.M, K = a.K;
-  constexpr int64_t kKc = 128;
-  for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-    const int64_t kc = std::min(kKc, K - k0);
-    const bool acc = accumulate || k0 > 0;
-    Row rk = row;
-    rk.advance(k0);
-    for (int64_t p = 0; p < npanels; p += 2) {
-      const float* b0 = base(p);
-      const __mmask16 m0 = lanes(width(p));
-      if (p + 1 == npanels) {  // a last single panel: 16 x 16 tiles
-        for (int64_t m = 0; m < M; m += 16)
-          tile16x16(a.data.data() + (m / 16) * 16 * K + k0 * 16, kc, rk, b0, m0,
-                    c + m * ldc + 16 * p, ldc, std::min<int64_t>(16, M - m), acc);
-        break;
+  constexpr int64_t kKc = 128, kNp = 8;
+  for (int64_t g0 = 0; g0 < npanels; g0 += kNp) {
+    const int64_t g1 = std::min(npanels, g0 + kNp);
+    for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+      const int64_t kc = std::min(kKc, K - k0);
+      const bool acc = accumulate || k0 > 0;
+      const float* ak = a.data.data() + k0 * 16;
+      Row rk = row;
+      rk.advance(k0);
+      for (int64_t p = g0; p < g1; p += 2) {
+        const float* b0 = base(p);
+        const __mmask16 m0 = lanes(width(p));
+        float* c0 = c + dst(p);
+        if (p + 1 == g1) {  // a last single panel: 16 x 16 tiles
+          for (int64_t m = 0; m < M; m += 16)
+            tile16x16(ak + m * K, kc, rk, b0, m0, c0 + m * ldc, ldc, std::min<int64_t>(16, M - m),
+                      acc);
+          break;
+        }
+        const float* b1 = base(p + 1);
+        const __mmask16 m1 = lanes(width(p + 1));
+        float* c1 = c + dst(p + 1);
+        for (int64_t m = 0; m < M; m += 8)
+          tile8x32(ak + (m / 16) * 16 * K + m % 16, kc, rk, b0, b1, m0, m1, c0 + m * ldc,
+                   c1 + m * ldc, ldc, std::min<int64_t>(8, M - m), acc);
       }
-      const float* b1 = base(p + 1);
-      const __mmask16 m1 = lanes(width(p + 1));
-      for (int64_t m = 0; m < M; m += 8)
-        tile8x32(a.data.data() + (m / 16) * 16 * K + k0 * 16 + m % 16, kc, rk, b0, b1, m0, m1,
-                 c + m * ldc + 16 * p, c + m * ldc + 16 * (p + 1), ldc, std::min<int64_t>(8, M - m),
-                 acc);
     }
   }
 }
@@ -329,20 +336,32 @@ void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_
                        int64_t ldc) {
   blocked_gemm(
       a, (N + 15) / 16, [b](int64_t p) { return b + 16 * p; },
-      [N](int64_t p) { return N - 16 * p; }, Offsets{off}, c, ldc, false);
+      [N](int64_t p) { return N - 16 * p; }, [](int64_t p) { return 16 * p; }, Offsets{off}, c,
+      ldc, false);
+}
+
+void conv_gemm_lines(const PackedA& a, int64_t nlines, int64_t OW, const float* b,
+                     const int64_t* lb, const int64_t* off, float* c, int64_t ldc) {
+  const int64_t per = (OW + 15) / 16;  // panels per line
+  blocked_gemm(
+      a, nlines * per, [=](int64_t p) { return b + lb[p / per] + 16 * (p % per); },
+      [=](int64_t p) { return OW - 16 * (p % per); },
+      [=](int64_t p) { return (p / per) * OW + 16 * (p % per); }, Offsets{off}, c, ldc, false);
 }
 
 void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc) {
   blocked_gemm(
       a, (N + 15) / 16, [b](int64_t p) { return b + 16 * p; },
-      [N](int64_t p) { return N - 16 * p; }, Strided{ldb}, c, ldc, false);
+      [N](int64_t p) { return N - 16 * p; }, [](int64_t p) { return 16 * p; }, Strided{ldb}, c,
+      ldc, false);
 }
 
 void conv_gemm_gather(const PackedA& a, int64_t npanels, const int64_t* col_off, const float* b,
                       const int64_t* row_off, float* c, int64_t ldc, bool accumulate) {
   blocked_gemm(
       a, npanels, [b, col_off](int64_t p) { return b + col_off[p]; },
-      [](int64_t) { return int64_t(16); }, Offsets{row_off}, c, ldc, accumulate);
+      [](int64_t) { return int64_t(16); }, [](int64_t p) { return 16 * p; }, Offsets{row_off}, c,
+      ldc, accumulate);
 }
 
 #else
@@ -352,6 +371,8 @@ void conv_gemm_gather(const PackedA&, int64_t, const int64_t*, const float*, con
                       int64_t, bool) {}
 void conv_gemm(const PackedA&, int64_t, const float*, int64_t, float*, int64_t) {}
 void conv_gemm_offsets(const PackedA&, int64_t, const float*, const int64_t*, float*, int64_t) {}
+void conv_gemm_lines(const PackedA&, int64_t, int64_t, const float*, const int64_t*, const int64_t*,
+                     float*, int64_t) {}
 void conv_wgrad_offsets(const float*, int64_t, int64_t, const float*, const int64_t*, int64_t,
                         int64_t, const int64_t*, int64_t, float*) {}
 

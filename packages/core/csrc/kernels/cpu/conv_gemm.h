@@ -69,6 +69,12 @@ void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* 
 void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
                        int64_t ldc);
 
+// conv_gemm_offsets over nlines output lines of OW positions at once (line l's first window at
+// b + lb[l]; its outputs at c + l * OW in each row of C): the weight is streamed once per block
+// of lines rather than once per line.
+void conv_gemm_lines(const PackedA& a, int64_t nlines, int64_t OW, const float* b,
+                     const int64_t* lb, const int64_t* off, float* c, int64_t ldc);
+
 // Weight gradient of such a convolution for one sample: gw (M x K, row-major) += a @ B^T with
 // a (M rows of nlines * OW positions, row stride lda; line l at a + l * OW) and B's row k over
 // line l the OW contiguous floats at b + lb[l] + off[k].

@@ -377,10 +377,10 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
         if (pg.padded) pg.pad(xn, xp, C, g);
         const float* base = pg.padded ? xp : xn;
         float* on = out + n * Co * L;
-        for (int64_t line = 0; line < static_cast<int64_t>(pg.lb.size()); ++line)
-          for (int64_t gi = 0; gi < G; ++gi)
-            conv_gemm_offsets(packed[gi], g.out[2], base + gi * (C / G) * pg.PP + pg.lb[line],
-                              pg.off.data(), on + gi * Cog * L + line * g.out[2], L);
+        for (int64_t gi = 0; gi < G; ++gi)
+          conv_gemm_lines(packed[gi], static_cast<int64_t>(pg.lb.size()), g.out[2],
+                          base + gi * (C / G) * pg.PP, pg.lb.data(), pg.off.data(),
+                          on + gi * Cog * L, L);
         add_channel_bias(on, bias, Co, L);
       });
       return;
