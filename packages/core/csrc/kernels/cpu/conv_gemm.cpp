@@ -93,10 +93,52 @@ void pack_rows(float* data, const float* a, int64_t rs, int64_t M, int64_t K, co
     }
   }
 }
+
+#ifdef EMBER_CONV_GEMM_AVX512
+// pack_rows for rows of contiguous segments (column k at row + (k / seg) * seg_stride + k % seg)
+// with AVX-512: each step of a 16-row block is one gather of the 16 rows' elements.
+__attribute__((target("avx512f"))) void pack_rows_gather(float* data, const float* a, int64_t rs,
+                                                         int64_t M, int64_t K, int64_t seg,
+                                                         int64_t seg_stride) {
+  const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5,
+                                                          4, 3, 2, 1, 0),
+                                         _mm512_set1_epi32(static_cast<int>(rs)));
+  for (int64_t bm = 0; bm * 16 < M; ++bm) {
+    const int64_t mr = std::min<int64_t>(16, M - bm * 16);
+    const __mmask16 rows = static_cast<__mmask16>(mr == 16 ? 0xFFFFu : (1u << mr) - 1u);
+    float* blk = data + bm * 16 * K;
+    const float* rowa = a + bm * 16 * rs;
+    for (int64_t s0 = 0; s0 < K; s0 += seg) {
+      const float* src = rowa + (s0 / seg) * seg_stride;
+      const int64_t n = std::min(seg, K - s0);
+      float* d = blk + s0 * 16;
+      for (int64_t k = 0; k < n; ++k)
+        _mm512_storeu_ps(d + k * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, idx,
+                                                              src + k, 4));
+    }
+  }
+}
+#endif
+
+// Whether pack_rows_gather may run: AVX-512, and 16 rows' offsets fit its 32-bit indices.
+bool gather_packing(int64_t rs) {
+#ifdef EMBER_CONV_GEMM_AVX512
+  return cpu_isa() >= Isa::Avx512 && rs >= 0 && rs * 16 < (int64_t(1) << 31);
+#else
+  (void)rs;
+  return false;
+#endif
+}
 }  // namespace
 
 PackedA::PackedA(const float* a, int64_t rs, int64_t cs, int64_t M_, int64_t K_)
     : M(M_), K(K_), data((M_ + 15) / 16 * 16 * K_) {
+#ifdef EMBER_CONV_GEMM_AVX512
+  if (cs == 1 && gather_packing(rs)) {
+    pack_rows_gather(data.data(), a, rs, M, K, std::max<int64_t>(K, 1), 0);
+    return;
+  }
+#endif
   if (cs == 1)
     pack_rows(data.data(), a, rs, M, K, [](int64_t k) { return k; });
   else
@@ -106,6 +148,12 @@ PackedA::PackedA(const float* a, int64_t rs, int64_t cs, int64_t M_, int64_t K_)
 PackedA::PackedA(const float* a, int64_t rs, int64_t M_, int64_t K_, int64_t seg,
                  int64_t seg_stride)
     : M(M_), K(K_), data((M_ + 15) / 16 * 16 * K_) {
+#ifdef EMBER_CONV_GEMM_AVX512
+  if (gather_packing(rs)) {
+    pack_rows_gather(data.data(), a, rs, M, K, seg, seg_stride);
+    return;
+  }
+#endif
   pack_rows(data.data(), a, rs, M, K,
             [seg, seg_stride](int64_t k) { return (k / seg) * seg_stride + k % seg; });
 }
