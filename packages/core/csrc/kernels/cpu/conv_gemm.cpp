@@ -397,11 +397,12 @@ void conv_gemm_lines(const PackedA& a, int64_t nlines, int64_t OW, const float* 
       [=](int64_t p) { return (p / per) * OW + 16 * (p % per); }, Offsets{off}, c, ldc, false);
 }
 
-void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc) {
+void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc,
+               bool accumulate) {
   blocked_gemm(
       a, (N + 15) / 16, [b](int64_t p) { return b + 16 * p; },
       [N](int64_t p) { return N - 16 * p; }, [](int64_t p) { return 16 * p; }, Strided{ldb}, c,
-      ldc, false);
+      ldc, accumulate);
 }
 
 void conv_gemm_gather(const PackedA& a, int64_t npanels, const int64_t* col_off, const float* b,
@@ -412,12 +413,39 @@ void conv_gemm_gather(const PackedA& a, int64_t npanels, const int64_t* col_off,
       ldc, accumulate);
 }
 
+namespace {
+__attribute__((target("avx512f"))) void copy_runs_avx512(const float* src, const int64_t* off,
+                                                         int64_t nruns, int64_t len, float* dst) {
+  const __mmask16 m = lanes(len);
+  for (int64_t i = 0; i < nruns; ++i)
+    _mm512_mask_storeu_ps(dst + i * len, m, _mm512_maskz_loadu_ps(m, src + off[i * len]));
+}
+}  // namespace
+
+void copy_runs(const float* src, const int64_t* off, int64_t nruns, int64_t len, float* dst) {
+  if (len <= 16 && conv_gemm_available()) {
+    copy_runs_avx512(src, off, nruns, len, dst);
+    return;
+  }
+  for (int64_t i = 0; i < nruns; ++i) {
+    const float* from = src + off[i * len];
+    for (int64_t j = 0; j < len; ++j) dst[i * len + j] = from[j];
+  }
+}
+
 #else
+
+void copy_runs(const float* src, const int64_t* off, int64_t nruns, int64_t len, float* dst) {
+  for (int64_t i = 0; i < nruns; ++i) {
+    const float* from = src + off[i * len];
+    for (int64_t j = 0; j < len; ++j) dst[i * len + j] = from[j];
+  }
+}
 
 bool conv_gemm_available() { return false; }
 void conv_gemm_gather(const PackedA&, int64_t, const int64_t*, const float*, const int64_t*, float*,
                       int64_t, bool) {}
-void conv_gemm(const PackedA&, int64_t, const float*, int64_t, float*, int64_t) {}
+void conv_gemm(const PackedA&, int64_t, const float*, int64_t, float*, int64_t, bool) {}
 void conv_gemm_offsets(const PackedA&, int64_t, const float*, const int64_t*, float*, int64_t) {}
 void conv_gemm_lines(const PackedA&, int64_t, int64_t, const float*, const int64_t*, const int64_t*,
                      float*, int64_t) {}

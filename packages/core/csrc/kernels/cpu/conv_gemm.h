@@ -61,7 +61,9 @@ struct PackedA {
 
 // C (M x N, row-major, leading dimension ldc) = A @ B, B (K x N) row-major with leading
 // dimension ldb. Runs on the calling thread. Only call when conv_gemm_available().
-void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc);
+// (accumulate: C += A @ B.)
+void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc,
+               bool accumulate = false);
 
 // C (M x N, leading dimension ldc) = A @ B for a B read straight from a (padded) input: row k
 // of B is the N contiguous floats at b + off[k] (off has K entries). This is a stride-1
@@ -88,6 +90,10 @@ void conv_wgrad_offsets(const float* a, int64_t M, int64_t lda, const float* b, 
 // without columns.
 void conv_gemm_gather(const PackedA& a, int64_t npanels, const int64_t* col_off, const float* b,
                       const int64_t* row_off, float* c, int64_t ldc, bool accumulate);
+
+// dst[i * len + j] = src[off[i * len] + j] for i < nruns, j < len: runs of a window (its kernel
+// rows) copied next to each other. Vectorized on AVX-512 for len <= 16.
+void copy_runs(const float* src, const int64_t* off, int64_t nruns, int64_t len, float* dst);
 
 }  // namespace cpu
 }  // namespace ember

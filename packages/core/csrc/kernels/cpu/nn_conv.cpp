@@ -552,6 +552,53 @@ void conv_weight_channels_last(const float* a, const float* src, float* gw, int6
   }
 }
 
+// gw as conv_weight_channels_last for few channels per group (a network's first layer): per
+// window position, its B * K window elements copied into one row (the transposed columns), and
+// per group a (Ag x positions, packed) @ those rows (positions x B/G * K) straight into gw.
+void conv_weight_window_rows(const float* a, const float* src, float* gw, int64_t N, int64_t A,
+                             int64_t B, int64_t G, const Geom& g) {
+  const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
+  const int64_t Ag = A / G, BK = (B / G) * K, ld = panel_stride(B * K), OW = g.out[2];
+  const int64_t KW = g.ks[2];
+  const PaddedGeom pg(g, B);
+  const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+  const int64_t ns = std::min((N + nt - 1) / nt, (kBatchColumns + La - 1) / La);
+  const int64_t chunks = (N + ns - 1) / ns, wsize = A * BK;
+  const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), chunks));
+  Scratch<float> parts(slots * wsize);
+  std::vector<char> started(slots, 0);
+  const int64_t pbuf = pg.padded ? B * pg.PP : 0;
+  over_samples<float>(chunks, ns * La * ld + pbuf, [&](int64_t ch, float* rows, int64_t slot) {
+    const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0);
+    float* xp = rows + ns * La * ld;
+    for (int64_t s = 0; s < cnt; ++s) {
+      const float* xs = src + (n0 + s) * B * P;
+      if (pg.padded) pg.pad(xs, xp, B, g);
+      const float* base = pg.padded ? xp : xs;
+      for (int64_t l = 0; l < La; ++l) {
+        const float* w0 = base + pg.lb[l / OW] + (l % OW) * g.st[2];
+        float* row = rows + (s * La + l) * ld;
+        if (g.dl[2] == 1)  // runs of KW contiguous elements
+          copy_runs(w0, pg.off.data(), B * K / KW, KW, row);
+        else
+          for (int64_t r = 0; r < B * K; ++r) row[r] = w0[pg.off[r]];
+      }
+    }
+    float* part = parts.data() + slot * wsize;
+    for (int64_t gi = 0; gi < G; ++gi) {
+      const PackedA pa(a + n0 * A * La + gi * Ag * La, La, Ag, cnt * La, La, A * La);
+      conv_gemm(pa, BK, rows + gi * BK, ld, part + gi * Ag * BK, BK, started[slot] != 0);
+    }
+    started[slot] = 1;
+  });
+  std::fill(gw, gw + wsize, 0.0f);
+  for (int64_t t = 0; t < slots; ++t) {
+    if (!started[t]) continue;
+    const float* p = parts.data() + t * wsize;
+    for (int64_t i = 0; i < wsize; ++i) gw[i] += p[i];
+  }
+}
+
 // gw (A, B/G * K) = sum over samples of a_n (A, La) @ im2col(src_n (B, *sp))^T, per group; the
 // geometry g is over src's spatial sizes and its sliding positions g.out are La. Convolution:
 // a = grad_output, src = input; transposed convolution: a = input, src = grad_output.
@@ -562,8 +609,11 @@ void conv_weight_kernel(const T* a, const T* src, T* gw, int64_t N, int64_t A, i
   const int64_t Ag = A / G, BK = (B / G) * K, wsize = A * BK;
   const bool pw = is_pointwise(g);
   if constexpr (std::is_same<T, float>::value)
-    if (conv_gemm_available() && B / G >= kChannelsLastMin) {
-      conv_weight_channels_last(a, src, gw, N, A, B, G, g);
+    if (conv_gemm_available()) {
+      if (B / G >= kChannelsLastMin)
+        conv_weight_channels_last(a, src, gw, N, A, B, G, g);
+      else
+        conv_weight_window_rows(a, src, gw, N, A, B, G, g);
       return;
     }
   // float32 on AVX-512 with stride 1 along the last dim: dot products of grad_output's lines
