@@ -323,6 +323,8 @@ constexpr int64_t kBatchColumns = 256;
 // (The forward's products stream the whole weight per column block, best kept in L2 with its
 // columns: fewer columns.)
 constexpr int64_t kForwardColumns = 64;
+// The forward's column blocks for larger outputs: at most this many bytes (at least one line).
+constexpr int64_t kColumnBytes = 1 << 20;
 
 // A row stride of at least n floats for a matrix whose 16-column panels the AVX-512 product
 // reads row after row: a whole number of cache lines, and an odd one, so that the rows of a
@@ -334,13 +336,14 @@ int64_t panel_stride(int64_t n) {
 
 // im2col of one zero-padded sample xp (pg: its geometry, rows: channels * kernel taps) into
 // cols (rows x L, row stride ld): no bounds to check, one copy per output line.
+// (Only the output lines [l0, l1).)
 void im2col_padded(const float* xp, const PaddedGeom& pg, const Geom& g, int64_t rows, float* cols,
-                   int64_t ld) {
-  const int64_t OW = g.out[2], SW = g.st[2], nl = static_cast<int64_t>(pg.lb.size());
+                   int64_t ld, int64_t l0, int64_t l1) {
+  const int64_t OW = g.out[2], SW = g.st[2];
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = xp + pg.off[r];
     float* dst = cols + r * ld;
-    for (int64_t l = 0; l < nl; ++l, dst += OW) {
+    for (int64_t l = l0; l < l1; ++l, dst += OW) {
       const float* sl = src + pg.lb[l];
       if (SW == 1)
         for (int64_t w = 0; w < OW; ++w) dst[w] = sl[w];
@@ -388,8 +391,33 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
   // float32 on AVX-512 with small outputs (a few dozen positions per sample): the columns of
   // several samples side by side in one product, which would otherwise be too narrow to reuse
   // the weight it streams through (and, per sample, mostly masked tiles).
+  // Otherwise (float32 on AVX-512) a sample's columns, from its zero-padded copy, in blocks of
+  // output lines (of at most kColumnBytes).
+  const int64_t lines = g.out[0] * g.out[1];
   if constexpr (std::is_same<T, float>::value)
-    if (!packed.empty() && L < kSmallPositions) {
+    if (!packed.empty() && L >= kSmallPositions) {
+      const PaddedGeom pg(g, C);
+      const int64_t pbuf = pg.padded ? C * pg.PP : 0, OW = g.out[2];
+      const int64_t chunk = std::max<int64_t>(1, std::min(lines, kColumnBytes / (C * K * OW * 4)));
+      const int64_t W = panel_stride(chunk * OW);
+      over_samples<float>(N, C * K * W + pbuf, [&](int64_t n, float* cols, int64_t) {
+        const float* xs = x + n * C * P;
+        float* xp = cols + C * K * W;
+        if (pg.padded) pg.pad(xs, xp, C, g);
+        float* on = out + n * Co * L;
+        for (int64_t r0 = 0; r0 < lines; r0 += chunk) {
+          const int64_t r1 = std::min(lines, r0 + chunk), Lc = (r1 - r0) * OW;
+          const int64_t Wc = panel_stride(Lc);
+          im2col_padded(pg.padded ? xp : xs, pg, g, C * K, cols, Wc, r0, r1);
+          for (int64_t gi = 0; gi < G; ++gi)
+            conv_gemm(packed[gi], Lc, cols + gi * CK * Wc, Wc, on + gi * Cog * L + r0 * OW, L);
+        }
+        add_channel_bias(on, bias, Co, L);
+      });
+      return;
+    }
+  if constexpr (std::is_same<T, float>::value)
+    if (!packed.empty()) {
       const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
       const int64_t ns = std::min((N + nt - 1) / nt, (kForwardColumns + L - 1) / L);
       const int64_t chunks = (N + ns - 1) / ns;
@@ -403,7 +431,7 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
         for (int64_t s = 0; s < cnt; ++s) {
           const float* xs = x + (n0 + s) * C * P;
           if (pg.padded) pg.pad(xs, xp, C, g);
-          im2col_padded(pg.padded ? xp : xs, pg, g, C * K, cols + s * L, Wc);
+          im2col_padded(pg.padded ? xp : xs, pg, g, C * K, cols + s * L, Wc, 0, lines);
         }
         for (int64_t gi = 0; gi < G; ++gi)
           conv_gemm(packed[gi], cnt * L, cols + gi * CK * Wc, Wc, prod + gi * Cog * Wc, Wc);
@@ -418,36 +446,17 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
       });
       return;
     }
-  // Columns of at most ~256 KiB at a time, so that they are still in the L2 cache when the
-  // product reads them (the AVX-512 product reads them in place; BLAS packs whole samples).
-  const int64_t lines = g.out[0] * g.out[1];
-  const int64_t chunk =
-      packed.empty()
-          ? lines
-          : std::max<int64_t>(
-                1, (256 << 10) / std::max<int64_t>(1, C * K * g.out[2] * int64_t(sizeof(T))));
-  over_samples<T>(
-      N, pw ? 0 : C * K * std::min(lines, chunk) * g.out[2], [&](int64_t n, T* cols, int64_t) {
-        const T* xn = x + n * C * P;
-        T* on = out + n * Co * L;
-        for (int64_t r0 = 0; r0 < lines; r0 += chunk) {
-          const int64_t r1 = std::min(lines, r0 + chunk);
-          const int64_t Lc = pw ? L : (r1 - r0) * g.out[2], c0 = pw ? 0 : r0 * g.out[2];
-          if (!pw) im2col_lines<T>(xn, cols, C, g, r0, r1);
-          const T* src = pw ? xn : cols;
-          for (int64_t gi = 0; gi < G; ++gi) {
-            if constexpr (std::is_same<T, float>::value)
-              if (!packed.empty()) {
-                conv_gemm(packed[gi], Lc, src + gi * CK * Lc, Lc, on + gi * Cog * L + c0, L);
-                continue;
-              }
-            gemm_rowmajor<T>(false, false, Cog, Lc, CK, T(1), w + gi * Cog * CK, CK,
-                             src + gi * CK * Lc, Lc, T(0), on + gi * Cog * L + c0, L);
-          }
-          if (pw) break;
-        }
-        add_channel_bias(on, bias, Co, L);
-      });
+  // Otherwise (BLAS, which packs whole samples): a sample's columns at once.
+  over_samples<T>(N, pw ? 0 : C * K * L, [&](int64_t n, T* cols, int64_t) {
+    const T* xn = x + n * C * P;
+    T* on = out + n * Co * L;
+    if (!pw) im2col_lines<T>(xn, cols, C, g, 0, lines);
+    const T* src = pw ? xn : cols;
+    for (int64_t gi = 0; gi < G; ++gi)
+      gemm_rowmajor<T>(false, false, Cog, L, CK, T(1), w + gi * Cog * CK, CK, src + gi * CK * L, L,
+                       T(0), on + gi * Cog * L, L);
+    add_channel_bias(on, bias, Co, L);
+  });
 }
 
 // out (N, Co, *out_sp) = transposed conv of x (N, Ci, Lin) with w (Ci, Co/G * K): per group the
