@@ -36,6 +36,20 @@ CASES = [
     ("lines_1x1", 2, (2, 5, 3, 32), (7, 5, 1, 1), dict(), False),
     ("lines_conv3d", 3, (2, 2, 3, 4, 32), (3, 2, 2, 3, 3), dict(padding=(0, 1, 1)), False),
     ("lines_stride_rows", 2, (2, 4, 9, 32), (5, 4, 3, 3), dict(stride=(2, 1), padding=1), False),
+    # float32 on AVX-512: outputs of 256+ positions not read in place (stride 2 along the last
+    # dim) take columns from a padded copy in blocks of lines (two blocks here); the first-layer
+    # shapes (3 channels) take the weight gradient from per-position window rows.
+    ("cols_blocks_stride2", 2, (2, 16, 128, 64), (8, 16, 3, 3), dict(stride=2, padding=1), False),
+    ("stem_7x7_s2", 2, (2, 3, 40, 40), (8, 3, 7, 7), dict(stride=2, padding=3), False),
+    ("stem_11x11_s4", 2, (2, 3, 31, 31), (8, 3, 11, 11), dict(stride=4, padding=2), False),
+    ("1x1_stride2_large", 2, (2, 16, 40, 40), (24, 16, 1, 1), dict(stride=2), False),
+    # small outputs: several samples per product (forward and weight gradient), in several
+    # chunks of samples, the last one partial
+    ("small_many_samples", 2, (41, 16, 3, 3), (24, 16, 3, 3), dict(padding=1), False),
+    ("small_1x1_many_samples", 2, (37, 32, 2, 2), (20, 32, 1, 1), dict(), False),
+    # a transposed convolution with 16+ output channels: channels-last weight gradient
+    ("t_c16", 2, (2, 16, 5, 5), (16, 16, 3, 3), dict(stride=2, padding=1, output_padding=1),
+     True),
     ("conv1d", 1, (5, 3, 11), (4, 3, 3), dict(stride=2, padding=1), False),
     ("conv3d", 3, (2, 2, 4, 5, 4), (3, 2, 2, 3, 2), dict(padding=(1, 0, 1)), False),
     ("t_1x1", 2, (3, 6, 4, 5), (6, 2, 1, 1), dict(), True),
