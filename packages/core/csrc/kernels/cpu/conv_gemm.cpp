@@ -100,9 +100,9 @@ void pack_rows(float* data, const float* a, int64_t rs, int64_t M, int64_t K, co
 __attribute__((target("avx512f"))) void pack_rows_gather(float* data, const float* a, int64_t rs,
                                                          int64_t M, int64_t K, int64_t seg,
                                                          int64_t seg_stride) {
-  const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5,
-                                                          4, 3, 2, 1, 0),
-                                         _mm512_set1_epi32(static_cast<int>(rs)));
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(static_cast<int>(rs)));
   for (int64_t bm = 0; bm * 16 < M; ++bm) {
     const int64_t mr = std::min<int64_t>(16, M - bm * 16);
     const __mmask16 rows = static_cast<__mmask16>(mr == 16 ? 0xFFFFu : (1u << mr) - 1u);
@@ -113,8 +113,8 @@ __attribute__((target("avx512f"))) void pack_rows_gather(float* data, const floa
       const int64_t n = std::min(seg, K - s0);
       float* d = blk + s0 * 16;
       for (int64_t k = 0; k < n; ++k)
-        _mm512_storeu_ps(d + k * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, idx,
-                                                              src + k, 4));
+        _mm512_storeu_ps(d + k * 16,
+                         _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, idx, src + k, 4));
     }
   }
 }
@@ -139,7 +139,15 @@ PackedA::PackedA(const float* a, int64_t rs, int64_t cs, int64_t M_, int64_t K_)
     return;
   }
 #endif
-  if (cs == 1)
+  if (rs == 1) {  // each step's 16 rows are contiguous
+    zero_tail_rows(data.data(), M, K);
+    for (int64_t bm = 0; bm * 16 < M; ++bm) {
+      const int64_t mr = std::min<int64_t>(16, M - bm * 16);
+      float* blk = data.data() + bm * 16 * K;
+      for (int64_t k = 0; k < K; ++k)
+        std::copy(a + bm * 16 + k * cs, a + bm * 16 + k * cs + mr, blk + k * 16);
+    }
+  } else if (cs == 1)
     pack_rows(data.data(), a, rs, M, K, [](int64_t k) { return k; });
   else
     pack_rows(data.data(), a, rs, M, K, [cs](int64_t k) { return k * cs; });
@@ -384,8 +392,8 @@ void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_
                        int64_t ldc) {
   blocked_gemm(
       a, (N + 15) / 16, [b](int64_t p) { return b + 16 * p; },
-      [N](int64_t p) { return N - 16 * p; }, [](int64_t p) { return 16 * p; }, Offsets{off}, c,
-      ldc, false);
+      [N](int64_t p) { return N - 16 * p; }, [](int64_t p) { return 16 * p; }, Offsets{off}, c, ldc,
+      false);
 }
 
 void conv_gemm_lines(const PackedA& a, int64_t nlines, int64_t OW, const float* b,
@@ -401,8 +409,8 @@ void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* 
                bool accumulate) {
   blocked_gemm(
       a, (N + 15) / 16, [b](int64_t p) { return b + 16 * p; },
-      [N](int64_t p) { return N - 16 * p; }, [](int64_t p) { return 16 * p; }, Strided{ldb}, c,
-      ldc, accumulate);
+      [N](int64_t p) { return N - 16 * p; }, [](int64_t p) { return 16 * p; }, Strided{ldb}, c, ldc,
+      accumulate);
 }
 
 void conv_gemm_gather(const PackedA& a, int64_t npanels, const int64_t* col_off, const float* b,

@@ -68,11 +68,11 @@ void im2col_sample(const T* x, T* cols, int64_t c0, int64_t c1, const Geom& g) {
   }
 }
 
-// x (C, *in) += fold(cols (C * K, L)) for channels [c0, c1).
+// x (C, *in) += fold(cols (C * K, L)) for channels [c0, c1); cols' rows ld apart (< 0: L).
 template <class T>
-void col2im_sample(const T* cols, T* x, int64_t c0, int64_t c1, const Geom& g) {
+void col2im_sample(const T* cols, T* x, int64_t c0, int64_t c1, const Geom& g, int64_t ld = -1) {
   using A = opmath_t<T>;
-  const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
+  const int64_t K = g.kernel_numel(), L = ld >= 0 ? ld : g.out_numel(), P = g.in_numel();
   const int64_t OW = g.out[2], SW = g.st[2];
   for (int64_t c = c0; c < c1; ++c) {
     T* xc = x + c * P;
@@ -271,10 +271,8 @@ void over_samples(int64_t N, int64_t buf_elems, const F& f) {
 
 // The column-free kernels work on 16 consecutive positions of an output line at a time: worth
 // it when lines fill those vectors (a line of 24 would leave a quarter of the work masked off).
-bool lines_fill_vectors(const Geom& g) {
-  const int64_t OW = g.out[2], vecs = (OW + 15) / 16;
-  return g.st[2] == 1 && OW * 10 >= vecs * 16 * 9;
-}
+bool fills_vectors(int64_t OW) { return OW * 10 >= (OW + 15) / 16 * 16 * 9; }
+bool lines_fill_vectors(const Geom& g) { return g.st[2] == 1 && fills_vectors(g.out[2]); }
 
 // For the column-free float32 kernels: the zero-padded sizes of a sample, the element offset of
 // every (channel of a group, kernel tap) window from an output line's start, and a copy of one
@@ -468,6 +466,42 @@ void conv_transposed_kernel(const T* x, const T* w, const T* bias, T* out, int64
   const int64_t K = g.kernel_numel(), Lin = g.out_numel(), P = g.in_numel();
   const int64_t Cig = Ci / G, CoK = (Co / G) * K;
   const bool pw = is_pointwise(g);
+  // float32 on AVX-512: W^T packed once per group; the samples' inputs (several samples side by
+  // side when they have few positions) copied into one matrix whose rows the product reads in
+  // place, their columns then folded.
+  if constexpr (std::is_same<T, float>::value)
+    if (conv_gemm_available()) {
+      std::vector<PackedA> packed;
+      for (int64_t gi = 0; gi < G; ++gi) packed.emplace_back(w + gi * Cig * CoK, 1, CoK, CoK, Cig);
+      const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+      const int64_t ns = pw ? 1 : std::min((N + nt - 1) / nt, (kForwardColumns + Lin - 1) / Lin);
+      const int64_t chunks = (N + ns - 1) / ns, W = panel_stride(ns * Lin);
+      over_samples<float>(
+          chunks, Ci * W + (pw ? 0 : Co * K * W), [&](int64_t ch, float* xb, int64_t) {
+            const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0), Wc = panel_stride(cnt * Lin);
+            float* cols = xb + Ci * W;
+            for (int64_t s = 0; s < cnt; ++s)
+              for (int64_t c = 0; c < Ci; ++c)
+                std::copy(x + ((n0 + s) * Ci + c) * Lin, x + ((n0 + s) * Ci + c + 1) * Lin,
+                          xb + c * Wc + s * Lin);
+            if (pw) {  // 1x1: the columns are the output itself
+              float* on = out + n0 * Co * P;
+              for (int64_t gi = 0; gi < G; ++gi)
+                conv_gemm(packed[gi], Lin, xb + gi * Cig * Wc, Wc, on + gi * CoK * P, P);
+              add_channel_bias(on, bias, Co, P);
+              return;
+            }
+            for (int64_t gi = 0; gi < G; ++gi)
+              conv_gemm(packed[gi], cnt * Lin, xb + gi * Cig * Wc, Wc, cols + gi * CoK * Wc, Wc);
+            for (int64_t s = 0; s < cnt; ++s) {
+              float* on = out + (n0 + s) * Co * P;
+              std::fill(on, on + Co * P, 0.0f);
+              col2im_sample<float>(cols + s * Lin, on, 0, Co, g, Wc);
+              add_channel_bias(on, bias, Co, P);
+            }
+          });
+      return;
+    }
   over_samples<T>(N, pw ? 0 : Co * K * Lin, [&](int64_t n, T* cols, int64_t) {
     const T* xn = x + n * Ci * Lin;
     T* on = out + n * Co * P;
@@ -795,6 +829,10 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
       // more than it saves.)
       for (int64_t d = 0; d < k; ++d)
         flip &= a.st[d] == 1 && 2 * a.pd[d] == a.dl[d] * (a.ks[d] - 1);
+      // (Unless it reads its windows in place, the flipped convolution copies Co / G * K
+      // columns per position where conv_transpose folds C / G * K: with more output channels
+      // than input channels, the latter.)
+      flip &= a.Co <= a.C || fills_vectors(x->size(x->dim() - 1));
       if (flip) {
         DimVector fpd(k);
         for (int64_t d = 0; d < k; ++d) fpd[d] = a.dl[d] * (a.ks[d] - 1) - a.pd[d];
