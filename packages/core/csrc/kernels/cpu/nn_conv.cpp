@@ -519,6 +519,9 @@ void conv_transposed_kernel(const T* x, const T* w, const T* bias, T* out, int64
 
 // The float32 AVX-512 weight gradient below: from this many channels per group up.
 constexpr int64_t kChannelsLastMin = 16;
+// With fewer channels, conv_weight_window_rows from this many window elements up (shorter rows
+// leave the product too little work per copied element: BLAS then).
+constexpr int64_t kWindowRowsMin = 64;
 
 // gw (A, B/G * K) as in conv_weight_kernel (float32, AVX-512), without columns: the samples are
 // copied channels-last with their zero padding (pixel by pixel, B channels each), so that for a
@@ -652,7 +655,7 @@ void conv_weight_kernel(const T* a, const T* src, T* gw, int64_t N, int64_t A, i
   const int64_t Ag = A / G, BK = (B / G) * K, wsize = A * BK;
   const bool pw = is_pointwise(g);
   if constexpr (std::is_same<T, float>::value)
-    if (conv_gemm_available()) {
+    if (conv_gemm_available() && (B / G >= kChannelsLastMin || BK >= kWindowRowsMin)) {
       if (B / G >= kChannelsLastMin)
         conv_weight_channels_last(a, src, gw, N, A, B, G, g);
       else
