@@ -95,6 +95,43 @@ void pack_rows(float* data, const float* a, int64_t rs, int64_t M, int64_t K, co
 }
 
 #ifdef EMBER_CONV_GEMM_AVX512
+// dst (16 x 16, row k: the 16 rows' element k) = the transpose of the 16 x 16 block at src
+// (rows rs apart; rows past mr read as zero), in registers.
+__attribute__((target("avx512f"), always_inline)) inline void transpose16(const float* src,
+                                                                          int64_t rs, int64_t mr,
+                                                                          float* dst) {
+  // (The zero-masked forms with a full mask: the plain ones start from an undefined vector
+  // that GCC 12 warns about.)
+  constexpr __mmask16 kAll = 0xFFFF;
+  __m512 r[16], t[16], u[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = i < mr ? _mm512_loadu_ps(src + i * rs) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_maskz_unpacklo_ps(kAll, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[2 * i], r[2 * i + 1]);
+  }
+  // u[4q + j], lane L: rows 4q..4q+3 of column 4L + j.
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    u[4 * q + 0] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+    u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+    u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+    u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512 va = _mm512_maskz_shuffle_f32x4(kAll, u[j], u[4 + j], 0x88);
+    const __m512 vb = _mm512_maskz_shuffle_f32x4(kAll, u[j], u[4 + j], 0xDD);
+    const __m512 wa = _mm512_maskz_shuffle_f32x4(kAll, u[8 + j], u[12 + j], 0x88);
+    const __m512 wb = _mm512_maskz_shuffle_f32x4(kAll, u[8 + j], u[12 + j], 0xDD);
+    _mm512_storeu_ps(dst + j * 16, _mm512_maskz_shuffle_f32x4(kAll, va, wa, 0x88));
+    _mm512_storeu_ps(dst + (8 + j) * 16, _mm512_maskz_shuffle_f32x4(kAll, va, wa, 0xDD));
+    _mm512_storeu_ps(dst + (4 + j) * 16, _mm512_maskz_shuffle_f32x4(kAll, vb, wb, 0x88));
+    _mm512_storeu_ps(dst + (12 + j) * 16, _mm512_maskz_shuffle_f32x4(kAll, vb, wb, 0xDD));
+  }
+}
+
 // pack_rows for rows of contiguous segments (column k at row + (k / seg) * seg_stride + k % seg)
 // with AVX-512: each step of a 16-row block is one gather of the 16 rows' elements.
 __attribute__((target("avx512f"))) void pack_rows_gather(float* data, const float* a, int64_t rs,
@@ -112,7 +149,9 @@ __attribute__((target("avx512f"))) void pack_rows_gather(float* data, const floa
       const float* src = rowa + (s0 / seg) * seg_stride;
       const int64_t n = std::min(seg, K - s0);
       float* d = blk + s0 * 16;
-      for (int64_t k = 0; k < n; ++k)
+      int64_t k = 0;
+      for (; k + 16 <= n; k += 16) transpose16(src + k, rs, mr, d + k * 16);
+      for (; k < n; ++k)
         _mm512_storeu_ps(d + k * 16,
                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, idx, src + k, 4));
     }
@@ -430,6 +469,44 @@ __attribute__((target("avx512f"))) void copy_runs_avx512(const float* src, const
 }
 }  // namespace
 
+namespace {
+__attribute__((target("avx512f"))) void im2col_rows_avx512(const float* src, const int64_t* off,
+                                                           int64_t rows, const int64_t* lb,
+                                                           int64_t nlines, int64_t OW, int64_t sw,
+                                                           float* cols, int64_t ld) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(static_cast<int>(sw)));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* sr = src + off[r];
+    float* dst = cols + r * ld;
+    for (int64_t l = 0; l < nlines; ++l, dst += OW) {
+      const float* sl = sr + lb[l];
+      for (int64_t w0 = 0; w0 < OW; w0 += 16) {
+        const __mmask16 m = lanes(OW - w0);
+        const __m512 v =
+            sw == 1 ? _mm512_maskz_loadu_ps(m, sl + w0)
+                    : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, sl + w0 * sw, 4);
+        _mm512_mask_storeu_ps(dst + w0, m, v);
+      }
+    }
+  }
+}
+}  // namespace
+
+void im2col_rows(const float* src, const int64_t* off, int64_t rows, const int64_t* lb,
+                 int64_t nlines, int64_t OW, int64_t sw, float* cols, int64_t ld) {
+  if (conv_gemm_available() && sw * 16 < (int64_t(1) << 31) / 4) {
+    im2col_rows_avx512(src, off, rows, lb, nlines, OW, sw, cols, ld);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = cols + r * ld;
+    for (int64_t l = 0; l < nlines; ++l, dst += OW)
+      for (int64_t w = 0; w < OW; ++w) dst[w] = src[off[r] + lb[l] + w * sw];
+  }
+}
+
 void copy_runs(const float* src, const int64_t* off, int64_t nruns, int64_t len, float* dst) {
   if (len <= 16 && conv_gemm_available()) {
     copy_runs_avx512(src, off, nruns, len, dst);
@@ -442,6 +519,15 @@ void copy_runs(const float* src, const int64_t* off, int64_t nruns, int64_t len,
 }
 
 #else
+
+void im2col_rows(const float* src, const int64_t* off, int64_t rows, const int64_t* lb,
+                 int64_t nlines, int64_t OW, int64_t sw, float* cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = cols + r * ld;
+    for (int64_t l = 0; l < nlines; ++l, dst += OW)
+      for (int64_t w = 0; w < OW; ++w) dst[w] = src[off[r] + lb[l] + w * sw];
+  }
+}
 
 void copy_runs(const float* src, const int64_t* off, int64_t nruns, int64_t len, float* dst) {
   for (int64_t i = 0; i < nruns; ++i) {

@@ -91,6 +91,11 @@ void conv_wgrad_offsets(const float* a, int64_t M, int64_t lda, const float* b, 
 void conv_gemm_gather(const PackedA& a, int64_t npanels, const int64_t* col_off, const float* b,
                       const int64_t* row_off, float* c, int64_t ldc, bool accumulate);
 
+// im2col from a zero-padded input: row r of cols (rows ld apart) holds, for each output line l
+// in turn, the OW elements src[off[r] + lb[l] + w * sw] (w < OW). Vectorized on AVX-512.
+void im2col_rows(const float* src, const int64_t* off, int64_t rows, const int64_t* lb,
+                 int64_t nlines, int64_t OW, int64_t sw, float* cols, int64_t ld);
+
 // dst[i * len + j] = src[off[i * len] + j] for i < nruns, j < len: runs of a window (its kernel
 // rows) copied next to each other. Vectorized on AVX-512 for len <= 16.
 void copy_runs(const float* src, const int64_t* off, int64_t nruns, int64_t len, float* dst);

@@ -333,22 +333,10 @@ int64_t panel_stride(int64_t n) {
 }
 
 // im2col of one zero-padded sample xp (pg: its geometry, rows: channels * kernel taps) into
-// cols (rows x L, row stride ld): no bounds to check, one copy per output line.
-// (Only the output lines [l0, l1).)
+// cols (rows x L, row stride ld), only the output lines [l0, l1): no bounds to check.
 void im2col_padded(const float* xp, const PaddedGeom& pg, const Geom& g, int64_t rows, float* cols,
                    int64_t ld, int64_t l0, int64_t l1) {
-  const int64_t OW = g.out[2], SW = g.st[2];
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = xp + pg.off[r];
-    float* dst = cols + r * ld;
-    for (int64_t l = l0; l < l1; ++l, dst += OW) {
-      const float* sl = src + pg.lb[l];
-      if (SW == 1)
-        for (int64_t w = 0; w < OW; ++w) dst[w] = sl[w];
-      else
-        for (int64_t w = 0; w < OW; ++w) dst[w] = sl[w * SW];
-    }
-  }
+  im2col_rows(xp, pg.off.data(), rows, pg.lb.data() + l0, l1 - l0, g.out[2], g.st[2], cols, ld);
 }
 
 // out (N, Co, L) = conv(x (N, C, *in), w (Co, C/G * K)) + bias, over geometry g (g.out: L).
