@@ -390,13 +390,16 @@ inline __mmask16 lanes(int64_t n) {
 // row k at base(p) + row(k) + j, its first (valid: width(p)) columns at c + dst(p) + j. Panels
 // in groups of kNp (C's block M x 128 stays in L2 over the whole reduction, A's block of kKc
 // steps in L2 over the group); the reduction in blocks of kKc steps (later blocks add to C); per
-// block, two panels at a time (32 columns of kKc rows, 16 KiB, stay in L1) against every 8-row
-// half of A's 16-row blocks.
+// block, two panels at a time (32 columns of kKc rows, at most 24 KiB, stay in L1) against
+// every 8-row half of A's 16-row blocks.
 template <class Row, class Base, class Width, class Dst>
 void blocked_gemm(const PackedA& a, int64_t npanels, const Base& base, const Width& width,
                   const Dst& dst, Row row, float* c, int64_t ldc, bool accumulate) {
   const int64_t M = a.M, K = a.K;
-  constexpr int64_t kKc = 128, kNp = 8;
+  // kKc: K split into equal blocks of at most kMaxKc steps (144 = one block, not 128 + 16).
+  constexpr int64_t kMaxKc = 192, kNp = 8;
+  const int64_t kblocks = std::max<int64_t>(1, (K + kMaxKc - 1) / kMaxKc);
+  const int64_t kKc = (K + kblocks - 1) / kblocks;
   for (int64_t g0 = 0; g0 < npanels; g0 += kNp) {
     const int64_t g1 = std::min(npanels, g0 + kNp);
     for (int64_t k0 = 0; k0 < K; k0 += kKc) {
