@@ -99,7 +99,8 @@ void pack_rows(float* data, const float* a, int64_t rs, int64_t M, int64_t K, co
 // (rows rs apart; rows past mr read as zero), in registers.
 __attribute__((target("avx512f"), always_inline)) inline void transpose16(const float* src,
                                                                           int64_t rs, int64_t mr,
-                                                                          float* dst) {
+                                                                          float* dst,
+                                                                          int64_t ld = 16) {
   // (The zero-masked forms with a full mask: the plain ones start from an undefined vector
   // that GCC 12 warns about.)
   constexpr __mmask16 kAll = 0xFFFF;
@@ -125,10 +126,10 @@ __attribute__((target("avx512f"), always_inline)) inline void transpose16(const 
     const __m512 vb = _mm512_maskz_shuffle_f32x4(kAll, u[j], u[4 + j], 0xDD);
     const __m512 wa = _mm512_maskz_shuffle_f32x4(kAll, u[8 + j], u[12 + j], 0x88);
     const __m512 wb = _mm512_maskz_shuffle_f32x4(kAll, u[8 + j], u[12 + j], 0xDD);
-    _mm512_storeu_ps(dst + j * 16, _mm512_maskz_shuffle_f32x4(kAll, va, wa, 0x88));
-    _mm512_storeu_ps(dst + (8 + j) * 16, _mm512_maskz_shuffle_f32x4(kAll, va, wa, 0xDD));
-    _mm512_storeu_ps(dst + (4 + j) * 16, _mm512_maskz_shuffle_f32x4(kAll, vb, wb, 0x88));
-    _mm512_storeu_ps(dst + (12 + j) * 16, _mm512_maskz_shuffle_f32x4(kAll, vb, wb, 0xDD));
+    _mm512_storeu_ps(dst + j * ld, _mm512_maskz_shuffle_f32x4(kAll, va, wa, 0x88));
+    _mm512_storeu_ps(dst + (8 + j) * ld, _mm512_maskz_shuffle_f32x4(kAll, va, wa, 0xDD));
+    _mm512_storeu_ps(dst + (4 + j) * ld, _mm512_maskz_shuffle_f32x4(kAll, vb, wb, 0x88));
+    _mm512_storeu_ps(dst + (12 + j) * ld, _mm512_maskz_shuffle_f32x4(kAll, vb, wb, 0xDD));
   }
 }
 
@@ -430,14 +431,6 @@ void blocked_gemm(const PackedA& a, int64_t npanels, const Base& base, const Wid
 }
 }  // namespace
 
-void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
-                       int64_t ldc) {
-  blocked_gemm(
-      a, (N + 15) / 16, [b](int64_t p) { return b + 16 * p; },
-      [N](int64_t p) { return N - 16 * p; }, [](int64_t p) { return 16 * p; }, Offsets{off}, c, ldc,
-      false);
-}
-
 void conv_gemm_lines(const PackedA& a, int64_t nlines, int64_t OW, const float* b,
                      const int64_t* lb, const int64_t* off, float* c, int64_t ldc) {
   const int64_t per = (OW + 15) / 16;  // panels per line
@@ -510,6 +503,44 @@ void im2col_rows(const float* src, const int64_t* off, int64_t rows, const int64
   }
 }
 
+namespace {
+void to_channels_last_scalar(const float* src, int64_t c0, int64_t C, int64_t P, int64_t w0,
+                             int64_t W, float* dst, int64_t ld) {
+  for (int64_t c = c0; c < C; ++c)
+    for (int64_t w = w0; w < W; ++w) dst[w * ld + c] = src[c * P + w];
+}
+
+// (16 x 16 blocks of 16 channels by 16 pixels: reading past the row is never needed, a block
+// of fewer channels reads only those.)
+__attribute__((target("avx512f"))) void to_channels_last_avx512(const float* src, int64_t C,
+                                                                int64_t P, int64_t W, float* dst,
+                                                                int64_t ld) {
+  const int64_t W16 = W / 16 * 16;
+  for (int64_t c0 = 0; c0 < C; c0 += 16) {
+    const int64_t cr = std::min<int64_t>(16, C - c0);
+    for (int64_t w0 = 0; w0 < W16; w0 += 16) {
+      if (cr == 16) {
+        transpose16(src + c0 * P + w0, P, 16, dst + w0 * ld + c0, ld);
+      } else {
+        alignas(64) float blk[16 * 16];
+        transpose16(src + c0 * P + w0, P, cr, blk, 16);
+        for (int64_t w = 0; w < 16; ++w)
+          for (int64_t c = 0; c < cr; ++c) dst[(w0 + w) * ld + c0 + c] = blk[w * 16 + c];
+      }
+    }
+  }
+  if (W16 < W) to_channels_last_scalar(src, 0, C, P, W16, W, dst, ld);
+}
+}  // namespace
+
+void to_channels_last(const float* src, int64_t C, int64_t P, int64_t W, float* dst, int64_t ld) {
+  if (conv_gemm_available()) {
+    to_channels_last_avx512(src, C, P, W, dst, ld);
+    return;
+  }
+  to_channels_last_scalar(src, 0, C, P, 0, W, dst, ld);
+}
+
 void copy_runs(const float* src, const int64_t* off, int64_t nruns, int64_t len, float* dst) {
   if (len <= 16 && conv_gemm_available()) {
     copy_runs_avx512(src, off, nruns, len, dst);
@@ -522,6 +553,11 @@ void copy_runs(const float* src, const int64_t* off, int64_t nruns, int64_t len,
 }
 
 #else
+
+void to_channels_last(const float* src, int64_t C, int64_t P, int64_t W, float* dst, int64_t ld) {
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t w = 0; w < W; ++w) dst[w * ld + c] = src[c * P + w];
+}
 
 void im2col_rows(const float* src, const int64_t* off, int64_t rows, const int64_t* lb,
                  int64_t nlines, int64_t OW, int64_t sw, float* cols, int64_t ld) {
@@ -543,7 +579,6 @@ bool conv_gemm_available() { return false; }
 void conv_gemm_gather(const PackedA&, int64_t, const int64_t*, const float*, const int64_t*, float*,
                       int64_t, bool) {}
 void conv_gemm(const PackedA&, int64_t, const float*, int64_t, float*, int64_t, bool) {}
-void conv_gemm_offsets(const PackedA&, int64_t, const float*, const int64_t*, float*, int64_t) {}
 void conv_gemm_lines(const PackedA&, int64_t, int64_t, const float*, const int64_t*, const int64_t*,
                      float*, int64_t) {}
 void conv_wgrad_offsets(const float*, int64_t, int64_t, const float*, const int64_t*, int64_t,

@@ -65,15 +65,10 @@ struct PackedA {
 void conv_gemm(const PackedA& a, int64_t N, const float* b, int64_t ldb, float* c, int64_t ldc,
                bool accumulate = false);
 
-// C (M x N, leading dimension ldc) = A @ B for a B read straight from a (padded) input: row k
-// of B is the N contiguous floats at b + off[k] (off has K entries). This is a stride-1
-// convolution along the last dim without im2col: b points at an output line's first window.
-void conv_gemm_offsets(const PackedA& a, int64_t N, const float* b, const int64_t* off, float* c,
-                       int64_t ldc);
-
-// conv_gemm_offsets over nlines output lines of OW positions at once (line l's first window at
-// b + lb[l]; its outputs at c + l * OW in each row of C): the weight is streamed once per block
-// of lines rather than once per line.
+// C (M x nlines * OW, leading dimension ldc) = A @ B for a B read straight from a (padded)
+// input: over output line l, row k of B is the OW contiguous floats at b + lb[l] + off[k] (off
+// has K entries), and the line's outputs go to c + l * OW in each row of C. This is a stride-1
+// convolution along the last dim without im2col (lb: each line's first window).
 void conv_gemm_lines(const PackedA& a, int64_t nlines, int64_t OW, const float* b,
                      const int64_t* lb, const int64_t* off, float* c, int64_t ldc);
 
@@ -95,6 +90,10 @@ void conv_gemm_gather(const PackedA& a, int64_t npanels, const int64_t* col_off,
 // in turn, the OW elements src[off[r] + lb[l] + w * sw] (w < OW). Vectorized on AVX-512.
 void im2col_rows(const float* src, const int64_t* off, int64_t rows, const int64_t* lb,
                  int64_t nlines, int64_t OW, int64_t sw, float* cols, int64_t ld);
+
+// One row of W pixels of a (C, P) input to channels-last: dst[w * ld + c] = src[c * P + w].
+// Vectorized on AVX-512 (16 x 16 blocks transposed in registers).
+void to_channels_last(const float* src, int64_t C, int64_t P, int64_t W, float* dst, int64_t ld);
 
 // dst[i * len + j] = src[off[i * len] + j] for i < nruns, j < len: runs of a window (its kernel
 // rows) copied next to each other. Vectorized on AVX-512 for len <= 16.

@@ -560,8 +560,7 @@ void conv_weight_channels_last(const float* a, const float* src, float* gw, int6
         for (int64_t h = 0; h < g.in[1]; ++h) {
           float* drow = dst + (((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * pin[2] + g.pd[2]) * Bp;
           const float* srow = xs + (d0 * g.in[1] + h) * g.in[2];
-          for (int64_t c = 0; c < B; ++c)
-            for (int64_t w = 0; w < g.in[2]; ++w) drow[w * Bp + c] = srow[c * P + w];
+          to_channels_last(srow, B, P, g.in[2], drow, Bp);
         }
     }
     std::vector<int64_t> rows(cnt * La);
