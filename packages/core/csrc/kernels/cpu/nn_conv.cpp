@@ -1,7 +1,10 @@
 // CPU kernels of im2col / col2im (F.unfold / F.fold, for 1 to 3 spatial dims) and of
 // convolution: the input's sliding windows are laid out as columns (im2col) and multiplied by
-// the weight with one batched BLAS product (cpu::matmul, which tiles the work over the thread
-// pool) per chunk of the batch; transposed convolution multiplies first and folds (col2im).
+// the weight; transposed convolution multiplies first and folds (col2im). float64 (and float32
+// without AVX-512) runs BLAS products sample by sample; float32 on AVX-512 runs the packed
+// product of conv_gemm.h instead, with per-shape layouts (see the kernels below): windows read
+// in place along output lines, columns from a zero-padded copy, several small samples in one
+// product, and a channels-last copy for the weight gradient.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -222,10 +225,22 @@ Tensor col2im(const Tensor& self, const DimVector& output_size, const DimVector&
 namespace {
 
 // ---- convolution kernels ----------------------------------------------------------------------
-// All three work sample by sample: a sample's columns (C * K x L) stay in a per-thread buffer
-// that fits the cache, and each product is one whole gemm. With several samples and threads the
-// samples are shared out dynamically (a late thread's share goes to the others) and OpenBLAS
-// runs on the calling threads; a single sample instead lets OpenBLAS thread the product.
+// All three work sample by sample (or by chunks of samples with few positions each): a chunk's
+// columns stay in a per-thread buffer, and each product is one whole gemm. With several chunks
+// and threads the chunks are shared out dynamically (a late thread's share goes to the others)
+// and OpenBLAS runs on the calling threads; a single sample instead lets OpenBLAS thread the
+// product. float32 on AVX-512:
+//   forward     stride 1 along the last dim with lines of 16+: windows read in place from the
+//               (padded) sample, all lines in one product (conv_gemm_lines); outputs under
+//               kSmallPositions: columns of several samples side by side; otherwise columns
+//               from a padded copy in blocks of lines;
+//   d input     a "same"-padded stride-1 convolution with no more output than input channels
+//               (or in-place lines): the forward kernel with the weight flipped; otherwise the
+//               transposed convolution (packed W^T, fold);
+//   d weight    16+ channels per group: channels-last copy, no columns
+//               (conv_weight_channels_last); fewer: per-position window rows
+//               (conv_weight_window_rows) from kWindowRowsMin window elements, else BLAS or the
+//               in-place dot products.
 
 // True when the input is its own column matrix: a 1x1 kernel, stride 1, no padding, and as
 // many window positions as image elements (a transposed convolution's output_padding adds
