@@ -16,10 +16,12 @@ namespace ember {
 namespace cpu {
 
 namespace {
-// Per thread, up to kKeep released blocks of at most kKeepBytes each, largest reused first.
-constexpr size_t kKeep = 6, kKeepBytes = size_t(64) << 20;
+// Per thread, up to kKeep released blocks of at most kKeepBytes each and kKeepTotal in all
+// (the smallest block that fits is reused).
+constexpr size_t kKeep = 6, kKeepBytes = size_t(16) << 20, kKeepTotal = size_t(48) << 20;
 struct ScratchCache {
   std::vector<std::pair<size_t, void*>> blocks;
+  size_t total = 0;
   ~ScratchCache() {
     for (auto& b : blocks) std::free(b.second);
   }
@@ -27,7 +29,7 @@ struct ScratchCache {
 thread_local ScratchCache scratch_cache;
 }  // namespace
 
-void* scratch_acquire(size_t bytes) {
+void* scratch_acquire(size_t bytes, size_t* capacity) {
   auto& bl = scratch_cache.blocks;
   // The smallest block that fits.
   size_t best = bl.size();
@@ -35,25 +37,30 @@ void* scratch_acquire(size_t bytes) {
     if (bl[i].first >= bytes && (best == bl.size() || bl[i].first < bl[best].first)) best = i;
   if (best < bl.size()) {
     void* p = bl[best].second;
+    *capacity = bl[best].first;
+    scratch_cache.total -= bl[best].first;
     bl.erase(bl.begin() + best);
     return p;
   }
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  *capacity = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, *capacity);
   if (!p) throw std::bad_alloc();
   return p;
 }
 
-void scratch_release(void* p, size_t bytes) {
+void scratch_release(void* p, size_t bytes) {  // bytes: the capacity
   auto& bl = scratch_cache.blocks;
   if (bytes > kKeepBytes) {
     std::free(p);
     return;
   }
   bl.emplace_back(bytes, p);
-  if (bl.size() > kKeep) {  // drop the smallest
+  scratch_cache.total += bytes;
+  while (bl.size() > kKeep || scratch_cache.total > kKeepTotal) {  // drop the smallest
     size_t small = 0;
     for (size_t i = 1; i < bl.size(); ++i)
       if (bl[i].first < bl[small].first) small = i;
+    scratch_cache.total -= bl[small].first;
     std::free(bl[small].second);
     bl.erase(bl.begin() + small);
   }

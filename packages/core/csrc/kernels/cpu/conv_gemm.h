@@ -16,8 +16,9 @@ bool conv_gemm_available();
 // Scratch memory of the convolution kernels, uninitialized, from a small per-thread cache of
 // released blocks: a fresh allocation of a few MiB is mapped anew (and page-faulted in) on every
 // call otherwise, which costs as much as the small products that use it.
-void* scratch_acquire(size_t bytes);
-void scratch_release(void* p, size_t bytes);
+// (capacity: the block's true size, at least bytes, to hand back to scratch_release.)
+void* scratch_acquire(size_t bytes, size_t* capacity);
+void scratch_release(void* p, size_t capacity);
 
 template <class T>
 class Scratch {
@@ -25,13 +26,17 @@ class Scratch {
   Scratch() = default;
   explicit Scratch(int64_t n)
       : n_(n > 0 ? n : 0),
-        p_(n_ ? static_cast<T*>(scratch_acquire(static_cast<size_t>(n_) * sizeof(T))) : nullptr) {}
+        p_(n_ ? static_cast<T*>(scratch_acquire(static_cast<size_t>(n_) * sizeof(T), &cap_))
+              : nullptr) {}
   ~Scratch() {
-    if (p_) scratch_release(p_, static_cast<size_t>(n_) * sizeof(T));
+    if (p_) scratch_release(p_, cap_);
   }
-  Scratch(Scratch&& o) noexcept : n_(o.n_), p_(o.p_) { o.p_ = nullptr, o.n_ = 0; }
+  Scratch(Scratch&& o) noexcept : n_(o.n_), cap_(o.cap_), p_(o.p_) {
+    o.p_ = nullptr, o.n_ = 0, o.cap_ = 0;
+  }
   Scratch& operator=(Scratch&& o) noexcept {
     std::swap(n_, o.n_);
+    std::swap(cap_, o.cap_);
     std::swap(p_, o.p_);
     return *this;
   }
@@ -42,6 +47,7 @@ class Scratch {
 
  private:
   int64_t n_ = 0;
+  size_t cap_ = 0;
   T* p_ = nullptr;
 };
 
