@@ -43,6 +43,10 @@ CASES = [
     ("stem_7x7_s2", 2, (2, 3, 40, 40), (8, 3, 7, 7), dict(stride=2, padding=3), False),
     ("stem_11x11_s4", 2, (2, 3, 31, 31), (8, 3, 11, 11), dict(stride=4, padding=2), False),
     ("1x1_stride2_large", 2, (2, 16, 40, 40), (24, 16, 1, 1), dict(stride=2), False),
+    # (strides along the last dim up to the kernel's width: the padded copy stored by phases)
+    ("phases_dilation", 2, (2, 4, 11, 13), (5, 4, 3, 3),
+     dict(stride=(1, 2), dilation=(1, 2), padding=(1, 2)), False),
+    ("phases_stride3", 2, (2, 5, 9, 20), (4, 5, 3, 4), dict(stride=(2, 3), padding=1), False),
     # small outputs: several samples per product (forward and weight gradient), in several
     # chunks of samples, the last one partial
     ("small_many_samples", 2, (41, 16, 3, 3), (24, 16, 3, 3), dict(padding=1), False),

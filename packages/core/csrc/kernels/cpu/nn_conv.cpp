@@ -293,16 +293,24 @@ bool lines_fill_vectors(const Geom& g) { return g.st[2] == 1 && fills_vectors(g.
 // every (channel of a group, kernel tap) window from an output line's start, and a copy of one
 // sample with its padding.
 struct PaddedGeom {
+  // phases: with a stride s > 1 along the last dim, each padded row is stored as s phases (the
+  // elements w with w % s == 0, then those with w % s == 1, ...; ceil(width / s) each), so that
+  // a kernel tap's windows along an output line are contiguous: for the im2col copies.
   int64_t pin[3] = {1, 1, 1}, PP = 1;
+  int64_t ph = 1, Q = 1, rw = 1;  // phases, elements per phase, stored row length (ph * Q)
   bool padded = false;
   std::vector<int64_t> off;  // (c, kd, kh, kw) -> offset
   std::vector<int64_t> lb;   // output line -> offset of its first window
-  PaddedGeom(const Geom& g, int64_t Cg) {
+  PaddedGeom(const Geom& g, int64_t Cg, bool phases = false) {
     for (int d = 0; d < 3; ++d) {
       pin[d] = g.in[d] + 2 * g.pd[d];
       padded |= g.pd[d] != 0;
     }
-    PP = pin[0] * pin[1] * pin[2];
+    ph = phases && g.ks[2] >= g.st[2] ? g.st[2] : 1;  // (else most of the copy goes unread)
+    padded |= ph > 1;
+    Q = (pin[2] + ph - 1) / ph;
+    rw = ph * Q;
+    PP = pin[0] * pin[1] * rw;
     const int64_t K = g.kernel_numel();
     off.resize(Cg * K);
     for (int64_t c = 0; c < Cg; ++c)
@@ -310,11 +318,15 @@ struct PaddedGeom {
         for (int64_t kh = 0; kh < g.ks[1]; ++kh)
           for (int64_t kw = 0; kw < g.ks[2]; ++kw)
             off[((c * g.ks[0] + kd) * g.ks[1] + kh) * g.ks[2] + kw] =
-                c * PP + (kd * g.dl[0] * pin[1] + kh * g.dl[1]) * pin[2] + kw * g.dl[2];
+                c * PP + (kd * g.dl[0] * pin[1] + kh * g.dl[1]) * rw + col(kw * g.dl[2]);
     for (int64_t od = 0; od < g.out[0]; ++od)
       for (int64_t oh = 0; oh < g.out[1]; ++oh)
-        lb.push_back((od * g.st[0] * pin[1] + oh * g.st[1]) * pin[2]);
+        lb.push_back((od * g.st[0] * pin[1] + oh * g.st[1]) * rw);
   }
+  // Where element w of a padded row is stored.
+  int64_t col(int64_t w) const { return (w % ph) * Q + w / ph; }
+  // The step between an output line's consecutive windows.
+  int64_t step(const Geom& g) const { return ph > 1 ? 1 : g.st[2]; }
   // x (C, *in) -> xp (C, *pin), zero border.
   void pad(const float* x, float* xp, int64_t C, const Geom& g) const {
     std::fill(xp, xp + C * PP, 0.0f);
@@ -323,8 +335,14 @@ struct PaddedGeom {
       for (int64_t d0 = 0; d0 < g.in[0]; ++d0)
         for (int64_t h = 0; h < g.in[1]; ++h) {
           const float* src = x + c * P + (d0 * g.in[1] + h) * g.in[2];
-          std::copy(src, src + g.in[2],
-                    xp + c * PP + ((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * pin[2] + g.pd[2]);
+          float* dst = xp + c * PP + ((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * rw;
+          if (ph == 1)
+            std::copy(src, src + g.in[2], dst + g.pd[2]);
+          else  // (q, i): the phase and index of padded element w + pd[2]
+            for (int64_t w = 0, q = g.pd[2] % ph, i = g.pd[2] / ph; w < g.in[2]; ++w) {
+              dst[q * Q + i] = src[w];
+              if (++q == ph) q = 0, ++i;
+            }
         }
   }
 };
@@ -351,7 +369,7 @@ int64_t panel_stride(int64_t n) {
 // cols (rows x L, row stride ld), only the output lines [l0, l1): no bounds to check.
 void im2col_padded(const float* xp, const PaddedGeom& pg, const Geom& g, int64_t rows, float* cols,
                    int64_t ld, int64_t l0, int64_t l1) {
-  im2col_rows(xp, pg.off.data(), rows, pg.lb.data() + l0, l1 - l0, g.out[2], g.st[2], cols, ld);
+  im2col_rows(xp, pg.off.data(), rows, pg.lb.data() + l0, l1 - l0, g.out[2], pg.step(g), cols, ld);
 }
 
 // out (N, Co, L) = conv(x (N, C, *in), w (Co, C/G * K)) + bias, over geometry g (g.out: L).
@@ -397,7 +415,7 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
   const int64_t lines = g.out[0] * g.out[1];
   if constexpr (std::is_same<T, float>::value)
     if (!packed.empty() && L >= kSmallPositions) {
-      const PaddedGeom pg(g, C);
+      const PaddedGeom pg(g, C, true);
       const int64_t pbuf = pg.padded ? C * pg.PP : 0, OW = g.out[2];
       const int64_t chunk = std::max<int64_t>(1, std::min(lines, kColumnBytes / (C * K * OW * 4)));
       const int64_t W = panel_stride(chunk * OW);
@@ -423,7 +441,7 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
       const int64_t ns = std::min((N + nt - 1) / nt, (kForwardColumns + L - 1) / L);
       const int64_t chunks = (N + ns - 1) / ns;
       const int64_t W = panel_stride(ns * L);
-      const PaddedGeom pg(g, C);
+      const PaddedGeom pg(g, C, true);
       const int64_t pbuf = pg.padded ? C * pg.PP : 0;
       over_samples<float>(chunks, (C * K + Co) * W + pbuf, [&](int64_t ch, float* cols, int64_t) {
         const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0), Wc = panel_stride(cnt * L);
