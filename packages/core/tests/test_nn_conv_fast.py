@@ -154,6 +154,42 @@ def test_conv_resnet_sized_float32_against_float64():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3 * np.abs(b).max())
 
 
+# Layers of the paper's CNNs (benchmarks/paper/models.py, scaled down): each float32 kernel
+# (in-place lines, small outputs batched over samples, strided columns by phases, channels-last
+# and window-row weight gradients, the transposed input gradient) against float64's BLAS kernels.
+PAPER_LAYERS = [
+    ("vgg_64ch_8x8", (8, 64, 8, 8), (64, 64, 3, 3), dict(padding=1)),
+    ("vgg_32ch_32x32", (3, 32, 32, 32), (32, 32, 3, 3), dict(padding=1)),
+    ("vgg_stem", (4, 3, 32, 32), (16, 3, 3, 3), dict(padding=1)),
+    ("alexnet_stem", (4, 3, 40, 40), (16, 3, 11, 11), dict(stride=4, padding=2)),
+    ("alexnet_5x5_widening", (8, 16, 7, 7), (48, 16, 5, 5), dict(padding=2)),
+    ("resnet_stem", (4, 3, 32, 32), (16, 3, 7, 7), dict(stride=2, padding=3)),
+    ("resnet_3x3_s2", (8, 32, 8, 8), (32, 32, 3, 3), dict(stride=2, padding=1)),
+    ("resnet_1x1_s2", (8, 64, 4, 4), (128, 64, 1, 1), dict(stride=2)),
+    ("resnet_1x1_2x2", (8, 128, 2, 2), (32, 128, 1, 1), dict()),
+]
+
+
+@pytest.mark.parametrize("case", PAPER_LAYERS, ids=[c[0] for c in PAPER_LAYERS])
+def test_conv_paper_layers_float32_against_float64(case):
+    _, xs, ws, kw = case
+    rng = np.random.default_rng(5)
+    x, w, b = rng.standard_normal(xs), rng.standard_normal(ws) * 0.1, rng.standard_normal(ws[0])
+    res = {}
+    for dt in (ember.float32, ember.float64):
+        ex = ember.tensor(x).to(dt).requires_grad_(True)
+        ew = ember.tensor(w).to(dt).requires_grad_(True)
+        eb = ember.tensor(b).to(dt).requires_grad_(True)
+        y = ember.conv2d(ex, ew, eb, **kw)
+        g = ember.tensor(np.random.default_rng(6).standard_normal(tuple(y.shape))).to(dt)
+        y.backward(g)
+        res[dt] = [t.double().numpy() for t in (y.detach(), ex.grad, ew.grad, eb.grad)]
+    for name, a, b64 in zip(("output", "grad_input", "grad_weight", "grad_bias"),
+                            res[ember.float32], res[ember.float64]):
+        np.testing.assert_allclose(a, b64, rtol=1e-4, atol=1e-4 * np.abs(b64).max(),
+                                   err_msg=f"{case[0]}: {name}")
+
+
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_conv_reduced_precision_runs_in_float32(dt):
     rng = np.random.default_rng(4)
