@@ -407,11 +407,8 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
       });
       return;
     }
-  // float32 on AVX-512 with small outputs (a few dozen positions per sample): the columns of
-  // several samples side by side in one product, which would otherwise be too narrow to reuse
-  // the weight it streams through (and, per sample, mostly masked tiles).
-  // Otherwise (float32 on AVX-512) a sample's columns, from its zero-padded copy, in blocks of
-  // output lines (of at most kColumnBytes).
+  // Otherwise (float32 on AVX-512) a sample's columns, from its zero-padded copy (stored by
+  // phases for a stride along the last dim), in blocks of output lines (of at most kColumnBytes).
   const int64_t lines = g.out[0] * g.out[1];
   if constexpr (std::is_same<T, float>::value)
     if (!packed.empty() && L >= kSmallPositions) {
@@ -435,6 +432,9 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
       });
       return;
     }
+  // float32 on AVX-512 with small outputs (under kSmallPositions per sample): the columns of
+  // several samples side by side in one product, which would otherwise be too narrow to reuse
+  // the weight it streams through (and, per sample, mostly masked tiles).
   if constexpr (std::is_same<T, float>::value)
     if (!packed.empty()) {
       const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
