@@ -165,17 +165,12 @@ __attribute__((target("avx512f"))) void pack_rows_gather(float* data, const floa
     }
   }
 }
-#endif
 
 // Whether pack_rows_gather may run: AVX-512, and 16 rows' offsets fit its 32-bit indices.
 bool gather_packing(int64_t rs) {
-#ifdef EMBER_CONV_GEMM_AVX512
   return cpu_isa() >= Isa::Avx512 && rs >= 0 && rs * 16 < (int64_t(1) << 31);
-#else
-  (void)rs;
-  return false;
-#endif
 }
+#endif
 }  // namespace
 
 PackedA::PackedA(const float* a, int64_t rs, int64_t cs, int64_t M_, int64_t K_)
