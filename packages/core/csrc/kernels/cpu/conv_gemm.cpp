@@ -66,10 +66,6 @@ void scratch_release(void* p, size_t bytes) {  // bytes: the capacity
   }
 }
 
-PackedA::PackedA(int64_t M_, int64_t K_) : M(M_), K(K_), data((M_ + 15) / 16 * 16 * K_) {
-  std::fill(data.data(), data.data() + data.size(), 0.0f);
-}
-
 namespace {
 // Zeroes the rows of the last 16-row block past M.
 void zero_tail_rows(float* data, int64_t M, int64_t K) {

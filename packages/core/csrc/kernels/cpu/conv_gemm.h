@@ -56,9 +56,6 @@ class Scratch {
 struct PackedA {
   int64_t M = 0, K = 0;
   Scratch<float> data;
-  // Zero, to be filled with at().
-  PackedA(int64_t M, int64_t K);
-  float& at(int64_t m, int64_t k) { return data.data()[(m / 16) * 16 * K + k * 16 + m % 16]; }
   PackedA(const float* a, int64_t rs, int64_t cs, int64_t M, int64_t K);
   // Columns in segments of seg: column k at a + (k / seg) * seg_stride + k % seg (row stride rs),
   // e.g. the positions of several samples one after another.

@@ -861,15 +861,19 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
         for (int64_t d = 0; d < k; ++d) fpd[d] = a.dl[d] * (a.ks[d] - 1) - a.pd[d];
         Geom g = nn::make_window_geom(op, trailing(go, k), a.ks, a.dl, fpd, a.st);
         const int64_t Kn = g.kernel_numel(), Cg = a.C / a.G, Cog = a.Co / a.G;
-        // Per group the weight (C / G, Co / G * K), spatially flipped, packed for the product.
+        // Per group the weight (C / G, Co / G * K), spatially flipped (written row by row),
+        // packed for the product.
         std::vector<PackedA> wf;
         const float* pw = w->data_as<float>();
+        Scratch<float> flipped(Cg * Cog * Kn);
         for (int64_t grp = 0; grp < a.G; ++grp) {
-          PackedA& pk = wf.emplace_back(Cg, Cog * Kn);
-          for (int64_t o = 0; o < Cog; ++o)
-            for (int64_t c = 0; c < Cg; ++c)
-              for (int64_t j = 0; j < Kn; ++j)
-                pk.at(c, o * Kn + (Kn - 1 - j)) = pw[((grp * Cog + o) * Cg + c) * Kn + j];
+          float* row = flipped.data();
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t o = 0; o < Cog; ++o, row += Kn) {
+              const float* taps = pw + ((grp * Cog + o) * Cg + c) * Kn;
+              for (int64_t j = 0; j < Kn; ++j) row[Kn - 1 - j] = taps[j];
+            }
+          wf.emplace_back(flipped.data(), Cog * Kn, 1, Cg, Cog * Kn);
         }
         conv_forward_kernel<float>(go->data_as<float>(), nullptr, nullptr, gi->data_as<float>(),
                                    a.N, a.Co, a.C, a.G, g, &wf);
