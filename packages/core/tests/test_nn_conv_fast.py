@@ -36,6 +36,24 @@ CASES = [
     ("lines_1x1", 2, (2, 5, 3, 32), (7, 5, 1, 1), dict(), False),
     ("lines_conv3d", 3, (2, 2, 3, 4, 32), (3, 2, 2, 3, 3), dict(padding=(0, 1, 1)), False),
     ("lines_stride_rows", 2, (2, 4, 9, 32), (5, 4, 3, 3), dict(stride=(2, 1), padding=1), False),
+    # float32 on AVX-512: outputs of 256+ positions not read in place (stride 2 along the last
+    # dim) take columns from a padded copy in blocks of lines (two blocks here); the first-layer
+    # shapes (3 channels) take the weight gradient from per-position window rows.
+    ("cols_blocks_stride2", 2, (2, 16, 128, 64), (8, 16, 3, 3), dict(stride=2, padding=1), False),
+    ("stem_7x7_s2", 2, (2, 3, 40, 40), (8, 3, 7, 7), dict(stride=2, padding=3), False),
+    ("stem_11x11_s4", 2, (2, 3, 31, 31), (8, 3, 11, 11), dict(stride=4, padding=2), False),
+    ("1x1_stride2_large", 2, (2, 16, 40, 40), (24, 16, 1, 1), dict(stride=2), False),
+    # (strides along the last dim up to the kernel's width: the padded copy stored by phases)
+    ("phases_dilation", 2, (2, 4, 11, 13), (5, 4, 3, 3),
+     dict(stride=(1, 2), dilation=(1, 2), padding=(1, 2)), False),
+    ("phases_stride3", 2, (2, 5, 9, 20), (4, 5, 3, 4), dict(stride=(2, 3), padding=1), False),
+    # small outputs: several samples per product (forward and weight gradient), in several
+    # chunks of samples, the last one partial
+    ("small_many_samples", 2, (41, 16, 3, 3), (24, 16, 3, 3), dict(padding=1), False),
+    ("small_1x1_many_samples", 2, (37, 32, 2, 2), (20, 32, 1, 1), dict(), False),
+    # a transposed convolution with 16+ output channels: channels-last weight gradient
+    ("t_c16", 2, (2, 16, 5, 5), (16, 16, 3, 3), dict(stride=2, padding=1, output_padding=1),
+     True),
     ("conv1d", 1, (5, 3, 11), (4, 3, 3), dict(stride=2, padding=1), False),
     ("conv3d", 3, (2, 2, 4, 5, 4), (3, 2, 2, 3, 2), dict(padding=(1, 0, 1)), False),
     ("t_1x1", 2, (3, 6, 4, 5), (6, 2, 1, 1), dict(), True),
@@ -134,6 +152,42 @@ def test_conv_resnet_sized_float32_against_float64():
         res[dt] = (y.detach().double().numpy(), ex.grad.double().numpy(), ew.grad.double().numpy())
     for a, b in zip(res[ember.float32], res[ember.float64]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3 * np.abs(b).max())
+
+
+# Layers of the paper's CNNs (benchmarks/paper/models.py, scaled down): each float32 kernel
+# (in-place lines, small outputs batched over samples, strided columns by phases, channels-last
+# and window-row weight gradients, the transposed input gradient) against float64's BLAS kernels.
+PAPER_LAYERS = [
+    ("vgg_64ch_8x8", (8, 64, 8, 8), (64, 64, 3, 3), dict(padding=1)),
+    ("vgg_32ch_32x32", (3, 32, 32, 32), (32, 32, 3, 3), dict(padding=1)),
+    ("vgg_stem", (4, 3, 32, 32), (16, 3, 3, 3), dict(padding=1)),
+    ("alexnet_stem", (4, 3, 40, 40), (16, 3, 11, 11), dict(stride=4, padding=2)),
+    ("alexnet_5x5_widening", (8, 16, 7, 7), (48, 16, 5, 5), dict(padding=2)),
+    ("resnet_stem", (4, 3, 32, 32), (16, 3, 7, 7), dict(stride=2, padding=3)),
+    ("resnet_3x3_s2", (8, 32, 8, 8), (32, 32, 3, 3), dict(stride=2, padding=1)),
+    ("resnet_1x1_s2", (8, 64, 4, 4), (128, 64, 1, 1), dict(stride=2)),
+    ("resnet_1x1_2x2", (8, 128, 2, 2), (32, 128, 1, 1), dict()),
+]
+
+
+@pytest.mark.parametrize("case", PAPER_LAYERS, ids=[c[0] for c in PAPER_LAYERS])
+def test_conv_paper_layers_float32_against_float64(case):
+    _, xs, ws, kw = case
+    rng = np.random.default_rng(5)
+    x, w, b = rng.standard_normal(xs), rng.standard_normal(ws) * 0.1, rng.standard_normal(ws[0])
+    res = {}
+    for dt in (ember.float32, ember.float64):
+        ex = ember.tensor(x).to(dt).requires_grad_(True)
+        ew = ember.tensor(w).to(dt).requires_grad_(True)
+        eb = ember.tensor(b).to(dt).requires_grad_(True)
+        y = ember.conv2d(ex, ew, eb, **kw)
+        g = ember.tensor(np.random.default_rng(6).standard_normal(tuple(y.shape))).to(dt)
+        y.backward(g)
+        res[dt] = [t.double().numpy() for t in (y.detach(), ex.grad, ew.grad, eb.grad)]
+    for name, a, b64 in zip(("output", "grad_input", "grad_weight", "grad_bias"),
+                            res[ember.float32], res[ember.float64]):
+        np.testing.assert_allclose(a, b64, rtol=1e-4, atol=1e-4 * np.abs(b64).max(),
+                                   err_msg=f"{case[0]}: {name}")
 
 
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])

@@ -1,7 +1,10 @@
 // CPU kernels of im2col / col2im (F.unfold / F.fold, for 1 to 3 spatial dims) and of
 // convolution: the input's sliding windows are laid out as columns (im2col) and multiplied by
-// the weight with one batched BLAS product (cpu::matmul, which tiles the work over the thread
-// pool) per chunk of the batch; transposed convolution multiplies first and folds (col2im).
+// the weight; transposed convolution multiplies first and folds (col2im). float64 (and float32
+// without AVX-512) runs BLAS products sample by sample; float32 on AVX-512 runs the packed
+// product of conv_gemm.h instead, with per-shape layouts (see the kernels below): windows read
+// in place along output lines, columns from a zero-padded copy, several small samples in one
+// product, and a channels-last copy for the weight gradient.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -69,11 +72,11 @@ void im2col_sample(const T* x, T* cols, int64_t c0, int64_t c1, const Geom& g) {
   }
 }
 
-// x (C, *in) += fold(cols (C * K, L)) for channels [c0, c1).
+// x (C, *in) += fold(cols (C * K, L)) for channels [c0, c1); cols' rows ld apart (< 0: L).
 template <class T>
-void col2im_sample(const T* cols, T* x, int64_t c0, int64_t c1, const Geom& g) {
+void col2im_sample(const T* cols, T* x, int64_t c0, int64_t c1, const Geom& g, int64_t ld = -1) {
   using A = opmath_t<T>;
-  const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
+  const int64_t K = g.kernel_numel(), L = ld >= 0 ? ld : g.out_numel(), P = g.in_numel();
   const int64_t OW = g.out[2], SW = g.st[2];
   for (int64_t c = c0; c < c1; ++c) {
     T* xc = x + c * P;
@@ -107,11 +110,12 @@ void col2im_sample(const T* cols, T* x, int64_t c0, int64_t c1, const Geom& g) {
 }
 
 // im2col of the output lines [r0, r1) of one sample (line r = od * out[1] + oh, out[2] positions
-// each) into cols (C * K, (r1 - r0) * out[2]).
+// each) into cols (C * K, (r1 - r0) * out[2]), whose rows are ld apart (ld < 0: packed).
 template <class T>
-void im2col_lines(const T* x, T* cols, int64_t C, const Geom& g, int64_t r0, int64_t r1) {
+void im2col_lines(const T* x, T* cols, int64_t C, const Geom& g, int64_t r0, int64_t r1,
+                  int64_t ld = -1) {
   const int64_t K = g.kernel_numel(), P = g.in_numel(), OW = g.out[2], SW = g.st[2];
-  const int64_t Lc = (r1 - r0) * OW;
+  const int64_t Lc = ld >= 0 ? ld : (r1 - r0) * OW;
   for (int64_t c = 0; c < C; ++c)
     for (int64_t kd = 0; kd < g.ks[0]; ++kd)
       for (int64_t kh = 0; kh < g.ks[1]; ++kh)
@@ -222,10 +226,22 @@ Tensor col2im(const Tensor& self, const DimVector& output_size, const DimVector&
 namespace {
 
 // ---- convolution kernels ----------------------------------------------------------------------
-// All three work sample by sample: a sample's columns (C * K x L) stay in a per-thread buffer
-// that fits the cache, and each product is one whole gemm. With several samples and threads the
-// samples are shared out dynamically (a late thread's share goes to the others) and OpenBLAS
-// runs on the calling threads; a single sample instead lets OpenBLAS thread the product.
+// All three work sample by sample (or by chunks of samples with few positions each): a chunk's
+// columns stay in a per-thread buffer, and each product is one whole gemm. With several chunks
+// and threads the chunks are shared out dynamically (a late thread's share goes to the others)
+// and OpenBLAS runs on the calling threads; a single sample instead lets OpenBLAS thread the
+// product. float32 on AVX-512:
+//   forward     stride 1 along the last dim with lines of 16+: windows read in place from the
+//               (padded) sample, all lines in one product (conv_gemm_lines); outputs under
+//               kSmallPositions: columns of several samples side by side; otherwise columns
+//               from a padded copy in blocks of lines;
+//   d input     a "same"-padded stride-1 convolution with no more output than input channels
+//               (or in-place lines): the forward kernel with the weight flipped; otherwise the
+//               transposed convolution (packed W^T, fold);
+//   d weight    16+ channels per group: channels-last copy, no columns
+//               (conv_weight_channels_last); fewer: per-position window rows
+//               (conv_weight_window_rows) from kWindowRowsMin window elements, else BLAS or the
+//               in-place dot products.
 
 // True when the input is its own column matrix: a 1x1 kernel, stride 1, no padding, and as
 // many window positions as image elements (a transposed convolution's output_padding adds
@@ -254,14 +270,12 @@ template <class T, class F>
 void over_samples(int64_t N, int64_t buf_elems, const F& f) {
   const int64_t nt = std::min<int64_t>(get_num_threads(), N);
   if (nt <= 1 || in_parallel_region()) {
-    std::unique_ptr<T[]> buf(buf_elems > 0 ? new T[buf_elems] : nullptr);
-    for (int64_t n = 0; n < N; ++n) f(n, buf.get(), 0);
+    Scratch<T> buf(buf_elems);
+    for (int64_t n = 0; n < N; ++n) f(n, buf.data(), 0);
     return;
   }
-  Tensor scratch = ember::empty(
-      {nt, std::max<int64_t>(buf_elems, 1)},
-      std::is_same<T, float>::value ? ScalarType::Float32 : ScalarType::Float64, cpu_device());
-  T* base = scratch->data_as<T>();
+  Scratch<T> scratch(nt * buf_elems);
+  T* base = scratch.data();
   std::atomic<int64_t> next{0};
   SerialBlasScope serial;
   parallel_for(0, nt, 1, [&](int64_t b, int64_t e) {
@@ -273,25 +287,31 @@ void over_samples(int64_t N, int64_t buf_elems, const F& f) {
 
 // The column-free kernels work on 16 consecutive positions of an output line at a time: worth
 // it when lines fill those vectors (a line of 24 would leave a quarter of the work masked off).
-bool lines_fill_vectors(const Geom& g) {
-  const int64_t OW = g.out[2], vecs = (OW + 15) / 16;
-  return g.st[2] == 1 && OW * 10 >= vecs * 16 * 9;
-}
+bool fills_vectors(int64_t OW) { return OW * 10 >= (OW + 15) / 16 * 16 * 9; }
+bool lines_fill_vectors(const Geom& g) { return g.st[2] == 1 && fills_vectors(g.out[2]); }
 
 // For the column-free float32 kernels: the zero-padded sizes of a sample, the element offset of
 // every (channel of a group, kernel tap) window from an output line's start, and a copy of one
 // sample with its padding.
 struct PaddedGeom {
+  // phases: with a stride s > 1 along the last dim, each padded row is stored as s phases (the
+  // elements w with w % s == 0, then those with w % s == 1, ...; ceil(width / s) each), so that
+  // a kernel tap's windows along an output line are contiguous: for the im2col copies.
   int64_t pin[3] = {1, 1, 1}, PP = 1;
+  int64_t ph = 1, Q = 1, rw = 1;  // phases, elements per phase, stored row length (ph * Q)
   bool padded = false;
   std::vector<int64_t> off;  // (c, kd, kh, kw) -> offset
   std::vector<int64_t> lb;   // output line -> offset of its first window
-  PaddedGeom(const Geom& g, int64_t Cg) {
+  PaddedGeom(const Geom& g, int64_t Cg, bool phases = false) {
     for (int d = 0; d < 3; ++d) {
       pin[d] = g.in[d] + 2 * g.pd[d];
       padded |= g.pd[d] != 0;
     }
-    PP = pin[0] * pin[1] * pin[2];
+    ph = phases && g.ks[2] >= g.st[2] ? g.st[2] : 1;  // (else most of the copy goes unread)
+    padded |= ph > 1;
+    Q = (pin[2] + ph - 1) / ph;
+    rw = ph * Q;
+    PP = pin[0] * pin[1] * rw;
     const int64_t K = g.kernel_numel();
     off.resize(Cg * K);
     for (int64_t c = 0; c < Cg; ++c)
@@ -299,11 +319,15 @@ struct PaddedGeom {
         for (int64_t kh = 0; kh < g.ks[1]; ++kh)
           for (int64_t kw = 0; kw < g.ks[2]; ++kw)
             off[((c * g.ks[0] + kd) * g.ks[1] + kh) * g.ks[2] + kw] =
-                c * PP + (kd * g.dl[0] * pin[1] + kh * g.dl[1]) * pin[2] + kw * g.dl[2];
+                c * PP + (kd * g.dl[0] * pin[1] + kh * g.dl[1]) * rw + col(kw * g.dl[2]);
     for (int64_t od = 0; od < g.out[0]; ++od)
       for (int64_t oh = 0; oh < g.out[1]; ++oh)
-        lb.push_back((od * g.st[0] * pin[1] + oh * g.st[1]) * pin[2]);
+        lb.push_back((od * g.st[0] * pin[1] + oh * g.st[1]) * rw);
   }
+  // Where element w of a padded row is stored.
+  int64_t col(int64_t w) const { return (w % ph) * Q + w / ph; }
+  // The step between an output line's consecutive windows.
+  int64_t step(const Geom& g) const { return ph > 1 ? 1 : g.st[2]; }
   // x (C, *in) -> xp (C, *pin), zero border.
   void pad(const float* x, float* xp, int64_t C, const Geom& g) const {
     std::fill(xp, xp + C * PP, 0.0f);
@@ -312,22 +336,57 @@ struct PaddedGeom {
       for (int64_t d0 = 0; d0 < g.in[0]; ++d0)
         for (int64_t h = 0; h < g.in[1]; ++h) {
           const float* src = x + c * P + (d0 * g.in[1] + h) * g.in[2];
-          std::copy(src, src + g.in[2],
-                    xp + c * PP + ((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * pin[2] + g.pd[2]);
+          float* dst = xp + c * PP + ((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * rw;
+          if (ph == 1)
+            std::copy(src, src + g.in[2], dst + g.pd[2]);
+          else  // (q, i): the phase and index of padded element w + pd[2]
+            for (int64_t w = 0, q = g.pd[2] % ph, i = g.pd[2] / ph; w < g.in[2]; ++w) {
+              dst[q * Q + i] = src[w];
+              if (++q == ph) q = 0, ++i;
+            }
         }
   }
 };
 
+// Below this many output positions per sample the float32 AVX-512 kernels work on several
+// samples at once, kBatchColumns positions or more in all.
+constexpr int64_t kSmallPositions = 256;
+constexpr int64_t kBatchColumns = 256;
+// (The forward's products stream the whole weight per column block, best kept in L2 with its
+// columns: fewer columns.)
+constexpr int64_t kForwardColumns = 64;
+// The forward's column blocks for larger outputs: at most this many bytes (at least one line).
+constexpr int64_t kColumnBytes = 1 << 20;
+
+// A row stride of at least n floats for a matrix whose 16-column panels the AVX-512 product
+// reads row after row: a whole number of cache lines, and an odd one, so that the rows of a
+// panel spread over all of L1's sets (a power-of-two stride would keep them in a few).
+int64_t panel_stride(int64_t n) {
+  const int64_t lines = (n + 15) / 16;
+  return 16 * (lines | 1);
+}
+
+// im2col of one zero-padded sample xp (pg: its geometry, rows: channels * kernel taps) into
+// cols (rows x L, row stride ld), only the output lines [l0, l1): no bounds to check.
+void im2col_padded(const float* xp, const PaddedGeom& pg, const Geom& g, int64_t rows, float* cols,
+                   int64_t ld, int64_t l0, int64_t l1) {
+  im2col_rows(xp, pg.off.data(), rows, pg.lb.data() + l0, l1 - l0, g.out[2], pg.step(g), cols, ld);
+}
+
 // out (N, Co, L) = conv(x (N, C, *in), w (Co, C/G * K)) + bias, over geometry g (g.out: L).
+// (prepacked: float32 on AVX-512, the weight already packed per group; w is then unused.)
 template <class T>
 void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t N, int64_t C,
-                         int64_t Co, int64_t G, const Geom& g) {
+                         int64_t Co, int64_t G, const Geom& g,
+                         std::vector<PackedA>* prepacked = nullptr) {
   const int64_t K = g.kernel_numel(), L = g.out_numel(), P = g.in_numel();
   const int64_t CK = (C / G) * K, Cog = Co / G;
   const bool pw = is_pointwise(g);
   // float32 on AVX-512: the weight packed once, the columns read in place.
   std::vector<PackedA> packed;
-  if constexpr (std::is_same<T, float>::value)
+  if (prepacked)
+    packed = std::move(*prepacked);
+  else if constexpr (std::is_same<T, float>::value)
     if (conv_gemm_available())
       for (int64_t gi = 0; gi < G; ++gi) packed.emplace_back(w + gi * Cog * CK, CK, 1, Cog, CK);
   // float32 on AVX-512 with stride 1 along the last dim (lines_fill_vectors): no columns at all.
@@ -341,44 +400,83 @@ void conv_forward_kernel(const T* x, const T* w, const T* bias, T* out, int64_t 
         if (pg.padded) pg.pad(xn, xp, C, g);
         const float* base = pg.padded ? xp : xn;
         float* on = out + n * Co * L;
-        for (int64_t line = 0; line < static_cast<int64_t>(pg.lb.size()); ++line)
-          for (int64_t gi = 0; gi < G; ++gi)
-            conv_gemm_offsets(packed[gi], g.out[2], base + gi * (C / G) * pg.PP + pg.lb[line],
-                              pg.off.data(), on + gi * Cog * L + line * g.out[2], L);
+        for (int64_t gi = 0; gi < G; ++gi)
+          conv_gemm_lines(packed[gi], static_cast<int64_t>(pg.lb.size()), g.out[2],
+                          base + gi * (C / G) * pg.PP, pg.lb.data(), pg.off.data(),
+                          on + gi * Cog * L, L);
         add_channel_bias(on, bias, Co, L);
       });
       return;
     }
-  // Columns of at most ~256 KiB at a time, so that they are still in the L2 cache when the
-  // product reads them (the AVX-512 product reads them in place; BLAS packs whole samples).
+  // Otherwise (float32 on AVX-512) a sample's columns, from its zero-padded copy (stored by
+  // phases for a stride along the last dim), in blocks of output lines (of at most kColumnBytes).
   const int64_t lines = g.out[0] * g.out[1];
-  const int64_t chunk =
-      packed.empty()
-          ? lines
-          : std::max<int64_t>(
-                1, (256 << 10) / std::max<int64_t>(1, C * K * g.out[2] * int64_t(sizeof(T))));
-  over_samples<T>(
-      N, pw ? 0 : C * K * std::min(lines, chunk) * g.out[2], [&](int64_t n, T* cols, int64_t) {
-        const T* xn = x + n * C * P;
-        T* on = out + n * Co * L;
+  if constexpr (std::is_same<T, float>::value)
+    if (!packed.empty() && L >= kSmallPositions) {
+      const PaddedGeom pg(g, C, true);
+      const int64_t pbuf = pg.padded ? C * pg.PP : 0, OW = g.out[2];
+      const int64_t chunk = std::max<int64_t>(1, std::min(lines, kColumnBytes / (C * K * OW * 4)));
+      const int64_t W = panel_stride(chunk * OW);
+      over_samples<float>(N, C * K * W + pbuf, [&](int64_t n, float* cols, int64_t) {
+        const float* xs = x + n * C * P;
+        float* xp = cols + C * K * W;
+        if (pg.padded) pg.pad(xs, xp, C, g);
+        float* on = out + n * Co * L;
         for (int64_t r0 = 0; r0 < lines; r0 += chunk) {
-          const int64_t r1 = std::min(lines, r0 + chunk);
-          const int64_t Lc = pw ? L : (r1 - r0) * g.out[2], c0 = pw ? 0 : r0 * g.out[2];
-          if (!pw) im2col_lines<T>(xn, cols, C, g, r0, r1);
-          const T* src = pw ? xn : cols;
-          for (int64_t gi = 0; gi < G; ++gi) {
-            if constexpr (std::is_same<T, float>::value)
-              if (!packed.empty()) {
-                conv_gemm(packed[gi], Lc, src + gi * CK * Lc, Lc, on + gi * Cog * L + c0, L);
-                continue;
-              }
-            gemm_rowmajor<T>(false, false, Cog, Lc, CK, T(1), w + gi * Cog * CK, CK,
-                             src + gi * CK * Lc, Lc, T(0), on + gi * Cog * L + c0, L);
-          }
-          if (pw) break;
+          const int64_t r1 = std::min(lines, r0 + chunk), Lc = (r1 - r0) * OW;
+          const int64_t Wc = panel_stride(Lc);
+          im2col_padded(pg.padded ? xp : xs, pg, g, C * K, cols, Wc, r0, r1);
+          for (int64_t gi = 0; gi < G; ++gi)
+            conv_gemm(packed[gi], Lc, cols + gi * CK * Wc, Wc, on + gi * Cog * L + r0 * OW, L);
         }
         add_channel_bias(on, bias, Co, L);
       });
+      return;
+    }
+  // float32 on AVX-512 with small outputs (under kSmallPositions per sample): the columns of
+  // several samples side by side in one product, which would otherwise be too narrow to reuse
+  // the weight it streams through (and, per sample, mostly masked tiles).
+  if constexpr (std::is_same<T, float>::value)
+    if (!packed.empty()) {
+      const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+      const int64_t ns = std::min((N + nt - 1) / nt, (kForwardColumns + L - 1) / L);
+      const int64_t chunks = (N + ns - 1) / ns;
+      const int64_t W = panel_stride(ns * L);
+      const PaddedGeom pg(g, C, true);
+      const int64_t pbuf = pg.padded ? C * pg.PP : 0;
+      over_samples<float>(chunks, (C * K + Co) * W + pbuf, [&](int64_t ch, float* cols, int64_t) {
+        const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0), Wc = panel_stride(cnt * L);
+        float* prod = cols + C * K * W;
+        float* xp = prod + Co * W;
+        for (int64_t s = 0; s < cnt; ++s) {
+          const float* xs = x + (n0 + s) * C * P;
+          if (pg.padded) pg.pad(xs, xp, C, g);
+          im2col_padded(pg.padded ? xp : xs, pg, g, C * K, cols + s * L, Wc, 0, lines);
+        }
+        for (int64_t gi = 0; gi < G; ++gi)
+          conv_gemm(packed[gi], cnt * L, cols + gi * CK * Wc, Wc, prod + gi * Cog * Wc, Wc);
+        for (int64_t s = 0; s < cnt; ++s) {
+          float* on = out + (n0 + s) * Co * L;
+          for (int64_t co = 0; co < Co; ++co) {
+            const float* src = prod + co * Wc + s * L;
+            const float bv = bias ? bias[co] : 0.0f;
+            for (int64_t l = 0; l < L; ++l) on[co * L + l] = src[l] + bv;
+          }
+        }
+      });
+      return;
+    }
+  // Otherwise (BLAS, which packs whole samples): a sample's columns at once.
+  over_samples<T>(N, pw ? 0 : C * K * L, [&](int64_t n, T* cols, int64_t) {
+    const T* xn = x + n * C * P;
+    T* on = out + n * Co * L;
+    if (!pw) im2col_lines<T>(xn, cols, C, g, 0, lines);
+    const T* src = pw ? xn : cols;
+    for (int64_t gi = 0; gi < G; ++gi)
+      gemm_rowmajor<T>(false, false, Cog, L, CK, T(1), w + gi * Cog * CK, CK, src + gi * CK * L, L,
+                       T(0), on + gi * Cog * L, L);
+    add_channel_bias(on, bias, Co, L);
+  });
 }
 
 // out (N, Co, *out_sp) = transposed conv of x (N, Ci, Lin) with w (Ci, Co/G * K): per group the
@@ -390,6 +488,42 @@ void conv_transposed_kernel(const T* x, const T* w, const T* bias, T* out, int64
   const int64_t K = g.kernel_numel(), Lin = g.out_numel(), P = g.in_numel();
   const int64_t Cig = Ci / G, CoK = (Co / G) * K;
   const bool pw = is_pointwise(g);
+  // float32 on AVX-512: W^T packed once per group; the samples' inputs (several samples side by
+  // side when they have few positions) copied into one matrix whose rows the product reads in
+  // place, their columns then folded.
+  if constexpr (std::is_same<T, float>::value)
+    if (conv_gemm_available()) {
+      std::vector<PackedA> packed;
+      for (int64_t gi = 0; gi < G; ++gi) packed.emplace_back(w + gi * Cig * CoK, 1, CoK, CoK, Cig);
+      const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+      const int64_t ns = pw ? 1 : std::min((N + nt - 1) / nt, (kForwardColumns + Lin - 1) / Lin);
+      const int64_t chunks = (N + ns - 1) / ns, W = panel_stride(ns * Lin);
+      over_samples<float>(
+          chunks, Ci * W + (pw ? 0 : Co * K * W), [&](int64_t ch, float* xb, int64_t) {
+            const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0), Wc = panel_stride(cnt * Lin);
+            float* cols = xb + Ci * W;
+            for (int64_t s = 0; s < cnt; ++s)
+              for (int64_t c = 0; c < Ci; ++c)
+                std::copy(x + ((n0 + s) * Ci + c) * Lin, x + ((n0 + s) * Ci + c + 1) * Lin,
+                          xb + c * Wc + s * Lin);
+            if (pw) {  // 1x1: the columns are the output itself
+              float* on = out + n0 * Co * P;
+              for (int64_t gi = 0; gi < G; ++gi)
+                conv_gemm(packed[gi], Lin, xb + gi * Cig * Wc, Wc, on + gi * CoK * P, P);
+              add_channel_bias(on, bias, Co, P);
+              return;
+            }
+            for (int64_t gi = 0; gi < G; ++gi)
+              conv_gemm(packed[gi], cnt * Lin, xb + gi * Cig * Wc, Wc, cols + gi * CoK * Wc, Wc);
+            for (int64_t s = 0; s < cnt; ++s) {
+              float* on = out + (n0 + s) * Co * P;
+              std::fill(on, on + Co * P, 0.0f);
+              col2im_sample<float>(cols + s * Lin, on, 0, Co, g, Wc);
+              add_channel_bias(on, bias, Co, P);
+            }
+          });
+      return;
+    }
   over_samples<T>(N, pw ? 0 : Co * K * Lin, [&](int64_t n, T* cols, int64_t) {
     const T* xn = x + n * Ci * Lin;
     T* on = out + n * Co * P;
@@ -405,6 +539,133 @@ void conv_transposed_kernel(const T* x, const T* w, const T* bias, T* out, int64
   });
 }
 
+// The float32 AVX-512 weight gradient below: from this many channels per group up.
+constexpr int64_t kChannelsLastMin = 16;
+// With fewer channels, conv_weight_window_rows from this many window elements up (shorter rows
+// leave the product too little work per copied element: BLAS then).
+constexpr int64_t kWindowRowsMin = 64;
+
+// gw (A, B/G * K) as in conv_weight_kernel (float32, AVX-512), without columns: the samples are
+// copied channels-last with their zero padding (pixel by pixel, B channels each), so that for a
+// window position and a kernel tap the channels are contiguous. The product then runs over
+// positions: per group, a (Ag x positions, packed) @ B (positions x taps * channels), whose row
+// for a position is gathered from the copy at the position's pixel, and whose 16-column panels
+// are 16 channels of one tap (past the group's channels, a panel reads channels it then drops).
+// Several samples with few positions each go into one product.
+void conv_weight_channels_last(const float* a, const float* src, float* gw, int64_t N, int64_t A,
+                               int64_t B, int64_t G, const Geom& g) {
+  const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
+  const int64_t Ag = A / G, Bg = B / G, CB = (Bg + 15) / 16, cols = K * CB * 16;
+  int64_t pin[3];
+  for (int d = 0; d < 3; ++d) pin[d] = g.in[d] + 2 * g.pd[d];
+  // Pixels Bp >= B floats apart (see panel_stride: the product reads one pixel per row).
+  const int64_t Bp = panel_stride(B), PPP = pin[0] * pin[1] * pin[2], sample = PPP * Bp;
+  // The pixel of every window position's first tap, and each panel's offset from it.
+  std::vector<int64_t> pos;
+  pos.reserve(La);
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh)
+      for (int64_t ow = 0; ow < g.out[2]; ++ow)
+        pos.push_back(((od * g.st[0] * pin[1] + oh * g.st[1]) * pin[2] + ow * g.st[2]) * Bp);
+  std::vector<int64_t> panel(G * K * CB);
+  for (int64_t gi = 0; gi < G; ++gi)
+    for (int64_t kd = 0, t = 0; kd < g.ks[0]; ++kd)
+      for (int64_t kh = 0; kh < g.ks[1]; ++kh)
+        for (int64_t kw = 0; kw < g.ks[2]; ++kw, ++t)
+          for (int64_t j = 0; j < CB; ++j)
+            panel[(gi * K + t) * CB + j] =
+                ((kd * g.dl[0] * pin[1] + kh * g.dl[1]) * pin[2] + kw * g.dl[2]) * Bp + gi * Bg +
+                16 * j;
+  const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+  const int64_t ns = std::min((N + nt - 1) / nt, (kBatchColumns + La - 1) / La);
+  const int64_t chunks = (N + ns - 1) / ns;
+  const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), chunks));
+  const int64_t psize = A * cols;  // per group (Ag, K * CB * 16)
+  Scratch<float> parts(slots * psize);
+  std::vector<char> started(slots, 0);
+  // + 16: the last panel of the last pixel may read past the channels.
+  over_samples<float>(chunks, ns * sample + 16, [&](int64_t ch, float* xt, int64_t slot) {
+    const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0);
+    std::fill(xt, xt + cnt * sample + 16, 0.0f);
+    for (int64_t s = 0; s < cnt; ++s) {
+      const float* xs = src + (n0 + s) * B * P;
+      float* dst = xt + s * sample;
+      for (int64_t d0 = 0; d0 < g.in[0]; ++d0)
+        for (int64_t h = 0; h < g.in[1]; ++h) {
+          float* drow = dst + (((d0 + g.pd[0]) * pin[1] + h + g.pd[1]) * pin[2] + g.pd[2]) * Bp;
+          const float* srow = xs + (d0 * g.in[1] + h) * g.in[2];
+          to_channels_last(srow, B, P, g.in[2], drow, Bp);
+        }
+    }
+    std::vector<int64_t> rows(cnt * La);
+    for (int64_t s = 0; s < cnt; ++s)
+      for (int64_t l = 0; l < La; ++l) rows[s * La + l] = s * sample + pos[l];
+    float* part = parts.data() + slot * psize;
+    for (int64_t gi = 0; gi < G; ++gi) {
+      const PackedA pa(a + n0 * A * La + gi * Ag * La, La, Ag, cnt * La, La, A * La);
+      conv_gemm_gather(pa, K * CB, panel.data() + gi * K * CB, xt, rows.data(),
+                       part + gi * Ag * cols, cols, started[slot] != 0);
+    }
+    started[slot] = 1;
+  });
+  // gw[gi * Ag + m, c * K + t] = sum over workers of part[gi * Ag + m, t * CB * 16 + c].
+  std::fill(gw, gw + A * Bg * K, 0.0f);
+  for (int64_t t = 0; t < slots; ++t) {
+    if (!started[t]) continue;
+    const float* p = parts.data() + t * psize;
+    for (int64_t m = 0; m < A; ++m)
+      for (int64_t c = 0; c < Bg; ++c)
+        for (int64_t k = 0; k < K; ++k) gw[(m * Bg + c) * K + k] += p[m * cols + k * CB * 16 + c];
+  }
+}
+
+// gw as conv_weight_channels_last for few channels per group (a network's first layer): per
+// window position, its B * K window elements copied into one row (the transposed columns), and
+// per group a (Ag x positions, packed) @ those rows (positions x B/G * K) straight into gw.
+void conv_weight_window_rows(const float* a, const float* src, float* gw, int64_t N, int64_t A,
+                             int64_t B, int64_t G, const Geom& g) {
+  const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
+  const int64_t Ag = A / G, BK = (B / G) * K, ld = panel_stride(B * K), OW = g.out[2];
+  const int64_t KW = g.ks[2];
+  const PaddedGeom pg(g, B);
+  const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+  const int64_t ns = std::min((N + nt - 1) / nt, (kBatchColumns + La - 1) / La);
+  const int64_t chunks = (N + ns - 1) / ns, wsize = A * BK;
+  const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), chunks));
+  Scratch<float> parts(slots * wsize);
+  std::vector<char> started(slots, 0);
+  const int64_t pbuf = pg.padded ? B * pg.PP : 0;
+  over_samples<float>(chunks, ns * La * ld + pbuf, [&](int64_t ch, float* rows, int64_t slot) {
+    const int64_t n0 = ch * ns, cnt = std::min(ns, N - n0);
+    float* xp = rows + ns * La * ld;
+    for (int64_t s = 0; s < cnt; ++s) {
+      const float* xs = src + (n0 + s) * B * P;
+      if (pg.padded) pg.pad(xs, xp, B, g);
+      const float* base = pg.padded ? xp : xs;
+      for (int64_t l = 0; l < La; ++l) {
+        const float* w0 = base + pg.lb[l / OW] + (l % OW) * g.st[2];
+        float* row = rows + (s * La + l) * ld;
+        if (g.dl[2] == 1)  // runs of KW contiguous elements
+          copy_runs(w0, pg.off.data(), B * K / KW, KW, row);
+        else
+          for (int64_t r = 0; r < B * K; ++r) row[r] = w0[pg.off[r]];
+      }
+    }
+    float* part = parts.data() + slot * wsize;
+    for (int64_t gi = 0; gi < G; ++gi) {
+      const PackedA pa(a + n0 * A * La + gi * Ag * La, La, Ag, cnt * La, La, A * La);
+      conv_gemm(pa, BK, rows + gi * BK, ld, part + gi * Ag * BK, BK, started[slot] != 0);
+    }
+    started[slot] = 1;
+  });
+  std::fill(gw, gw + wsize, 0.0f);
+  for (int64_t t = 0; t < slots; ++t) {
+    if (!started[t]) continue;
+    const float* p = parts.data() + t * wsize;
+    for (int64_t i = 0; i < wsize; ++i) gw[i] += p[i];
+  }
+}
+
 // gw (A, B/G * K) = sum over samples of a_n (A, La) @ im2col(src_n (B, *sp))^T, per group; the
 // geometry g is over src's spatial sizes and its sliding positions g.out are La. Convolution:
 // a = grad_output, src = input; transposed convolution: a = input, src = grad_output.
@@ -414,6 +675,14 @@ void conv_weight_kernel(const T* a, const T* src, T* gw, int64_t N, int64_t A, i
   const int64_t K = g.kernel_numel(), La = g.out_numel(), P = g.in_numel();
   const int64_t Ag = A / G, BK = (B / G) * K, wsize = A * BK;
   const bool pw = is_pointwise(g);
+  if constexpr (std::is_same<T, float>::value)
+    if (conv_gemm_available() && (B / G >= kChannelsLastMin || BK >= kWindowRowsMin)) {
+      if (B / G >= kChannelsLastMin)
+        conv_weight_channels_last(a, src, gw, N, A, B, G, g);
+      else
+        conv_weight_window_rows(a, src, gw, N, A, B, G, g);
+      return;
+    }
   // float32 on AVX-512 with stride 1 along the last dim: dot products of grad_output's lines
   // with the windows read straight from the (padded) sample, no columns.
   if constexpr (std::is_same<T, float>::value)
@@ -591,21 +860,31 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
       // more than it saves.)
       for (int64_t d = 0; d < k; ++d)
         flip &= a.st[d] == 1 && 2 * a.pd[d] == a.dl[d] * (a.ks[d] - 1);
+      // (Unless it reads its windows in place, the flipped convolution copies Co / G * K
+      // columns per position where conv_transpose folds C / G * K: with more output channels
+      // than input channels, the latter.)
+      flip &= a.Co <= a.C || fills_vectors(x->size(x->dim() - 1));
       if (flip) {
         DimVector fpd(k);
         for (int64_t d = 0; d < k; ++d) fpd[d] = a.dl[d] * (a.ks[d] - 1) - a.pd[d];
         Geom g = nn::make_window_geom(op, trailing(go, k), a.ks, a.dl, fpd, a.st);
         const int64_t Kn = g.kernel_numel(), Cg = a.C / a.G, Cog = a.Co / a.G;
-        std::vector<float> wf(a.C * Cog * Kn);  // (C, Co / G, K), spatially flipped
+        // Per group the weight (C / G, Co / G * K), spatially flipped (written row by row),
+        // packed for the product.
+        std::vector<PackedA> wf;
         const float* pw = w->data_as<float>();
-        for (int64_t grp = 0; grp < a.G; ++grp)
-          for (int64_t o = 0; o < Cog; ++o)
-            for (int64_t c = 0; c < Cg; ++c)
-              for (int64_t j = 0; j < Kn; ++j)
-                wf[((grp * Cg + c) * Cog + o) * Kn + (Kn - 1 - j)] =
-                    pw[((grp * Cog + o) * Cg + c) * Kn + j];
-        conv_forward_kernel<float>(go->data_as<float>(), wf.data(), nullptr, gi->data_as<float>(),
-                                   a.N, a.Co, a.C, a.G, g);
+        Scratch<float> flipped(Cg * Cog * Kn);
+        for (int64_t grp = 0; grp < a.G; ++grp) {
+          float* row = flipped.data();
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t o = 0; o < Cog; ++o, row += Kn) {
+              const float* taps = pw + ((grp * Cog + o) * Cg + c) * Kn;
+              for (int64_t j = 0; j < Kn; ++j) row[Kn - 1 - j] = taps[j];
+            }
+          wf.emplace_back(flipped.data(), Cog * Kn, 1, Cg, Cog * Kn);
+        }
+        conv_forward_kernel<float>(go->data_as<float>(), nullptr, nullptr, gi->data_as<float>(),
+                                   a.N, a.Co, a.C, a.G, g, &wf);
       } else if (!transposed) {
         // d input = conv_transpose(grad_output) folded over the input's own sizes.
         Geom g = nn::make_window_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
