@@ -7,14 +7,22 @@
 // columns of its units (one narrow product per gate) and then their pointwise math, so the gates
 // of a unit never leave the thread that made them. Backward walks the steps in reverse the same
 // way and sums grad_w_hh over all steps in one product at the end.
+//
+// _lstm_layer may also take the layer input and w_ih (and the summed biases): it then makes the
+// input projection itself, and _rnn_input_backward gives its gradients. Float32 products run on
+// the AVX-512 kernel of conv_gemm.h where the CPU has it: with the layer's small batch (16 rows
+// per step) or K = 256, OpenBLAS (above all its AVX2 kernels) reaches a fraction of that speed.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/parallel.h"
@@ -44,6 +52,106 @@ struct Dims {
   int64_t T, B, H;
 };
 
+// The left operand A (M x K) of a layer's products, element (m, k) at a[m * rs + k * cs] with rs
+// or cs equal to 1. Float32 on an AVX-512 CPU packs it once for conv_gemm (then shared by every
+// thread's columns); otherwise BLAS reads it in place.
+template <class T>
+class Left {
+ public:
+  Left(const T* a, int64_t rs, int64_t cs, int64_t M, int64_t K)
+      : a_(a), rs_(rs), cs_(cs), M_(M), K_(K) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (M > 0 && K > 0 && conv_gemm_available()) {
+        if (cs == 1 || rs != 1) {
+          packed_.emplace(a, rs, cs, M, K);
+        } else {
+          // A^T stored row-major: its 16-row blocks are runs of 16 contiguous floats of each
+          // stored row, copied whole (PackedA's element-wise gather would read a column at a time)
+          packed_.emplace(a, 1, 1, 0, 0);
+          PackedA& p = *packed_;
+          p.M = M, p.K = K;
+          const int64_t blocks = (M + 15) / 16;
+          p.data.assign(blocks * 16 * K, 0.0f);
+          for (int64_t k = 0; k < K; ++k)
+            for (int64_t bm = 0; bm < blocks; ++bm) {
+              const int64_t rows = std::min<int64_t>(16, M - bm * 16);
+              std::memcpy(p.data.data() + bm * 16 * K + k * 16, a + k * cs + bm * 16,
+                          sizeof(float) * rows);
+            }
+        }
+      }
+    }
+  }
+  bool packed() const { return packed_.has_value(); }
+
+  // C[:, :n] (row-major, leading dimension ldc) = A @ B[:, :n], B row-major (K x n) with leading
+  // dimension ldb; on the calling thread (BLAS tiled for its small-matrix kernels).
+  void mul(int64_t n, const T* b, int64_t ldb, T* c, int64_t ldc) const {
+    if (M_ == 0 || n <= 0) return;
+    if (K_ == 0) {
+      for (int64_t m = 0; m < M_; ++m) std::fill(c + m * ldc, c + m * ldc + n, T(0));
+      return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (packed_) {
+        conv_gemm(*packed_, n, b, ldb, c, ldc);
+        return;
+      }
+    }
+    const bool trans = cs_ != 1;
+    gemm_rowmajor_tiled<T>(trans, false, M_, n, K_, T(1), a_, trans ? cs_ : rs_, b, ldb, T(0), c,
+                           ldc);
+  }
+
+  // Packed only: C[:, n0:n1] = A @ W^T[:, n0:n1] for the right operand W^T given as the packing
+  // of W (N x K): its 16-row blocks are W^T's 16-column panels, K x 16 contiguous; n0 % 16 == 0.
+  void mul_panels(const PackedA& w, int64_t n0, int64_t n1, float* c, int64_t ldc) const {
+    for (int64_t j = n0; j < n1; j += 16)
+      conv_gemm(*packed_, std::min<int64_t>(16, n1 - j), w.data.data() + j * w.K, 16, c + j, ldc);
+  }
+  // mul_panels over all of W's rows, split over the threads.
+  void mul_panels_all(const PackedA& w, float* c, int64_t ldc) const {
+    const int64_t N = w.M, nblk = (N + 15) / 16;
+    const bool par = get_num_threads() > 1 && !in_parallel_region();
+    const int64_t grain = std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, 16 * M_ * K_));
+    parallel_for(0, nblk, par ? grain : nblk, [&](int64_t b0, int64_t b1) {
+      mul_panels(w, b0 * 16, std::min(N, b1 * 16), c, ldc);
+    });
+  }
+
+  // The same over all N columns of a big product: packed, blocks of 16 columns split over the
+  // threads; otherwise one BLAS call (threaded by BLAS; not inside a SerialBlasScope).
+  void mul_all(int64_t N, const T* b, int64_t ldb, T* c, int64_t ldc) const {
+    if (!packed_ || K_ == 0 || get_num_threads() == 1 || in_parallel_region()) {
+      if (packed_ || K_ == 0 || M_ == 0 || N == 0) {
+        mul(N, b, ldb, c, ldc);
+        return;
+      }
+      const bool trans = cs_ != 1;
+      gemm_rowmajor<T>(trans, false, M_, N, K_, T(1), a_, trans ? cs_ : rs_, b, ldb, T(0), c, ldc);
+      return;
+    }
+    const int64_t nblk = (N + 15) / 16;
+    const int64_t grain = std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, 16 * M_ * K_));
+    parallel_for(0, nblk, grain, [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * 16, n1 = std::min(N, b1 * 16);
+      mul(n1 - n0, b + n0, ldb, c + n0, ldc);
+    });
+  }
+
+ private:
+  const T* a_;
+  int64_t rs_, cs_, M_, K_;
+  std::optional<PackedA> packed_;
+};
+
+// Whether Left<T> packs (float32 on an AVX-512 CPU).
+template <class T>
+bool packs() {
+  if constexpr (std::is_same_v<T, float>) return conv_gemm_available();
+  return false;
+}
+
 // Time indices of a layer run over T steps, from T - 1 down to 0 when reverse.
 struct Order {
   int64_t T;
@@ -64,17 +172,35 @@ void check_dtypes(const char* op, const std::vector<Tensor>& inputs) {
                      ", got ", dtype_name(t->dtype()));
 }
 
+// inputs = [gates_x (T, B, 4H), h0, c0, w_hh], or [x (T, B, I), h0, c0, w_hh, w_ih (4H, I)] with
+// optionally the summed biases (4H) last: the op then makes gates_x = x @ w_ih^T + bias itself.
 Dims check_inputs(const char* op, const std::vector<Tensor>& inputs) {
-  EMBER_CHECK(inputs.size() == 4, op, ": expected inputs [gates_x, h0, c0, w_hh], got ",
+  EMBER_CHECK(inputs.size() >= 4 && inputs.size() <= 6, op,
+              ": expected inputs [gates_x, h0, c0, w_hh] or [x, h0, c0, w_hh, w_ih(, bias)], got ",
               inputs.size(), " tensors");
   check_dtypes(op, inputs);
   const Tensor &gx = inputs[0], &h0 = inputs[1], &c0 = inputs[2], &w = inputs[3];
-  EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 4 == 0, op, ": gates_x must be (T, B, 4H), got ",
-              shape_str(gx->sizes()));
-  const int64_t T = gx->size(0), B = gx->size(1), H = gx->size(2) / 4;
+  int64_t T = 0, B = 0, H = 0;
+  if (inputs.size() == 4) {
+    EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 4 == 0, op, ": gates_x must be (T, B, 4H), got ",
+                shape_str(gx->sizes()));
+    T = gx->size(0), B = gx->size(1), H = gx->size(2) / 4;
+  } else {
+    EMBER_CHECK(w->dim() == 2 && w->size(0) == 4 * w->size(1), op, ": w_hh must be (4H, H), got ",
+                shape_str(w->sizes()));
+    EMBER_CHECK(gx->dim() == 3, op, ": x must be (T, B, input_size), got ", shape_str(gx->sizes()));
+    T = gx->size(0), B = gx->size(1), H = w->size(1);
+    const DimVector w_ih{4 * H, gx->size(2)}, bias{4 * H};
+    EMBER_CHECK(inputs[4]->sizes() == w_ih, op, ": w_ih must be ", shape_str(w_ih),
+                " for x of shape ", shape_str(gx->sizes()), ", got ",
+                shape_str(inputs[4]->sizes()));
+    if (inputs.size() == 6)
+      EMBER_CHECK(inputs[5]->sizes() == bias, op, ": bias must be ", shape_str(bias), ", got ",
+                  shape_str(inputs[5]->sizes()));
+  }
   const DimVector state{B, H}, weight{4 * H, H};
   EMBER_CHECK(h0->sizes() == state && c0->sizes() == state, op, ": h0 and c0 must be ",
-              shape_str(state), " for gates_x of shape ", shape_str(gx->sizes()), ", got ",
+              shape_str(state), " for an input of shape ", shape_str(gx->sizes()), ", got ",
               shape_str(h0->sizes()), " and ", shape_str(c0->sizes()));
   EMBER_CHECK(w->sizes() == weight, op, ": w_hh must be ", shape_str(weight), ", got ",
               shape_str(w->sizes()));
@@ -117,15 +243,28 @@ void forward_steps(const T* gx, const T* h0, const T* c0, const T* w, T* out, T*
                    bool reverse) {
   const int64_t B = d.B, H = d.H, G = 4 * H, W = kWsParts * H;
   const Order ord{d.T, reverse};
+  // for the packed kernel, each gate's w_q^T as 16-column panels (see Left::mul_panels)
+  std::vector<PackedA> wp;
+  if (packs<T>() && d.T > 0 && B > 0 && H > 0)
+    for (int64_t q = 0; q < 4; ++q)
+      wp.emplace_back(reinterpret_cast<const float*>(w) + q * H * H, H, 1, H, H);
   for (int64_t s = 0; s < d.T; ++s) {
     const int64_t t = ord.time(s), tp = ord.prev(t);
     const T* hp = s == 0 ? h0 : out + tp * B * H;
     T* wst = ws + t * B * W;
+    const Left<T> lh(hp, H, 1, B, H);
     for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
-      for (int64_t q = 0; q < 4; ++q)  // gate q of units [j0, j1): h_prev @ w_q^T
+      for (int64_t q = 0; q < 4; ++q) {  // gate q of units [j0, j1): h_prev @ w_q^T
+        if constexpr (std::is_same_v<T, float>) {
+          if (lh.packed()) {
+            lh.mul_panels(wp[q], j0, j1, wst + q * H, W);
+            continue;
+          }
+        }
         gemm_rowmajor_tiled<T>(false, true, B, n, H, T(1), hp, H, w + (q * H + j0) * H, H, T(0),
                                wst + q * H + j0, W);
+      }
       for (int64_t b = 0; b < B; ++b) {
         T* row = wst + b * W;
         const T* x = gx + (t * B + b) * G;
@@ -168,12 +307,16 @@ void backward_steps(const T* gout, const T* ghn, const T* gcn, const T* c0, cons
     const int64_t t = ord.time(d.T - 1 - s);  // the forward's steps, last first
     const int64_t tn = ord.next(t), tp = ord.prev(t);
     const bool first_fwd = s == d.T - 1;
+    // the next step's gate gradients, the left operand of this step's dL/dh_t
+    const Left<T> lg(s == 0 ? gg : gg + tn * B * G, G, 1, s == 0 ? 0 : B, G);
     for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       // dL/dh_t of units [j0, j1): from the output, plus through the next step's gates.
       if (s == 0) {
         for (int64_t b = 0; b < B; ++b)
           std::memcpy(dh + b * H + j0, ghn + b * H + j0, sizeof(T) * n);
+      } else if (lg.packed()) {
+        lg.mul(n, w + j0, H, dh + j0, H);
       } else {
         hidden_grad(gg + tn * B * G, w, dh, 4, B, H, j0, j1, T(0));
       }
@@ -205,8 +348,12 @@ void backward_steps(const T* gout, const T* ghn, const T* gcn, const T* c0, cons
     return;
   }
   const int64_t tf = ord.time(0);
+  const Left<T> lg(gg + tf * B * G, G, 1, B, G);
   for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
-    hidden_grad(gg + tf * B * G, w, dh, 4, B, H, j0, j1, T(0));
+    if (lg.packed())
+      lg.mul(j1 - j0, w + j0, H, dh + j0, H);
+    else
+      hidden_grad(gg + tf * B * G, w, dh, 4, B, H, j0, j1, T(0));
   });
 }
 
@@ -319,6 +466,37 @@ T* data(const Tensor& t) {
   return t->data_as<T>();
 }
 
+// o (N x G) = x (N x I) @ w^T (+ bias) for w (G, I), all contiguous.
+template <class S>
+void project(const S* x, const S* w, const S* bias, S* o, int64_t N, int64_t G, int64_t I) {
+  const Left<S> lx(x, I, 1, N, I);
+  if constexpr (std::is_same_v<S, float>) {
+    if (lx.packed()) lx.mul_panels_all(PackedA(w, I, 1, G, I), o, G);
+  }
+  if (lx.packed()) {
+  } else if (I == 0) {
+    std::fill(o, o + N * G, S(0));
+  } else if (N > 0 && G > 0) {
+    gemm_rowmajor<S>(false, true, N, G, I, S(1), x, I, w, I, S(0), o, G);
+  }
+  if (bias)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < G; ++j) o[n * G + j] += bias[j];
+}
+
+// x @ w^T (+ bias) for x (T, B, I) and w (G, I): the input projection of every step at once.
+Tensor input_projection(const char* op, const Tensor& x_, const Tensor& w_, const Tensor* bias) {
+  Tensor x = nn::contig(x_), w = nn::contig(w_);
+  Tensor b = bias ? nn::contig(*bias) : Tensor();
+  const int64_t G = w->size(0), I = w->size(1), N = x->size(0) * x->size(1);
+  Tensor out = ember::empty({x->size(0), x->size(1), G}, x->dtype(), x->device());
+  EMBER_DISPATCH_BLAS(x->dtype(), op, [&] {
+    using S = scalar_t;
+    project<S>(data<S>(x), data<S>(w), b ? data<S>(b) : nullptr, data<S>(out), N, G, I);
+  });
+  return out;
+}
+
 // grad_w_hh = sum over steps of gg_t^T @ h_prev_t for the hidden-side gate gradients gg (T, B, G):
 // the steps whose h_prev is an output form one contiguous block (shifted by a step), the first
 // step's h_prev is h0.
@@ -326,6 +504,18 @@ Tensor weight_grad(const Tensor& gg, const Tensor& h0, const Tensor& out, bool r
   const int64_t T = gg->size(0), B = gg->size(1), G = gg->size(2), H = out->size(2);
   Tensor h0c = nn::contig(h0);
   if (T == 0) return dispatch::zeros({G, H}, gg->dtype(), gg->device());
+  if (gg->dtype() == ScalarType::Float32 && packs<float>() && B > 0 && H > 0) {
+    // h_prev of every step in one (T * B, H) matrix, then one packed product
+    std::vector<float> hp(T * B * H);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t src = reverse ? t + 1 : t - 1;  // the step whose output is t's h_prev
+      const float* from = src < 0 || src >= T ? data<float>(h0c) : data<float>(out) + src * B * H;
+      std::memcpy(hp.data() + t * B * H, from, sizeof(float) * B * H);
+    }
+    Tensor gw = ember::empty({G, H}, gg->dtype(), gg->device());
+    Left<float>(data<float>(gg), 1, G, G, T * B).mul_all(H, hp.data(), H, data<float>(gw), H);
+    return gw;
+  }
   Tensor gw = dispatch::mm(dispatch::t(dispatch::select(gg, 0, reverse ? T - 1 : 0)), h0c);
   if (T > 1) {
     Tensor g_rest =
@@ -343,7 +533,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer(const std::vector<Tensor>
                                                        bool reverse) {
   const char* op = "_lstm_layer";
   const Dims d = check_inputs(op, inputs);
-  Tensor gx = nn::contig(inputs[0]), h0 = nn::contig(inputs[1]), c0 = nn::contig(inputs[2]);
+  Tensor gx = inputs.size() == 4 ? nn::contig(inputs[0])
+                                 : input_projection(op, inputs[0], inputs[4],
+                                                    inputs.size() == 6 ? &inputs[5] : nullptr);
+  Tensor h0 = nn::contig(inputs[1]), c0 = nn::contig(inputs[2]);
   Tensor w = nn::contig(inputs[3]);
   const ScalarType dt = gx->dtype();
   const Device dev = gx->device();
@@ -393,6 +586,35 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer_backward(
     });
   }
   return {gg, gh0, gc0, weight_grad(gg, h0, out, reverse)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> _rnn_input_backward(const Tensor& grad, const Tensor& input,
+                                                       const Tensor& weight) {
+  const char* op = "_rnn_input_backward";
+  check_dtypes(op, {grad, input, weight});
+  EMBER_CHECK(grad->dim() == 2 && input->dim() == 2 && weight->dim() == 2 &&
+                  grad->size(0) == input->size(0) && grad->size(1) == weight->size(0) &&
+                  input->size(1) == weight->size(1),
+              op, ": expected grad (N, G), input (N, I) and weight (G, I), got ",
+              shape_str(grad->sizes()), ", ", shape_str(input->sizes()), " and ",
+              shape_str(weight->sizes()));
+  const int64_t N = input->size(0), I = input->size(1), G = weight->size(0);
+  const ScalarType dt = grad->dtype();
+  const Device dev = grad->device();
+  Tensor g = nn::contig(grad), x = nn::contig(input), w = nn::contig(weight);
+  Tensor gi = ember::empty({N, I}, dt, dev), gw = ember::empty({G, I}, dt, dev);
+  Tensor gb = ember::empty({G}, dt, dev);
+  EMBER_DISPATCH_BLAS(dt, op, [&] {
+    using S = scalar_t;
+    const S* gp = data<S>(g);
+    Left<S>(gp, G, 1, N, G).mul_all(I, data<S>(w), I, data<S>(gi), I);  // grad @ weight
+    Left<S>(gp, 1, G, G, N).mul_all(I, data<S>(x), I, data<S>(gw), I);  // grad^T @ input
+    S* bp = data<S>(gb);
+    std::fill(bp, bp + G, S(0));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < G; ++j) bp[j] += gp[n * G + j];
+  });
+  return {gi, gw, gb};
 }
 
 std::tuple<Tensor, Tensor, Tensor> _gru_layer(const std::vector<Tensor>& inputs, bool reverse) {
