@@ -10,12 +10,14 @@
 //
 // _lstm_layer may also take the layer input and w_ih (and the summed biases): it then makes the
 // input projection itself, and _rnn_input_backward gives its gradients. Float32 products run on
-// the AVX-512 kernel of conv_gemm.h where the CPU has it: with the layer's small batch (16 rows
-// per step) or K = 256, OpenBLAS (above all its AVX2 kernels) reaches a fraction of that speed.
+// the AVX-512 kernel of conv_gemm.h where the CPU has it but OpenBLAS runs narrower kernels (see
+// packs()).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -27,6 +29,8 @@
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/parallel.h"
 #include "ops.h"
+
+extern "C" char* scipy_openblas_get_corename(void);
 
 namespace ember {
 namespace cpu {
@@ -52,6 +56,30 @@ struct Dims {
   int64_t T, B, H;
 };
 
+// Whether OpenBLAS runs AVX-512 kernels: its core type (chosen for the CPU at load, or forced by
+// OPENBLAS_CORETYPE) is one of its AVX-512 ones.
+bool blas_runs_avx512() {
+  static const bool yes = [] {
+    const char* core = scipy_openblas_get_corename();
+    std::string name = core ? core : "";
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    for (const char* avx512 : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (name.find(avx512) != std::string::npos) return true;
+    return false;
+  }();
+  return yes;
+}
+
+// Whether Left<T> packs for conv_gemm: float32 on a CPU with its AVX-512 kernel while OpenBLAS
+// runs narrower ones (there, with the layer's 16-32-row steps or K = 256, OpenBLAS reaches a
+// third to a half of conv_gemm's speed; with its own AVX-512 kernels it is as fast or faster).
+template <class T>
+bool packs() {
+  if constexpr (std::is_same_v<T, float>) return conv_gemm_available() && !blas_runs_avx512();
+  return false;
+}
+
 // The left operand A (M x K) of a layer's products, element (m, k) at a[m * rs + k * cs] with rs
 // or cs equal to 1. Float32 on an AVX-512 CPU packs it once for conv_gemm (then shared by every
 // thread's columns); otherwise BLAS reads it in place.
@@ -61,7 +89,7 @@ class Left {
   Left(const T* a, int64_t rs, int64_t cs, int64_t M, int64_t K)
       : a_(a), rs_(rs), cs_(cs), M_(M), K_(K) {
     if constexpr (std::is_same_v<T, float>) {
-      if (M > 0 && K > 0 && conv_gemm_available()) {
+      if (M > 0 && K > 0 && packs<T>()) {
         if (cs == 1 || rs != 1) {
           packed_.emplace(a, rs, cs, M, K);
         } else {
@@ -144,13 +172,6 @@ class Left {
   int64_t rs_, cs_, M_, K_;
   std::optional<PackedA> packed_;
 };
-
-// Whether Left<T> packs (float32 on an AVX-512 CPU).
-template <class T>
-bool packs() {
-  if constexpr (std::is_same_v<T, float>) return conv_gemm_available();
-  return false;
-}
 
 // Time indices of a layer run over T steps, from T - 1 down to 0 when reverse.
 struct Order {
