@@ -11,15 +11,11 @@
 // _lstm_layer may also take the layer input and w_ih (and the summed biases): it then makes the
 // input projection itself, and _rnn_input_backward gives its gradients. Float32 products run on
 // the AVX-512 kernel of conv_gemm.h where the CPU has it but OpenBLAS runs narrower kernels (see
-// packs()).
+// packs() in packed_gemm.h).
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstring>
-#include <optional>
-#include <string>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -27,10 +23,9 @@
 #include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/parallel.h"
 #include "ops.h"
-
-extern "C" char* scipy_openblas_get_corename(void);
 
 namespace ember {
 namespace cpu {
@@ -54,123 +49,6 @@ void tanh_run(const double* x, double* y, int64_t n) {
 
 struct Dims {
   int64_t T, B, H;
-};
-
-// Whether OpenBLAS runs AVX-512 kernels: its core type (chosen for the CPU at load, or forced by
-// OPENBLAS_CORETYPE) is one of its AVX-512 ones.
-bool blas_runs_avx512() {
-  static const bool yes = [] {
-    const char* core = scipy_openblas_get_corename();
-    std::string name = core ? core : "";
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    for (const char* avx512 : {"skylakex", "cooperlake", "sapphirerapids"})
-      if (name.find(avx512) != std::string::npos) return true;
-    return false;
-  }();
-  return yes;
-}
-
-// Whether Left<T> packs for conv_gemm: float32 on a CPU with its AVX-512 kernel while OpenBLAS
-// runs narrower ones (there, with the layer's 16-32-row steps or K = 256, OpenBLAS reaches a
-// third to a half of conv_gemm's speed; with its own AVX-512 kernels it is as fast or faster).
-template <class T>
-bool packs() {
-  if constexpr (std::is_same_v<T, float>) return conv_gemm_available() && !blas_runs_avx512();
-  return false;
-}
-
-// The left operand A (M x K) of a layer's products, element (m, k) at a[m * rs + k * cs] with rs
-// or cs equal to 1. Float32 on an AVX-512 CPU packs it once for conv_gemm (then shared by every
-// thread's columns); otherwise BLAS reads it in place.
-template <class T>
-class Left {
- public:
-  Left(const T* a, int64_t rs, int64_t cs, int64_t M, int64_t K)
-      : a_(a), rs_(rs), cs_(cs), M_(M), K_(K) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (M > 0 && K > 0 && packs<T>()) {
-        if (cs == 1 || rs != 1) {
-          packed_.emplace(a, rs, cs, M, K);
-        } else {
-          // A^T stored row-major: its 16-row blocks are runs of 16 contiguous floats of each
-          // stored row, copied whole (PackedA's element-wise gather would read a column at a time)
-          packed_.emplace(a, 1, 1, 0, 0);
-          PackedA& p = *packed_;
-          p.M = M, p.K = K;
-          const int64_t blocks = (M + 15) / 16;
-          p.data.assign(blocks * 16 * K, 0.0f);
-          for (int64_t k = 0; k < K; ++k)
-            for (int64_t bm = 0; bm < blocks; ++bm) {
-              const int64_t rows = std::min<int64_t>(16, M - bm * 16);
-              std::memcpy(p.data.data() + bm * 16 * K + k * 16, a + k * cs + bm * 16,
-                          sizeof(float) * rows);
-            }
-        }
-      }
-    }
-  }
-  bool packed() const { return packed_.has_value(); }
-
-  // C[:, :n] (row-major, leading dimension ldc) = A @ B[:, :n], B row-major (K x n) with leading
-  // dimension ldb; on the calling thread (BLAS tiled for its small-matrix kernels).
-  void mul(int64_t n, const T* b, int64_t ldb, T* c, int64_t ldc) const {
-    if (M_ == 0 || n <= 0) return;
-    if (K_ == 0) {
-      for (int64_t m = 0; m < M_; ++m) std::fill(c + m * ldc, c + m * ldc + n, T(0));
-      return;
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      if (packed_) {
-        conv_gemm(*packed_, n, b, ldb, c, ldc);
-        return;
-      }
-    }
-    const bool trans = cs_ != 1;
-    gemm_rowmajor_tiled<T>(trans, false, M_, n, K_, T(1), a_, trans ? cs_ : rs_, b, ldb, T(0), c,
-                           ldc);
-  }
-
-  // Packed only: C[:, n0:n1] = A @ W^T[:, n0:n1] for the right operand W^T given as the packing
-  // of W (N x K): its 16-row blocks are W^T's 16-column panels, K x 16 contiguous; n0 % 16 == 0.
-  void mul_panels(const PackedA& w, int64_t n0, int64_t n1, float* c, int64_t ldc) const {
-    for (int64_t j = n0; j < n1; j += 16)
-      conv_gemm(*packed_, std::min<int64_t>(16, n1 - j), w.data.data() + j * w.K, 16, c + j, ldc);
-  }
-  // mul_panels over all of W's rows, split over the threads.
-  void mul_panels_all(const PackedA& w, float* c, int64_t ldc) const {
-    const int64_t N = w.M, nblk = (N + 15) / 16;
-    const bool par = get_num_threads() > 1 && !in_parallel_region();
-    const int64_t grain = std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, 16 * M_ * K_));
-    parallel_for(0, nblk, par ? grain : nblk, [&](int64_t b0, int64_t b1) {
-      mul_panels(w, b0 * 16, std::min(N, b1 * 16), c, ldc);
-    });
-  }
-
-  // The same over all N columns of a big product: packed, blocks of 16 columns split over the
-  // threads; otherwise one BLAS call (threaded by BLAS; not inside a SerialBlasScope).
-  void mul_all(int64_t N, const T* b, int64_t ldb, T* c, int64_t ldc) const {
-    if (!packed_ || K_ == 0 || get_num_threads() == 1 || in_parallel_region()) {
-      if (packed_ || K_ == 0 || M_ == 0 || N == 0) {
-        mul(N, b, ldb, c, ldc);
-        return;
-      }
-      const bool trans = cs_ != 1;
-      gemm_rowmajor<T>(trans, false, M_, N, K_, T(1), a_, trans ? cs_ : rs_, b, ldb, T(0), c, ldc);
-      return;
-    }
-    const int64_t nblk = (N + 15) / 16;
-    const int64_t grain = std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, 16 * M_ * K_));
-    parallel_for(0, nblk, grain, [&](int64_t b0, int64_t b1) {
-      const int64_t n0 = b0 * 16, n1 = std::min(N, b1 * 16);
-      mul(n1 - n0, b + n0, ldb, c + n0, ldc);
-    });
-  }
-
- private:
-  const T* a_;
-  int64_t rs_, cs_, M_, K_;
-  std::optional<PackedA> packed_;
 };
 
 // Time indices of a layer run over T steps, from T - 1 down to 0 when reverse.
@@ -264,7 +142,7 @@ void forward_steps(const T* gx, const T* h0, const T* c0, const T* w, T* out, T*
                    bool reverse) {
   const int64_t B = d.B, H = d.H, G = 4 * H, W = kWsParts * H;
   const Order ord{d.T, reverse};
-  // for the packed kernel, each gate's w_q^T as 16-column panels (see Left::mul_panels)
+  // for the packed kernel, each gate's w_q^T as 16-column panels (see GemmLeft::mul_panels)
   std::vector<PackedA> wp;
   if (packs<T>() && d.T > 0 && B > 0 && H > 0)
     for (int64_t q = 0; q < 4; ++q)
@@ -273,7 +151,7 @@ void forward_steps(const T* gx, const T* h0, const T* c0, const T* w, T* out, T*
     const int64_t t = ord.time(s), tp = ord.prev(t);
     const T* hp = s == 0 ? h0 : out + tp * B * H;
     T* wst = ws + t * B * W;
-    const Left<T> lh(hp, H, 1, B, H);
+    const GemmLeft<T> lh(hp, H, 1, B, H);
     for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       for (int64_t q = 0; q < 4; ++q) {  // gate q of units [j0, j1): h_prev @ w_q^T
@@ -329,7 +207,7 @@ void backward_steps(const T* gout, const T* ghn, const T* gcn, const T* c0, cons
     const int64_t tn = ord.next(t), tp = ord.prev(t);
     const bool first_fwd = s == d.T - 1;
     // the next step's gate gradients, the left operand of this step's dL/dh_t
-    const Left<T> lg(s == 0 ? gg : gg + tn * B * G, G, 1, s == 0 ? 0 : B, G);
+    const GemmLeft<T> lg(s == 0 ? gg : gg + tn * B * G, G, 1, s == 0 ? 0 : B, G);
     for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       // dL/dh_t of units [j0, j1): from the output, plus through the next step's gates.
@@ -369,7 +247,7 @@ void backward_steps(const T* gout, const T* ghn, const T* gcn, const T* c0, cons
     return;
   }
   const int64_t tf = ord.time(0);
-  const Left<T> lg(gg + tf * B * G, G, 1, B, G);
+  const GemmLeft<T> lg(gg + tf * B * G, G, 1, B, G);
   for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
     if (lg.packed())
       lg.mul(j1 - j0, w + j0, H, dh + j0, H);
@@ -490,7 +368,7 @@ T* data(const Tensor& t) {
 // o (N x G) = x (N x I) @ w^T (+ bias) for w (G, I), all contiguous.
 template <class S>
 void project(const S* x, const S* w, const S* bias, S* o, int64_t N, int64_t G, int64_t I) {
-  const Left<S> lx(x, I, 1, N, I);
+  const GemmLeft<S> lx(x, I, 1, N, I);
   if constexpr (std::is_same_v<S, float>) {
     if (lx.packed()) lx.mul_panels_all(PackedA(w, I, 1, G, I), o, G);
   }
@@ -534,7 +412,7 @@ Tensor weight_grad(const Tensor& gg, const Tensor& h0, const Tensor& out, bool r
       std::memcpy(hp.data() + t * B * H, from, sizeof(float) * B * H);
     }
     Tensor gw = ember::empty({G, H}, gg->dtype(), gg->device());
-    Left<float>(data<float>(gg), 1, G, G, T * B).mul_all(H, hp.data(), H, data<float>(gw), H);
+    GemmLeft<float>(data<float>(gg), 1, G, G, T * B).mul_all(H, hp.data(), H, data<float>(gw), H);
     return gw;
   }
   Tensor gw = dispatch::mm(dispatch::t(dispatch::select(gg, 0, reverse ? T - 1 : 0)), h0c);
@@ -628,8 +506,8 @@ std::tuple<Tensor, Tensor, Tensor> _rnn_input_backward(const Tensor& grad, const
   EMBER_DISPATCH_BLAS(dt, op, [&] {
     using S = scalar_t;
     const S* gp = data<S>(g);
-    Left<S>(gp, G, 1, N, G).mul_all(I, data<S>(w), I, data<S>(gi), I);  // grad @ weight
-    Left<S>(gp, 1, G, G, N).mul_all(I, data<S>(x), I, data<S>(gw), I);  // grad^T @ input
+    GemmLeft<S>(gp, G, 1, N, G).mul_all(I, data<S>(w), I, data<S>(gi), I);  // grad @ weight
+    GemmLeft<S>(gp, 1, G, G, N).mul_all(I, data<S>(x), I, data<S>(gw), I);  // grad^T @ input
     S* bp = data<S>(gb);
     std::fill(bp, bp + G, S(0));
     for (int64_t n = 0; n < N; ++n)
