@@ -263,17 +263,30 @@ void gru_forward_steps(const T* gx, const T* h0, const T* w, const T* bias, T* o
                        bool reverse) {
   const int64_t B = d.B, H = d.H, G = 3 * H, W = kGruWsParts * H;
   const Order ord{d.T, reverse};
+  // for the packed kernel, each gate's w_q^T as 16-column panels (see GemmLeft::mul_panels)
+  std::vector<PackedA> wp;
+  if (packs<T>() && d.T > 0 && B > 0 && H > 0)
+    for (int64_t q = 0; q < 3; ++q)
+      wp.emplace_back(reinterpret_cast<const float*>(w) + q * H * H, H, 1, H, H);
   for (int64_t s = 0; s < d.T; ++s) {
     const int64_t t = ord.time(s);
     const T* hp = s == 0 ? h0 : out + ord.prev(t) * B * H;
     T* wst = ws + t * B * W;
+    const GemmLeft<T> lh(hp, H, 1, B, H);
     for_unit_blocks(3, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       // h_prev @ w_q^T of units [j0, j1): r and z into their slots, n's part into the last slot
       // (the n slot receives the activated candidate)
-      for (int64_t q = 0; q < 3; ++q)
+      for (int64_t q = 0; q < 3; ++q) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (lh.packed()) {
+            lh.mul_panels(wp[q], j0, j1, wst + (q == 2 ? 3 : q) * H, W);
+            continue;
+          }
+        }
         gemm_rowmajor_tiled<T>(false, true, B, n, H, T(1), hp, H, w + (q * H + j0) * H, H, T(0),
                                wst + (q == 2 ? 3 : q) * H + j0, W);
+      }
       const T *br = bias + j0, *bz = bias + H + j0, *bn = bias + 2 * H + j0;
       for (int64_t b = 0; b < B; ++b) {
         T* row = wst + b * W;
@@ -308,6 +321,18 @@ void gru_hidden_grad(const T* gh, const T* ws_row0, const T* w, T* dh, int64_t B
   hidden_grad(gh, w, dh, 3, B, H, j0, j1, T(1));
 }
 
+// gru_hidden_grad on the packed kernel: lg packs gh, wp is the packing of w_hh^T (w_hh's
+// 16-column panels) and tmp a (B, H) buffer whose columns [j0, j1) this call may use.
+inline void gru_hidden_grad_packed(const GemmLeft<float>& lg, const GemmLeft<float>& wp,
+                                   const float* ws_row0, float* dh, float* tmp, int64_t B,
+                                   int64_t H, int64_t j0, int64_t j1) {
+  lg.mul_panels(wp.packing(), j0, j1, tmp, H);
+  for (int64_t b = 0; b < B; ++b) {
+    const float* z = ws_row0 + b * kGruWsParts * H + H;
+    for (int64_t k = j0; k < j1; ++k) dh[b * H + k] = dh[b * H + k] * z[k] + tmp[b * H + k];
+  }
+}
+
 // Fills gx (T, B, 3H) with dL/dgates_x and gh (T, B, 3H) with dL/d(h_prev @ w_hh^T + b_hh), and
 // dh with dL/dh0. They differ in the n block only: gh_n = gx_n * r.
 template <class T>
@@ -315,17 +340,27 @@ void gru_backward_steps(const T* gout, const T* ghn, const T* h0, const T* w, co
                         const T* ws, T* gx, T* gh, T* dh, Dims d, bool reverse) {
   const int64_t B = d.B, H = d.H, G = 3 * H, W = kGruWsParts * H;
   const Order ord{d.T, reverse};
+  // for the packed kernel: w_hh (3H x H) as 16-column panels, and a buffer for its products
+  const GemmLeft<T> wp(w, 1, H, d.T > 0 && B > 0 ? H : 0, G);
+  std::vector<T> tmp(wp.packed() ? B * H : 0);
   for (int64_t s = 0; s < d.T; ++s) {
     const int64_t t = ord.time(d.T - 1 - s);  // the forward's steps, last first
+    const int64_t tn = ord.next(t);
     const T* hp = s == d.T - 1 ? h0 : out + ord.prev(t) * B * H;
+    // the next step's hidden-side gate gradients, the left operand of this step's dL/dh_t
+    const GemmLeft<T> lg(s == 0 ? gh : gh + tn * B * G, G, 1, s == 0 ? 0 : B, G);
     for_unit_blocks(3, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       // dh carries dL/dh_t of units [j0, j1) without the output's own gradient
       if (s == 0) {
         for (int64_t b = 0; b < B; ++b)
           std::memcpy(dh + b * H + j0, ghn + b * H + j0, sizeof(T) * n);
+      } else if constexpr (std::is_same_v<T, float>) {
+        if (lg.packed())
+          gru_hidden_grad_packed(lg, wp, ws + tn * B * W, dh, tmp.data(), B, H, j0, j1);
+        else
+          gru_hidden_grad(gh + tn * B * G, ws + tn * B * W, w, dh, B, H, j0, j1);
       } else {
-        const int64_t tn = ord.next(t);
         gru_hidden_grad(gh + tn * B * G, ws + tn * B * W, w, dh, B, H, j0, j1);
       }
       for (int64_t b = 0; b < B; ++b) {
@@ -355,7 +390,14 @@ void gru_backward_steps(const T* gout, const T* ghn, const T* h0, const T* w, co
     return;
   }
   const int64_t tf = ord.time(0);
+  const GemmLeft<T> lg(gh + tf * B * G, G, 1, B, G);
   for_unit_blocks(3, B, H, [&](int64_t j0, int64_t j1) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (lg.packed()) {
+        gru_hidden_grad_packed(lg, wp, ws + tf * B * W, dh, tmp.data(), B, H, j0, j1);
+        return;
+      }
+    }
     gru_hidden_grad(gh + tf * B * G, ws + tf * B * W, w, dh, B, H, j0, j1);
   });
 }

@@ -62,6 +62,7 @@ class GemmLeft {
     }
   }
   bool packed() const { return packed_.has_value(); }
+  const PackedA& packing() const { return *packed_; }
 
   // C[:, :n] (row-major, leading dimension ldc) = A @ B[:, :n], B row-major (K x n) with leading
   // dimension ldb; on the calling thread (BLAS tiled for its small-matrix kernels).
