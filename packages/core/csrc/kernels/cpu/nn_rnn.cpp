@@ -418,7 +418,7 @@ void project(const S* x, const S* w, const S* bias, S* o, int64_t N, int64_t G, 
   } else if (I == 0) {
     std::fill(o, o + N * G, S(0));
   } else if (N > 0 && G > 0) {
-    gemm_rowmajor<S>(false, true, N, G, I, S(1), x, I, w, I, S(0), o, G);
+    blas_gemm_split<S>(false, true, N, G, I, x, I, w, I, o, G);
   }
   if (bias)
     for (int64_t n = 0; n < N; ++n)

@@ -31,6 +31,29 @@ bool packs() {
   return false;
 }
 
+// C (M x N, ldc) = op(A) @ op(B) on OpenBLAS (gemm_rowmajor's arguments, alpha 1, beta 0). Big
+// products with several threads are split by columns over ember's pool, each part on its thread
+// (as matmul does: OpenBLAS's own workers spin after each call, taking the cores from ember's).
+template <class T>
+void blas_gemm_split(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* a,
+                     int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
+  const int nthreads = get_num_threads();
+  if (nthreads <= 1 || in_parallel_region() || N < 32 || M * N * K < (int64_t(1) << 20)) {
+    gemm_rowmajor<T>(trans_a, trans_b, M, N, K, T(1), a, lda, b, ldb, T(0), c, ldc);
+    return;
+  }
+  SerialBlasScope serial;
+  const int64_t parts = std::min<int64_t>(nthreads, N / 16);
+  parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n0 = p * N / parts / 16 * 16,
+                    n1 = p + 1 == parts ? N : (p + 1) * N / parts / 16 * 16;
+      gemm_rowmajor<T>(trans_a, trans_b, M, n1 - n0, K, T(1), a, lda, b + n0 * (trans_b ? ldb : 1),
+                       ldb, T(0), c + n0, ldc);
+    }
+  });
+}
+
 // The left operand A (M x K) of a layer's products, element (m, k) at a[m * rs + k * cs] with rs
 // or cs equal to 1. Float32 on an AVX-512 CPU packs it once for conv_gemm (then shared by every
 // thread's columns); otherwise BLAS reads it in place.
@@ -108,7 +131,7 @@ class GemmLeft {
         return;
       }
       const bool trans = cs_ != 1;
-      gemm_rowmajor<T>(trans, false, M_, N, K_, T(1), a_, trans ? cs_ : rs_, b, ldb, T(0), c, ldc);
+      blas_gemm_split(trans, false, M_, N, K_, a_, trans ? cs_ : rs_, b, ldb, c, ldc);
       return;
     }
     const int64_t nblk = (N + 15) / 16;
