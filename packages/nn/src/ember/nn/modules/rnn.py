@@ -346,9 +346,10 @@ class RNNBase(Module):
         # the fused layers take one batch size for all steps (no varying-length packed input)
         uniform = steps > 0 and min(batch_sizes) == max(batch_sizes)
         hidden = w_hh.shape[1]
-        bias = [] if b_ih is None else [b_ih + b_hh]
-        if mode == "LSTM" and w_hr is None and uniform and _fused_rnn_ok(x, h0, c0, w_hh, w_ih, *bias):
+        biases = [] if b_ih is None else [b_ih, b_hh]
+        if mode == "LSTM" and w_hr is None and uniform and _fused_rnn_ok(x, h0, c0, w_hh, w_ih, *biases):
             # the op makes the input projection of every step itself (one product)
+            bias = [] if b_ih is None else [b_ih + b_hh]
             xs = x.reshape(steps, batch_sizes[0], x.shape[1])
             out, h, c, _ = ember._C._lstm_layer([xs, h0, c0, w_hh, w_ih, *bias], reverse)
             return out.view(steps * batch_sizes[0], hidden), h, c
