@@ -73,7 +73,8 @@ class GemmLeft {
           PackedA& p = *packed_;
           p.M = M, p.K = K;
           const int64_t blocks = (M + 15) / 16;
-          p.data.assign(blocks * 16 * K, 0.0f);
+          p.data = Scratch<float>(blocks * 16 * K);
+          std::fill(p.data.data(), p.data.data() + blocks * 16 * K, 0.0f);
           for (int64_t k = 0; k < K; ++k)
             for (int64_t bm = 0; bm < blocks; ++bm) {
               const int64_t rows = std::min<int64_t>(16, M - bm * 16);
