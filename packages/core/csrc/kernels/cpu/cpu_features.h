@@ -15,3 +15,16 @@ const char* isa_name(Isa isa);
 
 }  // namespace cpu
 }  // namespace ember
+
+// EMBER_TARGET_BEGIN("avx2,fma") ... EMBER_TARGET_END(): every function defined in between is
+// compiled for that instruction set (GCC or Clang), the copies a file picks from by cpu_isa().
+#define EMBER_TARGET_STR(x) #x
+#if defined(__clang__)
+#define EMBER_TARGET_BEGIN(isa) \
+  _Pragma(EMBER_TARGET_STR(clang attribute push(__attribute__((target(isa))), apply_to = function)))
+#define EMBER_TARGET_END() _Pragma("clang attribute pop")
+#else
+#define EMBER_TARGET_BEGIN(isa) \
+  _Pragma("GCC push_options") _Pragma(EMBER_TARGET_STR(GCC target(isa)))
+#define EMBER_TARGET_END() _Pragma("GCC pop_options")
+#endif

@@ -155,35 +155,20 @@ namespace base {
 }  // namespace base
 
 #ifdef EMBER_DW_X86
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+EMBER_TARGET_BEGIN("avx2,fma")
 namespace avx2 {
 #define EMBER_DW_BYTES 32
 #include "kernels/cpu/nn_conv_depthwise_kernels.inc"
 #undef EMBER_DW_BYTES
 }  // namespace avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
+EMBER_TARGET_END()
+EMBER_TARGET_BEGIN("avx512f,avx2,fma")
 namespace avx512 {
 #define EMBER_DW_BYTES 64
 #include "kernels/cpu/nn_conv_depthwise_kernels.inc"
 #undef EMBER_DW_BYTES
 }  // namespace avx512
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+EMBER_TARGET_END()
 #endif
 }  // namespace dwk
 

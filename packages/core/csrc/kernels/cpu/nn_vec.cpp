@@ -34,47 +34,26 @@ namespace base {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define EMBER_NN_VEC_AVX2 1
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+EMBER_TARGET_BEGIN("avx2,fma")
 namespace avx2 {
 #define EMBER_VEC_BYTES 32
 #include "kernels/cpu/nn_vec_kernels.inc"
 #undef EMBER_VEC_BYTES
 }  // namespace avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
-#else
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#endif
+EMBER_TARGET_END()
+EMBER_TARGET_BEGIN("avx2")
 namespace avx2 {
 #include "kernels/cpu/nn_vec_adam.inc"
 #include "kernels/cpu/nn_vec_sgd.inc"
 }  // namespace avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
+EMBER_TARGET_END()
+EMBER_TARGET_BEGIN("avx512f,avx2,fma")
 namespace avx512 {  // 16 lanes; Adam and SGD stay on AVX2 (their loops are memory-bound)
 #define EMBER_VEC_BYTES 64
 #include "kernels/cpu/nn_vec_kernels.inc"
 #undef EMBER_VEC_BYTES
 }  // namespace avx512
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+EMBER_TARGET_END()
 #endif
 
 namespace {
