@@ -615,6 +615,8 @@ def test_activations(layout):
         g, gg = layout_pair(SHAPE, dtype, None, "contiguous", rng)
         run_both(ember.threshold_backward, [g, x, 0.5], [gg, gx, 0.5],
                  where=f"threshold_backward {dtype} {layout}")
+        for name in ("sigmoid_backward", "tanh_backward"):
+            run_both(getattr(ember, name), [g, x], [gg, gx], where=f"{name} {dtype} {layout}")
         for kind in KINDS:
             for order in (1, 2):
                 run_both(ember._C._activation_derivative, [x, kind, order, 0.3, 1.2, 0.8],

@@ -454,6 +454,12 @@ MORE_CASES = [
            lambda g: ember.threshold_backward(g, ember.from_numpy(_RELU_AT), 0)
            if isinstance(g, ember.Tensor)
            else torch.ops.aten.threshold_backward(g, torch.from_numpy(_RELU_AT), 0), n(3, 4)),
+    FwCase("sigmoid_backward: both inputs dual",
+           lambda g, y: ember.sigmoid_backward(g, y) if isinstance(g, ember.Tensor)
+           else torch.ops.aten.sigmoid_backward(g, y), nn((3, 4), (3, 4))),
+    FwCase("tanh_backward: both inputs dual",
+           lambda g, y: ember.tanh_backward(g, y) if isinstance(g, ember.Tensor)
+           else torch.ops.aten.tanh_backward(g, y), nn((3, 4), (3, 4))),
     FwCase("elu: alpha", lambda a: F(a).elu(a, alpha=0.5), n(5)),
     FwCase("elu: in place", lambda a: fresh(a).elu_() if isinstance(a, ember.Tensor)
            else torch.nn.functional.elu_(fresh(a)), n(5)),

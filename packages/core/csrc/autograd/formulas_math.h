@@ -35,15 +35,16 @@ inline Tensor scale(const Tensor& t, const Scalar& s) {
 // scratch_out(tmp) as its out=): one gradient-sized buffer instead of two or three, which is
 // what bounds peak memory in backward. With create_graph every step is recorded, out of place.
 inline Tensor scratch_out(const Tensor& tmp) { return grad_enabled() ? Tensor() : tmp; }
-// tanh: grad * (1 - y^2), computed as grad - (grad * y) * y in one extra buffer.
-inline Tensor tanh_backward(const Tensor& grad, const Tensor& result) {
-  Tensor gy = mul(grad, result);
-  return ops::addcmul(grad, gy, result, Scalar(int64_t(-1)), scratch_out(gy));
+// The gradients of sigmoid_backward / tanh_backward (g * y * (1 - y), g * (1 - y^2)) with
+// respect to y, for double backward: grad * g * (1 - 2y) and -2 * grad * g * y.
+inline Tensor sigmoid_backward_output_grad(const Tensor& grad, const Tensor& grad_output,
+                                           const Tensor& output) {
+  Tensor gg = mul(grad, grad_output);
+  return ops::addcmul(gg, gg, output, Scalar(int64_t(-2)), scratch_out(gg));
 }
-// sigmoid: grad * y * (1 - y), computed as gy - gy * y with gy = grad * y.
-inline Tensor sigmoid_backward(const Tensor& grad, const Tensor& result) {
-  Tensor gy = mul(grad, result);
-  return ops::addcmul(gy, gy, result, Scalar(int64_t(-1)), scratch_out(gy));
+inline Tensor tanh_backward_output_grad(const Tensor& grad, const Tensor& grad_output,
+                                        const Tensor& output) {
+  return mul(mul(mul(grad, grad_output), output), Scalar(int64_t(-2)));
 }
 inline Tensor where0(const Tensor& cond, const Tensor& t) {  // t where cond, else 0
   return ops::where(cond, TensorOrScalar(t), TensorOrScalar(Scalar(0.0)), Tensor());

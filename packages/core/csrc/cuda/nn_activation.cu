@@ -51,6 +51,14 @@ struct threshold_backward {
   __device__ __forceinline__ A operator()(A g, A x) const { return x <= threshold ? A(0) : g; }
 };
 template <class A>
+struct sigmoid_backward {
+  __device__ __forceinline__ A operator()(A g, A y) const { return g * (A(1) - y) * y; }
+};
+template <class A>
+struct tanh_backward {
+  __device__ __forceinline__ A operator()(A g, A y) const { return g * (A(1) - y * y); }
+};
+template <class A>
 struct leaky_relu {
   A slope;
   __device__ __forceinline__ A operator()(A x) const { return x > A(0) ? x : x * slope; }
@@ -165,6 +173,29 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const S
   return it.output();
 }
 
+// out = f(grad_output, output): sigmoid's and tanh's backward.
+template <template <class> class F>
+Tensor output_backward(const char* op, const Tensor& grad_output, const Tensor& output) {
+  check_floating_input(grad_output, op);
+  check_floating_input(output, op);
+  TensorIterator it(op);
+  it.add_output(Tensor()).add_input(grad_output).add_input(output).build();
+  EMBER_DISPATCH_FLOAT(it.common_dtype(), op, [&] {
+    using T = scalar_t;
+    launch_elementwise<T, T, T>(it, op, F<op_t<T>>{});
+  });
+  it.finish();
+  return it.output();
+}
+
+Tensor sigmoid_backward(const Tensor& grad_output, const Tensor& output) {
+  return output_backward<fn::sigmoid_backward>("sigmoid_backward", grad_output, output);
+}
+
+Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
+  return output_backward<fn::tanh_backward>("tanh_backward", grad_output, output);
+}
+
 Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope) {
   const double s = negative_slope.to_double();
   return unary_float("leaky_relu", self, [=](auto tag) {
@@ -221,6 +252,8 @@ void register_activations() {
   REG(silu);
   REG(elu);
   REG(threshold_backward);
+  REG(sigmoid_backward);
+  REG(tanh_backward);
   REG(leaky_relu);
   REG(softplus);
   REG(hardtanh);

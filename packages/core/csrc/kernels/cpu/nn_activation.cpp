@@ -361,6 +361,33 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const S
   return it.output();
 }
 
+namespace {
+// out = f(grad_output, output) for sigmoid's and tanh's backward (float inputs, promoted).
+template <class F>
+Tensor output_backward(const char* op, const Tensor& grad_output, const Tensor& output, F f) {
+  check_floating_input(grad_output, op);
+  check_floating_input(output, op);
+  TensorIterator it(op);
+  it.add_output(Tensor()).add_input(grad_output).add_input(output).build();
+  EMBER_DISPATCH_FLOAT(it.common_dtype(), op, [&] {
+    using T = scalar_t;
+    it.for_each([&](char** d, const int64_t* s, int64_t n) { binary_loop<T, T>(d, s, n, f); });
+  });
+  it.finish();
+  return it.output();
+}
+}  // namespace
+
+Tensor sigmoid_backward(const Tensor& grad_output, const Tensor& output) {
+  return output_backward("sigmoid_backward", grad_output, output,
+                         [](auto g, auto y) { return g * (decltype(y)(1) - y) * y; });
+}
+
+Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
+  return output_backward("tanh_backward", grad_output, output,
+                         [](auto g, auto y) { return g * (decltype(y)(1) - y * y); });
+}
+
 Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope) {
   const double s = negative_slope.to_double();
   return unary_float(
