@@ -271,3 +271,16 @@ def test_op_errors():
     with pytest.raises(RuntimeError, match="expected grad_out and out of shape"):
         C._scaled_dot_product_attention_cpu_backward(ember.randn(2, 5, 4), q, k, v, None, out,
                                                      lse, False, 1.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nan_propagates(dtype):
+    # A NaN in a query or key: every output it reaches is NaN (a row of NaN scores is not taken
+    # for a masked row), as in torch.
+    x = arr((2, 40, 8), 0, dtype)
+    x[0, 3, 2] = np.nan
+    e = ember.scaled_dot_product_attention(*(ember.tensor(x) for _ in range(3))).numpy()
+    t = TF.scaled_dot_product_attention(*(torch.tensor(x) for _ in range(3))).numpy()
+    np.testing.assert_array_equal(np.isnan(e), np.isnan(t))
+    assert np.isnan(e[0]).all() and not np.isnan(e[1]).any()
+    np.testing.assert_allclose(e[1], t[1], **TOL[dtype])

@@ -165,6 +165,8 @@ void block_scores(const Attn& a, int64_t b, int64_t i0, int64_t i1, int64_t n, c
 // without reassociating a float sum.
 constexpr int kLanes = 16;
 
+// The largest element of a row; NaN elements are skipped (they reach the output through the
+// exponentials), except that a row of only NaN and -inf gives NaN, not -inf (a masked row).
 template <class T>
 T row_max(const T* p, int64_t n) {
   T acc[kLanes];
@@ -175,6 +177,9 @@ T row_max(const T* p, int64_t n) {
   for (; j < n; ++j) acc[0] = p[j] > acc[0] ? p[j] : acc[0];
   T m = acc[0];
   for (int l = 1; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
+  if (m == -std::numeric_limits<T>::infinity())
+    for (int64_t k = 0; k < n; ++k)
+      if (std::isnan(p[k])) return p[k];
   return m;
 }
 
