@@ -653,13 +653,16 @@ SAMPLES: dict[str, list[Callable[[], tuple[list, dict]]]] = {
     "upsample_linear1d_backward": [lambda: ([randn(1, 2, 8), [8], [1, 2, 4], False], {})],
     "upsample_nearest1d_backward": [lambda: ([randn(1, 2, 8), [8], [1, 2, 4]], {})],
     "_upsample_nearest_exact1d_backward": [lambda: ([randn(1, 2, 8), [8], [1, 2, 4]], {})],
-    "_lstm_layer": [lambda: ([[randn(3, 2, 20), randn(2, 5), randn(2, 5), randn(20, 5)]], {})],
+    "_lstm_layer": [lambda: ([[randn(3, 2, 20), randn(2, 5), randn(2, 5), randn(20, 5)]], {}),
+                    lambda: ([[randn(3, 2, 4), randn(2, 5), randn(2, 5), randn(20, 5), randn(20, 4),
+                               randn(20)]], {})],
     "_gru_layer": [lambda: ([[randn(3, 2, 15), randn(2, 5), randn(15, 5), randn(15)]], {})],
     "_lstm_layer_backward": [lambda: _rnn_backward("lstm")],
     "_scaled_dot_product_attention_cpu": [
         lambda: ([[randn(2, 3, 5, 4), randn(2, 3, 6, 4), randn(2, 3, 6, 3)], None, True, 0.5], {})],
     "_scaled_dot_product_attention_cpu_backward": [lambda: _sdpa_backward()],
     "_gru_layer_backward": [lambda: _rnn_backward("gru")],
+    "_rnn_input_backward": [lambda: ([randn(6, 20), randn(6, 4), randn(20, 4)], {})],
     "bincount": [lambda: ([idx(6, high=4)], {})],
     "_amp_foreach_non_finite_check_and_unscale_": [
         lambda: ([[randn(3), randn(2, 2)], ember.zeros(()), ember.full((), 0.5)], {})],

@@ -198,3 +198,27 @@ def test_bad_inputs():
     out, _, ws = _C._gru_layer([gx, h0, w, b], False)
     with pytest.raises(RuntimeError, match="_gru_layer_backward: gradient or workspace shapes"):
         _C._gru_layer_backward(out, h0, h0, w, out, ws[..., :4], False)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_float32_backward_matches_float64(threads, reverse):
+    """float32 (on the packed AVX-512 kernel where matmul would take it too) against float64:
+    a batch above the kernel's 16-row tile and a hidden size off its 16 columns."""
+    arrays = _inputs(6, 19, 21, seed=9)
+    rng = np.random.default_rng(10)
+    go, ghn = rng.standard_normal((6, 19, 21)), rng.standard_normal((19, 21))
+    grads = []
+    before = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        for dt in (np.float64, np.float32):
+            leaves = [ember.tensor(a.astype(dt), requires_grad=True) for a in arrays]
+            out, hn, _ = _C._gru_layer(leaves, reverse)
+            ((out * ember.tensor(go.astype(dt))).sum() + (hn * ember.tensor(ghn.astype(dt))).sum()
+             ).backward()
+            grads.append([t.grad.numpy() for t in leaves])
+    finally:
+        ember.set_num_threads(before)
+    for g64, g32 in zip(*grads):
+        np.testing.assert_allclose(g32, g64, rtol=2e-4, atol=2e-4)

@@ -1,6 +1,7 @@
 // Derivatives of the fused recurrent layers (_lstm_layer, _gru_layer). Included by formulas.h.
 //
-// A plain backward runs the fused kernel (_lstm_layer_backward, _gru_layer_backward). When the
+// A plain backward runs the fused kernel (_lstm_layer_backward, _gru_layer_backward, and
+// _rnn_input_backward for an LSTM layer that made its own input projection). When the
 // backward itself must be differentiable (create_graph, or forward-over-reverse), the gradients
 // are instead written with ops:: over activations recomputed from the inputs, so every order of
 // derivative follows from those ops' own formulas.
@@ -163,16 +164,39 @@ inline bool backward_differentiable(const std::vector<Tensor>& grads,
 
 }  // namespace rnn_detail
 
-// Gradients of _lstm_layer for inputs [gates_x, h0, c0, w_hh], from the gradients of
-// (output, hn, cn); `output` and `workspace` are the saved forward results.
+// Gradients of _lstm_layer for inputs [gates_x, h0, c0, w_hh] or [x, h0, c0, w_hh, w_ih(, bias)],
+// from the gradients of (output, hn, cn); `output` and `workspace` are the saved forward results.
 inline std::vector<Tensor> lstm_layer_grads(const std::vector<Tensor>& grads,
                                             const std::vector<Tensor>& inputs, const Tensor& output,
                                             const Tensor& workspace, bool reverse) {
-  if (rnn_detail::backward_differentiable(grads, inputs))
-    return rnn_detail::lstm_composite_grads(grads, inputs, reverse);
+  const bool projects = inputs.size() > 4;  // the op made gates_x = x @ w_ih^T + bias
+  if (rnn_detail::backward_differentiable(grads, inputs)) {
+    if (!projects) return rnn_detail::lstm_composite_grads(grads, inputs, reverse);
+    const Tensor &x = inputs[0], &w_ih = inputs[4];
+    const int64_t T = x->size(0), B = x->size(1), I = x->size(2), G = w_ih->size(0);
+    const Tensor x2 = ops::reshape(x, {T * B, I});
+    Tensor gates = ops::mm(x2, ops::t(w_ih));
+    if (inputs.size() == 6) gates = rnn_detail::plus(gates, inputs[5]);
+    std::vector<Tensor> g = rnn_detail::lstm_composite_grads(
+        grads, {ops::reshape(gates, {T, B, G}), inputs[1], inputs[2], inputs[3]}, reverse);
+    const Tensor dg = ops::reshape(g[0], {T * B, G});
+    g[0] = ops::reshape(ops::mm(dg, w_ih), {T, B, I});
+    g.push_back(ops::mm(ops::t(dg), x2));
+    if (inputs.size() == 6) g.push_back(ops::sum(dg, DimVector{0}, false, std::nullopt));
+    return g;
+  }
   auto r = ops::_lstm_layer_backward(grads[0], grads[1], grads[2], inputs[1], inputs[2], inputs[3],
                                      output, workspace, reverse);
-  return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r)};
+  std::vector<Tensor> g{std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r)};
+  if (!projects) return g;
+  const Tensor &x = inputs[0], &w_ih = inputs[4];
+  const int64_t T = x->size(0), B = x->size(1), I = x->size(2), G = w_ih->size(0);
+  auto p =
+      ops::_rnn_input_backward(ops::reshape(g[0], {T * B, G}), ops::reshape(x, {T * B, I}), w_ih);
+  g[0] = ops::reshape(std::get<0>(p), {T, B, I});
+  g.push_back(std::get<1>(p));
+  if (inputs.size() == 6) g.push_back(std::get<2>(p));
+  return g;
 }
 
 // Gradients of _gru_layer for inputs [gates_x, h0, w_hh(, b_hh)], from the gradients of

@@ -7,6 +7,11 @@
 // columns of its units (one narrow product per gate) and then their pointwise math, so the gates
 // of a unit never leave the thread that made them. Backward walks the steps in reverse the same
 // way and sums grad_w_hh over all steps in one product at the end.
+//
+// _lstm_layer may also take the layer input and w_ih (and the summed biases): it then makes the
+// input projection itself, and _rnn_input_backward gives its gradients. Float32 products run on
+// the AVX-512 kernel of conv_gemm.h where the CPU has it but OpenBLAS runs narrower kernels (see
+// packs() in packed_gemm.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,8 +20,10 @@
 
 #include "core/dispatch.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
@@ -64,17 +71,35 @@ void check_dtypes(const char* op, const std::vector<Tensor>& inputs) {
                      ", got ", dtype_name(t->dtype()));
 }
 
+// inputs = [gates_x (T, B, 4H), h0, c0, w_hh], or [x (T, B, I), h0, c0, w_hh, w_ih (4H, I)] with
+// optionally the summed biases (4H) last: the op then makes gates_x = x @ w_ih^T + bias itself.
 Dims check_inputs(const char* op, const std::vector<Tensor>& inputs) {
-  EMBER_CHECK(inputs.size() == 4, op, ": expected inputs [gates_x, h0, c0, w_hh], got ",
+  EMBER_CHECK(inputs.size() >= 4 && inputs.size() <= 6, op,
+              ": expected inputs [gates_x, h0, c0, w_hh] or [x, h0, c0, w_hh, w_ih(, bias)], got ",
               inputs.size(), " tensors");
   check_dtypes(op, inputs);
   const Tensor &gx = inputs[0], &h0 = inputs[1], &c0 = inputs[2], &w = inputs[3];
-  EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 4 == 0, op, ": gates_x must be (T, B, 4H), got ",
-              shape_str(gx->sizes()));
-  const int64_t T = gx->size(0), B = gx->size(1), H = gx->size(2) / 4;
+  int64_t T = 0, B = 0, H = 0;
+  if (inputs.size() == 4) {
+    EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 4 == 0, op, ": gates_x must be (T, B, 4H), got ",
+                shape_str(gx->sizes()));
+    T = gx->size(0), B = gx->size(1), H = gx->size(2) / 4;
+  } else {
+    EMBER_CHECK(w->dim() == 2 && w->size(0) == 4 * w->size(1), op, ": w_hh must be (4H, H), got ",
+                shape_str(w->sizes()));
+    EMBER_CHECK(gx->dim() == 3, op, ": x must be (T, B, input_size), got ", shape_str(gx->sizes()));
+    T = gx->size(0), B = gx->size(1), H = w->size(1);
+    const DimVector w_ih{4 * H, gx->size(2)}, bias{4 * H};
+    EMBER_CHECK(inputs[4]->sizes() == w_ih, op, ": w_ih must be ", shape_str(w_ih),
+                " for x of shape ", shape_str(gx->sizes()), ", got ",
+                shape_str(inputs[4]->sizes()));
+    if (inputs.size() == 6)
+      EMBER_CHECK(inputs[5]->sizes() == bias, op, ": bias must be ", shape_str(bias), ", got ",
+                  shape_str(inputs[5]->sizes()));
+  }
   const DimVector state{B, H}, weight{4 * H, H};
   EMBER_CHECK(h0->sizes() == state && c0->sizes() == state, op, ": h0 and c0 must be ",
-              shape_str(state), " for gates_x of shape ", shape_str(gx->sizes()), ", got ",
+              shape_str(state), " for an input of shape ", shape_str(gx->sizes()), ", got ",
               shape_str(h0->sizes()), " and ", shape_str(c0->sizes()));
   EMBER_CHECK(w->sizes() == weight, op, ": w_hh must be ", shape_str(weight), ", got ",
               shape_str(w->sizes()));
@@ -117,15 +142,28 @@ void forward_steps(const T* gx, const T* h0, const T* c0, const T* w, T* out, T*
                    bool reverse) {
   const int64_t B = d.B, H = d.H, G = 4 * H, W = kWsParts * H;
   const Order ord{d.T, reverse};
+  // for the packed kernel, each gate's w_q^T as 16-column panels (see GemmLeft::mul_panels)
+  std::vector<PackedA> wp;
+  if (packs<T>() && d.T > 0 && B > 0 && H > 0)
+    for (int64_t q = 0; q < 4; ++q)
+      wp.emplace_back(reinterpret_cast<const float*>(w) + q * H * H, H, 1, H, H);
   for (int64_t s = 0; s < d.T; ++s) {
     const int64_t t = ord.time(s), tp = ord.prev(t);
     const T* hp = s == 0 ? h0 : out + tp * B * H;
     T* wst = ws + t * B * W;
+    const GemmLeft<T> lh(hp, H, 1, B, H);
     for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
-      for (int64_t q = 0; q < 4; ++q)  // gate q of units [j0, j1): h_prev @ w_q^T
+      for (int64_t q = 0; q < 4; ++q) {  // gate q of units [j0, j1): h_prev @ w_q^T
+        if constexpr (std::is_same_v<T, float>) {
+          if (lh.packed()) {
+            lh.mul_panels(wp[q], j0, j1, wst + q * H, W);
+            continue;
+          }
+        }
         gemm_rowmajor_tiled<T>(false, true, B, n, H, T(1), hp, H, w + (q * H + j0) * H, H, T(0),
                                wst + q * H + j0, W);
+      }
       for (int64_t b = 0; b < B; ++b) {
         T* row = wst + b * W;
         const T* x = gx + (t * B + b) * G;
@@ -168,12 +206,16 @@ void backward_steps(const T* gout, const T* ghn, const T* gcn, const T* c0, cons
     const int64_t t = ord.time(d.T - 1 - s);  // the forward's steps, last first
     const int64_t tn = ord.next(t), tp = ord.prev(t);
     const bool first_fwd = s == d.T - 1;
+    // the next step's gate gradients, the left operand of this step's dL/dh_t
+    const GemmLeft<T> lg(s == 0 ? gg : gg + tn * B * G, G, 1, s == 0 ? 0 : B, G);
     for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       // dL/dh_t of units [j0, j1): from the output, plus through the next step's gates.
       if (s == 0) {
         for (int64_t b = 0; b < B; ++b)
           std::memcpy(dh + b * H + j0, ghn + b * H + j0, sizeof(T) * n);
+      } else if (lg.packed()) {
+        lg.mul(n, w + j0, H, dh + j0, H);
       } else {
         hidden_grad(gg + tn * B * G, w, dh, 4, B, H, j0, j1, T(0));
       }
@@ -205,8 +247,12 @@ void backward_steps(const T* gout, const T* ghn, const T* gcn, const T* c0, cons
     return;
   }
   const int64_t tf = ord.time(0);
+  const GemmLeft<T> lg(gg + tf * B * G, G, 1, B, G);
   for_unit_blocks(4, B, H, [&](int64_t j0, int64_t j1) {
-    hidden_grad(gg + tf * B * G, w, dh, 4, B, H, j0, j1, T(0));
+    if (lg.packed())
+      lg.mul(j1 - j0, w + j0, H, dh + j0, H);
+    else
+      hidden_grad(gg + tf * B * G, w, dh, 4, B, H, j0, j1, T(0));
   });
 }
 
@@ -217,17 +263,30 @@ void gru_forward_steps(const T* gx, const T* h0, const T* w, const T* bias, T* o
                        bool reverse) {
   const int64_t B = d.B, H = d.H, G = 3 * H, W = kGruWsParts * H;
   const Order ord{d.T, reverse};
+  // for the packed kernel, each gate's w_q^T as 16-column panels (see GemmLeft::mul_panels)
+  std::vector<PackedA> wp;
+  if (packs<T>() && d.T > 0 && B > 0 && H > 0)
+    for (int64_t q = 0; q < 3; ++q)
+      wp.emplace_back(reinterpret_cast<const float*>(w) + q * H * H, H, 1, H, H);
   for (int64_t s = 0; s < d.T; ++s) {
     const int64_t t = ord.time(s);
     const T* hp = s == 0 ? h0 : out + ord.prev(t) * B * H;
     T* wst = ws + t * B * W;
+    const GemmLeft<T> lh(hp, H, 1, B, H);
     for_unit_blocks(3, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       // h_prev @ w_q^T of units [j0, j1): r and z into their slots, n's part into the last slot
       // (the n slot receives the activated candidate)
-      for (int64_t q = 0; q < 3; ++q)
+      for (int64_t q = 0; q < 3; ++q) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (lh.packed()) {
+            lh.mul_panels(wp[q], j0, j1, wst + (q == 2 ? 3 : q) * H, W);
+            continue;
+          }
+        }
         gemm_rowmajor_tiled<T>(false, true, B, n, H, T(1), hp, H, w + (q * H + j0) * H, H, T(0),
                                wst + (q == 2 ? 3 : q) * H + j0, W);
+      }
       const T *br = bias + j0, *bz = bias + H + j0, *bn = bias + 2 * H + j0;
       for (int64_t b = 0; b < B; ++b) {
         T* row = wst + b * W;
@@ -262,6 +321,18 @@ void gru_hidden_grad(const T* gh, const T* ws_row0, const T* w, T* dh, int64_t B
   hidden_grad(gh, w, dh, 3, B, H, j0, j1, T(1));
 }
 
+// gru_hidden_grad on the packed kernel: lg packs gh, wp is the packing of w_hh^T (w_hh's
+// 16-column panels) and tmp a (B, H) buffer whose columns [j0, j1) this call may use.
+inline void gru_hidden_grad_packed(const GemmLeft<float>& lg, const GemmLeft<float>& wp,
+                                   const float* ws_row0, float* dh, float* tmp, int64_t B,
+                                   int64_t H, int64_t j0, int64_t j1) {
+  lg.mul_panels(wp.packing(), j0, j1, tmp, H);
+  for (int64_t b = 0; b < B; ++b) {
+    const float* z = ws_row0 + b * kGruWsParts * H + H;
+    for (int64_t k = j0; k < j1; ++k) dh[b * H + k] = dh[b * H + k] * z[k] + tmp[b * H + k];
+  }
+}
+
 // Fills gx (T, B, 3H) with dL/dgates_x and gh (T, B, 3H) with dL/d(h_prev @ w_hh^T + b_hh), and
 // dh with dL/dh0. They differ in the n block only: gh_n = gx_n * r.
 template <class T>
@@ -269,17 +340,27 @@ void gru_backward_steps(const T* gout, const T* ghn, const T* h0, const T* w, co
                         const T* ws, T* gx, T* gh, T* dh, Dims d, bool reverse) {
   const int64_t B = d.B, H = d.H, G = 3 * H, W = kGruWsParts * H;
   const Order ord{d.T, reverse};
+  // for the packed kernel: w_hh (3H x H) as 16-column panels, and a buffer for its products
+  const GemmLeft<T> wp(w, 1, H, d.T > 0 && B > 0 ? H : 0, G);
+  std::vector<T> tmp(wp.packed() ? B * H : 0);
   for (int64_t s = 0; s < d.T; ++s) {
     const int64_t t = ord.time(d.T - 1 - s);  // the forward's steps, last first
+    const int64_t tn = ord.next(t);
     const T* hp = s == d.T - 1 ? h0 : out + ord.prev(t) * B * H;
+    // the next step's hidden-side gate gradients, the left operand of this step's dL/dh_t
+    const GemmLeft<T> lg(s == 0 ? gh : gh + tn * B * G, G, 1, s == 0 ? 0 : B, G);
     for_unit_blocks(3, B, H, [&](int64_t j0, int64_t j1) {
       const int64_t n = j1 - j0;
       // dh carries dL/dh_t of units [j0, j1) without the output's own gradient
       if (s == 0) {
         for (int64_t b = 0; b < B; ++b)
           std::memcpy(dh + b * H + j0, ghn + b * H + j0, sizeof(T) * n);
+      } else if constexpr (std::is_same_v<T, float>) {
+        if (lg.packed())
+          gru_hidden_grad_packed(lg, wp, ws + tn * B * W, dh, tmp.data(), B, H, j0, j1);
+        else
+          gru_hidden_grad(gh + tn * B * G, ws + tn * B * W, w, dh, B, H, j0, j1);
       } else {
-        const int64_t tn = ord.next(t);
         gru_hidden_grad(gh + tn * B * G, ws + tn * B * W, w, dh, B, H, j0, j1);
       }
       for (int64_t b = 0; b < B; ++b) {
@@ -309,7 +390,14 @@ void gru_backward_steps(const T* gout, const T* ghn, const T* h0, const T* w, co
     return;
   }
   const int64_t tf = ord.time(0);
+  const GemmLeft<T> lg(gh + tf * B * G, G, 1, B, G);
   for_unit_blocks(3, B, H, [&](int64_t j0, int64_t j1) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (lg.packed()) {
+        gru_hidden_grad_packed(lg, wp, ws + tf * B * W, dh, tmp.data(), B, H, j0, j1);
+        return;
+      }
+    }
     gru_hidden_grad(gh + tf * B * G, ws + tf * B * W, w, dh, B, H, j0, j1);
   });
 }
@@ -319,6 +407,37 @@ T* data(const Tensor& t) {
   return t->data_as<T>();
 }
 
+// o (N x G) = x (N x I) @ w^T (+ bias) for w (G, I), all contiguous.
+template <class S>
+void project(const S* x, const S* w, const S* bias, S* o, int64_t N, int64_t G, int64_t I) {
+  const GemmLeft<S> lx(x, I, 1, N, I);
+  if constexpr (std::is_same_v<S, float>) {
+    if (lx.packed()) lx.mul_panels_all(PackedA(w, I, 1, G, I), o, G);
+  }
+  if (lx.packed()) {
+  } else if (I == 0) {
+    std::fill(o, o + N * G, S(0));
+  } else if (N > 0 && G > 0) {
+    blas_gemm_split<S>(false, true, N, G, I, x, I, w, I, o, G);
+  }
+  if (bias)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < G; ++j) o[n * G + j] += bias[j];
+}
+
+// x @ w^T (+ bias) for x (T, B, I) and w (G, I): the input projection of every step at once.
+Tensor input_projection(const char* op, const Tensor& x_, const Tensor& w_, const Tensor* bias) {
+  Tensor x = nn::contig(x_), w = nn::contig(w_);
+  Tensor b = bias ? nn::contig(*bias) : Tensor();
+  const int64_t G = w->size(0), I = w->size(1), N = x->size(0) * x->size(1);
+  Tensor out = ember::empty({x->size(0), x->size(1), G}, x->dtype(), x->device());
+  EMBER_DISPATCH_BLAS(x->dtype(), op, [&] {
+    using S = scalar_t;
+    project<S>(data<S>(x), data<S>(w), b ? data<S>(b) : nullptr, data<S>(out), N, G, I);
+  });
+  return out;
+}
+
 // grad_w_hh = sum over steps of gg_t^T @ h_prev_t for the hidden-side gate gradients gg (T, B, G):
 // the steps whose h_prev is an output form one contiguous block (shifted by a step), the first
 // step's h_prev is h0.
@@ -326,6 +445,18 @@ Tensor weight_grad(const Tensor& gg, const Tensor& h0, const Tensor& out, bool r
   const int64_t T = gg->size(0), B = gg->size(1), G = gg->size(2), H = out->size(2);
   Tensor h0c = nn::contig(h0);
   if (T == 0) return dispatch::zeros({G, H}, gg->dtype(), gg->device());
+  if (gg->dtype() == ScalarType::Float32 && packs<float>() && B > 0 && H > 0) {
+    // h_prev of every step in one (T * B, H) matrix, then one packed product
+    std::vector<float> hp(T * B * H);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t src = reverse ? t + 1 : t - 1;  // the step whose output is t's h_prev
+      const float* from = src < 0 || src >= T ? data<float>(h0c) : data<float>(out) + src * B * H;
+      std::memcpy(hp.data() + t * B * H, from, sizeof(float) * B * H);
+    }
+    Tensor gw = ember::empty({G, H}, gg->dtype(), gg->device());
+    GemmLeft<float>(data<float>(gg), 1, G, G, T * B).mul_all(H, hp.data(), H, data<float>(gw), H);
+    return gw;
+  }
   Tensor gw = dispatch::mm(dispatch::t(dispatch::select(gg, 0, reverse ? T - 1 : 0)), h0c);
   if (T > 1) {
     Tensor g_rest =
@@ -343,7 +474,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer(const std::vector<Tensor>
                                                        bool reverse) {
   const char* op = "_lstm_layer";
   const Dims d = check_inputs(op, inputs);
-  Tensor gx = nn::contig(inputs[0]), h0 = nn::contig(inputs[1]), c0 = nn::contig(inputs[2]);
+  Tensor gx = inputs.size() == 4 ? nn::contig(inputs[0])
+                                 : input_projection(op, inputs[0], inputs[4],
+                                                    inputs.size() == 6 ? &inputs[5] : nullptr);
+  Tensor h0 = nn::contig(inputs[1]), c0 = nn::contig(inputs[2]);
   Tensor w = nn::contig(inputs[3]);
   const ScalarType dt = gx->dtype();
   const Device dev = gx->device();
@@ -393,6 +527,35 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer_backward(
     });
   }
   return {gg, gh0, gc0, weight_grad(gg, h0, out, reverse)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> _rnn_input_backward(const Tensor& grad, const Tensor& input,
+                                                       const Tensor& weight) {
+  const char* op = "_rnn_input_backward";
+  check_dtypes(op, {grad, input, weight});
+  EMBER_CHECK(grad->dim() == 2 && input->dim() == 2 && weight->dim() == 2 &&
+                  grad->size(0) == input->size(0) && grad->size(1) == weight->size(0) &&
+                  input->size(1) == weight->size(1),
+              op, ": expected grad (N, G), input (N, I) and weight (G, I), got ",
+              shape_str(grad->sizes()), ", ", shape_str(input->sizes()), " and ",
+              shape_str(weight->sizes()));
+  const int64_t N = input->size(0), I = input->size(1), G = weight->size(0);
+  const ScalarType dt = grad->dtype();
+  const Device dev = grad->device();
+  Tensor g = nn::contig(grad), x = nn::contig(input), w = nn::contig(weight);
+  Tensor gi = ember::empty({N, I}, dt, dev), gw = ember::empty({G, I}, dt, dev);
+  Tensor gb = ember::empty({G}, dt, dev);
+  EMBER_DISPATCH_BLAS(dt, op, [&] {
+    using S = scalar_t;
+    const S* gp = data<S>(g);
+    GemmLeft<S>(gp, G, 1, N, G).mul_all(I, data<S>(w), I, data<S>(gi), I);  // grad @ weight
+    GemmLeft<S>(gp, 1, G, G, N).mul_all(I, data<S>(x), I, data<S>(gw), I);  // grad^T @ input
+    S* bp = data<S>(gb);
+    std::fill(bp, bp + G, S(0));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < G; ++j) bp[j] += gp[n * G + j];
+  });
+  return {gi, gw, gb};
 }
 
 std::tuple<Tensor, Tensor, Tensor> _gru_layer(const std::vector<Tensor>& inputs, bool reverse) {

@@ -524,7 +524,14 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear: expected input of shape (*, {in_features}) for weight of shape "
             f"{_shape(weight)}, got input of shape {_shape(input)}"
         )
-    out = input.matmul(weight.t() if weight.ndim == 2 else weight)
+    if input.ndim > 2 and weight.ndim == 2:
+        # one 2-D product over all leading dims, so that the weight's gradient is one product too
+        # (not a batched product summed over the batch)
+        lead = tuple(input.shape[:-1])
+        flat = input.reshape(math.prod(lead), in_features)
+        out = flat.matmul(weight.t()).reshape(*lead, weight.shape[0])
+    else:
+        out = input.matmul(weight.t() if weight.ndim == 2 else weight)
     if bias is not None:
         expected = (weight.shape[0],) if weight.ndim == 2 else ()
         if _shape(bias) not in (expected, ()):

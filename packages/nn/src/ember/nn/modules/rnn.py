@@ -2,7 +2,8 @@
 
 The input projection of every time step is one matrix product per layer and direction, so each
 step only multiplies the hidden state. An LSTM or GRU layer then runs its whole recurrence as one
-C++ op (``_lstm_layer`` / ``_gru_layer``, fused gate math and a fused backward); packed sequences
+C++ op (``_lstm_layer`` / ``_gru_layer``, fused gate math and a fused backward; ``_lstm_layer``
+makes the input projection too); packed sequences
 of varying lengths, projections, RNN and forward-mode AD run the time loop in Python over core
 ops.
 
@@ -344,6 +345,17 @@ class RNNBase(Module):
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         w_ih, w_hh, b_ih, b_hh, w_hr = params
         mode = self.mode
+        steps = len(batch_sizes)
+        # the fused layers take one batch size for all steps (no varying-length packed input)
+        uniform = steps > 0 and min(batch_sizes) == max(batch_sizes)
+        hidden = w_hh.shape[1]
+        biases = [] if b_ih is None else [b_ih, b_hh]
+        if mode == "LSTM" and w_hr is None and uniform and _fused_rnn_ok(x, h0, c0, w_hh, w_ih, *biases):
+            # the op makes the input projection of every step itself (one product)
+            bias = [] if b_ih is None else [b_ih + b_hh]
+            xs = x.reshape(steps, batch_sizes[0], x.shape[1])
+            out, h, c, _ = ember._C._lstm_layer([xs, h0, c0, w_hh, w_ih, *bias], reverse)
+            return out.view(steps * batch_sizes[0], hidden), h, c
         w_hh_t = w_hh.t()
         w_hr_t = w_hr.t() if w_hr is not None else None
         # One product for the input part of every step. For GRU b_hh stays in the step because
@@ -354,14 +366,6 @@ class RNNBase(Module):
         else:
             gi_all = ember.addmm(b_ih + b_hh, x, w_ih.t())
             step_bias = None
-        steps = len(batch_sizes)
-        # the fused layers take one batch size for all steps (no varying-length packed input)
-        uniform = steps > 0 and min(batch_sizes) == max(batch_sizes)
-        hidden = w_hh.shape[1]
-        if mode == "LSTM" and w_hr is None and uniform and _fused_rnn_ok(gi_all, h0, c0, w_hh):
-            gates = gi_all.view(steps, batch_sizes[0], 4 * hidden)
-            out, h, c, _ = ember._C._lstm_layer([gates, h0, c0, w_hh], reverse)
-            return out.view(steps * batch_sizes[0], hidden), h, c
         gru_bias = [] if b_hh is None else [b_hh]
         if mode == "GRU" and uniform and _fused_rnn_ok(gi_all, h0, w_hh, *gru_bias):
             gates = gi_all.view(steps, batch_sizes[0], 3 * hidden)
