@@ -16,6 +16,7 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/parallel.h"
 #include "ops.h"
 
@@ -63,6 +64,8 @@ struct Attn {
   const uint8_t* mask_bool = nullptr;
   const void* mask_add = nullptr;
   int64_t m_row = 0, m_col = 0;
+  // float32 products on conv_gemm's packed kernel (where OpenBLAS runs narrower kernels).
+  bool packed = false;
 
   // The number of keys rows [i0, i1) may see.
   int64_t keys_for(int64_t i1) const { return causal ? std::min(S, i1) : S; }
@@ -95,6 +98,7 @@ Attn plan(const char* op, Tensor& q, Tensor& k, Tensor& v, Tensor& mask, bool is
   for (int64_t i = 0; i < d - 2; ++i) a.B *= q->size(i);
   a.causal = is_causal;
   a.scale = scale;
+  a.packed = q->dtype() == ScalarType::Float32 && packs<float>();
   q = rows_ready(q);
   k = rows_ready(k);
   v = rows_ready(v);
@@ -129,17 +133,44 @@ Attn plan(const char* op, Tensor& q, Tensor& k, Tensor& v, Tensor& mask, bool is
   return a;
 }
 
+// C (M x N, leading dimension ldc) = op(A) @ op(B), or C += that with accumulate; op as
+// gemm_rowmajor's (lda/ldb the stored leading dimensions). With a.packed: both operands packed for
+// conv_gemm (a transposed B as the packing of B^T, whose 16-row blocks are B's 16-column panels).
+template <class T>
+void product(const Attn& at, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+             const T* a, int64_t lda, const T* b, int64_t ldb, bool accumulate, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (at.packed && M >= 8 && N >= 8 && K >= 8) {
+      const PackedA pa(a, trans_a ? 1 : lda, trans_a ? lda : 1, M, K);
+      if (!trans_b) {
+        conv_gemm(pa, N, b, ldb, c, ldc, accumulate);
+        return;
+      }
+      const PackedA pb(b, ldb, 1, N, K);
+      for (int64_t j = 0; j < N; j += 16)
+        conv_gemm(pa, std::min<int64_t>(16, N - j), pb.data.data() + j * K, 16, c + j, ldc,
+                  accumulate);
+      return;
+    }
+  }
+  gemm_rowmajor<T>(trans_a, trans_b, M, N, K, T(1), a, lda, b, ldb, accumulate ? T(1) : T(0), c,
+                   ldc);
+}
+
 // Scores of query rows [i0, i1) of slice b against keys [0, n): s (ld n) = scale * q k^T, then
 // the mask: -inf where a causal or bool mask hides the key, + the additive mask.
 template <class T>
 void block_scores(const Attn& a, int64_t b, int64_t i0, int64_t i1, int64_t n, const T* q,
                   const T* k, T* s) {
   const int64_t m = i1 - i0;
-  if (a.E == 0)
+  if (a.E == 0) {
     std::fill(s, s + m * n, T(0));
-  else
-    gemm_rowmajor<T>(false, true, m, n, a.E, static_cast<T>(a.scale), q + a.q_off[b] + i0 * a.q_ld,
-                     a.q_ld, k + a.k_off[b], a.k_ld, T(0), s, n);
+  } else {
+    product<T>(a, false, true, m, n, a.E, q + a.q_off[b] + i0 * a.q_ld, a.q_ld, k + a.k_off[b],
+               a.k_ld, false, s, n);
+    const T sc = static_cast<T>(a.scale);
+    for (int64_t j = 0; j < m * n; ++j) s[j] *= sc;
+  }
   const T ninf = -std::numeric_limits<T>::infinity();
   if (a.causal) {
     for (int64_t i = i0; i < i1; ++i)
@@ -246,8 +277,8 @@ void forward(const Attn& a, const T* q, const T* k, const T* v, T* out, T* lse) 
                      for (int64_t j = 0; j < n; ++j) p[j] *= inv;
                      lb[i] = mx + std::log(sum);
                    }
-                   gemm_rowmajor<T>(false, false, i1 - i0, a.Ev, n, T(1), s.data(), n,
-                                    v + a.v_off[b], a.v_ld, T(0), ob, a.Ev);
+                   product<T>(a, false, false, i1 - i0, a.Ev, n, s.data(), n, v + a.v_off[b],
+                              a.v_ld, false, ob, a.Ev);
                  }
                });
 }
@@ -285,23 +316,23 @@ void backward(const Attn& a, const T* go, const T* q, const T* k, const T* v, co
                        dsum[i] = row_dot(gob + (i0 + i) * a.Ev, ob + (i0 + i) * a.Ev, a.Ev);
                      }
                      // dV[:n] += P^T dO
-                     gemm_rowmajor<T>(true, false, n, a.Ev, m, T(1), p.data(), n, gob + i0 * a.Ev,
-                                      a.Ev, T(1), gvb, a.Ev);
-                     // dP = dO V[:n]^T, then dS = P (dP - D)
-                     gemm_rowmajor<T>(false, true, m, n, a.Ev, T(1), gob + i0 * a.Ev, a.Ev,
-                                      v + a.v_off[b], a.v_ld, T(0), dp.data(), n);
+                     product<T>(a, true, false, n, a.Ev, m, p.data(), n, gob + i0 * a.Ev, a.Ev,
+                                true, gvb, a.Ev);
+                     // dP = dO V[:n]^T, then scale dS = scale P (dP - D)
+                     product<T>(a, false, true, m, n, a.Ev, gob + i0 * a.Ev, a.Ev, v + a.v_off[b],
+                                a.v_ld, false, dp.data(), n);
+                     const T sc = static_cast<T>(a.scale);
                      for (int64_t i = 0; i < m; ++i) {
                        const T* pr = p.data() + i * n;
                        T* dr = dp.data() + i * n;
                        const T di = dsum[i];
-                       for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - di);
+                       for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - di) * sc;
                      }
-                     // dQ = scale dS K[:n], dK[:n] += scale dS^T Q
-                     const T sc = static_cast<T>(a.scale);
-                     gemm_rowmajor<T>(false, false, m, a.E, n, sc, dp.data(), n, k + a.k_off[b],
-                                      a.k_ld, T(0), gqb, a.E);
-                     gemm_rowmajor<T>(true, false, n, a.E, m, sc, dp.data(), n, qb + i0 * a.q_ld,
-                                      a.q_ld, T(1), gkb, a.E);
+                     // dQ = scale dS K[:n], dK[:n] += scale dS^T Q (scale is in dS now)
+                     product<T>(a, false, false, m, a.E, n, dp.data(), n, k + a.k_off[b], a.k_ld,
+                                false, gqb, a.E);
+                     product<T>(a, true, false, n, a.E, m, dp.data(), n, qb + i0 * a.q_ld, a.q_ld,
+                                true, gkb, a.E);
                    }
                  }
                });
