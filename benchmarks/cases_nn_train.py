@@ -149,3 +149,81 @@ def _adam(fw):
         p.grad = fw.randn(10_000, seed=1000 + i)
     opt = fw.mod.optim.Adam(params, lr=1e-3)
     return Stmt("opt.step()", opt=opt)
+
+
+# ---- GPT-style decoder-only language model --------------------------------------------------
+
+GPT_VOCAB, GPT_D, GPT_HEADS, GPT_LAYERS, GPT_SEQ, GPT_BATCH = 2000, 128, 4, 2, 128, 8
+
+
+def _gpt(fw, attn_dropout):
+    """A small GPT: token + learned position embeddings, pre-LayerNorm blocks of causal
+    self-attention (``F.scaled_dot_product_attention(is_causal=True)``, ``dropout_p`` =
+    attn_dropout while training) and a GELU MLP (4x), dropout 0.1 on the embeddings and residual
+    branches, final LayerNorm and an untied output head over the vocabulary."""
+    nn, F = fw.mod.nn, fw.mod.nn.functional
+    d, heads = GPT_D, GPT_HEADS
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ln2 = nn.LayerNorm(d)
+            self.fc = nn.Linear(d, 4 * d)
+            self.fc_out = nn.Linear(4 * d, d)
+            self.drop = nn.Dropout(0.1)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=attn_dropout if self.training else 0.0,
+                                               is_causal=True)
+            x = x + self.drop(self.proj(y.transpose(1, 2).reshape(b, t, d)))
+            return x + self.drop(self.fc_out(F.gelu(self.fc(self.ln2(x)))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(GPT_VOCAB, d)
+            self.pos = nn.Embedding(GPT_SEQ, d)
+            self.drop = nn.Dropout(0.1)
+            self.blocks = nn.ModuleList([Block() for _ in range(GPT_LAYERS)])
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, GPT_VOCAB, bias=False)
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            x = self.drop(self.tok(idx) + self.pos(fw.mod.arange(t)))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln_f(x)).view(-1, GPT_VOCAB)
+
+    return GPT
+
+
+def _gpt_setup(fw, attn_dropout):
+    fw.mod.manual_seed(0)
+    model = _gpt(fw, attn_dropout)()
+    opt = fw.mod.optim.AdamW(model.parameters(), lr=3e-4)
+    rng = np.random.default_rng(2)
+    tokens = fw.mod.tensor(rng.integers(0, GPT_VOCAB, (GPT_BATCH, GPT_SEQ)))
+    return _step(fw, model, opt, tokens, _targets(fw, GPT_BATCH * GPT_SEQ, GPT_VOCAB, seed=3))
+
+
+@case("train/gpt 2x128 seq128", unit="ms", check=False, target=1 / 0.9,
+      doc="GPT decoder: token+position Embedding(2000, 128), 2 pre-LayerNorm blocks of causal "
+          "SDPA (4 heads of 32, no attention dropout: torch runs its fused CPU kernel) and GELU "
+          "MLP 4x, dropout 0.1 on embeddings and residual branches, Linear head over 2000 "
+          "tokens; batch 8, seq 128, cross-entropy, AdamW")
+def _gpt_train(fw):
+    return _gpt_setup(fw, 0.0)
+
+
+@case("train/gpt 2x128 seq128 attn-dropout", unit="ms", check=False, target=1 / 0.9,
+      doc="train/gpt 2x128 seq128 with dropout_p=0.1 inside the attention too (torch then runs "
+          "its unfused math path on the CPU)")
+def _gpt_train_attn_dropout(fw):
+    return _gpt_setup(fw, 0.1)

@@ -32,6 +32,7 @@ class FwCase:
 
 
 _RELU_AT = np.random.default_rng(9).standard_normal((3, 4))  # where relu's backward is taken
+_SDPA_MASK = np.random.default_rng(10).standard_normal((4, 6))  # an additive attention mask
 
 
 def n(*shape):
@@ -485,6 +486,15 @@ MORE_CASES = [
     FwCase("_cross_entropy_loss: no reduction, unbatched",
            lambda a, t: F(a).cross_entropy(a, t, reduction="none", label_smoothing=0.1),
            lambda rng: [rng.standard_normal(4), np.array(2)]),
+    FwCase("_scaled_dot_product_attention_cpu: causal",
+           lambda q, k, v: F(q).scaled_dot_product_attention(q, k, v, is_causal=True),
+           lambda rng: [rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 5, 3)),
+                        rng.standard_normal((2, 5, 4))]),
+    FwCase("_scaled_dot_product_attention_cpu: float mask, L != S",
+           lambda q, k, v: F(q).scaled_dot_product_attention(
+               q, k, v, attn_mask=lib(q).tensor(_SDPA_MASK, dtype=q.dtype)),
+           lambda rng: [rng.standard_normal((1, 2, 4, 3)), rng.standard_normal((1, 2, 6, 3)),
+                        rng.standard_normal((1, 2, 6, 2))]),
     FwCase("im2col: unfold", lambda a: F(a).unfold(a, 2, stride=1), n(1, 2, 3, 3)),
     FwCase("col2im: fold", lambda a: F(a).fold(a, (3, 3), 2), n(1, 8, 4)),
     FwCase("convolution: conv2d with bias", lambda x, w, b: F(x).conv2d(x, w, b, padding=1),

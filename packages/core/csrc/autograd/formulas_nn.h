@@ -1,8 +1,13 @@
 // Derivative helpers of the neural-network ops (ops/nn.yaml): softmax, activations, losses,
-// convolution, pooling, embedding and dropout. Included by formulas.h; every helper calls ops::
-// so backward passes are themselves differentiable where the ops they use are.
+// convolution, pooling, embedding, dropout and the fused attention. Included by formulas.h; every
+// helper calls ops:: so backward passes are themselves differentiable where the ops they use are.
 #pragma once
+#include <limits>
+#include <vector>
+
 #include "autograd/autograd.h"
+#include "autograd/formulas_base.h"
+#include "autograd/forward_ad.h"
 #include "ops.h"
 
 namespace ember {
@@ -250,6 +255,83 @@ inline Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p)
   const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
   return ops::mul(ops::mul(grad, ops::_to_dtype(mask, grad->dtype(), false), Tensor()),
                   Scalar(scale), Tensor());
+}
+
+// ---- fused attention (_scaled_dot_product_attention_cpu) -----------------------------------
+
+namespace sdpa_detail {
+// The masked scores scale * q k^T (-inf where a causal or bool mask hides a key), from ops.
+inline Tensor scores(const std::vector<Tensor>& qkv, const Tensor& mask, bool is_causal,
+                     double scale) {
+  Tensor s = mul(ops::matmul(qkv[0], ops::transpose(qkv[1], -2, -1)), Scalar(scale));
+  const TensorOrScalar ninf(Scalar(-std::numeric_limits<double>::infinity()));
+  if (is_causal) {
+    const int64_t L = s->size(s->dim() - 2), S = s->size(s->dim() - 1);
+    Tensor keep = ops::tril(ops::ones({L, S}, ScalarType::Bool, s->device()), 0, Tensor());
+    return ops::where(keep, TensorOrScalar(s), ninf, Tensor());
+  }
+  if (!mask) return s;
+  if (mask->dtype() == ScalarType::Bool) return ops::where(mask, TensorOrScalar(s), ninf, Tensor());
+  return add(s, mask);
+}
+// The probabilities from the saved log-sum-exp (rows whose keys are all masked give 0).
+inline Tensor probs(const Tensor& s, const Tensor& lse) {
+  const TensorOrScalar zero(Scalar(0.0));
+  Tensor l = ops::where(ops::isinf(lse, Tensor()), zero, TensorOrScalar(lse), Tensor());
+  return ops::exp(sub(s, ops::unsqueeze(l, -1)), Tensor());
+}
+}  // namespace sdpa_detail
+
+// Gradients of _scaled_dot_product_attention_cpu for [query, key, value]. The fused backward
+// kernel unless a graph of the gradients is wanted (create_graph, forward AD): then the same
+// formulas from ops, differentiable.
+inline std::vector<Tensor> sdpa_cpu_grads(const Tensor& grad, const std::vector<Tensor>& qkv,
+                                          const Tensor& mask, const Tensor& output,
+                                          const Tensor& lse, bool is_causal, double scale) {
+  bool graph = grad_enabled() && requires_grad(grad);
+  if (grad_enabled())
+    for (const Tensor& t : qkv) graph = graph || requires_grad(t);
+  const std::vector<Tensor> gv{grad};
+  graph = graph || (forward_ad::maybe_active() && forward_ad::wants({}, {&gv, &qkv}));
+  if (!graph) {
+    auto r = ops::_scaled_dot_product_attention_cpu_backward(grad, qkv[0], qkv[1], qkv[2], mask,
+                                                             output, lse, is_causal, scale);
+    return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+  }
+  Tensor p = ops::softmax(sdpa_detail::scores(qkv, mask, is_causal, scale), -1, std::nullopt);
+  p = ops::where(ops::isnan(p, Tensor()), TensorOrScalar(Scalar(0.0)), TensorOrScalar(p), Tensor());
+  Tensor gvalue = ops::matmul(ops::transpose(p, -2, -1), grad);
+  Tensor dp = ops::matmul(grad, ops::transpose(qkv[2], -2, -1));
+  Tensor ds = mul(p, sub(dp, ops::sum(mul(p, dp), DimVector{-1}, true, std::nullopt)));
+  Tensor gq = mul(ops::matmul(ds, qkv[1]), Scalar(scale));
+  Tensor gk = mul(ops::matmul(ops::transpose(ds, -2, -1), qkv[0]), Scalar(scale));
+  return {gq, gk, gvalue};
+}
+
+// Tangent of _scaled_dot_product_attention_cpu's output: with P the probabilities,
+// dS = scale (dq k^T + q dk^T), dO = (P (dS - rowsum(P dS))) v + P dv.
+inline Tensor sdpa_cpu_jvp(const std::vector<Tensor>& qkv, const std::vector<Tensor>& qkv_t,
+                           const Tensor& mask, const Tensor& output, const Tensor& lse,
+                           bool is_causal, double scale) {
+  (void)output;
+  Tensor p = sdpa_detail::probs(sdpa_detail::scores(qkv, mask, is_causal, scale), lse);
+  Tensor ds;
+  if (qkv_t[0]) ds = ops::matmul(qkv_t[0], ops::transpose(qkv[1], -2, -1));
+  if (qkv_t[1]) {
+    Tensor t = ops::matmul(qkv[0], ops::transpose(qkv_t[1], -2, -1));
+    ds = ds ? add(ds, t) : t;
+  }
+  Tensor out;
+  if (ds) {
+    ds = mul(ds, Scalar(scale));
+    Tensor dp = mul(p, sub(ds, ops::sum(mul(p, ds), DimVector{-1}, true, std::nullopt)));
+    out = ops::matmul(dp, qkv[2]);
+  }
+  if (qkv_t[2]) {
+    Tensor t = ops::matmul(p, qkv_t[2]);
+    out = out ? add(out, t) : t;
+  }
+  return out;
 }
 
 }  // namespace formulas
