@@ -91,6 +91,16 @@ def _inplace_result(input: Tensor, out: Tensor) -> Tensor:
     return input
 
 
+def _inplace_source(input: Tensor, inplace: bool) -> Tensor:
+    """What an ``inplace=True`` activation whose backward needs its input computes from: a copy
+    of the input when autograd records the op (the write into input would otherwise invalidate
+    the saved input, as the original value PyTorch keeps for such in-place ops), else the input
+    itself."""
+    if inplace and input.requires_grad and ember.is_grad_enabled():
+        return input.clone()
+    return input
+
+
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """``max(0, x)``.
 
@@ -123,7 +133,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     >>> leaky_relu(ember.tensor([-2.0, 2.0]), 0.5).tolist()
     [-1.0, 2.0]
     """
-    out = _C.leaky_relu(input, negative_slope)
+    out = _C.leaky_relu(_inplace_source(input, inplace), negative_slope)
     return _inplace_result(input, out) if inplace else out
 
 
@@ -222,7 +232,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> silu(ember.tensor([0.0])).tolist()
     [0.0]
     """
-    out = _C.silu(input)
+    out = _C.silu(_inplace_source(input, inplace))
     return _inplace_result(input, out) if inplace else out
 
 
@@ -233,7 +243,7 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
     >>> mish(ember.tensor([0.0])).tolist()
     [0.0]
     """
-    out = _C.mish(input)
+    out = _C.mish(_inplace_source(input, inplace))
     return _inplace_result(input, out) if inplace else out
 
 
@@ -293,7 +303,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     >>> hardswish(ember.tensor([3.0])).tolist()
     [3.0]
     """
-    out = _C.hardswish(input)
+    out = _C.hardswish(_inplace_source(input, inplace))
     return _inplace_result(input, out) if inplace else out
 
 
@@ -464,12 +474,13 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
     """
     if lower > upper:
         raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
+    source, input = input, _inplace_source(input, inplace)
     if training:
         slope = ember.empty(list(_shape(input)), dtype=input.dtype).uniform_(lower, upper)
         out = ember.where(input >= 0, input, input * slope)
     else:
         out = _C.leaky_relu(input, (lower + upper) / 2)
-    return _inplace_result(input, out) if inplace else out
+    return _inplace_result(source, out) if inplace else out
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
