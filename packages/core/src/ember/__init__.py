@@ -37,9 +37,11 @@ from ember import _tensor  # noqa: F401  (Python-side Tensor methods)
 from ember import cuda  # noqa: F401
 from ember.random import manual_seed  # noqa: F401  (seeds the CUDA generators too)
 from ember import autograd  # noqa: F401
-from ember.autograd.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
+from ember.autograd.grad_mode import (  # noqa: F401
+    enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled,
+)
 from ember._interop import as_tensor, from_dlpack  # noqa: F401
-from ember._functional import einsum, tensordot, unique  # noqa: F401
+from ember._functional import cdist, einsum, tensordot, unique  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
 from ember._finfo import finfo, iinfo  # noqa: F401
 from ember._legacy import (  # noqa: F401  (legacy constructors; tensor() for any sequence)

@@ -1,0 +1,70 @@
+"""nn behaviour that the PyTorch-style example programs (tests/compat_programs) found different
+in ember: in-place activations whose backward needs their input (DCGAN's
+``LeakyReLU(0.2, inplace=True)`` after a convolution)."""
+
+from __future__ import annotations
+
+import ember
+import ember.nn as nn
+import ember.nn.functional as F
+import numpy as np
+import pytest
+
+INPLACE = {
+    "leaky_relu": lambda x, ip: F.leaky_relu(x, 0.2, inplace=ip),
+    "leaky_relu_negative_slope": lambda x, ip: F.leaky_relu(x, -0.5, inplace=ip),
+    "silu": lambda x, ip: F.silu(x, inplace=ip),
+    "mish": lambda x, ip: F.mish(x, inplace=ip),
+    "hardswish": lambda x, ip: F.hardswish(x, inplace=ip),
+    "rrelu_eval": lambda x, ip: F.rrelu(x, training=False, inplace=ip),
+    "elu": lambda x, ip: F.elu(x, inplace=ip),
+    "threshold": lambda x, ip: F.threshold(x, 0.1, 2.0, inplace=ip),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE))
+def test_inplace_activation_backward_matches_out_of_place(name):
+    fn = INPLACE[name]
+    w = ember.linspace(-2, 2, 12).reshape(3, 4).requires_grad_()
+    grads, outs = [], []
+    for inplace in (False, True):
+        w.grad = None
+        h = w * 1.5  # a non-leaf, as after a convolution
+        y = fn(h, inplace)
+        if inplace:
+            assert y is h  # written into its input, as PyTorch's in-place forms
+        (y * ember.arange(12.0).reshape(3, 4)).sum().backward()
+        grads.append(w.grad.clone())
+        outs.append(y.detach().clone())
+    assert ember.allclose(outs[1], outs[0])
+    assert ember.allclose(grads[1], grads[0])
+
+
+def test_inplace_leaky_relu_module_in_a_discriminator_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 1, 8, 8)).astype(np.float32)
+    grads = []
+    for lib in (torch, ember):
+        lib.manual_seed(0)
+        conv = lib.nn.Conv2d(1, 2, 4, 2, 1, bias=False)
+        with lib.no_grad():
+            conv.weight.copy_(lib.tensor(np.linspace(-1, 1, 32, dtype=np.float32).reshape(
+                2, 1, 4, 4)))
+        net = lib.nn.Sequential(conv, lib.nn.LeakyReLU(0.2, inplace=True))
+        net(lib.tensor(x)).pow(2).sum().backward()
+        grads.append(conv.weight.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-5)
+
+
+def test_inplace_activation_on_a_leaf_that_requires_grad_is_refused():
+    w = ember.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        F.leaky_relu(w, 0.2, inplace=True)
+
+
+def test_inplace_activation_without_grad_writes_the_input():
+    x = ember.tensor([-2.0, 3.0])
+    assert nn.SiLU(inplace=True)(x) is x
+    np.testing.assert_allclose(x.numpy(), [-2.0 / (1 + np.exp(2.0)), 3.0 / (1 + np.exp(-3.0))],
+                               rtol=1e-6)
