@@ -4,6 +4,8 @@ and on generators, is_inference_mode_enabled, inference_mode(False)."""
 
 from __future__ import annotations
 
+import math
+
 import ember
 import numpy as np
 import pytest
@@ -122,3 +124,190 @@ def test_grad_mode_decorates_generators(lib_name):
 def test_grad_mode_refuses_to_decorate_a_class():
     with pytest.raises(RuntimeError, match="decorate its methods"):
         ember.no_grad()(type("C", (), {}))
+
+
+# ---- the functions of ember._compat_ops, against torch ----------------------------------------
+def _a(*shape, seed=0, low=-2.0, high=2.0):
+    return np.random.default_rng(seed).uniform(low, high, shape).astype(np.float32)
+
+
+V = np.array([1.5, -2.0, 0.0, 3.0], dtype=np.float32)
+M = _a(3, 4)
+SQ = _a(4, 4, seed=1)
+SPECIAL = np.array([0.0, -0.0, 1.0, -3.0, np.inf, -np.inf, np.nan], dtype=np.float32)
+CASES = {
+    "diag_1d": ("diag", (V,), {}),
+    "diag_1d_offset": ("diag", (V,), {"diagonal": -2}),
+    "diag_2d": ("diag", (M,), {}),
+    "diag_2d_offset": ("diag", (M, 1), {}),
+    "diag_embed": ("diag_embed", (M,), {}),
+    "diag_embed_offset_dims": ("diag_embed", (M,), {"offset": 1, "dim1": 0, "dim2": 2}),
+    "diagflat": ("diagflat", (M[:2, :2],), {"offset": -1}),
+    "trace": ("trace", (M,), {}),
+    "logaddexp": ("logaddexp", (V, M), {}),
+    "logaddexp_inf": ("logaddexp", (SPECIAL, SPECIAL[::-1].copy()), {}),
+    "logaddexp_same_inf": ("logaddexp", (SPECIAL, SPECIAL), {}),
+    "logaddexp2": ("logaddexp2", (V, M), {}),
+    "hypot": ("hypot", (M, V), {}),
+    "fmax": ("fmax", (SPECIAL, SPECIAL[::-1].copy()), {}),
+    "fmin": ("fmin", (SPECIAL, SPECIAL[::-1].copy()), {}),
+    "signbit": ("signbit", (SPECIAL[:-1],), {}),
+    "copysign": ("copysign", (M, V), {}),
+    "copysign_negzero": ("copysign", (V, SPECIAL[:4]), {}),
+    "deg2rad": ("deg2rad", (M,), {}),
+    "rad2deg": ("rad2deg", (M,), {}),
+    "isposinf": ("isposinf", (SPECIAL,), {}),
+    "isneginf": ("isneginf", (SPECIAL,), {}),
+    "sinc": ("sinc", (np.concatenate([V, [0.5]]).astype(np.float32),), {}),
+    "float_power": ("float_power", (np.abs(M) + 0.1, 2.5), {}),
+    "heaviside": ("heaviside", (V, np.array([0.5], np.float32)), {}),
+    "asinh": ("asinh", (M,), {}),
+    "acosh": ("acosh", (np.abs(M) + 1.0,), {}),
+    "atanh": ("atanh", (M / 2.5,), {}),
+    "logcumsumexp": ("logcumsumexp", (M, 1), {}),
+    "logcumsumexp_dim0": ("logcumsumexp", (M * 30, 0), {}),
+    "dist": ("dist", (M, V), {}),
+    "dist_p1": ("dist", (M, V, 1), {}),
+    "renorm": ("renorm", (M, 2, 0, 1.5), {}),
+    "renorm_p1_dim1": ("renorm", (M, 1, 1, 2.0), {}),
+    "cov": ("cov", (M,), {}),
+    "cov_1d": ("cov", (V,), {}),
+    "cov_correction0": ("cov", (M,), {"correction": 0}),
+    "corrcoef": ("corrcoef", (M,), {}),
+    "trapezoid": ("trapezoid", (M,), {}),
+    "trapezoid_dx": ("trapezoid", (M,), {"dx": 0.5, "dim": 0}),
+    "trapezoid_x": ("trapezoid", (M, np.array([0.0, 1.0, 3.0, 3.5], np.float32)), {}),
+    "trapz": ("trapz", (M,), {}),
+    "cumulative_trapezoid": ("cumulative_trapezoid", (M,), {}),
+    "vander": ("vander", (V,), {}),
+    "vander_increasing": ("vander", (V,), {"N": 3, "increasing": True}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compat_functions_match_torch(case):
+    torch = pytest.importorskip("torch")
+    name, args, kwargs = CASES[case]
+    outs = []
+    for lib in (torch, ember):
+        a = [lib.tensor(x) if isinstance(x, np.ndarray) else x for x in args]
+        outs.append(getattr(lib, name)(*a, **kwargs))
+    want, got = outs
+    assert tuple(got.shape) == tuple(want.shape)
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    if isinstance(args[0], np.ndarray) and hasattr(torch.Tensor, name):  # the method spelling
+        a = [ember.tensor(x) if isinstance(x, np.ndarray) else x for x in args]
+        np.testing.assert_allclose(getattr(a[0], name)(*a[1:], **kwargs).numpy(), got.numpy())
+
+
+GRAD_CASES = ["diag_1d", "diag_2d_offset", "diag_embed_offset_dims", "trace", "logaddexp",
+              "hypot", "copysign", "sinc", "asinh", "atanh", "logcumsumexp", "dist", "cov",
+              "corrcoef", "trapezoid_x", "renorm"]
+
+
+@pytest.mark.parametrize("case", GRAD_CASES)
+def test_compat_functions_gradients_match_torch(case):
+    torch = pytest.importorskip("torch")
+    name, args, kwargs = CASES[case]
+    grads = []
+    for lib in (torch, ember):
+        a = [lib.tensor(x.astype(np.float64), requires_grad=True) if isinstance(x, np.ndarray)
+             else x for x in args]
+        out = getattr(lib, name)(*a, **kwargs)
+        w = lib.tensor(np.linspace(-1, 1, max(out.numel(), 1)).reshape(tuple(out.shape)))
+        (out * w).sum().backward()
+        grads.append(a[0].grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6, atol=1e-8)
+
+
+def test_index_helpers_match_torch():
+    torch = pytest.importorskip("torch")
+    for lib_fn in ("tril_indices", "triu_indices"):
+        for args in [(3, 3), (4, 3, 1), (3, 5, -1), (0, 2), (3, 4, 10), (3, 4, -10)]:
+            want = getattr(torch, lib_fn)(*args)
+            got = getattr(ember, lib_fn)(*args)
+            assert got.tolist() == want.tolist() and got.dtype == ember.int64, (lib_fn, args)
+    a, b, c = [1, 2], [3, 4, 5], [6]
+    assert ember.cartesian_prod(*[ember.tensor(x) for x in (a, b, c)]).tolist() == \
+        torch.cartesian_prod(*[torch.tensor(x) for x in (a, b, c)]).tolist()
+    assert ember.cartesian_prod(ember.tensor(a)).tolist() == a
+    t = [1.0, 2.0, 3.0, 4.0]
+    for r, rep in [(2, False), (3, False), (2, True), (5, False), (0, False)]:
+        want = torch.combinations(torch.tensor(t), r, rep)
+        got = ember.combinations(ember.tensor(t), r, rep)
+        assert tuple(got.shape) == tuple(want.shape) and got.tolist() == want.tolist(), (r, rep)
+    blocks = ([[1, 2], [3, 4]], [5, 6, 7], 8)
+    assert ember.block_diag(*[ember.tensor(x) for x in blocks]).tolist() == \
+        torch.block_diag(*[torch.tensor(x) for x in blocks]).tolist()
+    mixed = ember.block_diag(ember.tensor([[1]]), ember.tensor([2.5]))
+    assert mixed.dtype == ember.float32 and mixed.tolist() == [[1.0, 0.0], [0.0, 2.5]]
+    idx = [0, 5, 11, -1, 7]
+    want = torch.unravel_index(torch.tensor(idx), (3, 4))
+    got = ember.unravel_index(ember.tensor(idx), (3, 4))
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    with pytest.raises(ValueError, match="must be in range"):
+        ember.unravel_index(ember.tensor([12]), (3, 4))
+    e, tst = [[1, 5, 2], [7, 2, 9]], [2, 9, 4]
+    for invert in (False, True):
+        assert ember.isin(ember.tensor(e), ember.tensor(tst), invert=invert).tolist() == \
+            torch.isin(torch.tensor(e), torch.tensor(tst), invert=invert).tolist()
+    assert ember.isin(ember.tensor([1.0, 2.5]), 2.5).tolist() == [False, True]
+    assert ember.isin(3, ember.tensor([1, 3])).item() is True
+    assert ember.isin(ember.tensor([1, 2]), ember.tensor([], dtype=ember.int64)).tolist() == \
+        [False, False]
+
+
+def test_fill_diagonal_matches_torch():
+    torch = pytest.importorskip("torch")
+    for shape, wrap in [((3, 3), False), ((2, 4), False), ((7, 3), False), ((7, 3), True),
+                        ((3, 3, 3), False)]:
+        want = torch.zeros(shape).fill_diagonal_(2.5, wrap=wrap)
+        got = ember.zeros(shape).fill_diagonal_(2.5, wrap=wrap)
+        assert got.tolist() == want.tolist(), (shape, wrap)
+    with pytest.raises(RuntimeError, match="equal length"):
+        ember.zeros(2, 3, 3).fill_diagonal_(1.0)
+
+
+def test_small_ones_match_torch():
+    torch = pytest.importorskip("torch")
+    s = ember.scalar_tensor(3)
+    assert s.dtype == ember.float32 and s.ndim == 0 and s.item() == 3.0
+    assert ember.scalar_tensor(2, dtype=ember.int64).dtype == ember.int64
+    i32 = ember.tensor([1], dtype=ember.int32)
+    t32 = torch.tensor([1], dtype=torch.int32)
+    pairs = [((i32, 1.0), (t32, 1.0)), ((i32, 1), (t32, 1)), ((1, 2.0), (1, 2.0)),
+             ((True, False), (True, False)), ((2, 3), (2, 3)),
+             ((i32, ember.tensor(1.0, dtype=ember.float64)),
+              (t32, torch.tensor(1.0, dtype=torch.float64))),
+             ((ember.tensor([1.0]), ember.tensor([1.0], dtype=ember.float64)),
+              (torch.tensor([1.0]), torch.tensor([1.0], dtype=torch.float64))),
+             ((ember.tensor([True]), True), (torch.tensor([True]), True))]
+    for (ea, eb), (ta, tb) in pairs:
+        assert str(ember.result_type(ea, eb)).split(".")[-1] == \
+            str(torch.result_type(ta, tb)).split(".")[-1], (ta, tb)
+    assert ember.positive(ember.tensor([-1.0])).tolist() == [-1.0]
+    with pytest.raises(TypeError, match="bool tensor"):
+        ember.positive(ember.tensor([True]))
+    x = ember.tensor([0.5, -0.25])
+    assert x.deg2rad_() is x and x.tolist() == pytest.approx([0.5 * math.pi / 180,
+                                                               -0.25 * math.pi / 180])
+    with pytest.raises(RuntimeError, match="Supports 1D or 2D"):
+        ember.diag(ember.zeros(2, 2, 2))
+    with pytest.raises(RuntimeError, match="expected a matrix"):
+        ember.trace(ember.zeros(3))
+    with pytest.raises(RuntimeError, match="cannot be identical"):
+        ember.diag_embed(ember.zeros(3), 0, 1, 1)
+
+
+@pytest.mark.parametrize("dim", [-1, 1, -2, 0])
+def test_narrow_backward_with_a_negative_dim(dim):
+    # narrow's backward read the size of dim -1 unwrapped: garbage lengths, a bogus error
+    y = ember.arange(12.0).reshape(3, 4).requires_grad_()
+    y.narrow(dim, 1, 2).sum().backward()
+    want = np.zeros((3, 4), dtype=np.float32)
+    if dim % 2 == 1:
+        want[:, 1:3] = 1
+    else:
+        want[1:3, :] = 1
+    np.testing.assert_array_equal(y.grad.numpy(), want)

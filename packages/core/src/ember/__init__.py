@@ -56,6 +56,9 @@ from ember._toplevel import (  # noqa: F401  (predicates, determinism switches, 
     set_num_interop_threads, strided, typename, use_deterministic_algorithms,
 )
 from ember import _foreach  # noqa: F401,E402  (ember._foreach_add_ and the other list ops)
+from ember import _compat_ops  # noqa: E402  (diag, cartesian_prod, logaddexp, cov, ...)
+
+_compat_ops.install(globals())
 
 try:
     from ember._version import version as __version__
