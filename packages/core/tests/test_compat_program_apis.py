@@ -311,3 +311,22 @@ def test_narrow_backward_with_a_negative_dim(dim):
     else:
         want[1:3, :] = 1
     np.testing.assert_array_equal(y.grad.numpy(), want)
+
+
+def test_return_types_print_and_pickle_like_torch():
+    torch = pytest.importorskip("torch")
+    import pickle
+
+    data = [[3.0, -1.5, 2.25], [0.0, 7.0, -4.0]]
+    for op, args in [("max", (1,)), ("sort", (1, True)), ("topk", (2,)), ("min", (0,)),
+                     ("median", (1,))]:
+        want = repr(getattr(torch.tensor(data), op)(*args))
+        got = getattr(ember.tensor(data), op)(*args)
+        assert repr(got).replace("ember.", "torch.") == want
+        assert str(got) == repr(got)
+        back = pickle.loads(pickle.dumps(got))
+        assert type(back) is type(got) and ember.equal(back.values, got.values)
+    r = ember.tensor([1.0, 3.0]).max(0)
+    assert type(r) is ember.return_types.max and r._fields == ("values", "indices")
+    values, indices = r
+    assert values.item() == 3.0 and indices.item() == 1

@@ -381,3 +381,18 @@ def test_actor_critic_on_both(tmp_path, capsys):
     # tensors print alike
     printed = lambda out: out[out.index("tensor([[ 5.0000e-01"):out.index("greedy")]  # noqa: E731
     _same_text(printed(ref), printed(got))
+
+
+def test_basics_tour_prints_what_torch_prints(tmp_path, capsys):
+    ref, got = _on_both("basics_tour.py", [], tmp_path, capsys)
+    ref_lines, got_lines = ref.splitlines(), got.replace("ember.", "torch.").splitlines()
+    assert len(got_lines) == len(ref_lines) > 150
+    cut = ref_lines.index("Epoch 1")
+    # tensors, modules, return types and gradients print exactly as on torch
+    assert got_lines[:cut] == ref_lines[:cut]
+    # the training run from the same weights: the same numbers to float32 rounding
+    number = re.compile(r"-?\d+\.\d+")
+    for r, g in zip(ref_lines[cut:], got_lines[cut:]):
+        assert number.sub("#", r) == number.sub("#", g)
+        np.testing.assert_allclose([float(v) for v in number.findall(g)],
+                                   [float(v) for v in number.findall(r)], rtol=1e-5, atol=2e-6)
