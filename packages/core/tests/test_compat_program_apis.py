@@ -330,3 +330,148 @@ def test_return_types_print_and_pickle_like_torch():
     assert type(r) is ember.return_types.max and r._fields == ("values", "indices")
     values, indices = r
     assert values.item() == 3.0 and indices.item() == 1
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (None, True), (1, False), (0, True),
+                                         (-1, True)])
+@pytest.mark.parametrize("q", [0.3, [0.0, 0.25, 0.5, 1.0], "0-dim"])
+def test_quantile_matches_torch(interpolation, dim, keepdim, q):
+    torch = pytest.importorskip("torch")
+    x = _a(4, 5, seed=3)
+    x[1, 2] = np.nan
+    x[3, :] = np.nan
+    x[2, 1] = x[2, 3]  # ties
+    for fn in ("quantile", "nanquantile"):
+        outs = []
+        for lib in (torch, ember):
+            qq = lib.tensor(0.7, dtype=lib.float32) if q == "0-dim" else \
+                lib.tensor(q, dtype=lib.float32) if isinstance(q, list) else q
+            outs.append(getattr(lib, fn)(lib.tensor(x), qq, dim, keepdim,
+                                         interpolation=interpolation))
+        want, got = outs
+        assert tuple(got.shape) == tuple(want.shape), fn
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_quantile_gradient_and_errors():
+    torch = pytest.importorskip("torch")
+    x = _a(3, 6, seed=4).astype(np.float64)
+    grads = []
+    for lib in (torch, ember):
+        t = lib.tensor(x, requires_grad=True)
+        lib.quantile(t, lib.tensor([0.2, 0.9], dtype=lib.float64), dim=1).sum().backward()
+        grads.append(t.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], atol=1e-12)
+    assert ember.tensor([1.0, 2.0]).quantile(0.5).item() == 1.5
+    with pytest.raises(RuntimeError, match="float or double"):
+        ember.quantile(ember.tensor([1, 2]), 0.5)
+    with pytest.raises(RuntimeError, match=r"range \[0, 1\]"):
+        ember.quantile(ember.tensor([1.0]), 1.5)
+    with pytest.raises(ValueError, match="interpolation must be one of"):
+        ember.quantile(ember.tensor([1.0]), 0.5, interpolation="cubic")
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_unique_consecutive_matches_torch(dim):
+    torch = pytest.importorskip("torch")
+    data = [[1, 1, 2, 2], [1, 1, 2, 2], [3, 1, 1, 5], [3, 1, 1, 5], [3, 1, 1, 5]]
+    want = torch.unique_consecutive(torch.tensor(data), True, True, dim)
+    got = ember.unique_consecutive(ember.tensor(data), True, True, dim)
+    for g, w in zip(got, want):
+        assert g.tolist() == w.tolist() and tuple(g.shape) == tuple(w.shape)
+    assert ember.tensor([2, 2, 1]).unique_consecutive().tolist() == [2, 1]
+    assert ember.unique_consecutive(ember.tensor([], dtype=ember.int64)).tolist() == []
+
+
+@pytest.mark.filterwarnings("ignore:Using .*cross without specifying the dim")
+@pytest.mark.parametrize("dim", [None, 0, -1, 1])
+def test_cross_matches_torch(dim):
+    torch = pytest.importorskip("torch")
+    a, b = _a(3, 3, seed=5), _a(1, 3, seed=6)
+    want = torch.cross(torch.tensor(a), torch.tensor(b).expand(3, 3), dim=dim)
+    got = ember.cross(ember.tensor(a), ember.tensor(b), dim=dim)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    assert ember.tensor(a).cross(ember.tensor(b).expand(3, 3), dim=dim).shape == (3, 3)
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        ember.cross(ember.ones(2, 4), ember.ones(2, 4), dim=1)
+
+
+def test_asarray_shares_like_torch():
+    a = np.arange(4, dtype=np.float32)
+    t = ember.asarray(a)
+    a[0] = 9
+    assert t[0].item() == 9.0  # shared
+    c = ember.asarray(a, copy=True)
+    a[1] = 7
+    assert c[1].item() == 1.0
+    assert ember.asarray(a, dtype=ember.float64).dtype == ember.float64
+    with pytest.raises(ValueError, match="copy=False"):
+        ember.asarray(a, dtype=ember.float64, copy=False)
+    x = ember.ones(2)
+    assert ember.asarray(x) is x and ember.asarray(x, copy=True) is not x
+    assert ember.asarray([1, 2]).dtype == ember.int64
+    assert ember.asarray(2.5).ndim == 0 and ember.asarray(2.5).dtype == ember.float32
+    r = ember.asarray([1.0, 2.0], requires_grad=True)
+    assert r.requires_grad and r.is_leaf
+    with pytest.raises(ValueError, match="can't alias"):
+        ember.asarray([1.0], copy=False)
+
+
+def test_legacy_and_misc_methods():
+    torch = pytest.importorskip("torch")
+    x = ember.zeros(2, dtype=ember.float64)
+    assert x.new(2, 3).shape == (2, 3) and x.new(2, 3).dtype == ember.float64
+    assert x.new([1, 2]).tolist() == [1.0, 2.0] and x.new([1, 2]).dtype == ember.float64
+    assert x.new().shape == (0,) and x.new(ember.Size([4])).shape == (4,)
+    with pytest.raises(TypeError):
+        x.new(ember.ones(2, dtype=ember.int64))
+    y = ember.tensor([1.0, 2.0, 3.0])
+    assert y.apply_(lambda v: v * 10) is y and y.tolist() == [10.0, 20.0, 30.0]
+    y.map_(ember.tensor([1.0]), lambda a, b: a + b)
+    assert y.tolist() == [11.0, 21.0, 31.0]
+    s = ember.arange(6.0).reshape(2, 3)
+    for size in [(1, 3), (2, 1), (3,), (1, 1)]:
+        assert s.sum_to_size(*size).tolist() == \
+            torch.arange(6.0).reshape(2, 3).sum_to_size(*size).tolist()
+    with pytest.raises(RuntimeError, match="is not expandable"):
+        s.sum_to_size(4)
+    assert ember.tensor([0.0]).is_nonzero() is False
+    assert ember.ones(2).is_same_size(ember.zeros(2))
+    assert ember.tensor([-1.0, 2.0]).prelu(ember.tensor([0.5])).tolist() == [-0.5, 2.0]
+    assert ember.tensor([-1.0, 0.2]).hardshrink(0.5).tolist() == [-1.0, 0.0]
+    ember.set_warn_always(True)
+    assert ember.is_warn_always_enabled()
+    ember.set_warn_always(False)
+    with pytest.warns(UserWarning, match="deprecated"):
+        ember.set_default_tensor_type(ember.DoubleTensor)
+    try:
+        assert ember.get_default_dtype() == ember.float64 and ember.tensor([1.0]).dtype == \
+            ember.float64
+    finally:
+        with pytest.warns(UserWarning):
+            ember.set_default_tensor_type("torch.FloatTensor")
+    assert ember.get_default_dtype() == ember.float32
+    with pytest.raises(TypeError, match="only floating-point"), pytest.warns(UserWarning):
+        ember.set_default_tensor_type("torch.LongTensor")
+
+
+def test_nn_functional_ops_at_the_top_level():
+    torch = pytest.importorskip("torch")
+    x = _a(2, 8, 2, 2, seed=7)
+    for name, args in [("pixel_shuffle", (2,)), ("channel_shuffle", (4,)),
+                       ("threshold", (0.1, -5.0)), ("hardshrink", (0.5,)),
+                       ("prelu", (np.array([0.25], np.float32),))]:
+        want = getattr(torch, name)(torch.tensor(x), *[torch.tensor(a) if isinstance(
+            a, np.ndarray) else a for a in args])
+        got = getattr(ember, name)(ember.tensor(x), *[ember.tensor(a) if isinstance(
+            a, np.ndarray) else a for a in args])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, err_msg=name)
+    a, b = ember.tensor(_a(3, 4)), ember.tensor(_a(3, 4, seed=1))
+    assert ember.cosine_similarity(a, b).shape == (3,)
+    assert ember.pairwise_distance(a, b).shape == (3,)
+    t = ember.tensor([-1.0, 2.0])
+    assert ember.relu_(t) is t and t.tolist() == [0.0, 2.0]
+    import ember.nn as nn
+
+    assert repr(nn.ChannelShuffle(2)) == "ChannelShuffle(groups=2)"

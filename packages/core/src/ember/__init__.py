@@ -129,6 +129,13 @@ _LAZY_ATTRS = {
     "lgamma": "ember.special",
     "digamma": "ember.special",
     "xlogy": "ember.special",
+    # PyTorch's top-level spellings of nn.functional ops
+    **{name: "ember.nn.functional" for name in (
+        "alpha_dropout", "feature_alpha_dropout", "bilinear", "cosine_similarity",
+        "pairwise_distance", "pdist", "pixel_shuffle", "pixel_unshuffle", "prelu", "rrelu",
+        "rrelu_", "threshold", "threshold_", "hardshrink", "relu_", "selu_", "celu_",
+        "channel_shuffle", "native_channel_shuffle",
+    )},
 }
 
 

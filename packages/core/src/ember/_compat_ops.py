@@ -753,6 +753,324 @@ def result_type(tensor1: Tensor | float | bool, tensor2: Tensor | float | bool) 
     return (a + b).dtype
 
 
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (default: the first dim of size 3, as
+    ``torch.cross``; ``ember.linalg.cross`` defaults to the last), inputs broadcast.
+
+    >>> import ember
+    >>> ember.cross(ember.tensor([1.0, 0.0, 0.0]), ember.tensor([0.0, 1.0, 0.0])).tolist()
+    [0.0, 0.0, 1.0]
+    """
+    from ember._tensor import broadcast_shapes
+
+    shape = tuple(broadcast_shapes(_shape(input), _shape(other)))
+    a, b = input.expand(*shape), other.expand(*shape)
+    if dim is None:
+        import warnings
+
+        warnings.warn("Using cross without specifying the dim arg is deprecated: pass the dim "
+                      "explicitly, or use ember.linalg.cross (the last dim)", UserWarning,
+                      stacklevel=2)
+        dim = next((i for i, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError(f"cross: no dimension of size 3 in input of shape {tuple(shape)}")
+    if not -len(shape) <= dim < len(shape):
+        raise IndexError(f"cross: dim {dim} out of range for inputs of {len(shape)} dims")
+    if shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{input.shape[dim] if input.ndim > dim >= -input.ndim else 1} and "
+                           f"{other.shape[dim] if other.ndim > dim >= -other.ndim else 1}")
+    a0, a1, a2 = a.unbind(dim)
+    b0, b1, b2 = b.unbind(dim)
+    return _C.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], dim)
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(op: str, input: Tensor, q: Any, dim: int | None, keepdim: bool,
+              interpolation: str, ignore_nan: bool) -> Tensor:
+    if not input.is_floating_point():
+        raise RuntimeError(f"{op}() input tensor must be either float or double dtype, got "
+                           f"{input.dtype}")
+    if interpolation not in _INTERPOLATIONS:
+        raise ValueError(f"{op}() interpolation must be one of {', '.join(_INTERPOLATIONS)}. "
+                         f"Got '{interpolation}'")
+    scalar_q = not isinstance(q, Tensor)
+    qt = _C.tensor([float(q)] if scalar_q else q.tolist() if q.ndim else [q.item()],
+                   dtype=input.dtype, device=input.device).reshape(-1)
+    if isinstance(q, Tensor) and q.ndim > 1:
+        raise RuntimeError(f"{op}() q must be a scalar or 1D tensor, got shape {_shape(q)}")
+    if qt.numel() and ((qt < 0).any().item() or (qt > 1).any().item()):
+        raise RuntimeError(f"{op}() q values must be in the range [0, 1]")
+    if input.numel() == 0:
+        raise RuntimeError(f"{op}() input tensor must be non-empty")
+    if dim is None:
+        x = input.reshape(-1)
+        d = 0
+    else:
+        d = dim % max(input.ndim, 1)
+        x = input if input.ndim else input.reshape(1)
+    x = x.movedim(d, -1)  # (..., n)
+    n = x.shape[-1]
+    srt = x.sort(-1).values  # NaNs sort last
+    nan = x.isnan()
+    if ignore_nan:
+        count = (~nan).sum(-1, keepdim=True).to(input.dtype)  # (..., 1)
+    else:
+        count = _C.full(list(_shape(x)[:-1]) + [1], float(n), dtype=input.dtype,
+                        device=input.device)
+    pos = qt * (count - 1).clamp(min=0)  # (..., nq)
+    lo = pos.floor()
+    hi = pos.ceil()
+    if interpolation == "lower":
+        pos = lo
+    elif interpolation == "higher":
+        pos = hi
+    elif interpolation == "nearest":
+        pos = pos.round()
+    lo_i = lo.to(_C.int64).clamp(0, n - 1)
+    hi_i = hi.to(_C.int64).clamp(0, n - 1)
+    v_lo = srt.gather(-1, lo_i if interpolation not in ("higher", "nearest") else
+                      pos.to(_C.int64).clamp(0, n - 1))
+    if interpolation in ("linear", "midpoint"):
+        v_hi = srt.gather(-1, hi_i)
+        w = (pos - lo) if interpolation == "linear" else _C.full_like(pos, 0.5) * (hi > lo)
+        out = v_lo + (v_hi - v_lo) * w
+    else:
+        out = v_lo
+    bad = (count == 0) if ignore_nan else nan.any(-1, keepdim=True)
+    out = _C.where(bad, _C.full_like(out, float("nan")), out)
+    out = out.movedim(-1, 0)  # (nq, ...)
+    if keepdim:
+        if dim is None:
+            out = out.reshape([out.shape[0]] + [1] * input.ndim)
+        elif input.ndim:
+            out = out.unsqueeze(d + 1)
+    elif dim is None:
+        out = out.reshape(out.shape[0])
+    return out[0] if scalar_q or (isinstance(q, Tensor) and q.ndim == 0) else out
+
+
+def quantile(input: Tensor, q: float | Tensor, dim: int | None = None, keepdim: bool = False,
+             *, interpolation: str = "linear") -> Tensor:
+    """The q-th quantiles of the input (flattened, or along ``dim``), with linear, lower,
+    higher, midpoint or nearest interpolation between order statistics; a NaN in a row gives
+    NaN. A 1-D ``q`` adds a leading dim.
+
+    >>> import ember
+    >>> ember.quantile(ember.tensor([1.0, 2.0, 3.0, 4.0]), 0.5).item()
+    2.5
+    """
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input: Tensor, q: float | Tensor, dim: int | None = None,
+                keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
+    """:func:`quantile` ignoring NaNs (NaN only where a row has nothing else).
+
+    >>> import ember
+    >>> ember.nanquantile(ember.tensor([1.0, float("nan"), 3.0]), 0.5).item()
+    2.0
+    """
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
+def unique_consecutive(input: Tensor, return_inverse: bool = False,
+                       return_counts: bool = False, dim: int | None = None) -> Any:
+    """The input with runs of equal consecutive elements (or slices along ``dim``) collapsed
+    to one, optionally with the inverse indices and the run lengths.
+
+    >>> import ember
+    >>> ember.unique_consecutive(ember.tensor([1, 1, 2, 2, 3, 1, 1])).tolist()
+    [1, 2, 3, 1]
+    """
+    if dim is None:
+        x = input.reshape(-1)
+        flat = x
+    else:
+        d = dim % max(input.ndim, 1)
+        x = input.movedim(d, 0)
+        flat = x.reshape(x.shape[0], -1)
+    n = flat.shape[0]
+    if n == 0:
+        out = input.clone() if dim is None else input.clone()
+        inv = _C.zeros(_shape(input) if dim is None else [0], dtype=_C.int64,
+                       device=input.device)
+        counts = _C.zeros([0], dtype=_C.int64, device=input.device)
+    else:
+        if dim is None:
+            change = flat[1:] != flat[:-1]
+        else:
+            change = (flat[1:] != flat[:-1]).reshape(n - 1, -1).any(1)
+        first = _C.ones([1], dtype=_C.bool, device=input.device)
+        starts = _C.cat([first, change])
+        idx = starts.nonzero().reshape(-1)
+        out = x.index_select(0, idx)
+        if dim is not None:
+            out = out.movedim(0, d)
+        run = starts.to(_C.int64).cumsum(0) - 1
+        inv = run.reshape(_shape(input)) if dim is None else run
+        ends = _C.cat([idx[1:], _C.tensor([n], dtype=_C.int64, device=input.device)])
+        counts = ends - idx
+    if not (return_inverse or return_counts):
+        return out
+    extra = ((inv,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return (out, *extra)
+
+
+def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | None = None,
+            requires_grad: bool = False) -> Tensor:
+    """``obj`` as a tensor: a tensor or NumPy array is shared when dtype and device allow
+    (``copy=True`` always copies; ``copy=False`` raises where a copy is needed), anything
+    else (numbers, nested sequences) becomes a new tensor.
+
+    >>> import numpy as np, ember
+    >>> a = np.zeros(2, dtype=np.float32); t = ember.asarray(a); a[0] = 1; t[0].item()
+    1.0
+    """
+    from ember._interop import as_tensor
+    from ember._legacy import tensor as new_tensor
+
+    shareable = isinstance(obj, Tensor) or (hasattr(obj, "__array_interface__")
+                                            and hasattr(obj, "dtype"))
+    if not shareable:
+        if copy is False:
+            raise ValueError(f"asarray(): can't alias a {type(obj).__name__} (copy=False): "
+                             "only tensors and arrays can be shared")
+        t = new_tensor(obj, dtype=dtype, device=device)
+    else:
+        t = as_tensor(obj, dtype=dtype, device=device)
+        shares = (t.data_ptr() == obj.data_ptr()) if isinstance(obj, Tensor) else \
+            hasattr(obj, "__array_interface__") and t.numel() > 0 and \
+            t.data_ptr() == obj.__array_interface__["data"][0]
+        if copy is False and not shares and (t.numel() > 0):
+            raise ValueError("asarray(): copy=False, but the requested dtype/device needs a "
+                             "copy")
+        if copy and (shares or t is obj):
+            t = t.clone()
+        if isinstance(obj, Tensor) and t is obj and requires_grad:
+            t = t.detach()
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+_WARN_ALWAYS = [False]
+
+
+def set_warn_always(b: bool) -> None:
+    """Whether warnings that PyTorch gives once per process are given every time (a flag
+    ember's once-only warnings consult).
+
+    >>> import ember
+    >>> ember.set_warn_always(False); ember.is_warn_always_enabled()
+    False
+    """
+    _WARN_ALWAYS[0] = bool(b)
+
+
+def is_warn_always_enabled() -> bool:
+    """The flag :func:`set_warn_always` sets."""
+    return _WARN_ALWAYS[0]
+
+
+def set_default_tensor_type(t: Any) -> None:
+    """The deprecated way to set the default float dtype: ``ember.DoubleTensor`` or the name
+    ``"torch.DoubleTensor"`` / ``"ember.FloatTensor"`` (CPU types only).
+
+    >>> import ember
+    >>> ember.set_default_tensor_type("torch.FloatTensor"); ember.get_default_dtype()
+    ember.float32
+    """
+    import warnings
+
+    from ember._legacy import _TYPE_NAMES
+
+    warnings.warn("set_default_tensor_type() is deprecated; use set_default_dtype() instead",
+                  UserWarning, stacklevel=2)
+    name = t if isinstance(t, str) else getattr(t, "__name__", repr(t))
+    base = name.rsplit(".", 1)[-1]
+    if isinstance(t, str) and ".cuda." in t:
+        raise TypeError(f"set_default_tensor_type(): ember keeps no default device type "
+                        f"({t!r}); use set_default_device('cuda') and set_default_dtype()")
+    dtype = _TYPE_NAMES.get(base)
+    if dtype is None or not dtype.is_floating_point:
+        raise TypeError(f"set_default_tensor_type(): invalid type {name!r}: only floating-point "
+                        f"types are supported as the default type")
+    _C.set_default_dtype(dtype)
+
+
+# ---- Tensor-only methods ----------------------------------------------------------------------
+def _new(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """The legacy ``Tensor.new``: sizes give an uninitialized tensor, data a new tensor, of
+    self's dtype and device.
+
+    >>> import ember
+    >>> ember.zeros(1, dtype=ember.float64).new(2, 3).dtype
+    ember.float64
+    """
+    from ember._legacy import _legacy_new
+
+    kwargs.setdefault("device", self.device)
+    return _legacy_new(self.dtype, args, kwargs, "new")
+
+
+def _apply_(self: Tensor, callable: Any) -> Tensor:
+    """Replaces each element by ``callable(element)`` in place (CPU tensors; slow, Python)."""
+    if self.device.type != "cpu":
+        raise TypeError("apply_ is only implemented on CPU tensors")
+    vals = [callable(v) for v in self.reshape(-1).tolist()]
+    return self.copy_(_C.tensor(vals, dtype=self.dtype).reshape(_shape(self)))
+
+
+def _map_(self: Tensor, tensor: Tensor, callable: Any) -> Tensor:
+    """Replaces each element by ``callable(element, other's element)`` in place, other
+    broadcast to self (CPU tensors; slow, Python)."""
+    if self.device.type != "cpu":
+        raise TypeError("map_ is only implemented on CPU tensors")
+    other = tensor.expand(*_shape(self)).reshape(-1).tolist()
+    vals = [callable(a, b) for a, b in zip(self.reshape(-1).tolist(), other)]
+    return self.copy_(_C.tensor(vals, dtype=self.dtype).reshape(_shape(self)))
+
+
+def _sum_to_size(self: Tensor, *size: Any) -> Tensor:
+    """Sums self down to ``size``, which it must be expandable from.
+
+    >>> import ember
+    >>> ember.ones(2, 3).sum_to_size(1, 3).tolist()
+    [[2.0, 2.0, 2.0]]
+    """
+    if len(size) == 1 and not isinstance(size[0], int):
+        size = tuple(size[0])
+    shape = _shape(self)
+    lead = len(shape) - len(size)
+    ok = lead >= 0 and all(s in (1, n) for s, n in zip(size, shape[lead:]))
+    if not ok:
+        raise RuntimeError(f"size {{{', '.join(map(str, size))}}} is not expandable to size "
+                           f"{{{', '.join(map(str, shape))}}}.")
+    out = self.sum(list(range(lead))) if lead else self
+    dims = [i for i, (s, n) in enumerate(zip(size, shape[lead:])) if s == 1 and n != 1]
+    return out.sum(dims, keepdim=True) if dims else out
+
+
+def _nn_method(name: str) -> Any:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        from ember.nn import functional
+
+        return getattr(functional, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"See :func:`ember.nn.functional.{name}`."
+    return method
+
+
+_TENSOR_ONLY = {
+    "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size,
+    "prelu": _nn_method("prelu"), "hardshrink": _nn_method("hardshrink"),
+}
+
+
 _FUNCTIONS = {
     "diag": diag, "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace,
     "tril_indices": tril_indices, "triu_indices": triu_indices,
@@ -766,7 +1084,11 @@ _FUNCTIONS = {
     "logcumsumexp": logcumsumexp, "dist": dist, "renorm": renorm, "cov": cov,
     "corrcoef": corrcoef, "trapezoid": trapezoid, "trapz": trapezoid,
     "cumulative_trapezoid": cumulative_trapezoid, "vander": vander,
-    "scalar_tensor": scalar_tensor, "result_type": result_type,
+    "scalar_tensor": scalar_tensor, "result_type": result_type, "cross": cross,
+    "quantile": quantile, "nanquantile": nanquantile, "unique_consecutive": unique_consecutive,
+    "asarray": asarray, "set_warn_always": set_warn_always,
+    "is_warn_always_enabled": is_warn_always_enabled,
+    "set_default_tensor_type": set_default_tensor_type,
 }
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
@@ -774,7 +1096,8 @@ _METHODS = (
     "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
     "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
-    "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef",
+    "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
+    "nanquantile", "unique_consecutive",
 )
 
 # in-place methods: the out-of-place result written back into self
@@ -813,3 +1136,9 @@ def install(namespace: dict) -> None:
             setattr(Tensor, name + "_", _make_inplace(name))
     if not hasattr(Tensor, "fill_diagonal_"):
         Tensor.fill_diagonal_ = fill_diagonal_
+    for name, fn in _TENSOR_ONLY.items():
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, fn)
+    for name in ("is_nonzero", "is_same_size"):  # the top-level predicates, as methods
+        if not hasattr(Tensor, name) and name in namespace:
+            setattr(Tensor, name, namespace[name])

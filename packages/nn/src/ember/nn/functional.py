@@ -25,7 +25,7 @@ __all__ = [
     "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "prelu", "elu", "elu_", "selu",
     "selu_", "celu", "celu_", "gelu", "silu", "mish", "tanh", "sigmoid", "hardtanh",
     "hardtanh_", "rrelu", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "softmax", "gumbel_softmax",
-    "log_softmax", "softmin", "glu", "threshold", "tanhshrink", "softshrink", "hardshrink",
+    "log_softmax", "softmin", "glu", "threshold", "threshold_", "rrelu_", "tanhshrink", "softshrink", "hardshrink",
     # linear / conv
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "unfold", "fold",
@@ -43,7 +43,7 @@ __all__ = [
     "embedding", "embedding_bag", "one_hot",
     # shape
     "pad", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
-    "pixel_unshuffle",
+    "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle",
     # distance
     "cosine_similarity", "pairwise_distance", "pdist",
     # losses
@@ -348,6 +348,10 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     return _inplace_result(input, out) if inplace else out
 
 
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place :func:`threshold`."""
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
 def tanhshrink(input: Tensor) -> Tensor:
     """``x - tanh(x)``.
 
@@ -482,6 +486,11 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
         out = _C.leaky_relu(input, (lower + upper) / 2)
     return _inplace_result(source, out) if inplace else out
 
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False) -> Tensor:
+    """In-place :func:`rrelu`."""
+    return rrelu(input, lower, upper, training, inplace=True)
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """Gated linear unit: ``a * sigmoid(b)`` where a, b are the halves of input along dim.
@@ -1517,6 +1526,29 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     perm = list(range(nl)) + [nl, nl + 2, nl + 4, nl + 1, nl + 3]
     return x.permute(*perm).reshape(*lead, c * r * r, h // r, w // r)
 
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """(N, C, *) with its C channels, seen as ``groups`` groups of C / groups, interleaved:
+    channel ``g * (C / groups) + k`` moves to ``k * groups + g`` (ShuffleNet).
+
+    >>> import ember
+    >>> channel_shuffle(ember.arange(4.0).reshape(1, 4, 1), 2).flatten().tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle: expected an input of at least 3 dims (N, C, *), "
+                           f"got shape {_shape(input)}")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        raise ValueError(f"channel_shuffle: groups must be a positive int, got {groups!r}")
+    n, c, *rest = _shape(input)
+    if c % groups != 0:
+        raise RuntimeError(f"channel_shuffle: number of channels ({c}) must be divisible by "
+                           f"groups ({groups})")
+    x = input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+    return x.reshape(n, c, *rest)
+
+
+native_channel_shuffle = channel_shuffle
 
 def _broadcast_shape(op: str, s1: tuple[int, ...], s2: tuple[int, ...]) -> list[int]:
     n = max(len(s1), len(s2))

@@ -125,6 +125,7 @@ from ember.nn.modules.padding import (  # noqa: F401
     ZeroPad3d,
 )
 from ember.nn.modules.pixelshuffle import (  # noqa: F401
+    ChannelShuffle,
     PixelShuffle,
     PixelUnshuffle,
 )
@@ -249,6 +250,7 @@ __all__ = [
     "CTCLoss",
     "PixelShuffle",
     "PixelUnshuffle",
+    "ChannelShuffle",
     "Upsample",
     "UpsamplingNearest2d",
     "UpsamplingBilinear2d",
