@@ -475,3 +475,128 @@ def test_nn_functional_ops_at_the_top_level():
     import ember.nn as nn
 
     assert repr(nn.ChannelShuffle(2)) == "ChannelShuffle(groups=2)"
+
+
+# ---- ember.linalg -----------------------------------------------------------------------------
+INF = float("inf")
+
+
+@pytest.mark.parametrize("ord", [2, 1, 3, 0.5, 0, INF, -INF, -1])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (1, False), ((0, 2), True), (-1, True)])
+def test_linalg_vector_norm_matches_torch(ord, dim, keepdim):
+    torch = pytest.importorskip("torch")
+    x = _a(2, 3, 4, seed=8)
+    x[0, 1, 2] = 0.0
+    outs, grads = [], []
+    for lib in (torch, ember):
+        t = lib.tensor(x.astype(np.float64), requires_grad=True)
+        r = lib.linalg.vector_norm(t, ord, dim, keepdim)
+        outs.append(r.detach().numpy())
+        if ord not in (0,):
+            r.sum().backward()
+            grads.append(t.grad.numpy())
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-10)
+    if grads:
+        np.testing.assert_allclose(grads[1], grads[0], rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("ord", ["fro", 1, -1, INF, -INF])
+@pytest.mark.parametrize("dim,keepdim", [((-2, -1), False), ((0, 2), True), ((2, 1), False)])
+def test_linalg_matrix_norm_matches_torch(ord, dim, keepdim):
+    torch = pytest.importorskip("torch")
+    x = _a(2, 3, 4, seed=9)
+    want = torch.linalg.matrix_norm(torch.tensor(x), ord, dim, keepdim)
+    got = ember.linalg.matrix_norm(ember.tensor(x), ord, dim, keepdim)
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_linalg_norm_dispatch_matches_torch():
+    torch = pytest.importorskip("torch")
+    x3, x2, x1 = _a(2, 3, 4), _a(3, 4), _a(5)
+    for x, kw in [(x3, {}), (x2, {}), (x2, {"ord": 1}), (x2, {"ord": INF}), (x1, {"ord": 3}),
+                  (x3, {"dim": 1}), (x3, {"dim": (1, 2)}), (x3, {"ord": "fro", "dim": (0, 1)}),
+                  (x2, {"ord": -1, "keepdim": True})]:
+        want = torch.linalg.norm(torch.tensor(x), **kw)
+        got = ember.linalg.norm(ember.tensor(x), **kw)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, err_msg=str(kw))
+    with pytest.raises(RuntimeError, match="must be 1D or 2D"):
+        ember.linalg.norm(ember.tensor(x3), ord=2)
+    with pytest.raises(RuntimeError, match="singular values"):
+        ember.linalg.matrix_norm(ember.tensor(x2), ord="nuc")
+
+
+def test_linalg_products_match_torch():
+    torch = pytest.importorskip("torch")
+    a, b = _a(4, 3, seed=10), _a(4, 3, seed=11)
+    for lib_name, fn in [("cross", lambda L, x, y: L.linalg.cross(x, y)),
+                         ("vecdot", lambda L, x, y: L.linalg.vecdot(x, y)),
+                         ("vecdot0", lambda L, x, y: L.linalg.vecdot(x, y, dim=0)),
+                         ("matmul", lambda L, x, y: L.linalg.matmul(x, y.mT)),
+                         ("diagonal", lambda L, x, y: L.linalg.diagonal(x @ y.mT, offset=1))]:
+        want = fn(torch, torch.tensor(a), torch.tensor(b))
+        got = fn(ember, ember.tensor(a), ember.tensor(b))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=lib_name)
+    chain = [_a(3), _a(3, 5, seed=1), _a(5, 2, seed=2), _a(2, 4, seed=3), _a(4, seed=4)]
+    for ts in (chain, chain[1:4], chain[1:]):
+        want = torch.linalg.multi_dot([torch.tensor(t) for t in ts])
+        got = ember.linalg.multi_dot([ember.tensor(t) for t in ts])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    m = _a(2, 3, 3, seed=12)
+    for n in (0, 1, 2, 5):
+        want = torch.linalg.matrix_power(torch.tensor(m), n)
+        got = ember.linalg.matrix_power(ember.tensor(m), n)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="inverse"):
+        ember.linalg.matrix_power(ember.tensor(m), -1)
+    v = _a(2, 3, seed=13)
+    np.testing.assert_allclose(ember.linalg.vander(ember.tensor(v), N=4).numpy(),
+                               torch.linalg.vander(torch.tensor(v), N=4).numpy(), rtol=1e-6)
+
+
+def test_linalg_cholesky_and_solve_triangular_match_torch():
+    torch = pytest.importorskip("torch")
+    g = _a(2, 4, 4, seed=14).astype(np.float64)
+    spd = g @ np.swapaxes(g, -1, -2) + 4 * np.eye(4)
+    spd_lower_only = np.tril(spd) + np.triu(np.full((4, 4), 99.0), 1)  # the upper part unread
+    for upper in (False, True):
+        outs, grads = [], []
+        for lib in (torch, ember):
+            # the other triangle is never read
+            t = lib.tensor(np.swapaxes(spd_lower_only, -1, -2) if upper else spd_lower_only,
+                           requires_grad=True)
+            r = lib.linalg.cholesky(t, upper=upper)
+            (r * lib.tensor(np.linspace(0, 1, 32).reshape(2, 4, 4))).sum().backward()
+            outs.append(r.detach().numpy())
+            grads.append(t.grad.numpy())
+        np.testing.assert_allclose(outs[1], outs[0], rtol=1e-10)
+        np.testing.assert_allclose(grads[1], grads[0], rtol=1e-7, atol=1e-10)
+    with pytest.raises(ember.linalg.LinAlgError, match="not positive-definite"):
+        ember.linalg.cholesky(-ember.eye(2))
+    b = _a(2, 4, 3, seed=15).astype(np.float64)
+    low = np.linalg.cholesky(spd)
+    for upper, left, unit in [(False, True, False), (True, True, False), (False, False, False),
+                              (True, False, True), (False, True, True)]:
+        a = np.swapaxes(low, -1, -2) if upper else low
+        bb = b if left else np.swapaxes(b, -1, -2)
+        outs, grads = [], []
+        for lib in (torch, ember):
+            ta = lib.tensor(a, requires_grad=True)
+            tb = lib.tensor(bb, requires_grad=True)
+            x = lib.linalg.solve_triangular(ta, tb, upper=upper, left=left, unitriangular=unit)
+            x.pow(2).sum().backward()
+            outs.append(x.detach().numpy())
+            grads.append((tb.grad.numpy(), ta.grad.numpy()))
+        np.testing.assert_allclose(outs[1], outs[0], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-8, atol=1e-12)
+        tri = np.triu if upper else np.tril
+        np.testing.assert_allclose(tri(grads[1][1], 1 if unit else 0),
+                                   tri(grads[0][1], 1 if unit else 0), rtol=1e-8, atol=1e-12)
+
+
+def test_linalg_factorizations_say_they_are_missing():
+    with pytest.raises(AttributeError, match="no matrix factorizations other than Cholesky"):
+        ember.linalg.svd  # noqa: B018
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        ember.linalg.nope  # noqa: B018
