@@ -68,3 +68,41 @@ def test_inplace_activation_without_grad_writes_the_input():
     assert nn.SiLU(inplace=True)(x) is x
     np.testing.assert_allclose(x.numpy(), [-2.0 / (1 + np.exp(2.0)), 3.0 / (1 + np.exp(-3.0))],
                                rtol=1e-6)
+
+
+def test_embedding_bag_from_pretrained_matches_torch():
+    torch = pytest.importorskip("torch")
+    w = np.arange(12, dtype=np.float32).reshape(4, 3)
+    text, offsets = [0, 2, 1, 3, 3], [0, 2]
+    outs = []
+    for lib in (torch, ember):
+        for mode in ("mean", "sum", "max"):
+            bag = lib.nn.EmbeddingBag.from_pretrained(lib.tensor(w), mode=mode)
+            assert not bag.weight.requires_grad and bag.mode == mode
+            outs.append(bag(lib.tensor(text), lib.tensor(offsets)).numpy())
+        bag = lib.nn.EmbeddingBag.from_pretrained(lib.tensor(w), freeze=False,
+                                                  include_last_offset=True, padding_idx=3)
+        assert bag.weight.requires_grad
+        outs.append(bag(lib.tensor(text), lib.tensor([0, 2, 5])).detach().numpy())
+    half = len(outs) // 2
+    for got, want in zip(outs[half:], outs[:half]):
+        np.testing.assert_allclose(got, want)
+    with pytest.raises(ValueError, match="must be 2-D"):
+        nn.EmbeddingBag.from_pretrained(ember.ones(3))
+    with pytest.raises(ValueError, match="does not match"):
+        nn.EmbeddingBag(4, 2, _weight=ember.ones(3, 2))
+
+
+def test_step_lr_takes_a_float_step_size():
+    # the text-classification tutorial's StepLR(optimizer, 1.0, gamma=0.1)
+    opt = ember.optim.SGD([nn.Parameter(ember.zeros(1))], lr=5.0)
+    sched = ember.optim.lr_scheduler.StepLR(opt, 1.0, gamma=0.1)
+    lrs = []
+    for _ in range(3):
+        opt.step()
+        sched.step()
+        lrs.append(sched.get_last_lr()[0])
+    assert lrs == pytest.approx([0.5, 0.05, 0.005])
+    for bad in (0, -1.0, True, "1"):
+        with pytest.raises(ValueError, match="step_size must be a positive number"):
+            ember.optim.lr_scheduler.StepLR(opt, bad)

@@ -396,3 +396,14 @@ def test_basics_tour_prints_what_torch_prints(tmp_path, capsys):
         assert number.sub("#", r) == number.sub("#", g)
         np.testing.assert_allclose([float(v) for v in number.findall(g)],
                                    [float(v) for v in number.findall(r)], rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_text_classification(capsys, on_ember):
+    out = _run("text_classification.py", [], capsys, on_ember)
+    first, last, test_acc = _results(out)
+    assert first > 0.5 and last > 0.9 and test_acc > 0.9  # 4 topics: chance is 0.25
+    assert re.search(r"^vocab size \d+; ids of 'the market xyzzy': \[\d+, \d+, 0\]$", out, re.M)
+    assert re.search(r"^\| end of epoch   6 \| valid accuracy +\d\.\d{3} \| lr \d\.\d{4}$", out,
+                     re.M)
+    assert "This is a Sports news" in out

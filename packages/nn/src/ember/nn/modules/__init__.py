@@ -39,6 +39,7 @@ from ember.nn.modules.batchnorm import (  # noqa: F401
     LazyBatchNorm2d,
     LazyBatchNorm3d,
 )
+from ember.nn.modules.channelshuffle import ChannelShuffle  # noqa: F401
 from ember.nn.modules.container import (
     ModuleDict,
     ModuleList,
@@ -125,7 +126,6 @@ from ember.nn.modules.padding import (  # noqa: F401
     ZeroPad3d,
 )
 from ember.nn.modules.pixelshuffle import (  # noqa: F401
-    ChannelShuffle,
     PixelShuffle,
     PixelUnshuffle,
 )
