@@ -407,3 +407,18 @@ def test_text_classification(capsys, on_ember):
     assert re.search(r"^\| end of epoch   6 \| valid accuracy +\d\.\d{3} \| lr \d\.\d{4}$", out,
                      re.M)
     assert "This is a Sports news" in out
+
+
+def test_finetuning_on_both(tmp_path, capsys):
+    ref, got = _on_both("finetuning.py", [], tmp_path, capsys)
+    for out in (ref, got):
+        pre, head, final = _results(out)
+        assert pre > 0.8 and head > 0.8 and final > 0.9
+    # what does not depend on the random draws prints the same
+    same = [line for line in ref.splitlines()
+            if line.startswith(("missing keys", "unexpected keys", "strict load", "trainable",
+                                "modules:", "children:", "group lrs"))]
+    assert len(same) == 7 and "strict load refused: True" in same
+    assert [line for line in got.splitlines() if line in same] == same
+    lrs = r"^epoch \d: accuracy \d\.\d{3}, lrs (.+)$"
+    assert re.findall(lrs, got, re.M) == re.findall(lrs, ref, re.M)
