@@ -106,3 +106,99 @@ def test_step_lr_takes_a_float_step_size():
     for bad in (0, -1.0, True, "1"):
         with pytest.raises(ValueError, match="step_size must be a positive number"):
             ember.optim.lr_scheduler.StepLR(opt, bad)
+
+
+# ---- affine_grid / grid_sample (the spatial transformer tutorial), max_unpool, DataParallel --
+def _theta(n, seed):
+    rng = np.random.default_rng(seed)
+    eye = np.tile(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), (n, 1, 1))
+    return (eye + rng.normal(0, 0.4, (n, 2, 3))).astype(np.float64)
+
+
+@pytest.mark.filterwarnings("ignore:Since version 1.3.0, affine_grid")
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_matches_torch(align_corners):
+    torch = pytest.importorskip("torch")
+    theta = _theta(2, 0)
+    for size in ([2, 3, 4, 5], [2, 1, 1, 3], [2, 2, 6, 1]):
+        grads = []
+        for lib in (torch, ember):
+            t = lib.tensor(theta, requires_grad=True)
+            g = lib.nn.functional.affine_grid(t, size, align_corners=align_corners)
+            (g * lib.tensor(np.linspace(-1, 1, g.numel()).reshape(tuple(g.shape)))).sum() \
+                .backward()
+            grads.append((g.detach().numpy(), t.grad.numpy()))
+        np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_matches_torch(mode, padding_mode, align_corners):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 3, 5, 7))
+    grid = rng.uniform(-1.6, 1.6, (2, 4, 6, 2))  # some samples well outside
+    outs = []
+    for lib in (torch, ember):
+        tx = lib.tensor(x, requires_grad=True)
+        tg = lib.tensor(grid, requires_grad=True)
+        y = lib.nn.functional.grid_sample(tx, tg, mode=mode, padding_mode=padding_mode,
+                                          align_corners=align_corners)
+        (y * lib.tensor(np.linspace(-1, 1, y.numel()).reshape(tuple(y.shape)))).sum().backward()
+        outs.append((y.detach().numpy(), tx.grad.numpy(),
+                     tg.grad.numpy() if tg.grad is not None else np.zeros_like(grid)))
+    (y_t, gx_t, gg_t), (y_e, gx_e, gg_e) = outs
+    assert y_e.shape == y_t.shape == (2, 3, 4, 6)
+    np.testing.assert_allclose(y_e, y_t, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(gx_e, gx_t, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(gg_e, gg_t, rtol=1e-8, atol=1e-9)
+
+
+def test_grid_sample_and_affine_grid_bad_input():
+    with pytest.raises(ValueError, match="expected mode to be 'bilinear' or 'nearest'"):
+        F.grid_sample(ember.ones(1, 1, 2, 2), ember.zeros(1, 1, 1, 2), mode="cubic")
+    with pytest.raises(ValueError, match="padding_mode"):
+        F.grid_sample(ember.ones(1, 1, 2, 2), ember.zeros(1, 1, 1, 2), padding_mode="wrap")
+    with pytest.raises(RuntimeError, match="same batch size"):
+        F.grid_sample(ember.ones(2, 1, 2, 2), ember.zeros(1, 1, 1, 2))
+    with pytest.raises(ValueError, match="Nx2x3"):
+        F.affine_grid(ember.zeros(1, 3, 3), [1, 1, 2, 2], align_corners=False)
+
+
+@pytest.mark.parametrize("nd", [1, 2])
+def test_max_unpool_matches_torch(nd):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    shape = (2, 3, 9) if nd == 1 else (2, 3, 6, 7)
+    x = rng.normal(size=shape).astype(np.float32)
+    outs = []
+    for lib in (torch, ember):
+        pool = getattr(lib.nn, f"MaxPool{nd}d")(2, stride=2, return_indices=True)
+        unpool = getattr(lib.nn, f"MaxUnpool{nd}d")(2, stride=2)
+        t = lib.tensor(x, requires_grad=True)
+        y, idx = pool(t)
+        size = list(shape) if nd == 2 else None  # the odd sizes back, as the docs show
+        r = unpool(y, idx, output_size=size)
+        r.pow(2).sum().backward()
+        outs.append((r.detach().numpy(), t.grad.numpy(), repr(unpool)))
+    np.testing.assert_array_equal(outs[1][0], outs[0][0])
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-6)
+    assert outs[1][2] == outs[0][2]
+    with pytest.raises(ValueError, match="invalid output_size"):
+        F.max_unpool2d(ember.ones(1, 1, 2, 2), ember.zeros(1, 1, 2, 2, dtype=ember.int64), 2,
+                       output_size=[9, 9])
+
+
+def test_data_parallel_runs_the_module_and_keeps_the_module_prefix():
+    torch = pytest.importorskip("torch")
+    lin = nn.Linear(3, 2)
+    dp = nn.DataParallel(lin)
+    x = ember.ones(4, 3)
+    assert ember.equal(dp(x), lin(x)) and dp.module is lin
+    assert list(dp.state_dict()) == list(torch.nn.DataParallel(torch.nn.Linear(3, 2))
+                                         .state_dict())
+    assert repr(dp).startswith("DataParallel(\n  (module): Linear(")
+    out = nn.parallel.data_parallel(lin, x)
+    assert ember.equal(out, lin(x))

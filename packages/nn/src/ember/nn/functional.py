@@ -54,6 +54,8 @@ __all__ = [
     "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "ctc_loss",
     # attention
     "scaled_dot_product_attention",
+    # sampling (ember.nn._sampling)
+    "affine_grid", "grid_sample", "max_unpool1d", "max_unpool2d",
 ]
 
 _C = ember._C
@@ -2250,3 +2252,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         )
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                            scale=scale, enable_gqa=enable_gqa)
+
+
+from ember.nn._sampling import (  # noqa: E402  (composites over the ops above)
+    affine_grid,
+    grid_sample,
+    max_unpool1d,
+    max_unpool2d,
+)

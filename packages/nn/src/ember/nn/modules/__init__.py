@@ -140,6 +140,8 @@ from ember.nn.modules.pooling import (  # noqa: F401
     LPPool2d,
     MaxPool1d,
     MaxPool2d,
+    MaxUnpool1d,
+    MaxUnpool2d,
 )
 from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from ember.nn.modules.sparse import (  # noqa: F401
@@ -201,6 +203,8 @@ __all__ = [
     "ConvTranspose2d",
     "MaxPool1d",
     "MaxPool2d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
     "AvgPool1d",
     "AvgPool2d",
     "AdaptiveAvgPool1d",
