@@ -422,3 +422,15 @@ def test_finetuning_on_both(tmp_path, capsys):
     assert [line for line in got.splitlines() if line in same] == same
     lrs = r"^epoch \d: accuracy \d\.\d{3}, lrs (.+)$"
     assert re.findall(lrs, got, re.M) == re.findall(lrs, ref, re.M)
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_spatial_transformer(capsys, on_ember):
+    out = _run("spatial_transformer.py", [], capsys, on_ember)
+    first, last, acc = _results(out)
+    assert 1.3 < first < 1.45  # ln 4 at the identity transform
+    assert last < 0.8 * first and acc > 0.6
+    assert re.search(r"^Test set: Average loss: \d\.\d{4}, Accuracy: \d+/256 \(\d+%\)$", out,
+                     re.M)
+    assert re.search(r"^warped batch \(4, 1, 16, 16\) theta\[0\] (torch|ember)\.Size\(\[2, 3\]\)$",
+                     out, re.M)
