@@ -434,3 +434,13 @@ def test_spatial_transformer(capsys, on_ember):
                      re.M)
     assert re.search(r"^warped batch \(4, 1, 16, 16\) theta\[0\] (torch|ember)\.Size\(\[2, 3\]\)$",
                      out, re.M)
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_dqn(capsys, on_ember):
+    out = _run("dqn.py", [], capsys, on_ember)
+    early, late, greedy = _results(out)
+    assert late > 0.8 and greedy == pytest.approx(0.99)  # three steps right: 2 x -0.01 + 1
+    assert "greedy actions: [1, 1, 1, 1]" in out
+    assert re.findall(r"^episode +(\d+) +return [+-]\d\.\d\d +memory \d+$", out, re.M) == [
+        "0", "20", "40"]
