@@ -444,3 +444,9 @@ def test_dqn(capsys, on_ember):
     assert "greedy actions: [1, 1, 1, 1]" in out
     assert re.findall(r"^episode +(\d+) +return [+-]\d\.\d\d +memory \d+$", out, re.M) == [
         "0", "20", "40"]
+
+
+def test_data_pipeline_prints_what_torch_prints(tmp_path, capsys):
+    ref, got = _on_both("data_pipeline.py", [], tmp_path, capsys)
+    assert len(ref.splitlines()) == 29
+    _same_text(ref, got)
