@@ -600,3 +600,76 @@ def test_linalg_factorizations_say_they_are_missing():
         ember.linalg.svd  # noqa: B018
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         ember.linalg.nope  # noqa: B018
+
+
+# ---- more found by a probe of everyday tensor expressions against torch ------------------------
+@pytest.mark.parametrize("decimals", [1, 2, 3, -1, -2, 0])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_round_decimals_matches_torch(decimals, dtype):
+    torch = pytest.importorskip("torch")
+    # 2.35 in float32 is 2.3499999...: PyTorch multiplies in float (23.5) and rounds to 24
+    vals = [1.25, 2.35, 1234.5678, -2.35, 0.125, 0.5, 15.0, -149.99, 0.045]
+    want = torch.tensor(vals, dtype=getattr(torch, dtype)).round(decimals=decimals)
+    got = ember.tensor(vals, dtype=getattr(ember, dtype)).round(decimals=decimals)
+    np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+def test_gcd_lcm_match_torch():
+    torch = pytest.importorskip("torch")
+    a = [12, -18, 0, 0, 7, 100, -4]
+    b = [8, 12, 5, 0, 13, 75, -6]
+    for name in ("gcd", "lcm"):
+        want = getattr(torch, name)(torch.tensor(a), torch.tensor(b))
+        got = getattr(ember, name)(ember.tensor(a), ember.tensor(b))
+        assert got.tolist() == want.tolist(), name
+        assert getattr(ember.tensor(a), name)(ember.tensor(b)).tolist() == want.tolist()
+    bc = ember.gcd(ember.tensor([[12], [9]]), ember.tensor([8, 6, 3]))
+    assert bc.tolist() == torch.gcd(torch.tensor([[12], [9]]), torch.tensor([8, 6, 3])).tolist()
+    x = ember.tensor([12, 18])
+    assert x.gcd_(ember.tensor([8, 12])) is x and x.tolist() == [4, 6]
+    with pytest.raises(RuntimeError, match="integer tensors"):
+        ember.gcd(ember.tensor([1.0]), ember.tensor([2.0]))
+
+
+def test_put_matches_torch():
+    torch = pytest.importorskip("torch")
+    for accumulate in (False, True):
+        want = torch.zeros(2, 3).put_(torch.tensor([0, 4, -1, 4]),
+                                      torch.tensor([1.0, 2.0, 3.0, 4.0]), accumulate=accumulate)
+        x = ember.zeros(2, 3)
+        got = x.put_(ember.tensor([0, 4, -1, 4]), ember.tensor([1.0, 2.0, 3.0, 4.0]),
+                     accumulate=accumulate)
+        assert got is x
+        if accumulate:
+            assert got.tolist() == want.tolist()
+        else:  # the duplicate index 4: either write may win, as in PyTorch
+            assert got[0, 0].item() == 1.0 and got[1, 2].item() == 3.0
+            assert got[1, 1].item() in (2.0, 4.0)
+    t = ember.zeros(2, 2).t()  # non-contiguous: flat positions are in row-major logical order
+    t.put_(ember.tensor([1]), ember.tensor([5.0]))
+    assert t.tolist() == [[0.0, 5.0], [0.0, 0.0]]
+    with pytest.raises(IndexError, match="out of range"):
+        ember.zeros(2).put_(ember.tensor([2]), ember.tensor([1.0]))
+    with pytest.raises(RuntimeError, match="same number of elements"):
+        ember.zeros(2).put_(ember.tensor([0]), ember.tensor([1.0, 2.0]))
+
+
+def test_poisson_and_binomial_sampling():
+    ember.manual_seed(0)
+    rates = ember.tensor([0.0, 0.5, 4.0, 40.0]).repeat(4000, 1)
+    x = ember.poisson(rates)
+    assert x.shape == rates.shape and x.dtype == ember.float32
+    assert x[:, 0].abs().max().item() == 0
+    np.testing.assert_allclose(x.mean(0).numpy(), [0.0, 0.5, 4.0, 40.0], rtol=0.05, atol=0.03)
+    g1 = ember.poisson(ember.full((5,), 3.0), generator=ember.Generator().manual_seed(7))
+    g2 = ember.poisson(ember.full((5,), 3.0), generator=ember.Generator().manual_seed(7))
+    assert ember.equal(g1, g2)  # a seeded generator reproduces
+    b = ember.binomial(ember.full((4000,), 10.0), ember.full((4000,), 0.3))
+    assert abs(b.mean().item() - 3.0) < 0.15 and b.max().item() <= 10
+    with pytest.raises(RuntimeError, match="non-negative"):
+        ember.poisson(ember.tensor([-1.0]))
+
+
+def test_renorm_needs_two_dims_like_torch():
+    with pytest.raises(RuntimeError, match="at least 2 dimensions, got 1"):
+        ember.tensor([3.0, 4.0]).renorm(2, 0, 1.0)

@@ -556,6 +556,9 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     >>> ember.renorm(ember.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, 0, 1.0).tolist()[1]
     [0.30000001192092896, 0.4000000059604645]
     """
+    if input.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} "
+                           "dimensions")
     if p <= 0:
         raise RuntimeError(f"renorm: non-positive-norm not supported, got p={p}")
     if maxnorm < 0:
@@ -956,6 +959,120 @@ def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | Non
     return t
 
 
+def _check_integral(op: str, *ts: Tensor) -> None:
+    for t in ts:
+        if t.is_floating_point() or t.dtype == _C.bool:
+            raise RuntimeError(f"\"{op}_cpu\" not implemented for '{str(t.dtype).split('.')[-1]}'"
+                               f" ({op} takes integer tensors)")
+
+
+def gcd(input: Tensor, other: Tensor) -> Tensor:
+    """The elementwise greatest common divisor of integer tensors (non-negative; gcd(0, 0)
+    is 0).
+
+    >>> import ember
+    >>> ember.gcd(ember.tensor([12, -18]), ember.tensor([8, 12])).tolist()
+    [4, 6]
+    """
+    other = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
+    _check_integral("gcd", input, other)
+    a, b = input.abs(), other.abs()
+    a, b = a + b * 0, b + a * 0  # broadcast to one shape, in the promoted dtype
+    while bool((b != 0).any()):
+        nz = b != 0
+        safe = _C.where(nz, b, _C.ones_like(b))
+        a, b = _C.where(nz, b, a), _C.where(nz, a.remainder(safe), b)
+    return a
+
+
+def lcm(input: Tensor, other: Tensor) -> Tensor:
+    """The elementwise least common multiple of integer tensors (0 if either is 0).
+
+    >>> import ember
+    >>> ember.lcm(ember.tensor([4, 6]), ember.tensor([6, 4])).tolist()
+    [12, 12]
+    """
+    other = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
+    g = gcd(input, other)
+    safe = _C.where(g == 0, _C.ones_like(g), g)
+    return (input.abs() // safe * other.abs()) * (g != 0).to(g.dtype)
+
+
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """A copy of ``input`` with the elements at the flat (row-major) positions ``index`` set to
+    (or, with ``accumulate``, incremented by) ``source``; negative positions count from the end.
+
+    >>> import ember
+    >>> ember.put(ember.zeros(2, 2), ember.tensor([0, -1]), ember.tensor([1.0, 2.0])).tolist()
+    [[1.0, 0.0], [0.0, 2.0]]
+    """
+    if index.is_floating_point() or index.dtype == _C.bool:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {index.dtype}")
+    if index.numel() != source.numel():
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
+                           f"elements, but got source.numel() = {source.numel()}, "
+                           f"index.numel() = {index.numel()}")
+    n = input.numel()
+    flat_idx = index.reshape(-1).to(_C.int64)
+    if flat_idx.numel() and (bool((flat_idx >= n).any()) or bool((flat_idx < -n).any())):
+        raise IndexError(f"put_(): index out of range for a tensor of {n} elements")
+    out = input.reshape(-1).index_put((flat_idx,), source.reshape(-1).to(input.dtype),
+                                      accumulate)
+    return out.reshape(_shape(input))
+
+
+def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """In-place :func:`put` (``Tensor.put_``)."""
+    return self.copy_(put(self, index, source, accumulate))
+
+
+def _with_generator(generator: Any, draw: Any) -> Tensor:
+    """draw() on the global generator, or, given a Generator, on a stream seeded from it (the
+    global state put back afterwards): reproducible per generator."""
+    if generator is None:
+        return draw()
+    from ember import random as _random
+
+    seed = int(_C.randint(0, 2 ** 62, [1], generator=generator).item())
+    state = _random.get_rng_state()
+    try:
+        _random.manual_seed(seed)
+        return draw()
+    finally:
+        _random.set_rng_state(state)
+
+
+def poisson(input: Tensor, generator: Any = None) -> Tensor:
+    """Poisson draws with rates ``input`` (same shape and dtype; rate 0 gives 0).
+
+    >>> import ember
+    >>> ember.poisson(ember.zeros(3)).tolist()
+    [0.0, 0.0, 0.0]
+    """
+    from ember.distributions._special import poisson as _poisson
+
+    if not input.is_floating_point():
+        raise RuntimeError(f"poisson: expected a floating-point rate tensor, got {input.dtype}")
+    if input.numel() and bool((input < 0).any()):
+        raise RuntimeError("poisson: invalid Poisson rate, expected rate to be non-negative")
+    return _with_generator(generator, lambda: _poisson(input))
+
+
+def binomial(count: Tensor, prob: Tensor, generator: Any = None) -> Tensor:
+    """Binomial draws: successes in ``count`` trials of probability ``prob`` (broadcast; a
+    float result).
+
+    >>> import ember
+    >>> ember.binomial(ember.tensor([5.0]), ember.tensor([1.0])).tolist()
+    [5.0]
+    """
+    from ember.distributions._special import binomial as _binomial
+
+    if prob.numel() and (bool((prob < 0).any()) or bool((prob > 1).any())):
+        raise RuntimeError("binomial: expected prob in [0, 1]")
+    return _with_generator(generator, lambda: _binomial(count, prob))
+
+
 _WARN_ALWAYS = [False]
 
 
@@ -1066,7 +1183,7 @@ def _nn_method(name: str) -> Any:
 
 
 _TENSOR_ONLY = {
-    "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size,
+    "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size, "put_": _put_,
     "prelu": _nn_method("prelu"), "hardshrink": _nn_method("hardshrink"),
 }
 
@@ -1088,7 +1205,8 @@ _FUNCTIONS = {
     "quantile": quantile, "nanquantile": nanquantile, "unique_consecutive": unique_consecutive,
     "asarray": asarray, "set_warn_always": set_warn_always,
     "is_warn_always_enabled": is_warn_always_enabled,
-    "set_default_tensor_type": set_default_tensor_type,
+    "set_default_tensor_type": set_default_tensor_type, "gcd": gcd, "lcm": lcm, "put": put,
+    "poisson": poisson, "binomial": binomial,
 }
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
@@ -1097,13 +1215,13 @@ _METHODS = (
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
     "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
     "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
-    "nanquantile", "unique_consecutive",
+    "nanquantile", "unique_consecutive", "gcd", "lcm", "put",
 )
 
 # in-place methods: the out-of-place result written back into self
 _INPLACE = (
     "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "asinh", "acosh",
-    "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "sgn",
+    "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "sgn", "gcd", "lcm",
 )
 
 
