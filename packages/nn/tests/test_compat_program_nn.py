@@ -202,3 +202,91 @@ def test_data_parallel_runs_the_module_and_keeps_the_module_prefix():
     assert repr(dp).startswith("DataParallel(\n  (module): Linear(")
     out = nn.parallel.data_parallel(lin, x)
     assert ember.equal(out, lin(x))
+
+
+# ---- SyncBatchNorm ----------------------------------------------------------------------------
+def _sync_bn_rank(rank: int, world: int, init: str, x: np.ndarray, w: np.ndarray, conn) -> None:
+    import traceback
+    from datetime import timedelta
+
+    try:
+        import ember as e
+        import ember.distributed as dist
+
+        dist.init_process_group("shm", init_method=init, rank=rank, world_size=world,
+                                timeout=timedelta(seconds=60))
+        bn = e.nn.SyncBatchNorm(3, momentum=0.5)
+        with e.no_grad():
+            bn.weight.copy_(e.tensor([1.0, 2.0, 0.5]))
+            bn.bias.copy_(e.tensor([0.0, -1.0, 1.0]))
+        part = e.tensor(x[rank::world], requires_grad=True)  # this rank's share of the batch
+        y = bn(part)
+        (y * e.tensor(w[rank::world])).sum().backward()
+        conn.send(("ok", (y.detach().numpy(), part.grad.numpy(), bn.weight.grad.numpy(),
+                          bn.running_mean.numpy(), bn.running_var.numpy())))
+        dist.destroy_process_group()
+    except BaseException:  # noqa: BLE001  (sent to the test)
+        conn.send(("err", traceback.format_exc()))
+
+
+def test_sync_batch_norm_over_two_ranks_matches_batch_norm_of_the_whole_batch(tmp_path):
+    pytest.importorskip("ember.distributed")
+    import multiprocessing as mp
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 3, 2, 2)).astype(np.float64)
+    w = rng.normal(size=(6, 3, 2, 2)).astype(np.float64)
+    x, w = x.astype(np.float32), w.astype(np.float32)
+    ctx = mp.get_context("spawn")
+    init = f"file://{tmp_path / 'store'}"
+    pipes, procs = [], []
+    for rank in range(2):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_sync_bn_rank, args=(rank, 2, init, x, w, child))
+        p.start()
+        pipes.append(parent)
+        procs.append(p)
+    results = []
+    for parent in pipes:
+        assert parent.poll(120), "a rank did not answer"
+        status, value = parent.recv()
+        assert status == "ok", value
+        results.append(value)
+    for p in procs:
+        p.join(60)
+    # the reference: plain batch norm over the whole batch in one process
+    bn = nn.BatchNorm2d(3, momentum=0.5)
+    with ember.no_grad():
+        bn.weight.copy_(ember.tensor([1.0, 2.0, 0.5]))
+        bn.bias.copy_(ember.tensor([0.0, -1.0, 1.0]))
+    full = ember.tensor(x, requires_grad=True)
+    y = bn(full)
+    (y * ember.tensor(w)).sum().backward()
+    for rank, (y_r, gx_r, gw_r, rm_r, rv_r) in enumerate(results):
+        np.testing.assert_allclose(y_r, y.detach().numpy()[rank::2], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(gx_r, full.grad.numpy()[rank::2], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(rm_r, bn.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(rv_r, bn.running_var.numpy(), rtol=1e-4, atol=1e-6)
+    # each rank's weight gradient is its share; DDP's averaging would sum them
+    np.testing.assert_allclose(results[0][2] + results[1][2], bn.weight.grad.numpy(), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_sync_batch_norm_alone_is_batch_norm_and_converts_like_torch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).normal(size=(4, 2, 3)).astype(np.float32)
+    outs = []
+    for lib in (torch, ember):
+        lib.manual_seed(0)
+        net = lib.nn.Sequential(lib.nn.Conv1d(2, 2, 1), lib.nn.BatchNorm1d(2),
+                                lib.nn.Sequential(lib.nn.BatchNorm1d(2)))
+        with lib.no_grad():
+            net[0].weight.copy_(lib.eye(2).unsqueeze(-1))
+            net[0].bias.zero_()
+        conv = lib.nn.SyncBatchNorm.convert_sync_batchnorm(net)
+        assert conv[1].weight is net[1].weight if lib is ember else True
+        outs.append((repr(conv), list(conv.state_dict()), conv(lib.tensor(x)).detach().numpy()))
+    assert outs[1][0] == outs[0][0] and outs[1][1] == outs[0][1]
+    np.testing.assert_allclose(outs[1][2], outs[0][2], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="expected at least 2D input"):
+        nn.SyncBatchNorm(2)(ember.ones(2))

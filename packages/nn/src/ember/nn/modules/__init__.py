@@ -38,6 +38,7 @@ from ember.nn.modules.batchnorm import (  # noqa: F401
     LazyBatchNorm1d,
     LazyBatchNorm2d,
     LazyBatchNorm3d,
+    SyncBatchNorm,
 )
 from ember.nn.modules.channelshuffle import ChannelShuffle  # noqa: F401
 from ember.nn.modules.container import (
@@ -215,6 +216,7 @@ __all__ = [
     "LPPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
+    "SyncBatchNorm",
     "BatchNorm3d",
     "LayerNorm",
     "GroupNorm",
