@@ -290,3 +290,28 @@ def test_sync_batch_norm_alone_is_batch_norm_and_converts_like_torch():
     np.testing.assert_allclose(outs[1][2], outs[0][2], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="expected at least 2D input"):
         nn.SyncBatchNorm(2)(ember.ones(2))
+
+
+OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+              "RAdam", "ASGD", "Rprop"]
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizers_take_and_record_torchs_flags(name):
+    torch = pytest.importorskip("torch")
+    import inspect
+
+    flags = [k for k in ("differentiable", "capturable")
+             if k in inspect.signature(getattr(torch.optim, name).__init__).parameters]
+    outs = []
+    for lib in (torch, ember):
+        w = lib.nn.Parameter(lib.ones(3))
+        opt = getattr(lib.optim, name)([w], lr=0.1, **{k: False for k in flags})
+        (w * lib.arange(3.0)).sum().backward()
+        opt.step()
+        outs.append((repr(opt), sorted(opt.state_dict()["param_groups"][0]), w.tolist()))
+    assert outs[1][0] == outs[0][0]  # the repr lists the same settings
+    assert outs[1][1] == outs[0][1]
+    np.testing.assert_allclose(outs[1][2], outs[0][2], rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="differentiable=True"):
+        getattr(ember.optim, name)([nn.Parameter(ember.ones(1))], lr=0.1, differentiable=True)
