@@ -673,3 +673,75 @@ def test_poisson_and_binomial_sampling():
 def test_renorm_needs_two_dims_like_torch():
     with pytest.raises(RuntimeError, match="at least 2 dimensions, got 1"):
         ember.tensor([3.0, 4.0]).renorm(2, 0, 1.0)
+
+
+# ---- ember.func.vmap / functional_call ---------------------------------------------------------
+def test_vmap_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    a, b, c = rng.normal(size=(4, 3)), rng.normal(size=(3, 4)), rng.normal(size=(3,))
+    cases = [
+        (lambda L: L.func.vmap(lambda x: x.dot(x)), (a,)),
+        (lambda L: L.vmap(lambda x, y: x * y, in_dims=(0, None)), (a, c)),
+        (lambda L: L.func.vmap(lambda x, y: x + y, in_dims=(0, 1)), (a, b)),
+        (lambda L: L.func.vmap(lambda x: (x.sum(), x * 2), out_dims=(0, 1)), (a,)),
+        (lambda L: L.func.vmap(lambda x: {"s": x.sum(0)}), (b,)),
+        (lambda L: L.func.vmap(L.func.vmap(lambda x: x ** 2)), (a,)),
+        (lambda L: L.func.vmap(lambda x: L.outer(x, x), in_dims=1), (b,)),
+    ]
+    for make, args in cases:
+        want = make(torch)(*[torch.tensor(x) for x in args])
+        got = make(ember)(*[ember.tensor(x) for x in args])
+        wl = want if isinstance(want, tuple) else (want["s"],) if isinstance(want, dict) \
+            else (want,)
+        gl = got if isinstance(got, tuple) else (got["s"],) if isinstance(got, dict) else (got,)
+        for g, w in zip(gl, wl):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12)
+
+
+def test_vmap_of_grad_gives_per_sample_gradients():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    w, xs, ys = rng.normal(size=(3,)), rng.normal(size=(5, 3)), rng.normal(size=(5,))
+    outs = []
+    for lib in (torch, ember):
+        def loss(weights, x, y, lib=lib):
+            return (x.dot(weights) - y) ** 2
+
+        per = lib.func.vmap(lib.func.grad(loss), in_dims=(None, 0, 0))(
+            lib.tensor(w), lib.tensor(xs), lib.tensor(ys))
+        outs.append(per.numpy())
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="same size in the mapped dimension"):
+        ember.vmap(lambda x, y: x + y)(ember.ones(2), ember.ones(3))
+    with pytest.raises(ValueError, match="at least one input must be mapped"):
+        ember.vmap(lambda x: x, in_dims=None)(ember.ones(2))
+
+
+@pytest.mark.filterwarnings("ignore:`(torch|ember).nn.utils.stateless.functional_call` is deprecated")
+def test_functional_call_matches_torch():
+    torch = pytest.importorskip("torch")
+    outs = []
+    for lib in (torch, ember):
+        lib.manual_seed(0)
+        net = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.BatchNorm1d(3), lib.nn.Linear(3, 1))
+        net.eval()
+        params = {k: lib.ones_like(v) * 0.5 for k, v in net.named_parameters()}
+        bufs = {"1.running_mean": lib.full((3,), 0.25)}
+        x = lib.tensor([[1.0, 2.0], [3.0, -1.0]])
+        w = params["0.weight"].requires_grad_()
+        out = lib.func.functional_call(net, (params, bufs), (x,))
+        out.sum().backward()
+        before = net[0].weight.clone()
+        assert lib.equal(net[0].weight, before)  # the module is unchanged
+        outs.append((out.detach().numpy(), w.grad.numpy()))
+        via_utils = lib.nn.utils.stateless.functional_call(net, {**params, **bufs}, x)
+        assert lib.allclose(via_utils, out)
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-6)
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-6)
+    lin = ember.nn.Linear(2, 2)
+    with pytest.raises(RuntimeError, match="missing keys"):
+        ember.func.functional_call(lin, {"weight": ember.ones(2, 2)}, (ember.ones(2),),
+                                   strict=True)
+    with pytest.raises(AttributeError, match="no parameter or buffer 'nope'"):
+        ember.func.functional_call(lin, {"nope": ember.ones(1)}, (ember.ones(2),))

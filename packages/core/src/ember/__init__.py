@@ -129,6 +129,7 @@ _LAZY_ATTRS = {
     "lgamma": "ember.special",
     "digamma": "ember.special",
     "xlogy": "ember.special",
+    "vmap": "ember.func",
     # PyTorch's top-level spellings of nn.functional ops
     **{name: "ember.nn.functional" for name in (
         "alpha_dropout", "feature_alpha_dropout", "bilinear", "cosine_similarity",

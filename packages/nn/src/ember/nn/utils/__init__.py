@@ -1,7 +1,7 @@
 """Helpers over parameters: gradient clipping, flattening to/from one vector, weight and
 spectral normalization, and parametrizations."""
 
-from ember.nn.utils import parametrizations, parametrize, rnn
+from ember.nn.utils import parametrizations, parametrize, rnn, stateless
 from ember.nn.utils.clip_grad import (
     clip_grad_norm,
     clip_grad_norm_,
@@ -28,4 +28,5 @@ __all__ = [
     "parametrize",
     "parametrizations",
     "rnn",
+    "stateless",
 ]
