@@ -761,7 +761,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     ``torch.cross``; ``ember.linalg.cross`` defaults to the last), inputs broadcast.
 
     >>> import ember
-    >>> ember.cross(ember.tensor([1.0, 0.0, 0.0]), ember.tensor([0.0, 1.0, 0.0])).tolist()
+    >>> ember.cross(ember.tensor([1.0, 0.0, 0.0]), ember.tensor([0.0, 1.0, 0.0]), dim=0).tolist()
     [0.0, 0.0, 1.0]
     """
     from ember._tensor import broadcast_shapes
@@ -1096,8 +1096,11 @@ def set_default_tensor_type(t: Any) -> None:
     """The deprecated way to set the default float dtype: ``ember.DoubleTensor`` or the name
     ``"torch.DoubleTensor"`` / ``"ember.FloatTensor"`` (CPU types only).
 
-    >>> import ember
-    >>> ember.set_default_tensor_type("torch.FloatTensor"); ember.get_default_dtype()
+    >>> import warnings, ember
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     ember.set_default_tensor_type("torch.FloatTensor")
+    >>> ember.get_default_dtype()
     ember.float32
     """
     import warnings
