@@ -745,3 +745,72 @@ def test_functional_call_matches_torch():
                                    strict=True)
     with pytest.raises(AttributeError, match="no parameter or buffer 'nope'"):
         ember.func.functional_call(lin, {"nope": ember.ones(1)}, (ember.ones(2),))
+
+
+# ---- ember.jit / ember.compiler / ember.version -----------------------------------------------
+class _JitNet(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = ember.nn.Linear(2, 2)
+        self.scale: ember.jit.Final[float] = 2.0
+
+    @ember.jit.ignore
+    def debug(self):
+        return "python"
+
+    @ember.jit.export
+    def features(self, x):
+        return self.fc(x)
+
+    def forward(self, x):
+        return ember.jit.annotate(ember.Tensor, self.fc(x) * self.scale)
+
+
+
+@pytest.mark.filterwarnings("ignore:ember.jit.save")
+def test_jit_runs_eagerly_as_pytorch_with_the_jit_disabled(tmp_path):
+    @ember.jit.script
+    def double(x: ember.Tensor) -> ember.Tensor:
+        if ember.jit.is_scripting() or ember.jit.is_tracing():
+            return x
+        return x * 2
+
+    assert double(ember.tensor([1.0])).tolist() == [2.0]
+
+    net = _JitNet().eval()
+    scripted = ember.jit.script(net)
+    x = ember.ones(3, 2)
+    traced = ember.jit.trace(net, (x,))
+    assert scripted is net and traced is net and scripted.debug() == "python"
+    assert not isinstance(scripted, ember.jit.ScriptModule)
+    path = tmp_path / "model.pt"
+    ember.jit.save(scripted, str(path))
+    loaded = ember.jit.load(str(path), map_location="cpu")
+    assert ember.equal(loaded(x), net(x))
+    frozen = ember.jit.optimize_for_inference(ember.jit.freeze(net))
+    assert frozen is net
+    with pytest.raises(RuntimeError, match="eval mode"):
+        ember.jit.freeze(_JitNet())
+    with pytest.raises(RuntimeError, match="example_inputs"):
+        ember.jit.trace(net)
+    fut = ember.jit.fork(lambda a: a + 1, ember.ones(1))
+    assert ember.jit.wait(fut).tolist() == [2.0]
+
+
+def test_compiler_and_version_modules():
+    torch = pytest.importorskip("torch")
+    assert ember.compiler.is_compiling() is False
+
+    @ember.compiler.disable
+    def f(x):
+        return x + 1
+
+    @ember.compiler.disable(recursive=False)
+    def g(x):
+        return x + 2
+
+    assert f(1) == 2 and g(1) == 3
+    assert ember.version.__version__ == ember.__version__
+    assert ember.version.hip is None and ember.version.debug is False
+    assert ember.version.cuda is None or isinstance(ember.version.cuda, str)
+    assert set(ember.version.__all__) <= set(dir(torch.version)) | {"__version__"}

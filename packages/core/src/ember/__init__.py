@@ -108,7 +108,8 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 # Imported on first use, to keep `import ember` fast.
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
-    "special", "onnx", "profiler", "memory", "return_types", "linalg",
+    "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
+    "version",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
