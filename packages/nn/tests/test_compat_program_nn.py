@@ -315,3 +315,73 @@ def test_optimizers_take_and_record_torchs_flags(name):
     np.testing.assert_allclose(outs[1][2], outs[0][2], rtol=1e-6)
     with pytest.raises(NotImplementedError, match="differentiable=True"):
         getattr(ember.optim, name)([nn.Parameter(ember.ones(1))], lr=0.1, differentiable=True)
+
+
+# ---- module paths programs import -------------------------------------------------------------
+def test_helper_modules_programs_import_match_torch():
+    torch = pytest.importorskip("torch")
+    from ember.nn.modules import utils as eu
+    from torch.nn.modules import utils as tu
+
+    for name in ("_single", "_pair", "_triple", "_quadruple"):
+        for arg in (3, (1, 2), [4, 5, 6]):
+            assert getattr(eu, name)(arg) == getattr(tu, name)(arg)
+    assert eu._reverse_repeat_tuple((1, 2), 2) == tu._reverse_repeat_tuple((1, 2), 2)
+    import ember.nn.common_types as ect
+    import torch.nn.common_types as tct
+
+    for name in ("_size_1_t", "_size_2_t", "_size_3_t", "_ratio_2_t", "_size_2_opt_t"):
+        assert str(getattr(ect, name)) == str(getattr(tct, name))
+    from ember.utils.hooks import RemovableHandle
+
+    assert RemovableHandle is nn.RemovableHandle
+    from ember.nn.attention import SDPBackend, sdpa_kernel
+
+    assert list(SDPBackend.__members__) == list(torch.nn.attention.SDPBackend.__members__)
+    q = ember.randn(1, 3, 4)
+    with sdpa_kernel([SDPBackend.MATH, SDPBackend.FLASH_ATTENTION]):
+        out = F.scaled_dot_product_attention(q, q, q)
+    assert out.shape == (1, 3, 4)
+    with pytest.raises(AssertionError, match="SDPBackend"):
+        with sdpa_kernel(["math"]):
+            pass
+
+
+def test_collate_with_a_collate_fn_map_matches_torch():
+    torch = pytest.importorskip("torch")
+    import ember.data._utils.collate as ec
+    import torch.utils.data._utils.collate as tc
+
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    batch = [{"x": np.ones(2, np.float32), "b": Box(1), "n": (1, 2.5), "s": "a"},
+             {"x": np.zeros(2, np.float32), "b": Box(2), "n": (3, 4.5), "s": "b"}]
+    outs = []
+    for lib, mod in ((torch, tc), (ember, ec)):
+        def collate_box(items, *, collate_fn_map=None, lib=lib):
+            return lib.tensor([i.v for i in items])
+
+        out = mod.collate(batch, collate_fn_map={Box: collate_box, **mod.default_collate_fn_map})
+        outs.append(out)
+    want, got = outs
+    assert got["x"].tolist() == want["x"].tolist() and got["b"].tolist() == want["b"].tolist()
+    assert [t.tolist() for t in got["n"]] == [t.tolist() for t in want["n"]]
+    assert got["n"][1].dtype == ember.float64 and got["s"] == want["s"]
+    with pytest.raises(TypeError, match="default_collate"):
+        ec.collate([Box(1)], collate_fn_map=ec.default_collate_fn_map)
+    assert ec.default_collate([1, 2]).tolist() == [1, 2]
+
+
+def test_autograd_profiler_profile():
+    with ember.autograd.profiler.profile(record_shapes=True) as prof:
+        with ember.autograd.profiler.record_function("my_block"):
+            ember.ones(3, 4).sum()
+    keys = [e.key for e in prof.key_averages()]
+    assert "aten::sum" in keys and "my_block" in keys
+    with ember.autograd.profiler.profile(enabled=False) as off:
+        ember.ones(2).sum()
+    assert len(off.key_averages()) == 0
+    with ember.autograd.profiler.emit_nvtx():
+        pass

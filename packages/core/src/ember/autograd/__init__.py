@@ -106,3 +106,12 @@ def _tensor_backward(self: Tensor, gradient: Tensor | None = None, retain_graph:
 
 
 Tensor.backward = _tensor_backward
+
+
+def __getattr__(name: str):
+    # ember.autograd.profiler (torch.autograd.profiler), imported on first use
+    if name == "profiler":
+        import importlib
+
+        return importlib.import_module("ember.autograd.profiler")
+    raise AttributeError(f"module 'ember.autograd' has no attribute {name!r}")
