@@ -385,3 +385,77 @@ def test_autograd_profiler_profile():
     assert len(off.key_averages()) == 0
     with ember.autograd.profiler.emit_nvtx():
         pass
+
+
+# ---- nn.utils.prune (the pruning tutorial) ----------------------------------------------------
+def _prune_net(lib):
+    net = lib.nn.Sequential(lib.nn.Conv2d(1, 4, 3), lib.nn.Flatten(), lib.nn.Linear(16, 6))
+    rng = np.random.default_rng(5)
+    with lib.no_grad():  # distinct magnitudes: no ties for the rankings
+        for p in net.parameters():
+            vals = rng.permutation(p.numel()).astype(np.float32) + 1.0
+            signs = np.where(rng.random(p.numel()) < 0.5, -1.0, 1.0).astype(np.float32)
+            p.copy_(lib.tensor((vals * signs / p.numel()).reshape(tuple(p.shape))))
+    return net
+
+
+def test_prune_matches_torch():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch.nn.utils.prune")  # not imported by torch.nn.utils itself
+    outs = []
+    x = np.random.default_rng(6).normal(size=(2, 1, 4, 4)).astype(np.float32)
+    for lib in (torch, ember):
+        P = lib.nn.utils.prune
+        net = _prune_net(lib)
+        conv, fc = net[0], net[2]
+        P.l1_unstructured(conv, name="weight", amount=0.3)
+        P.ln_structured(conv, name="weight", amount=1, n=2, dim=0)  # iterative: combined
+        P.l1_unstructured(fc, name="bias", amount=2)
+        P.global_unstructured([(fc, "weight"), (conv, "bias")], pruning_method=P.L1Unstructured,
+                              amount=0.25)
+        P.custom_from_mask(fc, "bias", mask=lib.tensor([1, 1, 0, 1, 1, 1]))
+        keys = sorted(net.state_dict())
+        params = sorted(n for n, _ in net.named_parameters())
+        hooks = [type(h).__name__ for h in conv._forward_pre_hooks.values()]
+        y = net(lib.tensor(x))
+        y.sum().backward()
+        masks = [conv.weight_mask.numpy().copy(), conv.bias_mask.numpy().copy(),
+                 fc.weight_mask.numpy().copy(), fc.bias_mask.numpy().copy()]
+        grad = conv.weight_orig.grad.numpy().copy()
+        pruned = P.is_pruned(net)
+        P.remove(conv, "weight")
+        after = (sorted(n for n, _ in conv.named_parameters()), conv.weight.detach().numpy())
+        outs.append((keys, params, hooks, y.detach().numpy(), masks, grad, pruned, after,
+                     [type(c).__name__ for c in conv._forward_pre_hooks.values()]))
+    want, got = outs
+    assert got[0] == want[0] and got[1] == want[1]
+    assert got[2] == want[2] == ["PruningContainer", "CustomFromMask"]
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-5, atol=1e-6)
+    for g, w in zip(got[4], want[4]):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_allclose(got[5], want[5], rtol=1e-5, atol=1e-6)
+    assert got[6] is want[6] is True
+    assert got[7][0] == want[7][0] and np.array_equal(got[7][1], want[7][1])
+    assert got[8] == want[8]
+
+
+def test_prune_errors_and_random_methods():
+    lin = nn.Linear(4, 3)
+    P = nn.utils.prune
+    with pytest.raises(ValueError, match="should either be a float in the range"):
+        P.l1_unstructured(lin, "weight", amount=1.5)
+    with pytest.raises(ValueError, match="smaller than the number of parameters"):
+        P.l1_unstructured(lin, "weight", amount=13)
+    assert isinstance(lin.weight, nn.Parameter) and not P.is_pruned(lin)  # left as it was
+    with pytest.raises(ValueError, match="has to be pruned before"):
+        P.remove(lin, "weight")
+    ember.manual_seed(0)
+    P.random_unstructured(lin, "weight", amount=5)
+    assert int((lin.weight_mask == 0).sum()) == 5
+    P.random_structured(lin, "weight", amount=1, dim=0)
+    rows_off = int((lin.weight_mask.sum(1) == 0).sum())
+    assert rows_off >= 1
+    with pytest.raises(ValueError, match="multidimensional"):
+        P.ln_structured(nn.Linear(2, 2), "bias", amount=1, n=1, dim=0)
+    assert not P.is_pruned(nn.Linear(2, 2)) and P.is_pruned(lin)
+    P.identity(nn.Linear(2, 2), "weight")
