@@ -7,7 +7,7 @@ typing.Union[int, tuple[int, int]]
 
 from __future__ import annotations
 
-from typing import Optional, TypeVar, Union
+from typing import TypeVar, Union
 
 from ember import Tensor
 
@@ -27,9 +27,9 @@ _size_3_t = _scalar_or_tuple_3_t[int]
 _size_4_t = _scalar_or_tuple_4_t[int]
 _size_5_t = _scalar_or_tuple_5_t[int]
 _size_6_t = _scalar_or_tuple_6_t[int]
-_size_any_opt_t = _scalar_or_tuple_any_t[Optional[int]]
-_size_2_opt_t = _scalar_or_tuple_2_t[Optional[int]]
-_size_3_opt_t = _scalar_or_tuple_3_t[Optional[int]]
+_size_any_opt_t = _scalar_or_tuple_any_t[int | None]
+_size_2_opt_t = _scalar_or_tuple_2_t[int | None]
+_size_3_opt_t = _scalar_or_tuple_3_t[int | None]
 _ratio_2_t = _scalar_or_tuple_2_t[float]
 _ratio_3_t = _scalar_or_tuple_3_t[float]
 _ratio_any_t = _scalar_or_tuple_any_t[float]
