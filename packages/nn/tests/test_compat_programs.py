@@ -251,3 +251,202 @@ def test_shim_imports_what_programs_import():
         from torch.utils.data.dataloader import DataLoader  # noqa: F401
 
         assert torch.special.__name__ == "ember.special"
+
+
+# ---- the second set: DCGAN, MNIST CNN, seq2seq attention, triplet embeddings,
+# super-resolution, custom autograd Functions, a word-level Transformer LM, actor-critic --------
+def _on_both(script: str, argv: list[str], tmp_path, capsys) -> tuple[str, str]:
+    """The script's output on torch, then on ember (each with its own --out where it takes
+    one)."""
+    pytest.importorskip("torch")
+    out = ["--out", str(tmp_path / "torch")] if "--out" in argv else []
+    rest = [a for i, a in enumerate(argv) if a != "--out" and (i == 0 or argv[i - 1] != "--out")]
+    ref = _run(script, rest + out, capsys, on_ember=False)
+    out = ["--out", str(tmp_path / "ember")] if "--out" in argv else []
+    got = _run(script, rest + out, capsys, on_ember=True)
+    return ref, got
+
+
+def _same_text(ref: str, got: str) -> None:
+    """The two outputs print alike, torch's module name aside."""
+    assert got.replace("ember.", "torch.") == ref
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_dcgan(tmp_path, capsys, on_ember):
+    out = _run("dcgan.py", ["--outf", str(tmp_path)], capsys, on_ember)
+    d_x, gap, g_first, g_last = _results(out)
+    assert 0 < d_x < 1 and np.isfinite([gap, g_first, g_last]).all()
+    assert 0.6 < g_first < 0.9  # log 2 for a discriminator that cannot tell yet
+    assert "generator: 12640 parameters; discriminator: 2464 parameters" in out
+    assert "ConvTranspose2d(8, 32, kernel_size=(4, 4), stride=(1, 1), bias=False)" in out
+    lines = re.findall(r"^\[(\d)/3\]\[(\d)/8\] Loss_D: (\d\.\d{4}) Loss_G: (\d\.\d{4}) "
+                       r"D\(x\): (\d\.\d{4}) D\(G\(z\)\): (\d\.\d{4}) / (\d\.\d{4})$", out, re.M)
+    assert len(lines) == 6
+    assert (tmp_path / "netG_epoch_2.pth").exists() and (tmp_path / "netD_epoch_2.pth").exists()
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_mnist_cnn(tmp_path, capsys, on_ember):
+    out = _run("mnist_cnn.py", ["--out", str(tmp_path)], capsys, on_ember)
+    first, last, acc = _results(out)
+    assert 1.2 < first < 1.5 and last < 0.9 * first and acc > 0.4  # 4 classes: chance is 0.25
+    assert re.search(r"^batch: \(32, 1, 12, 12\) (torch|ember)\.float32, targets \(32,\) "
+                     r"(torch|ember)\.int64$", out, re.M)
+    assert re.search(r"^Train Epoch: 4 \[160/300 \(50%\)\]\tLoss: \d\.\d{6}$", out, re.M)
+    assert re.search(r"^Test set: Average loss: \d\.\d{4}, Accuracy: \d+/100 \(\d+%\)$", out,
+                     re.M)
+    assert re.findall(r"^lr now (\S+)$", out, re.M) == ["0.7000", "0.4900", "0.3430", "0.2401"]
+    resumed = _lines(out, r"^resumed: loss (\S+), lr 0\.1681$")
+    assert len(resumed) == 1 and resumed[0] < first
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_seq2seq_attention(capsys, on_ember):
+    out = _run("seq2seq_attention.py", [], capsys, on_ember)
+    first, last, exact = _results(out)
+    assert 2.0 < first < 2.4  # ln(9 tokens) at the start
+    assert last < 0.3 and exact > 0.5
+    assert re.findall(r"^(\d+) \((\d+)%\) \d\.\d{4}$", out, re.M) == [
+        ("50", "33"), ("100", "66"), ("150", "100")]
+    src, want = re.search(r"^> (.+)\n= (.+)\n< ", out, re.M).groups()
+    assert want.split() == src.split()[::-1]
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_triplet_embedding(capsys, on_ember):
+    out = _run("triplet_embedding.py", [], capsys, on_ember)
+    first, last, recall1 = _results(out)
+    assert last < 0.2 * first and recall1 > 0.8
+    assert re.findall(r"^step +\d+ +loss \d\.\d{4} +lr (\S+)$", out, re.M) == [
+        "0.1", "0.1", "0.01", "0.01"]
+
+
+def test_super_resolution_on_both(tmp_path, capsys):
+    ref, got = _on_both("super_resolution.py", ["--out", "x"], tmp_path, capsys)
+    (rb, rf, rl), (gb, gf, gl) = _results(ref), _results(got)
+    # the same images (NumPy-made): the interpolation baselines agree to the digit
+    assert re.search(r"^baselines: .*$", got, re.M).group(0) == \
+        re.search(r"^baselines: .*$", ref, re.M).group(0)
+    assert gb == pytest.approx(rb, abs=1e-3)
+    for first, last in ((rf, rl), (gf, gl)):
+        assert last > first + 5  # PSNR in dB: the network learned to upsample
+    assert gl == pytest.approx(rl, abs=2.0)
+    assert "Checkpoint saved to model_epoch_6.pth" in got
+    assert (tmp_path / "ember" / "model_epoch_6.pth").exists()
+
+
+def test_custom_autograd_on_both(capsys, tmp_path):
+    ref, got = _on_both("custom_autograd.py", [], tmp_path, capsys)
+    # the same float32 arithmetic from the same start: the fitted coefficients agree
+    assert _results(got) == pytest.approx(_results(ref), rel=1e-4, abs=1e-6)
+    tail = lambda out: out[out.index("Linear(input_features"):out.index("RESULT")]  # noqa: E731
+    _same_text(tail(ref), tail(got))
+    assert "gradcheck LinearFunction: True" in got and "gradgradcheck Cube: True" in got
+    assert "sorted [1.0, 2.0, 3.0] [1, 2, 0] grad [100.0, 1.0, 10.0]" in got
+
+
+def test_word_transformer(tmp_path, capsys):
+    out = _run("word_transformer.py", ["--out", str(tmp_path)], capsys, on_ember=True)
+    first, last, test_loss = _results(out)
+    assert 2.8 < first < 3.4 and last < 1.2 and test_loss < 1.3  # ln(20 words) at the start
+    assert "vocabulary 20 words, train data (131, 16)" in out
+    assert "causal mask: [0.0, 0.0, -inf, -inf]" in out
+    assert re.search(r"^\| epoch   1 \|    10/   10 batches \| lr 1\.00 \| ms/batch +\d+\.\d\d \| "
+                     r"loss +\d\.\d\d \| ppl +\d+\.\d\d$", out, re.M)
+    assert re.search(r"^generated: the cat \w+ \w+ \w+$", out, re.M)
+
+
+def test_word_transformer_tracks_torch(tmp_path, capsys):
+    pytest.importorskip("torch")
+    init = str(tmp_path / "init.npz")
+    ref = _run("word_transformer.py", ["--out", str(tmp_path / "t"), "--save-init", init],
+               capsys, on_ember=False)
+    got = _run("word_transformer.py", ["--out", str(tmp_path / "e"), "--init-from", init],
+               capsys, on_ember=True)
+    # no dropout, batches in order: the same training run to float32 rounding
+    pattern = r"valid loss +(\S+) \|"
+    assert len(_lines(ref, pattern)) == 3
+    assert _lines(got, pattern) == pytest.approx(_lines(ref, pattern), abs=2e-3)
+    assert _results(got) == pytest.approx(_results(ref), abs=2e-3)
+
+
+def test_actor_critic_on_both(tmp_path, capsys):
+    ref, got = _on_both("actor_critic.py", [], tmp_path, capsys)
+    for out in (ref, got):
+        early, late, success = _results(out)
+        assert late > 0.5 and late > early and success >= 0.75
+        assert re.search(r"^Episode 100\tLast reward: -?\d\.\d\d\tAverage reward: -?\d\.\d\d$",
+                         out, re.M)
+    # tensors print alike
+    printed = lambda out: out[out.index("tensor([[ 5.0000e-01"):out.index("greedy")]  # noqa: E731
+    _same_text(printed(ref), printed(got))
+
+
+def test_basics_tour_prints_what_torch_prints(tmp_path, capsys):
+    ref, got = _on_both("basics_tour.py", [], tmp_path, capsys)
+    ref_lines, got_lines = ref.splitlines(), got.replace("ember.", "torch.").splitlines()
+    assert len(got_lines) == len(ref_lines) > 150
+    cut = ref_lines.index("Epoch 1")
+    # tensors, modules, return types and gradients print exactly as on torch
+    assert got_lines[:cut] == ref_lines[:cut]
+    # the training run from the same weights: the same numbers to float32 rounding
+    number = re.compile(r"-?\d+\.\d+")
+    for r, g in zip(ref_lines[cut:], got_lines[cut:]):
+        assert number.sub("#", r) == number.sub("#", g)
+        np.testing.assert_allclose([float(v) for v in number.findall(g)],
+                                   [float(v) for v in number.findall(r)], rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_text_classification(capsys, on_ember):
+    out = _run("text_classification.py", [], capsys, on_ember)
+    first, last, test_acc = _results(out)
+    assert first > 0.5 and last > 0.9 and test_acc > 0.9  # 4 topics: chance is 0.25
+    assert re.search(r"^vocab size \d+; ids of 'the market xyzzy': \[\d+, \d+, 0\]$", out, re.M)
+    assert re.search(r"^\| end of epoch   6 \| valid accuracy +\d\.\d{3} \| lr \d\.\d{4}$", out,
+                     re.M)
+    assert "This is a Sports news" in out
+
+
+def test_finetuning_on_both(tmp_path, capsys):
+    ref, got = _on_both("finetuning.py", [], tmp_path, capsys)
+    for out in (ref, got):
+        pre, head, final = _results(out)
+        assert pre > 0.8 and head > 0.8 and final > 0.9
+    # what does not depend on the random draws prints the same
+    same = [line for line in ref.splitlines()
+            if line.startswith(("missing keys", "unexpected keys", "strict load", "trainable",
+                                "modules:", "children:", "group lrs"))]
+    assert len(same) == 7 and "strict load refused: True" in same
+    assert [line for line in got.splitlines() if line in same] == same
+    lrs = r"^epoch \d: accuracy \d\.\d{3}, lrs (.+)$"
+    assert re.findall(lrs, got, re.M) == re.findall(lrs, ref, re.M)
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_spatial_transformer(capsys, on_ember):
+    out = _run("spatial_transformer.py", [], capsys, on_ember)
+    first, last, acc = _results(out)
+    assert 1.3 < first < 1.45  # ln 4 at the identity transform
+    assert last < 0.8 * first and acc > 0.6
+    assert re.search(r"^Test set: Average loss: \d\.\d{4}, Accuracy: \d+/256 \(\d+%\)$", out,
+                     re.M)
+    assert re.search(r"^warped batch \(4, 1, 16, 16\) theta\[0\] (torch|ember)\.Size\(\[2, 3\]\)$",
+                     out, re.M)
+
+
+@pytest.mark.parametrize("on_ember", [True, False], ids=["ember", "torch"])
+def test_dqn(capsys, on_ember):
+    out = _run("dqn.py", [], capsys, on_ember)
+    early, late, greedy = _results(out)
+    assert late > 0.8 and greedy == pytest.approx(0.99)  # three steps right: 2 x -0.01 + 1
+    assert "greedy actions: [1, 1, 1, 1]" in out
+    assert re.findall(r"^episode +(\d+) +return [+-]\d\.\d\d +memory \d+$", out, re.M) == [
+        "0", "20", "40"]
+
+
+def test_data_pipeline_prints_what_torch_prints(tmp_path, capsys):
+    ref, got = _on_both("data_pipeline.py", [], tmp_path, capsys)
+    assert len(ref.splitlines()) == 29
+    _same_text(ref, got)

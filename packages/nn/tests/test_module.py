@@ -298,12 +298,15 @@ def test_load_state_dict_reports_every_problem():
     with pytest.raises(RuntimeError) as info:
         m.load_state_dict(sd)
     msg = str(info.value)
-    assert msg.startswith("Error(s) in loading state_dict for MLP")
-    assert "unexpected key 'fc3.weight'" in msg
-    assert "missing key 'fc2.bias'" in msg
-    assert "size mismatch for 'fc1.weight'" in msg and "(5, 4)" in msg and "(8, 4)" in msg
+    assert msg.startswith("Error(s) in loading state_dict for MLP:\n\t")
+    # PyTorch's wording: missing, then unexpected keys, then each key's problem
+    lines = msg.split("\n\t")
+    assert lines[1] == 'Missing key(s) in state_dict: "fc2.bias". '
+    assert lines[2] == 'Unexpected key(s) in state_dict: "fc3.weight". '
+    assert "size mismatch for fc1.weight: copying a param with shape ember.Size([5, 4]) from " \
+        "checkpoint, the shape in current model is ember.Size([8, 4])." in msg
     assert "'fc1.bias'" in msg and "str" in msg
-    assert len(msg.split("\n\t")) == 5  # header + one line per problem
+    assert len(lines) == 5  # header + one line per problem
 
 
 def test_load_state_dict_non_strict_and_assign():

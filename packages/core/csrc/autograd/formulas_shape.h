@@ -60,8 +60,9 @@ inline Tensor into_zeros(const Tensor& grad, const InputMeta& self, const ViewOf
 
 inline Tensor narrow_backward(const Tensor& grad, const InputMeta& self, int64_t dim,
                               int64_t start) {
+  int64_t d = wrap_dim(dim, grad->dim(), "narrow_backward");
   return into_zeros(grad, self,
-                    [&](const Tensor& z) { return ops::narrow(z, dim, start, grad->size(dim)); });
+                    [&](const Tensor& z) { return ops::narrow(z, d, start, grad->size(d)); });
 }
 inline Tensor select_backward(const Tensor& grad, const InputMeta& self, int64_t dim,
                               int64_t index) {

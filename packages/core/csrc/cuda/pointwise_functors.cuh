@@ -74,7 +74,13 @@ struct round {
       return x;
     } else {
       if (decimals == 0) return dm::rint(x);
-      return static_cast<A>(dm::rint(static_cast<double>(x) * scale) / scale);
+      // as on the CPU: in the math type, x * 10^d (x / 10^-d for negative d), scale holding
+      // 10^|d|
+      using M = std::conditional_t<std::is_same_v<A, double>, double, float>;
+      const M m = static_cast<M>(x);
+      const M ten = static_cast<M>(scale);
+      if (decimals > 0) return static_cast<A>(dm::rint(m * ten) / ten);
+      return static_cast<A>(dm::rint(m / ten) * ten);
     }
   }
 };

@@ -67,7 +67,7 @@ Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   ElementwiseIterator it("round");
   it.add_output(out).add_input(self).build();
   check_round_decimals(it.common_dtype(), self, decimals);
-  const double scale = std::pow(10.0, static_cast<double>(decimals));
+  const double scale = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
   run<Types::Numeric, void, 1>(it, "round", [&](auto) { return fn::round{scale, decimals}; });
   return it.output();
 }

@@ -127,9 +127,8 @@ py::object make_return_tuple(const char* name, std::initializer_list<const char*
   if (!cache->contains(key)) {
     py::list names;
     for (const char* f : fields) names.append(f);
-    py::object nt = py::module_::import("collections").attr("namedtuple")(name, names);
-    nt.attr("__module__") = "ember.return_types";
-    (*cache)[key] = nt;
+    // ember.return_types makes the type: PyTorch's printing, importable by name for pickle
+    (*cache)[key] = py::module_::import("ember.return_types").attr("_make")(name, names);
   }
   return (*cache)[key](*values);
 }

@@ -37,9 +37,11 @@ from ember import _tensor  # noqa: F401  (Python-side Tensor methods)
 from ember import cuda  # noqa: F401
 from ember.random import manual_seed  # noqa: F401  (seeds the CUDA generators too)
 from ember import autograd  # noqa: F401
-from ember.autograd.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
+from ember.autograd.grad_mode import (  # noqa: F401
+    enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled,
+)
 from ember._interop import as_tensor, from_dlpack  # noqa: F401
-from ember._functional import einsum, tensordot, unique  # noqa: F401
+from ember._functional import cdist, einsum, tensordot, unique  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
 from ember._finfo import finfo, iinfo  # noqa: F401
 from ember._legacy import (  # noqa: F401  (legacy constructors; tensor() for any sequence)
@@ -54,6 +56,9 @@ from ember._toplevel import (  # noqa: F401  (predicates, determinism switches, 
     set_num_interop_threads, strided, typename, use_deterministic_algorithms,
 )
 from ember import _foreach  # noqa: F401,E402  (ember._foreach_add_ and the other list ops)
+from ember import _compat_ops  # noqa: E402  (diag, cartesian_prod, logaddexp, cov, ...)
+
+_compat_ops.install(globals())
 
 try:
     from ember._version import version as __version__
@@ -103,7 +108,8 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 # Imported on first use, to keep `import ember` fast.
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
-    "special", "onnx", "profiler", "memory",
+    "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
+    "version",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
@@ -124,6 +130,14 @@ _LAZY_ATTRS = {
     "lgamma": "ember.special",
     "digamma": "ember.special",
     "xlogy": "ember.special",
+    "vmap": "ember.func",
+    # PyTorch's top-level spellings of nn.functional ops
+    **{name: "ember.nn.functional" for name in (
+        "alpha_dropout", "feature_alpha_dropout", "bilinear", "cosine_similarity",
+        "pairwise_distance", "pdist", "pixel_shuffle", "pixel_unshuffle", "prelu", "rrelu",
+        "rrelu_", "threshold", "threshold_", "hardshrink", "relu_", "selu_", "celu_",
+        "channel_shuffle", "native_channel_shuffle",
+    )},
 }
 
 

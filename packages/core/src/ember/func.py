@@ -1,5 +1,6 @@
 """Function transforms with ``torch.func``'s names and semantics: ``grad``, ``grad_and_value``,
-``vjp``, ``jvp``, ``jacrev``, ``jacfwd`` and ``hessian``.
+``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap`` (by a loop) and
+``functional_call``.
 
 They take a Python function and return a new function (or, for vjp/jvp, evaluate at a point).
 Arguments may be tensors or nested tuples/lists/dicts of tensors ("pytrees"); results have the
@@ -26,7 +27,8 @@ from ember._C import Tensor
 from ember.autograd.functional import _forward_product, _grad, _jacobian_cols, _jacobian_rows
 from ember.autograd.grad_mode import enable_grad
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
+           "functional_call"]
 
 # ---- pytrees: nested tuples / lists / dicts with tensor (or other) leaves ----------------------
 
@@ -426,3 +428,160 @@ def hessian(func: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
     [[6.0, 0.0], [0.0, 12.0]]
     """
     return jacrev(jacrev(func, argnums), argnums)
+
+
+# ---- vmap: the batched function, by a loop over the mapped dim ---------------------------------
+def _in_dims_tree(in_dims: Any, args: tuple) -> list:
+    """One in_dim (int or None) per leaf of args."""
+    if isinstance(in_dims, int) or in_dims is None:
+        leaves, _ = _flatten(args)
+        return [in_dims] * len(leaves)
+    if not isinstance(in_dims, (tuple, list)) or len(in_dims) != len(args):
+        raise ValueError(f"vmap(in_dims={in_dims!r}): in_dims must be an int, None, or a tuple "
+                         f"with one entry per positional argument ({len(args)} given)")
+    out: list = []
+    for d, a in zip(in_dims, args):
+        n = len(_flatten(a)[0])
+        if isinstance(d, int) or d is None:
+            out.extend([d] * n)
+        else:  # a structure matching the argument's
+            sub = _flatten(d)[0]
+            if len(sub) != n:
+                raise ValueError(f"vmap: in_dims {d!r} does not match the structure of its "
+                                 f"argument")
+            out.extend(sub)
+    return out
+
+
+def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = "error", *,
+         chunk_size: int | None = None) -> Callable:
+    """``func`` mapped over a dim of its inputs, as ``torch.func.vmap``: each tensor argument
+    is split along its ``in_dims`` entry (None: passed whole to every call), ``func`` runs on
+    each slice, and the results are stacked along ``out_dims``. ember runs the calls one by one
+    (no batching rules), so any function works, at a loop's speed, and autograd sees the
+    stacking; random ops draw differently per slice (``randomness="different"``).
+
+    >>> import ember
+    >>> from ember.func import vmap
+    >>> vmap(lambda x: x.dot(x))(ember.tensor([[1.0, 2.0], [3.0, 4.0]])).tolist()
+    [5.0, 25.0]
+    """
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"vmap: randomness must be 'error', 'different' or 'same', got "
+                           f"{randomness!r}")
+
+    @functools.wraps(func)
+    def batched(*args: Any, **kwargs: Any) -> Any:
+        leaves, spec = _flatten(args)
+        dims = _in_dims_tree(in_dims, args)
+        sizes = set()
+        for x, d in zip(leaves, dims):
+            if d is None:
+                continue
+            if not isinstance(x, Tensor):
+                raise ValueError(f"vmap: got in_dim={d} for an input that is not a Tensor "
+                                 f"({type(x).__name__}); use None for it")
+            if not -max(x.ndim, 1) <= d < max(x.ndim, 1) or x.ndim == 0:
+                raise ValueError(f"vmap: in_dim={d} is out of range for an input of "
+                                 f"{x.ndim} dims")
+            sizes.add(x.shape[d])
+        if not sizes:
+            raise ValueError("vmap: at least one input must be mapped (in_dims all None)")
+        if len(sizes) > 1:
+            raise ValueError(f"vmap: expected all tensors to have the same size in the mapped "
+                             f"dimension, got sizes {sorted(sizes)}")
+        n = sizes.pop()
+        results = []
+        for i in range(n):
+            sl = [x.select(d, i) if d is not None else x for x, d in zip(leaves, dims)]
+            results.append(func(*_unflatten(sl, spec), **kwargs))
+        if n == 0:
+            raise ValueError("vmap: the mapped dimension has size 0")
+        outs = [_flatten(r)[0] for r in results]
+        out_spec = _flatten(results[0])[1]
+        k = len(outs[0])
+        odims = [out_dims] * k if isinstance(out_dims, int) or out_dims is None else \
+            _flatten(out_dims)[0]
+        if len(odims) != k:
+            raise ValueError(f"vmap: out_dims {out_dims!r} does not match the {k} outputs")
+        stacked = []
+        for j in range(k):
+            col = [o[j] for o in outs]
+            if odims[j] is None:
+                stacked.append(col[0])
+                continue
+            if not isinstance(col[0], Tensor):
+                raise ValueError(f"vmap: the function must return tensors, got "
+                                 f"{type(col[0]).__name__}")
+            stacked.append(_C.stack(col, odims[j]))
+        return _unflatten(stacked, out_spec)
+
+    if chunk_size is not None and chunk_size <= 0:
+        raise ValueError(f"vmap: chunk_size must be positive, got {chunk_size}")
+    return batched
+
+
+# ---- functional_call: a module run with other parameters and buffers --------------------------
+def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = None,
+                    kwargs: dict | None = None, *, tie_weights: bool = True,
+                    strict: bool = False) -> Any:
+    """``module(*args, **kwargs)`` with the named parameters and buffers replaced by the given
+    tensors for the call (the module is left as it was), as ``torch.func.functional_call``.
+    Gradients flow to the given tensors.
+
+    >>> import ember
+    >>> lin = ember.nn.Linear(2, 1, bias=False)
+    >>> functional_call(lin, {"weight": ember.ones(1, 2)}, (ember.tensor([[1.0, 2.0]]),)).tolist()
+    [[3.0]]
+    """
+    if isinstance(parameter_and_buffer_dicts, (list, tuple)):
+        merged: dict = {}
+        for d in parameter_and_buffer_dicts:
+            for k, v in d.items():
+                if k in merged:
+                    raise ValueError(f"functional_call: {k!r} appeared in multiple dictionaries")
+                merged[k] = v
+    else:
+        merged = dict(parameter_and_buffer_dicts)
+    if strict:
+        names = {n for n, _ in module.named_parameters(remove_duplicate=False)} | \
+            {n for n, _ in module.named_buffers(remove_duplicate=False)}
+        missing = sorted(names - set(merged))
+        unexpected = sorted(set(merged) - names)
+        if missing or unexpected:
+            raise RuntimeError(f"functional_call got missing keys {missing} and unexpected keys "
+                               f"{unexpected}")
+    if tie_weights:  # a tensor given for one name stands for every name that shares it
+        seen: dict = {}
+        for name, t in list(module.named_parameters(remove_duplicate=False)) + \
+                list(module.named_buffers(remove_duplicate=False)):
+            seen.setdefault(id(t), []).append(name)
+        for names in seen.values():
+            given = [n for n in names if n in merged]
+            if given:
+                for n in names:
+                    merged.setdefault(n, merged[given[0]])
+    saved = []
+    try:
+        for name, value in merged.items():
+            *path, leaf = name.split(".")
+            owner = module
+            for p in path:
+                owner = getattr(owner, p)
+            if leaf in owner._parameters:
+                saved.append((owner._parameters, leaf, owner._parameters[leaf]))
+                owner._parameters[leaf] = value
+            elif leaf in owner._buffers:
+                saved.append((owner._buffers, leaf, owner._buffers[leaf]))
+                owner._buffers[leaf] = value
+            else:
+                raise AttributeError(f"functional_call: {type(module).__name__} has no parameter "
+                                     f"or buffer {name!r}")
+        if args is None:
+            args = ()
+        elif not isinstance(args, tuple):
+            args = (args,)
+        return module(*args, **(kwargs or {}))
+    finally:
+        for store, leaf, old in reversed(saved):
+            store[leaf] = old

@@ -182,7 +182,9 @@ Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   ElementwiseIterator it("round");
   it.add_output(out).add_input(self).build();
   check_round_decimals(it.common_dtype(), self, decimals);
-  double scale = std::pow(10.0, static_cast<double>(decimals));
+  // PyTorch's rounding: in the op's math type (float for float, half and bfloat16, double for
+  // double), x * 10^d (or x / 10^-d for negative d) to the nearest even integer, scaled back.
+  double scale = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
   run<Types::Numeric, void, 1>(it, "round", [scale, decimals](auto tag) {
     using A = decltype(tag);
     return [scale, decimals](A x) -> A {
@@ -190,7 +192,11 @@ Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
         return x;
       } else {
         if (decimals == 0) return std::nearbyint(x);
-        return static_cast<A>(std::nearbyint(static_cast<double>(x) * scale) / scale);
+        using M = std::conditional_t<std::is_same_v<A, double>, double, float>;
+        const M m = static_cast<M>(x);
+        const M ten = static_cast<M>(scale);
+        if (decimals > 0) return static_cast<A>(std::nearbyint(m * ten) / ten);
+        return static_cast<A>(std::nearbyint(m / ten) * ten);
       }
     };
   });

@@ -25,6 +25,7 @@ from ember.autograd.grad_mode import (  # noqa: F401
     enable_grad,
     inference_mode,
     is_grad_enabled,
+    is_inference_mode_enabled,
     no_grad,
     set_grad_enabled,
 )
@@ -105,3 +106,12 @@ def _tensor_backward(self: Tensor, gradient: Tensor | None = None, retain_graph:
 
 
 Tensor.backward = _tensor_backward
+
+
+def __getattr__(name: str):
+    # ember.autograd.profiler (torch.autograd.profiler), imported on first use
+    if name == "profiler":
+        import importlib
+
+        return importlib.import_module("ember.autograd.profiler")
+    raise AttributeError(f"module 'ember.autograd' has no attribute {name!r}")

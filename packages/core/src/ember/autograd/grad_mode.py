@@ -11,23 +11,66 @@ False
 from __future__ import annotations
 
 import functools
+import inspect
+import threading
 from typing import Any, Callable
 
 from ember import _C
 
+_state = threading.local()  # inference: whether inference_mode is on for this thread
+
+
+def _wrap_generator(ctx_factory: Callable[[], Any], gen_fn: Callable) -> Callable:
+    """A generator function whose every resumption runs inside a fresh context."""
+
+    @functools.wraps(gen_fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        gen = gen_fn(*args, **kwargs)
+        try:
+            with ctx_factory():
+                item = gen.send(None)
+            while True:
+                try:
+                    sent = yield item
+                except GeneratorExit:
+                    with ctx_factory():
+                        gen.close()
+                    raise
+                except BaseException as exc:  # thrown in: pass it on inside the context
+                    with ctx_factory():
+                        item = gen.throw(exc)
+                else:
+                    with ctx_factory():
+                        item = gen.send(sent)
+        except StopIteration as stop:
+            return stop.value
+
+    return wrapper
+
 
 class _GradModeContext:
-    """Base: a context manager that is also a decorator (fresh state per call)."""
+    """Base: a context manager that is also a decorator (fresh state per call, generator
+    functions included)."""
 
     def __call__(self, fn: Callable) -> Callable:
+        if inspect.isclass(fn):
+            raise RuntimeError(f"{type(self).__name__} can't decorate a class; decorate its "
+                               "methods instead")
+        if inspect.isgeneratorfunction(fn):
+            return _wrap_generator(self.clone, fn)
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with self.__class__(*self._args):
+            with self.clone():
                 return fn(*args, **kwargs)
 
         return wrapper
 
     _args: tuple = ()
+
+    def clone(self) -> "_GradModeContext":
+        """A fresh context manager with the same settings."""
+        return self.__class__(*self._args)
 
     def __enter__(self) -> None:
         self._prev = _C.is_grad_enabled()
@@ -40,14 +83,35 @@ class _GradModeContext:
         raise NotImplementedError
 
 
-class no_grad(_GradModeContext):
-    """Disables gradient recording inside the block or decorated function."""
+class _NoParamContext(_GradModeContext):
+    """A context that takes no settings, so that it also decorates bare: ``@no_grad`` as well
+    as ``@no_grad()``."""
+
+    def __new__(cls, orig_func: Callable | None = None) -> Any:
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+    def __init__(self, orig_func: Callable | None = None) -> None:
+        pass
+
+
+class no_grad(_NoParamContext):
+    """Disables gradient recording inside the block or decorated function (``@no_grad`` or
+    ``@no_grad()``).
+
+    >>> import ember
+    >>> with ember.no_grad():
+    ...     y = ember.ones(2, requires_grad=True) * 2
+    >>> y.requires_grad
+    False
+    """
 
     def _mode(self) -> bool:
         return False
 
 
-class enable_grad(_GradModeContext):
+class enable_grad(_NoParamContext):
     """Enables gradient recording (inside a no_grad block, say)."""
 
     def _mode(self) -> bool:
@@ -55,14 +119,47 @@ class enable_grad(_GradModeContext):
 
 
 class inference_mode(_GradModeContext):
-    """Like no_grad (ember has no separate inference tensors yet)."""
+    """Inference mode: gradient recording off, and ``is_inference_mode_enabled()`` true;
+    ``inference_mode(False)`` turns both back on inside an inference block, as in PyTorch.
+    Decorates bare (``@inference_mode``) or called. ember has no separate inference tensors:
+    what is computed inside is an ordinary tensor that does not require grad.
+
+    >>> import ember
+    >>> with ember.inference_mode():
+    ...     ember.is_inference_mode_enabled(), ember.is_grad_enabled()
+    (True, False)
+    """
+
+    def __new__(cls, mode: Any = True) -> Any:
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)  # @inference_mode on a function
 
     def __init__(self, mode: bool = True) -> None:
         self._args = (mode,)
         self._on = mode
 
+    def __enter__(self) -> None:
+        self._prev_inference = is_inference_mode_enabled()
+        _state.inference = self._on
+        super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        _state.inference = self._prev_inference
+
     def _mode(self) -> bool:
-        return not self._on and _C.is_grad_enabled()
+        return not self._on
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether inference_mode is on for this thread.
+
+    >>> import ember
+    >>> ember.is_inference_mode_enabled()
+    False
+    """
+    return getattr(_state, "inference", False)
 
 
 class set_grad_enabled(_GradModeContext):
@@ -73,6 +170,11 @@ class set_grad_enabled(_GradModeContext):
         self._prev = _C.is_grad_enabled()
         self._mode_value = bool(mode)
         _C._set_grad_enabled(self._mode_value)
+
+    def __call__(self, fn: Callable) -> Callable:
+        # as a decorator the mode applies inside the function only, not from here on
+        _C._set_grad_enabled(self._prev)
+        return super().__call__(fn)
 
     def __enter__(self) -> None:
         pass

@@ -23,6 +23,7 @@ from ember.nn.modules import __all__ as _modules_all
 from ember.nn.modules.module import RemovableHandle
 from ember.nn import utils
 from ember.nn import parallel
+from ember.nn.parallel import DataParallel
 
 __all__ = [
     "__version__",
@@ -35,5 +36,6 @@ __all__ = [
     "init",
     "utils",
     "parallel",
+    "DataParallel",
     *_modules_all,
 ]

@@ -25,7 +25,7 @@ __all__ = [
     "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "prelu", "elu", "elu_", "selu",
     "selu_", "celu", "celu_", "gelu", "silu", "mish", "tanh", "sigmoid", "hardtanh",
     "hardtanh_", "rrelu", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "softmax", "gumbel_softmax",
-    "log_softmax", "softmin", "glu", "threshold", "tanhshrink", "softshrink", "hardshrink",
+    "log_softmax", "softmin", "glu", "threshold", "threshold_", "rrelu_", "tanhshrink", "softshrink", "hardshrink",
     # linear / conv
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "unfold", "fold",
@@ -43,7 +43,7 @@ __all__ = [
     "embedding", "embedding_bag", "one_hot",
     # shape
     "pad", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
-    "pixel_unshuffle",
+    "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle",
     # distance
     "cosine_similarity", "pairwise_distance", "pdist",
     # losses
@@ -54,6 +54,8 @@ __all__ = [
     "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "ctc_loss",
     # attention
     "scaled_dot_product_attention",
+    # sampling (ember.nn._sampling)
+    "affine_grid", "grid_sample", "max_unpool1d", "max_unpool2d",
 ]
 
 _C = ember._C
@@ -91,6 +93,16 @@ def _inplace_result(input: Tensor, out: Tensor) -> Tensor:
     return input
 
 
+def _inplace_source(input: Tensor, inplace: bool) -> Tensor:
+    """What an ``inplace=True`` activation whose backward needs its input computes from: a copy
+    of the input when autograd records the op (the write into input would otherwise invalidate
+    the saved input, as the original value PyTorch keeps for such in-place ops), else the input
+    itself."""
+    if inplace and input.requires_grad and ember.is_grad_enabled():
+        return input.clone()
+    return input
+
+
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """``max(0, x)``.
 
@@ -123,7 +135,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     >>> leaky_relu(ember.tensor([-2.0, 2.0]), 0.5).tolist()
     [-1.0, 2.0]
     """
-    out = _C.leaky_relu(input, negative_slope)
+    out = _C.leaky_relu(_inplace_source(input, inplace), negative_slope)
     return _inplace_result(input, out) if inplace else out
 
 
@@ -222,7 +234,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> silu(ember.tensor([0.0])).tolist()
     [0.0]
     """
-    out = _C.silu(input)
+    out = _C.silu(_inplace_source(input, inplace))
     return _inplace_result(input, out) if inplace else out
 
 
@@ -233,7 +245,7 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
     >>> mish(ember.tensor([0.0])).tolist()
     [0.0]
     """
-    out = _C.mish(input)
+    out = _C.mish(_inplace_source(input, inplace))
     return _inplace_result(input, out) if inplace else out
 
 
@@ -293,7 +305,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     >>> hardswish(ember.tensor([3.0])).tolist()
     [3.0]
     """
-    out = _C.hardswish(input)
+    out = _C.hardswish(_inplace_source(input, inplace))
     return _inplace_result(input, out) if inplace else out
 
 
@@ -337,6 +349,10 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     out = ember.where(input > threshold, input, ember.full_like(input, value))
     return _inplace_result(input, out) if inplace else out
 
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place :func:`threshold`."""
+    return globals()["threshold"](input, threshold, value, inplace=True)
 
 def tanhshrink(input: Tensor) -> Tensor:
     """``x - tanh(x)``.
@@ -464,13 +480,19 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
     """
     if lower > upper:
         raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
+    source, input = input, _inplace_source(input, inplace)
     if training:
         slope = ember.empty(list(_shape(input)), dtype=input.dtype).uniform_(lower, upper)
         out = ember.where(input >= 0, input, input * slope)
     else:
         out = _C.leaky_relu(input, (lower + upper) / 2)
-    return _inplace_result(input, out) if inplace else out
+    return _inplace_result(source, out) if inplace else out
 
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False) -> Tensor:
+    """In-place :func:`rrelu`."""
+    return rrelu(input, lower, upper, training, inplace=True)
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """Gated linear unit: ``a * sigmoid(b)`` where a, b are the halves of input along dim.
@@ -1514,6 +1536,29 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     return x.permute(*perm).reshape(*lead, c * r * r, h // r, w // r)
 
 
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """(N, C, *) with its C channels, seen as ``groups`` groups of C / groups, interleaved:
+    channel ``g * (C / groups) + k`` moves to ``k * groups + g`` (ShuffleNet).
+
+    >>> import ember
+    >>> channel_shuffle(ember.arange(4.0).reshape(1, 4, 1), 2).flatten().tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle: expected an input of at least 3 dims (N, C, *), "
+                           f"got shape {_shape(input)}")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        raise ValueError(f"channel_shuffle: groups must be a positive int, got {groups!r}")
+    n, c, *rest = _shape(input)
+    if c % groups != 0:
+        raise RuntimeError(f"channel_shuffle: number of channels ({c}) must be divisible by "
+                           f"groups ({groups})")
+    x = input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+    return x.reshape(n, c, *rest)
+
+
+native_channel_shuffle = channel_shuffle
+
 def _broadcast_shape(op: str, s1: tuple[int, ...], s2: tuple[int, ...]) -> list[int]:
     n = max(len(s1), len(s2))
     a, b = (1,) * (n - len(s1)) + s1, (1,) * (n - len(s2)) + s2
@@ -2214,3 +2259,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         )
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                            scale=scale, enable_gqa=enable_gqa)
+
+
+from ember.nn._sampling import (  # noqa: E402  (composites over the ops above)
+    affine_grid,
+    grid_sample,
+    max_unpool1d,
+    max_unpool2d,
+)

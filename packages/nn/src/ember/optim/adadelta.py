@@ -35,9 +35,12 @@ class Adadelta(Optimizer):
         foreach: bool | None = None,
         *,
         maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
     ) -> None:
         defaults = dict(
-            lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, foreach=foreach, maximize=maximize
+            lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, foreach=foreach, maximize=maximize,
+            differentiable=differentiable, capturable=capturable,
         )
         super().__init__(params, defaults)
 

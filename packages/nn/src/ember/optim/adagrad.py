@@ -38,12 +38,14 @@ class Adagrad(Optimizer):
         foreach: bool | None = None,
         *,
         maximize: bool = False,
+        differentiable: bool = False,
         fused: bool | None = None,
     ) -> None:
         defaults = dict(
             lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
             initial_accumulator_value=initial_accumulator_value, foreach=foreach,
             maximize=maximize, fused=fused,
+            differentiable=differentiable,
         )
         super().__init__(params, defaults)
         # the accumulators exist from the start (so that share_memory() can see them)

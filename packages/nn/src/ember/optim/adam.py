@@ -43,6 +43,8 @@ class Adam(Optimizer):
         *,
         foreach: bool | None = None,
         maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
         fused: bool | None = None,
         decoupled_weight_decay: bool | None = None,
     ) -> None:
@@ -52,6 +54,7 @@ class Adam(Optimizer):
             lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
             maximize=maximize, foreach=foreach, fused=fused,
             decoupled_weight_decay=decoupled_weight_decay,
+            differentiable=differentiable, capturable=capturable,
         )
         super().__init__(params, defaults)
 
@@ -100,10 +103,13 @@ class AdamW(Adam):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
         foreach: bool | None = None,
         fused: bool | None = None,
     ) -> None:
         super().__init__(
             params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
             fused=fused, decoupled_weight_decay=True,
+            differentiable=differentiable, capturable=capturable,
         )

@@ -283,8 +283,10 @@ class StepLR(LRScheduler):
     """lr *= gamma every ``step_size`` epochs."""
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None:
-        if not isinstance(step_size, int) or step_size <= 0:
-            raise ValueError(f"StepLR: step_size must be a positive int, got {step_size!r}")
+        # a positive number: PyTorch's tutorials pass 1.0, which works as the period
+        if isinstance(step_size, bool) or not isinstance(step_size, (int, float)) \
+                or not step_size > 0:
+            raise ValueError(f"StepLR: step_size must be a positive number, got {step_size!r}")
         self.step_size = step_size
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)

@@ -128,6 +128,13 @@ class Optimizer:
             cls.step = _with_step_hooks(step)  # type: ignore[method-assign]
 
     def __init__(self, params: Any, defaults: dict[str, Any]) -> None:
+        if defaults.get("differentiable"):
+            # PyTorch's differentiable=True records the update itself in autograd (for
+            # meta-learning); ember's updates run under no_grad
+            raise NotImplementedError(
+                f"{type(self).__name__}: differentiable=True (autograd through the optimizer "
+                "step) is not supported by ember's optimizers"
+            )
         self.defaults = defaults
         self._optimizer_step_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
         self._optimizer_step_post_hooks: OrderedDict[int, Callable] = OrderedDict()

@@ -39,10 +39,13 @@ class RAdam(Optimizer):
         *,
         foreach: bool | None = None,
         maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
     ) -> None:
         defaults = dict(
             lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
             decoupled_weight_decay=decoupled_weight_decay, foreach=foreach, maximize=maximize,
+            differentiable=differentiable, capturable=capturable,
         )
         super().__init__(params, defaults)
 

@@ -38,10 +38,13 @@ class RMSprop(Optimizer):
         centered: bool = False,
         foreach: bool | None = None,
         maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
     ) -> None:
         defaults = dict(
             lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
             centered=centered, foreach=foreach, maximize=maximize,
+            differentiable=differentiable, capturable=capturable,
         )
         super().__init__(params, defaults)
 

@@ -39,12 +39,14 @@ class SGD(Optimizer):
         nesterov: bool = False,
         *,
         maximize: bool = False,
+        differentiable: bool = False,
         foreach: bool | None = None,
         fused: bool | None = None,
     ) -> None:
         defaults = dict(
             lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
             nesterov=nesterov, maximize=maximize, foreach=foreach, fused=fused,
+            differentiable=differentiable,
         )
         super().__init__(params, defaults)
 

@@ -38,7 +38,9 @@ from ember.nn.modules.batchnorm import (  # noqa: F401
     LazyBatchNorm1d,
     LazyBatchNorm2d,
     LazyBatchNorm3d,
+    SyncBatchNorm,
 )
+from ember.nn.modules.channelshuffle import ChannelShuffle  # noqa: F401
 from ember.nn.modules.container import (
     ModuleDict,
     ModuleList,
@@ -139,6 +141,8 @@ from ember.nn.modules.pooling import (  # noqa: F401
     LPPool2d,
     MaxPool1d,
     MaxPool2d,
+    MaxUnpool1d,
+    MaxUnpool2d,
 )
 from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from ember.nn.modules.sparse import (  # noqa: F401
@@ -200,6 +204,8 @@ __all__ = [
     "ConvTranspose2d",
     "MaxPool1d",
     "MaxPool2d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
     "AvgPool1d",
     "AvgPool2d",
     "AdaptiveAvgPool1d",
@@ -210,6 +216,7 @@ __all__ = [
     "LPPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
+    "SyncBatchNorm",
     "BatchNorm3d",
     "LayerNorm",
     "GroupNorm",
@@ -249,6 +256,7 @@ __all__ = [
     "CTCLoss",
     "PixelShuffle",
     "PixelUnshuffle",
+    "ChannelShuffle",
     "Upsample",
     "UpsamplingNearest2d",
     "UpsamplingBilinear2d",

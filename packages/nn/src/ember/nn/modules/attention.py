@@ -16,7 +16,7 @@ from typing import Any
 import ember
 from ember import Tensor
 from ember.nn import init
-from ember.nn.modules.linear import Linear
+from ember.nn.modules.linear import NonDynamicallyQuantizableLinear
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 
@@ -106,7 +106,8 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(ember.empty(3 * embed_dim, **kw))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
+        # PyTorch's class for it (a Linear that quantization leaves alone), as it prints
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
         if add_bias_kv:
             self.bias_k = Parameter(ember.empty(1, 1, embed_dim, **kw))
             self.bias_v = Parameter(ember.empty(1, 1, embed_dim, **kw))

@@ -27,6 +27,7 @@ __all__ = [
     "LazyBatchNorm1d",
     "LazyBatchNorm2d",
     "LazyBatchNorm3d",
+    "SyncBatchNorm",
 ]
 
 
@@ -153,6 +154,127 @@ class BatchNorm3d(_BatchNorm):
                 f"BatchNorm3d: expected 5D input (N, C, D, H, W), got {input.ndim}D input of "
                 f"shape {tuple(input.shape)}"
             )
+
+
+def _sync_world(group: Any) -> int:
+    """The size of the process group SyncBatchNorm reduces over (1 without ember.distributed
+    or outside an initialized group)."""
+    try:
+        import ember.distributed as dist
+    except ImportError:
+        return 1
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1
+    return max(dist.get_world_size(group), 1)
+
+
+class _AllReduceSum(ember.autograd.Function):
+    """Sums a tensor over the ranks of a group; the gradient is summed the same way (each
+    rank's loss depends on every rank's contribution)."""
+
+    @staticmethod
+    def forward(ctx: Any, t: Tensor, group: Any) -> Tensor:
+        import ember.distributed as dist
+
+        ctx.group = group
+        out = t.clone()
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Any:
+        import ember.distributed as dist
+
+        g = grad.clone()
+        dist.all_reduce(g, group=ctx.group)
+        return g, None
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch norm whose training statistics (mean and variance per channel) are computed over
+    the whole batch of every rank of ``process_group`` (the default group), as
+    ``torch.nn.SyncBatchNorm``. In eval mode, or without an initialized process group of more
+    than one rank, it is ordinary batch norm. Input (N, C, *).
+
+    >>> import ember
+    >>> ember.nn.SyncBatchNorm(4)
+    SyncBatchNorm(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True,
+                 process_group: Any = None, device: Any = None, dtype: Any = None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+
+    def forward(self, input: Tensor) -> Tensor:
+        world = _sync_world(self.process_group) if self.training else 1
+        if world <= 1:
+            return super().forward(input)
+        self._check_input_dim(input)
+        if input.shape[1] != self.num_features:
+            raise ValueError(
+                f"SyncBatchNorm: expected input with {self.num_features} channels (dim 1), got "
+                f"input of shape {tuple(input.shape)}"
+            )
+        dims = [0] + list(range(2, input.ndim))
+        count = input.numel() // max(input.shape[1], 1)
+        local = ember.stack([input.sum(dims), (input * input).sum(dims),
+                             ember.full((self.num_features,), float(count), dtype=input.dtype,
+                                        device=input.device)])
+        total = _AllReduceSum.apply(local, self.process_group)
+        n = total[2]
+        mean = total[0] / n
+        var = (total[1] / n - mean * mean).clamp(min=0)
+        if self.track_running_stats and self.num_batches_tracked is not None:
+            with ember.no_grad():
+                self.num_batches_tracked.add_(1)
+                m = (1.0 / float(self.num_batches_tracked.item()) if self.momentum is None
+                     else self.momentum)
+                nn_ = n[0].item()
+                unbiased = var * (nn_ / max(nn_ - 1, 1))
+                self.running_mean.mul_(1 - m).add_(mean.detach() * m)
+                self.running_var.mul_(1 - m).add_(unbiased.detach() * m)
+        shape = [1, self.num_features] + [1] * (input.ndim - 2)
+        out = (input - mean.reshape(shape)) / (var.reshape(shape) + self.eps).sqrt()
+        if self.weight is not None:
+            out = out * self.weight.reshape(shape)
+        if self.bias is not None:
+            out = out + self.bias.reshape(shape)
+        return out
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group: Any = None) -> Module:
+        """``module`` with every BatchNorm*d layer replaced by a SyncBatchNorm holding the same
+        parameters and running statistics (the module itself if it is one).
+
+        >>> import ember
+        >>> net = ember.nn.Sequential(ember.nn.Conv2d(1, 2, 3), ember.nn.BatchNorm2d(2))
+        >>> type(ember.nn.SyncBatchNorm.convert_sync_batchnorm(net)[1]).__name__
+        'SyncBatchNorm'
+        """
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine,
+                      module.track_running_stats, process_group)
+            if module.affine:
+                with ember.no_grad():
+                    out.weight = module.weight
+                    out.bias = module.bias
+            out.running_mean = module.running_mean
+            out.running_var = module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+            if hasattr(module, "qconfig"):
+                out.qconfig = module.qconfig
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        del module
+        return out
 
 
 class _LazyNormMixin(LazyModuleMixin):

@@ -1386,9 +1386,9 @@ class Module:
                     )
                 continue  # both uninitialized: nothing to copy
             if tuple(value.shape) != tuple(current.shape):
-                error_msgs.append(
-                    f"size mismatch for '{key}': the state dict has shape {tuple(value.shape)}, "
-                    f"the model has shape {tuple(current.shape)}"
+                error_msgs.append(  # PyTorch's wording
+                    f"size mismatch for {key}: copying a param with shape {value.shape} from "
+                    f"checkpoint, the shape in current model is {current.shape}."
                 )
                 continue
             try:
@@ -1467,14 +1467,17 @@ class Module:
                     )
 
         load(self, state_dict, "")
-        if strict:
-            errors = [f"unexpected key '{k}' (not in the model)" for k in unexpected] + [
-                f"missing key '{k}' (in the model, not in the state dict)" for k in missing
-            ] + errors
+        if strict:  # PyTorch's wording, which programs and people look for
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in missing) + ". ")
         if errors:
             raise RuntimeError(
-                f"Error(s) in loading state_dict for {self._get_name()} ({len(errors)} "
-                "problem(s)):\n\t" + "\n\t".join(errors)
+                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                + "\n\t".join(errors)
             )
         return _IncompatibleKeys(missing, unexpected)
 

@@ -15,7 +15,7 @@ from ember.nn.modules.module import Module
 
 __all__ = [
     "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "LPPool1d", "LPPool2d",
+    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "LPPool1d", "LPPool2d", "MaxUnpool1d", "MaxUnpool2d",
 ]
 
 
@@ -59,6 +59,46 @@ class MaxPool2d(_MaxPoolNd):
     def forward(self, input: Tensor) -> Any:
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class _MaxUnpoolNd(Module):
+    _nd = 0
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        tup = lambda v: (v,) * self._nd if isinstance(v, int) else tuple(v)  # noqa: E731
+        self.kernel_size = tup(kernel_size)
+        self.stride = tup(stride if stride is not None else kernel_size)
+        self.padding = tup(padding)
+
+    def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
+        fn = F.max_unpool1d if self._nd == 1 else F.max_unpool2d
+        return fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool1d (its ``return_indices=True`` indices).
+
+    >>> import ember
+    >>> ember.nn.MaxUnpool1d(2)
+    MaxUnpool1d(kernel_size=(2,), stride=(2,), padding=(0,))
+    """
+
+    _nd = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool2d (its ``return_indices=True`` indices).
+
+    >>> import ember
+    >>> ember.nn.MaxUnpool2d(2, stride=2)
+    MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))
+    """
+
+    _nd = 2
 
 
 class AvgPool1d(Module):

@@ -444,10 +444,6 @@ class RNN(RNNBase):
         self.nonlinearity = nonlinearity
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", *args, **kwargs)
 
-    def extra_repr(self) -> str:
-        s = super().extra_repr()
-        return s + (", nonlinearity='relu'" if self.nonlinearity != "tanh" else "")
-
 
 class LSTM(RNNBase):
     """Long short-term memory with gates (i, f, g, o) and an optional output projection.

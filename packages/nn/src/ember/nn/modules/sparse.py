@@ -140,6 +140,11 @@ class EmbeddingBag(Module):
                                                 device=device))
             self.reset_parameters()
         else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(
+                    f"EmbeddingBag: the shape of _weight {tuple(_weight.shape)} does not match "
+                    f"num_embeddings and embedding_dim ({num_embeddings}, {embedding_dim})"
+                )
             self.weight = Parameter(_weight)
 
     def reset_parameters(self) -> None:
@@ -148,6 +153,32 @@ class EmbeddingBag(Module):
         if self.padding_idx is not None:
             with ember.no_grad():
                 self.weight[self.padding_idx].fill_(0)
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
+                        max_norm: float | None = None, norm_type: float = 2.0,
+                        scale_grad_by_freq: bool = False, mode: str = "mean",
+                        sparse: bool = False, include_last_offset: bool = False,
+                        padding_idx: int | None = None) -> EmbeddingBag:
+        """An EmbeddingBag whose table is ``embeddings`` (frozen unless freeze=False).
+
+        >>> import ember
+        >>> bag = EmbeddingBag.from_pretrained(ember.ones(2, 3), mode="sum")
+        >>> bag(ember.tensor([[0, 1]])).tolist(), bag.weight.requires_grad
+        ([[2.0, 2.0, 2.0]], False)
+        """
+        if embeddings.ndim != 2:
+            raise ValueError(
+                f"EmbeddingBag.from_pretrained: embeddings must be 2-D, got shape "
+                f"{tuple(embeddings.shape)}"
+            )
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm=max_norm, norm_type=norm_type,
+                  scale_grad_by_freq=scale_grad_by_freq, mode=mode, sparse=sparse,
+                  _weight=embeddings, include_last_offset=include_last_offset,
+                  padding_idx=padding_idx)
+        bag.weight.requires_grad = not freeze
+        return bag
 
     def forward(self, input: Tensor, offsets: Tensor | None = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:

@@ -1,7 +1,7 @@
 """Helpers over parameters: gradient clipping, flattening to/from one vector, weight and
 spectral normalization, and parametrizations."""
 
-from ember.nn.utils import parametrizations, parametrize, rnn
+from ember.nn.utils import parametrizations, parametrize, prune, rnn, stateless
 from ember.nn.utils.clip_grad import (
     clip_grad_norm,
     clip_grad_norm_,
@@ -27,5 +27,7 @@ __all__ = [
     "remove_spectral_norm",
     "parametrize",
     "parametrizations",
+    "prune",
     "rnn",
+    "stateless",
 ]

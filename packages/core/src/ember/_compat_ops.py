@@ -1,0 +1,1265 @@
+"""PyTorch functions that real programs call and ember lacked (found by running PyTorch-style
+example programs through a ``torch`` -> ``ember`` import shim), composed from ember's own ops so
+that autograd, dtypes and devices follow: diagonals (diag, diag_embed, diagflat, trace,
+fill_diagonal_), index helpers (tril_indices, triu_indices, cartesian_prod, combinations,
+block_diag, unravel_index, isin), pointwise math (logaddexp, hypot, fmax, copysign, sinc,
+inverse hyperbolics, ...), statistics (cov, corrcoef, logcumsumexp, trapezoid) and a few
+small ones. Each is installed on ``ember`` and, where PyTorch has one, as a Tensor method."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Sequence
+
+from ember import _C
+from ember._C import Tensor
+
+
+def _shape(t: Tensor) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+def _float_of(t: Tensor) -> Tensor:
+    """t itself when floating, else t in the default float dtype (for ops that promote ints)."""
+    return t if t.is_floating_point() else t.to(_C.get_default_dtype())
+
+
+def _as_tensor_like(v: Any, like: Tensor) -> Tensor:
+    if isinstance(v, Tensor):
+        return v
+    return _C.tensor(v, dtype=like.dtype if like.is_floating_point() else None,
+                     device=like.device)
+
+
+# ---- diagonals --------------------------------------------------------------------------------
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """A tensor whose (dim1, dim2) diagonals at ``offset`` hold the last dim of ``input`` (one
+    more dim than input), zeros elsewhere.
+
+    >>> import ember
+    >>> ember.diag_embed(ember.tensor([[1.0, 2.0]])).tolist()
+    [[[1.0, 0.0], [0.0, 2.0]]]
+    """
+    nd = input.ndim + 1
+    d1, d2 = dim1 % nd if -nd <= dim1 < nd else None, dim2 % nd if -nd <= dim2 < nd else None
+    if d1 is None or d2 is None:
+        raise IndexError(f"diag_embed: dim1 ({dim1}) and dim2 ({dim2}) must be in "
+                         f"[{-nd}, {nd - 1}] for an output of {nd} dims")
+    if d1 == d2:
+        raise RuntimeError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, {dim2}")
+    if input.ndim == 0:
+        raise RuntimeError("diag_embed: expected an input of at least 1 dim, got a 0-dim tensor")
+    n = input.shape[-1] + abs(offset)
+    batch = list(_shape(input)[:-1])
+    out_shape = []
+    for d in range(nd):
+        out_shape.append(n if d in (d1, d2) else batch.pop(0))
+    out = _C.zeros(out_shape, dtype=input.dtype, device=input.device)
+    out.diagonal(offset, d1, d2).copy_(input)
+    return out
+
+
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """A 1-D input as the ``diagonal``-th diagonal of a square matrix; a 2-D input's
+    ``diagonal``-th diagonal as a 1-D tensor (a copy).
+
+    >>> import ember
+    >>> ember.diag(ember.tensor([1, 2])).tolist()
+    [[1, 0], [0, 2]]
+    >>> ember.diag(ember.tensor([[1, 2], [3, 4]]), 1).tolist()
+    [2]
+    """
+    if input.ndim == 1:
+        return diag_embed(input, diagonal, 0, 1)
+    if input.ndim == 2:
+        return input.diagonal(diagonal).clone()
+    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D (shape "
+                       f"{_shape(input)})")
+
+
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    """The flattened input as the ``offset``-th diagonal of a square matrix.
+
+    >>> import ember
+    >>> ember.diagflat(ember.tensor([[1, 2]])).tolist()
+    [[1, 0], [0, 2]]
+    """
+    return diag_embed(input.reshape(-1), offset, 0, 1)
+
+
+def trace(input: Tensor) -> Tensor:
+    """The sum of a 2-D tensor's main diagonal.
+
+    >>> import ember
+    >>> ember.trace(ember.tensor([[1.0, 2.0], [3.0, 4.0]])).item()
+    5.0
+    """
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim} "
+                           f"(shape {_shape(input)})")
+    return input.diagonal().sum()
+
+
+def fill_diagonal_(self: Tensor, fill_value: float, wrap: bool = False) -> Tensor:
+    """Fills the main diagonal in place (all dims of equal size, or a 2-D tensor; ``wrap``
+    continues down a tall matrix every ``cols + 1`` elements).
+
+    >>> import ember
+    >>> ember.zeros(2, 3).fill_diagonal_(5.0).tolist()
+    [[5.0, 0.0, 0.0], [0.0, 5.0, 0.0]]
+    """
+    if self.ndim < 2:
+        raise RuntimeError(f"fill_diagonal_: dimensions must larger than 1, got {self.ndim}")
+    shape = _shape(self)
+    if self.ndim > 2 and len(set(shape)) != 1:
+        raise RuntimeError(f"fill_diagonal_: all dimensions of input must be of equal length, "
+                           f"got shape {shape}")
+    if self.ndim == 2:
+        rows, cols = shape
+        if wrap and rows > cols:
+            flat = range(0, rows * cols, cols + 1)
+            idx = ([p // cols for p in flat], [p % cols for p in flat])
+        else:
+            k = min(rows, cols)
+            idx = (list(range(k)), list(range(k)))
+    else:
+        idx = tuple(list(range(shape[0])) for _ in shape)
+    index = tuple(_C.tensor(i, dtype=_C.int64, device=self.device) for i in idx)
+    value = _C.full([], fill_value, dtype=self.dtype, device=self.device)
+    return self.index_put_(index, value)
+
+
+# ---- index helpers ----------------------------------------------------------------------------
+def _tri_indices(op: str, row: int, col: int, offset: int, dtype: Any, device: Any,
+                 lower: bool) -> Tensor:
+    if row < 0 or col < 0:
+        raise RuntimeError(f"{op}: row and col must be non-negative, got row={row}, col={col}")
+    rs, cs = [], []
+    for r in range(row):
+        if lower:
+            cols = range(0, max(0, min(col, r + offset + 1)))
+        else:
+            cols = range(max(0, r + offset), col)
+        rs.extend([r] * len(cols))
+        cs.extend(cols)
+    return _C.tensor([rs, cs], dtype=dtype, device=device).reshape(2, len(rs))
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None,
+                 device: Any = None, layout: Any = None) -> Tensor:
+    """The (2, N) row and column indices of a row x col matrix's lower triangle (row-major).
+
+    >>> import ember
+    >>> ember.tril_indices(2, 2).tolist()
+    [[0, 1, 1], [0, 0, 1]]
+    """
+    return _tri_indices("tril_indices", row, col, offset, dtype or _C.int64, device, True)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None,
+                 device: Any = None, layout: Any = None) -> Tensor:
+    """The (2, N) row and column indices of a row x col matrix's upper triangle (row-major).
+
+    >>> import ember
+    >>> ember.triu_indices(2, 2).tolist()
+    [[0, 0, 1], [0, 1, 1]]
+    """
+    return _tri_indices("triu_indices", row, col, offset, dtype or _C.int64, device, False)
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """The cartesian product of 1-D tensors, one row per combination (itertools.product
+    order); a single tensor comes back as it is.
+
+    >>> import ember
+    >>> ember.cartesian_prod(ember.tensor([1, 2]), ember.tensor([3, 4])).tolist()
+    [[1, 3], [1, 4], [2, 3], [2, 4]]
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    for t in tensors:
+        if t.ndim != 1:
+            raise RuntimeError(f"cartesian_prod: expect a 1D vector, but got shape {_shape(t)}")
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = _C.meshgrid(list(tensors), indexing="ij")
+    return _C.stack([g.reshape(-1) for g in grids], 1)
+
+
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The length-r combinations of a 1-D tensor's elements (itertools order), one per row.
+
+    >>> import ember
+    >>> ember.combinations(ember.tensor([1, 2, 3])).tolist()
+    [[1, 2], [1, 3], [2, 3]]
+    """
+    if input.ndim != 1:
+        raise RuntimeError(f"combinations: Expect a 1D vector, but got shape {_shape(input)}")
+    if r < 0:
+        raise RuntimeError(f"combinations: Expect a non-negative number, but got {r}")
+    if r == 0:
+        return _C.empty([0], dtype=input.dtype, device=input.device)
+    make = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    combos = list(make(range(input.shape[0]), r))
+    if not combos:
+        return _C.empty([0, r], dtype=input.dtype, device=input.device)
+    idx = _C.tensor(combos, dtype=_C.int64, device=input.device)
+    return input.index_select(0, idx.reshape(-1)).reshape(len(combos), r)
+
+
+def block_diag(*tensors: Tensor) -> Tensor:
+    """The tensors (0-, 1- or 2-D) placed along the diagonal of one 2-D tensor.
+
+    >>> import ember
+    >>> ember.block_diag(ember.tensor([[1]]), ember.tensor([2, 3])).tolist()
+    [[1, 0, 0], [0, 2, 3]]
+    """
+    mats = []
+    for i, t in enumerate(tensors):
+        if t.ndim > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer "
+                               f"dimensions. Input {i} has {t.ndim} dimensions")
+        mats.append(t.reshape(1, -1) if t.ndim < 2 else t)
+    if not mats:
+        return _C.empty([1, 0])
+    dtype = mats[0].dtype
+    for m in mats[1:]:
+        dtype = _C.promote_types(dtype, m.dtype)
+    rows = sum(m.shape[0] for m in mats)
+    cols = sum(m.shape[1] for m in mats)
+    out = _C.zeros([rows, cols], dtype=dtype, device=mats[0].device)
+    r = c = 0
+    for m in mats:
+        h, w = m.shape
+        out[r:r + h, c:c + w] = m
+        r, c = r + h, c + w
+    return out
+
+
+def unravel_index(indices: Tensor | int, shape: int | Sequence[int]) -> tuple[Tensor, ...]:
+    """Flat indices into coordinates of a tensor of the given shape, one tensor per dim.
+
+    >>> import ember
+    >>> [t.tolist() for t in ember.unravel_index(ember.tensor([5, 7]), (2, 4))]
+    [[1, 1], [1, 3]]
+    """
+    if not isinstance(indices, Tensor):
+        indices = _C.tensor(indices)
+    if indices.is_floating_point() or indices.dtype == _C.bool:
+        raise TypeError(f"unravel_index: expected 'indices' to be an integer tensor, got "
+                        f"{indices.dtype}")
+    shape = [shape] if isinstance(shape, int) else list(shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {shape}")
+    total = math.prod(shape)
+    if indices.numel() and ((indices < -total).any().item() or (indices >= total).any().item()):
+        raise ValueError(f"unravel_index: 'indices' must be in range [{-total}, {total - 1}] "
+                         f"for shape {tuple(shape)}")
+    flat = _C.where(indices < 0, indices + total, indices).to(_C.int64)
+    out = []
+    for s in reversed(shape):
+        out.append(flat.remainder(s))
+        flat = flat.div(s, rounding_mode="floor")
+    return tuple(reversed(out))
+
+
+def isin(elements: Tensor | float, test_elements: Tensor | float, *,
+         assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element of ``elements`` occurs in ``test_elements`` (either may be a
+    number), as a bool tensor of elements' shape.
+
+    >>> import ember
+    >>> ember.isin(ember.tensor([1, 2, 3]), ember.tensor([2, 5])).tolist()
+    [False, True, False]
+    """
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError("isin: at least one of elements and test_elements must be a Tensor")
+    if not isinstance(elements, Tensor):
+        elements = _C.tensor(elements, device=test_elements.device)
+    if not isinstance(test_elements, Tensor):
+        test_elements = _C.tensor(test_elements, device=elements.device)
+    dtype = _C.promote_types(elements.dtype, test_elements.dtype)
+    test = test_elements.reshape(-1).to(dtype).sort().values
+    e = elements.to(dtype)
+    if test.numel() == 0:
+        found = _C.zeros(_shape(elements), dtype=_C.bool, device=elements.device)
+    else:
+        pos = _C.searchsorted(test, e.reshape(-1).contiguous()).clamp(max=test.numel() - 1)
+        found = (test.index_select(0, pos) == e.reshape(-1)).reshape(_shape(elements))
+    return found.logical_not() if invert else found
+
+
+# ---- pointwise math ---------------------------------------------------------------------------
+def logaddexp(input: Tensor, other: Tensor) -> Tensor:
+    """``log(exp(input) + exp(other))`` without overflow.
+
+    >>> import ember
+    >>> round(ember.logaddexp(ember.tensor(0.0), ember.tensor(0.0)).item(), 4)
+    0.6931
+    """
+    other = _as_tensor_like(other, input)
+    m = _C.maximum(input, other)
+    d = (input - other).abs()
+    # equal infinities: d is nan; their sum is the infinity itself (plus log 2 for finite ties)
+    same = input == other
+    return _C.where(same, input + math.log(2.0), m + _C.where(same, 0.0 * d, -d).exp().log1p())
+
+
+def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
+    """``log2(2**input + 2**other)`` without overflow.
+
+    >>> import ember
+    >>> ember.logaddexp2(ember.tensor(1.0), ember.tensor(1.0)).item()
+    2.0
+    """
+    return logaddexp(input * math.log(2.0), _as_tensor_like(other, input) * math.log(2.0)) \
+        / math.log(2.0)
+
+
+def hypot(input: Tensor, other: Tensor) -> Tensor:
+    """``sqrt(input**2 + other**2)``, elementwise.
+
+    >>> import ember
+    >>> ember.hypot(ember.tensor([3.0]), ember.tensor([4.0])).tolist()
+    [5.0]
+    """
+    other = _as_tensor_like(other, input)
+    return (input * input + other * other).sqrt()
+
+
+def fmax(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise maximum that ignores NaN (the other value wins over a NaN).
+
+    >>> import ember
+    >>> ember.fmax(ember.tensor([1.0, float("nan")]), ember.tensor([float("nan"), 2.0])).tolist()
+    [1.0, 2.0]
+    """
+    other = _as_tensor_like(other, input)
+    m = _C.maximum(input, other)
+    if not (input.is_floating_point() or other.is_floating_point()):
+        return m
+    return _C.where(input.isnan(), other, _C.where(other.isnan(), input, m)).to(m.dtype)
+
+
+def fmin(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise minimum that ignores NaN (the other value wins over a NaN).
+
+    >>> import ember
+    >>> ember.fmin(ember.tensor([1.0, float("nan")]), ember.tensor([float("nan"), 2.0])).tolist()
+    [1.0, 2.0]
+    """
+    other = _as_tensor_like(other, input)
+    m = _C.minimum(input, other)
+    if not (input.is_floating_point() or other.is_floating_point()):
+        return m
+    return _C.where(input.isnan(), other, _C.where(other.isnan(), input, m)).to(m.dtype)
+
+
+def signbit(input: Tensor) -> Tensor:
+    """Whether each element's sign bit is set (true for -0.0).
+
+    >>> import ember
+    >>> ember.signbit(ember.tensor([-1.0, -0.0, 0.0, 2.0])).tolist()
+    [True, True, False, False]
+    """
+    if input.dtype == _C.bool:
+        return _C.zeros(_shape(input), dtype=_C.bool, device=input.device)
+    if not input.is_floating_point():
+        return input < 0
+    return (input < 0) | ((input == 0) & ((1.0 / input) < 0))
+
+
+def copysign(input: Tensor, other: Tensor | float) -> Tensor:
+    """``|input|`` with the sign of ``other`` (a float result; -0.0 counts as negative).
+
+    >>> import ember
+    >>> ember.copysign(ember.tensor([1.0, -2.0]), -1.0).tolist()
+    [-1.0, -2.0]
+    """
+    x = _float_of(input)
+    o = other if isinstance(other, Tensor) else _C.tensor(float(other), device=input.device)
+    neg = signbit(o)
+    a = x.abs()
+    return _C.where(neg, -a, a)
+
+
+def deg2rad(input: Tensor) -> Tensor:
+    """Degrees to radians.
+
+    >>> import ember
+    >>> round(ember.deg2rad(ember.tensor([180.0])).item(), 5)
+    3.14159
+    """
+    return _float_of(input) * (math.pi / 180.0)
+
+
+def rad2deg(input: Tensor) -> Tensor:
+    """Radians to degrees.
+
+    >>> import ember
+    >>> round(ember.rad2deg(ember.tensor([3.141592653589793])).item(), 3)
+    180.0
+    """
+    return _float_of(input) * (180.0 / math.pi)
+
+
+def isposinf(input: Tensor) -> Tensor:
+    """Whether each element is +inf.
+
+    >>> import ember
+    >>> ember.isposinf(ember.tensor([float("inf"), -float("inf"), 1.0])).tolist()
+    [True, False, False]
+    """
+    return input.isinf() & (input > 0)
+
+
+def isneginf(input: Tensor) -> Tensor:
+    """Whether each element is -inf.
+
+    >>> import ember
+    >>> ember.isneginf(ember.tensor([float("inf"), -float("inf"), 1.0])).tolist()
+    [False, True, False]
+    """
+    return input.isinf() & (input < 0)
+
+
+def positive(input: Tensor) -> Tensor:
+    """The input itself (unary plus); bool tensors are refused, as in PyTorch.
+
+    >>> import ember
+    >>> ember.positive(ember.tensor([-1.0])).tolist()
+    [-1.0]
+    """
+    if input.dtype == _C.bool:
+        raise TypeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def sgn(input: Tensor) -> Tensor:
+    """The sign of each element (ember has real dtypes only: ``sign``).
+
+    >>> import ember
+    >>> ember.sgn(ember.tensor([-2.0, 0.0, 3.0])).tolist()
+    [-1.0, 0.0, 1.0]
+    """
+    return input.sign()
+
+
+def sinc(input: Tensor) -> Tensor:
+    """The normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0.
+
+    >>> import ember
+    >>> ember.sinc(ember.tensor([0.0, 1.0])).tolist()[0]
+    1.0
+    """
+    x = _float_of(input)
+    zero = x == 0
+    px = _C.where(zero, _C.ones_like(x), x) * math.pi
+    return _C.where(zero, _C.ones_like(x), px.sin() / px)
+
+
+def float_power(input: Tensor | float, exponent: Tensor | float) -> Tensor:
+    """``input ** exponent`` computed in float64.
+
+    >>> import ember
+    >>> ember.float_power(ember.tensor([2]), 3).dtype
+    ember.float64
+    """
+    if not isinstance(input, Tensor):
+        return _C.pow(float(input), exponent.to(_C.float64))
+    e = exponent.to(_C.float64) if isinstance(exponent, Tensor) else float(exponent)
+    return input.to(_C.float64).pow(e)
+
+
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    """The Heaviside step: 0 below zero, 1 above, ``values`` at zero.
+
+    >>> import ember
+    >>> ember.heaviside(ember.tensor([-1.0, 0.0, 2.0]), ember.tensor([0.5])).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    if input.dtype != values.dtype:
+        raise RuntimeError(f"heaviside is not yet implemented for tensors with different "
+                           f"dtypes, got {input.dtype} and {values.dtype}")
+    return _C.where(input == 0, values, (input > 0).to(input.dtype))
+
+
+def _asinh(input: Tensor) -> Tensor:
+    x = _float_of(input)
+    a = x.abs()
+    return x.sign() * (a + (a * a + 1).sqrt()).log()
+
+
+def asinh(input: Tensor) -> Tensor:
+    """The inverse hyperbolic sine.
+
+    >>> import ember
+    >>> ember.asinh(ember.tensor([0.0])).tolist()
+    [0.0]
+    """
+    return _asinh(input)
+
+
+def acosh(input: Tensor) -> Tensor:
+    """The inverse hyperbolic cosine (NaN below 1).
+
+    >>> import ember
+    >>> ember.acosh(ember.tensor([1.0])).tolist()
+    [0.0]
+    """
+    x = _float_of(input)
+    return (x + (x * x - 1).sqrt()).log()
+
+
+def atanh(input: Tensor) -> Tensor:
+    """The inverse hyperbolic tangent (+-inf at +-1, NaN beyond).
+
+    >>> import ember
+    >>> ember.atanh(ember.tensor([0.0])).tolist()
+    [0.0]
+    """
+    x = _float_of(input)
+    return 0.5 * ((1 + x) / (1 - x)).log()
+
+
+# ---- reductions and statistics ----------------------------------------------------------------
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """``log(cumsum(exp(input), dim))`` without overflow.
+
+    >>> import ember
+    >>> [round(v, 4) for v in ember.logcumsumexp(ember.tensor([0.0, 0.0]), 0).tolist()]
+    [0.0, 0.6931]
+    """
+    x = _float_of(input)
+    if x.ndim == 0:
+        return x.clone()
+    m = x.detach().amax(dim, keepdim=True)
+    m = _C.where(m.isinf(), _C.zeros_like(m), m)
+    return (x - m).exp().cumsum(dim).log() + m
+
+
+def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
+    """The p-norm of ``input - other`` (broadcast).
+
+    >>> import ember
+    >>> ember.dist(ember.tensor([0.0, 0.0]), ember.tensor([3.0, 4.0])).item()
+    5.0
+    """
+    return (input - other).norm(p)
+
+
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """Each slice along ``dim`` rescaled so its p-norm is at most ``maxnorm``.
+
+    >>> import ember
+    >>> ember.renorm(ember.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, 0, 1.0).tolist()[1]
+    [0.30000001192092896, 0.4000000059604645]
+    """
+    if input.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} "
+                           "dimensions")
+    if p <= 0:
+        raise RuntimeError(f"renorm: non-positive-norm not supported, got p={p}")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    d = dim % input.ndim if input.ndim else 0
+    others = [i for i in range(input.ndim) if i != d]
+    norms = input.norm(p, others, True) if others else input.abs()
+    scale = _C.where(norms > maxnorm, maxnorm / (norms + 1e-7), _C.ones_like(norms))
+    return input * scale
+
+
+def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
+        aweights: Tensor | None = None) -> Tensor:
+    """The covariance matrix of the variables in the rows of ``input`` (observations in the
+    columns), with optional integer frequency and float observation weights.
+
+    >>> import ember
+    >>> ember.cov(ember.tensor([[0.0, 2.0], [1.0, 3.0]])).tolist()
+    [[2.0, 2.0], [2.0, 2.0]]
+    """
+    if input.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an "
+                           f"input with {input.ndim} dimensions")
+    x = _float_of(input)
+    x = x.reshape(1, -1) if x.ndim < 2 else x
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        if fweights.is_floating_point():
+            raise RuntimeError("cov(): expected fweights to have integral dtype")
+        if fweights.ndim > 1 or fweights.numel() != n:
+            raise RuntimeError(f"cov(): expected fweights to have one dimension and {n} "
+                               f"elements, got shape {_shape(fweights)}")
+        if (fweights < 0).any().item():
+            raise RuntimeError("cov(): fweights cannot be negative")
+        w = fweights.to(x.dtype)
+    if aweights is not None:
+        if not aweights.is_floating_point():
+            raise RuntimeError("cov(): expected aweights to have floating point dtype")
+        if aweights.ndim > 1 or aweights.numel() != n:
+            raise RuntimeError(f"cov(): expected aweights to have one dimension and {n} "
+                               f"elements, got shape {_shape(aweights)}")
+        if (aweights < 0).any().item():
+            raise RuntimeError("cov(): aweights cannot be negative")
+        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+    if w is None:
+        w_sum = _C.tensor(float(n), dtype=x.dtype, device=x.device)
+        avg = x.mean(1, keepdim=True)
+    else:
+        w_sum = w.sum()
+        avg = (x * w).sum(1, keepdim=True) / w_sum
+    if w is None:
+        norm = w_sum - correction
+    elif correction == 0:
+        norm = w_sum
+    elif aweights is None:
+        norm = w_sum - correction
+    else:
+        norm = w_sum - correction * (w * aweights.to(x.dtype)).sum() / w_sum
+    norm = norm.clamp(min=0)
+    xm = x - avg
+    xw = xm * w if w is not None else xm
+    c = (xw @ xm.transpose(0, 1)) / norm
+    return c.squeeze() if input.ndim < 2 or x.shape[0] == 1 else c
+
+
+def corrcoef(input: Tensor) -> Tensor:
+    """Pearson correlation coefficients of the variables in the rows of ``input``.
+
+    >>> import ember
+    >>> ember.corrcoef(ember.tensor([[0.0, 1.0, 2.0], [0.0, 2.0, 4.0]])).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = c.diagonal()
+    sd = d.sqrt()
+    c = c / sd.unsqueeze(1) / sd.unsqueeze(0)
+    return c.clamp(-1, 1)
+
+
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
+              dim: int = -1) -> Tensor:
+    """The trapezoidal rule along ``dim``, with sample points ``x`` or a constant spacing
+    ``dx`` (default 1).
+
+    >>> import ember
+    >>> ember.trapezoid(ember.tensor([1.0, 2.0, 3.0])).item()
+    4.0
+    """
+    if x is not None and dx is not None:
+        raise RuntimeError("trapezoid: received both x and dx; pass only one")
+    n = y.shape[dim]
+    if n == 0:
+        return _float_of(y).sum(dim) * 0
+    y = _float_of(y)
+    mid = (y.narrow(dim, 1, n - 1) + y.narrow(dim, 0, n - 1)) / 2
+    if x is None:
+        return mid.sum(dim) * (1.0 if dx is None else dx)
+    if x.ndim == 1:
+        if x.shape[0] != n:
+            raise RuntimeError(f"trapezoid: There must be one `x` value for each sample point; "
+                               f"got {x.shape[0]} x values and {n} samples along dim {dim}")
+        spacing = x[1:] - x[:-1]
+        shape = [1] * y.ndim
+        shape[dim] = n - 1
+        return (mid * spacing.reshape(shape)).sum(dim)
+    xd = x.diff(dim=dim)
+    return (mid * xd).sum(dim)
+
+
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
+                         dim: int = -1) -> Tensor:
+    """The running trapezoidal-rule integral along ``dim`` (one fewer element there).
+
+    >>> import ember
+    >>> ember.cumulative_trapezoid(ember.tensor([1.0, 2.0, 3.0])).tolist()
+    [1.5, 4.0]
+    """
+    if x is not None and dx is not None:
+        raise RuntimeError("cumulative_trapezoid: received both x and dx; pass only one")
+    y = _float_of(y)
+    n = y.shape[dim]
+    mid = (y.narrow(dim, 1, max(n - 1, 0)) + y.narrow(dim, 0, max(n - 1, 0))) / 2
+    if x is None:
+        return (mid * (1.0 if dx is None else dx)).cumsum(dim)
+    if x.ndim == 1:
+        shape = [1] * y.ndim
+        shape[dim] = n - 1
+        return (mid * (x[1:] - x[:-1]).reshape(shape)).cumsum(dim)
+    return (mid * x.diff(dim=dim)).cumsum(dim)
+
+
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
+    """The Vandermonde matrix of a 1-D tensor: columns are powers of x (decreasing by
+    default).
+
+    >>> import ember
+    >>> ember.vander(ember.tensor([1, 2, 3]), 3).tolist()
+    [[1, 1, 1], [4, 2, 1], [9, 3, 1]]
+    """
+    if x.ndim != 1:
+        raise RuntimeError(f"x must be a one-dimensional tensor, got shape {_shape(x)}")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError(f"N must be non-negative, got {N}")
+    if n == 0:
+        return _C.empty([x.shape[0], 0], dtype=x.dtype, device=x.device)
+    dtype = x.dtype if x.dtype != _C.bool else _C.int64
+    cols = [_C.ones_like(x, dtype=dtype)]
+    for _ in range(1, n):
+        cols.append(cols[-1] * x)
+    out = _C.stack(cols, 1)
+    return out if increasing else out.flip([1])
+
+
+# ---- small ones -------------------------------------------------------------------------------
+def scalar_tensor(s: float, *, dtype: Any = None, device: Any = None, layout: Any = None,
+                  requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A 0-dim tensor holding ``s`` (the default float dtype unless told).
+
+    >>> import ember
+    >>> ember.scalar_tensor(3).tolist()
+    3.0
+    """
+    t = _C.tensor(s, dtype=dtype or _C.get_default_dtype(), device=device)
+    return t.requires_grad_() if requires_grad else t
+
+
+def result_type(tensor1: Tensor | float | bool, tensor2: Tensor | float | bool) -> Any:
+    """The dtype an arithmetic op on the two operands gives (PyTorch's promotion: a 0-dim
+    tensor or a Python number only lifts the category, not the width).
+
+    >>> import ember
+    >>> ember.result_type(ember.tensor([1], dtype=ember.int32), 1.0)
+    ember.float32
+    """
+    def probe(v: Any) -> Any:
+        if isinstance(v, Tensor):  # a zero of its dtype, 0-dim if it is, else 1-D
+            return _C.zeros([] if v.ndim == 0 else [1], dtype=v.dtype)
+        if isinstance(v, (bool, int, float)):
+            return v
+        raise TypeError(f"result_type(): expected Tensor or Number, got {type(v).__name__}")
+
+    a, b = probe(tensor1), probe(tensor2)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        if isinstance(a, float) or isinstance(b, float):
+            return _C.get_default_dtype()
+        return _C.bool if isinstance(a, bool) and isinstance(b, bool) else _C.int64
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype:
+        return a.dtype
+    if all(x.dtype == _C.bool if isinstance(x, Tensor) else isinstance(x, bool) for x in (a, b)):
+        return _C.bool
+    return (a + b).dtype
+
+
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (default: the first dim of size 3, as
+    ``torch.cross``; ``ember.linalg.cross`` defaults to the last), inputs broadcast.
+
+    >>> import ember
+    >>> ember.cross(ember.tensor([1.0, 0.0, 0.0]), ember.tensor([0.0, 1.0, 0.0]), dim=0).tolist()
+    [0.0, 0.0, 1.0]
+    """
+    from ember._tensor import broadcast_shapes
+
+    shape = tuple(broadcast_shapes(_shape(input), _shape(other)))
+    a, b = input.expand(*shape), other.expand(*shape)
+    if dim is None:
+        import warnings
+
+        warnings.warn("Using cross without specifying the dim arg is deprecated: pass the dim "
+                      "explicitly, or use ember.linalg.cross (the last dim)", UserWarning,
+                      stacklevel=2)
+        dim = next((i for i, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError(f"cross: no dimension of size 3 in input of shape {tuple(shape)}")
+    if not -len(shape) <= dim < len(shape):
+        raise IndexError(f"cross: dim {dim} out of range for inputs of {len(shape)} dims")
+    if shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{input.shape[dim] if input.ndim > dim >= -input.ndim else 1} and "
+                           f"{other.shape[dim] if other.ndim > dim >= -other.ndim else 1}")
+    a0, a1, a2 = a.unbind(dim)
+    b0, b1, b2 = b.unbind(dim)
+    return _C.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], dim)
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(op: str, input: Tensor, q: Any, dim: int | None, keepdim: bool,
+              interpolation: str, ignore_nan: bool) -> Tensor:
+    if not input.is_floating_point():
+        raise RuntimeError(f"{op}() input tensor must be either float or double dtype, got "
+                           f"{input.dtype}")
+    if interpolation not in _INTERPOLATIONS:
+        raise ValueError(f"{op}() interpolation must be one of {', '.join(_INTERPOLATIONS)}. "
+                         f"Got '{interpolation}'")
+    scalar_q = not isinstance(q, Tensor)
+    qt = _C.tensor([float(q)] if scalar_q else q.tolist() if q.ndim else [q.item()],
+                   dtype=input.dtype, device=input.device).reshape(-1)
+    if isinstance(q, Tensor) and q.ndim > 1:
+        raise RuntimeError(f"{op}() q must be a scalar or 1D tensor, got shape {_shape(q)}")
+    if qt.numel() and ((qt < 0).any().item() or (qt > 1).any().item()):
+        raise RuntimeError(f"{op}() q values must be in the range [0, 1]")
+    if input.numel() == 0:
+        raise RuntimeError(f"{op}() input tensor must be non-empty")
+    if dim is None:
+        x = input.reshape(-1)
+        d = 0
+    else:
+        d = dim % max(input.ndim, 1)
+        x = input if input.ndim else input.reshape(1)
+    x = x.movedim(d, -1)  # (..., n)
+    n = x.shape[-1]
+    srt = x.sort(-1).values  # NaNs sort last
+    nan = x.isnan()
+    if ignore_nan:
+        count = (~nan).sum(-1, keepdim=True).to(input.dtype)  # (..., 1)
+    else:
+        count = _C.full(list(_shape(x)[:-1]) + [1], float(n), dtype=input.dtype,
+                        device=input.device)
+    pos = qt * (count - 1).clamp(min=0)  # (..., nq)
+    lo = pos.floor()
+    hi = pos.ceil()
+    if interpolation == "lower":
+        pos = lo
+    elif interpolation == "higher":
+        pos = hi
+    elif interpolation == "nearest":
+        pos = pos.round()
+    lo_i = lo.to(_C.int64).clamp(0, n - 1)
+    hi_i = hi.to(_C.int64).clamp(0, n - 1)
+    v_lo = srt.gather(-1, lo_i if interpolation not in ("higher", "nearest") else
+                      pos.to(_C.int64).clamp(0, n - 1))
+    if interpolation in ("linear", "midpoint"):
+        v_hi = srt.gather(-1, hi_i)
+        w = (pos - lo) if interpolation == "linear" else _C.full_like(pos, 0.5) * (hi > lo)
+        out = v_lo + (v_hi - v_lo) * w
+    else:
+        out = v_lo
+    bad = (count == 0) if ignore_nan else nan.any(-1, keepdim=True)
+    out = _C.where(bad, _C.full_like(out, float("nan")), out)
+    out = out.movedim(-1, 0)  # (nq, ...)
+    if keepdim:
+        if dim is None:
+            out = out.reshape([out.shape[0]] + [1] * input.ndim)
+        elif input.ndim:
+            out = out.unsqueeze(d + 1)
+    elif dim is None:
+        out = out.reshape(out.shape[0])
+    return out[0] if scalar_q or (isinstance(q, Tensor) and q.ndim == 0) else out
+
+
+def quantile(input: Tensor, q: float | Tensor, dim: int | None = None, keepdim: bool = False,
+             *, interpolation: str = "linear") -> Tensor:
+    """The q-th quantiles of the input (flattened, or along ``dim``), with linear, lower,
+    higher, midpoint or nearest interpolation between order statistics; a NaN in a row gives
+    NaN. A 1-D ``q`` adds a leading dim.
+
+    >>> import ember
+    >>> ember.quantile(ember.tensor([1.0, 2.0, 3.0, 4.0]), 0.5).item()
+    2.5
+    """
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input: Tensor, q: float | Tensor, dim: int | None = None,
+                keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
+    """:func:`quantile` ignoring NaNs (NaN only where a row has nothing else).
+
+    >>> import ember
+    >>> ember.nanquantile(ember.tensor([1.0, float("nan"), 3.0]), 0.5).item()
+    2.0
+    """
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
+def unique_consecutive(input: Tensor, return_inverse: bool = False,
+                       return_counts: bool = False, dim: int | None = None) -> Any:
+    """The input with runs of equal consecutive elements (or slices along ``dim``) collapsed
+    to one, optionally with the inverse indices and the run lengths.
+
+    >>> import ember
+    >>> ember.unique_consecutive(ember.tensor([1, 1, 2, 2, 3, 1, 1])).tolist()
+    [1, 2, 3, 1]
+    """
+    if dim is None:
+        x = input.reshape(-1)
+        flat = x
+    else:
+        d = dim % max(input.ndim, 1)
+        x = input.movedim(d, 0)
+        flat = x.reshape(x.shape[0], -1)
+    n = flat.shape[0]
+    if n == 0:
+        out = input.clone() if dim is None else input.clone()
+        inv = _C.zeros(_shape(input) if dim is None else [0], dtype=_C.int64,
+                       device=input.device)
+        counts = _C.zeros([0], dtype=_C.int64, device=input.device)
+    else:
+        if dim is None:
+            change = flat[1:] != flat[:-1]
+        else:
+            change = (flat[1:] != flat[:-1]).reshape(n - 1, -1).any(1)
+        first = _C.ones([1], dtype=_C.bool, device=input.device)
+        starts = _C.cat([first, change])
+        idx = starts.nonzero().reshape(-1)
+        out = x.index_select(0, idx)
+        if dim is not None:
+            out = out.movedim(0, d)
+        run = starts.to(_C.int64).cumsum(0) - 1
+        inv = run.reshape(_shape(input)) if dim is None else run
+        ends = _C.cat([idx[1:], _C.tensor([n], dtype=_C.int64, device=input.device)])
+        counts = ends - idx
+    if not (return_inverse or return_counts):
+        return out
+    extra = ((inv,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return (out, *extra)
+
+
+def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | None = None,
+            requires_grad: bool = False) -> Tensor:
+    """``obj`` as a tensor: a tensor or NumPy array is shared when dtype and device allow
+    (``copy=True`` always copies; ``copy=False`` raises where a copy is needed), anything
+    else (numbers, nested sequences) becomes a new tensor.
+
+    >>> import numpy as np, ember
+    >>> a = np.zeros(2, dtype=np.float32); t = ember.asarray(a); a[0] = 1; t[0].item()
+    1.0
+    """
+    from ember._interop import as_tensor
+    from ember._legacy import tensor as new_tensor
+
+    shareable = isinstance(obj, Tensor) or (hasattr(obj, "__array_interface__")
+                                            and hasattr(obj, "dtype"))
+    if not shareable:
+        if copy is False:
+            raise ValueError(f"asarray(): can't alias a {type(obj).__name__} (copy=False): "
+                             "only tensors and arrays can be shared")
+        t = new_tensor(obj, dtype=dtype, device=device)
+    else:
+        t = as_tensor(obj, dtype=dtype, device=device)
+        shares = (t.data_ptr() == obj.data_ptr()) if isinstance(obj, Tensor) else \
+            hasattr(obj, "__array_interface__") and t.numel() > 0 and \
+            t.data_ptr() == obj.__array_interface__["data"][0]
+        if copy is False and not shares and (t.numel() > 0):
+            raise ValueError("asarray(): copy=False, but the requested dtype/device needs a "
+                             "copy")
+        if copy and (shares or t is obj):
+            t = t.clone()
+        if isinstance(obj, Tensor) and t is obj and requires_grad:
+            t = t.detach()
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _check_integral(op: str, *ts: Tensor) -> None:
+    for t in ts:
+        if t.is_floating_point() or t.dtype == _C.bool:
+            raise RuntimeError(f"\"{op}_cpu\" not implemented for '{str(t.dtype).split('.')[-1]}'"
+                               f" ({op} takes integer tensors)")
+
+
+def gcd(input: Tensor, other: Tensor) -> Tensor:
+    """The elementwise greatest common divisor of integer tensors (non-negative; gcd(0, 0)
+    is 0).
+
+    >>> import ember
+    >>> ember.gcd(ember.tensor([12, -18]), ember.tensor([8, 12])).tolist()
+    [4, 6]
+    """
+    other = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
+    _check_integral("gcd", input, other)
+    a, b = input.abs(), other.abs()
+    a, b = a + b * 0, b + a * 0  # broadcast to one shape, in the promoted dtype
+    while bool((b != 0).any()):
+        nz = b != 0
+        safe = _C.where(nz, b, _C.ones_like(b))
+        a, b = _C.where(nz, b, a), _C.where(nz, a.remainder(safe), b)
+    return a
+
+
+def lcm(input: Tensor, other: Tensor) -> Tensor:
+    """The elementwise least common multiple of integer tensors (0 if either is 0).
+
+    >>> import ember
+    >>> ember.lcm(ember.tensor([4, 6]), ember.tensor([6, 4])).tolist()
+    [12, 12]
+    """
+    other = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
+    g = gcd(input, other)
+    safe = _C.where(g == 0, _C.ones_like(g), g)
+    return (input.abs() // safe * other.abs()) * (g != 0).to(g.dtype)
+
+
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """A copy of ``input`` with the elements at the flat (row-major) positions ``index`` set to
+    (or, with ``accumulate``, incremented by) ``source``; negative positions count from the end.
+
+    >>> import ember
+    >>> ember.put(ember.zeros(2, 2), ember.tensor([0, -1]), ember.tensor([1.0, 2.0])).tolist()
+    [[1.0, 0.0], [0.0, 2.0]]
+    """
+    if index.is_floating_point() or index.dtype == _C.bool:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {index.dtype}")
+    if index.numel() != source.numel():
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
+                           f"elements, but got source.numel() = {source.numel()}, "
+                           f"index.numel() = {index.numel()}")
+    n = input.numel()
+    flat_idx = index.reshape(-1).to(_C.int64)
+    if flat_idx.numel() and (bool((flat_idx >= n).any()) or bool((flat_idx < -n).any())):
+        raise IndexError(f"put_(): index out of range for a tensor of {n} elements")
+    out = input.reshape(-1).index_put((flat_idx,), source.reshape(-1).to(input.dtype),
+                                      accumulate)
+    return out.reshape(_shape(input))
+
+
+def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """In-place :func:`put` (``Tensor.put_``)."""
+    return self.copy_(put(self, index, source, accumulate))
+
+
+def _with_generator(generator: Any, draw: Any) -> Tensor:
+    """draw() on the global generator, or, given a Generator, on a stream seeded from it (the
+    global state put back afterwards): reproducible per generator."""
+    if generator is None:
+        return draw()
+    from ember import random as _random
+
+    seed = int(_C.randint(0, 2 ** 62, [1], generator=generator).item())
+    state = _random.get_rng_state()
+    try:
+        _random.manual_seed(seed)
+        return draw()
+    finally:
+        _random.set_rng_state(state)
+
+
+def poisson(input: Tensor, generator: Any = None) -> Tensor:
+    """Poisson draws with rates ``input`` (same shape and dtype; rate 0 gives 0).
+
+    >>> import ember
+    >>> ember.poisson(ember.zeros(3)).tolist()
+    [0.0, 0.0, 0.0]
+    """
+    from ember.distributions._special import poisson as _poisson
+
+    if not input.is_floating_point():
+        raise RuntimeError(f"poisson: expected a floating-point rate tensor, got {input.dtype}")
+    if input.numel() and bool((input < 0).any()):
+        raise RuntimeError("poisson: invalid Poisson rate, expected rate to be non-negative")
+    return _with_generator(generator, lambda: _poisson(input))
+
+
+def binomial(count: Tensor, prob: Tensor, generator: Any = None) -> Tensor:
+    """Binomial draws: successes in ``count`` trials of probability ``prob`` (broadcast; a
+    float result).
+
+    >>> import ember
+    >>> ember.binomial(ember.tensor([5.0]), ember.tensor([1.0])).tolist()
+    [5.0]
+    """
+    from ember.distributions._special import binomial as _binomial
+
+    if prob.numel() and (bool((prob < 0).any()) or bool((prob > 1).any())):
+        raise RuntimeError("binomial: expected prob in [0, 1]")
+    return _with_generator(generator, lambda: _binomial(count, prob))
+
+
+_WARN_ALWAYS = [False]
+
+
+def set_warn_always(b: bool) -> None:
+    """Whether warnings that PyTorch gives once per process are given every time (a flag
+    ember's once-only warnings consult).
+
+    >>> import ember
+    >>> ember.set_warn_always(False); ember.is_warn_always_enabled()
+    False
+    """
+    _WARN_ALWAYS[0] = bool(b)
+
+
+def is_warn_always_enabled() -> bool:
+    """The flag :func:`set_warn_always` sets."""
+    return _WARN_ALWAYS[0]
+
+
+def set_default_tensor_type(t: Any) -> None:
+    """The deprecated way to set the default float dtype: ``ember.DoubleTensor`` or the name
+    ``"torch.DoubleTensor"`` / ``"ember.FloatTensor"`` (CPU types only).
+
+    >>> import warnings, ember
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     ember.set_default_tensor_type("torch.FloatTensor")
+    >>> ember.get_default_dtype()
+    ember.float32
+    """
+    import warnings
+
+    from ember._legacy import _TYPE_NAMES
+
+    warnings.warn("set_default_tensor_type() is deprecated; use set_default_dtype() instead",
+                  UserWarning, stacklevel=2)
+    name = t if isinstance(t, str) else getattr(t, "__name__", repr(t))
+    base = name.rsplit(".", 1)[-1]
+    if isinstance(t, str) and ".cuda." in t:
+        raise TypeError(f"set_default_tensor_type(): ember keeps no default device type "
+                        f"({t!r}); use set_default_device('cuda') and set_default_dtype()")
+    dtype = _TYPE_NAMES.get(base)
+    if dtype is None or not dtype.is_floating_point:
+        raise TypeError(f"set_default_tensor_type(): invalid type {name!r}: only floating-point "
+                        f"types are supported as the default type")
+    _C.set_default_dtype(dtype)
+
+
+# ---- Tensor-only methods ----------------------------------------------------------------------
+def _new(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """The legacy ``Tensor.new``: sizes give an uninitialized tensor, data a new tensor, of
+    self's dtype and device.
+
+    >>> import ember
+    >>> ember.zeros(1, dtype=ember.float64).new(2, 3).dtype
+    ember.float64
+    """
+    from ember._legacy import _legacy_new
+
+    kwargs.setdefault("device", self.device)
+    return _legacy_new(self.dtype, args, kwargs, "new")
+
+
+def _apply_(self: Tensor, callable: Any) -> Tensor:
+    """Replaces each element by ``callable(element)`` in place (CPU tensors; slow, Python)."""
+    if self.device.type != "cpu":
+        raise TypeError("apply_ is only implemented on CPU tensors")
+    vals = [callable(v) for v in self.reshape(-1).tolist()]
+    return self.copy_(_C.tensor(vals, dtype=self.dtype).reshape(_shape(self)))
+
+
+def _map_(self: Tensor, tensor: Tensor, callable: Any) -> Tensor:
+    """Replaces each element by ``callable(element, other's element)`` in place, other
+    broadcast to self (CPU tensors; slow, Python)."""
+    if self.device.type != "cpu":
+        raise TypeError("map_ is only implemented on CPU tensors")
+    other = tensor.expand(*_shape(self)).reshape(-1).tolist()
+    vals = [callable(a, b) for a, b in zip(self.reshape(-1).tolist(), other)]
+    return self.copy_(_C.tensor(vals, dtype=self.dtype).reshape(_shape(self)))
+
+
+def _sum_to_size(self: Tensor, *size: Any) -> Tensor:
+    """Sums self down to ``size``, which it must be expandable from.
+
+    >>> import ember
+    >>> ember.ones(2, 3).sum_to_size(1, 3).tolist()
+    [[2.0, 2.0, 2.0]]
+    """
+    if len(size) == 1 and not isinstance(size[0], int):
+        size = tuple(size[0])
+    shape = _shape(self)
+    lead = len(shape) - len(size)
+    ok = lead >= 0 and all(s in (1, n) for s, n in zip(size, shape[lead:]))
+    if not ok:
+        raise RuntimeError(f"size {{{', '.join(map(str, size))}}} is not expandable to size "
+                           f"{{{', '.join(map(str, shape))}}}.")
+    out = self.sum(list(range(lead))) if lead else self
+    dims = [i for i, (s, n) in enumerate(zip(size, shape[lead:])) if s == 1 and n != 1]
+    return out.sum(dims, keepdim=True) if dims else out
+
+
+def _nn_method(name: str) -> Any:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        from ember.nn import functional
+
+        return getattr(functional, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"See :func:`ember.nn.functional.{name}`."
+    return method
+
+
+_TENSOR_ONLY = {
+    "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size, "put_": _put_,
+    "prelu": _nn_method("prelu"), "hardshrink": _nn_method("hardshrink"),
+}
+
+
+_FUNCTIONS = {
+    "diag": diag, "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace,
+    "tril_indices": tril_indices, "triu_indices": triu_indices,
+    "cartesian_prod": cartesian_prod, "combinations": combinations, "block_diag": block_diag,
+    "unravel_index": unravel_index, "isin": isin, "logaddexp": logaddexp,
+    "logaddexp2": logaddexp2, "hypot": hypot, "fmax": fmax, "fmin": fmin, "signbit": signbit,
+    "copysign": copysign, "deg2rad": deg2rad, "rad2deg": rad2deg, "isposinf": isposinf,
+    "isneginf": isneginf, "positive": positive, "sgn": sgn, "sinc": sinc,
+    "float_power": float_power, "heaviside": heaviside, "asinh": asinh, "acosh": acosh,
+    "atanh": atanh, "arcsinh": asinh, "arccosh": acosh, "arctanh": atanh,
+    "logcumsumexp": logcumsumexp, "dist": dist, "renorm": renorm, "cov": cov,
+    "corrcoef": corrcoef, "trapezoid": trapezoid, "trapz": trapezoid,
+    "cumulative_trapezoid": cumulative_trapezoid, "vander": vander,
+    "scalar_tensor": scalar_tensor, "result_type": result_type, "cross": cross,
+    "quantile": quantile, "nanquantile": nanquantile, "unique_consecutive": unique_consecutive,
+    "asarray": asarray, "set_warn_always": set_warn_always,
+    "is_warn_always_enabled": is_warn_always_enabled,
+    "set_default_tensor_type": set_default_tensor_type, "gcd": gcd, "lcm": lcm, "put": put,
+    "poisson": poisson, "binomial": binomial,
+}
+
+# Tensor methods PyTorch has for these (the function with the tensor first)
+_METHODS = (
+    "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
+    "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
+    "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
+    "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
+    "nanquantile", "unique_consecutive", "gcd", "lcm", "put",
+)
+
+# in-place methods: the out-of-place result written back into self
+_INPLACE = (
+    "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "asinh", "acosh",
+    "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "sgn", "gcd", "lcm",
+)
+
+
+def _make_inplace(name: str) -> Any:
+    fn = _FUNCTIONS.get(name)
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        out = fn(self, *args, **kwargs) if fn is not None else getattr(self, name)(*args,
+                                                                                    **kwargs)
+        if out.dtype != self.dtype and not self.is_floating_point():
+            raise RuntimeError(f"{name}_: result type {out.dtype} can't be cast to the desired "
+                               f"output type {self.dtype}")
+        return self.copy_(out)
+
+    method.__name__ = name + "_"
+    method.__doc__ = f"In-place :func:`ember.{name}`."
+    return method
+
+
+def install(namespace: dict) -> None:
+    """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
+    Tensor."""
+    for name, fn in _FUNCTIONS.items():
+        namespace.setdefault(name, fn)
+    for name in _METHODS:
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, _FUNCTIONS[name])
+    for name in _INPLACE:
+        if not hasattr(Tensor, name + "_") and (name in _FUNCTIONS or hasattr(Tensor, name)):
+            setattr(Tensor, name + "_", _make_inplace(name))
+    if not hasattr(Tensor, "fill_diagonal_"):
+        Tensor.fill_diagonal_ = fill_diagonal_
+    for name, fn in _TENSOR_ONLY.items():
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, fn)
+    for name in ("is_nonzero", "is_same_size"):  # the top-level predicates, as methods
+        if not hasattr(Tensor, name) and name in namespace:
+            setattr(Tensor, name, namespace[name])

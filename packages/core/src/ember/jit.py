@@ -1,0 +1,201 @@
+"""``ember.jit``: ``torch.jit``'s names with the semantics PyTorch has when its JIT is disabled
+(``PYTORCH_JIT=0``): ember runs eagerly, so ``script`` and ``trace`` return the function or
+module they are given (trace runs it once on the example inputs, as a check), the decorators
+(``ignore``, ``unused``, ``export``, ``interface``) leave what they decorate as it is,
+``is_scripting()`` / ``is_tracing()`` are False, and ``save`` / ``load`` store the eager object
+with :func:`ember.save` (a file for ember, not a TorchScript archive). Programs that script or
+trace a model for speed or deployment thus run unchanged.
+
+>>> import ember
+>>> @ember.jit.script
+... def double(x):
+...     return x * 2
+>>> double(ember.tensor([1.0])).tolist(), ember.jit.is_scripting()
+([2.0], False)
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Final  # noqa: F401  (ember.jit.Final, as torch.jit.Final)
+
+__all__ = ["script", "trace", "trace_module", "ignore", "unused", "export", "interface",
+           "is_scripting", "is_tracing", "annotate", "save", "load", "freeze",
+           "optimize_for_inference", "fork", "wait", "Final", "ScriptModule",
+           "ScriptFunction", "Attribute", "enable_onednn_fusion", "set_fusion_strategy"]
+
+_noted = [False]
+
+
+def _note_once(what: str) -> None:
+    if not _noted[0]:
+        _noted[0] = True
+        warnings.warn(f"ember.jit.{what}: ember has no TorchScript compiler; the model runs "
+                      "eagerly, as PyTorch does with PYTORCH_JIT=0", UserWarning, stacklevel=3)
+
+
+class ScriptModule:
+    """Stands for ``torch.jit.ScriptModule`` in isinstance checks; ember's ``script`` returns
+    the eager module, which is never an instance."""
+
+
+class ScriptFunction:
+    """Stands for ``torch.jit.ScriptFunction`` in isinstance checks (never an instance)."""
+
+
+def script(obj: Any = None, optimize: Any = None, _frames_up: int = 0, _rcb: Any = None,
+           example_inputs: Any = None) -> Any:
+    """The function, module or class itself (eager execution).
+
+    >>> import ember
+    >>> m = ember.nn.Linear(2, 2)
+    >>> ember.jit.script(m) is m
+    True
+    """
+    if obj is None:
+        return script
+    return obj
+
+
+def trace(func: Any, example_inputs: Any = None, optimize: Any = None,
+          check_trace: bool = True, check_inputs: Any = None, check_tolerance: float = 1e-5,
+          strict: bool = True, _force_outplace: bool = False,
+          _module_class: Any = None, _compilation_unit: Any = None,
+          example_kwarg_inputs: dict | None = None, _store_inputs: bool = True) -> Any:
+    """The function or module itself, after one call on the example inputs (so a trace of
+    something that cannot run fails here, as in PyTorch).
+
+    >>> import ember
+    >>> f = ember.jit.trace(lambda x: x + 1, (ember.ones(1),))
+    >>> f(ember.zeros(1)).tolist()
+    [1.0]
+    """
+    if example_inputs is None and example_kwarg_inputs is None:
+        raise RuntimeError("trace: example_inputs (or example_kwarg_inputs) is required")
+    import ember
+
+    args = example_inputs if isinstance(example_inputs, tuple) else (
+        () if example_inputs is None else (example_inputs,))
+    with ember.no_grad():
+        func(*args, **(example_kwarg_inputs or {}))
+    return func
+
+
+def trace_module(mod: Any, inputs: dict, *args: Any, **kwargs: Any) -> Any:
+    """The module itself, after calling each named method on its example inputs."""
+    import ember
+
+    with ember.no_grad():
+        for name, example in inputs.items():
+            getattr(mod, name)(*(example if isinstance(example, tuple) else (example,)))
+    return mod
+
+
+def _identity_decorator(fn: Any = None, **kwargs: Any) -> Any:
+    if fn is None or isinstance(fn, bool):
+        return lambda f: f
+    return fn
+
+
+def ignore(drop: Any = False, **kwargs: Any) -> Any:
+    """Marks a function for the compiler to leave in Python: here, the function itself."""
+    return _identity_decorator(drop)
+
+
+def unused(fn: Callable) -> Callable:
+    """Marks a method the compiler should not compile: here, the method itself."""
+    return fn
+
+
+def export(fn: Callable) -> Callable:
+    """Marks a method as a compilation entry point: here, the method itself."""
+    return fn
+
+
+def interface(obj: Any) -> Any:
+    """Marks a class as an interface type: here, the class itself."""
+    return obj
+
+
+def is_scripting() -> bool:
+    """False: ember code always runs in Python."""
+    return False
+
+
+def is_tracing() -> bool:
+    """False: ember never traces."""
+    return False
+
+
+def annotate(the_type: Any, the_value: Any) -> Any:
+    """The value (a type hint for the compiler)."""
+    return the_value
+
+
+class Attribute:
+    """``torch.jit.Attribute(value, type)``: the value itself."""
+
+    def __new__(cls, value: Any, type: Any = None) -> Any:  # noqa: A002
+        return value
+
+
+def save(m: Any, f: Any, _extra_files: dict | None = None) -> None:
+    """Saves the (eager) module or function with :func:`ember.save`; :func:`load` reads it
+    back."""
+    import ember
+
+    _note_once("save")
+    ember.save(m, f)
+
+
+def load(f: Any, map_location: Any = None, _extra_files: dict | None = None) -> Any:
+    """Loads what :func:`save` wrote (the whole eager object)."""
+    import ember
+
+    return ember.load(f, map_location=map_location, weights_only=False)
+
+
+def freeze(mod: Any, preserved_attrs: Any = None, optimize_numerics: bool = True) -> Any:
+    """The module itself (in eval mode, which freezing requires in PyTorch)."""
+    if getattr(mod, "training", False):
+        raise RuntimeError("Freezing is currently only implemented for modules in eval mode. "
+                           "Please call .eval() on your module before freezing.")
+    return mod
+
+
+def optimize_for_inference(mod: Any, other_methods: Any = None) -> Any:
+    """The module itself, in eval mode."""
+    return mod.eval() if hasattr(mod, "eval") else mod
+
+
+class _Future:
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def wait(self) -> Any:
+        return self._value
+
+    def value(self) -> Any:
+        return self._value
+
+    def done(self) -> bool:
+        return True
+
+
+def fork(func: Callable, *args: Any, **kwargs: Any) -> _Future:
+    """Runs ``func`` now and returns a completed future (``wait`` gives its result)."""
+    return _Future(func(*args, **kwargs))
+
+
+def wait(future: _Future) -> Any:
+    """The result of a :func:`fork`."""
+    return future.wait()
+
+
+def enable_onednn_fusion(enabled: bool) -> None:
+    """No effect (no fuser)."""
+
+
+def set_fusion_strategy(strategy: Any) -> list:
+    """No effect (no fuser); returns the previous strategy, empty."""
+    return []
