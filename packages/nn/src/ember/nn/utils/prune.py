@@ -199,6 +199,20 @@ class PruningContainer(BasePruningMethod):
         return new_mask
 
 
+def _unstructured_mask(amount: Any, t: Tensor, default_mask: Tensor, scores: Any,
+                       largest: bool) -> Tensor:
+    """default_mask with the ``amount`` entries of t whose ``scores()`` are largest (or
+    smallest) set to 0; scores is called only when something is pruned."""
+    size = t.numel()
+    _validate_against_size(amount, size)
+    k = _compute_nparams(amount, size)
+    mask = default_mask.clone()
+    if k != 0:
+        idx = scores().reshape(-1).topk(k, largest=largest).indices
+        mask.view(-1)[idx] = 0
+    return mask
+
+
 class Identity(BasePruningMethod):
     """Prunes nothing (a mask of ones)."""
 
@@ -222,15 +236,9 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        size = t.numel()
-        _validate_against_size(self.amount, size)
-        k = _compute_nparams(self.amount, size)
-        mask = default_mask.clone()
-        if k != 0:
-            prob = ember.rand_like(t.to(ember.float32) if not t.is_floating_point() else t)
-            idx = prob.reshape(-1).topk(k).indices
-            mask.view(-1)[idx] = 0
-        return mask
+        return _unstructured_mask(
+            self.amount, t, default_mask,
+            lambda: ember.rand_like(t if t.is_floating_point() else t.to(ember.float32)), True)
 
     @classmethod
     def apply(cls, module: Any, name: str, amount: Any) -> BasePruningMethod:  # type: ignore[override]
@@ -247,14 +255,7 @@ class L1Unstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        size = t.numel()
-        _validate_against_size(self.amount, size)
-        k = _compute_nparams(self.amount, size)
-        mask = default_mask.clone()
-        if k != 0:
-            idx = t.abs().reshape(-1).topk(k, largest=False).indices
-            mask.view(-1)[idx] = 0
-        return mask
+        return _unstructured_mask(self.amount, t, default_mask, t.abs, False)
 
     @classmethod
     def apply(cls, module: Any, name: str, amount: Any,  # type: ignore[override]
