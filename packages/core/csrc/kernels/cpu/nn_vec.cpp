@@ -97,6 +97,10 @@ void softplus(const float* x, float* y, int64_t n, float beta, float threshold) 
 }
 void mish(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(mish, x, y, n); }
 void logsigmoid(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(logsigmoid, x, y, n); }
+void relu(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(relu, x, y, n); }
+void threshold_backward(const float* g, const float* x, float* out, int64_t n, float threshold) {
+  EMBER_NN_VEC_CALL(threshold_backward, g, x, out, n, threshold);
+}
 void hardtanh(const float* x, float* y, int64_t n, float lo, float hi) {
   EMBER_NN_VEC_CALL(hardtanh, x, y, n, lo, hi);
 }

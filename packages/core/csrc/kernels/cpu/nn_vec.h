@@ -33,6 +33,9 @@ void elu(const float* x, float* y, int64_t n, float alpha, float scale, float in
 void softplus(const float* x, float* y, int64_t n, float beta, float threshold);
 void mish(const float* x, float* y, int64_t n);
 void logsigmoid(const float* x, float* y, int64_t n);
+void relu(const float* x, float* y, int64_t n);
+// out[i] = x[i] <= threshold ? 0 : g[i] (relu's backward; a NaN x passes g[i]).
+void threshold_backward(const float* g, const float* x, float* out, int64_t n, float threshold);
 void hardtanh(const float* x, float* y, int64_t n, float lo, float hi);
 void leaky_relu(const float* x, float* y, int64_t n, float slope);
 void hardsigmoid(const float* x, float* y, int64_t n);

@@ -170,7 +170,18 @@ EMBER_UNARY_SAME(neg, Numeric, -x)
 EMBER_UNARY_SAME(abs, Numeric, x < A(0) ? A(-x) : x)
 EMBER_UNARY_SAME(sign, All, A((A(0) < x) - (x < A(0))))
 EMBER_UNARY_SAME(square, Numeric, x* x)
-EMBER_UNARY_SAME(relu, Numeric, (x != x) ? x : (x > A(0) ? x : A(0)))
+// relu: float32 on the vectorized kernel (the widest vectors this CPU has), the rest as above.
+Tensor relu(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("relu");
+  it.add_output(out).add_input(self).build();
+  if (run_vec_float32(it, [](const float* x, float* y, int64_t n) { nn::vec::relu(x, y, n); }))
+    return it.output();
+  run<Types::Numeric, void, 1>(it, "relu", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return (x != x) ? x : (x > A(0) ? x : A(0)); };
+  });
+  return it.output();
+}
 EMBER_UNARY_SAME(floor, Numeric, std::is_integral_v<A> ? x : A(std::floor(x)))
 EMBER_UNARY_SAME(ceil, Numeric, std::is_integral_v<A> ? x : A(std::ceil(x)))
 EMBER_UNARY_SAME(trunc, Numeric, std::is_integral_v<A> ? x : A(std::trunc(x)))

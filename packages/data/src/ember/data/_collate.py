@@ -94,11 +94,18 @@ def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(x, "_fields")
 
 
-def _collate(batch: Sequence, path: str) -> Any:
+def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
     # `batch` is a list, or a tuple (a transposed field; strings come back as that tuple, like
-    # PyTorch's)
+    # PyTorch's). fn_map: torch's collate_fn_map (element type -> fn(batch, collate_fn_map=)),
+    # consulted first at every level, the exact type before isinstance matches.
     elem = batch[0]
     elem_type = type(elem)
+    if fn_map:
+        fn = fn_map.get(elem_type)
+        if fn is None:
+            fn = next((f for kind, f in fn_map.items() if isinstance(elem, kind)), None)
+        if fn is not None:
+            return fn(batch, collate_fn_map=fn_map)
     if isinstance(elem, ember.Tensor):
         return _collate_tensors(batch, path)
     if elem_type.__module__ == "numpy" and elem_type.__name__ not in ("str_", "bytes_"):
@@ -116,7 +123,8 @@ def _collate(batch: Sequence, path: str) -> Any:
         return batch
     if isinstance(elem, collections.abc.Mapping):
         try:
-            out = {key: _collate([d[key] for d in batch], f"{path}[{key!r}]") for key in elem}
+            out = {key: _collate([d[key] for d in batch], f"{path}[{key!r}]", fn_map)
+                   for key in elem}
         except KeyError as e:
             raise KeyError(
                 f"default_collate: key {e.args[0]!r} of {path} is missing in some samples "
@@ -130,12 +138,12 @@ def _collate(batch: Sequence, path: str) -> Any:
             return out
     if _is_namedtuple(elem):
         return elem_type(
-            *(_collate(s, f"{path}.{f}") for f, s in zip(elem._fields, zip(*batch)))
+            *(_collate(s, f"{path}.{f}", fn_map) for f, s in zip(elem._fields, zip(*batch)))
         )
     if dataclasses.is_dataclass(elem) and not isinstance(elem, type):
         fields = [f.name for f in dataclasses.fields(elem) if f.init]
         return elem_type(
-            **{f: _collate([getattr(b, f) for b in batch], f"{path}.{f}") for f in fields}
+            **{f: _collate([getattr(b, f) for b in batch], f"{path}.{f}", fn_map) for f in fields}
         )
     if isinstance(elem, collections.abc.Sequence):
         size = len(elem)
@@ -147,8 +155,8 @@ def _collate(batch: Sequence, path: str) -> Any:
                 )
         transposed = list(zip(*batch))
         if isinstance(elem, tuple):
-            return [_collate(s, f"{path}[{i}]") for i, s in enumerate(transposed)]
-        collated = [_collate(s, f"{path}[{i}]") for i, s in enumerate(transposed)]
+            return [_collate(s, f"{path}[{i}]", fn_map) for i, s in enumerate(transposed)]
+        collated = [_collate(s, f"{path}[{i}]", fn_map) for i, s in enumerate(transposed)]
         if elem_type is list:
             return collated
         try:

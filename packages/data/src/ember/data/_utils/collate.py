@@ -18,8 +18,8 @@ import collections.abc
 from typing import Any, Callable
 
 import ember
+from ember.data._collate import _collate, default_convert
 from ember.data._collate import default_collate as _default_collate
-from ember.data._collate import default_convert
 
 __all__ = ["collate", "default_collate", "default_convert", "default_collate_fn_map",
            "collate_tensor_fn", "collate_numpy_array_fn", "collate_numpy_scalar_fn",
@@ -87,42 +87,13 @@ default_collate_fn_map: dict[type | tuple, Callable] = {
 
 def collate(batch: Any, *, collate_fn_map: dict | None = None) -> Any:
     """Collates a batch: the first entry of ``collate_fn_map`` whose type the elements have
-    handles them (an exact type match first), else mappings, namedtuples and sequences are
-    collated field by field, recursively.
+    handles them (an exact type match first), else the default collation (``default_collate``'s,
+    with the map consulted again at every level of mappings, namedtuples and sequences).
 
     >>> from ember.data._utils.collate import collate, default_collate_fn_map
     >>> collate([{"a": 1}, {"a": 2}], collate_fn_map=default_collate_fn_map)["a"].tolist()
     [1, 2]
     """
-    elem = batch[0]
-    elem_type = type(elem)
-    if collate_fn_map is not None:
-        if elem_type in collate_fn_map:
-            return collate_fn_map[elem_type](batch, collate_fn_map=collate_fn_map)
-        for kind, fn in collate_fn_map.items():
-            if isinstance(elem, kind):
-                return fn(batch, collate_fn_map=collate_fn_map)
-    if isinstance(elem, collections.abc.Mapping):
-        out = {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
-               for key in elem}
-        if elem_type is dict:
-            return out
-        try:
-            return elem_type(out)
-        except TypeError:
-            return out
-    if isinstance(elem, tuple) and hasattr(elem, "_fields"):
-        return elem_type(*(collate(s, collate_fn_map=collate_fn_map) for s in zip(*batch)))
-    if isinstance(elem, collections.abc.Sequence):
-        size = len(elem)
-        if any(len(b) != size for b in batch):
-            raise RuntimeError("each element in list of batch should be of equal size")
-        transposed = list(zip(*batch))
-        collated = [collate(s, collate_fn_map=collate_fn_map) for s in transposed]
-        if isinstance(elem, tuple) or elem_type is list:
-            return collated
-        try:
-            return elem_type(collated)
-        except TypeError:
-            return collated
-    raise TypeError(default_collate_err_msg_format.format(elem_type))
+    if not isinstance(batch, collections.abc.Sequence):
+        batch = list(batch)
+    return _collate(batch, "sample", collate_fn_map)
