@@ -558,12 +558,10 @@ def deferred_ablation(ember: Any, mode: Mode) -> dict[str, Any]:
         if getattr(out, "requires_grad", False):
             out.register_hook(lambda g: held.append(g))
 
+    train = _train_step(model, opt, loss_fn, batch)
+
     def step() -> None:
-        x, y = batch()
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        train()
         held.clear()  # the deferred frees happen here, at the end of the step
 
     res = {}
