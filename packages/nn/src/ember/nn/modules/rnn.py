@@ -3,7 +3,7 @@
 The input projection of every time step is one matrix product per layer and direction, so each
 step only multiplies the hidden state. An LSTM or GRU layer then runs its whole recurrence as one
 C++ op (``_lstm_layer`` / ``_gru_layer``, fused gate math and a fused backward; ``_lstm_layer``
-makes the input projection too); packed sequences
+makes the input projection too; float32/float64 on the CPU or a CUDA device); packed sequences
 of varying lengths, projections, RNN and forward-mode AD run the time loop in Python over core
 ops.
 
@@ -32,12 +32,21 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 def _fused_rnn_ok(*tensors: Tensor) -> bool:
-    """Whether ember._C._lstm_layer / _gru_layer cover these tensors: float32/float64 on the CPU,
-    one dtype, and no forward-mode AD level live (the per-step ops define the tangents)."""
-    dt = tensors[0].dtype
+    """Whether ember._C._lstm_layer / _gru_layer cover these tensors: float32/float64, one dtype,
+    all on the CPU or all on one CUDA device, and no forward-mode AD level live (the per-step ops
+    define the tangents). Other dtypes (autocast's 16-bit floats) and devices run the per-step ops.
+
+    >>> import ember
+    >>> _fused_rnn_ok(ember.zeros(2, 3), ember.zeros(3, 3))
+    True
+    >>> _fused_rnn_ok(ember.zeros(2, 3, dtype=ember.float16))
+    False
+    """
+    dt, dev = tensors[0].dtype, tensors[0].device
     return (
         dt in (ember.float32, ember.float64)
-        and all(t.dtype == dt and t.device.type == "cpu" for t in tensors)
+        and dev.type in ("cpu", "cuda")
+        and all(t.dtype == dt and t.device == dev for t in tensors)
         and ember._C._current_dual_level() < 0
     )
 
