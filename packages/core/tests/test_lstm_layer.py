@@ -292,3 +292,14 @@ def test_float32_backward_matches_float64(threads, reverse):
         ember.set_num_threads(before)
     for g64, g32 in zip(*grads):
         np.testing.assert_allclose(g32, g64, rtol=3e-4, atol=3e-4)
+
+
+def test_unused_outputs_get_zeros_on_the_layers_device():
+    """Backward through the output alone: the unused hn / cn get zero gradients on the layer's
+    own device (meta here; CUDA alike), not on the default device."""
+    leaves = [ember.randn(*s).to("meta").requires_grad_() for s in ((3, 2, 20), (2, 5), (2, 5),
+                                                                     (20, 5))]
+    out, _, _, _ = _C._lstm_layer(leaves, False)
+    out.sum().backward()
+    for t in leaves:
+        assert t.grad.device.type == "meta" and tuple(t.grad.shape) == tuple(t.shape)

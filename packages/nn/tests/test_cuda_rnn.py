@@ -308,6 +308,22 @@ def test_module_larger_float32(kind):
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_loss_on_the_output_alone(kind, dtype):
+    """The unused h_n / c_n get zero gradients (made on DEV by the autograd engine)."""
+    cpu, gpu = _pair(kind, dtype, 4, 5, num_layers=2, bidirectional=True)
+    x = _t(_arr(np.random.default_rng(11), (6, 3, 4), dtype))
+    xc, xg = x.clone().requires_grad_(), _dev(x).requires_grad_()
+    oc, og = cpu(xc)[0], gpu(xg)[0]
+    _check(og, oc, dtype, "output")
+    _loss([oc]).backward()
+    _loss([og]).backward()
+    _check(xg.grad, xc.grad, dtype, "input grad")
+    for (name, p_c), (_, p_g) in zip(cpu.named_parameters(), gpu.named_parameters()):
+        _check(p_g.grad, p_c.grad, dtype, name + " grad")
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 def test_unbatched(kind):
     _compare_module(kind, {"num_layers": 2}, "float64", (5, 4), False)
 

@@ -246,7 +246,8 @@ Tensor reduce_grad(const Tensor& grad, const InputMeta& m) {
   return g;
 }
 
-Tensor zeros_like_meta(const InputMeta& m) { return ops::zeros(m.sizes, m.dtype, std::nullopt); }
+// On the tensor's own device: a CUDA op's unused output gets CUDA zeros, not the default device's.
+Tensor zeros_like_meta(const InputMeta& m) { return ops::zeros(m.sizes, m.dtype, m.device); }
 
 bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>& outputs) {
   bool any = false;

@@ -156,7 +156,7 @@ __device__ __forceinline__ T sigm(T x) {
   return T(1) / (T(1) + dm::exp(-x));
 }
 
-// Row r of a bias (G per row) or zeros, into o (N, G): the start of an input projection.
+// o (N, G) = the bias (G) in every row, or zeros without one: the start of an input projection.
 template <class T>
 __global__ void bias_rows_kernel(T* o, const T* bias, int64_t total, int64_t G) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
