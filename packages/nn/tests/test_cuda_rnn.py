@@ -22,6 +22,17 @@ pytestmark = pytest.mark.skipif(
     DEV == "cuda" and not ember.cuda.is_available(), reason="needs a CUDA device"
 )
 
+
+@pytest.fixture(autouse=True)
+def _full_precision_float32():
+    """float32 products in full precision (the default; restored afterwards), whatever an earlier
+    test left."""
+    prev = ember.backends.cuda.matmul.allow_tf32
+    ember.backends.cuda.matmul.allow_tf32 = False
+    yield
+    ember.backends.cuda.matmul.allow_tf32 = prev
+
+
 TOL = {"float64": {"rtol": 1e-9, "atol": 1e-10}, "float32": {"rtol": 1e-4, "atol": 2e-5}}
 DTYPES = ["float64", "float32"]
 
