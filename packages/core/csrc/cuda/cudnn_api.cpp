@@ -180,6 +180,7 @@ struct ThreadHandles {
 void set_search_dirs(std::vector<std::string> dirs) {
   Loader& l = loader();
   std::lock_guard<std::mutex> lock(l.mutex);
+  if (dirs != l.dirs && !l.ok) l.attempted = false;  // new places: a failed load may succeed
   l.dirs = std::move(dirs);
 }
 

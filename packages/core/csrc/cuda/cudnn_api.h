@@ -128,7 +128,7 @@ struct Api {
 // Where load() looks, in order: $EMBER_CUDNN_LIBRARY (a file, or a folder holding
 // libcudnn.so.9), then each of these folders (ember.backends.cudnn passes the lib folders of the
 // `nvidia` namespace package when ember._C_cuda is imported), then the loader's own search
-// (LD_LIBRARY_PATH, the system's). Replacing them after a load attempt changes nothing.
+// (LD_LIBRARY_PATH, the system's). Other folders after a failed attempt allow another.
 void set_search_dirs(std::vector<std::string> dirs);
 // The entry points, loading libcudnn.so.9 on first call (thread-safe, attempted once); null when
 // it cannot be loaded (load_error() says why).

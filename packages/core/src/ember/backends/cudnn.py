@@ -62,19 +62,28 @@ def _library_dirs() -> list[str]:
     return out
 
 
+_attached = False
+
+
 def _extension() -> Any:
     """ember._C_cuda when built (importing it), else None."""
     try:
         from ember import _C_cuda
     except ImportError:
         return None
-    return _C_cuda if hasattr(_C_cuda, "_cudnn_is_available") else None
+    if not hasattr(_C_cuda, "_cudnn_is_available"):
+        return None
+    if not _attached:  # its import could not reach this module: hand the settings over now
+        _attach(_C_cuda)
+    return _C_cuda
 
 
 def _attach(ext: Any) -> None:
     """Called by ember._C_cuda while it loads: hands it the wheel folders and the switches."""
+    global _attached
     ext._cudnn_set_search_dirs(_library_dirs())
     ext._cudnn_set_flags(*(bool(_state[n]) for n in _BOOL_FLAGS))
+    _attached = True
 
 
 def _push() -> None:
