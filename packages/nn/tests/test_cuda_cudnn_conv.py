@@ -343,7 +343,7 @@ def test_channels_last_matches_cpu(case, dtype):
         close(g, r, TOL[dtype], f"{case[0]} channels_last result {i}")
     strict = dtype == "float32" and case[0] in ("conv2d", "conv2d_stride_dilation")
     _check_cudnn_passes(before, f"{case[0]} channels_last {dtype}", strict)
-    if strict:  # cuDNN's results keep the input's layout, as in PyTorch
+    if strict and cudnn.is_available():  # cuDNN keeps the input's layout, as PyTorch does
         assert is_channels_last(out), out.stride()
 
 
