@@ -33,11 +33,15 @@ RNG = np.random.default_rng(20240611)
 
 @pytest.fixture(autouse=True)
 def _no_tf32():
-    """float32 products in full precision (the default; restored afterwards)."""
+    """float32 products in full precision, in cuBLAS (the default) and in cuDNN (whose default,
+    as in PyTorch, allows TF32); restored afterwards."""
     prev = ember.backends.cuda.matmul.allow_tf32
+    prev_cudnn = ember.backends.cudnn.allow_tf32
     ember.backends.cuda.matmul.allow_tf32 = False
+    ember.backends.cudnn.allow_tf32 = False
     yield
     ember.backends.cuda.matmul.allow_tf32 = prev
+    ember.backends.cudnn.allow_tf32 = prev_cudnn
 
 
 def rand(shape, dtype="float32", scale=1.0):

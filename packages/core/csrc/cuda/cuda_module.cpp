@@ -18,6 +18,7 @@
 #include "cuda/cuda_allocator.h"
 #include "cuda/cuda_context.h"
 #include "cuda/cuda_registry.h"
+#include "cuda/cudnn_conv.h"
 #include "cuda/linalg_ops.h"
 #include "cuda/random_ops.h"
 
@@ -69,6 +70,7 @@ PYBIND11_MODULE(_C_cuda, m) {
 
   bind_linalg(m);  // linalg_ops.cpp: the TF32 switch
   bind_random(m);  // random_ops.cu: the per-device generators
+  cudnn::bind(m);  // cudnn_conv.cpp: cuDNN loading, switches and algorithm cache
   m.def("is_available", [] { return device_count() > 0; });
   m.def("device_count", &device_count);
   m.def("current_device", &current_device);

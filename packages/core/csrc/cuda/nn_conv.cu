@@ -7,11 +7,18 @@
 // thread per image element sums the column entries that land on it, so no atomics and a
 // deterministic order). float16/bfloat16 products accumulate in float32; the columns a
 // transposed product writes and the weight gradient stay in float32 until the final rounding.
+//
+// When cuDNN is loaded and enabled (ember.backends.cudnn), convolution and its backward run each
+// pass through cuDNN first (cudnn_conv.h), on contiguous or channels-last operands (the layout of
+// the input or weight when either is channels-last; the results then are channels-last too); a
+// pass cuDNN declines runs on the GEMM-based kernels here, on contiguous copies.
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
 
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
+#include "cuda/cudnn_conv.h"
 #include "cuda/device_types.cuh"
 #include "cuda/gemm.h"
 #include "cuda/index_common.cuh"
@@ -110,6 +117,15 @@ __global__ void add_bias_kernel(int64_t total, T* __restrict__ out, const T* __r
   }
 }
 
+// out (N, *spatial, C) += bias[c]: a channels-last output.
+template <class T>
+__global__ void add_bias_cl_kernel(int64_t total, T* __restrict__ out, const T* __restrict__ bias,
+                                   int64_t C) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x)
+    out[e] = from_op<T>(to_op<T>(out[e]) + to_op<T>(bias[e % C]));
+}
+
 // dst[i] = src[i] converted (float32 accumulators -> a 16-bit dtype).
 template <class TD, class TS>
 __global__ void convert_kernel(int64_t n, const TS* __restrict__ src, TD* __restrict__ dst) {
@@ -118,18 +134,19 @@ __global__ void convert_kernel(int64_t n, const TS* __restrict__ src, TD* __rest
     dst[e] = from_op<TD>(to_op<TS>(src[e]));
 }
 
-// out[c] = sum over n < N and p < P of x[(n * C + c) * P + p]: one block per channel, summed
-// in double (as the CPU's per-channel total).
+// out[c] = sum over n < N and p < P of x[n * sn + p * sp + c * sc] (contiguous: sn = C * P,
+// sp = 1, sc = P; channels-last: sn = P * C, sp = C, sc = 1): one block per channel, summed in
+// double (as the CPU's per-channel total).
 template <class T>
 __global__ void channel_sum_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t N,
-                                   int64_t C, int64_t P) {
+                                   int64_t P, int64_t sn, int64_t sp, int64_t sc) {
   __shared__ double part[kBlockSize];
   const int64_t c = blockIdx.x;
   double s = 0.0;
   const int64_t total = N * P;
   for (int64_t i = threadIdx.x; i < total; i += blockDim.x) {
     const int64_t n = i / P, p = i % P;
-    s += static_cast<double>(to_op<T>(x[(n * C + c) * P + p]));
+    s += static_cast<double>(to_op<T>(x[n * sn + p * sp + c * sc]));
   }
   part[threadIdx.x] = s;
   __syncthreads();
@@ -187,13 +204,18 @@ void col2im_launch(ScalarType cdt, ScalarType dt, const void* cols, void* out, i
   });
 }
 
-void add_bias(const Tensor& out, const Tensor& bias, int64_t C, int64_t P, const char* op) {
+void add_bias(const Tensor& out, const Tensor& bias, int64_t C, int64_t P, const char* op,
+              bool channels_last = false) {
   if (!bias || out->numel() == 0) return;
   const int64_t total = out->numel();
   dispatch_conv_dtype(out->dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    add_bias_kernel<T><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
-        total, out->data_as<T>(), bias->data_as<T>(), C, P);
+    if (channels_last)
+      add_bias_cl_kernel<T><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
+          total, out->data_as<T>(), bias->data_as<T>(), C);
+    else
+      add_bias_kernel<T><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
+          total, out->data_as<T>(), bias->data_as<T>(), C, P);
     check_launch(op);
   });
 }
@@ -395,6 +417,45 @@ Tensor col2im(const Tensor& self, const DimVector& output_size, const DimVector&
   return view_as_shape(out, unb);
 }
 
+// ---- the cuDNN path ---------------------------------------------------------------------------
+
+// Whether to try cuDNN for a convolution of these operands: cuDNN usable for the dtype and no
+// empty operand (the GEMM kernels handle those), and, for a transposed convolution, every
+// output_padding below its stride (cuDNN's sizes cannot express a larger one).
+bool cudnn_candidate(const nn::ConvArgs& a, const Tensor& input, const Tensor& weight,
+                     bool transposed) {
+  if (input->numel() == 0 || weight->numel() == 0 || a.N == 0 || a.C == 0 || a.Co == 0)
+    return false;
+  if (transposed)
+    for (int64_t d = 0; d < a.k; ++d)
+      if (a.opd[d] >= a.st[d]) return false;
+  return cudnn::usable(input->dtype());
+}
+
+// The layout of the cuDNN passes: channels-last when the input or the weight is (4 or 5 dims).
+bool cudnn_channels_last(const nn::ConvArgs& a, const Tensor& input, const Tensor& weight) {
+  return a.k >= 2 && (cudnn::is_channels_last(input) || cudnn::is_channels_last(weight));
+}
+
+// A new tensor of the given sizes in the layout.
+Tensor new_in_layout(const DimVector& sizes, const Tensor& like, bool channels_last) {
+  if (channels_last)
+    return empty_strided(sizes, cudnn::channels_last_strides(sizes), like->dtype(), like->device());
+  return empty(sizes, like->dtype(), like->device());
+}
+
+// t itself when dense in the layout and 16-byte aligned (as cuDNN's kernels read), else a copy.
+Tensor in_layout(const Tensor& t, bool channels_last, const char* op) {
+  const bool dense = channels_last ? cudnn::channels_last_dense(t) : t->is_contiguous();
+  const bool aligned = reinterpret_cast<uintptr_t>(t->data()) % 16 == 0;
+  if (dense && aligned) return t;
+  Tensor c = new_in_layout(t->sizes(), t, channels_last);
+  ix::copy(c, t, op);
+  return c;
+}
+
+// ---- the ops ----------------------------------------------------------------------------------
+
 Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias,
                    const DimVector& stride, const DimVector& padding, const DimVector& dilation,
                    bool transposed, const DimVector& output_padding, int64_t groups) {
@@ -403,22 +464,38 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
                                   output_padding, groups, &ix::check_same_device);
   const int64_t k = a.k;
   DeviceGuard guard(ix::device_index(input));
-  Tensor x = ix::contiguous(input, op), w = ix::contiguous(weight, op);
   Tensor b = bias ? ix::contiguous(bias, op) : Tensor();
   DimVector out_shape{a.N, a.Co};
-  Tensor out;
+  Geom g;
   if (!transposed) {
-    Geom g = nn::make_window_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
+    g = nn::make_window_geom(op, trailing(input, k), a.ks, a.dl, a.pd, a.st);
     for (int64_t d = 0; d < k; ++d) out_shape.push_back(g.out[3 - k + d]);
-    out = empty(out_shape, x->dtype(), x->device());
-    conv_forward(x, w, b, out, a.N, a.C, a.Co, a.G, g, op);
   } else {
-    DimVector out_sp = nn::conv_transposed_sizes(op, x, a);
-    Geom g = nn::transposed_window_geom(op, out_sp, x, a);
+    DimVector out_sp = nn::conv_transposed_sizes(op, input, a);
+    g = nn::transposed_window_geom(op, out_sp, input, a);
     for (int64_t v : out_sp) out_shape.push_back(v);
-    out = empty(out_shape, x->dtype(), x->device());
-    conv_transposed(x, w, b, out, a.N, a.C, a.Co, a.G, g, op);
   }
+  if (cudnn_candidate(a, input, weight, transposed)) {
+    const bool cl = cudnn_channels_last(a, input, weight);
+    Tensor xl = in_layout(input, cl, op), wl = in_layout(weight, cl, op);
+    Tensor out = new_in_layout(out_shape, input, cl);
+    const cudnn::ConvParams cp{a.pd, a.st, a.dl, a.G};
+    // A transposed convolution is the data gradient of the convolution whose output it reads.
+    const bool done = transposed ? cudnn::run(cudnn::Pass::BackwardData, op, out, wl, xl, cp, cl)
+                                 : cudnn::run(cudnn::Pass::Forward, op, xl, wl, out, cp, cl);
+    if (done) {
+      int64_t P = 1;
+      for (int64_t d = 2; d < out->dim(); ++d) P *= out->size(d);
+      add_bias(out, b, a.Co, P, op, cl);
+      return out;
+    }
+  }
+  Tensor x = ix::contiguous(input, op), w = ix::contiguous(weight, op);
+  Tensor out = empty(out_shape, x->dtype(), x->device());
+  if (!transposed)
+    conv_forward(x, w, b, out, a.N, a.C, a.Co, a.G, g, op);
+  else
+    conv_transposed(x, w, b, out, a.N, a.C, a.Co, a.G, g, op);
   return out;
 }
 
@@ -433,10 +510,41 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
   const int64_t k = a.k;
   nn::check_conv_grad_output(op, grad_output, input, weight, a, transposed, &ix::check_same_device);
   DeviceGuard guard(ix::device_index(input));
-  Tensor go = ix::contiguous(grad_output, op), x = ix::contiguous(input, op);
-  Tensor w = ix::contiguous(weight, op);
   Tensor gi, gw, gb;
-  if (input_grad) {
+  // The cuDNN passes; any it declines runs on the GEMM kernels below.
+  if ((input_grad || weight_grad) && grad_output->numel() > 0 &&
+      cudnn_candidate(a, input, weight, transposed)) {
+    const bool cl = cudnn_channels_last(a, input, weight);
+    const cudnn::ConvParams cp{a.pd, a.st, a.dl, a.G};
+    Tensor gol = in_layout(grad_output, cl, op);
+    if (input_grad) {
+      Tensor wl = in_layout(weight, cl, op);
+      Tensor t = new_in_layout(input->sizes(), input, cl);
+      // Convolution: the data gradient; transposed: the convolution of grad_output.
+      const bool done = transposed ? cudnn::run(cudnn::Pass::Forward, op, gol, wl, t, cp, cl)
+                                   : cudnn::run(cudnn::Pass::BackwardData, op, t, wl, gol, cp, cl);
+      if (done) gi = t;
+    }
+    if (weight_grad) {
+      Tensor xl = in_layout(input, cl, op);
+      Tensor t = new_in_layout(weight->sizes(), weight, cl);
+      // The filter gradient of the convolution x -> y: (input -> grad_output), or for the
+      // transposed one (grad_output -> input).
+      const bool done = transposed
+                            ? cudnn::run(cudnn::Pass::BackwardFilter, op, gol, t, xl, cp, cl)
+                            : cudnn::run(cudnn::Pass::BackwardFilter, op, xl, t, gol, cp, cl);
+      if (done) gw = t;
+    }
+  }
+  Tensor go, x, w;  // contiguous operands of the GEMM kernels, made when needed
+  auto gemm_operands = [&] {
+    if (go) return;
+    go = ix::contiguous(grad_output, op);
+    x = ix::contiguous(input, op);
+    w = ix::contiguous(weight, op);
+  };
+  if (input_grad && !gi) {
+    gemm_operands();
     gi = empty(input->sizes(), input->dtype(), input->device());
     if (!transposed) {
       // d input = conv_transpose(grad_output) folded over the input's own sizes.
@@ -448,7 +556,8 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
       conv_forward(go, w, Tensor(), gi, a.N, a.Co, a.C, a.G, g, op);
     }
   }
-  if (weight_grad) {
+  if (weight_grad && !gw) {
+    gemm_operands();
     gw = empty(weight->sizes(), weight->dtype(), weight->device());
     // Convolution: grad_output (N, Co, L) against the input's columns; transposed: the input
     // (N, Ci, Lin) against grad_output's columns.
@@ -461,12 +570,16 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
   if (bias_grad) {
     gb = empty({a.Co}, input->dtype(), input->device());
     int64_t P = 1;
-    for (int64_t d = 2; d < go->dim(); ++d) P *= go->size(d);
+    for (int64_t d = 2; d < grad_output->dim(); ++d) P *= grad_output->size(d);
     if (a.Co > 0) {
-      dispatch_conv_dtype(go->dtype(), op, [&](auto tag) {
+      // Summed in grad_output's own layout when contiguous or channels-last, else a copy's.
+      const bool cl = !grad_output->is_contiguous() && cudnn::channels_last_dense(grad_output);
+      Tensor gsum = cl ? grad_output : ix::contiguous(grad_output, op);
+      const int64_t sn = a.Co * P, sp = cl ? a.Co : 1, sc = cl ? 1 : P;
+      dispatch_conv_dtype(gsum->dtype(), op, [&](auto tag) {
         using T = decltype(tag);
         channel_sum_kernel<T><<<static_cast<unsigned>(a.Co), kBlockSize, 0, current_stream()>>>(
-            go->data_as<T>(), gb->data_as<T>(), a.N, a.Co, P);
+            gsum->data_as<T>(), gb->data_as<T>(), a.N, P, sn, sp, sc);
         check_launch(op);
       });
     }

@@ -1,16 +1,17 @@
 """ember.backends: the backend switches programs written for PyTorch set.
 
-ember computes on its own CPU kernels (and the optional CUDA extension), without cuDNN, MKL-DNN
-or MPS, so most switches here are recorded and read back but change nothing: setting
-``ember.backends.cudnn.benchmark = True`` is harmless, ``mps.is_available()`` is False.
-``cuda.matmul.allow_tf32`` and ``cudnn.allow_tf32`` follow ``set_float32_matmul_precision``
-as in PyTorch ("highest": no TF32).
+ember computes on its own CPU kernels and the optional CUDA extension, without MKL-DNN or MPS,
+so most switches here are recorded and read back but change nothing (``mps.is_available()`` is
+False). ``cudnn``'s switches steer the CUDA convolutions when NVIDIA's cuDNN wheel is installed
+(ember.backends.cudnn). ``cuda.matmul.allow_tf32`` follows ``set_float32_matmul_precision`` as in
+PyTorch ("highest": no TF32); ``cudnn.allow_tf32`` is separate (True by default, as in PyTorch).
 
 >>> import ember
 >>> import ember.backends.cudnn as cudnn
 >>> cudnn.benchmark = True
->>> ember.backends.mps.is_available(), ember.backends.cudnn.is_available()
-(False, False)
+>>> ember.backends.mps.is_available(), ember.backends.cudnn.benchmark
+(False, True)
+>>> cudnn.benchmark = False
 >>> ember.get_float32_matmul_precision()
 'highest'
 """
