@@ -570,10 +570,16 @@ def _run_isolated(case: Case, cfg: dict[str, Any], budget_s: float,
     if not why and rc != 0:
         last = [ln for ln in stderr.splitlines() if ln.strip()][-1:] or [""]
         why = f"the case's process exited with status {rc} ({last[0][:150]})"
+    out = _skipped(case, cfg, why or "no result", status="error")
+    out.update(sides)
+    return out
+
+
+def _skipped(case: Case, cfg: dict[str, Any], why: str, status: str = "n/a") -> dict[str, Any]:
     batch = cfg["batches"].get(case.name, case.tiny_batch if cfg["tiny"] else case.batch)
     out: dict[str, Any] = {"case": case.name, "unit": case.unit, "batch": batch, "doc": case.doc}
     for name in ("torch", "ember"):
-        out[name] = sides.get(name) or Side(status="error", message=why or "no result").__dict__
+        out[name] = Side(status=status, message=why).__dict__
     return out
 
 
@@ -585,6 +591,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a ~60 s budget, fewer warm-up steps")
     ap.add_argument("--budget", type=float, default=None,
                     help="seconds for all cases together (default 150; 60 with --quick)")
+    ap.add_argument("--hard-limit", type=float, default=None,
+                    help="seconds after which no case starts and a running one is stopped "
+                         "(default: 1.4 x budget + 30)")
     ap.add_argument("--filter", action="append", default=[],
                     help="cases whose name contains this (repeatable)")
     ap.add_argument("--batch", action="append", default=[], metavar="CASE=N",
@@ -638,12 +647,17 @@ def main(argv: list[str] | None = None) -> int:
           f"{'on' if args.tf32 else 'off'}; ember/torch = throughput ratio, target >= "
           f"{THROUGHPUT_TARGET}; memory target <= {MEMORY_TARGET}x)\n", flush=True)
     print(HEADER, flush=True)
+    hard = args.hard_limit if args.hard_limit is not None else 1.4 * budget + 30
     rows = []
     for i, case in enumerate(cases):
-        left = budget - (time.perf_counter() - t_begin)
-        share = max(left / (len(cases) - i), 0.0)
-        if isolate:
-            row = _run_isolated(case, cfg, share, timeout_s=max(60.0, 3 * share) + 30)
+        elapsed = time.perf_counter() - t_begin
+        share = max((budget - elapsed) / (len(cases) - i), 0.0)
+        if isolate and hard - elapsed < 15:
+            row = _skipped(case, cfg, f"not run: the {hard:.0f} s limit (--hard-limit) was "
+                                      "reached")
+        elif isolate:
+            timeout = min(max(60.0, 3 * share) + 30, hard - elapsed)
+            row = _run_isolated(case, cfg, share, timeout_s=timeout)
         else:
             row = run_case(case, cfg, share)
         row["judged"] = args.device == "cuda" and not args.tiny
