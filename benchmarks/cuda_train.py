@@ -32,7 +32,9 @@ The cases (``--list``; the batch of each is in the table and can be changed with
 TF32 is off in both frameworks (``backends.cuda.matmul.allow_tf32`` and
 ``backends.cudnn.allow_tf32``; ``--tf32`` turns it on in both) and ``cudnn.benchmark`` is on in
 both. Each case runs in its own process (torch first, then ember) so that a crash or a hang of
-one case costs only that row; ``--in-process`` runs them all in this process.
+one case costs only that row; ``--in-process`` runs them all in this process. A case gets an
+equal share of what is left of the budget; after ``--hard-limit`` seconds (default 1.4 x budget
++ 30) no case starts and a running one is stopped.
 
     PYTHONPATH=build/dev/site python3 benchmarks/cuda_train.py            # ~150 s on an H100
     PYTHONPATH=build/dev/site python3 benchmarks/cuda_train.py --quick    # ~60 s
@@ -505,7 +507,8 @@ def table_row(row: dict[str, Any]) -> str:
     loss = "-"
     if e["loss0"] is not None or t["loss0"] is not None:
         fl = lambda v: "-" if v is None or not math.isfinite(v) else f"{v:.4g}"  # noqa: E731
-        loss = f"{fl(e['loss0'])} / {fl(t['loss0'])}" + ("" if e["same_init"] else " (own init)")
+        own = e["status"] == "ok" and t["status"] == "ok" and not e["same_init"]
+        loss = f"{fl(e['loss0'])} / {fl(t['loss0'])}" + (" (own init)" if own else "")
     met = {None: "-", True: "yes", False: "no"}[row.get("met")]
     return (f"| {row['case']} | {row['batch']} | {_cell(e, unit)} | {_cell(t, unit)} | "
             f"{'-' if tr is None else f'{tr:.2f}'} | {_fmt_mib(e['peak_bytes'])} | "
@@ -683,6 +686,10 @@ def main(argv: list[str] | None = None) -> int:
             elif side["message"]:
                 line += f"; {name}: {side['message']}"
         print(line)
+    nvml = {side["message"] for row in rows for side in (row["ember"], row["torch"])
+            if side["status"] == "ok" and side["message"]}
+    if nvml:
+        print(f"- GPU busy n/a: {'; '.join(sorted(nvml))}")
     if args.tiny:
         print("- tiny sizes: the descriptions above are the full run's; these throughputs mean "
               "nothing")
