@@ -88,3 +88,88 @@ def test_ddp_cases_run_ember_only(tmp_path: Path) -> None:
         assert c["ember"]["median_s"] > 0
         assert c["torch"]["status"] == "n/a" and c["ratio"] is None
     assert "note: ddp/mlp: ember " in proc.stderr and "scaling efficiency" in proc.stderr
+
+
+# ---- benchmarks/cuda_train.py: the GPU training benchmark's CPU dry run -------------------------
+
+CUDA_TRAIN = RUN.parent / "cuda_train.py"
+
+
+def _cuda_train_module():
+    # cuda_train puts benchmarks/ and benchmarks/paper/ on sys.path itself (it imports
+    # cases_nn_train and models lazily); this only finds it.
+    sys.path.insert(0, str(RUN.parent))
+    try:
+        import cuda_train
+    finally:
+        sys.path.remove(str(RUN.parent))
+    return cuda_train
+
+
+def test_cuda_train_tiny_cpu_runs_every_case(tmp_path: Path) -> None:
+    # Every case of the GPU training benchmark, tiny sizes, on the CPU, in both frameworks: the
+    # table, the JSON, and (where no dropout draws differ) the same initial loss, since ember
+    # starts from torch's initial weights.
+    pytest.importorskip("ember")
+    torch = pytest.importorskip("torch")
+    del torch
+    out = tmp_path / "train.json"
+    proc = subprocess.run(
+        [sys.executable, str(CUDA_TRAIN), "--device", "cpu", "--tiny", "--budget", "4", "--json",
+         str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "| case | batch | ember | torch | ember/torch |" in proc.stdout
+    doc = json.loads(out.read_text())
+    ct = _cuda_train_module()
+    assert [c["case"] for c in doc["cases"]] == [c.name for c in ct.CASES]
+    for c in doc["cases"]:
+        for side in ("ember", "torch"):
+            s = c[side]
+            assert s["status"] == "ok", (c["case"], side, s["message"])
+            assert s["throughput"] > 0 and s["step_s"] > 0 and s["peak_bytes"] is None
+            assert s["loss0"] == pytest.approx(s["loss0"])  # finite
+        assert c["ember"]["same_init"], c["case"]
+        assert c["met"] is None  # no verdict on dry-run numbers
+        assert f"| {c['case']} | {c['batch']} |" in proc.stdout
+        # No dropout: the same loss (ResNet's batch norms over 2 samples amplify rounding).
+        rel = {"resnet50 fp32": 3e-3, "lstm lm": 1e-4, "ncf": 1e-4}.get(c["case"])
+        if rel is not None:
+            assert c["ember"]["loss0"] == pytest.approx(c["torch"]["loss0"], rel=rel)
+
+
+def test_cuda_train_isolated_case_and_failing_case(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("ember")
+    pytest.importorskip("torch")
+    # One case in its own process (the CUDA default), ember only.
+    out = tmp_path / "ncf.json"
+    proc = subprocess.run(
+        [sys.executable, str(CUDA_TRAIN), "--device", "cpu", "--tiny", "--isolate", "--no-torch",
+         "--filter", "ncf", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.read_text())["cases"]
+    assert row["case"] == "ncf" and row["ember"]["status"] == "ok"
+    assert row["torch"]["status"] == "n/a" and row["throughput_ratio"] is None
+
+    # A case whose build raises: its row says why, the next case still runs.
+    ct = _cuda_train_module()
+
+    def broken(mod, tiny, batch):
+        raise NotImplementedError("conv9d: no kernel")
+
+    cases = [ct.Case("broken", "img/s", broken, 2, 2), ct.CASES[-1]]
+    old = ct.CASES
+    ct.CASES = cases
+    try:
+        assert ct.main(["--device", "cpu", "--tiny", "--budget", "1",
+                        "--json", str(tmp_path / "b.json")]) == 0
+    finally:
+        ct.CASES = old
+    table = capsys.readouterr().out
+    assert "| broken | 2 | error: NotImplementedError: conv9d: no kernel |" in table
+    rows = json.loads((tmp_path / "b.json").read_text())["cases"]
+    assert rows[0]["ember"]["status"] == rows[0]["torch"]["status"] == "error"
+    assert rows[1]["case"] == "ncf" and rows[1]["ember"]["status"] == "ok"

@@ -7,6 +7,10 @@
 #   PHASES="build tests" bash tools/gpu_check.sh
 #   PHASES="build smoke" bash tools/gpu_check.sh   # only the crash diagnosis (tools/gpu_smoke.py)
 #   TESTS="packages/core/tests/test_cuda_runtime.py" bash tools/gpu_check.sh
+#   PHASES="build bench" TRAIN_BENCH_ARGS="--filter resnet" bash tools/gpu_check.sh
+#   (the bench phase: benchmarks/cases_cuda.py, then the training benchmark
+#   benchmarks/cuda_train.py with TRAIN_BENCH_BUDGET seconds, default 150, cut to what is left
+#   of TOTAL_LIMIT, default 470)
 #
 # Missing build dependencies (scipy-openblas32 has no copy there) are installed from wheels in
 # .whl/ when present (see the device tool's README). Logs and the report go to $OUT (the device
@@ -171,6 +175,26 @@ if [[ " $phases " == *" bench "* ]]; then
   timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/cases_cuda.py ${BENCH_ARGS:-} >"$out/bench.log" 2>&1
   say "- exit $? ; table:"
   cat "$out/bench.log" | tee -a "$report" >/dev/null
+
+  # Training throughput (issue 12): eight models, ember vs torch, one process per case. Its
+  # budget shrinks to what is left of TOTAL_LIMIT (default 470 s, so that the whole check stays
+  # under 8 minutes); --hard-limit stops it 30 s after the budget at the latest.
+  say ""
+  say "## Training benchmarks (benchmarks/cuda_train.py)"
+  limit=${TOTAL_LIMIT:-470}
+  left=$((limit - $(elapsed)))
+  tb=${TRAIN_BENCH_BUDGET:-150}
+  [ $((left - 40)) -lt "$tb" ] && tb=$((left - 40))
+  if [ "$tb" -lt 40 ]; then
+    say "- skipped: $left s left of TOTAL_LIMIT=$limit s"
+  else
+    timeout "$((tb + 60))" python3 benchmarks/cuda_train.py --budget "$tb" --hard-limit "$((tb + 30))" \
+      --json "$out/cuda_train.json" ${TRAIN_BENCH_ARGS:-} >"$out/cuda_train.md" 2>"$out/cuda_train.log"
+    rc=$?
+    say "- exit $rc (budget $tb s; the tracebacks are in cuda_train.log); table:"
+    cat "$out/cuda_train.md" | tee -a "$report" >/dev/null
+    [ $rc -ne 0 ] && tail -15 "$out/cuda_train.log" | tee -a "$report" >/dev/null
+  fi
 fi
 say ""
 say "total: $(elapsed) s"
