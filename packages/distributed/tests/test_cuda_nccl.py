@@ -196,6 +196,7 @@ def test_backend_strings() -> None:
     assert _split_backend("cuda:nccl,cpu:shm") == ("shm", "nccl")
     assert _split_backend("cuda:nccl") == ("undefined", "nccl")
     assert _split_backend(None) == ("undefined", "nccl")
+    assert _split_backend("gloo") == ("gloo", "nccl")
     assert _split_backend("shm") == ("shm", None)
     assert _split_backend("cpu:mpi") == ("mpi", None)
     with pytest.raises(ValueError, match="CUDA tensors need 'nccl', got 'gloo'"):
@@ -468,7 +469,7 @@ def test_debug_detail_check(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @gpu
 def test_default_and_per_device_groups_use_nccl_for_cuda() -> None:
-    for backend in (None, "cpu:gloo,cuda:nccl"):
+    for backend in (None, "gloo", "cpu:gloo,cuda:nccl"):
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
         try:
             c, g = ember.tensor([2.0, 3.0]), ember.tensor([2.0, 3.0]).to("cuda")

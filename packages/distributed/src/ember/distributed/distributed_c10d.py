@@ -354,12 +354,13 @@ def _rendezvous(init_method: str, rank: int, world_size: int, timeout: timedelta
 def _split_backend(requested: str | None) -> tuple[str, str | None]:
     """(the backend of CPU tensors, of CUDA tensors) named by init_process_group's backend:
     "nccl" -> ("nccl", "nccl"); "cpu:gloo,cuda:nccl" -> ("gloo", "nccl"); None -> ("undefined",
-    "nccl") (NCCL made when a CUDA tensor first needs it); "shm" -> ("shm", None)."""
+    "nccl") and "gloo" -> ("gloo", "nccl") (NCCL made when a CUDA tensor first needs it, as
+    PyTorch's gloo takes CUDA tensors too); "shm" -> ("shm", None)."""
     name = Backend(requested or "undefined")
     if ":" not in name and "," not in name:
         if name == Backend.NCCL:
             return "nccl", "nccl"
-        return name, ("nccl" if name == Backend.UNDEFINED else None)
+        return name, ("nccl" if name in (Backend.UNDEFINED, Backend.GLOO) else None)
     parts: dict[str, str] = {}
     for p in name.split(","):
         if ":" not in p:
@@ -446,7 +447,10 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     """Initializes the default process group.
 
     backend: "shm" (CPU, one machine; the default), "gloo" (accepted for porting: shm on one
-    machine, mpi across machines), "mpi" (mpi4py; rank and size come from MPI). init_method:
+    machine, mpi across machines), "mpi" (mpi4py; rank and size come from MPI), "nccl" (CUDA
+    tensors only), "cpu:gloo,cuda:nccl" (each device type its backend). With None or "gloo",
+    CUDA tensors go through NCCL too (made at their first collective). device_id (a CUDA
+    device) makes the NCCL communicator now rather than at the first collective. init_method:
     "env://" (default: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), "tcp://host:port",
     "file:///path"; or pass a `store` with rank and world_size.
 
