@@ -540,7 +540,7 @@ _TIMEOUT_SCRIPT = textwrap.dedent("""
 @gpu
 def test_watchdog_timeout_aborts_and_names_the_collective() -> None:
     # In a child process: aborting a communicator may leave its CUDA context unusable.
-    env = dict(os.environ)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     r = subprocess.run([sys.executable, "-c", _TIMEOUT_SCRIPT], capture_output=True, text=True,
                        timeout=180, env=env)
     out = r.stdout
