@@ -466,6 +466,10 @@ class _Comm:
         self.stream = stream
         self.valid = True  # False once destroyed or aborted
         self.barrier_tensor: Any = None
+        # Recorded on the caller's stream before each operation; the internal stream's wait is
+        # queued at once (it uses the event as recorded then), so one event serves them all.
+        self.ready = ember.cuda.Event()
+        self.ready_lock = threading.Lock()
 
     @property
     def stream_handle(self) -> int:
@@ -757,10 +761,9 @@ class NcclBackend:
         c = self.comm(device, op)
         self._last_device = device
         self._seq += 1
-        caller = ember.cuda.current_stream(device)
-        ready = ember.cuda.Event()
-        ready.record(caller)
-        ready.wait(c.stream)
+        with c.ready_lock:
+            c.ready.record(ember.cuda.current_stream(device))
+            c.ready.wait(c.stream)
         w = NcclWork(op, self._seq, self, c, outputs, blocking)
         with self._lock:
             self._pending.append(w)  # from now on: a launch that hangs is timed out too
