@@ -587,7 +587,9 @@ class NcclBackend:
         if dev.type != "cuda":
             raise ValueError(f"init_process_group: device_id must be a CUDA device for the nccl "
                              f"backend, got {dev}")
-        self.comm(0 if dev.index is None else int(dev.index), "init_process_group")
+        idx = ember.cuda.current_device() if dev.index is None else int(dev.index)
+        self.comm(idx, "init_process_group")
+        self._last_device = idx  # barrier()'s device until a collective uses another
 
     # ---- watchdog ------------------------------------------------------------------------
     def _start_watchdog(self) -> None:
