@@ -542,7 +542,7 @@ def test_watchdog_timeout_aborts_and_names_the_collective() -> None:
     # In a child process: aborting a communicator may leave its CUDA context unusable.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     r = subprocess.run([sys.executable, "-c", _TIMEOUT_SCRIPT], capture_output=True, text=True,
-                       timeout=180, env=env)
+                       timeout=50, env=env)  # under the GPU check's 60 s per test
     out = r.stdout
     assert "NO ERROR" not in out, out + r.stderr
     first = [ln for ln in out.splitlines() if ln.startswith("FIRST:")]
