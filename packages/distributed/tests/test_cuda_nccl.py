@@ -511,9 +511,9 @@ _TIMEOUT_SCRIPT = textwrap.dedent("""
     import os, sys
     from datetime import timedelta
     import ember, ember.distributed as dist
-    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1,
-                            timeout=timedelta(seconds=1))
-    comm = dist.group.WORLD.impl.comm(0)
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    comm = dist.group.WORLD.impl.comm(0)  # (NCCL's init may take more than a second)
+    dist.group.WORLD.impl.timeout = 1.0  # as monitored_barrier does
     t = ember.ones(4, device="cuda")
     with ember.cuda.stream(comm.stream):
         ember.cuda._sleep(3 * 2_000_000_000)  # the collective cannot finish within 1 s
