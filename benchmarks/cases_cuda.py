@@ -16,6 +16,8 @@ harness's first call of a case is the warm-up.
   freed at once, 1000 per call (the caching allocator's hot path).
 * ``cuda/h2d 256MB pinned`` (ember: "missing" while it has no pinned host memory) and
   ``cuda/h2d 256MB pageable``.
+* ``cuda/nccl all_reduce 64MB (world size 1)``: ember.distributed's nccl backend against
+  torch.distributed's on a one-rank group (the per-call cost: NCCL has nothing to move).
 
 Without a CUDA device (for ember or torch) no case is registered, so CPU runs are unchanged;
 with a device but no ember CUDA build the ember side reports "missing".
@@ -289,6 +291,31 @@ def _(fw):
 
 
 # ---- standalone ---------------------------------------------------------------------------------
+
+
+# ---- (7) NCCL (ember.distributed's nccl backend) ----------------------------------------------
+
+
+def _nccl_world(fw) -> Any:
+    """fw's distributed module with a world-size-1 nccl default group (made once per process)."""
+    import importlib
+
+    _require_cuda(fw)
+    d = importlib.import_module(fw.mod.__name__ + ".distributed")
+    if not d.is_nccl_available():
+        raise NotImplementedError(f"{fw.name} has no usable NCCL")
+    if not d.is_initialized():
+        d.init_process_group("nccl", store=d.HashStore(), rank=0, world_size=1)
+    return d
+
+
+@_cuda_case("cuda/nccl all_reduce 64MB (world size 1)", unit="ms",
+            doc="dist.all_reduce of 16M float32 on a one-rank nccl group: NCCL has nothing to "
+                "move, so this is the per-call cost (streams, events, launch)")
+def _(fw):
+    d = _nccl_world(fw)
+    x = _filled(fw, 16 * 1024 * 1024, 1.0)
+    return _timed(fw, lambda: d.all_reduce(x), 200)
 
 
 def _summary(doc: dict) -> str:

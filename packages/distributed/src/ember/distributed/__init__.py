@@ -1,13 +1,16 @@
 """ember.distributed: torch.distributed's API (process groups, collectives, stores).
 
 Backends: ``shm`` (CPU tensors on one machine through shared memory; the default), ``mpi``
-(mpi4py), and ``gloo`` as a porting alias (shm on one machine, mpi across machines).
+(mpi4py), ``gloo`` as a porting alias (shm on one machine, mpi across machines), and ``nccl``
+(CUDA tensors through NVIDIA's NCCL, from the nvidia-nccl-cu13 wheel or EMBER_NCCL_LIBRARY;
+"cpu:gloo,cuda:nccl" gives a group both).
 
 Environment: ``EMBER_DISTRIBUTED_DEBUG=DETAIL`` checks before each collective that every rank
 calls the same one with the same shapes and dtypes; ``EMBER_SHM_SLOT_BYTES`` (per-rank chunk of
 the shm backend, default 16 MiB / world size within [1, 8] MiB), ``EMBER_SHM_MAILBOX_BYTES``
 (send/recv chunk, 256 KiB), ``EMBER_SHM_SPIN_US`` / ``EMBER_SHM_YIELD_US`` (how long a wait
-spins, then yields, before it sleeps on a futex; 50 and 1000).
+spins, then yields, before it sleeps on a futex; 50 and 1000); ``EMBER_NCCL_LIBRARY`` (the
+libnccl.so.2 to load), ``EMBER_NCCL_BLOCKING_WAIT=1`` (nccl Work.wait() blocks the host).
 
 Example::
 

