@@ -126,6 +126,28 @@ def test_conv_noncontiguous_input(case):
         np.testing.assert_allclose(a, b, **_tol("float64"))
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_weight_grad_reproducible_with_threads(stride):
+    # The weight gradient sums per-worker partials: which samples a worker takes must not depend
+    # on timing, or runs differ in the last bits (they did, with samples handed out on demand).
+    prev = ember.get_num_threads()
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal((8, 32, 16, 16)).astype(np.float32), requires_grad=True)
+    w = ember.tensor(rng.standard_normal((64, 32, 3, 3)).astype(np.float32), requires_grad=True)
+    g = ember.tensor(rng.standard_normal((8, 64, 16 // stride, 16 // stride)).astype(np.float32))
+    try:
+        ember.set_num_threads(2)
+        grads = []
+        for _ in range(12):
+            w.grad = None
+            ember.nn.functional.conv2d(x, w, padding=1, stride=stride).backward(g)
+            grads.append(w.grad.numpy().copy())
+    finally:
+        ember.set_num_threads(prev)
+    for other in grads[1:]:
+        np.testing.assert_array_equal(other, grads[0])
+
+
 @needs_torch
 def test_conv_single_thread_matches():
     case = CASES[3]

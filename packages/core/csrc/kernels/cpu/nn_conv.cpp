@@ -6,7 +6,6 @@
 // in place along output lines, columns from a zero-padded copy, several small samples in one
 // product, and a channels-last copy for the weight gradient.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -265,7 +264,9 @@ void add_channel_bias(T* out, const T* bias, int64_t C, int64_t P) {
 }
 
 // Calls f(n, buf, slot) for every sample n in [0, N); buf holds buf_elems scratch elements of
-// type T private to the calling worker, slot (< min(threads, N)) names that worker.
+// type T private to the calling worker, slot (< min(threads, N)) names that worker. Each slot
+// takes a fixed run of samples, in order: weight gradients sum per-slot partials, so which
+// samples a slot sums must not depend on timing (results reproducible run to run).
 template <class T, class F>
 void over_samples(int64_t N, int64_t buf_elems, const F& f) {
   const int64_t nt = std::min<int64_t>(get_num_threads(), N);
@@ -276,11 +277,10 @@ void over_samples(int64_t N, int64_t buf_elems, const F& f) {
   }
   Scratch<T> scratch(nt * buf_elems);
   T* base = scratch.data();
-  std::atomic<int64_t> next{0};
   SerialBlasScope serial;
   parallel_for(0, nt, 1, [&](int64_t b, int64_t e) {
     for (int64_t slot = b; slot < e; ++slot)
-      for (int64_t n; (n = next.fetch_add(1, std::memory_order_relaxed)) < N;)
+      for (int64_t n = slot * N / nt, end = (slot + 1) * N / nt; n < end; ++n)
         f(n, base + slot * buf_elems, slot);
   });
 }
