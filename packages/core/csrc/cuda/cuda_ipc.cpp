@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -179,8 +180,19 @@ int64_t collect_locked(Producer& p, std::vector<Storage>& freed) {
   return n;
 }
 
+// At exit, should the Python exit hook not have run: the reference files' names leave /dev/shm
+// (nothing else: CUDA may be gone by now).
+void unlink_ref_files_at_exit() {
+  Producer& p = producer();
+  std::unique_lock<std::mutex> lock(p.mutex, std::try_to_lock);  // never wait at exit
+  if (!lock.owns_lock() || p.pid != getpid()) return;
+  for (const RefFile& f : p.files) shm_unlink_name(f.name);
+}
+
 // A free slot set to 1 (the message's reference): (file index, slot).
 std::pair<size_t, int64_t> acquire_slot_locked(Producer& p) {
+  static const bool at_exit = std::atexit(&unlink_ref_files_at_exit) == 0;
+  (void)at_exit;
   for (size_t i = 0; i < p.files.size(); ++i) {
     RefFile& f = p.files[i];
     if (f.in_use == kSlots) continue;
@@ -491,6 +503,32 @@ size_t extent_bytes(const DimVector& sizes, const DimVector& strides, int64_t of
   return static_cast<size_t>(last + 1) * itemsize(dt);
 }
 
+// A message this process sent to itself: the storage it sent (CUDA cannot open a handle in the
+// process that exported it), after the current stream waits for the send's event; the
+// message's reference is released. Null when no such entry is held.
+Storage take_own_message(const std::string& ref_name, int64_t slot) {
+  Producer& p = producer();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  forget_inherited_locked(p);
+  for (SentEntry& e : p.sent) {
+    const RefFile& f = p.files[e.file];
+    if (e.slot != slot || f.name != ref_name || !e.storage) continue;
+    std::atomic<int64_t>* count = slot_ptr(f.storage, slot);
+    if (count->load(std::memory_order_acquire) < 1)
+      EMBER_FAIL(Runtime, "cuda ipc: the message of this CUDA tensor holds no reference (slot ",
+                 slot, " of ", ref_name,
+                 " is 0): a message carrying a CUDA tensor can be received only once");
+    if (e.event) {
+      DeviceGuard guard(e.device);
+      EMBER_CUDA_CHECK(cudaStreamWaitEvent(current_stream(e.device), e.event, 0));
+    }
+    Storage s = e.storage;
+    count->fetch_sub(1, std::memory_order_acq_rel);  // collected at the next send
+    return s;
+  }
+  return nullptr;
+}
+
 Storage open_storage(int device, const std::string& mem_handle, size_t segment_size, size_t offset,
                      size_t nbytes, const std::string& event_handle, const std::string& ref_name,
                      size_t ref_nbytes, int64_t slot, long owner, long sender) {
@@ -500,6 +538,9 @@ Storage open_storage(int device, const std::string& mem_handle, size_t segment_s
                    nbytes, " bytes at offset ", offset, " does not fit its allocation of ",
                    segment_size, " bytes");
   auto handle = handle_from<cudaIpcMemHandle_t>(mem_handle, "memory");
+  if (sender == getpid()) {  // sent to itself (a queue read by the process that wrote it)
+    if (Storage own = take_own_message(ref_name, slot)) return own;
+  }
   Consumer& c = consumer();
   std::lock_guard<std::mutex> lock(c.mutex);
   forget_inherited_locked(c);
@@ -570,27 +611,30 @@ void bind_ipc(py::module_& m) {
         "pid). The storage stays alive here until the receiver lets go (see cuda_ipc.cpp).");
   m.def(
       "_ipc_open",
-      [](int device, const std::string& mem_handle, size_t segment_size, size_t offset,
-         size_t nbytes, const std::string& event_handle, const std::string& ref_name,
-         size_t ref_nbytes, int64_t slot, long owner, long sender, ScalarType dtype,
+      [](int device, const py::bytes& mem_handle, size_t segment_size, size_t offset, size_t nbytes,
+         const py::bytes& event_handle, const std::string& ref_name, size_t ref_nbytes,
+         int64_t slot, long owner, long sender, const Tensor& like,
          const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
          int64_t storage_offset) {
+        const ScalarType dtype = like->dtype();  // (the dtype caster lives in ember._C)
         DimVector sizes = to_dims(shape), st = to_dims(strides);
         EMBER_CHECK_KIND(sizes.size() == st.size() && storage_offset >= 0, Value,
                          "cuda ipc: inconsistent tensor metadata");
         EMBER_CHECK_KIND(extent_bytes(sizes, st, storage_offset, dtype) <= nbytes, Value,
                          "cuda ipc: the tensor reaches past the end of its storage of ", nbytes,
                          " bytes");
-        Storage storage = open_storage(device, mem_handle, segment_size, offset, nbytes,
-                                       event_handle, ref_name, ref_nbytes, slot, owner, sender);
+        Storage storage =
+            open_storage(device, std::string(mem_handle), segment_size, offset, nbytes,
+                         std::string(event_handle), ref_name, ref_nbytes, slot, owner, sender);
         return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, st, storage_offset,
                                             std::make_shared<VersionCounter>());
       },
       py::arg("device"), py::arg("mem_handle"), py::arg("segment_size"), py::arg("offset"),
       py::arg("nbytes"), py::arg("event_handle"), py::arg("ref_name"), py::arg("ref_nbytes"),
-      py::arg("slot"), py::arg("owner"), py::arg("sender"), py::arg("dtype"), py::arg("shape"),
+      py::arg("slot"), py::arg("owner"), py::arg("sender"), py::arg("like"), py::arg("shape"),
       py::arg("strides"), py::arg("storage_offset"),
-      "A tensor over a CUDA storage shared by another process (_ipc_share's tuple).");
+      "A tensor over a CUDA storage shared by another process (_ipc_share's tuple), of the "
+      "dtype of `like` (any tensor).");
   m.def(
       "_ipc_collect",
       [] {

@@ -138,7 +138,8 @@ def rebuild_cuda_tensor(
         t = ember.empty_strided(list(shape), list(strides), dtype=_dtype_of(dtype),
                                 device=f"cuda:{info[1]}")
     else:
-        t = m._ipc_open(*info, _dtype_of(dtype), list(shape), list(strides), storage_offset)
+        like = _C._tensor_from_bytes(b"", _dtype_of(dtype), [0])  # carries the dtype
+        t = m._ipc_open(*info, like, list(shape), list(strides), storage_offset)
     if requires_grad:
         t.requires_grad_(True)
     return t
