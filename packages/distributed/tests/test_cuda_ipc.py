@@ -196,7 +196,10 @@ def test_a_cuda_tensor_round_trip_with_in_place_writes():
     p.start()
     try:
         x = ember.arange(1000, dtype=ember.float32, device="cuda") * 2
-        assert x.is_shared() and x.share_memory_() is x  # a no-op for CUDA, as in PyTorch
+        ptr = x.untyped_storage_ptr()
+        assert x.is_shared()
+        # A no-op for CUDA, as in PyTorch: the memory stays where it is.
+        assert x.share_memory_().untyped_storage_ptr() == ptr == x.untyped_storage_ptr()
         inbox.put((x, x.cpu()))
         tag, ok, device, shared = outbox.get(timeout=TIMEOUT)
         assert (tag, ok, device, shared) == ("values", True, "cuda:0", True)
@@ -374,6 +377,60 @@ def test_a_consumer_that_exits_holding_tensors_gives_them_back():
     ember.cuda.ipc_collect()
     assert C._ipc_pending() == 0
     assert ember.cuda.memory_allocated() == before
+
+
+@needs_gpu
+def test_a_message_read_by_its_sender_is_the_same_storage():
+    q = mp.SimpleQueue()
+    x = ember.arange(10, dtype=ember.float32, device="cuda")
+    q.put([x, x[2:5]])
+    y, v = q.get()
+    assert y.untyped_storage_ptr() == x.untyped_storage_ptr() == v.untyped_storage_ptr()
+    y.add_(1)
+    assert ember.equal(x.cpu(), ember.arange(10, dtype=ember.float32) + 1)
+    assert ember.equal(v.cpu(), ember.tensor([3.0, 4.0, 5.0]))
+    del y, v
+    ember.cuda.ipc_collect()
+    assert C._ipc_pending() == 0
+
+
+def _forwarder(inbox, onward) -> None:
+    x = inbox.get()
+    assert C._ipc_is_received(x)
+    onward.put(x)  # sent on with the producer's handle; held here until the next one lets go
+    assert inbox.get() == "bye"
+
+
+def _last(onward, outbox) -> None:
+    x = onward.get()
+    x.mul_(10)
+    ember.cuda.synchronize()
+    outbox.put("done")
+    del x
+
+
+@needs_gpu
+def test_a_received_cuda_tensor_can_be_forwarded():
+    ctx = _spawn()
+    inbox, onward, outbox = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    a = ctx.Process(target=_forwarder, args=(inbox, onward))
+    b = ctx.Process(target=_last, args=(onward, outbox))
+    a.start()
+    b.start()
+    try:
+        x = ember.ones(1000, device="cuda")
+        inbox.put(x)
+        assert outbox.get(timeout=TIMEOUT) == "done"
+        assert ember.equal(x.cpu(), ember.full((1000,), 10.0))
+        b.join(TIMEOUT)
+        assert b.exitcode == 0
+    finally:
+        inbox.put("bye")
+        a.join(TIMEOUT)
+        b.join(TIMEOUT)
+    assert a.exitcode == 0
+    ember.cuda.ipc_collect()
+    assert C._ipc_pending() == 0
 
 
 def _forked_cuda(q) -> None:

@@ -75,6 +75,8 @@ int device_count() {
 
 int current_device() {
   int d = 0;
+  // Most CUDA work starts here: a forked child raises before calling into the driver at all.
+  if (in_bad_fork()) check(cudaErrorInitializationError, "cudaGetDevice");
   EMBER_CUDA_CHECK(cudaGetDevice(&d));
   return d;
 }
