@@ -664,6 +664,14 @@ void bind_ipc(py::module_& m) {
     {
       std::lock_guard<std::mutex> lock(c.mutex);
       forget_inherited_locked(c);
+      if (!c.held.empty()) {
+        // Kernels of this process may still use the memory: done before the producers reuse it.
+        std::set<int> devices;
+        for (const auto& kv : c.opened) devices.insert(kv.second.device);
+        for (int d : devices)
+          if (cudaSetDevice(d) == cudaSuccess) (void)cudaDeviceSynchronize();
+        (void)cudaGetLastError();
+      }
       for (SlotRef* r : c.held) r->release();
       c.held.clear();
       c.test_refs.clear();
