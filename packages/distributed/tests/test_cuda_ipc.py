@@ -211,6 +211,20 @@ def test_a_cuda_tensor_round_trip_with_in_place_writes():
     assert p.exitcode == 0
 
 
+def _fill_rank(rank: int, x: ember.Tensor) -> None:
+    x[rank].fill_(float(rank + 1))  # an argument of spawn: mapped, not copied
+    ember.cuda.synchronize()
+
+
+@needs_gpu
+def test_a_cuda_tensor_as_an_argument_of_spawn():
+    x = ember.zeros(2, 3, device="cuda")
+    mp.spawn(_fill_rank, args=(x,), nprocs=2, join=True)
+    assert ember.equal(x.cpu(), ember.tensor([[1.0] * 3, [2.0] * 3]))
+    ember.cuda.ipc_collect()
+    assert C._ipc_pending() == 0
+
+
 def _consumer_views(inbox, outbox) -> None:
     views, expected = inbox.get()
     same = [bool(ember.equal(v.cpu(), e)) for v, e in zip(views, expected)]
