@@ -86,6 +86,21 @@ def test_a_consumer_process_releases_its_reference(hold):
     assert C._ipc_collect() >= 1
 
 
+def _take_and_die(name: str, nbytes: int, slot: int, sender: int) -> None:
+    C._ipc_test_take(name, nbytes, slot, sender, True)
+    os.kill(os.getpid(), signal.SIGKILL)  # no exit hook: the reference is never given back
+
+
+def test_the_references_of_a_killed_consumer_are_reclaimed():
+    name, nbytes, slot = C._ipc_test_entry()
+    p = _spawn().Process(target=_take_and_die, args=(name, nbytes, slot, os.getpid()))
+    p.start()
+    p.join(TIMEOUT)
+    assert p.exitcode == -signal.SIGKILL
+    assert C._ipc_test_count(name, slot) == 1  # still counted in the file...
+    assert C._ipc_collect() >= 1  # ...but its consumer is gone: the entry is freed
+
+
 def _produce_and_exit(q, held: bool) -> None:
     name, nbytes, slot = C._ipc_test_entry()
     red._install_cuda_exit_hook()  # what sending a CUDA tensor does

@@ -54,14 +54,29 @@ namespace ember {
 namespace cuda {
 namespace {
 
-constexpr int64_t kSlots = 1024;  // reference counts per file (8 KiB)
-constexpr size_t kRefFileBytes = kSlots * sizeof(int64_t);
+// A reference file: kSlots counts, then the pid of the consumer that took each slot's reference
+// (0 until taken), so that the references of a consumer that died without releasing them (a
+// SIGKILL) are reclaimed instead of holding the producer's memory until it exits.
+constexpr int64_t kSlots = 1024;
+constexpr size_t kRefFileBytes = 2 * kSlots * sizeof(int64_t);  // 16 KiB
 static_assert(sizeof(std::atomic<int64_t>) == sizeof(int64_t) &&
                   std::atomic<int64_t>::is_always_lock_free,
               "reference counts in shared memory must be lock-free 64-bit atomics");
 
 std::atomic<int64_t>* slot_ptr(const Storage& file, int64_t slot) {
   return reinterpret_cast<std::atomic<int64_t>*>(file->data.get()) + slot;
+}
+std::atomic<int64_t>* taker_ptr(const Storage& file, int64_t slot) {
+  return reinterpret_cast<std::atomic<int64_t>*>(file->data.get()) + kSlots + slot;
+}
+
+// Whether a slot's reference is still held: its count is above 0 and the consumer that took it
+// (if one did) has not exited and been reaped (its driver context, and so its use of the
+// memory, is gone by then).
+bool slot_held(const Storage& file, int64_t slot) {
+  if (slot_ptr(file, slot)->load(std::memory_order_acquire) <= 0) return false;
+  int64_t taker = taker_ptr(file, slot)->load(std::memory_order_acquire);
+  return taker <= 0 || kill(static_cast<pid_t>(taker), 0) == 0 || errno != ESRCH;
 }
 
 // Whether process `pid` still runs: a zombie (exited, not reaped yet) does not.
@@ -158,7 +173,7 @@ int64_t collect_locked(Producer& p, std::vector<Storage>& freed) {
   int64_t n = 0;
   for (auto it = p.sent.begin(); it != p.sent.end();) {
     RefFile& f = p.files[it->file];
-    if (slot_ptr(f.storage, it->slot)->load(std::memory_order_acquire) > 0) {
+    if (slot_held(f.storage, it->slot)) {
       ++it;
       continue;
     }
@@ -200,6 +215,7 @@ std::pair<size_t, int64_t> acquire_slot_locked(Producer& p) {
       if (f.used[s]) continue;
       f.used[s] = true;
       f.in_use++;
+      taker_ptr(f.storage, s)->store(0, std::memory_order_release);
       slot_ptr(f.storage, s)->store(1, std::memory_order_release);
       return {i, s};
     }
@@ -301,6 +317,7 @@ std::unique_ptr<SlotRef> take_ref_locked(Consumer& c, const std::string& name, s
   if (slot_ptr(file, slot)->load(std::memory_order_acquire) < 1)
     EMBER_FAIL(Runtime, "cuda ipc: the message of this CUDA tensor holds no reference (slot ", slot,
                " of ", name, " is 0): a message carrying a CUDA tensor can be received only once");
+  taker_ptr(file, slot)->store(getpid(), std::memory_order_release);
   return std::make_unique<SlotRef>(std::move(file), slot);
 }
 
