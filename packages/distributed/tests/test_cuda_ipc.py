@@ -226,6 +226,33 @@ def test_a_cuda_tensor_round_trip_with_in_place_writes():
     assert p.exitcode == 0
 
 
+def _consumer_reads(inbox, outbox) -> None:
+    x = inbox.get()
+    outbox.put(x.cpu())  # on this process's stream, which waited for the producer's writes
+
+
+@needs_gpu
+def test_the_consumer_waits_for_writes_queued_on_a_side_stream():
+    ctx = _spawn()
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=_consumer_reads, args=(inbox, outbox))
+    p.start()
+    try:
+        s = ember.cuda.Stream()
+        with ember.cuda.stream(s):
+            x = ember.zeros(1 << 20, device="cuda")  # allocated on s
+            C._sleep(500_000_000)  # ~0.3 s of GPU time before the write
+            x.fill_(5.0)
+            # put() pickles in the queue's feeder thread, whose current stream is the default
+            # one: the send still waits for s.
+            inbox.put(x)
+        got = outbox.get(timeout=TIMEOUT)
+        assert ember.equal(got, ember.full((1 << 20,), 5.0))
+    finally:
+        p.join(TIMEOUT)
+    assert p.exitcode == 0
+
+
 def _fill_rank(rank: int, x: ember.Tensor) -> None:
     x[rank].fill_(float(rank + 1))  # an argument of spawn: mapped, not copied
     ember.cuda.synchronize()

@@ -22,6 +22,13 @@
 //     storage stay views of one storage.
 // A received storage can be sent on: the message carries the original handle, and the forwarder
 // holds its received storage (and so its own count at the producer) until its consumers let go.
+// A message read back by its own sender is the storage it sent (CUDA opens no handle in the
+// process that exported it). A consumer records its pid beside the count it takes: the count of
+// a consumer that died without giving it back (SIGKILL) is reclaimed once it is reaped.
+// Limits: a message never received holds its storage until the producer exits; writes queued
+// on a stream other than the sending thread's current one and the tensor's allocation stream are
+// not waited for (as with record_stream: synchronize first); a forwarded storage whose forwarder
+// is killed may be reclaimed while the last consumer still maps it.
 #include <cuda.h>  // CUdeviceptr and the cuMemGetAddressRange prototype (called by entry point)
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -46,6 +53,7 @@
 #include "core/allocator.h"
 #include "core/shared_memory.h"
 #include "core/tensor.h"
+#include "cuda/cuda_allocator.h"
 #include "cuda/cuda_context.h"
 
 namespace py = pybind11;
@@ -139,7 +147,8 @@ struct SentEntry {
 struct CachedHandle {
   cudaIpcMemHandle_t handle{};
   size_t size = 0;
-  int64_t live = 0;  // sent entries on this segment: the segment cannot be freed while > 0
+  StreamId stream = 0;  // the stream whose pool the caching allocator's segment belongs to
+  int64_t live = 0;     // sent entries on this segment: the segment cannot be freed while > 0
 };
 
 struct Producer {
@@ -394,14 +403,17 @@ bool driver_address_range(const void* p, uintptr_t* base, size_t* size) {
 }
 
 // The allocation (base, size) that holds a storage: the caching allocator's segment (one
-// cudaMalloc) when it made the storage, else the driver's answer.
-bool allocation_of(const DataPtr& data, uintptr_t* base, size_t* size) {
+// cudaMalloc) and the stream it was allocated on when it made the storage, else the driver's
+// answer (stream 0).
+bool allocation_of(const DataPtr& data, uintptr_t* base, size_t* size, StreamId* stream) {
   const auto addr = reinterpret_cast<uintptr_t>(data.get());
+  *stream = 0;
   if (CachingAllocator* alloc = CachingAllocator::owner_of(data)) {
     for (const SegmentInfo& s : alloc->snapshot()) {
       if (addr >= s.address && addr < s.address + static_cast<uint64_t>(s.total_size)) {
         *base = static_cast<uintptr_t>(s.address);
         *size = static_cast<size_t>(s.total_size);
+        *stream = s.stream;
         return true;
       }
     }
@@ -430,6 +442,7 @@ share(const Tensor& t) {
   size_t segment_size = 0, offset = 0;
   uintptr_t cached_base = 0;
   bool new_handle = false;
+  StreamId alloc_stream = 0;
   long owner = getpid();
   if (storage->data.deleter() == &release_received) {  // forwarding a received storage
     const auto* r = static_cast<const Received*>(storage->data.ctx());
@@ -451,10 +464,11 @@ share(const Tensor& t) {
         base = prev->first.second;
         size = prev->second.size;
         handle = prev->second.handle;
+        alloc_stream = prev->second.stream;
       }
     }
     if (!base) {
-      if (!allocation_of(storage->data, &base, &size))
+      if (!allocation_of(storage->data, &base, &size, &alloc_stream))
         EMBER_FAIL(Runtime, "cuda ipc: cannot find the CUDA allocation that holds this tensor's ",
                    "memory (on ", storage->device().str(), ")");
       EMBER_CUDA_CHECK(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)));
@@ -465,13 +479,22 @@ share(const Tensor& t) {
     cached_base = base;
   }
 
-  // The consumer's stream waits for the writes queued here so far.
+  // The consumer's stream waits for the writes queued here so far: on this thread's current
+  // stream, and on the stream the tensor was allocated on (a Queue sends from its feeder thread,
+  // whose current stream is the default one, while the tensor was written on the caller's).
+  cudaStream_t stream = current_stream(device);
+  if (alloc_stream != 0 && reinterpret_cast<cudaStream_t>(alloc_stream) != stream) {
+    cudaEvent_t written = acquire_event(device);
+    std::unique_ptr<CUevent_st, void (*)(cudaEvent_t)> written_guard(written, &release_event);
+    EMBER_CUDA_CHECK(cudaEventRecord(written, reinterpret_cast<cudaStream_t>(alloc_stream)));
+    EMBER_CUDA_CHECK(cudaStreamWaitEvent(stream, written, 0));
+  }
   cudaEvent_t event = nullptr;
   EMBER_CUDA_CHECK(
       cudaEventCreateWithFlags(&event, cudaEventInterprocess | cudaEventDisableTiming));
   std::unique_ptr<CUevent_st, void (*)(cudaEvent_t)> event_guard(
       event, [](cudaEvent_t e) { (void)cudaEventDestroy(e); });
-  EMBER_CUDA_CHECK(cudaEventRecord(event, current_stream(device)));
+  EMBER_CUDA_CHECK(cudaEventRecord(event, stream));
   cudaIpcEventHandle_t event_handle{};
   EMBER_CUDA_CHECK(cudaIpcGetEventHandle(&event_handle, event));
 
@@ -488,6 +511,7 @@ share(const Tensor& t) {
     if (new_handle) {
       cached.handle = handle;
       cached.size = segment_size;
+      cached.stream = alloc_stream;
     }
     cached.live++;
   }
