@@ -301,6 +301,16 @@ void forget_inherited_locked(Consumer& c) {
   c.pid = getpid();
 }
 
+// The creator's pid in a segment name "/ember_<pid>_..." (0 when it has another form).
+long creator_of(const std::string& name) {
+  const std::string prefix = "/ember_";
+  if (name.compare(0, prefix.size(), prefix) != 0) return 0;
+  long pid = 0;
+  for (size_t i = prefix.size(); i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i)
+    pid = pid * 10 + (name[i] - '0');
+  return pid;
+}
+
 Storage ref_file_locked(Consumer& c, const std::string& name, size_t nbytes, long sender) {
   auto it = c.ref_files.find(name);
   if (it != c.ref_files.end()) return it->second;
@@ -312,6 +322,14 @@ Storage ref_file_locked(Consumer& c, const std::string& name, size_t nbytes, lon
   } catch (const Error&) {
     if (!process_alive(sender)) fail_producer_gone(sender);
     throw;
+  }
+  if (c.ref_files.size() >= 64) {  // unmap the files of producers gone that nothing here uses
+    for (auto f = c.ref_files.begin(); f != c.ref_files.end();) {
+      if (f->second.use_count() == 1 && !process_alive(creator_of(f->first)))
+        f = c.ref_files.erase(f);
+      else
+        ++f;
+    }
   }
   c.ref_files.emplace(name, file);
   return file;
