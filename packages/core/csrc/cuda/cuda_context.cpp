@@ -1,5 +1,8 @@
 #include "cuda/cuda_context.h"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -7,7 +10,27 @@
 namespace ember {
 namespace cuda {
 
+// In a child forked after this process loaded CUDA (install_fork_guard, called when the CUDA
+// extension loads with a device present), every checked CUDA call raises PyTorch's error: the
+// driver cannot be used across fork.
+namespace {
+std::atomic<bool> g_bad_fork{false};
+void mark_forked_child() { g_bad_fork.store(true, std::memory_order_relaxed); }
+bool in_bad_fork() { return g_bad_fork.load(std::memory_order_relaxed); }
+}  // namespace
+
+void install_fork_guard() {
+  static const bool installed = pthread_atfork(nullptr, nullptr, &mark_forked_child) == 0;
+  (void)installed;
+}
+
 void check(cudaError_t err, const char* what) {
+  if (in_bad_fork()) {  // before looking at err: the call itself was not valid here
+    EMBER_FAIL(Runtime,
+               "Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+               "multiprocessing, you must use the 'spawn' start method (",
+               what, ")");
+  }
   if (err == cudaSuccess) return;
   const char* msg = cudaGetErrorString(err);
   if (err == cudaErrorMemoryAllocation) {
@@ -52,6 +75,8 @@ int device_count() {
 
 int current_device() {
   int d = 0;
+  // Most CUDA work starts here: a forked child raises before calling into the driver at all.
+  if (in_bad_fork()) check(cudaErrorInitializationError, "cudaGetDevice");
   EMBER_CUDA_CHECK(cudaGetDevice(&d));
   return d;
 }

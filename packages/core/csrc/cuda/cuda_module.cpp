@@ -38,6 +38,8 @@ void register_all_kernels() {
 
 void register_copy_hooks();         // copy_ops.cu
 void bind_runtime(py::module_& m);  // cuda_runtime_py.cpp
+void bind_ipc(py::module_& m);      // cuda_ipc.cpp
+void install_fork_guard();          // cuda_context.cpp
 }  // namespace cuda
 }  // namespace ember
 
@@ -66,6 +68,7 @@ PYBIND11_MODULE(_C_cuda, m) {
   if (device_count() > 0) {
     register_device_allocator(DeviceType::CUDA, &cuda_device_allocator());
     register_copy_hooks();
+    install_fork_guard();  // a forked child cannot use CUDA: say so instead of failing oddly
   }
 
   bind_linalg(m);  // linalg_ops.cpp: the TF32 switch
@@ -81,6 +84,7 @@ PYBIND11_MODULE(_C_cuda, m) {
     return std::string(prop.name);
   });
   bind_runtime(m);
+  bind_ipc(m);  // cuda_ipc.cpp: CUDA tensors across processes
   // Raw allocation round trip through the caching allocator (the device-side smoke test).
   m.def("_allocator_roundtrip", [](size_t nbytes) {
     DataPtr p = cuda_device_allocator().allocate(nbytes);

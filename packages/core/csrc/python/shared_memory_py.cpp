@@ -52,14 +52,19 @@ void bind_shared_memory(py::module_& m, TensorClass& cls) {
   cls.def(
          "share_memory_",
          [](const Tensor& self) {
-           share_storage_(*self->storage());
+           // CUDA memory is shared between processes by CUDA IPC as it is: nothing to move.
+           if (self->device().type != DeviceType::CUDA) share_storage_(*self->storage());
            return self;
          },
-         "Moves the storage to shared memory (a no-op if it already is there); returns self.")
+         "Moves the storage to shared memory (a no-op if it already is there, and for CUDA "
+         "tensors, which cross processes by CUDA IPC); returns self.")
       .def(
           "is_shared",
-          [](const Tensor& self) { return shared_segment(*self->storage()) != nullptr; },
-          "Whether the storage lives in shared memory.")
+          [](const Tensor& self) {
+            return self->device().type == DeviceType::CUDA ||
+                   shared_segment(*self->storage()) != nullptr;
+          },
+          "Whether the storage lives in shared memory (always True for a CUDA tensor).")
       // No page-locked allocator exists without the CUDA backend: pinning is a no-op there.
       .def(
           "pin_memory", [](const Tensor& self, py::object) { return self; },

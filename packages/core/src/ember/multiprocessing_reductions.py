@@ -18,6 +18,13 @@ new copy (its name is gone, or belongs to the creator's pool).
 
 ``ember.multiprocessing.set_sharing_strategy("file_descriptor")`` installs ``fd_reducer``: shared
 storages are then unnamed segments that travel as file descriptors (nothing named in ``/dev/shm``).
+
+A CUDA tensor travels as a CUDA IPC handle of its storage's allocation (whatever the sharing
+strategy): the receiver maps the same device memory, so writes on either side are seen by the
+other. The sender keeps the storage alive until every receiver has freed it (a reference count in
+a small shared-memory file); it must stay alive itself until then (a receiver whose sender has
+exited gets a RuntimeError saying so). Processes that use CUDA must be started with "spawn" (or
+"forkserver"). See ``csrc/cuda/cuda_ipc.cpp``.
 """
 
 from __future__ import annotations
@@ -28,7 +35,12 @@ from typing import Any, Callable
 from ember import _C
 from ember._C import Tensor
 
-__all__ = ["init_reductions", "rebuild_tensor_from_bytes", "rebuild_shared_tensor"]
+__all__ = [
+    "init_reductions",
+    "rebuild_cuda_tensor",
+    "rebuild_shared_tensor",
+    "rebuild_tensor_from_bytes",
+]
 
 
 def _dtype_of(name: str) -> Any:
@@ -56,6 +68,108 @@ def rebuild_shared_tensor(
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _cuda_module() -> Any:
+    """ember._C_cuda (imported without requiring a device: a receiver without one gets the
+    producer's state or a device error from it)."""
+    try:
+        from ember import _C_cuda
+    except ImportError as e:
+        raise RuntimeError(
+            "ember.multiprocessing: cannot share or receive a CUDA tensor: this ember was built "
+            "without CUDA (EMBER_CUDA=ON), or the CUDA runtime library is missing"
+        ) from e
+    return _C_cuda
+
+
+_cuda_exit_hook_installed = False
+
+
+def _cuda_ipc_at_exit() -> None:
+    """Releases what this process received and frees what it sent that nobody holds; warns when
+    tensors it sent are still used elsewhere (their memory goes with this process)."""
+    import sys
+
+    m = sys.modules.get("ember._C_cuda")
+    if m is None:
+        return
+    held = m._ipc_shutdown()
+    if held:
+        import warnings
+
+        warnings.warn(
+            f"ember.multiprocessing: process {os.getpid()} exits while {held} CUDA tensor(s) it "
+            "shared are still held by other processes; that memory is freed with this process. "
+            "Keep the producer alive until consumers have released the CUDA tensors it sent.",
+            RuntimeWarning,
+            stacklevel=1,
+        )
+
+
+def _install_cuda_exit_hook() -> None:
+    """Runs `_cuda_ipc_at_exit` at exit, also in a multiprocessing child (which skips atexit):
+    after the children were joined (negative priority), so that their references are back."""
+    global _cuda_exit_hook_installed
+    if _cuda_exit_hook_installed:
+        return
+    import multiprocessing.util as mputil
+
+    mputil.Finalize(None, _cuda_ipc_at_exit, exitpriority=-50)
+    _cuda_exit_hook_installed = True
+
+
+def rebuild_cuda_tensor(
+    info: tuple,
+    dtype: str,
+    shape: tuple,
+    strides: tuple,
+    storage_offset: int,
+    requires_grad: bool,
+) -> Tensor:
+    """The receiving side of `_reduce_cuda_tensor`: maps the sender's CUDA memory (once per
+    allocation and process), makes the current stream wait for the sender's queued writes, and
+    takes over the message's reference (released when the storage is freed)."""
+    m = _cuda_module()
+    _install_cuda_exit_hook()
+    if info[0] == "empty":  # a storage without memory: nothing to map
+        import ember
+
+        t = ember.empty_strided(list(shape), list(strides), dtype=_dtype_of(dtype),
+                                device=f"cuda:{info[1]}")
+    else:
+        like = _C._tensor_from_bytes(b"", _dtype_of(dtype), [0])  # carries the dtype
+        t = m._ipc_open(*info, like, list(shape), list(strides), storage_offset)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _reduce_cuda_tensor(t: Tensor) -> tuple:
+    """By CUDA IPC handle (the storage's allocation and its offset in it)."""
+    m = _cuda_module()
+    if getattr(t, "requires_grad", False) and not t.is_leaf:
+        raise RuntimeError(
+            "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd "
+            "does not support crossing process boundaries.  If you just want to transfer the "
+            "data, call detach() on the tensor before serializing (e.g., putting it on the queue)."
+        )
+    if t._storage_nbytes() == 0:
+        info: tuple = ("empty", t.device.index or 0)
+    else:
+        _install_cuda_exit_hook()
+        info = tuple(m._ipc_share(t))
+    return (
+        rebuild_cuda_tensor,
+        (
+            info,
+            _dtype_name(t),
+            tuple(t.shape),
+            tuple(t.stride()),
+            t.storage_offset(),
+            bool(getattr(t, "requires_grad", False)),
+        ),
+    )
 
 
 def _dtype_name(t: Tensor) -> str:
@@ -109,7 +223,9 @@ def _sendable(handle: tuple | None) -> bool:
 
 def _reduce_tensor_mp(t: Tensor) -> tuple:
     """Between processes: by shared-memory name when the storage is shared (or big enough to be
-    worth one copy into shared memory), else by value."""
+    worth one copy into shared memory), else by value; a CUDA tensor by CUDA IPC handle."""
+    if t.device.type == "cuda":
+        return _reduce_cuda_tensor(t)
     if fd_reducer is not None:
         reduced = fd_reducer(t)
         if reduced is not None:

@@ -8,6 +8,14 @@ travel by their shared memory: a tensor whose storage is shared (``Tensor.share_
 by the other (Hogwild training); another tensor of 64 KiB or more is copied once into shared
 memory and the receiver maps it; a smaller one travels by value.
 
+CUDA tensors travel as CUDA IPC handles (both processes on one machine; start them with
+"spawn": a forked child cannot use CUDA). The receiver maps the sender's device memory, so
+in-place writes are shared; views of one storage arrive as views of one storage. The sender
+keeps each sent storage until its receivers have freed it (a reference count in a small
+``/dev/shm/ember_<pid>_*`` file; ``ember.cuda.ipc_collect()`` frees the released ones now), and
+must itself stay alive until then: a receiver whose sender has exited gets a RuntimeError naming
+its pid. ``share_memory_()`` is a no-op on CUDA tensors and ``is_shared()`` is True for them.
+
 Sharing strategies (``set_sharing_strategy``):
 
 * ``"file_system"`` (the default): segments named ``/dev/shm/ember_<pid>_*``. A receiver maps
