@@ -173,53 +173,61 @@ bool interior(const std::vector<Window>& w, int64_t& lo, int64_t& hi, int64_t& s
   return true;
 }
 
-// Max pooling of one 1-d/2-d plane: each output row's columns [lo, hi) (interior(), stride sw)
-// are built from its window's input rows, every element updating all of those outputs at once,
-// so consecutive outputs are independent work instead of one dependent chain each; the columns
-// outside (clipped windows at the edges) go window by window. Elements are visited in the same
-// order as max_window (window row, then column), so ties (the first maximum wins) and NaNs (the
-// last one wins) resolve identically.
+// Max pooling of one plane: each output row's columns [lo, hi) (interior(), stride sw) are
+// built from its window's input rows (every (depth, row) pair of a 3-d window), every element
+// updating all of those outputs at once, so consecutive outputs are independent work instead of
+// one dependent chain each; the columns outside (clipped windows at the edges) go window by
+// window. Elements are visited in the same order as max_window (window depth, row, then
+// column), so ties (the first maximum wins) and NaNs (the last one wins) resolve identically.
 template <class T>
 void max_pool_rows(const PoolPlan& p, const T* xp, T* po, int64_t* pi, int64_t lo, int64_t hi,
                    int64_t sw) {
-  const int64_t W = p.in[2], OW = p.out[2];
+  const int64_t H = p.in[1], W = p.in[2], OH = p.out[1], OW = p.out[2];
   const Window& c = p.win[2][lo];
-  for (int64_t oh = 0; oh < p.out[1]; ++oh) {
-    T* best = po + oh * OW;
-    int64_t* arg = pi + oh * OW;
-    for (int64_t ow = 0; ow < lo; ++ow) max_window(p, xp, 0, oh, ow, best + ow, arg + ow);
-    for (int64_t ow = hi; ow < OW; ++ow) max_window(p, xp, 0, oh, ow, best + ow, arg + ow);
-    const Window& a = p.win[1][oh];
-    for (int64_t i = 0; i < a.count; ++i) {
-      const int64_t h = a.first + i * a.step;
-      for (int64_t j = 0; j < c.count; ++j) {
-        const int64_t off = h * W + c.first + j * c.step;
-        const T* x = xp + off;
-        if (i == 0 && j == 0) {
-          for (int64_t ow = lo; ow < hi; ++ow) {
-            best[ow] = x[(ow - lo) * sw];
-            arg[ow] = off + (ow - lo) * sw;
+  for (int64_t od = 0; od < p.out[0]; ++od) {
+    const Window& z = p.win[0][od];
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      T* best = po + (od * OH + oh) * OW;
+      int64_t* arg = pi + (od * OH + oh) * OW;
+      for (int64_t ow = 0; ow < lo; ++ow) max_window(p, xp, od, oh, ow, best + ow, arg + ow);
+      for (int64_t ow = hi; ow < OW; ++ow) max_window(p, xp, od, oh, ow, best + ow, arg + ow);
+      const Window& a = p.win[1][oh];
+      bool first = true;
+      for (int64_t t = 0; t < z.count; ++t) {
+        const int64_t d = z.first + t * z.step;
+        for (int64_t i = 0; i < a.count; ++i) {
+          const int64_t h = a.first + i * a.step;
+          for (int64_t j = 0; j < c.count; ++j) {
+            const int64_t off = (d * H + h) * W + c.first + j * c.step;
+            const T* x = xp + off;
+            if (first) {
+              first = false;
+              for (int64_t ow = lo; ow < hi; ++ow) {
+                best[ow] = x[(ow - lo) * sw];
+                arg[ow] = off + (ow - lo) * sw;
+              }
+              continue;
+            }
+            for (int64_t ow = lo; ow < hi; ++ow) {
+              const T v = x[(ow - lo) * sw], b = best[ow];
+              const bool take = (v > b) | (v != v);  // a NaN wins (the last one, as torch)
+              best[ow] = select_bits(take, v, b);
+              arg[ow] = select_bits(take, off + (ow - lo) * sw, arg[ow]);
+            }
           }
-          continue;
-        }
-        for (int64_t ow = lo; ow < hi; ++ow) {
-          const T v = x[(ow - lo) * sw], b = best[ow];
-          const bool take = (v > b) | (v != v);  // a NaN wins (the last one, as torch)
-          best[ow] = select_bits(take, v, b);
-          arg[ow] = select_bits(take, off + (ow - lo) * sw, arg[ow]);
         }
       }
     }
   }
 }
 
-// max_pool_rows over every plane when it applies (float32/float64, 1-d/2-d, whole windows in at
-// least some columns).
+// max_pool_rows over every plane when it applies (float32/float64, whole windows in at least
+// some columns).
 template <class T>
 bool max_pool_rows_fast(const PoolPlan& p, const T* px, T* po, int64_t* pi) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     int64_t lo = 0, hi = 0, sw = 0;
-    if (p.out[0] != 1 || p.win[0][0].count != 1 || !interior(p.win[2], lo, hi, sw)) return false;
+    if (!interior(p.win[2], lo, hi, sw)) return false;
     const int64_t P = p.in_numel(), Q = p.out_numel();
     for_each_plane(p, [&](int64_t pl) {
       max_pool_rows(p, px + pl * P, po + pl * Q, pi + pl * Q, lo, hi, sw);
