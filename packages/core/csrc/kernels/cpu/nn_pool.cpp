@@ -264,6 +264,19 @@ std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, cons
   return {out, idx};
 }
 
+// The sum of r[0 .. n): 8 independent partial sums (vectorized), not one serial chain.
+template <class A, class T>
+inline A sum_run(const T* r, int64_t n) {
+  A lane[8] = {};
+  int64_t l = 0;
+  for (; l + 8 <= n; l += 8)
+    for (int u = 0; u < 8; ++u) lane[u] += static_cast<A>(r[l + u]);
+  A sum = 0;
+  for (; l < n; ++l) sum += static_cast<A>(r[l]);
+  for (int u = 0; u < 8; ++u) sum += lane[u];
+  return sum;
+}
+
 Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool count_include_pad,
                     std::optional<int64_t> divisor_override) {
   EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
@@ -284,22 +297,23 @@ Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool 
         for (int64_t oh = 0; oh < p.out[1]; ++oh)
           for (int64_t ow = 0; ow < p.out[2]; ++ow, ++q) {
             A sum = 0;
-            const Window& c = p.win[2][ow];
-            if (c.step == 1 && c.count >= 16) {
-              // Contiguous rows: 8 independent partial sums (vectorized), not one serial chain.
-              const Window &a = p.win[0][od], &b = p.win[1][oh];
+            const Window &a = p.win[0][od], &b = p.win[1][oh], &c = p.win[2][ow];
+            const int64_t H = p.in[1], W = p.in[2];
+            // Window rows spanning the whole width are adjacent in memory, and so are whole
+            // planes: such a window is summed as longer contiguous runs (global pooling: one).
+            const bool full_rows = c.step == 1 && c.first == 0 && c.count == W && b.step == 1;
+            const bool full_planes = full_rows && b.first == 0 && b.count == H && a.step == 1;
+            if (full_planes && a.count * H * W >= 16) {
+              sum = sum_run<A>(xp + a.first * H * W, a.count * H * W);
+            } else if (full_rows && b.count * W >= 16) {
               for (int64_t i = 0; i < a.count; ++i)
-                for (int64_t j = 0; j < b.count; ++j) {
-                  const T* r = xp +
-                               ((a.first + i * a.step) * p.in[1] + b.first + j * b.step) * p.in[2] +
-                               c.first;
-                  A lane[8] = {};
-                  int64_t l = 0;
-                  for (; l + 8 <= c.count; l += 8)
-                    for (int u = 0; u < 8; ++u) lane[u] += static_cast<A>(r[l + u]);
-                  for (; l < c.count; ++l) sum += static_cast<A>(r[l]);
-                  for (int u = 0; u < 8; ++u) sum += lane[u];
-                }
+                sum += sum_run<A>(xp + ((a.first + i * a.step) * H + b.first) * W, b.count * W);
+            } else if (c.step == 1 && c.count >= 16) {
+              for (int64_t i = 0; i < a.count; ++i)
+                for (int64_t j = 0; j < b.count; ++j)
+                  sum += sum_run<A>(
+                      xp + ((a.first + i * a.step) * H + b.first + j * b.step) * W + c.first,
+                      c.count);
             } else {
               visit_window(p, od, oh, ow, [&](int64_t i) { sum += static_cast<A>(xp[i]); });
             }
