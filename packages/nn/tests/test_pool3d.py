@@ -96,6 +96,21 @@ def test_max_pool3d_ties_and_nan_follow_torch():
              lambda a: TF.max_pool3d(a, 2, return_indices=True), [x], grad=False)
 
 
+@pytest.mark.parametrize("kw", [dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                dict(kernel_size=(2, 3, 3), stride=1, dilation=(1, 2, 1)),
+                                dict(kernel_size=2, stride=(1, 2, 1), padding=1)])
+def test_max_pool3d_ties_pick_torchs_index(kw):
+    # Few distinct values: most windows hold several maxima; the first one (in window order)
+    # wins, as torch, also where windows are clipped by padding.
+    x = RNG.integers(0, 3, size=(2, 3, 5, 7, 6)).astype(np.float64)
+    x[0, 1, 2, 3, 4] = np.nan
+    _compare(lambda a: F.max_pool3d(a, return_indices=True, **kw),
+             lambda a: TF.max_pool3d(a, return_indices=True, **kw), [x], grad=False)
+    _compare(lambda a: F.max_pool3d(a, return_indices=True, **kw),
+             lambda a: TF.max_pool3d(a, return_indices=True, **kw), [x.astype(np.float32)],
+             grad=False)
+
+
 def test_max_pool3d_float32_and_module():
     x = _distinct(2, 3, 6, 6, 6).astype(np.float32)
     m = ember.nn.MaxPool3d(3, stride=2, padding=1, return_indices=True)
@@ -310,6 +325,31 @@ def test_conv_transpose3d_gradcheck_gradgradcheck():
 
     assert gradcheck(fn, (x, w, b))
     assert gradgradcheck(fn, (x, w, b))
+
+
+FW_FNS = [
+    ("max_pool3d", lambda F_, x: F_.max_pool3d(x, 3, 2, 1, ceil_mode=True), (1, 2, 5, 6, 5)),
+    ("adaptive_max_pool3d", lambda F_, x: F_.adaptive_max_pool3d(x, (2, 3, 2)), (2, 3, 4, 5, 3)),
+    ("avg_pool3d", lambda F_, x: F_.avg_pool3d(x, 2, 1, 1, count_include_pad=False),
+     (1, 2, 3, 4, 5)),
+    ("adaptive_avg_pool3d", lambda F_, x: F_.adaptive_avg_pool3d(x, (2, 1, 3)), (2, 3, 4, 5)),
+    ("conv_transpose3d", lambda F_, x: F_.conv_transpose3d(x, x.new_ones(2, 3, 2, 2, 2), stride=2),
+     (1, 2, 2, 3, 2)),
+]
+
+
+@pytest.mark.parametrize("name,fn,shape", FW_FNS, ids=[f[0] for f in FW_FNS])
+def test_forward_ad_matches_torch(name, fn, shape):
+    import ember.autograd.forward_ad as fwAD
+
+    x, v = _distinct(*shape), _rand(*shape)
+    with fwAD.dual_level():
+        out = fwAD.unpack_dual(fn(F, fwAD.make_dual(to_ember(x), to_ember(v))))
+    tfw = torch.autograd.forward_ad
+    with tfw.dual_level():
+        ref = tfw.unpack_dual(fn(TF, tfw.make_dual(to_torch(x), to_torch(v))))
+    assert_close(out.primal, ref.primal)
+    assert_close(out.tangent, ref.tangent)
 
 
 # ---- meta device ----------------------------------------------------------------------------
