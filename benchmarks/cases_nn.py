@@ -1,4 +1,4 @@
-"""nn op benchmarks: conv2d, max_pool2d, softmax / log_softmax (last and strided dim),
+"""nn op benchmarks: conv2d, max_pool2d, 3-d pooling and conv_transpose3d, softmax / log_softmax (last and strided dim),
 layer_norm, rms_norm and cross_entropy forward and forward+backward, one fused Adam step over
 a group of 100 params of 10k elements and one SGD-with-momentum optimizer step over as many.
 
@@ -13,6 +13,8 @@ from harness import Stmt, case
 
 CONV = dict(x=(32, 16, 32, 32), w=(32, 16, 3, 3))
 POOL = (32, 32, 32, 32)
+POOL3D = (4, 16, 16, 32, 32)
+CONVT3D = dict(x=(1, 64, 8, 32, 32), w=(64, 32, 2, 2, 2))  # a 3-d U-Net decoder's upsampling
 SOFTMAX = (256, 1024)
 SOFTMAX_STRIDED = (32, 64, 128)  # softmax over dim 1: 64 values 128 floats apart
 LN = (2048, 512)
@@ -78,6 +80,52 @@ def _pool_stem(fw):
       doc="max_pool2d(x, 3, 1, 1) (an Inception branch's), x (32, 32, 32, 32), float32")
 def _pool_same(fw):
     return Stmt("max_pool2d(x, 3, 1, 1)", max_pool2d=_f(fw, "max_pool2d"), x=fw.randn(*POOL))
+
+
+# ---- 3-d pooling, conv_transpose3d ----------------------------------------------------------
+
+@case("nn/max_pool3d 3x3x3 s2 p1", unit="ms",
+      doc="max_pool3d(x, 3, 2, 1), x (4, 16, 16, 32, 32), float32")
+def _pool3d(fw):
+    return Stmt("max_pool3d(x, 3, 2, 1)", max_pool3d=_f(fw, "max_pool3d"), x=fw.randn(*POOL3D))
+
+
+@case("nn/max_pool3d 3x3x3 s2 p1 fwd+bwd", unit="ms", check=False,
+      doc="max_pool3d(x, 3, 2, 1) forward and backward")
+def _pool3d_bwd(fw):
+    (x,) = _grad_inputs(fw, POOL3D)
+    g = fw.randn(4, 16, 8, 16, 16, seed=5)
+    return Stmt("max_pool3d(x, 3, 2, 1).backward(g)", max_pool3d=_f(fw, "max_pool3d"), x=x, g=g)
+
+
+@case("nn/avg_pool3d 3x3x3 s2 p1", unit="ms", rtol=1e-5, atol=1e-6,
+      doc="avg_pool3d(x, 3, 2, 1), x (4, 16, 16, 32, 32), float32")
+def _avg3d(fw):
+    return Stmt("avg_pool3d(x, 3, 2, 1)", avg_pool3d=_f(fw, "avg_pool3d"), x=fw.randn(*POOL3D))
+
+
+@case("nn/avg_pool3d 3x3x3 s2 p1 fwd+bwd", unit="ms", check=False,
+      doc="avg_pool3d(x, 3, 2, 1) forward and backward")
+def _avg3d_bwd(fw):
+    (x,) = _grad_inputs(fw, POOL3D)
+    g = fw.randn(4, 16, 8, 16, 16, seed=5)
+    return Stmt("avg_pool3d(x, 3, 2, 1).backward(g)", avg_pool3d=_f(fw, "avg_pool3d"), x=x, g=g)
+
+
+@case("nn/conv_transpose3d 2x2x2 s2", unit="ms", rtol=1e-3, atol=1e-3,
+      doc="conv_transpose3d(x, w, None, 2), x (1, 64, 8, 32, 32), w (64, 32, 2, 2, 2), float32")
+def _convt3d(fw):
+    return Stmt("conv_transpose3d(x, w, None, 2)", conv_transpose3d=_f(fw, "conv_transpose3d"),
+                x=fw.randn(*CONVT3D["x"], seed=1), w=fw.randn(*CONVT3D["w"], seed=2))
+
+
+@case("nn/conv_transpose3d 2x2x2 s2 fwd+bwd", unit="ms", check=False,
+      doc="conv_transpose3d forward and backward (input and weight grads)")
+def _convt3d_bwd(fw):
+    x, w = _grad_inputs(fw, CONVT3D["x"], CONVT3D["w"])
+    g = fw.randn(1, 32, 16, 64, 64, seed=4)
+    return Stmt("conv_transpose3d(x, w, None, 2).backward(g)",
+                conv_transpose3d=_f(fw, "conv_transpose3d"), x=x, w=w, g=g)
 
 
 # ---- softmax --------------------------------------------------------------------------------

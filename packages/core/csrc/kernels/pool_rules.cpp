@@ -52,7 +52,7 @@ PoolDims fixed_pool_dims(const char* op, const DimVector& sizes, const DimVector
     const int64_t avail = (in - span) + 2 * pd[d];  // no overflow: span >= 2 * pd[d]
     EMBER_CHECK(avail >= 0, op, ": the window (kernel ", ks, ", dilation ", dl[d],
                 ") is larger than the padded input along spatial dim ", d, " (input shape ",
-                shape_str(sizes), ", padding ", pd[d], ")");
+                shape_str(sizes), ", padding ", pd[d], "): output size is too small");
     int64_t o = (ceil_mode ? (avail + st[d] - 1) / st[d] : avail / st[d]) + 1;
     // The last window must start inside the input or its left padding.
     if (ceil_mode && (o - 1) * st[d] >= in + pd[d]) --o;

@@ -144,6 +144,28 @@ std::tuple<Tensor, Tensor> max_pool_nd(const char* op, int64_t k, const Tensor& 
                         expand_k(dilation, k, "dilation", op), ceil_mode);
 }
 
+Tensor avg_pool_nd(const char* op, int64_t k, const Tensor& self, const DimVector& kernel_size,
+                   const DimVector& stride, const DimVector& padding, bool ceil_mode,
+                   bool count_include_pad, std::optional<int64_t> divisor_override) {
+  check_pool_input(op, self, k);
+  DimVector ks = expand_k(kernel_size, k, "kernel_size", op);
+  return ops::_avg_pool(self, ks, stride.empty() ? ks : expand_k(stride, k, "stride", op),
+                        expand_k(padding, k, "padding", op), ceil_mode, count_include_pad,
+                        divisor_override);
+}
+
+std::tuple<Tensor, Tensor> adaptive_max_pool_nd(const char* op, int64_t k, const Tensor& self,
+                                                const DimVector& output_size) {
+  check_pool_input(op, self, k);
+  return ops::_adaptive_max_pool(self, expand_k(output_size, k, "output_size", op));
+}
+
+Tensor adaptive_avg_pool_nd(const char* op, int64_t k, const Tensor& self,
+                            const DimVector& output_size) {
+  check_pool_input(op, self, k);
+  return ops::_adaptive_avg_pool(self, expand_k(output_size, k, "output_size", op));
+}
+
 }  // namespace
 
 // ---- activations ----------------------------------------------------------------------------
@@ -377,6 +399,13 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   return conv_transpose_nd("conv_transpose2d", 2, input, weight, bias, stride, padding,
                            output_padding, groups, dilation);
 }
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        const DimVector& stride, const DimVector& padding,
+                        const DimVector& output_padding, int64_t groups,
+                        const DimVector& dilation) {
+  return conv_transpose_nd("conv_transpose3d", 3, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation);
+}
 
 // ---- pooling --------------------------------------------------------------------------------
 
@@ -392,6 +421,12 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, const Dim
                                                    const DimVector& dilation, bool ceil_mode) {
   return max_pool_nd("max_pool2d", 2, self, kernel_size, stride, padding, dilation, ceil_mode);
 }
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& self, const DimVector& kernel_size,
+                                                   const DimVector& stride,
+                                                   const DimVector& padding,
+                                                   const DimVector& dilation, bool ceil_mode) {
+  return max_pool_nd("max_pool3d", 3, self, kernel_size, stride, padding, dilation, ceil_mode);
+}
 Tensor max_pool1d(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
                   const DimVector& padding, const DimVector& dilation, bool ceil_mode) {
   return std::get<0>(
@@ -402,44 +437,45 @@ Tensor max_pool2d(const Tensor& self, const DimVector& kernel_size, const DimVec
   return std::get<0>(
       max_pool_nd("max_pool2d", 2, self, kernel_size, stride, padding, dilation, ceil_mode));
 }
+Tensor max_pool3d(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
+                  const DimVector& padding, const DimVector& dilation, bool ceil_mode) {
+  return std::get<0>(
+      max_pool_nd("max_pool3d", 3, self, kernel_size, stride, padding, dilation, ceil_mode));
+}
 std::tuple<Tensor, Tensor> adaptive_max_pool1d(const Tensor& self, const DimVector& output_size) {
-  check_pool_input("adaptive_max_pool1d", self, 1);
-  return ops::_adaptive_max_pool(self,
-                                 expand_k(output_size, 1, "output_size", "adaptive_max_pool1d"));
+  return adaptive_max_pool_nd("adaptive_max_pool1d", 1, self, output_size);
 }
 std::tuple<Tensor, Tensor> adaptive_max_pool2d(const Tensor& self, const DimVector& output_size) {
-  check_pool_input("adaptive_max_pool2d", self, 2);
-  return ops::_adaptive_max_pool(self,
-                                 expand_k(output_size, 2, "output_size", "adaptive_max_pool2d"));
+  return adaptive_max_pool_nd("adaptive_max_pool2d", 2, self, output_size);
+}
+std::tuple<Tensor, Tensor> adaptive_max_pool3d(const Tensor& self, const DimVector& output_size) {
+  return adaptive_max_pool_nd("adaptive_max_pool3d", 3, self, output_size);
 }
 Tensor avg_pool1d(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
                   const DimVector& padding, bool ceil_mode, bool count_include_pad) {
-  const char* op = "avg_pool1d";
-  check_pool_input(op, self, 1);
-  DimVector ks = expand_k(kernel_size, 1, "kernel_size", op);
-  return ops::_avg_pool(self, ks, stride.empty() ? ks : expand_k(stride, 1, "stride", op),
-                        expand_k(padding, 1, "padding", op), ceil_mode, count_include_pad,
-                        std::nullopt);
+  return avg_pool_nd("avg_pool1d", 1, self, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, std::nullopt);
 }
 Tensor avg_pool2d(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
                   const DimVector& padding, bool ceil_mode, bool count_include_pad,
                   std::optional<int64_t> divisor_override) {
-  const char* op = "avg_pool2d";
-  check_pool_input(op, self, 2);
-  DimVector ks = expand_k(kernel_size, 2, "kernel_size", op);
-  return ops::_avg_pool(self, ks, stride.empty() ? ks : expand_k(stride, 2, "stride", op),
-                        expand_k(padding, 2, "padding", op), ceil_mode, count_include_pad,
-                        divisor_override);
+  return avg_pool_nd("avg_pool2d", 2, self, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override);
+}
+Tensor avg_pool3d(const Tensor& self, const DimVector& kernel_size, const DimVector& stride,
+                  const DimVector& padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<int64_t> divisor_override) {
+  return avg_pool_nd("avg_pool3d", 3, self, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override);
 }
 Tensor adaptive_avg_pool1d(const Tensor& self, const DimVector& output_size) {
-  check_pool_input("adaptive_avg_pool1d", self, 1);
-  return ops::_adaptive_avg_pool(self,
-                                 expand_k(output_size, 1, "output_size", "adaptive_avg_pool1d"));
+  return adaptive_avg_pool_nd("adaptive_avg_pool1d", 1, self, output_size);
 }
 Tensor adaptive_avg_pool2d(const Tensor& self, const DimVector& output_size) {
-  check_pool_input("adaptive_avg_pool2d", self, 2);
-  return ops::_adaptive_avg_pool(self,
-                                 expand_k(output_size, 2, "output_size", "adaptive_avg_pool2d"));
+  return adaptive_avg_pool_nd("adaptive_avg_pool2d", 2, self, output_size);
+}
+Tensor adaptive_avg_pool3d(const Tensor& self, const DimVector& output_size) {
+  return adaptive_avg_pool_nd("adaptive_avg_pool3d", 3, self, output_size);
 }
 
 // ---- normalization --------------------------------------------------------------------------

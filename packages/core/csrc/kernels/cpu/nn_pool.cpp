@@ -173,53 +173,61 @@ bool interior(const std::vector<Window>& w, int64_t& lo, int64_t& hi, int64_t& s
   return true;
 }
 
-// Max pooling of one 1-d/2-d plane: each output row's columns [lo, hi) (interior(), stride sw)
-// are built from its window's input rows, every element updating all of those outputs at once,
-// so consecutive outputs are independent work instead of one dependent chain each; the columns
-// outside (clipped windows at the edges) go window by window. Elements are visited in the same
-// order as max_window (window row, then column), so ties (the first maximum wins) and NaNs (the
-// last one wins) resolve identically.
+// Max pooling of one plane: each output row's columns [lo, hi) (interior(), stride sw) are
+// built from its window's input rows (every (depth, row) pair of a 3-d window), every element
+// updating all of those outputs at once, so consecutive outputs are independent work instead of
+// one dependent chain each; the columns outside (clipped windows at the edges) go window by
+// window. Elements are visited in the same order as max_window (window depth, row, then
+// column), so ties (the first maximum wins) and NaNs (the last one wins) resolve identically.
 template <class T>
 void max_pool_rows(const PoolPlan& p, const T* xp, T* po, int64_t* pi, int64_t lo, int64_t hi,
                    int64_t sw) {
-  const int64_t W = p.in[2], OW = p.out[2];
+  const int64_t H = p.in[1], W = p.in[2], OH = p.out[1], OW = p.out[2];
   const Window& c = p.win[2][lo];
-  for (int64_t oh = 0; oh < p.out[1]; ++oh) {
-    T* best = po + oh * OW;
-    int64_t* arg = pi + oh * OW;
-    for (int64_t ow = 0; ow < lo; ++ow) max_window(p, xp, 0, oh, ow, best + ow, arg + ow);
-    for (int64_t ow = hi; ow < OW; ++ow) max_window(p, xp, 0, oh, ow, best + ow, arg + ow);
-    const Window& a = p.win[1][oh];
-    for (int64_t i = 0; i < a.count; ++i) {
-      const int64_t h = a.first + i * a.step;
-      for (int64_t j = 0; j < c.count; ++j) {
-        const int64_t off = h * W + c.first + j * c.step;
-        const T* x = xp + off;
-        if (i == 0 && j == 0) {
-          for (int64_t ow = lo; ow < hi; ++ow) {
-            best[ow] = x[(ow - lo) * sw];
-            arg[ow] = off + (ow - lo) * sw;
+  for (int64_t od = 0; od < p.out[0]; ++od) {
+    const Window& z = p.win[0][od];
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      T* best = po + (od * OH + oh) * OW;
+      int64_t* arg = pi + (od * OH + oh) * OW;
+      for (int64_t ow = 0; ow < lo; ++ow) max_window(p, xp, od, oh, ow, best + ow, arg + ow);
+      for (int64_t ow = hi; ow < OW; ++ow) max_window(p, xp, od, oh, ow, best + ow, arg + ow);
+      const Window& a = p.win[1][oh];
+      bool first = true;
+      for (int64_t t = 0; t < z.count; ++t) {
+        const int64_t d = z.first + t * z.step;
+        for (int64_t i = 0; i < a.count; ++i) {
+          const int64_t h = a.first + i * a.step;
+          for (int64_t j = 0; j < c.count; ++j) {
+            const int64_t off = (d * H + h) * W + c.first + j * c.step;
+            const T* x = xp + off;
+            if (first) {
+              first = false;
+              for (int64_t ow = lo; ow < hi; ++ow) {
+                best[ow] = x[(ow - lo) * sw];
+                arg[ow] = off + (ow - lo) * sw;
+              }
+              continue;
+            }
+            for (int64_t ow = lo; ow < hi; ++ow) {
+              const T v = x[(ow - lo) * sw], b = best[ow];
+              const bool take = (v > b) | (v != v);  // a NaN wins (the last one, as torch)
+              best[ow] = select_bits(take, v, b);
+              arg[ow] = select_bits(take, off + (ow - lo) * sw, arg[ow]);
+            }
           }
-          continue;
-        }
-        for (int64_t ow = lo; ow < hi; ++ow) {
-          const T v = x[(ow - lo) * sw], b = best[ow];
-          const bool take = (v > b) | (v != v);  // a NaN wins (the last one, as torch)
-          best[ow] = select_bits(take, v, b);
-          arg[ow] = select_bits(take, off + (ow - lo) * sw, arg[ow]);
         }
       }
     }
   }
 }
 
-// max_pool_rows over every plane when it applies (float32/float64, 1-d/2-d, whole windows in at
-// least some columns).
+// max_pool_rows over every plane when it applies (float32/float64, whole windows in at least
+// some columns).
 template <class T>
 bool max_pool_rows_fast(const PoolPlan& p, const T* px, T* po, int64_t* pi) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     int64_t lo = 0, hi = 0, sw = 0;
-    if (p.out[0] != 1 || p.win[0][0].count != 1 || !interior(p.win[2], lo, hi, sw)) return false;
+    if (!interior(p.win[2], lo, hi, sw)) return false;
     const int64_t P = p.in_numel(), Q = p.out_numel();
     for_each_plane(p, [&](int64_t pl) {
       max_pool_rows(p, px + pl * P, po + pl * Q, pi + pl * Q, lo, hi, sw);
@@ -256,6 +264,19 @@ std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, cons
   return {out, idx};
 }
 
+// The sum of r[0 .. n): 8 independent partial sums (vectorized), not one serial chain.
+template <class A, class T>
+inline A sum_run(const T* r, int64_t n) {
+  A lane[8] = {};
+  int64_t l = 0;
+  for (; l + 8 <= n; l += 8)
+    for (int u = 0; u < 8; ++u) lane[u] += static_cast<A>(r[l + u]);
+  A sum = 0;
+  for (; l < n; ++l) sum += static_cast<A>(r[l]);
+  for (int u = 0; u < 8; ++u) sum += lane[u];
+  return sum;
+}
+
 Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool count_include_pad,
                     std::optional<int64_t> divisor_override) {
   EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
@@ -276,22 +297,23 @@ Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool 
         for (int64_t oh = 0; oh < p.out[1]; ++oh)
           for (int64_t ow = 0; ow < p.out[2]; ++ow, ++q) {
             A sum = 0;
-            const Window& c = p.win[2][ow];
-            if (c.step == 1 && c.count >= 16) {
-              // Contiguous rows: 8 independent partial sums (vectorized), not one serial chain.
-              const Window &a = p.win[0][od], &b = p.win[1][oh];
+            const Window &a = p.win[0][od], &b = p.win[1][oh], &c = p.win[2][ow];
+            const int64_t H = p.in[1], W = p.in[2];
+            // Window rows spanning the whole width are adjacent in memory, and so are whole
+            // planes: such a window is summed as longer contiguous runs (global pooling: one).
+            const bool full_rows = c.step == 1 && c.first == 0 && c.count == W && b.step == 1;
+            const bool full_planes = full_rows && b.first == 0 && b.count == H && a.step == 1;
+            if (full_planes && a.count * H * W >= 16) {
+              sum = sum_run<A>(xp + a.first * H * W, a.count * H * W);
+            } else if (full_rows && b.count * W >= 16) {
               for (int64_t i = 0; i < a.count; ++i)
-                for (int64_t j = 0; j < b.count; ++j) {
-                  const T* r = xp +
-                               ((a.first + i * a.step) * p.in[1] + b.first + j * b.step) * p.in[2] +
-                               c.first;
-                  A lane[8] = {};
-                  int64_t l = 0;
-                  for (; l + 8 <= c.count; l += 8)
-                    for (int u = 0; u < 8; ++u) lane[u] += static_cast<A>(r[l + u]);
-                  for (; l < c.count; ++l) sum += static_cast<A>(r[l]);
-                  for (int u = 0; u < 8; ++u) sum += lane[u];
-                }
+                sum += sum_run<A>(xp + ((a.first + i * a.step) * H + b.first) * W, b.count * W);
+            } else if (c.step == 1 && c.count >= 16) {
+              for (int64_t i = 0; i < a.count; ++i)
+                for (int64_t j = 0; j < b.count; ++j)
+                  sum += sum_run<A>(
+                      xp + ((a.first + i * a.step) * H + b.first + j * b.step) * W + c.first,
+                      c.count);
             } else {
               visit_window(p, od, oh, ow, [&](int64_t i) { sum += static_cast<A>(xp[i]); });
             }

@@ -1,6 +1,6 @@
 """Spatial sampling ops composed from ember's tensor ops (so autograd differentiates them with
 respect to the input and the grid): ``affine_grid`` and ``grid_sample`` (2-D; the spatial
-transformer networks' pair) and ``max_unpool1d`` / ``max_unpool2d`` (the inverse of max pooling
+transformer networks' pair) and ``max_unpool1d`` / ``2d`` / ``3d`` (the inverse of max pooling
 with indices). Re-exported by ``ember.nn.functional``.
 
 >>> import ember
@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import ember
 from ember import Tensor
 
-__all__ = ["affine_grid", "grid_sample", "max_unpool1d", "max_unpool2d"]
+__all__ = ["affine_grid", "grid_sample", "max_unpool1d", "max_unpool2d", "max_unpool3d"]
 
 
 def _linspace_coords(n: int, align_corners: bool, like: Tensor) -> Tensor:
@@ -214,3 +214,15 @@ def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any =
     [[[[0.0, 0.0], [0.0, 5.0]]]]
     """
     return _unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,
+                 padding: Any = 0, output_size: Sequence[int] | None = None) -> Tensor:
+    """The partial inverse of max_pool3d: each value put back at its flat
+    ``(d * H + h) * W + w`` index in a zero (N, C, D, H, W) tensor.
+
+    >>> import ember
+    >>> max_unpool3d(ember.tensor([[[[[5.0]]]]]), ember.tensor([[[[[7]]]]]), 2).flatten().tolist()
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0]
+    """
+    return _unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding, output_size)

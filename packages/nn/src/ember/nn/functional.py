@@ -28,12 +28,13 @@ __all__ = [
     "log_softmax", "softmin", "glu", "threshold", "threshold_", "rrelu_", "tanhshrink", "softshrink", "hardshrink",
     # linear / conv
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-    "unfold", "fold",
+    "conv_transpose3d", "unfold", "fold",
     # pooling
-    "max_pool1d", "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices",
-    "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-    "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool1d_with_indices",
-    "adaptive_max_pool2d_with_indices", "lp_pool1d", "lp_pool2d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
+    "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "adaptive_max_pool3d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d",
     # normalization
     "batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize",
     "local_response_norm",
@@ -55,7 +56,7 @@ __all__ = [
     # attention
     "scaled_dot_product_attention",
     # sampling (ember.nn._sampling)
-    "affine_grid", "grid_sample", "max_unpool1d", "max_unpool2d",
+    "affine_grid", "grid_sample", "max_unpool1d", "max_unpool2d", "max_unpool3d",
 ]
 
 _C = ember._C
@@ -701,6 +702,20 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                    groups, dilation)
 
 
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """3-D transposed convolution of (N, C_in, D, H, W) or (C_in, D, H, W) input; weight
+    (C_in, C_out/groups, kd, kh, kw).
+
+    >>> import ember
+    >>> conv_transpose3d(ember.ones(1, 1, 2, 2, 2), ember.ones(1, 1, 2, 2, 2)).shape
+    ember.Size([1, 1, 3, 3, 3])
+    """
+    return _conv_t("conv_transpose3d", 3, input, weight, bias, stride, padding, output_padding,
+                   groups, dilation)
+
+
 def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
            stride: Any = 1) -> Tensor:
     """Sliding local blocks of (N, C, H, W) input as columns (N, C * kh * kw, L).
@@ -787,6 +802,28 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return (out, idx) if return_indices else out
 
 
+def max_pool3d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> tuple[Tensor, Tensor]:
+    """:func:`max_pool3d` returning ``(output, indices)`` (flat ``(d * H + h) * W + w``
+    positions)."""
+    _check_dim("max_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
+    k, s, p, d = _pool_args("max_pool3d", 3, kernel_size, stride, padding, dilation)
+    return _C.max_pool3d_with_indices(input, k, s, p, d, ceil_mode)
+
+
+def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Max pooling over (D, H, W) of (N, C, D, H, W) or (C, D, H, W) input.
+
+    >>> import ember
+    >>> max_pool3d(ember.arange(8.0).reshape(1, 1, 2, 2, 2), 2).tolist()
+    [[[[[7.0]]]]]
+    """
+    out, idx = max_pool3d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return (out, idx) if return_indices else out
+
+
 def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
     """Average pooling over L of (N, C, L) input.
@@ -816,6 +853,22 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return _C.avg_pool2d(input, k, s, p, ceil_mode, count_include_pad, divisor_override)
 
 
+def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """Average pooling over (D, H, W) of (N, C, D, H, W) or (C, D, H, W) input.
+
+    >>> import ember
+    >>> avg_pool3d(ember.arange(8.0).reshape(1, 1, 2, 2, 2), 2).tolist()
+    [[[[[3.5]]]]]
+    """
+    _check_dim("avg_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
+    k, s, p, _ = _pool_args("avg_pool3d", 3, kernel_size, stride, padding)
+    if divisor_override is not None and divisor_override == 0:
+        raise ValueError("avg_pool3d: divisor_override must not be 0")
+    return _C.avg_pool3d(input, k, s, p, ceil_mode, count_include_pad, divisor_override)
+
+
 def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride: Any = None,
               ceil_mode: bool = False) -> Tensor:
     """``(sum over each window of x^p)^(1/p)`` over L.
@@ -840,6 +893,19 @@ def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
     k = _tuple(kernel_size, 2, "kernel_size", "lp_pool2d")
     out = avg_pool2d(input.pow(norm_type), k, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu()).mul(k[0] * k[1]).pow(1.0 / norm_type)
+
+
+def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """``(sum over each window of x^p)^(1/p)`` over (D, H, W).
+
+    >>> import ember
+    >>> lp_pool3d(ember.ones(1, 1, 2, 2, 2), 1, 2).tolist()
+    [[[[[8.0]]]]]
+    """
+    k = _tuple(kernel_size, 3, "kernel_size", "lp_pool3d")
+    out = avg_pool3d(input.pow(norm_type), k, stride, 0, ceil_mode)
+    return (out.sign() * out.abs().relu()).mul(k[0] * k[1] * k[2]).pow(1.0 / norm_type)
 
 
 def _adaptive_size(op: str, input: Tensor, output_size: Any, nd: int) -> list[int]:
@@ -877,6 +943,17 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     return _C.adaptive_avg_pool2d(input, _adaptive_size("adaptive_avg_pool2d", input, output_size, 2))
 
 
+def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling of (N, C, D, H, W) input to output_size (None keeps that input size).
+
+    >>> import ember
+    >>> adaptive_avg_pool3d(ember.ones(1, 1, 4, 5, 7), (2, None, 3)).shape
+    ember.Size([1, 1, 2, 5, 3])
+    """
+    _check_dim("adaptive_avg_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
+    return _C.adaptive_avg_pool3d(input, _adaptive_size("adaptive_avg_pool3d", input, output_size, 3))
+
+
 def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any,
                                      return_indices: bool = True) -> tuple[Tensor, Tensor]:
     """:func:`adaptive_max_pool1d` returning ``(output, indices)``."""
@@ -910,6 +987,24 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
     [[[[15.0]]]]
     """
     out, idx = adaptive_max_pool2d_with_indices(input, output_size)
+    return (out, idx) if return_indices else out
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = True) -> tuple[Tensor, Tensor]:
+    """:func:`adaptive_max_pool3d` returning ``(output, indices)``."""
+    _check_dim("adaptive_max_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
+    return _C.adaptive_max_pool3d(input, _adaptive_size("adaptive_max_pool3d", input, output_size, 3))
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling of (N, C, D, H, W) input to output_size (None keeps that input size).
+
+    >>> import ember
+    >>> adaptive_max_pool3d(ember.arange(8.0).reshape(1, 1, 2, 2, 2), 1).tolist()
+    [[[[[7.0]]]]]
+    """
+    out, idx = adaptive_max_pool3d_with_indices(input, output_size)
     return (out, idx) if return_indices else out
 
 
@@ -2266,4 +2361,5 @@ from ember.nn._sampling import (  # noqa: E402  (composites over the ops above)
     grid_sample,
     max_unpool1d,
     max_unpool2d,
+    max_unpool3d,
 )

@@ -1,4 +1,4 @@
-"""Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d.
+"""Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d.
 
 >>> import ember
 >>> conv = ember.nn.Conv2d(3, 8, 3, padding=1)
@@ -25,11 +25,13 @@ __all__ = [
     "Conv3d",
     "ConvTranspose1d",
     "ConvTranspose2d",
+    "ConvTranspose3d",
     "LazyConv1d",
     "LazyConv2d",
     "LazyConv3d",
     "LazyConvTranspose1d",
     "LazyConvTranspose2d",
+    "LazyConvTranspose3d",
 ]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -258,6 +260,22 @@ class ConvTranspose2d(_ConvTransposeNd):
     _nd = 2
 
 
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-D transposed convolution of (N, C_in, D, H, W) or (C_in, D, H, W) input; weight
+    (C_in, C_out / groups, kd, kh, kw). ``forward(input, output_size)`` picks the output_padding
+    that reaches output_size.
+
+    >>> import ember
+    >>> up = ember.nn.ConvTranspose3d(2, 3, 2, stride=2)
+    >>> up(ember.zeros(1, 2, 2, 4, 4)).shape
+    ember.Size([1, 3, 4, 8, 8])
+    >>> up(ember.zeros(1, 2, 2, 4, 4), output_size=(5, 9, 8)).shape
+    ember.Size([1, 3, 5, 9, 8])
+    """
+
+    _nd = 3
+
+
 class _LazyConvMixin(LazyModuleMixin):
     """in_channels from the first input (dim 1 of a batched input, dim 0 of an unbatched one)."""
 
@@ -331,7 +349,7 @@ class _LazyConv(_LazyConvMixin):
 
 
 class _LazyConvTranspose(_LazyConvMixin):
-    """The constructor LazyConvTranspose1d/2d share: ConvTranspose's arguments less
+    """The constructor LazyConvTranspose1d/2d/3d share: ConvTranspose's arguments less
     in_channels."""
 
     def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
@@ -389,3 +407,14 @@ class LazyConvTranspose2d(_LazyConvTranspose, ConvTranspose2d):
     """
 
     cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConvTranspose, ConvTranspose3d):
+    """A ``ConvTranspose3d`` whose ``in_channels`` comes from its first input.
+
+    >>> import ember
+    >>> ember.nn.LazyConvTranspose3d(3, 2, stride=2)(ember.ones(1, 2, 2, 2, 2)).shape
+    ember.Size([1, 3, 4, 4, 4])
+    """
+
+    cls_to_become = ConvTranspose3d

@@ -14,8 +14,10 @@ from ember.nn import functional as F
 from ember.nn.modules.module import Module
 
 __all__ = [
-    "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "LPPool1d", "LPPool2d", "MaxUnpool1d", "MaxUnpool2d",
+    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d",
+    "MaxUnpool2d", "MaxUnpool3d",
 ]
 
 
@@ -61,6 +63,21 @@ class MaxPool2d(_MaxPoolNd):
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
+class MaxPool3d(_MaxPoolNd):
+    """Max pooling over (D, H, W) of (N, C, D, H, W) or (C, D, H, W) input.
+
+    >>> import ember
+    >>> ember.nn.MaxPool3d(3, stride=2)
+    MaxPool3d(kernel_size=3, stride=2, padding=0, dilation=1, ceil_mode=False)
+    >>> ember.nn.MaxPool3d(2)(ember.zeros(1, 2, 4, 4, 4)).shape
+    ember.Size([1, 2, 2, 2, 2])
+    """
+
+    def forward(self, input: Tensor) -> Any:
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
 class _MaxUnpoolNd(Module):
     _nd = 0
 
@@ -72,7 +89,7 @@ class _MaxUnpoolNd(Module):
         self.padding = tup(padding)
 
     def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
-        fn = F.max_unpool1d if self._nd == 1 else F.max_unpool2d
+        fn = getattr(F, f"max_unpool{self._nd}d")
         return fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
 
     def extra_repr(self) -> str:
@@ -99,6 +116,17 @@ class MaxUnpool2d(_MaxUnpoolNd):
     """
 
     _nd = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool3d (its ``return_indices=True`` indices).
+
+    >>> import ember
+    >>> ember.nn.MaxUnpool3d(2)
+    MaxUnpool3d(kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0))
+    """
+
+    _nd = 3
 
 
 class AvgPool1d(Module):
@@ -154,6 +182,35 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
+class AvgPool3d(Module):
+    """Average pooling over (D, H, W) of (N, C, D, H, W) or (C, D, H, W) input.
+
+    >>> import ember
+    >>> ember.nn.AvgPool3d(2)
+    AvgPool3d(kernel_size=2, stride=2, padding=0)
+    >>> ember.nn.AvgPool3d(2)(ember.ones(1, 1, 4, 4, 4)).shape
+    ember.Size([1, 1, 2, 2, 2])
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
 class _AdaptivePool(Module):
     def __init__(self, output_size: Any) -> None:
         super().__init__()
@@ -187,6 +244,19 @@ class AdaptiveAvgPool2d(_AdaptivePool):
         return F.adaptive_avg_pool2d(input, self.output_size)
 
 
+class AdaptiveAvgPool3d(_AdaptivePool):
+    """Average pooling of (N, C, D, H, W) or (C, D, H, W) input to a fixed size (None keeps
+    that input size).
+
+    >>> import ember
+    >>> ember.nn.AdaptiveAvgPool3d((1, None, 2))(ember.ones(2, 3, 4, 5, 6)).shape
+    ember.Size([2, 3, 1, 5, 2])
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
 class _AdaptiveMaxPool(_AdaptivePool):
     def __init__(self, output_size: Any, return_indices: bool = False) -> None:
         super().__init__(output_size)
@@ -215,6 +285,18 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPool):
 
     def forward(self, input: Tensor) -> Any:
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPool):
+    """Max pooling of (N, C, D, H, W) or (C, D, H, W) input to a fixed size.
+
+    >>> import ember
+    >>> ember.nn.AdaptiveMaxPool3d(1)(ember.ones(1, 2, 3, 3, 3)).shape
+    ember.Size([1, 2, 1, 1, 1])
+    """
+
+    def forward(self, input: Tensor) -> Any:
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
 
 class _LPPool(Module):
@@ -253,3 +335,15 @@ class LPPool2d(_LPPool):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(_LPPool):
+    """Power-average pooling over (D, H, W).
+
+    >>> import ember
+    >>> ember.nn.LPPool3d(2, 2)(ember.ones(1, 1, 2, 2, 2)).flatten().tolist()
+    [2.8284270763397217]
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.lp_pool3d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)

@@ -20,7 +20,7 @@ from typing import Any
 import ember
 from ember import Tensor
 from ember.nn import functional as F
-from ember.nn.modules.conv import ConvTranspose1d, ConvTranspose2d
+from ember.nn.modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.nn.utils._weight_hook import attach_checks
@@ -158,7 +158,7 @@ def _output_dim(module: Module, dim: int | None) -> int:
     (C_in, C_out / groups, ...)) and 0 for everything else."""
     if dim is not None:
         return dim
-    return 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+    return 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
 
 
 def spectral_norm(
