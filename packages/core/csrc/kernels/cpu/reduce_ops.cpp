@@ -75,6 +75,10 @@ EMBER_REDUCE_INLINE double sum_lanes(const T* p, int64_t n, const F& f) {
       for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
     total += acc[0];
   }
+  // Short runs (a row of 49 in mean over 7x7 planes) would otherwise be all scalar tail.
+  if constexpr (L > 8) {
+    if (n - i >= 8) return total + sum_lanes<8, 8, T, V>(p + i, n - i, f);
+  }
   for (; i < n; ++i) total += f(static_cast<V>(p[i]));
   return total;
 }
@@ -251,13 +255,20 @@ float extremum_simd(const float* p, int64_t n, int64_t& done) {
       a3 = _mm_min_ps(a3, v3);
     }
   }
+  for (; i + 4 <= n; i += 4) {  // short runs
+    __m128 v = _mm_loadu_ps(p + i);
+    bad = _mm_or_ps(bad, _mm_cmpunord_ps(v, v));
+    a0 = IsMax ? _mm_max_ps(a0, v) : _mm_min_ps(a0, v);
+  }
   done = i;
   if (_mm_movemask_ps(bad)) return std::numeric_limits<float>::quiet_NaN();
-  alignas(16) float lanes[16];
-  _mm_store_ps(lanes, a0), _mm_store_ps(lanes + 4, a1), _mm_store_ps(lanes + 8, a2),
-      _mm_store_ps(lanes + 12, a3);
+  // No NaN: the accumulators fold with plain vector max/min before the last few lanes.
+  a0 = IsMax ? _mm_max_ps(_mm_max_ps(a0, a1), _mm_max_ps(a2, a3))
+             : _mm_min_ps(_mm_min_ps(a0, a1), _mm_min_ps(a2, a3));
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, a0);
   float r = lanes[0];
-  for (int j = 1; j < 16; ++j) r = pick<IsMax>(r, lanes[j]);
+  for (int j = 1; j < 4; ++j) r = pick<IsMax>(r, lanes[j]);
   return r;
 }
 
@@ -278,13 +289,18 @@ double extremum_simd(const double* p, int64_t n, int64_t& done) {
       a3 = _mm_min_pd(a3, v3);
     }
   }
+  for (; i + 2 <= n; i += 2) {  // short runs
+    __m128d v = _mm_loadu_pd(p + i);
+    bad = _mm_or_pd(bad, _mm_cmpunord_pd(v, v));
+    a0 = IsMax ? _mm_max_pd(a0, v) : _mm_min_pd(a0, v);
+  }
   done = i;
   if (_mm_movemask_pd(bad)) return std::numeric_limits<double>::quiet_NaN();
-  alignas(16) double lanes[8];
-  _mm_store_pd(lanes, a0), _mm_store_pd(lanes + 2, a1), _mm_store_pd(lanes + 4, a2),
-      _mm_store_pd(lanes + 6, a3);
-  double r = lanes[0];
-  for (int j = 1; j < 8; ++j) r = pick<IsMax>(r, lanes[j]);
+  a0 = IsMax ? _mm_max_pd(_mm_max_pd(a0, a1), _mm_max_pd(a2, a3))
+             : _mm_min_pd(_mm_min_pd(a0, a1), _mm_min_pd(a2, a3));
+  alignas(16) double lanes[2];
+  _mm_store_pd(lanes, a0);
+  double r = pick<IsMax>(lanes[0], lanes[1]);
   return r;
 }
 #endif
@@ -308,13 +324,19 @@ __attribute__((target("avx2"))) float extremum_avx2(const float* p, int64_t n, i
       a3 = _mm256_min_ps(a3, v3);
     }
   }
+  for (; i + 8 <= n; i += 8) {  // short runs
+    __m256 v = _mm256_loadu_ps(p + i);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    a0 = IsMax ? _mm256_max_ps(a0, v) : _mm256_min_ps(a0, v);
+  }
   done = i;
   if (_mm256_movemask_ps(bad)) return std::numeric_limits<float>::quiet_NaN();
-  alignas(32) float lanes[32];
-  _mm256_store_ps(lanes, a0), _mm256_store_ps(lanes + 8, a1);
-  _mm256_store_ps(lanes + 16, a2), _mm256_store_ps(lanes + 24, a3);
+  a0 = IsMax ? _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3))
+             : _mm256_min_ps(_mm256_min_ps(a0, a1), _mm256_min_ps(a2, a3));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, a0);
   float r = lanes[0];
-  for (int j = 1; j < 32; ++j) r = pick<IsMax>(r, lanes[j]);
+  for (int j = 1; j < 8; ++j) r = pick<IsMax>(r, lanes[j]);
   return r;
 }
 
@@ -336,13 +358,19 @@ __attribute__((target("avx2"))) double extremum_avx2(const double* p, int64_t n,
       a3 = _mm256_min_pd(a3, v3);
     }
   }
+  for (; i + 4 <= n; i += 4) {  // short runs
+    __m256d v = _mm256_loadu_pd(p + i);
+    bad = _mm256_or_pd(bad, _mm256_cmp_pd(v, v, _CMP_UNORD_Q));
+    a0 = IsMax ? _mm256_max_pd(a0, v) : _mm256_min_pd(a0, v);
+  }
   done = i;
   if (_mm256_movemask_pd(bad)) return std::numeric_limits<double>::quiet_NaN();
-  alignas(32) double lanes[16];
-  _mm256_store_pd(lanes, a0), _mm256_store_pd(lanes + 4, a1);
-  _mm256_store_pd(lanes + 8, a2), _mm256_store_pd(lanes + 12, a3);
+  a0 = IsMax ? _mm256_max_pd(_mm256_max_pd(a0, a1), _mm256_max_pd(a2, a3))
+             : _mm256_min_pd(_mm256_min_pd(a0, a1), _mm256_min_pd(a2, a3));
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, a0);
   double r = lanes[0];
-  for (int j = 1; j < 16; ++j) r = pick<IsMax>(r, lanes[j]);
+  for (int j = 1; j < 4; ++j) r = pick<IsMax>(r, lanes[j]);
   return r;
 }
 #endif

@@ -212,6 +212,16 @@ void rows_path(Geometry& g, const typename R::in_t* base, const R& r) {
   if (nred < 2 * chunk) {
     // Short reductions: whole outputs, in groups of ~grain elements.
     const int64_t per = std::max<int64_t>(1, kReduceGrain / nred);
+    if (osz.empty() && g.ksizes.size() <= 1) {
+      // One run per output at a fixed step (a contiguous tensor's rows): no index walking, which
+      // costs as much as the sum itself for rows of a few dozen elements.
+      const int64_t step = g.ksizes.empty() ? 0 : g.kstrides[0];
+      balanced_for((nout + per - 1) / per, nout * nred, [&](int64_t item) {
+        const int64_t b = item * per, e = std::min(nout, b + per);
+        for (int64_t o = b; o < e; ++o) r.write(o, run(base + o * step, nred, 0));
+      });
+      return;
+    }
     balanced_for((nout + per - 1) / per, nout * nred, [&](int64_t item) {
       const int64_t b = item * per, e = std::min(nout, b + per);
       NdIter kit(g.ksizes, g.kstrides);
