@@ -34,6 +34,9 @@ from ember._C import *  # noqa: F403  (Tensor, dtypes, devices, every generated 
 from ember._C import Tensor, device, dtype  # noqa: F401
 from ember._size import Size
 from ember import _tensor  # noqa: F401  (Python-side Tensor methods)
+from ember._memory_format import (  # noqa: F401  (memory_format= of contiguous, to, clone)
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
+)
 from ember import cuda  # noqa: F401
 from ember.random import manual_seed  # noqa: F401  (seeds the CUDA generators too)
 from ember import autograd  # noqa: F401
