@@ -75,20 +75,36 @@ def _suggest(t: Tensor) -> memory_format:
     """The format that preserve_format keeps: channels-last when t is laid out that way (and
     not also plainly contiguous), else contiguous."""
     for fmt, (ndim, order) in _ORDERS.items():
-        if t.dim() == ndim and not _plain_is_contiguous(t) and _strides_follow(t, order):
+        if t.dim() != ndim:
+            continue
+        if t.stride() == _canonical_strides(t, order) != _canonical_strides(t, range(ndim)):
+            return fmt
+        if not _plain_is_contiguous(t) and _strides_follow(t, order):
             return fmt
     return contiguous_format
 
 
-def _in_format(t: Tensor, fmt: memory_format, op: str) -> Tensor:
-    """t itself when already laid out in fmt, else a copy that is (differentiable)."""
+def _canonical_strides(t: Tensor, order: Any) -> tuple[int, ...]:
+    """The dense strides of t's shape laid out in `order` (size-1 dims included)."""
+    strides = [0] * t.dim()
+    expected = 1
+    for d in reversed(order):
+        strides[d] = expected
+        expected *= max(t.shape[d], 1)
+    return tuple(strides)
+
+
+def _in_format(t: Tensor, fmt: memory_format, op: str, exact: bool = False) -> Tensor:
+    """t itself when already laid out in fmt, else a copy that is (differentiable). With
+    ``exact``, "laid out in fmt" means exactly fmt's canonical strides (what ``to`` gives, as
+    PyTorch's does), not only strides that agree wherever a dim's size is above 1."""
     if fmt is contiguous_format:
         return _plain_contiguous(t)
     order = _order(t, fmt, op)
-    if _strides_follow(t, order):
+    if t.stride() == _canonical_strides(t, order) or not exact and _strides_follow(t, order):
         return t
     inverse = [order.index(d) for d in range(len(order))]
-    return _plain_contiguous(t.permute(*order)).permute(*inverse)
+    return _plain_clone(t.permute(*order)).permute(*inverse)
 
 
 _plain_contiguous = Tensor.contiguous
@@ -138,7 +154,7 @@ def _clone(self: Tensor, *, memory_format: memory_format = preserve_format) -> T
     _check(memory_format, "clone")
     fmt = _suggest(self) if memory_format is preserve_format else memory_format
     out = _plain_clone(self)
-    return out if fmt is contiguous_format else _in_format(out, fmt, "clone")
+    return out if fmt is contiguous_format else _in_format(out, fmt, "clone", exact=True)
 
 
 def _to(self: Tensor, *args: Any, memory_format: memory_format = preserve_format,
@@ -154,7 +170,7 @@ def _to(self: Tensor, *args: Any, memory_format: memory_format = preserve_format
     out = _plain_to(self, *args, **kwargs)
     if memory_format is preserve_format:
         return out
-    return _in_format(out, memory_format, "to")
+    return _in_format(out, memory_format, "to", exact=True)
 
 
 _to.__wrapped__ = _plain_to  # type: ignore[attr-defined]

@@ -12,9 +12,18 @@ import numpy as np
 import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
-from torch.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, IterableDataset,
-                              SequentialSampler, Subset, WeightedRandomSampler, get_worker_info,
-                              random_split)
+from torch.utils.data import (
+    BatchSampler,
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    SequentialSampler,
+    Subset,
+    WeightedRandomSampler,
+    get_worker_info,
+    random_split,
+)
 from torch.utils.data.dataloader import default_collate
 
 torch.manual_seed(0)

@@ -13,8 +13,18 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.func import (functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, jvp,
-                        stack_module_state, vjp, vmap)
+from torch.func import (
+    functional_call,
+    grad,
+    grad_and_value,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    stack_module_state,
+    vjp,
+    vmap,
+)
 
 torch.manual_seed(0)
 rng = np.random.default_rng(0)

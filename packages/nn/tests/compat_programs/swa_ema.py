@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.optim.swa_utils import (SWALR, AveragedModel, get_ema_multi_avg_fn, update_bn)
+from torch.optim.swa_utils import SWALR, AveragedModel, get_ema_multi_avg_fn, update_bn
 from torch.utils.data import DataLoader, TensorDataset
 
 parser = argparse.ArgumentParser()

@@ -546,14 +546,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear: expected input of shape (*, {in_features}) for weight of shape "
             f"{_shape(weight)}, got input of shape {_shape(input)}"
         )
-    if input.ndim > 2 and weight.ndim == 2:
-        # one 2-D product over all leading dims, so that the weight's gradient is one product too
-        # (not a batched product summed over the batch)
-        lead = tuple(input.shape[:-1])
-        flat = input.reshape(math.prod(lead), in_features)
-        out = flat.matmul(weight.t()).reshape(*lead, weight.shape[0])
-    else:
-        out = input.matmul(weight.t() if weight.ndim == 2 else weight)
     if bias is not None:
         expected = (weight.shape[0],) if weight.ndim == 2 else ()
         if _shape(bias) not in (expected, ()):
@@ -561,6 +553,23 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                 f"linear: expected bias of shape {expected} for weight of shape {_shape(weight)}, "
                 f"got {_shape(bias)}"
             )
+    if input.ndim >= 2 and weight.ndim == 2:
+        # one 2-D product over all leading dims, so that the weight's gradient is one product too
+        # (not a batched product summed over the batch); with a bias, one addmm: the bias is
+        # added before the product's single rounding (as PyTorch does; a 16-bit result rounded
+        # twice would differ in the last bit)
+        lead = tuple(input.shape[:-1])
+        flat = input.reshape(math.prod(lead), in_features) if input.ndim > 2 else input
+        if bias is not None and bias.dtype == flat.dtype:
+            out = ember.addmm(bias, flat, weight.t())
+            bias = None
+        else:
+            out = flat.matmul(weight.t())
+        if input.ndim > 2:
+            out = out.reshape(*lead, weight.shape[0])
+    else:
+        out = input.matmul(weight.t() if weight.ndim == 2 else weight)
+    if bias is not None:
         out = out + bias
     return out
 

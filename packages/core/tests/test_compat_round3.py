@@ -1,0 +1,170 @@
+"""What the third set of PyTorch-style programs (packages/nn/tests/compat_programs: U-Net,
+tensor idioms, per-sample gradients, ...) found missing or different in ember's core: memory
+formats (channels_last and friends), std_mean/var_mean returning plain tuples, cholesky_solve and
+cholesky_inverse, torch.func.stack_module_state."""
+
+from __future__ import annotations
+
+import pickle
+
+import ember
+import numpy as np
+import pytest
+
+
+def _arr(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# ---- memory formats ---------------------------------------------------------------------------
+def test_memory_format_objects():
+    assert repr(ember.channels_last) == "ember.channels_last"
+    assert isinstance(ember.contiguous_format, ember.memory_format)
+    assert pickle.loads(pickle.dumps(ember.channels_last)) is ember.channels_last
+    assert ember.channels_last is not ember.channels_last_3d
+
+
+@pytest.mark.parametrize("shape,fmt", [((2, 3, 4, 5), "channels_last"),
+                                       ((2, 3, 2, 4, 5), "channels_last_3d"),
+                                       ((1, 3, 1, 5), "channels_last"),
+                                       ((2, 1, 4, 5), "channels_last")])
+def test_channels_last_strides_match_torch(shape, fmt):
+    torch = pytest.importorskip("torch")
+    a = _arr(*shape)
+    t = torch.tensor(a).to(memory_format=getattr(torch, fmt))
+    e = ember.tensor(a).to(memory_format=getattr(ember, fmt))
+    assert e.stride() == t.stride()
+    assert e.is_contiguous() == t.is_contiguous()
+    assert e.is_contiguous(memory_format=getattr(ember, fmt)) is True
+    np.testing.assert_array_equal(e.numpy(), a)
+    # contiguous() goes back; clone() keeps the layout, as torch's preserve_format does
+    assert e.contiguous().stride() == t.contiguous().stride()
+    assert e.clone().stride() == t.clone().stride()
+    assert e.clone(memory_format=ember.contiguous_format).stride() == \
+        t.clone(memory_format=torch.contiguous_format).stride()
+    c = ember.tensor(a).contiguous(memory_format=getattr(ember, fmt))
+    assert c.stride() == torch.tensor(a).contiguous(memory_format=getattr(torch, fmt)).stride()
+    assert ember.tensor(a).is_contiguous(memory_format=getattr(ember, fmt)) == \
+        torch.tensor(a).is_contiguous(memory_format=getattr(torch, fmt))
+
+
+def test_channels_last_is_differentiable_and_ops_agree():
+    x = ember.tensor(_arr(2, 3, 5, 5), requires_grad=True)
+    w = ember.tensor(_arr(4, 3, 3, 3, seed=1))
+    y = x.to(memory_format=ember.channels_last)
+    out = ember.nn.functional.conv2d(y, w, padding=1)
+    ref = ember.nn.functional.conv2d(x.detach(), w, padding=1)
+    np.testing.assert_allclose(out.detach().numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+    (out * out).sum().backward()
+    assert x.grad is not None and tuple(x.grad.shape) == (2, 3, 5, 5)
+
+
+def test_module_to_channels_last_lays_out_4d_tensors_only():
+    m = ember.nn.Sequential(ember.nn.Conv2d(3, 4, 3), ember.nn.BatchNorm2d(4))
+    x = ember.tensor(_arr(2, 3, 6, 6))
+    ref = m(x)
+    m.to(memory_format=ember.channels_last)
+    assert m[0].weight.is_contiguous(memory_format=ember.channels_last)
+    assert not m[0].weight.is_contiguous()
+    assert m[0].bias.is_contiguous() and m[1].running_mean.is_contiguous()
+    assert isinstance(m[0].weight, ember.nn.Parameter)
+    got = m(x.to(memory_format=ember.channels_last))
+    np.testing.assert_allclose(got.detach().numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-5)
+    m.to(memory_format=ember.contiguous_format)
+    assert m[0].weight.is_contiguous()
+
+
+def test_memory_format_bad_input_names_the_op():
+    x = ember.zeros(2, 3)
+    with pytest.raises(RuntimeError, match=r"contiguous\(\): required rank 4 tensor"):
+        x.contiguous(memory_format=ember.channels_last)
+    with pytest.raises(RuntimeError, match=r"to\(\): required rank 4"):
+        x.to(memory_format=ember.channels_last)
+    with pytest.raises(TypeError, match=r"memory_format must be an ember.memory_format"):
+        x.contiguous(memory_format="channels_last")
+    with pytest.raises(RuntimeError, match="preserve memory format is unsupported"):
+        x.contiguous(memory_format=ember.preserve_format)
+    assert x.is_contiguous(memory_format=ember.channels_last) is False
+    with pytest.raises(TypeError, match=r"Module.to\(\): memory_format"):
+        ember.nn.Linear(2, 2).to(memory_format=1)
+
+
+# ---- std_mean / var_mean ------------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["std_mean", "var_mean"])
+def test_std_mean_returns_plain_tuple_like_torch(op):
+    torch = pytest.importorskip("torch")
+    a = _arr(3, 4)
+    want = getattr(torch, op)(torch.tensor(a), dim=1)
+    got = getattr(ember, op)(ember.tensor(a), dim=1)
+    assert type(got) is tuple and type(want) is tuple
+    assert str(got) == str(want).replace("torch", "ember")
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+
+
+# ---- cholesky_solve / cholesky_inverse -------------------------------------------------------
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_and_inverse_match_torch(upper):
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(0).standard_normal((2, 4, 4))
+    A = a @ a.transpose(0, 2, 1) + 4 * np.eye(4)
+    B = np.random.default_rng(1).standard_normal((2, 4, 3))
+    tL = torch.linalg.cholesky(torch.tensor(A), upper=upper).requires_grad_(True)
+    eL = ember.tensor(tL.detach().numpy(), requires_grad=True)
+    tB, eB = torch.tensor(B, requires_grad=True), ember.tensor(B, requires_grad=True)
+    want, got = torch.cholesky_solve(tB, tL, upper=upper), ember.cholesky_solve(eB, eL, upper=upper)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-10)
+    want.square().sum().backward()
+    got.square().sum().backward()
+    np.testing.assert_allclose(eB.grad.numpy(), tB.grad.numpy(), rtol=1e-8)
+    # only the factor's triangle matters for the gradient that torch reports
+    tri = np.triu if upper else np.tril
+    np.testing.assert_allclose(tri(eL.grad.numpy()), tri(tL.grad.numpy()), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(eL.detach().cholesky_inverse(upper=upper).numpy(),
+                               torch.cholesky_inverse(tL.detach(), upper=upper).numpy(),
+                               rtol=1e-10)
+    assert np.allclose(ember.cholesky_solve(eB, eL, upper).detach().numpy(),
+                       np.linalg.solve(A, B))
+
+
+def test_cholesky_solve_bad_shapes():
+    with pytest.raises(RuntimeError, match="cholesky_solve: incompatible shapes"):
+        ember.cholesky_solve(ember.zeros(3, 1), ember.eye(2))
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        ember.cholesky_solve(ember.zeros(2), ember.eye(2))
+
+
+# ---- torch.func.stack_module_state ------------------------------------------------------------
+def test_stack_module_state_runs_an_ensemble():
+    from ember.func import functional_call, stack_module_state, vmap
+
+    models = [ember.nn.Sequential(ember.nn.Linear(3, 4), ember.nn.BatchNorm1d(4))
+              for _ in range(3)]
+    params, buffers = stack_module_state(models)
+    assert tuple(params["0.weight"].shape) == (3, 4, 3)
+    assert params["0.weight"].requires_grad and params["0.weight"].is_leaf
+    assert tuple(buffers["1.running_mean"].shape) == (3, 4)
+    assert not buffers["1.running_mean"].requires_grad
+    for m in models:
+        m.eval()
+    x = ember.tensor(_arr(5, 3))
+    out = vmap(lambda p, b, x: functional_call(models[0], (p, b), (x,)),
+               in_dims=(0, 0, None))(params, buffers, x)
+    for i, m in enumerate(models):
+        np.testing.assert_allclose(out[i].detach().numpy(), m(x).detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    out.sum().backward()
+    assert params["0.weight"].grad is not None
+
+
+def test_stack_module_state_refuses_mixed_models():
+    from ember.func import stack_module_state
+
+    with pytest.raises(RuntimeError, match="at least one model"):
+        stack_module_state([])
+    a, b = ember.nn.Linear(2, 2), ember.nn.Linear(2, 2)
+    b.eval()
+    with pytest.raises(RuntimeError, match="same training/eval mode"):
+        stack_module_state([a, b])
+    with pytest.raises(RuntimeError, match="same class"):
+        stack_module_state([a, ember.nn.Sequential()])

@@ -1,0 +1,49 @@
+"""What the third set of PyTorch-style programs (compat_programs/bf16_autocast.py,
+unet_segmentation.py) found different in ember.nn: F.linear with a bias under bfloat16 autocast
+rounded twice (the product, then the sum), where PyTorch's addmm rounds once."""
+
+from __future__ import annotations
+
+import ember
+import ember.nn.functional as F
+import numpy as np
+import pytest
+
+
+def _arr(*shape, seed=0, scale=1.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+@pytest.mark.parametrize("lead", [(64,), (4, 16), (2, 2, 16)])
+def test_linear_bias_under_bf16_autocast_rounds_once_like_torch(lead):
+    torch = pytest.importorskip("torch")
+    x, w, b = _arr(*lead, 128), _arr(32, 128, seed=1, scale=0.1), _arr(32, seed=2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = torch.nn.functional.linear(torch.tensor(x), torch.tensor(w), torch.tensor(b))
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        got = F.linear(ember.tensor(x), ember.tensor(w), ember.tensor(b))
+    assert got.dtype == ember.bfloat16 and tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+def test_linear_bias_gradients_and_float32_agree_with_torch():
+    torch = pytest.importorskip("torch")
+    x, w, b = _arr(3, 5, 6), _arr(4, 6, seed=1), _arr(4, seed=2)
+    tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+    ex, ew, eb = (ember.tensor(v, requires_grad=True) for v in (x, w, b))
+    want = torch.nn.functional.linear(tx, tw, tb)
+    got = F.linear(ex, ew, eb)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    (want * want).sum().backward()
+    (got * got).sum().backward()
+    for e, t in ((ex, tx), (ew, tw), (eb, tb)):
+        np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_mixed_dtype_bias_and_scalar_bias():
+    # a bias in another dtype (no autocast) keeps the separate addition's promotion and errors
+    x = ember.ones(2, 3)
+    out = F.linear(x, ember.ones(4, 3), ember.tensor(0.5))  # a 0-d bias broadcasts
+    assert out.tolist() == [[3.5] * 4] * 2
+    with pytest.raises(RuntimeError, match="linear: expected bias of shape"):
+        F.linear(x, ember.ones(4, 3), ember.ones(3))
