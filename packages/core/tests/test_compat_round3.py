@@ -168,3 +168,55 @@ def test_stack_module_state_refuses_mixed_models():
         stack_module_state([a, b])
     with pytest.raises(RuntimeError, match="same class"):
         stack_module_state([a, ember.nn.Sequential()])
+
+
+# ---- autograd.grad's full signature (WGAN-GP code passes only_inputs=True) --------------------
+def test_autograd_grad_takes_torchs_arguments_in_torchs_order():
+    x = ember.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = (x ** 2).sum(1)
+    # PyTorch's positional order: ..., create_graph, only_inputs, allow_unused
+    g, = ember.autograd.grad(y, x, ember.ones_like(y), True, True, True)
+    penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
+    penalty.backward()  # through the gradient: create_graph=True
+    want = 2 * (2 * x.detach().norm(dim=1, keepdim=True) - 1) * 2 * x.detach() / \
+        x.detach().norm(dim=1, keepdim=True) / 2
+    np.testing.assert_allclose(x.grad.numpy(), want.numpy(), rtol=1e-5)
+    z = ember.tensor(1.0, requires_grad=True)
+    unused = ember.autograd.grad(x.sum(), [x, z], None, None, False, True, True)
+    assert unused[1] is None
+    with pytest.warns(FutureWarning, match="only_inputs argument is deprecated"):
+        ember.autograd.grad((x * 2).sum(), x, only_inputs=False)
+
+
+def test_autograd_grad_is_grads_batched_matches_torch():
+    torch = pytest.importorskip("torch")
+    a = _arr(3)
+    tx, ex = torch.tensor(a, requires_grad=True), ember.tensor(a, requires_grad=True)
+    want = torch.autograd.grad(tx.sin() * tx, tx, torch.eye(3), is_grads_batched=True)[0]
+    got = ember.autograd.grad(ex.sin() * ex, ex, ember.eye(3), is_grads_batched=True)[0]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="is_grads_batched=True needs every grad_output"):
+        ember.autograd.grad(ex * 2, ex, None, is_grads_batched=True)
+
+
+# ---- the random fills PyTorch has that ember lacked ---------------------------------------------
+def test_geometric_log_normal_cauchy_fills():
+    g = ember.Generator().manual_seed(0)
+    x = ember.empty(20000).geometric_(0.25, generator=g)
+    assert x.min().item() == 1.0 and (x == x.round()).all()
+    assert abs(x.mean().item() - 4.0) < 0.15
+    assert ember.empty(5, dtype=ember.int64).geometric_(0.5).dtype == ember.int64
+    z = ember.empty(20000).log_normal_(0.5, 0.25, generator=g)
+    assert abs(z.log().mean().item() - 0.5) < 0.02 and abs(z.log().std().item() - 0.25) < 0.02
+    c = ember.empty(20001).cauchy_(1.0, 2.0, generator=g)
+    q1, q3 = ember.quantile(c, ember.tensor([0.25, 0.75])).tolist()
+    assert abs(c.median().item() - 1.0) < 0.1 and abs((q3 - q1) / 2 - 2.0) < 0.15
+    a = ember.empty(4).cauchy_(generator=ember.Generator().manual_seed(3))
+    b = ember.empty(4).cauchy_(generator=ember.Generator().manual_seed(3))
+    assert ember.equal(a, b)
+    with pytest.raises(RuntimeError, match=r"geometric_ expects p to be in \(0, 1\)"):
+        ember.empty(2).geometric_(1.5)
+    with pytest.raises(RuntimeError, match="cauchy_: expects a floating-point tensor"):
+        ember.empty(2, dtype=ember.int64).cauchy_()
+    with pytest.raises(RuntimeError, match="log_normal_ expects std > 0.0"):
+        ember.empty(2).log_normal_(0.0, -1.0)

@@ -1229,7 +1229,57 @@ def cholesky_inverse(L: Tensor, upper: bool = False, *, out: Tensor | None = Non
     return cholesky_solve(eye, L, upper, out=out)
 
 
+def _random_float(self: Tensor, op: str) -> None:
+    if not self.is_floating_point():
+        raise RuntimeError(f"{op}: expects a floating-point tensor, got {self.dtype}")
+
+
+def _geometric_(self: Tensor, p: float, *, generator: Any = None) -> Tensor:
+    """Fills self with draws from the geometric distribution: the number of Bernoulli(p) trials
+    up to the first success (1, 2, ...).
+
+    >>> import ember
+    >>> bool((ember.empty(100).geometric_(0.5) >= 1).all())
+    True
+    """
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    e = _C.empty(tuple(self.shape), dtype=_C.float64, device=self.device)
+    e.exponential_(1.0, generator=generator)
+    return self.copy_((e / -math.log1p(-p)).ceil().clamp_(min=1))
+
+
+def _log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *,
+                 generator: Any = None) -> Tensor:
+    """Fills self with exp(N(mean, std)) draws (the underlying normal's mean and std).
+
+    >>> import ember
+    >>> bool((ember.empty(10).log_normal_() > 0).all())
+    True
+    """
+    _random_float(self, "log_normal_")
+    if std <= 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    return self.normal_(mean, std, generator=generator).exp_()
+
+
+def _cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
+             generator: Any = None) -> Tensor:
+    """Fills self with Cauchy(median, sigma) draws: median + sigma * tan(pi * (u - 1/2)).
+
+    >>> import ember
+    >>> ember.empty(3).cauchy_().shape
+    ember.Size([3])
+    """
+    _random_float(self, "cauchy_")
+    if sigma <= 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    u = self.uniform_(0.0, 1.0, generator=generator)
+    return u.sub_(0.5).mul_(math.pi).tan_().mul_(sigma).add_(median)
+
+
 _TENSOR_ONLY = {
+    "geometric_": _geometric_, "log_normal_": _log_normal_, "cauchy_": _cauchy_,
     "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size, "put_": _put_,
     "prelu": _nn_method("prelu"), "hardshrink": _nn_method("hardshrink"),
 }
