@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import warnings
-
 from typing import Sequence
 
 from ember import _C
