@@ -220,3 +220,21 @@ def test_geometric_log_normal_cauchy_fills():
         ember.empty(2, dtype=ember.int64).cauchy_()
     with pytest.raises(RuntimeError, match="log_normal_ expects std > 0.0"):
         ember.empty(2).log_normal_(0.0, -1.0)
+
+
+def test_legacy_variable_is_a_detached_leaf():
+    from ember.autograd import Variable
+
+    x = ember.ones(2, requires_grad=True) * 2
+    v = Variable(x, requires_grad=True)
+    assert v.is_leaf and v.requires_grad and v.grad_fn is None
+    assert v.data_ptr() == x.data_ptr() and v is not x
+    assert isinstance(x, Variable) and not isinstance([1], Variable)
+    w = Variable(ember.ones(2))
+    assert not w.requires_grad and w.is_leaf
+    (v * v).sum().backward()
+    assert v.grad.tolist() == [4.0, 4.0]
+    with pytest.raises(TypeError, match="Variable data has to be a tensor, but got list"):
+        Variable([1, 2])
+    with pytest.warns(UserWarning, match="volatile was removed"):
+        Variable(x, volatile=True)

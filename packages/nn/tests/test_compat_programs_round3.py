@@ -185,3 +185,12 @@ def test_bf16_autocast_tracks_torch(tmp_path, capsys):
     assert g == pytest.approx(r, abs=5e-3)
     tail = lambda out: out[out.index("master weights"):out.index("RESULT")]  # noqa: E731
     _same_text(tail(ref), tail(got))
+
+
+def test_wgan_gp_tracks_torch(tmp_path, capsys):
+    # the gradient penalty's double backward through Conv1d, LayerNorm and LeakyReLU
+    ref, got = _both("wgan_gp.py", [], tmp_path, capsys)
+    _close_text(ref, got, rtol=1e-3, atol=2e-4)
+    assert "critic frozen for the generator step: True / True" in got
+    first, last, gp = _results(got)
+    assert np.isfinite([first, last, gp]).all() and gp < 1.0

@@ -136,6 +136,32 @@ def _tensor_backward(self: Tensor, gradient: Tensor | None = None, retain_graph:
 Tensor.backward = _tensor_backward
 
 
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, Tensor)  # every tensor is a Variable, as in PyTorch
+
+
+class Variable(metaclass=_VariableMeta):
+    """The legacy wrapper older PyTorch code still calls: ``Variable(t, requires_grad=True)``
+    is ``t`` detached (the same storage) as a new leaf with that ``requires_grad``; every tensor
+    passes ``isinstance(t, Variable)``.
+
+    >>> import ember
+    >>> from ember.autograd import Variable
+    >>> v = Variable(ember.ones(2) * 3, requires_grad=True)
+    >>> v.is_leaf, v.requires_grad, isinstance(v, Variable)
+    (True, True, True)
+    """
+
+    def __new__(cls, data: Tensor, requires_grad: bool = False, volatile: bool = False) -> Tensor:
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        if volatile:
+            warnings.warn("volatile was removed and now has no effect. Use `with ember.no_grad():` "
+                          "instead.", UserWarning, stacklevel=2)
+        return data.detach().requires_grad_(requires_grad)
+
+
 def __getattr__(name: str):
     # ember.autograd.profiler (torch.autograd.profiler), imported on first use
     if name == "profiler":
