@@ -238,3 +238,111 @@ def test_legacy_variable_is_a_detached_leaf():
         Variable([1, 2])
     with pytest.warns(UserWarning, match="volatile was removed"):
         Variable(x, volatile=True)
+
+
+# ---- special Bessel functions, windows and the smaller spellings ------------------------------
+@pytest.mark.parametrize("name", ["i0", "i0e", "i1", "i1e"])
+def test_modified_bessel_match_torch(name):
+    torch = pytest.importorskip("torch")
+    x = np.concatenate([np.linspace(-60, 60, 121), [0.0, 1e-3, 29.99, 30.0, 30.01, 500.0, 800.0]])
+    want = getattr(torch.special, name)(torch.tensor(x)).numpy()
+    got = getattr(ember.special, name)(ember.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+    want32 = getattr(torch.special, name)(torch.tensor(x, dtype=torch.float32)).numpy()
+    got32 = getattr(ember.special, name)(ember.tensor(x, dtype=ember.float32))
+    assert got32.dtype == ember.float32
+    np.testing.assert_allclose(got32.numpy(), want32, rtol=2e-6)
+    pts = np.array([0.5, -3.0, 40.0])
+    tx, ex = torch.tensor(pts, requires_grad=True), ember.tensor(pts, requires_grad=True)
+    getattr(torch.special, name)(tx).sum().backward()
+    getattr(ember.special, name)(ex).sum().backward()
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+def test_i0_mvlgamma_top_level_and_methods():
+    torch = pytest.importorskip("torch")
+    x = np.array([1.5, 2.0, 3.5])
+    np.testing.assert_allclose(ember.i0(ember.tensor(x)).numpy(), torch.i0(torch.tensor(x)).numpy())
+    np.testing.assert_allclose(ember.tensor(x).mvlgamma(2).numpy(),
+                               torch.tensor(x).mvlgamma(2).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ember.special.multigammaln(ember.tensor(x), 3).numpy(),
+                               torch.special.multigammaln(torch.tensor(x), 3).numpy(), rtol=1e-12)
+    with pytest.raises(RuntimeError, match=r"All elements must be greater than \(p-1\)/2"):
+        ember.mvlgamma(ember.tensor([0.5]), 3)
+
+
+@pytest.mark.parametrize("name,args", [("hann_window", ()), ("hamming_window", ()),
+                                       ("hamming_window", (True, 0.5, 0.5)),
+                                       ("blackman_window", ()), ("bartlett_window", ()),
+                                       ("kaiser_window", (True, 5.0)),
+                                       ("kaiser_window", (False, 8.0))])
+@pytest.mark.parametrize("length", [0, 1, 2, 7, 16])
+@pytest.mark.parametrize("periodic", [True, False])
+def test_windows_match_torch(name, args, length, periodic):
+    torch = pytest.importorskip("torch")
+    args = (periodic, *args[1:]) if args else (periodic,)
+    want = getattr(torch, name)(length, *args, dtype=torch.float64)
+    got = getattr(ember, name)(length, *args, dtype=ember.float64)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-15)
+    assert getattr(ember, name)(4).dtype == ember.float32
+
+
+def test_window_bad_input():
+    with pytest.raises(RuntimeError, match="hann_window requires non-negative window length"):
+        ember.hann_window(-1)
+    with pytest.raises(RuntimeError, match="hann_window expects floating point dtypes"):
+        ember.hann_window(4, dtype=ember.int64)
+
+
+def test_scatter_variants_match_torch_with_gradients():
+    torch = pytest.importorskip("torch")
+    x = np.arange(24.0).reshape(2, 3, 4)
+    weights = np.random.default_rng(0).standard_normal((2, 3, 4))
+    cases = [("slice_scatter", np.zeros((2, 3, 2)), (2, 0, 4, 2)),
+             ("slice_scatter", np.ones((1, 3, 4)), (0, 1)),
+             ("select_scatter", np.zeros((2, 4)), (1, 2)),
+             ("diagonal_scatter", -np.ones((2, 3)), (1, 1, 2)),
+             ("diagonal_scatter", -np.ones((3, 2)), (0, 0, 2)),
+             ("diagonal_scatter", -np.ones((3, 2)), (-1, 2, 0))]
+    for name, src, args in cases:
+        xx = x
+        tx, ts = torch.tensor(xx, requires_grad=True), torch.tensor(src, requires_grad=True)
+        ex, es = ember.tensor(xx, requires_grad=True), ember.tensor(src, requires_grad=True)
+        want, got = getattr(torch, name)(tx, ts, *args), getattr(ember, name)(ex, es, *args)
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        w = weights[:, :, :].reshape(-1)[:want.numel()].reshape(tuple(want.shape))
+        (want * torch.tensor(w)).sum().backward()
+        (got * ember.tensor(w)).sum().backward()
+        np.testing.assert_array_equal(ex.grad.numpy(), tx.grad.numpy())
+        np.testing.assert_array_equal(es.grad.numpy(), ts.grad.numpy())
+    with pytest.raises(RuntimeError, match="slice_scatter: expected src to have a size equal"):
+        ember.slice_scatter(ember.zeros(4), ember.ones(3), start=0, end=2)
+
+
+def test_deprecated_linalg_spellings_match_torch():
+    torch = pytest.importorskip("torch")
+    A = np.array([[4.0, 2.0, 0.5], [2.0, 3.0, 0.1], [0.5, 0.1, 2.0]])
+    B = np.arange(6.0).reshape(3, 2)
+    for upper in (False, True):
+        np.testing.assert_allclose(ember.cholesky(ember.tensor(A), upper=upper).numpy(),
+                                   torch.cholesky(torch.tensor(A), upper=upper).numpy(),
+                                   rtol=1e-12)
+        for transpose in (False, True):
+            for unit in (False, True):
+                want = torch.triangular_solve(torch.tensor(B), torch.tensor(A), upper, transpose,
+                                              unit)
+                got = ember.triangular_solve(ember.tensor(B), ember.tensor(A), upper, transpose,
+                                             unit)
+                np.testing.assert_allclose(got.solution.numpy(), want.solution.numpy(),
+                                           rtol=1e-12)
+                np.testing.assert_array_equal(got.cloned_coefficient.numpy(), A)
+    mats = [np.arange(6.0).reshape(2, 3), np.ones((3, 4)), np.eye(4)[:, :2]]
+    np.testing.assert_array_equal(ember.chain_matmul(*map(ember.tensor, mats)).numpy(),
+                                  torch.chain_matmul(*map(torch.tensor, mats)).numpy())
+    np.testing.assert_array_equal(ember.ldexp(ember.tensor([1.0, -3.0]), ember.tensor([2, 3]))
+                                  .numpy(), [4.0, -24.0])
+    assert ember.narrow_copy(ember.arange(6).view(2, 3), 1, 1, 2).tolist() == [[1, 2], [4, 5]]
+    assert [tuple(t.shape) for t in ember.dsplit(ember.zeros(1, 1, 6), [1, 4])] == \
+        [(1, 1, 1), (1, 1, 3), (1, 1, 2)]
+    with pytest.raises(RuntimeError, match="dsplit requires a tensor with at least 3 dimension"):
+        ember.dsplit(ember.zeros(2, 2), 2)
