@@ -194,3 +194,16 @@ def test_wgan_gp_tracks_torch(tmp_path, capsys):
     assert "critic frozen for the generator step: True / True" in got
     first, last, gp = _results(got)
     assert np.isfinite([first, last, gp]).all() and gp < 1.0
+
+
+def test_audio_features_track_torch(tmp_path, capsys):
+    # window functions, reflect padding, unfold framing, DFT by matmul and by Conv1d, a Kaiser FIR
+    ref, got = _both("audio_features.py", [], tmp_path, capsys)
+    cut = ref.index("test accuracy")
+    _close_text(ref[:cut], got[:cut], rtol=1e-3, atol=2e-4)
+    (rf, rl, racc), (gf, gl, gacc) = _results(ref), _results(got)
+    assert gf == pytest.approx(rf, abs=1e-4) and gl == pytest.approx(rl, abs=1e-3)
+    assert gacc == pytest.approx(racc, abs=0.1)  # one borderline clip may flip
+    for line in ("conv1d STFT agrees: True", "low-pass removes high frequencies: True",
+                 "empty filters 0"):
+        assert line in got
