@@ -346,3 +346,87 @@ def test_deprecated_linalg_spellings_match_torch():
         [(1, 1, 1), (1, 1, 3), (1, 1, 2)]
     with pytest.raises(RuntimeError, match="dsplit requires a tensor with at least 3 dimension"):
         ember.dsplit(ember.zeros(2, 2), 2)
+
+
+# ---- loading PyTorch's zip checkpoints ----------------------------------------------------------
+def test_load_reads_a_torch_checkpoint(tmp_path):
+    torch = pytest.importorskip("torch")
+    import collections
+
+    base = torch.arange(12, dtype=torch.float32)
+    obj = {
+        "model": collections.OrderedDict([("w", torch.randn(3, 4)), ("b", torch.zeros(4))]),
+        "view": base.view(3, 4)[:, 1:3], "same": base,  # two views of one storage
+        "half": torch.tensor([1.5, -2.0], dtype=torch.float16),
+        "bf16": torch.tensor([3.0, 0.5], dtype=torch.bfloat16),
+        "mask": torch.tensor([True, False, True]), "ids": torch.tensor([[1, 2]], dtype=torch.int32),
+        "param": torch.nn.Parameter(torch.ones(2)), "frozen": torch.nn.Parameter(
+            torch.ones(1), requires_grad=False),
+        "meta": ["text", b"bytes", 3, 2.5, None, True, (1, 2), {"nested": torch.ones(1)}],
+        "size": torch.Size([2, 3]), "dtype": torch.float64, "dev": torch.device("cpu"),
+        "empty": torch.zeros(0, 3), "scalar": torch.tensor(7),
+    }
+    path = tmp_path / "ckpt.pt"
+    torch.save(obj, path)
+    got = ember.load(path, map_location="cpu")
+    assert list(got) == list(obj)
+    assert isinstance(got["model"], collections.OrderedDict)
+    for key in ("view", "same", "half", "mask", "ids", "empty", "scalar"):
+        assert got[key].dtype == getattr(ember, str(obj[key].dtype).split(".")[-1]), key
+        np.testing.assert_array_equal(got[key].numpy(), obj[key].numpy())
+    np.testing.assert_array_equal(got["model"]["w"].numpy(), obj["model"]["w"].numpy())
+    assert got["bf16"].dtype == ember.bfloat16 and got["bf16"].float().tolist() == [3.0, 0.5]
+    got["same"][1] = 100.0  # the views still share their storage
+    assert got["view"][0, 0].item() == 100.0
+    assert isinstance(got["param"], ember.nn.Parameter) and got["param"].requires_grad
+    assert not got["frozen"].requires_grad
+    assert got["meta"][:7] == ["text", b"bytes", 3, 2.5, None, True, (1, 2)]
+    assert got["meta"][7]["nested"].tolist() == [1.0]
+    assert got["size"] == ember.Size([2, 3]) and got["dtype"] is ember.float64
+    assert got["dev"] == ember.device("cpu")
+    # a file object and the callable map_location work as well
+    with open(path, "rb") as f:
+        again = ember.load(f, map_location=lambda storage, loc: storage)
+    assert again["ids"].tolist() == [[1, 2]]
+
+
+def test_load_torch_training_checkpoint_resumes(tmp_path):
+    torch = pytest.importorskip("torch")
+    tm = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    opt = torch.optim.Adam(tm.parameters(), lr=0.01)
+    tm(torch.randn(4, 3)).sum().backward()
+    opt.step()
+    torch.save({"model": tm.state_dict(), "optimizer": opt.state_dict(), "epoch": 3},
+               tmp_path / "run.pth")
+    ck = ember.load(str(tmp_path / "run.pth"), weights_only=True)
+    em = ember.nn.Sequential(ember.nn.Linear(3, 2), ember.nn.BatchNorm1d(2))
+    em.load_state_dict(ck["model"])
+    eopt = ember.optim.Adam(em.parameters(), lr=0.5)
+    eopt.load_state_dict(ck["optimizer"])
+    assert eopt.param_groups[0]["lr"] == 0.01 and ck["epoch"] == 3
+    np.testing.assert_array_equal(eopt.state[em[0].weight]["exp_avg"].numpy(),
+                                  opt.state[tm[0].weight]["exp_avg"].numpy())
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    tm.eval()
+    em.eval()
+    np.testing.assert_allclose(em(ember.tensor(x)).detach().numpy(),
+                               tm(torch.tensor(x)).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_load_refuses_what_a_torch_checkpoint_would_run(tmp_path):
+    torch = pytest.importorskip("torch")
+    import pickle as pickle_mod
+
+    from ember.serialization import CheckpointError
+
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "whole.pt")  # a pickled module: code
+    with pytest.raises(pickle_mod.UnpicklingError, match="needs the global torch.nn"):
+        ember.load(tmp_path / "whole.pt", weights_only=False)
+    torch.save({"a": torch.ones(2)}, tmp_path / "ok.pt")
+    data = (tmp_path / "ok.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        ember.load(tmp_path / "cut.pt")
+    torch.save({"a": torch.ones(2)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    with pytest.raises(CheckpointError, match="legacy format"):
+        ember.load(tmp_path / "legacy.pt")
