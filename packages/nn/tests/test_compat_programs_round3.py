@@ -207,3 +207,17 @@ def test_audio_features_track_torch(tmp_path, capsys):
     for line in ("conv1d STFT agrees: True", "low-pass removes high frequencies: True",
                  "empty filters 0"):
         assert line in got
+
+
+def test_vit_resumes_on_ember_from_a_torch_checkpoint(tmp_path, capsys):
+    # torch trains 3 epochs and torch.save's model, optimizer and OneCycleLR states; ember's
+    # torch.load reads that file and finishes the run as torch does
+    ckpt = str(tmp_path / "ckpt.pt")
+    _run("vit_classifier.py", ["--stop-after", "3", "--save", ckpt], capsys, on_ember=False)
+    ref = _run("vit_classifier.py", [], capsys, on_ember=False)
+    got = _run("vit_classifier.py", ["--resume", ckpt], capsys, on_ember=True)
+    assert re.search(r"^resumed at epoch 3: test loss \S+ acc \S+ lr 0\.002134 step 24", got, re.M)
+    pattern = r"^epoch [456] train loss (\S+) test loss (\S+) acc (\S+) lr (\S+)$"
+    assert len(_lines(got, pattern)) == 12
+    assert _lines(got, pattern) == pytest.approx(_lines(ref, pattern), abs=2e-4)
+    assert _results(got)[1:] == pytest.approx(_results(ref)[1:], abs=2e-4)

@@ -20,6 +20,9 @@ from torch.optim.lr_scheduler import CosineAnnealingWarmRestarts, OneCycleLR
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=6)
+parser.add_argument("--save", default=None, help="torch.save a training checkpoint here")
+parser.add_argument("--stop-after", type=int, default=None, help="stop (and save) after N epochs")
+parser.add_argument("--resume", default=None, help="a checkpoint to evaluate and train on from")
 parser.add_argument("--save-init", default=None)
 parser.add_argument("--init-from", default=None)
 args = parser.parse_args(sys.argv[1:])
@@ -147,7 +150,17 @@ def evaluate():
 
 first, _ = evaluate()
 print(f"initial test loss {first:.4f}")
-for epoch in range(args.epochs):
+start = 0
+if args.resume:  # a checkpoint written by torch.save (by this program, on either library)
+    ckpt = torch.load(args.resume, map_location="cpu", weights_only=True)
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    scheduler.load_state_dict(ckpt["scheduler"])
+    start = ckpt["epoch"]
+    loss, acc = evaluate()
+    print(f"resumed at epoch {start}: test loss {loss:.6f} acc {acc:.4f} lr "
+          f"{scheduler.get_last_lr()[0]:.6f} step {optimizer.state_dict()['state'][0]['step']}")
+for epoch in range(start, args.epochs if args.stop_after is None else args.stop_after):
     model.train()
     total = 0.0
     for i in range(steps_per_epoch):
@@ -163,6 +176,9 @@ for epoch in range(args.epochs):
     print(f"epoch {epoch + 1} train loss {total / steps_per_epoch:.4f} test loss "
           f"{test_loss:.4f} acc {acc:.3f} lr {scheduler.get_last_lr()[0]:.6f}")
 
+if args.save:
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "epoch": epoch + 1}, args.save)
 _, attn = model(x_test[:1], return_attn=True)
 print(f"attention map {tuple(attn.shape)}, rows sum to 1: "
       f"{torch.allclose(attn.sum(-1), torch.ones(1, 10))}")
