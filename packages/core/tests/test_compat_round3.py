@@ -430,3 +430,35 @@ def test_load_refuses_what_a_torch_checkpoint_would_run(tmp_path):
     torch.save({"a": torch.ones(2)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     with pytest.raises(CheckpointError, match="legacy format"):
         ember.load(tmp_path / "legacy.pt")
+
+
+@pytest.mark.parametrize("name,args", [("zeros_like", ()), ("ones_like", ()), ("empty_like", ()),
+                                       ("full_like", (2.0,)), ("rand_like", ()),
+                                       ("randn_like", ()), ("randint_like", (5,))])
+def test_like_factories_take_memory_format(name, args):
+    torch = pytest.importorskip("torch")
+    a = _arr(2, 3, 4, 5)
+    for fmt in ("preserve_format", "contiguous_format", "channels_last"):
+        for src_fmt in ("contiguous_format", "channels_last"):
+            t = torch.tensor(a).contiguous(memory_format=getattr(torch, src_fmt))
+            e = ember.tensor(a).contiguous(memory_format=getattr(ember, src_fmt))
+            want = getattr(torch, name)(t, *args, memory_format=getattr(torch, fmt))
+            got = getattr(ember, name)(e, *args, memory_format=getattr(ember, fmt))
+            assert got.stride() == want.stride() and got.dtype == e.dtype, (fmt, src_fmt)
+    p = ember.nn.Parameter(ember.ones(3))
+    assert ember.zeros_like(p, memory_format=ember.preserve_format).tolist() == [0.0] * 3
+    with pytest.raises(TypeError, match=r"zeros_like\(\): memory_format must be"):
+        ember.zeros_like(p, memory_format="channels_last")
+
+
+def test_where_with_only_a_condition_is_nonzero():
+    torch = pytest.importorskip("torch")
+    a = np.array([[0, 1, 0], [2, 0, 3]])
+    want = torch.where(torch.tensor(a))
+    got = ember.where(ember.tensor(a))
+    assert isinstance(got, tuple) and len(got) == 2
+    for g, w in zip(got, want):
+        assert g.tolist() == w.tolist()
+    assert ember.where(ember.tensor([True, False]), 1.0, 0.0).tolist() == [1.0, 0.0]
+    with pytest.raises(TypeError, match=r"where\(\): expected where\(condition\)"):
+        ember.where(ember.tensor([True]), ember.ones(1))

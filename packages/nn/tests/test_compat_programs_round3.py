@@ -221,3 +221,13 @@ def test_vit_resumes_on_ember_from_a_torch_checkpoint(tmp_path, capsys):
     assert len(_lines(got, pattern)) == 12
     assert _lines(got, pattern) == pytest.approx(_lines(ref, pattern), abs=2e-4)
     assert _results(got)[1:] == pytest.approx(_results(ref)[1:], abs=2e-4)
+
+
+def test_custom_optimizer_tracks_torch(tmp_path, capsys):
+    # Optimizer and LRScheduler subclasses, zeros_like(memory_format=preserve_format), closures
+    ref, got = _both("custom_optimizer.py", [], tmp_path, capsys)
+    _close_text(ref, got, rtol=1e-4, atol=2e-5)
+    assert "MyAdamW matches AdamW after 5 steps: True" in got
+    assert "post hook ran 40 times (MyAdamW)" in got
+    first, last, lion = _results(got)
+    assert last < 0.6 * first and lion < first

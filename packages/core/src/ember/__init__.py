@@ -62,6 +62,8 @@ from ember import _foreach  # noqa: F401,E402  (ember._foreach_add_ and the othe
 from ember import _compat_ops  # noqa: E402  (diag, cartesian_prod, logaddexp, cov, ...)
 
 _compat_ops.install(globals())
+_memory_format_module = _sys.modules["ember._memory_format"]
+_memory_format_module.install(globals())  # memory_format= of the *_like factories
 
 try:
     from ember._version import version as __version__

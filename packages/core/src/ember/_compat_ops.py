@@ -1611,11 +1611,31 @@ def _make_inplace(name: str) -> Any:
     return method
 
 
+def _where_with_condition_only(where: Any) -> Any:
+    def where_(condition: Tensor, input: Any = None, other: Any = None, **kwargs: Any) -> Any:
+        if input is None and other is None and not kwargs:
+            # torch.where(condition): the indices of the nonzero entries, one tensor per dim
+            return _C.nonzero(condition, as_tuple=True)
+        if input is None or other is None:
+            raise TypeError("where(): expected where(condition) or where(condition, input, "
+                            "other), got only one of input and other")
+        return where(condition, input, other, **kwargs)
+
+    where_.__name__ = "where"
+    where_.__doc__ = ("``where(condition, input, other)``: input where condition holds, else "
+                      "other; ``where(condition)`` is ``nonzero(condition, as_tuple=True)``.\n\n"
+                      + (where.__doc__ or ""))
+    where_.__wrapped__ = where  # type: ignore[attr-defined]
+    return where_
+
+
 def install(namespace: dict) -> None:
     """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
     Tensor."""
     for name, fn in _FUNCTIONS.items():
         namespace.setdefault(name, fn)
+    if not hasattr(namespace.get("where"), "__wrapped__"):
+        namespace["where"] = _where_with_condition_only(namespace["where"])
     for name in _METHODS:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, _FUNCTIONS[name])

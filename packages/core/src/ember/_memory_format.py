@@ -178,3 +178,36 @@ Tensor.contiguous = _contiguous
 Tensor.is_contiguous = _is_contiguous
 Tensor.clone = _clone
 Tensor.to = _to
+
+
+_LIKE = ("empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
+         "randint_like")
+
+
+def _like_with_format(name: str, fn: Any) -> Any:
+    def like(input: Tensor, *args: Any, memory_format: memory_format = preserve_format,
+             **kwargs: Any) -> Tensor:
+        _check(memory_format, name)
+        out = fn(input, *args, **kwargs)
+        fmt = _suggest(input) if memory_format is preserve_format else memory_format
+        if fmt is contiguous_format or not isinstance(out, Tensor):
+            return out
+        return _in_format(out, fmt, name, exact=True)
+
+    like.__name__ = name
+    like.__qualname__ = name
+    like.__doc__ = (f"``{name}`` with ``memory_format=`` (by default the layout of ``input``: "
+                    "a channels-last input gives a channels-last result).\n\n"
+                    + (getattr(fn, "__doc__", None) or ""))
+    like.__wrapped__ = fn  # type: ignore[attr-defined]
+    like._takes_memory_format = True  # type: ignore[attr-defined]
+    return like
+
+
+def install(namespace: dict) -> None:
+    """Gives ember's ``*_like`` factories ``memory_format=`` (PyTorch's optimizers call
+    ``zeros_like(p, memory_format=torch.preserve_format)``)."""
+    for name in _LIKE:
+        fn = namespace.get(name)
+        if fn is not None and not getattr(fn, "_takes_memory_format", False):
+            namespace[name] = _like_with_format(name, fn)
