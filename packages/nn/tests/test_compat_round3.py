@@ -47,3 +47,23 @@ def test_linear_mixed_dtype_bias_and_scalar_bias():
     assert out.tolist() == [[3.5] * 4] * 2
     with pytest.raises(RuntimeError, match="linear: expected bias of shape"):
         F.linear(x, ember.ones(4, 3), ember.ones(3))
+
+
+@pytest.mark.parametrize("name,kwargs", [("SGD", {"lr": 0.1, "momentum": 0.9}),
+                                         ("AdamW", {"lr": 1e-3}), ("Adam", {})])
+def test_optimizer_prints_like_torch(name, kwargs):
+    torch = pytest.importorskip("torch")
+
+    def groups(lib):
+        return [{"params": [lib.nn.Parameter(lib.ones(1))]},
+                {"params": [lib.nn.Parameter(lib.ones(1))], "lr": 0.5}]
+
+    want = repr(getattr(torch.optim, name)(groups(torch), **kwargs))
+    got = repr(getattr(ember.optim, name)(groups(ember), **kwargs))
+    assert got == want
+
+
+def test_parameter_str_says_parameter():
+    p = ember.nn.Parameter(ember.ones(2))
+    assert str(p) == repr(p) == f"{p}"
+    assert str(p).startswith("Parameter containing:\ntensor([1., 1.], requires_grad=True)")
