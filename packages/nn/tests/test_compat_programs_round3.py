@@ -231,3 +231,12 @@ def test_custom_optimizer_tracks_torch(tmp_path, capsys):
     assert "post hook ran 40 times (MyAdamW)" in got
     first, last, lion = _results(got)
     assert last < 0.6 * first and lion < first
+
+
+def test_nerf_toy_tracks_torch(tmp_path, capsys):
+    # positional encoding, alpha compositing with cumprod, inverse-CDF sampling (searchsorted)
+    ref, got = _both("nerf_toy.py", [], tmp_path, capsys)
+    _close_text(ref, got, rtol=1e-3, atol=2e-4)
+    first, last = _results(got)
+    assert last > first + 2.0  # PSNR in dB
+    assert "fine samples stay in range: True" in got
