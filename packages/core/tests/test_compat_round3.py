@@ -462,3 +462,36 @@ def test_where_with_only_a_condition_is_nonzero():
     assert ember.where(ember.tensor([True, False]), 1.0, 0.0).tolist() == [1.0, 0.0]
     with pytest.raises(TypeError, match=r"where\(\): expected where\(condition\)"):
         ember.where(ember.tensor([True]), ember.ones(1))
+
+
+# ---- distributions.LowRankMultivariateNormal ----------------------------------------------------
+def test_lowrank_multivariate_normal_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    W, d = rng.normal(size=(2, 4, 2)), rng.uniform(0.5, 2.0, (4,))
+    loc, x = rng.normal(size=(4,)), rng.normal(size=(3, 2, 4))
+    t = torch.distributions.LowRankMultivariateNormal(torch.tensor(loc), torch.tensor(W),
+                                                      torch.tensor(d))
+    ew = ember.tensor(W, requires_grad=True)
+    e = ember.distributions.LowRankMultivariateNormal(ember.tensor(loc), ew, ember.tensor(d))
+    assert tuple(e.batch_shape) == (2,) and tuple(e.event_shape) == (4,)
+    for attr in ("mean", "variance", "covariance_matrix", "precision_matrix", "scale_tril"):
+        np.testing.assert_allclose(getattr(e, attr).detach().numpy(),
+                                   getattr(t, attr).numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(e.log_prob(ember.tensor(x)).detach().numpy(),
+                               t.log_prob(torch.tensor(x)).numpy(), rtol=1e-10)
+    np.testing.assert_allclose(e.entropy().detach().numpy(), t.entropy().numpy(), rtol=1e-10)
+    full = ember.distributions.MultivariateNormal(ember.tensor(loc),
+                                                  covariance_matrix=e.covariance_matrix.detach())
+    np.testing.assert_allclose(e.log_prob(ember.tensor(x)).detach().numpy(),
+                               full.log_prob(ember.tensor(x)).numpy(), rtol=1e-10)
+    assert tuple(e.rsample((5,)).shape) == (5, 2, 4)
+    assert tuple(e.expand((3, 2)).log_prob(ember.tensor(x)).shape) == (3, 2)
+    e.log_prob(ember.tensor(x)).sum().backward()  # differentiable in the factor
+    tw = torch.tensor(W, requires_grad=True)
+    torch.distributions.LowRankMultivariateNormal(torch.tensor(loc), tw, torch.tensor(d)) \
+        .log_prob(torch.tensor(x)).sum().backward()
+    np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=1e-9)
+    with pytest.raises(ValueError, match="cov_factor must be a batch of matrices"):
+        ember.distributions.LowRankMultivariateNormal(ember.zeros(3), ember.ones(2, 1),
+                                                      ember.ones(3))

@@ -240,3 +240,13 @@ def test_nerf_toy_tracks_torch(tmp_path, capsys):
     first, last = _results(got)
     assert last > first + 2.0  # PSNR in dB
     assert "fine samples stay in range: True" in got
+
+
+def test_density_models_track_torch(tmp_path, capsys):
+    # a RealNVP flow (MultivariateNormal base), a MixtureSameFamily MDN, transformed and
+    # low-rank distributions; the flow's samples come from each library's generator
+    ref, got = _both("density_models.py", [], tmp_path, capsys)
+    _close_text(ref, got, rtol=1e-3, atol=5e-4)
+    flow_first, flow_last, mdn_last = _results(got)
+    assert flow_last < flow_first - 0.2 and mdn_last < 0.0
+    assert "validate_args refused a negative scale" in got and "flow inverts: True" in got

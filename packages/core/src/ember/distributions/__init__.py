@@ -38,6 +38,7 @@ from ember.distributions.logistic_normal import LogisticNormal
 from ember.distributions.mixture_same_family import MixtureSameFamily
 from ember.distributions.multinomial import Multinomial
 from ember.distributions.multivariate_normal import MultivariateNormal
+from ember.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
 from ember.distributions.negative_binomial import NegativeBinomial
 from ember.distributions.normal import Normal
 from ember.distributions.one_hot_categorical import (
@@ -101,6 +102,7 @@ __all__ = [
     "MixtureSameFamily",
     "Multinomial",
     "MultivariateNormal",
+    "LowRankMultivariateNormal",
     "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
