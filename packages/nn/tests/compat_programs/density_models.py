@@ -12,7 +12,6 @@ inverse-pass samples from each library's generator: from the same initial weight
 `torch`; the test suite runs it unchanged on torch and, through an import shim, on ember."""
 
 import argparse
-import math
 import sys
 
 import numpy as np
