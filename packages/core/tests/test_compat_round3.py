@@ -319,6 +319,7 @@ def test_scatter_variants_match_torch_with_gradients():
         ember.slice_scatter(ember.zeros(4), ember.ones(3), start=0, end=2)
 
 
+@pytest.mark.filterwarnings("ignore:.*deprecated:UserWarning")  # torch's own deprecation notes
 def test_deprecated_linalg_spellings_match_torch():
     torch = pytest.importorskip("torch")
     A = np.array([[4.0, 2.0, 0.5], [2.0, 3.0, 0.1], [0.5, 0.1, 2.0]])
