@@ -496,3 +496,39 @@ def test_lowrank_multivariate_normal_matches_torch():
     with pytest.raises(ValueError, match="cov_factor must be a batch of matrices"):
         ember.distributions.LowRankMultivariateNormal(ember.zeros(3), ember.ones(2, 1),
                                                       ember.ones(3))
+
+
+# ---- ember.hub / ember.utils.model_zoo --------------------------------------------------------
+def test_hub_downloads_once_and_loads_a_torch_checkpoint(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    import hashlib
+
+    import ember.hub
+
+    src = tmp_path / "src" / "net.pth"
+    src.parent.mkdir()
+    torch.save(torch.nn.Linear(3, 2).state_dict(), src)
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    named = src.with_name(f"net-{digest[:8]}.pth")
+    src.rename(named)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "home"))
+    assert ember.hub.get_dir() == str(tmp_path / "home" / "hub")
+    url = named.as_uri()
+    sd = ember.hub.load_state_dict_from_url(url, progress=False, check_hash=True)
+    cached = tmp_path / "home" / "hub" / "checkpoints" / named.name
+    assert cached.exists() and sorted(sd) == ["bias", "weight"]
+    m = ember.nn.Linear(3, 2)
+    m.load_state_dict(sd)
+    named.unlink()  # cached: no second download
+    from ember.utils import model_zoo
+
+    again = model_zoo.load_url(url, progress=False)
+    assert ember.equal(again["weight"], sd["weight"])
+    bad = tmp_path / "src" / "other-deadbeef.pth"
+    torch.save({"a": torch.ones(1)}, bad)
+    with pytest.raises(RuntimeError, match="invalid hash value"):
+        ember.hub.load_state_dict_from_url(bad.as_uri(), model_dir=str(tmp_path / "m"),
+                                           progress=False, check_hash=True)
+    assert not (tmp_path / "m" / "other-deadbeef.pth").exists()
+    with pytest.raises(NotImplementedError, match="hubconf.py"):
+        ember.hub.load("pytorch/vision", "resnet18")

@@ -114,7 +114,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
-    "version",
+    "version", "hub",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
