@@ -67,3 +67,37 @@ def test_parameter_str_says_parameter():
     p = ember.nn.Parameter(ember.ones(2))
     assert str(p) == repr(p) == f"{p}"
     assert str(p).startswith("Parameter containing:\ntensor([1., 1.], requires_grad=True)")
+
+
+@pytest.mark.parametrize("separate", [False, True])
+@pytest.mark.parametrize("batched", [True, False])
+def test_multi_head_attention_forward_matches_torch(separate, batched):
+    # CLIP's AttentionPool2d calls the functional form with separate q/k/v weights
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    E, H, L, S, N = 8, 2, 3, 5, 2
+    q = rng.standard_normal((L, N, E) if batched else (L, E)).astype(np.float32)
+    kv = rng.standard_normal((S, N, E) if batched else (S, E)).astype(np.float32)
+    w = {n: rng.standard_normal(s).astype(np.float32) * 0.3 for n, s in (
+        ("in_w", (3 * E, E)), ("in_b", (3 * E,)), ("q", (E, E)), ("k", (E, E)), ("v", (E, E)),
+        ("out_w", (E, E)), ("out_b", (E,)))}
+    kpm = np.zeros((N, S) if batched else (S,), dtype=bool)
+    kpm[..., -1] = True
+
+    def run(lib, F):
+        t = {k: lib.tensor(v) for k, v in w.items()}
+        return F.multi_head_attention_forward(
+            lib.tensor(q), lib.tensor(kv), lib.tensor(kv), E, H,
+            None if separate else t["in_w"], t["in_b"], None, None, False, 0.0, t["out_w"],
+            t["out_b"], training=False, key_padding_mask=lib.tensor(kpm), need_weights=True,
+            use_separate_proj_weight=separate, q_proj_weight=t["q"], k_proj_weight=t["k"],
+            v_proj_weight=t["v"], average_attn_weights=False)
+
+    want = run(torch, torch.nn.functional)
+    got = run(ember, F)
+    for g, t in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), t.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="was expecting embedding dimension of 6"):
+        F.multi_head_attention_forward(ember.tensor(q), ember.tensor(kv), ember.tensor(kv), 6,
+                                       H, ember.ones(18, 6), None, None, None, False, 0.0,
+                                       ember.eye(6), None)
