@@ -366,6 +366,7 @@ def test_load_reads_a_torch_checkpoint(tmp_path):
         "meta": ["text", b"bytes", 3, 2.5, None, True, (1, 2), {"nested": torch.ones(1)}],
         "size": torch.Size([2, 3]), "dtype": torch.float64, "dev": torch.device("cpu"),
         "empty": torch.zeros(0, 3), "scalar": torch.tensor(7),
+        "np": [np.float64(0.93), np.arange(3, dtype=np.int32), np.int64(4)],
     }
     path = tmp_path / "ckpt.pt"
     torch.save(obj, path)
@@ -385,6 +386,8 @@ def test_load_reads_a_torch_checkpoint(tmp_path):
     assert got["meta"][7]["nested"].tolist() == [1.0]
     assert got["size"] == ember.Size([2, 3]) and got["dtype"] is ember.float64
     assert got["dev"] == ember.device("cpu")
+    assert got["np"][0] == np.float64(0.93) and got["np"][2] == 4
+    np.testing.assert_array_equal(got["np"][1], np.arange(3, dtype=np.int32))
     # a file object and the callable map_location work as well
     with open(path, "rb") as f:
         again = ember.load(f, map_location=lambda storage, loc: storage)

@@ -6,8 +6,8 @@ strings.
 The object tree is a pickle, read here with an unpickler that can build nothing but what such a
 file needs, as PyTorch's own ``weights_only=True`` loader does: ``find_class`` answers only a
 fixed list of names (the tensor and parameter rebuild functions, the storage types, dtypes,
-``torch.Size``, ``torch.device``, ``OrderedDict``, ``_codecs.encode`` for bytes), each mapped to
-ember code written here; any other global (a pickled class, a function) is refused with
+``torch.Size``, ``torch.device``, ``OrderedDict``, ``_codecs.encode`` for bytes, NumPy's array
+and scalar reconstructors), each mapped to ember or NumPy code; any other global (a pickled class, a function) is refused with
 ``pickle.UnpicklingError``. So loading a file never imports or runs code named by the file.
 Whole pickled modules (``torch.save(model)``) therefore do not load; save the ``state_dict()``.
 """
@@ -177,6 +177,9 @@ class _Loader:
         }
         if full in table:
             return table[full]
+        numpy_global = _numpy_global(module, name)
+        if numpy_global is not None:
+            return numpy_global
         if module in ("torch", "torch.storage") and name in _STORAGE_DTYPES:
             return _StorageType(name)
         if module == "torch" and name in _DTYPE_NAMES:
@@ -199,6 +202,24 @@ class _Loader:
 
         data = self.zf.read(f"{self.prefix}data.pkl")
         return _Unpickler(io.BytesIO(data), **pickle_load_args).load()
+
+
+def _numpy_global(module: str, name: str) -> Any:
+    """NumPy's array and scalar reconstructors (training scripts save numpy floats and arrays
+    in their checkpoints); their payloads are plain data."""
+    if module in ("numpy", "numpy.core.multiarray", "numpy._core.multiarray") or \
+            module.startswith(("numpy.dtypes",)):
+        import numpy as np
+
+        allowed = {"dtype": np.dtype, "ndarray": np.ndarray}
+        if name in allowed:
+            return allowed[name]
+        if name in ("scalar", "_reconstruct"):
+            core = getattr(np, "_core", None) or np.core
+            return getattr(core.multiarray, name)
+        if module.startswith("numpy.dtypes") and name.endswith("DType"):
+            return getattr(np.dtypes, name)
+    return None
 
 
 def is_torch_zip(data: bytes) -> bool:
