@@ -795,6 +795,9 @@ def py_args(args: list[Arg], rename_self: bool) -> list[str]:
 
 
 def return_expr(op: Op, value: str) -> str:
+    if op.tuple_return and "plain_tuple" in op.tags:
+        # PyTorch returns a plain tuple here (its schema names no fields): std_mean, var_mean
+        return f"py::object(py::cast({value}))"
     if op.tuple_return:
         names = ", ".join(f'"{n}"' for _, n in op.returns)
         return f'make_return_tuple("{op.name}", {{{names}}}, {value})'

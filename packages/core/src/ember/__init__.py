@@ -34,6 +34,9 @@ from ember._C import *  # noqa: F403  (Tensor, dtypes, devices, every generated 
 from ember._C import Tensor, device, dtype  # noqa: F401
 from ember._size import Size
 from ember import _tensor  # noqa: F401  (Python-side Tensor methods)
+from ember._memory_format import (  # noqa: F401  (memory_format= of contiguous, to, clone)
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
+)
 from ember import cuda  # noqa: F401
 from ember.random import manual_seed  # noqa: F401  (seeds the CUDA generators too)
 from ember import autograd  # noqa: F401
@@ -59,6 +62,8 @@ from ember import _foreach  # noqa: F401,E402  (ember._foreach_add_ and the othe
 from ember import _compat_ops  # noqa: E402  (diag, cartesian_prod, logaddexp, cov, ...)
 
 _compat_ops.install(globals())
+_memory_format_module = _sys.modules["ember._memory_format"]
+_memory_format_module.install(globals())  # memory_format= of the *_like factories
 
 try:
     from ember._version import version as __version__
@@ -109,7 +114,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
-    "version",
+    "version", "hub",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",

@@ -1185,7 +1185,364 @@ def _nn_method(name: str) -> Any:
     return method
 
 
+def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False, *,
+                   out: Tensor | None = None) -> Tensor:
+    """The solution X of ``A @ X = B`` given the Cholesky factor of A (lower ``L`` with
+    ``A = L @ L^T``, or upper with ``A = U^T @ U`` when ``upper=True``), by two triangular
+    solves; batch dims broadcast; differentiable in B and L.
+
+    >>> import ember
+    >>> L = ember.linalg.cholesky(ember.tensor([[4.0, 2.0], [2.0, 3.0]]))
+    >>> ember.cholesky_solve(ember.tensor([[6.0], [5.0]]), L).tolist()
+    [[1.0], [1.0]]
+    """
+    from ember import linalg
+
+    if B.ndim < 2 or L.ndim < 2:
+        raise RuntimeError(f"cholesky_solve: b and u must have at least 2 dimensions, got "
+                           f"shapes {_shape(B)} and {_shape(L)}")
+    if L.shape[-1] != L.shape[-2] or B.shape[-2] != L.shape[-1]:
+        raise RuntimeError(f"cholesky_solve: incompatible shapes of b {_shape(B)} and the "
+                           f"factor {_shape(L)} (expected a square factor with as many rows as "
+                           f"b)")
+    if upper:  # A = U^T U: U^T Y = B, then U X = Y
+        y = linalg.solve_triangular(L.mT, B, upper=False)
+        x = linalg.solve_triangular(L, y, upper=True)
+    else:  # A = L L^T: L Y = B, then L^T X = Y
+        y = linalg.solve_triangular(L, B, upper=False)
+        x = linalg.solve_triangular(L.mT, y, upper=True)
+    if out is not None:
+        out.copy_(x)
+        return out
+    return x
+
+
+def cholesky_inverse(L: Tensor, upper: bool = False, *, out: Tensor | None = None) -> Tensor:
+    """The inverse of A from its Cholesky factor (see :func:`cholesky_solve`).
+
+    >>> import ember
+    >>> L = ember.linalg.cholesky(ember.tensor([[4.0, 0.0], [0.0, 2.0]]))
+    >>> ember.cholesky_inverse(L).tolist()
+    [[0.25, 0.0], [0.0, 0.5]]
+    """
+    eye = _C.eye(L.shape[-1], dtype=L.dtype, device=L.device).expand(*L.shape)
+    return cholesky_solve(eye, L, upper, out=out)
+
+
+# ---- window functions (torch.hann_window and friends) ------------------------------------------
+def _window(name: str, window_length: int, periodic: bool, dtype: Any, device: Any,
+            requires_grad: bool, fn: Any) -> Tensor:
+    """fn(n, N) evaluated at n = 0..L-1 in float64 (N = L for a periodic window, L - 1 for a
+    symmetric one), in dtype (the default floating dtype when None)."""
+    if not isinstance(window_length, int) or isinstance(window_length, bool) or \
+            window_length < 0:
+        raise RuntimeError(f"{name} requires non-negative window length, got "
+                           f"window_length={window_length}")
+    dtype = dtype if dtype is not None else _C.get_default_dtype()
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"{name} expects floating point dtypes, got: {dtype}")
+    if window_length <= 1:
+        out = _C.ones(window_length, dtype=dtype, device=device)
+    else:
+        n = _C.arange(window_length, dtype=_C.float64, device=device)
+        out = fn(n, window_length if periodic else window_length - 1).to(dtype)
+    return out.requires_grad_(requires_grad)
+
+
+def hann_window(window_length: int, periodic: bool = True, *, dtype: Any = None,
+                layout: Any = None, device: Any = None, pin_memory: bool = False,
+                requires_grad: bool = False) -> Tensor:
+    """The Hann window ``1/2 - 1/2 cos(2 pi n / N)`` (periodic: N = length; else N = length - 1).
+
+    >>> import ember
+    >>> ember.hann_window(4).tolist()
+    [0.0, 0.5, 1.0, 0.5]
+    """
+    return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda n, N: 0.5 - 0.5 * (2 * math.pi * n / N).cos())
+
+
+def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54,
+                   beta: float = 0.46, *, dtype: Any = None, layout: Any = None,
+                   device: Any = None, pin_memory: bool = False,
+                   requires_grad: bool = False) -> Tensor:
+    """The Hamming window ``alpha - beta cos(2 pi n / N)``.
+
+    >>> import ember
+    >>> [round(v, 2) for v in ember.hamming_window(4).tolist()]
+    [0.08, 0.54, 1.0, 0.54]
+    """
+    return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda n, N: alpha - beta * (2 * math.pi * n / N).cos())
+
+
+def blackman_window(window_length: int, periodic: bool = True, *, dtype: Any = None,
+                    layout: Any = None, device: Any = None, pin_memory: bool = False,
+                    requires_grad: bool = False) -> Tensor:
+    """The Blackman window ``0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)``.
+
+    >>> import ember
+    >>> [round(v, 2) for v in ember.blackman_window(4).tolist()]
+    [-0.0, 0.34, 1.0, 0.34]
+    """
+    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda n, N: 0.42 - 0.5 * (2 * math.pi * n / N).cos()
+                   + 0.08 * (4 * math.pi * n / N).cos())
+
+
+def bartlett_window(window_length: int, periodic: bool = True, *, dtype: Any = None,
+                    layout: Any = None, device: Any = None, pin_memory: bool = False,
+                    requires_grad: bool = False) -> Tensor:
+    """The triangular Bartlett window ``1 - |2 n / N - 1|``.
+
+    >>> import ember
+    >>> ember.bartlett_window(4).tolist()
+    [0.0, 0.5, 1.0, 0.5]
+    """
+    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda n, N: 1 - (2 * n / N - 1).abs())
+
+
+def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *,
+                  dtype: Any = None, layout: Any = None, device: Any = None,
+                  pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    """The Kaiser window ``i0(beta sqrt(1 - (2 n / N - 1)^2)) / i0(beta)``.
+
+    >>> import ember
+    >>> [round(v, 4) for v in ember.kaiser_window(3, periodic=False, beta=2.0).tolist()]
+    [0.4387, 1.0, 0.4387]
+    """
+    from ember import special
+
+    def fn(n: Tensor, N: int) -> Tensor:
+        r = (1 - (2 * n / N - 1) ** 2).clamp(min=0).sqrt()
+        return special.i0(beta * r) / special.i0(_C.tensor(float(beta), dtype=_C.float64))
+
+    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, fn)
+
+
+# ---- deprecated and small linear-algebra spellings ---------------------------------------------
+def chain_matmul(*matrices: Tensor, out: Tensor | None = None) -> Tensor:
+    """The product of the matrices (deprecated in PyTorch for ``linalg.multi_dot``).
+
+    >>> import ember
+    >>> ember.chain_matmul(ember.eye(2), ember.ones(2, 3)).shape
+    ember.Size([2, 3])
+    """
+    from ember import linalg
+
+    if len(matrices) == 1:
+        return matrices[0].clone()
+    return linalg.multi_dot(list(matrices), out=out)
+
+
+def cholesky(input: Tensor, upper: bool = False, *, out: Tensor | None = None) -> Tensor:
+    """The Cholesky factor (deprecated in PyTorch for ``linalg.cholesky``): lower, or upper
+    ``U`` with ``A = U^T U`` when ``upper=True``.
+
+    >>> import ember
+    >>> ember.cholesky(ember.tensor([[4.0, 2.0], [2.0, 2.0]])).tolist()
+    [[2.0, 0.0], [1.0, 1.0]]
+    """
+    from ember import linalg
+
+    L = linalg.cholesky(input)
+    r = L.mT if upper else L
+    if out is not None:
+        out.copy_(r)
+        return out
+    return r
+
+
+def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False) -> Any:
+    """``(solution, cloned_coefficient)`` of ``A X = b`` for triangular A (``op(A) = A^T`` with
+    ``transpose``); deprecated in PyTorch for ``linalg.solve_triangular``.
+
+    >>> import ember
+    >>> ember.triangular_solve(ember.ones(2, 1), ember.tensor([[2.0, 0.0], [1.0, 1.0]]),
+    ...                        upper=False).solution.tolist()
+    [[0.5], [0.5]]
+    """
+    from ember import linalg, return_types
+
+    tri = A.triu() if upper else A.tril()
+    if transpose:
+        tri, upper = tri.mT, not upper
+    x = linalg.solve_triangular(tri, b, upper=upper, unitriangular=unitriangular)
+    cls = return_types._make("triangular_solve", ["solution", "cloned_coefficient"])
+    return cls(x, A.clone())
+
+
+def ldexp(input: Tensor, other: Tensor) -> Tensor:
+    """``input * 2 ** other`` (floating result).
+
+    >>> import ember
+    >>> ember.ldexp(ember.tensor([1.0, 2.0]), ember.tensor([2, 3])).tolist()
+    [4.0, 16.0]
+    """
+    x = _float_of(input)
+    return x * _C.pow(_C.tensor(2.0, dtype=x.dtype, device=x.device), other.to(x.dtype))
+
+
+def mvlgamma(input: Tensor, p: int) -> Tensor:
+    """The log multivariate gamma function (``special.multigammaln``).
+
+    >>> import ember
+    >>> round(ember.mvlgamma(ember.tensor(2.5), 2).item(), 6)
+    0.857048
+    """
+    from ember import special
+
+    return special.multigammaln(input, p)
+
+
+def i0(input: Tensor) -> Tensor:
+    """The modified Bessel function of order 0 (``special.i0``).
+
+    >>> import ember
+    >>> round(ember.i0(ember.tensor(0.0)).item(), 6)
+    1.0
+    """
+    from ember import special
+
+    return special.i0(input)
+
+
+# ---- out-of-place scatters of a slice, a selected index or a diagonal ---------------------------
+def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = None,
+                  end: int | None = None, step: int = 1) -> Tensor:
+    """A copy of input with ``input[..., start:end:step, ...]`` (along dim) replaced by src;
+    differentiable in both.
+
+    >>> import ember
+    >>> ember.slice_scatter(ember.zeros(4), ember.ones(2), start=1, end=3).tolist()
+    [0.0, 1.0, 1.0, 0.0]
+    """
+    out = input.clone()
+    index = [slice(None)] * input.dim()
+    index[dim] = slice(start, end, step)
+    view = out[tuple(index)]
+    if tuple(view.shape) != tuple(src.shape):
+        raise RuntimeError(f"slice_scatter: expected src to have a size equal to the slice of "
+                           f"self. src size = {list(src.shape)}, slice size = {list(view.shape)}")
+    out[tuple(index)] = src
+    return out
+
+
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    """A copy of input with ``input.select(dim, index)`` replaced by src.
+
+    >>> import ember
+    >>> ember.select_scatter(ember.zeros(2, 2), ember.ones(2), 0, 1).tolist()
+    [[0.0, 0.0], [1.0, 1.0]]
+    """
+    out = input.clone()
+    view = out.select(dim, index)
+    if tuple(view.shape) != tuple(src.shape):
+        raise RuntimeError(f"select_scatter: expected src to have a size equal to the slice of "
+                           f"self. src size = {list(src.shape)}, slice size = {list(view.shape)}")
+    idx = [slice(None)] * input.dim()
+    idx[dim] = index
+    out[tuple(idx)] = src
+    return out
+
+
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
+                     dim2: int = 1) -> Tensor:
+    """A copy of input with its ``diagonal(offset, dim1, dim2)`` replaced by src.
+
+    >>> import ember
+    >>> ember.diagonal_scatter(ember.zeros(2, 2), ember.ones(2)).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    diag = input.diagonal(offset, dim1, dim2)
+    if tuple(diag.shape) != tuple(src.shape):
+        raise RuntimeError(f"diagonal_scatter: expected src to have a size equal to the slice of "
+                           f"self. src size = {list(src.shape)}, slice size = {list(diag.shape)}")
+    out = input.clone()
+    out.diagonal(offset, dim1, dim2).copy_(src)
+    return out
+
+
+def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """``input.narrow(dim, start, length)`` as a new tensor with its own storage.
+
+    >>> import ember
+    >>> ember.narrow_copy(ember.arange(5), 0, 1, 2).tolist()
+    [1, 2]
+    """
+    return input.narrow(dim, start, length).clone()
+
+
+def dsplit(input: Tensor, indices_or_sections: Any) -> tuple[Tensor, ...]:
+    """Splits a tensor of 3 or more dims along dim 2 (as ``numpy.dsplit``).
+
+    >>> import ember
+    >>> [t.shape[2] for t in ember.dsplit(ember.zeros(1, 1, 4), 2)]
+    [2, 2]
+    """
+    if input.dim() < 3:
+        raise RuntimeError(f"torch.dsplit requires a tensor with at least 3 dimension, but got a "
+                           f"tensor with {input.dim()} dimensions!")
+    if isinstance(indices_or_sections, int) and input.shape[2] % indices_or_sections:
+        raise RuntimeError(f"torch.dsplit attempted to split along dimension 2, but the size of "
+                           f"the dimension {input.shape[2]} is not divisible by the split_size "
+                           f"{indices_or_sections}!")
+    return tuple(_C.tensor_split(input, indices_or_sections, 2))
+
+
+def _random_float(self: Tensor, op: str) -> None:
+    if not self.is_floating_point():
+        raise RuntimeError(f"{op}: expects a floating-point tensor, got {self.dtype}")
+
+
+def _geometric_(self: Tensor, p: float, *, generator: Any = None) -> Tensor:
+    """Fills self with draws from the geometric distribution: the number of Bernoulli(p) trials
+    up to the first success (1, 2, ...).
+
+    >>> import ember
+    >>> bool((ember.empty(100).geometric_(0.5) >= 1).all())
+    True
+    """
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    e = _C.empty(tuple(self.shape), dtype=_C.float64, device=self.device)
+    e.exponential_(1.0, generator=generator)
+    return self.copy_((e / -math.log1p(-p)).ceil().clamp_(min=1))
+
+
+def _log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *,
+                 generator: Any = None) -> Tensor:
+    """Fills self with exp(N(mean, std)) draws (the underlying normal's mean and std).
+
+    >>> import ember
+    >>> bool((ember.empty(10).log_normal_() > 0).all())
+    True
+    """
+    _random_float(self, "log_normal_")
+    if std <= 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    return self.normal_(mean, std, generator=generator).exp_()
+
+
+def _cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
+             generator: Any = None) -> Tensor:
+    """Fills self with Cauchy(median, sigma) draws: median + sigma * tan(pi * (u - 1/2)).
+
+    >>> import ember
+    >>> ember.empty(3).cauchy_().shape
+    ember.Size([3])
+    """
+    _random_float(self, "cauchy_")
+    if sigma <= 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    u = self.uniform_(0.0, 1.0, generator=generator)
+    return u.sub_(0.5).mul_(math.pi).tan_().mul_(sigma).add_(median)
+
+
 _TENSOR_ONLY = {
+    "geometric_": _geometric_, "log_normal_": _log_normal_, "cauchy_": _cauchy_,
     "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size, "put_": _put_,
     "prelu": _nn_method("prelu"), "hardshrink": _nn_method("hardshrink"),
 }
@@ -1209,7 +1566,14 @@ _FUNCTIONS = {
     "asarray": asarray, "set_warn_always": set_warn_always,
     "is_warn_always_enabled": is_warn_always_enabled,
     "set_default_tensor_type": set_default_tensor_type, "gcd": gcd, "lcm": lcm, "put": put,
-    "poisson": poisson, "binomial": binomial,
+    "poisson": poisson, "binomial": binomial, "cholesky_solve": cholesky_solve,
+    "cholesky_inverse": cholesky_inverse, "hann_window": hann_window,
+    "hamming_window": hamming_window, "blackman_window": blackman_window,
+    "bartlett_window": bartlett_window, "kaiser_window": kaiser_window,
+    "chain_matmul": chain_matmul, "cholesky": cholesky, "triangular_solve": triangular_solve,
+    "ldexp": ldexp, "mvlgamma": mvlgamma, "i0": i0, "slice_scatter": slice_scatter,
+    "select_scatter": select_scatter, "diagonal_scatter": diagonal_scatter,
+    "narrow_copy": narrow_copy, "dsplit": dsplit,
 }
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
@@ -1218,13 +1582,16 @@ _METHODS = (
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
     "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
     "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
-    "nanquantile", "unique_consecutive", "gcd", "lcm", "put",
+    "nanquantile", "unique_consecutive", "gcd", "lcm", "put", "cholesky_solve",
+    "cholesky_inverse", "cholesky", "triangular_solve", "ldexp", "mvlgamma", "i0",
+    "slice_scatter", "select_scatter", "diagonal_scatter", "narrow_copy", "dsplit",
 )
 
 # in-place methods: the out-of-place result written back into self
 _INPLACE = (
     "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "sgn", "gcd", "lcm",
+    "i0", "ldexp", "mvlgamma",
 )
 
 
@@ -1244,11 +1611,31 @@ def _make_inplace(name: str) -> Any:
     return method
 
 
+def _where_with_condition_only(where: Any) -> Any:
+    def where_(condition: Tensor, input: Any = None, other: Any = None, **kwargs: Any) -> Any:
+        if input is None and other is None and not kwargs:
+            # torch.where(condition): the indices of the nonzero entries, one tensor per dim
+            return _C.nonzero(condition, as_tuple=True)
+        if input is None or other is None:
+            raise TypeError("where(): expected where(condition) or where(condition, input, "
+                            "other), got only one of input and other")
+        return where(condition, input, other, **kwargs)
+
+    where_.__name__ = "where"
+    where_.__doc__ = ("``where(condition, input, other)``: input where condition holds, else "
+                      "other; ``where(condition)`` is ``nonzero(condition, as_tuple=True)``.\n\n"
+                      + (where.__doc__ or ""))
+    where_.__wrapped__ = where  # type: ignore[attr-defined]
+    return where_
+
+
 def install(namespace: dict) -> None:
     """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
     Tensor."""
     for name, fn in _FUNCTIONS.items():
         namespace.setdefault(name, fn)
+    if not hasattr(namespace.get("where"), "__wrapped__"):
+        namespace["where"] = _where_with_condition_only(namespace["where"])
     for name in _METHODS:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, _FUNCTIONS[name])

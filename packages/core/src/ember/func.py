@@ -1,6 +1,6 @@
 """Function transforms with ``torch.func``'s names and semantics: ``grad``, ``grad_and_value``,
-``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap`` (by a loop) and
-``functional_call``.
+``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap`` (by a loop),
+``functional_call`` and ``stack_module_state``.
 
 They take a Python function and return a new function (or, for vjp/jvp, evaluate at a point).
 Arguments may be tensors or nested tuples/lists/dicts of tensors ("pytrees"); results have the
@@ -28,7 +28,7 @@ from ember.autograd.functional import _forward_product, _grad, _jacobian_cols, _
 from ember.autograd.grad_mode import enable_grad
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
-           "functional_call"]
+           "functional_call", "stack_module_state"]
 
 # ---- pytrees: nested tuples / lists / dicts with tensor (or other) leaves ----------------------
 
@@ -585,3 +585,43 @@ def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = No
     finally:
         for store, leaf, old in reversed(saved):
             store[leaf] = old
+
+
+def stack_module_state(models: Any) -> tuple[dict, dict]:
+    """The parameters and buffers of several modules of the same structure, stacked along a new
+    leading dim: ``(params, buffers)`` dicts keyed by name, as ``torch.func.stack_module_state``.
+    The stacked parameters are new leaves (they require grad where the originals do); with
+    ``vmap(functional_call)`` they run an ensemble in one call.
+
+    >>> import ember
+    >>> ms = [ember.nn.Linear(3, 2) for _ in range(4)]
+    >>> params, buffers = stack_module_state(ms)
+    >>> tuple(params["weight"].shape), params["weight"].requires_grad, buffers
+    ((4, 2, 3), True, {})
+    """
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    first = models[0]
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval "
+                           "mode.")
+    kinds = {type(m) for m in models}
+    if len(kinds) != 1:
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class, got "
+                           f"{sorted(k.__name__ for k in kinds)}")
+
+    def stacked(named: Any, as_leaf: bool) -> dict:
+        names = [n for n, _ in named(first)]
+        out = {}
+        for name in names:
+            tensors = [dict(named(m))[name] for m in models]
+            t = _C.stack([x.detach() for x in tensors])
+            if as_leaf and tensors[0].requires_grad:
+                t.requires_grad_(True)
+            out[name] = t
+        return out
+
+    params = stacked(lambda m: m.named_parameters(), True)
+    buffers = stacked(lambda m: m.named_buffers(), False)
+    return params, buffers

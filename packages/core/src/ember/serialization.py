@@ -651,7 +651,10 @@ def _looks_like_safetensors(head: bytes) -> bool:
 def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
          weights_only: bool | None = True, mmap: bool | None = False,
          **pickle_load_args: Any) -> Any:
-    """Loads what :func:`save` wrote (or a safetensors file, as a dict of tensors).
+    """Loads what :func:`save` wrote, a safetensors file (as a dict of tensors), or a
+    checkpoint PyTorch's ``torch.save`` wrote in its zip format (state dicts, optimizer states,
+    containers of tensors and numbers; read by an unpickler that builds only those, so the file
+    never runs code: see ``ember._torch_checkpoint``).
 
     By default (``mmap=False``, as in PyTorch) every storage is read into memory, so the loaded
     tensors own their data: saving the next checkpoint to the same path cannot change them.
@@ -698,10 +701,16 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
         if head[:8] != _MAGIC:
             if _looks_like_safetensors(head):
                 return _load_safetensors(src, mmap)
-            if head[:4] == b"PK\x03\x04" or head[:2] == b"\x80\x02":
-                raise src.error("this is a pickle-based (PyTorch) checkpoint; ember.load never "
-                                "unpickles, since that can run arbitrary code. Convert it to "
-                                "safetensors first")
+            if head[:4] == b"PK\x03\x04":  # PyTorch's zip format: read without running code
+                from ember import _torch_checkpoint
+
+                return _torch_checkpoint.load_torch_zip(src.read(0, src.size, "the archive"),
+                                                        src.name, map_location, pickle_load_args)
+            if head[:2] == b"\x80\x02":
+                raise src.error("this is a pickle-based PyTorch checkpoint in the legacy format "
+                                "(_use_new_zipfile_serialization=False); ember.load reads "
+                                "PyTorch's zip format only: save it again with torch.save's "
+                                "defaults, or convert it to safetensors")
             if len(head) < _PRELUDE.size and _MAGIC.startswith(head):
                 raise src.error(f"truncated file: only {src.size} bytes")
             raise src.error("not an ember checkpoint (bad magic bytes)")

@@ -1,7 +1,8 @@
 """``ember.special``: the special functions of ``torch.special`` that ember computes, all
 differentiable: logistic and error functions, the gamma family (``gammaln``, ``digamma``/``psi``,
 ``gammainc``/``gammaincc``), ``xlogy``/``xlog1py``/``entr``, the normal CDF family (``ndtr``,
-``ndtri``, ``log_ndtr``), ``sinc`` and the usual aliases (``expit``, ``exp2``, ``logsumexp`` ...).
+``ndtri``, ``log_ndtr``), ``sinc``, the modified Bessel functions ``i0``/``i0e``/``i1``/``i1e``,
+``multigammaln`` and the usual aliases (``expit``, ``exp2``, ``logsumexp`` ...).
 ``ember.lgamma``, ``ember.digamma`` and ``ember.xlogy`` (and the tensor methods) are these too.
 
 >>> import ember
@@ -24,7 +25,8 @@ from ember.distributions import _special
 __all__ = [
     "expit", "logit", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi", "gammainc",
     "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc", "exp2", "expm1",
-    "log1p", "logsumexp", "softmax", "log_softmax", "round",
+    "log1p", "logsumexp", "softmax", "log_softmax", "round", "i0", "i0e", "i1", "i1e",
+    "multigammaln",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -217,3 +219,101 @@ def log_softmax(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """Rounds half to even, to ``decimals`` places."""
     return ember.round(_tensor("round", input), decimals=decimals)
+
+
+# ---- modified Bessel functions of the first kind, orders 0 and 1 -------------------------------
+# Computed in float64 from two expansions: the power series sum_k (x/2)^(2k+nu) / (k! (k+nu)!)
+# for |x| <= 30, and the large-argument expansion
+# I_nu(x) ~ e^x / sqrt(2 pi x) * sum_k (-1)^k prod_{j<=k} (4 nu^2 - (2j-1)^2) / (k! (8x)^k)
+# beyond. Both are written with ember's ops, so autograd differentiates them (d i0 = i1).
+_BESSEL_SWITCH = 30.0
+
+
+def _bessel_series(ax: Tensor, nu: int) -> Tensor:
+    """e^-x I_nu(x) for 0 <= x <= _BESSEL_SWITCH by the power series (scaled to stay finite)."""
+    half_sq = (ax / 2) ** 2
+    term = (ax / 2) ** nu / math.factorial(nu)
+    total = term
+    for k in range(1, 96):  # (15^2)^k / (k!)^2 has fallen below 1e-17 of the sum by then
+        term = term * half_sq / (k * (k + nu))
+        total = total + term
+    return total * (-ax).exp()
+
+
+def _bessel_asymptotic(ax: Tensor, nu: int) -> Tensor:
+    """e^-x I_nu(x) for x >= _BESSEL_SWITCH by the large-argument expansion."""
+    mu = 4.0 * nu * nu
+    coef, total, inv = 1.0, ember.ones_like(ax), 1.0 / (8.0 * ax)
+    power = ember.ones_like(ax)
+    for k in range(1, 16):
+        coef *= -(mu - (2 * k - 1) ** 2) / k
+        power = power * inv
+        total = total + coef * power
+    return total / (2 * math.pi * ax).sqrt()
+
+
+def _bessel_scaled(name: str, input: Tensor, nu: int) -> Tensor:
+    """e^-|x| I_nu(x), in input's floating dtype (the default dtype for integers)."""
+    x = _float(_tensor(name, input))
+    x64 = x.to(ember.float64)
+    ax = x64.abs()
+    small = ax <= _BESSEL_SWITCH
+    series = _bessel_series(ax.clamp(max=_BESSEL_SWITCH), nu)
+    asym = _bessel_asymptotic(ax.clamp(min=_BESSEL_SWITCH), nu)
+    out = ember.where(small, series, asym)
+    if nu == 1:
+        out = out * x64.sign()  # I_1 is odd
+    return out.to(x.dtype)
+
+
+def i0e(input: Tensor) -> Tensor:
+    """The exponentially scaled modified Bessel function of order 0, ``exp(-|x|) * i0(x)``.
+
+    >>> import ember
+    >>> f"{ember.special.i0e(ember.tensor(1.0)).item():.6f}"
+    '0.465760'
+    """
+    return _bessel_scaled("i0e", input, 0)
+
+
+def i1e(input: Tensor) -> Tensor:
+    """The exponentially scaled modified Bessel function of order 1, ``exp(-|x|) * i1(x)``."""
+    return _bessel_scaled("i1e", input, 1)
+
+
+def i0(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind of order 0 (``inf`` once it overflows).
+
+    >>> import ember
+    >>> f"{ember.special.i0(ember.tensor(1.0)).item():.5f}"
+    '1.26607'
+    """
+    x = _float(_tensor("i0", input))
+    return (_bessel_scaled("i0", x.to(ember.float64), 0) * x.to(ember.float64).abs().exp()) \
+        .to(x.dtype)
+
+
+def i1(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind of order 1."""
+    x = _float(_tensor("i1", input))
+    return (_bessel_scaled("i1", x.to(ember.float64), 1) * x.to(ember.float64).abs().exp()) \
+        .to(x.dtype)
+
+
+def multigammaln(input: Tensor, p: int) -> Tensor:
+    """The log of the multivariate gamma function of dimension ``p``:
+    ``p (p - 1) / 4 * log(pi) + sum_{j<p} gammaln(x - j / 2)`` (every entry must exceed
+    ``(p - 1) / 2``).
+
+    >>> import ember
+    >>> f"{ember.special.multigammaln(ember.tensor(2.5), 2).item():.6f}"
+    '0.857048'
+    """
+    x = _float(_tensor("multigammaln", input))
+    if not isinstance(p, int) or p < 1:
+        raise RuntimeError(f"multigammaln: p has to be greater than or equal to 1, got {p}")
+    if bool((x <= (p - 1) / 2).any()):
+        raise RuntimeError(f"multigammaln: All elements must be greater than (p-1)/2 = "
+                           f"{(p - 1) / 2}")
+    j = ember.arange(p, dtype=x.dtype, device=x.device)
+    return (x.unsqueeze(-1) - j / 2).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)

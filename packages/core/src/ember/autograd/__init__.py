@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 from ember import _C
@@ -76,16 +77,28 @@ def grad(
     grad_outputs: Tensor | Sequence[Tensor | None] | None = None,
     retain_graph: bool | None = None,
     create_graph: bool = False,
+    only_inputs: bool = True,
     allow_unused: bool | None = None,
+    is_grads_batched: bool = False,
     materialize_grads: bool = False,
 ) -> tuple[Tensor | None, ...]:
-    """Gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is left untouched).
+    """Gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is left untouched), with
+    PyTorch's arguments in PyTorch's order. ``only_inputs`` is accepted and ignored (deprecated
+    in PyTorch too); ``is_grads_batched=True`` takes the first dim of every grad_output as a
+    batch of vectors and returns the stacked vector-Jacobian products.
 
     >>> import ember
     >>> x = ember.tensor(3.0, requires_grad=True)
     >>> ember.autograd.grad(x * x, x)[0].item()
     6.0
+    >>> x = ember.tensor([1.0, 2.0], requires_grad=True)
+    >>> ember.autograd.grad(x * x, x, ember.eye(2), is_grads_batched=True)[0].tolist()
+    [[2.0, 0.0], [0.0, 4.0]]
     """
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). "
+                      "To accumulate gradient for other parts of the graph, please use "
+                      "ember.autograd.backward.", FutureWarning, stacklevel=2)
     outs = _as_list(outputs)
     ins = _as_list(inputs)
     grads = _as_list(grad_outputs) or [None] * len(outs)
@@ -93,7 +106,22 @@ def grad(
         raise RuntimeError(f"grad: got {len(outs)} outputs but {len(grads)} grad_outputs")
     keep = create_graph if retain_graph is None else retain_graph
     unused_ok = bool(allow_unused) or materialize_grads
-    res = _C._run_backward(outs, grads, keep, create_graph, ins, unused_ok, False)
+    if is_grads_batched:
+        if any(g is None for g in grads):
+            raise RuntimeError("grad: is_grads_batched=True needs every grad_output given (a "
+                               "batch of vectors along its first dim)")
+        sizes = {int(g.shape[0]) if g.dim() > 0 else -1 for g in grads}
+        if len(sizes) != 1 or -1 in sizes:
+            raise RuntimeError("grad: with is_grads_batched=True every grad_output needs the "
+                               f"same batch size along dim 0, got {sorted(sizes)}")
+        n = sizes.pop()
+        rows = [_C._run_backward(outs, [g[i] for g in grads], keep or i < n - 1, create_graph,
+                                 ins, unused_ok, False) for i in range(n)]
+        res = tuple(None if rows and rows[0][j] is None else
+                    _C.stack([r[j] if r[j] is not None else _C.zeros_like(t) for r in rows])
+                    for j, t in enumerate(ins))
+    else:
+        res = tuple(_C._run_backward(outs, grads, keep, create_graph, ins, unused_ok, False))
     if materialize_grads:
         res = tuple(g if g is not None else _C.zeros_like(t) for g, t in zip(res, ins))
     return tuple(res)
@@ -106,6 +134,32 @@ def _tensor_backward(self: Tensor, gradient: Tensor | None = None, retain_graph:
 
 
 Tensor.backward = _tensor_backward
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, Tensor)  # every tensor is a Variable, as in PyTorch
+
+
+class Variable(metaclass=_VariableMeta):
+    """The legacy wrapper older PyTorch code still calls: ``Variable(t, requires_grad=True)``
+    is ``t`` detached (the same storage) as a new leaf with that ``requires_grad``; every tensor
+    passes ``isinstance(t, Variable)``.
+
+    >>> import ember
+    >>> from ember.autograd import Variable
+    >>> v = Variable(ember.ones(2) * 3, requires_grad=True)
+    >>> v.is_leaf, v.requires_grad, isinstance(v, Variable)
+    (True, True, True)
+    """
+
+    def __new__(cls, data: Tensor, requires_grad: bool = False, volatile: bool = False) -> Tensor:
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        if volatile:
+            warnings.warn("volatile was removed and now has no effect. Use `with ember.no_grad():` "
+                          "instead.", UserWarning, stacklevel=2)
+        return data.detach().requires_grad_(requires_grad)
 
 
 def __getattr__(name: str):

@@ -35,6 +35,7 @@ from ember.distributions.kl import kl_divergence, register_kl
 from ember.distributions.laplace import Laplace
 from ember.distributions.log_normal import LogNormal
 from ember.distributions.logistic_normal import LogisticNormal
+from ember.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
 from ember.distributions.mixture_same_family import MixtureSameFamily
 from ember.distributions.multinomial import Multinomial
 from ember.distributions.multivariate_normal import MultivariateNormal
@@ -101,6 +102,7 @@ __all__ = [
     "MixtureSameFamily",
     "Multinomial",
     "MultivariateNormal",
+    "LowRankMultivariateNormal",
     "NegativeBinomial",
     "Normal",
     "OneHotCategorical",

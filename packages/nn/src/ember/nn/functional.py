@@ -54,7 +54,7 @@ __all__ = [
     "triplet_margin_with_distance_loss", "hinge_embedding_loss", "soft_margin_loss",
     "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "ctc_loss",
     # attention
-    "scaled_dot_product_attention",
+    "scaled_dot_product_attention", "multi_head_attention_forward",
     # sampling (ember.nn._sampling)
     "affine_grid", "grid_sample", "max_unpool1d", "max_unpool2d", "max_unpool3d",
 ]
@@ -547,14 +547,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear: expected input of shape (*, {in_features}) for weight of shape "
             f"{_shape(weight)}, got input of shape {_shape(input)}"
         )
-    if input.ndim > 2 and weight.ndim == 2:
-        # one 2-D product over all leading dims, so that the weight's gradient is one product too
-        # (not a batched product summed over the batch)
-        lead = tuple(input.shape[:-1])
-        flat = input.reshape(math.prod(lead), in_features)
-        out = flat.matmul(weight.t()).reshape(*lead, weight.shape[0])
-    else:
-        out = input.matmul(weight.t() if weight.ndim == 2 else weight)
     if bias is not None:
         expected = (weight.shape[0],) if weight.ndim == 2 else ()
         if _shape(bias) not in (expected, ()):
@@ -562,6 +554,23 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                 f"linear: expected bias of shape {expected} for weight of shape {_shape(weight)}, "
                 f"got {_shape(bias)}"
             )
+    if input.ndim >= 2 and weight.ndim == 2:
+        # one 2-D product over all leading dims, so that the weight's gradient is one product too
+        # (not a batched product summed over the batch); with a bias, one addmm: the bias is
+        # added before the product's single rounding (as PyTorch does; a 16-bit result rounded
+        # twice would differ in the last bit)
+        lead = tuple(input.shape[:-1])
+        flat = input.reshape(math.prod(lead), in_features) if input.ndim > 2 else input
+        if bias is not None and bias.dtype == flat.dtype:
+            out = ember.addmm(bias, flat, weight.t())
+            bias = None
+        else:
+            out = flat.matmul(weight.t())
+        if input.ndim > 2:
+            out = out.reshape(*lead, weight.shape[0])
+    else:
+        out = input.matmul(weight.t() if weight.ndim == 2 else weight)
+    if bias is not None:
         out = out + bias
     return out
 
@@ -2355,6 +2364,60 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                            scale=scale, enable_gqa=enable_gqa)
 
+
+
+def multi_head_attention_forward(
+    query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
+    in_proj_weight: Tensor | None, in_proj_bias: Tensor | None, bias_k: Tensor | None,
+    bias_v: Tensor | None, add_zero_attn: bool, dropout_p: float, out_proj_weight: Tensor,
+    out_proj_bias: Tensor | None, training: bool = True, key_padding_mask: Tensor | None = None,
+    need_weights: bool = True, attn_mask: Tensor | None = None,
+    use_separate_proj_weight: bool = False, q_proj_weight: Tensor | None = None,
+    k_proj_weight: Tensor | None = None, v_proj_weight: Tensor | None = None,
+    static_k: Tensor | None = None, static_v: Tensor | None = None,
+    average_attn_weights: bool = True, is_causal: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """``nn.MultiheadAttention``'s computation with the weights passed in (sequence-first
+    (L, N, E) inputs, or unbatched (L, E)), as PyTorch's function of the same name, which code
+    such as CLIP's attention pooling calls directly.
+
+    >>> import ember
+    >>> x = ember.randn(5, 2, 4)
+    >>> out, w = multi_head_attention_forward(x, x, x, 4, 2, ember.randn(12, 4), ember.zeros(12),
+    ...     None, None, False, 0.0, ember.eye(4), ember.zeros(4))
+    >>> tuple(out.shape), tuple(w.shape)
+    ((5, 2, 4), (2, 5, 5))
+    """
+    from ember.nn.modules.attention import _attention
+
+    if query.shape[-1] != embed_dim_to_check:
+        raise RuntimeError(f"multi_head_attention_forward: was expecting embedding dimension of "
+                           f"{embed_dim_to_check}, but got {query.shape[-1]}")
+    if embed_dim_to_check % num_heads:
+        raise RuntimeError(f"multi_head_attention_forward: embed_dim {embed_dim_to_check} not "
+                           f"divisible by num_heads {num_heads}")
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not "
+                                  "supported by ember")
+    E = embed_dim_to_check
+    if use_separate_proj_weight:
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise RuntimeError("multi_head_attention_forward: use_separate_proj_weight is True "
+                               "but q_proj_weight, k_proj_weight or v_proj_weight is None")
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+    else:
+        if in_proj_weight is None:
+            raise RuntimeError("multi_head_attention_forward: use_separate_proj_weight is False "
+                               "but in_proj_weight is None")
+        wq, wk, wv = in_proj_weight[:E], in_proj_weight[E:2 * E], in_proj_weight[2 * E:]
+    if (bias_k is None) != (bias_v is None):
+        raise RuntimeError("multi_head_attention_forward: bias_k and bias_v must be given "
+                           "together")
+    return _attention(query, key, value, num_heads, wq, wk, wv, in_proj_bias, bias_k, bias_v,
+                      add_zero_attn, dropout_p if training else 0.0,
+                      lambda x: linear(x, out_proj_weight, out_proj_bias), key_padding_mask,
+                      need_weights, attn_mask, average_attn_weights, is_causal, False,
+                      "multi_head_attention_forward")
 
 from ember.nn._sampling import (  # noqa: E402  (composites over the ops above)
     affine_grid,

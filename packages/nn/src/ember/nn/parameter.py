@@ -55,6 +55,8 @@ class Parameter(Tensor):
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
+    __str__ = __repr__  # print(param) and f"{param}" say so too, as in PyTorch
+
     def __deepcopy__(self, memo: dict) -> Parameter:
         if id(self) not in memo:
             memo[id(self)] = _copy_parameter(self)

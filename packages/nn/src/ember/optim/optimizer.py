@@ -168,11 +168,11 @@ class Optimizer:
     def __repr__(self) -> str:
         s = type(self).__name__ + " ("
         for i, group in enumerate(self.param_groups):
-            s += f"\nParameter Group {i}"
-            for key in sorted(group):
+            s += f"\nParameter Group {i}\n"  # each group's lines end with a newline: groups
+            for key in sorted(group):   # are separated by an empty line, as in PyTorch
                 if key not in ("params", "param_names"):
-                    s += f"\n    {key}: {group[key]}"
-        return s + "\n)"
+                    s += f"    {key}: {group[key]}\n"
+        return s + ")"
 
     def __getstate__(self) -> dict[str, Any]:
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}

@@ -148,115 +148,132 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        E, H, D = self.embed_dim, self.num_heads, self.head_dim
-        if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
-            raise ValueError(
-                f"MultiheadAttention: query, key and value must all be 3-D (batched) or 2-D "
-                f"(unbatched), got {_shape(query)}, {_shape(key)} and {_shape(value)}"
-            )
-        unbatched = query.ndim == 2
-        for t, dim, what in ((query, E, "query"), (key, self.kdim, "key"), (value, self.vdim, "value")):
-            if t.shape[-1] != dim:
-                raise RuntimeError(
-                    f"MultiheadAttention: expected {what} with {dim} features in the last "
-                    f"dimension, got shape {_shape(t)}"
-                )
-        if unbatched:
-            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif not self.batch_first:
-            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
-        # now (N, L, E) / (N, S, kdim) / (N, S, vdim)
-        N, L, S = query.shape[0], query.shape[1], key.shape[1]
-        if _shape(key)[:2] != _shape(value)[:2] or key.shape[0] != N:
-            raise RuntimeError(
-                f"MultiheadAttention: key {_shape(key)} and value {_shape(value)} must share "
-                f"batch and sequence dimensions with each other and the batch of query "
-                f"{_shape(query)}"
-            )
-        if is_causal and attn_mask is None:
-            raise RuntimeError(
-                "MultiheadAttention: is_causal=True is a hint and needs attn_mask (for example "
-                "nn.Transformer.generate_square_subsequent_mask(L))"
-            )
         wq, wk, wv = self._projections()
-        bq = bk = bv = None
-        if self.in_proj_bias is not None:
-            bq, bk, bv = self.in_proj_bias[:E], self.in_proj_bias[E : 2 * E], self.in_proj_bias[2 * E :]
-        q = query.matmul(wq.t())
-        k = key.matmul(wk.t())
-        v = value.matmul(wv.t())
-        if bq is not None:
-            q, k, v = q + bq, k + bk, v + bv
+        return _attention(
+            query, key, value, self.num_heads, wq, wk, wv, self.in_proj_bias, self.bias_k,
+            self.bias_v, self.add_zero_attn, self.dropout if self.training else 0.0,
+            self.out_proj, key_padding_mask, need_weights, attn_mask, average_attn_weights,
+            is_causal, self.batch_first, "MultiheadAttention")
 
-        mask = None
-        if attn_mask is not None:
-            m = _additive_mask(attn_mask, q.dtype, "attn_mask")
-            if m.ndim == 2:
-                if _shape(m) != (L, S):
-                    raise RuntimeError(
-                        f"MultiheadAttention: the 2-D attn_mask should be of shape {(L, S)}, got "
-                        f"{_shape(m)}"
-                    )
-                m = m.reshape(1, 1, L, S)
-            elif m.ndim == 3:
-                if _shape(m) != (N * H, L, S):
-                    raise RuntimeError(
-                        f"MultiheadAttention: the 3-D attn_mask should be of shape "
-                        f"{(N * H, L, S)}, got {_shape(m)}"
-                    )
-                m = m.reshape(N, H, L, S)
-            else:
-                raise RuntimeError(
-                    f"MultiheadAttention: attn_mask must be 2-D or 3-D, got shape {_shape(m)}"
-                )
-            mask = m
+
+def _attention(
+    query: Tensor, key: Tensor, value: Tensor, num_heads: int, wq: Tensor, wk: Tensor,
+    wv: Tensor, in_proj_bias: Tensor | None, bias_k: Tensor | None, bias_v: Tensor | None,
+    add_zero_attn: bool, dropout_p: float, out_proj: Any, key_padding_mask: Tensor | None,
+    need_weights: bool, attn_mask: Tensor | None, average_attn_weights: bool, is_causal: bool,
+    batch_first: bool, who: str,
+) -> tuple[Tensor, Tensor | None]:
+    """Multi-head attention with the given projections (``MultiheadAttention.forward`` and
+    ``F.multi_head_attention_forward``); ``out_proj`` maps (N * L, E) to (N * L, E)."""
+    E, H = wq.shape[0], num_heads
+    D = E // H
+    if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ValueError(
+            f"{who}: query, key and value must all be 3-D (batched) or 2-D "
+            f"(unbatched), got {_shape(query)}, {_shape(key)} and {_shape(value)}"
+        )
+    unbatched = query.ndim == 2
+    for t, dim, what in ((query, wq.shape[1], "query"), (key, wk.shape[1], "key"),
+                         (value, wv.shape[1], "value")):
+        if t.shape[-1] != dim:
+            raise RuntimeError(
+                f"{who}: expected {what} with {dim} features in the last "
+                f"dimension, got shape {_shape(t)}"
+            )
+    if unbatched:
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
         if key_padding_mask is not None:
-            if _shape(key_padding_mask) != (N, S):
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    elif not batch_first:
+        query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+    # now (N, L, E) / (N, S, kdim) / (N, S, vdim)
+    N, L, S = query.shape[0], query.shape[1], key.shape[1]
+    if _shape(key)[:2] != _shape(value)[:2] or key.shape[0] != N:
+        raise RuntimeError(
+            f"{who}: key {_shape(key)} and value {_shape(value)} must share "
+            f"batch and sequence dimensions with each other and the batch of query "
+            f"{_shape(query)}"
+        )
+    if is_causal and attn_mask is None:
+        raise RuntimeError(
+            f"{who}: is_causal=True is a hint and needs attn_mask (for example "
+            "nn.Transformer.generate_square_subsequent_mask(L))"
+        )
+    bq = bk = bv = None
+    if in_proj_bias is not None:
+        bq, bk, bv = in_proj_bias[:E], in_proj_bias[E : 2 * E], in_proj_bias[2 * E :]
+    q = query.matmul(wq.t())
+    k = key.matmul(wk.t())
+    v = value.matmul(wv.t())
+    if bq is not None:
+        q, k, v = q + bq, k + bk, v + bv
+
+    mask = None
+    if attn_mask is not None:
+        m = _additive_mask(attn_mask, q.dtype, "attn_mask")
+        if m.ndim == 2:
+            if _shape(m) != (L, S):
                 raise RuntimeError(
-                    f"MultiheadAttention: expected key_padding_mask of shape {(N, S)}, got "
-                    f"{_shape(key_padding_mask)}"
+                    f"{who}: the 2-D attn_mask should be of shape {(L, S)}, got "
+                    f"{_shape(m)}"
                 )
-            kpm = _additive_mask(key_padding_mask, q.dtype, "key_padding_mask").reshape(N, 1, 1, S)
-            mask = kpm if mask is None else mask + kpm
-
-        if self.bias_k is not None:
-            k = ember.cat([k, self.bias_k.expand(N, 1, E)], 1)
-            v = ember.cat([v, self.bias_v.expand(N, 1, E)], 1)
-            S += 1
-            if mask is not None:
-                mask = ember.cat([mask, ember.zeros(*_shape(mask)[:3], 1, dtype=mask.dtype)], 3)
-
-        q = q.reshape(N, L, H, D).transpose(1, 2)
-        k = k.reshape(N, S, H, D).transpose(1, 2)
-        v = v.reshape(N, S, H, D).transpose(1, 2)
-        if self.add_zero_attn:
-            k = ember.cat([k, ember.zeros(N, H, 1, D, dtype=k.dtype, device=k.device)], 2)
-            v = ember.cat([v, ember.zeros(N, H, 1, D, dtype=v.dtype, device=v.device)], 2)
-            S += 1
-            if mask is not None:
-                mask = ember.cat([mask, ember.zeros(*_shape(mask)[:3], 1, dtype=mask.dtype)], 3)
-
-        dropout_p = self.dropout if self.training else 0.0
-        weights = None
-        if need_weights:
-            scores = q.matmul(k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
-            if mask is not None:
-                scores = scores + mask
-            weights = ember.softmax(scores, -1)
-            if dropout_p > 0:  # like PyTorch, the returned weights are the dropped-out ones
-                weights = ember.dropout(weights, dropout_p, True)
-            out = weights.matmul(v)
+            m = m.reshape(1, 1, L, S)
+        elif m.ndim == 3:
+            if _shape(m) != (N * H, L, S):
+                raise RuntimeError(
+                    f"{who}: the 3-D attn_mask should be of shape "
+                    f"{(N * H, L, S)}, got {_shape(m)}"
+                )
+            m = m.reshape(N, H, L, S)
         else:
-            out = ember.scaled_dot_product_attention(q, k, v, mask, dropout_p)
-        out = out.transpose(1, 2).reshape(N * L, E)
-        out = self.out_proj(out).reshape(N, L, E)
-        if weights is not None and average_attn_weights:
-            weights = weights.mean(1)
-        if unbatched:
-            out = out.squeeze(0)
-            weights = weights.squeeze(0) if weights is not None else None
-        elif not self.batch_first:
-            out = out.transpose(0, 1)
-        return out, weights
+            raise RuntimeError(
+                f"{who}: attn_mask must be 2-D or 3-D, got shape {_shape(m)}"
+            )
+        mask = m
+    if key_padding_mask is not None:
+        if _shape(key_padding_mask) != (N, S):
+            raise RuntimeError(
+                f"{who}: expected key_padding_mask of shape {(N, S)}, got "
+                f"{_shape(key_padding_mask)}"
+            )
+        kpm = _additive_mask(key_padding_mask, q.dtype, "key_padding_mask").reshape(N, 1, 1, S)
+        mask = kpm if mask is None else mask + kpm
+
+    if bias_k is not None:
+        k = ember.cat([k, bias_k.expand(N, 1, E)], 1)
+        v = ember.cat([v, bias_v.expand(N, 1, E)], 1)
+        S += 1
+        if mask is not None:
+            mask = ember.cat([mask, ember.zeros(*_shape(mask)[:3], 1, dtype=mask.dtype)], 3)
+
+    q = q.reshape(N, L, H, D).transpose(1, 2)
+    k = k.reshape(N, S, H, D).transpose(1, 2)
+    v = v.reshape(N, S, H, D).transpose(1, 2)
+    if add_zero_attn:
+        k = ember.cat([k, ember.zeros(N, H, 1, D, dtype=k.dtype, device=k.device)], 2)
+        v = ember.cat([v, ember.zeros(N, H, 1, D, dtype=v.dtype, device=v.device)], 2)
+        S += 1
+        if mask is not None:
+            mask = ember.cat([mask, ember.zeros(*_shape(mask)[:3], 1, dtype=mask.dtype)], 3)
+
+    weights = None
+    if need_weights:
+        scores = q.matmul(k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+        if mask is not None:
+            scores = scores + mask
+        weights = ember.softmax(scores, -1)
+        if dropout_p > 0:  # like PyTorch, the returned weights are the dropped-out ones
+            weights = ember.dropout(weights, dropout_p, True)
+        out = weights.matmul(v)
+    else:
+        out = ember.scaled_dot_product_attention(q, k, v, mask, dropout_p)
+    out = out.transpose(1, 2).reshape(N * L, E)
+    out = out_proj(out).reshape(N, L, E)
+    if weights is not None and average_attn_weights:
+        weights = weights.mean(1)
+    if unbatched:
+        out = out.squeeze(0)
+        weights = weights.squeeze(0) if weights is not None else None
+    elif not batch_first:
+        out = out.transpose(0, 1)
+    return out, weights

@@ -900,7 +900,10 @@ class Module:
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
+        fmt = kwargs.pop("memory_format", None)
+        if fmt is not None and not isinstance(fmt, ember.memory_format):
+            raise TypeError(f"Module.to(): memory_format must be an ember.memory_format, got "
+                            f"{type(fmt).__name__}")
         if kwargs:
             raise TypeError(f"Module.to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -924,6 +927,11 @@ class Module:
                 t = t.to(device)
             if dtype is not None and t.is_floating_point() and t.dtype != dtype:
                 t = t.to(dtype)
+            # channels_last lays out the 4-d (channels_last_3d the 5-d) tensors; others stay
+            if fmt is ember.channels_last and t.dim() == 4 or \
+                    fmt is ember.channels_last_3d and t.dim() == 5 or \
+                    fmt is ember.contiguous_format:
+                t = t.contiguous(memory_format=fmt)
             return t
 
         return self._apply(convert)

@@ -1,0 +1,250 @@
+"""Reading the checkpoints PyTorch's ``torch.save`` writes (its zip format: ``<name>/data.pkl``
+and one ``<name>/data/<key>`` file per storage), so that ``ember.load`` opens a ``.pt``/``.pth``
+file from a PyTorch run: state dicts, optimizer states, nested containers of tensors, numbers and
+strings.
+
+The object tree is a pickle, read here with an unpickler that can build nothing but what such a
+file needs, as PyTorch's own ``weights_only=True`` loader does: ``find_class`` answers only a
+fixed list of names (the tensor and parameter rebuild functions, the storage types, dtypes,
+``torch.Size``, ``torch.device``, ``OrderedDict``, ``_codecs.encode`` for bytes, NumPy's array
+and scalar reconstructors), each mapped to ember or NumPy code; any other global (a pickled class, a function) is refused with
+``pickle.UnpicklingError``. So loading a file never imports or runs code named by the file.
+Whole pickled modules (``torch.save(model)``) therefore do not load; save the ``state_dict()``.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import math
+import pickle
+import sys
+import zipfile
+from typing import Any, Callable
+
+from ember import _C
+from ember._C import Tensor
+
+# the storage classes' names -> ember dtype names
+_STORAGE_DTYPES = {
+    "FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
+    "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
+    "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
+    "BoolStorage": "bool", "UntypedStorage": "uint8",
+}
+_DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+                "uint8", "bool", "float", "double", "half", "long", "int", "short")
+
+
+class _StorageType:
+    """Stands for a torch storage class in the pickle: only its dtype matters."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.dtype = _STORAGE_DTYPES[name]
+
+
+class _Storage:
+    """A storage read from the archive: its bytes as a 1-d uint8 tensor, and where it was."""
+
+    def __init__(self, raw: Tensor, dtype: str, location: str) -> None:
+        self.raw, self.dtype, self.location = raw, dtype, location
+
+
+def _dtype(name: str) -> Any:
+    import ember
+
+    return getattr(ember, name)
+
+
+class _Loader:
+    def __init__(self, zf: zipfile.ZipFile, prefix: str, name: str, map_location: Any) -> None:
+        self.zf, self.prefix, self.name = zf, prefix, name
+        self.map_location = map_location
+        self.storages: dict[str, _Storage] = {}
+        order = f"{prefix}byteorder"
+        self.byteorder = zf.read(order).decode() if order in zf.namelist() else "little"
+        if self.byteorder not in ("little", "big"):
+            raise self.error(f"unknown byte order {self.byteorder!r}")
+
+    def error(self, what: str) -> Exception:
+        from ember.serialization import CheckpointError
+
+        return CheckpointError(f"{self.name}: {what}")
+
+    # ---- the pickle's hooks ----------------------------------------------------------------
+    def persistent_load(self, saved_id: Any) -> _Storage:
+        if not (isinstance(saved_id, tuple) and len(saved_id) == 5 and saved_id[0] == "storage"):
+            raise pickle.UnpicklingError(f"{self.name}: unsupported persistent id {saved_id!r} "
+                                         "(only storages are expected)")
+        _, stype, key, location, numel = saved_id
+        if not isinstance(stype, _StorageType):
+            raise pickle.UnpicklingError(f"{self.name}: storage of unknown type {stype!r}")
+        key = str(key)
+        if key not in self.storages:
+            self.storages[key] = _Storage(self.read_storage(key, stype.dtype), stype.dtype,
+                                          str(location))
+        return self.storages[key]
+
+    def read_storage(self, key: str, dtype: str) -> Tensor:
+        import ember
+
+        member = f"{self.prefix}data/{key}"
+        try:
+            data = self.zf.read(member)
+        except KeyError:
+            raise self.error(f"the archive lacks the storage file {member!r}") from None
+        raw = ember.empty(len(data), dtype=ember.uint8)
+        if data:
+            memoryview(raw)[:] = data
+        itemsize = _C.empty(0, dtype=_dtype(dtype)).itemsize
+        if len(data) % itemsize:
+            raise self.error(f"storage {key} has {len(data)} bytes, not a multiple of the "
+                             f"{dtype} item size {itemsize}")
+        if self.byteorder != sys.byteorder and itemsize > 1 and data:
+            raw = raw.view(-1, itemsize).flip(1).reshape(-1).clone()
+        return raw
+
+    def rebuild_tensor(self, storage: _Storage, offset: int, size: Any, stride: Any,
+                       requires_grad: bool = False, backward_hooks: Any = None,
+                       metadata: Any = None) -> Tensor:
+        if not isinstance(storage, _Storage):
+            raise pickle.UnpicklingError(f"{self.name}: a tensor without a storage")
+        dtype = _dtype(storage.dtype)
+        raw = storage.raw
+        size, stride = [int(s) for s in size], [int(s) for s in stride]
+        n = raw.numel() // _C.empty(0, dtype=dtype).itemsize
+        if math.prod(size):
+            last = int(offset) + sum((a - 1) * b for a, b in zip(size, stride))
+            if int(offset) < 0 or last >= n or any(s < 0 for s in stride):
+                raise self.error(f"a tensor of shape {size} (strides {stride}, offset {offset}) "
+                                 f"reaches past its storage of {n} {storage.dtype} elements")
+        base = raw.view(dtype) if raw.numel() else _C.empty(0, dtype=dtype)
+        if storage.dtype == "bool" and raw.numel() and int(raw.max().item()) > 1:
+            base = raw.ne(0)  # any nonzero byte reads as True
+        t = base.as_strided(size, stride, int(offset) if math.prod(size) else 0)
+        t = self.place(t, storage.location)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+
+    def place(self, t: Tensor, location: str) -> Tensor:
+        import ember
+
+        ml = self.map_location
+        if callable(ml) and not isinstance(ml, (str, dict, ember.device)):
+            placed = ml(t, location)
+            if placed is not None:
+                return placed if isinstance(placed, Tensor) else t
+            target = location
+        elif ml is None:
+            target = location
+        elif isinstance(ml, dict):
+            target = str(ml.get(location, location))
+        else:
+            target = str(ml)
+        if target == "cpu":
+            return t
+        if target.startswith("cuda") and not ember.cuda.is_available():
+            raise RuntimeError(
+                f"Attempting to deserialize object on a CUDA device ('{target}') but "
+                "ember.cuda.is_available() is False. If you are running on a CPU-only machine, "
+                "please use ember.load with map_location=ember.device('cpu') to map your "
+                f"storages to the CPU (loading {self.name})")
+        return t.to(ember.device(target))
+
+    @staticmethod
+    def rebuild_parameter(data: Tensor, requires_grad: bool, backward_hooks: Any,
+                          state: Any = None) -> Any:
+        from ember.nn import Parameter
+
+        return Parameter(data, requires_grad=requires_grad)
+
+    def find(self, module: str, name: str) -> Any:
+        import ember
+
+        full = f"{module}.{name}"
+        table: dict[str, Callable[..., Any] | Any] = {
+            "torch._utils._rebuild_tensor_v2": self.rebuild_tensor,
+            "torch._utils._rebuild_parameter": self.rebuild_parameter,
+            "torch._utils._rebuild_parameter_with_state": self.rebuild_parameter,
+            "collections.OrderedDict": collections.OrderedDict,
+            "torch.Size": lambda *a: ember.Size(*a),
+            "torch.device": ember.device,
+            "builtins.set": set, "builtins.frozenset": frozenset, "builtins.complex": complex,
+            "builtins.slice": slice, "builtins.range": range, "builtins.bytearray": bytearray,
+            "_codecs.encode": lambda s, enc="utf-8": s.encode(enc),
+        }
+        if full in table:
+            return table[full]
+        numpy_global = _numpy_global(module, name)
+        if numpy_global is not None:
+            return numpy_global
+        if module in ("torch", "torch.storage") and name in _STORAGE_DTYPES:
+            return _StorageType(name)
+        if module == "torch" and name in _DTYPE_NAMES:
+            return _dtype(name)
+        raise pickle.UnpicklingError(
+            f"{self.name}: this PyTorch checkpoint needs the global {full}, which ember does not "
+            "load (only tensors, parameters, containers, numbers and strings load: objects such "
+            "as whole pickled modules would run code from the file). Save the model's "
+            "state_dict() instead")
+
+    def load(self, pickle_load_args: dict) -> Any:
+        loader = self
+
+        class _Unpickler(pickle.Unpickler):
+            def find_class(self, module: str, name: str) -> Any:
+                return loader.find(module, name)
+
+            def persistent_load(self, pid: Any) -> Any:
+                return loader.persistent_load(pid)
+
+        data = self.zf.read(f"{self.prefix}data.pkl")
+        return _Unpickler(io.BytesIO(data), **pickle_load_args).load()
+
+
+def _numpy_global(module: str, name: str) -> Any:
+    """NumPy's array and scalar reconstructors (training scripts save numpy floats and arrays
+    in their checkpoints); their payloads are plain data."""
+    if module in ("numpy", "numpy.core.multiarray", "numpy._core.multiarray") or \
+            module.startswith(("numpy.dtypes",)):
+        import numpy as np
+
+        allowed = {"dtype": np.dtype, "ndarray": np.ndarray}
+        if name in allowed:
+            return allowed[name]
+        if name in ("scalar", "_reconstruct"):
+            core = getattr(np, "_core", None) or np.core
+            return getattr(core.multiarray, name)
+        if module.startswith("numpy.dtypes") and name.endswith("DType"):
+            return getattr(np.dtypes, name)
+    return None
+
+
+def is_torch_zip(data: bytes) -> bool:
+    """Whether data is a zip archive (PyTorch's format starts like any zip file)."""
+    return data[:4] == b"PK\x03\x04"
+
+
+def load_torch_zip(data: bytes, name: str, map_location: Any, pickle_load_args: dict) -> Any:
+    """The object a PyTorch zip checkpoint holds (see the module docstring)."""
+    from ember.serialization import CheckpointError
+
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        names = zf.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise CheckpointError(f"{name}: a zip-based (pickle-based PyTorch) checkpoint that is "
+                              f"truncated or corrupt ({exc})") from None
+    pkls = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
+    if len(pkls) != 1:
+        raise CheckpointError(f"{name}: a zip archive but not a PyTorch checkpoint (expected one "
+                              f"<name>/data.pkl, found {len(pkls)})")
+    loader = _Loader(zf, pkls[0][:-len("data.pkl")], name, map_location)
+    try:
+        return loader.load(pickle_load_args)
+    except (EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, pickle.UnpicklingError) and "needs the global" in str(exc):
+            raise
+        raise CheckpointError(f"{name}: corrupt PyTorch checkpoint ({exc})") from None
