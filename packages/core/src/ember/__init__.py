@@ -59,6 +59,9 @@ from ember import _foreach  # noqa: F401,E402  (ember._foreach_add_ and the othe
 from ember import _compat_ops  # noqa: E402  (diag, cartesian_prod, logaddexp, cov, ...)
 
 _compat_ops.install(globals())
+from ember import linalg as _linalg  # noqa: E402  (inverse, det, svd, ... and their methods)
+
+_linalg._install(globals())
 
 try:
     from ember._version import version as __version__
