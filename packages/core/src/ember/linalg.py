@@ -409,10 +409,17 @@ def _dtype_name(dtype: Any) -> str:
     return _TORCH_DTYPE_NAMES.get(name, name)
 
 
-def _rt(name: str, fields: Sequence[str], values: Sequence[Any]) -> Any:
-    from ember import return_types
+_RETURN_TYPES: dict[str, type] = {}
 
-    return return_types._make(name, fields)(*values)
+
+def _rt(name: str, fields: Sequence[str], values: Sequence[Any]) -> Any:
+    """The named tuple ``ember.return_types.<name>`` of ``values``."""
+    cls = _RETURN_TYPES.get(name)
+    if cls is None:
+        from ember import return_types
+
+        cls = _RETURN_TYPES[name] = return_types._make(name, fields)
+    return cls(*values)
 
 
 def _check_matrix(op: str, A: Tensor, name: str = "A", square: bool = False) -> None:
@@ -442,13 +449,11 @@ def _first_failure(info: Tensor) -> tuple[str, int] | None:
     on the meta device, where there are no values)."""
     if info.device.type == "meta" or info.numel() == 0:
         return None
-    flat = info.reshape(-1)
-    bad = flat.ne(0)
-    if not bool(bad.any().item()):
+    values = (info if info.device.type == "cpu" else info.cpu()).numpy().reshape(-1)
+    if not values.any():
         return None
-    values = flat.tolist()
-    b = next(i for i, v in enumerate(values) if v != 0)
-    return (f"(Batch element {b}): " if info.ndim > 0 else ""), values[b]
+    b = int(values.nonzero()[0][0])
+    return (f"(Batch element {b}): " if info.ndim > 0 else ""), int(values[b])
 
 
 def _out(r: Tensor, out: Tensor | None) -> Tensor:

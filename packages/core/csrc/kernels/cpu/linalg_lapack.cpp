@@ -159,21 +159,28 @@ Tensor zeros_int(const DimVector& sizes, Device dev) {
   return t;
 }
 
-// Runs f(b) for every batch element b: over ember's threads when there are many small
-// matrices (OpenBLAS then stays on the calling thread), else one after the other so that
-// OpenBLAS may thread each factorization.
+// Runs f(begin, end) over chunks of the batch elements [0, count): over ember's threads when
+// there are many small matrices (OpenBLAS then stays on the calling thread), else as one chunk
+// so that OpenBLAS may thread each factorization. A chunk queries LAPACK's workspace once for
+// all its matrices (they share one size).
 template <class F>
-void for_each_matrix(int64_t count, int64_t n, F f) {
+void for_each_chunk(int64_t count, int64_t n, F f) {
   if (count > 1 && n <= 128 && get_num_threads() > 1) {
     int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * n));
     SerialBlasScope serial;
-    parallel_for(0, count, grain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) f(i);
-    });
+    parallel_for(0, count, grain, f);
     return;
   }
   sync_blas_threads();
-  for (int64_t i = 0; i < count; ++i) f(i);
+  if (count > 0) f(0, count);
+}
+
+// f(b) for every batch element b, as for_each_chunk.
+template <class F>
+void for_each_matrix(int64_t count, int64_t n, F f) {
+  for_each_chunk(count, n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
 }
 
 // ---- LU ----------------------------------------------------------------------------------------
@@ -376,35 +383,39 @@ void svd_batch(const Tensor& a_t, const Tensor& s_t, const Tensor& u_t, const Te
   T* vt = uv ? vh_t->data_as<T>() : nullptr;
   int32_t* info = info_t->data_as<int32_t>();
   const char jobz = !uv ? 'N' : (full ? 'A' : 'S');
-  for_each_matrix(count, std::max(m, n), [&](int64_t b) {
-    T* ab = a + b * m * n;
-    T* ub = uv ? u + b * m * ucols : nullptr;
-    T* vb = uv ? vt + b * vrows * n : nullptr;
-    if (k == 0) {  // an empty matrix: no singular values, identity singular vectors
-      if (uv) {
-        set_eye(ub, m, ucols);
-        set_eye(vb, vrows, n);
-      }
-      return;
-    }
-    if (!all_finite(ab, m * n)) {  // LAPACK's result on NaN/inf is undefined: report it
-      info[b] = -1;
-      std::fill_n(s + b * k, k, std::numeric_limits<T>::quiet_NaN());
-      if (uv) {
-        std::fill_n(ub, m * ucols, std::numeric_limits<T>::quiet_NaN());
-        std::fill_n(vb, vrows * n, std::numeric_limits<T>::quiet_NaN());
-      }
-      return;
-    }
-    std::vector<lint> iwork(8 * k);
-    T query = 0;
+  for_each_chunk(count, std::max(m, n), [&](int64_t begin, int64_t end) {
+    std::vector<lint> iwork(std::max<int64_t>(1, 8 * k));
+    std::vector<T> work;
     T dummy = 0;
-    Lapack<T>::gesdd(jobz, lint(m), lint(n), ab, ld(m), s + b * k, uv ? ub : &dummy, ld(m),
-                     uv ? vb : &dummy, ld(vrows), &query, -1, iwork.data());
-    std::vector<T> work(work_size(query));
-    info[b] =
-        Lapack<T>::gesdd(jobz, lint(m), lint(n), ab, ld(m), s + b * k, uv ? ub : &dummy, ld(m),
-                         uv ? vb : &dummy, ld(vrows), work.data(), lint(work.size()), iwork.data());
+    for (int64_t b = begin; b < end; ++b) {
+      T* ab = a + b * m * n;
+      T* ub = uv ? u + b * m * ucols : &dummy;
+      T* vb = uv ? vt + b * vrows * n : &dummy;
+      if (k == 0) {  // an empty matrix: no singular values, identity singular vectors
+        if (uv) {
+          set_eye(ub, m, ucols);
+          set_eye(vb, vrows, n);
+        }
+        continue;
+      }
+      if (!all_finite(ab, m * n)) {  // LAPACK's result on NaN/inf is undefined: report it
+        info[b] = -1;
+        std::fill_n(s + b * k, k, std::numeric_limits<T>::quiet_NaN());
+        if (uv) {
+          std::fill_n(ub, m * ucols, std::numeric_limits<T>::quiet_NaN());
+          std::fill_n(vb, vrows * n, std::numeric_limits<T>::quiet_NaN());
+        }
+        continue;
+      }
+      if (work.empty()) {
+        T query = 0;
+        Lapack<T>::gesdd(jobz, lint(m), lint(n), ab, ld(m), s + b * k, ub, ld(m), vb, ld(vrows),
+                         &query, -1, iwork.data());
+        work.resize(work_size(query));
+      }
+      info[b] = Lapack<T>::gesdd(jobz, lint(m), lint(n), ab, ld(m), s + b * k, ub, ld(m), vb,
+                                 ld(vrows), work.data(), lint(work.size()), iwork.data());
+    }
   });
 }
 
@@ -456,15 +467,16 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::stri
     T* a = v->data_as<T>();
     T* wp = w->data_as<T>();
     int32_t* inf = info->data_as<int32_t>();
-    for_each_matrix(count_of(batch), n, [&](int64_t b) {
+    for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
       T query = 0;
       lint iquery = 0;
-      Lapack<T>::syevd(jobz, uplo, lint(n), a + b * n * n, ld(n), wp + b * n, &query, -1, &iquery,
-                       -1);
+      Lapack<T>::syevd(jobz, uplo, lint(n), a + begin * n * n, ld(n), wp + begin * n, &query, -1,
+                       &iquery, -1);
       std::vector<T> work(work_size(query));
       std::vector<lint> iwork(std::max<lint>(1, iquery));
-      inf[b] = Lapack<T>::syevd(jobz, uplo, lint(n), a + b * n * n, ld(n), wp + b * n, work.data(),
-                                lint(work.size()), iwork.data(), lint(iwork.size()));
+      for (int64_t b = begin; b < end; ++b)
+        inf[b] = Lapack<T>::syevd(jobz, uplo, lint(n), a + b * n * n, ld(n), wp + b * n,
+                                  work.data(), lint(work.size()), iwork.data(), lint(iwork.size()));
     });
   });
   return {fresh(w), compute_v ? fresh(v) : vecs, info};
@@ -491,28 +503,29 @@ std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) 
     T* ap = a->data_as<T>();
     T* rp = r->data_as<T>();
     T* qp = want_q ? q->data_as<T>() : nullptr;
-    for_each_matrix(count_of(batch), std::max(m, n), [&](int64_t b) {
-      T* ab = ap + b * m * n;
+    for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
       std::vector<T> tau(std::max<int64_t>(1, k));
-      if (k > 0) {
-        T query = 0;
-        Lapack<T>::geqrf(lint(m), lint(n), ab, ld(m), tau.data(), &query, -1);
-        std::vector<T> work(work_size(query));
-        Lapack<T>::geqrf(lint(m), lint(n), ab, ld(m), tau.data(), work.data(), lint(work.size()));
+      // one workspace for both routines, sized by their queries
+      T q1 = 0, q2 = 0;
+      if (k > 0) Lapack<T>::geqrf(lint(m), lint(n), ap, ld(m), tau.data(), &q1, -1);
+      if (want_q && m > 0 && qcols > 0)
+        Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qp, ld(m), tau.data(), &q2, -1);
+      std::vector<T> work(std::max(work_size(q1), work_size(q2)));
+      for (int64_t b = begin; b < end; ++b) {
+        T* ab = ap + b * m * n;
+        if (k > 0)
+          Lapack<T>::geqrf(lint(m), lint(n), ab, ld(m), tau.data(), work.data(), lint(work.size()));
+        T* rb = rp + b * rrows * n;
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < rrows; ++i) rb[j * rrows + i] = i <= j ? ab[j * m + i] : T(0);
+        if (!want_q || m == 0) continue;
+        T* qb = qp + b * m * qcols;
+        for (int64_t j = 0; j < qcols; ++j)
+          for (int64_t i = 0; i < m; ++i) qb[j * m + i] = j < n ? ab[j * m + i] : T(0);
+        if (qcols > 0)
+          Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qb, ld(m), tau.data(), work.data(),
+                           lint(work.size()));
       }
-      T* rb = rp + b * rrows * n;
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < rrows; ++i) rb[j * rrows + i] = i <= j ? ab[j * m + i] : T(0);
-      if (!want_q || m == 0) return;
-      T* qb = qp + b * m * qcols;
-      for (int64_t j = 0; j < qcols; ++j)
-        for (int64_t i = 0; i < m; ++i) qb[j * m + i] = j < n ? ab[j * m + i] : T(0);
-      if (qcols == 0) return;
-      T query = 0;
-      Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qb, ld(m), tau.data(), &query, -1);
-      std::vector<T> work(work_size(query));
-      Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qb, ld(m), tau.data(), work.data(),
-                       lint(work.size()));
     });
   });
   return {want_q ? fresh(q) : q, fresh(r)};
