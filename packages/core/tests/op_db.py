@@ -574,6 +574,8 @@ SAMPLES: dict[str, list[Callable[[], tuple[list, dict]]]] = {
     "_linalg_eigh": [lambda: ([_spd(2, 3)], {})],
     "_linalg_qr": [lambda: ([randn(2, 4, 3)], {}), lambda: ([randn(3, 5), "complete"], {})],
     "_linalg_lstsq": [lambda: ([randn(2, 5, 3), randn(5, 2)], {"driver": "gelsd"})],
+    "_linalg_cholesky_ex": [lambda: ([_spd(2, 3)], {}), lambda: ([_spd(3), True], {})],
+    "_linalg_solve_triangular": [lambda: ([_spd(2, 3), randn(3, 2), True], {})],
     "layer_norm": [lambda: ([randn(2, 3, 4), [4]], {})],
     "group_norm": [lambda: ([randn(2, 4, 3), 2], {})],
     "batch_norm": [lambda: ([randn(4, 3, 5), randn(3), ember.rand(3) + 0.5, None, None, True,

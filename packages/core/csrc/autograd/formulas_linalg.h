@@ -6,9 +6,11 @@
 // cases that reach them (svdvals of a rank-deficient matrix, eigvalsh with repeated
 // eigenvalues), and with a nonzero one the derivative does not exist anyway.
 #pragma once
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "autograd/formulas_base.h"
@@ -51,16 +53,97 @@ inline bool host_flag(const Tensor& t) {
   return *c->data_as<bool>();
 }
 
-[[noreturn]] inline Tensor no_derivative(const char* op, const char* input) {
-  EMBER_FAIL(NotImplemented, "the derivative of ", op, " with respect to ", input,
-             " is not implemented");
-}
-
 // solve: X = A^-1 B. dB = A^-T g, dA = -dB X^T.
 inline Tensor linalg_solve_backward(const Tensor& grad, const Tensor& A, const Tensor& X,
                                     bool wrt_A) {
   Tensor gB = lsolve(mT(A), grad);
   return wrt_A ? neg(mmul(gB, mT(X))) : gB;
+}
+
+// Rows of x (*, n, c) permuted by the row interchanges of an LU factorization (pivots (*, k),
+// 1-based, as getrf gives them; A = P L U): P x when `apply_p`, else P^T x.
+inline Tensor permute_rows(const Tensor& x, const Tensor& pivots, bool apply_p) {
+  const int64_t n = x->size(x->dim() - 2), c = x->size(x->dim() - 1);
+  const int64_t k = pivots->size(pivots->dim() - 1);
+  if (x->device().is_meta() || x->numel() == 0) return x;
+  Tensor piv =
+      pivots->device().is_cpu() ? pivots : ops::_to_copy(pivots, std::nullopt, cpu_device(), false);
+  DimVector psizes(x->sizes().begin(), x->sizes().end() - 2);
+  psizes.push_back(k);
+  piv = ops::contiguous(ops::expand(ops::_to_dtype(piv, ScalarType::Int64, false), psizes));
+  DimVector sizes = x->sizes();
+  Tensor index = ember::empty(sizes, ScalarType::Int64, cpu_device());
+  const int64_t* p = piv->data_as<int64_t>();
+  int64_t* out = index->data_as<int64_t>();
+  std::vector<int64_t> perm(n), inv(n);
+  const int64_t xcount = index->numel() / (n * c);
+  for (int64_t b = 0; b < xcount; ++b) {
+    for (int64_t i = 0; i < n; ++i) perm[i] = i;
+    for (int64_t i = 0; i < k; ++i) std::swap(perm[i], perm[p[b * k + i] - 1]);
+    // A[perm[i]] = (L U)[i]: (P y)[perm[i]] = y[i], (P^T y)[i] = y[perm[i]]
+    for (int64_t i = 0; i < n; ++i) inv[perm[i]] = i;
+    const std::vector<int64_t>& src = apply_p ? inv : perm;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j) out[(b * n + i) * c + j] = src[i];
+  }
+  if (!x->device().is_cpu()) index = ops::_to_copy(index, std::nullopt, x->device(), false);
+  return ops::gather(x, -2, index, false, Tensor());
+}
+
+// lu_factor (square A = P L U, LU = L - I + U): with gL, gU the strictly lower and upper parts
+// of the gradient, gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T.
+inline Tensor linalg_lu_factor_backward(const Tensor& grad, const Tensor& LU,
+                                        const Tensor& pivots) {
+  const int64_t m = LU->size(LU->dim() - 2), n = LU->size(LU->dim() - 1);
+  if (m != n)
+    EMBER_FAIL(NotImplemented, "the derivative of linalg.lu_factor is implemented for square ",
+               "matrices only, got ", m, " by ", n, " matrices");
+  if (LU->numel() == 0) return ops::zeros_like(LU, std::nullopt, std::nullopt);
+  Tensor L = add(ops::tril(LU, -1, Tensor()), eye_of(LU, n));
+  Tensor U = ops::triu(LU, 0, Tensor());
+  Tensor phi = add(ops::tril(mmul(mT(L), ops::tril(grad, -1, Tensor())), -1, Tensor()),
+                   ops::triu(mmul(ops::triu(grad, 0, Tensor()), mT(U)), 0, Tensor()));
+  Tensor x = lsolve(mT(L), phi);
+  x = mT(lsolve(U, mT(x)));
+  return permute_rows(x, pivots, true);
+}
+
+// lu_solve's derivative with respect to LU: gA of X = A^-1 B (A^-T B with trans) taken back
+// through A = P L U: gLU = tril(P^T gA U^T, -1) + triu(L^T P^T gA).
+inline Tensor lu_solve_backward_LU(const Tensor& grad, const Tensor& LU, const Tensor& pivots,
+                                   const Tensor& X, bool trans) {
+  const int64_t n = LU->size(LU->dim() - 1);
+  Tensor Y = ops::_lu_solve(LU, pivots, grad, !trans);  // A^-T gX (A^-1 gX with trans)
+  Tensor gA = trans ? neg(mmul(X, mT(Y))) : neg(mmul(Y, mT(X)));
+  Tensor L = add(ops::tril(LU, -1, Tensor()), eye_of(LU, n));
+  Tensor U = ops::triu(LU, 0, Tensor());
+  Tensor pg = permute_rows(gA, pivots, false);
+  return add(ops::tril(mmul(pg, mT(U)), -1, Tensor()), ops::triu(mmul(mT(L), pg), 0, Tensor()));
+}
+
+// Cholesky A = L L^T (U^T U with upper): with Phi(M) = tril(M) with its diagonal halved,
+// S = L^-T Phi(L^T gL) L^-1 and gA = (S + S^T) / 2 (A's two triangles share each entry).
+inline Tensor linalg_cholesky_backward(const Tensor& grad, const Tensor& factor, bool upper) {
+  if (factor->numel() == 0) return ops::zeros_like(factor, std::nullopt, std::nullopt);
+  Tensor L = upper ? mT(factor) : factor;
+  Tensor gL = ops::tril(upper ? mT(grad) : grad, 0, Tensor());
+  Tensor M = mmul(mT(L), gL);
+  Tensor phi =
+      sub(ops::tril(M, 0, Tensor()), mul(diag_of(ops::diagonal(M, 0, -2, -1)), Scalar(0.5)));
+  Tensor S = ops::_linalg_solve_triangular(mT(L), phi, true, false);  // L^-T phi
+  S = mT(ops::_linalg_solve_triangular(mT(L), mT(S), true, false));   // (L^-T S^T)^T = S L^-1
+  return mul(add(S, mT(S)), Scalar(0.5));
+}
+
+// Triangular solve X = A^-1 B: gB = A^-T gX, gA = -gB X^T on A's triangle (strictly, for a
+// unit diagonal).
+inline Tensor linalg_solve_triangular_backward(const Tensor& grad, const Tensor& A, const Tensor& X,
+                                               bool upper, bool unitriangular, bool wrt_A) {
+  Tensor gB = ops::_linalg_solve_triangular(mT(A), grad, !upper, unitriangular);
+  if (!wrt_A) return gB;
+  Tensor g = neg(mmul(gB, mT(X)));
+  const int64_t d = unitriangular ? 1 : 0;
+  return upper ? ops::triu(g, d, Tensor()) : ops::tril(g, -d, Tensor());
 }
 
 inline Tensor lu_solve_backward_B(const Tensor& grad, const Tensor& LU, const Tensor& pivots,

@@ -3,13 +3,14 @@
 The factorizations run on LAPACK on the CPU (OpenBLAS's, ``csrc/kernels/cpu/linalg_lapack.cpp``),
 batched over the leading dims, with derivatives: ``inv``/``inv_ex``, ``solve``/``solve_ex``,
 ``det``, ``slogdet``, ``svd``/``svdvals``, ``qr``, ``eigh``/``eigvalsh``, ``lstsq``,
-``lu_factor``/``lu_factor_ex``/``lu``/``lu_solve``, ``pinv``, ``matrix_rank``, ``cond``,
-``tensorinv``/``tensorsolve``, ``cholesky_ex`` and ``matrix_power`` (negative powers too). Then
-the rest: vector and matrix norms (``'nuc'`` and 2 / -2 through the SVD), cross and dot
-products, matmul, diagonal, multi_dot, vander, cholesky and solve_triangular. A value-dependent
-failure (a singular matrix for inv or solve, no convergence) raises :class:`LinAlgError` with
-PyTorch's message. Not available: ``eig``/``eigvals`` (their results are complex and ember
-has no complex dtypes), ``matrix_exp``, ``householder_product`` and the LDL functions
+``lu_factor``/``lu_factor_ex``/``lu``/``lu_solve``, ``cholesky``/``cholesky_ex``,
+``solve_triangular``, and on top of them ``pinv``, ``matrix_rank``, ``cond``,
+``tensorinv``/``tensorsolve`` and ``matrix_power`` (negative powers too). Then the rest: vector
+and matrix norms (``'nuc'`` and 2 / -2 through the SVD), cross and dot products, matmul,
+diagonal, multi_dot, vander and ``matrix_exp`` (Pade approximation with scaling and squaring).
+A value-dependent failure (a singular matrix for inv or solve, no convergence) raises
+:class:`LinAlgError` with PyTorch's message. Not available: ``eig``/``eigvals`` (their results
+are complex and ember has no complex dtypes), ``householder_product`` and the LDL functions
 (``ldl_factor``, ``ldl_factor_ex``, ``ldl_solve``); asking for one raises an AttributeError
 that says so. Only CPU (and meta) tensors have factorization kernels.
 
@@ -32,7 +33,7 @@ __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "vecdot", "matmul", "d
            "multi_dot", "matrix_power", "vander", "cholesky", "cholesky_ex", "solve_triangular",
            "LinAlgError", "inv", "inv_ex", "solve", "solve_ex", "det", "slogdet", "svd",
            "svdvals", "qr", "eigh", "eigvalsh", "lstsq", "lu_factor", "lu_factor_ex", "lu",
-           "lu_solve", "pinv", "matrix_rank", "cond", "tensorinv", "tensorsolve"]
+           "lu_solve", "pinv", "matrix_rank", "cond", "tensorinv", "tensorsolve", "matrix_exp"]
 
 
 class LinAlgError(RuntimeError):
@@ -44,7 +45,6 @@ class LinAlgError(RuntimeError):
 _MISSING = {
     "eig": "its results are complex and ember has no complex dtypes",
     "eigvals": "its results are complex and ember has no complex dtypes",
-    "matrix_exp": "ember has no matrix exponential yet",
     "householder_product": "ember has no Householder product yet",
     "ldl_factor": "ember has no LDL factorization yet",
     "ldl_factor_ex": "ember has no LDL factorization yet",
@@ -327,74 +327,53 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
 def cholesky(A: Tensor, *, upper: bool = False, out: Tensor | None = None) -> Tensor:
     """The Cholesky factor of a (batch of) symmetric positive-definite matrices: lower L with
     ``L @ L.mT == A`` from A's lower triangle (or upper ``U = L.mT`` from its upper triangle
-    with ``upper=True``); differentiable. Raises
-    LinAlgError for a matrix that is not positive definite.
+    with ``upper=True``); LAPACK's potrf, differentiable (the gradient is symmetric: A's two
+    triangles share each off-diagonal entry). Raises LinAlgError for a matrix that is not
+    positive definite.
 
     >>> import ember
     >>> ember.linalg.cholesky(ember.tensor([[4.0, 2.0], [2.0, 5.0]])).tolist()
     [[2.0, 0.0], [1.0, 2.0]]
     """
-    from ember.distributions import _linalg
+    L, info = cholesky_ex(A, upper=upper)
+    _raise_cholesky(info)
+    return _out(L, out)
 
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"linalg.cholesky: A must be batches of square matrices, got shape "
-                           f"{tuple(A.shape)}")
-    # PyTorch reads one triangle only (the lower, or the upper for upper=True), and gives
-    # the symmetric gradient (A's two triangles share each off-diagonal entry's gradient)
-    part = A.triu() if upper else A.tril()
-    values = part + part.mT - A.diagonal(0, -2, -1).diag_embed()
-    half = (A + A.mT) * 0.5
-    sym = half + (values - half).detach()
-    try:
-        r = _linalg.cholesky(sym)
-    except ValueError:
-        raise LinAlgError("linalg.cholesky: The factorization could not be completed because "
-                          "the input is not positive-definite") from None
-    r = r.mT if upper else r
-    if out is not None:
-        out.copy_(r)
-        return out
-    return r
+
+def _raise_cholesky(info: Tensor) -> None:
+    bad = _first_failure(info)
+    if bad is not None:
+        raise LinAlgError(f"linalg.cholesky: {bad[0]}The factorization could not be completed "
+                          f"because the input is not positive-definite (the leading minor of "
+                          f"order {bad[1]} is not positive-definite).")
 
 
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
                      unitriangular: bool = False, out: Tensor | None = None) -> Tensor:
     """The solution X of ``A @ X = B`` (``X @ A = B`` with ``left=False``) for triangular A
     (only its ``upper`` or lower triangle is read; ``unitriangular`` takes its diagonal as
-    ones); batch dims broadcast; differentiable.
+    ones); batch dims broadcast; BLAS's trsm, differentiable.
 
     >>> import ember
     >>> a = ember.tensor([[2.0, 1.0], [0.0, 1.0]])
     >>> ember.linalg.solve_triangular(a, ember.tensor([[3.0], [1.0]]), upper=True).tolist()
     [[1.0], [1.0]]
     """
-    from ember.distributions import _linalg
-
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"linalg.solve_triangular: A must be batches of square matrices, "
-                           f"got shape {tuple(A.shape)}")
-    if B.ndim < 2:
-        raise RuntimeError(f"linalg.solve_triangular: B must have at least 2 dimensions, got "
-                           f"shape {tuple(B.shape)}")
+    op = "linalg.solve_triangular"
+    _check_matrix(op, A, square=True)
+    if not isinstance(B, Tensor) or B.ndim < 2:
+        raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape "
+                           f"{tuple(B.shape) if isinstance(B, Tensor) else type(B).__name__}")
+    _check_same_dtype(op, A, B)
     n = A.shape[-1]
-    tri = A.triu() if upper else A.tril()
-    if unitriangular:
-        eye = _C.eye(n, dtype=A.dtype, device=A.device)
-        tri = tri * (1 - eye) + eye
-    if not left:  # X A = B  <=>  A^T X^T = B^T, and A^T is triangular the other way
-        tri, B, upper = tri.mT, B.mT, not upper
-    if B.shape[-2] != n:
-        raise RuntimeError(f"linalg.solve_triangular: incompatible shapes of A "
-                           f"{tuple(A.shape)} and B {tuple(B.shape)}")
-    if upper:  # reversing rows and columns turns an upper triangle into a lower one
-        x = _linalg.solve_triangular(tri.flip([-2, -1]), B.flip([-2])).flip([-2])
-    else:
-        x = _linalg.solve_triangular(tri, B)
-    r = x.mT if not left else x
-    if out is not None:
-        out.copy_(r)
-        return out
-    return r
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError(f"{op}: incompatible shapes of A {tuple(A.shape)} and B "
+                           f"{tuple(B.shape)}")
+    if left:
+        r = _C._linalg_solve_triangular(A, B, upper, unitriangular)
+    else:  # X A = B  <=>  A^T X^T = B^T, and A^T is triangular the other way
+        r = _C._linalg_solve_triangular(A.mT, B.mT, not upper, unitriangular).mT
+    return _out(r, out)
 
 
 # ---- factorizations (LAPACK kernels: ember._C._linalg_*) -----------------------------------
@@ -457,8 +436,11 @@ def _first_failure(info: Tensor) -> tuple[str, int] | None:
 
 
 def _out(r: Tensor, out: Tensor | None) -> Tensor:
+    """r, or r copied into ``out`` (which must have r's shape: ember cannot resize tensors)."""
     if out is not None:
-        out.resize_(r.shape)
+        if tuple(out.shape) != tuple(r.shape):
+            raise RuntimeError(f"Expected out tensor to have shape {tuple(r.shape)}, but got "
+                               f"{tuple(out.shape)} instead")
         out.copy_(r)
         return out
     return r
@@ -814,7 +796,7 @@ def _raise_lu(info: Tensor, op: str) -> None:
 
 def lu_factor(A: Tensor, *, pivot: bool = True, out: Any = None) -> Any:
     """``(LU, pivots)`` of :func:`lu_factor_ex`; an exactly singular matrix raises (its U has a
-    zero on the diagonal, which lu_solve would divide by). Not differentiable yet.
+    zero on the diagonal, which lu_solve would divide by). Differentiable for square A.
 
     >>> import ember
     >>> LU, piv = ember.linalg.lu_factor(ember.tensor([[1.0, 2.0], [3.0, 4.0]]))
@@ -870,7 +852,7 @@ def _unpack(LU: Tensor, pivots: Tensor, unpack_data: bool = True,
 def lu(A: Tensor, *, pivot: bool = True, out: Any = None) -> Any:
     """``(P, L, U)`` with ``A = P @ L @ U``: the LU factorization with partial pivoting of
     (a batch of) m x n matrices, P a permutation, L m x k unit lower and U k x n upper
-    triangular (k = min(m, n)). Not differentiable yet.
+    triangular (k = min(m, n)). Differentiable for square A.
 
     >>> import ember
     >>> P, L, U = ember.linalg.lu(ember.tensor([[1.0, 2.0], [3.0, 4.0]]))
@@ -891,7 +873,7 @@ def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoin
              out: Tensor | None = None) -> Tensor:
     """The solution X of ``A @ X = B`` from A's :func:`lu_factor` (``X @ A = B`` with
     ``left=False``, A^T in place of A with ``adjoint``); batch dims broadcast. Differentiable
-    in B.
+    in LU and B.
 
     >>> import ember
     >>> LU, piv = ember.linalg.lu_factor(ember.tensor([[2.0, 0.0], [0.0, 4.0]]))
@@ -1037,35 +1019,64 @@ def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None, *,
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False,
                 out: Any = None) -> Any:
     """``(L, info)``: :func:`cholesky` that reports a matrix that is not positive definite in
-    info (int32 per matrix, 1 for such a matrix; L is then NaN) instead of raising, unless
-    ``check_errors``.
+    info (int32 per matrix: k > 0 when the leading minor of order k is not positive-definite;
+    L is then incomplete) instead of raising, unless ``check_errors``.
 
     >>> import ember
     >>> ember.linalg.cholesky_ex(ember.eye(2)).info.item()
     0
     """
-    _check_matrix("linalg.cholesky_ex", A, square=True)
-    # positive definite exactly when every eigenvalue of the (lower-triangle) symmetric matrix
-    # is positive; the factor itself comes from cholesky
-    part = A.triu() if upper else A.tril()
-    sym = part + part.mT - A.diagonal(0, -2, -1).diag_embed()
-    from ember.autograd.grad_mode import no_grad
-
-    with no_grad():
-        lam = _C._linalg_eigh(sym, "L", False)[0]
-        ok = (lam[..., 0] > 0) if A.shape[-1] > 0 else _C.ones(A.shape[:-2], dtype=_C.bool)
-    info = (~ok).to(_C.int32)
-    if check_errors or bool(ok.all().item()):
-        L = cholesky(A, upper=upper)
-    else:
-        safe = _C.where(ok[..., None, None], A, _eye(A.shape[-1], A).expand(*A.shape))
-        L = cholesky(safe, upper=upper)
-        L = _C.where(ok[..., None, None], L, _C.full_like(L, math.nan))
+    _check_matrix("linalg.cholesky", A, square=True)
+    L, info = _C._linalg_cholesky_ex(A, upper)
+    if check_errors:
+        _raise_cholesky(info)
     if out is not None:
         _out(L, out[0])
         _out(info, out[1])
         L, info = out
     return _rt("linalg_cholesky_ex", ("L", "info"), (L, info))
+
+
+# Pade coefficients of degree 13 and the 1-norm bound below which it is exact to double
+# precision (Higham, "The scaling and squaring method for the matrix exponential revisited").
+_EXP_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
+               1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
+               33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_EXP_THETA13 = 5.371920351148152
+
+
+def matrix_exp(A: Tensor) -> Tensor:
+    """The matrix exponential of square matrices: the degree-13 Pade approximant of A / 2**s
+    (s from the largest 1-norm in the batch), squared s times; differentiable (through the
+    solve and products it is made of).
+
+    >>> import ember
+    >>> ember.linalg.matrix_exp(ember.tensor([[0.0, 1.0], [0.0, 0.0]])).tolist()
+    [[1.0, 1.0], [0.0, 1.0]]
+    """
+    _check_matrix("linalg.matrix_exp", A, square=True)
+    n = A.shape[-1]
+    if A.numel() == 0:
+        return A.clone()
+    s = 0
+    if A.device.type != "meta":
+        norm = float(A.detach().abs().sum(-2).amax().item())
+        if norm > _EXP_THETA13:
+            s = int(math.ceil(math.log2(norm / _EXP_THETA13)))
+    X = A / (2.0 ** s) if s else A
+    b = _EXP_PADE13
+    eye = _eye(n, A)
+    X2 = _C.matmul(X, X)
+    X4 = _C.matmul(X2, X2)
+    X6 = _C.matmul(X4, X2)
+    U = _C.matmul(X, _C.matmul(X6, b[13] * X6 + b[11] * X4 + b[9] * X2)
+                  + b[7] * X6 + b[5] * X4 + b[3] * X2 + b[1] * eye)
+    V = (_C.matmul(X6, b[12] * X6 + b[10] * X4 + b[8] * X2) + b[6] * X6 + b[4] * X4
+         + b[2] * X2 + b[0] * eye)
+    R = solve(V - U, V + U)
+    for _ in range(s):
+        R = _C.matmul(R, R)
+    return R
 
 
 # ---- torch.* spellings and Tensor methods -----------------------------------------------------
@@ -1145,8 +1156,8 @@ def _cholesky_legacy(input: Tensor, upper: bool = False, *, out: Tensor | None =
 def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *,
                    out: Tensor | None = None) -> Tensor:
     """``torch.cholesky_solve``: the solution X of ``A @ X = input`` for A given by its
-    Cholesky factor ``input2`` (``A = L @ L.mT``, or ``U.mT @ U`` with ``upper``); batch dims
-    broadcast; differentiable.
+    Cholesky factor ``input2`` (``A = L @ L.mT``, or ``U.mT @ U`` with ``upper``), by two
+    triangular solves; batch dims broadcast; differentiable.
 
     >>> import ember
     >>> L = ember.tensor([[2.0, 0.0], [1.0, 1.0]])
@@ -1154,8 +1165,11 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *,
     [[0.5], [1.0]]
     """
     _check_matrix("cholesky_solve", input2, "input2", square=True)
-    A = _C.matmul(input2.mT, input2) if upper else _C.matmul(input2, input2.mT)
-    return _out(solve(A, input), out)
+    _check_matrix("cholesky_solve", input, "input")
+    _check_same_dtype("cholesky_solve", input2, input)
+    L = input2.mT if upper else input2
+    y = _C._linalg_solve_triangular(L, input, False, False)  # L y = B
+    return _out(_C._linalg_solve_triangular(L.mT, y, True, False), out)  # L^T x = y
 
 
 def cholesky_inverse(input: Tensor, upper: bool = False, *,
@@ -1168,8 +1182,8 @@ def cholesky_inverse(input: Tensor, upper: bool = False, *,
     [[0.25, 0.0], [0.0, 1.0]]
     """
     _check_matrix("cholesky_inverse", input, "input", square=True)
-    A = _C.matmul(input.mT, input) if upper else _C.matmul(input, input.mT)
-    return _out(inv(A), out)
+    return _out(cholesky_solve(_eye(input.shape[-1], input).expand(*input.shape), input, upper),
+                out)
 
 
 def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
@@ -1211,10 +1225,10 @@ _TOPLEVEL = {
     "qr": _qr_legacy, "pinverse": pinverse, "matrix_power": _matrix_power,
     "cholesky": _cholesky_legacy, "cholesky_solve": cholesky_solve,
     "cholesky_inverse": cholesky_inverse, "lu_unpack": lu_unpack, "lu": _lu_legacy,
-    "lu_solve": _lu_solve_legacy,
+    "lu_solve": _lu_solve_legacy, "matrix_exp": matrix_exp,
 }
 _METHODS = ("inverse", "det", "logdet", "slogdet", "svd", "qr", "pinverse", "matrix_power",
-            "cholesky", "cholesky_solve", "cholesky_inverse", "lu", "lu_solve")
+            "cholesky", "cholesky_solve", "cholesky_inverse", "lu", "lu_solve", "matrix_exp")
 
 
 def _install(namespace: dict) -> None:

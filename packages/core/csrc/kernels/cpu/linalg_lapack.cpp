@@ -11,6 +11,7 @@
 // the values (a singular matrix, no convergence) are reported through `info` outputs, which the
 // Python wrappers (ember.linalg) turn into PyTorch's LinAlgError messages; argument errors are
 // raised here. On the meta device each op returns its outputs after the checks.
+#include <cblas.h>
 #include <lapacke.h>
 
 #include <algorithm>
@@ -79,6 +80,15 @@ struct Lapack;
                       lint* rank, T* work, lint lwork) {                                           \
       return scipy_LAPACKE_##p##gelss_work(LAPACK_COL_MAJOR, m, n, nrhs, a, lda, b, ldb, s, rcond, \
                                            rank, work, lwork);                                     \
+    }                                                                                              \
+    static lint potrf(char uplo, lint n, T* a, lint lda) {                                         \
+      return scipy_LAPACKE_##p##potrf_work(LAPACK_COL_MAJOR, uplo, n, a, lda);                     \
+    }                                                                                              \
+    static void trsm(bool upper, bool unit, lint m, lint n, const T* a, lint lda, T* b,            \
+                     lint ldb) {                                                                   \
+      scipy_cblas_##p##trsm(CblasColMajor, CblasLeft, upper ? CblasUpper : CblasLower,             \
+                            CblasNoTrans, unit ? CblasUnit : CblasNonUnit, m, n, T(1), a, lda, b,  \
+                            ldb);                                                                  \
     }                                                                                              \
     static lint gels(lint m, lint n, lint nrhs, T* a, lint lda, T* b, lint ldb, T* work,           \
                      lint lwork) {                                                                 \
@@ -529,6 +539,56 @@ std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) 
     });
   });
   return {want_q ? fresh(q) : q, fresh(r)};
+}
+
+// ---- Cholesky and triangular solves -----------------------------------------------------------
+
+std::tuple<Tensor, Tensor> _linalg_cholesky_ex(const Tensor& A, bool upper) {
+  const char* op = "linalg.cholesky";
+  check_matrix(op, A, "A", true);
+  const int64_t n = A->size(A->dim() - 1);
+  const DimVector batch = batch_of(A);
+  Tensor l = col_major_copy(A, batch);
+  Tensor info = zeros_int(batch, A->device());
+  if (A->device().is_meta() || l->numel() == 0) return {l, info};
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    using T = scalar_t;
+    T* a = l->data_as<T>();
+    int32_t* inf = info->data_as<int32_t>();
+    for_each_matrix(count_of(batch), n, [&](int64_t b) {
+      T* ab = a + b * n * n;
+      inf[b] = Lapack<T>::potrf(upper ? 'U' : 'L', lint(n), ab, ld(n));
+      // potrf leaves the other triangle as it was: the factor has zeros there
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < n; ++i)
+          if (upper ? i > j : i < j) ab[j * n + i] = 0;
+    });
+  });
+  return {l, info};
+}
+
+Tensor _linalg_solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool unitriangular) {
+  const char* op = "linalg.solve_triangular";
+  check_matrix(op, A, "A", true);
+  check_matrix(op, B, "B", false);
+  check_same_dtype(op, A, B);
+  const int64_t n = A->size(A->dim() - 1), k = B->size(B->dim() - 1);
+  EMBER_CHECK(B->size(B->dim() - 2) == n, op, ": Incompatible shapes of A and B for the equation ",
+              "AX = B (", n, "x", n, " and ", B->size(B->dim() - 2), "x", k, ")");
+  const DimVector batch = batch_broadcast(op, A, B);
+  Tensor a = col_major_copy(A, batch);
+  Tensor x = col_major_copy(B, batch);
+  if (A->device().is_meta() || x->numel() == 0) return x;
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    using T = scalar_t;
+    const T* ap = a->data_as<T>();
+    T* xp = x->data_as<T>();
+    for_each_matrix(count_of(batch), n, [&](int64_t b) {
+      Lapack<T>::trsm(upper, unitriangular, lint(n), lint(k), ap + b * n * n, ld(n), xp + b * n * k,
+                      ld(n));
+    });
+  });
+  return x;
 }
 
 // ---- least squares -----------------------------------------------------------------------------
