@@ -391,7 +391,8 @@ def test_gradcheck():
     L = np.linalg.cholesky(spd(3))
     _gc(lambda y, f: ember.cholesky_solve(y, f), arr(3, 2), L)
     _gc(lambda m: LA.matrix_power(m, -2), well(3))
-    _gc(lambda x: LA.lu_factor(x).LU, well(2, 3))
+    for shape in [(2, 3, 3), (3, 5), (2, 5, 3)]:
+        _gc(lambda x: LA.lu_factor(x).LU, arr(*shape))
     _gc(lambda x: (lambda p, lo, up: (lo, up))(*LA.lu(x)), well(3))
     _gc(lambda f, y: LA.lu_solve(f, LA.lu_factor(T(a)).pivots, y, adjoint=True),
         LA.lu_factor(T(a)).LU.numpy(), b)
@@ -436,8 +437,10 @@ def test_grads_match_torch():
          lambda x: torch.linalg.lstsq(x, torch.tensor(arr(4, 2, seed=5))).solution.sum(), r)
     both(lambda x: ember.linalg.pinv(x).sum(), lambda x: torch.linalg.pinv(x).sum(), r)
     w = arr(3, 3, seed=7)
-    both(lambda x: (ember.linalg.lu_factor(x).LU * T(w)).sum(),
-         lambda x: (torch.linalg.lu_factor(x).LU * torch.tensor(w)).sum(), a[0])
+    for x in (a[0], r, r.T):
+        wx = arr(*x.shape, seed=9)
+        both(lambda x: (ember.linalg.lu_factor(x).LU * T(wx)).sum(),
+             lambda x: (torch.linalg.lu_factor(x).LU * torch.tensor(wx)).sum(), x)
     LU, piv = torch.linalg.lu_factor(torch.tensor(a[0]))
     bb = arr(3, 2, seed=8)
     for adjoint in (False, True):

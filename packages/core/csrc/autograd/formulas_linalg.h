@@ -90,21 +90,48 @@ inline Tensor permute_rows(const Tensor& x, const Tensor& pivots, bool apply_p) 
   return ops::gather(x, -2, index, false, Tensor());
 }
 
-// lu_factor (square A = P L U, LU = L - I + U): with gL, gU the strictly lower and upper parts
-// of the gradient, gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T.
+inline Tensor tri_solve(const Tensor& A, const Tensor& B, bool upper, bool unit = false) {
+  return ops::_linalg_solve_triangular(A, B, upper, unit);
+}
+
+// The square LU derivative without the permutation: for A' = L U (n x n),
+// gA' = L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T.
+inline Tensor lu_square_backward(const Tensor& gL, const Tensor& gU, const Tensor& L,
+                                 const Tensor& U) {
+  Tensor phi = add(ops::tril(mmul(mT(L), ops::tril(gL, -1, Tensor())), -1, Tensor()),
+                   ops::triu(mmul(ops::triu(gU, 0, Tensor()), mT(U)), 0, Tensor()));
+  Tensor x = tri_solve(mT(L), phi, true, true);
+  return mT(tri_solve(U, mT(x), true));  // x U^-T
+}
+
+// lu_factor: A = P L U with LU = L - I + U packed. Square: the formula above, then P. Wide
+// (m < n, U = [U1 U2]): U2 = L^-1 P^T A2 also moves with L, so gL gains -L^-T gU2 U2^T, and
+// gA2 = P L^-T gU2. Tall (m > n, L = [L1; L2]): L2 = (P^T A)_2 U^-1 moves with U, so gU gains
+// -L2^T gL2 U^-T, and gA2 = P gL2 U^-T.
 inline Tensor linalg_lu_factor_backward(const Tensor& grad, const Tensor& LU,
                                         const Tensor& pivots) {
-  const int64_t m = LU->size(LU->dim() - 2), n = LU->size(LU->dim() - 1);
-  if (m != n)
-    EMBER_FAIL(NotImplemented, "the derivative of linalg.lu_factor is implemented for square ",
-               "matrices only, got ", m, " by ", n, " matrices");
+  const int64_t m = LU->size(LU->dim() - 2), n = LU->size(LU->dim() - 1), k = std::min(m, n);
   if (LU->numel() == 0) return ops::zeros_like(LU, std::nullopt, std::nullopt);
-  Tensor L = add(ops::tril(LU, -1, Tensor()), eye_of(LU, n));
-  Tensor U = ops::triu(LU, 0, Tensor());
-  Tensor phi = add(ops::tril(mmul(mT(L), ops::tril(grad, -1, Tensor())), -1, Tensor()),
-                   ops::triu(mmul(ops::triu(grad, 0, Tensor()), mT(U)), 0, Tensor()));
-  Tensor x = lsolve(mT(L), phi);
-  x = mT(lsolve(U, mT(x)));
+  const int64_t r = LU->dim() - 2, c = LU->dim() - 1;
+  Tensor L = add(ops::tril(ops::narrow(LU, c, 0, k), -1, Tensor()),
+                 ops::eye(m, k, LU->dtype(), LU->device()));
+  Tensor U = ops::triu(ops::narrow(LU, r, 0, k), 0, Tensor());
+  Tensor gL = ops::tril(ops::narrow(grad, c, 0, k), -1, Tensor());
+  Tensor gU = ops::triu(ops::narrow(grad, r, 0, k), 0, Tensor());
+  Tensor x;
+  if (m == n) {
+    x = lu_square_backward(gL, gU, L, U);
+  } else if (m < n) {
+    Tensor U1 = ops::narrow(U, c, 0, m), U2 = ops::narrow(U, c, m, n - m);
+    Tensor gU1 = ops::narrow(gU, c, 0, m), gU2 = ops::narrow(gU, c, m, n - m);
+    Tensor t = tri_solve(mT(L), gU2, true, true);  // L^-T gU2
+    x = ops::cat({lu_square_backward(sub(gL, mmul(t, mT(U2))), gU1, L, U1), t}, -1, Tensor());
+  } else {
+    Tensor L1 = ops::narrow(L, r, 0, n), L2 = ops::narrow(L, r, n, m - n);
+    Tensor gL1 = ops::narrow(gL, r, 0, n), gL2 = ops::narrow(gL, r, n, m - n);
+    Tensor t = mT(tri_solve(U, mT(gL2), true));  // gL2 U^-T
+    x = ops::cat({lu_square_backward(gL1, sub(gU, mmul(mT(L2), t)), L1, U), t}, -2, Tensor());
+  }
   return permute_rows(x, pivots, true);
 }
 

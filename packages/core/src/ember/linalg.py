@@ -796,7 +796,7 @@ def _raise_lu(info: Tensor, op: str) -> None:
 
 def lu_factor(A: Tensor, *, pivot: bool = True, out: Any = None) -> Any:
     """``(LU, pivots)`` of :func:`lu_factor_ex`; an exactly singular matrix raises (its U has a
-    zero on the diagonal, which lu_solve would divide by). Differentiable for square A.
+    zero on the diagonal, which lu_solve would divide by). Differentiable.
 
     >>> import ember
     >>> LU, piv = ember.linalg.lu_factor(ember.tensor([[1.0, 2.0], [3.0, 4.0]]))
@@ -852,7 +852,7 @@ def _unpack(LU: Tensor, pivots: Tensor, unpack_data: bool = True,
 def lu(A: Tensor, *, pivot: bool = True, out: Any = None) -> Any:
     """``(P, L, U)`` with ``A = P @ L @ U``: the LU factorization with partial pivoting of
     (a batch of) m x n matrices, P a permutation, L m x k unit lower and U k x n upper
-    triangular (k = min(m, n)). Differentiable for square A.
+    triangular (k = min(m, n)). Differentiable.
 
     >>> import ember
     >>> P, L, U = ember.linalg.lu(ember.tensor([[1.0, 2.0], [3.0, 4.0]]))
