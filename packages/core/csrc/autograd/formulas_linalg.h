@@ -327,6 +327,51 @@ inline Tensor linalg_lstsq_backward(const Tensor& grad, const Tensor& A, const T
   return add(add(t1, t2), t3);
 }
 
+// ---- tangents (forward mode) ----------------------------------------------------------------
+
+inline Tensor trace_of(const Tensor& m) {
+  return ops::sum(ops::diagonal(m, 0, -2, -1), DimVector{-1}, false, std::nullopt);
+}
+// a + b where either may be undefined (absent tangents).
+inline Tensor add_defined(const Tensor& a, const Tensor& b) {
+  return !a ? b : (!b ? a : add(a, b));
+}
+
+// solve: dX = A^-1 (dB - dA X).
+inline Tensor linalg_solve_jvp(const Tensor& A, const Tensor& X, const Tensor& A_t,
+                               const Tensor& B_t) {
+  return lsolve(A, add_defined(B_t, A_t ? neg(mmul(A_t, X)) : Tensor()));
+}
+// det: d det = det tr(A^-1 dA); slogdet: d log|det| = tr(A^-1 dA).
+inline Tensor linalg_det_jvp(const Tensor& A, const Tensor& det, const Tensor& A_t) {
+  return mul(det, trace_of(lsolve(A, A_t)));
+}
+inline Tensor linalg_slogdet_jvp(const Tensor& A, const Tensor& A_t) {
+  return trace_of(lsolve(A, A_t));
+}
+// Cholesky: dL = L Phi(L^-1 dA L^-T), dA the symmetric matrix of the triangle that is read.
+inline Tensor linalg_cholesky_jvp(const Tensor& factor, const Tensor& A_t, bool upper) {
+  Tensor dA = upper ? add(ops::triu(A_t, 0, Tensor()), mT(ops::triu(A_t, 1, Tensor())))
+                    : add(ops::tril(A_t, 0, Tensor()), mT(ops::tril(A_t, -1, Tensor())));
+  Tensor L = upper ? mT(factor) : factor;
+  Tensor X = tri_solve(L, dA, false);
+  Tensor Y = mT(tri_solve(L, mT(X), false));  // L^-1 dA L^-T
+  Tensor phi =
+      sub(ops::tril(Y, 0, Tensor()), mul(diag_of(ops::diagonal(Y, 0, -2, -1)), Scalar(0.5)));
+  Tensor dL = mmul(L, phi);
+  return upper ? mT(dL) : dL;
+}
+// Triangular solve: dX = A^-1 (dB - tri(dA) X), tri the part of A that is read.
+inline Tensor linalg_solve_triangular_jvp(const Tensor& A, const Tensor& X, const Tensor& A_t,
+                                          const Tensor& B_t, bool upper, bool unitriangular) {
+  Tensor dA;
+  if (A_t) {
+    const int64_t d = unitriangular ? 1 : 0;
+    dA = upper ? ops::triu(A_t, d, Tensor()) : ops::tril(A_t, -d, Tensor());
+  }
+  return tri_solve(A, add_defined(B_t, dA ? neg(mmul(dA, X)) : Tensor()), upper, unitriangular);
+}
+
 }  // namespace formulas
 }  // namespace autograd
 }  // namespace ember
