@@ -617,7 +617,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
   const bool want_res = drv != "gelsy" && m > n;
   Tensor residuals =
       ember::empty(want_res ? with(batch, {k}) : DimVector{0}, A->dtype(), A->device());
-  Tensor solution = make_view(bbuf, with(batch, {n, k}), bbuf->strides(), bbuf->storage_offset());
+  // the solution is a tensor of its own (not a view of the buffer: outputs are no views)
+  Tensor solution = empty_col_major(batch, n, k, A->dtype(), A->device());
   if (A->device().is_meta()) return {solution, residuals, rank, sv};
   if (bbuf->numel() > 0) {
     std::fill_n(static_cast<char*>(bbuf->data()), bbuf->numel() * bbuf->itemsize(), char(0));
@@ -686,6 +687,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
     }
   });
   if (want_res && !full_rank) residuals = ember::empty({0}, A->dtype(), A->device());
+  if (solution->numel() > 0)
+    copy_into(solution,
+              make_view(bbuf, with(batch, {n, k}), bbuf->strides(), bbuf->storage_offset()));
   return {fresh(solution), fresh(residuals), fresh(rank), fresh(sv)};
 }
 
