@@ -519,6 +519,12 @@ def schema_calls(op: Any) -> Iterator[tuple[Callable, list, dict]]:
             yield fn, args, kwargs
 
 
+def _spd(*shape):
+    """Symmetric positive-definite matrices (*shape[:-1], n, n) for the factorizations."""
+    a = randn(*shape, shape[-1])
+    return a @ a.mT + shape[-1] * ember.eye(shape[-1])
+
+
 def _conv(nd):
     return lambda: [randn(2, 3, *([6] * nd)), randn(4, 3, *([3] * nd))]
 
@@ -560,6 +566,18 @@ SAMPLES: dict[str, list[Callable[[], tuple[list, dict]]]] = {
     "addmv": [lambda: ([randn(2), randn(2, 3), randn(3)], {})],
     "addr": [lambda: ([randn(2, 3), randn(2), randn(3)], {})],
     "mv": [lambda: ([randn(2, 3), randn(3)], {})],
+    # factorizations (LAPACK): well-conditioned square inputs where the op needs them
+    "_linalg_lu_factor_ex": [lambda: ([randn(2, 4, 3)], {})],
+    "_linalg_solve_ex": [lambda: ([_spd(2, 3), randn(3, 2)], {})],
+    "_lu_solve": [lambda: ([*ember._C._linalg_lu_factor_ex(_spd(2, 3))[:2], randn(2, 3, 2)], {})],
+    "_linalg_det": [lambda: ([randn(2, 3, 3)], {})],
+    "_linalg_slogdet": [lambda: ([randn(2, 3, 3)], {})],
+    "_linalg_svd": [lambda: ([randn(2, 4, 3)], {}), lambda: ([randn(3, 5), True], {})],
+    "_linalg_eigh": [lambda: ([_spd(2, 3)], {})],
+    "_linalg_qr": [lambda: ([randn(2, 4, 3)], {}), lambda: ([randn(3, 5), "complete"], {})],
+    "_linalg_lstsq": [lambda: ([randn(2, 5, 3), randn(5, 2)], {"driver": "gelsd"})],
+    "_linalg_cholesky_ex": [lambda: ([_spd(2, 3)], {}), lambda: ([_spd(3), True], {})],
+    "_linalg_solve_triangular": [lambda: ([_spd(2, 3), randn(3, 2), True], {})],
     "layer_norm": [lambda: ([randn(2, 3, 4), [4]], {})],
     "group_norm": [lambda: ([randn(2, 4, 3), 2], {})],
     "batch_norm": [lambda: ([randn(4, 3, 5), randn(3), ember.rand(3) + 0.5, None, None, True,

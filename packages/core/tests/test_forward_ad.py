@@ -550,6 +550,53 @@ MORE_CASES = [
 CASES = CASES + MORE_CASES
 
 
+def _well(*shape):
+    """Well-conditioned square matrices (and, with spd=True below, positive definite)."""
+    k = shape[-1]
+    return lambda rng: [rng.standard_normal(shape + (k,)) + 2 * k ** 0.5 * np.eye(k)]
+
+
+def _spd(k):
+    def make(rng):
+        a = rng.standard_normal((k, k))
+        return [a @ a.T + k * np.eye(k)]
+    return make
+
+
+def _lu_solve(lu, b, adjoint):
+    """lu_solve with the LU factors and pivots of a fixed matrix."""
+    if isinstance(b, ember.Tensor):
+        return ember.linalg.lu_solve(*ember.linalg.lu_factor(ember.tensor(_LU_AT)), b,
+                                     adjoint=adjoint)
+    return torch.linalg.lu_solve(*torch.linalg.lu_factor(torch.tensor(_LU_AT)), b,
+                                 adjoint=adjoint)
+
+
+_LU_AT = np.random.default_rng(11).standard_normal((3, 3)) + 3 * np.eye(3)
+LINALG_CASES = [  # the LAPACK factorizations (ember.linalg)
+    FwCase("_linalg_solve_ex: A and B", lambda a, b: lib(a).linalg.solve(a, b),
+           lambda rng: _well(2, 3)(rng) + [rng.standard_normal((3, 2))]),
+    FwCase("_linalg_solve_ex: inv", lambda a: lib(a).linalg.inv(a), _well(3)),
+    FwCase("_linalg_det: batch", lambda a: lib(a).linalg.det(a), _well(2, 3)),
+    FwCase("_linalg_slogdet: logabsdet", lambda a: lib(a).linalg.slogdet(a)[1], _well(3)),
+    FwCase("_linalg_cholesky_ex: lower", lambda a: lib(a).linalg.cholesky((a + a.mT) / 2),
+           _spd(3)),
+    FwCase("_linalg_cholesky_ex: upper",
+           lambda a: lib(a).linalg.cholesky((a + a.mT) / 2, upper=True), _spd(3)),
+    # one triangle is read: only finite differences know (the gradient is the symmetric one)
+    FwCase("_linalg_cholesky_ex: one triangle", lambda a: lib(a).linalg.cholesky(a), _spd(3),
+           reverse=False, torch=False),
+    FwCase("_linalg_solve_triangular: upper", lambda a, b: lib(a).linalg.solve_triangular(
+        a, b, upper=True), lambda rng: _well(3)(rng) + [rng.standard_normal((3, 2))]),
+    FwCase("_linalg_solve_triangular: right, unit", lambda a, b: lib(a).linalg.solve_triangular(
+        a, b, upper=False, left=False, unitriangular=True),
+        lambda rng: _well(3)(rng) + [rng.standard_normal((2, 3))]),
+    FwCase("_lu_solve: B", lambda b: _lu_solve(None, b, False), n(3, 2)),
+    FwCase("_lu_solve: adjoint", lambda b: _lu_solve(None, b, True), n(3, 2)),
+]
+CASES = CASES + LINALG_CASES
+
+
 def _aten(name, *args):
     """ember._C.<name> or torch.ops.aten.<name> applied to a tensor and fixed arguments."""
     def call(a):

@@ -5,6 +5,7 @@
 #pragma once
 #include "autograd/formulas_base.h"
 #include "autograd/formulas_forward.h"
+#include "autograd/formulas_linalg.h"
 #include "autograd/formulas_math.h"
 #include "autograd/formulas_nn.h"
 #include "autograd/formulas_norm.h"

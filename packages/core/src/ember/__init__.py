@@ -64,6 +64,9 @@ from ember import _compat_ops  # noqa: E402  (diag, cartesian_prod, logaddexp, c
 _compat_ops.install(globals())
 _memory_format_module = _sys.modules["ember._memory_format"]
 _memory_format_module.install(globals())  # memory_format= of the *_like factories
+from ember import linalg as _linalg  # noqa: E402  (inverse, det, svd, ... and their methods)
+
+_linalg._install(globals())
 
 try:
     from ember._version import version as __version__

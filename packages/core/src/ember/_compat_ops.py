@@ -1185,51 +1185,6 @@ def _nn_method(name: str) -> Any:
     return method
 
 
-def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False, *,
-                   out: Tensor | None = None) -> Tensor:
-    """The solution X of ``A @ X = B`` given the Cholesky factor of A (lower ``L`` with
-    ``A = L @ L^T``, or upper with ``A = U^T @ U`` when ``upper=True``), by two triangular
-    solves; batch dims broadcast; differentiable in B and L.
-
-    >>> import ember
-    >>> L = ember.linalg.cholesky(ember.tensor([[4.0, 2.0], [2.0, 3.0]]))
-    >>> ember.cholesky_solve(ember.tensor([[6.0], [5.0]]), L).tolist()
-    [[1.0], [1.0]]
-    """
-    from ember import linalg
-
-    if B.ndim < 2 or L.ndim < 2:
-        raise RuntimeError(f"cholesky_solve: b and u must have at least 2 dimensions, got "
-                           f"shapes {_shape(B)} and {_shape(L)}")
-    if L.shape[-1] != L.shape[-2] or B.shape[-2] != L.shape[-1]:
-        raise RuntimeError(f"cholesky_solve: incompatible shapes of b {_shape(B)} and the "
-                           f"factor {_shape(L)} (expected a square factor with as many rows as "
-                           f"b)")
-    if upper:  # A = U^T U: U^T Y = B, then U X = Y
-        y = linalg.solve_triangular(L.mT, B, upper=False)
-        x = linalg.solve_triangular(L, y, upper=True)
-    else:  # A = L L^T: L Y = B, then L^T X = Y
-        y = linalg.solve_triangular(L, B, upper=False)
-        x = linalg.solve_triangular(L.mT, y, upper=True)
-    if out is not None:
-        out.copy_(x)
-        return out
-    return x
-
-
-def cholesky_inverse(L: Tensor, upper: bool = False, *, out: Tensor | None = None) -> Tensor:
-    """The inverse of A from its Cholesky factor (see :func:`cholesky_solve`).
-
-    >>> import ember
-    >>> L = ember.linalg.cholesky(ember.tensor([[4.0, 0.0], [0.0, 2.0]]))
-    >>> ember.cholesky_inverse(L).tolist()
-    [[0.25, 0.0], [0.0, 0.5]]
-    """
-    eye = _C.eye(L.shape[-1], dtype=L.dtype, device=L.device).expand(*L.shape)
-    return cholesky_solve(eye, L, upper, out=out)
-
-
-# ---- window functions (torch.hann_window and friends) ------------------------------------------
 def _window(name: str, window_length: int, periodic: bool, dtype: Any, device: Any,
             requires_grad: bool, fn: Any) -> Tensor:
     """fn(n, N) evaluated at n = 0..L-1 in float64 (N = L for a periodic window, L - 1 for a
@@ -1334,24 +1289,6 @@ def chain_matmul(*matrices: Tensor, out: Tensor | None = None) -> Tensor:
     if len(matrices) == 1:
         return matrices[0].clone()
     return linalg.multi_dot(list(matrices), out=out)
-
-
-def cholesky(input: Tensor, upper: bool = False, *, out: Tensor | None = None) -> Tensor:
-    """The Cholesky factor (deprecated in PyTorch for ``linalg.cholesky``): lower, or upper
-    ``U`` with ``A = U^T U`` when ``upper=True``.
-
-    >>> import ember
-    >>> ember.cholesky(ember.tensor([[4.0, 2.0], [2.0, 2.0]])).tolist()
-    [[2.0, 0.0], [1.0, 1.0]]
-    """
-    from ember import linalg
-
-    L = linalg.cholesky(input)
-    r = L.mT if upper else L
-    if out is not None:
-        out.copy_(r)
-        return out
-    return r
 
 
 def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
@@ -1566,11 +1503,10 @@ _FUNCTIONS = {
     "asarray": asarray, "set_warn_always": set_warn_always,
     "is_warn_always_enabled": is_warn_always_enabled,
     "set_default_tensor_type": set_default_tensor_type, "gcd": gcd, "lcm": lcm, "put": put,
-    "poisson": poisson, "binomial": binomial, "cholesky_solve": cholesky_solve,
-    "cholesky_inverse": cholesky_inverse, "hann_window": hann_window,
+    "poisson": poisson, "binomial": binomial, "hann_window": hann_window,
     "hamming_window": hamming_window, "blackman_window": blackman_window,
     "bartlett_window": bartlett_window, "kaiser_window": kaiser_window,
-    "chain_matmul": chain_matmul, "cholesky": cholesky, "triangular_solve": triangular_solve,
+    "chain_matmul": chain_matmul, "triangular_solve": triangular_solve,
     "ldexp": ldexp, "mvlgamma": mvlgamma, "i0": i0, "slice_scatter": slice_scatter,
     "select_scatter": select_scatter, "diagonal_scatter": diagonal_scatter,
     "narrow_copy": narrow_copy, "dsplit": dsplit,
@@ -1582,8 +1518,8 @@ _METHODS = (
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
     "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
     "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
-    "nanquantile", "unique_consecutive", "gcd", "lcm", "put", "cholesky_solve",
-    "cholesky_inverse", "cholesky", "triangular_solve", "ldexp", "mvlgamma", "i0",
+    "nanquantile", "unique_consecutive", "gcd", "lcm", "put",
+    "triangular_solve", "ldexp", "mvlgamma", "i0",
     "slice_scatter", "select_scatter", "diagonal_scatter", "narrow_copy", "dsplit",
 )
 

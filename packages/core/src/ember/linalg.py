@@ -1,13 +1,24 @@
-"""``ember.linalg``: the part of ``torch.linalg`` that needs no matrix factorization: vector and
-matrix norms, cross and dot products, matmul, diagonal, multi_dot, matrix_power (n >= 0) and
-vander, plus cholesky and solve_triangular (column by column on ember's ops, differentiable;
-fine for the small matrices of distributions and examples). ember has no other factorization
-yet (svd, qr, eigh, solve, inv, det, ...): asking for one raises an AttributeError that says
-so.
+"""``ember.linalg``: PyTorch's ``torch.linalg`` for real (float32/float64) matrices.
+
+The factorizations run on LAPACK on the CPU (OpenBLAS's, ``csrc/kernels/cpu/linalg_lapack.cpp``),
+batched over the leading dims, with derivatives: ``inv``/``inv_ex``, ``solve``/``solve_ex``,
+``det``, ``slogdet``, ``svd``/``svdvals``, ``qr``, ``eigh``/``eigvalsh``, ``lstsq``,
+``lu_factor``/``lu_factor_ex``/``lu``/``lu_solve``, ``cholesky``/``cholesky_ex``,
+``solve_triangular``, and on top of them ``pinv``, ``matrix_rank``, ``cond``,
+``tensorinv``/``tensorsolve`` and ``matrix_power`` (negative powers too). Then the rest: vector
+and matrix norms (``'nuc'`` and 2 / -2 through the SVD), cross and dot products, matmul,
+diagonal, multi_dot, vander and ``matrix_exp`` (Pade approximation with scaling and squaring).
+A value-dependent failure (a singular matrix for inv or solve, no convergence) raises
+:class:`LinAlgError` with PyTorch's message. Not available: ``eig``/``eigvals`` (their results
+are complex and ember has no complex dtypes), ``householder_product`` and the LDL functions
+(``ldl_factor``, ``ldl_factor_ex``, ``ldl_solve``); asking for one raises an AttributeError
+that says so. Only CPU (and meta) tensors have factorization kernels.
 
 >>> import ember
 >>> ember.linalg.vector_norm(ember.tensor([3.0, 4.0])).item()
 5.0
+>>> ember.linalg.inv(ember.tensor([[2.0, 0.0], [0.0, 4.0]])).tolist()
+[[0.5, 0.0], [0.0, 0.25]]
 """
 
 from __future__ import annotations
@@ -19,28 +30,33 @@ from ember import _C
 from ember._C import Tensor
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "vecdot", "matmul", "diagonal",
-           "multi_dot", "matrix_power", "vander", "cholesky", "solve_triangular", "LinAlgError"]
+           "multi_dot", "matrix_power", "vander", "cholesky", "cholesky_ex", "solve_triangular",
+           "LinAlgError", "inv", "inv_ex", "solve", "solve_ex", "det", "slogdet", "svd",
+           "svdvals", "qr", "eigh", "eigvalsh", "lstsq", "lu_factor", "lu_factor_ex", "lu",
+           "lu_solve", "pinv", "matrix_rank", "cond", "tensorinv", "tensorsolve", "matrix_exp"]
 
 
 class LinAlgError(RuntimeError):
     """A linear-algebra routine could not complete (a matrix not positive definite, say), as
     ``torch.linalg.LinAlgError``."""
 
-# torch.linalg functions that need a factorization ember does not have
-_FACTORIZATIONS = (
-    "svd", "svdvals", "qr", "eig", "eigvals", "eigh", "eigvalsh", "inv", "inv_ex", "solve",
-    "solve_ex", "det", "slogdet", "cholesky_ex", "lstsq",
-    "pinv", "matrix_rank", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "ldl_factor",
-    "ldl_factor_ex", "ldl_solve", "matrix_exp", "tensorinv", "tensorsolve", "cond",
-    "householder_product",
-)
+
+# torch.linalg functions ember does not have, and why
+_MISSING = {
+    "eig": "its results are complex and ember has no complex dtypes",
+    "eigvals": "its results are complex and ember has no complex dtypes",
+    "householder_product": "ember has no Householder product yet",
+    "ldl_factor": "ember has no LDL factorization yet",
+    "ldl_factor_ex": "ember has no LDL factorization yet",
+    "ldl_solve": "ember has no LDL factorization yet",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _FACTORIZATIONS:
+    if name in _MISSING:
         raise AttributeError(
-            f"ember.linalg.{name} is not available: ember has no matrix factorizations "
-            f"other than Cholesky (no LU, QR, SVD or eigen) yet; ember.linalg offers {', '.join(__all__)}")
+            f"ember.linalg.{name} is not available: {_MISSING[name]}; ember.linalg offers "
+            f"{', '.join(__all__)}")
     raise AttributeError(f"module 'ember.linalg' has no attribute {name!r}")
 
 
@@ -104,8 +120,8 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
 def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2, -1),
                 keepdim: bool = False, *, dtype: Any = None, out: Tensor | None = None) -> Tensor:
     """The matrix norm of ``A`` over the two ``dim`` dims: ``'fro'``, or ``inf``/``-inf``
-    (max/min absolute row sum) and ``1``/``-1`` (max/min absolute column sum). ``'nuc'``
-    and ``2``/``-2`` need singular values, which ember cannot compute yet.
+    (max/min absolute row sum), ``1``/``-1`` (max/min absolute column sum), ``'nuc'`` (the
+    sum of the singular values) and ``2``/``-2`` (the largest/smallest singular value).
 
     >>> import ember
     >>> ember.linalg.matrix_norm(ember.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1).item()
@@ -127,8 +143,11 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
         if not keepdim:
             r = r.squeeze(max(d0, d1)).squeeze(min(d0, d1))
     elif ord in ("nuc", 2, -2):
-        raise RuntimeError(f"linalg.matrix_norm: ord={ord!r} needs singular values, which ember "
-                           f"cannot compute yet (no SVD); use 'fro', 1, -1, inf or -inf")
+        d0, d1 = sorted((d0, d1))
+        s = svdvals(A.movedim((d0, d1), (-2, -1)))
+        r = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))
+        if keepdim:
+            r = r.unsqueeze(d0).unsqueeze(d1)
     else:
         raise RuntimeError(f"linalg.matrix_norm: Order {ord!r} not supported.")
     if out is not None:
@@ -254,8 +273,8 @@ def multi_dot(tensors: Sequence[Tensor], *, out: Tensor | None = None) -> Tensor
 
 
 def matrix_power(A: Tensor, n: int, *, out: Tensor | None = None) -> Tensor:
-    """A square matrix (or batch) to the integer power n >= 0 by repeated squaring (n < 0
-    needs an inverse, which ember cannot compute yet).
+    """A square matrix (or batch) to the integer power n by repeated squaring (of the inverse
+    for n < 0).
 
     >>> import ember
     >>> ember.linalg.matrix_power(ember.tensor([[1.0, 1.0], [0.0, 1.0]]), 3).tolist()
@@ -268,8 +287,7 @@ def matrix_power(A: Tensor, n: int, *, out: Tensor | None = None) -> Tensor:
     if not isinstance(n, int) or isinstance(n, bool):
         raise TypeError(f"linalg.matrix_power: n must be an int, got {type(n).__name__}")
     if n < 0:
-        raise RuntimeError("linalg.matrix_power: a negative power needs the matrix inverse, which "
-                           "ember cannot compute yet (no LU factorization)")
+        A, n = inv(A), -n
     if n == 0:
         r = _C.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(*A.shape).clone()
     else:
@@ -309,71 +327,915 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
 def cholesky(A: Tensor, *, upper: bool = False, out: Tensor | None = None) -> Tensor:
     """The Cholesky factor of a (batch of) symmetric positive-definite matrices: lower L with
     ``L @ L.mT == A`` from A's lower triangle (or upper ``U = L.mT`` from its upper triangle
-    with ``upper=True``); differentiable. Raises
-    LinAlgError for a matrix that is not positive definite.
+    with ``upper=True``); LAPACK's potrf, differentiable (the gradient is symmetric: A's two
+    triangles share each off-diagonal entry). Raises LinAlgError for a matrix that is not
+    positive definite.
 
     >>> import ember
     >>> ember.linalg.cholesky(ember.tensor([[4.0, 2.0], [2.0, 5.0]])).tolist()
     [[2.0, 0.0], [1.0, 2.0]]
     """
-    from ember.distributions import _linalg
+    L, info = cholesky_ex(A, upper=upper)
+    _raise_cholesky(info)
+    return _out(L, out)
 
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"linalg.cholesky: A must be batches of square matrices, got shape "
-                           f"{tuple(A.shape)}")
-    # PyTorch reads one triangle only (the lower, or the upper for upper=True), and gives
-    # the symmetric gradient (A's two triangles share each off-diagonal entry's gradient)
-    part = A.triu() if upper else A.tril()
-    values = part + part.mT - A.diagonal(0, -2, -1).diag_embed()
-    half = (A + A.mT) * 0.5
-    sym = half + (values - half).detach()
-    try:
-        r = _linalg.cholesky(sym)
-    except ValueError:
-        raise LinAlgError("linalg.cholesky: The factorization could not be completed because "
-                          "the input is not positive-definite") from None
-    r = r.mT if upper else r
-    if out is not None:
-        out.copy_(r)
-        return out
-    return r
+
+def _raise_cholesky(info: Tensor) -> None:
+    bad = _first_failure(info)
+    if bad is not None:
+        raise LinAlgError(f"linalg.cholesky: {bad[0]}The factorization could not be completed "
+                          f"because the input is not positive-definite (the leading minor of "
+                          f"order {bad[1]} is not positive-definite).")
 
 
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
                      unitriangular: bool = False, out: Tensor | None = None) -> Tensor:
     """The solution X of ``A @ X = B`` (``X @ A = B`` with ``left=False``) for triangular A
     (only its ``upper`` or lower triangle is read; ``unitriangular`` takes its diagonal as
-    ones); batch dims broadcast; differentiable.
+    ones); batch dims broadcast; BLAS's trsm, differentiable.
 
     >>> import ember
     >>> a = ember.tensor([[2.0, 1.0], [0.0, 1.0]])
     >>> ember.linalg.solve_triangular(a, ember.tensor([[3.0], [1.0]]), upper=True).tolist()
     [[1.0], [1.0]]
     """
-    from ember.distributions import _linalg
-
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"linalg.solve_triangular: A must be batches of square matrices, "
-                           f"got shape {tuple(A.shape)}")
-    if B.ndim < 2:
-        raise RuntimeError(f"linalg.solve_triangular: B must have at least 2 dimensions, got "
-                           f"shape {tuple(B.shape)}")
+    op = "linalg.solve_triangular"
+    _check_matrix(op, A, square=True)
+    if not isinstance(B, Tensor) or B.ndim < 2:
+        raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape "
+                           f"{tuple(B.shape) if isinstance(B, Tensor) else type(B).__name__}")
+    _check_same_dtype(op, A, B)
     n = A.shape[-1]
-    tri = A.triu() if upper else A.tril()
-    if unitriangular:
-        eye = _C.eye(n, dtype=A.dtype, device=A.device)
-        tri = tri * (1 - eye) + eye
-    if not left:  # X A = B  <=>  A^T X^T = B^T, and A^T is triangular the other way
-        tri, B, upper = tri.mT, B.mT, not upper
-    if B.shape[-2] != n:
-        raise RuntimeError(f"linalg.solve_triangular: incompatible shapes of A "
-                           f"{tuple(A.shape)} and B {tuple(B.shape)}")
-    if upper:  # reversing rows and columns turns an upper triangle into a lower one
-        x = _linalg.solve_triangular(tri.flip([-2, -1]), B.flip([-2])).flip([-2])
-    else:
-        x = _linalg.solve_triangular(tri, B)
-    r = x.mT if not left else x
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError(f"{op}: incompatible shapes of A {tuple(A.shape)} and B "
+                           f"{tuple(B.shape)}")
+    if left:
+        r = _C._linalg_solve_triangular(A, B, upper, unitriangular)
+    else:  # X A = B  <=>  A^T X^T = B^T, and A^T is triangular the other way
+        r = _C._linalg_solve_triangular(A.mT, B.mT, not upper, unitriangular).mT
+    return _out(r, out)
+
+
+# ---- factorizations (LAPACK kernels: ember._C._linalg_*) -----------------------------------
+
+_TORCH_DTYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half",
+                      "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
+                      "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = str(dtype).rsplit(".", 1)[-1]
+    return _TORCH_DTYPE_NAMES.get(name, name)
+
+
+_RETURN_TYPES: dict[str, type] = {}
+
+
+def _rt(name: str, fields: Sequence[str], values: Sequence[Any]) -> Any:
+    """The named tuple ``ember.return_types.<name>`` of ``values``."""
+    cls = _RETURN_TYPES.get(name)
+    if cls is None:
+        from ember import return_types
+
+        cls = _RETURN_TYPES[name] = return_types._make(name, fields)
+    return cls(*values)
+
+
+def _check_matrix(op: str, A: Tensor, name: str = "A", square: bool = False) -> None:
+    """PyTorch's argument checks of a matrix operand, in its order and words."""
+    if not isinstance(A, Tensor):
+        raise TypeError(f"{op}: expected a Tensor for {name}, got {type(A).__name__}")
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
+    if not A.is_floating_point():
+        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
+                           f"{_dtype_name(A.dtype)}")
+    if A.dtype not in (_C.float32, _C.float64):
+        raise RuntimeError(f"{op}: Low precision dtypes not supported. Got {_dtype_name(A.dtype)}")
+    if square and A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{op}: {name} must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+
+
+def _check_same_dtype(op: str, A: Tensor, B: Tensor) -> None:
+    if A.dtype != B.dtype:
+        raise RuntimeError(f"{op}: Expected A and B to have the same dtype, but found A of type "
+                           f"{_dtype_name(A.dtype)} and B of type {_dtype_name(B.dtype)} instead")
+
+
+def _first_failure(info: Tensor) -> tuple[str, int] | None:
+    """(batch prefix, info value) of the first nonzero entry of ``info``, or None (always None
+    on the meta device, where there are no values)."""
+    if info.device.type == "meta" or info.numel() == 0:
+        return None
+    values = (info if info.device.type == "cpu" else info.cpu()).numpy().reshape(-1)
+    if not values.any():
+        return None
+    b = int(values.nonzero()[0][0])
+    return (f"(Batch element {b}): " if info.ndim > 0 else ""), int(values[b])
+
+
+def _out(r: Tensor, out: Tensor | None) -> Tensor:
+    """r, or r copied into ``out`` (which must have r's shape: ember cannot resize tensors)."""
     if out is not None:
+        if tuple(out.shape) != tuple(r.shape):
+            raise RuntimeError(f"Expected out tensor to have shape {tuple(r.shape)}, but got "
+                               f"{tuple(out.shape)} instead")
         out.copy_(r)
         return out
     return r
+
+
+def _eye(n: int, like: Tensor) -> Tensor:
+    return _C.eye(n, dtype=like.dtype, device=like.device)
+
+
+def inv_ex(A: Tensor, *, check_errors: bool = False, out: Any = None) -> Any:
+    """The inverses of square matrices and LAPACK's ``info`` (int32 per matrix: 0, or k > 0
+    when U[k-1, k-1] of A's LU factorization is zero: A is singular). With
+    ``check_errors=True`` a singular matrix raises LinAlgError.
+
+    >>> import ember
+    >>> ember.linalg.inv_ex(ember.tensor([[1.0, 2.0], [2.0, 4.0]])).info.item()
+    2
+    """
+    _check_matrix("linalg.inv", A, square=True)
+    r, _, _, info = _C._linalg_solve_ex(A, _eye(A.shape[-1], A))
+    if check_errors:
+        _raise_inv(info)
+    if out is not None:
+        _out(r, out[0])
+        _out(info, out[1])
+        r, info = out
+    return _rt("linalg_inv_ex", ("inverse", "info"), (r, info))
+
+
+def _raise_inv(info: Tensor) -> None:
+    bad = _first_failure(info)
+    if bad is not None:
+        raise LinAlgError(f"linalg.inv: {bad[0]}The diagonal element {bad[1]} is zero, the "
+                          f"inversion could not be completed because the input matrix is "
+                          f"singular.")
+
+
+def inv(A: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """The inverse of a square matrix (or of each in a batch), by LU with partial pivoting;
+    a singular matrix raises LinAlgError. Differentiable.
+
+    >>> import ember
+    >>> ember.linalg.inv(ember.tensor([[1.0, 1.0], [0.0, 2.0]])).tolist()
+    [[1.0, -0.5], [0.0, 0.5]]
+    """
+    r, info = inv_ex(A)
+    _raise_inv(info)
+    return _out(r, out)
+
+
+def _solve_args(A: Tensor, B: Tensor, left: bool) -> tuple[Tensor, Tensor, bool]:
+    op = "linalg.solve"
+    _check_matrix(op, A, square=True)
+    if not isinstance(B, Tensor):
+        raise TypeError(f"{op}: expected a Tensor for B, got {type(B).__name__}")
+    _check_same_dtype(op, A, B)
+    n = A.shape[-1]
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.ndim < 2 or Bm.shape[-2 if left else -1] != n:
+        shown = tuple(Bm.shape[-2:]) if Bm.ndim >= 2 else (1, 1)
+        eq = "AX = B" if left else "XA = B"
+        raise RuntimeError(f"{op}: Incompatible shapes of A and B for the equation {eq} "
+                           f"({n}x{n} and {shown[0]}x{shown[1]})")
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return A.mT, Bm.mT, vector
+    return A, Bm, vector
+
+
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False,
+             out: Any = None) -> Any:
+    """:func:`solve` that returns ``(result, info)`` rather than raising for a singular A
+    (info k > 0: U[k-1, k-1] of A's LU factorization is zero), unless ``check_errors``.
+
+    >>> import ember
+    >>> ember.linalg.solve_ex(ember.eye(2), ember.ones(2)).result.tolist()
+    [1.0, 1.0]
+    """
+    A2, B2, vector = _solve_args(A, B, left)
+    x, _, _, info = _C._linalg_solve_ex(A2, B2)
+    if vector:
+        x = x.squeeze(-1)
+    elif not left:
+        x = x.mT
+    if check_errors:
+        _raise_solve(info)
+    if out is not None:
+        _out(x, out[0])
+        _out(info, out[1])
+        x, info = out
+    return _rt("linalg_solve_ex", ("result", "info"), (x, info))
+
+
+def _raise_solve(info: Tensor) -> None:
+    bad = _first_failure(info)
+    if bad is not None:
+        raise LinAlgError(f"torch.linalg.solve: {bad[0]}The solver failed because the input "
+                          f"matrix is singular.")
+
+
+def solve(A: Tensor, B: Tensor, *, left: bool = True, out: Tensor | None = None) -> Tensor:
+    """The solution X of ``A @ X = B`` (``X @ A = B`` with ``left=False``) for square A; B may
+    be a batch of vectors (shape ``A.shape[:-1]``) or matrices, batch dims broadcast. LU with
+    partial pivoting; a singular A raises LinAlgError. Differentiable in A and B.
+
+    >>> import ember
+    >>> ember.linalg.solve(ember.tensor([[2.0, 0.0], [0.0, 4.0]]), ember.tensor([2.0, 2.0])).tolist()
+    [1.0, 0.5]
+    """
+    x, info = solve_ex(A, B, left=left)
+    _raise_solve(info)
+    return _out(x, out)
+
+
+def det(A: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """The determinant of a square matrix (or of each in a batch), from its LU factorization;
+    differentiable, singular matrices included.
+
+    >>> import ember
+    >>> ember.linalg.det(ember.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=ember.float64)).item()
+    -2.0
+    """
+    _check_matrix("linalg.det", A, square=True)
+    return _out(_C._linalg_det(A)[0], out)
+
+
+def slogdet(A: Tensor, *, out: Any = None) -> Any:
+    """``(sign, logabsdet)`` of the determinant of square matrices: sign 0 and logabsdet -inf
+    for a singular one. logabsdet is differentiable (sign is not).
+
+    >>> import ember
+    >>> r = ember.linalg.slogdet(ember.tensor([[-2.0, 0.0], [0.0, 1.0]]))
+    >>> r.sign.item(), round(r.logabsdet.item(), 4)
+    (-1.0, 0.6931)
+    """
+    _check_matrix("linalg.slogdet", A, square=True)
+    logabs, sign = _C._linalg_slogdet(A)[:2]
+    if out is not None:
+        _out(sign, out[0])
+        _out(logabs, out[1])
+        sign, logabs = out
+    return _rt("linalg_slogdet", ("sign", "logabsdet"), (sign, logabs))
+
+
+def logdet(A: Tensor) -> Tensor:
+    """``log(det(A))``: NaN where the determinant is negative, -inf where it is zero (as
+    ``torch.logdet``).
+
+    >>> import ember
+    >>> round(ember.logdet(ember.tensor([[2.0, 0.0], [0.0, 3.0]])).item(), 4)
+    1.7918
+    """
+    _check_matrix("linalg.slogdet", A, square=True)
+    logabs, sign = _C._linalg_slogdet(A)[:2]
+    return _C.where(sign.lt(0), _C.full_like(logabs, math.nan), logabs)
+
+
+def _raise_svd(info: Tensor, op: str = "linalg.svd") -> None:
+    bad = _first_failure(info)
+    if bad is None:
+        return
+    if bad[1] == -1:
+        raise LinAlgError(f"{op}: {bad[0]}The algorithm failed to converge because the input "
+                          f"matrix contained non-finite values.")
+    raise LinAlgError(f"{op}: {bad[0]}The algorithm failed to converge because the input matrix "
+                      f"is ill-conditioned or has too many repeated singular values (error code: "
+                      f"{bad[1]}).")
+
+
+def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None,
+        out: Any = None) -> Any:
+    """The singular value decomposition ``A = U @ diag(S) @ Vh`` of (a batch of) m x n
+    matrices, S descending; U is m x m and Vh n x n with ``full_matrices`` (the default), else
+    m x k and k x n for k = min(m, n). LAPACK's gesdd. Differentiable for losses that do not
+    depend on the signs of the singular vectors (and, with ``full_matrices``, not on the
+    columns past k).
+
+    >>> import ember
+    >>> ember.linalg.svd(ember.tensor([[3.0, 0.0], [0.0, -4.0]])).S.tolist()
+    [4.0, 3.0]
+    """
+    _check_matrix("linalg.svd", A)
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on "
+                           "CUDA inputs with cuSOLVER backend.")
+    U, S, Vh, info = _C._linalg_svd(A, full_matrices, True)
+    _raise_svd(info)
+    if out is not None:
+        for o, r in zip(out, (U, S, Vh)):
+            _out(r, o)
+        U, S, Vh = out
+    return _rt("linalg_svd", ("U", "S", "Vh"), (U, S, Vh))
+
+
+def _grad_needed(A: Tensor) -> bool:
+    return A.requires_grad and _C.is_grad_enabled()
+
+
+def svdvals(A: Tensor, *, driver: str | None = None, out: Tensor | None = None) -> Tensor:
+    """The singular values of (a batch of) matrices, descending; differentiable.
+
+    >>> import ember
+    >>> ember.linalg.svdvals(ember.tensor([[0.0, 2.0], [1.0, 0.0]])).tolist()
+    [2.0, 1.0]
+    """
+    _check_matrix("linalg.svdvals", A)
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on "
+                           "CUDA inputs with cuSOLVER backend.")
+    # the derivative needs the singular vectors
+    _, S, _, info = _C._linalg_svd(A, False, _grad_needed(A))
+    _raise_svd(info, "linalg.svdvals")
+    return _out(S, out)
+
+
+def qr(A: Tensor, mode: str = "reduced", *, out: Any = None) -> Any:
+    """The QR decomposition ``A = Q @ R`` of (a batch of) m x n matrices, Q with orthonormal
+    columns and R upper triangular: ``mode='reduced'`` gives Q m x k and R k x n for
+    k = min(m, n), ``'complete'`` Q m x m and R m x n, ``'r'`` only R (Q empty).
+    Householder reflections (LAPACK's geqrf / orgqr). Differentiable (not for mode 'r', nor
+    'complete' with m > n, as in PyTorch).
+
+    >>> import ember
+    >>> ember.linalg.qr(ember.tensor([[0.0, 1.0], [2.0, 0.0]])).R.abs().tolist()
+    [[2.0, 0.0], [0.0, 1.0]]
+    """
+    _check_matrix("linalg.qr", A)
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           f"'reduced' (default), 'r', or 'complete'")
+    Q, R = _C._linalg_qr(A, mode)
+    if out is not None:
+        _out(Q, out[0])
+        _out(R, out[1])
+        Q, R = out
+    return _rt("linalg_qr", ("Q", "R"), (Q, R))
+
+
+def _check_uplo(UPLO: str) -> None:
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U") or len(UPLO) != 1:
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+
+
+def _raise_eigh(info: Tensor, op: str) -> None:
+    bad = _first_failure(info)
+    if bad is not None:
+        raise LinAlgError(f"{op}: {bad[0]}The algorithm failed to converge because the input "
+                          f"matrix is ill-conditioned or has too many repeated eigenvalues (error "
+                          f"code: {bad[1]}).")
+
+
+def eigh(A: Tensor, UPLO: str = "L", *, out: Any = None) -> Any:
+    """Eigenvalues (ascending) and orthonormal eigenvectors (the columns of ``eigenvectors``)
+    of symmetric matrices, read from their lower (``UPLO='L'``) or upper triangle; LAPACK's
+    syevd. Differentiable for losses that do not depend on the eigenvectors' signs.
+
+    >>> import ember
+    >>> ember.linalg.eigh(ember.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues.tolist()
+    [1.0, 3.0]
+    """
+    _check_matrix("linalg.eigh", A, square=True)
+    _check_uplo(UPLO)
+    L, V, info = _C._linalg_eigh(A, UPLO.upper(), True)
+    _raise_eigh(info, "linalg.eigh")
+    if out is not None:
+        _out(L, out[0])
+        _out(V, out[1])
+        L, V = out
+    return _rt("linalg_eigh", ("eigenvalues", "eigenvectors"), (L, V))
+
+
+def eigvalsh(A: Tensor, UPLO: str = "L", *, out: Tensor | None = None) -> Tensor:
+    """The eigenvalues (ascending) of symmetric matrices; differentiable.
+
+    >>> import ember
+    >>> ember.linalg.eigvalsh(ember.tensor([[2.0, 1.0], [1.0, 2.0]])).tolist()
+    [1.0, 3.0]
+    """
+    _check_matrix("linalg.eigvalsh", A, square=True)
+    _check_uplo(UPLO)
+    L, _, info = _C._linalg_eigh(A, UPLO.upper(), _grad_needed(A))
+    _raise_eigh(info, "linalg.eigvalsh")
+    return _out(L, out)
+
+
+def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> Any:
+    """A least-squares solution of ``A @ X = B`` for A (*, m, n) and B (*, m, k) or (*, m),
+    batch dims broadcast, as ``torch.linalg.lstsq`` on the CPU: LAPACK driver ``'gelsy'`` (the
+    default, QR with column pivoting), ``'gelsd'``/``'gelss'`` (SVD) or ``'gels'`` (QR, full
+    rank only). Returns ``(solution, residuals, rank, singular_values)``: the squared residuals
+    when m > n, every A has full rank and the driver is not gelsy; the rank except for gels;
+    the singular values for gelsd and gelss; empty tensors otherwise. ``rcond`` (default:
+    eps * max(m, n)) sets the rank cutoff. Differentiable in A and B (the solution).
+
+    >>> import ember
+    >>> a = ember.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    >>> ember.linalg.lstsq(a, ember.tensor([[1.0], [2.0], [3.0]])).solution.tolist()
+    [[1.0], [2.0]]
+    """
+    op = "torch.linalg.lstsq"
+    _check_matrix("linalg.lstsq", A)
+    if not isinstance(B, Tensor):
+        raise TypeError(f"{op}: expected a Tensor for B, got {type(B).__name__}")
+    if driver is not None and driver not in ("gels", "gelsy", "gelsd", "gelss"):
+        raise RuntimeError(f"{op}: parameter `driver` should be one of (gels, gelsy, gelsd, "
+                           f"gelss)")
+    vector = B.ndim == A.ndim - 1
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-2]:
+        raise RuntimeError(f"{op}: input.size(-2) should match other.size(-2)")
+    if not B.is_floating_point() or B.dtype != A.dtype:
+        raise RuntimeError(f"{op}: Expected input and other to have the same dtype, but got "
+                           f"input's dtype {_dtype_name(A.dtype)} and other's dtype "
+                           f"{_dtype_name(B.dtype)}")
+    x, res, rank, sv = _C._linalg_lstsq(A, Bm, rcond, driver)
+    if vector:
+        x = x.squeeze(-1)
+    return _rt("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"),
+               (x, res, rank, sv))
+
+
+def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False,
+                 out: Any = None) -> Any:
+    """``(LU, pivots, info)``: the LU factorization with partial pivoting of (a batch of)
+    m x n matrices, L (unit diagonal, not stored) and U packed in LU, the 1-based row
+    interchanges in pivots (int32), and LAPACK's info (k > 0: U[k-1, k-1] is zero).
+
+    >>> import ember
+    >>> ember.linalg.lu_factor_ex(ember.tensor([[1.0, 2.0], [3.0, 4.0]])).pivots.tolist()
+    [2, 2]
+    """
+    _check_matrix("torch.linalg.lu_factor_ex", A)
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
+    LU, piv, info = _C._linalg_lu_factor_ex(A, pivot)
+    if check_errors:
+        _raise_lu(info, "torch.linalg.lu_factor_ex")
+    if out is not None:
+        for o, r in zip(out, (LU, piv, info)):
+            _out(r, o)
+        LU, piv, info = out
+    return _rt("linalg_lu_factor_ex", ("LU", "pivots", "info"), (LU, piv, info))
+
+
+def _raise_lu(info: Tensor, op: str) -> None:
+    bad = _first_failure(info)
+    if bad is not None:
+        raise RuntimeError(f"{op}: {bad[0]}U[{bad[1]},{bad[1]}] is zero and using it on lu_solve "
+                           f"would result in a division by zero. If you still want to perform "
+                           f"the factorization, consider calling linalg.lu(A, pivot) or "
+                           f"linalg.lu_factor_ex(A, pivot)")
+
+
+def lu_factor(A: Tensor, *, pivot: bool = True, out: Any = None) -> Any:
+    """``(LU, pivots)`` of :func:`lu_factor_ex`; an exactly singular matrix raises (its U has a
+    zero on the diagonal, which lu_solve would divide by). Differentiable.
+
+    >>> import ember
+    >>> LU, piv = ember.linalg.lu_factor(ember.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> ember.linalg.lu_solve(LU, piv, ember.tensor([[5.0], [11.0]])).tolist()
+    [[1.0], [2.0]]
+    """
+    if isinstance(A, Tensor) and A.ndim < 2:
+        raise RuntimeError(f"torch.lu_factor: Expected tensor with 2 or more dimensions. Got "
+                           f"size: {list(A.shape)} instead")
+    LU, piv, info = lu_factor_ex(A, pivot=pivot)
+    _raise_lu(info, "torch.linalg.lu_factor")
+    if out is not None:
+        _out(LU, out[0])
+        _out(piv, out[1])
+        LU, piv = out
+    return _rt("linalg_lu_factor", ("LU", "pivots"), (LU, piv))
+
+
+def _permutation(pivots: Tensor, m: int, like: Tensor) -> Tensor:
+    """P (*, m, m) with ``A = P @ L @ U`` from LAPACK's 1-based row interchanges."""
+    import numpy as np
+
+    batch = tuple(pivots.shape[:-1])
+    if pivots.device.type == "meta":
+        return _C.empty(*batch, m, m, dtype=like.dtype, device=like.device)
+    k = pivots.shape[-1]
+    piv = pivots.cpu().numpy().reshape(-1, k).astype(np.int64) - 1
+    perm = np.tile(np.arange(m), (piv.shape[0], 1))
+    rows = np.arange(piv.shape[0])
+    for i in range(k):  # row i was swapped with row piv[:, i]
+        j = piv[:, i]
+        a, b = perm[rows, i].copy(), perm[rows, j].copy()
+        perm[rows, i], perm[rows, j] = b, a
+    # A[perm[i]] = (L U)[i], so P[perm[i], i] = 1
+    p = (perm[:, None, :] == np.arange(m)[None, :, None]).astype(np.float64)
+    return _C.tensor(p.reshape(*batch, m, m), dtype=like.dtype, device=like.device)
+
+
+def _unpack(LU: Tensor, pivots: Tensor, unpack_data: bool = True,
+            unpack_pivots: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    empty = _C.empty(0, dtype=LU.dtype, device=LU.device)
+    P = _permutation(pivots, m, LU) if unpack_pivots else empty
+    if unpack_data:
+        L = LU[..., :, :k].tril(-1) + _C.eye(m, k, dtype=LU.dtype, device=LU.device)
+        U = LU[..., :k, :].triu()
+    else:
+        L = U = empty
+    return P, L, U
+
+
+def lu(A: Tensor, *, pivot: bool = True, out: Any = None) -> Any:
+    """``(P, L, U)`` with ``A = P @ L @ U``: the LU factorization with partial pivoting of
+    (a batch of) m x n matrices, P a permutation, L m x k unit lower and U k x n upper
+    triangular (k = min(m, n)). Differentiable.
+
+    >>> import ember
+    >>> P, L, U = ember.linalg.lu(ember.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> (P @ L @ U).tolist()
+    [[1.0, 2.0], [3.0, 4.0]]
+    """
+    _check_matrix("linalg.lu", A)
+    LU, piv, _ = lu_factor_ex(A, pivot=pivot)
+    P, L, U = _unpack(LU, piv)
+    if out is not None:
+        for o, r in zip(out, (P, L, U)):
+            _out(r, o)
+        P, L, U = out
+    return _rt("linalg_lu", ("P", "L", "U"), (P, L, U))
+
+
+def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoint: bool = False,
+             out: Tensor | None = None) -> Tensor:
+    """The solution X of ``A @ X = B`` from A's :func:`lu_factor` (``X @ A = B`` with
+    ``left=False``, A^T in place of A with ``adjoint``); batch dims broadcast. Differentiable
+    in LU and B.
+
+    >>> import ember
+    >>> LU, piv = ember.linalg.lu_factor(ember.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    >>> ember.linalg.lu_solve(LU, piv, ember.tensor([[2.0], [2.0]])).tolist()
+    [[1.0], [0.5]]
+    """
+    op = "linalg.lu_solve"
+    _check_matrix(op, LU, "LU", square=True)
+    _check_matrix(op, B, "B")
+    _check_same_dtype(op, LU, B)
+    if left:
+        x = _C._lu_solve(LU, pivots, B, adjoint)
+    else:  # X A = B  <=>  A^T X^T = B^T
+        x = _C._lu_solve(LU, pivots, B.mT, not adjoint).mT
+    return _out(x, out)
+
+
+def _tolerance(S: Tensor, shape: Sequence[int], atol: Any, rtol: Any,
+               rcond: Any = None) -> Tensor:
+    """PyTorch's cutoff max(atol, rtol * largest singular value) for pinv / matrix_rank."""
+    m, n = shape[-2], shape[-1]
+    if rcond is not None:
+        rtol = rcond
+    eps = 2.220446049250313e-16 if S.dtype == _C.float64 else 1.1920928955078125e-07
+    if rtol is None:
+        rtol = 0.0 if (atol is not None and not (isinstance(atol, (int, float)) and atol <= 0)) \
+            else eps * max(m, n)
+    smax = S.amax(-1, keepdim=True) if S.shape[-1] > 0 else _C.zeros_like(S[..., :1])
+    tol = smax * rtol if not isinstance(rtol, Tensor) else smax * rtol.unsqueeze(-1)
+    if atol is not None:
+        a = atol.unsqueeze(-1) if isinstance(atol, Tensor) else atol
+        tol = _C.maximum(tol, _C.zeros_like(tol) + a)
+    return tol
+
+
+def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False,
+         rcond: Any = None, out: Tensor | None = None) -> Tensor:
+    """The Moore-Penrose pseudoinverse of (a batch of) matrices, from the SVD (the
+    eigendecomposition with ``hermitian=True``); singular values at or below
+    max(atol, rtol * the largest) count as zero (rtol defaults to eps * max(m, n) when atol is
+    not given). Differentiable.
+
+    >>> import ember
+    >>> ember.linalg.pinv(ember.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
+    [[0.5, 0.0], [0.0, 0.0]]
+    """
+    _check_matrix("linalg.pinv", A, square=hermitian)
+    if hermitian:
+        L, V = eigh(A)
+        tol = _tolerance(L.abs(), A.shape, atol, rtol, rcond)
+        keep = L.abs() > tol
+        inv_l = _C.where(keep, L, _C.ones_like(L)).reciprocal() * keep.to(L.dtype)
+        return _out(_C.matmul(V * inv_l.unsqueeze(-2), V.mT), out)
+    U, S, Vh = svd(A, full_matrices=False)
+    tol = _tolerance(S, A.shape, atol, rtol, rcond)
+    keep = S > tol
+    inv_s = _C.where(keep, S, _C.ones_like(S)).reciprocal() * keep.to(S.dtype)
+    return _out(_C.matmul(Vh.mT * inv_s.unsqueeze(-2), U.mT), out)
+
+
+def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False,
+                tol: Any = None, out: Tensor | None = None) -> Tensor:
+    """The number of singular values (absolute eigenvalues with ``hermitian``) above
+    max(atol, rtol * the largest), as int64; see :func:`pinv` for the defaults.
+
+    >>> import ember
+    >>> ember.linalg.matrix_rank(ember.ones(3, 3)).item()
+    1
+    """
+    _check_matrix("linalg.matrix_rank", A, square=hermitian)
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    from ember.autograd.grad_mode import no_grad
+
+    with no_grad():
+        S = eigvalsh(A).abs() if hermitian else svdvals(A)
+    cutoff = _tolerance(S, A.shape, atol, rtol)
+    return _out((S > cutoff).sum(-1), out)
+
+
+def cond(A: Tensor, p: Any = None, *, out: Tensor | None = None) -> Tensor:
+    """The condition number of (a batch of) matrices in the norm ``p``: None or 2 (ratio of
+    the largest to the smallest singular value), -2 (its inverse), or 'fro', 'nuc', inf,
+    -inf, 1, -1 (``norm(A, p) * norm(inv(A), p)``, square invertible A only).
+
+    >>> import ember
+    >>> ember.linalg.cond(ember.tensor([[4.0, 0.0], [0.0, 2.0]])).item()
+    2.0
+    """
+    _check_matrix("linalg.cond", A, square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        S = svdvals(A)
+        r = S[..., 0] / S[..., -1] if p != -2 else S[..., -1] / S[..., 0]
+    else:
+        r = matrix_norm(A, p) * matrix_norm(inv(A), p)
+    return _out(r, out)
+
+
+def tensorinv(A: Tensor, ind: int = 2, *, out: Tensor | None = None) -> Tensor:
+    """The tensor X with ``tensordot(X, A, ind) == I`` (A reshaped to a square matrix of its
+    first ``ind`` dims by the rest), shaped ``A.shape[ind:] + A.shape[:ind]``.
+
+    >>> import ember
+    >>> ember.linalg.tensorinv(ember.eye(4).reshape(4, 2, 2), ind=1).shape
+    ember.Size([2, 2, 4])
+    """
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    rows = math.prod(A.shape[:ind])
+    cols = math.prod(A.shape[ind:])
+    if rows != cols:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           f"prod(self.shape[:ind]), but got {cols} != {rows}")
+    r = inv(A.reshape(rows, cols)).reshape(*A.shape[ind:], *A.shape[:ind])
+    return _out(r, out)
+
+
+def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None, *,
+                out: Tensor | None = None) -> Tensor:
+    """The tensor X with ``tensordot(A, X, X.ndim) == B``: A's leading dims (B's shape) and
+    the rest (X's shape) are flattened into a square system (``dims`` first moves those dims
+    of A to the end).
+
+    >>> import ember
+    >>> ember.linalg.tensorsolve(ember.eye(6).reshape(6, 2, 3), ember.ones(6)).shape
+    ember.Size([2, 3])
+    """
+    if dims is not None:
+        nd = A.ndim
+        dims = [d % nd for d in dims]
+        rest = [d for d in range(nd) if d not in dims]
+        A = A.permute(*(rest + dims))
+    lead = tuple(A.shape[:B.ndim])
+    if lead != tuple(B.shape):
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[other.ndim:])"
+                           f" == prod(self.shape[:other.ndim]), but got shapes {tuple(A.shape)} "
+                           f"and {tuple(B.shape)}")
+    xshape = A.shape[B.ndim:]
+    r = solve(A.reshape(math.prod(lead), math.prod(xshape)), B.reshape(-1)).reshape(*xshape)
+    return _out(r, out)
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False,
+                out: Any = None) -> Any:
+    """``(L, info)``: :func:`cholesky` that reports a matrix that is not positive definite in
+    info (int32 per matrix: k > 0 when the leading minor of order k is not positive-definite;
+    L is then incomplete) instead of raising, unless ``check_errors``.
+
+    >>> import ember
+    >>> ember.linalg.cholesky_ex(ember.eye(2)).info.item()
+    0
+    """
+    _check_matrix("linalg.cholesky", A, square=True)
+    L, info = _C._linalg_cholesky_ex(A, upper)
+    if check_errors:
+        _raise_cholesky(info)
+    if out is not None:
+        _out(L, out[0])
+        _out(info, out[1])
+        L, info = out
+    return _rt("linalg_cholesky_ex", ("L", "info"), (L, info))
+
+
+# Pade coefficients of degree 13 and the 1-norm bound below which it is exact to double
+# precision (Higham, "The scaling and squaring method for the matrix exponential revisited").
+_EXP_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
+               1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
+               33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_EXP_THETA13 = 5.371920351148152
+
+
+def matrix_exp(A: Tensor) -> Tensor:
+    """The matrix exponential of square matrices: the degree-13 Pade approximant of A / 2**s
+    (s from the largest 1-norm in the batch), squared s times; differentiable (through the
+    solve and products it is made of).
+
+    >>> import ember
+    >>> ember.linalg.matrix_exp(ember.tensor([[0.0, 1.0], [0.0, 0.0]])).tolist()
+    [[1.0, 1.0], [0.0, 1.0]]
+    """
+    _check_matrix("linalg.matrix_exp", A, square=True)
+    n = A.shape[-1]
+    if A.numel() == 0:
+        return A.clone()
+    s = 0
+    if A.device.type != "meta":
+        norm = float(A.detach().abs().sum(-2).amax().item())
+        if norm > _EXP_THETA13:
+            s = int(math.ceil(math.log2(norm / _EXP_THETA13)))
+    X = A / (2.0 ** s) if s else A
+    b = _EXP_PADE13
+    eye = _eye(n, A)
+    X2 = _C.matmul(X, X)
+    X4 = _C.matmul(X2, X2)
+    X6 = _C.matmul(X4, X2)
+    U = _C.matmul(X, _C.matmul(X6, b[13] * X6 + b[11] * X4 + b[9] * X2)
+                  + b[7] * X6 + b[5] * X4 + b[3] * X2 + b[1] * eye)
+    V = (_C.matmul(X6, b[12] * X6 + b[10] * X4 + b[8] * X2) + b[6] * X6 + b[4] * X4
+         + b[2] * X2 + b[0] * eye)
+    R = solve(V - U, V + U)
+    for _ in range(s):
+        R = _C.matmul(R, R)
+    return R
+
+
+# ---- torch.* spellings and Tensor methods -----------------------------------------------------
+
+
+def inverse(input: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """Alias of :func:`ember.linalg.inv` (``torch.inverse``)."""
+    return inv(input, out=out)
+
+
+def _svd_legacy(input: Tensor, some: bool = True, compute_uv: bool = True, *,
+                out: Any = None) -> Any:
+    """``torch.svd``: ``(U, S, V)`` with ``input = U @ diag(S) @ V.mT`` (V, not Vh); reduced
+    factors unless ``some=False``; with ``compute_uv=False`` U and V are zero-filled m x m and
+    n x n matrices.
+
+    >>> import ember
+    >>> ember.svd(ember.eye(2)).V.tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    if compute_uv:
+        U, S, Vh = svd(input, full_matrices=not some)
+        V = Vh.mT
+    else:
+        S = svdvals(input)
+        m, n = input.shape[-2], input.shape[-1]
+        U = _C.zeros(*input.shape[:-2], m, m, dtype=input.dtype, device=input.device)
+        V = _C.zeros(*input.shape[:-2], n, n, dtype=input.dtype, device=input.device)
+    if out is not None:
+        for o, r in zip(out, (U, S, V)):
+            _out(r, o)
+        U, S, V = out
+    return _rt("svd", ("U", "S", "V"), (U, S, V))
+
+
+def _qr_legacy(input: Tensor, some: bool = True, *, out: Any = None) -> Any:
+    """``torch.qr``: :func:`ember.linalg.qr` with mode 'reduced' (``some=True``) or 'complete'.
+
+    >>> import ember
+    >>> ember.qr(ember.eye(2)).R.abs().tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    Q, R = qr(input, "reduced" if some else "complete")
+    if out is not None:
+        _out(Q, out[0])
+        _out(R, out[1])
+        Q, R = out
+    return _rt("qr", ("Q", "R"), (Q, R))
+
+
+def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
+    """``torch.pinverse``: :func:`pinv` with relative cutoff ``rcond``."""
+    return pinv(input, rtol=rcond)
+
+
+def _det(input: Tensor) -> Tensor:
+    """``torch.det``: :func:`ember.linalg.det`."""
+    return det(input)
+
+
+def _slogdet(input: Tensor) -> Any:
+    """``torch.slogdet``: :func:`ember.linalg.slogdet`."""
+    sign, logabs = slogdet(input)
+    return _rt("slogdet", ("sign", "logabsdet"), (sign, logabs))
+
+
+def _matrix_power(input: Tensor, n: int) -> Tensor:
+    """``torch.matrix_power``: :func:`ember.linalg.matrix_power`."""
+    return matrix_power(input, n)
+
+
+def _cholesky_legacy(input: Tensor, upper: bool = False, *, out: Tensor | None = None) -> Tensor:
+    """``torch.cholesky``: :func:`ember.linalg.cholesky`."""
+    return cholesky(input, upper=upper, out=out)
+
+
+def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *,
+                   out: Tensor | None = None) -> Tensor:
+    """``torch.cholesky_solve``: the solution X of ``A @ X = input`` for A given by its
+    Cholesky factor ``input2`` (``A = L @ L.mT``, or ``U.mT @ U`` with ``upper``), by two
+    triangular solves; batch dims broadcast; differentiable.
+
+    >>> import ember
+    >>> L = ember.tensor([[2.0, 0.0], [1.0, 1.0]])
+    >>> ember.cholesky_solve(ember.tensor([[4.0], [3.0]]), L).tolist()
+    [[0.5], [1.0]]
+    """
+    _check_matrix("cholesky_solve", input2, "input2", square=True)
+    _check_matrix("cholesky_solve", input, "input")
+    _check_same_dtype("cholesky_solve", input2, input)
+    L = input2.mT if upper else input2
+    y = _C._linalg_solve_triangular(L, input, False, False)  # L y = B
+    return _out(_C._linalg_solve_triangular(L.mT, y, True, False), out)  # L^T x = y
+
+
+def cholesky_inverse(input: Tensor, upper: bool = False, *,
+                     out: Tensor | None = None) -> Tensor:
+    """``torch.cholesky_inverse``: the inverse of A given by its Cholesky factor
+    (``A = L @ L.mT``, or ``U.mT @ U`` with ``upper``); differentiable.
+
+    >>> import ember
+    >>> ember.cholesky_inverse(ember.tensor([[2.0, 0.0], [0.0, 1.0]])).tolist()
+    [[0.25, 0.0], [0.0, 1.0]]
+    """
+    _check_matrix("cholesky_inverse", input, "input", square=True)
+    return _out(cholesky_solve(_eye(input.shape[-1], input).expand(*input.shape), input, upper),
+                out)
+
+
+def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
+              unpack_pivots: bool = True, *, out: Any = None) -> Any:
+    """``torch.lu_unpack``: ``(P, L, U)`` from :func:`lu_factor`'s results (empty tensors for
+    the parts not asked for).
+
+    >>> import ember
+    >>> P, L, U = ember.lu_unpack(*ember.linalg.lu_factor(ember.tensor([[1.0, 2.0], [3.0, 4.0]])))
+    >>> P.tolist()
+    [[0.0, 1.0], [1.0, 0.0]]
+    """
+    P, L, U = _unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
+    if out is not None:
+        for o, r in zip(out, (P, L, U)):
+            _out(r, o)
+        P, L, U = out
+    return _rt("lu_unpack", ("P", "L", "U"), (P, L, U))
+
+
+def _lu_legacy(A: Tensor, pivot: bool = True, get_infos: bool = False,
+               out: Any = None) -> Any:
+    """``torch.lu``: ``(LU, pivots)``, plus info with ``get_infos``."""
+    LU, piv, info = lu_factor_ex(A, pivot=pivot)
+    if not get_infos:
+        _raise_lu(info, "torch.linalg.lu_factor")
+        return LU, piv
+    return LU, piv, info
+
+
+def _lu_solve_legacy(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *,
+                     out: Tensor | None = None) -> Tensor:
+    """``torch.lu_solve(b, LU_data, LU_pivots)``: :func:`lu_solve` with b first."""
+    return lu_solve(LU_data, LU_pivots, b, out=out)
+
+
+_TOPLEVEL = {
+    "inverse": inverse, "det": _det, "logdet": logdet, "slogdet": _slogdet, "svd": _svd_legacy,
+    "qr": _qr_legacy, "pinverse": pinverse, "matrix_power": _matrix_power,
+    "cholesky": _cholesky_legacy, "cholesky_solve": cholesky_solve,
+    "cholesky_inverse": cholesky_inverse, "lu_unpack": lu_unpack, "lu": _lu_legacy,
+    "lu_solve": _lu_solve_legacy, "matrix_exp": matrix_exp,
+}
+_METHODS = ("inverse", "det", "logdet", "slogdet", "svd", "qr", "pinverse", "matrix_power",
+            "cholesky", "cholesky_solve", "cholesky_inverse", "lu", "lu_solve", "matrix_exp")
+
+
+def _install(namespace: dict) -> None:
+    """Puts the ``torch.*`` spellings (inverse, det, svd, ...) into ember's namespace where
+    missing, and the matching Tensor methods on Tensor."""
+    for name, fn in _TOPLEVEL.items():
+        namespace.setdefault(name, fn)
+    for name in _METHODS:
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, _TOPLEVEL[name])

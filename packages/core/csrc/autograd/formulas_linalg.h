@@ -1,0 +1,377 @@
+// Derivatives of the matrix factorizations (ops/linalg.yaml, "factorizations"): solve and inv,
+// det and slogdet, SVD, the symmetric eigendecomposition, QR and least squares, for real
+// matrices. Written on ops::, so gradients of gradients work. Where the textbook formula
+// divides by a difference of (squared) singular values or eigenvalues, or by a singular value,
+// a zero divisor gives 0 instead of inf: those terms are multiplied by a zero gradient in the
+// cases that reach them (svdvals of a rank-deficient matrix, eigvalsh with repeated
+// eigenvalues), and with a nonzero one the derivative does not exist anyway.
+#pragma once
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "autograd/formulas_base.h"
+
+namespace ember {
+namespace autograd {
+namespace formulas {
+
+inline Tensor mT(const Tensor& t) { return ops::transpose(t, -2, -1); }
+inline Tensor mmul(const Tensor& a, const Tensor& b) { return ops::matmul(a, b); }
+// The n x n identity in t's dtype and device.
+inline Tensor eye_of(const Tensor& t, int64_t n) {
+  return ops::eye(n, std::nullopt, t->dtype(), t->device());
+}
+// X with A X = B (batch dims broadcast).
+inline Tensor lsolve(const Tensor& A, const Tensor& B) {
+  return std::get<0>(ops::_linalg_solve_ex(A, B));
+}
+// 1 / x where x != 0, else 0; differentiable everywhere.
+inline Tensor safe_reciprocal(const Tensor& x) {
+  Tensor zero =
+      ops::_to_dtype(ops::eq(x, TensorOrScalar(Scalar(0.0)), Tensor()), x->dtype(), false);
+  return div(x, add(mul(x, x), zero));
+}
+// 1 / (v_j - v_i) off the diagonal and 0 on it (and where v_j == v_i), for v (..., k).
+inline Tensor difference_reciprocals(const Tensor& v) {
+  Tensor e = sub(ops::unsqueeze(v, -2), ops::unsqueeze(v, -1));
+  return safe_reciprocal(e);
+}
+// The diagonal matrices of v (..., k).
+inline Tensor diag_of(const Tensor& v) {
+  return mul(ops::unsqueeze(v, -1), eye_of(v, v->size(v->dim() - 1)));
+}
+inline Tensor as_matrix_scale(const Tensor& g) { return ops::unsqueeze(ops::unsqueeze(g, -1), -1); }
+
+// A value of a 0-d bool tensor on the host (false on meta).
+inline bool host_flag(const Tensor& t) {
+  if (t->device().is_meta()) return false;
+  Tensor c = t->device().is_cpu() ? t : ops::_to_copy(t, std::nullopt, cpu_device(), false);
+  return *c->data_as<bool>();
+}
+
+// solve: X = A^-1 B. dB = A^-T g, dA = -dB X^T.
+inline Tensor linalg_solve_backward(const Tensor& grad, const Tensor& A, const Tensor& X,
+                                    bool wrt_A) {
+  Tensor gB = lsolve(mT(A), grad);
+  return wrt_A ? neg(mmul(gB, mT(X))) : gB;
+}
+
+// Rows of x (*, n, c) permuted by the row interchanges of an LU factorization (pivots (*, k),
+// 1-based, as getrf gives them; A = P L U): P x when `apply_p`, else P^T x.
+inline Tensor permute_rows(const Tensor& x, const Tensor& pivots, bool apply_p) {
+  const int64_t n = x->size(x->dim() - 2), c = x->size(x->dim() - 1);
+  const int64_t k = pivots->size(pivots->dim() - 1);
+  if (x->device().is_meta() || x->numel() == 0) return x;
+  Tensor piv =
+      pivots->device().is_cpu() ? pivots : ops::_to_copy(pivots, std::nullopt, cpu_device(), false);
+  DimVector psizes(x->sizes().begin(), x->sizes().end() - 2);
+  psizes.push_back(k);
+  piv = ops::contiguous(ops::expand(ops::_to_dtype(piv, ScalarType::Int64, false), psizes));
+  DimVector sizes = x->sizes();
+  Tensor index = ember::empty(sizes, ScalarType::Int64, cpu_device());
+  const int64_t* p = piv->data_as<int64_t>();
+  int64_t* out = index->data_as<int64_t>();
+  std::vector<int64_t> perm(n), inv(n);
+  const int64_t xcount = index->numel() / (n * c);
+  for (int64_t b = 0; b < xcount; ++b) {
+    for (int64_t i = 0; i < n; ++i) perm[i] = i;
+    for (int64_t i = 0; i < k; ++i) std::swap(perm[i], perm[p[b * k + i] - 1]);
+    // A[perm[i]] = (L U)[i]: (P y)[perm[i]] = y[i], (P^T y)[i] = y[perm[i]]
+    for (int64_t i = 0; i < n; ++i) inv[perm[i]] = i;
+    const std::vector<int64_t>& src = apply_p ? inv : perm;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j) out[(b * n + i) * c + j] = src[i];
+  }
+  if (!x->device().is_cpu()) index = ops::_to_copy(index, std::nullopt, x->device(), false);
+  return ops::gather(x, -2, index, false, Tensor());
+}
+
+inline Tensor tri_solve(const Tensor& A, const Tensor& B, bool upper, bool unit = false) {
+  return ops::_linalg_solve_triangular(A, B, upper, unit);
+}
+
+// The square LU derivative without the permutation: for A' = L U (n x n),
+// gA' = L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T.
+inline Tensor lu_square_backward(const Tensor& gL, const Tensor& gU, const Tensor& L,
+                                 const Tensor& U) {
+  Tensor phi = add(ops::tril(mmul(mT(L), ops::tril(gL, -1, Tensor())), -1, Tensor()),
+                   ops::triu(mmul(ops::triu(gU, 0, Tensor()), mT(U)), 0, Tensor()));
+  Tensor x = tri_solve(mT(L), phi, true, true);
+  return mT(tri_solve(U, mT(x), true));  // x U^-T
+}
+
+// lu_factor: A = P L U with LU = L - I + U packed. Square: the formula above, then P. Wide
+// (m < n, U = [U1 U2]): U2 = L^-1 P^T A2 also moves with L, so gL gains -L^-T gU2 U2^T, and
+// gA2 = P L^-T gU2. Tall (m > n, L = [L1; L2]): L2 = (P^T A)_2 U^-1 moves with U, so gU gains
+// -L2^T gL2 U^-T, and gA2 = P gL2 U^-T.
+inline Tensor linalg_lu_factor_backward(const Tensor& grad, const Tensor& LU,
+                                        const Tensor& pivots) {
+  const int64_t m = LU->size(LU->dim() - 2), n = LU->size(LU->dim() - 1), k = std::min(m, n);
+  if (LU->numel() == 0) return ops::zeros_like(LU, std::nullopt, std::nullopt);
+  const int64_t r = LU->dim() - 2, c = LU->dim() - 1;
+  Tensor L = add(ops::tril(ops::narrow(LU, c, 0, k), -1, Tensor()),
+                 ops::eye(m, k, LU->dtype(), LU->device()));
+  Tensor U = ops::triu(ops::narrow(LU, r, 0, k), 0, Tensor());
+  Tensor gL = ops::tril(ops::narrow(grad, c, 0, k), -1, Tensor());
+  Tensor gU = ops::triu(ops::narrow(grad, r, 0, k), 0, Tensor());
+  Tensor x;
+  if (m == n) {
+    x = lu_square_backward(gL, gU, L, U);
+  } else if (m < n) {
+    Tensor U1 = ops::narrow(U, c, 0, m), U2 = ops::narrow(U, c, m, n - m);
+    Tensor gU1 = ops::narrow(gU, c, 0, m), gU2 = ops::narrow(gU, c, m, n - m);
+    Tensor t = tri_solve(mT(L), gU2, true, true);  // L^-T gU2
+    x = ops::cat({lu_square_backward(sub(gL, mmul(t, mT(U2))), gU1, L, U1), t}, -1, Tensor());
+  } else {
+    Tensor L1 = ops::narrow(L, r, 0, n), L2 = ops::narrow(L, r, n, m - n);
+    Tensor gL1 = ops::narrow(gL, r, 0, n), gL2 = ops::narrow(gL, r, n, m - n);
+    Tensor t = mT(tri_solve(U, mT(gL2), true));  // gL2 U^-T
+    x = ops::cat({lu_square_backward(gL1, sub(gU, mmul(mT(L2), t)), L1, U), t}, -2, Tensor());
+  }
+  return permute_rows(x, pivots, true);
+}
+
+// lu_solve's derivative with respect to LU: gA of X = A^-1 B (A^-T B with trans) taken back
+// through A = P L U: gLU = tril(P^T gA U^T, -1) + triu(L^T P^T gA).
+inline Tensor lu_solve_backward_LU(const Tensor& grad, const Tensor& LU, const Tensor& pivots,
+                                   const Tensor& X, bool trans) {
+  const int64_t n = LU->size(LU->dim() - 1);
+  Tensor Y = ops::_lu_solve(LU, pivots, grad, !trans);  // A^-T gX (A^-1 gX with trans)
+  Tensor gA = trans ? neg(mmul(X, mT(Y))) : neg(mmul(Y, mT(X)));
+  Tensor L = add(ops::tril(LU, -1, Tensor()), eye_of(LU, n));
+  Tensor U = ops::triu(LU, 0, Tensor());
+  Tensor pg = permute_rows(gA, pivots, false);
+  return add(ops::tril(mmul(pg, mT(U)), -1, Tensor()), ops::triu(mmul(mT(L), pg), 0, Tensor()));
+}
+
+// Cholesky A = L L^T (U^T U with upper): with Phi(M) = tril(M) with its diagonal halved,
+// S = L^-T Phi(L^T gL) L^-1 and gA = (S + S^T) / 2 (A's two triangles share each entry).
+inline Tensor linalg_cholesky_backward(const Tensor& grad, const Tensor& factor, bool upper) {
+  if (factor->numel() == 0) return ops::zeros_like(factor, std::nullopt, std::nullopt);
+  Tensor L = upper ? mT(factor) : factor;
+  Tensor gL = ops::tril(upper ? mT(grad) : grad, 0, Tensor());
+  Tensor M = mmul(mT(L), gL);
+  Tensor phi =
+      sub(ops::tril(M, 0, Tensor()), mul(diag_of(ops::diagonal(M, 0, -2, -1)), Scalar(0.5)));
+  Tensor S = ops::_linalg_solve_triangular(mT(L), phi, true, false);  // L^-T phi
+  S = mT(ops::_linalg_solve_triangular(mT(L), mT(S), true, false));   // (L^-T S^T)^T = S L^-1
+  return mul(add(S, mT(S)), Scalar(0.5));
+}
+
+// Triangular solve X = A^-1 B: gB = A^-T gX, gA = -gB X^T on A's triangle (strictly, for a
+// unit diagonal).
+inline Tensor linalg_solve_triangular_backward(const Tensor& grad, const Tensor& A, const Tensor& X,
+                                               bool upper, bool unitriangular, bool wrt_A) {
+  Tensor gB = ops::_linalg_solve_triangular(mT(A), grad, !upper, unitriangular);
+  if (!wrt_A) return gB;
+  Tensor g = neg(mmul(gB, mT(X)));
+  const int64_t d = unitriangular ? 1 : 0;
+  return upper ? ops::triu(g, d, Tensor()) : ops::tril(g, -d, Tensor());
+}
+
+inline Tensor lu_solve_backward_B(const Tensor& grad, const Tensor& LU, const Tensor& pivots,
+                                  bool trans) {
+  return ops::_lu_solve(LU, pivots, grad, !trans);
+}
+
+// slogdet: d log|det A| / dA = A^-T.
+inline Tensor linalg_slogdet_backward(const Tensor& grad, const Tensor& A) {
+  const int64_t n = A->size(A->dim() - 1);
+  return mul(as_matrix_scale(grad), lsolve(mT(A), eye_of(A, n)));
+}
+
+// det: d det A / dA = adj(A)^T, which is det(A) A^-T for an invertible A; when some matrix of
+// the batch is singular, adj(A)^T is taken from the SVD A = U S V^T instead:
+// det(U) det(V) U diag(prod_{j != i} s_j) V^T, which is defined for every A.
+inline Tensor linalg_det_backward(const Tensor& grad, const Tensor& A, const Tensor& det) {
+  const int64_t n = A->size(A->dim() - 1);
+  if (n == 0) return ops::zeros_like(A, std::nullopt, std::nullopt);
+  if (!host_flag(
+          ops::any(ops::eq(det, TensorOrScalar(Scalar(0.0)), Tensor()), std::nullopt, false)))
+    return mul(as_matrix_scale(mul(grad, det)), lsolve(mT(A), eye_of(A, n)));
+  auto svd = ops::_linalg_svd(A, false, true);
+  const Tensor &U = std::get<0>(svd), &S = std::get<1>(svd), &Vh = std::get<2>(svd);
+  Tensor eye_b = ops::_to_dtype(eye_of(A, n), ScalarType::Bool, false);
+  DimVector square = S->sizes();
+  square.insert(square.size() - 1, n);
+  Tensor others = ops::where(eye_b, TensorOrScalar(Scalar(1.0)),
+                             TensorOrScalar(ops::expand(ops::unsqueeze(S, -2), square)), Tensor());
+  Tensor p = ops::prod(others, int64_t{-1}, false, std::nullopt);  // prod_{j != i} s_j
+  Tensor orient = std::get<0>(ops::_linalg_det(mmul(U, Vh)));      // det(U) det(V)
+  Tensor adjT = mmul(mul(U, ops::unsqueeze(p, -2)), Vh);
+  return mul(as_matrix_scale(mul(grad, orient)), adjT);
+}
+
+inline Tensor svd_backward_reduced(const Tensor& gU, const Tensor& gS, const Tensor& gVh,
+                                   const Tensor& U, const Tensor& S, const Tensor& Vh, int64_t m,
+                                   int64_t n, int64_t k) {
+  Tensor V = mT(Vh), gV = mT(gVh);
+  Tensor F = difference_reciprocals(mul(S, S));
+  Tensor UtgU = mmul(mT(U), gU), VtgV = mmul(mT(V), gV);
+  Tensor J = mul(F, sub(UtgU, mT(UtgU))), K = mul(F, sub(VtgV, mT(VtgV)));
+  Tensor inner =
+      add(add(mul(J, ops::unsqueeze(S, -2)), mul(ops::unsqueeze(S, -1), K)), diag_of(gS));
+  Tensor gA = mmul(mmul(U, inner), Vh);
+  Tensor Sinv = safe_reciprocal(S);
+  if (m > k) {
+    Tensor proj = sub(gU, mmul(U, UtgU));
+    gA = add(gA, mmul(mul(proj, ops::unsqueeze(Sinv, -2)), Vh));
+  }
+  if (n > k) {
+    Tensor proj = sub(gVh, mmul(mmul(gVh, V), Vh));
+    gA = add(gA, mmul(U, mul(ops::unsqueeze(Sinv, -1), proj)));
+  }
+  return gA;
+}
+
+// SVD A = U diag(S) Vh, on the reduced factors. With F_ij = 1/(s_j^2 - s_i^2)
+// off the diagonal, J = F o (U^T gU - gU^T U) and K = F o (V^T gV - gV^T V):
+// gA = U (J S + S K + diag(gS)) Vh + (I - U U^T) gU S^-1 Vh + U S^-1 (gVh - gVh V Vh).
+inline Tensor linalg_svd_backward(const std::vector<Tensor>& grads, const Tensor& U,
+                                  const Tensor& S, const Tensor& Vh, bool full_matrices,
+                                  bool compute_uv) {
+  EMBER_CHECK(compute_uv, "linalg.svd: the derivative needs the singular vectors; call it with ",
+              "compute_uv=True");
+  const int64_t m = U->size(U->dim() - 2), n = Vh->size(Vh->dim() - 1);
+  const int64_t k = S->size(S->dim() - 1);
+  DimVector shape(S->sizes().begin(), S->sizes().end() - 1);
+  shape.push_back(m);
+  shape.push_back(n);
+  if (k == 0) return ops::zeros(shape, S->dtype(), S->device());
+  Tensor gU = grads[0], gVh = grads[2];
+  const Tensor& gS = grads[1];
+  // With full_matrices, the columns of U (rows of Vh) past k are not determined by A (any
+  // orthonormal completion): as in PyTorch, the loss is taken not to depend on them.
+  Tensor U_ = U, Vh_ = Vh;
+  if (full_matrices && m != n) {
+    U_ = ops::narrow(U, U->dim() - 1, 0, k);
+    gU = ops::narrow(gU, gU->dim() - 1, 0, k);
+    Vh_ = ops::narrow(Vh, Vh->dim() - 2, 0, k);
+    gVh = ops::narrow(gVh, gVh->dim() - 2, 0, k);
+  }
+  return svd_backward_reduced(gU, gS, gVh, U_, S, Vh_, m, n, k);
+}
+
+// eigh A = V diag(L) V^T: gA = V (diag(gL) + F o (V^T gV)) V^T, F_ij = 1/(L_j - L_i) off the
+// diagonal.
+inline Tensor linalg_eigh_backward(const std::vector<Tensor>& grads, const Tensor& L,
+                                   const Tensor& V, bool compute_v) {
+  EMBER_CHECK(compute_v, "linalg.eigh: the derivative needs the eigenvectors; call ",
+              "linalg.eigh rather than eigvalsh with compute_v=False");
+  const Tensor &gL = grads[0], &gV = grads[1];
+  Tensor inner = add(mul(difference_reciprocals(L), mmul(mT(V), gV)), diag_of(gL));
+  return mmul(mmul(V, inner), mT(V));
+}
+
+// QR A = Q R with m >= n (Q m x n, R n x n upper): M = R gR^T - gQ^T Q,
+// gA = (gQ + Q copyltu(M)) R^-T with copyltu(M) = tril(M) + tril(M, -1)^T.
+inline Tensor qr_backward_tall(const Tensor& gQ, const Tensor& gR, const Tensor& Q,
+                               const Tensor& R) {
+  Tensor M = sub(mmul(R, mT(gR)), mmul(mT(gQ), Q));
+  Tensor sym = add(ops::tril(M, 0, Tensor()), mT(ops::tril(M, -1, Tensor())));
+  Tensor b = add(gQ, mmul(Q, sym));
+  return mT(lsolve(R, mT(b)));
+}
+
+// QR: the tall case above; for m < n, A = [X | Y] with X = Q U square, Y = Q V:
+// gX from (gQ + Y gV^T, gU) as above and gY = Q gV.
+inline Tensor linalg_qr_backward(const std::vector<Tensor>& grads, const Tensor& Q, const Tensor& R,
+                                 const std::string& mode) {
+  EMBER_CHECK(mode != "r", "The derivative of linalg.qr depends on Q, which is not computed ",
+              "when mode='r'. Please use linalg.qr(A, mode='reduced') if you are going to ",
+              "differentiate through linalg.qr.");
+  const int64_t m = Q->size(Q->dim() - 2), n = R->size(R->dim() - 1);
+  EMBER_CHECK(!(mode == "complete" && m > n), "The QR decomposition is not differentiable ",
+              "when mode='complete' and nrows > ncols.");
+  const Tensor &gQ = grads[0], &gR = grads[1];
+  if (m >= n) return qr_backward_tall(gQ, gR, Q, R);
+  const int64_t d = R->dim() - 1;
+  Tensor Ru = ops::narrow(R, d, 0, m), Rv = ops::narrow(R, d, m, n - m);
+  Tensor gU = ops::narrow(gR, d, 0, m), gV = ops::narrow(gR, d, m, n - m);
+  Tensor Y = mmul(Q, Rv);
+  Tensor gX = qr_backward_tall(add(gQ, mmul(Y, mT(gV))), gU, Q, Ru);
+  return ops::cat({gX, mmul(Q, gV)}, -1, Tensor());
+}
+
+// The pseudoinverse from the SVD (singular values below max(m, n) * eps * the largest are
+// dropped), for the least-squares derivative.
+inline Tensor pinv_by_svd(const Tensor& A) {
+  const int64_t m = A->size(A->dim() - 2), n = A->size(A->dim() - 1);
+  auto svd = ops::_linalg_svd(A, false, true);
+  const Tensor &U = std::get<0>(svd), &S = std::get<1>(svd), &Vh = std::get<2>(svd);
+  const double eps = A->dtype() == ScalarType::Float64 ? std::numeric_limits<double>::epsilon()
+                                                       : std::numeric_limits<float>::epsilon();
+  Tensor smax = ops::narrow(S, S->dim() - 1, 0, std::min<int64_t>(1, S->size(S->dim() - 1)));
+  Tensor tol = mul(smax, Scalar(eps * double(std::max(m, n))));
+  Tensor keep = ops::_to_dtype(ops::gt(S, TensorOrScalar(tol), Tensor()), S->dtype(), false);
+  Tensor sinv = mul(safe_reciprocal(S), keep);
+  return mmul(mul(mT(Vh), ops::unsqueeze(sinv, -2)), mT(U));
+}
+
+// lstsq: X = pinv(A) B, so gB = P^T gX and, with gP = gX B^T,
+// gA = -P^T gP P^T + (I - A P) gP^T P P^T + P^T P gP^T (I - P A).
+inline Tensor linalg_lstsq_backward(const Tensor& grad, const Tensor& A, const Tensor& B,
+                                    bool wrt_A) {
+  Tensor P = pinv_by_svd(A);
+  if (!wrt_A) return mmul(mT(P), grad);
+  Tensor gP = mmul(grad, mT(B));
+  Tensor PT = mT(P), gPT = mT(gP);
+  Tensor t1 = neg(mmul(mmul(PT, gP), PT));
+  Tensor AP = mmul(A, P), PA = mmul(P, A);
+  Tensor t2 = mmul(sub(gPT, mmul(AP, gPT)), mmul(P, PT));
+  Tensor t3 = mmul(mmul(PT, P), sub(gPT, mmul(gPT, PA)));
+  return add(add(t1, t2), t3);
+}
+
+// ---- tangents (forward mode) ----------------------------------------------------------------
+
+inline Tensor trace_of(const Tensor& m) {
+  return ops::sum(ops::diagonal(m, 0, -2, -1), DimVector{-1}, false, std::nullopt);
+}
+// a + b where either may be undefined (absent tangents).
+inline Tensor add_defined(const Tensor& a, const Tensor& b) {
+  return !a ? b : (!b ? a : add(a, b));
+}
+
+// solve: dX = A^-1 (dB - dA X).
+inline Tensor linalg_solve_jvp(const Tensor& A, const Tensor& X, const Tensor& A_t,
+                               const Tensor& B_t) {
+  return lsolve(A, add_defined(B_t, A_t ? neg(mmul(A_t, X)) : Tensor()));
+}
+// det: d det = det tr(A^-1 dA); slogdet: d log|det| = tr(A^-1 dA).
+inline Tensor linalg_det_jvp(const Tensor& A, const Tensor& det, const Tensor& A_t) {
+  return mul(det, trace_of(lsolve(A, A_t)));
+}
+inline Tensor linalg_slogdet_jvp(const Tensor& A, const Tensor& A_t) {
+  return trace_of(lsolve(A, A_t));
+}
+// Cholesky: dL = L Phi(L^-1 dA L^-T), dA the symmetric matrix of the triangle that is read.
+inline Tensor linalg_cholesky_jvp(const Tensor& factor, const Tensor& A_t, bool upper) {
+  Tensor dA = upper ? add(ops::triu(A_t, 0, Tensor()), mT(ops::triu(A_t, 1, Tensor())))
+                    : add(ops::tril(A_t, 0, Tensor()), mT(ops::tril(A_t, -1, Tensor())));
+  Tensor L = upper ? mT(factor) : factor;
+  Tensor X = tri_solve(L, dA, false);
+  Tensor Y = mT(tri_solve(L, mT(X), false));  // L^-1 dA L^-T
+  Tensor phi =
+      sub(ops::tril(Y, 0, Tensor()), mul(diag_of(ops::diagonal(Y, 0, -2, -1)), Scalar(0.5)));
+  Tensor dL = mmul(L, phi);
+  return upper ? mT(dL) : dL;
+}
+// Triangular solve: dX = A^-1 (dB - tri(dA) X), tri the part of A that is read.
+inline Tensor linalg_solve_triangular_jvp(const Tensor& A, const Tensor& X, const Tensor& A_t,
+                                          const Tensor& B_t, bool upper, bool unitriangular) {
+  Tensor dA;
+  if (A_t) {
+    const int64_t d = unitriangular ? 1 : 0;
+    dA = upper ? ops::triu(A_t, d, Tensor()) : ops::tril(A_t, -d, Tensor());
+  }
+  return tri_solve(A, add_defined(B_t, dA ? neg(mmul(dA, X)) : Tensor()), upper, unitriangular);
+}
+
+}  // namespace formulas
+}  // namespace autograd
+}  // namespace ember

@@ -1,0 +1,697 @@
+// CPU matrix factorizations on LAPACK (the scipy-openblas32 wheel's, symbols prefixed scipy_):
+// LU (getrf, getrs), QR (geqrf, orgqr), SVD (gesdd), the symmetric eigensolver (syevd) and the
+// least-squares drivers (gelsy, gelsd, gelss, gels), for float32 and float64, batched over the
+// leading dims (ops/linalg.yaml, the "factorizations" section).
+//
+// LAPACK works on column-major matrices. Every input is copied once into a buffer whose
+// matrices are column-major (sizes (..., m, n), strides (..., m * n, 1, m): the transpose of a
+// contiguous (..., n, m) tensor, which is how PyTorch lays out these results too); LAPACK then
+// works in place on that copy, which becomes the op's output. The copies broadcast the batch
+// dims of the operands of the two-operand ops (solve, lu_solve, lstsq). Failures that depend on
+// the values (a singular matrix, no convergence) are reported through `info` outputs, which the
+// Python wrappers (ember.linalg) turn into PyTorch's LinAlgError messages; argument errors are
+// raised here. On the meta device each op returns its outputs after the checks.
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "kernels/cpu/blas.h"
+#include "kernels/iterator.h"
+#include "kernels/parallel.h"
+#include "ops.h"
+
+namespace ember {
+namespace cpu {
+namespace {
+
+using lint = lapack_int;
+
+// ---- LAPACK, by element type ------------------------------------------------------------------
+
+template <class T>
+struct Lapack;
+
+#define EMBER_LAPACK_TYPE(T, p)                                                                    \
+  template <>                                                                                      \
+  struct Lapack<T> {                                                                               \
+    static lint getrf(lint m, lint n, T* a, lint lda, lint* ipiv) {                                \
+      return scipy_LAPACKE_##p##getrf_work(LAPACK_COL_MAJOR, m, n, a, lda, ipiv);                  \
+    }                                                                                              \
+    static lint getrs(char trans, lint n, lint nrhs, const T* a, lint lda, const lint* ipiv, T* b, \
+                      lint ldb) {                                                                  \
+      return scipy_LAPACKE_##p##getrs_work(LAPACK_COL_MAJOR, trans, n, nrhs, a, lda, ipiv, b,      \
+                                           ldb);                                                   \
+    }                                                                                              \
+    static lint gesdd(char jobz, lint m, lint n, T* a, lint lda, T* s, T* u, lint ldu, T* vt,      \
+                      lint ldvt, T* work, lint lwork, lint* iwork) {                               \
+      return scipy_LAPACKE_##p##gesdd_work(LAPACK_COL_MAJOR, jobz, m, n, a, lda, s, u, ldu, vt,    \
+                                           ldvt, work, lwork, iwork);                              \
+    }                                                                                              \
+    static lint syevd(char jobz, char uplo, lint n, T* a, lint lda, T* w, T* work, lint lwork,     \
+                      lint* iwork, lint liwork) {                                                  \
+      return scipy_LAPACKE_##p##syevd_work(LAPACK_COL_MAJOR, jobz, uplo, n, a, lda, w, work,       \
+                                           lwork, iwork, liwork);                                  \
+    }                                                                                              \
+    static lint geqrf(lint m, lint n, T* a, lint lda, T* tau, T* work, lint lwork) {               \
+      return scipy_LAPACKE_##p##geqrf_work(LAPACK_COL_MAJOR, m, n, a, lda, tau, work, lwork);      \
+    }                                                                                              \
+    static lint orgqr(lint m, lint n, lint k, T* a, lint lda, const T* tau, T* work, lint lwork) { \
+      return scipy_LAPACKE_##p##orgqr_work(LAPACK_COL_MAJOR, m, n, k, a, lda, tau, work, lwork);   \
+    }                                                                                              \
+    static lint gelsy(lint m, lint n, lint nrhs, T* a, lint lda, T* b, lint ldb, lint* jpvt,       \
+                      T rcond, lint* rank, T* work, lint lwork) {                                  \
+      return scipy_LAPACKE_##p##gelsy_work(LAPACK_COL_MAJOR, m, n, nrhs, a, lda, b, ldb, jpvt,     \
+                                           rcond, rank, work, lwork);                              \
+    }                                                                                              \
+    static lint gelsd(lint m, lint n, lint nrhs, T* a, lint lda, T* b, lint ldb, T* s, T rcond,    \
+                      lint* rank, T* work, lint lwork, lint* iwork) {                              \
+      return scipy_LAPACKE_##p##gelsd_work(LAPACK_COL_MAJOR, m, n, nrhs, a, lda, b, ldb, s, rcond, \
+                                           rank, work, lwork, iwork);                              \
+    }                                                                                              \
+    static lint gelss(lint m, lint n, lint nrhs, T* a, lint lda, T* b, lint ldb, T* s, T rcond,    \
+                      lint* rank, T* work, lint lwork) {                                           \
+      return scipy_LAPACKE_##p##gelss_work(LAPACK_COL_MAJOR, m, n, nrhs, a, lda, b, ldb, s, rcond, \
+                                           rank, work, lwork);                                     \
+    }                                                                                              \
+    static lint potrf(char uplo, lint n, T* a, lint lda) {                                         \
+      return scipy_LAPACKE_##p##potrf_work(LAPACK_COL_MAJOR, uplo, n, a, lda);                     \
+    }                                                                                              \
+    static void trsm(bool upper, bool unit, lint m, lint n, const T* a, lint lda, T* b,            \
+                     lint ldb) {                                                                   \
+      scipy_cblas_##p##trsm(CblasColMajor, CblasLeft, upper ? CblasUpper : CblasLower,             \
+                            CblasNoTrans, unit ? CblasUnit : CblasNonUnit, m, n, T(1), a, lda, b,  \
+                            ldb);                                                                  \
+    }                                                                                              \
+    static lint gels(lint m, lint n, lint nrhs, T* a, lint lda, T* b, lint ldb, T* work,           \
+                     lint lwork) {                                                                 \
+      return scipy_LAPACKE_##p##gels_work(LAPACK_COL_MAJOR, 'N', m, n, nrhs, a, lda, b, ldb, work, \
+                                          lwork);                                                  \
+    }                                                                                              \
+  };
+EMBER_LAPACK_TYPE(float, s)
+EMBER_LAPACK_TYPE(double, d)
+#undef EMBER_LAPACK_TYPE
+
+// A LAPACK workspace size from a query's answer (returned as a floating value).
+template <class T>
+lint work_size(T query) {
+  return std::max<lint>(1, static_cast<lint>(query));
+}
+
+// ---- layouts and checks ----------------------------------------------------------------------
+
+// A leading dimension: LAPACK wants at least 1 even for empty matrices.
+lint ld(int64_t rows) { return static_cast<lint>(std::max<int64_t>(1, rows)); }
+
+DimVector batch_of(const Tensor& t) { return DimVector(t->sizes().begin(), t->sizes().end() - 2); }
+
+int64_t count_of(const DimVector& batch) {
+  int64_t n = 1;
+  for (int64_t s : batch) n *= s;
+  return n;
+}
+
+DimVector with(DimVector batch, std::initializer_list<int64_t> tail) {
+  for (int64_t s : tail) batch.push_back(s);
+  return batch;
+}
+
+// A new tensor of sizes (batch..., r, c) whose matrices are column-major.
+Tensor empty_col_major(const DimVector& batch, int64_t r, int64_t c, ScalarType dt, Device dev) {
+  DimVector strides = contiguous_strides(with(batch, {c, r}));
+  std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
+  return empty_strided(with(batch, {r, c}), strides, dt, dev);
+}
+
+// A column-major copy of t broadcast to (batch..., rows of t, cols of t).
+Tensor col_major_copy(const Tensor& t, const DimVector& batch) {
+  const int64_t d = t->dim();
+  Tensor out = empty_col_major(batch, t->size(d - 2), t->size(d - 1), t->dtype(), t->device());
+  if (!out->device().is_meta() && out->numel() > 0) copy_into(out, t);
+  return fresh(out);
+}
+
+// The checks every op here makes of a matrix operand (the Python wrappers make the same
+// checks first, under the public op's name).
+void check_matrix(const char* op, const Tensor& t, const char* name, bool square) {
+  EMBER_CHECK(t->dim() >= 2, op, ": The input tensor ", name, " must have at least 2 dimensions.");
+  EMBER_CHECK(t->dtype() == ScalarType::Float32 || t->dtype() == ScalarType::Float64, op,
+              ": expected ", name, " of dtype float32 or float64, got ", dtype_name(t->dtype()));
+  const int64_t m = t->size(t->dim() - 2), n = t->size(t->dim() - 1);
+  EMBER_CHECK(!square || m == n, op, ": ", name,
+              " must be batches of square matrices, but they are ", m, " by ", n, " matrices");
+  EMBER_CHECK(m <= INT_MAX && n <= INT_MAX, op, ": ", name, " of size ", m, " x ", n,
+              " is too large for LAPACK (32-bit sizes)");
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(a->dtype() == b->dtype(), op, ": Expected A and B to have the same dtype, but found",
+              " A of type ", dtype_name(a->dtype()), " and B of type ", dtype_name(b->dtype()),
+              " instead");
+}
+
+// The broadcast batch shape of two operands (their dims before the matrix dims).
+DimVector batch_broadcast(const char* op, const Tensor& a, const Tensor& b) {
+  return broadcast_shapes(batch_of(a), batch_of(b), op);
+}
+
+Tensor zeros_int(const DimVector& sizes, Device dev) {
+  Tensor t = ember::empty(sizes, ScalarType::Int32, dev);
+  if (!dev.is_meta()) std::fill_n(t->data_as<int32_t>(), t->numel(), 0);
+  return t;
+}
+
+// Runs f(begin, end) over chunks of the batch elements [0, count): over ember's threads when
+// there are many small matrices (OpenBLAS then stays on the calling thread), else as one chunk
+// so that OpenBLAS may thread each factorization. A chunk queries LAPACK's workspace once for
+// all its matrices (they share one size).
+template <class F>
+void for_each_chunk(int64_t count, int64_t n, F f) {
+  if (count > 1 && n <= 128 && get_num_threads() > 1) {
+    int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * n));
+    SerialBlasScope serial;
+    parallel_for(0, count, grain, f);
+    return;
+  }
+  sync_blas_threads();
+  if (count > 0) f(0, count);
+}
+
+// f(b) for every batch element b, as for_each_chunk.
+template <class F>
+void for_each_matrix(int64_t count, int64_t n, F f) {
+  for_each_chunk(count, n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
+}
+
+// ---- LU ----------------------------------------------------------------------------------------
+
+template <class T>
+void lu_factor_batch(const Tensor& lu, const Tensor& piv, const Tensor& info, int64_t count,
+                     int64_t m, int64_t n) {
+  const int64_t k = std::min(m, n);
+  T* a = lu->data_as<T>();
+  int32_t* p = piv->data_as<int32_t>();
+  int32_t* inf = info->data_as<int32_t>();
+  for_each_matrix(count, std::max(m, n), [&](int64_t b) {
+    inf[b] = Lapack<T>::getrf(lint(m), lint(n), a + b * m * n, ld(m), p + b * k);
+  });
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> _linalg_lu_factor_ex(const Tensor& A, bool pivot) {
+  const char* op = "linalg.lu_factor";
+  check_matrix(op, A, "A", false);
+  EMBER_CHECK(pivot, op, ": LU without pivoting is not implemented on the CPU");
+  const int64_t m = A->size(A->dim() - 2), n = A->size(A->dim() - 1);
+  const DimVector batch = batch_of(A);
+  Tensor lu = col_major_copy(A, batch);
+  Tensor piv = zeros_int(with(batch, {std::min(m, n)}), A->device());
+  Tensor info = zeros_int(batch, A->device());
+  if (A->device().is_meta() || lu->numel() == 0) return {lu, piv, info};
+  EMBER_DISPATCH_BLAS(A->dtype(), op,
+                      [&] { lu_factor_batch<scalar_t>(lu, piv, info, count_of(batch), m, n); });
+  return {lu, piv, info};
+}
+
+namespace {
+
+// X = op(A)^-1 B from A's LU factors (getrs); x holds B on entry. trans: solve A^T X = B.
+template <class T>
+void lu_solve_batch(const Tensor& lu, const Tensor& piv, const Tensor& x, int64_t count, int64_t n,
+                    int64_t k, bool trans) {
+  const T* a = lu->data_as<T>();
+  const int32_t* p = piv->data_as<int32_t>();
+  T* b = x->data_as<T>();
+  for_each_matrix(count, n, [&](int64_t i) {
+    Lapack<T>::getrs(trans ? 'T' : 'N', lint(n), lint(k), a + i * n * n, ld(n), p + i * n,
+                     b + i * n * k, ld(n));
+  });
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_solve_ex(const Tensor& A, const Tensor& B) {
+  const char* op = "linalg.solve";
+  check_matrix(op, A, "A", true);
+  check_matrix(op, B, "B", false);
+  check_same_dtype(op, A, B);
+  const int64_t n = A->size(A->dim() - 1), k = B->size(B->dim() - 1);
+  EMBER_CHECK(B->size(B->dim() - 2) == n, op,
+              ": Incompatible shapes of A and B for the equation AX = B (", n, "x", n, " and ",
+              B->size(B->dim() - 2), "x", k, ")");
+  const DimVector batch = batch_broadcast(op, A, B);
+  Tensor lu = col_major_copy(A, batch);
+  Tensor x = col_major_copy(B, batch);
+  Tensor piv = zeros_int(with(batch, {n}), A->device());
+  Tensor info = zeros_int(batch, A->device());
+  if (A->device().is_meta() || lu->numel() == 0) return {x, lu, piv, info};
+  const int64_t count = count_of(batch);
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    lu_factor_batch<scalar_t>(lu, piv, info, count, n, n);
+    if (k > 0) lu_solve_batch<scalar_t>(lu, piv, x, count, n, k, false);
+  });
+  return {x, lu, piv, info};
+}
+
+Tensor _lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool trans) {
+  const char* op = "linalg.lu_solve";
+  check_matrix(op, LU, "LU", true);
+  check_matrix(op, B, "B", false);
+  check_same_dtype(op, LU, B);
+  const int64_t n = LU->size(LU->dim() - 1), k = B->size(B->dim() - 1);
+  EMBER_CHECK(B->size(B->dim() - 2) == n, op, ": Incompatible shapes of LU and B (", n, "x", n,
+              " and ", B->size(B->dim() - 2), "x", k, ")");
+  EMBER_CHECK(pivots->dtype() == ScalarType::Int32 || pivots->dtype() == ScalarType::Int64, op,
+              ": expected pivots of dtype int32, got ", dtype_name(pivots->dtype()));
+  EMBER_CHECK(pivots->dim() == LU->dim() - 1 && pivots->size(pivots->dim() - 1) == n, op,
+              ": pivots must have shape (*, ", n, ") matching LU, got ",
+              shape_str(pivots->sizes()));
+  DimVector batch = batch_broadcast(op, LU, B);
+  DimVector pbatch(pivots->sizes().begin(), pivots->sizes().end() - 1);
+  batch = broadcast_shapes(batch, pbatch, op);
+  Tensor lu = col_major_copy(LU, batch);
+  Tensor x = col_major_copy(B, batch);
+  if (LU->device().is_meta() || x->numel() == 0) return x;
+  Tensor piv = ember::empty(with(batch, {n}), ScalarType::Int32, LU->device());
+  copy_into(piv, pivots);
+  const int32_t* p = piv->data_as<int32_t>();
+  for (int64_t i = 0; i < piv->numel(); ++i)
+    EMBER_CHECK(p[i] >= 1 && p[i] <= n, op, ": pivots must be in [1, ", n, "], got ", p[i]);
+  EMBER_DISPATCH_BLAS(LU->dtype(), op,
+                      [&] { lu_solve_batch<scalar_t>(lu, piv, x, count_of(batch), n, k, trans); });
+  return fresh(x);
+}
+
+namespace {
+
+// det / slogdet from LU factors: the product of U's diagonal, negated per row interchange.
+template <class T>
+void lu_det(const Tensor& lu, const Tensor& piv, int64_t count, int64_t n, T* det, T* logabs,
+            T* sign) {
+  const T* a = lu->data_as<T>();
+  const int32_t* p = piv->data_as<int32_t>();
+  for (int64_t b = 0; b < count; ++b) {
+    const T* m = a + b * n * n;
+    bool neg = false;
+    T prod = 1, lsum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T d = m[i * n + i];
+      if (p[b * n + i] != i + 1) neg = !neg;
+      if (det) prod *= d;
+      if (logabs) {
+        if (d < 0) neg = !neg;
+        lsum += std::log(std::abs(d));
+        if (d == 0) sign[b] = 0;
+      }
+    }
+    if (det) det[b] = neg ? -prod : prod;
+    if (logabs) {
+      logabs[b] = lsum;
+      if (sign[b] != 0 || std::isnan(lsum)) sign[b] = std::isnan(lsum) ? lsum : (neg ? -1 : 1);
+    }
+  }
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> _linalg_det(const Tensor& A) {
+  const char* op = "linalg.det";
+  check_matrix(op, A, "A", true);
+  const int64_t n = A->size(A->dim() - 1);
+  const DimVector batch = batch_of(A);
+  Tensor lu = col_major_copy(A, batch);
+  Tensor piv = zeros_int(with(batch, {n}), A->device());
+  Tensor det = ember::empty(batch, A->dtype(), A->device());
+  if (A->device().is_meta()) return {det, lu, piv};
+  const int64_t count = count_of(batch);
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    Tensor info = zeros_int(batch, A->device());
+    if (n > 0) lu_factor_batch<scalar_t>(lu, piv, info, count, n, n);
+    lu_det<scalar_t>(lu, piv, count, n, det->data_as<scalar_t>(), nullptr, nullptr);
+  });
+  return {fresh(det), lu, piv};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_slogdet(const Tensor& A) {
+  const char* op = "linalg.slogdet";
+  check_matrix(op, A, "A", true);
+  const int64_t n = A->size(A->dim() - 1);
+  const DimVector batch = batch_of(A);
+  Tensor lu = col_major_copy(A, batch);
+  Tensor piv = zeros_int(with(batch, {n}), A->device());
+  Tensor logabs = ember::empty(batch, A->dtype(), A->device());
+  Tensor sign = ember::empty(batch, A->dtype(), A->device());
+  if (A->device().is_meta()) return {logabs, sign, lu, piv};
+  const int64_t count = count_of(batch);
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    Tensor info = zeros_int(batch, A->device());
+    if (n > 0) lu_factor_batch<scalar_t>(lu, piv, info, count, n, n);
+    scalar_t* s = sign->data_as<scalar_t>();
+    std::fill_n(s, count, scalar_t(1));
+    lu_det<scalar_t>(lu, piv, count, n, nullptr, logabs->data_as<scalar_t>(), s);
+  });
+  return {fresh(logabs), fresh(sign), lu, piv};
+}
+
+// ---- SVD ---------------------------------------------------------------------------------------
+
+namespace {
+
+template <class T>
+bool all_finite(const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) return false;
+  return true;
+}
+
+// Sets a column-major (r x c) matrix to the first columns of the identity.
+template <class T>
+void set_eye(T* a, int64_t r, int64_t c) {
+  std::fill_n(a, r * c, T(0));
+  for (int64_t i = 0; i < std::min(r, c); ++i) a[i * r + i] = 1;
+}
+
+template <class T>
+void svd_batch(const Tensor& a_t, const Tensor& s_t, const Tensor& u_t, const Tensor& vh_t,
+               const Tensor& info_t, int64_t count, int64_t m, int64_t n, bool full, bool uv) {
+  const int64_t k = std::min(m, n);
+  const int64_t ucols = full ? m : k, vrows = full ? n : k;
+  T* a = a_t->data_as<T>();
+  T* s = s_t->data_as<T>();
+  T* u = uv ? u_t->data_as<T>() : nullptr;
+  T* vt = uv ? vh_t->data_as<T>() : nullptr;
+  int32_t* info = info_t->data_as<int32_t>();
+  const char jobz = !uv ? 'N' : (full ? 'A' : 'S');
+  for_each_chunk(count, std::max(m, n), [&](int64_t begin, int64_t end) {
+    std::vector<lint> iwork(std::max<int64_t>(1, 8 * k));
+    std::vector<T> work;
+    T dummy = 0;
+    for (int64_t b = begin; b < end; ++b) {
+      T* ab = a + b * m * n;
+      T* ub = uv ? u + b * m * ucols : &dummy;
+      T* vb = uv ? vt + b * vrows * n : &dummy;
+      if (k == 0) {  // an empty matrix: no singular values, identity singular vectors
+        if (uv) {
+          set_eye(ub, m, ucols);
+          set_eye(vb, vrows, n);
+        }
+        continue;
+      }
+      if (!all_finite(ab, m * n)) {  // LAPACK's result on NaN/inf is undefined: report it
+        info[b] = -1;
+        std::fill_n(s + b * k, k, std::numeric_limits<T>::quiet_NaN());
+        if (uv) {
+          std::fill_n(ub, m * ucols, std::numeric_limits<T>::quiet_NaN());
+          std::fill_n(vb, vrows * n, std::numeric_limits<T>::quiet_NaN());
+        }
+        continue;
+      }
+      if (work.empty()) {
+        T query = 0;
+        Lapack<T>::gesdd(jobz, lint(m), lint(n), ab, ld(m), s + b * k, ub, ld(m), vb, ld(vrows),
+                         &query, -1, iwork.data());
+        work.resize(work_size(query));
+      }
+      info[b] = Lapack<T>::gesdd(jobz, lint(m), lint(n), ab, ld(m), s + b * k, ub, ld(m), vb,
+                                 ld(vrows), work.data(), lint(work.size()), iwork.data());
+    }
+  });
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_svd(const Tensor& A, bool full_matrices,
+                                                       bool compute_uv) {
+  const char* op = "linalg.svd";
+  check_matrix(op, A, "A", false);
+  const int64_t m = A->size(A->dim() - 2), n = A->size(A->dim() - 1), k = std::min(m, n);
+  const DimVector batch = batch_of(A);
+  Tensor a = col_major_copy(A, batch);
+  Tensor s = ember::empty(with(batch, {k}), A->dtype(), A->device());
+  Tensor u, vh;
+  if (compute_uv) {
+    u = empty_col_major(batch, m, full_matrices ? m : k, A->dtype(), A->device());
+    vh = empty_col_major(batch, full_matrices ? n : k, n, A->dtype(), A->device());
+  } else {
+    u = ember::empty({0}, A->dtype(), A->device());
+    vh = ember::empty({0}, A->dtype(), A->device());
+  }
+  Tensor info = zeros_int(batch, A->device());
+  if (A->device().is_meta()) return {u, s, vh, info};
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    svd_batch<scalar_t>(a, s, u, vh, info, count_of(batch), m, n, full_matrices, compute_uv);
+  });
+  return {fresh(u), fresh(s), fresh(vh), info};
+}
+
+// ---- symmetric eigendecomposition ----------------------------------------------------------
+
+std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::string& UPLO,
+                                                bool compute_v) {
+  const char* op = "linalg.eigh";
+  check_matrix(op, A, "A", true);
+  EMBER_CHECK(UPLO == "L" || UPLO == "U" || UPLO == "l" || UPLO == "u", op,
+              ": Expected UPLO argument to be 'L' or 'U', but got ", UPLO);
+  const int64_t n = A->size(A->dim() - 1);
+  const DimVector batch = batch_of(A);
+  Tensor v = col_major_copy(A, batch);
+  Tensor w = ember::empty(with(batch, {n}), A->dtype(), A->device());
+  Tensor info = zeros_int(batch, A->device());
+  Tensor vecs = compute_v ? v : ember::empty({0}, A->dtype(), A->device());
+  if (A->device().is_meta() || v->numel() == 0) return {w, vecs, info};
+  const char jobz = compute_v ? 'V' : 'N';
+  const char uplo = (UPLO == "U" || UPLO == "u") ? 'U' : 'L';
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    using T = scalar_t;
+    T* a = v->data_as<T>();
+    T* wp = w->data_as<T>();
+    int32_t* inf = info->data_as<int32_t>();
+    for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
+      T query = 0;
+      lint iquery = 0;
+      Lapack<T>::syevd(jobz, uplo, lint(n), a + begin * n * n, ld(n), wp + begin * n, &query, -1,
+                       &iquery, -1);
+      std::vector<T> work(work_size(query));
+      std::vector<lint> iwork(std::max<lint>(1, iquery));
+      for (int64_t b = begin; b < end; ++b)
+        inf[b] = Lapack<T>::syevd(jobz, uplo, lint(n), a + b * n * n, ld(n), wp + b * n,
+                                  work.data(), lint(work.size()), iwork.data(), lint(iwork.size()));
+    });
+  });
+  return {fresh(w), compute_v ? fresh(v) : vecs, info};
+}
+
+// ---- QR ----------------------------------------------------------------------------------------
+
+std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) {
+  const char* op = "linalg.qr";
+  check_matrix(op, A, "A", false);
+  EMBER_CHECK(mode == "reduced" || mode == "complete" || mode == "r", "qr received unrecognized ",
+              "mode '", mode, "' but expected one of 'reduced' (default), 'r', or 'complete'");
+  const int64_t m = A->size(A->dim() - 2), n = A->size(A->dim() - 1), k = std::min(m, n);
+  const bool complete = mode == "complete", want_q = mode != "r";
+  const int64_t rrows = complete ? m : k, qcols = complete ? m : k;
+  const DimVector batch = batch_of(A);
+  Tensor a = col_major_copy(A, batch);
+  Tensor r = empty_col_major(batch, rrows, n, A->dtype(), A->device());
+  Tensor q = want_q ? empty_col_major(batch, m, qcols, A->dtype(), A->device())
+                    : ember::empty({0}, A->dtype(), A->device());
+  if (A->device().is_meta()) return {q, r};
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    using T = scalar_t;
+    T* ap = a->data_as<T>();
+    T* rp = r->data_as<T>();
+    T* qp = want_q ? q->data_as<T>() : nullptr;
+    for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
+      std::vector<T> tau(std::max<int64_t>(1, k));
+      // one workspace for both routines, sized by their queries
+      T q1 = 0, q2 = 0;
+      if (k > 0) Lapack<T>::geqrf(lint(m), lint(n), ap, ld(m), tau.data(), &q1, -1);
+      if (want_q && m > 0 && qcols > 0)
+        Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qp, ld(m), tau.data(), &q2, -1);
+      std::vector<T> work(std::max(work_size(q1), work_size(q2)));
+      for (int64_t b = begin; b < end; ++b) {
+        T* ab = ap + b * m * n;
+        if (k > 0)
+          Lapack<T>::geqrf(lint(m), lint(n), ab, ld(m), tau.data(), work.data(), lint(work.size()));
+        T* rb = rp + b * rrows * n;
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < rrows; ++i) rb[j * rrows + i] = i <= j ? ab[j * m + i] : T(0);
+        if (!want_q || m == 0) continue;
+        T* qb = qp + b * m * qcols;
+        for (int64_t j = 0; j < qcols; ++j)
+          for (int64_t i = 0; i < m; ++i) qb[j * m + i] = j < n ? ab[j * m + i] : T(0);
+        if (qcols > 0)
+          Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qb, ld(m), tau.data(), work.data(),
+                           lint(work.size()));
+      }
+    });
+  });
+  return {want_q ? fresh(q) : q, fresh(r)};
+}
+
+// ---- Cholesky and triangular solves -----------------------------------------------------------
+
+std::tuple<Tensor, Tensor> _linalg_cholesky_ex(const Tensor& A, bool upper) {
+  const char* op = "linalg.cholesky";
+  check_matrix(op, A, "A", true);
+  const int64_t n = A->size(A->dim() - 1);
+  const DimVector batch = batch_of(A);
+  Tensor l = col_major_copy(A, batch);
+  Tensor info = zeros_int(batch, A->device());
+  if (A->device().is_meta() || l->numel() == 0) return {l, info};
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    using T = scalar_t;
+    T* a = l->data_as<T>();
+    int32_t* inf = info->data_as<int32_t>();
+    for_each_matrix(count_of(batch), n, [&](int64_t b) {
+      T* ab = a + b * n * n;
+      inf[b] = Lapack<T>::potrf(upper ? 'U' : 'L', lint(n), ab, ld(n));
+      // potrf leaves the other triangle as it was: the factor has zeros there
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < n; ++i)
+          if (upper ? i > j : i < j) ab[j * n + i] = 0;
+    });
+  });
+  return {l, info};
+}
+
+Tensor _linalg_solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool unitriangular) {
+  const char* op = "linalg.solve_triangular";
+  check_matrix(op, A, "A", true);
+  check_matrix(op, B, "B", false);
+  check_same_dtype(op, A, B);
+  const int64_t n = A->size(A->dim() - 1), k = B->size(B->dim() - 1);
+  EMBER_CHECK(B->size(B->dim() - 2) == n, op, ": Incompatible shapes of A and B for the equation ",
+              "AX = B (", n, "x", n, " and ", B->size(B->dim() - 2), "x", k, ")");
+  const DimVector batch = batch_broadcast(op, A, B);
+  Tensor a = col_major_copy(A, batch);
+  Tensor x = col_major_copy(B, batch);
+  if (A->device().is_meta() || x->numel() == 0) return x;
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    using T = scalar_t;
+    const T* ap = a->data_as<T>();
+    T* xp = x->data_as<T>();
+    for_each_matrix(count_of(batch), n, [&](int64_t b) {
+      Lapack<T>::trsm(upper, unitriangular, lint(n), lint(k), ap + b * n * n, ld(n), xp + b * n * k,
+                      ld(n));
+    });
+  });
+  return x;
+}
+
+// ---- least squares -----------------------------------------------------------------------------
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const Tensor& B,
+                                                         std::optional<double> rcond,
+                                                         const std::optional<std::string>& driver) {
+  const char* op = "linalg.lstsq";
+  check_matrix(op, A, "A", false);
+  check_matrix(op, B, "B", false);
+  check_same_dtype(op, A, B);
+  const std::string drv = driver ? *driver : "gelsy";
+  EMBER_CHECK(drv == "gelsy" || drv == "gelsd" || drv == "gelss" || drv == "gels", op,
+              ": parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  const int64_t m = A->size(A->dim() - 2), n = A->size(A->dim() - 1), k = B->size(B->dim() - 1);
+  EMBER_CHECK(B->size(B->dim() - 2) == m, "torch.linalg.lstsq: input.size(-2) should match ",
+              "other.size(-2)");
+  const DimVector batch = batch_broadcast(op, A, B);
+  const int64_t count = count_of(batch), mn = std::min(m, n), rows = std::max(m, n);
+  Tensor a = col_major_copy(A, batch);
+  // B's buffer has max(m, n) rows: the solution's n rows come back in its first rows.
+  Tensor bbuf = empty_col_major(batch, rows, k, A->dtype(), A->device());
+  const bool want_rank = drv != "gels", want_sv = drv == "gelsd" || drv == "gelss";
+  Tensor rank = ember::empty(want_rank ? batch : DimVector{0}, ScalarType::Int64, A->device());
+  Tensor sv = ember::empty(want_sv ? with(batch, {mn}) : DimVector{0}, A->dtype(), A->device());
+  const bool want_res = drv != "gelsy" && m > n;
+  Tensor residuals =
+      ember::empty(want_res ? with(batch, {k}) : DimVector{0}, A->dtype(), A->device());
+  // the solution is a tensor of its own (not a view of the buffer: outputs are no views)
+  Tensor solution = empty_col_major(batch, n, k, A->dtype(), A->device());
+  if (A->device().is_meta()) return {solution, residuals, rank, sv};
+  if (bbuf->numel() > 0) {
+    std::fill_n(static_cast<char*>(bbuf->data()), bbuf->numel() * bbuf->itemsize(), char(0));
+    copy_into(make_view(bbuf, with(batch, {m, k}), bbuf->strides(), bbuf->storage_offset()), B);
+  }
+  bool full_rank = true;
+  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+    using T = scalar_t;
+    const T rc = rcond ? T(*rcond) : std::numeric_limits<T>::epsilon() * T(std::max(m, n));
+    T* ap = a->data_as<T>();
+    T* bp = bbuf->data_as<T>();
+    T* svp = want_sv ? sv->data_as<T>() : nullptr;
+    int64_t* rkp = want_rank ? rank->data_as<int64_t>() : nullptr;
+    sync_blas_threads();
+    for (int64_t b = 0; b < count; ++b) {
+      T* ab = ap + b * m * n;
+      T* bb = bp + b * rows * k;
+      lint rk = lint(mn), info = 0;
+      if (mn == 0 || k == 0) {
+        if (rkp) rkp[b] = 0;
+        if (mn == 0 || !want_sv) continue;
+      }
+      T query = 0;
+      if (drv == "gelsy") {
+        std::vector<lint> jpvt(std::max<int64_t>(1, n), 0);
+        Lapack<T>::gelsy(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), jpvt.data(), rc, &rk,
+                         &query, -1);
+        std::vector<T> work(work_size(query));
+        info = Lapack<T>::gelsy(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), jpvt.data(), rc,
+                                &rk, work.data(), lint(work.size()));
+      } else if (drv == "gelsd") {
+        lint iquery = 1;
+        Lapack<T>::gelsd(lint(m), lint(n), lint(std::max<int64_t>(k, 1)), ab, ld(m), bb, ld(rows),
+                         svp + b * mn, rc, &rk, &query, -1, &iquery);
+        std::vector<lint> iwork(std::max<lint>(1, iquery));
+        std::vector<T> work(work_size(query));
+        info = Lapack<T>::gelsd(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), svp + b * mn,
+                                rc, &rk, work.data(), lint(work.size()), iwork.data());
+      } else if (drv == "gelss") {
+        Lapack<T>::gelss(lint(m), lint(n), lint(std::max<int64_t>(k, 1)), ab, ld(m), bb, ld(rows),
+                         svp + b * mn, rc, &rk, &query, -1);
+        std::vector<T> work(work_size(query));
+        info = Lapack<T>::gelss(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), svp + b * mn,
+                                rc, &rk, work.data(), lint(work.size()));
+      } else {
+        Lapack<T>::gels(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), &query, -1);
+        std::vector<T> work(work_size(query));
+        info = Lapack<T>::gels(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), work.data(),
+                               lint(work.size()));
+        EMBER_CHECK(info <= 0, op, ": The least squares solution could not be computed because ",
+                    "the input matrix does not have full rank (error code: ", info, ").");
+      }
+      EMBER_CHECK(info <= 0, op, ": The algorithm failed to converge (error code: ", info, ").");
+      if (rkp) rkp[b] = rk;
+      if (rk < n) full_rank = false;
+    }
+    if (want_res && full_rank) {
+      T* rp = residuals->data_as<T>();
+      for (int64_t b = 0; b < count; ++b)
+        for (int64_t j = 0; j < k; ++j) {
+          const T* col = bp + b * rows * k + j * rows;
+          T acc = 0;
+          for (int64_t i = n; i < m; ++i) acc += col[i] * col[i];
+          rp[b * k + j] = acc;
+        }
+    }
+  });
+  if (want_res && !full_rank) residuals = ember::empty({0}, A->dtype(), A->device());
+  if (solution->numel() > 0)
+    copy_into(solution,
+              make_view(bbuf, with(batch, {n, k}), bbuf->strides(), bbuf->storage_offset()));
+  return {fresh(solution), fresh(residuals), fresh(rank), fresh(sv)};
+}
+
+}  // namespace cpu
+}  // namespace ember
