@@ -1185,6 +1185,7 @@ def _nn_method(name: str) -> Any:
     return method
 
 
+# ---- window functions (torch.hann_window and friends) ------------------------------------------
 def _window(name: str, window_length: int, periodic: bool, dtype: Any, device: Any,
             requires_grad: bool, fn: Any) -> Tensor:
     """fn(n, N) evaluated at n = 0..L-1 in float64 (N = L for a periodic window, L - 1 for a
