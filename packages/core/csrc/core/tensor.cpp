@@ -7,6 +7,13 @@
 
 namespace ember {
 
+namespace {
+thread_local bool t_inference_mode = false;
+}  // namespace
+
+bool inference_mode_enabled() { return t_inference_mode; }
+void set_inference_mode_enabled(bool enabled) { t_inference_mode = enabled; }
+
 TensorImpl::TensorImpl(Storage storage, ScalarType dtype, DimVector sizes, DimVector strides,
                        int64_t offset, std::shared_ptr<VersionCounter> version)
     : storage_(std::move(storage)),

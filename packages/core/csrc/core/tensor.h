@@ -15,9 +15,16 @@
 
 namespace ember {
 
+// Inference mode (thread-local, switched by ember.inference_mode): storages made while it is on
+// belong to inference tensors, which autograd refuses to save or to see updated in place
+// outside inference mode (as PyTorch's inference tensors).
+bool inference_mode_enabled();
+void set_inference_mode_enabled(bool enabled);
+
 struct StorageImpl {
   DataPtr data;
   size_t nbytes = 0;
+  bool inference = inference_mode_enabled();  // made inside inference_mode
   StorageImpl(DataPtr d, size_t n) : data(std::move(d)), nbytes(n) {}
   Device device() const { return data.device(); }
 };
@@ -52,6 +59,8 @@ class TensorImpl {
   int64_t itemsize() const { return ::ember::itemsize(dtype_); }
   Device device() const { return storage_->device(); }
   bool is_contiguous() const { return contiguous_; }
+  // An inference tensor: its storage was made inside inference mode (views share it).
+  bool is_inference() const { return storage_ && storage_->inference; }
   const Storage& storage() const { return storage_; }
   char* data() const {
     return static_cast<char*>(storage_->data.get()) + offset_ * ::ember::itemsize(dtype_);
