@@ -857,8 +857,9 @@ def build_keys(ops: list[str] | None, surface: bool, calls_per_op: int, seed: in
 
 
 def run_keys(keys: list[str], timeout: float = 20.0, torch: bool = False, mem_gb: int = 4,
-             progress: bool = False) -> tuple[list[dict], dict]:
-    """Runs every case; (findings, counts). A finding: key, kind, detail, desc."""
+             progress: bool = False, messages: list | None = None) -> tuple[list[dict], dict]:
+    """Runs every case; (findings, counts). A finding: key, kind, detail, desc. Every raised
+    exception's (key, type, message) is appended to `messages` when given."""
     findings, counts = [], {}
     w = Worker(mem_gb, torch)
     t0 = time.monotonic()
@@ -883,6 +884,8 @@ def run_keys(keys: list[str], timeout: float = 20.0, torch: bool = False, mem_gb
             kind = c[0] if c else res["ember"]["status"]
             counts[kind] = counts.get(kind, 0) + 1
             desc = res.get("ember", {}).get("desc") or _parent_desc(key)
+            if messages is not None and res.get("ember", {}).get("status") == "exc":
+                messages.append((key, res["ember"]["type"], res["ember"]["msg"]))
             if c:
                 findings.append({"key": key, "kind": c[0], "detail": c[1], "desc": desc})
             elif torch and comparable.get(key.rsplit("|", 2)[0], key.startswith("src|")):
@@ -942,6 +945,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mem-gb", type=int, default=4, help="address-space limit of the worker")
     ap.add_argument("--torch", action="store_true", help="compare with PyTorch")
     ap.add_argument("--json", default="", help="write the findings here")
+    ap.add_argument("--messages", default="", help="write every exception message here (the "
+                    "ones that do not name their op are listed last)")
     ap.add_argument("--repro", default="", help="run one case key in-process")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -959,8 +964,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{stats['ops']} ops, {stats['op_cases']} op cases, {stats['surface_cases']} surface "
           f"cases; running {len(keys)}", file=sys.stderr)
     t0 = time.monotonic()
+    messages: list | None = [] if args.messages else None
     findings, counts = run_keys(keys, args.timeout, args.torch,
-                                max(args.mem_gb, 8) if args.torch else args.mem_gb, True)
+                                max(args.mem_gb, 8) if args.torch else args.mem_gb, True, messages)
+    if messages is not None:
+        def names_op(key: str, msg: str) -> bool:
+            if not key.startswith("op|"):
+                return True
+            name = key.split("|")[1].strip("_")
+            return name.split("_")[0] in msg or "incompatible function arguments" in msg
+        unnamed = [m for m in messages if not names_op(m[0], m[2])]
+        Path(args.messages).write_text(json.dumps({"all": messages, "op_not_named": unnamed},
+                                                  indent=1))
+        print(f"{len(messages)} exception messages, {len(unnamed)} do not name their op",
+              file=sys.stderr)
     print(f"\n{len(keys)} cases in {time.monotonic() - t0:.0f} s: {counts}")
     order = {"crash": 0, "hang": 1, "bad-result": 2, "unexpected-exception": 3,
              "unclear-message": 4, "harness": 5, "divergence": 6}

@@ -21,6 +21,9 @@ namespace ember {
 bool inference_mode_enabled();
 void set_inference_mode_enabled(bool enabled);
 
+// Raises "Inplace update to inference tensor outside InferenceMode is not allowed...".
+[[noreturn]] void fail_inference_update();
+
 struct StorageImpl {
   DataPtr data;
   size_t nbytes = 0;
@@ -71,7 +74,12 @@ class TensorImpl {
   }
 
   int64_t version() const { return version_->version.load(std::memory_order_relaxed); }
-  void bump_version() { version_->version.fetch_add(1, std::memory_order_relaxed); }
+  // Every in-place write bumps the version; an inference tensor refuses it outside inference
+  // mode (the check is a load of two flags).
+  void bump_version() {
+    if (storage_ && storage_->inference && !inference_mode_enabled()) fail_inference_update();
+    version_->version.fetch_add(1, std::memory_order_relaxed);
+  }
   // For a result an op has just made and filled (nobody else has seen it): it starts at 0.
   void reset_version() { version_->version.store(0, std::memory_order_relaxed); }
   const std::shared_ptr<VersionCounter>& version_counter() const { return version_; }

@@ -164,14 +164,14 @@ def _tri_indices(op: str, row: int, col: int, offset: int, dtype: Any, device: A
                            f"offset={offset} is too large (its storage size overflows int64)")
     import numpy as np
 
+    import ember
+
     try:
         return _tri_fill(count, row, col, offset, lower, dtype, device, np)
-    except MemoryError as e:  # NumPy's temporaries: as ember's own out-of-memory error
-        import ember
-
+    except (MemoryError, ember.OutOfMemoryError) as e:  # NumPy's temporaries, or the result
         raise ember.OutOfMemoryError(
             f"{op}: out of memory building the (2, {count}) result for row={row}, col={col}, "
-            f"offset={offset}") from e
+            f"offset={offset} ({e})") from e
 
 
 def _tri_fill(count: int, row: int, col: int, offset: int, lower: bool, dtype: Any, device: Any,
