@@ -121,6 +121,23 @@ def test_pad_backward_still_inverts_pad():
     assert E._C._pad_backward(E.ones(2, 3, 7), [2, 3, 4], [1, 2], "reflect").shape == (2, 3, 4)
 
 
+@pytest.mark.parametrize("call, shape", [
+    ("F.adaptive_avg_pool1d(E.zeros(2, 0, 3), 2**62)", (2, 0, 2**62)),
+    ("F.adaptive_max_pool1d(E.zeros(2, 0, 3), 2**62)", (2, 0, 2**62)),
+    ("F.adaptive_avg_pool2d(E.zeros(0, 2, 3, 3), (2**62, 2))", (0, 2, 2**62, 2)),
+    ("F.adaptive_max_pool2d(E.zeros(2, 0, 3, 3), (2, 2**61))", (2, 0, 2, 2**61)),
+    ("F.max_pool1d(E.zeros(0, 1, 2**40), 2)",
+     (0, 1, 2**39)),
+])
+def test_pooling_to_an_empty_output_plans_no_windows(call, shape):
+    # A zero batch/channel dim left the output empty, but a window was still planned for each
+    # of 2**62 positions: ValueError "vector::reserve" (or minutes of work and bad_alloc).
+    F = pytest.importorskip("ember.nn.functional")
+    r = eval(call, {"E": E, "F": F})
+    r = r[0] if isinstance(r, tuple) else r
+    assert tuple(r.shape) == shape and r.numel() == 0
+
+
 @pytest.mark.parametrize("fn", ["tril_indices", "triu_indices"])
 @pytest.mark.parametrize("args", [(2**31, 2**31), (2**31, 2**31, -5), (2**40, 2**20)])
 def test_tri_indices_of_an_absurd_size_fail_fast(fn, args):
