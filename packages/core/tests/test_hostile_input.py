@@ -335,6 +335,21 @@ def test_inference_tensor_inplace_outside_inference_mode_raises():
     assert a.tolist() == [2.0, 2.0, 2.0]
 
 
+def test_inference_tensor_cannot_start_requiring_grad_outside_inference_mode():
+    with E.inference_mode():
+        a = E.ones(2)
+        inside = E.ones(2).requires_grad_()  # allowed inside, as in torch
+    assert inside.requires_grad
+    with pytest.raises(RuntimeError, match="Setting requires_grad=True on inference tensor "
+                                           "outside InferenceMode is not allowed"):
+        a.requires_grad_()
+    assert not a.requires_grad
+    a.requires_grad_(False)  # turning it off is fine
+    b = a.clone().requires_grad_()
+    (b * 2).sum().backward()
+    assert b.grad.tolist() == [2.0, 2.0]
+
+
 @needs_torch
 def test_inference_mode_matches_torch():
     for lib in (E, torch):

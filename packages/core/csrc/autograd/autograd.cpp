@@ -75,6 +75,9 @@ void set_requires_grad(const Tensor& t, bool requires_grad) {
     EMBER_CHECK(is_floating(t->dtype()),
                 "only Tensors of floating point dtype can require gradients (got ",
                 dtype_name(t->dtype()), ")");
+    EMBER_CHECK(!t->is_inference() || inference_mode_enabled(),
+                "Setting requires_grad=True on inference tensor outside InferenceMode is not "
+                "allowed.");
   }
   AutogradMeta* m = meta(t);
   if (!requires_grad && m && m->grad_fn)
