@@ -75,6 +75,9 @@ void set_requires_grad(const Tensor& t, bool requires_grad) {
     EMBER_CHECK(is_floating(t->dtype()),
                 "only Tensors of floating point dtype can require gradients (got ",
                 dtype_name(t->dtype()), ")");
+    EMBER_CHECK(!t->is_inference() || inference_mode_enabled(),
+                "Setting requires_grad=True on inference tensor outside InferenceMode is not "
+                "allowed.");
   }
   AutogradMeta* m = meta(t);
   if (!requires_grad && m && m->grad_fn)
@@ -274,6 +277,9 @@ struct SavedVariable::Hooked {
 
 SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t) return;
+  EMBER_CHECK(!t->is_inference() || inference_mode_enabled(),
+              "Inference tensors cannot be saved for backward. To work around you can make a "
+              "clone to get a normal tensor and use it in autograd.");
   defined_ = true;
   version_ = t->version();
   AutogradMeta* m = meta(t);
@@ -419,6 +425,9 @@ bool any_requires_grad(std::initializer_list<const Tensor*> ts) {
 }
 
 void check_inplace(const Tensor& self, const char* op) {
+  EMBER_CHECK(!self->is_inference() || inference_mode_enabled(), op,
+              ": Inplace update to inference tensor outside InferenceMode is not allowed. You can "
+              "make a clone to get a normal tensor before doing inplace update.");
   AutogradMeta* m = meta(self);
   if (m && m->custom_function_view && grad_enabled())
     EMBER_FAIL(Runtime, op, ": output ", m->output_nr, " of ",

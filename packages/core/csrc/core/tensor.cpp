@@ -7,6 +7,19 @@
 
 namespace ember {
 
+namespace {
+thread_local bool t_inference_mode = false;
+}  // namespace
+
+bool inference_mode_enabled() { return t_inference_mode; }
+void set_inference_mode_enabled(bool enabled) { t_inference_mode = enabled; }
+
+void fail_inference_update() {
+  EMBER_FAIL(Runtime,
+             "Inplace update to inference tensor outside InferenceMode is not allowed. You can "
+             "make a clone to get a normal tensor before doing inplace update.");
+}
+
 TensorImpl::TensorImpl(Storage storage, ScalarType dtype, DimVector sizes, DimVector strides,
                        int64_t offset, std::shared_ptr<VersionCounter> version)
     : storage_(std::move(storage)),

@@ -15,9 +15,19 @@
 
 namespace ember {
 
+// Inference mode (thread-local, switched by ember.inference_mode): storages made while it is on
+// belong to inference tensors, which autograd refuses to save or to see updated in place
+// outside inference mode (as PyTorch's inference tensors).
+bool inference_mode_enabled();
+void set_inference_mode_enabled(bool enabled);
+
+// Raises "Inplace update to inference tensor outside InferenceMode is not allowed...".
+[[noreturn]] void fail_inference_update();
+
 struct StorageImpl {
   DataPtr data;
   size_t nbytes = 0;
+  bool inference = inference_mode_enabled();  // made inside inference_mode
   StorageImpl(DataPtr d, size_t n) : data(std::move(d)), nbytes(n) {}
   Device device() const { return data.device(); }
 };
@@ -52,6 +62,8 @@ class TensorImpl {
   int64_t itemsize() const { return ::ember::itemsize(dtype_); }
   Device device() const { return storage_->device(); }
   bool is_contiguous() const { return contiguous_; }
+  // An inference tensor: its storage was made inside inference mode (views share it).
+  bool is_inference() const { return storage_ && storage_->inference; }
   const Storage& storage() const { return storage_; }
   char* data() const {
     return static_cast<char*>(storage_->data.get()) + offset_ * ::ember::itemsize(dtype_);
@@ -62,7 +74,12 @@ class TensorImpl {
   }
 
   int64_t version() const { return version_->version.load(std::memory_order_relaxed); }
-  void bump_version() { version_->version.fetch_add(1, std::memory_order_relaxed); }
+  // Every in-place write bumps the version; an inference tensor refuses it outside inference
+  // mode (the check is a load of two flags).
+  void bump_version() {
+    if (storage_ && storage_->inference && !inference_mode_enabled()) fail_inference_update();
+    version_->version.fetch_add(1, std::memory_order_relaxed);
+  }
   // For a result an op has just made and filled (nobody else has seen it): it starts at 0.
   void reset_version() { version_->version.store(0, std::memory_order_relaxed); }
   const std::shared_ptr<VersionCounter>& version_counter() const { return version_; }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "core/dispatch.h"
 #include "core/error.h"
@@ -157,6 +159,10 @@ TensorIterator& TensorIterator::build() {
           t->set_sizes_strides(shape_, fresh->strides(), 0);
         }
         if (!allow_overlap_) check_no_internal_overlap(t, op_);
+        if (check_partial_overlap_)
+          for (int j = noutputs_; j < nops_; ++j)
+            if (!ops_[j].is_scalar && ops_[j].tensor)
+              check_no_partial_overlap(t, ops_[j].tensor, op_);
         if (t->dtype() != o.dtype) {
           EMBER_CHECK(can_cast(o.dtype, t->dtype()), op_, ": result type ", dtype_name(o.dtype),
                       " can't be cast to the desired output type ", dtype_name(t->dtype()));
@@ -392,6 +398,39 @@ void check_no_internal_overlap(const Tensor& t, const char* op) {
                  shape_str(t->sizes()), ", stride ", shape_str(t->strides()),
                  ") refers to a single memory location. Please clone() the tensor before "
                  "performing the operation.");
+}
+
+namespace {
+// Whether t's elements occupy distinct locations that together fill [data, data + nbytes).
+bool non_overlapping_and_dense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims of size > 1
+  for (int64_t d = 0; d < t->dim(); ++d)
+    if (t->size(d) != 1) dims.push_back({t->stride(d), t->size(d)});
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+}  // namespace
+
+void check_no_partial_overlap(const Tensor& out, const Tensor& in, const char* op) {
+  if (out == in || out->numel() == 0 || in->numel() == 0 || out->storage() != in->storage() ||
+      out->device().is_meta())
+    return;
+  if (!non_overlapping_and_dense(out) || !non_overlapping_and_dense(in)) return;
+  const char* a0 = out->data();
+  const char* a1 = a0 + out->numel() * out->itemsize();
+  const char* b0 = in->data();
+  const char* b1 = b0 + in->numel() * in->itemsize();
+  if (a0 == b0 && a1 == b1 && out->sizes() == in->sizes() && out->strides() == in->strides())
+    return;  // the very same elements: each is read before it is written
+  EMBER_CHECK(!(a0 < b1 && b0 < a1), op,
+              ": unsupported operation: some elements of the input tensor and the written-to "
+              "tensor refer to a single memory location. Please clone() the tensor before "
+              "performing the operation.");
 }
 
 void copy_into(const Tensor& dst, const Tensor& src) {

@@ -69,6 +69,13 @@ class TensorIterator {
     allow_overlap_ = true;
     return *this;
   }
+  // Element-wise ops: an output that shares memory with an input without being exactly that
+  // input (x[2:] written from x[:4]) is refused, as in PyTorch (elements would be read after
+  // they were overwritten).
+  TensorIterator& check_partial_overlap() {
+    check_partial_overlap_ = true;
+    return *this;
+  }
   // Keep each input's own dtype (the loop converts); used by copy/cast.
   TensorIterator& no_casting() {
     cast_inputs_ = false;
@@ -167,7 +174,7 @@ class TensorIterator {
   std::optional<ScalarType> compute_dtype_, output_dtype_;
   ScalarType common_dtype_ = ScalarType::Float32;
   bool keep_layout_ = false, resize_outputs_ = true, int_to_float_ = false, cast_inputs_ = true,
-       allow_overlap_ = false, is_meta_ = false;
+       allow_overlap_ = false, is_meta_ = false, check_partial_overlap_ = false;
 
  public:
   // Outputs computed into a temporary (dtype differs from out=) are copied back here.
@@ -180,6 +187,9 @@ DimVector broadcast_shapes(const DimVector& a, const DimVector& b, const char* o
 // Raises PyTorch's "unsupported operation" error when several elements of t share one memory
 // location (an expanded tensor): writing through such a view silently loses results.
 void check_no_internal_overlap(const Tensor& t, const char* op);
+// Raises when `out` and `in` share some but not all memory locations (both dense; for other
+// layouts the overlap is not worked out, as in PyTorch).
+void check_no_partial_overlap(const Tensor& out, const Tensor& in, const char* op);
 
 // Writes src into dst (broadcasting src, converting dtypes). The copy kernel of every device.
 void copy_into(const Tensor& dst, const Tensor& src);

@@ -66,6 +66,34 @@ GroupShape group_norm_shape(const char* op, const Tensor& input, int64_t num_gro
   return s;
 }
 
+void check_group_norm_backward(const char* op, const Tensor& grad_out, const Tensor& input,
+                               const GroupShape& s, const Tensor& mean, const Tensor& rstd) {
+  check_norm_grad(op, grad_out, input);
+  const int64_t rows = s.n * s.g;
+  for (const Tensor* p : {&mean, &rstd})
+    EMBER_CHECK(*p && (*p)->numel() == rows, op, ": expected ", p == &mean ? "mean" : "rstd",
+                " with N * num_groups = ", rows, " elements (input of shape ",
+                shape_str(input->sizes()), ", ", s.g, " groups), got ",
+                *p ? shape_str((*p)->sizes()) : std::string("None"));
+}
+
+void check_batch_norm_backward(const char* op, const Tensor& grad_out, const Tensor& input,
+                               const Tensor& weight, const Tensor& save_mean,
+                               const Tensor& save_invstd) {
+  check_floating_input(op, input);
+  EMBER_CHECK(input->dim() >= 2, op, ": expected an input of shape (N, C, *), got ",
+              shape_str(input->sizes()));
+  check_norm_grad(op, grad_out, input);
+  const int64_t C = input->size(1);
+  for (const Tensor* p : {&weight, &save_mean, &save_invstd}) {
+    if (p == &weight && !*p) continue;
+    const char* what = p == &weight ? "weight" : p == &save_mean ? "save_mean" : "save_invstd";
+    EMBER_CHECK(*p && (*p)->numel() == C, op, ": expected ", what, " with C = ", C,
+                " elements (input of shape ", shape_str(input->sizes()), "), got ",
+                *p ? shape_str((*p)->sizes()) : std::string("None"));
+  }
+}
+
 BatchShape batch_norm_shape(const char* op, const Tensor& input, const Tensor& weight,
                             const Tensor& bias, const Tensor& running_mean,
                             const Tensor& running_var, bool training, DeviceCheck device_check) {

@@ -36,6 +36,16 @@ GroupShape group_norm_shape(const char* op, const Tensor& input, int64_t num_gro
                             const Tensor& weight, const Tensor& bias,
                             DeviceCheck device_check = nullptr);
 
+// Group norm backward: grad_out fits the input and the saved mean / rstd hold n * g values.
+void check_group_norm_backward(const char* op, const Tensor& grad_out, const Tensor& input,
+                               const GroupShape& s, const Tensor& mean, const Tensor& rstd);
+
+// Batch norm backward: the input is (N, C, *), grad_out fits it, and weight (when given),
+// save_mean and save_invstd hold C values each.
+void check_batch_norm_backward(const char* op, const Tensor& grad_out, const Tensor& input,
+                               const Tensor& weight, const Tensor& save_mean,
+                               const Tensor& save_invstd);
+
 // Batch norm's input (N, C, *): C channels of count = N * HW values.
 struct BatchShape {
   int64_t N, C, HW, count;

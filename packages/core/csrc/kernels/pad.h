@@ -26,7 +26,11 @@ inline PadMode parse_pad_mode(const std::string& mode) {
 // Output size of a dim of size n padded with (left, right); negative pads crop. Raises when the
 // result would be negative.
 inline int64_t padded_size(int64_t n, int64_t left, int64_t right, int64_t dim, const char* op) {
-  int64_t out = n + left + right;
+  int64_t out = 0;
+  const bool overflow =
+      __builtin_add_overflow(n, left, &out) || __builtin_add_overflow(out, right, &out);
+  EMBER_CHECK(!overflow, op, ": padding (", left, ", ", right, ") of dimension ", dim,
+              " with size ", n, " overflows int64");
   EMBER_CHECK(out >= 0, op, ": padding (", left, ", ", right, ") of dimension ", dim, " with size ",
               n, " would give the negative size ", out);
   return out;
@@ -115,6 +119,8 @@ inline void check_pad_backward(const DimVector& pad, const DimVector& input_size
   EMBER_CHECK(pad.size() % 2 == 0 && pad.size() / 2 <= input_size.size(), op,
               ": padding of length ", pad.size(), " does not fit an input of shape ",
               shape_str(input_size));
+  for (int64_t s : input_size)
+    EMBER_CHECK(s >= 0, op, ": input_size ", shape_str(input_size), " has a negative dimension");
 }
 
 // pad_backward: grad_output has the padded shape out_sizes.

@@ -11,7 +11,10 @@ namespace ember {
 
 // The iterator of every pointwise op: element-wise, so it may keep its inputs' memory layout.
 struct ElementwiseIterator : TensorIterator {
-  explicit ElementwiseIterator(const char* op) : TensorIterator(op) { keep_layout(); }
+  explicit ElementwiseIterator(const char* op) : TensorIterator(op) {
+    keep_layout();
+    check_partial_overlap();
+  }
 };
 
 // out = f(self, other): the iterator's operands (other must be given).

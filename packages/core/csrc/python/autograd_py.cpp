@@ -26,6 +26,8 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
 
   m.def("is_grad_enabled", &autograd::grad_enabled);
   m.def("_set_grad_enabled", &autograd::set_grad_enabled);
+  m.def("_is_inference_mode_enabled", &inference_mode_enabled);
+  m.def("_set_inference_mode_enabled", &set_inference_mode_enabled);
   m.def(
       "_run_backward",
       [](const std::vector<Tensor>& outputs, const std::vector<std::optional<Tensor>>& grads,

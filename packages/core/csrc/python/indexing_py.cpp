@@ -372,6 +372,14 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
   if (ix.indices.size() == 1 && ix.indices[0]->dtype() == ScalarType::Bool &&
       (!vt || vt->dim() == 0)) {
     Tensor mask = ix.indices[0];
+    // The mask must match the dims it covers (a (1,) mask must not broadcast over 4 rows).
+    EMBER_CHECK_KIND(mask->dim() <= view->dim(), Index, "too many indices for tensor of dimension ",
+                     view->dim(), " (got ", mask->dim(), ")");
+    for (int64_t j = 0; j < mask->dim(); ++j)
+      if (mask->size(j) != view->size(j))
+        EMBER_FAIL(Index, "The shape of the mask ", shape_str(mask->sizes()), " at index ", j,
+                   " does not match the shape of the indexed tensor ", shape_str(view->sizes()),
+                   " at index ", j);
     DimVector ms = mask->sizes(), mst = mask->strides();
     while (static_cast<int64_t>(ms.size()) < view->dim()) {
       ms.push_back(1);

@@ -209,6 +209,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def_property_readonly("is_cpu", [](const Tensor& t) { return t->device().is_cpu(); })
       .def("is_floating_point", [](const Tensor& t) { return is_floating(t->dtype()); })
       .def("is_contiguous", [](const Tensor& t) { return t->is_contiguous(); })
+      .def("is_inference", [](const Tensor& t) { return t->is_inference(); })
       .def("data_ptr",
            [](const Tensor& t) -> uintptr_t {
              return t->storage()->data.get() ? reinterpret_cast<uintptr_t>(t->data()) : 0;

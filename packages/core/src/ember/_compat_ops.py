@@ -131,19 +131,75 @@ def fill_diagonal_(self: Tensor, fill_value: float, wrap: bool = False) -> Tenso
 
 
 # ---- index helpers ----------------------------------------------------------------------------
+def _clamped_sum(a: int, b: int, c: int) -> int:
+    """sum(min(max(k, 0), c) for k in range(a, b + 1)), in closed form (no loop over k)."""
+    if a > b or c <= 0:
+        return 0
+    total = 0
+    lo, hi = max(a, 1), min(b, c)  # the k in [1, c] count k
+    if lo <= hi:
+        total += (lo + hi) * (hi - lo + 1) // 2
+    lo = max(a, c + 1)  # the k above c count c
+    if lo <= b:
+        total += c * (b - lo + 1)
+    return total
+
+
 def _tri_indices(op: str, row: int, col: int, offset: int, dtype: Any, device: Any,
                  lower: bool) -> Tensor:
+    for name, v in (("row", row), ("col", col), ("offset", offset)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{op}(): argument '{name}' must be int, not {type(v).__name__}")
     if row < 0 or col < 0:
         raise RuntimeError(f"{op}: row and col must be non-negative, got row={row}, col={col}")
-    rs, cs = [], []
-    for r in range(row):
+    # Entries per row r: lower keeps columns [0, clamp(r + offset + 1, 0, col)); upper keeps
+    # [clamp(r + offset, 0, col), col). The count is computed first, so an absurd size fails
+    # before any work.
+    if lower:
+        count = _clamped_sum(offset + 1, offset + row, col)
+    else:
+        count = row * col - _clamped_sum(offset, offset + row - 1, col)
+    if 2 * count * 8 >= 2**63:
+        raise RuntimeError(f"{op}: the result of size (2, {count}) for row={row}, col={col}, "
+                           f"offset={offset} is too large (its storage size overflows int64)")
+    import numpy as np
+
+    import ember
+
+    try:
+        return _tri_fill(count, row, col, offset, lower, dtype, device, np)
+    except (MemoryError, ember.OutOfMemoryError) as e:  # NumPy's temporaries, or the result
+        raise ember.OutOfMemoryError(
+            f"{op}: out of memory building the (2, {count}) result for row={row}, col={col}, "
+            f"offset={offset} ({e})") from e
+
+
+def _tri_fill(count: int, row: int, col: int, offset: int, lower: bool, dtype: Any, device: Any,
+              np: Any) -> Tensor:
+    out = _C.empty((2, count), dtype=_C.int64)  # fails first (and cleanly) when too large
+    if count == 0:
+        rows = np.zeros(0, dtype=np.int64)
+        cols = rows
+    else:
+        # Only rows with entries are materialized (at most count of them).
         if lower:
-            cols = range(0, max(0, min(col, r + offset + 1)))
+            r0, r1 = max(0, -offset), row - 1
         else:
-            cols = range(max(0, r + offset), col)
-        rs.extend([r] * len(cols))
-        cs.extend(cols)
-    return _C.tensor([rs, cs], dtype=dtype, device=device).reshape(2, len(rs))
+            r0, r1 = 0, min(row - 1, col - offset - 1)
+        r = np.arange(r0, r1 + 1, dtype=np.int64)
+        if lower:
+            start = np.zeros_like(r)
+            n = np.clip(r + offset + 1, 0, col)
+        else:
+            start = np.clip(r + offset, 0, col)
+            n = col - start
+        rows = np.repeat(r, n)
+        first = np.repeat(np.cumsum(n) - n, n)  # position of each row's first entry
+        cols = np.arange(count, dtype=np.int64) - first + np.repeat(start, n)
+    if count:
+        out.numpy()[0] = rows
+        out.numpy()[1] = cols
+    return out.to(dtype=dtype, device=device) if device is not None else out.to(dtype)
 
 
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None,

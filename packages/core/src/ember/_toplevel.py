@@ -11,7 +11,7 @@
   ``detach`` (as functions and, where PyTorch has them, as methods);
 * PyTorch's NumPy-style aliases (``multiply``, ``divide``, ``subtract``, ``greater``,
   ``less_equal``, ``negative``, ``absolute``, ``arctan2``, ``fix`` ...), as functions, methods
-  and in-place methods; ``Tensor.get_device()`` and ``Tensor.is_inference()``.
+  and in-place methods; ``Tensor.get_device()``.
 
 >>> import ember
 >>> ember.is_tensor(ember.ones(2)), ember.is_complex(ember.ones(2)), 2.0 in ember.arange(3.0)
@@ -349,11 +349,6 @@ def _get_device(self: Tensor) -> int:
     return self.device.index
 
 
-def _is_inference(self: Tensor) -> bool:
-    """Whether the tensor was made under ``inference_mode`` (ember records no such tensors: False)."""
-    return False
-
-
 def _special_method(name: str, target: str, inplace: bool) -> Any:
     # ember.special imports the distributions' special functions: loaded on first call
     def method(self: Tensor, *args: Any) -> Tensor:
@@ -401,8 +396,6 @@ def _install() -> None:
                 setattr(Tensor, name + suffix, _special_method(name + suffix, target, suffix == "_"))
     if not hasattr(Tensor, "get_device"):
         Tensor.get_device = _get_device
-    if not hasattr(Tensor, "is_inference"):
-        Tensor.is_inference = _is_inference
     for name, value in (("layout", strided), ("is_sparse", False), ("is_quantized", False),
                         ("is_mkldnn", False)):
         if not hasattr(Tensor, name):

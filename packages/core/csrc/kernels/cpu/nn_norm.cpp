@@ -310,7 +310,7 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
     const Tensor& rstd, const Tensor& weight, bool input_grad, bool weight_grad, bool bias_grad) {
   const char* op = "group_norm_backward";
   nn::GroupShape s = nn::group_norm_shape(op, input, num_groups, weight, Tensor());
-  nn::check_norm_grad(op, grad_out, input);
+  nn::check_group_norm_backward(op, grad_out, input, s, mean, rstd);
   Tensor x = nn::contig(input);
   Tensor g = nn::contig(grad_out, x->dtype());
   Tensor m = nn::contig(mean, x->dtype()), rs = nn::contig(rstd, x->dtype());
@@ -508,7 +508,10 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
           }
           mean[c] = mu;
           // sum (x - m)^2 = sum (x - mu_a)^2 - (sum (x - mu_a))^2 / count for the exact mean m.
-          var[c] = std::max(0.0, (v - d * d / count) / count);
+          // Rounding can leave a tiny negative; NaN (from NaN/inf inputs) must stay NaN, not
+          // become 0 (std::max(0.0, NaN) is 0) and silently feed running_var.
+          const double vc = (v - d * d / count) / count;
+          var[c] = vc < 0.0 ? 0.0 : vc;
           invstd[c] = 1.0 / std::sqrt(var[c] + eps);
           normalize(c, 0, N);
         }
@@ -542,8 +545,7 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
     const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
     const Tensor& save_invstd, bool train, bool input_grad, bool weight_grad, bool bias_grad) {
   const char* op = "batch_norm_backward";
-  nn::check_floating_input(op, input);
-  nn::check_norm_grad(op, grad_out, input);
+  nn::check_batch_norm_backward(op, grad_out, input, weight, save_mean, save_invstd);
   const int64_t N = input->size(0), C = input->size(1);
   int64_t HW = 1;
   for (int64_t d = 2; d < input->dim(); ++d) HW *= input->size(d);

@@ -248,18 +248,14 @@ Tensor _pad_backward(const Tensor& grad_output, const DimVector& input_size, con
   PadMode m = pad_detail::parse_pad_mode(mode);
   pad_detail::check_pad_backward(pad, input_size, op);
   DimVector out_sizes = input_size;
-  std::vector<std::vector<int64_t>> maps;
-  if (m == PadMode::Constant) {
-    for (int64_t i = 0; i < static_cast<int64_t>(pad.size()) / 2; ++i) {
-      int64_t d = input_size.size() - 1 - i;
-      out_sizes[d] = pad_detail::padded_size(input_size[d], pad[2 * i], pad[2 * i + 1], d, op);
-    }
-  } else {
-    maps = pad_maps(input_size, pad, m, mode, op);
-    for (int64_t d = 0; d < static_cast<int64_t>(input_size.size()); ++d)
-      out_sizes[d] = maps[d].size();
+  for (int64_t i = 0; i < static_cast<int64_t>(pad.size()) / 2; ++i) {
+    int64_t d = input_size.size() - 1 - i;
+    out_sizes[d] = pad_detail::padded_size(input_size[d], pad[2 * i], pad[2 * i + 1], d, op);
   }
+  // grad_output exists, so once it matches, the maps below are as large as it is (no more).
   pad_detail::check_pad_grad_output(grad_output, out_sizes, input_size, pad, op);
+  std::vector<std::vector<int64_t>> maps;
+  if (m != PadMode::Constant) maps = pad_maps(input_size, pad, m, mode, op);
   if (m == PadMode::Constant) {  // the adjoint of padding is cropping (and vice versa)
     DimVector back;
     for (int64_t p : pad) back.push_back(-p);

@@ -50,6 +50,13 @@ PoolPlan make_plan(const nn::PoolDims& d) {
   return p;
 }
 
+// Whether the pooled output has no elements (some dim of it is 0).
+bool no_outputs(const nn::PoolDims& pd) {
+  for (int64_t s : pd.out_shape)
+    if (s == 0) return true;
+  return false;
+}
+
 // Fixed windows: kernel, stride (empty = kernel), padding, dilation, ceil_mode.
 PoolPlan fixed_plan(const char* op, const DimVector& sizes, const DimVector& kernel_size,
                     const DimVector& stride, const DimVector& padding, const DimVector& dilation,
@@ -57,6 +64,7 @@ PoolPlan fixed_plan(const char* op, const DimVector& sizes, const DimVector& ker
   const nn::PoolDims pd =
       nn::fixed_pool_dims(op, sizes, kernel_size, stride, padding, dilation, ceil_mode);
   PoolPlan p = make_plan(pd);
+  if (no_outputs(pd)) return p;  // no window is ever visited: none is planned
   for (int64_t j = 3 - pd.k; j < 3; ++j) {
     const int64_t in = pd.in[j], ks = pd.ks[j], st = pd.st[j], pad = pd.pd[j], dl = pd.dl[j];
     for (int64_t i = 0; i < pd.out[j]; ++i) {
@@ -81,6 +89,9 @@ PoolPlan adaptive_plan(const char* op, const DimVector& sizes, const DimVector& 
   // The whole output must fit a storage before a window is planned for each of its positions.
   nn::check_output_shape(pd.out_shape, dtype, op);
   PoolPlan p = make_plan(pd);
+  // An empty output (a zero batch or channel dim) visits no window: planning 2**62 of them
+  // would only fail (std::length_error) or waste memory.
+  if (no_outputs(pd)) return p;
   for (int64_t j = 3 - pd.k; j < 3; ++j) {
     const int64_t in = pd.in[j], o = pd.out[j];
     try {

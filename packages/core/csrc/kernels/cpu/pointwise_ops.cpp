@@ -587,7 +587,9 @@ Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar
     run<Types::Numeric, void, 3>(it, "clamp", [](auto tag) {
       using A = decltype(tag);
       return [](A x, A lo, A hi) -> A {
-        if (x != x) return x;
+        if (x != x) return x;  // NaN in any of x, min, max gives NaN (as PyTorch)
+        if (lo != lo) return lo;
+        if (hi != hi) return hi;
         A r = x < lo ? lo : x;
         return r > hi ? hi : r;
       };

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 from typing import Any, Callable
 
 from ember import _C
-
-_state = threading.local()  # inference: whether inference_mode is on for this thread
 
 
 def _wrap_generator(ctx_factory: Callable[[], Any], gen_fn: Callable) -> Callable:
@@ -121,12 +118,16 @@ class enable_grad(_NoParamContext):
 class inference_mode(_GradModeContext):
     """Inference mode: gradient recording off, and ``is_inference_mode_enabled()`` true;
     ``inference_mode(False)`` turns both back on inside an inference block, as in PyTorch.
-    Decorates bare (``@inference_mode``) or called. ember has no separate inference tensors:
-    what is computed inside is an ordinary tensor that does not require grad.
+    Decorates bare (``@inference_mode``) or called. Tensors made inside are inference tensors
+    (``Tensor.is_inference()``; views of them too): outside inference mode autograd refuses to
+    save them for backward or to see them updated in place (clone one to get a normal tensor).
 
     >>> import ember
     >>> with ember.inference_mode():
+    ...     y = ember.ones(2) * 2
     ...     ember.is_inference_mode_enabled(), ember.is_grad_enabled()
+    (True, False)
+    >>> y.is_inference(), y.clone().is_inference()
     (True, False)
     """
 
@@ -141,12 +142,12 @@ class inference_mode(_GradModeContext):
 
     def __enter__(self) -> None:
         self._prev_inference = is_inference_mode_enabled()
-        _state.inference = self._on
+        _C._set_inference_mode_enabled(self._on)
         super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         super().__exit__(*exc)
-        _state.inference = self._prev_inference
+        _C._set_inference_mode_enabled(self._prev_inference)
 
     def _mode(self) -> bool:
         return not self._on
@@ -159,7 +160,7 @@ def is_inference_mode_enabled() -> bool:
     >>> ember.is_inference_mode_enabled()
     False
     """
-    return getattr(_state, "inference", False)
+    return _C._is_inference_mode_enabled()
 
 
 class set_grad_enabled(_GradModeContext):
