@@ -1167,6 +1167,10 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *,
     _check_matrix("cholesky_solve", input2, "input2", square=True)
     _check_matrix("cholesky_solve", input, "input")
     _check_same_dtype("cholesky_solve", input2, input)
+    if input.shape[-2] != input2.shape[-1]:
+        n, (r, c) = input2.shape[-1], input.shape[-2:]
+        raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is {n} "
+                           f"by {n} but each b matrix is {r} by {c}")
     L = input2.mT if upper else input2
     y = _C._linalg_solve_triangular(L, input, False, False)  # L y = B
     return _out(_C._linalg_solve_triangular(L.mT, y, True, False), out)  # L^T x = y
