@@ -392,3 +392,11 @@ def test_fuzz_slice_has_no_crash_hang_or_bad_result():
         f"{f['kind']}: {f['desc']}\n{f['detail'][:300]}\n{fuzz_ops.repro_line(f['key'])}"
         for f in bad[:10])
     assert counts.get("ok", 0) > 0 and counts.get("exc", 0) > 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_abs_of_negative_zero_is_positive_zero(dtype):
+    # x < 0 ? -x : x kept the sign of -0.0; torch's abs clears it
+    t = ember.tensor([-0.0, 0.0, -2.5, float("-inf")], dtype=getattr(ember, dtype)).abs()
+    assert not any(math.copysign(1.0, v) < 0 for v in t.float().tolist())
+    assert t.float().tolist() == [0.0, 0.0, 2.5, float("inf")]

@@ -54,7 +54,7 @@ EMBER_CU_UNARY(erfinv, dm::erfinv(x))
 EMBER_CU_UNARY(reciprocal, A(1) / x)
 
 EMBER_CU_UNARY(neg, A(-x))
-EMBER_CU_UNARY(abs, dm::is_neg(x) ? A(-x) : x)
+EMBER_CU_UNARY(abs, (dm::is_neg(x) || x == A(0)) ? A(A(0) - x) : x)  // abs(-0.0) = +0.0
 EMBER_CU_UNARY(sign, A((A(0) < x) - dm::is_neg(x)))
 EMBER_CU_UNARY(square, A(x* x))
 EMBER_CU_UNARY(relu, (x != x) ? x : (x > A(0) ? x : A(0)))

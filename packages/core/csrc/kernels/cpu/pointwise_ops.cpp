@@ -167,7 +167,8 @@ A shift_right(A x, A y) {
   }
 
 EMBER_UNARY_SAME(neg, Numeric, -x)
-EMBER_UNARY_SAME(abs, Numeric, x < A(0) ? A(-x) : x)
+// abs: 0 - x, not -x, so that abs(-0.0) is +0.0 as in PyTorch.
+EMBER_UNARY_SAME(abs, Numeric, x <= A(0) ? A(A(0) - x) : x)
 EMBER_UNARY_SAME(sign, All, A((A(0) < x) - (x < A(0))))
 EMBER_UNARY_SAME(square, Numeric, x* x)
 // relu: float32 on the vectorized kernel (the widest vectors this CPU has), the rest as above.
