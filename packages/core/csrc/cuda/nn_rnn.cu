@@ -23,6 +23,7 @@
 #include "cuda/index_common.cuh"
 #include "cuda/nn_common.cuh"
 #include "cuda/pointwise_math.cuh"
+#include "kernels/rnn_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -36,9 +37,7 @@ using nnk::acc_t;
 constexpr int64_t kLstmWs = 6;  // LSTM workspace row: i, f, g, o, c, tanh(c), H each
 constexpr int64_t kGruWs = 4;   // GRU workspace row: r, z, n, h_prev @ w_hn^T + b_hn, H each
 
-struct Dims {
-  int64_t T, B, H;
-};
+using Dims = nn::RnnDims;
 
 // Time indices of a layer run over T steps, from T - 1 down to 0 when reverse.
 struct Order {
@@ -49,97 +48,13 @@ struct Order {
   int64_t next(int64_t t) const { return reverse ? t - 1 : t + 1; }  // the step run after t
 };
 
-// ---- checks (the CPU kernel's, plus one CUDA device for every tensor) --------------------------
+// ---- checks (kernels/rnn_rules.h, plus one CUDA device for every tensor) ------------------------
 
-// No input is None, all share one float dtype (that of inputs[0]) and one CUDA device.
-void check_dtypes(const char* op, const std::vector<Tensor>& inputs) {
-  for (const Tensor& t : inputs) EMBER_CHECK(t, op, ": an input is None");
-  const ScalarType dt = inputs[0]->dtype();
-  EMBER_CHECK_KIND(dt == ScalarType::Float32 || dt == ScalarType::Float64, Type, op,
-                   ": expected float32 or float64 tensors, got ", dtype_name(dt));
-  for (const Tensor& t : inputs)
-    EMBER_CHECK_KIND(t->dtype() == dt, Type, op, ": all inputs must have dtype ", dtype_name(dt),
-                     ", got ", dtype_name(t->dtype()));
+// All inputs on one CUDA device (that of inputs[0]): the device check the shared checks of
+// kernels/rnn_rules.h run after their dtype checks.
+void check_devices(const char* op, const std::vector<Tensor>& inputs) {
   ix::check_cuda(inputs[0], op, "the inputs");
   for (const Tensor& t : inputs) ix::check_same_device(inputs[0], t, op, "every input");
-}
-
-// inputs = [gates_x (T, B, 4H), h0, c0, w_hh], or [x (T, B, I), h0, c0, w_hh, w_ih (4H, I)] with
-// optionally the summed biases (4H) last.
-Dims check_lstm_inputs(const char* op, const std::vector<Tensor>& inputs) {
-  EMBER_CHECK(inputs.size() >= 4 && inputs.size() <= 6, op,
-              ": expected inputs [gates_x, h0, c0, w_hh] or [x, h0, c0, w_hh, w_ih(, bias)], got ",
-              inputs.size(), " tensors");
-  check_dtypes(op, inputs);
-  const Tensor &gx = inputs[0], &h0 = inputs[1], &c0 = inputs[2], &w = inputs[3];
-  int64_t T = 0, B = 0, H = 0;
-  if (inputs.size() == 4) {
-    EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 4 == 0, op, ": gates_x must be (T, B, 4H), got ",
-                shape_str(gx->sizes()));
-    T = gx->size(0), B = gx->size(1), H = gx->size(2) / 4;
-  } else {
-    EMBER_CHECK(w->dim() == 2 && w->size(0) == 4 * w->size(1), op, ": w_hh must be (4H, H), got ",
-                shape_str(w->sizes()));
-    EMBER_CHECK(gx->dim() == 3, op, ": x must be (T, B, input_size), got ", shape_str(gx->sizes()));
-    T = gx->size(0), B = gx->size(1), H = w->size(1);
-    const DimVector w_ih{4 * H, gx->size(2)}, bias{4 * H};
-    EMBER_CHECK(inputs[4]->sizes() == w_ih, op, ": w_ih must be ", shape_str(w_ih),
-                " for x of shape ", shape_str(gx->sizes()), ", got ",
-                shape_str(inputs[4]->sizes()));
-    if (inputs.size() == 6)
-      EMBER_CHECK(inputs[5]->sizes() == bias, op, ": bias must be ", shape_str(bias), ", got ",
-                  shape_str(inputs[5]->sizes()));
-  }
-  const DimVector state{B, H}, weight{4 * H, H};
-  EMBER_CHECK(h0->sizes() == state && c0->sizes() == state, op, ": h0 and c0 must be ",
-              shape_str(state), " for an input of shape ", shape_str(gx->sizes()), ", got ",
-              shape_str(h0->sizes()), " and ", shape_str(c0->sizes()));
-  EMBER_CHECK(w->sizes() == weight, op, ": w_hh must be ", shape_str(weight), ", got ",
-              shape_str(w->sizes()));
-  return {T, B, H};
-}
-
-// inputs = [gates_x (T, B, 3H), h0, w_hh] or [gates_x, h0, w_hh, b_hh].
-Dims check_gru_inputs(const char* op, const std::vector<Tensor>& inputs) {
-  EMBER_CHECK(inputs.size() == 3 || inputs.size() == 4, op,
-              ": expected inputs [gates_x, h0, w_hh] or [gates_x, h0, w_hh, b_hh], got ",
-              inputs.size(), " tensors");
-  check_dtypes(op, inputs);
-  const Tensor &gx = inputs[0], &h0 = inputs[1], &w = inputs[2];
-  EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 3 == 0, op, ": gates_x must be (T, B, 3H), got ",
-              shape_str(gx->sizes()));
-  const int64_t T = gx->size(0), B = gx->size(1), H = gx->size(2) / 3;
-  const DimVector state{B, H}, weight{3 * H, H}, bias{3 * H};
-  EMBER_CHECK(h0->sizes() == state, op, ": h0 must be ", shape_str(state), " for gates_x of shape ",
-              shape_str(gx->sizes()), ", got ", shape_str(h0->sizes()));
-  EMBER_CHECK(w->sizes() == weight, op, ": w_hh must be ", shape_str(weight), ", got ",
-              shape_str(w->sizes()));
-  if (inputs.size() == 4)
-    EMBER_CHECK(inputs[3]->sizes() == bias, op, ": b_hh must be ", shape_str(bias), ", got ",
-                shape_str(inputs[3]->sizes()));
-  return {T, B, H};
-}
-
-// The backward's states and weight against an output of shape (T, B, H): what the CPU checks
-// through check_inputs on a stand-in gates_x of shape (T, B, gates * H).
-void check_backward_states(const char* op, const Tensor& output, const std::vector<Tensor>& states,
-                           const Tensor& w_hh, int64_t gates) {
-  std::vector<Tensor> all{output};
-  for (const Tensor& t : states) all.push_back(t);
-  all.push_back(w_hh);
-  check_dtypes(op, all);
-  const int64_t T = output->size(0), B = output->size(1), H = output->size(2);
-  const DimVector gx{T, B, gates * H}, state{B, H}, weight{gates * H, H};
-  if (states.size() == 2) {
-    EMBER_CHECK(states[0]->sizes() == state && states[1]->sizes() == state, op,
-                ": h0 and c0 must be ", shape_str(state), " for an input of shape ", shape_str(gx),
-                ", got ", shape_str(states[0]->sizes()), " and ", shape_str(states[1]->sizes()));
-  } else {
-    EMBER_CHECK(states[0]->sizes() == state, op, ": h0 must be ", shape_str(state),
-                " for gates_x of shape ", shape_str(gx), ", got ", shape_str(states[0]->sizes()));
-  }
-  EMBER_CHECK(w_hh->sizes() == weight, op, ": w_hh must be ", shape_str(weight), ", got ",
-              shape_str(w_hh->sizes()));
 }
 
 // A gradient (or saved tensor) of the backward: on the output's device, contiguous, in dtype dt.
@@ -359,7 +274,7 @@ void weight_grad(const char* op, const T* gg, const T* h0, const T* out, T* gw, 
 std::tuple<Tensor, Tensor, Tensor, Tensor> lstm_layer(const std::vector<Tensor>& inputs,
                                                       bool reverse) {
   const char* op = "_lstm_layer";
-  const Dims d = check_lstm_inputs(op, inputs);
+  const Dims d = nn::check_lstm_inputs(op, inputs, check_devices);
   const int64_t T_ = d.T, B = d.B, H = d.H, G = 4 * H, W = kLstmWs * H;
   DeviceGuard guard(ix::device_index(inputs[0]));
   cudaStream_t st = current_stream();
@@ -413,16 +328,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> lstm_layer_backward(
     const Tensor& c0, const Tensor& w_hh, const Tensor& output, const Tensor& workspace,
     bool reverse) {
   const char* op = "_lstm_layer_backward";
-  EMBER_CHECK(output && workspace && output->dim() == 3, op,
-              ": expected the (T, B, H) output and the workspace of _lstm_layer");
-  const int64_t T_ = output->size(0), B = output->size(1), H = output->size(2);
-  const int64_t G = 4 * H, W = kLstmWs * H;
-  check_backward_states(op, output, {h0, c0}, w_hh, 4);
-  const DimVector out_shape{T_, B, H}, state{B, H}, ws_shape{T_, B, W};
-  EMBER_CHECK(
-      grad_output && grad_output->sizes() == out_shape && grad_hn && grad_hn->sizes() == state &&
-          grad_cn && grad_cn->sizes() == state && workspace->sizes() == ws_shape,
-      op, ": gradient or workspace shapes don't match an output of shape ", shape_str(out_shape));
+  const Dims d = nn::check_rnn_backward(op, "_lstm_layer", output, workspace, {h0, c0}, w_hh,
+                                        grad_output, {grad_hn, grad_cn}, 4, kLstmWs, check_devices);
+  const int64_t T_ = d.T, B = d.B, H = d.H, G = 4 * H, W = kLstmWs * H;
   DeviceGuard guard(ix::device_index(output));
   cudaStream_t st = current_stream();
   const ScalarType dt = output->dtype();
@@ -437,7 +345,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> lstm_layer_backward(
   Tensor gc0 = empty({B, H}, dt, dev), gw = empty({G, H}, dt, dev);
   EMBER_DISPATCH_BLAS(dt, op, [&] {
     using S = scalar_t;
-    const Dims d{T_, B, H};
     copy_bytes(ptr<S>(gc0), ptr<S>(gcn), sizeof(S) * B * H, st);  // dL/dc, step to step
     if (T_ == 0 || B * H == 0) {
       copy_bytes(ptr<S>(gh0), ptr<S>(ghn), sizeof(S) * B * H, st);
@@ -474,13 +381,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> lstm_layer_backward(
 std::tuple<Tensor, Tensor, Tensor> rnn_input_backward(const Tensor& grad, const Tensor& input,
                                                       const Tensor& weight) {
   const char* op = "_rnn_input_backward";
-  check_dtypes(op, {grad, input, weight});
-  EMBER_CHECK(grad->dim() == 2 && input->dim() == 2 && weight->dim() == 2 &&
-                  grad->size(0) == input->size(0) && grad->size(1) == weight->size(0) &&
-                  input->size(1) == weight->size(1),
-              op, ": expected grad (N, G), input (N, I) and weight (G, I), got ",
-              shape_str(grad->sizes()), ", ", shape_str(input->sizes()), " and ",
-              shape_str(weight->sizes()));
+  nn::check_rnn_input_backward(op, grad, input, weight, check_devices);
   const int64_t N = input->size(0), I = input->size(1), G = weight->size(0);
   DeviceGuard guard(ix::device_index(grad));
   cudaStream_t st = current_stream();
@@ -509,7 +410,7 @@ std::tuple<Tensor, Tensor, Tensor> rnn_input_backward(const Tensor& grad, const 
 
 std::tuple<Tensor, Tensor, Tensor> gru_layer(const std::vector<Tensor>& inputs, bool reverse) {
   const char* op = "_gru_layer";
-  const Dims d = check_gru_inputs(op, inputs);
+  const Dims d = nn::check_gru_inputs(op, inputs, check_devices);
   const int64_t T_ = d.T, B = d.B, H = d.H, G = 3 * H, W = kGruWs * H;
   DeviceGuard guard(ix::device_index(inputs[0]));
   cudaStream_t st = current_stream();
@@ -546,16 +447,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gru_layer_backward(
     const Tensor& grad_output, const Tensor& grad_hn, const Tensor& h0, const Tensor& w_hh,
     const Tensor& output, const Tensor& workspace, bool reverse) {
   const char* op = "_gru_layer_backward";
-  EMBER_CHECK(output && workspace && output->dim() == 3, op,
-              ": expected the (T, B, H) output and the workspace of _gru_layer");
-  const int64_t T_ = output->size(0), B = output->size(1), H = output->size(2);
-  const int64_t G = 3 * H, W = kGruWs * H;
-  check_backward_states(op, output, {h0}, w_hh, 3);
-  const DimVector out_shape{T_, B, H}, state{B, H}, ws_shape{T_, B, W};
-  EMBER_CHECK(grad_output && grad_output->sizes() == out_shape && grad_hn &&
-                  grad_hn->sizes() == state && workspace->sizes() == ws_shape,
-              op, ": gradient or workspace shapes don't match an output of shape ",
-              shape_str(out_shape));
+  const Dims d = nn::check_rnn_backward(op, "_gru_layer", output, workspace, {h0}, w_hh,
+                                        grad_output, {grad_hn}, 3, kGruWs, check_devices);
+  const int64_t T_ = d.T, B = d.B, H = d.H, G = 3 * H, W = kGruWs * H;
   DeviceGuard guard(ix::device_index(output));
   cudaStream_t st = current_stream();
   const ScalarType dt = output->dtype();
@@ -568,7 +462,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> gru_layer_backward(
   Tensor gh0 = empty({B, H}, dt, dev), gw = empty({G, H}, dt, dev), gb = empty({G}, dt, dev);
   EMBER_DISPATCH_BLAS(dt, op, [&] {
     using S = scalar_t;
-    const Dims d{T_, B, H};
     if (T_ == 0 || B * H == 0) {
       copy_bytes(ptr<S>(gh0), ptr<S>(ghn), sizeof(S) * B * H, st);
       weight_grad<S>(op, ptr<S>(gh), ptr<S>(h0c), ptr<S>(out), ptr<S>(gw), d, G, reverse, st);

@@ -25,6 +25,7 @@
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/parallel.h"
+#include "kernels/rnn_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -47,9 +48,7 @@ void tanh_run(const double* x, double* y, int64_t n) {
   for (int64_t k = 0; k < n; ++k) y[k] = std::tanh(x[k]);
 }
 
-struct Dims {
-  int64_t T, B, H;
-};
+using Dims = ember::nn::RnnDims;
 
 // Time indices of a layer run over T steps, from T - 1 down to 0 when reverse.
 struct Order {
@@ -59,73 +58,6 @@ struct Order {
   int64_t prev(int64_t t) const { return reverse ? t + 1 : t - 1; }  // the step run before t
   int64_t next(int64_t t) const { return reverse ? t - 1 : t + 1; }  // the step run after t
 };
-
-// No input is None, and all share one float dtype (that of inputs[0]).
-void check_dtypes(const char* op, const std::vector<Tensor>& inputs) {
-  for (const Tensor& t : inputs) EMBER_CHECK(t, op, ": an input is None");
-  const ScalarType dt = inputs[0]->dtype();
-  EMBER_CHECK_KIND(dt == ScalarType::Float32 || dt == ScalarType::Float64, Type, op,
-                   ": expected float32 or float64 tensors, got ", dtype_name(dt));
-  for (const Tensor& t : inputs)
-    EMBER_CHECK_KIND(t->dtype() == dt, Type, op, ": all inputs must have dtype ", dtype_name(dt),
-                     ", got ", dtype_name(t->dtype()));
-}
-
-// inputs = [gates_x (T, B, 4H), h0, c0, w_hh], or [x (T, B, I), h0, c0, w_hh, w_ih (4H, I)] with
-// optionally the summed biases (4H) last: the op then makes gates_x = x @ w_ih^T + bias itself.
-Dims check_inputs(const char* op, const std::vector<Tensor>& inputs) {
-  EMBER_CHECK(inputs.size() >= 4 && inputs.size() <= 6, op,
-              ": expected inputs [gates_x, h0, c0, w_hh] or [x, h0, c0, w_hh, w_ih(, bias)], got ",
-              inputs.size(), " tensors");
-  check_dtypes(op, inputs);
-  const Tensor &gx = inputs[0], &h0 = inputs[1], &c0 = inputs[2], &w = inputs[3];
-  int64_t T = 0, B = 0, H = 0;
-  if (inputs.size() == 4) {
-    EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 4 == 0, op, ": gates_x must be (T, B, 4H), got ",
-                shape_str(gx->sizes()));
-    T = gx->size(0), B = gx->size(1), H = gx->size(2) / 4;
-  } else {
-    EMBER_CHECK(w->dim() == 2 && w->size(0) == 4 * w->size(1), op, ": w_hh must be (4H, H), got ",
-                shape_str(w->sizes()));
-    EMBER_CHECK(gx->dim() == 3, op, ": x must be (T, B, input_size), got ", shape_str(gx->sizes()));
-    T = gx->size(0), B = gx->size(1), H = w->size(1);
-    const DimVector w_ih{4 * H, gx->size(2)}, bias{4 * H};
-    EMBER_CHECK(inputs[4]->sizes() == w_ih, op, ": w_ih must be ", shape_str(w_ih),
-                " for x of shape ", shape_str(gx->sizes()), ", got ",
-                shape_str(inputs[4]->sizes()));
-    if (inputs.size() == 6)
-      EMBER_CHECK(inputs[5]->sizes() == bias, op, ": bias must be ", shape_str(bias), ", got ",
-                  shape_str(inputs[5]->sizes()));
-  }
-  const DimVector state{B, H}, weight{4 * H, H};
-  EMBER_CHECK(h0->sizes() == state && c0->sizes() == state, op, ": h0 and c0 must be ",
-              shape_str(state), " for an input of shape ", shape_str(gx->sizes()), ", got ",
-              shape_str(h0->sizes()), " and ", shape_str(c0->sizes()));
-  EMBER_CHECK(w->sizes() == weight, op, ": w_hh must be ", shape_str(weight), ", got ",
-              shape_str(w->sizes()));
-  return {T, B, H};
-}
-
-// inputs = [gates_x, h0, w_hh] or [gates_x, h0, w_hh, b_hh].
-Dims check_gru_inputs(const char* op, const std::vector<Tensor>& inputs) {
-  EMBER_CHECK(inputs.size() == 3 || inputs.size() == 4, op,
-              ": expected inputs [gates_x, h0, w_hh] or [gates_x, h0, w_hh, b_hh], got ",
-              inputs.size(), " tensors");
-  check_dtypes(op, inputs);
-  const Tensor &gx = inputs[0], &h0 = inputs[1], &w = inputs[2];
-  EMBER_CHECK(gx->dim() == 3 && gx->size(2) % 3 == 0, op, ": gates_x must be (T, B, 3H), got ",
-              shape_str(gx->sizes()));
-  const int64_t T = gx->size(0), B = gx->size(1), H = gx->size(2) / 3;
-  const DimVector state{B, H}, weight{3 * H, H}, bias{3 * H};
-  EMBER_CHECK(h0->sizes() == state, op, ": h0 must be ", shape_str(state), " for gates_x of shape ",
-              shape_str(gx->sizes()), ", got ", shape_str(h0->sizes()));
-  EMBER_CHECK(w->sizes() == weight, op, ": w_hh must be ", shape_str(weight), ", got ",
-              shape_str(w->sizes()));
-  if (inputs.size() == 4)
-    EMBER_CHECK(inputs[3]->sizes() == bias, op, ": b_hh must be ", shape_str(bias), ", got ",
-                shape_str(inputs[3]->sizes()));
-  return {T, B, H};
-}
 
 // Runs f(j0, j1) over blocks of hidden units [0, H), in parallel when a step of a layer with
 // `gates` gate blocks is big enough.
@@ -473,7 +405,7 @@ Tensor weight_grad(const Tensor& gg, const Tensor& h0, const Tensor& out, bool r
 std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer(const std::vector<Tensor>& inputs,
                                                        bool reverse) {
   const char* op = "_lstm_layer";
-  const Dims d = check_inputs(op, inputs);
+  const Dims d = ember::nn::check_lstm_inputs(op, inputs);
   Tensor gx = inputs.size() == 4 ? nn::contig(inputs[0])
                                  : input_projection(op, inputs[0], inputs[4],
                                                     inputs.size() == 6 ? &inputs[5] : nullptr);
@@ -501,16 +433,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer_backward(
     const Tensor& c0, const Tensor& w_hh, const Tensor& output, const Tensor& workspace,
     bool reverse) {
   const char* op = "_lstm_layer_backward";
-  EMBER_CHECK(output && workspace && output->dim() == 3, op,
-              ": expected the (T, B, H) output and the workspace of _lstm_layer");
-  const int64_t T = output->size(0), B = output->size(1), H = output->size(2);
-  const Dims d{T, B, H};
-  check_inputs(op, {ember::empty({T, B, 4 * H}, output->dtype(), output->device()), h0, c0, w_hh});
-  const DimVector out_shape{T, B, H}, state{B, H}, ws_shape{T, B, kWsParts * H};
-  EMBER_CHECK(
-      grad_output && grad_output->sizes() == out_shape && grad_hn && grad_hn->sizes() == state &&
-          grad_cn && grad_cn->sizes() == state && workspace->sizes() == ws_shape,
-      op, ": gradient or workspace shapes don't match an output of shape ", shape_str(out_shape));
+  const Dims d = ember::nn::check_rnn_backward(op, "_lstm_layer", output, workspace, {h0, c0}, w_hh,
+                                               grad_output, {grad_hn, grad_cn}, 4, kWsParts);
+  const int64_t T = d.T, B = d.B, H = d.H;
   const ScalarType dt = output->dtype();
   const Device dev = output->device();
   Tensor go = nn::contig(grad_output, dt), ghn = nn::contig(grad_hn, dt);
@@ -532,13 +457,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _lstm_layer_backward(
 std::tuple<Tensor, Tensor, Tensor> _rnn_input_backward(const Tensor& grad, const Tensor& input,
                                                        const Tensor& weight) {
   const char* op = "_rnn_input_backward";
-  check_dtypes(op, {grad, input, weight});
-  EMBER_CHECK(grad->dim() == 2 && input->dim() == 2 && weight->dim() == 2 &&
-                  grad->size(0) == input->size(0) && grad->size(1) == weight->size(0) &&
-                  input->size(1) == weight->size(1),
-              op, ": expected grad (N, G), input (N, I) and weight (G, I), got ",
-              shape_str(grad->sizes()), ", ", shape_str(input->sizes()), " and ",
-              shape_str(weight->sizes()));
+  ember::nn::check_rnn_input_backward(op, grad, input, weight);
   const int64_t N = input->size(0), I = input->size(1), G = weight->size(0);
   const ScalarType dt = grad->dtype();
   const Device dev = grad->device();
@@ -560,7 +479,7 @@ std::tuple<Tensor, Tensor, Tensor> _rnn_input_backward(const Tensor& grad, const
 
 std::tuple<Tensor, Tensor, Tensor> _gru_layer(const std::vector<Tensor>& inputs, bool reverse) {
   const char* op = "_gru_layer";
-  const Dims d = check_gru_inputs(op, inputs);
+  const Dims d = ember::nn::check_gru_inputs(op, inputs);
   Tensor gx = nn::contig(inputs[0]), h0 = nn::contig(inputs[1]), w = nn::contig(inputs[2]);
   const ScalarType dt = gx->dtype();
   const Device dev = gx->device();
@@ -582,16 +501,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _gru_layer_backward(
     const Tensor& grad_output, const Tensor& grad_hn, const Tensor& h0, const Tensor& w_hh,
     const Tensor& output, const Tensor& workspace, bool reverse) {
   const char* op = "_gru_layer_backward";
-  EMBER_CHECK(output && workspace && output->dim() == 3, op,
-              ": expected the (T, B, H) output and the workspace of _gru_layer");
-  const int64_t T = output->size(0), B = output->size(1), H = output->size(2);
-  const Dims d{T, B, H};
-  check_gru_inputs(op, {ember::empty({T, B, 3 * H}, output->dtype(), output->device()), h0, w_hh});
-  const DimVector out_shape{T, B, H}, state{B, H}, ws_shape{T, B, kGruWsParts * H};
-  EMBER_CHECK(grad_output && grad_output->sizes() == out_shape && grad_hn &&
-                  grad_hn->sizes() == state && workspace->sizes() == ws_shape,
-              op, ": gradient or workspace shapes don't match an output of shape ",
-              shape_str(out_shape));
+  const Dims d = ember::nn::check_rnn_backward(op, "_gru_layer", output, workspace, {h0}, w_hh,
+                                               grad_output, {grad_hn}, 3, kGruWsParts);
+  const int64_t T = d.T, B = d.B, H = d.H;
   const ScalarType dt = output->dtype();
   const Device dev = output->device();
   Tensor go = nn::contig(grad_output, dt), ghn = nn::contig(grad_hn, dt);
