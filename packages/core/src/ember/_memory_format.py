@@ -21,8 +21,10 @@ __all__ = ["memory_format", "contiguous_format", "channels_last", "channels_last
            "preserve_format"]
 
 
-class memory_format:
-    """How a tensor's elements are laid out in memory (see the module docstring)."""
+class _NamedConstant:
+    """A constant of the ember namespace (a memory format, a layout): printed as
+    ``ember.<name>`` and pickled as the module attribute of that name, so it stays a singleton.
+    """
 
     __slots__ = ("_name",)
 
@@ -33,7 +35,13 @@ class memory_format:
         return f"ember.{self._name}"
 
     def __reduce__(self) -> str:
-        return self._name  # pickles as the module attribute ember.<name>
+        return self._name  # pickles as the module attribute <its class's module>.<name>
+
+
+class memory_format(_NamedConstant):
+    """How a tensor's elements are laid out in memory (see the module docstring)."""
+
+    __slots__ = ()
 
 
 contiguous_format = memory_format("contiguous_format")

@@ -28,6 +28,7 @@ from typing import Any
 
 from ember import _C
 from ember._C import Tensor
+from ember._memory_format import _NamedConstant
 
 __all__ = [
     "is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel", "is_same_size",
@@ -144,19 +145,10 @@ def typename(obj: Any) -> str:
     return f"{module}.{t.__qualname__}"
 
 
-class layout:
+class layout(_NamedConstant):
     """A tensor memory layout; ember has the dense strided one only (``ember.strided``)."""
 
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return f"ember.{self._name}"
-
-    def __reduce__(self) -> str:
-        return self._name  # pickles as the module attribute ember.<name>
+    __slots__ = ()
 
 
 strided = layout("strided")
