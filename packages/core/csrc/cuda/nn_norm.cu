@@ -39,8 +39,9 @@ struct RowGeom {
 };
 
 template <class T>
-__global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd,
-                                        RowGeom geo, double eps, bool center, int mode) {
+__global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y, acc_t<T>* mean,
+                                        acc_t<T>* rstd, RowGeom geo, double eps, bool center,
+                                        int mode) {
   using A = acc_t<T>;
   const nnk::Team tm = nnk::make_team(mode);
   if (tm.id >= geo.rows) return;
@@ -59,8 +60,8 @@ __global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y
   var = nnk::team_sum(var, mode) / static_cast<A>(M);
   const A rs = A(1) / dm::sqrt(var + static_cast<A>(eps));
   if (tm.rank == 0) {
-    if (mean) mean[r] = from_op<T>(mu);
-    rstd[r] = from_op<T>(rs);
+    if (mean) mean[r] = mu;
+    rstd[r] = rs;
   }
   const A shift = -mu * rs;
   T* yr = y + r * M;
@@ -78,15 +79,16 @@ __global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y
 // gi = rstd * (g' - mean(g') - xhat * mean(g' * xhat)), g' = g * weight (mean(g') dropped for
 // RMS norm, which has no mean).
 template <class T>
-__global__ void row_norm_backward_kernel(const T* g, const T* x, const T* mean, const T* rstd,
-                                         const T* w, T* gi, RowGeom geo, int mode) {
+__global__ void row_norm_backward_kernel(const T* g, const T* x, const acc_t<T>* mean,
+                                         const acc_t<T>* rstd, const T* w, T* gi, RowGeom geo,
+                                         int mode) {
   using A = acc_t<T>;
   const nnk::Team tm = nnk::make_team(mode);
   if (tm.id >= geo.rows) return;
   const int64_t r = tm.id, M = geo.M;
   const T* xr = x + r * M;
   const T* gr = g + r * M;
-  const A mu = mean ? to_op<T>(mean[r]) : A(0), s = to_op<T>(rstd[r]);
+  const A mu = mean ? mean[r] : A(0), s = rstd[r];
   A sg = 0, sgx = 0;
   for (int64_t j = tm.rank; j < M; j += tm.size) {
     A gv = to_op<T>(gr[j]);
@@ -110,9 +112,9 @@ __global__ void row_norm_backward_kernel(const T* g, const T* x, const T* mean, 
 // rows [by * chunk, (by + 1) * chunk): pw[by * M + j] = sum g * xhat, pb[by * M + j] = sum g.
 constexpr int kColTile = 32, kColRows = 8;
 template <class T>
-__global__ void col_param_partial_kernel(const T* g, const T* x, const T* mean, const T* rstd,
-                                         acc_t<T>* pw, acc_t<T>* pb, int64_t R, int64_t M,
-                                         int64_t chunk) {
+__global__ void col_param_partial_kernel(const T* g, const T* x, const acc_t<T>* mean,
+                                         const acc_t<T>* rstd, acc_t<T>* pw, acc_t<T>* pb,
+                                         int64_t R, int64_t M, int64_t chunk) {
   using A = acc_t<T>;
   __shared__ A sw[kColRows][kColTile + 1], sb[kColRows][kColTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -122,9 +124,9 @@ __global__ void col_param_partial_kernel(const T* g, const T* x, const T* mean, 
   if (j < M) {
     for (int64_t r = r0 + ty; r < r1; r += kColRows) {
       const A gv = to_op<T>(g[r * M + j]);
-      const A mu = mean ? to_op<T>(mean[r]) : A(0);
+      const A mu = mean ? mean[r] : A(0);
       ab += gv;
-      aw += gv * (to_op<T>(x[r * M + j]) - mu) * to_op<T>(rstd[r]);
+      aw += gv * (to_op<T>(x[r * M + j]) - mu) * rstd[r];
     }
   }
   sw[ty][tx] = aw;
@@ -249,7 +251,7 @@ T* mut_or_null(const Tensor& t) {
 }
 
 // Shared by layer / RMS / group norm: y, mean (null for RMS norm) and rstd of rows geo over the
-// contiguous x; w, b: contiguous in x's dtype or null.
+// contiguous x; w, b: contiguous in x's dtype or null; mean / rstd in nn::norm_acc_dtype(x).
 void launch_row_forward(const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
                         const Tensor& y, const Tensor& mean, const Tensor& rstd, const RowGeom& geo,
                         double eps, bool center) {
@@ -260,7 +262,7 @@ void launch_row_forward(const char* op, const Tensor& x, const Tensor& w, const 
     row_norm_forward_kernel<T>
         <<<nnk::team_blocks(mode, geo.rows), nnk::team_threads(mode), 0, ix::stream_of(x)>>>(
             x->data_as<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b), y->data_as<T>(),
-            mut_or_null<T>(mean), rstd->data_as<T>(), geo, eps, center, mode);
+            mut_or_null<acc_t<T>>(mean), rstd->data_as<acc_t<T>>(), geo, eps, center, mode);
     check_launch(op);
   });
 }
@@ -274,8 +276,8 @@ void launch_row_backward(const char* op, const Tensor& g, const Tensor& x, const
     using T = scalar_t;
     row_norm_backward_kernel<T>
         <<<nnk::team_blocks(mode, geo.rows), nnk::team_threads(mode), 0, ix::stream_of(x)>>>(
-            g->data_as<T>(), x->data_as<T>(), ptr_or_null<T>(mean), rstd->data_as<T>(),
-            ptr_or_null<T>(w), gi->data_as<T>(), geo, mode);
+            g->data_as<T>(), x->data_as<T>(), ptr_or_null<acc_t<T>>(mean),
+            rstd->data_as<acc_t<T>>(), ptr_or_null<T>(w), gi->data_as<T>(), geo, mode);
     check_launch(op);
   });
 }
@@ -326,12 +328,14 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
   Tensor b = bias ? nnk::contig(bias, x->dtype(), op) : Tensor();
   Tensor out = empty(x->sizes(), x->dtype(), x->device());
   DimVector ss = nn::row_stat_shape(x, normalized_shape.size());
-  Tensor mean = empty(ss, x->dtype(), x->device());
-  Tensor rstd = empty(ss, x->dtype(), x->device());
+  // Computed in the compute type, saved in torch's dtype (nn::norm_stat_dtype).
+  const ScalarType stat_dt = nn::norm_stat_dtype(input, {&weight, &bias}, !center);
+  Tensor mean = empty(ss, nn::norm_acc_dtype(x), x->device());
+  Tensor rstd = empty(ss, nn::norm_acc_dtype(x), x->device());
   const RowGeom geo{R, M, 1, 0, 1};
   launch_row_forward(op, x, w, b, out, center ? mean : Tensor(), rstd, geo, eps, center);
   if (!center && R > 0) ix::zero(mean);
-  return {out, mean, rstd};
+  return {out, nnk::contig(mean, stat_dt, op), nnk::contig(rstd, stat_dt, op)};
 }
 
 std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tensor& grad,
@@ -348,8 +352,9 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
   DeviceGuard guard(ix::device_index(input));
   Tensor x = nnk::contig(input, op);
   Tensor g = nnk::contig(grad, x->dtype(), op);
-  Tensor m = mean ? nnk::contig(mean, x->dtype(), op) : Tensor();
-  Tensor rs = nnk::contig(rstd, x->dtype(), op);
+  // The statistics are read in the compute type (whatever dtype they were saved in).
+  Tensor m = mean ? nnk::contig(mean, nn::norm_acc_dtype(x), op) : Tensor();
+  Tensor rs = nnk::contig(rstd, nn::norm_acc_dtype(x), op);
   Tensor w = weight ? nnk::contig(weight, x->dtype(), op) : Tensor();
   Tensor gi, gw, gb;
   const RowGeom geo{R, M, 1, 0, 1};
@@ -376,7 +381,7 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
         const dim3 grid(static_cast<unsigned>((M + kColTile - 1) / kColTile),
                         static_cast<unsigned>(chunks));
         col_param_partial_kernel<T><<<grid, dim3(kColTile, kColRows), 0, ix::stream_of(x)>>>(
-            g->data_as<T>(), x->data_as<T>(), ptr_or_null<T>(m), rs->data_as<T>(), pw->data_as<A>(),
+            g->data_as<T>(), x->data_as<T>(), ptr_or_null<A>(m), rs->data_as<A>(), pw->data_as<A>(),
             pb->data_as<A>(), R, M, chunk);
         check_launch(op);
         col_param_final_kernel<T><<<blocks_for(M), kBlockSize, 0, ix::stream_of(x)>>>(
@@ -408,12 +413,13 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_
   Tensor w = weight ? nnk::contig(weight, x->dtype(), op) : Tensor();
   Tensor b = bias ? nnk::contig(bias, x->dtype(), op) : Tensor();
   Tensor out = empty(x->sizes(), x->dtype(), x->device());
-  Tensor mean = empty(DimVector{s.n, s.g}, x->dtype(), x->device());
-  Tensor rstd = empty(DimVector{s.n, s.g}, x->dtype(), x->device());
+  Tensor mean = empty(DimVector{s.n, s.g}, nn::norm_acc_dtype(x), x->device());
+  Tensor rstd = empty(DimVector{s.n, s.g}, nn::norm_acc_dtype(x), x->device());
   const int64_t cg = s.c / s.g;
   const RowGeom geo{s.n * s.g, cg * s.hw, std::max<int64_t>(s.hw, 1), s.g, cg};
   launch_row_forward(op, x, w, b, out, mean, rstd, geo, eps, true);
-  return {out, mean, rstd};
+  // Group norm saves its statistics in the input's dtype (as torch does on CPU).
+  return {out, nnk::contig(mean, x->dtype(), op), nnk::contig(rstd, x->dtype(), op)};
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
@@ -431,7 +437,8 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
   DeviceGuard guard(ix::device_index(input));
   Tensor x = nnk::contig(input, op);
   Tensor g = nnk::contig(grad_out, x->dtype(), op);
-  Tensor m = nnk::contig(mean, x->dtype(), op), rs = nnk::contig(rstd, x->dtype(), op);
+  Tensor m = nnk::contig(mean, nn::norm_acc_dtype(x), op);
+  Tensor rs = nnk::contig(rstd, nn::norm_acc_dtype(x), op);
   Tensor w = weight ? nnk::contig(weight, x->dtype(), op) : Tensor();
   const int64_t cg = s.c / s.g;
   Tensor gi, gw, gb;
@@ -619,8 +626,10 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
       running_var->bump_version();
     }
   }
-  Tensor save_mean = nnk::contig(mean, x->dtype(), op);
-  Tensor save_invstd = nnk::contig(invstd, x->dtype(), op);
+  const ScalarType stat_dt =
+      nn::norm_stat_dtype(input, {&weight, &bias, &running_mean, &running_var});
+  Tensor save_mean = nnk::contig(mean, stat_dt, op);
+  Tensor save_invstd = nnk::contig(invstd, stat_dt, op);
   if (save_mean.get() == mean.get() && !training) save_mean = ix::clone(mean, op);
   return {out, save_mean, save_invstd};
 }

@@ -29,6 +29,20 @@ DimVector row_stat_shape(const Tensor& input, int64_t k) {
   return s;
 }
 
+ScalarType norm_stat_dtype(const Tensor& input, std::initializer_list<const Tensor*> params,
+                           bool always_float) {
+  const ScalarType dt = input->dtype();
+  if (dt != ScalarType::Float16 && dt != ScalarType::BFloat16) return dt;
+  if (always_float) return ScalarType::Float32;
+  for (const Tensor* p : params)
+    if (*p && (*p)->dtype() == ScalarType::Float32) return ScalarType::Float32;
+  return dt;
+}
+
+ScalarType norm_acc_dtype(const Tensor& input) {
+  return input->dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+}
+
 void check_norm_grad(const char* op, const Tensor& grad_out, const Tensor& input) {
   EMBER_CHECK(grad_out->sizes() == input->sizes(), op, ": grad_out of shape ",
               shape_str(grad_out->sizes()), " doesn't match input of shape ",

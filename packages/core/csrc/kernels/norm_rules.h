@@ -2,6 +2,7 @@
 // the CPU kernels (kernels/cpu/nn_norm.cpp) and the CUDA ones (cuda/nn_norm.cu): shape checks,
 // statistics' shapes, and the layer / RMS norm ops over a device's row-norm core.
 #pragma once
+#include <initializer_list>
 #include <tuple>
 #include <utility>
 
@@ -19,6 +20,17 @@ std::pair<int64_t, int64_t> row_norm_shape(const char* op, const Tensor& input,
 
 // The mean / rstd shape of a layer/RMS norm over the last k dims (those become 1).
 DimVector row_stat_shape(const Tensor& input, int64_t k);
+
+// The dtype of a norm's saved statistics (mean / rstd / invstd), torch's rule: float32 for a
+// float16 / bfloat16 input when always_float (RMS norm) or when one of the given parameters
+// (weight, bias, running statistics; null ones skipped) is float32 (mixed precision); otherwise
+// the input's dtype.
+ScalarType norm_stat_dtype(const Tensor& input, std::initializer_list<const Tensor*> params,
+                           bool always_float = false);
+
+// The dtype the kernels keep statistics in while they work: float64 for a float64 input, else
+// float32 (float16 / bfloat16 statistics are rounded from it only when norm_stat_dtype says so).
+ScalarType norm_acc_dtype(const Tensor& input);
 
 // The backward's grad_out has the input's shape.
 void check_norm_grad(const char* op, const Tensor& grad_out, const Tensor& input);

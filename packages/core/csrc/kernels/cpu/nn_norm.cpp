@@ -62,8 +62,10 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
   Tensor b = bias ? nn::contig(bias, x->dtype()) : Tensor();
   Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
   DimVector ss = nn::row_stat_shape(x, normalized_shape.size());
-  Tensor mean = ember::empty(ss, x->dtype(), x->device());
-  Tensor rstd = ember::empty(ss, x->dtype(), x->device());
+  // Statistics are computed in the compute type and saved in torch's dtype (norm_stat_dtype).
+  const ScalarType stat_dt = nn::norm_stat_dtype(input, {&weight, &bias}, !center);
+  Tensor mean = ember::empty(ss, nn::norm_acc_dtype(x), x->device());
+  Tensor rstd = ember::empty(ss, nn::norm_acc_dtype(x), x->device());
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
@@ -71,8 +73,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
     const T* pw = w ? w->data_as<T>() : nullptr;
     const T* pb = b ? b->data_as<T>() : nullptr;
     T* po = out->data_as<T>();
-    T* pm = mean->data_as<T>();
-    T* pr = rstd->data_as<T>();
+    A* pm = mean->data_as<A>();
+    A* pr = rstd->data_as<A>();
     if constexpr (std::is_same_v<T, float>) {  // vectorized rows (nn_vec.h)
       parallel_for(0, R, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(M, 1)),
                    [&](int64_t rb, int64_t re) {
@@ -97,8 +99,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
                      }
                      var /= static_cast<double>(M);
                      const double rs = 1.0 / std::sqrt(var + eps);
-                     pm[r] = static_cast<T>(mu);
-                     pr[r] = static_cast<T>(rs);
+                     pm[r] = static_cast<A>(mu);
+                     pr[r] = static_cast<A>(rs);
                      const A a = static_cast<A>(rs), c = static_cast<A>(-mu * rs);
                      T* orow = po + r * M;
                      for (int64_t j = 0; j < M; ++j) {
@@ -110,7 +112,7 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
                    }
                  });
   });
-  return {out, mean, rstd};
+  return {out, nn::cast(mean, stat_dt), nn::cast(rstd, stat_dt)};
 }
 
 // Gradients of row_norm_forward (mean is null for RMS norm).
@@ -124,16 +126,18 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_backward(const char* op, const Tenso
   nn::check_row_norm_backward(op, grad, input, mean, rstd, R);
   Tensor x = nn::contig(input);
   Tensor g = nn::contig(grad, x->dtype());
-  Tensor m = mean ? nn::contig(mean, x->dtype()) : Tensor();
-  Tensor rs = nn::contig(rstd, x->dtype());
+  // The statistics are read in the compute type (whatever dtype they were saved in).
+  Tensor m = mean ? nn::contig(mean, nn::norm_acc_dtype(x)) : Tensor();
+  Tensor rs = nn::contig(rstd, nn::norm_acc_dtype(x));
   Tensor w = weight ? nn::contig(weight, x->dtype()) : Tensor();
   Tensor gi, gw, gb;
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
+    using A = opmath_t<T>;
     const T* px = x->data_as<T>();
     const T* pg = g->data_as<T>();
-    const T* pm = m ? m->data_as<T>() : nullptr;
-    const T* pr = rs->data_as<T>();
+    const A* pm = m ? m->data_as<A>() : nullptr;
+    const A* pr = rs->data_as<A>();
     const T* pw = w ? w->data_as<T>() : nullptr;
     if constexpr (std::is_same_v<T, float>) {  // vectorized rows (nn_vec.h)
       const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(M, 1));
@@ -456,6 +460,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
   }
   Tensor out = ember::empty(x->sizes(), x->dtype(), x->device());
   Tensor save_mean, save_invstd;
+  const ScalarType stat_dt =
+      nn::norm_stat_dtype(input, {&weight, &bias, &running_mean, &running_var});
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
@@ -522,8 +528,13 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
                      for (int64_t p = pb; p < pe; ++p) normalize(p % C, p / C, p / C + 1);
                    });
     }
-    save_mean = from_doubles<T>(mean, {C}, x->dtype());
-    save_invstd = from_doubles<T>(invstd, {C}, x->dtype());
+    if (stat_dt == x->dtype()) {
+      save_mean = from_doubles<T>(mean, {C}, stat_dt);
+      save_invstd = from_doubles<T>(invstd, {C}, stat_dt);
+    } else {  // float32 statistics of a float16 / bfloat16 input
+      save_mean = from_doubles<float>(mean, {C}, stat_dt);
+      save_invstd = from_doubles<float>(invstd, {C}, stat_dt);
+    }
   });
   if (training) {
     if (running_mean) {
