@@ -295,7 +295,11 @@ Tensor smooth_l1_loss(const Tensor& self, const Tensor& target, const std::strin
 Tensor huber_loss(const Tensor& self, const Tensor& target, const std::string& reduction,
                   double delta) {
   EMBER_CHECK_KIND(delta > 0, Value, "huber_loss: delta must be positive, got ", delta);
-  Tensor diff = sub(self, target);
+  // As torch: the loss has the input's dtype (a float32 target of a bfloat16 input is rounded to
+  // bfloat16), where mse / l1 / smooth_l1 promote the two dtypes.
+  const bool cast = is_floating(self->dtype()) && is_floating(target->dtype()) &&
+                    target->dtype() != self->dtype();
+  Tensor diff = sub(self, cast ? ops::_to_dtype(target, self->dtype(), false) : target);
   Tensor d = ops::abs(diff, Tensor());
   Tensor quad = mul(mul(diff, diff), Scalar(0.5));
   Tensor lin = mul(sub(d, Scalar(0.5 * delta)), Scalar(delta));

@@ -2125,6 +2125,8 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = 
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("soft_margin_loss", reduction)
+    if input.is_floating_point() and target.is_floating_point() and target.dtype != input.dtype:
+        target = target.to(input.dtype)  # as torch: the loss has the input's dtype
     return _reduce("soft_margin_loss", softplus(-target * input), reduction)
 
 
