@@ -593,8 +593,10 @@ def _avg_pool(nd: int) -> Handler:
 
 _handles("F.max_pool1d", "max_pool1d")(_max_pool(1))
 _handles("F.max_pool2d", "max_pool2d")(_max_pool(2))
+_handles("F.max_pool3d", "max_pool3d")(_max_pool(3))
 _handles("F.avg_pool1d", "avg_pool1d")(_avg_pool(1))
 _handles("F.avg_pool2d", "avg_pool2d")(_avg_pool(2))
+_handles("F.avg_pool3d", "avg_pool3d")(_avg_pool(3))
 
 
 def _adaptive(op: str, global_op: str) -> Handler:
@@ -618,8 +620,8 @@ def _adaptive(op: str, global_op: str) -> Handler:
     return h
 
 
-_handles("F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d")(
-    _adaptive("AveragePool", "GlobalAveragePool"))
+_handles("F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d", "F.adaptive_avg_pool3d", "adaptive_avg_pool1d",
+         "adaptive_avg_pool2d", "adaptive_avg_pool3d")(_adaptive("AveragePool", "GlobalAveragePool"))
 
 
 @_handles("F.embedding")
@@ -707,6 +709,7 @@ def _conv_transpose(nd: int) -> Handler:
 
 _handles("F.conv_transpose1d", "conv_transpose1d")(_conv_transpose(1))
 _handles("F.conv_transpose2d", "conv_transpose2d")(_conv_transpose(2))
+_handles("F.conv_transpose3d", "conv_transpose3d")(_conv_transpose(3))
 
 
 def _adaptive_max(g: _Graph, args: tuple, kwargs: dict, out: Any) -> str:
@@ -715,7 +718,7 @@ def _adaptive_max(g: _Graph, args: tuple, kwargs: dict, out: Any) -> str:
     return _adaptive("MaxPool", "GlobalMaxPool")(g, args, kwargs, out)
 
 
-_handles("F.adaptive_max_pool1d", "F.adaptive_max_pool2d")(_adaptive_max)
+_handles("F.adaptive_max_pool1d", "F.adaptive_max_pool2d", "F.adaptive_max_pool3d")(_adaptive_max)
 
 
 def _reduce_args(x: Tensor, args: tuple, kwargs: dict, dim_pos: int, keep_pos: int) -> tuple[Any, bool]:
