@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/parallel.h"
 #include "kernels/pool_rules.h"
@@ -288,6 +289,92 @@ inline A sum_run(const T* r, int64_t n) {
   return sum;
 }
 
+// Whether every output window is its whole plane (global pooling: a single output per plane).
+bool is_global(const PoolPlan& p) {
+  for (int64_t j = 0; j < 3; ++j) {
+    if (p.out[j] != 1 || p.win[j].size() != 1) return false;
+    const Window& w = p.win[j][0];
+    if (w.first != 0 || w.count != p.in[j] || (w.step != 1 && w.count > 1)) return false;
+  }
+  return true;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define EMBER_POOL_AVX2 1
+#define EMBER_POOL_INLINE inline __attribute__((always_inline))
+#else
+#define EMBER_POOL_AVX2 0
+#define EMBER_POOL_INLINE inline
+#endif
+
+// sums[k] = the sum of plane k of x (planes of n contiguous elements), k < planes. Planes go 8 at
+// a time, each with L lanes (one vector register), so the 8 running sums are independent chains
+// and a short plane (49 elements of a 7x7 map) costs a few vector adds instead of a serial fold.
+template <int L, class T, class A>
+EMBER_POOL_INLINE void plane_sums_impl(const T* x, int64_t n, int64_t planes, A* sums) {
+  constexpr int G = 8;
+  const int64_t body = n / L * L;
+  int64_t k = 0;
+  for (; k + G <= planes; k += G) {
+    const T* b = x + k * n;
+    A acc[G][L] = {};
+    for (int64_t l = 0; l < body; l += L)
+      for (int g = 0; g < G; ++g)
+        for (int u = 0; u < L; ++u) acc[g][u] += static_cast<A>(b[g * n + l + u]);
+    for (int g = 0; g < G; ++g) {
+      for (int w = L / 2; w > 0; w /= 2)
+        for (int u = 0; u < w; ++u) acc[g][u] += acc[g][u + w];
+      A s = acc[g][0];
+      for (int64_t l = body; l < n; ++l) s += static_cast<A>(b[g * n + l]);
+      sums[k + g] = s;
+    }
+  }
+  for (; k < planes; ++k) {
+    const T* b = x + k * n;
+    A acc[L] = {};
+    for (int64_t l = 0; l < body; l += L)
+      for (int u = 0; u < L; ++u) acc[u] += static_cast<A>(b[l + u]);
+    for (int w = L / 2; w > 0; w /= 2)
+      for (int u = 0; u < w; ++u) acc[u] += acc[u + w];
+    A s = acc[0];
+    for (int64_t l = body; l < n; ++l) s += static_cast<A>(b[l]);
+    sums[k] = s;
+  }
+}
+
+#if EMBER_POOL_AVX2
+template <class T, class A>
+__attribute__((target("avx2"))) void plane_sums_avx2(const T* x, int64_t n, int64_t planes,
+                                                     A* sums) {
+  plane_sums_impl<32 / sizeof(A), T, A>(x, n, planes, sums);
+}
+#endif
+
+template <class T, class A>
+void plane_sums(const T* x, int64_t n, int64_t planes, A* sums) {
+#if EMBER_POOL_AVX2
+  if (cpu_isa() >= Isa::Avx2) return plane_sums_avx2<T, A>(x, n, planes, sums);
+#endif
+  plane_sums_impl<16 / sizeof(A), T, A>(x, n, planes, sums);
+}
+
+// Global average pooling: each plane's sum over div, planes summed in blocks (plane_sums).
+template <class T>
+void global_avg_pool(const PoolPlan& p, const T* px, T* po, int64_t div) {
+  using A = opmath_t<T>;
+  const int64_t P = p.in_numel();
+  const int64_t grain = std::max<int64_t>(8, kPointwiseGrain / std::max<int64_t>(P, 1));
+  parallel_for(0, p.planes, grain, [&](int64_t b, int64_t e) {
+    constexpr int64_t kBlock = 256;
+    A sums[kBlock];
+    for (int64_t c = b; c < e; c += kBlock) {
+      const int64_t m = std::min(kBlock, e - c);
+      plane_sums<T, A>(px + c * P, P, m, sums);
+      for (int64_t i = 0; i < m; ++i) po[c + i] = static_cast<T>(sums[i] / static_cast<A>(div));
+    }
+  });
+}
+
 Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool count_include_pad,
                     std::optional<int64_t> divisor_override) {
   EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
@@ -301,6 +388,14 @@ Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool 
     const T* px = x->data_as<T>();
     T* po = out->data_as<T>();
     const int64_t P = p.in_numel(), Q = p.out_numel();
+    if (is_global(p)) {
+      const int64_t div = divisor_override ? *divisor_override
+                          : count_include_pad
+                              ? p.win[0][0].divisor * p.win[1][0].divisor * p.win[2][0].divisor
+                              : P;
+      global_avg_pool(p, px, po, div);
+      return;
+    }
     for_each_plane(p, [&](int64_t pl) {
       const T* xp = px + pl * P;
       int64_t q = pl * Q;
@@ -352,6 +447,22 @@ Tensor avg_pool_backward_run(const char* op, const Tensor& grad, const DimVector
     const T* pg = g->data_as<T>();
     T* po = gi->data_as<T>();
     const int64_t P = p.in_numel(), Q = p.out_numel();
+    if (is_global(p)) {  // each plane's gradient, over the divisor, broadcast over the plane
+      const int64_t div = divisor_override ? *divisor_override
+                          : count_include_pad
+                              ? p.win[0][0].divisor * p.win[1][0].divisor * p.win[2][0].divisor
+                              : P;
+      parallel_for(0, p.planes, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(P, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t pl = b; pl < e; ++pl) {
+                       // 0 + g / div, as the general loop's accumulation (-0 becomes +0).
+                       const T v =
+                           static_cast<T>(A(0) + static_cast<A>(pg[pl]) / static_cast<A>(div));
+                       std::fill(po + pl * P, po + (pl + 1) * P, v);
+                     }
+                   });
+      return;
+    }
     std::fill(po, po + gi->numel(), T(0));
     for_each_plane(p, [&](int64_t pl) {
       T* op_ = po + pl * P;
