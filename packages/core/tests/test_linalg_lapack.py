@@ -450,3 +450,23 @@ def test_grads_match_torch():
              .sum(), LU.numpy())
     both(lambda x: (ember.linalg.matrix_exp(x) * T(w)).sum(),
          lambda x: (torch.linalg.matrix_exp(x) * torch.tensor(w)).sum(), a[0] / 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_column_major_copies_of_views_and_broadcasts(dtype):
+    # Operands reach LAPACK through a transposing copy: broadcast batch dims (size 1 and
+    # expanded, stride 0), views with a storage offset and odd strides, in both dtypes.
+    torch = pytest.importorskip("torch")
+    a, b = well(3, 1, 4, seed=5), arr(1, 2, 4, 3, seed=6)
+    got = LA.solve(T(a, dtype), T(b, dtype))
+    want = torch.linalg.solve(torch.tensor(a), torch.tensor(b))
+    assert tuple(got.shape) == (3, 2, 4, 3)
+    close(got, want.numpy(), dtype)
+    base = T(well(5, 6, seed=7), dtype)
+    v = base[1:4, 1:5, 1:5]  # storage offset, row stride 6
+    e = T(well(4, seed=8), dtype).expand(3, 4, 4)  # stride-0 batch
+    for x in (v, v.mT, e):
+        xn = x.double().numpy()
+        close(LA.inv(x), np.linalg.inv(xn), dtype)
+        close(LA.det(x), np.linalg.det(xn), dtype)
+        close(LA.qr(x).R.abs(), np.abs(np.linalg.qr(xn)[1]), dtype)

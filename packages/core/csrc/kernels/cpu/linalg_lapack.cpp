@@ -131,11 +131,42 @@ Tensor empty_col_major(const DimVector& batch, int64_t r, int64_t c, ScalarType 
   return empty_strided(with(batch, {r, c}), strides, dt, dev);
 }
 
+// dst (count column-major r x c matrices, one after another) = t broadcast to (batch..., r, c):
+// a direct transposing loop per matrix (for many small matrices the generic strided copy cost
+// as much as the factorization of one).
+template <class T>
+void col_major_fill(T* dst, const Tensor& t, const DimVector& batch) {
+  const int64_t d = t->dim(), r = t->size(d - 2), c = t->size(d - 1);
+  const int64_t sr = t->stride(d - 2), sc = t->stride(d - 1);
+  const int64_t nb = static_cast<int64_t>(batch.size()), lead = nb - (d - 2);
+  DimVector bstride(nb, 0);  // t's stride of each batch dim (0 where it broadcasts)
+  for (int64_t i = 0; i < d - 2; ++i) bstride[lead + i] = t->size(i) == 1 ? 0 : t->stride(i);
+  const T* src = t->data_as<T>();
+  const int64_t count = count_of(batch);
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t off = 0;
+    for (int64_t i = nb - 1, rest = b; i >= 0; --i) {
+      off += (rest % batch[i]) * bstride[i];
+      rest /= batch[i];
+    }
+    const T* s = src + off;
+    T* o = dst + b * r * c;
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t i = 0; i < r; ++i) o[j * r + i] = s[i * sr + j * sc];
+  }
+}
+
 // A column-major copy of t broadcast to (batch..., rows of t, cols of t).
 Tensor col_major_copy(const Tensor& t, const DimVector& batch) {
   const int64_t d = t->dim();
   Tensor out = empty_col_major(batch, t->size(d - 2), t->size(d - 1), t->dtype(), t->device());
-  if (!out->device().is_meta() && out->numel() > 0) copy_into(out, t);
+  if (out->device().is_meta() || out->numel() == 0) return fresh(out);
+  if (t->dtype() == ScalarType::Float64)
+    col_major_fill(out->data_as<double>(), t, batch);
+  else if (t->dtype() == ScalarType::Float32)
+    col_major_fill(out->data_as<float>(), t, batch);
+  else
+    copy_into(out, t);
   return fresh(out);
 }
 
