@@ -470,3 +470,33 @@ def test_column_major_copies_of_views_and_broadcasts(dtype):
         close(LA.inv(x), np.linalg.inv(xn), dtype)
         close(LA.det(x), np.linalg.det(xn), dtype)
         close(LA.qr(x).R.abs(), np.abs(np.linalg.qr(xn)[1]), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 2, 5, 16, 32, 33])
+def test_small_lu_matches_torch(dtype, n):
+    # Square matrices up to 32 are factored by ember's own getf2 loops (33 goes to LAPACK):
+    # the same pivots as LAPACK, the same info for singular matrices, and NaN propagation.
+    torch = pytest.importorskip("torch")
+    a = arr(4, n, n, seed=n)
+    a[1, :, 0] = 0.0  # a zero first column: info 1, no pivot swap
+    if n > 2:
+        a[2, 1] = a[2, 0]  # two equal rows: a zero pivot later on
+    a[3, n // 2, n // 2] = np.nan
+    ta = torch.tensor(a).to(getattr(torch, dtype))
+    lu, piv, info = LA.lu_factor_ex(T(a, dtype))
+    tlu, tpiv, tinfo = torch.linalg.lu_factor_ex(ta)
+    assert np.array_equal(piv.numpy()[:3], tpiv.numpy()[:3])
+    assert info.tolist()[:2] == tinfo.tolist()[:2]
+    assert np.isnan(lu.numpy()[3]).any()
+    close(lu[:1], tlu[:1].numpy(), dtype)
+    w = well(3, n, seed=n + 1)
+    b = arr(3, n, 70, seed=n + 2)  # more right-hand sides than one block of 64
+    tw = torch.tensor(w).to(getattr(torch, dtype))
+    close(LA.solve(T(w, dtype), T(b, dtype)), torch.linalg.solve(tw, torch.tensor(b).to(tw.dtype)).numpy(),
+          dtype)
+    close(LA.inv(T(w, dtype)), torch.linalg.inv(tw).numpy(), dtype)
+    close(LA.det(T(w, dtype)), torch.linalg.det(tw).numpy(), dtype, rtol=1e-3 if dtype == "float32" else 1e-9)
+    assert np.isnan(LA.inv_ex(T(a[3:], dtype)).inverse.numpy()).any()
+    assert np.isnan(LA.det(T(a[3], dtype)).item())
+    assert LA.det(T(a[1], dtype)).item() == 0.0  # the zero column: an exactly zero pivot

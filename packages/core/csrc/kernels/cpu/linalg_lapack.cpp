@@ -24,6 +24,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -226,6 +227,125 @@ void for_each_matrix(int64_t count, int64_t n, F f) {
 
 // ---- LU ----------------------------------------------------------------------------------------
 
+// Square matrices up to this size are factored and solved by the loops below rather than
+// LAPACK's getrf / getrs, whose per-call layers (workspace blocking, BLAS dispatch of every
+// column's pivot search, swap, scaling and update) cost more than the arithmetic of a small
+// matrix.
+constexpr int64_t kSmallLu = 32;
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define EMBER_LU_AVX2 1
+#define EMBER_LU_INLINE inline __attribute__((always_inline))
+#else
+#define EMBER_LU_AVX2 0
+#define EMBER_LU_INLINE inline
+#endif
+
+// getrf's unblocked algorithm (dgetf2) on the column-major n x n matrix a: partial pivoting on
+// the first entry of largest magnitude, the whole rows swapped, the column below the pivot
+// scaled by its reciprocal (divided when that would overflow), then the rank-1 update of the
+// trailing matrix. Returns LAPACK's info: 0, or j + 1 for the first zero pivot U[j, j].
+template <class T>
+EMBER_LU_INLINE int32_t small_getrf_impl(int64_t n, T* a, int32_t* ipiv) {
+  int32_t info = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    T* cj = a + j * n;
+    int64_t p = j;
+    T best = std::abs(cj[j]);
+    for (int64_t i = j + 1; i < n; ++i) {
+      const T v = std::abs(cj[i]);
+      if (v > best) {
+        best = v;
+        p = i;
+      }
+    }
+    ipiv[j] = static_cast<int32_t>(p + 1);
+    if (cj[p] != T(0)) {
+      if (p != j)
+        for (int64_t c = 0; c < n; ++c) std::swap(a[c * n + j], a[c * n + p]);
+      const T d = cj[j];
+      if (std::abs(d) >= std::numeric_limits<T>::min()) {
+        const T r = T(1) / d;
+        for (int64_t i = j + 1; i < n; ++i) cj[i] *= r;
+      } else {
+        for (int64_t i = j + 1; i < n; ++i) cj[i] /= d;
+      }
+    } else if (info == 0) {
+      info = static_cast<int32_t>(j + 1);
+    }
+    for (int64_t c = j + 1; c < n; ++c) {
+      T* cc = a + c * n;
+      const T f = cc[j];
+      for (int64_t i = j + 1; i < n; ++i) cc[i] -= cj[i] * f;
+    }
+  }
+  return info;
+}
+
+// getrs('N'): B (n x k, column-major) = A^-1 B from small_getrf's factors, up to 64 columns of
+// B at a time: they are gathered into rows (in the pivots' row order), so the unit lower and the
+// upper triangular solves update whole rows of right-hand sides with vector loops, then written
+// back. Every element sees the same operations in the same order as a column-by-column solve.
+template <class T>
+EMBER_LU_INLINE void small_getrs_impl(int64_t n, int64_t k, const T* a, const int32_t* ipiv, T* b) {
+  constexpr int64_t kCols = 64;
+  int32_t perm[kSmallLu];
+  for (int64_t i = 0; i < n; ++i) perm[i] = static_cast<int32_t>(i);
+  for (int64_t j = 0; j < n; ++j) std::swap(perm[j], perm[ipiv[j] - 1]);
+  T buf[kSmallLu * kCols];
+  for (int64_t c0 = 0; c0 < k; c0 += kCols) {
+    const int64_t kc = std::min(kCols, k - c0);
+    for (int64_t c = 0; c < kc; ++c)
+      for (int64_t i = 0; i < n; ++i) buf[i * kc + c] = b[(c0 + c) * n + perm[i]];
+    for (int64_t j = 0; j < n; ++j) {
+      const T* rj = buf + j * kc;
+      for (int64_t i = j + 1; i < n; ++i) {
+        const T l = a[j * n + i];
+        T* ri = buf + i * kc;
+        for (int64_t c = 0; c < kc; ++c) ri[c] -= l * rj[c];
+      }
+    }
+    for (int64_t j = n - 1; j >= 0; --j) {
+      T* rj = buf + j * kc;
+      const T d = a[j * n + j];
+      for (int64_t c = 0; c < kc; ++c) rj[c] /= d;
+      for (int64_t i = 0; i < j; ++i) {
+        const T u = a[j * n + i];
+        T* ri = buf + i * kc;
+        for (int64_t c = 0; c < kc; ++c) ri[c] -= u * rj[c];
+      }
+    }
+    for (int64_t c = 0; c < kc; ++c)
+      for (int64_t i = 0; i < n; ++i) b[(c0 + c) * n + i] = buf[i * kc + c];
+  }
+}
+
+template <class T>
+void small_getrf_all(int64_t n, T* a, int32_t* ipiv, int32_t* info, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) info[i] = small_getrf_impl(n, a + i * n * n, ipiv + i * n);
+}
+template <class T>
+void small_getrs_all(int64_t n, int64_t k, const T* a, const int32_t* ipiv, T* x, int64_t b,
+                     int64_t e) {
+  for (int64_t i = b; i < e; ++i)
+    small_getrs_impl(n, k, a + i * n * n, ipiv + i * n, x + i * n * k);
+}
+
+#if EMBER_LU_AVX2
+template <class T>
+__attribute__((target("avx2"))) void small_getrf_avx2(int64_t n, T* a, int32_t* ipiv, int32_t* info,
+                                                      int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) info[i] = small_getrf_impl(n, a + i * n * n, ipiv + i * n);
+}
+template <class T>
+__attribute__((target("avx2"))) void small_getrs_avx2(int64_t n, int64_t k, const T* a,
+                                                      const int32_t* ipiv, T* x, int64_t b,
+                                                      int64_t e) {
+  for (int64_t i = b; i < e; ++i)
+    small_getrs_impl(n, k, a + i * n * n, ipiv + i * n, x + i * n * k);
+}
+#endif
+
 template <class T>
 void lu_factor_batch(const Tensor& lu, const Tensor& piv, const Tensor& info, int64_t count,
                      int64_t m, int64_t n) {
@@ -233,6 +353,15 @@ void lu_factor_batch(const Tensor& lu, const Tensor& piv, const Tensor& info, in
   T* a = lu->data_as<T>();
   int32_t* p = piv->data_as<int32_t>();
   int32_t* inf = info->data_as<int32_t>();
+  if (m == n && n <= kSmallLu) {
+    for_each_chunk(count, n, [&](int64_t b, int64_t e) {
+#if EMBER_LU_AVX2
+      if (cpu_isa() >= Isa::Avx2) return small_getrf_avx2(n, a, p, inf, b, e);
+#endif
+      small_getrf_all(n, a, p, inf, b, e);
+    });
+    return;
+  }
   for_each_matrix(count, std::max(m, n), [&](int64_t b) {
     inf[b] = Lapack<T>::getrf(lint(m), lint(n), a + b * m * n, ld(m), p + b * k);
   });
@@ -264,6 +393,15 @@ void lu_solve_batch(const Tensor& lu, const Tensor& piv, const Tensor& x, int64_
   const T* a = lu->data_as<T>();
   const int32_t* p = piv->data_as<int32_t>();
   T* b = x->data_as<T>();
+  if (!trans && n <= kSmallLu) {
+    for_each_chunk(count, n, [&](int64_t s, int64_t e) {
+#if EMBER_LU_AVX2
+      if (cpu_isa() >= Isa::Avx2) return small_getrs_avx2(n, k, a, p, b, s, e);
+#endif
+      small_getrs_all(n, k, a, p, b, s, e);
+    });
+    return;
+  }
   for_each_matrix(count, n, [&](int64_t i) {
     Lapack<T>::getrs(trans ? 'T' : 'N', lint(n), lint(k), a + i * n * n, ld(n), p + i * n,
                      b + i * n * k, ld(n));
