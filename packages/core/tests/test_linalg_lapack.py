@@ -500,3 +500,32 @@ def test_small_lu_matches_torch(dtype, n):
     assert np.isnan(LA.inv_ex(T(a[3:], dtype)).inverse.numpy()).any()
     assert np.isnan(LA.det(T(a[3], dtype)).item())
     assert LA.det(T(a[1], dtype)).item() == 0.0  # the zero column: an exactly zero pivot
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (3, 5), (16, 16), (32, 32), (32, 7), (33, 8)])
+def test_small_qr_matches_torch_signs_included(dtype, shape):
+    # Sizes up to 32 use ember's geqr2 / org2r loops: Q and R (signs included) as LAPACK's,
+    # zero columns (no reflection), tiny and huge scales (dlarfg's rescaling, no overflow in the
+    # norms), NaN propagation, and every mode.
+    torch = pytest.importorskip("torch")
+    m, n = shape
+    a = arr(5, m, n, seed=m * 100 + n)
+    a[1, :, 0] = 0.0
+    a[2] *= 1e-300 if dtype == "float64" else 1e-35
+    a[3] *= 1e300 if dtype == "float64" else 1e35
+    ta = torch.tensor(a).to(getattr(torch, dtype))
+    for mode in ("reduced", "complete", "r"):
+        Q, R = LA.qr(T(a[:4], dtype), mode=mode)
+        tQ, tR = torch.linalg.qr(ta[:4], mode=mode)
+        scale = np.abs(a[:4]).max(axis=(1, 2), keepdims=True)
+        scale[scale == 0] = 1
+        close(R.double().numpy() / scale, tR.double().numpy() / scale, dtype)
+        if mode != "r":
+            close(Q, tQ.numpy(), dtype)
+    bad = a[4].copy()
+    bad[m // 2, n // 2] = np.nan
+    Q, R = LA.qr(T(bad, dtype))
+    tQ, tR = torch.linalg.qr(torch.tensor(bad).to(ta.dtype))
+    assert np.array_equal(np.isnan(R.numpy()), np.isnan(tR.numpy()))
+    assert np.array_equal(np.isnan(Q.numpy()), np.isnan(tQ.numpy()))

@@ -663,6 +663,134 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::stri
 
 // ---- QR ----------------------------------------------------------------------------------------
 
+namespace {
+
+// Matrices with both sizes up to this are factored by the loops below: LAPACK's geqrf / orgqr
+// use their unblocked forms (geqr2 / org2r) there anyway, one BLAS call per column and step.
+constexpr int64_t kSmallQr = 32;
+
+// LAPACK's dnrm2 of x[0 .. n): no overflow or underflow in the squares; NaN propagates and an
+// infinite entry (without NaN) gives inf.
+template <class T>
+T safe_nrm2(const T* x, int64_t n) {
+  T big = 0, s = 0;
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = std::abs(x[i]);
+    nan |= v != v;
+    big = std::max(big, v);
+    s += v * v;
+  }
+  if (nan) return std::numeric_limits<T>::quiet_NaN();
+  if (big == 0 || std::isinf(big)) return big;
+  const T eps = std::numeric_limits<T>::epsilon();
+  const T lo = std::sqrt(std::numeric_limits<T>::min()) / eps;
+  const T hi = std::sqrt(std::numeric_limits<T>::max()) * eps;
+  if (big > lo && big < hi) return std::sqrt(s);
+  T t = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i] / big;
+    t += v * v;
+  }
+  return big * std::sqrt(t);
+}
+
+// LAPACK's dlapy2: sqrt(x^2 + y^2) without overflow; NaN propagates.
+template <class T>
+T lapy2(T x, T y) {
+  if (x != x) return x;
+  if (y != y) return y;
+  const T ax = std::abs(x), ay = std::abs(y);
+  const T w = std::max(ax, ay), z = std::min(ax, ay);
+  if (z == 0 || w > std::numeric_limits<T>::max()) return w;
+  const T r = z / w;
+  return w * std::sqrt(1 + r * r);
+}
+
+// LAPACK's dlarfg: the reflector H = I - tau [1; v] [1; v]^T with H [alpha; x] = [beta; 0] for
+// the n - 1 elements of x (overwritten by v); alpha becomes beta. Returns tau.
+template <class T>
+T larfg(int64_t n, T& alpha, T* x) {
+  if (n <= 1) return 0;
+  T xnorm = safe_nrm2(x, n - 1);
+  if (xnorm == 0) return 0;
+  T beta = -std::copysign(lapy2(alpha, xnorm), alpha);
+  const T safmin = std::numeric_limits<T>::min() / (std::numeric_limits<T>::epsilon() / 2);
+  int knt = 0;
+  if (std::abs(beta) < safmin) {  // beta may be inaccurate: rescale and recompute
+    const T rsafmn = 1 / safmin;
+    do {
+      ++knt;
+      for (int64_t i = 0; i < n - 1; ++i) x[i] *= rsafmn;
+      beta *= rsafmn;
+      alpha *= rsafmn;
+    } while (std::abs(beta) < safmin && knt < 20);
+    xnorm = safe_nrm2(x, n - 1);
+    beta = -std::copysign(lapy2(alpha, xnorm), alpha);
+  }
+  const T tau = (beta - alpha) / beta;
+  const T sc = 1 / (alpha - beta);
+  for (int64_t i = 0; i < n - 1; ++i) x[i] *= sc;
+  for (int j = 0; j < knt; ++j) beta *= safmin;
+  alpha = beta;
+  return tau;
+}
+
+// LAPACK's dlarf1f from the left: C (mv x nc, leading dim ldc) = H C for H = I - tau v v^T,
+// v = [1; vv[0 .. mv - 1)], skipping v's trailing zeros and C's trailing zero columns as LAPACK.
+template <class T>
+void larf_left(int64_t mv, int64_t nc, const T* vv, T tau, T* c, int64_t ldc) {
+  if (tau == 0) return;
+  int64_t lastv = mv;
+  while (lastv > 1 && vv[lastv - 2] == 0) --lastv;
+  int64_t lastc = nc;
+  for (; lastc > 0; --lastc) {
+    const T* col = c + (lastc - 1) * ldc;
+    bool nonzero = false;
+    for (int64_t i = 0; i < lastv; ++i) nonzero |= col[i] != 0;
+    if (nonzero) break;
+  }
+  for (int64_t j = 0; j < lastc; ++j) {
+    T* col = c + j * ldc;
+    T w = col[0];
+    for (int64_t i = 1; i < lastv; ++i) w += vv[i - 1] * col[i];
+    w *= tau;
+    col[0] -= w;
+    for (int64_t i = 1; i < lastv; ++i) col[i] -= vv[i - 1] * w;
+  }
+}
+
+// LAPACK's dgeqr2 on the column-major m x n matrix a: R above the diagonal, the reflectors'
+// vectors below it, their factors in tau[0 .. min(m, n)).
+template <class T>
+void small_geqr2(int64_t m, int64_t n, T* a, T* tau) {
+  const int64_t k = std::min(m, n);
+  for (int64_t i = 0; i < k; ++i) {
+    T* d = a + i * m + i;
+    tau[i] = larfg(m - i, *d, d + 1);
+    if (i < n - 1) larf_left(m - i, n - i - 1, d + 1, tau[i], d + m, m);
+  }
+}
+
+// LAPACK's dorg2r: q (m x qc, column-major, holding geqr2's reflectors in its first k columns)
+// becomes the first qc columns of Q = H(0) ... H(k - 1).
+template <class T>
+void small_org2r(int64_t m, int64_t qc, int64_t k, T* q, const T* tau) {
+  for (int64_t j = k; j < qc; ++j) {
+    std::fill(q + j * m, q + (j + 1) * m, T(0));
+    q[j * m + j] = 1;
+  }
+  for (int64_t i = k - 1; i >= 0; --i) {
+    T* d = q + i * m + i;
+    if (i < qc - 1) larf_left(m - i, qc - i - 1, d + 1, tau[i], d + m, m);
+    for (int64_t l = 1; l < m - i; ++l) d[l] *= -tau[i];
+    *d = 1 - tau[i];
+    std::fill(q + i * m, d, T(0));
+  }
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) {
   const char* op = "linalg.qr";
   check_matrix(op, A, "A", false);
@@ -682,17 +810,20 @@ std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) 
     T* ap = a->data_as<T>();
     T* rp = r->data_as<T>();
     T* qp = want_q ? q->data_as<T>() : nullptr;
+    const bool small = m <= kSmallQr && n <= kSmallQr;
     for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
       std::vector<T> tau(std::max<int64_t>(1, k));
       // one workspace for both routines, sized by their queries
       T q1 = 0, q2 = 0;
-      if (k > 0) Lapack<T>::geqrf(lint(m), lint(n), ap, ld(m), tau.data(), &q1, -1);
-      if (want_q && m > 0 && qcols > 0)
+      if (!small && k > 0) Lapack<T>::geqrf(lint(m), lint(n), ap, ld(m), tau.data(), &q1, -1);
+      if (!small && want_q && m > 0 && qcols > 0)
         Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qp, ld(m), tau.data(), &q2, -1);
       std::vector<T> work(std::max(work_size(q1), work_size(q2)));
       for (int64_t b = begin; b < end; ++b) {
         T* ab = ap + b * m * n;
-        if (k > 0)
+        if (k > 0 && small)
+          small_geqr2(m, n, ab, tau.data());
+        else if (k > 0)
           Lapack<T>::geqrf(lint(m), lint(n), ab, ld(m), tau.data(), work.data(), lint(work.size()));
         T* rb = rp + b * rrows * n;
         for (int64_t j = 0; j < n; ++j)
@@ -701,7 +832,9 @@ std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) 
         T* qb = qp + b * m * qcols;
         for (int64_t j = 0; j < qcols; ++j)
           for (int64_t i = 0; i < m; ++i) qb[j * m + i] = j < n ? ab[j * m + i] : T(0);
-        if (qcols > 0)
+        if (qcols > 0 && small)
+          small_org2r(m, qcols, k, qb, tau.data());
+        else if (qcols > 0)
           Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qb, ld(m), tau.data(), work.data(),
                            lint(work.size()));
       }
