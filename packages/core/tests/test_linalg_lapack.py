@@ -529,3 +529,23 @@ def test_small_qr_matches_torch_signs_included(dtype, shape):
     tQ, tR = torch.linalg.qr(torch.tensor(bad).to(ta.dtype))
     assert np.array_equal(np.isnan(R.numpy()), np.isnan(tR.numpy()))
     assert np.array_equal(np.isnan(Q.numpy()), np.isnan(tQ.numpy()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 5, 16, 32, 33])
+def test_small_cholesky_matches_torch(dtype, n):
+    # Sizes up to 32 use ember's potf2 loop (both triangles): the factor, and the info of a
+    # matrix that is not positive definite or holds a NaN.
+    torch = pytest.importorskip("torch")
+    a = spd(4, n, seed=n)
+    a[1, n - 1, n - 1] = -1.0  # fails at the last column
+    a[2, 0, 0] = np.nan
+    ta = torch.tensor(a).to(getattr(torch, dtype))
+    for upper in (False, True):
+        L, info = LA.cholesky_ex(T(a, dtype), upper=upper)
+        tL, tinfo = torch.linalg.cholesky_ex(ta, upper=upper)
+        # (OpenBLAS's potrf, used past 32, does not flag a NaN diagonal as torch does)
+        keep = [0, 1, 2, 3] if n <= 32 else [0, 1, 3]
+        assert [info.tolist()[i] for i in keep] == [tinfo.tolist()[i] for i in keep]
+        close(L[::3], tL[::3].numpy(), dtype)
+        close(LA.cholesky(T(a[0], dtype), upper=upper), torch.linalg.cholesky(ta[0], upper=upper).numpy(), dtype)

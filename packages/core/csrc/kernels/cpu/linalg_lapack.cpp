@@ -845,6 +845,44 @@ std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) 
 
 // ---- Cholesky and triangular solves -----------------------------------------------------------
 
+namespace {
+
+// LAPACK's potf2 ('L') on the column-major n x n matrix a, left-looking: column j of L is A's
+// column j less the products with the columns before it (a column-oriented loop over the rows),
+// its diagonal's square root, and the rest scaled by the reciprocal. On a diagonal that is not
+// positive (or NaN) a[j, j] keeps it and the later columns stay A's, as LAPACK; returns info.
+// For 'U' the matrix is transposed in place around the same loop.
+template <class T>
+int32_t small_potf2(int64_t n, T* a, bool upper) {
+  auto transpose = [&] {
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = j + 1; i < n; ++i) std::swap(a[j * n + i], a[i * n + j]);
+  };
+  if (upper) transpose();
+  int32_t info = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    T* cj = a + j * n;
+    for (int64_t k = 0; k < j; ++k) {
+      const T f = a[k * n + j];
+      const T* ck = a + k * n;
+      for (int64_t i = j; i < n; ++i) cj[i] -= ck[i] * f;
+    }
+    const T d = cj[j];
+    if (!(d > 0)) {
+      info = static_cast<int32_t>(j + 1);
+      break;
+    }
+    const T r = std::sqrt(d);
+    cj[j] = r;
+    const T inv = 1 / r;
+    for (int64_t i = j + 1; i < n; ++i) cj[i] *= inv;
+  }
+  if (upper) transpose();
+  return info;
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor> _linalg_cholesky_ex(const Tensor& A, bool upper) {
   const char* op = "linalg.cholesky";
   check_matrix(op, A, "A", true);
@@ -859,7 +897,8 @@ std::tuple<Tensor, Tensor> _linalg_cholesky_ex(const Tensor& A, bool upper) {
     int32_t* inf = info->data_as<int32_t>();
     for_each_matrix(count_of(batch), n, [&](int64_t b) {
       T* ab = a + b * n * n;
-      inf[b] = Lapack<T>::potrf(upper ? 'U' : 'L', lint(n), ab, ld(n));
+      inf[b] = n <= kSmallLu ? small_potf2(n, ab, upper)
+                             : Lapack<T>::potrf(upper ? 'U' : 'L', lint(n), ab, ld(n));
       // potrf leaves the other triangle as it was: the factor has zeros there
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < n; ++i)
