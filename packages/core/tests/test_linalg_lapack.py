@@ -450,3 +450,102 @@ def test_grads_match_torch():
              .sum(), LU.numpy())
     both(lambda x: (ember.linalg.matrix_exp(x) * T(w)).sum(),
          lambda x: (torch.linalg.matrix_exp(x) * torch.tensor(w)).sum(), a[0] / 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_column_major_copies_of_views_and_broadcasts(dtype):
+    # Operands reach LAPACK through a transposing copy: broadcast batch dims (size 1 and
+    # expanded, stride 0), views with a storage offset and odd strides, in both dtypes.
+    torch = pytest.importorskip("torch")
+    a, b = well(3, 1, 4, seed=5), arr(1, 2, 4, 3, seed=6)
+    got = LA.solve(T(a, dtype), T(b, dtype))
+    want = torch.linalg.solve(torch.tensor(a), torch.tensor(b))
+    assert tuple(got.shape) == (3, 2, 4, 3)
+    close(got, want.numpy(), dtype)
+    base = T(well(5, 6, seed=7), dtype)
+    v = base[1:4, 1:5, 1:5]  # storage offset, row stride 6
+    e = T(well(4, seed=8), dtype).expand(3, 4, 4)  # stride-0 batch
+    for x in (v, v.mT, e):
+        xn = x.double().numpy()
+        close(LA.inv(x), np.linalg.inv(xn), dtype)
+        close(LA.det(x), np.linalg.det(xn), dtype)
+        close(LA.qr(x).R.abs(), np.abs(np.linalg.qr(xn)[1]), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 2, 5, 16, 32, 33])
+def test_small_lu_matches_torch(dtype, n):
+    # Square matrices up to 32 are factored by ember's own getf2 loops (33 goes to LAPACK):
+    # the same pivots as LAPACK, the same info for singular matrices, and NaN propagation.
+    torch = pytest.importorskip("torch")
+    a = arr(4, n, n, seed=n)
+    a[1, :, 0] = 0.0  # a zero first column: info 1, no pivot swap
+    if n > 2:
+        a[2, 1] = a[2, 0]  # two equal rows: a zero pivot later on
+    a[3, n // 2, n // 2] = np.nan
+    ta = torch.tensor(a).to(getattr(torch, dtype))
+    lu, piv, info = LA.lu_factor_ex(T(a, dtype))
+    tlu, tpiv, tinfo = torch.linalg.lu_factor_ex(ta)
+    assert np.array_equal(piv.numpy()[:3], tpiv.numpy()[:3])
+    assert info.tolist()[:2] == tinfo.tolist()[:2]
+    assert np.isnan(lu.numpy()[3]).any()
+    close(lu[:1], tlu[:1].numpy(), dtype)
+    w = well(3, n, seed=n + 1)
+    b = arr(3, n, 70, seed=n + 2)  # more right-hand sides than one block of 64
+    tw = torch.tensor(w).to(getattr(torch, dtype))
+    close(LA.solve(T(w, dtype), T(b, dtype)), torch.linalg.solve(tw, torch.tensor(b).to(tw.dtype)).numpy(),
+          dtype)
+    close(LA.inv(T(w, dtype)), torch.linalg.inv(tw).numpy(), dtype)
+    close(LA.det(T(w, dtype)), torch.linalg.det(tw).numpy(), dtype, rtol=1e-3 if dtype == "float32" else 1e-9)
+    assert np.isnan(LA.inv_ex(T(a[3:], dtype)).inverse.numpy()).any()
+    assert np.isnan(LA.det(T(a[3], dtype)).item())
+    assert LA.det(T(a[1], dtype)).item() == 0.0  # the zero column: an exactly zero pivot
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (3, 5), (16, 16), (32, 32), (32, 7), (33, 8)])
+def test_small_qr_matches_torch_signs_included(dtype, shape):
+    # Sizes up to 32 use ember's geqr2 / org2r loops: Q and R (signs included) as LAPACK's,
+    # zero columns (no reflection), tiny and huge scales (dlarfg's rescaling, no overflow in the
+    # norms), NaN propagation, and every mode.
+    torch = pytest.importorskip("torch")
+    m, n = shape
+    a = arr(5, m, n, seed=m * 100 + n)
+    a[1, :, 0] = 0.0
+    a[2] *= 1e-300 if dtype == "float64" else 1e-35
+    a[3] *= 1e300 if dtype == "float64" else 1e35
+    ta = torch.tensor(a).to(getattr(torch, dtype))
+    for mode in ("reduced", "complete", "r"):
+        Q, R = LA.qr(T(a[:4], dtype), mode=mode)
+        tQ, tR = torch.linalg.qr(ta[:4], mode=mode)
+        scale = np.abs(a[:4]).max(axis=(1, 2), keepdims=True)
+        scale[scale == 0] = 1
+        close(R.double().numpy() / scale, tR.double().numpy() / scale, dtype)
+        if mode != "r":
+            close(Q, tQ.numpy(), dtype)
+    bad = a[4].copy()
+    bad[m // 2, n // 2] = np.nan
+    Q, R = LA.qr(T(bad, dtype))
+    tQ, tR = torch.linalg.qr(torch.tensor(bad).to(ta.dtype))
+    assert np.array_equal(np.isnan(R.numpy()), np.isnan(tR.numpy()))
+    assert np.array_equal(np.isnan(Q.numpy()), np.isnan(tQ.numpy()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 5, 16, 32, 33])
+def test_small_cholesky_matches_torch(dtype, n):
+    # Sizes up to 32 use ember's potf2 loop (both triangles): the factor, and the info of a
+    # matrix that is not positive definite or holds a NaN.
+    torch = pytest.importorskip("torch")
+    a = spd(4, n, seed=n)
+    a[1, n - 1, n - 1] = -1.0  # fails at the last column
+    a[2, 0, 0] = np.nan
+    ta = torch.tensor(a).to(getattr(torch, dtype))
+    for upper in (False, True):
+        L, info = LA.cholesky_ex(T(a, dtype), upper=upper)
+        tL, tinfo = torch.linalg.cholesky_ex(ta, upper=upper)
+        # (OpenBLAS's potrf, used past 32, does not flag a NaN diagonal as torch does)
+        keep = [0, 1, 2, 3] if n <= 32 else [0, 1, 3]
+        assert [info.tolist()[i] for i in keep] == [tinfo.tolist()[i] for i in keep]
+        close(L[::3], tL[::3].numpy(), dtype)
+        close(LA.cholesky(T(a[0], dtype), upper=upper), torch.linalg.cholesky(ta[0], upper=upper).numpy(), dtype)

@@ -578,3 +578,35 @@ def test_short_rows_every_length_match_numpy(dtype):
             np.testing.assert_array_equal(np.delete(tb.amax(-1).numpy(), 5),
                                           np.delete(b.max(-1), 5))
             assert int(tb.argmax(-1)[5]) == pos
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 49, 64, 255, 256, 257])
+@pytest.mark.parametrize("rows", [7, 8, 9, 300])
+def test_short_rows_sum_mean(dtype, n, rows):
+    # Many short contiguous rows are summed 8 at a time (row_sums): rows left over after the
+    # blocks of 8, lane tails, the length limit (256) and every floating dtype.
+    a = np.random.default_rng(n * 1000 + rows).standard_normal((rows, n))
+    e = ember.tensor(a).to(getattr(ember, dtype))
+    t = torch.tensor(a).to(getattr(torch, dtype))
+    tol = {"float32": 1e-5, "float64": 1e-12, "float16": 3e-3, "bfloat16": 2e-2}[dtype]
+    for fe, ft in [(e.sum(-1), t.sum(-1)), (e.mean(-1), t.mean(-1)), (e.sum(1, keepdim=True), t.sum(1, keepdim=True))]:
+        np.testing.assert_allclose(fe.double().numpy(), ft.double().numpy(), rtol=tol, atol=tol * 4)
+
+
+@needs_torch
+def test_short_rows_nan_inf_strided_and_4d():
+    a = np.random.default_rng(11).standard_normal((19, 64)).astype(np.float32)
+    a[3, 5] = np.nan
+    a[12, 48] = np.nan  # the scalar tail of a 49-element row
+    a[5, 0] = np.inf
+    a[6, 0], a[6, 1] = np.inf, -np.inf
+    e, t = ember.tensor(a), torch.tensor(a)
+    for fe, ft in [(e.sum(-1), t.sum(-1)), (e[:, :49].sum(-1), t[:, :49].sum(-1)),
+                   (e[:, :49].mean(-1), t[:, :49].mean(-1)), (e.nansum(-1), t.nansum(-1))]:
+        np.testing.assert_allclose(fe.numpy(), ft.numpy(), rtol=1e-5, atol=1e-5, equal_nan=True)
+    out = e[:, :49].sum(-1).numpy()
+    assert np.isnan(out[3]) and np.isnan(out[12]) and np.isnan(out[6]) and out[5] == np.inf
+    x = np.random.default_rng(12).standard_normal((4, 33, 7, 7))
+    np.testing.assert_allclose(ember.tensor(x).mean((2, 3)).numpy(), x.mean((2, 3)), rtol=1e-12)

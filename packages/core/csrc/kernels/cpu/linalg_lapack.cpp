@@ -24,6 +24,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -131,11 +132,42 @@ Tensor empty_col_major(const DimVector& batch, int64_t r, int64_t c, ScalarType 
   return empty_strided(with(batch, {r, c}), strides, dt, dev);
 }
 
+// dst (count column-major r x c matrices, one after another) = t broadcast to (batch..., r, c):
+// a direct transposing loop per matrix (for many small matrices the generic strided copy cost
+// as much as the factorization of one).
+template <class T>
+void col_major_fill(T* dst, const Tensor& t, const DimVector& batch) {
+  const int64_t d = t->dim(), r = t->size(d - 2), c = t->size(d - 1);
+  const int64_t sr = t->stride(d - 2), sc = t->stride(d - 1);
+  const int64_t nb = static_cast<int64_t>(batch.size()), lead = nb - (d - 2);
+  DimVector bstride(nb, 0);  // t's stride of each batch dim (0 where it broadcasts)
+  for (int64_t i = 0; i < d - 2; ++i) bstride[lead + i] = t->size(i) == 1 ? 0 : t->stride(i);
+  const T* src = t->data_as<T>();
+  const int64_t count = count_of(batch);
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t off = 0;
+    for (int64_t i = nb - 1, rest = b; i >= 0; --i) {
+      off += (rest % batch[i]) * bstride[i];
+      rest /= batch[i];
+    }
+    const T* s = src + off;
+    T* o = dst + b * r * c;
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t i = 0; i < r; ++i) o[j * r + i] = s[i * sr + j * sc];
+  }
+}
+
 // A column-major copy of t broadcast to (batch..., rows of t, cols of t).
 Tensor col_major_copy(const Tensor& t, const DimVector& batch) {
   const int64_t d = t->dim();
   Tensor out = empty_col_major(batch, t->size(d - 2), t->size(d - 1), t->dtype(), t->device());
-  if (!out->device().is_meta() && out->numel() > 0) copy_into(out, t);
+  if (out->device().is_meta() || out->numel() == 0) return fresh(out);
+  if (t->dtype() == ScalarType::Float64)
+    col_major_fill(out->data_as<double>(), t, batch);
+  else if (t->dtype() == ScalarType::Float32)
+    col_major_fill(out->data_as<float>(), t, batch);
+  else
+    copy_into(out, t);
   return fresh(out);
 }
 
@@ -195,6 +227,125 @@ void for_each_matrix(int64_t count, int64_t n, F f) {
 
 // ---- LU ----------------------------------------------------------------------------------------
 
+// Square matrices up to this size are factored and solved by the loops below rather than
+// LAPACK's getrf / getrs, whose per-call layers (workspace blocking, BLAS dispatch of every
+// column's pivot search, swap, scaling and update) cost more than the arithmetic of a small
+// matrix.
+constexpr int64_t kSmallLu = 32;
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define EMBER_LU_AVX2 1
+#define EMBER_LU_INLINE inline __attribute__((always_inline))
+#else
+#define EMBER_LU_AVX2 0
+#define EMBER_LU_INLINE inline
+#endif
+
+// getrf's unblocked algorithm (dgetf2) on the column-major n x n matrix a: partial pivoting on
+// the first entry of largest magnitude, the whole rows swapped, the column below the pivot
+// scaled by its reciprocal (divided when that would overflow), then the rank-1 update of the
+// trailing matrix. Returns LAPACK's info: 0, or j + 1 for the first zero pivot U[j, j].
+template <class T>
+EMBER_LU_INLINE int32_t small_getrf_impl(int64_t n, T* a, int32_t* ipiv) {
+  int32_t info = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    T* cj = a + j * n;
+    int64_t p = j;
+    T best = std::abs(cj[j]);
+    for (int64_t i = j + 1; i < n; ++i) {
+      const T v = std::abs(cj[i]);
+      if (v > best) {
+        best = v;
+        p = i;
+      }
+    }
+    ipiv[j] = static_cast<int32_t>(p + 1);
+    if (cj[p] != T(0)) {
+      if (p != j)
+        for (int64_t c = 0; c < n; ++c) std::swap(a[c * n + j], a[c * n + p]);
+      const T d = cj[j];
+      if (std::abs(d) >= std::numeric_limits<T>::min()) {
+        const T r = T(1) / d;
+        for (int64_t i = j + 1; i < n; ++i) cj[i] *= r;
+      } else {
+        for (int64_t i = j + 1; i < n; ++i) cj[i] /= d;
+      }
+    } else if (info == 0) {
+      info = static_cast<int32_t>(j + 1);
+    }
+    for (int64_t c = j + 1; c < n; ++c) {
+      T* cc = a + c * n;
+      const T f = cc[j];
+      for (int64_t i = j + 1; i < n; ++i) cc[i] -= cj[i] * f;
+    }
+  }
+  return info;
+}
+
+// getrs('N'): B (n x k, column-major) = A^-1 B from small_getrf's factors, up to 64 columns of
+// B at a time: they are gathered into rows (in the pivots' row order), so the unit lower and the
+// upper triangular solves update whole rows of right-hand sides with vector loops, then written
+// back. Every element sees the same operations in the same order as a column-by-column solve.
+template <class T>
+EMBER_LU_INLINE void small_getrs_impl(int64_t n, int64_t k, const T* a, const int32_t* ipiv, T* b) {
+  constexpr int64_t kCols = 64;
+  int32_t perm[kSmallLu];
+  for (int64_t i = 0; i < n; ++i) perm[i] = static_cast<int32_t>(i);
+  for (int64_t j = 0; j < n; ++j) std::swap(perm[j], perm[ipiv[j] - 1]);
+  T buf[kSmallLu * kCols];
+  for (int64_t c0 = 0; c0 < k; c0 += kCols) {
+    const int64_t kc = std::min(kCols, k - c0);
+    for (int64_t c = 0; c < kc; ++c)
+      for (int64_t i = 0; i < n; ++i) buf[i * kc + c] = b[(c0 + c) * n + perm[i]];
+    for (int64_t j = 0; j < n; ++j) {
+      const T* rj = buf + j * kc;
+      for (int64_t i = j + 1; i < n; ++i) {
+        const T l = a[j * n + i];
+        T* ri = buf + i * kc;
+        for (int64_t c = 0; c < kc; ++c) ri[c] -= l * rj[c];
+      }
+    }
+    for (int64_t j = n - 1; j >= 0; --j) {
+      T* rj = buf + j * kc;
+      const T d = a[j * n + j];
+      for (int64_t c = 0; c < kc; ++c) rj[c] /= d;
+      for (int64_t i = 0; i < j; ++i) {
+        const T u = a[j * n + i];
+        T* ri = buf + i * kc;
+        for (int64_t c = 0; c < kc; ++c) ri[c] -= u * rj[c];
+      }
+    }
+    for (int64_t c = 0; c < kc; ++c)
+      for (int64_t i = 0; i < n; ++i) b[(c0 + c) * n + i] = buf[i * kc + c];
+  }
+}
+
+template <class T>
+void small_getrf_all(int64_t n, T* a, int32_t* ipiv, int32_t* info, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) info[i] = small_getrf_impl(n, a + i * n * n, ipiv + i * n);
+}
+template <class T>
+void small_getrs_all(int64_t n, int64_t k, const T* a, const int32_t* ipiv, T* x, int64_t b,
+                     int64_t e) {
+  for (int64_t i = b; i < e; ++i)
+    small_getrs_impl(n, k, a + i * n * n, ipiv + i * n, x + i * n * k);
+}
+
+#if EMBER_LU_AVX2
+template <class T>
+__attribute__((target("avx2"))) void small_getrf_avx2(int64_t n, T* a, int32_t* ipiv, int32_t* info,
+                                                      int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) info[i] = small_getrf_impl(n, a + i * n * n, ipiv + i * n);
+}
+template <class T>
+__attribute__((target("avx2"))) void small_getrs_avx2(int64_t n, int64_t k, const T* a,
+                                                      const int32_t* ipiv, T* x, int64_t b,
+                                                      int64_t e) {
+  for (int64_t i = b; i < e; ++i)
+    small_getrs_impl(n, k, a + i * n * n, ipiv + i * n, x + i * n * k);
+}
+#endif
+
 template <class T>
 void lu_factor_batch(const Tensor& lu, const Tensor& piv, const Tensor& info, int64_t count,
                      int64_t m, int64_t n) {
@@ -202,6 +353,15 @@ void lu_factor_batch(const Tensor& lu, const Tensor& piv, const Tensor& info, in
   T* a = lu->data_as<T>();
   int32_t* p = piv->data_as<int32_t>();
   int32_t* inf = info->data_as<int32_t>();
+  if (m == n && n <= kSmallLu) {
+    for_each_chunk(count, n, [&](int64_t b, int64_t e) {
+#if EMBER_LU_AVX2
+      if (cpu_isa() >= Isa::Avx2) return small_getrf_avx2(n, a, p, inf, b, e);
+#endif
+      small_getrf_all(n, a, p, inf, b, e);
+    });
+    return;
+  }
   for_each_matrix(count, std::max(m, n), [&](int64_t b) {
     inf[b] = Lapack<T>::getrf(lint(m), lint(n), a + b * m * n, ld(m), p + b * k);
   });
@@ -233,6 +393,15 @@ void lu_solve_batch(const Tensor& lu, const Tensor& piv, const Tensor& x, int64_
   const T* a = lu->data_as<T>();
   const int32_t* p = piv->data_as<int32_t>();
   T* b = x->data_as<T>();
+  if (!trans && n <= kSmallLu) {
+    for_each_chunk(count, n, [&](int64_t s, int64_t e) {
+#if EMBER_LU_AVX2
+      if (cpu_isa() >= Isa::Avx2) return small_getrs_avx2(n, k, a, p, b, s, e);
+#endif
+      small_getrs_all(n, k, a, p, b, s, e);
+    });
+    return;
+  }
   for_each_matrix(count, n, [&](int64_t i) {
     Lapack<T>::getrs(trans ? 'T' : 'N', lint(n), lint(k), a + i * n * n, ld(n), p + i * n,
                      b + i * n * k, ld(n));
@@ -494,6 +663,134 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::stri
 
 // ---- QR ----------------------------------------------------------------------------------------
 
+namespace {
+
+// Matrices with both sizes up to this are factored by the loops below: LAPACK's geqrf / orgqr
+// use their unblocked forms (geqr2 / org2r) there anyway, one BLAS call per column and step.
+constexpr int64_t kSmallQr = 32;
+
+// LAPACK's dnrm2 of x[0 .. n): no overflow or underflow in the squares; NaN propagates and an
+// infinite entry (without NaN) gives inf.
+template <class T>
+T safe_nrm2(const T* x, int64_t n) {
+  T big = 0, s = 0;
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = std::abs(x[i]);
+    nan |= v != v;
+    big = std::max(big, v);
+    s += v * v;
+  }
+  if (nan) return std::numeric_limits<T>::quiet_NaN();
+  if (big == 0 || std::isinf(big)) return big;
+  const T eps = std::numeric_limits<T>::epsilon();
+  const T lo = std::sqrt(std::numeric_limits<T>::min()) / eps;
+  const T hi = std::sqrt(std::numeric_limits<T>::max()) * eps;
+  if (big > lo && big < hi) return std::sqrt(s);
+  T t = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i] / big;
+    t += v * v;
+  }
+  return big * std::sqrt(t);
+}
+
+// LAPACK's dlapy2: sqrt(x^2 + y^2) without overflow; NaN propagates.
+template <class T>
+T lapy2(T x, T y) {
+  if (x != x) return x;
+  if (y != y) return y;
+  const T ax = std::abs(x), ay = std::abs(y);
+  const T w = std::max(ax, ay), z = std::min(ax, ay);
+  if (z == 0 || w > std::numeric_limits<T>::max()) return w;
+  const T r = z / w;
+  return w * std::sqrt(1 + r * r);
+}
+
+// LAPACK's dlarfg: the reflector H = I - tau [1; v] [1; v]^T with H [alpha; x] = [beta; 0] for
+// the n - 1 elements of x (overwritten by v); alpha becomes beta. Returns tau.
+template <class T>
+T larfg(int64_t n, T& alpha, T* x) {
+  if (n <= 1) return 0;
+  T xnorm = safe_nrm2(x, n - 1);
+  if (xnorm == 0) return 0;
+  T beta = -std::copysign(lapy2(alpha, xnorm), alpha);
+  const T safmin = std::numeric_limits<T>::min() / (std::numeric_limits<T>::epsilon() / 2);
+  int knt = 0;
+  if (std::abs(beta) < safmin) {  // beta may be inaccurate: rescale and recompute
+    const T rsafmn = 1 / safmin;
+    do {
+      ++knt;
+      for (int64_t i = 0; i < n - 1; ++i) x[i] *= rsafmn;
+      beta *= rsafmn;
+      alpha *= rsafmn;
+    } while (std::abs(beta) < safmin && knt < 20);
+    xnorm = safe_nrm2(x, n - 1);
+    beta = -std::copysign(lapy2(alpha, xnorm), alpha);
+  }
+  const T tau = (beta - alpha) / beta;
+  const T sc = 1 / (alpha - beta);
+  for (int64_t i = 0; i < n - 1; ++i) x[i] *= sc;
+  for (int j = 0; j < knt; ++j) beta *= safmin;
+  alpha = beta;
+  return tau;
+}
+
+// LAPACK's dlarf1f from the left: C (mv x nc, leading dim ldc) = H C for H = I - tau v v^T,
+// v = [1; vv[0 .. mv - 1)], skipping v's trailing zeros and C's trailing zero columns as LAPACK.
+template <class T>
+void larf_left(int64_t mv, int64_t nc, const T* vv, T tau, T* c, int64_t ldc) {
+  if (tau == 0) return;
+  int64_t lastv = mv;
+  while (lastv > 1 && vv[lastv - 2] == 0) --lastv;
+  int64_t lastc = nc;
+  for (; lastc > 0; --lastc) {
+    const T* col = c + (lastc - 1) * ldc;
+    bool nonzero = false;
+    for (int64_t i = 0; i < lastv; ++i) nonzero |= col[i] != 0;
+    if (nonzero) break;
+  }
+  for (int64_t j = 0; j < lastc; ++j) {
+    T* col = c + j * ldc;
+    T w = col[0];
+    for (int64_t i = 1; i < lastv; ++i) w += vv[i - 1] * col[i];
+    w *= tau;
+    col[0] -= w;
+    for (int64_t i = 1; i < lastv; ++i) col[i] -= vv[i - 1] * w;
+  }
+}
+
+// LAPACK's dgeqr2 on the column-major m x n matrix a: R above the diagonal, the reflectors'
+// vectors below it, their factors in tau[0 .. min(m, n)).
+template <class T>
+void small_geqr2(int64_t m, int64_t n, T* a, T* tau) {
+  const int64_t k = std::min(m, n);
+  for (int64_t i = 0; i < k; ++i) {
+    T* d = a + i * m + i;
+    tau[i] = larfg(m - i, *d, d + 1);
+    if (i < n - 1) larf_left(m - i, n - i - 1, d + 1, tau[i], d + m, m);
+  }
+}
+
+// LAPACK's dorg2r: q (m x qc, column-major, holding geqr2's reflectors in its first k columns)
+// becomes the first qc columns of Q = H(0) ... H(k - 1).
+template <class T>
+void small_org2r(int64_t m, int64_t qc, int64_t k, T* q, const T* tau) {
+  for (int64_t j = k; j < qc; ++j) {
+    std::fill(q + j * m, q + (j + 1) * m, T(0));
+    q[j * m + j] = 1;
+  }
+  for (int64_t i = k - 1; i >= 0; --i) {
+    T* d = q + i * m + i;
+    if (i < qc - 1) larf_left(m - i, qc - i - 1, d + 1, tau[i], d + m, m);
+    for (int64_t l = 1; l < m - i; ++l) d[l] *= -tau[i];
+    *d = 1 - tau[i];
+    std::fill(q + i * m, d, T(0));
+  }
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) {
   const char* op = "linalg.qr";
   check_matrix(op, A, "A", false);
@@ -513,17 +810,20 @@ std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) 
     T* ap = a->data_as<T>();
     T* rp = r->data_as<T>();
     T* qp = want_q ? q->data_as<T>() : nullptr;
+    const bool small = m <= kSmallQr && n <= kSmallQr;
     for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
       std::vector<T> tau(std::max<int64_t>(1, k));
       // one workspace for both routines, sized by their queries
       T q1 = 0, q2 = 0;
-      if (k > 0) Lapack<T>::geqrf(lint(m), lint(n), ap, ld(m), tau.data(), &q1, -1);
-      if (want_q && m > 0 && qcols > 0)
+      if (!small && k > 0) Lapack<T>::geqrf(lint(m), lint(n), ap, ld(m), tau.data(), &q1, -1);
+      if (!small && want_q && m > 0 && qcols > 0)
         Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qp, ld(m), tau.data(), &q2, -1);
       std::vector<T> work(std::max(work_size(q1), work_size(q2)));
       for (int64_t b = begin; b < end; ++b) {
         T* ab = ap + b * m * n;
-        if (k > 0)
+        if (k > 0 && small)
+          small_geqr2(m, n, ab, tau.data());
+        else if (k > 0)
           Lapack<T>::geqrf(lint(m), lint(n), ab, ld(m), tau.data(), work.data(), lint(work.size()));
         T* rb = rp + b * rrows * n;
         for (int64_t j = 0; j < n; ++j)
@@ -532,7 +832,9 @@ std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) 
         T* qb = qp + b * m * qcols;
         for (int64_t j = 0; j < qcols; ++j)
           for (int64_t i = 0; i < m; ++i) qb[j * m + i] = j < n ? ab[j * m + i] : T(0);
-        if (qcols > 0)
+        if (qcols > 0 && small)
+          small_org2r(m, qcols, k, qb, tau.data());
+        else if (qcols > 0)
           Lapack<T>::orgqr(lint(m), lint(qcols), lint(k), qb, ld(m), tau.data(), work.data(),
                            lint(work.size()));
       }
@@ -542,6 +844,44 @@ std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) 
 }
 
 // ---- Cholesky and triangular solves -----------------------------------------------------------
+
+namespace {
+
+// LAPACK's potf2 ('L') on the column-major n x n matrix a, left-looking: column j of L is A's
+// column j less the products with the columns before it (a column-oriented loop over the rows),
+// its diagonal's square root, and the rest scaled by the reciprocal. On a diagonal that is not
+// positive (or NaN) a[j, j] keeps it and the later columns stay A's, as LAPACK; returns info.
+// For 'U' the matrix is transposed in place around the same loop.
+template <class T>
+int32_t small_potf2(int64_t n, T* a, bool upper) {
+  auto transpose = [&] {
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = j + 1; i < n; ++i) std::swap(a[j * n + i], a[i * n + j]);
+  };
+  if (upper) transpose();
+  int32_t info = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    T* cj = a + j * n;
+    for (int64_t k = 0; k < j; ++k) {
+      const T f = a[k * n + j];
+      const T* ck = a + k * n;
+      for (int64_t i = j; i < n; ++i) cj[i] -= ck[i] * f;
+    }
+    const T d = cj[j];
+    if (!(d > 0)) {
+      info = static_cast<int32_t>(j + 1);
+      break;
+    }
+    const T r = std::sqrt(d);
+    cj[j] = r;
+    const T inv = 1 / r;
+    for (int64_t i = j + 1; i < n; ++i) cj[i] *= inv;
+  }
+  if (upper) transpose();
+  return info;
+}
+
+}  // namespace
 
 std::tuple<Tensor, Tensor> _linalg_cholesky_ex(const Tensor& A, bool upper) {
   const char* op = "linalg.cholesky";
@@ -557,7 +897,8 @@ std::tuple<Tensor, Tensor> _linalg_cholesky_ex(const Tensor& A, bool upper) {
     int32_t* inf = info->data_as<int32_t>();
     for_each_matrix(count_of(batch), n, [&](int64_t b) {
       T* ab = a + b * n * n;
-      inf[b] = Lapack<T>::potrf(upper ? 'U' : 'L', lint(n), ab, ld(n));
+      inf[b] = n <= kSmallLu ? small_potf2(n, ab, upper)
+                             : Lapack<T>::potrf(upper ? 'U' : 'L', lint(n), ab, ld(n));
       // potrf leaves the other triangle as it was: the factor has zeros there
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < n; ++i)

@@ -12,6 +12,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/cpu/nn_utils.h"
+#include "kernels/cpu/row_sums.h"
 #include "kernels/parallel.h"
 #include "kernels/pool_rules.h"
 #include "ops.h"
@@ -288,6 +289,33 @@ inline A sum_run(const T* r, int64_t n) {
   return sum;
 }
 
+// Whether every output window is its whole plane (global pooling: a single output per plane).
+bool is_global(const PoolPlan& p) {
+  for (int64_t j = 0; j < 3; ++j) {
+    if (p.out[j] != 1 || p.win[j].size() != 1) return false;
+    const Window& w = p.win[j][0];
+    if (w.first != 0 || w.count != p.in[j] || (w.step != 1 && w.count > 1)) return false;
+  }
+  return true;
+}
+
+// Global average pooling: each plane's sum over div, planes summed in blocks (row_sums).
+template <class T>
+void global_avg_pool(const PoolPlan& p, const T* px, T* po, int64_t div) {
+  using A = opmath_t<T>;
+  const int64_t P = p.in_numel();
+  const int64_t grain = std::max<int64_t>(8, kPointwiseGrain / std::max<int64_t>(P, 1));
+  parallel_for(0, p.planes, grain, [&](int64_t b, int64_t e) {
+    constexpr int64_t kBlock = 256;
+    A sums[kBlock];
+    for (int64_t c = b; c < e; c += kBlock) {
+      const int64_t m = std::min(kBlock, e - c);
+      row_sums<T, A>(px + c * P, P, P, m, sums);
+      for (int64_t i = 0; i < m; ++i) po[c + i] = static_cast<T>(sums[i] / static_cast<A>(div));
+    }
+  });
+}
+
 Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool count_include_pad,
                     std::optional<int64_t> divisor_override) {
   EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
@@ -301,6 +329,14 @@ Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool 
     const T* px = x->data_as<T>();
     T* po = out->data_as<T>();
     const int64_t P = p.in_numel(), Q = p.out_numel();
+    if (is_global(p)) {
+      const int64_t div = divisor_override ? *divisor_override
+                          : count_include_pad
+                              ? p.win[0][0].divisor * p.win[1][0].divisor * p.win[2][0].divisor
+                              : P;
+      global_avg_pool(p, px, po, div);
+      return;
+    }
     for_each_plane(p, [&](int64_t pl) {
       const T* xp = px + pl * P;
       int64_t q = pl * Q;
@@ -352,6 +388,22 @@ Tensor avg_pool_backward_run(const char* op, const Tensor& grad, const DimVector
     const T* pg = g->data_as<T>();
     T* po = gi->data_as<T>();
     const int64_t P = p.in_numel(), Q = p.out_numel();
+    if (is_global(p)) {  // each plane's gradient, over the divisor, broadcast over the plane
+      const int64_t div = divisor_override ? *divisor_override
+                          : count_include_pad
+                              ? p.win[0][0].divisor * p.win[1][0].divisor * p.win[2][0].divisor
+                              : P;
+      parallel_for(0, p.planes, std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(P, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t pl = b; pl < e; ++pl) {
+                       // 0 + g / div, as the general loop's accumulation (-0 becomes +0).
+                       const T v =
+                           static_cast<T>(A(0) + static_cast<A>(pg[pl]) / static_cast<A>(div));
+                       std::fill(po + pl * P, po + (pl + 1) * P, v);
+                     }
+                   });
+      return;
+    }
     std::fill(po, po + gi->numel(), T(0));
     for_each_plane(p, [&](int64_t pl) {
       T* op_ = po + pl * P;

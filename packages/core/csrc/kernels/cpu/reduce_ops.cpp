@@ -15,6 +15,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/reduce_utils.h"
+#include "kernels/cpu/row_sums.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
@@ -190,6 +191,25 @@ struct SumReducer : ReducerBase<SumReducer<T, NanZero>, T, sum_acc_t<T>> {
       add_row<T, NanZero>(acc, row, n);
     } else {
       for (int64_t k = 0; k < n; ++k) acc[k] += value(row[k]);
+    }
+  }
+  // Outputs [o0, o1) from rows of n contiguous elements `step` apart from p: short rows (up to
+  // one lane block of sum_lanes, so no double-precision block totals are lost) are summed 8 at a
+  // time (row_sums); false leaves the rows to block().
+  bool short_rows(const T* p, int64_t n, int64_t step, int64_t o0, int64_t o1) const {
+    if constexpr (is_float_v<T> && !NanZero) {
+      if (n > 256 || o1 - o0 < 8) return false;
+      using A = opmath_t<T>;
+      constexpr int64_t kBlock = 256;
+      A sums[kBlock];
+      for (int64_t c = o0; c < o1; c += kBlock) {
+        const int64_t m = std::min(kBlock, o1 - c);
+        row_sums<T, A>(p + (c - o0) * step, n, step, m, sums);
+        for (int64_t i = 0; i < m; ++i) write(c + i, static_cast<Acc>(sums[i]));
+      }
+      return true;
+    } else {
+      return false;
     }
   }
   void write(int64_t o, Acc a) const {

@@ -91,6 +91,9 @@ struct ReducerBase {
   void rows(Acc* acc, const T* row, int64_t n, int64_t idx) const {
     for (int64_t k = 0; k < n; ++k) self().step(acc[k], row[k], idx);
   }
+  // Optional: writes outputs [o0, o1), whole rows of n contiguous elements `step` apart from p,
+  // several rows at a time; false (the default) leaves them to block() one by one.
+  bool short_rows(const T*, int64_t, int64_t, int64_t, int64_t) const { return false; }
 };
 
 namespace detail_engine {
@@ -218,6 +221,7 @@ void rows_path(Geometry& g, const typename R::in_t* base, const R& r) {
       const int64_t step = g.ksizes.empty() ? 0 : g.kstrides[0];
       balanced_for((nout + per - 1) / per, nout * nred, [&](int64_t item) {
         const int64_t b = item * per, e = std::min(nout, b + per);
+        if (istride == 1 && r.short_rows(base + b * step, nred, step, b, e)) return;
         for (int64_t o = b; o < e; ++o) r.write(o, run(base + o * step, nred, 0));
       });
       return;
