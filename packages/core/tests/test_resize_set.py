@@ -168,6 +168,21 @@ def test_collate_style_preallocated_batch():
     assert out.shape == (4, 2, 3) and out[3].tolist() == [[3.0] * 3] * 2
 
 
+def test_old_default_collate_shared_storage_pattern():
+    # torch's older default_collate in a DataLoader worker
+    batch = [ember.full((2, 3), float(i)) for i in range(4)]
+    elem = batch[0]
+    storage = elem.storage()._new_shared(sum(x.numel() for x in batch))
+    out = elem.new(storage).resize_(len(batch), *list(elem.size()))
+    ember.stack(batch, 0, out=out)
+    assert out.is_shared() and storage.is_shared()
+    assert out.untyped_storage().data_ptr() == storage.data_ptr()
+    assert out[2].tolist() == [[2.0] * 3] * 2
+    raw = elem.untyped_storage()._new_shared(16)
+    assert raw.nbytes() == 16 and raw.is_shared()
+    assert elem.new(raw).shape == (4,)
+
+
 # ---- set_ ------------------------------------------------------------------------------------
 
 def test_set_to_tensor_shares_storage():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember import _C
 from ember._C import Tensor, UntypedStorage, dtype
 from ember._memory_format import (
     channels_last,
@@ -45,12 +46,23 @@ def _untyped_tolist(self: UntypedStorage) -> list[int]:
     return self._tensor().tolist()
 
 
+def _untyped_new_shared(self: UntypedStorage, nbytes: int) -> UntypedStorage:
+    """A new storage of ``nbytes`` bytes in shared memory."""
+    return _C._empty_shared([nbytes], _C.uint8).untyped_storage()
+
+
+def _untyped_is_shared(self: UntypedStorage) -> bool:
+    return self._tensor().is_shared()
+
+
 def _untyped_repr(self: UntypedStorage) -> str:
     return f"ember.UntypedStorage(nbytes={self.nbytes()}, device={self.device})"
 
 
 UntypedStorage.tolist = _untyped_tolist  # type: ignore[attr-defined]
 UntypedStorage.__repr__ = _untyped_repr  # type: ignore[method-assign]
+UntypedStorage._new_shared = _untyped_new_shared  # type: ignore[attr-defined]
+UntypedStorage.is_shared = _untyped_is_shared  # type: ignore[attr-defined]
 
 
 class TypedStorage:
@@ -94,6 +106,14 @@ class TypedStorage:
 
     def tolist(self) -> list[Any]:
         return self._tensor().tolist()
+
+    def is_shared(self) -> bool:
+        return self._tensor().is_shared()
+
+    def _new_shared(self, size: int) -> TypedStorage:
+        """A new storage of ``size`` elements of this dtype in shared memory (what the old
+        ``default_collate`` preallocates a batch with)."""
+        return TypedStorage(_C._empty_shared([size], self.dtype).untyped_storage(), self.dtype)
 
     def _tensor(self) -> Tensor:
         return _storage_view(self._untyped_storage, self.dtype)
