@@ -140,6 +140,18 @@ def test_resize_of_shared_memory_is_not_resizable():
     assert e.tolist() == [[0.0, 1.0], [2.0, 3.0]] and e.is_shared()
 
 
+def test_resize_of_an_inference_tensor_outside_inference_mode():
+    with ember.inference_mode():
+        e = ember.ones(2)
+        e.resize_(3)  # fine inside
+    with torch.inference_mode():
+        t = torch.ones(2)
+    for x in (e, t):
+        with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+            x.resize_(4)
+    assert e.shape == (3,)
+
+
 def test_resize_on_meta_changes_shape_only():
     e = ember.empty(2, device="meta")
     t = torch.empty(2, device="meta")
