@@ -478,6 +478,7 @@ void share_storage_(StorageImpl& storage) {
   Storage fresh = new_shared_storage(storage.nbytes, static_cast<ShmPolicy>(g_share_policy.load()));
   if (storage.nbytes) std::memcpy(fresh->data.get(), storage.data.get(), storage.nbytes);
   storage.data = std::move(fresh->data);  // the old block goes back to its allocator
+  storage.resizable = false;              // a segment other processes map has a fixed size
 }
 
 bool shm_unlink_name(const std::string& name) {

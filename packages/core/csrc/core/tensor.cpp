@@ -110,6 +110,7 @@ Tensor empty(const DimVector& sizes, ScalarType dtype, Device device) {
   size_t nbytes = checked_nbytes(n, dtype, sizes, "empty");
   auto storage = std::make_shared<StorageImpl>(
       device_allocator(device.type)->allocate_on(nbytes, device.index), nbytes);
+  storage->resizable = true;
   return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, contiguous_strides(sizes),
                                       0, std::make_shared<VersionCounter>());
 }
@@ -135,6 +136,7 @@ Tensor empty_strided(const DimVector& sizes, const DimVector& strides, ScalarTyp
   size_t nbytes = checked_nbytes(extent, dtype, sizes, "empty_strided");
   auto storage = std::make_shared<StorageImpl>(
       device_allocator(device.type)->allocate_on(nbytes, device.index), nbytes);
+  storage->resizable = true;
   return std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0,
                                       std::make_shared<VersionCounter>());
 }

@@ -28,6 +28,9 @@ struct StorageImpl {
   DataPtr data;
   size_t nbytes = 0;
   bool inference = inference_mode_enabled();  // made inside inference_mode
+  // Made by the device's allocator (empty/empty_strided), so Tensor.resize_ may grow it; false
+  // for memory ember does not own (numpy/DLPack buffers, shared memory, mapped files).
+  bool resizable = false;
   StorageImpl(DataPtr d, size_t n) : data(std::move(d)), nbytes(n) {}
   Device device() const { return data.device(); }
 };

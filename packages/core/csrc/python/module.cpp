@@ -416,6 +416,7 @@ PYBIND11_MODULE(_C, m) {
   bind_indexing(m, cls);
   bind_interop(m, cls);
   bind_shared_memory(m, cls);
+  bind_storage(m, cls);
   bind_autograd(m, cls);
   bind_forward_ad(m);
   bind_op_observer(m);

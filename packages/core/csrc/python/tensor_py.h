@@ -12,4 +12,6 @@ void bind_autograd(py::module_& m, TensorClass& cls);
 // NumPy (buffer protocol) and DLPack exchange (python/interop_py.cpp).
 void bind_interop(py::module_& m, TensorClass& cls);
 void bind_shared_memory(py::module_& m, TensorClass& cls);  // python/shared_memory_py.cpp
+// UntypedStorage, untyped_storage(), resize_ and set_ (python/storage_py.cpp).
+void bind_storage(py::module_& m, TensorClass& cls);
 }  // namespace ember

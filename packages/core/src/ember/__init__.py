@@ -37,6 +37,7 @@ from ember import _tensor  # noqa: F401  (Python-side Tensor methods)
 from ember._memory_format import (  # noqa: F401  (memory_format= of contiguous, to, clone)
     channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
 )
+from ember._storage import TypedStorage  # noqa: F401  (resize_, set_, storage())
 from ember import cuda  # noqa: F401
 from ember.random import manual_seed  # noqa: F401  (seeds the CUDA generators too)
 from ember import autograd  # noqa: F401

@@ -1187,7 +1187,11 @@ def _new(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     ember.float64
     """
     from ember._legacy import _legacy_new
+    from ember._storage import TypedStorage, UntypedStorage
 
+    if len(args) == 1 and not kwargs and isinstance(args[0], (TypedStorage, UntypedStorage)):
+        # new(storage): a 1-d tensor of self's dtype over the whole storage (shares it)
+        return _C.empty(0, dtype=self.dtype, device=args[0].device).set_(args[0])
     kwargs.setdefault("device", self.device)
     return _legacy_new(self.dtype, args, kwargs, "new")
 

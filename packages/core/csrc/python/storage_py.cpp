@@ -1,0 +1,63 @@
+// ember.UntypedStorage (the bytes under a tensor: Tensor.untyped_storage()) and the in-place
+// storage changes Tensor.resize_ / Tensor.set_ build on (ops/resize_ops.h). The argument
+// parsing of resize_/set_ (sizes as varargs, memory_format, typed storages) is in
+// ember/_storage.py.
+#include "ops/resize_ops.h"
+#include "python/bind_support.h"
+#include "python/tensor_py.h"
+
+namespace ember {
+
+void bind_storage(py::module_& m, TensorClass& cls) {
+  py::class_<StorageImpl, std::shared_ptr<StorageImpl>>(m, "UntypedStorage")
+      .def(py::init([](int64_t nbytes, std::optional<Device> device) {
+             EMBER_CHECK_KIND(nbytes >= 0, Value, "UntypedStorage: nbytes must be >= 0, got ",
+                              nbytes);
+             Tensor t = empty({nbytes}, ScalarType::UInt8, device.value_or(cpu_device()));
+             return t->storage();
+           }),
+           py::arg("nbytes") = 0, py::kw_only(), py::arg("device") = py::none())
+      .def("nbytes", [](const Storage& s) { return static_cast<int64_t>(s->nbytes); })
+      .def("size", [](const Storage& s) { return static_cast<int64_t>(s->nbytes); })
+      .def("__len__", [](const Storage& s) { return static_cast<int64_t>(s->nbytes); })
+      .def("element_size", [](const Storage&) { return 1; })
+      .def("data_ptr", [](const Storage& s) { return reinterpret_cast<uintptr_t>(s->data.get()); })
+      .def_property_readonly("device", [](const Storage& s) { return s->device(); })
+      .def_property_readonly("is_cuda",
+                             [](const Storage& s) { return s->device().type == DeviceType::CUDA; })
+      .def("resizable", [](const Storage& s) { return s->resizable; })
+      .def(
+          "resize_",
+          [](const Storage& s, int64_t nbytes) {
+            EMBER_CHECK_KIND(nbytes >= 0, Value, "UntypedStorage.resize_: nbytes must be >= 0");
+            EMBER_CHECK(static_cast<size_t>(nbytes) >= s->nbytes,
+                        "UntypedStorage.resize_: shrinking a storage (from ", s->nbytes, " to ",
+                        nbytes, " bytes) is not supported by ember");
+            grow_storage(s, static_cast<size_t>(nbytes));
+            return s;
+          },
+          py::arg("size"))
+      .def("_tensor",
+           // A uint8 tensor over all the bytes (tolist, copies and comparisons go through it).
+           [](const Storage& s) {
+             const int64_t n = static_cast<int64_t>(s->nbytes);
+             return std::make_shared<TensorImpl>(s, ScalarType::UInt8, DimVector{n}, DimVector{1},
+                                                 0, std::make_shared<VersionCounter>());
+           })
+      .def("_same", [](const Storage& a, const Storage& b) { return a == b; });
+
+  cls.def("untyped_storage", [](const Tensor& t) { return t->storage(); })
+      .def(
+          "_resize_",
+          [](const Tensor& t, const DimVector& sizes, int format) {
+            EMBER_CHECK_KIND(format >= 0 && format <= 3, Value, "resize_: unknown memory format");
+            return resize_(t, sizes, static_cast<ResizeFormat>(format));
+          },
+          py::arg("sizes"), py::arg("format"))
+      .def("_set_storage_", &set_storage_, py::arg("source"), py::arg("storage_offset"),
+           py::arg("size"), py::arg("stride"))
+      .def("_set_tensor_", &set_tensor_, py::arg("source"))
+      .def("_set_empty_", &set_empty_);
+}
+
+}  // namespace ember
