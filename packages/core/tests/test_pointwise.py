@@ -1,5 +1,6 @@
 """Pointwise ops, driven by the reference-checked entries of the op table (op_db.POINTWISE)."""
 
+import math
 from pathlib import Path
 
 import ember
@@ -286,3 +287,20 @@ def test_results_keep_the_layout_of_transposed_inputs():
     if torch is not None:
         tx = torch.tensor(base).permute(2, 0, 1)
         assert (tx + tx).stride() == (x + x).stride()
+
+
+def test_erf_float32_vectorized_accuracy():
+    # float32 erf runs on the vectorized polynomial (GELU's): within a few ulp of the exact value,
+    # special values as std::erf, on the contiguous and the strided path.
+    xs = np.concatenate([np.linspace(-6, 6, 200001), [0.0, -0.0, 1e-30, -1e-30, 1e-45, 0.875,
+                                                      -0.875, 3.9999, 4.0, 1e30]]).astype(
+        np.float32)
+    exact = np.array([math.erf(float(v)) for v in xs])
+    got = ember.tensor(xs).erf().numpy().astype(np.float64)
+    ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got - exact) / ulp) <= 4
+    assert math.copysign(1.0, float(ember.tensor([-0.0]).erf()[0])) < 0
+    special = ember.tensor([float("inf"), float("-inf"), float("nan")]).erf().tolist()
+    assert special[:2] == [1.0, -1.0] and math.isnan(special[2])
+    strided = ember.tensor(xs[:2000].reshape(40, 50)).t().erf()
+    np.testing.assert_array_equal(strided.numpy(), got[:2000].reshape(40, 50).T.astype(np.float32))

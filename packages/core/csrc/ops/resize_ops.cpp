@@ -4,7 +4,6 @@
 #include <iterator>
 #include <sstream>
 
-#include "autograd/autograd.h"
 #include "core/error.h"
 #include "ops.h"
 
@@ -85,7 +84,6 @@ void grow_storage(const Storage& storage, size_t nbytes) {
 }
 
 Tensor resize_(const Tensor& self, const DimVector& sizes, ResizeFormat format) {
-  EMBER_CHECK(!autograd::requires_grad(self), "cannot resize variables that require grad");
   check_sizes(sizes, "resize_");
   check_writable(self);
   DimVector strides;
@@ -115,13 +113,6 @@ Tensor resize_(const Tensor& self, const DimVector& sizes, ResizeFormat format) 
 
 Tensor set_storage_(const Tensor& self, const Storage& storage, int64_t offset,
                     const DimVector& sizes, const DimVector& strides) {
-  if (autograd::grad_enabled() && autograd::requires_grad(self)) {
-    EMBER_CHECK(!autograd::is_leaf(self),
-                "a leaf Variable that requires grad is being used in an in-place operation.");
-    EMBER_FAIL(Runtime,
-               "set_: cannot change the storage of a tensor that requires grad while grad mode "
-               "is enabled (wrap the call in ember.no_grad() or call it on .detach())");
-  }
   EMBER_CHECK(sizes.size() == strides.size(), "set_: mismatch in length of sizes and strides (",
               list_str(sizes), " and ", list_str(strides), ")");
   EMBER_CHECK(offset >= 0, "set_: Tensor: invalid storage offset ", offset);

@@ -2,11 +2,30 @@
 // storage changes Tensor.resize_ / Tensor.set_ build on (ops/resize_ops.h). The argument
 // parsing of resize_/set_ (sizes as varargs, memory_format, typed storages) is in
 // ember/_storage.py.
+#include "autograd/autograd.h"
 #include "ops/resize_ops.h"
 #include "python/bind_support.h"
 #include "python/tensor_py.h"
 
 namespace ember {
+namespace {
+
+// Autograd's rules for the storage changes (checked here: the ops layer sits below autograd).
+void check_resize_grad(const Tensor& t) {
+  EMBER_CHECK(!autograd::requires_grad(t), "cannot resize variables that require grad");
+}
+
+void check_set_grad(const Tensor& t) {
+  if (autograd::grad_enabled() && autograd::requires_grad(t)) {
+    EMBER_CHECK(!autograd::is_leaf(t),
+                "a leaf Variable that requires grad is being used in an in-place operation.");
+    EMBER_FAIL(Runtime,
+               "set_: cannot change the storage of a tensor that requires grad while grad mode "
+               "is enabled (wrap the call in ember.no_grad() or call it on .detach())");
+  }
+}
+
+}  // namespace
 
 void bind_storage(py::module_& m, TensorClass& cls) {
   py::class_<StorageImpl, std::shared_ptr<StorageImpl>>(m, "UntypedStorage")
@@ -50,14 +69,30 @@ void bind_storage(py::module_& m, TensorClass& cls) {
       .def(
           "_resize_",
           [](const Tensor& t, const DimVector& sizes, int format) {
+            check_resize_grad(t);
             EMBER_CHECK_KIND(format >= 0 && format <= 3, Value, "resize_: unknown memory format");
             return resize_(t, sizes, static_cast<ResizeFormat>(format));
           },
           py::arg("sizes"), py::arg("format"))
-      .def("_set_storage_", &set_storage_, py::arg("source"), py::arg("storage_offset"),
-           py::arg("size"), py::arg("stride"))
-      .def("_set_tensor_", &set_tensor_, py::arg("source"))
-      .def("_set_empty_", &set_empty_);
+      .def(
+          "_set_storage_",
+          [](const Tensor& t, const Storage& s, int64_t offset, const DimVector& size,
+             const DimVector& stride) {
+            check_set_grad(t);
+            return set_storage_(t, s, offset, size, stride);
+          },
+          py::arg("source"), py::arg("storage_offset"), py::arg("size"), py::arg("stride"))
+      .def(
+          "_set_tensor_",
+          [](const Tensor& t, const Tensor& source) {
+            check_set_grad(t);
+            return set_tensor_(t, source);
+          },
+          py::arg("source"))
+      .def("_set_empty_", [](const Tensor& t) {
+        check_set_grad(t);
+        return set_empty_(t);
+      });
 }
 
 }  // namespace ember

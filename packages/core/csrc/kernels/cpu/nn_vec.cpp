@@ -84,6 +84,7 @@ void tanh(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(tanh, x, y, n
 void log(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(log, x, y, n); }
 void expm1(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(expm1, x, y, n); }
 void log1p(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(log1p, x, y, n); }
+void erf(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(erf, x, y, n); }
 
 void gelu(const float* x, float* y, int64_t n, bool tanh_form) {
   EMBER_NN_VEC_CALL(gelu, x, y, n, tanh_form);

@@ -24,6 +24,8 @@ void log(const float* x, float* y, int64_t n);
 // y[i] = expm1(x[i]) and log1p(x[i]), accurate for small |x| as std:: (special values as well).
 void expm1(const float* x, float* y, int64_t n);
 void log1p(const float* x, float* y, int64_t n);
+// y[i] = erf(x[i]) with GELU's polynomial (within 3 ulp; signed zeros, +-inf and NaN as std::erf).
+void erf(const float* x, float* y, int64_t n);
 
 // Activations, y[i] = f(x[i]), by the formulas of kernels/activation_math.h (parameters as the ops
 // take them); GELU's erf is a polynomial within 3 ulp.

@@ -120,7 +120,7 @@ EMBER_UNARY_FLOAT(sinh, std::sinh(x))
 EMBER_UNARY_FLOAT(cosh, std::cosh(x))
 EMBER_UNARY_FLOAT_VEC(tanh, std::tanh(x))
 EMBER_UNARY_FLOAT_VEC(sigmoid, A(1) / (A(1) + std::exp(-x)))
-EMBER_UNARY_FLOAT(erf, std::erf(x))
+EMBER_UNARY_FLOAT_VEC(erf, std::erf(x))
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
 EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
 #undef EMBER_UNARY_FLOAT
