@@ -6,17 +6,10 @@
 
 #include "core/error.h"
 #include "ops.h"
+#include "ops/list_str.h"
 
 namespace ember {
 namespace {
-
-std::string list_str(const DimVector& v) {
-  std::ostringstream os;
-  os << "[";
-  for (int64_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  os << "]";
-  return os.str();
-}
 
 // Negative sizes and element counts that overflow int64 are refused before anything changes.
 void check_sizes(const DimVector& sizes, const char* op) {

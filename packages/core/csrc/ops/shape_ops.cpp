@@ -7,17 +7,10 @@
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "ops/host_sync.h"
+#include "ops/list_str.h"
 
 namespace ember {
 namespace {
-
-std::string list_str(const DimVector& v) {
-  std::ostringstream os;
-  os << "[";
-  for (int64_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  os << "]";
-  return os.str();
-}
 
 // A slice [start, start + length) of t along d, as a temporary internal view.
 Tensor slice(const Tensor& t, int64_t d, int64_t start, int64_t length) {

@@ -6,18 +6,10 @@
 
 #include "kernels/iterator.h"
 #include "ops.h"
+#include "ops/list_str.h"
 
 namespace ember {
 namespace {
-
-// PyTorch prints sizes in errors as lists: [2, 3].
-std::string list_str(const DimVector& v) {
-  std::ostringstream os;
-  os << "[";
-  for (int64_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  os << "]";
-  return os.str();
-}
 
 // Resolves one -1 in `shape` so that it holds `numel` elements.
 DimVector infer_size(const DimVector& shape, int64_t numel) {
