@@ -391,8 +391,11 @@ def _dtype_name(dtype: Any) -> str:
 _RETURN_TYPES: dict[str, type] = {}
 
 
-def _rt(name: str, fields: Sequence[str], values: Sequence[Any]) -> Any:
-    """The named tuple ``ember.return_types.<name>`` of ``values``."""
+def _rt(name: str, fields: Sequence[str], values: Sequence[Any], out: Any = None) -> Any:
+    """The named tuple ``ember.return_types.<name>`` of ``values``, or of the ``out`` tensors
+    after ``values`` are copied into them (see :func:`_out`)."""
+    if out is not None:
+        values = [_out(v, o) for v, o in zip(values, out)]
     cls = _RETURN_TYPES.get(name)
     if cls is None:
         from ember import return_types
@@ -436,7 +439,7 @@ def _first_failure(info: Tensor) -> tuple[str, int] | None:
 
 
 def _out(r: Tensor, out: Tensor | None) -> Tensor:
-    """r, or r copied into ``out`` (which must have r's shape: ember cannot resize tensors)."""
+    """r, or r copied into ``out``, which must already have r's shape."""
     if out is not None:
         if tuple(out.shape) != tuple(r.shape):
             raise RuntimeError(f"Expected out tensor to have shape {tuple(r.shape)}, but got "
@@ -463,11 +466,7 @@ def inv_ex(A: Tensor, *, check_errors: bool = False, out: Any = None) -> Any:
     r, _, _, info = _C._linalg_solve_ex(A, _eye(A.shape[-1], A))
     if check_errors:
         _raise_inv(info)
-    if out is not None:
-        _out(r, out[0])
-        _out(info, out[1])
-        r, info = out
-    return _rt("linalg_inv_ex", ("inverse", "info"), (r, info))
+    return _rt("linalg_inv_ex", ("inverse", "info"), (r, info), out)
 
 
 def _raise_inv(info: Tensor) -> None:
@@ -527,11 +526,7 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
         x = x.mT
     if check_errors:
         _raise_solve(info)
-    if out is not None:
-        _out(x, out[0])
-        _out(info, out[1])
-        x, info = out
-    return _rt("linalg_solve_ex", ("result", "info"), (x, info))
+    return _rt("linalg_solve_ex", ("result", "info"), (x, info), out)
 
 
 def _raise_solve(info: Tensor) -> None:
@@ -578,11 +573,7 @@ def slogdet(A: Tensor, *, out: Any = None) -> Any:
     """
     _check_matrix("linalg.slogdet", A, square=True)
     logabs, sign = _C._linalg_slogdet(A)[:2]
-    if out is not None:
-        _out(sign, out[0])
-        _out(logabs, out[1])
-        sign, logabs = out
-    return _rt("linalg_slogdet", ("sign", "logabsdet"), (sign, logabs))
+    return _rt("linalg_slogdet", ("sign", "logabsdet"), (sign, logabs), out)
 
 
 def logdet(A: Tensor) -> Tensor:
@@ -628,11 +619,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None,
                            "CUDA inputs with cuSOLVER backend.")
     U, S, Vh, info = _C._linalg_svd(A, full_matrices, True)
     _raise_svd(info)
-    if out is not None:
-        for o, r in zip(out, (U, S, Vh)):
-            _out(r, o)
-        U, S, Vh = out
-    return _rt("linalg_svd", ("U", "S", "Vh"), (U, S, Vh))
+    return _rt("linalg_svd", ("U", "S", "Vh"), (U, S, Vh), out)
 
 
 def _grad_needed(A: Tensor) -> bool:
@@ -672,11 +659,7 @@ def qr(A: Tensor, mode: str = "reduced", *, out: Any = None) -> Any:
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
                            f"'reduced' (default), 'r', or 'complete'")
     Q, R = _C._linalg_qr(A, mode)
-    if out is not None:
-        _out(Q, out[0])
-        _out(R, out[1])
-        Q, R = out
-    return _rt("linalg_qr", ("Q", "R"), (Q, R))
+    return _rt("linalg_qr", ("Q", "R"), (Q, R), out)
 
 
 def _check_uplo(UPLO: str) -> None:
@@ -705,11 +688,7 @@ def eigh(A: Tensor, UPLO: str = "L", *, out: Any = None) -> Any:
     _check_uplo(UPLO)
     L, V, info = _C._linalg_eigh(A, UPLO.upper(), True)
     _raise_eigh(info, "linalg.eigh")
-    if out is not None:
-        _out(L, out[0])
-        _out(V, out[1])
-        L, V = out
-    return _rt("linalg_eigh", ("eigenvalues", "eigenvectors"), (L, V))
+    return _rt("linalg_eigh", ("eigenvalues", "eigenvectors"), (L, V), out)
 
 
 def eigvalsh(A: Tensor, UPLO: str = "L", *, out: Tensor | None = None) -> Tensor:
@@ -778,11 +757,7 @@ def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False,
     LU, piv, info = _C._linalg_lu_factor_ex(A, pivot)
     if check_errors:
         _raise_lu(info, "torch.linalg.lu_factor_ex")
-    if out is not None:
-        for o, r in zip(out, (LU, piv, info)):
-            _out(r, o)
-        LU, piv, info = out
-    return _rt("linalg_lu_factor_ex", ("LU", "pivots", "info"), (LU, piv, info))
+    return _rt("linalg_lu_factor_ex", ("LU", "pivots", "info"), (LU, piv, info), out)
 
 
 def _raise_lu(info: Tensor, op: str) -> None:
@@ -808,11 +783,7 @@ def lu_factor(A: Tensor, *, pivot: bool = True, out: Any = None) -> Any:
                            f"size: {list(A.shape)} instead")
     LU, piv, info = lu_factor_ex(A, pivot=pivot)
     _raise_lu(info, "torch.linalg.lu_factor")
-    if out is not None:
-        _out(LU, out[0])
-        _out(piv, out[1])
-        LU, piv = out
-    return _rt("linalg_lu_factor", ("LU", "pivots"), (LU, piv))
+    return _rt("linalg_lu_factor", ("LU", "pivots"), (LU, piv), out)
 
 
 def _permutation(pivots: Tensor, m: int, like: Tensor) -> Tensor:
@@ -862,11 +833,7 @@ def lu(A: Tensor, *, pivot: bool = True, out: Any = None) -> Any:
     _check_matrix("linalg.lu", A)
     LU, piv, _ = lu_factor_ex(A, pivot=pivot)
     P, L, U = _unpack(LU, piv)
-    if out is not None:
-        for o, r in zip(out, (P, L, U)):
-            _out(r, o)
-        P, L, U = out
-    return _rt("linalg_lu", ("P", "L", "U"), (P, L, U))
+    return _rt("linalg_lu", ("P", "L", "U"), (P, L, U), out)
 
 
 def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoint: bool = False,
@@ -1030,11 +997,7 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False,
     L, info = _C._linalg_cholesky_ex(A, upper)
     if check_errors:
         _raise_cholesky(info)
-    if out is not None:
-        _out(L, out[0])
-        _out(info, out[1])
-        L, info = out
-    return _rt("linalg_cholesky_ex", ("L", "info"), (L, info))
+    return _rt("linalg_cholesky_ex", ("L", "info"), (L, info), out)
 
 
 # Pade coefficients of degree 13 and the 1-norm bound below which it is exact to double
@@ -1105,11 +1068,7 @@ def _svd_legacy(input: Tensor, some: bool = True, compute_uv: bool = True, *,
         m, n = input.shape[-2], input.shape[-1]
         U = _C.zeros(*input.shape[:-2], m, m, dtype=input.dtype, device=input.device)
         V = _C.zeros(*input.shape[:-2], n, n, dtype=input.dtype, device=input.device)
-    if out is not None:
-        for o, r in zip(out, (U, S, V)):
-            _out(r, o)
-        U, S, V = out
-    return _rt("svd", ("U", "S", "V"), (U, S, V))
+    return _rt("svd", ("U", "S", "V"), (U, S, V), out)
 
 
 def _qr_legacy(input: Tensor, some: bool = True, *, out: Any = None) -> Any:
@@ -1120,11 +1079,7 @@ def _qr_legacy(input: Tensor, some: bool = True, *, out: Any = None) -> Any:
     [[1.0, 0.0], [0.0, 1.0]]
     """
     Q, R = qr(input, "reduced" if some else "complete")
-    if out is not None:
-        _out(Q, out[0])
-        _out(R, out[1])
-        Q, R = out
-    return _rt("qr", ("Q", "R"), (Q, R))
+    return _rt("qr", ("Q", "R"), (Q, R), out)
 
 
 def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
@@ -1201,11 +1156,7 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
     [[0.0, 1.0], [1.0, 0.0]]
     """
     P, L, U = _unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
-    if out is not None:
-        for o, r in zip(out, (P, L, U)):
-            _out(r, o)
-        P, L, U = out
-    return _rt("lu_unpack", ("P", "L", "U"), (P, L, U))
+    return _rt("lu_unpack", ("P", "L", "U"), (P, L, U), out)
 
 
 def _lu_legacy(A: Tensor, pivot: bool = True, get_infos: bool = False,
