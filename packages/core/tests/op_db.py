@@ -686,9 +686,9 @@ SAMPLES: dict[str, list[Callable[[], tuple[list, dict]]]] = {
                                randn(20)]], {})],
     "_gru_layer": [lambda: ([[randn(3, 2, 15), randn(2, 5), randn(15, 5), randn(15)]], {})],
     "_lstm_layer_backward": [lambda: _rnn_backward("lstm")],
-    "_scaled_dot_product_attention_cpu": [
+    "_scaled_dot_product_fused_attention": [
         lambda: ([[randn(2, 3, 5, 4), randn(2, 3, 6, 4), randn(2, 3, 6, 3)], None, True, 0.5], {})],
-    "_scaled_dot_product_attention_cpu_backward": [lambda: _sdpa_backward()],
+    "_scaled_dot_product_fused_attention_backward": [lambda: _sdpa_backward()],
     "_gru_layer_backward": [lambda: _rnn_backward("gru")],
     "_rnn_input_backward": [lambda: ([randn(6, 20), randn(6, 4), randn(20, 4)], {})],
     "bincount": [lambda: ([idx(6, high=4)], {})],
@@ -705,7 +705,7 @@ SAMPLES["bitwise_not"] = [lambda: ([idx(2, 3, high=8)], {})]
 
 def _sdpa_backward() -> tuple[list, dict]:
     q, k, v = randn(2, 3, 5, 4), randn(2, 3, 6, 4), randn(2, 3, 6, 3)
-    out, lse = ember._C._scaled_dot_product_attention_cpu([q, k, v], None, True, 0.5)
+    out, lse = ember._C._scaled_dot_product_fused_attention([q, k, v], None, True, 0.5)
     return [randn(2, 3, 5, 3), q, k, v, None, out, lse, True, 0.5], {}
 
 

@@ -486,11 +486,11 @@ MORE_CASES = [
     FwCase("_cross_entropy_loss: no reduction, unbatched",
            lambda a, t: F(a).cross_entropy(a, t, reduction="none", label_smoothing=0.1),
            lambda rng: [rng.standard_normal(4), np.array(2)]),
-    FwCase("_scaled_dot_product_attention_cpu: causal",
+    FwCase("_scaled_dot_product_fused_attention: causal",
            lambda q, k, v: F(q).scaled_dot_product_attention(q, k, v, is_causal=True),
            lambda rng: [rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 5, 3)),
                         rng.standard_normal((2, 5, 4))]),
-    FwCase("_scaled_dot_product_attention_cpu: float mask, L != S",
+    FwCase("_scaled_dot_product_fused_attention: float mask, L != S",
            lambda q, k, v: F(q).scaled_dot_product_attention(
                q, k, v, attn_mask=lib(q).tensor(_SDPA_MASK, dtype=q.dtype)),
            lambda rng: [rng.standard_normal((1, 2, 4, 3)), rng.standard_normal((1, 2, 6, 3)),

@@ -1,5 +1,5 @@
 """The fused CPU attention (kernels/cpu/nn_attention.cpp): scaled_dot_product_attention without
-dropout on float32/float64 CPU tensors runs _scaled_dot_product_attention_cpu and its backward.
+dropout on float32/float64 CPU tensors runs _scaled_dot_product_fused_attention and its backward.
 
 Values and gradients against torch (float64 to 1e-10, float32 to float tolerances), causal and
 not, bool and additive masks (broadcast, rows with every key masked), lengths around the query
@@ -215,7 +215,7 @@ def _ops_run(fn):
 
 def test_dispatch():
     q = ember.randn(2, 3, 8, 4, requires_grad=True)
-    fused = "aten::_scaled_dot_product_attention_cpu"
+    fused = "aten::_scaled_dot_product_fused_attention"
     ran = _ops_run(lambda: ember.scaled_dot_product_attention(q, q, q, is_causal=True)
                    .sum().backward())
     assert fused in ran and fused + "_backward" in ran
@@ -251,26 +251,27 @@ def test_two_threads_same_result():
 def test_op_errors():
     C = ember._C
     q, k, v = ember.randn(2, 5, 4), ember.randn(2, 6, 4), ember.randn(2, 6, 3)
-    with pytest.raises(RuntimeError, match=r"_scaled_dot_product_attention_cpu: expected \[query"):
-        C._scaled_dot_product_attention_cpu([q, k], None, False, 1.0)
+    with pytest.raises(RuntimeError,
+                       match=r"_scaled_dot_product_fused_attention: expected \[query"):
+        C._scaled_dot_product_fused_attention([q, k], None, False, 1.0)
     with pytest.raises(RuntimeError, match="share their batch dims"):
-        C._scaled_dot_product_attention_cpu([q, ember.randn(3, 6, 4), v], None, False, 1.0)
+        C._scaled_dot_product_fused_attention([q, ember.randn(3, 6, 4), v], None, False, 1.0)
     with pytest.raises(RuntimeError, match=r"key must be \(\.\.\., S, E\)"):
-        C._scaled_dot_product_attention_cpu([q, ember.randn(2, 6, 5), v], None, False, 1.0)
+        C._scaled_dot_product_fused_attention([q, ember.randn(2, 6, 5), v], None, False, 1.0)
     with pytest.raises(RuntimeError, match="does not broadcast"):
-        C._scaled_dot_product_attention_cpu([q, k, v], ember.ones(5, 5, dtype=ember.bool), False,
-                                            1.0)
+        C._scaled_dot_product_fused_attention([q, k, v], ember.ones(5, 5, dtype=ember.bool),
+                                              False, 1.0)
     with pytest.raises(RuntimeError, match="attn_mask must be bool or of the query's dtype"):
-        C._scaled_dot_product_attention_cpu([q, k, v], ember.ones(5, 6, dtype=ember.int64), False,
-                                            1.0)
+        C._scaled_dot_product_fused_attention([q, k, v], ember.ones(5, 6, dtype=ember.int64),
+                                              False, 1.0)
     with pytest.raises(ValueError, match="either attn_mask or is_causal"):
-        C._scaled_dot_product_attention_cpu([q, k, v], ember.ones(5, 6), True, 1.0)
+        C._scaled_dot_product_fused_attention([q, k, v], ember.ones(5, 6), True, 1.0)
     with pytest.raises(TypeError, match="float32 and float64"):
-        C._scaled_dot_product_attention_cpu([q.half(), k.half(), v.half()], None, False, 1.0)
-    out, lse = C._scaled_dot_product_attention_cpu([q, k, v], None, False, 1.0)
+        C._scaled_dot_product_fused_attention([q.half(), k.half(), v.half()], None, False, 1.0)
+    out, lse = C._scaled_dot_product_fused_attention([q, k, v], None, False, 1.0)
     with pytest.raises(RuntimeError, match="expected grad_out and out of shape"):
-        C._scaled_dot_product_attention_cpu_backward(ember.randn(2, 5, 4), q, k, v, None, out,
-                                                     lse, False, 1.0)
+        C._scaled_dot_product_fused_attention_backward(ember.randn(2, 5, 4), q, k, v, None, out,
+                                                       lse, False, 1.0)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -257,7 +257,7 @@ inline Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p)
                   Scalar(scale), Tensor());
 }
 
-// ---- fused attention (_scaled_dot_product_attention_cpu) -----------------------------------
+// ---- fused attention (_scaled_dot_product_fused_attention) ---------------------------------
 
 namespace sdpa_detail {
 // The masked scores scale * q k^T (-inf where a causal or bool mask hides a key), from ops.
@@ -278,24 +278,26 @@ inline Tensor scores(const std::vector<Tensor>& qkv, const Tensor& mask, bool is
 inline Tensor probs(const Tensor& s, const Tensor& lse) {
   const TensorOrScalar zero(Scalar(0.0));
   Tensor l = ops::where(ops::isinf(lse, Tensor()), zero, TensorOrScalar(lse), Tensor());
-  return ops::exp(sub(s, ops::unsqueeze(l, -1)), Tensor());
+  Tensor p = ops::exp(sub(s, ops::unsqueeze(l, -1)), Tensor());
+  // On CUDA the 16-bit floats keep a float32 log-sum-exp: P in the scores' dtype again.
+  return p->dtype() == s->dtype() ? p : ops::_to_dtype(p, s->dtype(), false);
 }
 }  // namespace sdpa_detail
 
-// Gradients of _scaled_dot_product_attention_cpu for [query, key, value]. The fused backward
+// Gradients of _scaled_dot_product_fused_attention for [query, key, value]. The fused backward
 // kernel unless a graph of the gradients is wanted (create_graph, forward AD): then the same
 // formulas from ops, differentiable.
-inline std::vector<Tensor> sdpa_cpu_grads(const Tensor& grad, const std::vector<Tensor>& qkv,
-                                          const Tensor& mask, const Tensor& output,
-                                          const Tensor& lse, bool is_causal, double scale) {
+inline std::vector<Tensor> sdpa_fused_grads(const Tensor& grad, const std::vector<Tensor>& qkv,
+                                            const Tensor& mask, const Tensor& output,
+                                            const Tensor& lse, bool is_causal, double scale) {
   bool graph = grad_enabled() && requires_grad(grad);
   if (grad_enabled())
     for (const Tensor& t : qkv) graph = graph || requires_grad(t);
   const std::vector<Tensor> gv{grad};
   graph = graph || (forward_ad::maybe_active() && forward_ad::wants({}, {&gv, &qkv}));
   if (!graph) {
-    auto r = ops::_scaled_dot_product_attention_cpu_backward(grad, qkv[0], qkv[1], qkv[2], mask,
-                                                             output, lse, is_causal, scale);
+    auto r = ops::_scaled_dot_product_fused_attention_backward(grad, qkv[0], qkv[1], qkv[2],
+                                                               mask, output, lse, is_causal, scale);
     return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
   }
   Tensor p = ops::softmax(sdpa_detail::scores(qkv, mask, is_causal, scale), -1, std::nullopt);
@@ -308,11 +310,11 @@ inline std::vector<Tensor> sdpa_cpu_grads(const Tensor& grad, const std::vector<
   return {gq, gk, gvalue};
 }
 
-// Tangent of _scaled_dot_product_attention_cpu's output: with P the probabilities,
+// Tangent of _scaled_dot_product_fused_attention's output: with P the probabilities,
 // dS = scale (dq k^T + q dk^T), dO = (P (dS - rowsum(P dS))) v + P dv.
-inline Tensor sdpa_cpu_jvp(const std::vector<Tensor>& qkv, const std::vector<Tensor>& qkv_t,
-                           const Tensor& mask, const Tensor& output, const Tensor& lse,
-                           bool is_causal, double scale) {
+inline Tensor sdpa_fused_jvp(const std::vector<Tensor>& qkv, const std::vector<Tensor>& qkv_t,
+                             const Tensor& mask, const Tensor& output, const Tensor& lse,
+                             bool is_causal, double scale) {
   (void)output;
   Tensor p = sdpa_detail::probs(sdpa_detail::scores(qkv, mask, is_causal, scale), lse);
   Tensor ds;

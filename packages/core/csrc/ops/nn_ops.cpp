@@ -650,23 +650,33 @@ Tensor feature_dropout(const Tensor& input, double p, bool train) {
   return mul(input, mask);
 }
 
-// Whether scaled_dot_product_attention runs as the fused CPU kernel (nn_attention.cpp): float32
-// or float64 CPU tensors of the same dims and batch sizes, no dropout, something to attend to,
-// and a mask (if any) that is bool or of the query's dtype, has no autograd history and broadcasts.
+// Whether scaled_dot_product_attention runs as the fused kernel
+// (_scaled_dot_product_fused_attention): q, k, v on one device, CPU (float32 / float64,
+// kernels/cpu/nn_attention.cpp) or CUDA (also float16 / bfloat16, head dims up to 256,
+// cuda/nn_attention.cu), of the same dims and batch sizes; no dropout (the fused kernels draw no
+// randoms: dropout takes the unfused path on both devices), something to attend to, and a mask
+// (if any) on that device that is bool or of the query's dtype, has no autograd history and
+// broadcasts.
 static bool sdpa_fused_ok(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                           double dropout_p) {
   if (dropout_p > 0.0) return false;
   const ScalarType dt = q->dtype();
-  if (dt != ScalarType::Float32 && dt != ScalarType::Float64) return false;
+  const Device dev = q->device();
+  const bool cuda = dev.type == DeviceType::CUDA;
+  if (!dev.is_cpu() && !cuda) return false;
+  if (dt != ScalarType::Float32 && dt != ScalarType::Float64 &&
+      !(cuda && (dt == ScalarType::Float16 || dt == ScalarType::BFloat16)))
+    return false;
   if (k->dtype() != dt || v->dtype() != dt) return false;
-  if (!q->device().is_cpu() || !k->device().is_cpu() || !v->device().is_cpu()) return false;
+  if (k->device() != dev || v->device() != dev) return false;
   const int64_t d = q->dim();
   if (k->dim() != d || v->dim() != d) return false;
   for (int64_t i = 0; i < d - 2; ++i)
     if (k->size(i) != q->size(i) || v->size(i) != q->size(i)) return false;
   if (q->numel() == 0 || k->numel() == 0 || v->numel() == 0) return false;
+  if (cuda && (q->size(d - 1) > 256 || v->size(d - 1) > 256)) return false;
   if (mask) {
-    if (!mask->device().is_cpu() || mask->autograd_meta())
+    if (mask->device() != dev || mask->autograd_meta())
       return false;  // a mask with history keeps its gradient
     if (mask->dtype() != ScalarType::Bool && mask->dtype() != dt) return false;
     if (mask->dim() > d) return false;
@@ -721,7 +731,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(E));
   if (sdpa_fused_ok(query, k, v, attn_mask, dropout_p))
     return std::get<0>(
-        ops::_scaled_dot_product_attention_cpu({query, k, v}, attn_mask, is_causal, sc));
+        ops::_scaled_dot_product_fused_attention({query, k, v}, attn_mask, is_causal, sc));
   Tensor scores = mul(ops::matmul(query, ops::transpose(k, -2, -1)), Scalar(sc));
   const TensorOrScalar neg_inf(Scalar(-std::numeric_limits<double>::infinity()));
   if (is_causal) {

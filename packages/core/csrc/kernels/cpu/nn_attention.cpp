@@ -340,10 +340,10 @@ void backward(const Attn& a, const T* go, const T* q, const T* k, const T* v, co
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> _scaled_dot_product_attention_cpu(const std::vector<Tensor>& qkv,
-                                                             const Tensor& attn_mask,
-                                                             bool is_causal, double scale) {
-  const char* op = "_scaled_dot_product_attention_cpu";
+std::tuple<Tensor, Tensor> _scaled_dot_product_fused_attention(const std::vector<Tensor>& qkv,
+                                                               const Tensor& attn_mask,
+                                                               bool is_causal, double scale) {
+  const char* op = "_scaled_dot_product_fused_attention";
   EMBER_CHECK(qkv.size() == 3, op, ": expected [query, key, value], got ", qkv.size(), " tensors");
   Tensor q = qkv[0], k = qkv[1], v = qkv[2], mask = attn_mask;
   const Attn a = plan(op, q, k, v, mask, is_causal, scale);
@@ -363,11 +363,11 @@ std::tuple<Tensor, Tensor> _scaled_dot_product_attention_cpu(const std::vector<T
   return {out, lse};
 }
 
-std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_attention_cpu_backward(
+std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
     const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
     const Tensor& attn_mask, const Tensor& out, const Tensor& logsumexp, bool is_causal,
     double scale) {
-  const char* op = "_scaled_dot_product_attention_cpu_backward";
+  const char* op = "_scaled_dot_product_fused_attention_backward";
   Tensor q = query, k = key, v = value, mask = attn_mask;
   const Attn a = plan(op, q, k, v, mask, is_causal, scale);
   DimVector osz = q->sizes(), lsz = q->sizes();

@@ -1,0 +1,398 @@
+"""The fused CUDA attention (csrc/cuda/nn_attention.cu): _scaled_dot_product_fused_attention and
+its backward on CUDA tensors against the CPU fused op (float32 / float64, the same op on the CPU
+copies) and against a float64 NumPy evaluation of the math path (softmax(q k^T * scale + mask) v
+and its gradients), through the raw ops and through F.scaled_dot_product_attention's autograd.
+
+Covered: head dims 3 to 256 (every template bucket and the odd widths), L != S both ways, causal
+with L < S and L > S, bool and additive masks broadcast from (L, S), (B, 1, L, S) and (H, 1, S),
+-inf in additive masks, rows whose every key is masked (output 0, logsumexp -inf, finite
+gradients), GQA (enable_gqa), non-contiguous q / k / v (heads split off a packed projection and
+transposed; a key whose last dim is strided), float16 / bfloat16 against float32 math (loose
+tolerances; the logsumexp is float32), determinism of the backward, the dispatch (which calls
+take the fused op), argument errors, and L = 4096 within a small fraction of the memory the
+(L, S) scores would take. Skipped without a CUDA device; EMBER_TEST_SDPA_DEVICE=cpu runs the same
+comparisons CPU against CPU (a dry run of the test logic on a machine without a GPU: the cases
+that need the CUDA kernels themselves are skipped)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import ember
+import ember.nn.functional as F
+import numpy as np
+import pytest
+from core_helpers import to_np
+
+DEV = os.environ.get("EMBER_TEST_SDPA_DEVICE", "cuda")
+ON_CUDA = DEV == "cuda"
+pytestmark = pytest.mark.skipif(ON_CUDA and not ember.cuda.is_available(),
+                                reason="needs a CUDA device")
+needs_cuda = pytest.mark.skipif(not ON_CUDA, reason="checks the CUDA kernels themselves")
+
+C = ember._C
+FUSED = "aten::_scaled_dot_product_fused_attention"
+# Tolerances relative to the largest magnitude of the reference (sums in another order).
+TOL = {"float64": 1e-10, "float32": 3e-5, "float16": 1.5e-2, "bfloat16": 5e-2}
+EDT = {"float64": ember.float64, "float32": ember.float32, "float16": ember.float16,
+       "bfloat16": ember.bfloat16}
+
+
+def arr(shape, seed, scale=1.0):
+    return np.random.default_rng(seed).standard_normal(shape) * scale
+
+
+def et(a, dtype, grad=False):
+    """A CPU ember tensor of `dtype` holding the float64 array a (rounded to dtype)."""
+    t = ember.tensor(np.asarray(a, dtype=np.float64))
+    if dtype != "float64":
+        t = t.to(ember.float32).to(EDT[dtype])
+    return t.requires_grad_(grad) if grad else t
+
+
+def npv(t):
+    """t's values as a float64 (floating dtypes) NumPy array, from any device."""
+    return to_np(t.detach().cpu() if isinstance(t, ember.Tensor) else t)
+
+
+def dev(t):
+    return t.to(DEV) if isinstance(t, ember.Tensor) else t
+
+
+def close(actual, ref, dtype, what=""):
+    a, r = npv(actual), np.asarray(ref, dtype=np.float64)
+    assert a.shape == r.shape, (what, a.shape, r.shape)
+    fin = np.isfinite(r)
+    assert np.array_equal(np.isfinite(a), fin), f"{what}: non-finite entries differ"
+    if not fin.any():
+        return
+    scale = max(1.0, float(np.abs(r[fin]).max()))
+    np.testing.assert_allclose(a[fin], r[fin], rtol=TOL[dtype], atol=TOL[dtype] * scale,
+                               err_msg=what)
+
+
+# ---- the float64 reference (the math path, in NumPy) --------------------------------------------
+
+def ref_attention(q, k, v, mask=None, causal=False, scale=None, dout=None):
+    """(out, lse, grads) of softmax(q k^T * scale + mask) v over float64 arrays (..., L, E),
+    (..., S, E), (..., S, Ev); rows whose every key is masked give 0 and lse -inf. grads is
+    (dq, dk, dv) for the output gradient dout (None without one)."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((L, S), dtype=bool)), s, -np.inf)
+    elif mask is not None and mask.dtype == bool:
+        s = np.where(mask, s, -np.inf)
+    elif mask is not None:
+        s = s + mask
+    m = s.max(-1, keepdims=True)
+    none = m == -np.inf
+    shift = np.where(none, 0.0, m)
+    e = np.exp(s - shift)
+    tot = e.sum(-1, keepdims=True)
+    p = np.where(none, 0.0, e / np.where(tot == 0, 1.0, tot))
+    out = p @ v
+    lse = np.where(none, -np.inf, shift + np.log(np.where(tot == 0, 1.0, tot)))[..., 0]
+    if dout is None:
+        return out, lse, None
+    dout = np.asarray(dout, dtype=np.float64)
+    dv = np.swapaxes(p, -1, -2) @ dout
+    dp = dout @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True))
+    dq = ds @ k * scale
+    dk = np.swapaxes(ds, -1, -2) @ q * scale
+    return out, lse, (dq, dk, dv)
+
+
+def rounded(a, dtype):
+    """a as the float64 values a tensor of dtype holds."""
+    return npv(et(a, dtype))
+
+
+# ---- the raw ops against the CPU fused op and the reference --------------------------------------
+
+SHAPES = [  # (B, H, L, S, E, Ev)
+    (2, 3, 5, 5, 4, 4),
+    (1, 1, 1, 1, 3, 2),
+    (3, 2, 17, 17, 8, 5),
+    (1, 2, 33, 47, 16, 16),
+    (2, 1, 70, 45, 64, 64),
+    (1, 2, 31, 64, 80, 80),
+    (1, 1, 40, 40, 128, 96),
+    (1, 1, 20, 36, 256, 256),
+    (1, 1, 37, 29, 200, 33),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_fused_op_matches_cpu_and_reference(dtype, causal, shape):
+    B, H, L, S, E, Ev = shape
+    scale = 0.9 / math.sqrt(E)
+    q, k, v = arr((B, H, L, E), 1), arr((B, H, S, E), 2), arr((B, H, S, Ev), 3)
+    g = arr((B, H, L, Ev), 4)
+    qc, kc, vc, gc = (et(x, dtype) for x in (q, k, v, g))
+    out, lse = C._scaled_dot_product_fused_attention([dev(qc), dev(kc), dev(vc)], None, causal,
+                                                    scale)
+    assert out.device.type == DEV and out.dtype == EDT[dtype] and lse.dtype == EDT[dtype]
+    cout, clse = C._scaled_dot_product_fused_attention([qc, kc, vc], None, causal, scale)
+    close(out, npv(cout), dtype, "out vs CPU")
+    close(lse, npv(clse), dtype, "lse vs CPU")
+    r_out, r_lse, r_grads = ref_attention(q, k, v, causal=causal, scale=scale, dout=g)
+    close(out, r_out, dtype, "out vs math")
+    close(lse, r_lse, dtype, "lse vs math")
+    grads = C._scaled_dot_product_fused_attention_backward(
+        dev(gc), dev(qc), dev(kc), dev(vc), None, out, lse, causal, scale)
+    cgrads = C._scaled_dot_product_fused_attention_backward(gc, qc, kc, vc, None, cout, clse,
+                                                           causal, scale)
+    for name, a, c, r in zip("qkv", grads, cgrads, r_grads):
+        assert a.shape == c.shape and a.dtype == EDT[dtype]
+        close(a, npv(c), dtype, f"d{name} vs CPU")
+        close(a, r, dtype, f"d{name} vs math")
+
+
+def autograd_check(dtype, qs, ks, vs, mask=None, seed=0, make=None, ref_dtype=None, **kw):
+    """F.scaled_dot_product_attention on the device (forward and q/k/v gradients) against the
+    float64 reference of the same (rounded) values; make(t) builds each device operand from a
+    leaf (strided layouts). Returns the device output."""
+    make = make or (lambda t: t)
+    q, k, v = arr(qs, seed), arr(ks, seed + 1), arr(vs, seed + 2)
+    q, k, v = (rounded(x, dtype) for x in (q, k, v))
+    leaves = [dev(et(x, dtype)).requires_grad_() for x in (q, k, v)]
+    em = None if mask is None else dev(et(mask, dtype) if mask.dtype != bool else
+                                       ember.tensor(mask))
+    out = F.scaled_dot_product_attention(*(make(t) for t in leaves), attn_mask=em, **kw)
+    g = rounded(arr(tuple(out.shape), seed + 3), dtype)
+    out.backward(dev(et(g, dtype)))
+    rq, rk, rv = q, k, v
+    if kw.get("enable_gqa") and qs[-3] != ks[-3]:
+        rep = qs[-3] // ks[-3]
+        rk, rv = np.repeat(k, rep, axis=-3), np.repeat(v, rep, axis=-3)
+    rmask = mask if mask is None or mask.dtype == bool else rounded(mask, dtype)
+    r_out, _, (dq, dk, dv) = ref_attention(rq, rk, rv, mask=rmask, causal=kw.get("is_causal",
+                                                                                  False),
+                                           scale=kw.get("scale"), dout=g)
+    if rk is not k:
+        rep = qs[-3] // ks[-3]
+        dk = dk.reshape(dk.shape[:-3] + (ks[-3], rep) + dk.shape[-2:]).sum(-3)
+        dv = dv.reshape(dv.shape[:-3] + (ks[-3], rep) + dv.shape[-2:]).sum(-3)
+    tol_dtype = ref_dtype or dtype
+    close(out, r_out, tol_dtype, "out")
+    for name, t, r in zip("qkv", leaves, (dq, dk, dv)):
+        close(t.grad, r, tol_dtype, f"d{name}")
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("L,S", [(31, 64), (70, 45), (1, 9), (9, 1)])
+def test_causal_l_ne_s(dtype, L, S):
+    autograd_check(dtype, (2, 2, L, 16), (2, 2, S, 16), (2, 2, S, 12), is_causal=True)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_masks(dtype):
+    rng = np.random.default_rng(7)
+    keep = rng.uniform(size=(37, 40)) > 0.4
+    keep[:, 0] = True
+    autograd_check(dtype, (2, 3, 37, 8), (2, 3, 40, 8), (2, 3, 40, 6), mask=keep)
+    keep4 = rng.uniform(size=(2, 1, 37, 40)) > 0.5
+    keep4[..., 3] = True
+    autograd_check(dtype, (2, 3, 37, 8), (2, 3, 40, 8), (2, 3, 40, 6), mask=keep4)
+    add = rng.standard_normal((3, 1, 40))
+    autograd_check(dtype, (2, 3, 37, 64), (2, 3, 40, 64), (2, 3, 40, 64), mask=add, scale=0.3)
+    add_inf = rng.standard_normal((37, 40))
+    add_inf[rng.uniform(size=(37, 40)) > 0.7] = -np.inf
+    add_inf[:, 5] = 0.0
+    autograd_check(dtype, (2, 37, 8), (2, 40, 8), (2, 40, 6), mask=add_inf)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_fully_masked_rows(dtype, kind):
+    keep = np.ones((6, 40), dtype=bool)
+    keep[2] = False
+    keep[5, 33:] = False
+    mask = keep if kind == "bool" else np.where(keep, 0.0, -np.inf)
+    q, k, v = arr((2, 6, 4), 0), arr((2, 40, 4), 1), arr((2, 40, 4), 2)
+    qd, kd, vd = (dev(et(x, dtype)) for x in (q, k, v))
+    md = dev(ember.tensor(mask) if kind == "bool" else et(mask, dtype))
+    out, lse = C._scaled_dot_product_fused_attention([qd, kd, vd], md, False, 0.5)
+    on, ln = npv(out), npv(lse)
+    assert np.all(on[:, 2] == 0) and np.all(np.isfinite(on))
+    assert np.all(ln[:, 2] == -np.inf) and np.all(np.isfinite(np.delete(ln, 2, axis=1)))
+    r_out, r_lse, _ = ref_attention(rounded(q, dtype), rounded(k, dtype), rounded(v, dtype),
+                                    mask=mask if kind == "bool" else mask, scale=0.5)
+    close(out, r_out, dtype, "out")
+    close(lse, r_lse, dtype, "lse")
+    g = dev(et(arr((2, 6, 4), 3), dtype))
+    grads = C._scaled_dot_product_fused_attention_backward(g, qd, kd, vd, md, out, lse, False, 0.5)
+    for t in grads:
+        assert np.all(np.isfinite(npv(t)))
+    assert np.all(npv(grads[0])[:, 2] == 0)
+    # Through autograd as well.
+    autograd_check(dtype, (2, 6, 4), (2, 40, 4), (2, 40, 4), mask=mask)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_gqa(dtype):
+    autograd_check(dtype, (2, 8, 19, 16), (2, 2, 23, 16), (2, 2, 23, 16), enable_gqa=True)
+    autograd_check(dtype, (1, 6, 40, 32), (1, 3, 40, 32), (1, 3, 40, 8), enable_gqa=True,
+                   is_causal=True)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_non_contiguous(dtype):
+    b, L, h, e = 2, 45, 3, 16
+
+    def split(t):  # (b, L, h*e) -> (b, h, L, e), a transposed view
+        return t.reshape(b, L, h, e).transpose(1, 2)
+    autograd_check(dtype, (b, L, h * e), (b, L, h * e), (b, L, h * e), make=split,
+                   is_causal=True)
+
+    # The key stored as (b, h, e, L): its last dim has stride L.
+    def key_t(t):
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    autograd_check(dtype, (b, h, L, e), (b, h, L, e), (b, h, L, e), make=key_t)
+    # A 5-D problem whose batch dims do not coalesce (a permuted view).
+    def perm(t):
+        return t.permute(1, 0, 2, 3, 4).contiguous().permute(1, 0, 2, 3, 4)
+    autograd_check(dtype, (2, 3, 2, 9, 8), (2, 3, 2, 11, 8), (2, 3, 2, 11, 8), make=perm)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("E", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_half_precision(dtype, E, causal):
+    # The 16-bit inputs' float64 values are the reference's: what remains is float32 math and
+    # the 16-bit rounding of the outputs and gradients.
+    out = autograd_check(dtype, (2, 4, 77, E), (2, 4, 77, E), (2, 4, 77, E), is_causal=causal)
+    assert out.dtype == EDT[dtype]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_raw_op(dtype):
+    q, k, v = arr((1, 2, 50, 96), 0), arr((1, 2, 70, 96), 1), arr((1, 2, 70, 40), 2)
+    keep = np.random.default_rng(3).uniform(size=(50, 70)) > 0.3
+    keep[:, 0] = True
+    keep[7] = False
+    qd, kd, vd = (dev(et(x, dtype)) for x in (q, k, v))
+    out, lse = C._scaled_dot_product_fused_attention([qd, kd, vd], dev(ember.tensor(keep)), False,
+                                                    0.1)
+    assert out.dtype == EDT[dtype] and lse.dtype == ember.float32
+    r_out, r_lse, _ = ref_attention(*(rounded(x, dtype) for x in (q, k, v)), mask=keep, scale=0.1)
+    close(out, r_out, dtype, "out")
+    close(lse, r_lse, "float32", "lse")  # float32 statistics of 16-bit scores
+    assert np.all(npv(out)[0, :, 7] == 0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_additive_mask(dtype):
+    add = np.random.default_rng(5).standard_normal((1, 60)) * 0.5
+    autograd_check(dtype, (3, 20, 32), (3, 60, 32), (3, 60, 32), mask=add)
+
+
+@needs_cuda
+def test_backward_deterministic():
+    q = dev(et(arr((2, 4, 150, 64), 0), "float32")).requires_grad_()
+    k = dev(et(arr((2, 4, 170, 64), 1), "float32")).requires_grad_()
+    v = dev(et(arr((2, 4, 170, 64), 2), "float32")).requires_grad_()
+    g = dev(et(arr((2, 4, 150, 64), 3), "float32"))
+    runs = []
+    for _ in range(2):
+        for t in (q, k, v):
+            t.grad = None
+        F.scaled_dot_product_attention(q, k, v).backward(g)
+        runs.append([npv(t.grad) for t in (q, k, v)])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
+def _ops_run(fn):
+    with ember.profiler.profile() as p:
+        fn()
+    return {e.key for e in p.key_averages()}
+
+
+@needs_cuda
+def test_dispatch():
+    q = dev(et(arr((2, 3, 8, 16), 0), "float32")).requires_grad_()
+    ran = _ops_run(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True).sum()
+                   .backward())
+    assert FUSED in ran and FUSED + "_backward" in ran
+    h = q.detach().half()
+    assert FUSED in _ops_run(lambda: F.scaled_dot_product_attention(h, h, h))
+    b = q.detach().to(ember.bfloat16)
+    assert FUSED in _ops_run(lambda: F.scaled_dot_product_attention(b, b, b))
+    # Dropout, a mask with history and head dims past 256 take the unfused path (and work).
+    assert FUSED not in _ops_run(lambda: F.scaled_dot_product_attention(q, q, q, dropout_p=0.5))
+    m = dev(ember.zeros(8, 8)).requires_grad_()
+    ran = _ops_run(lambda: F.scaled_dot_product_attention(q, q, q, attn_mask=m).sum().backward())
+    assert FUSED not in ran and m.grad is not None
+    w = dev(et(arr((1, 5, 300), 1), "float32"))
+    ran = _ops_run(lambda: F.scaled_dot_product_attention(w, w, w))
+    assert FUSED not in ran
+    r_out, _, _ = ref_attention(*(npv(w),) * 3)
+    close(F.scaled_dot_product_attention(w, w, w), r_out, "float32", "E=300 (unfused)")
+
+
+@needs_cuda
+def test_op_errors():
+    q, k, v = (dev(ember.randn(*s)) for s in ((2, 5, 4), (2, 6, 4), (2, 6, 3)))
+    op, bwd = C._scaled_dot_product_fused_attention, C._scaled_dot_product_fused_attention_backward
+    with pytest.raises(RuntimeError, match=r"_scaled_dot_product_fused_attention: expected \[q"):
+        op([q, k], None, False, 1.0)
+    with pytest.raises(RuntimeError, match="share their batch dims"):
+        op([q, dev(ember.randn(3, 6, 4)), v], None, False, 1.0)
+    with pytest.raises(RuntimeError, match=r"key must be \(\.\.\., S, E\)"):
+        op([q, dev(ember.randn(2, 6, 5)), v], None, False, 1.0)
+    with pytest.raises(RuntimeError, match="does not broadcast"):
+        op([q, k, v], dev(ember.ones(5, 5, dtype=ember.bool)), False, 1.0)
+    with pytest.raises(RuntimeError, match="attn_mask must be bool or of the query's dtype"):
+        op([q, k, v], dev(ember.ones(5, 6, dtype=ember.int64)), False, 1.0)
+    with pytest.raises(ValueError, match="either attn_mask or is_causal"):
+        op([q, k, v], dev(ember.ones(5, 6)), True, 1.0)
+    with pytest.raises(RuntimeError, match="head dims up to 256"):
+        w = dev(ember.randn(2, 5, 257))
+        op([w, w, w], None, False, 1.0)
+    with pytest.raises(TypeError, match="float16, bfloat16, float32 or float64"):
+        i = dev(ember.ones(2, 5, 4, dtype=ember.int32))
+        op([i, i, i], None, False, 1.0)
+    with pytest.raises(RuntimeError, match="CUDA"):
+        op([q, k.cpu(), v], None, False, 1.0)
+    out, lse = op([q, k, v], None, False, 1.0)
+    with pytest.raises(RuntimeError, match="expected grad_out and out of shape"):
+        bwd(dev(ember.randn(2, 5, 4)), q, k, v, None, out, lse, False, 1.0)
+
+
+@needs_cuda
+@pytest.mark.parametrize("causal", [False, True])
+def test_long_sequence_memory(causal):
+    # L = S = 4096 on 2 heads: the scores would take 2 * 4096 * 4096 * 4 bytes = 128 MiB; forward
+    # and backward together must stay under a quarter of one head's worth.
+    B, H, L, E = 1, 2, 4096, 64
+    x = [dev(et(arr((B, H, L, E), s), "float32")).requires_grad_() for s in range(3)]
+    g = dev(et(arr((B, H, L, E), 3), "float32"))
+    ember.cuda.synchronize()
+    base = ember.cuda.memory_allocated()
+    ember.cuda.reset_peak_memory_stats()
+    out = F.scaled_dot_product_attention(*x, is_causal=causal)
+    out.backward(g)
+    ember.cuda.synchronize()
+    peak = ember.cuda.max_memory_allocated() - base
+    assert peak < L * L * 4 // 4, f"peak {peak} bytes over the inputs"
+    # A sample of rows against the reference (the whole problem in float64 NumPy is too big).
+    rows = np.array([0, 1, 31, 32, 33, 1000, 2047, 4095])
+    q, k, v = (npv(t) for t in x)
+    if causal:
+        r_out = np.concatenate([ref_attention(q[..., i:i + 1, :], k[..., :i + 1, :],
+                                              v[..., :i + 1, :])[0] for i in rows], axis=-2)
+    else:
+        r_out = ref_attention(q[..., rows, :], k, v)[0]
+    close(npv(out)[..., rows, :], r_out, "float32", "out rows")
+    for t in x:
+        assert np.all(np.isfinite(npv(t.grad)))
