@@ -157,15 +157,15 @@ def test_fused_op_matches_cpu_and_reference(dtype, causal, shape):
 
 def autograd_check(dtype, qs, ks, vs, mask=None, seed=0, make=None, ref_dtype=None, **kw):
     """F.scaled_dot_product_attention on the device (forward and q/k/v gradients) against the
-    float64 reference of the same (rounded) values; make(t) builds each device operand from a
-    leaf (strided layouts). Returns the device output."""
+    float64 reference of the same (rounded) values; make(t) gives a tensor of t's values in
+    another layout (a non-contiguous view), which becomes the leaf. Returns the device output."""
     make = make or (lambda t: t)
     q, k, v = arr(qs, seed), arr(ks, seed + 1), arr(vs, seed + 2)
     q, k, v = (rounded(x, dtype) for x in (q, k, v))
-    leaves = [dev(et(x, dtype)).requires_grad_() for x in (q, k, v)]
+    leaves = [make(dev(et(x, dtype))).detach().requires_grad_() for x in (q, k, v)]
     em = None if mask is None else dev(et(mask, dtype) if mask.dtype != bool else
                                        ember.tensor(mask))
-    out = F.scaled_dot_product_attention(*(make(t) for t in leaves), attn_mask=em, **kw)
+    out = F.scaled_dot_product_attention(*leaves, attn_mask=em, **kw)
     g = rounded(arr(tuple(out.shape), seed + 3), dtype)
     out.backward(dev(et(g, dtype)))
     rq, rk, rv = q, k, v
@@ -244,23 +244,36 @@ def test_gqa(dtype):
                    is_causal=True)
 
 
+def _strided(make, dtype, *shapes, **kw):
+    """autograd_check with operands laid out by make, checked to be non-contiguous."""
+    probe = make(dev(et(arr(shapes[0], 9), dtype)))
+    assert not probe.is_contiguous() and probe.shape == shapes[0]
+    autograd_check(dtype, *shapes, make=make, **kw)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_non_contiguous(dtype):
     b, L, h, e = 2, 45, 3, 16
 
-    def split(t):  # (b, L, h*e) -> (b, h, L, e), a transposed view
-        return t.reshape(b, L, h, e).transpose(1, 2)
-    autograd_check(dtype, (b, L, h * e), (b, L, h * e), (b, L, h * e), make=split,
-                   is_causal=True)
+    def split(t):  # (b, h, L, e) values as heads split off a packed (b, L, h * e) projection
+        return t.transpose(1, 2).contiguous().reshape(b, L, h * e).reshape(b, L, h, e) \
+            .transpose(1, 2)
+    _strided(split, dtype, (b, h, L, e), (b, h, L, e), (b, h, L, e), is_causal=True)
 
-    # The key stored as (b, h, e, L): its last dim has stride L.
-    def key_t(t):
+    def cols(t):  # stored transposed: the last dim has stride L
         return t.transpose(-1, -2).contiguous().transpose(-1, -2)
-    autograd_check(dtype, (b, h, L, e), (b, h, L, e), (b, h, L, e), make=key_t)
-    # A 5-D problem whose batch dims do not coalesce (a permuted view).
-    def perm(t):
+    _strided(cols, dtype, (b, h, L, e), (b, h, 50, e), (b, h, 50, 8))
+
+    def perm(t):  # batch dims that do not coalesce
         return t.permute(1, 0, 2, 3, 4).contiguous().permute(1, 0, 2, 3, 4)
-    autograd_check(dtype, (2, 3, 2, 9, 8), (2, 3, 2, 11, 8), (2, 3, 2, 11, 8), make=perm)
+    _strided(perm, dtype, (2, 3, 2, 9, 8), (2, 3, 2, 11, 8), (2, 3, 2, 11, 8))
+
+    def many(t):  # nine batch dims with reversed strides: more than the kernels take (a copy)
+        nb = t.dim() - 2
+        order = list(range(nb))[::-1] + [nb, nb + 1]
+        return t.permute(*order).contiguous().permute(*order)
+    shape = (2,) * 9
+    _strided(many, dtype, shape + (3, 4), shape + (5, 4), shape + (5, 4), is_causal=True)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

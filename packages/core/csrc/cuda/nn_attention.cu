@@ -655,7 +655,7 @@ std::tuple<Tensor, Tensor> _scaled_dot_product_fused_attention(const std::vector
       const size_t bytes = forward_smem(p, sizeof(A));
       allow_smem(&sdpa_forward_kernel<T, NH>, bytes, p, q, op);
       sdpa_forward_kernel<T, NH><<<grid_for(p.B, p.L, op), kThreads, bytes, st>>>(
-          p, out->data_as<T>(), static_cast<A*>(lse->data()));
+          p, out->data_as<T>(), lse->data_as<A>());
       check_launch(op);
     });
   });
@@ -705,10 +705,10 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
     using A = dev_opmath_t<T>;
     const int64_t rows = p.B * p.L;
     sdpa_rowdot_kernel<T><<<blocks_for(rows * 32), kBlockSize, 0, st>>>(
-        go->data_as<T>(), o->data_as<T>(), static_cast<A*>(dsum->data()), rows, p.Ev);
+        go->data_as<T>(), o->data_as<T>(), dsum->data_as<A>(), rows, p.Ev);
     check_launch(op);
-    const Saved<T> sv{go->data_as<T>(), static_cast<const A*>(l->data()),
-                      static_cast<const A*>(dsum->data())};
+    const Saved<T> sv{go->data_as<T>(), l->data_as<A>(),
+                      dsum->data_as<A>()};
     with_head_bucket(std::max(p.E, p.Ev), [&](auto nh) {
       constexpr int NH = decltype(nh)::value;
       const size_t qbytes = grad_q_smem(p, sizeof(A));
