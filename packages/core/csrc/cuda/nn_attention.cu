@@ -13,8 +13,9 @@
 // query tiles (lane j: query j of the tile), and dQ by a block per tile of kRows queries walking
 // the key tiles, each recomputing P = exp(scale q k^T + mask - lse) and dS = P (dO v^T - D). No
 // atomics: every gradient element is written once, by one thread (deterministic).
-// q, k, v and the mask are read through their strides (the batch dims coalesced, up to
-// kMaxBatchDims of them), so transposed views and broadcast masks are never copied.
+// Argument checks: kernels/attention_rules.h (the CPU kernel's). q, k, v and the mask are read
+// through their strides (the batch dims coalesced, up to kMaxBatchDims of them), so transposed
+// views and broadcast masks are never copied.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
 #include "cuda/nn_common.cuh"
+#include "kernels/attention_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
 
@@ -546,20 +548,16 @@ unsigned grid_for(int64_t B, int64_t n, const char* op) {
   return static_cast<unsigned>(blocks);
 }
 
-// Validates the arguments (the CPU kernel's checks and messages) and lays out the problem; q, k,
-// v and mask may be replaced (mask by its expansion to (..., L, S), any of them by a contiguous
-// copy when their batch dims do not coalesce).
+// Validates the arguments (attention_rules.h, then what the CUDA kernels take: the floating
+// dtypes, head dims up to kMaxHead) and lays out the problem; mask becomes its expansion to
+// (..., L, S).
 Problem plan(const char* op, Tensor& q, Tensor& k, Tensor& v, Tensor& mask, bool is_causal,
              double scale) {
   ix::check_cuda(q, op, "query");
   nnk::check_device(q, k, op, "key");
   nnk::check_device(q, v, op, "value");
   nnk::check_device(q, mask, op, "attn_mask");
-  EMBER_CHECK(q->dim() >= 2 && k->dim() == q->dim() && v->dim() == q->dim(), op,
-              ": expected query, key and value of the same number of dims (at least 2), got ",
-              shape_str(q->sizes()), ", ", shape_str(k->sizes()), " and ", shape_str(v->sizes()));
-  EMBER_CHECK(k->dtype() == q->dtype() && v->dtype() == q->dtype(), op,
-              ": query, key and value must share a dtype");
+  const nn::AttentionDims a = nn::check_attention(op, q, k, v, mask, is_causal);
   const ScalarType dt = q->dtype();
   EMBER_CHECK_KIND(dt == ScalarType::Float32 || dt == ScalarType::Float64 ||
                        dt == ScalarType::Float16 || dt == ScalarType::BFloat16,
@@ -567,44 +565,17 @@ Problem plan(const char* op, Tensor& q, Tensor& k, Tensor& v, Tensor& mask, bool
                    ": expected float16, bfloat16, float32 or float64 query, key and value on "
                    "CUDA, got ",
                    dtype_name(dt));
-  const int64_t d = q->dim();
-  for (int64_t i = 0; i < d - 2; ++i)
-    EMBER_CHECK(k->size(i) == q->size(i) && v->size(i) == q->size(i), op,
-                ": query, key and value must share their batch dims, got ", shape_str(q->sizes()),
-                ", ", shape_str(k->sizes()), " and ", shape_str(v->sizes()));
+  EMBER_CHECK(a.E <= kMaxHead && a.Ev <= kMaxHead, op, ": the CUDA kernels take head dims up to ",
+              kMaxHead, ", got E=", a.E, " and Ev=", a.Ev);
   Problem p;
-  p.L = q->size(d - 2);
-  p.S = k->size(d - 2);
-  const int64_t E = q->size(d - 1), Ev = v->size(d - 1);
-  EMBER_CHECK(k->size(d - 1) == E && v->size(d - 2) == p.S, op,
-              ": key must be (..., S, E) and value (..., S, Ev) for query (..., L, E), got ",
-              shape_str(q->sizes()), ", ", shape_str(k->sizes()), " and ", shape_str(v->sizes()));
-  EMBER_CHECK_KIND(!(is_causal && mask), Value, op,
-                   ": pass either attn_mask or is_causal=True, not both");
-  EMBER_CHECK(E <= kMaxHead && Ev <= kMaxHead, op, ": the CUDA kernels take head dims up to ",
-              kMaxHead, ", got E=", E, " and Ev=", Ev);
-  p.E = static_cast<int>(E);
-  p.Ev = static_cast<int>(Ev);
-  p.B = 1;
-  for (int64_t i = 0; i < d - 2; ++i) p.B *= q->size(i);
+  p.B = a.B;
+  p.L = a.L;
+  p.S = a.S;
+  p.E = static_cast<int>(a.E);
+  p.Ev = static_cast<int>(a.Ev);
   p.causal = is_causal;
   p.scale = scale;
-  if (mask) {
-    EMBER_CHECK(mask->dtype() == ScalarType::Bool || mask->dtype() == dt, op,
-                ": attn_mask must be bool or of the query's dtype (", dtype_name(dt), "), got ",
-                dtype_name(mask->dtype()));
-    DimVector full = q->sizes();
-    full[d - 1] = p.S;
-    EMBER_CHECK(mask->dim() <= d, op, ": attn_mask of shape ", shape_str(mask->sizes()),
-                " does not broadcast to ", shape_str(full));
-    for (int64_t i = 0; i < mask->dim(); ++i) {
-      const int64_t ms = mask->size(mask->dim() - 1 - i), fs = full[d - 1 - i];
-      EMBER_CHECK(ms == fs || ms == 1, op, ": attn_mask of shape ", shape_str(mask->sizes()),
-                  " does not broadcast to ", shape_str(full));
-    }
-    mask = dispatch::expand(mask, full);
-    p.mask_kind = mask->dtype() == ScalarType::Bool ? kBoolMask : kAddMask;
-  }
+  if (mask) p.mask_kind = mask->dtype() == ScalarType::Bool ? kBoolMask : kAddMask;
   return p;
 }
 
@@ -637,12 +608,10 @@ std::tuple<Tensor, Tensor> _scaled_dot_product_fused_attention(const std::vector
   Tensor q = qkv[0], k = qkv[1], v = qkv[2], mask = attn_mask;
   Problem p = plan(op, q, k, v, mask, is_causal, scale);
   DeviceGuard guard(ix::device_index(q));
-  DimVector osz = q->sizes(), lsz = q->sizes();
-  osz[osz.size() - 1] = p.Ev;
-  lsz.pop_back();
+  const nn::AttentionDims dims{p.B, p.L, p.S, p.E, p.Ev};
   const ScalarType dt = q->dtype();
-  Tensor out = empty(osz, dt, q->device());
-  Tensor lse = empty(lsz, acc_dtype(dt), q->device());
+  Tensor out = empty(nn::attention_out_shape(q, dims), dt, q->device());
+  Tensor lse = empty(nn::attention_lse_shape(q), acc_dtype(dt), q->device());
   if (out->numel() == 0) return {out, lse};
   EMBER_CHECK(p.S > 0, op, ": expected at least one key");
   make_views(p, q, k, v, mask, op);
@@ -672,13 +641,7 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
   nnk::check_device(q, grad_out, op, "grad_out");
   nnk::check_device(q, out, op, "out");
   nnk::check_device(q, logsumexp, op, "logsumexp");
-  DimVector osz = q->sizes(), lsz = q->sizes();
-  osz[osz.size() - 1] = p.Ev;
-  lsz.pop_back();
-  EMBER_CHECK(grad_out->sizes() == osz && out->sizes() == osz && logsumexp->sizes() == lsz, op,
-              ": expected grad_out and out of shape ", shape_str(osz), " and logsumexp of ",
-              shape_str(lsz), ", got ", shape_str(grad_out->sizes()), ", ", shape_str(out->sizes()),
-              " and ", shape_str(logsumexp->sizes()));
+  nn::check_attention_saved(op, q, {p.B, p.L, p.S, p.E, p.Ev}, grad_out, out, logsumexp);
   EMBER_CHECK_KIND(is_floating(grad_out->dtype()) && is_floating(out->dtype()) &&
                        is_floating(logsumexp->dtype()),
                    Type, op, ": expected floating-point grad_out, out and logsumexp, got ",
@@ -697,7 +660,7 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
   }
   Tensor go = nnk::contig(grad_out, dt, op), o = nnk::contig(out, dt, op);
   Tensor l = nnk::contig(logsumexp, at, op);
-  Tensor dsum = empty(lsz, at, q->device());
+  Tensor dsum = empty(nn::attention_lse_shape(q), at, q->device());
   make_views(p, q, k, v, mask, op);
   const cudaStream_t st = ix::stream_of(q);
   nnk::dispatch_floating(dt, op, "query", [&](auto tag) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "kernels/attention_rules.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/cpu/nn_vec.h"
@@ -71,31 +72,18 @@ struct Attn {
   int64_t keys_for(int64_t i1) const { return causal ? std::min(S, i1) : S; }
 };
 
-// Validates the arguments and lays out the problem; q/k/v/mask are replaced by BLAS-ready views.
+// Validates the arguments (attention_rules.h) and lays out the problem; q/k/v/mask are replaced
+// by BLAS-ready views (mask: its expansion to (..., L, S)).
 Attn plan(const char* op, Tensor& q, Tensor& k, Tensor& v, Tensor& mask, bool is_causal,
           double scale) {
-  EMBER_CHECK(q->dim() >= 2 && k->dim() == q->dim() && v->dim() == q->dim(), op,
-              ": expected query, key and value of the same number of dims (at least 2), got ",
-              shape_str(q->sizes()), ", ", shape_str(k->sizes()), " and ", shape_str(v->sizes()));
-  EMBER_CHECK(k->dtype() == q->dtype() && v->dtype() == q->dtype(), op,
-              ": query, key and value must share a dtype");
+  const nn::AttentionDims dims = nn::check_attention(op, q, k, v, mask, is_causal);
   const int64_t d = q->dim();
-  for (int64_t i = 0; i < d - 2; ++i)
-    EMBER_CHECK(k->size(i) == q->size(i) && v->size(i) == q->size(i), op,
-                ": query, key and value must share their batch dims, got ", shape_str(q->sizes()),
-                ", ", shape_str(k->sizes()), " and ", shape_str(v->sizes()));
   Attn a;
-  a.L = q->size(d - 2);
-  a.E = q->size(d - 1);
-  a.S = k->size(d - 2);
-  a.Ev = v->size(d - 1);
-  EMBER_CHECK(k->size(d - 1) == a.E && v->size(d - 2) == a.S, op,
-              ": key must be (..., S, E) and value (..., S, Ev) for query (..., L, E), got ",
-              shape_str(q->sizes()), ", ", shape_str(k->sizes()), " and ", shape_str(v->sizes()));
-  EMBER_CHECK_KIND(!(is_causal && mask), Value, op,
-                   ": pass either attn_mask or is_causal=True, not both");
-  a.B = 1;
-  for (int64_t i = 0; i < d - 2; ++i) a.B *= q->size(i);
+  a.B = dims.B;
+  a.L = dims.L;
+  a.S = dims.S;
+  a.E = dims.E;
+  a.Ev = dims.Ev;
   a.causal = is_causal;
   a.scale = scale;
   a.packed = q->dtype() == ScalarType::Float32 && packs<float>();
@@ -109,19 +97,6 @@ Attn plan(const char* op, Tensor& q, Tensor& k, Tensor& v, Tensor& mask, bool is
   a.k_ld = k->stride(d - 2);
   a.v_ld = v->stride(d - 2);
   if (mask) {
-    EMBER_CHECK(mask->dtype() == ScalarType::Bool || mask->dtype() == q->dtype(), op,
-                ": attn_mask must be bool or of the query's dtype (", dtype_name(q->dtype()),
-                "), got ", dtype_name(mask->dtype()));
-    DimVector full = q->sizes();
-    full[d - 1] = a.S;
-    EMBER_CHECK(mask->dim() <= d, op, ": attn_mask of shape ", shape_str(mask->sizes()),
-                " does not broadcast to ", shape_str(full));
-    for (int64_t i = 0; i < mask->dim(); ++i) {
-      const int64_t ms = mask->size(mask->dim() - 1 - i), fs = full[d - 1 - i];
-      EMBER_CHECK(ms == fs || ms == 1, op, ": attn_mask of shape ", shape_str(mask->sizes()),
-                  " does not broadcast to ", shape_str(full));
-    }
-    mask = dispatch::expand(mask, full);
     a.m_off = batch_offsets(mask, 2);
     a.m_row = mask->stride(d - 2);
     a.m_col = mask->stride(d - 1);
@@ -347,11 +322,9 @@ std::tuple<Tensor, Tensor> _scaled_dot_product_fused_attention(const std::vector
   EMBER_CHECK(qkv.size() == 3, op, ": expected [query, key, value], got ", qkv.size(), " tensors");
   Tensor q = qkv[0], k = qkv[1], v = qkv[2], mask = attn_mask;
   const Attn a = plan(op, q, k, v, mask, is_causal, scale);
-  DimVector osz = q->sizes(), lsz = q->sizes();
-  osz[osz.size() - 1] = a.Ev;
-  lsz.pop_back();
-  Tensor out = ember::empty(osz, q->dtype(), q->device());
-  Tensor lse = ember::empty(lsz, q->dtype(), q->device());
+  const nn::AttentionDims dims{a.B, a.L, a.S, a.E, a.Ev};
+  Tensor out = ember::empty(nn::attention_out_shape(q, dims), q->dtype(), q->device());
+  Tensor lse = ember::empty(nn::attention_lse_shape(q), q->dtype(), q->device());
   if (out->numel() == 0) return {out, lse};
   EMBER_CHECK(a.S > 0, op, ": expected at least one key");
   SerialBlasScope serial;
@@ -370,13 +343,7 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
   const char* op = "_scaled_dot_product_fused_attention_backward";
   Tensor q = query, k = key, v = value, mask = attn_mask;
   const Attn a = plan(op, q, k, v, mask, is_causal, scale);
-  DimVector osz = q->sizes(), lsz = q->sizes();
-  osz[osz.size() - 1] = a.Ev;
-  lsz.pop_back();
-  EMBER_CHECK(grad_out->sizes() == osz && out->sizes() == osz && logsumexp->sizes() == lsz, op,
-              ": expected grad_out and out of shape ", shape_str(osz), " and logsumexp of ",
-              shape_str(lsz), ", got ", shape_str(grad_out->sizes()), ", ", shape_str(out->sizes()),
-              " and ", shape_str(logsumexp->sizes()));
+  nn::check_attention_saved(op, q, {a.B, a.L, a.S, a.E, a.Ev}, grad_out, out, logsumexp);
   const ScalarType dt = q->dtype();
   Tensor go = nn::contig(grad_out, dt), o = nn::contig(out, dt), l = nn::contig(logsumexp, dt);
   Tensor gq = ember::empty(q->sizes(), dt, q->device());
