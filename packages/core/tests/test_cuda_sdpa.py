@@ -124,6 +124,8 @@ SHAPES = [  # (B, H, L, S, E, Ev)
     (1, 1, 40, 40, 128, 96),
     (1, 1, 20, 36, 256, 256),
     (1, 1, 37, 29, 200, 33),
+    (2, 4, 1, 1000, 64, 64),   # one query (decoding) against a long cache
+    (1, 2, 300, 1, 32, 32),    # one key
 ]
 
 
@@ -307,6 +309,18 @@ def test_half_precision_raw_op(dtype):
 def test_half_additive_mask(dtype):
     add = np.random.default_rng(5).standard_normal((1, 60)) * 0.5
     autograd_check(dtype, (3, 20, 32), (3, 60, 32), (3, 60, 32), mask=add)
+
+
+def test_empty_slices():
+    # No batch, or no queries: empty results (and zero gradients), no launch of the kernels.
+    for qs, ks in (((0, 3, 5, 8), (0, 3, 6, 8)), ((2, 0, 8), (2, 6, 8))):
+        q, k = dev(ember.randn(*qs)), dev(ember.randn(*ks))
+        out, lse = C._scaled_dot_product_fused_attention([q, k, k], None, False, 1.0)
+        assert tuple(out.shape) == qs and tuple(lse.shape) == qs[:-1]
+        grads = C._scaled_dot_product_fused_attention_backward(out, q, k, k, None, out, lse,
+                                                               False, 1.0)
+        for g, t in zip(grads, (q, k, k)):
+            assert tuple(g.shape) == tuple(t.shape) and np.all(npv(g) == 0)
 
 
 @needs_cuda
