@@ -20,7 +20,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -670,8 +669,7 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
     sdpa_rowdot_kernel<T><<<blocks_for(rows * 32), kBlockSize, 0, st>>>(
         go->data_as<T>(), o->data_as<T>(), dsum->data_as<A>(), rows, p.Ev);
     check_launch(op);
-    const Saved<T> sv{go->data_as<T>(), l->data_as<A>(),
-                      dsum->data_as<A>()};
+    const Saved<T> sv{go->data_as<T>(), l->data_as<A>(), dsum->data_as<A>()};
     with_head_bucket(std::max(p.E, p.Ev), [&](auto nh) {
       constexpr int NH = decltype(nh)::value;
       const size_t qbytes = grad_q_smem(p, sizeof(A));
