@@ -339,6 +339,43 @@ def test_backward_deterministic():
         np.testing.assert_array_equal(a, b)
 
 
+@needs_cuda
+def test_side_stream():
+    # The kernels run on the caller's current stream: a side stream gives the same values.
+    x = [dev(et(arr((2, 3, 70, 32), s), "float32")).requires_grad_() for s in range(3)]
+    g = dev(et(arr((2, 3, 70, 32), 3), "float32"))
+    ref = F.scaled_dot_product_attention(*x, is_causal=True)
+    ref.backward(g)
+    ref_grads = [npv(t.grad) for t in x]
+    for t in x:
+        t.grad = None
+    side = ember.cuda.Stream()
+    side.wait_stream(ember.cuda.current_stream())
+    with ember.cuda.stream(side):
+        out = F.scaled_dot_product_attention(*x, is_causal=True)
+        out.backward(g)
+    side.synchronize()
+    np.testing.assert_array_equal(npv(out), npv(ref))
+    for t, r in zip(x, ref_grads):
+        np.testing.assert_array_equal(npv(t.grad), r)
+
+
+def test_double_backward():
+    # create_graph: the fused op's gradients as a composite of ops (differentiable), the same
+    # on the device as on the CPU.
+    results = []
+    for where in (DEV, "cpu"):
+        q, k, v = (et(arr(s, i), "float64").to(where).requires_grad_()
+                   for i, s in enumerate(((2, 9, 8), (2, 11, 8), (2, 11, 8))))
+        w = et(arr((2, 9, 8), 5), "float64").to(where)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=False)
+        gq, = ember.autograd.grad((out * w).sum(), [q], create_graph=True)
+        gq.square().sum().backward()
+        results.append([npv(t) for t in (out, gq, q.grad, k.grad, v.grad)])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
 def _ops_run(fn):
     with ember.profiler.profile() as p:
         fn()
