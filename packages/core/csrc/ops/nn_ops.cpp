@@ -2,14 +2,28 @@
 // points under PyTorch's names (argument normalization, unbatched inputs), the losses written
 // over log_softmax / nll_loss and pointwise ops, dropout, attention and the like. They call
 // ops::, so autograd records the ops they are made of.
+#include <atomic>
 #include <cmath>
 #include <limits>
 
 #include "core/dispatch.h"
 #include "ops.h"
 #include "ops/host_sync.h"
+#include "ops/sdp_backends.h"
 
 namespace ember {
+
+namespace {
+std::atomic<bool> g_sdp_math{true}, g_sdp_fused{true};
+}  // namespace
+
+void set_sdp_backends(bool math, bool fused) {
+  g_sdp_math = math;
+  g_sdp_fused = fused;
+}
+bool sdp_math_enabled() { return g_sdp_math; }
+bool sdp_fused_enabled() { return g_sdp_fused; }
+
 namespace composite {
 namespace {
 
@@ -729,9 +743,17 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     }
   }
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(E));
-  if (sdpa_fused_ok(query, k, v, attn_mask, dropout_p))
+  const bool fused_ok = sdpa_fused_ok(query, k, v, attn_mask, dropout_p);
+  if (fused_ok && sdp_fused_enabled())
     return std::get<0>(
         ops::_scaled_dot_product_fused_attention({query, k, v}, attn_mask, is_causal, sc));
+  EMBER_CHECK(sdp_math_enabled(), op, ": no available kernel: the math kernel is disabled ",
+              "(ember.backends.cuda.enable_math_sdp / sdpa_kernel) and the fused kernel ",
+              fused_ok ? "is disabled too" : "does not take these inputs", " (query ",
+              shape_str(query->sizes()), " ", dtype_name(query->dtype()), " on ",
+              query->device().str(), ", dropout_p ", dropout_p, ", attn_mask ",
+              attn_mask ? dtype_name(attn_mask->dtype()) : "none",
+              "; it takes float32/float64 on the CPU, also float16/bfloat16 on CUDA, no dropout)");
   Tensor scores = mul(ops::matmul(query, ops::transpose(k, -2, -1)), Scalar(sc));
   const TensorOrScalar neg_inf(Scalar(-std::numeric_limits<double>::infinity()));
   if (is_causal) {

@@ -12,6 +12,7 @@
 #include "core/generator.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
+#include "ops/sdp_backends.h"
 #include "python/bind_support.h"
 #include "python/python_autograd.h"
 #include "python/tensor_py.h"
@@ -395,6 +396,8 @@ PYBIND11_MODULE(_C, m) {
       "_cpu_isa", [] { return cpu::isa_name(cpu::cpu_isa()); },
       "The vector instruction set the CPU kernels use (capped by EMBER_CPU_ISA).");
   m.def("get_num_threads", &get_num_threads);
+  m.def("_set_sdp_backends", &set_sdp_backends, py::arg("math"), py::arg("fused"));
+  m.def("_sdp_backends", [] { return py::make_tuple(sdp_math_enabled(), sdp_fused_enabled()); });
   m.def("set_num_threads", &set_num_threads);
   m.def("_parallel_for_probe", &parallel_for_probe, py::arg("n"), py::arg("grain"),
         py::arg("throw_at") = -1, py::arg("nested") = false,

@@ -12,7 +12,8 @@ True
 from __future__ import annotations
 
 __all__ = ["is_built", "matmul", "enable_flash_sdp", "enable_mem_efficient_sdp", "enable_math_sdp",
-           "flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled"]
+           "enable_cudnn_sdp", "flash_sdp_enabled", "mem_efficient_sdp_enabled",
+           "math_sdp_enabled", "cudnn_sdp_enabled"]
 
 
 def is_built() -> bool:
@@ -49,33 +50,62 @@ matmul = _MatmulFlags()
 _sdp = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True}
 
 
+def _push_sdp() -> None:
+    """Hands the switches to scaled_dot_product_attention's kernel choice (on every device, as
+    PyTorch's): the fused kernel stands in for flash, memory-efficient and cuDNN attention, so it
+    runs while any of them is enabled; the math path while math is."""
+    from ember import _C
+
+    _C._set_sdp_backends(math=_sdp["math"],
+                         fused=_sdp["flash"] or _sdp["mem_efficient"] or _sdp["cudnn"])
+
+
+def _set_sdp(name: str, enabled: bool) -> None:
+    _sdp[name] = bool(enabled)
+    _push_sdp()
+
+
 def enable_flash_sdp(enabled: bool) -> None:
-    _sdp["flash"] = bool(enabled)
+    """Allows (or forbids) the flash-attention kernel of scaled_dot_product_attention.
+
+    >>> import ember
+    >>> ember.backends.cuda.enable_flash_sdp(False); ember.backends.cuda.flash_sdp_enabled()
+    False
+    >>> ember.backends.cuda.enable_flash_sdp(True)
+    """
+    _set_sdp("flash", enabled)
 
 
 def enable_mem_efficient_sdp(enabled: bool) -> None:
-    _sdp["mem_efficient"] = bool(enabled)
+    """Allows (or forbids) the memory-efficient attention kernel (ember's fused kernel)."""
+    _set_sdp("mem_efficient", enabled)
 
 
 def enable_math_sdp(enabled: bool) -> None:
-    _sdp["math"] = bool(enabled)
+    """Allows (or forbids) the math (unfused) path of scaled_dot_product_attention."""
+    _set_sdp("math", enabled)
 
 
 def enable_cudnn_sdp(enabled: bool) -> None:
-    _sdp["cudnn"] = bool(enabled)
+    """Allows (or forbids) the cuDNN attention kernel (ember's fused kernel stands in for it)."""
+    _set_sdp("cudnn", enabled)
 
 
 def flash_sdp_enabled() -> bool:
+    """Whether the flash-attention kernel is enabled."""
     return _sdp["flash"]
 
 
 def mem_efficient_sdp_enabled() -> bool:
+    """Whether the memory-efficient attention kernel is enabled."""
     return _sdp["mem_efficient"]
 
 
 def math_sdp_enabled() -> bool:
+    """Whether the math path of scaled_dot_product_attention is enabled."""
     return _sdp["math"]
 
 
 def cudnn_sdp_enabled() -> bool:
+    """Whether the cuDNN attention kernel is enabled."""
     return _sdp["cudnn"]

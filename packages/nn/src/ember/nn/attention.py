@@ -1,6 +1,8 @@
-"""``torch.nn.attention``: choosing scaled_dot_product_attention's kernels. ember has one CPU
-implementation (the math one) and picks its CUDA kernels itself, so ``sdpa_kernel`` records the
-request for the block and changes nothing else.
+"""``torch.nn.attention``: choosing scaled_dot_product_attention's kernels. ember has two on each
+device: the fused (flash-attention style) kernel, which stands in for FLASH_ATTENTION,
+EFFICIENT_ATTENTION and CUDNN_ATTENTION, and the MATH path. ``sdpa_kernel`` enables only the
+listed ones for the block (through ``ember.backends.cuda.enable_*_sdp``, as PyTorch); a call no
+enabled kernel can run raises "no available kernel".
 
 >>> import ember
 >>> from ember.nn.attention import SDPBackend, sdpa_kernel
@@ -33,21 +35,28 @@ class SDPBackend(enum.IntEnum):
     OVERRIDEABLE = 4
 
 
-_current: list = [tuple(b for b in SDPBackend if b != SDPBackend.ERROR)]
+_FLAGS = {SDPBackend.MATH: "math", SDPBackend.FLASH_ATTENTION: "flash",
+          SDPBackend.EFFICIENT_ATTENTION: "mem_efficient", SDPBackend.CUDNN_ATTENTION: "cudnn"}
 
 
 @contextlib.contextmanager
 def sdpa_kernel(backends: Union[list, SDPBackend, Iterable[SDPBackend]],
                 set_priority: bool = False) -> Iterator[None]:
-    """A block in which scaled_dot_product_attention may use only ``backends`` (validated;
-    ember's kernels do not depend on it)."""
+    """A block in which scaled_dot_product_attention may use only ``backends``; the switches of
+    ``ember.backends.cuda`` are restored on exit. ``set_priority`` is accepted (ember has one
+    kernel per kind, tried fused first)."""
+    from ember.backends import cuda as _cuda
+
     chosen = (backends,) if isinstance(backends, SDPBackend) else tuple(backends)
     for b in chosen:
         if not isinstance(b, SDPBackend):
             raise AssertionError(f"Backend must be an instance of SDPBackend, got {b!r}")
-    previous = _current[0]
-    _current[0] = chosen
+    previous = dict(_cuda._sdp)
+    for backend, name in _FLAGS.items():
+        _cuda._sdp[name] = backend in chosen
+    _cuda._push_sdp()
     try:
         yield
     finally:
-        _current[0] = previous
+        _cuda._sdp.update(previous)
+        _cuda._push_sdp()
