@@ -206,7 +206,7 @@ struct OutArg {
   Tensor done(const char* op) const {
     if (!user) return result;
     if (user != result) {
-      ix::resize_out(user, result->sizes());
+      ix::resize_out(user, result->sizes(), op);
       ix::copy(user, result, op);
     } else {
       user->bump_version();
@@ -222,7 +222,7 @@ OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, Dev
   ix::check_cuda(out, op, "the out= tensor");
   for (const Tensor& in : inputs)
     if (in && in->storage() == out->storage()) return {empty(sizes, dtype, device), out};
-  ix::resize_out(out, sizes);
+  ix::resize_out(out, sizes, op);
   if (out->is_contiguous()) return {out, out};
   return {empty(sizes, dtype, device), out};
 }
@@ -233,7 +233,7 @@ Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
   if (out.get() == self.get()) return self;
   check_inplace_out(self, out, inputs, op);
   ix::check_cuda(out, op, "the out= tensor");
-  ix::resize_out(out, self->sizes());
+  ix::resize_out(out, self->sizes(), op);
   ix::copy(out, self, op);
   return out;
 }
