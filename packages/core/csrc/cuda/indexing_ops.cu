@@ -220,6 +220,7 @@ OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, Dev
   if (!out) return {empty(sizes, dtype, device), nullptr};
   check_out_dtype(out, dtype, op);
   ix::check_cuda(out, op, "the out= tensor");
+  check_no_internal_overlap(out, op);  // an expanded out= would get one of several values
   for (const Tensor& in : inputs)
     if (in && in->storage() == out->storage()) return {empty(sizes, dtype, device), out};
   ix::resize_out(out, sizes, op);

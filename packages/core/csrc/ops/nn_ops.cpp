@@ -323,10 +323,15 @@ Tensor binary_cross_entropy(const Tensor& self, const Tensor& target, const Tens
                        ? ops::_to_dtype(weight, self->dtype(), false)
                        : weight;
   if (!self->device().is_meta()) {  // a check of values (meta has none)
-    Tensor bad = ops::logical_or(ops::lt(self, Scalar(0.0), Tensor()),
-                                 ops::gt(self, Scalar(1.0), Tensor()), Tensor());
-    EMBER_CHECK(!host_values(ops::any(bad, std::nullopt, false), op)->data_as<bool>()[0], op,
-                ": all elements of input should be between 0 and 1");
+    // Outside [0, 1], NaN included: log of a negative number or of 1 - t < 0 would be a NaN
+    // loss (torch raises for both).
+    auto outside = [&](const Tensor& t) {
+      Tensor in = ops::logical_and(ops::ge(t, Scalar(0.0), Tensor()),
+                                   ops::le(t, Scalar(1.0), Tensor()), Tensor());
+      return !host_values(ops::all(in, std::nullopt, false), op)->data_as<bool>()[0];
+    };
+    EMBER_CHECK(!outside(self), op, ": all elements of input should be between 0 and 1");
+    EMBER_CHECK(!outside(target), op, ": all elements of target should be between 0 and 1");
   }
   const TensorOrScalar floor(Scalar(-100.0)), none;
   Tensor log_p = ops::clamp(ops::log(self, Tensor()), floor, none, Tensor());

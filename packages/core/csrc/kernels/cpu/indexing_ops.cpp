@@ -118,6 +118,7 @@ OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, con
   if (!out) return {empty(sizes, dtype), nullptr, op};
   check_out(out, dtype, inputs.size() ? (*inputs.begin())->device() : out->device(), op,
             OutDtype::Exact);
+  check_no_internal_overlap(out, op);  // an expanded out= would get one of several values
   // out= sharing memory with an input (x.take(i, out=x)) is neither resized nor written until
   // the op has read its inputs: resizing first would swap the input's storage under the kernel.
   for (const Tensor& in : inputs)
