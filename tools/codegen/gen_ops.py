@@ -876,8 +876,9 @@ def gen_binding(op: Op, kind: str) -> str:
             decls.append("bool requires_grad")
             pyargs.append('py::arg("requires_grad") = false')
             grad_flag = "if (requires_grad) autograd::set_requires_grad(r, true); "
-        body = (f'Tensor r = {call}; if (out) {{ write_out(*out, r, "{op.name}"); return *out; }} '
-                f"{grad_flag}return r;")
+        rule = ", OutDtype::Exact" if op.out_exact else ""
+        body = (f'Tensor r = {call}; if (out) {{ write_out(*out, r, "{op.name}"{rule}); '
+                f"return *out; }} {grad_flag}return r;")
         ret_type = "Tensor"
     elif kind == "function" and any(a.name == "device" and a.type == "Device?" for a in args) \
             and op.cpp_return == "Tensor":

@@ -151,7 +151,7 @@ def test_out_dtype_and_device_checks():
         ember.sum(x, 0, out=ember.empty(3, dtype=ember.int64))
     with pytest.raises(RuntimeError, match="sum: expected the out= tensor on device cpu"):
         ember.sum(x, 0, out=ember.empty(3, device="meta"))
-    with pytest.raises(RuntimeError, match="linalg.inv: result type"):
+    with pytest.raises(RuntimeError, match="linalg.inv: expected the out= tensor to have dtype"):
         ember.linalg.inv(ember.eye(2), out=ember.empty(2, 2, dtype=ember.int32))
     # the results of sort must go to tensors of their exact dtypes (as torch)
     with pytest.raises(RuntimeError, match="sort.*dtype int64"):
@@ -173,3 +173,40 @@ def test_tuple_out_returns_named_tuple():
     assert v.tolist() == [[3.0, 2.0, 1.0]] and i.tolist() == [[0, 2, 1]]
     with pytest.raises(TypeError):
         x.sort(out=(v, i))  # as torch: the method takes no out=
+
+
+# (call, out dtype): torch requires the result's dtype exactly for some ops (matmul, argmax,
+# amax, norm, linalg) and takes any dtype the result casts to for others (sum, add, cat, the
+# linalg composites).
+DTYPE_RULES = [
+    (lambda m, o: m.sum(m.ones(2, 3), 0, out=o), "float64"),
+    (lambda m, o: m.add(m.ones(2, 3), 1, out=o), "float64"),
+    (lambda m, o: m.cumsum(m.ones(2, 3), 0, out=o), "float64"),
+    (lambda m, o: m.cat([m.ones(2, 3)], out=o), "float64"),
+    (lambda m, o: m.matmul(m.ones(2, 3), m.ones(3, 2), out=o), "float64"),
+    (lambda m, o: m.mm(m.ones(2, 3), m.ones(3, 2), out=o), "float16"),
+    (lambda m, o: m.addmm(m.ones(2, 2), m.ones(2, 3), m.ones(3, 2), out=o), "float64"),
+    (lambda m, o: m.argmax(m.ones(2, 3), 1, out=o), "float32"),
+    (lambda m, o: m.argmin(m.ones(2, 3), 1, out=o), "int32"),
+    (lambda m, o: m.amax(m.ones(2, 3), 1, out=o), "float64"),
+    (lambda m, o: m.norm(m.ones(2, 3), 2, 1, out=o), "float64"),
+    (lambda m, o: m.linalg.inv(m.eye(2), out=o), "float64"),
+    (lambda m, o: m.linalg.vector_norm(m.ones(3), out=o), "float64"),
+    (lambda m, o: m.linalg.pinv(m.eye(2), out=o), "float64"),
+    (lambda m, o: m.linalg.matrix_rank(m.eye(2), out=o), "int32"),
+    (lambda m, o: m.cholesky_inverse(m.eye(2), out=o), "float64"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(DTYPE_RULES)))
+def test_out_dtype_rule_matches_torch(i):
+    call, dtype = DTYPE_RULES[i]
+    try:
+        t = call(torch, torch.empty(0, dtype=getattr(torch, dtype)))
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="expected the out= tensor to have dtype"):
+            call(ember, ember.empty(0, dtype=getattr(ember, dtype)))
+        return
+    e = call(ember, ember.empty(0, dtype=getattr(ember, dtype)))
+    assert str(e.dtype).split(".")[-1] == dtype
+    np.testing.assert_allclose(to_np(e), to_np(t))

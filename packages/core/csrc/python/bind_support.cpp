@@ -176,8 +176,8 @@ std::vector<Tensor> unwrap_optional_tensors(const std::vector<std::optional<Tens
   return out;
 }
 
-void write_out(const Tensor& out, const Tensor& r, const char* op) {
-  prepare_out(out, r->sizes(), r->dtype(), r->device(), op);
+void write_out(const Tensor& out, const Tensor& r, const char* op, OutDtype rule) {
+  prepare_out(out, r->sizes(), r->dtype(), r->device(), op, rule);
   check_no_internal_overlap(out, op);
   dispatch::_copy_from(r, out, false);
 }

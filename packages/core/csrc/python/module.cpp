@@ -385,14 +385,16 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def(
       "_prepare_out",
-      [](const Tensor& out, const Tensor& result, const std::string& op) {
-        prepare_out(out, result->sizes(), result->dtype(), result->device(), op.c_str());
+      [](const Tensor& out, const Tensor& result, const std::string& op, bool exact) {
+        prepare_out(out, result->sizes(), result->dtype(), result->device(), op.c_str(),
+                    exact ? OutDtype::Exact : OutDtype::CanCast);
         return out;
       },
-      py::arg("out"), py::arg("result"), py::arg("op"),
+      py::arg("out"), py::arg("result"), py::arg("op"), py::arg("exact") = false,
       "Prepares out= for `result` the way every op does: torch.can_cast(result.dtype, "
-      "out.dtype) and the same device are required, and out takes result's shape (a "
-      "UserWarning when out had elements). Python ops with out= call it before copying.");
+      "out.dtype) (exact: the same dtype) and the same device are required, and out takes "
+      "result's shape (a UserWarning when out had elements). Python ops with out= call it "
+      "before copying.");
   // A cuda tensor asked for before ember.cuda was touched loads ember._C_cuda then (when it was
   // built); without it the engine's "no backend" error stands.
   set_backend_loader([](DeviceType type) {

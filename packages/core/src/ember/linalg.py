@@ -427,11 +427,12 @@ def _first_failure(info: Tensor) -> tuple[str, int] | None:
     return (f"(Batch element {b}): " if info.ndim > 0 else ""), int(values[b])
 
 
-def _out(r: Tensor, out: Tensor | None, op: str) -> Tensor:
+def _out(r: Tensor, out: Tensor | None, op: str, exact: bool = True) -> Tensor:
     """r, or r copied into ``out`` after the engine's shared out= preparation (dtype and device
-    checks; a resize to r's shape, which warns when ``out`` had elements)."""
+    checks; a resize to r's shape, which warns when ``out`` had elements). As torch, ``out``
+    must have r's dtype, except for the composites (``exact=False``: any dtype r casts to)."""
     if out is not None:
-        _C._prepare_out(out, r, op)
+        _C._prepare_out(out, r, op, exact)
         out.copy_(r)
         return out
     return r
@@ -881,12 +882,12 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
         tol = _tolerance(L.abs(), A.shape, atol, rtol, rcond)
         keep = L.abs() > tol
         inv_l = _C.where(keep, L, _C.ones_like(L)).reciprocal() * keep.to(L.dtype)
-        return _out(_C.matmul(V * inv_l.unsqueeze(-2), V.mT), out, "linalg.pinv")
+        return _out(_C.matmul(V * inv_l.unsqueeze(-2), V.mT), out, "linalg.pinv", exact=False)
     U, S, Vh = svd(A, full_matrices=False)
     tol = _tolerance(S, A.shape, atol, rtol, rcond)
     keep = S > tol
     inv_s = _C.where(keep, S, _C.ones_like(S)).reciprocal() * keep.to(S.dtype)
-    return _out(_C.matmul(Vh.mT * inv_s.unsqueeze(-2), U.mT), out, "linalg.pinv")
+    return _out(_C.matmul(Vh.mT * inv_s.unsqueeze(-2), U.mT), out, "linalg.pinv", exact=False)
 
 
 def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False,
@@ -906,7 +907,7 @@ def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: boo
     with no_grad():
         S = eigvalsh(A).abs() if hermitian else svdvals(A)
     cutoff = _tolerance(S, A.shape, atol, rtol)
-    return _out((S > cutoff).sum(-1), out, "linalg.matrix_rank")
+    return _out((S > cutoff).sum(-1), out, "linalg.matrix_rank", exact=False)
 
 
 def cond(A: Tensor, p: Any = None, *, out: Tensor | None = None) -> Tensor:
@@ -924,7 +925,7 @@ def cond(A: Tensor, p: Any = None, *, out: Tensor | None = None) -> Tensor:
         r = S[..., 0] / S[..., -1] if p != -2 else S[..., -1] / S[..., 0]
     else:
         r = matrix_norm(A, p) * matrix_norm(inv(A), p)
-    return _out(r, out, "linalg.cond")
+    return _out(r, out, "linalg.cond", exact=False)
 
 
 def tensorinv(A: Tensor, ind: int = 2, *, out: Tensor | None = None) -> Tensor:
@@ -943,7 +944,7 @@ def tensorinv(A: Tensor, ind: int = 2, *, out: Tensor | None = None) -> Tensor:
         raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
                            f"prod(self.shape[:ind]), but got {cols} != {rows}")
     r = inv(A.reshape(rows, cols)).reshape(*A.shape[ind:], *A.shape[:ind])
-    return _out(r, out, "linalg.tensorinv")
+    return _out(r, out, "linalg.tensorinv", exact=False)
 
 
 def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None, *,
@@ -968,7 +969,7 @@ def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None, *,
                            f"and {tuple(B.shape)}")
     xshape = A.shape[B.ndim:]
     r = solve(A.reshape(math.prod(lead), math.prod(xshape)), B.reshape(-1)).reshape(*xshape)
-    return _out(r, out, "linalg.tensorsolve")
+    return _out(r, out, "linalg.tensorsolve", exact=False)
 
 
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False,
@@ -1117,7 +1118,7 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *,
     L = input2.mT if upper else input2
     y = _C._linalg_solve_triangular(L, input, False, False)  # L y = B
     x = _C._linalg_solve_triangular(L.mT, y, True, False)  # L^T x = y
-    return _out(x, out, "cholesky_solve")
+    return _out(x, out, "cholesky_solve", exact=False)
 
 
 def cholesky_inverse(input: Tensor, upper: bool = False, *,
@@ -1131,7 +1132,7 @@ def cholesky_inverse(input: Tensor, upper: bool = False, *,
     """
     _check_matrix("cholesky_inverse", input, "input", square=True)
     r = cholesky_solve(_eye(input.shape[-1], input).expand(*input.shape), input, upper)
-    return _out(r, out, "cholesky_inverse")
+    return _out(r, out, "cholesky_inverse", exact=False)
 
 
 def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
