@@ -447,3 +447,14 @@ def test_max_min_take_out_like_torch(op):
     assert getattr(ember, op)(x, x * -1, out=o2) is o2
     ref = getattr(torch, op)(torch.tensor(x.tolist()), -torch.tensor(x.tolist()))
     assert o2.tolist() == ref.tolist()
+
+
+@needs_torch
+@pytest.mark.parametrize("mdt,sdt", [("float16", "float32"), ("float32", "float64"),
+                                     ("float64", "float32"), ("bfloat16", "float32")])
+def test_normal_of_tensors_has_the_means_dtype(mdt, sdt):
+    """normal(mean, std) promoted the two dtypes; torch draws in mean's dtype."""
+    e = ember.normal(ember.zeros(3, dtype=getattr(ember, mdt)), ember.ones(3, dtype=getattr(ember, sdt)))
+    t = torch.normal(torch.zeros(3, dtype=getattr(torch, mdt)), torch.ones(3, dtype=getattr(torch, sdt)))
+    assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1] == mdt
+    assert bool(ember.isfinite(e).all())
