@@ -14,8 +14,9 @@ registered processes to be gone (zombies count as gone), and unlinks their segme
 normal exits there is nothing left for it to do: the processes clean up after themselves.
 
 >>> import ember
+>>> from ember import _shm_janitor
 >>> t = ember.zeros(4).share_memory_()  # starts (or joins) this process tree's janitor
->>> running()
+>>> _shm_janitor.running()
 True
 """
 
