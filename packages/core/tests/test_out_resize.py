@@ -56,6 +56,8 @@ CASES = {
     "linalg.cholesky": (lambda m, o: m.linalg.cholesky(_inputs(m)[1], out=o), ["float32"]),
     "linalg.eigh": (lambda m, o: m.linalg.eigh(_inputs(m)[1], out=o), ["float32", "float32"]),
     "linalg.inv_ex": (lambda m, o: m.linalg.inv_ex(_inputs(m)[1], out=o), ["float32", "int32"]),
+    # Python-level ops of other packages
+    "normalize": (lambda m, o: m.nn.functional.normalize(_inputs(m)[0], out=o), ["float32"]),
     # several results
     "sort": (lambda m, o: m.sort(_inputs(m)[0], 1, out=o), ["float32", "int64"]),
     "topk": (lambda m, o: m.topk(_inputs(m)[0], 2, out=o), ["float32", "int64"]),
