@@ -16,7 +16,8 @@ mutation per case, applied to one argument:
 - ints: out-of-range dims (99, -99), 2**62, -(2**63), 2**64 (does not fit int64), a float;
 - int lists: numel overflow ``[2**40, 2**40]``, negative entries, ``[2**62]``, ``[]``;
 - floats: NaN / inf, an int where a float is expected;
-- ``out=``: wrong shape, wrong dtype, aliasing the input, expanded, on the meta device;
+- ``out=``: wrong shape, wrong dtype, aliasing the input, expanded, on the meta device (for an op
+  returning several tensors, the first of a tuple whose others are empty);
 - in-place ``op_``: on an expanded view, an overlapping view, a leaf that requires grad, an
   integer tensor fed a float result, a meta tensor fed cpu operands.
 
@@ -275,6 +276,14 @@ def _func_for(name: str, fn, lib, method: bool):
     return _method(tname)
 
 
+def _tuple_out(name: str) -> bool:
+    """Whether an overload of `name` returning several tensors takes out= (a tuple)."""
+    sys.path.insert(0, str(TESTS))
+    from op_db import SCHEMAS  # noqa: E402
+
+    return any(o.out and o.tuple_return for o in SCHEMAS.get(name, []))
+
+
 def build_op_case(key: str, lib):
     """(callable, args, kwargs, description) of op case `key` in `lib`."""
     import ember
@@ -332,6 +341,11 @@ def build_op_case(key: str, lib):
             out = lib.empty(shape, dtype=dt, device="meta")
         else:
             out = lib.zeros(shape[:-1] + (2 * shape[-1],) if shape else (2,), dtype=dt)[..., ::2]
+        # An op returning several tensors (sort, topk, max(dim), ...) takes a tuple: the mutated
+        # tensor first, then empty tensors of the other results' dtypes.
+        ref_result = _func_for(name, fn, lib, method)(*args, **kwargs) if _tuple_out(name) else None
+        if isinstance(ref_result, tuple):
+            out = (out,) + tuple(lib.empty(0, dtype=r.dtype) for r in ref_result[1:])
         kwargs["out"] = out
     elif kind == "inplace":
         self_ = args[0]

@@ -852,7 +852,21 @@ def gen_binding(op: Op, kind: str) -> str:
         else:
             body = f'write_inplace(self, ops::{op.name}({", ".join(exprs)}), "{pyname}"); return self;'
         ret_type = "Tensor"
-    elif op.out and not op.native_out:
+    elif op.out and not op.native_out and op.tuple_return and kind == "function":
+        # out=(values, indices): each result goes through write_outs (exact dtypes, the shared
+        # resize), and the named tuple holds the out= tensors.
+        decls.append("std::optional<std::vector<Tensor>> out")
+        if "py::kw_only()" not in pyargs and not any(a.type == "int[]..." for a in args):
+            pyargs.append("py::kw_only()")
+        pyargs.append('py::arg("out") = py::none()')
+        n = len(op.returns)
+        parts = ", ".join(f"std::get<{i}>(r)" for i in range(n))
+        outs = ", ".join(f"(*out)[{i}]" for i in range(n))
+        body = (f"auto r = {call}; if (out) {{ write_outs(*out, {{{parts}}}, \"{op.name}\"); "
+                f"return {return_expr(op, f'std::make_tuple({outs})')}; }} "
+                f"return {return_expr(op, 'std::move(r)')};")
+        ret_type = "py::object"
+    elif op.out and not op.native_out and not op.tuple_return:
         decls.append("std::optional<Tensor> out")
         if "py::kw_only()" not in pyargs and not any(a.type == "int[]..." for a in args):
             pyargs.append("py::kw_only()")
@@ -862,8 +876,9 @@ def gen_binding(op: Op, kind: str) -> str:
             decls.append("bool requires_grad")
             pyargs.append('py::arg("requires_grad") = false')
             grad_flag = "if (requires_grad) autograd::set_requires_grad(r, true); "
-        body = (f'Tensor r = {call}; if (out) {{ write_out(*out, r, "{op.name}"); return *out; }} '
-                f"{grad_flag}return r;")
+        rule = ", OutDtype::Exact" if op.out_exact else ""
+        body = (f'Tensor r = {call}; if (out) {{ write_out(*out, r, "{op.name}"{rule}); '
+                f"return *out; }} {grad_flag}return r;")
         ret_type = "Tensor"
     elif kind == "function" and any(a.name == "device" and a.type == "Device?" for a in args) \
             and op.cpp_return == "Tensor":
@@ -935,10 +950,12 @@ def stub_sig(op: Op, kind: str) -> str:
             kw = True
         default = f" = {a.default}" if a.default is not None else ""
         parts.append(f"{name}: {a.py_type}{default}")
-    if op.out and not op.native_out and kind != "inplace":
+    if op.out and not op.native_out and kind == "function" or (
+            op.out and not op.native_out and kind == "method" and not op.tuple_return):
         if not kw:
             parts.append("*")
-        parts.append("out: Tensor | None = None")
+        parts.append("out: tuple[Tensor, ...] | None = None" if op.tuple_return
+                     else "out: Tensor | None = None")
     ret = "Tensor" if kind == "inplace" else op.py_return
     pyname = op.name + ("_" if kind == "inplace" else "")
     return f"def {pyname}({', '.join(parts)}) -> {ret}: ..."

@@ -85,6 +85,9 @@ class Op:
     dispatch: dict[str, str]
     inplace: bool = False
     out: bool = False
+    # `out: exact` in the YAML: the out= tensor must have the result's dtype (as torch's matmul,
+    # argmax, amax, ...); `out: true` takes any dtype the result can be cast to.
+    out_exact: bool = False
     doc: str = ""
     source: str = ""
     tags: list[str] = field(default_factory=list)
@@ -215,6 +218,7 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     dispatch=e.get("dispatch", {}),
                     inplace=bool(e.get("inplace", False)),
                     out=bool(e.get("out", False)),
+                    out_exact=e.get("out") == "exact",
                     doc=(e.get("doc") or "").strip(),
                     source=path.name,
                     tags=list(e.get("tags", [])),
@@ -239,6 +243,8 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                 raise ValueError(f"{path.name}: {name}: unknown autograd mode {ops[-1].autograd!r}")
             if (ops[-1].autograd == "manual") != bool(ops[-1].autograd_fn):
                 raise ValueError(f"{path.name}: {name}: `autograd: manual` goes with `autograd_fn`")
+            if e.get("out") not in (None, True, False, "exact"):
+                raise ValueError(f"{path.name}: {name}: out must be true or exact")
             if not ops[-1].dispatch:
                 raise ValueError(f"{path.name}: {name} has no dispatch entry")
         groups[path.stem] = ops

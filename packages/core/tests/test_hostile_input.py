@@ -400,3 +400,61 @@ def test_abs_of_negative_zero_is_positive_zero(dtype):
     t = ember.tensor([-0.0, 0.0, -2.5, float("-inf")], dtype=getattr(ember, dtype)).abs()
     assert not any(math.copysign(1.0, v) < 0 for v in t.float().tolist())
     assert t.float().tolist() == [0.0, 0.0, 2.5, float("inf")]
+
+
+# ---- 6. found by the harness with new seeds (out= resize, BCE, index ops) -------------------
+
+@pytest.mark.parametrize("bad", [float("nan"), 1.5, -0.25])
+def test_binary_cross_entropy_checks_target_and_nan_input(bad):
+    """A target outside [0, 1] (NaN included) or a NaN probability was a silent NaN / negative
+    loss; torch raises for both."""
+    p = ember.tensor([0.25, 0.5])
+    with pytest.raises(RuntimeError, match="binary_cross_entropy: all elements of target should "
+                                           "be between 0 and 1"):
+        ember.nn.functional.binary_cross_entropy(p, ember.tensor([bad, 1.0]))
+    with pytest.raises(RuntimeError, match="binary_cross_entropy: all elements of input should "
+                                           "be between 0 and 1"):
+        ember.nn.functional.binary_cross_entropy(ember.tensor([bad, 0.5]), ember.tensor([0.0, 1.0]))
+    # the ends of the range are fine
+    r = ember.nn.functional.binary_cross_entropy(ember.tensor([0.0, 1.0]), ember.tensor([0.0, 1.0]))
+    assert r.item() == 0.0
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, o: ember.index_select(x, 1, ember.tensor([0, 2]), out=o),
+    lambda x, o: ember.take(x, ember.tensor([0, 5, 7]), out=o),
+    lambda x, o: ember.gather(x, 1, ember.tensor([[0], [2], [1]]), out=o),
+    lambda x, o: ember.masked_select(x, x > 5, out=o),
+])
+def test_index_ops_reject_an_expanded_out(call):
+    """An out= whose elements share memory (expanded, stride 0) got one of several values written
+    to each location: a silent wrong result; torch raises."""
+    x = ember.arange(12.0).reshape(3, 4)
+    o = ember.zeros(1).expand(3, 2)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        call(x, o)
+
+
+@needs_torch
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_take_out_like_torch(op):
+    """max(input, out=) and max(input, other, out=) were rejected (TypeError); torch accepts."""
+    x = ember.tensor([[1.0, 5.0], [-2.0, 3.0]])
+    o = ember.empty(0)
+    assert getattr(ember, op)(x, out=o) is o
+    assert o.item() == getattr(torch, op)(torch.tensor(x.tolist())).item()
+    o2 = ember.empty(2, 2)
+    assert getattr(ember, op)(x, x * -1, out=o2) is o2
+    ref = getattr(torch, op)(torch.tensor(x.tolist()), -torch.tensor(x.tolist()))
+    assert o2.tolist() == ref.tolist()
+
+
+@needs_torch
+@pytest.mark.parametrize("mdt,sdt", [("float16", "float32"), ("float32", "float64"),
+                                     ("float64", "float32"), ("bfloat16", "float32")])
+def test_normal_of_tensors_has_the_means_dtype(mdt, sdt):
+    """normal(mean, std) promoted the two dtypes; torch draws in mean's dtype."""
+    e = ember.normal(ember.zeros(3, dtype=getattr(ember, mdt)), ember.ones(3, dtype=getattr(ember, sdt)))
+    t = torch.normal(torch.zeros(3, dtype=getattr(torch, mdt)), torch.ones(3, dtype=getattr(torch, sdt)))
+    assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1] == mdt
+    assert bool(ember.isfinite(e).all())

@@ -23,6 +23,17 @@ namespace {
 
 std::atomic<int64_t> g_live{0};
 std::atomic<uint64_t> g_counter{0};
+std::atomic<ShmCreateHook> g_create_hook{nullptr};
+std::atomic<long> g_hooked_pid{0};
+
+// The create hook, once per pid, before the first named segment (see set_shm_create_hook).
+void before_named_segment() {
+  long me = static_cast<long>(getpid());
+  // Once per pid, even when the hook fails (it is best effort). No lock: the hook takes the GIL,
+  // which a thread waiting here could hold.
+  if (g_hooked_pid.exchange(me) == me) return;
+  if (ShmCreateHook hook = g_create_hook.load()) hook();
+}
 
 // The head of a Pooled segment; the data starts kHeader bytes in (cache-line aligned).
 struct Header {
@@ -302,6 +313,7 @@ Storage make_storage(std::unique_ptr<ShmRef> ref, char* data, void (*deleter)(vo
 std::string shm_prefix(long pid) { return "ember_" + std::to_string(pid) + "_"; }
 
 Storage new_shared_storage(size_t nbytes, ShmPolicy policy) {
+  if (policy != ShmPolicy::Unnamed && policy != ShmPolicy::PooledUnnamed) before_named_segment();
   auto ref = std::make_unique<ShmRef>();
   ref->nbytes = nbytes;
   ref->policy = policy;
@@ -487,5 +499,7 @@ bool shm_unlink_name(const std::string& name) {
 }
 
 int64_t shm_live_segments() { return g_live.load(std::memory_order_relaxed); }
+
+void set_shm_create_hook(ShmCreateHook hook) { g_create_hook.store(hook); }
 
 }  // namespace ember

@@ -67,5 +67,11 @@ bool shm_unlink_name(const std::string& name);
 std::string shm_prefix(long pid);
 // Segments this process has created and not yet freed (for tests and leak checks).
 int64_t shm_live_segments();
+// Runs before a process (each pid: again in a forked child) creates its first named segment, with
+// no lock held. The Python module installs one that starts (or joins) the janitor process that
+// removes the segments of processes killed before they could (ember/_shm_janitor.py), so that a
+// segment never exists before its creator is known to a janitor.
+using ShmCreateHook = void (*)();
+void set_shm_create_hook(ShmCreateHook hook);
 
 }  // namespace ember

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/out_tensor.h"
 #include "core/tensor.h"
 #include "cuda/cuda_context.h"
 #include "cuda/device_types.cuh"
@@ -174,12 +175,10 @@ inline Tensor scalar_on(const Scalar& s, ScalarType dtype, Device device) {
   return to_device(h, device);
 }
 
-// Makes `out` (an out= tensor) hold `sizes` (fresh storage when they differ).
-inline void resize_out(const Tensor& out, const DimVector& sizes) {
-  if (out->sizes() == sizes) return;
-  Tensor f = empty(sizes, out->dtype(), out->device());
-  out->set_storage(f->storage());
-  out->set_sizes_strides(sizes, f->strides(), 0);
+// Makes `out` (an out= tensor) hold `sizes`: the engine's shared resize (fresh storage when they
+// differ, a UserWarning when out= had elements).
+inline void resize_out(const Tensor& out, const DimVector& sizes, const char* op) {
+  ember::resize_out(out, sizes, op);
 }
 
 inline void check_cuda(const Tensor& t, const char* op, const char* what) {

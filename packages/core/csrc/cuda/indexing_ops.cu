@@ -206,7 +206,7 @@ struct OutArg {
   Tensor done(const char* op) const {
     if (!user) return result;
     if (user != result) {
-      ix::resize_out(user, result->sizes());
+      ix::resize_out(user, result->sizes(), op);
       ix::copy(user, result, op);
     } else {
       user->bump_version();
@@ -220,9 +220,10 @@ OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, Dev
   if (!out) return {empty(sizes, dtype, device), nullptr};
   check_out_dtype(out, dtype, op);
   ix::check_cuda(out, op, "the out= tensor");
+  check_no_internal_overlap(out, op);  // an expanded out= would get one of several values
   for (const Tensor& in : inputs)
     if (in && in->storage() == out->storage()) return {empty(sizes, dtype, device), out};
-  ix::resize_out(out, sizes);
+  ix::resize_out(out, sizes, op);
   if (out->is_contiguous()) return {out, out};
   return {empty(sizes, dtype, device), out};
 }
@@ -233,7 +234,7 @@ Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
   if (out.get() == self.get()) return self;
   check_inplace_out(self, out, inputs, op);
   ix::check_cuda(out, op, "the out= tensor");
-  ix::resize_out(out, self->sizes());
+  ix::resize_out(out, self->sizes(), op);
   ix::copy(out, self, op);
   return out;
 }

@@ -64,7 +64,7 @@ Tensor triangle(const Tensor& self, const Tensor& out, bool lower, int64_t diago
   triangle_into(r, self, lower, diagonal, op);
   if (!out || direct) return r;
   check_triangle_out(r, out, self, op);
-  ix::resize_out(out, r->sizes());
+  ix::resize_out(out, r->sizes(), op);
   if (out->dtype() != r->dtype())  // a cast on the way out: through the host (rare)
     r = ix::to_device(ix::host_as(r, out->dtype(), op), out->device());
   ix::copy(out, r, op);

@@ -9,6 +9,7 @@
 
 #include "core/dispatch.h"
 #include "core/error.h"
+#include "core/out_tensor.h"
 #include "kernels/loops.h"
 #include "ops.h"
 
@@ -154,9 +155,7 @@ TensorIterator& TensorIterator::build() {
           EMBER_CHECK(resize_outputs_ && !aliased, op_, ": output with shape ",
                       shape_str(t->sizes()), " doesn't match the broadcast shape ",
                       shape_str(shape_));
-          Tensor fresh = empty(shape_, t->dtype(), t->device());
-          t->set_storage(fresh->storage());
-          t->set_sizes_strides(shape_, fresh->strides(), 0);
+          resize_out(t, shape_, op_);
         }
         if (!allow_overlap_) check_no_internal_overlap(t, op_);
         if (check_partial_overlap_)

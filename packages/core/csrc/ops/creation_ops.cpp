@@ -242,11 +242,13 @@ ScalarType normal_dtype(ScalarType t) {
 }  // namespace
 
 Tensor normal(const Tensor& mean, const Tensor& std, Generator* generator) {
-  const ScalarType dt = normal_dtype(promote_types(mean->dtype(), std->dtype()));
+  // As torch, the draws have mean's dtype (a float32 std does not promote float16 means).
+  const ScalarType dt = normal_dtype(mean->dtype());
   check_std(std);
   DimVector shape = broadcast_shapes(mean->sizes(), std->sizes(), "normal");
   Tensor z = randn(shape, generator, dt, mean->device());
-  return ops::add(ops::mul(z, std, Tensor()), mean, 1, Tensor());
+  Tensor r = ops::add(ops::mul(z, std, Tensor()), mean, 1, Tensor());
+  return r->dtype() == dt ? r : ops::_to_dtype(r, dt, false);
 }
 
 Tensor normal(const Tensor& mean, double std, Generator* generator) {

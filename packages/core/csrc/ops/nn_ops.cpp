@@ -326,17 +326,32 @@ Tensor binary_cross_entropy(const Tensor& self, const Tensor& target, const Tens
                             const std::string& reduction) {
   const char* op = "binary_cross_entropy";
   check_same_shape(op, self, target);
+  // As torch: no promotion. The target must have the input's dtype (a float64 target of a
+  // float32 input is an error, not a float64 loss); a weight is cast to it.
+  EMBER_CHECK(is_floating(self->dtype()), op, ": expected a floating point input (probabilities), ",
+              "got ", dtype_name(self->dtype()));
+  EMBER_CHECK(target->dtype() == self->dtype(), op, ": expected target to have the input's dtype ",
+              dtype_name(self->dtype()), ", but got ", dtype_name(target->dtype()),
+              " (convert it with target.to(input.dtype))");
+  const Tensor w = weight && weight->dtype() != self->dtype()
+                       ? ops::_to_dtype(weight, self->dtype(), false)
+                       : weight;
   if (!self->device().is_meta()) {  // a check of values (meta has none)
-    Tensor bad = ops::logical_or(ops::lt(self, Scalar(0.0), Tensor()),
-                                 ops::gt(self, Scalar(1.0), Tensor()), Tensor());
-    EMBER_CHECK(!host_values(ops::any(bad, std::nullopt, false), op)->data_as<bool>()[0], op,
-                ": all elements of input should be between 0 and 1");
+    // Outside [0, 1], NaN included: log of a negative number or of 1 - t < 0 would be a NaN
+    // loss (torch raises for both).
+    auto outside = [&](const Tensor& t) {
+      Tensor in = ops::logical_and(ops::ge(t, Scalar(0.0), Tensor()),
+                                   ops::le(t, Scalar(1.0), Tensor()), Tensor());
+      return !host_values(ops::all(in, std::nullopt, false), op)->data_as<bool>()[0];
+    };
+    EMBER_CHECK(!outside(self), op, ": all elements of input should be between 0 and 1");
+    EMBER_CHECK(!outside(target), op, ": all elements of target should be between 0 and 1");
   }
   const TensorOrScalar floor(Scalar(-100.0)), none;
   Tensor log_p = ops::clamp(ops::log(self, Tensor()), floor, none, Tensor());
   Tensor log_1mp = ops::clamp(ops::log(rsub1(self), Tensor()), floor, none, Tensor());
   Tensor l = ops::neg(add(mul(target, log_p), mul(rsub1(target), log_1mp)), Tensor());
-  if (weight) l = mul(l, weight);
+  if (w) l = mul(l, w);
   return reduce(l, reduction, op);
 }
 
@@ -345,11 +360,17 @@ Tensor binary_cross_entropy_with_logits(const Tensor& self, const Tensor& target
                                         const std::string& reduction) {
   const char* op = "binary_cross_entropy_with_logits";
   check_same_shape(op, self, target);
+  // As torch, the loss has the target's dtype (a float32 target of a float64 input gives a
+  // float32 loss; weight and pos_weight do not promote it), so an integer target is an error.
+  EMBER_CHECK(is_floating(target->dtype()), op, ": expected a floating point target (the loss ",
+              "takes its dtype), got ", dtype_name(target->dtype()),
+              " (convert it with target.to(input.dtype))");
   // (1 - t) x - lw * logsigmoid(x), lw = 1 + (pos_weight - 1) t: stable for any x.
   Tensor ls = ops::logsigmoid(self);
   Tensor pos = pos_weight ? mul(ls, add(mul(target, sub(pos_weight, kOne)), kOne)) : ls;
   Tensor l = sub(mul(rsub1(target), self), pos);
   if (weight) l = mul(l, weight);
+  if (l->dtype() != target->dtype()) l = ops::_to_dtype(l, target->dtype(), false);
   return reduce(l, reduction, op);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/out_tensor.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "ops/host_sync.h"
@@ -36,11 +37,8 @@ void prepare_out(const Tensor& out, const DimVector& shape, ScalarType dtype,
                 "(): unsupported operation: some elements of the input "
                 "tensor and the written-to tensor refer to a single memory location. Please "
                 "clone() the tensor before performing the operation.");
-  if (out->sizes() != shape) {
-    Tensor fresh = ember::empty(shape, out->dtype(), out->device());
-    out->set_storage(fresh->storage());
-    out->set_sizes_strides(shape, fresh->strides(), 0);
-  }
+  Device device = inputs.empty() ? out->device() : inputs[0]->device();
+  ember::prepare_out(out, shape, dtype, device, op, OutDtype::Any);
 }
 
 std::vector<Tensor> map(const std::vector<Tensor>& ts, Tensor (*f)(const Tensor&)) {
@@ -149,6 +147,11 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, const Tensor& out)
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
   for (const Tensor& t : tensors) parts.push_back(ops::unsqueeze(t, d));
+  if (out) {  // resized (and warned about) under stack's name, not cat's
+    DimVector shape = tensors[0]->sizes();
+    shape.insert(d, static_cast<int64_t>(tensors.size()));
+    resize_out(out, shape, "stack");
+  }
   return ops::cat(parts, d, out);  // ops:: calls record autograd (stack is `composite`)
 }
 

@@ -1,5 +1,6 @@
 #include "python/bind_support.h"
 
+#include "core/out_tensor.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
@@ -175,16 +176,32 @@ std::vector<Tensor> unwrap_optional_tensors(const std::vector<std::optional<Tens
   return out;
 }
 
-void write_out(const Tensor& out, const Tensor& r, const char* op) {
-  EMBER_CHECK(can_cast(r->dtype(), out->dtype()), op, ": result type ", dtype_name(r->dtype()),
-              " can't be cast to the desired output type ", dtype_name(out->dtype()));
-  if (out->sizes() != r->sizes()) {
-    Tensor fresh = empty(r->sizes(), out->dtype(), out->device());
-    out->set_storage(fresh->storage());
-    out->set_sizes_strides(r->sizes(), fresh->strides(), 0);
-  }
+void write_out(const Tensor& out, const Tensor& r, const char* op, OutDtype rule) {
+  prepare_out(out, r->sizes(), r->dtype(), r->device(), op, rule);
   check_no_internal_overlap(out, op);
   dispatch::_copy_from(r, out, false);
+}
+
+void write_outs(const std::vector<Tensor>& out, std::initializer_list<Tensor> results,
+                const char* op) {
+  EMBER_CHECK_KIND(out.size() == results.size(), Type, op, "(): out= must be a tuple of ",
+                   results.size(), " tensors, got ", out.size());
+  size_t i = 0;
+  for (const Tensor& r : results) {
+    EMBER_CHECK_KIND(out[i], Type, op, "(): out= must be a tuple of tensors, got None at ", i);
+    check_out(out[i], r->dtype(), r->device(), op, OutDtype::Exact);
+    for (size_t j = 0; j < i; ++j)
+      EMBER_CHECK(out[j]->storage() != out[i]->storage() || out[i]->numel() == 0, op,
+                  "(): the out= tensors must not share memory");
+    ++i;
+  }
+  i = 0;
+  for (const Tensor& r : results) {
+    resize_out(out[i], r->sizes(), op);
+    check_no_internal_overlap(out[i], op);
+    dispatch::_copy_from(r, out[i], false);
+    ++i;
+  }
 }
 
 void write_inplace(const Tensor& self, const Tensor& r, const char* op) {

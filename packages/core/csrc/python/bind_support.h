@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/out_tensor.h"
 #include "ops/op_types.h"
 
 namespace py = pybind11;
@@ -43,7 +44,14 @@ py::object make_return_tuple(const char* name, std::initializer_list<const char*
 py::tuple tensor_tuple(const std::vector<Tensor>& ts);
 std::vector<Tensor> unwrap_optional_tensors(const std::vector<std::optional<Tensor>>& ts);
 // out= for ops computed into a fresh tensor: resize `out` if needed and copy (casting) `r` in.
-void write_out(const Tensor& out, const Tensor& r, const char* op);
+// The dtype rule: torch.can_cast(r.dtype, out.dtype), or the same dtype (YAML `out: exact`).
+void write_out(const Tensor& out, const Tensor& r, const char* op,
+               OutDtype rule = OutDtype::CanCast);
+// out= of an op returning several tensors (sort, topk, max(dim), ...): one out= tensor per
+// result, each of the result's dtype and device (checked for all before any is written), then
+// resized and written as write_out does.
+void write_outs(const std::vector<Tensor>& out, std::initializer_list<Tensor> results,
+                const char* op);
 // In-place form of a non-native op: `r` must have self's shape and be castable to its dtype.
 void write_inplace(const Tensor& self, const Tensor& r, const char* op);
 

@@ -10,6 +10,7 @@
 
 #include "core/backend.h"
 #include "core/generator.h"
+#include "core/out_tensor.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
 #include "ops/sdp_backends.h"
@@ -377,6 +378,24 @@ PYBIND11_MODULE(_C, m) {
       PyExc_RuntimeError, nullptr);
   m.attr("OutOfMemoryError") = py::handle(g_oom_error);
   translate_errors();
+  // Engine warnings (an out= tensor resized, ...) become Python UserWarnings, attributed to the
+  // caller's line; a warnings filter that turns them into errors makes the op raise that error.
+  set_warning_handler([](const std::string& message) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0) throw py::error_already_set();
+  });
+  m.def(
+      "_prepare_out",
+      [](const Tensor& out, const Tensor& result, const std::string& op, bool exact) {
+        prepare_out(out, result->sizes(), result->dtype(), result->device(), op.c_str(),
+                    exact ? OutDtype::Exact : OutDtype::CanCast);
+        return out;
+      },
+      py::arg("out"), py::arg("result"), py::arg("op"), py::arg("exact") = false,
+      "Prepares out= for `result` the way every op does: torch.can_cast(result.dtype, "
+      "out.dtype) (exact: the same dtype) and the same device are required, and out takes "
+      "result's shape (a UserWarning when out had elements). Python ops with out= call it "
+      "before copying.");
   // A cuda tensor asked for before ember.cuda was touched loads ember._C_cuda then (when it was
   // built); without it the engine's "no backend" error stands.
   set_backend_loader([](DeviceType type) {

@@ -32,6 +32,22 @@ size_t extent_bytes(const DimVector& sizes, const DimVector& strides, int64_t of
   return static_cast<size_t>(last + 1) * itemsize(dt);
 }
 
+// The shared-memory create hook: starts or joins this process tree's janitor
+// (ember/_shm_janitor.py). Best effort: without a janitor, only a killed process's segments stay.
+void join_shm_janitor() {
+#if PY_VERSION_HEX >= 0x030D0000
+  if (!Py_IsInitialized() || Py_IsFinalizing()) return;
+#else
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+#endif
+  py::gil_scoped_acquire gil;
+  try {
+    py::module_::import("ember._shm_janitor").attr("ensure_started")();
+  } catch (py::error_already_set&) {
+    // No janitor (no interpreter to start it, out of processes): segments stay only if killed.
+  }
+}
+
 ShmPolicy to_policy(int p) {
   EMBER_CHECK_KIND(p >= 0 && p <= 4, Value, "shared memory: unknown policy ", p);
   return static_cast<ShmPolicy>(p);
@@ -40,6 +56,7 @@ ShmPolicy to_policy(int p) {
 }  // namespace
 
 void bind_shared_memory(py::module_& m, TensorClass& cls) {
+  set_shm_create_hook(&join_shm_janitor);
   // ember.load(..., mmap=True): private mappings of a checkpoint file (core/mapped_file.h).
   m.def(
       "_map_file",

@@ -111,10 +111,7 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
         r = _C.where(zero.any(dims, keepdim=keepdim) if dims else zero, _C.zeros_like(r), r)
     else:
         r = x.norm(float(ord), dims, keepdim)
-    if out is not None:
-        out.copy_(r)
-        return out
-    return r
+    return _out(r, out, "linalg.vector_norm")
 
 
 def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2, -1),
@@ -150,10 +147,7 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
             r = r.unsqueeze(d0).unsqueeze(d1)
     else:
         raise RuntimeError(f"linalg.matrix_norm: Order {ord!r} not supported.")
-    if out is not None:
-        out.copy_(r)
-        return out
-    return r
+    return _out(r, out, "linalg.matrix_norm")
 
 
 def norm(A: Tensor, ord: str | float | None = None, dim: int | Sequence[int] | None = None,
@@ -266,10 +260,7 @@ def multi_dot(tensors: Sequence[Tensor], *, out: Tensor | None = None) -> Tensor
         r = r.squeeze(0)
     if last_vec:
         r = r.squeeze(-1)
-    if out is not None:
-        out.copy_(r)
-        return out
-    return r
+    return _out(r, out, "linalg.multi_dot")
 
 
 def matrix_power(A: Tensor, n: int, *, out: Tensor | None = None) -> Tensor:
@@ -299,10 +290,7 @@ def matrix_power(A: Tensor, n: int, *, out: Tensor | None = None) -> Tensor:
             n >>= 1
             if n:
                 base = _C.matmul(base, base)
-    if out is not None:
-        out.copy_(r)
-        return out
-    return r
+    return _out(r, out, "linalg.matrix_power")
 
 
 def vander(x: Tensor, *, N: int | None = None) -> Tensor:
@@ -337,7 +325,7 @@ def cholesky(A: Tensor, *, upper: bool = False, out: Tensor | None = None) -> Te
     """
     L, info = cholesky_ex(A, upper=upper)
     _raise_cholesky(info)
-    return _out(L, out)
+    return _out(L, out, "linalg.cholesky")
 
 
 def _raise_cholesky(info: Tensor) -> None:
@@ -373,7 +361,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
         r = _C._linalg_solve_triangular(A, B, upper, unitriangular)
     else:  # X A = B  <=>  A^T X^T = B^T, and A^T is triangular the other way
         r = _C._linalg_solve_triangular(A.mT, B.mT, not upper, unitriangular).mT
-    return _out(r, out)
+    return _out(r, out, "linalg.solve_triangular")
 
 
 # ---- factorizations (LAPACK kernels: ember._C._linalg_*) -----------------------------------
@@ -395,7 +383,8 @@ def _rt(name: str, fields: Sequence[str], values: Sequence[Any], out: Any = None
     """The named tuple ``ember.return_types.<name>`` of ``values``, or of the ``out`` tensors
     after ``values`` are copied into them (see :func:`_out`)."""
     if out is not None:
-        values = [_out(v, o) for v, o in zip(values, out)]
+        op = name.replace("linalg_", "linalg.")
+        values = [_out(v, o, op) for v, o in zip(values, out)]
     cls = _RETURN_TYPES.get(name)
     if cls is None:
         from ember import return_types
@@ -438,12 +427,12 @@ def _first_failure(info: Tensor) -> tuple[str, int] | None:
     return (f"(Batch element {b}): " if info.ndim > 0 else ""), int(values[b])
 
 
-def _out(r: Tensor, out: Tensor | None) -> Tensor:
-    """r, or r copied into ``out``, which must already have r's shape."""
+def _out(r: Tensor, out: Tensor | None, op: str, exact: bool = True) -> Tensor:
+    """r, or r copied into ``out`` after the engine's shared out= preparation (dtype and device
+    checks; a resize to r's shape, which warns when ``out`` had elements). As torch, ``out``
+    must have r's dtype, except for the composites (``exact=False``: any dtype r casts to)."""
     if out is not None:
-        if tuple(out.shape) != tuple(r.shape):
-            raise RuntimeError(f"Expected out tensor to have shape {tuple(r.shape)}, but got "
-                               f"{tuple(out.shape)} instead")
+        _C._prepare_out(out, r, op, exact)
         out.copy_(r)
         return out
     return r
@@ -487,7 +476,7 @@ def inv(A: Tensor, *, out: Tensor | None = None) -> Tensor:
     """
     r, info = inv_ex(A)
     _raise_inv(info)
-    return _out(r, out)
+    return _out(r, out, "linalg.inv")
 
 
 def _solve_args(A: Tensor, B: Tensor, left: bool) -> tuple[Tensor, Tensor, bool]:
@@ -547,7 +536,7 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True, out: Tensor | None = None)
     """
     x, info = solve_ex(A, B, left=left)
     _raise_solve(info)
-    return _out(x, out)
+    return _out(x, out, "linalg.solve")
 
 
 def det(A: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -559,7 +548,7 @@ def det(A: Tensor, *, out: Tensor | None = None) -> Tensor:
     -2.0
     """
     _check_matrix("linalg.det", A, square=True)
-    return _out(_C._linalg_det(A)[0], out)
+    return _out(_C._linalg_det(A)[0], out, "linalg.det")
 
 
 def slogdet(A: Tensor, *, out: Any = None) -> Any:
@@ -640,7 +629,7 @@ def svdvals(A: Tensor, *, driver: str | None = None, out: Tensor | None = None) 
     # the derivative needs the singular vectors
     _, S, _, info = _C._linalg_svd(A, False, _grad_needed(A))
     _raise_svd(info, "linalg.svdvals")
-    return _out(S, out)
+    return _out(S, out, "linalg.svdvals")
 
 
 def qr(A: Tensor, mode: str = "reduced", *, out: Any = None) -> Any:
@@ -702,7 +691,7 @@ def eigvalsh(A: Tensor, UPLO: str = "L", *, out: Tensor | None = None) -> Tensor
     _check_uplo(UPLO)
     L, _, info = _C._linalg_eigh(A, UPLO.upper(), _grad_needed(A))
     _raise_eigh(info, "linalg.eigvalsh")
-    return _out(L, out)
+    return _out(L, out, "linalg.eigvalsh")
 
 
 def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> Any:
@@ -855,7 +844,7 @@ def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoin
         x = _C._lu_solve(LU, pivots, B, adjoint)
     else:  # X A = B  <=>  A^T X^T = B^T
         x = _C._lu_solve(LU, pivots, B.mT, not adjoint).mT
-    return _out(x, out)
+    return _out(x, out, "linalg.lu_solve")
 
 
 def _tolerance(S: Tensor, shape: Sequence[int], atol: Any, rtol: Any,
@@ -893,12 +882,12 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
         tol = _tolerance(L.abs(), A.shape, atol, rtol, rcond)
         keep = L.abs() > tol
         inv_l = _C.where(keep, L, _C.ones_like(L)).reciprocal() * keep.to(L.dtype)
-        return _out(_C.matmul(V * inv_l.unsqueeze(-2), V.mT), out)
+        return _out(_C.matmul(V * inv_l.unsqueeze(-2), V.mT), out, "linalg.pinv", exact=False)
     U, S, Vh = svd(A, full_matrices=False)
     tol = _tolerance(S, A.shape, atol, rtol, rcond)
     keep = S > tol
     inv_s = _C.where(keep, S, _C.ones_like(S)).reciprocal() * keep.to(S.dtype)
-    return _out(_C.matmul(Vh.mT * inv_s.unsqueeze(-2), U.mT), out)
+    return _out(_C.matmul(Vh.mT * inv_s.unsqueeze(-2), U.mT), out, "linalg.pinv", exact=False)
 
 
 def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False,
@@ -918,7 +907,7 @@ def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: boo
     with no_grad():
         S = eigvalsh(A).abs() if hermitian else svdvals(A)
     cutoff = _tolerance(S, A.shape, atol, rtol)
-    return _out((S > cutoff).sum(-1), out)
+    return _out((S > cutoff).sum(-1), out, "linalg.matrix_rank", exact=False)
 
 
 def cond(A: Tensor, p: Any = None, *, out: Tensor | None = None) -> Tensor:
@@ -936,7 +925,7 @@ def cond(A: Tensor, p: Any = None, *, out: Tensor | None = None) -> Tensor:
         r = S[..., 0] / S[..., -1] if p != -2 else S[..., -1] / S[..., 0]
     else:
         r = matrix_norm(A, p) * matrix_norm(inv(A), p)
-    return _out(r, out)
+    return _out(r, out, "linalg.cond", exact=False)
 
 
 def tensorinv(A: Tensor, ind: int = 2, *, out: Tensor | None = None) -> Tensor:
@@ -955,7 +944,7 @@ def tensorinv(A: Tensor, ind: int = 2, *, out: Tensor | None = None) -> Tensor:
         raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
                            f"prod(self.shape[:ind]), but got {cols} != {rows}")
     r = inv(A.reshape(rows, cols)).reshape(*A.shape[ind:], *A.shape[:ind])
-    return _out(r, out)
+    return _out(r, out, "linalg.tensorinv", exact=False)
 
 
 def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None, *,
@@ -980,7 +969,7 @@ def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None, *,
                            f"and {tuple(B.shape)}")
     xshape = A.shape[B.ndim:]
     r = solve(A.reshape(math.prod(lead), math.prod(xshape)), B.reshape(-1)).reshape(*xshape)
-    return _out(r, out)
+    return _out(r, out, "linalg.tensorsolve", exact=False)
 
 
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False,
@@ -1128,7 +1117,8 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *,
                            f"by {n} but each b matrix is {r} by {c}")
     L = input2.mT if upper else input2
     y = _C._linalg_solve_triangular(L, input, False, False)  # L y = B
-    return _out(_C._linalg_solve_triangular(L.mT, y, True, False), out)  # L^T x = y
+    x = _C._linalg_solve_triangular(L.mT, y, True, False)  # L^T x = y
+    return _out(x, out, "cholesky_solve", exact=False)
 
 
 def cholesky_inverse(input: Tensor, upper: bool = False, *,
@@ -1141,8 +1131,8 @@ def cholesky_inverse(input: Tensor, upper: bool = False, *,
     [[0.25, 0.0], [0.0, 1.0]]
     """
     _check_matrix("cholesky_inverse", input, "input", square=True)
-    return _out(cholesky_solve(_eye(input.shape[-1], input).expand(*input.shape), input, upper),
-                out)
+    r = cholesky_solve(_eye(input.shape[-1], input).expand(*input.shape), input, upper)
+    return _out(r, out, "cholesky_inverse", exact=False)
 
 
 def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "core/dispatch.h"
+#include "core/out_tensor.h"
 #include "kernels/cpu/bool_bytes.h"
 #include "kernels/indexing_rules.h"
 #include "kernels/iterator.h"
@@ -95,21 +96,15 @@ Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, bool allow_
   return idx;
 }
 
-void resize_out(const Tensor& out, const DimVector& sizes) {
-  if (out->sizes() == sizes) return;
-  Tensor fresh = empty(sizes, out->dtype(), out->device());
-  out->set_storage(fresh->storage());
-  out->set_sizes_strides(sizes, fresh->strides(), 0);
-}
-
 // Where an op with out= writes: a new contiguous tensor, or out= itself (resized to `sizes` when
 // they differ; its dtype must be `dtype`). A non-contiguous out= gets the result copied in.
 struct OutArg {
   Tensor result, user;
+  const char* op;
   Tensor done() const {
     if (!user) return result;
     if (user != result) {
-      resize_out(user, result->sizes());  // deferred when out= shares memory with an input
+      resize_out(user, result->sizes(), op);  // deferred when out= shares memory with an input
       copy_into(user, result);
     } else {
       user->bump_version();
@@ -120,15 +115,17 @@ struct OutArg {
 
 OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, const char* op,
                 std::initializer_list<Tensor> inputs) {
-  if (!out) return {empty(sizes, dtype), nullptr};
-  check_out_dtype(out, dtype, op);
+  if (!out) return {empty(sizes, dtype), nullptr, op};
+  check_out(out, dtype, inputs.size() ? (*inputs.begin())->device() : out->device(), op,
+            OutDtype::Exact);
+  check_no_internal_overlap(out, op);  // an expanded out= would get one of several values
   // out= sharing memory with an input (x.take(i, out=x)) is neither resized nor written until
   // the op has read its inputs: resizing first would swap the input's storage under the kernel.
   for (const Tensor& in : inputs)
-    if (in && in->storage() == out->storage()) return {empty(sizes, dtype), out};
-  resize_out(out, sizes);
-  if (out->is_contiguous()) return {out, out};
-  return {empty(sizes, dtype), out};
+    if (in && in->storage() == out->storage()) return {empty(sizes, dtype), out, op};
+  resize_out(out, sizes, op);
+  if (out->is_contiguous()) return {out, out, op};
+  return {empty(sizes, dtype), out, op};
 }
 
 // The tensor an op with an in-place form writes: self (in place), out= (a copy of self), or a
@@ -138,7 +135,7 @@ Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
   if (!out) return dispatch::clone(self);
   if (out.get() == self.get()) return self;
   check_inplace_out(self, out, inputs, op);
-  resize_out(out, self->sizes());
+  resize_out(out, self->sizes(), op);
   copy_into(out, self);
   return out;
 }

@@ -850,8 +850,8 @@ namespace {
 // LAPACK's potf2 ('L') on the column-major n x n matrix a, left-looking: column j of L is A's
 // column j less the products with the columns before it (a column-oriented loop over the rows),
 // its diagonal's square root, and the rest scaled by the reciprocal. On a diagonal that is not
-// positive (or NaN) a[j, j] keeps it and the later columns stay A's, as LAPACK; returns info.
-// For 'U' the matrix is transposed in place around the same loop.
+// positive (or NaN) a[j, j] keeps it while the rest of column j and the later columns stay A's,
+// as LAPACK; returns info. For 'U' the matrix is transposed in place around the same loop.
 template <class T>
 int32_t small_potf2(int64_t n, T* a, bool upper) {
   auto transpose = [&] {
@@ -862,15 +862,17 @@ int32_t small_potf2(int64_t n, T* a, bool upper) {
   int32_t info = 0;
   for (int64_t j = 0; j < n; ++j) {
     T* cj = a + j * n;
-    for (int64_t k = 0; k < j; ++k) {
-      const T f = a[k * n + j];
-      const T* ck = a + k * n;
-      for (int64_t i = j; i < n; ++i) cj[i] -= ck[i] * f;
-    }
-    const T d = cj[j];
+    T d = cj[j];
+    for (int64_t k = 0; k < j; ++k) d -= a[k * n + j] * a[k * n + j];
+    cj[j] = d;
     if (!(d > 0)) {
       info = static_cast<int32_t>(j + 1);
       break;
+    }
+    for (int64_t k = 0; k < j; ++k) {
+      const T f = a[k * n + j];
+      const T* ck = a + k * n;
+      for (int64_t i = j + 1; i < n; ++i) cj[i] -= ck[i] * f;
     }
     const T r = std::sqrt(d);
     cj[j] = r;
@@ -895,15 +897,42 @@ std::tuple<Tensor, Tensor> _linalg_cholesky_ex(const Tensor& A, bool upper) {
     using T = scalar_t;
     T* a = l->data_as<T>();
     int32_t* inf = info->data_as<int32_t>();
-    for_each_matrix(count_of(batch), n, [&](int64_t b) {
-      T* ab = a + b * n * n;
-      inf[b] = n <= kSmallLu ? small_potf2(n, ab, upper)
-                             : Lapack<T>::potrf(upper ? 'U' : 'L', lint(n), ab, ld(n));
-      // potrf leaves the other triangle as it was: the factor has zeros there
+    const int64_t count = count_of(batch);
+    // OpenBLAS's blocked potrf does not stop at a NaN on the diagonal as LAPACK's potf2 does: the
+    // NaN spreads through the rest of the factor and info stays 0. Such matrices (and the other
+    // failures, so that a failed factor looks the same for every n) are factored again from A by
+    // the unblocked loop, which reports the first diagonal that is not positive.
+    std::vector<char> redo(static_cast<size_t>(count), 0);
+    auto zero_other_triangle = [&](T* ab) {  // potrf leaves it as it was; the factor has zeros
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < n; ++i)
           if (upper ? i > j : i < j) ab[j * n + i] = 0;
+    };
+    for_each_matrix(count, n, [&](int64_t b) {
+      T* ab = a + b * n * n;
+      if (n <= kSmallLu) {
+        inf[b] = small_potf2(n, ab, upper);
+      } else {
+        inf[b] = Lapack<T>::potrf(upper ? 'U' : 'L', lint(n), ab, ld(n));
+        for (int64_t j = 0; j < n && !inf[b]; ++j)
+          if (!(ab[j * n + j] > 0)) inf[b] = -1;
+        if (inf[b]) {
+          redo[static_cast<size_t>(b)] = 1;
+          return;
+        }
+      }
+      zero_other_triangle(ab);
     });
+    if (std::find(redo.begin(), redo.end(), 1) == redo.end()) return;
+    Tensor again = col_major_copy(A, batch);
+    const T* src = again->data_as<T>();
+    for (int64_t b = 0; b < count; ++b) {
+      if (!redo[static_cast<size_t>(b)]) continue;
+      T* ab = a + b * n * n;
+      std::copy(src + b * n * n, src + (b + 1) * n * n, ab);
+      inf[b] = small_potf2(n, ab, upper);
+      zero_other_triangle(ab);
+    }
   });
   return {l, info};
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/out_tensor.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "kernels/triangle_rules.h"
@@ -47,11 +48,7 @@ Tensor triangle(const Tensor& self, const Tensor& out, const char* op, const Ran
   zero_ranges(r, range);
   if (!out || direct) return r;
   check_triangle_out(r, out, self, op);
-  if (out->sizes() != r->sizes()) {
-    Tensor fresh = ember::empty(r->sizes(), out->dtype(), out->device());
-    out->set_storage(fresh->storage());
-    out->set_sizes_strides(r->sizes(), fresh->strides(), 0);
-  }
+  resize_out(out, r->sizes(), op);
   copy_into(out, r);
   return out;
 }

@@ -16,7 +16,7 @@ import weakref
 from typing import Any, Callable, Iterable, Iterator
 
 import ember
-from ember import _C
+from ember import _C, _shm_janitor
 
 from . import _memory, _worker
 from ._collate import default_collate, default_convert
@@ -446,6 +446,9 @@ class _MultiProcessIter(_BaseIter):
 
     def _start_workers(self, ctx: Any, loader: DataLoader, plan: _memory.Plan) -> None:
         pool = self._pool
+        # One /dev/shm janitor for the loader and its workers (they join it: fork inherits it,
+        # spawn / forkserver workers get it with the process object), instead of one per worker.
+        _shm_janitor.ensure_started()
         for i in range(self._num_workers):
             iq = ctx.Queue()
             iq.cancel_join_thread()
@@ -473,7 +476,9 @@ class _MultiProcessIter(_BaseIter):
                 ),
                 daemon=True,
             )
+            w._ember_janitor = _shm_janitor.Handle()  # pickled with it for spawn / forkserver
             w.start()
+            del w._ember_janitor
             writer.close()
             pool.workers.append(w)
             pool.index_queues.append(iq)

@@ -525,6 +525,7 @@ def normalize(
     denom = input.norm(p, [dim], True).clamp(min=eps).expand_as(input)
     res = input / denom
     if out is not None:
+        _C._prepare_out(out, res, "normalize")
         out.copy_(res)
         return out
     return res
