@@ -573,7 +573,8 @@ Problem plan(const char* op, Tensor& q, Tensor& k, Tensor& v, Tensor& mask, bool
   p.E = static_cast<int>(a.E);
   p.Ev = static_cast<int>(a.Ev);
   p.causal = is_causal;
-  p.scale = scale;
+  // Without E the CPU kernel's scores are 0 (+ mask), unscaled (so a scale of inf gives no NaN).
+  p.scale = a.E == 0 ? 1.0 : scale;
   if (mask) p.mask_kind = mask->dtype() == ScalarType::Bool ? kBoolMask : kAddMask;
   return p;
 }
@@ -651,7 +652,8 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
   Tensor gq = empty(q->sizes(), dt, q->device());
   Tensor gk = empty(k->sizes(), dt, k->device());
   Tensor gv = empty(v->sizes(), dt, v->device());
-  if (p.B == 0 || p.S == 0 || p.L == 0 || p.E == 0 || p.Ev == 0) {
+  // E == 0 still has a dV (the scores are 0 + mask, P is not zero): only Ev == 0 has no gradient.
+  if (p.B == 0 || p.S == 0 || p.L == 0 || p.Ev == 0) {
     ix::zero(gq);
     ix::zero(gk);
     ix::zero(gv);
