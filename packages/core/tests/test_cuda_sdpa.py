@@ -323,6 +323,43 @@ def test_empty_slices():
             assert tuple(g.shape) == tuple(t.shape) and np.all(npv(g) == 0)
 
 
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_zero_width_queries_and_keys(dtype, causal):
+    # E = 0: every score is 0 (+ mask), so the output is a mean of the values and dV is not
+    # zero (dQ and dK have no elements); the kernels run with no dot-product columns.
+    q, k, v = arr((2, 3, 37, 0), 0), arr((2, 3, 41, 0), 1), arr((2, 3, 41, 5), 2)
+    g = arr((2, 3, 37, 5), 3)
+    qd, kd, vd, gd = (dev(et(x, dtype)) for x in (q, k, v, g))
+    out, lse = C._scaled_dot_product_fused_attention([qd, kd, vd], None, causal, 0.7)
+    r_out, r_lse, (dq, dk, dv) = ref_attention(q, k, rounded(v, dtype), causal=causal, scale=0.7,
+                                               dout=rounded(g, dtype))
+    close(out, r_out, dtype, "out")
+    close(lse, r_lse, dtype, "lse")
+    grads = C._scaled_dot_product_fused_attention_backward(gd, qd, kd, vd, None, out, lse, causal,
+                                                           0.7)
+    assert tuple(grads[0].shape) == q.shape and tuple(grads[1].shape) == k.shape
+    close(grads[2], dv, dtype, "dv")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_first_key_tiles_fully_masked(dtype, kind):
+    # The kernels walk the keys in tiles of 32: rows whose first tiles hide every key start the
+    # online softmax from -inf (all keys before 32 or 64 masked), one row sees only its last key,
+    # and one additive entry dominates its row from a late tile (the running max jumps).
+    keep = np.ones((20, 70), dtype=bool)
+    keep[:, :32] = False
+    keep[4, :64] = False
+    keep[9, :69] = False
+    keep[3] = False
+    mask = keep if kind == "bool" else np.where(keep, 0.0, -np.inf)
+    if kind == "additive":
+        mask[7, 40] = 30.0
+    autograd_check(dtype, (2, 20, 8), (2, 70, 8), (2, 70, 5), mask=mask)
+
+
 @needs_cuda
 def test_backward_deterministic():
     q = dev(et(arr((2, 4, 150, 64), 0), "float32")).requires_grad_()

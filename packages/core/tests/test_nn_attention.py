@@ -67,6 +67,29 @@ def test_values_and_grads(dtype, causal, shape):
     check((b, h, L, E), (b, h, S, E), (b, h, S, Ev), dtype, is_causal=causal)
 
 
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_zero_head_dim(dtype, causal):
+    # E = 0 (the raw op: F.scaled_dot_product_attention takes the math path there): the scores
+    # are all 0, the output a mean of the values, and dV is not zero.
+    q, k, v, g = (arr(s, i, dtype) for i, s in enumerate(((2, 37, 0), (2, 41, 0), (2, 41, 5),
+                                                           (2, 37, 5))))
+    C = ember._C
+    out, lse = C._scaled_dot_product_fused_attention(
+        [ember.tensor(q), ember.tensor(k), ember.tensor(v)], None, causal, 0.7)
+    grads = C._scaled_dot_product_fused_attention_backward(
+        ember.tensor(g), ember.tensor(q), ember.tensor(k), ember.tensor(v), None, out, lse, causal,
+        0.7)
+    tq, tk, tv = (torch.tensor(x).requires_grad_() for x in (q, k, v))
+    to = TF.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=0.7)
+    to.backward(torch.tensor(g))
+    close(out, to, dtype)
+    for e, t in zip(grads, (tq, tk, tv)):
+        assert tuple(e.shape) == tuple(t.shape)
+        close(e, t.grad, dtype)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_batch_dims(dtype):
     check((7, 65, 16), (7, 65, 16), (7, 65, 16), dtype, is_causal=True)   # 3-D

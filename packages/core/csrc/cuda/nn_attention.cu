@@ -35,13 +35,13 @@ namespace ember {
 namespace cuda {
 namespace {
 
-constexpr int kWarps = 4;                       // warps per block
-constexpr int kRowsPerWarp = 4;                 // rows each warp owns
-constexpr int kRows = kWarps * kRowsPerWarp;    // a block's rows (queries, or keys for dK/dV)
-constexpr int kThreads = kWarps * 32;           // threads per block
-constexpr int kCols = 32;                       // the lanes' tile (keys, or queries for dK/dV)
-constexpr int64_t kMaxHead = 256;               // E and Ev
-constexpr int kMaxBatchDims = 8;                // coalesced batch dims read through strides
+constexpr int kWarps = 4;                     // warps per block
+constexpr int kRowsPerWarp = 4;               // rows each warp owns
+constexpr int kRows = kWarps * kRowsPerWarp;  // a block's rows (queries, or keys for dK/dV)
+constexpr int kThreads = kWarps * 32;         // threads per block
+constexpr int kCols = 32;                     // the lanes' tile (keys, or queries for dK/dV)
+constexpr int64_t kMaxHead = 256;             // E and Ev
+constexpr int kMaxBatchDims = 8;              // coalesced batch dims read through strides
 constexpr unsigned kFull = 0xffffffffu;
 
 // ---- operands ----------------------------------------------------------------------------------
@@ -197,9 +197,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t i0 = (blockIdx.x - b * ntiles) * kRows;
   const int64_t i1 = i0 + kRows < p.L ? i0 + kRows : p.L;
   const int E = p.E, Ev = p.Ev, ldk = odd_ld(E);
-  A* qs = smem_base<A>();     // kRows x E
-  A* ks = qs + kRows * E;     // kCols x ldk
-  A* vs = ks + kCols * ldk;   // kCols x Ev
+  A* qs = smem_base<A>();    // kRows x E
+  A* ks = qs + kRows * E;    // kCols x ldk
+  A* vs = ks + kCols * ldk;  // kCols x Ev
   const int64_t qoff = batch_offset(p.q.batch, b), koff = batch_offset(p.k.batch, b);
   const int64_t voff = batch_offset(p.v.batch, b);
   const int64_t moff = p.mask_kind == kNoMask ? 0 : batch_offset(p.mask.batch, b);
@@ -321,10 +321,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t i0 = (blockIdx.x - b * ntiles) * kRows;
   const int64_t i1 = i0 + kRows < p.L ? i0 + kRows : p.L;
   const int E = p.E, Ev = p.Ev, ldk = odd_ld(E), ldv = odd_ld(Ev);
-  A* qs = smem_base<A>();       // kRows x E
-  A* dos = qs + kRows * E;      // kRows x Ev
-  A* ks = dos + kRows * Ev;     // kCols x ldk
-  A* vs = ks + kCols * ldk;     // kCols x ldv
+  A* qs = smem_base<A>();    // kRows x E
+  A* dos = qs + kRows * E;   // kRows x Ev
+  A* ks = dos + kRows * Ev;  // kCols x ldk
+  A* vs = ks + kCols * ldk;  // kCols x ldv
   const int64_t qoff = batch_offset(p.q.batch, b), koff = batch_offset(p.k.batch, b);
   const int64_t voff = batch_offset(p.v.batch, b);
   const int64_t moff = p.mask_kind == kNoMask ? 0 : batch_offset(p.mask.batch, b);
@@ -417,12 +417,12 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t b = blockIdx.x / ntiles;
   const int64_t j0 = (blockIdx.x - b * ntiles) * kRows;
   const int E = p.E, Ev = p.Ev, ldq = odd_ld(E), ldo = odd_ld(Ev);
-  A* ks = smem_base<A>();        // kRows x E
-  A* vs = ks + kRows * E;        // kRows x Ev
-  A* qs = vs + kRows * Ev;       // kCols x ldq
-  A* dos = qs + kCols * ldq;     // kCols x ldo
-  A* ls = dos + kCols * ldo;     // kCols: lse of the tile's queries
-  A* dsum = ls + kCols;          // kCols: D of the tile's queries
+  A* ks = smem_base<A>();     // kRows x E
+  A* vs = ks + kRows * E;     // kRows x Ev
+  A* qs = vs + kRows * Ev;    // kCols x ldq
+  A* dos = qs + kCols * ldq;  // kCols x ldo
+  A* ls = dos + kCols * ldo;  // kCols: lse of the tile's queries
+  A* dsum = ls + kCols;       // kCols: D of the tile's queries
   const int64_t qoff = batch_offset(p.q.batch, b), koff = batch_offset(p.k.batch, b);
   const int64_t voff = batch_offset(p.v.batch, b);
   const int64_t moff = p.mask_kind == kNoMask ? 0 : batch_offset(p.mask.batch, b);
@@ -530,8 +530,8 @@ ScalarType acc_dtype(ScalarType dt) {
 template <class K>
 void allow_smem(K* kernel, size_t bytes, const Problem& p, const Tensor& q, const char* op) {
   int optin = 0;
-  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                          ix::device_index(q)));
+  EMBER_CUDA_CHECK(
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ix::device_index(q)));
   EMBER_CHECK(bytes <= static_cast<size_t>(optin), op, ": head dims E=", p.E, " and Ev=", p.Ev,
               " in ", dtype_name(q->dtype()), " need ", bytes,
               " bytes of shared memory per block, this device allows ", optin);
@@ -573,7 +573,8 @@ Problem plan(const char* op, Tensor& q, Tensor& k, Tensor& v, Tensor& mask, bool
   p.E = static_cast<int>(a.E);
   p.Ev = static_cast<int>(a.Ev);
   p.causal = is_causal;
-  p.scale = scale;
+  // Without E the CPU kernel's scores are 0 (+ mask), unscaled (so a scale of inf gives no NaN).
+  p.scale = a.E == 0 ? 1.0 : scale;
   if (mask) p.mask_kind = mask->dtype() == ScalarType::Bool ? kBoolMask : kAddMask;
   return p;
 }
@@ -651,7 +652,8 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
   Tensor gq = empty(q->sizes(), dt, q->device());
   Tensor gk = empty(k->sizes(), dt, k->device());
   Tensor gv = empty(v->sizes(), dt, v->device());
-  if (p.B == 0 || p.S == 0 || p.L == 0 || p.E == 0 || p.Ev == 0) {
+  // E == 0 still has a dV (the scores are 0 + mask, P is not zero): only Ev == 0 has no gradient.
+  if (p.B == 0 || p.S == 0 || p.L == 0 || p.Ev == 0) {
     ix::zero(gq);
     ix::zero(gk);
     ix::zero(gv);
@@ -674,8 +676,8 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
       constexpr int NH = decltype(nh)::value;
       const size_t qbytes = grad_q_smem(p, sizeof(A));
       allow_smem(&sdpa_grad_q_kernel<T, NH>, qbytes, p, q, op);
-      sdpa_grad_q_kernel<T, NH><<<grid_for(p.B, p.L, op), kThreads, qbytes, st>>>(
-          p, sv, gq->data_as<T>());
+      sdpa_grad_q_kernel<T, NH>
+          <<<grid_for(p.B, p.L, op), kThreads, qbytes, st>>>(p, sv, gq->data_as<T>());
       check_launch(op);
       const size_t kvbytes = grad_kv_smem(p, sizeof(A));
       allow_smem(&sdpa_grad_kv_kernel<T, NH>, kvbytes, p, q, op);

@@ -304,6 +304,7 @@ void backward(const Attn& a, const T* go, const T* q, const T* k, const T* v, co
                        for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - di) * sc;
                      }
                      // dQ = scale dS K[:n], dK[:n] += scale dS^T Q (scale is in dS now)
+                     if (a.E == 0) continue;  // no dQ or dK elements (dV above still counts)
                      product<T>(a, false, false, m, a.E, n, dp.data(), n, k + a.k_off[b], a.k_ld,
                                 false, gqb, a.E);
                      product<T>(a, true, false, n, a.E, m, dp.data(), n, qb + i0 * a.q_ld, a.q_ld,
@@ -349,7 +350,8 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
   Tensor gq = ember::empty(q->sizes(), dt, q->device());
   Tensor gk = ember::empty(k->sizes(), dt, k->device());
   Tensor gv = ember::empty(v->sizes(), dt, v->device());
-  if (a.B == 0 || a.S == 0 || a.L == 0 || a.E == 0 || a.Ev == 0) {
+  // E == 0 still has a dV: the scores are 0 (+ mask), P is not zero.
+  if (a.B == 0 || a.S == 0 || a.L == 0 || a.Ev == 0) {
     dispatch::zero_(gq);
     dispatch::zero_(gk);
     dispatch::zero_(gv);
