@@ -114,6 +114,41 @@ def test_depthwise_mobilenet_layer_shapes():
         _check((f"mbv2_{c}_{h}_{s}", (8, c, h, h), 1, 3, dict(stride=s, padding=1)), "float32")
 
 
+
+@needs_torch
+@pytest.mark.parametrize("stride", [1, 2, (1, 2), (2, 1)])
+def test_depthwise_3x3_float32_forward_edges(stride):
+    # The float32 3x3 forward's own kernel (AVX-512 CPUs): widths on both sides of its 16-column
+    # blocks, heights that do not fill its 8-row passes, padding from none to past the kernel,
+    # a channel multiplier, and a bias.
+    rng = np.random.default_rng(11)
+    for h, w_, pad, mult in ((1, 1, 1, 1), (3, 3, 0, 1), (5, 15, 1, 2), (9, 16, 1, 1),
+                             (8, 17, 2, 1), (17, 31, 1, 1), (7, 32, 3, 3), (10, 33, 1, 1),
+                             (3, 40, (0, 2), 1), (13, 47, (2, 1), 2)):
+        x = rng.standard_normal((2, 3, h, w_)).astype(np.float32)
+        wt = rng.standard_normal((3 * mult, 1, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(3 * mult).astype(np.float32)
+        got = ember.conv2d(ember.tensor(x), ember.tensor(wt), ember.tensor(b), stride, pad, 1, 3)
+        want = F.conv2d(torch.tensor(x), torch.tensor(wt), torch.tensor(b), stride, pad, 1, 3)
+        assert tuple(got.shape) == tuple(want.shape), (h, w_, pad, mult)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5,
+                                   err_msg=f"{(h, w_, pad, mult)}")
+
+
+def test_depthwise_3x3_float32_forward_special_values():
+    # Padding contributes exact zeros (never a masked-off NaN or inf from beyond the row), and
+    # NaN / inf inside the image reach exactly the outputs whose windows cover them.
+    x = np.ones((1, 2, 4, 20), np.float32)
+    x[0, 0, 1, 0] = np.inf
+    x[0, 1, 2, 19] = np.nan
+    wt = np.ones((2, 1, 3, 3), np.float32)
+    y = ember.conv2d(ember.tensor(x), ember.tensor(wt), None, 1, 1, 1, 2).numpy()
+    assert np.isinf(y[0, 0, 0:3, 0:2]).all() and np.isfinite(y[0, 0, 3, :]).all()
+    assert np.isfinite(y[0, 0, :, 2:]).all()
+    assert np.isnan(y[0, 1, 1:4, 18:20]).all() and np.isfinite(y[0, 1, 0, :]).all()
+    assert np.isfinite(y[0, 1, :, :18]).all()
+    assert y[0, 0, 3, 5] == 6.0 and y[0, 1, 0, 0] == 4.0
+
 @needs_torch
 def test_depthwise_backward_parts_and_threads():
     # convolution_backward asked for some of the gradients only, on one thread and on several.
