@@ -626,6 +626,176 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_svd(const Tensor& A, bool ful
 
 // ---- symmetric eigendecomposition ----------------------------------------------------------
 
+namespace {
+
+// Matrices up to this size are decomposed by small_eigh (in double whatever the dtype): for them
+// syevd's setup and its calls per column cost more than the arithmetic. Eigenvalues alone only
+// up to kSmallEigvals: beyond, sterf's square-root-free QL in syevd wins.
+constexpr int64_t kSmallEigh = 32;
+constexpr int64_t kSmallEigvals = 16;
+
+// Eigenvalues (ascending, into w) and, with vecs, eigenvectors of one symmetric n x n matrix, n
+// in [1, kSmallEigh]: Householder reduction to tridiagonal form, then the implicit QL iteration
+// with Wilkinson shifts (the classic tred2 / tql2 pair), accumulating the rotations into the
+// reduction's orthogonal factor. a: the column-major input, of which the uplo triangle is read;
+// with vecs, vout receives the eigenvectors as its columns (column-major, like syevd's). Returns
+// false, writing nothing, when the matrix holds a non-finite entry or the iteration does not
+// settle (the caller then runs syevd, which reports such matrices its own way).
+template <class T>
+bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
+  constexpr int64_t N = kSmallEigh;
+  double A[N * N];  // row-major, both triangles: the matrix, reduced in place
+  double U[N * N];  // row i: the Householder vector of step i (entries 0 .. i-1)
+  double z[N * N];  // row j: eigenvector j (the columns of Q, rotated)
+  double d[N], e[N], H[N], p[N];
+  double amax = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k <= i; ++k) {
+      const double v = static_cast<double>(uplo == 'L' ? a[k * n + i] : a[i * n + k]);
+      if (!std::isfinite(v)) return false;
+      amax = std::max(amax, std::abs(v));
+      A[i * n + k] = A[k * n + i] = v;
+    }
+  // A power of 2 brings the entries near 1 (exactly), so that the plain sqrt(x^2 + y^2) below
+  // can neither overflow nor lose its result to underflow.
+  int ex = 0;
+  if (amax > 0) std::frexp(amax, &ex);
+  const bool scaled = ex > 200 || ex < -200;
+  if (scaled)
+    for (int64_t i = 0; i < n * n; ++i) A[i] = std::ldexp(A[i], -ex);
+  auto norm2 = [](double x, double y) { return std::sqrt(x * x + y * y); };
+  // Householder: for i = n-1 .. 1, a reflection P = 1 - u u' / h zeroes row i left of its
+  // subdiagonal and is applied on both sides of the leading i x i block (A -= u q' + q u' with
+  // p = A u / h, q = p - (u.p / 2h) u). e[i] gets the subdiagonal entry (i, i-1), H[i] h (0: no
+  // reflection).
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t l = i - 1;
+    double* ai = A + i * n;
+    double* u = U + i * n;
+    double scale = 0;
+    for (int64_t k = 0; k <= l; ++k) scale += std::abs(ai[k]);
+    H[i] = 0;
+    if (l == 0 || scale == 0) {
+      e[i] = ai[l];
+      continue;
+    }
+    double h = 0;
+    for (int64_t k = 0; k <= l; ++k) {
+      u[k] = ai[k] / scale;
+      h += u[k] * u[k];
+    }
+    const double f = u[l];
+    const double g = f >= 0 ? -std::sqrt(h) : std::sqrt(h);
+    e[i] = scale * g;
+    h -= f * g;
+    u[l] = f - g;
+    H[i] = h;
+    double up = 0;
+    for (int64_t j = 0; j <= l; ++j) {
+      const double* aj = A + j * n;
+      double s = 0;
+      for (int64_t k = 0; k <= l; ++k) s += aj[k] * u[k];
+      p[j] = s / h;
+      up += p[j] * u[j];
+    }
+    const double K = up / (h + h);
+    for (int64_t j = 0; j <= l; ++j) p[j] -= K * u[j];
+    for (int64_t j = 0; j <= l; ++j) {
+      double* aj = A + j * n;
+      const double uj = u[j], qj = p[j];
+      for (int64_t k = 0; k <= l; ++k) aj[k] -= uj * p[k] + qj * u[k];
+    }
+  }
+  e[0] = 0;
+  for (int64_t i = 0; i < n; ++i) d[i] = A[i * n + i];
+  if (vecs) {
+    // Q = P_{n-1} ... P_1, built into A's storage (row-major) from the first reflection on:
+    // step i applies P_i to the leading i x i block, whose later rows and columns are still
+    // the identity's.
+    double* Q = A;
+    for (int64_t i = 0; i < n * n; ++i) Q[i] = 0;
+    for (int64_t i = 0; i < n; ++i) Q[i * n + i] = 1;
+    for (int64_t i = 1; i < n; ++i) {
+      if (H[i] == 0) continue;
+      const double* u = U + i * n;
+      for (int64_t j = 0; j < i; ++j) p[j] = 0;
+      for (int64_t k = 0; k < i; ++k) {
+        const double* qk = Q + k * n;
+        for (int64_t j = 0; j < i; ++j) p[j] += u[k] * qk[j];
+      }
+      for (int64_t k = 0; k < i; ++k) {
+        double* qk = Q + k * n;
+        const double c = u[k] / H[i];
+        for (int64_t j = 0; j < i; ++j) qk[j] -= c * p[j];
+      }
+    }
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < n; ++k) z[j * n + k] = Q[k * n + j];
+  }
+  // QL on the tridiagonal (d, e with e[i] now the entry (i, i+1)).
+  for (int64_t i = 1; i < n; ++i) e[i - 1] = e[i];
+  e[n - 1] = 0;
+  const double eps = std::numeric_limits<double>::epsilon();
+  for (int64_t l = 0; l < n; ++l) {
+    for (int iter = 0;; ++iter) {
+      int64_t m = l;
+      for (; m < n - 1; ++m)
+        if (std::abs(e[m]) <= eps * (std::abs(d[m]) + std::abs(d[m + 1]))) break;
+      if (m == l) break;
+      if (iter == 60) return false;
+      double g = (d[l + 1] - d[l]) / (2 * e[l]);
+      double r = norm2(g, 1.0);
+      g = d[m] - d[l] + e[l] / (g + (g >= 0 ? r : -r));
+      double s = 1, c = 1, p = 0;
+      int64_t i = m - 1;
+      bool deflated = false;
+      for (; i >= l; --i) {
+        const double f = s * e[i], b = c * e[i];
+        r = norm2(f, g);
+        e[i + 1] = r;
+        if (r == 0) {  // underflow: split the matrix here and start over
+          d[i + 1] -= p;
+          e[m] = 0;
+          deflated = true;
+          break;
+        }
+        s = f / r;
+        c = g / r;
+        g = d[i + 1] - p;
+        r = (d[i] - g) * s + 2 * c * b;
+        p = s * r;
+        d[i + 1] = g + p;
+        g = c * r - b;
+        if (vecs) {
+          double* z0 = z + i * n;
+          double* z1 = z + (i + 1) * n;
+          for (int64_t k = 0; k < n; ++k) {
+            const double t = z1[k];
+            z1[k] = s * z0[k] + c * t;
+            z0[k] = c * z0[k] - s * t;
+          }
+        }
+      }
+      if (deflated) continue;
+      d[l] -= p;
+      e[l] = g;
+      e[m] = 0;
+    }
+  }
+  // Ascending order, the vectors along.
+  int64_t order[kSmallEigh];
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order, order + n, [&](int64_t x, int64_t y) { return d[x] < d[y]; });
+  for (int64_t i = 0; i < n; ++i) {
+    w[i] = static_cast<T>(scaled ? std::ldexp(d[order[i]], ex) : d[order[i]]);
+    if (vecs)
+      for (int64_t k = 0; k < n; ++k) vout[i * n + k] = static_cast<T>(z[order[i] * n + k]);
+  }
+  return true;
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::string& UPLO,
                                                 bool compute_v) {
   const char* op = "linalg.eigh";
@@ -647,15 +817,28 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::stri
     T* wp = w->data_as<T>();
     int32_t* inf = info->data_as<int32_t>();
     for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
-      T query = 0;
-      lint iquery = 0;
-      Lapack<T>::syevd(jobz, uplo, lint(n), a + begin * n * n, ld(n), wp + begin * n, &query, -1,
-                       &iquery, -1);
-      std::vector<T> work(work_size(query));
-      std::vector<lint> iwork(std::max<lint>(1, iquery));
-      for (int64_t b = begin; b < end; ++b)
-        inf[b] = Lapack<T>::syevd(jobz, uplo, lint(n), a + b * n * n, ld(n), wp + b * n,
-                                  work.data(), lint(work.size()), iwork.data(), lint(iwork.size()));
+      std::vector<T> work, small;
+      std::vector<lint> iwork;
+      for (int64_t b = begin; b < end; ++b) {
+        T* ab = a + b * n * n;
+        if (n <= (compute_v ? kSmallEigh : kSmallEigvals)) {
+          // The vectors go to a scratch matrix: the input is read until the end.
+          if (compute_v) small.resize(n * n);
+          if (small_eigh(ab, uplo, n, compute_v, wp + b * n, small.data())) {
+            if (compute_v) std::copy(small.begin(), small.end(), ab);
+            continue;
+          }
+        }
+        if (work.empty()) {
+          T query = 0;
+          lint iquery = 0;
+          Lapack<T>::syevd(jobz, uplo, lint(n), ab, ld(n), wp + b * n, &query, -1, &iquery, -1);
+          work.resize(work_size(query));
+          iwork.resize(std::max<lint>(1, iquery));
+        }
+        inf[b] = Lapack<T>::syevd(jobz, uplo, lint(n), ab, ld(n), wp + b * n, work.data(),
+                                  lint(work.size()), iwork.data(), lint(iwork.size()));
+      }
     });
   });
   return {fresh(w), compute_v ? fresh(v) : vecs, info};
