@@ -147,6 +147,29 @@ def test_gelu_float32_special_values():
     assert abs(got[7] - want[7]) < 1e-8  # |gelu(-6)| is 5.9e-9
 
 
+def test_gelu_float64_accuracy_and_special_values():
+    # float64 exact gelu (AVX-512: a piecewise polynomial of Phi; elsewhere the scalar formula)
+    # against the erfc form: relative 5e-15 from -3 up (the formula: 5e-14, its cancellation in
+    # 1 + erf), absolute 4e-15 max(1, |x|) everywhere; special values as the formula gives.
+    x = np.concatenate([np.linspace(-12, 12, 120001), np.linspace(-1e-6, 1e-6, 1001),
+                        np.linspace(8.2, 8.8, 1001), np.linspace(-8.8, -8.2, 1001)])
+    got = F.gelu(ember.tensor(x)).numpy()
+    want = _gelu_exact(x)
+    err = np.abs(got - want)
+    mid = x >= -3
+    rel = err[mid] / np.maximum(np.abs(want[mid]), 1e-300)
+    bound = 5e-15 if ember._C._cpu_isa() == "avx512" else 5e-14
+    assert rel.max() <= bound, (x[mid][np.argmax(rel)], rel.max())
+    assert (err <= 4e-15 * np.maximum(1.0, np.abs(x))).all()
+    sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-300, -1e-300, 1e300, -1e300])
+    out = F.gelu(ember.tensor(sp)).numpy()
+    assert out[0] == 0 and np.signbit(out[1]) and out[2] == np.inf
+    assert np.isnan(out[3]) and np.isnan(out[4])
+    np.testing.assert_allclose(out[5:7], [5e-301, -5e-301], rtol=1e-15)
+    assert out[7] == 1e300 and out[8] == 0 and np.signbit(out[8])
+    xs = ember.tensor(np.linspace(-9, 9, 4000).reshape(40, 100))
+    np.testing.assert_array_equal(F.gelu(xs.t()).numpy(), F.gelu(xs.t().contiguous()).numpy())
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_reduced_precision_is_the_float32_kernel_rounded(dtype, approximate):

@@ -341,6 +341,25 @@ bool gelu_reduced(TensorIterator& it, bool tanh_form) {
   return true;
 }
 
+// Exact-form gelu of float64 through nn::vec::gelu_f64 (strided loops through a buffer).
+void gelu_double(TensorIterator& it) {
+  it.for_each([&](char** d, const int64_t* s, int64_t n) {
+    if (s[0] == sizeof(double) && s[1] == sizeof(double)) {
+      nn::vec::gelu_f64(reinterpret_cast<const double*>(d[1]), reinterpret_cast<double*>(d[0]), n);
+      return;
+    }
+    constexpr int64_t kChunk = 256;
+    double buf[kChunk];
+    for (int64_t i = 0; i < n; i += kChunk) {
+      const int64_t m = std::min(kChunk, n - i);
+      for (int64_t j = 0; j < m; ++j) buf[j] = load<double>(d[1] + (i + j) * s[1]);
+      nn::vec::gelu_f64(buf, buf, m);
+      for (int64_t j = 0; j < m; ++j) std::memcpy(d[0] + (i + j) * s[0], &buf[j], sizeof(double));
+    }
+  });
+  it.finish();
+}
+
 }  // namespace
 
 Tensor gelu(const Tensor& self, const std::string& approximate) {
@@ -349,6 +368,14 @@ Tensor gelu(const Tensor& self, const std::string& approximate) {
     TensorIterator it("gelu");
     it.add_output(Tensor()).add_input(self).build();
     if (gelu_reduced(it, tanh_form)) return it.output();
+  }
+  if (self->dtype() == ScalarType::Float64 && !tanh_form) {
+    TensorIterator it("gelu");
+    it.add_output(Tensor()).add_input(self).build();
+    if (it.dtype(0) == ScalarType::Float64) {
+      gelu_double(it);
+      return it.output();
+    }
   }
   return unary_float(
       "gelu", self,
