@@ -135,6 +135,37 @@ def test_depthwise_3x3_float32_forward_edges(stride):
                                    err_msg=f"{(h, w_, pad, mult)}")
 
 
+
+@needs_torch
+@pytest.mark.parametrize("stride", [1, 2, (2, 1)])
+def test_depthwise_3x3_channels_last_input(stride):
+    # A channels-last float32 input runs the kernel vectorized over channels (AVX-512): values,
+    # a channels-last output as torch's (there), channel counts around its 16-lane blocks, rows with
+    # border columns only or room for its 8- to 1-column blocks, and the gradients through it.
+    rng = np.random.default_rng(12)
+    for n, c, h, w_, pad, bias in ((2, 3, 5, 6, 1, True), (1, 16, 7, 28, 1, False),
+                                   (2, 17, 4, 13, 0, True), (1, 40, 9, 3, (2, 1), True),
+                                   (3, 32, 2, 37, (1, 3), False)):
+        x = rng.standard_normal((n, c, h, w_)).astype(np.float32)
+        wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(c).astype(np.float32) if bias else None
+        ex = ember.tensor(x).to(memory_format=ember.channels_last).requires_grad_(True)
+        tx = torch.tensor(x).to(memory_format=torch.channels_last).requires_grad_(True)
+        ew, tw = ember.tensor(wt, requires_grad=True), torch.tensor(wt, requires_grad=True)
+        ey = ember.conv2d(ex, ew, None if b is None else ember.tensor(b), stride, pad, 1, c)
+        ty = F.conv2d(tx, tw, None if b is None else torch.tensor(b), stride, pad, 1, c)
+        key = (n, c, h, w_, pad)
+        assert tuple(ey.shape) == tuple(ty.shape), key
+        if ember._C._cpu_isa() == "avx512":  # elsewhere the NCHW kernels (a contiguous output)
+            assert ey.stride() == ty.stride(), key
+        np.testing.assert_allclose(ey.detach().numpy(), ty.detach().numpy(), rtol=1e-5,
+                                   atol=1e-5, err_msg=f"{key}")
+        g = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+        ey.backward(ember.tensor(g))
+        ty.backward(torch.tensor(g))
+        np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
+
 def test_depthwise_3x3_float32_forward_special_values():
     # Padding contributes exact zeros (never a masked-off NaN or inf from beyond the row), and
     # NaN / inf inside the image reach exactly the outputs whose windows cover them.

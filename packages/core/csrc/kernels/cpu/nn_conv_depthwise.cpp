@@ -309,6 +309,94 @@ inline Dw3Plane dw3_kernel(const Dw3& d) {
   return d.sw == 1 ? &dw3_plane<2, 1> : &dw3_plane<2, 2>;
 }
 
+// Channels-last (NHWC) 3x3: out[n, oh, ow, c] = b[c] + sum over the taps inside the image of
+// w[c, kh, kw] x[n, ih, iw, c], 16 channels per vector (the last block masked) and up to eight
+// output columns at a time. wt: the weights tap-major (9 rows of C). Rows [oh0, oh1) of
+// sample x.
+void dw3_nhwc_rows(const Dw3& d, int64_t C, const float* x, const float* wt, const float* b,
+                   float* out, int64_t oh0, int64_t oh1) {
+  const int64_t nblk = (C + 15) / 16;
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    const int64_t ih0 = oh * d.sh - d.ph;
+    const int64_t kh0 = std::max<int64_t>(0, -ih0), kh1 = std::min<int64_t>(3, d.H - ih0);
+    for (int64_t cb = 0; cb < nblk; ++cb) {
+      const int64_t c0 = cb * 16;
+      const __mmask16 m = static_cast<__mmask16>(C - c0 >= 16 ? 0xFFFFu : (1u << (C - c0)) - 1u);
+      const __m512 bv = b ? _mm512_maskz_loadu_ps(m, b + c0) : _mm512_setzero_ps();
+      __m512 wv[9];
+      for (int t = 0; t < 9; ++t) wv[t] = _mm512_maskz_loadu_ps(m, wt + t * C + c0);
+      int64_t ow = 0;
+      // Four columns whose windows lie inside the row: no test per tap.
+      const int64_t first_full = (d.pw + d.sw - 1) / d.sw;  // iw0 = ow * sw - pw >= 0
+      const int64_t last_full = (d.W - 3 + d.pw) / d.sw;    // iw0 + 2 <= W - 1
+      auto one = [&](int64_t o) {
+        const int64_t iw0 = o * d.sw - d.pw;
+        const int64_t kw0 = std::max<int64_t>(0, -iw0), kw1 = std::min<int64_t>(3, d.W - iw0);
+        __m512 acc = bv;
+        for (int64_t kh = kh0; kh < kh1; ++kh) {
+          const float* row = x + ((ih0 + kh) * d.W) * C + c0;
+          for (int64_t kw = kw0; kw < kw1; ++kw)
+            acc = _mm512_fmadd_ps(wv[kh * 3 + kw], _mm512_maskz_loadu_ps(m, row + (iw0 + kw) * C),
+                                  acc);
+        }
+        _mm512_mask_storeu_ps(out + (oh * d.OW + o) * C + c0, m, acc);
+      };
+      for (; ow < d.OW && ow < first_full; ++ow) one(ow);
+      // K columns at a time (K independent sums), each input vector of a row loaded once for all
+      // the taps that read it; unmasked moves for whole blocks of channels.
+      auto block = [&](auto k_c, auto sw_c, auto full) {
+        constexpr int K = decltype(k_c)::value, SW = decltype(sw_c)::value;
+        constexpr int NI = (K - 1) * SW + 3;  // input columns the K windows span
+        for (; ow + K <= d.OW && ow + K - 1 <= last_full; ow += K) {
+          __m512 acc[K];
+          for (int j = 0; j < K; ++j) acc[j] = bv;
+          for (int64_t kh = kh0; kh < kh1; ++kh) {
+            const float* row = x + ((ih0 + kh) * d.W + ow * SW - d.pw) * C + c0;
+            __m512 in[NI];
+#pragma GCC unroll 24
+            for (int i = 0; i < NI; ++i)
+              in[i] = full ? _mm512_loadu_ps(row + i * C) : _mm512_maskz_loadu_ps(m, row + i * C);
+#pragma GCC unroll 3
+            for (int kw = 0; kw < 3; ++kw)
+#pragma GCC unroll 8
+              for (int j = 0; j < K; ++j)
+                acc[j] = _mm512_fmadd_ps(wv[kh * 3 + kw], in[j * SW + kw], acc[j]);
+          }
+          for (int j = 0; j < K; ++j) {
+            float* dst = out + (oh * d.OW + ow + j) * C + c0;
+            if (full)
+              _mm512_storeu_ps(dst, acc[j]);
+            else
+              _mm512_mask_storeu_ps(dst, m, acc[j]);
+          }
+        }
+      };
+      auto blocks = [&](auto sw_c) {
+        using I8 = std::integral_constant<int, 8>;
+        using I4 = std::integral_constant<int, 4>;
+        using I2 = std::integral_constant<int, 2>;
+        using I1 = std::integral_constant<int, 1>;
+        if (m == 0xFFFF) {
+          block(I8{}, sw_c, std::true_type{});
+          block(I4{}, sw_c, std::true_type{});
+          block(I2{}, sw_c, std::true_type{});
+          block(I1{}, sw_c, std::true_type{});
+        } else {
+          block(I8{}, sw_c, std::false_type{});
+          block(I4{}, sw_c, std::false_type{});
+          block(I2{}, sw_c, std::false_type{});
+          block(I1{}, sw_c, std::false_type{});
+        }
+      };
+      if (d.sw == 1)
+        blocks(std::integral_constant<int, 1>{});
+      else
+        blocks(std::integral_constant<int, 2>{});
+      for (; ow < d.OW; ++ow) one(ow);
+    }
+  }
+}
+
 }  // namespace avx512
 EMBER_TARGET_END()
 #endif
@@ -440,6 +528,50 @@ Tensor depthwise_conv(const Tensor& x, const Tensor& w, const Tensor& b, const n
     forward_kernel<T>(o, pl);
   });
   return out;
+}
+
+Tensor depthwise_conv_channels_last(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                    const nn::ConvArgs& a) {
+#ifdef EMBER_DW_X86
+  if (a.k != 2 || a.Co != a.C || input->dtype() != ScalarType::Float32 ||
+      weight->dtype() != ScalarType::Float32 || (bias && bias->dtype() != ScalarType::Float32))
+    return Tensor();
+  const int64_t N = a.N, C = a.C, H = input->size(2), W = input->size(3);
+  const DimVector& st = input->strides();
+  if (C < 2 || H * W < 2 || st[1] != 1 || st[3] != C || st[2] != W * C ||
+      (N > 1 && st[0] != H * W * C))
+    return Tensor();
+  const char* op = "convolution";
+  const Geom geom = depthwise_geom(op, input, a);
+  if (!dwk::dw3_applies(geom, ScalarType::Float32)) return Tensor();
+  const dwk::Dw3 d = dwk::dw3_plan(geom);
+  // The output channels-last too (as PyTorch's for such an input).
+  Tensor out = empty_strided({N, C, d.OH, d.OW}, {d.OH * d.OW * C, 1, d.OW * C, C},
+                             ScalarType::Float32, input->device());
+  if (out->numel() == 0) return out;
+  const Tensor w = nn::contig(weight), b = bias ? nn::contig(bias) : bias;
+  std::vector<float> wt(9 * C);  // tap-major
+  const float* pw = w->data_as<float>();
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t t = 0; t < 9; ++t) wt[t * C + c] = pw[c * 9 + t];
+  const float* px = input->data_as<float>();
+  const float* pb = b ? b->data_as<float>() : nullptr;
+  float* po = out->data_as<float>();
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(d.OW * C * 9, 1));
+  parallel_for(0, N * d.OH, grain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1;) {
+      const int64_t n = r / d.OH, oh0 = r % d.OH, oh1 = std::min(d.OH, oh0 + (r1 - r));
+      dwk::avx512::dw3_nhwc_rows(d, C, px + n * H * W * C, wt.data(), pb, po + n * d.OH * d.OW * C,
+                                 oh0, oh1);
+      r += oh1 - oh0;
+    }
+  });
+  return out;
+#else
+  (void)input, (void)weight, (void)bias, (void)a;
+  return Tensor();
+#endif
 }
 
 std::pair<Tensor, Tensor> depthwise_conv_backward(const Tensor& go, const Tensor& x,

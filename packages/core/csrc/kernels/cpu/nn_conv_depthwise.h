@@ -19,6 +19,12 @@ bool depthwise_conv_applies(const nn::ConvArgs& a, bool transposed);
 // contiguous float32 or float64 of one dtype. Returns (N, Co, *out) of that dtype.
 Tensor depthwise_conv(const Tensor& x, const Tensor& w, const Tensor& b, const nn::ConvArgs& a);
 
+// The forward for a float32 2-d 3x3 (dilation 1, strides 1 or 2, one filter per channel) input
+// that is channels-last contiguous, on AVX-512 CPUs: computed in that layout, vectorized over
+// the channels, into a channels-last output. Undefined (nothing done) when any of that fails.
+Tensor depthwise_conv_channels_last(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                    const nn::ConvArgs& a);
+
 // Its input and weight gradients from grad_output go (N, Co, *out), same dtype and contiguity
 // rules; each is undefined unless asked for. (The sums also run over padding positions with a
 // zero factor: an infinite input or weight can make a gradient NaN where PyTorch's is finite.)
