@@ -263,7 +263,7 @@ inline void dw3_taps(const Dw3Masks& m, const float* row, int64_t base, __m512 t
 }
 
 // One output plane: out = bias + the 3x3 window sums of plane x with weights w (row-major).
-// Four output rows at a time (four independent sums per column block, each input row loaded
+// Eight output rows at a time (eight independent sums per column block, each input row loaded
 // once for all of them); rows past the plane's end are computed and dropped.
 template <int SH, int SW>
 void dw3_plane(const Dw3& d, const float* x, const float* w, float bias, float* out) {
