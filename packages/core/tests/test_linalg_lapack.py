@@ -154,8 +154,8 @@ def _eigh_errors(a, dtype, uplo="L"):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_eigh_small_matrices_accuracy(dtype):
-    # Sizes on both sides of the own kernel's limits (16 for eigenvalues alone, 32 with
-    # vectors), random and structured matrices (zeros, identity, repeated eigenvalues, rank 1,
+    # Sizes on both sides of the own kernel's limit (32), batches of even and odd length (the
+    # eigenvalues-only path runs matrices in pairs), random and structured matrices (zeros, identity, repeated eigenvalues, rank 1,
     # a tridiagonal one, scales far from 1): all within a small multiple of eps of numpy.
     rng = np.random.default_rng(4)
     for n in (1, 2, 3, 4, 5, 8, 15, 16, 17, 31, 32, 33):
@@ -165,7 +165,7 @@ def test_eigh_small_matrices_accuracy(dtype):
         v = rng.standard_normal(n)
         tri = np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1) + np.diag(np.arange(n))
         big = 1e250 if dtype == "float64" else 1e30
-        mats = [a, np.zeros((2, n, n)), np.broadcast_to(np.eye(n), (2, n, n)),
+        mats = [a, a[:5], np.zeros((2, n, n)), np.broadcast_to(np.eye(n), (2, n, n)),
                 (q * rng.integers(0, 3, n)) @ q.T, np.outer(v, v), tri, a * big, a / big]
         for m in mats:
             for uplo in ("L", "U"):
@@ -191,16 +191,25 @@ def test_eigh_small_matrices_read_one_triangle_and_match_torch():
 
 
 def test_eigh_non_finite_and_gradients_of_small_matrices():
-    # Non-finite matrices go to LAPACK as before (NaN results, like torch's); the others'
+    # Non-finite matrices go to LAPACK as before (NaN results with vectors, like torch's; no
+    # convergence without, torch's error too), also when paired with a finite one; the others'
     # gradients pass gradcheck (float64) through the own kernel.
     a = np.array([[[1.0, np.nan], [np.nan, 2.0]], [[2.0, 1.0], [1.0, 3.0]]])
     L, V = LA.eigh(T(a))
     assert np.isnan(L.numpy()[0]).all() and np.isnan(V.numpy()[0]).all()
     close(L[1], np.linalg.eigvalsh(a[1]))
+    b = arr(3, 6, 6)
+    b = b + np.swapaxes(b, -1, -2)
+    b[1, 0, 0] = np.nan
+    with pytest.raises(LA.LinAlgError, match="Batch element 1"):
+        LA.eigvalsh(T(b))
+    close(LA.eigvalsh(T(np.stack([a[1], a[1] + np.eye(2), a[1]]))),
+          np.linalg.eigvalsh(np.stack([a[1], a[1] + np.eye(2), a[1]])))
     sym = lambda x: (x + x.mT) / 2  # noqa: E731
     s = spd(3, 6) + np.diag(np.arange(6.0))
     _gc(lambda x: (lambda w, v: (w, v * v))(*LA.eigh(sym(x))), s)
     _gc(lambda x: LA.eigvalsh(sym(x), UPLO="U"), s)
+
 
 def test_lstsq_matches_torch():
     torch = pytest.importorskip("torch")

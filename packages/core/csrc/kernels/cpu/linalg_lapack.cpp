@@ -628,26 +628,25 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_svd(const Tensor& A, bool ful
 
 namespace {
 
-// Matrices up to this size are decomposed by small_eigh (in double whatever the dtype): for them
-// syevd's setup and its calls per column cost more than the arithmetic. Eigenvalues alone only
-// up to kSmallEigvals: beyond, sterf's square-root-free QL in syevd wins.
+// Matrices up to this size are decomposed here (in double whatever the dtype): for them syevd's
+// setup and its calls per column cost more than the arithmetic.
 constexpr int64_t kSmallEigh = 32;
-constexpr int64_t kSmallEigvals = 16;
 
-// Eigenvalues (ascending, into w) and, with vecs, eigenvectors of one symmetric n x n matrix, n
-// in [1, kSmallEigh]: Householder reduction to tridiagonal form, then the implicit QL iteration
-// with Wilkinson shifts (the classic tred2 / tql2 pair), accumulating the rotations into the
-// reduction's orthogonal factor. a: the column-major input, of which the uplo triangle is read;
-// with vecs, vout receives the eigenvectors as its columns (column-major, like syevd's). Returns
-// false, writing nothing, when the matrix holds a non-finite entry or the iteration does not
-// settle (the caller then runs syevd, which reports such matrices its own way).
+// sqrt(x^2 + y^2) for the rescaled entries of small_tridiag's matrices (no overflow there).
+inline double norm2(double x, double y) { return std::sqrt(x * x + y * y); }
+
+// Householder reduction of one symmetric n x n matrix (n in [1, kSmallEigh]) to tridiagonal form
+// (d, e), in double (the classic tred2 / tql2 pair is small_tridiag and small_ql). a: the
+// column-major input, of which the uplo triangle is read. With vecs, z's row j is column j of
+// the reduction's orthogonal factor. scale_exp: the power of 2 the eigenvalues are to be scaled
+// by. False when the matrix holds a non-finite entry.
 template <class T>
-bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
+bool small_tridiag(const T* a, char uplo, int64_t n, bool vecs, double* d, double* e, double* z,
+                   int* scale_exp) {
   constexpr int64_t N = kSmallEigh;
   double A[N * N];  // row-major, both triangles: the matrix, reduced in place
   double U[N * N];  // row i: the Householder vector of step i (entries 0 .. i-1)
-  double z[N * N];  // row j: eigenvector j (the columns of Q, rotated)
-  double d[N], e[N], H[N], p[N];
+  double H[N], p[N];
   double amax = 0;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t k = 0; k <= i; ++k) {
@@ -663,7 +662,6 @@ bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
   const bool scaled = ex > 200 || ex < -200;
   if (scaled)
     for (int64_t i = 0; i < n * n; ++i) A[i] = std::ldexp(A[i], -ex);
-  auto norm2 = [](double x, double y) { return std::sqrt(x * x + y * y); };
   // Householder: for i = n-1 .. 1, a reflection P = 1 - u u' / h zeroes row i left of its
   // subdiagonal and is applied on both sides of the leading i x i block (A -= u q' + q u' with
   // p = A u / h, q = p - (u.p / 2h) u). e[i] gets the subdiagonal entry (i, i-1), H[i] h (0: no
@@ -732,9 +730,18 @@ bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
     for (int64_t j = 0; j < n; ++j)
       for (int64_t k = 0; k < n; ++k) z[j * n + k] = Q[k * n + j];
   }
-  // QL on the tridiagonal (d, e with e[i] now the entry (i, i+1)).
+  *scale_exp = scaled ? ex : 0;
+  // e[i] becomes the entry (i, i+1), as the QL iteration takes it.
   for (int64_t i = 1; i < n; ++i) e[i - 1] = e[i];
   e[n - 1] = 0;
+  return true;
+}
+
+// The implicit QL iteration with Wilkinson shifts on the tridiagonal (d, e), e[i] the entry
+// (i, i+1): d becomes the eigenvalues (unordered); with z (row j: vector j of the reduction's
+// factor), the rotations go into z's rows too. False when an eigenvalue takes over 60 sweeps.
+bool small_ql(double* d, double* e, int64_t n, double* z) {
+  const bool vecs = z != nullptr;
   const double eps = std::numeric_limits<double>::epsilon();
   for (int64_t l = 0; l < n; ++l) {
     for (int iter = 0;; ++iter) {
@@ -782,16 +789,128 @@ bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
       e[m] = 0;
     }
   }
-  // Ascending order, the vectors along.
+  return true;
+}
+
+// w = the eigenvalues d in ascending order times 2^scale_exp, with z: vout's columns (column-major
+// n x n) the matching rows of z.
+template <class T>
+void small_store(const double* d, const double* z, int64_t n, int scale_exp, T* w, T* vout) {
   int64_t order[kSmallEigh];
   for (int64_t i = 0; i < n; ++i) order[i] = i;
   std::sort(order, order + n, [&](int64_t x, int64_t y) { return d[x] < d[y]; });
   for (int64_t i = 0; i < n; ++i) {
-    w[i] = static_cast<T>(scaled ? std::ldexp(d[order[i]], ex) : d[order[i]]);
-    if (vecs)
+    w[i] = static_cast<T>(scale_exp != 0 ? std::ldexp(d[order[i]], scale_exp) : d[order[i]]);
+    if (z)
       for (int64_t k = 0; k < n; ++k) vout[i * n + k] = static_cast<T>(z[order[i] * n + k]);
   }
+}
+
+// Eigenvalues (ascending, into w) and, with vecs, eigenvectors of one symmetric n x n matrix, n
+// in [1, kSmallEigh]: small_tridiag, small_ql, small_store. a: the column-major input, of which
+// the uplo triangle is read; with vecs, vout receives the eigenvectors as its columns
+// (column-major, like syevd's). Returns false, writing nothing, when the matrix holds a
+// non-finite entry or the iteration does not settle (the caller then runs syevd, which reports
+// such matrices its own way).
+template <class T>
+bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
+  double d[kSmallEigh], e[kSmallEigh], z[kSmallEigh * kSmallEigh];
+  int ex = 0;
+  if (!small_tridiag(a, uplo, n, vecs, d, e, z, &ex)) return false;
+  if (!small_ql(d, e, n, vecs ? z : nullptr)) return false;
+  small_store(d, vecs ? z : nullptr, n, ex, w, vout);
   return true;
+}
+
+// small_ql without vectors as a resumable state: step() does one deflation search (and a sweep's
+// setup) or one rotation, so that two matrices' iterations can be interleaved. Each rotation
+// waits on the last one's square root and divisions; two independent chains keep the core busy.
+struct QlValues {
+  double *d = nullptr, *e = nullptr;
+  int64_t n = 0, l = 0, m = 0, i = 0;
+  int iter = 0;
+  double g = 0, s = 0, c = 0, p = 0;
+  bool sweep = false, done = false, failed = false;
+
+  inline void step() {
+    if (!sweep) {
+      if (l >= n) {
+        done = true;
+        return;
+      }
+      const double eps = std::numeric_limits<double>::epsilon();
+      m = l;
+      for (; m < n - 1; ++m)
+        if (std::abs(e[m]) <= eps * (std::abs(d[m]) + std::abs(d[m + 1]))) break;
+      if (m == l) {
+        ++l;
+        iter = 0;
+        return;
+      }
+      if (iter++ == 60) {
+        failed = done = true;
+        return;
+      }
+      g = (d[l + 1] - d[l]) / (2 * e[l]);
+      const double r = norm2(g, 1.0);
+      g = d[m] - d[l] + e[l] / (g + (g >= 0 ? r : -r));
+      s = c = 1;
+      p = 0;
+      i = m - 1;
+      sweep = true;
+      return;
+    }
+    const double f = s * e[i], b = c * e[i];
+    double r = norm2(f, g);
+    e[i + 1] = r;
+    if (r == 0) {  // underflow: split the matrix here and start over
+      d[i + 1] -= p;
+      e[m] = 0;
+      sweep = false;
+      return;
+    }
+    s = f / r;
+    c = g / r;
+    g = d[i + 1] - p;
+    r = (d[i] - g) * s + 2 * c * b;
+    p = s * r;
+    d[i + 1] = g + p;
+    g = c * r - b;
+    if (--i < l) {
+      d[l] -= p;
+      e[l] = g;
+      e[m] = 0;
+      sweep = false;
+    }
+  }
+};
+
+// The eigenvalues of two matrices (as small_eigh without vectors; n the same), their QL
+// iterations interleaved. ok[k]: matrix k is done (else nothing was written for it).
+template <class T>
+void small_eigvals_pair(const T* a0, const T* a1, char uplo, int64_t n, T* w0, T* w1, bool ok[2]) {
+  double d[2][kSmallEigh], e[2][kSmallEigh];
+  int ex[2] = {0, 0};
+  QlValues q[2];
+  const T* a[2] = {a0, a1};
+  for (int k = 0; k < 2; ++k) {
+    ok[k] = small_tridiag(a[k], uplo, n, false, d[k], e[k], nullptr, &ex[k]);
+    q[k].d = d[k];
+    q[k].e = e[k];
+    q[k].n = n;
+    q[k].done = !ok[k];
+  }
+  while (!q[0].done && !q[1].done) {
+    q[0].step();
+    q[1].step();
+  }
+  for (int k = 0; k < 2; ++k)
+    while (!q[k].done) q[k].step();
+  T* w[2] = {w0, w1};
+  for (int k = 0; k < 2; ++k) {
+    ok[k] = ok[k] && !q[k].failed;
+    if (ok[k]) small_store<T>(d[k], nullptr, n, ex[k], w[k], nullptr);
+  }
 }
 
 }  // namespace
@@ -819,13 +938,20 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::stri
     for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
       std::vector<T> work, small;
       std::vector<lint> iwork;
+      bool done[2] = {false, false};  // for the pair (b, b + 1) when eigenvalues alone
       for (int64_t b = begin; b < end; ++b) {
         T* ab = a + b * n * n;
-        if (n <= (compute_v ? kSmallEigh : kSmallEigvals)) {
+        if (!compute_v && n <= kSmallEigh) {
+          if ((b - begin) % 2 == 0 && b + 1 < end)
+            small_eigvals_pair(ab, ab + n * n, uplo, n, wp + b * n, wp + (b + 1) * n, done);
+          else if ((b - begin) % 2 == 0)
+            done[0] = small_eigh(ab, uplo, n, false, wp + b * n, static_cast<T*>(nullptr));
+          if (done[(b - begin) % 2]) continue;
+        } else if (n <= kSmallEigh) {
           // The vectors go to a scratch matrix: the input is read until the end.
-          if (compute_v) small.resize(n * n);
-          if (small_eigh(ab, uplo, n, compute_v, wp + b * n, small.data())) {
-            if (compute_v) std::copy(small.begin(), small.end(), ab);
+          small.resize(n * n);
+          if (small_eigh(ab, uplo, n, true, wp + b * n, small.data())) {
+            std::copy(small.begin(), small.end(), ab);
             continue;
           }
         }
