@@ -826,7 +826,7 @@ bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
 // setup) or one rotation, so that two matrices' iterations can be interleaved. Each rotation
 // waits on the last one's square root and divisions; two independent chains keep the core busy.
 struct QlValues {
-  double *d = nullptr, *e = nullptr;
+  double *d = nullptr, *e = nullptr, *z = nullptr;  // z: as small_ql's (null: no vectors)
   int64_t n = 0, l = 0, m = 0, i = 0;
   int iter = 0;
   double g = 0, s = 0, c = 0, p = 0;
@@ -876,6 +876,15 @@ struct QlValues {
     p = s * r;
     d[i + 1] = g + p;
     g = c * r - b;
+    if (z) {
+      double* z0 = z + i * n;
+      double* z1 = z + (i + 1) * n;
+      for (int64_t k = 0; k < n; ++k) {
+        const double t = z1[k];
+        z1[k] = s * z0[k] + c * t;
+        z0[k] = c * z0[k] - s * t;
+      }
+    }
     if (--i < l) {
       d[l] -= p;
       e[l] = g;
@@ -885,18 +894,19 @@ struct QlValues {
   }
 };
 
-// The eigenvalues of two matrices (as small_eigh without vectors; n the same), their QL
-// iterations interleaved. ok[k]: matrix k is done (else nothing was written for it).
+// small_eigh of two matrices of the same size, their QL iterations interleaved. ok[k]: matrix k
+// is done (else nothing was written for it).
 template <class T>
-void small_eigvals_pair(const T* a0, const T* a1, char uplo, int64_t n, T* w0, T* w1, bool ok[2]) {
-  double d[2][kSmallEigh], e[2][kSmallEigh];
+void small_eigh_pair(const T* const a[2], char uplo, int64_t n, bool vecs, T* const w[2],
+                     T* const v[2], bool ok[2]) {
+  double d[2][kSmallEigh], e[2][kSmallEigh], z[2][kSmallEigh * kSmallEigh];
   int ex[2] = {0, 0};
   QlValues q[2];
-  const T* a[2] = {a0, a1};
   for (int k = 0; k < 2; ++k) {
-    ok[k] = small_tridiag(a[k], uplo, n, false, d[k], e[k], nullptr, &ex[k]);
+    ok[k] = small_tridiag(a[k], uplo, n, vecs, d[k], e[k], z[k], &ex[k]);
     q[k].d = d[k];
     q[k].e = e[k];
+    q[k].z = vecs ? z[k] : nullptr;
     q[k].n = n;
     q[k].done = !ok[k];
   }
@@ -904,12 +914,10 @@ void small_eigvals_pair(const T* a0, const T* a1, char uplo, int64_t n, T* w0, T
     q[0].step();
     q[1].step();
   }
-  for (int k = 0; k < 2; ++k)
-    while (!q[k].done) q[k].step();
-  T* w[2] = {w0, w1};
   for (int k = 0; k < 2; ++k) {
+    while (!q[k].done) q[k].step();
     ok[k] = ok[k] && !q[k].failed;
-    if (ok[k]) small_store<T>(d[k], nullptr, n, ex[k], w[k], nullptr);
+    if (ok[k]) small_store<T>(d[k], vecs ? z[k] : nullptr, n, ex[k], w[k], v[k]);
   }
 }
 
@@ -938,20 +946,25 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::stri
     for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
       std::vector<T> work, small;
       std::vector<lint> iwork;
-      bool done[2] = {false, false};  // for the pair (b, b + 1) when eigenvalues alone
+      bool done[2] = {false, false};  // matrices b and b + 1 (b - begin even) in pairs
+      if (compute_v) small.resize(2 * n * n);
       for (int64_t b = begin; b < end; ++b) {
         T* ab = a + b * n * n;
-        if (!compute_v && n <= kSmallEigh) {
-          if ((b - begin) % 2 == 0 && b + 1 < end)
-            small_eigvals_pair(ab, ab + n * n, uplo, n, wp + b * n, wp + (b + 1) * n, done);
-          else if ((b - begin) % 2 == 0)
-            done[0] = small_eigh(ab, uplo, n, false, wp + b * n, static_cast<T*>(nullptr));
-          if (done[(b - begin) % 2]) continue;
-        } else if (n <= kSmallEigh) {
+        const int64_t k = (b - begin) % 2;
+        if (n <= kSmallEigh) {
           // The vectors go to a scratch matrix: the input is read until the end.
-          small.resize(n * n);
-          if (small_eigh(ab, uplo, n, true, wp + b * n, small.data())) {
-            std::copy(small.begin(), small.end(), ab);
+          if (k == 0 && b + 1 < end) {
+            const T* const in[2] = {ab, ab + n * n};
+            T* const wk[2] = {wp + b * n, wp + (b + 1) * n};
+            T* const vk[2] = {compute_v ? small.data() : nullptr,
+                              compute_v ? small.data() + n * n : nullptr};
+            small_eigh_pair(in, uplo, n, compute_v, wk, vk, done);
+          } else if (k == 0) {
+            done[0] = small_eigh(ab, uplo, n, compute_v, wp + b * n, small.data());
+          }
+          if (done[k]) {
+            if (compute_v)
+              std::copy(small.begin() + k * n * n, small.begin() + (k + 1) * n * n, ab);
             continue;
           }
         }
