@@ -155,8 +155,9 @@ def _eigh_errors(a, dtype, uplo="L"):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_eigh_small_matrices_accuracy(dtype):
     # Sizes on both sides of the own kernel's limit (32), batches of even and odd length (the
-    # kernel runs matrices in pairs), random and structured matrices (zeros, identity, repeated eigenvalues, rank 1,
-    # a tridiagonal one, scales far from 1): all within a small multiple of eps of numpy.
+    # kernel runs matrices in pairs), random and structured matrices (zeros, identity, repeated
+    # eigenvalues, rank 1, a tridiagonal one, scales far from 1): all within a small multiple of
+    # eps of numpy.
     rng = np.random.default_rng(4)
     for n in (1, 2, 3, 4, 5, 8, 15, 16, 17, 31, 32, 33):
         a = rng.standard_normal((6, n, n))
