@@ -350,7 +350,9 @@ void dw3_nhwc_rows(const Dw3& d, int64_t C, const float* x, const float* wt, con
         for (; ow + K <= d.OW && ow + K - 1 <= last_full; ow += K) {
           __m512 acc[K];
           for (int j = 0; j < K; ++j) acc[j] = bv;
-          for (int64_t kh = kh0; kh < kh1; ++kh) {
+#pragma GCC unroll 3
+          for (int kh = 0; kh < 3; ++kh) {  // unrolled: the weights stay in registers
+            if (kh < kh0 || kh >= kh1) continue;
             const float* row = x + ((ih0 + kh) * d.W + ow * SW - d.pw) * C + c0;
             __m512 in[NI];
 #pragma GCC unroll 24
