@@ -59,6 +59,25 @@ for _name, _args in ACTIVATIONS:
     _register(_name, _args)
 
 
+# GELU's other forms and dtypes (the exact form in float32 is act/gelu above).
+@case("act/gelu tanh", unit="us", bytes=2 * 4 * SHAPE[0] * SHAPE[1] * SHAPE[2] * SHAPE[3],
+      rtol=1e-4, atol=1e-5, doc=f"F.gelu(x, approximate='tanh'), x {SHAPE} float32")
+def _gelu_tanh(fw):
+    return Stmt("f(x, approximate='tanh')", f=_fn(fw, "gelu"), x=fw.randn(*SHAPE, seed=1))
+
+
+@case("act/gelu float64", unit="us", bytes=2 * 8 * SHAPE[0] * SHAPE[1] * SHAPE[2] * SHAPE[3],
+      rtol=1e-10, atol=1e-12, doc=f"F.gelu(x), x {SHAPE} float64")
+def _gelu_f64(fw):
+    return Stmt("f(x)", f=_fn(fw, "gelu"), x=fw.randn(*SHAPE, seed=1).to(fw.mod.float64))
+
+
+@case("act/gelu bfloat16", unit="us", bytes=2 * 2 * SHAPE[0] * SHAPE[1] * SHAPE[2] * SHAPE[3],
+      check=False, doc=f"F.gelu(x), x {SHAPE} bfloat16 (not compared: torch's bfloat16 has no "
+      "numpy view; tests/test_activation_vec.py checks the values)")
+def _gelu_bf16(fw):
+    return Stmt("f(x)", f=_fn(fw, "gelu"), x=fw.randn(*SHAPE, seed=1).to(fw.mod.bfloat16))
+
 @case("act/dropout", unit="us", check=False,
       doc=f"F.dropout(x, 0.5, training=True), x {SHAPE} float32 (random mask: not compared)")
 def _dropout(fw):

@@ -1,6 +1,6 @@
 """nn.functional composites and optimizer steps: F.interpolate (bilinear, nearest, bicubic;
 forward and forward+backward), F.pad (reflect, replicate, circular; the same), depthwise conv2d
-(MobileNet's 3x3 layers, groups == channels; forward and training step), and one
+(MobileNet's 3x3 layers, groups == channels; forward, also channels-last, and training step), and one
 optimizer step (SGD with momentum, Adam) over 100 params of 10k elements through ember.optim / torch.optim with their default paths (ember: the fused kernels)."""
 
 from __future__ import annotations
@@ -88,6 +88,20 @@ def _dw_case(stride):
 
 _dw_case(1)
 _dw_case(2)
+
+
+def _dw_cl_case(stride):
+    call = f"F.conv2d(x, w, None, {stride}, 1, 1, {DW[1]})"
+
+    @case(f"nn/conv2d depthwise 3x3 s{stride} channels_last", unit="ms", rtol=1e-4, atol=1e-4,
+          doc=f"{call}, x {DW} float32 in channels_last memory, w ({DW[1]}, 1, 3, 3)")
+    def _fwd(fw):
+        x = fw.randn(*DW).to(memory_format=fw.mod.channels_last)
+        return Stmt(call, F=_F(fw), x=x, w=fw.randn(DW[1], 1, 3, 3, seed=1))
+
+
+_dw_cl_case(1)
+_dw_cl_case(2)
 
 
 def _params(fw):

@@ -7,6 +7,7 @@ AVX2 / baseline copies (forced with EMBER_CPU_ISA in subprocesses)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -101,6 +102,93 @@ def test_against_torch():
         np.testing.assert_allclose(eg, tx.grad.numpy(), rtol=1e-5, atol=5e-6,
                                    err_msg=f"{name}{kw} gradient")
 
+
+
+def _gelu_exact(x: np.ndarray) -> np.ndarray:
+    """gelu in float64 as x * erfc(-x / sqrt(2)) / 2: accurate in the negative tail too."""
+    return np.array([v * 0.5 * math.erfc(-v / math.sqrt(2.0)) for v in x.astype(np.float64)])
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    spacing = np.spacing(np.abs(want.astype(np.float32))).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want) / np.maximum(spacing, 2.0**-149)
+
+
+def test_gelu_float32_accuracy_on_a_dense_grid():
+    # The exact-erf gelu in float32 against the float64 erfc form, in float32 ulps of the true
+    # value. The AVX-512 copy (a piecewise polynomial of Phi) holds 2 ulp from -1 up and stays
+    # accurate in absolute terms below; the other copies (erf polynomial) 4.5 ulp from -1 up.
+    x = np.concatenate([np.linspace(-12, 12, 240001), np.linspace(-1e-3, 1e-3, 2001),
+                        np.linspace(5.2, 5.6, 4001), np.linspace(-6.1, -5.9, 2001)])
+    x = x.astype(np.float32)
+    got = F.gelu(ember.tensor(x)).numpy()
+    want = _gelu_exact(x)
+    u = _ulps(got, want)
+    fast = ember._C._cpu_isa() == "avx512"
+    assert u[x >= -1].max() <= (2.0 if fast else 4.5), x[x >= -1][np.argmax(u[x >= -1])]
+    if fast:
+        mid = (x >= -3) & (x < -1)
+        assert u[mid].max() <= 4.0, x[mid][np.argmax(u[mid])]
+    err = np.abs(got.astype(np.float64) - want)
+    assert (err[x < -1] <= 2e-7 * np.abs(x[x < -1])).all()
+    assert np.all(got[x >= 5.5] == x[x >= 5.5])  # Phi rounds to 1
+    assert np.all(got[x <= 0] <= 0)
+
+
+def test_gelu_float32_special_values():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -6.0, -1e30, 1e30],
+                 np.float32)
+    got = F.gelu(ember.tensor(x)).numpy()
+    want = F.gelu(ember.tensor(x.astype(np.float64))).numpy()  # the scalar formula
+    assert np.array_equal(np.isnan(got), np.isnan(want))  # NaN and -inf (-inf * 0) give NaN
+    assert got[2] == np.inf and got[0] == 0 and np.signbit(got[1])
+    np.testing.assert_allclose(got[5:7], [5e-41, -5e-41], rtol=1e-2)
+    assert got[8] == 0 and np.signbit(got[8]) and got[9] == 1e30
+    assert abs(got[7] - want[7]) < 1e-8  # |gelu(-6)| is 5.9e-9
+
+
+def test_gelu_float64_accuracy_and_special_values():
+    # float64 exact gelu (AVX-512: a piecewise polynomial of Phi; elsewhere the scalar formula)
+    # against the erfc form: relative 5e-15 from -3 up (the formula: 5e-14, its cancellation in
+    # 1 + erf), absolute 4e-15 max(1, |x|) everywhere; special values as the formula gives.
+    x = np.concatenate([np.linspace(-12, 12, 120001), np.linspace(-1e-6, 1e-6, 1001),
+                        np.linspace(8.2, 8.8, 1001), np.linspace(-8.8, -8.2, 1001)])
+    got = F.gelu(ember.tensor(x)).numpy()
+    want = _gelu_exact(x)
+    err = np.abs(got - want)
+    mid = x >= -3
+    rel = err[mid] / np.maximum(np.abs(want[mid]), 1e-300)
+    bound = 5e-15 if ember._C._cpu_isa() == "avx512" else 5e-14
+    assert rel.max() <= bound, (x[mid][np.argmax(rel)], rel.max())
+    assert (err <= 4e-15 * np.maximum(1.0, np.abs(x))).all()
+    sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-300, -1e-300, 1e300, -1e300])
+    out = F.gelu(ember.tensor(sp)).numpy()
+    assert out[0] == 0 and np.signbit(out[1]) and out[2] == np.inf
+    assert np.isnan(out[3]) and np.isnan(out[4])
+    np.testing.assert_allclose(out[5:7], [5e-301, -5e-301], rtol=1e-15)
+    assert out[7] == 1e300 and out[8] == 0 and np.signbit(out[8])
+    xs = ember.tensor(np.linspace(-9, 9, 4000).reshape(40, 100))
+    np.testing.assert_array_equal(F.gelu(xs.t()).numpy(), F.gelu(xs.t().contiguous()).numpy())
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_reduced_precision_is_the_float32_kernel_rounded(dtype, approximate):
+    # bfloat16 / float16 run the float32 kernel (in chunks): the same values as float32 gelu
+    # rounded to the dtype, for every length (vector tails) and for strided inputs.
+    rng = np.random.default_rng(3)
+    dt = getattr(ember, dtype)
+    for n in (1, 15, 16, 17, 1023, 1025, 4100):
+        x = ember.tensor((rng.standard_normal(n) * 5).astype(np.float32)).to(dt)
+        got = F.gelu(x, approximate=approximate)
+        assert got.dtype == dt
+        want = F.gelu(x.float(), approximate=approximate).to(dt)
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+    x = ember.tensor(rng.standard_normal((30, 40)).astype(np.float32)).to(dt)
+    np.testing.assert_array_equal(F.gelu(x.t(), approximate=approximate).float().numpy(),
+                                  F.gelu(x.t().contiguous(), approximate=approximate).float().numpy())
+    special = ember.tensor(np.array([np.nan, np.inf, -np.inf, -0.0], np.float32)).to(dt)
+    out = F.gelu(special, approximate=approximate).float().numpy()
+    assert np.isnan(out[0]) and out[1] == np.inf and np.signbit(out[3])
 
 def test_hardswish_gradient_at_its_ends_is_torchs():
     # torch: 0 at x <= -3, 1 at x >= 3 (the one-sided limits from outside the curved part)

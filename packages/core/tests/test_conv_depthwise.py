@@ -114,6 +114,72 @@ def test_depthwise_mobilenet_layer_shapes():
         _check((f"mbv2_{c}_{h}_{s}", (8, c, h, h), 1, 3, dict(stride=s, padding=1)), "float32")
 
 
+
+@needs_torch
+@pytest.mark.parametrize("stride", [1, 2, (1, 2), (2, 1)])
+def test_depthwise_3x3_float32_forward_edges(stride):
+    # The float32 3x3 forward's own kernel (AVX-512 CPUs): widths on both sides of its 16-column
+    # blocks, heights that do not fill its 8-row passes, padding from none to past the kernel,
+    # a channel multiplier, and a bias.
+    rng = np.random.default_rng(11)
+    for h, w_, pad, mult in ((1, 1, 1, 1), (3, 3, 0, 1), (5, 15, 1, 2), (9, 16, 1, 1),
+                             (8, 17, 2, 1), (17, 31, 1, 1), (7, 32, 3, 3), (10, 33, 1, 1),
+                             (3, 40, (0, 2), 1), (13, 47, (2, 1), 2)):
+        x = rng.standard_normal((2, 3, h, w_)).astype(np.float32)
+        wt = rng.standard_normal((3 * mult, 1, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(3 * mult).astype(np.float32)
+        got = ember.conv2d(ember.tensor(x), ember.tensor(wt), ember.tensor(b), stride, pad, 1, 3)
+        want = F.conv2d(torch.tensor(x), torch.tensor(wt), torch.tensor(b), stride, pad, 1, 3)
+        assert tuple(got.shape) == tuple(want.shape), (h, w_, pad, mult)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5,
+                                   err_msg=f"{(h, w_, pad, mult)}")
+
+
+
+@needs_torch
+@pytest.mark.parametrize("stride", [1, 2, (2, 1)])
+def test_depthwise_3x3_channels_last_input(stride):
+    # A channels-last float32 input runs the kernel vectorized over channels (AVX-512): values,
+    # a channels-last output as torch's (there), channel counts around its 16-lane blocks, rows with
+    # border columns only or room for its 8- to 1-column blocks, and the gradients through it.
+    rng = np.random.default_rng(12)
+    for n, c, h, w_, pad, bias in ((2, 3, 5, 6, 1, True), (1, 16, 7, 28, 1, False),
+                                   (2, 17, 4, 13, 0, True), (1, 40, 9, 3, (2, 1), True),
+                                   (3, 32, 2, 37, (1, 3), False)):
+        x = rng.standard_normal((n, c, h, w_)).astype(np.float32)
+        wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(c).astype(np.float32) if bias else None
+        ex = ember.tensor(x).to(memory_format=ember.channels_last).requires_grad_(True)
+        tx = torch.tensor(x).to(memory_format=torch.channels_last).requires_grad_(True)
+        ew, tw = ember.tensor(wt, requires_grad=True), torch.tensor(wt, requires_grad=True)
+        ey = ember.conv2d(ex, ew, None if b is None else ember.tensor(b), stride, pad, 1, c)
+        ty = F.conv2d(tx, tw, None if b is None else torch.tensor(b), stride, pad, 1, c)
+        key = (n, c, h, w_, pad)
+        assert tuple(ey.shape) == tuple(ty.shape), key
+        if ember._C._cpu_isa() == "avx512":  # elsewhere the NCHW kernels (a contiguous output)
+            assert ey.stride() == ty.stride(), key
+        np.testing.assert_allclose(ey.detach().numpy(), ty.detach().numpy(), rtol=1e-5,
+                                   atol=1e-5, err_msg=f"{key}")
+        g = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+        ey.backward(ember.tensor(g))
+        ty.backward(torch.tensor(g))
+        np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+def test_depthwise_3x3_float32_forward_special_values():
+    # Padding contributes exact zeros (never a masked-off NaN or inf from beyond the row), and
+    # NaN / inf inside the image reach exactly the outputs whose windows cover them.
+    x = np.ones((1, 2, 4, 20), np.float32)
+    x[0, 0, 1, 0] = np.inf
+    x[0, 1, 2, 19] = np.nan
+    wt = np.ones((2, 1, 3, 3), np.float32)
+    y = ember.conv2d(ember.tensor(x), ember.tensor(wt), None, 1, 1, 1, 2).numpy()
+    assert np.isinf(y[0, 0, 0:3, 0:2]).all() and np.isfinite(y[0, 0, 3, :]).all()
+    assert np.isfinite(y[0, 0, :, 2:]).all()
+    assert np.isnan(y[0, 1, 1:4, 18:20]).all() and np.isfinite(y[0, 1, 0, :]).all()
+    assert np.isfinite(y[0, 1, :, :18]).all()
+    assert y[0, 0, 3, 5] == 6.0 and y[0, 1, 0, 0] == 4.0
+
 @needs_torch
 def test_depthwise_backward_parts_and_threads():
     # convolution_backward asked for some of the gradients only, on one thread and on several.

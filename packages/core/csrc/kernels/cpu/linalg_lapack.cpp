@@ -1,7 +1,8 @@
 // CPU matrix factorizations on LAPACK (the scipy-openblas32 wheel's, symbols prefixed scipy_):
 // LU (getrf, getrs), QR (geqrf, orgqr), SVD (gesdd), the symmetric eigensolver (syevd) and the
 // least-squares drivers (gelsy, gelsd, gelss, gels), for float32 and float64, batched over the
-// leading dims (ops/linalg.yaml, the "factorizations" section).
+// leading dims (ops/linalg.yaml, the "factorizations" section). Symmetric matrices up to 32 x 32
+// are decomposed by an own Householder + QL kernel instead of syevd (see small_tridiag).
 //
 // LAPACK works on column-major matrices. Every input is copied once into a buffer whose
 // matrices are column-major (sizes (..., m, n), strides (..., m * n, 1, m): the transpose of a
@@ -626,6 +627,303 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_svd(const Tensor& A, bool ful
 
 // ---- symmetric eigendecomposition ----------------------------------------------------------
 
+namespace {
+
+// Matrices up to this size are decomposed here (in double whatever the dtype): for them syevd's
+// setup and its calls per column cost more than the arithmetic.
+constexpr int64_t kSmallEigh = 32;
+
+// sqrt(x^2 + y^2) for the rescaled entries of small_tridiag's matrices (no overflow there).
+inline double norm2(double x, double y) { return std::sqrt(x * x + y * y); }
+
+// Householder reduction of one symmetric n x n matrix (n in [1, kSmallEigh]) to tridiagonal form
+// (d, e), in double (the classic tred2 / tql2 pair is small_tridiag and small_ql). a: the
+// column-major input, of which the uplo triangle is read. With vecs, z's row j is column j of
+// the reduction's orthogonal factor. scale_exp: the power of 2 the eigenvalues are to be scaled
+// by. False when the matrix holds a non-finite entry.
+template <class T>
+bool small_tridiag(const T* a, char uplo, int64_t n, bool vecs, double* d, double* e, double* z,
+                   int* scale_exp) {
+  constexpr int64_t N = kSmallEigh;
+  double A[N * N];  // row-major, both triangles: the matrix, reduced in place
+  double U[N * N];  // row i: the Householder vector of step i (entries 0 .. i-1)
+  double H[N], p[N];
+  double amax = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k <= i; ++k) {
+      const double v = static_cast<double>(uplo == 'L' ? a[k * n + i] : a[i * n + k]);
+      if (!std::isfinite(v)) return false;
+      amax = std::max(amax, std::abs(v));
+      A[i * n + k] = A[k * n + i] = v;
+    }
+  // A power of 2 brings the entries near 1 (exactly), so that the plain sqrt(x^2 + y^2) below
+  // can neither overflow nor lose its result to underflow.
+  int ex = 0;
+  if (amax > 0) std::frexp(amax, &ex);
+  const bool scaled = ex > 200 || ex < -200;
+  if (scaled)
+    for (int64_t i = 0; i < n * n; ++i) A[i] = std::ldexp(A[i], -ex);
+  // Householder: for i = n-1 .. 1, a reflection P = 1 - u u' / h zeroes row i left of its
+  // subdiagonal and is applied on both sides of the leading i x i block (A -= u q' + q u' with
+  // p = A u / h, q = p - (u.p / 2h) u). e[i] gets the subdiagonal entry (i, i-1), H[i] h (0: no
+  // reflection).
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t l = i - 1;
+    double* ai = A + i * n;
+    double* u = U + i * n;
+    double scale = 0;
+    for (int64_t k = 0; k <= l; ++k) scale += std::abs(ai[k]);
+    H[i] = 0;
+    if (l == 0 || scale == 0) {
+      e[i] = ai[l];
+      continue;
+    }
+    double h = 0;
+    for (int64_t k = 0; k <= l; ++k) {
+      u[k] = ai[k] / scale;
+      h += u[k] * u[k];
+    }
+    const double f = u[l];
+    const double g = f >= 0 ? -std::sqrt(h) : std::sqrt(h);
+    e[i] = scale * g;
+    h -= f * g;
+    u[l] = f - g;
+    H[i] = h;
+    double up = 0;
+    for (int64_t j = 0; j <= l; ++j) {
+      const double* aj = A + j * n;
+      double s = 0;
+      for (int64_t k = 0; k <= l; ++k) s += aj[k] * u[k];
+      p[j] = s / h;
+      up += p[j] * u[j];
+    }
+    const double K = up / (h + h);
+    for (int64_t j = 0; j <= l; ++j) p[j] -= K * u[j];
+    for (int64_t j = 0; j <= l; ++j) {
+      double* aj = A + j * n;
+      const double uj = u[j], qj = p[j];
+      for (int64_t k = 0; k <= l; ++k) aj[k] -= uj * p[k] + qj * u[k];
+    }
+  }
+  e[0] = 0;
+  for (int64_t i = 0; i < n; ++i) d[i] = A[i * n + i];
+  if (vecs) {
+    // Q = P_{n-1} ... P_1, built into A's storage (row-major) from the first reflection on:
+    // step i applies P_i to the leading i x i block, whose later rows and columns are still
+    // the identity's.
+    double* Q = A;
+    for (int64_t i = 0; i < n * n; ++i) Q[i] = 0;
+    for (int64_t i = 0; i < n; ++i) Q[i * n + i] = 1;
+    for (int64_t i = 1; i < n; ++i) {
+      if (H[i] == 0) continue;
+      const double* u = U + i * n;
+      for (int64_t j = 0; j < i; ++j) p[j] = 0;
+      for (int64_t k = 0; k < i; ++k) {
+        const double* qk = Q + k * n;
+        for (int64_t j = 0; j < i; ++j) p[j] += u[k] * qk[j];
+      }
+      for (int64_t k = 0; k < i; ++k) {
+        double* qk = Q + k * n;
+        const double c = u[k] / H[i];
+        for (int64_t j = 0; j < i; ++j) qk[j] -= c * p[j];
+      }
+    }
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < n; ++k) z[j * n + k] = Q[k * n + j];
+  }
+  *scale_exp = scaled ? ex : 0;
+  // e[i] becomes the entry (i, i+1), as the QL iteration takes it.
+  for (int64_t i = 1; i < n; ++i) e[i - 1] = e[i];
+  e[n - 1] = 0;
+  return true;
+}
+
+// The implicit QL iteration with Wilkinson shifts on the tridiagonal (d, e), e[i] the entry
+// (i, i+1): d becomes the eigenvalues (unordered); with z (row j: vector j of the reduction's
+// factor), the rotations go into z's rows too. False when an eigenvalue takes over 60 sweeps.
+bool small_ql(double* d, double* e, int64_t n, double* z) {
+  const bool vecs = z != nullptr;
+  const double eps = std::numeric_limits<double>::epsilon();
+  for (int64_t l = 0; l < n; ++l) {
+    for (int iter = 0;; ++iter) {
+      int64_t m = l;
+      for (; m < n - 1; ++m)
+        if (std::abs(e[m]) <= eps * (std::abs(d[m]) + std::abs(d[m + 1]))) break;
+      if (m == l) break;
+      if (iter == 60) return false;
+      double g = (d[l + 1] - d[l]) / (2 * e[l]);
+      double r = norm2(g, 1.0);
+      g = d[m] - d[l] + e[l] / (g + (g >= 0 ? r : -r));
+      double s = 1, c = 1, p = 0;
+      int64_t i = m - 1;
+      bool deflated = false;
+      for (; i >= l; --i) {
+        const double f = s * e[i], b = c * e[i];
+        r = norm2(f, g);
+        e[i + 1] = r;
+        if (r == 0) {  // underflow: split the matrix here and start over
+          d[i + 1] -= p;
+          e[m] = 0;
+          deflated = true;
+          break;
+        }
+        s = f / r;
+        c = g / r;
+        g = d[i + 1] - p;
+        r = (d[i] - g) * s + 2 * c * b;
+        p = s * r;
+        d[i + 1] = g + p;
+        g = c * r - b;
+        if (vecs) {
+          double* z0 = z + i * n;
+          double* z1 = z + (i + 1) * n;
+          for (int64_t k = 0; k < n; ++k) {
+            const double t = z1[k];
+            z1[k] = s * z0[k] + c * t;
+            z0[k] = c * z0[k] - s * t;
+          }
+        }
+      }
+      if (deflated) continue;
+      d[l] -= p;
+      e[l] = g;
+      e[m] = 0;
+    }
+  }
+  return true;
+}
+
+// w = the eigenvalues d in ascending order times 2^scale_exp, with z: vout's columns (column-major
+// n x n) the matching rows of z.
+template <class T>
+void small_store(const double* d, const double* z, int64_t n, int scale_exp, T* w, T* vout) {
+  int64_t order[kSmallEigh];
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order, order + n, [&](int64_t x, int64_t y) { return d[x] < d[y]; });
+  for (int64_t i = 0; i < n; ++i) {
+    w[i] = static_cast<T>(scale_exp != 0 ? std::ldexp(d[order[i]], scale_exp) : d[order[i]]);
+    if (z)
+      for (int64_t k = 0; k < n; ++k) vout[i * n + k] = static_cast<T>(z[order[i] * n + k]);
+  }
+}
+
+// Eigenvalues (ascending, into w) and, with vecs, eigenvectors of one symmetric n x n matrix, n
+// in [1, kSmallEigh]: small_tridiag, small_ql, small_store. a: the column-major input, of which
+// the uplo triangle is read; with vecs, vout receives the eigenvectors as its columns
+// (column-major, like syevd's). Returns false, writing nothing, when the matrix holds a
+// non-finite entry or the iteration does not settle (the caller then runs syevd, which reports
+// such matrices its own way).
+template <class T>
+bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
+  double d[kSmallEigh], e[kSmallEigh], z[kSmallEigh * kSmallEigh];
+  int ex = 0;
+  if (!small_tridiag(a, uplo, n, vecs, d, e, z, &ex)) return false;
+  if (!small_ql(d, e, n, vecs ? z : nullptr)) return false;
+  small_store(d, vecs ? z : nullptr, n, ex, w, vout);
+  return true;
+}
+
+// small_ql without vectors as a resumable state: step() does one deflation search (and a sweep's
+// setup) or one rotation, so that two matrices' iterations can be interleaved. Each rotation
+// waits on the last one's square root and divisions; two independent chains keep the core busy.
+struct QlValues {
+  double *d = nullptr, *e = nullptr, *z = nullptr;  // z: as small_ql's (null: no vectors)
+  int64_t n = 0, l = 0, m = 0, i = 0;
+  int iter = 0;
+  double g = 0, s = 0, c = 0, p = 0;
+  bool sweep = false, done = false, failed = false;
+
+  inline void step() {
+    if (!sweep) {
+      if (l >= n) {
+        done = true;
+        return;
+      }
+      const double eps = std::numeric_limits<double>::epsilon();
+      m = l;
+      for (; m < n - 1; ++m)
+        if (std::abs(e[m]) <= eps * (std::abs(d[m]) + std::abs(d[m + 1]))) break;
+      if (m == l) {
+        ++l;
+        iter = 0;
+        return;
+      }
+      if (iter++ == 60) {
+        failed = done = true;
+        return;
+      }
+      g = (d[l + 1] - d[l]) / (2 * e[l]);
+      const double r = norm2(g, 1.0);
+      g = d[m] - d[l] + e[l] / (g + (g >= 0 ? r : -r));
+      s = c = 1;
+      p = 0;
+      i = m - 1;
+      sweep = true;
+      return;
+    }
+    const double f = s * e[i], b = c * e[i];
+    double r = norm2(f, g);
+    e[i + 1] = r;
+    if (r == 0) {  // underflow: split the matrix here and start over
+      d[i + 1] -= p;
+      e[m] = 0;
+      sweep = false;
+      return;
+    }
+    s = f / r;
+    c = g / r;
+    g = d[i + 1] - p;
+    r = (d[i] - g) * s + 2 * c * b;
+    p = s * r;
+    d[i + 1] = g + p;
+    g = c * r - b;
+    if (z) {
+      double* z0 = z + i * n;
+      double* z1 = z + (i + 1) * n;
+      for (int64_t k = 0; k < n; ++k) {
+        const double t = z1[k];
+        z1[k] = s * z0[k] + c * t;
+        z0[k] = c * z0[k] - s * t;
+      }
+    }
+    if (--i < l) {
+      d[l] -= p;
+      e[l] = g;
+      e[m] = 0;
+      sweep = false;
+    }
+  }
+};
+
+// small_eigh of two matrices of the same size, their QL iterations interleaved. ok[k]: matrix k
+// is done (else nothing was written for it).
+template <class T>
+void small_eigh_pair(const T* const a[2], char uplo, int64_t n, bool vecs, T* const w[2],
+                     T* const v[2], bool ok[2]) {
+  double d[2][kSmallEigh], e[2][kSmallEigh], z[2][kSmallEigh * kSmallEigh];
+  int ex[2] = {0, 0};
+  QlValues q[2];
+  for (int k = 0; k < 2; ++k) {
+    ok[k] = small_tridiag(a[k], uplo, n, vecs, d[k], e[k], z[k], &ex[k]);
+    q[k].d = d[k];
+    q[k].e = e[k];
+    q[k].z = vecs ? z[k] : nullptr;
+    q[k].n = n;
+    q[k].done = !ok[k];
+  }
+  while (!q[0].done && !q[1].done) {
+    q[0].step();
+    q[1].step();
+  }
+  for (int k = 0; k < 2; ++k) {
+    while (!q[k].done) q[k].step();
+    ok[k] = ok[k] && !q[k].failed;
+    if (ok[k]) small_store<T>(d[k], vecs ? z[k] : nullptr, n, ex[k], w[k], v[k]);
+  }
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::string& UPLO,
                                                 bool compute_v) {
   const char* op = "linalg.eigh";
@@ -647,15 +945,40 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::stri
     T* wp = w->data_as<T>();
     int32_t* inf = info->data_as<int32_t>();
     for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
-      T query = 0;
-      lint iquery = 0;
-      Lapack<T>::syevd(jobz, uplo, lint(n), a + begin * n * n, ld(n), wp + begin * n, &query, -1,
-                       &iquery, -1);
-      std::vector<T> work(work_size(query));
-      std::vector<lint> iwork(std::max<lint>(1, iquery));
-      for (int64_t b = begin; b < end; ++b)
-        inf[b] = Lapack<T>::syevd(jobz, uplo, lint(n), a + b * n * n, ld(n), wp + b * n,
-                                  work.data(), lint(work.size()), iwork.data(), lint(iwork.size()));
+      std::vector<T> work, small;
+      std::vector<lint> iwork;
+      bool done[2] = {false, false};  // matrices b and b + 1 (b - begin even) in pairs
+      if (compute_v) small.resize(2 * n * n);
+      for (int64_t b = begin; b < end; ++b) {
+        T* ab = a + b * n * n;
+        const int64_t k = (b - begin) % 2;
+        if (n <= kSmallEigh) {
+          // The vectors go to a scratch matrix: the input is read until the end.
+          if (k == 0 && b + 1 < end) {
+            const T* const in[2] = {ab, ab + n * n};
+            T* const wk[2] = {wp + b * n, wp + (b + 1) * n};
+            T* const vk[2] = {compute_v ? small.data() : nullptr,
+                              compute_v ? small.data() + n * n : nullptr};
+            small_eigh_pair(in, uplo, n, compute_v, wk, vk, done);
+          } else if (k == 0) {
+            done[0] = small_eigh(ab, uplo, n, compute_v, wp + b * n, small.data());
+          }
+          if (done[k]) {
+            if (compute_v)
+              std::copy(small.begin() + k * n * n, small.begin() + (k + 1) * n * n, ab);
+            continue;
+          }
+        }
+        if (work.empty()) {
+          T query = 0;
+          lint iquery = 0;
+          Lapack<T>::syevd(jobz, uplo, lint(n), ab, ld(n), wp + b * n, &query, -1, &iquery, -1);
+          work.resize(work_size(query));
+          iwork.resize(std::max<lint>(1, iquery));
+        }
+        inf[b] = Lapack<T>::syevd(jobz, uplo, lint(n), ab, ld(n), wp + b * n, work.data(),
+                                  lint(work.size()), iwork.data(), lint(iwork.size()));
+      }
     });
   });
   return {fresh(w), compute_v ? fresh(v) : vecs, info};

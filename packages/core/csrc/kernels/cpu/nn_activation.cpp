@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -300,8 +301,82 @@ Tensor _log_softmax_backward_data(const Tensor& grad_output, const Tensor& outpu
   return Softmax::log_softmax_backward(grad_output, output, dim);
 }
 
+namespace {
+
+// gelu of float16 / bfloat16 through the float32 row kernel (the scalar formula's opmath is
+// float32 too, so the values agree within that kernel's accuracy, without a scalar erf per
+// element): contiguous bfloat16 by nn::vec::gelu_bf16, everything else converted chunk by chunk.
+// Returns false (nothing done) for other dtypes; on true the iterator is finished.
+bool gelu_reduced(TensorIterator& it, bool tanh_form) {
+  const ScalarType dt = it.dtype(0);
+  if (dt != it.dtype(1) || (dt != ScalarType::BFloat16 && dt != ScalarType::Float16)) return false;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    it.for_each([&](char** d, const int64_t* s, int64_t n) {
+      if (std::is_same<T, BFloat16>::value && s[0] == 2 && s[1] == 2) {
+        nn::vec::gelu_bf16(reinterpret_cast<const uint16_t*>(d[1]),
+                           reinterpret_cast<uint16_t*>(d[0]), n, tanh_form);
+        return;
+      }
+      constexpr int64_t kChunk = 512;
+      float buf[kChunk];
+      for (int64_t i = 0; i < n; i += kChunk) {
+        const int64_t m = std::min(kChunk, n - i);
+        const char* src = d[1] + i * s[1];
+        char* dst = d[0] + i * s[0];
+        for (int64_t j = 0; j < m; ++j) buf[j] = static_cast<float>(load<T>(src + j * s[1]));
+        nn::vec::gelu(buf, buf, m, tanh_form);
+        for (int64_t j = 0; j < m; ++j) {
+          const T v(buf[j]);
+          std::memcpy(dst + j * s[0], &v, sizeof v);
+        }
+      }
+    });
+  };
+  if (dt == ScalarType::BFloat16)
+    run(BFloat16());
+  else
+    run(Half());
+  it.finish();
+  return true;
+}
+
+// Exact-form gelu of float64 through nn::vec::gelu_f64 (strided loops through a buffer).
+void gelu_double(TensorIterator& it) {
+  it.for_each([&](char** d, const int64_t* s, int64_t n) {
+    if (s[0] == sizeof(double) && s[1] == sizeof(double)) {
+      nn::vec::gelu_f64(reinterpret_cast<const double*>(d[1]), reinterpret_cast<double*>(d[0]), n);
+      return;
+    }
+    constexpr int64_t kChunk = 256;
+    double buf[kChunk];
+    for (int64_t i = 0; i < n; i += kChunk) {
+      const int64_t m = std::min(kChunk, n - i);
+      for (int64_t j = 0; j < m; ++j) buf[j] = load<double>(d[1] + (i + j) * s[1]);
+      nn::vec::gelu_f64(buf, buf, m);
+      for (int64_t j = 0; j < m; ++j) std::memcpy(d[0] + (i + j) * s[0], &buf[j], sizeof(double));
+    }
+  });
+  it.finish();
+}
+
+}  // namespace
+
 Tensor gelu(const Tensor& self, const std::string& approximate) {
   const bool tanh_form = gelu_tanh_form(approximate);
+  if (self->dtype() == ScalarType::BFloat16 || self->dtype() == ScalarType::Float16) {
+    TensorIterator it("gelu");
+    it.add_output(Tensor()).add_input(self).build();
+    if (gelu_reduced(it, tanh_form)) return it.output();
+  }
+  if (self->dtype() == ScalarType::Float64 && !tanh_form) {
+    TensorIterator it("gelu");
+    it.add_output(Tensor()).add_input(self).build();
+    if (it.dtype(0) == ScalarType::Float64) {
+      gelu_double(it);
+      return it.output();
+    }
+  }
   return unary_float(
       "gelu", self,
       [tanh_form](auto tag) {

@@ -796,6 +796,8 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   ConvArgs a = check_conv(op, input, weight, bias, stride, padding, dilation, transposed,
                           output_padding, groups);
   const int64_t k = a.k;
+  if (depthwise_conv_applies(a, transposed))
+    if (Tensor y = depthwise_conv_channels_last(input, weight, bias, a)) return y;
   Tensor x = as_compute(input), w = as_compute(weight), b = as_compute(bias);
   if (depthwise_conv_applies(a, transposed))
     return to_dtype(depthwise_conv(x, w, b, a), input->dtype());

@@ -21,6 +21,7 @@
 #include "kernels/cpu/nn_conv_depthwise.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -170,6 +171,237 @@ namespace avx512 {
 }  // namespace avx512
 EMBER_TARGET_END()
 #endif
+
+// ---- float32 3x3 forward on AVX-512 ----------------------------------------------------------
+//
+// The common MobileNet layer (3x3, dilation 1, stride 1 or 2 along each dim, any padding) goes
+// straight from the NCHW planes to the output, without the buffers above: each output row is
+// computed 16 columns at a time with the 9 weights held in registers. A tap row is a masked load
+// (stride 1 along the row) or the even / odd lanes of two loads (stride 2), so the zero padding
+// at the row's ends is the masks' off lanes and input rows above or below the image are skipped
+// whole: no branch per element.
+#ifdef EMBER_DW_X86
+struct Dw3 {
+  int64_t H = 0, W = 0, OH = 0, OW = 0, sh = 1, sw = 1, ph = 0, pw = 0;
+  // Per block of 16 output columns: the lanes to store, and the lanes to load, 3 masks per
+  // block with stride 1 (the loads at base + kw, kw < 3), 4 with stride 2 (the low and high
+  // 16 lanes of the loads at base and at base + 2), base being the input column of lane 0.
+  std::vector<uint32_t> store_mask, load_mask;
+};
+
+Dw3 dw3_plan(const Geom& g) {
+  Dw3 d;
+  d.H = g.in[1], d.W = g.in[2], d.OH = g.out[1], d.OW = g.out[2];
+  d.sh = g.st[1], d.sw = g.st[2], d.ph = g.pd[1], d.pw = g.pd[2];
+  auto mask = [&](int64_t first_col, int64_t lanes) {
+    uint32_t m = 0;
+    for (int64_t e = 0; e < 16; ++e)
+      if (e < lanes && first_col + e >= 0 && first_col + e < d.W) m |= 1u << e;
+    return m;
+  };
+  for (int64_t j0 = 0; j0 < d.OW; j0 += 16) {
+    const int64_t L = std::min<int64_t>(16, d.OW - j0), base = j0 * d.sw - d.pw;
+    d.store_mask.push_back((1u << L) - 1u);
+    if (d.sw == 1) {
+      for (int64_t kw = 0; kw < 3; ++kw) d.load_mask.push_back(mask(base + kw, L));
+    } else {
+      for (int64_t shift = 0; shift <= 2; shift += 2) {
+        d.load_mask.push_back(mask(base + shift, 2 * L));
+        d.load_mask.push_back(mask(base + shift + 16, 2 * L - 16));
+      }
+    }
+  }
+  return d;
+}
+
+// True when dw3 runs this forward: float32, 2-d, 3x3, dilation 1, strides 1 or 2, one filter
+// per channel or several, on an AVX-512 CPU.
+bool dw3_applies(const Geom& g, ScalarType dt) {
+  return dt == ScalarType::Float32 && cpu_isa() >= Isa::Avx512 && g.in[0] == 1 && g.out[0] == 1 &&
+         g.ks[0] == 1 && g.ks[1] == 3 && g.ks[2] == 3 && g.dl[1] == 1 && g.dl[2] == 1 &&
+         g.st[1] <= 2 && g.st[2] <= 2;
+}
+
+EMBER_TARGET_BEGIN("avx512f,avx2,fma")
+namespace avx512 {
+
+// Input column c of a row at row + c: lane 0 of a tap may sit left of the row (masked off, never
+// read), so the address is formed without pointer arithmetic outside the array.
+inline const float* at(const float* row, int64_t c) {
+  return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) +
+                                        static_cast<uintptr_t>(c * 4));
+}
+
+// The load masks of one column block (see Dw3), kept in registers across its rows.
+struct Dw3Masks {
+  __mmask16 m[4];
+};
+
+// The taps kw = 0, 1, 2 of output columns [16 b, 16 b + 16) in input row `row`: the columns
+// base + SW j + kw for lanes j, zero where outside the row.
+template <int SW>
+inline void dw3_taps(const Dw3Masks& m, const float* row, int64_t base, __m512 t[3]) {
+  if (SW == 1) {
+    t[0] = _mm512_maskz_loadu_ps(m.m[0], at(row, base));
+    t[1] = _mm512_maskz_loadu_ps(m.m[1], at(row, base + 1));
+    t[2] = _mm512_maskz_loadu_ps(m.m[2], at(row, base + 2));
+  } else {
+    // kw 0 and 1: the even and odd lanes of the 32 columns from base; kw 2: the even lanes of
+    // the 32 from base + 2.
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd =
+        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 lo = _mm512_maskz_loadu_ps(m.m[0], at(row, base));
+    const __m512 hi = _mm512_maskz_loadu_ps(m.m[1], at(row, base + 16));
+    const __m512 lo2 = _mm512_maskz_loadu_ps(m.m[2], at(row, base + 2));
+    const __m512 hi2 = _mm512_maskz_loadu_ps(m.m[3], at(row, base + 18));
+    t[0] = _mm512_permutex2var_ps(lo, even, hi);
+    t[1] = _mm512_permutex2var_ps(lo, odd, hi);
+    t[2] = _mm512_permutex2var_ps(lo2, even, hi2);
+  }
+}
+
+// One output plane: out = bias + the 3x3 window sums of plane x with weights w (row-major).
+// Eight output rows at a time (eight independent sums per column block, each input row loaded
+// once for all of them); rows past the plane's end are computed and dropped.
+template <int SH, int SW>
+void dw3_plane(const Dw3& d, const float* x, const float* w, float bias, float* out) {
+  constexpr int R = 8, IR = (R - 1) * SH + 3;  // output rows per pass, input rows they read
+  __m512 wv[9];
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  const __m512 bv = _mm512_set1_ps(bias);
+  const int64_t nblk = static_cast<int64_t>(d.store_mask.size());
+  for (int64_t oh0 = 0; oh0 < d.OH; oh0 += R) {
+    const int64_t ih0 = oh0 * SH - d.ph;
+    for (int64_t b = 0; b < nblk; ++b) {
+      const int64_t base = b * 16 * SW - d.pw;
+      Dw3Masks m;
+      const uint32_t* lm = d.load_mask.data() + b * (SW == 1 ? 3 : 4);
+      for (int k = 0; k < (SW == 1 ? 3 : 4); ++k) m.m[k] = static_cast<__mmask16>(lm[k]);
+      __m512 acc[R];
+      for (int r = 0; r < R; ++r) acc[r] = bv;
+#pragma GCC unroll 24
+      for (int i = 0; i < IR; ++i) {
+        const int64_t ih = ih0 + i;
+        if (ih < 0 || ih >= d.H) continue;
+        __m512 t[3];
+        dw3_taps<SW>(m, x + ih * d.W, base, t);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int kh = i - r * SH;
+          if (kh < 0 || kh > 2) continue;  // resolved at compile time
+          acc[r] = _mm512_fmadd_ps(wv[kh * 3], t[0], acc[r]);
+          acc[r] = _mm512_fmadd_ps(wv[kh * 3 + 1], t[1], acc[r]);
+          acc[r] = _mm512_fmadd_ps(wv[kh * 3 + 2], t[2], acc[r]);
+        }
+      }
+      const __mmask16 sm = static_cast<__mmask16>(d.store_mask[b]);
+      for (int r = 0; r < R && oh0 + r < d.OH; ++r)
+        _mm512_mask_storeu_ps(out + (oh0 + r) * d.OW + b * 16, sm, acc[r]);
+    }
+  }
+}
+
+using Dw3Plane = void (*)(const Dw3&, const float*, const float*, float, float*);
+inline Dw3Plane dw3_kernel(const Dw3& d) {
+  if (d.sh == 1) return d.sw == 1 ? &dw3_plane<1, 1> : &dw3_plane<1, 2>;
+  return d.sw == 1 ? &dw3_plane<2, 1> : &dw3_plane<2, 2>;
+}
+
+// Channels-last (NHWC) 3x3: out[n, oh, ow, c] = b[c] + sum over the taps inside the image of
+// w[c, kh, kw] x[n, ih, iw, c], 16 channels per vector (the last block masked) and up to eight
+// output columns at a time. wt: the weights tap-major (9 rows of C). Rows [oh0, oh1) of
+// sample x.
+void dw3_nhwc_rows(const Dw3& d, int64_t C, const float* x, const float* wt, const float* b,
+                   float* out, int64_t oh0, int64_t oh1) {
+  const int64_t nblk = (C + 15) / 16;
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    const int64_t ih0 = oh * d.sh - d.ph;
+    const int64_t kh0 = std::max<int64_t>(0, -ih0), kh1 = std::min<int64_t>(3, d.H - ih0);
+    for (int64_t cb = 0; cb < nblk; ++cb) {
+      const int64_t c0 = cb * 16;
+      const __mmask16 m = static_cast<__mmask16>(C - c0 >= 16 ? 0xFFFFu : (1u << (C - c0)) - 1u);
+      const __m512 bv = b ? _mm512_maskz_loadu_ps(m, b + c0) : _mm512_setzero_ps();
+      __m512 wv[9];
+      for (int t = 0; t < 9; ++t) wv[t] = _mm512_maskz_loadu_ps(m, wt + t * C + c0);
+      int64_t ow = 0;
+      // Four columns whose windows lie inside the row: no test per tap.
+      const int64_t first_full = (d.pw + d.sw - 1) / d.sw;  // iw0 = ow * sw - pw >= 0
+      const int64_t last_full = (d.W - 3 + d.pw) / d.sw;    // iw0 + 2 <= W - 1
+      auto one = [&](int64_t o) {
+        const int64_t iw0 = o * d.sw - d.pw;
+        const int64_t kw0 = std::max<int64_t>(0, -iw0), kw1 = std::min<int64_t>(3, d.W - iw0);
+        __m512 acc = bv;
+        for (int64_t kh = kh0; kh < kh1; ++kh) {
+          const float* row = x + ((ih0 + kh) * d.W) * C + c0;
+          for (int64_t kw = kw0; kw < kw1; ++kw)
+            acc = _mm512_fmadd_ps(wv[kh * 3 + kw], _mm512_maskz_loadu_ps(m, row + (iw0 + kw) * C),
+                                  acc);
+        }
+        _mm512_mask_storeu_ps(out + (oh * d.OW + o) * C + c0, m, acc);
+      };
+      for (; ow < d.OW && ow < first_full; ++ow) one(ow);
+      // K columns at a time (K independent sums), each input vector of a row loaded once for all
+      // the taps that read it; unmasked moves for whole blocks of channels.
+      auto block = [&](auto k_c, auto sw_c, auto full) {
+        constexpr int K = decltype(k_c)::value, SW = decltype(sw_c)::value;
+        constexpr int NI = (K - 1) * SW + 3;  // input columns the K windows span
+        for (; ow + K <= d.OW && ow + K - 1 <= last_full; ow += K) {
+          __m512 acc[K];
+          for (int j = 0; j < K; ++j) acc[j] = bv;
+#pragma GCC unroll 3
+          for (int kh = 0; kh < 3; ++kh) {  // unrolled: the weights stay in registers
+            if (kh < kh0 || kh >= kh1) continue;
+            const float* row = x + ((ih0 + kh) * d.W + ow * SW - d.pw) * C + c0;
+            __m512 in[NI];
+#pragma GCC unroll 24
+            for (int i = 0; i < NI; ++i)
+              in[i] = full ? _mm512_loadu_ps(row + i * C) : _mm512_maskz_loadu_ps(m, row + i * C);
+#pragma GCC unroll 3
+            for (int kw = 0; kw < 3; ++kw)
+#pragma GCC unroll 8
+              for (int j = 0; j < K; ++j)
+                acc[j] = _mm512_fmadd_ps(wv[kh * 3 + kw], in[j * SW + kw], acc[j]);
+          }
+          for (int j = 0; j < K; ++j) {
+            float* dst = out + (oh * d.OW + ow + j) * C + c0;
+            if (full)
+              _mm512_storeu_ps(dst, acc[j]);
+            else
+              _mm512_mask_storeu_ps(dst, m, acc[j]);
+          }
+        }
+      };
+      auto blocks = [&](auto sw_c) {
+        using I8 = std::integral_constant<int, 8>;
+        using I4 = std::integral_constant<int, 4>;
+        using I2 = std::integral_constant<int, 2>;
+        using I1 = std::integral_constant<int, 1>;
+        if (m == 0xFFFF) {
+          block(I8{}, sw_c, std::true_type{});
+          block(I4{}, sw_c, std::true_type{});
+          block(I2{}, sw_c, std::true_type{});
+          block(I1{}, sw_c, std::true_type{});
+        } else {
+          block(I8{}, sw_c, std::false_type{});
+          block(I4{}, sw_c, std::false_type{});
+          block(I2{}, sw_c, std::false_type{});
+          block(I1{}, sw_c, std::false_type{});
+        }
+      };
+      if (d.sw == 1)
+        blocks(std::integral_constant<int, 1>{});
+      else
+        blocks(std::integral_constant<int, 2>{});
+      for (; ow < d.OW; ++ow) one(ow);
+    }
+  }
+}
+
+}  // namespace avx512
+EMBER_TARGET_END()
+#endif
 }  // namespace dwk
 
 namespace {
@@ -246,6 +478,27 @@ void dispatch(ScalarType dt, const char* op, const F& f) {
     EMBER_FAIL(Type, op, ": internal error: depthwise kernel got dtype ", dtype_name(dt));
 }
 
+#ifdef EMBER_DW_X86
+// dwk::dw3_plane over every (sample, output channel) plane, shared out over the thread pool.
+void dw3_forward(const Tensor& x, const Tensor& w, const Tensor& b, const nn::ConvArgs& a,
+                 const dwk::Dw3& d, const Tensor& out) {
+  const float* px = x->data_as<float>();
+  const float* pw = w->data_as<float>();
+  const float* pb = b ? b->data_as<float>() : nullptr;
+  float* po = out->data_as<float>();
+  const int64_t mult = a.Co / a.C, in_plane = d.H * d.W, out_plane = d.OH * d.OW;
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(out_plane * 9, 1));
+  const dwk::avx512::Dw3Plane kern = dwk::avx512::dw3_kernel(d);
+  parallel_for(0, a.N * a.Co, grain, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n = p / a.Co, oc = p % a.Co, c = oc / mult;
+      kern(d, px + (n * a.C + c) * in_plane, pw + oc * 9, pb ? pb[oc] : 0.0f, po + p * out_plane);
+    }
+  });
+}
+#endif
+
 }  // namespace
 
 bool depthwise_conv_applies(const nn::ConvArgs& a, bool transposed) {
@@ -254,11 +507,18 @@ bool depthwise_conv_applies(const nn::ConvArgs& a, bool transposed) {
 
 Tensor depthwise_conv(const Tensor& x, const Tensor& w, const Tensor& b, const nn::ConvArgs& a) {
   const char* op = "convolution";
-  const Plan pl(depthwise_geom(op, x, a), a.N);
+  const Geom geom = depthwise_geom(op, x, a);
   DimVector shape{a.N, a.Co};
-  for (int64_t d = 0; d < a.k; ++d) shape.push_back(pl.g.out[3 - a.k + d]);
+  for (int64_t d = 0; d < a.k; ++d) shape.push_back(geom.out[3 - a.k + d]);
   Tensor out = ember::empty(shape, x->dtype(), x->device());
   if (out->numel() == 0) return out;
+#ifdef EMBER_DW_X86
+  if (dwk::dw3_applies(geom, x->dtype())) {
+    dw3_forward(x, w, b, a, dwk::dw3_plan(geom), out);
+    return out;
+  }
+#endif
+  const Plan pl(geom, a.N);
   dispatch(x->dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     Operands<T> o;
@@ -270,6 +530,50 @@ Tensor depthwise_conv(const Tensor& x, const Tensor& w, const Tensor& b, const n
     forward_kernel<T>(o, pl);
   });
   return out;
+}
+
+Tensor depthwise_conv_channels_last(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                    const nn::ConvArgs& a) {
+#ifdef EMBER_DW_X86
+  if (a.k != 2 || a.Co != a.C || input->dtype() != ScalarType::Float32 ||
+      weight->dtype() != ScalarType::Float32 || (bias && bias->dtype() != ScalarType::Float32))
+    return Tensor();
+  const int64_t N = a.N, C = a.C, H = input->size(2), W = input->size(3);
+  const DimVector& st = input->strides();
+  if (C < 2 || H * W < 2 || st[1] != 1 || st[3] != C || st[2] != W * C ||
+      (N > 1 && st[0] != H * W * C))
+    return Tensor();
+  const char* op = "convolution";
+  const Geom geom = depthwise_geom(op, input, a);
+  if (!dwk::dw3_applies(geom, ScalarType::Float32)) return Tensor();
+  const dwk::Dw3 d = dwk::dw3_plan(geom);
+  // The output channels-last too (as PyTorch's for such an input).
+  Tensor out = empty_strided({N, C, d.OH, d.OW}, {d.OH * d.OW * C, 1, d.OW * C, C},
+                             ScalarType::Float32, input->device());
+  if (out->numel() == 0) return out;
+  const Tensor w = nn::contig(weight), b = bias ? nn::contig(bias) : bias;
+  std::vector<float> wt(9 * C);  // tap-major
+  const float* pw = w->data_as<float>();
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t t = 0; t < 9; ++t) wt[t * C + c] = pw[c * 9 + t];
+  const float* px = input->data_as<float>();
+  const float* pb = b ? b->data_as<float>() : nullptr;
+  float* po = out->data_as<float>();
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(d.OW * C * 9, 1));
+  parallel_for(0, N * d.OH, grain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1;) {
+      const int64_t n = r / d.OH, oh0 = r % d.OH, oh1 = std::min(d.OH, oh0 + (r1 - r));
+      dwk::avx512::dw3_nhwc_rows(d, C, px + n * H * W * C, wt.data(), pb, po + n * d.OH * d.OW * C,
+                                 oh0, oh1);
+      r += oh1 - oh0;
+    }
+  });
+  return out;
+#else
+  (void)input, (void)weight, (void)bias, (void)a;
+  return Tensor();
+#endif
 }
 
 std::pair<Tensor, Tensor> depthwise_conv_backward(const Tensor& go, const Tensor& x,

@@ -89,6 +89,10 @@ void erf(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(erf, x, y, n);
 void gelu(const float* x, float* y, int64_t n, bool tanh_form) {
   EMBER_NN_VEC_CALL(gelu, x, y, n, tanh_form);
 }
+void gelu_f64(const double* x, double* y, int64_t n) { EMBER_NN_VEC_CALL(gelu_f64, x, y, n); }
+void gelu_bf16(const uint16_t* x, uint16_t* y, int64_t n, bool tanh_form) {
+  EMBER_NN_VEC_CALL(gelu_bf16, x, y, n, tanh_form);
+}
 void silu(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(silu, x, y, n); }
 void elu(const float* x, float* y, int64_t n, float alpha, float scale, float input_scale) {
   EMBER_NN_VEC_CALL(elu, x, y, n, alpha, scale, input_scale);

@@ -28,8 +28,14 @@ void log1p(const float* x, float* y, int64_t n);
 void erf(const float* x, float* y, int64_t n);
 
 // Activations, y[i] = f(x[i]), by the formulas of kernels/activation_math.h (parameters as the ops
-// take them); GELU's erf is a polynomial within 3 ulp.
+// take them). Exact GELU: on AVX-512 x * Phi(x) with Phi a piecewise polynomial (within 2 ulp of
+// gelu from x = -1 up, within 2e-7 |x| absolutely below), elsewhere erf's polynomial (3 ulp).
 void gelu(const float* x, float* y, int64_t n, bool tanh_form);
+// Exact-form gelu of float64 values (AVX-512: a piecewise polynomial of Phi within 1e-16; else
+// the scalar formula).
+void gelu_f64(const double* x, double* y, int64_t n);
+// gelu on bfloat16 values given as their bits: computed in float32 by gelu, rounded to nearest.
+void gelu_bf16(const uint16_t* x, uint16_t* y, int64_t n, bool tanh_form);
 void silu(const float* x, float* y, int64_t n);
 void elu(const float* x, float* y, int64_t n, float alpha, float scale, float input_scale);
 void softplus(const float* x, float* y, int64_t n, float beta, float threshold);
