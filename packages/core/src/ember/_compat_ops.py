@@ -1539,7 +1539,25 @@ def _cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
     return u.sub_(0.5).mul_(math.pi).tan_().mul_(sigma).add_(median)
 
 
+def _new_empty_strided(self: Tensor, size: Any, stride: Any, *, dtype: Any = None,
+                       device: Any = None, requires_grad: bool = False, layout: Any = None,
+                       pin_memory: bool = False) -> Tensor:
+    """An uninitialized tensor of the given size and strides, of this tensor's dtype and device
+    unless given.
+
+    >>> import ember
+    >>> ember.ones(2).new_empty_strided((2, 3), (1, 2)).stride()
+    (1, 2)
+    """
+    from ember import empty_strided
+
+    out = empty_strided(tuple(size), tuple(stride), dtype=dtype or self.dtype,
+                        device=device if device is not None else self.device)
+    return out.requires_grad_(True) if requires_grad else out
+
+
 _TENSOR_ONLY = {
+    "new_empty_strided": _new_empty_strided,
     "geometric_": _geometric_, "log_normal_": _log_normal_, "cauchy_": _cauchy_,
     "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size, "put_": _put_,
     "prelu": _nn_method("prelu"), "hardshrink": _nn_method("hardshrink"),

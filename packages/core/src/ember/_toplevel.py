@@ -35,7 +35,7 @@ __all__ = [
     "typename", "layout", "strided", "use_deterministic_algorithms",
     "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled",
     "set_num_interop_threads", "get_num_interop_threads", "diff", "logit", "erfc", "clamp_min",
-    "clamp_max", "detach",
+    "clamp_max", "detach", "_assert",
 ]
 
 
@@ -126,6 +126,16 @@ def is_same_size(input: Tensor, other: Tensor) -> bool:
     _need_tensor("is_same_size", input)
     _need_tensor("is_same_size", other)
     return tuple(input.shape) == tuple(other.shape)
+
+
+def _assert(condition: Any, message: str) -> None:
+    """``assert condition, message`` as a function (what scripted and traced model code calls:
+    ``torch._assert``); a one-element tensor condition is tested by its value.
+
+    >>> import ember
+    >>> ember._assert(ember.tensor(True), "never raised")
+    """
+    assert condition, message
 
 
 def typename(obj: Any) -> str:

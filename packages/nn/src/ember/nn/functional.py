@@ -35,6 +35,8 @@ __all__ = [
     "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "adaptive_max_pool3d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
     "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+    "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
+    "fractional_max_pool3d_with_indices",
     # normalization
     "batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize",
     "local_response_norm",
@@ -1004,6 +1006,92 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any,
     """:func:`adaptive_max_pool3d` returning ``(output, indices)``."""
     _check_dim("adaptive_max_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
     return _C.adaptive_max_pool3d(input, _adaptive_size("adaptive_max_pool3d", input, output_size, 3))
+
+
+def _fractional_max_pool(nd: int, input: Tensor, kernel_size: Any, output_size: Any,
+                         output_ratio: Any, _random_samples: Tensor | None
+                         ) -> tuple[Tensor, Tensor]:
+    op = f"fractional_max_pool{nd}d"
+    names = "(N, C, H, W) or (C, H, W)" if nd == 2 else "(N, C, D, H, W) or (C, D, H, W)"
+    _check_dim(op, input, (nd + 1, nd + 2), names)
+    k = _tuple(kernel_size, nd, "kernel_size", op)
+    if output_size is None:
+        if output_ratio is None:
+            raise ValueError(f"{op} requires specifying either an output_size or an "
+                             "output_ratio")
+        ratios = [output_ratio] * nd if isinstance(output_ratio, (int, float)) \
+            else list(output_ratio)
+        if len(ratios) == 1:
+            ratios = ratios * nd
+        if len(ratios) != nd or not all(isinstance(r, (int, float)) for r in ratios):
+            raise ValueError(f"{op}: output_ratio must be a number or a tuple of {nd} numbers, "
+                             f"got {output_ratio!r}")
+        spatial = _shape(input)[-nd:]
+        size = [int(spatial[i] * float(ratios[i])) for i in range(nd)]
+    else:
+        size = _tuple(output_size, nd, "output_size", op)
+    if _random_samples is None:
+        batch = 1 if input.ndim == nd + 1 else input.shape[0]
+        _random_samples = ember.rand(batch, input.shape[-nd - 1], nd, dtype=input.dtype,
+                                     device=input.device)
+    elif not isinstance(_random_samples, Tensor):
+        raise TypeError(f"{op}: _random_samples must be a Tensor, got "
+                        f"{type(_random_samples).__name__}")
+    return _C._fractional_max_pool(input, k, size, _random_samples)
+
+
+def fractional_max_pool2d_with_indices(input: Tensor, kernel_size: Any, output_size: Any = None,
+                                       output_ratio: Any = None, return_indices: bool = False,
+                                       _random_samples: Tensor | None = None
+                                       ) -> tuple[Tensor, Tensor]:
+    """:func:`fractional_max_pool2d` returning ``(output, indices)`` (flat ``h * W + w``)."""
+    return _fractional_max_pool(2, input, kernel_size, output_size, output_ratio,
+                                _random_samples)
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size: Any, output_size: Any = None,
+                          output_ratio: Any = None, return_indices: bool = False,
+                          _random_samples: Tensor | None = None) -> Any:
+    """Fractional max pooling (Graham, 2014) of (N, C, H, W) or (C, H, W) input: ``output_size``
+    (or ``output_ratio`` times the input size) windows of ``kernel_size``, whose starts step
+    pseudo-randomly by 1 or 2-ish positions. ``_random_samples`` (N, C, 2) in [0, 1), of the
+    input's dtype, fixes the windows (ordered (W, H) as in PyTorch); by default drawn with
+    ``ember.rand``.
+
+    >>> import ember
+    >>> x = ember.arange(16.0).reshape(1, 1, 4, 4)
+    >>> fractional_max_pool2d(x, 2, output_size=2, _random_samples=ember.zeros(1, 1, 2)).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+    out, idx = _fractional_max_pool(2, input, kernel_size, output_size, output_ratio,
+                                    _random_samples)
+    return (out, idx) if return_indices else out
+
+
+def fractional_max_pool3d_with_indices(input: Tensor, kernel_size: Any, output_size: Any = None,
+                                       output_ratio: Any = None, return_indices: bool = False,
+                                       _random_samples: Tensor | None = None
+                                       ) -> tuple[Tensor, Tensor]:
+    """:func:`fractional_max_pool3d` returning ``(output, indices)`` (flat
+    ``(d * H + h) * W + w``)."""
+    return _fractional_max_pool(3, input, kernel_size, output_size, output_ratio,
+                                _random_samples)
+
+
+def fractional_max_pool3d(input: Tensor, kernel_size: Any, output_size: Any = None,
+                          output_ratio: Any = None, return_indices: bool = False,
+                          _random_samples: Tensor | None = None) -> Any:
+    """Fractional max pooling of (N, C, D, H, W) or (C, D, H, W) input (see
+    :func:`fractional_max_pool2d`); ``_random_samples`` is (N, C, 3), ordered (D, H, W).
+
+    >>> import ember
+    >>> x = ember.arange(8.0).reshape(1, 1, 2, 2, 2)
+    >>> fractional_max_pool3d(x, 1, output_size=1, _random_samples=ember.zeros(1, 1, 3)).item()
+    7.0
+    """
+    out, idx = _fractional_max_pool(3, input, kernel_size, output_size, output_ratio,
+                                    _random_samples)
+    return (out, idx) if return_indices else out
 
 
 def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:

@@ -30,6 +30,7 @@ from ember.nn.modules.activation import (  # noqa: F401
     Tanhshrink,
     Threshold,
 )
+from ember.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401
 from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.batchnorm import (  # noqa: F401
     BatchNorm1d,
@@ -142,6 +143,8 @@ from ember.nn.modules.pooling import (  # noqa: F401
     AvgPool1d,
     AvgPool2d,
     AvgPool3d,
+    FractionalMaxPool2d,
+    FractionalMaxPool3d,
     LPPool1d,
     LPPool2d,
     LPPool3d,
@@ -220,12 +223,15 @@ __all__ = [
     "AvgPool1d",
     "AvgPool2d",
     "AvgPool3d",
+    "AdaptiveLogSoftmaxWithLoss",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d",
     "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d",
     "AdaptiveMaxPool3d",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
     "LPPool1d",
     "LPPool2d",
     "LPPool3d",
