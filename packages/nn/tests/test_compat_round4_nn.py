@@ -84,7 +84,7 @@ def test_fuse_linear_bn_eval_and_weights_match_torch():
     np.testing.assert_allclose(b.detach().numpy(), tb.detach().numpy(), rtol=1e-5, atol=1e-6)
     w, b = fuse_conv_bn_weights(ember.ones(2, 1, 1), None, ember.zeros(2), ember.ones(2), 0.0,
                                 None, None)
-    assert w.requires_grad and b.tolist() == [0.0, 0.0]
+    assert not w.requires_grad and b.tolist() == [0.0, 0.0]  # as conv_w and conv_b
 
 
 def test_fusion_refuses_training_mode():
