@@ -1082,6 +1082,62 @@ def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False)
     return self.copy_(put(self, index, source, accumulate))
 
 
+_INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                 include_self: bool = True) -> Tensor:
+    """A copy of ``input`` whose slices ``index[i]`` along ``dim`` are reduced (``"prod"``,
+    ``"mean"``, ``"amax"`` or ``"amin"``) with the slices ``i`` of ``source``, the slice's own
+    values included unless ``include_self=False`` (slices no index names keep their values).
+
+    >>> import ember
+    >>> x = ember.ones(3, 2)
+    >>> src = ember.tensor([[2.0, 3.0], [4.0, 5.0]])
+    >>> ember.index_reduce(x, 0, ember.tensor([0, 0]), src, "prod").tolist()
+    [[8.0, 15.0], [1.0, 1.0], [1.0, 1.0]]
+    """
+    op = "index_reduce_()"
+    if reduce not in _INDEX_REDUCTIONS:
+        raise RuntimeError(f"{op}: expected reduce to be one of prod, mean, amax or amin, got "
+                           f"{reduce!r}")
+    if index.dim() > 1 or index.is_floating_point() or index.dtype == _C.bool:
+        raise IndexError(f"{op}: index must be a 1-D tensor of int64 or int32, got a "
+                         f"{index.dim()}-D {index.dtype} tensor")
+    nd = max(input.dim(), 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"{op}: dim {dim} is out of range for a {input.dim()}-D tensor")
+    dim = dim % nd
+    shape, src_shape = _shape(input), _shape(source)
+    if len(src_shape) != len(shape) or any(a != b for d, (a, b) in
+                                           enumerate(zip(shape, src_shape)) if d != dim):
+        raise RuntimeError(f"{op}: source of shape {src_shape} must match self of shape "
+                           f"{shape} in every dim but dim {dim}")
+    n = index.numel()
+    if (src_shape[dim] if src_shape else 1) != n:
+        raise RuntimeError(f"{op}: the index has {n} entries but source has "
+                           f"{src_shape[dim] if src_shape else 1} slices along dim {dim}")
+    if source.dtype != input.dtype:
+        raise RuntimeError(f"{op}: self ({input.dtype}) and source ({source.dtype}) must have "
+                           "the same dtype")
+    idx = index.reshape(-1).to(_C.int64)
+    size = shape[dim] if shape else 1
+    if n and (bool((idx >= size).any()) or bool((idx < -size).any())):
+        raise IndexError(f"{op}: index out of range for dim {dim} of size {size}")
+    idx = idx.remainder(size) if n else idx
+    view = [1] * len(src_shape)
+    if view:
+        view[dim] = -1
+        idx = idx.reshape(view).expand(src_shape)
+    return input.scatter_reduce(dim, idx, source, reduce=reduce, include_self=include_self)
+
+
+def _index_reduce_(self: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    """In-place :func:`index_reduce` (``Tensor.index_reduce_``)."""
+    return self.copy_(index_reduce(self, dim, index, source, reduce, include_self=include_self))
+
+
 def _with_generator(generator: Any, draw: Any) -> Tensor:
     """draw() on the global generator, or, given a Generator, on a stream seeded from it (the
     global state put back afterwards): reproducible per generator."""
@@ -1557,7 +1613,7 @@ def _new_empty_strided(self: Tensor, size: Any, stride: Any, *, dtype: Any = Non
 
 
 _TENSOR_ONLY = {
-    "new_empty_strided": _new_empty_strided,
+    "new_empty_strided": _new_empty_strided, "index_reduce_": _index_reduce_,
     "geometric_": _geometric_, "log_normal_": _log_normal_, "cauchy_": _cauchy_,
     "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size, "put_": _put_,
     "prelu": _nn_method("prelu"), "hardshrink": _nn_method("hardshrink"),
@@ -1565,6 +1621,7 @@ _TENSOR_ONLY = {
 
 
 _FUNCTIONS = {
+    "index_reduce": index_reduce,
     "diag": diag, "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace,
     "tril_indices": tril_indices, "triu_indices": triu_indices,
     "cartesian_prod": cartesian_prod, "combinations": combinations, "block_diag": block_diag,
@@ -1593,7 +1650,7 @@ _FUNCTIONS = {
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
 _METHODS = (
-    "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
+    "index_reduce", "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
     "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
     "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
