@@ -5,9 +5,9 @@ bottleneck (its width ``in_features // div_value ** (i + 1)``), their log-probab
 offset by the head's log-probability of the cluster.
 
 >>> import ember
->>> asm = ember.nn.AdaptiveLogSoftmaxWithLoss(8, 10, cutoffs=[4, 8])
->>> out = asm(ember.randn(3, 8), ember.tensor([0, 5, 9]))
->>> tuple(out.output.shape), tuple(asm.log_prob(ember.randn(3, 8)).shape)
+>>> asm = ember.nn.AdaptiveLogSoftmaxWithLoss(16, 10, cutoffs=[4, 8])
+>>> out = asm(ember.randn(3, 16), ember.tensor([0, 5, 9]))
+>>> tuple(out.output.shape), tuple(asm.log_prob(ember.randn(3, 16)).shape)
 ((3,), (3, 10))
 """
 
