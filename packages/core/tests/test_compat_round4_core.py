@@ -61,3 +61,58 @@ def test_index_reduce_errors():
         x.index_reduce(0, ember.tensor([0.0]), ember.ones(1, 2), "prod")
     with pytest.raises(RuntimeError, match="same dtype"):
         x.index_reduce(0, ember.tensor([0]), ember.ones(1, 2, dtype=ember.float64), "prod")
+
+
+def _hist_both(x, **kw):
+    kt = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+    ke = {k: ember.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+    t = torch.histogram(torch.from_numpy(x), **kt)
+    e = ember.histogram(ember.from_numpy(x), **ke)
+    np.testing.assert_allclose(e.hist.numpy(), t.hist.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(e.bin_edges.numpy(), t.bin_edges.numpy())
+    assert e.hist.dtype == e.bin_edges.dtype == ember.from_numpy(x).dtype
+
+
+@pytest.mark.parametrize("kw", [
+    dict(bins=7), dict(bins=4, range=(-1.0, 1.0)), dict(bins=5, density=True),
+    dict(bins=np.array([-2.0, -0.5, 0.0, 1.0, 3.0], np.float32)),
+    dict(bins=np.array([-1.0, 0.0, 0.0, 1.0], np.float32), density=False),
+    dict(bins=6, weight=np.random.default_rng(1).uniform(size=(50, 3)).astype(np.float32)),
+])
+def test_histogram_matches_torch(kw):
+    x = np.random.default_rng(0).normal(size=(50, 3)).astype(np.float32)
+    _hist_both(x, **kw)
+    _hist_both(x.astype(np.float64),
+               **{k: v.astype(np.float64) if isinstance(v, np.ndarray) else v
+                  for k, v in kw.items()})
+
+
+def test_histogram_edge_cases():
+    _hist_both(np.array([1.0, 1.0], np.float32), bins=2)  # equal min and max: widened
+    _hist_both(np.zeros(0, np.float32), bins=3)  # nothing: the unit range
+    _hist_both(np.array([0.0, 1.0, 2.0, 3.0, 4.0], np.float32), bins=4, range=(1.0, 3.0))
+    h = ember.tensor([1.0, 2.0, 3.0]).histogram(2)  # the method
+    assert h.hist.tolist() == [1.0, 2.0] and type(h).__name__ == "histogram"
+    with pytest.raises(NotImplementedError, match="floating-point"):
+        ember.histogram(ember.tensor([1, 2]), bins=2)
+    with pytest.raises(RuntimeError, match="min should not exceed max"):
+        ember.histogram(ember.ones(3), bins=2, range=(2.0, 1.0))
+    with pytest.raises(RuntimeError, match="is not finite"):
+        ember.histogram(ember.tensor([float("nan"), 1.0]), bins=2)
+    with pytest.raises(RuntimeError, match="non-decreasing"):
+        ember.histogram(ember.ones(3), bins=ember.tensor([2.0, 1.0]))
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        ember.histogram(ember.ones(3), bins=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "int32",
+                                   "int8"])
+def test_linspace_is_bit_equal_to_torch(dtype):
+    # PyTorch's kernel: fused multiply-adds from both ends; half types rounded at every step;
+    # integer ends truncated first (histogram edges and bucketize boundaries depend on it)
+    for a, b in [(0, 1), (-1.2345, 5.4321), (1e-4, 0.02), (2, -7.77), (0.5, 9.5)]:
+        for n in [1, 2, 7, 10, 33, 1000, 5000]:
+            t = torch.linspace(a, b, n, dtype=getattr(torch, dtype))
+            e = ember.linspace(a, b, n, dtype=getattr(ember, dtype))
+            np.testing.assert_array_equal(e.float().numpy(), t.float().numpy(),
+                                          err_msg=f"linspace({a}, {b}, {n})")

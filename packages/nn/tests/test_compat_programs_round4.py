@@ -108,3 +108,11 @@ def test_style_transfer_tracks_torch(tmp_path, capsys):
     s0, s1, c0, c1 = _results(got)
     assert s1 < 0.1 * s0 and c0 == 0.0 and c1 > 0
     assert "image in [0, 1]: True, grad kept: True, cnn frozen: True" in got
+
+
+def test_calibration_tracks_torch(tmp_path, capsys):
+    # torch.histogram, bucketize over linspace bin boundaries (bit-equal to torch's), LBFGS
+    got = _check("calibration.py", tmp_path, capsys, rtol=1e-3, atol=1e-4)
+    before, after, temperature = _results(got)
+    assert after < before and temperature > 1.0  # the overfit net was overconfident
+    assert "accuracy unchanged: True" in got and "density integrates to 1: True" in got

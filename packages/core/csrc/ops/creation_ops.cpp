@@ -95,7 +95,11 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
 
 namespace {
 // Evenly spaced values, filled from both ends so the last one is exactly `end`. f maps each
-// value (computed in double, or float for float types like PyTorch) to the stored one.
+// value to the stored one. As PyTorch's CPU kernel computes them: float32 in float32, float64
+// and the integer types in double (their ends truncated to the type first), each value one
+// fused multiply-add (start + step * i, or end - step * (steps - 1 - i) in the second half;
+// PyTorch's kernel is compiled with FMA contraction), and half/bfloat16 in their own type,
+// every operand converted to it (the indices too) and every operation's result rounded to it.
 template <class T, class F>
 void fill_linear(const Tensor& out, double start, double end, int64_t steps, const F& f) {
   if (steps == 1) {
@@ -103,18 +107,31 @@ void fill_linear(const Tensor& out, double start, double end, int64_t steps, con
     return;
   }
   const int64_t half = steps / 2;
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    auto as_f = [](T v) { return static_cast<float>(v); };
+    const T s = cast_to<T>(start), e = cast_to<T>(end);
+    const T step = T(as_f(T(as_f(e) - as_f(s))) / as_f(T(static_cast<float>(steps - 1))));
+    fill_index<T>(out, [&](int64_t i) {
+      const T k = T(as_f(step) * as_f(T(static_cast<float>(i < half ? i : steps - i - 1))));
+      const T v = T(i < half ? as_f(s) + as_f(k) : as_f(e) - as_f(k));
+      return f(static_cast<double>(as_f(v)));
+    });
+  } else if constexpr (std::is_same_v<T, float>) {
     const float s = static_cast<float>(start), e = static_cast<float>(end);
     const float step = (e - s) / static_cast<float>(steps - 1);
     fill_index<T>(out, [&](int64_t i) {
-      return f(i < half ? s + step * static_cast<float>(i)
-                        : e - step * static_cast<float>(steps - i - 1));
+      return f(i < half ? std::fma(step, static_cast<float>(i), s)
+                        : std::fma(-step, static_cast<float>(steps - i - 1), e));
     });
   } else {
+    if constexpr (std::is_integral_v<T>) {
+      start = std::trunc(start);
+      end = std::trunc(end);
+    }
     const double step = (end - start) / static_cast<double>(steps - 1);
     fill_index<T>(out, [&](int64_t i) {
-      return f(i < half ? start + step * static_cast<double>(i)
-                        : end - step * static_cast<double>(steps - i - 1));
+      return f(i < half ? std::fma(step, static_cast<double>(i), start)
+                        : std::fma(-step, static_cast<double>(steps - i - 1), end));
     });
   }
 }

@@ -1082,6 +1082,75 @@ def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False)
     return self.copy_(put(self, index, source, accumulate))
 
 
+def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
+              weight: Tensor | None = None, density: bool = False, out: Any = None) -> Any:
+    """The histogram of ``input``'s values: ``(hist, bin_edges)``. ``bins`` is a count of equal
+    bins over ``range`` (default: the values' min and max, widened by 0.5 each way when equal)
+    (the unit range when there are none) or a 1-D tensor of increasing edges; each bin holds [left edge, right edge), the last one
+    its right edge too; values outside are not counted. ``weight`` (input's shape) weights each
+    value; ``density`` divides by the total and the bin widths.
+
+    >>> import ember
+    >>> h = ember.histogram(ember.tensor([0.0, 1.0, 1.0, 3.0]), bins=3)
+    >>> h.hist.tolist(), h.bin_edges.tolist()
+    ([1.0, 2.0, 1.0], [0.0, 1.0, 2.0, 3.0])
+    """
+    import builtins
+
+    from ember.return_types import _make
+
+    if out is not None:
+        raise TypeError("histogram(): out= is not supported")
+    if not input.is_floating_point():
+        raise NotImplementedError(f"histogram: not implemented for {input.dtype} input (expected "
+                                  "a floating-point tensor)")
+    x = input.reshape(-1)
+    if isinstance(bins, Tensor):
+        if range is not None:
+            raise TypeError("histogram(): range is only taken with an integer bin count")
+        if bins.dim() != 1 or bins.numel() < 1:
+            raise RuntimeError("torch.histogram(): bins tensor should have one dimension and at "
+                               f"least 1 element, got shape {tuple(bins.shape)}")
+        edges = bins.to(input.dtype)
+        if edges.numel() > 1 and bool((edges[1:] < edges[:-1]).any()):
+            raise RuntimeError("torch.histogram(): bin edges must be non-decreasing")
+    else:
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, got {bins!r}")
+        if range is not None:
+            lo, hi = (float(v) for v in range)
+        elif x.numel():
+            lo, hi = x.min().item(), x.max().item()
+        else:
+            lo, hi = 0.0, 1.0  # no values: the unit range, as PyTorch
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"torch.histogram(): range [{lo}, {hi}] is not finite")
+        if lo > hi:
+            raise RuntimeError(f"torch.histogram(): min should not exceed max, but got min {lo} "
+                               f"max {hi}")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = _C.linspace(lo, hi, bins + 1, dtype=input.dtype)
+    nbins = edges.numel() - 1
+    if weight is not None:
+        if tuple(weight.shape) != tuple(input.shape):
+            raise RuntimeError(f"torch.histogram(): weight of shape {tuple(weight.shape)} must "
+                               f"match input of shape {tuple(input.shape)}")
+        w = weight.reshape(-1).to(input.dtype)
+    else:
+        w = _C.ones(x.numel(), dtype=input.dtype)
+    hist = _C.zeros(builtins.max(nbins, 0), dtype=input.dtype)
+    if nbins > 0 and x.numel():
+        inside = (x >= edges[0]) & (x <= edges[-1])
+        pos = _C.searchsorted(edges, x.detach(), right=True) - 1
+        pos = pos.clamp(0, nbins - 1)  # the last edge belongs to the last bin
+        hist = hist.index_add(0, pos[inside], w[inside])
+    if density and nbins > 0:
+        widths = edges[1:] - edges[:-1]
+        hist = hist / (hist.sum() * widths)
+    return _make("histogram", ["hist", "bin_edges"])(hist, edges)
+
+
 _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
 
 
@@ -1621,7 +1690,7 @@ _TENSOR_ONLY = {
 
 
 _FUNCTIONS = {
-    "index_reduce": index_reduce,
+    "index_reduce": index_reduce, "histogram": histogram,
     "diag": diag, "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace,
     "tril_indices": tril_indices, "triu_indices": triu_indices,
     "cartesian_prod": cartesian_prod, "combinations": combinations, "block_diag": block_diag,
@@ -1650,7 +1719,7 @@ _FUNCTIONS = {
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
 _METHODS = (
-    "index_reduce", "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
+    "index_reduce", "histogram", "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
     "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
     "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
