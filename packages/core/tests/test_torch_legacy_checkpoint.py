@@ -236,3 +236,11 @@ def test_corrupt_files_raise_checkpoint_error():
             _load(bytes(bad))
         except (CheckpointError, pickle.UnpicklingError):
             pass
+
+
+def test_protocol_2_builtins_load_from_zip_checkpoints_too():
+    # torch pickles with protocol 2, which names builtins as Python 2's __builtin__ module
+    buf = io.BytesIO()
+    torch.save({"classes": {3, 1}, "frozen": frozenset({2}), "t": torch.ones(1)}, buf)
+    got = ember.load(io.BytesIO(buf.getvalue()))
+    assert got["classes"] == {1, 3} and got["frozen"] == frozenset({2})
