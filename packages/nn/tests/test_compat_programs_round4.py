@@ -2,7 +2,8 @@
 compatibility), run unchanged on torch and on ember through the `torch` -> `ember` import shim:
 a DDPM, GCN/GAT node classification, a BiLSTM-CRF tagger, a physics-informed network, a
 mixture-of-experts layer, magnitude pruning, MAML, deployment-time BN fusion, an adaptive-softmax
-language model, a fractional max-pooling CNN with mixup and neural style transfer. Each draws
+language model, a fractional max-pooling CNN with mixup, neural style transfer, temperature
+scaling calibration and Gaussian-process regression. Each draws
 its data, initial weights and noise from NumPy, so ember's output is compared with torch's line
 by line, numbers to a tolerance."""
 
@@ -116,3 +117,11 @@ def test_calibration_tracks_torch(tmp_path, capsys):
     before, after, temperature = _results(got)
     assert after < before and temperature > 1.0  # the overfit net was overconfident
     assert "accuracy unchanged: True" in got and "density integrates to 1: True" in got
+
+
+def test_gp_regression_tracks_torch(tmp_path, capsys):
+    # cdist, linalg.cholesky, cholesky_solve, solve_triangular, logdet, MultivariateNormal
+    got = _check("gp_regression.py", tmp_path, capsys, rtol=1e-6, atol=1e-8)
+    first, last, rmse, coverage = _results(got)
+    assert last < 0.5 * first and rmse < 0.2 and coverage > 0.9
+    assert "MultivariateNormal agrees: True; logdet agrees: True" in got
