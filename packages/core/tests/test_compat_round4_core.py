@@ -116,3 +116,17 @@ def test_linspace_is_bit_equal_to_torch(dtype):
             e = ember.linspace(a, b, n, dtype=getattr(ember, dtype))
             np.testing.assert_array_equal(e.float().numpy(), t.float().numpy(),
                                           err_msg=f"linspace({a}, {b}, {n})")
+
+
+def test_utils_dlpack_round_trips_with_torch():
+    from ember.utils.dlpack import from_dlpack, to_dlpack
+
+    t = ember.arange(4.0)
+    shared = from_dlpack(to_dlpack(t))
+    shared[0] = 7.0  # zero-copy: one memory
+    assert t.tolist() == [7.0, 1.0, 2.0, 3.0]
+    assert torch.utils.dlpack.from_dlpack(to_dlpack(ember.arange(3))).tolist() == [0, 1, 2]
+    assert from_dlpack(torch.utils.dlpack.to_dlpack(torch.arange(3.0))).tolist() == [0.0, 1.0, 2.0]
+    assert ember.utils.dlpack.from_dlpack is from_dlpack  # reachable as an attribute
+    with pytest.raises(TypeError, match="expected a Tensor"):
+        to_dlpack([1.0])
