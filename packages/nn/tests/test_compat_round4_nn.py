@@ -202,3 +202,25 @@ def test_assert_and_new_empty_strided():
     z = x.new_empty_strided([3], [2], dtype=ember.int32, requires_grad=False)
     assert z.dtype == ember.int32 and tuple(z.shape) == (3,)
     assert x.new_empty_strided((2,), (1,), requires_grad=True).requires_grad
+
+
+@pytest.mark.parametrize("k,shape", [(1, (2, 3, 5)), (2, (2, 4, 4, 4)), (3, (2, 2, 3, 3, 3))])
+@pytest.mark.parametrize("affine,stats", [(False, False), (True, True)])
+def test_lazy_instance_norm_matches_torch(k, shape, affine, stats):
+    e = getattr(ember.nn, f"LazyInstanceNorm{k}d")(affine=affine, track_running_stats=stats)
+    t = getattr(torch.nn, f"LazyInstanceNorm{k}d")(affine=affine, track_running_stats=stats)
+    x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+    np.testing.assert_allclose(e(ember.from_numpy(x)).detach().numpy(),
+                               t(torch.from_numpy(x)).detach().numpy(), atol=1e-5)
+    assert type(e).__name__ == f"InstanceNorm{k}d" and list(e.state_dict()) == list(t.state_dict())
+    if affine:  # (with nothing to materialize torch leaves num_features at 0)
+        assert repr(e) == repr(t)
+    if stats:
+        np.testing.assert_allclose(e.running_var.numpy(), t.running_var.numpy(), rtol=1e-5)
+
+
+def test_lazy_instance_norm_unbatched_and_errors():
+    m = ember.nn.LazyInstanceNorm2d()
+    assert tuple(m(ember.randn(3, 4, 4)).shape) == (3, 4, 4) and m.num_features == 3
+    with pytest.raises(ValueError, match=r"expected 3D \(unbatched\) or 4D input"):
+        ember.nn.LazyInstanceNorm2d()(ember.randn(4, 4))

@@ -77,6 +77,11 @@ from ember.nn.modules.dropout import (  # noqa: F401
 )
 from ember.nn.modules.flatten import Flatten, Unflatten
 from ember.nn.modules.fold import Fold, Unfold
+from ember.nn.modules.instancenorm import (  # noqa: F401
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+)
 from ember.nn.modules.lazy import LazyModuleMixin
 from ember.nn.modules.linear import Bilinear, Identity, LazyLinear, Linear
 from ember.nn.modules.loss import (  # noqa: F401
@@ -224,6 +229,9 @@ __all__ = [
     "AvgPool2d",
     "AvgPool3d",
     "AdaptiveLogSoftmaxWithLoss",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d",
