@@ -130,3 +130,25 @@ def test_utils_dlpack_round_trips_with_torch():
     assert ember.utils.dlpack.from_dlpack is from_dlpack  # reachable as an attribute
     with pytest.raises(TypeError, match="expected a Tensor"):
         to_dlpack([1.0])
+
+
+def test_small_tensor_methods_match_torch():
+    cases = [lambda m: m.zeros(2, 3, 4, 5).contiguous(memory_format=m.channels_last),
+             lambda m: m.zeros(2, 3).t(), lambda m: m.zeros(2, 1, 3),
+             lambda m: m.zeros(3, 1, 2).permute(2, 1, 0), lambda m: m.zeros(4)]
+    for make in cases:
+        assert make(ember).dim_order() == make(torch).dim_order()
+    for x, size, fill in [([[0, 1], [2, 0]], 3, -1), ([1, 0, 1, 1], 2, 9), ([0, 0], 2, 5)]:
+        e = ember.nonzero_static(ember.tensor(x), size=size, fill_value=fill)
+        t = torch.nonzero_static(torch.tensor(x), size=size, fill_value=fill)
+        assert e.tolist() == t.tolist() and e.dtype == ember.int64
+    with pytest.raises(RuntimeError, match="non-negative integer"):
+        ember.nonzero_static(ember.ones(2), size=-1)
+    t = ember.ones(2)
+    assert t.to_dense() is t and t.to_dense(ember.float64).dtype == ember.float64
+    assert [c.tolist() for c in ember.unsafe_chunk(ember.arange(6), 3)] == [[0, 1], [2, 3], [4, 5]]
+    assert [c.tolist() for c in ember.arange(6).unsafe_split(4)] == [[0, 1, 2, 3], [4, 5]]
+    assert [c.numel() for c in ember.unsafe_split_with_sizes(ember.arange(6), [2, 4])] == [2, 4]
+    y = ember.tensor([0.5, 1.0])
+    assert y.erfc_() is y
+    np.testing.assert_allclose(y.numpy(), torch.tensor([0.5, 1.0]).erfc_().numpy(), rtol=1e-6)

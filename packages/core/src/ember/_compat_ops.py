@@ -1681,7 +1681,70 @@ def _new_empty_strided(self: Tensor, size: Any, stride: Any, *, dtype: Any = Non
     return out.requires_grad_(True) if requires_grad else out
 
 
+def _to_dense(self: Tensor, dtype: Any = None, *, masked_grad: Any = None) -> Tensor:
+    """This (strided) tensor itself, or converted to ``dtype`` (``Tensor.to_dense``; code that
+    accepts sparse or dense tensors calls it).
+
+    >>> import ember
+    >>> t = ember.ones(2)
+    >>> t.to_dense() is t
+    True
+    """
+    return self if dtype is None else self.to(dtype)
+
+
+def _dim_order(self: Tensor, *, ambiguity_check: Any = False) -> tuple:
+    """The dims from outermost to innermost in memory: sorted by decreasing stride (ties by
+    decreasing size, then dim order), e.g. ``(0, 2, 3, 1)`` for a channels_last image batch.
+
+    >>> import ember
+    >>> ember.zeros(2, 3).t().dim_order()
+    (1, 0)
+    """
+    strides, sizes = self.stride(), tuple(self.shape)
+    # equal strides (a size-1 dim beside another): the larger dim is the outer one
+    return tuple(sorted(range(self.dim()), key=lambda d: (-strides[d], -sizes[d])))
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """The first ``size`` rows of ``nonzero(input)``, padded with ``fill_value`` rows when there
+    are fewer (a result of fixed shape).
+
+    >>> import ember
+    >>> ember.nonzero_static(ember.tensor([0, 3, 0, 5]), size=3).flatten().tolist()
+    [1, 3, -1]
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+    nz = _C.nonzero(input)
+    if nz.shape[0] >= size:
+        return nz[:size].contiguous()
+    pad = _C.full((size - nz.shape[0], nz.shape[1]), fill_value, dtype=nz.dtype)
+    return _C.cat([nz, pad], 0)
+
+
+def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    """``chunk`` (PyTorch's variant without view tracking; here the same views).
+
+    >>> import ember
+    >>> [t.tolist() for t in ember.unsafe_chunk(ember.arange(4), 2)]
+    [[0, 1], [2, 3]]
+    """
+    return tuple(input.chunk(chunks, dim))
+
+
+def unsafe_split(input: Tensor, split_size: Any, dim: int = 0) -> tuple:
+    """``split`` (PyTorch's variant without view tracking; here the same views)."""
+    return tuple(input.split(split_size, dim))
+
+
+def unsafe_split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int = 0) -> tuple:
+    """``split`` with a list of sizes (PyTorch's variant without view tracking)."""
+    return tuple(input.split(list(split_sizes), dim))
+
+
 _TENSOR_ONLY = {
+    "to_dense": _to_dense, "dim_order": _dim_order,
     "new_empty_strided": _new_empty_strided, "index_reduce_": _index_reduce_,
     "geometric_": _geometric_, "log_normal_": _log_normal_, "cauchy_": _cauchy_,
     "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size, "put_": _put_,
@@ -1690,7 +1753,9 @@ _TENSOR_ONLY = {
 
 
 _FUNCTIONS = {
-    "index_reduce": index_reduce, "histogram": histogram,
+    "index_reduce": index_reduce, "histogram": histogram, "nonzero_static": nonzero_static,
+    "unsafe_chunk": unsafe_chunk, "unsafe_split": unsafe_split,
+    "unsafe_split_with_sizes": unsafe_split_with_sizes,
     "diag": diag, "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace,
     "tril_indices": tril_indices, "triu_indices": triu_indices,
     "cartesian_prod": cartesian_prod, "combinations": combinations, "block_diag": block_diag,
@@ -1719,7 +1784,8 @@ _FUNCTIONS = {
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
 _METHODS = (
-    "index_reduce", "histogram", "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
+    "index_reduce", "histogram", "nonzero_static", "unsafe_chunk", "unsafe_split",
+    "unsafe_split_with_sizes", "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
     "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
     "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
@@ -1732,7 +1798,7 @@ _METHODS = (
 _INPLACE = (
     "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "sgn", "gcd", "lcm",
-    "i0", "ldexp", "mvlgamma",
+    "i0", "ldexp", "mvlgamma", "erfc",
 )
 
 
