@@ -224,3 +224,34 @@ def test_lazy_instance_norm_unbatched_and_errors():
     assert tuple(m(ember.randn(3, 4, 4)).shape) == (3, 4, 4) and m.num_features == 3
     with pytest.raises(ValueError, match=r"expected 3D \(unbatched\) or 4D input"):
         ember.nn.LazyInstanceNorm2d()(ember.randn(4, 4))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("kw", [dict(size=(4, 5)), dict(size=(20, 3)), dict(scale_factor=0.37),
+                                dict(scale_factor=(0.5, 2.3)), dict(size=(1, 1))])
+def test_interpolate_antialias_matches_torch(mode, align_corners, kw):
+    # torchvision's Resize(antialias=True) on tensors goes through this
+    img = np.random.default_rng(0).normal(size=(2, 3, 17, 13)).astype(np.float32)
+    t = torch.nn.functional.interpolate(torch.from_numpy(img), mode=mode, antialias=True,
+                                        align_corners=align_corners, **kw)
+    e = ember.nn.functional.interpolate(ember.from_numpy(img), mode=mode, antialias=True,
+                                        align_corners=align_corners, **kw)
+    np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_interpolate_antialias_gradient_and_errors():
+    x = np.random.default_rng(1).normal(size=(1, 2, 12, 12))
+    g = np.random.default_rng(2).normal(size=(1, 2, 5, 7))
+    tx = torch.from_numpy(x).requires_grad_()
+    torch.nn.functional.interpolate(tx, size=(5, 7), mode="bicubic", antialias=True).backward(
+        torch.from_numpy(g))
+    ex = ember.from_numpy(x).requires_grad_()
+    ember.nn.functional.interpolate(ex, size=(5, 7), mode="bicubic", antialias=True).backward(
+        ember.from_numpy(g))
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), atol=1e-12)
+    with pytest.raises(ValueError, match="anti-alias option is restricted to bilinear and bicubic"):
+        ember.nn.functional.interpolate(ember.ones(1, 1, 4, 4), size=2, antialias=True)
+    with pytest.raises(NotImplementedError, match="not implemented for ember.uint8"):
+        ember.nn.functional.interpolate(ember.ones(1, 1, 4, 4, dtype=ember.uint8), size=2,
+                                        mode="bilinear", antialias=True)

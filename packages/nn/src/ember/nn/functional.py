@@ -1580,7 +1580,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     """Resamples the spatial dims of (N, C, *spatial) input to ``size`` or by ``scale_factor``.
 
     Modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' and 'bicubic' (4-D),
-    'trilinear' (5-D), 'area' (adaptive average pooling); ``align_corners`` as PyTorch. With
+    'trilinear' (5-D), 'area' (adaptive average pooling); ``align_corners`` as PyTorch;
+    ``antialias=True`` (bilinear and bicubic) widens the filter when downsampling, as PIL and
+    PyTorch do. With
     ``scale_factor`` (and ``recompute_scale_factor`` not True) the kernels step through the input
     by 1 / scale_factor, as PyTorch's do; the upsample_* C++ ops do the work.
 
@@ -1614,8 +1616,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         align_corners = False
     elif align_corners is None:
         align_corners = False
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise ValueError("interpolate: anti-alias option is restricted to bilinear and bicubic "
+                         f"modes and requires a 4-D tensor as input, got mode {mode!r}")
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: exactly one of size and scale_factor must be given")
     in_sizes = list(_shape(input)[2:])
@@ -1649,8 +1652,61 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         return _UPSAMPLE_NEAREST[nd](input, out_sizes, *scales)
     if mode == "nearest-exact":
         return _UPSAMPLE_NEAREST_EXACT[nd](input, out_sizes, *scales)
+    if antialias:
+        return _interpolate_aa(input, out_sizes, scales, mode, bool(align_corners))
     op = _C.upsample_bicubic2d if mode == "bicubic" else _UPSAMPLE_LINEAR[nd]
     return op(input, out_sizes, bool(align_corners), *scales)
+
+
+def _aa_weights(in_size: int, out_size: int, scale: float | None, bicubic: bool,
+                align_corners: bool) -> Any:
+    """The (out_size, in_size) resampling matrix of antialiased interpolation along one dim
+    (the separable filter of PIL's resize, which PyTorch's antialias mode follows): when
+    downsampling by s > 1 the triangle (bilinear) or Keys cubic (a = -0.5) filter is stretched
+    s times, so every input pixel under it contributes; each row is normalized to sum 1."""
+    import numpy as np
+
+    if align_corners:
+        ratio = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    else:
+        ratio = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+    interp = 4.0 if bicubic else 2.0
+    support = interp / 2 * ratio if ratio >= 1.0 else interp / 2
+    inv = 1.0 / ratio if ratio >= 1.0 else 1.0
+
+    def filt(x: Any) -> Any:
+        x = np.abs(x)
+        if not bicubic:
+            return np.maximum(0.0, 1.0 - x)
+        a = -0.5
+        return np.where(x < 1.0, ((a + 2) * x - (a + 3)) * x * x + 1,
+                        np.where(x < 2.0, (((x - 5) * x + 8) * x - 4) * a, 0.0))
+
+    w = np.zeros((out_size, in_size))
+    for i in range(out_size):
+        center = ratio * (i + 0.5)  # align_corners changes only the ratio
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), in_size)
+        taps = filt((np.arange(lo, hi) - center + 0.5) * inv)
+        total = taps.sum()
+        w[i, lo:hi] = taps / total if total != 0 else taps
+    return w
+
+
+def _interpolate_aa(input: Tensor, out_sizes: list, scales: list, mode: str,
+                    align_corners: bool) -> Tensor:
+    """Antialiased bilinear/bicubic resize of (N, C, H, W) input: the image multiplied by one
+    resampling matrix per spatial dim (differentiable through the matmuls)."""
+    if not input.is_floating_point():
+        raise NotImplementedError(f"interpolate: antialias=True is not implemented for "
+                                  f"{input.dtype} input (convert to a floating dtype first)")
+    bicubic = mode == "bicubic"
+    h, w = _shape(input)[2:]
+    wh = ember.from_numpy(_aa_weights(h, out_sizes[0], scales[0], bicubic, align_corners))
+    ww = ember.from_numpy(_aa_weights(w, out_sizes[1], scales[1], bicubic, align_corners))
+    wh = wh.to(dtype=input.dtype, device=input.device)
+    ww = ww.to(dtype=input.dtype, device=input.device)
+    return ember.matmul(ember.matmul(wh, input), ww.t())
 
 
 _UPSAMPLE_NEAREST = {1: _C.upsample_nearest1d, 2: _C.upsample_nearest2d,
