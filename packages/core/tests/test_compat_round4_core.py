@@ -4,6 +4,7 @@ the slices' own values) and its argument errors."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import ember
@@ -152,3 +153,37 @@ def test_small_tensor_methods_match_torch():
     y = ember.tensor([0.5, 1.0])
     assert y.erfc_() is y
     np.testing.assert_allclose(y.numpy(), torch.tensor([0.5, 1.0]).erfc_().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_von_mises_matches_torch(dtype):
+    from ember.distributions import VonMises
+
+    loc, k = np.array([0.3, -2.0, 3.0], dtype), np.array([0.01, 1.5, 40.0], dtype)
+    v = np.array([[0.1, 2.0, -3.0], [5.0, -7.0, 0.0]], dtype)
+    e = VonMises(ember.from_numpy(loc), ember.from_numpy(k))
+    t = torch.distributions.VonMises(torch.from_numpy(loc), torch.from_numpy(k))
+    # torch's log I0 is a polynomial approximation: agreement to its accuracy
+    np.testing.assert_allclose(e.log_prob(ember.from_numpy(v)).numpy(),
+                               t.log_prob(torch.from_numpy(v)).numpy(), rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(e.variance.numpy(), t.variance.numpy(), rtol=1e-5, atol=5e-6)
+    assert e.mean.tolist() == e.mode.tolist() == e.loc.tolist()
+    assert e.expand((2, 3)).batch_shape == ember.Size([2, 3])
+    assert not VonMises.has_rsample
+
+
+def test_von_mises_samples():
+    from ember.distributions import VonMises
+
+    ember.manual_seed(0)
+    d = VonMises(ember.tensor([0.5, -3.0, 2.0]), ember.tensor([4.0, 0.05, 300.0]))
+    s = d.sample((20000,))
+    assert tuple(s.shape) == (20000, 3) and s.dtype == ember.float32
+    assert bool((s >= -math.pi).all() and (s < math.pi).all())
+    c, si = s.cos().mean(0), s.sin().mean(0)
+    resultant = (c * c + si * si).sqrt()
+    np.testing.assert_allclose(resultant.numpy(), (1 - d.variance).numpy(), atol=0.02)
+    mean_dir = ember.atan2(si, c)
+    np.testing.assert_allclose(mean_dir[[0, 2]].numpy(), [0.5, 2.0], atol=0.02)
+    with pytest.raises(ValueError):
+        VonMises(0.0, -1.0, validate_args=True)

@@ -69,6 +69,7 @@ from ember.distributions.transforms import (
     identity_transform,
 )
 from ember.distributions.uniform import Uniform
+from ember.distributions.von_mises import VonMises
 from ember.distributions.weibull import Weibull
 
 __all__ = [
@@ -121,7 +122,7 @@ __all__ = [
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
-    "Uniform",
+    "Uniform", "VonMises",
     "Weibull",
     "biject_to",
     "constraints",
