@@ -187,3 +187,36 @@ def test_von_mises_samples():
     np.testing.assert_allclose(mean_dir[[0, 2]].numpy(), [0.5, 2.0], atol=0.02)
     with pytest.raises(ValueError):
         VonMises(0.0, -1.0, validate_args=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kw", ["probs", "logits"])
+def test_continuous_bernoulli_matches_torch(dtype, kw):
+    from ember.distributions import ContinuousBernoulli
+
+    p = np.array([0.02, 0.2, 0.4995, 0.5, 0.5004, 0.7, 0.99])  # the Taylor region included
+    par = (p if kw == "probs" else np.log(p / (1 - p))).astype(dtype)
+    v = np.array([0.0, 0.3, 0.5, 0.9, 1.0, 0.25, 0.6], dtype)
+    e = ContinuousBernoulli(**{kw: ember.from_numpy(par)})
+    t = torch.distributions.ContinuousBernoulli(**{kw: torch.from_numpy(par)})
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+    for name in ("mean", "variance", "stddev"):
+        np.testing.assert_allclose(getattr(e, name).numpy(), getattr(t, name).numpy(), **tol)
+    for name in ("log_prob", "cdf", "icdf"):
+        np.testing.assert_allclose(getattr(e, name)(ember.from_numpy(v)).numpy(),
+                                   getattr(t, name)(torch.from_numpy(v)).numpy(), **tol)
+    np.testing.assert_allclose(e.entropy().numpy(), t.entropy().numpy(), **tol)
+
+
+def test_continuous_bernoulli_rsample_is_differentiable():
+    from ember.distributions import ContinuousBernoulli
+
+    probs = ember.tensor([0.2, 0.8], requires_grad=True)
+    ember.manual_seed(0)
+    x = ContinuousBernoulli(probs).rsample((4000,))
+    assert bool(((x >= 0) & (x <= 1)).all())
+    np.testing.assert_allclose(x.mean(0).detach().numpy(),
+                               ContinuousBernoulli(probs).mean.detach().numpy(), atol=0.02)
+    x.mean().backward()
+    assert probs.grad is not None and bool((probs.grad > 0).all())  # larger lambda, larger x
+    assert ContinuousBernoulli(probs).expand((3, 2)).batch_shape == ember.Size([3, 2])

@@ -21,6 +21,7 @@ from ember.distributions.categorical import Categorical
 from ember.distributions.cauchy import Cauchy
 from ember.distributions.chi2 import Chi2
 from ember.distributions.constraint_registry import biject_to, transform_to
+from ember.distributions.continuous_bernoulli import ContinuousBernoulli
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
 from ember.distributions.exp_family import ExponentialFamily
@@ -122,7 +123,7 @@ __all__ = [
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
-    "Uniform", "VonMises",
+    "Uniform", "VonMises", "ContinuousBernoulli",
     "Weibull",
     "biject_to",
     "constraints",
