@@ -3,9 +3,9 @@ compatibility), run unchanged on torch and on ember through the `torch` -> `embe
 a DDPM, GCN/GAT node classification, a BiLSTM-CRF tagger, a physics-informed network, a
 mixture-of-experts layer, magnitude pruning, MAML, deployment-time BN fusion, an adaptive-softmax
 language model, a fractional max-pooling CNN with mixup, neural style transfer, temperature
-scaling calibration and Gaussian-process regression. Each draws
-its data, initial weights and noise from NumPy, so ember's output is compared with torch's line
-by line, numbers to a tolerance."""
+scaling calibration and Gaussian-process regression. Each draws its data, initial weights and
+noise from NumPy, so ember's output is compared with torch's line by line, numbers to a
+tolerance."""
 
 from __future__ import annotations
 

@@ -492,7 +492,8 @@ std::tuple<Tensor, Tensor> _fractional_max_pool(const Tensor& self, const DimVec
         starts[pl * 3 + j] = j < 3 - k ? std::vector<int64_t>{0}
                                        : fractional_starts<T>(op, pu[pl * k + sample_of(j)],
                                                               pd.in[j], pd.ks[j], pd.out[j]);
-    const int64_t work = std::max<int64_t>(Q * pd.ks[0] * pd.ks[1] * pd.ks[2], 1);
+    const int64_t kd = pd.ks[0], kh = pd.ks[1], kw = pd.ks[2];
+    const int64_t work = std::max<int64_t>(Q * kd * kh * kw, 1);
     parallel_for(0, pd.planes, std::max<int64_t>(1, kPointwiseGrain / work),
                  [&](int64_t b, int64_t e) {
                    for (int64_t pl = b; pl < e; ++pl) {
@@ -503,19 +504,21 @@ std::tuple<Tensor, Tensor> _fractional_max_pool(const Tensor& self, const DimVec
                      for (int64_t od = 0; od < pd.out[0]; ++od)
                        for (int64_t oh = 0; oh < pd.out[1]; ++oh)
                          for (int64_t ow = 0; ow < pd.out[2]; ++ow, ++q) {
-                           // The first maximum in window order wins, and the last NaN.
-                           A best = -std::numeric_limits<A>::infinity();
-                           int64_t arg = -1;
-                           for (int64_t d = sd[od]; d < sd[od] + pd.ks[0]; ++d)
-                             for (int64_t h = sh[oh]; h < sh[oh] + pd.ks[1]; ++h)
-                               for (int64_t w = sw[ow]; w < sw[ow] + pd.ks[2]; ++w) {
-                                 const int64_t i = (d * H + h) * W + w;
-                                 const A v = static_cast<A>(xp[i]);
-                                 if (arg < 0 || v > best || v != v) {
-                                   best = v;
-                                   arg = i;
-                                 }
+                           // The first maximum in window order wins, and the last NaN;
+                           // branch-free updates (select_bits), as in max_window.
+                           const int64_t first = (sd[od] * H + sh[oh]) * W + sw[ow];
+                           A best = static_cast<A>(xp[first]);
+                           int64_t arg = first;
+                           for (int64_t d = 0; d < kd; ++d)
+                             for (int64_t h = 0; h < kh; ++h) {
+                               const int64_t row = first + (d * H + h) * W;
+                               for (int64_t w = (d == 0 && h == 0) ? 1 : 0; w < kw; ++w) {
+                                 const A v = static_cast<A>(xp[row + w]);
+                                 const bool take = (v > best) | (v != v);
+                                 best = select_bits(take, v, best);
+                                 arg = select_bits(take, row + w, arg);
                                }
+                             }
                            po[q] = static_cast<T>(best);
                            pi[q] = arg;
                          }
