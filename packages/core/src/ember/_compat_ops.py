@@ -1743,7 +1743,47 @@ def unsafe_split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int 
     return tuple(input.split(list(split_sizes), dim))
 
 
+def polygamma(n: int, input: Tensor, *, out: Any = None) -> Tensor:
+    """The n-th derivative of digamma (``ember.special.polygamma``).
+
+    >>> import ember
+    >>> round(ember.polygamma(1, ember.tensor(1.0, dtype=ember.float64)).item(), 6)
+    1.644934
+    """
+    from ember import special
+
+    result = special.polygamma(n, input)
+    return result if out is None else out.copy_(result)
+
+
+def igamma(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
+    """The regularized lower incomplete gamma function (``ember.special.gammainc``)."""
+    from ember import special
+
+    result = special.gammainc(input, other)
+    return result if out is None else out.copy_(result)
+
+
+def igammac(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
+    """The regularized upper incomplete gamma function (``ember.special.gammaincc``)."""
+    from ember import special
+
+    result = special.gammaincc(input, other)
+    return result if out is None else out.copy_(result)
+
+
+def _polygamma_method(self: Tensor, n: int) -> Tensor:
+    """``Tensor.polygamma(n)``: :func:`ember.polygamma` of this tensor."""
+    return polygamma(n, self)
+
+
+def _polygamma_(self: Tensor, n: int) -> Tensor:
+    """In-place ``Tensor.polygamma_(n)``."""
+    return self.copy_(polygamma(n, self))
+
+
 _TENSOR_ONLY = {
+    "polygamma": _polygamma_method, "polygamma_": _polygamma_,
     "to_dense": _to_dense, "dim_order": _dim_order,
     "new_empty_strided": _new_empty_strided, "index_reduce_": _index_reduce_,
     "geometric_": _geometric_, "log_normal_": _log_normal_, "cauchy_": _cauchy_,
@@ -1754,6 +1794,7 @@ _TENSOR_ONLY = {
 
 _FUNCTIONS = {
     "index_reduce": index_reduce, "histogram": histogram, "nonzero_static": nonzero_static,
+    "polygamma": polygamma, "igamma": igamma, "igammac": igammac,
     "unsafe_chunk": unsafe_chunk, "unsafe_split": unsafe_split,
     "unsafe_split_with_sizes": unsafe_split_with_sizes,
     "diag": diag, "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace,
@@ -1784,7 +1825,8 @@ _FUNCTIONS = {
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
 _METHODS = (
-    "index_reduce", "histogram", "nonzero_static", "unsafe_chunk", "unsafe_split",
+    "index_reduce", "histogram", "nonzero_static", "unsafe_chunk", "unsafe_split", "igamma",
+    "igammac",
     "unsafe_split_with_sizes", "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
     "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
@@ -1798,7 +1840,7 @@ _METHODS = (
 _INPLACE = (
     "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "sgn", "gcd", "lcm",
-    "i0", "ldexp", "mvlgamma", "erfc",
+    "i0", "ldexp", "mvlgamma", "erfc", "igamma", "igammac",
 )
 
 

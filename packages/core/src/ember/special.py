@@ -26,7 +26,7 @@ __all__ = [
     "expit", "logit", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi", "gammainc",
     "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc", "exp2", "expm1",
     "log1p", "logsumexp", "softmax", "log_softmax", "round", "i0", "i0e", "i1", "i1e",
-    "multigammaln",
+    "multigammaln", "zeta", "polygamma",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -317,3 +317,81 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
                            f"{(p - 1) / 2}")
     j = ember.arange(p, dtype=x.dtype, device=x.device)
     return (x.unsqueeze(-1) - j / 2).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
+# Euler-Maclaurin correction coefficients of the Hurwitz zeta tail: (2j)! / B_2j
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+           7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+           -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+
+
+def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
+    """The Hurwitz zeta function sum_k (other + k)^-input (the Riemann zeta at other = 1):
+    direct terms until other + k > 9, then the Euler-Maclaurin tail, in float64. inf at
+    input = 1 or at a non-positive integer ``other``; NaN for input < 1 and for a negative
+    ``other`` with a non-integer input. Differentiable in ``other``.
+
+    >>> import ember
+    >>> round(zeta(ember.tensor(2.0, dtype=ember.float64), 1.0).item(), 10)  # pi^2 / 6
+    1.6449340668
+    """
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise TypeError("special.zeta(): expected at least one Tensor argument")
+    ref = input if isinstance(input, Tensor) else other
+    dtype = ref.dtype if ref.is_floating_point() else ember.get_default_dtype()
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        dtype = ember.promote_types(input.dtype, other.dtype)
+        if not dtype.is_floating_point:
+            dtype = ember.get_default_dtype()
+    x = (input if isinstance(input, Tensor) else ember.tensor(float(input))).to(ember.float64)
+    q = (other if isinstance(other, Tensor) else ember.tensor(float(other))).to(ember.float64)
+    x, q = ember.broadcast_tensors(x, q)
+    # enough direct terms that every other + k passes 9 (bounded: huge negative q is NaN/inf
+    # territory anyway for non-integer x)
+    qmin = float(q.detach().min()) if q.numel() else 0.0
+    extra = 0 if not math.isfinite(qmin) else int(min(max(0.0, math.ceil(9.0 - qmin)), 1e5))
+    n = max(9, extra)
+    total = q.pow(-x)
+    a = q
+    for _ in range(n):
+        a = a + 1.0
+        total = total + a.pow(-x)
+    b = a.pow(-x)
+    total = total + b * a / (x - 1.0) - 0.5 * b
+    fact = ember.ones_like(x)
+    k = 0.0
+    for coef in _ZETA_A:
+        fact = fact * (x + k)
+        b = b / a
+        total = total + fact * b / coef
+        k += 1.0
+        fact = fact * (x + k)
+        b = b / a
+        k += 1.0
+    inf = ember.full_like(total, math.inf)
+    nan = ember.full_like(total, math.nan)
+    q_int = q == ember.floor(q)
+    out = ember.where(x == 1.0, inf, total)
+    out = ember.where(x < 1.0, nan, out)
+    out = ember.where((q <= 0) & q_int & (x >= 1.0), inf, out)
+    out = ember.where((q < 0) & ~q_int & (x != ember.floor(x)), nan, out)
+    return out.to(dtype)
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """The n-th derivative of the digamma function: ``digamma`` for n = 0, else
+    (-1)^(n+1) n! zeta(n + 1, input). Differentiable (its derivative is polygamma(n + 1)).
+
+    >>> import ember
+    >>> round(polygamma(1, ember.tensor(1.0, dtype=ember.float64)).item(), 8)  # pi^2 / 6
+    1.64493407
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"polygamma(): n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError(f"polygamma(n, x) does not support negative n, got n = {n}")
+    x = _float(_tensor("polygamma", input))
+    if n == 0:
+        return digamma(x)
+    sign = 1.0 if n % 2 == 1 else -1.0
+    return (sign * math.factorial(n)) * zeta(float(n + 1), x)
