@@ -2,7 +2,8 @@
 differentiable: logistic and error functions, the gamma family (``gammaln``, ``digamma``/``psi``,
 ``gammainc``/``gammaincc``), ``xlogy``/``xlog1py``/``entr``, the normal CDF family (``ndtr``,
 ``ndtri``, ``log_ndtr``), ``sinc``, the modified Bessel functions ``i0``/``i0e``/``i1``/``i1e``,
-``multigammaln``, the Hurwitz ``zeta`` and ``polygamma``, and the usual aliases (``expit``, ``exp2``, ``logsumexp`` ...).
+``multigammaln``, the Hurwitz ``zeta`` and ``polygamma``, and the usual aliases (``expit``,
+``exp2``, ``logsumexp`` ...).
 ``ember.lgamma``, ``ember.digamma`` and ``ember.xlogy`` (and the tensor methods) are these too.
 
 >>> import ember
