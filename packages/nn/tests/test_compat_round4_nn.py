@@ -255,3 +255,8 @@ def test_interpolate_antialias_gradient_and_errors():
     with pytest.raises(NotImplementedError, match="not implemented for ember.uint8"):
         ember.nn.functional.interpolate(ember.ones(1, 1, 4, 4, dtype=ember.uint8), size=2,
                                         mode="bilinear", antialias=True)
+
+
+def test_nn_modules_utils_is_an_attribute():
+    # torch.nn.modules.utils._pair(...) works without importing the submodule
+    assert ember.nn.modules.utils._pair(3) == torch.nn.modules.utils._pair(3) == (3, 3)

@@ -1,5 +1,6 @@
 """The building blocks of ember.nn: Module, containers and layers."""
 
+from ember.nn.modules import utils  # noqa: F401  (torch.nn.modules.utils._pair without an import)
 from ember.nn.modules.activation import (  # noqa: F401
     CELU,
     ELU,
