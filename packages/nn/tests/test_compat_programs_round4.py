@@ -3,9 +3,9 @@ compatibility), run unchanged on torch and on ember through the `torch` -> `embe
 a DDPM, GCN/GAT node classification, a BiLSTM-CRF tagger, a physics-informed network, a
 mixture-of-experts layer, magnitude pruning, MAML, deployment-time BN fusion, an adaptive-softmax
 language model, a fractional max-pooling CNN with mixup, neural style transfer, temperature
-scaling calibration and Gaussian-process regression. Each draws its data, initial weights and
-noise from NumPy, so ember's output is compared with torch's line by line, numbers to a
-tolerance."""
+scaling calibration, Gaussian-process regression and image preprocessing. Each draws its data,
+initial weights and noise from NumPy, so ember's output is compared with torch's line by line,
+numbers to a tolerance."""
 
 from __future__ import annotations
 
@@ -125,3 +125,12 @@ def test_gp_regression_tracks_torch(tmp_path, capsys):
     first, last, rmse, coverage = _results(got)
     assert last < 0.5 * first and rmse < 0.2 and coverage > 0.9
     assert "MultivariateNormal agrees: True; logdet agrees: True" in got
+
+
+def test_image_preprocessing_tracks_torch(tmp_path, capsys):
+    # antialiased resizes, histogram equalization, index_reduce, torch.utils.dlpack
+    got = _check("image_preprocessing.py", tmp_path, capsys, rtol=1e-5, atol=1e-4)
+    pixel, eq_std, _ = _results(got)
+    assert 0.2 < eq_std < 0.4 and pixel > 0
+    assert "dlpack round trip shares memory: True" in got
+    assert "image 1: (3, 40, 80) -> resize bicubic (3, 24, 48) -> crop (3, 24, 24)" in got
