@@ -255,3 +255,22 @@ def test_zeta_polygamma_gradients_and_aliases():
     np.testing.assert_allclose(y.numpy(), torch.tensor([1.0, 2.0]).polygamma_(2).numpy(), rtol=1e-6)
     with pytest.raises(RuntimeError, match="does not support negative n"):
         ember.polygamma(-1, a)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erfc_and_log_ndtr_keep_their_tails(dtype):
+    # erfc was 1 - erf: all digits gone by x = 6 (erfc(10) came out 0, not 2.1e-45)
+    x = np.array([0.0, 0.4, 1.0, 2.9, 3.0, 3.01, 5.0, 10.0, 20.0, 26.0, -1.0, -5.0, -30.0,
+                  np.inf, -np.inf], dtype)
+    e = ember.erfc(ember.from_numpy(x)).numpy()
+    t = torch.erfc(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(e, t, rtol=1e-5 if dtype == np.float32 else 1e-11, atol=0)
+    assert e.dtype == x.dtype
+    y = np.array([-40.0, -10.0, -5.0, -4.9, -3.0, -1.0, -0.5, 0.0, 0.5, 3.0, 5.0, 10.0], dtype)
+    np.testing.assert_allclose(ember.special.log_ndtr(ember.from_numpy(y)).numpy(),
+                               torch.special.log_ndtr(torch.from_numpy(y)).numpy(),
+                               rtol=1e-6 if dtype == np.float32 else 1e-13)
+    g = ember.tensor([1.0, 4.0, 8.0], dtype=ember.float64, requires_grad=True)
+    ember.erfc(g).sum().backward()
+    np.testing.assert_allclose(g.grad.numpy(), -2 / np.sqrt(np.pi) * np.exp(-g.detach().numpy() ** 2),
+                               rtol=1e-12)

@@ -173,8 +173,12 @@ def log_ndtr(input: Tensor) -> Tensor:
     '-203.9172'
     """
     x = _float(_tensor("log_ndtr", input))
-    direct = (0.5 * (1 + (ember.where(x < -5, ember.zeros_like(x), x) / _SQRT2).erf())).log()
-    return ember.where(x < -5, _log_ndtr_tail(x), direct)
+    t = x * (1 / _SQRT2)
+    # left of -1: log(erfc(-t) / 2) (erfc is accurate in its tail); from -1 on:
+    # log1p(-erfc(t) / 2), which keeps the tiny negative values log(Phi(x)) rounds to 0
+    left = (0.5 * ember.erfc(-ember.where(x < -1, t, ember.full_like(t, -1.0)))).log()
+    right = ember.log1p(-0.5 * ember.erfc(ember.where(x >= -1, t, ember.zeros_like(t))))
+    return ember.where(x < -5, _log_ndtr_tail(x), ember.where(x < -1, left, right))
 
 
 def sinc(input: Tensor) -> Tensor:
