@@ -274,3 +274,17 @@ def test_erfc_and_log_ndtr_keep_their_tails(dtype):
     ember.erfc(g).sum().backward()
     np.testing.assert_allclose(g.grad.numpy(), -2 / np.sqrt(np.pi) * np.exp(-g.detach().numpy() ** 2),
                                rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erfcx_matches_torch(dtype):
+    x = np.array([0.0, 1.0, 2.9, 3.0, 5.0, 10.0, 27.0, 1e3, 1e10, -1.0, -5.0, -26.0, -27.0,
+                  np.inf, -np.inf], dtype)
+    e = ember.special.erfcx(ember.from_numpy(x))
+    t = torch.special.erfcx(torch.from_numpy(x))
+    np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-6 if dtype == np.float32 else 1e-11)
+    g = ember.tensor([0.5, 4.0], dtype=ember.float64, requires_grad=True)
+    ember.special.erfcx(g).sum().backward()
+    gt = torch.tensor([0.5, 4.0], dtype=torch.float64, requires_grad=True)
+    torch.special.erfcx(gt).sum().backward()
+    np.testing.assert_allclose(g.grad.numpy(), gt.grad.numpy(), rtol=1e-10)

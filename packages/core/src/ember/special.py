@@ -2,7 +2,7 @@
 differentiable: logistic and error functions, the gamma family (``gammaln``, ``digamma``/``psi``,
 ``gammainc``/``gammaincc``), ``xlogy``/``xlog1py``/``entr``, the normal CDF family (``ndtr``,
 ``ndtri``, ``log_ndtr``), ``sinc``, the modified Bessel functions ``i0``/``i0e``/``i1``/``i1e``,
-``multigammaln``, the Hurwitz ``zeta`` and ``polygamma``, and the usual aliases (``expit``,
+``multigammaln``, ``erfcx``, the Hurwitz ``zeta`` and ``polygamma``, and the usual aliases (``expit``,
 ``exp2``, ``logsumexp`` ...).
 ``ember.lgamma``, ``ember.digamma`` and ``ember.xlogy`` (and the tensor methods) are these too.
 
@@ -27,7 +27,7 @@ __all__ = [
     "expit", "logit", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi", "gammainc",
     "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc", "exp2", "expm1",
     "log1p", "logsumexp", "softmax", "log_softmax", "round", "i0", "i0e", "i1", "i1e",
-    "multigammaln", "zeta", "polygamma",
+    "multigammaln", "zeta", "polygamma", "erfcx",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -63,6 +63,27 @@ def erf(input: Tensor) -> Tensor:
 def erfc(input: Tensor) -> Tensor:
     """The complementary error function ``1 - erf(x)``."""
     return ember.erfc(_float(_tensor("erfc", input)))
+
+
+def erfcx(input: Tensor) -> Tensor:
+    """The scaled complementary error function exp(x^2) erfc(x), finite for large x (where it
+    is 1 / (sqrt(pi) K(x)), K the continued fraction of :func:`ember.erfc`); computed in
+    float64.
+
+    >>> import ember
+    >>> f"{erfcx(ember.tensor(30.0, dtype=ember.float64)).item():.10f}"
+    '0.0187958888'
+    """
+    x0 = _float(_tensor("erfcx", input))
+    x = x0.to(ember.float64)
+    z = x.clamp(min=3.0)
+    k = z
+    for j in range(60, 0, -1):
+        k = z + (j / 2) / k
+    tail = 1.0 / (math.sqrt(math.pi) * k)
+    xs = ember.where(x > 3.0, ember.zeros_like(x), x)
+    near = (xs * xs).exp() * (1 - xs.erf())
+    return ember.where(x > 3.0, tail, near).to(x0.dtype)
 
 
 def erfinv(input: Tensor) -> Tensor:
