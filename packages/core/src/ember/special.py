@@ -72,7 +72,7 @@ def erfcx(input: Tensor) -> Tensor:
 
     >>> import ember
     >>> f"{erfcx(ember.tensor(30.0, dtype=ember.float64)).item():.10f}"
-    '0.0187958888'
+    '0.0187958889'
     """
     x0 = _float(_tensor("erfcx", input))
     x = x0.to(ember.float64)
