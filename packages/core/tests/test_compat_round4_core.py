@@ -288,3 +288,15 @@ def test_erfcx_matches_torch(dtype):
     gt = torch.tensor([0.5, 4.0], dtype=torch.float64, requires_grad=True)
     torch.special.erfcx(gt).sum().backward()
     np.testing.assert_allclose(g.grad.numpy(), gt.grad.numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["spherical_bessel_j0", "modified_bessel_i0",
+                                  "modified_bessel_i1"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bessel_names_match_torch(name, dtype):
+    x = np.array([0.0, 1e-5, 5e-4, 1e-3, 0.5, 1.0, 10.0, -3.0, 100.0, -np.inf, np.inf], dtype)
+    if name != "spherical_bessel_j0":
+        x = x[:-2]
+    np.testing.assert_allclose(getattr(ember.special, name)(ember.from_numpy(x)).numpy(),
+                               getattr(torch.special, name)(torch.from_numpy(x)).numpy(),
+                               rtol=1e-6 if dtype == np.float32 else 1e-14, atol=1e-30)

@@ -2,7 +2,8 @@
 differentiable: logistic and error functions, the gamma family (``gammaln``, ``digamma``/``psi``,
 ``gammainc``/``gammaincc``), ``xlogy``/``xlog1py``/``entr``, the normal CDF family (``ndtr``,
 ``ndtri``, ``log_ndtr``), ``sinc``, the modified Bessel functions ``i0``/``i0e``/``i1``/``i1e``,
-``multigammaln``, ``erfcx``, the Hurwitz ``zeta`` and ``polygamma``, and the usual aliases (``expit``,
+``multigammaln``, ``erfcx``, ``spherical_bessel_j0``, the Hurwitz ``zeta`` and ``polygamma``, and
+the usual aliases (``modified_bessel_i0``/``i1``, ``expit``,
 ``exp2``, ``logsumexp`` ...).
 ``ember.lgamma``, ``ember.digamma`` and ``ember.xlogy`` (and the tensor methods) are these too.
 
@@ -27,7 +28,8 @@ __all__ = [
     "expit", "logit", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi", "gammainc",
     "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc", "exp2", "expm1",
     "log1p", "logsumexp", "softmax", "log_softmax", "round", "i0", "i0e", "i1", "i1e",
-    "multigammaln", "zeta", "polygamma", "erfcx",
+    "multigammaln", "zeta", "polygamma", "erfcx", "modified_bessel_i0", "modified_bessel_i1",
+    "spherical_bessel_j0",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -421,3 +423,30 @@ def polygamma(n: int, input: Tensor) -> Tensor:
         return digamma(x)
     sign = 1.0 if n % 2 == 1 else -1.0
     return (sign * math.factorial(n)) * zeta(float(n + 1), x)
+
+
+def modified_bessel_i0(input: Tensor) -> Tensor:
+    """``i0`` under the name of PyTorch's Bessel-function family."""
+    return i0(input)
+
+
+def modified_bessel_i1(input: Tensor) -> Tensor:
+    """``i1`` under the name of PyTorch's Bessel-function family."""
+    return i1(input)
+
+
+def spherical_bessel_j0(input: Tensor) -> Tensor:
+    """The spherical Bessel function of the first kind of order 0, sin(x) / x (1 at 0; its
+    Taylor series 1 - x^2/6 + x^4/120 for |x| < 1e-3, where the quotient loses digits).
+
+    >>> import ember
+    >>> f"{spherical_bessel_j0(ember.tensor(1.0, dtype=ember.float64)).item():.8f}"
+    '0.84147098'
+    """
+    x = _float(_tensor("spherical_bessel_j0", input))
+    small = x.abs() < 1e-3
+    safe = ember.where(small, ember.ones_like(x), x)
+    x2 = x * x
+    series = 1 - x2 / 6 + x2 * x2 / 120
+    out = ember.where(small, series, safe.sin() / safe)
+    return ember.where(x.isinf(), ember.zeros_like(x), out)  # sin(x) / x -> 0
