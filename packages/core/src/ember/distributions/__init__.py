@@ -33,6 +33,7 @@ from ember.distributions.half_normal import HalfNormal
 from ember.distributions.independent import Independent
 from ember.distributions.inverse_gamma import InverseGamma
 from ember.distributions.kl import kl_divergence, register_kl
+from ember.distributions.kumaraswamy import Kumaraswamy
 from ember.distributions.laplace import Laplace
 from ember.distributions.log_normal import LogNormal
 from ember.distributions.logistic_normal import LogisticNormal
@@ -123,7 +124,7 @@ __all__ = [
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
-    "Uniform", "VonMises", "ContinuousBernoulli",
+    "Uniform", "VonMises", "ContinuousBernoulli", "Kumaraswamy",
     "Weibull",
     "biject_to",
     "constraints",
