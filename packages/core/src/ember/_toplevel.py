@@ -314,14 +314,19 @@ def erfc(input: Tensor) -> Tensor:
         input = input.to(_C.get_default_dtype())
     if input.numel() == 0 or not bool((input > 0.5).any()):
         return 1 - input.erf()
-    # float64 throughout: 1 - erf(x) keeps ~12 digits up to x = 3 there
-    x = input.to(_C.float64)
-    z = x.clamp(min=3.0)  # the tail's branch only ever sees x >= 3
-    k = z
-    for j in range(60, 0, -1):
-        k = z + (j / 2) / k
-    tail = (-z * z).exp() / (math.sqrt(math.pi) * k)
-    return _C.where(x > 3.0, tail, 1 - x.erf()).to(input.dtype)
+    # right of 0.5 (only there): float64, where 1 - erf(x) keeps ~12 digits up to x = 3, and
+    # the continued fraction beyond
+    right = input > 0.5
+    x = input[right].to(_C.float64)
+    tail = 1 - x.erf()
+    far = x > 3.0
+    if bool(far.any()):
+        z = x[far]
+        k = z
+        for j in range(60, 0, -1):
+            k = z + (j / 2) / k
+        tail = tail.index_put((far,), (-z * z).exp() / (math.sqrt(math.pi) * k))
+    return (1 - input.erf()).index_put((right,), tail.to(input.dtype))
 
 
 def clamp_min(input: Tensor, min: Any) -> Tensor:
