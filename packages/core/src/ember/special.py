@@ -80,7 +80,7 @@ def erfcx(input: Tensor) -> Tensor:
     x = x0.to(ember.float64)
     z = x.clamp(min=3.0)
     k = z
-    for j in range(60, 0, -1):
+    for j in range(32, 0, -1):
         k = z + (j / 2) / k
     tail = 1.0 / (math.sqrt(math.pi) * k)
     xs = ember.where(x > 3.0, ember.zeros_like(x), x)
