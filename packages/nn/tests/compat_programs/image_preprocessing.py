@@ -89,8 +89,8 @@ print(f"flipped {flip.tolist()}, crops {tuple(crops.shape)}")
 # random erasing
 for i in range(crops.shape[0]):
     if rng.uniform() < 0.5:
-        t, l = rng.integers(0, 10, 2)
-        crops[i, :, t:t + 5, l:l + 6] = torch.from_numpy(rng.normal(size=(3, 5, 6)).astype(np.float32))
+        top, lft = rng.integers(0, 10, 2)
+        crops[i, :, top:top + 5, lft:lft + 6] = torch.from_numpy(rng.normal(size=(3, 5, 6)).astype(np.float32))
 print(f"after erasing: mean {crops.mean().item():.6f}, std {crops.std().item():.6f}")
 
 # per-image channel extremes with index_reduce over the flattened pixels
