@@ -324,3 +324,32 @@ def test_kumaraswamy_matches_torch(dtype):
     x = Kumaraswamy(ember.tensor(2.0), ember.tensor(3.0)).rsample((20000,))
     assert bool(((x > 0) & (x < 1)).all()) and abs(x.mean().item() - 0.45714) < 0.01
     assert e.expand((3, 4)).batch_shape == ember.Size([3, 4])
+
+
+@pytest.mark.parametrize("dim,conc", [(2, 1.0), (3, 0.5), (4, [1.0, 2.5, 7.0])])
+def test_lkj_cholesky_matches_torch(dim, conc):
+    from ember.distributions import LKJCholesky
+
+    t = torch.distributions.LKJCholesky(dim, torch.tensor(conc, dtype=torch.float64))
+    e = LKJCholesky(dim, ember.tensor(conc, dtype=ember.float64))
+    assert tuple(e.batch_shape) == tuple(t.batch_shape) and tuple(e.event_shape) == (dim, dim)
+    torch.manual_seed(0)
+    v = t.sample((5,))
+    np.testing.assert_allclose(e.log_prob(ember.from_numpy(v.numpy())).numpy(),
+                               t.log_prob(v).numpy(), rtol=1e-12, atol=1e-12)
+    ember.manual_seed(0)
+    s = e.sample((4000,))
+    corr = s @ s.transpose(-1, -2)
+    np.testing.assert_allclose(corr.diagonal(dim1=-1, dim2=-2).numpy(), 1.0, atol=1e-12)
+    assert bool((s.triu(1) == 0).all())
+    # the marginal of one correlation: a Beta(eta - 1 + dim/2, same) on (-1, 1)
+    eta = np.asarray(conc, dtype=np.float64)
+    np.testing.assert_allclose(corr[..., 1, 0].var(0).numpy(), 1 / (2 * eta + dim - 1), rtol=0.12)
+
+
+def test_lkj_cholesky_arguments():
+    from ember.distributions import LKJCholesky
+
+    with pytest.raises(ValueError, match="greater than or equal to 2"):
+        LKJCholesky(1)
+    assert LKJCholesky(3, 2.0).expand((4,)).batch_shape == ember.Size([4])

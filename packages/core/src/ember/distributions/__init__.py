@@ -35,6 +35,7 @@ from ember.distributions.inverse_gamma import InverseGamma
 from ember.distributions.kl import kl_divergence, register_kl
 from ember.distributions.kumaraswamy import Kumaraswamy
 from ember.distributions.laplace import Laplace
+from ember.distributions.lkj_cholesky import LKJCholesky
 from ember.distributions.log_normal import LogNormal
 from ember.distributions.logistic_normal import LogisticNormal
 from ember.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
@@ -124,7 +125,7 @@ __all__ = [
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
-    "Uniform", "VonMises", "ContinuousBernoulli", "Kumaraswamy",
+    "Uniform", "VonMises", "ContinuousBernoulli", "Kumaraswamy", "LKJCholesky",
     "Weibull",
     "biject_to",
     "constraints",
