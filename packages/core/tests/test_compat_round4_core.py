@@ -353,3 +353,26 @@ def test_lkj_cholesky_arguments():
     with pytest.raises(ValueError, match="greater than or equal to 2"):
         LKJCholesky(1)
     assert LKJCholesky(3, 2.0).expand((4,)).batch_shape == ember.Size([4])
+
+
+def test_func_linearize_and_functionalize():
+    from ember.func import functionalize, linearize
+
+    def f(x, y):
+        return (x.sin() * y).sum(0)
+
+    rng = np.random.default_rng(0)
+    x, y, tx, ty = (rng.normal(size=(3, 2)) for _ in range(4))
+    out, jvp_fn = linearize(f, ember.from_numpy(x), ember.from_numpy(y))
+    tout, tjvp = torch.func.linearize(f, torch.from_numpy(x), torch.from_numpy(y))
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-12)
+    for _ in range(2):  # the linearized function can be called again
+        np.testing.assert_allclose(jvp_fn(ember.from_numpy(tx), ember.from_numpy(ty)).numpy(),
+                                   tjvp(torch.from_numpy(tx), torch.from_numpy(ty)).numpy(),
+                                   rtol=1e-12)
+    with pytest.raises(RuntimeError, match="expected 2 tangents"):
+        jvp_fn(ember.from_numpy(tx))
+    g = functionalize(lambda a: a.mul_(2) + 1)
+    assert g(ember.ones(2)).tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="remove must be"):
+        functionalize(lambda a: a, remove="views")
