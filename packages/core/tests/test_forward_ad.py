@@ -192,6 +192,14 @@ def F(a):
     return torch.nn.functional
 
 
+def _FRAC_SAMPLES(a):
+    """Fixed fractional-pooling samples (1, 2, 2) in a's library and dtype."""
+    u = np.array([[[0.3, 0.7], [0.9, 0.1]]])
+    if isinstance(a, ember.Tensor):
+        return ember.from_numpy(u).to(a.dtype)
+    return torch.from_numpy(u).to(a.dtype)
+
+
 def _idx(*values):
     return np.array(values, dtype=np.int64)
 
@@ -508,6 +516,9 @@ MORE_CASES = [
     FwCase("_max_pool: 2d", lambda a: F(a).max_pool2d(a, 2), n(2, 2, 4, 4), noncontig=False),
     FwCase("_adaptive_max_pool: 2d", lambda a: F(a).adaptive_max_pool2d(a, (2, 1)),
            n(1, 2, 4, 3), noncontig=False),
+    FwCase("_fractional_max_pool: 2d", lambda a: F(a).fractional_max_pool2d(
+        a, 2, output_size=(2, 3), _random_samples=_FRAC_SAMPLES(a)), n(1, 2, 5, 6),
+        noncontig=False),
     FwCase("_avg_pool: 2d padding", lambda a: F(a).avg_pool2d(a, 2, padding=1), n(1, 2, 3, 3)),
     FwCase("_adaptive_avg_pool: 2d", lambda a: F(a).adaptive_avg_pool2d(a, (2, 2)),
            n(1, 2, 5, 3)),

@@ -80,5 +80,38 @@ PoolDims adaptive_pool_dims(const char* op, const DimVector& sizes, const DimVec
   return p;
 }
 
+PoolDims fractional_pool_dims(const char* op, const DimVector& sizes, const DimVector& kernel_size,
+                              const DimVector& output_size, const DimVector& samples_size) {
+  const int64_t k = kernel_size.size();
+  EMBER_CHECK_KIND(k >= 2 && k <= 3 && static_cast<int64_t>(output_size.size()) == k, Value, op,
+                   ": expected kernel_size and output_size of 2 or 3 elements each, got "
+                   "kernel_size=",
+                   shape_str(kernel_size), " output_size=", shape_str(output_size));
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  EMBER_CHECK(nd == k + 1 || nd == k + 2, op, ": expected a ", k + 1, "-d (C, *spatial) or ", k + 2,
+              "-d (N, C, *spatial) input, got shape ", shape_str(sizes));
+  PoolDims p = input_dims(op, sizes, k);
+  const int64_t batch = nd == k + 2 ? sizes[0] : 1;
+  const int64_t channels = sizes[nd - k - 1];
+  EMBER_CHECK(static_cast<int64_t>(samples_size.size()) == 3 && samples_size[0] == batch &&
+                  samples_size[1] == channels && samples_size[2] == k,
+              op, ": expected _random_samples of shape (", batch, ", ", channels, ", ", k,
+              ") for an input of shape ", shape_str(sizes), ", got ", shape_str(samples_size));
+  for (int64_t d = 0; d < k; ++d) {
+    const int64_t j = 3 - k + d, in = p.in[j], ks = kernel_size[d], o = output_size[d];
+    EMBER_CHECK_KIND(ks > 0 && o > 0, Value, op,
+                     ": kernel_size and output_size must be positive, got kernel_size=",
+                     shape_str(kernel_size), " output_size=", shape_str(output_size));
+    EMBER_CHECK_KIND(ks <= in && o <= in - ks + 1, Value, op, ": output_size ", o,
+                     " with kernel_size ", ks, " is too large for an input of size ", in,
+                     " along spatial dim ", d, " (output_size + kernel_size - 1 must be <= ", in,
+                     ")");
+    p.out[j] = o;
+    p.ks[j] = ks;
+    p.out_shape.push_back(o);
+  }
+  return p;
+}
+
 }  // namespace nn
 }  // namespace ember

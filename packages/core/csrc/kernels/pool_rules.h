@@ -26,6 +26,12 @@ PoolDims fixed_pool_dims(const char* op, const DimVector& sizes, const DimVector
 // Adaptive windows: output_size positive sizes (the caller checks the output fits a storage).
 PoolDims adaptive_pool_dims(const char* op, const DimVector& sizes, const DimVector& output_size);
 
+// Fractional max pooling: kernel_size and output_size of k = 2 or 3 elements, each window
+// inside the input (output + kernel - 1 <= input), one sample in [0, 1) per (batch, channel,
+// spatial dim): samples_size (N, C, k), N = 1 for unbatched input. ks holds the kernel.
+PoolDims fractional_pool_dims(const char* op, const DimVector& sizes, const DimVector& kernel_size,
+                              const DimVector& output_size, const DimVector& samples_size);
+
 inline void check_divisor_override(std::optional<int64_t> divisor_override) {
   EMBER_CHECK_KIND(!divisor_override || *divisor_override != 0, Value,
                    "avg_pool: divisor_override must be non-zero");

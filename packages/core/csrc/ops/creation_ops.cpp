@@ -95,26 +95,46 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
 
 namespace {
 // Evenly spaced values, filled from both ends so the last one is exactly `end`. f maps each
-// value (computed in double, or float for float types like PyTorch) to the stored one.
-template <class T, class F>
+// value to the stored one. As PyTorch's CPU kernel computes them: float32 in float32, float64
+// and the integer types in double (their ends truncated to the type first), each value one
+// fused multiply-add (start + step * i, or end - step * (steps - 1 - i) in the second half;
+// PyTorch's linspace kernel is compiled with FMA contraction; its logspace kernel rounds the
+// product first: kFused says which), and half/bfloat16 in their own type,
+// every operand converted to it (the indices too) and every operation's result rounded to it.
+template <class T, bool kFused, class F>
 void fill_linear(const Tensor& out, double start, double end, int64_t steps, const F& f) {
   if (steps == 1) {
     out->data_as<T>()[0] = f(start);
     return;
   }
   const int64_t half = steps / 2;
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    auto as_f = [](T v) { return static_cast<float>(v); };
+    const T s = cast_to<T>(start), e = cast_to<T>(end);
+    const T step = T(as_f(T(as_f(e) - as_f(s))) / as_f(T(static_cast<float>(steps - 1))));
+    fill_index<T>(out, [&](int64_t i) {
+      const T k = T(as_f(step) * as_f(T(static_cast<float>(i < half ? i : steps - i - 1))));
+      const T v = T(i < half ? as_f(s) + as_f(k) : as_f(e) - as_f(k));
+      return f(static_cast<double>(as_f(v)));
+    });
+  } else if constexpr (std::is_same_v<T, float>) {
     const float s = static_cast<float>(start), e = static_cast<float>(end);
     const float step = (e - s) / static_cast<float>(steps - 1);
     fill_index<T>(out, [&](int64_t i) {
-      return f(i < half ? s + step * static_cast<float>(i)
-                        : e - step * static_cast<float>(steps - i - 1));
+      const float k = static_cast<float>(i < half ? i : steps - i - 1);
+      if constexpr (kFused) return f(i < half ? std::fma(step, k, s) : std::fma(-step, k, e));
+      return f(i < half ? s + step * k : e - step * k);
     });
   } else {
+    if constexpr (kFused && std::is_integral_v<T>) {  // linspace truncates the ends
+      start = std::trunc(start);
+      end = std::trunc(end);
+    }
     const double step = (end - start) / static_cast<double>(steps - 1);
     fill_index<T>(out, [&](int64_t i) {
-      return f(i < half ? start + step * static_cast<double>(i)
-                        : end - step * static_cast<double>(steps - i - 1));
+      const double k = static_cast<double>(i < half ? i : steps - i - 1);
+      if constexpr (kFused) return f(i < half ? std::fma(step, k, start) : std::fma(-step, k, end));
+      return f(i < half ? start + step * k : end - step * k);
     });
   }
 }
@@ -129,8 +149,8 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
   if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "linspace", [&] {
     using T = scalar_t;
-    fill_linear<T>(out, start.to_double(), end.to_double(), steps,
-                   [](double v) { return cast_to<T>(v); });
+    fill_linear<T, true>(out, start.to_double(), end.to_double(), steps,
+                         [](double v) { return cast_to<T>(v); });
   });
   return to_factory_device(out, device);
 }
@@ -144,8 +164,8 @@ Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double ba
   if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "logspace", [&] {
     using T = scalar_t;
-    fill_linear<T>(out, start.to_double(), end.to_double(), steps,
-                   [base](double v) { return cast_to<T>(std::pow(base, v)); });
+    fill_linear<T, false>(out, start.to_double(), end.to_double(), steps,
+                          [base](double v) { return cast_to<T>(std::pow(base, v)); });
   });
   return to_factory_device(out, device);
 }

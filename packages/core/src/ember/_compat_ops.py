@@ -1082,6 +1082,131 @@ def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False)
     return self.copy_(put(self, index, source, accumulate))
 
 
+def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
+              weight: Tensor | None = None, density: bool = False, out: Any = None) -> Any:
+    """The histogram of ``input``'s values: ``(hist, bin_edges)``. ``bins`` is a count of equal
+    bins over ``range`` (default: the values' min and max, widened by 0.5 each way when equal)
+    (the unit range when there are none) or a 1-D tensor of increasing edges; each bin holds [left edge, right edge), the last one
+    its right edge too; values outside are not counted. ``weight`` (input's shape) weights each
+    value; ``density`` divides by the total and the bin widths.
+
+    >>> import ember
+    >>> h = ember.histogram(ember.tensor([0.0, 1.0, 1.0, 3.0]), bins=3)
+    >>> h.hist.tolist(), h.bin_edges.tolist()
+    ([1.0, 2.0, 1.0], [0.0, 1.0, 2.0, 3.0])
+    """
+    import builtins
+
+    from ember.return_types import _make
+
+    if out is not None:
+        raise TypeError("histogram(): out= is not supported")
+    if not input.is_floating_point():
+        raise NotImplementedError(f"histogram: not implemented for {input.dtype} input (expected "
+                                  "a floating-point tensor)")
+    x = input.reshape(-1)
+    if isinstance(bins, Tensor):
+        if range is not None:
+            raise TypeError("histogram(): range is only taken with an integer bin count")
+        if bins.dim() != 1 or bins.numel() < 1:
+            raise RuntimeError("torch.histogram(): bins tensor should have one dimension and at "
+                               f"least 1 element, got shape {tuple(bins.shape)}")
+        edges = bins.to(input.dtype)
+        if edges.numel() > 1 and bool((edges[1:] < edges[:-1]).any()):
+            raise RuntimeError("torch.histogram(): bin edges must be non-decreasing")
+    else:
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, got {bins!r}")
+        if range is not None:
+            lo, hi = (float(v) for v in range)
+        elif x.numel():
+            lo, hi = x.min().item(), x.max().item()
+        else:
+            lo, hi = 0.0, 1.0  # no values: the unit range, as PyTorch
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"torch.histogram(): range [{lo}, {hi}] is not finite")
+        if lo > hi:
+            raise RuntimeError(f"torch.histogram(): min should not exceed max, but got min {lo} "
+                               f"max {hi}")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = _C.linspace(lo, hi, bins + 1, dtype=input.dtype)
+    nbins = edges.numel() - 1
+    if weight is not None:
+        if tuple(weight.shape) != tuple(input.shape):
+            raise RuntimeError(f"torch.histogram(): weight of shape {tuple(weight.shape)} must "
+                               f"match input of shape {tuple(input.shape)}")
+        w = weight.reshape(-1).to(input.dtype)
+    else:
+        w = _C.ones(x.numel(), dtype=input.dtype)
+    hist = _C.zeros(builtins.max(nbins, 0), dtype=input.dtype)
+    if nbins > 0 and x.numel():
+        inside = (x >= edges[0]) & (x <= edges[-1])
+        pos = _C.searchsorted(edges, x.detach(), right=True) - 1
+        pos = pos.clamp(0, nbins - 1)  # the last edge belongs to the last bin
+        hist = hist.index_add(0, pos[inside], w[inside])
+    if density and nbins > 0:
+        widths = edges[1:] - edges[:-1]
+        hist = hist / (hist.sum() * widths)
+    return _make("histogram", ["hist", "bin_edges"])(hist, edges)
+
+
+_INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                 include_self: bool = True) -> Tensor:
+    """A copy of ``input`` whose slices ``index[i]`` along ``dim`` are reduced (``"prod"``,
+    ``"mean"``, ``"amax"`` or ``"amin"``) with the slices ``i`` of ``source``, the slice's own
+    values included unless ``include_self=False`` (slices no index names keep their values).
+
+    >>> import ember
+    >>> x = ember.ones(3, 2)
+    >>> src = ember.tensor([[2.0, 3.0], [4.0, 5.0]])
+    >>> ember.index_reduce(x, 0, ember.tensor([0, 0]), src, "prod").tolist()
+    [[8.0, 15.0], [1.0, 1.0], [1.0, 1.0]]
+    """
+    op = "index_reduce_()"
+    if reduce not in _INDEX_REDUCTIONS:
+        raise RuntimeError(f"{op}: expected reduce to be one of prod, mean, amax or amin, got "
+                           f"{reduce!r}")
+    if index.dim() > 1 or index.is_floating_point() or index.dtype == _C.bool:
+        raise IndexError(f"{op}: index must be a 1-D tensor of int64 or int32, got a "
+                         f"{index.dim()}-D {index.dtype} tensor")
+    nd = max(input.dim(), 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"{op}: dim {dim} is out of range for a {input.dim()}-D tensor")
+    dim = dim % nd
+    shape, src_shape = _shape(input), _shape(source)
+    if len(src_shape) != len(shape) or any(a != b for d, (a, b) in
+                                           enumerate(zip(shape, src_shape)) if d != dim):
+        raise RuntimeError(f"{op}: source of shape {src_shape} must match self of shape "
+                           f"{shape} in every dim but dim {dim}")
+    n = index.numel()
+    if (src_shape[dim] if src_shape else 1) != n:
+        raise RuntimeError(f"{op}: the index has {n} entries but source has "
+                           f"{src_shape[dim] if src_shape else 1} slices along dim {dim}")
+    if source.dtype != input.dtype:
+        raise RuntimeError(f"{op}: self ({input.dtype}) and source ({source.dtype}) must have "
+                           "the same dtype")
+    idx = index.reshape(-1).to(_C.int64)
+    size = shape[dim] if shape else 1
+    if n and (bool((idx >= size).any()) or bool((idx < -size).any())):
+        raise IndexError(f"{op}: index out of range for dim {dim} of size {size}")
+    idx = idx.remainder(size) if n else idx
+    view = [1] * len(src_shape)
+    if view:
+        view[dim] = -1
+        idx = idx.reshape(view).expand(src_shape)
+    return input.scatter_reduce(dim, idx, source, reduce=reduce, include_self=include_self)
+
+
+def _index_reduce_(self: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    """In-place :func:`index_reduce` (``Tensor.index_reduce_``)."""
+    return self.copy_(index_reduce(self, dim, index, source, reduce, include_self=include_self))
+
+
 def _with_generator(generator: Any, draw: Any) -> Tensor:
     """draw() on the global generator, or, given a Generator, on a stream seeded from it (the
     global state put back afterwards): reproducible per generator."""
@@ -1539,7 +1664,128 @@ def _cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
     return u.sub_(0.5).mul_(math.pi).tan_().mul_(sigma).add_(median)
 
 
+def _new_empty_strided(self: Tensor, size: Any, stride: Any, *, dtype: Any = None,
+                       device: Any = None, requires_grad: bool = False, layout: Any = None,
+                       pin_memory: bool = False) -> Tensor:
+    """An uninitialized tensor of the given size and strides, of this tensor's dtype and device
+    unless given.
+
+    >>> import ember
+    >>> ember.ones(2).new_empty_strided((2, 3), (1, 2)).stride()
+    (1, 2)
+    """
+    from ember import empty_strided
+
+    out = empty_strided(tuple(size), tuple(stride), dtype=dtype or self.dtype,
+                        device=device if device is not None else self.device)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def _to_dense(self: Tensor, dtype: Any = None, *, masked_grad: Any = None) -> Tensor:
+    """This (strided) tensor itself, or converted to ``dtype`` (``Tensor.to_dense``; code that
+    accepts sparse or dense tensors calls it).
+
+    >>> import ember
+    >>> t = ember.ones(2)
+    >>> t.to_dense() is t
+    True
+    """
+    return self if dtype is None else self.to(dtype)
+
+
+def _dim_order(self: Tensor, *, ambiguity_check: Any = False) -> tuple:
+    """The dims from outermost to innermost in memory: sorted by decreasing stride (ties by
+    decreasing size, then dim order), e.g. ``(0, 2, 3, 1)`` for a channels_last image batch.
+
+    >>> import ember
+    >>> ember.zeros(2, 3).t().dim_order()
+    (1, 0)
+    """
+    strides, sizes = self.stride(), tuple(self.shape)
+    # equal strides (a size-1 dim beside another): the larger dim is the outer one
+    return tuple(sorted(range(self.dim()), key=lambda d: (-strides[d], -sizes[d])))
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """The first ``size`` rows of ``nonzero(input)``, padded with ``fill_value`` rows when there
+    are fewer (a result of fixed shape).
+
+    >>> import ember
+    >>> ember.nonzero_static(ember.tensor([0, 3, 0, 5]), size=3).flatten().tolist()
+    [1, 3, -1]
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+    nz = _C.nonzero(input)
+    if nz.shape[0] >= size:
+        return nz[:size].contiguous()
+    pad = _C.full((size - nz.shape[0], nz.shape[1]), fill_value, dtype=nz.dtype)
+    return _C.cat([nz, pad], 0)
+
+
+def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    """``chunk`` (PyTorch's variant without view tracking; here the same views).
+
+    >>> import ember
+    >>> [t.tolist() for t in ember.unsafe_chunk(ember.arange(4), 2)]
+    [[0, 1], [2, 3]]
+    """
+    return tuple(input.chunk(chunks, dim))
+
+
+def unsafe_split(input: Tensor, split_size: Any, dim: int = 0) -> tuple:
+    """``split`` (PyTorch's variant without view tracking; here the same views)."""
+    return tuple(input.split(split_size, dim))
+
+
+def unsafe_split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int = 0) -> tuple:
+    """``split`` with a list of sizes (PyTorch's variant without view tracking)."""
+    return tuple(input.split(list(split_sizes), dim))
+
+
+def polygamma(n: int, input: Tensor, *, out: Any = None) -> Tensor:
+    """The n-th derivative of digamma (``ember.special.polygamma``).
+
+    >>> import ember
+    >>> round(ember.polygamma(1, ember.tensor(1.0, dtype=ember.float64)).item(), 6)
+    1.644934
+    """
+    from ember import special
+
+    result = special.polygamma(n, input)
+    return result if out is None else out.copy_(result)
+
+
+def igamma(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
+    """The regularized lower incomplete gamma function (``ember.special.gammainc``)."""
+    from ember import special
+
+    result = special.gammainc(input, other)
+    return result if out is None else out.copy_(result)
+
+
+def igammac(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
+    """The regularized upper incomplete gamma function (``ember.special.gammaincc``)."""
+    from ember import special
+
+    result = special.gammaincc(input, other)
+    return result if out is None else out.copy_(result)
+
+
+def _polygamma_method(self: Tensor, n: int) -> Tensor:
+    """``Tensor.polygamma(n)``: :func:`ember.polygamma` of this tensor."""
+    return polygamma(n, self)
+
+
+def _polygamma_(self: Tensor, n: int) -> Tensor:
+    """In-place ``Tensor.polygamma_(n)``."""
+    return self.copy_(polygamma(n, self))
+
+
 _TENSOR_ONLY = {
+    "polygamma": _polygamma_method, "polygamma_": _polygamma_,
+    "to_dense": _to_dense, "dim_order": _dim_order,
+    "new_empty_strided": _new_empty_strided, "index_reduce_": _index_reduce_,
     "geometric_": _geometric_, "log_normal_": _log_normal_, "cauchy_": _cauchy_,
     "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size, "put_": _put_,
     "prelu": _nn_method("prelu"), "hardshrink": _nn_method("hardshrink"),
@@ -1547,6 +1793,10 @@ _TENSOR_ONLY = {
 
 
 _FUNCTIONS = {
+    "index_reduce": index_reduce, "histogram": histogram, "nonzero_static": nonzero_static,
+    "polygamma": polygamma, "igamma": igamma, "igammac": igammac,
+    "unsafe_chunk": unsafe_chunk, "unsafe_split": unsafe_split,
+    "unsafe_split_with_sizes": unsafe_split_with_sizes,
     "diag": diag, "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace,
     "tril_indices": tril_indices, "triu_indices": triu_indices,
     "cartesian_prod": cartesian_prod, "combinations": combinations, "block_diag": block_diag,
@@ -1575,7 +1825,9 @@ _FUNCTIONS = {
 
 # Tensor methods PyTorch has for these (the function with the tensor first)
 _METHODS = (
-    "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
+    "index_reduce", "histogram", "nonzero_static", "unsafe_chunk", "unsafe_split", "igamma",
+    "igammac",
+    "unsafe_split_with_sizes", "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
     "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
     "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
@@ -1588,7 +1840,7 @@ _METHODS = (
 _INPLACE = (
     "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "sgn", "gcd", "lcm",
-    "i0", "ldexp", "mvlgamma",
+    "i0", "ldexp", "mvlgamma", "erfc", "igamma", "igammac",
 )
 
 

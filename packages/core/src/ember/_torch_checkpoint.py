@@ -10,6 +10,16 @@ fixed list of names (the tensor and parameter rebuild functions, the storage typ
 and scalar reconstructors), each mapped to ember or NumPy code; any other global (a pickled class, a function) is refused with
 ``pickle.UnpicklingError``. So loading a file never imports or runs code named by the file.
 Whole pickled modules (``torch.save(model)``) therefore do not load; save the ``state_dict()``.
+
+The legacy format (``torch.save(obj, f, _use_new_zipfile_serialization=False)``, and files from
+PyTorch before 1.6) is one stream instead of an archive: five pickles in a row (a magic number,
+the protocol version 1001, a dict describing the writer's byte order and type sizes, the object
+tree, the sorted list of storage keys), then each listed storage's data: an int64 element count
+and the elements, little-endian. Its persistent ids have a sixth field, an old-style view of
+another storage (``(view key, offset, size)`` in elements) or None. The object's pickle comes
+before the data it refers to, so it is read twice: once to learn the storages (allocated, still
+empty), once more after their bytes are read, to build the tensors (and move them where
+``map_location`` says) from filled storages. Read by the same restricted unpickler.
 """
 
 from __future__ import annotations
@@ -163,6 +173,8 @@ class _Loader:
     def find(self, module: str, name: str) -> Any:
         import ember
 
+        if module == "__builtin__":  # protocol 2 pickles name the builtins as Python 2 did
+            module = "builtins"
         full = f"{module}.{name}"
         table: dict[str, Callable[..., Any] | Any] = {
             "torch._utils._rebuild_tensor_v2": self.rebuild_tensor,
@@ -191,6 +203,10 @@ class _Loader:
             "state_dict() instead")
 
     def load(self, pickle_load_args: dict) -> Any:
+        return self.load_from(io.BytesIO(self.zf.read(f"{self.prefix}data.pkl")),
+                              pickle_load_args)
+
+    def load_from(self, stream: io.BytesIO, pickle_load_args: dict) -> Any:
         loader = self
 
         class _Unpickler(pickle.Unpickler):
@@ -200,8 +216,7 @@ class _Loader:
             def persistent_load(self, pid: Any) -> Any:
                 return loader.persistent_load(pid)
 
-        data = self.zf.read(f"{self.prefix}data.pkl")
-        return _Unpickler(io.BytesIO(data), **pickle_load_args).load()
+        return _Unpickler(stream, **pickle_load_args).load()
 
 
 def _numpy_global(module: str, name: str) -> Any:
@@ -248,3 +263,156 @@ def load_torch_zip(data: bytes, name: str, map_location: Any, pickle_load_args: 
         if isinstance(exc, pickle.UnpicklingError) and "needs the global" in str(exc):
             raise
         raise CheckpointError(f"{name}: corrupt PyTorch checkpoint ({exc})") from None
+
+
+# ---- the legacy (non-zip) format --------------------------------------------------------------
+
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+_LEGACY_PROTOCOL = 1001
+
+
+def is_torch_legacy(head: bytes) -> bool:
+    """Whether data may be a legacy PyTorch checkpoint: a pickle stream (PROTO opcode, protocol
+    2 to 5), checked further against the magic number by :func:`load_torch_legacy`."""
+    return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Reads the legacy header's pickles: numbers, strings, lists and dicts only."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"unexpected global {module}.{name} in a checkpoint header")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("unexpected persistent id in a checkpoint header")
+
+
+class _LegacyLoader(_Loader):
+    """_Loader's tensor building over the storages of a legacy stream (see the module
+    docstring)."""
+
+    def __init__(self, name: str, map_location: Any, size: int) -> None:
+        self.name, self.map_location, self.size = name, map_location, size
+        self.storages = {}
+        self.roots: dict[str, _Storage] = {}  # the storages whose data the file holds
+        self.byteorder = "little"
+        self.placing = False  # the first reading builds throwaway tensors: nothing is moved
+
+    def persistent_load(self, saved_id: Any) -> _Storage:
+        import ember
+
+        if not (isinstance(saved_id, tuple) and len(saved_id) == 6 and saved_id[0] == "storage"):
+            raise pickle.UnpicklingError(f"{self.name}: unsupported persistent id {saved_id!r} "
+                                         "(only storages are expected)")
+        _, stype, key, location, numel, view = saved_id
+        if not isinstance(stype, _StorageType):
+            raise pickle.UnpicklingError(f"{self.name}: storage of unknown type {stype!r}")
+        key = str(key)
+        itemsize = _C.empty(0, dtype=_dtype(stype.dtype)).itemsize
+        if key not in self.storages:
+            if not isinstance(numel, int) or numel < 0 or numel * itemsize > self.size:
+                raise self.error(f"storage {key} claims {numel!r} {stype.dtype} elements, more "
+                                 f"than the file's {self.size} bytes can hold")
+            root = _Storage(ember.zeros(numel * itemsize, dtype=ember.uint8), stype.dtype,
+                            str(location))
+            self.storages[key] = self.roots[key] = root
+        if view is None:
+            return self.storages[key]
+        if not (isinstance(view, tuple) and len(view) == 3):
+            raise pickle.UnpicklingError(f"{self.name}: malformed storage view {view!r}")
+        view_key, offset, size = str(view[0]), view[1], view[2]
+        if view_key not in self.storages:
+            root = self.storages[key]
+            n = root.raw.numel() // itemsize
+            if not (isinstance(offset, int) and isinstance(size, int) and 0 <= offset and
+                    0 <= size and offset + size <= n):
+                raise self.error(f"storage view {view_key} (offset {offset!r}, size {size!r}) "
+                                 f"reaches past its storage {key} of {n} elements")
+            raw = root.raw[offset * itemsize:(offset + size) * itemsize]
+            self.storages[view_key] = _Storage(raw, root.dtype, root.location)
+        return self.storages[view_key]
+
+    def place(self, t: Tensor, location: str) -> Tensor:
+        return super().place(t, location) if self.placing else t
+
+    def read_data(self, stream: io.BytesIO, keys: Any) -> None:
+        """Fills the listed storages from the stream, where their data follows the key list."""
+        if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+            raise self.error("corrupt legacy PyTorch checkpoint: the storage key list is "
+                             f"malformed ({type(keys).__name__})")
+        missing = sorted(set(self.roots) - set(keys))
+        if missing:
+            raise self.error(f"corrupt legacy PyTorch checkpoint: storages {missing} are used "
+                             "but their data is not in the file")
+        view = stream.getbuffer()
+        pos = stream.tell()
+        try:
+            for key in keys:
+                if key not in self.roots:
+                    raise self.error(f"corrupt legacy PyTorch checkpoint: the storage list "
+                                     f"names {key!r}, which no tensor uses")
+                storage = self.roots[key]
+                nbytes = storage.raw.numel()
+                if pos + 8 > len(view):
+                    raise self.error(f"truncated legacy PyTorch checkpoint: storage {key}'s "
+                                     f"header at byte {pos} is past the end ({len(view)} bytes)")
+                count = int.from_bytes(view[pos:pos + 8], "little", signed=True)
+                itemsize = _C.empty(0, dtype=_dtype(storage.dtype)).itemsize
+                if count * itemsize != nbytes:
+                    raise self.error(f"corrupt legacy PyTorch checkpoint: storage {key} holds "
+                                     f"{count} elements, but its tensors say "
+                                     f"{nbytes // itemsize}")
+                pos += 8
+                if pos + nbytes > len(view):
+                    raise self.error(f"truncated legacy PyTorch checkpoint: storage {key} needs "
+                                     f"bytes [{pos}, {pos + nbytes}), the file has {len(view)}")
+                if nbytes:
+                    memoryview(storage.raw)[:] = view[pos:pos + nbytes]
+                pos += nbytes
+        finally:
+            view.release()
+
+
+def load_torch_legacy(data: bytes, name: str, map_location: Any, pickle_load_args: dict) -> Any:
+    """The object a legacy (non-zip) PyTorch checkpoint holds (see the module docstring)."""
+    from ember.serialization import CheckpointError
+
+    stream = io.BytesIO(data)
+
+    def header(what: str) -> Any:
+        try:
+            return _PlainUnpickler(stream, **pickle_load_args).load()
+        except Exception as exc:  # any failure of a corrupt stream's opcodes or values
+            raise CheckpointError(f"{name}: truncated or corrupt legacy PyTorch checkpoint: "
+                                  f"cannot read {what} ({type(exc).__name__}: {exc})") from None
+
+    if header("the magic number") != _LEGACY_MAGIC:
+        raise CheckpointError(f"{name}: a pickle but not a PyTorch checkpoint (bad magic "
+                              "number)")
+    version = header("the protocol version")
+    if version != _LEGACY_PROTOCOL:
+        raise CheckpointError(f"{name}: legacy PyTorch checkpoint of protocol version "
+                              f"{version!r}; ember reads version {_LEGACY_PROTOCOL}")
+    info = header("the system info")
+    if isinstance(info, dict) and info.get("little_endian") is False:
+        raise CheckpointError(f"{name}: a legacy PyTorch checkpoint written on a big-endian "
+                              "machine, which ember does not read")
+    loader = _LegacyLoader(name, map_location, len(data))
+    start = stream.tell()
+
+    def read_object() -> Any:
+        stream.seek(start)
+        try:
+            return loader.load_from(stream, pickle_load_args)
+        except CheckpointError:
+            raise
+        except Exception as exc:  # any failure of a corrupt stream's opcodes or values
+            if isinstance(exc, pickle.UnpicklingError) and "needs the global" in str(exc):
+                raise
+            raise CheckpointError(f"{name}: truncated or corrupt legacy PyTorch checkpoint "
+                                  f"({type(exc).__name__}: {exc})") from None
+
+    read_object()  # learns the storages
+    loader.read_data(stream, header("the storage key list"))
+    loader.placing = True
+    return read_object()

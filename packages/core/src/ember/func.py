@@ -1,6 +1,6 @@
 """Function transforms with ``torch.func``'s names and semantics: ``grad``, ``grad_and_value``,
-``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap`` (by a loop),
-``functional_call`` and ``stack_module_state``.
+``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap`` (by a loop), ``linearize``,
+``functionalize``, ``functional_call`` and ``stack_module_state``.
 
 They take a Python function and return a new function (or, for vjp/jvp, evaluate at a point).
 Arguments may be tensors or nested tuples/lists/dicts of tensors ("pytrees"); results have the
@@ -28,7 +28,7 @@ from ember.autograd.functional import _forward_product, _grad, _jacobian_cols, _
 from ember.autograd.grad_mode import enable_grad
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
-           "functional_call", "stack_module_state"]
+           "functional_call", "stack_module_state", "linearize", "functionalize"]
 
 # ---- pytrees: nested tuples / lists / dicts with tensor (or other) leaves ----------------------
 
@@ -625,3 +625,46 @@ def stack_module_state(models: Any) -> tuple[dict, dict]:
     params = stacked(lambda m: m.named_parameters(), True)
     buffers = stacked(lambda m: m.named_buffers(), False)
     return params, buffers
+
+
+def linearize(func: Callable, *primals: Any) -> tuple[Any, Callable]:
+    """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is the Jacobian-vector product of
+    ``func`` at ``primals`` (each call evaluates it forward-mode at that point again).
+
+    >>> import ember
+    >>> from ember.func import linearize
+    >>> out, jvp_fn = linearize(lambda x: x.sin(), ember.tensor([0.0, 1.0]))
+    >>> [round(v, 4) for v in jvp_fn(ember.ones(2)).tolist()]
+    [1.0, 0.5403]
+    """
+    output = func(*primals)
+
+    def jvp_fn(*tangents: Any) -> Any:
+        if len(tangents) != len(primals):
+            raise RuntimeError(f"linearize: jvp_fn expected {len(primals)} tangents (one per "
+                               f"primal), got {len(tangents)}")
+        return jvp(func, tuple(primals), tuple(tangents))[1]
+
+    return output, jvp_fn
+
+
+def functionalize(func: Callable, *, remove: str = "mutations") -> Callable:
+    """``func`` as a function without visible mutations of its inputs' aliases: ember runs
+    eagerly and tracks in-place ops itself, so the functionalized function computes exactly what
+    ``func`` does (what PyTorch's transform guarantees); ``remove`` is ``"mutations"`` or
+    ``"mutations_and_views"``.
+
+    >>> import ember
+    >>> from ember.func import functionalize
+    >>> functionalize(lambda x: x.add_(1))(ember.zeros(2)).tolist()
+    [1.0, 1.0]
+    """
+    if remove not in ("mutations", "mutations_and_views"):
+        raise RuntimeError(f"functionalize: remove must be 'mutations' or "
+                           f"'mutations_and_views', got {remove!r}")
+
+    @functools.wraps(func)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return wrapped

@@ -652,7 +652,8 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
          weights_only: bool | None = True, mmap: bool | None = False,
          **pickle_load_args: Any) -> Any:
     """Loads what :func:`save` wrote, a safetensors file (as a dict of tensors), or a
-    checkpoint PyTorch's ``torch.save`` wrote in its zip format (state dicts, optimizer states,
+    checkpoint PyTorch's ``torch.save`` wrote, in its zip format or its legacy one
+    (``_use_new_zipfile_serialization=False``; state dicts, optimizer states,
     containers of tensors and numbers; read by an unpickler that builds only those, so the file
     never runs code: see ``ember._torch_checkpoint``).
 
@@ -706,11 +707,16 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
 
                 return _torch_checkpoint.load_torch_zip(src.read(0, src.size, "the archive"),
                                                         src.name, map_location, pickle_load_args)
-            if head[:2] == b"\x80\x02":
-                raise src.error("this is a pickle-based PyTorch checkpoint in the legacy format "
-                                "(_use_new_zipfile_serialization=False); ember.load reads "
-                                "PyTorch's zip format only: save it again with torch.save's "
-                                "defaults, or convert it to safetensors")
+            from ember import _torch_checkpoint
+
+            if _torch_checkpoint.is_torch_legacy(head):  # PyTorch's legacy stream format
+                if mmap:
+                    raise src.error("mmap=True needs a checkpoint in PyTorch's zip format; "
+                                    "this one is in the legacy format "
+                                    "(_use_new_zipfile_serialization=False)")
+                return _torch_checkpoint.load_torch_legacy(
+                    src.read(0, src.size, "the checkpoint"), src.name, map_location,
+                    pickle_load_args)
             if len(head) < _PRELUDE.size and _MAGIC.startswith(head):
                 raise src.error(f"truncated file: only {src.size} bytes")
             raise src.error("not an ember checkpoint (bad magic bytes)")

@@ -2,7 +2,9 @@
 differentiable: logistic and error functions, the gamma family (``gammaln``, ``digamma``/``psi``,
 ``gammainc``/``gammaincc``), ``xlogy``/``xlog1py``/``entr``, the normal CDF family (``ndtr``,
 ``ndtri``, ``log_ndtr``), ``sinc``, the modified Bessel functions ``i0``/``i0e``/``i1``/``i1e``,
-``multigammaln`` and the usual aliases (``expit``, ``exp2``, ``logsumexp`` ...).
+``multigammaln``, ``erfcx``, ``spherical_bessel_j0``, the Hurwitz ``zeta`` and ``polygamma``, and
+the usual aliases (``modified_bessel_i0``/``i1``, ``expit``,
+``exp2``, ``logsumexp`` ...).
 ``ember.lgamma``, ``ember.digamma`` and ``ember.xlogy`` (and the tensor methods) are these too.
 
 >>> import ember
@@ -26,7 +28,8 @@ __all__ = [
     "expit", "logit", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi", "gammainc",
     "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc", "exp2", "expm1",
     "log1p", "logsumexp", "softmax", "log_softmax", "round", "i0", "i0e", "i1", "i1e",
-    "multigammaln",
+    "multigammaln", "zeta", "polygamma", "erfcx", "modified_bessel_i0", "modified_bessel_i1",
+    "spherical_bessel_j0",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -62,6 +65,27 @@ def erf(input: Tensor) -> Tensor:
 def erfc(input: Tensor) -> Tensor:
     """The complementary error function ``1 - erf(x)``."""
     return ember.erfc(_float(_tensor("erfc", input)))
+
+
+def erfcx(input: Tensor) -> Tensor:
+    """The scaled complementary error function exp(x^2) erfc(x), finite for large x (where it
+    is 1 / (sqrt(pi) K(x)), K the continued fraction of :func:`ember.erfc`); computed in
+    float64.
+
+    >>> import ember
+    >>> f"{erfcx(ember.tensor(30.0, dtype=ember.float64)).item():.10f}"
+    '0.0187958889'
+    """
+    x0 = _float(_tensor("erfcx", input))
+    x = x0.to(ember.float64)
+    z = x.clamp(min=3.0)
+    k = z
+    for j in range(32, 0, -1):
+        k = z + (j / 2) / k
+    tail = 1.0 / (math.sqrt(math.pi) * k)
+    xs = ember.where(x > 3.0, ember.zeros_like(x), x)
+    near = (xs * xs).exp() * (1 - xs.erf())
+    return ember.where(x > 3.0, tail, near).to(x0.dtype)
 
 
 def erfinv(input: Tensor) -> Tensor:
@@ -172,8 +196,12 @@ def log_ndtr(input: Tensor) -> Tensor:
     '-203.9172'
     """
     x = _float(_tensor("log_ndtr", input))
-    direct = (0.5 * (1 + (ember.where(x < -5, ember.zeros_like(x), x) / _SQRT2).erf())).log()
-    return ember.where(x < -5, _log_ndtr_tail(x), direct)
+    t = x * (1 / _SQRT2)
+    # left of -1: log(erfc(-t) / 2) (erfc is accurate in its tail); from -1 on:
+    # log1p(-erfc(t) / 2), which keeps the tiny negative values log(Phi(x)) rounds to 0
+    left = (0.5 * ember.erfc(-ember.where(x < -1, t, ember.full_like(t, -1.0)))).log()
+    right = ember.log1p(-0.5 * ember.erfc(ember.where(x >= -1, t, ember.zeros_like(t))))
+    return ember.where(x < -5, _log_ndtr_tail(x), ember.where(x < -1, left, right))
 
 
 def sinc(input: Tensor) -> Tensor:
@@ -317,3 +345,108 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
                            f"{(p - 1) / 2}")
     j = ember.arange(p, dtype=x.dtype, device=x.device)
     return (x.unsqueeze(-1) - j / 2).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
+# Euler-Maclaurin correction coefficients of the Hurwitz zeta tail: (2j)! / B_2j
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+           7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+           -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+
+
+def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
+    """The Hurwitz zeta function sum_k (other + k)^-input (the Riemann zeta at other = 1):
+    direct terms until other + k > 9, then the Euler-Maclaurin tail, in float64. inf at
+    input = 1 or at a non-positive integer ``other``; NaN for input < 1 and for a negative
+    ``other`` with a non-integer input. Differentiable in ``other``.
+
+    >>> import ember
+    >>> f"{zeta(ember.tensor(2.0, dtype=ember.float64), 1.0).item():.10f}"  # pi^2 / 6
+    '1.6449340668'
+    """
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise TypeError("special.zeta(): expected at least one Tensor argument")
+    ref = input if isinstance(input, Tensor) else other
+    dtype = ref.dtype if ref.is_floating_point() else ember.get_default_dtype()
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        dtype = ember.promote_types(input.dtype, other.dtype)
+        if not dtype.is_floating_point:
+            dtype = ember.get_default_dtype()
+    x = (input if isinstance(input, Tensor) else ember.tensor(float(input))).to(ember.float64)
+    q = (other if isinstance(other, Tensor) else ember.tensor(float(other))).to(ember.float64)
+    x, q = ember.broadcast_tensors(x, q)
+    # enough direct terms that every other + k passes 9 (bounded: huge negative q is NaN/inf
+    # territory anyway for non-integer x)
+    qmin = float(q.detach().min()) if q.numel() else 0.0
+    extra = 0 if not math.isfinite(qmin) else int(min(max(0.0, math.ceil(9.0 - qmin)), 1e5))
+    n = max(9, extra)
+    total = q.pow(-x)
+    a = q
+    for _ in range(n):
+        a = a + 1.0
+        total = total + a.pow(-x)
+    b = a.pow(-x)
+    total = total + b * a / (x - 1.0) - 0.5 * b
+    fact = ember.ones_like(x)
+    k = 0.0
+    for coef in _ZETA_A:
+        fact = fact * (x + k)
+        b = b / a
+        total = total + fact * b / coef
+        k += 1.0
+        fact = fact * (x + k)
+        b = b / a
+        k += 1.0
+    inf = ember.full_like(total, math.inf)
+    nan = ember.full_like(total, math.nan)
+    q_int = q == ember.floor(q)
+    out = ember.where(x == 1.0, inf, total)
+    out = ember.where(x < 1.0, nan, out)
+    out = ember.where((q <= 0) & q_int & (x >= 1.0), inf, out)
+    out = ember.where((q < 0) & ~q_int & (x != ember.floor(x)), nan, out)
+    return out.to(dtype)
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """The n-th derivative of the digamma function: ``digamma`` for n = 0, else
+    (-1)^(n+1) n! zeta(n + 1, input). Differentiable (its derivative is polygamma(n + 1)).
+
+    >>> import ember
+    >>> f"{polygamma(1, ember.tensor(1.0, dtype=ember.float64)).item():.8f}"  # pi^2 / 6
+    '1.64493407'
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"polygamma(): n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError(f"polygamma(n, x) does not support negative n, got n = {n}")
+    x = _float(_tensor("polygamma", input))
+    if n == 0:
+        return digamma(x)
+    sign = 1.0 if n % 2 == 1 else -1.0
+    return (sign * math.factorial(n)) * zeta(float(n + 1), x)
+
+
+def modified_bessel_i0(input: Tensor) -> Tensor:
+    """``i0`` under the name of PyTorch's Bessel-function family."""
+    return i0(input)
+
+
+def modified_bessel_i1(input: Tensor) -> Tensor:
+    """``i1`` under the name of PyTorch's Bessel-function family."""
+    return i1(input)
+
+
+def spherical_bessel_j0(input: Tensor) -> Tensor:
+    """The spherical Bessel function of the first kind of order 0, sin(x) / x (1 at 0; its
+    Taylor series 1 - x^2/6 + x^4/120 for |x| < 1e-3, where the quotient loses digits).
+
+    >>> import ember
+    >>> f"{spherical_bessel_j0(ember.tensor(1.0, dtype=ember.float64)).item():.8f}"
+    '0.84147098'
+    """
+    x = _float(_tensor("spherical_bessel_j0", input))
+    small = x.abs() < 1e-3
+    safe = ember.where(small, ember.ones_like(x), x)
+    x2 = x * x
+    series = 1 - x2 / 6 + x2 * x2 / 120
+    out = ember.where(small, series, safe.sin() / safe)
+    return ember.where(x.isinf(), ember.zeros_like(x), out)  # sin(x) / x -> 0

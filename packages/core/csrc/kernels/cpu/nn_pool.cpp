@@ -424,7 +424,109 @@ Tensor avg_pool_backward_run(const char* op, const Tensor& grad, const DimVector
   return gi;
 }
 
+// Fractional max pooling (Graham, 2014): along a spatial dim of input size `in`, kernel `ks`
+// and output size `o`, window i starts at floor((i + u) * a) - floor(u * a) with
+// a = (in - ks) / (o - 1) and u the plane's sample for that dim; the last window ends at the
+// input's end. The arithmetic is done in the input's dtype, each step rounded to it, so that the
+// same samples give the same windows as PyTorch in every dtype.
+template <class T>
+std::vector<int64_t> fractional_starts(const char* op, T u, int64_t in, int64_t ks, int64_t o) {
+  using A = opmath_t<T>;
+  // Checked first: a NaN or huge sample would make the integer conversions below undefined.
+  const A ua = static_cast<A>(u);
+  EMBER_CHECK_KIND(ua >= A(0) && ua <= A(1), Value, op,
+                   ": _random_samples must lie in [0, 1], got ", static_cast<double>(ua));
+  std::vector<int64_t> starts(o);
+  const int64_t last = in - ks;
+  if (o > 1) {
+    const T alpha = static_cast<T>(static_cast<A>(static_cast<T>(last)) /
+                                   static_cast<A>(static_cast<T>(o - 1)));
+    const int64_t base = static_cast<int64_t>(static_cast<T>(static_cast<A>(u) * A(alpha)));
+    for (int64_t i = 0; i + 1 < o; ++i) {
+      const T t = static_cast<T>(static_cast<A>(static_cast<T>(i)) + static_cast<A>(u));
+      starts[i] = static_cast<int64_t>(static_cast<T>(static_cast<A>(t) * A(alpha))) - base;
+    }
+  }
+  starts[o - 1] = last;
+  for (int64_t& s : starts) s = std::min(std::max<int64_t>(s, 0), last);  // rounding at u = 1
+  return starts;
+}
+
 }  // namespace
+
+std::tuple<Tensor, Tensor> _fractional_max_pool(const Tensor& self, const DimVector& kernel_size,
+                                                const DimVector& output_size,
+                                                const Tensor& random_samples) {
+  const char* op = "fractional_max_pool";
+  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
+                   dtype_name(self->dtype()));
+  EMBER_CHECK_KIND(random_samples->dtype() == self->dtype(), Type, op,
+                   ": expected _random_samples of the input's dtype ", dtype_name(self->dtype()),
+                   ", got ", dtype_name(random_samples->dtype()));
+  EMBER_CHECK(random_samples->device() == self->device(), op,
+              ": _random_samples must be on the input's device");
+  const nn::PoolDims pd = nn::fractional_pool_dims(op, self->sizes(), kernel_size, output_size,
+                                                   random_samples->sizes());
+  const int64_t k = pd.k;
+  Tensor x = nn::contig(self);
+  Tensor u = nn::contig(random_samples);
+  Tensor out = ember::empty(pd.out_shape, x->dtype(), x->device());
+  Tensor idx = ember::empty(pd.out_shape, ScalarType::Int64, x->device());
+  if (out->numel() == 0) return {out, idx};
+  EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const T* px = x->data_as<T>();
+    const T* pu = u->data_as<T>();
+    T* po = out->data_as<T>();
+    int64_t* pi = idx->data_as<int64_t>();
+    const int64_t D = pd.in[0], H = pd.in[1], W = pd.in[2];
+    const int64_t P = D * H * W, Q = pd.out[0] * pd.out[1] * pd.out[2];
+    // The sample of spatial dim j (0: depth, 1: height, 2: width): PyTorch's order is (W, H) for
+    // 2-d pooling and (D, H, W) for 3-d.
+    auto sample_of = [k](int64_t j) { return k == 2 ? 2 - j : j; };
+    // Window starts of every plane first (they may raise), then the planes in parallel.
+    std::vector<std::vector<int64_t>> starts(pd.planes * 3);
+    for (int64_t pl = 0; pl < pd.planes; ++pl)
+      for (int64_t j = 0; j < 3; ++j)
+        starts[pl * 3 + j] = j < 3 - k ? std::vector<int64_t>{0}
+                                       : fractional_starts<T>(op, pu[pl * k + sample_of(j)],
+                                                              pd.in[j], pd.ks[j], pd.out[j]);
+    const int64_t kd = pd.ks[0], kh = pd.ks[1], kw = pd.ks[2];
+    const int64_t work = std::max<int64_t>(Q * kd * kh * kw, 1);
+    parallel_for(0, pd.planes, std::max<int64_t>(1, kPointwiseGrain / work),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t pl = b; pl < e; ++pl) {
+                     const T* xp = px + pl * P;
+                     const std::vector<int64_t>&sd = starts[pl * 3], &sh = starts[pl * 3 + 1],
+                           &sw = starts[pl * 3 + 2];
+                     int64_t q = pl * Q;
+                     for (int64_t od = 0; od < pd.out[0]; ++od)
+                       for (int64_t oh = 0; oh < pd.out[1]; ++oh)
+                         for (int64_t ow = 0; ow < pd.out[2]; ++ow, ++q) {
+                           // The first maximum in window order wins, and the last NaN;
+                           // branch-free updates (select_bits), as in max_window.
+                           const int64_t first = (sd[od] * H + sh[oh]) * W + sw[ow];
+                           A best = static_cast<A>(xp[first]);
+                           int64_t arg = first;
+                           for (int64_t d = 0; d < kd; ++d)
+                             for (int64_t h = 0; h < kh; ++h) {
+                               const int64_t row = first + (d * H + h) * W;
+                               for (int64_t w = (d == 0 && h == 0) ? 1 : 0; w < kw; ++w) {
+                                 const A v = static_cast<A>(xp[row + w]);
+                                 const bool take = (v > best) | (v != v);
+                                 best = select_bits(take, v, best);
+                                 arg = select_bits(take, row + w, arg);
+                               }
+                             }
+                           po[q] = static_cast<T>(best);
+                           pi[q] = arg;
+                         }
+                   }
+                 });
+  });
+  return {out, idx};
+}
 
 std::tuple<Tensor, Tensor> _max_pool(const Tensor& self, const DimVector& kernel_size,
                                      const DimVector& stride, const DimVector& padding,

@@ -21,6 +21,7 @@ from ember.distributions.categorical import Categorical
 from ember.distributions.cauchy import Cauchy
 from ember.distributions.chi2 import Chi2
 from ember.distributions.constraint_registry import biject_to, transform_to
+from ember.distributions.continuous_bernoulli import ContinuousBernoulli
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
 from ember.distributions.exp_family import ExponentialFamily
@@ -32,7 +33,9 @@ from ember.distributions.half_normal import HalfNormal
 from ember.distributions.independent import Independent
 from ember.distributions.inverse_gamma import InverseGamma
 from ember.distributions.kl import kl_divergence, register_kl
+from ember.distributions.kumaraswamy import Kumaraswamy
 from ember.distributions.laplace import Laplace
+from ember.distributions.lkj_cholesky import LKJCholesky
 from ember.distributions.log_normal import LogNormal
 from ember.distributions.logistic_normal import LogisticNormal
 from ember.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
@@ -69,6 +72,7 @@ from ember.distributions.transforms import (
     identity_transform,
 )
 from ember.distributions.uniform import Uniform
+from ember.distributions.von_mises import VonMises
 from ember.distributions.weibull import Weibull
 
 __all__ = [
@@ -121,7 +125,7 @@ __all__ = [
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
-    "Uniform",
+    "Uniform", "VonMises", "ContinuousBernoulli", "Kumaraswamy", "LKJCholesky",
     "Weibull",
     "biject_to",
     "constraints",

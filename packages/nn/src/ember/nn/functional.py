@@ -35,6 +35,8 @@ __all__ = [
     "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "adaptive_max_pool3d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
     "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+    "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
+    "fractional_max_pool3d_with_indices",
     # normalization
     "batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize",
     "local_response_norm",
@@ -1007,6 +1009,92 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any,
     return _C.adaptive_max_pool3d(input, _adaptive_size("adaptive_max_pool3d", input, output_size, 3))
 
 
+def _fractional_max_pool(nd: int, input: Tensor, kernel_size: Any, output_size: Any,
+                         output_ratio: Any, _random_samples: Tensor | None
+                         ) -> tuple[Tensor, Tensor]:
+    op = f"fractional_max_pool{nd}d"
+    names = "(N, C, H, W) or (C, H, W)" if nd == 2 else "(N, C, D, H, W) or (C, D, H, W)"
+    _check_dim(op, input, (nd + 1, nd + 2), names)
+    k = _tuple(kernel_size, nd, "kernel_size", op)
+    if output_size is None:
+        if output_ratio is None:
+            raise ValueError(f"{op} requires specifying either an output_size or an "
+                             "output_ratio")
+        ratios = [output_ratio] * nd if isinstance(output_ratio, (int, float)) \
+            else list(output_ratio)
+        if len(ratios) == 1:
+            ratios = ratios * nd
+        if len(ratios) != nd or not all(isinstance(r, (int, float)) for r in ratios):
+            raise ValueError(f"{op}: output_ratio must be a number or a tuple of {nd} numbers, "
+                             f"got {output_ratio!r}")
+        spatial = _shape(input)[-nd:]
+        size = [int(spatial[i] * float(ratios[i])) for i in range(nd)]
+    else:
+        size = _tuple(output_size, nd, "output_size", op)
+    if _random_samples is None:
+        batch = 1 if input.ndim == nd + 1 else input.shape[0]
+        _random_samples = ember.rand(batch, input.shape[-nd - 1], nd, dtype=input.dtype,
+                                     device=input.device)
+    elif not isinstance(_random_samples, Tensor):
+        raise TypeError(f"{op}: _random_samples must be a Tensor, got "
+                        f"{type(_random_samples).__name__}")
+    return _C._fractional_max_pool(input, k, size, _random_samples)
+
+
+def fractional_max_pool2d_with_indices(input: Tensor, kernel_size: Any, output_size: Any = None,
+                                       output_ratio: Any = None, return_indices: bool = False,
+                                       _random_samples: Tensor | None = None
+                                       ) -> tuple[Tensor, Tensor]:
+    """:func:`fractional_max_pool2d` returning ``(output, indices)`` (flat ``h * W + w``)."""
+    return _fractional_max_pool(2, input, kernel_size, output_size, output_ratio,
+                                _random_samples)
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size: Any, output_size: Any = None,
+                          output_ratio: Any = None, return_indices: bool = False,
+                          _random_samples: Tensor | None = None) -> Any:
+    """Fractional max pooling (Graham, 2014) of (N, C, H, W) or (C, H, W) input: ``output_size``
+    (or ``output_ratio`` times the input size) windows of ``kernel_size``, whose starts step
+    pseudo-randomly by 1 or 2-ish positions. ``_random_samples`` (N, C, 2) in [0, 1), of the
+    input's dtype, fixes the windows (ordered (W, H) as in PyTorch); by default drawn with
+    ``ember.rand``.
+
+    >>> import ember
+    >>> x = ember.arange(16.0).reshape(1, 1, 4, 4)
+    >>> fractional_max_pool2d(x, 2, output_size=2, _random_samples=ember.zeros(1, 1, 2)).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+    out, idx = _fractional_max_pool(2, input, kernel_size, output_size, output_ratio,
+                                    _random_samples)
+    return (out, idx) if return_indices else out
+
+
+def fractional_max_pool3d_with_indices(input: Tensor, kernel_size: Any, output_size: Any = None,
+                                       output_ratio: Any = None, return_indices: bool = False,
+                                       _random_samples: Tensor | None = None
+                                       ) -> tuple[Tensor, Tensor]:
+    """:func:`fractional_max_pool3d` returning ``(output, indices)`` (flat
+    ``(d * H + h) * W + w``)."""
+    return _fractional_max_pool(3, input, kernel_size, output_size, output_ratio,
+                                _random_samples)
+
+
+def fractional_max_pool3d(input: Tensor, kernel_size: Any, output_size: Any = None,
+                          output_ratio: Any = None, return_indices: bool = False,
+                          _random_samples: Tensor | None = None) -> Any:
+    """Fractional max pooling of (N, C, D, H, W) or (C, D, H, W) input (see
+    :func:`fractional_max_pool2d`); ``_random_samples`` is (N, C, 3), ordered (D, H, W).
+
+    >>> import ember
+    >>> x = ember.arange(8.0).reshape(1, 1, 2, 2, 2)
+    >>> fractional_max_pool3d(x, 1, output_size=1, _random_samples=ember.zeros(1, 1, 3)).item()
+    7.0
+    """
+    out, idx = _fractional_max_pool(3, input, kernel_size, output_size, output_ratio,
+                                    _random_samples)
+    return (out, idx) if return_indices else out
+
+
 def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Max pooling of (N, C, D, H, W) input to output_size (None keeps that input size).
 
@@ -1493,7 +1581,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     """Resamples the spatial dims of (N, C, *spatial) input to ``size`` or by ``scale_factor``.
 
     Modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' and 'bicubic' (4-D),
-    'trilinear' (5-D), 'area' (adaptive average pooling); ``align_corners`` as PyTorch. With
+    'trilinear' (5-D), 'area' (adaptive average pooling); ``align_corners`` as PyTorch;
+    ``antialias=True`` (bilinear and bicubic) widens the filter when downsampling, as PIL and
+    PyTorch do. With
     ``scale_factor`` (and ``recompute_scale_factor`` not True) the kernels step through the input
     by 1 / scale_factor, as PyTorch's do; the upsample_* C++ ops do the work.
 
@@ -1527,8 +1617,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         align_corners = False
     elif align_corners is None:
         align_corners = False
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise ValueError("interpolate: anti-alias option is restricted to bilinear and bicubic "
+                         f"modes and requires a 4-D tensor as input, got mode {mode!r}")
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: exactly one of size and scale_factor must be given")
     in_sizes = list(_shape(input)[2:])
@@ -1562,8 +1653,61 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         return _UPSAMPLE_NEAREST[nd](input, out_sizes, *scales)
     if mode == "nearest-exact":
         return _UPSAMPLE_NEAREST_EXACT[nd](input, out_sizes, *scales)
+    if antialias:
+        return _interpolate_aa(input, out_sizes, scales, mode, bool(align_corners))
     op = _C.upsample_bicubic2d if mode == "bicubic" else _UPSAMPLE_LINEAR[nd]
     return op(input, out_sizes, bool(align_corners), *scales)
+
+
+def _aa_weights(in_size: int, out_size: int, scale: float | None, bicubic: bool,
+                align_corners: bool) -> Any:
+    """The (out_size, in_size) resampling matrix of antialiased interpolation along one dim
+    (the separable filter of PIL's resize, which PyTorch's antialias mode follows): when
+    downsampling by s > 1 the triangle (bilinear) or Keys cubic (a = -0.5) filter is stretched
+    s times, so every input pixel under it contributes; each row is normalized to sum 1."""
+    import numpy as np
+
+    if align_corners:
+        ratio = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    else:
+        ratio = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+    interp = 4.0 if bicubic else 2.0
+    support = interp / 2 * ratio if ratio >= 1.0 else interp / 2
+    inv = 1.0 / ratio if ratio >= 1.0 else 1.0
+
+    def filt(x: Any) -> Any:
+        x = np.abs(x)
+        if not bicubic:
+            return np.maximum(0.0, 1.0 - x)
+        a = -0.5
+        return np.where(x < 1.0, ((a + 2) * x - (a + 3)) * x * x + 1,
+                        np.where(x < 2.0, (((x - 5) * x + 8) * x - 4) * a, 0.0))
+
+    w = np.zeros((out_size, in_size))
+    for i in range(out_size):
+        center = ratio * (i + 0.5)  # align_corners changes only the ratio
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), in_size)
+        taps = filt((np.arange(lo, hi) - center + 0.5) * inv)
+        total = taps.sum()
+        w[i, lo:hi] = taps / total if total != 0 else taps
+    return w
+
+
+def _interpolate_aa(input: Tensor, out_sizes: list, scales: list, mode: str,
+                    align_corners: bool) -> Tensor:
+    """Antialiased bilinear/bicubic resize of (N, C, H, W) input: the image multiplied by one
+    resampling matrix per spatial dim (differentiable through the matmuls)."""
+    if not input.is_floating_point():
+        raise NotImplementedError(f"interpolate: antialias=True is not implemented for "
+                                  f"{input.dtype} input (convert to a floating dtype first)")
+    bicubic = mode == "bicubic"
+    h, w = _shape(input)[2:]
+    wh = ember.from_numpy(_aa_weights(h, out_sizes[0], scales[0], bicubic, align_corners))
+    ww = ember.from_numpy(_aa_weights(w, out_sizes[1], scales[1], bicubic, align_corners))
+    wh = wh.to(dtype=input.dtype, device=input.device)
+    ww = ww.to(dtype=input.dtype, device=input.device)
+    return ember.matmul(ember.matmul(wh, input), ww.t())
 
 
 _UPSAMPLE_NEAREST = {1: _C.upsample_nearest1d, 2: _C.upsample_nearest2d,

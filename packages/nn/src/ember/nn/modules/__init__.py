@@ -1,5 +1,6 @@
 """The building blocks of ember.nn: Module, containers and layers."""
 
+from ember.nn.modules import utils  # noqa: F401  (torch.nn.modules.utils._pair without an import)
 from ember.nn.modules.activation import (  # noqa: F401
     CELU,
     ELU,
@@ -30,6 +31,7 @@ from ember.nn.modules.activation import (  # noqa: F401
     Tanhshrink,
     Threshold,
 )
+from ember.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401
 from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.batchnorm import (  # noqa: F401
     BatchNorm1d,
@@ -76,6 +78,11 @@ from ember.nn.modules.dropout import (  # noqa: F401
 )
 from ember.nn.modules.flatten import Flatten, Unflatten
 from ember.nn.modules.fold import Fold, Unfold
+from ember.nn.modules.instancenorm import (  # noqa: F401
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+)
 from ember.nn.modules.lazy import LazyModuleMixin
 from ember.nn.modules.linear import Bilinear, Identity, LazyLinear, Linear
 from ember.nn.modules.loss import (  # noqa: F401
@@ -142,6 +149,8 @@ from ember.nn.modules.pooling import (  # noqa: F401
     AvgPool1d,
     AvgPool2d,
     AvgPool3d,
+    FractionalMaxPool2d,
+    FractionalMaxPool3d,
     LPPool1d,
     LPPool2d,
     LPPool3d,
@@ -220,12 +229,18 @@ __all__ = [
     "AvgPool1d",
     "AvgPool2d",
     "AvgPool3d",
+    "AdaptiveLogSoftmaxWithLoss",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d",
     "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d",
     "AdaptiveMaxPool3d",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
     "LPPool1d",
     "LPPool2d",
     "LPPool3d",

@@ -294,6 +294,11 @@ class _LazyNormMixin(LazyModuleMixin):
             self.running_var = UninitializedBuffer(device=device, dtype=dtype)
             self.num_batches_tracked = ember.tensor(0, dtype=ember.int64, device=device)
 
+    def _lazy_num_features(self: Any, input: Tensor) -> int:
+        """The feature count the first input gives (its dim 1)."""
+        self._check_input_dim(input)
+        return int(input.shape[1])
+
     def reset_parameters(self: Any) -> None:
         if not self.has_uninitialized_params() and self.num_features != 0:
             super().reset_parameters()
@@ -304,10 +309,10 @@ class _LazyNormMixin(LazyModuleMixin):
         if not self.has_uninitialized_params():
             if self.num_features == 0:  # materialized by load_state_dict
                 t = self.weight if self.weight is not None else self.running_mean
-                self.num_features = int(t.shape[0]) if t is not None else int(input.shape[1])
+                self.num_features = int(t.shape[0]) if t is not None else \
+                    self._lazy_num_features(input)
             return
-        self._check_input_dim(input)
-        self.num_features = int(input.shape[1])
+        self.num_features = self._lazy_num_features(input)
         with ember.no_grad():
             if self.affine:
                 self.weight.materialize((self.num_features,))

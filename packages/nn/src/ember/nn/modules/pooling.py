@@ -17,7 +17,7 @@ __all__ = [
     "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d",
-    "MaxUnpool2d", "MaxUnpool3d",
+    "MaxUnpool2d", "MaxUnpool3d", "FractionalMaxPool2d", "FractionalMaxPool3d",
 ]
 
 
@@ -287,6 +287,61 @@ class AdaptiveMaxPool3d(_AdaptiveMaxPool):
 
     def forward(self, input: Tensor) -> Any:
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class _FractionalMaxPoolNd(Module):
+    _nd = 2
+
+    def __init__(self, kernel_size: Any, output_size: Any = None, output_ratio: Any = None,
+                 return_indices: bool = False, _random_samples: Tensor | None = None) -> None:
+        super().__init__()
+        nd, name = self._nd, type(self).__name__
+
+        def as_tuple(v: Any) -> tuple:
+            return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd
+
+        self.kernel_size = as_tuple(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = as_tuple(output_size) if output_size is not None else None
+        self.output_ratio = as_tuple(output_ratio) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling "
+                             "ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input: Tensor) -> Any:
+        f = F.fractional_max_pool2d if self._nd == 2 else F.fractional_max_pool3d
+        return f(input, self.kernel_size, self.output_size, self.output_ratio,
+                 self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Fractional max pooling of (N, C, H, W) or (C, H, W) input to ``output_size`` or
+    ``output_ratio`` (in (0, 1)) of the input size; a ``_random_samples`` buffer (N, C, 2) fixes
+    the windows, else each call draws them.
+
+    >>> import ember
+    >>> ember.nn.FractionalMaxPool2d(2, output_ratio=0.5)(ember.ones(1, 2, 8, 8)).shape
+    ember.Size([1, 2, 4, 4])
+    """
+
+    _nd = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Fractional max pooling of (N, C, D, H, W) or (C, D, H, W) input (see
+    :class:`FractionalMaxPool2d`); ``_random_samples`` is (N, C, 3).
+
+    >>> import ember
+    >>> ember.nn.FractionalMaxPool3d(2, output_size=3)(ember.ones(1, 1, 6, 6, 6)).shape
+    ember.Size([1, 1, 3, 3, 3])
+    """
+
+    _nd = 3
 
 
 class _LPPool(Module):

@@ -13,7 +13,7 @@ from itertools import repeat
 from typing import Any, Callable
 
 __all__ = ["_ntuple", "_single", "_pair", "_triple", "_quadruple", "_reverse_repeat_tuple",
-           "_list_with_default"]
+           "_list_with_default", "consume_prefix_in_state_dict_if_present"]
 
 
 def _ntuple(n: int, name: str = "parse") -> Callable[[Any], tuple]:
@@ -45,3 +45,27 @@ def _list_with_default(out_size: Any, defaults: list) -> list:
     if len(defaults) <= len(out_size):
         raise ValueError(f"Input dimension should be at least {len(out_size) + 1}")
     return [v if v is not None else d for v, d in zip(out_size, defaults[-len(out_size):])]
+
+
+def consume_prefix_in_state_dict_if_present(state_dict: dict, prefix: str) -> None:
+    """Strips ``prefix`` from the keys of ``state_dict`` that start with it, in place, and from
+    its ``_metadata`` keys (a checkpoint of a ``DataParallel``/``DistributedDataParallel`` model
+    loads into the bare model with ``prefix="module."``).
+
+    >>> import collections
+    >>> sd = collections.OrderedDict([("module.w", 1), ("b", 2)])
+    >>> consume_prefix_in_state_dict_if_present(sd, "module.")
+    >>> list(sd)
+    ['b', 'w']
+    """
+    for key in list(state_dict.keys()):
+        if key.startswith(prefix):
+            state_dict[key[len(prefix):]] = state_dict.pop(key)
+    metadata = getattr(state_dict, "_metadata", None)
+    if metadata is not None:
+        for key in list(metadata.keys()):
+            # metadata keys are module names: the wrapper's own entry is the prefix sans dot
+            if len(key) == 0:
+                continue
+            if key == prefix.replace(".", "") or key.startswith(prefix):
+                metadata[key[len(prefix):]] = metadata.pop(key)

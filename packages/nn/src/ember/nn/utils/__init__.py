@@ -1,7 +1,15 @@
 """Helpers over parameters: gradient clipping, flattening to/from one vector, weight and
 spectral normalization, and parametrizations."""
 
-from ember.nn.utils import parametrizations, parametrize, prune, rnn, stateless
+from ember.nn.utils import (
+    fusion,
+    memory_format,
+    parametrizations,
+    parametrize,
+    prune,
+    rnn,
+    stateless,
+)
 from ember.nn.utils.clip_grad import (
     clip_grad_norm,
     clip_grad_norm_,
@@ -10,6 +18,17 @@ from ember.nn.utils.clip_grad import (
     get_total_norm,
 )
 from ember.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
+from ember.nn.utils.fusion import (
+    fuse_conv_bn_eval,
+    fuse_conv_bn_weights,
+    fuse_linear_bn_eval,
+    fuse_linear_bn_weights,
+)
+from ember.nn.utils.init import skip_init
+from ember.nn.utils.memory_format import (
+    convert_conv2d_weight_memory_format,
+    convert_conv3d_weight_memory_format,
+)
 from ember.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm
 from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm
 
@@ -30,4 +49,13 @@ __all__ = [
     "prune",
     "rnn",
     "stateless",
+    "fusion",
+    "memory_format",
+    "fuse_conv_bn_eval",
+    "fuse_conv_bn_weights",
+    "fuse_linear_bn_eval",
+    "fuse_linear_bn_weights",
+    "skip_init",
+    "convert_conv2d_weight_memory_format",
+    "convert_conv3d_weight_memory_format",
 ]
