@@ -218,14 +218,42 @@ def test_unsupported_ops_raise_clear_errors():
         ember.randn(2, dtype=C64).uniform_()
 
 
-def test_autograd_through_complex_raises():
+def test_autograd_through_unsupported_complex_ops_raises():
     x = ember.ones(4, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="complex"):
+    with pytest.raises(NotImplementedError, match="mul: autograd through complex"):
         x * 1j
-    with pytest.raises(NotImplementedError, match="complex"):
-        ember.fft.rfft(x)
+    z = ember.ones(4, dtype=C64, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="exp: autograd through complex"):
+        ember.exp(z)
     with ember.no_grad():
         assert (x * 1j).dtype is C64
+    with pytest.raises(RuntimeError, match="in-place abs"):
+        ember.ones(2, dtype=C64).abs_()
+
+
+def _grads(torch, fn_ember, fn_torch, *arrays):
+    ins_e = [ember.tensor(a, requires_grad=True) for a in arrays]
+    ins_t = [torch.tensor(a, requires_grad=True) for a in arrays]
+    fn_ember(*ins_e).backward()
+    fn_torch(*ins_t).backward()
+    for e, t in zip(ins_e, ins_t):
+        np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_complex_view_and_pointwise_grads_match_torch(torch):
+    z, w = crandn(3, 4), np.random.default_rng(9).standard_normal((3, 4, 2))
+    _grads(torch, lambda a: (ember.view_as_real(a) * ember.tensor(w)).sum(),
+           lambda a: (torch.view_as_real(a) * torch.tensor(w)).sum(), z)
+    _grads(torch, lambda a: (a.real * 2 + a.imag * 3).sum(),
+           lambda a: (a.real * 2 + a.imag * 3).sum(), z)
+    _grads(torch, lambda a: a.abs().sum(), lambda a: a.abs().sum(), z)
+    _grads(torch, lambda a: ember.view_as_real(a.conj_physical().t())[..., 1].sum(),
+           lambda a: torch.view_as_real(a.conj_physical().t())[..., 1].sum(), z)
+    re, im = np.random.default_rng(2).standard_normal((2, 5))
+    _grads(torch, lambda a, b: ember.complex(a, b).abs().sum(),
+           lambda a, b: torch.complex(a, b).abs().sum(), re, im)
+    _grads(torch, lambda a: (ember.view_as_complex(a).imag * 2).sum(),
+           lambda a: (torch.view_as_complex(a).imag * 2).sum(), w)
 
 
 # ---- views ------------------------------------------------------------------------------------

@@ -267,3 +267,47 @@ def test_stft_float32_and_errors(torch):
     with pytest.warns(UserWarning, match="deprecated"):
         real_out = ember.stft(ember.tensor(x), 16, window=w, return_complex=False)
     assert real_out.shape == (9, 17, 2)
+
+
+# ---- autograd ----------------------------------------------------------------------------------
+
+def _grad_check(torch, f_ember, f_torch, a):
+    xe = ember.tensor(a, requires_grad=True)
+    xt = torch.tensor(a, requires_grad=True)
+    f_ember(xe).backward()
+    f_torch(xt).backward()
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.resolve_conj().numpy(), rtol=1e-9,
+                               atol=1e-11)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_fft_grads_match_torch(torch, norm):
+    w = rand(4, 7, seed=3)
+    z = rand(4, 7, complex_=True, dtype=np.complex128, seed=4)
+    r = rand(4, 10, seed=5)
+    for name in ("fft", "ifft"):
+        _grad_check(torch, lambda a: (getattr(ember.fft, name)(a, norm=norm).abs() * ember.tensor(w)).sum(),
+                    lambda a: (getattr(torch.fft, name)(a, norm=norm).abs() * torch.tensor(w)).sum(), z)
+    _grad_check(torch, lambda a: (ember.fft.rfft(a, norm=norm).abs() ** 2).sum(),
+                lambda a: (torch.fft.rfft(a, norm=norm).abs() ** 2).sum(), r)
+    _grad_check(torch, lambda a: ember.view_as_real(ember.fft.rfft2(a, norm=norm)).sum(),
+                lambda a: torch.view_as_real(torch.fft.rfft2(a, norm=norm)).sum(), r)
+    for n in (12, 13):
+        wn = ember.tensor(rand(4, n, seed=n))
+        wt = torch.tensor(rand(4, n, seed=n))
+        _grad_check(torch, lambda a: (ember.fft.irfft(a, n=n, norm=norm) * wn).sum(),
+                    lambda a: (torch.fft.irfft(a, n=n, norm=norm) * wt).sum(), z)
+    _grad_check(torch, lambda a: ember.fft.hfft(a, n=8, norm=norm).sum(),
+                lambda a: torch.fft.hfft(a, n=8, norm=norm).sum(), z[:, :5])
+
+
+def test_spectrogram_loss_grad_matches_torch(torch):
+    x = rand(2, 200, seed=11)
+    target = np.abs(rand(2, 33, 13, seed=12))
+
+    def loss(lib, a):
+        spec = lib.stft(a, 64, hop_length=16, window=lib.hann_window(64, dtype=lib.float64),
+                        return_complex=True)
+        return ((spec.abs() - lib.tensor(target)) ** 2).mean()
+
+    _grad_check(torch, lambda a: loss(ember, a), lambda a: loss(torch, a), x)

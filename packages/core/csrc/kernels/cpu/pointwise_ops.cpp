@@ -209,6 +209,7 @@ Tensor abs_real(const Tensor& self, const Tensor& out) {
 // abs of a complex tensor is real (complex64 -> float32), computed without overflow (hypot).
 Tensor abs(const Tensor& self, const Tensor& out) {
   if (!is_complex(self->dtype())) return abs_real(self, out);
+  EMBER_CHECK(!(out && out == self), "abs_: in-place abs is not supported for complex tensors");
   ElementwiseIterator it("abs");
   it.add_output(out).add_input(self).output_dtype(to_real(self->dtype())).build();
   EMBER_DISPATCH_COMPLEX(it.dtype(1), "abs", [&] {
