@@ -13,7 +13,9 @@
 #include <array>
 #include <cmath>
 #include <complex>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -28,12 +30,22 @@ namespace {
 constexpr int64_t kMaxRadix = 61;  // larger prime factors use Bluestein's algorithm
 constexpr double kPi = 3.14159265358979323846;
 
+// a * b without the NaN/inf recovery path of std::complex's operator* (-fcx-limited-range):
+// the transform's values are finite or their result is NaN either way.
+template <class T>
+inline std::complex<T> cmul(std::complex<T> a, std::complex<T> b) {
+  return {a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real()};
+}
+
 template <class T>
 struct Plan {
   using C = std::complex<T>;
   int64_t n = 1;
   std::vector<int64_t> factors;  // radices, outermost first (their product is n)
   std::vector<C> twiddle;        // exp(-2 pi i j / n), j < n
+  // Per level (radix p over a sub-transform of length len = p * m): w_len^(q k) for k < m and
+  // 1 <= q < p at [k * (p - 1) + q - 1], read in order by the butterflies of that level.
+  std::vector<std::vector<C>> stage_twiddle;
   // Bluestein: the convolution length m (a power of two >= 2n - 1), the chirp
   // exp(-pi i j^2 / n) and the FFT of the conjugate chirp laid out for a circular convolution.
   bool bluestein = false;
@@ -74,6 +86,15 @@ struct Plan {
       const double a = -2.0 * kPi * static_cast<double>(j) / static_cast<double>(n);
       twiddle[j] = C(static_cast<T>(std::cos(a)), static_cast<T>(std::sin(a)));
     }
+    int64_t cur = n;  // the sub-transform length at each level
+    for (int64_t p : factors) {
+      const int64_t m = cur / p, step = n / cur;
+      std::vector<C> tw(static_cast<size_t>(m * (p - 1)));
+      for (int64_t k = 0; k < m; ++k)
+        for (int64_t q = 1; q < p; ++q) tw[k * (p - 1) + q - 1] = twiddle[q * k * step];
+      stage_twiddle.push_back(std::move(tw));
+      cur = m;
+    }
   }
 
   // out = DFT(in), both contiguous of length n (distinct buffers).
@@ -81,13 +102,13 @@ struct Plan {
     if (!bluestein) return rec(in, 1, out, n, 0);
     const int64_t m = sub->n;
     std::vector<C> a(m, C(0)), fa(m);
-    for (int64_t j = 0; j < n; ++j) a[j] = in[j] * chirp[j];
+    for (int64_t j = 0; j < n; ++j) a[j] = cmul(in[j], chirp[j]);
     sub->forward(a.data(), fa.data());
     // Inverse FFT of fa * chirp_fft as conj(FFT(conj(.))) / m.
-    for (int64_t k = 0; k < m; ++k) fa[k] = std::conj(fa[k] * chirp_fft[k]);
+    for (int64_t k = 0; k < m; ++k) fa[k] = std::conj(cmul(fa[k], chirp_fft[k]));
     sub->forward(fa.data(), a.data());
     const T inv_m = T(1) / static_cast<T>(m);
-    for (int64_t k = 0; k < n; ++k) out[k] = std::conj(a[k]) * inv_m * chirp[k];
+    for (int64_t k = 0; k < n; ++k) out[k] = cmul(std::conj(a[k]) * inv_m, chirp[k]);
   }
 
  private:
@@ -100,14 +121,15 @@ struct Plan {
     const int64_t p = factors[level], m = len / p;
     if (m > 1)
       for (int64_t q = 0; q < p; ++q) rec(in + q * stride, stride * p, out + q * m, m, level + 1);
-    const int64_t tw_step = n / len;  // w_len^j = twiddle[j * tw_step]
+    const C* tw = stage_twiddle[level].data();
     std::array<C, kMaxRadix> t;
     for (int64_t k = 0; k < m; ++k) {
       if (m == 1) {
         for (int64_t q = 0; q < p; ++q) t[q] = in[q * stride];
       } else {
         t[0] = out[k];
-        for (int64_t q = 1; q < p; ++q) t[q] = out[q * m + k] * twiddle[q * k * tw_step];
+        const C* w = tw + k * (p - 1);
+        for (int64_t q = 1; q < p; ++q) t[q] = cmul(out[q * m + k], w[q - 1]);
       }
       butterfly(t.data(), p, out + k, m);
     }
@@ -136,12 +158,30 @@ struct Plan {
       const int64_t tw_step = n / p;
       for (int64_t r = 0; r < p; ++r) {
         C acc = t[0];
-        for (int64_t q = 1; q < p; ++q) acc += t[q] * twiddle[((q * r) % p) * tw_step];
+        for (int64_t q = 1; q < p; ++q) acc += cmul(t[q], twiddle[((q * r) % p) * tw_step]);
         out[r * step] = acc;
       }
     }
   }
 };
+
+// The plan of a length, built once (its twiddles cost about as much as a transform) and kept
+// for the next call; the cache holds a few dozen lengths and starts over when full.
+template <class T>
+std::shared_ptr<const Plan<T>> plan_for(int64_t len) {
+  static std::mutex mu;
+  static std::map<int64_t, std::shared_ptr<const Plan<T>>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(len);
+    if (it != cache.end()) return it->second;
+  }
+  auto plan = std::make_shared<const Plan<T>>(len);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 32) cache.clear();
+  cache.emplace(len, plan);
+  return plan;
+}
 
 // Transforms every line of the contiguous buffer `data` (shape `sizes`) along dim d, in place.
 template <class T>
@@ -154,7 +194,8 @@ void transform_dim(std::complex<T>* data, const DimVector& sizes, int64_t d, boo
   for (int64_t i = d + 1; i < static_cast<int64_t>(sizes.size()); ++i) inner *= sizes[i];
   const int64_t lines = outer * inner;
   if (lines == 0) return;
-  const Plan<T> plan(len);
+  const std::shared_ptr<const Plan<T>> shared = plan_for<T>(len);
+  const Plan<T>& plan = *shared;
   // About 64k elements of work per chunk (n log n counted as n).
   const int64_t grain = std::max<int64_t>(1, 65536 / len);
   parallel_for(0, lines, grain, [&](int64_t b, int64_t e) {
