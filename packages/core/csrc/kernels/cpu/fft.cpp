@@ -2,8 +2,8 @@
 //
 // One length-n transform is a recursive mixed-radix Cooley-Tukey FFT (decimation in time):
 // n = p * m splits into p sub-transforms of length m over every p-th input, combined by
-// length-p butterflies (radix 4, 2 and 3 written out, 5 and the other small primes through
-// the generic O(p^2) butterfly). Twiddles exp(-2 pi i j / n) are computed once per plan in
+// length-p butterflies (radix 4, 2, 3 and 5 written out, the other small primes through the
+// generic O(p^2) butterfly). Twiddles exp(-2 pi i j / n) are computed once per plan in
 // double precision. A length with a prime factor above kMaxRadix goes through Bluestein's
 // algorithm: the DFT becomes a convolution with a chirp, done with power-of-two FFTs.
 // Transforms run one dim at a time over a contiguous complex copy, the lines of a dim split
@@ -154,6 +154,20 @@ struct Plan {
       out[0] = t[0] + s;
       out[step] = base + rot;
       out[2 * step] = base - rot;
+    } else if (p == 5) {
+      const T c1 = static_cast<T>(0.30901699437494742410),
+              c2 = static_cast<T>(-0.80901699437494742410);
+      const T s1 = static_cast<T>(0.95105651629515357212),
+              s2 = static_cast<T>(0.58778525229247312917);
+      const C a1 = t[1] + t[4], b1 = t[1] - t[4], a2 = t[2] + t[3], b2 = t[2] - t[3];
+      const C r1 = t[0] + a1 * c1 + a2 * c2, r2 = t[0] + a1 * c2 + a2 * c1;
+      const C v1 = b1 * s1 + b2 * s2, v2 = b1 * s2 - b2 * s1;
+      const C m1(v1.imag(), -v1.real()), m2(v2.imag(), -v2.real());  // -i v
+      out[0] = t[0] + a1 + a2;
+      out[step] = r1 + m1;
+      out[4 * step] = r1 - m1;
+      out[2 * step] = r2 + m2;
+      out[3 * step] = r2 - m2;
     } else {
       const int64_t tw_step = n / p;
       for (int64_t r = 0; r < p; ++r) {
