@@ -99,7 +99,12 @@ struct Plan {
 
   // out = DFT(in), both contiguous of length n (distinct buffers).
   void forward(const C* in, C* out) const {
-    if (!bluestein) return rec(in, 1, out, n, 0);
+    if (!bluestein) {
+      // One butterfly's inputs, shared by all levels (a std::array in rec would zero-fill its
+      // kMaxRadix complex numbers on every call).
+      C t[kMaxRadix];
+      return rec(in, 1, out, n, 0, t);
+    }
     const int64_t m = sub->n;
     std::vector<C> a(m, C(0)), fa(m);
     for (int64_t j = 0; j < n; ++j) a[j] = cmul(in[j], chirp[j]);
@@ -113,16 +118,16 @@ struct Plan {
 
  private:
   // The length-len DFT of in[0], in[stride], ... into out[0 .. len), from factor `level` on.
-  void rec(const C* in, int64_t stride, C* out, int64_t len, size_t level) const {
+  void rec(const C* in, int64_t stride, C* out, int64_t len, size_t level, C* t) const {
     if (len == 1) {
       out[0] = in[0];
       return;
     }
     const int64_t p = factors[level], m = len / p;
     if (m > 1)
-      for (int64_t q = 0; q < p; ++q) rec(in + q * stride, stride * p, out + q * m, m, level + 1);
+      for (int64_t q = 0; q < p; ++q)
+        rec(in + q * stride, stride * p, out + q * m, m, level + 1, t);
     const C* tw = stage_twiddle[level].data();
-    std::array<C, kMaxRadix> t;
     for (int64_t k = 0; k < m; ++k) {
       if (m == 1) {
         for (int64_t q = 0; q < p; ++q) t[q] = in[q * stride];
@@ -131,7 +136,7 @@ struct Plan {
         const C* w = tw + k * (p - 1);
         for (int64_t q = 1; q < p; ++q) t[q] = cmul(out[q * m + k], w[q - 1]);
       }
-      butterfly(t.data(), p, out + k, m);
+      butterfly(t, p, out + k, m);
     }
   }
 
@@ -266,6 +271,59 @@ Tensor complex_copy(const Tensor& self) {
   return out;
 }
 
+// The one-sided forward transform of real x along dims, the last of even length n: the n / 2
+// complex numbers z[j] = x[2j] + i x[2j + 1] go through one complex FFT of half the length,
+// and X[k] = E[k] + exp(-2 pi i k / n) O[k] for the spectra E, O of the even and odd samples,
+// E[k] = (Z[k] + conj(Z[n/2 - k])) / 2, O[k] = (Z[k] - conj(Z[n/2 - k])) / 2i. The other dims
+// are then transformed on the half-size result.
+Tensor r2c_even(const Tensor& self, const DimVector& dims, int64_t normalization) {
+  const int64_t last = dims.back();
+  Tensor x = empty(self->sizes(), self->dtype());
+  copy_into(x, self);
+  DimVector sizes = self->sizes();
+  const int64_t n = sizes[last], half = n / 2;
+  int64_t points = 1;
+  for (int64_t d : dims) points *= sizes[d];
+  sizes[last] = half + 1;
+  Tensor out = empty(sizes, to_complex(self->dtype()));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < last; ++i) outer *= sizes[i];
+  for (int64_t i = last + 1; i < static_cast<int64_t>(sizes.size()); ++i) inner *= sizes[i];
+  EMBER_DISPATCH_COMPLEX(out->dtype(), "_fft_r2c", [&] {
+    using C = scalar_t;
+    using R = typename C::value_type;
+    const R* xd = x->data_as<R>();
+    C* od = out->data_as<C>();
+    const std::shared_ptr<const Plan<R>> shared = plan_for<R>(half);
+    const Plan<R>& plan = *shared;
+    std::vector<C> w(half + 1);
+    for (int64_t k = 0; k <= half; ++k) {
+      const double a = -2.0 * kPi * static_cast<double>(k) / static_cast<double>(n);
+      w[k] = C(static_cast<R>(std::cos(a)), static_cast<R>(std::sin(a)));
+    }
+    const int64_t lines = outer * inner;
+    parallel_for(0, lines, std::max<int64_t>(1, 65536 / n), [&](int64_t b, int64_t e) {
+      std::vector<C> z(half), zf(half);
+      for (int64_t l = b; l < e; ++l) {
+        const R* src = xd + (l / inner) * n * inner + (l % inner);
+        C* dst = od + (l / inner) * (half + 1) * inner + (l % inner);
+        for (int64_t j = 0; j < half; ++j) z[j] = C(src[2 * j * inner], src[(2 * j + 1) * inner]);
+        plan.forward(z.data(), zf.data());
+        for (int64_t k = 0; k <= half; ++k) {
+          const C zk = zf[k % half], zc = std::conj(zf[(half - k) % half]);
+          const C even = (zk + zc) * R(0.5), diff = (zk - zc) * R(0.5);
+          const C odd(diff.imag(), -diff.real());  // diff / i
+          dst[k * inner] = even + cmul(w[k], odd);
+        }
+      }
+    });
+    for (int64_t d : dims)
+      if (d != last) transform_dim(od, sizes, d, true);
+    scale_buffer(od, out->numel(), norm_scale(normalization, points));
+  });
+  return fresh(out);
+}
+
 }  // namespace
 
 Tensor fft_c2c(const Tensor& self, const DimVector& dim, int64_t normalization, bool forward) {
@@ -290,6 +348,7 @@ Tensor fft_r2c(const Tensor& self, const DimVector& dim, int64_t normalization, 
                    "_fft_r2c: expects a float32 or float64 input tensor, but got ", dtype_name(dt));
   const DimVector dims = fft_dims(self, dim, "_fft_r2c");
   check_points(self, dims, "_fft_r2c");
+  if (onesided && self->size(dims.back()) % 2 == 0) return r2c_even(self, dims, normalization);
   Tensor full = fft_c2c(complex_copy(self), dims, normalization, true);
   if (!onesided) return full;
   const int64_t last = dims.back();
