@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -35,6 +36,24 @@ constexpr double kPi = 3.14159265358979323846;
 template <class T>
 inline std::complex<T> cmul(std::complex<T> a, std::complex<T> b) {
   return {a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real()};
+}
+
+// exp(-2 pi i k / n) in double precision, cast to T. The angle is folded into [0, pi/4] by the
+// circle's symmetries first, so the roots at multiples of pi/2 are exact (1, -i, -1, i: a real
+// signal's Nyquist bin comes out with an imaginary part of exactly 0) and the others are as
+// accurate as cos and sin near 0.
+template <class T>
+std::complex<T> unit_root(int64_t k, int64_t n) {
+  int64_t u = 4 * (k % n);  // the angle is pi * u / (2n), u in [0, 4n)
+  double c_sign = 1, s_sign = 1;
+  bool swap = false;
+  if (u > 2 * n) u = 4 * n - u, s_sign = -1;  // 2 pi - a
+  if (u > n) u = 2 * n - u, c_sign = -1;      // pi - a
+  if (2 * u > n) u = n - u, swap = true;      // pi / 2 - a
+  const double a = kPi * static_cast<double>(u) / (2.0 * static_cast<double>(n));
+  double c = std::cos(a), s = std::sin(a);
+  if (swap) std::swap(c, s);
+  return {static_cast<T>(c_sign * c), static_cast<T>(-s_sign * s)};
 }
 
 template <class T>
@@ -69,8 +88,7 @@ struct Plan {
         // j^2 mod 2n keeps the angle small, so the chirp stays accurate for large j.
         const uint64_t uj = static_cast<uint64_t>(j);
         const int64_t j2 = static_cast<int64_t>((uj * uj) % static_cast<uint64_t>(2 * n));
-        const double a = -kPi * static_cast<double>(j2) / static_cast<double>(n);
-        chirp[j] = C(static_cast<T>(std::cos(a)), static_cast<T>(std::sin(a)));
+        chirp[j] = unit_root<T>(j2, 2 * n);
       }
       std::vector<C> b(m, C(0));
       for (int64_t j = 0; j < n; ++j) {
@@ -82,10 +100,7 @@ struct Plan {
       return;
     }
     twiddle.resize(n);
-    for (int64_t j = 0; j < n; ++j) {
-      const double a = -2.0 * kPi * static_cast<double>(j) / static_cast<double>(n);
-      twiddle[j] = C(static_cast<T>(std::cos(a)), static_cast<T>(std::sin(a)));
-    }
+    for (int64_t j = 0; j < n; ++j) twiddle[j] = unit_root<T>(j, n);
     int64_t cur = n;  // the sub-transform length at each level
     for (int64_t p : factors) {
       const int64_t m = cur / p, step = n / cur;
@@ -297,10 +312,7 @@ Tensor r2c_even(const Tensor& self, const DimVector& dims, int64_t normalization
     const std::shared_ptr<const Plan<R>> shared = plan_for<R>(half);
     const Plan<R>& plan = *shared;
     std::vector<C> w(half + 1);
-    for (int64_t k = 0; k <= half; ++k) {
-      const double a = -2.0 * kPi * static_cast<double>(k) / static_cast<double>(n);
-      w[k] = C(static_cast<R>(std::cos(a)), static_cast<R>(std::sin(a)));
-    }
+    for (int64_t k = 0; k <= half; ++k) w[k] = unit_root<R>(k, n);
     const int64_t lines = outer * inner;
     parallel_for(0, lines, std::max<int64_t>(1, 65536 / n), [&](int64_t b, int64_t e) {
       std::vector<C> z(half), zf(half);
