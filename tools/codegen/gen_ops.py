@@ -228,6 +228,7 @@ def gen_autograd(group: str, ops: list[Op]) -> str:
     out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n'
            '#include "autograd/forward_ad.h"\n#include "autograd/op_hooks.h"\n#include "autograd/op_observer.h"\n'
            '#include "autograd/profiler.h"\n#include "autograd/views.h"\n'
+           '#include "autograd/complex_check.h"\n'
            '#include "ops.h"\n\n',
            "namespace ember {\nusing namespace autograd;\nusing namespace autograd::formulas;\n"]
     seen: dict[str, int] = {}
@@ -360,6 +361,15 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
         history = ["  set_history(full_result, node);\n"]
         result_expr = "full_result"
     multi_out = list_ret or op.tuple_return
+    # Complex numbers need formulas written for them (the conjugate Wirtinger convention): an op
+    # whose formulas are not marked complex_autograd (nor linear) refuses to record history
+    # through a complex tensor rather than compute a wrong gradient.
+    guard_ins = ", ".join(f"&{tensor_expr(a)}" for a in singles)
+    guard_out = "nullptr" if list_ret else "&std::get<0>(full_result)" if op.tuple_return else "&full_result"
+    if op.tuple_return and ret_types[0] != "Tensor":
+        guard_out = "nullptr"
+    if not (op.complex_autograd or op.tangent == "linear"):
+        run += f'  check_complex_autograd("{op.name}", {{{guard_ins}}}, {guard_out});\n'
     formulas = op.derivatives
     if not formulas:
         # No formula: the result's backward raises a clear error.

@@ -98,6 +98,10 @@ class Op:
     # op is written with other ops, which record themselves), "none" (never differentiable).
     derivatives: dict = field(default_factory=dict)
     autograd: str = "error"
+    # Whether the derivative formulas hold for complex tensors (conjugate Wirtinger calculus, as
+    # PyTorch): other ops refuse to record history through a complex tensor, except linear ops
+    # (tangent "linear": real-coefficient shape and reduction maps, whose formulas hold as is).
+    complex_autograd: bool = False
     # autograd "manual": the autograd-layer function (same signature as the op, declared in a
     # csrc/autograd header) that ops::<name> calls instead of dispatch::<name>; it runs the op
     # through dispatch:: and records the history by hand, so the composite itself stays below
@@ -226,6 +230,7 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     schema=e["func"],
                     derivatives=dict(e.get("derivatives", {}) or {}),
                     autograd=e.get("autograd", "error"),
+                    complex_autograd=bool(e.get("complex_autograd", False)),
                     autograd_fn=e.get("autograd_fn", ""),
                     tangent=e.get("tangent"),
                     nondiff_outputs=list(e.get("nondiff_outputs", [])),

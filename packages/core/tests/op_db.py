@@ -705,6 +705,14 @@ for _name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
               "bitwise_right_shift"):
     SAMPLES[_name] = [lambda: ([idx(2, 3, high=8), idx(2, 3, high=3)], {})]
 SAMPLES["bitwise_not"] = [lambda: ([idx(2, 3, high=8)], {})]
+# complex ops (ops/complex.yaml): complex inputs made from real samples
+SAMPLES.update({
+    "view_as_real": [lambda: ([randn(2, 3).to(ember.complex64)], {})],
+    "view_as_complex": [lambda: ([randn(2, 3, 2)], {})],
+    "imag": [lambda: ([ember.complex(randn(2, 3), randn(2, 3))], {})],
+    "_fft_c2c": [lambda: ([ember.complex(randn(2, 6), randn(2, 6)), [1], 0, True], {})],
+    "_fft_c2r": [lambda: ([ember.complex(randn(2, 4), randn(2, 4)), [1], 2, 6], {})],
+})
 
 
 def _sdpa_backward() -> tuple[list, dict]:

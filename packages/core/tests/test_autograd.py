@@ -186,7 +186,7 @@ def test_errors():
         ember.ones(2).sum().backward()
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         a.add_(1)
-    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype"):
+    with pytest.raises(RuntimeError, match="only Tensors of floating point and complex dtype"):
         ember.ones(2, dtype=ember.int64).requires_grad_()
     with pytest.raises(RuntimeError, match="Mismatch in shape"):
         (a * 2).backward(ember.ones(2))

@@ -17,6 +17,11 @@
 namespace ember {
 namespace autograd {
 
+namespace {
+// The dtypes that take part in autograd: floating and complex.
+bool differentiable(ScalarType t) { return is_floating(t) || is_complex(t); }
+}  // namespace
+
 // ---- grad mode ------------------------------------------------------------------------------
 
 namespace {
@@ -72,8 +77,8 @@ AutogradMeta& materialize_meta(const Tensor& t) {
 
 void set_requires_grad(const Tensor& t, bool requires_grad) {
   if (requires_grad) {
-    EMBER_CHECK(is_floating(t->dtype()),
-                "only Tensors of floating point dtype can require gradients (got ",
+    EMBER_CHECK(differentiable(t->dtype()),
+                "only Tensors of floating point and complex dtype can require gradients (got ",
                 dtype_name(t->dtype()), ")");
     EMBER_CHECK(!t->is_inference() || inference_mode_enabled(),
                 "Setting requires_grad=True on inference tensor outside InferenceMode is not "
@@ -108,7 +113,7 @@ Edge gradient_edge(const Tensor& t) {
 void set_history(const Tensor& result, const std::shared_ptr<Node>& node, uint32_t output_nr) {
   // Integer and bool outputs are not differentiable; an absent one (a fused backward's gradient
   // that was not asked for) has nothing to record.
-  if (!result || !is_floating(result->dtype())) return;
+  if (!result || !differentiable(result->dtype())) return;
   AutogradMeta& m = materialize_meta(result);
   if (m.retains_grad && m.grad_fn && m.grad_fn != node) {
     // In-place on a non-leaf that retains its grad: the new grad_fn now feeds .grad.
@@ -244,7 +249,8 @@ Tensor reduce_grad(const Tensor& grad, const InputMeta& m) {
     EMBER_CHECK(g->sizes() == m.sizes, "autograd: gradient of shape ", shape_str(grad->sizes()),
                 " can't be reduced to the input shape ", shape_str(m.sizes));
   }
-  if (g->dtype() != m.dtype && is_floating(m.dtype)) g = ops::_to_dtype(g, m.dtype, false);
+  // (a real input's gradient from complex ones is their real part)
+  if (g->dtype() != m.dtype && differentiable(m.dtype)) g = ops::_to_dtype(g, m.dtype, false);
   if (g->device() != m.device) g = ops::_to_copy(g, std::nullopt, m.device, false);
   return g;
 }
@@ -258,7 +264,7 @@ bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>&
   if (!any) return false;
   // result_metas lists the Tensor outputs in order; tuple returns have only Tensor outputs here.
   for (size_t i = 0; i < grads.size() && i < outputs.size(); ++i)
-    if (!grads[i] && is_floating(outputs[i].dtype)) grads[i] = zeros_like_meta(outputs[i]);
+    if (!grads[i] && differentiable(outputs[i].dtype)) grads[i] = zeros_like_meta(outputs[i]);
   return true;
 }
 
@@ -358,7 +364,7 @@ Tensor SavedVariable::unpack_hooked(const Node* node) const {
     m.grad_fn = std::move(fn);
     m.output_nr = output_nr_;
     m.requires_grad = true;
-  } else if (!is_output_ && requires_grad_ && is_floating(t->dtype())) {
+  } else if (!is_output_ && requires_grad_ && differentiable(t->dtype())) {
     AutogradMeta& m = materialize_meta(t);
     m.requires_grad = true;
     m.grad_accumulator = hooked_->grad_accumulator;
@@ -512,7 +518,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
       EMBER_CHECK(g->sizes() == t->sizes(), "Mismatch in shape: grad_output[", i,
                   "] has a shape of ", shape_str(g->sizes()), " and output[", i,
                   "] has a shape of ", shape_str(t->sizes()), ".");
-      EMBER_CHECK_KIND(is_floating(g->dtype()), Type, "backward: grad_output[", i,
+      EMBER_CHECK_KIND(differentiable(g->dtype()), Type, "backward: grad_output[", i,
                        "] must be a floating point tensor like output[", i, "] (",
                        dtype_name(t->dtype()), "), got ", dtype_name(g->dtype()));
       if (g->dtype() != t->dtype()) g = ops::_to_dtype(g, t->dtype(), false);

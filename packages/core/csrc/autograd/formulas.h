@@ -4,6 +4,7 @@
 // (tools/check_layers.py checks it).
 #pragma once
 #include "autograd/formulas_base.h"
+#include "autograd/formulas_complex.h"
 #include "autograd/formulas_forward.h"
 #include "autograd/formulas_linalg.h"
 #include "autograd/formulas_math.h"

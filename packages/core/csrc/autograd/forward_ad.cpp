@@ -295,12 +295,12 @@ void out_not_supported(const char* op) {
 
 void check_not_differentiable(const char* op, std::initializer_list<const Tensor*> results) {
   for (const Tensor* r : results)
-    if (r && *r && is_floating((*r)->dtype())) not_implemented(op);
+    if (r && *r && (is_floating((*r)->dtype()) || is_complex((*r)->dtype()))) not_implemented(op);
 }
 
 void check_not_differentiable(const char* op, const std::vector<Tensor>& results) {
   for (const Tensor& r : results)
-    if (r && is_floating(r->dtype())) not_implemented(op);
+    if (r && (is_floating(r->dtype()) || is_complex(r->dtype()))) not_implemented(op);
 }
 
 // ---- Python API -----------------------------------------------------------------------------

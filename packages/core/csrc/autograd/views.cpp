@@ -12,6 +12,11 @@ namespace ember {
 namespace autograd {
 
 namespace {
+// The dtypes that take part in autograd: floating and complex.
+bool differentiable(ScalarType t) { return is_floating(t) || is_complex(t); }
+}  // namespace
+
+namespace {
 
 int64_t numel_of(const DimVector& sizes) {
   int64_t n = 1;
@@ -101,7 +106,7 @@ void regenerate(const Tensor& t, AutogradMeta* m) {
 
 void mark_one(const Tensor& view, const Tensor& src, bool no_grad) {
   if (!view || !view->base() || view->storage() != src->storage()) return;  // a copy
-  if (!is_floating(view->dtype())) return;
+  if (!differentiable(view->dtype())) return;
   AutogradMeta& m = materialize_meta(view);
   m.is_view = true;
   m.view_no_grad = no_grad;
@@ -144,7 +149,7 @@ void refresh_view(const Tensor& t) {
       return;  // a leaf, or a non-view op's result with its own history
     }
   }
-  if (!is_floating(t->dtype())) return;
+  if (!differentiable(t->dtype())) return;
   const Tensor& base = t->base();
   AutogradMeta* bm = base->autograd_meta();
   if (!bm || !bm->requires_grad || base->dtype() != t->dtype()) {
@@ -158,7 +163,7 @@ void refresh_view(const Tensor& t) {
 }
 
 void check_inplace_view(const Tensor& self, const char* op) {
-  if (!is_tracked_view(self) || !is_floating(self->dtype())) return;
+  if (!is_tracked_view(self) || !differentiable(self->dtype())) return;
   const Tensor& base = self->base();
   AutogradMeta* bm = base->autograd_meta();
   AutogradMeta* m0 = self->autograd_meta();
@@ -207,7 +212,7 @@ std::vector<Tensor> no_grad_view(std::vector<Tensor> views, const std::vector<Te
 }
 
 void rebase_view_history(const Tensor& self, const std::shared_ptr<Node>& fn) {
-  if (!is_floating(self->dtype())) return;
+  if (!differentiable(self->dtype())) return;
   const Tensor& base = self->base();
   if (base->dtype() != self->dtype()) {
     // Only reachable when nothing about the base requires grad (check_inplace_view refuses the
@@ -238,7 +243,7 @@ void mark_inplace_view(const Tensor& self) {
 }
 
 void record_strided_view(const Tensor& src_in, const Tensor& view) {
-  if (!is_floating(view->dtype()) || !requires_grad(src_in)) return;
+  if (!differentiable(view->dtype()) || !requires_grad(src_in)) return;
   if (!grad_enabled()) {
     mark_one(view, src_in, true);
     return;
@@ -273,7 +278,7 @@ void record_inplace_strided(const Tensor& self, const Geometry& before, const Ed
 }
 
 void mark_nondifferentiable_view(const Tensor& view) {
-  if (!view->base() || !is_floating(view->dtype()) || view->autograd_meta()) return;
+  if (!view->base() || !differentiable(view->dtype()) || view->autograd_meta()) return;
   AutogradMeta& m = materialize_meta(view);
   m.is_view = true;
   m.view_version = view->version();

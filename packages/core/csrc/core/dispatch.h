@@ -26,14 +26,36 @@
   EMBER_DTYPE_CASE(Int32, int32_t, __VA_ARGS__) \
   EMBER_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)
 
-#define EMBER_DISPATCH_ALL(dtype, name, ...)    \
-  [&] {                                         \
-    switch (dtype) {                            \
-      EMBER_CASES_FLOAT(__VA_ARGS__)            \
-      EMBER_CASES_INT(__VA_ARGS__)              \
-      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__) \
-      EMBER_DTYPE_ERROR(dtype, name, "all")     \
-    }                                           \
+#define EMBER_CASES_COMPLEX(...)                                \
+  EMBER_DTYPE_CASE(Complex64, std::complex<float>, __VA_ARGS__) \
+  EMBER_DTYPE_CASE(Complex128, std::complex<double>, __VA_ARGS__)
+
+// "ALL" is every real dtype: an op that also takes complex says so with ..._AND_COMPLEX.
+#define EMBER_DISPATCH_ALL(dtype, name, ...)            \
+  [&] {                                                 \
+    switch (dtype) {                                    \
+      EMBER_CASES_FLOAT(__VA_ARGS__)                    \
+      EMBER_CASES_INT(__VA_ARGS__)                      \
+      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)         \
+      EMBER_DTYPE_ERROR(dtype, name, "all real dtypes") \
+    }                                                   \
+  }()
+#define EMBER_DISPATCH_ALL_AND_COMPLEX(dtype, name, ...) \
+  [&] {                                                  \
+    switch (dtype) {                                     \
+      EMBER_CASES_FLOAT(__VA_ARGS__)                     \
+      EMBER_CASES_INT(__VA_ARGS__)                       \
+      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)          \
+      EMBER_CASES_COMPLEX(__VA_ARGS__)                   \
+      EMBER_DTYPE_ERROR(dtype, name, "all")              \
+    }                                                    \
+  }()
+#define EMBER_DISPATCH_COMPLEX(dtype, name, ...)                 \
+  [&] {                                                          \
+    switch (dtype) {                                             \
+      EMBER_CASES_COMPLEX(__VA_ARGS__)                           \
+      EMBER_DTYPE_ERROR(dtype, name, "complex64 and complex128") \
+    }                                                            \
   }()
 #define EMBER_DISPATCH_NUMERIC(dtype, name, ...)                    \
   [&] {                                                             \

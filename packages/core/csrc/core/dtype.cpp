@@ -5,8 +5,9 @@
 namespace ember {
 
 const char* dtype_name(ScalarType t) {
-  static const char* names[] = {"bool",  "uint8",   "int8",     "int16",   "int32",
-                                "int64", "float16", "bfloat16", "float32", "float64"};
+  static const char* names[] = {"bool",    "uint8",   "int8",      "int16",
+                                "int32",   "int64",   "float16",   "bfloat16",
+                                "float32", "float64", "complex64", "complex128"};
   int i = static_cast<int>(t);
   return (i >= 0 && i < kNumScalarTypes) ? names[i] : "undefined";
 }
@@ -16,6 +17,13 @@ ScalarType promote_types(ScalarType a, ScalarType b) {
   using S = ScalarType;
   if (a == S::Bool) return b;
   if (b == S::Bool) return a;
+  // complex with anything: complex, as wide as the wider of the two parts (float64 and
+  // complex64 make complex128).
+  if (is_complex(a) || is_complex(b)) {
+    const bool wide =
+        a == S::Complex128 || b == S::Complex128 || a == S::Float64 || b == S::Float64;
+    return wide ? S::Complex128 : S::Complex64;
+  }
   bool fa = is_floating(a), fb = is_floating(b);
   if (fa && !fb) return a;
   if (fb && !fa) return b;
@@ -34,7 +42,8 @@ ScalarType promote_types(ScalarType a, ScalarType b) {
 }
 
 bool can_cast(ScalarType from, ScalarType to) {
-  if (is_floating(from) && !is_floating(to)) return false;
+  if (is_complex(from) && !is_complex(to)) return false;
+  if (is_floating(from) && !is_floating(to) && !is_complex(to)) return false;
   if (from != ScalarType::Bool && to == ScalarType::Bool) return false;
   return true;
 }

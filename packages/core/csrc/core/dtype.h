@@ -1,7 +1,9 @@
 // Scalar types (dtypes), their sizes, names and PyTorch's promotion lattice.
 #pragma once
+#include <complex>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -19,20 +21,37 @@ enum class ScalarType : int8_t {
   BFloat16,
   Float32,
   Float64,
+  Complex64,   // std::complex<float>
+  Complex128,  // std::complex<double>
   NumTypes
 };
 constexpr int kNumScalarTypes = static_cast<int>(ScalarType::NumTypes);
 
 inline int64_t itemsize(ScalarType t) {
-  static constexpr int8_t sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+  static constexpr int8_t sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16};
   return sizes[static_cast<int>(t)];
 }
 inline bool is_floating(ScalarType t) {
   return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
          t == ScalarType::Float64;
 }
+inline bool is_complex(ScalarType t) {
+  return t == ScalarType::Complex64 || t == ScalarType::Complex128;
+}
 inline bool is_integral(ScalarType t, bool include_bool) {
-  return include_bool ? !is_floating(t) : (!is_floating(t) && t != ScalarType::Bool);
+  if (is_floating(t) || is_complex(t)) return false;
+  return include_bool || t != ScalarType::Bool;
+}
+// The complex dtype whose parts have dtype t (float64 -> complex128, other floats -> complex64),
+// and the dtype of a complex dtype's parts; other dtypes map to themselves.
+inline ScalarType to_complex(ScalarType t) {
+  if (is_complex(t)) return t;
+  return t == ScalarType::Float64 ? ScalarType::Complex128 : ScalarType::Complex64;
+}
+inline ScalarType to_real(ScalarType t) {
+  if (t == ScalarType::Complex64) return ScalarType::Float32;
+  if (t == ScalarType::Complex128) return ScalarType::Float64;
+  return t;
 }
 inline bool is_signed(ScalarType t) { return t != ScalarType::Bool && t != ScalarType::UInt8; }
 
@@ -41,7 +60,7 @@ const char* dtype_name(ScalarType t);
 // Promotion of two dtypes (torch.promote_types).
 ScalarType promote_types(ScalarType a, ScalarType b);
 // Whether a value of `from` may be written into `to` by an op with out= / in-place
-// (torch.can_cast: no float -> int, no int/float -> bool).
+// (torch.can_cast: no complex -> real, no float -> int, no int/float -> bool).
 bool can_cast(ScalarType from, ScalarType to);
 
 ScalarType default_dtype();
@@ -67,6 +86,8 @@ EMBER_TYPE_TO_SCALAR(Half, Float16)
 EMBER_TYPE_TO_SCALAR(BFloat16, BFloat16)
 EMBER_TYPE_TO_SCALAR(float, Float32)
 EMBER_TYPE_TO_SCALAR(double, Float64)
+EMBER_TYPE_TO_SCALAR(std::complex<float>, Complex64)
+EMBER_TYPE_TO_SCALAR(std::complex<double>, Complex128)
 #undef EMBER_TYPE_TO_SCALAR
 
 // The type arithmetic is done in: float for the 16-bit floats, the type itself otherwise.
@@ -82,6 +103,13 @@ template <>
 struct OpMath<BFloat16> {
   using type = float;
 };
+template <class T>
+struct is_complex_t : std::false_type {};
+template <class T>
+struct is_complex_t<std::complex<T>> : std::true_type {};
+template <class T>
+inline constexpr bool is_complex_v = is_complex_t<T>::value;
+
 template <class T>
 using opmath_t = typename OpMath<T>::type;
 

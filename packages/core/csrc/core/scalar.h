@@ -1,5 +1,6 @@
-// A Python number (bool, int or float) passed to an op without wrapping it in a tensor.
+// A Python number (bool, int, float or complex) passed to an op without wrapping it in a tensor.
 #pragma once
+#include <complex>
 #include <cstdint>
 #include <type_traits>
 
@@ -9,26 +10,33 @@ namespace ember {
 
 class Scalar {
  public:
-  enum class Kind : uint8_t { Bool, Int, Float };
+  enum class Kind : uint8_t { Bool, Int, Float, Complex };
   Scalar() : kind_(Kind::Int), i_(0) {}
-  Scalar(double v) : kind_(Kind::Float), d_(v) {}       // NOLINT
-  Scalar(float v) : kind_(Kind::Float), d_(v) {}        // NOLINT
-  Scalar(int64_t v) : kind_(Kind::Int), i_(v) {}        // NOLINT
-  Scalar(int v) : kind_(Kind::Int), i_(v) {}            // NOLINT
-  Scalar(bool v) : kind_(Kind::Bool), i_(v ? 1 : 0) {}  // NOLINT
+  Scalar(double v) : kind_(Kind::Float), d_(v) {}                                        // NOLINT
+  Scalar(float v) : kind_(Kind::Float), d_(v) {}                                         // NOLINT
+  Scalar(int64_t v) : kind_(Kind::Int), i_(v) {}                                         // NOLINT
+  Scalar(int v) : kind_(Kind::Int), i_(v) {}                                             // NOLINT
+  Scalar(bool v) : kind_(Kind::Bool), i_(v ? 1 : 0) {}                                   // NOLINT
+  Scalar(std::complex<double> v) : kind_(Kind::Complex), d_(v.real()), im_(v.imag()) {}  // NOLINT
+  Scalar(std::complex<float> v) : Scalar(std::complex<double>(v)) {}                     // NOLINT
 
   Kind kind() const { return kind_; }
   bool is_floating() const { return kind_ == Kind::Float; }
+  bool is_complex() const { return kind_ == Kind::Complex; }
   bool is_integral() const { return kind_ == Kind::Int; }
   bool is_bool() const { return kind_ == Kind::Bool; }
-  double to_double() const { return kind_ == Kind::Float ? d_ : static_cast<double>(i_); }
-  int64_t to_int() const { return kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_; }
-  bool to_bool() const { return kind_ == Kind::Float ? d_ != 0.0 : i_ != 0; }
+  // A complex number converts to a real type through its real part (to_bool: nonzero).
+  double to_double() const { return has_double() ? d_ : static_cast<double>(i_); }
+  int64_t to_int() const { return has_double() ? static_cast<int64_t>(d_) : i_; }
+  bool to_bool() const { return has_double() ? (d_ != 0.0 || im_ != 0.0) : i_ != 0; }
+  std::complex<double> to_complex() const { return {to_double(), is_complex() ? im_ : 0.0}; }
 
   template <class T>
   T to() const {
     if constexpr (std::is_same_v<T, bool>) {
       return to_bool();
+    } else if constexpr (is_complex_v<T>) {
+      return T(to_complex());
     } else if constexpr (std::is_integral_v<T>) {
       return static_cast<T>(to_int());
     } else {
@@ -43,6 +51,8 @@ class Scalar {
         return ScalarType::Bool;
       case Kind::Int:
         return ScalarType::Int64;
+      case Kind::Complex:
+        return ::ember::to_complex(default_dtype());
       default:
         return default_dtype();
     }
@@ -54,6 +64,8 @@ class Scalar {
     int64_t i_;
     double d_;
   };
+  double im_ = 0.0;  // the imaginary part of a complex number
+  bool has_double() const { return kind_ == Kind::Float || kind_ == Kind::Complex; }
 };
 
 template <>

@@ -163,7 +163,7 @@ Tensor constant_pad_nd(const Tensor& self, const DimVector& pad, const Scalar& v
     for (int64_t j = 0; j < out_size; ++j)
       maps[d][j] = j - pl >= 0 && j - pl < len ? lo + j - pl : -1;
   }
-  alignas(8) char bits[8] = {};
+  alignas(16) char bits[16] = {};  // room for any dtype's value (complex128)
   store_scalar(value, self->dtype(), bits);
   if (nd == 0) return ix::clone(self, op);
   return gather_padded(self, maps, bits, op);

@@ -21,8 +21,17 @@ Tensor expand_view(const Tensor& t, const DimVector& sizes);
 Tensor with_shape(const Tensor& contiguous, const DimVector& sizes);
 Tensor unsqueeze_view(const Tensor& t, int64_t d);
 
+// A 16-byte element (complex128) as plain bits, for kernels that only move values. Aligned to
+// 8 like complex128 itself: storage (a 0-d tensor, a NumPy buffer) need not be 16-aligned.
+struct Bytes16 {
+  uint64_t lo, hi;
+  Bytes16() = default;
+  // T(0) in kernels that write zeros (tril, embedding's bad rows): all bits zero, 0 + 0i.
+  explicit constexpr Bytes16(int) : lo(0), hi(0) {}
+};
+
 // Calls f(tag) with an unsigned type of the element size: pure data movement needs only that
-// (4 instantiations instead of one per dtype).
+// (5 instantiations instead of one per dtype).
 template <class F>
 void dispatch_itemsize(int64_t size, const F& f) {
   switch (size) {
@@ -35,9 +44,12 @@ void dispatch_itemsize(int64_t size, const F& f) {
     case 4:
       f(uint32_t{});
       return;
-    default:
+    case 8:
       f(uint64_t{});
-      return;  // no dtype is wider than 8 bytes
+      return;
+    default:
+      f(Bytes16{});  // complex128
+      return;
   }
 }
 

@@ -25,11 +25,15 @@ ScalarType promote_skip_undefined(ScalarType a, ScalarType b) {
 }
 
 // Dimensioned tensors decide the dtype; 0-d tensors and Python numbers only raise its category
-// (bool < integer < floating), as in PyTorch.
+// (bool < integer < floating < complex), as in PyTorch. A float tensor with a complex number
+// becomes complex with its own precision (float32 + 1j -> complex64, float64 + 1j -> complex128).
 ScalarType combine_categories(ScalarType higher, ScalarType lower) {
   if (higher == kUndefined) return lower;
-  if (is_floating(higher)) return higher;
-  if (higher == ScalarType::Bool || (lower != kUndefined && is_floating(lower)))
+  if (is_complex(higher)) return higher;
+  if (is_floating(higher))
+    return lower != kUndefined && is_complex(lower) ? to_complex(higher) : higher;
+  if (higher == ScalarType::Bool ||
+      (lower != kUndefined && (is_floating(lower) || is_complex(lower))))
     return promote_skip_undefined(higher, lower);
   return higher;
 }
@@ -98,7 +102,8 @@ void TensorIterator::compute_types() {
   }
   common_dtype_ = combine_categories(dim, combine_categories(zero, wrapped));
   if (common_dtype_ == kUndefined) common_dtype_ = default_dtype();
-  if (int_to_float_ && !is_floating(common_dtype_)) common_dtype_ = default_dtype();
+  if (int_to_float_ && !is_floating(common_dtype_) && !is_complex(common_dtype_))
+    common_dtype_ = default_dtype();
 }
 
 TensorIterator& TensorIterator::build() {
@@ -309,12 +314,16 @@ void TensorIterator::finish() {
 // ---- scalars --------------------------------------------------------------------------------
 
 void store_scalar(const Scalar& s, ScalarType dtype, void* ptr) {
-  EMBER_DISPATCH_ALL(dtype, "store_scalar",
-                     [&] { *static_cast<scalar_t*>(ptr) = s.to<scalar_t>(); });
+  EMBER_DISPATCH_ALL_AND_COMPLEX(dtype, "store_scalar",
+                                 [&] { *static_cast<scalar_t*>(ptr) = s.to<scalar_t>(); });
 }
 
 void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
-  if (dtype == ScalarType::Bool || s.is_bool()) return;
+  if (dtype == ScalarType::Bool || s.is_bool() || is_complex(dtype)) return;
+  // A complex number written into a real tensor would lose its imaginary part (PyTorch raises).
+  if (s.is_complex())
+    EMBER_FAIL(Runtime, op, ": value cannot be converted to type ", dtype_name(dtype),
+               " without overflow");
   const bool overflow = EMBER_DISPATCH_ALL(dtype, op, [&]() -> bool {
     using T = scalar_t;
     if constexpr (std::is_same_v<T, bool>) {
@@ -351,22 +360,49 @@ void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
              dtype_name(dtype), " without overflow");
 }
 
+namespace {
+template <class T>
+Scalar to_scalar(T v) {
+  if constexpr (is_complex_v<T>) {
+    return Scalar(std::complex<double>(v));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return Scalar(v);
+  } else if constexpr (std::is_integral_v<T>) {
+    return Scalar(static_cast<int64_t>(v));
+  } else {
+    return Scalar(static_cast<double>(v));
+  }
+}
+}  // namespace
+
 Scalar load_scalar(const void* ptr, ScalarType dtype) {
-  return EMBER_DISPATCH_ALL(dtype, "item", [&]() -> Scalar {
-    scalar_t v = load<scalar_t>(static_cast<const char*>(ptr));
-    if constexpr (std::is_same_v<scalar_t, bool>) {
-      return Scalar(v);
-    } else if constexpr (std::is_integral_v<scalar_t>) {
-      return Scalar(static_cast<int64_t>(v));
-    } else {
-      return Scalar(static_cast<double>(v));
-    }
+  return EMBER_DISPATCH_ALL_AND_COMPLEX(dtype, "item", [&]() -> Scalar {
+    return to_scalar(load<scalar_t>(static_cast<const char*>(ptr)));
   });
 }
 
 // ---- copy with conversion -------------------------------------------------------------------
 
 namespace {
+// One element of S converted to D. Complex to real keeps the real part (as PyTorch's copy_
+// does); real to complex gets a zero imaginary part.
+template <class D, class S>
+inline D convert(S v) {
+  if constexpr (is_complex_v<S> && is_complex_v<D>) {
+    return D(v);
+  } else if constexpr (is_complex_v<S>) {
+    if constexpr (std::is_same_v<D, bool>)
+      return v.real() != 0 || v.imag() != 0;
+    else
+      return static_cast<D>(v.real());
+  } else if constexpr (is_complex_v<D>) {
+    using P = typename D::value_type;
+    return D(static_cast<P>(static_cast<opmath_t<S>>(v)), P(0));
+  } else {
+    return static_cast<D>(static_cast<opmath_t<S>>(v));
+  }
+}
+
 template <class D, class S>
 void convert_loop(char** data, const int64_t* st, int64_t n) {
   char* out = data[0];
@@ -377,14 +413,13 @@ void convert_loop(char** data, const int64_t* st, int64_t n) {
     if constexpr (std::is_same_v<D, S> && !std::is_same_v<S, bool>) {
       std::memcpy(o, a, n * sizeof(D));
     } else {  // a bool source reads any nonzero byte as true (so a copy leaves only 0 and 1)
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = static_cast<D>(static_cast<opmath_t<S>>(load_at(a, i)));
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<D, S>(load_at(a, i));
     }
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
     S v = load<S>(in + i * st[1]);
-    *reinterpret_cast<D*>(out + i * st[0]) = static_cast<D>(static_cast<opmath_t<S>>(v));
+    *reinterpret_cast<D*>(out + i * st[0]) = convert<D, S>(v);
   }
 }
 }  // namespace
@@ -445,9 +480,9 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   if (src->numel() == 1) it.allow_overlapping_output();  // every write stores the same value
   it.build();
   ScalarType dt = dst->dtype(), st = src->dtype();
-  EMBER_DISPATCH_ALL(dt, "copy_", [&] {
+  EMBER_DISPATCH_ALL_AND_COMPLEX(dt, "copy_", [&] {
     using D = scalar_t;
-    EMBER_DISPATCH_ALL(st, "copy_", [&] {
+    EMBER_DISPATCH_ALL_AND_COMPLEX(st, "copy_", [&] {
       using S = scalar_t;
       it.for_each([](char** data, const int64_t* strides, int64_t n) {
         convert_loop<D, S>(data, strides, n);

@@ -28,6 +28,10 @@ const char* ctype_name(ScalarType t) {
       return "float";
     case ScalarType::Float64:
       return "double";
+    case ScalarType::Complex64:
+      return "c10::complex<float>";
+    case ScalarType::Complex128:
+      return "c10::complex<double>";
     default:
       return "?";
   }

@@ -8,13 +8,13 @@ namespace reduce {
 void check_mean_dtype(const Tensor& self, std::optional<ScalarType> dtype) {
   if (dtype) {
     EMBER_CHECK(
-        is_floating(*dtype),
+        is_floating(*dtype) || is_complex(*dtype),
         "mean(): could not infer output dtype. Optional dtype must be either a floating point or "
         "complex dtype. Got: ",
         torch_type_name(*dtype));
   } else {
     EMBER_CHECK(
-        is_floating(self->dtype()),
+        is_floating(self->dtype()) || is_complex(self->dtype()),
         "mean(): could not infer output dtype. Input dtype must be either a floating point or "
         "complex dtype. Got: ",
         torch_type_name(self->dtype()));

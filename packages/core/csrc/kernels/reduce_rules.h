@@ -39,6 +39,10 @@ inline const char* torch_type_name(ScalarType t) {
       return "Float";
     case ScalarType::Float64:
       return "Double";
+    case ScalarType::Complex64:
+      return "ComplexFloat";
+    case ScalarType::Complex128:
+      return "ComplexDouble";
     default:
       return "Unknown";
   }
@@ -105,7 +109,9 @@ inline void check_nonempty(const Tensor& self, const std::vector<bool>& mask, bo
 // ---- dtypes and checks of the ops -------------------------------------------------------------
 
 // sum / prod / cumsum: floating inputs keep their dtype, integers and bool accumulate in int64.
-inline ScalarType sum_dtype(ScalarType t) { return is_floating(t) ? t : ScalarType::Int64; }
+inline ScalarType sum_dtype(ScalarType t) {
+  return is_floating(t) || is_complex(t) ? t : ScalarType::Int64;
+}
 
 // mean: the result dtype must be floating (`dtype`, else self's).
 void check_mean_dtype(const Tensor& self, std::optional<ScalarType> dtype);

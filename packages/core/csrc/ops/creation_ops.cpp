@@ -207,6 +207,12 @@ Tensor rand(const DimVector& size, Generator* generator, std::optional<ScalarTyp
 
 Tensor randn(const DimVector& size, Generator* generator, std::optional<ScalarType> dtype,
              std::optional<Device> device) {
+  if (dtype && is_complex(*dtype)) {
+    // Complex normal with unit variance: real and imaginary parts each N(0, 1/2), as in PyTorch.
+    Tensor out = ops::empty(size, *dtype, device);
+    ops::normal_(ops::view_as_real(out), 0.0, std::sqrt(0.5), generator);
+    return fresh(out);
+  }
   return fresh(ops::normal_(new_floating("randn", size, dtype, device), 0.0, 1.0, generator));
 }
 

@@ -25,6 +25,16 @@ bool scalar_from_object(PyObject* o, Scalar* out) {
     *out = Scalar(PyFloat_AS_DOUBLE(o));
     return true;
   }
+  // Python's complex and NumPy's complex scalars (numpy.complex64 is no subclass of complex).
+  if (PyComplex_Check(o) || std::string(Py_TYPE(o)->tp_name).rfind("numpy.complex", 0) == 0) {
+    Py_complex c = PyComplex_AsCComplex(o);
+    if (c.real == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    *out = Scalar(std::complex<double>(c.real, c.imag));
+    return true;
+  }
   if (is_tensor_object(o)) {
     auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
     if (t->numel() != 1) return false;

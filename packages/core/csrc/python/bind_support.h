@@ -86,6 +86,7 @@ struct type_caster<ember::Scalar> {
   static handle cast(const ember::Scalar& s, return_value_policy, handle) {
     if (s.is_bool()) return PyBool_FromLong(s.to_bool());
     if (s.is_integral()) return PyLong_FromLongLong(s.to_int());
+    if (s.is_complex()) return PyComplex_FromDoubles(s.to_complex().real(), s.to_complex().imag());
     return PyFloat_FromDouble(s.to_double());
   }
 };

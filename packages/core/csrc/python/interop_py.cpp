@@ -27,6 +27,10 @@ const char* buffer_format(ScalarType t) {
       return "f";
     case ScalarType::Float64:
       return "d";
+    case ScalarType::Complex64:
+      return "Zf";
+    case ScalarType::Complex128:
+      return "Zd";
     default:
       EMBER_FAIL(Type, "numpy: can't convert a ", dtype_name(t),
                  " tensor to NumPy (NumPy has no such dtype); convert it first, e.g. .float()");
@@ -35,6 +39,10 @@ const char* buffer_format(ScalarType t) {
 
 bool dtype_from_format(std::string f, int64_t itemsize, ScalarType* out) {
   if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f = f.substr(1);
+  if (f == "Zf" || f == "Zd") {
+    *out = f == "Zf" ? ScalarType::Complex64 : ScalarType::Complex128;
+    return itemsize == (f == "Zf" ? 8 : 16);
+  }
   if (f.size() != 1) return false;
   switch (f[0]) {
     case '?':
@@ -107,7 +115,7 @@ struct DLManagedTensor {
   void* manager_ctx;
   void (*deleter)(DLManagedTensor*);
 };
-enum { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6 };
+enum { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6 };
 enum { kDLCPU = 1, kDLCUDA = 2 };
 
 struct DLPackHolder {  // what our exported DLManagedTensor owns
@@ -125,6 +133,9 @@ DLDataType to_dl(ScalarType t) {
       return {kDLUInt, 8, 1};
     case ScalarType::BFloat16:
       return {kDLBfloat, 16, 1};
+    case ScalarType::Complex64:
+    case ScalarType::Complex128:
+      return {kDLComplex, bits, 1};
     default:
       return {static_cast<uint8_t>(is_floating(t) ? kDLFloat : kDLInt), bits, 1};
   }
@@ -136,6 +147,8 @@ ScalarType from_dl(DLDataType d) {
   if (d.code == kDLBool && d.bits == 8) return ScalarType::Bool;
   if (d.code == kDLUInt && d.bits == 8) return ScalarType::UInt8;
   if (d.code == kDLBfloat && d.bits == 16) return ScalarType::BFloat16;
+  if (d.code == kDLComplex && d.bits == 64) return ScalarType::Complex64;
+  if (d.code == kDLComplex && d.bits == 128) return ScalarType::Complex128;
   if (d.code == kDLInt) {
     switch (d.bits) {
       case 8:

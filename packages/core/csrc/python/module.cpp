@@ -39,6 +39,7 @@ struct DType {
 void bind_dtypes(py::module_& m) {
   py::class_<DType> cls(m, "dtype");
   cls.def_property_readonly("is_floating_point", [](const DType& d) { return is_floating(d.type); })
+      .def_property_readonly("is_complex", [](const DType& d) { return is_complex(d.type); })
       .def_property_readonly("is_signed", [](const DType& d) { return is_signed(d.type); })
       .def_property_readonly("itemsize", [](const DType& d) { return itemsize(d.type); })
       .def("__repr__", [](const DType& d) { return std::string("ember.") + dtype_name(d.type); })
@@ -50,9 +51,10 @@ void bind_dtypes(py::module_& m) {
     m.attr(dtype_name(st)) = py::handle(g_dtype_objects[i]);
   }
   const std::pair<const char*, ScalarType> aliases[] = {
-      {"float", ScalarType::Float32}, {"double", ScalarType::Float64},
-      {"half", ScalarType::Float16},  {"long", ScalarType::Int64},
-      {"int", ScalarType::Int32},     {"short", ScalarType::Int16}};
+      {"float", ScalarType::Float32},    {"double", ScalarType::Float64},
+      {"half", ScalarType::Float16},     {"long", ScalarType::Int64},
+      {"int", ScalarType::Int32},        {"short", ScalarType::Int16},
+      {"cfloat", ScalarType::Complex64}, {"cdouble", ScalarType::Complex128}};
   for (auto& [name, st] : aliases) m.attr(name) = py::handle(g_dtype_objects[static_cast<int>(st)]);
   m.def("get_default_dtype", [] { return default_dtype(); });
   m.def("set_default_dtype", [](ScalarType t) { set_default_dtype(t); });

@@ -189,7 +189,7 @@ void reduce_dispatch(ScalarType dt, void* dst, const std::vector<const void*>& s
     case ScalarType::Float64:
       return reduce_typed<double>(dst, srcs, n, op);
     default:
-      break;
+      break;  // refused before any rank waits (all_reduce's first check)
   }
 }
 
@@ -275,6 +275,9 @@ class ShmGroup {
   int all_reduce(uintptr_t ptr, int64_t numel, int dtype, int op, int dst, double timeout_s) {
     check_mapped();
     const ScalarType dt = static_cast<ScalarType>(dtype);
+    EMBER_CHECK_KIND(dtype >= 0 && dtype < kNumScalarTypes && !is_complex(dt), Type,
+                     "all_reduce: not implemented for dtype ", dtype_name(dt),
+                     " (supported: all real dtypes)");
     const int64_t isz = itemsize(dt);
     const int64_t per_chunk = slot_ / isz;
     const int64_t line = static_cast<int64_t>(kLine) / isz;  // shares start on cache lines

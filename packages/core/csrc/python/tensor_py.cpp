@@ -52,7 +52,7 @@ Scalar item(const Tensor& t) {
 
 // ---- tensor(data): nested Python sequences -> a new tensor ----------------------------------
 
-enum Kind { kBool = 0, kInt = 1, kFloat = 2 };
+enum Kind { kBool = 0, kInt = 1, kFloat = 2, kComplex = 3 };
 
 void infer_shape(py::handle obj, DimVector& shape) {
   PyObject* o = obj.ptr();
@@ -75,13 +75,14 @@ void scan_kind(py::handle obj, int& kind, int64_t depth = 0) {
       throw py::value_error("tensor(): sequences nested more than " + std::to_string(kMaxNesting) +
                             " levels deep are not supported");
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-    for (Py_ssize_t i = 0; i < n && kind < kFloat; ++i)
+    for (Py_ssize_t i = 0; i < n && kind < kComplex; ++i)
       scan_kind(PySequence_Fast_GET_ITEM(o, i), kind, depth + 1);
     return;
   }
   if (is_tensor_object(o)) {
     auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
-    kind = std::max(kind, is_floating(t->dtype())          ? int(kFloat)
+    kind = std::max(kind, is_complex(t->dtype())           ? int(kComplex)
+                          : is_floating(t->dtype())        ? int(kFloat)
                           : t->dtype() == ScalarType::Bool ? int(kBool)
                                                            : int(kInt));
     return;
@@ -89,7 +90,10 @@ void scan_kind(py::handle obj, int& kind, int64_t depth = 0) {
   Scalar s;
   if (!scalar_from_object(o, &s))
     throw py::type_error(std::string("tensor(): could not infer dtype of ") + Py_TYPE(o)->tp_name);
-  kind = std::max(kind, s.is_floating() ? int(kFloat) : s.is_bool() ? int(kBool) : int(kInt));
+  kind = std::max(kind, s.is_complex()    ? int(kComplex)
+                        : s.is_floating() ? int(kFloat)
+                        : s.is_bool()     ? int(kBool)
+                                          : int(kInt));
 }
 
 void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, ScalarType dt) {
@@ -99,7 +103,10 @@ void fill_rec(py::handle obj, const DimVector& shape, int64_t d, char*& p, Scala
     if (!scalar_from_object(o, &s))
       throw py::type_error(std::string("tensor(): expected a number, got ") + Py_TYPE(o)->tp_name);
     // 300 into int8 or inf into int64 must not wrap (PyTorch raises); floats saturate to inf.
-    if (!is_floating(dt)) check_scalar_fits(s, dt, "tensor()");
+    if (s.is_complex() && !is_complex(dt))  // as Python's float(1j)
+      throw py::type_error(std::string("tensor(): must be real number, not complex (dtype ") +
+                           dtype_name(dt) + ")");
+    if (!is_floating(dt) && !is_complex(dt)) check_scalar_fits(s, dt, "tensor()");
     store_scalar(s, dt, p);
     p += itemsize(dt);
     return;
@@ -152,9 +159,10 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype) {
                           " levels deep are not supported");
   int kind = kBool;
   scan_kind(data, kind);
-  ScalarType dt = dtype.value_or(kind == kFloat ? default_dtype()
-                                 : kind == kInt ? ScalarType::Int64
-                                                : ScalarType::Bool);
+  ScalarType dt = dtype.value_or(kind == kComplex ? to_complex(default_dtype())
+                                 : kind == kFloat ? default_dtype()
+                                 : kind == kInt   ? ScalarType::Int64
+                                                  : ScalarType::Bool);
   if (!dtype && shape.size() > 0 && shape[shape.size() - 1] == 0 && kind == kBool)
     dt = default_dtype();
   Tensor out = empty(shape, dt);
@@ -233,8 +241,18 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
              Tensor h = host_readable(t);
              return tolist_rec(*h, h->data(), 0);
            })
-      .def("__float__", [](const Tensor& t) { return item(t).to_double(); })
-      .def("__int__", [](const Tensor& t) { return item(t).to_int(); })
+      .def("__float__",
+           [](const Tensor& t) {
+             const Scalar s = item(t);
+             if (s.is_complex()) throw py::type_error("can't convert complex to float");
+             return s.to_double();
+           })
+      .def("__int__",
+           [](const Tensor& t) {
+             const Scalar s = item(t);
+             if (s.is_complex()) throw py::type_error("can't convert complex to int");
+             return s.to_int();
+           })
       .def("__bool__",
            [](const Tensor& t) {
              EMBER_CHECK(t->numel() == 1, "Boolean value of Tensor with ",

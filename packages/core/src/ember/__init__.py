@@ -61,6 +61,9 @@ from ember._toplevel import (  # noqa: F401  (predicates, determinism switches, 
 )
 from ember import _foreach  # noqa: F401,E402  (ember._foreach_add_ and the other list ops)
 from ember import _compat_ops  # noqa: E402  (diag, cartesian_prod, logaddexp, cov, ...)
+from ember import _complex  # noqa: E402  (Tensor.real/imag, is_conj, Tensor.stft)
+
+_complex.install(globals())
 
 _compat_ops.install(globals())
 _memory_format_module = _sys.modules["ember._memory_format"]
@@ -118,7 +121,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
-    "version", "hub",
+    "version", "hub", "fft",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
@@ -140,6 +143,8 @@ _LAZY_ATTRS = {
     "digamma": "ember.special",
     "xlogy": "ember.special",
     "vmap": "ember.func",
+    "stft": "ember._spectral",
+    "istft": "ember._spectral",
     # PyTorch's top-level spellings of nn.functional ops
     **{name: "ember.nn.functional" for name in (
         "alpha_dropout", "feature_alpha_dropout", "bilinear", "cosine_similarity",

@@ -40,6 +40,8 @@ class finfo:  # noqa: N801  (the name matches torch.finfo)
                 f"finfo(): argument 'type' (position 1) must be ember.dtype, not {_type_name(type)}"
             )
         name = _dtype_name(type)
+        # a complex dtype has the limits of its parts, as in PyTorch
+        name = {"complex64": "float32", "complex128": "float64"}.get(name, name)
         if name not in _FLOAT_FORMATS:
             raise TypeError(
                 f"ember.finfo() requires a floating point input type, got {type!r}. "

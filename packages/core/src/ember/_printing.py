@@ -136,7 +136,28 @@ class _Formatter:
         return (self.max_width - len(s)) * " " + s
 
 
-def _vector_str(data: list, indent: int, fmt: _Formatter) -> str:
+class _ComplexFormatter:
+    """Complex numbers as PyTorch prints them: the real parts and the imaginary parts each get a
+    formatter of their own (``1.+2.j``, ``0.5000-1.2500j``)."""
+
+    def __init__(self, values: list) -> None:
+        self.real = _Formatter([v.real for v in values], True)
+        self.imag = _Formatter([v.imag for v in values], True)
+        self.max_width = self.real.max_width + self.imag.max_width + 1
+
+    def format(self, v: Any) -> str:
+        real = self.real.format(v.real)
+        imag = (self.imag.format(v.imag) + "j").lstrip()
+        return real + imag if imag[0] in "+-" else real + "+" + imag
+
+
+def _formatter(values: list, dtype: Any) -> Any:
+    if dtype.is_complex:
+        return _ComplexFormatter(values)
+    return _Formatter(values, dtype.is_floating_point)
+
+
+def _vector_str(data: list, indent: int, fmt: Any) -> str:
     element_length = fmt.max_width + 2  # the value, a comma and a space
     per_line = max(1, math.floor((_OPTIONS["linewidth"] - indent) / element_length))
     items = [" ..." if v is _SKIP else fmt.format(v) for v in data]
@@ -144,7 +165,7 @@ def _vector_str(data: list, indent: int, fmt: _Formatter) -> str:
     return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
 
 
-def _nested_str(data: list, ndim: int, indent: int, fmt: _Formatter) -> str:
+def _nested_str(data: list, ndim: int, indent: int, fmt: Any) -> str:
     if ndim == 1:
         return _vector_str(data, indent, fmt)
     rows = ["..." if row is _SKIP else _nested_str(row, ndim - 1, indent + 1, fmt) for row in data]
@@ -155,17 +176,16 @@ def _tensor_str(t: Any, indent: int) -> str:
     if t.numel() == 0:
         return "[]"
     summarize = t.numel() > _OPTIONS["threshold"]
-    floating = t.dtype.is_floating_point
     if t.ndim == 0:
         v = t.item()
-        return _Formatter([v], floating).format(v)
+        return _formatter([v], t.dtype).format(v)
     edge = int(_OPTIONS["edgeitems"])
     if summarize and edge <= 0:
         return "[...]"
     data = _gather(t, summarize, edge)
     values: list = []
     _flatten(data, values)
-    return _nested_str(data, t.ndim, indent, _Formatter(values, floating))
+    return _nested_str(data, t.ndim, indent, _formatter(values, t.dtype))
 
 
 def _add_suffixes(text: str, suffixes: list, indent: int) -> str:
@@ -199,6 +219,7 @@ def tensor_repr(t: Any) -> str:
     if t.device.type != "cpu":
         suffixes.append(f"device='{t.device}'")
     default = _C.get_default_dtype()
+    default_complex = _C.complex128 if default is _C.float64 else _C.complex64
     dtype = t.dtype
     if t.device.type == "meta":
         # No data to show: PyTorch's tensor(..., device='meta', size=(2, 3)).
@@ -217,7 +238,7 @@ def tensor_repr(t: Any) -> str:
     else:
         if not _OPTIONS["edgeitems"]:
             suffixes.append(f"size={tuple(t.shape)}")
-        if dtype not in (default, _C.int64, _C.bool):
+        if dtype not in (default, default_complex, _C.int64, _C.bool):
             suffixes.append(f"dtype={dtype!r}")
         body = _tensor_str(t if t.device.type == "cpu" else t.cpu(), indent)
     grad_fn = getattr(t, "grad_fn", None)

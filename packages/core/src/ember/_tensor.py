@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ember import _C
@@ -55,6 +56,19 @@ def _iter(self: Tensor):
     return (self[i] for i in range(self.shape[0]))
 
 
+_warned_complex_cast = False
+
+
+def _warn_complex_to_real(self: Tensor, dtype: Any) -> None:
+    """PyTorch's one-time warning when a cast drops imaginary parts."""
+    global _warned_complex_cast
+    if _warned_complex_cast or dtype is None or dtype.is_complex or not self.dtype.is_complex:
+        return
+    _warned_complex_cast = True
+    warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
+                  stacklevel=3)
+
+
 def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``.
 
@@ -86,6 +100,7 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
             dtype, dev = a.dtype, a.device
         else:
             raise TypeError(f"to() received an invalid argument of type {type(a).__name__}")
+    _warn_complex_to_real(self, dtype)
     if dev is not None:
         dev, cur = _device(dev), self.device
         if dev.type != cur.type or (dev.index is not None and dev.index != cur.index):
@@ -122,6 +137,7 @@ def _cuda(self: Tensor, device: Any = None, non_blocking: bool = False) -> Tenso
 
 def _make_cast(dt: Any):
     def cast(self: Tensor) -> Tensor:
+        _warn_complex_to_real(self, dt)
         return self._to_dtype(dt)
 
     cast.__doc__ = f"self converted to {dt!r}."
@@ -155,7 +171,7 @@ Tensor.cuda = _cuda
 for _name, _dt in [
     ("float", _C.float32), ("double", _C.float64), ("half", _C.float16), ("bfloat16", _C.bfloat16),
     ("long", _C.int64), ("int", _C.int32), ("short", _C.int16), ("char", _C.int8),
-    ("byte", _C.uint8), ("bool", _C.bool),
+    ("byte", _C.uint8), ("bool", _C.bool), ("cfloat", _C.complex64), ("cdouble", _C.complex128),
 ]:
     setattr(Tensor, _name, _make_cast(_dt))
 Tensor.__array_priority__ = 1000  # NumPy defers binary operators to ember
@@ -190,12 +206,12 @@ def _mT(self: Tensor) -> Tensor:
 
 
 def _H(self: Tensor) -> Tensor:
-    """Conjugate transpose of a matrix (ember has no complex dtypes: the transpose)."""
+    """Conjugate transpose of a matrix (the transpose for real dtypes)."""
     if self.ndim not in (0, 2):
         raise RuntimeError(
             f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor."
         )
-    return self.permute(*range(self.ndim - 1, -1, -1))
+    return self.permute(*range(self.ndim - 1, -1, -1)).conj()
 
 
 def _mH(self: Tensor) -> Tensor:
@@ -204,7 +220,7 @@ def _mH(self: Tensor) -> Tensor:
         raise RuntimeError(
             f"tensor.mH is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor."
         )
-    return self.transpose(-2, -1)
+    return self.transpose(-2, -1).conj()
 
 
 Tensor.T = property(_T)

@@ -68,16 +68,16 @@ def is_floating_point(input: Tensor) -> bool:
 
 
 def _tensor_is_complex(self: Tensor) -> bool:
-    """Whether the dtype is complex: always False, ember has no complex dtypes."""
+    """Whether the dtype is complex (complex64 or complex128)."""
     return bool(self.dtype.is_complex)
 
 
 def is_complex(input: Tensor) -> bool:
-    """Whether the tensor's dtype is complex (ember has none, so False for every tensor).
+    """Whether the tensor's dtype is complex (complex64 or complex128).
 
     >>> import ember
-    >>> ember.is_complex(ember.ones(1))
-    False
+    >>> ember.is_complex(ember.ones(1)), ember.is_complex(ember.ones(1, dtype=ember.complex64))
+    (False, True)
     """
     _need_tensor("is_complex", input)
     return _tensor_is_complex(input)
@@ -392,7 +392,6 @@ def _install() -> None:
     for name in __all__:
         if not hasattr(ember, name):
             setattr(ember, name, globals()[name])
-    _C.dtype.is_complex = property(lambda self: False, doc="Whether the dtype is complex (never, in ember).")
     methods = {
         "is_complex": _tensor_is_complex,
         "is_signed": _tensor_is_signed,

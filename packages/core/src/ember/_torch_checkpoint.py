@@ -40,10 +40,12 @@ _STORAGE_DTYPES = {
     "FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
     "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
     "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
-    "BoolStorage": "bool", "UntypedStorage": "uint8",
+    "BoolStorage": "bool", "UntypedStorage": "uint8", "ComplexFloatStorage": "complex64",
+    "ComplexDoubleStorage": "complex128",
 }
 _DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
-                "uint8", "bool", "float", "double", "half", "long", "int", "short")
+                "uint8", "bool", "float", "double", "half", "long", "int", "short", "complex64",
+                "complex128", "cfloat", "cdouble")
 
 
 class _StorageType:

@@ -78,7 +78,7 @@ def _dtypes() -> dict[str, Any]:
     import ember
 
     names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
-             "float64"]
+             "float64", "complex64", "complex128"]
     return {n: getattr(ember, n) for n in names}
 
 

@@ -30,9 +30,12 @@ _DEFAULT_TOLERANCES = {
     _C.bfloat16: (1.6e-2, 1e-5),
     _C.float32: (1.3e-6, 1e-5),
     _C.float64: (1e-7, 1e-7),
+    _C.complex64: (1.3e-6, 1e-5),
+    _C.complex128: (1e-7, 1e-7),
 }
 _NUMPY_TOLERANCES = {np.dtype(np.float16): (1e-3, 1e-5), np.dtype(np.float32): (1.3e-6, 1e-5),
-                     np.dtype(np.float64): (1e-7, 1e-7)}
+                     np.dtype(np.float64): (1e-7, 1e-7), np.dtype(np.complex64): (1.3e-6, 1e-5),
+                     np.dtype(np.complex128): (1e-7, 1e-7)}
 
 
 class _Mismatch(AssertionError):
@@ -78,7 +81,9 @@ def _compare_values(a: np.ndarray, e: np.ndarray, rtol: float, atol: float, equa
     else:
         common = np.result_type(a.dtype, e.dtype) if a.dtype.kind == "f" or e.dtype.kind == "f" \
             else np.dtype(np.float64)
-        if common.kind != "f":
+        if a.dtype.kind == "c" or e.dtype.kind == "c":  # complex: |a - e| against |e|
+            common = np.result_type(a.dtype, e.dtype, np.complex64)
+        elif common.kind != "f":
             common = np.dtype(np.float64)
         af, ef = a.astype(common), e.astype(common)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <complex>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -356,6 +357,39 @@ Tensor blas_operand(const Tensor& t, ScalarType dt) {
   return float_copy(t, dt);
 }
 
+// complex64 / complex128 products: OpenBLAS's cgemm / zgemm on each batch (a and b in BLAS
+// layouts; op(X) is the plain transpose, never the conjugate).
+template <class T>
+void complex_gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor& c,
+                  const DimVector& batch, int64_t M, int64_t N, int64_t K, T alpha, T beta) {
+  check_blas_sizes(op, M, N, K);
+  const Mat A = layout_of(a), B = layout_of(b);
+  std::vector<int64_t> oa, ob;
+  batch_offsets(batch, batch_strides(a, batch), batch_strides(b, batch), oa, ob);
+  const T* pa = a->data_as<T>();
+  const T* pb = b->data_as<T>();
+  T* pc = c->data_as<T>();
+  const CBLAS_TRANSPOSE ta = A.trans ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = B.trans ? CblasTrans : CblasNoTrans;
+  sync_blas_threads();
+  for (size_t i = 0; i < oa.size(); ++i) {
+    T* ci = pc + static_cast<int64_t>(i) * M * N;
+    if (K == 0) {
+      for (int64_t j = 0; j < M * N; ++j) ci[j] = beta == T(0) ? T(0) : beta * ci[j];
+      continue;
+    }
+    if constexpr (std::is_same_v<T, std::complex<float>>) {
+      scipy_cblas_cgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), &alpha,
+                        pa + oa[i], blasint(A.ld), pb + ob[i], blasint(B.ld), &beta, ci,
+                        blasint(N));
+    } else {
+      scipy_cblas_zgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), &alpha,
+                        pa + oa[i], blasint(A.ld), pb + ob[i], blasint(B.ld), &beta, ci,
+                        blasint(N));
+    }
+  }
+}
+
 // The product core of linalg::MatmulOps (contract in kernels/linalg_rules.h), on OpenBLAS.
 Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVector& batch,
                    const Tensor& init, const Scalar& beta, const Scalar& alpha) {
@@ -371,6 +405,15 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
   // Meta tensors: the checks above and the output are the whole op (every product ends here,
   // so the linalg kernels run on meta as they are: `meta: cpu` in linalg.yaml).
   if (out->device().is_meta()) return out;
+  if (is_complex(dt)) {
+    Tensor ac = blas_operand(a, dt), bc = blas_operand(b, dt);
+    if (use_init) copy_into(out, init);
+    EMBER_DISPATCH_COMPLEX(dt, op, [&] {
+      complex_gemm<scalar_t>(op, ac, bc, out, batch, M, N, K, alpha.to<scalar_t>(),
+                             use_init ? beta.to<scalar_t>() : scalar_t(0));
+    });
+    return out;
+  }
   if (!is_floating(dt)) {
     if (use_init) copy_into(out, init);
     EMBER_DISPATCH_INTEGRAL(dt, op, [&] {

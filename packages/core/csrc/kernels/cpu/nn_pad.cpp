@@ -4,6 +4,7 @@
 // (kernels/pad.h, shared with the derivative), copying items by size, so one loop serves all
 // dtypes.
 #include <algorithm>
+#include <complex>
 #include <cstring>
 
 #include "core/dispatch.h"
@@ -114,8 +115,10 @@ void gather_padded(const Tensor& out, const Tensor& self,
       return gather_as<uint16_t>(out, self, maps, fill_bits);
     case 4:
       return gather_as<uint32_t>(out, self, maps, fill_bits);
-    default:
+    case 8:
       return gather_as<uint64_t>(out, self, maps, fill_bits);
+    default:  // 16 bytes (complex128), moved as one value
+      return gather_as<std::complex<double>>(out, self, maps, fill_bits);
   }
 }
 

@@ -17,7 +17,8 @@ namespace ember {
 namespace cpu {
 namespace {
 
-enum class Types { All, Numeric, Float, Integral };
+// Which dtypes an op takes; the *Complex sets add complex64 and complex128.
+enum class Types { All, Numeric, Float, Integral, AllComplex, NumericComplex, FloatComplex };
 
 // Runs `make(A{})` (a functor over the op-math type A) through the loop for `nin` inputs.
 template <Types types, class R_override, int nin, class Make>
@@ -39,6 +40,25 @@ void run(TensorIterator& it, const char* name, const Make& make) {
     EMBER_DISPATCH_NUMERIC(dt, name, [&] { body(scalar_t{}); });
   } else if constexpr (types == Types::Float) {
     EMBER_DISPATCH_FLOAT(dt, name, [&] { body(scalar_t{}); });
+  } else if constexpr (types == Types::AllComplex) {
+    EMBER_DISPATCH_ALL_AND_COMPLEX(dt, name, [&] { body(scalar_t{}); });
+  } else if constexpr (types == Types::NumericComplex) {
+    [&] {
+      switch (dt) {
+        EMBER_CASES_FLOAT([&] { body(scalar_t{}); })
+        EMBER_CASES_INT([&] { body(scalar_t{}); })
+        EMBER_CASES_COMPLEX([&] { body(scalar_t{}); })
+        EMBER_DTYPE_ERROR(dt, name, "integer, floating and complex dtypes")
+      }
+    }();
+  } else if constexpr (types == Types::FloatComplex) {
+    [&] {
+      switch (dt) {
+        EMBER_CASES_FLOAT([&] { body(scalar_t{}); })
+        EMBER_CASES_COMPLEX([&] { body(scalar_t{}); })
+        EMBER_DTYPE_ERROR(dt, name, "floating and complex dtypes")
+      }
+    }();
   } else {
     EMBER_DISPATCH_INTEGRAL(dt, name, [&] { body(scalar_t{}); });
   }
@@ -76,39 +96,42 @@ double erfinv_impl(double y) {
 
 }  // namespace
 
-#define EMBER_UNARY_FLOAT(NAME, EXPR)                                      \
+#define EMBER_UNARY_FLOAT_T(NAME, TYPES, EXPR)                             \
   Tensor NAME(const Tensor& self, const Tensor& out) {                     \
     ElementwiseIterator it(#NAME);                                         \
     it.add_output(out).add_input(self).promote_int_to_float(true).build(); \
-    run<Types::Float, void, 1>(it, #NAME, [](auto tag) {                   \
+    run<Types::TYPES, void, 1>(it, #NAME, [](auto tag) {                   \
       using A = decltype(tag);                                             \
       return [](A x) -> A { return EXPR; };                                \
     });                                                                    \
     return it.output();                                                    \
   }
+#define EMBER_UNARY_FLOAT(NAME, EXPR) EMBER_UNARY_FLOAT_T(NAME, Float, EXPR)
 // The same with float32 on the vectorized kernel nn::vec::NAME (float64 and the half types stay
 // on EXPR).
-#define EMBER_UNARY_FLOAT_VEC(NAME, EXPR)                                                         \
+#define EMBER_UNARY_FLOAT_VEC_T(NAME, TYPES, EXPR)                                                \
   Tensor NAME(const Tensor& self, const Tensor& out) {                                            \
     ElementwiseIterator it(#NAME);                                                                \
     it.add_output(out).add_input(self).promote_int_to_float(true).build();                        \
     if (run_vec_float32(it, [](const float* x, float* y, int64_t n) { nn::vec::NAME(x, y, n); })) \
       return it.output();                                                                         \
-    run<Types::Float, void, 1>(it, #NAME, [](auto tag) {                                          \
+    run<Types::TYPES, void, 1>(it, #NAME, [](auto tag) {                                          \
       using A = decltype(tag);                                                                    \
       return [](A x) -> A { return EXPR; };                                                       \
     });                                                                                           \
     return it.output();                                                                           \
   }
 
-EMBER_UNARY_FLOAT_VEC(exp, std::exp(x))
+#define EMBER_UNARY_FLOAT_VEC(NAME, EXPR) EMBER_UNARY_FLOAT_VEC_T(NAME, Float, EXPR)
+
+EMBER_UNARY_FLOAT_VEC_T(exp, FloatComplex, std::exp(x))
 EMBER_UNARY_FLOAT(exp2, std::exp2(x))
 EMBER_UNARY_FLOAT_VEC(expm1, std::expm1(x))
-EMBER_UNARY_FLOAT_VEC(log, std::log(x))
+EMBER_UNARY_FLOAT_VEC_T(log, FloatComplex, std::log(x))
 EMBER_UNARY_FLOAT(log2, std::log2(x))
 EMBER_UNARY_FLOAT(log10, std::log10(x))
 EMBER_UNARY_FLOAT_VEC(log1p, std::log1p(x))
-EMBER_UNARY_FLOAT(sqrt, std::sqrt(x))
+EMBER_UNARY_FLOAT_T(sqrt, FloatComplex, std::sqrt(x))
 EMBER_UNARY_FLOAT(rsqrt, A(1) / std::sqrt(x))
 EMBER_UNARY_FLOAT(sin, std::sin(x))
 EMBER_UNARY_FLOAT(cos, std::cos(x))
@@ -124,7 +147,9 @@ EMBER_UNARY_FLOAT_VEC(erf, std::erf(x))
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
 EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
 #undef EMBER_UNARY_FLOAT
+#undef EMBER_UNARY_FLOAT_T
 #undef EMBER_UNARY_FLOAT_VEC
+#undef EMBER_UNARY_FLOAT_VEC_T
 
 namespace {
 template <class A>
@@ -166,9 +191,36 @@ A shift_right(A x, A y) {
     return it.output();                                  \
   }
 
-EMBER_UNARY_SAME(neg, Numeric, -x)
+EMBER_UNARY_SAME(neg, NumericComplex, -x)
+
+namespace {
 // abs: 0 - x, not -x, so that abs(-0.0) is +0.0 as in PyTorch.
-EMBER_UNARY_SAME(abs, Numeric, x <= A(0) ? A(A(0) - x) : x)
+Tensor abs_real(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("abs");
+  it.add_output(out).add_input(self).build();
+  run<Types::Numeric, void, 1>(it, "abs", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return x <= A(0) ? A(A(0) - x) : x; };
+  });
+  return it.output();
+}
+}  // namespace
+
+// abs of a complex tensor is real (complex64 -> float32), computed without overflow (hypot).
+Tensor abs(const Tensor& self, const Tensor& out) {
+  if (!is_complex(self->dtype())) return abs_real(self, out);
+  EMBER_CHECK(!(out && out == self), "abs_: in-place abs is not supported for complex tensors");
+  ElementwiseIterator it("abs");
+  it.add_output(out).add_input(self).output_dtype(to_real(self->dtype())).build();
+  EMBER_DISPATCH_COMPLEX(it.dtype(1), "abs", [&] {
+    using R = typename scalar_t::value_type;
+    it.for_each([](char** d, const int64_t* s, int64_t n) {
+      unary_loop<scalar_t, R>(d, s, n, [](scalar_t x) { return std::hypot(x.real(), x.imag()); });
+    });
+  });
+  it.finish();
+  return it.output();
+}
 EMBER_UNARY_SAME(sign, All, A((A(0) < x) - (x < A(0))))
 EMBER_UNARY_SAME(square, Numeric, x* x)
 // relu: float32 on the vectorized kernel (the widest vectors this CPU has), the rest as above.
@@ -266,7 +318,7 @@ Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
   ElementwiseIterator it("add");
   binary_iter(it, self, other, out).build();
   check_alpha(alpha, it.common_dtype(), "add");
-  run<Types::All, void, 2>(it, "add", [&](auto tag) {
+  run<Types::AllComplex, void, 2>(it, "add", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
     if constexpr (std::is_same_v<A, bool>) {
@@ -284,7 +336,7 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
   ElementwiseIterator it("sub");
   binary_iter(it, self, other, out).build();
   check_alpha(alpha, it.common_dtype(), "sub");
-  run<Types::Numeric, void, 2>(it, "sub", [&](auto tag) {
+  run<Types::NumericComplex, void, 2>(it, "sub", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
     return [al](A x, A y) -> A { return x - al * y; };
@@ -297,7 +349,7 @@ Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha
   ElementwiseIterator it("rsub");
   binary_iter(it, self, other, Tensor()).build();
   check_alpha(alpha, it.common_dtype(), "rsub");
-  run<Types::Numeric, void, 2>(it, "rsub", [&](auto tag) {
+  run<Types::NumericComplex, void, 2>(it, "rsub", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
     return [al](A x, A y) -> A { return y - al * x; };
@@ -308,7 +360,7 @@ Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha
 Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
   ElementwiseIterator it("mul");
   binary_iter(it, self, other, out).build();
-  run<Types::All, void, 2>(it, "mul", [](auto tag) {
+  run<Types::AllComplex, void, 2>(it, "mul", [](auto tag) {
     using A = decltype(tag);
     if constexpr (std::is_same_v<A, bool>) {
       return [](A x, A y) -> A { return x && y; };
@@ -361,7 +413,7 @@ Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<
   binary_iter(it, self, other, out);
   if (!mode) {
     it.promote_int_to_float(true).build();
-    run<Types::Float, void, 2>(it, "div", [](auto tag) {
+    run<Types::FloatComplex, void, 2>(it, "div", [](auto tag) {
       using A = decltype(tag);
       return [](A x, A y) -> A { return x / y; };
     });
@@ -457,7 +509,7 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
   binary_iter(it, self, exponent, out).build();
   // int32.pow(2**32 + 2) must not wrap to pow(2).
   if (!exponent.is_tensor()) check_scalar_fits(exponent.scalar, it.common_dtype(), "pow");
-  run<Types::Numeric, void, 2>(it, "pow", [](auto tag) {
+  run<Types::NumericComplex, void, 2>(it, "pow", [](auto tag) {
     using A = decltype(tag);
     return [](A x, A y) -> A {
       if constexpr (std::is_integral_v<A>) {
@@ -474,7 +526,7 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
 Tensor rpow(const Tensor& self, const Scalar& base) {
   ElementwiseIterator it("pow");
   it.add_output(Tensor()).add_input(base).add_input(self).build();
-  run<Types::Numeric, void, 2>(it, "pow", [](auto tag) {
+  run<Types::NumericComplex, void, 2>(it, "pow", [](auto tag) {
     using A = decltype(tag);
     return [](A x, A y) -> A {
       if constexpr (std::is_integral_v<A>) {
@@ -519,22 +571,22 @@ Tensor maximum(const Tensor& self, const Tensor& other, const Tensor& out) {
 
 // ---- comparisons and logic -> bool ----------------------------------------------------------
 
-#define EMBER_COMPARE(NAME, OP)                                                     \
+#define EMBER_COMPARE(NAME, TYPES, OP)                                              \
   Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) { \
     ElementwiseIterator it(#NAME);                                                  \
     binary_iter(it, self, other, out).output_dtype(ScalarType::Bool).build();       \
-    run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                              \
+    run<Types::TYPES, bool, 2>(it, #NAME, [](auto tag) {                            \
       using A = decltype(tag);                                                      \
       return [](A x, A y) -> bool { return x OP y; };                               \
     });                                                                             \
     return it.output();                                                             \
   }
-EMBER_COMPARE(eq, ==)
-EMBER_COMPARE(ne, !=)
-EMBER_COMPARE(lt, <)
-EMBER_COMPARE(le, <=)
-EMBER_COMPARE(gt, >)
-EMBER_COMPARE(ge, >=)
+EMBER_COMPARE(eq, AllComplex, ==)
+EMBER_COMPARE(ne, AllComplex, !=)
+EMBER_COMPARE(lt, All, <)
+EMBER_COMPARE(le, All, <=)
+EMBER_COMPARE(gt, All, >)
+EMBER_COMPARE(ge, All, >=)
 #undef EMBER_COMPARE
 
 #define EMBER_LOGICAL(NAME, EXPR)                                                               \

@@ -2,6 +2,8 @@
 // Reducer struct run by the engine in reduce_utils.h; the hot contiguous loops (block()) keep
 // several independent accumulators so the compiler vectorizes them without -ffast-math.
 #include <cmath>
+#include <complex>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -652,10 +654,34 @@ struct CountNonzeroReducer : ReducerBase<CountNonzeroReducer<T>, T, int64_t> {
 
 // ---- shared op bodies --------------------------------------------------------------------------
 
+// A complex tensor's elements as pairs of reals (a trailing dim of 2), and back.
+Tensor real_pairs(const Tensor& x) {
+  DimVector sizes = x->sizes(), strides = x->strides();
+  for (int64_t& s : strides) s *= 2;
+  sizes.push_back(2);
+  strides.push_back(1);
+  return make_view(x, std::move(sizes), std::move(strides), x->storage_offset() * 2,
+                   to_real(x->dtype()));
+}
+// A new complex tensor holding the contiguous pairs (its own tensor, not a view of them).
+Tensor from_real_pairs(const Tensor& pairs, ScalarType complex_dtype) {
+  DimVector sizes(pairs->sizes().begin(), pairs->sizes().end() - 1);
+  Tensor out = ember::empty(sizes, complex_dtype, pairs->device());
+  std::memcpy(out->data(), pairs->data(), out->numel() * out->itemsize());
+  return out;
+}
+
 template <bool NanZero>
 Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim, double div,
                 const char* op) {
   const ScalarType st = x->dtype();
+  if (is_complex(st)) {
+    // Sums of the real parts and of the imaginary parts: the real kernels over a pairs view.
+    std::vector<bool> pair_mask = mask;
+    pair_mask.push_back(false);
+    Tensor pairs = sum_impl<NanZero>(real_pairs(x), pair_mask, keepdim, div, op);
+    return from_real_pairs(pairs, st);
+  }
   Tensor out =
       ember::empty(reduced_sizes(x->sizes(), mask, keepdim), reduce::sum_dtype(st), x->device());
   EMBER_DISPATCH_ALL(st, op, [&] {
@@ -729,6 +755,35 @@ Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, boo
 
 // ---- sums and products -------------------------------------------------------------------------
 
+namespace {
+// prod of a complex tensor: a contiguous copy with the reduced dims innermost, multiplied out
+// row by row (in double precision for complex64).
+Tensor complex_prod(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
+  DimVector sizes, strides;
+  int64_t outer = 1, inner = 1;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t d = 0; d < x->dim(); ++d)
+      if (static_cast<bool>(mask[d]) == (pass == 1)) {
+        sizes.push_back(x->size(d));
+        strides.push_back(x->stride(d));
+        (pass == 1 ? inner : outer) *= x->size(d);
+      }
+  Tensor c = ember::empty(sizes, x->dtype(), x->device());
+  copy_into(c, make_view(x, sizes, strides, x->storage_offset()));
+  Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), x->dtype(), x->device());
+  EMBER_DISPATCH_COMPLEX(x->dtype(), "prod", [&] {
+    const scalar_t* p = c->data_as<scalar_t>();
+    scalar_t* o = out->data_as<scalar_t>();
+    for (int64_t i = 0; i < outer; ++i) {
+      std::complex<double> acc(1.0, 0.0);
+      for (int64_t j = 0; j < inner; ++j) acc *= std::complex<double>(p[i * inner + j]);
+      o[i] = scalar_t(acc);
+    }
+  });
+  return out;
+}
+}  // namespace
+
 Tensor sum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
            std::optional<ScalarType> dtype) {
   auto mask = dim_mask(dim, self->dim(), "sum");
@@ -769,6 +824,10 @@ Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
             std::optional<ScalarType> dtype) {
   auto mask = dim_mask(dim, self->dim(), "prod");
   Tensor x = dtype ? cast_to(self, *dtype) : self;
+  if (is_complex(x->dtype())) {
+    Tensor out = complex_prod(x, mask, keepdim);
+    return dtype ? cast_to(out, *dtype) : out;
+  }
   Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), reduce::sum_dtype(x->dtype()),
                             x->device());
   EMBER_DISPATCH_ALL(x->dtype(), "prod", [&] {

@@ -1,0 +1,115 @@
+"""The Python side of complex tensors: ``Tensor.real`` / ``Tensor.imag`` as writable view
+properties, ``complex(t)``, the conjugate/negative-bit predicates (ember never conjugates
+lazily: ``conj()`` makes a new tensor, so ``is_conj()`` is always False) and the
+``Tensor.stft`` / ``Tensor.istft`` methods.
+
+>>> import ember
+>>> z = ember.tensor([1 + 2j, 3 - 1j])
+>>> z
+tensor([1.+2.j, 3.-1.j])
+>>> z.real, z.imag
+(tensor([1., 3.]), tensor([ 2., -1.]))
+>>> z.imag = ember.zeros(2)
+>>> z
+tensor([1.+0.j, 3.+0.j])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember import _C
+from ember._C import Tensor
+
+__all__ = ["is_conj", "resolve_conj", "is_neg", "resolve_neg"]
+
+
+def _get_real(self: Tensor) -> Tensor:
+    return _C.real(self)
+
+
+def _set_real(self: Tensor, value: Any) -> None:
+    _C.real(self).copy_(value if isinstance(value, Tensor) else _C.tensor(value))
+
+
+def _get_imag(self: Tensor) -> Tensor:
+    return _C.imag(self)
+
+
+def _set_imag(self: Tensor, value: Any) -> None:
+    _C.imag(self).copy_(value if isinstance(value, Tensor) else _C.tensor(value))
+
+
+def is_conj(input: Tensor) -> bool:
+    """Whether the tensor's conjugate bit is set: never in ember (``conj()`` materializes).
+
+    >>> import ember
+    >>> ember.is_conj(ember.tensor([1j]).conj())
+    False
+    """
+    return False
+
+
+def resolve_conj(input: Tensor) -> Tensor:
+    """``input`` itself: ember has no lazy conjugation to resolve.
+
+    >>> import ember
+    >>> ember.resolve_conj(ember.tensor([1j])).tolist()
+    [1j]
+    """
+    return input
+
+
+def is_neg(input: Tensor) -> bool:
+    """Whether the tensor's negative bit is set: never in ember.
+
+    >>> import ember
+    >>> ember.is_neg(ember.ones(1))
+    False
+    """
+    return False
+
+
+def resolve_neg(input: Tensor) -> Tensor:
+    """``input`` itself: ember has no lazy negation to resolve.
+
+    >>> import ember
+    >>> ember.resolve_neg(ember.ones(1)).tolist()
+    [1.0]
+    """
+    return input
+
+
+def _complex(self: Tensor) -> complex:
+    return complex(self.item())
+
+
+def _stft(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    from ember._spectral import stft
+
+    return stft(self, *args, **kwargs)
+
+
+def _istft(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    from ember._spectral import istft
+
+    return istft(self, *args, **kwargs)
+
+
+_stft.__doc__ = "``ember.stft`` of this tensor."
+_istft.__doc__ = "``ember.istft`` of this tensor."
+
+
+def install(namespace: dict) -> None:
+    Tensor.real = property(_get_real, _set_real, doc="The real parts (a view; assignable).")
+    Tensor.imag = property(_get_imag, _set_imag,
+                           doc="The imaginary parts of a complex tensor (a view; assignable).")
+    Tensor.is_conj = is_conj
+    Tensor.resolve_conj = resolve_conj
+    Tensor.is_neg = is_neg
+    Tensor.resolve_neg = resolve_neg
+    Tensor.__complex__ = _complex
+    Tensor.stft = _stft
+    Tensor.istft = _istft
+    for name in __all__:
+        namespace[name] = globals()[name]
