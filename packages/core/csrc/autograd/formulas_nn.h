@@ -296,8 +296,8 @@ inline std::vector<Tensor> sdpa_fused_grads(const Tensor& grad, const std::vecto
   const std::vector<Tensor> gv{grad};
   graph = graph || (forward_ad::maybe_active() && forward_ad::wants({}, {&gv, &qkv}));
   if (!graph) {
-    auto r = ops::_scaled_dot_product_fused_attention_backward(grad, qkv[0], qkv[1], qkv[2],
-                                                               mask, output, lse, is_causal, scale);
+    auto r = ops::_scaled_dot_product_fused_attention_backward(grad, qkv[0], qkv[1], qkv[2], mask,
+                                                               output, lse, is_causal, scale);
     return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
   }
   Tensor p = ops::softmax(sdpa_detail::scores(qkv, mask, is_causal, scale), -1, std::nullopt);
