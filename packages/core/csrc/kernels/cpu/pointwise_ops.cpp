@@ -144,6 +144,9 @@ EMBER_UNARY_FLOAT(cosh, std::cosh(x))
 EMBER_UNARY_FLOAT_VEC(tanh, std::tanh(x))
 EMBER_UNARY_FLOAT_VEC(sigmoid, A(1) / (A(1) + std::exp(-x)))
 EMBER_UNARY_FLOAT_VEC(erf, std::erf(x))
+// erfc in double for every dtype: float32's result is then the correctly rounded one down to the
+// subnormals (erfcf(10) is 2 subnormal units, erfc(10) = 2.09e-45 rounds to 1).
+EMBER_UNARY_FLOAT(erfc, static_cast<A>(std::erfc(static_cast<double>(x))))
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
 EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
 #undef EMBER_UNARY_FLOAT
