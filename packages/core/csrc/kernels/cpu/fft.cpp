@@ -65,9 +65,13 @@ struct Kernels {
   void (*pass)(const T*, const T*, T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*,
                const T*, const T*, int64_t, int64_t);
   void (*real_post)(const T*, const T*, T*, T*, int64_t, int64_t, const T*, const T*, T, bool);
+  int64_t (*rows_to_lanes)(const T*, int64_t, int64_t, int64_t, T, T*, T*);
+  int64_t (*lanes_to_rows)(const T*, const T*, int64_t, int64_t, T, T, T*, int64_t);
 };
 
-#define EMBER_FFT_PICK(space, sfx) {&space::pass_##sfx, &space::real_post_##sfx}
+#define EMBER_FFT_PICK(space, sfx)                                           \
+  {&space::pass_##sfx, &space::real_post_##sfx, &space::rows_to_lanes_##sfx, \
+   &space::lanes_to_rows_##sfx}
 
 // The kernels for this CPU (EMBER_CPU_ISA caps the choice).
 template <class T>
@@ -409,7 +413,13 @@ void c2c_dim(const std::complex<T>* src, std::complex<T>* dst, const DimVector& 
     std::vector<T> own;
     T* buf = scratch<T>(4 * len * L + plan.scratch_size(L), own);
     T *xr = buf, *xi = buf + len * L, *yr = buf + 2 * len * L, *yi = buf + 3 * len * L;
-    for (int64_t j0 = 0; j0 < len; j0 += kBlock)
+    // whole rows in full lanes: register transposes for the most, scalar loops for the rest
+    const bool rows = ln.inner == 1 && count == L && L > 1;
+    const int64_t in_done =
+        rows ? plan.kern.rows_to_lanes(reinterpret_cast<const T*>(src + first * len), len, len, L,
+                                       sign, xr, xi)
+             : 0;
+    for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
       for (int64_t v = 0; v < count; ++v) {
         const std::complex<T>* s = src + ln.offset(first + v, len);
         for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j) {
@@ -419,7 +429,11 @@ void c2c_dim(const std::complex<T>* src, std::complex<T>* dst, const DimVector& 
       }
     plan.execute(xr, xi, yr, yi, buf + 4 * len * L, L, par);
     const T si = sign * scale;
-    for (int64_t j0 = 0; j0 < len; j0 += kBlock)
+    const int64_t out_done =
+        rows ? plan.kern.lanes_to_rows(yr, yi, len, L, scale, si,
+                                       reinterpret_cast<T*>(dst + first * len), len)
+             : 0;
+    for (int64_t j0 = out_done; j0 < len; j0 += kBlock)
       for (int64_t v = 0; v < count; ++v) {
         std::complex<T>* o = dst + ln.offset(first + v, len);
         for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j)
@@ -450,7 +464,10 @@ void r2c_dim(const T* src, std::complex<T>* dst, const DimVector& sizes, int64_t
     const int64_t part = (len + 1) * L;
     T* buf = scratch<T>(4 * part + plan.scratch_size(L), own);
     T *xr = buf, *xi = buf + part, *yr = buf + 2 * part, *yi = buf + 3 * part;
-    for (int64_t j0 = 0; j0 < len; j0 += kBlock)
+    const bool rows = ln.inner == 1 && count == L && L > 1;
+    const int64_t in_done =
+        rows && even ? plan.kern.rows_to_lanes(src + first * n, len, len, L, T(1), xr, xi) : 0;
+    for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
       for (int64_t v = 0; v < count; ++v) {
         const T* s = src + ln.offset(first + v, n);
         const int64_t je = std::min(len, j0 + kBlock);
@@ -469,7 +486,11 @@ void r2c_dim(const T* src, std::complex<T>* dst, const DimVector& sizes, int64_t
       plan.kern.real_post(yr, yi, xr, xi, len, L, wsh->data(), wsh->data() + len + 1, scale, false);
       outr = xr, outi = xi, s = T(1);
     }
-    for (int64_t k0 = 0; k0 < nout; k0 += kBlock)
+    const int64_t out_done =
+        rows ? plan.kern.lanes_to_rows(outr, outi, nout, L, s, s,
+                                       reinterpret_cast<T*>(dst + first * nout), nout)
+             : 0;
+    for (int64_t k0 = out_done; k0 < nout; k0 += kBlock)
       for (int64_t v = 0; v < count; ++v) {
         std::complex<T>* o = dst + ln.offset(first + v, nout);
         for (int64_t k = k0, ke = std::min(nout, k0 + kBlock); k < ke; ++k)
