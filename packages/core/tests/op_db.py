@@ -152,6 +152,7 @@ def _fmod(a, b):
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def _erfinv(y):
@@ -204,6 +205,7 @@ unary_float = {
     "asin": (np.arcsin, (-0.99, 0.99)), "acos": (np.arccos, (-0.99, 0.99)), "atan": (np.arctan, (-4, 4)),
     "sinh": (np.sinh, (-3, 3)), "cosh": (np.cosh, (-3, 3)), "tanh": (np.tanh, (-3, 3)),
     "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), (-6, 6)), "erf": (_erf, (-3, 3)),
+    "erfc": (_erfc, (-3, 5)),
     "erfinv": (_erfinv, (-0.95, 0.95)), "reciprocal": (lambda x: 1 / x, (0.5, 4)),
 }
 
@@ -813,6 +815,7 @@ GRAD_POINTWISE = [
     GradCase("sinh", lambda a: a.sinh(), normal(3, 4)),
     GradCase("cosh", lambda a: a.cosh(), normal(3, 4)),
     GradCase("erf", lambda a: lib(a).erf(a), normal(3, 4)),
+    GradCase("erfc", lambda a: lib(a).erfc(a), normal(3, 4)),
     GradCase("erfinv", lambda a: a.erfinv(), uniform(-0.9, 0.9, 3, 4)),
     GradCase("asin_inplace", lambda a: (a * 1).asin_(), uniform(-0.9, 0.9, 5)),
     GradCase("erfinv_inplace", lambda a: (a * 1).erfinv_(), uniform(-0.9, 0.9, 5)),

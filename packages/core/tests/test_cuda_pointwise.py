@@ -135,7 +135,7 @@ FLOAT_UNARY = {
     "exp": None, "exp2": None, "expm1": None, "log": "pos", "log2": "pos", "log10": "pos",
     "log1p": "pos", "sqrt": "pos", "rsqrt": "pos", "sin": None, "cos": None, "tan": "unit",
     "asin": "unit", "acos": "unit", "atan": None, "sinh": None, "cosh": None, "tanh": None,
-    "sigmoid": None, "erf": None, "erfinv": "unit", "reciprocal": "nonzero",
+    "sigmoid": None, "erf": None, "erfc": None, "erfinv": "unit", "reciprocal": "nonzero",
 }
 SAME_UNARY = {
     "neg": NUMERIC, "abs": NUMERIC, "sign": ALL, "square": NUMERIC, "relu": NUMERIC,

@@ -118,6 +118,9 @@ inline Tensor atan_backward(const Tensor& grad, const Tensor& self) {
 inline Tensor erf_backward(const Tensor& grad, const Tensor& self) {
   return mul(grad, mul(exp(neg(square(self))), Scalar(kTwoOverSqrtPi)));
 }
+inline Tensor erfc_backward(const Tensor& grad, const Tensor& self) {
+  return mul(grad, mul(exp(neg(square(self))), Scalar(-kTwoOverSqrtPi)));
+}
 inline Tensor erfinv_backward(const Tensor& grad, const Tensor& result) {
   return mul(grad, mul(exp(square(result)), Scalar(kSqrtPiOverTwo)));
 }

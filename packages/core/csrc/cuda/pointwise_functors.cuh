@@ -50,6 +50,7 @@ EMBER_CU_UNARY(cosh, dm::cosh(x))
 EMBER_CU_UNARY(tanh, dm::tanh(x))
 EMBER_CU_UNARY(sigmoid, A(1) / (A(1) + dm::exp(-x)))
 EMBER_CU_UNARY(erf, dm::erf(x))
+EMBER_CU_UNARY(erfc, dm::erfc(x))
 EMBER_CU_UNARY(erfinv, dm::erfinv(x))
 EMBER_CU_UNARY(reciprocal, A(1) / x)
 

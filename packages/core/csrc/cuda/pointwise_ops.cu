@@ -39,6 +39,7 @@ EMBER_CU_UNARY_FLOAT(cosh)
 EMBER_CU_UNARY_FLOAT(tanh)
 EMBER_CU_UNARY_FLOAT(sigmoid)
 EMBER_CU_UNARY_FLOAT(erf)
+EMBER_CU_UNARY_FLOAT(erfc)
 EMBER_CU_UNARY_FLOAT(erfinv)
 EMBER_CU_UNARY_FLOAT(reciprocal)
 #undef EMBER_CU_UNARY_FLOAT
@@ -199,6 +200,7 @@ void register_pointwise_unary_ternary() {
   REG(tanh);
   REG(sigmoid);
   REG(erf);
+  REG(erfc);
   REG(erfinv);
   REG(reciprocal);
   REG(neg);

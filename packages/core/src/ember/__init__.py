@@ -54,7 +54,7 @@ from ember._legacy import (  # noqa: F401  (legacy constructors; tensor() for an
 )
 
 from ember._toplevel import (  # noqa: F401  (predicates, determinism switches, small ops)
-    _assert, are_deterministic_algorithms_enabled, clamp_max, clamp_min, detach, diff, erfc,
+    _assert, are_deterministic_algorithms_enabled, clamp_max, clamp_min, detach, diff,
     get_num_interop_threads, is_complex, is_deterministic_algorithms_warn_only_enabled,
     is_floating_point, is_nonzero, is_same_size, is_tensor, layout, logit, numel,
     set_num_interop_threads, strided, typename, use_deterministic_algorithms,

@@ -1840,7 +1840,7 @@ _METHODS = (
 _INPLACE = (
     "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "sgn", "gcd", "lcm",
-    "i0", "ldexp", "mvlgamma", "erfc", "igamma", "igammac",
+    "i0", "ldexp", "mvlgamma", "igamma", "igammac",
 )
 
 

@@ -7,7 +7,7 @@
 * ``element in tensor``;
 * reproducibility switches: ``use_deterministic_algorithms`` and its queries, ``ember.seed``,
   ``set_num_interop_threads`` / ``get_num_interop_threads``;
-* a few ops composed from others: ``diff``, ``logit``, ``erfc``, ``clamp_min``, ``clamp_max``,
+* a few ops composed from others: ``diff``, ``logit``, ``clamp_min``, ``clamp_max``,
   ``detach`` (as functions and, where PyTorch has them, as methods);
 * PyTorch's NumPy-style aliases (``multiply``, ``divide``, ``subtract``, ``greater``,
   ``less_equal``, ``negative``, ``absolute``, ``arctan2``, ``fix`` ...), as functions, methods
@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 import sys
 from typing import Any
@@ -35,7 +34,7 @@ __all__ = [
     "is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel", "is_same_size",
     "typename", "layout", "strided", "use_deterministic_algorithms",
     "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled",
-    "set_num_interop_threads", "get_num_interop_threads", "diff", "logit", "erfc", "clamp_min",
+    "set_num_interop_threads", "get_num_interop_threads", "diff", "logit", "clamp_min",
     "clamp_max", "detach", "_assert",
 ]
 
@@ -297,39 +296,6 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     return (p / (1 - p)).log()
 
 
-def erfc(input: Tensor) -> Tensor:
-    """The complementary error function ``1 - erf(x)``, accurate in the right tail too: above
-    x = 3 (where ``1 - erf`` cancels: all digits lost by x = 6) it is
-    exp(-x^2) / (sqrt(pi) K(x)) with K the continued fraction
-    x + (1/2) / (x + (2/2) / (x + ...)) (32 levels: converged to double precision for x >= 3);
-    computed in float64 above x = 0.5.
-
-    >>> import ember
-    >>> round(ember.erfc(ember.tensor(0.5)).item(), 6)
-    0.4795
-    >>> f"{ember.erfc(ember.tensor(10.0, dtype=ember.float64)).item():.6e}"
-    '2.088488e-45'
-    """
-    _need_tensor("erfc", input)
-    if not input.is_floating_point():
-        input = input.to(_C.get_default_dtype())
-    if input.numel() == 0 or not bool((input > 0.5).any()):
-        return 1 - input.erf()
-    # right of 0.5 (only there): float64, where 1 - erf(x) keeps ~12 digits up to x = 3, and
-    # the continued fraction beyond
-    right = input > 0.5
-    x = input[right].to(_C.float64)
-    tail = 1 - x.erf()
-    far = x > 3.0
-    if bool(far.any()):
-        z = x[far]
-        k = z
-        for j in range(32, 0, -1):
-            k = z + (j / 2) / k
-        tail = tail.index_put((far,), (-z * z).exp() / (math.sqrt(math.pi) * k))
-    return (1 - input.erf()).index_put((right,), tail.to(input.dtype))
-
-
 def clamp_min(input: Tensor, min: Any) -> Tensor:
     """``clamp(input, min=min)``.
 
@@ -398,7 +364,6 @@ def _install() -> None:
         "__contains__": _contains,
         "diff": diff,
         "logit": logit,
-        "erfc": erfc,
         "clamp_min": clamp_min,
         "clamp_max": clamp_max,
     }

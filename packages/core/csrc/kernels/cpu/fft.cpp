@@ -1,18 +1,25 @@
 // CPU kernels of the FFT primitives (ops/complex.yaml: _fft_c2c, _fft_r2c, _fft_c2r).
 //
-// One length-n transform is a recursive mixed-radix Cooley-Tukey FFT (decimation in time):
-// n = p * m splits into p sub-transforms of length m over every p-th input, combined by
-// length-p butterflies (radix 4, 2, 3 and 5 written out, the other small primes through the
-// generic O(p^2) butterfly). Twiddles exp(-2 pi i j / n) are computed once per plan in
-// double precision. A length with a prime factor above kMaxRadix goes through Bluestein's
-// algorithm: the DFT becomes a convolution with a chirp, done with power-of-two FFTs.
-// Transforms run one dim at a time over a contiguous complex copy, the lines of a dim split
-// over the thread pool. Inverse transforms are conj(FFT(conj(x))); normalization is one scale
-// at the end.
+// One length-n transform is an iterative Stockham FFT (fft_kernels.inc): log_R(n) passes of
+// radix 8, 4, 2, 5 and 3 (written out; the other primes up to kMaxRadix through a generic
+// O(p^2) butterfly) ping-pong between two buffers, each reading its precomputed twiddles in
+// order; the result comes out in natural order, with no recursion and no bit reversal. A length
+// with a prime factor above kMaxRadix goes through Bluestein's algorithm: the DFT becomes a
+// circular convolution with a chirp, done with power-of-two FFTs (the chirp and the FFT of its
+// conjugate are part of the plan). Plans (radices, twiddles, chirps) are built once per length
+// and dtype and cached.
+//
+// The data are split into real and imaginary arrays, and transforms of the same length run in
+// lanes: L lines of a batch interleaved element by element, so every butterfly covers L lines
+// with vector arithmetic whatever the pass. A long transform (or a lone line) runs alone (L = 1)
+// and its passes vectorize over the butterflies instead, split over the thread pool when the
+// batch cannot be. Inverse transforms are conj(FFT(conj(x))), folded into the loads and stores,
+// as is the normalization. A real signal of even length n is one complex FFT of length n / 2
+// and a post-twiddle pass (rfft), and the inverse the other way round (irfft).
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <complex>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/iterator.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -31,19 +39,66 @@ namespace {
 constexpr int64_t kMaxRadix = 61;  // larger prime factors use Bluestein's algorithm
 constexpr double kPi = 3.14159265358979323846;
 
-// a * b without the NaN/inf recovery path of std::complex's operator* (-fcx-limited-range):
-// the transform's values are finite or their result is NaN either way.
-template <class T>
-inline std::complex<T> cmul(std::complex<T> a, std::complex<T> b) {
-  return {a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real()};
-}
+namespace fft_base {
+#define EMBER_FFT_VEC_BYTES 16
+#include "kernels/cpu/fft_kernels.inc"
+}  // namespace fft_base
 
-// exp(-2 pi i k / n) in double precision, cast to T. The angle is folded into [0, pi/4] by the
-// circle's symmetries first, so the roots at multiples of pi/2 are exact (1, -i, -1, i: a real
-// signal's Nyquist bin comes out with an imaginary part of exactly 0) and the others are as
-// accurate as cos and sin near 0.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define EMBER_FFT_AVX 1
+EMBER_TARGET_BEGIN("avx2,fma")
+namespace fft_avx2 {
+#define EMBER_FFT_VEC_BYTES 32
+#include "kernels/cpu/fft_kernels.inc"
+}  // namespace fft_avx2
+EMBER_TARGET_END()
+EMBER_TARGET_BEGIN("avx512f,avx2,fma")
+namespace fft_avx512 {
+#define EMBER_FFT_VEC_BYTES 64
+#include "kernels/cpu/fft_kernels.inc"
+}  // namespace fft_avx512
+EMBER_TARGET_END()
+#endif
+
 template <class T>
-std::complex<T> unit_root(int64_t k, int64_t n) {
+struct Kernels {
+  void (*pass)(const T*, const T*, T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*,
+               const T*, const T*, int64_t, int64_t);
+  void (*real_post)(const T*, const T*, T*, T*, int64_t, int64_t, const T*, const T*, T, bool);
+  int64_t (*rows_to_lanes)(const T*, int64_t, int64_t, int64_t, T, T*, T*);
+  int64_t (*lanes_to_rows)(const T*, const T*, int64_t, int64_t, T, T, T*, int64_t);
+};
+
+#define EMBER_FFT_PICK(space, sfx)                                           \
+  {&space::pass_##sfx, &space::real_post_##sfx, &space::rows_to_lanes_##sfx, \
+   &space::lanes_to_rows_##sfx}
+
+// The kernels for this CPU (EMBER_CPU_ISA caps the choice).
+template <class T>
+Kernels<T> kernels();
+template <>
+Kernels<float> kernels<float>() {
+#ifdef EMBER_FFT_AVX
+  if (cpu_isa() == Isa::Avx512) return EMBER_FFT_PICK(fft_avx512, f32);
+  if (cpu_isa() == Isa::Avx2) return EMBER_FFT_PICK(fft_avx2, f32);
+#endif
+  return EMBER_FFT_PICK(fft_base, f32);
+}
+template <>
+Kernels<double> kernels<double>() {
+#ifdef EMBER_FFT_AVX
+  if (cpu_isa() == Isa::Avx512) return EMBER_FFT_PICK(fft_avx512, f64);
+  if (cpu_isa() == Isa::Avx2) return EMBER_FFT_PICK(fft_avx2, f64);
+#endif
+  return EMBER_FFT_PICK(fft_base, f64);
+}
+#undef EMBER_FFT_PICK
+
+// exp(-2 pi i k / n) in double precision. The angle is folded into [0, pi/4] by the circle's
+// symmetries first, so the roots at multiples of pi/2 are exact (1, -i, -1, i: a real signal's
+// Nyquist bin comes out with an imaginary part of exactly 0) and the others are as accurate as
+// cos and sin near 0.
+std::complex<double> unit_root(int64_t k, int64_t n) {
   int64_t u = 4 * (k % n);  // the angle is pi * u / (2n), u in [0, 4n)
   double c_sign = 1, s_sign = 1;
   bool swap = false;
@@ -53,154 +108,179 @@ std::complex<T> unit_root(int64_t k, int64_t n) {
   const double a = kPi * static_cast<double>(u) / (2.0 * static_cast<double>(n));
   double c = std::cos(a), s = std::sin(a);
   if (swap) std::swap(c, s);
-  return {static_cast<T>(c_sign * c), static_cast<T>(-s_sign * s)};
+  return {c_sign * c, -s_sign * s};
+}
+
+// The radices of n, in pass order (empty when n has a prime factor above kMaxRadix): as many 8s
+// as the power of two allows (a 4 or two for the rest), then 5s, 3s and the other primes.
+std::vector<int64_t> factorize(int64_t n) {
+  std::vector<int64_t> f;
+  int e = 0;
+  while (n % 2 == 0) n /= 2, ++e;
+  int eights = e / 3, fours = 0, twos = 0;
+  if (e % 3 == 2) {
+    fours = 1;
+  } else if (e % 3 == 1) {
+    if (eights > 0)
+      --eights, fours = 2;
+    else
+      twos = 1;
+  }
+  f.insert(f.end(), eights, 8);
+  f.insert(f.end(), fours, 4);
+  f.insert(f.end(), twos, 2);
+  for (int64_t p : {5, 3})
+    while (n % p == 0) f.push_back(p), n /= p;
+  for (int64_t p = 7; p * p <= n; p += 2)
+    while (n % p == 0) f.push_back(p), n /= p;
+  if (n > 1) f.push_back(n);
+  for (int64_t p : f)
+    if (p > kMaxRadix) return {};
+  return f;
 }
 
 template <class T>
 struct Plan {
-  using C = std::complex<T>;
   int64_t n = 1;
-  std::vector<int64_t> factors;  // radices, outermost first (their product is n)
-  std::vector<C> twiddle;        // exp(-2 pi i j / n), j < n
-  // Per level (radix p over a sub-transform of length len = p * m): w_len^(q k) for k < m and
-  // 1 <= q < p at [k * (p - 1) + q - 1], read in order by the butterflies of that level.
-  std::vector<std::vector<C>> stage_twiddle;
-  // Bluestein: the convolution length m (a power of two >= 2n - 1), the chirp
-  // exp(-pi i j^2 / n) and the FFT of the conjugate chirp laid out for a circular convolution.
+  Kernels<T> kern;
+  struct Pass {
+    int64_t radix, ns;        // radix and the sub-transform length before the pass
+    std::vector<T> twr, twi;  // w^(r k) at [(r - 1) * ns + k], w = exp(-2 pi i / (ns R))
+    std::vector<T> gr, gi;    // the radix-th unit roots (generic radices only)
+  };
+  std::vector<Pass> passes;
+  // Bluestein: the convolution length m (a power of two >= 2n - 1) and its plan, the chirp
+  // exp(-pi i j^2 / n), j < n, and the FFT of the conjugate chirp over m (scaled by 1 / m).
   bool bluestein = false;
-  std::vector<C> chirp, chirp_fft;
+  int64_t m = 0;
   std::unique_ptr<Plan> sub;
+  std::vector<T> chr, chi, cfr, cfi;
 
-  explicit Plan(int64_t len) : n(len) {
-    int64_t rest = n;
-    while (rest % 4 == 0) factors.push_back(4), rest /= 4;
-    for (int64_t p = 2; p * p <= rest; ++p)
-      while (rest % p == 0) factors.push_back(p), rest /= p;
-    if (rest > 1) factors.push_back(rest);
-    for (int64_t p : factors) bluestein = bluestein || p > kMaxRadix;
-    if (bluestein) {
-      factors.clear();
-      int64_t m = 1;
-      while (m < 2 * n - 1) m *= 2;
-      sub = std::make_unique<Plan>(m);
-      chirp.resize(n);
-      for (int64_t j = 0; j < n; ++j) {
-        // j^2 mod 2n keeps the angle small, so the chirp stays accurate for large j.
-        const uint64_t uj = static_cast<uint64_t>(j);
-        const int64_t j2 = static_cast<int64_t>((uj * uj) % static_cast<uint64_t>(2 * n));
-        chirp[j] = unit_root<T>(j2, 2 * n);
-      }
-      std::vector<C> b(m, C(0));
-      for (int64_t j = 0; j < n; ++j) {
-        b[j] = std::conj(chirp[j]);
-        if (j > 0) b[m - j] = std::conj(chirp[j]);
-      }
-      chirp_fft.resize(m);
-      sub->forward(b.data(), chirp_fft.data());
+  explicit Plan(int64_t len) : n(len), kern(kernels<T>()) {
+    std::vector<int64_t> radices = factorize(n);
+    if (radices.empty() && n > 1) {
+      init_bluestein();
       return;
     }
-    twiddle.resize(n);
-    for (int64_t j = 0; j < n; ++j) twiddle[j] = unit_root<T>(j, n);
-    int64_t cur = n;  // the sub-transform length at each level
-    for (int64_t p : factors) {
-      const int64_t m = cur / p, step = n / cur;
-      std::vector<C> tw(static_cast<size_t>(m * (p - 1)));
-      for (int64_t k = 0; k < m; ++k)
-        for (int64_t q = 1; q < p; ++q) tw[k * (p - 1) + q - 1] = twiddle[q * k * step];
-      stage_twiddle.push_back(std::move(tw));
-      cur = m;
+    int64_t ns = 1;
+    for (int64_t p : radices) {
+      Pass ps;
+      ps.radix = p, ps.ns = ns;
+      if (ns > 1) {
+        ps.twr.resize((p - 1) * ns), ps.twi.resize((p - 1) * ns);
+        for (int64_t r = 1; r < p; ++r)
+          for (int64_t k = 0; k < ns; ++k) {
+            const std::complex<double> w = unit_root(r * k, ns * p);
+            ps.twr[(r - 1) * ns + k] = static_cast<T>(w.real());
+            ps.twi[(r - 1) * ns + k] = static_cast<T>(w.imag());
+          }
+      }
+      if (p != 2 && p != 3 && p != 4 && p != 5 && p != 8) {
+        ps.gr.resize(p), ps.gi.resize(p);
+        for (int64_t t = 0; t < p; ++t) {
+          const std::complex<double> g = unit_root(t, p);
+          ps.gr[t] = static_cast<T>(g.real()), ps.gi[t] = static_cast<T>(g.imag());
+        }
+      }
+      passes.push_back(std::move(ps));
+      ns *= p;
     }
   }
 
-  // out = DFT(in), both contiguous of length n (distinct buffers).
-  void forward(const C* in, C* out) const {
-    if (!bluestein) {
-      // One butterfly's inputs, shared by all levels (a std::array in rec would zero-fill its
-      // kMaxRadix complex numbers on every call).
-      C t[kMaxRadix];
-      return rec(in, 1, out, n, 0, t);
+  void init_bluestein() {
+    bluestein = true;
+    m = 1;
+    while (m < 2 * n - 1) m *= 2;
+    sub = std::make_unique<Plan>(m);
+    chr.resize(n), chi.resize(n);
+    for (int64_t j = 0; j < n; ++j) {
+      // j^2 mod 2n keeps the angle small, so the chirp stays accurate for large j.
+      const uint64_t uj = static_cast<uint64_t>(j);
+      const int64_t j2 = static_cast<int64_t>((uj * uj) % static_cast<uint64_t>(2 * n));
+      const std::complex<double> c = unit_root(j2, 2 * n);
+      chr[j] = static_cast<T>(c.real()), chi[j] = static_cast<T>(c.imag());
     }
-    const int64_t m = sub->n;
-    std::vector<C> a(m, C(0)), fa(m);
-    for (int64_t j = 0; j < n; ++j) a[j] = cmul(in[j], chirp[j]);
-    sub->forward(a.data(), fa.data());
-    // Inverse FFT of fa * chirp_fft as conj(FFT(conj(.))) / m.
-    for (int64_t k = 0; k < m; ++k) fa[k] = std::conj(cmul(fa[k], chirp_fft[k]));
-    sub->forward(fa.data(), a.data());
+    std::vector<T> br(m, T(0)), bi(m, T(0));
+    for (int64_t j = 0; j < n; ++j) {
+      br[j] = chr[j], bi[j] = -chi[j];
+      if (j > 0) br[m - j] = chr[j], bi[m - j] = -chi[j];
+    }
+    cfr.resize(m), cfi.resize(m);
+    std::vector<T> work(scratch_size(1));
+    sub->execute(br.data(), bi.data(), cfr.data(), cfi.data(), work.data(), 1, false);
     const T inv_m = T(1) / static_cast<T>(m);
-    for (int64_t k = 0; k < n; ++k) out[k] = cmul(std::conj(a[k]) * inv_m, chirp[k]);
+    for (int64_t k = 0; k < m; ++k) cfr[k] *= inv_m, cfi[k] *= inv_m;
+  }
+
+  // Scalars of scratch execute() needs for L lanes.
+  int64_t scratch_size(int64_t L) const { return bluestein ? 6 * m * L : 2 * n * L; }
+
+  // y = DFT(x) for L lanes of split complex data (x is clobbered); `parallel` splits the passes
+  // over the thread pool.
+  void execute(T* xr, T* xi, T* yr, T* yi, T* work, int64_t L, bool parallel) const {
+    if (bluestein) return execute_bluestein(xr, xi, yr, yi, work, L, parallel);
+    const int64_t S = static_cast<int64_t>(passes.size()), nl = n * L;
+    if (S == 0) {
+      std::memcpy(yr, xr, sizeof(T) * nl);
+      std::memcpy(yi, xi, sizeof(T) * nl);
+      return;
+    }
+    const T *sr = xr, *si = xi;
+    for (int64_t s = 0; s < S; ++s) {
+      const bool to_y = (S - 1 - s) % 2 == 0;
+      T* dr = to_y ? yr : work;
+      T* di = to_y ? yi : work + nl;
+      const Pass& ps = passes[s];
+      const int64_t blocks = n / (ps.radix * ps.ns);
+      auto run = [&](int64_t b0, int64_t b1) {
+        kern.pass(sr, si, dr, di, n, ps.ns, L, ps.radix, ps.twr.data(), ps.twi.data(), ps.gr.data(),
+                  ps.gi.data(), b0, b1);
+      };
+      if (parallel && blocks > 1)
+        parallel_for(0, blocks, std::max<int64_t>(1, 32768 / (ps.radix * ps.ns * L)), run);
+      else
+        run(0, blocks);
+      sr = dr, si = di;
+    }
   }
 
  private:
-  // The length-len DFT of in[0], in[stride], ... into out[0 .. len), from factor `level` on.
-  void rec(const C* in, int64_t stride, C* out, int64_t len, size_t level, C* t) const {
-    if (len == 1) {
-      out[0] = in[0];
-      return;
-    }
-    const int64_t p = factors[level], m = len / p;
-    if (m > 1)
-      for (int64_t q = 0; q < p; ++q)
-        rec(in + q * stride, stride * p, out + q * m, m, level + 1, t);
-    const C* tw = stage_twiddle[level].data();
-    for (int64_t k = 0; k < m; ++k) {
-      if (m == 1) {
-        for (int64_t q = 0; q < p; ++q) t[q] = in[q * stride];
-      } else {
-        t[0] = out[k];
-        const C* w = tw + k * (p - 1);
-        for (int64_t q = 1; q < p; ++q) t[q] = cmul(out[q * m + k], w[q - 1]);
+  void execute_bluestein(T* xr, T* xi, T* yr, T* yi, T* work, int64_t L, bool parallel) const {
+    const int64_t ml = m * L;
+    T *ar = work, *ai = work + ml, *br = work + 2 * ml, *bi = work + 3 * ml;
+    T* sw = work + 4 * ml;
+    for (int64_t j = 0; j < n; ++j) {
+      const T cr = chr[j], ci = chi[j];
+      for (int64_t v = 0; v < L; ++v) {
+        const T a = xr[j * L + v], b = xi[j * L + v];
+        ar[j * L + v] = a * cr - b * ci, ai[j * L + v] = a * ci + b * cr;
       }
-      butterfly(t, p, out + k, m);
     }
-  }
-
-  // out[r * step] = sum_q t[q] * exp(-2 pi i q r / p), r < p.
-  void butterfly(const C* t, int64_t p, C* out, int64_t step) const {
-    if (p == 2) {
-      out[0] = t[0] + t[1];
-      out[step] = t[0] - t[1];
-    } else if (p == 4) {
-      const C a = t[0] + t[2], b = t[0] - t[2], c = t[1] + t[3], d = t[1] - t[3];
-      const C mid(d.imag(), -d.real());  // -i * d
-      out[0] = a + c;
-      out[step] = b + mid;
-      out[2 * step] = a - c;
-      out[3 * step] = b - mid;
-    } else if (p == 3) {
-      const T h = static_cast<T>(0.86602540378443864676);  // sqrt(3) / 2
-      const C s = t[1] + t[2], d = t[1] - t[2];
-      const C base = t[0] - s * T(0.5), rot(h * d.imag(), -h * d.real());  // -i h d
-      out[0] = t[0] + s;
-      out[step] = base + rot;
-      out[2 * step] = base - rot;
-    } else if (p == 5) {
-      const T c1 = static_cast<T>(0.30901699437494742410),
-              c2 = static_cast<T>(-0.80901699437494742410);
-      const T s1 = static_cast<T>(0.95105651629515357212),
-              s2 = static_cast<T>(0.58778525229247312917);
-      const C a1 = t[1] + t[4], b1 = t[1] - t[4], a2 = t[2] + t[3], b2 = t[2] - t[3];
-      const C r1 = t[0] + a1 * c1 + a2 * c2, r2 = t[0] + a1 * c2 + a2 * c1;
-      const C v1 = b1 * s1 + b2 * s2, v2 = b1 * s2 - b2 * s1;
-      const C m1(v1.imag(), -v1.real()), m2(v2.imag(), -v2.real());  // -i v
-      out[0] = t[0] + a1 + a2;
-      out[step] = r1 + m1;
-      out[4 * step] = r1 - m1;
-      out[2 * step] = r2 + m2;
-      out[3 * step] = r2 - m2;
-    } else {
-      const int64_t tw_step = n / p;
-      for (int64_t r = 0; r < p; ++r) {
-        C acc = t[0];
-        for (int64_t q = 1; q < p; ++q) acc += cmul(t[q], twiddle[((q * r) % p) * tw_step]);
-        out[r * step] = acc;
+    std::fill(ar + n * L, ar + ml, T(0));
+    std::fill(ai + n * L, ai + ml, T(0));
+    sub->execute(ar, ai, br, bi, sw, L, parallel);
+    // conj(A * B) / m, whose FFT is m times the conjugate of the inverse FFT of A * B
+    for (int64_t k = 0; k < m; ++k) {
+      const T cr = cfr[k], ci = cfi[k];
+      for (int64_t v = 0; v < L; ++v) {
+        const T a = br[k * L + v], b = bi[k * L + v];
+        ar[k * L + v] = a * cr - b * ci, ai[k * L + v] = -(a * ci + b * cr);
+      }
+    }
+    sub->execute(ar, ai, br, bi, sw, L, parallel);
+    for (int64_t k = 0; k < n; ++k) {
+      const T cr = chr[k], ci = chi[k];
+      for (int64_t v = 0; v < L; ++v) {
+        const T a = br[k * L + v], b = -bi[k * L + v];
+        yr[k * L + v] = a * cr - b * ci, yi[k * L + v] = a * ci + b * cr;
       }
     }
   }
 };
 
 // The plan of a length, built once (its twiddles cost about as much as a transform) and kept
-// for the next call; the cache holds a few dozen lengths and starts over when full.
+// for the next call; the cache holds 64 lengths per dtype and starts over when full (a plan in
+// use lives on through its shared_ptr).
 template <class T>
 std::shared_ptr<const Plan<T>> plan_for(int64_t len) {
   static std::mutex mu;
@@ -212,35 +292,273 @@ std::shared_ptr<const Plan<T>> plan_for(int64_t len) {
   }
   auto plan = std::make_shared<const Plan<T>>(len);
   std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= 32) cache.clear();
+  auto it = cache.find(len);  // another thread may have built it meanwhile
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 64) cache.clear();
   cache.emplace(len, plan);
   return plan;
 }
 
-// Transforms every line of the contiguous buffer `data` (shape `sizes`) along dim d, in place.
+// The post-twiddles exp(-2 pi i k / n), k <= n / 2, of a real transform of even length n (real
+// parts, then imaginary parts).
 template <class T>
-void transform_dim(std::complex<T>* data, const DimVector& sizes, int64_t d, bool forward) {
-  using C = std::complex<T>;
-  const int64_t len = sizes[d];
-  if (len <= 1) return;
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < d; ++i) outer *= sizes[i];
-  for (int64_t i = d + 1; i < static_cast<int64_t>(sizes.size()); ++i) inner *= sizes[i];
-  const int64_t lines = outer * inner;
-  if (lines == 0) return;
+std::shared_ptr<const std::vector<T>> real_twiddles(int64_t n) {
+  static std::mutex mu;
+  static std::map<int64_t, std::shared_ptr<const std::vector<T>>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(n);
+  if (it != cache.end()) return it->second;
+  const int64_t h = n / 2;
+  auto w = std::make_shared<std::vector<T>>(2 * (h + 1));
+  for (int64_t k = 0; k <= h; ++k) {
+    const std::complex<double> c = unit_root(k, n);
+    (*w)[k] = static_cast<T>(c.real()), (*w)[h + 1 + k] = static_cast<T>(c.imag());
+  }
+  if (cache.size() >= 64) cache.clear();
+  cache.emplace(n, w);
+  return w;
+}
+
+// Per-thread scratch of at least `count` scalars, kept for the next call (up to 8M scalars;
+// larger requests get a buffer of their own, freed by the caller's holder).
+template <class T>
+T* scratch(int64_t count, std::vector<T>& own) {
+  constexpr int64_t kKeep = int64_t(1) << 23;
+  if (count > kKeep) {
+    own.resize(count);
+    return own.data();
+  }
+  static thread_local std::vector<T> kept;
+  if (static_cast<int64_t>(kept.size()) < count) kept.resize(count);
+  return kept.data();
+}
+
+// The lane buffers are filled and drained kBlock elements at a time (all lanes), so the lines
+// of the block stay in L1 while the lanes are gathered from or scattered to them.
+constexpr int64_t kBlock = 64;
+
+// How lines of one dim are cut into work units: groups of L lines in lanes while the group's
+// buffers stay cache-sized, single lines otherwise (and for the batch's remainder).
+struct Lanes {
+  int64_t L = 1, groups = 0, units = 0;
+  Lanes(int64_t lines, int64_t len, size_t scalar_size) {
+    const int64_t want = scalar_size == 4 ? 16 : 8;
+    if (lines >= want && len * want <= 65536) L = want;
+    groups = lines / L;
+    units = groups + (L > 1 ? lines % L : 0);
+  }
+  // Lines [first, first + count) of unit u.
+  void unit(int64_t u, int64_t* first, int64_t* count) const {
+    if (u < groups) {
+      *first = u * L, *count = L;
+    } else {
+      *first = groups * L + (u - groups), *count = 1;
+    }
+  }
+};
+
+// Runs f(first_line, line_count, lanes, parallel_passes) over the units of `lines` lines of
+// length len: the units split over the thread pool, or one at a time with their passes split
+// when there are too few units to go round.
+template <class F>
+void for_units(int64_t lines, int64_t len, size_t scalar_size, const F& f) {
+  const Lanes lanes(lines, len, scalar_size);
+  const int64_t threads = in_parallel_region() ? 1 : get_num_threads();
+  if (lanes.units < threads && len * lanes.L >= 32768) {
+    for (int64_t u = 0; u < lanes.units; ++u) {
+      int64_t first, count;
+      lanes.unit(u, &first, &count);
+      f(first, count, count, true);
+    }
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, 32768 / (len * lanes.L));
+  parallel_for(0, lanes.units, grain, [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      int64_t first, count;
+      lanes.unit(u, &first, &count);
+      f(first, count, count, false);
+    }
+  });
+}
+
+// Line geometry of dim d of a contiguous tensor: line l starts at offset(l), stride `inner`.
+struct Lines {
+  int64_t len, inner, count;
+  Lines(const DimVector& sizes, int64_t d) : len(sizes[d]), inner(1), count(1) {
+    for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i)
+      if (i > d)
+        inner *= sizes[i];
+      else if (i < d)
+        count *= sizes[i];
+    count *= inner;
+  }
+  int64_t offset(int64_t l, int64_t line_len) const {
+    return (l / inner) * line_len * inner + l % inner;
+  }
+};
+
+// dst = (inverse) DFT of src along dim d of contiguous buffers of shape `sizes` (dst may be
+// src), times scale.
+template <class T>
+void c2c_dim(const std::complex<T>* src, std::complex<T>* dst, const DimVector& sizes, int64_t d,
+             bool forward, T scale) {
+  const Lines ln(sizes, d);
+  const int64_t len = ln.len;
+  if (ln.count == 0) return;
   const std::shared_ptr<const Plan<T>> shared = plan_for<T>(len);
   const Plan<T>& plan = *shared;
-  // About 64k elements of work per chunk (n log n counted as n).
-  const int64_t grain = std::max<int64_t>(1, 65536 / len);
-  parallel_for(0, lines, grain, [&](int64_t b, int64_t e) {
-    std::vector<C> line(len), res(len);
-    for (int64_t l = b; l < e; ++l) {
-      C* base = data + (l / inner) * len * inner + (l % inner);
-      for (int64_t j = 0; j < len; ++j)
-        line[j] = forward ? base[j * inner] : std::conj(base[j * inner]);
-      plan.forward(line.data(), res.data());
-      for (int64_t j = 0; j < len; ++j) base[j * inner] = forward ? res[j] : std::conj(res[j]);
+  const T sign = forward ? T(1) : T(-1);
+  for_units(ln.count, len, sizeof(T), [&](int64_t first, int64_t count, int64_t L, bool par) {
+    std::vector<T> own;
+    T* buf = scratch<T>(4 * len * L + plan.scratch_size(L), own);
+    T *xr = buf, *xi = buf + len * L, *yr = buf + 2 * len * L, *yi = buf + 3 * len * L;
+    // whole rows in full lanes: register transposes for the most, scalar loops for the rest
+    const bool rows = ln.inner == 1 && count == L && L > 1;
+    const int64_t in_done =
+        rows ? plan.kern.rows_to_lanes(reinterpret_cast<const T*>(src + first * len), len, len, L,
+                                       sign, xr, xi)
+             : 0;
+    for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
+      for (int64_t v = 0; v < count; ++v) {
+        const std::complex<T>* s = src + ln.offset(first + v, len);
+        for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j) {
+          const std::complex<T> a = s[j * ln.inner];
+          xr[j * L + v] = a.real(), xi[j * L + v] = sign * a.imag();
+        }
+      }
+    plan.execute(xr, xi, yr, yi, buf + 4 * len * L, L, par);
+    const T si = sign * scale;
+    const int64_t out_done =
+        rows ? plan.kern.lanes_to_rows(yr, yi, len, L, scale, si,
+                                       reinterpret_cast<T*>(dst + first * len), len)
+             : 0;
+    for (int64_t j0 = out_done; j0 < len; j0 += kBlock)
+      for (int64_t v = 0; v < count; ++v) {
+        std::complex<T>* o = dst + ln.offset(first + v, len);
+        for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j)
+          o[j * ln.inner] = {yr[j * L + v] * scale, yi[j * L + v] * si};
+      }
+  });
+}
+
+// The one-sided DFT of the real lines of src (shape `sizes`, dim d of length n) into dst (the
+// same shape with n / 2 + 1 along d), times scale. Even n: the n / 2 complex numbers
+// z[j] = x[2j] + i x[2j + 1] go through one complex FFT of half the length, and
+// X[k] = E[k] + exp(-2 pi i k / n) O[k] for the spectra E, O of the even and odd samples,
+// E[k] = (Z[k] + conj(Z[n/2 - k])) / 2, O[k] = (Z[k] - conj(Z[n/2 - k])) / 2i. Odd n: one
+// complex FFT of length n with zero imaginary parts, of which the first half is kept.
+template <class T>
+void r2c_dim(const T* src, std::complex<T>* dst, const DimVector& sizes, int64_t d, T scale) {
+  const Lines ln(sizes, d);
+  const int64_t n = ln.len, nout = n / 2 + 1;
+  if (ln.count == 0) return;
+  const bool even = n % 2 == 0;
+  const int64_t len = even ? n / 2 : n;
+  const std::shared_ptr<const Plan<T>> shared = plan_for<T>(len);
+  const Plan<T>& plan = *shared;
+  std::shared_ptr<const std::vector<T>> wsh;
+  if (even) wsh = real_twiddles<T>(n);
+  for_units(ln.count, len, sizeof(T), [&](int64_t first, int64_t count, int64_t L, bool par) {
+    std::vector<T> own;
+    const int64_t part = (len + 1) * L;
+    T* buf = scratch<T>(4 * part + plan.scratch_size(L), own);
+    T *xr = buf, *xi = buf + part, *yr = buf + 2 * part, *yi = buf + 3 * part;
+    const bool rows = ln.inner == 1 && count == L && L > 1;
+    const int64_t in_done =
+        rows && even ? plan.kern.rows_to_lanes(src + first * n, len, len, L, T(1), xr, xi) : 0;
+    for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
+      for (int64_t v = 0; v < count; ++v) {
+        const T* s = src + ln.offset(first + v, n);
+        const int64_t je = std::min(len, j0 + kBlock);
+        if (even) {
+          for (int64_t j = j0; j < je; ++j)
+            xr[j * L + v] = s[2 * j * ln.inner], xi[j * L + v] = s[(2 * j + 1) * ln.inner];
+        } else {
+          for (int64_t j = j0; j < je; ++j) xr[j * L + v] = s[j * ln.inner], xi[j * L + v] = T(0);
+        }
+      }
+    plan.execute(xr, xi, yr, yi, buf + 4 * part, L, par);
+    const T* outr = yr;
+    const T* outi = yi;
+    T s = scale;
+    if (even) {  // the post-twiddle pass, in lanes, into x
+      plan.kern.real_post(yr, yi, xr, xi, len, L, wsh->data(), wsh->data() + len + 1, scale, false);
+      outr = xr, outi = xi, s = T(1);
     }
+    const int64_t out_done =
+        rows ? plan.kern.lanes_to_rows(outr, outi, nout, L, s, s,
+                                       reinterpret_cast<T*>(dst + first * nout), nout)
+             : 0;
+    for (int64_t k0 = out_done; k0 < nout; k0 += kBlock)
+      for (int64_t v = 0; v < count; ++v) {
+        std::complex<T>* o = dst + ln.offset(first + v, nout);
+        for (int64_t k = k0, ke = std::min(nout, k0 + kBlock); k < ke; ++k)
+          o[k * ln.inner] = {outr[k * L + v] * s, outi[k * L + v] * s};
+      }
+  });
+}
+
+// The real inverse DFT, times scale, of the one-sided spectra along dim d of src (m points per
+// line: the first n / 2 + 1 are used, missing ones are zeros; the imaginary parts of bins 0 and
+// n / 2 are ignored) into dst, whose lines have n points (`sizes` is dst's shape). Even n: with
+// Z[k] = X[k] + conj(X[n/2 - k]) + i (X[k] - conj(X[n/2 - k])) exp(2 pi i k / n), k < n / 2,
+// the inverse FFT of Z (half length) is x[2j] + i x[2j + 1]. Odd n: the full Hermitian line
+// through a complex inverse FFT of length n.
+template <class T>
+void c2r_dim(const std::complex<T>* src, int64_t m, T* dst, const DimVector& sizes, int64_t d,
+             T scale) {
+  const Lines ln(sizes, d);
+  const int64_t n = ln.len;
+  if (ln.count == 0) return;
+  const bool even = n % 2 == 0;
+  const int64_t len = even ? n / 2 : n, half = n / 2;
+  const std::shared_ptr<const Plan<T>> shared = plan_for<T>(len);
+  const Plan<T>& plan = *shared;
+  std::shared_ptr<const std::vector<T>> wsh;
+  if (even) wsh = real_twiddles<T>(n);
+  for_units(ln.count, len, sizeof(T), [&](int64_t first, int64_t count, int64_t L, bool par) {
+    std::vector<T> own;
+    const int64_t part = (len + 1) * L;
+    T* buf = scratch<T>(4 * part + plan.scratch_size(L), own);
+    T *xr = buf, *xi = buf + part, *yr = buf + 2 * part, *yi = buf + 3 * part;
+    for (int64_t v = 0; v < count; ++v) {
+      const std::complex<T>* s = src + ln.offset(first + v, m);
+      // bins 0 .. n / 2 (0 past the input's end; bins 0 and n / 2 real); even n: into y for the
+      // pre-twiddle pass, odd n: the conjugated Hermitian line straight into x
+      T* br = even ? yr : xr;
+      T* bi = even ? yi : xi;
+      const T sign = even ? T(1) : T(-1);
+      const int64_t have = std::min(m, half + 1);
+      for (int64_t k = 0; k < have; ++k) {
+        const std::complex<T> a = s[k * ln.inner];
+        br[k * L + v] = a.real(), bi[k * L + v] = sign * a.imag();
+      }
+      for (int64_t k = have; k <= half; ++k) br[k * L + v] = T(0), bi[k * L + v] = T(0);
+      bi[v] = T(0);
+      if (even) {
+        yi[half * L + v] = T(0);
+      } else {
+        for (int64_t k = half + 1; k < n; ++k)
+          xr[k * L + v] = xr[(n - k) * L + v], xi[k * L + v] = -xi[(n - k) * L + v];
+      }
+    }
+    if (even)
+      plan.kern.real_post(yr, yi, xr, xi, len, L, wsh->data(), wsh->data() + len + 1, T(1), true);
+    plan.execute(xr, xi, yr, yi, buf + 4 * part, L, par);
+    for (int64_t j0 = 0; j0 < len; j0 += kBlock)
+      for (int64_t v = 0; v < count; ++v) {
+        T* o = dst + ln.offset(first + v, n);
+        const int64_t je = std::min(len, j0 + kBlock);
+        if (even) {
+          for (int64_t j = j0; j < je; ++j) {
+            o[2 * j * ln.inner] = yr[j * L + v] * scale;
+            o[(2 * j + 1) * ln.inner] = -yi[j * L + v] * scale;
+          }
+        } else {
+          for (int64_t j = j0; j < je; ++j) o[j * ln.inner] = yr[j * L + v] * scale;
+        }
+      }
   });
 }
 
@@ -266,74 +584,22 @@ double norm_scale(int64_t normalization, int64_t n) {
   return normalization == 1 ? 1.0 / std::sqrt(static_cast<double>(n)) : 1.0 / n;
 }
 
-template <class T>
-void scale_buffer(std::complex<T>* data, int64_t count, double scale) {
-  if (scale == 1.0) return;
-  const T s = static_cast<T>(scale);
-  for (int64_t i = 0; i < count; ++i) data[i] *= s;
-}
-
 void check_points(const Tensor& t, const DimVector& dims, const char* op) {
   for (int64_t d : dims)
     EMBER_CHECK(t->size(d) >= 1, op, ": Invalid number of data points (", t->size(d),
                 ") specified");
 }
 
-// A contiguous complex copy of self (real inputs get zero imaginary parts).
-Tensor complex_copy(const Tensor& self) {
-  Tensor out = empty(self->sizes(), to_complex(self->dtype()));
+// A contiguous copy of self with dtype dt (real inputs to complex get zero imaginary parts).
+Tensor copy_as(const Tensor& self, ScalarType dt) {
+  Tensor out = empty(self->sizes(), dt);
   copy_into(out, self);
   return out;
 }
 
-// The one-sided forward transform of real x along dims, the last of even length n: the n / 2
-// complex numbers z[j] = x[2j] + i x[2j + 1] go through one complex FFT of half the length,
-// and X[k] = E[k] + exp(-2 pi i k / n) O[k] for the spectra E, O of the even and odd samples,
-// E[k] = (Z[k] + conj(Z[n/2 - k])) / 2, O[k] = (Z[k] - conj(Z[n/2 - k])) / 2i. The other dims
-// are then transformed on the half-size result.
-Tensor r2c_even(const Tensor& self, const DimVector& dims, int64_t normalization) {
-  const int64_t last = dims.back();
-  Tensor x = empty(self->sizes(), self->dtype());
-  copy_into(x, self);
-  DimVector sizes = self->sizes();
-  const int64_t n = sizes[last], half = n / 2;
-  int64_t points = 1;
-  for (int64_t d : dims) points *= sizes[d];
-  sizes[last] = half + 1;
-  Tensor out = empty(sizes, to_complex(self->dtype()));
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < last; ++i) outer *= sizes[i];
-  for (int64_t i = last + 1; i < static_cast<int64_t>(sizes.size()); ++i) inner *= sizes[i];
-  EMBER_DISPATCH_COMPLEX(out->dtype(), "_fft_r2c", [&] {
-    using C = scalar_t;
-    using R = typename C::value_type;
-    const R* xd = x->data_as<R>();
-    C* od = out->data_as<C>();
-    const std::shared_ptr<const Plan<R>> shared = plan_for<R>(half);
-    const Plan<R>& plan = *shared;
-    std::vector<C> w(half + 1);
-    for (int64_t k = 0; k <= half; ++k) w[k] = unit_root<R>(k, n);
-    const int64_t lines = outer * inner;
-    parallel_for(0, lines, std::max<int64_t>(1, 65536 / n), [&](int64_t b, int64_t e) {
-      std::vector<C> z(half), zf(half);
-      for (int64_t l = b; l < e; ++l) {
-        const R* src = xd + (l / inner) * n * inner + (l % inner);
-        C* dst = od + (l / inner) * (half + 1) * inner + (l % inner);
-        for (int64_t j = 0; j < half; ++j) z[j] = C(src[2 * j * inner], src[(2 * j + 1) * inner]);
-        plan.forward(z.data(), zf.data());
-        for (int64_t k = 0; k <= half; ++k) {
-          const C zk = zf[k % half], zc = std::conj(zf[(half - k) % half]);
-          const C even = (zk + zc) * R(0.5), diff = (zk - zc) * R(0.5);
-          const C odd(diff.imag(), -diff.real());  // diff / i
-          dst[k * inner] = even + cmul(w[k], odd);
-        }
-      }
-    });
-    for (int64_t d : dims)
-      if (d != last) transform_dim(od, sizes, d, true);
-    scale_buffer(od, out->numel(), norm_scale(normalization, points));
-  });
-  return fresh(out);
+// self itself when it is contiguous already, else a contiguous copy.
+Tensor contiguous_input(const Tensor& self) {
+  return self->is_contiguous() ? self : copy_as(self, self->dtype());
 }
 
 }  // namespace
@@ -343,13 +609,18 @@ Tensor fft_c2c(const Tensor& self, const DimVector& dim, int64_t normalization, 
                    "_fft_c2c: expects a complex input tensor, but got ", dtype_name(self->dtype()));
   const DimVector dims = fft_dims(self, dim, "_fft_c2c");
   check_points(self, dims, "_fft_c2c");
-  Tensor out = complex_copy(self);
   int64_t points = 1;
   for (int64_t d : dims) points *= self->size(d);
+  const double scale = norm_scale(normalization, points);
+  const Tensor x = contiguous_input(self);
+  Tensor out = empty(self->sizes(), self->dtype());
   EMBER_DISPATCH_COMPLEX(out->dtype(), "_fft_c2c", [&] {
-    auto* data = reinterpret_cast<scalar_t*>(out->data());
-    for (int64_t d : dims) transform_dim(data, out->sizes(), d, forward);
-    scale_buffer(data, out->numel(), norm_scale(normalization, points));
+    using R = typename scalar_t::value_type;
+    const scalar_t* src = x->data_as<scalar_t>();
+    scalar_t* data = out->data_as<scalar_t>();
+    for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i)
+      c2c_dim<R>(i == 0 ? src : data, data, out->sizes(), dims[i], forward,
+                 static_cast<R>(i + 1 == static_cast<int64_t>(dims.size()) ? scale : 1.0));
   });
   return fresh(out);
 }
@@ -360,15 +631,29 @@ Tensor fft_r2c(const Tensor& self, const DimVector& dim, int64_t normalization, 
                    "_fft_r2c: expects a float32 or float64 input tensor, but got ", dtype_name(dt));
   const DimVector dims = fft_dims(self, dim, "_fft_r2c");
   check_points(self, dims, "_fft_r2c");
-  if (onesided && self->size(dims.back()) % 2 == 0) return r2c_even(self, dims, normalization);
-  Tensor full = fft_c2c(complex_copy(self), dims, normalization, true);
-  if (!onesided) return full;
+  if (!onesided) return fft_c2c(copy_as(self, to_complex(dt)), dims, normalization, true);
+  int64_t points = 1;
+  for (int64_t d : dims) points *= self->size(d);
+  const double scale = norm_scale(normalization, points);
   const int64_t last = dims.back();
-  DimVector sizes = full->sizes();
+  const Tensor x = contiguous_input(self);
+  DimVector sizes = self->sizes();
   sizes[last] = sizes[last] / 2 + 1;
-  Tensor out = empty(sizes, full->dtype());
-  // The first n // 2 + 1 bins of the last dim, through a strided view of full.
-  copy_into(out, make_view(full, sizes, full->strides(), 0));
+  Tensor out = empty(sizes, to_complex(dt));
+  EMBER_DISPATCH_COMPLEX(out->dtype(), "_fft_r2c", [&] {
+    using R = typename scalar_t::value_type;
+    scalar_t* od = out->data_as<scalar_t>();
+    const bool alone = dims.size() == 1;
+    r2c_dim<R>(x->data_as<R>(), od, self->sizes(), last, static_cast<R>(alone ? scale : 1.0));
+    // then the other dims, in order, on the half-size result
+    int64_t done = 1;
+    for (int64_t d : dims) {
+      if (d == last) continue;
+      ++done;
+      c2c_dim<R>(od, od, sizes, d, true,
+                 static_cast<R>(done == static_cast<int64_t>(dims.size()) ? scale : 1.0));
+    }
+  });
   return fresh(out);
 }
 
@@ -381,44 +666,22 @@ Tensor fft_c2r(const Tensor& self, const DimVector& dim, int64_t normalization,
               ") specified");
   check_points(self, dims, "_fft_c2r");
   const int64_t last = dims.back();
-  Tensor x = complex_copy(self);
-  DimVector sizes = x->sizes();
-  const int64_t m = sizes[last], n = last_dim_size, half = n / 2 + 1;
+  DimVector sizes = self->sizes();
+  const int64_t m = sizes[last], n = last_dim_size;
   sizes[last] = n;
   int64_t points = 1;
   for (int64_t d : dims) points *= sizes[d];
-  Tensor full = empty(sizes, x->dtype());
-  Tensor out = empty(sizes, to_real(x->dtype()));
+  const double scale = norm_scale(normalization, points);
+  // The other dims first (on a copy): each line along `last` then is the one-sided spectrum of
+  // a real signal.
+  const Tensor x = dims.size() > 1 ? copy_as(self, self->dtype()) : contiguous_input(self);
+  Tensor out = empty(sizes, to_real(self->dtype()));
   EMBER_DISPATCH_COMPLEX(x->dtype(), "_fft_c2r", [&] {
-    using C = scalar_t;
-    using R = typename C::value_type;
-    C* xd = reinterpret_cast<C*>(x->data());
-    // The other dims first: each line along `last` then is the one-sided spectrum of a real
-    // signal, which extends to the full Hermitian line X[n - k] = conj(X[k]).
+    using R = typename scalar_t::value_type;
+    scalar_t* xd = x->data_as<scalar_t>();
     for (int64_t d : dims)
-      if (d != last) transform_dim(xd, x->sizes(), d, false);
-    int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < last; ++i) outer *= sizes[i];
-    for (int64_t i = last + 1; i < static_cast<int64_t>(sizes.size()); ++i) inner *= sizes[i];
-    C* fd = reinterpret_cast<C*>(full->data());
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        const C* src = xd + o * m * inner + i;
-        C* dst = fd + o * n * inner + i;
-        for (int64_t k = 0; k < n; ++k) {
-          C v(0);
-          if (k < half) {
-            if (k < m) v = src[k * inner];
-          } else if (n - k < m) {
-            v = std::conj(src[(n - k) * inner]);
-          }
-          dst[k * inner] = v;
-        }
-      }
-    transform_dim(fd, sizes, last, false);
-    R* od = reinterpret_cast<R*>(out->data());
-    const R s = static_cast<R>(norm_scale(normalization, points));
-    for (int64_t i = 0; i < out->numel(); ++i) od[i] = fd[i].real() * s;
+      if (d != last) c2c_dim<R>(xd, xd, x->sizes(), d, false, R(1));
+    c2r_dim<R>(xd, m, out->data_as<R>(), sizes, last, static_cast<R>(scale));
   });
   return fresh(out);
 }

@@ -68,6 +68,17 @@ void run(TensorIterator& it, const char* name, const Make& make) {
 template <class A>
 constexpr bool is_int_v = std::is_integral_v<A> && !std::is_same_v<A, bool>;
 
+// erfc: float32 through erfcf while the result is a normal float (x < 9: erfc(9) = 4.1e-37), in
+// double beyond, so the subnormal tail is correctly rounded (erfcf(10) is 2 subnormal units,
+// erfc(10) = 2.09e-45 rounds to 1); the other dtypes in double.
+template <class A>
+A erfc_impl(A x) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (x < 9.0f) return std::erfc(x);
+  }
+  return static_cast<A>(std::erfc(static_cast<double>(x)));
+}
+
 double erfinv_impl(double y) {
   if (!(y > -1.0 && y < 1.0)) {
     if (y == 1.0) return std::numeric_limits<double>::infinity();
@@ -144,6 +155,7 @@ EMBER_UNARY_FLOAT(cosh, std::cosh(x))
 EMBER_UNARY_FLOAT_VEC(tanh, std::tanh(x))
 EMBER_UNARY_FLOAT_VEC(sigmoid, A(1) / (A(1) + std::exp(-x)))
 EMBER_UNARY_FLOAT_VEC(erf, std::erf(x))
+EMBER_UNARY_FLOAT(erfc, erfc_impl(x))
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
 EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
 #undef EMBER_UNARY_FLOAT
