@@ -185,6 +185,27 @@ __device__ __forceinline__ void load_tile(A* dst, int ld, const View& v, int64_t
 
 // ---- forward -----------------------------------------------------------------------------------
 
+// acc[r][t] += sum over the tile's first jn rows jj of coef[r] of lane jj (a warp-wide
+// broadcast) times tile[jj * ld + lane + 32 t] (0 past `width`): the product of a warp's rows of
+// P or dS with a shared-memory tile of V or K.
+template <int NH, class A>
+__device__ __forceinline__ void accumulate_tile(A (&acc)[kRowsPerWarp][NH],
+                                                const A (&coef)[kRowsPerWarp], const A* tile,
+                                                int ld, int width, int jn, int lane) {
+  for (int jj = 0; jj < jn; ++jj) {
+    A cj[kRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) cj[r] = __shfl_sync(kFull, coef[r], jj);
+#pragma unroll
+    for (int t = 0; t < NH; ++t) {
+      const int e = lane + 32 * t;
+      const A x = e < width ? tile[jj * ld + e] : A(0);
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) acc[r][t] += cj[r] * x;
+    }
+  }
+}
+
 // NH: output columns per lane (Ev <= 32 * NH).
 template <class T, int NH>
 __global__ void __launch_bounds__(kThreads)
@@ -247,19 +268,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int t = 0; t < NH; ++t) acc[r][t] *= alpha;
     }
     const int64_t left = nkeys - k0;
-    const int jn = left < kCols ? static_cast<int>(left) : kCols;
-    for (int jj = 0; jj < jn; ++jj) {
-      A pj[kRowsPerWarp];
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) pj[r] = __shfl_sync(kFull, pr[r], jj);
-#pragma unroll
-      for (int t = 0; t < NH; ++t) {
-        const int e = lane + 32 * t;
-        const A vv = e < Ev ? vs[jj * Ev + e] : A(0);
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) acc[r][t] += pj[r] * vv;
-      }
-    }
+    accumulate_tile<NH>(acc, pr, vs, Ev, Ev, left < kCols ? static_cast<int>(left) : kCols, lane);
   }
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -379,19 +388,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     const int64_t left = nkeys - k0;
-    const int jn = left < kCols ? static_cast<int>(left) : kCols;
-    for (int jj = 0; jj < jn; ++jj) {
-      A dj[kRowsPerWarp];
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) dj[r] = __shfl_sync(kFull, ds[r], jj);
-#pragma unroll
-      for (int t = 0; t < NH; ++t) {
-        const int e = lane + 32 * t;
-        const A kv = e < E ? ks[jj * ldk + e] : A(0);
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) acc[r][t] += dj[r] * kv;
-      }
-    }
+    accumulate_tile<NH>(acc, ds, ks, ldk, E, left < kCols ? static_cast<int>(left) : kCols, lane);
   }
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {

@@ -398,6 +398,25 @@ struct Lines {
   }
 };
 
+// Points 0..len-1 of lanes 0..count-1 of (yr, yi) (point j of lane v at j * L + v), the real
+// parts times sr and the imaginary ones times si, into lines first.. of dst (`len` points each):
+// by the kernel's register transposes when `rows` (contiguous lines filling every lane), then
+// the rest in cache blocks.
+template <class T>
+void lanes_to_lines(const Plan<T>& plan, const T* yr, const T* yi, int64_t len, int64_t L, T sr,
+                    T si, std::complex<T>* dst, const Lines& ln, int64_t first, int64_t count,
+                    bool rows) {
+  const int64_t done = rows ? plan.kern.lanes_to_rows(yr, yi, len, L, sr, si,
+                                                      reinterpret_cast<T*>(dst + first * len), len)
+                            : 0;
+  for (int64_t j0 = done; j0 < len; j0 += kBlock)
+    for (int64_t v = 0; v < count; ++v) {
+      std::complex<T>* o = dst + ln.offset(first + v, len);
+      for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j)
+        o[j * ln.inner] = {yr[j * L + v] * sr, yi[j * L + v] * si};
+    }
+}
+
 // dst = (inverse) DFT of src along dim d of contiguous buffers of shape `sizes` (dst may be
 // src), times scale.
 template <class T>
@@ -429,16 +448,7 @@ void c2c_dim(const std::complex<T>* src, std::complex<T>* dst, const DimVector& 
       }
     plan.execute(xr, xi, yr, yi, buf + 4 * len * L, L, par);
     const T si = sign * scale;
-    const int64_t out_done =
-        rows ? plan.kern.lanes_to_rows(yr, yi, len, L, scale, si,
-                                       reinterpret_cast<T*>(dst + first * len), len)
-             : 0;
-    for (int64_t j0 = out_done; j0 < len; j0 += kBlock)
-      for (int64_t v = 0; v < count; ++v) {
-        std::complex<T>* o = dst + ln.offset(first + v, len);
-        for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j)
-          o[j * ln.inner] = {yr[j * L + v] * scale, yi[j * L + v] * si};
-      }
+    lanes_to_lines(plan, yr, yi, len, L, scale, si, dst, ln, first, count, rows);
   });
 }
 
@@ -486,16 +496,7 @@ void r2c_dim(const T* src, std::complex<T>* dst, const DimVector& sizes, int64_t
       plan.kern.real_post(yr, yi, xr, xi, len, L, wsh->data(), wsh->data() + len + 1, scale, false);
       outr = xr, outi = xi, s = T(1);
     }
-    const int64_t out_done =
-        rows ? plan.kern.lanes_to_rows(outr, outi, nout, L, s, s,
-                                       reinterpret_cast<T*>(dst + first * nout), nout)
-             : 0;
-    for (int64_t k0 = out_done; k0 < nout; k0 += kBlock)
-      for (int64_t v = 0; v < count; ++v) {
-        std::complex<T>* o = dst + ln.offset(first + v, nout);
-        for (int64_t k = k0, ke = std::min(nout, k0 + kBlock); k < ke; ++k)
-          o[k * ln.inner] = {outr[k * L + v] * s, outi[k * L + v] * s};
-      }
+    lanes_to_lines(plan, outr, outi, nout, L, s, s, dst, ln, first, count, rows);
   });
 }
 

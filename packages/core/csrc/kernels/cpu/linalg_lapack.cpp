@@ -738,61 +738,6 @@ bool small_tridiag(const T* a, char uplo, int64_t n, bool vecs, double* d, doubl
   return true;
 }
 
-// The implicit QL iteration with Wilkinson shifts on the tridiagonal (d, e), e[i] the entry
-// (i, i+1): d becomes the eigenvalues (unordered); with z (row j: vector j of the reduction's
-// factor), the rotations go into z's rows too. False when an eigenvalue takes over 60 sweeps.
-bool small_ql(double* d, double* e, int64_t n, double* z) {
-  const bool vecs = z != nullptr;
-  const double eps = std::numeric_limits<double>::epsilon();
-  for (int64_t l = 0; l < n; ++l) {
-    for (int iter = 0;; ++iter) {
-      int64_t m = l;
-      for (; m < n - 1; ++m)
-        if (std::abs(e[m]) <= eps * (std::abs(d[m]) + std::abs(d[m + 1]))) break;
-      if (m == l) break;
-      if (iter == 60) return false;
-      double g = (d[l + 1] - d[l]) / (2 * e[l]);
-      double r = norm2(g, 1.0);
-      g = d[m] - d[l] + e[l] / (g + (g >= 0 ? r : -r));
-      double s = 1, c = 1, p = 0;
-      int64_t i = m - 1;
-      bool deflated = false;
-      for (; i >= l; --i) {
-        const double f = s * e[i], b = c * e[i];
-        r = norm2(f, g);
-        e[i + 1] = r;
-        if (r == 0) {  // underflow: split the matrix here and start over
-          d[i + 1] -= p;
-          e[m] = 0;
-          deflated = true;
-          break;
-        }
-        s = f / r;
-        c = g / r;
-        g = d[i + 1] - p;
-        r = (d[i] - g) * s + 2 * c * b;
-        p = s * r;
-        d[i + 1] = g + p;
-        g = c * r - b;
-        if (vecs) {
-          double* z0 = z + i * n;
-          double* z1 = z + (i + 1) * n;
-          for (int64_t k = 0; k < n; ++k) {
-            const double t = z1[k];
-            z1[k] = s * z0[k] + c * t;
-            z0[k] = c * z0[k] - s * t;
-          }
-        }
-      }
-      if (deflated) continue;
-      d[l] -= p;
-      e[l] = g;
-      e[m] = 0;
-    }
-  }
-  return true;
-}
-
 // w = the eigenvalues d in ascending order times 2^scale_exp, with z: vout's columns (column-major
 // n x n) the matching rows of z.
 template <class T>
@@ -807,24 +752,11 @@ void small_store(const double* d, const double* z, int64_t n, int scale_exp, T* 
   }
 }
 
-// Eigenvalues (ascending, into w) and, with vecs, eigenvectors of one symmetric n x n matrix, n
-// in [1, kSmallEigh]: small_tridiag, small_ql, small_store. a: the column-major input, of which
-// the uplo triangle is read; with vecs, vout receives the eigenvectors as its columns
-// (column-major, like syevd's). Returns false, writing nothing, when the matrix holds a
-// non-finite entry or the iteration does not settle (the caller then runs syevd, which reports
-// such matrices its own way).
-template <class T>
-bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
-  double d[kSmallEigh], e[kSmallEigh], z[kSmallEigh * kSmallEigh];
-  int ex = 0;
-  if (!small_tridiag(a, uplo, n, vecs, d, e, z, &ex)) return false;
-  if (!small_ql(d, e, n, vecs ? z : nullptr)) return false;
-  small_store(d, vecs ? z : nullptr, n, ex, w, vout);
-  return true;
-}
-
-// small_ql without vectors as a resumable state: step() does one deflation search (and a sweep's
-// setup) or one rotation, so that two matrices' iterations can be interleaved. Each rotation
+// The implicit QL iteration with Wilkinson shifts on the tridiagonal (d, e), e[i] the entry
+// (i, i+1), as a resumable state: d becomes the eigenvalues (unordered); with z (row j: vector j
+// of the reduction's factor), the rotations go into z's rows too; `failed` when an eigenvalue
+// takes over 60 sweeps. step() does one deflation search (and a sweep's setup) or one rotation,
+// so that two matrices' iterations can be interleaved. Each rotation
 // waits on the last one's square root and divisions; two independent chains keep the core busy.
 struct QlValues {
   double *d = nullptr, *e = nullptr, *z = nullptr;  // z: as small_ql's (null: no vectors)
@@ -894,6 +826,33 @@ struct QlValues {
     }
   }
 };
+
+// QlValues run to the end for one matrix; false when it failed.
+bool small_ql(double* d, double* e, int64_t n, double* z) {
+  QlValues q;
+  q.d = d;
+  q.e = e;
+  q.z = z;
+  q.n = n;
+  while (!q.done) q.step();
+  return !q.failed;
+}
+
+// Eigenvalues (ascending, into w) and, with vecs, eigenvectors of one symmetric n x n matrix, n
+// in [1, kSmallEigh]: small_tridiag, small_ql, small_store. a: the column-major input, of which
+// the uplo triangle is read; with vecs, vout receives the eigenvectors as its columns
+// (column-major, like syevd's). Returns false, writing nothing, when the matrix holds a
+// non-finite entry or the iteration does not settle (the caller then runs syevd, which reports
+// such matrices its own way).
+template <class T>
+bool small_eigh(const T* a, char uplo, int64_t n, bool vecs, T* w, T* vout) {
+  double d[kSmallEigh], e[kSmallEigh], z[kSmallEigh * kSmallEigh];
+  int ex = 0;
+  if (!small_tridiag(a, uplo, n, vecs, d, e, z, &ex)) return false;
+  if (!small_ql(d, e, n, vecs ? z : nullptr)) return false;
+  small_store(d, vecs ? z : nullptr, n, ex, w, vout);
+  return true;
+}
 
 // small_eigh of two matrices of the same size, their QL iterations interleaved. ok[k]: matrix k
 // is done (else nothing was written for it).
