@@ -12,7 +12,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 DTYPES = ["float32", "float64", "int32", "int64", "int16", "uint8", "bool"]
 ERRORS = (RuntimeError, ValueError, TypeError, IndexError)
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck),
+                    derandomize=True)  # CI must not depend on the examples of the day
 
 
 @st.composite
@@ -176,9 +177,16 @@ def test_reductions_and_copies_match_numpy(data):
         return
     np.testing.assert_array_equal(to_np(t.clone()), arr.astype(to_np(t).dtype))
     if hasattr(t, "sum"):
+        # A floating sum is exact to rounding: relative to the sum of magnitudes (terms that
+        # cancel leave a small sum whose relative error is large), not to the result.
+        kind = to_np(t).dtype
+        eps = float(np.finfo(kind).eps) if np.issubdtype(kind, np.floating) else 0.0
+        mag = np.abs(arr.astype(np.float64))
         got = t.sum()
-        np.testing.assert_allclose(to_np(got), arr.astype(np.float64).sum(), rtol=1e-4)
+        np.testing.assert_allclose(to_np(got), arr.astype(np.float64).sum(), rtol=1e-4,
+                                   atol=4 * eps * mag.sum())
         if arr.ndim:
             dim = data.draw(st.integers(-arr.ndim, arr.ndim - 1))
             np.testing.assert_allclose(to_np(t.sum(dim)).astype(np.float64),
-                                       arr.astype(np.float64).sum(axis=dim), rtol=1e-4)
+                                       arr.astype(np.float64).sum(axis=dim), rtol=1e-4,
+                                       atol=4 * eps * mag.sum(axis=dim).max(initial=0.0))
