@@ -109,6 +109,17 @@ def test_topk(largest, dim, rng):
         ember.ones(3).topk(-1)
 
 
+def test_topk_of_a_zero_dim_tensor():
+    # The result of a 0-d input is 0-d (one element) whatever k in {0, 1}: the value and index 0,
+    # as torch; k = 0 once returned uninitialised memory.
+    for k in (0, 1):
+        v, i = ember.topk(ember.tensor(3.5), k)
+        assert v.shape == () and i.shape == ()
+        assert v.item() == 3.5 and i.item() == 0
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        ember.tensor(3.5).topk(2)
+
+
 def test_kthvalue(rng):
     a = rng.permutation(40).reshape(5, 8).astype(np.float32)
     x = make(a)

@@ -174,6 +174,8 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
   if (values->numel() == 0) return {values, indices};
   DimRows rows = reduce::dim_rows(self, d);
   const int64_t n = rows.n;
+  // A 0-d self has a 0-d (one-element) result even for k = 0: it is self and index 0, as torch.
+  if (self->dim() == 0) k = 1;
   EMBER_DISPATCH_ALL(self->dtype(), "topk", [&] {
     using V = opmath_t<scalar_t>;
     const scalar_t* src = rows.t->data_as<scalar_t>();
