@@ -400,8 +400,14 @@ def advanced_index(self_t, indices):
                 result_shape=result_shape, pos=pos)
 
 
-def index_get(self_a, indices):
-    t = Dev.of(self_a)
+def transposed_dev(a):
+    """a (2-d or more) held as the transpose of a contiguous buffer: strides reversed."""
+    buf = np.ascontiguousarray(np.transpose(a)).reshape(-1)
+    return Dev(buf, 0, list(a.shape), list(reversed(contig_strides(list(reversed(a.shape))))))
+
+
+def index_get(self_a, indices, t=None):
+    t = Dev.of(self_a) if t is None else t
     ai = advanced_index(t, indices)
     out = Dev.of(np.zeros(ai["result_shape"], self_a.dtype))
     count = ai["offsets"].size
@@ -417,8 +423,8 @@ def index_get(self_a, indices):
     return out.numpy()
 
 
-def index_put(self_a, indices, values_a, accumulate):
-    t = Dev.of(self_a)
+def index_put(self_a, indices, values_a, accumulate, t=None):
+    t = Dev.of(self_a) if t is None else t
     ai = advanced_index(t, indices)
     count = ai["offsets"].size
     vals = np.broadcast_to(values_a, ai["result_shape"])  # index_put_values
@@ -683,6 +689,11 @@ def main():
                                  accumulate=acc)
                     got = index_put(a, ind, v, acc)
                     rep.check(same(got, y.numpy()), f"index_put acc={acc} {dtn} v{vshape} {[None if i is None else i.shape for i in ind]}")
+                    # self a non-contiguous view (the kernel walks its strides)
+                    td = transposed_dev(a)
+                    got = index_put(a, ind, v, acc, td)
+                    rep.check(same(td.numpy(), y.numpy()), f"index_put strided self acc={acc} {dtn}")
+            rep.check(same(index_get(a, ind, transposed_dev(a)), want), f"index get strided self {dtn}")
         # masked_select / masked_scatter_ / masked_fill_ / nonzero
         for shape, mshape in (((4, 5), (4, 5)), ((4, 5), (5,)), ((3, 1, 4), (2, 4)), ((6,), (6,)),
                               ((), ())):
