@@ -3,7 +3,8 @@ question of the one GPU run: a pytest process that had run CUDA work segfaulted 
 engine error that formatted a number, in std::ostream << unsigned long.)
 
 Imports ember, then torch (as packages/core/tests/core_helpers.py does in every test process) and
-ember._C_cuda, then lists every mapped library that exports std::ostream::_M_insert<unsigned long>
+ember._C_cuda, does CUDA work when a device is present (the driver loads more libraries then),
+then lists every mapped library that exports std::ostream::_M_insert<unsigned long>
 or std::locale symbols. Only /lib/.../libstdc++.so.6 should: a second exporter that the dynamic
 linker searches first (a library loaded with RTLD_GLOBAL, as torch loads its CUDA dependencies)
 takes over the bindings of ember's libraries, and a copy of another libstdc++ version then mixes
@@ -40,6 +41,10 @@ def main():
         print("ember._C_cuda loaded")
     except ImportError as e:
         print("ember._C_cuda:", e)
+    if ember.cuda.is_available():
+        # CUDA work: the driver and what it loads on context creation / the first kernel
+        x = ember.arange(1000.0).to("cuda")
+        print("CUDA work done:", float(x.sum().cpu()))
     libs = set()
     with open(f"/proc/{os.getpid()}/maps") as f:
         for line in f:
