@@ -208,6 +208,12 @@ def test_one_generator_state_draws_the_cpu_stream(dtype):
     np.testing.assert_allclose(d, c, rtol=tol, atol=10 * tol)
     c, d = both(lambda t: t.bernoulli_(0.3, generator=g))
     np.testing.assert_array_equal(d, c)
+    # a strided self: drawn in row-major order into a temporary, then copied in
+    g.manual_seed(78)
+    c = to_np(ember.empty(31, 33, dtype=dt).t().uniform_(generator=g))
+    g.manual_seed(78)
+    d = host(ember.empty(31, 33, dtype=dt, device="cuda").t().uniform_(generator=g))
+    np.testing.assert_array_equal(d, c)
 
 
 def test_one_generator_state_draws_the_cpu_integers():
