@@ -558,3 +558,30 @@ def test_bool_bytes_other_than_one():
     compare(lambda t: ember.all(t), x)
     compare(lambda t: ember.sort(t), x)
     compare(lambda t: ember.unique(t, return_counts=True), x)
+
+
+def test_topk_of_a_zero_dim_tensor():
+    # A 0-d self has one position: k = 0 and k = 1 both give the value and index 0 (PyTorch's rule;
+    # the CPU kernel leaves k = 0's outputs unwritten, so no comparison). k = 0 used to fill that
+    # element from an empty index buffer on the device.
+    x = cuda(ember.tensor(3.5))
+    for k in (0, 1):
+        v, i = ember.topk(x, k)
+        assert tuple(v.shape) == () and tuple(i.shape) == ()
+        assert float(host(v)) == 3.5 and int(host(i)) == 0
+    compare(lambda t: ember.sum(t), make((5,), "float32"))  # the device is still fine
+
+
+@pytest.mark.parametrize("shape,dim", [((40, 1100), 0), ((3000, 5), 0), ((33, 2, 1030), [0, 1])])
+def test_column_reductions(shape, dim):
+    # Reducing a non-innermost dim with a contiguous kept dim: with >= 1024 outputs one thread per
+    # column walks the column ((40, 1100), (33, 2, 1030)); with few outputs blocks read strided
+    # columns ((3000, 5)). Integer-valued floats make ties for the first-index rule.
+    x = make(shape, "float32", kind="ints")
+    compare(lambda t: ember.sum(t, dim=dim), x, rtol=1e-5, atol=1e-5)
+    compare(lambda t: ember.var(t, dim=dim, correction=2.5), x, rtol=1e-5, atol=1e-6)
+    compare(lambda t: ember.amin(t, dim=dim), x)
+    if isinstance(dim, int):
+        compare(lambda t: ember.argmax(t, dim=dim), x)
+        compare(lambda t: ember.max(t, dim=dim), x)
+        compare(lambda t: ember.argmin(t, dim=dim, keepdim=True), x)

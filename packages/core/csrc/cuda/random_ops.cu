@@ -168,8 +168,10 @@ struct NormalFill {
       const float m = static_cast<float>(mean), sd = static_cast<float>(std);
       for (int p = 0; p < 2; ++p) {
         if (2 * p >= cnt) break;
-        // u1 in (0, 1] so the log is finite.
-        const float u1 = static_cast<float>((w[2 * p] >> 8) + 1) * (1.0f / 16777216.0f);
+        // u1 = 1 - k / 2^24 in (0, 1], so the log is finite: the CPU kernel's u1
+        // (normal_float_fill), so one Generator state gives the same normals on both devices
+        // (it was (k + 1) / 2^24: the same distribution, another stream than the CPU's).
+        const float u1 = 1.0f - static_cast<float>(w[2 * p] >> 8) * (1.0f / 16777216.0f);
         const float u2 = static_cast<float>(w[2 * p + 1] >> 8) * (1.0f / 16777216.0f);
         const float r = sqrtf(-2.0f * logf(u1));
         float s, c;

@@ -220,7 +220,10 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
     return {ember::empty(shape, self->dtype(), self->device()),
             ember::empty(shape, ScalarType::Int64, self->device())};
   SortedRows s = sorted_rows(self, d, largest, "topk");
-  return write_sorted(self, d, s, k, true, "topk");
+  // A 0-d self has one position whatever k is (0 or 1), and its 1-element outputs take the value
+  // and index 0, as in PyTorch; writing k = 0 positions would fill them from an empty index
+  // buffer (an out-of-bounds device read).
+  return write_sorted(self, d, s, self->dim() == 0 ? 1 : k, true, "topk");
 }
 
 // ---- one position per sorted row ---------------------------------------------------------------

@@ -1,0 +1,711 @@
+"""Emulation of packages/core/csrc/cuda/reduce_ops.cu (and reduce_utils.cuh): the reduction engine
+(reduce::make_geometry, the thread / block / two-pass paths and their launch decisions), every
+reducer (sum, nansum, mean, nanmean, prod, max/min/argmax/argmin/amax/amin, var/std/var_mean with
+corrections, norms, all/any/count_nonzero) and the scans (cumsum, cumprod, cummax, cummin).
+
+The kernels are transcribed per block and per thread: a block's 256 threads are a numpy axis,
+the strided loads use the kernel's own offset arithmetic over a flat buffer, block_combine's
+shared memory starts as NaN (garbage for integers) and its tree steps are the barriers. Results
+are compared with ember's CPU ops on many shapes and layouts (contiguous, transposed, sliced
+with a step, broadcast with stride 0).
+
+    python3 tools/cuda_emulation/reduce_ops.py
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from common import (K_BLOCK, Report, blocks_for, close, ember, layouts, nan_shared, offset_of,
+                    strided, to_ember)
+
+# ---- reduce::make_geometry (kernels/reduce_rules.h) ---------------------------------------------
+
+
+def coalesce(sizes, strides):
+    s, t = [], []
+    for n, st in zip(sizes, strides):
+        if s and t[-1] == st * n:
+            s[-1] *= n
+            t[-1] = st
+        else:
+            s.append(n)
+            t.append(st)
+    return s, t
+
+
+def make_geometry(sizes, strides, mask, ordered):
+    ks, kt, rs, rt = [], [], [], []
+    nout = nred = 1
+    for n, st, m in zip(sizes, strides, mask):
+        if m:
+            nred *= n
+        else:
+            nout *= n
+        if n == 1:
+            continue
+        (rs if m else ks).append(n)
+        (rt if m else kt).append(st)
+    if not ordered and len(rs) > 1:
+        pairs = sorted(zip(rt, rs), key=lambda p: -p[0])  # stable: Python's sort is stable
+        rt = [p[0] for p in pairs]
+        rs = [p[1] for p in pairs]
+    ks, kt = coalesce(ks, kt)
+    rs, rt = coalesce(rs, rt)
+    return dict(ks=ks, kt=kt, rs=rs, rt=rt, nout=nout, nred=nred)
+
+
+# ---- loads ---------------------------------------------------------------------------------------
+
+
+def opmath(dtype):
+    dt = np.dtype(dtype)
+    if dt == np.float16:
+        return np.float32
+    return dt.type
+
+
+def ld(x):
+    """red::ld: the compute type (float for half; bool bytes as 0/1)."""
+    if x.dtype == np.float16:
+        return x.astype(np.float32)
+    return x
+
+
+# ---- reducers (vectorized over lanes; `act` masks the lanes that step) ---------------------------
+
+
+def sum_acc(dtype):
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return np.float32 if dt == np.float16 else np.float64
+    return np.int64
+
+
+class SumR:
+    def __init__(self, dtype, mode="sum", div=1.0):
+        self.T = np.dtype(dtype)
+        self.A = sum_acc(dtype)
+        self.mode = mode
+        self.div = div
+
+    def identity(self, shape):
+        return [np.full(shape, 1 if self.mode == "prod" else 0, dtype=self.A)]
+
+    def step(self, a, x, j, act):
+        v = x.astype(self.A)
+        if self.mode == "prod":
+            a[0] = np.where(act, a[0] * v, a[0])
+        else:
+            if self.mode == "nansum" and self.T.kind == "f":
+                v = np.where(np.isnan(v), self.A(0), v)
+            a[0] = np.where(act, a[0] + v, a[0])
+
+    def combine(self, a, b):
+        return [a[0] * b[0] if self.mode == "prod" else a[0] + b[0]]
+
+    def write(self, a):
+        if self.T.kind == "f":
+            v = a[0] if self.div == 1.0 else (a[0].astype(np.float64) / self.div).astype(self.A)
+            return v.astype(np.float32).astype(self.T) if self.T == np.float16 else v.astype(self.T)
+        return a[0].astype(np.int64)
+
+
+class NanMeanR:
+    def __init__(self, dtype):
+        self.T = np.dtype(dtype)
+        self.A = sum_acc(dtype)
+
+    def identity(self, shape):
+        return [np.zeros(shape, self.A), np.zeros(shape, np.int64)]
+
+    def step(self, a, x, j, act):
+        ok = act & ~np.isnan(x)
+        a[0] = np.where(ok, a[0] + x.astype(self.A), a[0])
+        a[1] = np.where(ok, a[1] + 1, a[1])
+
+    def combine(self, a, b):
+        return [a[0] + b[0], a[1] + b[1]]
+
+    def write(self, a):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (a[0].astype(np.float64) / a[1].astype(np.float64)).astype(self.T)
+
+
+class ExtR:
+    def __init__(self, dtype, is_max):
+        self.T = np.dtype(dtype)
+        self.V = opmath(dtype)
+        self.is_max = is_max
+
+    def identity(self, shape):
+        return [np.zeros(shape, self.V), np.full(shape, -1, np.int64)]
+
+    def beats(self, x, ix, c, ic):
+        if np.dtype(self.V).kind == "f":
+            xn, cn = np.isnan(x), np.isnan(c)
+        else:
+            xn = cn = np.zeros(np.shape(x), bool)
+        nanres = xn & (~cn | (ix < ic))
+        cmp = (x > c) if self.is_max else (x < c)
+        return np.where(xn | cn, nanres, np.where(x == c, ix < ic, cmp))
+
+    def step(self, a, x, j, act):
+        take = act & ((a[1] < 0) | self.beats(x, j, a[0], a[1]))
+        a[0] = np.where(take, x, a[0])
+        a[1] = np.where(take, j, a[1])
+
+    def combine(self, a, b):
+        a_empty, b_empty = a[1] < 0, b[1] < 0
+        pick_b = np.where(a_empty, True, np.where(b_empty, False,
+                                                  self.beats(b[0], b[1], a[0], a[1])))
+        return [np.where(pick_b, b[0], a[0]), np.where(pick_b, b[1], a[1])]
+
+    def write(self, a):
+        return a[0].astype(self.T), a[1]
+
+
+class VarR:
+    def __init__(self, dtype, correction, take_sqrt):
+        self.T = np.dtype(dtype)
+        self.correction = correction
+        self.take_sqrt = take_sqrt
+
+    def identity(self, shape):
+        return [np.zeros(shape), np.zeros(shape), np.zeros(shape)]
+
+    def step(self, a, x, j, act):
+        v = x.astype(np.float64)
+        n = np.where(act, a[0] + 1, a[0])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            d = v - a[1]
+            mean = np.where(act, a[1] + d / np.where(act, n, 1), a[1])
+            m2 = np.where(act, a[2] + d * (v - mean), a[2])
+        a[0], a[1], a[2] = n, mean, m2
+
+    def combine(self, a, b):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            n = a[0] + b[0]
+            d = b[1] - a[1]
+            mean = a[1] + d * (b[0] / n)
+            m2 = a[2] + b[2] + d * d * (a[0] * b[0] / n)
+        mean = np.where(a[0] == 0, b[1], np.where(b[0] == 0, a[1], mean))
+        m2 = np.where(a[0] == 0, b[2], np.where(b[0] == 0, a[2], m2))
+        n = np.where(a[0] == 0, b[0], np.where(b[0] == 0, a[0], n))
+        return [n, mean, m2]
+
+    def write(self, a):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            var = a[2] / np.fmax(0.0, a[0] - self.correction)
+            out = np.sqrt(var) if self.take_sqrt else var
+        mean = np.where(a[0] == 0, np.nan, a[1])
+        return out.astype(self.T), mean.astype(self.T)
+
+
+class NormR:
+    def __init__(self, dtype, p):
+        self.T = np.dtype(dtype)
+        self.p = p
+        if p == 2:
+            self.kind = "two"
+        elif p == 1:
+            self.kind = "one"
+        elif p == math.inf:
+            self.kind = "inf"
+        elif p == -math.inf:
+            self.kind = "neginf"
+        elif p == 0:
+            self.kind = "zero"
+        else:
+            self.kind = "p"
+
+    def identity(self, shape):
+        return [np.full(shape, np.inf if self.kind == "neginf" else 0.0)]
+
+    @staticmethod
+    def pick(is_max, a, x):
+        better = (x > a) if is_max else (x < a)
+        return np.where(better | np.isnan(x), x, a)
+
+    def step(self, a, x, j, act):
+        v = np.abs(x.astype(np.float64))
+        k = self.kind
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if k == "two":
+                r = a[0] + v * v
+            elif k == "one":
+                r = a[0] + v
+            elif k == "inf":
+                r = self.pick(True, a[0], v)
+            elif k == "neginf":
+                r = self.pick(False, a[0], v)
+            elif k == "zero":
+                r = a[0] + (v != 0)
+            else:
+                r = a[0] + np.power(v, self.p)
+        a[0] = np.where(act, r, a[0])
+
+    def combine(self, a, b):
+        if self.kind == "inf":
+            return [self.pick(True, a[0], b[0])]
+        if self.kind == "neginf":
+            return [self.pick(False, a[0], b[0])]
+        return [a[0] + b[0]]
+
+    def write(self, a):
+        v = a[0]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if self.kind == "two":
+                v = np.sqrt(v)
+            if self.kind == "p":
+                v = np.power(v, 1.0 / self.p)
+        return v.astype(self.T)
+
+
+class NonzeroR:
+    def __init__(self, mode, nred, out_dtype):
+        self.mode = mode
+        self.nred = nred
+        self.out_dtype = out_dtype
+
+    def identity(self, shape):
+        return [np.zeros(shape, np.int64)]
+
+    def step(self, a, x, j, act):
+        a[0] = np.where(act, a[0] + (x != 0), a[0])
+
+    def combine(self, a, b):
+        return [a[0] + b[0]]
+
+    def write(self, a):
+        if self.mode == "count":
+            return a[0]
+        r = (a[0] == self.nred) if self.mode == "all" else (a[0] > 0)
+        return r.astype(self.out_dtype)
+
+
+# ---- the engine ----------------------------------------------------------------------------------
+
+
+def block_combine(acc, r):
+    """block_combine: shared memory (NaN / garbage first), one write per thread, __syncthreads,
+    then the tree; each step reads only slots written before the previous barrier."""
+    rows = acc[0].shape[0]
+    sh = []
+    for comp in acc:
+        s = nan_shared(rows * K_BLOCK, comp.dtype).reshape(rows, K_BLOCK)
+        s[:, :] = comp  # sh[threadIdx.x] = acc; __syncthreads()
+        sh.append(s)
+    s = K_BLOCK // 2
+    while s > 0:
+        lo = [c[:, :s].copy() for c in sh]
+        hi = [c[:, s:2 * s].copy() for c in sh]
+        new = r.combine(lo, hi)
+        for c, v in zip(sh, new):
+            c[:, :s] = v
+        s >>= 1  # __syncthreads()
+    return [c[:, 0].copy() for c in sh]
+
+
+def run_reduction(base, offset, sizes, strides, mask, r, ordered, stats=None):
+    """run_reduction: returns the reducer's accumulators per output (row-major over kept dims),
+    or None when there are no outputs."""
+    g = make_geometry(sizes, strides, mask, ordered)
+    nout, nred = g["nout"], g["nred"]
+    if nout == 0:
+        return None
+    ks, kt, rs, rt = g["ks"], g["kt"], g["rs"], g["rt"]
+    columns = len(ks) > 0 and kt[-1] == 1 and len(rs) > 0 and rt[-1] != 1
+    kbase = offset + offset_of(ks, kt, np.arange(nout))
+    if nred <= 32 or (columns and nout >= 1024):
+        if stats is not None:
+            stats.add("thread")
+        # reduce_thread_kernel: one thread per output (grid-stride), j = 0 .. nred-1 in order.
+        acc = r.identity((nout,))
+        act = np.ones(nout, bool)
+        for j in range(nred):
+            x = ld(base[kbase + offset_of(rs, rt, np.int64(j))])
+            r.step(acc, x, np.full(nout, j, np.int64), act)
+        return acc
+    k_target, k_min_chunk = 1024, 8192
+    nchunks = 1
+    if nout < k_target:
+        nchunks = max(1, min((nred + k_min_chunk - 1) // k_min_chunk, k_target // nout))
+    chunk = (nred + nchunks - 1) // nchunks
+    nitems = nout * nchunks
+    grid = min(nitems, 1 << 20)
+    assert grid >= 1
+    if stats is not None:
+        stats.add("block" if nchunks == 1 else "two-pass")
+    # reduce_block_kernel: block b (grid-stride over items) = (output b / nchunks, chunk b %
+    # nchunks); thread t steps j = lo + t, lo + t + 256, ... < hi.
+    b = np.arange(nitems, dtype=np.int64)
+    o, c = b // nchunks, b % nchunks
+    lo = c * chunk
+    hi = np.minimum(nred, lo + chunk)
+    t = np.arange(K_BLOCK, dtype=np.int64)
+    acc = r.identity((nitems, K_BLOCK))
+    steps = (chunk + K_BLOCK - 1) // K_BLOCK
+    ib = kbase[o]
+    for k in range(steps):
+        j = lo[:, None] + t[None, :] + K_BLOCK * k
+        act = j < hi[:, None]
+        jj = np.where(act, j, 0)
+        x = ld(base[ib[:, None] + offset_of(rs, rt, jj)])
+        r.step(acc, x, jj, act)
+    acc = block_combine(acc, r)
+    if nchunks == 1:
+        return acc
+    # partials[b] then reduce_partials_kernel: block o, thread t combines partials t, t+256, ...
+    parts = [a.reshape(nout, nchunks) for a in acc]
+    acc2 = r.identity((nout, K_BLOCK))
+    for k in range((nchunks + K_BLOCK - 1) // K_BLOCK):
+        cc = t + K_BLOCK * k
+        act = cc < nchunks
+        ccs = np.where(act, cc, 0)
+        comb = r.combine(acc2, [p[:, ccs] for p in parts])
+        acc2 = [np.where(act[None, :], n, a) for n, a in zip(comb, acc2)]
+    return block_combine(acc2, r)
+
+
+class Stats:
+    def __init__(self):
+        self.paths = {}
+
+    def add(self, p):
+        self.paths[p] = self.paths.get(p, 0) + 1
+
+
+# ---- op bodies (the host code of reduce_ops.cu) ---------------------------------------------------
+
+
+def reduced_shape(sizes, mask, keepdim):
+    return tuple(1 if m else s for s, m in zip(sizes, mask) if keepdim or not m)
+
+
+def dim_mask(ndim, dim):
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return [True] * ndim
+    dims = dim if isinstance(dim, (list, tuple)) else [dim]
+    m = [False] * ndim
+    for d in dims:
+        if ndim:
+            m[d % ndim] = True
+    return m
+
+
+def emulate(op, base, offset, sizes, strides, dim, keepdim=False, stats=None, **kw):
+    """The CUDA op's result(s) as numpy arrays."""
+    T = base.dtype
+    mask = dim_mask(len(sizes), dim)
+    shape = reduced_shape(sizes, mask, keepdim)
+    nred = int(np.prod([s for s, m in zip(sizes, mask) if m])) if any(mask) else 1
+    if op in ("sum", "nansum", "prod", "mean"):
+        r = SumR(T, {"mean": "sum"}.get(op, op), float(nred) if op == "mean" else 1.0)
+        out_dt = T if T.kind == "f" else np.int64
+    elif op == "nanmean":
+        r = NanMeanR(T)
+        out_dt = T
+    elif op in ("amax", "amin", "max", "min", "argmax", "argmin"):
+        r = ExtR(T, op in ("amax", "max", "argmax"))
+        out_dt = None
+    elif op in ("var", "std", "var_mean"):
+        r = VarR(T, kw.get("correction", 1), op == "std")
+        out_dt = T
+    elif op == "norm":
+        r = NormR(T, kw["p"])
+        out_dt = T
+    elif op in ("all", "any", "count_nonzero"):
+        out_dt = np.int64 if op == "count_nonzero" else (np.uint8 if T == np.uint8 else np.bool_)
+        r = NonzeroR({"count_nonzero": "count"}.get(op, op), nred, out_dt)
+        if op == "count_nonzero":
+            shape = reduced_shape(sizes, mask, False)
+    else:
+        raise ValueError(op)
+    acc = run_reduction(base, offset, sizes, strides, mask, r,
+                        op in ("max", "min", "argmax", "argmin", "amax", "amin"), stats)
+    nout = int(np.prod(shape)) if shape else 1
+    if acc is None:
+        if isinstance(r, (ExtR, VarR)):
+            return (np.zeros(shape, T), np.zeros(shape, np.int64 if isinstance(r, ExtR) else T))
+        return np.zeros(shape, out_dt)
+    w = r.write(acc)
+    if isinstance(w, tuple):
+        return tuple(x.reshape(shape) for x in w)
+    assert w.size == nout
+    return w.reshape(shape)
+
+
+def cpu(op, x, dim, keepdim=False, **kw):
+    """ember's CPU op."""
+    if op == "norm":
+        return ember.linalg.vector_norm(x, ord=kw["p"], dim=dim, keepdim=keepdim)
+    if op in ("var", "std"):
+        return getattr(x, op)(dim=dim, keepdim=keepdim, correction=kw.get("correction", 1))
+    if op == "var_mean":
+        return ember.var_mean(x, dim=dim, keepdim=keepdim, correction=kw.get("correction", 1))
+    if op in ("max", "min"):
+        return getattr(x, op)(dim=dim, keepdim=keepdim)
+    if op in ("argmax", "argmin"):
+        return getattr(x, op)(dim=dim, keepdim=keepdim)
+    if op == "count_nonzero":
+        return x.count_nonzero(dim=dim)
+    if op in ("amax", "amin"):
+        return getattr(x, op)(dim=() if dim is None else dim, keepdim=keepdim)
+    if dim is None:
+        return getattr(x, op)() if not keepdim else getattr(x, op)(dim=None, keepdim=True)
+    return getattr(x, op)(dim=dim, keepdim=keepdim)
+
+
+def as_list(r):
+    if isinstance(r, (tuple, list)):
+        return [t for t in r]
+    return [r]
+
+
+def make_base(n, dtype, rng, nan_frac=0.0, ties=False):
+    if np.dtype(dtype).kind == "b":
+        return rng.integers(0, 2, n).astype(np.bool_)
+    if np.dtype(dtype).kind in "iu":
+        lo = 0 if np.dtype(dtype).kind == "u" else -5
+        return rng.integers(lo, 6, n).astype(dtype)
+    a = rng.integers(-4, 5, n).astype(np.float64) if ties else rng.standard_normal(n)
+    if nan_frac:
+        a[rng.random(n) < nan_frac] = np.nan
+    return a.astype(dtype)
+
+
+TOL = {np.dtype(np.float16): (4e-3, 4e-3), np.dtype(np.float32): (2e-5, 1e-5),
+       np.dtype(np.float64): (1e-10, 1e-10)}
+
+
+def compare_op(rep, op, base, offset, sizes, strides, dim, keepdim, what, stats, **kw):
+    view = strided(base, offset, sizes, strides)
+    x = to_ember(view)
+    try:
+        want = [t.numpy() if t.dtype != ember.float16 else t.numpy() for t in
+                as_list(cpu(op, x, dim, keepdim, **kw))]
+    except Exception as e:  # the CPU refuses (empty max, ...): the CUDA host code refuses too
+        rep.check(True, "")
+        return
+    got = as_list(emulate(op, base, offset, sizes, strides, dim, keepdim, stats, **kw))
+    if op in ("argmax", "argmin"):
+        got = [got[1]]
+    elif op in ("var", "std"):
+        got = [got[0]]
+    elif op in ("amax", "amin"):
+        got = [got[0]]
+    rep.check(len(got) == len(want), f"{what}: {len(got)} results vs {len(want)}")
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        w = np.asarray(w)
+        if g.shape != w.shape:
+            rep.check(False, f"{what}: shape {g.shape} vs {w.shape}")
+            continue
+        if w.dtype.kind in "iub":
+            rep.check(np.array_equal(g.astype(w.dtype), w), f"{what}: {g.ravel()[:8]} vs {w.ravel()[:8]}")
+        else:
+            rt, at = TOL.get(np.dtype(base.dtype), (1e-6, 1e-6)) if base.dtype.kind == "f" else (1e-10, 1e-10)
+            if op == "norm" and kw.get("p") not in (1, 2, math.inf, -math.inf, 0):
+                rt, at = max(rt, 1e-5), max(at, 1e-5)
+            rep.check(close(g, w, rt, at), f"{what}: max diff {np.nanmax(np.abs(g.astype(float) - w.astype(float))) if g.size else 0}")
+
+
+SHAPES = [
+    ((), [None]),
+    ((7,), [None, 0]),
+    ((33,), [0]),
+    ((4, 5, 6), [None, 0, -1, 1, [0, 2], [-1, 0, 1]]),
+    ((3, 300), [1, 0]),
+    ((3, 9000), [1]),              # rows: two chunks each
+    ((20000,), [0]),               # whole tensor: two-pass, 3 chunks
+    ((3000, 5), [0]),              # columns, few outputs: block path, strided reads
+    ((40, 1100), [0]),             # columns, many outputs: thread path
+    ((2, 3, 40, 50), [[1, 3], [0, 2]]),
+    ((0, 5), [0, 1, None]),
+    ((5, 0), [0, 1]),
+    ((1, 1, 70), [None, 2]),
+]
+
+
+def main():
+    rng = np.random.default_rng(0)
+    rep = Report("reduce_ops.cu reductions")
+    stats = Stats()
+    floats = [np.float32, np.float64, np.float16]
+    ints = [np.int64, np.int32, np.uint8, np.int8, np.bool_]
+    for shape, dims in SHAPES:
+        for (lname, _b, off, sizes, strides) in layouts(shape, rng):
+            nbase = _b.size
+            for dt in floats + ints:
+                fl = np.dtype(dt).kind == "f"
+                big = int(np.prod(shape)) > 5000 if shape else False
+                base = make_base(nbase, dt, rng, nan_frac=0.0, ties=not fl or rng.random() < 0.5)
+                ops = ["sum", "prod", "amax", "argmax", "argmin", "max", "all", "any",
+                       "count_nonzero"]
+                if fl:
+                    ops += ["nansum", "mean", "nanmean", "var", "std", "var_mean", "norm", "min",
+                            "amin"]
+                if big:
+                    ops = [o for o in ops if o in ("sum", "argmax", "max", "var", "norm",
+                                                   "count_nonzero", "nanmean", "amin")]
+                    if dt not in (np.float32, np.float16, np.int32):
+                        continue
+                for op in ops:
+                    for dim in dims:
+                        for keepdim in ([False, True] if not big else [False]):
+                            kws = [{}]
+                            if op in ("var", "std", "var_mean"):
+                                kws = [{"correction": 1}, {"correction": 0},
+                                       {"correction": 2.5}]
+                            if op == "norm":
+                                kws = [{"p": p} for p in (2, 1, math.inf, -math.inf, 0, 3, 0.5)]
+                            if big:
+                                kws = kws[:2]
+                            for kw in kws:
+                                what = f"{op}{kw} {np.dtype(dt).name} {shape} {lname} dim={dim} keepdim={keepdim}"
+                                compare_op(rep, op, base, off, sizes, strides, dim, keepdim, what,
+                                           stats, **kw)
+            # NaN propagation and NaN/tie rules on floats
+            for dt in floats:
+                base = make_base(nbase, dt, rng, nan_frac=0.05, ties=True)
+                for op in ("sum", "nansum", "nanmean", "amax", "argmax", "argmin", "max", "min",
+                           "var", "norm"):
+                    for dim in dims[:3]:
+                        kw = {"p": math.inf} if op == "norm" else {}
+                        compare_op(rep, op, base, off, sizes, strides, dim, False,
+                                   f"NaN {op} {np.dtype(dt).name} {shape} {lname} dim={dim}",
+                                   stats, **kw)
+    ok = rep.close(f"(paths: {stats.paths})")
+    ok &= scans()
+    ok &= geometry_limits()
+    return ok
+
+
+# ---- scans (cum_kernel / cumext_kernel over the contiguous (outer, n, inner) copy) ---------------
+
+
+def emulate_cum(a, dim, op):
+    """cum_impl / cumext_impl on a contiguous array a (the host makes that copy)."""
+    shape = a.shape
+    if a.ndim == 0:
+        outer, n, inner = 1, 1, 1
+    else:
+        d = dim % a.ndim
+        outer = int(np.prod(shape[:d])) if d else 1
+        n = shape[d]
+        inner = int(np.prod(shape[d + 1:])) if d + 1 < a.ndim else 1
+    flat = a.ravel()
+    if flat.size == 0:  # the host returns the empty outputs before any launch
+        return (a.copy(), np.zeros(shape, np.int64)) if op in ("cummax", "cummin") else a.copy()
+    nlines = outer * inner
+    lines = np.arange(nlines, dtype=np.int64)  # one thread per line (grid-stride)
+    off = (lines // inner) * n * inner + lines % inner
+    if op in ("cumsum", "cumprod"):
+        T = flat.dtype
+        A = np.float64 if T.kind == "f" else np.int64
+        is_prod = op == "cumprod"
+        acc = np.full(nlines, 1 if is_prod else 0, A)
+        out = np.empty_like(flat)
+        for i in range(n):
+            x = ld(flat[off + i * inner]).astype(A)
+            acc = acc * x if is_prod else acc + x
+            # through the compute type (float for half)
+            v = acc.astype(np.float32) if T == np.float16 else acc
+            out[off + i * inner] = v.astype(T)
+        return out.reshape(shape)
+    is_max = op == "cummax"
+    best = ld(flat[off])
+    bi = np.zeros(nlines, np.int64)
+    vo = np.empty_like(flat)
+    io = np.empty(flat.size, np.int64)
+    for i in range(n):
+        x = ld(flat[off + i * inner])
+        if x.dtype.kind == "f":
+            xn, bn = np.isnan(x), np.isnan(best)
+        else:
+            xn = bn = np.zeros(nlines, bool)
+        cmp = (x >= best) if is_max else (x <= best)
+        take = xn | (~bn & cmp)
+        best = np.where(take, x, best)
+        bi = np.where(take, i, bi)
+        vo[off + i * inner] = best.astype(flat.dtype)
+        io[off + i * inner] = bi
+    return vo.reshape(shape), io.reshape(shape)
+
+
+def scans():
+    rng = np.random.default_rng(1)
+    rep = Report("reduce_ops.cu scans")
+    shapes = [((), [0, -1]), ((9,), [0]), ((4, 5, 6), [0, 1, 2, -1]), ((3, 1000), [1, 0]),
+              ((0, 4), [0, 1]), ((2, 1, 3), [1])]
+    for shape, dims in shapes:
+        for dt in (np.float32, np.float64, np.float16, np.int64, np.int32, np.uint8, np.int8,
+                   np.bool_):
+            n = int(np.prod(shape)) if shape else 1
+            for nan in ((0.0, 0.1) if np.dtype(dt).kind == "f" else (0.0,)):
+                a = make_base(n, dt, rng, nan_frac=nan, ties=True).reshape(shape)
+                if np.dtype(dt).kind == "f" and not nan:
+                    a = (rng.random(n) * 0.5 + 0.75).astype(dt).reshape(shape)  # prod stays finite
+                x = to_ember(a)
+                for dim in dims:
+                    for op in ("cumsum", "cumprod", "cummax", "cummin"):
+                        want = getattr(x, op)(dim=dim)
+                        want = [want.values.numpy(), want.indices.numpy()] if op in (
+                            "cummax", "cummin") else [want.numpy()]
+                        ot = a.dtype if a.dtype.kind == "f" else np.int64
+                        src = a.astype(ot) if op in ("cumsum", "cumprod") else a
+                        got = emulate_cum(np.array(src, order="C"), dim, op)
+                        got = list(got) if isinstance(got, tuple) else [got]
+                        for g, w in zip(got, want):
+                            what = f"{op} {np.dtype(dt).name} {shape} dim={dim} nan={nan}"
+                            if w.dtype.kind == "f":
+                                rt = 2e-3 if w.dtype == np.float16 else 1e-6
+                                rep.check(close(g, w, rt, rt), what)
+                            else:
+                                rep.check(g.shape == w.shape and np.array_equal(g, w), what)
+    return rep.close()
+
+
+def geometry_limits():
+    """Launch-geometry decisions for shapes too large to emulate element by element: every grid
+    within CUDA's limits, 64-bit index math where products pass 2^31, items covered."""
+    rep = Report("reduce_ops.cu launch geometry")
+    cases = [
+        ((1 << 33,), [True]),
+        ((1 << 31, 3), [True, False]),
+        ((3, 1 << 31), [False, True]),
+        ((1 << 20, 4096), [False, True]),
+        ((4096, 1 << 20), [True, False]),
+        ((1 << 16, 1 << 16), [True, True]),
+        ((5, 1 << 31), [True, False]),
+    ]
+    for sizes, mask in cases:
+        strides = list(reversed(np.cumprod([1] + list(reversed(sizes[1:]))).tolist()))
+        g = make_geometry(sizes, strides, mask, False)
+        nout, nred = g["nout"], g["nred"]
+        columns = len(g["ks"]) > 0 and g["kt"][-1] == 1 and len(g["rs"]) > 0 and g["rt"][-1] != 1
+        if nred <= 32 or (columns and nout >= 1024):
+            grid = blocks_for(nout)
+            rep.check(1 <= grid <= (1 << 31) - 1, f"thread grid {grid} for {sizes}")
+            rep.check(grid * K_BLOCK >= min(nout, grid * K_BLOCK), "")
+            continue
+        nchunks = 1
+        if nout < 1024:
+            nchunks = max(1, min((nred + 8191) // 8192, 1024 // nout))
+        chunk = (nred + nchunks - 1) // nchunks
+        nitems = nout * nchunks
+        grid = min(nitems, 1 << 20)
+        rep.check(1 <= grid <= (1 << 31) - 1, f"block grid {grid} for {sizes}")
+        # every chunk start fits int64 and the last chunk reaches nred
+        rep.check((nchunks - 1) * chunk < nred <= nchunks * chunk or nred == 0,
+                  f"chunks {nchunks}x{chunk} cover {nred} for {sizes}")
+        rep.check(nitems < (1 << 62), f"items {nitems}")
+    return rep.close()
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
