@@ -131,6 +131,13 @@ if [[ " $phases " == *" tests "* || " $phases " == *" smoke "* ]]; then
   rc=$?
   say "- smoke pytest (nowarmup): exit $rc; $(tail -1 "$out/smoke_pytest.out" | cut -c1-200)"
   grep -E "!!!|probe|step failed" "$out/smoke_pytest.log" 2>/dev/null | tail -4 | sed 's/^/    /' | tee -a "$report" >/dev/null
+  # Which loaded libraries export libstdc++'s stream symbols after CUDA work (a second exporter
+  # searched first would explain the crash): tools/cuda_emulation/README.md, "findings".
+  timeout 60 python3 tools/cuda_emulation/libstdcxx_exporters.py >"$out/exporters.log" 2>&1
+  say "- libstdc++ exporters (exit $?):"
+  tail -8 "$out/exporters.log" | sed 's/^/    /' | tee -a "$report" >/dev/null
+  LD_DEBUG=bindings timeout 60 python3 tools/cuda_emulation/libstdcxx_exporters.py 2>&1 |
+    grep -E '(libember_engine|_C_cuda|_C\.).*_ZNSo9_M_insertImEERSoT_' | head -4 | sed 's/^/    /' | tee -a "$report" >/dev/null
 fi
 
 # ---- tests -------------------------------------------------------------------------------
