@@ -4,6 +4,7 @@ ember's CPU ops. Each kernel file has its own module (reduce_ops.py, sort_ops.py
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -11,7 +12,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _site = os.path.join(ROOT, "build", "dev", "site")
-if os.path.isdir(_site) and _site not in sys.path:
+# build/dev/site only when PYTHONPATH does not already give an ember (gpu_check sets its own).
+if os.path.isdir(_site) and _site not in sys.path and importlib.util.find_spec("ember") is None:
     sys.path.insert(0, _site)
 
 import ember  # noqa: E402
