@@ -675,7 +675,10 @@ def main():
            ((2, 3, 5), 1, K_LINEAR, [11]), ((2, 3, 5), 1, K_LINEAR, [3]),
            ((1, 2, 4, 5), 2, K_LINEAR, [7, 9]), ((1, 2, 4, 5), 2, K_LINEAR, [4, 12]),
            ((1, 2, 3, 4, 5), 3, K_LINEAR, [5, 7, 3]), ((1, 2, 4, 5), 2, K_CUBIC, [9, 7]),
-           ((1, 2, 4, 5), 2, K_CUBIC, [3, 2]), ((1, 1, 1, 5), 2, K_CUBIC, [3, 8])]
+           ((1, 2, 4, 5), 2, K_CUBIC, [3, 2]), ((1, 1, 1, 5), 2, K_CUBIC, [3, 8]),
+           ((1, 2, 4, 5), 2, K_LINEAR, [1, 3]), ((1, 2, 4, 5), 2, K_CUBIC, [1, 1]),
+           ((2, 3, 1), 1, K_LINEAR, [4]), ((1, 2, 4, 5), 2, K_NEAREST, [4, 5]),
+           ((1, 2, 4, 5), 2, K_NEAREST, [2, 2])]
     for shape, k, mode, out in ups:
         for align in ((False, True) if mode in (K_LINEAR, K_CUBIC) else (False,)):
             check_upsample(shape, k, mode, out, F32, fails, align=align)
