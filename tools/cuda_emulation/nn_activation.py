@@ -40,17 +40,22 @@ def functors(A):
         "gelu": lambda x: gelu(x, False),
         "gelu_tanh": lambda x: gelu(x, True),
         "silu": lambda x: x / (A(1) + np.exp(-x)),
-        "elu": lambda x, a=1.3, sc=1.1, is_=0.7: np.where(x > A(0), A(sc) * x,
-                                                          A(sc * a) * np.expm1(x * A(is_))),
+        "elu": lambda x, a=1.3, sc=1.1, is_=0.7: np.where(
+            x > A(0), A(sc) * x, A(sc * a) * np.expm1(x * A(is_))
+        ),
         "leaky_relu": lambda x, s=0.02: np.where(x > A(0), x, x * A(s)),
-        "softplus": lambda x, b=2.0, t=10.0: np.where(x * A(b) > A(t), x,
-                                                      np.log1p(np.exp(x * A(b))) / A(b)),
-        "hardtanh": lambda x, lo=-1.5, hi=2.0: np.where(x < A(lo), A(lo),
-                                                        np.where(x > A(hi), A(hi), x)),
-        "hardsigmoid": lambda x: np.where(x <= A(-3), A(0),
-                                          np.where(x >= A(3), A(1), x / A(6) + A(0.5))),
-        "hardswish": lambda x: np.where(x <= A(-3), A(0),
-                                        np.where(x >= A(3), x, x * (x + A(3)) / A(6))),
+        "softplus": lambda x, b=2.0, t=10.0: np.where(
+            x * A(b) > A(t), x, np.log1p(np.exp(x * A(b))) / A(b)
+        ),
+        "hardtanh": lambda x, lo=-1.5, hi=2.0: np.where(
+            x < A(lo), A(lo), np.where(x > A(hi), A(hi), x)
+        ),
+        "hardsigmoid": lambda x: np.where(
+            x <= A(-3), A(0), np.where(x >= A(3), A(1), x / A(6) + A(0.5))
+        ),
+        "hardswish": lambda x: np.where(
+            x <= A(-3), A(0), np.where(x >= A(3), x, x * (x + A(3)) / A(6))
+        ),
         "mish": lambda x: x * np.tanh(softplus1(x, A)),
         "softsign": lambda x: x / (A(1) + np.abs(x)),
         "logsigmoid": lambda x: np.where(A(0) < x, A(0), x) - np.log1p(np.exp(-np.abs(x))),
@@ -76,9 +81,38 @@ def cpu_op(name, xt):
 
 
 def values(T):
-    special = [0.0, -0.0, 1e-3, -1e-3, 1.0, -1.0, 1.5, -1.5, 2.0, 3.0, -3.0, 2.9, -2.9, 3.1, -3.1,
-               5.0, 5.1, 4.9, 20.0, 20.5, -20.0, 40.0, -40.0, 88.0, -88.0, 1e4, -1e4, np.inf,
-               -np.inf, np.nan]
+    special = [
+        0.0,
+        -0.0,
+        1e-3,
+        -1e-3,
+        1.0,
+        -1.0,
+        1.5,
+        -1.5,
+        2.0,
+        3.0,
+        -3.0,
+        2.9,
+        -2.9,
+        3.1,
+        -3.1,
+        5.0,
+        5.1,
+        4.9,
+        20.0,
+        20.5,
+        -20.0,
+        40.0,
+        -40.0,
+        88.0,
+        -88.0,
+        1e4,
+        -1e4,
+        np.inf,
+        -np.inf,
+        np.nan,
+    ]
     rng = np.random.default_rng(23)
     return T.mem(np.concatenate([special, rng.standard_normal(200) * 4]))
 
@@ -105,18 +139,33 @@ def check_backward(T, fails):
     xt, gt = tensor(x, T, [x.size]), tensor(g, T, [x.size])
     # threshold_backward: x <= threshold ? 0 : g (a NaN x passes g)
     y = np.where(xa <= A(0.5), A(0), ga)
-    close(f"threshold_backward {T}", [T.from_op(v) for v in y],
-          npv(C_.threshold_backward(gt, xt, 0.5)), TOL[T.name], failures=fails)
+    close(
+        f"threshold_backward {T}",
+        [T.from_op(v) for v in y],
+        npv(C_.threshold_backward(gt, xt, 0.5)),
+        TOL[T.name],
+        failures=fails,
+    )
     yv = T.mem(np.clip(np.nan_to_num(x.astype(np.float64)), -0.99, 0.99))
     yt = tensor(yv, T, [x.size])
     ya = yv.astype(A)
     with np.errstate(all="ignore"):
         s = ga * (A(1) - ya) * ya
         t = ga * (A(1) - ya * ya)
-    close(f"sigmoid_backward {T}", [T.from_op(v) for v in s],
-          npv(C_.sigmoid_backward(gt, yt)), TOL[T.name], failures=fails)
-    close(f"tanh_backward {T}", [T.from_op(v) for v in t], npv(C_.tanh_backward(gt, yt)),
-          TOL[T.name], failures=fails)
+    close(
+        f"sigmoid_backward {T}",
+        [T.from_op(v) for v in s],
+        npv(C_.sigmoid_backward(gt, yt)),
+        TOL[T.name],
+        failures=fails,
+    )
+    close(
+        f"tanh_backward {T}",
+        [T.from_op(v) for v in t],
+        npv(C_.tanh_backward(gt, yt)),
+        TOL[T.name],
+        failures=fails,
+    )
 
 
 def main():

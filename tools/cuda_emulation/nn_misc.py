@@ -142,8 +142,7 @@ def scatter_into(n, T, run):
     return acc
 
 
-def plan_for(shape, k, out_spatial, ks=None, st=None, pd=None, dl=None, adaptive=False,
-             cip=False):
+def plan_for(shape, k, out_spatial, ks=None, st=None, pd=None, dl=None, adaptive=False, cip=False):
     p = Plan()
     off = 3 - k
     for j in range(k):
@@ -157,8 +156,21 @@ def plan_for(shape, k, out_spatial, ks=None, st=None, pd=None, dl=None, adaptive
     return p
 
 
-def check_pool(shape, k, T, fails, ks=None, st=None, pd=None, dl=None, ceil=False, cip=True,
-               div=None, adaptive_out=None, nan=False):
+def check_pool(
+    shape,
+    k,
+    T,
+    fails,
+    ks=None,
+    st=None,
+    pd=None,
+    dl=None,
+    ceil=False,
+    cip=True,
+    div=None,
+    adaptive_out=None,
+    nan=False,
+):
     ember = E()
     C_ = ember._C
     x = T.mem(RNG.standard_normal(shape))
@@ -168,15 +180,17 @@ def check_pool(shape, k, T, fails, ks=None, st=None, pd=None, dl=None, ceil=Fals
     xt = tensor(x, T, shape)
     planes = int(np.prod(shape[: len(shape) - k]))
     tol = TOL[T.name]
-    tag = f"pool{tuple(shape)} k={k} {T} ks={ks} st={st} pd={pd} dl={dl} ceil={ceil} " \
-          f"cip={cip} div={div} adaptive={adaptive_out}"
+    tag = (
+        f"pool{tuple(shape)} k={k} {T} ks={ks} st={st} pd={pd} dl={dl} ceil={ceil} "
+        f"cip={cip} div={div} adaptive={adaptive_out}"
+    )
     if adaptive_out is not None:
         cmax, cidx = C_._adaptive_max_pool(xt, adaptive_out)
         cavg = C_._adaptive_avg_pool(xt, adaptive_out)
     else:
         cmax, cidx = C_._max_pool(xt, ks, st, pd, dl, ceil)
         cavg = C_._avg_pool(xt, ks, st, pd, ceil, cip, div)
-    out_sp = list(cmax.shape)[len(shape) - k:]
+    out_sp = list(cmax.shape)[len(shape) - k :]
     # max
     p = plan_for(shape, k, out_sp, ks, st, pd, dl, adaptive_out is not None)
     total = planes * p.out_numel()
@@ -189,14 +203,29 @@ def check_pool(shape, k, T, fails, ks=None, st=None, pd=None, dl=None, ceil=Fals
     g = T.mem(RNG.standard_normal(total))
     gt = tensor(g, T, list(cmax.shape))
     P, Q = p.in_numel(), p.out_numel()
-    gi = scatter_into(x.size, T, lambda acc: launch(max_pool_backward_kernel, blocks_for(total),
-                                                    256, total, g, idx, acc, P, Q, T)
-                      if total else None)
+    gi = scatter_into(
+        x.size,
+        T,
+        lambda acc: (
+            launch(max_pool_backward_kernel, blocks_for(total), 256, total, g, idx, acc, P, Q, T)
+            if total
+            else None
+        ),
+    )
     cgi = C_._max_pool_backward(gt, cidx, list(shape), k)
     close("max_pool_backward " + tag, gi, npv(cgi), tol, failures=fails)
     # avg
-    pa = plan_for(shape, k, list(cavg.shape)[len(shape) - k:], ks, st, pd, [1] * k,
-                  adaptive_out is not None, cip)
+    pa = plan_for(
+        shape,
+        k,
+        list(cavg.shape)[len(shape) - k :],
+        ks,
+        st,
+        pd,
+        [1] * k,
+        adaptive_out is not None,
+        cip,
+    )
     total = planes * pa.out_numel()
     out = np.full(total, np.nan)
     dv = 0 if div is None else div
@@ -205,9 +234,15 @@ def check_pool(shape, k, T, fails, ks=None, st=None, pd=None, dl=None, ceil=Fals
     close("avg_pool " + tag, out, npv(cavg), tol, failures=fails)
     g = T.mem(RNG.standard_normal(total))
     gt = tensor(g, T, list(cavg.shape))
-    gi = scatter_into(x.size, T, lambda acc: launch(avg_pool_backward_kernel, blocks_for(total),
-                                                    256, total, g, acc, pa, dv, T)
-                      if total else None)
+    gi = scatter_into(
+        x.size,
+        T,
+        lambda acc: (
+            launch(avg_pool_backward_kernel, blocks_for(total), 256, total, g, acc, pa, dv, T)
+            if total
+            else None
+        ),
+    )
     if adaptive_out is not None:
         cgi = C_._adaptive_avg_pool_backward(gt, list(shape), adaptive_out)
     else:
@@ -293,8 +328,20 @@ def check_embedding(V, D, ishape, T, padding_idx, freq, fails, bad=False):
         err = []
         launch(embedding_count_kernel, blocks_for(n), 256, idx, n, V, counts, err)
         if D > 0:
-            launch(embedding_backward_kernel, blocks_for(n * D, 4), 256, g, idx, counts, acc, n, D,
-                   V, padding_idx, T)
+            launch(
+                embedding_backward_kernel,
+                blocks_for(n * D, 4),
+                256,
+                g,
+                idx,
+                counts,
+                acc,
+                n,
+                D,
+                V,
+                padding_idx,
+                T,
+            )
     gi = acc if T in (F32, F64) else np.array([T.from_op(v) for v in acc], dtype=np.float64)
     cgi = C_.embedding_dense_backward(gt, it, V, padding_idx, freq)
     close(tag + " backward", gi, npv(cgi), TOL[T.name], failures=fails)
@@ -469,11 +516,15 @@ def blend_backward_kernel(c, total, gy, gx, inn, out, axes, mode, T):
 
 
 UP_OPS = {
-    (K_NEAREST, 1): "upsample_nearest1d", (K_NEAREST, 2): "upsample_nearest2d",
-    (K_NEAREST, 3): "upsample_nearest3d", (K_NEAREST_EXACT, 1): "_upsample_nearest_exact1d",
+    (K_NEAREST, 1): "upsample_nearest1d",
+    (K_NEAREST, 2): "upsample_nearest2d",
+    (K_NEAREST, 3): "upsample_nearest3d",
+    (K_NEAREST_EXACT, 1): "_upsample_nearest_exact1d",
     (K_NEAREST_EXACT, 2): "_upsample_nearest_exact2d",
-    (K_NEAREST_EXACT, 3): "_upsample_nearest_exact3d", (K_LINEAR, 1): "upsample_linear1d",
-    (K_LINEAR, 2): "upsample_bilinear2d", (K_LINEAR, 3): "upsample_trilinear3d",
+    (K_NEAREST_EXACT, 3): "_upsample_nearest_exact3d",
+    (K_LINEAR, 1): "upsample_linear1d",
+    (K_LINEAR, 2): "upsample_bilinear2d",
+    (K_LINEAR, 3): "upsample_trilinear3d",
     (K_CUBIC, 2): "upsample_bicubic2d",
 }
 
@@ -507,8 +558,11 @@ def check_upsample(shape, k, mode, out_sp, T, fails, align=False, scales=None):
         launch(blend_backward_kernel, blocks_for(total), 256, total, g, gx, inn, out, axes, mode, T)
     if T in (F16, BF16):
         gx = np.array([T.from_op(v) for v in gx], dtype=np.float64)
-    cgi = (bwd(gt, out_sp, list(shape), align, *scales) if lin
-           else bwd(gt, out_sp, list(shape), *scales))
+    cgi = (
+        bwd(gt, out_sp, list(shape), align, *scales)
+        if lin
+        else bwd(gt, out_sp, list(shape), *scales)
+    )
     close(tag + " backward", gx, npv(cgi), TOL[T.name] * 2, failures=fails)
 
 
@@ -521,10 +575,10 @@ def constant_maps(sizes, pad):
     for d in range(nd):
         i = nd - 1 - d
         n = sizes[d]
-        l = pad[2 * i] if i < np_ else 0
+        left = pad[2 * i] if i < np_ else 0
         r = pad[2 * i + 1] if i < np_ else 0
-        out = n + l + r
-        lo, pl = max(-l, 0), max(l, 0)
+        out = n + left + r
+        lo, pl = max(-left, 0), max(left, 0)
         m = n - lo - max(-r, 0)
         maps.append([lo + j - pl if 0 <= j - pl < m else -1 for j in range(out)])
     return maps
@@ -541,8 +595,12 @@ def mode_maps(sizes, pad, mode):
         if i < np_:
             n = sizes[d]
             t = ember.tensor(np.arange(n, dtype=np.float64).reshape(1, 1, n))
-            maps.append([int(v) for v in ember._C.pad(t, [pad[2 * i], pad[2 * i + 1]], mode)
-                         .numpy().ravel()])
+            maps.append(
+                [
+                    int(v)
+                    for v in ember._C.pad(t, [pad[2 * i], pad[2 * i + 1]], mode).numpy().ravel()
+                ]
+            )
         else:
             maps.append(list(range(sizes[d])))
     return maps
@@ -581,8 +639,9 @@ def pad_backward_kernel(c, total, g, gi, maps, w, T):
 
 
 def pad_backward_host(g, input_size, pad, mode, T):
-    maps = constant_maps(input_size, pad) if mode == "constant" else mode_maps(input_size, pad,
-                                                                               mode)
+    maps = (
+        constant_maps(input_size, pad) if mode == "constant" else mode_maps(input_size, pad, mode)
+    )
     nd = len(input_size)
     out_sizes = [len(m) for m in maps]
     total = int(np.prod(input_size))
@@ -627,16 +686,26 @@ def check_pad(input_size, pad, mode, T, fails):
     ember = E()
     C_ = ember._C
     x = ember.zeros(*input_size, dtype=getattr(ember, T.name))
-    out_shape = list(C_.pad(x, pad, mode).shape) if mode != "constant" else [
-        s + (pad[2 * (len(input_size) - 1 - d)] + pad[2 * (len(input_size) - 1 - d) + 1]
-             if len(input_size) - 1 - d < len(pad) // 2 else 0)
-        for d, s in enumerate(input_size)]
+    out_shape = (
+        list(C_.pad(x, pad, mode).shape)
+        if mode != "constant"
+        else [
+            s
+            + (
+                pad[2 * (len(input_size) - 1 - d)] + pad[2 * (len(input_size) - 1 - d) + 1]
+                if len(input_size) - 1 - d < len(pad) // 2
+                else 0
+            )
+            for d, s in enumerate(input_size)
+        ]
+    )
     g = T.mem(RNG.standard_normal(int(np.prod(out_shape))))
     gt = tensor(g, T, out_shape)
     gi = pad_backward_host(g, list(input_size), pad, mode, T)
     cgi = C_._pad_backward(gt, list(input_size), pad, mode)
-    close(f"pad_backward {input_size} pad={pad} {mode} {T}", gi, npv(cgi), TOL[T.name],
-          failures=fails)
+    close(
+        f"pad_backward {input_size} pad={pad} {mode} {T}", gi, npv(cgi), TOL[T.name], failures=fails
+    )
 
 
 def main():
@@ -647,12 +716,22 @@ def main():
     # padding), count_include_pad, divisor_override, adaptive (uneven), NaN / -inf inputs
     check_pool((2, 3, 9), 1, F32, fails, ks=[3], st=[2], pd=[1], dl=[1])
     check_pool((2, 3, 9), 1, F32, fails, ks=[3], st=[2], pd=[1], dl=[2], ceil=True)
-    check_pool((2, 7, 8), 2, F32, fails, ks=[3, 2], st=[2, 2], pd=[1, 1], dl=[1, 2], ceil=True,
-               cip=False)
+    check_pool(
+        (2, 7, 8), 2, F32, fails, ks=[3, 2], st=[2, 2], pd=[1, 1], dl=[1, 2], ceil=True, cip=False
+    )
     check_pool((2, 7, 8), 2, F16, fails, ks=[3, 3], st=[2, 1], pd=[1, 0], dl=[1, 1], cip=True)
     check_pool((2, 7, 8), 2, BF16, fails, ks=[2, 2], st=[2, 2], pd=[0, 0], dl=[1, 1], div=3)
-    check_pool((1, 2, 5, 6, 4), 3, F64, fails, ks=[2, 3, 2], st=[2, 2, 1], pd=[1, 1, 0],
-               dl=[1, 1, 1], ceil=True)
+    check_pool(
+        (1, 2, 5, 6, 4),
+        3,
+        F64,
+        fails,
+        ks=[2, 3, 2],
+        st=[2, 2, 1],
+        pd=[1, 1, 0],
+        dl=[1, 1, 1],
+        ceil=True,
+    )
     check_pool((2, 7, 8), 2, F32, fails, ks=[3, 3], st=[1, 1], pd=[1, 1], dl=[1, 1], nan=True)
     check_pool((2, 7, 9), 2, F32, fails, adaptive_out=[3, 4])
     check_pool((2, 5, 13), 1, F32, fails, adaptive_out=[5])
@@ -667,20 +746,31 @@ def main():
     check_embedding(11, 3, (0,), F32, -1, True, fails)
     check_embedding(11, 5, (4, 6), F32, -1, False, fails, bad=True)
     # upsample
-    ups = [((2, 3, 5), 1, K_NEAREST, [11]), ((2, 3, 5), 1, K_NEAREST, [3]),
-           ((1, 2, 4, 5), 2, K_NEAREST, [8, 10]), ((1, 2, 4, 5), 2, K_NEAREST, [7, 5]),
-           ((1, 2, 3, 4, 5), 3, K_NEAREST, [5, 4, 9]), ((2, 3, 5), 1, K_NEAREST_EXACT, [11]),
-           ((1, 2, 4, 5), 2, K_NEAREST_EXACT, [7, 3]),
-           ((1, 2, 3, 4, 5), 3, K_NEAREST_EXACT, [4, 8, 2]),
-           ((2, 3, 5), 1, K_LINEAR, [11]), ((2, 3, 5), 1, K_LINEAR, [3]),
-           ((1, 2, 4, 5), 2, K_LINEAR, [7, 9]), ((1, 2, 4, 5), 2, K_LINEAR, [4, 12]),
-           ((1, 2, 3, 4, 5), 3, K_LINEAR, [5, 7, 3]), ((1, 2, 4, 5), 2, K_CUBIC, [9, 7]),
-           ((1, 2, 4, 5), 2, K_CUBIC, [3, 2]), ((1, 1, 1, 5), 2, K_CUBIC, [3, 8]),
-           ((1, 2, 4, 5), 2, K_LINEAR, [1, 3]), ((1, 2, 4, 5), 2, K_CUBIC, [1, 1]),
-           ((2, 3, 1), 1, K_LINEAR, [4]), ((1, 2, 4, 5), 2, K_NEAREST, [4, 5]),
-           ((1, 2, 4, 5), 2, K_NEAREST, [2, 2])]
+    ups = [
+        ((2, 3, 5), 1, K_NEAREST, [11]),
+        ((2, 3, 5), 1, K_NEAREST, [3]),
+        ((1, 2, 4, 5), 2, K_NEAREST, [8, 10]),
+        ((1, 2, 4, 5), 2, K_NEAREST, [7, 5]),
+        ((1, 2, 3, 4, 5), 3, K_NEAREST, [5, 4, 9]),
+        ((2, 3, 5), 1, K_NEAREST_EXACT, [11]),
+        ((1, 2, 4, 5), 2, K_NEAREST_EXACT, [7, 3]),
+        ((1, 2, 3, 4, 5), 3, K_NEAREST_EXACT, [4, 8, 2]),
+        ((2, 3, 5), 1, K_LINEAR, [11]),
+        ((2, 3, 5), 1, K_LINEAR, [3]),
+        ((1, 2, 4, 5), 2, K_LINEAR, [7, 9]),
+        ((1, 2, 4, 5), 2, K_LINEAR, [4, 12]),
+        ((1, 2, 3, 4, 5), 3, K_LINEAR, [5, 7, 3]),
+        ((1, 2, 4, 5), 2, K_CUBIC, [9, 7]),
+        ((1, 2, 4, 5), 2, K_CUBIC, [3, 2]),
+        ((1, 1, 1, 5), 2, K_CUBIC, [3, 8]),
+        ((1, 2, 4, 5), 2, K_LINEAR, [1, 3]),
+        ((1, 2, 4, 5), 2, K_CUBIC, [1, 1]),
+        ((2, 3, 1), 1, K_LINEAR, [4]),
+        ((1, 2, 4, 5), 2, K_NEAREST, [4, 5]),
+        ((1, 2, 4, 5), 2, K_NEAREST, [2, 2]),
+    ]
     for shape, k, mode, out in ups:
-        for align in ((False, True) if mode in (K_LINEAR, K_CUBIC) else (False,)):
+        for align in (False, True) if mode in (K_LINEAR, K_CUBIC) else (False,):
             check_upsample(shape, k, mode, out, F32, fails, align=align)
     check_upsample((1, 2, 4, 5), 2, K_LINEAR, [7, 9], F16, fails)
     check_upsample((1, 2, 4, 5), 2, K_CUBIC, [9, 7], F64, fails, align=True)

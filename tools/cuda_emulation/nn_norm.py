@@ -10,9 +10,8 @@ import time
 from types import SimpleNamespace as NS
 
 import numpy as np
-from nn_sim import BF16, F16, F32, F64, TOL, TYPES, blocks_for, close, launch
-from nn_team import (K_BLOCK, K_ROW_BLOCK, make_team, team_blocks, team_mode, team_sum,
-                     team_threads)
+from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch
+from nn_team import K_BLOCK, K_ROW_BLOCK, make_team, team_blocks, team_mode, team_sum, team_threads
 
 K_INDEX_LIMIT = 2**31 - 1
 M32 = 0xFFFFFFFF
@@ -306,16 +305,42 @@ def launch_row_forward(x, w, b, y, mean, rstd, geo, eps, center, T):
     if geo.rows == 0:
         return
     mode = team_mode(geo.M, 1)
-    launch(row_norm_forward_kernel, team_blocks(mode, geo.rows), team_threads(mode), x, w, b, y,
-           mean, rstd, geo, eps, center, mode, T)
+    launch(
+        row_norm_forward_kernel,
+        team_blocks(mode, geo.rows),
+        team_threads(mode),
+        x,
+        w,
+        b,
+        y,
+        mean,
+        rstd,
+        geo,
+        eps,
+        center,
+        mode,
+        T,
+    )
 
 
 def launch_row_backward(g, x, mean, rstd, w, gi, geo, T):
     if geo.rows == 0 or geo.M == 0:
         return
     mode = team_mode(geo.M, 1)
-    launch(row_norm_backward_kernel, team_blocks(mode, geo.rows), team_threads(mode), g, x, mean,
-           rstd, w, gi, geo, mode, T)
+    launch(
+        row_norm_backward_kernel,
+        team_blocks(mode, geo.rows),
+        team_threads(mode),
+        g,
+        x,
+        mean,
+        rstd,
+        w,
+        gi,
+        geo,
+        mode,
+        T,
+    )
 
 
 def empty(n, ty):
@@ -357,13 +382,26 @@ def row_norm_backward(g, x, R, M, mean, rstd, w, wants, T):
             pw = empty(chunks * M, AT)
             pb = empty(chunks * M, AT)
             grid = ((M + K_COL_TILE - 1) // K_COL_TILE, chunks)
-            launch(col_param_partial_kernel, grid, (K_COL_TILE, K_COL_ROWS), g, x, mean, rstd, pw,
-                   pb, R, M, chunk, T)
+            launch(
+                col_param_partial_kernel,
+                grid,
+                (K_COL_TILE, K_COL_ROWS),
+                g,
+                x,
+                mean,
+                rstd,
+                pw,
+                pb,
+                R,
+                M,
+                chunk,
+                T,
+            )
             launch(col_param_final_kernel, blocks_for(M), 256, pw, pb, gw, gb, chunks, M, T)
     return gi, gw, gb
 
 
-def channel_sums(g, x, mean, rstd, O, P, K, G, cg, T):
+def channel_sums(g, x, mean, rstd, O, P, K, G, cg, T):  # noqa: E741 (the kernel's names)
     sg = empty(P, F64)
     sgx = empty(P, F64)
     if P == 0:
@@ -376,8 +414,22 @@ def channel_sums(g, x, mean, rstd, O, P, K, G, cg, T):
     pa = empty(sp.splits * P, F64)
     pb = empty(sp.splits * P, F64)
     geo = ChanGeom(O, P, K)
-    launch(channel_sums_kernel, (P, sp.splits), K_ROW_BLOCK, g, x, mean, rstd, pa, pb, geo, G, cg,
-           sp.per, T)
+    launch(
+        channel_sums_kernel,
+        (P, sp.splits),
+        K_ROW_BLOCK,
+        g,
+        x,
+        mean,
+        rstd,
+        pa,
+        pb,
+        geo,
+        G,
+        cg,
+        sp.per,
+        T,
+    )
     launch(sum_parts_kernel, blocks_for(P), 256, pa, pb, sg, sgx, P, sp.splits)
     return sg, sgx
 
@@ -401,8 +453,9 @@ def group_norm_backward(g, x, n, c, hw, G, mean, rstd, w, wants, T):
         geo = NS(rows=n * G, M=cg * hw, hw=max(hw, 1), G=G, cg=cg)
         launch_row_backward(g, x, mean, rstd, w, gi, geo, T)
     if wants[1] or wants[2]:
-        sg, sgx = channel_sums(g, x, mean.astype(np.float64), rstd.astype(np.float64), n, c, hw,
-                               G, cg, T)
+        sg, sgx = channel_sums(
+            g, x, mean.astype(np.float64), rstd.astype(np.float64), n, c, hw, G, cg, T
+        )
         gw, gb = sgx, sg
     return gi, gw, gb
 
@@ -420,8 +473,21 @@ def batch_norm_forward(x, N, C, HW, w, b, rm_in, rv_in, training, momentum, eps,
             ps2 = empty(sp.splits * C, F64)
             geo = ChanGeom(N, C, HW)
             launch(bn_stats_kernel, (C, sp.splits), K_ROW_BLOCK, x, ps, ps2, geo, sp.per, T)
-            launch(bn_moments_kernel, blocks_for(C), 256, x, ps, ps2, mean, var, C, HW,
-                   sp.splits, float(count), T)
+            launch(
+                bn_moments_kernel,
+                blocks_for(C),
+                256,
+                x,
+                ps,
+                ps2,
+                mean,
+                var,
+                C,
+                HW,
+                sp.splits,
+                float(count),
+                T,
+            )
         rm = None if rm_in is None else rm_in.astype(np.float64).copy()
         rv = None if rv_in is None else rv_in.astype(np.float64).copy()
     else:
@@ -432,12 +498,38 @@ def batch_norm_forward(x, N, C, HW, w, b, rm_in, rv_in, training, momentum, eps,
     shift = empty(C, F64)
     if C > 0:
         unbias = count / (count - 1) if count > 1 else 1.0
-        launch(bn_finalize_kernel, blocks_for(C), 256, mean, var, w, b, invstd, scale, shift, rm,
-               rv, C, eps, momentum, unbias)
+        launch(
+            bn_finalize_kernel,
+            blocks_for(C),
+            256,
+            mean,
+            var,
+            w,
+            b,
+            invstd,
+            scale,
+            shift,
+            rm,
+            rv,
+            C,
+            eps,
+            momentum,
+            unbias,
+        )
     total = x.size
     if total > 0:
-        launch(bn_normalize_kernel, blocks_for(total, 4), 256, x, y, scale, shift, total,
-               ChanGeom(N, C, HW), T)
+        launch(
+            bn_normalize_kernel,
+            blocks_for(total, 4),
+            256,
+            x,
+            y,
+            scale,
+            shift,
+            total,
+            ChanGeom(N, C, HW),
+            T,
+        )
     return y, mean, invstd, rm, rv
 
 
@@ -453,9 +545,23 @@ def batch_norm_backward(g, x, N, C, HW, w, save_mean, save_invstd, train, wants,
         gi = empty(x.size, T)
         total = x.size
         if total > 0:
-            launch(bn_backward_input_kernel, blocks_for(total, 4), 256, g, x, md, idv, w,
-                   sg if train else None, sgx if train else None, gi, total, ChanGeom(N, C, HW),
-                   float(count), T)
+            launch(
+                bn_backward_input_kernel,
+                blocks_for(total, 4),
+                256,
+                g,
+                x,
+                md,
+                idv,
+                w,
+                sg if train else None,
+                sgx if train else None,
+                gi,
+                total,
+                ChanGeom(N, C, HW),
+                float(count),
+                T,
+            )
     return gi, (sgx if wants[1] else None), (sg if wants[2] else None)
 
 
@@ -495,7 +601,7 @@ def out_round(T, arr):
 def check_layer_rms(shape, k, T, affine, center, fails):
     ember = E()
     C_ = ember._C
-    ns = list(shape[len(shape) - k:])
+    ns = list(shape[len(shape) - k :])
     M = int(np.prod(ns)) if ns else 1
     R = int(np.prod(shape)) // max(M, 1) if M else int(np.prod(shape[: len(shape) - k]))
     x = rnd(shape, T, 2.0, 0.5)
@@ -564,8 +670,9 @@ def check_group(shape, G, T, affine, fails):
     gt = tensor(g, T, shape)
     wants = (True, affine, affine)
     AT = acc_ty(T)
-    gi, gw, gb = group_norm_backward(g, x, n, c, hw, G, AT.mem(npv(cmean)), AT.mem(npv(crstd)), w,
-                                     wants, T)
+    gi, gw, gb = group_norm_backward(
+        g, x, n, c, hw, G, AT.mem(npv(cmean)), AT.mem(npv(crstd)), w, wants, T
+    )
     cgi, cgw, cgb = C_.native_group_norm_backward(gt, xt, G, cmean, crstd, wt, *wants)
     btol = tol * (4 if T in (F16, BF16) else 10)
     close(tag + " grad_input", gi, npv(cgi), btol, failures=fails)
@@ -574,8 +681,9 @@ def check_group(shape, G, T, affine, fails):
         close(tag + " grad_bias", T.mem(gb), npv(cgb), btol, atol=btol * 10, failures=fails)
 
 
-def check_batch(shape, T, affine, training, running, momentum, fails, channels_last=False,
-                shift=0.0):
+def check_batch(
+    shape, T, affine, training, running, momentum, fails, channels_last=False, shift=0.0
+):
     ember = E()
     C_ = ember._C
     N, C = shape[0], shape[1]
@@ -594,13 +702,16 @@ def check_batch(shape, T, affine, training, running, momentum, fails, channels_l
     # running statistics in float32 (mixed precision for the 16-bit inputs, as in AMP)
     rmt = tensor(rm, F32, [C]) if running else None
     rvt = tensor(rv, F32, [C]) if running else None
-    tag = (f"batch_norm{tuple(shape)} {T} affine={affine} training={training} running={running}"
-           f"{' channels_last' if channels_last else ''}")
+    tag = (
+        f"batch_norm{tuple(shape)} {T} affine={affine} training={training} running={running}"
+        f"{' channels_last' if channels_last else ''}"
+    )
     eps = 1e-5
     wd = None if w is None else w.astype(np.float64)
     bd = None if b is None else b.astype(np.float64)
-    y, mean, invstd, nrm, nrv = batch_norm_forward(x, N, C, HW, wd, bd, rm, rv, training, momentum,
-                                                   eps, T)
+    y, mean, invstd, nrm, nrv = batch_norm_forward(
+        x, N, C, HW, wd, bd, rm, rv, training, momentum, eps, T
+    )
     cy, cmean, cinv = C_.native_batch_norm(xt, wt, bt, rmt, rvt, training, momentum, eps)
     tol = TOL[T.name]
     # y = x * scale + shift rounds x * scale (both CPU and GPU): an absolute error of the order
@@ -627,12 +738,31 @@ def check_batch(shape, T, affine, training, running, momentum, fails, channels_l
 def check_int_divider(fails):
     """IntDivider against exact division over divisors and numerators at the edges."""
     rng = np.random.default_rng(3)
-    ds = [1, 2, 3, 5, 7, 31, 32, 33, 255, 256, 1000, 4095, 65535, 65537, 2**20 + 1, 2**31 - 1,
-          2**31, 2**31 + 1] + rng.integers(1, 2**31, 40).tolist()
+    ds = [
+        1,
+        2,
+        3,
+        5,
+        7,
+        31,
+        32,
+        33,
+        255,
+        256,
+        1000,
+        4095,
+        65535,
+        65537,
+        2**20 + 1,
+        2**31 - 1,
+        2**31,
+        2**31 + 1,
+    ] + rng.integers(1, 2**31, 40).tolist()
     for d in ds:
         dv = IntDivider(int(d))
         ns = [0, 1, d - 1, d, d + 1, 2**31 - 1, 2**31 - 2, 2 * d - 1] + rng.integers(
-            0, 2**31, 30).tolist()
+            0, 2**31, 30
+        ).tolist()
         for n in ns:
             n = int(n)
             if n < 0 or n > 2**31 - 1:
@@ -642,15 +772,42 @@ def check_int_divider(fails):
                 return
 
 
+def check_split_for(fails):
+    """split_for's plan: every element of a channel in exactly one slice, no empty slice, the
+    grid's y dimension (splits) within 65535, a slice count that fills ~1024 blocks at most."""
+    rng = np.random.default_rng(9)
+    Ps = [1, 2, 3, 7, 64, 1000, 1024, 1025, 5000, 70000]
+    totals = [1, 2, 4095, 4096, 4097, 10**5, 3 * 10**6, 2**31 - 1, 2**40]
+    for P in Ps + rng.integers(1, 10**5, 10).tolist():
+        for total in totals + rng.integers(1, 10**8, 10).tolist():
+            sp = split_for(int(P), int(total))
+            ok = (
+                1 <= sp.splits <= 65535
+                and sp.per >= 1
+                and (sp.splits - 1) * sp.per < total <= sp.splits * sp.per
+                and P * sp.splits <= max(P, 1024 + P)
+            )
+            if not ok:
+                fails.append(f"MISMATCH split_for({P}, {total}) = {sp}")
+                return
+
+
 def main():
     quiet = "-q" in sys.argv
     t0 = time.time()
     fails = []
     check_int_divider(fails)
+    check_split_for(fails)
     # layer / RMS norm: warp rows (short; a partial last block of warps), block rows (> 1024),
     # the boundary 1024, one-element rows, several normalized dims
-    cases = [((9, 33), 1), ((3, 1500), 1), ((2, 1024), 1), ((7, 1), 1), ((2, 3, 40), 2),
-             ((130, 40), 1)]
+    cases = [
+        ((9, 33), 1),
+        ((3, 1500), 1),
+        ((2, 1024), 1),
+        ((7, 1), 1),
+        ((2, 3, 40), 2),
+        ((130, 40), 1),
+    ]
     for shape, k in cases:
         for T in (F32, F16, BF16, F64) if shape == (9, 33) else (F32,):
             for center in (True, False):
@@ -658,10 +815,16 @@ def main():
         check_layer_rms(shape, k, F32, False, True, fails)
     check_layer_rms((130, 40), 1, F16, True, True, fails)
     # group norm: warp rows, block rows (cg * hw > 1024), hw = 1, one group, G = C
-    for shape, G, T in [((2, 6, 5, 4), 3, F32), ((2, 6, 5, 4), 3, F16), ((2, 6, 5, 4), 3, F64),
-                        ((2, 4, 1100), 2, F32), ((3, 4), 2, F32), ((2, 4, 3), 1, F32),
-                        ((2, 4, 0), 2, F32),
-                        ((2, 4, 3), 4, BF16)]:
+    for shape, G, T in [
+        ((2, 6, 5, 4), 3, F32),
+        ((2, 6, 5, 4), 3, F16),
+        ((2, 6, 5, 4), 3, F64),
+        ((2, 4, 1100), 2, F32),
+        ((3, 4), 2, F32),
+        ((2, 4, 3), 1, F32),
+        ((2, 4, 0), 2, F32),
+        ((2, 4, 3), 4, BF16),
+    ]:
         check_group(shape, G, T, True, fails)
     check_group((2, 6, 5, 4), 3, F32, False, fails)
     # batch norm: training / eval, with / without running stats, affine or not, 16-bit with

@@ -51,8 +51,10 @@ def run_chunks(metas, device_steps, launch_fn, prep):
             chunks.append((t, b, min(m["n"], b + K_CHUNK)))
     if not chunks and not device_steps:
         return
-    blob = b"".join(META.pack(*m["ptr"], m["n"], m["neg_step"], m["bc2_sqrt"], m["step"],
-                              m["step_code"]) for m in metas)
+    blob = b"".join(
+        META.pack(*m["ptr"], m["n"], m["neg_step"], m["bc2_sqrt"], m["step"], m["step_code"])
+        for m in metas
+    )
     blob += b"".join(CHUNK.pack(*c) for c in chunks)
     table = bytearray(blob)
     if device_steps:
@@ -104,8 +106,11 @@ def adam_kernel(c, mem, table, nmeta, s, T):
             if s["wd_mode"] == 1:
                 gr = gr + s["wd"] * pv
             e0 = ea[i]
-            mv = (e0 + s["one_minus_b1"] * (gr - e0)) if s["lerp_low"] else (
-                gr - (gr - e0) * s["lerp_rest"])
+            mv = (
+                (e0 + s["one_minus_b1"] * (gr - e0))
+                if s["lerp_low"]
+                else (gr - (gr - e0) * s["lerp_rest"])
+            )
             ea[i] = mv
             v = es[i] * s["b2"] + (s["one_minus_b2"] * gr) * gr
             es[i] = v
@@ -145,22 +150,49 @@ def adam_steps_kernel(c, mem, table, n, lr, beta1, beta2, T):
 def fused_sgd(mem, ps, gs, bufs, wd, mom, lr, damp, nesterov, maximize, first, T):
     metas = []
     for i in range(len(ps)):
-        metas.append(dict(ptr=(ps[i], gs[i], bufs[i] if mom != 0 else 0, 0, 0),
-                          n=mem.at(ps[i]).size, neg_step=0.0, bc2_sqrt=0.0, step=0, step_code=0))
-    s = dict(wd=T(wd), mom=T(mom), damp1=T(1.0 - damp), neg_lr=T(-lr), weight_decay=wd != 0,
-             momentum=mom != 0, nesterov=nesterov, maximize=maximize, first_step=first)
-    run_chunks(metas, False,
-               lambda table, nm, nch: launch(sgd_kernel, nch, 256, mem, table, nm, s, T),
-               None)
+        metas.append(
+            dict(
+                ptr=(ps[i], gs[i], bufs[i] if mom != 0 else 0, 0, 0),
+                n=mem.at(ps[i]).size,
+                neg_step=0.0,
+                bc2_sqrt=0.0,
+                step=0,
+                step_code=0,
+            )
+        )
+    s = dict(
+        wd=T(wd),
+        mom=T(mom),
+        damp1=T(1.0 - damp),
+        neg_lr=T(-lr),
+        weight_decay=wd != 0,
+        momentum=mom != 0,
+        nesterov=nesterov,
+        maximize=maximize,
+        first_step=first,
+    )
+    run_chunks(
+        metas,
+        False,
+        lambda table, nm, nch: launch(sgd_kernel, nch, 256, mem, table, nm, s, T),
+        None,
+    )
 
 
-def fused_adam(mem, ps, gs, m1, m2, mx, steps, lr, beta1, beta2, wd, eps, amsgrad, maximize,
-               decoupled, T):
+def fused_adam(
+    mem, ps, gs, m1, m2, mx, steps, lr, beta1, beta2, wd, eps, amsgrad, maximize, decoupled, T
+):
     metas = []
     device_steps = False
     for i in range(len(ps)):
-        m = dict(ptr=(ps[i], gs[i], m1[i], m2[i], mx[i] if amsgrad else 0),
-                 n=mem.at(ps[i]).size, neg_step=0.0, bc2_sqrt=0.0, step=0, step_code=0)
+        m = dict(
+            ptr=(ps[i], gs[i], m1[i], m2[i], mx[i] if amsgrad else 0),
+            n=mem.at(ps[i]).size,
+            neg_step=0.0,
+            bc2_sqrt=0.0,
+            step=0,
+            step_code=0,
+        )
         st_kind, st_addr, st_code = steps[i]
         if st_kind == "cpu":
             arr = mem.at(st_addr)
@@ -179,14 +211,28 @@ def fused_adam(mem, ps, gs, m1, m2, mx, steps, lr, beta1, beta2, wd, eps, amsgra
             device_steps = True
         metas.append(m)
     omb1 = T(1.0 - beta1)
-    s = dict(one_minus_b1=omb1, lerp_rest=T(1) - omb1, b2=T(beta2), one_minus_b2=T(1.0 - beta2),
-             wd=T(wd), decay=T(1.0 - lr * wd), eps=T(eps), lerp_low=omb1 < T(0.5),
-             maximize=maximize, amsgrad=amsgrad, wd_mode=0 if wd == 0 else (2 if decoupled else 1))
+    s = dict(
+        one_minus_b1=omb1,
+        lerp_rest=T(1) - omb1,
+        b2=T(beta2),
+        one_minus_b2=T(1.0 - beta2),
+        wd=T(wd),
+        decay=T(1.0 - lr * wd),
+        eps=T(eps),
+        lerp_low=omb1 < T(0.5),
+        maximize=maximize,
+        amsgrad=amsgrad,
+        wd_mode=0 if wd == 0 else (2 if decoupled else 1),
+    )
     nt = len(metas)
-    run_chunks(metas, device_steps,
-               lambda table, nm, nch: launch(adam_kernel, nch, 256, mem, table, nm, s, T),
-               lambda table, nm: launch(adam_steps_kernel, (nt + 255) // 256, 256, mem, table, nt,
-                                        lr, beta1, beta2, T))
+    run_chunks(
+        metas,
+        device_steps,
+        lambda table, nm, nch: launch(adam_kernel, nch, 256, mem, table, nm, s, T),
+        lambda table, nm: launch(
+            adam_steps_kernel, (nt + 255) // 256, 256, mem, table, nt, lr, beta1, beta2, T
+        ),
+    )
 
 
 def check_sgd(sizes, T, kw, fails, steps=2):
@@ -205,11 +251,25 @@ def check_sgd(sizes, T, kw, fails, steps=2):
             grads[0][0] = np.inf
         gs = [mem.alloc(g) for g in grads]
         cgs = [tensor(g, Ty, [g.size]) for g in grads]
-        args = (kw["weight_decay"], kw["momentum"], kw["lr"], kw["dampening"], kw["nesterov"],
-                kw["maximize"], step == 0)
+        args = (
+            kw["weight_decay"],
+            kw["momentum"],
+            kw["lr"],
+            kw["dampening"],
+            kw["nesterov"],
+            kw["maximize"],
+            step == 0,
+        )
         fused_sgd(mem, ps, gs, bufs, *args, T)
-        names = ("weight_decay", "momentum", "lr", "dampening", "nesterov", "maximize",
-                 "is_first_step")
+        names = (
+            "weight_decay",
+            "momentum",
+            "lr",
+            "dampening",
+            "nesterov",
+            "maximize",
+            "is_first_step",
+        )
         ember._C._fused_sgd_(cps, cgs, cbufs if kw["momentum"] else [], **dict(zip(names, args)))
     for i in range(len(sizes)):
         close(tag + f" param[{i}]", mem.at(ps[i]), npv(cps[i]), 0.0, failures=fails)
@@ -230,8 +290,12 @@ def check_adam(sizes, T, kw, step_kind, fails, steps=3):
     c1, c2, cx = czeros(), czeros(), czeros()
     steps_l, csteps = [], []
     # step counters: float32 on the CPU (torch's default), or on the device in each dtype
-    codes = {"f32": (0, np.float32, "float32"), "f64": (1, np.float64, "float64"),
-             "i64": (2, np.int64, "int64"), "i32": (3, np.int32, "int32")}
+    codes = {
+        "f32": (0, np.float32, "float32"),
+        "f64": (1, np.float64, "float64"),
+        "i64": (2, np.int64, "int64"),
+        "i32": (3, np.int32, "int32"),
+    }
     for i in range(len(sizes)):
         kind = step_kind if step_kind != "mixed" else ("cpu" if i % 2 else "f64")
         if kind == "cpu":
@@ -246,13 +310,21 @@ def check_adam(sizes, T, kw, step_kind, fails, steps=3):
         grads = [RNG.standard_normal(n).astype(T) for n in sizes]
         gs = [mem.alloc(g) for g in grads]
         cgs = [tensor(g, Ty, [g.size]) for g in grads]
-        args = (kw["lr"], kw["beta1"], kw["beta2"], kw["weight_decay"], kw["eps"], kw["amsgrad"],
-                kw["maximize"], kw["decoupled"])
+        args = (
+            kw["lr"],
+            kw["beta1"],
+            kw["beta2"],
+            kw["weight_decay"],
+            kw["eps"],
+            kw["amsgrad"],
+            kw["maximize"],
+            kw["decoupled"],
+        )
         fused_adam(mem, ps, gs, m1, m2, mx, steps_l, *args, T)
-        names = ("lr", "beta1", "beta2", "weight_decay", "eps", "amsgrad", "maximize",
-                 "decoupled")
-        ember._C._fused_adam_(cps, cgs, c1, c2, cx if kw["amsgrad"] else [], csteps,
-                              **dict(zip(names, args)))
+        names = ("lr", "beta1", "beta2", "weight_decay", "eps", "amsgrad", "maximize", "decoupled")
+        ember._C._fused_adam_(
+            cps, cgs, c1, c2, cx if kw["amsgrad"] else [], csteps, **dict(zip(names, args))
+        )
     for i in range(len(sizes)):
         close(tag + f" param[{i}]", mem.at(ps[i]), npv(cps[i]), 0.0, failures=fails)
         close(tag + f" exp_avg[{i}]", mem.at(m1[i]), npv(c1[i]), 0.0, failures=fails)
@@ -299,8 +371,9 @@ def amp_unscale(mem, tensors, found_inf, inv_scale):
             slices.append((a, n))
             for b in range(0, n, K_CHUNK):
                 chunks.append((k, b, min(n, b + K_CHUNK)))
-        table = bytearray(b"".join(SLICE.pack(*s) for s in slices) +
-                          b"".join(CHUNK.pack(*c) for c in chunks))
+        table = bytearray(
+            b"".join(SLICE.pack(*s) for s in slices) + b"".join(CHUNK.pack(*c) for c in chunks)
+        )
         launch(unscale_kernel, len(chunks), 256, mem, table, len(slices), found_inf, inv_scale, T)
 
 
@@ -345,9 +418,11 @@ def check_unscale(specs, inv, fails):
 
 def check_update_scale(fails):
     ember = E()
-    for growth, backoff, interval, seq in [(2.0, 0.5, 3, [0, 0, 0, 1, 0, 0, 0, 0]),
-                                           (2.0, 0.5, 1, [0, 0, 1, 0]),
-                                           (1e30, 0.25, 2, [0, 0, 0, 0, 1, 0, 0])]:
+    for growth, backoff, interval, seq in [
+        (2.0, 0.5, 3, [0, 0, 0, 1, 0, 0, 0, 0]),
+        (2.0, 0.5, 1, [0, 0, 1, 0]),
+        (1e30, 0.25, 2, [0, 0, 0, 0, 1, 0, 0]),
+    ]:
         scale = np.array([65536.0], dtype=np.float32)
         tracker = np.array([0], dtype=np.int32)
         cs, ct = ember.tensor([65536.0]), ember.zeros(1, dtype=ember.int32)
@@ -355,8 +430,13 @@ def check_update_scale(fails):
             fi = np.array([f], dtype=np.float32)
             amp_update_scale(scale, tracker, fi, growth, backoff, interval)
             ember._C._amp_update_scale_(cs, ct, ember.tensor([float(f)]), growth, backoff, interval)
-            close(f"update_scale g={growth} b={backoff} i={interval} scale", scale, npv(cs), 0.0,
-                  failures=fails)
+            close(
+                f"update_scale g={growth} b={backoff} i={interval} scale",
+                scale,
+                npv(cs),
+                0.0,
+                failures=fails,
+            )
             close("update_scale tracker", tracker, npv(ct), 0.0, failures=fails)
 
 
@@ -364,22 +444,49 @@ def main():
     quiet = "-q" in sys.argv
     t0 = time.time()
     fails = []
-    sgd_kws = [dict(lr=0.05, momentum=0.9, dampening=0.3, weight_decay=0.01, nesterov=False,
-                    maximize=False),
-               dict(lr=0.05, momentum=0.9, dampening=0.0, weight_decay=0.0, nesterov=True,
-                    maximize=True),
-               dict(lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.1, nesterov=False,
-                    maximize=False)]
+    sgd_kws = [
+        dict(
+            lr=0.05, momentum=0.9, dampening=0.3, weight_decay=0.01, nesterov=False, maximize=False
+        ),
+        dict(lr=0.05, momentum=0.9, dampening=0.0, weight_decay=0.0, nesterov=True, maximize=True),
+        dict(lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.1, nesterov=False, maximize=False),
+    ]
     for kw in sgd_kws:
         check_sgd([5, 300, 1], np.float32, kw, fails)
     check_sgd([40000, 7, 0, 33000], np.float32, sgd_kws[0], fails)  # chunks across tensors
     check_sgd([300, 17], np.float64, sgd_kws[1], fails)
-    adam_kws = [dict(lr=0.01, beta1=0.9, beta2=0.999, weight_decay=0.1, eps=1e-8, amsgrad=True,
-                     maximize=False, decoupled=False),
-                dict(lr=0.01, beta1=0.6, beta2=0.9, weight_decay=0.2, eps=1e-8, amsgrad=False,
-                     maximize=True, decoupled=True),
-                dict(lr=0.001, beta1=0.3, beta2=0.99, weight_decay=0.0, eps=1e-6, amsgrad=False,
-                     maximize=False, decoupled=False)]
+    adam_kws = [
+        dict(
+            lr=0.01,
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=0.1,
+            eps=1e-8,
+            amsgrad=True,
+            maximize=False,
+            decoupled=False,
+        ),
+        dict(
+            lr=0.01,
+            beta1=0.6,
+            beta2=0.9,
+            weight_decay=0.2,
+            eps=1e-8,
+            amsgrad=False,
+            maximize=True,
+            decoupled=True,
+        ),
+        dict(
+            lr=0.001,
+            beta1=0.3,
+            beta2=0.99,
+            weight_decay=0.0,
+            eps=1e-6,
+            amsgrad=False,
+            maximize=False,
+            decoupled=False,
+        ),
+    ]
     for kw in adam_kws:
         check_adam([5, 300, 1], np.float32, kw, "cpu", fails)
     for kind in ("f32", "f64", "i64", "i32", "mixed"):
@@ -388,10 +495,12 @@ def main():
     check_adam([200, 9], np.float64, adam_kws[0], "cpu", fails)
     check_adam([200, 9], np.float64, adam_kws[1], "f32", fails)
     for bad in (None, "inf", "-inf", "nan", "last"):
-        check_unscale([(40, F32, bad), (33000, F16, None), (5, BF16, None), (0, F32, None)], 0.125,
-                      fails)
-        check_unscale([(40, F32, None), (70, F16, bad), (5, BF16, None), (7, F64, None)], 0.5,
-                      fails)
+        check_unscale(
+            [(40, F32, bad), (33000, F16, None), (5, BF16, None), (0, F32, None)], 0.125, fails
+        )
+        check_unscale(
+            [(40, F32, None), (70, F16, bad), (5, BF16, None), (7, F64, None)], 0.5, fails
+        )
         check_unscale([(40, F32, None), (7, BF16, bad)], 1.0, fails)
     check_update_scale(fails)
     dt = time.time() - t0

@@ -78,8 +78,22 @@ TYPES = {"float32": F32, "float64": F64, "float16": F16, "bfloat16": BF16}
 
 
 class Ctx:
-    __slots__ = ("tx", "ty", "tz", "bx", "by", "bz", "bdx", "bdy", "bdz", "gdx", "gdy", "gdz",
-                 "shared", "linear")
+    __slots__ = (
+        "tx",
+        "ty",
+        "tz",
+        "bx",
+        "by",
+        "bz",
+        "bdx",
+        "bdy",
+        "bdz",
+        "gdx",
+        "gdy",
+        "gdz",
+        "shared",
+        "linear",
+    )
 
     def shared_array(self, name, shape, dtype=np.float64):
         """The block's __shared__ array `name` (created on first use, filled with NaN)."""
@@ -118,7 +132,7 @@ def launch(kernel, grid, block, *args, seed=0, max_blocks=None):
     if max_blocks is not None and len(blocks) > max_blocks:
         raise EmulationError(f"{kernel.__name__}: {len(blocks)} blocks is too many to emulate")
     rng.shuffle(blocks)
-    for (bx, by, bz) in blocks:
+    for bx, by, bz in blocks:
         _run_block(kernel, g, b, (bx, by, bz), args, rng)
 
 

@@ -11,8 +11,20 @@ import time
 import numpy as np
 from nn_norm import E, npv, tensor
 from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch
-from nn_team import (K_BLOCK, K_THREAD, K_WARP, _exp, _log, make_team, maxsum_step,
-                     merge_max_sum, team_blocks, team_mode, team_reduce, team_sum, team_threads)
+from nn_team import (
+    K_BLOCK,
+    K_THREAD,
+    _exp,
+    _log,
+    make_team,
+    maxsum_step,
+    merge_max_sum,
+    team_blocks,
+    team_mode,
+    team_reduce,
+    team_sum,
+    team_threads,
+)
 
 RNG = np.random.default_rng(11)
 
@@ -71,7 +83,7 @@ def plan_mode(outer, n, inner):
 
 def softmax_shape(shape, d):
     outer = int(np.prod(shape[:d])) if d > 0 else 1
-    inner = int(np.prod(shape[d + 1:])) if d + 1 < len(shape) else 1
+    inner = int(np.prod(shape[d + 1 :])) if d + 1 < len(shape) else 1
     return outer, shape[d] if shape else 1, inner
 
 
@@ -82,8 +94,19 @@ def softmax_host(x, shape, d, log, T):
     outer, n, inner = softmax_shape(shape, d)
     rows = outer * inner
     mode = plan_mode(outer, n, inner)
-    launch(softmax_forward_kernel, team_blocks(mode, rows), team_threads(mode), x, y, rows, n,
-           inner, mode, log, T)
+    launch(
+        softmax_forward_kernel,
+        team_blocks(mode, rows),
+        team_threads(mode),
+        x,
+        y,
+        rows,
+        n,
+        inner,
+        mode,
+        log,
+        T,
+    )
     return y
 
 
@@ -94,8 +117,20 @@ def softmax_backward_host(g, y, shape, d, log, T):
     outer, n, inner = softmax_shape(shape, d)
     rows = outer * inner
     mode = plan_mode(outer, n, inner)
-    launch(softmax_backward_kernel, team_blocks(mode, rows), team_threads(mode), g, y, gi, rows, n,
-           inner, mode, log, T)
+    launch(
+        softmax_backward_kernel,
+        team_blocks(mode, rows),
+        team_threads(mode),
+        g,
+        y,
+        gi,
+        rows,
+        n,
+        inner,
+        mode,
+        log,
+        T,
+    )
     return gi
 
 
@@ -227,8 +262,11 @@ def nll_backward_kernel(c, go, t, w, tw, gi, count, C, S, ignore_index, none, er
         n = i // S
         s = i - n * S
         with np.errstate(all="ignore"):
-            gv = float(T.to_op(go[i])) if none else float(T.to_op(go[0])) / (
-                tw[0] if tw is not None else 1.0)
+            gv = (
+                float(T.to_op(go[i]))
+                if none
+                else float(T.to_op(go[0])) / (tw[0] if tw is not None else 1.0)
+            )
         gi[(n * C + k) * S + s] = T.from_op(-weight_of(w, k, T) * gv)
 
 
@@ -241,8 +279,9 @@ def weight_sum_kernel(c, w, C, out, T):
         out[0] = s
 
 
-def ce_forward_kernel(c, x, t, w, Wp, lse_out, out_none, loss, wk_out, count, C, S, ignore_index,
-                      eps, mode, err, T):
+def ce_forward_kernel(
+    c, x, t, w, Wp, lse_out, out_none, loss, wk_out, count, C, S, ignore_index, eps, mode, err, T
+):
     A = T.acc
     rid, rank, size = make_team(c, mode)
     if rid >= count:
@@ -302,8 +341,9 @@ def sum_losses_kernel(c, loss, wk, count, mean, out, T):
             out[0] = T.from_op(acc / tw if mean else acc)
 
 
-def ce_backward_kernel(c, go, x, t, w, Wp, lse_in, tw, gi, count, C, S, ignore_index, eps, none,
-                       mode, T):
+def ce_backward_kernel(
+    c, go, x, t, w, Wp, lse_in, tw, gi, count, C, S, ignore_index, eps, none, mode, T
+):
     A = T.acc
     rid, rank, size = make_team(c, mode)
     if rid >= count:
@@ -318,8 +358,11 @@ def ce_backward_kernel(c, go, x, t, w, Wp, lse_in, tw, gi, count, C, S, ignore_i
             gi[row + cc * S] = T.from_op(0.0)
         return
     with np.errstate(all="ignore"):
-        sc = float(T.to_op(go[i])) if none else float(T.to_op(go[0])) / (
-            tw[0] if tw is not None else 1.0)
+        sc = (
+            float(T.to_op(go[i]))
+            if none
+            else float(T.to_op(go[0])) / (tw[0] if tw is not None else 1.0)
+        )
     wk = weight_of(w, k, T)
     W = Wp[0] if Wp is not None else float(C)
     a = sc * ((1.0 - eps) * wk + eps * W / float(C))
@@ -349,12 +392,39 @@ def nll_host(x, shape, t, w, red, ignore_index, T):
     if red == "none":
         out = empty(count, T)
         if count:
-            launch(nll_none_kernel, blocks_for(count), 256, x, t, w, out, count, C, S, ignore_index,
-                   err, T)
+            launch(
+                nll_none_kernel,
+                blocks_for(count),
+                256,
+                x,
+                t,
+                w,
+                out,
+                count,
+                C,
+                S,
+                ignore_index,
+                err,
+                T,
+            )
     else:
         out = empty(1, T)
-        launch(nll_reduce_kernel, 1, 1024, x, t, w, out, count, C, S, ignore_index, red == "mean",
-               err, T)
+        launch(
+            nll_reduce_kernel,
+            1,
+            1024,
+            x,
+            t,
+            w,
+            out,
+            count,
+            C,
+            S,
+            ignore_index,
+            red == "mean",
+            err,
+            T,
+        )
     return out, err
 
 
@@ -371,8 +441,23 @@ def nll_backward_host(g, x, shape, t, w, red, ignore_index, T):
     err = ErrorSlot()
     tw = total_weight(t, w, count, C, ignore_index, err, T)
     if count:
-        launch(nll_backward_kernel, blocks_for(count), 256, g, t, w, tw if red == "mean" else None,
-               gi, count, C, S, ignore_index, red == "none", err, T)
+        launch(
+            nll_backward_kernel,
+            blocks_for(count),
+            256,
+            g,
+            t,
+            w,
+            tw if red == "mean" else None,
+            gi,
+            count,
+            C,
+            S,
+            ignore_index,
+            red == "none",
+            err,
+            T,
+        )
     return gi, err
 
 
@@ -394,8 +479,27 @@ def ce_host(x, shape, t, w, red, ignore_index, eps, T):
         wk = empty(count, F64)
     mode = team_mode(C, S)
     if count > 0:
-        launch(ce_forward_kernel, team_blocks(mode, count), team_threads(mode), x, t, w, W, lse,
-               out if none else None, loss, wk, count, C, S, ignore_index, eps, mode, err, T)
+        launch(
+            ce_forward_kernel,
+            team_blocks(mode, count),
+            team_threads(mode),
+            x,
+            t,
+            w,
+            W,
+            lse,
+            out if none else None,
+            loss,
+            wk,
+            count,
+            C,
+            S,
+            ignore_index,
+            eps,
+            mode,
+            err,
+            T,
+        )
     if not none:
         launch(sum_losses_kernel, 1, 1024, loss, wk, count, red == "mean", out, T)
     return out, lse, err
@@ -413,14 +517,31 @@ def ce_backward_host(g, x, shape, t, w, lse, red, ignore_index, eps, T):
         launch(weight_sum_kernel, 1, 1024, w, C, W, T)
     mode = team_mode(C, S)
     if count and C:
-        launch(ce_backward_kernel, team_blocks(mode, count), team_threads(mode), g, x, t, w, W,
-               lse, tw if red == "mean" else None, gi, count, C, S, ignore_index, eps,
-               red == "none", mode, T)
+        launch(
+            ce_backward_kernel,
+            team_blocks(mode, count),
+            team_threads(mode),
+            g,
+            x,
+            t,
+            w,
+            W,
+            lse,
+            tw if red == "mean" else None,
+            gi,
+            count,
+            C,
+            S,
+            ignore_index,
+            eps,
+            red == "none",
+            mode,
+            T,
+        )
     return gi, err
 
 
-def check_loss(shape, T, red, weighted, ignore_index, eps, fails, bad_target=False,
-               special=False):
+def check_loss(shape, T, red, weighted, ignore_index, eps, fails, bad_target=False, special=False):
     ember = E()
     C_ = ember._C
     n, C, S = nll_shape(shape)
@@ -436,7 +557,7 @@ def check_loss(shape, T, red, weighted, ignore_index, eps, fails, bad_target=Fal
         x = T.mem(x)
     t = RNG.integers(0, C, size=max(n * S, 1)).astype(np.int64)[: n * S]
     if ignore_index >= 0 or ignore_index == -100:
-        t[:: 3] = ignore_index if ignore_index != -100 else t[::3]
+        t[::3] = ignore_index if ignore_index != -100 else t[::3]
         if ignore_index == -100 and t.size > 1:
             t[1] = -100
     if bad_target and t.size:
@@ -446,8 +567,10 @@ def check_loss(shape, T, red, weighted, ignore_index, eps, fails, bad_target=Fal
     tt = ember.tensor(t.reshape(tshape))
     wt = tensor(w, T, [C]) if weighted else None
     tol = TOL[T.name]
-    tag = (f"{tuple(shape)} {T} {red} weighted={weighted} ignore={ignore_index} eps={eps}"
-           f"{' bad_target' if bad_target else ''}{' special' if special else ''}")
+    tag = (
+        f"{tuple(shape)} {T} {red} weighted={weighted} ignore={ignore_index} eps={eps}"
+        f"{' bad_target' if bad_target else ''}{' special' if special else ''}"
+    )
     # nll_loss on x as log-probabilities
     if eps == 0:
         out, err = nll_host(x, shape, t, w, red, ignore_index, T)
@@ -489,10 +612,16 @@ def main():
     quiet = "-q" in sys.argv
     t0 = time.time()
     fails = []
-    for shape, d, types in [((7, 33), 1, (F32, F16, BF16, F64)), ((3, 1500), 1, (F32, F16)),
-                            ((4, 1024), 1, (F32,)), ((3, 5, 6), 1, (F32, F64, F16)),
-                            ((2, 1100, 3), 1, (F32,)), ((5,), 0, (F32,)), ((2, 3, 4), 0, (F32,)),
-                            ((6, 40), 1, (F32,))]:
+    for shape, d, types in [
+        ((7, 33), 1, (F32, F16, BF16, F64)),
+        ((3, 1500), 1, (F32, F16)),
+        ((4, 1024), 1, (F32,)),
+        ((3, 5, 6), 1, (F32, F64, F16)),
+        ((2, 1100, 3), 1, (F32,)),
+        ((5,), 0, (F32,)),
+        ((2, 3, 4), 0, (F32,)),
+        ((6, 40), 1, (F32,)),
+    ]:
         for T in types:
             check_softmax(shape, d, T, fails)
     check_softmax((5, 40), 1, F32, fails, special=True)
