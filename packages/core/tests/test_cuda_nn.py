@@ -124,12 +124,17 @@ def test_softmax_inf_and_nan_rows(log):
         [ninf, ninf, ninf, ninf],  # fully masked: nan
         [1.0, float("nan"), 0.0, 2.0],  # nan poisons the row
         [0.0, 0.0, 0.0, 0.0],
+        [float("inf"), 1.0, 2.0, ninf],  # a +inf maximum: exp(inf - inf) makes the row nan
+        [1.0, 2.0, 3.0, float("inf")],  # (the online max + sum must not give 0 for the rest)
     ]
     x = ember.tensor(np.array(rows, dtype=np.float32))
     check(fwd(cu(x), 1), fwd(x, 1), 1e-6, "special rows")
+    check(fwd(cu(x.t().contiguous()), 0), fwd(x.t().contiguous(), 0), 1e-6, "special columns")
     xl = ember.tensor(np.concatenate([np.full((2, 1500), -np.inf), RNG.standard_normal((2, 1500))],
                                      axis=1).astype(np.float32))
     check(fwd(cu(xl), 1), fwd(xl, 1), 1e-6, "long rows with -inf")
+    xl[1, 700] = float("inf")
+    check(fwd(cu(xl), 1), fwd(xl, 1), 1e-6, "long rows with +inf")
 
 
 @pytest.mark.parametrize(
@@ -215,6 +220,15 @@ def test_rms_norm_forward_backward(dtype, shape, ns):
 # ---- group norm -------------------------------------------------------------------------------
 
 GN_CASES = [((4, 32, 8, 8), 8), ((2, 6, 10), 3), ((3, 4), 2), ((2, 64, 40, 40), 32)]
+
+
+def test_group_norm_of_empty_groups_has_statistics():
+    """Zero spatial elements: the output is empty but mean / rstd are written (0 and
+    1 / sqrt(eps), as the CPU), not left uninitialized."""
+    x = ember.zeros(2, 4, 0)
+    ref = C.native_group_norm(x, 2, None, None, 1e-5)
+    got = C.native_group_norm(cu(x), 2, None, None, 1e-5)
+    check_all(got, ref, 1e-6, "group_norm of empty groups")
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -388,6 +402,23 @@ def test_cross_entropy_lm_head(dtype):
     rb = C._cross_entropy_loss_backward(go, x, t, None, lse, "mean", -100, 0.1)
     gb = C._cross_entropy_loss_backward(cu(go), cu(x), cu(t), None, lse_g, "mean", -100, 0.1)
     check(gb, rb, TOL[dtype] * 4, "grad")
+
+
+def test_cross_entropy_inf_logits():
+    """A +inf logit makes its sample's lse and loss nan (as the CPU's two-pass log-sum-exp), a
+    row of -inf too; the other samples are unaffected."""
+    x = make((4, 7), scale=2.0)
+    x[0, 3] = float("inf")
+    x[1] = float("-inf")
+    xl = make((3, 1500), scale=2.0)
+    xl[2, 999] = float("inf")
+    for xx in (x, xl):
+        t = ints([1] * xx.shape[0])
+        for red in ("none", "sum"):
+            ref, lse = C._cross_entropy_loss(xx, t, None, red, -100, 0.1)
+            got, lse_g = C._cross_entropy_loss(cu(xx), cu(t), None, red, -100, 0.1)
+            check(got, ref, 1e-5, f"loss {red}")
+            check(lse_g, lse, 1e-5, "lse")
 
 
 def test_cross_entropy_errors():

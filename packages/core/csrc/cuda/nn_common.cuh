@@ -95,7 +95,10 @@ struct MergeMaxSum {
 template <class A>
 __device__ __forceinline__ void maxsum_step(MaxSum<A>& ms, A x) {
   if (x > ms.m) {
-    ms.s = ms.s * dm::exp(ms.m - x) + A(1);  // from -inf: 0 * 0 + 1
+    // x - x + 1 is 1 for a finite x (from -inf: 0 * 0 + 1) and NaN for x = +inf: a row whose
+    // maximum is +inf sums to NaN, as exp(inf - inf) makes it in the CPU's two-pass form (a
+    // plain + 1 gave such rows 0 for the finite elements and NaN only at the inf).
+    ms.s = ms.s * dm::exp(ms.m - x) + (x - x + A(1));
     ms.m = x;
   } else if (x != -std::numeric_limits<A>::infinity()) {
     ms.s += dm::exp(x - ms.m);  // NaN x: the sum becomes NaN

@@ -50,14 +50,15 @@ __global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y
   A mu = 0;
   if (center) {
     for (int64_t j = tm.rank; j < M; j += tm.size) mu += to_op<T>(xr[j]);
-    mu = nnk::team_sum(mu, mode) / static_cast<A>(M);
+    mu = nnk::team_sum(mu, mode) / static_cast<A>(M > 0 ? M : 1);
   }
   A var = 0;
   for (int64_t j = tm.rank; j < M; j += tm.size) {
     const A d = to_op<T>(xr[j]) - mu;
     var += d * d;
   }
-  var = nnk::team_sum(var, mode) / static_cast<A>(M);
+  // An empty row (group norm of zero spatial elements) has mean 0 and variance 0, as the CPU's.
+  var = nnk::team_sum(var, mode) / static_cast<A>(M > 0 ? M : 1);
   const A rs = A(1) / dm::sqrt(var + static_cast<A>(eps));
   if (tm.rank == 0) {
     if (mean) mean[r] = mu;
@@ -255,7 +256,9 @@ T* mut_or_null(const Tensor& t) {
 void launch_row_forward(const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
                         const Tensor& y, const Tensor& mean, const Tensor& rstd, const RowGeom& geo,
                         double eps, bool center) {
-  if (geo.rows == 0 || geo.M == 0) return;
+  // Rows of no elements still get their statistics (an early return on M == 0 left mean / rstd
+  // uninitialized).
+  if (geo.rows == 0) return;
   const int mode = nnk::team_mode(geo.M, 1);
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;

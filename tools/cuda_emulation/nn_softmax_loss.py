@@ -1,0 +1,663 @@
+"""Emulation of packages/core/csrc/cuda/nn_softmax.cu (softmax / log_softmax forward and backward)
+and nn_loss.cu (nll_loss and the fused cross entropy, forward and backward) against ember's CPU
+kernels. Run: PYTHONPATH=<build>/site python3 nn_softmax_loss.py [-q]."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+from nn_norm import E, npv, tensor
+from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch
+from nn_team import (
+    K_BLOCK,
+    K_THREAD,
+    _exp,
+    _log,
+    make_team,
+    maxsum_step,
+    merge_max_sum,
+    team_blocks,
+    team_mode,
+    team_reduce,
+    team_sum,
+    team_threads,
+)
+
+RNG = np.random.default_rng(11)
+
+
+def empty(n, ty):
+    return np.full(int(n), np.nan, dtype=np.float64 if ty is F64 else np.float32)
+
+
+# ---- softmax ----------------------------------------------------------------------------------
+
+
+def softmax_forward_kernel(c, x, y, rows, n, inner, mode, log, T):
+    A = T.acc
+    rid, rank, size = make_team(c, mode)
+    if rid >= rows:
+        return
+    base = (rid // inner) * n * inner + rid % inner
+    ms = (A(-math.inf), A(0))
+    for k in range(rank, n, size):
+        ms = maxsum_step(ms, A(x[base + k * inner]))
+    ms = yield from team_reduce(c, ms, mode, merge_max_sum, ("maxsum", A.__name__))
+    if log:
+        lse = ms[0] + _log(ms[1])
+        for k in range(rank, n, size):
+            with np.errstate(all="ignore"):
+                y[base + k * inner] = T.from_op(A(x[base + k * inner]) - lse)
+    else:
+        with np.errstate(all="ignore"):
+            inv = A(1) / ms[1]
+        for k in range(rank, n, size):
+            with np.errstate(all="ignore"):
+                y[base + k * inner] = T.from_op(_exp(A(x[base + k * inner]) - ms[0]) * inv)
+
+
+def softmax_backward_kernel(c, g, y, gi, rows, n, inner, mode, log, T):
+    A = T.acc
+    rid, rank, size = make_team(c, mode)
+    if rid >= rows:
+        return
+    base = (rid // inner) * n * inner + rid % inner
+    acc = A(0)
+    for k in range(rank, n, size):
+        gv = A(g[base + k * inner])
+        acc += gv if log else gv * A(y[base + k * inner])
+    acc = yield from team_sum(c, acc, mode)
+    for k in range(rank, n, size):
+        gv, yv = A(g[base + k * inner]), A(y[base + k * inner])
+        gi[base + k * inner] = T.from_op(gv - _exp(yv) * acc if log else yv * (gv - acc))
+
+
+def plan_mode(outer, n, inner):
+    if inner == 1:
+        return team_mode(n, 1)
+    return K_BLOCK if outer * inner < 2048 and n >= 1024 else K_THREAD
+
+
+def softmax_shape(shape, d):
+    outer = int(np.prod(shape[:d])) if d > 0 else 1
+    inner = int(np.prod(shape[d + 1 :])) if d + 1 < len(shape) else 1
+    return outer, shape[d] if shape else 1, inner
+
+
+def softmax_host(x, shape, d, log, T):
+    y = empty(x.size, T)
+    if x.size == 0:
+        return y
+    outer, n, inner = softmax_shape(shape, d)
+    rows = outer * inner
+    mode = plan_mode(outer, n, inner)
+    launch(
+        softmax_forward_kernel,
+        team_blocks(mode, rows),
+        team_threads(mode),
+        x,
+        y,
+        rows,
+        n,
+        inner,
+        mode,
+        log,
+        T,
+    )
+    return y
+
+
+def softmax_backward_host(g, y, shape, d, log, T):
+    gi = empty(y.size, T)
+    if y.size == 0:
+        return gi
+    outer, n, inner = softmax_shape(shape, d)
+    rows = outer * inner
+    mode = plan_mode(outer, n, inner)
+    launch(
+        softmax_backward_kernel,
+        team_blocks(mode, rows),
+        team_threads(mode),
+        g,
+        y,
+        gi,
+        rows,
+        n,
+        inner,
+        mode,
+        log,
+        T,
+    )
+    return gi
+
+
+def rnd(shape, T, scale=1.0):
+    return T.mem(RNG.standard_normal(size=shape) * scale)
+
+
+def check_softmax(shape, d, T, fails, special=False):
+    ember = E()
+    C_ = ember._C
+    x = rnd(shape, T, 3.0)
+    if special:  # a -inf row / column, a row holding +inf, NaN
+        x = x.reshape(shape).copy()
+        idx = [slice(None)] * len(shape)
+        idx[d] = slice(None)
+        first = [0] * len(shape)
+        first[d] = slice(None)
+        x[tuple(first)] = -np.inf
+        if shape[0] > 1:
+            sec = [1] * len(shape)
+            sec[d] = 0
+            x[tuple(sec)] = np.inf
+        if shape[0] > 2:
+            th = [2] * len(shape)
+            th[d] = 1
+            x[tuple(th)] = np.nan
+        if shape[0] > 3 and len(shape) == 2:
+            fo = [3] * len(shape)
+            fo[d] = slice(None)
+            x[tuple(fo)] = -np.inf
+            fo[d] = shape[d] - 1
+            x[tuple(fo)] = 0.0
+        x = T.mem(x)
+    xt = tensor(x, T, shape)
+    tol = TOL[T.name]
+    for log in (False, True):
+        tag = f"{'log_' if log else ''}softmax{tuple(shape)} dim={d} {T}{' special' if special else ''}"
+        y = softmax_host(x, shape, d, log, T)
+        cy = (C_.log_softmax if log else C_.softmax)(xt, d)
+        close(tag, y, npv(cy), tol, failures=fails)
+        g = rnd(shape, T)
+        gt = tensor(g, T, shape)
+        cyv = npv(cy)
+        gi = softmax_backward_host(g, T.mem(cyv), shape, d, log, T)
+        cgi = (C_._log_softmax_backward_data if log else C_._softmax_backward_data)(gt, cy, d)
+        close(tag + " backward", gi, npv(cgi), tol * 4, failures=fails)
+
+
+# ---- nll_loss / cross entropy -------------------------------------------------------------------
+
+
+class ErrorSlot:
+    def __init__(self):
+        self.flag, self.value = 0, 0
+
+    def report(self, v):
+        if self.flag == 0:
+            self.flag, self.value = 1, v
+
+
+def class_at(t, i, C, ignore_index, err, report):
+    k = int(t[i])
+    if k == ignore_index:
+        return -1
+    if k < 0 or k >= C:
+        if report:
+            err.report(k)
+        return -2
+    return k
+
+
+def weight_of(w, k, T):
+    return float(T.to_op(w[k])) if w is not None else 1.0
+
+
+def grid_stride(c, count):
+    i = c.bx * c.bdx + c.tx
+    while i < count:
+        yield i
+        i += c.gdx * c.bdx
+
+
+def nll_none_kernel(c, x, t, w, out, count, C, S, ignore_index, err, T):
+    for i in grid_stride(c, count):
+        k = class_at(t, i, C, ignore_index, err, True)
+        v = 0.0
+        if k >= 0:
+            n = i // S
+            s = i - n * S
+            v = -weight_of(w, k, T) * float(T.to_op(x[(n * C + k) * S + s]))
+        out[i] = T.from_op(v)
+
+
+def nll_reduce_kernel(c, x, t, w, out, count, C, S, ignore_index, mean, err, T):
+    acc = np.float64(0)
+    tw = np.float64(0)
+    for i in range(c.tx, count, c.bdx):
+        k = class_at(t, i, C, ignore_index, err, True)
+        if k < 0:
+            continue
+        n = i // S
+        s = i - n * S
+        wk = weight_of(w, k, T)
+        acc += -wk * float(T.to_op(x[(n * C + k) * S + s]))
+        tw += wk
+    acc = yield from team_sum(c, acc, K_BLOCK)
+    tw = yield from team_sum(c, tw, K_BLOCK)
+    if c.tx == 0:
+        with np.errstate(all="ignore"):
+            out[0] = T.from_op(acc / tw if mean else acc)
+
+
+def total_weight_kernel(c, t, w, tw_out, count, C, ignore_index, err, T):
+    tw = np.float64(0)
+    for i in range(c.tx, count, c.bdx):
+        k = class_at(t, i, C, ignore_index, err, True)
+        if k >= 0:
+            tw += weight_of(w, k, T)
+    tw = yield from team_sum(c, tw, K_BLOCK)
+    if c.tx == 0:
+        tw_out[0] = tw
+
+
+def nll_backward_kernel(c, go, t, w, tw, gi, count, C, S, ignore_index, none, err, T):
+    for i in grid_stride(c, count):
+        k = class_at(t, i, C, ignore_index, err, False)
+        if k < 0:
+            continue
+        n = i // S
+        s = i - n * S
+        with np.errstate(all="ignore"):
+            gv = (
+                float(T.to_op(go[i]))
+                if none
+                else float(T.to_op(go[0])) / (tw[0] if tw is not None else 1.0)
+            )
+        gi[(n * C + k) * S + s] = T.from_op(-weight_of(w, k, T) * gv)
+
+
+def weight_sum_kernel(c, w, C, out, T):
+    s = np.float64(0)
+    for k in range(c.tx, C, c.bdx):
+        s += float(T.to_op(w[k]))
+    s = yield from team_sum(c, s, K_BLOCK)
+    if c.tx == 0:
+        out[0] = s
+
+
+def ce_forward_kernel(
+    c, x, t, w, Wp, lse_out, out_none, loss, wk_out, count, C, S, ignore_index, eps, mode, err, T
+):
+    A = T.acc
+    rid, rank, size = make_team(c, mode)
+    if rid >= count:
+        return
+    i = rid
+    k = class_at(t, i, C, ignore_index, err, rank == 0)
+    if k < 0:
+        if rank == 0:
+            lse_out[i] = A(0)
+            if out_none is not None:
+                out_none[i] = T.from_op(0.0)
+            else:
+                loss[i] = 0.0
+                wk_out[i] = 0.0
+        return
+    n = i // S
+    s = i - n * S
+    row = n * C * S + s
+    ms = (A(-math.inf), A(0))
+    wsum = A(0)
+    for cc in range(rank, C, size):
+        v = A(x[row + cc * S])
+        ms = maxsum_step(ms, v)
+        if eps > 0:
+            wsum += (A(w[cc]) if w is not None else A(1)) * v
+    ms = yield from team_reduce(c, ms, mode, merge_max_sum, ("maxsum", A.__name__))
+    if eps > 0:
+        wsum = yield from team_sum(c, wsum, mode)
+    if rank != 0:
+        return
+    lse = ms[0] + _log(ms[1])
+    lse_out[i] = lse
+    wk = weight_of(w, k, T)
+    lv = float(lse)
+    with np.errstate(all="ignore"):
+        v = wk * (lv - float(T.to_op(x[row + k * S])))
+        if eps > 0:
+            W = Wp[0] if Wp is not None else float(C)
+            v = (1.0 - eps) * v + eps / float(C) * (W * lv - float(wsum))
+    if out_none is not None:
+        out_none[i] = T.from_op(v)
+    else:
+        loss[i] = v
+        wk_out[i] = wk
+
+
+def sum_losses_kernel(c, loss, wk, count, mean, out, T):
+    acc = np.float64(0)
+    tw = np.float64(0)
+    for i in range(c.tx, count, c.bdx):
+        acc += loss[i]
+        tw += wk[i]
+    acc = yield from team_sum(c, acc, K_BLOCK)
+    tw = yield from team_sum(c, tw, K_BLOCK)
+    if c.tx == 0:
+        with np.errstate(all="ignore"):
+            out[0] = T.from_op(acc / tw if mean else acc)
+
+
+def ce_backward_kernel(
+    c, go, x, t, w, Wp, lse_in, tw, gi, count, C, S, ignore_index, eps, none, mode, T
+):
+    A = T.acc
+    rid, rank, size = make_team(c, mode)
+    if rid >= count:
+        return
+    i = rid
+    n = i // S
+    s = i - n * S
+    row = n * C * S + s
+    k = class_at(t, i, C, ignore_index, None, False)
+    if k < 0:
+        for cc in range(rank, C, size):
+            gi[row + cc * S] = T.from_op(0.0)
+        return
+    with np.errstate(all="ignore"):
+        sc = (
+            float(T.to_op(go[i]))
+            if none
+            else float(T.to_op(go[0])) / (tw[0] if tw is not None else 1.0)
+        )
+    wk = weight_of(w, k, T)
+    W = Wp[0] if Wp is not None else float(C)
+    a = sc * ((1.0 - eps) * wk + eps * W / float(C))
+    bw = sc * eps / float(C)
+    al, aa, ab = A(lse_in[i]), A(a), A(bw)
+    for cc in range(rank, C, size):
+        wc = A(w[cc]) if w is not None else A(1)
+        with np.errstate(all="ignore"):
+            v = T.from_op(aa * _exp(A(x[row + cc * S]) - al) - ab * wc)
+            if cc == k:
+                v = T.from_op(float(T.to_op(v)) - sc * (1.0 - eps) * wk)
+        gi[row + cc * S] = v
+
+
+def nll_shape(shape):
+    if len(shape) == 1:
+        return 1, shape[0], 1
+    n, c = shape[0], shape[1]
+    s = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    return n, c, s
+
+
+def nll_host(x, shape, t, w, red, ignore_index, T):
+    n, C, S = nll_shape(shape)
+    count = n * S
+    err = ErrorSlot()
+    if red == "none":
+        out = empty(count, T)
+        if count:
+            launch(
+                nll_none_kernel,
+                blocks_for(count),
+                256,
+                x,
+                t,
+                w,
+                out,
+                count,
+                C,
+                S,
+                ignore_index,
+                err,
+                T,
+            )
+    else:
+        out = empty(1, T)
+        launch(
+            nll_reduce_kernel,
+            1,
+            1024,
+            x,
+            t,
+            w,
+            out,
+            count,
+            C,
+            S,
+            ignore_index,
+            red == "mean",
+            err,
+            T,
+        )
+    return out, err
+
+
+def total_weight(t, w, count, C, ignore_index, err, T):
+    tw = empty(1, F64)
+    launch(total_weight_kernel, 1, 1024, t, w, tw, count, C, ignore_index, err, T)
+    return tw
+
+
+def nll_backward_host(g, x, shape, t, w, red, ignore_index, T):
+    n, C, S = nll_shape(shape)
+    count = n * S
+    gi = np.zeros(x.size, dtype=np.float64 if T is F64 else np.float32)
+    err = ErrorSlot()
+    tw = total_weight(t, w, count, C, ignore_index, err, T)
+    if count:
+        launch(
+            nll_backward_kernel,
+            blocks_for(count),
+            256,
+            g,
+            t,
+            w,
+            tw if red == "mean" else None,
+            gi,
+            count,
+            C,
+            S,
+            ignore_index,
+            red == "none",
+            err,
+            T,
+        )
+    return gi, err
+
+
+def ce_host(x, shape, t, w, red, ignore_index, eps, T):
+    n, C, S = nll_shape(shape)
+    count = n * S
+    none = red == "none"
+    AT = F64 if T is F64 else F32
+    out = empty(count if none else 1, T)
+    lse = empty(count, AT)
+    err = ErrorSlot()
+    W = None
+    if eps > 0 and w is not None:
+        W = empty(1, F64)
+        launch(weight_sum_kernel, 1, 1024, w, C, W, T)
+    loss = wk = None
+    if not none:
+        loss = empty(count, F64)
+        wk = empty(count, F64)
+    mode = team_mode(C, S)
+    if count > 0:
+        launch(
+            ce_forward_kernel,
+            team_blocks(mode, count),
+            team_threads(mode),
+            x,
+            t,
+            w,
+            W,
+            lse,
+            out if none else None,
+            loss,
+            wk,
+            count,
+            C,
+            S,
+            ignore_index,
+            eps,
+            mode,
+            err,
+            T,
+        )
+    if not none:
+        launch(sum_losses_kernel, 1, 1024, loss, wk, count, red == "mean", out, T)
+    return out, lse, err
+
+
+def ce_backward_host(g, x, shape, t, w, lse, red, ignore_index, eps, T):
+    n, C, S = nll_shape(shape)
+    count = n * S
+    gi = empty(x.size, T)
+    err = ErrorSlot()
+    tw = total_weight(t, w, count, C, ignore_index, err, T)
+    W = None
+    if eps > 0 and w is not None:
+        W = empty(1, F64)
+        launch(weight_sum_kernel, 1, 1024, w, C, W, T)
+    mode = team_mode(C, S)
+    if count and C:
+        launch(
+            ce_backward_kernel,
+            team_blocks(mode, count),
+            team_threads(mode),
+            g,
+            x,
+            t,
+            w,
+            W,
+            lse,
+            tw if red == "mean" else None,
+            gi,
+            count,
+            C,
+            S,
+            ignore_index,
+            eps,
+            red == "none",
+            mode,
+            T,
+        )
+    return gi, err
+
+
+def check_loss(shape, T, red, weighted, ignore_index, eps, fails, bad_target=False, special=False):
+    ember = E()
+    C_ = ember._C
+    n, C, S = nll_shape(shape)
+    tshape = [] if len(shape) == 1 else [shape[0]] + list(shape[2:])
+    x = rnd(shape, T, 2.0)
+    if special:  # a row of -inf, a row holding +inf, a row holding NaN, a row of huge values
+        x = x.reshape(shape).copy()
+        x[0] = -np.inf
+        x[1, 0] = np.inf
+        x[2, 1] = np.nan
+        with np.errstate(all="ignore"):
+            x[3] = x[3] * 3e4
+        x = T.mem(x)
+    t = RNG.integers(0, C, size=max(n * S, 1)).astype(np.int64)[: n * S]
+    if ignore_index >= 0 or ignore_index == -100:
+        t[::3] = ignore_index if ignore_index != -100 else t[::3]
+        if ignore_index == -100 and t.size > 1:
+            t[1] = -100
+    if bad_target and t.size:
+        t[-1] = C + 2
+    w = T.mem(RNG.random(C) + 0.5) if weighted else None
+    xt = tensor(x, T, shape)
+    tt = ember.tensor(t.reshape(tshape))
+    wt = tensor(w, T, [C]) if weighted else None
+    tol = TOL[T.name]
+    tag = (
+        f"{tuple(shape)} {T} {red} weighted={weighted} ignore={ignore_index} eps={eps}"
+        f"{' bad_target' if bad_target else ''}{' special' if special else ''}"
+    )
+    # nll_loss on x as log-probabilities
+    if eps == 0:
+        out, err = nll_host(x, shape, t, w, red, ignore_index, T)
+        try:
+            cout = C_.nll_loss(xt, tt, wt, red, ignore_index)
+            cerr = None
+        except IndexError as e:
+            cerr = e
+        if cerr is not None or err.flag:
+            if not (cerr is not None and err.flag):
+                fails.append(f"MISMATCH nll_loss {tag}: CPU error {cerr}, GPU flag {err.flag}")
+        else:
+            close("nll_loss " + tag, out, npv(cout), tol, failures=fails)
+            go = rnd(tshape if red == "none" else [], T)
+            got = tensor(go, T, tshape if red == "none" else [])
+            gi, err2 = nll_backward_host(go, x, shape, t, w, red, ignore_index, T)
+            cgi = C_.nll_loss_backward(got, xt, tt, wt, red, ignore_index)
+            close("nll_loss_backward " + tag, gi, npv(cgi), tol, failures=fails)
+    out, lse, err = ce_host(x, shape, t, w, red, ignore_index, eps, T)
+    try:
+        cout, clse = C_._cross_entropy_loss(xt, tt, wt, red, ignore_index, eps)
+        cerr = None
+    except IndexError as e:
+        cerr = e
+    if cerr is not None or err.flag:
+        if not (cerr is not None and err.flag):
+            fails.append(f"MISMATCH cross_entropy {tag}: CPU error {cerr}, GPU flag {err.flag}")
+        return
+    close("cross_entropy " + tag, out, npv(cout), tol, failures=fails)
+    close("cross_entropy lse " + tag, lse, npv(clse), tol, failures=fails)
+    go = rnd(tshape if red == "none" else [], T)
+    got = tensor(go, T, tshape if red == "none" else [])
+    gi, _ = ce_backward_host(go, x, shape, t, w, lse.astype(np.float64), red, ignore_index, eps, T)
+    cgi = C_._cross_entropy_loss_backward(got, xt, tt, wt, clse, red, ignore_index, eps)
+    close("cross_entropy_backward " + tag, gi, npv(cgi), tol * 2, failures=fails)
+
+
+def main():
+    quiet = "-q" in sys.argv
+    t0 = time.time()
+    fails = []
+    for shape, d, types in [
+        ((7, 33), 1, (F32, F16, BF16, F64)),
+        ((3, 1500), 1, (F32, F16)),
+        ((4, 1024), 1, (F32,)),
+        ((3, 5, 6), 1, (F32, F64, F16)),
+        ((2, 1100, 3), 1, (F32,)),
+        ((5,), 0, (F32,)),
+        ((2, 3, 4), 0, (F32,)),
+        ((6, 40), 1, (F32,)),
+    ]:
+        for T in types:
+            check_softmax(shape, d, T, fails)
+    check_softmax((5, 40), 1, F32, fails, special=True)
+    check_softmax((5, 1100), 1, F32, fails, special=True)
+    check_softmax((5, 7, 3), 1, F32, fails, special=True)
+    check_softmax((5, 40), 1, F16, fails, special=True)
+    # losses: (N, C) warp rows, C > 1024 block rows, (N, C, d) a thread per sample, (C,) one
+    # sample; every reduction, class weights, ignore_index (default -100 and a class), label
+    # smoothing, 16-bit inputs, an out-of-range target
+    for shape in [(9, 7), (3, 1100), (2, 5, 3), (7,), (4, 3, 2, 2)]:
+        for red in ("none", "mean", "sum"):
+            for weighted in (False, True):
+                for eps in (0.0, 0.2):
+                    check_loss(shape, F32, red, weighted, -100, eps, fails)
+    for T in (F16, BF16, F64):
+        for red in ("none", "mean"):
+            check_loss((9, 7), T, red, True, 2, 0.1, fails)
+            check_loss((9, 7), T, red, True, 2, 0.0, fails)
+    check_loss((9, 7), F32, "mean", True, 2, 0.0, fails)
+    check_loss((9, 7), F32, "mean", False, 1, 0.3, fails)
+    check_loss((2, 5, 3), F32, "sum", True, 4, 0.3, fails)
+    check_loss((9, 7), F32, "mean", False, -100, 0.0, fails, bad_target=True)
+    check_loss((9, 7), F32, "none", False, -100, 0.1, fails, bad_target=True)
+    for T in (F32, F16):
+        for red in ("none", "sum"):
+            check_loss((9, 7), T, red, True, 5, 0.1, fails, special=True)
+            check_loss((9, 1100), T, red, False, 5, 0.0, fails, special=True)
+    check_loss((0, 7), F32, "mean", True, -100, 0.0, fails)
+    check_loss((0, 7), F32, "sum", False, -100, 0.1, fails)
+    dt = time.time() - t0
+    print(f"nn_softmax_loss: {len(fails)} failures ({dt:.1f}s)")
+    if fails and not quiet:
+        for f in fails:
+            print("  ", f)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
