@@ -71,6 +71,12 @@ _memory_format_module.install(globals())  # memory_format= of the *_like factori
 from ember import linalg as _linalg  # noqa: E402  (inverse, det, svd, ... and their methods)
 
 _linalg._install(globals())
+from ember import _torch_variants  # noqa: E402  (ember.abs_, ember.transpose_copy, ...)
+
+_torch_variants._install()
+from ember import _torch_misc  # noqa: E402  (frombuffer, segment_reduce, cond, Tensor.as_subclass)
+
+_torch_misc._install()
 
 try:
     from ember._version import version as __version__
