@@ -158,6 +158,19 @@ _LAZY_ATTRS = {
         "rrelu_", "threshold", "threshold_", "hardshrink", "relu_", "selu_", "celu_",
         "channel_shuffle", "native_channel_shuffle",
     )},
+    # torch-level nn operators with PyTorch's positional signatures (int reductions, flat RNN
+    # parameters, SyncBatchNorm's building blocks)
+    **{name: "ember.nn._torch_ops" for name in (
+        "cosine_embedding_loss", "hinge_embedding_loss", "margin_ranking_loss",
+        "triplet_margin_loss", "poisson_nll_loss", "ctc_loss", "lstm_cell", "gru_cell",
+        "rnn_tanh_cell", "rnn_relu_cell", "lstm", "gru", "rnn_tanh", "rnn_relu", "grid_sampler",
+        "grid_sampler_2d", "grid_sampler_3d", "affine_grid_generator", "conv_tbc",
+        "norm_except_dim", "frobenius_norm", "nuclear_norm", "native_norm", "batch_norm_stats",
+        "batch_norm_elemt", "batch_norm_gather_stats", "batch_norm_gather_stats_with_counts",
+        "batch_norm_backward_reduce", "batch_norm_backward_elemt", "batch_norm_update_stats",
+        "dropout_", "feature_dropout_", "alpha_dropout_", "feature_alpha_dropout_",
+        "embedding_renorm_",
+    )},
 }
 
 
