@@ -443,23 +443,73 @@ _INTERP = ("bilinear", "nearest", "bicubic")
 _PADDING = ("zeros", "border", "reflection")
 
 
+def _modes(interpolation_mode: Any, padding_mode: Any) -> tuple[str, str]:
+    for name, v, table in (("interpolation_mode", interpolation_mode, _INTERP),
+                           ("padding_mode", padding_mode, _PADDING)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(table):
+            choices = ", ".join(f"{i} ({m})" for i, m in enumerate(table))
+            raise ValueError(f"grid_sampler(): {name} must be one of {choices}, got {v!r}")
+    return _INTERP[interpolation_mode], _PADDING[padding_mode]
+
+
 def grid_sampler(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
                  align_corners: bool) -> Tensor:
     """``F.grid_sample`` with the modes as ints: interpolation 0 bilinear, 1 nearest,
-    2 bicubic; padding 0 zeros, 1 border, 2 reflection.
+    2 bicubic; padding 0 zeros, 1 border, 2 reflection. 5-D input (N, C, D, H, W) with a grid
+    (N, D_out, H_out, W_out, 3) is sampled trilinearly (or nearest).
 
     >>> import ember
     >>> img = ember.arange(4.0).reshape(1, 1, 2, 2)
     >>> ember.grid_sampler(img, ember.zeros(1, 1, 1, 2), 0, 0, True).item()
     1.5
     """
-    for name, v, table in (("interpolation_mode", interpolation_mode, _INTERP),
-                           ("padding_mode", padding_mode, _PADDING)):
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(table):
-            choices = ", ".join(f"{i} ({m})" for i, m in enumerate(table))
-            raise ValueError(f"grid_sampler(): {name} must be one of {choices}, got {v!r}")
-    return F.grid_sample(input, grid, _INTERP[interpolation_mode], _PADDING[padding_mode],
-                         align_corners)
+    mode, padding = _modes(interpolation_mode, padding_mode)
+    if isinstance(input, Tensor) and input.ndim == 5:
+        return _grid_sample_3d(input, grid, mode, padding, align_corners)
+    return F.grid_sample(input, grid, mode, padding, align_corners)
+
+
+def _grid_sample_3d(input: Tensor, grid: Tensor, mode: str, padding: str,
+                    align_corners: bool) -> Tensor:
+    """Volumetric grid sampling: (N, C, D, H, W) at grid (N, Do, Ho, Wo, 3) of (x, y, z)."""
+    from ember.nn._sampling import _source_index
+
+    if mode == "bicubic":
+        raise ValueError("grid_sampler(): bicubic interpolation needs 4-D input")
+    if grid.ndim != 5 or grid.shape[-1] != 3 or grid.shape[0] != input.shape[0]:
+        raise RuntimeError(
+            f"grid_sampler(): 5-D input {list(input.shape)} needs a grid (N, D_out, H_out, W_out, "
+            f"3) with the same N, got {list(grid.shape)}"
+        )
+    n, c, d, h, w = input.shape
+    _, do, ho, wo, _ = grid.shape
+    grid = grid.to(input.dtype)
+    x = _source_index(grid[..., 0], w, padding, align_corners)
+    y = _source_index(grid[..., 1], h, padding, align_corners)
+    z = _source_index(grid[..., 2], d, padding, align_corners)
+    flat = input.reshape(n, c, d * h * w)
+    m = do * ho * wo
+
+    def gather(ix: Tensor, iy: Tensor, iz: Tensor) -> Tensor:
+        inside = ((ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1) & (iz >= 0)
+                  & (iz <= d - 1))
+        idx = ((iz.clamp(0, d - 1) * h + iy.clamp(0, h - 1)) * w + ix.clamp(0, w - 1))
+        idx = idx.to(ember.int64).reshape(n, 1, m).expand(n, c, m)
+        vals = flat.gather(2, idx).reshape(n, c, do, ho, wo)
+        return vals * inside.unsqueeze(1).to(input.dtype)
+
+    if mode == "nearest":
+        return gather(x.round(), y.round(), z.round())
+    x0, y0, z0 = x.floor(), y.floor(), z.floor()
+    fx, fy, fz = (x - x0).unsqueeze(1), (y - y0).unsqueeze(1), (z - z0).unsqueeze(1)
+    x0, y0, z0 = x0.detach(), y0.detach(), z0.detach()
+    out = None
+    for dz, wz in ((0, 1 - fz), (1, fz)):
+        for dy, wy in ((0, 1 - fy), (1, fy)):
+            for dx, wx in ((0, 1 - fx), (1, fx)):
+                term = gather(x0 + dx, y0 + dy, z0 + dz) * (wx * wy * wz)
+                out = term if out is None else out + term
+    return out
 
 
 def grid_sampler_2d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
@@ -490,14 +540,32 @@ def grid_sampler_3d(input: Tensor, grid: Tensor, interpolation_mode: int, paddin
 
 
 def affine_grid_generator(theta: Tensor, size: Sequence[int], align_corners: bool) -> Tensor:
-    """``F.affine_grid(theta, size, align_corners)`` (``align_corners`` required).
+    """``F.affine_grid(theta, size, align_corners)`` (``align_corners`` required); a 5-D
+    ``size`` (N, C, D, H, W) with ``theta`` (N, 3, 4) gives the (N, D, H, W, 3) grid.
 
     >>> import ember
     >>> theta = ember.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
     >>> ember.affine_grid_generator(theta, [1, 1, 2, 2], True)[0, 0].tolist()
     [[-1.0, -1.0], [1.0, -1.0]]
     """
-    return F.affine_grid(theta, list(size), align_corners)
+    size = list(size)
+    if len(size) != 5:
+        return F.affine_grid(theta, size, align_corners)
+    from ember.nn._sampling import _linspace_coords
+
+    n, _, d, h, w = size
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (3, 4) or theta.shape[0] != n:
+        raise ValueError(
+            f"affine_grid_generator(): expected a batch of 3-D affine matrices of shape Nx3x4 for "
+            f"size {size}, got {list(theta.shape)}"
+        )
+    if min(size) <= 0:
+        raise ValueError(f"affine_grid_generator(): expected a positive output size, got {size}")
+    xs = _linspace_coords(w, align_corners, theta).view(1, 1, w).expand(d, h, w)
+    ys = _linspace_coords(h, align_corners, theta).view(1, h, 1).expand(d, h, w)
+    zs = _linspace_coords(d, align_corners, theta).view(d, 1, 1).expand(d, h, w)
+    base = ember.stack([xs, ys, zs, ember.ones(d, h, w, dtype=theta.dtype)], -1)
+    return (base.reshape(1, d * h * w, 4) @ theta.transpose(1, 2)).reshape(n, d, h, w, 3)
 
 
 def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
