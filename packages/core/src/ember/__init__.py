@@ -127,7 +127,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
-    "version", "hub", "fft",
+    "version", "hub", "fft", "signal", "quasirandom", "accelerator",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
@@ -150,6 +150,10 @@ _LAZY_ATTRS = {
     "xlogy": "ember.special",
     "vmap": "ember.func",
     "stft": "ember._spectral",
+    "Stream": "ember._device_streams",
+    "Event": "ember._device_streams",
+    "GradScaler": "ember.amp",
+    "to_dlpack": "ember.utils.dlpack",
     "istft": "ember._spectral",
     # PyTorch's top-level spellings of nn.functional ops
     **{name: "ember.nn.functional" for name in (
