@@ -123,8 +123,8 @@ def blackman(M: int, *, sym: bool = True, dtype: Any = None, layout: Any = None,
     """The Blackman window, ``general_cosine`` with ``a = [0.42, 0.5, 0.08]``.
 
     >>> import ember
-    >>> [round(v, 4) for v in ember.signal.windows.blackman(3).tolist()]
-    [0.0, 1.0, 0.0]
+    >>> [round(v, 4) for v in ember.signal.windows.blackman(5).tolist()[1:4]]
+    [0.34, 1.0, 0.34]
     """
     return general_cosine(M, a=[0.42, 0.5, 0.08], sym=sym, dtype=dtype, device=device,
                           requires_grad=requires_grad)
