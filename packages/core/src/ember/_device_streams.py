@@ -25,6 +25,8 @@ from ember import _C
 
 __all__ = ["Stream", "Event"]
 
+_DEVICE_TYPES = {"cpu": 0, "cuda": 1}
+
 
 def _resolve(device: Any) -> Any:
     """An ember.device; None is the current accelerator (CUDA when available) else the CPU."""
@@ -69,8 +71,9 @@ class Stream:
         return self._device
 
     @property
-    def device_type(self) -> str:
-        return self._device.type
+    def device_type(self) -> int:
+        """The device type as PyTorch's ``DeviceType`` number (0 CPU, 1 CUDA)."""
+        return _DEVICE_TYPES[self._device.type]
 
     @property
     def device_index(self) -> int:
@@ -127,7 +130,7 @@ class Stream:
         return hash((str(self._device), self.stream_id))
 
     def __repr__(self) -> str:
-        return (f"ember.Stream device_type={self.device_type}, device_index={self.device_index}, "
+        return (f"ember.Stream device_type={self._device.type}, device_index={self.device_index}, "
                 f"stream_id={self.stream_id}")
 
 
@@ -162,7 +165,7 @@ class Event:
     def record(self, stream: Stream | None = None) -> None:
         """Records the event on ``stream`` (the device's current stream by default)."""
         if self._impl is None:
-            if stream is not None and stream.device_type != "cpu":
+            if stream is not None and stream.device.type != "cpu":
                 raise RuntimeError(f"Event.record: a cpu event cannot be recorded on {stream!r}")
             self._time = time.perf_counter()
             return
