@@ -381,3 +381,56 @@ def test_output_nr_name_const_data_ptr_and_predicates():
     assert t.is_distributed() is False
     with pytest.raises(TypeError, match="complex32"):
         t.chalf()
+
+
+# ---- constants and small functions --------------------------------------------------------------
+def test_constants_match_torch():
+    assert ember.pi == torch.pi and ember.e == torch.e and ember.inf == torch.inf
+    assert np.isnan(ember.nan) and ember.newaxis is torch.newaxis is None
+    assert ember.arange(3)[:, ember.newaxis].shape == (3, 1)
+
+
+def test_deprecated_range_matches_torch():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for args, kw in (((1, 4), {}), ((0, 1, 0.25), {}), ((5, 1, -2), {}),
+                         ((1, 4), {"dtype": "int64"}), ((0, 0.3, 0.1), {"dtype": "float64"})):
+            ekw = {k: getattr(ember, v) for k, v in kw.items()}
+            tkw = {k: getattr(torch, v) for k, v in kw.items()}
+            e, t = ember.range(*args, **ekw), torch.range(*args, **tkw)
+            np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-7)
+            assert str(e.dtype).split(".")[1] == str(t.dtype).split(".")[1]
+    with pytest.warns(UserWarning, match="deprecated"):
+        ember.range(0, 2)
+    with pytest.raises(RuntimeError, match="step sign"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ember.range(0, 5, -1)
+
+
+def test_fill_isreal_is_storage_and_switches():
+    x = ember.zeros(2, 3)
+    y = ember.fill(x, 2.5)
+    assert y.tolist() == torch.fill(torch.zeros(2, 3), 2.5).tolist() and x.sum().item() == 0.0
+    c = np.array([1 + 0j, 2 - 1j, 0j], dtype=np.complex64)
+    assert ember.isreal(ember.tensor(c)).tolist() == torch.isreal(torch.tensor(c)).tolist()
+    assert ember.ones(2).isreal().tolist() == [True, True]
+    assert ember.is_storage(ember.ones(1).untyped_storage()) and not ember.is_storage([1])
+    assert ember.get_device_module("cpu") is ember.cpu
+    assert ember.cpu.device_count() == torch.cpu.device_count() == 1
+    assert ember.cpu.current_device() == torch.cpu.current_device() == "cpu"
+    assert ember.compiled_with_cxx11_abi() is True and ember.is_vulkan_available() is False
+    ember.init_num_threads()
+    try:
+        for mode, expected in (("warn", 1), ("error", 2), (1, 1), ("default", 0)):
+            ember.set_deterministic_debug_mode(mode)
+            torch.set_deterministic_debug_mode(mode)
+            assert ember.get_deterministic_debug_mode() == torch.get_deterministic_debug_mode() \
+                == expected
+    finally:
+        ember.set_deterministic_debug_mode(0)
+        torch.set_deterministic_debug_mode(0)
+    with pytest.raises(RuntimeError, match="debug_mode"):
+        ember.set_deterministic_debug_mode("loud")
+    with pytest.raises(RuntimeError, match="no xpu device"):
+        ember.ones(1).xpu()
+    assert ember.ones(1).volatile is False

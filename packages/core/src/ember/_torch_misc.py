@@ -7,6 +7,10 @@
   ``from_file`` (a file, mapped shared or copy-on-write); ``empty_permuted``;
 * ``segment_reduce`` (sum/mean/max/min/prod over consecutive segments, differentiable);
 * eager control flow: ``cond`` and ``while_loop``;
+* constants and small functions: ``ember.pi``, ``e``, ``inf``, ``nan``, ``newaxis``,
+  the deprecated ``range`` (end included), ``fill``, ``isreal``, ``is_storage``,
+  ``get_device_module``, ``compiled_with_cxx11_abi``, ``set_deterministic_debug_mode`` /
+  ``get_deterministic_debug_mode``, ``init_num_threads``, ``is_vulkan_available``;
 * Tensor attributes: ``as_subclass``, the deprecated ``resize`` / ``resize_as``, ``output_nr``,
   ``name``, ``const_data_ptr``, the device predicates of devices ember has not
   (``is_nested``, ``is_xpu``, ``is_mps`` ... all False) and ``chalf`` (complex32 is not a dtype
@@ -39,7 +43,16 @@ from ember._C import Tensor
 __all__ = [
     "get_device", "is_inference", "is_signed", "is_distributed", "set_flush_denormal",
     "frombuffer", "from_file", "empty_permuted", "segment_reduce", "cond", "while_loop",
+    "pi", "e", "inf", "nan", "newaxis", "range", "fill", "isreal", "is_storage",
+    "get_device_module", "compiled_with_cxx11_abi", "set_deterministic_debug_mode",
+    "get_deterministic_debug_mode", "init_num_threads", "is_vulkan_available",
 ]
+
+pi = math.pi
+e = math.e
+inf = math.inf
+nan = math.nan
+newaxis = None
 
 
 def _need_tensor(name: str, obj: Any, arg: str = "input") -> None:
@@ -460,6 +473,184 @@ def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any],
     return carried
 
 
+# ---- small functions ----------------------------------------------------------------------------
+def _torch_range(start: float, end: float, step: float = 1, *, dtype: Any = None,
+          device: Any = None, requires_grad: bool = False, **kwargs: Any) -> Tensor:
+    """Deprecated (as PyTorch's): the values ``start, start + step, ...`` up to ``end``
+    *included*, in the default float dtype unless ``dtype`` is given; ``arange`` excludes
+    ``end``.
+
+    >>> import ember, warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     ember.range(1, 4).tolist()
+    [1.0, 2.0, 3.0, 4.0]
+    """
+    warnings.warn("ember.range is deprecated and will be removed in a future release because "
+                  "its behavior is inconsistent with Python's range builtin. Instead, use "
+                  "ember.arange, which produces values in [start, end).", UserWarning,
+                  stacklevel=2)
+    if kwargs:
+        raise TypeError(f"range() got unexpected keyword arguments {sorted(kwargs)}")
+    if step == 0:
+        raise RuntimeError("range(): step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(
+            f"range(): upper bound and larger bound inconsistent with step sign "
+            f"(start={start}, end={end}, step={step})"
+        )
+    n = int(math.floor((end - start) / step)) + 1  # in double, as PyTorch (0.3 / 0.1 < 3)
+    dtype = _C.get_default_dtype() if dtype is None else dtype
+    kw: dict[str, Any] = {"dtype": _C.float64 if dtype.is_floating_point else _C.int64}
+    if device is not None:
+        kw["device"] = device
+    out = (_C.arange(n, **kw) * step + start).to(dtype)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+_torch_range.__name__ = _torch_range.__qualname__ = "range"
+
+
+def fill(input: Tensor, value: Any) -> Tensor:
+    """A new tensor shaped like ``input`` holding ``value`` (a number or a one-element tensor).
+
+    >>> import ember
+    >>> ember.fill(ember.zeros(2), 3.0).tolist()
+    [3.0, 3.0]
+    """
+    _need_tensor("fill", input)
+    return input.clone().fill_(value)
+
+
+def isreal(input: Tensor) -> Tensor:
+    """Elementwise whether each value is real: a zero imaginary part for complex tensors, True
+    everywhere for real ones.
+
+    >>> import ember
+    >>> ember.isreal(ember.tensor([1 + 0j, 1 + 1j])).tolist()
+    [True, False]
+    """
+    _need_tensor("isreal", input)
+    if input.dtype.is_complex:
+        return _C.imag(input) == 0
+    return _C.ones(tuple(input.shape), dtype=_C.bool, device=input.device)
+
+
+def is_storage(obj: Any) -> bool:
+    """Whether ``obj`` is a storage (what ``Tensor.untyped_storage()`` / ``storage()`` give).
+
+    >>> import ember
+    >>> ember.is_storage(ember.ones(1).untyped_storage()), ember.is_storage(ember.ones(1))
+    (True, False)
+    """
+    from ember._storage import TypedStorage
+
+    return isinstance(obj, (TypedStorage, _C.UntypedStorage))
+
+
+def get_device_module(device: Any = None) -> Any:
+    """The module of a device type: ``ember.cuda`` for "cuda", ``ember.cpu`` for "cpu"; with no
+    argument, the current accelerator's (``ember.cpu`` without one).
+
+    >>> import ember
+    >>> ember.get_device_module("cpu").__name__
+    'ember.cpu'
+    """
+    import importlib
+
+    if device is None:
+        from ember import cuda
+
+        name = "cuda" if cuda.is_available() else "cpu"
+    else:
+        name = device.type if isinstance(device, _C.device) else _C.device(device).type
+    if name not in ("cpu", "cuda"):
+        raise RuntimeError(f"get_device_module(): ember has no module for device type {name!r}")
+    return importlib.import_module(f"ember.{name}")
+
+
+def compiled_with_cxx11_abi() -> bool:
+    """True: ember's C++ library is built with the C++11 ABI of libstdc++ (what an extension
+    built against it must use).
+
+    >>> import ember
+    >>> ember.compiled_with_cxx11_abi()
+    True
+    """
+    return True
+
+
+_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_deterministic_debug_mode(debug_mode: str | int) -> None:
+    """``"default"``/0 turns deterministic algorithms off, ``"warn"``/1 on with warnings only,
+    ``"error"``/2 on (see :func:`ember.use_deterministic_algorithms`).
+
+    >>> import ember
+    >>> ember.set_deterministic_debug_mode("warn")
+    >>> ember.get_deterministic_debug_mode()
+    1
+    >>> ember.set_deterministic_debug_mode(0)
+    """
+    from ember import _toplevel
+
+    if isinstance(debug_mode, str):
+        if debug_mode not in _DEBUG_MODES:
+            raise RuntimeError(
+                f"invalid value of debug_mode, expected one of `default`, `warn`, `error`, but "
+                f"got {debug_mode}"
+            )
+        debug_mode = _DEBUG_MODES[debug_mode]
+    if isinstance(debug_mode, bool) or not isinstance(debug_mode, int) or \
+            debug_mode not in (0, 1, 2):
+        raise RuntimeError(
+            f"invalid value of debug_mode, expected 0, 1, or 2, but got {debug_mode!r}"
+        )
+    _toplevel.use_deterministic_algorithms(debug_mode != 0, warn_only=debug_mode == 1)
+
+
+def get_deterministic_debug_mode() -> int:
+    """0 (deterministic algorithms off), 1 (on, warnings only) or 2 (on).
+
+    >>> import ember
+    >>> ember.get_deterministic_debug_mode()
+    0
+    """
+    from ember import _toplevel
+
+    if not _toplevel.are_deterministic_algorithms_enabled():
+        return 0
+    return 1 if _toplevel.is_deterministic_algorithms_warn_only_enabled() else 2
+
+
+def init_num_threads() -> None:
+    """Nothing to do: ember's thread pool starts its threads on first use (PyTorch calls this
+    to set up OpenMP in a new thread).
+
+    >>> import ember
+    >>> ember.init_num_threads()
+    """
+
+
+def is_vulkan_available() -> bool:
+    """False: ember has no Vulkan backend.
+
+    >>> import ember
+    >>> ember.is_vulkan_available()
+    False
+    """
+    return False
+
+
+def _no_device(kind: str) -> Any:
+    def to_device(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        raise RuntimeError(f"Tensor.{kind}(): ember has no {kind} device (only cpu and cuda)")
+
+    to_device.__name__ = kind
+    return to_device
+
+
 # ---- Tensor attributes --------------------------------------------------------------------------
 def _as_subclass_function() -> Any:
     from ember.autograd import Function
@@ -565,7 +756,7 @@ def _install() -> None:
     ember = sys.modules["ember"]
     for name in __all__:
         if not hasattr(ember, name):
-            setattr(ember, name, globals()[name])
+            setattr(ember, name, _torch_range if name == "range" else globals()[name])
     methods: dict[str, Any] = {
         "as_subclass": _as_subclass,
         "resize": _resize,
@@ -573,12 +764,18 @@ def _install() -> None:
         "const_data_ptr": lambda self: self.data_ptr(),
         "chalf": _chalf,
         "is_distributed": lambda self: False,
+        "isreal": isreal,
+        "xpu": _no_device("xpu"),
+        "ipu": _no_device("ipu"),
+        "mtia": _no_device("mtia"),
     }
     for name, fn in methods.items():
         if not hasattr(Tensor, name):
             setattr(Tensor, name, fn)
     if not hasattr(Tensor, "output_nr"):
         Tensor.output_nr = property(_output_nr)
+    if not hasattr(Tensor, "volatile"):  # removed autograd flag: always False, as PyTorch's
+        Tensor.volatile = property(lambda self: False)
     if not hasattr(Tensor, "name"):
         Tensor.name = property(lambda self: None)
     for name in ("is_nested", "is_xpu", "is_mps", "is_ipu", "is_maia", "is_mtia", "is_xla",
