@@ -203,9 +203,19 @@ class SobolEngine:
         return _C.from_numpy(self._quasi.copy())
 
     def _points(self, start: int, n: int) -> np.ndarray:
-        """Points ``start .. start + n - 1`` as (n, dim) integers."""
-        k = np.arange(start, start + n, dtype=np.int64)
-        return _xor_columns(self._v, k ^ (k >> 1)) ^ self._shift
+        """Points ``start .. start + n - 1`` as (n, dim) integers: the first from its Gray code,
+        each next one from the one before, ``p(k) = p(k - 1) ^ v[ctz(k)]``."""
+        if n == 0:
+            return np.zeros((0, self.dimension), dtype=np.int64)
+        first = _xor_columns(self._v, np.array([start ^ (start >> 1)], dtype=np.int64))[0]
+        if n == 1:
+            return (first ^ self._shift)[None, :]
+        k = np.arange(start + 1, start + n, dtype=np.int64)
+        ctz = np.frexp((k & -k).astype(np.float64))[1] - 1  # exponent of the lowest set bit
+        steps = np.empty((n, self.dimension), dtype=np.int64)
+        steps[0] = first ^ self._shift
+        steps[1:] = self._v[:, ctz].T
+        return np.bitwise_xor.accumulate(steps, axis=0)
 
     def draw(self, n: int = 1, out: Tensor | None = None, dtype: Any = None) -> Tensor:
         """The next ``n`` points, an (n, dimension) tensor of ``dtype`` (the default dtype when
