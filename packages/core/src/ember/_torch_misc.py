@@ -371,6 +371,11 @@ def segment_reduce(data: Tensor, reduce: str, *, lengths: Tensor | None = None,
             "segment_reduce(): Expected all rows of lengths along axis to sum to "
             f"data.size(lengths.dim()-1) ({data.shape[ax]}) when !unsafe."
         )
+    if unsafe and any(sum(row) > data.shape[ax] for row in lens):
+        raise RuntimeError(
+            f"segment_reduce(): the segments (lengths summing to {max(sum(r) for r in lens)}) "
+            f"run past the {data.shape[ax]} elements of data along axis {axis}"
+        )
     rest = tuple(data.shape[ax + 1:])
     flat = data.reshape(len(lens), data.shape[ax], *rest)
     rows = []
