@@ -242,6 +242,8 @@ def test_frombuffer_matches_torch_and_shares_memory():
             ember.frombuffer(buf, dtype=ember.int32, **kw)
     with pytest.raises(TypeError, match="buffer protocol"):
         ember.frombuffer([1, 2], dtype=ember.int32)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        ember.frombuffer(memoryview(np.arange(6, dtype=np.int32))[::2], dtype=ember.int32)
 
 
 def test_from_file_shared_and_private(tmp_path):

@@ -204,6 +204,9 @@ def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0,
             f"frombuffer(): object of type {type(buffer).__name__} does not implement the Python "
             "buffer protocol"
         ) from None
+    if not view.c_contiguous:
+        raise ValueError("frombuffer(): the buffer must be C-contiguous (a strided memoryview "
+                         "is not one block of memory)")
     nbytes = view.nbytes
     item = dtype.itemsize
     if count == 0 or (count < 0 and count != -1):
