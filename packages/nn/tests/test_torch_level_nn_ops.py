@@ -162,24 +162,24 @@ def test_recurrence_argument_errors():
 
 @pytest.mark.parametrize("interp", [0, 1, 2])
 @pytest.mark.parametrize("padding", [0, 1, 2])
-def test_grid_sampler_int_modes(interp, padding):
-    x, tx = _pair(1, 2, 4, 5)
-    g = (RNG.random((1, 3, 3, 2)).astype("float32") * 2.4 - 1.2)
+def test_grid_sampler_int_modes_forward_and_backward(interp, padding):
+    g = (RNG.random((2, 3, 3, 2)) * 2.6 - 1.3).astype("float64")
     for align in (False, True):
-        try:
-            expected = torch.grid_sampler(tx, torch.tensor(g), interp, padding, align)
-        except RuntimeError:
-            continue
-        try:
-            got = ember.grid_sampler(x, ember.tensor(g), interp, padding, align)
-        except (RuntimeError, NotImplementedError, ValueError) as err:
-            assert interp == 2, err  # bicubic may be unsupported by F.grid_sample
-            return
-        _close(got, expected, atol=1e-4)
-        _close(ember.grid_sampler_2d(x, ember.tensor(g), interp, padding, align),
-               torch.grid_sampler_2d(tx, torch.tensor(g), interp, padding, align), atol=1e-4)
+        x, tx = _pair(2, 2, 4, 5, dtype="float64", requires_grad=True)
+        eg, tg = ember.tensor(g).requires_grad_(True), torch.tensor(g).requires_grad_(True)
+        got = ember.grid_sampler(x, eg, interp, padding, align)
+        expected = torch.grid_sampler(tx, tg, interp, padding, align)
+        _close(got, expected, atol=1e-10)
+        w = RNG.standard_normal(tuple(expected.shape))
+        (got * ember.tensor(w)).sum().backward()
+        (expected * torch.tensor(w)).sum().backward()
+        _close(x.grad, tx.grad, atol=1e-10)
+        if interp != 1:  # nearest has no gradient in the grid
+            _close(eg.grad, tg.grad, atol=1e-9)
+        _close(ember.grid_sampler_2d(x, eg, interp, padding, align),
+               torch.grid_sampler_2d(tx, tg, interp, padding, align), atol=1e-10)
     with pytest.raises(ValueError, match="interpolation_mode"):
-        ember.grid_sampler(x, ember.tensor(g), 7, 0, False)
+        ember.grid_sampler(x, eg, 7, 0, False)
 
 
 def test_grid_sampler_3d_and_affine_grid_generator():
@@ -188,7 +188,14 @@ def test_grid_sampler_3d_and_affine_grid_generator():
     eg = ember.affine_grid_generator(ember.tensor(theta), [1, 1, 2, 3, 4], False)
     tg = torch.affine_grid_generator(torch.tensor(theta), [1, 1, 2, 3, 4], False)
     _close(eg, tg)
-    x, tx = _pair(1, 1, 2, 3, 4)
+    x, tx = _pair(1, 2, 2, 3, 4)
+    g = (RNG.random((1, 2, 3, 2, 3)) * 2.6 - 1.3).astype("float32")
+    for interp in (0, 1):
+        for padding in (0, 1, 2):
+            for align in (False, True):
+                _close(ember.grid_sampler_3d(x, ember.tensor(g), interp, padding, align),
+                       torch.grid_sampler_3d(tx, torch.tensor(g), interp, padding, align),
+                       atol=1e-5)
     _close(ember.grid_sampler_3d(x, eg, 0, 0, False), torch.grid_sampler_3d(tx, tg, 0, 0, False),
            atol=1e-4)
     with pytest.raises(RuntimeError, match="5-D"):
