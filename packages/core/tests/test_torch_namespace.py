@@ -378,7 +378,7 @@ def test_output_nr_name_const_data_ptr_and_predicates():
     t = ember.ones(2)
     assert t.name is None and t.const_data_ptr() == t.data_ptr()
     for name in ("is_nested", "is_xpu", "is_mps", "is_ipu", "is_maia", "is_mtia", "is_xla",
-                 "is_vulkan", "is_sparse_csr"):
+                 "is_vulkan"):
         assert getattr(t, name) is False and getattr(torch.ones(2), name) is False, name
     assert t.is_distributed() is False
     with pytest.raises(TypeError, match="complex32"):

@@ -787,7 +787,7 @@ def _install() -> None:
     if not hasattr(Tensor, "name"):
         Tensor.name = property(lambda self: None)
     for name in ("is_nested", "is_xpu", "is_mps", "is_ipu", "is_maia", "is_mtia", "is_xla",
-                 "is_vulkan", "is_sparse_csr"):
+                 "is_vulkan"):
         if not hasattr(Tensor, name):
             setattr(Tensor, name, property(lambda self: False))
 
