@@ -699,8 +699,7 @@ def _as_subclass(self: Tensor, cls: type) -> Tensor:
 
 
 def _sizes(name: str, sizes: tuple[Any, ...]) -> tuple[int, ...]:
-    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) or (
-            len(sizes) == 1 and type(sizes[0]).__name__ == "Size"):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):  # ember.Size is a tuple
         sizes = tuple(sizes[0])
     for s in sizes:
         if isinstance(s, bool) or not isinstance(s, int):
