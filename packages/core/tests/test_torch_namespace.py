@@ -259,8 +259,15 @@ def test_from_file_shared_and_private(tmp_path):
     del s
     assert np.fromfile(path, dtype=np.float32)[1] == -5.0
     assert ember.from_file(path, size=0, dtype=ember.float32).shape == (0,)
-    with pytest.raises(RuntimeError, match="has only 24 bytes"):
+    with pytest.raises(RuntimeError, match="smaller than the required mapping size"):
         ember.from_file(path, size=7, dtype=ember.float32)
+    grown = ember.from_file(path, shared=True, size=8, dtype=ember.float32)  # grows the file
+    assert grown.tolist()[6:] == [0.0, 0.0] and os.path.getsize(path) == 32
+    new = os.fspath(tmp_path / "new.bin")
+    assert ember.from_file(new, shared=True, size=3, dtype=ember.int16).tolist() == \
+        torch.from_file(os.fspath(tmp_path / "new_t.bin"), shared=True, size=3,
+                        dtype=torch.int16).tolist() == [0, 0, 0]
+    assert os.path.getsize(new) == 6
 
 
 def test_empty_permuted_matches_torch():

@@ -230,7 +230,7 @@ def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0,
         )
     if view.readonly:
         warnings.warn(
-            "The given buffer is not writable, and PyTorch does not support non-writable tensors. "
+            "The given buffer is not writable, and ember does not support non-writable tensors. "
             "This means you can write to the underlying (supposedly non-writable) buffer using the "
             "tensor. You may want to copy the buffer to protect its data or make it writable "
             "before converting it to a tensor.",
@@ -248,9 +248,10 @@ def from_file(filename: str | os.PathLike, shared: bool | None = None, size: int
               dtype: Any = None, layout: Any = None, device: Any = None,
               pin_memory: bool = False) -> Tensor:
     """A 1-D tensor of ``size`` elements of ``dtype`` read from a file by mapping it into
-    memory. With ``shared=True`` the mapping is shared: writes to the tensor go to the file
-    (which must hold at least ``size`` elements, as PyTorch: it is not grown). Otherwise the
-    mapping is private (copy on write): the tensor can be changed without touching the file.
+    memory. With ``shared=True`` the mapping is shared: writes to the tensor go to the file,
+    which is created, or grown with zeros, to hold ``size`` elements (as PyTorch). Otherwise
+    the file must hold them already and the mapping is private (copy on write): the tensor can
+    be changed without touching the file.
 
     >>> import ember, os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "x.bin")
@@ -268,11 +269,15 @@ def from_file(filename: str | os.PathLike, shared: bool | None = None, size: int
     if pin_memory:
         raise RuntimeError("from_file(): pin_memory=True needs a CUDA device; map the file first")
     nbytes = size * dtype.itemsize
+    if shared:
+        with open(filename, "ab") as f:  # creates a missing file; never truncates
+            if f.tell() < nbytes:
+                f.truncate(nbytes)
     have = os.path.getsize(filename)
     if nbytes > have:
         raise RuntimeError(
-            f"from_file(): trying to map {nbytes} bytes ({size} elements of {dtype}) but "
-            f"{os.fspath(filename)!r} has only {have} bytes"
+            f"from_file(): file <{os.fspath(filename)}> size <{have}> is smaller than the "
+            f"required mapping size <{nbytes}> ({size} elements of {dtype})"
         )
     if nbytes == 0:
         t = _C.empty([0], dtype=dtype)
