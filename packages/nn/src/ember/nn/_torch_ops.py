@@ -229,25 +229,25 @@ def rnn_relu_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor,
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 
-def _step(mode: str, x: Tensor, state: Any, w: Sequence[Any]) -> Any:
-    w_ih, w_hh, b_ih, b_hh, w_hr = w
+def _step(mode: str, gi: Tensor, state: Any, w: Sequence[Any]) -> Any:
+    """One time step from the input's share of the gates ``gi`` (``x @ w_ih.T + b_ih``,
+    computed for every step at once) and the state: the new state."""
+    _, w_hh, _, b_hh, w_hr = w
     if mode == "lstm":
-        h, c = lstm_cell(x, state, w_ih, w_hh, b_ih, b_hh) if w_hr is None else \
-            _lstm_proj_cell(x, state, w_ih, w_hh, b_ih, b_hh, w_hr)
-        return (h, c)
-    cell = {"gru": gru_cell, "rnn_tanh": rnn_tanh_cell, "rnn_relu": rnn_relu_cell}[mode]
-    return cell(x, state, w_ih, w_hh, b_ih, b_hh)
-
-
-def _lstm_proj_cell(x: Tensor, state: Sequence[Tensor], w_ih: Tensor, w_hh: Tensor,
-                    b_ih: Tensor | None, b_hh: Tensor | None,
-                    w_hr: Tensor) -> tuple[Tensor, Tensor]:
-    """An LSTM step whose hidden output is projected by ``w_hr`` (PyTorch's ``proj_size``)."""
-    h, c = state
-    gates = F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh)
-    i, f, g, o = gates.chunk(4, -1)
-    c_new = ember.sigmoid(f) * c + ember.sigmoid(i) * ember.tanh(g)
-    return F.linear(ember.sigmoid(o) * ember.tanh(c_new), w_hr), c_new
+        h, c = state
+        i, f, g, o = (gi + F.linear(h, w_hh, b_hh)).chunk(4, -1)
+        c_new = ember.sigmoid(f) * c + ember.sigmoid(i) * ember.tanh(g)
+        h_new = ember.sigmoid(o) * ember.tanh(c_new)
+        return (h_new if w_hr is None else F.linear(h_new, w_hr), c_new)
+    gh = F.linear(state, w_hh, b_hh)
+    if mode == "gru":
+        ir, iz, inn = gi.chunk(3, -1)
+        hr, hz, hn = gh.chunk(3, -1)
+        r = ember.sigmoid(ir + hr)
+        z = ember.sigmoid(iz + hz)
+        n = ember.tanh(inn + r * hn)
+        return n + z * (state - n)
+    return ember.tanh(gi + gh) if mode == "rnn_tanh" else ember.relu(gi + gh)
 
 
 def _take_rows(state: Any, n: int) -> Any:
@@ -265,12 +265,19 @@ def _run_direction(mode: str, steps: list[Tensor], state: Any, w: Sequence[Any],
                    reverse: bool) -> tuple[list[Tensor], Any]:
     """Runs one layer's one direction over the time steps (each step's batch the first rows of
     the state: packed sequences shrink over time); returns the outputs and the final state."""
+    w_ih, b_ih = w[0], w[2]
+    if steps[0].shape[-1] != w_ih.shape[1]:
+        raise RuntimeError(
+            f"{mode}(): input of {steps[0].shape[-1]} features does not fit w_ih "
+            f"{list(w_ih.shape)}"
+        )
+    sizes = [x.shape[0] for x in steps]
+    gis = F.linear(ember.cat(steps, 0), w_ih, b_ih).split(sizes, 0)  # one GEMM for all steps
     outs: list[Tensor] = [None] * len(steps)  # type: ignore[list-item]
     order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
     for t in order:
-        x = steps[t]
-        n = x.shape[0]
-        new = _step(mode, x, _take_rows(state, n), w)
+        n = sizes[t]
+        new = _step(mode, gis[t], _take_rows(state, n), w)
         outs[t] = new[0] if isinstance(new, tuple) else new
         state = _put_rows(new, state, n)
     return outs, state
