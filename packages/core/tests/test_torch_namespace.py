@@ -321,6 +321,18 @@ def test_segment_reduce_axes_and_errors():
         ember.segment_reduce(x, "sum", lengths=ember.tensor([5]), axis=1)
     with pytest.raises(RuntimeError, match="exactly one"):
         ember.segment_reduce(x, "sum")
+    with pytest.raises(RuntimeError, match="floating point"):
+        ember.segment_reduce(ember.tensor([1, 2]), "sum", lengths=ember.tensor([2]))
+    with pytest.raises(RuntimeError, match="run past"):
+        ember.segment_reduce(x, "sum", lengths=ember.tensor([4, 3]), unsafe=True)
+    part = ember.segment_reduce(x, "sum", lengths=ember.tensor([1, 2]), unsafe=True)
+    assert part.tolist() == [1.0, 2.0]  # unsafe: the elements past the segments are left out
+    d3 = np.arange(30.0).reshape(5, 2, 3)
+    for reduce in ("sum", "mean", "max", "min", "prod"):
+        np.testing.assert_allclose(
+            ember.segment_reduce(ember.tensor(d3), reduce, lengths=ember.tensor([2, 0, 3])).numpy(),
+            torch.segment_reduce(torch.tensor(d3), reduce, lengths=torch.tensor([2, 0, 3])).numpy(),
+            equal_nan=True)
 
 
 def test_cond_and_while_loop_match_torch():

@@ -346,6 +346,10 @@ def segment_reduce(data: Tensor, reduce: str, *, lengths: Tensor | None = None,
         raise RuntimeError(
             f"segment_reduce(): reduce must be one of {_SEGMENT_REDUCTIONS}, got {reduce!r}"
         )
+    if not data.dtype.is_floating_point:
+        raise RuntimeError(
+            f"segment_reduce(): data must be floating point (as PyTorch's), got {data.dtype}"
+        )
     if indices is not None:
         raise NotImplementedError("segment_reduce(): indices are not supported (as PyTorch); "
                                   "pass lengths or offsets")
@@ -384,39 +388,39 @@ def segment_reduce(data: Tensor, reduce: str, *, lengths: Tensor | None = None,
             f"segment_reduce(): the segments (lengths summing to {max(sum(r) for r in lens)}) "
             f"run past the {data.shape[ax]} elements of data along axis {axis}"
         )
+    import numpy as np
+
     rest = tuple(data.shape[ax + 1:])
-    flat = data.reshape(len(lens), data.shape[ax], *rest)
-    rows = []
+    batch, n_seg, length = len(lens), lengths.shape[-1], data.shape[ax]
+    width = math.prod(rest)
+    # every element's segment as a row of the (batch * n_seg + 1, width) result; elements past
+    # the segments (unsafe=True) go to the extra last row, dropped below
+    ids = np.full((batch, length), batch * n_seg, dtype=np.int64)
     for b, row in enumerate(lens):
-        pieces, start = [], 0
-        for n in row:
-            pieces.append(_reduce_segment(flat[b].narrow(0, start, n), reduce, initial, rest))
-            start += n
-        rows.append(_C.stack(pieces, 0) if pieces else flat.new_empty((0, *rest)))
-    out = _C.stack(rows, 0)
-    return out.reshape(*lengths.shape, *rest)
-
-
-def _reduce_segment(seg: Tensor, reduce: str, initial: Any, rest: tuple[int, ...]) -> Tensor:
-    n = seg.shape[0]
-    if n == 0:
-        empty = {"sum": 0.0, "prod": 1.0, "mean": math.nan, "max": -math.inf, "min": math.inf}
-        value = empty[reduce] if initial is None else initial
-        return _C.full(rest, value, dtype=seg.dtype)
-    if reduce == "sum":
-        r = seg.sum(0)
-        return r if initial is None else r + initial
-    if reduce == "prod":
-        r = seg.prod(0)
-        return r if initial is None else r * initial
+        seg = np.repeat(np.arange(b * n_seg, (b + 1) * n_seg, dtype=np.int64), row)
+        ids[b, :seg.shape[0]] = seg
+    index = _C.from_numpy(ids.reshape(-1, 1)).to(data.device).expand(batch * length, width)
+    values = data.reshape(batch * length, width)
+    op = {"sum": "sum", "mean": "sum", "prod": "prod", "max": "amax", "min": "amin"}[reduce]
+    out = values.new_zeros((batch * n_seg + 1, width)).scatter_reduce(
+        0, index, values, op, include_self=False)[:batch * n_seg]
+    counts_np = np.asarray(lens, dtype=np.float64).reshape(-1, 1)
+    empty = _C.from_numpy(counts_np == 0).to(data.device)
+    if initial is not None:
+        if reduce in ("sum", "mean"):
+            out = out + initial
+        elif reduce == "prod":
+            out = out * initial
+        else:
+            bound = _C.full((1, width), initial, dtype=data.dtype, device=data.device)
+            out = _C.maximum(out, bound) if reduce == "max" else _C.minimum(out, bound)
     if reduce == "mean":
-        r = seg.sum(0)
-        return (r if initial is None else r + initial) / n
-    r = seg.amax(0) if reduce == "max" else seg.amin(0)
-    if initial is None:
-        return r
-    bound = _C.full(rest, initial, dtype=seg.dtype)
-    return _C.maximum(r, bound) if reduce == "max" else _C.minimum(r, bound)
+        counts = _C.from_numpy(np.maximum(counts_np, 1.0)).to(data.device, data.dtype)
+        out = out / counts
+    fill = {"sum": 0.0, "prod": 1.0, "mean": math.nan, "max": -math.inf, "min": math.inf}[reduce]
+    fill = fill if initial is None else initial
+    out = _C.where(empty, _C.full((1, width), fill, dtype=data.dtype, device=data.device), out)
+    return out.reshape(*lengths.shape, *rest)
 
 
 # ---- eager control flow -------------------------------------------------------------------------
