@@ -861,9 +861,10 @@ def batch_norm_update_stats(input: Tensor, running_mean: Tensor | None,
     n = input.numel() // input.shape[1]
     with ember.no_grad():
         if running_mean is not None:
-            running_mean.mul_(1 - momentum).add_(mean * momentum)
+            running_mean.mul_(1 - momentum).add_((mean * momentum).to(running_mean.dtype))
         if running_var is not None:
-            running_var.mul_(1 - momentum).add_(var * (n / max(n - 1, 1)) * momentum)
+            unbiased = var * (n / max(n - 1, 1)) * momentum
+            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype))
     return mean, var
 
 
