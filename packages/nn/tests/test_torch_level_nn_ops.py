@@ -310,3 +310,16 @@ def test_inplace_dropouts_and_embedding_renorm():
     with torch.no_grad():
         torch.embedding_renorm_(tw, torch.tensor(idx), 1.0, 2.0)
     _close(w, tw, atol=1e-5)
+
+
+def test_sync_batch_norm_blocks_accumulate_half_in_float32():
+    x = ember.tensor(RNG.standard_normal((8, 2, 3)).astype("float16"))
+    mean, invstd = ember.batch_norm_stats(x, 1e-5)
+    assert mean.dtype == invstd.dtype == ember.float32
+    ref = x.float()
+    np.testing.assert_allclose(mean.numpy(), ref.mean((0, 2)).numpy(), atol=1e-6)
+    out = ember.batch_norm_elemt(x, None, None, mean, invstd, 1e-5)
+    assert out.dtype == ember.float16
+    expected = torch.nn.functional.batch_norm(torch.tensor(ref.numpy()), None, None,
+                                              training=True, eps=1e-5)
+    np.testing.assert_allclose(out.float().numpy(), expected.numpy(), atol=2e-3)

@@ -747,13 +747,18 @@ def _channel_dims(op: str, input: Tensor) -> list[int]:
     return [0] + list(range(2, input.ndim))
 
 
+def _acc(t: Tensor) -> Tensor:
+    """Half and bfloat16 input is reduced in float32 (as PyTorch's kernels accumulate)."""
+    return t.float() if t.dtype in (ember.float16, ember.bfloat16) else t
+
+
 def _per_channel(t: Tensor, ndim: int) -> Tensor:
     return t.reshape(1, -1, *([1] * (ndim - 2)))
 
 
 def batch_norm_stats(input: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     """Per-channel ``(mean, invstd)`` of ``input`` (N, C, ...), ``invstd = 1 / sqrt(var + eps)``
-    with the biased variance.
+    with the biased variance (float32 for half / bfloat16 input).
 
     >>> import ember
     >>> m, s = ember.batch_norm_stats(ember.tensor([[1.0], [3.0]]), 0.0)
@@ -761,6 +766,7 @@ def batch_norm_stats(input: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     ([2.0], [1.0])
     """
     dims = _channel_dims("batch_norm_stats", input)
+    input = _acc(input)
     mean = input.mean(dims)
     var = (input - _per_channel(mean, input.ndim)).square().mean(dims)
     return mean, (var + eps).rsqrt()
@@ -778,12 +784,12 @@ def batch_norm_elemt(input: Tensor, weight: Tensor | None, bias: Tensor | None, 
     """
     _channel_dims("batch_norm_elemt", input)
     n = input.ndim
-    out = (input - _per_channel(mean, n)) * _per_channel(invstd, n)
+    out = (_acc(input) - _per_channel(mean, n)) * _per_channel(invstd, n)
     if weight is not None:
         out = out * _per_channel(weight, n)
     if bias is not None:
         out = out + _per_channel(bias, n)
-    return out
+    return out.to(input.dtype)
 
 
 def batch_norm_gather_stats_with_counts(input: Tensor, mean: Tensor, invstd: Tensor,
@@ -856,6 +862,7 @@ def batch_norm_update_stats(input: Tensor, running_mean: Tensor | None,
     ([2.0], [1.0], [1.0], [1.5])
     """
     dims = _channel_dims("batch_norm_update_stats", input)
+    input = _acc(input)
     mean = input.mean(dims)
     var = (input - _per_channel(mean, input.ndim)).square().mean(dims)
     n = input.numel() // input.shape[1]
@@ -884,6 +891,7 @@ def batch_norm_backward_reduce(grad_out: Tensor, input: Tensor, mean: Tensor, in
     [[2.0], [0.0], [0.0], [2.0]]
     """
     dims = _channel_dims("batch_norm_backward_reduce", input)
+    grad_out, input = _acc(grad_out), _acc(input)
     sum_dy = grad_out.sum(dims)
     sum_dy_xmu = (grad_out * (input - _per_channel(mean, input.ndim))).sum(dims)
     return (sum_dy if input_g else None, sum_dy_xmu if input_g else None,
@@ -909,11 +917,12 @@ def batch_norm_backward_elemt(grad_out: Tensor, input: Tensor, mean: Tensor, inv
     if total <= 0:
         raise RuntimeError("batch_norm_backward_elemt(): count must sum to a positive number")
     s = _per_channel(invstd, n_dim)
-    xmu = input - _per_channel(mean, n_dim)
-    g = grad_out - _per_channel(sum_dy, n_dim) / total \
+    xmu = _acc(input) - _per_channel(mean, n_dim)
+    g = _acc(grad_out) - _per_channel(sum_dy, n_dim) / total \
         - xmu * s * s * _per_channel(sum_dy_xmu, n_dim) / total
     g = g * s
-    return g * _per_channel(weight, n_dim) if weight is not None else g
+    g = g * _per_channel(weight, n_dim) if weight is not None else g
+    return g.to(grad_out.dtype)
 
 
 # ---- in-place dropouts and embedding renorm -----------------------------------------------------
