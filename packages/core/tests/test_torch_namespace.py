@@ -454,3 +454,32 @@ def test_fill_isreal_is_storage_and_switches():
     with pytest.raises(RuntimeError, match="no xpu device"):
         ember.ones(1).xpu()
     assert ember.ones(1).volatile is False
+
+
+def test_deprecated_autocast_switches_match_torch():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert str(ember.get_autocast_cpu_dtype()).split(".")[1] == \
+            str(torch.get_autocast_cpu_dtype()).split(".")[1]
+        assert str(ember.get_autocast_gpu_dtype()).split(".")[1] == \
+            str(torch.get_autocast_gpu_dtype()).split(".")[1]
+        assert ember.is_autocast_cpu_enabled() is torch.is_autocast_cpu_enabled() is False
+        try:
+            ember.set_autocast_cpu_enabled(True)
+            assert ember.is_autocast_enabled("cpu")
+        finally:
+            ember.set_autocast_cpu_enabled(False)
+        prev = ember.get_autocast_dtype("cpu")
+        try:
+            ember.set_autocast_cpu_dtype(ember.float16)
+            assert ember.get_autocast_dtype("cpu") == ember.float16
+        finally:
+            ember.set_autocast_cpu_dtype(prev)
+        prev = ember.get_autocast_dtype("cuda")
+        try:
+            ember.set_autocast_gpu_dtype(ember.bfloat16)
+            assert ember.get_autocast_dtype("cuda") == ember.bfloat16
+        finally:
+            ember.set_autocast_gpu_dtype(prev)
+    with pytest.warns(DeprecationWarning, match=r"get_autocast_dtype\('cpu'\)"):
+        ember.get_autocast_cpu_dtype()

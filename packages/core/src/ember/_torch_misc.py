@@ -10,7 +10,9 @@
 * constants and small functions: ``ember.pi``, ``e``, ``inf``, ``nan``, ``newaxis``,
   the deprecated ``range`` (end included), ``fill``, ``isreal``, ``is_storage``,
   ``get_device_module``, ``compiled_with_cxx11_abi``, ``set_deterministic_debug_mode`` /
-  ``get_deterministic_debug_mode``, ``init_num_threads``, ``is_vulkan_available``;
+  ``get_deterministic_debug_mode``, ``init_num_threads``, ``is_vulkan_available``, and the
+  deprecated per-device autocast switches (``get_autocast_cpu_dtype``, ``set_autocast_gpu_dtype``
+  ...: ``ember.amp``'s functions with the device type filled in, with a DeprecationWarning);
 * Tensor attributes: ``as_subclass``, the deprecated ``resize`` / ``resize_as``, ``output_nr``,
   ``name``, ``const_data_ptr``, the device predicates of devices ember has not
   (``is_nested``, ``is_xpu``, ``is_mps`` ... all False) and ``chalf`` (complex32 is not a dtype
@@ -660,6 +662,33 @@ def is_vulkan_available() -> bool:
     return False
 
 
+# PyTorch's deprecated per-device autocast spellings -> (ember.amp function, device type, the
+# argument they take)
+_LEGACY_AUTOCAST = {
+    "get_autocast_cpu_dtype": ("get_autocast_dtype", "cpu", ""),
+    "get_autocast_gpu_dtype": ("get_autocast_dtype", "cuda", ""),
+    "is_autocast_cpu_enabled": ("is_autocast_enabled", "cpu", ""),
+    "set_autocast_cpu_enabled": ("set_autocast_enabled", "cpu", "enabled"),
+    "set_autocast_cpu_dtype": ("set_autocast_dtype", "cpu", "dtype"),
+    "set_autocast_gpu_dtype": ("set_autocast_dtype", "cuda", "dtype"),
+}
+
+
+def _legacy_autocast(name: str, target: str, device_type: str, arg: str) -> Callable[..., Any]:
+    new_call = f"ember.{target}('{device_type}'{', ' + arg if arg else ''})"
+
+    def legacy(*args: Any) -> Any:
+        from ember import amp
+
+        warnings.warn(f"ember.{name}({arg}) is deprecated. Please use {new_call} instead.",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(amp, target)(device_type, *args)
+
+    legacy.__name__ = legacy.__qualname__ = name
+    legacy.__doc__ = f"Deprecated: ``{new_call}``."
+    return legacy
+
+
 def _no_device(kind: str) -> Any:
     def to_device(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         raise RuntimeError(f"Tensor.{kind}(): ember has no {kind} device (only cpu and cuda)")
@@ -773,6 +802,9 @@ def _install() -> None:
     for name in __all__:
         if not hasattr(ember, name):
             setattr(ember, name, _torch_range if name == "range" else globals()[name])
+    for name, spec in _LEGACY_AUTOCAST.items():
+        if not hasattr(ember, name):
+            setattr(ember, name, _legacy_autocast(name, *spec))
     methods: dict[str, Any] = {
         "as_subclass": _as_subclass,
         "resize": _resize,
