@@ -29,11 +29,8 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import math
 import os
-import platform
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -114,19 +111,29 @@ _MXCSR_DAZ = 1 << 6  # denormal inputs are read as zero
 _MXCSR_FTZ = 1 << 15  # denormal results are written as zero
 
 
-class _FenvX86_64(ctypes.Structure):
-    """glibc's ``fenv_t`` on x86-64: the x87 environment (28 bytes), then the SSE MXCSR."""
+def _fenv_type() -> Any:
+    """glibc's ``fenv_t`` on x86-64: the x87 environment (28 bytes), then the SSE MXCSR.
+    (ctypes is imported here, on first use: it is slow to import for every ``import ember``.)"""
+    import ctypes
 
-    _fields_ = [("x87", ctypes.c_uint8 * 28), ("mxcsr", ctypes.c_uint32)]
+    class FenvX86_64(ctypes.Structure):
+        _fields_ = [("x87", ctypes.c_uint8 * 28), ("mxcsr", ctypes.c_uint32)]
+
+    return FenvX86_64
 
 
 def _libm() -> Any:
+    import ctypes
+    import ctypes.util
+
     name = ctypes.util.find_library("m")
     return ctypes.CDLL(name) if name else None
 
 
 def _cpu_has_daz() -> bool:
     """SSE3-class x86-64 CPUs (``pni`` in /proc/cpuinfo) honour the DAZ bit."""
+    import platform
+
     if platform.machine().lower() not in ("x86_64", "amd64") or not sys.platform.startswith("linux"):
         return False
     try:
@@ -159,7 +166,9 @@ def set_flush_denormal(mode: bool) -> bool:
     libm = _libm()
     if libm is None:
         return False
-    env = _FenvX86_64()
+    import ctypes
+
+    env = _fenv_type()()
     if libm.fegetenv(ctypes.byref(env)) != 0:
         return False
     bits = _MXCSR_DAZ | _MXCSR_FTZ
