@@ -116,3 +116,18 @@ def test_grad_scaler_and_to_dlpack_aliases():
     np.testing.assert_array_equal(t.numpy(), x.numpy())
     back = ember.from_dlpack(torch.to_dlpack(torch.arange(3.0)))
     assert back.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_xpu_module_answers_like_torch_without_xpu():
+    assert ember.xpu.is_available() is torch.xpu.is_available() is False
+    assert ember.xpu.device_count() == torch.xpu.device_count() == 0
+    assert ember.xpu.is_initialized() is torch.xpu.is_initialized() is False
+    assert ember.xpu.is_bf16_supported() is torch.xpu.is_bf16_supported() is False
+    assert ember.xpu.memory_allocated() == torch.xpu.memory_allocated() == 0
+    ember.xpu.manual_seed(0)
+    ember.xpu.empty_cache()
+    with pytest.raises(RuntimeError, match="no XPU backend"):
+        ember.xpu.current_device()
+    with pytest.raises(RuntimeError, match="no XPU backend"):
+        ember.xpu.synchronize()
+    assert not hasattr(ember.xpu, "Stream")
