@@ -71,6 +71,12 @@ _memory_format_module.install(globals())  # memory_format= of the *_like factori
 from ember import linalg as _linalg  # noqa: E402  (inverse, det, svd, ... and their methods)
 
 _linalg._install(globals())
+from ember import _torch_variants  # noqa: E402  (ember.abs_, ember.transpose_copy, ...)
+
+_torch_variants._install()
+from ember import _torch_misc  # noqa: E402  (frombuffer, segment_reduce, cond, Tensor.as_subclass)
+
+_torch_misc._install()
 
 try:
     from ember._version import version as __version__
@@ -121,7 +127,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
-    "version", "hub", "fft",
+    "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
@@ -144,6 +150,10 @@ _LAZY_ATTRS = {
     "xlogy": "ember.special",
     "vmap": "ember.func",
     "stft": "ember._spectral",
+    "Stream": "ember._device_streams",
+    "Event": "ember._device_streams",
+    "GradScaler": "ember.amp",
+    "to_dlpack": "ember.utils.dlpack",
     "istft": "ember._spectral",
     # PyTorch's top-level spellings of nn.functional ops
     **{name: "ember.nn.functional" for name in (
@@ -151,6 +161,19 @@ _LAZY_ATTRS = {
         "pairwise_distance", "pdist", "pixel_shuffle", "pixel_unshuffle", "prelu", "rrelu",
         "rrelu_", "threshold", "threshold_", "hardshrink", "relu_", "selu_", "celu_",
         "channel_shuffle", "native_channel_shuffle",
+    )},
+    # torch-level nn operators with PyTorch's positional signatures (int reductions, flat RNN
+    # parameters, SyncBatchNorm's building blocks)
+    **{name: "ember.nn._torch_ops" for name in (
+        "cosine_embedding_loss", "hinge_embedding_loss", "margin_ranking_loss",
+        "triplet_margin_loss", "poisson_nll_loss", "ctc_loss", "lstm_cell", "gru_cell",
+        "rnn_tanh_cell", "rnn_relu_cell", "lstm", "gru", "rnn_tanh", "rnn_relu", "grid_sampler",
+        "grid_sampler_2d", "grid_sampler_3d", "affine_grid_generator", "conv_tbc",
+        "norm_except_dim", "frobenius_norm", "nuclear_norm", "native_norm", "batch_norm_stats",
+        "batch_norm_elemt", "batch_norm_gather_stats", "batch_norm_gather_stats_with_counts",
+        "batch_norm_backward_reduce", "batch_norm_backward_elemt", "batch_norm_update_stats",
+        "dropout_", "feature_dropout_", "alpha_dropout_", "feature_alpha_dropout_",
+        "embedding_renorm_",
     )},
 }
 
