@@ -18,7 +18,6 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-
 from common import Report, contig_strides, ember, to_ember
 
 RNG = np.random.default_rng(3)
@@ -427,7 +426,7 @@ def index_put(self_a, indices, values_a, accumulate, t=None):
     t = Dev.of(self_a) if t is None else t
     ai = advanced_index(t, indices)
     count = ai["offsets"].size
-    vals = np.broadcast_to(values_a, ai["result_shape"])  # index_put_values
+    _vals = np.broadcast_to(values_a, ai["result_shape"])  # index_put_values
     if count == 0:
         return t.numpy()
     # index_put_source: vexp = expand_view(vals, result_shape)
@@ -619,7 +618,7 @@ def main():
                 for inc in (True, False):
                     try:
                         want = x.scatter_reduce(dim, xi, xs, red, include_self=inc).numpy()
-                    except Exception as e:
+                    except Exception:
                         continue
                     got = scatter(a, dim, idx, src, ered, inc, red == "mean")
                     rep.check(same(got, want), f"scatter_reduce {red} inc={inc} {dtn} {shape} dim={dim}: {got.ravel()[:6]} vs {want.ravel()[:6]}")

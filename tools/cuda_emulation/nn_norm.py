@@ -84,7 +84,8 @@ def row_norm_forward_kernel(c, x, w, b, y, mean, rstd, geo, eps, center, mode, T
     for j in range(rank, M, size):
         d = A(x[base + j]) - mu
         var += d * d
-    var = (yield from team_sum(c, var, mode)) / A(M if M > 0 else 1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 = NaN for an empty row
+        var = (yield from team_sum(c, var, mode)) / A(M)
     rs = rsqrt_(A, var + A(eps))
     if rank == 0:
         if mean is not None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-
 from common import Report, ember
 
 M0, M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)

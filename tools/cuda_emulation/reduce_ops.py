@@ -18,9 +18,18 @@ import math
 import sys
 
 import numpy as np
-
-from common import (K_BLOCK, Report, blocks_for, close, ember, layouts, nan_shared, offset_of,
-                    strided, to_ember)
+from common import (
+    K_BLOCK,
+    Report,
+    blocks_for,
+    close,
+    ember,
+    layouts,
+    nan_shared,
+    offset_of,
+    strided,
+    to_ember,
+)
 
 # ---- reduce::make_geometry (kernels/reduce_rules.h) ---------------------------------------------
 
@@ -488,7 +497,7 @@ def compare_op(rep, op, base, offset, sizes, strides, dim, keepdim, what, stats,
     try:
         want = [t.numpy() if t.dtype != ember.float16 else t.numpy() for t in
                 as_list(cpu(op, x, dim, keepdim, **kw))]
-    except Exception as e:  # the CPU refuses (empty max, ...): the CUDA host code refuses too
+    except Exception:  # the CPU refuses (empty max, ...): the CUDA host code refuses too
         rep.check(True, "")
         return
     got = as_list(emulate(op, base, offset, sizes, strides, dim, keepdim, stats, **kw))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-
 from common import Report, contig_strides, ember, offset_of, to_ember
 
 RNG = np.random.default_rng(5)
@@ -79,11 +78,11 @@ def constant_maps(shape, pad):
     for d in range(nd):
         i = nd - 1 - d
         n = shape[d]
-        l = pad[2 * i] if i < np_ else 0
+        lp = pad[2 * i] if i < np_ else 0
         r = pad[2 * i + 1] if i < np_ else 0
-        out_size = n + l + r
-        length = n - max(-l, 0) - max(-r, 0)
-        lo, pl = max(-l, 0), max(l, 0)
+        out_size = n + lp + r
+        length = n - max(-lp, 0) - max(-r, 0)
+        lo, pl = max(-lp, 0), max(lp, 0)
         maps.append([lo + j - pl if 0 <= j - pl < length else -1 for j in range(out_size)])
     return maps
 
@@ -95,12 +94,12 @@ def mode_maps(shape, pad, mode):
         i = nd - 1 - d
         n = shape[d]
         if i < np_:
-            l, r = pad[2 * i], pad[2 * i + 1]
+            lp, r = pad[2 * i], pad[2 * i + 1]
             idx = np.arange(n)
-            lo = max(-l, 0)
+            lo = max(-lp, 0)
             hi = n - max(-r, 0)
             idx = idx[lo:hi]
-            m = np.pad(idx, (max(l, 0), max(r, 0)),
+            m = np.pad(idx, (max(lp, 0), max(r, 0)),
                        mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
             maps.append(list(m))
         else:

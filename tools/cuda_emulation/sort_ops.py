@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-
 from common import Report, ember, offset_of, to_ember
 
 INT32_MAX = (1 << 31) - 1

@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-
 from common import Report, ember, to_ember
 
 DTS = [np.float32, np.float64, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8,

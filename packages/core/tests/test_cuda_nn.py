@@ -223,12 +223,15 @@ GN_CASES = [((4, 32, 8, 8), 8), ((2, 6, 10), 3), ((3, 4), 2), ((2, 64, 40, 40), 
 
 
 def test_group_norm_of_empty_groups_has_statistics():
-    """Zero spatial elements: the output is empty but mean / rstd are written (0 and
-    1 / sqrt(eps), as the CPU), not left uninitialized."""
+    """Zero spatial elements / no normalized columns: the output is empty but mean / rstd are
+    written (0 and NaN, as the CPU and torch), not left uninitialized."""
     x = ember.zeros(2, 4, 0)
     ref = C.native_group_norm(x, 2, None, None, 1e-5)
     got = C.native_group_norm(cu(x), 2, None, None, 1e-5)
     check_all(got, ref, 1e-6, "group_norm of empty groups")
+    x = ember.zeros(3, 0)
+    check_all(C.native_layer_norm(cu(x), [0], None, None, 1e-5),
+              C.native_layer_norm(x, [0], None, None, 1e-5), 1e-6, "layer_norm of empty rows")
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -57,8 +57,9 @@ __global__ void row_norm_forward_kernel(const T* x, const T* w, const T* b, T* y
     const A d = to_op<T>(xr[j]) - mu;
     var += d * d;
   }
-  // An empty row (group norm of zero spatial elements) has mean 0 and variance 0, as the CPU's.
-  var = nnk::team_sum(var, mode) / static_cast<A>(M > 0 ? M : 1);
+  // An empty row (no columns, or group norm of zero spatial elements) has mean 0 and variance
+  // 0/0 = NaN, so rstd NaN, as torch and the CPU kernel.
+  var = nnk::team_sum(var, mode) / static_cast<A>(M);
   const A rs = A(1) / dm::sqrt(var + static_cast<A>(eps));
   if (tm.rank == 0) {
     if (mean) mean[r] = mu;
@@ -335,9 +336,10 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
   const ScalarType stat_dt = nn::norm_stat_dtype(input, {&weight, &bias}, !center);
   Tensor mean = empty(ss, nn::norm_acc_dtype(x), x->device());
   Tensor rstd = empty(ss, nn::norm_acc_dtype(x), x->device());
-  const RowGeom geo{R, M, 1, 0, 1};
+  // Without columns row_norm_shape counts no rows: the statistics' rows are run as empty rows.
+  const RowGeom geo{M == 0 ? mean->numel() : R, M, 1, 0, 1};
   launch_row_forward(op, x, w, b, out, center ? mean : Tensor(), rstd, geo, eps, center);
-  if (!center && R > 0) ix::zero(mean);
+  if (!center && geo.rows > 0) ix::zero(mean);
   return {out, nnk::contig(mean, stat_dt, op), nnk::contig(rstd, stat_dt, op)};
 }
 

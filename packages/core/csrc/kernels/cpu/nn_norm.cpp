@@ -66,6 +66,11 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
   const ScalarType stat_dt = nn::norm_stat_dtype(input, {&weight, &bias}, !center);
   Tensor mean = ember::empty(ss, nn::norm_acc_dtype(x), x->device());
   Tensor rstd = ember::empty(ss, nn::norm_acc_dtype(x), x->device());
+  if (M == 0) {  // rows of no elements: torch's statistics, mean 0 and rstd NaN (variance 0/0)
+    ops::fill_(mean, Scalar(0.0));
+    ops::fill_(rstd, Scalar(std::nan("")));
+    return {out, nn::cast(mean, stat_dt), nn::cast(rstd, stat_dt)};
+  }
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
@@ -285,7 +290,7 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, int64_
                        double dv = static_cast<double>(xr[j]) - mu;
                        var += dv * dv;
                      }
-                     var /= std::max<int64_t>(M, 1);
+                     var /= static_cast<double>(M);  // 0/0 = NaN for empty groups, as torch
                      const double rs = 1.0 / std::sqrt(var + eps);
                      pm[r] = static_cast<T>(mu);
                      pr[r] = static_cast<T>(rs);
