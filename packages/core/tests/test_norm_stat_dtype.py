@@ -151,3 +151,19 @@ def test_float32_and_float64_unchanged():
         _, m, r = ember.native_layer_norm(x, [6], ember.ones(6), None, 1e-5)
         assert m.dtype == r.dtype == dt
         assert ember._C._fused_rms_norm(x, [6], None, 1e-5)[1].dtype == dt
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_empty_rows_have_torchs_statistics(dtype):
+    # No normalized elements: mean 0 and rstd NaN (0/0 variance), as torch; layer norm once
+    # returned uninitialised memory here and group norm 1/sqrt(eps).
+    x, tx = _pair(np.zeros((3, 0), np.float32), dtype)
+    for got, want in zip(ember.native_layer_norm(x, [0], None, None, 1e-5)[1:],
+                         torch.native_layer_norm(tx, [0], None, None, 1e-5)[1:]):
+        assert got.dtype == getattr(ember, str(want.dtype).split(".")[1])
+        np.testing.assert_array_equal(_np(got), _np(want))
+    g, tg = _pair(np.zeros((2, 4, 0), np.float32), dtype)
+    got = ember._C.native_group_norm(g, 2, None, None, 1e-5)
+    want = torch.native_group_norm(tg, None, None, 2, 4, 0, 2, 1e-5)
+    for a, b in zip(got[1:], want[1:]):
+        np.testing.assert_array_equal(_np(a), _np(b))
