@@ -248,11 +248,38 @@ def test_ldl_errors():
         LA.ldl_solve(LD, piv, ember.randn(5, 2))
     with pytest.raises(RuntimeError, match="pivots must be in"):
         LA.ldl_solve(LD, ember.tensor([1, 2, 9, 4], dtype=ember.int32), ember.randn(4, 2))
-    with pytest.raises(RuntimeError, match="complex"):
-        LA.ldl_factor(ember.eye(2).to(ember.complex64))
+    with pytest.raises(RuntimeError, match="dtype"):
+        LA.ldl_factor(ember.eye(2).to(ember.float16))
     # int64 pivots are accepted, as torch does
     X = LA.ldl_solve(LD, piv.long(), ember.ones(4, 1))
     close(X, np.ones((4, 1)))
+
+
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+def test_complex_householder_and_ldl_match_torch(dtype):
+    tol = 1e-10 if dtype == "complex128" else 2e-4
+    a = carr(2, 5, 3)
+    ga, tau = ember.geqrf(E(a, dtype))
+    gat, taut = torch.geqrf(Tt(a, dtype))
+    close(ga, gat.numpy(), rtol=tol, atol=tol)
+    close(tau, taut.numpy(), rtol=tol, atol=tol)
+    close(LA.householder_product(ga, tau), torch.linalg.householder_product(gat, taut).numpy(),
+          rtol=tol, atol=tol)
+    for left, transpose in ((True, False), (True, True), (False, True)):
+        c = carr(2, 5, 2) if left else carr(2, 2, 5)
+        close(ember.ormqr(ga, tau, E(c, dtype), left, transpose),
+              torch.ormqr(gat, taut, Tt(c, dtype), left, transpose).numpy(), rtol=tol, atol=tol)
+    s = carr(2, 4, 4)
+    for hermitian in (False, True):
+        m = s + (np.conj(s.swapaxes(-1, -2)) if hermitian else s.swapaxes(-1, -2))
+        LD, piv = LA.ldl_factor(E(m, dtype), hermitian=hermitian)
+        LDt, pivt = torch.linalg.ldl_factor(Tt(m, dtype), hermitian=hermitian)
+        close(LD, LDt.numpy(), rtol=tol, atol=tol)
+        assert piv.tolist() == pivt.tolist()
+        b = carr(2, 4, 3)
+        close(LA.ldl_solve(LD, piv, E(b, dtype), hermitian=hermitian),
+              torch.linalg.ldl_solve(LDt, pivt, Tt(b, dtype), hermitian=hermitian).numpy(),
+              rtol=tol * 10, atol=tol * 10)
 
 
 # ---- removed functions -----------------------------------------------------------------------

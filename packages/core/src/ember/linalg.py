@@ -12,7 +12,7 @@ A value-dependent failure (a singular matrix for inv or solve, no convergence) r
 :class:`LinAlgError` with PyTorch's message. The general eigendecomposition ``eig``/``eigvals``
 (LAPACK's geev, real or complex input, complex results, differentiable),
 ``householder_product`` (orgqr) and the LDL^T functions ``ldl_factor``/``ldl_factor_ex``/
-``ldl_solve`` (sytrf / sytrs, real matrices) complete the set; ``torch.geqrf``, ``orgqr`` and
+``ldl_solve`` (sytrf / sytrs; these four also take complex matrices) complete the set; ``torch.geqrf``, ``orgqr`` and
 ``ormqr`` are installed at the top level and as Tensor methods, and the removed ``Tensor.eig``,
 ``symeig``, ``lstsq`` and ``solve`` raise PyTorch's "use linalg.X" errors. Only CPU (and meta)
 tensors have factorization kernels.
@@ -1218,7 +1218,7 @@ def householder_product(A: Tensor, tau: Tensor, *, out: Tensor | None = None) ->
     ``H_i = I - tau_i v_i v_i^T`` whose vectors ``v_i`` are stored below the diagonal of the
     columns of A (m x n, m >= n >= k = tau.shape[-1]) with an implied 1 on it, as
     :func:`ember.geqrf` returns them: ``householder_product(*geqrf(A))`` is the Q of A's QR
-    decomposition. LAPACK's orgqr; real matrices; not differentiable.
+    decomposition. LAPACK's orgqr (ungqr for complex matrices); not differentiable.
 
     >>> import ember
     >>> a, tau = ember.geqrf(ember.tensor([[3.0], [4.0]]))
@@ -1244,27 +1244,21 @@ def orgqr(input: Tensor, tau: Tensor, *, out: Tensor | None = None) -> Tensor:
     return householder_product(input, tau, out=out)
 
 
-def _check_real_only(op: str, A: Tensor) -> None:
-    if isinstance(A, Tensor) and A.is_complex():
-        raise RuntimeError(f"{op}: complex matrices are not supported yet (ember's LDL^T "
-                           f"factorization is for float32 and float64)")
-
-
 def ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False,
                   out: Any = None) -> Any:
     """The LDL^T factorization with Bunch-Kaufman pivoting of symmetric matrices read from
-    their lower triangle (LAPACK's sytrf): ``LD`` packs the unit lower L (below the diagonal)
-    and the 1 x 1 and 2 x 2 blocks of D (upper triangle zero), ``pivots`` (int32) are
-    LAPACK's interchanges (negative for a 2 x 2 block), ``info`` is k > 0 where D[k-1, k-1]
-    is exactly zero. ``hermitian`` is accepted (for real matrices it changes nothing).
+    their lower triangle (LAPACK's sytrf; for complex matrices with ``hermitian``, the LDL^H
+    factorization of Hermitian ones, hetrf): ``LD`` packs the unit lower L (below the
+    diagonal) and the 1 x 1 and 2 x 2 blocks of D (upper triangle zero), ``pivots`` (int32)
+    are LAPACK's interchanges (negative for a 2 x 2 block), ``info`` is k > 0 where
+    D[k-1, k-1] is exactly zero. Not differentiable.
 
     >>> import ember
     >>> ember.linalg.ldl_factor_ex(ember.tensor([[4.0, 2.0], [2.0, 3.0]])).LD.tolist()
     [[4.0, 0.0], [0.5, 2.0]]
     """
     op = "torch.linalg.ldl_factor_ex"
-    _check_real_only(op, A)
-    _check_matrix(op, A, square=True)
+    _check_general(op, A)
     LD, pivots, info = _C._linalg_ldl_factor_ex(A, hermitian)
     if check_errors:
         _raise_ldl(info, "torch.linalg.ldl_factor_ex")
@@ -1287,8 +1281,7 @@ def ldl_factor(A: Tensor, *, hermitian: bool = False, out: Any = None) -> Any:
     [1, 2]
     """
     op = "torch.linalg.ldl_factor"
-    _check_real_only(op, A)
-    _check_matrix(op, A, square=True)
+    _check_general(op, A)
     LD, pivots, info = _C._linalg_ldl_factor_ex(A, hermitian)
     _raise_ldl(info, op)
     return _rt("linalg_ldl_factor", ("LD", "pivots"), (LD, pivots), out)
@@ -1306,10 +1299,8 @@ def ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool = False,
     [1.0, 1.0]
     """
     op = "torch.linalg.ldl_solve"
-    _check_real_only(op, LD)
-    _check_real_only(op, B)
-    _check_matrix(op, LD, "LD", square=True)
-    _check_matrix(op, B, "B")
+    _check_general(op, LD, "LD")
+    _check_general(op, B, "B", square=False)
     return _out(_C._linalg_ldl_solve(LD, pivots, B, hermitian), out, op)
 
 

@@ -1372,6 +1372,102 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
 
 namespace {
 
+// LAPACKE's complex element type for std::complex<R> (the same layout as ember's complex
+// tensors, which std::complex pointers address).
+template <class R>
+using lapack_c =
+    std::conditional_t<std::is_same_v<R, float>, lapack_complex_float, lapack_complex_double>;
+template <class R>
+lapack_c<R>* lc(std::complex<R>* p) {
+  return reinterpret_cast<lapack_c<R>*>(p);
+}
+template <class R>
+const lapack_c<R>* lc(const std::complex<R>* p) {
+  return reinterpret_cast<const lapack_c<R>*>(p);
+}
+
+template <class R>
+lint work_size(std::complex<R> query) {
+  return work_size(query.real());
+}
+
+// geqrf, orgqr, ormqr, sytrf and sytrs for real T (Lapack<T>) and for std::complex: LAPACK's
+// c / z routines (ungqr and unmqr, whose transpose is the conjugate one, and hetrf / hetrs for
+// Hermitian matrices). A real symmetric matrix is Hermitian: `herm` changes nothing there.
+template <class T>
+struct QrLdl {
+  static lint geqrf(lint m, lint n, T* a, lint lda, T* tau, T* work, lint lwork) {
+    return Lapack<T>::geqrf(m, n, a, lda, tau, work, lwork);
+  }
+  static lint orgqr(lint m, lint n, lint k, T* a, lint lda, const T* tau, T* work, lint lwork) {
+    return Lapack<T>::orgqr(m, n, k, a, lda, tau, work, lwork);
+  }
+  static lint ormqr(char side, bool trans, lint m, lint n, lint k, const T* a, lint lda,
+                    const T* tau, T* c, lint ldc, T* work, lint lwork) {
+    return Lapack<T>::ormqr(side, trans ? 'T' : 'N', m, n, k, a, lda, tau, c, ldc, work, lwork);
+  }
+  static lint sytrf(bool, lint n, T* a, lint lda, lint* ipiv, T* work, lint lwork) {
+    return Lapack<T>::sytrf(n, a, lda, ipiv, work, lwork);
+  }
+  static lint sytrs(bool, lint n, lint nrhs, const T* a, lint lda, const lint* ipiv, T* b,
+                    lint ldb) {
+    return Lapack<T>::sytrs(n, nrhs, a, lda, ipiv, b, ldb);
+  }
+};
+
+#define EMBER_LAPACK_COMPLEX(R, p)                                                                 \
+  template <>                                                                                      \
+  struct QrLdl<std::complex<R>> {                                                                  \
+    using C = std::complex<R>;                                                                     \
+    static lint geqrf(lint m, lint n, C* a, lint lda, C* tau, C* work, lint lwork) {               \
+      return scipy_LAPACKE_##p##geqrf_work(LAPACK_COL_MAJOR, m, n, lc(a), lda, lc(tau), lc(work),  \
+                                           lwork);                                                 \
+    }                                                                                              \
+    static lint orgqr(lint m, lint n, lint k, C* a, lint lda, const C* tau, C* work, lint lwork) { \
+      return scipy_LAPACKE_##p##ungqr_work(LAPACK_COL_MAJOR, m, n, k, lc(a), lda, lc(tau),         \
+                                           lc(work), lwork);                                       \
+    }                                                                                              \
+    static lint ormqr(char side, bool trans, lint m, lint n, lint k, const C* a, lint lda,         \
+                      const C* tau, C* c, lint ldc, C* work, lint lwork) {                         \
+      return scipy_LAPACKE_##p##unmqr_work(LAPACK_COL_MAJOR, side, trans ? 'C' : 'N', m, n, k,     \
+                                           lc(a), lda, lc(tau), lc(c), ldc, lc(work), lwork);      \
+    }                                                                                              \
+    static lint sytrf(bool herm, lint n, C* a, lint lda, lint* ipiv, C* work, lint lwork) {        \
+      return herm ? scipy_LAPACKE_##p##hetrf_work(LAPACK_COL_MAJOR, 'L', n, lc(a), lda, ipiv,      \
+                                                  lc(work), lwork)                                 \
+                  : scipy_LAPACKE_##p##sytrf_work(LAPACK_COL_MAJOR, 'L', n, lc(a), lda, ipiv,      \
+                                                  lc(work), lwork);                                \
+    }                                                                                              \
+    static lint sytrs(bool herm, lint n, lint nrhs, const C* a, lint lda, const lint* ipiv, C* b,  \
+                      lint ldb) {                                                                  \
+      return herm ? scipy_LAPACKE_##p##hetrs_work(LAPACK_COL_MAJOR, 'L', n, nrhs, lc(a), lda,      \
+                                                  ipiv, lc(b), ldb)                                \
+                  : scipy_LAPACKE_##p##sytrs_work(LAPACK_COL_MAJOR, 'L', n, nrhs, lc(a), lda,      \
+                                                  ipiv, lc(b), ldb);                               \
+    }                                                                                              \
+  };
+EMBER_LAPACK_COMPLEX(float, c)
+EMBER_LAPACK_COMPLEX(double, z)
+#undef EMBER_LAPACK_COMPLEX
+
+// f(T{}) for the element type T of a float32, float64, complex64 or complex128 tensor.
+template <class F>
+void dispatch_real_complex(ScalarType dt, const char* op, F f) {
+  switch (dt) {
+    case ScalarType::Float32:
+      return f(float{});
+    case ScalarType::Float64:
+      return f(double{});
+    case ScalarType::Complex64:
+      return f(std::complex<float>{});
+    case ScalarType::Complex128:
+      return f(std::complex<double>{});
+    default:
+      EMBER_CHECK(false, op, ": expected float32, float64, complex64 or complex128, got ",
+                  dtype_name(dt));
+  }
+}
+
 // t's batch dims must be `batch` exactly (tau and the reflectors do not broadcast).
 void check_batch_equal(const char* op, const Tensor& t, int64_t keep, const DimVector& batch,
                        const char* what) {
@@ -1393,24 +1489,24 @@ Tensor contiguous_copy(const Tensor& t) {
 std::tuple<Tensor, Tensor> geqrf(const Tensor& self) {
   const char* op = "torch.geqrf";
   EMBER_CHECK(self->dim() >= 2, op, ": input must have at least 2 dimensions.");
-  check_matrix(op, self, "input", false);
+  check_matrix(op, self, "input", false, true);
   const int64_t m = self->size(self->dim() - 2), n = self->size(self->dim() - 1);
   const int64_t k = std::min(m, n);
   const DimVector batch = batch_of(self);
   Tensor a = col_major_copy(self, batch);
   Tensor tau = ember::empty(with(batch, {k}), self->dtype(), self->device());
   if (self->device().is_meta() || k == 0) return {a, fresh(tau)};
-  EMBER_DISPATCH_BLAS(self->dtype(), op, [&] {
-    using T = scalar_t;
+  dispatch_real_complex(self->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
     T* ap = a->data_as<T>();
     T* tp = tau->data_as<T>();
     for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
       T query = 0;
-      Lapack<T>::geqrf(lint(m), lint(n), ap, ld(m), tp, &query, -1);
+      QrLdl<T>::geqrf(lint(m), lint(n), ap, ld(m), tp, &query, -1);
       std::vector<T> work(work_size(query));
       for (int64_t b = begin; b < end; ++b)
-        Lapack<T>::geqrf(lint(m), lint(n), ap + b * m * n, ld(m), tp + b * k, work.data(),
-                         lint(work.size()));
+        QrLdl<T>::geqrf(lint(m), lint(n), ap + b * m * n, ld(m), tp + b * k, work.data(),
+                        lint(work.size()));
     });
   });
   return {a, fresh(tau)};
@@ -1427,7 +1523,7 @@ Tensor linalg_householder_product(const Tensor& input, const Tensor& tau) {
   EMBER_CHECK(input->dim() - tau->dim() == 1, op, ": Expected tau to have one dimension less ",
               "than input, but got tau.ndim equal to ", tau->dim(), " and input.ndim is equal to ",
               input->dim());
-  check_matrix(op, input, "input", false);
+  check_matrix(op, input, "input", false, true);
   EMBER_CHECK(tau->dtype() == input->dtype(), op, ": tau dtype ", dtype_name(tau->dtype()),
               " does not match input dtype ", dtype_name(input->dtype()));
   const DimVector batch = batch_of(input);
@@ -1435,17 +1531,17 @@ Tensor linalg_householder_product(const Tensor& input, const Tensor& tau) {
   Tensor q = col_major_copy(input, batch);
   if (input->device().is_meta() || q->numel() == 0) return q;
   Tensor t = contiguous_copy(tau);
-  EMBER_DISPATCH_BLAS(input->dtype(), op, [&] {
-    using T = scalar_t;
+  dispatch_real_complex(input->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
     T* qp = q->data_as<T>();
     const T* tp = t->data_as<T>();
     for_each_chunk(count_of(batch), m, [&](int64_t begin, int64_t end) {
       T query = 0;
-      Lapack<T>::orgqr(lint(m), lint(n), lint(k), qp, ld(m), tp, &query, -1);
+      QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp, ld(m), tp, &query, -1);
       std::vector<T> work(work_size(query));
       for (int64_t b = begin; b < end; ++b)
-        Lapack<T>::orgqr(lint(m), lint(n), lint(k), qp + b * m * n, ld(m), tp + b * k, work.data(),
-                         lint(work.size()));
+        QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp + b * m * n, ld(m), tp + b * k, work.data(),
+                        lint(work.size()));
     });
   });
   return q;
@@ -1473,7 +1569,7 @@ Tensor ormqr(const Tensor& self, const Tensor& input2, const Tensor& input3, boo
   EMBER_CHECK(A->dim() == C->dim(), op, ": Expected other to have the same number of ",
               "dimensions as input, but got other.ndim equal to ", C->dim(),
               " and input.ndim is equal to ", A->dim());
-  check_matrix(op, A, "input", false);
+  check_matrix(op, A, "input", false, true);
   EMBER_CHECK(tau->dtype() == A->dtype() && C->dtype() == A->dtype(), op,
               ": Expected input, tau and other to have the same dtype, but got ",
               dtype_name(A->dtype()), ", ", dtype_name(tau->dtype()), " and ",
@@ -1486,19 +1582,20 @@ Tensor ormqr(const Tensor& self, const Tensor& input2, const Tensor& input3, boo
   if (A->device().is_meta() || c->numel() == 0 || k == 0) return c;
   Tensor a = col_major_copy(A, batch);
   Tensor t = contiguous_copy(tau);
-  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
-    using T = scalar_t;
+  dispatch_real_complex(A->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
     const T* ap = a->data_as<T>();
     const T* tp = t->data_as<T>();
     T* cp = c->data_as<T>();
-    const char s = left ? 'L' : 'R', tr = transpose ? 'T' : 'N';
+    const char s = left ? 'L' : 'R';
     for_each_chunk(count_of(batch), std::max(cm, cn), [&](int64_t begin, int64_t end) {
       T query = 0;
-      Lapack<T>::ormqr(s, tr, lint(cm), lint(cn), lint(k), ap, ld(am), tp, cp, ld(cm), &query, -1);
+      QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap, ld(am), tp, cp, ld(cm), &query,
+                      -1);
       std::vector<T> work(work_size(query));
       for (int64_t b = begin; b < end; ++b)
-        Lapack<T>::ormqr(s, tr, lint(cm), lint(cn), lint(k), ap + b * am * an, ld(am), tp + b * k,
-                         cp + b * cm * cn, ld(cm), work.data(), lint(work.size()));
+        QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap + b * am * an, ld(am),
+                        tp + b * k, cp + b * cm * cn, ld(cm), work.data(), lint(work.size()));
     });
   });
   return c;
@@ -1508,27 +1605,27 @@ Tensor ormqr(const Tensor& self, const Tensor& input2, const Tensor& input3, boo
 
 std::tuple<Tensor, Tensor, Tensor> _linalg_ldl_factor_ex(const Tensor& A, bool hermitian) {
   const char* op = "torch.linalg.ldl_factor_ex";
-  (void)hermitian;  // a real symmetric matrix is Hermitian: one factorization serves both
-  check_matrix(op, A, "A", true);
+  check_matrix(op, A, "A", true, true);
   const int64_t n = A->size(A->dim() - 1);
   const DimVector batch = batch_of(A);
   Tensor ld_t = col_major_copy(A, batch);
   Tensor piv = zeros_int(with(batch, {n}), A->device());
   Tensor info = zeros_int(batch, A->device());
   if (A->device().is_meta() || ld_t->numel() == 0) return {ld_t, piv, info};
-  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
-    using T = scalar_t;
+  dispatch_real_complex(A->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
     T* ap = ld_t->data_as<T>();
     int32_t* pp = piv->data_as<int32_t>();
     int32_t* ip = info->data_as<int32_t>();
     for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
       T query = 0;
       lint dummy = 0;
-      Lapack<T>::sytrf(lint(n), ap, ld(n), &dummy, &query, -1);
+      QrLdl<T>::sytrf(hermitian, lint(n), ap, ld(n), &dummy, &query, -1);
       std::vector<T> work(work_size(query));
       for (int64_t b = begin; b < end; ++b) {
         T* a = ap + b * n * n;
-        ip[b] = Lapack<T>::sytrf(lint(n), a, ld(n), pp + b * n, work.data(), lint(work.size()));
+        ip[b] = QrLdl<T>::sytrf(hermitian, lint(n), a, ld(n), pp + b * n, work.data(),
+                                lint(work.size()));
         for (int64_t j = 1; j < n; ++j) std::fill_n(a + j * n, j, T(0));  // the strict upper part
       }
     });
@@ -1538,9 +1635,8 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_ldl_factor_ex(const Tensor& A, bool h
 
 Tensor _linalg_ldl_solve(const Tensor& LD, const Tensor& pivots, const Tensor& B, bool hermitian) {
   const char* op = "torch.linalg.ldl_solve";
-  (void)hermitian;
-  check_matrix(op, LD, "LD", true);
-  check_matrix(op, B, "B", false);
+  check_matrix(op, LD, "LD", true, true);
+  check_matrix(op, B, "B", false, true);
   EMBER_CHECK(LD->dtype() == B->dtype(), op, ": Expected LD and B to have the same dtype, but ",
               "found LD of type ", dtype_name(LD->dtype()), " and B of type ",
               dtype_name(B->dtype()), " instead");
@@ -1566,12 +1662,13 @@ Tensor _linalg_ldl_solve(const Tensor& LD, const Tensor& pivots, const Tensor& B
   for (int64_t i = 0; i < piv->numel(); ++i)
     EMBER_CHECK(p[i] != 0 && p[i] >= -n && p[i] <= n, op, ": pivots must be in [-", n,
                 ", -1] or [1, ", n, "], got ", p[i]);
-  EMBER_DISPATCH_BLAS(LD->dtype(), op, [&] {
-    using T = scalar_t;
+  dispatch_real_complex(LD->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
     const T* ap = a->data_as<T>();
     T* xp = x->data_as<T>();
     for_each_matrix(count_of(batch), n, [&](int64_t b) {
-      Lapack<T>::sytrs(lint(n), lint(k), ap + b * n * n, ld(n), p + b * n, xp + b * n * k, ld(n));
+      QrLdl<T>::sytrs(hermitian, lint(n), lint(k), ap + b * n * n, ld(n), p + b * n, xp + b * n * k,
+                      ld(n));
     });
   });
   return fresh(x);
@@ -1580,16 +1677,6 @@ Tensor _linalg_ldl_solve(const Tensor& LD, const Tensor& pivots, const Tensor& B
 // ---- general eigendecomposition (geev) ---------------------------------------------------------
 
 namespace {
-
-// LAPACKE's complex element type for std::complex<R> (the same layout as ember's complex
-// tensors, which std::complex pointers address).
-template <class R>
-using lapack_c =
-    std::conditional_t<std::is_same_v<R, float>, lapack_complex_float, lapack_complex_double>;
-template <class R>
-lapack_c<R>* lc(std::complex<R>* p) {
-  return reinterpret_cast<lapack_c<R>*>(p);
-}
 
 template <class R>
 lint cgeev(bool vecs, lint n, std::complex<R>* a, std::complex<R>* w, std::complex<R>* vr,
