@@ -196,6 +196,37 @@ def test_ormqr_matches_torch(left, transpose):
     close(got, Qn @ c if left else c @ Qn, atol=1e-12)
 
 
+def test_householder_product_and_ormqr_gradients():
+    a, c = arr(5, 3), arr(5, 2)
+    ga, tau = (t.requires_grad_() for t in ember.geqrf(E(a)))
+    assert gradcheck(lambda x, t: LA.householder_product(x, t), (ga, tau))
+    assert gradcheck(lambda x, t: LA.householder_product(x, t[:2]), (ga, tau))
+    C = E(c).requires_grad_()
+    for left, transpose in ((True, False), (True, True)):
+        assert gradcheck(lambda x, t, y: ember.ormqr(x, t, y, left, transpose), (ga, tau, C))
+    Cr = E(arr(2, 5)).requires_grad_()
+    for transpose in (False, True):
+        assert gradcheck(lambda x, t, y: x.ormqr(t, y, left=False, transpose=transpose),
+                         (ga, tau, Cr))
+    # the same gradients as torch, and the same values as the LAPACK path
+    gat, taut = (Tt(npy(t)).requires_grad_() for t in (ga, tau))
+    w = arr(5, 3)
+    (LA.householder_product(ga, tau) * E(w)).sum().backward()
+    (torch.linalg.householder_product(gat, taut) * Tt(w)).sum().backward()
+    close(ga.grad, gat.grad.numpy(), rtol=1e-9, atol=1e-12)
+    close(tau.grad, taut.grad.numpy(), rtol=1e-9, atol=1e-12)
+    with ember.no_grad():
+        close(LA.householder_product(ga, tau), LA.householder_product(ga, tau.detach()),
+              atol=1e-12)
+    close(LA.householder_product(ga, tau).detach(), LA.householder_product(ga.detach(),
+                                                                           tau.detach()),
+          atol=1e-12)
+    close(ember.ormqr(ga, tau, C, True, True).detach(),
+          ember.ormqr(ga.detach(), tau.detach(), C.detach(), True, True), atol=1e-12)
+    with pytest.raises(RuntimeError, match=r"input.shape\[-1\] must be greater than or equal"):
+        LA.householder_product(E(arr(3, 2)).requires_grad_(), E(arr(3)))
+
+
 def test_ormqr_errors():
     ga, tau = ember.geqrf(ember.randn(5, 3, dtype=ember.float64))
     with pytest.raises(RuntimeError, match=r"other.shape\[-2\] must be equal to input.shape"):

@@ -1213,12 +1213,44 @@ def eigvals(A: Tensor, *, out: Tensor | None = None) -> Tensor:
     return _out(L, out, "linalg.eigvals")
 
 
+def _needs_graph(*ts: Tensor) -> bool:
+    return _C.is_grad_enabled() and any(t.requires_grad for t in ts)
+
+
+def _reflect(X: Tensor, V: Tensor, tau: Tensor, i: int, left: bool) -> Tensor:
+    """H_i X (left) or X H_i for the real reflection H_i = I - tau_i v_i v_i^T."""
+    v = V[..., :, i:i + 1]
+    t = tau[..., i:i + 1].unsqueeze(-1)
+    if left:
+        return X - (t * v) @ (v.mT @ X)
+    return X - ((X @ v) * t) @ v.mT
+
+
+def _reflectors(A: Tensor, k: int) -> Tensor:
+    """The Householder vectors in the first k columns of A: unit diagonal, zeros above it."""
+    m = A.shape[-2]
+    return A[..., :, :k].tril(-1) + _C.eye(m, k, dtype=A.dtype, device=A.device)
+
+
+def _householder_graph(A: Tensor, tau: Tensor) -> Tensor:
+    """householder_product as reflections applied one by one to the identity's first columns:
+    ember's autograd then gives its derivatives (and higher ones)."""
+    m, n = A.shape[-2], A.shape[-1]
+    V = _reflectors(A, tau.shape[-1])
+    Q = _C.eye(m, n, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], m, n)
+    for i in reversed(range(tau.shape[-1])):
+        Q = _reflect(Q, V, tau, i, True)
+    return Q
+
+
 def householder_product(A: Tensor, tau: Tensor, *, out: Tensor | None = None) -> Tensor:
     """The first n columns of the product ``H_1 ... H_k`` of the Householder reflections
-    ``H_i = I - tau_i v_i v_i^T`` whose vectors ``v_i`` are stored below the diagonal of the
+    ``H_i = I - tau_i v_i v_i^H`` whose vectors ``v_i`` are stored below the diagonal of the
     columns of A (m x n, m >= n >= k = tau.shape[-1]) with an implied 1 on it, as
     :func:`ember.geqrf` returns them: ``householder_product(*geqrf(A))`` is the Q of A's QR
-    decomposition. LAPACK's orgqr (ungqr for complex matrices); not differentiable.
+    decomposition. LAPACK's orgqr (ungqr for complex matrices). Differentiable for real
+    matrices (with gradients to record, the reflections are applied one by one by ember's
+    ops).
 
     >>> import ember
     >>> a, tau = ember.geqrf(ember.tensor([[3.0], [4.0]]))
@@ -1229,7 +1261,39 @@ def householder_product(A: Tensor, tau: Tensor, *, out: Tensor | None = None) ->
         if not isinstance(t, Tensor):
             raise TypeError(f"linalg.householder_product: expected a Tensor for {name}, got "
                             f"{type(t).__name__}")
-    return _out(_C.linalg_householder_product(A, tau), out, "linalg.householder_product")
+    if _needs_graph(A, tau) and not A.is_complex():
+        _C.linalg_householder_product(A.detach().to("meta"), tau.detach().to("meta"))  # checks
+        r = _householder_graph(A, tau)
+    else:
+        r = _C.linalg_householder_product(A, tau)
+    return _out(r, out, "linalg.householder_product")
+
+
+def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
+          transpose: bool = False, *, out: Tensor | None = None) -> Tensor:
+    """``op(Q) @ input3`` (``left``) or ``input3 @ op(Q)``, op(Q) = Q^H with ``transpose``, for
+    the Q = H_1 ... H_k of the Householder reflectors in ``input`` and ``input2`` (tau) as
+    :func:`ember.geqrf` returns them, without forming Q (LAPACK's ormqr / unmqr).
+    Differentiable for real matrices (with gradients to record, the reflections are applied
+    one by one by ember's ops).
+
+    >>> import ember
+    >>> a, tau = ember.geqrf(ember.tensor([[3.0], [4.0]]))
+    >>> [round(v, 4) for v in ember.ormqr(a, tau, ember.eye(2)).flatten().tolist()]
+    [-0.6, -0.8, -0.8, 0.6]
+    """
+    if not (_needs_graph(input, input2, input3) and not input.is_complex()):
+        return _out(_C.ormqr(input, input2, input3, left, transpose), out, "ormqr")
+    metas = [t.detach().to("meta") for t in (input, input2, input3)]
+    _C.ormqr(*metas, left, transpose)  # the argument checks
+    k = input2.shape[-1]
+    V = _reflectors(input, k)
+    # Q = H_1 ... H_k: Q C applies H_k first, Q^T C H_1 first; C Q applies H_1 first
+    order = list(range(k)) if transpose == left else list(reversed(range(k)))
+    X = input3
+    for i in order:
+        X = _reflect(X, V, input2, i, left)
+    return _out(X, out, "ormqr")
 
 
 def orgqr(input: Tensor, tau: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -1344,12 +1408,12 @@ _TOPLEVEL = {
     "qr": _qr_legacy, "pinverse": pinverse, "matrix_power": _matrix_power,
     "cholesky": _cholesky_legacy, "cholesky_solve": cholesky_solve,
     "cholesky_inverse": cholesky_inverse, "lu_unpack": lu_unpack, "lu": _lu_legacy,
-    "lu_solve": _lu_solve_legacy, "matrix_exp": matrix_exp, "orgqr": orgqr,
+    "lu_solve": _lu_solve_legacy, "matrix_exp": matrix_exp, "orgqr": orgqr, "ormqr": ormqr,
     **{name: _removed(name) for name in _REMOVED},
 }
 _METHODS = ("inverse", "det", "logdet", "slogdet", "svd", "qr", "pinverse", "matrix_power",
             "cholesky", "cholesky_solve", "cholesky_inverse", "lu", "lu_solve", "matrix_exp",
-            "orgqr", *_REMOVED)
+            "orgqr", "ormqr", *_REMOVED)
 
 
 def _install(namespace: dict) -> None:
@@ -1360,3 +1424,5 @@ def _install(namespace: dict) -> None:
     for name in _METHODS:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, _TOPLEVEL[name])
+    # the YAML op's binding is replaced by the wrapper that records gradients for real input
+    namespace["ormqr"] = Tensor.ormqr = ormqr
