@@ -65,7 +65,8 @@ def _check_matrix(op: str, A: Any) -> None:
     if A.ndim < 2:
         raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {list(A.shape)}")
     if not A.is_floating_point():
-        raise RuntimeError(f"{op}: expected a floating-point A, got {A.dtype}")
+        raise RuntimeError(f"{op}: expected a real floating-point A (float32 or float64), got "
+                           f"{A.dtype}")
 
 
 def svd_lowrank(A: Tensor, q: int | None = 6, niter: int = 2,
