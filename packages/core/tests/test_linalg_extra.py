@@ -637,6 +637,22 @@ def test_lobpcg_finds_extreme_eigenpairs(largest):
     close(X.T @ X, np.eye(3), atol=1e-8)
 
 
+def test_lobpcg_eigenvalue_gradients():
+    a, b = _spd(15), _spd(15, 1.0)
+    A, B = ember.tensor(a).requires_grad_(), ember.tensor(b).requires_grad_()
+    Ev, X = ember.lobpcg(A, k=2, niter=500)
+    (Ev * ember.tensor([1.0, 2.0])).sum().backward()
+    _, V = np.linalg.eigh(a)
+    x1, x2 = V[:, -1:], V[:, -2:-1]
+    close(A.grad, x1 @ x1.T + 2 * x2 @ x2.T, atol=1e-6)
+    A.grad = None
+    Ev, X = ember.lobpcg(A, k=1, B=B, niter=500)
+    Ev.sum().backward()
+    x = npy(X)
+    close(A.grad, x @ x.T, atol=1e-6)
+    close(B.grad, -npy(Ev) * x @ x.T, atol=1e-6)
+
+
 def test_lobpcg_generalized_preconditioned_and_batched():
     a, b = _spd(30), _spd(30, 1.0)
     A, B = ember.tensor(a), ember.tensor(b)

@@ -175,7 +175,8 @@ def lobpcg(A: Tensor, k: int | None = None, B: Tensor | None = None, X: Tensor |
     convergence). ``tracker`` is called after each step with an object holding ``E``, ``X``,
     ``R`` (the residuals) and ``iteration``. ``method`` may be ``'basic'`` or ``'ortho'`` (one
     algorithm serves both: the basis is always B-orthonormalized); ``ortho_*params`` are
-    accepted and unused. Dense tensors only.
+    accepted and unused. Dense tensors only. Differentiable through E (in A and B); X is
+    returned without a history.
 
     >>> import ember
     >>> A = ember.diag(ember.arange(1.0, 13.0, dtype=ember.float64))
@@ -222,7 +223,9 @@ def _lobpcg_2d(A: Tensor, k: int, B: Tensor | None, X: Tensor | None, n: int,
                tracker: Callable[[Any], None] | None) -> tuple[Tensor, Tensor]:
     from ember import linalg
 
+    A_in, B_in = A, B
     A = A.detach()
+    B = None if B is None else B.detach()
     m = A.shape[-1]
 
     def Bmul(V: Tensor) -> Tensor:
@@ -255,7 +258,14 @@ def _lobpcg_2d(A: Tensor, k: int, B: Tensor | None, X: Tensor | None, n: int,
         P = X_new - Xc @ (_mH(Xc) @ Bmul(X_new))
         E, Xc = E_new, X_new
         it += 1
-    return E[:k], Xc[:, :k]
+    E, Xc = E[:k], Xc[:, :k]
+    if _C.is_grad_enabled() and (A_in.requires_grad or (B_in is not None and B_in.requires_grad)):
+        # The Rayleigh quotients x^T A x / x^T B x of the (fixed) eigenvectors: at an
+        # eigenvector their derivative in x vanishes, so this gives E's exact first derivatives
+        # in A and B (x x^T and -lambda x x^T).
+        num = (Xc * (A_in @ Xc)).sum(0)
+        E = num if B_in is None else num / (Xc * (B_in @ Xc)).sum(0)
+    return E, Xc
 
 
 def install(namespace: dict) -> None:
