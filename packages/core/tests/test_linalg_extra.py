@@ -306,6 +306,12 @@ def test_ldl_errors():
         LA.ldl_solve(LD, piv, ember.randn(5, 2))
     with pytest.raises(RuntimeError, match="pivots must be in"):
         LA.ldl_solve(LD, ember.tensor([1, 2, 9, 4], dtype=ember.int32), ember.randn(4, 2))
+    for bad in ([1, 2, 3, -4], [-1, 2, 3, 4], [1, -2, -3, 4]):
+        with pytest.raises(RuntimeError, match="negative pivot"):
+            LA.ldl_solve(LD, ember.tensor(bad, dtype=ember.int32), ember.randn(4, 2))
+    # a valid 2 x 2 block passes the check
+    assert LA.ldl_solve(LD, ember.tensor([1, -3, -3, 4], dtype=ember.int32),
+                        ember.randn(4, 2)).shape == (4, 2)
     with pytest.raises(RuntimeError, match="dtype"):
         LA.ldl_factor(ember.eye(2).to(ember.float16))
     # int64 pivots are accepted, as torch does

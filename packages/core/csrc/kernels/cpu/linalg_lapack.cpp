@@ -1658,10 +1658,21 @@ Tensor _linalg_ldl_solve(const Tensor& LD, const Tensor& pivots, const Tensor& B
   Tensor piv = ember::empty(with(batch, {n}), ScalarType::Int32, LD->device());
   copy_into(piv, pivots);
   const int32_t* p = piv->data_as<int32_t>();
-  // sytrs trusts its pivots: an entry out of range would index outside the matrix.
+  // sytrs trusts its pivots: an entry out of range, or a 2 x 2 block (a negative pair) that
+  // is not a pair, would index outside the matrix.
   for (int64_t i = 0; i < piv->numel(); ++i)
     EMBER_CHECK(p[i] != 0 && p[i] >= -n && p[i] <= n, op, ": pivots must be in [-", n,
                 ", -1] or [1, ", n, "], got ", p[i]);
+  for (int64_t b = 0; b < piv->numel() / std::max<int64_t>(1, n); ++b)
+    for (int64_t k = 0; k < n; ++k) {
+      const int32_t* q = p + b * n;
+      if (q[k] > 0) continue;
+      EMBER_CHECK(k + 1 < n && q[k + 1] == q[k], op, ": a negative pivot (a 2 x 2 block of D) ",
+                  "must be followed by the same value, got pivots[", k, "] = ", q[k],
+                  k + 1 < n ? " and the next one " : " as the last one",
+                  k + 1 < n ? std::to_string(q[k + 1]) : std::string());
+      ++k;
+    }
   dispatch_real_complex(LD->dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* ap = a->data_as<T>();
