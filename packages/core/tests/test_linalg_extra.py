@@ -131,6 +131,13 @@ def test_eigvals_gradcheck_and_eig_vectors_gradcheck():
     assert gradcheck(lambda x: LA.eig(x).eigenvectors.abs(), (A,))
 
 
+def test_eig_complex_input_gradcheck_through_its_parts():
+    # ember's gradcheck takes float64 inputs: A = X + iY is built from two of them
+    X, Y = (E(arr(4, 4)).requires_grad_() for _ in range(2))
+    assert gradcheck(lambda x, y: ember.view_as_real(LA.eigvals(ember.complex(x, y))), (X, Y))
+    assert gradcheck(lambda x, y: LA.eig(ember.complex(x, y)).eigenvectors.abs(), (X, Y))
+
+
 def test_eig_phase_dependent_loss_raises():
     A = E(carr(3, 3)).requires_grad_()
     with pytest.raises(RuntimeError, match="ill-defined"):
