@@ -1,9 +1,10 @@
 // CPU matrix factorizations on LAPACK (the scipy-openblas32 wheel's, symbols prefixed scipy_):
-// LU (getrf, getrs), QR (geqrf, orgqr, ormqr), SVD (gesdd), the symmetric eigensolver (syevd),
-// the least-squares drivers (gelsy, gelsd, gelss, gels), LDL^T (sytrf, sytrs) and the general
-// eigensolver (geev, also for complex64 / complex128), for float32 and float64, batched over
-// the leading dims (ops/linalg.yaml, the "factorizations" section). Symmetric matrices up to 32 x
-// 32 are decomposed by an own Householder + QL kernel instead of syevd (see small_tridiag).
+// LU (getrf, getrs), QR (geqrf, orgqr), SVD (gesdd), the symmetric eigensolver (syevd) and the
+// least-squares drivers (gelsy, gelsd, gelss, gels) for float32 and float64; the general
+// eigensolver (geev), the Householder ops (geqrf, orgqr, ormqr) and LDL^T (sytrf, sytrs; hetrf,
+// hetrs) for complex64 and complex128 too; batched over the leading dims (ops/linalg.yaml, the
+// "factorizations" section). Symmetric matrices up to 32 x 32 are decomposed by an own
+// Householder + QL kernel instead of syevd (see small_tridiag).
 //
 // LAPACK works on column-major matrices. Every input is copied once into a buffer whose
 // matrices are column-major (sizes (..., m, n), strides (..., m * n, 1, m): the transpose of a
