@@ -32,3 +32,33 @@ def _register(b: int, n: int) -> None:
 
 for _b, _n in SIZES:
     _register(_b, _n)
+
+
+# The general eigensolver (geev) and the Householder / LDL^T factorizations, float64.
+def _gen(fw, shape, seed=0):
+    return fw.from_numpy(np.random.default_rng(seed).standard_normal(shape))
+
+
+def _register_general(b: int, n: int) -> None:
+    @case(f"linalg/eig ({b}, {n}, {n})", unit="us", check=False,
+          doc=f"torch.linalg.eig(a), a ({b}, {n}, {n}) float64 (not compared: the eigenvalues' "
+          "order and eigenvectors' phases may differ between LAPACKs; test_linalg_extra.py "
+          "checks both)")
+    def _eig(fw):
+        return Stmt("LA.eig(a)", LA=fw.mod.linalg, a=_gen(fw, (b, n, n)))
+
+    @case(f"linalg/geqrf ({b}, {2 * n}, {n})", unit="us", rtol=1e-9, atol=1e-9,
+          doc=f"torch.geqrf(a), a ({b}, {2 * n}, {n}) float64")
+    def _geqrf(fw):
+        return Stmt("m.geqrf(a).a", m=fw.mod, a=_gen(fw, (b, 2 * n, n)))
+
+    @case(f"linalg/ldl_factor ({b}, {n}, {n})", unit="us", rtol=1e-9, atol=1e-9,
+          doc=f"torch.linalg.ldl_factor(a), a ({b}, {n}, {n}) symmetric float64")
+    def _ldl(fw):
+        a = np.random.default_rng(n).standard_normal((b, n, n))
+        return Stmt("LA.ldl_factor(a).LD", LA=fw.mod.linalg,
+                    a=fw.from_numpy(a + np.swapaxes(a, -1, -2)))
+
+
+for _b, _n in [(256, 8), (1, 128)]:
+    _register_general(_b, _n)

@@ -527,6 +527,20 @@ def _spd(*shape):
     return a @ a.mT + shape[-1] * ember.eye(shape[-1])
 
 
+def _sym(*shape):
+    """Symmetric indefinite matrices (*shape[:-1], n, n) for the LDL^T factorization."""
+    a = randn(*shape, shape[-1])
+    return a + a.mT
+
+
+def _eig_backward_args():
+    """The arguments of _linalg_eig_backward: gradients for the eigenvalues and (phase-
+    invariant, hence purely real diag(V^H gV)) eigenvectors of a random matrix."""
+    L, V, _ = ember._C._linalg_eig(randn(2, 3, 3), True)
+    gV = V * randn(2, 1, 3).to(V.dtype)
+    return [randn(2, 3).to(L.dtype), gV, L, V, True], {}
+
+
 def _conv(nd):
     return lambda: [randn(2, 3, *([6] * nd)), randn(4, 3, *([3] * nd))]
 
@@ -580,6 +594,16 @@ SAMPLES: dict[str, list[Callable[[], tuple[list, dict]]]] = {
     "_linalg_lstsq": [lambda: ([randn(2, 5, 3), randn(5, 2)], {"driver": "gelsd"})],
     "_linalg_cholesky_ex": [lambda: ([_spd(2, 3)], {}), lambda: ([_spd(3), True], {})],
     "_linalg_solve_triangular": [lambda: ([_spd(2, 3), randn(3, 2), True], {})],
+    "_linalg_eig": [lambda: ([randn(2, 3, 3)], {}), lambda: ([randn(3, 3), False], {})],
+    "_linalg_eig_backward": [lambda: _eig_backward_args()],
+    "geqrf": [lambda: ([randn(2, 4, 3)], {})],
+    "linalg_householder_product": [lambda: (list(ember.geqrf(randn(2, 4, 3))), {})],
+    "ormqr": [lambda: ([*ember.geqrf(randn(4, 3)), randn(4, 2)], {}),
+              lambda: ([*ember.geqrf(randn(4, 3)), randn(2, 4)], {"left": False,
+                                                                   "transpose": True})],
+    "_linalg_ldl_factor_ex": [lambda: ([_sym(2, 3)], {})],
+    "_linalg_ldl_solve": [lambda: ([*ember._C._linalg_ldl_factor_ex(_sym(2, 3))[:2],
+                                    randn(3, 2)], {})],
     "layer_norm": [lambda: ([randn(2, 3, 4), [4]], {})],
     "group_norm": [lambda: ([randn(2, 4, 3), 2], {})],
     "batch_norm": [lambda: ([randn(4, 3, 5), randn(3), ember.rand(3) + 0.5, None, None, True,

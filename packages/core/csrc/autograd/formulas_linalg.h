@@ -267,6 +267,17 @@ inline Tensor linalg_eigh_backward(const std::vector<Tensor>& grads, const Tenso
   return mmul(mmul(V, inner), mT(V));
 }
 
+// The general eigendecomposition A V = V diag(L): computed on complex values by the
+// _linalg_eig_backward kernel (the real part for a real A). An unused output's gradient is 0.
+inline Tensor linalg_eig_backward(const std::vector<Tensor>& grads, const Tensor& L,
+                                  const Tensor& V, const InputMeta& A_meta, bool compute_v) {
+  EMBER_CHECK(compute_v, "linalg.eig: the derivative needs the eigenvectors; call linalg.eig ",
+              "rather than eigvals with compute_v=False");
+  Tensor gL = grads[0] ? grads[0] : ops::zeros_like(L, std::nullopt, std::nullopt);
+  Tensor gV = grads[1] ? grads[1] : ops::zeros_like(V, std::nullopt, std::nullopt);
+  return ops::_linalg_eig_backward(gL, gV, L, V, !is_complex(A_meta.dtype));
+}
+
 // QR A = Q R with m >= n (Q m x n, R n x n upper): M = R gR^T - gQ^T Q,
 // gA = (gQ + Q copyltu(M)) R^-T with copyltu(M) = tril(M) + tril(M, -1)^T.
 inline Tensor qr_backward_tall(const Tensor& gQ, const Tensor& gR, const Tensor& Q,

@@ -11,7 +11,9 @@
   ``detach`` (as functions and, where PyTorch has them, as methods);
 * PyTorch's NumPy-style aliases (``multiply``, ``divide``, ``subtract``, ``greater``,
   ``less_equal``, ``negative``, ``absolute``, ``arctan2``, ``fix`` ...), as functions, methods
-  and in-place methods; ``Tensor.get_device()``.
+  and in-place methods; ``Tensor.get_device()``;
+* from ``_numeric``: ``frexp``, ``nextafter``, ``isreal``, ``gradient``, ``histogramdd``; from
+  ``_lowrank``: ``svd_lowrank``, ``pca_lowrank``, ``lobpcg``.
 
 >>> import ember
 >>> ember.is_tensor(ember.ones(2)), ember.is_complex(ember.ones(2)), 2.0 in ember.arange(3.0)
@@ -358,6 +360,10 @@ def _install() -> None:
     for name in __all__:
         if not hasattr(ember, name):
             setattr(ember, name, globals()[name])
+    from ember import _lowrank, _numeric  # frexp, gradient, ...; svd_lowrank, lobpcg
+
+    _numeric.install(vars(ember))
+    _lowrank.install(vars(ember))
     methods = {
         "is_complex": _tensor_is_complex,
         "is_signed": _tensor_is_signed,

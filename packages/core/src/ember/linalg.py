@@ -9,10 +9,13 @@ batched over the leading dims, with derivatives: ``inv``/``inv_ex``, ``solve``/`
 and matrix norms (``'nuc'`` and 2 / -2 through the SVD), cross and dot products, matmul,
 diagonal, multi_dot, vander and ``matrix_exp`` (Pade approximation with scaling and squaring).
 A value-dependent failure (a singular matrix for inv or solve, no convergence) raises
-:class:`LinAlgError` with PyTorch's message. Not available: ``eig``/``eigvals`` (their results
-are complex and ember has no complex dtypes), ``householder_product`` and the LDL functions
-(``ldl_factor``, ``ldl_factor_ex``, ``ldl_solve``); asking for one raises an AttributeError
-that says so. Only CPU (and meta) tensors have factorization kernels.
+:class:`LinAlgError` with PyTorch's message. The general eigendecomposition ``eig``/``eigvals``
+(LAPACK's geev, real or complex input, complex results, differentiable),
+``householder_product`` (orgqr) and the LDL^T functions ``ldl_factor``/``ldl_factor_ex``/
+``ldl_solve`` (sytrf / sytrs; these four also take complex matrices) complete the set; ``torch.geqrf``, ``orgqr`` and
+``ormqr`` are installed at the top level and as Tensor methods, and the removed ``Tensor.eig``,
+``symeig``, ``lstsq`` and ``solve`` raise PyTorch's "use linalg.X" errors. Only CPU (and meta)
+tensors have factorization kernels.
 
 >>> import ember
 >>> ember.linalg.vector_norm(ember.tensor([3.0, 4.0])).item()
@@ -33,7 +36,8 @@ __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "vecdot", "matmul", "d
            "multi_dot", "matrix_power", "vander", "cholesky", "cholesky_ex", "solve_triangular",
            "LinAlgError", "inv", "inv_ex", "solve", "solve_ex", "det", "slogdet", "svd",
            "svdvals", "qr", "eigh", "eigvalsh", "lstsq", "lu_factor", "lu_factor_ex", "lu",
-           "lu_solve", "pinv", "matrix_rank", "cond", "tensorinv", "tensorsolve", "matrix_exp"]
+           "lu_solve", "pinv", "matrix_rank", "cond", "tensorinv", "tensorsolve", "matrix_exp",
+           "eig", "eigvals", "householder_product", "ldl_factor", "ldl_factor_ex", "ldl_solve"]
 
 
 class LinAlgError(RuntimeError):
@@ -41,22 +45,7 @@ class LinAlgError(RuntimeError):
     ``torch.linalg.LinAlgError``."""
 
 
-# torch.linalg functions ember does not have, and why
-_MISSING = {
-    "eig": "its results are complex and ember has no complex dtypes",
-    "eigvals": "its results are complex and ember has no complex dtypes",
-    "householder_product": "ember has no Householder product yet",
-    "ldl_factor": "ember has no LDL factorization yet",
-    "ldl_factor_ex": "ember has no LDL factorization yet",
-    "ldl_solve": "ember has no LDL factorization yet",
-}
-
-
 def __getattr__(name: str) -> Any:
-    if name in _MISSING:
-        raise AttributeError(
-            f"ember.linalg.{name} is not available: {_MISSING[name]}; ember.linalg offers "
-            f"{', '.join(__all__)}")
     raise AttributeError(f"module 'ember.linalg' has no attribute {name!r}")
 
 
@@ -368,7 +357,8 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
 
 _TORCH_DTYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half",
                       "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
-                      "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+                      "int8": "Char", "uint8": "Byte", "bool": "Bool",
+                      "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -1165,15 +1155,265 @@ def _lu_solve_legacy(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *,
     return lu_solve(LU_data, LU_pivots, b, out=out)
 
 
+# ---- general eigendecomposition, Householder products, LDL^T ---------------------------------
+
+
+def _check_general(op: str, A: Tensor, name: str = "A", square: bool = True) -> None:
+    """The argument checks of the ops that take real or complex matrices."""
+    if not isinstance(A, Tensor):
+        raise TypeError(f"{op}: expected a Tensor for {name}, got {type(A).__name__}")
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
+    if A.dtype not in (_C.float32, _C.float64, _C.complex64, _C.complex128):
+        raise RuntimeError(f"{op}: expected {name} of dtype float32, float64, complex64 or "
+                           f"complex128, got {_dtype_name(A.dtype)}")
+    if square and A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{op}: {name} must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+
+
+def _raise_eig(info: Tensor, op: str) -> None:
+    bad = _first_failure(info)
+    if bad is None:
+        return
+    if bad[1] == -1:
+        raise RuntimeError(f"torch.{op}: input tensor should not contain infs or NaNs.")
+    raise LinAlgError(f"{op}: {bad[0]}The algorithm failed to converge because the input matrix "
+                      f"is ill-conditioned or has too many repeated eigenvalues (error code: "
+                      f"{bad[1]}).")
+
+
+def eig(A: Tensor, *, out: Any = None) -> Any:
+    """Eigenvalues and eigenvectors (the columns of ``eigenvectors``) of square matrices,
+    ``A @ V = V @ diag(L)``, both complex (complex64 for float32 input, complex128 for
+    float64); LAPACK's geev, which scales each eigenvector to unit norm with its largest
+    component real. Differentiable for losses that do not depend on the eigenvectors' phases.
+    Input with NaN or inf raises.
+
+    >>> import ember
+    >>> ember.linalg.eig(ember.tensor([[2.0, 0.0], [0.0, 3.0]])).eigenvalues.tolist()
+    [(2+0j), (3+0j)]
+    """
+    _check_general("linalg.eig", A)
+    L, V, info = _C._linalg_eig(A, True)
+    _raise_eig(info, "linalg.eig")
+    return _rt("linalg_eig", ("eigenvalues", "eigenvectors"), (L, V), out)
+
+
+def eigvals(A: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """The (complex) eigenvalues of square matrices, in LAPACK's order; differentiable.
+
+    >>> import ember
+    >>> ember.linalg.eigvals(ember.tensor([[0.0, 1.0], [-1.0, 0.0]])).tolist()
+    [1j, -1j]
+    """
+    _check_general("linalg.eigvals", A)
+    L, _, info = _C._linalg_eig(A, _grad_needed(A))
+    _raise_eig(info, "linalg.eigvals")
+    return _out(L, out, "linalg.eigvals")
+
+
+def _needs_graph(*ts: Tensor) -> bool:
+    return _C.is_grad_enabled() and any(t.requires_grad for t in ts)
+
+
+def _reflect(X: Tensor, V: Tensor, tau: Tensor, i: int, left: bool) -> Tensor:
+    """H_i X (left) or X H_i for the real reflection H_i = I - tau_i v_i v_i^T."""
+    v = V[..., :, i:i + 1]
+    t = tau[..., i:i + 1].unsqueeze(-1)
+    if left:
+        return X - (t * v) @ (v.mT @ X)
+    return X - ((X @ v) * t) @ v.mT
+
+
+def _reflectors(A: Tensor, k: int) -> Tensor:
+    """The Householder vectors in the first k columns of A: unit diagonal, zeros above it."""
+    m = A.shape[-2]
+    return A[..., :, :k].tril(-1) + _C.eye(m, k, dtype=A.dtype, device=A.device)
+
+
+def _householder_graph(A: Tensor, tau: Tensor) -> Tensor:
+    """householder_product as reflections applied one by one to the identity's first columns:
+    ember's autograd then gives its derivatives (and higher ones)."""
+    m, n = A.shape[-2], A.shape[-1]
+    V = _reflectors(A, tau.shape[-1])
+    Q = _C.eye(m, n, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], m, n)
+    for i in reversed(range(tau.shape[-1])):
+        Q = _reflect(Q, V, tau, i, True)
+    return Q
+
+
+def householder_product(A: Tensor, tau: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """The first n columns of the product ``H_1 ... H_k`` of the Householder reflections
+    ``H_i = I - tau_i v_i v_i^H`` whose vectors ``v_i`` are stored below the diagonal of the
+    columns of A (m x n, m >= n >= k = tau.shape[-1]) with an implied 1 on it, as
+    :func:`ember.geqrf` returns them: ``householder_product(*geqrf(A))`` is the Q of A's QR
+    decomposition. LAPACK's orgqr (ungqr for complex matrices). Differentiable for real
+    matrices (with gradients to record, the reflections are applied one by one by ember's
+    ops).
+
+    >>> import ember
+    >>> a, tau = ember.geqrf(ember.tensor([[3.0], [4.0]]))
+    >>> [round(v, 4) for v in ember.linalg.householder_product(a, tau).flatten().tolist()]
+    [-0.6, -0.8]
+    """
+    for name, t in (("input", A), ("tau", tau)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"linalg.householder_product: expected a Tensor for {name}, got "
+                            f"{type(t).__name__}")
+    if _needs_graph(A, tau) and not A.is_complex():
+        _C.linalg_householder_product(A.detach().to("meta"), tau.detach().to("meta"))  # checks
+        r = _householder_graph(A, tau)
+    else:
+        r = _C.linalg_householder_product(A, tau)
+    return _out(r, out, "linalg.householder_product")
+
+
+def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
+          transpose: bool = False, *, out: Tensor | None = None) -> Tensor:
+    """``op(Q) @ input3`` (``left``) or ``input3 @ op(Q)``, op(Q) = Q^H with ``transpose``, for
+    the Q = H_1 ... H_k of the Householder reflectors in ``input`` and ``input2`` (tau) as
+    :func:`ember.geqrf` returns them, without forming Q (LAPACK's ormqr / unmqr).
+    Differentiable for real matrices (with gradients to record, the reflections are applied
+    one by one by ember's ops).
+
+    >>> import ember
+    >>> a, tau = ember.geqrf(ember.tensor([[3.0], [4.0]]))
+    >>> [round(v, 4) for v in ember.ormqr(a, tau, ember.eye(2)).flatten().tolist()]
+    [-0.6, -0.8, -0.8, 0.6]
+    """
+    if not (_needs_graph(input, input2, input3) and not input.is_complex()):
+        return _out(_C.ormqr(input, input2, input3, left, transpose), out, "ormqr")
+    metas = [t.detach().to("meta") for t in (input, input2, input3)]
+    _C.ormqr(*metas, left, transpose)  # the argument checks
+    k = input2.shape[-1]
+    V = _reflectors(input, k)
+    # Q = H_1 ... H_k: Q C applies H_k first, Q^T C H_1 first; C Q applies H_1 first
+    order = list(range(k)) if transpose == left else list(reversed(range(k)))
+    X = input3
+    for i in order:
+        X = _reflect(X, V, input2, i, left)
+    return _out(X, out, "ormqr")
+
+
+def orgqr(input: Tensor, tau: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """``torch.orgqr``: :func:`householder_product` (the Q of a QR decomposition from geqrf's
+    reflectors).
+
+    >>> import ember
+    >>> a, tau = ember.geqrf(ember.eye(2))
+    >>> ember.orgqr(a, tau).abs().tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return householder_product(input, tau, out=out)
+
+
+def ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False,
+                  out: Any = None) -> Any:
+    """The LDL^T factorization with Bunch-Kaufman pivoting of symmetric matrices read from
+    their lower triangle (LAPACK's sytrf; for complex matrices with ``hermitian``, the LDL^H
+    factorization of Hermitian ones, hetrf): ``LD`` packs the unit lower L (below the
+    diagonal) and the 1 x 1 and 2 x 2 blocks of D (upper triangle zero), ``pivots`` (int32)
+    are LAPACK's interchanges (negative for a 2 x 2 block), ``info`` is k > 0 where
+    D[k-1, k-1] is exactly zero. Not differentiable.
+
+    >>> import ember
+    >>> ember.linalg.ldl_factor_ex(ember.tensor([[4.0, 2.0], [2.0, 3.0]])).LD.tolist()
+    [[4.0, 0.0], [0.5, 2.0]]
+    """
+    op = "torch.linalg.ldl_factor_ex"
+    _check_general(op, A)
+    LD, pivots, info = _C._linalg_ldl_factor_ex(A, hermitian)
+    if check_errors:
+        _raise_ldl(info, "torch.linalg.ldl_factor_ex")
+    return _rt("linalg_ldl_factor_ex", ("LD", "pivots", "info"), (LD, pivots, info), out)
+
+
+def _raise_ldl(info: Tensor, op: str) -> None:
+    bad = _first_failure(info)
+    if bad is not None:
+        raise LinAlgError(f"{op}: {bad[0]}The factorization could not be completed because the "
+                          f"input is not invertible: D[{bad[1] - 1}, {bad[1] - 1}] is exactly "
+                          f"zero.")
+
+
+def ldl_factor(A: Tensor, *, hermitian: bool = False, out: Any = None) -> Any:
+    """:func:`ldl_factor_ex` without ``info``; a singular D raises :class:`LinAlgError`.
+
+    >>> import ember
+    >>> ember.linalg.ldl_factor(ember.tensor([[4.0, 2.0], [2.0, 3.0]])).pivots.tolist()
+    [1, 2]
+    """
+    op = "torch.linalg.ldl_factor"
+    _check_general(op, A)
+    LD, pivots, info = _C._linalg_ldl_factor_ex(A, hermitian)
+    _raise_ldl(info, op)
+    return _rt("linalg_ldl_factor", ("LD", "pivots"), (LD, pivots), out)
+
+
+def ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool = False,
+              out: Tensor | None = None) -> Tensor:
+    """The solution X of ``A @ X = B`` from A's LDL^T factors as :func:`ldl_factor` returns
+    them (LAPACK's sytrs); batch dims broadcast.
+
+    >>> import ember
+    >>> A = ember.tensor([[4.0, 2.0], [2.0, 3.0]])
+    >>> LD, piv = ember.linalg.ldl_factor(A)
+    >>> ember.linalg.ldl_solve(LD, piv, ember.tensor([[6.0], [5.0]])).flatten().tolist()
+    [1.0, 1.0]
+    """
+    op = "torch.linalg.ldl_solve"
+    _check_general(op, LD, "LD")
+    _check_general(op, B, "B", square=False)
+    return _out(_C._linalg_ldl_solve(LD, pivots, B, hermitian), out, op)
+
+
+# Tensor.eig / symeig / lstsq / solve (and torch.*) exist only to say what replaces them.
+_REMOVED = {
+    "eig": ("`torch.linalg.eig` returns complex tensors of dtype `cfloat` or `cdouble` rather "
+            "than real tensors mimicking complex tensors.\n\nL, _ = torch.eig(A) should be "
+            "replaced with:\nL_complex = torch.linalg.eigvals(A)\n\nand\n\nL, V = torch.eig(A, "
+            "eigenvectors=True) should be replaced with:\nL_complex, V_complex = "
+            "torch.linalg.eig(A)"),
+    "symeig": ("The default behavior has changed from using the upper triangular portion of "
+               "the matrix by default to using the lower triangular portion.\n\nL, _ = "
+               "torch.symeig(A, upper=upper) should be replaced with:\nL = "
+               "torch.linalg.eigvalsh(A, UPLO='U' if upper else 'L')\n\nand\n\nL, V = "
+               "torch.symeig(A, eigenvectors=True) should be replaced with:\nL, V = "
+               "torch.linalg.eigh(A, UPLO='U' if upper else 'L')"),
+    "lstsq": ("`torch.lstsq` is deprecated in favor of `torch.linalg.lstsq`.\n"
+              "`torch.linalg.lstsq` has reversed arguments and does not return the QR "
+              "decomposition in the returned tuple (although it returns other information about "
+              "the problem).\n\nX = torch.lstsq(B, A).solution[:A.size(1)] should be replaced "
+              "with:\nX = torch.linalg.lstsq(A, B).solution"),
+    "solve": ("`torch.solve` is deprecated in favor of `torch.linalg.solve`. `torch.linalg.solve` "
+              "has its arguments reversed and does not return the LU factorization.\n\nX = "
+              "torch.solve(B, A).solution should be replaced with:\nX = torch.linalg.solve(A, B)"),
+}
+
+
+def _removed(name: str) -> Any:
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"This function was deprecated since version 1.9 and is now removed. "
+                           f"{_REMOVED[name]}")
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = ("Removed from PyTorch (1.9): raises a RuntimeError that names the "
+                  "``torch.linalg`` replacement.")
+    return fn
+
+
 _TOPLEVEL = {
     "inverse": inverse, "det": _det, "logdet": logdet, "slogdet": _slogdet, "svd": _svd_legacy,
     "qr": _qr_legacy, "pinverse": pinverse, "matrix_power": _matrix_power,
     "cholesky": _cholesky_legacy, "cholesky_solve": cholesky_solve,
     "cholesky_inverse": cholesky_inverse, "lu_unpack": lu_unpack, "lu": _lu_legacy,
-    "lu_solve": _lu_solve_legacy, "matrix_exp": matrix_exp,
+    "lu_solve": _lu_solve_legacy, "matrix_exp": matrix_exp, "orgqr": orgqr, "ormqr": ormqr,
+    **{name: _removed(name) for name in _REMOVED},
 }
 _METHODS = ("inverse", "det", "logdet", "slogdet", "svd", "qr", "pinverse", "matrix_power",
-            "cholesky", "cholesky_solve", "cholesky_inverse", "lu", "lu_solve", "matrix_exp")
+            "cholesky", "cholesky_solve", "cholesky_inverse", "lu", "lu_solve", "matrix_exp",
+            "orgqr", "ormqr", *_REMOVED)
 
 
 def _install(namespace: dict) -> None:
@@ -1184,3 +1424,5 @@ def _install(namespace: dict) -> None:
     for name in _METHODS:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, _TOPLEVEL[name])
+    # the YAML op's binding is replaced by the wrapper that records gradients for real input
+    namespace["ormqr"] = Tensor.ormqr = ormqr

@@ -1,8 +1,10 @@
 // CPU matrix factorizations on LAPACK (the scipy-openblas32 wheel's, symbols prefixed scipy_):
 // LU (getrf, getrs), QR (geqrf, orgqr), SVD (gesdd), the symmetric eigensolver (syevd) and the
-// least-squares drivers (gelsy, gelsd, gelss, gels), for float32 and float64, batched over the
-// leading dims (ops/linalg.yaml, the "factorizations" section). Symmetric matrices up to 32 x 32
-// are decomposed by an own Householder + QL kernel instead of syevd (see small_tridiag).
+// least-squares drivers (gelsy, gelsd, gelss, gels) for float32 and float64; the general
+// eigensolver (geev), the Householder ops (geqrf, orgqr, ormqr) and LDL^T (sytrf, sytrs; hetrf,
+// hetrs) for complex64 and complex128 too; batched over the leading dims (ops/linalg.yaml, the
+// "factorizations" section). Symmetric matrices up to 32 x 32 are decomposed by an own
+// Householder + QL kernel instead of syevd (see small_tridiag).
 //
 // LAPACK works on column-major matrices. Every input is copied once into a buffer whose
 // matrices are column-major (sizes (..., m, n), strides (..., m * n, 1, m): the transpose of a
@@ -18,9 +20,11 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -37,6 +41,9 @@ namespace {
 using lint = lapack_int;
 
 // ---- LAPACK, by element type ------------------------------------------------------------------
+
+// A leading dimension: LAPACK wants at least 1 even for empty matrices.
+lint ld(int64_t rows) { return static_cast<lint>(std::max<int64_t>(1, rows)); }
 
 template <class T>
 struct Lapack;
@@ -97,6 +104,22 @@ struct Lapack;
       return scipy_LAPACKE_##p##gels_work(LAPACK_COL_MAJOR, 'N', m, n, nrhs, a, lda, b, ldb, work, \
                                           lwork);                                                  \
     }                                                                                              \
+    static lint ormqr(char side, char trans, lint m, lint n, lint k, const T* a, lint lda,         \
+                      const T* tau, T* c, lint ldc, T* work, lint lwork) {                         \
+      return scipy_LAPACKE_##p##ormqr_work(LAPACK_COL_MAJOR, side, trans, m, n, k, a, lda, tau, c, \
+                                           ldc, work, lwork);                                      \
+    }                                                                                              \
+    static lint sytrf(lint n, T* a, lint lda, lint* ipiv, T* work, lint lwork) {                   \
+      return scipy_LAPACKE_##p##sytrf_work(LAPACK_COL_MAJOR, 'L', n, a, lda, ipiv, work, lwork);   \
+    }                                                                                              \
+    static lint sytrs(lint n, lint nrhs, const T* a, lint lda, const lint* ipiv, T* b, lint ldb) { \
+      return scipy_LAPACKE_##p##sytrs_work(LAPACK_COL_MAJOR, 'L', n, nrhs, a, lda, ipiv, b, ldb);  \
+    }                                                                                              \
+    static lint geev(bool vecs, lint n, T* a, T* wr, T* wi, T* vr, T* work, lint lwork) {          \
+      T vl = 0;                                                                                    \
+      return scipy_LAPACKE_##p##geev_work(LAPACK_COL_MAJOR, 'N', vecs ? 'V' : 'N', n, a, ld(n),    \
+                                          wr, wi, &vl, 1, vr, ld(n), work, lwork);                 \
+    }                                                                                              \
   };
 EMBER_LAPACK_TYPE(float, s)
 EMBER_LAPACK_TYPE(double, d)
@@ -109,9 +132,6 @@ lint work_size(T query) {
 }
 
 // ---- layouts and checks ----------------------------------------------------------------------
-
-// A leading dimension: LAPACK wants at least 1 even for empty matrices.
-lint ld(int64_t rows) { return static_cast<lint>(std::max<int64_t>(1, rows)); }
 
 DimVector batch_of(const Tensor& t) { return DimVector(t->sizes().begin(), t->sizes().end() - 2); }
 
@@ -174,10 +194,14 @@ Tensor col_major_copy(const Tensor& t, const DimVector& batch) {
 
 // The checks every op here makes of a matrix operand (the Python wrappers make the same
 // checks first, under the public op's name).
-void check_matrix(const char* op, const Tensor& t, const char* name, bool square) {
+// complex_ok: complex64 / complex128 are accepted too.
+void check_matrix(const char* op, const Tensor& t, const char* name, bool square,
+                  bool complex_ok = false) {
   EMBER_CHECK(t->dim() >= 2, op, ": The input tensor ", name, " must have at least 2 dimensions.");
-  EMBER_CHECK(t->dtype() == ScalarType::Float32 || t->dtype() == ScalarType::Float64, op,
-              ": expected ", name, " of dtype float32 or float64, got ", dtype_name(t->dtype()));
+  EMBER_CHECK(t->dtype() == ScalarType::Float32 || t->dtype() == ScalarType::Float64 ||
+                  (complex_ok && is_complex(t->dtype())),
+              op, ": expected ", name, " of dtype float32 or float64",
+              complex_ok ? ", complex64 or complex128" : "", ", got ", dtype_name(t->dtype()));
   const int64_t m = t->size(t->dim() - 2), n = t->size(t->dim() - 1);
   EMBER_CHECK(!square || m == n, op, ": ", name,
               " must be batches of square matrices, but they are ", m, " by ", n, " matrices");
@@ -1343,6 +1367,553 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
     copy_into(solution,
               make_view(bbuf, with(batch, {n, k}), bbuf->strides(), bbuf->storage_offset()));
   return {fresh(solution), fresh(residuals), fresh(rank), fresh(sv)};
+}
+
+// ---- Householder products: geqrf, orgqr, ormqr -----------------------------------------------
+
+namespace {
+
+// LAPACKE's complex element type for std::complex<R> (the same layout as ember's complex
+// tensors, which std::complex pointers address).
+template <class R>
+using lapack_c =
+    std::conditional_t<std::is_same_v<R, float>, lapack_complex_float, lapack_complex_double>;
+template <class R>
+lapack_c<R>* lc(std::complex<R>* p) {
+  return reinterpret_cast<lapack_c<R>*>(p);
+}
+template <class R>
+const lapack_c<R>* lc(const std::complex<R>* p) {
+  return reinterpret_cast<const lapack_c<R>*>(p);
+}
+
+template <class R>
+lint work_size(std::complex<R> query) {
+  return work_size(query.real());
+}
+
+// geqrf, orgqr, ormqr, sytrf and sytrs for real T (Lapack<T>) and for std::complex: LAPACK's
+// c / z routines (ungqr and unmqr, whose transpose is the conjugate one, and hetrf / hetrs for
+// Hermitian matrices). A real symmetric matrix is Hermitian: `herm` changes nothing there.
+template <class T>
+struct QrLdl {
+  static lint geqrf(lint m, lint n, T* a, lint lda, T* tau, T* work, lint lwork) {
+    return Lapack<T>::geqrf(m, n, a, lda, tau, work, lwork);
+  }
+  static lint orgqr(lint m, lint n, lint k, T* a, lint lda, const T* tau, T* work, lint lwork) {
+    return Lapack<T>::orgqr(m, n, k, a, lda, tau, work, lwork);
+  }
+  static lint ormqr(char side, bool trans, lint m, lint n, lint k, const T* a, lint lda,
+                    const T* tau, T* c, lint ldc, T* work, lint lwork) {
+    return Lapack<T>::ormqr(side, trans ? 'T' : 'N', m, n, k, a, lda, tau, c, ldc, work, lwork);
+  }
+  static lint sytrf(bool, lint n, T* a, lint lda, lint* ipiv, T* work, lint lwork) {
+    return Lapack<T>::sytrf(n, a, lda, ipiv, work, lwork);
+  }
+  static lint sytrs(bool, lint n, lint nrhs, const T* a, lint lda, const lint* ipiv, T* b,
+                    lint ldb) {
+    return Lapack<T>::sytrs(n, nrhs, a, lda, ipiv, b, ldb);
+  }
+};
+
+#define EMBER_LAPACK_COMPLEX(R, p)                                                                 \
+  template <>                                                                                      \
+  struct QrLdl<std::complex<R>> {                                                                  \
+    using C = std::complex<R>;                                                                     \
+    static lint geqrf(lint m, lint n, C* a, lint lda, C* tau, C* work, lint lwork) {               \
+      return scipy_LAPACKE_##p##geqrf_work(LAPACK_COL_MAJOR, m, n, lc(a), lda, lc(tau), lc(work),  \
+                                           lwork);                                                 \
+    }                                                                                              \
+    static lint orgqr(lint m, lint n, lint k, C* a, lint lda, const C* tau, C* work, lint lwork) { \
+      return scipy_LAPACKE_##p##ungqr_work(LAPACK_COL_MAJOR, m, n, k, lc(a), lda, lc(tau),         \
+                                           lc(work), lwork);                                       \
+    }                                                                                              \
+    static lint ormqr(char side, bool trans, lint m, lint n, lint k, const C* a, lint lda,         \
+                      const C* tau, C* c, lint ldc, C* work, lint lwork) {                         \
+      return scipy_LAPACKE_##p##unmqr_work(LAPACK_COL_MAJOR, side, trans ? 'C' : 'N', m, n, k,     \
+                                           lc(a), lda, lc(tau), lc(c), ldc, lc(work), lwork);      \
+    }                                                                                              \
+    static lint sytrf(bool herm, lint n, C* a, lint lda, lint* ipiv, C* work, lint lwork) {        \
+      return herm ? scipy_LAPACKE_##p##hetrf_work(LAPACK_COL_MAJOR, 'L', n, lc(a), lda, ipiv,      \
+                                                  lc(work), lwork)                                 \
+                  : scipy_LAPACKE_##p##sytrf_work(LAPACK_COL_MAJOR, 'L', n, lc(a), lda, ipiv,      \
+                                                  lc(work), lwork);                                \
+    }                                                                                              \
+    static lint sytrs(bool herm, lint n, lint nrhs, const C* a, lint lda, const lint* ipiv, C* b,  \
+                      lint ldb) {                                                                  \
+      return herm ? scipy_LAPACKE_##p##hetrs_work(LAPACK_COL_MAJOR, 'L', n, nrhs, lc(a), lda,      \
+                                                  ipiv, lc(b), ldb)                                \
+                  : scipy_LAPACKE_##p##sytrs_work(LAPACK_COL_MAJOR, 'L', n, nrhs, lc(a), lda,      \
+                                                  ipiv, lc(b), ldb);                               \
+    }                                                                                              \
+  };
+EMBER_LAPACK_COMPLEX(float, c)
+EMBER_LAPACK_COMPLEX(double, z)
+#undef EMBER_LAPACK_COMPLEX
+
+// f(T{}) for the element type T of a float32, float64, complex64 or complex128 tensor.
+template <class F>
+void dispatch_real_complex(ScalarType dt, const char* op, F f) {
+  switch (dt) {
+    case ScalarType::Float32:
+      return f(float{});
+    case ScalarType::Float64:
+      return f(double{});
+    case ScalarType::Complex64:
+      return f(std::complex<float>{});
+    case ScalarType::Complex128:
+      return f(std::complex<double>{});
+    default:
+      EMBER_CHECK(false, op, ": expected float32, float64, complex64 or complex128, got ",
+                  dtype_name(dt));
+  }
+}
+
+// t's batch dims must be `batch` exactly (tau and the reflectors do not broadcast).
+void check_batch_equal(const char* op, const Tensor& t, int64_t keep, const DimVector& batch,
+                       const char* what) {
+  const bool same = t->dim() - keep == static_cast<int64_t>(batch.size()) &&
+                    std::equal(batch.begin(), batch.end(), t->sizes().begin());
+  EMBER_CHECK(same, op, ": Expected batch dimensions of ", what,
+              " to be equal to input.shape[:-2], but got ", shape_str(t->sizes()));
+}
+
+// A contiguous copy of t's values (for vectors such as tau, read in batch order).
+Tensor contiguous_copy(const Tensor& t) {
+  Tensor out = ember::empty(t->sizes(), t->dtype(), t->device());
+  if (!t->device().is_meta() && t->numel() > 0) copy_into(out, t);
+  return out;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> geqrf(const Tensor& self) {
+  const char* op = "torch.geqrf";
+  EMBER_CHECK(self->dim() >= 2, op, ": input must have at least 2 dimensions.");
+  check_matrix(op, self, "input", false, true);
+  const int64_t m = self->size(self->dim() - 2), n = self->size(self->dim() - 1);
+  const int64_t k = std::min(m, n);
+  const DimVector batch = batch_of(self);
+  Tensor a = col_major_copy(self, batch);
+  Tensor tau = ember::empty(with(batch, {k}), self->dtype(), self->device());
+  if (self->device().is_meta() || k == 0) return {a, fresh(tau)};
+  dispatch_real_complex(self->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* ap = a->data_as<T>();
+    T* tp = tau->data_as<T>();
+    for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
+      T query = 0;
+      QrLdl<T>::geqrf(lint(m), lint(n), ap, ld(m), tp, &query, -1);
+      std::vector<T> work(work_size(query));
+      for (int64_t b = begin; b < end; ++b)
+        QrLdl<T>::geqrf(lint(m), lint(n), ap + b * m * n, ld(m), tp + b * k, work.data(),
+                        lint(work.size()));
+    });
+  });
+  return {a, fresh(tau)};
+}
+
+Tensor linalg_householder_product(const Tensor& input, const Tensor& tau) {
+  const char* op = "torch.linalg.householder_product";
+  EMBER_CHECK(input->dim() >= 2, op, ": input must have at least 2 dimensions.");
+  EMBER_CHECK(tau->dim() >= 1, op, ": tau must have at least 1 dimension.");
+  const int64_t m = input->size(input->dim() - 2), n = input->size(input->dim() - 1);
+  const int64_t k = tau->size(tau->dim() - 1);
+  EMBER_CHECK(m >= n, op, ": input.shape[-2] must be greater than or equal to input.shape[-1]");
+  EMBER_CHECK(n >= k, op, ": input.shape[-1] must be greater than or equal to tau.shape[-1]");
+  EMBER_CHECK(input->dim() - tau->dim() == 1, op, ": Expected tau to have one dimension less ",
+              "than input, but got tau.ndim equal to ", tau->dim(), " and input.ndim is equal to ",
+              input->dim());
+  check_matrix(op, input, "input", false, true);
+  EMBER_CHECK(tau->dtype() == input->dtype(), op, ": tau dtype ", dtype_name(tau->dtype()),
+              " does not match input dtype ", dtype_name(input->dtype()));
+  const DimVector batch = batch_of(input);
+  check_batch_equal(op, tau, 1, batch, "tau");
+  Tensor q = col_major_copy(input, batch);
+  if (input->device().is_meta() || q->numel() == 0) return q;
+  Tensor t = contiguous_copy(tau);
+  dispatch_real_complex(input->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* qp = q->data_as<T>();
+    const T* tp = t->data_as<T>();
+    for_each_chunk(count_of(batch), m, [&](int64_t begin, int64_t end) {
+      T query = 0;
+      QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp, ld(m), tp, &query, -1);
+      std::vector<T> work(work_size(query));
+      for (int64_t b = begin; b < end; ++b)
+        QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp + b * m * n, ld(m), tp + b * k, work.data(),
+                        lint(work.size()));
+    });
+  });
+  return q;
+}
+
+Tensor ormqr(const Tensor& self, const Tensor& input2, const Tensor& input3, bool left,
+             bool transpose) {
+  const char* op = "torch.ormqr";
+  const Tensor &A = self, &tau = input2, &C = input3;
+  EMBER_CHECK(A->dim() >= 2, op, ": input must have at least 2 dimensions.");
+  EMBER_CHECK(C->dim() >= 2, op, ": other must have at least 2 dimensions.");
+  const int64_t side = left ? -2 : -1;
+  const int64_t k = tau->dim() > 0 ? tau->size(tau->dim() - 1) : 0;
+  const int64_t cm = C->size(C->dim() - 2), cn = C->size(C->dim() - 1);
+  const int64_t c_side = left ? cm : cn;
+  EMBER_CHECK(c_side >= k, op, ": other.shape[", side,
+              "] must be greater than or equal to tau.shape[-1]");
+  EMBER_CHECK(c_side == A->size(A->dim() - 2), op, ": other.shape[", side,
+              "] must be equal to input.shape[-2]");
+  EMBER_CHECK(k <= A->size(A->dim() - 1), op,
+              ": tau.shape[-1] must be less than or equal to input.shape[-1]");
+  EMBER_CHECK(A->dim() - tau->dim() == 1, op, ": Expected tau to have one dimension less than ",
+              "input, but got tau.ndim equal to ", tau->dim(), " and input.ndim is equal to ",
+              A->dim());
+  EMBER_CHECK(A->dim() == C->dim(), op, ": Expected other to have the same number of ",
+              "dimensions as input, but got other.ndim equal to ", C->dim(),
+              " and input.ndim is equal to ", A->dim());
+  check_matrix(op, A, "input", false, true);
+  EMBER_CHECK(tau->dtype() == A->dtype() && C->dtype() == A->dtype(), op,
+              ": Expected input, tau and other to have the same dtype, but got ",
+              dtype_name(A->dtype()), ", ", dtype_name(tau->dtype()), " and ",
+              dtype_name(C->dtype()));
+  const DimVector batch = batch_of(A);
+  check_batch_equal(op, tau, 1, batch, "tau");
+  check_batch_equal(op, C, 2, batch, "other");
+  const int64_t am = A->size(A->dim() - 2), an = A->size(A->dim() - 1);
+  Tensor c = col_major_copy(C, batch);
+  if (A->device().is_meta() || c->numel() == 0 || k == 0) return c;
+  Tensor a = col_major_copy(A, batch);
+  Tensor t = contiguous_copy(tau);
+  dispatch_real_complex(A->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* ap = a->data_as<T>();
+    const T* tp = t->data_as<T>();
+    T* cp = c->data_as<T>();
+    const char s = left ? 'L' : 'R';
+    for_each_chunk(count_of(batch), std::max(cm, cn), [&](int64_t begin, int64_t end) {
+      T query = 0;
+      QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap, ld(am), tp, cp, ld(cm), &query,
+                      -1);
+      std::vector<T> work(work_size(query));
+      for (int64_t b = begin; b < end; ++b)
+        QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap + b * am * an, ld(am),
+                        tp + b * k, cp + b * cm * cn, ld(cm), work.data(), lint(work.size()));
+    });
+  });
+  return c;
+}
+
+// ---- LDL^T (Bunch-Kaufman) ---------------------------------------------------------------------
+
+std::tuple<Tensor, Tensor, Tensor> _linalg_ldl_factor_ex(const Tensor& A, bool hermitian) {
+  const char* op = "torch.linalg.ldl_factor_ex";
+  check_matrix(op, A, "A", true, true);
+  const int64_t n = A->size(A->dim() - 1);
+  const DimVector batch = batch_of(A);
+  Tensor ld_t = col_major_copy(A, batch);
+  Tensor piv = zeros_int(with(batch, {n}), A->device());
+  Tensor info = zeros_int(batch, A->device());
+  if (A->device().is_meta() || ld_t->numel() == 0) return {ld_t, piv, info};
+  dispatch_real_complex(A->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* ap = ld_t->data_as<T>();
+    int32_t* pp = piv->data_as<int32_t>();
+    int32_t* ip = info->data_as<int32_t>();
+    for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
+      T query = 0;
+      lint dummy = 0;
+      QrLdl<T>::sytrf(hermitian, lint(n), ap, ld(n), &dummy, &query, -1);
+      std::vector<T> work(work_size(query));
+      for (int64_t b = begin; b < end; ++b) {
+        T* a = ap + b * n * n;
+        ip[b] = QrLdl<T>::sytrf(hermitian, lint(n), a, ld(n), pp + b * n, work.data(),
+                                lint(work.size()));
+        for (int64_t j = 1; j < n; ++j) std::fill_n(a + j * n, j, T(0));  // the strict upper part
+      }
+    });
+  });
+  return {ld_t, piv, info};
+}
+
+Tensor _linalg_ldl_solve(const Tensor& LD, const Tensor& pivots, const Tensor& B, bool hermitian) {
+  const char* op = "torch.linalg.ldl_solve";
+  check_matrix(op, LD, "LD", true, true);
+  check_matrix(op, B, "B", false, true);
+  EMBER_CHECK(LD->dtype() == B->dtype(), op, ": Expected LD and B to have the same dtype, but ",
+              "found LD of type ", dtype_name(LD->dtype()), " and B of type ",
+              dtype_name(B->dtype()), " instead");
+  const int64_t n = LD->size(LD->dim() - 1), k = B->size(B->dim() - 1);
+  EMBER_CHECK(B->size(B->dim() - 2) == n, "Incompatible matrix sizes for ", op,
+              ": each A matrix is ", n, " by ", n, " but each b matrix is ", B->size(B->dim() - 2),
+              " by ", k);
+  EMBER_CHECK(pivots->dtype() == ScalarType::Int32 || pivots->dtype() == ScalarType::Int64, op,
+              ": Expected pivots to be integers. Got ", dtype_name(pivots->dtype()));
+  EMBER_CHECK(pivots->dim() == LD->dim() - 1 && pivots->size(pivots->dim() - 1) == n, op,
+              ": Expected LD.shape[:-1] and pivots.shape to be the same, but got pivots with ",
+              "shape ", shape_str(pivots->sizes()), " instead");
+  DimVector batch = batch_broadcast(op, LD, B);
+  batch =
+      broadcast_shapes(batch, DimVector(pivots->sizes().begin(), pivots->sizes().end() - 1), op);
+  Tensor a = col_major_copy(LD, batch);
+  Tensor x = col_major_copy(B, batch);
+  if (LD->device().is_meta() || x->numel() == 0) return x;
+  Tensor piv = ember::empty(with(batch, {n}), ScalarType::Int32, LD->device());
+  copy_into(piv, pivots);
+  const int32_t* p = piv->data_as<int32_t>();
+  // sytrs trusts its pivots: an entry out of range, or a 2 x 2 block (a negative pair) that
+  // is not a pair, would index outside the matrix.
+  for (int64_t i = 0; i < piv->numel(); ++i)
+    EMBER_CHECK(p[i] != 0 && p[i] >= -n && p[i] <= n, op, ": pivots must be in [-", n,
+                ", -1] or [1, ", n, "], got ", p[i]);
+  for (int64_t b = 0; b < piv->numel() / std::max<int64_t>(1, n); ++b)
+    for (int64_t k = 0; k < n; ++k) {
+      const int32_t* q = p + b * n;
+      if (q[k] > 0) continue;
+      EMBER_CHECK(k + 1 < n && q[k + 1] == q[k], op, ": a negative pivot (a 2 x 2 block of D) ",
+                  "must be followed by the same value, got pivots[", k, "] = ", q[k],
+                  k + 1 < n ? " and the next one " : " as the last one",
+                  k + 1 < n ? std::to_string(q[k + 1]) : std::string());
+      ++k;
+    }
+  dispatch_real_complex(LD->dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* ap = a->data_as<T>();
+    T* xp = x->data_as<T>();
+    for_each_matrix(count_of(batch), n, [&](int64_t b) {
+      QrLdl<T>::sytrs(hermitian, lint(n), lint(k), ap + b * n * n, ld(n), p + b * n, xp + b * n * k,
+                      ld(n));
+    });
+  });
+  return fresh(x);
+}
+
+// ---- general eigendecomposition (geev) ---------------------------------------------------------
+
+namespace {
+
+template <class R>
+lint cgeev(bool vecs, lint n, std::complex<R>* a, std::complex<R>* w, std::complex<R>* vr,
+           std::complex<R>* work, lint lwork, R* rwork) {
+  std::complex<R> vl = 0;
+  const char jv = vecs ? 'V' : 'N';
+  if constexpr (std::is_same_v<R, float>)
+    return scipy_LAPACKE_cgeev_work(LAPACK_COL_MAJOR, 'N', jv, n, lc(a), ld(n), lc(w), lc(&vl), 1,
+                                    lc(vr), ld(n), lc(work), lwork, rwork);
+  else
+    return scipy_LAPACKE_zgeev_work(LAPACK_COL_MAJOR, 'N', jv, n, lc(a), ld(n), lc(w), lc(&vl), 1,
+                                    lc(vr), ld(n), lc(work), lwork, rwork);
+}
+
+template <class T>
+bool finite_all(const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(std::real(p[i])) || !std::isfinite(std::imag(p[i]))) return false;
+  return true;
+}
+
+template <class R>
+void fill_nan(std::complex<R>* p, int64_t n) {
+  const R nan = std::numeric_limits<R>::quiet_NaN();
+  std::fill_n(p, n, std::complex<R>(nan, nan));
+}
+
+// Real input: geev gives the eigenvalues as (wr, wi), a complex pair (wi[j] > 0, wi[j+1] < 0)
+// with the eigenvectors vr[:, j] +- i vr[:, j+1]; they are unpacked into complex w and v.
+template <class R>
+void eig_real(R* a, std::complex<R>* w, std::complex<R>* v, int32_t* info, int64_t count, int64_t n,
+              bool vecs) {
+  for_each_chunk(count, n, [&](int64_t begin, int64_t end) {
+    std::vector<R> wr(n), wi(n), vr(vecs ? n * n : 1);
+    R query = 0;
+    Lapack<R>::geev(vecs, lint(n), a, wr.data(), wi.data(), vr.data(), &query, -1);
+    std::vector<R> work(work_size(query));
+    for (int64_t b = begin; b < end; ++b) {
+      R* ab = a + b * n * n;
+      std::complex<R>* wb = w + b * n;
+      std::complex<R>* vb = vecs ? v + b * n * n : nullptr;
+      if (!finite_all(ab, n * n)) {  // geev's result is undefined there: reported as info -1
+        info[b] = -1;
+        fill_nan(wb, n);
+        if (vecs) fill_nan(vb, n * n);
+        continue;
+      }
+      info[b] = Lapack<R>::geev(vecs, lint(n), ab, wr.data(), wi.data(), vr.data(), work.data(),
+                                lint(work.size()));
+      for (int64_t j = 0; j < n; ++j) wb[j] = std::complex<R>(wr[j], wi[j]);
+      if (!vecs) continue;
+      for (int64_t j = 0; j < n; ++j) {
+        const R* cj = vr.data() + j * n;
+        std::complex<R>* oj = vb + j * n;
+        if (wi[j] != 0 && j + 1 < n) {
+          const R* cn = cj + n;
+          std::complex<R>* on = oj + n;
+          for (int64_t i = 0; i < n; ++i) {
+            oj[i] = std::complex<R>(cj[i], cn[i]);
+            on[i] = std::complex<R>(cj[i], -cn[i]);
+          }
+          ++j;
+        } else {
+          for (int64_t i = 0; i < n; ++i) oj[i] = cj[i];
+        }
+      }
+    }
+  });
+}
+
+template <class R>
+void eig_complex(std::complex<R>* a, std::complex<R>* w, std::complex<R>* v, int32_t* info,
+                 int64_t count, int64_t n, bool vecs) {
+  using C = std::complex<R>;
+  for_each_chunk(count, n, [&](int64_t begin, int64_t end) {
+    std::vector<R> rwork(2 * n);
+    C query = 0, dummy = 0;
+    cgeev<R>(vecs, lint(n), a, w, vecs ? v : &dummy, &query, -1, rwork.data());
+    std::vector<C> work(work_size(query.real()));
+    for (int64_t b = begin; b < end; ++b) {
+      C* ab = a + b * n * n;
+      C* vb = vecs ? v + b * n * n : &dummy;
+      if (!finite_all(ab, n * n)) {
+        info[b] = -1;
+        fill_nan(w + b * n, n);
+        if (vecs) fill_nan(vb, n * n);
+        continue;
+      }
+      info[b] =
+          cgeev<R>(vecs, lint(n), ab, w + b * n, vb, work.data(), lint(work.size()), rwork.data());
+    }
+  });
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> _linalg_eig(const Tensor& A, bool compute_v) {
+  const char* op = "linalg.eig";
+  check_matrix(op, A, "A", true, true);
+  const int64_t n = A->size(A->dim() - 1);
+  const DimVector batch = batch_of(A);
+  const ScalarType ct = to_complex(A->dtype());
+  Tensor a = col_major_copy(A, batch);
+  Tensor w = ember::empty(with(batch, {n}), ct, A->device());
+  Tensor v = compute_v ? empty_col_major(batch, n, n, ct, A->device())
+                       : ember::empty({0}, ct, A->device());
+  Tensor info = zeros_int(batch, A->device());
+  if (A->device().is_meta() || a->numel() == 0) return {fresh(w), fresh(v), info};
+  const int64_t count = count_of(batch);
+  using c64 = std::complex<float>;
+  using c128 = std::complex<double>;
+  int32_t* ip = info->data_as<int32_t>();
+  c64* v64 = compute_v && ct == ScalarType::Complex64 ? v->data_as<c64>() : nullptr;
+  c128* v128 = compute_v && ct == ScalarType::Complex128 ? v->data_as<c128>() : nullptr;
+  switch (A->dtype()) {
+    case ScalarType::Float32:
+      eig_real<float>(a->data_as<float>(), w->data_as<c64>(), v64, ip, count, n, compute_v);
+      break;
+    case ScalarType::Float64:
+      eig_real<double>(a->data_as<double>(), w->data_as<c128>(), v128, ip, count, n, compute_v);
+      break;
+    case ScalarType::Complex64:
+      eig_complex<float>(a->data_as<c64>(), w->data_as<c64>(), v64, ip, count, n, compute_v);
+      break;
+    default:
+      eig_complex<double>(a->data_as<c128>(), w->data_as<c128>(), v128, ip, count, n, compute_v);
+      break;
+  }
+  return {fresh(w), fresh(v), info};
+}
+
+namespace {
+
+template <class R>
+void cgemm_cm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, lint n, const std::complex<R>* a,
+              const std::complex<R>* b, std::complex<R>* c) {
+  const std::complex<R> one = 1, zero = 0;
+  if constexpr (std::is_same_v<R, float>)
+    scipy_cblas_cgemm(CblasColMajor, ta, tb, n, n, n, &one, a, ld(n), b, ld(n), &zero, c, ld(n));
+  else
+    scipy_cblas_zgemm(CblasColMajor, ta, tb, n, n, n, &one, a, ld(n), b, ld(n), &zero, c, ld(n));
+}
+
+template <class R>
+lint cgesv(lint n, std::complex<R>* a, lint* ipiv, std::complex<R>* b) {
+  if constexpr (std::is_same_v<R, float>)
+    return scipy_LAPACKE_cgesv_work(LAPACK_COL_MAJOR, n, n, lc(a), ld(n), ipiv, lc(b), ld(n));
+  else
+    return scipy_LAPACKE_zgesv_work(LAPACK_COL_MAJOR, n, n, lc(a), ld(n), ipiv, lc(b), ld(n));
+}
+
+// gA = V^-H (diag(gL) + off-diagonal of (G - V^H V diag(Re diag G)) / conj(L_j - L_i)) V^H
+// with G = V^H gV, for eigenvectors of unit norm; out gets gA (its real part for real A).
+template <class R>
+void eig_backward_batch(const std::complex<R>* gl, const std::complex<R>* gv,
+                        const std::complex<R>* l, const std::complex<R>* v, void* out,
+                        bool real_out, int64_t count, int64_t n) {
+  using C = std::complex<R>;
+  const R tol = std::sqrt(std::numeric_limits<R>::epsilon());
+  for_each_chunk(count, n, [&](int64_t begin, int64_t end) {
+    std::vector<C> G(n * n), P(n * n), M(n * n), Vh(n * n);
+    std::vector<lint> ipiv(n);
+    for (int64_t b = begin; b < end; ++b) {
+      const C* V = v + b * n * n;
+      const C* L = l + b * n;
+      const C* gL = gl + b * n;
+      cgemm_cm<R>(CblasConjTrans, CblasNoTrans, lint(n), V, gv + b * n * n, G.data());
+      R scale = 1;
+      for (int64_t i = 0; i < n; ++i) scale = std::max(scale, std::abs(G[i * n + i]));
+      for (int64_t i = 0; i < n; ++i)
+        EMBER_CHECK(std::abs(G[i * n + i].imag()) <= tol * scale, "linalg_eig_backward: The ",
+                    "eigenvectors in the complex case are specified up to multiplication by ",
+                    "e^{i phi}. The specified loss function depends on this quantity, so it is ",
+                    "ill-defined.");
+      cgemm_cm<R>(CblasConjTrans, CblasNoTrans, lint(n), V, V, P.data());
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < n; ++i) {
+          C m = G[j * n + i] - P[j * n + i] * G[j * n + j].real();
+          M[j * n + i] = i == j ? gL[i] : m / std::conj(L[j] - L[i]);
+        }
+      // P = M V^H; then solve V^H X = P, X = gA
+      cgemm_cm<R>(CblasNoTrans, CblasConjTrans, lint(n), M.data(), V, P.data());
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < n; ++i) Vh[j * n + i] = std::conj(V[i * n + j]);
+      if (cgesv<R>(lint(n), Vh.data(), ipiv.data(), P.data()) != 0) fill_nan(P.data(), n * n);
+      if (real_out) {
+        R* o = static_cast<R*>(out) + b * n * n;
+        for (int64_t i = 0; i < n * n; ++i) o[i] = P[i].real();
+      } else {
+        std::copy(P.begin(), P.end(), static_cast<C*>(out) + b * n * n);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Tensor _linalg_eig_backward(const Tensor& gL, const Tensor& gV, const Tensor& L, const Tensor& V,
+                            bool real_input) {
+  const char* op = "linalg_eig_backward";
+  check_matrix(op, V, "eigenvectors", true, true);
+  EMBER_CHECK(is_complex(V->dtype()) && L->dtype() == V->dtype() && gL->dtype() == V->dtype() &&
+                  gV->dtype() == V->dtype(),
+              op, ": expected complex eigenvalues, eigenvectors and their gradients of one dtype");
+  const int64_t n = V->size(V->dim() - 1);
+  const DimVector batch = batch_of(V);
+  EMBER_CHECK(
+      L->sizes() == with(batch, {n}) && gL->sizes() == L->sizes() && gV->sizes() == V->sizes(), op,
+      ": the shapes of the eigenvalues, eigenvectors and their gradients disagree");
+  const ScalarType out_dt = real_input ? to_real(V->dtype()) : V->dtype();
+  Tensor out = empty_col_major(batch, n, n, out_dt, V->device());
+  if (V->device().is_meta() || out->numel() == 0) return fresh(out);
+  Tensor v = col_major_copy(V, batch), gv = col_major_copy(gV, batch);
+  Tensor l = contiguous_copy(L), gl = contiguous_copy(gL);
+  const int64_t count = count_of(batch);
+  if (V->dtype() == ScalarType::Complex64) {
+    using C = std::complex<float>;
+    eig_backward_batch<float>(gl->data_as<C>(), gv->data_as<C>(), l->data_as<C>(), v->data_as<C>(),
+                              out->data(), real_input, count, n);
+  } else {
+    using C = std::complex<double>;
+    eig_backward_batch<double>(gl->data_as<C>(), gv->data_as<C>(), l->data_as<C>(), v->data_as<C>(),
+                               out->data(), real_input, count, n);
+  }
+  return fresh(out);
 }
 
 }  // namespace cpu

@@ -1,0 +1,419 @@
+"""PyTorch's floating-point and numerical helpers that are compositions of ember's ops:
+``frexp`` (mantissa and int32 exponent, from the bits), ``nextafter`` / ``Tensor.nextafter_``
+(the neighbouring representable value, from the bits), ``isreal``, ``gradient`` (central
+differences, uniform or on coordinates, first- or second-order edges) and ``histogramdd``
+(multi-dimensional histograms, as ``torch.histogramdd``).
+
+>>> import ember
+>>> ember.frexp(ember.tensor([8.0])).exponent.tolist()
+[4]
+>>> ember.gradient(ember.tensor([1.0, 4.0, 9.0]))[0].tolist()
+[3.0, 4.0, 5.0]
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence
+
+from ember import _C
+from ember._C import Tensor
+from ember._finfo import finfo
+
+__all__ = ["frexp", "nextafter", "isreal", "gradient", "histogramdd"]
+
+# (integer dtype of the same width, mantissa bits, exponent mask, exponent field of [0.5, 1))
+_BITS = {
+    "float64": ("int64", 52, 0x7FF, 1022),
+    "float32": ("int32", 23, 0xFF, 126),
+    "float16": ("int16", 10, 0x1F, 14),
+    "bfloat16": ("int16", 7, 0xFF, 126),
+}
+
+
+def _ember() -> Any:
+    """The ember package (its Python-level functions, such as result_type)."""
+    import ember
+
+    return ember
+
+
+def _layout(dtype: Any) -> tuple[Any, int, int, int]:
+    name = str(dtype).rsplit(".", 1)[-1]
+    itype, mant, mask, half = _BITS[name]
+    return getattr(_C, itype), mant, mask, half
+
+
+def _rt(name: str, fields: Sequence[str], values: Sequence[Any]) -> Any:
+    from ember import return_types
+
+    return return_types._make(name, fields)(*values)
+
+
+def frexp(input: Tensor, *, out: Any = None) -> Any:
+    """Splits each element into a mantissa in [0.5, 1) (in magnitude; input's dtype) and an
+    int32 exponent with ``input == mantissa * 2 ** exponent``; 0, inf and NaN give themselves
+    and exponent 0. Exact, subnormals included.
+
+    >>> import ember
+    >>> r = ember.frexp(ember.tensor([3.0, -0.25, 0.0]))
+    >>> r.mantissa.tolist(), r.exponent.tolist()
+    ([0.75, -0.5, 0.0], [2, -1, 0])
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"frexp(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if not input.is_floating_point():
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    itype, mant, mask, half = _layout(input.dtype)
+    x = input.detach()
+    finite = _C.isfinite(x)
+    special = (x == 0) | ~finite
+    # a subnormal is scaled into the normal range first (exactly: a power of 2)
+    sub = ((x.abs() < finfo(x.dtype).tiny) & ~special)
+    xs = _C.where(sub, x * float(2 ** (mant + 1)), x)
+    bits = xs.view(itype)
+    field = (bits >> mant) & mask
+    exponent = (field - half).to(_C.int32) - sub.to(_C.int32) * (mant + 1)
+    mbits = (bits & ~(mask << mant)) | (half << mant)
+    mantissa = _C.where(special, x, mbits.view(x.dtype))
+    exponent = _C.where(special, _C.zeros_like(exponent), exponent)
+    if out is not None:
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError("frexp(): out must be a tuple of two tensors (mantissa, exponent)")
+        if out[0].dtype != input.dtype:
+            raise RuntimeError(f"torch.frexp() expects mantissa to have dtype {input.dtype} but "
+                               f"got {out[0].dtype}")
+        if out[1].dtype != _C.int32:
+            raise RuntimeError(f"torch.frexp() expects exponent to have int dtype but got "
+                               f"{out[1].dtype}")
+        for o, r in zip(out, (mantissa, exponent)):
+            o.resize_(r.shape)
+            o.copy_(r)
+        mantissa, exponent = out
+    return _rt("frexp", ("mantissa", "exponent"), (mantissa, exponent))
+
+
+def nextafter(input: Tensor, other: Tensor | float, *, out: Tensor | None = None) -> Tensor:
+    """The next representable value after each element of ``input`` towards ``other``
+    (their dtypes promote; floating dtypes only): ``other`` where they are equal, NaN where
+    either is NaN.
+
+    >>> import ember
+    >>> ember.nextafter(ember.tensor([1.0]), ember.tensor([2.0])).item() - 1.0
+    1.1920928955078125e-07
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"nextafter(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    if not isinstance(other, Tensor):
+        other = _C.tensor(other, dtype=input.dtype if input.is_floating_point() else None)
+    dtype = _ember().result_type(input, other)
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"nextafter: expected floating-point tensors, got {input.dtype} and "
+                           f"{other.dtype}")
+    x, y = _ember().broadcast_tensors(input.detach().to(dtype), other.detach().to(dtype))
+    itype = _layout(dtype)[0]
+    bits = x.contiguous().view(itype)
+    up = y > x
+    step = _C.where(up ^ (x < 0), _C.ones_like(bits), -_C.ones_like(bits))
+    r = (bits + step).view(dtype)
+    tiny = _C.ones_like(bits).view(dtype)  # the smallest subnormal
+    r = _C.where(x == 0, _C.where(y > 0, tiny, -tiny), r)
+    r = _C.where(x == y, y, r)
+    r = _C.where(_C.isnan(x) | _C.isnan(y), x + y, r)
+    if out is not None:
+        _C._prepare_out(out, r, "nextafter", True)
+        out.copy_(r)
+        return out
+    return r
+
+
+def _nextafter_(self: Tensor, other: Tensor | float) -> Tensor:
+    r = nextafter(self, other)
+    if r.shape != self.shape:
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast "
+                           f"shape {list(r.shape)}")
+    if r.dtype != self.dtype and not _ember().can_cast(r.dtype, self.dtype):
+        raise RuntimeError(f"result type {r.dtype} can't be cast to the desired output type "
+                           f"{self.dtype}")
+    return self.copy_(r)
+
+
+def isreal(input: Tensor) -> Tensor:
+    """Whether each element is real: a zero imaginary part for complex tensors, always True
+    for real ones.
+
+    >>> import ember
+    >>> ember.isreal(ember.tensor([1 + 0j, 1 + 1j])).tolist()
+    [True, False]
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"isreal(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if input.is_complex():
+        return _C.imag(input) == 0
+    return _C.ones_like(input, dtype=_C.bool)
+
+
+# ---- gradient --------------------------------------------------------------------------------
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, numbers.Number) or (isinstance(v, Tensor) and v.ndim == 0)
+
+
+def _gradient_dims(input: Tensor, dim: Any) -> list[int]:
+    nd = input.ndim
+    dims = list(range(nd)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    out = []
+    for d in dims:
+        if not -nd <= d < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                             f"{nd - 1}], but got {d})")
+        out.append(d % nd)
+    if len(set(out)) != len(out):
+        dup = next(d for d in out if out.count(d) > 1)
+        raise RuntimeError(f"dim {dup} appears multiple times in the list of dims")
+    return out
+
+
+def _slice(t: Tensor, d: int, start: int, stop: int | None = None) -> Tensor:
+    n = t.shape[d]
+    stop = n if stop is None else stop % n if stop < 0 else stop
+    start = start % n if start < 0 else start
+    return t.narrow(d, start, stop - start)
+
+
+def _along(v: Tensor, d: int, nd: int) -> Tensor:
+    """A 1-D tensor shaped to broadcast along dim d of an nd-dim tensor."""
+    shape = [1] * nd
+    shape[d] = v.shape[0]
+    return v.reshape(shape)
+
+
+def _gradient_uniform(f: Tensor, d: int, h: Any, edge_order: int) -> Tensor:
+    inner = (_slice(f, d, 2) - _slice(f, d, 0, -2)) / (2 * h)
+    f0, f1, f2 = (_slice(f, d, i, i + 1) for i in range(3)) if edge_order == 2 else \
+        (_slice(f, d, 0, 1), _slice(f, d, 1, 2), None)
+    g0 = (-1.5 * f0 + 2 * f1 - 0.5 * f2) / h if edge_order == 2 else (f1 - f0) / h
+    n = f.shape[d]
+    la, lb = _slice(f, d, n - 1, n), _slice(f, d, n - 2, n - 1)
+    if edge_order == 2:
+        lc = _slice(f, d, n - 3, n - 2)
+        gn = (0.5 * lc - 2 * lb + 1.5 * la) / h
+    else:
+        gn = (la - lb) / h
+    return _C.cat([g0, inner, gn], d)
+
+
+def _gradient_coords(f: Tensor, d: int, x: Tensor, edge_order: int) -> Tensor:
+    nd, n = f.ndim, f.shape[d]
+    dx = x[1:] - x[:-1]
+    a1, a2 = dx[:-1], dx[1:]
+    ca = _along(-a2 / (a1 * (a1 + a2)), d, nd)
+    cb = _along((a2 - a1) / (a1 * a2), d, nd)
+    cc = _along(a1 / (a2 * (a1 + a2)), d, nd)
+    inner = ca * _slice(f, d, 0, -2) + cb * _slice(f, d, 1, -1) + cc * _slice(f, d, 2)
+    f0, f1 = _slice(f, d, 0, 1), _slice(f, d, 1, 2)
+    lb, la = _slice(f, d, n - 2, n - 1), _slice(f, d, n - 1, n)
+    if edge_order == 1:
+        g0 = (f1 - f0) / dx[0]
+        gn = (la - lb) / dx[-1]
+    else:
+        h1, h2 = dx[0], dx[1]
+        f2 = _slice(f, d, 2, 3)
+        g0 = (-(2 * h1 + h2) / (h1 * (h1 + h2)) * f0 + (h1 + h2) / (h1 * h2) * f1
+              - h1 / (h2 * (h1 + h2)) * f2)
+        h1, h2 = dx[-2], dx[-1]
+        lc = _slice(f, d, n - 3, n - 2)
+        gn = (h2 / (h1 * (h1 + h2)) * lc - (h2 + h1) / (h1 * h2) * lb
+              + (2 * h2 + h1) / (h2 * (h1 + h2)) * la)
+    return _C.cat([g0, inner, gn], d)
+
+
+def gradient(input: Tensor, *, spacing: Any = 1, dim: int | Sequence[int] | None = None,
+             edge_order: int = 1) -> tuple[Tensor, ...]:
+    """The gradient of a function sampled in ``input`` along each of ``dim`` (all dims by
+    default), as ``torch.gradient``: second-order central differences inside, one-sided
+    differences of order ``edge_order`` (1 or 2) at the edges. ``spacing`` is one scalar for
+    every dim, a list of one scalar per dim, or a list of 1-D coordinate tensors (the
+    sample points along each dim, not necessarily uniform). Integer input gives float32.
+
+    >>> import ember
+    >>> ember.gradient(ember.tensor([1.0, 4.0, 9.0, 16.0]), spacing=2.0)[0].tolist()
+    [1.5, 2.0, 3.0, 3.5]
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"gradient(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    dims = _gradient_dims(input, dim)
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    if _is_scalar(spacing):
+        spacings: list[Any] = [spacing] * len(dims)
+    else:
+        spacings = list(spacing)
+        if len(spacings) != len(dims):
+            if dim is None:
+                raise RuntimeError(
+                    f"torch.gradient expected spacing to be unspecified, a scalar, or a list of "
+                    f"length equal to 'self.dim() = {input.ndim}', since dim argument was not "
+                    f"given, but got a list of length {len(spacings)}")
+            raise RuntimeError(
+                f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing "
+                f"and dim arguments to have the same length, but got a spacing argument of "
+                f"length {len(spacings)} and a dim argument of length {len(dims)}.")
+        if any(isinstance(s, Tensor) for s in spacings):
+            for s in spacings:
+                if not isinstance(s, Tensor) or s.ndim != 1:
+                    nd = s.ndim if isinstance(s, Tensor) else 0
+                    raise RuntimeError(f"torch.gradient expected each element of spacing to have "
+                                       f"one dimension, but got an element with {nd} "
+                                       f"dimensions!")
+    for d in dims:
+        if input.shape[d] < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least "
+                               "edge_order+1")
+    f = input
+    if not (f.is_floating_point() or f.is_complex()):
+        f = f.to(_C.get_default_dtype())
+    out = []
+    for d, h in zip(dims, spacings):
+        if isinstance(h, Tensor) and h.ndim == 1:
+            if h.shape[0] != input.shape[d]:
+                raise RuntimeError(f"torch.gradient expected the coordinates for dim {d} to "
+                                   f"have {input.shape[d]} elements (the size of that dim), "
+                                   f"but got {h.shape[0]}")
+            x = h if (h.is_floating_point() or h.is_complex()) else h.to(f.dtype)
+            out.append(_gradient_coords(f, d, x.to(_ember().result_type(f, x)), edge_order))
+        else:
+            if isinstance(h, Tensor):
+                h = h.item()
+            out.append(_gradient_uniform(f, d, h, edge_order))
+    return tuple(out)
+
+
+# ---- histogramdd -----------------------------------------------------------------------------
+
+
+def histogramdd(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
+                weight: Tensor | None = None, density: bool = False, out: Any = None) -> Any:
+    """A D-dimensional histogram of the points in the last dim of ``input`` (..., D), as
+    ``torch.histogramdd``: ``bins`` is a bin count for every dim, a list of counts, or a list
+    of increasing 1-D tensors of bin edges; with counts, the bins split ``range``
+    (min0, max0, min1, max1, ...; default: the data's extent, widened by 0.5 each way where it
+    is a single value) evenly. A point falls in bin i when ``edges[i] <= x < edges[i + 1]``
+    (the last bin includes its right edge); points outside are not counted. ``weight``
+    (input's shape without the last dim) weighs each point; ``density`` divides by the total
+    and the bin volumes. Returns ``(hist, bin_edges)``.
+
+    >>> import ember
+    >>> r = ember.histogramdd(ember.tensor([[0.0, 0.0], [1.0, 1.0], [1.0, 0.0]]), bins=2)
+    >>> r.hist.tolist()
+    [[1.0, 0.0], [1.0, 1.0]]
+    """
+    op = "torch.histogramdd"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"histogramdd(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    if input.ndim < 2:
+        raise RuntimeError(f"{op}: input tensor should have at least 2 dimensions")
+    if not input.is_floating_point():
+        raise RuntimeError(f"{op}: expected a floating-point input, got {input.dtype}")
+    D = input.shape[-1]
+    pts = input.detach().reshape(-1, D)
+    if isinstance(bins, numbers.Integral):
+        bins = [int(bins)] * D
+    bins = list(bins)
+    if len(bins) != D:
+        raise RuntimeError("histogramdd: The size of bins must be equal to the innermost "
+                           "dimension of the input.")
+    if range is not None and len(range) != 2 * D:
+        raise RuntimeError(f"{op}: for a {D}-dimensional histogram range should have {2 * D} "
+                           f"elements, but got {len(range)}")
+    if weight is not None and list(weight.shape) != list(input.shape[:-1]):
+        raise RuntimeError(f"{op}: if weight tensor is provided it should have the same shape as "
+                           f"the input tensor excluding its innermost dimension, but got input "
+                           f"with shape {list(input.shape)} and weight with shape "
+                           f"{list(weight.shape)}")
+    edges = []
+    for d, b in enumerate(bins):
+        if isinstance(b, Tensor):
+            if b.dtype != input.dtype:
+                raise RuntimeError(f"{op}: input tensor and bins tensors should have the same "
+                                   f"dtype, but got input with dtype {input.dtype} and bins for "
+                                   f"dimension {d} with dtype {b.dtype}")
+            if b.ndim != 1 or b.numel() < 1:
+                raise RuntimeError(f"{op}: bins tensor for dimension {d} should be 1-D and "
+                                   f"non-empty, got shape {list(b.shape)}")
+            if b.numel() > 1 and bool((b[1:] < b[:-1]).any()):
+                raise RuntimeError(f"{op}: bin edges for dimension {d} must be non-decreasing")
+            edges.append(b.detach())
+            continue
+        b = int(b)
+        if b <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {b} for dimension "
+                               f"{d}")
+        if range is not None:
+            lo, hi = float(range[2 * d]), float(range[2 * d + 1])
+        elif pts.shape[0] == 0:
+            lo, hi = 0.0, 1.0
+        else:
+            col = pts[:, d]
+            lo, hi = col.min().item(), col.max().item()
+        if lo > hi:
+            raise RuntimeError(f"{op}: min should not exceed max, but got min {lo:g} max {hi:g} "
+                               f"for dimension {d}")
+        if not (abs(lo) < float("inf") and abs(hi) < float("inf")):
+            raise RuntimeError(f"{op}: dimension {d}'s range [{lo:g}, {hi:g}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges.append(_C.linspace(lo, hi, b + 1, dtype=input.dtype, device=input.device))
+    counts = [e.numel() - 1 for e in edges]
+    keep = _C.ones(pts.shape[0], dtype=_C.bool, device=input.device)
+    flat = _C.zeros(pts.shape[0], dtype=_C.int64, device=input.device)
+    for d, e in enumerate(edges):
+        col = pts[:, d].contiguous()
+        nb = counts[d]
+        if nb <= 0:
+            keep = keep & False
+            continue
+        keep = keep & (col >= e[0]) & (col <= e[-1])
+        idx = _C.searchsorted(e.contiguous(), col, right=True) - 1
+        idx = idx.clamp(0, nb - 1)  # the last edge belongs to the last bin
+        flat = flat * nb + idx
+    total = 1
+    for c in counts:
+        total *= max(c, 0)
+    w = _C.ones(pts.shape[0], dtype=input.dtype, device=input.device) if weight is None \
+        else weight.detach().reshape(-1).to(input.dtype)
+    w = _C.where(keep, w, _C.zeros_like(w))
+    hist = _C.zeros(total, dtype=input.dtype, device=input.device)
+    if total > 0 and pts.shape[0] > 0:
+        hist.index_add_(0, _C.where(keep, flat, _C.zeros_like(flat)), w)
+    hist = hist.reshape([max(c, 0) for c in counts])
+    if density and total > 0:
+        volume = None
+        for d, e in enumerate(edges):
+            widths = _along(e[1:] - e[:-1], d, D)
+            volume = widths if volume is None else volume * widths
+        hist = hist / hist.sum() / volume
+    if out is not None:
+        o_hist, o_edges = out
+        o_hist.resize_(hist.shape)
+        o_hist.copy_(hist)
+        for o, e in zip(o_edges, edges):
+            o.resize_(e.shape)
+            o.copy_(e)
+        hist, edges = o_hist, list(o_edges)
+    return _rt("histogramdd", ("hist", "bin_edges"), (hist, tuple(edges)))
+
+
+def install(namespace: dict) -> None:
+    """Adds the functions to ember's namespace and ``nextafter``/``nextafter_``/``frexp`` to
+    Tensor (where they are missing)."""
+    for name in __all__:
+        namespace.setdefault(name, globals()[name])
+    for name, fn in (("frexp", frexp), ("nextafter", nextafter), ("nextafter_", _nextafter_),
+                     ("isreal", isreal)):
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, fn)
