@@ -71,6 +71,7 @@ _memory_format_module.install(globals())  # memory_format= of the *_like factori
 from ember import linalg as _linalg  # noqa: E402  (inverse, det, svd, ... and their methods)
 
 _linalg._install(globals())
+from ember import sparse  # noqa: E402,F401  (sparse COO/CSR tensors; mm/matmul/addmm take them)
 
 try:
     from ember._version import version as __version__
