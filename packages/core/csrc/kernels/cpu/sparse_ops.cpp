@@ -27,7 +27,8 @@ Csr check_csr(const char* op, const Tensor& crow, const Tensor& col, int64_t num
   EMBER_CHECK(crow->dim() == 1 && crow->numel() >= 1, op,
               ": crow_indices must be a 1-D tensor of at least one element, got shape ",
               shape_str(crow->sizes()));
-  EMBER_CHECK(col->dim() == 1, op, ": col_indices must be 1-D, got shape ", shape_str(col->sizes()));
+  EMBER_CHECK(col->dim() == 1, op, ": col_indices must be 1-D, got shape ",
+              shape_str(col->sizes()));
   EMBER_CHECK_KIND(!is_floating(crow->dtype()) && !is_floating(col->dtype()), Type, op,
                    ": crow_indices and col_indices must be integer tensors");
   Csr c;
@@ -106,8 +107,8 @@ Tensor _sparse_csr_mm(const Tensor& crow_indices, const Tensor& col_indices, con
   return out;
 }
 
-Tensor _sparse_csr_mm_t(const Tensor& crow_indices, const Tensor& col_indices,
-                        const Tensor& values, const Tensor& dense, int64_t num_cols) {
+Tensor _sparse_csr_mm_t(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& values,
+                        const Tensor& dense, int64_t num_cols) {
   const char* op = "_sparse_csr_mm_t";
   check_matrix(op, "dense", dense);
   EMBER_CHECK(num_cols >= 0, op, ": num_cols must be non-negative, got ", num_cols);
@@ -146,8 +147,8 @@ Tensor _sparse_csr_sddmm(const Tensor& crow_indices, const Tensor& col_indices, 
   check_matrix(op, "left", left);
   check_matrix(op, "right", right);
   Csr c = check_csr(op, crow_indices, col_indices, right->size(0));
-  EMBER_CHECK(left->size(0) == c.rows && left->size(1) == right->size(1), op,
-              ": left must be (", c.rows, ", ", right->size(1), ") to match the sparse rows and ",
+  EMBER_CHECK(left->size(0) == c.rows && left->size(1) == right->size(1), op, ": left must be (",
+              c.rows, ", ", right->size(1), ") to match the sparse rows and ",
               "right's columns, got shape ", shape_str(left->sizes()));
   EMBER_CHECK_KIND(left->dtype() == right->dtype(), Type, op,
                    ": left and right must have the same dtype, got ", dtype_name(left->dtype()),
