@@ -238,6 +238,10 @@ class SparseTensor:
             return
         raise RuntimeError("sparse: assigning .grad of a sparse tensor is not supported")
 
+    @property
+    def data(self) -> SparseTensor:
+        return self.detach()
+
     def detach(self) -> SparseTensor:
         return self._with_values(self._vals.detach())
 
@@ -260,8 +264,7 @@ class SparseTensor:
     def zero_(self) -> SparseTensor:
         """Removes every entry (nnz becomes 0), as PyTorch's ``zero_`` of a sparse tensor."""
         self._need(sparse_coo, "zero_")
-        self._idx = self._idx.new_zeros((self._idx.shape[0], 0)) if self._idx.numel() else \
-            self._idx[:, :0]
+        self._idx = self._idx[:, :0].clone()
         self._vals = self._vals[:0].detach().clone()
         self._coalesced = True
         return self
@@ -452,8 +455,10 @@ class SparseTensor:
     def mm(self, mat2: Any) -> Tensor:
         return mm(self, mat2)
 
-    matmul = mm
-    __matmul__ = mm
+    def matmul(self, other: Any) -> Any:
+        return _matmul(self, other)
+
+    __matmul__ = matmul
 
     def __rmatmul__(self, other: Any) -> Any:
         if isinstance(other, Tensor):
@@ -490,9 +495,15 @@ class SparseTensor:
         return out
 
     def __getattr__(self, name: str) -> Any:
-        if not name.startswith("__") and hasattr(Tensor, name):
-            raise NotImplementedError(f"{self._layout}: op {name} not supported")
-        raise AttributeError(f"'SparseTensor' object has no attribute '{name}'")
+        # A dense tensor's method exists here too (hasattr() says so) but raises when called;
+        # a dense tensor's property raises when read.
+        # Private names (pybind11's own probes among them) are plain AttributeErrors.
+        attr = getattr(Tensor, name, None) if not name.startswith("_") else None
+        if attr is None:
+            raise AttributeError(f"'SparseTensor' object has no attribute '{name}'")
+        if callable(attr):
+            return _unsupported(name).__get__(self)
+        raise NotImplementedError(f"{self._layout}: op {name} not supported")
 
 
 def _unsupported(name: str) -> Any:
