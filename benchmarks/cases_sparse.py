@@ -16,15 +16,17 @@ def _graph(fw, n: int, e: int, f: int, csr: bool, grad: bool):
     rng = np.random.default_rng(n)
     idx = np.stack([rng.integers(0, n, e), rng.integers(0, n, e)]).astype(np.int64)
     vals = fw.from_numpy(rng.random(e, dtype=np.float32))
-    if grad:
-        vals.requires_grad_(True)
     adj = fw.mod.sparse_coo_tensor(fw.from_numpy(idx), vals, (n, n)).coalesce()
+    if grad:  # the adjacency's leaf values (the statement builds the tensor over them)
+        return adj.indices(), adj.values().requires_grad_(True), x_of(fw, rng, n, f, grad)
     if csr:
         adj = adj.to_sparse_csr()
+    return adj, x_of(fw, rng, n, f, grad)
+
+
+def x_of(fw, rng, n: int, f: int, grad: bool):
     x = fw.from_numpy(rng.standard_normal((n, f), dtype=np.float32))
-    if grad:
-        x.requires_grad_(True)
-    return adj, x
+    return x.requires_grad_(True) if grad else x
 
 
 def _register(n: int, e: int, f: int) -> None:
@@ -40,8 +42,10 @@ def _register(n: int, e: int, f: int) -> None:
           doc=f"torch.sparse.mm(adj, x).sum().backward(): gradients of x and of adj's values "
           f"(n={n}, ~{e} entries, {f} features, float32)")
     def _bwd(fw):
-        adj, x = _graph(fw, n, e, f, False, True)
-        return Stmt("sp.mm(adj, x).sum().backward()", sp=fw.mod.sparse, adj=adj, x=x)
+        i, v, x = _graph(fw, n, e, f, False, True)
+        return Stmt("sp.mm(coo(i, v, size, is_coalesced=True, check_invariants=False), x)"
+                    ".sum().backward()", sp=fw.mod.sparse, coo=fw.mod.sparse_coo_tensor, i=i,
+                    v=v, x=x, size=(n, n))
 
 
 for _n, _e, _f in SIZES:
