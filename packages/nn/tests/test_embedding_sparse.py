@@ -103,3 +103,43 @@ def test_zero_grad_and_refusals():
     w = ember.nn.Parameter(ember.ones(8, 3))
     with pytest.raises(RuntimeError, match="different size"):
         w.grad = ember.sparse_coo_tensor([[0]], ember.ones(1, 2), (8, 2))
+
+
+BAG_CASES = [
+    dict(x=[1, 2, 4, 1, 0], off=[0, 2], mode="sum"),
+    dict(x=[1, 2, 4, 1, 0], off=[0, 2], mode="mean"),
+    dict(x=[1, 2, 4, 1, 0], off=[0, 2, 5], mode="mean", include_last_offset=True),
+    dict(x=[[1, 2], [4, 1]], off=None, mode="mean", padding_idx=1),
+    dict(x=[1, 2, 4, 1, 0], off=[0, 2, 2], mode="mean"),  # an empty bag
+    dict(x=[1, 2, 4, 1, 0], off=[0, 2], mode="sum", padding_idx=1, psw=True),
+]
+
+
+@pytest.mark.parametrize("case", BAG_CASES, ids=lambda c: str(sorted(c.items())))
+def test_embedding_bag_sparse_grad_matches_torch(case):
+    res = []
+    for lib in (ember, torch):
+        w = lib.nn.Parameter(lib.tensor(W))
+        psw = lib.arange(5.0).requires_grad_() if case.get("psw") else None
+        off = None if case["off"] is None else lib.tensor(case["off"])
+        out = lib.nn.functional.embedding_bag(
+            lib.tensor(case["x"]), w, off, mode=case["mode"], sparse=True,
+            padding_idx=case.get("padding_idx"), per_sample_weights=psw,
+            include_last_offset=case.get("include_last_offset", False))
+        (out * lib.arange(out.numel(), dtype=lib.float32).reshape(out.shape)).sum().backward()
+        res.append((out.detach().numpy(), w.grad, psw))
+    (eo, eg, ep), (to, tg, tp) = res
+    np.testing.assert_allclose(eo, to, rtol=1e-6)
+    assert eg.layout is ember.sparse_coo
+    assert eg._indices().tolist() == tg._indices().tolist()
+    np.testing.assert_allclose(eg._values().numpy(), tg._values().numpy(), rtol=1e-6)
+    if ep is not None:
+        np.testing.assert_allclose(ep.grad.numpy(), tp.grad.numpy(), rtol=1e-6)
+
+
+def test_embedding_bag_module_and_max_mode():
+    bag = ember.nn.EmbeddingBag(10, 3, mode="sum", sparse=True)
+    bag(ember.tensor([[1, 2], [3, 3]])).sum().backward()
+    assert bag.weight.grad.layout is ember.sparse_coo and bag.weight.grad._nnz() == 4
+    with pytest.raises(RuntimeError, match="max mode does not support sparse weights"):
+        ember.nn.EmbeddingBag(10, 3, mode="max", sparse=True)(ember.tensor([[1, 2]]))

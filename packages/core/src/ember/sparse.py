@@ -1170,3 +1170,86 @@ def embedding_sparse(weight: Tensor, indices: Tensor, padding_idx: int,
         raise NotImplementedError("embedding(sparse=True): a weight that is not a leaf tensor is "
                                   "not supported (its sparse gradient has nowhere to go)")
     return _SparseEmbedding.apply(weight, indices, padding_idx)
+
+
+class _SparseEmbeddingBag(ember.autograd.Function):
+    """embedding_bag (mode 'sum' or 'mean') whose backward stores a sparse COO gradient on the
+    weight (one entry per non-padding index: its bag's gradient, times its per-sample weight or
+    divided by the bag's size) and returns the per-sample weights' gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, weight: Tensor, psw: Tensor | None, indices: Tensor,
+                offsets: Tensor | None, mode: str, include_last_offset: bool,
+                padding_idx: int) -> Tensor:
+        ctx.weight, ctx.mode, ctx.padding_idx = weight, mode, padding_idx
+        ctx.has_psw = psw is not None
+        flat = indices.reshape(-1).to(ember.int64)
+        n = flat.shape[0]
+        if indices.ndim == 2:
+            b, length = indices.shape
+            bag = ember.arange(b).repeat_interleave(length) if n else flat
+        else:
+            starts = offsets.to(ember.int64)
+            if include_last_offset:
+                starts = starts[:-1]
+            ends = ember.cat([starts[1:], ember.tensor([n])]) if starts.numel() else starts
+            bag = ember.arange(starts.shape[0]).repeat_interleave((ends - starts).clamp(min=0))
+            if bag.shape[0] != n:
+                raise RuntimeError(f"embedding_bag: offsets {starts.tolist()} do not cover the "
+                                   f"{n} indices in order")
+        ctx.save_for_backward(flat, bag, psw if psw is not None else flat.new_zeros(0))
+        return _C.embedding_bag(weight, indices, offsets, mode, psw, include_last_offset,
+                                padding_idx)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Any, ...]:
+        flat, bag, psw = ctx.saved_tensors
+        weight = ctx.weight
+        keep = flat != ctx.padding_idx if ctx.padding_idx >= 0 else None
+        per_index = grad[bag]  # (n, D): each index's bag gradient
+        scale = None
+        if ctx.has_psw:
+            scale = psw.reshape(-1)
+        elif ctx.mode == "mean":
+            valid = keep.to(grad.dtype) if keep is not None else grad.new_ones(flat.shape[0])
+            counts = grad.new_zeros(grad.shape[0]).index_add(0, bag, valid)
+            scale = 1.0 / counts.clamp(min=1)[bag]
+        vals = per_index * scale.unsqueeze(1) if scale is not None else per_index
+        idx = flat
+        if keep is not None:
+            idx, vals = idx[keep], vals[keep]
+        accumulate_sparse_grad(weight, SparseTensor(sparse_coo, tuple(weight.shape),
+                                                    vals.detach().clone(),
+                                                    indices=idx.unsqueeze(0)))
+        grad_psw = None
+        if ctx.has_psw and ctx.needs_input_grad[1]:
+            rows = weight.detach()[flat]
+            grad_psw = (per_index * rows).sum(1)
+            if keep is not None:
+                grad_psw = grad_psw * keep.to(grad_psw.dtype)
+            grad_psw = grad_psw.reshape(psw.shape)
+        return None, grad_psw, None, None, None, None, None
+
+
+def embedding_bag_sparse(weight: Tensor, indices: Tensor, offsets: Tensor | None, mode: str,
+                         per_sample_weights: Tensor | None, include_last_offset: bool,
+                         padding_idx: int) -> Tensor:
+    """``F.embedding_bag(..., sparse=True)``: weight.grad becomes a sparse COO tensor.
+
+    >>> import ember
+    >>> w = ember.nn.Parameter(ember.ones(4, 2))
+    >>> embedding_bag_sparse(w, ember.tensor([[1, 3]]), None, "sum", None, False, -1).sum().backward()
+    >>> w.grad._indices().tolist()
+    [[1, 3]]
+    """
+    if not (weight.requires_grad and ember.is_grad_enabled()):
+        return _C.embedding_bag(weight, indices, offsets, mode, per_sample_weights,
+                                include_last_offset, padding_idx)
+    if mode == "max":
+        raise RuntimeError("embedding_bag: max mode does not support sparse weights")
+    if not weight.is_leaf:
+        raise NotImplementedError("embedding_bag(sparse=True): a weight that is not a leaf "
+                                  "tensor is not supported (its sparse gradient has nowhere "
+                                  "to go)")
+    return _SparseEmbeddingBag.apply(weight, per_sample_weights, indices, offsets, mode,
+                                     include_last_offset, padding_idx)
