@@ -388,3 +388,20 @@ def test_kernel_checks():
     with pytest.raises(TypeError, match="same dtype"):
         ember._C._sparse_csr_sddmm(crow, ember.tensor([0, 1]), ember.ones(2, 2),
                                    ember.ones(3, 2, dtype=ember.float64))
+
+
+def test_smm_hspmm_sparse_mask_is_tensor():
+    e, t = pair()
+    de, dt = rand(4, 3, seed=18)
+    r, tr = ember.smm(e, de), torch.smm(t, dt)
+    assert r.layout is ember.sparse_coo
+    same(r.to_dense(), tr.to_dense(), 1e-5, 1e-5)
+    h, th = ember.hspmm(e, de), torch.hspmm(t.coalesce(), dt)
+    assert (h.sparse_dim(), h.dense_dim()) == (th.sparse_dim(), th.dense_dim())
+    assert h.indices().tolist() == th.coalesce().indices().tolist()
+    same(h.to_dense(), th.to_dense(), 1e-5, 1e-5)
+    me, mt = rand(*SIZE, seed=19)
+    m, tm = me.sparse_mask(e), mt.sparse_mask(t.coalesce())
+    assert m.indices().tolist() == tm.indices().tolist()
+    same(m.values(), tm.values())
+    assert ember.is_tensor(e) and ember.is_tensor(me) and not ember.is_tensor([1.0])

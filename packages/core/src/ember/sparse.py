@@ -851,6 +851,56 @@ def _broadcast_like(prod: Tensor, input: Tensor) -> Tensor:
     return prod + prod.new_zeros(ember.broadcast_shapes(tuple(input.shape), tuple(prod.shape)))
 
 
+def smm(input: SparseTensor, mat: Tensor) -> SparseTensor:
+    """``input @ mat`` for a sparse ``input`` and dense ``mat``, as a sparse COO tensor of the
+    result's nonzero entries.
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0], [1]], [2.0], (2, 2))
+    >>> ember.smm(s, ember.eye(2))._nnz()
+    1
+    """
+    return mm(input, mat).to_sparse()
+
+
+def hspmm(mat1: SparseTensor, mat2: Tensor) -> SparseTensor:
+    """``mat1 @ mat2`` as a hybrid COO tensor (sparse rows, dense columns): the rows of the
+    product that are not all zero.
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0], [1]], [2.0], (2, 2))
+    >>> r = ember.hspmm(s, ember.ones(2, 3))
+    >>> r.sparse_dim(), r.dense_dim(), r._nnz()
+    (1, 1, 1)
+    """
+    if not _is_sparse(mat1):
+        raise RuntimeError("hspmm: expected mat1 to be a sparse tensor")
+    return mm(mat1, mat2).to_sparse(1)
+
+
+def _sparse_mask(self: Tensor, mask: SparseTensor) -> SparseTensor:
+    """``Tensor.sparse_mask(mask)``: self's values at the entries of the sparse ``mask`` (its
+    pattern, coalesced).
+
+    >>> import ember
+    >>> m = ember.sparse_coo_tensor([[1], [0]], [5.0], (2, 2))
+    >>> ember.tensor([[1.0, 2.0], [3.0, 4.0]]).sparse_mask(m).values().tolist()
+    [3.0]
+    """
+    if not _is_sparse(mask):
+        raise RuntimeError("sparse_mask: expected mask to be a sparse tensor")
+    if tuple(self.shape) != mask._size:
+        raise RuntimeError(f"sparse_mask: expected mask of size {tuple(self.shape)}, got "
+                           f"{mask._size}")
+    m = mask.to_sparse_coo().coalesce()
+    out = SparseTensor(sparse_coo, m._size, self[tuple(m._idx)], indices=m._idx, coalesced=True)
+    return out.to_sparse_csr() if mask.layout is sparse_csr else out
+
+
+def _is_tensor(obj: Any) -> bool:
+    return isinstance(obj, (Tensor, SparseTensor))
+
+
 def _matmul(input: Any, other: Any) -> Any:
     if _is_sparse(input) or _is_sparse(other):
         a = input if _is_sparse(input) else None
@@ -1102,6 +1152,11 @@ def _install() -> None:
     ember.addmm = addmm
     ember.spmm = mm
     ember.dsmm = mm
+    ember.smm = smm
+    ember.hspmm = hspmm
+    Tensor.sparse_mask = _sparse_mask
+    _is_tensor.__doc__ = ember.is_tensor.__doc__
+    ember.is_tensor = _is_tensor  # a sparse tensor is a tensor, as in PyTorch
     from ember import _serialization_objects
 
     _serialization_objects._DEFAULT_SAFE["ember.sparse._rebuild_sparse"] = _rebuild_sparse
