@@ -405,3 +405,21 @@ def test_smm_hspmm_sparse_mask_is_tensor():
     assert m.indices().tolist() == tm.indices().tolist()
     same(m.values(), tm.values())
     assert ember.is_tensor(e) and ember.is_tensor(me) and not ember.is_tensor([1.0])
+
+
+def test_mm_over_many_rows_matches_torch():
+    # enough rows and entries that the row loop is split over the thread pool
+    ind, vals = random_sparse(3000, 400, 30000, seed=20)
+    ve, vt = ember.tensor(vals, requires_grad=True), torch.tensor(vals, requires_grad=True)
+    se = ember.sparse_coo_tensor(ind, ve, (3000, 400))
+    st = torch.sparse_coo_tensor(ind, vt, (3000, 400))
+    de, dt = rand(400, 32, seed=21)
+    de.requires_grad_()
+    dt.requires_grad_()
+    re, rt = ember.sparse.mm(se, de), torch.sparse.mm(st, dt)
+    same(re, rt, 1e-4, 1e-4)
+    ge, gt = rand(3000, 32, seed=22)
+    (re * ge).sum().backward()
+    (rt * gt).sum().backward()
+    same(de.grad, dt.grad, 1e-4, 1e-4)
+    same(ve.grad, vt.grad, 1e-4, 1e-4)
