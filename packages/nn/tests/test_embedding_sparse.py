@@ -143,3 +143,25 @@ def test_embedding_bag_module_and_max_mode():
     assert bag.weight.grad.layout is ember.sparse_coo and bag.weight.grad._nnz() == 4
     with pytest.raises(RuntimeError, match="max mode does not support sparse weights"):
         ember.nn.EmbeddingBag(10, 3, mode="max", sparse=True)(ember.tensor([[1, 2]]))
+
+
+def test_sparse_buffer_moves_saves_and_loads(tmp_path):
+    class GraphModel(ember.nn.Module):
+        def __init__(self, scale: float = 1.0) -> None:
+            super().__init__()
+            self.register_buffer("adj", ember.eye(3).to_sparse() * scale)
+            self.lin = ember.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return ember.sparse.mm(self.adj, self.lin(x))
+
+    m = GraphModel(2.0).double()
+    assert m.adj.dtype is ember.float64 and m.adj.layout is ember.sparse_coo
+    assert m(ember.ones(3, 3, dtype=ember.float64)).shape == (3, 2)
+    ember.save(m.state_dict(), tmp_path / "m.pt")
+    m2 = GraphModel()
+    m2.load_state_dict(ember.load(tmp_path / "m.pt"))
+    assert m2.adj.layout is ember.sparse_coo and m2.adj.dtype is ember.float32
+    assert m2.adj.to_dense().tolist()[0] == [2.0, 0.0, 0.0]
+    with pytest.raises(TypeError, match="cannot assign 'list'"):
+        m2.adj = [1.0]
