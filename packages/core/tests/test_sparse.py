@@ -423,3 +423,22 @@ def test_mm_over_many_rows_matches_torch():
     (rt * gt).sum().backward()
     same(de.grad, dt.grad, 1e-4, 1e-4)
     same(ve.grad, vt.grad, 1e-4, 1e-4)
+
+
+def test_unchecked_tensors_never_give_wrong_numbers():
+    bad = ember.sparse_coo_tensor([[0, 1], [5, 0]], [1.0, 2.0], (2, 4), check_invariants=False)
+    with pytest.raises(RuntimeError, match="must lie in"):
+        bad.to_dense()
+    with pytest.raises(RuntimeError, match="must lie in"):
+        bad.coalesce()
+    with pytest.raises(IndexError, match="out of range"):
+        ember.sparse.mm(bad, ember.ones(4, 2))
+    rows = ember.sparse_coo_tensor([[0, 3], [1, 0]], [1.0, 2.0], (2, 4), check_invariants=False)
+    with pytest.raises(RuntimeError, match="row indices outside"):
+        ember.sparse.mm(rows, ember.ones(4, 2))
+    # a false is_coalesced is caught when checked, and never trusted by the products
+    with pytest.raises(RuntimeError, match="not sorted and unique"):
+        ember.sparse_coo_tensor([[1, 0], [0, 0]], [1.0, 2.0], (2, 2), is_coalesced=True)
+    lie = ember.sparse_coo_tensor([[1, 0], [0, 0]], [1.0, 2.0], (2, 2), is_coalesced=True,
+                                  check_invariants=False)
+    assert ember.sparse.mm(lie, ember.eye(2)).tolist() == [[2.0, 0.0], [1.0, 0.0]]

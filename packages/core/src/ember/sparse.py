@@ -555,7 +555,15 @@ def _wrap(dim: int, ndim: int, op: str) -> int:
 
 # ---- helpers over the arrays ----------------------------------------------------------------
 def _linear(idx: Tensor, sizes: tuple[int, ...]) -> Tensor:
-    """Row-major positions of the COO indices within the sparse dims' sizes."""
+    """Row-major positions of the COO indices within the sparse dims' sizes (checked to lie
+    within them: a tensor built with check_invariants=False must not alias positions)."""
+    if idx.shape[1] and len(sizes):
+        lo, hi = idx.amin(1).tolist(), idx.amax(1).tolist()
+        for d, n in enumerate(sizes):
+            if lo[d] < 0 or hi[d] >= n:
+                raise RuntimeError(f"sparse_coo: indices of dim {d} must lie in [0, {n}), got "
+                                   f"[{lo[d]}, {hi[d]}] (a tensor built with "
+                                   "check_invariants=False)")
     lin = idx[0].clone() if idx.shape[0] else ember.zeros(idx.shape[1], dtype=ember.int64,
                                                             device=idx.device)
     for d in range(1, len(sizes)):
@@ -617,6 +625,11 @@ def _check_invariants(s: SparseTensor) -> None:
                     raise RuntimeError(f"sparse_coo_tensor: size is inconsistent with indices: "
                                        f"for dim {d}, size is {s._size[d]} but found index "
                                        f"{hi[d]}")
+        if s._coalesced and idx.shape[1] > 1:
+            lin = _linear(idx, s._size[:sd])
+            if not bool((lin[1:] > lin[:-1]).all()):
+                raise RuntimeError("sparse_coo_tensor: is_coalesced=True but the indices are not "
+                                   "sorted and unique")
         return
     crow, col = s._crow, s._col
     m, n = s._size
@@ -666,7 +679,6 @@ def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any
         if idx.shape[1] == 0:
             raise RuntimeError(f"{op}: size must be given when there are no indices")
         size = tuple(int(m) + 1 for m in idx.amax(1).tolist()) + tuple(vals.shape[1:])
-        check = False
     else:
         size = tuple(int(s) for s in size)
         if len(size) != sd + vals.ndim - 1:
@@ -675,9 +687,8 @@ def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any
         if tuple(vals.shape[1:]) != size[sd:]:
             raise RuntimeError(f"{op}: values has incorrect size, expected {(idx.shape[1],) + size[sd:]}"
                                f", got {tuple(vals.shape)}")
-        check = True
     out = SparseTensor(sparse_coo, size, vals, indices=idx, coalesced=bool(is_coalesced))
-    if check and check_invariants is not False:
+    if check_invariants is not False:
         _check_invariants(out)
     if requires_grad:  # a new leaf over the same memory; the caller's values are left alone
         out._vals = out._vals.detach().requires_grad_(True)
@@ -769,10 +780,16 @@ def _csr_arrays(s: SparseTensor, op: str) -> tuple[Tensor, Tensor, Tensor]:
     if s._layout is sparse_csr:
         return s._crow, s._col, s._vals
     idx, vals = s._idx, s._vals
-    if not s._coalesced and idx.shape[1] > 1:
-        order = ember.argsort(idx[0], stable=True)
+    rows = idx[0]
+    # Sorted by row unless proven (not trusting a flag given with check_invariants=False).
+    if idx.shape[1] > 1 and not bool((rows[1:] >= rows[:-1]).all()):
+        order = ember.argsort(rows, stable=True)
         idx, vals = idx[:, order], vals[order]
-    return _crow_from_rows(idx[0], s._size[0]), idx[1], vals
+    crow = _crow_from_rows(idx[0], s._size[0])
+    if crow.shape[0] != s._size[0] + 1 or (idx.shape[1] and int(idx[0].min()) < 0):
+        raise RuntimeError(f"{op}: row indices outside [0, {s._size[0]}) (a tensor built with "
+                           "check_invariants=False)")
+    return crow, idx[1], vals
 
 
 def _check_mm_operand(op: str, dense: Any, what: str) -> None:
@@ -996,26 +1013,30 @@ def log_softmax(input: SparseTensor, dim: int, *, dtype: Any = None) -> SparseTe
     return _softmax_impl(input, dim, dtype, log=True)
 
 
-class check_sparse_tensor_invariants:
-    """Context manager / flag object: ember always checks the invariants of sparse tensors
-    built with a size (``check_invariants=False`` skips), so this only records the setting.
+class check_sparse_tensor_invariants:  # noqa: N801  (PyTorch's name)
+    """PyTorch's switch for checking the invariants of new sparse tensors. ember checks them
+    whenever a sparse tensor is built with a size (an index outside the size would otherwise
+    alias another position), unless the factory gets ``check_invariants=False``; the switch is
+    recorded for :meth:`is_enabled` and changes nothing else.
 
     >>> import ember
     >>> with ember.sparse.check_sparse_tensor_invariants():
-    ...     pass
+    ...     ember.sparse.check_sparse_tensor_invariants.is_enabled()
+    True
     """
 
-    _enabled = True
+    _enabled = False
 
     def __init__(self, enable: bool = True) -> None:
-        self.enable = enable
+        self.state = enable
+        self.saved = False
 
     @staticmethod
     def is_enabled() -> bool:
         return check_sparse_tensor_invariants._enabled
 
     @staticmethod
-    def enable() -> None:  # type: ignore[no-redef]
+    def enable() -> None:
         check_sparse_tensor_invariants._enabled = True
 
     @staticmethod
@@ -1023,10 +1044,12 @@ class check_sparse_tensor_invariants:
         check_sparse_tensor_invariants._enabled = False
 
     def __enter__(self) -> check_sparse_tensor_invariants:
+        self.saved = check_sparse_tensor_invariants._enabled
+        check_sparse_tensor_invariants._enabled = self.state
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        check_sparse_tensor_invariants._enabled = self.saved
 
 
 # ---- printing -------------------------------------------------------------------------------
