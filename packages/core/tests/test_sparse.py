@@ -442,3 +442,24 @@ def test_unchecked_tensors_never_give_wrong_numbers():
     lie = ember.sparse_coo_tensor([[1, 0], [0, 0]], [1.0, 2.0], (2, 2), is_coalesced=True,
                                   check_invariants=False)
     assert ember.sparse.mm(lie, ember.eye(2)).tolist() == [[2.0, 0.0], [1.0, 0.0]]
+
+
+def test_scipy_conversion_as_pygcn_writes_it():
+    sp = pytest.importorskip("scipy.sparse")
+    mx = sp.random(6, 5, density=0.3, format="csr", random_state=0, dtype=np.float32)
+
+    def to_torch(lib, sparse_mx):
+        sparse_mx = sparse_mx.tocoo().astype(np.float32)
+        indices = lib.from_numpy(np.vstack((sparse_mx.row, sparse_mx.col)).astype(np.int64))
+        values = lib.from_numpy(sparse_mx.data)
+        return lib.sparse.FloatTensor(indices, values, lib.Size(sparse_mx.shape))
+
+    e, t = to_torch(ember, mx), to_torch(torch, mx)
+    assert e.dtype is ember.float32 and e.layout is ember.sparse_coo
+    same(e.to_dense(), t.to_dense())
+    np.testing.assert_allclose(e.to_dense().numpy(), mx.toarray())
+    x = np.ones((5, 2), np.float32)
+    same(ember.spmm(e, ember.tensor(x)), torch.spmm(t, torch.tensor(x)), 1e-6, 1e-6)
+    empty = ember.sparse.FloatTensor(2, 3)
+    assert empty._nnz() == 0 and tuple(empty.shape) == (2, 3)
+    assert ember.sparse.DoubleTensor([[0]], [1.0], (2,)).dtype is ember.float64

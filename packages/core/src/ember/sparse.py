@@ -914,6 +914,28 @@ def _sparse_mask(self: Tensor, mask: SparseTensor) -> SparseTensor:
     return out.to_sparse_csr() if mask.layout is sparse_csr else out
 
 
+def _legacy(name: str, dtype: Any) -> Any:
+    def make(*args: Any, size: Any = None) -> SparseTensor:
+        if len(args) >= 2 and not isinstance(args[0], int):  # (indices, values[, size])
+            shape = args[2] if len(args) > 2 else size
+            return sparse_coo_tensor(args[0], args[1], shape, dtype=dtype)
+        shape = tuple(args[0]) if len(args) == 1 and not isinstance(args[0], int) else args
+        shape = tuple(size) if size is not None else tuple(int(n) for n in shape)
+        return SparseTensor(sparse_coo, shape, ember.zeros(0, dtype=dtype),
+                            indices=ember.zeros((len(shape), 0), dtype=ember.int64),
+                            coalesced=True)
+
+    make.__name__ = name
+    make.__doc__ = (f"The legacy constructor ``torch.sparse.{name}(indices, values, size)`` (a "
+                    f"{dtype} COO tensor) or ``{name}(*size)`` (an empty one).")
+    return make
+
+
+FloatTensor = _legacy("FloatTensor", ember.float32)
+DoubleTensor = _legacy("DoubleTensor", ember.float64)
+LongTensor = _legacy("LongTensor", ember.int64)
+
+
 def _is_tensor(obj: Any) -> bool:
     return isinstance(obj, (Tensor, SparseTensor))
 
