@@ -463,3 +463,17 @@ def test_scipy_conversion_as_pygcn_writes_it():
     empty = ember.sparse.FloatTensor(2, 3)
     assert empty._nnz() == 0 and tuple(empty.shape) == (2, 3)
     assert ember.sparse.DoubleTensor([[0]], [1.0], (2,)).dtype is ember.float64
+
+
+def test_forward_ad_through_products():
+    ind, vals = random_sparse(5, 4, 8, seed=23, dtype="float64")
+    v = ember.tensor(vals, dtype=ember.float64)
+    d = ember.tensor(np.random.default_rng(24).normal(size=(4, 3)))
+    tv = ember.tensor(np.random.default_rng(25).normal(size=len(vals)))
+    td = ember.tensor(np.random.default_rng(26).normal(size=(4, 3)))
+
+    def f(values, dense):
+        return ember.sparse.mm(ember.sparse_coo_tensor(ind, values, (5, 4)), dense)
+
+    _, tangent = ember.func.jvp(f, (v, d), (tv, td))
+    same(tangent, torch.tensor((f(tv, d) + f(v, td)).tolist()), 1e-12, 1e-12)
