@@ -476,4 +476,4 @@ def test_forward_ad_through_products():
         return ember.sparse.mm(ember.sparse_coo_tensor(ind, values, (5, 4)), dense)
 
     _, tangent = ember.func.jvp(f, (v, d), (tv, td))
-    same(tangent, torch.tensor((f(tv, d) + f(v, td)).tolist()), 1e-12, 1e-12)
+    same(tangent, torch.tensor((f(tv, d) + f(v, td)).tolist(), dtype=torch.float64), 1e-12, 1e-12)
