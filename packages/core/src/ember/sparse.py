@@ -1192,8 +1192,8 @@ def _install() -> None:
     # The products accept a sparse operand; a dense call goes straight to the C++ op.
     for name in ("mm", "matmul", "addmm"):
         _DENSE[name] = getattr(ember, name)
-    ember.mm = _wrap_dense(mm, _DENSE["mm"], "mm")
-    ember.matmul = _wrap_dense(_matmul, _DENSE["matmul"], "matmul")
+    ember.mm = _wrap_dense(mm, _DENSE["mm"], "mm", ("input", "mat2"))
+    ember.matmul = _wrap_dense(_matmul, _DENSE["matmul"], "matmul", ("input", "other"))
     ember.addmm = addmm
     ember.spmm = mm
     ember.dsmm = mm
@@ -1207,13 +1207,18 @@ def _install() -> None:
     _serialization_objects._DEFAULT_SAFE["ember.sparse._rebuild_sparse"] = _rebuild_sparse
 
 
-def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str) -> Any:
-    def fn(input: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
-        if type(input) is SparseTensor or type(other) is SparseTensor:
-            if args or kwargs:
-                raise NotImplementedError(f"{name}: out= is not supported with sparse operands")
-            return sparse_fn(input, other)
-        return dense_fn(input, other, *args, **kwargs)
+def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str, names: tuple[str, str]) -> Any:
+    """``dense_fn`` unless an operand (positional or by its name in ``names``) is sparse."""
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        if any(type(a) is SparseTensor for a in args) or any(
+                type(v) is SparseTensor for v in kwargs.values()):
+            operands = list(args) + [kwargs.pop(k) for k in names if k in kwargs]
+            if len(operands) != 2 or kwargs:
+                raise NotImplementedError(f"{name}: only ({names[0]}, {names[1]}) are supported "
+                                          "with sparse operands (no out=)")
+            return sparse_fn(*operands)
+        return dense_fn(*args, **kwargs)
 
     fn.__name__ = name
     fn.__doc__ = dense_fn.__doc__
