@@ -1211,6 +1211,11 @@ def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str, names: tuple[str, str]
     """``dense_fn`` unless an operand (positional or by its name in ``names``) is sparse."""
 
     def fn(*args: Any, **kwargs: Any) -> Any:
+        if len(args) == 2 and not kwargs:  # the common call, kept short
+            a, b = args
+            if type(a) is not SparseTensor and type(b) is not SparseTensor:
+                return dense_fn(a, b)
+            return sparse_fn(a, b)
         if any(type(a) is SparseTensor for a in args) or any(
                 type(v) is SparseTensor for v in kwargs.values()):
             operands = list(args) + [kwargs.pop(k) for k in names if k in kwargs]
