@@ -48,7 +48,8 @@ from ember._toplevel import layout
 
 __all__ = [
     "SparseTensor", "sparse_coo", "sparse_csr", "sparse_coo_tensor", "sparse_csr_tensor", "mm",
-    "addmm", "sum", "softmax", "log_softmax", "check_sparse_tensor_invariants",
+    "addmm", "smm", "hspmm", "sum", "softmax", "log_softmax", "check_sparse_tensor_invariants",
+    "FloatTensor", "DoubleTensor", "LongTensor",
 ]
 
 sparse_coo = layout("sparse_coo")
