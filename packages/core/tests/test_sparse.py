@@ -477,3 +477,15 @@ def test_forward_ad_through_products():
 
     _, tangent = ember.func.jvp(f, (v, d), (tv, td))
     same(tangent, torch.tensor((f(tv, d) + f(v, td)).tolist(), dtype=torch.float64), 1e-12, 1e-12)
+
+
+@pytest.mark.parametrize("name", ["abs", "sqrt", "tanh", "sin", "expm1", "log1p", "sign",
+                                  "square", "relu", "floor", "frac", "erf", "isnan"])
+def test_zero_preserving_ops_match_torch(name):
+    e, t = pair([[0, 0, 1, 2], [1, 1, 0, 3]], [4.0, 5.0, 9.0, 0.25])  # a duplicate entry
+    r, tr = getattr(e, name)(), getattr(t, name)()
+    assert r.is_coalesced() and r.layout is ember.sparse_coo
+    same(r.to_dense(), tr.to_dense(), 1e-6, 1e-6)
+    same((e ** 2).to_dense(), (t ** 2).to_dense())
+    with pytest.raises(NotImplementedError, match="positive number"):
+        e.pow(0)

@@ -516,10 +516,46 @@ def _unsupported(name: str) -> Any:
 
 
 # Operators Python would otherwise report as a bare TypeError.
-for _name in ("__pow__", "__rpow__", "__floordiv__", "__mod__", "__getitem__", "__setitem__",
+for _name in ("__rpow__", "__floordiv__", "__mod__", "__getitem__", "__setitem__",
               "__lt__", "__le__", "__gt__", "__ge__", "__abs__", "__iadd__", "__imul__",
               "__rtruediv__", "__and__", "__or__", "__xor__", "__invert__", "__iter__"):
     setattr(SparseTensor, _name, _unsupported(_name.strip("_")))
+
+
+# Element-wise ops that map 0 to 0, so the result keeps the pattern: applied to the values of
+# the coalesced tensor (f(a) + f(b) is not f(a + b) for duplicates).
+_ZERO_PRESERVING = (
+    "abs", "sqrt", "sin", "tan", "tanh", "asin", "atan", "atanh", "sinh", "asinh", "expm1",
+    "log1p", "sign", "square", "relu", "floor", "ceil", "round", "trunc", "frac", "erf", "erfinv",
+    "deg2rad", "rad2deg", "nan_to_num", "signbit", "isnan",
+)
+
+
+def _zero_preserving(name: str) -> Any:
+    def op(self: SparseTensor, *args: Any, **kwargs: Any) -> SparseTensor:
+        s = self.coalesce() if self._layout is sparse_coo else self
+        return s._with_values(getattr(s._vals, name)(*args, **kwargs))
+
+    op.__name__ = name
+    op.__doc__ = f"``{name}`` of the specified entries (it maps 0 to 0): a tensor of this layout."
+    return op
+
+
+for _name in _ZERO_PRESERVING:
+    setattr(SparseTensor, _name, _zero_preserving(_name))
+
+
+def _pow(self: SparseTensor, exponent: Any) -> SparseTensor:
+    """``self ** exponent`` for a positive number (which maps 0 to 0)."""
+    if not isinstance(exponent, (int, float)) or exponent <= 0:
+        raise NotImplementedError(f"{self._layout}: pow is supported for a positive number "
+                                  f"exponent only, got {exponent!r}")
+    s = self.coalesce() if self._layout is sparse_coo else self
+    return s._with_values(s._vals.pow(exponent))
+
+
+SparseTensor.pow = _pow
+SparseTensor.__pow__ = _pow
 
 
 def _rebuild_sparse(lay: str, size: tuple[int, ...], arrays: tuple[Tensor, ...], coalesced: bool,
