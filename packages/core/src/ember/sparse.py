@@ -516,10 +516,11 @@ def _unsupported(name: str) -> Any:
 
 
 # Operators Python would otherwise report as a bare TypeError.
-for _name in ("__rpow__", "__floordiv__", "__mod__", "__getitem__", "__setitem__",
+for _name in ("__eq__", "__ne__", "__rpow__", "__floordiv__", "__mod__", "__getitem__", "__setitem__",
               "__lt__", "__le__", "__gt__", "__ge__", "__abs__", "__iadd__", "__imul__",
               "__rtruediv__", "__and__", "__or__", "__xor__", "__invert__", "__iter__"):
     setattr(SparseTensor, _name, _unsupported(_name.strip("_")))
+SparseTensor.__hash__ = object.__hash__  # by identity, as a tensor's (== raises above)
 
 
 # Element-wise ops that map 0 to 0, so the result keeps the pattern: applied to the values of
