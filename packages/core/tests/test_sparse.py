@@ -489,3 +489,26 @@ def test_zero_preserving_ops_match_torch(name):
     same((e ** 2).to_dense(), (t ** 2).to_dense())
     with pytest.raises(NotImplementedError, match="positive number"):
         e.pow(0)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_index_select_matches_torch(dim):
+    ve, vt = ember.tensor(VALS, requires_grad=True), torch.tensor(VALS, requires_grad=True)
+    se = ember.sparse_coo_tensor(IDX, ve, SIZE)
+    st = torch.sparse_coo_tensor(IDX, vt, SIZE)
+    sel = [2, 0, 2] if dim == 0 else [3, 2, 2, 1]
+    r, tr = se.index_select(dim, ember.tensor(sel)), st.index_select(dim, torch.tensor(sel))
+    assert tuple(r.shape) == tuple(tr.shape)
+    same(r.to_dense(), tr.to_dense())
+    ge, gt = rand(*tuple(tr.shape), seed=27)
+    (r.to_dense() * ge).sum().backward()
+    # (torch has no backward for a sparse index_select: the same selection of the dense form)
+    dense = torch.sparse_coo_tensor(IDX, vt, SIZE).to_dense()
+    (dense.index_select(dim, torch.tensor(sel)) * gt).sum().backward()
+    same(ve.grad, vt.grad)
+    eh = ember.sparse_coo_tensor([[0, 2]], ember.ones(2, 3), (4, 3))
+    th = torch.sparse_coo_tensor([[0, 2]], torch.ones(2, 3), (4, 3))
+    same(eh.index_select(1, ember.tensor([2, 0])).to_dense(),
+         th.index_select(1, torch.tensor([2, 0])).to_dense())
+    with pytest.raises(IndexError, match="out of range"):
+        se.index_select(dim, ember.tensor([7]))

@@ -368,6 +368,34 @@ class SparseTensor:
     def T(self) -> SparseTensor:
         return self.t()
 
+    def index_select(self, dim: int, index: Tensor) -> SparseTensor:
+        """The slices ``index`` (repeats allowed) along ``dim`` of a COO tensor, as a COO tensor
+        (differentiable with respect to the values)."""
+        self._need(sparse_coo, "index_select")
+        d = _wrap(dim, self.ndim, "index_select")
+        index = _as_index(index, "index", "index_select").reshape(-1)
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= self._size[d]):
+            raise IndexError(f"index_select: index out of range for dim {d} of size "
+                             f"{self._size[d]}")
+        size = self._size[:d] + (index.shape[0],) + self._size[d + 1:]
+        sd = self.sparse_dim()
+        if d >= sd:
+            return SparseTensor(sparse_coo, size, self._vals.index_select(d - sd + 1, index),
+                                indices=self._idx, coalesced=self._coalesced)
+        # Each selected slice j takes the entries whose index along d is index[j]: the entries
+        # sorted by that index, a range per slice found by binary search.
+        key = self._idx[d]
+        order = ember.argsort(key, stable=True)
+        sk = key[order]
+        lo = ember.searchsorted(sk, index)
+        cnt = ember.searchsorted(sk, index, right=True) - lo
+        slot = ember.repeat_interleave(ember.arange(index.shape[0]), cnt)
+        first = cnt.cumsum(0) - cnt
+        src = order[lo[slot] + ember.arange(slot.shape[0]) - first[slot]]
+        idx = self._idx[:, src].clone()
+        idx[d] = slot
+        return SparseTensor(sparse_coo, size, self._vals[src], indices=idx)
+
     def neg(self) -> SparseTensor:
         return self._with_values(-self._vals)
 
