@@ -512,3 +512,22 @@ def test_index_select_matches_torch(dim):
          th.index_select(1, torch.tensor([2, 0])).to_dense())
     with pytest.raises(IndexError, match="out of range"):
         se.index_select(dim, ember.tensor([7]))
+
+
+def test_sampled_addmm_matches_torch():
+    e, t = pair()
+    ec, tc = e.to_sparse_csr(), t.coalesce().to_sparse_csr()
+    ae, at = rand(3, 5, seed=28)
+    be, bt = rand(5, 4, seed=29)
+    ae.requires_grad_()
+    at.requires_grad_()
+    r = ember.sparse.sampled_addmm(ec, ae, be, beta=0.5, alpha=2.0)
+    tr = torch.sparse.sampled_addmm(tc, at, bt, beta=0.5, alpha=2.0)
+    assert r.layout is ember.sparse_csr
+    assert r.col_indices().tolist() == tr.col_indices().tolist()
+    same(r.values(), tr.values(), 1e-5, 1e-5)
+    r.values().sum().backward()
+    tr.values().sum().backward()
+    same(ae.grad, at.grad, 1e-5, 1e-5)
+    with pytest.raises(RuntimeError, match="CSR"):
+        ember.sparse.sampled_addmm(e, ae, be)

@@ -48,7 +48,7 @@ from ember._toplevel import layout
 
 __all__ = [
     "SparseTensor", "sparse_coo", "sparse_csr", "sparse_coo_tensor", "sparse_csr_tensor", "mm",
-    "addmm", "smm", "hspmm", "sum", "softmax", "log_softmax", "check_sparse_tensor_invariants",
+    "addmm", "sampled_addmm", "smm", "hspmm", "sum", "softmax", "log_softmax", "check_sparse_tensor_invariants",
     "FloatTensor", "DoubleTensor", "LongTensor",
 ]
 
@@ -927,6 +927,32 @@ def addmm(input: Tensor, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float 
     if beta == 0:
         return _broadcast_like(prod, input)
     return (input if beta == 1 else input * beta) + prod
+
+
+def sampled_addmm(input: SparseTensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1.0,
+                  alpha: float = 1.0) -> SparseTensor:
+    """``beta * input + alpha * (mat1 @ mat2)`` at the nonzeros of the sparse CSR ``input`` only
+    (the products at the other positions are never computed), a CSR tensor of its pattern.
+
+    >>> import ember
+    >>> s = ember.sparse_csr_tensor([0, 1, 1], [1], [1.0], (2, 2))
+    >>> ember.sparse.sampled_addmm(s, ember.ones(2, 3), ember.ones(3, 2)).values().tolist()
+    [4.0]
+    """
+    op = "sparse.sampled_addmm"
+    if not _is_sparse(input) or input.layout is not sparse_csr:
+        raise RuntimeError(f"{op}: expected input to be a sparse CSR tensor")
+    _check_mm_operand(op, mat1, "mat1")
+    _check_mm_operand(op, mat2, "mat2")
+    if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0] or \
+            (mat1.shape[0], mat2.shape[1]) != input._size:
+        raise RuntimeError(f"{op}: mat1 {tuple(mat1.shape)} @ mat2 {tuple(mat2.shape)} must give "
+                           f"input's size {input._size}")
+    sampled = _C._sparse_csr_sddmm(input._crow, input._col, mat1, mat2.t())
+    vals = sampled if alpha == 1 else sampled * alpha
+    if beta != 0:
+        vals = vals + (input._vals if beta == 1 else input._vals * beta)
+    return input._with_values(vals)
 
 
 def _broadcast_like(prod: Tensor, input: Tensor) -> Tensor:
