@@ -100,9 +100,14 @@ def test_zero_grad_and_refusals():
     lin(ember.ones(1, 2)).sum().backward()
     with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
         ember.optim.SparseAdam(lin.parameters()).step()
-    w = ember.nn.Parameter(ember.ones(8, 3))
+    # A weight holding a sparse grad checks a newly assigned one. (Tensor.grad of any other
+    # tensor stays the C++ property, which takes dense grads only: a sparse one is a TypeError.)
+    w = ee.weight
     with pytest.raises(RuntimeError, match="different size"):
         w.grad = ember.sparse_coo_tensor([[0]], ember.ones(1, 2), (8, 2))
+    with pytest.raises(TypeError):
+        ember.nn.Parameter(ember.ones(8, 3)).grad = ember.sparse_coo_tensor(
+            [[0]], ember.ones(1, 3), (8, 3))
 
 
 BAG_CASES = [

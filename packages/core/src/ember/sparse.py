@@ -24,9 +24,9 @@ the dense operand ``S^T @ G`` and the values ``dot(G[row], D[col])`` at the nonz
 PyTorch does. A leaf sparse tensor's ``.grad`` is a sparse tensor with the pattern of its values.
 
 A sparse gradient (``nn.Embedding(sparse=True)``) does not pass through the C++ engine: the
-embedding's backward stores it beside the weight (``_SPARSE_GRADS``), and ``Tensor.grad`` is
-extended to read and assign it, so ``weight.grad`` is a sparse COO tensor and the optimizers
-see it.
+embedding's backward stores it beside the weight (``_SPARSE_GRADS``) and moves the weight
+into a same-named subclass of its class whose ``grad`` reads and assigns it, so ``weight.grad``
+is a sparse COO tensor and the optimizers see it; every other tensor keeps the C++ ``grad``.
 
 >>> import ember
 >>> i = ember.tensor([[0, 1, 1], [2, 0, 2]])
@@ -1207,12 +1207,35 @@ def _sparse_grad_of(t: Tensor) -> SparseTensor | None:
     return entry[1]
 
 
+# Tensors holding a sparse grad are moved into a subclass of their class (same name, no new
+# slots) whose ``grad`` property knows about it; Tensor.grad itself stays the C++ getter, so
+# reading a dense grad costs nothing extra.
+_GRAD_CLASSES: dict[type, type] = {}
+
+
+def _sparse_grad_class(cls: type) -> type:
+    sub = _GRAD_CLASSES.get(cls)
+    if sub is None:
+        sub = type(cls.__name__, (cls,), {
+            "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "grad": property(_grad_get, _grad_set, doc=_CPP_GRAD.__doc__),
+            "_ember_dense_class": cls,
+        })
+        _GRAD_CLASSES[cls] = sub
+    return sub
+
+
 def _set_sparse_grad(t: Tensor, g: SparseTensor | None) -> None:
     key = id(t)
     if g is None:
         _SPARSE_GRADS.pop(key, None)
+        dense_cls = getattr(type(t), "_ember_dense_class", None)
+        if dense_cls is not None:
+            t.__class__ = dense_cls
         return
     _SPARSE_GRADS[key] = (weakref.ref(t, lambda _r, k=key: _SPARSE_GRADS.pop(k, None)), g)
+    if "_ember_dense_class" not in type(t).__dict__:
+        t.__class__ = _sparse_grad_class(type(t))
 
 
 def accumulate_sparse_grad(t: Tensor, g: SparseTensor) -> None:
@@ -1238,17 +1261,16 @@ def accumulate_sparse_grad(t: Tensor, g: SparseTensor) -> None:
 
 
 def _grad_get(self: Tensor) -> Any:
-    if _SPARSE_GRADS:
-        sg = _sparse_grad_of(self)
-        if sg is not None:
-            dense = _CPP_GRAD.__get__(self)
-            if dense is None:
-                return sg
-            # A dense gradient arrived too (a weight shared with a dense op): one dense sum.
-            with ember.no_grad():
-                dense.add_(sg.to_dense())
-            _set_sparse_grad(self, None)
-            return dense
+    sg = _sparse_grad_of(self)
+    if sg is not None:
+        dense = _CPP_GRAD.__get__(self)
+        if dense is None:
+            return sg
+        # A dense gradient arrived too (a weight shared with a dense op): one dense sum.
+        with ember.no_grad():
+            dense.add_(sg.to_dense())
+        _set_sparse_grad(self, None)
+        return dense
     return _CPP_GRAD.__get__(self)
 
 
@@ -1263,8 +1285,7 @@ def _grad_set(self: Tensor, g: Any) -> None:
         _CPP_GRAD.__set__(self, None)
         _set_sparse_grad(self, g)
         return
-    if _SPARSE_GRADS:
-        _set_sparse_grad(self, None)
+    _set_sparse_grad(self, None)
     _CPP_GRAD.__set__(self, g)
 
 
@@ -1280,7 +1301,6 @@ def _install() -> None:
     Tensor.to_sparse_coo = _dense_to_sparse_coo
     Tensor.to_sparse_csr = _dense_to_sparse_csr
     Tensor.is_sparse_csr = property(lambda self: False)
-    Tensor.grad = property(_grad_get, _grad_set, doc=_CPP_GRAD.__doc__)
     # The products accept a sparse operand; a dense call goes straight to the C++ op.
     for name in ("mm", "matmul", "addmm"):
         _DENSE[name] = getattr(ember, name)
@@ -1303,19 +1323,17 @@ def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str, names: tuple[str, str]
     """``dense_fn`` unless an operand (positional or by its name in ``names``) is sparse."""
 
     def fn(*args: Any, **kwargs: Any) -> Any:
-        if len(args) == 2 and not kwargs:  # the common call, kept short
-            a, b = args
-            if type(a) is not SparseTensor and type(b) is not SparseTensor:
-                return dense_fn(a, b)
-            return sparse_fn(a, b)
-        if any(type(a) is SparseTensor for a in args) or any(
-                type(v) is SparseTensor for v in kwargs.values()):
-            operands = list(args) + [kwargs.pop(k) for k in names if k in kwargs]
-            if len(operands) != 2 or kwargs:
-                raise NotImplementedError(f"{name}: only ({names[0]}, {names[1]}) are supported "
-                                          "with sparse operands (no out=)")
-            return sparse_fn(*operands)
-        return dense_fn(*args, **kwargs)
+        try:  # the dense call first: its binding refuses a SparseTensor with a TypeError
+            return dense_fn(*args, **kwargs)
+        except TypeError:
+            if not (any(type(a) is SparseTensor for a in args) or any(
+                    type(v) is SparseTensor for v in kwargs.values())):
+                raise
+        operands = list(args) + [kwargs.pop(k) for k in names if k in kwargs]
+        if len(operands) != 2 or kwargs:
+            raise NotImplementedError(f"{name}: only ({names[0]}, {names[1]}) are supported "
+                                      "with sparse operands (no out=)")
+        return sparse_fn(*operands)
 
     fn.__name__ = name
     fn.__doc__ = dense_fn.__doc__
