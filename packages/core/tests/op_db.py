@@ -726,6 +726,13 @@ SAMPLES: dict[str, list[Callable[[], tuple[list, dict]]]] = {
         lambda: ([[randn(3), randn(2, 2)], ember.zeros(()), ember.full((), 0.5)], {})],
     "_amp_update_scale_": [lambda: ([ember.full((), 1024.0), ember.zeros((), dtype=ember.int32),
                                      ember.zeros(()), 2.0, 0.5, 1], {})],
+    # sparse products (ops/sparse.yaml) on a 3 x 4 CSR pattern with an empty row
+    "_sparse_csr_mm": [lambda: ([ember.tensor([0, 2, 2, 4]), ember.tensor([1, 3, 0, 2]), randn(4),
+                                 randn(4, 5)], {})],
+    "_sparse_csr_mm_t": [lambda: ([ember.tensor([0, 2, 2, 4]), ember.tensor([1, 3, 0, 2]),
+                                   randn(4), randn(3, 5), 4], {})],
+    "_sparse_csr_sddmm": [lambda: ([ember.tensor([0, 2, 2, 4]), ember.tensor([1, 3, 0, 2]),
+                                    randn(3, 5), randn(4, 5)], {})],
 }
 for _name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
               "bitwise_right_shift"):

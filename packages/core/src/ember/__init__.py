@@ -77,6 +77,7 @@ _torch_variants._install()
 from ember import _torch_misc  # noqa: E402  (frombuffer, segment_reduce, cond, Tensor.as_subclass)
 
 _torch_misc._install()
+from ember import sparse  # noqa: E402,F401  (sparse COO/CSR tensors; mm/matmul/addmm take them)
 
 try:
     from ember._version import version as __version__

@@ -182,6 +182,8 @@ class _Loader:
             "torch._utils._rebuild_tensor_v2": self.rebuild_tensor,
             "torch._utils._rebuild_parameter": self.rebuild_parameter,
             "torch._utils._rebuild_parameter_with_state": self.rebuild_parameter,
+            "torch._utils._rebuild_sparse_tensor": ember.sparse._rebuild_torch_sparse,
+            "torch.serialization._get_layout": _layout,
             "collections.OrderedDict": collections.OrderedDict,
             "torch.Size": lambda *a: ember.Size(*a),
             "torch.device": ember.device,
@@ -219,6 +221,17 @@ class _Loader:
                 return loader.persistent_load(pid)
 
         return _Unpickler(stream, **pickle_load_args).load()
+
+
+def _layout(name: str) -> Any:
+    """ember's layout for PyTorch's pickled name of one (``"torch.sparse_coo"``)."""
+    import ember
+
+    layouts = {"torch.strided": ember.strided, "torch.sparse_coo": ember.sparse.sparse_coo,
+               "torch.sparse_csr": ember.sparse.sparse_csr}
+    if name not in layouts:
+        raise pickle.UnpicklingError(f"PyTorch layout {name!r} is not supported by ember")
+    return layouts[name]
 
 
 def _numpy_global(module: str, name: str) -> Any:

@@ -1409,6 +1409,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     pidx = _padding_idx("embedding", padding_idx, num)
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
+    if sparse:  # weight.grad becomes a sparse COO tensor (ember.sparse)
+        return ember.sparse.embedding_sparse(weight, input, pidx, scale_grad_by_freq)
     return _C.embedding(weight, input, pidx, scale_grad_by_freq, sparse)
 
 
@@ -1461,6 +1463,9 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
     pidx = _padding_idx("embedding_bag", padding_idx, num)
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
+    if sparse:  # weight.grad becomes a sparse COO tensor (ember.sparse)
+        return ember.sparse.embedding_bag_sparse(weight, input, offsets, mode,
+                                                 per_sample_weights, include_last_offset, pidx)
     return _C.embedding_bag(weight, input, offsets, mode, per_sample_weights,
                             include_last_offset, pidx)
 

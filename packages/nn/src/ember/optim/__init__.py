@@ -27,11 +27,13 @@ from ember.optim.radam import RAdam
 from ember.optim.rmsprop import RMSprop
 from ember.optim.rprop import Rprop
 from ember.optim.sgd import SGD
+from ember.optim.sparse_adam import SparseAdam
 
 __all__ = [
     "__version__",
     "Optimizer",
     "SGD",
+    "SparseAdam",
     "Adam",
     "AdamW",
     "RMSprop",

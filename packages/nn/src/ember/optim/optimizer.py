@@ -540,6 +540,11 @@ def _zeros_like(p: Tensor) -> Tensor:
     return ember.zeros_like(p)
 
 
+# Optimizers whose update of a sparse gradient equals that of its dense form (rows without a
+# gradient get a zero update and, for Adagrad, add zero to the sum), as PyTorch's sparse paths.
+_SPARSE_AS_DENSE = ("SGD", "Adagrad")
+
+
 def _grad_of(p: Tensor, optimizer: str) -> Tensor:
     g = p.grad
     if g.dtype != p.dtype or tuple(g.shape) != tuple(p.shape):
@@ -547,4 +552,9 @@ def _grad_of(p: Tensor, optimizer: str) -> Tensor:
             f"{optimizer}: gradient of dtype {g.dtype} and shape {tuple(g.shape)} does not match "
             f"its parameter ({p.dtype}, {tuple(p.shape)})"
         )
+    if not isinstance(g, Tensor):  # a sparse gradient (nn.Embedding(sparse=True))
+        if optimizer not in _SPARSE_AS_DENSE:
+            hint = ", please consider SparseAdam instead" if optimizer.startswith("Adam") else ""
+            raise RuntimeError(f"{optimizer} does not support sparse gradients{hint}")
+        return g.to_dense()
     return g

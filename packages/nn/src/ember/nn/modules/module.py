@@ -503,7 +503,7 @@ class Module:
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         self._check_new_name("buffer", name, self._buffers)
-        if tensor is not None and not isinstance(tensor, Tensor):
+        if tensor is not None and not ember.is_tensor(tensor):  # dense or sparse
             raise TypeError(
                 f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                 "(ember.Tensor or None required)"
@@ -668,7 +668,7 @@ class Module:
                 _global_module_registration_hooks, self, name, value
             )
         elif "_buffers" in d and name in d["_buffers"]:
-            if value is not None and not isinstance(value, Tensor):
+            if value is not None and not ember.is_tensor(value):  # dense or sparse
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                     "(ember.Tensor or None expected)"
@@ -1351,6 +1351,23 @@ class Module:
                 destination = res
         return destination
 
+    def _load_sparse_buffer(self, name: str, key: str, value: Any, current: Any,
+                            error_msgs: list[str]) -> None:
+        """A sparse buffer, or a sparse value for one, is replaced (as PyTorch's sparse copy_
+        replaces indices and values) in the buffer's layout, dtype and device."""
+        if tuple(value.shape) != tuple(current.shape):
+            error_msgs.append(
+                f"size mismatch for {key}: copying a param with shape {value.shape} from "
+                f"checkpoint, the shape in current model is {current.shape}."
+            )
+            return
+        new = value.detach().to(device=current.device, dtype=current.dtype)
+        if isinstance(current, Tensor):
+            new = new.to_dense()
+        elif isinstance(new, Tensor) or new.layout is not current.layout:
+            new = new.to_sparse(layout=current.layout)
+        self._buffers[name] = new
+
     def _load_from_state_dict(
         self,
         state_dict: Mapping[str, Any],
@@ -1375,6 +1392,10 @@ class Module:
                     missing_keys.append(key)
                 continue
             value = state_dict[key]
+            if name in persistent_buffers and ember.is_tensor(value) and (
+                    not isinstance(value, Tensor) or not isinstance(current, Tensor)):
+                self._load_sparse_buffer(name, key, value, current, error_msgs)
+                continue
             if not isinstance(value, Tensor):
                 error_msgs.append(
                     f"'{key}': expected an ember.Tensor in the state dict, got {type(value).__name__}"

@@ -1,0 +1,185 @@
+// CPU kernels of the sparse matrix products (ops/sparse.yaml). A sparse matrix reaches them as
+// its CSR arrays: crow_indices (M + 1), col_indices (nnz) and values (nnz); the COO and CSR
+// tensors of ember.sparse (src/ember/sparse.py) convert to these arrays in Python. Three kernels
+// close under differentiation: S @ D (_sparse_csr_mm), S^T @ D (_sparse_csr_mm_t) and the
+// sampled products dot(L[row], R[col]) at the nonzeros (_sparse_csr_sddmm).
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "kernels/cpu/nn_utils.h"
+#include "kernels/parallel.h"
+#include "ops.h"
+
+namespace ember {
+namespace cpu {
+
+namespace {
+
+struct Csr {
+  Tensor crow, col;  // contiguous int64
+  int64_t rows = 0, nnz = 0;
+};
+
+// The CSR arrays as contiguous int64, checked against each other and against num_cols columns.
+Csr check_csr(const char* op, const Tensor& crow, const Tensor& col, int64_t num_cols) {
+  EMBER_CHECK(crow->dim() == 1 && crow->numel() >= 1, op,
+              ": crow_indices must be a 1-D tensor of at least one element, got shape ",
+              shape_str(crow->sizes()));
+  EMBER_CHECK(col->dim() == 1, op, ": col_indices must be 1-D, got shape ",
+              shape_str(col->sizes()));
+  EMBER_CHECK_KIND(!is_floating(crow->dtype()) && !is_floating(col->dtype()), Type, op,
+                   ": crow_indices and col_indices must be integer tensors");
+  Csr c;
+  c.crow = nn::contig(crow, ScalarType::Int64);
+  c.col = nn::contig(col, ScalarType::Int64);
+  c.rows = crow->numel() - 1;
+  c.nnz = col->numel();
+  const int64_t* pr = c.crow->data_as<int64_t>();
+  const int64_t* pc = c.col->data_as<int64_t>();
+  EMBER_CHECK(pr[0] == 0 && pr[c.rows] <= c.nnz, op, ": crow_indices must start at 0 and end at ",
+              "most at nnz = ", c.nnz, ", got ", pr[0], " and ", pr[c.rows]);
+  for (int64_t r = 0; r < c.rows; ++r)
+    EMBER_CHECK(pr[r] <= pr[r + 1], op, ": crow_indices must be non-decreasing (row ", r, ")");
+  for (int64_t k = 0; k < c.nnz; ++k)
+    EMBER_CHECK_KIND(pc[k] >= 0 && pc[k] < num_cols, Index, op, ": column index ", pc[k],
+                     " is out of range for ", num_cols, " columns");
+  return c;
+}
+
+void check_matrix(const char* op, const char* name, const Tensor& t) {
+  EMBER_CHECK(t->dim() == 2, op, ": ", name, " must be a 2-D tensor, got shape ",
+              shape_str(t->sizes()));
+}
+
+void check_values(const char* op, const Tensor& values, const Tensor& dense, int64_t nnz) {
+  EMBER_CHECK(values->dim() == 1 && values->numel() == nnz, op,
+              ": values must be 1-D with one value per column index (", nnz, "), got shape ",
+              shape_str(values->sizes()));
+  EMBER_CHECK_KIND(values->dtype() == dense->dtype(), Type, op,
+                   ": values and the dense matrix must have the same dtype, got ",
+                   dtype_name(values->dtype()), " and ", dtype_name(dense->dtype()));
+}
+
+// Rows per chunk so a chunk holds about kPointwiseGrain multiply-adds.
+int64_t row_grain(int64_t rows, int64_t nnz, int64_t width) {
+  const int64_t per_row = std::max<int64_t>(1, (nnz / std::max<int64_t>(rows, 1) + 1) * width);
+  return std::max<int64_t>(1, kPointwiseGrain / per_row);
+}
+
+// out[r] = sum over k in row r of v[perm[k]] * d[idx[k]] for r in [0, rows); perm may be null.
+template <typename T>
+void csr_rows_times(const int64_t* ptr, const int64_t* idx, const int64_t* perm, const T* v,
+                    const T* d, T* out, int64_t rows, int64_t nnz, int64_t F) {
+  using A = opmath_t<T>;
+  parallel_for(0, rows, row_grain(rows, nnz, F), [&](int64_t r0, int64_t r1) {
+    std::vector<A> acc(F);
+    for (int64_t r = r0; r < r1; ++r) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
+        const A s = static_cast<A>(v[perm ? perm[k] : k]);
+        const T* drow = d + idx[k] * F;
+        for (int64_t f = 0; f < F; ++f) acc[f] += s * static_cast<A>(drow[f]);
+      }
+      T* orow = out + r * F;
+      for (int64_t f = 0; f < F; ++f) orow[f] = static_cast<T>(acc[f]);
+    }
+  });
+}
+
+}  // namespace
+
+Tensor _sparse_csr_mm(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& values,
+                      const Tensor& dense) {
+  const char* op = "_sparse_csr_mm";
+  check_matrix(op, "dense", dense);
+  Csr c = check_csr(op, crow_indices, col_indices, dense->size(0));
+  check_values(op, values, dense, c.nnz);
+  const int64_t F = dense->size(1);
+  Tensor v = nn::contig(values), d = nn::contig(dense);
+  Tensor out = ember::empty({c.rows, F}, d->dtype(), d->device());
+  EMBER_DISPATCH_FLOAT(d->dtype(), op, [&] {
+    csr_rows_times<scalar_t>(c.crow->data_as<int64_t>(), c.col->data_as<int64_t>(), nullptr,
+                             v->data_as<scalar_t>(), d->data_as<scalar_t>(),
+                             out->data_as<scalar_t>(), c.rows, c.nnz, F);
+  });
+  return out;
+}
+
+Tensor _sparse_csr_mm_t(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& values,
+                        const Tensor& dense, int64_t num_cols) {
+  const char* op = "_sparse_csr_mm_t";
+  check_matrix(op, "dense", dense);
+  EMBER_CHECK(num_cols >= 0, op, ": num_cols must be non-negative, got ", num_cols);
+  Csr c = check_csr(op, crow_indices, col_indices, num_cols);
+  EMBER_CHECK(dense->size(0) == c.rows, op, ": the dense matrix must have one row per sparse row (",
+              c.rows, "), got shape ", shape_str(dense->sizes()));
+  check_values(op, values, dense, c.nnz);
+  const int64_t F = dense->size(1);
+  // The transpose's CSR by a counting sort of the column indices: ptr over columns, the row of
+  // each entry and its position in values.
+  const int64_t* pr = c.crow->data_as<int64_t>();
+  const int64_t* pc = c.col->data_as<int64_t>();
+  const int64_t used = pr[c.rows];
+  std::vector<int64_t> ptr(num_cols + 1, 0), rows(used), perm(used);
+  for (int64_t k = 0; k < used; ++k) ++ptr[pc[k] + 1];
+  for (int64_t j = 0; j < num_cols; ++j) ptr[j + 1] += ptr[j];
+  std::vector<int64_t> next(ptr.begin(), ptr.end() - 1);
+  for (int64_t r = 0; r < c.rows; ++r)
+    for (int64_t k = pr[r]; k < pr[r + 1]; ++k) {
+      const int64_t at = next[pc[k]]++;
+      rows[at] = r;
+      perm[at] = k;
+    }
+  Tensor v = nn::contig(values), d = nn::contig(dense);
+  Tensor out = ember::empty({num_cols, F}, d->dtype(), d->device());
+  EMBER_DISPATCH_FLOAT(d->dtype(), op, [&] {
+    csr_rows_times<scalar_t>(ptr.data(), rows.data(), perm.data(), v->data_as<scalar_t>(),
+                             d->data_as<scalar_t>(), out->data_as<scalar_t>(), num_cols, used, F);
+  });
+  return out;
+}
+
+Tensor _sparse_csr_sddmm(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& left,
+                         const Tensor& right) {
+  const char* op = "_sparse_csr_sddmm";
+  check_matrix(op, "left", left);
+  check_matrix(op, "right", right);
+  Csr c = check_csr(op, crow_indices, col_indices, right->size(0));
+  EMBER_CHECK(left->size(0) == c.rows && left->size(1) == right->size(1), op, ": left must be (",
+              c.rows, ", ", right->size(1), ") to match the sparse rows and ",
+              "right's columns, got shape ", shape_str(left->sizes()));
+  EMBER_CHECK_KIND(left->dtype() == right->dtype(), Type, op,
+                   ": left and right must have the same dtype, got ", dtype_name(left->dtype()),
+                   " and ", dtype_name(right->dtype()));
+  const int64_t F = left->size(1);
+  Tensor l = nn::contig(left), rt = nn::contig(right);
+  Tensor out = ember::empty({c.nnz}, l->dtype(), l->device());
+  const int64_t* pr = c.crow->data_as<int64_t>();
+  const int64_t* pc = c.col->data_as<int64_t>();
+  EMBER_DISPATCH_FLOAT(l->dtype(), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const T* pl = l->data_as<T>();
+    const T* pR = rt->data_as<T>();
+    T* po = out->data_as<T>();
+    // Entries past crow[rows] belong to no row: their gradient is zero.
+    for (int64_t k = pr[c.rows]; k < c.nnz; ++k) po[k] = T(0);
+    parallel_for(0, c.rows, row_grain(c.rows, c.nnz, F), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* lrow = pl + r * F;
+        for (int64_t k = pr[r]; k < pr[r + 1]; ++k) {
+          const T* rrow = pR + pc[k] * F;
+          A s = A(0);
+          for (int64_t f = 0; f < F; ++f) s += static_cast<A>(lrow[f]) * static_cast<A>(rrow[f]);
+          po[k] = static_cast<T>(s);
+        }
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace cpu
+}  // namespace ember

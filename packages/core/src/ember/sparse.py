@@ -1,0 +1,1475 @@
+"""Sparse COO and CSR tensors: ``ember.sparse_coo_tensor``, ``ember.sparse.mm`` and friends.
+
+Design. A sparse tensor is a :class:`SparseTensor`, a Python object that is *not* an
+``ember.Tensor``: it holds dense ember tensors, and everything it computes is ember ops on them.
+
+- COO (``layout=ember.sparse_coo``): ``_indices`` (int64, ``(sparse_dim, nnz)``) and ``_values``
+  (``(nnz, *dense_shape)``), the size, and whether the entries are coalesced (sorted by their
+  row-major position, no duplicates).
+- CSR (``layout=ember.sparse_csr``, 2-D): ``crow_indices`` (``M + 1``), ``col_indices`` and
+  ``values`` (``nnz``).
+
+Why not a subclass of ``ember.Tensor``: the C++ ops take any ``ember.Tensor``; a subclass would
+have to carry some dense stand-in that every op not written for sparse tensors would then
+silently compute on. As a separate class, an op that has no sparse version refuses a sparse
+argument (``TypeError`` from the binding, or ``NotImplementedError`` naming the op for the
+methods, see ``_unsupported``), so it can never give a wrong number.
+
+Autograd runs through the values: a sparse tensor built from values that require grad gives
+``grad_fn``/``requires_grad`` of its values, and every operation here (``to_dense``,
+``coalesce``, products, sums, ``*``, ``+``) is made of differentiable ember ops on them. The
+products go to three CPU kernels over CSR rows (``ops/sparse.yaml``: ``S @ D``, ``S^T @ D`` and
+the sampled products at the nonzeros) that are each other's derivatives, so ``sparse.mm`` gives
+the dense operand ``S^T @ G`` and the values ``dot(G[row], D[col])`` at the nonzero pattern, as
+PyTorch does. A leaf sparse tensor's ``.grad`` is a sparse tensor with the pattern of its values.
+
+A sparse gradient (``nn.Embedding(sparse=True)``) does not pass through the C++ engine: the
+embedding's backward stores it beside the weight (``_SPARSE_GRADS``) and moves the weight
+into a same-named subclass of its class whose ``grad`` reads and assigns it, so ``weight.grad``
+is a sparse COO tensor and the optimizers see it; every other tensor keeps the C++ ``grad``.
+
+>>> import ember
+>>> i = ember.tensor([[0, 1, 1], [2, 0, 2]])
+>>> s = ember.sparse_coo_tensor(i, ember.tensor([3.0, 4.0, 5.0]), (2, 3))
+>>> (s @ ember.ones(3, 1)).tolist()
+[[3.0], [9.0]]
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import ember
+from ember import _C
+from ember._C import Tensor
+from ember._toplevel import layout
+
+__all__ = [
+    "SparseTensor", "sparse_coo", "sparse_csr", "sparse_coo_tensor", "sparse_csr_tensor", "mm",
+    "addmm", "sampled_addmm", "smm", "hspmm", "sum", "softmax", "log_softmax", "check_sparse_tensor_invariants",
+    "FloatTensor", "DoubleTensor", "LongTensor",
+]
+
+sparse_coo = layout("sparse_coo")
+sparse_csr = layout("sparse_csr")
+
+
+def _is_sparse(x: Any) -> bool:
+    return type(x) is SparseTensor
+
+
+def _as_index(t: Any, what: str, op: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        t = ember.tensor(t, dtype=ember.int64)
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype is ember.bool:
+        raise RuntimeError(f"{op}: {what} must be an integer tensor, got {t.dtype}")
+    return t.to(ember.int64)
+
+
+def _as_values(v: Any, dtype: Any, device: Any) -> Tensor:
+    if not isinstance(v, Tensor):
+        v = ember.tensor(v, dtype=dtype)
+    if dtype is not None and v.dtype is not dtype:
+        v = v.to(dtype)
+    if device is not None:
+        v = v.to(device)
+    return v
+
+
+class SparseTensor:
+    """A sparse COO or CSR tensor (see the module docstring for the design).
+
+    Build one with :func:`ember.sparse_coo_tensor`, :func:`ember.sparse_csr_tensor` or
+    ``Tensor.to_sparse()``.
+
+    >>> import ember
+    >>> s = ember.eye(2).to_sparse()
+    >>> s.layout, s._nnz(), s.is_sparse
+    (ember.sparse_coo, 2, True)
+    """
+
+    __slots__ = ("_layout", "_size", "_idx", "_vals", "_crow", "_col", "_coalesced", "__weakref__")
+    __array_priority__ = 2000  # NumPy defers too
+
+    def __init__(self, lay: layout, size: tuple[int, ...], values: Tensor, *,
+                 indices: Tensor | None = None, crow: Tensor | None = None,
+                 col: Tensor | None = None, coalesced: bool = False) -> None:
+        self._layout = lay
+        self._size = tuple(int(s) for s in size)
+        self._vals = values
+        self._idx = indices
+        self._crow = crow
+        self._col = col
+        self._coalesced = coalesced
+
+    # ---- attributes -------------------------------------------------------------------------
+    @property
+    def layout(self) -> layout:
+        return self._layout
+
+    @property
+    def is_sparse(self) -> bool:
+        return self._layout is sparse_coo
+
+    @property
+    def is_sparse_csr(self) -> bool:
+        return self._layout is sparse_csr
+
+    is_quantized = False
+    is_mkldnn = False
+    is_meta = False
+    is_nested = False
+
+    @property
+    def shape(self) -> Any:
+        return ember.Size(self._size)
+
+    def size(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return ember.Size(self._size)
+        return self._size[_wrap(dim, len(self._size), "size")]
+
+    @property
+    def dtype(self) -> Any:
+        return self._vals.dtype
+
+    @property
+    def device(self) -> Any:
+        return self._vals.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._vals.is_cuda
+
+    @property
+    def is_cpu(self) -> bool:
+        return self._vals.device.type == "cpu"
+
+    @property
+    def ndim(self) -> int:
+        return len(self._size)
+
+    def dim(self) -> int:
+        return len(self._size)
+
+    def numel(self) -> int:
+        return math.prod(self._size)
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def sparse_dim(self) -> int:
+        return 2 if self._layout is sparse_csr else self._idx.shape[0]
+
+    def dense_dim(self) -> int:
+        return self._vals.ndim - 1
+
+    def _nnz(self) -> int:
+        return self._vals.shape[0]
+
+    def is_coalesced(self) -> bool:
+        self._need(sparse_coo, "is_coalesced")
+        return self._coalesced
+
+    def _indices(self) -> Tensor:
+        self._need(sparse_coo, "_indices")
+        return self._idx
+
+    def _values(self) -> Tensor:
+        self._need(sparse_coo, "_values")
+        return self._vals
+
+    def indices(self) -> Tensor:
+        self._need(sparse_coo, "indices")
+        if not self._coalesced:
+            raise RuntimeError("Cannot get indices on an uncoalesced tensor, please call "
+                               ".coalesce() first")
+        return self._idx
+
+    def values(self) -> Tensor:
+        if self._layout is sparse_coo and not self._coalesced:
+            raise RuntimeError("Cannot get values on an uncoalesced tensor, please call "
+                               ".coalesce() first")
+        return self._vals
+
+    def crow_indices(self) -> Tensor:
+        self._need(sparse_csr, "crow_indices")
+        return self._crow
+
+    def col_indices(self) -> Tensor:
+        self._need(sparse_csr, "col_indices")
+        return self._col
+
+    def _need(self, lay: layout, op: str) -> None:
+        if self._layout is not lay:
+            raise RuntimeError(f"{op}: expected a tensor of layout {lay}, got {self._layout}")
+
+    # ---- autograd ---------------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._vals.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> SparseTensor:
+        self._vals.requires_grad_(requires_grad)
+        return self
+
+    @property
+    def grad_fn(self) -> Any:
+        return self._vals.grad_fn
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._vals.is_leaf
+
+    @property
+    def grad(self) -> SparseTensor | None:
+        g = self._vals.grad
+        return None if g is None else self._with_values(g)
+
+    @grad.setter
+    def grad(self, g: Any) -> None:
+        if g is None:
+            self._vals.grad = None
+            return
+        raise RuntimeError("sparse: assigning .grad of a sparse tensor is not supported")
+
+    @property
+    def data(self) -> SparseTensor:
+        return self.detach()
+
+    def detach(self) -> SparseTensor:
+        return self._with_values(self._vals.detach())
+
+    def detach_(self) -> SparseTensor:
+        self._vals = self._vals.detach()
+        return self
+
+    def clone(self) -> SparseTensor:
+        return SparseTensor(self._layout, self._size, self._vals.clone(),
+                            indices=None if self._idx is None else self._idx.clone(),
+                            crow=None if self._crow is None else self._crow.clone(),
+                            col=None if self._col is None else self._col.clone(),
+                            coalesced=self._coalesced)
+
+    def _with_values(self, values: Tensor, coalesced: bool | None = None) -> SparseTensor:
+        return SparseTensor(self._layout, self._size, values, indices=self._idx, crow=self._crow,
+                            col=self._col,
+                            coalesced=self._coalesced if coalesced is None else coalesced)
+
+    def zero_(self) -> SparseTensor:
+        """Removes every entry (nnz becomes 0), as PyTorch's ``zero_`` of a sparse tensor."""
+        self._need(sparse_coo, "zero_")
+        self._idx = self._idx[:, :0].clone()
+        self._vals = self._vals[:0].detach().clone()
+        self._coalesced = True
+        return self
+
+    # ---- conversions ------------------------------------------------------------------------
+    def to_dense(self, dtype: Any = None, *, masked_grad: bool = True) -> Tensor:
+        """The dense tensor (duplicates summed); differentiable with respect to the values."""
+        del masked_grad
+        v = self._vals if dtype is None else self._vals.to(dtype)
+        if self._layout is sparse_csr:
+            return _coo_to_dense(self.to_sparse_coo()._idx, v, self._size)
+        return _coo_to_dense(self._idx, v, self._size)
+
+    def coalesce(self) -> SparseTensor:
+        """Duplicates summed and entries sorted by position (self when already coalesced)."""
+        self._need(sparse_coo, "coalesce")
+        if self._coalesced:
+            return self
+        idx, vals = _coalesce(self._idx, self._vals, self._size[: self._idx.shape[0]])
+        return SparseTensor(sparse_coo, self._size, vals, indices=idx, coalesced=True)
+
+    def to_sparse(self, *args: Any, layout: Any = None, **kwargs: Any) -> SparseTensor:
+        if args and isinstance(args[0], int) and args[0] != self.sparse_dim():
+            raise RuntimeError("to_sparse: changing sparse_dim of a sparse tensor is not supported")
+        if layout is None or layout is sparse_coo:
+            return self.to_sparse_coo()
+        if layout is sparse_csr:
+            return self.to_sparse_csr()
+        raise RuntimeError(f"to_sparse: unsupported layout {layout}")
+
+    def to_sparse_coo(self) -> SparseTensor:
+        if self._layout is sparse_coo:
+            return self
+        counts = self._crow[1:] - self._crow[:-1]
+        rows = ember.repeat_interleave(ember.arange(self._size[0], device=self.device), counts)
+        return SparseTensor(sparse_coo, self._size, self._vals,
+                            indices=ember.stack([rows, self._col]), coalesced=_sorted_csr(self))
+
+    def to_sparse_csr(self, dense_dim: int | None = None) -> SparseTensor:
+        if self._layout is sparse_csr:
+            return self
+        if self.ndim != 2 or self.dense_dim() != 0 or dense_dim:
+            raise RuntimeError("to_sparse_csr: only 2-D COO tensors without dense dims are "
+                               f"supported, got size {self._size} with dense_dim "
+                               f"{self.dense_dim()}")
+        c = self.coalesce()
+        crow = _crow_from_rows(c._idx[0], self._size[0])
+        return SparseTensor(sparse_csr, self._size, c._vals, crow=crow, col=c._idx[1].clone())
+
+    def to(self, *args: Any, **kwargs: Any) -> SparseTensor:
+        """``to(dtype)``/``to(device)``: indices and values converted or moved together."""
+        v = self._vals.to(*args, **kwargs)
+        dev = v.device
+        return SparseTensor(self._layout, self._size, v,
+                            indices=None if self._idx is None else self._idx.to(dev),
+                            crow=None if self._crow is None else self._crow.to(dev),
+                            col=None if self._col is None else self._col.to(dev),
+                            coalesced=self._coalesced)
+
+    def cpu(self) -> SparseTensor:
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> SparseTensor:
+        return self.to("cuda" if device is None else device)
+
+    def float(self) -> SparseTensor:
+        return self.to(ember.float32)
+
+    def double(self) -> SparseTensor:
+        return self.to(ember.float64)
+
+    def type_as(self, other: Any) -> SparseTensor:
+        return self.to(other.dtype)
+
+    # ---- arithmetic -------------------------------------------------------------------------
+    def t(self) -> SparseTensor:
+        if self.ndim != 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                               f"{self.ndim}D")
+        return self.transpose(0, 1)
+
+    def transpose(self, dim0: int, dim1: int) -> SparseTensor:
+        self._need(sparse_coo, "transpose")
+        d0, d1 = _wrap(dim0, self.ndim, "transpose"), _wrap(dim1, self.ndim, "transpose")
+        sd = self.sparse_dim()
+        if (d0 < sd) != (d1 < sd):
+            raise RuntimeError("transpose: swapping a sparse dim with a dense dim is not supported")
+        size = list(self._size)
+        size[d0], size[d1] = size[d1], size[d0]
+        if d0 < sd:
+            perm = list(range(sd))
+            perm[d0], perm[d1] = perm[d1], perm[d0]
+            idx, vals = self._idx[perm], self._vals
+        else:
+            idx, vals = self._idx, self._vals.transpose(d0 - sd + 1, d1 - sd + 1)
+        return SparseTensor(sparse_coo, tuple(size), vals, indices=idx,
+                            coalesced=self._coalesced and d0 == d1)
+
+    @property
+    def T(self) -> SparseTensor:
+        return self.t()
+
+    def index_select(self, dim: int, index: Tensor) -> SparseTensor:
+        """The slices ``index`` (repeats allowed) along ``dim`` of a COO tensor, as a COO tensor
+        (differentiable with respect to the values)."""
+        self._need(sparse_coo, "index_select")
+        d = _wrap(dim, self.ndim, "index_select")
+        index = _as_index(index, "index", "index_select").reshape(-1)
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= self._size[d]):
+            raise IndexError(f"index_select: index out of range for dim {d} of size "
+                             f"{self._size[d]}")
+        size = self._size[:d] + (index.shape[0],) + self._size[d + 1:]
+        sd = self.sparse_dim()
+        if d >= sd:
+            return SparseTensor(sparse_coo, size, self._vals.index_select(d - sd + 1, index),
+                                indices=self._idx, coalesced=self._coalesced)
+        # Each selected slice j takes the entries whose index along d is index[j]: the entries
+        # sorted by that index, a range per slice found by binary search.
+        key = self._idx[d]
+        order = ember.argsort(key, stable=True)
+        sk = key[order]
+        lo = ember.searchsorted(sk, index)
+        cnt = ember.searchsorted(sk, index, right=True) - lo
+        slot = ember.repeat_interleave(ember.arange(index.shape[0]), cnt)
+        first = cnt.cumsum(0) - cnt
+        src = order[lo[slot] + ember.arange(slot.shape[0]) - first[slot]]
+        idx = self._idx[:, src].clone()
+        idx[d] = slot
+        return SparseTensor(sparse_coo, size, self._vals[src], indices=idx)
+
+    def neg(self) -> SparseTensor:
+        return self._with_values(-self._vals)
+
+    __neg__ = neg
+
+    def mul(self, other: Any) -> SparseTensor:
+        """Element-wise product with a number, a 0-d tensor, a dense tensor of the same shape
+        (a sparse result) or a sparse tensor of the same shape."""
+        if isinstance(other, (int, float, bool)) or (isinstance(other, Tensor) and other.ndim == 0):
+            return self._with_values(self._vals * other)
+        if isinstance(other, Tensor):
+            self._need(sparse_coo, "mul with a dense tensor")
+            if tuple(other.shape) != self._size:
+                raise RuntimeError(f"mul: a sparse tensor of size {self._size} times a dense "
+                                   f"tensor of size {tuple(other.shape)}: only equal sizes are "
+                                   "supported")
+            picked = other[tuple(self._idx)]
+            return self._with_values(self._vals * picked)
+        if _is_sparse(other):
+            if other._size != self._size:
+                raise RuntimeError(f"mul: sparse sizes {self._size} and {other._size} differ")
+            a, b = self.to_sparse_coo().coalesce(), other.to_sparse_coo().coalesce()
+            dense_b = b.to_dense()
+            return SparseTensor(sparse_coo, self._size, a._vals * dense_b[tuple(a._idx)],
+                                indices=a._idx, coalesced=True)
+        return NotImplemented
+
+    __mul__ = mul
+    __rmul__ = mul
+
+    def div(self, other: Any) -> SparseTensor:
+        if isinstance(other, (int, float)) or (isinstance(other, Tensor) and other.ndim == 0):
+            return self._with_values(self._vals / other)
+        raise NotImplementedError(f"{self._layout}: div by {type(other).__name__} is not "
+                                  "supported (only by a number or a 0-d tensor)")
+
+    __truediv__ = div
+
+    def add(self, other: Any, *, alpha: Any = 1) -> Any:
+        """``self + alpha * other``: sparse + sparse (same size) is sparse; sparse + dense is
+        dense."""
+        if _is_sparse(other):
+            if other._size != self._size:
+                raise RuntimeError(f"add: sparse sizes {self._size} and {other._size} differ")
+            if other.dtype is not self.dtype:
+                raise RuntimeError(f"add: sparse dtypes {self.dtype} and {other.dtype} differ")
+            a, b = self.to_sparse_coo(), other.to_sparse_coo()
+            if a.sparse_dim() != b.sparse_dim():
+                raise RuntimeError("add: sparse tensors with different sparse_dim")
+            vb = b._vals if alpha == 1 else b._vals * alpha
+            idx = ember.cat([a._idx, b._idx], 1)
+            out = SparseTensor(sparse_coo, self._size, ember.cat([a._vals, vb]), indices=idx)
+            out = out.coalesce()
+            return out.to_sparse_csr() if self._layout is sparse_csr else out
+        if isinstance(other, Tensor):
+            dense = self.to_dense()
+            return dense + other if alpha == 1 else dense + other * alpha
+        if isinstance(other, (int, float)):
+            raise NotImplementedError(f"{self._layout}: adding a number to a sparse tensor is "
+                                      "not supported (it would not stay sparse)")
+        return NotImplemented
+
+    def __add__(self, other: Any) -> Any:
+        return self.add(other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self.add(other)
+
+    def sub(self, other: Any, *, alpha: Any = 1) -> Any:
+        return self.add(other, alpha=-alpha)
+
+    def __sub__(self, other: Any) -> Any:
+        return self.add(other, alpha=-1)
+
+    def __rsub__(self, other: Any) -> Any:
+        return (-self).add(other)
+
+    def sum(self, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+        """The sum of every element (a 0-d dense tensor), or over ``dim`` (see
+        :func:`ember.sparse.sum`)."""
+        if keepdim:
+            raise NotImplementedError(f"{self._layout}: sum with keepdim=True is not supported")
+        return sum(self, dim, dtype=dtype)
+
+    # ---- products ---------------------------------------------------------------------------
+    def mm(self, mat2: Any) -> Tensor:
+        return mm(self, mat2)
+
+    def matmul(self, other: Any) -> Any:
+        return _matmul(self, other)
+
+    __matmul__ = matmul
+
+    def __rmatmul__(self, other: Any) -> Any:
+        if isinstance(other, Tensor):
+            return mm(other, self)
+        return NotImplemented
+
+    # ---- protocols --------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return _sparse_repr(self)
+
+    __str__ = __repr__
+
+    def __len__(self) -> int:
+        if not self._size:
+            raise TypeError("len() of a 0-d tensor")
+        return self._size[0]
+
+    def __bool__(self) -> bool:
+        raise RuntimeError(f"{self._layout}: the truth value of a sparse tensor is not "
+                           "supported")
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        if self._layout is sparse_coo:
+            arrays = (self._idx, self._vals.detach())
+        else:
+            arrays = (self._crow, self._col, self._vals.detach())
+        return (_rebuild_sparse, (str(self._layout), self._size, arrays, self._coalesced,
+                                  self.requires_grad))
+
+    def __deepcopy__(self, memo: dict) -> SparseTensor:
+        out = self.detach().clone()
+        if self.requires_grad:
+            out.requires_grad_(True)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        # A dense tensor's method exists here too (hasattr() says so) but raises when called;
+        # a dense tensor's property raises when read.
+        # Private names (pybind11's own probes among them) are plain AttributeErrors.
+        attr = getattr(Tensor, name, None) if not name.startswith("_") else None
+        if attr is None:
+            raise AttributeError(f"'SparseTensor' object has no attribute '{name}'")
+        if callable(attr):
+            return _unsupported(name).__get__(self)
+        raise NotImplementedError(f"{self._layout}: op {name} not supported")
+
+
+def _unsupported(name: str) -> Any:
+    def op(self: SparseTensor, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{self._layout}: op {name} not supported")
+
+    op.__name__ = name
+    return op
+
+
+# Operators Python would otherwise report as a bare TypeError.
+for _name in ("__eq__", "__ne__", "__rpow__", "__floordiv__", "__mod__", "__getitem__", "__setitem__",
+              "__lt__", "__le__", "__gt__", "__ge__", "__abs__", "__iadd__", "__imul__",
+              "__rtruediv__", "__and__", "__or__", "__xor__", "__invert__", "__iter__"):
+    setattr(SparseTensor, _name, _unsupported(_name.strip("_")))
+SparseTensor.__hash__ = object.__hash__  # by identity, as a tensor's (== raises above)
+
+
+# Element-wise ops that map 0 to 0, so the result keeps the pattern: applied to the values of
+# the coalesced tensor (f(a) + f(b) is not f(a + b) for duplicates).
+_ZERO_PRESERVING = (
+    "abs", "sqrt", "sin", "tan", "tanh", "asin", "atan", "atanh", "sinh", "asinh", "expm1",
+    "log1p", "sign", "square", "relu", "floor", "ceil", "round", "trunc", "frac", "erf", "erfinv",
+    "deg2rad", "rad2deg", "nan_to_num", "signbit", "isnan",
+)
+
+
+def _zero_preserving(name: str) -> Any:
+    def op(self: SparseTensor, *args: Any, **kwargs: Any) -> SparseTensor:
+        s = self.coalesce() if self._layout is sparse_coo else self
+        return s._with_values(getattr(s._vals, name)(*args, **kwargs))
+
+    op.__name__ = name
+    op.__doc__ = f"``{name}`` of the specified entries (it maps 0 to 0): a tensor of this layout."
+    return op
+
+
+for _name in _ZERO_PRESERVING:
+    setattr(SparseTensor, _name, _zero_preserving(_name))
+
+
+def _pow(self: SparseTensor, exponent: Any) -> SparseTensor:
+    """``self ** exponent`` for a positive number (which maps 0 to 0)."""
+    if not isinstance(exponent, (int, float)) or exponent <= 0:
+        raise NotImplementedError(f"{self._layout}: pow is supported for a positive number "
+                                  f"exponent only, got {exponent!r}")
+    s = self.coalesce() if self._layout is sparse_coo else self
+    return s._with_values(s._vals.pow(exponent))
+
+
+SparseTensor.pow = _pow
+SparseTensor.__pow__ = _pow
+
+
+def _rebuild_sparse(lay: str, size: tuple[int, ...], arrays: tuple[Tensor, ...], coalesced: bool,
+                    requires_grad: bool) -> SparseTensor:
+    """Unpickles a sparse tensor (allow-listed for ``ember.load(weights_only=True)``: it only
+    checks and assembles the arrays, whose invariants are checked like a user's)."""
+    if not isinstance(arrays, tuple) or not all(isinstance(a, Tensor) for a in arrays):
+        raise RuntimeError("ember.load: a sparse tensor's arrays must be tensors")
+    if lay == str(sparse_coo) and len(arrays) == 2:
+        out = sparse_coo_tensor(arrays[0], arrays[1], size, is_coalesced=bool(coalesced))
+    elif lay == str(sparse_csr) and len(arrays) == 3:
+        out = sparse_csr_tensor(arrays[0], arrays[1], arrays[2], size)
+    else:
+        raise RuntimeError(f"ember.load: unknown sparse layout {lay!r}")
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def _rebuild_torch_sparse(lay: Any, data: tuple[Any, ...]) -> SparseTensor:
+    """A sparse tensor from PyTorch's pickle of one (``torch._utils._rebuild_sparse_tensor``)."""
+    if lay is sparse_coo:
+        return sparse_coo_tensor(data[0], data[1], tuple(data[2]),
+                                 is_coalesced=bool(data[3]) if len(data) > 3 else None)
+    if lay is sparse_csr:
+        return sparse_csr_tensor(data[0], data[1], data[2], tuple(data[3]))
+    raise RuntimeError(f"ember.load: PyTorch sparse layout {lay} is not supported")
+
+
+def _wrap(dim: int, ndim: int, op: str) -> int:
+    if not -ndim <= dim < max(ndim, 1):
+        raise IndexError(f"{op}: Dimension out of range (expected to be in range of "
+                         f"[{-ndim}, {ndim - 1}], but got {dim})")
+    return dim % ndim if ndim else 0
+
+
+# ---- helpers over the arrays ----------------------------------------------------------------
+def _linear(idx: Tensor, sizes: tuple[int, ...]) -> Tensor:
+    """Row-major positions of the COO indices within the sparse dims' sizes (checked to lie
+    within them: a tensor built with check_invariants=False must not alias positions)."""
+    if idx.shape[1] and len(sizes):
+        lo, hi = idx.amin(1).tolist(), idx.amax(1).tolist()
+        for d, n in enumerate(sizes):
+            if lo[d] < 0 or hi[d] >= n:
+                raise RuntimeError(f"sparse_coo: indices of dim {d} must lie in [0, {n}), got "
+                                   f"[{lo[d]}, {hi[d]}] (a tensor built with "
+                                   "check_invariants=False)")
+    lin = idx[0].clone() if idx.shape[0] else ember.zeros(idx.shape[1], dtype=ember.int64,
+                                                            device=idx.device)
+    for d in range(1, len(sizes)):
+        lin = lin * sizes[d] + idx[d]
+    return lin
+
+
+def _unravel(lin: Tensor, sizes: tuple[int, ...]) -> Tensor:
+    rows = []
+    for s in reversed(sizes):
+        rows.append(lin % s if s else lin)
+        lin = ember.div(lin, s, rounding_mode="floor") if s else lin
+    return ember.stack(rows[::-1]) if rows else lin.new_zeros((0, lin.shape[0]))
+
+
+def _coalesce(idx: Tensor, vals: Tensor, sizes: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+    if idx.shape[1] == 0:
+        return idx, vals
+    uniq, inv = ember.unique(_linear(idx, sizes), sorted=True, return_inverse=True)
+    out = vals.new_zeros((uniq.shape[0], *vals.shape[1:])).index_add(0, inv, vals)
+    return _unravel(uniq, sizes), out
+
+
+def _coo_to_dense(idx: Tensor, vals: Tensor, size: tuple[int, ...]) -> Tensor:
+    sd = idx.shape[0]
+    sparse_sizes = size[:sd]
+    flat = vals.new_zeros((math.prod(sparse_sizes), *size[sd:]))
+    if idx.shape[1]:
+        flat = flat.index_add(0, _linear(idx, sparse_sizes), vals)
+    return flat.reshape(size)
+
+
+def _crow_from_rows(rows: Tensor, m: int) -> Tensor:
+    counts = ember.bincount(rows, minlength=m) if rows.numel() else rows.new_zeros(m)
+    return ember.cat([rows.new_zeros(1), counts.cumsum(0)])
+
+
+def _sorted_csr(s: SparseTensor) -> bool:
+    """Whether a CSR tensor's columns are strictly increasing within each row."""
+    if s._col.numel() < 2:
+        return True
+    counts = s._crow[1:] - s._crow[:-1]
+    rows = ember.repeat_interleave(ember.arange(s._size[0], device=s.device), counts)
+    lin = rows * s._size[1] + s._col
+    return bool((lin[1:] > lin[:-1]).all())
+
+
+def _check_invariants(s: SparseTensor) -> None:
+    if s._layout is sparse_coo:
+        idx, sd = s._idx, s._idx.shape[0]
+        if idx.shape[1] and sd:
+            lo = idx.amin(1).tolist()
+            hi = idx.amax(1).tolist()
+            for d in range(sd):
+                if lo[d] < 0:
+                    raise RuntimeError(f"sparse_coo_tensor: found negative index {lo[d]} for dim "
+                                       f"{d}")
+                if hi[d] >= s._size[d]:
+                    raise RuntimeError(f"sparse_coo_tensor: size is inconsistent with indices: "
+                                       f"for dim {d}, size is {s._size[d]} but found index "
+                                       f"{hi[d]}")
+        if s._coalesced and idx.shape[1] > 1:
+            lin = _linear(idx, s._size[:sd])
+            if not bool((lin[1:] > lin[:-1]).all()):
+                raise RuntimeError("sparse_coo_tensor: is_coalesced=True but the indices are not "
+                                   "sorted and unique")
+        return
+    crow, col = s._crow, s._col
+    m, n = s._size
+    if crow.numel() != m + 1:
+        raise RuntimeError(f"sparse_csr_tensor: crow_indices must have {m + 1} elements (rows + "
+                           f"1), got {crow.numel()}")
+    c = crow.tolist()
+    if c[0] != 0 or c[-1] != col.numel():
+        raise RuntimeError(f"sparse_csr_tensor: crow_indices must start at 0 and end at nnz = "
+                           f"{col.numel()}, got {c[0]} and {c[-1]}")
+    if any(c[r] > c[r + 1] for r in range(m)):
+        raise RuntimeError("sparse_csr_tensor: crow_indices must be non-decreasing")
+    if col.numel() and (int(col.min()) < 0 or int(col.max()) >= n):
+        raise RuntimeError(f"sparse_csr_tensor: col_indices must be in [0, {n}), got "
+                           f"[{int(col.min())}, {int(col.max())}]")
+
+
+# ---- factories ------------------------------------------------------------------------------
+def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any = None,
+                      device: Any = None, pin_memory: bool = False, requires_grad: bool = False,
+                      check_invariants: bool | None = None,
+                      is_coalesced: bool | None = None) -> SparseTensor:
+    """A sparse COO tensor with ``values[k]`` at position ``indices[:, k]``.
+
+    ``indices`` is ``(sparse_dim, nnz)``; ``values`` is ``(nnz, *dense_dims)``. Without ``size``
+    it is the smallest that holds the indices. Duplicate positions are kept (and summed by
+    ``coalesce``/``to_dense``).
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0, 1], [1, 0]], [2.0, 3.0], (2, 2))
+    >>> s.to_dense().tolist()
+    [[0.0, 2.0], [3.0, 0.0]]
+    """
+    del pin_memory
+    op = "sparse_coo_tensor"
+    idx = _as_index(indices, "indices", op)
+    vals = _as_values(values, dtype, device)
+    idx = idx.to(vals.device)
+    if idx.ndim != 2:
+        raise RuntimeError(f"{op}: indices must be sparse_dim x nnz, but got: {tuple(idx.shape)}")
+    if vals.ndim < 1 or vals.shape[0] != idx.shape[1]:
+        raise RuntimeError(f"{op}: number of dimensions must be sparse_dim ({idx.shape[0]}) + "
+                           f"dense_dim ({max(vals.ndim - 1, 0)}), and values must have nnz = "
+                           f"{idx.shape[1]} rows, got values of shape {tuple(vals.shape)}")
+    sd = idx.shape[0]
+    if size is None:
+        if idx.shape[1] == 0:
+            raise RuntimeError(f"{op}: size must be given when there are no indices")
+        size = tuple(int(m) + 1 for m in idx.amax(1).tolist()) + tuple(vals.shape[1:])
+    else:
+        size = tuple(int(s) for s in size)
+        if len(size) != sd + vals.ndim - 1:
+            raise RuntimeError(f"{op}: number of dimensions must be sparse_dim ({sd}) + "
+                               f"dense_dim ({vals.ndim - 1}), but got {len(size)}")
+        if tuple(vals.shape[1:]) != size[sd:]:
+            raise RuntimeError(f"{op}: values has incorrect size, expected {(idx.shape[1],) + size[sd:]}"
+                               f", got {tuple(vals.shape)}")
+    out = SparseTensor(sparse_coo, size, vals, indices=idx, coalesced=bool(is_coalesced))
+    if check_invariants is not False:
+        _check_invariants(out)
+    if requires_grad:  # a new leaf over the same memory; the caller's values are left alone
+        out._vals = out._vals.detach().requires_grad_(True)
+    return out
+
+
+def sparse_csr_tensor(crow_indices: Any, col_indices: Any, values: Any, size: Any = None, *,
+                      dtype: Any = None, device: Any = None, pin_memory: bool = False,
+                      requires_grad: bool = False,
+                      check_invariants: bool | None = None) -> SparseTensor:
+    """A 2-D sparse CSR tensor: row ``r``'s entries are ``col_indices[crow[r]:crow[r+1]]`` with
+    ``values`` at the same positions.
+
+    >>> import ember
+    >>> s = ember.sparse_csr_tensor([0, 1, 2], [1, 0], [2.0, 3.0], (2, 2))
+    >>> s.to_dense().tolist()
+    [[0.0, 2.0], [3.0, 0.0]]
+    """
+    del pin_memory
+    op = "sparse_csr_tensor"
+    crow = _as_index(crow_indices, "crow_indices", op)
+    col = _as_index(col_indices, "col_indices", op)
+    vals = _as_values(values, dtype, device)
+    crow, col = crow.to(vals.device), col.to(vals.device)
+    if crow.ndim != 1 or col.ndim != 1 or vals.ndim != 1:
+        raise RuntimeError(f"{op}: only 2-D CSR tensors (1-D crow_indices, col_indices and "
+                           f"values) are supported, got shapes {tuple(crow.shape)}, "
+                           f"{tuple(col.shape)} and {tuple(vals.shape)}")
+    if col.shape[0] != vals.shape[0]:
+        raise RuntimeError(f"{op}: col_indices and values must have the same length, got "
+                           f"{col.shape[0]} and {vals.shape[0]}")
+    if size is None:
+        size = (crow.shape[0] - 1, int(col.max()) + 1 if col.numel() else 0)
+    size = tuple(int(s) for s in size)
+    if len(size) != 2:
+        raise RuntimeError(f"{op}: only 2-D sizes are supported, got {size}")
+    out = SparseTensor(sparse_csr, size, vals, crow=crow, col=col)
+    if check_invariants is not False:
+        _check_invariants(out)
+    if requires_grad:  # a new leaf over the same memory; the caller's values are left alone
+        out._vals = out._vals.detach().requires_grad_(True)
+    return out
+
+
+def _dense_to_sparse(self: Tensor, *args: Any, layout: Any = None, blocksize: Any = None,
+                     dense_dim: Any = None) -> SparseTensor:
+    """``Tensor.to_sparse(sparse_dim=ndim)`` / ``to_sparse(layout=...)``: the nonzero entries
+    (rows of the last ``ndim - sparse_dim`` dims that are not all zero) as a coalesced COO
+    tensor, or CSR for ``layout=ember.sparse_csr``.
+
+    >>> import ember
+    >>> ember.tensor([[0.0, 2.0], [0.0, 0.0]]).to_sparse()._nnz()
+    1
+    """
+    if blocksize is not None:
+        raise NotImplementedError("to_sparse: blocked layouts are not supported")
+    sd = int(args[0]) if args else self.ndim
+    if layout is sparse_csr:
+        return _dense_to_sparse(self).to_sparse_csr()
+    if layout not in (None, sparse_coo):
+        raise RuntimeError(f"to_sparse: unsupported layout {layout}")
+    if not 0 <= sd <= self.ndim:
+        raise RuntimeError(f"to_sparse: sparse_dim must be in [0, {self.ndim}], got {sd}")
+    flat = self.reshape(*self.shape[:sd], -1) if sd < self.ndim else self
+    mask = flat != 0
+    if sd < self.ndim:
+        mask = mask.any(-1)
+    idx = ember.stack(list(ember.nonzero(mask, as_tuple=True))) if sd else \
+        ember.zeros((0, 1), dtype=ember.int64, device=self.device)
+    vals = self[tuple(idx)] if sd else self.unsqueeze(0)
+    return SparseTensor(sparse_coo, tuple(self.shape), vals, indices=idx, coalesced=True)
+
+
+def _dense_to_sparse_csr(self: Tensor, dense_dim: int | None = None) -> SparseTensor:
+    return _dense_to_sparse(self).to_sparse_csr(dense_dim)
+
+
+def _dense_to_sparse_coo(self: Tensor) -> SparseTensor:
+    return _dense_to_sparse(self)
+
+
+# ---- products -------------------------------------------------------------------------------
+def _csr_arrays(s: SparseTensor, op: str) -> tuple[Tensor, Tensor, Tensor]:
+    """(crow, col, values) of a 2-D sparse matrix; COO entries sorted by row (duplicates kept,
+    so the values' gradient reaches every original entry)."""
+    if s.ndim != 2 or s.dense_dim() != 0:
+        raise RuntimeError(f"{op}: the sparse operand must be a 2-D matrix without dense dims, "
+                           f"got size {s._size} with dense_dim {s.dense_dim()}")
+    if s._layout is sparse_csr:
+        return s._crow, s._col, s._vals
+    idx, vals = s._idx, s._vals
+    rows = idx[0]
+    # Sorted by row unless proven (not trusting a flag given with check_invariants=False).
+    if idx.shape[1] > 1 and not bool((rows[1:] >= rows[:-1]).all()):
+        order = ember.argsort(rows, stable=True)
+        idx, vals = idx[:, order], vals[order]
+    crow = _crow_from_rows(idx[0], s._size[0])
+    if crow.shape[0] != s._size[0] + 1 or (idx.shape[1] and int(idx[0].min()) < 0):
+        raise RuntimeError(f"{op}: row indices outside [0, {s._size[0]}) (a tensor built with "
+                           "check_invariants=False)")
+    return crow, idx[1], vals
+
+
+def _check_mm_operand(op: str, dense: Any, what: str) -> None:
+    if not isinstance(dense, Tensor):
+        raise TypeError(f"{op}: expected {what} to be a dense ember.Tensor, got "
+                        f"{type(dense).__name__}")
+
+
+def mm(mat1: Any, mat2: Any) -> Any:
+    """Matrix product where one or both operands are sparse (COO or CSR, 2-D).
+
+    sparse @ dense is a dense ``(M, F)`` tensor computed over CSR rows in parallel;
+    dense @ sparse is dense too, and sparse @ sparse is a sparse COO tensor. Gradients reach the
+    dense operand and the sparse operand's values (at its nonzero pattern).
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0, 1], [1, 0]], [2.0, 3.0], (2, 2))
+    >>> ember.sparse.mm(s, ember.eye(2)).tolist()
+    [[0.0, 2.0], [3.0, 0.0]]
+    """
+    op = "sparse.mm"
+    if _is_sparse(mat1) and _is_sparse(mat2):
+        if mat1.ndim != 2 or mat2.ndim != 2 or mat1._size[1] != mat2._size[0]:
+            raise RuntimeError(f"{op}: mat1 and mat2 shapes cannot be multiplied "
+                               f"({mat1._size} and {mat2._size})")
+        return mm(mat1, mat2.to_dense()).to_sparse()
+    if _is_sparse(mat1):
+        _check_mm_operand(op, mat2, "mat2")
+        if mat2.ndim != 2 or mat1.ndim != 2 or mat1._size[1] != mat2.shape[0]:
+            raise RuntimeError(f"{op}: mat1 and mat2 shapes cannot be multiplied "
+                               f"({mat1._size} and {tuple(mat2.shape)})")
+        if mat2.dtype is not mat1.dtype:
+            raise RuntimeError(f"{op}: expected mat1 and mat2 to have the same dtype, but got: "
+                               f"{mat1.dtype} != {mat2.dtype}")
+        crow, col, vals = _csr_arrays(mat1, op)
+        return _C._sparse_csr_mm(crow, col, vals, mat2)
+    if _is_sparse(mat2):
+        _check_mm_operand(op, mat1, "mat1")
+        if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2._size[0]:
+            raise RuntimeError(f"{op}: mat1 and mat2 shapes cannot be multiplied "
+                               f"({tuple(mat1.shape)} and {mat2._size})")
+        if mat2.dtype is not mat1.dtype:
+            raise RuntimeError(f"{op}: expected mat1 and mat2 to have the same dtype, but got: "
+                               f"{mat1.dtype} != {mat2.dtype}")
+        # D @ S = (S^T @ D^T)^T, and S^T @ X is the transposed-product kernel.
+        crow, col, vals = _csr_arrays(mat2, op)
+        return _C._sparse_csr_mm_t(crow, col, vals, mat1.t(), mat2._size[1]).t()
+    return _DENSE["mm"](mat1, mat2)
+
+
+def addmm(input: Tensor, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1,
+          **kwargs: Any) -> Tensor:
+    """``beta * input + alpha * (mat1 @ mat2)`` with mat1 sparse and input, mat2 dense.
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0], [1]], [2.0], (2, 2))
+    >>> ember.sparse.addmm(ember.ones(2, 2), s, ember.eye(2)).tolist()
+    [[1.0, 3.0], [1.0, 1.0]]
+    """
+    if not (_is_sparse(mat1) or _is_sparse(mat2)):
+        return _DENSE["addmm"](input, mat1, mat2, beta=beta, alpha=alpha, **kwargs)
+    if kwargs:
+        raise NotImplementedError(f"addmm: {sorted(kwargs)} not supported with sparse operands")
+    if _is_sparse(input):
+        input = input.to_dense()
+    prod = mm(mat1, mat2)
+    if alpha != 1:
+        prod = prod * alpha
+    if beta == 0:
+        return _broadcast_like(prod, input)
+    return (input if beta == 1 else input * beta) + prod
+
+
+def sampled_addmm(input: SparseTensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1.0,
+                  alpha: float = 1.0) -> SparseTensor:
+    """``beta * input + alpha * (mat1 @ mat2)`` at the nonzeros of the sparse CSR ``input`` only
+    (the products at the other positions are never computed), a CSR tensor of its pattern.
+
+    >>> import ember
+    >>> s = ember.sparse_csr_tensor([0, 1, 1], [1], [1.0], (2, 2))
+    >>> ember.sparse.sampled_addmm(s, ember.ones(2, 3), ember.ones(3, 2)).values().tolist()
+    [4.0]
+    """
+    op = "sparse.sampled_addmm"
+    if not _is_sparse(input) or input.layout is not sparse_csr:
+        raise RuntimeError(f"{op}: expected input to be a sparse CSR tensor")
+    _check_mm_operand(op, mat1, "mat1")
+    _check_mm_operand(op, mat2, "mat2")
+    if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0] or \
+            (mat1.shape[0], mat2.shape[1]) != input._size:
+        raise RuntimeError(f"{op}: mat1 {tuple(mat1.shape)} @ mat2 {tuple(mat2.shape)} must give "
+                           f"input's size {input._size}")
+    sampled = _C._sparse_csr_sddmm(input._crow, input._col, mat1, mat2.t())
+    vals = sampled if alpha == 1 else sampled * alpha
+    if beta != 0:
+        vals = vals + (input._vals if beta == 1 else input._vals * beta)
+    return input._with_values(vals)
+
+
+def _broadcast_like(prod: Tensor, input: Tensor) -> Tensor:
+    """beta = 0: input is ignored (not even its NaNs), only its shape must broadcast."""
+    return prod + prod.new_zeros(ember.broadcast_shapes(tuple(input.shape), tuple(prod.shape)))
+
+
+def smm(input: SparseTensor, mat: Tensor) -> SparseTensor:
+    """``input @ mat`` for a sparse ``input`` and dense ``mat``, as a sparse COO tensor of the
+    result's nonzero entries.
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0], [1]], [2.0], (2, 2))
+    >>> ember.smm(s, ember.eye(2))._nnz()
+    1
+    """
+    return mm(input, mat).to_sparse()
+
+
+def hspmm(mat1: SparseTensor, mat2: Tensor) -> SparseTensor:
+    """``mat1 @ mat2`` as a hybrid COO tensor (sparse rows, dense columns): the rows of the
+    product that are not all zero.
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0], [1]], [2.0], (2, 2))
+    >>> r = ember.hspmm(s, ember.ones(2, 3))
+    >>> r.sparse_dim(), r.dense_dim(), r._nnz()
+    (1, 1, 1)
+    """
+    if not _is_sparse(mat1):
+        raise RuntimeError("hspmm: expected mat1 to be a sparse tensor")
+    return mm(mat1, mat2).to_sparse(1)
+
+
+def _sparse_mask(self: Tensor, mask: SparseTensor) -> SparseTensor:
+    """``Tensor.sparse_mask(mask)``: self's values at the entries of the sparse ``mask`` (its
+    pattern, coalesced).
+
+    >>> import ember
+    >>> m = ember.sparse_coo_tensor([[1], [0]], [5.0], (2, 2))
+    >>> ember.tensor([[1.0, 2.0], [3.0, 4.0]]).sparse_mask(m).values().tolist()
+    [3.0]
+    """
+    if not _is_sparse(mask):
+        raise RuntimeError("sparse_mask: expected mask to be a sparse tensor")
+    if tuple(self.shape) != mask._size:
+        raise RuntimeError(f"sparse_mask: expected mask of size {tuple(self.shape)}, got "
+                           f"{mask._size}")
+    m = mask.to_sparse_coo().coalesce()
+    out = SparseTensor(sparse_coo, m._size, self[tuple(m._idx)], indices=m._idx, coalesced=True)
+    return out.to_sparse_csr() if mask.layout is sparse_csr else out
+
+
+def _legacy(name: str, dtype: Any) -> Any:
+    def make(*args: Any, size: Any = None) -> SparseTensor:
+        if len(args) >= 2 and not isinstance(args[0], int):  # (indices, values[, size])
+            shape = args[2] if len(args) > 2 else size
+            return sparse_coo_tensor(args[0], args[1], shape, dtype=dtype)
+        shape = tuple(args[0]) if len(args) == 1 and not isinstance(args[0], int) else args
+        shape = tuple(size) if size is not None else tuple(int(n) for n in shape)
+        return SparseTensor(sparse_coo, shape, ember.zeros(0, dtype=dtype),
+                            indices=ember.zeros((len(shape), 0), dtype=ember.int64),
+                            coalesced=True)
+
+    make.__name__ = name
+    make.__doc__ = (f"The legacy constructor ``torch.sparse.{name}(indices, values, size)`` (a "
+                    f"{dtype} COO tensor) or ``{name}(*size)`` (an empty one).")
+    return make
+
+
+FloatTensor = _legacy("FloatTensor", ember.float32)
+DoubleTensor = _legacy("DoubleTensor", ember.float64)
+LongTensor = _legacy("LongTensor", ember.int64)
+
+
+def _is_tensor(obj: Any) -> bool:
+    return isinstance(obj, (Tensor, SparseTensor))
+
+
+def _matmul(input: Any, other: Any) -> Any:
+    if _is_sparse(input) or _is_sparse(other):
+        a = input if _is_sparse(input) else None
+        if a is not None and isinstance(other, Tensor) and other.ndim == 1:
+            return mm(input, other.unsqueeze(1)).squeeze(1)
+        return mm(input, other)
+    return _DENSE["matmul"](input, other)
+
+
+# ---- reductions and softmax -----------------------------------------------------------------
+def sum(input: SparseTensor, dim: Any = None, dtype: Any = None) -> Any:  # noqa: A001
+    """Sum of a sparse tensor: of every element (a 0-d dense tensor), or over ``dim`` (an int
+    or a tuple): sparse unless every sparse dim is summed.
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0, 1, 1], [2, 0, 2]], [3.0, 4.0, 5.0], (2, 3))
+    >>> ember.sparse.sum(s).item(), ember.sparse.sum(s, 1).to_dense().tolist()
+    (12.0, [3.0, 9.0])
+    """
+    if not _is_sparse(input):
+        if dim is None:
+            return input.sum(dtype=dtype)
+        return input.sum(dim, dtype=dtype)
+    s = input.to_sparse_coo()
+    vals = s._vals if dtype is None else s._vals.to(dtype)
+    if dim is None:
+        return vals.sum()
+    dims = sorted({_wrap(d, s.ndim, "sparse.sum") for d in ((dim,) if isinstance(dim, int)
+                                                           else dim)})
+    sd = s.sparse_dim()
+    dense_dims = [d - sd + 1 for d in dims if d >= sd]
+    if dense_dims:
+        vals = vals.sum(dense_dims)
+    keep = [d for d in range(sd) if d not in dims]
+    new_size = tuple(n for d, n in enumerate(s._size) if d not in dims)
+    if not keep:
+        return vals.sum(0)
+    idx, vals = _coalesce(s._idx[keep], vals, tuple(s._size[d] for d in keep))
+    return SparseTensor(sparse_coo, new_size, vals, indices=idx, coalesced=True)
+
+
+def _softmax_impl(input: SparseTensor, dim: int, dtype: Any, log: bool) -> SparseTensor:
+    op = "sparse.log_softmax" if log else "sparse.softmax"
+    if not _is_sparse(input) or input.layout is not sparse_coo:
+        raise RuntimeError(f"{op}: expected a sparse COO tensor")
+    s = input.coalesce()
+    if dtype is not None:
+        s = s.to(dtype)
+    d = _wrap(dim, s.ndim, op)
+    sd = s.sparse_dim()
+    if d >= sd:
+        vals = ember.log_softmax(s._vals, d - sd + 1) if log else ember.softmax(s._vals, d - sd + 1)
+        return s._with_values(vals)
+    # Entries that agree on every sparse dim but d form one softmax group; absent entries are -inf.
+    others = [k for k in range(sd) if k != d]
+    if others:
+        group = _linear(s._idx[others], tuple(s._size[k] for k in others))
+        _, gid = ember.unique(group, return_inverse=True)
+    else:
+        gid = ember.zeros(s._nnz(), dtype=ember.int64, device=s.device)
+    ngroups = int(gid.max()) + 1 if s._nnz() else 0
+    v = s._vals
+    expand = gid.reshape(-1, *([1] * (v.ndim - 1))).expand_as(v)
+    gmax = v.new_full((ngroups, *v.shape[1:]), -math.inf).scatter_reduce(
+        0, expand, v.detach(), "amax", include_self=True)
+    shifted = v - gmax[gid]
+    e = shifted.exp()
+    denom = e.new_zeros((ngroups, *v.shape[1:])).index_add(0, gid, e)
+    vals = shifted - denom.log()[gid] if log else e / denom[gid]
+    return s._with_values(vals, coalesced=True)
+
+
+def softmax(input: SparseTensor, dim: int, *, dtype: Any = None) -> SparseTensor:
+    """Softmax over ``dim`` of the specified entries of a COO tensor (unspecified entries count
+    as -inf, so they stay unspecified), as in GAT attention over a sparse adjacency.
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0, 0], [0, 2]], [1.0, 1.0], (1, 3))
+    >>> ember.sparse.softmax(s, 1).to_dense().tolist()
+    [[0.5, 0.0, 0.5]]
+    """
+    return _softmax_impl(input, dim, dtype, log=False)
+
+
+def log_softmax(input: SparseTensor, dim: int, *, dtype: Any = None) -> SparseTensor:
+    """Log-softmax over ``dim`` of the specified entries of a COO tensor (see :func:`softmax`).
+
+    >>> import ember
+    >>> s = ember.sparse_coo_tensor([[0, 0], [0, 2]], [1.0, 1.0], (1, 3))
+    >>> round(ember.sparse.log_softmax(s, 1).values()[0].item(), 4)
+    -0.6931
+    """
+    return _softmax_impl(input, dim, dtype, log=True)
+
+
+class check_sparse_tensor_invariants:  # noqa: N801  (PyTorch's name)
+    """PyTorch's switch for checking the invariants of new sparse tensors. ember checks them
+    whenever a sparse tensor is built with a size (an index outside the size would otherwise
+    alias another position), unless the factory gets ``check_invariants=False``; the switch is
+    recorded for :meth:`is_enabled` and changes nothing else.
+
+    >>> import ember
+    >>> with ember.sparse.check_sparse_tensor_invariants():
+    ...     ember.sparse.check_sparse_tensor_invariants.is_enabled()
+    True
+    """
+
+    _enabled = False
+
+    def __init__(self, enable: bool = True) -> None:
+        self.state = enable
+        self.saved = False
+
+    @staticmethod
+    def is_enabled() -> bool:
+        return check_sparse_tensor_invariants._enabled
+
+    @staticmethod
+    def enable() -> None:
+        check_sparse_tensor_invariants._enabled = True
+
+    @staticmethod
+    def disable() -> None:
+        check_sparse_tensor_invariants._enabled = False
+
+    def __enter__(self) -> check_sparse_tensor_invariants:
+        self.saved = check_sparse_tensor_invariants._enabled
+        check_sparse_tensor_invariants._enabled = self.state
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        check_sparse_tensor_invariants._enabled = self.saved
+
+
+# ---- printing -------------------------------------------------------------------------------
+def _sparse_repr(s: SparseTensor) -> str:
+    from ember._printing import _add_suffixes, _grad_fn_name, tensor_repr
+
+    prefix = "tensor("
+    pad = " " * len(prefix)
+
+    def field(name: str, t: Tensor) -> str:
+        return name + "=" + tensor_repr(t.detach()).replace("\n", "\n" + " " * (len(prefix) +
+                                                                              len(name) + 1))
+
+    suffixes = [f"size={s._size}", f"nnz={s._nnz()}", f"layout={s._layout}"]
+    if s.device.type != "cpu":
+        suffixes.insert(0, f"device='{s.device}'")
+    if s.grad_fn is not None:
+        suffixes.append(f"grad_fn=<{_grad_fn_name(s.grad_fn)}>")
+    elif s.requires_grad:
+        suffixes.append("requires_grad=True")
+    if s._layout is sparse_coo:
+        body = (prefix + field("indices", s._idx) + ",\n" + pad + field("values", s._vals) +
+                ",\n" + pad + ", ".join(suffixes[:1]))
+        return _add_suffixes(body, suffixes[1:], len(prefix))
+    body = (prefix + field("crow_indices", s._crow) + ",\n" + pad + field("col_indices", s._col) +
+            ",\n" + pad + field("values", s._vals))
+    return _add_suffixes(body, suffixes, len(prefix))
+
+
+# ---- sparse gradients beside dense tensors --------------------------------------------------
+# id(tensor) -> (weakref to the tensor, its sparse grad). Only tensors given a sparse grad (the
+# weights of sparse embeddings) are here; the dense path checks the dict's emptiness only.
+_SPARSE_GRADS: dict[int, tuple[Any, SparseTensor]] = {}
+_CPP_GRAD = Tensor.grad
+
+
+def _sparse_grad_of(t: Tensor) -> SparseTensor | None:
+    entry = _SPARSE_GRADS.get(id(t))
+    if entry is None or entry[0]() is not t:
+        return None
+    return entry[1]
+
+
+# Tensors holding a sparse grad are moved into a subclass of their class (same name, no new
+# slots) whose ``grad`` property knows about it; Tensor.grad itself stays the C++ getter, so
+# reading a dense grad costs nothing extra.
+_GRAD_CLASSES: dict[type, type] = {}
+
+
+def _sparse_grad_class(cls: type) -> type:
+    sub = _GRAD_CLASSES.get(cls)
+    if sub is None:
+        sub = type(cls.__name__, (cls,), {
+            "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "grad": property(_grad_get, _grad_set, doc=_CPP_GRAD.__doc__),
+            "_ember_dense_class": cls,
+        })
+        _GRAD_CLASSES[cls] = sub
+    return sub
+
+
+def _set_sparse_grad(t: Tensor, g: SparseTensor | None) -> None:
+    key = id(t)
+    if g is None:
+        _SPARSE_GRADS.pop(key, None)
+        dense_cls = getattr(type(t), "_ember_dense_class", None)
+        if dense_cls is not None:
+            t.__class__ = dense_cls
+        return
+    _SPARSE_GRADS[key] = (weakref.ref(t, lambda _r, k=key: _SPARSE_GRADS.pop(k, None)), g)
+    if "_ember_dense_class" not in type(t).__dict__:
+        t.__class__ = _sparse_grad_class(type(t))
+
+
+def accumulate_sparse_grad(t: Tensor, g: SparseTensor) -> None:
+    """Adds the sparse gradient ``g`` to ``t.grad``: sparse + sparse stays sparse (the entries
+    concatenated, uncoalesced, or the values added when the patterns are equal, as PyTorch's
+    accumulation); onto a dense grad it is added densely."""
+    dense = _CPP_GRAD.__get__(t)
+    if dense is not None:
+        with ember.no_grad():
+            dense.add_(g.to_dense())
+        return
+    old = _sparse_grad_of(t)
+    if old is None:
+        _set_sparse_grad(t, g)
+        return
+    if old._idx.shape == g._idx.shape and bool((old._idx == g._idx).all()):
+        # the same pattern (the same batch of ids again): values add, as PyTorch's accumulation
+        _set_sparse_grad(t, old._with_values(old._vals + g._vals))
+        return
+    idx = ember.cat([old._idx, g._idx], 1)
+    vals = ember.cat([old._vals, g._vals])
+    _set_sparse_grad(t, SparseTensor(sparse_coo, old._size, vals, indices=idx))
+
+
+def _grad_get(self: Tensor) -> Any:
+    sg = _sparse_grad_of(self)
+    if sg is not None:
+        dense = _CPP_GRAD.__get__(self)
+        if dense is None:
+            return sg
+        # A dense gradient arrived too (a weight shared with a dense op): one dense sum.
+        with ember.no_grad():
+            dense.add_(sg.to_dense())
+        _set_sparse_grad(self, None)
+        return dense
+    return _CPP_GRAD.__get__(self)
+
+
+def _grad_set(self: Tensor, g: Any) -> None:
+    if _is_sparse(g):
+        if tuple(g.shape) != tuple(self.shape):
+            raise RuntimeError(f"assigned grad has data of a different size ({g._size} vs "
+                               f"{tuple(self.shape)})")
+        if g.dtype is not self.dtype:
+            raise TypeError(f"assigned grad has data of a different type ({g.dtype} vs "
+                            f"{self.dtype})")
+        _CPP_GRAD.__set__(self, None)
+        _set_sparse_grad(self, g)
+        return
+    _set_sparse_grad(self, None)
+    _CPP_GRAD.__set__(self, g)
+
+
+_DENSE: dict[str, Any] = {}
+
+
+def _install() -> None:
+    ember.sparse_coo = sparse_coo
+    ember.sparse_csr = sparse_csr
+    ember.sparse_coo_tensor = sparse_coo_tensor
+    ember.sparse_csr_tensor = sparse_csr_tensor
+    Tensor.to_sparse = _dense_to_sparse
+    Tensor.to_sparse_coo = _dense_to_sparse_coo
+    Tensor.to_sparse_csr = _dense_to_sparse_csr
+    Tensor.is_sparse_csr = property(lambda self: False)
+    # The products accept a sparse operand; a dense call goes straight to the C++ op.
+    for name in ("mm", "matmul", "addmm"):
+        _DENSE[name] = getattr(ember, name)
+    ember.mm = _wrap_dense(mm, _DENSE["mm"], "mm", ("input", "mat2"))
+    ember.matmul = _wrap_dense(_matmul, _DENSE["matmul"], "matmul", ("input", "other"))
+    ember.addmm = addmm
+    ember.spmm = mm
+    ember.dsmm = mm
+    ember.smm = smm
+    ember.hspmm = hspmm
+    Tensor.sparse_mask = _sparse_mask
+    _is_tensor.__doc__ = ember.is_tensor.__doc__
+    ember.is_tensor = _is_tensor  # a sparse tensor is a tensor, as in PyTorch
+    from ember import _serialization_objects
+
+    _serialization_objects._DEFAULT_SAFE["ember.sparse._rebuild_sparse"] = _rebuild_sparse
+
+
+def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str, names: tuple[str, str]) -> Any:
+    """``dense_fn`` unless an operand (positional or by its name in ``names``) is sparse."""
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        try:  # the dense call first: its binding refuses a SparseTensor with a TypeError
+            return dense_fn(*args, **kwargs)
+        except TypeError:
+            if not (any(type(a) is SparseTensor for a in args) or any(
+                    type(v) is SparseTensor for v in kwargs.values())):
+                raise
+        operands = list(args) + [kwargs.pop(k) for k in names if k in kwargs]
+        if len(operands) != 2 or kwargs:
+            raise NotImplementedError(f"{name}: only ({names[0]}, {names[1]}) are supported "
+                                      "with sparse operands (no out=)")
+        return sparse_fn(*operands)
+
+    fn.__name__ = name
+    fn.__doc__ = dense_fn.__doc__
+    return fn
+
+
+_install()
+
+
+# ---- sparse embedding gradients -------------------------------------------------------------
+class _SparseEmbedding(ember.autograd.Function):
+    """embedding(weight, indices) whose backward stores a sparse COO gradient on the weight
+    (the rows at the looked-up indices, one entry per index, uncoalesced, as PyTorch) instead of
+    returning a dense one."""
+
+    @staticmethod
+    def forward(ctx: Any, weight: Tensor, indices: Tensor, padding_idx: int) -> Tensor:
+        ctx.weight = weight
+        ctx.save_for_backward(indices)
+        ctx.padding_idx = padding_idx
+        return _C.embedding(weight, indices, padding_idx, False, False)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[None, None, None]:
+        (indices,) = ctx.saved_tensors
+        weight = ctx.weight
+        idx = indices.reshape(-1).to(ember.int64)
+        vals = grad.reshape(idx.shape[0], weight.shape[1])
+        if ctx.padding_idx >= 0:
+            keep = idx != ctx.padding_idx
+            idx, vals = idx[keep], vals[keep]
+        g = SparseTensor(sparse_coo, tuple(weight.shape), vals.detach().clone(),
+                         indices=idx.unsqueeze(0))
+        accumulate_sparse_grad(weight, g)
+        return None, None, None
+
+
+def embedding_sparse(weight: Tensor, indices: Tensor, padding_idx: int,
+                     scale_grad_by_freq: bool) -> Tensor:
+    """``F.embedding(..., sparse=True)``: weight.grad becomes a sparse COO tensor.
+
+    >>> import ember
+    >>> w = ember.nn.Parameter(ember.ones(4, 2))
+    >>> embedding_sparse(w, ember.tensor([1, 3]), -1, False).sum().backward()
+    >>> w.grad.layout, w.grad._nnz()
+    (ember.sparse_coo, 2)
+    """
+    if not (weight.requires_grad and ember.is_grad_enabled()):
+        return _C.embedding(weight, indices, padding_idx, scale_grad_by_freq, False)
+    if scale_grad_by_freq:
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse "
+                           "gradients")
+    if not weight.is_leaf:
+        raise NotImplementedError("embedding(sparse=True): a weight that is not a leaf tensor is "
+                                  "not supported (its sparse gradient has nowhere to go)")
+    return _SparseEmbedding.apply(weight, indices, padding_idx)
+
+
+class _SparseEmbeddingBag(ember.autograd.Function):
+    """embedding_bag (mode 'sum' or 'mean') whose backward stores a sparse COO gradient on the
+    weight (one entry per non-padding index: its bag's gradient, times its per-sample weight or
+    divided by the bag's size) and returns the per-sample weights' gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, weight: Tensor, psw: Tensor | None, indices: Tensor,
+                offsets: Tensor | None, mode: str, include_last_offset: bool,
+                padding_idx: int) -> Tensor:
+        ctx.weight, ctx.mode, ctx.padding_idx = weight, mode, padding_idx
+        ctx.has_psw = psw is not None
+        flat = indices.reshape(-1).to(ember.int64)
+        n = flat.shape[0]
+        if indices.ndim == 2:
+            b, length = indices.shape
+            bag = ember.arange(b).repeat_interleave(length) if n else flat
+        else:
+            starts = offsets.to(ember.int64)
+            if include_last_offset:
+                starts = starts[:-1]
+            ends = ember.cat([starts[1:], ember.tensor([n])]) if starts.numel() else starts
+            bag = ember.arange(starts.shape[0]).repeat_interleave((ends - starts).clamp(min=0))
+            if bag.shape[0] != n:
+                raise RuntimeError(f"embedding_bag: offsets {starts.tolist()} do not cover the "
+                                   f"{n} indices in order")
+        ctx.save_for_backward(flat, bag, psw if psw is not None else flat.new_zeros(0))
+        return _C.embedding_bag(weight, indices, offsets, mode, psw, include_last_offset,
+                                padding_idx)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Any, ...]:
+        flat, bag, psw = ctx.saved_tensors
+        weight = ctx.weight
+        keep = flat != ctx.padding_idx if ctx.padding_idx >= 0 else None
+        per_index = grad[bag]  # (n, D): each index's bag gradient
+        scale = None
+        if ctx.has_psw:
+            scale = psw.reshape(-1)
+        elif ctx.mode == "mean":
+            valid = keep.to(grad.dtype) if keep is not None else grad.new_ones(flat.shape[0])
+            counts = grad.new_zeros(grad.shape[0]).index_add(0, bag, valid)
+            scale = 1.0 / counts.clamp(min=1)[bag]
+        vals = per_index * scale.unsqueeze(1) if scale is not None else per_index
+        idx = flat
+        if keep is not None:
+            idx, vals = idx[keep], vals[keep]
+        accumulate_sparse_grad(weight, SparseTensor(sparse_coo, tuple(weight.shape),
+                                                    vals.detach().clone(),
+                                                    indices=idx.unsqueeze(0)))
+        grad_psw = None
+        if ctx.has_psw and ctx.needs_input_grad[1]:
+            rows = weight.detach()[flat]
+            grad_psw = (per_index * rows).sum(1)
+            if keep is not None:
+                grad_psw = grad_psw * keep.to(grad_psw.dtype)
+            grad_psw = grad_psw.reshape(psw.shape)
+        return None, grad_psw, None, None, None, None, None
+
+
+def embedding_bag_sparse(weight: Tensor, indices: Tensor, offsets: Tensor | None, mode: str,
+                         per_sample_weights: Tensor | None, include_last_offset: bool,
+                         padding_idx: int) -> Tensor:
+    """``F.embedding_bag(..., sparse=True)``: weight.grad becomes a sparse COO tensor.
+
+    >>> import ember
+    >>> w = ember.nn.Parameter(ember.ones(4, 2))
+    >>> embedding_bag_sparse(w, ember.tensor([[1, 3]]), None, "sum", None, False, -1).sum().backward()
+    >>> w.grad._indices().tolist()
+    [[1, 3]]
+    """
+    if not (weight.requires_grad and ember.is_grad_enabled()):
+        return _C.embedding_bag(weight, indices, offsets, mode, per_sample_weights,
+                                include_last_offset, padding_idx)
+    if mode == "max":
+        raise RuntimeError("embedding_bag: max mode does not support sparse weights")
+    if not weight.is_leaf:
+        raise NotImplementedError("embedding_bag(sparse=True): a weight that is not a leaf "
+                                  "tensor is not supported (its sparse gradient has nowhere "
+                                  "to go)")
+    return _SparseEmbeddingBag.apply(weight, per_sample_weights, indices, offsets, mode,
+                                     include_last_offset, padding_idx)
