@@ -67,8 +67,8 @@ std::tuple<Tensor, Tensor, Tensor> row_norm_forward(const char* op, const Tensor
   Tensor mean = ember::empty(ss, nn::norm_acc_dtype(x), x->device());
   Tensor rstd = ember::empty(ss, nn::norm_acc_dtype(x), x->device());
   if (M == 0) {  // rows of no elements: torch's statistics, mean 0 and rstd NaN (variance 0/0)
-    ops::fill_(mean, Scalar(0.0));
-    ops::fill_(rstd, Scalar(std::nan("")));
+    dispatch::fill_(mean, Scalar(0.0));
+    dispatch::fill_(rstd, Scalar(std::nan("")));
     return {out, nn::cast(mean, stat_dt), nn::cast(rstd, stat_dt)};
   }
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
