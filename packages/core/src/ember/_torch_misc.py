@@ -8,7 +8,7 @@
 * ``segment_reduce`` (sum/mean/max/min/prod over consecutive segments, differentiable);
 * eager control flow: ``cond`` and ``while_loop``;
 * constants and small functions: ``ember.pi``, ``e``, ``inf``, ``nan``, ``newaxis``,
-  the deprecated ``range`` (end included), ``fill``, ``isreal``, ``is_storage``,
+  the deprecated ``range`` (end included), ``fill``, ``is_storage``,
   ``get_device_module``, ``compiled_with_cxx11_abi``, ``set_deterministic_debug_mode`` /
   ``get_deterministic_debug_mode``, ``init_num_threads``, ``is_vulkan_available``, and the
   deprecated per-device autocast switches (``get_autocast_cpu_dtype``, ``set_autocast_gpu_dtype``
@@ -42,7 +42,7 @@ from ember._C import Tensor
 __all__ = [
     "get_device", "is_inference", "is_signed", "is_distributed", "set_flush_denormal",
     "frombuffer", "from_file", "empty_permuted", "segment_reduce", "cond", "while_loop",
-    "pi", "e", "inf", "nan", "newaxis", "range", "fill", "isreal", "is_storage",
+    "pi", "e", "inf", "nan", "newaxis", "range", "fill", "is_storage",
     "get_device_module", "compiled_with_cxx11_abi", "set_deterministic_debug_mode",
     "get_deterministic_debug_mode", "init_num_threads", "is_vulkan_available",
 ]
@@ -550,20 +550,6 @@ def fill(input: Tensor, value: Any) -> Tensor:
     return input.clone().fill_(value)
 
 
-def isreal(input: Tensor) -> Tensor:
-    """Elementwise whether each value is real: a zero imaginary part for complex tensors, True
-    everywhere for real ones.
-
-    >>> import ember
-    >>> ember.isreal(ember.tensor([1 + 0j, 1 + 1j])).tolist()
-    [True, False]
-    """
-    _need_tensor("isreal", input)
-    if input.dtype.is_complex:
-        return _C.imag(input) == 0
-    return _C.ones(tuple(input.shape), dtype=_C.bool, device=input.device)
-
-
 def is_storage(obj: Any) -> bool:
     """Whether ``obj`` is a storage (what ``Tensor.untyped_storage()`` / ``storage()`` give).
 
@@ -821,7 +807,6 @@ def _install() -> None:
         "const_data_ptr": lambda self: self.data_ptr(),
         "chalf": _chalf,
         "is_distributed": lambda self: False,
-        "isreal": isreal,
         "xpu": _no_device("xpu"),
         "ipu": _no_device("ipu"),
         "mtia": _no_device("mtia"),
