@@ -74,6 +74,9 @@ struct Kernels {
   void (*twiddle_transpose)(const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*);
   void (*real_post_row)(const T*, const T*, T*, T*, int64_t, const T*, const T*, T);
   void (*cmul)(const T*, const T*, const T*, const T*, T*, T*, int64_t, T, T);
+  bool (*first_il)(const T*, T, T*, T*, int64_t, int64_t, int64_t);
+  bool (*last_il)(const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*, T,
+                  T);
 };
 
 #define EMBER_FFT_PICK(space, sfx)                               \
@@ -81,7 +84,8 @@ struct Kernels {
    &space::rows_to_lanes_##sfx, &space::lanes_to_rows_##sfx,     \
    &space::width_##sfx,         &space::deinterleave_##sfx,      \
    &space::interleave_##sfx,    &space::twiddle_transpose_##sfx, \
-   &space::real_post_row_##sfx, &space::cmul_##sfx}
+   &space::real_post_row_##sfx, &space::cmul_##sfx,              \
+   &space::first_il_##sfx,      &space::last_il_##sfx}
 
 // The kernels for this CPU (EMBER_CPU_ISA caps the choice).
 template <class T>
@@ -258,7 +262,7 @@ struct Plan {
   // Scalars of scratch execute() needs for L lanes.
   int64_t scratch_size(int64_t L) const {
     if (bluestein) return 4 * m * L + sub->scratch_size(L);
-    return L == 1 && n1 > 0 ? 4 * n : 2 * n * L;
+    return L == 1 && n1 > 0 ? 6 * n : 2 * n * L;
   }
 
   // y = DFT(x) for L lanes of split complex data (x is clobbered); `parallel` splits the passes
@@ -278,23 +282,66 @@ struct Plan {
       std::memcpy(yi, xi, sizeof(T) * nl);
       return;
     }
-    const T *sr = xr, *si = xi;
-    for (int64_t s = 0; s < S; ++s) {
-      const bool to_y = (S - 1 - s) % 2 == 0;
-      T* dr = to_y ? yr : work;
-      T* di = to_y ? yi : work + nl;
-      const Pass& ps = passes[s];
-      const int64_t blocks = n / (ps.radix * ps.ns);
-      auto run = [&](int64_t b0, int64_t b1) {
-        kern.pass(sr, si, dr, di, n, ps.ns, L, ps.radix, ps.twr.data(), ps.twi.data(), ps.gr.data(),
-                  ps.gi.data(), b0, b1);
-      };
-      if (parallel && blocks > 1)
-        parallel_for(0, blocks, std::max<int64_t>(1, 32768 / (ps.radix * ps.ns * L)), run);
-      else
-        run(0, blocks);
-      sr = dr, si = di;
+    run_passes(0, S, xr, xi, yr, yi, work, work + nl, L, parallel);
+  }
+
+  // Pass s from (sr, si) into (dr, di), its blocks split over the thread pool when `parallel`.
+  void run_pass(int64_t s, const T* sr, const T* si, T* dr, T* di, int64_t L, bool parallel) const {
+    const Pass& ps = passes[s];
+    const int64_t blocks = n / (ps.radix * ps.ns);
+    auto run = [&](int64_t b0, int64_t b1) {
+      kern.pass(sr, si, dr, di, n, ps.ns, L, ps.radix, ps.twr.data(), ps.twi.data(), ps.gr.data(),
+                ps.gi.data(), b0, b1);
+    };
+    if (parallel && blocks > 1)
+      parallel_for(0, blocks, std::max<int64_t>(1, 32768 / (ps.radix * ps.ns * L)), run);
+    else
+      run(0, blocks);
+  }
+
+  // Passes [s0, s1) from (ar, ai), the last landing in (yr, yi), the ones before alternating
+  // with (tr, ti).
+  void run_passes(int64_t s0, int64_t s1, const T* ar, const T* ai, T* yr, T* yi, T* tr, T* ti,
+                  int64_t L, bool parallel) const {
+    for (int64_t s = s0; s < s1; ++s) {
+      const bool to_y = (s1 - 1 - s) % 2 == 0;
+      T* dr = to_y ? yr : tr;
+      T* di = to_y ? yi : ti;
+      run_pass(s, ar, ai, dr, di, L, parallel);
+      ar = dr, ai = di;
     }
+  }
+
+  // One line of n interleaved complex numbers at src (imaginary parts times sign) through the
+  // four-step plan, the first pass reading and the last pass writing interleaved numbers
+  // (in registers): into dst (times sr and si) or, when dst is null, into (yr, yi) unscaled.
+  // work: 6n scalars. dst may be src.
+  void execute_line(const T* src, T sign, T* yr, T* yi, T* dst, T sr, T si, T* work) const {
+    T *br = work, *bi = work + n, *tr = work + 2 * n, *ti = work + 3 * n;
+    T *cr = work + 4 * n, *ci = work + 5 * n;
+    const Plan &a = *p1, &b = *p2;
+    const int64_t S1 = static_cast<int64_t>(a.passes.size()),
+                  S2 = static_cast<int64_t>(b.passes.size());
+    const bool first_to_b = (S1 - 1) % 2 == 0;
+    T* fr = first_to_b ? br : tr;
+    T* fi = first_to_b ? bi : ti;
+    if (kern.first_il(src, sign, fr, fi, n1, n2, a.passes[0].radix)) {
+      a.run_passes(1, S1, fr, fi, br, bi, tr, ti, n2, false);
+    } else {
+      kern.deinterleave(src, n, sign, cr, ci);
+      a.run_passes(0, S1, cr, ci, br, bi, tr, ti, n2, false);
+    }
+    kern.twiddle_transpose(br, bi, t4r.data(), t4i.data(), n1, n2, cr, ci);
+    if (dst == nullptr) return b.run_passes(0, S2, cr, ci, yr, yi, tr, ti, n1, false);
+    const T* lr = cr;
+    const T* li = ci;
+    if (S2 > 1) b.run_passes(0, S2 - 1, cr, ci, tr, ti, br, bi, n1, false), lr = tr, li = ti;
+    const Pass& last = b.passes[S2 - 1];
+    if (kern.last_il(lr, li, dst, n2, last.ns, n1, last.radix, last.twr.data(), last.twi.data(), sr,
+                     si))
+      return;
+    b.run_pass(S2 - 1, lr, li, yr, yi, n1, false);
+    kern.interleave(yr, yi, n, sr, si, dst);
   }
 
  private:
@@ -499,10 +546,12 @@ void c2c_dim(const std::complex<T>* src, std::complex<T>* dst, const DimVector& 
               T *xr = buf, *xi = buf + len * L, *yr = buf + 2 * len * L, *yi = buf + 3 * len * L;
               if (L == 1 && ln.inner == 1) {  // one contiguous line
                 const T* s = reinterpret_cast<const T*>(src + ln.offset(first, len));
+                T* d = reinterpret_cast<T*>(dst + ln.offset(first, len));
+                if (plan.n1 > 0)
+                  return plan.execute_line(s, sign, yr, yi, d, scale, sign * scale, buf + 4 * len);
                 plan.kern.deinterleave(s, len, sign, xr, xi);
                 plan.execute(xr, xi, yr, yi, buf + 4 * len, 1, par);
-                plan.kern.interleave(yr, yi, len, scale, sign * scale,
-                                     reinterpret_cast<T*>(dst + ln.offset(first, len)));
+                plan.kern.interleave(yr, yi, len, scale, sign * scale, d);
                 return;
               }
               // whole rows in full lanes: register transposes for the most, scalar loops for the
@@ -551,8 +600,13 @@ void r2c_dim(const T* src, std::complex<T>* dst, const DimVector& sizes, int64_t
         T* buf = scratch<T>(4 * part + plan.scratch_size(L), own);
         T *xr = buf, *xi = buf + part, *yr = buf + 2 * part, *yi = buf + 3 * part;
         if (L == 1 && even && ln.inner == 1) {  // one contiguous line, as len complex numbers
-          plan.kern.deinterleave(src + ln.offset(first, n), len, T(1), xr, xi);
-          plan.execute(xr, xi, yr, yi, buf + 4 * part, 1, par);
+          if (plan.n1 > 0) {
+            plan.execute_line(src + ln.offset(first, n), T(1), yr, yi, nullptr, T(1), T(1),
+                              buf + 4 * part);
+          } else {
+            plan.kern.deinterleave(src + ln.offset(first, n), len, T(1), xr, xi);
+            plan.execute(xr, xi, yr, yi, buf + 4 * part, 1, par);
+          }
           plan.kern.real_post_row(yr, yi, xr, xi, len, wsh->data(), wsh->data() + len + 1, scale);
           plan.kern.interleave(xr, xi, nout, T(1), T(1),
                                reinterpret_cast<T*>(dst + ln.offset(first, nout)));
