@@ -72,8 +72,10 @@ struct Kernels {
   void (*deinterleave)(const T*, int64_t, T, T*, T*);
   void (*interleave)(const T*, const T*, int64_t, T, T, T*);
   void (*twiddle_transpose)(const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*);
-  void (*real_post_row)(const T*, const T*, T*, T*, int64_t, const T*, const T*, T);
+  void (*real_post_row)(const T*, const T*, T*, int64_t, const T*, const T*, T);
   void (*cmul)(const T*, const T*, const T*, const T*, T*, T*, int64_t, T, T);
+  void (*cmul_from_il)(const T*, T, const T*, const T*, T*, T*, int64_t);
+  void (*cmul_to_il)(const T*, const T*, T, const T*, const T*, T, T, T*, int64_t);
   bool (*first_il)(const T*, T, T*, T*, int64_t, int64_t, int64_t);
   bool (*last_il)(const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*, T,
                   T);
@@ -85,6 +87,7 @@ struct Kernels {
    &space::width_##sfx,         &space::deinterleave_##sfx,      \
    &space::interleave_##sfx,    &space::twiddle_transpose_##sfx, \
    &space::real_post_row_##sfx, &space::cmul_##sfx,              \
+   &space::cmul_from_il_##sfx,  &space::cmul_to_il_##sfx,        \
    &space::first_il_##sfx,      &space::last_il_##sfx}
 
 // The kernels for this CPU (EMBER_CPU_ISA caps the choice).
@@ -344,6 +347,20 @@ struct Plan {
     kern.interleave(yr, yi, n, sr, si, dst);
   }
 
+  // Bluestein's algorithm for one line of interleaved complex numbers, src to dst as in
+  // execute_line (dst may be src), the chirp products fused with the (de)interleaving. work:
+  // scratch_size(1) scalars.
+  void execute_bluestein_line(const T* src, T sign, T* dst, T sr, T si, T* work) const {
+    T *ar = work, *ai = work + m, *br = work + 2 * m, *bi = work + 3 * m, *sw = work + 4 * m;
+    kern.cmul_from_il(src, sign, chr.data(), chi.data(), ar, ai, n);
+    std::fill(ar + n, ar + m, T(0));
+    std::fill(ai + n, ai + m, T(0));
+    sub->execute(ar, ai, br, bi, sw, 1, false);
+    kern.cmul(br, bi, cfr.data(), cfi.data(), ar, ai, m, T(1), T(-1));
+    sub->execute(ar, ai, br, bi, sw, 1, false);
+    kern.cmul_to_il(br, bi, T(-1), chr.data(), chi.data(), sr, si, dst, n);
+  }
+
  private:
   void execute_bluestein(T* xr, T* xi, T* yr, T* yi, T* work, int64_t L, bool parallel) const {
     const int64_t ml = m * L;
@@ -539,40 +556,42 @@ void c2c_dim(const std::complex<T>* src, std::complex<T>* dst, const DimVector& 
   const Plan<T>& plan = *shared;
   const T sign = forward ? T(1) : T(-1);
   const bool alone = ln.inner == 1 && plan.lines_alone();
-  for_units(ln.count, len, sizeof(T), alone,
-            [&](int64_t first, int64_t count, int64_t L, bool par) {
-              std::vector<T> own;
-              T* buf = scratch<T>(4 * len * L + plan.scratch_size(L), own);
-              T *xr = buf, *xi = buf + len * L, *yr = buf + 2 * len * L, *yi = buf + 3 * len * L;
-              if (L == 1 && ln.inner == 1) {  // one contiguous line
-                const T* s = reinterpret_cast<const T*>(src + ln.offset(first, len));
-                T* d = reinterpret_cast<T*>(dst + ln.offset(first, len));
-                if (plan.n1 > 0)
-                  return plan.execute_line(s, sign, yr, yi, d, scale, sign * scale, buf + 4 * len);
-                plan.kern.deinterleave(s, len, sign, xr, xi);
-                plan.execute(xr, xi, yr, yi, buf + 4 * len, 1, par);
-                plan.kern.interleave(yr, yi, len, scale, sign * scale, d);
-                return;
-              }
-              // whole rows in full lanes: register transposes for the most, scalar loops for the
-              // rest
-              const bool rows = ln.inner == 1 && count == L && L > 1;
-              const int64_t in_done =
-                  rows ? plan.kern.rows_to_lanes(reinterpret_cast<const T*>(src + first * len), len,
-                                                 len, L, sign, xr, xi)
-                       : 0;
-              for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
-                for (int64_t v = 0; v < count; ++v) {
-                  const std::complex<T>* s = src + ln.offset(first + v, len);
-                  for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j) {
-                    const std::complex<T> a = s[j * ln.inner];
-                    xr[j * L + v] = a.real(), xi[j * L + v] = sign * a.imag();
-                  }
-                }
-              plan.execute(xr, xi, yr, yi, buf + 4 * len * L, L, par);
-              const T si = sign * scale;
-              lanes_to_lines(plan, yr, yi, len, L, scale, si, dst, ln, first, count, rows);
-            });
+  for_units(
+      ln.count, len, sizeof(T), alone, [&](int64_t first, int64_t count, int64_t L, bool par) {
+        std::vector<T> own;
+        T* buf = scratch<T>(4 * len * L + plan.scratch_size(L), own);
+        T *xr = buf, *xi = buf + len * L, *yr = buf + 2 * len * L, *yi = buf + 3 * len * L;
+        if (L == 1 && ln.inner == 1) {  // one contiguous line
+          const T* s = reinterpret_cast<const T*>(src + ln.offset(first, len));
+          T* d = reinterpret_cast<T*>(dst + ln.offset(first, len));
+          if (plan.n1 > 0)
+            return plan.execute_line(s, sign, yr, yi, d, scale, sign * scale, buf + 4 * len);
+          if (plan.bluestein)
+            return plan.execute_bluestein_line(s, sign, d, scale, sign * scale, buf + 4 * len);
+          plan.kern.deinterleave(s, len, sign, xr, xi);
+          plan.execute(xr, xi, yr, yi, buf + 4 * len, 1, par);
+          plan.kern.interleave(yr, yi, len, scale, sign * scale, d);
+          return;
+        }
+        // whole rows in full lanes: register transposes for the most, scalar loops for the
+        // rest
+        const bool rows = ln.inner == 1 && count == L && L > 1;
+        const int64_t in_done =
+            rows ? plan.kern.rows_to_lanes(reinterpret_cast<const T*>(src + first * len), len, len,
+                                           L, sign, xr, xi)
+                 : 0;
+        for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
+          for (int64_t v = 0; v < count; ++v) {
+            const std::complex<T>* s = src + ln.offset(first + v, len);
+            for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j) {
+              const std::complex<T> a = s[j * ln.inner];
+              xr[j * L + v] = a.real(), xi[j * L + v] = sign * a.imag();
+            }
+          }
+        plan.execute(xr, xi, yr, yi, buf + 4 * len * L, L, par);
+        const T si = sign * scale;
+        lanes_to_lines(plan, yr, yi, len, L, scale, si, dst, ln, first, count, rows);
+      });
 }
 
 // The one-sided DFT of the real lines of src (shape `sizes`, dim d of length n) into dst (the
@@ -607,9 +626,8 @@ void r2c_dim(const T* src, std::complex<T>* dst, const DimVector& sizes, int64_t
             plan.kern.deinterleave(src + ln.offset(first, n), len, T(1), xr, xi);
             plan.execute(xr, xi, yr, yi, buf + 4 * part, 1, par);
           }
-          plan.kern.real_post_row(yr, yi, xr, xi, len, wsh->data(), wsh->data() + len + 1, scale);
-          plan.kern.interleave(xr, xi, nout, T(1), T(1),
-                               reinterpret_cast<T*>(dst + ln.offset(first, nout)));
+          plan.kern.real_post_row(yr, yi, reinterpret_cast<T*>(dst + ln.offset(first, nout)), len,
+                                  wsh->data(), wsh->data() + len + 1, scale);
           return;
         }
         const bool rows = ln.inner == 1 && count == L && L > 1;
