@@ -11,8 +11,14 @@
 //
 // The data are split into real and imaginary arrays, and transforms of the same length run in
 // lanes: L lines of a batch interleaved element by element, so every butterfly covers L lines
-// with vector arithmetic whatever the pass. A long transform (or a lone line) runs alone (L = 1)
-// and its passes vectorize over the butterflies instead, split over the thread pool when the
+// with vector arithmetic whatever the pass. Contiguous lines of a length n = n1 n2 with n1, n2
+// multiples of the vector width (up to kFourStepMax) run one at a time as a four-step FFT whose
+// two halves run in lanes (the columns of the line read as an n1 x n2 matrix, then, after the
+// twiddles and a register transpose, the rows), its first and last passes (de)interleaving the
+// complex numbers in registers: a line's buffers stay in L1/L2, where lanes of whole lines
+// would stream through L2 once per pass; Bluestein lengths whose convolution length has such a
+// plan go the same way, line by line. A long transform (or a lone line) otherwise runs alone
+// (L = 1) and its passes vectorize over the butterflies, split over the thread pool when the
 // batch cannot be. Inverse transforms are conj(FFT(conj(x))), folded into the loads and stores,
 // as is the normalization. A real signal of even length n is one complex FFT of length n / 2
 // and a post-twiddle pass (rfft), and the inverse the other way round (irfft).
