@@ -32,6 +32,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "core/dispatch.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/iterator.h"
@@ -44,6 +48,7 @@ namespace {
 
 constexpr int64_t kMaxRadix = 61;        // larger prime factors use Bluestein's algorithm
 constexpr int64_t kFourStepMax = 16384;  // longest line with a four-step plan
+constexpr int64_t kPad = 48;             // scalars between a four-step line's work buffers
 constexpr double kPi = 3.14159265358979323846;
 
 namespace fft_base {
@@ -271,7 +276,7 @@ struct Plan {
   // Scalars of scratch execute() needs for L lanes.
   int64_t scratch_size(int64_t L) const {
     if (bluestein) return 4 * m * L + sub->scratch_size(L);
-    return L == 1 && n1 > 0 ? 6 * n : 2 * n * L;
+    return L == 1 && n1 > 0 ? 6 * (n + kPad) : 2 * n * L;
   }
 
   // y = DFT(x) for L lanes of split complex data (x is clobbered); `parallel` splits the passes
@@ -326,8 +331,10 @@ struct Plan {
   // (in registers): into dst (times sr and si) or, when dst is null, into (yr, yi) unscaled.
   // work: 6n scalars. dst may be src.
   void execute_line(const T* src, T sign, T* yr, T* yi, T* dst, T sr, T si, T* work) const {
-    T *br = work, *bi = work + n, *tr = work + 2 * n, *ti = work + 3 * n;
-    T *cr = work + 4 * n, *ci = work + 5 * n;
+    // buffers kPad scalars apart beyond n, so that they do not sit at the same offsets mod 4 KiB
+    const int64_t st = n + kPad;
+    T *br = work, *bi = work + st, *tr = work + 2 * st, *ti = work + 3 * st;
+    T *cr = work + 4 * st, *ci = work + 5 * st;
     const Plan &a = *p1, &b = *p2;
     const int64_t S1 = static_cast<int64_t>(a.passes.size()),
                   S2 = static_cast<int64_t>(b.passes.size());
