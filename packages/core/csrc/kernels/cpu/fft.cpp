@@ -87,6 +87,9 @@ struct Kernels {
   void (*cmul)(const T*, const T*, const T*, const T*, T*, T*, int64_t, T, T);
   void (*cmul_from_il)(const T*, T, const T*, const T*, T*, T*, int64_t);
   void (*cmul_to_il)(const T*, const T*, T, const T*, const T*, T, T, T*, int64_t);
+  bool (*out_tw)(const T*, const T*, T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*,
+                 const T*, const T*);
+  void (*transpose_blocks)(const T*, const T*, int64_t, int64_t, T*, T*);
   bool (*first_il)(const T*, T, T*, T*, int64_t, int64_t, int64_t);
   bool (*last_il)(const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*, T,
                   T);
@@ -99,6 +102,7 @@ struct Kernels {
    &space::interleave_##sfx,    &space::twiddle_transpose_##sfx, \
    &space::real_post_row_##sfx, &space::cmul_##sfx,              \
    &space::cmul_from_il_##sfx,  &space::cmul_to_il_##sfx,        \
+   &space::out_tw_##sfx,        &space::transpose_blocks_##sfx,  \
    &space::first_il_##sfx,      &space::last_il_##sfx}
 
 // The kernels for this CPU (EMBER_CPU_ISA caps the choice).
@@ -285,8 +289,9 @@ struct Plan {
     if (bluestein) return execute_bluestein(xr, xi, yr, yi, work, L, parallel);
     if (L == 1 && n1 > 0) {
       T *br = work, *bi = work + n, *sw = work + 2 * n;
-      p1->execute(xr, xi, br, bi, sw, n2, parallel);
-      kern.twiddle_transpose(br, bi, t4r.data(), t4i.data(), n1, n2, xr, xi);
+      // x is free once the first pass has read it: the transpose goes there
+      p1->execute_twiddled(xr, xi, br, bi, sw, sw + n, t4r.data(), t4i.data(), n2, parallel, xr,
+                           xi);
       p2->execute(xr, xi, yr, yi, sw, n1, parallel);
       return;
     }
@@ -297,6 +302,26 @@ struct Plan {
       return;
     }
     run_passes(0, S, xr, xi, yr, yi, work, work + nl, L, parallel);
+  }
+
+  // The four-step's first half: passes [s0, S) from (ar, ai) in L lanes (s0 < S), the outputs of
+  // the last one times the factors f (per element, at the outputs' indices) and transposed into
+  // (cr, ci) (L rows of n); b and t are scratch, a may be c. The last pass applies the factors
+  // while its outputs are in registers when its radix allows, else the transpose does.
+  void execute_twiddled(const T* ar, const T* ai, T* br, T* bi, T* tr, T* ti, const T* fr,
+                        const T* fi, int64_t L, bool parallel, T* cr, T* ci, int64_t s0 = 0) const {
+    const int64_t S = static_cast<int64_t>(passes.size());
+    const Pass& last = passes[S - 1];
+    const T* lr = ar;  // passes [s0, S - 1) land in t, the last goes from there into b
+    const T* li = ai;
+    if (S - 1 > s0) run_passes(s0, S - 1, ar, ai, tr, ti, br, bi, L, parallel), lr = tr, li = ti;
+    if (kern.out_tw(lr, li, br, bi, n, last.ns, L, last.radix, last.twr.data(), last.twi.data(), fr,
+                    fi)) {
+      kern.transpose_blocks(br, bi, n, L, cr, ci);
+      return;
+    }
+    run_pass(S - 1, lr, li, br, bi, L, parallel);
+    kern.twiddle_transpose(br, bi, fr, fi, n, L, cr, ci);
   }
 
   // Pass s from (sr, si) into (dr, di), its blocks split over the thread pool when `parallel`.
@@ -338,16 +363,13 @@ struct Plan {
     const Plan &a = *p1, &b = *p2;
     const int64_t S1 = static_cast<int64_t>(a.passes.size()),
                   S2 = static_cast<int64_t>(b.passes.size());
-    const bool first_to_b = (S1 - 1) % 2 == 0;
-    T* fr = first_to_b ? br : tr;
-    T* fi = first_to_b ? bi : ti;
-    if (kern.first_il(src, sign, fr, fi, n1, n2, a.passes[0].radix)) {
-      a.run_passes(1, S1, fr, fi, br, bi, tr, ti, n2, false);
+    // the first pass (or the deinterleaved line) into c, which the transpose fills at the end
+    if (S1 > 1 && kern.first_il(src, sign, cr, ci, n1, n2, a.passes[0].radix)) {
+      a.execute_twiddled(cr, ci, br, bi, tr, ti, t4r.data(), t4i.data(), n2, false, cr, ci, 1);
     } else {
       kern.deinterleave(src, n, sign, cr, ci);
-      a.run_passes(0, S1, cr, ci, br, bi, tr, ti, n2, false);
+      a.execute_twiddled(cr, ci, br, bi, tr, ti, t4r.data(), t4i.data(), n2, false, cr, ci);
     }
-    kern.twiddle_transpose(br, bi, t4r.data(), t4i.data(), n1, n2, cr, ci);
     if (dst == nullptr) return b.run_passes(0, S2, cr, ci, yr, yi, tr, ti, n1, false);
     const T* lr = cr;
     const T* li = ci;
