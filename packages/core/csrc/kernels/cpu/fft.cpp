@@ -661,6 +661,7 @@ void r2c_dim(const T* src, std::complex<T>* dst, const DimVector& sizes, int64_t
             plan.kern.deinterleave(src + ln.offset(first, n), len, T(1), xr, xi);
             plan.execute(xr, xi, yr, yi, buf + 4 * part, 1, par);
           }
+          yr[len] = yr[0], yi[len] = yi[0];  // real_post_row's Z[h] = Z[0]
           plan.kern.real_post_row(yr, yi, reinterpret_cast<T*>(dst + ln.offset(first, nout)), len,
                                   wsh->data(), wsh->data() + len + 1, scale);
           return;
