@@ -88,7 +88,7 @@ struct Kernels {
   void (*cmul_from_il)(const T*, T, const T*, const T*, T*, T*, int64_t);
   void (*cmul_to_il)(const T*, const T*, T, const T*, const T*, T, T, T*, int64_t);
   bool (*out_tw)(const T*, const T*, T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*,
-                 const T*, const T*);
+                 const T*, const T*, T);
   void (*transpose_blocks)(const T*, const T*, int64_t, int64_t, T*, T*);
   bool (*first_il)(const T*, T, T*, T*, int64_t, int64_t, int64_t);
   bool (*last_il)(const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*, T,
@@ -316,12 +316,31 @@ struct Plan {
     const T* li = ai;
     if (S - 1 > s0) run_passes(s0, S - 1, ar, ai, tr, ti, br, bi, L, parallel), lr = tr, li = ti;
     if (kern.out_tw(lr, li, br, bi, n, last.ns, L, last.radix, last.twr.data(), last.twi.data(), fr,
-                    fi)) {
+                    fi, T(1))) {
       kern.transpose_blocks(br, bi, n, L, cr, ci);
       return;
     }
     run_pass(S - 1, lr, li, br, bi, L, parallel);
     kern.twiddle_transpose(br, bi, fr, fi, n, L, cr, ci);
+  }
+
+  // y = DFT(x) times the factors f elementwise, the imaginary parts then times so, for one line
+  // (L = 1) of a four-step plan (x is clobbered; work: scratch_size(1) scalars): the factors go
+  // with the last pass when its radix allows.
+  void execute_factors(T* xr, T* xi, T* yr, T* yi, T* work, const T* fr, const T* fi, T so) const {
+    T *br = work, *bi = work + n, *sw = work + 2 * n;
+    p1->execute_twiddled(xr, xi, br, bi, sw, sw + n, t4r.data(), t4i.data(), n2, false, xr, xi);
+    const Plan& b = *p2;
+    const int64_t S2 = static_cast<int64_t>(b.passes.size());
+    const T* lr = xr;
+    const T* li = xi;
+    if (S2 > 1) b.run_passes(0, S2 - 1, xr, xi, br, bi, sw, sw + n, n1, false), lr = br, li = bi;
+    const Pass& last = b.passes[S2 - 1];
+    if (kern.out_tw(lr, li, yr, yi, n2, last.ns, n1, last.radix, last.twr.data(), last.twi.data(),
+                    fr, fi, so))
+      return;
+    b.run_pass(S2 - 1, lr, li, yr, yi, n1, false);
+    kern.cmul(yr, yi, fr, fi, yr, yi, n, T(1), so);
   }
 
   // Pass s from (sr, si) into (dr, di), its blocks split over the thread pool when `parallel`.
@@ -390,10 +409,9 @@ struct Plan {
     kern.cmul_from_il(src, sign, chr.data(), chi.data(), ar, ai, n);
     std::fill(ar + n, ar + m, T(0));
     std::fill(ai + n, ai + m, T(0));
-    sub->execute(ar, ai, br, bi, sw, 1, false);
-    kern.cmul(br, bi, cfr.data(), cfi.data(), ar, ai, m, T(1), T(-1));
-    sub->execute(ar, ai, br, bi, sw, 1, false);
-    kern.cmul_to_il(br, bi, T(-1), chr.data(), chi.data(), sr, si, dst, n);
+    sub->execute_factors(ar, ai, br, bi, sw, cfr.data(), cfi.data(), T(-1));  // conj(A F)
+    sub->execute(br, bi, ar, ai, sw, 1, false);
+    kern.cmul_to_il(ar, ai, T(-1), chr.data(), chi.data(), sr, si, dst, n);
   }
 
  private:
