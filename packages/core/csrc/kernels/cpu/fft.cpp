@@ -11,8 +11,14 @@
 //
 // The data are split into real and imaginary arrays, and transforms of the same length run in
 // lanes: L lines of a batch interleaved element by element, so every butterfly covers L lines
-// with vector arithmetic whatever the pass. A long transform (or a lone line) runs alone (L = 1)
-// and its passes vectorize over the butterflies instead, split over the thread pool when the
+// with vector arithmetic whatever the pass. Contiguous lines of a length n = n1 n2 with n1, n2
+// multiples of the vector width (up to kFourStepMax) run one at a time as a four-step FFT whose
+// two halves run in lanes (the columns of the line read as an n1 x n2 matrix, then, after the
+// twiddles and a register transpose, the rows), its first and last passes (de)interleaving the
+// complex numbers in registers: a line's buffers stay in L1/L2, where lanes of whole lines
+// would stream through L2 once per pass; Bluestein lengths whose convolution length has such a
+// plan go the same way, line by line. A long transform (or a lone line) otherwise runs alone
+// (L = 1) and its passes vectorize over the butterflies, split over the thread pool when the
 // batch cannot be. Inverse transforms are conj(FFT(conj(x))), folded into the loads and stores,
 // as is the normalization. A real signal of even length n is one complex FFT of length n / 2
 // and a post-twiddle pass (rfft), and the inverse the other way round (irfft).
@@ -26,6 +32,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "core/dispatch.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/iterator.h"
@@ -36,7 +46,9 @@ namespace ember {
 namespace cpu {
 namespace {
 
-constexpr int64_t kMaxRadix = 61;  // larger prime factors use Bluestein's algorithm
+constexpr int64_t kMaxRadix = 61;        // larger prime factors use Bluestein's algorithm
+constexpr int64_t kFourStepMax = 16384;  // longest line with a four-step plan
+constexpr int64_t kPad = 48;             // scalars between a four-step line's work buffers
 constexpr double kPi = 3.14159265358979323846;
 
 namespace fft_base {
@@ -67,11 +79,31 @@ struct Kernels {
   void (*real_post)(const T*, const T*, T*, T*, int64_t, int64_t, const T*, const T*, T, bool);
   int64_t (*rows_to_lanes)(const T*, int64_t, int64_t, int64_t, T, T*, T*);
   int64_t (*lanes_to_rows)(const T*, const T*, int64_t, int64_t, T, T, T*, int64_t);
+  int64_t (*width)();  // scalars per vector
+  void (*deinterleave)(const T*, int64_t, T, T*, T*);
+  void (*interleave)(const T*, const T*, int64_t, T, T, T*);
+  void (*twiddle_transpose)(const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*);
+  void (*real_post_row)(const T*, const T*, T*, int64_t, const T*, const T*, T);
+  void (*cmul)(const T*, const T*, const T*, const T*, T*, T*, int64_t, T, T);
+  void (*cmul_from_il)(const T*, T, const T*, const T*, T*, T*, int64_t);
+  void (*cmul_to_il)(const T*, const T*, T, const T*, const T*, T, T, T*, int64_t);
+  bool (*out_tw)(const T*, const T*, T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*,
+                 const T*, const T*, T);
+  void (*transpose_blocks)(const T*, const T*, int64_t, int64_t, T*, T*);
+  bool (*first_il)(const T*, T, T*, T*, int64_t, int64_t, int64_t);
+  bool (*last_il)(const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, const T*, const T*, T,
+                  T);
 };
 
-#define EMBER_FFT_PICK(space, sfx)                                           \
-  {&space::pass_##sfx, &space::real_post_##sfx, &space::rows_to_lanes_##sfx, \
-   &space::lanes_to_rows_##sfx}
+#define EMBER_FFT_PICK(space, sfx)                               \
+  {&space::pass_##sfx,          &space::real_post_##sfx,         \
+   &space::rows_to_lanes_##sfx, &space::lanes_to_rows_##sfx,     \
+   &space::width_##sfx,         &space::deinterleave_##sfx,      \
+   &space::interleave_##sfx,    &space::twiddle_transpose_##sfx, \
+   &space::real_post_row_##sfx, &space::cmul_##sfx,              \
+   &space::cmul_from_il_##sfx,  &space::cmul_to_il_##sfx,        \
+   &space::out_tw_##sfx,        &space::transpose_blocks_##sfx,  \
+   &space::first_il_##sfx,      &space::last_il_##sfx}
 
 // The kernels for this CPU (EMBER_CPU_ISA caps the choice).
 template <class T>
@@ -155,8 +187,16 @@ struct Plan {
   int64_t m = 0;
   std::unique_ptr<Plan> sub;
   std::vector<T> chr, chi, cfr, cfi;
+  // Four-step form of a lone line (L = 1) of length n = n1 n2, n1 and n2 multiples of the vector
+  // width W (W^2 <= n <= kFourStepMax): the line read as n1 rows of n2 gets the length-n1 FFTs
+  // of its n2 columns side by side in lanes (L = n2), the twiddles w_n^(k1 j2) with a transpose,
+  // then the length-n2 FFTs of the n1 columns of that (L = n1), which leave X[k1 + n1 k2] at
+  // k2 n1 + k1: natural order. A line's buffers stay in L1/L2 and no pass runs on scalars.
+  int64_t n1 = 0, n2 = 0;
+  std::unique_ptr<Plan> p1, p2;
+  std::vector<T> t4r, t4i;  // w_n^(k1 j2) at [k1 * n2 + j2]
 
-  explicit Plan(int64_t len) : n(len), kern(kernels<T>()) {
+  explicit Plan(int64_t len, bool four_step = true) : n(len), kern(kernels<T>()) {
     std::vector<int64_t> radices = factorize(n);
     if (radices.empty() && n > 1) {
       init_bluestein();
@@ -185,7 +225,32 @@ struct Plan {
       passes.push_back(std::move(ps));
       ns *= p;
     }
+    if (four_step) init_four_step();
   }
+
+  void init_four_step() {
+    const int64_t w = kern.width();
+    if (n > kFourStepMax || n < w * w) return;
+    for (int64_t a = static_cast<int64_t>(std::sqrt(static_cast<double>(n))); a >= w; --a)
+      if (n % a == 0 && a % w == 0 && (n / a) % w == 0) {
+        n1 = a;
+        break;
+      }
+    if (n1 == 0) return;
+    n2 = n / n1;
+    p1 = std::make_unique<Plan>(n1, false);
+    p2 = std::make_unique<Plan>(n2, false);
+    t4r.resize(n), t4i.resize(n);
+    for (int64_t k1 = 0; k1 < n1; ++k1)
+      for (int64_t j2 = 0; j2 < n2; ++j2) {
+        const std::complex<double> c = unit_root(k1 * j2, n);
+        t4r[k1 * n2 + j2] = static_cast<T>(c.real()), t4i[k1 * n2 + j2] = static_cast<T>(c.imag());
+      }
+  }
+
+  // Whether lone lines (L = 1) are the fast way through this plan: four-step, directly or as
+  // Bluestein's convolution.
+  bool lines_alone() const { return bluestein ? sub->n1 > 0 : n1 > 0; }
 
   void init_bluestein() {
     bluestein = true;
@@ -213,35 +278,140 @@ struct Plan {
   }
 
   // Scalars of scratch execute() needs for L lanes.
-  int64_t scratch_size(int64_t L) const { return bluestein ? 6 * m * L : 2 * n * L; }
+  int64_t scratch_size(int64_t L) const {
+    if (bluestein) return 4 * m * L + sub->scratch_size(L);
+    return L == 1 && n1 > 0 ? 6 * (n + kPad) : 2 * n * L;
+  }
 
   // y = DFT(x) for L lanes of split complex data (x is clobbered); `parallel` splits the passes
   // over the thread pool.
   void execute(T* xr, T* xi, T* yr, T* yi, T* work, int64_t L, bool parallel) const {
     if (bluestein) return execute_bluestein(xr, xi, yr, yi, work, L, parallel);
+    if (L == 1 && n1 > 0) {
+      T *br = work, *bi = work + n, *sw = work + 2 * n;
+      // x is free once the first pass has read it: the transpose goes there
+      p1->execute_twiddled(xr, xi, br, bi, sw, sw + n, t4r.data(), t4i.data(), n2, parallel, xr,
+                           xi);
+      p2->execute(xr, xi, yr, yi, sw, n1, parallel);
+      return;
+    }
     const int64_t S = static_cast<int64_t>(passes.size()), nl = n * L;
     if (S == 0) {
       std::memcpy(yr, xr, sizeof(T) * nl);
       std::memcpy(yi, xi, sizeof(T) * nl);
       return;
     }
-    const T *sr = xr, *si = xi;
-    for (int64_t s = 0; s < S; ++s) {
-      const bool to_y = (S - 1 - s) % 2 == 0;
-      T* dr = to_y ? yr : work;
-      T* di = to_y ? yi : work + nl;
-      const Pass& ps = passes[s];
-      const int64_t blocks = n / (ps.radix * ps.ns);
-      auto run = [&](int64_t b0, int64_t b1) {
-        kern.pass(sr, si, dr, di, n, ps.ns, L, ps.radix, ps.twr.data(), ps.twi.data(), ps.gr.data(),
-                  ps.gi.data(), b0, b1);
-      };
-      if (parallel && blocks > 1)
-        parallel_for(0, blocks, std::max<int64_t>(1, 32768 / (ps.radix * ps.ns * L)), run);
-      else
-        run(0, blocks);
-      sr = dr, si = di;
+    run_passes(0, S, xr, xi, yr, yi, work, work + nl, L, parallel);
+  }
+
+  // The four-step's first half: passes [s0, S) from (ar, ai) in L lanes (s0 < S), the outputs of
+  // the last one times the factors f (per element, at the outputs' indices) and transposed into
+  // (cr, ci) (L rows of n); b and t are scratch, a may be c. The last pass applies the factors
+  // while its outputs are in registers when its radix allows, else the transpose does.
+  void execute_twiddled(const T* ar, const T* ai, T* br, T* bi, T* tr, T* ti, const T* fr,
+                        const T* fi, int64_t L, bool parallel, T* cr, T* ci, int64_t s0 = 0) const {
+    const int64_t S = static_cast<int64_t>(passes.size());
+    const Pass& last = passes[S - 1];
+    const T* lr = ar;  // passes [s0, S - 1) land in t, the last goes from there into b
+    const T* li = ai;
+    if (S - 1 > s0) run_passes(s0, S - 1, ar, ai, tr, ti, br, bi, L, parallel), lr = tr, li = ti;
+    if (kern.out_tw(lr, li, br, bi, n, last.ns, L, last.radix, last.twr.data(), last.twi.data(), fr,
+                    fi, T(1))) {
+      kern.transpose_blocks(br, bi, n, L, cr, ci);
+      return;
     }
+    run_pass(S - 1, lr, li, br, bi, L, parallel);
+    kern.twiddle_transpose(br, bi, fr, fi, n, L, cr, ci);
+  }
+
+  // y = DFT(x) times the factors f elementwise, the imaginary parts then times so, for one line
+  // (L = 1) of a four-step plan (x is clobbered; work: scratch_size(1) scalars): the factors go
+  // with the last pass when its radix allows.
+  void execute_factors(T* xr, T* xi, T* yr, T* yi, T* work, const T* fr, const T* fi, T so) const {
+    T *br = work, *bi = work + n, *sw = work + 2 * n;
+    p1->execute_twiddled(xr, xi, br, bi, sw, sw + n, t4r.data(), t4i.data(), n2, false, xr, xi);
+    const Plan& b = *p2;
+    const int64_t S2 = static_cast<int64_t>(b.passes.size());
+    const T* lr = xr;
+    const T* li = xi;
+    if (S2 > 1) b.run_passes(0, S2 - 1, xr, xi, br, bi, sw, sw + n, n1, false), lr = br, li = bi;
+    const Pass& last = b.passes[S2 - 1];
+    if (kern.out_tw(lr, li, yr, yi, n2, last.ns, n1, last.radix, last.twr.data(), last.twi.data(),
+                    fr, fi, so))
+      return;
+    b.run_pass(S2 - 1, lr, li, yr, yi, n1, false);
+    kern.cmul(yr, yi, fr, fi, yr, yi, n, T(1), so);
+  }
+
+  // Pass s from (sr, si) into (dr, di), its blocks split over the thread pool when `parallel`.
+  void run_pass(int64_t s, const T* sr, const T* si, T* dr, T* di, int64_t L, bool parallel) const {
+    const Pass& ps = passes[s];
+    const int64_t blocks = n / (ps.radix * ps.ns);
+    auto run = [&](int64_t b0, int64_t b1) {
+      kern.pass(sr, si, dr, di, n, ps.ns, L, ps.radix, ps.twr.data(), ps.twi.data(), ps.gr.data(),
+                ps.gi.data(), b0, b1);
+    };
+    if (parallel && blocks > 1)
+      parallel_for(0, blocks, std::max<int64_t>(1, 32768 / (ps.radix * ps.ns * L)), run);
+    else
+      run(0, blocks);
+  }
+
+  // Passes [s0, s1) from (ar, ai), the last landing in (yr, yi), the ones before alternating
+  // with (tr, ti).
+  void run_passes(int64_t s0, int64_t s1, const T* ar, const T* ai, T* yr, T* yi, T* tr, T* ti,
+                  int64_t L, bool parallel) const {
+    for (int64_t s = s0; s < s1; ++s) {
+      const bool to_y = (s1 - 1 - s) % 2 == 0;
+      T* dr = to_y ? yr : tr;
+      T* di = to_y ? yi : ti;
+      run_pass(s, ar, ai, dr, di, L, parallel);
+      ar = dr, ai = di;
+    }
+  }
+
+  // One line of n interleaved complex numbers at src (imaginary parts times sign) through the
+  // four-step plan, the first pass reading and the last pass writing interleaved numbers
+  // (in registers): into dst (times sr and si) or, when dst is null, into (yr, yi) unscaled.
+  // work: 6n scalars. dst may be src.
+  void execute_line(const T* src, T sign, T* yr, T* yi, T* dst, T sr, T si, T* work) const {
+    // buffers kPad scalars apart beyond n, so that they do not sit at the same offsets mod 4 KiB
+    const int64_t st = n + kPad;
+    T *br = work, *bi = work + st, *tr = work + 2 * st, *ti = work + 3 * st;
+    T *cr = work + 4 * st, *ci = work + 5 * st;
+    const Plan &a = *p1, &b = *p2;
+    const int64_t S1 = static_cast<int64_t>(a.passes.size()),
+                  S2 = static_cast<int64_t>(b.passes.size());
+    // the first pass (or the deinterleaved line) into c, which the transpose fills at the end
+    if (S1 > 1 && kern.first_il(src, sign, cr, ci, n1, n2, a.passes[0].radix)) {
+      a.execute_twiddled(cr, ci, br, bi, tr, ti, t4r.data(), t4i.data(), n2, false, cr, ci, 1);
+    } else {
+      kern.deinterleave(src, n, sign, cr, ci);
+      a.execute_twiddled(cr, ci, br, bi, tr, ti, t4r.data(), t4i.data(), n2, false, cr, ci);
+    }
+    if (dst == nullptr) return b.run_passes(0, S2, cr, ci, yr, yi, tr, ti, n1, false);
+    const T* lr = cr;
+    const T* li = ci;
+    if (S2 > 1) b.run_passes(0, S2 - 1, cr, ci, tr, ti, br, bi, n1, false), lr = tr, li = ti;
+    const Pass& last = b.passes[S2 - 1];
+    if (kern.last_il(lr, li, dst, n2, last.ns, n1, last.radix, last.twr.data(), last.twi.data(), sr,
+                     si))
+      return;
+    b.run_pass(S2 - 1, lr, li, yr, yi, n1, false);
+    kern.interleave(yr, yi, n, sr, si, dst);
+  }
+
+  // Bluestein's algorithm for one line of interleaved complex numbers, src to dst as in
+  // execute_line (dst may be src), the chirp products fused with the (de)interleaving. work:
+  // scratch_size(1) scalars.
+  void execute_bluestein_line(const T* src, T sign, T* dst, T sr, T si, T* work) const {
+    T *ar = work, *ai = work + m, *br = work + 2 * m, *bi = work + 3 * m, *sw = work + 4 * m;
+    kern.cmul_from_il(src, sign, chr.data(), chi.data(), ar, ai, n);
+    std::fill(ar + n, ar + m, T(0));
+    std::fill(ai + n, ai + m, T(0));
+    sub->execute_factors(ar, ai, br, bi, sw, cfr.data(), cfi.data(), T(-1));  // conj(A F)
+    sub->execute(br, bi, ar, ai, sw, 1, false);
+    kern.cmul_to_il(ar, ai, T(-1), chr.data(), chi.data(), sr, si, dst, n);
   }
 
  private:
@@ -249,6 +419,16 @@ struct Plan {
     const int64_t ml = m * L;
     T *ar = work, *ai = work + ml, *br = work + 2 * ml, *bi = work + 3 * ml;
     T* sw = work + 4 * ml;
+    if (L == 1) {  // the same on vectors along the line
+      kern.cmul(xr, xi, chr.data(), chi.data(), ar, ai, n, T(1), T(1));
+      std::fill(ar + n, ar + m, T(0));
+      std::fill(ai + n, ai + m, T(0));
+      sub->execute(ar, ai, br, bi, sw, 1, parallel);
+      kern.cmul(br, bi, cfr.data(), cfi.data(), ar, ai, m, T(1), T(-1));
+      sub->execute(ar, ai, br, bi, sw, 1, parallel);
+      kern.cmul(br, bi, chr.data(), chi.data(), yr, yi, n, T(-1), T(1));
+      return;
+    }
     for (int64_t j = 0; j < n; ++j) {
       const T cr = chr[j], ci = chi[j];
       for (int64_t v = 0; v < L; ++v) {
@@ -341,9 +521,9 @@ constexpr int64_t kBlock = 64;
 // buffers stay cache-sized, single lines otherwise (and for the batch's remainder).
 struct Lanes {
   int64_t L = 1, groups = 0, units = 0;
-  Lanes(int64_t lines, int64_t len, size_t scalar_size) {
+  Lanes(int64_t lines, int64_t len, size_t scalar_size, bool alone) {
     const int64_t want = scalar_size == 4 ? 16 : 8;
-    if (lines >= want && len * want <= 65536) L = want;
+    if (!alone && lines >= want && len * want <= 65536) L = want;
     groups = lines / L;
     units = groups + (L > 1 ? lines % L : 0);
   }
@@ -358,11 +538,11 @@ struct Lanes {
 };
 
 // Runs f(first_line, line_count, lanes, parallel_passes) over the units of `lines` lines of
-// length len: the units split over the thread pool, or one at a time with their passes split
-// when there are too few units to go round.
+// length len (one line each when `alone`): the units split over the thread pool, or one at a
+// time with their passes split when there are too few units to go round.
 template <class F>
-void for_units(int64_t lines, int64_t len, size_t scalar_size, const F& f) {
-  const Lanes lanes(lines, len, scalar_size);
+void for_units(int64_t lines, int64_t len, size_t scalar_size, bool alone, const F& f) {
+  const Lanes lanes(lines, len, scalar_size, alone);
   const int64_t threads = in_parallel_region() ? 1 : get_num_threads();
   if (lanes.units < threads && len * lanes.L >= 32768) {
     for (int64_t u = 0; u < lanes.units; ++u) {
@@ -428,28 +608,43 @@ void c2c_dim(const std::complex<T>* src, std::complex<T>* dst, const DimVector& 
   const std::shared_ptr<const Plan<T>> shared = plan_for<T>(len);
   const Plan<T>& plan = *shared;
   const T sign = forward ? T(1) : T(-1);
-  for_units(ln.count, len, sizeof(T), [&](int64_t first, int64_t count, int64_t L, bool par) {
-    std::vector<T> own;
-    T* buf = scratch<T>(4 * len * L + plan.scratch_size(L), own);
-    T *xr = buf, *xi = buf + len * L, *yr = buf + 2 * len * L, *yi = buf + 3 * len * L;
-    // whole rows in full lanes: register transposes for the most, scalar loops for the rest
-    const bool rows = ln.inner == 1 && count == L && L > 1;
-    const int64_t in_done =
-        rows ? plan.kern.rows_to_lanes(reinterpret_cast<const T*>(src + first * len), len, len, L,
-                                       sign, xr, xi)
-             : 0;
-    for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
-      for (int64_t v = 0; v < count; ++v) {
-        const std::complex<T>* s = src + ln.offset(first + v, len);
-        for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j) {
-          const std::complex<T> a = s[j * ln.inner];
-          xr[j * L + v] = a.real(), xi[j * L + v] = sign * a.imag();
+  const bool alone = ln.inner == 1 && plan.lines_alone();
+  for_units(
+      ln.count, len, sizeof(T), alone, [&](int64_t first, int64_t count, int64_t L, bool par) {
+        std::vector<T> own;
+        T* buf = scratch<T>(4 * len * L + plan.scratch_size(L), own);
+        T *xr = buf, *xi = buf + len * L, *yr = buf + 2 * len * L, *yi = buf + 3 * len * L;
+        if (L == 1 && ln.inner == 1) {  // one contiguous line
+          const T* s = reinterpret_cast<const T*>(src + ln.offset(first, len));
+          T* d = reinterpret_cast<T*>(dst + ln.offset(first, len));
+          if (plan.n1 > 0)
+            return plan.execute_line(s, sign, yr, yi, d, scale, sign * scale, buf + 4 * len);
+          if (plan.bluestein)
+            return plan.execute_bluestein_line(s, sign, d, scale, sign * scale, buf + 4 * len);
+          plan.kern.deinterleave(s, len, sign, xr, xi);
+          plan.execute(xr, xi, yr, yi, buf + 4 * len, 1, par);
+          plan.kern.interleave(yr, yi, len, scale, sign * scale, d);
+          return;
         }
-      }
-    plan.execute(xr, xi, yr, yi, buf + 4 * len * L, L, par);
-    const T si = sign * scale;
-    lanes_to_lines(plan, yr, yi, len, L, scale, si, dst, ln, first, count, rows);
-  });
+        // whole rows in full lanes: register transposes for the most, scalar loops for the
+        // rest
+        const bool rows = ln.inner == 1 && count == L && L > 1;
+        const int64_t in_done =
+            rows ? plan.kern.rows_to_lanes(reinterpret_cast<const T*>(src + first * len), len, len,
+                                           L, sign, xr, xi)
+                 : 0;
+        for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
+          for (int64_t v = 0; v < count; ++v) {
+            const std::complex<T>* s = src + ln.offset(first + v, len);
+            for (int64_t j = j0, je = std::min(len, j0 + kBlock); j < je; ++j) {
+              const std::complex<T> a = s[j * ln.inner];
+              xr[j * L + v] = a.real(), xi[j * L + v] = sign * a.imag();
+            }
+          }
+        plan.execute(xr, xi, yr, yi, buf + 4 * len * L, L, par);
+        const T si = sign * scale;
+        lanes_to_lines(plan, yr, yi, len, L, scale, si, dst, ln, first, count, rows);
+      });
 }
 
 // The one-sided DFT of the real lines of src (shape `sizes`, dim d of length n) into dst (the
@@ -469,35 +664,52 @@ void r2c_dim(const T* src, std::complex<T>* dst, const DimVector& sizes, int64_t
   const Plan<T>& plan = *shared;
   std::shared_ptr<const std::vector<T>> wsh;
   if (even) wsh = real_twiddles<T>(n);
-  for_units(ln.count, len, sizeof(T), [&](int64_t first, int64_t count, int64_t L, bool par) {
-    std::vector<T> own;
-    const int64_t part = (len + 1) * L;
-    T* buf = scratch<T>(4 * part + plan.scratch_size(L), own);
-    T *xr = buf, *xi = buf + part, *yr = buf + 2 * part, *yi = buf + 3 * part;
-    const bool rows = ln.inner == 1 && count == L && L > 1;
-    const int64_t in_done =
-        rows && even ? plan.kern.rows_to_lanes(src + first * n, len, len, L, T(1), xr, xi) : 0;
-    for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
-      for (int64_t v = 0; v < count; ++v) {
-        const T* s = src + ln.offset(first + v, n);
-        const int64_t je = std::min(len, j0 + kBlock);
-        if (even) {
-          for (int64_t j = j0; j < je; ++j)
-            xr[j * L + v] = s[2 * j * ln.inner], xi[j * L + v] = s[(2 * j + 1) * ln.inner];
-        } else {
-          for (int64_t j = j0; j < je; ++j) xr[j * L + v] = s[j * ln.inner], xi[j * L + v] = T(0);
+  const bool alone = even && ln.inner == 1 && plan.lines_alone();
+  for_units(
+      ln.count, len, sizeof(T), alone, [&](int64_t first, int64_t count, int64_t L, bool par) {
+        std::vector<T> own;
+        const int64_t part = (len + 1) * L;
+        T* buf = scratch<T>(4 * part + plan.scratch_size(L), own);
+        T *xr = buf, *xi = buf + part, *yr = buf + 2 * part, *yi = buf + 3 * part;
+        if (L == 1 && even && ln.inner == 1) {  // one contiguous line, as len complex numbers
+          if (plan.n1 > 0) {
+            plan.execute_line(src + ln.offset(first, n), T(1), yr, yi, nullptr, T(1), T(1),
+                              buf + 4 * part);
+          } else {
+            plan.kern.deinterleave(src + ln.offset(first, n), len, T(1), xr, xi);
+            plan.execute(xr, xi, yr, yi, buf + 4 * part, 1, par);
+          }
+          yr[len] = yr[0], yi[len] = yi[0];  // real_post_row's Z[h] = Z[0]
+          plan.kern.real_post_row(yr, yi, reinterpret_cast<T*>(dst + ln.offset(first, nout)), len,
+                                  wsh->data(), wsh->data() + len + 1, scale);
+          return;
         }
-      }
-    plan.execute(xr, xi, yr, yi, buf + 4 * part, L, par);
-    const T* outr = yr;
-    const T* outi = yi;
-    T s = scale;
-    if (even) {  // the post-twiddle pass, in lanes, into x
-      plan.kern.real_post(yr, yi, xr, xi, len, L, wsh->data(), wsh->data() + len + 1, scale, false);
-      outr = xr, outi = xi, s = T(1);
-    }
-    lanes_to_lines(plan, outr, outi, nout, L, s, s, dst, ln, first, count, rows);
-  });
+        const bool rows = ln.inner == 1 && count == L && L > 1;
+        const int64_t in_done =
+            rows && even ? plan.kern.rows_to_lanes(src + first * n, len, len, L, T(1), xr, xi) : 0;
+        for (int64_t j0 = in_done; j0 < len; j0 += kBlock)
+          for (int64_t v = 0; v < count; ++v) {
+            const T* s = src + ln.offset(first + v, n);
+            const int64_t je = std::min(len, j0 + kBlock);
+            if (even) {
+              for (int64_t j = j0; j < je; ++j)
+                xr[j * L + v] = s[2 * j * ln.inner], xi[j * L + v] = s[(2 * j + 1) * ln.inner];
+            } else {
+              for (int64_t j = j0; j < je; ++j)
+                xr[j * L + v] = s[j * ln.inner], xi[j * L + v] = T(0);
+            }
+          }
+        plan.execute(xr, xi, yr, yi, buf + 4 * part, L, par);
+        const T* outr = yr;
+        const T* outi = yi;
+        T s = scale;
+        if (even) {  // the post-twiddle pass, in lanes, into x
+          plan.kern.real_post(yr, yi, xr, xi, len, L, wsh->data(), wsh->data() + len + 1, scale,
+                              false);
+          outr = xr, outi = xi, s = T(1);
+        }
+        lanes_to_lines(plan, outr, outi, nout, L, s, s, dst, ln, first, count, rows);
+      });
 }
 
 // The real inverse DFT, times scale, of the one-sided spectra along dim d of src (m points per
@@ -518,49 +730,51 @@ void c2r_dim(const std::complex<T>* src, int64_t m, T* dst, const DimVector& siz
   const Plan<T>& plan = *shared;
   std::shared_ptr<const std::vector<T>> wsh;
   if (even) wsh = real_twiddles<T>(n);
-  for_units(ln.count, len, sizeof(T), [&](int64_t first, int64_t count, int64_t L, bool par) {
-    std::vector<T> own;
-    const int64_t part = (len + 1) * L;
-    T* buf = scratch<T>(4 * part + plan.scratch_size(L), own);
-    T *xr = buf, *xi = buf + part, *yr = buf + 2 * part, *yi = buf + 3 * part;
-    for (int64_t v = 0; v < count; ++v) {
-      const std::complex<T>* s = src + ln.offset(first + v, m);
-      // bins 0 .. n / 2 (0 past the input's end; bins 0 and n / 2 real); even n: into y for the
-      // pre-twiddle pass, odd n: the conjugated Hermitian line straight into x
-      T* br = even ? yr : xr;
-      T* bi = even ? yi : xi;
-      const T sign = even ? T(1) : T(-1);
-      const int64_t have = std::min(m, half + 1);
-      for (int64_t k = 0; k < have; ++k) {
-        const std::complex<T> a = s[k * ln.inner];
-        br[k * L + v] = a.real(), bi[k * L + v] = sign * a.imag();
-      }
-      for (int64_t k = have; k <= half; ++k) br[k * L + v] = T(0), bi[k * L + v] = T(0);
-      bi[v] = T(0);
-      if (even) {
-        yi[half * L + v] = T(0);
-      } else {
-        for (int64_t k = half + 1; k < n; ++k)
-          xr[k * L + v] = xr[(n - k) * L + v], xi[k * L + v] = -xi[(n - k) * L + v];
-      }
-    }
-    if (even)
-      plan.kern.real_post(yr, yi, xr, xi, len, L, wsh->data(), wsh->data() + len + 1, T(1), true);
-    plan.execute(xr, xi, yr, yi, buf + 4 * part, L, par);
-    for (int64_t j0 = 0; j0 < len; j0 += kBlock)
-      for (int64_t v = 0; v < count; ++v) {
-        T* o = dst + ln.offset(first + v, n);
-        const int64_t je = std::min(len, j0 + kBlock);
-        if (even) {
-          for (int64_t j = j0; j < je; ++j) {
-            o[2 * j * ln.inner] = yr[j * L + v] * scale;
-            o[(2 * j + 1) * ln.inner] = -yi[j * L + v] * scale;
-          }
-        } else {
-          for (int64_t j = j0; j < je; ++j) o[j * ln.inner] = yr[j * L + v] * scale;
-        }
-      }
-  });
+  for_units(ln.count, len, sizeof(T), false,
+            [&](int64_t first, int64_t count, int64_t L, bool par) {
+              std::vector<T> own;
+              const int64_t part = (len + 1) * L;
+              T* buf = scratch<T>(4 * part + plan.scratch_size(L), own);
+              T *xr = buf, *xi = buf + part, *yr = buf + 2 * part, *yi = buf + 3 * part;
+              for (int64_t v = 0; v < count; ++v) {
+                const std::complex<T>* s = src + ln.offset(first + v, m);
+                // bins 0 .. n / 2 (0 past the input's end; bins 0 and n / 2 real); even n: into y
+                // for the pre-twiddle pass, odd n: the conjugated Hermitian line straight into x
+                T* br = even ? yr : xr;
+                T* bi = even ? yi : xi;
+                const T sign = even ? T(1) : T(-1);
+                const int64_t have = std::min(m, half + 1);
+                for (int64_t k = 0; k < have; ++k) {
+                  const std::complex<T> a = s[k * ln.inner];
+                  br[k * L + v] = a.real(), bi[k * L + v] = sign * a.imag();
+                }
+                for (int64_t k = have; k <= half; ++k) br[k * L + v] = T(0), bi[k * L + v] = T(0);
+                bi[v] = T(0);
+                if (even) {
+                  yi[half * L + v] = T(0);
+                } else {
+                  for (int64_t k = half + 1; k < n; ++k)
+                    xr[k * L + v] = xr[(n - k) * L + v], xi[k * L + v] = -xi[(n - k) * L + v];
+                }
+              }
+              if (even)
+                plan.kern.real_post(yr, yi, xr, xi, len, L, wsh->data(), wsh->data() + len + 1,
+                                    T(1), true);
+              plan.execute(xr, xi, yr, yi, buf + 4 * part, L, par);
+              for (int64_t j0 = 0; j0 < len; j0 += kBlock)
+                for (int64_t v = 0; v < count; ++v) {
+                  T* o = dst + ln.offset(first + v, n);
+                  const int64_t je = std::min(len, j0 + kBlock);
+                  if (even) {
+                    for (int64_t j = j0; j < je; ++j) {
+                      o[2 * j * ln.inner] = yr[j * L + v] * scale;
+                      o[(2 * j + 1) * ln.inner] = -yi[j * L + v] * scale;
+                    }
+                  } else {
+                    for (int64_t j = j0; j < je; ++j) o[j * ln.inner] = yr[j * L + v] * scale;
+                  }
+                }
+            });
 }
 
 // The dims, wrapped and checked: distinct, each of size >= 1.

@@ -27,6 +27,7 @@ namespace vec {
 namespace base {
 #define EMBER_VEC_BYTES 16
 #include "kernels/cpu/nn_vec_adam.inc"
+#include "kernels/cpu/nn_vec_erfc.inc"
 #include "kernels/cpu/nn_vec_kernels.inc"
 #include "kernels/cpu/nn_vec_sgd.inc"
 #undef EMBER_VEC_BYTES
@@ -37,6 +38,7 @@ namespace base {
 EMBER_TARGET_BEGIN("avx2,fma")
 namespace avx2 {
 #define EMBER_VEC_BYTES 32
+#include "kernels/cpu/nn_vec_erfc.inc"
 #include "kernels/cpu/nn_vec_kernels.inc"
 #undef EMBER_VEC_BYTES
 }  // namespace avx2
@@ -50,6 +52,7 @@ EMBER_TARGET_END()
 EMBER_TARGET_BEGIN("avx512f,avx2,fma")
 namespace avx512 {  // 16 lanes; Adam and SGD stay on AVX2 (their loops are memory-bound)
 #define EMBER_VEC_BYTES 64
+#include "kernels/cpu/nn_vec_erfc.inc"
 #include "kernels/cpu/nn_vec_kernels.inc"
 #undef EMBER_VEC_BYTES
 }  // namespace avx512
@@ -85,6 +88,8 @@ void log(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(log, x, y, n);
 void expm1(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(expm1, x, y, n); }
 void log1p(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(log1p, x, y, n); }
 void erf(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(erf, x, y, n); }
+void erfc(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(erfc, x, y, n); }
+void erfc_f64(const double* x, double* y, int64_t n) { EMBER_NN_VEC_CALL(erfc_f64, x, y, n); }
 
 void gelu(const float* x, float* y, int64_t n, bool tanh_form) {
   EMBER_NN_VEC_CALL(gelu, x, y, n, tanh_form);

@@ -26,6 +26,10 @@ void expm1(const float* x, float* y, int64_t n);
 void log1p(const float* x, float* y, int64_t n);
 // y[i] = erf(x[i]) with GELU's polynomial (within 3 ulp; signed zeros, +-inf and NaN as std::erf).
 void erf(const float* x, float* y, int64_t n);
+// y[i] = erfc(x[i]) computed in float64 (nn_vec_erfc.inc): float32 within 1 ulp, the subnormal
+// tail included; erfc_f64 within a few ulp of libm's erfc from -inf to the underflow past 27.2.
+void erfc(const float* x, float* y, int64_t n);
+void erfc_f64(const double* x, double* y, int64_t n);
 
 // Activations, y[i] = f(x[i]), by the formulas of kernels/activation_math.h (parameters as the ops
 // take them). Exact GELU: on AVX-512 x * Phi(x) with Phi a piecewise polynomial (within 2 ulp of

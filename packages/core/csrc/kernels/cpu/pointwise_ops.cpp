@@ -68,9 +68,10 @@ void run(TensorIterator& it, const char* name, const Make& make) {
 template <class A>
 constexpr bool is_int_v = std::is_integral_v<A> && !std::is_same_v<A, bool>;
 
-// erfc: float32 through erfcf while the result is a normal float (x < 9: erfc(9) = 4.1e-37), in
-// double beyond, so the subnormal tail is correctly rounded (erfcf(10) is 2 subnormal units,
-// erfc(10) = 2.09e-45 rounds to 1); the other dtypes in double.
+// Scalar erfc of the half types (their op math is float32; float32 and float64 tensors run the
+// vector kernel): through erfcf while the result is a normal float (x < 9: erfc(9) = 4.1e-37),
+// in double beyond, so the subnormal tail is correctly rounded (erfcf(10) is 2 subnormal units,
+// erfc(10) = 2.09e-45 rounds to 1).
 template <class A>
 A erfc_impl(A x) {
   if constexpr (std::is_same_v<A, float>) {
@@ -155,7 +156,21 @@ EMBER_UNARY_FLOAT(cosh, std::cosh(x))
 EMBER_UNARY_FLOAT_VEC(tanh, std::tanh(x))
 EMBER_UNARY_FLOAT_VEC(sigmoid, A(1) / (A(1) + std::exp(-x)))
 EMBER_UNARY_FLOAT_VEC(erf, std::erf(x))
-EMBER_UNARY_FLOAT(erfc, erfc_impl(x))
+// erfc: float32 and float64 on the vectorized kernels (nn_vec_erfc.inc), the half types by
+// erfc_impl.
+Tensor erfc(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("erfc");
+  it.add_output(out).add_input(self).promote_int_to_float(true).build();
+  if (run_vec<float>(it, [](const float* x, float* y, int64_t n) { nn::vec::erfc(x, y, n); }) ||
+      run_vec<double>(it,
+                      [](const double* x, double* y, int64_t n) { nn::vec::erfc_f64(x, y, n); }))
+    return it.output();
+  run<Types::Float, void, 1>(it, "erfc", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return erfc_impl(x); };
+  });
+  return it.output();
+}
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
 EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
 #undef EMBER_UNARY_FLOAT
