@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+# inf - inf and NaN comparisons are expected where both libraries give inf or NaN
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 
 UNARY = ("bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
          "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
@@ -124,17 +126,24 @@ def test_float64_against_80_digit_series(name):
 
 
 def test_large_arguments_against_hankel_expansion():
-    # J0(x) ~ sqrt(2 / (pi x)) (P cos(x - pi/4) - Q sin(x - pi/4)), P = 1 - 9/(128 x^2),
-    # Q = -1/(8x) (the next terms are below 1e-20 here); the phase from Python's correctly
-    # reduced sin and cos. torch rounds x - pi/4 first (1e-6 off at 1e10).
+    # J0(x) ~ sqrt(2 / (pi x)) (P cos(x - pi/4) - Q sin(x - pi/4)) and
+    # Y0(x) ~ sqrt(2 / (pi x)) (P sin(x - pi/4) + Q cos(x - pi/4)), P and Q summed here in
+    # Python, the phase from Python's correctly reduced sin and cos. torch rounds x - pi/4
+    # first (1e-6 off at 1e10, 0.1 at 1e15).
     for x in (1e3, 12345.678, 1e10, 1e15):
-        p, q = 1 - 9 / (128 * x * x), -1 / (8 * x)
+        p, q, t = 1.0, 0.0, 1.0
+        for k in range(1, 30):
+            t *= -(2 * k - 1) ** 2 / (8 * k * x)
+            if k % 2:
+                q += t * (1 if k % 4 == 1 else -1)
+            else:
+                p += t * (1 if k % 4 == 0 else -1)
         c, s = math.cos(x), math.sin(x)
         j0 = (p * (c + s) - q * (s - c)) / math.sqrt(math.pi * x)
         y0 = (p * (s - c) + q * (c + s)) / math.sqrt(math.pi * x)
         env = math.sqrt(2 / (math.pi * x))
-        assert abs(e64("bessel_j0", [x])[0] - j0) <= 1e-15 * env
-        assert abs(e64("bessel_y0", [x])[0] - y0) <= 1e-15 * env
+        assert abs(e64("bessel_j0", [x])[0] - j0) <= 2e-15 * env
+        assert abs(e64("bessel_y0", [x])[0] - y0) <= 2e-15 * env
 
 
 GRID = np.concatenate([np.linspace(-30, 30, 601), np.linspace(-1000, 1000, 401)])
@@ -148,16 +157,16 @@ def test_matches_torch_on_a_grid(name):
     scale = np.maximum(np.abs(want), env)
     err = np.abs(got - want)
     ok = np.isfinite(want)
-    # torch's own J/Y in [2, 25] and Ai in [-5, -2] are only ~1e-6 accurate (see the 80-digit
+    # torch's own J/Y in [2, 25] and Ai in [-5.2, -2] are only ~1e-6 accurate (see the 80-digit
     # test for ember's accuracy); elsewhere the two agree to rounding.
     loose = (np.abs(GRID) >= 2) & (np.abs(GRID) <= 25) if name.startswith("bessel") else \
-        (GRID >= -5) & (GRID <= -2) if name == "airy_ai" else np.zeros(GRID.shape, bool)
-    far = np.abs(GRID) > 100 if name == "airy_ai" else np.zeros(GRID.shape, bool)
+        (GRID >= -5.2) & (GRID <= -2) if name == "airy_ai" else np.zeros(GRID.shape, bool)
+    far = np.abs(GRID) > 25 if name == "airy_ai" else np.zeros(GRID.shape, bool)
     tight = ok & ~loose & ~far
     assert np.all(err[tight] <= 1e-13 * scale[tight] + 1e-300), name
     assert np.all(err[ok & loose] <= 1e-5 * scale[ok & loose]), name
-    # Ai(-x) for x in the hundreds: the phase 2/3 x^1.5 carries its rounding (both libraries)
-    assert np.all(err[ok & far] <= 1e-10 * scale[ok & far]), name
+    # Ai beyond 25: exp(-zeta) and the phase zeta = 2/3 |x|^1.5 carry zeta's rounding (both)
+    assert np.all(err[ok & far] <= 1e-10 * scale[ok & far] + 1e-300), name
 
 
 SPECIAL_XS = [0.0, -0.0, 1e-300, 5e-324, 1e-310, 1e3, -1e3, 1e10, -1e10, math.inf, -math.inf,
@@ -174,10 +183,11 @@ def test_special_values_match_torch(name):
             continue  # torch's K0 is inf there, K1 NaN; ember: -log(x/2) - gamma, 1/x (below)
         if abs(x) == 1e10 and name in OSCILLATING:
             continue  # torch's phase is off there (test_large_arguments...)
+        rel = 1e-9 if name == "airy_ai" and x == -1e3 else 1e-12  # the phase's rounding
         if math.isnan(w):
             assert math.isnan(g), (name, x, g)
         else:
-            assert g == pytest.approx(w, rel=1e-12, abs=1e-300), (name, x, g, w)
+            assert g == pytest.approx(w, rel=rel, abs=1e-300), (name, x, g, w)
             if w == 0 and x != 0:
                 assert math.copysign(1, g) == math.copysign(1, w) or name != "bessel_j1"
 
@@ -185,7 +195,7 @@ def test_special_values_match_torch(name):
 def test_small_arguments_of_k():
     x = 5e-324
     got = e64("modified_bessel_k0", [x])[0]
-    assert got == pytest.approx(-math.log(x / 2) - 0.5772156649015329, rel=1e-15)
+    assert got == pytest.approx(math.log(2) - math.log(x) - 0.5772156649015329, rel=1e-15)
     assert e64("modified_bessel_k1", [x])[0] == math.inf
     assert e64("modified_bessel_k1", [1e-300])[0] == pytest.approx(1e300, rel=1e-15)
 
@@ -260,10 +270,9 @@ def test_polynomials_match_torch(name, dtype):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     # the same recurrences and trigonometric forms; torch's build contracts a*b - c into fused
     # multiply-adds, so long recurrences drift apart by rounding (relative to the value's scale)
-    exact = (got == want) | np.isnan(want)
-    assert exact.mean() > (0.7 if dtype == np.float64 else 0.75), exact.mean()
+    # (measured: 1.3e-12 float64, 2.3e-4 float32, both for Laguerre / Legendre at n = 5000)
     fin = np.isfinite(want) & np.isfinite(got)
-    rel = 1e-9 if dtype == np.float64 else 2e-3
+    rel = 5e-12 if dtype == np.float64 else 1e-3
     scale = np.maximum(np.abs(want), 1.0)
     assert np.all(np.abs(got - want)[fin] <= rel * scale[fin]), name
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
@@ -330,12 +339,16 @@ def test_polynomial_order_semantics():
     assert s.chebyshev_polynomial_u(x, 3).tolist() == [-1.0, 56.0, -4.0, 4.0]
     assert s.chebyshev_polynomial_v(ember.tensor([-1.0, 1.0]), 4).tolist() == [9.0, 1.0]
     assert s.chebyshev_polynomial_w(ember.tensor([-1.0, 1.0]), 4).tolist() == [1.0, 9.0]
-    # the Hermite polynomials stop at order 512 (float64) / 128 (float32), as torch
-    h = s.hermite_polynomial_h
-    assert math.isnan(h(ember.tensor([0.5], dtype=ember.float64), 513).item())
-    assert not math.isnan(h(ember.tensor([0.5], dtype=ember.float64), 512).item())
-    assert math.isnan(h(ember.tensor([0.5]), 129).item())
-    assert not math.isnan(h(ember.tensor([0.5]), 128).item())
+    # the Hermite polynomials stop at order 512 (float64) / 128 (float32) with NaN, as torch
+    # (the recurrence has overflowed to NaN by then anyway)
+    for name in ("hermite_polynomial_h", "hermite_polynomial_he"):
+        h, th = getattr(s, name), getattr(torch.special, name)
+        for dt, limit in (("float64", 512), ("float32", 128)):
+            xs = np.array([0.0, 1e-3, 0.5, -2.0], dtype=dt)
+            for n in (limit - 1, limit, limit + 1):
+                got = h(ember.from_numpy(xs), n).numpy()
+                np.testing.assert_array_equal(got, th(torch.from_numpy(xs), n).numpy())
+            assert np.isnan(h(ember.from_numpy(xs), limit + 1).numpy()).all()
 
 
 def test_polynomial_recurrence_that_overflows_is_nan_and_long_ones_end():
@@ -398,4 +411,4 @@ def test_bad_input():
     with pytest.raises((TypeError, NotImplementedError)):
         s.hermite_polynomial_h(ember.tensor([1.0]).to(ember.complex64), 2)
     with pytest.raises(RuntimeError):
-        s.bessel_j0(ember.tensor([1.0, 2.0]), out=ember.empty(3, dtype=ember.int64))
+        s.bessel_j0(ember.tensor([1.0, 2.0]), out=ember.empty(2, dtype=ember.int64))

@@ -37,6 +37,7 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr double kEulerGamma = 0.57721566490153286061;
 constexpr double kInvSqrtPi = 0.56418958354775628695;
 constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kLn2 = 0.69314718055994530942;
 
 EMBER_SPECIAL_HD inline double nan_value() { return std::numeric_limits<double>::quiet_NaN(); }
 EMBER_SPECIAL_HD inline double inf_value() { return std::numeric_limits<double>::infinity(); }
@@ -49,7 +50,7 @@ struct BesselJY {
 
 // 0 < x < 2: the power series (terms fall at least 4x per step, so 24 terms reach 1e-17).
 EMBER_SPECIAL_HD inline BesselJY bessel_jy_series(double x) {
-  const double q = -0.25 * x * x, lg = std::log(0.5 * x) + kEulerGamma;
+  const double q = -0.25 * x * x, lg = std::log(x) - kLn2 + kEulerGamma;
   double t0 = 1.0, t1 = 1.0, h = 0.0;  // t0 = q^k / k!^2, t1 = q^k / (k! (k+1)!), h = H_k
   double j0 = 1.0, j1 = 1.0, s0 = 0.0, s1 = 1.0;
   for (int k = 1; k < 26; ++k) {
@@ -92,7 +93,7 @@ EMBER_SPECIAL_HD inline BesselJY bessel_jy_miller(double x) {
     cur = below;
   }
   norm += cur;  // cur = J0, above = J1 (unnormalized)
-  const double j0 = cur / norm, j1 = above / norm, lg = std::log(0.5 * x) + kEulerGamma;
+  const double j0 = cur / norm, j1 = above / norm, lg = std::log(x) - kLn2 + kEulerGamma;
   BesselJY r;
   r.j0 = j0;
   r.j1 = j1;
@@ -195,6 +196,7 @@ EMBER_SPECIAL_HD inline double bessel_y0(double x) {
 EMBER_SPECIAL_HD inline double bessel_y1(double x) {
   if (!(x >= 0.0) || x == inf_value()) return nan_value();
   if (x == 0.0) return -inf_value();
+  if (x < 1e-300) return -2.0 / (kPi * x);  // -inf for the smallest subnormals
   if (x < 2.0) return bessel_jy_series(x).y1;
   if (x <= 25.0) return bessel_jy_miller(x).y1;
   double j, y;
@@ -262,7 +264,7 @@ EMBER_SPECIAL_HD inline double bessel_k_scaled(double x, int nu) {
   if (x <= 1.0) {
     // K0 = -(ln(x/2) + g) I0 + sum_k H_k (x^2/4)^k / k!^2
     // K1 = 1/x + (ln(x/2) + g) I1 - (x/4) sum_k (2 H_k + 1/(k+1)) (x^2/4)^k / (k! (k+1)!)
-    const double q = 0.25 * x * x, lg = std::log(0.5 * x) + kEulerGamma;
+    const double q = 0.25 * x * x, lg = std::log(x) - kLn2 + kEulerGamma;
     double t = 1.0, h = 0.0, si = 1.0, sh = nu == 0 ? 0.0 : 1.0;
     for (int k = 1; k < 24; ++k) {
       t *= q / (double(k) * (k + nu));
