@@ -77,7 +77,8 @@ EMBER_SPECIAL_HD inline BesselJY bessel_jy_series(double x) {
 //   Y1 = 2/pi [(ln(x/2) + g - 1) J1 - J0 / x - sum_i (-1)^i (2i + 1) / (i (i + 1)) J_{2i+1}]
 // (the second is minus the derivative of the first) accumulate in the same pass.
 EMBER_SPECIAL_HD inline BesselJY bessel_jy_miller(double x) {
-  const int top = 2 * (static_cast<int>(0.5 * x) + 26);
+  // J_top(x) < 1e-18 from this order on (x + 17 .. x + 35 needed for 2 <= x <= 25)
+  const int top = 2 * static_cast<int>(0.85 * x + 11.0);
   double above = 0.0, cur = 1e-30, norm = 0.0, sy0 = 0.0, sy1 = 0.0;
   for (int k = top; k >= 1; --k) {
     if (k % 2 == 0) {
