@@ -76,30 +76,40 @@ EMBER_SPECIAL_HD inline BesselJY bessel_jy_series(double x) {
 //   Y0 = 2/pi [(ln(x/2) + g) J0 - 2 sum_m (-1)^m J_2m / m]
 //   Y1 = 2/pi [(ln(x/2) + g - 1) J1 - J0 / x - sum_i (-1)^i (2i + 1) / (i (i + 1)) J_{2i+1}]
 // (the second is minus the derivative of the first) accumulate in the same pass.
+// Two orders per step (the start is even), so that the signs alternate without tests; the Y
+// sums (divisions) only when asked for.
+template <bool kWithY>
 EMBER_SPECIAL_HD inline BesselJY bessel_jy_miller(double x) {
   // J_top(x) < 1e-18 from this order on (x + 17 .. x + 35 needed for 2 <= x <= 25)
   const int top = 2 * static_cast<int>(0.85 * x + 11.0);
   double above = 0.0, cur = 1e-30, norm = 0.0, sy0 = 0.0, sy1 = 0.0;
-  for (int k = top; k >= 1; --k) {
-    if (k % 2 == 0) {
-      const int m = k / 2;
-      norm += 2.0 * cur;
-      sy0 += (m % 2 == 0 ? 2.0 : -2.0) * cur / m;
-    } else if (k >= 3) {
-      const int i = (k - 1) / 2;
-      sy1 += (i % 2 == 0 ? 1.0 : -1.0) * (2.0 * i + 1.0) / (double(i) * (i + 1)) * cur;
+  double s0 = (top / 2) % 2 == 0 ? 2.0 : -2.0, s1 = (top / 2 - 1) % 2 == 0 ? 1.0 : -1.0;
+  for (int k = top; k >= 2; k -= 2) {
+    norm += 2.0 * cur;  // cur = J_k, k = 2m
+    if (kWithY) sy0 += s0 * cur / (k / 2);
+    double below = (2.0 * k / x) * cur - above;
+    above = cur;
+    cur = below;  // J_{k-1}, k - 1 = 2i + 1
+    if (kWithY && k >= 4) {
+      const double i = k / 2 - 1;
+      sy1 += s1 * (2.0 * i + 1.0) / (i * (i + 1.0)) * cur;
     }
-    const double below = (2.0 * k / x) * cur - above;
+    below = (2.0 * (k - 1) / x) * cur - above;
     above = cur;
     cur = below;
+    s0 = -s0;
+    s1 = -s1;
   }
   norm += cur;  // cur = J0, above = J1 (unnormalized)
-  const double j0 = cur / norm, j1 = above / norm, lg = std::log(x) - kLn2 + kEulerGamma;
   BesselJY r;
-  r.j0 = j0;
-  r.j1 = j1;
-  r.y0 = (2.0 / kPi) * (lg * j0 - sy0 / norm);
-  r.y1 = (2.0 / kPi) * ((lg - 1.0) * j1 - j0 / x - sy1 / norm);
+  r.j0 = cur / norm;
+  r.j1 = above / norm;
+  r.y0 = r.y1 = 0.0;
+  if (kWithY) {
+    const double lg = std::log(x) - kLn2 + kEulerGamma;
+    r.y0 = (2.0 / kPi) * (lg * r.j0 - sy0 / norm);
+    r.y1 = (2.0 / kPi) * ((lg - 1.0) * r.j1 - r.j0 / x - sy1 / norm);
+  }
   return r;
 }
 
@@ -148,22 +158,13 @@ EMBER_SPECIAL_HD inline void bessel_jy_large(double x, int nu, double& j, double
   }
 }
 
-EMBER_SPECIAL_HD inline BesselJY bessel_jy(double ax) {
-  if (ax < 2.0) return bessel_jy_series(ax);
-  if (ax <= 25.0) return bessel_jy_miller(ax);
-  BesselJY r;
-  bessel_jy_large(ax, 0, r.j0, r.y0);
-  bessel_jy_large(ax, 1, r.j1, r.y1);
-  return r;
-}
-
 // J0, J1: even and odd; NaN at +-inf (as torch). Y0, Y1: -inf at 0, NaN for x < 0.
 EMBER_SPECIAL_HD inline double bessel_j0(double x) {
   const double ax = std::fabs(x);
   if (!(ax < inf_value())) return nan_value();
   if (ax == 0.0) return 1.0;
   if (ax < 2.0) return bessel_jy_series(ax).j0;
-  if (ax <= 25.0) return bessel_jy_miller(ax).j0;
+  if (ax <= 25.0) return bessel_jy_miller<false>(ax).j0;
   double j, y;
   bessel_jy_large(ax, 0, j, y);
   return j;
@@ -177,7 +178,7 @@ EMBER_SPECIAL_HD inline double bessel_j1(double x) {
   if (ax < 2.0) {
     j = bessel_jy_series(ax).j1;
   } else if (ax <= 25.0) {
-    j = bessel_jy_miller(ax).j1;
+    j = bessel_jy_miller<false>(ax).j1;
   } else {
     bessel_jy_large(ax, 1, j, y);
   }
@@ -188,7 +189,7 @@ EMBER_SPECIAL_HD inline double bessel_y0(double x) {
   if (!(x >= 0.0) || x == inf_value()) return nan_value();
   if (x == 0.0) return -inf_value();
   if (x < 2.0) return bessel_jy_series(x).y0;
-  if (x <= 25.0) return bessel_jy_miller(x).y0;
+  if (x <= 25.0) return bessel_jy_miller<true>(x).y0;
   double j, y;
   bessel_jy_large(x, 0, j, y);
   return y;
@@ -199,7 +200,7 @@ EMBER_SPECIAL_HD inline double bessel_y1(double x) {
   if (x == 0.0) return -inf_value();
   if (x < 1e-300) return -2.0 / (kPi * x);  // -inf for the smallest subnormals
   if (x < 2.0) return bessel_jy_series(x).y1;
-  if (x <= 25.0) return bessel_jy_miller(x).y1;
+  if (x <= 25.0) return bessel_jy_miller<true>(x).y1;
   double j, y;
   bessel_jy_large(x, 1, j, y);
   return y;
