@@ -48,7 +48,8 @@ struct BesselJY {
   double j0, j1, y0, y1;
 };
 
-// 0 < x < 2: the power series (terms fall at least 4x per step, so 24 terms reach 1e-17).
+// 0 < x < 2: the power series (the terms fall by x^2 / 4k^2 per step; summed until they are
+// below 1e-18, at most 25 of them).
 EMBER_SPECIAL_HD inline BesselJY bessel_jy_series(double x) {
   const double q = -0.25 * x * x, lg = std::log(x) - kLn2 + kEulerGamma;
   double t0 = 1.0, t1 = 1.0, h = 0.0;  // t0 = q^k / k!^2, t1 = q^k / (k! (k+1)!), h = H_k
@@ -61,6 +62,7 @@ EMBER_SPECIAL_HD inline BesselJY bessel_jy_series(double x) {
     j1 += t1;
     s0 += h * t0;
     s1 += (2.0 * h + 1.0 / (k + 1)) * t1;
+    if (std::fabs(t0) < 1e-18) break;
   }
   j1 *= 0.5 * x;
   BesselJY r;
