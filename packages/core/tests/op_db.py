@@ -265,9 +265,20 @@ POINTWISE_OPS += [
            scalar_rhs=False),
 ]
 
-# Ops with their own tests in test_pointwise.py (ternary or special signatures).
+# Ops with their own tests in test_pointwise.py (ternary or special signatures), and torch.special's
+# Bessel / Airy / polynomial ops, tested against torch and series references in
+# test_special_bessel.py (torch has no top-level names for them, nor float16 kernels); their
+# device samples are in SAMPLES.
 SPECIAL = {"rsub", "rpow", "clamp", "clip", "where", "lerp", "addcmul", "addcdiv", "allclose",
-           "equal"}
+           "equal"} | {"special_" + n for n in (
+               "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
+               "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+               "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "airy_ai",
+               "spherical_bessel_j0", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
+               "chebyshev_polynomial_v", "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+               "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+               "laguerre_polynomial_l", "legendre_polynomial_p")}
 
 
 # ---- the gradient runner ------------------------------------------------------------------
@@ -746,6 +757,23 @@ SAMPLES.update({
     "_fft_c2c": [lambda: ([ember.complex(randn(2, 6), randn(2, 6)), [1], 0, True], {})],
     "_fft_c2r": [lambda: ([ember.complex(randn(2, 4), randn(2, 4)), [1], 2, 6], {})],
 })
+# torch.special's Bessel / Airy functions (positive arguments, where every one is real and
+# finite, and a few negative ones) and polynomials (orders 0..12, a number order, a number x)
+for _name in ("bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
+              "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+              "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "airy_ai",
+              "spherical_bessel_j0"):
+    SAMPLES["special_" + _name] = [lambda: ([ember.rand(2, 3) * 30 + 0.01], {}),
+                                   lambda: ([randn(4) * 3], {})]
+for _name in ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+              "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+              "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+              "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+              "laguerre_polynomial_l", "legendre_polynomial_p"):
+    SAMPLES["special_" + _name] = [
+        lambda: ([ember.rand(2, 3) * 2.2 - 1.1, idx(2, 3, high=13)], {}),
+        lambda: ([ember.rand(4), 9], {}),
+        lambda: ([0.3, idx(4, high=13).to(ember.float64)], {})]
 
 
 def _sdpa_backward() -> tuple[list, dict]:

@@ -133,6 +133,29 @@ Tensor atan2(const Tensor& self, const TensorOrScalar& other, const Tensor& out)
   return it.output();
 }
 
+// torch.special's polynomials (x, n): as on the CPU.
+#define EMBER_CU_SPECIAL_POLY(NAME)                                                            \
+  Tensor special_##NAME(const TensorOrScalar& x, const TensorOrScalar& n, const Tensor& out) { \
+    check_special_poly_args(x, n, "special_" #NAME);                                           \
+    ElementwiseIterator it("special_" #NAME);                                                  \
+    it.add_output(out).add_input(x).add_input(n).promote_int_to_float(true).build();           \
+    run<Types::Float, void, 2>(it, "special_" #NAME, stateless(fn::special_##NAME{}));         \
+    return it.output();                                                                        \
+  }
+EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_t)
+EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_u)
+EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_v)
+EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_w)
+EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_t)
+EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_u)
+EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_v)
+EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_w)
+EMBER_CU_SPECIAL_POLY(hermite_polynomial_h)
+EMBER_CU_SPECIAL_POLY(hermite_polynomial_he)
+EMBER_CU_SPECIAL_POLY(laguerre_polynomial_l)
+EMBER_CU_SPECIAL_POLY(legendre_polynomial_p)
+#undef EMBER_CU_SPECIAL_POLY
+
 Tensor minimum(const Tensor& self, const Tensor& other, const Tensor& out) {
   ElementwiseIterator it("minimum");
   it.add_output(out).add_input(self).add_input(other).build();
@@ -251,6 +274,18 @@ void register_pointwise_binary() {
   REG(pow);
   REG(rpow);
   REG(atan2);
+  REG(special_chebyshev_polynomial_t);
+  REG(special_chebyshev_polynomial_u);
+  REG(special_chebyshev_polynomial_v);
+  REG(special_chebyshev_polynomial_w);
+  REG(special_shifted_chebyshev_polynomial_t);
+  REG(special_shifted_chebyshev_polynomial_u);
+  REG(special_shifted_chebyshev_polynomial_v);
+  REG(special_shifted_chebyshev_polynomial_w);
+  REG(special_hermite_polynomial_h);
+  REG(special_hermite_polynomial_he);
+  REG(special_laguerre_polynomial_l);
+  REG(special_legendre_polynomial_p);
   REG(minimum);
   REG(maximum);
   REG(eq);

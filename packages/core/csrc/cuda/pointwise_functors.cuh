@@ -12,6 +12,7 @@
 #include "cuda/elementwise.cuh"
 #include "cuda/pointwise_math.cuh"
 #include "kernels/pointwise_rules.h"
+#include "kernels/special_math.h"
 #include "ops.h"
 
 namespace ember {
@@ -53,6 +54,22 @@ EMBER_CU_UNARY(erf, dm::erf(x))
 EMBER_CU_UNARY(erfc, dm::erfc(x))
 EMBER_CU_UNARY(erfinv, dm::erfinv(x))
 EMBER_CU_UNARY(reciprocal, A(1) / x)
+// torch.special's Bessel and Airy functions, in double (kernels/special_math.h)
+#define EMBER_CU_SPECIAL(NAME, FN) \
+  EMBER_CU_UNARY(special_##NAME, A(special_math::FN(static_cast<double>(x))))
+EMBER_CU_SPECIAL(bessel_j0, bessel_j0)
+EMBER_CU_SPECIAL(bessel_j1, bessel_j1)
+EMBER_CU_SPECIAL(bessel_y0, bessel_y0)
+EMBER_CU_SPECIAL(bessel_y1, bessel_y1)
+EMBER_CU_SPECIAL(modified_bessel_i0, bessel_i0)
+EMBER_CU_SPECIAL(modified_bessel_i1, bessel_i1)
+EMBER_CU_SPECIAL(modified_bessel_k0, bessel_k0)
+EMBER_CU_SPECIAL(modified_bessel_k1, bessel_k1)
+EMBER_CU_SPECIAL(scaled_modified_bessel_k0, bessel_k0e)
+EMBER_CU_SPECIAL(scaled_modified_bessel_k1, bessel_k1e)
+EMBER_CU_SPECIAL(airy_ai, airy_ai)
+EMBER_CU_SPECIAL(spherical_bessel_j0, spherical_j0)
+#undef EMBER_CU_SPECIAL
 
 EMBER_CU_UNARY(neg, A(-x))
 EMBER_CU_UNARY(abs, (dm::is_neg(x) || x == A(0)) ? A(A(0) - x) : x)  // abs(-0.0) = +0.0
@@ -222,6 +239,28 @@ struct atan2 {
     return dm::atan2(x, y);
   }
 };
+
+// torch.special's polynomials p_n(x) in the op-math type (kernels/special_math.h)
+#define EMBER_CU_SPECIAL_POLY(NAME, FN)                       \
+  struct special_##NAME {                                     \
+    template <class A>                                        \
+    __device__ __forceinline__ A operator()(A x, A n) const { \
+      return special_math::FN(x, n);                          \
+    }                                                         \
+  };
+EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_t, chebyshev_t)
+EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_u, chebyshev_u)
+EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_v, chebyshev_v)
+EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_w, chebyshev_w)
+EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_t, shifted_chebyshev_t)
+EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_u, shifted_chebyshev_u)
+EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_v, shifted_chebyshev_v)
+EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_w, shifted_chebyshev_w)
+EMBER_CU_SPECIAL_POLY(hermite_polynomial_h, hermite_h)
+EMBER_CU_SPECIAL_POLY(hermite_polynomial_he, hermite_he)
+EMBER_CU_SPECIAL_POLY(laguerre_polynomial_l, laguerre_l)
+EMBER_CU_SPECIAL_POLY(legendre_polynomial_p, legendre_p)
+#undef EMBER_CU_SPECIAL_POLY
 struct minimum {
   template <class A>
   __device__ __forceinline__ A operator()(A x, A y) const {

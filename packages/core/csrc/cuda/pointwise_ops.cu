@@ -42,6 +42,18 @@ EMBER_CU_UNARY_FLOAT(erf)
 EMBER_CU_UNARY_FLOAT(erfc)
 EMBER_CU_UNARY_FLOAT(erfinv)
 EMBER_CU_UNARY_FLOAT(reciprocal)
+EMBER_CU_UNARY_FLOAT(special_bessel_j0)
+EMBER_CU_UNARY_FLOAT(special_bessel_j1)
+EMBER_CU_UNARY_FLOAT(special_bessel_y0)
+EMBER_CU_UNARY_FLOAT(special_bessel_y1)
+EMBER_CU_UNARY_FLOAT(special_modified_bessel_i0)
+EMBER_CU_UNARY_FLOAT(special_modified_bessel_i1)
+EMBER_CU_UNARY_FLOAT(special_modified_bessel_k0)
+EMBER_CU_UNARY_FLOAT(special_modified_bessel_k1)
+EMBER_CU_UNARY_FLOAT(special_scaled_modified_bessel_k0)
+EMBER_CU_UNARY_FLOAT(special_scaled_modified_bessel_k1)
+EMBER_CU_UNARY_FLOAT(special_airy_ai)
+EMBER_CU_UNARY_FLOAT(special_spherical_bessel_j0)
 #undef EMBER_CU_UNARY_FLOAT
 
 // Ops that keep the input dtype. TYPES: which dtypes are accepted.
@@ -203,6 +215,18 @@ void register_pointwise_unary_ternary() {
   REG(erfc);
   REG(erfinv);
   REG(reciprocal);
+  REG(special_bessel_j0);
+  REG(special_bessel_j1);
+  REG(special_bessel_y0);
+  REG(special_bessel_y1);
+  REG(special_modified_bessel_i0);
+  REG(special_modified_bessel_i1);
+  REG(special_modified_bessel_k0);
+  REG(special_modified_bessel_k1);
+  REG(special_scaled_modified_bessel_k0);
+  REG(special_scaled_modified_bessel_k1);
+  REG(special_airy_ai);
+  REG(special_spherical_bessel_j0);
   REG(neg);
   REG(abs);
   REG(sign);

@@ -88,4 +88,19 @@ void check_isclose_args(const Tensor& self, const Tensor& other, double rtol, do
                    "isclose: rtol and atol must be non-negative, got rtol=", rtol, " atol=", atol);
 }
 
+void check_special_poly_args(const TensorOrScalar& x, const TensorOrScalar& n, const char* op) {
+  EMBER_CHECK_KIND(x.is_tensor() || n.is_tensor(), Type, op,
+                   ": expected x or n to be a Tensor, got two numbers");
+  for (const TensorOrScalar* v : {&x, &n}) {
+    if (v->is_tensor()) {
+      const ScalarType dt = v->tensor->dtype();
+      EMBER_CHECK_KIND(!is_complex(dt), NotImplemented, op, ": not implemented for dtype ",
+                       dtype_name(dt), " (supported: real dtypes)");
+    } else {
+      EMBER_CHECK_KIND(!v->scalar.is_complex(), NotImplemented, op,
+                       ": not implemented for complex numbers");
+    }
+  }
+}
+
 }  // namespace ember

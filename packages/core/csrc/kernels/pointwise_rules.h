@@ -36,6 +36,8 @@ void check_clamp_fits(const TensorOrScalar& min, const TensorOrScalar& max, Scal
 void check_where_condition(const Tensor& condition);
 void check_lerp_dtypes(const Tensor& self, const Tensor& end);
 void check_addcdiv_dtypes(const Tensor& t1, const Tensor& t2);
+// torch.special's polynomials take (x, n) with at least one tensor.
+void check_special_poly_args(const TensorOrScalar& x, const TensorOrScalar& n, const char* op);
 void check_isclose_args(const Tensor& self, const Tensor& other, double rtol, double atol);
 
 }  // namespace ember

@@ -2,10 +2,15 @@
 differentiable: logistic and error functions, the gamma family (``gammaln``, ``digamma``/``psi``,
 ``gammainc``/``gammaincc``), ``xlogy``/``xlog1py``/``entr``, the normal CDF family (``ndtr``,
 ``ndtri``, ``log_ndtr``), ``sinc``, the modified Bessel functions ``i0``/``i0e``/``i1``/``i1e``,
-``multigammaln``, ``erfcx``, ``spherical_bessel_j0``, the Hurwitz ``zeta`` and ``polygamma``, and
-the usual aliases (``modified_bessel_i0``/``i1``, ``expit``,
-``exp2``, ``logsumexp`` ...).
+``multigammaln``, ``erfcx``, the Hurwitz ``zeta`` and ``polygamma``, and the usual aliases
+(``expit``, ``exp2``, ``logsumexp`` ...).
 ``ember.lgamma``, ``ember.digamma`` and ``ember.xlogy`` (and the tensor methods) are these too.
+
+The Bessel and Airy family (``bessel_j0``/``j1``/``y0``/``y1``, ``modified_bessel_i0``/``i1``/
+``k0``/``k1``, ``scaled_modified_bessel_k0``/``k1``, ``airy_ai``, ``spherical_bessel_j0``) and the
+orthogonal polynomials (``chebyshev_polynomial_t``/``u``/``v``/``w`` and their shifted forms,
+``hermite_polynomial_h``/``he``, ``laguerre_polynomial_l``, ``legendre_polynomial_p``) are native
+pointwise ops (ops/pointwise.yaml, kernels/special_math.h) and, as in torch, not differentiable.
 
 >>> import ember
 >>> x = ember.tensor([0.5, 2.0], dtype=ember.float64)
@@ -18,7 +23,7 @@ the usual aliases (``modified_bessel_i0``/``i1``, ``expit``,
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import ember
 from ember import Tensor
@@ -28,8 +33,14 @@ __all__ = [
     "expit", "logit", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi", "gammainc",
     "gammaincc", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "sinc", "exp2", "expm1",
     "log1p", "logsumexp", "softmax", "log_softmax", "round", "i0", "i0e", "i1", "i1e",
-    "multigammaln", "zeta", "polygamma", "erfcx", "modified_bessel_i0", "modified_bessel_i1",
-    "spherical_bessel_j0",
+    "multigammaln", "zeta", "polygamma", "erfcx", "airy_ai", "bessel_j0", "bessel_j1",
+    "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
+    "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+    "spherical_bessel_j0", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v", "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+    "laguerre_polynomial_l", "legendre_polynomial_p",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -425,28 +436,166 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     return (sign * math.factorial(n)) * zeta(float(n + 1), x)
 
 
-def modified_bessel_i0(input: Tensor) -> Tensor:
-    """``i0`` under the name of PyTorch's Bessel-function family."""
-    return i0(input)
+# ---- Bessel, Airy and polynomial functions: the native ops special_* ---------------------------
 
 
-def modified_bessel_i1(input: Tensor) -> Tensor:
-    """``i1`` under the name of PyTorch's Bessel-function family."""
-    return i1(input)
+def _unary(name: str, doc: str) -> Callable[..., Tensor]:
+    op = getattr(ember._C, "special_" + name)
+
+    def fn(input: Tensor, *, out: Tensor | None = None) -> Tensor:
+        if not isinstance(input, Tensor):
+            raise TypeError(f"special.{name}(): argument 'input' must be a Tensor, got "
+                            f"{type(input).__name__}")
+        return op(input) if out is None else op(input, out=out)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
 
 
-def spherical_bessel_j0(input: Tensor) -> Tensor:
-    """The spherical Bessel function of the first kind of order 0, sin(x) / x (1 at 0; its
-    Taylor series 1 - x^2/6 + x^4/120 for |x| < 1e-3, where the quotient loses digits).
+def _poly(name: str, doc: str) -> Callable[..., Tensor]:
+    op = getattr(ember._C, "special_" + name)
 
-    >>> import ember
-    >>> f"{spherical_bessel_j0(ember.tensor(1.0, dtype=ember.float64)).item():.8f}"
-    '0.84147098'
-    """
-    x = _float(_tensor("spherical_bessel_j0", input))
-    small = x.abs() < 1e-3
-    safe = ember.where(small, ember.ones_like(x), x)
-    x2 = x * x
-    series = 1 - x2 / 6 + x2 * x2 / 120
-    out = ember.where(small, series, safe.sin() / safe)
-    return ember.where(x.isinf(), ember.zeros_like(x), out)  # sin(x) / x -> 0
+    def fn(input: Tensor | float, n: Tensor | float, *, out: Tensor | None = None) -> Tensor:
+        for arg, v in (("input", input), ("n", n)):
+            if not isinstance(v, (Tensor, int, float)):
+                raise TypeError(f"special.{name}(): argument '{arg}' must be a Tensor or a "
+                                f"number, got {type(v).__name__}")
+        if not isinstance(input, Tensor) and not isinstance(n, Tensor):
+            raise TypeError(f"special.{name}(): expected input or n to be a Tensor, got two "
+                            "numbers")
+        return op(input, n) if out is None else op(input, n, out=out)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+airy_ai = _unary("airy_ai", """The Airy function Ai(x) (NaN at +-inf, as torch).
+
+>>> import ember
+>>> f"{ember.special.airy_ai(ember.tensor(0.0, dtype=ember.float64)).item():.10f}"
+'0.3550280539'
+""")
+bessel_j0 = _unary("bessel_j0", """The Bessel function of the first kind of order 0.
+
+>>> import ember
+>>> f"{ember.special.bessel_j0(ember.tensor(1.0, dtype=ember.float64)).item():.10f}"
+'0.7651976866'
+""")
+bessel_j1 = _unary("bessel_j1", """The Bessel function of the first kind of order 1.
+
+>>> import ember
+>>> f"{ember.special.bessel_j1(ember.tensor(1.0, dtype=ember.float64)).item():.10f}"
+'0.4400505857'
+""")
+bessel_y0 = _unary("bessel_y0", """The Bessel function of the second kind of order 0 (-inf at 0,
+NaN for negative x).
+
+>>> import ember
+>>> f"{ember.special.bessel_y0(ember.tensor(1.0, dtype=ember.float64)).item():.10f}"
+'0.0882569642'
+""")
+bessel_y1 = _unary("bessel_y1", """The Bessel function of the second kind of order 1 (-inf at 0,
+NaN for negative x).
+
+>>> import ember
+>>> f"{ember.special.bessel_y1(ember.tensor(1.0, dtype=ember.float64)).item():.10f}"
+'-0.7812128213'
+""")
+modified_bessel_i0 = _unary("modified_bessel_i0", """The modified Bessel function of the first
+kind of order 0 (not differentiable, as torch's; :func:`i0` is).
+
+>>> import ember
+>>> f"{ember.special.modified_bessel_i0(ember.tensor(1.0, dtype=ember.float64)).item():.10f}"
+'1.2660658778'
+""")
+modified_bessel_i1 = _unary("modified_bessel_i1", """The modified Bessel function of the first
+kind of order 1 (not differentiable, as torch's; :func:`i1` is).
+
+>>> import ember
+>>> f"{ember.special.modified_bessel_i1(ember.tensor(1.0, dtype=ember.float64)).item():.10f}"
+'0.5651591040'
+""")
+modified_bessel_k0 = _unary("modified_bessel_k0", """The modified Bessel function of the second
+kind of order 0 (inf at 0, NaN for negative x).
+
+>>> import ember
+>>> f"{ember.special.modified_bessel_k0(ember.tensor(1.0, dtype=ember.float64)).item():.10f}"
+'0.4210244382'
+""")
+modified_bessel_k1 = _unary("modified_bessel_k1", """The modified Bessel function of the second
+kind of order 1 (inf at 0, NaN for negative x).
+
+>>> import ember
+>>> f"{ember.special.modified_bessel_k1(ember.tensor(1.0, dtype=ember.float64)).item():.10f}"
+'0.6019072302'
+""")
+scaled_modified_bessel_k0 = _unary("scaled_modified_bessel_k0", """``exp(x) * K0(x)``, finite
+where K0 underflows.
+
+>>> import ember
+>>> x = ember.tensor(1000.0, dtype=ember.float64)
+>>> f"{ember.special.scaled_modified_bessel_k0(x).item():.10f}"
+'0.0396283216'
+""")
+scaled_modified_bessel_k1 = _unary("scaled_modified_bessel_k1", """``exp(x) * K1(x)``, finite
+where K1 underflows.
+
+>>> import ember
+>>> x = ember.tensor(1.0, dtype=ember.float64)
+>>> f"{ember.special.scaled_modified_bessel_k1(x).item():.10f}"
+'1.6361534863'
+""")
+spherical_bessel_j0 = _unary("spherical_bessel_j0", """The spherical Bessel function of the first
+kind of order 0, ``sin(x) / x`` (1 at 0, 0 at +-inf).
+
+>>> import ember
+>>> f"{spherical_bessel_j0(ember.tensor(1.0, dtype=ember.float64)).item():.8f}"
+'0.84147098'
+""")
+
+_POLY_DOC = """{what}, ``n`` truncated toward zero (a negative, NaN or infinite order gives 0){extra}.
+``input`` and ``n`` broadcast (either may be a number); integers promote to the default float
+dtype, and the value is computed in the result's dtype.
+
+>>> import ember
+>>> ember.special.{name}(ember.tensor([{x}], dtype=ember.float64), 3).tolist()
+[{want}]
+"""
+
+
+def _poly_doc(name: str, what: str, x: str, want: str, extra: str = "") -> str:
+    return _POLY_DOC.format(name=name, what=what, x=x, want=want, extra=extra)
+
+
+chebyshev_polynomial_t = _poly("chebyshev_polynomial_t", _poly_doc(
+    "chebyshev_polynomial_t", "The Chebyshev polynomial of the first kind T_n(x)", "0.5", "-1.0"))
+chebyshev_polynomial_u = _poly("chebyshev_polynomial_u", _poly_doc(
+    "chebyshev_polynomial_u", "The Chebyshev polynomial of the second kind U_n(x)", "0.5", "-1.0"))
+chebyshev_polynomial_v = _poly("chebyshev_polynomial_v", _poly_doc(
+    "chebyshev_polynomial_v", "The Chebyshev polynomial of the third kind V_n(x)", "0.5", "-1.0"))
+chebyshev_polynomial_w = _poly("chebyshev_polynomial_w", _poly_doc(
+    "chebyshev_polynomial_w", "The Chebyshev polynomial of the fourth kind W_n(x)", "0.5", "-1.0"))
+shifted_chebyshev_polynomial_t = _poly("shifted_chebyshev_polynomial_t", _poly_doc(
+    "shifted_chebyshev_polynomial_t", "The shifted Chebyshev polynomial T_n(2x - 1)", "0.75",
+    "-1.0"))
+shifted_chebyshev_polynomial_u = _poly("shifted_chebyshev_polynomial_u", _poly_doc(
+    "shifted_chebyshev_polynomial_u", "The shifted Chebyshev polynomial U_n(2x - 1)", "0.75",
+    "-1.0"))
+shifted_chebyshev_polynomial_v = _poly("shifted_chebyshev_polynomial_v", _poly_doc(
+    "shifted_chebyshev_polynomial_v", "The shifted Chebyshev polynomial V_n(2x - 1)", "0.75",
+    "-1.0"))
+shifted_chebyshev_polynomial_w = _poly("shifted_chebyshev_polynomial_w", _poly_doc(
+    "shifted_chebyshev_polynomial_w", "The shifted Chebyshev polynomial W_n(2x - 1)", "0.75",
+    "-1.0"))
+hermite_polynomial_h = _poly("hermite_polynomial_h", _poly_doc(
+    "hermite_polynomial_h", "The physicists' Hermite polynomial H_n(x)", "1.0", "-4.0",
+    "; orders above 128 (float32) or 512 (float64) give NaN, as torch"))
+hermite_polynomial_he = _poly("hermite_polynomial_he", _poly_doc(
+    "hermite_polynomial_he", "The probabilists' Hermite polynomial He_n(x)", "1.0", "-2.0",
+    "; orders above 128 (float32) or 512 (float64) give NaN, as torch"))
+laguerre_polynomial_l = _poly("laguerre_polynomial_l", _poly_doc(
+    "laguerre_polynomial_l", "The Laguerre polynomial L_n(x)", "3.0", "1.0"))
+legendre_polynomial_p = _poly("legendre_polynomial_p", _poly_doc(
+    "legendre_polynomial_p", "The Legendre polynomial P_n(x)", "0.5", "-0.4375"))

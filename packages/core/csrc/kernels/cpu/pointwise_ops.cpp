@@ -11,6 +11,7 @@
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "kernels/pointwise_rules.h"
+#include "kernels/special_math.h"
 #include "ops.h"
 
 namespace ember {
@@ -173,6 +174,22 @@ Tensor erfc(const Tensor& self, const Tensor& out) {
 }
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
 EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
+// torch.special's Bessel and Airy functions, in double for every dtype (kernels/special_math.h)
+#define EMBER_UNARY_SPECIAL(NAME, EXPR) \
+  EMBER_UNARY_FLOAT(special_##NAME, static_cast<A>(special_math::EXPR(static_cast<double>(x))))
+EMBER_UNARY_SPECIAL(bessel_j0, bessel_j0)
+EMBER_UNARY_SPECIAL(bessel_j1, bessel_j1)
+EMBER_UNARY_SPECIAL(bessel_y0, bessel_y0)
+EMBER_UNARY_SPECIAL(bessel_y1, bessel_y1)
+EMBER_UNARY_SPECIAL(modified_bessel_i0, bessel_i0)
+EMBER_UNARY_SPECIAL(modified_bessel_i1, bessel_i1)
+EMBER_UNARY_SPECIAL(modified_bessel_k0, bessel_k0)
+EMBER_UNARY_SPECIAL(modified_bessel_k1, bessel_k1)
+EMBER_UNARY_SPECIAL(scaled_modified_bessel_k0, bessel_k0e)
+EMBER_UNARY_SPECIAL(scaled_modified_bessel_k1, bessel_k1e)
+EMBER_UNARY_SPECIAL(airy_ai, airy_ai)
+EMBER_UNARY_SPECIAL(spherical_bessel_j0, spherical_j0)
+#undef EMBER_UNARY_SPECIAL
 #undef EMBER_UNARY_FLOAT
 #undef EMBER_UNARY_FLOAT_T
 #undef EMBER_UNARY_FLOAT_VEC
@@ -575,6 +592,33 @@ Tensor atan2(const Tensor& self, const TensorOrScalar& other, const Tensor& out)
   });
   return it.output();
 }
+
+// torch.special's polynomials p_n(x): x and n broadcast and promote together (integers to the
+// default float dtype); the order is taken from n in that dtype (kernels/special_math.h).
+#define EMBER_SPECIAL_POLY(NAME, FN)                                                           \
+  Tensor special_##NAME(const TensorOrScalar& x, const TensorOrScalar& n, const Tensor& out) { \
+    check_special_poly_args(x, n, "special_" #NAME);                                           \
+    ElementwiseIterator it("special_" #NAME);                                                  \
+    it.add_output(out).add_input(x).add_input(n).promote_int_to_float(true).build();           \
+    run<Types::Float, void, 2>(it, "special_" #NAME, [](auto tag) {                            \
+      using A = decltype(tag);                                                                 \
+      return [](A v, A order) -> A { return special_math::FN(v, order); };                     \
+    });                                                                                        \
+    return it.output();                                                                        \
+  }
+EMBER_SPECIAL_POLY(chebyshev_polynomial_t, chebyshev_t)
+EMBER_SPECIAL_POLY(chebyshev_polynomial_u, chebyshev_u)
+EMBER_SPECIAL_POLY(chebyshev_polynomial_v, chebyshev_v)
+EMBER_SPECIAL_POLY(chebyshev_polynomial_w, chebyshev_w)
+EMBER_SPECIAL_POLY(shifted_chebyshev_polynomial_t, shifted_chebyshev_t)
+EMBER_SPECIAL_POLY(shifted_chebyshev_polynomial_u, shifted_chebyshev_u)
+EMBER_SPECIAL_POLY(shifted_chebyshev_polynomial_v, shifted_chebyshev_v)
+EMBER_SPECIAL_POLY(shifted_chebyshev_polynomial_w, shifted_chebyshev_w)
+EMBER_SPECIAL_POLY(hermite_polynomial_h, hermite_h)
+EMBER_SPECIAL_POLY(hermite_polynomial_he, hermite_he)
+EMBER_SPECIAL_POLY(laguerre_polynomial_l, laguerre_l)
+EMBER_SPECIAL_POLY(legendre_polynomial_p, legendre_p)
+#undef EMBER_SPECIAL_POLY
 
 Tensor minimum(const Tensor& self, const Tensor& other, const Tensor& out) {
   ElementwiseIterator it("minimum");

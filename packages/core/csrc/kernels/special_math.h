@@ -1,0 +1,621 @@
+// The special functions of torch.special that ember computes elementwise (Bessel functions,
+// Airy Ai, the orthogonal polynomials), written once for the CPU kernels
+// (kernels/cpu/pointwise_ops.cpp) and the CUDA ones (cuda/pointwise_functors.cuh): under nvcc they
+// are __host__ __device__ and std:: math compiles to the device's functions.
+//
+// The Bessel and Airy functions are computed in double for every dtype:
+// - J0, J1, Y0, Y1: power series for x < 2; Miller's backward recurrence for 2 <= x <= 25,
+//   normalized by J0 + 2 (J2 + J4 + ...) = 1, with Neumann's series for Y0 and Y1 summed in the
+//   same pass; Hankel's expansion beyond, whose phase uses sin(x) and cos(x) (accurately
+//   reduced) rather than sin(x - pi/4).
+// - I0, I1: power series for x <= 30, the large-argument expansion beyond.
+// - K0, K1: the series of K in terms of I for x <= 1, the trapezoidal rule on
+//   e^x K(x) = integral_0^inf exp(-x (cosh t - 1)) cosh(nu t) dt (exponentially convergent) up to
+//   25, the large-argument expansion beyond.
+// - Ai: Taylor series of the Airy equation y'' = x y about the integers -10..10 (Ai and Ai' there
+//   tabulated), the asymptotic expansions (oscillating for x < 0) beyond.
+// The polynomials (x, n) follow torch's definitions: the order is n truncated toward zero
+// (NaN, +-inf and out-of-range orders count as negative), a negative order gives 0, and the value
+// comes from the three-term recurrence in the op-math type, or from the trigonometric form for
+// the Chebyshev families inside (-1, 1) and large n. A recurrence that overflows yields NaN (as
+// in torch); one that would still be finite after kMaxSteps steps gives NaN instead of running on.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#ifdef __CUDACC__
+#define EMBER_SPECIAL_HD __host__ __device__
+#else
+#define EMBER_SPECIAL_HD
+#endif
+
+namespace ember {
+namespace special_math {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kEulerGamma = 0.57721566490153286061;
+constexpr double kInvSqrtPi = 0.56418958354775628695;
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kLn2 = 0.69314718055994530942;
+
+EMBER_SPECIAL_HD inline double nan_value() { return std::numeric_limits<double>::quiet_NaN(); }
+EMBER_SPECIAL_HD inline double inf_value() { return std::numeric_limits<double>::infinity(); }
+
+// ---- J0, J1, Y0, Y1 ---------------------------------------------------------------------------
+
+struct BesselJY {
+  double j0, j1, y0, y1;
+};
+
+// 0 < x < 2: the power series (the terms fall by x^2 / 4k^2 per step; summed until they are
+// below 1e-18, at most 25 of them).
+EMBER_SPECIAL_HD inline BesselJY bessel_jy_series(double x) {
+  const double q = -0.25 * x * x, lg = std::log(x) - kLn2 + kEulerGamma;
+  double t0 = 1.0, t1 = 1.0, h = 0.0;  // t0 = q^k / k!^2, t1 = q^k / (k! (k+1)!), h = H_k
+  double j0 = 1.0, j1 = 1.0, s0 = 0.0, s1 = 1.0;
+  for (int k = 1; k < 26; ++k) {
+    t0 *= q / (double(k) * k);
+    t1 *= q / (double(k) * (k + 1));
+    h += 1.0 / k;
+    j0 += t0;
+    j1 += t1;
+    s0 += h * t0;
+    s1 += (2.0 * h + 1.0 / (k + 1)) * t1;
+    if (std::fabs(t0) < 1e-18) break;
+  }
+  j1 *= 0.5 * x;
+  BesselJY r;
+  r.j0 = j0;
+  r.j1 = j1;
+  r.y0 = (2.0 / kPi) * (lg * j0 - s0);
+  r.y1 = (2.0 / kPi) * (lg * j1 - 1.0 / x) - (0.5 / kPi) * x * s1;
+  return r;
+}
+
+// 2 <= x <= 25: Miller's backward recurrence J_{k-1} = (2k / x) J_k - J_{k+1} from an order far
+// above x, normalized by J0 + 2 sum J_2m = 1; Neumann's series
+//   Y0 = 2/pi [(ln(x/2) + g) J0 - 2 sum_m (-1)^m J_2m / m]
+//   Y1 = 2/pi [(ln(x/2) + g - 1) J1 - J0 / x - sum_i (-1)^i (2i + 1) / (i (i + 1)) J_{2i+1}]
+// (the second is minus the derivative of the first) accumulate in the same pass.
+// Two orders per step (the start is even), so that the signs alternate without tests; the Y
+// sums (divisions) only when asked for.
+template <bool kWithY>
+EMBER_SPECIAL_HD inline BesselJY bessel_jy_miller(double x) {
+  // J_top(x) < 1e-18 from this order on (x + 17 .. x + 35 needed for 2 <= x <= 25)
+  const int top = 2 * static_cast<int>(0.85 * x + 11.0);
+  double above = 0.0, cur = 1e-30, norm = 0.0, sy0 = 0.0, sy1 = 0.0;
+  double s0 = (top / 2) % 2 == 0 ? 2.0 : -2.0, s1 = (top / 2 - 1) % 2 == 0 ? 1.0 : -1.0;
+  for (int k = top; k >= 2; k -= 2) {
+    norm += 2.0 * cur;  // cur = J_k, k = 2m
+    if (kWithY) sy0 += s0 * cur / (k / 2);
+    double below = (2.0 * k / x) * cur - above;
+    above = cur;
+    cur = below;  // J_{k-1}, k - 1 = 2i + 1
+    if (kWithY && k >= 4) {
+      const double i = k / 2 - 1;
+      sy1 += s1 * (2.0 * i + 1.0) / (i * (i + 1.0)) * cur;
+    }
+    below = (2.0 * (k - 1) / x) * cur - above;
+    above = cur;
+    cur = below;
+    s0 = -s0;
+    s1 = -s1;
+  }
+  norm += cur;  // cur = J0, above = J1 (unnormalized)
+  BesselJY r;
+  r.j0 = cur / norm;
+  r.j1 = above / norm;
+  r.y0 = r.y1 = 0.0;
+  if (kWithY) {
+    const double lg = std::log(x) - kLn2 + kEulerGamma;
+    r.y0 = (2.0 / kPi) * (lg * r.j0 - sy0 / norm);
+    r.y1 = (2.0 / kPi) * ((lg - 1.0) * r.j1 - r.j0 / x - sy1 / norm);
+  }
+  return r;
+}
+
+// Hankel's expansion J_nu + i Y_nu ~ sqrt(2 / (pi x)) (P + i Q) e^{i (x - (nu/2 + 1/4) pi)},
+// x > 25 (the terms fall to 1e-21 before they start to grow). Returns P and Q.
+EMBER_SPECIAL_HD inline void hankel_pq(double x, int nu, double& p, double& q) {
+  const double mu = 4.0 * nu * nu;
+  double t = 1.0;
+  p = 1.0;
+  q = 0.0;
+  for (int k = 1; k < 80; ++k) {
+    const double odd = 2.0 * k - 1.0;
+    const double next = t * (mu - odd * odd) / (k * 8.0 * x);
+    if (std::fabs(next) > std::fabs(t) && k > 2) break;  // the asymptotic series turns
+    t = next;
+    switch (k % 4) {
+      case 1:
+        q += t;
+        break;
+      case 2:
+        p -= t;
+        break;
+      case 3:
+        q -= t;
+        break;
+      default:
+        p += t;
+        break;
+    }
+    if (std::fabs(t) < 1e-18 * std::fabs(p)) break;
+  }
+}
+
+// J_nu and Y_nu (nu = 0, 1) for x > 25, with cos/sin(x - pi/4) and (x - 3 pi/4) formed from
+// sin x and cos x so that no rounding of x - pi/4 enters the phase.
+EMBER_SPECIAL_HD inline void bessel_jy_large(double x, int nu, double& j, double& y) {
+  double p, q;
+  hankel_pq(x, nu, p, q);
+  const double s = std::sin(x), c = std::cos(x), f = 1.0 / std::sqrt(kPi * x);
+  if (nu == 0) {  // cos(x - pi/4) = (c + s) / sqrt 2, sin(x - pi/4) = (s - c) / sqrt 2
+    j = f * (p * (c + s) - q * (s - c));
+    y = f * (p * (s - c) + q * (c + s));
+  } else {  // cos(x - 3pi/4) = (s - c) / sqrt 2, sin(x - 3pi/4) = -(s + c) / sqrt 2
+    j = f * (p * (s - c) + q * (s + c));
+    y = f * (q * (s - c) - p * (s + c));
+  }
+}
+
+// J0, J1: even and odd; NaN at +-inf (as torch). Y0, Y1: -inf at 0, NaN for x < 0.
+EMBER_SPECIAL_HD inline double bessel_j0(double x) {
+  const double ax = std::fabs(x);
+  if (!(ax < inf_value())) return nan_value();
+  if (ax == 0.0) return 1.0;
+  if (ax < 2.0) return bessel_jy_series(ax).j0;
+  if (ax <= 25.0) return bessel_jy_miller<false>(ax).j0;
+  double j, y;
+  bessel_jy_large(ax, 0, j, y);
+  return j;
+}
+
+EMBER_SPECIAL_HD inline double bessel_j1(double x) {
+  const double ax = std::fabs(x);
+  if (!(ax < inf_value())) return nan_value();
+  if (ax == 0.0) return x;  // keeps the sign of zero
+  double j, y;
+  if (ax < 2.0) {
+    j = bessel_jy_series(ax).j1;
+  } else if (ax <= 25.0) {
+    j = bessel_jy_miller<false>(ax).j1;
+  } else {
+    bessel_jy_large(ax, 1, j, y);
+  }
+  return x < 0 ? -j : j;
+}
+
+EMBER_SPECIAL_HD inline double bessel_y0(double x) {
+  if (!(x >= 0.0) || x == inf_value()) return nan_value();
+  if (x == 0.0) return -inf_value();
+  if (x < 2.0) return bessel_jy_series(x).y0;
+  if (x <= 25.0) return bessel_jy_miller<true>(x).y0;
+  double j, y;
+  bessel_jy_large(x, 0, j, y);
+  return y;
+}
+
+EMBER_SPECIAL_HD inline double bessel_y1(double x) {
+  if (!(x >= 0.0) || x == inf_value()) return nan_value();
+  if (x == 0.0) return -inf_value();
+  if (x < 1e-300) return -2.0 / (kPi * x);  // -inf for the smallest subnormals
+  if (x < 2.0) return bessel_jy_series(x).y1;
+  if (x <= 25.0) return bessel_jy_miller<true>(x).y1;
+  double j, y;
+  bessel_jy_large(x, 1, j, y);
+  return y;
+}
+
+// ---- I0, I1, K0, K1 ---------------------------------------------------------------------------
+
+// sum_k (x^2/4)^k / (k! (k + nu)!) for 0 <= x <= 30 (times (x/2)^nu gives I_nu).
+EMBER_SPECIAL_HD inline double bessel_i_series(double x, int nu) {
+  const double q = 0.25 * x * x;
+  double t = 1.0, s = 1.0;
+  for (int k = 1; k < 120; ++k) {
+    t *= q / (double(k) * (k + nu));
+    s += t;
+    if (t < 1e-18 * s) break;
+  }
+  return s;
+}
+
+// The large-argument expansion of I_nu (alternating) or K_nu (same signs):
+// sum_k (+-1)^k prod_{j<=k} (4 nu^2 - (2j - 1)^2) / (k! (8x)^k), x > 25.
+EMBER_SPECIAL_HD inline double bessel_ik_asymptotic(double x, int nu, bool alternate) {
+  const double mu = 4.0 * nu * nu;
+  double t = 1.0, s = 1.0;
+  for (int k = 1; k < 80; ++k) {
+    const double odd = 2.0 * k - 1.0;
+    const double next = t * (mu - odd * odd) / (k * 8.0 * x) * (alternate ? -1.0 : 1.0);
+    if (std::fabs(next) > std::fabs(t) && k > 2) break;
+    t = next;
+    s += t;
+    if (std::fabs(t) < 1e-18 * std::fabs(s)) break;
+  }
+  return s;
+}
+
+// I_nu(|x|) for nu = 0, 1; overflows only where the value does (e^x is applied in two halves).
+EMBER_SPECIAL_HD inline double bessel_i_abs(double ax, int nu) {
+  if (ax <= 30.0) {
+    const double s = bessel_i_series(ax, nu);
+    return nu == 0 ? s : 0.5 * ax * s;
+  }
+  const double e = std::exp(0.5 * ax);
+  return e * (e * (bessel_ik_asymptotic(ax, nu, true) / std::sqrt(2.0 * kPi * ax)));
+}
+
+// Modified Bessel I0 (even) and I1 (odd); NaN at +-inf (as torch).
+EMBER_SPECIAL_HD inline double bessel_i0(double x) {
+  const double ax = std::fabs(x);
+  if (!(ax < inf_value())) return nan_value();
+  return bessel_i_abs(ax, 0);
+}
+
+EMBER_SPECIAL_HD inline double bessel_i1(double x) {
+  const double ax = std::fabs(x);
+  if (!(ax < inf_value())) return nan_value();
+  if (ax == 0.0) return x;
+  const double v = bessel_i_abs(ax, 1);
+  return x < 0 ? -v : v;
+}
+
+// e^x K_nu(x) for x > 0, nu = 0, 1.
+EMBER_SPECIAL_HD inline double bessel_k_scaled(double x, int nu) {
+  if (x <= 1.0) {
+    // K0 = -(ln(x/2) + g) I0 + sum_k H_k (x^2/4)^k / k!^2
+    // K1 = 1/x + (ln(x/2) + g) I1 - (x/4) sum_k (2 H_k + 1/(k+1)) (x^2/4)^k / (k! (k+1)!)
+    const double q = 0.25 * x * x, lg = std::log(x) - kLn2 + kEulerGamma;
+    double t = 1.0, h = 0.0, si = 1.0, sh = nu == 0 ? 0.0 : 1.0;
+    for (int k = 1; k < 24; ++k) {
+      t *= q / (double(k) * (k + nu));
+      h += 1.0 / k;
+      si += t;
+      sh += (nu == 0 ? h : 2.0 * h + 1.0 / (k + 1)) * t;
+    }
+    const double k = nu == 0 ? sh - lg * si : 1.0 / x + 0.5 * x * (lg * si - 0.5 * sh);
+    return std::exp(x) * k;
+  }
+  if (x <= 25.0) {
+    // trapezoidal rule on integral_0^inf exp(-x (cosh t - 1)) cosh(nu t) dt: the integrand is
+    // entire and decays double-exponentially, so the error is about
+    // exp(x (1 - cos y) - 2 pi y / h) for any 0 < y < pi/2, below 1e-16 with these steps
+    const double h = x <= 4.0 ? 0.2 : x <= 10.0 ? 0.15 : 0.1;
+    double s = 0.5;
+    for (int j = 1; j < 200; ++j) {
+      const double c = std::cosh(h * j);
+      const double f = std::exp(-x * (c - 1.0)) * (nu == 0 ? 1.0 : c);
+      s += f;
+      if (f < 1e-18 * s) break;
+    }
+    return h * s;
+  }
+  return bessel_ik_asymptotic(x, nu, false) * std::sqrt(kPi / (2.0 * x));
+}
+
+// K0, K1 (inf at 0, NaN for x < 0, 0 at inf) and their scaled forms e^x K(x).
+EMBER_SPECIAL_HD inline double bessel_k(double x, int nu, bool scaled) {
+  if (!(x >= 0.0)) return nan_value();
+  if (x == 0.0) return inf_value();
+  if (x == inf_value()) return 0.0;
+  if (nu == 1 && x < 1e-300) return 1.0 / x;  // K1 ~ 1/x (inf for the smallest subnormals)
+  const double s = bessel_k_scaled(x, nu);
+  if (scaled) return s;
+  if (x > 700.0) {  // e^-x in two halves: the result underflows gradually, as it should
+    const double e = std::exp(-0.5 * x);
+    return e * (e * s);
+  }
+  return std::exp(-x) * s;
+}
+
+EMBER_SPECIAL_HD inline double bessel_k0(double x) { return bessel_k(x, 0, false); }
+EMBER_SPECIAL_HD inline double bessel_k1(double x) { return bessel_k(x, 1, false); }
+EMBER_SPECIAL_HD inline double bessel_k0e(double x) { return bessel_k(x, 0, true); }
+EMBER_SPECIAL_HD inline double bessel_k1e(double x) { return bessel_k(x, 1, true); }
+
+// ---- Airy Ai ----------------------------------------------------------------------------------
+
+// Ai(k) and Ai'(k) for k = -10 .. 10 (computed to 30 digits, rounded to double).
+EMBER_SPECIAL_HD inline void airy_node(int k, double& ai, double& dai) {
+  constexpr double kNodes[21][2] = {
+      {4.0241238486443191e-2, 9.9626504413279006e-1},
+      {-2.2133721547341404e-2, -9.7566398092633159e-1},
+      {-5.2705050356386203e-2, 9.3556093819830655e-1},
+      {1.8428083525050564e-1, -7.7100816841012655e-1},
+      {-3.2914517362982311e-1, 3.4593548728134289e-1},
+      {3.5076100902411432e-1, 3.2719281855444314e-1},
+      {-7.0265532949289515e-2, -7.9062857536858138e-1},
+      {-3.7881429367765807e-1, 3.1458376921659881e-1},
+      {2.2740742820168558e-1, 6.1825902074169104e-1},
+      {5.3556088329235212e-1, -1.0160567116645209e-2},
+      {3.5502805388781724e-1, -2.588194037928068e-1},
+      {1.3529241631288142e-1, -1.5914744129679321e-1},
+      {3.4924130423274379e-2, -5.3090384433653632e-2},
+      {6.5911393574607191e-3, -1.1912976705951318e-2},
+      {9.5156385120480187e-4, -1.9586409502041789e-3},
+      {1.0834442813607442e-4, -2.4741389086846248e-4},
+      {9.9476943602528896e-6, -2.4765200397034955e-5},
+      {7.4921288639971671e-7, -2.008150894738792e-6},
+      {4.6922076160992316e-8, -1.3414392979067866e-7},
+      {2.4711684308724898e-9, -7.4806413896589464e-9},
+      {1.1047532552898686e-10, -3.5206336767389236e-10},
+  };
+  ai = kNodes[k + 10][0];
+  dai = kNodes[k + 10][1];
+}
+
+EMBER_SPECIAL_HD inline double airy_ai(double x) {
+  if (!(std::fabs(x) < inf_value())) return nan_value();  // NaN at +-inf, as torch
+  if (x >= -10.5 && x <= 10.5) {
+    // y = sum a_k h^k about the nearest integer x0: (k+2)(k+1) a_{k+2} = x0 a_k + a_{k-1}
+    const double x0 = std::nearbyint(x), h = x - x0;
+    double a0, a1;
+    airy_node(static_cast<int>(x0), a0, a1);
+    double am1 = 0.0, s = a0 + a1 * h, hk = h;
+    for (int k = 0; k < 60; ++k) {
+      const double a2 = (x0 * a0 + am1) / ((k + 2.0) * (k + 1.0));
+      hk *= h;
+      const double term = a2 * hk;
+      s += term;
+      am1 = a0;
+      a0 = a1;
+      a1 = a2;
+      if (k > 4 && std::fabs(term) < 1e-18 * std::fabs(s) &&
+          std::fabs(am1 * hk) < 1e-17 * std::fabs(s))
+        break;
+    }
+    return s;
+  }
+  const double z = std::fabs(x), zeta = (2.0 / 3.0) * z * std::sqrt(z);
+  // u_k = u_{k-1} (6k-5)(6k-3)(6k-1) / ((2k-1) 216 k); the expansions in 1/zeta (zeta > 22)
+  double u = 1.0, p = 1.0, q = 0.0;
+  for (int k = 1; k < 60; ++k) {
+    const double next = u * (6.0 * k - 5.0) * (6.0 * k - 3.0) * (6.0 * k - 1.0) /
+                        ((2.0 * k - 1.0) * 216.0 * k) / zeta;
+    if (next > u) break;
+    u = next;
+    if (x > 0) {
+      p += (k % 2 == 0) ? u : -u;  // sum (-1)^k u_k / zeta^k
+    } else {
+      switch (k % 4) {  // p = sum (-1)^k u_2k / zeta^2k, q = sum (-1)^k u_{2k+1} / zeta^{2k+1}
+        case 1:
+          q += u;
+          break;
+        case 2:
+          p -= u;
+          break;
+        case 3:
+          q -= u;
+          break;
+        default:
+          p += u;
+          break;
+      }
+    }
+    if (u < 1e-18) break;
+  }
+  const double amp = kInvSqrtPi / std::sqrt(std::sqrt(z));
+  if (x > 0) return 0.5 * amp * std::exp(-zeta) * p;
+  // Ai(-z) = amp [cos(zeta - pi/4) p + sin(zeta - pi/4) q]
+  const double s = std::sin(zeta), c = std::cos(zeta);
+  return amp * kSqrt1_2 * (p * (c + s) + q * (s - c));
+}
+
+// sin(x) / x; its Taylor series for |x| < 0.5; 0 at +-inf.
+EMBER_SPECIAL_HD inline double spherical_j0(double x) {
+  const double ax = std::fabs(x);
+  if (ax == inf_value()) return 0.0;
+  if (ax < 0.5) {
+    const double q = -x * x;
+    double t = 1.0, s = 1.0;
+    for (int k = 1; k < 10; ++k) {
+      t *= q / ((2.0 * k) * (2.0 * k + 1.0));
+      s += t;
+    }
+    return s;
+  }
+  return std::sin(x) / x;
+}
+
+// ---- orthogonal polynomials -------------------------------------------------------------------
+
+// Recurrence steps run before giving up (NaN) on a value that neither overflows nor ends.
+constexpr int64_t kMaxSteps = int64_t(1) << 24;
+
+// The order n as torch takes it: truncated toward zero; NaN, +-inf and orders past int64 are -1.
+template <class A>
+EMBER_SPECIAL_HD int64_t poly_order(A n) {
+  if (!(n > A(-9.2e18) && n < A(9.2e18))) return -1;
+  return static_cast<int64_t>(n);
+}
+
+// Runs r_{k+1} = step(k, r_k, r_{k-1}) from (p, q) = (r_0, r_1) for k = 1 .. n-1; stops early at
+// NaN (the value stays NaN from there) and gives NaN after kMaxSteps steps.
+template <class A, class Step>
+EMBER_SPECIAL_HD A poly_recur(int64_t n, A p, A q, const Step& step) {
+  if (n > kMaxSteps) {
+    for (int64_t k = 1; k < kMaxSteps && q == q; ++k) {
+      const A r = step(k, q, p);
+      p = q;
+      q = r;
+    }
+    return q == q ? std::numeric_limits<A>::quiet_NaN() : q;
+  }
+  for (int64_t k = 1; k < n && q == q; ++k) {
+    const A r = step(k, q, p);
+    p = q;
+    q = r;
+  }
+  return q;
+}
+
+// The Chebyshev recurrence y_{k+1} = 2 t y_k - y_{k-1} from y_0 = 1, y_1 = first.
+template <class A>
+EMBER_SPECIAL_HD A chebyshev_recur(A t, A first, int64_t n) {
+  if (n == 0) return A(1);
+  if (n == 1) return first;
+  return poly_recur<A>(n, A(1), first, [t](int64_t, A q, A p) { return (t + t) * q - p; });
+}
+
+// kind 0..3: T, U, V, W at t (t = x, or 2x - 1 for the shifted ones); `trig` is the order above
+// which the trigonometric form is used inside (-1, 1).
+template <class A>
+EMBER_SPECIAL_HD A chebyshev(A t, int64_t n, int kind, int64_t trig, bool shifted = false) {
+  const A nn = A(n);
+  if (n < 0) return A(0);
+  const bool odd = n % 2 != 0;
+  if (std::fabs(t) == A(1)) {
+    const bool pos = t > A(0);
+    switch (kind) {
+      case 0:
+        return (pos || !odd) ? A(1) : A(-1);
+      case 1:
+        return (pos || !odd) ? A(n + 1) : A(-(n + 1));
+      case 2:
+        return pos ? A(1) : (!odd ? A(2 * n + 1) : A(-(2 * n + 1)));
+      default:
+        return pos ? A(2 * n + 1) : (!odd ? A(1) : A(-1));
+    }
+  }
+  if (n > trig && std::fabs(t) < A(1)) {
+    const A th = std::acos(t);
+    switch (kind) {
+      case 0:
+        return std::cos(nn * th);
+      case 1: {
+        const A s = std::sin(th);
+        if (s != A(0)) return std::sin((nn + A(1)) * th) / s;
+        return (nn + A(1)) * std::cos((nn + A(1)) * th) / t;
+      }
+      case 2: {
+        if (std::sin(th / A(2)) != A(1)) return std::cos((nn + A(0.5)) * th) / std::cos(th / A(2));
+        return !odd ? A(2 * n + 1) : A(-(2 * n + 1));
+      }
+      default: {
+        if (std::cos(th / A(2)) != A(1)) return std::sin((nn + A(0.5)) * th) / std::sin(th / A(2));
+        return (t > A(0) && !shifted) ? A(2 * n + 1)
+                                      : (!odd ? A(1) : A(-1));  // torch's W* gives +-1
+      }
+    }
+  }
+  const A first = kind == 0 ? t : kind == 1 ? t + t : kind == 2 ? t + t - A(1) : t + t + A(1);
+  return chebyshev_recur(t, first, n);
+}
+
+template <class A>
+EMBER_SPECIAL_HD A chebyshev_t(A x, A n) {
+  return chebyshev(x, poly_order(n), 0, 6);
+}
+template <class A>
+EMBER_SPECIAL_HD A chebyshev_u(A x, A n) {
+  return chebyshev(x, poly_order(n), 1, 8);
+}
+template <class A>
+EMBER_SPECIAL_HD A chebyshev_v(A x, A n) {
+  return chebyshev(x, poly_order(n), 2, 8);
+}
+template <class A>
+EMBER_SPECIAL_HD A chebyshev_w(A x, A n) {
+  return chebyshev(x, poly_order(n), 3, 8);
+}
+
+// The shifted polynomials T*_n(x) = T_n(2x - 1): x = 1 and x = 0 are the endpoints; the
+// trigonometric form starts above order 6 (4 for W*).
+template <class A>
+EMBER_SPECIAL_HD A shifted_chebyshev(A x, A order, int kind) {
+  const int64_t n = poly_order(order);
+  if (n < 0) return A(0);
+  const A t = x + x - A(1);
+  if (x == A(1)) return chebyshev(A(1), n, kind, 0);
+  if (x == A(0)) return chebyshev(A(-1), n, kind, 0);
+  if (n > (kind == 3 ? 4 : 6) && std::fabs(t) < A(1)) return chebyshev(t, n, kind, 0, true);
+  const A first = kind == 0 ? t : kind == 1 ? t + t : kind == 2 ? t + t - A(1) : t + t + A(1);
+  return chebyshev_recur(t, first, n);
+}
+
+template <class A>
+EMBER_SPECIAL_HD A shifted_chebyshev_t(A x, A n) {
+  return shifted_chebyshev(x, n, 0);
+}
+template <class A>
+EMBER_SPECIAL_HD A shifted_chebyshev_u(A x, A n) {
+  return shifted_chebyshev(x, n, 1);
+}
+template <class A>
+EMBER_SPECIAL_HD A shifted_chebyshev_v(A x, A n) {
+  return shifted_chebyshev(x, n, 2);
+}
+template <class A>
+EMBER_SPECIAL_HD A shifted_chebyshev_w(A x, A n) {
+  return shifted_chebyshev(x, n, 3);
+}
+
+// Physicists' H_{k+1} = 2x H_k - 2k H_{k-1}; probabilists' He_{k+1} = x He_k - k He_{k-1}.
+// Orders above 128 (float) / 512 (double) are NaN, as in torch.
+template <class A>
+EMBER_SPECIAL_HD int64_t hermite_limit() {
+  return sizeof(A) <= 4 ? 128 : 512;
+}
+
+template <class A>
+EMBER_SPECIAL_HD A hermite_h(A x, A order) {
+  const int64_t n = poly_order(order);
+  if (n < 0) return A(0);
+  if (n == 0) return A(1);
+  if (n == 1) return x + x;
+  if (n > hermite_limit<A>()) return std::numeric_limits<A>::quiet_NaN();
+  A p = A(1), q = x + x;
+  for (int64_t k = 1; k < n; ++k) {
+    const A r = (x + x) * q - A(2 * k) * p;
+    p = q;
+    q = r;
+  }
+  return q;
+}
+
+template <class A>
+EMBER_SPECIAL_HD A hermite_he(A x, A order) {
+  const int64_t n = poly_order(order);
+  if (n < 0) return A(0);
+  if (n == 0) return A(1);
+  if (n == 1) return x;
+  if (n > hermite_limit<A>()) return std::numeric_limits<A>::quiet_NaN();
+  A p = A(1), q = x;
+  for (int64_t k = 1; k < n; ++k) {
+    const A r = x * q - A(k) * p;
+    p = q;
+    q = r;
+  }
+  return q;
+}
+
+// Laguerre (k+1) L_{k+1} = (2k + 1 - x) L_k - k L_{k-1}; 1 at x = 0.
+template <class A>
+EMBER_SPECIAL_HD A laguerre_l(A x, A order) {
+  const int64_t n = poly_order(order);
+  if (n < 0) return A(0);
+  if (std::fabs(x) == A(0) || n == 0) return A(1);
+  if (n == 1) return A(1) - x;
+  return poly_recur<A>(n, A(1), A(1) - x, [x](int64_t k, A q, A p) {
+    return ((A(k + k) + (A(1) - x)) * q - A(k) * p) / A(k + 1);
+  });
+}
+
+// Legendre (k+1) P_{k+1} = (2k + 1) x P_k - k P_{k-1}; +-1 at x = +-1.
+template <class A>
+EMBER_SPECIAL_HD A legendre_p(A x, A order) {
+  const int64_t n = poly_order(order);
+  if (n < 0) return A(0);
+  if (std::fabs(x) == A(1)) return (x > A(0) || n % 2 == 0) ? A(1) : A(-1);
+  if (n == 0) return A(1);
+  if (n == 1) return x;
+  return poly_recur<A>(n, A(1), x, [x](int64_t k, A q, A p) {
+    return (A(k + k + 1) * x * q - A(k) * p) / A(k + 1);
+  });
+}
+
+}  // namespace special_math
+}  // namespace ember
