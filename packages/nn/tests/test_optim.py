@@ -372,3 +372,53 @@ def test_named_parameters_are_accepted():
     opt = optim.SGD(m.named_parameters(), lr=0.1)
     assert opt.param_groups[0]["param_names"] == ["weight", "bias"]
     assert opt.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
+
+
+def _adafactor_run(lib, steps=6, **kw):
+    r = np.random.default_rng(0)
+    shapes = [(5, 3), (4,), (2, 3, 4), (1,)]
+    ps = [lib.nn.Parameter(lib.tensor(r.normal(size=s).astype(np.float32))) for s in shapes]
+    opt = lib.optim.Adafactor(ps, **kw)
+    for _ in range(steps):
+        loss = sum((p.sin() * (i + 1)).pow(2).sum() for i, p in enumerate(ps))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return ps, opt
+
+
+@pytest.mark.parametrize("kw", [{}, {"lr": 0.1, "weight_decay": 0.1},
+                                {"maximize": True, "d": 1.5, "eps": (1e-5, 1e-2)},
+                                {"beta2_decay": -0.5, "lr": 0.5}])
+def test_adafactor_matches_torch(kw):
+    if torch is None or not hasattr(torch.optim, "Adafactor"):
+        pytest.skip("torch.optim.Adafactor needed")
+    got, opt = _adafactor_run(ember, **kw)
+    want, topt = _adafactor_run(torch, **kw)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(to_np(g.detach()), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+    for i in range(4):  # the factored state: row / column factors for matrices (batched too)
+        mine, theirs = opt.state_dict()["state"][i], topt.state_dict()["state"][i]
+        assert sorted(mine) == sorted(theirs)
+        for k in mine:
+            assert tuple(mine[k].shape) == tuple(theirs[k].shape), k
+
+
+def test_adafactor_state_dict_round_trip_and_bad_arguments():
+    ps, opt = _adafactor_run(ember, steps=3)
+    clone = [nn.Parameter(p.detach().clone()) for p in ps]
+    opt2 = optim.Adafactor(clone)
+    opt2.load_state_dict(opt.state_dict())
+    for group in (ps, clone):
+        for p in group:
+            p.grad = p.detach().cos()
+    opt.step()
+    opt2.step()
+    for a, b in zip(ps, clone):
+        assert ember.equal(a, b)
+    w = [nn.Parameter(ember.ones(2))]
+    for kw, msg in [({"lr": -1.0}, "learning rate"), ({"beta2_decay": 0.5}, "beta2_decay"),
+                    ({"eps": (None, -1.0)}, "epsilon2"), ({"d": 0.5}, "clipping threshold"),
+                    ({"weight_decay": -0.1}, "weight_decay"), ({"eps": 1e-3}, "pair")]:
+        with pytest.raises(ValueError, match=msg):
+            optim.Adafactor(w, **kw)

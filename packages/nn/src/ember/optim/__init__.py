@@ -16,6 +16,7 @@ except ImportError:  # not installed from a git checkout / sdist
 
 from ember.optim import lr_scheduler, swa_utils
 from ember.optim.adadelta import Adadelta
+from ember.optim.adafactor import Adafactor
 from ember.optim.adagrad import Adagrad
 from ember.optim.adam import Adam, AdamW
 from ember.optim.adamax import Adamax
@@ -37,6 +38,7 @@ __all__ = [
     "RMSprop",
     "Adagrad",
     "Adadelta",
+    "Adafactor",
     "Adamax",
     "NAdam",
     "RAdam",
