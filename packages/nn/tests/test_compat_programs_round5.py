@@ -3,7 +3,8 @@ compatibility), run unchanged on torch and on ember through the `torch` -> `embe
 a LLaMA-style decoder with complex rotary embeddings and KV-cache sampling, CTC speech
 recognition, a VQ-VAE, a single-stage detector with focal loss and NMS, quantile forecasting
 with a TCN, Hamiltonian networks and a neural ODE through RK4, LoRA fine-tuning, PPO with GAE,
-BERT-style masked-LM pretraining and BPR / NCF recommendation. Each draws its data, initial
+BERT-style masked-LM pretraining, BPR / NCF recommendation and a U-Net DDPM with the
+optimizer stepped inside backward. Each draws its data, initial
 weights and noise from NumPy, so ember's output is compared with torch's line by line, numbers
 to a tolerance."""
 
@@ -120,3 +121,14 @@ def test_recsys_bpr_prints_what_torch_prints(tmp_path, capsys):
     assert "per_sample_weights sum bag agrees: True" in got
     assert "item rows looked up stay within max_norm: True" in got
     assert "seen in top: False" in got
+
+
+def test_unet_diffusion_tracks_torch(tmp_path, capsys):
+    # model.compile(), sdpa_kernel, GroupNorm/SiLU U-Net, Adafactor stepped inside backward by
+    # post-accumulate-grad hooks, _foreach_lerp_ EMA, weights_only reload, DDIM sampling
+    got = _check("unet_diffusion.py", tmp_path, capsys, rtol=1e-3, atol=1e-4)
+    first, last, _ = _results(got)
+    assert 0.8 < first < 1.3 and last < 0.7 * first
+    assert "optimizer in backward == ordinary step: True; grads freed: True" in got
+    assert "ema weights reloaded (weights_only): <All keys matched successfully>" in got
+    assert "inference tensor True" in got
