@@ -319,7 +319,8 @@ def test_workers_die_with_a_killed_loader_however_they_are_caught(case, thread):
                 time.sleep(120)
 
         def late_start():
-            os.register_at_fork(after_in_child=lambda: (print(os.getpid(), flush=True),
+            # one write() per pid: the two workers print at once
+            os.register_at_fork(after_in_child=lambda: (os.write(1, b"%d\\n" % os.getpid()),
                                                         time.sleep(1.0)))
             iter(DataLoader(Images(100), sampler=KillFirst(), batch_size=4, num_workers=2))
 
