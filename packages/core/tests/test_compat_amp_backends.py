@@ -202,6 +202,23 @@ def test_cuda_seeds_without_a_gpu():
     assert ember.equal(ember.rand(3), a)
 
 
+def test_cond_runs_the_chosen_branch_like_torch():
+    x = ember.tensor([1.0, 2.0])
+    assert ember.cond(x.sum() > 2, lambda t: t * 2, lambda t: t - 1, (x,)).tolist() == [2.0, 4.0]
+    assert ember.cond(ember.tensor(0.0), lambda t: t * 2, lambda t: t - 1, [x]).tolist() == [0.0, 1.0]
+    assert ember.cond(1, lambda: "yes", lambda: "no") == "yes"
+    # gradients flow through the branch taken
+    w = ember.tensor([3.0], requires_grad=True)
+    ember.cond(True, lambda a: (a * a).sum(), lambda a: a.sum(), (w,)).backward()
+    assert w.grad.tolist() == [6.0]
+    with pytest.raises(RuntimeError, match="single-element tensor, but got a tensor of shape"):
+        ember.cond(ember.tensor([True, False]), lambda: 1, lambda: 2)
+    with pytest.raises(RuntimeError, match="expected pred to be a bool or a tensor"):
+        ember.cond("a", lambda: 1, lambda: 2)
+    with pytest.raises(TypeError, match="true_fn must be callable"):
+        ember.cond(True, 1, lambda: 2)
+
+
 def test_compile_returns_the_function_unchanged_with_one_note():
     import ember._compile as comp
 

@@ -130,6 +130,7 @@ _LAZY_ATTRS = {
     "set_autocast_enabled": "ember.amp",
     "set_autocast_dtype": "ember.amp",
     "compile": "ember._compile",
+    "cond": "ember._compile",
     "set_float32_matmul_precision": "ember.backends",
     "get_float32_matmul_precision": "ember.backends",
     "save": "ember.serialization",

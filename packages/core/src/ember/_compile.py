@@ -16,7 +16,7 @@ import threading
 import warnings
 from typing import Any, Callable
 
-__all__ = ["compile"]
+__all__ = ["compile", "cond"]
 
 _noted = False
 _lock = threading.Lock()
@@ -59,3 +59,29 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     if not disable:
         _note_once()
     return model
+
+
+def cond(pred: Any, true_fn: Callable, false_fn: Callable, operands: Any = ()) -> Any:
+    """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``: PyTorch's structured
+    if-statement for graph capture, which eager ember runs as the plain branch. ``pred`` is a
+    bool, a number or a tensor of one element.
+
+    >>> import ember
+    >>> x = ember.tensor([1.0, 2.0])
+    >>> ember.cond(x.sum() > 2, lambda t: t * 2, lambda t: t - 1, (x,)).tolist()
+    [2.0, 4.0]
+    """
+    from ember import Tensor
+
+    if isinstance(pred, Tensor):
+        if pred.numel() != 1:
+            raise RuntimeError(f"cond: expected pred to be a bool or a single-element tensor, "
+                               f"but got a tensor of shape {tuple(pred.shape)}")
+        pred = bool(pred.item())
+    elif not isinstance(pred, (bool, int, float)):
+        raise RuntimeError(f"cond: expected pred to be a bool or a tensor, but got "
+                           f"{type(pred).__name__}")
+    for name, fn in (("true_fn", true_fn), ("false_fn", false_fn)):
+        if not callable(fn):
+            raise TypeError(f"cond: {name} must be callable, got {type(fn).__name__}")
+    return (true_fn if pred else false_fn)(*operands)
