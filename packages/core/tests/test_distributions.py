@@ -874,3 +874,45 @@ def test_bregman_kl_for_a_custom_family_and_cross_family_error():
     _close(k, ED.kl_divergence(ED.Poisson(_e([2.0])), ED.Poisson(_e([3.0]))))
     with pytest.raises(NotImplementedError, match="cross KL-divergence between different exponential families"):
         ED.kl_divergence(ED.Exponential(_e([1.0])), ED.Poisson(_e([1.0])))
+
+
+@needs_torch
+def test_half_cauchy_and_fisher_snedecor_match_torch():
+    scale, v = [0.5, 2.0, 1.3], [0.3, 4.0, 0.0]
+    es, ts = _e(scale, True), _t(scale, True)
+    e, t = ED.HalfCauchy(es), TD.HalfCauchy(ts)
+    _close(e.log_prob(_e(v)), t.log_prob(_t(v)))
+    below = [-1.0, 1.0, 2.0]  # -inf below 0 (without validation)
+    _close(ED.HalfCauchy(_e(scale), validate_args=False).log_prob(_e(below)),
+           TD.HalfCauchy(_t(scale), validate_args=False).log_prob(_t(below)))
+    for name in ("mean", "variance", "mode"):
+        _close(getattr(e, name), getattr(t, name), msg=name)
+    _close(e.cdf(_e(v)), t.cdf(_t(v)))
+    _close(e.icdf(_e([0.1, 0.5, 0.99])), t.icdf(_t([0.1, 0.5, 0.99])))
+    _close(e.entropy(), t.entropy())
+    e.log_prob(_e(v)).sum().backward()
+    t.log_prob(_t(v)).sum().backward()
+    _close(es.grad, ts.grad)
+    assert e.expand((2, 3)).batch_shape == (2, 3) and e.has_rsample
+    assert bool((e.rsample((50,)) >= 0).all())
+
+    df1, df2, w = [1.5, 4.0, 10.0], [3.0, 5.0, 12.0], [0.2, 1.0, 2.5]
+    ea, eb = _e(df1, True), _e(df2, True)
+    ta, tb = _t(df1, True), _t(df2, True)
+    e, t = ED.FisherSnedecor(ea, eb), TD.FisherSnedecor(ta, tb)
+    _close(e.log_prob(_e(w)), t.log_prob(_t(w)))
+    for name in ("mean", "variance", "mode"):  # nan where they do not exist
+        _close(getattr(e, name), getattr(t, name), msg=name)
+    e.log_prob(_e(w)).sum().backward()
+    t.log_prob(_t(w)).sum().backward()
+    _close(ea.grad, ta.grad)
+    _close(eb.grad, tb.grad)
+    assert e.expand((4, 3)).batch_shape == (4, 3)
+    ember.manual_seed(0)
+    s = ED.FisherSnedecor(_e([5.0]), _e([20.0])).rsample((4000,))
+    assert bool((s > 0).all()) and abs(s.mean().item() - 20 / 18) < 0.1  # mean df2 / (df2 - 2)
+    x = _e([4.0], True)
+    ED.FisherSnedecor(x, _e([6.0])).rsample((8,)).sum().backward()
+    assert x.grad is not None  # reparameterized
+    with pytest.raises(ValueError):
+        ED.FisherSnedecor(_e([-1.0]), _e([2.0]), validate_args=True)

@@ -26,9 +26,11 @@ from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
 from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.exponential import Exponential
+from ember.distributions.fisher_snedecor import FisherSnedecor
 from ember.distributions.gamma import Gamma
 from ember.distributions.geometric import Geometric
 from ember.distributions.gumbel import Gumbel
+from ember.distributions.half_cauchy import HalfCauchy
 from ember.distributions.half_normal import HalfNormal
 from ember.distributions.independent import Independent
 from ember.distributions.inverse_gamma import InverseGamma
@@ -91,9 +93,11 @@ __all__ = [
     "ExpTransform",
     "Exponential",
     "ExponentialFamily",
+    "FisherSnedecor",
     "Gamma",
     "Geometric",
     "Gumbel",
+    "HalfCauchy",
     "HalfNormal",
     "Independent",
     "IndependentTransform",
