@@ -3,8 +3,8 @@ compatibility), run unchanged on torch and on ember through the `torch` -> `embe
 a LLaMA-style decoder with complex rotary embeddings and KV-cache sampling, CTC speech
 recognition, a VQ-VAE, a single-stage detector with focal loss and NMS, quantile forecasting
 with a TCN, Hamiltonian networks and a neural ODE through RK4, LoRA fine-tuning, PPO with GAE,
-BERT-style masked-LM pretraining, BPR / NCF recommendation and a U-Net DDPM with the
-optimizer stepped inside backward. Each draws its data, initial
+BERT-style masked-LM pretraining, BPR / NCF recommendation, a U-Net DDPM with the
+optimizer stepped inside backward and VoxelMorph-style 3-D registration. Each draws its data, initial
 weights and noise from NumPy, so ember's output is compared with torch's line by line, numbers
 to a tolerance."""
 
@@ -132,3 +132,12 @@ def test_unet_diffusion_tracks_torch(tmp_path, capsys):
     assert "optimizer in backward == ordinary step: True; grads freed: True" in got
     assert "ema weights reloaded (weights_only): <All keys matched successfully>" in got
     assert "inference tensor True" in got
+
+
+def test_voxel_registration_tracks_torch(tmp_path, capsys):
+    # 3-D affine_grid / grid_sample (trilinear), Conv3d, trilinear interpolate, meshgrid buffer
+    got = _check("voxel_registration.py", tmp_path, capsys, rtol=1e-3, atol=1e-5)
+    first, last, before, after = _results(got)
+    assert last < 0.8 * first and after > before
+    assert "near-identity warp changes little: True" in got
+    assert "theta grad finite True" in got
