@@ -72,7 +72,7 @@ def test_quantile_forecast_prints_what_torch_prints(tmp_path, capsys):
     first, last, coverage = _results(got)
     assert last < 0.2 * first and 0.7 < coverage < 1.0
     assert "quantile of nan series: nan" in got
-    assert "indices point at them: True" in got
+    assert "point at them: True" in got
 
 
 def test_hamiltonian_ode_tracks_torch(tmp_path, capsys):

@@ -52,9 +52,9 @@ print(f"median {[f'{a:.4f}' for a in med.tolist()]} indices {mi.tolist()}")
 hours = (torch.arange(96) % 24).view(4, 24)
 busy = (rows > rows.mean(dim=1, keepdim=True)).long() * hours
 m = torch.mode(busy, dim=1)
-# (which occurrence mode's indices name is unspecified: check that they point at the mode)
 at = busy.gather(1, m.indices.unsqueeze(1)).squeeze(1)
-print(f"mode values {m.values.tolist()}, indices point at them: {torch.equal(at, m.values)}")
+print(f"mode values {m.values.tolist()} indices {m.indices.tolist()}, point at them: "
+      f"{torch.equal(at, m.values)}")
 print(f"quantile keepdim {tuple(torch.quantile(rows, q, dim=1, keepdim=True).shape)}")
 
 # windows: (N, LOOKBACK + HORIZON), the context scaled by its own mean
