@@ -4,7 +4,8 @@ a LLaMA-style decoder with complex rotary embeddings and KV-cache sampling, CTC 
 recognition, a VQ-VAE, a single-stage detector with focal loss and NMS, quantile forecasting
 with a TCN, Hamiltonian networks and a neural ODE through RK4, LoRA fine-tuning, PPO with GAE,
 BERT-style masked-LM pretraining, BPR / NCF recommendation, a U-Net DDPM with the
-optimizer stepped inside backward and VoxelMorph-style 3-D registration. Each draws its data, initial
+optimizer stepped inside backward, VoxelMorph-style 3-D registration and Bayesian /
+extreme-value statistics. Each draws its data, initial
 weights and noise from NumPy, so ember's output is compared with torch's line by line, numbers
 to a tolerance."""
 
@@ -141,3 +142,12 @@ def test_voxel_registration_tracks_torch(tmp_path, capsys):
     assert last < 0.8 * first and after > before
     assert "near-identity warp changes little: True" in got
     assert "theta grad finite True" in got
+
+
+def test_bayesian_stats_tracks_torch(tmp_path, capsys):
+    # HalfCauchy priors in SVI, a GeneralizedPareto tail fitted by L-BFGS, an F-test with
+    # FisherSnedecor
+    got = _check("bayesian_stats.py", tmp_path, capsys, rtol=1e-3, atol=1e-4)
+    first, last, shape, p_value = _results(got)
+    assert last > first + 100 and 0.2 < shape < 0.45 and p_value < 0.05
+    assert "shrunk [False, True, True, False, True, False]" in got
