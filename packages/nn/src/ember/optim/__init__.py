@@ -22,6 +22,7 @@ from ember.optim.adam import Adam, AdamW
 from ember.optim.adamax import Adamax
 from ember.optim.asgd import ASGD
 from ember.optim.lbfgs import LBFGS
+from ember.optim.muon import Muon
 from ember.optim.nadam import NAdam
 from ember.optim.optimizer import Optimizer
 from ember.optim.radam import RAdam
@@ -39,6 +40,7 @@ __all__ = [
     "Adagrad",
     "Adadelta",
     "Adafactor",
+    "Muon",
     "Adamax",
     "NAdam",
     "RAdam",
