@@ -960,3 +960,39 @@ def test_generalized_pareto_matches_torch():
     ember.manual_seed(0)
     s = ED.GeneralizedPareto(_e([1.0]), _e([2.0]), _e([0.2])).rsample((4000,))
     assert bool((s >= 1.0).all()) and abs(s.mean().item() - 3.5) < 0.3  # loc + scale / (1 - xi)
+
+
+@needs_torch
+def test_wishart_matches_torch():
+    cov = [[2.0, 0.3], [0.3, 1.0]]
+    x = [[3.0, 0.5], [0.5, 2.0]]
+    res = []
+    for lib, mk in ((ember, _e), (torch, _t)):
+        c, df = mk(cov, True), mk(5.0, True)
+        w = lib.distributions.Wishart(df, covariance_matrix=c)
+        lp = w.log_prob(mk(x))
+        lp.backward()
+        res.append([lp, w.entropy(), w.mean, w.variance, w.mode, c.grad, df.grad])
+        # batched, from a precision matrix; df <= p + 1 has no mode (NaN)
+        wb = lib.distributions.Wishart(mk([3.0, 6.0]), precision_matrix=mk(np.eye(3) * 0.5))
+        res[-1] += [wb.log_prob(mk(np.eye(3) * 2)), wb.entropy(), wb.mode, wb.covariance_matrix]
+        assert tuple(wb.batch_shape) == (2,) and tuple(wb.event_shape) == (3, 3)
+        st = lib.distributions.Wishart(mk(4.0), scale_tril=mk([[1.0, 0.0], [0.5, 2.0]]))
+        res[-1] += [st.log_prob(mk(x)), st.precision_matrix]
+    for a, b in zip(*res):
+        _close(a, b, rtol=1e-10)
+    ember.manual_seed(0)
+    scale_tril = _e([[1.0, 0.0], [0.5, 2.0]])
+    w = ED.Wishart(_e(7.0), scale_tril=scale_tril)
+    s = w.rsample((4000,))
+    assert tuple(s.shape) == (4000, 2, 2) and bool((ember.linalg.eigvalsh(s) > 0).all())
+    np.testing.assert_allclose(val(s.mean(0)), val(w.mean), rtol=0.1)  # E[X] = df Sigma
+    df = _e(7.0, True)
+    ED.Wishart(df, scale_tril=scale_tril).rsample((3,)).sum().backward()
+    assert df.grad is not None  # reparameterized through the chi-squared draws
+    assert ED.Wishart(_e([3.0, 4.0]), covariance_matrix=_e(np.eye(2))).expand((5, 2)).batch_shape \
+        == (5, 2)
+    with pytest.raises(ValueError):
+        ED.Wishart(_e(0.5), covariance_matrix=_e(np.eye(3)), validate_args=True)  # df <= p - 1
+    with pytest.raises(ValueError, match="Exactly one"):
+        ED.Wishart(_e(3.0))

@@ -77,6 +77,7 @@ from ember.distributions.transforms import (
 from ember.distributions.uniform import Uniform
 from ember.distributions.von_mises import VonMises
 from ember.distributions.weibull import Weibull
+from ember.distributions.wishart import Wishart
 
 __all__ = [
     "AbsTransform",
@@ -133,6 +134,7 @@ __all__ = [
     "TransformedDistribution",
     "Uniform", "VonMises", "ContinuousBernoulli", "Kumaraswamy", "LKJCholesky",
     "Weibull",
+    "Wishart",
     "biject_to",
     "constraints",
     "identity_transform",
