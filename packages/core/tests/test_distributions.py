@@ -996,3 +996,48 @@ def test_wishart_matches_torch():
         ED.Wishart(_e(0.5), covariance_matrix=_e(np.eye(3)), validate_args=True)  # df <= p - 1
     with pytest.raises(ValueError, match="Exactly one"):
         ED.Wishart(_e(3.0))
+
+
+@needs_torch
+def test_corr_cholesky_positive_definite_cdf_stack_cat_transforms_match_torch():
+    x6 = R.normal(size=(3, 6))
+    m = R.normal(size=(2, 3, 3))
+    res = []
+    for lib, mk in ((ember, _e), (torch, _t)):
+        tr = lib.distributions.transforms
+        x = mk(x6, True)
+        c = tr.CorrCholeskyTransform()
+        y = c(x)
+        ladj = c.log_abs_det_jacobian(x, y)
+        (y.sum() + ladj.sum()).backward()
+        out = [y, ladj, c.inv(y), x.grad]
+        assert tuple(c.forward_shape((5, 6))) == (5, 4, 4)
+        assert tuple(c.inverse_shape((2, 4, 4))) == (2, 6)
+        pd = tr.PositiveDefiniteTransform()
+        out += [pd(mk(m)), pd.inv(pd(mk(m)))]
+        cd = tr.CumulativeDistributionTransform(lib.distributions.Normal(mk(0.5), mk(2.0)))
+        v = mk([0.1, 1.5])
+        out += [cd(v), cd.inv(cd(v)), cd.log_abs_det_jacobian(v, cd(v))]
+        st = tr.StackTransform([tr.ExpTransform(), tr.AffineTransform(1.0, 2.0),
+                                tr.SigmoidTransform()], dim=1)
+        z = mk(x6[:, :3])
+        out += [st(z), st.inv(st(z)), st.log_abs_det_jacobian(z, st(z))]
+        ct = tr.CatTransform([tr.ExpTransform(), tr.AffineTransform(1.0, 2.0)], dim=1,
+                             lengths=[2, 4])
+        out += [ct(mk(x6)), ct.inv(ct(mk(x6))), ct.log_abs_det_jacobian(mk(x6), ct(mk(x6)))]
+        assert st.bijective and ct.bijective and ct.length == 6 and cd.sign == 1
+        # the registries map the constraints to these transforms
+        C = lib.distributions.constraints
+        kinds = [type(lib.distributions.biject_to(C.corr_cholesky)).__name__,
+                 type(lib.distributions.transform_to(C.positive_definite)).__name__,
+                 type(lib.distributions.biject_to(C.cat([C.real, C.positive], 0, [1, 1]))).__name__,
+                 type(lib.distributions.transform_to(C.stack([C.real, C.positive], 0))).__name__]
+        res.append((out, kinds))
+    for a, b in zip(res[0][0], res[1][0]):
+        _close(a, b, rtol=1e-9, atol=1e-9)
+    assert res[0][1] == res[1][1]
+    # a correlation factor: unit rows, positive diagonal; the LKJ prior's support
+    y = ED.transforms.CorrCholeskyTransform()(_e(x6))
+    np.testing.assert_allclose(val((y * y).sum(-1)), 1.0, rtol=1e-12)
+    assert bool(ED.constraints.corr_cholesky.check(y).all())
+    assert ED.LKJCholesky(4, 0.5).log_prob(y).shape == (3,)
