@@ -135,12 +135,17 @@ def test_affine_grid_matches_torch(align_corners, nd):
         np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("nd", [2, 3])
 def test_grid_sample_matches_torch(mode, padding_mode, align_corners, nd):
-    # nd 3: volumetric input (N, C, D, H, W), a grid of (x, y, z), trilinear for "bilinear"
+    # nd 3: volumetric input (N, C, D, H, W), a grid of (x, y, z), trilinear for "bilinear";
+    # bicubic: 4 x 4 taps each padded on its own (2-D only, as torch)
+    if mode == "bicubic" and nd == 3:
+        with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):
+            F.grid_sample(ember.ones(1, 1, 2, 2, 2), ember.zeros(1, 1, 1, 1, 3), mode=mode)
+        return
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(1)
     x = rng.normal(size=(2, 3, 5, 7) if nd == 2 else (2, 3, 4, 5, 6))
@@ -163,7 +168,7 @@ def test_grid_sample_matches_torch(mode, padding_mode, align_corners, nd):
 
 
 def test_grid_sample_and_affine_grid_bad_input():
-    with pytest.raises(ValueError, match="expected mode to be 'bilinear' or 'nearest'"):
+    with pytest.raises(ValueError, match="expected mode to be 'bilinear', 'nearest' or 'bicubic'"):
         F.grid_sample(ember.ones(1, 1, 2, 2), ember.zeros(1, 1, 1, 2), mode="cubic")
     with pytest.raises(ValueError, match="padding_mode"):
         F.grid_sample(ember.ones(1, 1, 2, 2), ember.zeros(1, 1, 1, 2), padding_mode="wrap")

@@ -96,7 +96,12 @@ def _reflect(x: Tensor, low2: float, high2: float) -> Tensor:
 
 
 def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
-    x = _unnormalize(coord, size, align_corners)
+    return _pad_coordinate(_unnormalize(coord, size, align_corners), size, padding_mode,
+                           align_corners)
+
+
+def _pad_coordinate(x: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+    """A pixel coordinate brought inside by the padding mode (zeros: left as it is)."""
     if padding_mode == "border":
         x = x.clamp(0, size - 1)
     elif padding_mode == "reflection":
@@ -112,7 +117,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
     """Samples ``input`` (N, C, H_in, W_in) at the normalized (x, y) locations of ``grid``
     (N, H_out, W_out, 2) (in 3-D: (N, C, D_in, H_in, W_in) at the (x, y, z) of a grid
-    (N, D_out, H_out, W_out, 3), trilinearly for mode "bilinear"), -1 and 1 being the edges (align_corners=False: the outer pixels'
+    (N, D_out, H_out, W_out, 3), trilinearly for mode "bilinear"; "bicubic" is 2-D only), -1
+    and 1 being the edges (align_corners=False: the outer pixels'
     outer edges; True: their centers): ``mode`` bilinear or nearest, ``padding_mode`` zeros,
     border or reflection for locations outside. Differentiable in input and grid.
 
@@ -123,9 +129,9 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     """
     if align_corners is None:
         align_corners = False
-    if mode not in ("bilinear", "nearest"):
-        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear' or "
-                         f"'nearest' (bicubic is not supported yet), but got: '{mode}'")
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
+                         f"'nearest' or 'bicubic', but got: '{mode}'")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")
@@ -166,6 +172,10 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         vals = flat.gather(2, lin.reshape(n, 1, points).expand(n, c, points))
         return vals.reshape(n, c, *out_sp) * inside.unsqueeze(1).to(input.dtype)
 
+    if mode == "bicubic":
+        if nd != 2:
+            raise RuntimeError("grid_sample(): bicubic interpolation only supports 4D input")
+        return _bicubic(input, grid, padding_mode, align_corners)
     if mode == "nearest":
         # round half to even, as nearbyint does
         return gather([x.round() for x in src])
@@ -179,6 +189,54 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         term = gather([lo + b for lo, b in zip(lows, corner)])
         for i in reversed(range(nd)):
             term = term * (w1[i] if corner[i] else w0[i])
+        out = term if out is None else out + term
+    return out
+
+
+def _cubic_weights(t: Tensor) -> list[Tensor]:
+    """The cubic convolution weights (A = -0.75, as PyTorch and OpenCV) of the taps at offsets
+    -1, 0, 1, 2 for a fractional position t in [0, 1)."""
+    a = -0.75
+
+    def near(d: Tensor) -> Tensor:  # |d| <= 1
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d: Tensor) -> Tensor:  # 1 < |d| < 2
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _bicubic(input: Tensor, grid: Tensor, padding_mode: str, align_corners: bool) -> Tensor:
+    """grid_sample's bicubic mode: a 4 x 4 neighbourhood around the unnormalized location
+    (not padded: the padding applies to each tap), weighted by cubic convolution along x,
+    then y; taps outside the image after padding read 0."""
+    n, c, h, w = input.shape
+    ho, wo = grid.shape[1:3]
+    x = _unnormalize(grid[..., 0], w, align_corners)
+    y = _unnormalize(grid[..., 1], h, align_corners)
+    x0, y0 = x.floor(), y.floor()
+    wx, wy = _cubic_weights((x - x0).unsqueeze(1)), _cubic_weights((y - y0).unsqueeze(1))
+    x0, y0 = x0.detach(), y0.detach()
+    flat = input.reshape(n, c, h * w)
+
+    def tap(ix: Tensor, iy: Tensor) -> Tensor:
+        with ember.no_grad():
+            px = _pad_coordinate(ix, w, padding_mode, align_corners)
+            py = _pad_coordinate(iy, h, padding_mode, align_corners)
+            inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
+            lin = (py.clamp(0, h - 1).to(ember.int64) * w
+                   + px.clamp(0, w - 1).to(ember.int64)).reshape(n, 1, ho * wo)
+        vals = flat.gather(2, lin.expand(n, c, ho * wo)).reshape(n, c, ho, wo)
+        return vals * inside.unsqueeze(1).to(input.dtype)
+
+    out = None
+    for j in range(4):
+        row = None
+        for i in range(4):
+            term = tap(x0 + (i - 1), y0 + (j - 1)) * wx[i]
+            row = term if row is None else row + term
+        term = row * wy[j]
         out = term if out is None else out + term
     return out
 
