@@ -121,7 +121,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
-    "version", "hub", "fft",
+    "version", "hub", "fft", "_dynamo",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
