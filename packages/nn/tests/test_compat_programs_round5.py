@@ -4,7 +4,8 @@ a LLaMA-style decoder with complex rotary embeddings and KV-cache sampling, CTC 
 recognition, a VQ-VAE, a single-stage detector with focal loss and NMS, quantile forecasting
 with a TCN, Hamiltonian networks and a neural ODE through RK4, LoRA fine-tuning, PPO with GAE,
 BERT-style masked-LM pretraining, BPR / NCF recommendation, a U-Net DDPM with the
-optimizer stepped inside backward, VoxelMorph-style 3-D registration and Bayesian /
+optimizer stepped inside backward, VoxelMorph-style 3-D registration, a GPT trained with
+Muon + AdamW and Bayesian /
 extreme-value statistics. Each draws its data, initial
 weights and noise from NumPy, so ember's output is compared with torch's line by line, numbers
 to a tolerance."""
@@ -151,3 +152,12 @@ def test_bayesian_stats_tracks_torch(tmp_path, capsys):
     first, last, shape, p_value = _results(got)
     assert last > first + 100 and 0.2 < shape < 0.45 and p_value < 0.05
     assert "shrunk [False, True, True, False, True, False]" in got
+
+
+def test_gpt_muon_tracks_torch(tmp_path, capsys):
+    # Muon (bfloat16 Newton-Schulz) for hidden matrices + AdamW for the rest, F.rms_norm
+    # QK-norm, soft-capped logits, LambdaLR on both optimizers, momentum warmup
+    got = _check("gpt_muon.py", tmp_path, capsys, rtol=2e-3, atol=1e-4)
+    first, last, val = _results(got)
+    assert 3.3 < first < 3.6 and last < 0.5 * first and val < 0.5 * first
+    assert "muon tensors 8" in got and "muon buffers 8" in got
