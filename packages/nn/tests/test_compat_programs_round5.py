@@ -3,12 +3,10 @@ compatibility), run unchanged on torch and on ember through the `torch` -> `embe
 a LLaMA-style decoder with complex rotary embeddings and KV-cache sampling, CTC speech
 recognition, a VQ-VAE, a single-stage detector with focal loss and NMS, quantile forecasting
 with a TCN, Hamiltonian networks and a neural ODE through RK4, LoRA fine-tuning, PPO with GAE,
-BERT-style masked-LM pretraining, BPR / NCF recommendation, a U-Net DDPM with the
-optimizer stepped inside backward, VoxelMorph-style 3-D registration, a GPT trained with
-Muon + AdamW and Bayesian /
-extreme-value statistics. Each draws its data, initial
-weights and noise from NumPy, so ember's output is compared with torch's line by line, numbers
-to a tolerance."""
+BERT-style masked-LM pretraining, BPR / NCF recommendation, a U-Net DDPM with the optimizer
+stepped inside backward, VoxelMorph-style 3-D registration, a GPT trained with Muon + AdamW and
+Bayesian / extreme-value statistics. Each draws its data, initial weights and noise from NumPy,
+so ember's output is compared with torch's line by line, numbers to a tolerance."""
 
 from __future__ import annotations
 
