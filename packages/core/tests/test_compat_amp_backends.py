@@ -202,6 +202,23 @@ def test_cuda_seeds_without_a_gpu():
     assert ember.equal(ember.rand(3), a)
 
 
+def test_cond_runs_the_chosen_branch_like_torch():
+    x = ember.tensor([1.0, 2.0])
+    assert ember.cond(x.sum() > 2, lambda t: t * 2, lambda t: t - 1, (x,)).tolist() == [2.0, 4.0]
+    assert ember.cond(ember.tensor(0.0), lambda t: t * 2, lambda t: t - 1, [x]).tolist() == [0.0, 1.0]
+    assert ember.cond(1, lambda: "yes", lambda: "no") == "yes"
+    # gradients flow through the branch taken
+    w = ember.tensor([3.0], requires_grad=True)
+    ember.cond(True, lambda a: (a * a).sum(), lambda a: a.sum(), (w,)).backward()
+    assert w.grad.tolist() == [6.0]
+    with pytest.raises(RuntimeError, match="single-element tensor, but got a tensor of shape"):
+        ember.cond(ember.tensor([True, False]), lambda: 1, lambda: 2)
+    with pytest.raises(RuntimeError, match="expected pred to be a bool or a tensor"):
+        ember.cond("a", lambda: 1, lambda: 2)
+    with pytest.raises(TypeError, match="true_fn must be callable"):
+        ember.cond(True, 1, lambda: 2)
+
+
 def test_compile_returns_the_function_unchanged_with_one_note():
     import ember._compile as comp
 
@@ -219,3 +236,36 @@ def test_compile_returns_the_function_unchanged_with_one_note():
     assert len(notes) == 1
     with pytest.raises(RuntimeError, match="expected a callable"):
         ember.compile(3)
+
+
+def test_dynamo_names_scripts_touch_run_eagerly():
+    # `import torch._dynamo; torch._dynamo.config.suppress_errors = True; torch._dynamo.reset()`
+    import importlib
+
+    dynamo = importlib.import_module("ember._dynamo")
+    config = dynamo.config
+    saved = config.suppress_errors, config.cache_size_limit
+    try:
+        assert saved == (False, 8)  # PyTorch's defaults
+        config.suppress_errors = True
+        config.cache_size_limit = 64
+        assert importlib.import_module("ember._dynamo.config").cache_size_limit == 64
+        with pytest.raises(AttributeError, match="config.no_such_flag does not exist"):
+            config.no_such_flag = 1
+        with pytest.raises(AttributeError, match="does not exist"):
+            config.no_such_flag
+    finally:
+        config.suppress_errors, config.cache_size_limit = saved
+    assert dynamo.reset() is None and dynamo.is_compiling() is False
+    x = ember.ones(2, 3)
+    dynamo.mark_dynamic(x, [0, -1])
+    dynamo.maybe_mark_dynamic(x, 1)
+    with pytest.raises(IndexError, match="dim 2 out of range"):
+        dynamo.mark_dynamic(x, 2)
+    with pytest.raises(TypeError, match="expected a Tensor"):
+        dynamo.mark_dynamic([1, 2], 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = dynamo.optimize("eager")(lambda t: t * 2)
+    assert f(x).tolist() == [[2.0] * 3] * 2
+    assert ember._dynamo is dynamo  # reachable as an attribute after `import ember`

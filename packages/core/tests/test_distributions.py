@@ -874,3 +874,170 @@ def test_bregman_kl_for_a_custom_family_and_cross_family_error():
     _close(k, ED.kl_divergence(ED.Poisson(_e([2.0])), ED.Poisson(_e([3.0]))))
     with pytest.raises(NotImplementedError, match="cross KL-divergence between different exponential families"):
         ED.kl_divergence(ED.Exponential(_e([1.0])), ED.Poisson(_e([1.0])))
+
+
+@needs_torch
+def test_half_cauchy_and_fisher_snedecor_match_torch():
+    scale, v = [0.5, 2.0, 1.3], [0.3, 4.0, 0.0]
+    es, ts = _e(scale, True), _t(scale, True)
+    e, t = ED.HalfCauchy(es), TD.HalfCauchy(ts)
+    _close(e.log_prob(_e(v)), t.log_prob(_t(v)))
+    below = [-1.0, 1.0, 2.0]  # -inf below 0 (without validation)
+    _close(ED.HalfCauchy(_e(scale), validate_args=False).log_prob(_e(below)),
+           TD.HalfCauchy(_t(scale), validate_args=False).log_prob(_t(below)))
+    for name in ("mean", "variance", "mode"):
+        _close(getattr(e, name), getattr(t, name), msg=name)
+    _close(e.cdf(_e(v)), t.cdf(_t(v)))
+    _close(e.icdf(_e([0.1, 0.5, 0.99])), t.icdf(_t([0.1, 0.5, 0.99])))
+    _close(e.entropy(), t.entropy())
+    e.log_prob(_e(v)).sum().backward()
+    t.log_prob(_t(v)).sum().backward()
+    _close(es.grad, ts.grad)
+    assert e.expand((2, 3)).batch_shape == (2, 3) and e.has_rsample
+    assert bool((e.rsample((50,)) >= 0).all())
+
+    df1, df2, w = [1.5, 4.0, 10.0], [3.0, 5.0, 12.0], [0.2, 1.0, 2.5]
+    ea, eb = _e(df1, True), _e(df2, True)
+    ta, tb = _t(df1, True), _t(df2, True)
+    e, t = ED.FisherSnedecor(ea, eb), TD.FisherSnedecor(ta, tb)
+    _close(e.log_prob(_e(w)), t.log_prob(_t(w)))
+    for name in ("mean", "variance", "mode"):  # nan where they do not exist
+        _close(getattr(e, name), getattr(t, name), msg=name)
+    e.log_prob(_e(w)).sum().backward()
+    t.log_prob(_t(w)).sum().backward()
+    _close(ea.grad, ta.grad)
+    _close(eb.grad, tb.grad)
+    assert e.expand((4, 3)).batch_shape == (4, 3)
+    ember.manual_seed(0)
+    s = ED.FisherSnedecor(_e([5.0]), _e([20.0])).rsample((4000,))
+    assert bool((s > 0).all()) and abs(s.mean().item() - 20 / 18) < 0.1  # mean df2 / (df2 - 2)
+    x = _e([4.0], True)
+    ED.FisherSnedecor(x, _e([6.0])).rsample((8,)).sum().backward()
+    assert x.grad is not None  # reparameterized
+    with pytest.raises(ValueError):
+        ED.FisherSnedecor(_e([-1.0]), _e([2.0]), validate_args=True)
+
+
+@needs_torch
+def test_generalized_pareto_matches_torch():
+    loc, scale, xi = [0.1, 0.0, -1.0, 0.5, 0.0], [2.0, 1.0, 0.5, 1.5, 1.0], [0.4, 0.0, -0.5, 1.2, -1.0]
+    v = [1.0, 0.5, -0.2, 3.0, 0.3]
+    # float32: torch's log_prob compares the concentration with a float32 zero (float64 raises)
+
+    def _e(a, grad=False):
+        return ember.tensor(np.asarray(a, dtype=np.float32), requires_grad=grad)
+
+    def _t(a, grad=False):
+        return torch.tensor(np.asarray(a, dtype=np.float32), requires_grad=grad)
+
+    def _close(a, b, rtol=1e-5, msg=""):
+        np.testing.assert_allclose(val(a), val(b), rtol=rtol, atol=1e-6, equal_nan=True,
+                                   err_msg=msg)
+
+    el, es, ex = _e(loc, True), _e(scale, True), _e(xi, True)
+    tl, ts, tx = _t(loc, True), _t(scale, True), _t(xi, True)
+    e, t = ED.GeneralizedPareto(el, es, ex), TD.GeneralizedPareto(tl, ts, tx)
+    for fn in ("log_prob", "cdf", "log_cdf", "log_survival_function"):
+        _close(getattr(e, fn)(_e(v)), getattr(t, fn)(_t(v)), msg=fn)
+    p = [0.1, 0.5, 0.9, 0.3, 0.7]
+    _close(e.icdf(_e(p)), t.icdf(_t(p)))
+    for name in ("mean", "variance", "mode"):  # NaN where infinite (xi >= 1, xi >= 1/2)
+        _close(getattr(e, name), getattr(t, name), msg=name)
+    _close(e.entropy(), t.entropy())
+    _close(e.support.upper_bound, t.support.upper_bound)
+    e.log_prob(_e(v)).sum().backward()
+    t.log_prob(_t(v)).sum().backward()
+    for a, b in ((el, tl), (es, ts), (ex, tx)):
+        _close(a.grad, b.grad)
+    # outside the support without validation: what the formulas give, as torch
+    out = [-5.0, -5.0, 5.0, -5.0, 5.0]
+    en = ED.GeneralizedPareto(_e(loc), _e(scale), _e(xi), validate_args=False)
+    tn = TD.GeneralizedPareto(_t(loc), _t(scale), _t(xi), validate_args=False)
+    _close(en.log_prob(_e(out)), tn.log_prob(_t(out)))
+    with pytest.raises(ValueError):
+        ED.GeneralizedPareto(_e(loc), _e(scale), _e(xi)).log_prob(_e(out))
+    assert e.expand((3, 5)).batch_shape == (3, 5)
+    ember.manual_seed(0)
+    s = ED.GeneralizedPareto(_e([1.0]), _e([2.0]), _e([0.2])).rsample((4000,))
+    assert bool((s >= 1.0).all()) and abs(s.mean().item() - 3.5) < 0.3  # loc + scale / (1 - xi)
+
+
+@needs_torch
+def test_wishart_matches_torch():
+    cov = [[2.0, 0.3], [0.3, 1.0]]
+    x = [[3.0, 0.5], [0.5, 2.0]]
+    res = []
+    for lib, mk in ((ember, _e), (torch, _t)):
+        c, df = mk(cov, True), mk(5.0, True)
+        w = lib.distributions.Wishart(df, covariance_matrix=c)
+        lp = w.log_prob(mk(x))
+        lp.backward()
+        res.append([lp, w.entropy(), w.mean, w.variance, w.mode, c.grad, df.grad])
+        # batched, from a precision matrix; df <= p + 1 has no mode (NaN)
+        wb = lib.distributions.Wishart(mk([3.0, 6.0]), precision_matrix=mk(np.eye(3) * 0.5))
+        res[-1] += [wb.log_prob(mk(np.eye(3) * 2)), wb.entropy(), wb.mode, wb.covariance_matrix]
+        assert tuple(wb.batch_shape) == (2,) and tuple(wb.event_shape) == (3, 3)
+        st = lib.distributions.Wishart(mk(4.0), scale_tril=mk([[1.0, 0.0], [0.5, 2.0]]))
+        res[-1] += [st.log_prob(mk(x)), st.precision_matrix]
+    for a, b in zip(*res):
+        _close(a, b, rtol=1e-10)
+    ember.manual_seed(0)
+    scale_tril = _e([[1.0, 0.0], [0.5, 2.0]])
+    w = ED.Wishart(_e(7.0), scale_tril=scale_tril)
+    s = w.rsample((4000,))
+    assert tuple(s.shape) == (4000, 2, 2) and bool((ember.linalg.eigvalsh(s) > 0).all())
+    np.testing.assert_allclose(val(s.mean(0)), val(w.mean), rtol=0.1)  # E[X] = df Sigma
+    df = _e(7.0, True)
+    ED.Wishart(df, scale_tril=scale_tril).rsample((3,)).sum().backward()
+    assert df.grad is not None  # reparameterized through the chi-squared draws
+    assert ED.Wishart(_e([3.0, 4.0]), covariance_matrix=_e(np.eye(2))).expand((5, 2)).batch_shape \
+        == (5, 2)
+    with pytest.raises(ValueError):
+        ED.Wishart(_e(0.5), covariance_matrix=_e(np.eye(3)), validate_args=True)  # df <= p - 1
+    with pytest.raises(ValueError, match="Exactly one"):
+        ED.Wishart(_e(3.0))
+
+
+@needs_torch
+def test_corr_cholesky_positive_definite_cdf_stack_cat_transforms_match_torch():
+    x6 = R.normal(size=(3, 6))
+    m = R.normal(size=(2, 3, 3))
+    res = []
+    for lib, mk in ((ember, _e), (torch, _t)):
+        tr = lib.distributions.transforms
+        x = mk(x6, True)
+        c = tr.CorrCholeskyTransform()
+        y = c(x)
+        ladj = c.log_abs_det_jacobian(x, y)
+        (y.sum() + ladj.sum()).backward()
+        out = [y, ladj, c.inv(y), x.grad]
+        assert tuple(c.forward_shape((5, 6))) == (5, 4, 4)
+        assert tuple(c.inverse_shape((2, 4, 4))) == (2, 6)
+        pd = tr.PositiveDefiniteTransform()
+        out += [pd(mk(m)), pd.inv(pd(mk(m)))]
+        cd = tr.CumulativeDistributionTransform(lib.distributions.Normal(mk(0.5), mk(2.0)))
+        v = mk([0.1, 1.5])
+        out += [cd(v), cd.inv(cd(v)), cd.log_abs_det_jacobian(v, cd(v))]
+        st = tr.StackTransform([tr.ExpTransform(), tr.AffineTransform(1.0, 2.0),
+                                tr.SigmoidTransform()], dim=1)
+        z = mk(x6[:, :3])
+        out += [st(z), st.inv(st(z)), st.log_abs_det_jacobian(z, st(z))]
+        ct = tr.CatTransform([tr.ExpTransform(), tr.AffineTransform(1.0, 2.0)], dim=1,
+                             lengths=[2, 4])
+        out += [ct(mk(x6)), ct.inv(ct(mk(x6))), ct.log_abs_det_jacobian(mk(x6), ct(mk(x6)))]
+        assert st.bijective and ct.bijective and ct.length == 6 and cd.sign == 1
+        # the registries map the constraints to these transforms
+        C = lib.distributions.constraints
+        kinds = [type(lib.distributions.biject_to(C.corr_cholesky)).__name__,
+                 type(lib.distributions.transform_to(C.positive_definite)).__name__,
+                 type(lib.distributions.biject_to(C.cat([C.real, C.positive], 0, [1, 1]))).__name__,
+                 type(lib.distributions.transform_to(C.stack([C.real, C.positive], 0))).__name__]
+        res.append((out, kinds))
+    for a, b in zip(res[0][0], res[1][0]):
+        _close(a, b, rtol=1e-9, atol=1e-9)
+    assert res[0][1] == res[1][1]
+    # a correlation factor: unit rows, positive diagonal; the LKJ prior's support
+    y = ED.transforms.CorrCholeskyTransform()(_e(x6))
+    np.testing.assert_allclose(val((y * y).sum(-1)), 1.0, rtol=1e-12)
+    assert bool(ED.constraints.corr_cholesky.check(y).all())
+    assert ED.LKJCholesky(4, 0.5).log_prob(y).shape == (3,)

@@ -39,6 +39,13 @@ CASES = {
     # cat / stack
     "cat": (lambda m, o: m.cat([_inputs(m)[0], _inputs(m)[0]], 1, out=o), ["float32"]),
     "stack": (lambda m, o: m.stack([_inputs(m)[1], _inputs(m)[1]], out=o), ["float32"]),
+    # the stacking ops built on cat warn under their own names
+    "hstack": (lambda m, o: m.hstack([_inputs(m)[0], _inputs(m)[0]], out=o), ["float32"]),
+    "vstack": (lambda m, o: m.vstack([_inputs(m)[0], m.tensor([1.0, 2.0, 3.0])], out=o),
+               ["float32"]),
+    "dstack": (lambda m, o: m.dstack([_inputs(m)[0], _inputs(m)[0]], out=o), ["float32"]),
+    "column_stack": (lambda m, o: m.column_stack([m.tensor([1.0, 2.0]), _inputs(m)[0]], out=o),
+                     ["float32"]),
     # index ops
     "index_select": (lambda m, o: m.index_select(_inputs(m)[0], 1, m.tensor([2, 0]), out=o),
                      ["float32"]),

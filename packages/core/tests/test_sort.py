@@ -287,3 +287,22 @@ def test_against_torch(dtype, rng):
     np.testing.assert_array_equal(to_np(out), tu.to(torch.float64).numpy())
     np.testing.assert_array_equal(to_np(inv), ti.numpy())
     np.testing.assert_array_equal(to_np(cnt), tc.numpy())
+
+
+def test_mode_indices_match_torch_on_long_rows_with_ties():
+    # PyTorch's CPU mode sorts (value, index) pairs by value with an unstable std::sort and
+    # names the index at the end of the mode's run: the last occurrence for short rows, another
+    # one for rows longer than 16. ember's CPU kernel makes the same choice.
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    for n, dtype in [(8, "int64"), (17, "int64"), (40, "int64"), (101, "float32"),
+                     (64, "float16"), (300, "int32")]:
+        a = rng.integers(0, 5, (6, n))
+        for dim in (0, 1):
+            e = ember.mode(ember.tensor(a).to(getattr(ember, dtype)), dim)
+            t = torch.mode(torch.tensor(a).to(getattr(torch, dtype)), dim)
+            assert to_np(e.values).tolist() == t.values.tolist()
+            assert to_np(e.indices).tolist() == t.indices.tolist(), (n, dtype, dim)
+    z = np.zeros(40, dtype=np.int64)
+    z[5] = 3
+    assert ember.mode(ember.tensor(z)).indices.item() == torch.mode(torch.tensor(z)).indices.item()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from data_helpers import foreign_segment, shm_segments
+from data_helpers import own_segments
 
 TEST_TIMEOUT_S = 60
 
@@ -33,12 +33,13 @@ def no_shm_leak():
     """Fails the test if it leaves ember segments in /dev/shm or worker processes behind."""
     import multiprocessing as mp
 
-    before = shm_segments()
-    yield
-    import gc
+    with own_segments() as ours:
+        before = ours()
+        yield
+        import gc
 
-    gc.collect()
-    leaked = {n for n in shm_segments() - before if not foreign_segment(n)}
+        gc.collect()
+        leaked = ours() - before
     assert not leaked, f"shared-memory segments left in /dev/shm: {sorted(leaked)[:5]}"
     children = [p for p in mp.active_children()]
     assert not children, f"worker processes left behind: {children}"

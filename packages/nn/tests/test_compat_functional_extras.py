@@ -120,3 +120,34 @@ def test_buffer_aliases_and_copies():
     assert isinstance(back, nn.Buffer) and back.persistent is False
     with pytest.raises(TypeError, match="Buffer\\(\\): expected data to be an ember.Tensor"):
         nn.Buffer([1.0])
+
+
+def test_replace_all_batch_norm_modules_then_per_sample_grads_match_torch():
+    # the functorch recipe for per-sample gradients of a model with batch norm
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(0)
+    x = r.normal(size=(5, 4, 3)).astype(np.float32)
+
+    def per_sample(lib):
+        net = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.BatchNorm1d(4), lib.nn.ReLU(),
+                                lib.nn.Linear(4, 1))
+        with lib.no_grad():
+            for p in net.parameters():
+                p.copy_(lib.tensor(r.normal(size=tuple(p.shape)).astype(np.float32)))
+        assert lib.func.replace_all_batch_norm_modules_(net) is net
+        bn = net[1]
+        assert bn.running_mean is None and bn.running_var is None
+        assert bn.num_batches_tracked is None and not bn.track_running_stats
+        params = {k: v.detach() for k, v in net.named_parameters()}
+
+        def loss(p, xb):
+            return lib.func.functional_call(net, p, (xb,)).pow(2).mean()
+
+        return lib.func.vmap(lib.func.grad(loss), in_dims=(None, 0))(params, lib.tensor(x))
+
+    r = np.random.default_rng(1)
+    got = per_sample(ember)
+    r = np.random.default_rng(1)
+    want = per_sample(torch)
+    for k in want:
+        np.testing.assert_allclose(got[k].numpy(), want[k].numpy(), rtol=1e-4, atol=1e-5)

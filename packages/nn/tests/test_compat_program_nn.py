@@ -109,18 +109,21 @@ def test_step_lr_takes_a_float_step_size():
 
 
 # ---- affine_grid / grid_sample (the spatial transformer tutorial), max_unpool, DataParallel --
-def _theta(n, seed):
+def _theta(n, seed, nd=2):
     rng = np.random.default_rng(seed)
-    eye = np.tile(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), (n, 1, 1))
-    return (eye + rng.normal(0, 0.4, (n, 2, 3))).astype(np.float64)
+    eye = np.tile(np.eye(nd, nd + 1), (n, 1, 1))
+    return (eye + rng.normal(0, 0.4, (n, nd, nd + 1))).astype(np.float64)
 
 
 @pytest.mark.filterwarnings("ignore:Since version 1.3.0, affine_grid")
 @pytest.mark.parametrize("align_corners", [False, True])
-def test_affine_grid_matches_torch(align_corners):
+@pytest.mark.parametrize("nd", [2, 3])
+def test_affine_grid_matches_torch(align_corners, nd):
     torch = pytest.importorskip("torch")
-    theta = _theta(2, 0)
-    for size in ([2, 3, 4, 5], [2, 1, 1, 3], [2, 2, 6, 1]):
+    theta = _theta(2, 0, nd)
+    sizes = ([2, 3, 4, 5], [2, 1, 1, 3], [2, 2, 6, 1]) if nd == 2 else \
+        ([2, 3, 4, 5, 6], [2, 1, 1, 3, 1], [2, 2, 3, 1, 4])
+    for size in sizes:
         grads = []
         for lib in (torch, ember):
             t = lib.tensor(theta, requires_grad=True)
@@ -132,14 +135,22 @@ def test_affine_grid_matches_torch(align_corners):
         np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [False, True])
-def test_grid_sample_matches_torch(mode, padding_mode, align_corners):
+@pytest.mark.parametrize("nd", [2, 3])
+def test_grid_sample_matches_torch(mode, padding_mode, align_corners, nd):
+    # nd 3: volumetric input (N, C, D, H, W), a grid of (x, y, z), trilinear for "bilinear";
+    # bicubic: 4 x 4 taps each padded on its own (2-D only, as torch)
+    if mode == "bicubic" and nd == 3:
+        with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):
+            F.grid_sample(ember.ones(1, 1, 2, 2, 2), ember.zeros(1, 1, 1, 1, 3), mode=mode)
+        return
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(1)
-    x = rng.normal(size=(2, 3, 5, 7))
-    grid = rng.uniform(-1.6, 1.6, (2, 4, 6, 2))  # some samples well outside
+    x = rng.normal(size=(2, 3, 5, 7) if nd == 2 else (2, 3, 4, 5, 6))
+    out = (4, 6) if nd == 2 else (3, 4, 5)
+    grid = rng.uniform(-1.6, 1.6, (2, *out, nd))  # some samples well outside
     outs = []
     for lib in (torch, ember):
         tx = lib.tensor(x, requires_grad=True)
@@ -150,14 +161,14 @@ def test_grid_sample_matches_torch(mode, padding_mode, align_corners):
         outs.append((y.detach().numpy(), tx.grad.numpy(),
                      tg.grad.numpy() if tg.grad is not None else np.zeros_like(grid)))
     (y_t, gx_t, gg_t), (y_e, gx_e, gg_e) = outs
-    assert y_e.shape == y_t.shape == (2, 3, 4, 6)
+    assert y_e.shape == y_t.shape == (2, 3, *out)
     np.testing.assert_allclose(y_e, y_t, rtol=1e-9, atol=1e-10)
     np.testing.assert_allclose(gx_e, gx_t, rtol=1e-9, atol=1e-10)
     np.testing.assert_allclose(gg_e, gg_t, rtol=1e-8, atol=1e-9)
 
 
 def test_grid_sample_and_affine_grid_bad_input():
-    with pytest.raises(ValueError, match="expected mode to be 'bilinear' or 'nearest'"):
+    with pytest.raises(ValueError, match="expected mode to be 'bilinear', 'nearest' or 'bicubic'"):
         F.grid_sample(ember.ones(1, 1, 2, 2), ember.zeros(1, 1, 1, 2), mode="cubic")
     with pytest.raises(ValueError, match="padding_mode"):
         F.grid_sample(ember.ones(1, 1, 2, 2), ember.zeros(1, 1, 1, 2), padding_mode="wrap")
@@ -165,6 +176,12 @@ def test_grid_sample_and_affine_grid_bad_input():
         F.grid_sample(ember.ones(2, 1, 2, 2), ember.zeros(1, 1, 1, 2))
     with pytest.raises(ValueError, match="Nx2x3"):
         F.affine_grid(ember.zeros(1, 3, 3), [1, 1, 2, 2], align_corners=False)
+    with pytest.raises(ValueError, match="Nx3x4"):
+        F.affine_grid(ember.zeros(1, 2, 3), [1, 1, 2, 2, 2], align_corners=False)
+    with pytest.raises(ValueError, match=r"\(N, C, D, H, W\)"):
+        F.affine_grid(ember.zeros(1, 2, 3), [1, 1, 2], align_corners=False)
+    with pytest.raises(RuntimeError, match="5D input"):  # a 2-D grid for a volume
+        F.grid_sample(ember.ones(1, 1, 2, 2, 2), ember.zeros(1, 1, 1, 2))
 
 
 @pytest.mark.parametrize("nd", [1, 2])

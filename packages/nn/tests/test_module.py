@@ -430,3 +430,20 @@ def test_forward_matches_torch_with_copied_weights():
     out = m(ember.from_numpy(x))
     ref = t(torch.from_numpy(x))
     np.testing.assert_allclose(to_np(out), ref.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_module_compile_runs_eagerly_and_checks_arguments():
+    # torch.nn.Module.compile (torch >= 2.2): compiles __call__ in place and returns None
+    import warnings
+
+    m = nn.Linear(3, 2)
+    calls = []
+    m.register_forward_hook(lambda mod, args, out: calls.append(out.shape))
+    x = ember.ones(4, 3)
+    before = m(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert m.compile(mode="max-autotune", fullgraph=True) is None
+    assert ember.equal(m(x), before) and len(calls) == 2  # hooks still run
+    with pytest.raises(RuntimeError, match="either mode or options"):
+        m.compile(mode="default", options={"x": 1})

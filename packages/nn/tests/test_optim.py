@@ -372,3 +372,97 @@ def test_named_parameters_are_accepted():
     opt = optim.SGD(m.named_parameters(), lr=0.1)
     assert opt.param_groups[0]["param_names"] == ["weight", "bias"]
     assert opt.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
+
+
+def _adafactor_run(lib, steps=6, **kw):
+    r = np.random.default_rng(0)
+    shapes = [(5, 3), (4,), (2, 3, 4), (1,)]
+    ps = [lib.nn.Parameter(lib.tensor(r.normal(size=s).astype(np.float32))) for s in shapes]
+    opt = lib.optim.Adafactor(ps, **kw)
+    for _ in range(steps):
+        loss = sum((p.sin() * (i + 1)).pow(2).sum() for i, p in enumerate(ps))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return ps, opt
+
+
+@pytest.mark.parametrize("kw", [{}, {"lr": 0.1, "weight_decay": 0.1},
+                                {"maximize": True, "d": 1.5, "eps": (1e-5, 1e-2)},
+                                {"beta2_decay": -0.5, "lr": 0.5}])
+def test_adafactor_matches_torch(kw):
+    if torch is None or not hasattr(torch.optim, "Adafactor"):
+        pytest.skip("torch.optim.Adafactor needed")
+    got, opt = _adafactor_run(ember, **kw)
+    want, topt = _adafactor_run(torch, **kw)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(to_np(g.detach()), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+    for i in range(4):  # the factored state: row / column factors for matrices (batched too)
+        mine, theirs = opt.state_dict()["state"][i], topt.state_dict()["state"][i]
+        assert sorted(mine) == sorted(theirs)
+        for k in mine:
+            assert tuple(mine[k].shape) == tuple(theirs[k].shape), k
+
+
+def test_adafactor_state_dict_round_trip_and_bad_arguments():
+    ps, opt = _adafactor_run(ember, steps=3)
+    clone = [nn.Parameter(p.detach().clone()) for p in ps]
+    opt2 = optim.Adafactor(clone)
+    opt2.load_state_dict(opt.state_dict())
+    for group in (ps, clone):
+        for p in group:
+            p.grad = p.detach().cos()
+    opt.step()
+    opt2.step()
+    for a, b in zip(ps, clone):
+        assert ember.equal(a, b)
+    w = [nn.Parameter(ember.ones(2))]
+    for kw, msg in [({"lr": -1.0}, "learning rate"), ({"beta2_decay": 0.5}, "beta2_decay"),
+                    ({"eps": (None, -1.0)}, "epsilon2"), ({"d": 0.5}, "clipping threshold"),
+                    ({"weight_decay": -0.1}, "weight_decay"), ({"eps": 1e-3}, "pair")]:
+        with pytest.raises(ValueError, match=msg):
+            optim.Adafactor(w, **kw)
+
+
+def _muon_run(lib, steps=5, **kw):
+    r = np.random.default_rng(0)
+    ps = [lib.nn.Parameter(lib.tensor(r.normal(size=s).astype(np.float32)))
+          for s in [(5, 3), (3, 7), (4, 4)]]
+    opt = lib.optim.Muon(ps, **kw)
+    for _ in range(steps):
+        loss = sum((p.sin() * (i + 1)).pow(2).sum() for i, p in enumerate(ps))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return ps, opt
+
+
+@pytest.mark.parametrize("kw", [{}, {"lr": 0.02, "weight_decay": 0.0},
+                                {"nesterov": False, "momentum": 0.9, "lr": 0.05},
+                                {"adjust_lr_fn": "match_rms_adamw", "lr": 0.01},
+                                {"ns_steps": 2, "eps": 1e-3}])
+def test_muon_matches_torch(kw):
+    # bfloat16 Newton-Schulz orthogonalization of the (Nesterov) momentum, shape-adjusted lr
+    if torch is None or not hasattr(torch.optim, "Muon"):
+        pytest.skip("torch.optim.Muon needed")
+    got, opt = _muon_run(ember, **kw)
+    want, _ = _muon_run(torch, **kw)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(to_np(g.detach()), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert sorted(opt.state[got[0]]) == ["momentum_buffer", "step"]
+
+
+def test_muon_orthogonalizes_and_checks_arguments():
+    from ember.optim.muon import _orthogonalize
+
+    g = ember.tensor(np.random.default_rng(1).normal(size=(6, 4)).astype(np.float32))
+    o = _orthogonalize(g, (3.4445, -4.775, 2.0315), 5, 1e-7).float()
+    s = np.linalg.svd(to_np(o), compute_uv=False)
+    assert o.shape == (6, 4) and ((s > 0.5) & (s < 1.5)).all()  # singular values near 1
+    with pytest.raises(ValueError, match="only supports 2D parameters"):
+        optim.Muon([nn.Parameter(ember.ones(3))])
+    w = [nn.Parameter(ember.ones(2, 2))]
+    for kw, msg in [({"lr": -1.0}, "learning rate"), ({"momentum": -0.5}, "momentum"),
+                    ({"adjust_lr_fn": "x"}, "adjust_lr_fn"), ({"ns_steps": -1}, "ns_steps")]:
+        with pytest.raises(ValueError, match=msg):
+            optim.Muon(w, **kw)

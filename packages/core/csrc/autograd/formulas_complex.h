@@ -3,6 +3,7 @@
 // dL/dx + i dL/dy, so a complex-linear map's backward is its conjugate transpose and a real
 // input receives the real part. Included by formulas.h.
 #pragma once
+#include <complex>
 #include <optional>
 
 #include "autograd/formulas_base.h"
@@ -32,6 +33,38 @@ inline Tensor real_backward(const Tensor& grad, const InputMeta& self) {
 }
 inline Tensor imag_backward(const Tensor& grad) {
   return ops::complex(ops::zeros_like(grad, std::nullopt, std::nullopt), grad, Tensor());
+}
+
+// The conjugate of a multiplication's other factor (real tensors and numbers: themselves).
+inline TensorOrScalar conj_factor(const TensorOrScalar& x) {
+  if (x.is_tensor())
+    return is_complex(x.tensor->dtype()) ? TensorOrScalar(ops::conj_physical(x.tensor, Tensor()))
+                                         : x;
+  if (x.scalar.is_complex()) return TensorOrScalar(Scalar(std::conj(x.scalar.to_complex())));
+  return x;
+}
+
+// mul's backward: grad * conj(other) (a real input keeps the real part, see reduce_grad).
+inline Tensor mul_backward(const Tensor& grad, const TensorOrScalar& other) {
+  return mul(grad, conj_factor(other));
+}
+
+// add / sub's derivative for other: t * conj(alpha) (alpha = 1 costs nothing).
+inline Tensor scale_conj(const Tensor& t, const Scalar& alpha) {
+  if (alpha.is_complex()) return mul(t, TensorOrScalar(Scalar(std::conj(alpha.to_complex()))));
+  return alpha.to_double() == 1.0 ? t : mul(t, TensorOrScalar(alpha));
+}
+
+// mul's forward-mode tangent: self_t * other + other_t * self (complex-linear: no conjugate).
+inline Tensor mul_tangent(const Tensor& self_t, const Tensor& other_t, const Tensor& self,
+                          const TensorOrScalar& other) {
+  Tensor r;
+  if (self_t) r = mul(self_t, other);
+  if (other_t) {
+    Tensor t = mul(other_t, TensorOrScalar(self));
+    r = r ? ops::add(r, t, Scalar(int64_t(1)), Tensor()) : t;
+  }
+  return r;
 }
 
 // grad padded with zeros (or trimmed) at the end of dim to `size`.

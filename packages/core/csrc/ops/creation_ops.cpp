@@ -97,11 +97,11 @@ namespace {
 // Evenly spaced values, filled from both ends so the last one is exactly `end`. f maps each
 // value to the stored one. As PyTorch's CPU kernel computes them: float32 in float32, float64
 // and the integer types in double (their ends truncated to the type first), each value one
-// fused multiply-add (start + step * i, or end - step * (steps - 1 - i) in the second half;
-// PyTorch's linspace kernel is compiled with FMA contraction; its logspace kernel rounds the
-// product first: kFused says which), and half/bfloat16 in their own type,
-// every operand converted to it (the indices too) and every operation's result rounded to it.
-template <class T, bool kFused, class F>
+// fused multiply-add (start + step * i, or end - step * (steps - 1 - i) in the second half:
+// PyTorch's linspace kernel is compiled with FMA contraction), and half/bfloat16 in their own
+// type, every operand converted to it (the indices too) and every operation's result rounded to
+// it. (logspace computes its exponents otherwise: see there.)
+template <class T, class F>
 void fill_linear(const Tensor& out, double start, double end, int64_t steps, const F& f) {
   if (steps == 1) {
     out->data_as<T>()[0] = f(start);
@@ -122,19 +122,17 @@ void fill_linear(const Tensor& out, double start, double end, int64_t steps, con
     const float step = (e - s) / static_cast<float>(steps - 1);
     fill_index<T>(out, [&](int64_t i) {
       const float k = static_cast<float>(i < half ? i : steps - i - 1);
-      if constexpr (kFused) return f(i < half ? std::fma(step, k, s) : std::fma(-step, k, e));
-      return f(i < half ? s + step * k : e - step * k);
+      return f(i < half ? std::fma(step, k, s) : std::fma(-step, k, e));
     });
   } else {
-    if constexpr (kFused && std::is_integral_v<T>) {  // linspace truncates the ends
+    if constexpr (std::is_integral_v<T>) {  // the ends are truncated
       start = std::trunc(start);
       end = std::trunc(end);
     }
     const double step = (end - start) / static_cast<double>(steps - 1);
     fill_index<T>(out, [&](int64_t i) {
       const double k = static_cast<double>(i < half ? i : steps - i - 1);
-      if constexpr (kFused) return f(i < half ? std::fma(step, k, start) : std::fma(-step, k, end));
-      return f(i < half ? start + step * k : end - step * k);
+      return f(i < half ? std::fma(step, k, start) : std::fma(-step, k, end));
     });
   }
 }
@@ -149,8 +147,8 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
   if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "linspace", [&] {
     using T = scalar_t;
-    fill_linear<T, true>(out, start.to_double(), end.to_double(), steps,
-                         [](double v) { return cast_to<T>(v); });
+    fill_linear<T>(out, start.to_double(), end.to_double(), steps,
+                   [](double v) { return cast_to<T>(v); });
   });
   return to_factory_device(out, device);
 }
@@ -164,8 +162,22 @@ Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double ba
   if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "logspace", [&] {
     using T = scalar_t;
-    fill_linear<T, false>(out, start.to_double(), end.to_double(), steps,
-                          [base](double v) { return cast_to<T>(std::pow(base, v)); });
+    if (steps == 1) {
+      out->data_as<T>()[0] = cast_to<T>(std::pow(base, start.to_double()));
+      return;
+    }
+    // As PyTorch's CPU kernel: the ends rounded (integers: truncated) to T and their
+    // difference taken in T; the step, each exponent (an unfused product and sum, from both
+    // ends) and the power in double, rounded to T once at the end.
+    const T s = cast_to<T>(start.to_double()), e = cast_to<T>(end.to_double());
+    const double s_d = static_cast<double>(s), e_d = static_cast<double>(e);
+    const double step = static_cast<double>(static_cast<T>(e - s)) / static_cast<double>(steps - 1);
+    const int64_t half = steps / 2;
+    fill_index<T>(out, [&](int64_t i) {
+      const double k = static_cast<double>(i < half ? i : steps - i - 1);
+      const double prod = step * k;  // rounded on its own: no fused multiply-add
+      return cast_to<T>(std::pow(base, i < half ? s_d + prod : e_d - prod));
+    });
   });
   return to_factory_device(out, device);
 }

@@ -176,20 +176,43 @@ std::vector<Tensor> atleast_1d_list(const std::vector<Tensor>& ts) { return map(
 std::vector<Tensor> atleast_2d_list(const std::vector<Tensor>& ts) { return map(ts, atleast_2d); }
 std::vector<Tensor> atleast_3d_list(const std::vector<Tensor>& ts) { return map(ts, atleast_3d); }
 
+namespace {
+// cat(parts, d, out) for a stacking op: an out= of another shape is resized (and warned about)
+// under the op's name, not cat's. Parts that cat rejects are left for it to report.
+Tensor cat_as(const std::vector<Tensor>& parts, int64_t d, const Tensor& out, const char* op) {
+  auto legacy_empty = [](const Tensor& t) { return t->dim() == 1 && t->size(0) == 0; };
+  auto ref = std::find_if_not(parts.begin(), parts.end(), legacy_empty);
+  bool ok = out && ref != parts.end() && d < (*ref)->dim();
+  DimVector shape;
+  if (ok) {
+    shape = (*ref)->sizes();
+    shape[d] = 0;
+  }
+  for (auto it = parts.begin(); ok && it != parts.end(); ++it) {
+    const Tensor& t = *it;
+    if (legacy_empty(t)) continue;
+    ok = t->dim() == (*ref)->dim() && !__builtin_add_overflow(shape[d], t->size(d), &shape[d]);
+    for (int64_t k = 0; ok && k < t->dim(); ++k) ok = k == d || t->size(k) == (*ref)->size(k);
+  }
+  if (ok) resize_out(out, shape, op);
+  return ops::cat(parts, d, out);
+}
+}  // namespace
+
 Tensor hstack(const std::vector<Tensor>& tensors, const Tensor& out) {
   EMBER_CHECK(!tensors.empty(), "hstack expects a non-empty TensorList");
   std::vector<Tensor> ts = atleast_1d_list(tensors);
-  return ops::cat(ts, ts[0]->dim() == 1 ? 0 : 1, out);
+  return cat_as(ts, ts[0]->dim() == 1 ? 0 : 1, out, "hstack");
 }
 
 Tensor vstack(const std::vector<Tensor>& tensors, const Tensor& out) {
   EMBER_CHECK(!tensors.empty(), "vstack expects a non-empty TensorList");
-  return ops::cat(atleast_2d_list(tensors), 0, out);
+  return cat_as(atleast_2d_list(tensors), 0, out, "vstack");
 }
 
 Tensor dstack(const std::vector<Tensor>& tensors, const Tensor& out) {
   EMBER_CHECK(!tensors.empty(), "dstack expects a non-empty TensorList");
-  return ops::cat(atleast_3d_list(tensors), 2, out);
+  return cat_as(atleast_3d_list(tensors), 2, out, "dstack");
 }
 
 Tensor column_stack(const std::vector<Tensor>& tensors, const Tensor& out) {
@@ -197,7 +220,7 @@ Tensor column_stack(const std::vector<Tensor>& tensors, const Tensor& out) {
   std::vector<Tensor> ts;
   for (const Tensor& t : tensors)
     ts.push_back(t->dim() <= 1 ? ops::reshape(t, DimVector{t->numel(), 1}) : t);
-  return ops::cat(ts, 1, out);
+  return cat_as(ts, 1, out, "column_stack");
 }
 
 // ---- flipping and rolling -------------------------------------------------------------------

@@ -128,7 +128,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
-    "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu",
+    "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu", "_dynamo",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",

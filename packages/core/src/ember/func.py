@@ -28,7 +28,8 @@ from ember.autograd.functional import _forward_product, _grad, _jacobian_cols, _
 from ember.autograd.grad_mode import enable_grad
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
-           "functional_call", "stack_module_state", "linearize", "functionalize"]
+           "functional_call", "stack_module_state", "linearize", "functionalize",
+           "replace_all_batch_norm_modules_"]
 
 # ---- pytrees: nested tuples / lists / dicts with tensor (or other) leaves ----------------------
 
@@ -585,6 +586,29 @@ def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = No
     finally:
         for store, leaf, old in reversed(saved):
             store[leaf] = old
+
+
+def replace_all_batch_norm_modules_(root: Any) -> Any:
+    """Makes every batch norm module in ``root`` (itself included) use the batch's statistics
+    always: ``running_mean``, ``running_var`` and ``num_batches_tracked`` become None and
+    ``track_running_stats`` False, so ``vmap`` over a model with batch norm does not write
+    per-sample statistics into shared buffers. In place; returns ``root``.
+
+    >>> import ember
+    >>> net = ember.nn.Sequential(ember.nn.Linear(3, 4), ember.nn.BatchNorm1d(4))
+    >>> bn = replace_all_batch_norm_modules_(net)[1]
+    >>> bn.running_mean is None, bn.track_running_stats
+    (True, False)
+    """
+    from ember.nn.modules.batchnorm import _BatchNorm
+
+    for module in root.modules():
+        if isinstance(module, _BatchNorm):
+            module.running_mean = None
+            module.running_var = None
+            module.num_batches_tracked = None
+            module.track_running_stats = False
+    return root
 
 
 def stack_module_state(models: Any) -> tuple[dict, dict]:

@@ -221,10 +221,14 @@ std::tuple<Tensor, Tensor> nanmedian(const Tensor& self, int64_t dim, bool keepd
 
 std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim, bool keepdim) {
   const int64_t d = selection_dim(self, dim, "mode");
-  // The most frequent value (the smallest on ties) and the last index where it occurs.
+  // The most frequent value (the smallest on ties) and the index of the last of its run once
+  // the row, in index order, is sorted by value alone with std::sort, as PyTorch's CPU kernel
+  // does: the last occurrence for rows of up to 16 (insertion sort), for longer rows whichever
+  // the unstable sort leaves there, which programs printing mode's indices then print alike.
+  // (The CUDA kernel sorts stably: the last occurrence.)
   return select_rows(self, d, keepdim, "mode", [](auto& buf) {
     using It = std::decay_t<decltype(buf[0])>;
-    std::sort(buf.begin(), buf.end(), item_less<decltype(It::v)>);
+    std::sort(buf.begin(), buf.end(), [](const It& a, const It& b) { return nan_less(a.v, b.v); });
     It best = buf[0];
     int64_t best_count = 0;
     for (size_t i = 0; i < buf.size();) {

@@ -26,9 +26,12 @@ from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
 from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.exponential import Exponential
+from ember.distributions.fisher_snedecor import FisherSnedecor
 from ember.distributions.gamma import Gamma
+from ember.distributions.generalized_pareto import GeneralizedPareto
 from ember.distributions.geometric import Geometric
 from ember.distributions.gumbel import Gumbel
+from ember.distributions.half_cauchy import HalfCauchy
 from ember.distributions.half_normal import HalfNormal
 from ember.distributions.independent import Independent
 from ember.distributions.inverse_gamma import InverseGamma
@@ -57,15 +60,20 @@ from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.transforms import (
     AbsTransform,
     AffineTransform,
+    CatTransform,
     ComposeTransform,
+    CorrCholeskyTransform,
+    CumulativeDistributionTransform,
     ExpTransform,
     IndependentTransform,
     LowerCholeskyTransform,
+    PositiveDefiniteTransform,
     PowerTransform,
     ReshapeTransform,
     SigmoidTransform,
     SoftmaxTransform,
     SoftplusTransform,
+    StackTransform,
     StickBreakingTransform,
     TanhTransform,
     Transform,
@@ -74,10 +82,12 @@ from ember.distributions.transforms import (
 from ember.distributions.uniform import Uniform
 from ember.distributions.von_mises import VonMises
 from ember.distributions.weibull import Weibull
+from ember.distributions.wishart import Wishart
 
 __all__ = [
     "AbsTransform",
     "AffineTransform",
+    "CatTransform",
     "Bernoulli",
     "Beta",
     "Binomial",
@@ -85,15 +95,20 @@ __all__ = [
     "Cauchy",
     "Chi2",
     "ComposeTransform",
+    "CorrCholeskyTransform",
+    "CumulativeDistributionTransform",
     "Dirichlet",
     "Distribution",
     "ExpRelaxedCategorical",
     "ExpTransform",
     "Exponential",
     "ExponentialFamily",
+    "FisherSnedecor",
     "Gamma",
+    "GeneralizedPareto",
     "Geometric",
     "Gumbel",
+    "HalfCauchy",
     "HalfNormal",
     "Independent",
     "IndependentTransform",
@@ -103,6 +118,7 @@ __all__ = [
     "LogisticNormal",
     "LogitRelaxedBernoulli",
     "LowerCholeskyTransform",
+    "PositiveDefiniteTransform",
     "MixtureSameFamily",
     "Multinomial",
     "MultivariateNormal",
@@ -120,6 +136,7 @@ __all__ = [
     "SigmoidTransform",
     "SoftmaxTransform",
     "SoftplusTransform",
+    "StackTransform",
     "StickBreakingTransform",
     "StudentT",
     "TanhTransform",
@@ -127,6 +144,7 @@ __all__ = [
     "TransformedDistribution",
     "Uniform", "VonMises", "ContinuousBernoulli", "Kumaraswamy", "LKJCholesky",
     "Weibull",
+    "Wishart",
     "biject_to",
     "constraints",
     "identity_transform",

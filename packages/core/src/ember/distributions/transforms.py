@@ -24,15 +24,20 @@ from ember.distributions.utils import _sum_rightmost
 __all__ = [
     "AbsTransform",
     "AffineTransform",
+    "CatTransform",
     "ComposeTransform",
+    "CorrCholeskyTransform",
+    "CumulativeDistributionTransform",
     "ExpTransform",
     "IndependentTransform",
     "LowerCholeskyTransform",
+    "PositiveDefiniteTransform",
     "PowerTransform",
     "ReshapeTransform",
     "SigmoidTransform",
     "SoftmaxTransform",
     "SoftplusTransform",
+    "StackTransform",
     "StickBreakingTransform",
     "TanhTransform",
     "Transform",
@@ -761,3 +766,273 @@ class LowerCholeskyTransform(_ParameterFreeTransform):
 
     def _inverse(self, y: Tensor) -> Tensor:
         return self._with_diagonal(y, ember.log(ember.diagonal(y, 0, -2, -1)))
+
+
+def _strict_lower_index(n: int, offset: int, device: Any) -> Tensor:
+    """Flat (row-major) positions of the entries (i, j) with j <= i + offset of an n x n matrix,
+    row by row: the order vectors of lower-triangular entries use."""
+    rows, cols = ember.tril_indices(n, n, offset, device=device)
+    return rows * n + cols
+
+
+def _tril_to_vec(mat: Tensor, offset: int) -> Tensor:
+    n = mat.shape[-1]
+    flat = mat.reshape(tuple(mat.shape[:-2]) + (n * n,))
+    return flat[..., _strict_lower_index(n, offset, mat.device)]
+
+
+def _vec_to_tril(vec: Tensor, n: int, offset: int) -> Tensor:
+    flat = ember.zeros(tuple(vec.shape[:-1]) + (n * n,), dtype=vec.dtype, device=vec.device)
+    idx = _strict_lower_index(n, offset, vec.device).expand(tuple(vec.shape))
+    return flat.scatter(-1, idx, vec).reshape(tuple(vec.shape[:-1]) + (n, n))
+
+
+def _corr_size(k: int) -> int:
+    """D with D (D - 1) / 2 == k, or ValueError."""
+    d = round((0.25 + 2 * k) ** 0.5 + 0.5)
+    if d * (d - 1) // 2 != k:
+        raise ValueError("Input is not a flattened lower-diagonal number")
+    return d
+
+
+class CorrCholeskyTransform(Transform):
+    """Unconstrained vectors of length D (D - 1) / 2 to Cholesky factors of D x D correlation
+    matrices (lower triangular, positive diagonal, rows of unit length): the entries fill the
+    strictly lower triangle row by row through tanh, and each row is completed by a signed stick
+    breaking (entry j keeps its share r_ij of what the earlier ones of the row left).
+
+    >>> import ember
+    >>> y = CorrCholeskyTransform()(ember.tensor([0.5, -0.3, 0.8], dtype=ember.float64))
+    >>> [round(v, 6) for v in (y @ y.mT).diagonal().tolist()]
+    [1.0, 1.0, 1.0]
+    """
+
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+    bijective = True
+
+    def _call(self, x: Tensor) -> Tensor:
+        eps = ember.finfo(x.dtype).eps
+        r = ember.tanh(x).clamp(min=-1 + eps, max=1 - eps)
+        d = _corr_size(x.shape[-1])
+        r = _vec_to_tril(r, d, -1)
+        # what each row leaves before column j: prod_{k < j} sqrt(1 - r_ik^2)
+        left = ember.cumprod(ember.sqrt(1 - r * r), -1)
+        ones = ember.ones(tuple(left.shape[:-1]) + (1,), dtype=x.dtype, device=x.device)
+        left = ember.cat([ones, left[..., :-1]], -1)
+        return (r + ember.eye(d, dtype=x.dtype, device=x.device)) * left
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        used = ember.cumsum(y * y, -1)
+        zeros = ember.zeros(tuple(used.shape[:-1]) + (1,), dtype=y.dtype, device=y.device)
+        left = 1 - ember.cat([zeros, used[..., :-1]], -1)  # 1 - sum_{k < j} y_ik^2
+        t = _tril_to_vec(y, -1) / ember.sqrt(_tril_to_vec(left, -1))
+        return ember.atanh(t)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        # with respect to the strictly lower entries of y: the stick breaking's
+        # 1/2 sum log(1 - sum_{k < j} y_ik^2) over j >= 1, and tanh's log(1 - tanh(x)^2)
+        left = 1 - ember.cumsum(y * y, -1)
+        stick = 0.5 * ember.log(_tril_to_vec(left, -2)).sum(-1)
+        tanh = 2 * (math.log(2.0) - x - _softplus(-2 * x)).sum(-1)
+        return stick + tanh
+
+    def forward_shape(self, shape: Sequence[int]) -> Sequence[int]:
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        d = _corr_size(shape[-1])
+        return tuple(shape[:-1]) + (d, d)
+
+    def inverse_shape(self, shape: Sequence[int]) -> Sequence[int]:
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        d = shape[-1]
+        return tuple(shape[:-2]) + (d * (d - 1) // 2,)
+
+
+class PositiveDefiniteTransform(_ParameterFreeTransform):
+    """Square matrices to symmetric positive-definite ones: L L^T with L the
+    LowerCholeskyTransform of the input (not bijective: the upper part is dropped).
+
+    >>> import ember
+    >>> PositiveDefiniteTransform()(ember.zeros(2, 2)).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def _call(self, x: Tensor) -> Tensor:
+        low = LowerCholeskyTransform()(x)
+        return low @ low.mT
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return LowerCholeskyTransform().inv(ember.linalg.cholesky(y))
+
+
+class CumulativeDistributionTransform(Transform):
+    """y = distribution.cdf(x), onto (0, 1) (a copula's marginal); the inverse is its icdf
+    and log |dy/dx| its log_prob.
+
+    >>> import ember
+    >>> from ember.distributions import Normal
+    >>> CumulativeDistributionTransform(Normal(0.0, 1.0))(ember.tensor([0.0])).tolist()
+    [0.5]
+    """
+
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = +1
+
+    def __init__(self, distribution: Any, cache_size: int = 0) -> None:
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self) -> constraints.Constraint:  # type: ignore[override]
+        return self.distribution.support
+
+    def with_cache(self, cache_size: int = 1) -> CumulativeDistributionTransform:
+        if self._cache_size == cache_size:
+            return self
+        return type(self)(self.distribution, cache_size=cache_size)
+
+    def _call(self, x: Tensor) -> Tensor:
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.distribution.log_prob(x)
+
+
+class StackTransform(Transform):
+    """Applies ``tseq[i]`` to the i-th slice along ``dim`` (x.select(dim, i)) and stacks the
+    results; log |det| likewise, slice by slice.
+
+    >>> import ember
+    >>> t = StackTransform([ExpTransform(), AffineTransform(1.0, 2.0)], dim=1)
+    >>> t(ember.zeros(1, 2)).tolist()
+    [[1.0, 1.0]]
+    """
+
+    def __init__(self, tseq: Sequence[Transform], dim: int = 0, cache_size: int = 0) -> None:
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("StackTransform: every element of tseq must be a Transform")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.dim = dim
+
+    def with_cache(self, cache_size: int = 1) -> StackTransform:
+        if self._cache_size == cache_size:
+            return self
+        return StackTransform(self.transforms, self.dim, cache_size)
+
+    def _slices(self, z: Tensor) -> list[Tensor]:
+        if z.shape[self.dim] != len(self.transforms):
+            raise ValueError(f"StackTransform: expected {len(self.transforms)} slices along dim "
+                             f"{self.dim}, got {z.shape[self.dim]}")
+        return [z.select(self.dim, i) for i in range(z.shape[self.dim])]
+
+    def _call(self, x: Tensor) -> Tensor:
+        return ember.stack([t(s) for t, s in zip(self.transforms, self._slices(x))], self.dim)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return ember.stack([t.inv(s) for t, s in zip(self.transforms, self._slices(y))],
+                           self.dim)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        parts = [t.log_abs_det_jacobian(a, b)
+                 for t, a, b in zip(self.transforms, self._slices(x), self._slices(y))]
+        return ember.stack(parts, self.dim)
+
+    @property
+    def bijective(self) -> bool:  # type: ignore[override]
+        return all(t.bijective for t in self.transforms)
+
+    @property
+    def domain(self) -> constraints.Constraint:  # type: ignore[override]
+        return constraints.stack([t.domain for t in self.transforms], self.dim)
+
+    @property
+    def codomain(self) -> constraints.Constraint:  # type: ignore[override]
+        return constraints.stack([t.codomain for t in self.transforms], self.dim)
+
+
+class CatTransform(Transform):
+    """Applies ``tseq[i]`` to the i-th block of ``lengths[i]`` entries along ``dim`` (1 each by
+    default) and concatenates the results; log |det| per block, summed over event dims where a
+    block's transform has fewer.
+
+    >>> import ember
+    >>> t = CatTransform([ExpTransform(), AffineTransform(1.0, 2.0)], dim=0, lengths=[1, 2])
+    >>> t(ember.zeros(3)).tolist()
+    [1.0, 1.0, 1.0]
+    """
+
+    def __init__(self, tseq: Sequence[Transform], dim: int = 0,
+                 lengths: Sequence[int] | None = None, cache_size: int = 0) -> None:
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("CatTransform: every element of tseq must be a Transform")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.lengths = [1] * len(self.transforms) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.transforms):
+            raise ValueError(f"CatTransform: {len(self.transforms)} transforms but "
+                             f"{len(self.lengths)} lengths")
+        self.dim = dim
+
+    @property
+    def event_dim(self) -> int:  # type: ignore[override]
+        return max(t.event_dim for t in self.transforms)
+
+    @property
+    def length(self) -> int:
+        return sum(self.lengths)
+
+    def with_cache(self, cache_size: int = 1) -> CatTransform:
+        if self._cache_size == cache_size:
+            return self
+        return CatTransform(self.transforms, self.dim, self.lengths, cache_size)
+
+    def _blocks(self, z: Tensor) -> list[Tensor]:
+        if z.shape[self.dim] != self.length:
+            raise ValueError(f"CatTransform: expected {self.length} entries along dim "
+                             f"{self.dim}, got {z.shape[self.dim]}")
+        return list(ember.split(z, self.lengths, self.dim))
+
+    def _call(self, x: Tensor) -> Tensor:
+        return ember.cat([t(b) for t, b in zip(self.transforms, self._blocks(x))], self.dim)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return ember.cat([t.inv(b) for t, b in zip(self.transforms, self._blocks(y))], self.dim)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        parts = []
+        for t, a, b in zip(self.transforms, self._blocks(x), self._blocks(y)):
+            part = t.log_abs_det_jacobian(a, b)
+            if t.event_dim < self.event_dim:
+                part = _sum_rightmost(part, self.event_dim - t.event_dim)
+            parts.append(part)
+        dim = (self.dim - x.dim() if self.dim >= 0 else self.dim) + self.event_dim
+        # the concatenated dim survives in the result only if it is not an event dim
+        return ember.cat(parts, dim) if dim < 0 else sum(parts[1:], parts[0])
+
+    @property
+    def bijective(self) -> bool:  # type: ignore[override]
+        return all(t.bijective for t in self.transforms)
+
+    @property
+    def domain(self) -> constraints.Constraint:  # type: ignore[override]
+        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
+
+    @property
+    def codomain(self) -> constraints.Constraint:  # type: ignore[override]
+        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)

@@ -242,6 +242,9 @@ def cleanup_segments(pid: int) -> int:
 
 
 def _parent_alive(ppid: int, main_pid: int) -> bool:
+    """Whether the loader's process lives: this worker still has its parent (an orphan is
+    re-parented, so its parent pid changes) and the loader's process is not dead or a zombie (a
+    zombie's pid answers kill(pid, 0) until its own parent reaps it)."""
     if os.getppid() != ppid:
         return False
     try:
@@ -250,7 +253,57 @@ def _parent_alive(ppid: int, main_pid: int) -> bool:
         return False
     except PermissionError:
         pass
-    return True
+    try:
+        with open(f"/proc/{main_pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # no /proc: kill() said it exists
+
+
+def _die_with_parent() -> bool:
+    """Asks the kernel to SIGKILL this process when its parent thread exits (Linux
+    PR_SET_PDEATHSIG). Unlike a check between tasks, it works while the worker is stuck in a
+    dataset call, a queue or a C function. Returns whether it is armed."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+
+
+def _watchdog(ppid: int, main_pid: int) -> None:
+    """A daemon thread for workers the kernel cannot watch: kills this process once the loader's
+    is gone, even while the worker's main thread is blocked (in a dataset call, a sleep, I/O)."""
+    import time
+
+    while _parent_alive(ppid, main_pid):
+        time.sleep(WATCHDOG_INTERVAL)
+    os.kill(os.getpid(), signal.SIGKILL)  # the tree's janitor removes our segments
+
+
+def watch_parent(main_pid: int, direct_child: bool, parent_death_signal: bool) -> int:
+    """Sets up this worker's parent-death detection; returns the parent pid to compare with.
+
+    A fork or spawn worker's parent is the loader's process (``main_pid``), known before the
+    worker runs: a worker that starts late, after the loader was killed, sees another parent
+    (comparing with the parent it finds at start would take the adoptive one for the loader).
+    A forkserver worker's parent is the server. With ``parent_death_signal`` (the loader forked
+    from its main thread, whose exit is the process's), the kernel kills the worker with its
+    parent; otherwise a watchdog thread does, within ``WATCHDOG_INTERVAL``."""
+    ppid = main_pid if direct_child else os.getppid()
+    if not (parent_death_signal and direct_child and _die_with_parent()):
+        import threading
+
+        threading.Thread(target=_watchdog, args=(ppid, main_pid), daemon=True,
+                         name="ember-worker-watchdog").start()
+    # The parent may have died before the signal was armed: then it never comes.
+    if not _parent_alive(ppid, main_pid):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return ppid
 
 
 def worker_loop(
@@ -268,15 +321,17 @@ def worker_loop(
     main_pid: int,
     inherited_conns: list | None = None,
     compaction: list | None = None,
+    direct_child: bool = True,
+    parent_death_signal: bool = False,
 ) -> None:
     global _worker_info
+    ppid = watch_parent(main_pid, direct_child, parent_death_signal)
     for c in inherited_conns or ():
         c.close()
     if compaction:
         _memory.apply_compaction(compaction)
     # Ctrl-C reaches the whole process group: the main process handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    ppid = os.getppid()
     ember.set_num_threads(1)  # the workers already use the cores
     seed = base_seed + worker_id
     seed_everything(seed, worker_id)

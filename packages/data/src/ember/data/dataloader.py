@@ -10,6 +10,7 @@ import os
 import queue
 import signal
 import sys
+import threading
 import time
 import warnings
 import weakref
@@ -449,6 +450,10 @@ class _MultiProcessIter(_BaseIter):
         # One /dev/shm janitor for the loader and its workers (they join it: fork inherits it,
         # spawn / forkserver workers get it with the process object), instead of one per worker.
         _shm_janitor.ensure_started()
+        # fork and spawn workers are this process's children; the kernel can kill them when the
+        # thread that starts them exits, which is the process's end for the main thread only.
+        direct_child = ctx.get_start_method() in ("fork", "spawn")
+        death_signal = threading.current_thread() is threading.main_thread()
         for i in range(self._num_workers):
             iq = ctx.Queue()
             iq.cancel_join_thread()
@@ -473,6 +478,8 @@ class _MultiProcessIter(_BaseIter):
                     os.getpid(),
                     inherited,
                     plan,
+                    direct_child,
+                    death_signal,
                 ),
                 daemon=True,
             )

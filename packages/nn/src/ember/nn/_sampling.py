@@ -1,6 +1,6 @@
 """Spatial sampling ops composed from ember's tensor ops (so autograd differentiates them with
-respect to the input and the grid): ``affine_grid`` and ``grid_sample`` (2-D; the spatial
-transformer networks' pair) and ``max_unpool1d`` / ``2d`` / ``3d`` (the inverse of max pooling
+respect to the input and the grid): ``affine_grid`` and ``grid_sample`` (2-D and 3-D; the
+spatial transformer networks' pair) and ``max_unpool1d`` / ``2d`` / ``3d`` (the inverse of max pooling
 with indices). Re-exported by ``ember.nn.functional``.
 
 >>> import ember
@@ -14,6 +14,7 @@ with indices). Re-exported by ``ember.nn.functional``.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Sequence
 
 import ember
@@ -32,7 +33,8 @@ def _linspace_coords(n: int, align_corners: bool, like: Tensor) -> Tensor:
 
 def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None = None) -> Tensor:
     """The (N, H, W, 2) sampling grid of 2-D affine transforms ``theta`` (N, 2, 3) for an
-    output of ``size`` (N, C, H, W): each output pixel's normalized (x, y) source location.
+    output of ``size`` (N, C, H, W): each output pixel's normalized (x, y) source location; in
+    3-D, the (N, D, H, W, 3) grid of ``theta`` (N, 3, 4) for ``size`` (N, C, D, H, W), (x, y, z).
 
     >>> import ember
     >>> affine_grid(ember.tensor([[[1.0, 0, 0], [0, 1.0, 0]]]), [1, 1, 1, 2], False).tolist()
@@ -44,25 +46,35 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
         raise ValueError(f"affine_grid: expected theta to have floating point type, but got "
                          f"{theta.dtype}")
     size = list(size)
-    if len(size) == 5:
-        raise NotImplementedError("affine_grid: 3-D (5-D size) grids are not supported yet; "
-                                  "only 2-D: size (N, C, H, W) with theta (N, 2, 3)")
-    if len(size) != 4:
-        raise ValueError(f"affine_grid: only 2-D grids are supported: size must be (N, C, H, W), "
-                         f"got {tuple(size)}")
-    n, _, h, w = size
-    if theta.ndim != 3 or tuple(theta.shape[1:]) != (2, 3) or theta.shape[0] != n:
-        raise ValueError(f"affine_grid: expected a batch of 2D affine matrices of shape Nx2x3 "
-                         f"for size {tuple(size)}. Got {tuple(theta.shape)}.")
+    if len(size) not in (4, 5):
+        raise ValueError(f"affine_grid: only 2-D and 3-D grids are supported: size must be "
+                         f"(N, C, H, W) or (N, C, D, H, W), got {tuple(size)}")
+    nd = len(size) - 2
+    n = size[0]
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (nd, nd + 1) or theta.shape[0] != n:
+        kind = "2D affine matrices of shape Nx2x3" if nd == 2 else \
+            "3D affine matrices of shape Nx3x4"
+        raise ValueError(f"affine_grid: expected a batch of {kind} for size {tuple(size)}. "
+                         f"Got {tuple(theta.shape)}.")
     if min(size) <= 0:
         raise ValueError(f"affine_grid: expected non-zero, positive output size. Got "
                          f"{tuple(size)}")
-    xs = _linspace_coords(w, align_corners, theta)
-    ys = _linspace_coords(h, align_corners, theta)
-    base = ember.stack([xs.view(1, w).expand(h, w), ys.view(h, 1).expand(h, w),
-                        ember.ones(h, w, dtype=theta.dtype, device=theta.device)], -1)
-    # (N, H*W, 3) @ (N, 3, 2) -> (N, H, W, 2)
-    return (base.reshape(1, h * w, 3) @ theta.transpose(1, 2)).reshape(n, h, w, 2)
+    spatial = size[2:]  # ([D,] H, W)
+    out = 1
+    for d in spatial:
+        out *= d
+    # the base grid holds (x, y[, z], 1) per output location: x runs along the last dim
+    coords = []
+    for k in range(nd):  # k = 0: x (W), 1: y (H), 2: z (D)
+        dim = nd - 1 - k
+        c = _linspace_coords(spatial[dim], align_corners, theta)
+        view = [1] * nd
+        view[dim] = spatial[dim]
+        coords.append(c.view(*view).expand(*spatial))
+    coords.append(ember.ones(*spatial, dtype=theta.dtype, device=theta.device))
+    base = ember.stack(coords, -1)
+    # (1, out, nd + 1) @ (N, nd + 1, nd) -> (N, [D,] H, W, nd)
+    return (base.reshape(1, out, nd + 1) @ theta.transpose(1, 2)).reshape(n, *spatial, nd)
 
 
 def _unnormalize(coord: Tensor, size: int, align_corners: bool) -> Tensor:
@@ -84,7 +96,12 @@ def _reflect(x: Tensor, low2: float, high2: float) -> Tensor:
 
 
 def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
-    x = _unnormalize(coord, size, align_corners)
+    return _pad_coordinate(_unnormalize(coord, size, align_corners), size, padding_mode,
+                           align_corners)
+
+
+def _pad_coordinate(x: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+    """A pixel coordinate brought inside by the padding mode (zeros: left as it is)."""
     if padding_mode == "border":
         x = x.clamp(0, size - 1)
     elif padding_mode == "reflection":
@@ -99,7 +116,9 @@ def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bo
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
     """Samples ``input`` (N, C, H_in, W_in) at the normalized (x, y) locations of ``grid``
-    (N, H_out, W_out, 2), -1 and 1 being the edges (align_corners=False: the outer pixels'
+    (N, H_out, W_out, 2) (in 3-D: (N, C, D_in, H_in, W_in) at the (x, y, z) of a grid
+    (N, D_out, H_out, W_out, 3), trilinearly for mode "bilinear"; "bicubic" is 2-D only), -1
+    and 1 being the edges (align_corners=False: the outer pixels'
     outer edges; True: their centers): ``mode`` bilinear or nearest, ``padding_mode`` zeros,
     border or reflection for locations outside. Differentiable in input and grid.
 
@@ -110,48 +129,116 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     """
     if align_corners is None:
         align_corners = False
-    if mode not in ("bilinear", "nearest"):
-        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear' or "
-                         f"'nearest' (bicubic is not supported yet), but got: '{mode}'")
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
+                         f"'nearest' or 'bicubic', but got: '{mode}'")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")
-    if input.ndim == 5:
-        raise NotImplementedError("grid_sample: 5-D (volumetric) input is not supported yet")
-    if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2:
-        raise RuntimeError(f"grid_sample(): expected 4D input (N, C, H, W) and a grid of shape "
-                           f"(N, H_out, W_out, 2), got input {tuple(input.shape)} and grid "
-                           f"{tuple(grid.shape)}")
+    nd = input.ndim - 2
+    if input.ndim not in (4, 5) or grid.ndim != input.ndim or grid.shape[-1] != nd:
+        raise RuntimeError(f"grid_sample(): expected 4D input (N, C, H, W) with a grid of shape "
+                           f"(N, H_out, W_out, 2), or 5D input (N, C, D, H, W) with a grid of "
+                           f"shape (N, D_out, H_out, W_out, 3), got input {tuple(input.shape)} "
+                           f"and grid {tuple(grid.shape)}")
     if input.shape[0] != grid.shape[0]:
         raise RuntimeError(f"grid_sample(): expected grid and input to have same batch size, "
                            f"but got input with sizes {tuple(input.shape)} and grid with sizes "
                            f"{tuple(grid.shape)}")
-    n, c, h, w = input.shape
-    _, ho, wo, _ = grid.shape
+    n, c = input.shape[:2]
+    spatial = list(input.shape[2:])  # ([D,] H, W)
+    out_sp = list(grid.shape[1:-1])
+    points = 1
+    for d in out_sp:
+        points *= d
+    volume = 1
+    for d in spatial:
+        volume *= d
     grid = grid.to(input.dtype)
-    x = _source_index(grid[..., 0], w, padding_mode, align_corners)  # (N, Ho, Wo)
-    y = _source_index(grid[..., 1], h, padding_mode, align_corners)
-    flat = input.reshape(n, c, h * w)
+    # source positions per spatial dim, in the input's order: grid's last component is x (W)
+    src = [_source_index(grid[..., nd - 1 - i], spatial[i], padding_mode, align_corners)
+           for i in range(nd)]
+    flat = input.reshape(n, c, volume)
 
-    def gather(ix: Tensor, iy: Tensor) -> Tensor:
-        """input at integer (ix, iy) (N, Ho, Wo), zero outside: (N, C, Ho, Wo)."""
-        inside = (ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1)
-        ixc = ix.clamp(0, w - 1).to(ember.int64)
-        iyc = iy.clamp(0, h - 1).to(ember.int64)
-        idx = (iyc * w + ixc).reshape(n, 1, ho * wo).expand(n, c, ho * wo)
-        vals = flat.gather(2, idx).reshape(n, c, ho, wo)
-        return vals * inside.unsqueeze(1).to(input.dtype)
+    def gather(idx: list[Tensor]) -> Tensor:
+        """input at integer positions idx ((N, *out) per spatial dim), zero outside."""
+        inside = None
+        lin = None
+        for i, ix in enumerate(idx):
+            ok = (ix >= 0) & (ix <= spatial[i] - 1)
+            inside = ok if inside is None else inside & ok
+            ic = ix.clamp(0, spatial[i] - 1).to(ember.int64)
+            lin = ic if lin is None else lin * spatial[i] + ic
+        vals = flat.gather(2, lin.reshape(n, 1, points).expand(n, c, points))
+        return vals.reshape(n, c, *out_sp) * inside.unsqueeze(1).to(input.dtype)
 
+    if mode == "bicubic":
+        if nd != 2:
+            raise RuntimeError("grid_sample(): bicubic interpolation only supports 4D input")
+        return _bicubic(input, grid, padding_mode, align_corners)
     if mode == "nearest":
         # round half to even, as nearbyint does
-        return gather(x.round(), y.round())
+        return gather([x.round() for x in src])
+    lows = [x.floor() for x in src]
+    w1 = [(x - lo).unsqueeze(1) for x, lo in zip(src, lows)]
+    w0 = [1 - w for w in w1]
+    lows = [lo.detach() for lo in lows]
+    out = None
+    # the 2^nd corners, x changing fastest; each value times its x, y (, z) weights
+    for corner in itertools.product((0, 1), repeat=nd):
+        term = gather([lo + b for lo, b in zip(lows, corner)])
+        for i in reversed(range(nd)):
+            term = term * (w1[i] if corner[i] else w0[i])
+        out = term if out is None else out + term
+    return out
+
+
+def _cubic_weights(t: Tensor) -> list[Tensor]:
+    """The cubic convolution weights (A = -0.75, as PyTorch and OpenCV) of the taps at offsets
+    -1, 0, 1, 2 for a fractional position t in [0, 1)."""
+    a = -0.75
+
+    def near(d: Tensor) -> Tensor:  # |d| <= 1
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d: Tensor) -> Tensor:  # 1 < |d| < 2
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _bicubic(input: Tensor, grid: Tensor, padding_mode: str, align_corners: bool) -> Tensor:
+    """grid_sample's bicubic mode: a 4 x 4 neighbourhood around the unnormalized location
+    (not padded: the padding applies to each tap), weighted by cubic convolution along x,
+    then y; taps outside the image after padding read 0."""
+    n, c, h, w = input.shape
+    ho, wo = grid.shape[1:3]
+    x = _unnormalize(grid[..., 0], w, align_corners)
+    y = _unnormalize(grid[..., 1], h, align_corners)
     x0, y0 = x.floor(), y.floor()
-    x1, y1 = x0 + 1, y0 + 1
-    wx1, wy1 = (x - x0).unsqueeze(1), (y - y0).unsqueeze(1)
-    wx0, wy0 = 1 - wx1, 1 - wy1
-    x0d, y0d, x1d, y1d = x0.detach(), y0.detach(), x1.detach(), y1.detach()
-    return (gather(x0d, y0d) * wx0 * wy0 + gather(x1d, y0d) * wx1 * wy0
-            + gather(x0d, y1d) * wx0 * wy1 + gather(x1d, y1d) * wx1 * wy1)
+    wx, wy = _cubic_weights((x - x0).unsqueeze(1)), _cubic_weights((y - y0).unsqueeze(1))
+    x0, y0 = x0.detach(), y0.detach()
+    flat = input.reshape(n, c, h * w)
+
+    def tap(ix: Tensor, iy: Tensor) -> Tensor:
+        with ember.no_grad():
+            px = _pad_coordinate(ix, w, padding_mode, align_corners)
+            py = _pad_coordinate(iy, h, padding_mode, align_corners)
+            inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
+            lin = (py.clamp(0, h - 1).to(ember.int64) * w
+                   + px.clamp(0, w - 1).to(ember.int64)).reshape(n, 1, ho * wo)
+        vals = flat.gather(2, lin.expand(n, c, ho * wo)).reshape(n, c, ho, wo)
+        return vals * inside.unsqueeze(1).to(input.dtype)
+
+    out = None
+    for j in range(4):
+        row = None
+        for i in range(4):
+            term = tap(x0 + (i - 1), y0 + (j - 1)) * wx[i]
+            row = term if row is None else row + term
+        term = row * wy[j]
+        out = term if out is None else out + term
+    return out
 
 
 def _unpool(op: str, nd: int, input: Tensor, indices: Tensor, kernel_size: Any, stride: Any,

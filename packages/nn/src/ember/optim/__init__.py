@@ -16,11 +16,13 @@ except ImportError:  # not installed from a git checkout / sdist
 
 from ember.optim import lr_scheduler, swa_utils
 from ember.optim.adadelta import Adadelta
+from ember.optim.adafactor import Adafactor
 from ember.optim.adagrad import Adagrad
 from ember.optim.adam import Adam, AdamW
 from ember.optim.adamax import Adamax
 from ember.optim.asgd import ASGD
 from ember.optim.lbfgs import LBFGS
+from ember.optim.muon import Muon
 from ember.optim.nadam import NAdam
 from ember.optim.optimizer import Optimizer
 from ember.optim.radam import RAdam
@@ -39,6 +41,8 @@ __all__ = [
     "RMSprop",
     "Adagrad",
     "Adadelta",
+    "Adafactor",
+    "Muon",
     "Adamax",
     "NAdam",
     "RAdam",

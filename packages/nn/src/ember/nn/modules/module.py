@@ -794,6 +794,23 @@ class Module:
             yield from m.named_modules(memo, sub, remove_duplicate)
 
     # ---- modes and conversions ---------------------------------------------------------------
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Compiles this module's ``__call__`` with :func:`ember.compile`, which takes the same
+        arguments (checked there): ember runs modules eagerly, so the module goes on running as
+        it is (hooks, train/eval and all). Returns None, like ``torch.nn.Module.compile``.
+
+        >>> import warnings, ember
+        >>> m = ember.nn.Linear(2, 1)
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     m.compile(mode="reduce-overhead")
+        >>> m(ember.ones(1, 2)).shape
+        ember.Size([1, 1])
+        """
+        import ember
+
+        ember.compile(self.__call__, *args, **kwargs)
+
     def train(self, mode: bool = True) -> Module:
         """Sets training mode on this module and its submodules; returns self."""
         if not isinstance(mode, bool):
