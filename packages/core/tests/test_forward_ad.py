@@ -584,6 +584,25 @@ def _lu_solve(lu, b, adjoint):
 
 
 _LU_AT = np.random.default_rng(11).standard_normal((3, 3)) + 3 * np.eye(3)
+_CROW, _COL = [0, 2, 2, 4], [1, 3, 0, 2]  # a 3x4 CSR pattern with an empty row
+
+
+def _csr(op):
+    """ember's CSR product kernels on the fixed pattern (no torch counterpart: ember only)."""
+    def f(*ts):
+        return getattr(ember._C, op)(ember.tensor(_CROW), ember.tensor(_COL), *ts)
+    return f
+
+
+SPARSE_CASES = [
+    FwCase("_sparse_csr_mm: values and dense", _csr("_sparse_csr_mm"), nn(4, (4, 2)),
+           torch=False, noncontig=False),
+    FwCase("_sparse_csr_mm_t: values and dense",
+           lambda v, d: _csr("_sparse_csr_mm_t")(v, d, 4), nn(4, (3, 2)), torch=False,
+           noncontig=False),
+    FwCase("_sparse_csr_sddmm: left and right", _csr("_sparse_csr_sddmm"), nn((3, 2), (4, 2)),
+           torch=False, noncontig=False),
+]
 LINALG_CASES = [  # the LAPACK factorizations (ember.linalg)
     FwCase("_linalg_solve_ex: A and B", lambda a, b: lib(a).linalg.solve(a, b),
            lambda rng: _well(2, 3)(rng) + [rng.standard_normal((3, 2))]),
@@ -605,7 +624,7 @@ LINALG_CASES = [  # the LAPACK factorizations (ember.linalg)
     FwCase("_lu_solve: B", lambda b: _lu_solve(None, b, False), n(3, 2)),
     FwCase("_lu_solve: adjoint", lambda b: _lu_solve(None, b, True), n(3, 2)),
 ]
-CASES = CASES + LINALG_CASES
+CASES = CASES + LINALG_CASES + SPARSE_CASES
 
 
 def _aten(name, *args):

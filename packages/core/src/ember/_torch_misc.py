@@ -439,15 +439,14 @@ def _truth(name: str, pred: Any) -> bool:
     if isinstance(pred, Tensor):
         if pred.numel() != 1:
             raise RuntimeError(
-                f"{name}(): the predicate must be a bool or a one-element tensor, got a tensor "
-                f"of shape {list(pred.shape)}"
+                f"{name}(): expected pred to be a bool or a single-element tensor, but got a "
+                f"tensor of shape {list(pred.shape)}"
             )
         return bool(pred.item())
-    if isinstance(pred, (bool, int)):
+    if isinstance(pred, (bool, int, float)):
         return bool(pred)
     raise RuntimeError(
-        f"{name}(): the predicate must be a bool or a one-element tensor, got "
-        f"{type(pred).__name__}"
+        f"{name}(): expected pred to be a bool or a tensor, but got {type(pred).__name__}"
     )
 
 
@@ -460,8 +459,9 @@ def cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any],
     >>> ember.cond(False, lambda x: x * 2, lambda x: x + 10, [ember.ones(2)]).tolist()
     [11.0, 11.0]
     """
-    if not callable(true_fn) or not callable(false_fn):
-        raise RuntimeError("cond(): true_fn and false_fn must be callable")
+    for name, fn in (("true_fn", true_fn), ("false_fn", false_fn)):
+        if not callable(fn):
+            raise TypeError(f"cond(): {name} must be callable, got {type(fn).__name__}")
     if not isinstance(operands, (tuple, list)):
         raise RuntimeError(
             f"cond(): operands must be a tuple or list, got {type(operands).__name__}"
