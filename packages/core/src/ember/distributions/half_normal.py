@@ -9,20 +9,15 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
-import ember
 from ember import Tensor
-from ember.distributions import constraints
-from ember.distributions.distribution import Distribution
+from ember.distributions._half import HalfDistribution
 from ember.distributions.normal import Normal
-from ember.distributions.transformed_distribution import TransformedDistribution
-from ember.distributions.transforms import AbsTransform
 
 __all__ = ["HalfNormal"]
 
 
-class HalfNormal(TransformedDistribution):
+class HalfNormal(HalfDistribution):
     """Half-normal distribution with scale ``scale``.
 
     >>> import ember
@@ -30,48 +25,13 @@ class HalfNormal(TransformedDistribution):
     True
     """
 
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
+    _base = Normal
     base_dist: Normal
-
-    def __init__(self, scale: Tensor | float, validate_args: bool | None = None) -> None:
-        base_dist = Normal(0, scale, validate_args=False)
-        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> HalfNormal:
-        new = self._get_checked_instance(HalfNormal, _instance)
-        return super().expand(batch_shape, _instance=new)  # type: ignore[return-value]
-
-    @property
-    def scale(self) -> Tensor:
-        return self.base_dist.scale
 
     @property
     def mean(self) -> Tensor:
         return self.scale * math.sqrt(2 / math.pi)
 
     @property
-    def mode(self) -> Tensor:
-        return ember.zeros_like(self.scale)
-
-    @property
     def variance(self) -> Tensor:
         return self.scale.pow(2) * (1 - 2 / math.pi)
-
-    def log_prob(self, value: Tensor) -> Tensor:
-        if self._validate_args:
-            self._validate_sample(value)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return ember.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value: Tensor) -> Tensor:
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob: Tensor) -> Tensor:
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self) -> Tensor:
-        return self.base_dist.entropy() - math.log(2)
