@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 from nn_norm import E, npv, tensor
-from nn_sim import BF16, F16, F32, F64, TOL, close
+from nn_sim import BF16, F16, F32, F64, TOL, close, report
 
 K_SQRT1_2 = 0.70710678118654752440
 K_SQRT2_OVER_PI = 0.79788456080286535588
@@ -176,12 +176,7 @@ def main():
         for name in functors(np.float32):
             check(name, T, fails)
         check_backward(T, fails)
-    dt = time.time() - t0
-    print(f"nn_activation: {len(fails)} failures ({dt:.1f}s)")
-    if fails and not quiet:
-        for f in fails:
-            print("  ", f)
-    return 1 if fails else 0
+    return report("nn_activation", fails, t0, quiet)
 
 
 if __name__ == "__main__":

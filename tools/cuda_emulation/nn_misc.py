@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 from nn_norm import E, npv, tensor
-from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch
+from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch, report
 
 RNG = np.random.default_rng(17)
 
@@ -790,12 +790,7 @@ def main():
     check_pad([2, 3, 5], [-1, 2], "constant", F32, fails)
     check_pad([2, 3, 5], [1, 1, -1, 1, 1, 0], "constant", BF16, fails)
     check_pad([2, 3, 5], [-3, -2], "constant", F32, fails)
-    dt = time.time() - t0
-    print(f"nn_misc: {len(fails)} failures ({dt:.1f}s)")
-    if fails and not quiet:
-        for f in fails:
-            print("  ", f)
-    return 1 if fails else 0
+    return report("nn_misc", fails, t0, quiet)
 
 
 if __name__ == "__main__":

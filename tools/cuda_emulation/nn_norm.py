@@ -10,7 +10,7 @@ import time
 from types import SimpleNamespace as NS
 
 import numpy as np
-from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch
+from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch, report
 from nn_team import K_BLOCK, K_ROW_BLOCK, make_team, team_blocks, team_mode, team_sum, team_threads
 
 K_INDEX_LIMIT = 2**31 - 1
@@ -847,12 +847,7 @@ def main():
     check_batch((4, 3, 5, 2), F32, True, True, True, 0.3, fails, channels_last=True)
     check_batch((4, 3, 5, 2), F32, True, False, True, 0.1, fails, channels_last=True)
     check_batch((5, 2, 7), F32, True, True, True, 0.1, fails, shift=1000.0)
-    dt = time.time() - t0
-    print(f"nn_norm: {len(fails)} failures ({dt:.1f}s)")
-    if fails and not quiet:
-        for f in fails:
-            print("  ", f)
-    return 1 if fails else 0
+    return report("nn_norm", fails, t0, quiet)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 from nn_norm import E, npv, tensor
-from nn_sim import BF16, F16, F32, F64, close, launch
+from nn_sim import BF16, F16, F32, F64, close, launch, report
 
 RNG = np.random.default_rng(5)
 K_CHUNK = 1 << 15
@@ -503,12 +503,7 @@ def main():
         )
         check_unscale([(40, F32, None), (7, BF16, bad)], 1.0, fails)
     check_update_scale(fails)
-    dt = time.time() - t0
-    print(f"nn_optim_amp: {len(fails)} failures ({dt:.1f}s)")
-    if fails and not quiet:
-        for f in fails:
-            print("  ", f)
-    return 1 if fails else 0
+    return report("nn_optim_amp", fails, t0, quiet)
 
 
 if __name__ == "__main__":

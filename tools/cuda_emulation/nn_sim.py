@@ -245,3 +245,14 @@ def close(name, got, want, rtol, atol=None, failures=None):
 
 
 TOL = {"float32": 3e-5, "float64": 1e-10, "float16": 1e-2, "bfloat16": 4e-2}
+
+
+def report(name, fails, t0, quiet):
+    """Prints the run's summary line (and the failures unless quiet); the exit status."""
+    import time
+
+    print(f"{name}: {len(fails)} failures ({time.time() - t0:.1f}s)")
+    if fails and not quiet:
+        for f in fails:
+            print("  ", f)
+    return 1 if fails else 0

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 from nn_norm import E, npv, tensor
-from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch
+from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch, report
 from nn_team import (
     K_BLOCK,
     K_THREAD,
@@ -651,12 +651,7 @@ def main():
             check_loss((9, 1100), T, red, False, 5, 0.0, fails, special=True)
     check_loss((0, 7), F32, "mean", True, -100, 0.0, fails)
     check_loss((0, 7), F32, "sum", False, -100, 0.1, fails)
-    dt = time.time() - t0
-    print(f"nn_softmax_loss: {len(fails)} failures ({dt:.1f}s)")
-    if fails and not quiet:
-        for f in fails:
-            print("  ", f)
-    return 1 if fails else 0
+    return report("nn_softmax_loss", fails, t0, quiet)
 
 
 if __name__ == "__main__":
