@@ -4,16 +4,17 @@
 // are __host__ __device__ and std:: math compiles to the device's functions.
 //
 // The Bessel and Airy functions are computed in double for every dtype:
-// - J0, J1, Y0, Y1: power series for x < 2; Miller's backward recurrence for 2 <= x <= 25,
-//   normalized by J0 + 2 (J2 + J4 + ...) = 1, with Neumann's series for Y0 and Y1 summed in the
-//   same pass; Hankel's expansion beyond, whose phase uses sin(x) and cos(x) (accurately
-//   reduced) rather than sin(x - pi/4).
+// - J0, J1, Y0, Y1: power series for x < 2; for 2 <= x <= 25 a polynomial of degree 15 per unit
+//   interval (kernels/special_bessel_coeffs.h, from tools/gen_bessel_coeffs.py; error ~2e-16 of
+//   the amplitude sqrt(2 / (pi x))); Hankel's expansion beyond, whose phase uses sin(x) and
+//   cos(x) (accurately reduced) rather than sin(x - pi/4).
 // - I0, I1: power series for x <= 30, the large-argument expansion beyond.
-// - K0, K1: the series of K in terms of I for x <= 1, the trapezoidal rule on
-//   e^x K(x) = integral_0^inf exp(-x (cosh t - 1)) cosh(nu t) dt (exponentially convergent) up to
-//   25, the large-argument expansion beyond.
-// - Ai: Taylor series of the Airy equation y'' = x y about the integers -10..10 (Ai and Ai' there
-//   tabulated), the asymptotic expansions (oscillating for x < 0) beyond.
+// - K0, K1: the series of K in terms of I for x <= 1, polynomials for e^x K(x) on 18 intervals
+//   up to 25 (degree 17, relative error ~2e-16), the large-argument expansion beyond.
+// - Ai: a polynomial of degree 19 on [k - 1/2, k + 1/2] for k = -10..10 (relative error ~1e-15,
+//   or that of the amplitude for x < -1), the asymptotic expansions (oscillating for x < 0)
+//   beyond.
+// The polynomial tables are static constexpr arrays inside the functions that evaluate them.
 // The polynomials (x, n) follow torch's definitions: the order is n truncated toward zero
 // (NaN, +-inf and out-of-range orders count as negative), a negative order gives 0, and the value
 // comes from the three-term recurrence in the op-math type, or from the trigonometric form for
@@ -29,6 +30,8 @@
 #else
 #define EMBER_SPECIAL_HD
 #endif
+
+#include "kernels/special_bessel_coeffs.h"
 
 namespace ember {
 namespace special_math {
@@ -73,46 +76,12 @@ EMBER_SPECIAL_HD inline BesselJY bessel_jy_series(double x) {
   return r;
 }
 
-// 2 <= x <= 25: Miller's backward recurrence J_{k-1} = (2k / x) J_k - J_{k+1} from an order far
-// above x, normalized by J0 + 2 sum J_2m = 1; Neumann's series
-//   Y0 = 2/pi [(ln(x/2) + g) J0 - 2 sum_m (-1)^m J_2m / m]
-//   Y1 = 2/pi [(ln(x/2) + g - 1) J1 - J0 / x - sum_i (-1)^i (2i + 1) / (i (i + 1)) J_{2i+1}]
-// (the second is minus the derivative of the first) accumulate in the same pass.
-// Two orders per step (the start is even), so that the signs alternate without tests; the Y
-// sums (divisions) only when asked for.
-template <bool kWithY>
-EMBER_SPECIAL_HD inline BesselJY bessel_jy_miller(double x) {
-  // J_top(x) < 1e-18 from this order on (x + 17 .. x + 35 needed for 2 <= x <= 25)
-  const int top = 2 * static_cast<int>(0.85 * x + 11.0);
-  double above = 0.0, cur = 1e-30, norm = 0.0, sy0 = 0.0, sy1 = 0.0;
-  double s0 = (top / 2) % 2 == 0 ? 2.0 : -2.0, s1 = (top / 2 - 1) % 2 == 0 ? 1.0 : -1.0;
-  for (int k = top; k >= 2; k -= 2) {
-    norm += 2.0 * cur;  // cur = J_k, k = 2m
-    if (kWithY) sy0 += s0 * cur / (k / 2);
-    double below = (2.0 * k / x) * cur - above;
-    above = cur;
-    cur = below;  // J_{k-1}, k - 1 = 2i + 1
-    if (kWithY && k >= 4) {
-      const double i = k / 2 - 1;
-      sy1 += s1 * (2.0 * i + 1.0) / (i * (i + 1.0)) * cur;
-    }
-    below = (2.0 * (k - 1) / x) * cur - above;
-    above = cur;
-    cur = below;
-    s0 = -s0;
-    s1 = -s1;
-  }
-  norm += cur;  // cur = J0, above = J1 (unnormalized)
-  BesselJY r;
-  r.j0 = cur / norm;
-  r.j1 = above / norm;
-  r.y0 = r.y1 = 0.0;
-  if (kWithY) {
-    const double lg = std::log(x) - kLn2 + kEulerGamma;
-    r.y0 = (2.0 / kPi) * (lg * r.j0 - sy0 / norm);
-    r.y1 = (2.0 / kPi) * ((lg - 1.0) * r.j1 - r.j0 / x - sy1 / norm);
-  }
-  return r;
+// 2 <= x <= 25: the polynomial of J0 (f = 0), J1, Y0, Y1 (f = 3) on [k, k + 1] (x = 25 on
+// [24, 25]).
+EMBER_SPECIAL_HD inline double bessel_jy_poly(int f, double x) {
+  int i = static_cast<int>(x) - 2;
+  if (i > 22) i = 22;
+  return tables::poly_jy(f, i, x - (i + 2.5));
 }
 
 // Hankel's expansion J_nu + i Y_nu ~ sqrt(2 / (pi x)) (P + i Q) e^{i (x - (nu/2 + 1/4) pi)},
@@ -166,7 +135,7 @@ EMBER_SPECIAL_HD inline double bessel_j0(double x) {
   if (!(ax < inf_value())) return nan_value();
   if (ax == 0.0) return 1.0;
   if (ax < 2.0) return bessel_jy_series(ax).j0;
-  if (ax <= 25.0) return bessel_jy_miller<false>(ax).j0;
+  if (ax <= 25.0) return bessel_jy_poly(0, ax);
   double j, y;
   bessel_jy_large(ax, 0, j, y);
   return j;
@@ -180,7 +149,7 @@ EMBER_SPECIAL_HD inline double bessel_j1(double x) {
   if (ax < 2.0) {
     j = bessel_jy_series(ax).j1;
   } else if (ax <= 25.0) {
-    j = bessel_jy_miller<false>(ax).j1;
+    j = bessel_jy_poly(1, ax);
   } else {
     bessel_jy_large(ax, 1, j, y);
   }
@@ -191,7 +160,7 @@ EMBER_SPECIAL_HD inline double bessel_y0(double x) {
   if (!(x >= 0.0) || x == inf_value()) return nan_value();
   if (x == 0.0) return -inf_value();
   if (x < 2.0) return bessel_jy_series(x).y0;
-  if (x <= 25.0) return bessel_jy_miller<true>(x).y0;
+  if (x <= 25.0) return bessel_jy_poly(2, x);
   double j, y;
   bessel_jy_large(x, 0, j, y);
   return y;
@@ -202,7 +171,7 @@ EMBER_SPECIAL_HD inline double bessel_y1(double x) {
   if (x == 0.0) return -inf_value();
   if (x < 1e-300) return -2.0 / (kPi * x);  // -inf for the smallest subnormals
   if (x < 2.0) return bessel_jy_series(x).y1;
-  if (x <= 25.0) return bessel_jy_miller<true>(x).y1;
+  if (x <= 25.0) return bessel_jy_poly(3, x);
   double j, y;
   bessel_jy_large(x, 1, j, y);
   return y;
@@ -279,19 +248,30 @@ EMBER_SPECIAL_HD inline double bessel_k_scaled(double x, int nu) {
     const double k = nu == 0 ? sh - lg * si : 1.0 / x + 0.5 * x * (lg * si - 0.5 * sh);
     return std::exp(x) * k;
   }
-  if (x <= 25.0) {
-    // trapezoidal rule on integral_0^inf exp(-x (cosh t - 1)) cosh(nu t) dt: the integrand is
-    // entire and decays double-exponentially, so the error is about
-    // exp(x (1 - cos y) - 2 pi y / h) for any 0 < y < pi/2, below 1e-16 with these steps
-    const double h = x <= 4.0 ? 0.2 : x <= 10.0 ? 0.15 : 0.1;
-    double s = 0.5;
-    for (int j = 1; j < 200; ++j) {
-      const double c = std::cosh(h * j);
-      const double f = std::exp(-x * (c - 1.0)) * (nu == 0 ? 1.0 : c);
-      s += f;
-      if (f < 1e-18 * s) break;
+  if (x <= 25.0) {  // the intervals of tables::poly_ke: widths 1/4, 1/2, 1, 2 from 1, 2, 4, 8
+    int i;
+    double mid;
+    if (x < 2.0) {
+      const int j = static_cast<int>((x - 1.0) * 4.0);
+      i = j > 3 ? 3 : j;
+      mid = 1.125 + 0.25 * i;
+    } else if (x < 4.0) {
+      const int j = static_cast<int>((x - 2.0) * 2.0);
+      i = 4 + j;
+      mid = 2.25 + 0.5 * j;
+    } else if (x < 8.0) {
+      const int j = static_cast<int>(x - 4.0);
+      i = 8 + j;
+      mid = 4.5 + j;
+    } else if (x < 16.0) {
+      const int j = static_cast<int>((x - 8.0) * 0.5);
+      i = 12 + j;
+      mid = 9.0 + 2.0 * j;
+    } else {
+      i = x < 20.0 ? 16 : 17;
+      mid = x < 20.0 ? 18.0 : 22.5;
     }
-    return h * s;
+    return tables::poly_ke(nu, i, x - mid);
   }
   return bessel_ik_asymptotic(x, nu, false) * std::sqrt(kPi / (2.0 * x));
 }
@@ -318,56 +298,11 @@ EMBER_SPECIAL_HD inline double bessel_k1e(double x) { return bessel_k(x, 1, true
 
 // ---- Airy Ai ----------------------------------------------------------------------------------
 
-// Ai(k) and Ai'(k) for k = -10 .. 10 (computed to 30 digits, rounded to double).
-EMBER_SPECIAL_HD inline void airy_node(int k, double& ai, double& dai) {
-  constexpr double kNodes[21][2] = {
-      {4.0241238486443191e-2, 9.9626504413279006e-1},
-      {-2.2133721547341404e-2, -9.7566398092633159e-1},
-      {-5.2705050356386203e-2, 9.3556093819830655e-1},
-      {1.8428083525050564e-1, -7.7100816841012655e-1},
-      {-3.2914517362982311e-1, 3.4593548728134289e-1},
-      {3.5076100902411432e-1, 3.2719281855444314e-1},
-      {-7.0265532949289515e-2, -7.9062857536858138e-1},
-      {-3.7881429367765807e-1, 3.1458376921659881e-1},
-      {2.2740742820168558e-1, 6.1825902074169104e-1},
-      {5.3556088329235212e-1, -1.0160567116645209e-2},
-      {3.5502805388781724e-1, -2.588194037928068e-1},
-      {1.3529241631288142e-1, -1.5914744129679321e-1},
-      {3.4924130423274379e-2, -5.3090384433653632e-2},
-      {6.5911393574607191e-3, -1.1912976705951318e-2},
-      {9.5156385120480187e-4, -1.9586409502041789e-3},
-      {1.0834442813607442e-4, -2.4741389086846248e-4},
-      {9.9476943602528896e-6, -2.4765200397034955e-5},
-      {7.4921288639971671e-7, -2.008150894738792e-6},
-      {4.6922076160992316e-8, -1.3414392979067866e-7},
-      {2.4711684308724898e-9, -7.4806413896589464e-9},
-      {1.1047532552898686e-10, -3.5206336767389236e-10},
-  };
-  ai = kNodes[k + 10][0];
-  dai = kNodes[k + 10][1];
-}
-
 EMBER_SPECIAL_HD inline double airy_ai(double x) {
   if (!(std::fabs(x) < inf_value())) return nan_value();  // NaN at +-inf, as torch
-  if (x >= -10.5 && x <= 10.5) {
-    // y = sum a_k h^k about the nearest integer x0: (k+2)(k+1) a_{k+2} = x0 a_k + a_{k-1}
-    const double x0 = std::nearbyint(x), h = x - x0;
-    double a0, a1;
-    airy_node(static_cast<int>(x0), a0, a1);
-    double am1 = 0.0, s = a0 + a1 * h, hk = h;
-    for (int k = 0; k < 60; ++k) {
-      const double a2 = (x0 * a0 + am1) / ((k + 2.0) * (k + 1.0));
-      hk *= h;
-      const double term = a2 * hk;
-      s += term;
-      am1 = a0;
-      a0 = a1;
-      a1 = a2;
-      if (k > 4 && std::fabs(term) < 1e-18 * std::fabs(s) &&
-          std::fabs(am1 * hk) < 1e-17 * std::fabs(s))
-        break;
-    }
-    return s;
+  if (x >= -10.5 && x <= 10.5) {  // the polynomial on [k - 1/2, k + 1/2], k the nearest integer
+    const double x0 = std::nearbyint(x);
+    return tables::poly_ai(0, static_cast<int>(x0) + 10, x - x0);
   }
   const double z = std::fabs(x), zeta = (2.0 / 3.0) * z * std::sqrt(z);
   // u_k = u_{k-1} (6k-5)(6k-3)(6k-1) / ((2k-1) 216 k); the expansions in 1/zeta (zeta > 22)

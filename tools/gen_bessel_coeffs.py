@@ -1,0 +1,167 @@
+"""Generates the piecewise polynomial tables of kernels/special_bessel_coeffs.h.
+
+Each function is approximated on fixed intervals [a, b] by a polynomial in u = x - (a + b) / 2:
+Chebyshev interpolation at NODES points (mpmath at 40 digits), the series cut at the degree
+asked for and rewritten exactly as a polynomial in u (well conditioned: |u| <= (b - a) / 2 and
+the coefficients fall fast). The tables:
+
+- J0, J1, Y0, Y1 on [k, k + 1] for k = 2 .. 24 (the oscillation has period ~6, so degree 15
+  reaches ~1e-17 of the amplitude);
+- e^x K0(x), e^x K1(x) on 1 .. 25 split in intervals whose width grows with x (the function is
+  smooth there, its singularity is at 0);
+- Ai(x) on [k - 1/2, k + 1/2] for k = -10 .. 10.
+
+For each table the script prints the largest error of the polynomials, evaluated in float64 by
+Horner's rule, against mpmath on a dense grid (relative to the envelope that the tests use), and
+writes the header.
+
+    python3 tools/gen_bessel_coeffs.py   # needs mpmath (the generator only; never the tests)
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import mpmath as mp
+import numpy as np
+
+mp.mp.dps = 40
+NODES = 40
+OUT = Path(__file__).resolve().parents[1] / "packages/core/csrc/kernels/special_bessel_coeffs.h"
+
+JY_DEG = 15
+K_EDGES = [1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 25]
+K_DEG = 17
+AI_DEG = 19
+
+
+def cheb_poly(f, a: float, b: float, deg: int) -> list[mp.mpf]:
+    """Coefficients (u^0 first) of the degree-`deg` Chebyshev interpolant of f on [a, b]."""
+    a, b = mp.mpf(a), mp.mpf(b)
+    mid, half = (a + b) / 2, (b - a) / 2
+    n = NODES
+    us = [mp.cos(mp.pi * (j + mp.mpf(0.5)) / n) for j in range(n)]
+    vals = [f(mid + half * u) for u in us]
+    c = [2 * mp.fsum(vals[j] * mp.cos(mp.pi * k * (j + mp.mpf(0.5)) / n) for j in range(n)) / n
+         for k in range(deg + 1)]
+    c[0] /= 2
+    # T_k(s) as polynomials in s, then s = u / half
+    polys = [[mp.mpf(1)], [mp.mpf(0), mp.mpf(1)]]
+    for k in range(2, deg + 1):
+        nxt = [mp.mpf(0)] * (k + 1)
+        for i, x in enumerate(polys[-1]):
+            nxt[i + 1] += 2 * x
+        for i, x in enumerate(polys[-2]):
+            nxt[i] -= x
+        polys.append(nxt)
+    out = [mp.mpf(0)] * (deg + 1)
+    for k in range(deg + 1):
+        for i, x in enumerate(polys[k]):
+            out[i] += c[k] * x
+    return [v / half**i for i, v in enumerate(out)]
+
+
+def horner(coeffs: list[float], u: np.ndarray) -> np.ndarray:
+    r = np.full_like(u, coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        r = r * u + c
+    return r
+
+
+def table(f, edges, deg, scale):
+    """Rows of float64 coefficients, one per interval, and the largest scaled error."""
+    rows, worst = [], 0.0
+    for a, b in zip(edges[:-1], edges[1:]):
+        co = cheb_poly(f, a, b, deg)
+        row = [float(v) for v in co]
+        rows.append(row)
+        xs = np.linspace(a, b, 41)
+        got = horner(row, xs - (a + b) / 2)
+        for x, g in zip(xs, got):
+            want = f(mp.mpf(float(x)))
+            err = abs(float(g) - float(want)) / scale(float(x), float(want))
+            worst = max(worst, err)
+    return rows, worst
+
+
+def env_osc(x: float, want: float) -> float:
+    return max(abs(want), math.sqrt(2 / (math.pi * x)))
+
+
+def env_rel(x: float, want: float) -> float:
+    return abs(want)
+
+
+def env_ai(x: float, want: float) -> float:
+    return max(abs(want), abs(x) ** -0.25 / math.sqrt(math.pi)) if x < -1 else abs(want)
+
+
+def fmt(name: str, tabs: list[list[list[float]]]) -> str:
+    """A function evaluating row i of table f at u (Horner), the tables as a static array."""
+    n, m, d = len(tabs), len(tabs[0]), len(tabs[0][0])
+    lines = [f"EMBER_SPECIAL_HD inline double {name}(int f, int i, double u) {{",
+             f"  static constexpr double kTab[{n}][{m}][{d}] = {{"]
+    for rows in tabs:
+        lines.append("      {")
+        for row in rows:
+            lines.append("          {" + ", ".join(repr(v) for v in row) + "},")
+        lines.append("      },")
+    lines += ["  };", "  const double* c = kTab[f][i];", f"  double r = c[{d - 1}];",
+              f"  for (int k = {d - 2}; k >= 0; --k) r = r * u + c[k];", "  return r;", "}"]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    jy_edges = list(range(2, 26))
+    funcs = {
+        "kJ0": (lambda x: mp.besselj(0, x), jy_edges, JY_DEG, env_osc),
+        "kJ1": (lambda x: mp.besselj(1, x), jy_edges, JY_DEG, env_osc),
+        "kY0": (lambda x: mp.bessely(0, x), jy_edges, JY_DEG, env_osc),
+        "kY1": (lambda x: mp.bessely(1, x), jy_edges, JY_DEG, env_osc),
+        "kK0e": (lambda x: mp.besselk(0, x) * mp.exp(x), K_EDGES, K_DEG, env_rel),
+        "kK1e": (lambda x: mp.besselk(1, x) * mp.exp(x), K_EDGES, K_DEG, env_rel),
+        "kAi": (mp.airyai, [k - 0.5 for k in range(-10, 12)], AI_DEG, env_ai),
+    }
+    tabs = {}
+    for name, (f, edges, deg, scale) in funcs.items():
+        rows, worst = table(f, edges, deg, scale)
+        print(f"{name}: {len(rows)} intervals, degree {deg}, max scaled error {worst:.3g}")
+        tabs[name] = rows
+    parts = [fmt("poly_jy", [tabs[k] for k in ("kJ0", "kJ1", "kY0", "kY1")]),
+             fmt("poly_ke", [tabs["kK0e"], tabs["kK1e"]]), fmt("poly_ai", [tabs["kAi"]])]
+    kedges = ", ".join(repr(float(e)) for e in K_EDGES)
+    header = f"""// Generated by tools/gen_bessel_coeffs.py; do not edit. Piecewise polynomial tables of
+// kernels/special_math.h: row i holds the coefficients (u^0 first) of the polynomial in
+// u = x - (a_i + b_i) / 2 on the interval [a_i, b_i] (see the generator for the intervals).
+// clang-format off
+#pragma once
+// Included by kernels/special_math.h (EMBER_SPECIAL_HD comes from there).
+
+namespace ember {{
+namespace special_math {{
+namespace tables {{
+
+// f = 0 .. 3: J0, J1, Y0, Y1 on [i + 2, i + 3], i = 0 .. 22, u = x - (i + 2.5).
+{parts[0]}
+
+// f = 0, 1: e^x K0(x), e^x K1(x) on [e_i, e_i+1], u = x - (e_i + e_i+1) / 2, the edges e:
+// {kedges}.
+{parts[1]}
+
+// f = 0: Ai on [i - 10.5, i - 9.5], i = 0 .. 20, u = x - (i - 10).
+{parts[2]}
+
+}}  // namespace tables
+}}  // namespace special_math
+}}  // namespace ember
+// clang-format on
+"""
+    OUT.write_text(header)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
