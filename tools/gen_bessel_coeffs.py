@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import mpmath as mp
@@ -113,6 +114,44 @@ def fmt(name: str, tabs: list[list[list[float]]]) -> str:
     return "\n".join(lines)
 
 
+def series_fn(name: str, doc: str, tab: list[list[float]]) -> str:
+    """A function summing sum_k tab[f][k] s^k (Horner), the table as a static array."""
+    n, d = len(tab), len(tab[0])
+    lines = [f"// {doc}", f"EMBER_SPECIAL_HD inline double {name}(int f, double s) {{",
+             f"  static constexpr double kTab[{n}][{d}] = {{"]
+    for row in tab:
+        lines.append("      {" + ", ".join(repr(v) for v in row) + "},")
+    lines += ["  };", "  const double* c = kTab[f];", f"  double r = c[{d - 1}];",
+              f"  for (int k = {d - 2}; k >= 0; --k) r = r * s + c[k];", "  return r;", "}"]
+    return "\n".join(lines)
+
+
+def asymptotic_tables() -> str:
+    """The expansions in 1/zeta (Airy, zeta >= 22.68) and 1/x (Hankel, x > 25), cut where the
+    terms fall below 1e-18 at the smallest argument; coefficients exact (fractions), then
+    rounded."""
+    u = [Fraction(1)]  # Airy: u_k = u_{k-1} (6k-5)(6k-3)(6k-1) / ((2k-1) 216 k)
+    for k in range(1, 24):
+        u.append(u[-1] * (6 * k - 5) * (6 * k - 3) * (6 * k - 1) / ((2 * k - 1) * 216 * k))
+    pos = [float((-1) ** k * u[k]) for k in range(24)]
+    neg_p = [float((-1) ** k * u[2 * k]) for k in range(12)]
+    neg_q = [float((-1) ** k * u[2 * k + 1]) for k in range(12)]
+    hp, hq = [], []
+    for nu in (0, 1):  # Hankel: a_k = prod_{j<=k} (4 nu^2 - (2j - 1)^2) / (k! 8^k)
+        a = [Fraction(1)]
+        for k in range(1, 22):
+            a.append(a[-1] * (4 * nu * nu - (2 * k - 1) ** 2) / (8 * k))
+        hp.append([float((-1) ** m * a[2 * m]) for m in range(11)])
+        hq.append([float((-1) ** m * a[2 * m + 1]) for m in range(11)])
+    return "\n\n".join([
+        series_fn("airy_asym", "Ai for x > 0: sum (-1)^k u_k s^k, s = 1/zeta.", [pos]),
+        series_fn("airy_asym_neg", "f = 0, 1: sum (-1)^k u_2k s^k, sum (-1)^k u_2k+1 s^k "
+                  "(Ai for x < 0, s = 1/zeta^2).", [neg_p, neg_q]),
+        series_fn("hankel_series", "Hankel's P (f = 0, 1: nu = 0, 1) and Q / (1/x) (f = 2, 3) "
+                  "in s = 1/x^2.", hp + hq),
+    ])
+
+
 def main() -> int:
     jy_edges = list(range(2, 26))
     funcs = {
@@ -152,6 +191,8 @@ namespace tables {{
 
 // f = 0: Ai on [i - 10.5, i - 9.5], i = 0 .. 20, u = x - (i - 10).
 {parts[2]}
+
+{asymptotic_tables()}
 
 }}  // namespace tables
 }}  // namespace special_math

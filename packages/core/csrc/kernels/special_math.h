@@ -85,33 +85,12 @@ EMBER_SPECIAL_HD inline double bessel_jy_poly(int f, double x) {
 }
 
 // Hankel's expansion J_nu + i Y_nu ~ sqrt(2 / (pi x)) (P + i Q) e^{i (x - (nu/2 + 1/4) pi)},
-// x > 25 (the terms fall to 1e-21 before they start to grow). Returns P and Q.
+// x > 25: P = sum_m (-1)^m a_2m / x^2m, Q = sum_m (-1)^m a_2m+1 / x^2m+1 with
+// a_k = prod_{j<=k} (4 nu^2 - (2j - 1)^2) / (k! 8^k), cut after a_21 (below 1e-18 at 25).
 EMBER_SPECIAL_HD inline void hankel_pq(double x, int nu, double& p, double& q) {
-  const double mu = 4.0 * nu * nu;
-  double t = 1.0;
-  p = 1.0;
-  q = 0.0;
-  for (int k = 1; k < 80; ++k) {
-    const double odd = 2.0 * k - 1.0;
-    const double next = t * (mu - odd * odd) / (k * 8.0 * x);
-    if (std::fabs(next) > std::fabs(t) && k > 2) break;  // the asymptotic series turns
-    t = next;
-    switch (k % 4) {
-      case 1:
-        q += t;
-        break;
-      case 2:
-        p -= t;
-        break;
-      case 3:
-        q -= t;
-        break;
-      default:
-        p += t;
-        break;
-    }
-    if (std::fabs(t) < 1e-18 * std::fabs(p)) break;
-  }
+  const double r = 1.0 / x, s = r * r;
+  p = tables::hankel_series(nu, s);
+  q = r * tables::hankel_series(2 + nu, s);
 }
 
 // J_nu and Y_nu (nu = 0, 1) for x > 25, with cos/sin(x - pi/4) and (x - 3 pi/4) formed from
@@ -191,20 +170,13 @@ EMBER_SPECIAL_HD inline double bessel_i_series(double x, int nu) {
   return s;
 }
 
-// The large-argument expansion of I_nu (alternating) or K_nu (same signs):
-// sum_k (+-1)^k prod_{j<=k} (4 nu^2 - (2j - 1)^2) / (k! (8x)^k), x > 25.
+// The large-argument expansion of I_nu (alternating) or K_nu (same signs), x > 25:
+// sum_k (+-1)^k a_k / x^k with Hankel's a_k (tables::hankel_series at s = -1/x^2 sums the even
+// and the odd terms without their alternating signs).
 EMBER_SPECIAL_HD inline double bessel_ik_asymptotic(double x, int nu, bool alternate) {
-  const double mu = 4.0 * nu * nu;
-  double t = 1.0, s = 1.0;
-  for (int k = 1; k < 80; ++k) {
-    const double odd = 2.0 * k - 1.0;
-    const double next = t * (mu - odd * odd) / (k * 8.0 * x) * (alternate ? -1.0 : 1.0);
-    if (std::fabs(next) > std::fabs(t) && k > 2) break;
-    t = next;
-    s += t;
-    if (std::fabs(t) < 1e-18 * std::fabs(s)) break;
-  }
-  return s;
+  const double r = 1.0 / x, s = -r * r;
+  const double even = tables::hankel_series(nu, s), odd = r * tables::hankel_series(2 + nu, s);
+  return alternate ? even - odd : even + odd;
 }
 
 // I_nu(|x|) for nu = 0, 1; overflows only where the value does (e^x is applied in two halves).
@@ -305,32 +277,16 @@ EMBER_SPECIAL_HD inline double airy_ai(double x) {
     return tables::poly_ai(0, static_cast<int>(x0) + 10, x - x0);
   }
   const double z = std::fabs(x), zeta = (2.0 / 3.0) * z * std::sqrt(z);
-  // u_k = u_{k-1} (6k-5)(6k-3)(6k-1) / ((2k-1) 216 k); the expansions in 1/zeta (zeta > 22)
-  double u = 1.0, p = 1.0, q = 0.0;
-  for (int k = 1; k < 60; ++k) {
-    const double next = u * (6.0 * k - 5.0) * (6.0 * k - 3.0) * (6.0 * k - 1.0) /
-                        ((2.0 * k - 1.0) * 216.0 * k) / zeta;
-    if (next > u) break;
-    u = next;
-    if (x > 0) {
-      p += (k % 2 == 0) ? u : -u;  // sum (-1)^k u_k / zeta^k
-    } else {
-      switch (k % 4) {  // p = sum (-1)^k u_2k / zeta^2k, q = sum (-1)^k u_{2k+1} / zeta^{2k+1}
-        case 1:
-          q += u;
-          break;
-        case 2:
-          p -= u;
-          break;
-        case 3:
-          q -= u;
-          break;
-        default:
-          p += u;
-          break;
-      }
-    }
-    if (u < 1e-18) break;
+  // the expansions in t = 1/zeta (zeta > 22.68) with u_k = u_{k-1} (6k-5)(6k-3)(6k-1) /
+  // ((2k-1) 216 k): p = sum (-1)^k u_k t^k for x > 0; for x < 0 p = sum (-1)^k u_2k t^2k,
+  // q = sum (-1)^k u_2k+1 t^2k+1 (cut where the terms fall below 1e-18 at 22.68)
+  const double t = 1.0 / zeta;
+  double p, q = 0.0;
+  if (x > 0) {
+    p = tables::airy_asym(0, t);
+  } else {
+    p = tables::airy_asym_neg(0, t * t);
+    q = t * tables::airy_asym_neg(1, t * t);
   }
   const double amp = kInvSqrtPi / std::sqrt(std::sqrt(z));
   if (x > 0) return 0.5 * amp * std::exp(-zeta) * p;
