@@ -143,7 +143,19 @@ def asymptotic_tables() -> str:
             a.append(a[-1] * (4 * nu * nu - (2 * k - 1) ** 2) / (8 * k))
         hp.append([float((-1) ** m * a[2 * m]) for m in range(11)])
         hq.append([float((-1) ** m * a[2 * m + 1]) for m in range(11)])
+    rows = [[], [], [], []]  # the power series of J0, J1, Y0, Y1 (and I0, I1, K0, K1) in s = x^2/4
+    fk, h = Fraction(1), Fraction(0)
+    for k in range(14):
+        if k:
+            fk, h = fk * k, h + Fraction(1, k)
+        rows[0].append(float(1 / (fk * fk)))
+        rows[1].append(float(h / (fk * fk)))
+        rows[2].append(float(1 / (fk * fk * (k + 1))))
+        rows[3].append(float((2 * h + Fraction(1, k + 1)) / (fk * fk * (k + 1))))
     return "\n\n".join([
+        series_fn("small_series", "f = 0 .. 3: sum c_k s^k with c_k = 1 / k!^2, H_k / k!^2, "
+                  "1 / (k! (k+1)!), (2 H_k + 1/(k+1)) / (k! (k+1)!) (H_k = 1 + .. + 1/k), "
+                  "k <= 13; s = -x^2/4 (J, Y: |x| < 2) or x^2/4 (K: x <= 1).", rows),
         series_fn("airy_asym", "Ai for x > 0: sum (-1)^k u_k s^k, s = 1/zeta.", [pos]),
         series_fn("airy_asym_neg", "f = 0, 1: sum (-1)^k u_2k s^k, sum (-1)^k u_2k+1 s^k "
                   "(Ai for x < 0, s = 1/zeta^2).", [neg_p, neg_q]),

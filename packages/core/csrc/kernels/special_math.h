@@ -47,33 +47,18 @@ EMBER_SPECIAL_HD inline double inf_value() { return std::numeric_limits<double>:
 
 // ---- J0, J1, Y0, Y1 ---------------------------------------------------------------------------
 
-struct BesselJY {
-  double j0, j1, y0, y1;
-};
-
-// 0 < x < 2: the power series (the terms fall by x^2 / 4k^2 per step; summed until they are
-// below 1e-18, at most 25 of them).
-EMBER_SPECIAL_HD inline BesselJY bessel_jy_series(double x) {
-  const double q = -0.25 * x * x, lg = std::log(x) - kLn2 + kEulerGamma;
-  double t0 = 1.0, t1 = 1.0, h = 0.0;  // t0 = q^k / k!^2, t1 = q^k / (k! (k+1)!), h = H_k
-  double j0 = 1.0, j1 = 1.0, s0 = 0.0, s1 = 1.0;
-  for (int k = 1; k < 26; ++k) {
-    t0 *= q / (double(k) * k);
-    t1 *= q / (double(k) * (k + 1));
-    h += 1.0 / k;
-    j0 += t0;
-    j1 += t1;
-    s0 += h * t0;
-    s1 += (2.0 * h + 1.0 / (k + 1)) * t1;
-    if (std::fabs(t0) < 1e-18) break;
-  }
-  j1 *= 0.5 * x;
-  BesselJY r;
-  r.j0 = j0;
-  r.j1 = j1;
-  r.y0 = (2.0 / kPi) * (lg * j0 - s0);
-  r.y1 = (2.0 / kPi) * (lg * j1 - 1.0 / x) - (0.5 / kPi) * x * s1;
-  return r;
+// 0 < x < 2: the power series with s = -x^2/4 (tables::small_series, 14 terms):
+//   J0 = sum s^k / k!^2, J1 = x/2 sum s^k / (k! (k+1)!),
+//   Y0 = 2/pi [(ln(x/2) + g) J0 - sum H_k s^k / k!^2],
+//   Y1 = 2/pi [(ln(x/2) + g) J1 - 1/x] - x/(2 pi) sum (2 H_k + 1/(k+1)) s^k / (k! (k+1)!).
+EMBER_SPECIAL_HD inline double bessel_small(int f, double x) {
+  const double s = -0.25 * x * x;
+  if (f == 0) return tables::small_series(0, s);
+  const double j1 = 0.5 * x * tables::small_series(2, s);
+  if (f == 1) return j1;
+  const double lg = std::log(x) - kLn2 + kEulerGamma;
+  if (f == 2) return (2.0 / kPi) * (lg * tables::small_series(0, s) - tables::small_series(1, s));
+  return (2.0 / kPi) * (lg * j1 - 1.0 / x) - (0.5 / kPi) * x * tables::small_series(3, s);
 }
 
 // 2 <= x <= 25: the polynomial of J0 (f = 0), J1, Y0, Y1 (f = 3) on [k, k + 1] (x = 25 on
@@ -113,7 +98,7 @@ EMBER_SPECIAL_HD inline double bessel_j0(double x) {
   const double ax = std::fabs(x);
   if (!(ax < inf_value())) return nan_value();
   if (ax == 0.0) return 1.0;
-  if (ax < 2.0) return bessel_jy_series(ax).j0;
+  if (ax < 2.0) return bessel_small(0, ax);
   if (ax <= 25.0) return bessel_jy_poly(0, ax);
   double j, y;
   bessel_jy_large(ax, 0, j, y);
@@ -126,7 +111,7 @@ EMBER_SPECIAL_HD inline double bessel_j1(double x) {
   if (ax == 0.0) return x;  // keeps the sign of zero
   double j, y;
   if (ax < 2.0) {
-    j = bessel_jy_series(ax).j1;
+    j = bessel_small(1, ax);
   } else if (ax <= 25.0) {
     j = bessel_jy_poly(1, ax);
   } else {
@@ -138,7 +123,7 @@ EMBER_SPECIAL_HD inline double bessel_j1(double x) {
 EMBER_SPECIAL_HD inline double bessel_y0(double x) {
   if (!(x >= 0.0) || x == inf_value()) return nan_value();
   if (x == 0.0) return -inf_value();
-  if (x < 2.0) return bessel_jy_series(x).y0;
+  if (x < 2.0) return bessel_small(2, x);
   if (x <= 25.0) return bessel_jy_poly(2, x);
   double j, y;
   bessel_jy_large(x, 0, j, y);
@@ -149,7 +134,7 @@ EMBER_SPECIAL_HD inline double bessel_y1(double x) {
   if (!(x >= 0.0) || x == inf_value()) return nan_value();
   if (x == 0.0) return -inf_value();
   if (x < 1e-300) return -2.0 / (kPi * x);  // -inf for the smallest subnormals
-  if (x < 2.0) return bessel_jy_series(x).y1;
+  if (x < 2.0) return bessel_small(3, x);
   if (x <= 25.0) return bessel_jy_poly(3, x);
   double j, y;
   bessel_jy_large(x, 1, j, y);
@@ -210,13 +195,7 @@ EMBER_SPECIAL_HD inline double bessel_k_scaled(double x, int nu) {
     // K0 = -(ln(x/2) + g) I0 + sum_k H_k (x^2/4)^k / k!^2
     // K1 = 1/x + (ln(x/2) + g) I1 - (x/4) sum_k (2 H_k + 1/(k+1)) (x^2/4)^k / (k! (k+1)!)
     const double q = 0.25 * x * x, lg = std::log(x) - kLn2 + kEulerGamma;
-    double t = 1.0, h = 0.0, si = 1.0, sh = nu == 0 ? 0.0 : 1.0;
-    for (int k = 1; k < 24; ++k) {
-      t *= q / (double(k) * (k + nu));
-      h += 1.0 / k;
-      si += t;
-      sh += (nu == 0 ? h : 2.0 * h + 1.0 / (k + 1)) * t;
-    }
+    const double si = tables::small_series(2 * nu, q), sh = tables::small_series(2 * nu + 1, q);
     const double k = nu == 0 ? sh - lg * si : 1.0 / x + 0.5 * x * (lg * si - 0.5 * sh);
     return std::exp(x) * k;
   }
