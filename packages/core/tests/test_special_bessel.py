@@ -125,6 +125,47 @@ def test_float64_against_80_digit_series(name):
         assert abs(g - want) <= tol, (name, x, g, want)
 
 
+# The edges of the piecewise approximations in kernels/special_math.h (polynomial tables from
+# tools/gen_bessel_coeffs.py): J/Y series | unit intervals 2..25 | Hankel; K series | 18 intervals
+# | expansion; I series | expansion at 30; Ai intervals [k - 1/2, k + 1/2] | expansions at 10.5.
+K_EDGES = [1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 25]
+EDGES = {
+    "bessel_j0": list(range(2, 26)), "bessel_j1": list(range(2, 26)),
+    "bessel_y0": list(range(2, 26)), "bessel_y1": list(range(2, 26)),
+    "modified_bessel_k0": K_EDGES, "modified_bessel_k1": K_EDGES,
+    "scaled_modified_bessel_k0": K_EDGES, "scaled_modified_bessel_k1": K_EDGES,
+    "modified_bessel_i0": [30], "modified_bessel_i1": [30],
+    "airy_ai": [k + 0.5 for k in range(-11, 11)],
+}
+
+
+def _around(edges) -> list[float]:
+    """Each edge, its neighbours 1 and 2 ulps away, +-1e-9 and +-1e-3 (a dense grid there)."""
+    xs = []
+    for e in edges:
+        e = float(e)
+        lo, hi = e, e
+        xs.append(e)
+        for _ in range(2):
+            lo, hi = math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf)
+            xs += [lo, hi]
+        xs += [e - 1e-9, e + 1e-9, e - 1e-3, e + 1e-3]
+    return xs
+
+
+@pytest.mark.parametrize("name", sorted(EDGES))
+def test_float64_across_the_interval_edges(name):
+    # both sides of every edge (and a point inside each interval) against the 80-digit series,
+    # with the tolerance of test_float64_against_80_digit_series
+    edges = EDGES[name]
+    xs = _around(edges) + [(a + b) / 2 + 0.123 * (b - a) for a, b in zip(edges[:-1], edges[1:])]
+    got = e64(name, xs)
+    for x, g in zip(xs, got):
+        want = reference(name, x)
+        tol = 2e-15 * max(abs(want), envelope(name, x)) + 1e-14 * abs(want)
+        assert abs(g - want) <= tol, (name, x, g, want)
+
+
 def test_large_arguments_against_hankel_expansion():
     # J0(x) ~ sqrt(2 / (pi x)) (P cos(x - pi/4) - Q sin(x - pi/4)) and
     # Y0(x) ~ sqrt(2 / (pi x)) (P sin(x - pi/4) + Q cos(x - pi/4)), P and Q summed here in
