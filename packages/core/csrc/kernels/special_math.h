@@ -14,7 +14,9 @@
 // - Ai: a polynomial of degree 19 on [k - 1/2, k + 1/2] for k = -10..10 (relative error ~1e-15,
 //   or that of the amplitude for x < -1), the asymptotic expansions (oscillating for x < 0)
 //   beyond.
-// The polynomial tables are static constexpr arrays inside the functions that evaluate them.
+// The power series (x < 2 for J/Y, x <= 1 for K) and the asymptotic expansions are summed as
+// fixed-length polynomials (Horner, no divisions or tests per term). All the tables are static
+// constexpr arrays inside the functions that evaluate them.
 // The polynomials (x, n) follow torch's definitions: the order is n truncated toward zero
 // (NaN, +-inf and out-of-range orders count as negative), a negative order gives 0, and the value
 // comes from the three-term recurrence in the op-math type, or from the trigonometric form for
