@@ -157,7 +157,7 @@ def test_ops_without_complex_formulas_still_refuse():
 def test_indexing_a_complex_tensor_keeps_its_history(torch):
     _check(torch, lambda m, a: a[1:, ::2] * a[0, :2], Z)
     _check(torch, lambda m, a: a[[0, 2, 2]] * 1j, Z)
-    _check(torch, lambda m, a: a[a.real > 0].reshape(1, -1), Z)
+    _check(torch, lambda m, a: a[a.real > 0][:4].reshape(1, -1), Z)  # 7 picked
 
 
 # ---- forward-mode AD ---------------------------------------------------------------------------

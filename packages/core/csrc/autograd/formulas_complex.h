@@ -5,8 +5,10 @@
 #pragma once
 #include <complex>
 #include <optional>
+#include <vector>
 
 #include "autograd/formulas_base.h"
+#include "autograd/formulas_shape.h"
 #include "ops.h"
 
 namespace ember {
@@ -114,6 +116,18 @@ inline Tensor angle_backward(const Tensor& grad, const Tensor& self) {
   Tensor denom = ops::add(a2, ops::eq(a2, Scalar(0.0), Tensor()), Scalar(int64_t(1)), Tensor());
   Tensor iz = mul(self, TensorOrScalar(Scalar(std::complex<double>(0.0, 1.0))));
   return mul(iz, TensorOrScalar(div(grad, TensorOrScalar(denom))));
+}
+
+// _index of a complex tensor: index_put has real kernels only, so the accumulation runs on the
+// (..., 2) real view of grad; the index tensors address the leading dims either way.
+inline Tensor index_backward_c(const Tensor& grad, const InputMeta& self,
+                               const std::vector<Tensor>& indices) {
+  if (!is_complex(grad->dtype())) return index_backward(grad, self, indices);
+  DimVector sizes = self.sizes;
+  sizes.push_back(2);
+  Tensor acc = ops::zeros(sizes, to_real(grad->dtype()), grad->device());
+  Tensor r = ops::index_put(acc, indices, ops::view_as_real(ops::contiguous(grad)), true);
+  return ops::view_as_complex(r);
 }
 
 // grad padded with zeros (or trimmed) at the end of dim to `size`.
