@@ -685,15 +685,16 @@ def gen_forward(op: Op, diff: list[Arg]) -> tuple[str, str]:
         else:
             lines.append(f"  if (forward_ad::has_tangent({tensor_expr(a)})) "
                          f'forward_ad::not_implemented("{op.name}", "{a.name}");\n')
+    name = f'"{op.name}"'  # complex results raise naming the op (forward AD is real-only)
     if list_ret:
-        setter = "forward_ad::set_tangents(full_result, std::move(tangent));\n"
+        setter = f"forward_ad::set_tangents(full_result, std::move(tangent), {name});\n"
     elif op.tuple_return:
-        setter = f"forward_ad::set_tangent({outs[0]}, std::move(tangent));\n"
+        setter = f"forward_ad::set_tangent({outs[0]}, std::move(tangent), {name});\n"
     elif self_tensor:
-        setter = ("if (in_place) forward_ad::set_tangent_inplace(self, tangent);\n"
-                  "    else forward_ad::set_tangent(full_result, std::move(tangent));\n")
+        setter = (f"if (in_place) forward_ad::set_tangent_inplace(self, tangent, {name});\n"
+                  f"    else forward_ad::set_tangent(full_result, std::move(tangent), {name});\n")
     else:
-        setter = "forward_ad::set_tangent(full_result, std::move(tangent));\n"
+        setter = f"forward_ad::set_tangent(full_result, std::move(tangent), {name});\n"
     guard = "forward_ad::DisableGuard no_fw;"
     if uses_result:
         if clone_self:

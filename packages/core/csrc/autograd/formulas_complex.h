@@ -5,8 +5,10 @@
 #pragma once
 #include <complex>
 #include <optional>
+#include <vector>
 
 #include "autograd/formulas_base.h"
+#include "autograd/formulas_shape.h"
 #include "ops.h"
 
 namespace ember {
@@ -65,6 +67,67 @@ inline Tensor mul_tangent(const Tensor& self_t, const Tensor& other_t, const Ten
     r = r ? ops::add(r, t, Scalar(int64_t(1)), Tensor()) : t;
   }
   return r;
+}
+
+// conj(t) for a complex t; a real t as it is (costs nothing). A holomorphic f's backward is
+// grad * conj(f'(z)), which for real inputs is the usual grad * f'(x).
+inline Tensor cj(const Tensor& t) {
+  return is_complex(t->dtype()) ? ops::conj_physical(t, Tensor()) : t;
+}
+
+// div's derivatives: grad / conj(other) and -grad * conj(result / other).
+inline Tensor div_backward_self(const Tensor& grad, const TensorOrScalar& other) {
+  return div(grad, conj_factor(other));
+}
+inline Tensor div_backward_other(const Tensor& grad, const Tensor& result,
+                                 const TensorOrScalar& other) {
+  return div(mul(neg(grad), cj(result)), conj_factor(other));
+}
+
+// pow's derivative for self, complex self or exponent: grad * conj(e * self^(e - 1)) (0 for
+// e == 0); real ones take pow_backward_self.
+inline Tensor pow_backward_self_c(const Tensor& grad, const Tensor& self, const TensorOrScalar& e) {
+  const bool complex_e = e.is_tensor() ? is_complex(e.tensor->dtype()) : e.scalar.is_complex();
+  if (!is_complex(self->dtype()) && !complex_e) return pow_backward_self(grad, self, e);
+  if (!e.is_tensor()) {
+    const std::complex<double> x = e.scalar.to_complex();
+    if (x == std::complex<double>(0.0, 0.0))
+      return ops::zeros_like(grad, std::nullopt, std::nullopt);
+    Tensor p = ops::pow(self, TensorOrScalar(Scalar(x - 1.0)), Tensor());
+    return mul(grad, cj(mul(p, TensorOrScalar(e.scalar))));
+  }
+  Tensor p = ops::pow(self, TensorOrScalar(sub(e.tensor, Scalar(int64_t(1)))), Tensor());
+  return mul(grad, cj(mul(p, TensorOrScalar(e.tensor))));
+}
+// ... and for the exponent: grad * conj(result * log(self)) (0 where self == 0).
+inline Tensor pow_backward_exponent_c(const Tensor& grad, const Tensor& self,
+                                      const Tensor& result) {
+  if (!is_complex(result->dtype())) return pow_backward_exponent(grad, self, result);
+  Tensor g = mul(grad, cj(mul(result, TensorOrScalar(log(self)))));
+  Tensor zero_base = ops::eq(self, TensorOrScalar(Scalar(int64_t(0))), Tensor());
+  return ops::masked_fill(g, zero_base, TensorOrScalar(Scalar(0.0)));
+}
+
+// angle: 0 for real inputs; grad * i z / |z|^2 (0 where z == 0) for complex z.
+inline Tensor angle_backward(const Tensor& grad, const Tensor& self) {
+  if (!is_complex(self->dtype())) return ops::zeros_like(grad, std::nullopt, std::nullopt);
+  Tensor a = ops::abs(self, Tensor());
+  Tensor a2 = mul(a, TensorOrScalar(a));
+  Tensor denom = ops::add(a2, ops::eq(a2, Scalar(0.0), Tensor()), Scalar(int64_t(1)), Tensor());
+  Tensor iz = mul(self, TensorOrScalar(Scalar(std::complex<double>(0.0, 1.0))));
+  return mul(iz, TensorOrScalar(div(grad, TensorOrScalar(denom))));
+}
+
+// _index of a complex tensor: index_put has real kernels only, so the accumulation runs on the
+// (..., 2) real view of grad; the index tensors address the leading dims either way.
+inline Tensor index_backward_c(const Tensor& grad, const InputMeta& self,
+                               const std::vector<Tensor>& indices) {
+  if (!is_complex(grad->dtype())) return index_backward(grad, self, indices);
+  DimVector sizes = self.sizes;
+  sizes.push_back(2);
+  Tensor acc = ops::zeros(sizes, to_real(grad->dtype()), grad->device());
+  Tensor r = ops::index_put(acc, indices, ops::view_as_real(ops::contiguous(grad)), true);
+  return ops::view_as_complex(r);
 }
 
 // grad padded with zeros (or trimmed) at the end of dim to `size`.

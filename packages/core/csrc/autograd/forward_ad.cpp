@@ -225,9 +225,18 @@ Tensor accumulate(const Tensor& a, const Tensor& b) {
   return ops::add(a, b, Scalar(int64_t(1)), Tensor());
 }
 
-void set_tangent(const Tensor& result, Tensor t) {
+void complex_not_supported(const char* op) {
+  EMBER_FAIL(NotImplemented, "forward-mode AD is not supported for complex tensors in op ",
+             op ? op : "(a custom or indexing op)",
+             ": its result is complex but the tangents of complex tensors aren't tracked; "
+             "compute with real tensors (view_as_real) or leave the dual level");
+}
+
+void set_tangent(const Tensor& result, Tensor t, const char* op) {
   int64_t level = current_level();
-  if (!t || !result || level < 0 || !is_floating(result->dtype())) return;
+  if (!t || !result || level < 0) return;
+  if (is_complex(result->dtype())) complex_not_supported(op);
+  if (!is_floating(result->dtype())) return;
   bool found = false;
   if (find_own(result, level, &found) == t) return;  // an op that returned its input as is
   DisableGuard off;
@@ -244,10 +253,11 @@ void set_tangent(const Tensor& result, Tensor t) {
   store(result, level, std::move(t));
 }
 
-void set_tangents(const std::vector<Tensor>& results, const std::vector<Tensor>& ts) {
+void set_tangents(const std::vector<Tensor>& results, const std::vector<Tensor>& ts,
+                  const char* op) {
   EMBER_CHECK(results.size() == ts.size(), "forward-mode AD: a tangent formula returned ",
               ts.size(), " tangents for ", results.size(), " outputs");
-  for (size_t i = 0; i < results.size(); ++i) set_tangent(results[i], ts[i]);
+  for (size_t i = 0; i < results.size(); ++i) set_tangent(results[i], ts[i], op);
 }
 
 Tensor inplace_tangent(const Tensor& self) {
@@ -269,8 +279,10 @@ Tensor inplace_tangent(const Tensor& self) {
   return z;
 }
 
-void set_tangent_inplace(const Tensor& self, const Tensor& t) {
-  if (current_level() < 0 || !is_floating(self->dtype())) return;
+void set_tangent_inplace(const Tensor& self, const Tensor& t, const char* op) {
+  if (current_level() < 0) return;
+  if (t && is_complex(self->dtype())) complex_not_supported(op);
+  if (!is_floating(self->dtype())) return;
   DisableGuard off;
   Tensor cur = inplace_tangent(self);
   if (t) {
@@ -312,6 +324,10 @@ Tensor make_dual(const Tensor& primal, const Tensor& tangent, int64_t level) {
               "live; enter one first (with ember.autograd.forward_ad.dual_level(): ...)");
   EMBER_CHECK(level == cur, "make_dual: dual level ", level, " is not live (the live level is ",
               cur, ")");
+  EMBER_CHECK_KIND(!is_complex(primal->dtype()) && !is_complex(tangent->dtype()), NotImplemented,
+                   "make_dual: forward-mode AD is not supported for complex tensors (got ",
+                   dtype_name(primal->dtype()), " primal and ", dtype_name(tangent->dtype()),
+                   " tangent); make duals of the real and imaginary parts (view_as_real) instead");
   EMBER_CHECK_KIND(is_floating(primal->dtype()), Value,
                    "make_dual: expected primal to be floating point, but got ",
                    dtype_name(primal->dtype()));

@@ -283,7 +283,8 @@ Indexed apply_indices(const Tensor& self, PyObject* index) {
 Tensor getitem(const Tensor& self, py::handle index) {
   // Views of a tensor that requires grad get a grad_fn (or, in no_grad mode, are remembered as
   // such); nothing is recorded otherwise, so the plain x[i] path stays cheap.
-  bool track = autograd::requires_grad(self) && is_floating(self->dtype());
+  bool track =
+      autograd::requires_grad(self) && (is_floating(self->dtype()) || is_complex(self->dtype()));
   if (track && autograd::grad_enabled() &&
       autograd::maybe_overlapping(self->sizes(), self->strides()))
     return getitem(ops::contiguous(self), index);  // expanded: index a copy (same values)
@@ -442,6 +443,7 @@ void bind_indexing(py::module_& m, TensorClass& cls) {
         // The written region of self's tangent takes the value's tangent (zero for a number).
         forward_ad::DisableGuard no_fw;
         setitem(self, index, value);
+        if (is_complex(self->dtype())) forward_ad::complex_not_supported("__setitem__");
         if (!is_floating(self->dtype())) return;
         Tensor st = forward_ad::inplace_tangent(self);
         if (vt)
