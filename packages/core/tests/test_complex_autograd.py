@@ -219,3 +219,25 @@ def test_forward_ad_real_results_keep_working_next_to_complex_constants():
         assert t is not None
         np.testing.assert_allclose(t.numpy(), 2 * np.exp(fwAD.unpack_dual(x).primal.numpy()))
         assert fwAD.unpack_dual(c.abs()).tangent is None
+
+
+def test_custom_function_with_a_complex_output(torch):
+    # A custom autograd.Function's complex output gets a grad_fn (it was dropped silently) and
+    # its backward's complex gradient reaches the complex input, as in torch.
+    def make(m):
+        class Square(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, z):
+                ctx.save_for_backward(z)
+                return z * z
+
+            @staticmethod
+            def backward(ctx, g):
+                (z,) = ctx.saved_tensors
+                return g * (2 * z).conj()
+
+        return Square
+
+    sq_e, sq_t = make(ember), make(torch)
+    _check(torch, lambda m, a: (sq_e if m is ember else sq_t).apply(a), Z)
+    assert sq_e.apply(ember.tensor(Z, requires_grad=True)).grad_fn is not None

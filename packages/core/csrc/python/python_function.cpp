@@ -65,7 +65,7 @@ bool expandable(const DimVector& from, const DimVector& to) {
 }
 
 Tensor PyNode::check_grad(const Tensor& g, size_t arg, const autograd::InputMeta& m) const {
-  if (!is_floating(g->dtype()))
+  if (!is_floating(g->dtype()) && !(is_complex(g->dtype()) && is_complex(m.dtype)))
     EMBER_FAIL(Type, "Function ", name_, " returned an invalid gradient at index ", arg,
                " - expected a floating point gradient for an input of dtype ember.",
                dtype_name(m.dtype), ", got ember.", dtype_name(g->dtype()));
@@ -294,7 +294,9 @@ py::object function_finish(py::object ctx, py::object ref, py::tuple args, py::o
     bool is_input = inputs.count(t.get()) > 0;
     bool is_modified = dirty.count(t.get()) > 0;
     dirty_returned += is_modified;
-    bool differentiable = node && !non_diff.count(t.get()) && is_floating(t->dtype());
+    // Complex outputs are differentiable too (their grads follow torch's conjugate convention).
+    bool differentiable =
+        node && !non_diff.count(t.get()) && (is_floating(t->dtype()) || is_complex(t->dtype()));
     if (node) node->outputs[i] = {true, t->sizes(), t->dtype()};
     if (!differentiable) {
       // An input returned as is comes back as a new tensor without history.
