@@ -261,6 +261,33 @@ def _put_rows(new: Any, old: Any, n: int) -> Any:
     return new if n == old.shape[0] else ember.cat([new, old[n:]], 0)
 
 
+def _fused_direction(mode: str, steps: list[Tensor], state: Any, w: Sequence[Any],
+                     reverse: bool, sizes: list[int]) -> tuple[list[Tensor], Any] | None:
+    """One direction through nn.LSTM / nn.GRU's fused layer ops (``_lstm_layer`` /
+    ``_gru_layer``) when they cover it (one batch size for every step, no projection, float32 /
+    float64 on one device); None otherwise."""
+    from ember.nn.modules.rnn import _fused_rnn_ok
+
+    w_ih, w_hh, b_ih, b_hh, w_hr = w
+    if mode not in ("lstm", "gru") or w_hr is not None or min(sizes) != max(sizes):
+        return None
+    states = list(state) if isinstance(state, tuple) else [state]
+    biases = [b for b in (b_ih, b_hh) if b is not None]
+    if not _fused_rnn_ok(steps[0], *states, w_ih, w_hh, *biases):
+        return None
+    xs = ember.stack(steps, 0)
+    if mode == "lstm":  # the op makes every step's input projection itself (one product)
+        bias = [] if b_ih is None else [b_ih + b_hh]
+        out, h, c, _ = ember._C._lstm_layer([xs, states[0], states[1], w_hh, w_ih, *bias],
+                                             reverse)
+        return list(out.unbind(0)), (h, c)
+    # GRU: b_hh stays in the step (the reset gate multiplies the hidden part, bias included)
+    gates = F.linear(xs, w_ih, b_ih)
+    out, h, _ = ember._C._gru_layer([gates, states[0], w_hh, *([] if b_hh is None else [b_hh])],
+                                    reverse)
+    return list(out.unbind(0)), h
+
+
 def _run_direction(mode: str, steps: list[Tensor], state: Any, w: Sequence[Any],
                    reverse: bool) -> tuple[list[Tensor], Any]:
     """Runs one layer's one direction over the time steps (each step's batch the first rows of
@@ -272,6 +299,9 @@ def _run_direction(mode: str, steps: list[Tensor], state: Any, w: Sequence[Any],
             f"{list(w_ih.shape)}"
         )
     sizes = [x.shape[0] for x in steps]
+    fused = _fused_direction(mode, steps, state, w, reverse, sizes)
+    if fused is not None:
+        return fused
     gis = F.linear(ember.cat(steps, 0), w_ih, b_ih).split(sizes, 0)  # one GEMM for all steps
     outs: list[Tensor] = [None] * len(steps)  # type: ignore[list-item]
     order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
