@@ -396,6 +396,56 @@ class SparseTensor:
         idx[d] = slot
         return SparseTensor(sparse_coo, size, self._vals[src], indices=idx)
 
+    def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+        """The ``p``-norm of every element (a 0-d dense tensor): that of the coalesced values,
+        the unspecified elements being zeros (``p >= 0`` or ``inf``; no ``dim``)."""
+        if dim is not None or keepdim:
+            raise NotImplementedError(f"{self._layout}: norm over a dim is not supported (only "
+                                      "the norm of every element)")
+        p = 2.0 if p is None or p == "fro" else float(p)
+        if p < 0:
+            raise NotImplementedError(f"{self._layout}: norm with p = {p} < 0 is not supported")
+        s = self.coalesce() if self._layout is sparse_coo else self
+        v = s._vals if dtype is None else s._vals.to(dtype)
+        return ember.linalg.vector_norm(v, p)
+
+    def _scale_(self, other: Any, op: str, div: bool) -> SparseTensor:
+        if not (isinstance(other, (int, float, bool)) or (isinstance(other, Tensor) and
+                                                          other.ndim == 0)):
+            raise NotImplementedError(f"{self._layout}: {op} by {type(other).__name__} of shape "
+                                      f"{tuple(getattr(other, 'shape', ()))} is not supported "
+                                      "in place (only by a number or a 0-d tensor)")
+        if div:
+            self._vals.div_(other)
+        else:
+            self._vals.mul_(other)
+        return self
+
+    def mul_(self, other: Any) -> SparseTensor:
+        """Multiplies the values by a number or a 0-d tensor in place."""
+        return self._scale_(other, "mul_", False)
+
+    def div_(self, other: Any) -> SparseTensor:
+        """Divides the values by a number or a 0-d tensor in place."""
+        return self._scale_(other, "div_", True)
+
+    def clamp(self, min: Any = None, max: Any = None) -> SparseTensor:  # noqa: A002
+        """``clamp`` of the specified entries of the coalesced tensor, for bounds with
+        ``min <= 0 <= max`` (which map the unspecified zeros to zero)."""
+        lo = -math.inf if min is None else float(min)
+        hi = math.inf if max is None else float(max)
+        if not lo <= 0.0 <= hi:
+            raise NotImplementedError(f"{self._layout}: clamp to [{lo}, {hi}] is not supported "
+                                      "(it would not map 0 to 0, so the result would be dense)")
+        s = self.coalesce() if self._layout is sparse_coo else self
+        return s._with_values(s._vals.clamp(min=min, max=max))
+
+    def clamp_(self, min: Any = None, max: Any = None) -> SparseTensor:  # noqa: A002
+        """In-place :meth:`clamp` (the tensor is coalesced in place first)."""
+        out = self.clamp(min, max)
+        self._idx, self._vals, self._coalesced = out._idx, out._vals, out._coalesced
+        return self
+
     def neg(self) -> SparseTensor:
         return self._with_values(-self._vals)
 
@@ -1238,26 +1288,149 @@ def _set_sparse_grad(t: Tensor, g: SparseTensor | None) -> None:
         t.__class__ = _sparse_grad_class(type(t))
 
 
+def _sparse_sum(a: SparseTensor, b: SparseTensor) -> SparseTensor:
+    """a + b of two COO gradients, uncoalesced: the values added when the index lists are equal
+    (the same batch of ids again, as PyTorch's accumulation of contiguous sparse grads), else the
+    entries concatenated. (PyTorch's exact nnz in other cases depends on its values' memory
+    layout; the dense sum is the same.)"""
+    if a._idx.shape == b._idx.shape and bool((a._idx == b._idx).all()):
+        return a._with_values(a._vals + b._vals, coalesced=a._coalesced)
+    return SparseTensor(sparse_coo, a._size, ember.cat([a._vals, b._vals]),
+                        indices=ember.cat([a._idx, b._idx], 1))
+
+
 def accumulate_sparse_grad(t: Tensor, g: SparseTensor) -> None:
     """Adds the sparse gradient ``g`` to ``t.grad``: sparse + sparse stays sparse (the entries
-    concatenated, uncoalesced, or the values added when the patterns are equal, as PyTorch's
-    accumulation); onto a dense grad it is added densely."""
+    concatenated, see ``_sparse_sum``); onto a dense grad it is added densely."""
     dense = _CPP_GRAD.__get__(t)
     if dense is not None:
         with ember.no_grad():
             dense.add_(g.to_dense())
         return
     old = _sparse_grad_of(t)
-    if old is None:
-        _set_sparse_grad(t, g)
+    _set_sparse_grad(t, g if old is None else _sparse_sum(old, g))
+
+
+def _hook_name(fn: Any) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _user_hooks(t: Tensor) -> tuple[list[Any], list[Any]]:
+    pre, post = t._leaf_hook_fns()
+    return ([getattr(f, "_ember_user_hook", f) for f in pre],
+            [getattr(f, "_ember_user_hook", f) for f in post])
+
+
+def _pending_sparse(t: Tensor) -> bool:
+    """Whether the running backward()/grad() call holds a sparse gradient for ``t``."""
+    from ember.autograd import _frame_stack
+
+    st = _frame_stack()
+    if not st:
+        return False
+    entry = st[-1].pending.get(id(t))
+    return entry is not None and entry[0] is t
+
+
+def _skip_when_sparse(t: Tensor, fn: Any, post: bool) -> Any:
+    """A leaf hook that is not called by the engine for the empty (None) gradient a sparse
+    gradient's Function leaves the engine with: the hook sees the sparse gradient instead, once
+    (``_deliver_frame``), as in PyTorch."""
+    ref = weakref.ref(t)
+
+    def hook(arg: Any) -> Any:
+        leaf = ref()
+        if leaf is not None and (arg is leaf if post else arg is None) and _pending_sparse(leaf):
+            return None
+        return fn(arg)
+
+    hook.__name__ = getattr(fn, "__name__", type(fn).__name__)
+    hook._ember_user_hook = fn  # type: ignore[attr-defined]
+    return hook
+
+
+_CPP_REGISTER_HOOK = Tensor.register_hook
+_CPP_REGISTER_POST_HOOK = Tensor.register_post_accumulate_grad_hook
+
+
+def _register_hook(self: Tensor, hook: Any) -> Any:
+    if self.is_leaf and callable(hook):
+        hook = _skip_when_sparse(self, hook, False)
+    return _CPP_REGISTER_HOOK(self, hook)
+
+
+def _register_post_accumulate_grad_hook(self: Tensor, hook: Any) -> Any:
+    if callable(hook):
+        hook = _skip_when_sparse(self, hook, True)
+    return _CPP_REGISTER_POST_HOOK(self, hook)
+
+
+_register_hook.__doc__ = _CPP_REGISTER_HOOK.__doc__
+_register_post_accumulate_grad_hook.__doc__ = _CPP_REGISTER_POST_HOOK.__doc__
+
+
+def _run_tensor_hooks(t: Tensor, g: SparseTensor) -> SparseTensor:
+    """The tensor's hooks (``register_hook``) on its sparse gradient, in order; a hook's return
+    value replaces it and must be a sparse tensor of the same size and dtype (PyTorch raises
+    when a hook changes the layout too)."""
+    for fn in _user_hooks(t)[0]:
+        r = fn(g)
+        if r is None:
+            continue
+        if not _is_sparse(r):
+            raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the type of value (was "
+                               f"{g.layout} got {getattr(r, 'layout', type(r).__name__)})")
+        if r._size != g._size or r.dtype is not g.dtype:
+            raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the size or dtype of "
+                               f"value (was {g._size} {g.dtype}, got {r._size} {r.dtype})")
+        g = r.to_sparse_coo()
+    return g
+
+
+def _deliver_one(t: Tensor, g: SparseTensor, capture: dict[int, Any] | None,
+                 position: int | None) -> None:
+    g = _run_tensor_hooks(t, g)
+    if capture is not None:
+        capture[position] = g
         return
-    if old._idx.shape == g._idx.shape and bool((old._idx == g._idx).all()):
-        # the same pattern (the same batch of ids again): values add, as PyTorch's accumulation
-        _set_sparse_grad(t, old._with_values(old._vals + g._vals))
+    accumulate_sparse_grad(t, g)
+    for fn in _user_hooks(t)[1]:
+        if fn(t) is not None:
+            raise RuntimeError(f"post accumulate grad hook '{_hook_name(fn)}' should return None "
+                               "(it may update the tensor's .grad in place)")
+
+
+def _add_sparse_grad(t: Tensor, g: SparseTensor) -> None:
+    """A sparse gradient for the leaf ``t`` from a backward: kept in the running backward()/
+    grad() call's frame (summed per tensor, delivered once the engine is done), or delivered at
+    once outside one. A frame with ``inputs`` ignores other tensors, as the engine does."""
+    from ember.autograd import _frame_stack
+
+    st = _frame_stack()
+    if not st:
+        _deliver_one(t, g, None, None)
         return
-    idx = ember.cat([old._idx, g._idx], 1)
-    vals = ember.cat([old._vals, g._vals])
-    _set_sparse_grad(t, SparseTensor(sparse_coo, old._size, vals, indices=idx))
+    frame = st[-1]
+    if frame.inputs is not None and not any(x is t for x in frame.inputs):
+        return
+    entry = frame.pending.get(id(t))
+    if entry is None:
+        frame.pending[id(t)] = [t, g]
+    else:
+        entry[1] = _sparse_sum(entry[1], g)
+
+
+def _deliver_frame(frame: Any) -> dict[int, Any]:
+    """Delivers a finished backward()/grad() call's sparse gradients (hooks, then .grad and
+    post-accumulate hooks, or the returned gradients by input position for grad())."""
+    captured: dict[int, Any] = {}
+    for t, g in frame.pending.values():
+        pos = None
+        if frame.capture:
+            pos = next(i for i, x in enumerate(frame.inputs) if x is t)
+        _deliver_one(t, g, captured if frame.capture else None, pos)
+    frame.pending.clear()
+    return captured
 
 
 def _grad_get(self: Tensor) -> Any:
@@ -1289,6 +1462,16 @@ def _grad_set(self: Tensor, g: Any) -> None:
     _CPP_GRAD.__set__(self, g)
 
 
+def _base_grad_set(self: Tensor, g: Any) -> None:
+    """``Tensor.grad = g`` for a tensor that holds no sparse grad: a sparse ``g`` moves it into
+    the sparse-grad subclass (see ``_set_sparse_grad``); anything else goes to the C++ setter."""
+    if type(g) is SparseTensor:
+        _grad_set(self, g)
+    else:
+        _CPP_GRAD_SET(self, g)
+
+
+_CPP_GRAD_SET = _CPP_GRAD.fset
 _DENSE: dict[str, Any] = {}
 
 
@@ -1301,6 +1484,11 @@ def _install() -> None:
     Tensor.to_sparse_coo = _dense_to_sparse_coo
     Tensor.to_sparse_csr = _dense_to_sparse_csr
     Tensor.is_sparse_csr = property(lambda self: False)
+    # The C++ getter itself (reads cost nothing more); the setter also takes a sparse tensor.
+    Tensor.grad = property(_CPP_GRAD.fget, _base_grad_set, _CPP_GRAD.fdel, _CPP_GRAD.__doc__)
+    # Leaf hooks see a sparse gradient (once) instead of the engine's empty one.
+    Tensor.register_hook = _register_hook
+    Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
     # The products accept a sparse operand; a dense call goes straight to the C++ op.
     for name in ("mm", "matmul", "addmm"):
         _DENSE[name] = getattr(ember, name)
@@ -1367,7 +1555,7 @@ class _SparseEmbedding(ember.autograd.Function):
             idx, vals = idx[keep], vals[keep]
         g = SparseTensor(sparse_coo, tuple(weight.shape), vals.detach().clone(),
                          indices=idx.unsqueeze(0))
-        accumulate_sparse_grad(weight, g)
+        _add_sparse_grad(weight, g)
         return None, None, None
 
 
@@ -1389,6 +1577,7 @@ def embedding_sparse(weight: Tensor, indices: Tensor, padding_idx: int,
     if not weight.is_leaf:
         raise NotImplementedError("embedding(sparse=True): a weight that is not a leaf tensor is "
                                   "not supported (its sparse gradient has nowhere to go)")
+    ember.autograd._sparse_seen = True  # backward()/grad() now gather sparse gradients
     return _SparseEmbedding.apply(weight, indices, padding_idx)
 
 
@@ -1438,9 +1627,8 @@ class _SparseEmbeddingBag(ember.autograd.Function):
         idx = flat
         if keep is not None:
             idx, vals = idx[keep], vals[keep]
-        accumulate_sparse_grad(weight, SparseTensor(sparse_coo, tuple(weight.shape),
-                                                    vals.detach().clone(),
-                                                    indices=idx.unsqueeze(0)))
+        _add_sparse_grad(weight, SparseTensor(sparse_coo, tuple(weight.shape),
+                                              vals.detach().clone(), indices=idx.unsqueeze(0)))
         grad_psw = None
         if ctx.has_psw and ctx.needs_input_grad[1]:
             rows = weight.detach()[flat]
@@ -1471,5 +1659,6 @@ def embedding_bag_sparse(weight: Tensor, indices: Tensor, offsets: Tensor | None
         raise NotImplementedError("embedding_bag(sparse=True): a weight that is not a leaf "
                                   "tensor is not supported (its sparse gradient has nowhere "
                                   "to go)")
+    ember.autograd._sparse_seen = True  # backward()/grad() now gather sparse gradients
     return _SparseEmbeddingBag.apply(weight, per_sample_weights, indices, offsets, mode,
                                      include_last_offset, padding_idx)
