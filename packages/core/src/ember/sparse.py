@@ -446,6 +446,21 @@ class SparseTensor:
         self._idx, self._vals, self._coalesced = out._idx, out._vals, out._coalesced
         return self
 
+    def unsqueeze(self, dim: int) -> SparseTensor:
+        """A new size-1 dim at ``dim``: a sparse dim (an index row of zeros) when it comes at or
+        before the last sparse dim, else a dense dim of the values."""
+        self._need(sparse_coo, "unsqueeze")
+        d = _wrap(dim, self.ndim + 1, "unsqueeze")
+        size = self._size[:d] + (1,) + self._size[d:]
+        sd = self.sparse_dim()
+        if d <= sd:
+            zero = self._idx.new_zeros((1, self._idx.shape[1]))
+            idx = ember.cat([self._idx[:d], zero, self._idx[d:]])
+            return SparseTensor(sparse_coo, size, self._vals, indices=idx,
+                                coalesced=self._coalesced)
+        return SparseTensor(sparse_coo, size, self._vals.unsqueeze(d - sd + 1),
+                            indices=self._idx, coalesced=self._coalesced)
+
     def neg(self) -> SparseTensor:
         return self._with_values(-self._vals)
 
@@ -459,9 +474,12 @@ class SparseTensor:
         if isinstance(other, Tensor):
             self._need(sparse_coo, "mul with a dense tensor")
             if tuple(other.shape) != self._size:
-                raise RuntimeError(f"mul: a sparse tensor of size {self._size} times a dense "
-                                   f"tensor of size {tuple(other.shape)}: only equal sizes are "
-                                   "supported")
+                try:  # a dense operand broadcasts to the sparse size (the result stays sparse)
+                    other = other.expand(self._size)
+                except RuntimeError:
+                    raise RuntimeError(f"mul: a sparse tensor of size {self._size} times a dense "
+                                       f"tensor of size {tuple(other.shape)}: the dense operand "
+                                       "must broadcast to the sparse size") from None
             picked = other[tuple(self._idx)]
             return self._with_values(self._vals * picked)
         if _is_sparse(other):
@@ -1529,6 +1547,185 @@ def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str, names: tuple[str, str]
 
 
 _install()
+
+
+# ---- dense functions and Tensor methods given sparse operands --------------------------------
+# ember._C gives each function below a last pybind11 overload that is tried only after every
+# dense overload has failed; a call with a sparse operand then comes to ``_dispatch``, which runs
+# the sparse version or raises naming the op and the layout. Dense calls never get here.
+def _layout_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    for a in (*args, *kwargs.values()):
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            if _is_sparse(x):
+                return x.layout
+    return None
+
+
+def _dense_plus_sparse(op: str, dense: Tensor, s: SparseTensor, alpha: Any,
+                       inplace: bool) -> Tensor:
+    """``dense + alpha * s``, the sparse entries scattered into (a copy of) the dense tensor."""
+    if tuple(dense.shape) != s._size:
+        raise RuntimeError(f"{op}: the dense operand of size {tuple(dense.shape)} and the sparse "
+                           f"operand of size {s._size} must have the same size")
+    c = s.to_sparse_coo()
+    vals = c._vals if alpha == 1 else c._vals * alpha
+    if inplace:
+        if vals.dtype is not dense.dtype and not ember.can_cast(vals.dtype, dense.dtype):
+            raise RuntimeError(f"{op}: result type {vals.dtype} can't be cast to the desired "
+                               f"output type {dense.dtype}")
+        return dense.index_put_(tuple(c._idx), vals.to(dense.dtype), accumulate=True)
+    if vals.dtype is not dense.dtype:
+        return dense + _coo_to_dense(c._idx, vals, c._size)
+    return dense.index_put(tuple(c._idx), vals, accumulate=True)
+
+
+def _op_add(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Any:
+    if out is not None:
+        raise NotImplementedError(f"add: out= is not supported with a {_layout_of((input, other), {})} operand")
+    if _is_sparse(input):
+        return input.add(other, alpha=alpha)
+    if isinstance(input, Tensor):
+        return _dense_plus_sparse("add", input, other, alpha, inplace=False)
+    return other.mul(alpha).add(input) if alpha != 1 else other.add(input)
+
+
+def _op_sub(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Any:
+    return _op_add(input, other, alpha=-alpha, out=out)
+
+
+def _op_add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return _dense_plus_sparse("add_", self, other, alpha, inplace=True)
+
+
+def _op_sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return _dense_plus_sparse("sub_", self, other, -alpha, inplace=True)
+
+
+def _op_mul(input: Any, other: Any, *, out: Any = None) -> Any:
+    if out is not None:
+        raise NotImplementedError("mul: out= is not supported with sparse operands")
+    return input.mul(other) if _is_sparse(input) else other.mul(input)
+
+
+def _op_div(input: Any, other: Any, *, rounding_mode: Any = None) -> Any:
+    if not _is_sparse(input) or rounding_mode is not None:
+        raise NotImplementedError(f"div: only a sparse tensor divided by a number or a 0-d tensor"
+                                  f" is supported with a {_layout_of((input, other), {})} operand")
+    return input.div(other)
+
+
+def _op_sum(input: SparseTensor, dim: Any = None, keepdim: bool = False, *,
+            dtype: Any = None) -> Any:
+    return input.sum(dim, keepdim, dtype)
+
+
+def _op_cat(tensors: Any, dim: int = 0, *, out: Any = None) -> SparseTensor:
+    """Concatenation of COO tensors along a sparse dim: the indices shifted by the sizes before."""
+    ts = list(tensors)
+    if out is not None:
+        raise NotImplementedError("cat: out= is not supported with sparse tensors")
+    for i, t in enumerate(ts):
+        if not _is_sparse(t):
+            raise RuntimeError(f"cat: concatenating sparse tensors, but a dense tensor was found "
+                               f"at position {i}")
+        if t.layout is not sparse_coo:
+            raise NotImplementedError(f"cat: {t.layout} tensors are not supported (only "
+                                      "sparse_coo)")
+    first = ts[0]
+    d = _wrap(dim, first.ndim, "cat")
+    sd = first.sparse_dim()
+    for i, t in enumerate(ts):
+        if t.sparse_dim() != sd or t.ndim != first.ndim or t.dtype is not first.dtype:
+            raise RuntimeError(f"cat: tensor {i} has sparse_dim {t.sparse_dim()}, ndim {t.ndim} "
+                               f"and dtype {t.dtype}; tensor 0 has {sd}, {first.ndim} and "
+                               f"{first.dtype}")
+        if any(a != b for k, (a, b) in enumerate(zip(t._size, first._size)) if k != d):
+            raise RuntimeError(f"cat: sizes of tensors must match except in dimension {d}, got "
+                               f"{t._size} and {first._size}")
+    if d >= sd:
+        raise NotImplementedError(f"cat: concatenating sparse tensors along the dense dim {d} "
+                                  "is not supported (only along a sparse dim)")
+    idx, offset = [], 0
+    for t in ts:
+        shifted = t._idx.clone()
+        shifted[d] += offset
+        idx.append(shifted)
+        offset += t._size[d]
+    size = first._size[:d] + (offset,) + first._size[d + 1:]
+    return SparseTensor(sparse_coo, size, ember.cat([t._vals for t in ts]),
+                        indices=ember.cat(idx, 1))
+
+
+def _op_stack(tensors: Any, dim: int = 0, *, out: Any = None) -> SparseTensor:
+    ts = list(tensors)
+    for i, t in enumerate(ts):
+        if not _is_sparse(t):
+            raise RuntimeError(f"stack: stacking sparse tensors, but a dense tensor was found at "
+                               f"position {i}")
+    if not ts:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    d = _wrap(dim, ts[0].ndim + 1, "stack")
+    if any(t._size != ts[0]._size for t in ts):
+        raise RuntimeError(f"stack expects each tensor to be equal size, got "
+                           f"{[t._size for t in ts]}")
+    return _op_cat([t.to_sparse_coo().unsqueeze(d) for t in ts], d, out=out)
+
+
+def _op_mv(input: SparseTensor, vec: Tensor) -> Tensor:
+    if not _is_sparse(input):
+        raise NotImplementedError("mv: only a sparse matrix times a dense vector is supported")
+    return mm(input, vec.unsqueeze(1)).squeeze(1)
+
+
+def _method(name: str) -> Any:
+    def op(input: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _is_sparse(input):
+            raise NotImplementedError(f"{name}: expected the sparse tensor as the first operand, "
+                                      f"got {type(input).__name__}")
+        return getattr(input, name)(*args, **kwargs)
+
+    return op
+
+
+_SPARSE_OPS: dict[str, Any] = {
+    "add": _op_add, "sub": _op_sub, "subtract": _op_sub, "mul": _op_mul, "multiply": _op_mul,
+    "div": _op_div, "true_divide": _op_div, "sum": _op_sum, "cat": _op_cat, "concat": _op_cat,
+    "concatenate": _op_cat, "stack": _op_stack, "mv": _op_mv,
+    "add_": _op_add_, "sub_": _op_sub_, "__iadd__": _op_add_, "__isub__": _op_sub_,
+}
+for _name in ("index_select", "transpose", "t", "clone", "neg", "negative", "unsqueeze", "pow",
+              "clamp", "detach", "norm", *_ZERO_PRESERVING):
+    _SPARSE_OPS.setdefault(_name, _method(_name if _name != "negative" else "neg"))
+# Functions whose sparse calls get a clear refusal instead of pybind11's signature list.
+_REFUSED = ("exp", "log", "mean", "narrow", "equal", "bmm", "softmax", "log_softmax", "sigmoid",
+            "cos", "max", "min", "argmax", "amax", "amin", "reshape", "flatten", "squeeze",
+            "permute", "dot", "allclose", "isclose", "cumsum", "prod", "std", "var", "gather",
+            "masked_fill", "where", "topk", "sort", "any", "all", "view_as_real", "chunk",
+            "split", "maximum", "minimum", "addcmul", "addcdiv", "lerp", "einsum", "baddbmm",
+            "matrix_exp", "outer", "kron", "tensordot", "flip", "roll")
+_METHODS = ("add", "add_", "sub", "sub_", "mul", "__iadd__", "__isub__", "copy_")
+
+
+def _dispatch(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    impl = _SPARSE_OPS.get(name)
+    if impl is None:
+        raise NotImplementedError(f"{name}: not supported for {_layout_of(args, kwargs)} "
+                                  "tensors (convert with .to_dense() first)")
+    return impl(*args, **kwargs)
+
+
+def _install_dispatch() -> None:
+    _C._set_sparse_dispatch(SparseTensor, _dispatch)
+    for name in (*_SPARSE_OPS, *_REFUSED):
+        fn = getattr(_C, name, None)
+        if fn is not None and type(fn).__name__ == "builtin_function_or_method" and \
+                not name.endswith("_"):
+            _C._add_sparse_fallback(_C, name, False)
+    for name in _METHODS:
+        _C._add_sparse_fallback(Tensor, name, True)
+
+
+_install_dispatch()
 
 
 # ---- sparse embedding gradients -------------------------------------------------------------
