@@ -138,3 +138,13 @@ def test_dense_calls_unchanged():
         ember.zeros(2).copy_(ember.eye(2).to_sparse())  # PyTorch refuses too
     with pytest.raises(RuntimeError, match="relu"):
         ember._C._add_sparse_fallback(ember.nn.functional, "relu", False)
+
+
+def test_unbuilt_layouts_are_named_and_refused():
+    s, d = pair(ember)
+    assert s.layout != ember.sparse_csc and str(ember.sparse_csc) == "ember.sparse_csc"
+    for fn in (lambda: d.to_sparse(layout=ember.sparse_csc), lambda: d.to_sparse_csc(),
+               lambda: s.to_sparse_csc(), lambda: s.to_sparse(layout=ember.sparse_bsr),
+               lambda: ember.sparse_csc_tensor([0, 1], [0], [1.0])):
+        with pytest.raises(NotImplementedError, match="layout is not supported"):
+            fn()

@@ -75,6 +75,18 @@ __all__ = [
 
 sparse_coo = layout("sparse_coo")
 sparse_csr = layout("sparse_csr")
+# The compressed-column and blocked layouts exist as names (code compares layouts with them);
+# building a tensor of one raises, naming it.
+sparse_csc = layout("sparse_csc")
+sparse_bsr = layout("sparse_bsr")
+sparse_bsc = layout("sparse_bsc")
+_UNBUILT = (sparse_csc, sparse_bsr, sparse_bsc)
+
+
+def _no_layout(op: str, lay: Any) -> NotImplementedError:
+    return NotImplementedError(f"{op}: the {lay} layout is not supported (sparse_coo and "
+                               "sparse_csr are; the transpose of a CSC matrix is the CSR matrix "
+                               "of the same arrays)")
 
 
 def _is_sparse(x: Any) -> bool:
@@ -315,6 +327,8 @@ class SparseTensor:
             return self.to_sparse_coo()
         if layout is sparse_csr:
             return self.to_sparse_csr()
+        if layout in _UNBUILT:
+            raise _no_layout("to_sparse", layout)
         raise RuntimeError(f"to_sparse: unsupported layout {layout}")
 
     def to_sparse_coo(self) -> SparseTensor:
@@ -903,6 +917,8 @@ def _dense_to_sparse(self: Tensor, *args: Any, layout: Any = None, blocksize: An
     sd = int(args[0]) if args else self.ndim
     if layout is sparse_csr:
         return _dense_to_sparse(self).to_sparse_csr()
+    if layout in _UNBUILT:
+        raise _no_layout("to_sparse", layout)
     if layout not in (None, sparse_coo):
         raise RuntimeError(f"to_sparse: unsupported layout {layout}")
     if not 0 <= sd <= self.ndim:
@@ -1517,6 +1533,13 @@ _DENSE: dict[str, Any] = {}
 def _install() -> None:
     ember.sparse_coo = sparse_coo
     ember.sparse_csr = sparse_csr
+    for lay in _UNBUILT:
+        setattr(ember, str(lay).split(".")[-1], lay)
+    for name in ("to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc"):
+        setattr(Tensor, name, _refuse_layout(name))
+        setattr(SparseTensor, name, _refuse_layout(name))
+    for name in ("sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor"):
+        setattr(ember, name, _refuse_layout(name))
     ember.sparse_coo_tensor = sparse_coo_tensor
     ember.sparse_csr_tensor = sparse_csr_tensor
     Tensor.to_sparse = _dense_to_sparse
@@ -1544,6 +1567,18 @@ def _install() -> None:
     from ember import _serialization_objects
 
     _serialization_objects._DEFAULT_SAFE["ember.sparse._rebuild_sparse"] = _rebuild_sparse
+
+
+def _refuse_layout(name: str) -> Any:
+    kind = name.split("_")[-1] if name.startswith("to_") else name.split("_")[1]
+    lay = {"csc": sparse_csc, "bsr": sparse_bsr, "bsc": sparse_bsc}[kind]
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        raise _no_layout(name, lay)
+
+    fn.__name__ = name
+    fn.__doc__ = f"``{name}``: refused (the {lay} layout is not supported)."
+    return fn
 
 
 def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str, names: tuple[str, str]) -> Any:
