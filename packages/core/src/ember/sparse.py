@@ -433,7 +433,12 @@ class SparseTensor:
 
     def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
         """The ``p``-norm of every element (a 0-d dense tensor): that of the coalesced values,
-        the unspecified elements being zeros (``p >= 0`` or ``inf``; no ``dim``)."""
+        the unspecified elements being zeros (``p >= 0`` or ``inf``; no ``dim``).
+
+        >>> import ember
+        >>> ember.sparse_coo_tensor([[0, 0, 2]], [1.0, 2.0, 4.0], (3,)).norm().item()
+        5.0
+        """
         if dim is not None or keepdim:
             raise NotImplementedError(f"{self._layout}: norm over a dim is not supported (only "
                                       "the norm of every element)")
@@ -457,7 +462,12 @@ class SparseTensor:
         return self
 
     def mul_(self, other: Any) -> SparseTensor:
-        """Multiplies the values by a number or a 0-d tensor in place."""
+        """Multiplies the values by a number or a 0-d tensor in place.
+
+        >>> import ember
+        >>> ember.eye(2).to_sparse().mul_(3).values().tolist()
+        [3.0, 3.0]
+        """
         return self._scale_(other, "mul_", False)
 
     def div_(self, other: Any) -> SparseTensor:
@@ -466,7 +476,13 @@ class SparseTensor:
 
     def clamp(self, min: Any = None, max: Any = None) -> SparseTensor:  # noqa: A002
         """``clamp`` of the specified entries of the coalesced tensor, for bounds with
-        ``min <= 0 <= max`` (which map the unspecified zeros to zero)."""
+        ``min <= 0 <= max`` (which map the unspecified zeros to zero).
+
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[0, 0, 2]], [1.0, 2.0, -4.0], (3,))
+        >>> s.clamp(-1.5, 1.5).to_dense().tolist()
+        [1.5, 0.0, -1.5]
+        """
         lo = -math.inf if min is None else float(min)
         hi = math.inf if max is None else float(max)
         if not lo <= 0.0 <= hi:
@@ -483,7 +499,13 @@ class SparseTensor:
 
     def unsqueeze(self, dim: int) -> SparseTensor:
         """A new size-1 dim at ``dim``: a sparse dim (an index row of zeros) when it comes at or
-        before the last sparse dim, else a dense dim of the values."""
+        before the last sparse dim, else a dense dim of the values.
+
+        >>> import ember
+        >>> u = ember.eye(2).to_sparse().unsqueeze(0)
+        >>> u.shape, u.sparse_dim()
+        (ember.Size([1, 2, 2]), 3)
+        """
         self._need(sparse_coo, "unsqueeze")
         d = _wrap(dim, self.ndim + 1, "unsqueeze")
         size = self._size[:d] + (1,) + self._size[d:]
