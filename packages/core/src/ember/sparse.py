@@ -36,8 +36,9 @@ Dense functions given sparse operands: ``ember._C`` gives ``add``, ``sub``, ``mu
 ``cat``, ``stack``, ``index_select``, ``mv``, the zero-preserving ops and others (``_SPARSE_OPS``,
 ``_REFUSED``), and ``Tensor.add/add_/sub/sub_/mul/__iadd__/__isub__`` (``copy_`` refuses, as
 PyTorch), a last pybind11 overload that is tried only after every dense overload has failed; a
-call with a sparse operand then comes to ``_dispatch``, which runs the sparse version or raises ``NotImplementedError``
-naming the op and the layout. Dense calls never reach it (no measurable cost).
+call with a sparse operand then comes to ``_dispatch``, which runs the sparse version or raises
+``NotImplementedError`` naming the op and the layout. Dense calls never reach it (no
+measurable cost).
 
 A sparse gradient (``nn.Embedding(sparse=True)``) does not pass through the C++ engine: the
 embedding's backward hands it to the running ``backward()``/``autograd.grad()`` call (a frame in
@@ -1659,7 +1660,8 @@ def _dense_plus_sparse(op: str, dense: Tensor, s: SparseTensor, alpha: Any,
 
 def _op_add(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Any:
     if out is not None:
-        raise NotImplementedError(f"add: out= is not supported with a {_layout_of((input, other), {})} operand")
+        lay = _layout_of((input, other), {})
+        raise NotImplementedError(f"add: out= is not supported with a {lay} operand")
     if _is_sparse(input):
         return input.add(other, alpha=alpha)
     if isinstance(input, Tensor):

@@ -57,7 +57,8 @@ sub = torch.index_select(adj, 0, torch.tensor([0, 20, 45]))
 print(f"index_select rows: {tuple(sub.shape)} nnz {sub._nnz()} row sums "
       f"{[round(v, 1) for v in torch.sparse.sum(sub, 1).to_dense().tolist()]}")
 eye_plus = torch.add(torch.eye(N), adj, alpha=0.5)  # dense + sparse: dense
-print(f"eye + adj/2: {eye_plus.layout} trace {eye_plus.trace().item():.1f} sum {eye_plus.sum().item():.1f}")
+print(f"eye + adj/2: {eye_plus.layout} trace {eye_plus.trace().item():.1f} "
+      f"sum {eye_plus.sum().item():.1f}")
 stacked = torch.stack([adj, adj * 2])
 print(f"stacked: {tuple(stacked.shape)} sparse_dim {stacked.sparse_dim()} nnz {stacked._nnz()} "
       f"total {torch.sparse.sum(stacked).item():.0f}")
@@ -129,7 +130,8 @@ print(f"autograd.grad: {g.layout} nnz {g._nnz()} sum {g.coalesce().values().sum(
 w = model.emb.weight.detach().clone()
 w += g * -0.1
 upd = torch.add(model.emb.weight.detach(), g, alpha=-0.1)
-print(f"manual update equal: {torch.allclose(w, upd)} change {(w - model.emb.weight).abs().sum().item():.5f}")
+change = (w - model.emb.weight).abs().sum().item()
+print(f"manual update equal: {torch.allclose(w, upd)} change {change:.5f}")
 
 # Adagrad on the sparse gradients
 emb2 = nn.Embedding(N, EMB, sparse=True)
