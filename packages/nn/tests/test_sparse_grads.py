@@ -210,3 +210,20 @@ def test_zero_grad_keeps_an_empty_sparse_grad():
         weighted(e, lib, [2]).backward()
         e.zero_grad(set_to_none=False)
         assert e.weight.grad.is_sparse and e.weight.grad._nnz() == 0
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpointed_sparse_embedding(reentrant):
+    out = []
+    for e, lib in both():
+        from importlib import import_module
+
+        cp = import_module(lib.__name__ + ".utils.checkpoint")
+        x = lib.ones(3, 2, requires_grad=True)
+        y = cp.checkpoint(lambda ids, x, e=e: e(ids) * x, lib.tensor([1, 3, 1]), x,
+                          use_reentrant=reentrant)
+        (y * lib.arange(6.0).reshape(3, 2)).sum().backward()
+        assert e.weight.grad.is_sparse
+        out.append((dense(e.weight.grad), x.grad.numpy()))
+    np.testing.assert_allclose(out[0][0], out[1][0])
+    np.testing.assert_allclose(out[0][1], out[1][1])
