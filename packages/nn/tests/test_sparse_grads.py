@@ -227,3 +227,19 @@ def test_checkpointed_sparse_embedding(reentrant):
         out.append((dense(e.weight.grad), x.grad.numpy()))
     np.testing.assert_allclose(out[0][0], out[1][0])
     np.testing.assert_allclose(out[0][1], out[1][1])
+
+
+def test_hook_sees_one_dense_sum_when_dense_and_sparse_meet():
+    out = []
+    for e, lib in both():
+        log = []
+        e.weight.register_hook(lambda g, log=log: log.append(g.layout == lib.strided) or
+                               g.clamp(max=3.0))
+        e.weight.register_post_accumulate_grad_hook(lambda p, log=log: log.append("post"))
+        loss = weighted(e, lib, [1, 3, 1]) + (e.weight ** 2).sum()
+        loss.backward()
+        g, = lib.autograd.grad(weighted(e, lib, [2, 2]) + e.weight.sum(), e.weight)
+        out.append((log, dense(e.weight.grad), dense(g)))
+    assert out[0][0] == out[1][0] == [True, "post", True]
+    np.testing.assert_allclose(out[0][1], out[1][1])
+    np.testing.assert_allclose(out[0][2], out[1][2])

@@ -1399,28 +1399,40 @@ def _user_hooks(t: Tensor) -> tuple[list[Any], list[Any]]:
             [getattr(f, "_ember_user_hook", f) for f in post])
 
 
-def _pending_sparse(t: Tensor) -> bool:
-    """Whether the running backward()/grad() call holds a sparse gradient for ``t``."""
+def _pending_entry(t: Tensor) -> list[Any] | None:
+    """The running backward()/grad() call's ``[tensor, sparse grad]`` for ``t``, if any."""
     from ember.autograd import _frame_stack
 
     st = _frame_stack()
     if not st:
-        return False
+        return None
     entry = st[-1].pending.get(id(t))
-    return entry is not None and entry[0] is t
+    return entry if entry is not None and entry[0] is t else None
 
 
 def _skip_when_sparse(t: Tensor, fn: Any, post: bool) -> Any:
-    """A leaf hook that is not called by the engine for the empty (None) gradient a sparse
-    gradient's Function leaves the engine with: the hook sees the sparse gradient instead, once
-    (``_deliver_frame``), as in PyTorch."""
+    """A leaf hook aware of sparse gradients held by the running backward()/grad() call: the
+    engine's empty (None) gradient, left by the Function that produced the sparse one, is not
+    passed on (the hook sees the sparse gradient instead, once, in ``_deliver_frame``); when a
+    dense gradient arrives too, the hook sees their dense sum, once, as PyTorch sums the parts
+    before running the hooks."""
     ref = weakref.ref(t)
 
     def hook(arg: Any) -> Any:
         leaf = ref()
-        if leaf is not None and (arg is leaf if post else arg is None) and _pending_sparse(leaf):
+        entry = _pending_entry(leaf) if leaf is not None else None
+        if entry is None:
+            return fn(arg)
+        if post:
+            return None if arg is leaf else fn(arg)
+        if arg is None:
             return None
-        return fn(arg)
+        from ember.autograd import _frame_stack
+
+        _frame_stack()[-1].pending.pop(id(leaf))
+        arg = arg + entry[1].to_dense()
+        r = fn(arg)
+        return arg if r is None else r
 
     hook.__name__ = getattr(fn, "__name__", type(fn).__name__)
     hook._ember_user_hook = fn  # type: ignore[attr-defined]
