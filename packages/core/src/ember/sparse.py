@@ -43,7 +43,8 @@ measurable cost).
 A sparse gradient (``nn.Embedding(sparse=True)``) does not pass through the C++ engine: the
 embedding's backward hands it to the running ``backward()``/``autograd.grad()`` call (a frame in
 ``ember.autograd``), which delivers it once the engine is done: the leaf's tensor hooks see it
-(and may replace it), then it is accumulated beside the weight (``_SPARSE_GRADS``; sparse +
+(and may replace it; when a dense gradient reaches the leaf in the same pass they see the dense
+sum instead, once, as PyTorch sums the parts first), then it is accumulated beside the weight (``_SPARSE_GRADS``; sparse +
 sparse stays sparse, with a dense grad it is summed densely) and the post-accumulate hooks run,
 or ``autograd.grad`` returns it. A tensor holding a sparse grad moves into a same-named subclass
 of its class whose ``grad`` reads and assigns it, so ``weight.grad`` is a sparse COO tensor and
