@@ -148,3 +148,19 @@ def test_unbuilt_layouts_are_named_and_refused():
                lambda: ember.sparse_csc_tensor([0, 1], [0], [1.0])):
         with pytest.raises(NotImplementedError, match="layout is not supported"):
             fn()
+
+
+def test_sparse_in_place_add_matches_torch():
+    out = []
+    for lib in (ember, torch):
+        s, d = pair(lib)
+        t = s * 2
+        s.add_(t)
+        s -= t * 0.5
+        s += t
+        out.append(s.to_dense().numpy())
+        with pytest.raises(RuntimeError):
+            s.add_(d)  # sparse += dense: refused by both
+        with pytest.raises(RuntimeError):
+            s += d
+    np.testing.assert_allclose(out[0], out[1])

@@ -585,6 +585,33 @@ class SparseTensor:
                                       "not supported (it would not stay sparse)")
         return NotImplemented
 
+    def add_(self, other: Any, *, alpha: Any = 1) -> SparseTensor:
+        """In-place ``self += alpha * other`` for a sparse ``other`` of the same size (the result
+        coalesced, in this tensor's layout); a dense ``other`` is refused, as in PyTorch.
+
+        >>> import ember
+        >>> s = ember.eye(2).to_sparse()
+        >>> s.add_(ember.eye(2).to_sparse(), alpha=2).values().tolist()
+        [3.0, 3.0]
+        """
+        if not _is_sparse(other):
+            raise RuntimeError(f"add_: adding a {type(other).__name__} in place to a "
+                               f"{self._layout} tensor is not supported (add(dense, sparse) "
+                               "gives a dense result)")
+        out = self.add(other, alpha=alpha)
+        self._idx, self._crow, self._col = out._idx, out._crow, out._col
+        self._vals, self._coalesced = out._vals, out._coalesced
+        return self
+
+    def sub_(self, other: Any, *, alpha: Any = 1) -> SparseTensor:
+        """In-place ``self -= alpha * other`` (see :meth:`add_`)."""
+        return self.add_(other, alpha=-alpha)
+
+    __iadd__ = add_
+
+    def __isub__(self, other: Any) -> SparseTensor:
+        return self.add_(other, alpha=-1)
+
     def __add__(self, other: Any) -> Any:
         return self.add(other)
 
@@ -672,7 +699,7 @@ def _unsupported(name: str) -> Any:
 
 # Operators Python would otherwise report as a bare TypeError.
 for _name in ("__eq__", "__ne__", "__rpow__", "__floordiv__", "__mod__", "__getitem__", "__setitem__",
-              "__lt__", "__le__", "__gt__", "__ge__", "__abs__", "__iadd__", "__imul__",
+              "__lt__", "__le__", "__gt__", "__ge__", "__abs__", "__imul__",
               "__rtruediv__", "__and__", "__or__", "__xor__", "__invert__", "__iter__"):
     setattr(SparseTensor, _name, _unsupported(_name.strip("_")))
 SparseTensor.__hash__ = object.__hash__  # by identity, as a tensor's (== raises above)
