@@ -140,14 +140,72 @@ def test_dense_calls_unchanged():
         ember._C._add_sparse_fallback(ember.nn.functional, "relu", False)
 
 
-def test_unbuilt_layouts_are_named_and_refused():
+def test_blocked_layouts_are_named_and_refused():
     s, d = pair(ember)
-    assert s.layout != ember.sparse_csc and str(ember.sparse_csc) == "ember.sparse_csc"
-    for fn in (lambda: d.to_sparse(layout=ember.sparse_csc), lambda: d.to_sparse_csc(),
-               lambda: s.to_sparse_csc(), lambda: s.to_sparse(layout=ember.sparse_bsr),
-               lambda: ember.sparse_csc_tensor([0, 1], [0], [1.0])):
+    assert s.layout != ember.sparse_bsr and str(ember.sparse_bsc) == "ember.sparse_bsc"
+    for fn in (lambda: d.to_sparse(layout=ember.sparse_bsr), lambda: d.to_sparse_bsc(),
+               lambda: s.to_sparse(layout=ember.sparse_bsr),
+               lambda: ember.sparse_bsr_tensor([0, 1], [0], [1.0])):
         with pytest.raises(NotImplementedError, match="layout is not supported"):
             fn()
+
+
+CSC_CASES = {
+    "arrays": lambda lib, c, d: (c.ccol_indices(), c.row_indices(), c.values()),
+    "from COO": lambda lib, c, d: (d.to_sparse().to_sparse_csc().row_indices(),),
+    "from CSR": lambda lib, c, d: (d.to_sparse_csr().to_sparse_csc().ccol_indices(),),
+    "to_sparse(layout)": lambda lib, c, d: (d.to_sparse(layout=lib.sparse_csc).values(),),
+    "to_dense": lambda lib, c, d: (c.to_dense(),),
+    "to COO": lambda lib, c, d: (c.to_sparse_coo().to_dense(),),
+    "to CSR": lambda lib, c, d: (c.to_sparse_csr().crow_indices(), c.to_sparse_csr().col_indices()),
+    "t() is CSR": lambda lib, c, d: (c.t().crow_indices(), c.t().to_dense()),
+    "CSR t() is CSC": lambda lib, c, d: (d.to_sparse_csr().t().ccol_indices(),),
+    "mm": lambda lib, c, d: (lib.mm(c, lib.arange(6.0).reshape(3, 2)),),
+    "dense @ csc": lambda lib, c, d: (lib.arange(8.0).reshape(2, 4) @ c,),
+    "sparse.mm": lambda lib, c, d: (lib.sparse.mm(c, lib.ones(3, 1)),),
+    "csc * 2": lambda lib, c, d: ((c * 2).to_dense(),),
+    "add(D, csc)": lambda lib, c, d: (lib.add(d, c),),
+    "csc + csc": lambda lib, c, d: ((c + c).to_dense(),),
+    "factory": lambda lib, c, d: (lib.sparse_csc_tensor(lib.tensor([0, 1, 2]), lib.tensor([1, 0]),
+                                                        lib.tensor([3.0, 2.0]), (2, 2)).to_dense(),),
+}
+
+
+@pytest.mark.parametrize("case", list(CSC_CASES))
+def test_csc_matches_torch(case):
+    out = []
+    for lib in (ember, torch):
+        d = lib.tensor([[0.0, 2.0, 0.0], [3.0, 4.0, 0.0], [0.0, 0.0, 5.0], [1.0, 0.0, 0.0]])
+        c = d.to_sparse_csc()
+        assert c.layout == lib.sparse_csc and not c.is_sparse and not c.is_sparse_csr
+        out.append([t.detach().numpy() for t in CSC_CASES[case](lib, c, d)])
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b)
+
+
+def test_csc_values_gradient_and_save(tmp_path):
+    grads = []
+    for lib in (ember, torch):
+        d = lib.tensor([[0.0, 2.0, 0.0], [3.0, 4.0, 0.0], [0.0, 0.0, 5.0], [1.0, 0.0, 0.0]])
+        c = d.to_sparse_csc()
+        v = c.values().clone().requires_grad_(True)
+        s = lib.sparse_csc_tensor(c.ccol_indices(), c.row_indices(), v, c.shape)
+        (lib.mm(s, lib.arange(6.0).reshape(3, 2)) ** 2).sum().backward()
+        grads.append(v.grad.numpy())
+        lib.save(c, tmp_path / f"{lib.__name__}.pt")
+    np.testing.assert_allclose(grads[0], grads[1])
+    for name in ("ember", "torch"):
+        back = ember.load(tmp_path / f"{name}.pt")
+        assert back.layout is ember.sparse_csc
+        np.testing.assert_allclose(back.to_dense().numpy(), [[0, 2, 0], [3, 4, 0], [0, 0, 5],
+                                                             [1, 0, 0]])
+    with pytest.raises(RuntimeError, match="row_indices must be in"):
+        ember.sparse_csc_tensor([0, 1, 3], [0, 5, 1], [1.0, 2.0, 3.0], (2, 2))
+    with pytest.raises(RuntimeError, match="ccol_indices must have 3 elements"):
+        ember.sparse_csc_tensor([0, 3], [0, 1, 1], [1.0, 2.0, 3.0], (2, 2))
+    c = ember.eye(3).to_sparse_csc()
+    ember.testing.assert_close(c, c.clone())
+    assert "ccol_indices=" in repr(c) and "layout=ember.sparse_csc" in repr(c)
 
 
 def test_sparse_in_place_add_matches_torch():

@@ -1,4 +1,5 @@
-"""Sparse COO and CSR tensors: ``ember.sparse_coo_tensor``, ``ember.sparse.mm`` and friends.
+"""Sparse COO, CSR and CSC tensors: ``ember.sparse_coo_tensor``, ``ember.sparse.mm`` and
+friends.
 
 Design. A sparse tensor is a :class:`SparseTensor`, a Python object that is *not* an
 ``ember.Tensor``: it holds dense ember tensors, and everything it computes is ember ops on them.
@@ -8,6 +9,10 @@ Design. A sparse tensor is a :class:`SparseTensor`, a Python object that is *not
   row-major position, no duplicates).
 - CSR (``layout=ember.sparse_csr``, 2-D): ``crow_indices`` (``M + 1``), ``col_indices`` and
   ``values`` (``nnz``).
+- CSC (``layout=ember.sparse_csc``, 2-D): ``ccol_indices`` (``N + 1``), ``row_indices`` and
+  ``values``, held in the CSR slots: a CSC matrix is the transpose of the CSR matrix of the same
+  arrays, so ``t()`` swaps the two layouts without copying, and CSC products run the CSR kernels
+  transposed. Other operations go through COO (results in COO unless noted).
 
 Why not a subclass of ``ember.Tensor``: the C++ ops take any ``ember.Tensor``; a subclass would
 have to carry some dense stand-in that every op not written for sparse tensors would then
@@ -77,18 +82,18 @@ __all__ = [
 
 sparse_coo = layout("sparse_coo")
 sparse_csr = layout("sparse_csr")
-# The compressed-column and blocked layouts exist as names (code compares layouts with them);
-# building a tensor of one raises, naming it.
 sparse_csc = layout("sparse_csc")
+# The blocked layouts exist as names (code compares layouts with them); building a tensor of one
+# raises, naming it.
 sparse_bsr = layout("sparse_bsr")
 sparse_bsc = layout("sparse_bsc")
-_UNBUILT = (sparse_csc, sparse_bsr, sparse_bsc)
+_UNBUILT = (sparse_bsr, sparse_bsc)
+_COMPRESSED = (sparse_csr, sparse_csc)
 
 
 def _no_layout(op: str, lay: Any) -> NotImplementedError:
-    return NotImplementedError(f"{op}: the {lay} layout is not supported (sparse_coo and "
-                               "sparse_csr are; the transpose of a CSC matrix is the CSR matrix "
-                               "of the same arrays)")
+    return NotImplementedError(f"{op}: the {lay} layout is not supported (sparse_coo, "
+                               "sparse_csr and sparse_csc are)")
 
 
 def _is_sparse(x: Any) -> bool:
@@ -196,7 +201,7 @@ class SparseTensor:
         return self.dtype.is_floating_point
 
     def sparse_dim(self) -> int:
-        return 2 if self._layout is sparse_csr else self._idx.shape[0]
+        return 2 if self._layout in _COMPRESSED else self._idx.shape[0]
 
     def dense_dim(self) -> int:
         return self._vals.ndim - 1
@@ -235,6 +240,14 @@ class SparseTensor:
 
     def col_indices(self) -> Tensor:
         self._need(sparse_csr, "col_indices")
+        return self._col
+
+    def ccol_indices(self) -> Tensor:
+        self._need(sparse_csc, "ccol_indices")
+        return self._crow
+
+    def row_indices(self) -> Tensor:
+        self._need(sparse_csc, "row_indices")
         return self._col
 
     def _need(self, lay: layout, op: str) -> None:
@@ -310,6 +323,10 @@ class SparseTensor:
         """The dense tensor (duplicates summed); differentiable with respect to the values."""
         del masked_grad
         v = self._vals if dtype is None else self._vals.to(dtype)
+        if self._layout is sparse_csc:
+            c = self.to_sparse_coo()
+            return _coo_to_dense(c._idx, c._vals if dtype is None else c._vals.to(dtype),
+                                 self._size)
         if self._layout is sparse_csr:
             return _coo_to_dense(self.to_sparse_coo()._idx, v, self._size)
         return _coo_to_dense(self._idx, v, self._size)
@@ -329,6 +346,8 @@ class SparseTensor:
             return self.to_sparse_coo()
         if layout is sparse_csr:
             return self.to_sparse_csr()
+        if layout is sparse_csc:
+            return self.to_sparse_csc()
         if layout in _UNBUILT:
             raise _no_layout("to_sparse", layout)
         raise RuntimeError(f"to_sparse: unsupported layout {layout}")
@@ -336,6 +355,8 @@ class SparseTensor:
     def to_sparse_coo(self) -> SparseTensor:
         if self._layout is sparse_coo:
             return self
+        if self._layout is sparse_csc:  # the CSR arrays of the transpose, transposed back
+            return self.t().to_sparse_coo().t().coalesce()
         counts = self._crow[1:] - self._crow[:-1]
         rows = ember.repeat_interleave(ember.arange(self._size[0], device=self.device), counts)
         return SparseTensor(sparse_coo, self._size, self._vals,
@@ -344,6 +365,8 @@ class SparseTensor:
     def to_sparse_csr(self, dense_dim: int | None = None) -> SparseTensor:
         if self._layout is sparse_csr:
             return self
+        if self._layout is sparse_csc:
+            return self.to_sparse_coo().to_sparse_csr(dense_dim)
         if self.ndim != 2 or self.dense_dim() != 0 or dense_dim:
             raise RuntimeError("to_sparse_csr: only 2-D COO tensors without dense dims are "
                                f"supported, got size {self._size} with dense_dim "
@@ -351,6 +374,23 @@ class SparseTensor:
         c = self.coalesce()
         crow = _crow_from_rows(c._idx[0], self._size[0])
         return SparseTensor(sparse_csr, self._size, c._vals, crow=crow, col=c._idx[1].clone())
+
+    def to_sparse_csc(self, dense_dim: int | None = None) -> SparseTensor:
+        """The compressed-column form (2-D, no dense dims): ``ccol_indices`` (``N + 1``),
+        ``row_indices`` and ``values``, sorted by column, then row.
+
+        >>> import ember
+        >>> c = ember.tensor([[0.0, 2.0], [3.0, 4.0]]).to_sparse_csc()
+        >>> c.ccol_indices().tolist(), c.row_indices().tolist(), c.values().tolist()
+        ([0, 1, 3], [1, 0, 1], [3.0, 2.0, 4.0])
+        """
+        if self._layout is sparse_csc:
+            return self
+        if self.ndim != 2 or self.dense_dim() != 0 or dense_dim:
+            raise RuntimeError("to_sparse_csc: only 2-D tensors without dense dims are "
+                               f"supported, got size {self._size} with dense_dim "
+                               f"{self.dense_dim()}")
+        return self.to_sparse_coo().t().to_sparse_csr().t()
 
     def to(self, *args: Any, **kwargs: Any) -> SparseTensor:
         """``to(dtype)``/``to(device)``: indices and values converted or moved together."""
@@ -385,8 +425,14 @@ class SparseTensor:
         return self.transpose(0, 1)
 
     def transpose(self, dim0: int, dim1: int) -> SparseTensor:
-        self._need(sparse_coo, "transpose")
         d0, d1 = _wrap(dim0, self.ndim, "transpose"), _wrap(dim1, self.ndim, "transpose")
+        if self._layout in _COMPRESSED:  # CSR <-> CSC over the same arrays
+            if d0 == d1:
+                return self
+            other = sparse_csc if self._layout is sparse_csr else sparse_csr
+            return SparseTensor(other, self._size[::-1], self._vals, crow=self._crow,
+                                col=self._col)
+        self._need(sparse_coo, "transpose")
         sd = self.sparse_dim()
         if (d0 < sd) != (d1 < sd):
             raise RuntimeError("transpose: swapping a sparse dim with a dense dim is not supported")
@@ -576,7 +622,7 @@ class SparseTensor:
             idx = ember.cat([a._idx, b._idx], 1)
             out = SparseTensor(sparse_coo, self._size, ember.cat([a._vals, vb]), indices=idx)
             out = out.coalesce()
-            return out.to_sparse_csr() if self._layout is sparse_csr else out
+            return out.to_sparse(layout=self._layout)
         if isinstance(other, Tensor):
             dense = self.to_dense()
             return dense + other if alpha == 1 else dense + other * alpha
@@ -751,6 +797,8 @@ def _rebuild_sparse(lay: str, size: tuple[int, ...], arrays: tuple[Tensor, ...],
         out = sparse_coo_tensor(arrays[0], arrays[1], size, is_coalesced=bool(coalesced))
     elif lay == str(sparse_csr) and len(arrays) == 3:
         out = sparse_csr_tensor(arrays[0], arrays[1], arrays[2], size)
+    elif lay == str(sparse_csc) and len(arrays) == 3:
+        out = sparse_csc_tensor(arrays[0], arrays[1], arrays[2], size)
     else:
         raise RuntimeError(f"ember.load: unknown sparse layout {lay!r}")
     return out.requires_grad_(True) if requires_grad else out
@@ -763,6 +811,8 @@ def _rebuild_torch_sparse(lay: Any, data: tuple[Any, ...]) -> SparseTensor:
                                  is_coalesced=bool(data[3]) if len(data) > 3 else None)
     if lay is sparse_csr:
         return sparse_csr_tensor(data[0], data[1], data[2], tuple(data[3]))
+    if lay is sparse_csc:
+        return sparse_csc_tensor(data[0], data[1], data[2], tuple(data[3]))
     raise RuntimeError(f"ember.load: PyTorch sparse layout {lay} is not supported")
 
 
@@ -851,19 +901,23 @@ def _check_invariants(s: SparseTensor) -> None:
                 raise RuntimeError("sparse_coo_tensor: is_coalesced=True but the indices are not "
                                    "sorted and unique")
         return
+    csc = s._layout is sparse_csc
+    op = "sparse_csc_tensor" if csc else "sparse_csr_tensor"
+    cname, iname = ("ccol_indices", "row_indices") if csc else ("crow_indices", "col_indices")
     crow, col = s._crow, s._col
-    m, n = s._size
+    m, n = s._size[::-1] if csc else s._size
+    what = "columns" if csc else "rows"
     if crow.numel() != m + 1:
-        raise RuntimeError(f"sparse_csr_tensor: crow_indices must have {m + 1} elements (rows + "
-                           f"1), got {crow.numel()}")
+        raise RuntimeError(f"{op}: {cname} must have {m + 1} elements ({what} + 1), got "
+                           f"{crow.numel()}")
     c = crow.tolist()
     if c[0] != 0 or c[-1] != col.numel():
-        raise RuntimeError(f"sparse_csr_tensor: crow_indices must start at 0 and end at nnz = "
-                           f"{col.numel()}, got {c[0]} and {c[-1]}")
+        raise RuntimeError(f"{op}: {cname} must start at 0 and end at nnz = {col.numel()}, got "
+                           f"{c[0]} and {c[-1]}")
     if any(c[r] > c[r + 1] for r in range(m)):
-        raise RuntimeError("sparse_csr_tensor: crow_indices must be non-decreasing")
+        raise RuntimeError(f"{op}: {cname} must be non-decreasing")
     if col.numel() and (int(col.min()) < 0 or int(col.max()) >= n):
-        raise RuntimeError(f"sparse_csr_tensor: col_indices must be in [0, {n}), got "
+        raise RuntimeError(f"{op}: {iname} must be in [0, {n}), got "
                            f"[{int(col.min())}, {int(col.max())}]")
 
 
@@ -953,6 +1007,45 @@ def sparse_csr_tensor(crow_indices: Any, col_indices: Any, values: Any, size: An
     return out
 
 
+def sparse_csc_tensor(ccol_indices: Any, row_indices: Any, values: Any, size: Any = None, *,
+                      dtype: Any = None, device: Any = None, pin_memory: bool = False,
+                      requires_grad: bool = False,
+                      check_invariants: bool | None = None) -> SparseTensor:
+    """A 2-D sparse CSC tensor: column ``c``'s entries are
+    ``row_indices[ccol[c]:ccol[c+1]]`` with ``values`` at the same positions (the transpose of
+    the CSR tensor of the same arrays).
+
+    >>> import ember
+    >>> s = ember.sparse_csc_tensor([0, 1, 2], [1, 0], [3.0, 2.0], (2, 2))
+    >>> s.to_dense().tolist()
+    [[0.0, 2.0], [3.0, 0.0]]
+    """
+    del pin_memory
+    op = "sparse_csc_tensor"
+    ccol = _as_index(ccol_indices, "ccol_indices", op)
+    row = _as_index(row_indices, "row_indices", op)
+    vals = _as_values(values, dtype, device)
+    ccol, row = ccol.to(vals.device), row.to(vals.device)
+    if ccol.ndim != 1 or row.ndim != 1 or vals.ndim != 1:
+        raise RuntimeError(f"{op}: only 2-D CSC tensors (1-D ccol_indices, row_indices and "
+                           f"values) are supported, got shapes {tuple(ccol.shape)}, "
+                           f"{tuple(row.shape)} and {tuple(vals.shape)}")
+    if row.shape[0] != vals.shape[0]:
+        raise RuntimeError(f"{op}: row_indices and values must have the same length, got "
+                           f"{row.shape[0]} and {vals.shape[0]}")
+    if size is None:
+        size = (int(row.max()) + 1 if row.numel() else 0, ccol.shape[0] - 1)
+    size = tuple(int(s) for s in size)
+    if len(size) != 2:
+        raise RuntimeError(f"{op}: only 2-D sizes are supported, got {size}")
+    out = SparseTensor(sparse_csc, size, vals, crow=ccol, col=row)
+    if check_invariants is not False:
+        _check_invariants(out)
+    if requires_grad:  # a new leaf over the same memory; the caller's values are left alone
+        out._vals = out._vals.detach().requires_grad_(True)
+    return out
+
+
 def _dense_to_sparse(self: Tensor, *args: Any, layout: Any = None, blocksize: Any = None,
                      dense_dim: Any = None) -> SparseTensor:
     """``Tensor.to_sparse(sparse_dim=ndim)`` / ``to_sparse(layout=...)``: the nonzero entries
@@ -968,6 +1061,8 @@ def _dense_to_sparse(self: Tensor, *args: Any, layout: Any = None, blocksize: An
     sd = int(args[0]) if args else self.ndim
     if layout is sparse_csr:
         return _dense_to_sparse(self).to_sparse_csr()
+    if layout is sparse_csc:
+        return _dense_to_sparse(self).to_sparse_csc()
     if layout in _UNBUILT:
         raise _no_layout("to_sparse", layout)
     if layout not in (None, sparse_coo):
@@ -988,6 +1083,10 @@ def _dense_to_sparse_csr(self: Tensor, dense_dim: int | None = None) -> SparseTe
     return _dense_to_sparse(self).to_sparse_csr(dense_dim)
 
 
+def _dense_to_sparse_csc(self: Tensor, dense_dim: int | None = None) -> SparseTensor:
+    return _dense_to_sparse(self).to_sparse_csc(dense_dim)
+
+
 def _dense_to_sparse_coo(self: Tensor) -> SparseTensor:
     return _dense_to_sparse(self)
 
@@ -1001,6 +1100,8 @@ def _csr_arrays(s: SparseTensor, op: str) -> tuple[Tensor, Tensor, Tensor]:
                            f"got size {s._size} with dense_dim {s.dense_dim()}")
     if s._layout is sparse_csr:
         return s._crow, s._col, s._vals
+    if s._layout is sparse_csc:
+        s = s.to_sparse_coo()
     idx, vals = s._idx, s._vals
     rows = idx[0]
     # Sorted by row unless proven (not trusting a flag given with check_invariants=False).
@@ -1046,6 +1147,8 @@ def mm(mat1: Any, mat2: Any) -> Any:
         if mat2.dtype is not mat1.dtype:
             raise RuntimeError(f"{op}: expected mat1 and mat2 to have the same dtype, but got: "
                                f"{mat1.dtype} != {mat2.dtype}")
+        if mat1.layout is sparse_csc:  # S = T^T for the CSR matrix T of the same arrays
+            return _C._sparse_csr_mm_t(mat1._crow, mat1._col, mat1._vals, mat2, mat1._size[0])
         crow, col, vals = _csr_arrays(mat1, op)
         return _C._sparse_csr_mm(crow, col, vals, mat2)
     if _is_sparse(mat2):
@@ -1057,6 +1160,8 @@ def mm(mat1: Any, mat2: Any) -> Any:
             raise RuntimeError(f"{op}: expected mat1 and mat2 to have the same dtype, but got: "
                                f"{mat1.dtype} != {mat2.dtype}")
         # D @ S = (S^T @ D^T)^T, and S^T @ X is the transposed-product kernel.
+        if mat2.layout is sparse_csc:  # D @ T^T = (T @ D^T)^T
+            return _C._sparse_csr_mm(mat2._crow, mat2._col, mat2._vals, mat1.t()).t()
         crow, col, vals = _csr_arrays(mat2, op)
         return _C._sparse_csr_mm_t(crow, col, vals, mat1.t(), mat2._size[1]).t()
     return _DENSE["mm"](mat1, mat2)
@@ -1159,7 +1264,7 @@ def _sparse_mask(self: Tensor, mask: SparseTensor) -> SparseTensor:
                            f"{mask._size}")
     m = mask.to_sparse_coo().coalesce()
     out = SparseTensor(sparse_coo, m._size, self[tuple(m._idx)], indices=m._idx, coalesced=True)
-    return out.to_sparse_csr() if mask.layout is sparse_csr else out
+    return out.to_sparse(layout=mask.layout)
 
 
 def _legacy(name: str, dtype: Any) -> Any:
@@ -1344,7 +1449,9 @@ def _sparse_repr(s: SparseTensor) -> str:
         body = (prefix + field("indices", s._idx) + ",\n" + pad + field("values", s._vals) +
                 ",\n" + pad + ", ".join(suffixes[:1]))
         return _add_suffixes(body, suffixes[1:], len(prefix))
-    body = (prefix + field("crow_indices", s._crow) + ",\n" + pad + field("col_indices", s._col) +
+    names = ("ccol_indices", "row_indices") if s._layout is sparse_csc else \
+        ("crow_indices", "col_indices")
+    body = (prefix + field(names[0], s._crow) + ",\n" + pad + field(names[1], s._col) +
             ",\n" + pad + field("values", s._vals))
     return _add_suffixes(body, suffixes, len(prefix))
 
@@ -1598,10 +1705,13 @@ def _install() -> None:
     ember.sparse_csr = sparse_csr
     for lay in _UNBUILT:
         setattr(ember, str(lay).split(".")[-1], lay)
-    for name in ("to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc"):
+    ember.sparse_csc = sparse_csc
+    ember.sparse_csc_tensor = sparse_csc_tensor
+    Tensor.to_sparse_csc = _dense_to_sparse_csc
+    for name in ("to_sparse_bsr", "to_sparse_bsc"):
         setattr(Tensor, name, _refuse_layout(name))
         setattr(SparseTensor, name, _refuse_layout(name))
-    for name in ("sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor"):
+    for name in ("sparse_bsr_tensor", "sparse_bsc_tensor"):
         setattr(ember, name, _refuse_layout(name))
     ember.sparse_coo_tensor = sparse_coo_tensor
     ember.sparse_csr_tensor = sparse_csr_tensor
@@ -1634,7 +1744,7 @@ def _install() -> None:
 
 def _refuse_layout(name: str) -> Any:
     kind = name.split("_")[-1] if name.startswith("to_") else name.split("_")[1]
-    lay = {"csc": sparse_csc, "bsr": sparse_bsr, "bsc": sparse_bsc}[kind]
+    lay = {"bsr": sparse_bsr, "bsc": sparse_bsc}[kind]
 
     def fn(*args: Any, **kwargs: Any) -> Any:
         raise _no_layout(name, lay)

@@ -219,12 +219,18 @@ def _compare_sparse(actual: Any, expected: Any, path: str, opts: dict[str, Any])
         _compare_tensors(a._values().detach(), e._values().detach(),
                          path + " (sparse COO values)", opts)
         return
-    _compare_tensors(actual.crow_indices(), expected.crow_indices(),
-                     path + " (sparse CSR crow_indices)", exact)
-    _compare_tensors(actual.col_indices(), expected.col_indices(),
-                     path + " (sparse CSR col_indices)", exact)
+    if actual.is_sparse_csr:
+        kind, ends, inner = "CSR", actual.crow_indices, expected.crow_indices
+        name, cols, ecols = "crow_indices", actual.col_indices, expected.col_indices
+        iname = "col_indices"
+    else:
+        kind, ends, inner = "CSC", actual.ccol_indices, expected.ccol_indices
+        name, cols, ecols = "ccol_indices", actual.row_indices, expected.row_indices
+        iname = "row_indices"
+    _compare_tensors(ends(), inner(), f"{path} (sparse {kind} {name})", exact)
+    _compare_tensors(cols(), ecols(), f"{path} (sparse {kind} {iname})", exact)
     _compare_tensors(actual.values().detach(), expected.values().detach(),
-                     path + " (sparse CSR values)", opts)
+                     f"{path} (sparse {kind} values)", opts)
 
 
 def _shape(t: Any) -> str:
