@@ -1552,8 +1552,11 @@ def _skip_when_sparse(t: Tensor, fn: Any, post: bool) -> Any:
     dense gradient arrives too, the hook sees their dense sum, once, as PyTorch sums the parts
     before running the hooks."""
     ref = weakref.ref(t)
+    autograd = ember.autograd
 
     def hook(arg: Any) -> Any:
+        if not autograd._sparse_seen:  # no sparse gradient was ever produced
+            return fn(arg)
         leaf = ref()
         entry = _pending_entry(leaf) if leaf is not None else None
         if entry is None:
