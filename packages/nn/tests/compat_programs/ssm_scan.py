@@ -36,10 +36,10 @@ class SelectiveSSM(nn.Module):
         self.out_proj = nn.Linear(d_inner, d_model, bias=False)
 
     def forward(self, x, parallel=False):
-        b, l, _ = x.shape
+        b, seq_len, _ = x.shape
         xz = self.in_proj(x)
         u, z = xz.chunk(2, dim=-1)
-        u = self.conv1d(u.transpose(1, 2))[:, :, :l].transpose(1, 2)
+        u = self.conv1d(u.transpose(1, 2))[:, :, :seq_len].transpose(1, 2)
         u = F.silu(u)
         dt, B, C = torch.split(self.x_proj(u), [1, self.d_state, self.d_state], dim=-1)
         delta = F.softplus(self.dt_proj(dt))                       # (b, l, d_inner)
@@ -64,8 +64,8 @@ class SelectiveSSM(nn.Module):
         log_decay = torch.einsum("bld,dn->bdnl", delta, A)        # (b, d, n, l)
         cs = torch.cumsum(log_decay, dim=-1)
         seg = cs[..., :, None] - cs[..., None, :]                  # (b, d, n, t, s)
-        l = u.size(1)
-        causal = torch.tril(torch.ones(l, l, dtype=torch.bool))
+        n_steps = u.size(1)
+        causal = torch.tril(torch.ones(n_steps, n_steps, dtype=torch.bool))
         seg = seg.masked_fill(~causal, float("-inf"))
         dBu = torch.einsum("bld,bln,bld->bdnl", delta, B, u)
         h = torch.einsum("bdnts,bdns->bdnt", torch.exp(seg), dBu)

@@ -3,7 +3,7 @@ numeric and categorical columns, numeric columns standardized with statistics of
 split (torch.nanmean for missing values filled afterwards with torch.nan_to_num /
 torch.where(isnan)), a skewed column quantile-binned with torch.quantile boundaries and
 torch.bucketize, per-category nn.Embedding tables (sizes from a rule of thumb) held in an
-nn.ModuleList, BatchNorm1d + Dropout MLP, class imbalance handled both by
+nn.ModuleList, a Linear(bias=False) + BatchNorm1d + Dropout MLP, class imbalance handled both by
 F.cross_entropy(weight=...) with inverse-frequency weights and by
 BCEWithLogitsLoss(pos_weight=...), ReduceLROnPlateau on the validation loss, early stopping
 keeping the best state through copy.deepcopy(model.state_dict()), a checkpoint written to an
@@ -55,13 +55,14 @@ class TabularNet(nn.Module):
         super().__init__()
         self.embs = nn.ModuleList(nn.Embedding(c, min(8, (c + 1) // 2)) for c in cards)
         width = sum(e.embedding_dim for e in self.embs) + n_num
-        self.bn_num = nn.BatchNorm1d(n_num)
-        self.mlp = nn.Sequential(nn.Linear(width, 32), nn.BatchNorm1d(32), nn.ReLU(),
+        # no bias before a BatchNorm: its gradient is zero up to rounding, which Adam would
+        # blow up into full-size steps of either sign
+        self.mlp = nn.Sequential(nn.Linear(width, 32, bias=False), nn.BatchNorm1d(32), nn.ReLU(),
                                  nn.Dropout(0.0), nn.Linear(32, out))
 
     def forward(self, x_cat, x_num):
         e = [emb(x_cat[:, i]) for i, emb in enumerate(self.embs)]
-        return self.mlp(torch.cat(e + [self.bn_num(x_num)], dim=1))
+        return self.mlp(torch.cat(e + [x_num], dim=1))
 
 
 def init(model, seed):
@@ -130,5 +131,5 @@ for head in ("softmax", "sigmoid"):
         score = out.softmax(1)[:, 1] if head == "softmax" else torch.sigmoid(out[:, 0])
     a = auc(score, y[te])
     print(f"{head}: test AUC {a:.5f}, bn running_mean[:2] "
-          f"{[round(v, 4) for v in model.bn_num.running_mean[:2].tolist()]}")
+          f"{[round(v, 4) for v in model.mlp[1].running_mean[:2].tolist()]}")
 print(f"RESULT {val_losses[0]:.5f} {best:.5f} {a:.5f}")

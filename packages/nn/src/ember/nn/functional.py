@@ -1644,6 +1644,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                 f"interpolate: scale_factor must have {nd} values for input {_shape(input)}, got "
                 f"{scale_factor!r}"
             )
+        if not all(math.isfinite(s) for s in sf):
+            raise ValueError(f"interpolate: scale_factor must be finite, got {scale_factor!r} "
+                             f"for input {_shape(input)}")
         out_sizes = [int(math.floor(i * s)) for i, s in zip(in_sizes, sf)]
         scales = [None] * nd if recompute_scale_factor else list(sf)
     if any(o <= 0 for o in out_sizes):
@@ -2433,6 +2436,11 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         raise RuntimeError(
             f"ctc_loss: target_lengths must be of size batch_size ({n}), got {len(tl)}")
     _ctc_check_lengths(_shape(targets), il, tl, tlen)
+    if isinstance(blank, bool) or not isinstance(blank, int) or not 0 <= blank < c:
+        raise RuntimeError(f"ctc_loss: blank must be in label range [0, {c}) (the classes of "
+                           f"log_probs {_shape(log_probs)}), got {blank!r}")
+    if targets.dtype.is_floating_point or targets.dtype.is_complex or targets.dtype == ember.bool:
+        raise RuntimeError(f"ctc_loss: targets must be an integer tensor, got {targets.dtype}")
     tg = targets.long().tolist()
     # a huge finite "log 0": with -inf, logsumexp over unreachable states has NaN gradients
     neg_inf = -1e30
@@ -2444,6 +2452,10 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         else:
             lab = tg[offset: offset + tl[b]]
             offset += tl[b]
+        bad = [v for v in lab if not 0 <= v < c]
+        if bad:
+            raise RuntimeError(f"ctc_loss: target labels must lie in [0, {c}) (the classes of "
+                               f"log_probs {_shape(log_probs)}), got {bad[0]} in sample {b}")
         ext = [blank]
         for v in lab:
             ext += [v, blank]
@@ -2512,6 +2524,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         raise RuntimeError(
             "scaled_dot_product_attention: explicit attn_mask should not be set when "
             "is_causal=True"
+        )
+    if attn_mask is not None and not (attn_mask.dtype == _C.bool
+                                      or attn_mask.dtype.is_floating_point):
+        raise RuntimeError(
+            f"scaled_dot_product_attention: expected attn_mask dtype to be bool (True = take "
+            f"part) or floating point (added to the scores), got {attn_mask.dtype} (shape "
+            f"{_shape(attn_mask)}) for query of dtype {query.dtype}"
         )
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                            scale=scale, enable_gqa=enable_gqa)
