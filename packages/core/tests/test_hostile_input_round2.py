@@ -78,6 +78,18 @@ CASES = [
     ("pixel_shuffle", "F.pixel_shuffle(t.zeros(1, 3, 2, 2), 2)", "RuntimeError",
      ["3 channels", "4"]),
     ("glu_odd", "F.glu(t.zeros(2, 3))", "RuntimeError", ["glu", "even"]),
+    ("linear_none_input", "nn.Linear(3, 2)(None)", "TypeError",
+     ["linear()", "'input'", "NoneType"]),
+    ("conv_none_weight", "F.conv2d(t.zeros(1, 1, 4, 4), None)", "TypeError",
+     ["conv2d()", "'weight'", "NoneType"]),
+    ("interpolate_none", "F.interpolate(None, size=2)", "TypeError", ["interpolate()", "input"]),
+    ("interpolate_float_size", "F.interpolate(t.zeros(1, 1, 4, 4), size=2.5)", "TypeError",
+     ["interpolate", "size", "2.5"]),
+    ("one_hot_bool_classes", "F.one_hot(t.tensor([0]), num_classes=True)", "TypeError",
+     ["one_hot()", "num_classes", "bool"]),
+    ("one_hot_negative_classes", "F.one_hot(t.tensor([0]), num_classes=-3)", "RuntimeError",
+     ["one_hot", "-3"]),
+    ("dropout_none", "F.dropout(t.ones(3), p=None)", "TypeError", ["dropout", "NoneType"]),
     # spectral
     ("istft_negative_length",
      "t.istft(t.stft(t.zeros(64), 16, window=t.hann_window(16), return_complex=True), 16, "
@@ -168,6 +180,18 @@ LOAD_CASES = [
     ("load_zip_with_evil_global", "EVIL_ZIP", "UnpicklingError", ["posix.system"]),
     ("load_raw_evil_pickle", "EVIL_PICKLE", "CheckpointError", ["posix.system"]),
 ]
+
+
+def test_load_of_none_is_a_type_error():
+    with pytest.raises(TypeError, match="ember.load: f must be a path or a binary file-like"):
+        ember.load(None)
+
+
+def test_numpy_scalars_still_pass_as_numbers():
+    np = pytest.importorskip("numpy")
+    F = ember.nn.functional
+    assert F.one_hot(ember.tensor([1]), num_classes=np.int64(3)).tolist() == [[0, 1, 0]]
+    assert F.dropout(ember.ones(2), p=np.float32(0.0)).tolist() == [1.0, 1.0]
 
 _CHILD = r"""
 import faulthandler, io, json, os, pickle, sys, tempfile, zipfile
