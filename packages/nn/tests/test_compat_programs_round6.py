@@ -4,7 +4,8 @@ a PixelCNN with masked convolutions, PointNet / DGCNN point-cloud classification
 network with dynamic routing, a spectrally normalized hinge GAN with lazy R1, mixup / CutMix
 with label smoothing, an STFT-domain speech denoiser, Sinkhorn optimal transport, a tabular
 model with early stopping, a mixture density network, hook-based model inspection and surgery,
-and a selective state-space (Mamba-style) model. Each draws its data, initial weights and noise
+a selective state-space (Mamba-style) model and hand-written quantization-aware training
+with fake quantization. Each draws its data, initial weights and noise
 from NumPy, so ember's output is compared with torch's line by line, numbers to a tolerance."""
 
 from __future__ import annotations
@@ -134,3 +135,14 @@ def test_ssm_scan_tracks_torch(tmp_path, capsys):
     first, last, acc = _results(got)
     assert last < 0.5 * first and acc > 0.6
     assert "sequential scan == parallel form: True" in got
+
+
+def test_qat_fake_quant_tracks_torch(tmp_path, capsys):
+    # fake_quantize_per_tensor_affine / fake_quantize_per_channel_affine (straight-through
+    # gradients), aminmax observers in buffers, an integer matmul reproducing the layer
+    got = _check("qat_fake_quant.py", tmp_path, capsys, rtol=2e-3, atol=1e-4)
+    acc_float, acc_ptq, acc_qat = _results(got)
+    assert acc_float > 0.85 and acc_qat >= acc_ptq - 0.02
+    assert "fake quant [-1.0, 0.5, 0.5, 1.0] ste grad [1.0, 1.0, 1.0, 0.0]" in got
+    assert "<= scale / 2: True" in got
+    assert "integer matmul == fake-quant layer: True torch.int64" in got
