@@ -357,3 +357,22 @@ def test_istft_length_zero_is_empty():
     spec = ember.stft(ember.randn(64), 16, window=w, return_complex=True)
     assert ember.istft(spec, 16, window=w, length=0).shape == (0,)
     assert ember.istft(spec, 16, window=w, length=ember.tensor(8)).shape == (8,)
+
+
+
+@pytest.mark.parametrize("call", [
+    lambda a, out: ember.mm(a, a, out=out),
+    lambda a, out: ember.addmm(a, a, a, out=out),
+    lambda a, out: ember.matmul(a.t(), a, out=out),
+    lambda a, out: ember.cumsum(a, 0, out=out),
+    lambda a, out: ember.cumprod(a, 1, out=out),
+    lambda a, out: ember.mul(a, a, out=out),
+], ids=["mm", "addmm", "matmul", "cumsum", "cumprod", "mul"])
+def test_out_aliasing_an_input_gives_the_true_result(call):
+    # out= that is also an input: the answer is the one computed from the inputs' old values
+    # (PyTorch's mm / addmm overwrite the input while still reading it and return garbage)
+    a = ember.arange(1.0, 5.0).reshape(2, 2)
+    want = call(a, None)
+    got = call(a, a)
+    assert got.data_ptr() == a.data_ptr()
+    assert a.tolist() == want.tolist()
