@@ -784,7 +784,10 @@ def arg_conversion(a: Arg, op_name: str) -> tuple[str, str]:
     if a.type == "Tensor?[]":
         return f"const std::vector<std::optional<Tensor>>& {a.name}", f"unwrap_optional_tensors({a.name})"
     if a.type == "int[]...":
-        return f"py::args {a.name}", f'sizes_from_args({a.name}, "{op_name}")'
+        # the sizes come positionally (f(2, 3), f((2, 3))) or as the keyword PyTorch names
+        # (f(size=(2, 3))): the binding's trailing py::kwargs carries the keyword form
+        return (f"py::args {a.name}",
+                f'sizes_from_args({a.name}, kwargs_, "{a.name}", "{op_name}")')
     if a.type == "Generator?":
         return f"Generator* {a.name}", a.name
     return f"{a.bind_type} {a.name}", a.name
@@ -903,6 +906,8 @@ def gen_binding(op: Op, kind: str) -> str:
         ret_type = "Tensor"
     else:
         body = binding_body(op, args, call)
+    if any(a.type == "int[]..." for a in args):
+        decls.append("py::kwargs kwargs_")  # pybind11 wants it last
     doc = op.doc.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     extra = "".join(", " + p for p in pyargs)
     return (f'  {target}.def("{pyname}", []({", ".join(decls)}) -> {ret_type} {{ {body} }}'

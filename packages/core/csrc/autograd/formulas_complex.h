@@ -37,6 +37,17 @@ inline Tensor imag_backward(const Tensor& grad) {
   return ops::complex(ops::zeros_like(grad, std::nullopt, std::nullopt), grad, Tensor());
 }
 
+// polar(abs, angle) = abs * u with u = exp(i angle): d/dabs = u and d/dangle = i * result, so
+// the (real) inputs receive the real parts of grad * conj(u) and grad * conj(i * result).
+inline Tensor polar_backward_abs(const Tensor& grad, const Tensor& angle) {
+  Tensor unit = ops::polar(ops::ones_like(angle, std::nullopt, std::nullopt), angle, Tensor());
+  return ops::mul(grad, TensorOrScalar(ops::conj_physical(unit, Tensor())), Tensor());
+}
+inline Tensor polar_backward_angle(const Tensor& grad, const Tensor& result) {
+  Tensor g = ops::mul(grad, TensorOrScalar(ops::conj_physical(result, Tensor())), Tensor());
+  return ops::mul(g, TensorOrScalar(Scalar(std::complex<double>(0.0, -1.0))), Tensor());
+}
+
 // The conjugate of a multiplication's other factor (real tensors and numbers: themselves).
 inline TensorOrScalar conj_factor(const TensorOrScalar& x) {
   if (x.is_tensor())

@@ -131,6 +131,33 @@ DimVector sizes_from_args(const py::args& args, const char* op) {
   return out;
 }
 
+DimVector sizes_from_args(const py::args& args, const py::kwargs& kwargs, const char* name,
+                          const char* op) {
+  for (auto item : kwargs) {
+    std::string key = py::str(item.first);
+    if (key != name)
+      throw py::type_error(std::string(op) + "() got an unexpected keyword argument '" + key + "'");
+  }
+  if (!kwargs.contains(name)) return sizes_from_args(args, op);
+  if (args.size() != 0)
+    throw py::type_error(std::string(op) + "() got multiple values for argument '" + name +
+                         "' (positional sizes and " + name + "=)");
+  py::object value = kwargs[name];
+  DimVector out;
+  if (PyLong_Check(value.ptr())) {
+    int64_t v;
+    if (!index_from_object(value.ptr(), &v))
+      throw py::type_error(std::string(op) + "(): " + name +
+                           " must be an int or a sequence of ints");
+    out.push_back(v);
+    return out;
+  }
+  if (!sizes_from_object(value.ptr(), &out))
+    throw py::type_error(std::string(op) + "(): " + name + " must be a sequence of ints, got " +
+                         std::string(py::str(py::type::of(value).attr("__name__"))));
+  return out;
+}
+
 py::object make_return_tuple(const char* name, std::initializer_list<const char*> fields,
                              py::tuple values) {
   static py::dict* cache = new py::dict();  // leaked: lives until interpreter exit

@@ -32,6 +32,10 @@ bool scalar_from_object(PyObject* o, Scalar* out);
 bool sizes_from_object(PyObject* o, DimVector* out);
 
 DimVector sizes_from_args(const py::args& args, const char* op);
+// The same, where the sizes may instead come as the keyword `name` (zeros(size=(2, 3)),
+// x.permute(dims=(1, 0))); any other keyword left in `kwargs` is a TypeError naming op.
+DimVector sizes_from_args(const py::args& args, const py::kwargs& kwargs, const char* name,
+                          const char* op);
 // "cpu", "cuda", "cuda:1" -> Device (ValueError otherwise).
 Device parse_device(const std::string& spec, std::optional<int64_t> index = std::nullopt);
 py::object make_return_tuple(const char* name, std::initializer_list<const char*> fields,

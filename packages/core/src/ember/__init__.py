@@ -77,6 +77,8 @@ _torch_variants._install()
 from ember import _torch_misc  # noqa: E402  (frombuffer, segment_reduce, cond, Tensor.as_subclass)
 
 _torch_misc._install()
+from ember._fake_quant import (  # noqa: E402,F401  (quantization-aware training)
+    fake_quantize_per_channel_affine, fake_quantize_per_tensor_affine)
 from ember import sparse  # noqa: E402,F401  (sparse COO/CSR tensors; mm/matmul/addmm take them)
 
 try:

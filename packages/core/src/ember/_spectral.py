@@ -139,6 +139,13 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None,
     hop_length = n_fft // 4 if hop_length is None else int(hop_length)
     win_length = n_fft if win_length is None else int(win_length)
     _check_sizes(n_fft, hop_length, win_length, op)
+    if length is not None:
+        if isinstance(length, bool) or not isinstance(length, int) and not (
+                isinstance(length, Tensor) and length.numel() == 1
+                and not length.dtype.is_floating_point):
+            raise TypeError(f"{op}: length must be an int, got {type(length).__name__}")
+        if int(length) < 0:
+            raise RuntimeError(f"{op}: length must be non-negative, got {int(length)}")
     spec = input if input.ndim == 3 else input.unsqueeze(0)
     n_freq, n_frames = spec.shape[1], spec.shape[2]
     if onesided is None:

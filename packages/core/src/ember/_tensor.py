@@ -100,6 +100,13 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
             dtype, dev = a.dtype, a.device
         else:
             raise TypeError(f"to() received an invalid argument of type {type(a).__name__}")
+    if dtype is not None and not isinstance(dtype, _C.dtype):
+        raise TypeError(f"to(): dtype must be an ember.dtype (such as ember.float32), got "
+                        f"{type(dtype).__name__} {dtype!r}")
+    if dev is not None and (isinstance(dev, bool)
+                            or not isinstance(dev, (str, _C.device, int))):
+        raise TypeError(f"to(): device must be an ember.device, a string or an int, got "
+                        f"{type(dev).__name__} {dev!r}")
     _warn_complex_to_real(self, dtype)
     if dev is not None:
         dev, cur = _device(dev), self.device

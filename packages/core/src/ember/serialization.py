@@ -353,6 +353,10 @@ class _Source:
     """Random access to the bytes of a checkpoint: a path (optionally memory-mapped) or a file."""
 
     def __init__(self, f: FileLike) -> None:
+        if not isinstance(f, (str, os.PathLike)) and not hasattr(f, "read"):
+            raise TypeError(f"ember.load: f must be a path or a binary file-like object (with "
+                            f"read, and seek/tell unless it is a stream), got "
+                            f"{type(f).__name__}")
         self.name = _name(f)
         self.path = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
         self.file = open(self.path, "rb") if self.path is not None else f

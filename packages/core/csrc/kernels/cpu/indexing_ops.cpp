@@ -133,6 +133,8 @@ OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, con
 Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
                       std::initializer_list<Tensor> inputs) {
   if (!out) return dispatch::clone(self);
+  // Writing through an expanded (stride 0) view would scatter into one element several times.
+  check_no_internal_overlap(out, op);
   if (out.get() == self.get()) return self;
   check_inplace_out(self, out, inputs, op);
   resize_out(out, self->sizes(), op);

@@ -14,6 +14,7 @@ pixel_shuffle, several losses) are composites of existing differentiable ops.
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from typing import Any, Sequence
 
@@ -72,7 +73,11 @@ def _tuple(v: Any, n: int, name: str, op: str) -> list[int]:
     """An int or a length-n sequence of ints as a list of n ints."""
     if isinstance(v, int) and not isinstance(v, bool):
         return [v] * n
-    vs = list(v)
+    try:
+        vs = list(v)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be an int or a tuple of {n} ints, got "
+                        f"{type(v).__name__} {v!r}") from None
     if len(vs) == 1 and n > 1:
         vs = vs * n
     if len(vs) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in vs):
@@ -80,7 +85,16 @@ def _tuple(v: Any, n: int, name: str, op: str) -> list[int]:
     return vs
 
 
+def _require_tensors(op: str, **args: Any) -> None:
+    """A TypeError naming op and the argument when one of args is not a Tensor (None included)."""
+    for name, value in args.items():
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{op}(): argument '{name}' must be a Tensor, not "
+                            f"{type(value).__name__}")
+
+
 def _check_dim(op: str, input: Tensor, dims: Sequence[int], what: str) -> None:
+    _require_tensors(op, input=input)
     if input.ndim not in dims:
         want = " or ".join(f"{d}-D" for d in dims)
         raise RuntimeError(
@@ -540,6 +554,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> linear(ember.ones(3), ember.ones(2, 3)).tolist()
     [3.0, 3.0]
     """
+    _require_tensors("linear", input=input, weight=weight)
     if weight.ndim not in (1, 2):
         raise RuntimeError(
             f"linear: weight must be 1-D or 2-D (out_features, in_features), got shape {_shape(weight)}"
@@ -623,6 +638,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 def _conv(op: str, nd: int, input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
           padding: Any, dilation: Any, groups: int) -> Tensor:
     _check_dim(op, input, (nd + 1, nd + 2), f"(N, C, *{nd} spatial dims) or unbatched")
+    _require_tensors(op, weight=weight)
     if weight.ndim != nd + 2:
         raise RuntimeError(
             f"{op}: weight must be {nd + 2}-D (out_channels, in_channels / groups, *kernel), got "
@@ -676,6 +692,7 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
 def _conv_t(op: str, nd: int, input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
             padding: Any, output_padding: Any, groups: int, dilation: Any) -> Tensor:
     _check_dim(op, input, (nd + 1, nd + 2), f"(N, C, *{nd} spatial dims)")
+    _require_tensors(op, weight=weight)
     if weight.ndim != nd + 2:
         raise RuntimeError(
             f"{op}: weight must be {nd + 2}-D (in_channels, out_channels / groups, *kernel), got "
@@ -1246,7 +1263,12 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
 
 
 def _validate_p(op: str, p: float) -> None:
-    if p < 0.0 or p > 1.0:
+    try:
+        p = float(p)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: dropout probability must be a float, got "
+                        f"{type(p).__name__}") from None
+    if not 0.0 <= p <= 1.0:
         raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
 
 
@@ -1477,6 +1499,17 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     >>> one_hot(ember.tensor([0, 2])).tolist()
     [[1, 0, 0], [0, 0, 1]]
     """
+    _require_tensors("one_hot", tensor=tensor)
+    if isinstance(num_classes, bool):
+        raise TypeError("one_hot(): num_classes must be an int, got bool")
+    try:
+        num_classes = operator.index(num_classes)
+    except TypeError:
+        raise TypeError(f"one_hot(): num_classes must be an int, got "
+                        f"{type(num_classes).__name__} {num_classes!r}") from None
+    if num_classes < -1:
+        raise RuntimeError(f"one_hot: num_classes must be -1 (inferred) or non-negative, got "
+                           f"{num_classes}")
     if tensor.dtype not in (ember.int64, ember.int32, ember.int16, ember.int8, ember.uint8):
         raise RuntimeError(f"one_hot: expected an integer tensor, got dtype {tensor.dtype}")
     t = tensor.long()
@@ -1596,6 +1629,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     >>> interpolate(ember.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
     [[[1.0, 1.0, 2.0, 2.0]]]
     """
+    _require_tensors("interpolate", input=input)
     if input.ndim < 3 or input.ndim > 5:
         raise ValueError(
             f"interpolate: expected (N, C, *spatial) input with 1-3 spatial dims, got shape "
@@ -1644,6 +1678,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                 f"interpolate: scale_factor must have {nd} values for input {_shape(input)}, got "
                 f"{scale_factor!r}"
             )
+        if not all(math.isfinite(s) for s in sf):
+            raise ValueError(f"interpolate: scale_factor must be finite, got {scale_factor!r} "
+                             f"for input {_shape(input)}")
         out_sizes = [int(math.floor(i * s)) for i, s in zip(in_sizes, sf)]
         scales = [None] * nd if recompute_scale_factor else list(sf)
     if any(o <= 0 for o in out_sizes):
@@ -2433,6 +2470,11 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         raise RuntimeError(
             f"ctc_loss: target_lengths must be of size batch_size ({n}), got {len(tl)}")
     _ctc_check_lengths(_shape(targets), il, tl, tlen)
+    if isinstance(blank, bool) or not isinstance(blank, int) or not 0 <= blank < c:
+        raise RuntimeError(f"ctc_loss: blank must be in label range [0, {c}) (the classes of "
+                           f"log_probs {_shape(log_probs)}), got {blank!r}")
+    if targets.dtype.is_floating_point or targets.dtype.is_complex or targets.dtype == ember.bool:
+        raise RuntimeError(f"ctc_loss: targets must be an integer tensor, got {targets.dtype}")
     tg = targets.long().tolist()
     # a huge finite "log 0": with -inf, logsumexp over unreachable states has NaN gradients
     neg_inf = -1e30
@@ -2444,6 +2486,10 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         else:
             lab = tg[offset: offset + tl[b]]
             offset += tl[b]
+        bad = [v for v in lab if not 0 <= v < c]
+        if bad:
+            raise RuntimeError(f"ctc_loss: target labels must lie in [0, {c}) (the classes of "
+                               f"log_probs {_shape(log_probs)}), got {bad[0]} in sample {b}")
         ext = [blank]
         for v in lab:
             ext += [v, blank]
@@ -2512,6 +2558,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         raise RuntimeError(
             "scaled_dot_product_attention: explicit attn_mask should not be set when "
             "is_causal=True"
+        )
+    if attn_mask is not None and not (attn_mask.dtype == _C.bool
+                                      or attn_mask.dtype.is_floating_point):
+        raise RuntimeError(
+            f"scaled_dot_product_attention: expected attn_mask dtype to be bool (True = take "
+            f"part) or floating point (added to the scores), got {attn_mask.dtype} (shape "
+            f"{_shape(attn_mask)}) for query of dtype {query.dtype}"
         )
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                            scale=scale, enable_gqa=enable_gqa)

@@ -84,6 +84,11 @@ def clip_grad_norm_(
 
     Returns the total norm before clipping. ``norm_type`` may be ``math.inf``.
     """
+    try:
+        norm_type = float(norm_type)
+    except (TypeError, ValueError):
+        raise ValueError(f"clip_grad_norm_: norm_type must be a number (2.0, 1.0, math.inf, "
+                         f"...), got {norm_type!r}") from None
     params = _as_list(parameters)
     grads = _grads(params)
     if not grads:
