@@ -231,6 +231,8 @@ OutArg make_out(const Tensor& out, const DimVector& sizes, ScalarType dtype, Dev
 Tensor inplace_target(const Tensor& self, const Tensor& out, const char* op,
                       std::initializer_list<Tensor> inputs) {
   if (!out) return ix::clone(self, op);
+  // Writing through an expanded (stride 0) view would scatter into one element several times.
+  check_no_internal_overlap(out, op);
   if (out.get() == self.get()) return self;
   check_inplace_out(self, out, inputs, op);
   ix::check_cuda(out, op, "the out= tensor");
