@@ -902,9 +902,9 @@ def get_per_process_memory_fraction(device: Any = None) -> float:
 
 def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
     """memory_stats as nested dicts ("allocated_bytes.all.current" becomes
-    ``d["allocated_bytes"]["all"]["current"]``); ``{}`` before CUDA is initialized (and
-    without a CUDA device), as in PyTorch."""
-    if not is_initialized():
+    ``d["allocated_bytes"]["all"]["current"]``); ``{}`` without a CUDA device, as in PyTorch
+    (whose answer is also ``{}`` before CUDA starts; ember's is then the allocator's zeros)."""
+    if not is_available():
         return {}
     out: dict[str, Any] = {}
     for key, value in memory_stats(device).items():
