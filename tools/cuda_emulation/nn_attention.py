@@ -20,10 +20,9 @@ import math
 import sys
 import time
 
+import ember
 import numpy as np
 from nn_sim import BF16, F16, F32, F64, TOL, EmulationError, close, report
-
-import ember
 
 RNG = np.random.default_rng(5)
 K_WARPS, K_ROWS_PER_WARP = 4, 4
@@ -317,7 +316,7 @@ def forward_block(p, bid, out, lse, NH):
     load_tile(sm, qs, E, p.q, qoff, i0, K_ROWS, E, p.L, A)
     acc = np.zeros((K_WARPS, K_ROWS_PER_WARP, 32, NH), dtype=A)
     m = np.full((K_WARPS, K_ROWS_PER_WARP, 32), ninf, dtype=A)
-    l = np.zeros((K_WARPS, K_ROWS_PER_WARP, 32), dtype=A)
+    lsum = np.zeros((K_WARPS, K_ROWS_PER_WARP, 32), dtype=A)
     nkeys = min(p.S, i1) if p.causal else p.S
     i = i0 + WARP[:, None, None] * K_ROWS_PER_WARP + ROWR[None, :, None]  # (4,4,1)
     for k0 in range(0, nkeys, K_COLS):
@@ -334,7 +333,7 @@ def forward_block(p, bid, out, lse, NH):
             shift = np.where(mnew == ninf, A(0), mnew).astype(A)
             alpha = np.exp((m - shift).astype(A)).astype(A)
             pr = np.exp((x - shift).astype(A)).astype(A)
-            l = (l * alpha + warp_sum(pr)).astype(A)
+            lsum = (lsum * alpha + warp_sum(pr)).astype(A)
             m = mnew
             acc = (acc * alpha[..., None]).astype(A)
         left = nkeys - k0
@@ -348,7 +347,7 @@ def forward_block(p, bid, out, lse, NH):
                 continue
             row = b * p.L + ii
             for lane in range(32):
-                lv = l[w, r, lane]
+                lv = lsum[w, r, lane]
                 none = lv == A(0)
                 with np.errstate(all="ignore"):
                     inv = A(0) if none else A(1) / lv

@@ -15,10 +15,9 @@ from __future__ import annotations
 import sys
 import time
 
+import ember
 import numpy as np
 from nn_sim import EmulationError, blocks_for, close, report
-
-import ember
 
 K_BLOCK = 256
 KCUBLAS_MAX = 2**31 - 1
@@ -251,11 +250,11 @@ def lstm_layer(inputs, reverse, T, B, H):
         x = Ptr(Buf(0, np.float64, inputs[0]))
         w_ih = Ptr(Buf(0, np.float64, inputs[4]))
         bias = Ptr(Buf(0, np.float64, inputs[5])) if len(inputs) == 6 else None
-        N, I = T * B, inputs[0].shape[2]
+        N, n_in = T * B, inputs[0].shape[2]
         gx = Ptr(Buf(T * B * G, np.float64))
         bias_rows_kernel(gx, bias, N * G, G)
-        if I > 0:
-            gemm_rowmajor("lstm x", N, G, I, 1.0, x, I, False, w_ih, I, True, 1.0, gx, G)
+        if n_in > 0:
+            gemm_rowmajor("lstm x", N, G, n_in, 1.0, x, n_in, False, w_ih, n_in, True, 1.0, gx, G)
     ord_ = Order(T, reverse)
     n = B * H
     for s in range(T):
@@ -303,20 +302,21 @@ def lstm_layer_backward(go_, ghn_, gcn_, h0_, c0_, w_, out_, ws_, reverse, T, B,
 
 
 def rnn_input_backward(g_, x_, w_):
-    N, I = x_.shape
+    N, n_in = x_.shape
     G = w_.shape[0]
     g, x, w = (Ptr(Buf(0, np.float64, a)) for a in (g_, x_, w_))
-    gi, gw, gb = Ptr(Buf(N * I, np.float64)), Ptr(Buf(G * I, np.float64)), Ptr(Buf(G, np.float64))
-    if N * I > 0:
+    gi, gw, gb = (Ptr(Buf(N * n_in, np.float64)), Ptr(Buf(G * n_in, np.float64)),
+                  Ptr(Buf(G, np.float64)))
+    if N * n_in > 0:
         if G > 0:
-            gemm_rowmajor("in gi", N, I, G, 1.0, g, G, False, w, I, False, 0.0, gi, I)
+            gemm_rowmajor("in gi", N, n_in, G, 1.0, g, G, False, w, n_in, False, 0.0, gi, n_in)
         else:
-            gi.set(np.arange(N * I), 0.0)
-    if G * I > 0:
+            gi.set(np.arange(N * n_in), 0.0)
+    if G * n_in > 0:
         if N > 0:
-            gemm_rowmajor("in gw", G, I, N, 1.0, g, G, True, x, I, False, 0.0, gw, I)
+            gemm_rowmajor("in gw", G, n_in, N, 1.0, g, G, True, x, n_in, False, 0.0, gw, n_in)
         else:
-            gw.set(np.arange(G * I), 0.0)
+            gw.set(np.arange(G * n_in), 0.0)
     col_sum(g, gb, N, G)
     return gi, gw, gb
 
@@ -389,18 +389,18 @@ def main():
     fails = []
     rng = np.random.default_rng(3)
     tol = 1e-10
-    for (T, B, H, I) in ((1, 1, 1, 1), (5, 3, 4, 6), (7, 2, 33, 5), (4, 5, 3, 0), (0, 2, 3, 4),
+    for (T, B, H, n_in) in ((1, 1, 1, 1), (5, 3, 4, 6), (7, 2, 33, 5), (4, 5, 3, 0), (0, 2, 3, 4),
                          (3, 0, 4, 2), (6, 1, 70, 9)):
         for reverse in (False, True):
             for form in ("gx", "x", "x+bias"):
-                nm = f"lstm T={T} B={B} H={H} I={I} rev={reverse} {form}"
+                nm = f"lstm T={T} B={B} H={H} I={n_in} rev={reverse} {form}"
                 h0, c0 = rng.standard_normal((B, H)), rng.standard_normal((B, H))
                 w_hh = rng.standard_normal((4 * H, H)) * 0.5
                 if form == "gx":
                     inputs = [rng.standard_normal((T, B, 4 * H)), h0, c0, w_hh]
                 else:
-                    inputs = [rng.standard_normal((T, B, I)), h0, c0, w_hh,
-                              rng.standard_normal((4 * H, I)) * 0.5]
+                    inputs = [rng.standard_normal((T, B, n_in)), h0, c0, w_hh,
+                              rng.standard_normal((4 * H, n_in)) * 0.5]
                     if form == "x+bias":
                         inputs.append(rng.standard_normal(4 * H))
                 try:
@@ -421,11 +421,11 @@ def main():
                                                  ((T, B, 4 * H), (B, H), (B, H), (4 * H, H))):
                         close(f"{nm} {what}", vals(got, shp), r.numpy(), tol, tol, fails)
                     gg = ref[0].numpy().reshape(T * B, 4 * H)
-                    xi = inputs[0].reshape(T * B, I)
+                    xi = inputs[0].reshape(T * B, n_in)
                     res = rnn_input_backward(gg, xi, inputs[4])
                     ref = ember._C._rnn_input_backward(t64(gg), t64(xi), t64(inputs[4]))
                     for what, got, r, shp in zip(("gi", "gw_ih", "gb"), res, ref,
-                                                 ((T * B, I), (4 * H, I), (4 * H,))):
+                                                 ((T * B, n_in), (4 * H, n_in), (4 * H,))):
                         close(f"{nm} {what}", vals(got, shp), r.numpy(), tol, tol, fails)
                 except EmulationError as e:
                     fails.append(f"{nm}: {e}")

@@ -1099,7 +1099,7 @@ class _CudaLegacyType(type):
         return f"<class 'ember.cuda.{cls.__name__}'>"
 
 
-def _install_legacy_types() -> None:
+def _install_legacy_types() -> tuple[str, ...]:
     from ember import _legacy
 
     for name, dtype in _legacy._TYPE_NAMES.items():
@@ -1107,16 +1107,16 @@ def _install_legacy_types() -> None:
                f"``{name}(data)``.")
         globals()[name] = _CudaLegacyType(name, (), {"dtype": dtype, "__doc__": doc,
                                                      "__module__": "ember.cuda"})
-    globals()["_LEGACY_NAMES"] = tuple(_legacy._TYPE_NAMES)
+    return tuple(_legacy._TYPE_NAMES)
 
 
-_install_legacy_types()
+_LEGACY_NAMES = _install_legacy_types()
 
 
 # ---- NVTX: ember.cuda.nvtx ----------------------------------------------------------------------
 
 
-def _install_nvtx() -> None:
+def _install_nvtx() -> ModuleType:
     import contextlib
     import sys
 
@@ -1166,10 +1166,10 @@ def _install_nvtx() -> None:
         setattr(nvtx, f.__name__, f)
     nvtx.__all__ = ["range_push", "range_pop", "range_start", "range_end", "mark", "range"]
     sys.modules[nvtx.__name__] = nvtx
-    globals()["nvtx"] = nvtx
+    return nvtx
 
 
-_install_nvtx()
+nvtx = _install_nvtx()
 
 __all__ += [
     "is_bf16_supported", "is_tf32_supported", "get_arch_list", "get_gencode_flags",
