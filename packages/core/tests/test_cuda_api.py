@@ -137,6 +137,7 @@ def test_capabilities():
     for d in range(n):
         for p in range(n):
             assert isinstance(ember.cuda.can_device_access_peer(d, p), bool)
+        assert ember.cuda.can_device_access_peer(d, d) is False  # not its own peer
     with pytest.raises(ValueError, match="invalid device index"):
         ember.cuda.can_device_access_peer(0, n)
 

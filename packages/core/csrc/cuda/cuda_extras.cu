@@ -86,6 +86,7 @@ void bind_extras(py::module_& m) {
       [](int device, int peer) {
         check_device_index(device, "can_device_access_peer");
         check_device_index(peer, "can_device_access_peer");
+        if (device == peer) return false;  // not its own peer (and the runtime may refuse)
         int ok = 0;
         EMBER_CUDA_CHECK(cudaDeviceCanAccessPeer(&ok, device, peer));
         return ok != 0;
