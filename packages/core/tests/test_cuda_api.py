@@ -218,9 +218,16 @@ def test_sync_debug_mode():
             assert t.sum().item() == 45
         with pytest.warns(UserWarning, match="synchronizing CUDA operation"):
             t.cpu()
+        # the kernels that read a count or a flag back: nonzero / masked_select, unique, equal
+        for op in (lambda: ember.nonzero(t > 4), lambda: t[t > 4], lambda: ember.unique(t),
+                   lambda: ember.equal(t, t)):
+            with pytest.warns(UserWarning, match="synchronizing CUDA operation"):
+                op()
         ember.cuda.set_sync_debug_mode(2)
         with pytest.raises(RuntimeError, match="synchronizing CUDA operation"):
             t.tolist()
+        with pytest.raises(RuntimeError, match="synchronizing CUDA operation"):
+            ember.nonzero(t)
         u = t * 2  # no host wait: no report
         ember.cuda.set_sync_debug_mode("default")
         with warnings.catch_warnings():

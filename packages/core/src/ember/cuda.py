@@ -1051,9 +1051,11 @@ _SYNC_MODES = {"default": 0, "warn": 1, "error": 2}
 
 
 def set_sync_debug_mode(debug_mode: int | str) -> None:
-    """Reports operations that make the host wait for the GPU (blocking device <-> host copies:
-    ``.item()``, ``.cpu()``, ``.tolist()``, ...): 0 / "default" says nothing, 1 / "warn" warns,
-    2 / "error" raises."""
+    """Reports operations that make the host wait for the GPU: blocking device <-> host copies
+    (``.item()``, ``.cpu()``, ``.tolist()``, printing) and the kernels that read a count or flag
+    back (nonzero, masked_select / boolean indexing, unique, equal / allclose). 0 / "default"
+    says nothing, 1 / "warn" warns (UserWarning), 2 / "error" raises RuntimeError. Explicit
+    waits (synchronize, Stream / Event.synchronize) are never reported."""
     if isinstance(debug_mode, str):
         if debug_mode not in _SYNC_MODES:
             raise RuntimeError(f"ember.cuda.set_sync_debug_mode: invalid mode {debug_mode!r}, "
