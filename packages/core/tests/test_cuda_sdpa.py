@@ -442,6 +442,25 @@ def test_dispatch():
 
 
 @needs_cuda
+def test_unfused_causal_on_device():
+    # The unfused (math) path builds its causal mask on the scores' device (it was a CPU mask,
+    # failing where()'s device check): head dims past 256 and dropout take that path.
+    w = dev(et(arr((2, 7, 300), 2), "float32"))
+    out = F.scaled_dot_product_attention(w, w, w, is_causal=True)
+    r_out, _, _ = ref_attention(*(npv(w),) * 3, causal=True)
+    close(out, r_out, "float32", "E=300 causal (unfused)")
+    q = dev(et(arr((2, 3, 9, 16), 3), "float32"))
+    d = F.scaled_dot_product_attention(q, q, q, is_causal=True, dropout_p=0.5)
+    assert d.shape == (2, 3, 9, 16) and d.device == q.device
+    assert np.isfinite(npv(d)).all()
+    # the first query row sees only key 0: its output is v[0] / (1 - p) or 0 (dropped)
+    row0, v0 = npv(d)[..., 0, :], npv(q)[..., 0, :]
+    kept = np.isclose(row0, 2 * v0, rtol=1e-5, atol=1e-6).all(-1)
+    dropped = (row0 == 0).all(-1)
+    assert (kept | dropped).all()
+
+
+@needs_cuda
 def test_op_errors():
     q, k, v = (dev(ember.randn(*s)) for s in ((2, 5, 4), (2, 6, 4), (2, 6, 3)))
     op, bwd = C._scaled_dot_product_fused_attention, C._scaled_dot_product_fused_attention_backward

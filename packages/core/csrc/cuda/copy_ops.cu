@@ -9,6 +9,7 @@
 #include "cuda/cuda_allocator.h"
 #include "cuda/cuda_context.h"
 #include "cuda/pinned_allocator.h"
+#include "cuda/sync_debug.h"
 
 namespace ember {
 namespace cuda {
@@ -17,6 +18,7 @@ namespace {
 void copy_to_host(void* dst, const void* src, size_t nbytes, int index, bool non_blocking) {
   DeviceGuard guard(index);
   cudaStream_t s = current_stream();
+  if (!non_blocking) sync_debug_check("copy to the host");  // before the copy: "error" mode
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
   if (non_blocking)
     record_host_use(dst, s, current_device());
@@ -27,6 +29,7 @@ void copy_to_host(void* dst, const void* src, size_t nbytes, int index, bool non
 void copy_from_host(void* dst, const void* src, size_t nbytes, int index, bool non_blocking) {
   DeviceGuard guard(index);
   cudaStream_t s = current_stream();
+  if (!non_blocking) sync_debug_check("copy from the host");
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
   if (non_blocking)
     record_host_use(src, s, current_device());

@@ -1,5 +1,7 @@
 #include "cuda/cuda_allocator.h"
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -103,19 +105,41 @@ void* allocated_or_null(cudaError_t err, void* p, const char* what) {
 
 namespace {
 
+constexpr int kMaxFractionDevices = 64;
+// Per device: the allowed fraction of its total memory (1: no limit of ember's own), and the
+// bytes the raw allocator holds from cudaMalloc.
+struct FractionSlot {
+  std::atomic<double> fraction{1.0};
+  std::atomic<int64_t> raw_bytes{0};
+};
+FractionSlot g_slots[kMaxFractionDevices];
+
 class CudaRawAllocator final : public CudaEventRawAllocator {
  public:
   explicit CudaRawAllocator(int device) : device_(device) {}
 
   void* raw_alloc(size_t nbytes) override {
     DeviceGuard guard(device_);
+    if (device_ < kMaxFractionDevices) {
+      const double f = g_slots[device_].fraction.load(std::memory_order_relaxed);
+      if (f < 1.0) {
+        size_t free_b = 0, total = 0;
+        EMBER_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+        const double allowed = f * static_cast<double>(total);
+        const double held = static_cast<double>(g_slots[device_].raw_bytes.load());
+        if (held + static_cast<double>(nbytes) > allowed) return nullptr;  // as out of memory
+      }
+    }
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, nbytes);
-    return allocated_or_null(err, p, "cudaMalloc");
+    p = allocated_or_null(err, p, "cudaMalloc");
+    if (p && device_ < kMaxFractionDevices) g_slots[device_].raw_bytes += static_cast<int64_t>(nbytes);
+    return p;
   }
-  void raw_free(void* ptr, size_t) override {
+  void raw_free(void* ptr, size_t nbytes) override {
     DeviceGuard guard(device_);
     check(cudaFree(ptr), "cudaFree");
+    if (device_ < kMaxFractionDevices) g_slots[device_].raw_bytes -= static_cast<int64_t>(nbytes);
   }
 
   void* record_event(StreamId stream, int device) override {
@@ -153,6 +177,27 @@ class CudaDeviceAllocator final : public Allocator {
 };
 
 }  // namespace
+
+void set_memory_fraction(double fraction, int index) {
+  index = resolve_device(index);
+  EMBER_CHECK_KIND(index >= 0 && index < device_count(), Value,
+                   "set_per_process_memory_fraction: invalid device index ", index, " (",
+                   device_count(), " CUDA device(s) visible)");
+  EMBER_CHECK_KIND(fraction >= 0.0 && fraction <= 1.0, Value,
+                   "set_per_process_memory_fraction: invalid fraction ", fraction,
+                   ", expected a value in [0, 1]");
+  EMBER_CHECK(index < kMaxFractionDevices, "set_per_process_memory_fraction: device index ",
+              index, " past the ", kMaxFractionDevices, " devices supported");
+  g_slots[index].fraction.store(fraction);
+}
+
+double memory_fraction(int index) {
+  index = resolve_device(index);
+  EMBER_CHECK_KIND(index >= 0 && index < device_count(), Value,
+                   "get_per_process_memory_fraction: invalid device index ", index, " (",
+                   device_count(), " CUDA device(s) visible)");
+  return index < kMaxFractionDevices ? g_slots[index].fraction.load() : 1.0;
+}
 
 CachingAllocator& device_caching_allocator(int index) {
   index = resolve_device(index);

@@ -39,6 +39,7 @@ void register_all_kernels() {
 void register_copy_hooks();         // copy_ops.cu
 void bind_runtime(py::module_& m);  // cuda_runtime_py.cpp
 void bind_ipc(py::module_& m);      // cuda_ipc.cpp
+void bind_extras(py::module_& m);   // cuda_extras.cu
 void install_fork_guard();          // cuda_context.cpp
 }  // namespace cuda
 }  // namespace ember
@@ -85,6 +86,7 @@ PYBIND11_MODULE(_C_cuda, m) {
   });
   bind_runtime(m);
   bind_ipc(m);  // cuda_ipc.cpp: CUDA tensors across processes
+  bind_extras(m);  // cuda_extras.cu: arch list, peer access, memory fraction, NVTX, sync debug
   // Raw allocation round trip through the caching allocator (the device-side smoke test).
   m.def("_allocator_roundtrip", [](size_t nbytes) {
     DataPtr p = cuda_device_allocator().allocate(nbytes);

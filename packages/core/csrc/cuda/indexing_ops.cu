@@ -17,6 +17,7 @@
 
 #include "cuda/cuda_registry.h"
 #include "cuda/index_common.cuh"
+#include "cuda/sync_debug.h"
 #include "kernels/indexing_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
@@ -566,6 +567,7 @@ Scan scan_nonzero(const Tensor& t, const DimVector& shape, const char* op) {
   EMBER_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(
       temp->data(), temp_bytes, s.flags->data_as<int64_t>(), s.pos->data_as<int64_t>(), n, stream));
   int64_t last[2] = {0, 0};
+  sync_debug_check(op);  // ember.cuda.set_sync_debug_mode
   EMBER_CUDA_CHECK(cudaMemcpyAsync(&last[0], s.pos->data_as<int64_t>() + (n - 1), 8,
                                    cudaMemcpyDeviceToHost, stream));
   EMBER_CUDA_CHECK(cudaMemcpyAsync(&last[1], s.flags->data_as<int64_t>() + (n - 1), 8,

@@ -8,6 +8,7 @@
 // value there too).
 #include "cuda/cuda_registry.h"
 #include "cuda/pointwise_functors.cuh"
+#include "cuda/sync_debug.h"
 #include "kernels/pointwise_rules.h"
 
 namespace ember {
@@ -244,6 +245,7 @@ bool all_true(const Tensor& b, const char* op) {
                                                      flag->data_as<int32_t>());
   check_launch(op);
   int32_t found = 0;
+  sync_debug_check(op);  // ember.cuda.set_sync_debug_mode
   EMBER_CUDA_CHECK(
       cudaMemcpyAsync(&found, flag->data(), sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -15,6 +15,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/device_types.cuh"
 #include "cuda/reduce_utils.cuh"
+#include "cuda/sync_debug.h"
 #include "kernels/sort_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
@@ -427,6 +428,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_flat(const Tensor& self, bool return_i
   Tensor tmp = red::scratch(static_cast<int64_t>(bytes), dev);
   EMBER_CUDA_CHECK(cub::DeviceScan::InclusiveSum(tmp->data(), bytes, fin, gout, n, stream));
   int64_t m = 0;
+  sync_debug_check(op);  // ember.cuda.set_sync_debug_mode
   EMBER_CUDA_CHECK(
       cudaMemcpyAsync(&m, gout + (n - 1), sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));

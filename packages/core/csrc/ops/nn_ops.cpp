@@ -778,7 +778,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   Tensor scores = mul(ops::matmul(query, ops::transpose(k, -2, -1)), Scalar(sc));
   const TensorOrScalar neg_inf(Scalar(-std::numeric_limits<double>::infinity()));
   if (is_causal) {
-    Tensor causal = ops::tril(ops::ones({L, S}, ScalarType::Bool, std::nullopt), 0, Tensor());
+    // On the scores' device: a CPU (L, S) mask next to CUDA scores fails where()'s device check.
+    Tensor causal = ops::tril(ops::ones({L, S}, ScalarType::Bool, query->device()), 0, Tensor());
     scores = ops::where(causal, TensorOrScalar(scores), neg_inf, Tensor());
   } else if (attn_mask) {
     if (attn_mask->dtype() == ScalarType::Bool)

@@ -461,10 +461,22 @@ def _sleep(cycles: int) -> None:
 # ---- the caching allocator ----------------------------------------------------------------------
 
 
+# The cumulative counters of memory_stats (reset_accumulated_memory_stats zeroes them: their
+# values at the reset, per device, are subtracted).
+_ACCUMULATED_KEYS = ("num_alloc", "num_free", "num_device_alloc", "num_device_free",
+                     "num_alloc_retries", "num_ooms", "num_splits", "num_merges", "num_cache_hits")
+_accumulated_base: dict[int, dict[str, int]] = {}
+
+
 def memory_stats(device: Any = None) -> dict[str, int]:
     """The caching allocator's statistics for ``device``, with PyTorch's keys
     ("allocated_bytes.all.current", "reserved_bytes.all.peak", "num_alloc_retries", ...)."""
-    return dict(sorted(_require()._memory_stats(_device_index(device)).items()))
+    idx = _index(device)
+    stats = dict(sorted(_require()._memory_stats(idx).items()))
+    for key, base in _accumulated_base.get(idx, {}).items():
+        if key in stats:
+            stats[key] -= base
+    return stats
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -747,3 +759,426 @@ def _install_memory() -> None:
 
 
 _install_memory()
+
+
+# ---- capabilities, build, peers -----------------------------------------------------------------
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether bfloat16 runs on the current device: natively from compute capability 8.0
+    (Ampere) on; on older devices only as emulation (float math on bfloat16 storage), which
+    ``including_emulation=False`` excludes. False without a CUDA device.
+
+    >>> import ember
+    >>> isinstance(ember.cuda.is_bf16_supported(), bool)
+    True
+    """
+    if not is_available():
+        return False
+    return get_device_capability() >= (8, 0) or bool(including_emulation)
+
+
+def is_tf32_supported() -> bool:
+    """Whether the current device has TF32 tensor cores (compute capability 8.0 on). False
+    without a CUDA device."""
+    if not is_available():
+        return False
+    return get_device_capability() >= (8, 0)
+
+
+def get_arch_list() -> list[str]:
+    """The architectures ember's CUDA kernels were compiled for (``['sm_80', 'sm_90']``); empty
+    without a CUDA device (or a build without CUDA), as in PyTorch."""
+    if not is_available():
+        return []
+    m = _require()
+    return [f"sm_{cc}" for cc in m._arch_list()]
+
+
+def get_gencode_flags() -> str:
+    """nvcc's ``-gencode`` flags for the architectures of get_arch_list() ("" without a CUDA
+    device)."""
+    flags = []
+    for arch in get_arch_list():
+        kind, num = arch.split("_", 1)
+        flags.append(f"-gencode compute=compute_{num},code={kind}_{num}")
+    return " ".join(flags)
+
+
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """Whether ``device`` can read and write the memory of ``peer_device`` directly (peer to
+    peer); a device index, "cuda:N" or ember.device each."""
+    m = _require()
+    d, p = _device_index(device, optional=False), _device_index(peer_device, optional=False)
+    if d < 0 or p < 0:
+        raise ValueError("ember.cuda.can_device_access_peer: expected explicit device indices, "
+                         f"got {device!r} and {peer_device!r}")
+    return bool(m._can_device_access_peer(d, p))
+
+
+# ---- random number generator state --------------------------------------------------------------
+
+_RNG_STATE_BYTES = 16  # the Philox generator's seed and offset, little-endian uint64 each
+
+
+def _rng_device(device: Any) -> int:
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    i = _device_index(device, optional=False)
+    return _require().current_device() if i < 0 else i
+
+
+def get_rng_state(device: Any = "cuda") -> Any:
+    """The random number generator state of a CUDA device (default: the current one) as a CPU
+    uint8 tensor of 16 bytes (seed, offset), for set_rng_state."""
+    import struct
+
+    import ember
+
+    m = _require()
+    seed, offset = m._get_rng_state(_rng_device(device))
+    raw = struct.pack("<QQ", int(seed) & _SEED_MASK, int(offset) & _SEED_MASK)
+    return ember.tensor(list(raw), dtype=ember.uint8)
+
+
+def get_rng_state_all() -> list[Any]:
+    """get_rng_state of every CUDA device (an empty list without one)."""
+    return [get_rng_state(i) for i in range(device_count())] if is_available() else []
+
+
+def _unpack_rng_state(new_state: Any, what: str) -> tuple[int, int]:
+    import struct
+
+    import ember
+
+    if not isinstance(new_state, ember.Tensor) or new_state.dtype != ember.uint8 or \
+            new_state.numel() != _RNG_STATE_BYTES:
+        got = (f"a {new_state.dtype} tensor of {new_state.numel()} elements"
+               if isinstance(new_state, ember.Tensor) else type(new_state).__name__)
+        raise TypeError(f"ember.cuda.{what}: expected a uint8 tensor of {_RNG_STATE_BYTES} "
+                        f"elements (from get_rng_state), got {got}")
+    raw = bytes(int(v) for v in new_state.detach().cpu().reshape(-1).tolist())
+    return struct.unpack("<QQ", raw)
+
+
+def set_rng_state(new_state: Any, device: Any = "cuda") -> None:
+    """Restores a CUDA device's generator (default: the current device) from get_rng_state's
+    tensor. Without a CUDA device the state is checked and nothing else happens, as PyTorch
+    queues it for a device that never comes."""
+    seed, offset = _unpack_rng_state(new_state, "set_rng_state")
+    if not is_available():
+        return
+    _require()._set_rng_state(seed, offset, _rng_device(device))
+
+
+def set_rng_state_all(new_states: Any) -> None:
+    """set_rng_state for device 0, 1, ... from a sequence of states."""
+    states = list(new_states)
+    for i, state in enumerate(states):
+        set_rng_state(state, i)
+
+
+# ---- memory: fraction, nested stats, cumulative counters, deprecated names ----------------------
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Caps what ember's caching allocator may take from ``device`` (default: the current one) at
+    ``fraction`` (0 to 1) of its total memory; past it an allocation frees the cache, retries and
+    then raises OutOfMemoryError. 1 removes the cap."""
+    m = _require()
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise TypeError("ember.cuda.set_per_process_memory_fraction: invalid type for fraction: "
+                        f"{type(fraction).__name__} (expected a float in [0, 1])")
+    if not 0.0 <= float(fraction) <= 1.0:
+        raise ValueError(f"ember.cuda.set_per_process_memory_fraction: invalid fraction "
+                         f"{fraction}, expected a value in [0, 1]")
+    m._set_memory_fraction(float(fraction), _index(device))
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    """The cap set by set_per_process_memory_fraction for ``device`` (1.0 when none)."""
+    return float(_require()._get_memory_fraction(_index(device)))
+
+
+def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+    """memory_stats as nested dicts ("allocated_bytes.all.current" becomes
+    ``d["allocated_bytes"]["all"]["current"]``); ``{}`` without a CUDA device, as in PyTorch
+    (whose answer is also ``{}`` before CUDA starts; ember's is then the allocator's zeros)."""
+    if not is_available():
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        node = out
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    """Resets the caching allocator's cumulative counters of ``device`` (allocations, frees,
+    cudaMalloc / cudaFree calls, retries, OOMs, splits, merges, cache hits) to zero."""
+    idx = _index(device)
+    raw = _require()._memory_stats(idx)
+    _accumulated_base[idx] = {k: raw[k] for k in _ACCUMULATED_KEYS if k in raw}
+
+
+def memory_cached(device: Any = None) -> int:
+    """Deprecated name of memory_reserved (warns; 0 without a CUDA device, as in PyTorch)."""
+    import warnings
+
+    warnings.warn("ember.cuda.memory_cached has been renamed to ember.cuda.memory_reserved",
+                  FutureWarning, stacklevel=2)
+    return memory_reserved(device) if is_available() else 0
+
+
+def max_memory_cached(device: Any = None) -> int:
+    """Deprecated name of max_memory_reserved (warns; 0 without a CUDA device)."""
+    import warnings
+
+    warnings.warn("ember.cuda.max_memory_cached has been renamed to "
+                  "ember.cuda.max_memory_reserved", FutureWarning, stacklevel=2)
+    return max_memory_reserved(device) if is_available() else 0
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    """Deprecated name of reset_peak_memory_stats (warns)."""
+    import warnings
+
+    warnings.warn("ember.cuda.reset_max_memory_cached now resets every peak: use "
+                  "ember.cuda.reset_peak_memory_stats", FutureWarning, stacklevel=2)
+    reset_peak_memory_stats(device)
+
+
+# ---- NVML: clocks, utilization, temperature, power (through nvidia-ml-py, when installed) -------
+
+
+def _nvml_handle(device: Any, what: str) -> Any:
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise ModuleNotFoundError(
+            f"ember.cuda.{what}: needs NVML through the nvidia-ml-py package (import pynvml), "
+            "which is not installed or cannot be imported") from exc
+    idx = _index(device)
+    pynvml.nvmlInit()
+    # NVML numbers every GPU; CUDA only the visible ones: map through CUDA_VISIBLE_DEVICES.
+    import os
+
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis:
+        ids = [v.strip() for v in vis.split(",") if v.strip()]
+        if idx < len(ids):
+            v = ids[idx]
+            if v.isdigit():
+                return pynvml.nvmlDeviceGetHandleByIndex(int(v))
+            return pynvml.nvmlDeviceGetHandleByUUID(v)
+    return pynvml.nvmlDeviceGetHandleByIndex(idx)
+
+
+def clock_rate(device: Any = None) -> int:
+    """The device's current SM clock in MHz (NVML)."""
+    handle = _nvml_handle(device, "clock_rate")
+    import pynvml
+
+    return int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+
+
+def utilization(device: Any = None) -> int:
+    """Percent of the last sample period in which a kernel ran on the device (NVML)."""
+    handle = _nvml_handle(device, "utilization")
+    import pynvml
+
+    return int(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+
+
+def memory_usage(device: Any = None) -> int:
+    """Percent of the last sample period in which device memory was read or written (NVML)."""
+    handle = _nvml_handle(device, "memory_usage")
+    import pynvml
+
+    return int(pynvml.nvmlDeviceGetUtilizationRates(handle).memory)
+
+
+def temperature(device: Any = None) -> int:
+    """The GPU's temperature in degrees Celsius (NVML)."""
+    handle = _nvml_handle(device, "temperature")
+    import pynvml
+
+    return int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU))
+
+
+def power_draw(device: Any = None) -> int:
+    """The GPU's power draw in milliwatts (NVML)."""
+    handle = _nvml_handle(device, "power_draw")
+    import pynvml
+
+    return int(pynvml.nvmlDeviceGetPowerUsage(handle))
+
+
+def device_memory_used(device: Any = None) -> int:
+    """Bytes of device memory in use by every process (NVML)."""
+    handle = _nvml_handle(device, "device_memory_used")
+    import pynvml
+
+    return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+
+
+def list_gpu_processes(device: Any = None) -> str:
+    """A readable list of the processes using ``device`` and their memory (NVML); without
+    nvidia-ml-py, a line saying so (as PyTorch returns, rather than raising)."""
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        return "pynvml (nvidia-ml-py) is not installed: no process list"
+    import pynvml
+
+    handle = _nvml_handle(device, "list_gpu_processes")
+    procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    lines = [f"GPU:{_index(device)}"]
+    if not procs:
+        lines.append("no processes are running")
+    for p in procs:
+        mem = (p.usedGpuMemory or 0) / (1024 * 1024)
+        lines.append(f"process {p.pid:>10d} uses {mem:>12.3f} MB GPU memory")
+    return "\n".join(lines)
+
+
+# ---- synchronization debugging ------------------------------------------------------------------
+
+_SYNC_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """Reports operations that make the host wait for the GPU: blocking device <-> host copies
+    (``.item()``, ``.cpu()``, ``.tolist()``, printing) and the kernels that read a count or flag
+    back (nonzero, masked_select / boolean indexing, unique, equal / allclose). 0 / "default"
+    says nothing, 1 / "warn" warns (UserWarning), 2 / "error" raises RuntimeError. Explicit
+    waits (synchronize, Stream / Event.synchronize) are never reported."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_MODES:
+            raise RuntimeError(f"ember.cuda.set_sync_debug_mode: invalid mode {debug_mode!r}, "
+                               "expected 'default', 'warn' or 'error'")
+        debug_mode = _SYNC_MODES[debug_mode]
+    if isinstance(debug_mode, bool) or not isinstance(debug_mode, int):
+        raise TypeError("ember.cuda.set_sync_debug_mode: expected an int or str, got "
+                        f"{type(debug_mode).__name__}")
+    _require()._set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode() -> int:
+    """The mode of set_sync_debug_mode (0, 1 or 2)."""
+    return int(_require()._get_sync_debug_mode())
+
+
+# ---- legacy constructors: ember.cuda.FloatTensor & co -------------------------------------------
+
+
+class _CudaLegacyType(type):
+    """Metaclass of ember.cuda.FloatTensor & co: calling one builds a CUDA tensor of its dtype;
+    ``isinstance(t, ember.cuda.FloatTensor)`` means "a CUDA float32 tensor"."""
+
+    dtype: Any
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        from ember import _legacy
+
+        if not is_available():
+            raise TypeError(f"type ember.cuda.{cls.__name__} not available: no CUDA device (or "
+                            "ember was built without CUDA)")
+        device = kwargs.pop("device", "cuda")
+        _device_index(device)  # a CUDA device (raises for another kind)
+        return _legacy._legacy_new(cls.dtype, args, dict(kwargs, device=device),
+                                   f"ember.cuda.{cls.__name__}")
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        from ember import _C
+
+        return isinstance(obj, _C.Tensor) and obj.dtype is cls.dtype and obj.is_cuda
+
+    def __repr__(cls) -> str:
+        return f"<class 'ember.cuda.{cls.__name__}'>"
+
+
+def _install_legacy_types() -> tuple[str, ...]:
+    from ember import _legacy
+
+    for name, dtype in _legacy._TYPE_NAMES.items():
+        doc = (f"Legacy constructor of CUDA {dtype!r} tensors: ``{name}(*sizes)``, "
+               f"``{name}(data)``.")
+        globals()[name] = _CudaLegacyType(name, (), {"dtype": dtype, "__doc__": doc,
+                                                     "__module__": "ember.cuda"})
+    return tuple(_legacy._TYPE_NAMES)
+
+
+_LEGACY_NAMES = _install_legacy_types()
+
+
+# ---- NVTX: ember.cuda.nvtx ----------------------------------------------------------------------
+
+
+def _install_nvtx() -> ModuleType:
+    import contextlib
+    import sys
+
+    nvtx = ModuleType(__name__ + ".nvtx", "NVTX ranges and marks for NVIDIA's profilers (Nsight "
+                      "Systems): no-ops unless a profiler is attached. Needs ember built with "
+                      "CUDA (not a GPU).")
+
+    def _lib() -> ModuleType:
+        m = _module()
+        if m is None:
+            raise RuntimeError("ember.cuda.nvtx: NVTX needs ember's CUDA extension "
+                               "(ember._C_cuda), which this build does not have")
+        return m
+
+    def range_push(msg: str) -> int:
+        """Opens a nested range named msg; returns its depth (negative when no profiler)."""
+        return int(_lib()._nvtx_range_push(str(msg)))
+
+    def range_pop() -> int:
+        """Closes the innermost range opened by range_push; returns its depth."""
+        return int(_lib()._nvtx_range_pop())
+
+    def range_start(msg: str) -> int:
+        """Starts a range that may end on another thread; returns its id for range_end."""
+        return int(_lib()._nvtx_range_start(str(msg)))
+
+    def range_end(range_id: int) -> None:
+        """Ends the range range_start returned ``range_id`` for."""
+        _lib()._nvtx_range_end(int(range_id))
+
+    def mark(msg: str) -> None:
+        """An instantaneous event named msg."""
+        _lib()._nvtx_mark(str(msg))
+
+    @contextlib.contextmanager
+    def range(msg: str, *args: Any, **kwargs: Any) -> Any:  # noqa: A001 (torch's name)
+        """``with nvtx.range("step {}", i):`` a nested range around the block (msg formatted
+        with args / kwargs)."""
+        range_push(msg.format(*args, **kwargs))
+        try:
+            yield
+        finally:
+            range_pop()
+
+    for f in (range_push, range_pop, range_start, range_end, mark, range):
+        f.__module__ = nvtx.__name__
+        setattr(nvtx, f.__name__, f)
+    nvtx.__all__ = ["range_push", "range_pop", "range_start", "range_end", "mark", "range"]
+    sys.modules[nvtx.__name__] = nvtx
+    return nvtx
+
+
+nvtx = _install_nvtx()
+
+__all__ += [
+    "is_bf16_supported", "is_tf32_supported", "get_arch_list", "get_gencode_flags",
+    "can_device_access_peer", "get_rng_state", "get_rng_state_all", "set_rng_state",
+    "set_rng_state_all", "set_per_process_memory_fraction", "get_per_process_memory_fraction",
+    "memory_stats_as_nested_dict", "reset_accumulated_memory_stats", "memory_cached",
+    "max_memory_cached", "reset_max_memory_cached", "clock_rate", "utilization", "memory_usage",
+    "temperature", "power_draw", "device_memory_used", "list_gpu_processes",
+    "set_sync_debug_mode", "get_sync_debug_mode", "nvtx", *_LEGACY_NAMES,
+]
