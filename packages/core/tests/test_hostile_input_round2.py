@@ -376,3 +376,28 @@ def test_out_aliasing_an_input_gives_the_true_result(call):
     got = call(a, a)
     assert got.data_ptr() == a.data_ptr()
     assert a.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x[1:].copy_(x[:-1]),
+    lambda x: x[:-1].copy_(x[1:]),
+    lambda x: x.view(2, 5).copy_(x.view(5, 2).t()),
+], ids=["shift_right", "shift_left", "transpose"])
+def test_copy_between_partly_overlapping_views_is_refused(call):
+    # the copy would read elements it already overwrote (silently wrong before; an overlapping
+    # memcpy on a GPU): refused with torch's message
+    x = ember.arange(10.0)
+    with pytest.raises(RuntimeError, match="copy_: unsupported operation: some elements"):
+        call(x)
+    assert x.tolist() == list(map(float, range(10)))
+
+
+def test_copy_that_may_alias_still_works():
+    x = ember.arange(10.0)
+    x.copy_(x)  # the very same elements
+    x[5:].copy_(x[:5])  # disjoint halves of one storage
+    x[1:3].copy_(x[0])  # a one-element source
+    assert x.tolist() == [0.0, 0.0, 0.0, 3.0, 4.0, 0.0, 1.0, 2.0, 3.0, 4.0]
+    y = ember.arange(10.0)
+    y[1:] = y[:-1]  # setitem reads its source before writing: the true shift
+    assert y.tolist() == [0.0] + list(map(float, range(9)))

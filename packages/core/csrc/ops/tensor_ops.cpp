@@ -77,6 +77,9 @@ Tensor contiguous(const Tensor& self) { return self->is_contiguous() ? self : cl
 
 Tensor copy_(const Tensor& self, const Tensor& src, bool non_blocking) {
   const Device dd = self->device(), sd = src->device();
+  // x[1:].copy_(x[:-1]) would read elements it already overwrote (a memcpy with overlap on a
+  // GPU): refused as torch does. A one-element source is read once, so it may alias.
+  if (dd == sd && src->numel() > 1) check_no_partial_overlap(self, src, "copy_");
   if (dd == sd || (sd.is_cpu() && src->dim() == 0 && !dd.is_meta())) {
     dispatch::_copy_from(src, self, non_blocking);
   } else {
