@@ -20,11 +20,13 @@ namespace {
 
 struct Wrapper {
   PyObject_HEAD PyObject* wrapped;  // the function called when no override applies
-  PyObject* dict;                   // __name__, __qualname__, __module__, __doc__ overrides
+  PyObject* dict;                   // __name__, __qualname__, ... set on the wrapper
   vectorcallfunc vectorcall;
+  PyObject* public_fn;  // the func __torch_function__ is given (Tensor.add for __add__), or null
 };
 
 PyObject* g_dispatch = nullptr;       // ember.overrides._dispatch
+PyObject* g_reduce = nullptr;         // ember.overrides._reduce (pickling a wrapper)
 PyObject* g_disabled_impl = nullptr;  // _C._disabled_torch_function_impl
 PyObject* g_tf_name = nullptr;        // interned "__torch_function__"
 PyTypeObject* g_dtype_type = nullptr;
@@ -65,10 +67,11 @@ bool arg_overrides(PyObject* o, bool nested) {
 }
 
 // Adds o to `out` (a list) in PyTorch's order: one argument per type, subclasses before their
-// bases, otherwise left to right.
-void collect(PyObject* o, PyObject* out, bool nested) {
+// bases, otherwise left to right. The wrappers look one level into tuples and lists and skip
+// plain tensors; handle_torch_function (plain = true) takes its arguments as they are.
+void collect(PyObject* o, PyObject* out, bool nested, bool plain = false) {
   PyTypeObject* t = Py_TYPE(o);
-  if (t == tensor_type() || is_basic(o, t)) return;
+  if ((t == tensor_type() && !plain) || is_basic(o, t)) return;
   if (!nested && (PyTuple_Check(o) || PyList_Check(o))) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     for (Py_ssize_t i = 0; i < n; ++i) collect(PySequence_Fast_GET_ITEM(o, i), out, true);
@@ -124,7 +127,8 @@ PyObject* slow_call(Wrapper* w, PyObject* self, PyObject* const* args, size_t na
     for (Py_ssize_t i = 0; i < nkw && ok; ++i)
       ok = PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[n + i]) == 0;
     if (ok)
-      result = PyObject_CallFunctionObjArgs(g_dispatch, self, w->wrapped, overloaded, tuple,
+      result = PyObject_CallFunctionObjArgs(g_dispatch, w->public_fn ? w->public_fn : self,
+                                            w->wrapped, overloaded, tuple,
                                             kwargs, nullptr);
   }
   Py_XDECREF(tuple);
@@ -150,6 +154,7 @@ int wrapper_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(w->wrapped);
   Py_VISIT(w->dict);
+  Py_VISIT(w->public_fn);
   return 0;
 }
 
@@ -157,6 +162,7 @@ int wrapper_clear(PyObject* self) {
   auto* w = reinterpret_cast<Wrapper*>(self);
   Py_CLEAR(w->wrapped);
   Py_CLEAR(w->dict);
+  Py_CLEAR(w->public_fn);
   return 0;
 }
 
@@ -202,9 +208,10 @@ PyObject* wrapper_repr(PyObject* self) {
   return PyObject_Repr(w->wrapped);
 }
 
-// Pickled by reference, as functions are: module.qualname is the wrapper itself.
+// Pickled by reference, as functions are (ember.overrides._reduce).
 PyObject* wrapper_reduce(PyObject* self, PyObject*) {
-  return PyObject_GetAttrString(self, "__qualname__");
+  if (g_reduce == nullptr) return PyObject_GetAttrString(self, "__qualname__");
+  return PyObject_CallOneArg(g_reduce, self);
 }
 
 PyObject* wrapper_get_wrapped(PyObject* self, void*) {
@@ -246,7 +253,7 @@ PyTypeObject* make_wrapper_type(const char* name, bool method) {
   return reinterpret_cast<PyTypeObject*>(t);
 }
 
-py::object wrap(py::object fn, bool method) {
+py::object wrap(py::object fn, bool method, py::object public_fn) {
   if (!PyCallable_Check(fn.ptr())) throw py::type_error("_tf_wrap: expected a callable");
   PyTypeObject* t = method ? g_method_type : g_function_type;
   auto* w = PyObject_GC_New(Wrapper, t);
@@ -254,6 +261,7 @@ py::object wrap(py::object fn, bool method) {
   w->wrapped = fn.release().ptr();
   w->dict = nullptr;
   w->vectorcall = wrapper_vectorcall;
+  w->public_fn = public_fn.is_none() ? nullptr : public_fn.release().ptr();
   PyObject_GC_Track(w);
   return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(w));
 }
@@ -279,7 +287,7 @@ void bind_disable_guard(py::module_& m, const char* name, const char* doc) {
 
 py::list overloaded_args(py::iterable args) {
   py::list out;
-  for (py::handle a : args) collect(a.ptr(), out.ptr(), false);
+  for (py::handle a : args) collect(a.ptr(), out.ptr(), true, true);
   return out;
 }
 
@@ -287,7 +295,7 @@ bool any_overrides(py::iterable args) {
   if (modes_active()) return true;
   if (t_disabled >= 1) return false;
   for (py::handle a : args)
-    if (arg_overrides(a.ptr(), false)) return true;
+    if (arg_overrides(a.ptr(), true)) return true;
   return false;
 }
 
@@ -303,23 +311,27 @@ void bind_torch_function(py::module_& m) {
   m.attr("_TorchFunctionMethod") = py::handle(reinterpret_cast<PyObject*>(g_method_type));
 
   m.def("_tf_wrap", &wrap, py::arg("fn"), py::arg("method") = false,
+        py::arg("public") = py::none(),
         "fn behind the __torch_function__ check; method=True binds like a function (for class "
-        "attributes).");
+        "attributes); public: the func handed to __torch_function__ (default: the wrapper).");
   m.def(
       "_tf_set_dispatch",
-      [](py::object fn) {
+      [](py::object fn, py::object reduce) {
         Py_XDECREF(g_dispatch);
         g_dispatch = fn.release().ptr();
+        Py_XDECREF(g_reduce);
+        g_reduce = reduce.release().ptr();
       },
+      py::arg("dispatch"), py::arg("reduce"),
       "Sets the Python function overridden calls go to: dispatch(func, original, overloaded, "
-      "args, kwargs).");
+      "args, kwargs), and reduce(wrapper) for pickling.");
   m.def("_get_overloaded_args", &overloaded_args, py::arg("relevant_args"),
         "The arguments whose type defines __torch_function__, in the order they are tried.");
   m.def("_has_torch_function", &any_overrides, py::arg("relevant_args"));
   m.def(
       "_has_torch_function_unary",
       [](py::handle a) {
-        return modes_active() || (t_disabled == 0 && arg_overrides(a.ptr(), false));
+        return modes_active() || (t_disabled == 0 && arg_overrides(a.ptr(), true));
       },
       py::arg("obj"));
   m.def(

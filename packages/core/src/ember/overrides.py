@@ -27,6 +27,7 @@ mode is entered.
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 import types as _types
 from typing import Any, Callable, Iterable
@@ -60,10 +61,10 @@ def resolve_name(f: Callable) -> str | None:
     """``"module.qualname"`` of an overridable function (``"ember.add"``, ``"ember.Tensor.add"``).
 
     >>> import ember
-    >>> ember.overrides.resolve_name(ember.add)
-    'ember.add'
+    >>> ember.overrides.resolve_name(ember.add), ember.overrides.resolve_name(ember.Tensor.add)
+    ('ember.add', 'ember.Tensor.add')
     """
-    module = getattr(f, "__module__", None)
+    module = getattr(f, "_tf_home", None) or getattr(f, "__module__", None)
     qualname = getattr(f, "__qualname__", None)
     if module is None or qualname is None:
         return None
@@ -76,9 +77,13 @@ def _types_of(overloaded: list) -> tuple:
 
 def _no_implementation(public_api: Callable, overloaded: list) -> TypeError:
     name = resolve_name(public_api) or repr(public_api)
+    kinds = "".join(
+        f"\n  - {'tensor subclass' if isinstance(a, Tensor) else 'tensor-like'} {type(a)}"
+        for a in overloaded
+    )
     return TypeError(
-        f"no implementation found for '{name}' on types that implement __torch_function__: "
-        f"{[type(a) for a in overloaded]}"
+        f"Multiple dispatch failed for '{name}'; all __torch_function__ handlers returned "
+        f"NotImplemented (no implementation found for '{name}'):{kinds or ' (a mode)'}"
     )
 
 
@@ -268,11 +273,33 @@ _OVERRIDABLE: dict[Any, list[Callable]] = {}
 _IGNORED: set = set()
 
 
-def _name(w: Any, name: str, qualname: str, module: str) -> Any:
+def _name(w: Any, name: str, qualname: str, home: str) -> Any:
     w.__name__ = name
     w.__qualname__ = qualname
-    w.__module__ = module
+    w._tf_home = home  # where it is found: resolve_name, pickling
     return w
+
+
+def _resolve(home: str, qualname: str) -> Any:
+    obj: Any = importlib.import_module(home)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _reduce(w: Any) -> Any:
+    """Wrappers pickle by reference (their module and name), as functions do."""
+    return (_resolve, (w._tf_home, w.__qualname__))
+
+
+# Operators whose func is the named method, as in PyTorch (``a + b`` gives Tensor.add).
+_OPERATOR_FUNCS = {
+    "__add__": "add", "__radd__": "add", "__iadd__": "add_", "__sub__": "sub", "__isub__": "sub_",
+    "__mul__": "mul", "__rmul__": "mul", "__imul__": "mul_", "__truediv__": "div",
+    "__itruediv__": "div_", "__mod__": "remainder", "__pow__": "pow", "__matmul__": "matmul",
+    "__neg__": "neg", "__abs__": "abs", "__ne__": "ne", "__lt__": "lt", "__gt__": "gt",
+    "__le__": "le", "__ge__": "ge",
+}
 
 
 def _wrap_namespace(namespace: dict, module_name: str, key: Any) -> None:
@@ -298,10 +325,14 @@ def _wrap_namespace(namespace: dict, module_name: str, key: Any) -> None:
 
 def _wrap_tensor() -> None:
     found = _OVERRIDABLE.setdefault(Tensor, [])
+    operators = []
     for attr, obj in list(vars(Tensor).items()):
         if attr in _TENSOR_SKIP or attr.startswith("_pybind11"):
             continue
         if isinstance(obj, _types.FunctionType) or type(obj).__name__ == "instancemethod":
+            if attr in _OPERATOR_FUNCS:
+                operators.append((attr, obj))
+                continue
             fn = obj if isinstance(obj, _types.FunctionType) else obj.__func__
             w = _name(_C._tf_wrap(fn, True), attr, f"Tensor.{attr}", "ember")
             setattr(Tensor, attr, w)
@@ -315,6 +346,12 @@ def _wrap_tensor() -> None:
             found.append(getter)
             if attr in ("grad", "_base", "_grad"):
                 _NOWRAP.add(getter)
+    for attr, obj in operators:  # after the methods they name
+        fn = obj if isinstance(obj, _types.FunctionType) else obj.__func__
+        public = vars(Tensor).get(_OPERATOR_FUNCS[attr])
+        w = _C._tf_wrap(fn, True, public if isinstance(public, _WRAPPER_TYPES) else None)
+        setattr(Tensor, attr, _name(w, attr, f"Tensor.{attr}", "ember"))
+        found.append(w)
 
 
 def _install(ember_namespace: dict) -> None:
@@ -323,7 +360,7 @@ def _install(ember_namespace: dict) -> None:
         Tensor.__torch_function__ = classmethod(_tensor_torch_function)
         _wrap_tensor()
         _wrap_namespace(ember_namespace, "ember", sys.modules["ember"])
-    _C._tf_set_dispatch(_dispatch)
+    _C._tf_set_dispatch(_dispatch, _reduce)
 
 
 def _install_module(namespace: dict, module_name: str) -> None:
