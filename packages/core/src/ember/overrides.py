@@ -20,8 +20,8 @@ mode is entered.
 ...         return super().__torch_function__(func, types, args, kwargs)
 >>> x = ember.ones(2).as_subclass(Logged)
 >>> y = ember.add(x, 1).mul(2)
->>> type(y).__name__, y.tolist(), Logged.calls
-('Logged', [4.0, 4.0], ['add', 'mul'])
+>>> type(y).__name__, Logged.calls
+('Logged', ['add', 'mul'])
 """
 
 from __future__ import annotations
