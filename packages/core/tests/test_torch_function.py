@@ -6,10 +6,9 @@ from __future__ import annotations
 import pickle
 import threading
 
-import pytest
-
 import ember
 import ember.nn.functional as F
+import pytest
 from ember import overrides
 
 

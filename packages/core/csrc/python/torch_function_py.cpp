@@ -128,8 +128,7 @@ PyObject* slow_call(Wrapper* w, PyObject* self, PyObject* const* args, size_t na
       ok = PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[n + i]) == 0;
     if (ok)
       result = PyObject_CallFunctionObjArgs(g_dispatch, w->public_fn ? w->public_fn : self,
-                                            w->wrapped, overloaded, tuple,
-                                            kwargs, nullptr);
+                                            w->wrapped, overloaded, tuple, kwargs, nullptr);
   }
   Py_XDECREF(tuple);
   Py_XDECREF(kwargs);
@@ -310,8 +309,7 @@ void bind_torch_function(py::module_& m) {
   m.attr("_TorchFunctionWrapper") = py::handle(reinterpret_cast<PyObject*>(g_function_type));
   m.attr("_TorchFunctionMethod") = py::handle(reinterpret_cast<PyObject*>(g_method_type));
 
-  m.def("_tf_wrap", &wrap, py::arg("fn"), py::arg("method") = false,
-        py::arg("public") = py::none(),
+  m.def("_tf_wrap", &wrap, py::arg("fn"), py::arg("method") = false, py::arg("public") = py::none(),
         "fn behind the __torch_function__ check; method=True binds like a function (for class "
         "attributes); public: the func handed to __torch_function__ (default: the wrapper).");
   m.def(
@@ -334,8 +332,7 @@ void bind_torch_function(py::module_& m) {
         return modes_active() || (t_disabled == 0 && arg_overrides(a.ptr(), true));
       },
       py::arg("obj"));
-  m.def(
-      "_has_torch_function_variadic", [](py::args args) { return any_overrides(args); });
+  m.def("_has_torch_function_variadic", [](py::args args) { return any_overrides(args); });
   m.def("_is_torch_function_enabled", []() { return t_disabled == 0; });
   m.def("_is_torch_function_mode_enabled", []() { return modes_active(); });
   m.def("_torch_function_disabled_level", []() { return t_disabled; });

@@ -2580,6 +2580,4 @@ from ember.nn._sampling import (  # noqa: E402  (composites over the ops above)
 )
 
 # Every public function here takes part in __torch_function__ (ember.overrides).
-from ember import overrides as _overrides  # noqa: E402
-
-_overrides._install_module(globals(), __name__)
+ember.overrides._install_module(globals(), __name__)
