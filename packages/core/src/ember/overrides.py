@@ -36,7 +36,8 @@ from ember import _C
 from ember._C import Tensor
 
 __all__ = [
-    "TorchFunctionMode", "get_ignored_functions", "get_overridable_functions",
+    "TorchFunctionMode", "get_default_nowrap_functions", "get_ignored_functions",
+    "get_overridable_functions",
     "handle_torch_function", "has_torch_function", "has_torch_function_unary",
     "has_torch_function_variadic", "is_tensor_like", "is_tensor_method_or_property",
     "resolve_name", "wrap_torch_function",
@@ -377,6 +378,17 @@ def get_ignored_functions() -> set[Callable]:
     True
     """
     return set(_IGNORED)
+
+
+def get_default_nowrap_functions() -> set[Callable]:
+    """Functions whose results ``Tensor.__torch_function__`` returns as they are (not as the
+    subclass): the getters of ``Tensor.grad`` and ``Tensor._base``.
+
+    >>> import ember
+    >>> len(ember.overrides.get_default_nowrap_functions()) >= 1
+    True
+    """
+    return set(_NOWRAP)
 
 
 def get_overridable_functions() -> dict[Any, list[Callable]]:
