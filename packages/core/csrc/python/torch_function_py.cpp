@@ -25,10 +25,11 @@ struct Wrapper {
   PyObject* public_fn;  // the func __torch_function__ is given (Tensor.add for __add__), or null
 };
 
-PyObject* g_dispatch = nullptr;       // ember.overrides._dispatch
-PyObject* g_reduce = nullptr;         // ember.overrides._reduce (pickling a wrapper)
-PyObject* g_disabled_impl = nullptr;  // _C._disabled_torch_function_impl
-PyObject* g_tf_name = nullptr;        // interned "__torch_function__"
+PyObject* g_dispatch = nullptr;         // ember.overrides._dispatch
+PyObject* g_reduce = nullptr;           // ember.overrides._reduce (pickling a wrapper)
+PyObject* g_disabled_impl = nullptr;    // _C._disabled_torch_function_impl
+PyObject* g_tf_name = nullptr;          // interned "__torch_function__"
+PyTypeObject* g_tensor_type = nullptr;  // ember.Tensor (a copy of tensor_type(), read inline)
 PyTypeObject* g_dtype_type = nullptr;
 PyTypeObject* g_device_type = nullptr;
 PyTypeObject* g_function_type = nullptr;  // wraps builtins: not a descriptor
@@ -54,7 +55,7 @@ inline bool type_overrides(PyTypeObject* t) {
 // Whether o (or, one level down, an element of a tuple or list) defines __torch_function__.
 bool arg_overrides(PyObject* o, bool nested) {
   PyTypeObject* t = Py_TYPE(o);
-  if (t == tensor_type() || is_basic(o, t)) return false;
+  if (t == g_tensor_type || is_basic(o, t)) return false;
   if (nested && (t == &PyList_Type || t == &PyTuple_Type)) return false;  // nested data
   if (!nested && (PyTuple_Check(o) || PyList_Check(o))) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
@@ -71,7 +72,7 @@ bool arg_overrides(PyObject* o, bool nested) {
 // plain tensors; handle_torch_function (plain = true) takes its arguments as they are.
 void collect(PyObject* o, PyObject* out, bool nested, bool plain = false) {
   PyTypeObject* t = Py_TYPE(o);
-  if ((t == tensor_type() && !plain) || is_basic(o, t)) return;
+  if ((t == g_tensor_type && !plain) || is_basic(o, t)) return;
   if (!nested && (PyTuple_Check(o) || PyList_Check(o))) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     for (Py_ssize_t i = 0; i < n; ++i) collect(PySequence_Fast_GET_ITEM(o, i), out, true);
@@ -142,7 +143,10 @@ PyObject* wrapper_vectorcall(PyObject* self, PyObject* const* args, size_t nargs
   if (g_mode_count == 0) {  // the fast path: one type test per argument
     Py_ssize_t total = PyVectorcall_NARGS(nargsf) + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     Py_ssize_t i = 0;
-    while (i < total && !arg_overrides(args[i], false)) ++i;
+    for (; i < total; ++i) {
+      PyObject* a = args[i];
+      if (Py_TYPE(a) != g_tensor_type && arg_overrides(a, false)) break;
+    }
     if (i == total) return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   }
   return slow_call(w, self, args, nargsf, kwnames);
@@ -302,6 +306,7 @@ bool any_overrides(py::iterable args) {
 
 void bind_torch_function(py::module_& m) {
   g_tf_name = PyUnicode_InternFromString("__torch_function__");
+  g_tensor_type = tensor_type();
   g_dtype_type = Py_TYPE(dtype_object(ScalarType::Float32));
   g_device_type = reinterpret_cast<PyTypeObject*>(m.attr("device").ptr());
   g_function_type = make_wrapper_type("ember._C._TorchFunctionWrapper", false);
