@@ -370,3 +370,25 @@ def test_wrapped_functions_raise_as_before():
         ember.add("a", "b")
     with pytest.raises(RuntimeError, match="cannot be broadcast"):
         ember.ones(2) + ember.ones(3)
+
+
+def test_make_subclass_in_new_matches_torch():
+    def run(fw):
+        class Tagged(fw.Tensor):
+            def __new__(cls, data, tag):
+                t = fw.Tensor._make_subclass(cls, data, True)
+                t.tag = tag
+                return t
+
+        t = Tagged(fw.ones(2), "w")
+        y = (t * 3).sum()
+        y.backward()
+        return [type(t).__name__, t.tag, t.requires_grad, t.is_leaf, type(y).__name__,
+                t.grad.tolist(), type(t.grad).__name__]
+
+    got = run(ember)
+    assert got == ["Tagged", "w", True, True, "Tagged", [3.0, 3.0], "Tensor"]
+    torch = pytest.importorskip("torch")
+    assert got == run(torch)
+    with pytest.raises(TypeError, match="subclass of ember.Tensor"):
+        ember.Tensor._make_subclass(int, ember.ones(1))

@@ -221,6 +221,33 @@ def _alias_as(cls: type, t: Tensor) -> Tensor:
     return obj
 
 
+def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tensor:
+    """``Tensor._make_subclass(cls, data, require_grad=False)``: a cls instance over data's
+    memory (a leaf, no history), for a subclass's ``__new__``; cls.__init__ then does nothing
+    more to it.
+
+    >>> import ember
+    >>> class Tagged(ember.Tensor):
+    ...     def __new__(cls, data, tag):
+    ...         t = ember.Tensor._make_subclass(cls, data)
+    ...         t.tag = tag
+    ...         return t
+    >>> t = Tagged(ember.ones(2), "w")
+    >>> type(t + 1).__name__, t.tag
+    ('Tagged', 'w')
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"_make_subclass(): cls must be a subclass of ember.Tensor, got {cls!r}")
+    if not isinstance(data, Tensor):
+        raise TypeError(f"_make_subclass(): data must be a Tensor, got {type(data).__name__}")
+    with _C.DisableTorchFunctionSubclass():
+        obj = _alias_as(cls, data.detach())
+        obj._ember_made_subclass = True
+        if require_grad:
+            obj.requires_grad_(True)
+    return obj
+
+
 def _convert(ret: Any, cls: type) -> Any:
     """Results of a subclass's op as cls instances (tensors in tuples and lists too)."""
     if cls is Tensor:
@@ -359,6 +386,7 @@ def _install(ember_namespace: dict) -> None:
     """Called once at the end of ``import ember``."""
     if "__torch_function__" not in vars(Tensor):
         Tensor.__torch_function__ = classmethod(_tensor_torch_function)
+        Tensor._make_subclass = staticmethod(_make_subclass)
         _wrap_tensor()
         _wrap_namespace(ember_namespace, "ember", sys.modules["ember"])
     _C._tf_set_dispatch(_dispatch, _reduce)
