@@ -105,9 +105,20 @@ def _handle(public_api: Callable, overloaded: list, args: tuple, kwargs: dict) -
     raise _no_implementation(public_api, overloaded)
 
 
+def _foreign(arg: Any) -> bool:
+    """A PyTorch tensor: its __torch_function__ serves torch's functions (given an ember function
+    it would call it again with the same arguments, without end), so ember ignores it and the
+    function refuses the argument as it does any other foreign object."""
+    torch = sys.modules.get("torch")
+    tensor_type = getattr(torch, "Tensor", None) if torch is not None else None
+    return isinstance(tensor_type, type) and isinstance(arg, tensor_type)
+
+
 def _dispatch(public_api: Callable, original: Callable, overloaded: list, args: tuple,
               kwargs: dict) -> Any:
     """Where the C wrappers send a call that an argument or a mode overrides."""
+    if overloaded and "torch" in sys.modules:
+        overloaded = [a for a in overloaded if not _foreign(a)]
     if not overloaded and not _C._is_torch_function_mode_enabled():
         return original(*args, **kwargs)
     return _handle(public_api, overloaded, args, kwargs)
