@@ -399,3 +399,23 @@ def test_torch_tensors_are_not_ember_tensor_likes():
     with pytest.raises(TypeError, match="incompatible function arguments"):
         ember.add(ember.ones(2), torch.ones(2))  # refused as before, no endless recursion
     assert ember.tensor(torch.ones(2).numpy()).tolist() == [1.0, 1.0]
+
+
+def test_operator_falls_back_to_the_reflected_one_like_torch():
+    torch = pytest.importorskip("torch")
+
+    def run(fw):
+        class Other:
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return NotImplemented
+
+            def __radd__(self, other):
+                return "radd"
+
+        out = [fw.ones(1) + Other()]
+        with pytest.raises(TypeError):
+            fw.add(fw.ones(1), Other())
+        return out
+
+    assert run(ember) == run(torch) == ["radd"]

@@ -76,13 +76,25 @@ def _types_of(overloaded: list) -> tuple:
     return tuple(type(a) for a in overloaded)
 
 
+class _NoImplementation(TypeError):
+    """Every __torch_function__ returned NotImplemented."""
+
+
+# Binary operators: when no __torch_function__ takes them, Python tries the reflected one.
+_BINARY_OPERATORS = frozenset(
+    f"__{p}{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
+                              "and", "or", "xor", "lshift", "rshift", "eq", "ne", "lt", "le",
+                              "gt", "ge", "div")
+    for p in ("", "r", "i"))
+
+
 def _no_implementation(public_api: Callable, overloaded: list) -> TypeError:
     name = resolve_name(public_api) or repr(public_api)
     kinds = "".join(
         f"\n  - {'tensor subclass' if isinstance(a, Tensor) else 'tensor-like'} {type(a)}"
         for a in overloaded
     )
-    return TypeError(
+    return _NoImplementation(
         f"Multiple dispatch failed for '{name}'; all __torch_function__ handlers returned "
         f"NotImplemented (no implementation found for '{name}'):{kinds or ' (a mode)'}"
     )
@@ -121,6 +133,11 @@ def _dispatch(public_api: Callable, original: Callable, overloaded: list, args: 
         overloaded = [a for a in overloaded if not _foreign(a)]
     if not overloaded and not _C._is_torch_function_mode_enabled():
         return original(*args, **kwargs)
+    if getattr(original, "__name__", None) in _BINARY_OPERATORS:
+        try:
+            return _handle(public_api, overloaded, args, kwargs)
+        except _NoImplementation:
+            return NotImplemented
     return _handle(public_api, overloaded, args, kwargs)
 
 
