@@ -276,12 +276,20 @@ def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tenso
     return obj
 
 
+_set_disabled = _C._set_torch_function_disabled_level
+_disabled_level = _C._torch_function_disabled_level
+
+
 def _convert(ret: Any, cls: type) -> Any:
     """Results of a subclass's op as cls instances (tensors in tuples and lists too)."""
     if cls is Tensor:
         return ret
     if isinstance(ret, Tensor):
-        return ret if isinstance(ret, cls) else ret.as_subclass(cls)
+        if isinstance(ret, cls):
+            return ret
+        if not ret.requires_grad or not _C.is_grad_enabled():
+            return _alias_as(cls, ret)  # Tensor.as_subclass without its checks
+        return ret.as_subclass(cls)
     if isinstance(ret, (tuple, list)) and any(
         isinstance(r, Tensor) and not isinstance(r, cls) for r in ret
     ):
@@ -299,13 +307,17 @@ def _tensor_torch_function(cls: type, func: Callable, types: tuple, args: tuple 
     overriding type is a base of ``cls``, else NotImplemented)."""
     if kwargs is None:
         kwargs = {}
-    if not all(issubclass(cls, t) for t in types):
-        return NotImplemented
-    with _C.DisableTorchFunctionSubclass():
+    for t in types:
+        if not issubclass(cls, t):
+            return NotImplemented
+    previous = _set_disabled(max(1, _disabled_level()))  # DisableTorchFunctionSubclass
+    try:
         ret = func(*args, **kwargs)
         if func in _NOWRAP:
             return ret
         return _convert(ret, cls)
+    finally:
+        _set_disabled(previous)
 
 
 # ---- what goes through the wrappers ---------------------------------------------------------------
