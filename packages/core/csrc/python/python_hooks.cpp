@@ -305,6 +305,25 @@ void bind_autograd_hooks(py::module_& m, TensorClass& cls, NodeClass& node_cls) 
           },
           py::arg("hook"),
           "Registers hook(tensor) -> None, called after a leaf's .grad is updated.")
+      .def(
+          "_leaf_hook_fns",
+          [](const Tensor& t) {
+            // The Python callables of a leaf's tensor hooks and post-accumulate hooks, in
+            // registration order: ember.sparse runs them on gradients that do not pass through
+            // the engine (sparse gradients).
+            py::list pre, post;
+            AutogradMeta* am = autograd::meta(t);
+            if (am && am->leaf_hooks) {
+              for (const auto& e : am->leaf_hooks->pre.snapshot())
+                if (auto* h = dynamic_cast<PyTensorHook*>(e.hook.get()); h && h->fn)
+                  pre.append(h->fn);
+              for (const auto& e : am->leaf_hooks->post_accumulate.snapshot())
+                if (auto* h = dynamic_cast<PyPostAccumulateGradHook*>(e.hook.get()); h && h->fn)
+                  post.append(h->fn);
+            }
+            return py::make_tuple(pre, post);
+          },
+          "(tensor hooks, post-accumulate-grad hooks) of a leaf, as lists of callables.")
       .def("retain_grad", [](const Tensor& t) { autograd::retain_grad(t); })
       .def_property_readonly("retains_grad",
                              [](const Tensor& t) { return autograd::retains_grad(t); });

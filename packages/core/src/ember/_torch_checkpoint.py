@@ -228,7 +228,8 @@ def _layout(name: str) -> Any:
     import ember
 
     layouts = {"torch.strided": ember.strided, "torch.sparse_coo": ember.sparse.sparse_coo,
-               "torch.sparse_csr": ember.sparse.sparse_csr}
+               "torch.sparse_csr": ember.sparse.sparse_csr,
+               "torch.sparse_csc": ember.sparse.sparse_csc}
     if name not in layouts:
         raise pickle.UnpicklingError(f"PyTorch layout {name!r} is not supported by ember")
     return layouts[name]

@@ -1,4 +1,5 @@
-"""Sparse COO and CSR tensors: ``ember.sparse_coo_tensor``, ``ember.sparse.mm`` and friends.
+"""Sparse COO, CSR and CSC tensors: ``ember.sparse_coo_tensor``, ``ember.sparse.mm`` and
+friends.
 
 Design. A sparse tensor is a :class:`SparseTensor`, a Python object that is *not* an
 ``ember.Tensor``: it holds dense ember tensors, and everything it computes is ember ops on them.
@@ -8,6 +9,10 @@ Design. A sparse tensor is a :class:`SparseTensor`, a Python object that is *not
   row-major position, no duplicates).
 - CSR (``layout=ember.sparse_csr``, 2-D): ``crow_indices`` (``M + 1``), ``col_indices`` and
   ``values`` (``nnz``).
+- CSC (``layout=ember.sparse_csc``, 2-D): ``ccol_indices`` (``N + 1``), ``row_indices`` and
+  ``values``, held in the CSR slots: a CSC matrix is the transpose of the CSR matrix of the same
+  arrays, so ``t()`` swaps the two layouts without copying, and CSC products run the CSR kernels
+  transposed. Other operations go through COO (results in COO unless noted).
 
 Why not a subclass of ``ember.Tensor``: the C++ ops take any ``ember.Tensor``; a subclass would
 have to carry some dense stand-in that every op not written for sparse tensors would then
@@ -23,10 +28,33 @@ the sampled products at the nonzeros) that are each other's derivatives, so ``sp
 the dense operand ``S^T @ G`` and the values ``dot(G[row], D[col])`` at the nonzero pattern, as
 PyTorch does. A leaf sparse tensor's ``.grad`` is a sparse tensor with the pattern of its values.
 
+``isinstance(S, ember.Tensor)`` is False, by decision. Making it True would take an
+``__instancecheck__`` on pybind11's metaclass, shared by every bound class: measured +70-90 ns
+on each non-exact ``isinstance`` against any of them (a Parameter, a number), and every ember code
+path that branches on ``isinstance(x, Tensor)`` (some 250) would start taking its dense branch
+for sparse tensors. Instead ``ember.is_tensor(S)`` is True (as in PyTorch), and the paths that
+meet sparse tensors handle them by name: module buffers and state_dict, ``ember.save/load``,
+``testing.assert_close`` (indices exactly, values closely), ``default_collate`` (refuses, as
+PyTorch), and the dense functions and Tensor methods below.
+
+Dense functions given sparse operands: ``ember._C`` gives ``add``, ``sub``, ``mul``, ``sum``,
+``cat``, ``stack``, ``index_select``, ``mv``, the zero-preserving ops and others (``_SPARSE_OPS``,
+``_REFUSED``), and ``Tensor.add/add_/sub/sub_/mul/__iadd__/__isub__`` (``copy_`` refuses, as
+PyTorch), a last pybind11 overload that is tried only after every dense overload has failed; a
+call with a sparse operand then comes to ``_dispatch``, which runs the sparse version or raises
+``NotImplementedError`` naming the op and the layout. Dense calls never reach it (no
+measurable cost).
+
 A sparse gradient (``nn.Embedding(sparse=True)``) does not pass through the C++ engine: the
-embedding's backward stores it beside the weight (``_SPARSE_GRADS``) and moves the weight
-into a same-named subclass of its class whose ``grad`` reads and assigns it, so ``weight.grad``
-is a sparse COO tensor and the optimizers see it; every other tensor keeps the C++ ``grad``.
+embedding's backward hands it to the running ``backward()``/``autograd.grad()`` call (a frame in
+``ember.autograd``), which delivers it once the engine is done: the leaf's tensor hooks see it
+(and may replace it; when a dense gradient reaches the leaf in the same pass they see the dense
+sum instead, once, as PyTorch sums the parts first), then it is accumulated beside the weight (``_SPARSE_GRADS``; sparse +
+sparse stays sparse, with a dense grad it is summed densely) and the post-accumulate hooks run,
+or ``autograd.grad`` returns it. A tensor holding a sparse grad moves into a same-named subclass
+of its class whose ``grad`` reads and assigns it, so ``weight.grad`` is a sparse COO tensor and
+the optimizers see it; ``Tensor.grad = S`` works on any tensor; every other read keeps the C++
+getter.
 
 >>> import ember
 >>> i = ember.tensor([[0, 1, 1], [2, 0, 2]])
@@ -54,6 +82,18 @@ __all__ = [
 
 sparse_coo = layout("sparse_coo")
 sparse_csr = layout("sparse_csr")
+sparse_csc = layout("sparse_csc")
+# The blocked layouts exist as names (code compares layouts with them); building a tensor of one
+# raises, naming it.
+sparse_bsr = layout("sparse_bsr")
+sparse_bsc = layout("sparse_bsc")
+_UNBUILT = (sparse_bsr, sparse_bsc)
+_COMPRESSED = (sparse_csr, sparse_csc)
+
+
+def _no_layout(op: str, lay: Any) -> NotImplementedError:
+    return NotImplementedError(f"{op}: the {lay} layout is not supported (sparse_coo, "
+                               "sparse_csr and sparse_csc are)")
 
 
 def _is_sparse(x: Any) -> bool:
@@ -161,7 +201,7 @@ class SparseTensor:
         return self.dtype.is_floating_point
 
     def sparse_dim(self) -> int:
-        return 2 if self._layout is sparse_csr else self._idx.shape[0]
+        return 2 if self._layout in _COMPRESSED else self._idx.shape[0]
 
     def dense_dim(self) -> int:
         return self._vals.ndim - 1
@@ -200,6 +240,14 @@ class SparseTensor:
 
     def col_indices(self) -> Tensor:
         self._need(sparse_csr, "col_indices")
+        return self._col
+
+    def ccol_indices(self) -> Tensor:
+        self._need(sparse_csc, "ccol_indices")
+        return self._crow
+
+    def row_indices(self) -> Tensor:
+        self._need(sparse_csc, "row_indices")
         return self._col
 
     def _need(self, lay: layout, op: str) -> None:
@@ -275,6 +323,10 @@ class SparseTensor:
         """The dense tensor (duplicates summed); differentiable with respect to the values."""
         del masked_grad
         v = self._vals if dtype is None else self._vals.to(dtype)
+        if self._layout is sparse_csc:
+            c = self.to_sparse_coo()
+            return _coo_to_dense(c._idx, c._vals if dtype is None else c._vals.to(dtype),
+                                 self._size)
         if self._layout is sparse_csr:
             return _coo_to_dense(self.to_sparse_coo()._idx, v, self._size)
         return _coo_to_dense(self._idx, v, self._size)
@@ -294,11 +346,17 @@ class SparseTensor:
             return self.to_sparse_coo()
         if layout is sparse_csr:
             return self.to_sparse_csr()
+        if layout is sparse_csc:
+            return self.to_sparse_csc()
+        if layout in _UNBUILT:
+            raise _no_layout("to_sparse", layout)
         raise RuntimeError(f"to_sparse: unsupported layout {layout}")
 
     def to_sparse_coo(self) -> SparseTensor:
         if self._layout is sparse_coo:
             return self
+        if self._layout is sparse_csc:  # the CSR arrays of the transpose, transposed back
+            return self.t().to_sparse_coo().t().coalesce()
         counts = self._crow[1:] - self._crow[:-1]
         rows = ember.repeat_interleave(ember.arange(self._size[0], device=self.device), counts)
         return SparseTensor(sparse_coo, self._size, self._vals,
@@ -307,6 +365,8 @@ class SparseTensor:
     def to_sparse_csr(self, dense_dim: int | None = None) -> SparseTensor:
         if self._layout is sparse_csr:
             return self
+        if self._layout is sparse_csc:
+            return self.to_sparse_coo().to_sparse_csr(dense_dim)
         if self.ndim != 2 or self.dense_dim() != 0 or dense_dim:
             raise RuntimeError("to_sparse_csr: only 2-D COO tensors without dense dims are "
                                f"supported, got size {self._size} with dense_dim "
@@ -314,6 +374,23 @@ class SparseTensor:
         c = self.coalesce()
         crow = _crow_from_rows(c._idx[0], self._size[0])
         return SparseTensor(sparse_csr, self._size, c._vals, crow=crow, col=c._idx[1].clone())
+
+    def to_sparse_csc(self, dense_dim: int | None = None) -> SparseTensor:
+        """The compressed-column form (2-D, no dense dims): ``ccol_indices`` (``N + 1``),
+        ``row_indices`` and ``values``, sorted by column, then row.
+
+        >>> import ember
+        >>> c = ember.tensor([[0.0, 2.0], [3.0, 4.0]]).to_sparse_csc()
+        >>> c.ccol_indices().tolist(), c.row_indices().tolist(), c.values().tolist()
+        ([0, 1, 3], [1, 0, 1], [3.0, 2.0, 4.0])
+        """
+        if self._layout is sparse_csc:
+            return self
+        if self.ndim != 2 or self.dense_dim() != 0 or dense_dim:
+            raise RuntimeError("to_sparse_csc: only 2-D tensors without dense dims are "
+                               f"supported, got size {self._size} with dense_dim "
+                               f"{self.dense_dim()}")
+        return self.to_sparse_coo().t().to_sparse_csr().t()
 
     def to(self, *args: Any, **kwargs: Any) -> SparseTensor:
         """``to(dtype)``/``to(device)``: indices and values converted or moved together."""
@@ -348,8 +425,14 @@ class SparseTensor:
         return self.transpose(0, 1)
 
     def transpose(self, dim0: int, dim1: int) -> SparseTensor:
-        self._need(sparse_coo, "transpose")
         d0, d1 = _wrap(dim0, self.ndim, "transpose"), _wrap(dim1, self.ndim, "transpose")
+        if self._layout in _COMPRESSED:  # CSR <-> CSC over the same arrays
+            if d0 == d1:
+                return self
+            other = sparse_csc if self._layout is sparse_csr else sparse_csr
+            return SparseTensor(other, self._size[::-1], self._vals, crow=self._crow,
+                                col=self._col)
+        self._need(sparse_coo, "transpose")
         sd = self.sparse_dim()
         if (d0 < sd) != (d1 < sd):
             raise RuntimeError("transpose: swapping a sparse dim with a dense dim is not supported")
@@ -396,6 +479,93 @@ class SparseTensor:
         idx[d] = slot
         return SparseTensor(sparse_coo, size, self._vals[src], indices=idx)
 
+    def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+        """The ``p``-norm of every element (a 0-d dense tensor): that of the coalesced values,
+        the unspecified elements being zeros (``p >= 0`` or ``inf``; no ``dim``).
+
+        >>> import ember
+        >>> ember.sparse_coo_tensor([[0, 0, 2]], [1.0, 2.0, 4.0], (3,)).norm().item()
+        5.0
+        """
+        if dim is not None or keepdim:
+            raise NotImplementedError(f"{self._layout}: norm over a dim is not supported (only "
+                                      "the norm of every element)")
+        p = 2.0 if p is None or p == "fro" else float(p)
+        if p < 0:
+            raise NotImplementedError(f"{self._layout}: norm with p = {p} < 0 is not supported")
+        s = self.coalesce() if self._layout is sparse_coo else self
+        v = s._vals if dtype is None else s._vals.to(dtype)
+        return ember.linalg.vector_norm(v, p)
+
+    def _scale_(self, other: Any, op: str, div: bool) -> SparseTensor:
+        if not (isinstance(other, (int, float, bool)) or (isinstance(other, Tensor) and
+                                                          other.ndim == 0)):
+            raise NotImplementedError(f"{self._layout}: {op} by {type(other).__name__} of shape "
+                                      f"{tuple(getattr(other, 'shape', ()))} is not supported "
+                                      "in place (only by a number or a 0-d tensor)")
+        if div:
+            self._vals.div_(other)
+        else:
+            self._vals.mul_(other)
+        return self
+
+    def mul_(self, other: Any) -> SparseTensor:
+        """Multiplies the values by a number or a 0-d tensor in place.
+
+        >>> import ember
+        >>> ember.eye(2).to_sparse().mul_(3).values().tolist()
+        [3.0, 3.0]
+        """
+        return self._scale_(other, "mul_", False)
+
+    def div_(self, other: Any) -> SparseTensor:
+        """Divides the values by a number or a 0-d tensor in place."""
+        return self._scale_(other, "div_", True)
+
+    def clamp(self, min: Any = None, max: Any = None) -> SparseTensor:  # noqa: A002
+        """``clamp`` of the specified entries of the coalesced tensor, for bounds with
+        ``min <= 0 <= max`` (which map the unspecified zeros to zero).
+
+        >>> import ember
+        >>> s = ember.sparse_coo_tensor([[0, 0, 2]], [1.0, 2.0, -4.0], (3,))
+        >>> s.clamp(-1.5, 1.5).to_dense().tolist()
+        [1.5, 0.0, -1.5]
+        """
+        lo = -math.inf if min is None else float(min)
+        hi = math.inf if max is None else float(max)
+        if not lo <= 0.0 <= hi:
+            raise NotImplementedError(f"{self._layout}: clamp to [{lo}, {hi}] is not supported "
+                                      "(it would not map 0 to 0, so the result would be dense)")
+        s = self.coalesce() if self._layout is sparse_coo else self
+        return s._with_values(s._vals.clamp(min=min, max=max))
+
+    def clamp_(self, min: Any = None, max: Any = None) -> SparseTensor:  # noqa: A002
+        """In-place :meth:`clamp` (the tensor is coalesced in place first)."""
+        out = self.clamp(min, max)
+        self._idx, self._vals, self._coalesced = out._idx, out._vals, out._coalesced
+        return self
+
+    def unsqueeze(self, dim: int) -> SparseTensor:
+        """A new size-1 dim at ``dim``: a sparse dim (an index row of zeros) when it comes at or
+        before the last sparse dim, else a dense dim of the values.
+
+        >>> import ember
+        >>> u = ember.eye(2).to_sparse().unsqueeze(0)
+        >>> u.shape, u.sparse_dim()
+        (ember.Size([1, 2, 2]), 3)
+        """
+        self._need(sparse_coo, "unsqueeze")
+        d = _wrap(dim, self.ndim + 1, "unsqueeze")
+        size = self._size[:d] + (1,) + self._size[d:]
+        sd = self.sparse_dim()
+        if d <= sd:
+            zero = self._idx.new_zeros((1, self._idx.shape[1]))
+            idx = ember.cat([self._idx[:d], zero, self._idx[d:]])
+            return SparseTensor(sparse_coo, size, self._vals, indices=idx,
+                                coalesced=self._coalesced)
+        return SparseTensor(sparse_coo, size, self._vals.unsqueeze(d - sd + 1),
+                            indices=self._idx, coalesced=self._coalesced)
+
     def neg(self) -> SparseTensor:
         return self._with_values(-self._vals)
 
@@ -409,9 +579,12 @@ class SparseTensor:
         if isinstance(other, Tensor):
             self._need(sparse_coo, "mul with a dense tensor")
             if tuple(other.shape) != self._size:
-                raise RuntimeError(f"mul: a sparse tensor of size {self._size} times a dense "
-                                   f"tensor of size {tuple(other.shape)}: only equal sizes are "
-                                   "supported")
+                try:  # a dense operand broadcasts to the sparse size (the result stays sparse)
+                    other = other.expand(self._size)
+                except RuntimeError:
+                    raise RuntimeError(f"mul: a sparse tensor of size {self._size} times a dense "
+                                       f"tensor of size {tuple(other.shape)}: the dense operand "
+                                       "must broadcast to the sparse size") from None
             picked = other[tuple(self._idx)]
             return self._with_values(self._vals * picked)
         if _is_sparse(other):
@@ -449,7 +622,7 @@ class SparseTensor:
             idx = ember.cat([a._idx, b._idx], 1)
             out = SparseTensor(sparse_coo, self._size, ember.cat([a._vals, vb]), indices=idx)
             out = out.coalesce()
-            return out.to_sparse_csr() if self._layout is sparse_csr else out
+            return out.to_sparse(layout=self._layout)
         if isinstance(other, Tensor):
             dense = self.to_dense()
             return dense + other if alpha == 1 else dense + other * alpha
@@ -457,6 +630,33 @@ class SparseTensor:
             raise NotImplementedError(f"{self._layout}: adding a number to a sparse tensor is "
                                       "not supported (it would not stay sparse)")
         return NotImplemented
+
+    def add_(self, other: Any, *, alpha: Any = 1) -> SparseTensor:
+        """In-place ``self += alpha * other`` for a sparse ``other`` of the same size (the result
+        coalesced, in this tensor's layout); a dense ``other`` is refused, as in PyTorch.
+
+        >>> import ember
+        >>> s = ember.eye(2).to_sparse()
+        >>> s.add_(ember.eye(2).to_sparse(), alpha=2).values().tolist()
+        [3.0, 3.0]
+        """
+        if not _is_sparse(other):
+            raise RuntimeError(f"add_: adding a {type(other).__name__} in place to a "
+                               f"{self._layout} tensor is not supported (add(dense, sparse) "
+                               "gives a dense result)")
+        out = self.add(other, alpha=alpha)
+        self._idx, self._crow, self._col = out._idx, out._crow, out._col
+        self._vals, self._coalesced = out._vals, out._coalesced
+        return self
+
+    def sub_(self, other: Any, *, alpha: Any = 1) -> SparseTensor:
+        """In-place ``self -= alpha * other`` (see :meth:`add_`)."""
+        return self.add_(other, alpha=-alpha)
+
+    __iadd__ = add_
+
+    def __isub__(self, other: Any) -> SparseTensor:
+        return self.add_(other, alpha=-1)
 
     def __add__(self, other: Any) -> Any:
         return self.add(other)
@@ -545,7 +745,7 @@ def _unsupported(name: str) -> Any:
 
 # Operators Python would otherwise report as a bare TypeError.
 for _name in ("__eq__", "__ne__", "__rpow__", "__floordiv__", "__mod__", "__getitem__", "__setitem__",
-              "__lt__", "__le__", "__gt__", "__ge__", "__abs__", "__iadd__", "__imul__",
+              "__lt__", "__le__", "__gt__", "__ge__", "__abs__", "__imul__",
               "__rtruediv__", "__and__", "__or__", "__xor__", "__invert__", "__iter__"):
     setattr(SparseTensor, _name, _unsupported(_name.strip("_")))
 SparseTensor.__hash__ = object.__hash__  # by identity, as a tensor's (== raises above)
@@ -597,6 +797,8 @@ def _rebuild_sparse(lay: str, size: tuple[int, ...], arrays: tuple[Tensor, ...],
         out = sparse_coo_tensor(arrays[0], arrays[1], size, is_coalesced=bool(coalesced))
     elif lay == str(sparse_csr) and len(arrays) == 3:
         out = sparse_csr_tensor(arrays[0], arrays[1], arrays[2], size)
+    elif lay == str(sparse_csc) and len(arrays) == 3:
+        out = sparse_csc_tensor(arrays[0], arrays[1], arrays[2], size)
     else:
         raise RuntimeError(f"ember.load: unknown sparse layout {lay!r}")
     return out.requires_grad_(True) if requires_grad else out
@@ -609,6 +811,8 @@ def _rebuild_torch_sparse(lay: Any, data: tuple[Any, ...]) -> SparseTensor:
                                  is_coalesced=bool(data[3]) if len(data) > 3 else None)
     if lay is sparse_csr:
         return sparse_csr_tensor(data[0], data[1], data[2], tuple(data[3]))
+    if lay is sparse_csc:
+        return sparse_csc_tensor(data[0], data[1], data[2], tuple(data[3]))
     raise RuntimeError(f"ember.load: PyTorch sparse layout {lay} is not supported")
 
 
@@ -697,19 +901,23 @@ def _check_invariants(s: SparseTensor) -> None:
                 raise RuntimeError("sparse_coo_tensor: is_coalesced=True but the indices are not "
                                    "sorted and unique")
         return
+    csc = s._layout is sparse_csc
+    op = "sparse_csc_tensor" if csc else "sparse_csr_tensor"
+    cname, iname = ("ccol_indices", "row_indices") if csc else ("crow_indices", "col_indices")
     crow, col = s._crow, s._col
-    m, n = s._size
+    m, n = s._size[::-1] if csc else s._size
+    what = "columns" if csc else "rows"
     if crow.numel() != m + 1:
-        raise RuntimeError(f"sparse_csr_tensor: crow_indices must have {m + 1} elements (rows + "
-                           f"1), got {crow.numel()}")
+        raise RuntimeError(f"{op}: {cname} must have {m + 1} elements ({what} + 1), got "
+                           f"{crow.numel()}")
     c = crow.tolist()
     if c[0] != 0 or c[-1] != col.numel():
-        raise RuntimeError(f"sparse_csr_tensor: crow_indices must start at 0 and end at nnz = "
-                           f"{col.numel()}, got {c[0]} and {c[-1]}")
+        raise RuntimeError(f"{op}: {cname} must start at 0 and end at nnz = {col.numel()}, got "
+                           f"{c[0]} and {c[-1]}")
     if any(c[r] > c[r + 1] for r in range(m)):
-        raise RuntimeError("sparse_csr_tensor: crow_indices must be non-decreasing")
+        raise RuntimeError(f"{op}: {cname} must be non-decreasing")
     if col.numel() and (int(col.min()) < 0 or int(col.max()) >= n):
-        raise RuntimeError(f"sparse_csr_tensor: col_indices must be in [0, {n}), got "
+        raise RuntimeError(f"{op}: {iname} must be in [0, {n}), got "
                            f"[{int(col.min())}, {int(col.max())}]")
 
 
@@ -799,6 +1007,45 @@ def sparse_csr_tensor(crow_indices: Any, col_indices: Any, values: Any, size: An
     return out
 
 
+def sparse_csc_tensor(ccol_indices: Any, row_indices: Any, values: Any, size: Any = None, *,
+                      dtype: Any = None, device: Any = None, pin_memory: bool = False,
+                      requires_grad: bool = False,
+                      check_invariants: bool | None = None) -> SparseTensor:
+    """A 2-D sparse CSC tensor: column ``c``'s entries are
+    ``row_indices[ccol[c]:ccol[c+1]]`` with ``values`` at the same positions (the transpose of
+    the CSR tensor of the same arrays).
+
+    >>> import ember
+    >>> s = ember.sparse_csc_tensor([0, 1, 2], [1, 0], [3.0, 2.0], (2, 2))
+    >>> s.to_dense().tolist()
+    [[0.0, 2.0], [3.0, 0.0]]
+    """
+    del pin_memory
+    op = "sparse_csc_tensor"
+    ccol = _as_index(ccol_indices, "ccol_indices", op)
+    row = _as_index(row_indices, "row_indices", op)
+    vals = _as_values(values, dtype, device)
+    ccol, row = ccol.to(vals.device), row.to(vals.device)
+    if ccol.ndim != 1 or row.ndim != 1 or vals.ndim != 1:
+        raise RuntimeError(f"{op}: only 2-D CSC tensors (1-D ccol_indices, row_indices and "
+                           f"values) are supported, got shapes {tuple(ccol.shape)}, "
+                           f"{tuple(row.shape)} and {tuple(vals.shape)}")
+    if row.shape[0] != vals.shape[0]:
+        raise RuntimeError(f"{op}: row_indices and values must have the same length, got "
+                           f"{row.shape[0]} and {vals.shape[0]}")
+    if size is None:
+        size = (int(row.max()) + 1 if row.numel() else 0, ccol.shape[0] - 1)
+    size = tuple(int(s) for s in size)
+    if len(size) != 2:
+        raise RuntimeError(f"{op}: only 2-D sizes are supported, got {size}")
+    out = SparseTensor(sparse_csc, size, vals, crow=ccol, col=row)
+    if check_invariants is not False:
+        _check_invariants(out)
+    if requires_grad:  # a new leaf over the same memory; the caller's values are left alone
+        out._vals = out._vals.detach().requires_grad_(True)
+    return out
+
+
 def _dense_to_sparse(self: Tensor, *args: Any, layout: Any = None, blocksize: Any = None,
                      dense_dim: Any = None) -> SparseTensor:
     """``Tensor.to_sparse(sparse_dim=ndim)`` / ``to_sparse(layout=...)``: the nonzero entries
@@ -814,6 +1061,10 @@ def _dense_to_sparse(self: Tensor, *args: Any, layout: Any = None, blocksize: An
     sd = int(args[0]) if args else self.ndim
     if layout is sparse_csr:
         return _dense_to_sparse(self).to_sparse_csr()
+    if layout is sparse_csc:
+        return _dense_to_sparse(self).to_sparse_csc()
+    if layout in _UNBUILT:
+        raise _no_layout("to_sparse", layout)
     if layout not in (None, sparse_coo):
         raise RuntimeError(f"to_sparse: unsupported layout {layout}")
     if not 0 <= sd <= self.ndim:
@@ -832,6 +1083,10 @@ def _dense_to_sparse_csr(self: Tensor, dense_dim: int | None = None) -> SparseTe
     return _dense_to_sparse(self).to_sparse_csr(dense_dim)
 
 
+def _dense_to_sparse_csc(self: Tensor, dense_dim: int | None = None) -> SparseTensor:
+    return _dense_to_sparse(self).to_sparse_csc(dense_dim)
+
+
 def _dense_to_sparse_coo(self: Tensor) -> SparseTensor:
     return _dense_to_sparse(self)
 
@@ -845,6 +1100,8 @@ def _csr_arrays(s: SparseTensor, op: str) -> tuple[Tensor, Tensor, Tensor]:
                            f"got size {s._size} with dense_dim {s.dense_dim()}")
     if s._layout is sparse_csr:
         return s._crow, s._col, s._vals
+    if s._layout is sparse_csc:
+        s = s.to_sparse_coo()
     idx, vals = s._idx, s._vals
     rows = idx[0]
     # Sorted by row unless proven (not trusting a flag given with check_invariants=False).
@@ -890,6 +1147,8 @@ def mm(mat1: Any, mat2: Any) -> Any:
         if mat2.dtype is not mat1.dtype:
             raise RuntimeError(f"{op}: expected mat1 and mat2 to have the same dtype, but got: "
                                f"{mat1.dtype} != {mat2.dtype}")
+        if mat1.layout is sparse_csc:  # S = T^T for the CSR matrix T of the same arrays
+            return _C._sparse_csr_mm_t(mat1._crow, mat1._col, mat1._vals, mat2, mat1._size[0])
         crow, col, vals = _csr_arrays(mat1, op)
         return _C._sparse_csr_mm(crow, col, vals, mat2)
     if _is_sparse(mat2):
@@ -901,6 +1160,8 @@ def mm(mat1: Any, mat2: Any) -> Any:
             raise RuntimeError(f"{op}: expected mat1 and mat2 to have the same dtype, but got: "
                                f"{mat1.dtype} != {mat2.dtype}")
         # D @ S = (S^T @ D^T)^T, and S^T @ X is the transposed-product kernel.
+        if mat2.layout is sparse_csc:  # D @ T^T = (T @ D^T)^T
+            return _C._sparse_csr_mm(mat2._crow, mat2._col, mat2._vals, mat1.t()).t()
         crow, col, vals = _csr_arrays(mat2, op)
         return _C._sparse_csr_mm_t(crow, col, vals, mat1.t(), mat2._size[1]).t()
     return _DENSE["mm"](mat1, mat2)
@@ -1003,7 +1264,7 @@ def _sparse_mask(self: Tensor, mask: SparseTensor) -> SparseTensor:
                            f"{mask._size}")
     m = mask.to_sparse_coo().coalesce()
     out = SparseTensor(sparse_coo, m._size, self[tuple(m._idx)], indices=m._idx, coalesced=True)
-    return out.to_sparse_csr() if mask.layout is sparse_csr else out
+    return out.to_sparse(layout=mask.layout)
 
 
 def _legacy(name: str, dtype: Any) -> Any:
@@ -1188,7 +1449,9 @@ def _sparse_repr(s: SparseTensor) -> str:
         body = (prefix + field("indices", s._idx) + ",\n" + pad + field("values", s._vals) +
                 ",\n" + pad + ", ".join(suffixes[:1]))
         return _add_suffixes(body, suffixes[1:], len(prefix))
-    body = (prefix + field("crow_indices", s._crow) + ",\n" + pad + field("col_indices", s._col) +
+    names = ("ccol_indices", "row_indices") if s._layout is sparse_csc else \
+        ("crow_indices", "col_indices")
+    body = (prefix + field(names[0], s._crow) + ",\n" + pad + field(names[1], s._col) +
             ",\n" + pad + field("values", s._vals))
     return _add_suffixes(body, suffixes, len(prefix))
 
@@ -1238,26 +1501,164 @@ def _set_sparse_grad(t: Tensor, g: SparseTensor | None) -> None:
         t.__class__ = _sparse_grad_class(type(t))
 
 
+def _sparse_sum(a: SparseTensor, b: SparseTensor) -> SparseTensor:
+    """a + b of two COO gradients, uncoalesced: the values added when the index lists are equal
+    (the same batch of ids again, as PyTorch's accumulation of contiguous sparse grads), else the
+    entries concatenated. (PyTorch's exact nnz in other cases depends on its values' memory
+    layout; the dense sum is the same.)"""
+    if a._idx.shape == b._idx.shape and bool((a._idx == b._idx).all()):
+        return a._with_values(a._vals + b._vals, coalesced=a._coalesced)
+    return SparseTensor(sparse_coo, a._size, ember.cat([a._vals, b._vals]),
+                        indices=ember.cat([a._idx, b._idx], 1))
+
+
 def accumulate_sparse_grad(t: Tensor, g: SparseTensor) -> None:
     """Adds the sparse gradient ``g`` to ``t.grad``: sparse + sparse stays sparse (the entries
-    concatenated, uncoalesced, or the values added when the patterns are equal, as PyTorch's
-    accumulation); onto a dense grad it is added densely."""
+    concatenated, see ``_sparse_sum``); onto a dense grad it is added densely."""
     dense = _CPP_GRAD.__get__(t)
     if dense is not None:
         with ember.no_grad():
             dense.add_(g.to_dense())
         return
     old = _sparse_grad_of(t)
-    if old is None:
-        _set_sparse_grad(t, g)
+    _set_sparse_grad(t, g if old is None else _sparse_sum(old, g))
+
+
+def _hook_name(fn: Any) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _user_hooks(t: Tensor) -> tuple[list[Any], list[Any]]:
+    pre, post = t._leaf_hook_fns()
+    return ([getattr(f, "_ember_user_hook", f) for f in pre],
+            [getattr(f, "_ember_user_hook", f) for f in post])
+
+
+def _pending_entry(t: Tensor) -> list[Any] | None:
+    """The running backward()/grad() call's ``[tensor, sparse grad]`` for ``t``, if any."""
+    from ember.autograd import _frame_stack
+
+    st = _frame_stack()
+    if not st:
+        return None
+    entry = st[-1].pending.get(id(t))
+    return entry if entry is not None and entry[0] is t else None
+
+
+def _skip_when_sparse(t: Tensor, fn: Any, post: bool) -> Any:
+    """A leaf hook aware of sparse gradients held by the running backward()/grad() call: the
+    engine's empty (None) gradient, left by the Function that produced the sparse one, is not
+    passed on (the hook sees the sparse gradient instead, once, in ``_deliver_frame``); when a
+    dense gradient arrives too, the hook sees their dense sum, once, as PyTorch sums the parts
+    before running the hooks."""
+    ref = weakref.ref(t)
+    autograd = ember.autograd
+
+    def hook(arg: Any) -> Any:
+        if not autograd._sparse_seen:  # no sparse gradient was ever produced
+            return fn(arg)
+        leaf = ref()
+        entry = _pending_entry(leaf) if leaf is not None else None
+        if entry is None:
+            return fn(arg)
+        if post:
+            return None if arg is leaf else fn(arg)
+        if arg is None:
+            return None
+        from ember.autograd import _frame_stack
+
+        _frame_stack()[-1].pending.pop(id(leaf))
+        arg = arg + entry[1].to_dense()
+        r = fn(arg)
+        return arg if r is None else r
+
+    hook.__name__ = getattr(fn, "__name__", type(fn).__name__)
+    hook._ember_user_hook = fn  # type: ignore[attr-defined]
+    return hook
+
+
+_CPP_REGISTER_HOOK = Tensor.register_hook
+_CPP_REGISTER_POST_HOOK = Tensor.register_post_accumulate_grad_hook
+
+
+def _register_hook(self: Tensor, hook: Any) -> Any:
+    if self.is_leaf and callable(hook):
+        hook = _skip_when_sparse(self, hook, False)
+    return _CPP_REGISTER_HOOK(self, hook)
+
+
+def _register_post_accumulate_grad_hook(self: Tensor, hook: Any) -> Any:
+    if callable(hook):
+        hook = _skip_when_sparse(self, hook, True)
+    return _CPP_REGISTER_POST_HOOK(self, hook)
+
+
+_register_hook.__doc__ = _CPP_REGISTER_HOOK.__doc__
+_register_post_accumulate_grad_hook.__doc__ = _CPP_REGISTER_POST_HOOK.__doc__
+
+
+def _run_tensor_hooks(t: Tensor, g: SparseTensor) -> SparseTensor:
+    """The tensor's hooks (``register_hook``) on its sparse gradient, in order; a hook's return
+    value replaces it and must be a sparse tensor of the same size and dtype (PyTorch raises
+    when a hook changes the layout too)."""
+    for fn in _user_hooks(t)[0]:
+        r = fn(g)
+        if r is None:
+            continue
+        if not _is_sparse(r):
+            raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the type of value (was "
+                               f"{g.layout} got {getattr(r, 'layout', type(r).__name__)})")
+        if r._size != g._size or r.dtype is not g.dtype:
+            raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the size or dtype of "
+                               f"value (was {g._size} {g.dtype}, got {r._size} {r.dtype})")
+        g = r.to_sparse_coo()
+    return g
+
+
+def _deliver_one(t: Tensor, g: SparseTensor, capture: dict[int, Any] | None,
+                 position: int | None) -> None:
+    g = _run_tensor_hooks(t, g)
+    if capture is not None:
+        capture[position] = g
         return
-    if old._idx.shape == g._idx.shape and bool((old._idx == g._idx).all()):
-        # the same pattern (the same batch of ids again): values add, as PyTorch's accumulation
-        _set_sparse_grad(t, old._with_values(old._vals + g._vals))
+    accumulate_sparse_grad(t, g)
+    for fn in _user_hooks(t)[1]:
+        if fn(t) is not None:
+            raise RuntimeError(f"post accumulate grad hook '{_hook_name(fn)}' should return None "
+                               "(it may update the tensor's .grad in place)")
+
+
+def _add_sparse_grad(t: Tensor, g: SparseTensor) -> None:
+    """A sparse gradient for the leaf ``t`` from a backward: kept in the running backward()/
+    grad() call's frame (summed per tensor, delivered once the engine is done), or delivered at
+    once outside one. A frame with ``inputs`` ignores other tensors, as the engine does."""
+    from ember.autograd import _frame_stack
+
+    st = _frame_stack()
+    if not st:
+        _deliver_one(t, g, None, None)
         return
-    idx = ember.cat([old._idx, g._idx], 1)
-    vals = ember.cat([old._vals, g._vals])
-    _set_sparse_grad(t, SparseTensor(sparse_coo, old._size, vals, indices=idx))
+    frame = st[-1]
+    if frame.inputs is not None and not any(x is t for x in frame.inputs):
+        return
+    entry = frame.pending.get(id(t))
+    if entry is None:
+        frame.pending[id(t)] = [t, g]
+    else:
+        entry[1] = _sparse_sum(entry[1], g)
+
+
+def _deliver_frame(frame: Any) -> dict[int, Any]:
+    """Delivers a finished backward()/grad() call's sparse gradients (hooks, then .grad and
+    post-accumulate hooks, or the returned gradients by input position for grad())."""
+    captured: dict[int, Any] = {}
+    for t, g in frame.pending.values():
+        pos = None
+        if frame.capture:
+            pos = next(i for i, x in enumerate(frame.inputs) if x is t)
+        _deliver_one(t, g, captured if frame.capture else None, pos)
+    frame.pending.clear()
+    return captured
 
 
 def _grad_get(self: Tensor) -> Any:
@@ -1289,18 +1690,43 @@ def _grad_set(self: Tensor, g: Any) -> None:
     _CPP_GRAD.__set__(self, g)
 
 
+def _base_grad_set(self: Tensor, g: Any) -> None:
+    """``Tensor.grad = g`` for a tensor that holds no sparse grad: a sparse ``g`` moves it into
+    the sparse-grad subclass (see ``_set_sparse_grad``); anything else goes to the C++ setter."""
+    if type(g) is SparseTensor:
+        _grad_set(self, g)
+    else:
+        _CPP_GRAD_SET(self, g)
+
+
+_CPP_GRAD_SET = _CPP_GRAD.fset
 _DENSE: dict[str, Any] = {}
 
 
 def _install() -> None:
     ember.sparse_coo = sparse_coo
     ember.sparse_csr = sparse_csr
+    for lay in _UNBUILT:
+        setattr(ember, str(lay).split(".")[-1], lay)
+    ember.sparse_csc = sparse_csc
+    ember.sparse_csc_tensor = sparse_csc_tensor
+    Tensor.to_sparse_csc = _dense_to_sparse_csc
+    for name in ("to_sparse_bsr", "to_sparse_bsc"):
+        setattr(Tensor, name, _refuse_layout(name))
+        setattr(SparseTensor, name, _refuse_layout(name))
+    for name in ("sparse_bsr_tensor", "sparse_bsc_tensor"):
+        setattr(ember, name, _refuse_layout(name))
     ember.sparse_coo_tensor = sparse_coo_tensor
     ember.sparse_csr_tensor = sparse_csr_tensor
     Tensor.to_sparse = _dense_to_sparse
     Tensor.to_sparse_coo = _dense_to_sparse_coo
     Tensor.to_sparse_csr = _dense_to_sparse_csr
     Tensor.is_sparse_csr = property(lambda self: False)
+    # The C++ getter itself (reads cost nothing more); the setter also takes a sparse tensor.
+    Tensor.grad = property(_CPP_GRAD.fget, _base_grad_set, _CPP_GRAD.fdel, _CPP_GRAD.__doc__)
+    # Leaf hooks see a sparse gradient (once) instead of the engine's empty one.
+    Tensor.register_hook = _register_hook
+    Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
     # The products accept a sparse operand; a dense call goes straight to the C++ op.
     for name in ("mm", "matmul", "addmm"):
         _DENSE[name] = getattr(ember, name)
@@ -1317,6 +1743,18 @@ def _install() -> None:
     from ember import _serialization_objects
 
     _serialization_objects._DEFAULT_SAFE["ember.sparse._rebuild_sparse"] = _rebuild_sparse
+
+
+def _refuse_layout(name: str) -> Any:
+    kind = name.split("_")[-1] if name.startswith("to_") else name.split("_")[1]
+    lay = {"bsr": sparse_bsr, "bsc": sparse_bsc}[kind]
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        raise _no_layout(name, lay)
+
+    fn.__name__ = name
+    fn.__doc__ = f"``{name}``: refused (the {lay} layout is not supported)."
+    return fn
 
 
 def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str, names: tuple[str, str]) -> Any:
@@ -1343,6 +1781,186 @@ def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str, names: tuple[str, str]
 _install()
 
 
+# ---- dense functions and Tensor methods given sparse operands --------------------------------
+# ember._C gives each function below a last pybind11 overload that is tried only after every
+# dense overload has failed; a call with a sparse operand then comes to ``_dispatch``, which runs
+# the sparse version or raises naming the op and the layout. Dense calls never get here.
+def _layout_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    for a in (*args, *kwargs.values()):
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            if _is_sparse(x):
+                return x.layout
+    return None
+
+
+def _dense_plus_sparse(op: str, dense: Tensor, s: SparseTensor, alpha: Any,
+                       inplace: bool) -> Tensor:
+    """``dense + alpha * s``, the sparse entries scattered into (a copy of) the dense tensor."""
+    if tuple(dense.shape) != s._size:
+        raise RuntimeError(f"{op}: the dense operand of size {tuple(dense.shape)} and the sparse "
+                           f"operand of size {s._size} must have the same size")
+    c = s.to_sparse_coo()
+    vals = c._vals if alpha == 1 else c._vals * alpha
+    if inplace:
+        if vals.dtype is not dense.dtype and not ember.can_cast(vals.dtype, dense.dtype):
+            raise RuntimeError(f"{op}: result type {vals.dtype} can't be cast to the desired "
+                               f"output type {dense.dtype}")
+        return dense.index_put_(tuple(c._idx), vals.to(dense.dtype), accumulate=True)
+    if vals.dtype is not dense.dtype:
+        return dense + _coo_to_dense(c._idx, vals, c._size)
+    return dense.index_put(tuple(c._idx), vals, accumulate=True)
+
+
+def _op_add(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Any:
+    if out is not None:
+        lay = _layout_of((input, other), {})
+        raise NotImplementedError(f"add: out= is not supported with a {lay} operand")
+    if _is_sparse(input):
+        return input.add(other, alpha=alpha)
+    if isinstance(input, Tensor):
+        return _dense_plus_sparse("add", input, other, alpha, inplace=False)
+    return other.mul(alpha).add(input) if alpha != 1 else other.add(input)
+
+
+def _op_sub(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Any:
+    return _op_add(input, other, alpha=-alpha, out=out)
+
+
+def _op_add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return _dense_plus_sparse("add_", self, other, alpha, inplace=True)
+
+
+def _op_sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return _dense_plus_sparse("sub_", self, other, -alpha, inplace=True)
+
+
+def _op_mul(input: Any, other: Any, *, out: Any = None) -> Any:
+    if out is not None:
+        raise NotImplementedError("mul: out= is not supported with sparse operands")
+    return input.mul(other) if _is_sparse(input) else other.mul(input)
+
+
+def _op_div(input: Any, other: Any, *, rounding_mode: Any = None) -> Any:
+    if not _is_sparse(input) or rounding_mode is not None:
+        raise NotImplementedError(f"div: only a sparse tensor divided by a number or a 0-d tensor"
+                                  f" is supported with a {_layout_of((input, other), {})} operand")
+    return input.div(other)
+
+
+def _op_sum(input: SparseTensor, dim: Any = None, keepdim: bool = False, *,
+            dtype: Any = None) -> Any:
+    return input.sum(dim, keepdim, dtype)
+
+
+def _op_cat(tensors: Any, dim: int = 0, *, out: Any = None) -> SparseTensor:
+    """Concatenation of COO tensors along a sparse dim: the indices shifted by the sizes before."""
+    ts = list(tensors)
+    if out is not None:
+        raise NotImplementedError("cat: out= is not supported with sparse tensors")
+    for i, t in enumerate(ts):
+        if not _is_sparse(t):
+            raise RuntimeError(f"cat: concatenating sparse tensors, but a dense tensor was found "
+                               f"at position {i}")
+        if t.layout is not sparse_coo:
+            raise NotImplementedError(f"cat: {t.layout} tensors are not supported (only "
+                                      "sparse_coo)")
+    first = ts[0]
+    d = _wrap(dim, first.ndim, "cat")
+    sd = first.sparse_dim()
+    for i, t in enumerate(ts):
+        if t.sparse_dim() != sd or t.ndim != first.ndim or t.dtype is not first.dtype:
+            raise RuntimeError(f"cat: tensor {i} has sparse_dim {t.sparse_dim()}, ndim {t.ndim} "
+                               f"and dtype {t.dtype}; tensor 0 has {sd}, {first.ndim} and "
+                               f"{first.dtype}")
+        if any(a != b for k, (a, b) in enumerate(zip(t._size, first._size)) if k != d):
+            raise RuntimeError(f"cat: sizes of tensors must match except in dimension {d}, got "
+                               f"{t._size} and {first._size}")
+    if d >= sd:
+        raise NotImplementedError(f"cat: concatenating sparse tensors along the dense dim {d} "
+                                  "is not supported (only along a sparse dim)")
+    idx, offset = [], 0
+    for t in ts:
+        shifted = t._idx.clone()
+        shifted[d] += offset
+        idx.append(shifted)
+        offset += t._size[d]
+    size = first._size[:d] + (offset,) + first._size[d + 1:]
+    return SparseTensor(sparse_coo, size, ember.cat([t._vals for t in ts]),
+                        indices=ember.cat(idx, 1))
+
+
+def _op_stack(tensors: Any, dim: int = 0, *, out: Any = None) -> SparseTensor:
+    ts = list(tensors)
+    for i, t in enumerate(ts):
+        if not _is_sparse(t):
+            raise RuntimeError(f"stack: stacking sparse tensors, but a dense tensor was found at "
+                               f"position {i}")
+    if not ts:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    d = _wrap(dim, ts[0].ndim + 1, "stack")
+    if any(t._size != ts[0]._size for t in ts):
+        raise RuntimeError(f"stack expects each tensor to be equal size, got "
+                           f"{[t._size for t in ts]}")
+    return _op_cat([t.to_sparse_coo().unsqueeze(d) for t in ts], d, out=out)
+
+
+def _op_mv(input: SparseTensor, vec: Tensor) -> Tensor:
+    if not _is_sparse(input):
+        raise NotImplementedError("mv: only a sparse matrix times a dense vector is supported")
+    return mm(input, vec.unsqueeze(1)).squeeze(1)
+
+
+def _method(name: str) -> Any:
+    def op(input: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _is_sparse(input):
+            raise NotImplementedError(f"{name}: expected the sparse tensor as the first operand, "
+                                      f"got {type(input).__name__}")
+        return getattr(input, name)(*args, **kwargs)
+
+    return op
+
+
+_SPARSE_OPS: dict[str, Any] = {
+    "add": _op_add, "sub": _op_sub, "subtract": _op_sub, "mul": _op_mul, "multiply": _op_mul,
+    "div": _op_div, "true_divide": _op_div, "sum": _op_sum, "cat": _op_cat, "concat": _op_cat,
+    "concatenate": _op_cat, "stack": _op_stack, "mv": _op_mv,
+    "add_": _op_add_, "sub_": _op_sub_, "__iadd__": _op_add_, "__isub__": _op_sub_,
+}
+for _name in ("index_select", "transpose", "t", "clone", "neg", "negative", "unsqueeze", "pow",
+              "clamp", "detach", "norm", *_ZERO_PRESERVING):
+    _SPARSE_OPS.setdefault(_name, _method(_name if _name != "negative" else "neg"))
+# Functions whose sparse calls get a clear refusal instead of pybind11's signature list.
+_REFUSED = ("exp", "log", "mean", "narrow", "equal", "bmm", "softmax", "log_softmax", "sigmoid",
+            "cos", "max", "min", "argmax", "amax", "amin", "reshape", "flatten", "squeeze",
+            "permute", "dot", "allclose", "isclose", "cumsum", "prod", "std", "var", "gather",
+            "masked_fill", "where", "topk", "sort", "any", "all", "view_as_real", "chunk",
+            "split", "maximum", "minimum", "addcmul", "addcdiv", "lerp", "einsum", "baddbmm",
+            "matrix_exp", "outer", "kron", "tensordot", "flip", "roll")
+_METHODS = ("add", "add_", "sub", "sub_", "mul", "__iadd__", "__isub__", "copy_")
+
+
+def _dispatch(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    impl = _SPARSE_OPS.get(name)
+    if impl is None:
+        raise NotImplementedError(f"{name}: not supported for {_layout_of(args, kwargs)} "
+                                  "tensors (convert with .to_dense() first)")
+    return impl(*args, **kwargs)
+
+
+def _install_dispatch() -> None:
+    _C._set_sparse_dispatch(SparseTensor, _dispatch)
+    for name in (*_SPARSE_OPS, *_REFUSED):
+        fn = getattr(_C, name, None)
+        if fn is not None and type(fn).__name__ == "builtin_function_or_method" and \
+                not name.endswith("_"):
+            _C._add_sparse_fallback(_C, name, False)
+    for name in _METHODS:
+        _C._add_sparse_fallback(Tensor, name, True)
+
+
+_install_dispatch()
+
+
 # ---- sparse embedding gradients -------------------------------------------------------------
 class _SparseEmbedding(ember.autograd.Function):
     """embedding(weight, indices) whose backward stores a sparse COO gradient on the weight
@@ -1367,7 +1985,7 @@ class _SparseEmbedding(ember.autograd.Function):
             idx, vals = idx[keep], vals[keep]
         g = SparseTensor(sparse_coo, tuple(weight.shape), vals.detach().clone(),
                          indices=idx.unsqueeze(0))
-        accumulate_sparse_grad(weight, g)
+        _add_sparse_grad(weight, g)
         return None, None, None
 
 
@@ -1389,6 +2007,7 @@ def embedding_sparse(weight: Tensor, indices: Tensor, padding_idx: int,
     if not weight.is_leaf:
         raise NotImplementedError("embedding(sparse=True): a weight that is not a leaf tensor is "
                                   "not supported (its sparse gradient has nowhere to go)")
+    ember.autograd._sparse_seen = True  # backward()/grad() now gather sparse gradients
     return _SparseEmbedding.apply(weight, indices, padding_idx)
 
 
@@ -1438,9 +2057,8 @@ class _SparseEmbeddingBag(ember.autograd.Function):
         idx = flat
         if keep is not None:
             idx, vals = idx[keep], vals[keep]
-        accumulate_sparse_grad(weight, SparseTensor(sparse_coo, tuple(weight.shape),
-                                                    vals.detach().clone(),
-                                                    indices=idx.unsqueeze(0)))
+        _add_sparse_grad(weight, SparseTensor(sparse_coo, tuple(weight.shape),
+                                              vals.detach().clone(), indices=idx.unsqueeze(0)))
         grad_psw = None
         if ctx.has_psw and ctx.needs_input_grad[1]:
             rows = weight.detach()[flat]
@@ -1471,5 +2089,6 @@ def embedding_bag_sparse(weight: Tensor, indices: Tensor, offsets: Tensor | None
         raise NotImplementedError("embedding_bag(sparse=True): a weight that is not a leaf "
                                   "tensor is not supported (its sparse gradient has nowhere "
                                   "to go)")
+    ember.autograd._sparse_seen = True  # backward()/grad() now gather sparse gradients
     return _SparseEmbeddingBag.apply(weight, per_sample_weights, indices, offsets, mode,
                                      include_last_offset, padding_idx)

@@ -122,6 +122,9 @@ def _compare(actual: Any, expected: Any, path: str, opts: dict[str, Any]) -> Non
         if actual is not expected:
             _fail(f"None mismatch: {actual} is not {expected}", msg, path)
         return
+    if _is_sparse(actual) or _is_sparse(expected):
+        _compare_sparse(actual, expected, path, opts)
+        return
     if isinstance(actual, tensor_like) or isinstance(expected, tensor_like):
         _compare_tensors(actual, expected, path, opts)
         return
@@ -190,6 +193,44 @@ def _compare_tensors(actual: Any, expected: Any, path: str, opts: dict[str, Any]
     a = _to_numpy(actual) if isinstance(actual, Tensor) else np.asarray(actual)
     e = _to_numpy(expected) if isinstance(expected, Tensor) else np.asarray(expected)
     _compare_values(a, e, rtol, atol, opts["equal_nan"], a.ndim == 0, msg, path)
+
+
+def _is_sparse(x: Any) -> bool:
+    return type(x).__name__ == "SparseTensor" and type(x).__module__ == "ember.sparse"
+
+
+def _compare_sparse(actual: Any, expected: Any, path: str, opts: dict[str, Any]) -> None:
+    """Sparse tensors (ember.sparse) of the same layout: COO tensors coalesced, their indices
+    equal exactly and their values close; CSR tensors by crow/col indices and values."""
+    msg = opts["msg"]
+    la, le = getattr(actual, "layout", type(actual)), getattr(expected, "layout", type(expected))
+    if la != le:
+        _fail(f"The values for attribute 'layout' do not match: {la} != {le}.", msg, path)
+    if tuple(actual.shape) != tuple(expected.shape):
+        _fail(f"The values for attribute 'shape' do not match: {tuple(actual.shape)} != "
+              f"{tuple(expected.shape)}.", msg, path)
+    exact = dict(opts, rtol=0.0, atol=0.0, check_dtype=False)
+    if actual.is_sparse:
+        a, e = actual.coalesce(), expected.coalesce()
+        if a._nnz() != e._nnz():
+            _fail(f"The number of specified values in sparse COO tensors does not match: "
+                  f"{a._nnz()} != {e._nnz()}", msg, path)
+        _compare_tensors(a._indices(), e._indices(), path + " (sparse COO indices)", exact)
+        _compare_tensors(a._values().detach(), e._values().detach(),
+                         path + " (sparse COO values)", opts)
+        return
+    if actual.is_sparse_csr:
+        kind, ends, inner = "CSR", actual.crow_indices, expected.crow_indices
+        name, cols, ecols = "crow_indices", actual.col_indices, expected.col_indices
+        iname = "col_indices"
+    else:
+        kind, ends, inner = "CSC", actual.ccol_indices, expected.ccol_indices
+        name, cols, ecols = "ccol_indices", actual.row_indices, expected.row_indices
+        iname = "row_indices"
+    _compare_tensors(ends(), inner(), f"{path} (sparse {kind} {name})", exact)
+    _compare_tensors(cols(), ecols(), f"{path} (sparse {kind} {iname})", exact)
+    _compare_tensors(actual.values().detach(), expected.values().detach(),
+                     f"{path} (sparse {kind} values)", opts)
 
 
 def _shape(t: Any) -> str:

@@ -9,8 +9,9 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
-from typing import Sequence
+from typing import Any, Sequence
 
 from ember import _C
 from ember._C import Tensor
@@ -41,6 +42,56 @@ def _as_list(x) -> list:
     return list(x)
 
 
+# ---- gradients that do not pass through the engine ------------------------------------------
+# A sparse gradient (nn.Embedding(sparse=True), see ember.sparse) is produced inside a custom
+# Function's backward but is not a dense tensor the C++ engine can carry. Each backward()/grad()
+# call pushes a frame; the Function adds its sparse gradient to the frame (summed per tensor),
+# and when the engine is done the frame is delivered once per tensor: tensor hooks, then
+# accumulation into .grad (backward) or the returned gradient (grad), then post-accumulate hooks.
+class _GradFrame:
+    __slots__ = ("inputs", "capture", "pending")
+
+    def __init__(self, inputs: list[Tensor] | None, capture: bool) -> None:
+        self.inputs = inputs  # None: every leaf receives its gradient
+        self.capture = capture  # grad(): gradients are returned, .grad is left alone
+        self.pending: dict[int, list[Any]] = {}  # id(tensor) -> [tensor, sparse grad]
+
+
+_frames = threading.local()
+# Set once a Function that produces sparse gradients has run (ember.sparse): until then backward
+# and grad call the engine directly, without a frame.
+_sparse_seen = False
+
+
+def _frame_stack() -> list[_GradFrame]:
+    st = getattr(_frames, "stack", None)
+    if st is None:
+        st = _frames.stack = []
+    return st
+
+
+def _run_with_frame(frame: _GradFrame, *args: Any) -> Any:
+    st = _frame_stack()
+    st.append(frame)
+    try:
+        return _C._run_backward(*args)
+    finally:
+        st.pop()
+
+
+def _deliver(frame: _GradFrame) -> dict[int, Any]:
+    """Hands the frame's sparse gradients over (see ember.sparse); for a capturing frame, the
+    gradients by input position."""
+    from ember import sparse
+
+    return sparse._deliver_frame(frame)
+
+
+def _not_used(i: int) -> RuntimeError:
+    return RuntimeError(f"One of the differentiated Tensors (input {i}) appears to not have been "
+                        "used in the graph. Set allow_unused=True if this is the desired behavior.")
+
+
 def backward(
     tensors: Tensor | Sequence[Tensor],
     grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
@@ -68,7 +119,14 @@ def backward(
     keep = create_graph if retain_graph is None else retain_graph
     if inputs is not None and not _as_list(inputs):
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
-    _C._run_backward(outs, grads, keep, create_graph, _as_list(inputs), True, True)
+    ins = _as_list(inputs)
+    if not _sparse_seen:
+        _C._run_backward(outs, grads, keep, create_graph, ins, True, True)
+        return
+    frame = _GradFrame(ins or None, False)
+    _run_with_frame(frame, outs, grads, keep, create_graph, ins, True, True)
+    if frame.pending:
+        _deliver(frame)
 
 
 def grad(
@@ -115,15 +173,33 @@ def grad(
             raise RuntimeError("grad: with is_grads_batched=True every grad_output needs the "
                                f"same batch size along dim 0, got {sorted(sizes)}")
         n = sizes.pop()
-        rows = [_C._run_backward(outs, [g[i] for g in grads], keep or i < n - 1, create_graph,
-                                 ins, unused_ok, False) for i in range(n)]
+        rows = [_grad_once(outs, [g[i] for g in grads], keep or i < n - 1, create_graph, ins,
+                           unused_ok) for i in range(n)]
         res = tuple(None if rows and rows[0][j] is None else
                     _C.stack([r[j] if r[j] is not None else _C.zeros_like(t) for r in rows])
                     for j, t in enumerate(ins))
     else:
-        res = tuple(_C._run_backward(outs, grads, keep, create_graph, ins, unused_ok, False))
+        res = _grad_once(outs, grads, keep, create_graph, ins, unused_ok)
     if materialize_grads:
         res = tuple(g if g is not None else _C.zeros_like(t) for g, t in zip(res, ins))
+    return tuple(res)
+
+
+def _grad_once(outs: list[Tensor], grads: list[Any], keep: bool, create_graph: bool,
+               ins: list[Tensor], unused_ok: bool) -> tuple[Any, ...]:
+    """One engine run for grad(): the dense gradients, with sparse ones (see _GradFrame) in
+    place of the inputs that received one (summed densely with a dense part, as PyTorch)."""
+    if not _sparse_seen:
+        return tuple(_C._run_backward(outs, grads, keep, create_graph, ins, unused_ok, False))
+    frame = _GradFrame(ins, True)
+    res = list(_run_with_frame(frame, outs, grads, keep, create_graph, ins, True, False))
+    if frame.pending:
+        for i, g in _deliver(frame).items():
+            res[i] = g if res[i] is None else res[i] + g.to_dense()
+    if not unused_ok:
+        for i, g in enumerate(res):
+            if g is None:
+                raise _not_used(i)
     return tuple(res)
 
 

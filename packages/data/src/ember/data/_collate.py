@@ -108,6 +108,12 @@ def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
             return fn(batch, collate_fn_map=fn_map)
     if isinstance(elem, ember.Tensor):
         return _collate_tensors(batch, path)
+    if ember.is_tensor(elem):  # a sparse tensor (ember.sparse): refused, as PyTorch does
+        raise RuntimeError(
+            f"default_collate: batches of sparse tensors ({elem.layout} at {path}) are not "
+            "supported by the default collate_fn; please provide a custom collate_fn (e.g. "
+            "ember.stack of COO tensors, or ember.cat along a sparse dim)"
+        )
     if elem_type.__module__ == "numpy" and elem_type.__name__ not in ("str_", "bytes_"):
         import numpy as np
 

@@ -77,7 +77,7 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             self._init_state(group)
             params = self._params_with_grad(group)
-            grads = [_grad_of(p, self._name) for p in params]
+            grads = [_grad_of(p, self._name, group["weight_decay"]) for p in params]
             sums = [self.state[p]["sum"] for p in params]
             steps = [self.state[p]["step"] for p in params]
             F.adagrad(

@@ -545,7 +545,7 @@ def _zeros_like(p: Tensor) -> Tensor:
 _SPARSE_AS_DENSE = ("SGD", "Adagrad")
 
 
-def _grad_of(p: Tensor, optimizer: str) -> Tensor:
+def _grad_of(p: Tensor, optimizer: str, weight_decay: float = 0) -> Tensor:
     g = p.grad
     if g.dtype != p.dtype or tuple(g.shape) != tuple(p.shape):
         raise RuntimeError(
@@ -556,5 +556,8 @@ def _grad_of(p: Tensor, optimizer: str) -> Tensor:
         if optimizer not in _SPARSE_AS_DENSE:
             hint = ", please consider SparseAdam instead" if optimizer.startswith("Adam") else ""
             raise RuntimeError(f"{optimizer} does not support sparse gradients{hint}")
+        if weight_decay != 0:  # PyTorch raises too (a sparse grad plus a dense decay term)
+            raise RuntimeError(f"{optimizer}: the weight_decay option is not compatible with "
+                               "sparse gradients")
         return g.to_dense()
     return g

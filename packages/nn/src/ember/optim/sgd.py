@@ -64,7 +64,7 @@ class SGD(Optimizer):
         loss = self._eval_closure(closure)
         for group in self.param_groups:
             params = self._params_with_grad(group)
-            grads = [_grad_of(p, self._name) for p in params]
+            grads = [_grad_of(p, self._name, group["weight_decay"]) for p in params]
             has_momentum = group["momentum"] != 0
             bufs = [self.state[p].get("momentum_buffer") if has_momentum else None for p in params]
             update = F.fused_sgd if F.use_fused(self._name, group, params) else F.sgd
