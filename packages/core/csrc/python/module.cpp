@@ -27,6 +27,7 @@ void bind_profiler(py::module_& m);         // python/profiler_py.cpp
 void bind_memory_history(py::module_& m);   // python/memory_history_py.cpp
 void bind_shm_collectives(py::module_& m);  // python/shm_collectives_py.cpp
 void bind_sparse_dispatch(py::module_& m);  // python/sparse_dispatch_py.cpp
+void bind_torch_function(py::module_& m);   // python/torch_function_py.cpp
 
 namespace {
 
@@ -449,4 +450,5 @@ PYBIND11_MODULE(_C, m) {
   bind_memory_history(m);
   bind_shm_collectives(m);
   bind_sparse_dispatch(m);
+  bind_torch_function(m);
 }

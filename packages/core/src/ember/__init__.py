@@ -88,6 +88,11 @@ except ImportError:  # a source tree that was never built by pip
 
 _C._set_size_type(Size)
 
+# Last: ember's public functions and Tensor's methods go behind __torch_function__.
+from ember import overrides  # noqa: E402
+
+overrides._install(globals())
+
 # The sub-distributions install into this package; say which one to install when absent.
 _DISTRIBUTIONS = {
     "nn": "ember-nn",
@@ -131,6 +136,7 @@ _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
     "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu", "_dynamo",
+    "library", "ops",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",

@@ -155,6 +155,8 @@ _tensor_init = Tensor.__init__
 
 
 def _init(self: Tensor, *args: Any, **kwargs: Any) -> None:
+    if type(self) is not Tensor and getattr(self, "_ember_made_subclass", False):
+        return  # made by Tensor._make_subclass in a subclass's __new__: already holds its data
     # Tensor(t) (what nn.Parameter uses) and Tensor() keep the binding's fast path.
     if not kwargs and (not args or (len(args) == 1 and isinstance(args[0], Tensor))):
         _tensor_init(self, *args)

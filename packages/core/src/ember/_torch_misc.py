@@ -699,7 +699,9 @@ def _as_subclass_function() -> Any:
     class _AsSubclass(Function):
         @staticmethod
         def forward(ctx: Any, x: Tensor, cls: type) -> Tensor:
-            return cls(x)
+            from ember.overrides import _alias_as
+
+            return _alias_as(cls, x)
 
         @staticmethod
         def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
@@ -725,7 +727,9 @@ def _as_subclass(self: Tensor, cls: type) -> Tensor:
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError(f"as_subclass(): cls must be a subclass of ember.Tensor, got {cls!r}")
     if not self.requires_grad or not _C.is_grad_enabled():
-        return cls(self)
+        from ember.overrides import _alias_as
+
+        return _alias_as(cls, self)  # cls.__init__ is not called, as in PyTorch
     if not _AS_SUBCLASS:
         _AS_SUBCLASS.append(_as_subclass_function())
     return _AS_SUBCLASS[0].apply(self, cls)

@@ -11,9 +11,13 @@ True
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from typing import Iterator
+
 __all__ = ["is_built", "matmul", "enable_flash_sdp", "enable_mem_efficient_sdp", "enable_math_sdp",
            "enable_cudnn_sdp", "flash_sdp_enabled", "mem_efficient_sdp_enabled",
-           "math_sdp_enabled", "cudnn_sdp_enabled"]
+           "math_sdp_enabled", "cudnn_sdp_enabled", "sdp_kernel"]
 
 
 def is_built() -> bool:
@@ -109,3 +113,32 @@ def math_sdp_enabled() -> bool:
 def cudnn_sdp_enabled() -> bool:
     """Whether the cuDNN attention kernel is enabled."""
     return _sdp["cudnn"]
+
+
+@contextlib.contextmanager
+def sdp_kernel(enable_flash: bool = True, enable_math: bool = True,
+               enable_mem_efficient: bool = True, enable_cudnn: bool = True) -> Iterator[None]:
+    """Deprecated (as in PyTorch; use ``ember.nn.attention.sdpa_kernel``): sets the four
+    ``enable_*_sdp`` switches for the block and restores them after.
+
+    >>> import ember, warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     with ember.backends.cuda.sdp_kernel(enable_flash=False):
+    ...         ember.backends.cuda.flash_sdp_enabled()
+    False
+    >>> ember.backends.cuda.flash_sdp_enabled()
+    True
+    """
+    warnings.warn(
+        "ember.backends.cuda.sdp_kernel() is deprecated; use ember.nn.attention.sdpa_kernel(), "
+        "which takes the list of backends to enable", FutureWarning, stacklevel=3)
+    previous = dict(_sdp)
+    _sdp.update(flash=bool(enable_flash), math=bool(enable_math),
+                mem_efficient=bool(enable_mem_efficient), cudnn=bool(enable_cudnn))
+    _push_sdp()
+    try:
+        yield
+    finally:
+        _sdp.update(previous)
+        _push_sdp()

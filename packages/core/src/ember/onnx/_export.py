@@ -1389,7 +1389,9 @@ class _Tracer:
                 obj = vars(mod)[attr]
                 if isinstance(obj, type) or type(obj).__name__ == "module":
                     continue
-                if not (callable(obj) and type(obj).__name__ in ("function", "builtin_function_or_method")):
+                if not (callable(obj) and type(obj).__name__ in (
+                        "function", "builtin_function_or_method", "_TorchFunctionWrapper",
+                        "_TorchFunctionMethod")):
                     continue
                 if attr.startswith("_") and not prefix and attr not in _HANDLERS:
                     continue

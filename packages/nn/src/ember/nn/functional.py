@@ -2631,3 +2631,6 @@ from ember.nn._sampling import (  # noqa: E402  (composites over the ops above)
     max_unpool2d,
     max_unpool3d,
 )
+
+# Every public function here takes part in __torch_function__ (ember.overrides).
+ember.overrides._install_module(globals(), __name__)

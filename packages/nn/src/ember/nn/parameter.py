@@ -52,6 +52,9 @@ class Parameter(Tensor):
         super().__init__(data)
         self.requires_grad_(requires_grad)
 
+    # Ops on a Parameter return plain tensors (no __torch_function__ wrapping), as in PyTorch.
+    __torch_function__ = ember._C._disabled_torch_function_impl
+
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
@@ -108,6 +111,8 @@ class Buffer(Tensor):
             self.requires_grad_(True)
         self.persistent = bool(persistent)
 
+    __torch_function__ = ember._C._disabled_torch_function_impl
+
     def _as_tensor(self) -> Tensor:
         """The plain tensor a module stores: the same data, ``requires_grad`` kept."""
         t = Tensor.detach(self)
@@ -147,6 +152,7 @@ class UninitializedTensorMixin:
 
     cls_to_become: type
     _kind = "tensor"
+    __torch_function__ = ember._C._disabled_torch_function_impl
 
     def __getattribute__(self, name: str) -> Any:
         if name.startswith("_") or name in _UNINIT_ALLOWED:

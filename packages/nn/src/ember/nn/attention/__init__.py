@@ -2,7 +2,8 @@
 device: the fused (flash-attention style) kernel, which stands in for FLASH_ATTENTION,
 EFFICIENT_ATTENTION and CUDNN_ATTENTION, and the MATH path. ``sdpa_kernel`` enables only the
 listed ones for the block (through ``ember.backends.cuda.enable_*_sdp``, as PyTorch); a call no
-enabled kernel can run raises "no available kernel".
+enabled kernel can run raises "no available kernel". ``ember.nn.attention.bias`` has the causal
+masks (``causal_upper_left``, ``causal_lower_right``) that run the causal kernel.
 
 >>> import ember
 >>> from ember.nn.attention import SDPBackend, sdpa_kernel
@@ -20,6 +21,9 @@ import enum
 from typing import Iterable, Iterator, Union
 
 __all__ = ["SDPBackend", "sdpa_kernel", "WARN_FOR_UNFUSED_KERNELS"]
+
+# The order in which they are tried, as PyTorch lists them.
+_PRIORITY = ("cudnn", "flash", "mem_efficient", "math")
 
 WARN_FOR_UNFUSED_KERNELS = False
 
@@ -47,7 +51,12 @@ def sdpa_kernel(backends: Union[list, SDPBackend, Iterable[SDPBackend]],
     kernel per kind, tried fused first)."""
     from ember.backends import cuda as _cuda
 
-    chosen = (backends,) if isinstance(backends, SDPBackend) else tuple(backends)
+    if isinstance(backends, SDPBackend):
+        chosen: tuple = (backends,)
+    elif isinstance(backends, (list, tuple, set, frozenset)) or hasattr(backends, "__iter__"):
+        chosen = tuple(backends)
+    else:
+        raise AssertionError(f"Backend must be an instance of SDPBackend, got {backends!r}")
     for b in chosen:
         if not isinstance(b, SDPBackend):
             raise AssertionError(f"Backend must be an instance of SDPBackend, got {b!r}")
@@ -60,3 +69,17 @@ def sdpa_kernel(backends: Union[list, SDPBackend, Iterable[SDPBackend]],
     finally:
         _cuda._sdp.update(previous)
         _cuda._push_sdp()
+
+
+def _cur_sdpa_kernel_backends(with_priority: bool = False) -> list[SDPBackend]:
+    """The backends enabled now (``ember.backends.cuda.enable_*_sdp``), in the order tried.
+
+    >>> from ember.nn.attention import SDPBackend, _cur_sdpa_kernel_backends, sdpa_kernel
+    >>> with sdpa_kernel([SDPBackend.MATH, SDPBackend.FLASH_ATTENTION]):
+    ...     _cur_sdpa_kernel_backends()
+    [<SDPBackend.FLASH_ATTENTION: 1>, <SDPBackend.MATH: 0>]
+    """
+    from ember.backends import cuda as _cuda
+
+    by_name = {name: backend for backend, name in _FLAGS.items()}
+    return [by_name[n] for n in _PRIORITY if _cuda._sdp[n]]
