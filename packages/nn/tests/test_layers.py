@@ -107,3 +107,16 @@ def test_functional_linear_1d_weight():
 
     out = F.linear(ember.ones(3, 2), ember.tensor([1.0, 2.0]), ember.tensor(1.0))
     assert out.tolist() == [4.0, 4.0, 4.0]
+
+
+@pytest.mark.parametrize("bias_shape", [(5,), (), (1, 5), (4, 5)])
+def test_linear_bias_broadcasts_as_torch(bias_shape):
+    # torch adds the bias by broadcasting to the (N, out) result, so a (N, out) bias is accepted
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, w, b = rng.normal(size=(4, 3)), rng.normal(size=(5, 3)), rng.normal(size=bias_shape)
+    want = torch.nn.functional.linear(torch.tensor(x), torch.tensor(w), torch.tensor(b))
+    got = nn.functional.linear(ember.tensor(x), ember.tensor(w), ember.tensor(b))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="linear: expected bias of shape"):
+        nn.functional.linear(ember.tensor(x), ember.tensor(w), ember.ones(3))

@@ -63,6 +63,14 @@ __all__ = [
 ]
 
 _C = ember._C
+_addmm = _C.addmm  # the binding itself: linear's own __torch_function__ check has run already
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to ``target`` without growing it."""
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
@@ -554,6 +562,15 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> linear(ember.ones(3), ember.ones(2, 3)).tolist()
     [3.0, 3.0]
     """
+    if bias is not None:
+        # The common call, (N, in) input with a bias of its dtype, in one addmm and without the
+        # checks below (they cost as much as the product at small sizes); any error it raises
+        # is raised again by the checked path, which names linear and the shapes.
+        try:
+            if input.ndim == 2 and bias.dtype == input.dtype:
+                return _addmm(bias, input, weight.t())
+        except (RuntimeError, TypeError, AttributeError, ValueError):
+            pass
     _require_tensors("linear", input=input, weight=weight)
     if weight.ndim not in (1, 2):
         raise RuntimeError(
@@ -566,11 +583,13 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"{_shape(weight)}, got input of shape {_shape(input)}"
         )
     if bias is not None:
+        # torch adds the bias by broadcasting: (out,), (), (1, out) or (N, out) for (N, in) input
         expected = (weight.shape[0],) if weight.ndim == 2 else ()
-        if _shape(bias) not in (expected, ()):
+        out_shape = (*input.shape[:-1], *expected)
+        if not _broadcasts_to(_shape(bias), out_shape):
             raise RuntimeError(
-                f"linear: expected bias of shape {expected} for weight of shape {_shape(weight)}, "
-                f"got {_shape(bias)}"
+                f"linear: expected bias of shape {expected} (or one that broadcasts to the output "
+                f"shape {out_shape}) for weight of shape {_shape(weight)}, got {_shape(bias)}"
             )
     if input.ndim >= 2 and weight.ndim == 2:
         # one 2-D product over all leading dims, so that the weight's gradient is one product too
