@@ -601,6 +601,8 @@ def test_histogramdd_edge_rules_match_torch():
     edges = [[-1.0, -0.5, -0.5, 0.0, 0.25, 1.0], [-1.0, 0.0, 0.0, 0.0, 1.0]]
     cases = [
         (pts, ("edges", edges), {}),
+        (pts, ("edges", [list(np.linspace(-1.0, 1.0, 41)), [-1.0] + list(np.geomspace(0.01, 1.0,
+                                                                                  40))]), {}),
         (pts, 4, {"range": [-1.0, 1.0, -1.0, 1.0]}),
         (pts, [3, 5], {"range": [-0.75, 0.5, -1.0, 0.0], "weight": w}),
         (pts[:81], [8, 3], {}),

@@ -1137,12 +1137,20 @@ def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
         weight = weight.detach().reshape(-1).to(input.dtype)
     # the counting is histogramdd's kernel on one dim (one pass, the same edge rules; equal bins
     # found by arithmetic)
+    device = input.device
+    host = device.type != "cpu"  # the kernel is the CPU one: count on the host, results back
     pts = x.detach().reshape(-1, 1)
+    if host:
+        pts = pts.cpu()
+        weight = None if weight is None else weight.cpu()
     if edges is None:
         hist, edges = _C._histogramdd(pts, [bins], [], _C.tensor([lo, hi], dtype=_C.float64),
                                       weight, density)
     else:
-        hist = _C._histogramdd(pts, [], [edges.detach()], None, weight, density)[0]
+        hist = _C._histogramdd(pts, [], [edges.detach().cpu() if host else edges.detach()], None,
+                               weight, density)[0]
+    if host:
+        hist, edges = hist.to(device), edges.to(device)
     return _make("histogram", ["hist", "bin_edges"])(hist, edges)
 
 

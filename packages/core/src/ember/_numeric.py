@@ -290,7 +290,15 @@ def histogramdd(input: Tensor, bins: Any, *, range: Sequence[float] | None = Non
                                f"dimension, but got input with shape {list(input.shape)} and "
                                f"weight with shape {list(weight.shape)}")
         weight = weight.detach()
-    hist, *edges = _C._histogramdd(input.detach(), counts, edge_tensors, rng, weight, density)
+    device = input.device
+    if device.type != "cpu":  # the kernel is the CPU one: count on the host, results back
+        edge_tensors = [e.cpu() for e in edge_tensors]
+        hist, *edges = _C._histogramdd(input.detach().cpu(), counts, edge_tensors, rng,
+                                       None if weight is None else weight.cpu(), density)
+        hist, edges = hist.to(device), [e.to(device) for e in edges]
+    else:
+        hist, *edges = _C._histogramdd(input.detach(), counts, edge_tensors, rng, weight,
+                                       density)
     if out is not None:
         o_hist, o_edges = out
         o_hist.resize_(hist.shape)

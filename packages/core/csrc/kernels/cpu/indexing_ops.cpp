@@ -856,7 +856,8 @@ std::string fmt_g(double v) {
 
 // The bin of x among the n + 1 non-decreasing edges e (lo = e[0] <= x <= e[n] = hi): the last i
 // with e[i] <= x, at most n - 1 (the last edge belongs to the last bin). `guess` comes from the
-// bins' arithmetic when they are equal (a step or two from the answer); custom edges search.
+// bins' arithmetic when they are equal (a step or two from the answer); custom edges count the
+// edges <= x (up to 32 bins) or search.
 template <class A, class T>
 inline int64_t bin_of(A x, const T* e, int64_t n, int64_t guess) {
   int64_t pos;
@@ -864,6 +865,11 @@ inline int64_t bin_of(A x, const T* e, int64_t n, int64_t guess) {
     pos = guess < n ? guess : n - 1;
     while (pos > 0 && x < static_cast<A>(e[pos])) --pos;
     while (pos < n - 1 && x >= static_cast<A>(e[pos + 1])) ++pos;
+  } else if (n <= 32) {
+    // few edges: count those <= x without branches (x >= e[0], so the count is at least 1)
+    int64_t count = 0;
+    for (int64_t k = 1; k <= n; ++k) count += static_cast<A>(e[k]) <= x;
+    pos = count < n ? count : n - 1;
   } else {
     int64_t lo = 0, hi = n + 1;  // upper bound: the first edge > x
     while (lo < hi) {
