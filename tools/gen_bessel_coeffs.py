@@ -15,7 +15,13 @@ For each table the script prints the largest error of the polynomials, evaluated
 Horner's rule, against mpmath on a dense grid (relative to the envelope that the tests use), and
 writes the header.
 
-    python3 tools/gen_bessel_coeffs.py   # needs mpmath (the generator only; never the tests)
+With ``--f32`` it writes kernels/special_bessel_coeffs_f32.h instead: the float32 path of
+kernels/special_math_f32.h, with float coefficients of lower degree (J0, J1, Y0, Y1 on the same
+unit intervals at degree 8; e^x K0, e^x K1 on the same intervals and e^-x I0, e^-x I1 on 2 .. 25
+at degree 7), its errors measured with float32 Horner sums at float32 points (in units of
+2^-24 of the envelope), and the power series and Hankel sums cut where float32 needs them.
+
+    python3 tools/gen_bessel_coeffs.py [--f32]   # needs mpmath (the generator only; never the tests)
 """
 
 from __future__ import annotations
@@ -164,7 +170,131 @@ def asymptotic_tables() -> str:
     ])
 
 
+OUT_F32 = OUT.with_name("special_bessel_coeffs_f32.h")
+JY_DEG_F32 = 8
+IK_DEG_F32 = 7
+I_EDGES = [2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 25]
+
+
+def table_f32(f, edges, deg, scale):
+    """Rows of float32 coefficients and the largest error of their float32 Horner sums at
+    float32 points, in units of 2^-24 of the scale."""
+    rows, worst = [], 0.0
+    for a, b in zip(edges[:-1], edges[1:]):
+        row = [np.float32(float(v)) for v in cheb_poly(f, a, b, deg)]
+        rows.append([float(v) for v in row])
+        mid = np.float32((a + b) / 2)
+        xs = np.linspace(a, b, 41).astype(np.float32)
+        got = horner(row, (xs - mid).astype(np.float32))
+        for x, g in zip(xs, got):
+            want = f(mp.mpf(float(x)))
+            err = abs(float(g) - float(want)) / scale(float(x), float(want))
+            worst = max(worst, err / 2.0**-24)
+    return rows, worst
+
+
+def fmt_f32(name: str, tabs: list[list[list[float]]]) -> str:
+    n, m, d = len(tabs), len(tabs[0]), len(tabs[0][0])
+    lines = [f"EMBER_SPECIAL_HD inline float {name}(int f, int i, float u) {{",
+             f"  static constexpr float kTab[{n}][{m}][{d}] = {{"]
+    for rows in tabs:
+        lines.append("      {")
+        for row in rows:
+            lines.append("          {" + ", ".join(f"{v!r}f" for v in row) + "},")
+        lines.append("      },")
+    lines += ["  };", "  const float* c = kTab[f][i];", f"  float r = c[{d - 1}];",
+              f"  for (int k = {d - 2}; k >= 0; --k) r = r * u + c[k];", "  return r;", "}"]
+    return "\n".join(lines)
+
+
+def series_fn_f32(name: str, doc: str, tab: list[list[float]]) -> str:
+    n, d = len(tab), len(tab[0])
+    lines = [f"// {doc}", f"EMBER_SPECIAL_HD inline float {name}(int f, float s) {{",
+             f"  static constexpr float kTab[{n}][{d}] = {{"]
+    for row in tab:
+        lines.append("      {" + ", ".join(f"{float(np.float32(v))!r}f" for v in row) + "},")
+    lines += ["  };", "  const float* c = kTab[f];", f"  float r = c[{d - 1}];",
+              f"  for (int k = {d - 2}; k >= 0; --k) r = r * s + c[k];", "  return r;", "}"]
+    return "\n".join(lines)
+
+
+def main_f32() -> int:
+    funcs = {
+        "kJ0": (lambda x: mp.besselj(0, x), list(range(2, 26)), JY_DEG_F32, env_osc),
+        "kJ1": (lambda x: mp.besselj(1, x), list(range(2, 26)), JY_DEG_F32, env_osc),
+        "kY0": (lambda x: mp.bessely(0, x), list(range(2, 26)), JY_DEG_F32, env_osc),
+        "kY1": (lambda x: mp.bessely(1, x), list(range(2, 26)), JY_DEG_F32, env_osc),
+        "kK0e": (lambda x: mp.besselk(0, x) * mp.exp(x), K_EDGES, IK_DEG_F32, env_rel),
+        "kK1e": (lambda x: mp.besselk(1, x) * mp.exp(x), K_EDGES, IK_DEG_F32, env_rel),
+        "kI0e": (lambda x: mp.besseli(0, x) * mp.exp(-x), I_EDGES, IK_DEG_F32, env_rel),
+        "kI1e": (lambda x: mp.besseli(1, x) * mp.exp(-x), I_EDGES, IK_DEG_F32, env_rel),
+    }
+    tabs = {}
+    for name, (f, edges, deg, scale) in funcs.items():
+        rows, worst = table_f32(f, edges, deg, scale)
+        print(f"{name}: {len(rows)} intervals, degree {deg}, max error {worst:.3g} x 2^-24")
+        tabs[name] = rows
+    rows = [[], [], [], []]  # the power series in s (as asymptotic_tables), k <= 8
+    fk, h = Fraction(1), Fraction(0)
+    for k in range(9):
+        if k:
+            fk, h = fk * k, h + Fraction(1, k)
+        rows[0].append(float(1 / (fk * fk)))
+        rows[1].append(float(h / (fk * fk)))
+        rows[2].append(float(1 / (fk * fk * (k + 1))))
+        rows[3].append(float((2 * h + Fraction(1, k + 1)) / (fk * fk * (k + 1))))
+    hp, hq = [], []
+    for nu in (0, 1):  # Hankel's a_k, k <= 9 (a_k / 25^k < 1e-10 beyond)
+        a = [Fraction(1)]
+        for k in range(1, 10):
+            a.append(a[-1] * (4 * nu * nu - (2 * k - 1) ** 2) / (8 * k))
+        hp.append([float((-1) ** m * a[2 * m]) for m in range(5)])
+        hq.append([float((-1) ** m * a[2 * m + 1]) for m in range(5)])
+    kedges = ", ".join(repr(float(e)) for e in K_EDGES)
+    iedges = ", ".join(repr(float(e)) for e in I_EDGES)
+    header = f"""// Generated by tools/gen_bessel_coeffs.py --f32; do not edit. The float32 tables of
+// kernels/special_math_f32.h: row i holds the coefficients (u^0 first) of the polynomial in
+// u = x - (a_i + b_i) / 2 on the interval [a_i, b_i] (see the generator for the intervals).
+// clang-format off
+#pragma once
+// Included by kernels/special_math_f32.h (EMBER_SPECIAL_HD comes from kernels/special_math.h).
+
+namespace ember {{
+namespace special_math {{
+namespace f32 {{
+namespace tables {{
+
+// f = 0 .. 3: J0, J1, Y0, Y1 on [i + 2, i + 3], i = 0 .. 22, u = x - (i + 2.5).
+{fmt_f32("poly_jy", [tabs[k] for k in ("kJ0", "kJ1", "kY0", "kY1")])}
+
+// f = 0, 1: e^x K0(x), e^x K1(x) on [e_i, e_i+1], u = x - (e_i + e_i+1) / 2, the edges e:
+// {kedges}.
+{fmt_f32("poly_ke", [tabs["kK0e"], tabs["kK1e"]])}
+
+// f = 0, 1: e^-x I0(x), e^-x I1(x) on [e_i, e_i+1], u = x - (e_i + e_i+1) / 2, the edges e:
+// {iedges}.
+{fmt_f32("poly_ie", [tabs["kI0e"], tabs["kI1e"]])}
+
+{series_fn_f32("small_series", "f = 0 .. 3: the power series of kernels/special_math.h "
+               "(tables::small_series), k <= 8.", rows)}
+
+{series_fn_f32("hankel_series", "Hankel's P (f = 0, 1: nu = 0, 1) and Q / (1/x) (f = 2, 3) in "
+               "s = 1/x^2, a_k for k <= 9.", hp + hq)}
+
+}}  // namespace tables
+}}  // namespace f32
+}}  // namespace special_math
+}}  // namespace ember
+// clang-format on
+"""
+    OUT_F32.write_text(header)
+    print(f"wrote {OUT_F32}")
+    return 0
+
+
 def main() -> int:
+    if "--f32" in sys.argv[1:]:
+        return main_f32()
     jy_edges = list(range(2, 26))
     funcs = {
         "kJ0": (lambda x: mp.besselj(0, x), jy_edges, JY_DEG, env_osc),

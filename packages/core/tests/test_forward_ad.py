@@ -297,6 +297,7 @@ MORE_CASES = [
     FwCase("cumprod: zeros", lambda a: a.cumprod(-1), _with_zeros),
     FwCase("cummax: dim", lambda a: a.cummax(1), n(3, 4)),
     FwCase("cummin: dim 0", lambda a: a.cummin(0), n(3, 4)),
+    FwCase("frexp: 3x4", lambda a: a.frexp(), n(3, 4)),
     # sort family
     FwCase("sort: last dim", lambda a: a.sort(), n(3, 4)),
     FwCase("sort: descending dim 0", lambda a: a.sort(0, descending=True), n(3, 4)),

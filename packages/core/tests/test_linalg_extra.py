@@ -394,8 +394,49 @@ def test_frexp_out_and_errors():
     assert r.mantissa is om and om.tolist() == [0.5, 0.75] and oe.tolist() == [3, 0]
     with pytest.raises(RuntimeError, match="only supports floating-point dtypes"):
         ember.frexp(ember.tensor([1, 2]))
-    with pytest.raises(RuntimeError, match="exponent to have int dtype"):
+    with pytest.raises(RuntimeError, match="frexp.*out= tensor to have dtype int32"):
         ember.frexp(ember.tensor([4.0]), out=(ember.empty(0), ember.empty(0)))
+    with pytest.raises(RuntimeError, match="frexp.*out= tensor to have dtype float64"):
+        ember.frexp(ember.tensor([4.0], dtype=ember.float64),
+                    out=(ember.empty(0), ember.empty(0, dtype=ember.int32)))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_frexp_every_exponent_and_layouts(dtype):
+    """Every power of two of the dtype (subnormals, the largest finite values), a value between
+    each and the next, and the special values, on a transposed and a strided input."""
+    lo, hi = {"float64": (-1074, 1023), "float32": (-149, 127), "float16": (-24, 15),
+              "bfloat16": (-133, 127)}[dtype]
+    k = np.arange(lo, hi + 1, dtype=np.float64)
+    vals = np.concatenate([np.exp2(k), -np.exp2(k) * 1.5, np.exp2(k) * 1.75, SPECIAL])
+    vals = np.resize(vals, (vals.size + 1) // 2 * 2)
+    x = ember.tensor(vals, dtype=ember.float64).to(getattr(ember, dtype)).reshape(2, -1)
+    xt = torch.tensor(vals, dtype=torch.float64).to(getattr(torch, dtype)).reshape(2, -1)
+    for e_in, t_in in ((x.t(), xt.t()), (x[:, ::3], xt[:, ::3])):
+        m, e = ember.frexp(e_in)
+        mt, et = torch.frexp(t_in)
+        assert tuple(m.shape) == tuple(mt.shape)
+        np.testing.assert_array_equal(npy(m.double()), mt.double().numpy())
+        np.testing.assert_array_equal(npy(e), et.numpy())
+
+
+def test_frexp_gradient_and_meta():
+    vals = np.array([3.0, -0.3, 1e-3, 700.0, -5e-310])
+    x = ember.tensor(vals, requires_grad=True)
+    xt = torch.tensor(vals, requires_grad=True)
+    m, e = ember.frexp(x)
+    mt, et = torch.frexp(xt)
+    assert m.requires_grad and not e.requires_grad
+    (m * ember.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=ember.float64)).sum().backward()
+    (mt * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64)).sum().backward()
+    close(x.grad, xt.grad.numpy(), rtol=0, atol=0)
+    assert gradcheck(lambda a: ember.frexp(a).mantissa, (ember.tensor(arr(3, 2),
+                                                                       requires_grad=True),))
+    h = ember.tensor([3.0, 0.1], dtype=ember.float16, requires_grad=True)
+    ember.frexp(h).mantissa.sum().backward()
+    assert h.grad.dtype == ember.float16 and h.grad.tolist() == [0.25, 8.0]
+    mm, me = ember.frexp(ember.empty(2, 3, device="meta"))
+    assert mm.device.type == "meta" and me.dtype == ember.int32 and tuple(me.shape) == (2, 3)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
@@ -547,6 +588,58 @@ def test_histogramdd_matches_torch(case):
     assert len(edges) == len(edges_t)
     for e, et in zip(edges, edges_t):
         close(e, et.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_histogramdd_edge_rules_match_torch():
+    """Points on edges (interior ones go right, the last edge into the last bin), repeated
+    edges, points outside and NaN / inf points (not counted), equal bins from the data with
+    values exactly on the edges, float32, one dim, weights with density."""
+    g = np.linspace(-1.0, 1.0, 9)
+    pts = np.stack(np.meshgrid(g, g[::-1]), -1).reshape(-1, 2)
+    pts = np.concatenate([pts, [[np.nan, 0.0], [0.0, np.inf], [-2.0, 0.5], [0.5, 1.5]]])
+    w = np.abs(arr(pts.shape[0]))
+    edges = [[-1.0, -0.5, -0.5, 0.0, 0.25, 1.0], [-1.0, 0.0, 0.0, 0.0, 1.0]]
+    cases = [
+        (pts, ("edges", edges), {}),
+        (pts, ("edges", [list(np.linspace(-1.0, 1.0, 41)), [-1.0] + list(np.geomspace(0.01, 1.0,
+                                                                                  40))]), {}),
+        (pts, 4, {"range": [-1.0, 1.0, -1.0, 1.0]}),
+        (pts, [3, 5], {"range": [-0.75, 0.5, -1.0, 0.0], "weight": w}),
+        (pts[:81], [8, 3], {}),
+        (pts[:81], 5, {"weight": w[:81], "density": True}),
+        (pts[:81].astype(np.float32), [4, 7], {}),
+        (arr(50, 1), 6, {}),
+        (arr(3, 4, 3), ("edges", [[-1.0, 0.0, 1.0], [-2.0, 2.0], [-0.5, 0.0, 0.5, 3.0]]),
+         {"density": True}),
+    ]
+    for x, bins, kw in cases:
+        def run(lib):
+            k = {n: (lib.tensor(v) if isinstance(v, np.ndarray) else v) for n, v in kw.items()}
+            b = [lib.tensor(np.array(e, dtype=x.dtype)) for e in bins[1]] \
+                if isinstance(bins, tuple) else bins
+            return lib.histogramdd(lib.tensor(x), b, **k)
+
+        h, e = run(ember)
+        ht, et = run(torch)
+        assert h.dtype == (ember.float32 if x.dtype == np.float32 else ember.float64)
+        close(h, ht.numpy(), rtol=1e-12, atol=1e-12)
+        for a, b in zip(e, et):
+            np.testing.assert_array_equal(npy(a), b.numpy())
+
+
+def test_histogramdd_kernel_errors():
+    x = ember.tensor(arr(6, 2))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        ember.histogramdd(x, 2, weight=ember.ones(6))
+    with pytest.raises(RuntimeError, match="range \\[inf, inf\\] is not finite"):
+        ember.histogramdd(ember.tensor([[0.0, float("inf")]]), 2)
+    with pytest.raises(RuntimeError, match="non-decreasing"):
+        ember.histogramdd(x, [ember.tensor([0.0, 1.0], dtype=ember.float64),
+                              ember.tensor([1.0, 0.0], dtype=ember.float64)])
+    with pytest.raises(RuntimeError, match="bin counts or bin edges"):
+        ember._C._histogramdd(x, [], [])
+    with pytest.raises(NotImplementedError):
+        ember._C._histogramdd(ember.empty(4, 2, device="meta"), [2, 2], [])
 
 
 def test_histogramdd_out():

@@ -131,6 +131,45 @@ def test_recurrences_padded_and_packed(mode, G, bidirectional):
         _close(a, b, atol=1e-4)
 
 
+@pytest.mark.parametrize("mode,G", [("lstm", 4), ("gru", 3)])
+def test_fused_recurrences_whole_sequence(mode, G):
+    """The whole-sequence path (the fused layer op on the (T, B, F) tensor): padded and
+    time-major, packed with one batch size for every step, two bidirectional layers, float64;
+    values and the gradients of the input, the state and every weight equal torch's."""
+    T, B, n_in, H, L, D = 5, 3, 4, 6, 2, 2
+    ep, tp = [], []
+    for layer in range(L):
+        for _ in range(D):
+            e, t = _weights(G, H, n_in if layer == 0 else H * D)
+            ep += [a.detach().double().requires_grad_(True) for a in e]
+            tp += [a.detach().double().requires_grad_(True) for a in t]
+    h, th = _pair(L * D, B, H, dtype="float64", requires_grad=True)
+    c, tc = _pair(L * D, B, H, dtype="float64")
+    ehx, thx = ((h, c), (th, tc)) if mode == "lstm" else (h, th)
+    x, tx = _pair(T, B, n_in, dtype="float64", requires_grad=True)
+    e_out = getattr(ember, mode)(x, ehx, ep, True, L, 0.0, False, True, False)
+    t_out = getattr(torch, mode)(tx, thx, tp, True, L, 0.0, False, True, False)
+    for a, b in zip(e_out, t_out):
+        _close(a, b, atol=1e-12, rtol=1e-10)
+    (e_out[0].sum() + e_out[1].square().sum()).backward()
+    (t_out[0].sum() + t_out[1].square().sum()).backward()
+    _close(x.grad, tx.grad, atol=1e-12, rtol=1e-10)
+    _close(h.grad, th.grad, atol=1e-12, rtol=1e-10)
+    for a, b in zip(ep, tp):
+        _close(a.grad, b.grad, atol=1e-12, rtol=1e-10)
+    # packed, every step the full batch: the fused op on the (T * B, F) rows
+    d, td = _pair(T * B, n_in, dtype="float64")
+    sizes = [B] * T
+    e_out = getattr(ember, mode)(d, ember.tensor(sizes), ehx, ep, True, L, 0.0, False, True)
+    t_out = getattr(torch, mode)(td, torch.tensor(sizes), thx, tp, True, L, 0.0, False, True)
+    assert tuple(e_out[0].shape) == (T * B, D * H)
+    for a, b in zip(e_out, t_out):
+        _close(a, b, atol=1e-12, rtol=1e-10)
+    # dropout between layers (train=True) keeps the shapes
+    out = getattr(ember, mode)(x, ehx, ep, True, L, 0.5, True, True, False)
+    assert tuple(out[0].shape) == (T, B, D * H)
+
+
 def test_lstm_without_bias_and_with_projection():
     T, B, n_in, H, P = 3, 2, 3, 4, 2
     ep, tp = [], []

@@ -30,6 +30,15 @@ inline Tensor zeros_meta(const InputMeta& m, const Tensor& like) {
 inline Tensor scale(const Tensor& t, const Scalar& s) {
   return s.to_double() == 1.0 ? t : mul(t, s);
 }
+// frexp: the mantissa is self / 2^exponent with the exponent piecewise constant, so its
+// derivative is 1 / 2^exponent (the power of two formed in float32 for the 16-bit types, whose
+// range it can leave).
+inline Tensor frexp_backward(const Tensor& grad, const Tensor& exponent) {
+  const ScalarType t =
+      grad->dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+  Tensor r = div(grad, ops::exp2(ops::_to_copy(exponent, t, std::nullopt, false), Tensor()));
+  return r->dtype() == grad->dtype() ? r : ops::_to_copy(r, grad->dtype(), std::nullopt, false);
+}
 // A chain of pointwise ops in a formula keeps each temporary alive until the expression ends.
 // Without create_graph the last op may write into a temporary of the formula instead (pass
 // scratch_out(tmp) as its out=): one gradient-sized buffer instead of two or three, which is

@@ -1095,7 +1095,6 @@ def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
     >>> h.hist.tolist(), h.bin_edges.tolist()
     ([1.0, 2.0, 1.0], [0.0, 1.0, 2.0, 3.0])
     """
-    import builtins
 
     from ember.return_types import _make
 
@@ -1130,24 +1129,28 @@ def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
                                f"max {hi}")
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
-        edges = _C.linspace(lo, hi, bins + 1, dtype=input.dtype)
-    nbins = edges.numel() - 1
+        edges = None
     if weight is not None:
         if tuple(weight.shape) != tuple(input.shape):
             raise RuntimeError(f"torch.histogram(): weight of shape {tuple(weight.shape)} must "
                                f"match input of shape {tuple(input.shape)}")
-        w = weight.reshape(-1).to(input.dtype)
+        weight = weight.detach().reshape(-1).to(input.dtype)
+    # the counting is histogramdd's kernel on one dim (one pass, the same edge rules; equal bins
+    # found by arithmetic)
+    device = input.device
+    host = device.type != "cpu"  # the kernel is the CPU one: count on the host, results back
+    pts = x.detach().reshape(-1, 1)
+    if host:
+        pts = pts.cpu()
+        weight = None if weight is None else weight.cpu()
+    if edges is None:
+        hist, edges = _C._histogramdd(pts, [bins], [], _C.tensor([lo, hi], dtype=_C.float64),
+                                      weight, density)
     else:
-        w = _C.ones(x.numel(), dtype=input.dtype)
-    hist = _C.zeros(builtins.max(nbins, 0), dtype=input.dtype)
-    if nbins > 0 and x.numel():
-        inside = (x >= edges[0]) & (x <= edges[-1])
-        pos = _C.searchsorted(edges, x.detach(), right=True) - 1
-        pos = pos.clamp(0, nbins - 1)  # the last edge belongs to the last bin
-        hist = hist.index_add(0, pos[inside], w[inside])
-    if density and nbins > 0:
-        widths = edges[1:] - edges[:-1]
-        hist = hist / (hist.sum() * widths)
+        hist = _C._histogramdd(pts, [], [edges.detach().cpu() if host else edges.detach()], None,
+                               weight, density)[0]
+    if host:
+        hist, edges = hist.to(device), edges.to(device)
     return _make("histogram", ["hist", "bin_edges"])(hist, edges)
 
 

@@ -1,12 +1,12 @@
 """PyTorch's floating-point and numerical helpers that are compositions of ember's ops:
-``frexp`` (mantissa and int32 exponent, from the bits), ``nextafter`` / ``Tensor.nextafter_``
+``nextafter`` / ``Tensor.nextafter_``
 (the neighbouring representable value, from the bits), ``isreal``, ``gradient`` (central
 differences, uniform or on coordinates, first- or second-order edges) and ``histogramdd``
 (multi-dimensional histograms, as ``torch.histogramdd``).
 
 >>> import ember
->>> ember.frexp(ember.tensor([8.0])).exponent.tolist()
-[4]
+>>> ember.isreal(ember.tensor([1.0])).tolist()
+[True]
 >>> ember.gradient(ember.tensor([1.0, 4.0, 9.0]))[0].tolist()
 [3.0, 4.0, 5.0]
 """
@@ -18,9 +18,8 @@ from typing import Any, Sequence
 
 from ember import _C
 from ember._C import Tensor
-from ember._finfo import finfo
 
-__all__ = ["frexp", "nextafter", "isreal", "gradient", "histogramdd"]
+__all__ = ["nextafter", "isreal", "gradient", "histogramdd"]
 
 # (integer dtype of the same width, mantissa bits, exponent mask, exponent field of [0.5, 1))
 _BITS = {
@@ -48,49 +47,6 @@ def _rt(name: str, fields: Sequence[str], values: Sequence[Any]) -> Any:
     from ember import return_types
 
     return return_types._make(name, fields)(*values)
-
-
-def frexp(input: Tensor, *, out: Any = None) -> Any:
-    """Splits each element into a mantissa in [0.5, 1) (in magnitude; input's dtype) and an
-    int32 exponent with ``input == mantissa * 2 ** exponent``; 0, inf and NaN give themselves
-    and exponent 0. Exact, subnormals included.
-
-    >>> import ember
-    >>> r = ember.frexp(ember.tensor([3.0, -0.25, 0.0]))
-    >>> r.mantissa.tolist(), r.exponent.tolist()
-    ([0.75, -0.5, 0.0], [2, -1, 0])
-    """
-    if not isinstance(input, Tensor):
-        raise TypeError(f"frexp(): argument 'input' must be Tensor, not {type(input).__name__}")
-    if not input.is_floating_point():
-        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
-    itype, mant, mask, half = _layout(input.dtype)
-    x = input.detach()
-    finite = _C.isfinite(x)
-    special = (x == 0) | ~finite
-    # a subnormal is scaled into the normal range first (exactly: a power of 2)
-    sub = ((x.abs() < finfo(x.dtype).tiny) & ~special)
-    xs = _C.where(sub, x * float(2 ** (mant + 1)), x)
-    bits = xs.view(itype)
-    field = (bits >> mant) & mask
-    exponent = (field - half).to(_C.int32) - sub.to(_C.int32) * (mant + 1)
-    mbits = (bits & ~(mask << mant)) | (half << mant)
-    mantissa = _C.where(special, x, mbits.view(x.dtype))
-    exponent = _C.where(special, _C.zeros_like(exponent), exponent)
-    if out is not None:
-        if not isinstance(out, (tuple, list)) or len(out) != 2:
-            raise TypeError("frexp(): out must be a tuple of two tensors (mantissa, exponent)")
-        if out[0].dtype != input.dtype:
-            raise RuntimeError(f"torch.frexp() expects mantissa to have dtype {input.dtype} but "
-                               f"got {out[0].dtype}")
-        if out[1].dtype != _C.int32:
-            raise RuntimeError(f"torch.frexp() expects exponent to have int dtype but got "
-                               f"{out[1].dtype}")
-        for o, r in zip(out, (mantissa, exponent)):
-            o.resize_(r.shape)
-            o.copy_(r)
-        mantissa, exponent = out
-    return _rt("frexp", ("mantissa", "exponent"), (mantissa, exponent))
 
 
 def nextafter(input: Tensor, other: Tensor | float, *, out: Tensor | None = None) -> Tensor:
@@ -311,92 +267,38 @@ def histogramdd(input: Tensor, bins: Any, *, range: Sequence[float] | None = Non
     >>> r.hist.tolist()
     [[1.0, 0.0], [1.0, 1.0]]
     """
-    op = "torch.histogramdd"
     if not isinstance(input, Tensor):
         raise TypeError(f"histogramdd(): argument 'input' must be Tensor, not "
                         f"{type(input).__name__}")
     if input.ndim < 2:
-        raise RuntimeError(f"{op}: input tensor should have at least 2 dimensions")
-    if not input.is_floating_point():
-        raise RuntimeError(f"{op}: expected a floating-point input, got {input.dtype}")
-    D = input.shape[-1]
-    pts = input.detach().reshape(-1, D)
+        raise RuntimeError(f"torch.histogramdd: input tensor should have at least 2 dimensions, "
+                           f"but got {input.ndim}")
     if isinstance(bins, numbers.Integral):
-        bins = [int(bins)] * D
+        bins = [int(bins)] * input.shape[-1]
     bins = list(bins)
-    if len(bins) != D:
-        raise RuntimeError("histogramdd: The size of bins must be equal to the innermost "
-                           "dimension of the input.")
-    if range is not None and len(range) != 2 * D:
-        raise RuntimeError(f"{op}: for a {D}-dimensional histogram range should have {2 * D} "
-                           f"elements, but got {len(range)}")
-    if weight is not None and list(weight.shape) != list(input.shape[:-1]):
-        raise RuntimeError(f"{op}: if weight tensor is provided it should have the same shape as "
-                           f"the input tensor excluding its innermost dimension, but got input "
-                           f"with shape {list(input.shape)} and weight with shape "
-                           f"{list(weight.shape)}")
-    edges = []
-    for d, b in enumerate(bins):
-        if isinstance(b, Tensor):
-            if b.dtype != input.dtype:
-                raise RuntimeError(f"{op}: input tensor and bins tensors should have the same "
-                                   f"dtype, but got input with dtype {input.dtype} and bins for "
-                                   f"dimension {d} with dtype {b.dtype}")
-            if b.ndim != 1 or b.numel() < 1:
-                raise RuntimeError(f"{op}: bins tensor for dimension {d} should be 1-D and "
-                                   f"non-empty, got shape {list(b.shape)}")
-            if b.numel() > 1 and bool((b[1:] < b[:-1]).any()):
-                raise RuntimeError(f"{op}: bin edges for dimension {d} must be non-decreasing")
-            edges.append(b.detach())
-            continue
-        b = int(b)
-        if b <= 0:
-            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {b} for dimension "
-                               f"{d}")
+    rng = None
+    if bins and all(isinstance(b, Tensor) for b in bins):
+        counts, edge_tensors = [], [b.detach() for b in bins]  # range: unused with edges
+    else:
+        counts, edge_tensors = [int(b) for b in bins], []
         if range is not None:
-            lo, hi = float(range[2 * d]), float(range[2 * d + 1])
-        elif pts.shape[0] == 0:
-            lo, hi = 0.0, 1.0
-        else:
-            col = pts[:, d]
-            lo, hi = col.min().item(), col.max().item()
-        if lo > hi:
-            raise RuntimeError(f"{op}: min should not exceed max, but got min {lo:g} max {hi:g} "
-                               f"for dimension {d}")
-        if not (abs(lo) < float("inf") and abs(hi) < float("inf")):
-            raise RuntimeError(f"{op}: dimension {d}'s range [{lo:g}, {hi:g}] is not finite")
-        if lo == hi:
-            lo, hi = lo - 0.5, hi + 0.5
-        edges.append(_C.linspace(lo, hi, b + 1, dtype=input.dtype, device=input.device))
-    counts = [e.numel() - 1 for e in edges]
-    keep = _C.ones(pts.shape[0], dtype=_C.bool, device=input.device)
-    flat = _C.zeros(pts.shape[0], dtype=_C.int64, device=input.device)
-    for d, e in enumerate(edges):
-        col = pts[:, d].contiguous()
-        nb = counts[d]
-        if nb <= 0:
-            keep = keep & False
-            continue
-        keep = keep & (col >= e[0]) & (col <= e[-1])
-        idx = _C.searchsorted(e.contiguous(), col, right=True) - 1
-        idx = idx.clamp(0, nb - 1)  # the last edge belongs to the last bin
-        flat = flat * nb + idx
-    total = 1
-    for c in counts:
-        total *= max(c, 0)
-    w = _C.ones(pts.shape[0], dtype=input.dtype, device=input.device) if weight is None \
-        else weight.detach().reshape(-1).to(input.dtype)
-    w = _C.where(keep, w, _C.zeros_like(w))
-    hist = _C.zeros(total, dtype=input.dtype, device=input.device)
-    if total > 0 and pts.shape[0] > 0:
-        hist.index_add_(0, _C.where(keep, flat, _C.zeros_like(flat)), w)
-    hist = hist.reshape([max(c, 0) for c in counts])
-    if density and total > 0:
-        volume = None
-        for d, e in enumerate(edges):
-            widths = _along(e[1:] - e[:-1], d, D)
-            volume = widths if volume is None else volume * widths
-        hist = hist / hist.sum() / volume
+            rng = _C.tensor([float(v) for v in range], dtype=_C.float64)
+    if weight is not None:
+        if list(weight.shape) != list(input.shape[:-1]):  # torch's message (shapes as lists)
+            raise RuntimeError(f"torch.histogramdd: if weight tensor is provided it should have "
+                               f"the same shape as the input tensor excluding its innermost "
+                               f"dimension, but got input with shape {list(input.shape)} and "
+                               f"weight with shape {list(weight.shape)}")
+        weight = weight.detach()
+    device = input.device
+    if device.type != "cpu":  # the kernel is the CPU one: count on the host, results back
+        edge_tensors = [e.cpu() for e in edge_tensors]
+        hist, *edges = _C._histogramdd(input.detach().cpu(), counts, edge_tensors, rng,
+                                       None if weight is None else weight.cpu(), density)
+        hist, edges = hist.to(device), [e.to(device) for e in edges]
+    else:
+        hist, *edges = _C._histogramdd(input.detach(), counts, edge_tensors, rng, weight,
+                                       density)
     if out is not None:
         o_hist, o_edges = out
         o_hist.resize_(hist.shape)
@@ -409,11 +311,11 @@ def histogramdd(input: Tensor, bins: Any, *, range: Sequence[float] | None = Non
 
 
 def install(namespace: dict) -> None:
-    """Adds the functions to ember's namespace and ``nextafter``/``nextafter_``/``frexp`` to
+    """Adds the functions to ember's namespace and ``nextafter``/``nextafter_``/``isreal`` to
     Tensor (where they are missing)."""
     for name in __all__:
         namespace.setdefault(name, globals()[name])
-    for name, fn in (("frexp", frexp), ("nextafter", nextafter), ("nextafter_", _nextafter_),
+    for name, fn in (("nextafter", nextafter), ("nextafter_", _nextafter_),
                      ("isreal", isreal)):
         if not hasattr(Tensor, name):
             setattr(Tensor, name, fn)

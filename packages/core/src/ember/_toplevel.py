@@ -12,7 +12,7 @@
 * PyTorch's NumPy-style aliases (``multiply``, ``divide``, ``subtract``, ``greater``,
   ``less_equal``, ``negative``, ``absolute``, ``arctan2``, ``fix`` ...), as functions, methods
   and in-place methods; ``Tensor.get_device()``;
-* from ``_numeric``: ``frexp``, ``nextafter``, ``isreal``, ``gradient``, ``histogramdd``; from
+* from ``_numeric``: ``nextafter``, ``isreal``, ``gradient``, ``histogramdd``; from
   ``_lowrank``: ``svd_lowrank``, ``pca_lowrank``, ``lobpcg``.
 
 >>> import ember

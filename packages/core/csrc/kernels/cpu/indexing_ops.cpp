@@ -10,8 +10,11 @@
 // instantiations); arithmetic (add, reductions) dispatches on the dtype once.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "core/dispatch.h"
 #include "core/out_tensor.h"
@@ -841,6 +844,213 @@ Tensor histc(const Tensor& self, int64_t bins, const Scalar& min, const Scalar& 
     }
   });
   return o.done();
+}
+
+// ---- histogramdd ----------------------------------------------------------------------------
+
+namespace {
+
+std::string fmt_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// The bin of x among the n + 1 non-decreasing edges e (lo = e[0] <= x <= e[n] = hi): the last i
+// with e[i] <= x, at most n - 1 (the last edge belongs to the last bin). `guess` comes from the
+// bins' arithmetic when they are equal (a step or two from the answer); custom edges count the
+// edges <= x (up to 32 bins) or search.
+template <class A, class T>
+inline int64_t bin_of(A x, const T* e, int64_t n, int64_t guess) {
+  int64_t pos;
+  if (guess >= 0) {
+    pos = guess < n ? guess : n - 1;
+    while (pos > 0 && x < static_cast<A>(e[pos])) --pos;
+    while (pos < n - 1 && x >= static_cast<A>(e[pos + 1])) ++pos;
+  } else if (n <= 32) {
+    // few edges: count those <= x without branches (x >= e[0], so the count is at least 1)
+    int64_t count = 0;
+    for (int64_t k = 1; k <= n; ++k) count += static_cast<A>(e[k]) <= x;
+    pos = count < n ? count : n - 1;
+  } else {
+    int64_t lo = 0, hi = n + 1;  // upper bound: the first edge > x
+    while (lo < hi) {
+      const int64_t mid = lo + ((hi - lo) >> 1);
+      if (static_cast<A>(e[mid]) > x) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    pos = lo - 1 < n - 1 ? lo - 1 : n - 1;
+  }
+  return pos;
+}
+
+}  // namespace
+
+std::vector<Tensor> _histogramdd(const Tensor& self, const DimVector& bins,
+                                 const std::vector<Tensor>& bin_edges, const Tensor& bin_range,
+                                 const Tensor& weight, bool density) {
+  const char* op = "torch.histogramdd";
+  EMBER_CHECK(self->dim() >= 2, op, ": input tensor should have at least 2 dimensions, but got ",
+              self->dim());
+  const ScalarType dt = self->dtype();
+  EMBER_CHECK(is_floating(dt), op, ": expected a floating-point input, got ", dtype_name(dt));
+  const int64_t D = self->sizes().back();
+  const int64_t npts = D > 0 ? self->numel() / D : 0;
+  const bool custom = !bin_edges.empty();
+  EMBER_CHECK(custom != !bins.empty(), op, ": expected bin counts or bin edges (one of them), got ",
+              bins.size(), " counts and ", bin_edges.size(), " edge tensors");
+  const int64_t given = custom ? static_cast<int64_t>(bin_edges.size()) : bins.size();
+  EMBER_CHECK(given == D,
+              "histogramdd: The size of bins must be equal to the innermost dimension "
+              "of the input.");
+  if (weight) {
+    DimVector want(self->sizes().begin(), self->sizes().end() - 1);
+    EMBER_CHECK(weight->sizes() == want, op,
+                ": if weight tensor is provided it should have the "
+                "same shape as the input tensor excluding its innermost dimension, but got input "
+                "with shape ",
+                shape_str(self->sizes()), " and weight with shape ", shape_str(weight->sizes()));
+    EMBER_CHECK(weight->dtype() == dt, op,
+                ": if weight tensor is provided, input tensor and "
+                "weight tensor should have the same dtype, but got input(",
+                dtype_name(dt), "), and weight(", dtype_name(weight->dtype()), ")");
+  }
+  Tensor rng;
+  if (bin_range) {
+    EMBER_CHECK(!custom, op, ": range is only taken with bin counts");
+    rng = contiguous_as(bin_range, ScalarType::Float64);
+    EMBER_CHECK(rng->dim() == 1 && rng->numel() == 2 * D, op, ": for a ", D,
+                "-dimensional histogram range should have ", 2 * D, " elements, but got ",
+                rng->numel());
+  }
+  Tensor pts = contiguous_as(self, dt);
+  Tensor w = weight ? contiguous_as(weight, dt) : Tensor();
+  std::vector<Tensor> edges(D);
+  DimVector counts(D);
+  std::vector<Tensor> out;
+  EMBER_DISPATCH_FLOAT(dt, op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const T* p = pts->data_as<T>();
+    // The edges: given, or equal bins over the range (given, or the data's extent).
+    std::vector<double> lo(D, 0.0), hi(D, 1.0);
+    if (!custom && rng) {
+      const double* r = rng->data_as<double>();
+      for (int64_t d = 0; d < D; ++d) {
+        lo[d] = r[2 * d];
+        hi[d] = r[2 * d + 1];
+      }
+    } else if (!custom && npts > 0) {
+      std::vector<A> mn(D), mx(D);
+      for (int64_t d = 0; d < D; ++d) mn[d] = mx[d] = static_cast<A>(p[d]);
+      for (int64_t i = 1; i < npts; ++i) {
+        const T* q = p + i * D;
+        for (int64_t d = 0; d < D; ++d) {
+          const A v = static_cast<A>(q[d]);
+          // NaN sticks (as a NaN-propagating min / max)
+          if (v < mn[d] || v != v) mn[d] = mn[d] != mn[d] ? mn[d] : v;
+          if (v > mx[d] || v != v) mx[d] = mx[d] != mx[d] ? mx[d] : v;
+        }
+      }
+      for (int64_t d = 0; d < D; ++d) {
+        lo[d] = static_cast<double>(mn[d]);
+        hi[d] = static_cast<double>(mx[d]);
+      }
+    }
+    for (int64_t d = 0; d < D; ++d) {
+      if (custom) {
+        const Tensor& e = bin_edges[d];
+        EMBER_CHECK(e && e->dtype() == dt, op,
+                    ": input tensor and bins tensors should have the "
+                    "same dtype, but got input with dtype ",
+                    dtype_name(dt),
+                    " and bins for "
+                    "dimension ",
+                    d, " with dtype ", e ? dtype_name(e->dtype()) : "None");
+        EMBER_CHECK(e->dim() == 1 && e->numel() >= 1, op, ": bins tensor for dimension ", d,
+                    " should be 1-D and non-empty, got shape ", shape_str(e->sizes()));
+        EMBER_CHECK(e->device() == self->device(), op, ": bins for dimension ", d, " are on ",
+                    e->device().str(), ", the input on ", self->device().str());
+        edges[d] = contiguous_as(e, dt);
+        const T* q = edges[d]->data_as<T>();
+        for (int64_t i = 1; i < edges[d]->numel(); ++i)
+          EMBER_CHECK(!(static_cast<A>(q[i]) < static_cast<A>(q[i - 1])), op,
+                      ": bin edges for dimension ", d, " must be non-decreasing");
+        counts[d] = edges[d]->numel() - 1;
+        continue;
+      }
+      EMBER_CHECK(bins[d] > 0, "torch.histogram(): bins must be > 0, but got ", bins[d],
+                  " for dimension ", d);
+      EMBER_CHECK(!(lo[d] > hi[d]), op, ": min should not exceed max, but got min ", fmt_g(lo[d]),
+                  " max ", fmt_g(hi[d]), " for dimension ", d);
+      EMBER_CHECK(std::isfinite(lo[d]) && std::isfinite(hi[d]), op, ": dimension ", d, "'s range [",
+                  fmt_g(lo[d]), ", ", fmt_g(hi[d]), "] is not finite");
+      if (lo[d] == hi[d]) {
+        lo[d] -= 0.5;
+        hi[d] += 0.5;
+      }
+      edges[d] = dispatch::linspace(Scalar(lo[d]), Scalar(hi[d]), bins[d] + 1, dt, self->device());
+      counts[d] = bins[d];
+    }
+    int64_t total = 1;
+    for (int64_t c : counts) total *= c;
+    Tensor hist = empty(counts, dt, self->device());
+    std::vector<A> acc(static_cast<size_t>(total), A(0));
+    // Row-major strides of the histogram, each dim's edges, bounds and equal-bin scale.
+    std::vector<int64_t> stride(D);
+    std::vector<const T*> e(D);
+    std::vector<A> left(D), right(D), scale(D);
+    for (int64_t d = D - 1, s = 1; d >= 0; --d) {
+      stride[d] = s;
+      s *= counts[d];
+      e[d] = edges[d]->data_as<T>();
+      left[d] = static_cast<A>(e[d][0]);
+      right[d] = static_cast<A>(e[d][counts[d]]);
+      scale[d] = custom || !(right[d] > left[d]) ? A(0) : A(counts[d]) / (right[d] - left[d]);
+    }
+    const T* wp = w ? w->data_as<T>() : nullptr;
+    if (total > 0) {
+      for (int64_t i = 0; i < npts; ++i) {
+        const T* q = p + i * D;
+        int64_t flat = 0;
+        bool inside = true;
+        for (int64_t d = 0; d < D; ++d) {
+          const A x = static_cast<A>(q[d]);
+          if (!(x >= left[d] && x <= right[d])) {
+            inside = false;
+            break;
+          }
+          // x - left >= 0 and scale finite: the guess is in [0, inf) before the clamp
+          const A g = custom ? A(-1) : (x - left[d]) * scale[d];
+          const int64_t guess =
+              custom ? -1 : (g < A(counts[d]) ? static_cast<int64_t>(g) : counts[d] - 1);
+          flat += bin_of<A>(x, e[d], counts[d], guess) * stride[d];
+        }
+        if (inside) acc[flat] += wp ? static_cast<A>(wp[i]) : A(1);
+      }
+    }
+    if (density && total > 0) {
+      A sum = 0;
+      for (A v : acc) sum += v;
+      for (int64_t k = 0; k < total; ++k) acc[k] /= sum;
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t n = counts[d], inner = stride[d];
+        for (int64_t k = 0; k < total; ++k) {
+          const int64_t b = (k / inner) % n;
+          acc[k] /= static_cast<A>(e[d][b + 1]) - static_cast<A>(e[d][b]);
+        }
+      }
+    }
+    T* h = hist->data_as<T>();
+    for (int64_t k = 0; k < total; ++k) h[k] = static_cast<T>(acc[k]);
+    out.reserve(D + 1);
+    out.push_back(hist);
+    for (auto& t : edges) out.push_back(t);
+  });
+  return out;
 }
 
 }  // namespace cpu

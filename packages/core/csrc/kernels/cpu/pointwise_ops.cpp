@@ -2,7 +2,9 @@
 // (broadcasting, promotion, out=) and runs one of the loops of kernels/loops.h with a functor.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 
 #include "core/dispatch.h"
@@ -12,6 +14,7 @@
 #include "kernels/loops.h"
 #include "kernels/pointwise_rules.h"
 #include "kernels/special_math.h"
+#include "kernels/special_math_f32.h"
 #include "ops.h"
 
 namespace ember {
@@ -174,22 +177,30 @@ Tensor erfc(const Tensor& self, const Tensor& out) {
 }
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
 EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
-// torch.special's Bessel and Airy functions, in double for every dtype (kernels/special_math.h)
+// torch.special's Bessel and Airy functions, in double (kernels/special_math.h); the Bessel
+// functions of float32 and the 16-bit types (op math float) take the float path of
+// kernels/special_math_f32.h.
 #define EMBER_UNARY_SPECIAL(NAME, EXPR) \
   EMBER_UNARY_FLOAT(special_##NAME, static_cast<A>(special_math::EXPR(static_cast<double>(x))))
-EMBER_UNARY_SPECIAL(bessel_j0, bessel_j0)
-EMBER_UNARY_SPECIAL(bessel_j1, bessel_j1)
-EMBER_UNARY_SPECIAL(bessel_y0, bessel_y0)
-EMBER_UNARY_SPECIAL(bessel_y1, bessel_y1)
-EMBER_UNARY_SPECIAL(modified_bessel_i0, bessel_i0)
-EMBER_UNARY_SPECIAL(modified_bessel_i1, bessel_i1)
-EMBER_UNARY_SPECIAL(modified_bessel_k0, bessel_k0)
-EMBER_UNARY_SPECIAL(modified_bessel_k1, bessel_k1)
-EMBER_UNARY_SPECIAL(scaled_modified_bessel_k0, bessel_k0e)
-EMBER_UNARY_SPECIAL(scaled_modified_bessel_k1, bessel_k1e)
+#define EMBER_UNARY_SPECIAL_F32(NAME, EXPR)                                                      \
+  EMBER_UNARY_FLOAT(                                                                             \
+      special_##NAME,                                                                            \
+      (std::is_same_v<A, float> ? static_cast<A>(special_math::f32::EXPR(static_cast<float>(x))) \
+                                : static_cast<A>(special_math::EXPR(static_cast<double>(x)))))
+EMBER_UNARY_SPECIAL_F32(bessel_j0, bessel_j0)
+EMBER_UNARY_SPECIAL_F32(bessel_j1, bessel_j1)
+EMBER_UNARY_SPECIAL_F32(bessel_y0, bessel_y0)
+EMBER_UNARY_SPECIAL_F32(bessel_y1, bessel_y1)
+EMBER_UNARY_SPECIAL_F32(modified_bessel_i0, bessel_i0)
+EMBER_UNARY_SPECIAL_F32(modified_bessel_i1, bessel_i1)
+EMBER_UNARY_SPECIAL_F32(modified_bessel_k0, bessel_k0)
+EMBER_UNARY_SPECIAL_F32(modified_bessel_k1, bessel_k1)
+EMBER_UNARY_SPECIAL_F32(scaled_modified_bessel_k0, bessel_k0e)
+EMBER_UNARY_SPECIAL_F32(scaled_modified_bessel_k1, bessel_k1e)
 EMBER_UNARY_SPECIAL(airy_ai, airy_ai)
 EMBER_UNARY_SPECIAL(spherical_bessel_j0, spherical_j0)
 #undef EMBER_UNARY_SPECIAL
+#undef EMBER_UNARY_SPECIAL_F32
 #undef EMBER_UNARY_FLOAT
 #undef EMBER_UNARY_FLOAT_T
 #undef EMBER_UNARY_FLOAT_VEC
@@ -810,6 +821,96 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
     };
   });
   return it.output();
+}
+
+// ---- frexp ----------------------------------------------------------------------------------
+
+namespace {
+
+// The bit layout of float and double: mantissa bits, exponent-field mask, and the field of
+// [0.5, 1) (bias - 1).
+template <class F>
+struct FloatBits;
+template <>
+struct FloatBits<float> {
+  using U = uint32_t;
+  static constexpr int kMant = 23;
+  static constexpr U kMask = 0xff, kHalf = 126;
+  static constexpr float kScale = 16777216.0f;  // 2^(kMant + 1): subnormals to normals, exactly
+};
+template <>
+struct FloatBits<double> {
+  using U = uint64_t;
+  static constexpr int kMant = 52;
+  static constexpr U kMask = 0x7ff, kHalf = 1022;
+  static constexpr double kScale = 9007199254740992.0;  // 2^53
+};
+
+// x = m * 2^e with 0.5 <= |m| < 1, from the bits (branch-free, so the loop vectorizes);
+// 0, inf and NaN give themselves and e = 0.
+template <class F>
+inline F frexp_bits(F x, int32_t& e) {
+  using B = FloatBits<F>;
+  using U = typename B::U;
+  constexpr U sign = U(1) << (sizeof(U) * 8 - 1);
+  U b;
+  std::memcpy(&b, &x, sizeof b);
+  const U mag = b & ~sign;
+  const U field = mag >> B::kMant;
+  const bool special = mag == 0 || field == B::kMask;
+  const bool sub = field == 0 && mag != 0;
+  const F xs = sub ? x * B::kScale : x;
+  U bs;
+  std::memcpy(&bs, &xs, sizeof bs);
+  const int32_t fs = static_cast<int32_t>((bs >> B::kMant) & B::kMask);
+  e = special ? 0 : fs - static_cast<int32_t>(B::kHalf) - (sub ? B::kMant + 1 : 0);
+  const U mb = (bs & ~(B::kMask << B::kMant)) | (B::kHalf << B::kMant);
+  F m;
+  std::memcpy(&m, &mb, sizeof m);
+  return special ? x : m;
+}
+
+// Element type T (float, double, Half, BFloat16: the 16-bit types go through float, where they
+// are normal numbers and their mantissas exact).
+template <class T>
+inline T frexp_one(T x, int32_t& e) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    return frexp_bits(x, e);
+  } else {
+    return static_cast<T>(frexp_bits(static_cast<float>(x), e));
+  }
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> frexp(const Tensor& self) {
+  const char* op = "frexp()";
+  EMBER_CHECK(is_floating(self->dtype()), op, ": only supports floating-point dtypes, but got ",
+              dtype_name(self->dtype()));
+  Tensor mantissa = empty(self->sizes(), self->dtype(), self->device());
+  Tensor exponent = empty(self->sizes(), ScalarType::Int32, self->device());
+  TensorIterator it(op);
+  it.add_output(mantissa).add_output(exponent).add_input(self).no_casting().build();
+  EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
+    using T = scalar_t;
+    it.for_each([](char** d, const int64_t* s, int64_t n) {
+      if (s[0] == sizeof(T) && s[1] == sizeof(int32_t) && s[2] == sizeof(T)) {
+        T* m = reinterpret_cast<T*>(d[0]);
+        int32_t* e = reinterpret_cast<int32_t*>(d[1]);
+        const T* x = reinterpret_cast<const T*>(d[2]);
+        for (int64_t i = 0; i < n; ++i) m[i] = frexp_one(x[i], e[i]);
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t e;
+        *reinterpret_cast<T*>(d[0] + i * s[0]) =
+            frexp_one(*reinterpret_cast<const T*>(d[2] + i * s[2]), e);
+        *reinterpret_cast<int32_t*>(d[1] + i * s[1]) = e;
+      }
+    });
+  });
+  it.finish();
+  return {it.output(0), it.output(1)};
 }
 
 namespace {

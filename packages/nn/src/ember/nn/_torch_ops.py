@@ -261,11 +261,12 @@ def _put_rows(new: Any, old: Any, n: int) -> Any:
     return new if n == old.shape[0] else ember.cat([new, old[n:]], 0)
 
 
-def _fused_direction(mode: str, steps: list[Tensor], state: Any, w: Sequence[Any],
-                     reverse: bool, sizes: list[int]) -> tuple[list[Tensor], Any] | None:
+def _fused_direction(mode: str, steps: Tensor | list[Tensor], state: Any, w: Sequence[Any],
+                     reverse: bool, sizes: list[int]) -> tuple[Tensor, Any] | None:
     """One direction through nn.LSTM / nn.GRU's fused layer ops (``_lstm_layer`` /
     ``_gru_layer``) when they cover it (one batch size for every step, no projection, float32 /
-    float64 on one device); None otherwise."""
+    float64 on one device): the outputs as one (T, B, H) tensor and the final state; None
+    otherwise. ``steps`` is the whole sequence (T, B, F) or its list of steps."""
     from ember.nn.modules.rnn import _fused_rnn_ok
 
     w_ih, w_hh, b_ih, b_hh, w_hr = w
@@ -273,35 +274,41 @@ def _fused_direction(mode: str, steps: list[Tensor], state: Any, w: Sequence[Any
         return None
     states = list(state) if isinstance(state, tuple) else [state]
     biases = [b for b in (b_ih, b_hh) if b is not None]
-    if not _fused_rnn_ok(steps[0], *states, w_ih, w_hh, *biases):
+    first = steps[0]
+    if not _fused_rnn_ok(first, *states, w_ih, w_hh, *biases):
         return None
-    xs = ember.stack(steps, 0)
+    xs = steps if isinstance(steps, Tensor) else ember.stack(steps, 0)
     if mode == "lstm":  # the op makes every step's input projection itself (one product)
         bias = [] if b_ih is None else [b_ih + b_hh]
         out, h, c, _ = ember._C._lstm_layer([xs, states[0], states[1], w_hh, w_ih, *bias],
                                              reverse)
-        return list(out.unbind(0)), (h, c)
+        return out, (h, c)
     # GRU: b_hh stays in the step (the reset gate multiplies the hidden part, bias included)
     gates = F.linear(xs, w_ih, b_ih)
     out, h, _ = ember._C._gru_layer([gates, states[0], w_hh, *([] if b_hh is None else [b_hh])],
                                     reverse)
-    return list(out.unbind(0)), h
+    return out, h
 
 
-def _run_direction(mode: str, steps: list[Tensor], state: Any, w: Sequence[Any],
-                   reverse: bool) -> tuple[list[Tensor], Any]:
-    """Runs one layer's one direction over the time steps (each step's batch the first rows of
-    the state: packed sequences shrink over time); returns the outputs and the final state."""
+def _run_direction(mode: str, steps: Tensor | list[Tensor], state: Any, w: Sequence[Any],
+                   reverse: bool) -> tuple[Tensor | list[Tensor], Any]:
+    """Runs one layer's one direction over the time steps (a (T, B, F) tensor, or a list of
+    steps, each step's batch the first rows of the state: packed sequences shrink over time);
+    returns the outputs (a (T, B, H) tensor when the fused op ran, else a list) and the final
+    state."""
     w_ih, b_ih = w[0], w[2]
     if steps[0].shape[-1] != w_ih.shape[1]:
         raise RuntimeError(
             f"{mode}(): input of {steps[0].shape[-1]} features does not fit w_ih "
             f"{list(w_ih.shape)}"
         )
-    sizes = [x.shape[0] for x in steps]
+    sizes = [steps.shape[1]] if isinstance(steps, Tensor) else [x.shape[0] for x in steps]
     fused = _fused_direction(mode, steps, state, w, reverse, sizes)
     if fused is not None:
         return fused
+    if isinstance(steps, Tensor):
+        steps = list(steps.unbind(0))
+        sizes = sizes * len(steps)
     gis = F.linear(ember.cat(steps, 0), w_ih, b_ih).split(sizes, 0)  # one GEMM for all steps
     outs: list[Tensor] = [None] * len(steps)  # type: ignore[list-item]
     order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
@@ -311,6 +318,15 @@ def _run_direction(mode: str, steps: list[Tensor], state: Any, w: Sequence[Any],
         outs[t] = new[0] if isinstance(new, tuple) else new
         state = _put_rows(new, state, n)
     return outs, state
+
+
+def _join_directions(a: Tensor | list[Tensor], b: Tensor | list[Tensor]) -> Tensor | list[Tensor]:
+    """The two directions' outputs side by side (features concatenated)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return ember.cat([a, b], -1)
+    a = list(a.unbind(0)) if isinstance(a, Tensor) else a
+    b = list(b.unbind(0)) if isinstance(b, Tensor) else b
+    return [ember.cat([x, y], -1) for x, y in zip(a, b)]
 
 
 def _layer_weights(op: str, params: Sequence[Tensor], has_biases: bool, num_layers: int,
@@ -337,9 +353,12 @@ def _layer_weights(op: str, params: Sequence[Tensor], has_biases: bool, num_laye
     return out
 
 
-def _recurrence(mode: str, steps: list[Tensor], hx: Any, params: Sequence[Tensor],
+def _recurrence(mode: str, steps: Tensor | list[Tensor], hx: Any, params: Sequence[Tensor],
                 has_biases: bool, num_layers: int, dropout: float, train: bool,
-                bidirectional: bool) -> tuple[list[Tensor], Any]:
+                bidirectional: bool) -> tuple[Tensor | list[Tensor], Any]:
+    """The layers over the sequence (a (T, B, F) tensor, or a list of steps for packed
+    sequences): the last layer's outputs (a tensor or a list, see _run_direction) and the final
+    state."""
     dirs = 2 if bidirectional else 1
     weights = _layer_weights(mode, params, has_biases, num_layers, dirs)
     if mode == "lstm":
@@ -356,7 +375,8 @@ def _recurrence(mode: str, steps: list[Tensor], hx: Any, params: Sequence[Tensor
     finals_h, finals_c = [], []
     for layer in range(num_layers):
         if layer and dropout and train:
-            steps = [F.dropout(s, dropout, True) for s in steps]
+            steps = F.dropout(steps, dropout, True) if isinstance(steps, Tensor) else \
+                [F.dropout(s, dropout, True) for s in steps]
         dir_outs = []
         for d in range(dirs):
             k = layer * dirs + d
@@ -368,8 +388,7 @@ def _recurrence(mode: str, steps: list[Tensor], hx: Any, params: Sequence[Tensor
                 finals_c.append(state[1])
             else:
                 finals_h.append(state)
-        steps = dir_outs[0] if dirs == 1 else [ember.cat([a, b], -1)
-                                               for a, b in zip(dir_outs[0], dir_outs[1])]
+        steps = dir_outs[0] if dirs == 1 else _join_directions(dir_outs[0], dir_outs[1])
     h_n = ember.stack(finals_h, 0)
     return steps, ((h_n, ember.stack(finals_c, 0)) if mode == "lstm" else h_n)
 
@@ -400,7 +419,7 @@ def _rnn_op(mode: str, args: tuple[Any, ...]) -> Any:
             start += b
         outs, state = _recurrence(mode, steps, hx, params, has_biases, num_layers, dropout,
                                   train, bidir)
-        output = ember.cat(outs, 0)
+        output = outs.flatten(0, 1) if isinstance(outs, Tensor) else ember.cat(outs, 0)
     else:
         input, hx, params, has_biases, num_layers, dropout, train, bidir, batch_first = args
         if not isinstance(input, Tensor) or input.ndim != 3:
@@ -410,9 +429,9 @@ def _rnn_op(mode: str, args: tuple[Any, ...]) -> Any:
                 f"{list(input.shape) if isinstance(input, Tensor) else type(input).__name__}"
             )
         x = input.transpose(0, 1) if batch_first else input
-        outs, state = _recurrence(mode, list(x.unbind(0)), hx, params, has_biases, num_layers,
-                                  dropout, train, bidir)
-        output = ember.stack(outs, 0)
+        outs, state = _recurrence(mode, x, hx, params, has_biases, num_layers, dropout, train,
+                                  bidir)
+        output = outs if isinstance(outs, Tensor) else ember.stack(outs, 0)
         if batch_first:
             output = output.transpose(0, 1)
     return (output, *state) if mode == "lstm" else (output, state)
