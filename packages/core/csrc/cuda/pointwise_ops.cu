@@ -3,6 +3,7 @@
 // elementwise engine (elementwise.cuh) with a functor per op (pointwise_functors.cuh). This file
 // holds the unary and ternary ops; pointwise_binary_ops.cu the binary ones and comparisons.
 #include "cuda/cuda_registry.h"
+#include "cuda/index_common.cuh"
 #include "cuda/pointwise_functors.cuh"
 #include "kernels/pointwise_rules.h"
 
@@ -188,6 +189,42 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
   return it.output();
 }
 
+// ---- frexp: two outputs of different dtypes, so a kernel of its own -----------------------------
+
+__device__ __forceinline__ float dev_frexp(float v, int* e) { return frexpf(v, e); }
+__device__ __forceinline__ double dev_frexp(double v, int* e) { return ::frexp(v, e); }
+
+template <class T>
+__global__ void frexp_kernel(const T* x, T* mantissa, int32_t* exponent, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  // The device frexp gives the CPU kernel's answers: subnormals exact, and 0, inf and NaN
+  // themselves with exponent 0. Half and BFloat16 go through float, where they are normal.
+  int e = 0;
+  const auto m = dev_frexp(to_op<T>(x[i]), &e);
+  mantissa[i] = from_op<T>(m);
+  exponent[i] = e;
+}
+
+std::tuple<Tensor, Tensor> frexp(const Tensor& self) {
+  const char* op = "frexp()";
+  EMBER_CHECK(is_floating(self->dtype()), op, ": only supports floating-point dtypes, but got ",
+              dtype_name(self->dtype()));
+  DeviceGuard guard(self->device().index);
+  const Tensor x = ix::contiguous(self, op);
+  Tensor mantissa = empty(self->sizes(), self->dtype(), self->device());
+  Tensor exponent = empty(self->sizes(), ScalarType::Int32, self->device());
+  const int64_t n = self->numel();
+  if (n == 0) return {mantissa, exponent};
+  EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
+    using T = scalar_t;
+    frexp_kernel<T><<<blocks_for(n), kBlockSize, 0, current_stream()>>>(
+        x->data_as<T>(), mantissa->data_as<T>(), exponent->data_as<int32_t>(), n);
+    check_launch(op);
+  });
+  return {mantissa, exponent};
+}
+
 // ---- registration -----------------------------------------------------------------------------
 
 void register_pointwise_unary_ternary() {
@@ -248,6 +285,7 @@ void register_pointwise_unary_ternary() {
   REG(lerp);
   REG(addcmul);
   REG(addcdiv);
+  REG(frexp);
 #undef REG
   register_kernel("clip", DeviceType::CUDA, &clamp);
 }
