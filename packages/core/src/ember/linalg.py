@@ -1,4 +1,5 @@
-"""``ember.linalg``: PyTorch's ``torch.linalg`` for real (float32/float64) matrices.
+"""``ember.linalg``: PyTorch's ``torch.linalg`` for real (float32/float64) and complex
+(complex64/complex128) matrices.
 
 The factorizations run on LAPACK on the CPU (OpenBLAS's, ``csrc/kernels/cpu/linalg_lapack.cpp``),
 batched over the leading dims, with derivatives: ``inv``/``inv_ex``, ``solve``/``solve_ex``,
@@ -15,7 +16,11 @@ A value-dependent failure (a singular matrix for inv or solve, no convergence) r
 ``ldl_solve`` (sytrf / sytrs; these four also take complex matrices) complete the set; ``torch.geqrf``, ``orgqr`` and
 ``ormqr`` are installed at the top level and as Tensor methods, and the removed ``Tensor.eig``,
 ``symeig``, ``lstsq`` and ``solve`` raise PyTorch's "use linalg.X" errors. Only CPU (and meta)
-tensors have factorization kernels.
+tensors have factorization kernels. Complex matrices take the same functions (LAPACK's c / z
+routines: Hermitian ``eigh``, ``A = L L^H`` Cholesky, unitary Q, real singular values and
+eigenvalues, complex determinants with a complex ``slogdet`` sign, real norms), with
+PyTorch's complex gradients (all but those of ``lu_factor``, ``lu_solve`` and the ``sign`` of
+``slogdet``).
 
 >>> import ember
 >>> ember.linalg.vector_norm(ember.tensor([3.0, 4.0])).item()
@@ -77,9 +82,11 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     """
     if dtype is not None:
         x = x.to(dtype)
-    if not x.is_floating_point():
+    if x.is_complex():  # the norm of the absolute values (a real result)
+        x = x.abs()
+    elif not x.is_floating_point():
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
-                           f"input. Got {x.dtype}")
+                           f"input. Got {_dtype_name(x.dtype)}")
     dims = _dims(x, dim)
     if x.ndim == 0:
         r = x.abs() if ord != 0 else (x != 0).to(x.dtype)
@@ -389,14 +396,22 @@ def _check_matrix(op: str, A: Tensor, name: str = "A", square: bool = False) -> 
         raise TypeError(f"{op}: expected a Tensor for {name}, got {type(A).__name__}")
     if A.ndim < 2:
         raise RuntimeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
-    if not A.is_floating_point():
+    if not (A.is_floating_point() or A.is_complex()):
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
                            f"{_dtype_name(A.dtype)}")
-    if A.dtype not in (_C.float32, _C.float64):
+    if A.dtype not in (_C.float32, _C.float64, _C.complex64, _C.complex128):
         raise RuntimeError(f"{op}: Low precision dtypes not supported. Got {_dtype_name(A.dtype)}")
+    if A.is_complex() and A.device.type not in ("cpu", "meta"):
+        raise RuntimeError(f"{op}: complex matrices are supported on the CPU only, got a "
+                           f"{_dtype_name(A.dtype)} tensor on {A.device}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{op}: {name} must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
+
+
+def _adj(A: Tensor) -> Tensor:
+    """The conjugate transpose of the matrices in A (A.mT for real A)."""
+    return A.mT.conj_physical() if A.is_complex() else A.mT
 
 
 def _check_same_dtype(op: str, A: Tensor, B: Tensor) -> None:
@@ -709,7 +724,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
     Bm = B.unsqueeze(-1) if vector else B
     if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-2]:
         raise RuntimeError(f"{op}: input.size(-2) should match other.size(-2)")
-    if not B.is_floating_point() or B.dtype != A.dtype:
+    if not (B.is_floating_point() or B.is_complex()) or B.dtype != A.dtype:
         raise RuntimeError(f"{op}: Expected input and other to have the same dtype, but got "
                            f"input's dtype {_dtype_name(A.dtype)} and other's dtype "
                            f"{_dtype_name(B.dtype)}")
@@ -830,7 +845,13 @@ def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoin
     _check_matrix(op, LU, "LU", square=True)
     _check_matrix(op, B, "B")
     _check_same_dtype(op, LU, B)
-    if left:
+    if adjoint and LU.is_complex():
+        # A^H X = B  <=>  A^T conj(X) = conj(B);  X A^H = B  <=>  A conj(X)^T = conj(B)^T
+        if left:
+            x = _C._lu_solve(LU, pivots, B.conj_physical(), True).conj_physical()
+        else:
+            x = _C._lu_solve(LU, pivots, B.conj_physical().mT, False).mT.conj_physical()
+    elif left:
         x = _C._lu_solve(LU, pivots, B, adjoint)
     else:  # X A = B  <=>  A^T X^T = B^T
         x = _C._lu_solve(LU, pivots, B.mT, not adjoint).mT
@@ -843,7 +864,8 @@ def _tolerance(S: Tensor, shape: Sequence[int], atol: Any, rtol: Any,
     m, n = shape[-2], shape[-1]
     if rcond is not None:
         rtol = rcond
-    eps = 2.220446049250313e-16 if S.dtype == _C.float64 else 1.1920928955078125e-07
+    eps = 2.220446049250313e-16 if S.dtype in (_C.float64, _C.complex128) \
+        else 1.1920928955078125e-07
     if rtol is None:
         rtol = 0.0 if (atol is not None and not (isinstance(atol, (int, float)) and atol <= 0)) \
             else eps * max(m, n)
@@ -872,12 +894,13 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
         tol = _tolerance(L.abs(), A.shape, atol, rtol, rcond)
         keep = L.abs() > tol
         inv_l = _C.where(keep, L, _C.ones_like(L)).reciprocal() * keep.to(L.dtype)
-        return _out(_C.matmul(V * inv_l.unsqueeze(-2), V.mT), out, "linalg.pinv", exact=False)
+        return _out(_C.matmul(V * inv_l.unsqueeze(-2), _adj(V)), out, "linalg.pinv", exact=False)
     U, S, Vh = svd(A, full_matrices=False)
     tol = _tolerance(S, A.shape, atol, rtol, rcond)
     keep = S > tol
     inv_s = _C.where(keep, S, _C.ones_like(S)).reciprocal() * keep.to(S.dtype)
-    return _out(_C.matmul(Vh.mT * inv_s.unsqueeze(-2), U.mT), out, "linalg.pinv", exact=False)
+    return _out(_C.matmul(_adj(Vh) * inv_s.unsqueeze(-2), _adj(U)), out, "linalg.pinv",
+                exact=False)
 
 
 def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False,
@@ -1041,7 +1064,7 @@ def _svd_legacy(input: Tensor, some: bool = True, compute_uv: bool = True, *,
     """
     if compute_uv:
         U, S, Vh = svd(input, full_matrices=not some)
-        V = Vh.mT
+        V = _adj(Vh)
     else:
         S = svdvals(input)
         m, n = input.shape[-2], input.shape[-1]
@@ -1105,9 +1128,9 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *,
         n, (r, c) = input2.shape[-1], input.shape[-2:]
         raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is {n} "
                            f"by {n} but each b matrix is {r} by {c}")
-    L = input2.mT if upper else input2
+    L = _adj(input2) if upper else input2
     y = _C._linalg_solve_triangular(L, input, False, False)  # L y = B
-    x = _C._linalg_solve_triangular(L.mT, y, True, False)  # L^T x = y
+    x = _C._linalg_solve_triangular(_adj(L), y, True, False)  # L^H x = y
     return _out(x, out, "cholesky_solve", exact=False)
 
 
