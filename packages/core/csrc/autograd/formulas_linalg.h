@@ -52,7 +52,10 @@ inline bool all_small(const Tensor& x, const Tensor& ref, double tol) {
 inline Tensor mmul(const Tensor& a, const Tensor& b) { return ops::matmul(a, b); }
 // The n x n identity in t's dtype and device.
 inline Tensor eye_of(const Tensor& t, int64_t n) {
-  return ops::eye(n, std::nullopt, t->dtype(), t->device());
+  if (!is_complex(t->dtype())) return ops::eye(n, std::nullopt, t->dtype(), t->device());
+  // (eye makes real dtypes only)
+  return ops::_to_dtype(ops::eye(n, std::nullopt, to_real(t->dtype()), t->device()), t->dtype(),
+                        false);
 }
 // X with A X = B (batch dims broadcast).
 inline Tensor lsolve(const Tensor& A, const Tensor& B) {
@@ -172,12 +175,19 @@ inline Tensor lu_solve_backward_LU(const Tensor& grad, const Tensor& LU, const T
 
 // Cholesky A = L L^T (U^T U with upper): with Phi(M) = tril(M) with its diagonal halved,
 // S = L^-T Phi(L^T gL) L^-1 and gA = (S + S^T) / 2 (A's two triangles share each entry).
-// Complex: A = L L^H, with conjugate transposes (and the Hermitian part of S).
+// Complex: A = L L^H, with conjugate transposes (see below).
 inline Tensor linalg_cholesky_backward(const Tensor& grad, const Tensor& factor, bool upper) {
   if (factor->numel() == 0) return ops::zeros_like(factor, std::nullopt, std::nullopt);
   Tensor L = upper ? mH(factor) : factor;
   Tensor gL = ops::tril(upper ? mH(grad) : grad, 0, Tensor());
   Tensor M = mmul(mH(L), gL);
+  if (is_complex(M->dtype())) {
+    // as PyTorch: L^-H (tril(M) + tril(M, -1)^H) / 2 L^-1, whose diagonal keeps its imaginary
+    // part (for real matrices the same as below)
+    Tensor mid = mul(add(ops::tril(M, 0, Tensor()), mH(ops::tril(M, -1, Tensor()))), Scalar(0.5));
+    Tensor X = ops::_linalg_solve_triangular(mH(L), mid, true, false);    // L^-H mid
+    return mH(ops::_linalg_solve_triangular(mH(L), mH(X), true, false));  // X L^-1
+  }
   Tensor phi =
       sub(ops::tril(M, 0, Tensor()), mul(diag_of(ops::diagonal(M, 0, -2, -1)), Scalar(0.5)));
   Tensor S = ops::_linalg_solve_triangular(mH(L), phi, true, false);  // L^-H phi
@@ -291,8 +301,8 @@ inline Tensor linalg_svd_backward(const std::vector<Tensor>& grads, const Tensor
 
 // eigh A = V diag(L) V^T: gA = V (diag(gL) + F o (V^T gV)) V^T, F_ij = 1/(L_j - L_i) off the
 // diagonal.
-// Complex (A = V diag(L) V^H): the same with V^H, when the loss does not depend on the
-// eigenvectors' phases (Im diag(V^H gV) == 0).
+// Complex (A = V diag(L) V^H): the same with V^H and the skew-Hermitian part of V^H gV, when the
+// loss does not depend on the eigenvectors' phases (Im diag(V^H gV) == 0).
 inline Tensor linalg_eigh_backward(const std::vector<Tensor>& grads, const Tensor& L,
                                    const Tensor& V, bool compute_v) {
   EMBER_CHECK(compute_v, "linalg.eigh: the derivative needs the eigenvectors; call ",
@@ -304,6 +314,8 @@ inline Tensor linalg_eigh_backward(const std::vector<Tensor>& grads, const Tenso
     EMBER_CHECK(all_small(d, d, 1e-2), "linalg_eigh_backward: The eigenvectors in the complex ",
                 "case are specified up to multiplication by e^{i phi}. The specified loss ",
                 "function depends on this quantity, so it is ill-defined.");
+    // as PyTorch, its skew-Hermitian part (the gradient is then Hermitian)
+    VhgV = mul(sub(VhgV, mH(VhgV)), Scalar(0.5));
   }
   Tensor inner = add(mul(difference_reciprocals(L), VhgV), diag_of(gL));
   return mmul(mmul(V, inner), mH(V));

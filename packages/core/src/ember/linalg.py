@@ -276,7 +276,7 @@ def matrix_power(A: Tensor, n: int, *, out: Tensor | None = None) -> Tensor:
     if n < 0:
         A, n = inv(A), -n
     if n == 0:
-        r = _C.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(*A.shape).clone()
+        r = _eye(A.shape[-1], A).expand(*A.shape).clone()
     else:
         r = None
         base = A
@@ -443,8 +443,13 @@ def _out(r: Tensor, out: Tensor | None, op: str, exact: bool = True) -> Tensor:
     return r
 
 
-def _eye(n: int, like: Tensor) -> Tensor:
-    return _C.eye(n, dtype=like.dtype, device=like.device)
+def _eye(n: int, like: Tensor, m: int | None = None) -> Tensor:
+    """The n x m (n x n) identity in like's dtype and device."""
+    m = n if m is None else m
+    if like.is_complex():  # (eye makes real dtypes only)
+        real = _C.float64 if like.dtype == _C.complex128 else _C.float32
+        return _C.eye(n, m, dtype=real, device=like.device).to(like.dtype)
+    return _C.eye(n, m, dtype=like.dtype, device=like.device)
 
 
 def inv_ex(A: Tensor, *, check_errors: bool = False, out: Any = None) -> Any:
@@ -807,7 +812,7 @@ def _unpack(LU: Tensor, pivots: Tensor, unpack_data: bool = True,
     empty = _C.empty(0, dtype=LU.dtype, device=LU.device)
     P = _permutation(pivots, m, LU) if unpack_pivots else empty
     if unpack_data:
-        L = LU[..., :, :k].tril(-1) + _C.eye(m, k, dtype=LU.dtype, device=LU.device)
+        L = LU[..., :, :k].tril(-1) + _eye(m, LU, k)
         U = LU[..., :k, :].triu()
     else:
         L = U = empty
@@ -1252,7 +1257,7 @@ def _reflect(X: Tensor, V: Tensor, tau: Tensor, i: int, left: bool) -> Tensor:
 def _reflectors(A: Tensor, k: int) -> Tensor:
     """The Householder vectors in the first k columns of A: unit diagonal, zeros above it."""
     m = A.shape[-2]
-    return A[..., :, :k].tril(-1) + _C.eye(m, k, dtype=A.dtype, device=A.device)
+    return A[..., :, :k].tril(-1) + _eye(m, A, k)
 
 
 def _householder_graph(A: Tensor, tau: Tensor) -> Tensor:
@@ -1260,7 +1265,7 @@ def _householder_graph(A: Tensor, tau: Tensor) -> Tensor:
     ember's autograd then gives its derivatives (and higher ones)."""
     m, n = A.shape[-2], A.shape[-1]
     V = _reflectors(A, tau.shape[-1])
-    Q = _C.eye(m, n, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], m, n)
+    Q = _eye(m, A, n).expand(*A.shape[:-2], m, n)
     for i in reversed(range(tau.shape[-1])):
         Q = _reflect(Q, V, tau, i, True)
     return Q
