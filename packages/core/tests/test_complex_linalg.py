@@ -469,3 +469,23 @@ def test_gradcheck_through_view_as_real(name):
     }
     r = ember.view_as_real(E(a)).clone().requires_grad_(True)
     assert ember.autograd.gradcheck(as_complex_fn(fns[name]), (r,), eps=1e-6, atol=1e-5)
+
+
+def test_grad_eigh_real_matches_torch():
+    # the real path's gradient is PyTorch's too (the skew-symmetric part of V^T gV)
+    rng = np.random.default_rng(60)
+    x = rng.standard_normal((4, 4))
+    h = x @ x.T + 4 * np.eye(4)
+    w = rng.standard_normal((4, 4))
+    grads(lambda a: (LA.eigh(a).eigenvalues ** 2).sum() + ((LA.eigh(a).eigenvectors ** 2) *
+                                                            E(w)).sum(),
+          lambda a: (torch.linalg.eigh(a).eigenvalues ** 2).sum() + (
+              (torch.linalg.eigh(a).eigenvectors ** 2) * T(w)).sum(), h)
+
+
+@pytest.mark.skipif(not ember.cuda.is_available(), reason="needs CUDA")
+def test_cuda_complex_raises_clearly():
+    a = ember.eye(3).to(ember.complex64).cuda()
+    for fn in (LA.inv, LA.det, LA.svd, LA.qr, LA.eigh, LA.cholesky):
+        with pytest.raises(RuntimeError, match="complex matrices are supported on the CPU only"):
+            fn(a)

@@ -299,10 +299,10 @@ inline Tensor linalg_svd_backward(const std::vector<Tensor>& grads, const Tensor
   return svd_backward_reduced(gU, gS, gVh, U_, S, Vh_, m, n, k);
 }
 
-// eigh A = V diag(L) V^T: gA = V (diag(gL) + F o (V^T gV)) V^T, F_ij = 1/(L_j - L_i) off the
-// diagonal.
-// Complex (A = V diag(L) V^H): the same with V^H and the skew-Hermitian part of V^H gV, when the
-// loss does not depend on the eigenvectors' phases (Im diag(V^H gV) == 0).
+// eigh A = V diag(L) V^T: gA = V (diag(gL) + F o skew(V^T gV)) V^T, F_ij = 1/(L_j - L_i) off the
+// diagonal, skew(X) = (X - X^T) / 2 (A's perturbations are symmetric).
+// Complex (A = V diag(L) V^H): the same with V^H, when the loss does not depend on the
+// eigenvectors' phases (Im diag(V^H gV) == 0).
 inline Tensor linalg_eigh_backward(const std::vector<Tensor>& grads, const Tensor& L,
                                    const Tensor& V, bool compute_v) {
   EMBER_CHECK(compute_v, "linalg.eigh: the derivative needs the eigenvectors; call ",
@@ -314,9 +314,9 @@ inline Tensor linalg_eigh_backward(const std::vector<Tensor>& grads, const Tenso
     EMBER_CHECK(all_small(d, d, 1e-2), "linalg_eigh_backward: The eigenvectors in the complex ",
                 "case are specified up to multiplication by e^{i phi}. The specified loss ",
                 "function depends on this quantity, so it is ill-defined.");
-    // as PyTorch, its skew-Hermitian part (the gradient is then Hermitian)
-    VhgV = mul(sub(VhgV, mH(VhgV)), Scalar(0.5));
   }
+  // as PyTorch, the skew-Hermitian (skew-symmetric) part: the gradient is then Hermitian
+  VhgV = mul(sub(VhgV, mH(VhgV)), Scalar(0.5));
   Tensor inner = add(mul(difference_reciprocals(L), VhgV), diag_of(gL));
   return mmul(mmul(V, inner), mH(V));
 }

@@ -309,9 +309,9 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
 
 
 def cholesky(A: Tensor, *, upper: bool = False, out: Tensor | None = None) -> Tensor:
-    """The Cholesky factor of a (batch of) symmetric positive-definite matrices: lower L with
-    ``L @ L.mT == A`` from A's lower triangle (or upper ``U = L.mT`` from its upper triangle
-    with ``upper=True``); LAPACK's potrf, differentiable (the gradient is symmetric: A's two
+    """The Cholesky factor of a (batch of) symmetric (complex: Hermitian) positive-definite
+    matrices: lower L with ``L @ L.mH == A`` from A's lower triangle (or upper ``U = L.mH``
+    from its upper triangle with ``upper=True``); LAPACK's potrf, differentiable (the gradient is symmetric: A's two
     triangles share each off-diagonal entry). Raises LinAlgError for a matrix that is not
     positive definite.
 
@@ -563,7 +563,8 @@ def det(A: Tensor, *, out: Tensor | None = None) -> Tensor:
 
 def slogdet(A: Tensor, *, out: Any = None) -> Any:
     """``(sign, logabsdet)`` of the determinant of square matrices: sign 0 and logabsdet -inf
-    for a singular one. logabsdet is differentiable (sign is not).
+    for a singular one; for complex A the sign is ``det / |det|`` (complex) and logabsdet is
+    real. logabsdet is differentiable (sign is not).
 
     >>> import ember
     >>> r = ember.linalg.slogdet(ember.tensor([[-2.0, 0.0], [0.0, 1.0]]))
@@ -675,9 +676,10 @@ def _raise_eigh(info: Tensor, op: str) -> None:
 
 
 def eigh(A: Tensor, UPLO: str = "L", *, out: Any = None) -> Any:
-    """Eigenvalues (ascending) and orthonormal eigenvectors (the columns of ``eigenvectors``)
-    of symmetric matrices, read from their lower (``UPLO='L'``) or upper triangle; LAPACK's
-    syevd. Differentiable for losses that do not depend on the eigenvectors' signs.
+    """Eigenvalues (ascending, real) and orthonormal eigenvectors (the columns of
+    ``eigenvectors``) of symmetric (or complex Hermitian) matrices, read from their lower
+    (``UPLO='L'``) or upper triangle; LAPACK's syevd (heevd). Differentiable for losses that do
+    not depend on the eigenvectors' signs (phases: a loss that does raises, as in PyTorch).
 
     >>> import ember
     >>> ember.linalg.eigh(ember.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues.tolist()
