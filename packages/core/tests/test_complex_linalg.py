@@ -489,3 +489,20 @@ def test_cuda_complex_raises_clearly():
     for fn in (LA.inv, LA.det, LA.svd, LA.qr, LA.eigh, LA.cholesky):
         with pytest.raises(RuntimeError, match="complex matrices are supported on the CPU only"):
             fn(a)
+
+
+def test_norm_dtype_rules_and_tensor_norm():
+    x = crandn(2, 3, seed=61)
+    x64 = x.astype(np.complex64)
+    close(LA.vector_norm(E(x64), dtype=ember.complex128),
+          torch.linalg.vector_norm(T(x64), dtype=torch.complex128), 1e-12)
+    close(E(x).norm(), T(x).norm(), 1e-12)
+    close(E(x).norm(1, dim=1), T(x).norm(1, dim=1), 1e-12)
+    close(E(x64).norm(dtype=ember.complex128), T(x64).norm(dtype=torch.complex128), 1e-12)
+    for fn in (lambda v, d: LA.vector_norm(v, dtype=d), lambda v, d: v.norm(dtype=d)):
+        with pytest.raises(RuntimeError, match="dtype should be complex for complex inputs, but "
+                                               "got Float"):
+            fn(E(x), ember.float32)
+        with pytest.raises(RuntimeError, match="dtype should be real for real inputs, but got "
+                                               "ComplexFloat"):
+            fn(ember.ones(3), ember.complex64)

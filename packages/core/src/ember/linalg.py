@@ -81,6 +81,10 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     [7.0]
     """
     if dtype is not None:
+        if isinstance(x, Tensor) and x.is_complex() != dtype.is_complex:
+            want = "complex for complex" if x.is_complex() else "real for real"
+            raise RuntimeError(f"linalg.vector_norm: dtype should be {want} inputs, but got "
+                               f"{_dtype_name(dtype)}")
         x = x.to(dtype)
     if x.is_complex():  # the norm of the absolute values (a real result)
         x = x.abs()
