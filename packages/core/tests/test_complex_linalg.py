@@ -506,3 +506,29 @@ def test_norm_dtype_rules_and_tensor_norm():
         with pytest.raises(RuntimeError, match="dtype should be real for real inputs, but got "
                                                "ComplexFloat"):
             fn(ember.ones(3), ember.complex64)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
+def test_grad_lu_factor_lu(shape):
+    a = crandn(*shape, seed=62)
+    grads(lambda x: loss_e(LA.lu_factor(x).LU), lambda x: loss_e(torch.linalg.lu_factor(x).LU),
+          a)
+    grads(lambda x: loss_e(LA.lu(x).L) + loss_e(LA.lu(x).U),
+          lambda x: loss_e(torch.linalg.lu(x).L) + loss_e(torch.linalg.lu(x).U), a)
+
+
+@pytest.mark.parametrize("adjoint", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+def test_grad_lu_solve(adjoint, left):
+    a = crandn(4, 4, seed=63)
+    b = crandn(4, 2, seed=64) if left else crandn(2, 4, seed=64)
+
+    def fe(x, y):
+        LU, piv = LA.lu_factor(x)
+        return loss_e(LA.lu_solve(LU, piv, y, left=left, adjoint=adjoint))
+
+    def ft(x, y):
+        LU, piv = torch.linalg.lu_factor(x)
+        return loss_e(torch.linalg.lu_solve(LU, piv, y, left=left, adjoint=adjoint))
+
+    grads(fe, ft, a, b)

@@ -120,13 +120,14 @@ inline Tensor tri_solve(const Tensor& A, const Tensor& B, bool upper, bool unit 
 }
 
 // The square LU derivative without the permutation: for A' = L U (n x n),
-// gA' = L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T.
+// gA' = L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T (conjugate transposes for complex: LU is
+// holomorphic in A, so all of its derivatives below are the real ones with T -> H).
 inline Tensor lu_square_backward(const Tensor& gL, const Tensor& gU, const Tensor& L,
                                  const Tensor& U) {
-  Tensor phi = add(ops::tril(mmul(mT(L), ops::tril(gL, -1, Tensor())), -1, Tensor()),
-                   ops::triu(mmul(ops::triu(gU, 0, Tensor()), mT(U)), 0, Tensor()));
-  Tensor x = tri_solve(mT(L), phi, true, true);
-  return mT(tri_solve(U, mT(x), true));  // x U^-T
+  Tensor phi = add(ops::tril(mmul(mH(L), ops::tril(gL, -1, Tensor())), -1, Tensor()),
+                   ops::triu(mmul(ops::triu(gU, 0, Tensor()), mH(U)), 0, Tensor()));
+  Tensor x = tri_solve(mH(L), phi, true, true);
+  return mH(tri_solve(U, mH(x), true));  // x U^-T
 }
 
 // lu_factor: A = P L U with LU = L - I + U packed. Square: the formula above, then P. Wide
@@ -138,8 +139,9 @@ inline Tensor linalg_lu_factor_backward(const Tensor& grad, const Tensor& LU,
   const int64_t m = LU->size(LU->dim() - 2), n = LU->size(LU->dim() - 1), k = std::min(m, n);
   if (LU->numel() == 0) return ops::zeros_like(LU, std::nullopt, std::nullopt);
   const int64_t r = LU->dim() - 2, c = LU->dim() - 1;
+  Tensor eye = ops::eye(m, k, to_real(LU->dtype()), LU->device());
   Tensor L = add(ops::tril(ops::narrow(LU, c, 0, k), -1, Tensor()),
-                 ops::eye(m, k, LU->dtype(), LU->device()));
+                 ops::_to_dtype(eye, LU->dtype(), false));
   Tensor U = ops::triu(ops::narrow(LU, r, 0, k), 0, Tensor());
   Tensor gL = ops::tril(ops::narrow(grad, c, 0, k), -1, Tensor());
   Tensor gU = ops::triu(ops::narrow(grad, r, 0, k), 0, Tensor());
@@ -149,13 +151,13 @@ inline Tensor linalg_lu_factor_backward(const Tensor& grad, const Tensor& LU,
   } else if (m < n) {
     Tensor U1 = ops::narrow(U, c, 0, m), U2 = ops::narrow(U, c, m, n - m);
     Tensor gU1 = ops::narrow(gU, c, 0, m), gU2 = ops::narrow(gU, c, m, n - m);
-    Tensor t = tri_solve(mT(L), gU2, true, true);  // L^-T gU2
-    x = ops::cat({lu_square_backward(sub(gL, mmul(t, mT(U2))), gU1, L, U1), t}, -1, Tensor());
+    Tensor t = tri_solve(mH(L), gU2, true, true);  // L^-T gU2
+    x = ops::cat({lu_square_backward(sub(gL, mmul(t, mH(U2))), gU1, L, U1), t}, -1, Tensor());
   } else {
     Tensor L1 = ops::narrow(L, r, 0, n), L2 = ops::narrow(L, r, n, m - n);
     Tensor gL1 = ops::narrow(gL, r, 0, n), gL2 = ops::narrow(gL, r, n, m - n);
-    Tensor t = mT(tri_solve(U, mT(gL2), true));  // gL2 U^-T
-    x = ops::cat({lu_square_backward(gL1, sub(gU, mmul(mT(L2), t)), L1, U), t}, -2, Tensor());
+    Tensor t = mH(tri_solve(U, mH(gL2), true));  // gL2 U^-T
+    x = ops::cat({lu_square_backward(gL1, sub(gU, mmul(mH(L2), t)), L1, U), t}, -2, Tensor());
   }
   return permute_rows(x, pivots, true);
 }
@@ -165,12 +167,13 @@ inline Tensor linalg_lu_factor_backward(const Tensor& grad, const Tensor& LU,
 inline Tensor lu_solve_backward_LU(const Tensor& grad, const Tensor& LU, const Tensor& pivots,
                                    const Tensor& X, bool trans) {
   const int64_t n = LU->size(LU->dim() - 1);
-  Tensor Y = ops::_lu_solve(LU, pivots, grad, !trans);  // A^-T gX (A^-1 gX with trans)
-  Tensor gA = trans ? neg(mmul(X, mT(Y))) : neg(mmul(Y, mT(X)));
+  // A^-H gX (conj(A)^-1 gX with trans): for complex A, conj(A^-T conj(gX))
+  Tensor Y = conj_of(ops::_lu_solve(LU, pivots, conj_of(grad), !trans));
+  Tensor gA = trans ? neg(mmul(conj_of(X), mT(Y))) : neg(mmul(Y, mH(X)));
   Tensor L = add(ops::tril(LU, -1, Tensor()), eye_of(LU, n));
   Tensor U = ops::triu(LU, 0, Tensor());
   Tensor pg = permute_rows(gA, pivots, false);
-  return add(ops::tril(mmul(pg, mT(U)), -1, Tensor()), ops::triu(mmul(mT(L), pg), 0, Tensor()));
+  return add(ops::tril(mmul(pg, mH(U)), -1, Tensor()), ops::triu(mmul(mH(L), pg), 0, Tensor()));
 }
 
 // Cholesky A = L L^T (U^T U with upper): with Phi(M) = tril(M) with its diagonal halved,
@@ -208,7 +211,7 @@ inline Tensor linalg_solve_triangular_backward(const Tensor& grad, const Tensor&
 
 inline Tensor lu_solve_backward_B(const Tensor& grad, const Tensor& LU, const Tensor& pivots,
                                   bool trans) {
-  return ops::_lu_solve(LU, pivots, grad, !trans);
+  return conj_of(ops::_lu_solve(LU, pivots, conj_of(grad), !trans));
 }
 
 // slogdet: d log|det A| / dA = A^-T (A^-H for complex A).

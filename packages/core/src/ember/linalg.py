@@ -19,8 +19,8 @@ A value-dependent failure (a singular matrix for inv or solve, no convergence) r
 tensors have factorization kernels. Complex matrices take the same functions (LAPACK's c / z
 routines: Hermitian ``eigh``, ``A = L L^H`` Cholesky, unitary Q, real singular values and
 eigenvalues, complex determinants with a complex ``slogdet`` sign, real norms), with
-PyTorch's complex gradients (all but those of ``lu_factor``, ``lu_solve`` and the ``sign`` of
-``slogdet``).
+PyTorch's complex gradients (all but that of the ``sign`` of ``slogdet``, which is not
+differentiable here).
 
 >>> import ember
 >>> ember.linalg.vector_norm(ember.tensor([3.0, 4.0])).item()
