@@ -532,3 +532,18 @@ def test_grad_lu_solve(adjoint, left):
         return loss_e(torch.linalg.lu_solve(LU, piv, y, left=left, adjoint=adjoint))
 
     grads(fe, ft, a, b)
+
+
+def test_grad_slogdet_sign():
+    a = crandn(2, 3, 3, seed=65)
+    grads(lambda x: loss_e(LA.slogdet(x).sign) + LA.slogdet(x).logabsdet.sum(),
+          lambda x: loss_e(torch.linalg.slogdet(x).sign) + torch.linalg.slogdet(x).logabsdet.sum(),
+          a)
+    grads(lambda x: LA.slogdet(x).sign.imag.sum(),
+          lambda x: torch.linalg.slogdet(x).sign.imag.sum(), a)
+    # a real matrix's sign is differentiable too, with a zero gradient (as torch's)
+    r = ember.tensor(np.random.default_rng(66).standard_normal((3, 3)), requires_grad=True)
+    s = LA.slogdet(r)
+    assert s.sign.requires_grad
+    (s.sign * 2 + s.logabsdet).backward()
+    np.testing.assert_allclose(N(r.grad), np.linalg.inv(N(r)).T, rtol=1e-10)

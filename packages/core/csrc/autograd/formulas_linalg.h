@@ -220,6 +220,17 @@ inline Tensor linalg_slogdet_backward(const Tensor& grad, const Tensor& A) {
   return mul(as_matrix_scale(grad), lsolve(mH(A), eye_of(A, n)));
 }
 
+// slogdet with the sign's gradient too: the sign is piecewise constant for real A; for complex
+// A, d sign = i sign Im tr(A^-1 dA), so the loss's gradient is c A^-H with
+// c = g_logabsdet - i Im(conj(g_sign) sign).
+inline Tensor linalg_slogdet_backward(const std::vector<Tensor>& grads, const Tensor& A,
+                                      const Tensor& sign) {
+  Tensor g = grads[0] ? grads[0] : ops::zeros(sign->sizes(), to_real(A->dtype()), A->device());
+  if (is_complex(A->dtype()) && grads[1])
+    g = ops::complex(g, neg(ops::imag(mul(conj_of(grads[1]), sign))), Tensor());
+  return linalg_slogdet_backward(g, A);
+}
+
 // det: d det A / dA = adj(A)^T, which is det(A) A^-T for an invertible A; when some matrix of
 // the batch is singular, adj(A)^T is taken from the SVD A = U S V^T instead:
 // det(U) det(V) U diag(prod_{j != i} s_j) V^T, which is defined for every A.

@@ -19,8 +19,7 @@ A value-dependent failure (a singular matrix for inv or solve, no convergence) r
 tensors have factorization kernels. Complex matrices take the same functions (LAPACK's c / z
 routines: Hermitian ``eigh``, ``A = L L^H`` Cholesky, unitary Q, real singular values and
 eigenvalues, complex determinants with a complex ``slogdet`` sign, real norms), with
-PyTorch's complex gradients (all but that of the ``sign`` of ``slogdet``, which is not
-differentiable here).
+PyTorch's complex gradients.
 
 >>> import ember
 >>> ember.linalg.vector_norm(ember.tensor([3.0, 4.0])).item()
@@ -568,7 +567,7 @@ def det(A: Tensor, *, out: Tensor | None = None) -> Tensor:
 def slogdet(A: Tensor, *, out: Any = None) -> Any:
     """``(sign, logabsdet)`` of the determinant of square matrices: sign 0 and logabsdet -inf
     for a singular one; for complex A the sign is ``det / |det|`` (complex) and logabsdet is
-    real. logabsdet is differentiable (sign is not).
+    real. Differentiable (the sign of a real matrix has a zero gradient).
 
     >>> import ember
     >>> r = ember.linalg.slogdet(ember.tensor([[-2.0, 0.0], [0.0, 1.0]]))
