@@ -49,11 +49,17 @@ std::vector<bool> all_any_mask(const Tensor& self, const std::optional<DimVector
 
 void check_norm_dtype(const Tensor& self, std::optional<ScalarType> dtype) {
   if (dtype) {
-    EMBER_CHECK(is_floating(*dtype),
+    EMBER_CHECK(is_floating(*dtype) || is_complex(*dtype),
                 "linalg.vector_norm: dtype should be floating point or complex, but got ",
                 torch_type_name(*dtype));
+    EMBER_CHECK(!is_complex(self->dtype()) || is_complex(*dtype),
+                "linalg.vector_norm: dtype should be complex for complex inputs, but got ",
+                torch_type_name(*dtype));
+    EMBER_CHECK(is_complex(self->dtype()) || !is_complex(*dtype),
+                "linalg.vector_norm: dtype should be real for real inputs, but got ",
+                torch_type_name(*dtype));
   } else {
-    EMBER_CHECK(is_floating(self->dtype()),
+    EMBER_CHECK(is_floating(self->dtype()) || is_complex(self->dtype()),
                 "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
                 torch_type_name(self->dtype()));
   }

@@ -59,20 +59,23 @@ def _approximate_basis(A: Tensor, q: int, niter: int, M: Tensor | None) -> Tenso
     return Q
 
 
-def _check_matrix(op: str, A: Any) -> None:
+def _check_matrix(op: str, A: Any, complex_ok: bool = False) -> None:
     if not isinstance(A, Tensor):
         raise TypeError(f"{op}(): argument 'A' must be Tensor, not {type(A).__name__}")
     if A.ndim < 2:
         raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {list(A.shape)}")
+    if complex_ok and A.is_complex():
+        return
     if not A.is_floating_point():
-        raise RuntimeError(f"{op}: expected a real floating-point A (float32 or float64), got "
-                           f"{A.dtype}")
+        kinds = "a floating-point or complex A" if complex_ok else \
+            "a real floating-point A (float32 or float64)"
+        raise RuntimeError(f"{op}: expected {kinds}, got {A.dtype}")
 
 
 def svd_lowrank(A: Tensor, q: int | None = 6, niter: int = 2,
                 M: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """An approximate rank-q SVD ``A ~ U diag(S) V^T`` (of ``A - M`` when M is given, M
-    broadcasting to A) by a randomized range finder with ``niter`` power iterations: U (*, m,
+    """An approximate rank-q SVD ``A ~ U diag(S) V^H`` (of ``A - M`` when M is given, M
+    broadcasting to A; real or complex) by a randomized range finder with ``niter`` power iterations: U (*, m,
     q), S (*, q), V (*, n, q), q capped at min(m, n). Random (ember's generator): exact when A
     has rank <= q, else close to the leading singular triplets.
 
@@ -82,7 +85,7 @@ def svd_lowrank(A: Tensor, q: int | None = 6, niter: int = 2,
     >>> bool(((U * S) @ V.T - A).abs().max() < 1e-8)
     True
     """
-    _check_matrix("svd_lowrank", A)
+    _check_matrix("svd_lowrank", A, complex_ok=True)
     q = 6 if q is None else int(q)
     if q < 0 or niter < 0:
         raise RuntimeError(f"svd_lowrank: q (={q}) and niter (={niter}) must be non-negative "
@@ -118,7 +121,7 @@ def pca_lowrank(A: Tensor, q: int | None = None, center: bool = True,
     >>> tuple(U.shape), tuple(S.shape), tuple(V.shape)
     ((50, 2), (2,), (4, 2))
     """
-    _check_matrix("pca_lowrank", A)
+    _check_matrix("pca_lowrank", A, complex_ok=True)
     m, n = A.shape[-2], A.shape[-1]
     if q is None:
         q = min(6, m, n)

@@ -1,4 +1,5 @@
-"""``ember.linalg``: PyTorch's ``torch.linalg`` for real (float32/float64) matrices.
+"""``ember.linalg``: PyTorch's ``torch.linalg`` for real (float32/float64) and complex
+(complex64/complex128) matrices.
 
 The factorizations run on LAPACK on the CPU (OpenBLAS's, ``csrc/kernels/cpu/linalg_lapack.cpp``),
 batched over the leading dims, with derivatives: ``inv``/``inv_ex``, ``solve``/``solve_ex``,
@@ -15,7 +16,10 @@ A value-dependent failure (a singular matrix for inv or solve, no convergence) r
 ``ldl_solve`` (sytrf / sytrs; these four also take complex matrices) complete the set; ``torch.geqrf``, ``orgqr`` and
 ``ormqr`` are installed at the top level and as Tensor methods, and the removed ``Tensor.eig``,
 ``symeig``, ``lstsq`` and ``solve`` raise PyTorch's "use linalg.X" errors. Only CPU (and meta)
-tensors have factorization kernels.
+tensors have factorization kernels. Complex matrices take the same functions (LAPACK's c / z
+routines: Hermitian ``eigh``, ``A = L L^H`` Cholesky, unitary Q, real singular values and
+eigenvalues, complex determinants with a complex ``slogdet`` sign, real norms), with
+PyTorch's complex gradients.
 
 >>> import ember
 >>> ember.linalg.vector_norm(ember.tensor([3.0, 4.0])).item()
@@ -76,10 +80,16 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     [7.0]
     """
     if dtype is not None:
+        if isinstance(x, Tensor) and x.is_complex() != dtype.is_complex:
+            want = "complex for complex" if x.is_complex() else "real for real"
+            raise RuntimeError(f"linalg.vector_norm: dtype should be {want} inputs, but got "
+                               f"{_dtype_name(dtype)}")
         x = x.to(dtype)
-    if not x.is_floating_point():
+    if x.is_complex():  # the norm of the absolute values (a real result)
+        x = x.abs()
+    elif not x.is_floating_point():
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
-                           f"input. Got {x.dtype}")
+                           f"input. Got {_dtype_name(x.dtype)}")
     dims = _dims(x, dim)
     if x.ndim == 0:
         r = x.abs() if ord != 0 else (x != 0).to(x.dtype)
@@ -269,7 +279,7 @@ def matrix_power(A: Tensor, n: int, *, out: Tensor | None = None) -> Tensor:
     if n < 0:
         A, n = inv(A), -n
     if n == 0:
-        r = _C.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(*A.shape).clone()
+        r = _eye(A.shape[-1], A).expand(*A.shape).clone()
     else:
         r = None
         base = A
@@ -302,9 +312,9 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
 
 
 def cholesky(A: Tensor, *, upper: bool = False, out: Tensor | None = None) -> Tensor:
-    """The Cholesky factor of a (batch of) symmetric positive-definite matrices: lower L with
-    ``L @ L.mT == A`` from A's lower triangle (or upper ``U = L.mT`` from its upper triangle
-    with ``upper=True``); LAPACK's potrf, differentiable (the gradient is symmetric: A's two
+    """The Cholesky factor of a (batch of) symmetric (complex: Hermitian) positive-definite
+    matrices: lower L with ``L @ L.mH == A`` from A's lower triangle (or upper ``U = L.mH``
+    from its upper triangle with ``upper=True``); LAPACK's potrf, differentiable (the gradient is symmetric: A's two
     triangles share each off-diagonal entry). Raises LinAlgError for a matrix that is not
     positive definite.
 
@@ -389,14 +399,22 @@ def _check_matrix(op: str, A: Tensor, name: str = "A", square: bool = False) -> 
         raise TypeError(f"{op}: expected a Tensor for {name}, got {type(A).__name__}")
     if A.ndim < 2:
         raise RuntimeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
-    if not A.is_floating_point():
+    if not (A.is_floating_point() or A.is_complex()):
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
                            f"{_dtype_name(A.dtype)}")
-    if A.dtype not in (_C.float32, _C.float64):
+    if A.dtype not in (_C.float32, _C.float64, _C.complex64, _C.complex128):
         raise RuntimeError(f"{op}: Low precision dtypes not supported. Got {_dtype_name(A.dtype)}")
+    if A.is_complex() and A.device.type not in ("cpu", "meta"):
+        raise RuntimeError(f"{op}: complex matrices are supported on the CPU only, got a "
+                           f"{_dtype_name(A.dtype)} tensor on {A.device}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{op}: {name} must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
+
+
+def _adj(A: Tensor) -> Tensor:
+    """The conjugate transpose of the matrices in A (A.mT for real A)."""
+    return A.mT.conj_physical() if A.is_complex() else A.mT
 
 
 def _check_same_dtype(op: str, A: Tensor, B: Tensor) -> None:
@@ -428,8 +446,13 @@ def _out(r: Tensor, out: Tensor | None, op: str, exact: bool = True) -> Tensor:
     return r
 
 
-def _eye(n: int, like: Tensor) -> Tensor:
-    return _C.eye(n, dtype=like.dtype, device=like.device)
+def _eye(n: int, like: Tensor, m: int | None = None) -> Tensor:
+    """The n x m (n x n) identity in like's dtype and device."""
+    m = n if m is None else m
+    if like.is_complex():  # (eye makes real dtypes only)
+        real = _C.float64 if like.dtype == _C.complex128 else _C.float32
+        return _C.eye(n, m, dtype=real, device=like.device).to(like.dtype)
+    return _C.eye(n, m, dtype=like.dtype, device=like.device)
 
 
 def inv_ex(A: Tensor, *, check_errors: bool = False, out: Any = None) -> Any:
@@ -543,7 +566,8 @@ def det(A: Tensor, *, out: Tensor | None = None) -> Tensor:
 
 def slogdet(A: Tensor, *, out: Any = None) -> Any:
     """``(sign, logabsdet)`` of the determinant of square matrices: sign 0 and logabsdet -inf
-    for a singular one. logabsdet is differentiable (sign is not).
+    for a singular one; for complex A the sign is ``det / |det|`` (complex) and logabsdet is
+    real. Differentiable (the sign of a real matrix has a zero gradient).
 
     >>> import ember
     >>> r = ember.linalg.slogdet(ember.tensor([[-2.0, 0.0], [0.0, 1.0]]))
@@ -655,9 +679,10 @@ def _raise_eigh(info: Tensor, op: str) -> None:
 
 
 def eigh(A: Tensor, UPLO: str = "L", *, out: Any = None) -> Any:
-    """Eigenvalues (ascending) and orthonormal eigenvectors (the columns of ``eigenvectors``)
-    of symmetric matrices, read from their lower (``UPLO='L'``) or upper triangle; LAPACK's
-    syevd. Differentiable for losses that do not depend on the eigenvectors' signs.
+    """Eigenvalues (ascending, real) and orthonormal eigenvectors (the columns of
+    ``eigenvectors``) of symmetric (or complex Hermitian) matrices, read from their lower
+    (``UPLO='L'``) or upper triangle; LAPACK's syevd (heevd). Differentiable for losses that do
+    not depend on the eigenvectors' signs (phases: a loss that does raises, as in PyTorch).
 
     >>> import ember
     >>> ember.linalg.eigh(ember.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues.tolist()
@@ -709,7 +734,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
     Bm = B.unsqueeze(-1) if vector else B
     if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-2]:
         raise RuntimeError(f"{op}: input.size(-2) should match other.size(-2)")
-    if not B.is_floating_point() or B.dtype != A.dtype:
+    if not (B.is_floating_point() or B.is_complex()) or B.dtype != A.dtype:
         raise RuntimeError(f"{op}: Expected input and other to have the same dtype, but got "
                            f"input's dtype {_dtype_name(A.dtype)} and other's dtype "
                            f"{_dtype_name(B.dtype)}")
@@ -792,7 +817,7 @@ def _unpack(LU: Tensor, pivots: Tensor, unpack_data: bool = True,
     empty = _C.empty(0, dtype=LU.dtype, device=LU.device)
     P = _permutation(pivots, m, LU) if unpack_pivots else empty
     if unpack_data:
-        L = LU[..., :, :k].tril(-1) + _C.eye(m, k, dtype=LU.dtype, device=LU.device)
+        L = LU[..., :, :k].tril(-1) + _eye(m, LU, k)
         U = LU[..., :k, :].triu()
     else:
         L = U = empty
@@ -830,7 +855,13 @@ def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoin
     _check_matrix(op, LU, "LU", square=True)
     _check_matrix(op, B, "B")
     _check_same_dtype(op, LU, B)
-    if left:
+    if adjoint and LU.is_complex():
+        # A^H X = B  <=>  A^T conj(X) = conj(B);  X A^H = B  <=>  A conj(X)^T = conj(B)^T
+        if left:
+            x = _C._lu_solve(LU, pivots, B.conj_physical(), True).conj_physical()
+        else:
+            x = _C._lu_solve(LU, pivots, B.conj_physical().mT, False).mT.conj_physical()
+    elif left:
         x = _C._lu_solve(LU, pivots, B, adjoint)
     else:  # X A = B  <=>  A^T X^T = B^T
         x = _C._lu_solve(LU, pivots, B.mT, not adjoint).mT
@@ -843,7 +874,8 @@ def _tolerance(S: Tensor, shape: Sequence[int], atol: Any, rtol: Any,
     m, n = shape[-2], shape[-1]
     if rcond is not None:
         rtol = rcond
-    eps = 2.220446049250313e-16 if S.dtype == _C.float64 else 1.1920928955078125e-07
+    eps = 2.220446049250313e-16 if S.dtype in (_C.float64, _C.complex128) \
+        else 1.1920928955078125e-07
     if rtol is None:
         rtol = 0.0 if (atol is not None and not (isinstance(atol, (int, float)) and atol <= 0)) \
             else eps * max(m, n)
@@ -872,12 +904,13 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
         tol = _tolerance(L.abs(), A.shape, atol, rtol, rcond)
         keep = L.abs() > tol
         inv_l = _C.where(keep, L, _C.ones_like(L)).reciprocal() * keep.to(L.dtype)
-        return _out(_C.matmul(V * inv_l.unsqueeze(-2), V.mT), out, "linalg.pinv", exact=False)
+        return _out(_C.matmul(V * inv_l.unsqueeze(-2), _adj(V)), out, "linalg.pinv", exact=False)
     U, S, Vh = svd(A, full_matrices=False)
     tol = _tolerance(S, A.shape, atol, rtol, rcond)
     keep = S > tol
     inv_s = _C.where(keep, S, _C.ones_like(S)).reciprocal() * keep.to(S.dtype)
-    return _out(_C.matmul(Vh.mT * inv_s.unsqueeze(-2), U.mT), out, "linalg.pinv", exact=False)
+    return _out(_C.matmul(_adj(Vh) * inv_s.unsqueeze(-2), _adj(U)), out, "linalg.pinv",
+                exact=False)
 
 
 def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False,
@@ -1041,7 +1074,7 @@ def _svd_legacy(input: Tensor, some: bool = True, compute_uv: bool = True, *,
     """
     if compute_uv:
         U, S, Vh = svd(input, full_matrices=not some)
-        V = Vh.mT
+        V = _adj(Vh)
     else:
         S = svdvals(input)
         m, n = input.shape[-2], input.shape[-1]
@@ -1105,9 +1138,9 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *,
         n, (r, c) = input2.shape[-1], input.shape[-2:]
         raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is {n} "
                            f"by {n} but each b matrix is {r} by {c}")
-    L = input2.mT if upper else input2
+    L = _adj(input2) if upper else input2
     y = _C._linalg_solve_triangular(L, input, False, False)  # L y = B
-    x = _C._linalg_solve_triangular(L.mT, y, True, False)  # L^T x = y
+    x = _C._linalg_solve_triangular(_adj(L), y, True, False)  # L^H x = y
     return _out(x, out, "cholesky_solve", exact=False)
 
 
@@ -1229,7 +1262,7 @@ def _reflect(X: Tensor, V: Tensor, tau: Tensor, i: int, left: bool) -> Tensor:
 def _reflectors(A: Tensor, k: int) -> Tensor:
     """The Householder vectors in the first k columns of A: unit diagonal, zeros above it."""
     m = A.shape[-2]
-    return A[..., :, :k].tril(-1) + _C.eye(m, k, dtype=A.dtype, device=A.device)
+    return A[..., :, :k].tril(-1) + _eye(m, A, k)
 
 
 def _householder_graph(A: Tensor, tau: Tensor) -> Tensor:
@@ -1237,7 +1270,7 @@ def _householder_graph(A: Tensor, tau: Tensor) -> Tensor:
     ember's autograd then gives its derivatives (and higher ones)."""
     m, n = A.shape[-2], A.shape[-1]
     V = _reflectors(A, tau.shape[-1])
-    Q = _C.eye(m, n, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], m, n)
+    Q = _eye(m, A, n).expand(*A.shape[:-2], m, n)
     for i in reversed(range(tau.shape[-1])):
         Q = _reflect(Q, V, tau, i, True)
     return Q

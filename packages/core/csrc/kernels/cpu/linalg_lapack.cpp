@@ -131,6 +131,105 @@ lint work_size(T query) {
   return std::max<lint>(1, static_cast<lint>(query));
 }
 
+// LAPACKE's complex element type for std::complex<R> (the same layout as ember's complex
+// tensors, which std::complex pointers address).
+template <class R>
+using lapack_c =
+    std::conditional_t<std::is_same_v<R, float>, lapack_complex_float, lapack_complex_double>;
+template <class R>
+lapack_c<R>* lc(std::complex<R>* p) {
+  return reinterpret_cast<lapack_c<R>*>(p);
+}
+template <class R>
+const lapack_c<R>* lc(const std::complex<R>* p) {
+  return reinterpret_cast<const lapack_c<R>*>(p);
+}
+
+template <class R>
+lint work_size(std::complex<R> query) {
+  return work_size(query.real());
+}
+
+// The c / z routines behind the ops' complex64 / complex128 paths (LU, SVD, the Hermitian
+// eigensolver, QR, Cholesky, triangular solves, least squares), for std::complex<R> matrices;
+// singular values and eigenvalues are real (R), the real workspaces are `rwork`.
+template <class R>
+struct CLapack;
+
+#define EMBER_CLAPACK_TYPE(R, p)                                                                   \
+  template <>                                                                                      \
+  struct CLapack<R> {                                                                              \
+    using C = std::complex<R>;                                                                     \
+    static lint getrf(lint m, lint n, C* a, lint lda, lint* ipiv) {                                \
+      return scipy_LAPACKE_##p##getrf_work(LAPACK_COL_MAJOR, m, n, lc(a), lda, ipiv);              \
+    }                                                                                              \
+    static lint getrs(char trans, lint n, lint nrhs, const C* a, lint lda, const lint* ipiv, C* b, \
+                      lint ldb) {                                                                  \
+      return scipy_LAPACKE_##p##getrs_work(LAPACK_COL_MAJOR, trans, n, nrhs, lc(a), lda, ipiv,     \
+                                           lc(b), ldb);                                            \
+    }                                                                                              \
+    static lint gesdd(char jobz, lint m, lint n, C* a, lint lda, R* s, C* u, lint ldu, C* vt,      \
+                      lint ldvt, C* work, lint lwork, R* rwork, lint* iwork) {                     \
+      return scipy_LAPACKE_##p##gesdd_work(LAPACK_COL_MAJOR, jobz, m, n, lc(a), lda, s, lc(u),     \
+                                           ldu, lc(vt), ldvt, lc(work), lwork, rwork, iwork);      \
+    }                                                                                              \
+    static lint heevd(char jobz, char uplo, lint n, C* a, lint lda, R* w, C* work, lint lwork,     \
+                      R* rwork, lint lrwork, lint* iwork, lint liwork) {                           \
+      return scipy_LAPACKE_##p##heevd_work(LAPACK_COL_MAJOR, jobz, uplo, n, lc(a), lda, w,         \
+                                           lc(work), lwork, rwork, lrwork, iwork, liwork);         \
+    }                                                                                              \
+    static lint geqrf(lint m, lint n, C* a, lint lda, C* tau, C* work, lint lwork) {               \
+      return scipy_LAPACKE_##p##geqrf_work(LAPACK_COL_MAJOR, m, n, lc(a), lda, lc(tau), lc(work),  \
+                                           lwork);                                                 \
+    }                                                                                              \
+    static lint ungqr(lint m, lint n, lint k, C* a, lint lda, const C* tau, C* work, lint lwork) { \
+      return scipy_LAPACKE_##p##ungqr_work(LAPACK_COL_MAJOR, m, n, k, lc(a), lda, lc(tau),         \
+                                           lc(work), lwork);                                       \
+    }                                                                                              \
+    static lint potrf(char uplo, lint n, C* a, lint lda) {                                         \
+      return scipy_LAPACKE_##p##potrf_work(LAPACK_COL_MAJOR, uplo, n, lc(a), lda);                 \
+    }                                                                                              \
+    static void trsm(bool upper, bool unit, lint m, lint n, const C* a, lint lda, C* b,            \
+                     lint ldb) {                                                                   \
+      const C one = 1;                                                                             \
+      scipy_cblas_##p##trsm(CblasColMajor, CblasLeft, upper ? CblasUpper : CblasLower,             \
+                            CblasNoTrans, unit ? CblasUnit : CblasNonUnit, m, n, &one, a, lda, b,  \
+                            ldb);                                                                  \
+    }                                                                                              \
+    static lint gelsy(lint m, lint n, lint nrhs, C* a, lint lda, C* b, lint ldb, lint* jpvt,       \
+                      R rcond, lint* rank, C* work, lint lwork, R* rwork) {                        \
+      return scipy_LAPACKE_##p##gelsy_work(LAPACK_COL_MAJOR, m, n, nrhs, lc(a), lda, lc(b), ldb,   \
+                                           jpvt, rcond, rank, lc(work), lwork, rwork);             \
+    }                                                                                              \
+    static lint gelsd(lint m, lint n, lint nrhs, C* a, lint lda, C* b, lint ldb, R* s, R rcond,    \
+                      lint* rank, C* work, lint lwork, R* rwork, lint* iwork) {                    \
+      return scipy_LAPACKE_##p##gelsd_work(LAPACK_COL_MAJOR, m, n, nrhs, lc(a), lda, lc(b), ldb,   \
+                                           s, rcond, rank, lc(work), lwork, rwork, iwork);         \
+    }                                                                                              \
+    static lint gelss(lint m, lint n, lint nrhs, C* a, lint lda, C* b, lint ldb, R* s, R rcond,    \
+                      lint* rank, C* work, lint lwork, R* rwork) {                                 \
+      return scipy_LAPACKE_##p##gelss_work(LAPACK_COL_MAJOR, m, n, nrhs, lc(a), lda, lc(b), ldb,   \
+                                           s, rcond, rank, lc(work), lwork, rwork);                \
+    }                                                                                              \
+    static lint gels(lint m, lint n, lint nrhs, C* a, lint lda, C* b, lint ldb, C* work,           \
+                     lint lwork) {                                                                 \
+      return scipy_LAPACKE_##p##gels_work(LAPACK_COL_MAJOR, 'N', m, n, nrhs, lc(a), lda, lc(b),    \
+                                          ldb, lc(work), lwork);                                   \
+    }                                                                                              \
+  };
+EMBER_CLAPACK_TYPE(float, c)
+EMBER_CLAPACK_TYPE(double, z)
+#undef EMBER_CLAPACK_TYPE
+
+// f(R{}) for the part type R of a complex64 / complex128 dtype.
+template <class F>
+void dispatch_complex(ScalarType dt, F f) {
+  if (dt == ScalarType::Complex64)
+    f(float{});
+  else
+    f(double{});
+}
+
 // ---- layouts and checks ----------------------------------------------------------------------
 
 DimVector batch_of(const Tensor& t) { return DimVector(t->sizes().begin(), t->sizes().end() - 2); }
@@ -392,11 +491,34 @@ void lu_factor_batch(const Tensor& lu, const Tensor& piv, const Tensor& info, in
   });
 }
 
+// Complex LU: getrf for every size.
+template <class R>
+void lu_factor_batch_c(const Tensor& lu, const Tensor& piv, const Tensor& info, int64_t count,
+                       int64_t m, int64_t n) {
+  using C = std::complex<R>;
+  const int64_t k = std::min(m, n);
+  C* a = lu->data_as<C>();
+  int32_t* p = piv->data_as<int32_t>();
+  int32_t* inf = info->data_as<int32_t>();
+  for_each_matrix(count, std::max(m, n), [&](int64_t b) {
+    inf[b] = CLapack<R>::getrf(lint(m), lint(n), a + b * m * n, ld(m), p + b * k);
+  });
+}
+
+// lu_factor_batch for any of the four dtypes.
+void lu_factor_any(ScalarType dt, const char* op, const Tensor& lu, const Tensor& piv,
+                   const Tensor& info, int64_t count, int64_t m, int64_t n) {
+  if (is_complex(dt))
+    return dispatch_complex(
+        dt, [&](auto r) { lu_factor_batch_c<decltype(r)>(lu, piv, info, count, m, n); });
+  EMBER_DISPATCH_BLAS(dt, op, [&] { lu_factor_batch<scalar_t>(lu, piv, info, count, m, n); });
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> _linalg_lu_factor_ex(const Tensor& A, bool pivot) {
   const char* op = "linalg.lu_factor";
-  check_matrix(op, A, "A", false);
+  check_matrix(op, A, "A", false, true);
   EMBER_CHECK(pivot, op, ": LU without pivoting is not implemented on the CPU");
   const int64_t m = A->size(A->dim() - 2), n = A->size(A->dim() - 1);
   const DimVector batch = batch_of(A);
@@ -404,8 +526,7 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_lu_factor_ex(const Tensor& A, bool pi
   Tensor piv = zeros_int(with(batch, {std::min(m, n)}), A->device());
   Tensor info = zeros_int(batch, A->device());
   if (A->device().is_meta() || lu->numel() == 0) return {lu, piv, info};
-  EMBER_DISPATCH_BLAS(A->dtype(), op,
-                      [&] { lu_factor_batch<scalar_t>(lu, piv, info, count_of(batch), m, n); });
+  lu_factor_any(A->dtype(), op, lu, piv, info, count_of(batch), m, n);
   return {lu, piv, info};
 }
 
@@ -433,12 +554,33 @@ void lu_solve_batch(const Tensor& lu, const Tensor& piv, const Tensor& x, int64_
   });
 }
 
+template <class R>
+void lu_solve_batch_c(const Tensor& lu, const Tensor& piv, const Tensor& x, int64_t count,
+                      int64_t n, int64_t k, bool trans) {
+  using C = std::complex<R>;
+  const C* a = lu->data_as<C>();
+  const int32_t* p = piv->data_as<int32_t>();
+  C* b = x->data_as<C>();
+  for_each_matrix(count, n, [&](int64_t i) {
+    CLapack<R>::getrs(trans ? 'T' : 'N', lint(n), lint(k), a + i * n * n, ld(n), p + i * n,
+                      b + i * n * k, ld(n));
+  });
+}
+
+void lu_solve_any(ScalarType dt, const char* op, const Tensor& lu, const Tensor& piv,
+                  const Tensor& x, int64_t count, int64_t n, int64_t k, bool trans) {
+  if (is_complex(dt))
+    return dispatch_complex(
+        dt, [&](auto r) { lu_solve_batch_c<decltype(r)>(lu, piv, x, count, n, k, trans); });
+  EMBER_DISPATCH_BLAS(dt, op, [&] { lu_solve_batch<scalar_t>(lu, piv, x, count, n, k, trans); });
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_solve_ex(const Tensor& A, const Tensor& B) {
   const char* op = "linalg.solve";
-  check_matrix(op, A, "A", true);
-  check_matrix(op, B, "B", false);
+  check_matrix(op, A, "A", true, true);
+  check_matrix(op, B, "B", false, true);
   check_same_dtype(op, A, B);
   const int64_t n = A->size(A->dim() - 1), k = B->size(B->dim() - 1);
   EMBER_CHECK(B->size(B->dim() - 2) == n, op,
@@ -451,17 +593,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_solve_ex(const Tensor& A, con
   Tensor info = zeros_int(batch, A->device());
   if (A->device().is_meta() || lu->numel() == 0) return {x, lu, piv, info};
   const int64_t count = count_of(batch);
-  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
-    lu_factor_batch<scalar_t>(lu, piv, info, count, n, n);
-    if (k > 0) lu_solve_batch<scalar_t>(lu, piv, x, count, n, k, false);
-  });
+  lu_factor_any(A->dtype(), op, lu, piv, info, count, n, n);
+  if (k > 0) lu_solve_any(A->dtype(), op, lu, piv, x, count, n, k, false);
   return {x, lu, piv, info};
 }
 
 Tensor _lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool trans) {
   const char* op = "linalg.lu_solve";
-  check_matrix(op, LU, "LU", true);
-  check_matrix(op, B, "B", false);
+  check_matrix(op, LU, "LU", true, true);
+  check_matrix(op, B, "B", false, true);
   check_same_dtype(op, LU, B);
   const int64_t n = LU->size(LU->dim() - 1), k = B->size(B->dim() - 1);
   EMBER_CHECK(B->size(B->dim() - 2) == n, op, ": Incompatible shapes of LU and B (", n, "x", n,
@@ -482,8 +622,7 @@ Tensor _lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool t
   const int32_t* p = piv->data_as<int32_t>();
   for (int64_t i = 0; i < piv->numel(); ++i)
     EMBER_CHECK(p[i] >= 1 && p[i] <= n, op, ": pivots must be in [1, ", n, "], got ", p[i]);
-  EMBER_DISPATCH_BLAS(LU->dtype(), op,
-                      [&] { lu_solve_batch<scalar_t>(lu, piv, x, count_of(batch), n, k, trans); });
+  lu_solve_any(LU->dtype(), op, lu, piv, x, count_of(batch), n, k, trans);
   return fresh(x);
 }
 
@@ -517,11 +656,43 @@ void lu_det(const Tensor& lu, const Tensor& piv, int64_t count, int64_t n, T* de
   }
 }
 
+// Complex det / slogdet: det = (-1)^swaps prod d_i; log|det| = sum log|d_i| (real) with the
+// sign (-1)^swaps prod d_i / |d_i| (complex, of absolute value 1; 0 for a singular matrix).
+template <class R>
+void lu_det_c(const Tensor& lu, const Tensor& piv, int64_t count, int64_t n, std::complex<R>* det,
+              R* logabs, std::complex<R>* sign) {
+  using C = std::complex<R>;
+  const C* a = lu->data_as<C>();
+  const int32_t* p = piv->data_as<int32_t>();
+  for (int64_t b = 0; b < count; ++b) {
+    const C* m = a + b * n * n;
+    bool neg = false, zero = false;
+    C prod = 1, phase = 1;
+    R lsum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const C d = m[i * n + i];
+      if (p[b * n + i] != i + 1) neg = !neg;
+      prod *= d;
+      const R ad = std::abs(d);
+      lsum += std::log(ad);
+      if (ad == 0)
+        zero = true;
+      else
+        phase *= d / ad;
+    }
+    if (det) det[b] = neg ? -prod : prod;
+    if (logabs) {
+      logabs[b] = lsum;
+      sign[b] = std::isnan(lsum) ? C(lsum, lsum) : (zero ? C(0) : (neg ? -phase : phase));
+    }
+  }
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> _linalg_det(const Tensor& A) {
   const char* op = "linalg.det";
-  check_matrix(op, A, "A", true);
+  check_matrix(op, A, "A", true, true);
   const int64_t n = A->size(A->dim() - 1);
   const DimVector batch = batch_of(A);
   Tensor lu = col_major_copy(A, batch);
@@ -529,9 +700,16 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_det(const Tensor& A) {
   Tensor det = ember::empty(batch, A->dtype(), A->device());
   if (A->device().is_meta()) return {det, lu, piv};
   const int64_t count = count_of(batch);
+  Tensor info = zeros_int(batch, A->device());
+  if (n > 0) lu_factor_any(A->dtype(), op, lu, piv, info, count, n, n);
+  if (is_complex(A->dtype())) {
+    dispatch_complex(A->dtype(), [&](auto r) {
+      using R = decltype(r);
+      lu_det_c<R>(lu, piv, count, n, det->data_as<std::complex<R>>(), nullptr, nullptr);
+    });
+    return {fresh(det), lu, piv};
+  }
   EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
-    Tensor info = zeros_int(batch, A->device());
-    if (n > 0) lu_factor_batch<scalar_t>(lu, piv, info, count, n, n);
     lu_det<scalar_t>(lu, piv, count, n, det->data_as<scalar_t>(), nullptr, nullptr);
   });
   return {fresh(det), lu, piv};
@@ -539,15 +717,25 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_det(const Tensor& A) {
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_slogdet(const Tensor& A) {
   const char* op = "linalg.slogdet";
-  check_matrix(op, A, "A", true);
+  check_matrix(op, A, "A", true, true);
   const int64_t n = A->size(A->dim() - 1);
   const DimVector batch = batch_of(A);
   Tensor lu = col_major_copy(A, batch);
   Tensor piv = zeros_int(with(batch, {n}), A->device());
-  Tensor logabs = ember::empty(batch, A->dtype(), A->device());
+  Tensor logabs = ember::empty(batch, to_real(A->dtype()), A->device());
   Tensor sign = ember::empty(batch, A->dtype(), A->device());
   if (A->device().is_meta()) return {logabs, sign, lu, piv};
   const int64_t count = count_of(batch);
+  if (is_complex(A->dtype())) {
+    Tensor info = zeros_int(batch, A->device());
+    if (n > 0) lu_factor_any(A->dtype(), op, lu, piv, info, count, n, n);
+    dispatch_complex(A->dtype(), [&](auto r) {
+      using R = decltype(r);
+      lu_det_c<R>(lu, piv, count, n, nullptr, logabs->data_as<R>(),
+                  sign->data_as<std::complex<R>>());
+    });
+    return {fresh(logabs), fresh(sign), lu, piv};
+  }
   EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
     Tensor info = zeros_int(batch, A->device());
     if (n > 0) lu_factor_batch<scalar_t>(lu, piv, info, count, n, n);
@@ -623,16 +811,73 @@ void svd_batch(const Tensor& a_t, const Tensor& s_t, const Tensor& u_t, const Te
   });
 }
 
+// svd_batch for complex matrices (gesdd's c / z forms): s real, u and vt complex.
+template <class R>
+void svd_batch_c(const Tensor& a_t, const Tensor& s_t, const Tensor& u_t, const Tensor& vh_t,
+                 const Tensor& info_t, int64_t count, int64_t m, int64_t n, bool full, bool uv) {
+  using C = std::complex<R>;
+  const int64_t k = std::min(m, n), mx = std::max(m, n);
+  const int64_t ucols = full ? m : k, vrows = full ? n : k;
+  C* a = a_t->data_as<C>();
+  R* s = s_t->data_as<R>();
+  C* u = uv ? u_t->data_as<C>() : nullptr;
+  C* vt = uv ? vh_t->data_as<C>() : nullptr;
+  int32_t* info = info_t->data_as<int32_t>();
+  const char jobz = !uv ? 'N' : (full ? 'A' : 'S');
+  const R nan = std::numeric_limits<R>::quiet_NaN();
+  for_each_chunk(count, mx, [&](int64_t begin, int64_t end) {
+    std::vector<lint> iwork(std::max<int64_t>(1, 8 * k));
+    // LAPACK's bound on rwork (for jobz 'N' 7 k, which older versions need)
+    std::vector<R> rwork(
+        std::max<int64_t>(1, uv ? k * std::max(5 * k + 7, 2 * mx + 2 * k + 1) : 7 * k));
+    std::vector<C> work;
+    C dummy = 0;
+    for (int64_t b = begin; b < end; ++b) {
+      C* ab = a + b * m * n;
+      C* ub = uv ? u + b * m * ucols : &dummy;
+      C* vb = uv ? vt + b * vrows * n : &dummy;
+      if (k == 0) {
+        if (uv) {
+          set_eye(ub, m, ucols);
+          set_eye(vb, vrows, n);
+        }
+        continue;
+      }
+      bool finite = true;
+      for (int64_t i = 0; i < m * n && finite; ++i)
+        finite = std::isfinite(ab[i].real()) && std::isfinite(ab[i].imag());
+      if (!finite) {
+        info[b] = -1;
+        std::fill_n(s + b * k, k, nan);
+        if (uv) {
+          std::fill_n(ub, m * ucols, C(nan, nan));
+          std::fill_n(vb, vrows * n, C(nan, nan));
+        }
+        continue;
+      }
+      if (work.empty()) {
+        C query = 0;
+        CLapack<R>::gesdd(jobz, lint(m), lint(n), ab, ld(m), s + b * k, ub, ld(m), vb, ld(vrows),
+                          &query, -1, rwork.data(), iwork.data());
+        work.resize(work_size(query));
+      }
+      info[b] =
+          CLapack<R>::gesdd(jobz, lint(m), lint(n), ab, ld(m), s + b * k, ub, ld(m), vb, ld(vrows),
+                            work.data(), lint(work.size()), rwork.data(), iwork.data());
+    }
+  });
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_svd(const Tensor& A, bool full_matrices,
                                                        bool compute_uv) {
   const char* op = "linalg.svd";
-  check_matrix(op, A, "A", false);
+  check_matrix(op, A, "A", false, true);
   const int64_t m = A->size(A->dim() - 2), n = A->size(A->dim() - 1), k = std::min(m, n);
   const DimVector batch = batch_of(A);
   Tensor a = col_major_copy(A, batch);
-  Tensor s = ember::empty(with(batch, {k}), A->dtype(), A->device());
+  Tensor s = ember::empty(with(batch, {k}), to_real(A->dtype()), A->device());
   Tensor u, vh;
   if (compute_uv) {
     u = empty_col_major(batch, m, full_matrices ? m : k, A->dtype(), A->device());
@@ -643,6 +888,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_svd(const Tensor& A, bool ful
   }
   Tensor info = zeros_int(batch, A->device());
   if (A->device().is_meta()) return {u, s, vh, info};
+  if (is_complex(A->dtype())) {
+    dispatch_complex(A->dtype(), [&](auto r) {
+      svd_batch_c<decltype(r)>(a, s, u, vh, info, count_of(batch), m, n, full_matrices, compute_uv);
+    });
+    return {fresh(u), fresh(s), fresh(vh), info};
+  }
   EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
     svd_batch<scalar_t>(a, s, u, vh, info, count_of(batch), m, n, full_matrices, compute_uv);
   });
@@ -910,18 +1161,42 @@ void small_eigh_pair(const T* const a[2], char uplo, int64_t n, bool vecs, T* co
 std::tuple<Tensor, Tensor, Tensor> _linalg_eigh(const Tensor& A, const std::string& UPLO,
                                                 bool compute_v) {
   const char* op = "linalg.eigh";
-  check_matrix(op, A, "A", true);
+  check_matrix(op, A, "A", true, true);
   EMBER_CHECK(UPLO == "L" || UPLO == "U" || UPLO == "l" || UPLO == "u", op,
               ": Expected UPLO argument to be 'L' or 'U', but got ", UPLO);
   const int64_t n = A->size(A->dim() - 1);
   const DimVector batch = batch_of(A);
   Tensor v = col_major_copy(A, batch);
-  Tensor w = ember::empty(with(batch, {n}), A->dtype(), A->device());
+  Tensor w = ember::empty(with(batch, {n}), to_real(A->dtype()), A->device());
   Tensor info = zeros_int(batch, A->device());
   Tensor vecs = compute_v ? v : ember::empty({0}, A->dtype(), A->device());
   if (A->device().is_meta() || v->numel() == 0) return {w, vecs, info};
   const char jobz = compute_v ? 'V' : 'N';
   const char uplo = (UPLO == "U" || UPLO == "u") ? 'U' : 'L';
+  if (is_complex(A->dtype())) {  // heevd for every size
+    dispatch_complex(A->dtype(), [&](auto r) {
+      using R = decltype(r);
+      using C = std::complex<R>;
+      C* a = v->data_as<C>();
+      R* wp = w->data_as<R>();
+      int32_t* inf = info->data_as<int32_t>();
+      for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
+        C query = 0;
+        R rquery = 0;
+        lint iquery = 0;
+        CLapack<R>::heevd(jobz, uplo, lint(n), a + begin * n * n, ld(n), wp + begin * n, &query, -1,
+                          &rquery, -1, &iquery, -1);
+        std::vector<C> work(work_size(query));
+        std::vector<R> rwork(work_size(rquery));
+        std::vector<lint> iwork(std::max<lint>(1, iquery));
+        for (int64_t b = begin; b < end; ++b)
+          inf[b] = CLapack<R>::heevd(jobz, uplo, lint(n), a + b * n * n, ld(n), wp + b * n,
+                                     work.data(), lint(work.size()), rwork.data(),
+                                     lint(rwork.size()), iwork.data(), lint(iwork.size()));
+      });
+    });
+    return {fresh(w), compute_v ? fresh(v) : vecs, info};
+  }
   EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
     using T = scalar_t;
     T* a = v->data_as<T>();
@@ -1099,7 +1374,7 @@ void small_org2r(int64_t m, int64_t qc, int64_t k, T* q, const T* tau) {
 
 std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) {
   const char* op = "linalg.qr";
-  check_matrix(op, A, "A", false);
+  check_matrix(op, A, "A", false, true);
   EMBER_CHECK(mode == "reduced" || mode == "complete" || mode == "r", "qr received unrecognized ",
               "mode '", mode, "' but expected one of 'reduced' (default), 'r', or 'complete'");
   const int64_t m = A->size(A->dim() - 2), n = A->size(A->dim() - 1), k = std::min(m, n);
@@ -1111,6 +1386,40 @@ std::tuple<Tensor, Tensor> _linalg_qr(const Tensor& A, const std::string& mode) 
   Tensor q = want_q ? empty_col_major(batch, m, qcols, A->dtype(), A->device())
                     : ember::empty({0}, A->dtype(), A->device());
   if (A->device().is_meta()) return {q, r};
+  if (is_complex(A->dtype())) {  // geqrf / ungqr for every size
+    dispatch_complex(A->dtype(), [&](auto tag) {
+      using R = decltype(tag);
+      using C = std::complex<R>;
+      C* ap = a->data_as<C>();
+      C* rp = r->data_as<C>();
+      C* qp = want_q ? q->data_as<C>() : nullptr;
+      for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
+        std::vector<C> tau(std::max<int64_t>(1, k));
+        C q1 = 0, q2 = 0;
+        if (k > 0) CLapack<R>::geqrf(lint(m), lint(n), ap, ld(m), tau.data(), &q1, -1);
+        if (want_q && m > 0 && qcols > 0)
+          CLapack<R>::ungqr(lint(m), lint(qcols), lint(k), qp, ld(m), tau.data(), &q2, -1);
+        std::vector<C> work(std::max(work_size(q1), work_size(q2)));
+        for (int64_t b = begin; b < end; ++b) {
+          C* ab = ap + b * m * n;
+          if (k > 0)
+            CLapack<R>::geqrf(lint(m), lint(n), ab, ld(m), tau.data(), work.data(),
+                              lint(work.size()));
+          C* rb = rp + b * rrows * n;
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t i = 0; i < rrows; ++i) rb[j * rrows + i] = i <= j ? ab[j * m + i] : C(0);
+          if (!want_q || m == 0) continue;
+          C* qb = qp + b * m * qcols;
+          for (int64_t j = 0; j < qcols; ++j)
+            for (int64_t i = 0; i < m; ++i) qb[j * m + i] = j < n ? ab[j * m + i] : C(0);
+          if (qcols > 0)
+            CLapack<R>::ungqr(lint(m), lint(qcols), lint(k), qb, ld(m), tau.data(), work.data(),
+                              lint(work.size()));
+        }
+      });
+    });
+    return {want_q ? fresh(q) : q, fresh(r)};
+  }
   EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
     using T = scalar_t;
     T* ap = a->data_as<T>();
@@ -1189,16 +1498,85 @@ int32_t small_potf2(int64_t n, T* a, bool upper) {
   return info;
 }
 
+// small_potf2 for a Hermitian matrix (A = L L^H; with upper, A = U^H U read from the upper
+// triangle, through the conjugate transpose): the diagonal's imaginary parts are not read.
+// Returns info (the first diagonal that is not positive, or NaN).
+template <class R>
+int32_t potf2_c(int64_t n, std::complex<R>* a, bool upper) {
+  auto adjoint = [&] {
+    for (int64_t j = 0; j < n; ++j) {
+      a[j * n + j] = std::conj(a[j * n + j]);
+      for (int64_t i = j + 1; i < n; ++i) {
+        const std::complex<R> t = a[j * n + i];
+        a[j * n + i] = std::conj(a[i * n + j]);
+        a[i * n + j] = std::conj(t);
+      }
+    }
+  };
+  if (upper) adjoint();
+  int32_t info = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    std::complex<R>* cj = a + j * n;
+    R d = cj[j].real();
+    for (int64_t k = 0; k < j; ++k) d -= std::norm(a[k * n + j]);
+    cj[j] = d;
+    if (!(d > 0)) {
+      info = static_cast<int32_t>(j + 1);
+      break;
+    }
+    for (int64_t k = 0; k < j; ++k) {
+      const std::complex<R> f = std::conj(a[k * n + j]);
+      const std::complex<R>* ck = a + k * n;
+      for (int64_t i = j + 1; i < n; ++i) cj[i] -= ck[i] * f;
+    }
+    const R rt = std::sqrt(d);
+    cj[j] = rt;
+    for (int64_t i = j + 1; i < n; ++i) cj[i] /= rt;
+  }
+  if (upper) adjoint();
+  return info;
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor> _linalg_cholesky_ex(const Tensor& A, bool upper) {
   const char* op = "linalg.cholesky";
-  check_matrix(op, A, "A", true);
+  check_matrix(op, A, "A", true, true);
   const int64_t n = A->size(A->dim() - 1);
   const DimVector batch = batch_of(A);
   Tensor l = col_major_copy(A, batch);
   Tensor info = zeros_int(batch, A->device());
   if (A->device().is_meta() || l->numel() == 0) return {l, info};
+  if (is_complex(A->dtype())) {
+    // potrf, and the unblocked loop (from A) for the failures and NaN, as for real matrices
+    dispatch_complex(A->dtype(), [&](auto tag) {
+      using R = decltype(tag);
+      using C = std::complex<R>;
+      C* a = l->data_as<C>();
+      int32_t* inf = info->data_as<int32_t>();
+      const int64_t count = count_of(batch);
+      Tensor again;
+      for_each_matrix(count, n, [&](int64_t b) {
+        C* ab = a + b * n * n;
+        inf[b] = CLapack<R>::potrf(upper ? 'U' : 'L', lint(n), ab, ld(n));
+        for (int64_t j = 0; j < n && !inf[b]; ++j)
+          if (!(ab[j * n + j].real() > 0)) inf[b] = -1;
+      });
+      for (int64_t b = 0; b < count; ++b) {
+        C* ab = a + b * n * n;
+        if (inf[b]) {
+          if (!again) again = col_major_copy(A, batch);
+          const C* src = again->data_as<C>() + b * n * n;
+          std::copy(src, src + n * n, ab);
+          inf[b] = potf2_c(n, ab, upper);
+        }
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < n; ++i)
+            if (upper ? i > j : i < j) ab[j * n + i] = 0;
+      }
+    });
+    return {l, info};
+  }
   EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
     using T = scalar_t;
     T* a = l->data_as<T>();
@@ -1245,8 +1623,8 @@ std::tuple<Tensor, Tensor> _linalg_cholesky_ex(const Tensor& A, bool upper) {
 
 Tensor _linalg_solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool unitriangular) {
   const char* op = "linalg.solve_triangular";
-  check_matrix(op, A, "A", true);
-  check_matrix(op, B, "B", false);
+  check_matrix(op, A, "A", true, true);
+  check_matrix(op, B, "B", false, true);
   check_same_dtype(op, A, B);
   const int64_t n = A->size(A->dim() - 1), k = B->size(B->dim() - 1);
   EMBER_CHECK(B->size(B->dim() - 2) == n, op, ": Incompatible shapes of A and B for the equation ",
@@ -1255,6 +1633,19 @@ Tensor _linalg_solve_triangular(const Tensor& A, const Tensor& B, bool upper, bo
   Tensor a = col_major_copy(A, batch);
   Tensor x = col_major_copy(B, batch);
   if (A->device().is_meta() || x->numel() == 0) return x;
+  if (is_complex(A->dtype())) {
+    dispatch_complex(A->dtype(), [&](auto tag) {
+      using R = decltype(tag);
+      using C = std::complex<R>;
+      const C* ap = a->data_as<C>();
+      C* xp = x->data_as<C>();
+      for_each_matrix(count_of(batch), n, [&](int64_t b) {
+        CLapack<R>::trsm(upper, unitriangular, lint(n), lint(k), ap + b * n * n, ld(n),
+                         xp + b * n * k, ld(n));
+      });
+    });
+    return x;
+  }
   EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
     using T = scalar_t;
     const T* ap = a->data_as<T>();
@@ -1273,8 +1664,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
                                                          std::optional<double> rcond,
                                                          const std::optional<std::string>& driver) {
   const char* op = "linalg.lstsq";
-  check_matrix(op, A, "A", false);
-  check_matrix(op, B, "B", false);
+  check_matrix(op, A, "A", false, true);
+  check_matrix(op, B, "B", false, true);
   check_same_dtype(op, A, B);
   const std::string drv = driver ? *driver : "gelsy";
   EMBER_CHECK(drv == "gelsy" || drv == "gelsd" || drv == "gelss" || drv == "gels", op,
@@ -1289,10 +1680,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
   Tensor bbuf = empty_col_major(batch, rows, k, A->dtype(), A->device());
   const bool want_rank = drv != "gels", want_sv = drv == "gelsd" || drv == "gelss";
   Tensor rank = ember::empty(want_rank ? batch : DimVector{0}, ScalarType::Int64, A->device());
-  Tensor sv = ember::empty(want_sv ? with(batch, {mn}) : DimVector{0}, A->dtype(), A->device());
+  const ScalarType rdt = to_real(A->dtype());
+  Tensor sv = ember::empty(want_sv ? with(batch, {mn}) : DimVector{0}, rdt, A->device());
   const bool want_res = drv != "gelsy" && m > n;
-  Tensor residuals =
-      ember::empty(want_res ? with(batch, {k}) : DimVector{0}, A->dtype(), A->device());
+  Tensor residuals = ember::empty(want_res ? with(batch, {k}) : DimVector{0}, rdt, A->device());
   // the solution is a tensor of its own (not a view of the buffer: outputs are no views)
   Tensor solution = empty_col_major(batch, n, k, A->dtype(), A->device());
   if (A->device().is_meta()) return {solution, residuals, rank, sv};
@@ -1301,68 +1692,138 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
     copy_into(make_view(bbuf, with(batch, {m, k}), bbuf->strides(), bbuf->storage_offset()), B);
   }
   bool full_rank = true;
-  EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
-    using T = scalar_t;
-    const T rc = rcond ? T(*rcond) : std::numeric_limits<T>::epsilon() * T(std::max(m, n));
-    T* ap = a->data_as<T>();
-    T* bp = bbuf->data_as<T>();
-    T* svp = want_sv ? sv->data_as<T>() : nullptr;
-    int64_t* rkp = want_rank ? rank->data_as<int64_t>() : nullptr;
-    sync_blas_threads();
-    for (int64_t b = 0; b < count; ++b) {
-      T* ab = ap + b * m * n;
-      T* bb = bp + b * rows * k;
-      lint rk = lint(mn), info = 0;
-      if (mn == 0 || k == 0) {
-        if (rkp) rkp[b] = 0;
-        if (mn == 0 || !want_sv) continue;
-      }
-      T query = 0;
-      if (drv == "gelsy") {
-        std::vector<lint> jpvt(std::max<int64_t>(1, n), 0);
-        Lapack<T>::gelsy(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), jpvt.data(), rc, &rk,
-                         &query, -1);
-        std::vector<T> work(work_size(query));
-        info = Lapack<T>::gelsy(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), jpvt.data(), rc,
-                                &rk, work.data(), lint(work.size()));
-      } else if (drv == "gelsd") {
-        lint iquery = 1;
-        Lapack<T>::gelsd(lint(m), lint(n), lint(std::max<int64_t>(k, 1)), ab, ld(m), bb, ld(rows),
-                         svp + b * mn, rc, &rk, &query, -1, &iquery);
-        std::vector<lint> iwork(std::max<lint>(1, iquery));
-        std::vector<T> work(work_size(query));
-        info = Lapack<T>::gelsd(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), svp + b * mn,
-                                rc, &rk, work.data(), lint(work.size()), iwork.data());
-      } else if (drv == "gelss") {
-        Lapack<T>::gelss(lint(m), lint(n), lint(std::max<int64_t>(k, 1)), ab, ld(m), bb, ld(rows),
-                         svp + b * mn, rc, &rk, &query, -1);
-        std::vector<T> work(work_size(query));
-        info = Lapack<T>::gelss(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), svp + b * mn,
-                                rc, &rk, work.data(), lint(work.size()));
-      } else {
-        Lapack<T>::gels(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), &query, -1);
-        std::vector<T> work(work_size(query));
-        info = Lapack<T>::gels(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), work.data(),
-                               lint(work.size()));
-        EMBER_CHECK(info <= 0, op, ": The least squares solution could not be computed because ",
-                    "the input matrix does not have full rank (error code: ", info, ").");
-      }
-      EMBER_CHECK(info <= 0, op, ": The algorithm failed to converge (error code: ", info, ").");
-      if (rkp) rkp[b] = rk;
-      if (rk < n) full_rank = false;
-    }
-    if (want_res && full_rank) {
-      T* rp = residuals->data_as<T>();
-      for (int64_t b = 0; b < count; ++b)
-        for (int64_t j = 0; j < k; ++j) {
-          const T* col = bp + b * rows * k + j * rows;
-          T acc = 0;
-          for (int64_t i = n; i < m; ++i) acc += col[i] * col[i];
-          rp[b * k + j] = acc;
+  if (is_complex(A->dtype())) {
+    dispatch_complex(A->dtype(), [&](auto tag) {
+      using R = decltype(tag);
+      using C = std::complex<R>;
+      const R rc = rcond ? R(*rcond) : std::numeric_limits<R>::epsilon() * R(std::max(m, n));
+      C* ap = a->data_as<C>();
+      C* bp = bbuf->data_as<C>();
+      R* svp = want_sv ? sv->data_as<R>() : nullptr;
+      int64_t* rkp = want_rank ? rank->data_as<int64_t>() : nullptr;
+      sync_blas_threads();
+      for (int64_t b = 0; b < count; ++b) {
+        C* ab = ap + b * m * n;
+        C* bb = bp + b * rows * k;
+        lint rk = lint(mn), info = 0;
+        if (mn == 0 || k == 0) {
+          if (rkp) rkp[b] = 0;
+          if (mn == 0 || !want_sv) continue;
         }
-    }
-  });
-  if (want_res && !full_rank) residuals = ember::empty({0}, A->dtype(), A->device());
+        C query = 0;
+        if (drv == "gelsy") {
+          std::vector<lint> jpvt(std::max<int64_t>(1, n), 0);
+          std::vector<R> rwork(std::max<int64_t>(1, 2 * n));
+          CLapack<R>::gelsy(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), jpvt.data(), rc,
+                            &rk, &query, -1, rwork.data());
+          std::vector<C> work(work_size(query));
+          info = CLapack<R>::gelsy(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), jpvt.data(),
+                                   rc, &rk, work.data(), lint(work.size()), rwork.data());
+        } else if (drv == "gelsd") {
+          lint iquery = 1;
+          R rquery = 1;
+          CLapack<R>::gelsd(lint(m), lint(n), lint(std::max<int64_t>(k, 1)), ab, ld(m), bb,
+                            ld(rows), svp + b * mn, rc, &rk, &query, -1, &rquery, &iquery);
+          std::vector<lint> iwork(std::max<lint>(1, iquery));
+          std::vector<R> rwork(work_size(rquery));
+          std::vector<C> work(work_size(query));
+          info = CLapack<R>::gelsd(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), svp + b * mn,
+                                   rc, &rk, work.data(), lint(work.size()), rwork.data(),
+                                   iwork.data());
+        } else if (drv == "gelss") {
+          std::vector<R> rwork(std::max<int64_t>(1, 5 * mn));
+          CLapack<R>::gelss(lint(m), lint(n), lint(std::max<int64_t>(k, 1)), ab, ld(m), bb,
+                            ld(rows), svp + b * mn, rc, &rk, &query, -1, rwork.data());
+          std::vector<C> work(work_size(query));
+          info = CLapack<R>::gelss(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), svp + b * mn,
+                                   rc, &rk, work.data(), lint(work.size()), rwork.data());
+        } else {
+          CLapack<R>::gels(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), &query, -1);
+          std::vector<C> work(work_size(query));
+          info = CLapack<R>::gels(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), work.data(),
+                                  lint(work.size()));
+          EMBER_CHECK(info <= 0, op, ": The least squares solution could not be computed ",
+                      "because the input matrix does not have full rank (error code: ", info, ").");
+        }
+        EMBER_CHECK(info <= 0, op, ": The algorithm failed to converge (error code: ", info, ").");
+        if (rkp) rkp[b] = rk;
+        if (rk < n) full_rank = false;
+      }
+      if (want_res && full_rank) {
+        R* rp = residuals->data_as<R>();
+        for (int64_t b = 0; b < count; ++b)
+          for (int64_t j = 0; j < k; ++j) {
+            const C* col = bp + b * rows * k + j * rows;
+            R acc = 0;
+            for (int64_t i = n; i < m; ++i) acc += std::norm(col[i]);
+            rp[b * k + j] = acc;
+          }
+      }
+    });
+  } else {
+    EMBER_DISPATCH_BLAS(A->dtype(), op, [&] {
+      using T = scalar_t;
+      const T rc = rcond ? T(*rcond) : std::numeric_limits<T>::epsilon() * T(std::max(m, n));
+      T* ap = a->data_as<T>();
+      T* bp = bbuf->data_as<T>();
+      T* svp = want_sv ? sv->data_as<T>() : nullptr;
+      int64_t* rkp = want_rank ? rank->data_as<int64_t>() : nullptr;
+      sync_blas_threads();
+      for (int64_t b = 0; b < count; ++b) {
+        T* ab = ap + b * m * n;
+        T* bb = bp + b * rows * k;
+        lint rk = lint(mn), info = 0;
+        if (mn == 0 || k == 0) {
+          if (rkp) rkp[b] = 0;
+          if (mn == 0 || !want_sv) continue;
+        }
+        T query = 0;
+        if (drv == "gelsy") {
+          std::vector<lint> jpvt(std::max<int64_t>(1, n), 0);
+          Lapack<T>::gelsy(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), jpvt.data(), rc, &rk,
+                           &query, -1);
+          std::vector<T> work(work_size(query));
+          info = Lapack<T>::gelsy(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), jpvt.data(),
+                                  rc, &rk, work.data(), lint(work.size()));
+        } else if (drv == "gelsd") {
+          lint iquery = 1;
+          Lapack<T>::gelsd(lint(m), lint(n), lint(std::max<int64_t>(k, 1)), ab, ld(m), bb, ld(rows),
+                           svp + b * mn, rc, &rk, &query, -1, &iquery);
+          std::vector<lint> iwork(std::max<lint>(1, iquery));
+          std::vector<T> work(work_size(query));
+          info = Lapack<T>::gelsd(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), svp + b * mn,
+                                  rc, &rk, work.data(), lint(work.size()), iwork.data());
+        } else if (drv == "gelss") {
+          Lapack<T>::gelss(lint(m), lint(n), lint(std::max<int64_t>(k, 1)), ab, ld(m), bb, ld(rows),
+                           svp + b * mn, rc, &rk, &query, -1);
+          std::vector<T> work(work_size(query));
+          info = Lapack<T>::gelss(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), svp + b * mn,
+                                  rc, &rk, work.data(), lint(work.size()));
+        } else {
+          Lapack<T>::gels(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), &query, -1);
+          std::vector<T> work(work_size(query));
+          info = Lapack<T>::gels(lint(m), lint(n), lint(k), ab, ld(m), bb, ld(rows), work.data(),
+                                 lint(work.size()));
+          EMBER_CHECK(info <= 0, op, ": The least squares solution could not be computed because ",
+                      "the input matrix does not have full rank (error code: ", info, ").");
+        }
+        EMBER_CHECK(info <= 0, op, ": The algorithm failed to converge (error code: ", info, ").");
+        if (rkp) rkp[b] = rk;
+        if (rk < n) full_rank = false;
+      }
+      if (want_res && full_rank) {
+        T* rp = residuals->data_as<T>();
+        for (int64_t b = 0; b < count; ++b)
+          for (int64_t j = 0; j < k; ++j) {
+            const T* col = bp + b * rows * k + j * rows;
+            T acc = 0;
+            for (int64_t i = n; i < m; ++i) acc += col[i] * col[i];
+            rp[b * k + j] = acc;
+          }
+      }
+    });
+  }
+  if (want_res && !full_rank) residuals = ember::empty({0}, rdt, A->device());
   if (solution->numel() > 0)
     copy_into(solution,
               make_view(bbuf, with(batch, {n, k}), bbuf->strides(), bbuf->storage_offset()));
@@ -1372,25 +1833,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> _linalg_lstsq(const Tensor& A, const 
 // ---- Householder products: geqrf, orgqr, ormqr -----------------------------------------------
 
 namespace {
-
-// LAPACKE's complex element type for std::complex<R> (the same layout as ember's complex
-// tensors, which std::complex pointers address).
-template <class R>
-using lapack_c =
-    std::conditional_t<std::is_same_v<R, float>, lapack_complex_float, lapack_complex_double>;
-template <class R>
-lapack_c<R>* lc(std::complex<R>* p) {
-  return reinterpret_cast<lapack_c<R>*>(p);
-}
-template <class R>
-const lapack_c<R>* lc(const std::complex<R>* p) {
-  return reinterpret_cast<const lapack_c<R>*>(p);
-}
-
-template <class R>
-lint work_size(std::complex<R> query) {
-  return work_size(query.real());
-}
 
 // geqrf, orgqr, ormqr, sytrf and sytrs for real T (Lapack<T>) and for std::complex: LAPACK's
 // c / z routines (ungqr and unmqr, whose transpose is the conjugate one, and hetrf / hetrs for
