@@ -268,9 +268,9 @@ POINTWISE_OPS += [
 # Ops with their own tests in test_pointwise.py (ternary or special signatures), and torch.special's
 # Bessel / Airy / polynomial ops, tested against torch and series references in
 # test_special_bessel.py (torch has no top-level names for them, nor float16 kernels); their
-# device samples are in SAMPLES.
+# device samples are in SAMPLES. frexp (two outputs) is tested in test_linalg_extra.py.
 SPECIAL = {"rsub", "rpow", "clamp", "clip", "where", "lerp", "addcmul", "addcdiv", "allclose",
-           "equal"} | {"special_" + n for n in (
+           "equal", "frexp"} | {"special_" + n for n in (
                "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
                "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
                "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "airy_ai",

@@ -918,7 +918,7 @@ Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optio
             bool keepdim, std::optional<ScalarType> dtype) {
   reduce::check_norm_dtype(self, dtype);
   if (is_complex(self->dtype()))  // the norm of the absolute values (a real result)
-    return norm(ops::abs(dtype ? cast_to(self, *dtype) : self, Tensor()), p, dim, keepdim,
+    return norm(dispatch::abs(dtype ? cast_to(self, *dtype) : self, Tensor()), p, dim, keepdim,
                 std::nullopt);
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   auto mask = dim_mask(dim, x->dim(), "norm");
