@@ -226,7 +226,8 @@ def _dropout(a):
 MORE_CASES = [
     # pointwise, unary
     *[FwCase(f"{op}: 3x4", (lambda op: lambda a: getattr(a, op)())(op), n(3, 4))
-      for op in ["atan", "sinh", "cosh", "erf", "erfc", "sign", "floor", "ceil", "trunc", "frac"]],
+      for op in ["atan", "sinh", "cosh", "erf", "erfc", "sign", "sgn", "floor", "ceil", "trunc",
+                 "frac"]],
     *[FwCase(f"{op}: inside (-1, 1)", (lambda op: lambda a: getattr(a, op)())(op),
              lambda rng: [rng.uniform(-0.9, 0.9, (2, 3))]) for op in ["asin", "acos", "erfinv"]],
     FwCase("round: decimals", lambda a: a.round(decimals=1), n(5)),

@@ -106,14 +106,16 @@ inline Tensor reversed_cumsum(const Tensor& t, int64_t d) {
 constexpr double kTwoOverSqrtPi = 1.1283791670955126;  // 2 / sqrt(pi)
 constexpr double kSqrtPiOverTwo = 0.886226925452758;   // sqrt(pi) / 2
 
+// asin, acos, atan: grad / conj(sqrt(1 - z^2)), its negation, grad / conj(1 + z^2) (cj is free
+// for real inputs).
 inline Tensor asin_backward(const Tensor& grad, const Tensor& self) {
-  return div(grad, sqrt(one_minus(square(self))));
+  return div(grad, cj(sqrt(one_minus(square(self)))));
 }
 inline Tensor acos_backward(const Tensor& grad, const Tensor& self) {
   return neg(asin_backward(grad, self));
 }
 inline Tensor atan_backward(const Tensor& grad, const Tensor& self) {
-  return div(grad, add(square(self), Scalar(int64_t(1))));
+  return div(grad, cj(add(square(self), Scalar(int64_t(1)))));
 }
 inline Tensor erf_backward(const Tensor& grad, const Tensor& self) {
   return mul(grad, mul(exp(neg(square(self))), Scalar(kTwoOverSqrtPi)));

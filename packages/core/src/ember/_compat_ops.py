@@ -467,6 +467,8 @@ def isposinf(input: Tensor) -> Tensor:
     >>> ember.isposinf(ember.tensor([float("inf"), -float("inf"), 1.0])).tolist()
     [True, False, False]
     """
+    if input.is_complex():
+        raise RuntimeError("isposinf does not support complex inputs.")
     return input.isinf() & (input > 0)
 
 
@@ -477,6 +479,8 @@ def isneginf(input: Tensor) -> Tensor:
     >>> ember.isneginf(ember.tensor([float("inf"), -float("inf"), 1.0])).tolist()
     [False, True, False]
     """
+    if input.is_complex():
+        raise RuntimeError("isneginf does not support complex inputs.")
     return input.isinf() & (input < 0)
 
 
@@ -490,16 +494,6 @@ def positive(input: Tensor) -> Tensor:
     if input.dtype == _C.bool:
         raise TypeError("The `+` operator, on a bool tensor is not supported.")
     return input
-
-
-def sgn(input: Tensor) -> Tensor:
-    """The sign of each element (ember has real dtypes only: ``sign``).
-
-    >>> import ember
-    >>> ember.sgn(ember.tensor([-2.0, 0.0, 3.0])).tolist()
-    [-1.0, 0.0, 1.0]
-    """
-    return input.sign()
 
 
 def sinc(input: Tensor) -> Tensor:
@@ -1803,7 +1797,7 @@ _FUNCTIONS = {
     "unravel_index": unravel_index, "isin": isin, "logaddexp": logaddexp,
     "logaddexp2": logaddexp2, "hypot": hypot, "fmax": fmax, "fmin": fmin, "signbit": signbit,
     "copysign": copysign, "deg2rad": deg2rad, "rad2deg": rad2deg, "isposinf": isposinf,
-    "isneginf": isneginf, "positive": positive, "sgn": sgn, "sinc": sinc,
+    "isneginf": isneginf, "positive": positive, "sinc": sinc,
     "float_power": float_power, "heaviside": heaviside, "asinh": asinh, "acosh": acosh,
     "atanh": atanh, "arcsinh": asinh, "arccosh": acosh, "arctanh": atanh,
     "logcumsumexp": logcumsumexp, "dist": dist, "renorm": renorm, "cov": cov,
@@ -1829,7 +1823,7 @@ _METHODS = (
     "igammac",
     "unsafe_split_with_sizes", "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
-    "sgn", "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
+    "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
     "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
     "nanquantile", "unique_consecutive", "gcd", "lcm", "put",
     "triangular_solve", "ldexp", "mvlgamma", "i0",
@@ -1839,7 +1833,7 @@ _METHODS = (
 # in-place methods: the out-of-place result written back into self
 _INPLACE = (
     "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "asinh", "acosh",
-    "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "sgn", "gcd", "lcm",
+    "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "gcd", "lcm",
     "i0", "ldexp", "mvlgamma", "igamma", "igammac",
 )
 
