@@ -1,4 +1,4 @@
-"""Complex64 / complex128 pointwise kernels (sin ... atan, sigmoid, reciprocal, rsqrt, log2,
+"""Complex64 / complex128 pointwise kernels (sin ... atanh, sigmoid, reciprocal, rsqrt, log2,
 log10, log1p, expm1, exp2, square, sgn, isnan / isinf / isfinite, nan_to_num, where) against
 torch on grids of finite values and of special values (signed zeros, inf, NaN, the branch cuts),
 their conjugate-Wirtinger gradients against torch (complex128) and through gradcheck on the real
@@ -17,8 +17,9 @@ def torch():
     return pytest.importorskip("torch")
 
 
-HOLOMORPHIC = ["sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "sigmoid",
-               "reciprocal", "rsqrt", "log2", "log10", "log1p", "expm1", "exp2", "square"]
+HOLOMORPHIC = ["sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh",
+               "acosh", "atanh", "sigmoid", "reciprocal", "rsqrt", "log2", "log10", "log1p",
+               "expm1", "exp2", "square"]
 ALL_OPS = HOLOMORPHIC + ["sgn", "exp", "log", "sqrt"]
 DTYPES = ["complex64", "complex128"]
 
@@ -69,19 +70,26 @@ def _agree(a, b, scale, rtol):
     return nan | eq | close
 
 
-def _mismatches(dtype, z, e, t):
+def _mismatches(op, dtype, z, e, t):
     er, ei = _parts(e)
     tr, ti = _parts(t)
     scale = np.hypot(tr, ti)
     scale = np.where(np.isfinite(scale), scale, 0.0)
-    ok = _agree(er, tr, scale, RTOL[dtype]) & _agree(ei, ti, scale, RTOL[dtype])
+    rtol = RTOL[dtype]
+    if op == "acos" and dtype == "complex128":
+        # torch's complex128 acos is pi/2 - asin(z): +0 where C's cacos gives -0 (x + 0i,
+        # |x| <= 1), and the real part near z = 1 loses digits to the cancellation (ember keeps
+        # cacos's)
+        rtol, er, ei = 1e-11, er + 0.0, ei + 0.0
+        tr, ti, scale = tr + 0.0, ti + 0.0, np.maximum(scale, 1.0)
+    ok = _agree(er, tr, scale, rtol) & _agree(ei, ti, scale, rtol)
     return [(z[i], complex(er[i], ei[i]), complex(tr[i], ti[i])) for i in np.flatnonzero(~ok)]
 
 
 def _known_difference(op, zc):
     """Inputs where ember deliberately differs from torch 2.13 (CPU): log1p(x +- inf i) for a
-    small nonzero finite x is NaN in torch, inf +- i pi/2 (the limit, and torch's own value for
-    x = 0 or |x| >= 0.5) in ember."""
+    small nonzero finite x is NaN in torch (Kahan's log(u) z / (u - 1) with u - 1 != z gives
+    inf / inf), inf +- i pi/2 in ember (the limit, and torch's own value for x = 0 or 0.5)."""
     if op == "log1p":
         return np.isinf(zc.imag) & np.isfinite(zc.real) & (zc.real != 0) & (np.abs(zc.real) < 0.5)
     return np.zeros(zc.shape, dtype=bool)
@@ -94,7 +102,7 @@ def test_values_match_torch_on_a_finite_grid(torch, op, dtype):
     e, t = _pair(torch, z, dtype)
     re, rt = getattr(ember, op)(e), getattr(torch, op)(t)
     assert str(re.dtype) == "ember." + dtype
-    bad = _mismatches(dtype, z, re, rt)
+    bad = _mismatches(op, dtype, z, re, rt)
     assert not bad, f"{op} {dtype}: {bad[:4]}"
 
 
@@ -109,7 +117,7 @@ def test_special_values_match_torch(torch, op, dtype):
     known = _known_difference(op, zc)
     re, rt = getattr(ember, op)(e), getattr(torch, op)(t)
     keep = np.flatnonzero(~known)
-    bad = _mismatches(dtype, z[keep], re[ember.tensor(keep)], rt[torch.tensor(keep)])
+    bad = _mismatches(op, dtype, z[keep], re[ember.tensor(keep)], rt[torch.tensor(keep)])
     assert not bad, f"{op} {dtype}: {bad[:6]}"
     if known.any():  # log1p: the limit inf +- i pi/2
         got = re[ember.tensor(np.flatnonzero(known))].to(ember.complex128).numpy()
@@ -117,7 +125,7 @@ def test_special_values_match_torch(torch, op, dtype):
         np.testing.assert_allclose(got.imag, np.sign(zc[known].imag) * np.pi / 2, rtol=1e-6)
 
 
-@pytest.mark.parametrize("op", ["sin", "log1p", "expm1", "sgn", "square", "reciprocal"])
+@pytest.mark.parametrize("op", ["sin", "log1p", "expm1", "sgn", "square", "reciprocal", "atanh"])
 def test_strided_and_inplace_and_out(op):
     z = finite_grid()[:60].reshape(6, 10)
     x = ember.tensor(z)
@@ -188,17 +196,18 @@ W = crandn(3, 4, seed=7)
 def _grads(m, op, a):
     """The gradients of two real losses of op(a): |y|^2 summed, and Re(y * w) summed."""
     grads = []
+    w = crandn(*a.shape, seed=7)
     for k in range(2):
         x = m.tensor(a, requires_grad=True)
         y = getattr(m, op)(x)
-        loss = (y.abs() ** 2).sum() if k == 0 else (y * m.tensor(W)).real.sum()
+        loss = (y.abs() ** 2).sum() if k == 0 else (y * m.tensor(w)).real.sum()
         loss.backward()
         g = x.grad
         grads.append(np.asarray(g.resolve_conj().numpy() if hasattr(g, "resolve_conj") else g.numpy()))
     return grads
 
 
-@pytest.mark.parametrize("op", HOLOMORPHIC + ["sgn", "nan_to_num"])
+@pytest.mark.parametrize("op", HOLOMORPHIC + ["sgn"])
 def test_gradients_match_torch(torch, op):
     z = Z * 0.6 if op in ("asin", "acos") else Z
     for ge, gt in zip(_grads(ember, op, z), _grads(torch, op, z)):
@@ -206,11 +215,10 @@ def test_gradients_match_torch(torch, op):
         np.testing.assert_allclose(ge, gt, rtol=1e-10, atol=1e-12)
 
 
-def test_gradient_of_sgn_at_zero_and_of_nan_to_num_at_nonfinite(torch):
-    z = np.array([0j, 1 + 1j, complex(math.nan, 1.0), complex(2.0, math.inf), -3j])
-    for op in ("sgn", "nan_to_num"):
-        for ge, gt in zip(_grads(ember, op, z), _grads(torch, op, z)):
-            np.testing.assert_allclose(ge, gt, rtol=1e-12, atol=0)
+def test_gradient_of_sgn_at_zero(torch):
+    z = np.array([0j, 1 + 1j, -0.0 - 0j, 2.5 - 1e-3j, -3j])
+    for ge, gt in zip(_grads(ember, "sgn", z), _grads(torch, "sgn", z)):
+        np.testing.assert_allclose(ge, gt, rtol=1e-12, atol=1e-15)
 
 
 def test_where_gradient_matches_torch(torch):
@@ -274,6 +282,10 @@ def test_refusals_match_torch(torch):
         z.clamp(0, 1)
     with pytest.raises(NotImplementedError, match="clamp is not supported for complex types"):
         ember.clamp(z, min=ember.tensor(0.0))
+    # no complex gradient for nan_to_num, as torch ("does not support automatic
+    # differentiation for outputs with complex dtype")
+    with pytest.raises(NotImplementedError, match="nan_to_num: autograd through complex"):
+        ember.tensor([1j], requires_grad=True).nan_to_num()
     # ops without a complex kernel keep naming the op and the dtype
     with pytest.raises(TypeError, match="erf: not implemented for dtype complex64"):
         z.erf()
@@ -287,5 +299,8 @@ def test_forward_ad_still_refuses_complex_tangents():
             fwAD.make_dual(z, ember.ones_like(z))
         x = fwAD.make_dual(ember.tensor([0.5, 0.25], dtype=ember.float64),
                            ember.ones(2, dtype=ember.float64))
-        with pytest.raises(NotImplementedError, match="complex tensors in op"):
-            ember.view_as_complex(x).sin()
+        with pytest.raises(NotImplementedError, match="complex tensors in op mul"):
+            (x * 1j).sin()
+        # real duals through the new kernels' real paths keep their tangents
+        t = fwAD.unpack_dual(x.asinh()).tangent
+        np.testing.assert_allclose(t.numpy(), 1 / np.sqrt(np.array([0.5, 0.25]) ** 2 + 1))

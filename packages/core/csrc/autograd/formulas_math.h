@@ -117,6 +117,12 @@ inline Tensor acos_backward(const Tensor& grad, const Tensor& self) {
 inline Tensor atan_backward(const Tensor& grad, const Tensor& self) {
   return div(grad, cj(add(square(self), Scalar(int64_t(1)))));
 }
+// acosh: grad / conj(sqrt(z - 1) sqrt(z + 1)), the product rather than sqrt(z^2 - 1) so that
+// the sign is right on both sides of the imaginary axis.
+inline Tensor acosh_backward(const Tensor& grad, const Tensor& self) {
+  Tensor d = mul(sqrt(sub(self, Scalar(int64_t(1)))), sqrt(add(self, Scalar(int64_t(1)))));
+  return div(grad, cj(d));
+}
 inline Tensor erf_backward(const Tensor& grad, const Tensor& self) {
   return mul(grad, mul(exp(neg(square(self))), Scalar(kTwoOverSqrtPi)));
 }

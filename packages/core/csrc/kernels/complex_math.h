@@ -4,9 +4,9 @@
 // and sqrt are std::'s (C99 Annex G: branch cuts, signed zeros, inf and NaN inputs).
 //
 // The formulas follow what torch computes for contiguous tensors on the CPU, so that special
-// values agree: componentwise scaling by a real constant (log2, log10, exp2), the product
-// (a*a - b*b, a*b + b*a) without the C99 inf recovery (square), 1 / z by Smith's division
-// (reciprocal, rsqrt, sigmoid), and z / |z| divided componentwise (sgn).
+// values agree: each part divided by ln 2 or ln 10 (log2, log10) or scaled by ln 2 (exp2), the
+// product (a*a - b*b, a*b + b*a) without the C99 inf recovery (square), Smith's division
+// (reciprocal, rsqrt, sigmoid, log1p), Kahan's log1p, and z / |z| divided componentwise (sgn).
 #pragma once
 #include <cmath>
 #include <complex>
@@ -27,28 +27,44 @@ std::complex<T> square(std::complex<T> z) {
   return {aa - bb, ab + ba};
 }
 
-// 1 / z by Smith's scaled division of (1 + 0i) by (c + di): neither c^2 + d^2 nor its inverse
-// overflows or underflows. 1 / 0 is inf + NaN i (1 / 0 and 0 / 0), as torch.
+// x / y by Smith's scaled division: neither c^2 + d^2 nor its inverse overflows or underflows
+// (torch's complex division). x / 0 is (a / 0, b / 0): 1 / 0 is inf + NaN i, as torch.
 template <class T>
-std::complex<T> reciprocal(std::complex<T> z) {
-  const T one = T(1), zero = T(0);
-  const T c = z.real(), d = z.imag();
+std::complex<T> divide(std::complex<T> x, std::complex<T> y) {
+  const T a = x.real(), b = x.imag(), c = y.real(), d = y.imag();
   if (std::abs(c) >= std::abs(d)) {
-    if (c == zero && d == zero) return {one / std::abs(c), zero / std::abs(d)};
-    const T rat = d / c, scl = one / (c + d * rat);
-    return {(one + zero * rat) * scl, (zero - one * rat) * scl};
+    if (c == T(0) && d == T(0)) return {a / std::abs(c), b / std::abs(d)};
+    const T rat = d / c, scl = T(1) / (c + d * rat);
+    return {(a + b * rat) * scl, (b - a * rat) * scl};
   }
-  const T rat = c / d, scl = one / (d + c * rat);
-  return {(one * rat + zero) * scl, (zero * rat - one) * scl};
+  const T rat = c / d, scl = T(1) / (d + c * rat);
+  return {(a * rat + b) * scl, (b * rat - a) * scl};
+}
+
+// The plain product (ac - bd) + (ad + bc) i, without C99's recovery of infinities.
+template <class T>
+std::complex<T> multiply(std::complex<T> x, std::complex<T> y) {
+  const T a = x.real(), b = x.imag(), c = y.real(), d = y.imag();
+  return {a * c - b * d, a * d + b * c};
 }
 
 template <class T>
+std::complex<T> reciprocal(std::complex<T> z) {
+  return divide(std::complex<T>(T(1), T(0)), z);
+}
+
+// log(z) / ln 2 and log(z) / ln 10, each part divided (not multiplied by the inverse) as torch.
+template <class T>
 std::complex<T> log2(std::complex<T> z) {
-  return scale(std::log(z), T(1.4426950408889634));  // 1 / ln 2
+  const std::complex<T> l = std::log(z);
+  const T ln2 = T(0.6931471805599453);
+  return {l.real() / ln2, l.imag() / ln2};
 }
 template <class T>
 std::complex<T> log10(std::complex<T> z) {
-  return scale(std::log(z), T(0.43429448190325176));  // 1 / ln 10
+  const std::complex<T> l = std::log(z);
+  const T ln10 = T(2.302585092994046);
+  return {l.real() / ln10, l.imag() / ln10};
 }
 
 // 2^z = exp(z ln 2).
@@ -57,18 +73,20 @@ std::complex<T> exp2(std::complex<T> z) {
   return std::exp(scale(z, T(0.6931471805599453)));
 }
 
-// log(1 + z): the argument of 1 + z, and its modulus through log1p(2a + a^2 + b^2) / 2 near
-// z = 0 (where log|1 + z| would lose the low digits of a).
+// log(1 + z) by Kahan's correction: with u = 1 + z rounded, log(u) * z / (u - 1) cancels the
+// rounding of u (z itself when u rounds to 1), as torch. For z with an infinite or NaN part,
+// log(1 + z) directly: torch's NaN for log1p(x +- inf i) with a small nonzero x becomes the
+// limit inf +- i pi/2 (torch's own value for x = 0); a NaN part gives NaN + NaN i.
 template <class T>
 std::complex<T> log1p(std::complex<T> z) {
   const T a = z.real(), b = z.imag();
-  const T arg = std::atan2(b, a + T(1));
-  if (std::hypot(a, b) < T(0.5)) {
-    const T r = a * (T(2) + a) + b * b;
-    if (r == T(0)) return {a, arg};  // |z| so small that r underflows: log1p(z) ~ z
-    return {T(0.5) * std::log1p(r), arg};
-  }
-  return {std::log(std::hypot(a + T(1), b)), arg};
+  const std::complex<T> u(T(1) + a, b);
+  if (a != a || b != b) return {a + b, a + b};  // a NaN part: NaN + NaN i, as torch
+  if (!std::isfinite(a) || !std::isfinite(b)) return std::log(u);
+  if (u.real() == T(1) && u.imag() == T(0)) return z;
+  const std::complex<T> um1(u.real() - T(1), u.imag());
+  if (um1 == z) return std::log(u);
+  return multiply(std::log(u), divide(z, um1));
 }
 
 // exp(z) - 1 = (e^a cos b - 1) + i e^a sin b, the real part as expm1(a) cos b - 2 sin^2(b / 2)

@@ -535,44 +535,6 @@ def heaviside(input: Tensor, values: Tensor) -> Tensor:
     return _C.where(input == 0, values, (input > 0).to(input.dtype))
 
 
-def _asinh(input: Tensor) -> Tensor:
-    x = _float_of(input)
-    a = x.abs()
-    return x.sign() * (a + (a * a + 1).sqrt()).log()
-
-
-def asinh(input: Tensor) -> Tensor:
-    """The inverse hyperbolic sine.
-
-    >>> import ember
-    >>> ember.asinh(ember.tensor([0.0])).tolist()
-    [0.0]
-    """
-    return _asinh(input)
-
-
-def acosh(input: Tensor) -> Tensor:
-    """The inverse hyperbolic cosine (NaN below 1).
-
-    >>> import ember
-    >>> ember.acosh(ember.tensor([1.0])).tolist()
-    [0.0]
-    """
-    x = _float_of(input)
-    return (x + (x * x - 1).sqrt()).log()
-
-
-def atanh(input: Tensor) -> Tensor:
-    """The inverse hyperbolic tangent (+-inf at +-1, NaN beyond).
-
-    >>> import ember
-    >>> ember.atanh(ember.tensor([0.0])).tolist()
-    [0.0]
-    """
-    x = _float_of(input)
-    return 0.5 * ((1 + x) / (1 - x)).log()
-
-
 # ---- reductions and statistics ----------------------------------------------------------------
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     """``log(cumsum(exp(input), dim))`` without overflow.
@@ -1798,8 +1760,7 @@ _FUNCTIONS = {
     "logaddexp2": logaddexp2, "hypot": hypot, "fmax": fmax, "fmin": fmin, "signbit": signbit,
     "copysign": copysign, "deg2rad": deg2rad, "rad2deg": rad2deg, "isposinf": isposinf,
     "isneginf": isneginf, "positive": positive, "sinc": sinc,
-    "float_power": float_power, "heaviside": heaviside, "asinh": asinh, "acosh": acosh,
-    "atanh": atanh, "arcsinh": asinh, "arccosh": acosh, "arctanh": atanh,
+    "float_power": float_power, "heaviside": heaviside,
     "logcumsumexp": logcumsumexp, "dist": dist, "renorm": renorm, "cov": cov,
     "corrcoef": corrcoef, "trapezoid": trapezoid, "trapz": trapezoid,
     "cumulative_trapezoid": cumulative_trapezoid, "vander": vander,
@@ -1823,8 +1784,7 @@ _METHODS = (
     "igammac",
     "unsafe_split_with_sizes", "diag", "diag_embed", "diagflat", "trace", "logaddexp", "logaddexp2", "hypot", "fmax",
     "fmin", "signbit", "copysign", "deg2rad", "rad2deg", "isposinf", "isneginf", "positive",
-    "sinc", "float_power", "heaviside", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
-    "arctanh", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
+    "sinc", "float_power", "heaviside", "logcumsumexp", "dist", "renorm", "cov", "corrcoef", "cross", "quantile",
     "nanquantile", "unique_consecutive", "gcd", "lcm", "put",
     "triangular_solve", "ldexp", "mvlgamma", "i0",
     "slice_scatter", "select_scatter", "diagonal_scatter", "narrow_copy", "dsplit",
@@ -1832,8 +1792,7 @@ _METHODS = (
 
 # in-place methods: the out-of-place result written back into self
 _INPLACE = (
-    "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "asinh", "acosh",
-    "atanh", "arcsinh", "arccosh", "arctanh", "renorm", "hypot", "logit", "gcd", "lcm",
+    "copysign", "deg2rad", "rad2deg", "sinc", "float_power", "heaviside", "renorm", "hypot", "logit", "gcd", "lcm",
     "i0", "ldexp", "mvlgamma", "igamma", "igammac",
 )
 
