@@ -182,6 +182,37 @@ def test_where_and_masked_fill_match_torch(torch):
         np.testing.assert_array_equal(e.numpy(), t.numpy())
 
 
+def test_ternary_logical_and_isclose_match_torch(torch):
+    nan = math.nan
+    a = np.array([1 + 2j, 0j, nan + 1j, 3 - 1j, -0.0 + 0j, 2j])
+    b = np.array([1 + 2.00001j, 0j, nan + 1j, 3.1 - 1j, 1e-9 + 0j, -2j])
+    c = crandn(6, seed=4)
+    for dt in DTYPES:
+        (ea, ta), (eb, tb), (ec, tc) = (_pair(torch, v, dt) for v in (a, b, c))
+        cases = [
+            (ember.isclose(ea, eb), torch.isclose(ta, tb)),
+            (ember.isclose(ea, eb, equal_nan=True), torch.isclose(ta, tb, equal_nan=True)),
+            (ember.isclose(ea, eb, rtol=0.1, atol=1e-8), torch.isclose(ta, tb, rtol=0.1, atol=1e-8)),
+            (ember.logical_not(ea), torch.logical_not(ta)),
+            (ember.logical_and(ea, eb), torch.logical_and(ta, tb)),
+            (ember.logical_or(ea, eb), torch.logical_or(ta, tb)),
+            (ember.logical_xor(ea, ec), torch.logical_xor(ta, tc)),
+            (ember.lerp(ea, ec, 0.7), torch.lerp(ta, tc, 0.7)),
+            (ember.lerp(ea, ec, 0.3), torch.lerp(ta, tc, 0.3)),
+            (ember.lerp(ea, ec, eb), torch.lerp(ta, tc, tb)),
+            (ember.addcmul(ea, ec, eb, value=1j), torch.addcmul(ta, tc, tb, value=1j)),
+            (ember.addcdiv(ea, ec, eb, value=2), torch.addcdiv(ta, tc, tb, value=2)),
+        ]
+        for k, (e, t) in enumerate(cases):
+            assert str(e.dtype)[6:] == str(t.dtype)[6:], k
+            if e.dtype == ember.bool:
+                np.testing.assert_array_equal(e.numpy(), t.numpy(), err_msg=str(k))
+            else:
+                bad = _mismatches("lerp", dt, a, e, t)
+                assert not bad, (k, bad)
+    assert ember.allclose(ember.tensor(a[3:4]), ember.tensor(b[3:4]), rtol=0.1)
+
+
 # ---- gradients -------------------------------------------------------------------------------
 
 def crandn(*shape, seed=0):
@@ -286,6 +317,13 @@ def test_refusals_match_torch(torch):
     # differentiation for outputs with complex dtype")
     with pytest.raises(NotImplementedError, match="nan_to_num: autograd through complex"):
         ember.tensor([1j], requires_grad=True).nan_to_num()
+    # complex values but no complex gradient formula yet: a clear refusal, not a wrong gradient
+    w = ember.tensor([1j], requires_grad=True)
+    for name, f in [("lerp", lambda: ember.lerp(w, w * 2, 0.5)),
+                    ("addcmul", lambda: ember.addcmul(w, w, w)),
+                    ("addcdiv", lambda: ember.addcdiv(w, w, w))]:
+        with pytest.raises(NotImplementedError, match=f"{name}: autograd through complex"):
+            f()
     # ops without a complex kernel keep naming the op and the dtype
     with pytest.raises(TypeError, match="erf: not implemented for dtype complex64"):
         z.erf()

@@ -360,17 +360,29 @@ Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   return it.output();
 }
 
+namespace {
+// x != 0: a complex number is true unless both parts are zero.
+template <class A>
+bool truthy(A x) {
+  if constexpr (is_complex_v<A>) {
+    return x != A(0);
+  } else {
+    return static_cast<bool>(x);
+  }
+}
+}  // namespace
+
 #define EMBER_PREDICATE(NAME, EXPR)                                            \
   Tensor NAME(const Tensor& self, const Tensor& out) {                         \
     ElementwiseIterator it(#NAME);                                             \
     it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build(); \
-    run<Types::All, bool, 1>(it, #NAME, [](auto tag) {                         \
+    run<Types::AllComplex, bool, 1>(it, #NAME, [](auto tag) {                  \
       using A = decltype(tag);                                                 \
       return [](A x) -> bool { return EXPR; };                                 \
     });                                                                        \
     return it.output();                                                        \
   }
-EMBER_PREDICATE(logical_not, !static_cast<bool>(x))
+EMBER_PREDICATE(logical_not, !truthy(x))
 #undef EMBER_PREDICATE
 
 namespace {
@@ -750,10 +762,10 @@ EMBER_COMPARE(ge, All, >=)
   Tensor NAME(const Tensor& self, const Tensor& other, const Tensor& out) {                     \
     ElementwiseIterator it(#NAME);                                                              \
     it.add_output(out).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build(); \
-    run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                                          \
+    run<Types::AllComplex, bool, 2>(it, #NAME, [](auto tag) {                                   \
       using A = decltype(tag);                                                                  \
       return [](A x, A y) -> bool {                                                             \
-        bool a = static_cast<bool>(x), b = static_cast<bool>(y);                                \
+        bool a = truthy(x), b = truthy(y);                                                      \
         return EXPR;                                                                            \
       };                                                                                        \
     });                                                                                         \
@@ -846,10 +858,16 @@ Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
   check_lerp_dtypes(self, end);
   ElementwiseIterator it("lerp");
   it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
-  run<Types::Float, void, 3>(it, "lerp", [](auto tag) {
+  run<Types::FloatComplex, void, 3>(it, "lerp", [](auto tag) {
     using A = decltype(tag);
     return [](A a, A b, A w) -> A {
-      return (w < A(0.5)) ? a + w * (b - a) : b - (b - a) * (A(1) - w);
+      bool small;  // the weight nearer the start: from a, else back from b (|w| for complex)
+      if constexpr (is_complex_v<A>) {
+        small = std::abs(w) < typename A::value_type(0.5);
+      } else {
+        small = w < A(0.5);
+      }
+      return small ? a + w * (b - a) : b - (b - a) * (A(1) - w);
     };
   });
   return it.output();
@@ -859,7 +877,7 @@ Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
                const Tensor& out) {
   ElementwiseIterator it("addcmul");
   addc_iter(it, self, t1, t2, value, out, "addcmul");
-  run<Types::Numeric, void, 3>(it, "addcmul", [&](auto tag) {
+  run<Types::NumericComplex, void, 3>(it, "addcmul", [&](auto tag) {
     using A = decltype(tag);
     A v = value.to<A>();
     return [v](A a, A b, A c) -> A { return a + v * b * c; };
@@ -872,10 +890,16 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
   check_addcdiv_dtypes(t1, t2);
   ElementwiseIterator it("addcdiv");
   addc_iter(it, self, t1, t2, value, out, "addcdiv");
-  run<Types::Float, void, 3>(it, "addcdiv", [&](auto tag) {
+  run<Types::FloatComplex, void, 3>(it, "addcdiv", [&](auto tag) {
     using A = decltype(tag);
     A v = value.to<A>();
-    return [v](A a, A b, A c) -> A { return a + v * b / c; };
+    return [v](A a, A b, A c) -> A {
+      if constexpr (is_complex_v<A>) {
+        return a + complex_math::divide(v * b, c);
+      } else {
+        return a + v * b / c;
+      }
+    };
   });
   return it.output();
 }
@@ -884,11 +908,17 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
   check_isclose_args(self, other, rtol, atol);
   ElementwiseIterator it("isclose");
   it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
-  run<Types::All, bool, 2>(it, "isclose", [=](auto tag) {
+  run<Types::AllComplex, bool, 2>(it, "isclose", [=](auto tag) {
     using A = decltype(tag);
     return [=](A x, A y) -> bool {
       if (x == y) return true;
-      if constexpr (std::is_integral_v<A>) {
+      if constexpr (is_complex_v<A>) {  // distances are moduli; NaN if either part is
+        const bool nx = x != x, ny = y != y;
+        if (nx || ny) return equal_nan && nx && ny;
+        const double diff = std::abs(std::complex<double>(x) - std::complex<double>(y));
+        if (!std::isfinite(diff)) return false;
+        return diff <= atol + rtol * std::abs(std::complex<double>(y));
+      } else if constexpr (std::is_integral_v<A>) {
         double diff = std::abs(static_cast<double>(x) - static_cast<double>(y));
         return diff <= atol + rtol * std::abs(static_cast<double>(y));
       } else {
