@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -164,8 +165,11 @@ inline Tensor max_min_backward(const Tensor& grad, const Tensor& self, const Ten
   return ops::where(loses, TensorOrScalar(Scalar(0.0)), TensorOrScalar(g), Tensor());
 }
 // lerp(self, end, weight) = self + weight * (end - self).
+// lerp's derivative for self: grad * conj(1 - weight).
 inline Tensor lerp_backward_self(const Tensor& grad, const TensorOrScalar& weight) {
-  if (weight.is_tensor()) return mul(grad, one_minus(weight.tensor));
+  if (weight.is_tensor()) return mul(grad, cj(one_minus(weight.tensor)));
+  if (weight.scalar.is_complex())
+    return mul(grad, Scalar(std::conj(1.0 - weight.scalar.to_complex())));
   return mul(grad, Scalar(1.0 - weight.scalar.to_double()));
 }
 
