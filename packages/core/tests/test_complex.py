@@ -209,7 +209,7 @@ def test_unsupported_ops_raise_clear_errors():
     with pytest.raises(TypeError, match="complex64"):
         z.sort()
     with pytest.raises(TypeError, match=r"not implemented for dtype complex64"):
-        ember.sigmoid(z)
+        ember.erf(z)  # no complex erf in torch either
     with pytest.raises(TypeError, match=r"complex128"):
         ember.ones(2, dtype=C128).max()
     with pytest.raises(TypeError):

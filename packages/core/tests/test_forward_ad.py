@@ -226,9 +226,13 @@ def _dropout(a):
 MORE_CASES = [
     # pointwise, unary
     *[FwCase(f"{op}: 3x4", (lambda op: lambda a: getattr(a, op)())(op), n(3, 4))
-      for op in ["atan", "sinh", "cosh", "erf", "erfc", "sign", "floor", "ceil", "trunc", "frac"]],
+      for op in ["atan", "sinh", "cosh", "erf", "erfc", "sign", "sgn", "floor", "ceil", "trunc",
+                 "frac"]],
     *[FwCase(f"{op}: inside (-1, 1)", (lambda op: lambda a: getattr(a, op)())(op),
-             lambda rng: [rng.uniform(-0.9, 0.9, (2, 3))]) for op in ["asin", "acos", "erfinv"]],
+             lambda rng: [rng.uniform(-0.9, 0.9, (2, 3))])
+      for op in ["asin", "acos", "erfinv", "atanh"]],
+    FwCase("asinh: 3x4", lambda a: a.asinh(), n(3, 4)),
+    FwCase("acosh: above 1", lambda a: a.acosh(), lambda rng: [rng.uniform(1.2, 4.0, (2, 3))]),
     FwCase("round: decimals", lambda a: a.round(decimals=1), n(5)),
     FwCase("round: in place", lambda a: fresh(a).round_(), n(4)),
     FwCase("nan_to_num: finite", lambda a: a.nan_to_num(posinf=1.0), n(2, 3)),

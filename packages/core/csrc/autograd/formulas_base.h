@@ -32,6 +32,11 @@ inline Tensor sin(const Tensor& a) { return ops::sin(a, Tensor()); }
 inline Tensor cos(const Tensor& a) { return ops::cos(a, Tensor()); }
 inline Tensor sign(const Tensor& a) { return ops::sign(a, Tensor()); }
 inline Tensor square(const Tensor& a) { return ops::mul(a, TensorOrScalar(a), Tensor()); }
+// conj(t) for a complex t; a real t as it is (costs nothing). A holomorphic f's backward is
+// grad * conj(f'(z)) (PyTorch's convention), which for real inputs is the usual grad * f'(x).
+inline Tensor cj(const Tensor& t) {
+  return is_complex(t->dtype()) ? ops::conj_physical(t, Tensor()) : t;
+}
 inline Tensor one_minus(const Tensor& a) {
   return ops::rsub(a, TensorOrScalar(Scalar(int64_t(1))), Scalar(int64_t(1)));
 }

@@ -80,10 +80,28 @@ inline Tensor mul_tangent(const Tensor& self_t, const Tensor& other_t, const Ten
   return r;
 }
 
-// conj(t) for a complex t; a real t as it is (costs nothing). A holomorphic f's backward is
-// grad * conj(f'(z)), which for real inputs is the usual grad * f'(x).
-inline Tensor cj(const Tensor& t) {
-  return is_complex(t->dtype()) ? ops::conj_physical(t, Tensor()) : t;
+// tanh and sigmoid: grad * conj(1 - y^2) and grad * conj(y (1 - y)) for complex y; the fused
+// real kernels otherwise.
+inline Tensor tanh_backward_c(const Tensor& grad, const Tensor& result) {
+  if (!is_complex(result->dtype())) return ops::tanh_backward(grad, result);
+  return mul(grad, cj(one_minus(square(result))));
+}
+inline Tensor sigmoid_backward_c(const Tensor& grad, const Tensor& result) {
+  if (!is_complex(result->dtype())) return ops::sigmoid_backward(grad, result);
+  return mul(grad, cj(mul(result, one_minus(result))));
+}
+
+// sgn(z) = z / |z|, not holomorphic: d/dz = 1 / (2|z|), d/dconj(z) = -s^2 / (2|z|), so the
+// gradient grad / (2|z|) - conj(grad) s^2 / (2|z|) is (grad - s Re(grad conj(s))) / |z|, 0 where
+// z == 0. Real inputs: sign's (zero) gradient.
+inline Tensor sgn_backward(const Tensor& grad, const Tensor& self, const Tensor& result) {
+  if (!is_complex(self->dtype())) return ops::zeros_like(grad, std::nullopt, std::nullopt);
+  Tensor a = ops::abs(self, Tensor());
+  Tensor zero = ops::eq(a, Scalar(0.0), Tensor());
+  Tensor denom = ops::add(a, zero, Scalar(int64_t(1)), Tensor());
+  Tensor along = mul(result, TensorOrScalar(ops::real(mul(grad, TensorOrScalar(cj(result))))));
+  Tensor g = div(sub(grad, TensorOrScalar(along)), TensorOrScalar(denom));
+  return ops::masked_fill(g, zero, TensorOrScalar(Scalar(0.0)));
 }
 
 // div's derivatives: grad / conj(other) and -grad * conj(result / other).

@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -115,14 +116,22 @@ inline Tensor reversed_cumsum(const Tensor& t, int64_t d) {
 constexpr double kTwoOverSqrtPi = 1.1283791670955126;  // 2 / sqrt(pi)
 constexpr double kSqrtPiOverTwo = 0.886226925452758;   // sqrt(pi) / 2
 
+// asin, acos, atan: grad / conj(sqrt(1 - z^2)), its negation, grad / conj(1 + z^2) (cj is free
+// for real inputs).
 inline Tensor asin_backward(const Tensor& grad, const Tensor& self) {
-  return div(grad, sqrt(one_minus(square(self))));
+  return div(grad, cj(sqrt(one_minus(square(self)))));
 }
 inline Tensor acos_backward(const Tensor& grad, const Tensor& self) {
   return neg(asin_backward(grad, self));
 }
 inline Tensor atan_backward(const Tensor& grad, const Tensor& self) {
-  return div(grad, add(square(self), Scalar(int64_t(1))));
+  return div(grad, cj(add(square(self), Scalar(int64_t(1)))));
+}
+// acosh: grad / conj(sqrt(z - 1) sqrt(z + 1)), the product rather than sqrt(z^2 - 1) so that
+// the sign is right on both sides of the imaginary axis.
+inline Tensor acosh_backward(const Tensor& grad, const Tensor& self) {
+  Tensor d = mul(sqrt(sub(self, Scalar(int64_t(1)))), sqrt(add(self, Scalar(int64_t(1)))));
+  return div(grad, cj(d));
 }
 inline Tensor erf_backward(const Tensor& grad, const Tensor& self) {
   return mul(grad, mul(exp(neg(square(self))), Scalar(kTwoOverSqrtPi)));
@@ -165,8 +174,11 @@ inline Tensor max_min_backward(const Tensor& grad, const Tensor& self, const Ten
   return ops::where(loses, TensorOrScalar(Scalar(0.0)), TensorOrScalar(g), Tensor());
 }
 // lerp(self, end, weight) = self + weight * (end - self).
+// lerp's derivative for self: grad * conj(1 - weight).
 inline Tensor lerp_backward_self(const Tensor& grad, const TensorOrScalar& weight) {
-  if (weight.is_tensor()) return mul(grad, one_minus(weight.tensor));
+  if (weight.is_tensor()) return mul(grad, cj(one_minus(weight.tensor)));
+  if (weight.scalar.is_complex())
+    return mul(grad, Scalar(std::conj(1.0 - weight.scalar.to_complex())));
   return mul(grad, Scalar(1.0 - weight.scalar.to_double()));
 }
 

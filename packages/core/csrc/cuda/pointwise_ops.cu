@@ -38,6 +38,9 @@ EMBER_CU_UNARY_FLOAT(atan)
 EMBER_CU_UNARY_FLOAT(sinh)
 EMBER_CU_UNARY_FLOAT(cosh)
 EMBER_CU_UNARY_FLOAT(tanh)
+EMBER_CU_UNARY_FLOAT(asinh)
+EMBER_CU_UNARY_FLOAT(acosh)
+EMBER_CU_UNARY_FLOAT(atanh)
 EMBER_CU_UNARY_FLOAT(sigmoid)
 EMBER_CU_UNARY_FLOAT(erf)
 EMBER_CU_UNARY_FLOAT(erfc)
@@ -68,6 +71,7 @@ EMBER_CU_UNARY_FLOAT(special_spherical_bessel_j0)
 EMBER_CU_UNARY_SAME(neg, Numeric)
 EMBER_CU_UNARY_SAME(abs, Numeric)
 EMBER_CU_UNARY_SAME(sign, All)
+EMBER_CU_UNARY_SAME(sgn, All)  // real dtypes (complex CUDA tensors raise the dtype error)
 EMBER_CU_UNARY_SAME(square, Numeric)
 EMBER_CU_UNARY_SAME(relu, Numeric)
 EMBER_CU_UNARY_SAME(floor, Numeric)
@@ -245,6 +249,9 @@ void register_pointwise_unary_ternary() {
   REG(acos);
   REG(atan);
   REG(sinh);
+  REG(asinh);
+  REG(acosh);
+  REG(atanh);
   REG(cosh);
   REG(tanh);
   REG(sigmoid);
@@ -267,6 +274,7 @@ void register_pointwise_unary_ternary() {
   REG(neg);
   REG(abs);
   REG(sign);
+  REG(sgn);
   REG(square);
   REG(relu);
   REG(floor);

@@ -69,13 +69,15 @@ void check_where_condition(const Tensor& condition) {
 }
 
 void check_lerp_dtypes(const Tensor& self, const Tensor& end) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()) && self->dtype() == end->dtype(), Type,
-                   "lerp: expected self and end to have the same floating dtype, got ",
+  const ScalarType dt = self->dtype();
+  EMBER_CHECK_KIND((is_floating(dt) || is_complex(dt)) && dt == end->dtype(), Type,
+                   "lerp: expected self and end to have the same floating or complex dtype, got ",
                    dtype_name(self->dtype()), " and ", dtype_name(end->dtype()));
 }
 
 void check_addcdiv_dtypes(const Tensor& t1, const Tensor& t2) {
-  EMBER_CHECK(is_floating(t1->dtype()) || is_floating(t2->dtype()),
+  EMBER_CHECK(is_floating(t1->dtype()) || is_floating(t2->dtype()) || is_complex(t1->dtype()) ||
+                  is_complex(t2->dtype()),
               "addcdiv: integer division is not supported (tensor1 ", dtype_name(t1->dtype()),
               ", tensor2 ", dtype_name(t2->dtype()), "); use a floating dtype");
 }

@@ -331,7 +331,7 @@ _ALIASES = {
     "absolute": "abs", "arctan2": "atan2", "divide": "div", "multiply": "mul", "subtract": "sub",
     "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le", "negative": "neg",
     "not_equal": "ne", "arccos": "acos", "arcsin": "asin", "arctan": "atan", "fix": "trunc",
-    "true_divide": "div",
+    "true_divide": "div", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
 }
 
 

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "core/dispatch.h"
+#include "kernels/complex_math.h"
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/cpu/vec_loop.h"
 #include "kernels/iterator.h"
@@ -139,26 +140,43 @@ double erfinv_impl(double y) {
   }
 
 #define EMBER_UNARY_FLOAT_VEC(NAME, EXPR) EMBER_UNARY_FLOAT_VEC_T(NAME, Float, EXPR)
+// Real and complex dtypes: EXPR for the real ones, CEXPR (over the same x) for complex64 and
+// complex128 (kernels/complex_math.h).
+#define EMBER_REAL_OR_COMPLEX(EXPR, CEXPR) \
+  [&] {                                    \
+    if constexpr (is_complex_v<A>) {       \
+      return A(CEXPR);                     \
+    } else {                               \
+      return A(EXPR);                      \
+    }                                      \
+  }()
+#define EMBER_UNARY_FLOAT_C(NAME, EXPR, CEXPR) \
+  EMBER_UNARY_FLOAT_T(NAME, FloatComplex, EMBER_REAL_OR_COMPLEX(EXPR, CEXPR))
+#define EMBER_UNARY_FLOAT_VEC_C(NAME, EXPR, CEXPR) \
+  EMBER_UNARY_FLOAT_VEC_T(NAME, FloatComplex, EMBER_REAL_OR_COMPLEX(EXPR, CEXPR))
 
 EMBER_UNARY_FLOAT_VEC_T(exp, FloatComplex, std::exp(x))
-EMBER_UNARY_FLOAT(exp2, std::exp2(x))
-EMBER_UNARY_FLOAT_VEC(expm1, std::expm1(x))
+EMBER_UNARY_FLOAT_C(exp2, std::exp2(x), complex_math::exp2(x))
+EMBER_UNARY_FLOAT_VEC_C(expm1, std::expm1(x), complex_math::expm1(x))
 EMBER_UNARY_FLOAT_VEC_T(log, FloatComplex, std::log(x))
-EMBER_UNARY_FLOAT(log2, std::log2(x))
-EMBER_UNARY_FLOAT(log10, std::log10(x))
-EMBER_UNARY_FLOAT_VEC(log1p, std::log1p(x))
+EMBER_UNARY_FLOAT_C(log2, std::log2(x), complex_math::log2(x))
+EMBER_UNARY_FLOAT_C(log10, std::log10(x), complex_math::log10(x))
+EMBER_UNARY_FLOAT_VEC_C(log1p, std::log1p(x), complex_math::log1p(x))
 EMBER_UNARY_FLOAT_T(sqrt, FloatComplex, std::sqrt(x))
-EMBER_UNARY_FLOAT(rsqrt, A(1) / std::sqrt(x))
-EMBER_UNARY_FLOAT(sin, std::sin(x))
-EMBER_UNARY_FLOAT(cos, std::cos(x))
-EMBER_UNARY_FLOAT(tan, std::tan(x))
-EMBER_UNARY_FLOAT(asin, std::asin(x))
-EMBER_UNARY_FLOAT(acos, std::acos(x))
-EMBER_UNARY_FLOAT(atan, std::atan(x))
-EMBER_UNARY_FLOAT(sinh, std::sinh(x))
-EMBER_UNARY_FLOAT(cosh, std::cosh(x))
-EMBER_UNARY_FLOAT_VEC(tanh, std::tanh(x))
-EMBER_UNARY_FLOAT_VEC(sigmoid, A(1) / (A(1) + std::exp(-x)))
+EMBER_UNARY_FLOAT_C(rsqrt, A(1) / std::sqrt(x), complex_math::rsqrt(x))
+EMBER_UNARY_FLOAT_T(sin, FloatComplex, std::sin(x))
+EMBER_UNARY_FLOAT_T(cos, FloatComplex, std::cos(x))
+EMBER_UNARY_FLOAT_T(tan, FloatComplex, std::tan(x))
+EMBER_UNARY_FLOAT_T(asin, FloatComplex, std::asin(x))
+EMBER_UNARY_FLOAT_T(acos, FloatComplex, std::acos(x))
+EMBER_UNARY_FLOAT_T(atan, FloatComplex, std::atan(x))
+EMBER_UNARY_FLOAT_T(asinh, FloatComplex, std::asinh(x))
+EMBER_UNARY_FLOAT_T(acosh, FloatComplex, std::acosh(x))
+EMBER_UNARY_FLOAT_T(atanh, FloatComplex, std::atanh(x))
+EMBER_UNARY_FLOAT_T(sinh, FloatComplex, std::sinh(x))
+EMBER_UNARY_FLOAT_T(cosh, FloatComplex, std::cosh(x))
+EMBER_UNARY_FLOAT_VEC_T(tanh, FloatComplex, std::tanh(x))
+EMBER_UNARY_FLOAT_VEC_C(sigmoid, A(1) / (A(1) + std::exp(-x)), complex_math::sigmoid(x))
 EMBER_UNARY_FLOAT_VEC(erf, std::erf(x))
 // erfc: float32 and float64 on the vectorized kernels (nn_vec_erfc.inc), the half types by
 // erfc_impl.
@@ -176,7 +194,7 @@ Tensor erfc(const Tensor& self, const Tensor& out) {
   return it.output();
 }
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
-EMBER_UNARY_FLOAT(reciprocal, A(1) / x)
+EMBER_UNARY_FLOAT_C(reciprocal, A(1) / x, complex_math::reciprocal(x))
 // torch.special's Bessel and Airy functions, in double (kernels/special_math.h); the Bessel
 // functions of float32 and the 16-bit types (op math float) take the float path of
 // kernels/special_math_f32.h.
@@ -205,6 +223,8 @@ EMBER_UNARY_SPECIAL(spherical_bessel_j0, spherical_j0)
 #undef EMBER_UNARY_FLOAT_T
 #undef EMBER_UNARY_FLOAT_VEC
 #undef EMBER_UNARY_FLOAT_VEC_T
+#undef EMBER_UNARY_FLOAT_C
+#undef EMBER_UNARY_FLOAT_VEC_C
 
 namespace {
 template <class A>
@@ -276,8 +296,36 @@ Tensor abs(const Tensor& self, const Tensor& out) {
   it.finish();
   return it.output();
 }
-EMBER_UNARY_SAME(sign, All, A((A(0) < x) - (x < A(0))))
-EMBER_UNARY_SAME(square, Numeric, x* x)
+Tensor sign(const Tensor& self, const Tensor& out) {
+  EMBER_CHECK_KIND(!is_complex(self->dtype()), NotImplemented,
+                   "Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
+                   "use torch.sgn instead.");
+  ElementwiseIterator it("sign");
+  it.add_output(out).add_input(self).build();
+  run<Types::All, void, 1>(it, "sign", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return A((A(0) < x) - (x < A(0))); };
+  });
+  return it.output();
+}
+// sgn: z / |z| for complex z, sign(x) for real x.
+Tensor sgn(const Tensor& self, const Tensor& out) {
+  if (!is_complex(self->dtype())) return sign(self, out);
+  ElementwiseIterator it("sgn");
+  it.add_output(out).add_input(self).build();
+  run<Types::FloatComplex, void, 1>(it, "sgn", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A {
+      if constexpr (is_complex_v<A>) {
+        return complex_math::sgn(x);
+      } else {
+        return x;  // not reached: real dtypes take sign
+      }
+    };
+  });
+  return it.output();
+}
+EMBER_UNARY_SAME(square, NumericComplex, EMBER_REAL_OR_COMPLEX(x* x, complex_math::square(x)))
 // relu: float32 on the vectorized kernel (the widest vectors this CPU has), the rest as above.
 Tensor relu(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("relu");
@@ -296,6 +344,7 @@ EMBER_UNARY_SAME(trunc, Numeric, std::is_integral_v<A> ? x : A(std::trunc(x)))
 EMBER_UNARY_SAME(frac, Float, x - std::trunc(x))
 EMBER_UNARY_SAME(bitwise_not, Integral, bit_not(x))
 #undef EMBER_UNARY_SAME
+#undef EMBER_REAL_OR_COMPLEX
 
 Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   ElementwiseIterator it("round");
@@ -322,44 +371,93 @@ Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   return it.output();
 }
 
+namespace {
+// x != 0: a complex number is true unless both parts are zero.
+template <class A>
+bool truthy(A x) {
+  if constexpr (is_complex_v<A>) {
+    return x != A(0);
+  } else {
+    return static_cast<bool>(x);
+  }
+}
+}  // namespace
+
 #define EMBER_PREDICATE(NAME, EXPR)                                            \
   Tensor NAME(const Tensor& self, const Tensor& out) {                         \
     ElementwiseIterator it(#NAME);                                             \
     it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build(); \
-    run<Types::All, bool, 1>(it, #NAME, [](auto tag) {                         \
+    run<Types::AllComplex, bool, 1>(it, #NAME, [](auto tag) {                  \
       using A = decltype(tag);                                                 \
       return [](A x) -> bool { return EXPR; };                                 \
     });                                                                        \
     return it.output();                                                        \
   }
-EMBER_PREDICATE(isnan, x != x)
-EMBER_PREDICATE(isinf, !std::is_integral_v<A> && (x == std::numeric_limits<A>::infinity() ||
-                                                  x == -std::numeric_limits<A>::infinity()))
-EMBER_PREDICATE(isfinite,
-                std::is_integral_v<A> || (x == x && x != std::numeric_limits<A>::infinity() &&
-                                          x != -std::numeric_limits<A>::infinity()))
-EMBER_PREDICATE(logical_not, !static_cast<bool>(x))
+EMBER_PREDICATE(logical_not, !truthy(x))
 #undef EMBER_PREDICATE
+
+namespace {
+template <class A>
+bool is_inf_value(A x) {
+  if constexpr (std::is_integral_v<A>) {
+    return false;
+  } else {
+    return x == std::numeric_limits<A>::infinity() || x == -std::numeric_limits<A>::infinity();
+  }
+}
+}  // namespace
+
+// isnan / isinf / isfinite: a complex number is NaN (inf) when either part is, finite when both
+// parts are.
+#define EMBER_PREDICATE_C(NAME, EXPR, CEXPR)                                   \
+  Tensor NAME(const Tensor& self, const Tensor& out) {                         \
+    ElementwiseIterator it(#NAME);                                             \
+    it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build(); \
+    run<Types::AllComplex, bool, 1>(it, #NAME, [](auto tag) {                  \
+      using A = decltype(tag);                                                 \
+      return [](A x) -> bool {                                                 \
+        if constexpr (is_complex_v<A>) {                                       \
+          const auto re = x.real(), im = x.imag();                             \
+          return CEXPR;                                                        \
+        } else {                                                               \
+          return EXPR;                                                         \
+        }                                                                      \
+      };                                                                       \
+    });                                                                        \
+    return it.output();                                                        \
+  }
+EMBER_PREDICATE_C(isnan, x != x, re != re || im != im)
+EMBER_PREDICATE_C(isinf, is_inf_value(x), is_inf_value(re) || is_inf_value(im))
+EMBER_PREDICATE_C(isfinite, x == x && !is_inf_value(x),
+                  re == re && im == im && !is_inf_value(re) && !is_inf_value(im))
+#undef EMBER_PREDICATE_C
 
 Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                   std::optional<double> neginf, const Tensor& out) {
   ElementwiseIterator it("nan_to_num");
   it.add_output(out).add_input(self).build();
-  run<Types::All, void, 1>(it, "nan_to_num", [&](auto tag) {
-    using A = decltype(tag);
-    return [&](A x) -> A {
-      if constexpr (std::is_integral_v<A>) {
-        return x;
-      } else {
-        ScalarType st = it.dtype(0);
-        double big = st == ScalarType::Float16    ? 65504.0
+  // The largest finite value of the result's (real) dtype replaces inf by default.
+  const ScalarType st = to_real(it.dtype(0));
+  const double big = st == ScalarType::Float16    ? 65504.0
                      : st == ScalarType::BFloat16 ? 3.3895313892515355e38
                      : st == ScalarType::Float32  ? double(std::numeric_limits<float>::max())
                                                   : std::numeric_limits<double>::max();
-        if (x != x) return A(nan.value_or(0.0));
-        if (x == std::numeric_limits<A>::infinity()) return A(posinf.value_or(big));
-        if (x == -std::numeric_limits<A>::infinity()) return A(neginf.value_or(-big));
+  run<Types::AllComplex, void, 1>(it, "nan_to_num", [&](auto tag) {
+    using A = decltype(tag);
+    auto fix = [&](auto v) -> decltype(v) {
+      using V = decltype(v);
+      if (v != v) return V(nan.value_or(0.0));
+      if (v == std::numeric_limits<V>::infinity()) return V(posinf.value_or(big));
+      if (v == -std::numeric_limits<V>::infinity()) return V(neginf.value_or(-big));
+      return v;
+    };
+    return [fix](A x) -> A {
+      if constexpr (std::is_integral_v<A>) {
         return x;
+      } else if constexpr (is_complex_v<A>) {
+        return A(fix(x.real()), fix(x.imag()));  // each part on its own, as torch
+      } else {
+        return fix(x);
       }
     };
   });
@@ -675,10 +773,10 @@ EMBER_COMPARE(ge, All, >=)
   Tensor NAME(const Tensor& self, const Tensor& other, const Tensor& out) {                     \
     ElementwiseIterator it(#NAME);                                                              \
     it.add_output(out).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build(); \
-    run<Types::All, bool, 2>(it, #NAME, [](auto tag) {                                          \
+    run<Types::AllComplex, bool, 2>(it, #NAME, [](auto tag) {                                   \
       using A = decltype(tag);                                                                  \
       return [](A x, A y) -> bool {                                                             \
-        bool a = static_cast<bool>(x), b = static_cast<bool>(y);                                \
+        bool a = truthy(x), b = truthy(y);                                                      \
         return EXPR;                                                                            \
       };                                                                                        \
     });                                                                                         \
@@ -710,6 +808,10 @@ EMBER_BITWISE(bitwise_right_shift, shift_right(x, y))
 
 Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar& max,
              const Tensor& out) {
+  const bool complex_bound = (min.is_tensor() && is_complex(min.tensor->dtype())) ||
+                             (max.is_tensor() && is_complex(max.tensor->dtype()));
+  EMBER_CHECK_KIND(!is_complex(self->dtype()) && !complex_bound, NotImplemented,
+                   "clamp is not supported for complex types");
   check_clamp_bounds(min, max);
   ElementwiseIterator it("clamp");
   it.add_output(out).add_input(self);
@@ -747,7 +849,7 @@ Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOr
   ElementwiseIterator it("where");
   it.add_output(out).add_input(self).add_input(other).add_input_raw(condition).build();
   ScalarType ct = condition->dtype();
-  EMBER_DISPATCH_ALL(it.dtype(1), "where", [&] {
+  EMBER_DISPATCH_ALL_AND_COMPLEX(it.dtype(1), "where", [&] {
     using T = scalar_t;
     it.for_each([ct](char** d, const int64_t* s, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
@@ -767,10 +869,16 @@ Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
   check_lerp_dtypes(self, end);
   ElementwiseIterator it("lerp");
   it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
-  run<Types::Float, void, 3>(it, "lerp", [](auto tag) {
+  run<Types::FloatComplex, void, 3>(it, "lerp", [](auto tag) {
     using A = decltype(tag);
     return [](A a, A b, A w) -> A {
-      return (w < A(0.5)) ? a + w * (b - a) : b - (b - a) * (A(1) - w);
+      bool small;  // the weight nearer the start: from a, else back from b (|w| for complex)
+      if constexpr (is_complex_v<A>) {
+        small = std::abs(w) < typename A::value_type(0.5);
+      } else {
+        small = w < A(0.5);
+      }
+      return small ? a + w * (b - a) : b - (b - a) * (A(1) - w);
     };
   });
   return it.output();
@@ -780,7 +888,7 @@ Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
                const Tensor& out) {
   ElementwiseIterator it("addcmul");
   addc_iter(it, self, t1, t2, value, out, "addcmul");
-  run<Types::Numeric, void, 3>(it, "addcmul", [&](auto tag) {
+  run<Types::NumericComplex, void, 3>(it, "addcmul", [&](auto tag) {
     using A = decltype(tag);
     A v = value.to<A>();
     return [v](A a, A b, A c) -> A { return a + v * b * c; };
@@ -793,10 +901,16 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
   check_addcdiv_dtypes(t1, t2);
   ElementwiseIterator it("addcdiv");
   addc_iter(it, self, t1, t2, value, out, "addcdiv");
-  run<Types::Float, void, 3>(it, "addcdiv", [&](auto tag) {
+  run<Types::FloatComplex, void, 3>(it, "addcdiv", [&](auto tag) {
     using A = decltype(tag);
     A v = value.to<A>();
-    return [v](A a, A b, A c) -> A { return a + v * b / c; };
+    return [v](A a, A b, A c) -> A {
+      if constexpr (is_complex_v<A>) {
+        return a + complex_math::divide(v * b, c);
+      } else {
+        return a + v * b / c;
+      }
+    };
   });
   return it.output();
 }
@@ -805,11 +919,17 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
   check_isclose_args(self, other, rtol, atol);
   ElementwiseIterator it("isclose");
   it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
-  run<Types::All, bool, 2>(it, "isclose", [=](auto tag) {
+  run<Types::AllComplex, bool, 2>(it, "isclose", [=](auto tag) {
     using A = decltype(tag);
     return [=](A x, A y) -> bool {
       if (x == y) return true;
-      if constexpr (std::is_integral_v<A>) {
+      if constexpr (is_complex_v<A>) {  // distances are moduli; NaN if either part is
+        const bool nx = x != x, ny = y != y;
+        if (nx || ny) return equal_nan && nx && ny;
+        const double diff = std::abs(std::complex<double>(x) - std::complex<double>(y));
+        if (!std::isfinite(diff)) return false;
+        return diff <= atol + rtol * std::abs(std::complex<double>(y));
+      } else if constexpr (std::is_integral_v<A>) {
         double diff = std::abs(static_cast<double>(x) - static_cast<double>(y));
         return diff <= atol + rtol * std::abs(static_cast<double>(y));
       } else {
