@@ -133,7 +133,8 @@ class CudaRawAllocator final : public CudaEventRawAllocator {
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, nbytes);
     p = allocated_or_null(err, p, "cudaMalloc");
-    if (p && device_ < kMaxFractionDevices) g_slots[device_].raw_bytes += static_cast<int64_t>(nbytes);
+    if (p && device_ < kMaxFractionDevices)
+      g_slots[device_].raw_bytes += static_cast<int64_t>(nbytes);
     return p;
   }
   void raw_free(void* ptr, size_t nbytes) override {
@@ -186,8 +187,8 @@ void set_memory_fraction(double fraction, int index) {
   EMBER_CHECK_KIND(fraction >= 0.0 && fraction <= 1.0, Value,
                    "set_per_process_memory_fraction: invalid fraction ", fraction,
                    ", expected a value in [0, 1]");
-  EMBER_CHECK(index < kMaxFractionDevices, "set_per_process_memory_fraction: device index ",
-              index, " past the ", kMaxFractionDevices, " devices supported");
+  EMBER_CHECK(index < kMaxFractionDevices, "set_per_process_memory_fraction: device index ", index,
+              " past the ", kMaxFractionDevices, " devices supported");
   g_slots[index].fraction.store(fraction);
 }
 

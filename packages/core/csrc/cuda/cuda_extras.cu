@@ -56,8 +56,7 @@ void check_device_index(int d, const char* op) {
 }  // namespace
 
 void set_sync_debug_mode(int mode) {
-  EMBER_CHECK_KIND(mode >= 0 && mode <= 2, Value,
-                   "set_sync_debug_mode: invalid mode ", mode,
+  EMBER_CHECK_KIND(mode >= 0 && mode <= 2, Value, "set_sync_debug_mode: invalid mode ", mode,
                    " (expected 0 / \"default\", 1 / \"warn\" or 2 / \"error\")");
   g_sync_debug_mode.store(mode, std::memory_order_relaxed);
 }
@@ -98,8 +97,9 @@ void bind_extras(py::module_& m) {
   m.def("_get_sync_debug_mode", &sync_debug_mode);
   // NVTX: the nesting depth after a push / before a pop (negative when nothing is attached to
   // record it: NVTX's own convention), a start/end range id.
-  m.def("_nvtx_range_push", [](const std::string& msg) { return nvtxRangePushA(msg.c_str()); },
-        py::arg("msg"));
+  m.def(
+      "_nvtx_range_push", [](const std::string& msg) { return nvtxRangePushA(msg.c_str()); },
+      py::arg("msg"));
   m.def("_nvtx_range_pop", [] { return nvtxRangePop(); });
   m.def(
       "_nvtx_range_start",

@@ -85,7 +85,7 @@ PYBIND11_MODULE(_C_cuda, m) {
     return std::string(prop.name);
   });
   bind_runtime(m);
-  bind_ipc(m);  // cuda_ipc.cpp: CUDA tensors across processes
+  bind_ipc(m);     // cuda_ipc.cpp: CUDA tensors across processes
   bind_extras(m);  // cuda_extras.cu: arch list, peer access, memory fraction, NVTX, sync debug
   // Raw allocation round trip through the caching allocator (the device-side smoke test).
   m.def("_allocator_roundtrip", [](size_t nbytes) {

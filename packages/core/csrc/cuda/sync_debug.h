@@ -3,8 +3,9 @@
 // host wait for the device: a blocking device <-> host copy (.item(), .cpu(), .tolist(),
 // printing, ember.tensor(..., device="cuda")) and the kernels that read a count or flag back
 // (nonzero / masked_select, unique, equal / allclose). Not reported yet: index_common.cuh's
-// to_host / to_device and nn_common.cuh's error-slot read-backs. Explicit synchronization (ember.cuda.synchronize, Stream /
-// Event synchronize) is never reported, as in PyTorch. Defined in cuda_extras.cu.
+// to_host / to_device and nn_common.cuh's error-slot read-backs. Explicit synchronization
+// (ember.cuda.synchronize, Stream / Event synchronize) is never reported, as in PyTorch. Defined in
+// cuda_extras.cu.
 #pragma once
 
 namespace ember {
