@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/nn_utils.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -16,6 +17,9 @@ namespace ember {
 namespace cpu {
 
 namespace {
+
+// Inlined into each instruction-set copy below, so each compiles the loops for its target.
+#define EMBER_SPARSE_INLINE inline __attribute__((always_inline))
 
 struct Csr {
   Tensor crow, col;  // contiguous int64
@@ -68,23 +72,52 @@ int64_t row_grain(int64_t rows, int64_t nnz, int64_t width) {
   return std::max<int64_t>(1, kPointwiseGrain / per_row);
 }
 
-// out[r] = sum over k in row r of v[perm[k]] * d[idx[k]] for r in [0, rows); perm may be null.
+// out[r] = sum over k in row r of v[perm[k]] * d[idx[k]] for rows r in [r0, r1); perm may be
+// null. acc is __restrict so the compiler keeps it apart from d and vectorizes the row update.
+template <typename T>
+EMBER_SPARSE_INLINE void csr_rows_impl(const int64_t* ptr, const int64_t* idx, const int64_t* perm,
+                                       const T* v, const T* d, T* out, int64_t r0, int64_t r1,
+                                       int64_t F) {
+  using A = opmath_t<T>;
+  std::vector<A> buf(F);
+  A* __restrict acc = buf.data();
+  for (int64_t r = r0; r < r1; ++r) {
+    std::fill(acc, acc + F, A(0));
+    for (int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
+      const A s = static_cast<A>(v[perm ? perm[k] : k]);
+      const T* drow = d + idx[k] * F;
+      for (int64_t f = 0; f < F; ++f) acc[f] += s * static_cast<A>(drow[f]);
+    }
+    T* orow = out + r * F;
+    for (int64_t f = 0; f < F; ++f) orow[f] = static_cast<T>(acc[f]);
+  }
+}
+
+// The same loops compiled for AVX2 and AVX-512 (picked by cpu_isa()): the library's baseline is
+// SSE2 (about 1.3x slower on a 64-wide float row).
+EMBER_TARGET_BEGIN("avx2,fma")
+template <typename T>
+void csr_rows_avx2(const int64_t* ptr, const int64_t* idx, const int64_t* perm, const T* v,
+                   const T* d, T* out, int64_t r0, int64_t r1, int64_t F) {
+  csr_rows_impl<T>(ptr, idx, perm, v, d, out, r0, r1, F);
+}
+EMBER_TARGET_END()
+EMBER_TARGET_BEGIN("avx512f,avx2,fma")
+template <typename T>
+void csr_rows_avx512(const int64_t* ptr, const int64_t* idx, const int64_t* perm, const T* v,
+                     const T* d, T* out, int64_t r0, int64_t r1, int64_t F) {
+  csr_rows_impl<T>(ptr, idx, perm, v, d, out, r0, r1, F);
+}
+EMBER_TARGET_END()
+
 template <typename T>
 void csr_rows_times(const int64_t* ptr, const int64_t* idx, const int64_t* perm, const T* v,
                     const T* d, T* out, int64_t rows, int64_t nnz, int64_t F) {
-  using A = opmath_t<T>;
+  const Isa isa = cpu_isa();
   parallel_for(0, rows, row_grain(rows, nnz, F), [&](int64_t r0, int64_t r1) {
-    std::vector<A> acc(F);
-    for (int64_t r = r0; r < r1; ++r) {
-      std::fill(acc.begin(), acc.end(), A(0));
-      for (int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
-        const A s = static_cast<A>(v[perm ? perm[k] : k]);
-        const T* drow = d + idx[k] * F;
-        for (int64_t f = 0; f < F; ++f) acc[f] += s * static_cast<A>(drow[f]);
-      }
-      T* orow = out + r * F;
-      for (int64_t f = 0; f < F; ++f) orow[f] = static_cast<T>(acc[f]);
-    }
+    if (isa == Isa::Avx512) return csr_rows_avx512<T>(ptr, idx, perm, v, d, out, r0, r1, F);
+    if (isa == Isa::Avx2) return csr_rows_avx2<T>(ptr, idx, perm, v, d, out, r0, r1, F);
+    csr_rows_impl<T>(ptr, idx, perm, v, d, out, r0, r1, F);
   });
 }
 
