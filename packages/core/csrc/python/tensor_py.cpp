@@ -2,6 +2,7 @@
 #include "python/tensor_py.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -121,6 +122,11 @@ int fast_property_set(PyObject* self, PyObject* value, void* closure) {
   auto* p = static_cast<FastProperty*>(closure);
   if (value == nullptr) {
     PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s' of Tensor", p->name);
+    return -1;
+  }
+  if (std::strcmp(p->name, "requires_grad") == 0 && !PyBool_Check(value)) {
+    PyErr_Format(PyExc_TypeError, "Tensor.%s must be a bool, got %s", p->name,
+                 Py_TYPE(value)->tp_name);
     return -1;
   }
   PyObject* r = PyObject_CallFunctionObjArgs(p->setter, self, value, nullptr);
