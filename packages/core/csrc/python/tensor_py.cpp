@@ -2,13 +2,21 @@
 #include "python/tensor_py.h"
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "core/dispatch.h"
 #include "kernels/iterator.h"
 #include "ops.h"
+#include "python/python_autograd.h"
 
 namespace ember {
+
+bool torch_function_skippable(PyObject* self);  // torch_function_py.cpp
+
 namespace {
 
 PyTypeObject* g_tensor_type = nullptr;
@@ -25,6 +33,133 @@ py::object make_size(const DimVector& sizes) {
   if (!t) throw py::error_already_set();
   for (int64_t i = 0; i < sizes.size(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(sizes[i]));
   return py::reinterpret_steal<py::object>(t);
+}
+
+// ---- fast property reads ----------------------------------------------------------------------
+// The hottest Tensor properties are CPython getset descriptors (one C call per read) rather than
+// pybind11 properties behind a __torch_function__ wrapper (three calls). The getter does the
+// protocol check itself: when no mode is entered and the tensor's type does not override
+// __torch_function__ it reads the value directly; otherwise it calls the wrapper of the original
+// getter (ember.overrides), so overrides see the same func (Tensor.<name>.__get__) as before.
+// ember.overrides installs them (_tf_fast_properties) once it has wrapped the getters.
+
+PyObject* device_object(const Device& d) {
+  // ember.device objects are immutable, so one per device is shared between reads.
+  static std::vector<std::pair<Device, PyObject*>> cache;
+  for (auto& [dev, obj] : cache)
+    if (dev == d) {
+      Py_INCREF(obj);
+      return obj;
+    }
+  PyObject* obj = py::cast(d).release().ptr();
+  if (cache.size() < 16) {
+    Py_INCREF(obj);
+    cache.emplace_back(d, obj);
+  }
+  return obj;
+}
+
+PyObject* py_bool(bool b) { return Py_NewRef(b ? Py_True : Py_False); }
+
+PyObject* get_shape(const Tensor& t) { return make_size(t->sizes()).release().ptr(); }
+PyObject* get_ndim(const Tensor& t) { return PyLong_FromLongLong(t->dim()); }
+PyObject* get_dtype(const Tensor& t) { return Py_NewRef(dtype_object(t->dtype())); }
+PyObject* get_device(const Tensor& t) { return device_object(t->device()); }
+PyObject* get_requires_grad(const Tensor& t) { return py_bool(autograd::requires_grad(t)); }
+PyObject* get_is_leaf(const Tensor& t) { return py_bool(autograd::is_leaf(t)); }
+PyObject* get_grad_fn(const Tensor& t) {
+  AutogradMeta* am = autograd::meta(t);
+  if (!am || !am->grad_fn) return Py_NewRef(Py_None);
+  return node_to_py(am->grad_fn).release().ptr();
+}
+PyObject* get_is_cuda(const Tensor& t) { return py_bool(t->device().type == DeviceType::CUDA); }
+PyObject* get_is_cpu(const Tensor& t) { return py_bool(t->device().is_cpu()); }
+
+struct FastProperty {
+  FastProperty(const char* n, PyObject* (*r)(const Tensor&)) : name(n), read(r) {}
+  const char* name;
+  PyObject* (*read)(const Tensor&);
+  PyObject* getter = nullptr;  // the __torch_function__ wrapper of the original getter
+  PyObject* setter = nullptr;  // the original property's fset (requires_grad), or null
+  std::string doc;
+};
+
+FastProperty g_fast_properties[] = {{"shape", get_shape},
+                                    {"ndim", get_ndim},
+                                    {"dtype", get_dtype},
+                                    {"device", get_device},
+                                    {"requires_grad", get_requires_grad},
+                                    {"is_leaf", get_is_leaf},
+                                    {"grad_fn", get_grad_fn},
+                                    {"is_cuda", get_is_cuda},
+                                    {"is_cpu", get_is_cpu}};
+constexpr size_t kFastProperties = sizeof(g_fast_properties) / sizeof(g_fast_properties[0]);
+PyGetSetDef g_fast_getset[kFastProperties];
+
+PyObject* fast_property_get(PyObject* self, void* closure) {
+  auto* p = static_cast<FastProperty*>(closure);
+  if (torch_function_skippable(self)) {
+    auto* inst = reinterpret_cast<py::detail::instance*>(self);
+    py::detail::value_and_holder vh = inst->get_value_and_holder(nullptr, false);
+    if (vh && vh.holder_constructed()) {
+      const Tensor& t = vh.holder<Tensor>();
+      if (t) {
+        try {
+          return p->read(t);
+        } catch (py::error_already_set& e) {
+          e.restore();
+          return nullptr;
+        } catch (...) {
+          // Other C++ errors: the original getter raises them as Python exceptions.
+        }
+      }
+    }
+  }
+  return PyObject_CallOneArg(p->getter, self);
+}
+
+int fast_property_set(PyObject* self, PyObject* value, void* closure) {
+  auto* p = static_cast<FastProperty*>(closure);
+  if (value == nullptr) {
+    PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s' of Tensor", p->name);
+    return -1;
+  }
+  if (std::strcmp(p->name, "requires_grad") == 0 && !PyBool_Check(value)) {
+    PyErr_Format(PyExc_TypeError, "Tensor.%s must be a bool, got %s", p->name,
+                 Py_TYPE(value)->tp_name);
+    return -1;
+  }
+  PyObject* r = PyObject_CallFunctionObjArgs(p->setter, self, value, nullptr);
+  if (r == nullptr) return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
+// Replaces the properties named in `getters` (name -> the wrapper of its getter) by getset
+// descriptors; a name already replaced, or not in the table, is left as it is.
+void install_fast_properties(py::dict getters) {
+  auto* type = reinterpret_cast<PyObject*>(g_tensor_type);
+  for (size_t i = 0; i < kFastProperties; ++i) {
+    FastProperty& p = g_fast_properties[i];
+    if (p.getter != nullptr || !getters.contains(p.name)) continue;
+    py::object current =
+        py::reinterpret_borrow<py::object>(PyDict_GetItemString(g_tensor_type->tp_dict, p.name));
+    if (!current || !PyObject_TypeCheck(current.ptr(), &PyProperty_Type))
+      throw py::type_error(std::string("_tf_fast_properties: Tensor.") + p.name +
+                           " is not a property");
+    py::object fset = current.attr("fset");
+    py::object doc = current.attr("__doc__");
+    p.doc = doc.is_none() ? std::string() : doc.cast<std::string>();
+    g_fast_getset[i] = {p.name, fast_property_get, fset.is_none() ? nullptr : fast_property_set,
+                        p.doc.empty() ? nullptr : p.doc.c_str(), &p};
+    PyObject* descr = PyDescr_NewGetSet(g_tensor_type, &g_fast_getset[i]);
+    if (descr == nullptr) throw py::error_already_set();
+    int rc = PyObject_SetAttrString(type, p.name, descr);
+    Py_DECREF(descr);
+    if (rc < 0) throw py::error_already_set();
+    p.getter = py::object(getters[p.name]).release().ptr();
+    p.setter = fset.is_none() ? nullptr : fset.release().ptr();
+  }
 }
 
 py::object scalar_to_py(const Scalar& s) {
@@ -178,6 +313,9 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
   cls.def(py::init([](const Tensor& data) { return autograd::detach(data); }), py::arg("data"));
   cls.def(py::init([]() { return empty(DimVector{0}, ScalarType::Float32); }));
   m.def("_set_size_type", [](py::object t) { g_size_type = t.release().ptr(); });
+  m.def("_tf_fast_properties", &install_fast_properties, py::arg("getters"),
+        "Makes the hot Tensor properties named in getters (name -> their __torch_function__ "
+        "wrapper) one-call getset descriptors that check the protocol themselves.");
   m.def(
       "tensor",
       [](py::handle data, std::optional<ScalarType> dtype, std::optional<Device> device,

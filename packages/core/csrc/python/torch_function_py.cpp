@@ -304,6 +304,15 @@ bool any_overrides(py::iterable args) {
 
 }  // namespace
 
+// Whether a property read on self may skip __torch_function__: no mode is entered and self's
+// type does not override it (an exact ember.Tensor, or a class that opts out like nn.Parameter).
+// The fast property getters of tensor_py.cpp ask this; otherwise they call the getter's wrapper.
+bool torch_function_skippable(PyObject* self) {
+  if (g_mode_count != 0) return false;
+  PyTypeObject* t = Py_TYPE(self);
+  return t == g_tensor_type || !type_overrides(t);
+}
+
 void bind_torch_function(py::module_& m) {
   g_tf_name = PyUnicode_InternFromString("__torch_function__");
   g_tensor_type = tensor_type();

@@ -394,6 +394,7 @@ def _wrap_namespace(namespace: dict, module_name: str, key: Any) -> None:
 def _wrap_tensor() -> None:
     found = _OVERRIDABLE.setdefault(Tensor, [])
     operators = []
+    fast: dict[str, Any] = {}  # property name -> the wrapper of its getter
     for attr, obj in list(vars(Tensor).items()):
         if attr in _TENSOR_SKIP or attr.startswith("_pybind11"):
             continue
@@ -412,6 +413,7 @@ def _wrap_tensor() -> None:
                            "ember")
             setattr(Tensor, attr, property(getter, obj.fset, obj.fdel, obj.__doc__))
             found.append(getter)
+            fast[attr] = getter
             if attr in ("grad", "_base", "_grad"):
                 _NOWRAP.add(getter)
     for attr, obj in operators:  # after the methods they name
@@ -420,6 +422,10 @@ def _wrap_tensor() -> None:
         w = _C._tf_wrap(fn, True, public if isinstance(public, _WRAPPER_TYPES) else None)
         setattr(Tensor, attr, _name(w, attr, f"Tensor.{attr}", "ember"))
         found.append(w)
+    # The hottest reads (shape, ndim, dtype, device, requires_grad, ...) become C getset
+    # descriptors that check the protocol themselves and call these same wrappers when a
+    # subclass or a mode overrides them.
+    _C._tf_fast_properties(fast)
 
 
 def _install(ember_namespace: dict) -> None:
