@@ -1253,7 +1253,7 @@ constexpr int64_t kSmallQr = 32;
 // LAPACK's dnrm2 of x[0 .. n): no overflow or underflow in the squares; NaN propagates and an
 // infinite entry (without NaN) gives inf.
 template <class T>
-T safe_nrm2(const T* x, int64_t n) {
+EMBER_LU_INLINE T safe_nrm2(const T* x, int64_t n) {
   T big = 0, s = 0;
   bool nan = false;
   for (int64_t i = 0; i < n; ++i) {
@@ -1278,7 +1278,7 @@ T safe_nrm2(const T* x, int64_t n) {
 
 // LAPACK's dlapy2: sqrt(x^2 + y^2) without overflow; NaN propagates.
 template <class T>
-T lapy2(T x, T y) {
+EMBER_LU_INLINE T lapy2(T x, T y) {
   if (x != x) return x;
   if (y != y) return y;
   const T ax = std::abs(x), ay = std::abs(y);
@@ -1291,7 +1291,7 @@ T lapy2(T x, T y) {
 // LAPACK's dlarfg: the reflector H = I - tau [1; v] [1; v]^T with H [alpha; x] = [beta; 0] for
 // the n - 1 elements of x (overwritten by v); alpha becomes beta. Returns tau.
 template <class T>
-T larfg(int64_t n, T& alpha, T* x) {
+EMBER_LU_INLINE T larfg(int64_t n, T& alpha, T* x) {
   if (n <= 1) return 0;
   T xnorm = safe_nrm2(x, n - 1);
   if (xnorm == 0) return 0;
@@ -1320,7 +1320,7 @@ T larfg(int64_t n, T& alpha, T* x) {
 // LAPACK's dlarf1f from the left: C (mv x nc, leading dim ldc) = H C for H = I - tau v v^T,
 // v = [1; vv[0 .. mv - 1)], skipping v's trailing zeros and C's trailing zero columns as LAPACK.
 template <class T>
-void larf_left(int64_t mv, int64_t nc, const T* vv, T tau, T* c, int64_t ldc) {
+EMBER_LU_INLINE void larf_left(int64_t mv, int64_t nc, const T* vv, T tau, T* c, int64_t ldc) {
   if (tau == 0) return;
   int64_t lastv = mv;
   while (lastv > 1 && vv[lastv - 2] == 0) --lastv;
@@ -1344,7 +1344,7 @@ void larf_left(int64_t mv, int64_t nc, const T* vv, T tau, T* c, int64_t ldc) {
 // LAPACK's dgeqr2 on the column-major m x n matrix a: R above the diagonal, the reflectors'
 // vectors below it, their factors in tau[0 .. min(m, n)).
 template <class T>
-void small_geqr2(int64_t m, int64_t n, T* a, T* tau) {
+EMBER_LU_INLINE void small_geqr2(int64_t m, int64_t n, T* a, T* tau) {
   const int64_t k = std::min(m, n);
   for (int64_t i = 0; i < k; ++i) {
     T* d = a + i * m + i;
@@ -1356,7 +1356,7 @@ void small_geqr2(int64_t m, int64_t n, T* a, T* tau) {
 // LAPACK's dorg2r: q (m x qc, column-major, holding geqr2's reflectors in its first k columns)
 // becomes the first qc columns of Q = H(0) ... H(k - 1).
 template <class T>
-void small_org2r(int64_t m, int64_t qc, int64_t k, T* q, const T* tau) {
+EMBER_LU_INLINE void small_org2r(int64_t m, int64_t qc, int64_t k, T* q, const T* tau) {
   for (int64_t j = k; j < qc; ++j) {
     std::fill(q + j * m, q + (j + 1) * m, T(0));
     q[j * m + j] = 1;
@@ -1368,6 +1368,29 @@ void small_org2r(int64_t m, int64_t qc, int64_t k, T* q, const T* tau) {
     *d = 1 - tau[i];
     std::fill(q + i * m, d, T(0));
   }
+}
+
+// geqr2 of the count column-major m x n matrices [b, e) at a (tau: min(m, n) per matrix), as one
+// loop per instruction set so that the inlined arithmetic is compiled for the CPU's widest one.
+template <class T>
+void small_geqr2_all(int64_t m, int64_t n, T* a, T* tau, int64_t b, int64_t e) {
+  const int64_t k = std::min(m, n);
+  for (int64_t i = b; i < e; ++i) small_geqr2(m, n, a + i * m * n, tau + i * k);
+}
+#if EMBER_LU_AVX2
+template <class T>
+__attribute__((target("avx2"))) void small_geqr2_avx2(int64_t m, int64_t n, T* a, T* tau,
+                                                      int64_t b, int64_t e) {
+  const int64_t k = std::min(m, n);
+  for (int64_t i = b; i < e; ++i) small_geqr2(m, n, a + i * m * n, tau + i * k);
+}
+#endif
+template <class T>
+void small_geqr2_batch(int64_t m, int64_t n, T* a, T* tau, int64_t b, int64_t e) {
+#if EMBER_LU_AVX2
+  if (cpu_isa() >= Isa::Avx2) return small_geqr2_avx2(m, n, a, tau, b, e);
+#endif
+  small_geqr2_all(m, n, a, tau, b, e);
 }
 
 }  // namespace
@@ -1943,10 +1966,19 @@ std::tuple<Tensor, Tensor> geqrf(const Tensor& self) {
     using T = decltype(tag);
     T* ap = a->data_as<T>();
     T* tp = tau->data_as<T>();
+    if constexpr (std::is_floating_point_v<T>) {
+      if (m <= kSmallQr && n <= kSmallQr) {  // geqr2's loops, no LAPACK call
+        for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
+          small_geqr2_batch(m, n, ap, tp, begin, end);
+        });
+        return;
+      }
+    }
+    T query = 0;  // one workspace query for the whole batch
+    QrLdl<T>::geqrf(lint(m), lint(n), ap, ld(m), tp, &query, -1);
+    const lint lwork = work_size(query);
     for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
-      T query = 0;
-      QrLdl<T>::geqrf(lint(m), lint(n), ap, ld(m), tp, &query, -1);
-      std::vector<T> work(work_size(query));
+      std::vector<T> work(lwork);
       for (int64_t b = begin; b < end; ++b)
         QrLdl<T>::geqrf(lint(m), lint(n), ap + b * m * n, ld(m), tp + b * k, work.data(),
                         lint(work.size()));
