@@ -1385,6 +1385,11 @@ __attribute__((target("avx2"))) void small_geqr2_avx2(int64_t m, int64_t n, T* a
   for (int64_t i = b; i < e; ++i) small_geqr2(m, n, a + i * m * n, tau + i * k);
 }
 #endif
+// torch.geqrf's cut between the loops above and LAPACK's geqrf, by measurement (float64, one
+// thread, AVX2): the loops win for wide matrices and up to about 48 x 48, LAPACK's BLAS calls for
+// tall ones (64 x 32, 128 x 16) whose columns are long.
+inline bool small_geqrf(int64_t m, int64_t n) { return m <= 48 && m * n <= 48 * 48; }
+
 template <class T>
 void small_geqr2_batch(int64_t m, int64_t n, T* a, T* tau, int64_t b, int64_t e) {
 #if EMBER_LU_AVX2
@@ -1967,7 +1972,7 @@ std::tuple<Tensor, Tensor> geqrf(const Tensor& self) {
     T* ap = a->data_as<T>();
     T* tp = tau->data_as<T>();
     if constexpr (std::is_floating_point_v<T>) {
-      if (m <= kSmallQr && n <= kSmallQr) {  // geqr2's loops, no LAPACK call
+      if (small_geqrf(m, n)) {  // geqr2's loops, no LAPACK call
         for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
           small_geqr2_batch(m, n, ap, tp, begin, end);
         });
