@@ -1379,8 +1379,8 @@ void small_geqr2_all(int64_t m, int64_t n, T* a, T* tau, int64_t b, int64_t e) {
 }
 #if EMBER_LU_AVX2
 template <class T>
-__attribute__((target("avx2"))) void small_geqr2_avx2(int64_t m, int64_t n, T* a, T* tau,
-                                                      int64_t b, int64_t e) {
+__attribute__((target("avx2"))) void small_geqr2_avx2(int64_t m, int64_t n, T* a, T* tau, int64_t b,
+                                                      int64_t e) {
   const int64_t k = std::min(m, n);
   for (int64_t i = b; i < e; ++i) small_geqr2(m, n, a + i * m * n, tau + i * k);
 }
