@@ -2083,6 +2083,126 @@ Tensor ormqr(const Tensor& self, const Tensor& input2, const Tensor& input3, boo
 
 // ---- LDL^T (Bunch-Kaufman) ---------------------------------------------------------------------
 
+namespace {
+
+// Real symmetric matrices up to this size are factored by small_sytf2 below rather than LAPACK's
+// sytrf, which factors them by its unblocked sytf2 anyway, one BLAS call per column.
+constexpr int64_t kSmallLdl = 32;
+
+// The first index of the largest |x[i * inc]|, i < n (BLAS's idamax, 0-based).
+template <class T>
+EMBER_LU_INLINE int64_t small_iamax(int64_t n, const T* x, int64_t inc) {
+  int64_t p = 0;
+  T best = std::abs(x[0]);
+  for (int64_t i = 1; i < n; ++i) {
+    const T v = std::abs(x[i * inc]);
+    if (v > best) {
+      best = v;
+      p = i;
+    }
+  }
+  return p;
+}
+
+// LAPACK's dsytf2 with uplo = 'L' on the column-major n x n matrix a (Bunch-Kaufman diagonal
+// pivoting, 1 x 1 and 2 x 2 blocks): L and D in the lower triangle, LAPACK's 1-based pivots in
+// ipiv (negative for a 2 x 2 block). Returns LAPACK's info: 0, or k + 1 for the first zero D(k).
+template <class T>
+EMBER_LU_INLINE int32_t small_sytf2_impl(int64_t n, T* a, int32_t* ipiv) {
+  const T alpha = (1 + std::sqrt(T(17))) / 8;
+  auto A = [&](int64_t i, int64_t j) -> T& { return a[i + j * n]; };
+  int32_t info = 0;
+  int64_t k = 0;
+  while (k < n) {
+    int64_t kstep = 1, kp = k;
+    const T absakk = std::abs(A(k, k));
+    int64_t imax = k;
+    T colmax = 0;
+    if (k < n - 1) {
+      imax = k + 1 + small_iamax(n - k - 1, &A(k + 1, k), 1);
+      colmax = std::abs(A(imax, k));
+    }
+    if (std::max(absakk, colmax) == 0 || absakk != absakk) {
+      if (info == 0) info = static_cast<int32_t>(k + 1);
+      kp = k;
+    } else {
+      if (absakk >= alpha * colmax) {
+        kp = k;
+      } else {
+        // the largest off-diagonal element in row / column imax of the trailing matrix
+        int64_t jmax = k + small_iamax(imax - k, &A(imax, k), n);
+        T rowmax = std::abs(A(imax, jmax));
+        if (imax < n - 1) {
+          jmax = imax + 1 + small_iamax(n - imax - 1, &A(imax + 1, imax), 1);
+          rowmax = std::max(rowmax, std::abs(A(jmax, imax)));
+        }
+        if (absakk >= alpha * colmax * (colmax / rowmax)) {
+          kp = k;
+        } else if (std::abs(A(imax, imax)) >= alpha * rowmax) {
+          kp = imax;
+        } else {
+          kp = imax;
+          kstep = 2;
+        }
+      }
+      const int64_t kk = k + kstep - 1;
+      if (kp != kk) {  // swap rows and columns kk and kp of the trailing matrix
+        for (int64_t i = kp + 1; i < n; ++i) std::swap(A(i, kk), A(i, kp));
+        for (int64_t j = kk + 1; j < kp; ++j) std::swap(A(j, kk), A(kp, j));
+        std::swap(A(kk, kk), A(kp, kp));
+        if (kstep == 2) std::swap(A(k + 1, k), A(kp, k));
+      }
+      if (kstep == 1) {
+        if (k < n - 1) {  // A22 -= x x^T / d (lower part: syr), then L's column x / d
+          const T d11 = 1 / A(k, k);
+          for (int64_t j = k + 1; j < n; ++j) {
+            const T xj = A(j, k);
+            if (xj != 0) {
+              const T t = -d11 * xj;
+              for (int64_t i = j; i < n; ++i) A(i, j) += A(i, k) * t;
+            }
+          }
+          for (int64_t i = k + 1; i < n; ++i) A(i, k) *= d11;
+        }
+      } else if (k < n - 2) {  // the 2 x 2 pivot's update
+        T d21 = A(k + 1, k);
+        const T d11 = A(k + 1, k + 1) / d21;
+        const T d22 = A(k, k) / d21;
+        const T t = 1 / (d11 * d22 - 1);
+        d21 = t / d21;
+        for (int64_t j = k + 2; j < n; ++j) {
+          const T wk = d21 * (d11 * A(j, k) - A(j, k + 1));
+          const T wkp1 = d21 * (d22 * A(j, k + 1) - A(j, k));
+          for (int64_t i = j; i < n; ++i) A(i, j) = A(i, j) - A(i, k) * wk - A(i, k + 1) * wkp1;
+          A(j, k) = wk;
+          A(j, k + 1) = wkp1;
+        }
+      }
+    }
+    if (kstep == 1) {
+      ipiv[k] = static_cast<int32_t>(kp + 1);
+    } else {
+      ipiv[k] = ipiv[k + 1] = static_cast<int32_t>(-(kp + 1));
+    }
+    k += kstep;
+  }
+  return info;
+}
+
+template <class T>
+void small_sytf2_all(int64_t n, T* a, int32_t* ipiv, int32_t* info, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) info[i] = small_sytf2_impl(n, a + i * n * n, ipiv + i * n);
+}
+#if EMBER_LU_AVX2
+template <class T>
+__attribute__((target("avx2"))) void small_sytf2_avx2(int64_t n, T* a, int32_t* ipiv,
+                                                      int32_t* info, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) info[i] = small_sytf2_impl(n, a + i * n * n, ipiv + i * n);
+}
+#endif
+
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> _linalg_ldl_factor_ex(const Tensor& A, bool hermitian) {
   const char* op = "torch.linalg.ldl_factor_ex";
   check_matrix(op, A, "A", true, true);
@@ -2097,11 +2217,25 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_ldl_factor_ex(const Tensor& A, bool h
     T* ap = ld_t->data_as<T>();
     int32_t* pp = piv->data_as<int32_t>();
     int32_t* ip = info->data_as<int32_t>();
+    if constexpr (std::is_floating_point_v<T> && std::is_same_v<lint, int32_t>) {
+      if (n <= kSmallLdl) {  // sytf2's loops, no LAPACK call
+        for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
+#if EMBER_LU_AVX2
+          if (cpu_isa() >= Isa::Avx2) return small_sytf2_avx2(n, ap, pp, ip, begin, end);
+#endif
+          small_sytf2_all(n, ap, pp, ip, begin, end);
+        });
+        for (int64_t b = 0; b < count_of(batch); ++b)  // the strict upper part
+          for (int64_t j = 1; j < n; ++j) std::fill_n(ap + b * n * n + j * n, j, T(0));
+        return;
+      }
+    }
+    T query = 0;  // one workspace query for the whole batch
+    lint dummy = 0;
+    QrLdl<T>::sytrf(hermitian, lint(n), ap, ld(n), &dummy, &query, -1);
+    const lint lwork = work_size(query);
     for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
-      T query = 0;
-      lint dummy = 0;
-      QrLdl<T>::sytrf(hermitian, lint(n), ap, ld(n), &dummy, &query, -1);
-      std::vector<T> work(work_size(query));
+      std::vector<T> work(lwork);
       for (int64_t b = begin; b < end; ++b) {
         T* a = ap + b * n * n;
         ip[b] = QrLdl<T>::sytrf(hermitian, lint(n), a, ld(n), pp + b * n, work.data(),
