@@ -371,6 +371,48 @@ def test_ldl_factor_and_solve_match_torch(dtype, hermitian):
     assert piv2.tolist() == piv.tolist()
 
 
+# ldl_factor of real matrices with n <= 128 runs ember's own Bunch-Kaufman loops (LAPACK's sytf2
+# conventions); larger ones and complex input go to LAPACK's sytrf / hetrf.
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 33, 128, 129])
+def test_ldl_factor_small_matches_torch(dtype, n):
+    a = arr(6, n, n)
+    a = a + a.swapaxes(-1, -2)
+    a[0] = 0  # all zero: info 1, nothing changes
+    a[1, :, 0] = a[1, 0, :] = 0  # a zero first column: info 1, the rest still factored
+    if n > 2:
+        a[2] = 0
+        a[2, 0, 1] = a[2, 1, 0] = 1  # a 2 x 2 pivot on a zero diagonal, then zeros: info 3
+        a[3, 0, 0] = 1e-3  # small leading diagonal: the 2 x 2 / row-interchange branches
+        a[4, :, n - 1] = a[4, n - 1, :] = 0  # singular at the last step
+    a = a.astype(dtype)
+    LD, piv, info = LA.ldl_factor_ex(E(a, dtype))
+    LDt, pivt, infot = torch.linalg.ldl_factor_ex(Tt(a, dtype))
+    assert info.tolist() == infot.tolist()
+    assert piv.tolist() == pivt.tolist()
+    eps = np.finfo(dtype).eps
+    close(LD, LDt.numpy(), rtol=0, atol=1e3 * eps * max(1.0, float(np.abs(npy(LDt)).max())))
+    assert np.all(np.triu(npy(LD), 1) == 0)
+    ok = npy(info) == 0
+    b = arr(n, 2).astype(dtype)  # A X = B through the factors, where they are nonsingular
+    X = npy(LA.ldl_solve(LD, piv, E(b, dtype)))[ok]
+    tol = 1e-8 if dtype == "float64" else 5e-2
+    res = np.abs(a[ok] @ X - b).max() / max(1.0, float(np.abs(a[ok]).max() * np.abs(X).max()))
+    assert res < tol
+
+
+def test_ldl_factor_small_non_contiguous():
+    a = arr(3, 10, 10)
+    a = a + a.swapaxes(-1, -2)
+    for view, ref in [(E(a)[::2, ::2, ::2], a[::2, ::2, ::2]),
+                      (E(a).transpose(-1, -2), a.swapaxes(-1, -2)),
+                      (E(a[0]).expand(4, 10, 10), np.broadcast_to(a[0], (4, 10, 10)))]:
+        LD, piv = LA.ldl_factor(view)
+        LDt, pivt = torch.linalg.ldl_factor(Tt(ref))
+        close(LD, LDt.numpy(), rtol=0, atol=1e-12)
+        assert piv.tolist() == pivt.tolist()
+
+
 def test_ldl_and_ormqr_take_strided_inputs():
     a = arr(4, 4)
     s = a + a.T
