@@ -2015,10 +2015,11 @@ Tensor linalg_householder_product(const Tensor& input, const Tensor& tau) {
     using T = decltype(tag);
     T* qp = q->data_as<T>();
     const T* tp = t->data_as<T>();
+    T query = 0;  // one workspace query for the whole batch
+    QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp, ld(m), tp, &query, -1);
+    const lint lwork = work_size(query);
     for_each_chunk(count_of(batch), m, [&](int64_t begin, int64_t end) {
-      T query = 0;
-      QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp, ld(m), tp, &query, -1);
-      std::vector<T> work(work_size(query));
+      std::vector<T> work(lwork);
       for (int64_t b = begin; b < end; ++b)
         QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp + b * m * n, ld(m), tp + b * k, work.data(),
                         lint(work.size()));
@@ -2068,11 +2069,12 @@ Tensor ormqr(const Tensor& self, const Tensor& input2, const Tensor& input3, boo
     const T* tp = t->data_as<T>();
     T* cp = c->data_as<T>();
     const char s = left ? 'L' : 'R';
+    T query = 0;  // one workspace query for the whole batch
+    QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap, ld(am), tp, cp, ld(cm), &query,
+                    -1);
+    const lint lwork = work_size(query);
     for_each_chunk(count_of(batch), std::max(cm, cn), [&](int64_t begin, int64_t end) {
-      T query = 0;
-      QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap, ld(am), tp, cp, ld(cm), &query,
-                      -1);
-      std::vector<T> work(work_size(query));
+      std::vector<T> work(lwork);
       for (int64_t b = begin; b < end; ++b)
         QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap + b * am * an, ld(am),
                         tp + b * k, cp + b * cm * cn, ld(cm), work.data(), lint(work.size()));
