@@ -215,6 +215,92 @@ def test_ormqr_matches_torch(left, transpose):
     close(got, Qn @ c if left else c @ Qn, atol=1e-12)
 
 
+# geqrf of real matrices with m <= 48 and m * n <= 48 * 48 runs ember's own unblocked
+# Householder loops (LAPACK's geqr2 conventions); the rest goes to LAPACK's geqrf.
+_QR_TOL = {"float64": 1e-12, "float32": 2e-5}
+
+
+def _check_geqrf(a, dtype, got=None):
+    """ember.geqrf(a) equals torch.geqrf(a) to a few ulps and reproduces a as Q R."""
+    ga, tau = ember.geqrf(E(a, dtype)) if got is None else got
+    want = torch.geqrf(Tt(a, dtype))
+    tol = _QR_TOL[dtype] * max(1.0, float(np.abs(a).max()))
+    assert ga.dtype == getattr(ember, dtype) and tau.dtype == ga.dtype
+    close(ga, want.a.numpy(), rtol=0, atol=tol)
+    close(tau, want.tau.numpy(), rtol=0, atol=_QR_TOL[dtype])
+    m, n = a.shape[-2:]
+    if m >= n:  # Q R == A
+        Q = LA.householder_product(ga, tau)
+        R = np.triu(npy(ga))[..., :n, :]
+        close(npy(Q) @ R, a, rtol=0, atol=10 * tol)
+    return ga, tau
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(16, 8), (8, 16), (1, 1), (1, 6), (6, 1), (48, 48), (30, 60),
+                                   (49, 10), (256, 16, 8), (2, 3, 5, 4)])
+def test_geqrf_small_matches_torch(dtype, shape):
+    _check_geqrf(arr(*shape), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_geqrf_small_zero_columns_and_rank_deficiency(dtype):
+    a = arr(5, 7, 5)
+    a[0] = 0  # all zero: every tau is 0, the matrix unchanged
+    a[1, :, 0] = 0  # a zero first column
+    a[2, :, 2] = 0  # a zero column inside
+    a[3, 3:] = 0  # rank 3: the last reflectors see exact zeros, tau 0
+    a[4, 1:, 0] = 0  # x = 0 below the diagonal, alpha != 0: tau is 0
+    ga, tau = _check_geqrf(a, dtype)
+    assert np.all(npy(tau[0]) == 0) and np.all(npy(ga[0]) == 0)
+    assert npy(tau[1])[0] == 0 and np.all(npy(tau[3])[3:] == 0) and npy(tau[4])[0] == 0
+    # numerically rank deficient (the trailing reflectors act on round-off, so only Q R == A
+    # and the vanishing diagonal of R are compared)
+    b = np.stack([np.outer(arr(7), arr(5)), arr(7, 5)])
+    b[1, :, 3] = 2 * b[1, :, 1]
+    b = b.astype(dtype)
+    ga, tau = ember.geqrf(E(b))
+    R = np.triu(npy(ga))[..., :5, :]
+    tol = _QR_TOL[dtype] * 10 * np.abs(b).max()
+    close(npy(LA.householder_product(ga, tau)) @ R, b, rtol=0, atol=tol)
+    assert np.all(np.abs(np.diagonal(R[0])[1:]) < tol) and abs(R[1, 3, 3]) < tol
+
+
+def test_geqrf_small_tiny_and_huge_scales():
+    # |beta| < safmin: LAPACK's rescaling loop; no overflow in the norms at the top of the range
+    for scale in (1e-300, 1e-310, 1e300):
+        a = arr(2, 6, 4) * scale
+        ga, tau = ember.geqrf(E(a))
+        want = torch.geqrf(Tt(a))
+        close(ga, want.a.numpy(), rtol=1e-12, atol=0)
+        close(tau, want.tau.numpy(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_geqrf_small_non_contiguous(dtype):
+    a = arr(4, 9, 12)
+    t = E(a, dtype).transpose(-1, -2)  # (4, 12, 9), column-major already
+    _check_geqrf(np.swapaxes(a, -1, -2), dtype, ember.geqrf(t))
+    s = E(a, dtype)[::2, 1::2, ::3]  # strided views
+    _check_geqrf(a[::2, 1::2, ::3], dtype, ember.geqrf(s))
+    b = E(a[0], dtype).expand(3, 9, 12)  # a stride-0 batch
+    ga, tau = _check_geqrf(np.broadcast_to(a[0], (3, 9, 12)), dtype, ember.geqrf(b))
+    close(ga[2], ga[0], rtol=0, atol=0)
+
+
+def test_geqrf_small_complex_and_downstream():
+    # complex stays on LAPACK; ormqr / householder_product take the small path's reflectors
+    c = carr(3, 6, 4)
+    ga, tau = ember.geqrf(E(c))
+    want = torch.geqrf(Tt(c))
+    close(ga, want.a.numpy(), atol=1e-12)
+    close(tau, want.tau.numpy(), atol=1e-12)
+    a, x = arr(3, 6, 4), arr(3, 6, 2)
+    ga, tau = ember.geqrf(E(a))
+    close(ember.ormqr(ga, tau, E(x), True, True),
+          torch.ormqr(*torch.geqrf(Tt(a)), Tt(x), True, True).numpy(), atol=1e-12)
+
+
 def test_householder_product_and_ormqr_gradients():
     a, c = arr(5, 3), arr(5, 2)
     ga, tau = (t.requires_grad_() for t in ember.geqrf(E(a)))
@@ -283,6 +369,48 @@ def test_ldl_factor_and_solve_match_torch(dtype, hermitian):
     LD2, piv2 = LA.ldl_factor(A)
     close(LD2, LD, rtol=0, atol=0)
     assert piv2.tolist() == piv.tolist()
+
+
+# ldl_factor of real matrices with n <= 128 runs ember's own Bunch-Kaufman loops (LAPACK's sytf2
+# conventions); larger ones and complex input go to LAPACK's sytrf / hetrf.
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 33, 128, 129])
+def test_ldl_factor_small_matches_torch(dtype, n):
+    a = arr(6, n, n)
+    a = a + a.swapaxes(-1, -2)
+    a[0] = 0  # all zero: info 1, nothing changes
+    a[1, :, 0] = a[1, 0, :] = 0  # a zero first column: info 1, the rest still factored
+    if n > 2:
+        a[2] = 0
+        a[2, 0, 1] = a[2, 1, 0] = 1  # a 2 x 2 pivot on a zero diagonal, then zeros: info 3
+        a[3, 0, 0] = 1e-3  # small leading diagonal: the 2 x 2 / row-interchange branches
+        a[4, :, n - 1] = a[4, n - 1, :] = 0  # singular at the last step
+    a = a.astype(dtype)
+    LD, piv, info = LA.ldl_factor_ex(E(a, dtype))
+    LDt, pivt, infot = torch.linalg.ldl_factor_ex(Tt(a, dtype))
+    assert info.tolist() == infot.tolist()
+    assert piv.tolist() == pivt.tolist()
+    eps = np.finfo(dtype).eps
+    close(LD, LDt.numpy(), rtol=0, atol=1e3 * eps * max(1.0, float(np.abs(npy(LDt)).max())))
+    assert np.all(np.triu(npy(LD), 1) == 0)
+    ok = npy(info) == 0
+    b = arr(n, 2).astype(dtype)  # A X = B through the factors, where they are nonsingular
+    X = npy(LA.ldl_solve(LD, piv, E(b, dtype)))[ok]
+    tol = 1e-8 if dtype == "float64" else 5e-2
+    res = np.abs(a[ok] @ X - b).max() / max(1.0, float(np.abs(a[ok]).max() * np.abs(X).max()))
+    assert res < tol
+
+
+def test_ldl_factor_small_non_contiguous():
+    a = arr(3, 10, 10)
+    a = a + a.swapaxes(-1, -2)
+    for view, ref in [(E(a)[::2, ::2, ::2], a[::2, ::2, ::2]),
+                      (E(a).transpose(-1, -2), a.swapaxes(-1, -2)),
+                      (E(a[0]).expand(4, 10, 10), np.broadcast_to(a[0], (4, 10, 10)))]:
+        LD, piv = LA.ldl_factor(view)
+        LDt, pivt = torch.linalg.ldl_factor(Tt(ref))
+        close(LD, LDt.numpy(), rtol=0, atol=1e-12)
+        assert piv.tolist() == pivt.tolist()
 
 
 def test_ldl_and_ormqr_take_strided_inputs():

@@ -1253,7 +1253,7 @@ constexpr int64_t kSmallQr = 32;
 // LAPACK's dnrm2 of x[0 .. n): no overflow or underflow in the squares; NaN propagates and an
 // infinite entry (without NaN) gives inf.
 template <class T>
-T safe_nrm2(const T* x, int64_t n) {
+EMBER_LU_INLINE T safe_nrm2(const T* x, int64_t n) {
   T big = 0, s = 0;
   bool nan = false;
   for (int64_t i = 0; i < n; ++i) {
@@ -1278,7 +1278,7 @@ T safe_nrm2(const T* x, int64_t n) {
 
 // LAPACK's dlapy2: sqrt(x^2 + y^2) without overflow; NaN propagates.
 template <class T>
-T lapy2(T x, T y) {
+EMBER_LU_INLINE T lapy2(T x, T y) {
   if (x != x) return x;
   if (y != y) return y;
   const T ax = std::abs(x), ay = std::abs(y);
@@ -1291,7 +1291,7 @@ T lapy2(T x, T y) {
 // LAPACK's dlarfg: the reflector H = I - tau [1; v] [1; v]^T with H [alpha; x] = [beta; 0] for
 // the n - 1 elements of x (overwritten by v); alpha becomes beta. Returns tau.
 template <class T>
-T larfg(int64_t n, T& alpha, T* x) {
+EMBER_LU_INLINE T larfg(int64_t n, T& alpha, T* x) {
   if (n <= 1) return 0;
   T xnorm = safe_nrm2(x, n - 1);
   if (xnorm == 0) return 0;
@@ -1320,7 +1320,7 @@ T larfg(int64_t n, T& alpha, T* x) {
 // LAPACK's dlarf1f from the left: C (mv x nc, leading dim ldc) = H C for H = I - tau v v^T,
 // v = [1; vv[0 .. mv - 1)], skipping v's trailing zeros and C's trailing zero columns as LAPACK.
 template <class T>
-void larf_left(int64_t mv, int64_t nc, const T* vv, T tau, T* c, int64_t ldc) {
+EMBER_LU_INLINE void larf_left(int64_t mv, int64_t nc, const T* vv, T tau, T* c, int64_t ldc) {
   if (tau == 0) return;
   int64_t lastv = mv;
   while (lastv > 1 && vv[lastv - 2] == 0) --lastv;
@@ -1344,7 +1344,7 @@ void larf_left(int64_t mv, int64_t nc, const T* vv, T tau, T* c, int64_t ldc) {
 // LAPACK's dgeqr2 on the column-major m x n matrix a: R above the diagonal, the reflectors'
 // vectors below it, their factors in tau[0 .. min(m, n)).
 template <class T>
-void small_geqr2(int64_t m, int64_t n, T* a, T* tau) {
+EMBER_LU_INLINE void small_geqr2(int64_t m, int64_t n, T* a, T* tau) {
   const int64_t k = std::min(m, n);
   for (int64_t i = 0; i < k; ++i) {
     T* d = a + i * m + i;
@@ -1356,7 +1356,7 @@ void small_geqr2(int64_t m, int64_t n, T* a, T* tau) {
 // LAPACK's dorg2r: q (m x qc, column-major, holding geqr2's reflectors in its first k columns)
 // becomes the first qc columns of Q = H(0) ... H(k - 1).
 template <class T>
-void small_org2r(int64_t m, int64_t qc, int64_t k, T* q, const T* tau) {
+EMBER_LU_INLINE void small_org2r(int64_t m, int64_t qc, int64_t k, T* q, const T* tau) {
   for (int64_t j = k; j < qc; ++j) {
     std::fill(q + j * m, q + (j + 1) * m, T(0));
     q[j * m + j] = 1;
@@ -1368,6 +1368,34 @@ void small_org2r(int64_t m, int64_t qc, int64_t k, T* q, const T* tau) {
     *d = 1 - tau[i];
     std::fill(q + i * m, d, T(0));
   }
+}
+
+// geqr2 of the count column-major m x n matrices [b, e) at a (tau: min(m, n) per matrix), as one
+// loop per instruction set so that the inlined arithmetic is compiled for the CPU's widest one.
+template <class T>
+void small_geqr2_all(int64_t m, int64_t n, T* a, T* tau, int64_t b, int64_t e) {
+  const int64_t k = std::min(m, n);
+  for (int64_t i = b; i < e; ++i) small_geqr2(m, n, a + i * m * n, tau + i * k);
+}
+#if EMBER_LU_AVX2
+template <class T>
+__attribute__((target("avx2"))) void small_geqr2_avx2(int64_t m, int64_t n, T* a, T* tau, int64_t b,
+                                                      int64_t e) {
+  const int64_t k = std::min(m, n);
+  for (int64_t i = b; i < e; ++i) small_geqr2(m, n, a + i * m * n, tau + i * k);
+}
+#endif
+// torch.geqrf's cut between the loops above and LAPACK's geqrf, by measurement (float64, one
+// thread, AVX2): the loops win for wide matrices and up to about 48 x 48, LAPACK's BLAS calls for
+// tall ones (64 x 32, 128 x 16) whose columns are long.
+inline bool small_geqrf(int64_t m, int64_t n) { return m <= 48 && m * n <= 48 * 48; }
+
+template <class T>
+void small_geqr2_batch(int64_t m, int64_t n, T* a, T* tau, int64_t b, int64_t e) {
+#if EMBER_LU_AVX2
+  if (cpu_isa() >= Isa::Avx2) return small_geqr2_avx2(m, n, a, tau, b, e);
+#endif
+  small_geqr2_all(m, n, a, tau, b, e);
 }
 
 }  // namespace
@@ -1943,10 +1971,19 @@ std::tuple<Tensor, Tensor> geqrf(const Tensor& self) {
     using T = decltype(tag);
     T* ap = a->data_as<T>();
     T* tp = tau->data_as<T>();
+    if constexpr (std::is_floating_point_v<T>) {
+      if (small_geqrf(m, n)) {  // geqr2's loops, no LAPACK call
+        for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
+          small_geqr2_batch(m, n, ap, tp, begin, end);
+        });
+        return;
+      }
+    }
+    T query = 0;  // one workspace query for the whole batch
+    QrLdl<T>::geqrf(lint(m), lint(n), ap, ld(m), tp, &query, -1);
+    const lint lwork = work_size(query);
     for_each_chunk(count_of(batch), std::max(m, n), [&](int64_t begin, int64_t end) {
-      T query = 0;
-      QrLdl<T>::geqrf(lint(m), lint(n), ap, ld(m), tp, &query, -1);
-      std::vector<T> work(work_size(query));
+      std::vector<T> work(lwork);
       for (int64_t b = begin; b < end; ++b)
         QrLdl<T>::geqrf(lint(m), lint(n), ap + b * m * n, ld(m), tp + b * k, work.data(),
                         lint(work.size()));
@@ -1978,10 +2015,11 @@ Tensor linalg_householder_product(const Tensor& input, const Tensor& tau) {
     using T = decltype(tag);
     T* qp = q->data_as<T>();
     const T* tp = t->data_as<T>();
+    T query = 0;  // one workspace query for the whole batch
+    QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp, ld(m), tp, &query, -1);
+    const lint lwork = work_size(query);
     for_each_chunk(count_of(batch), m, [&](int64_t begin, int64_t end) {
-      T query = 0;
-      QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp, ld(m), tp, &query, -1);
-      std::vector<T> work(work_size(query));
+      std::vector<T> work(lwork);
       for (int64_t b = begin; b < end; ++b)
         QrLdl<T>::orgqr(lint(m), lint(n), lint(k), qp + b * m * n, ld(m), tp + b * k, work.data(),
                         lint(work.size()));
@@ -2031,11 +2069,12 @@ Tensor ormqr(const Tensor& self, const Tensor& input2, const Tensor& input3, boo
     const T* tp = t->data_as<T>();
     T* cp = c->data_as<T>();
     const char s = left ? 'L' : 'R';
+    T query = 0;  // one workspace query for the whole batch
+    QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap, ld(am), tp, cp, ld(cm), &query,
+                    -1);
+    const lint lwork = work_size(query);
     for_each_chunk(count_of(batch), std::max(cm, cn), [&](int64_t begin, int64_t end) {
-      T query = 0;
-      QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap, ld(am), tp, cp, ld(cm), &query,
-                      -1);
-      std::vector<T> work(work_size(query));
+      std::vector<T> work(lwork);
       for (int64_t b = begin; b < end; ++b)
         QrLdl<T>::ormqr(s, transpose, lint(cm), lint(cn), lint(k), ap + b * am * an, ld(am),
                         tp + b * k, cp + b * cm * cn, ld(cm), work.data(), lint(work.size()));
@@ -2045,6 +2084,128 @@ Tensor ormqr(const Tensor& self, const Tensor& input2, const Tensor& input3, boo
 }
 
 // ---- LDL^T (Bunch-Kaufman) ---------------------------------------------------------------------
+
+namespace {
+
+// Real symmetric matrices up to this size are factored by small_sytf2 below rather than LAPACK's
+// sytrf (its unblocked sytf2 with one BLAS call per column, or the blocked lasyf from n = 33 on
+// with OpenBLAS): measured (float64, one thread, AVX2), the loops take 0.7x sytrf's time at
+// n = 8 to 0.5x at n = 128.
+constexpr int64_t kSmallLdl = 128;
+
+// The first index of the largest |x[i * inc]|, i < n (BLAS's idamax, 0-based).
+template <class T>
+EMBER_LU_INLINE int64_t small_iamax(int64_t n, const T* x, int64_t inc) {
+  int64_t p = 0;
+  T best = std::abs(x[0]);
+  for (int64_t i = 1; i < n; ++i) {
+    const T v = std::abs(x[i * inc]);
+    if (v > best) {
+      best = v;
+      p = i;
+    }
+  }
+  return p;
+}
+
+// LAPACK's dsytf2 with uplo = 'L' on the column-major n x n matrix a (Bunch-Kaufman diagonal
+// pivoting, 1 x 1 and 2 x 2 blocks): L and D in the lower triangle, LAPACK's 1-based pivots in
+// ipiv (negative for a 2 x 2 block). Returns LAPACK's info: 0, or k + 1 for the first zero D(k).
+template <class T>
+EMBER_LU_INLINE int32_t small_sytf2_impl(int64_t n, T* a, int32_t* ipiv) {
+  const T alpha = (1 + std::sqrt(T(17))) / 8;
+  auto A = [&](int64_t i, int64_t j) -> T& { return a[i + j * n]; };
+  int32_t info = 0;
+  int64_t k = 0;
+  while (k < n) {
+    int64_t kstep = 1, kp = k;
+    const T absakk = std::abs(A(k, k));
+    int64_t imax = k;
+    T colmax = 0;
+    if (k < n - 1) {
+      imax = k + 1 + small_iamax(n - k - 1, &A(k + 1, k), 1);
+      colmax = std::abs(A(imax, k));
+    }
+    if (std::max(absakk, colmax) == 0 || absakk != absakk) {
+      if (info == 0) info = static_cast<int32_t>(k + 1);
+      kp = k;
+    } else {
+      if (absakk >= alpha * colmax) {
+        kp = k;
+      } else {
+        // the largest off-diagonal element in row / column imax of the trailing matrix
+        int64_t jmax = k + small_iamax(imax - k, &A(imax, k), n);
+        T rowmax = std::abs(A(imax, jmax));
+        if (imax < n - 1) {
+          jmax = imax + 1 + small_iamax(n - imax - 1, &A(imax + 1, imax), 1);
+          rowmax = std::max(rowmax, std::abs(A(jmax, imax)));
+        }
+        if (absakk >= alpha * colmax * (colmax / rowmax)) {
+          kp = k;
+        } else if (std::abs(A(imax, imax)) >= alpha * rowmax) {
+          kp = imax;
+        } else {
+          kp = imax;
+          kstep = 2;
+        }
+      }
+      const int64_t kk = k + kstep - 1;
+      if (kp != kk) {  // swap rows and columns kk and kp of the trailing matrix
+        for (int64_t i = kp + 1; i < n; ++i) std::swap(A(i, kk), A(i, kp));
+        for (int64_t j = kk + 1; j < kp; ++j) std::swap(A(j, kk), A(kp, j));
+        std::swap(A(kk, kk), A(kp, kp));
+        if (kstep == 2) std::swap(A(k + 1, k), A(kp, k));
+      }
+      if (kstep == 1) {
+        if (k < n - 1) {  // A22 -= x x^T / d (lower part: syr), then L's column x / d
+          const T d11 = 1 / A(k, k);
+          for (int64_t j = k + 1; j < n; ++j) {
+            const T xj = A(j, k);
+            if (xj != 0) {
+              const T t = -d11 * xj;
+              for (int64_t i = j; i < n; ++i) A(i, j) += A(i, k) * t;
+            }
+          }
+          for (int64_t i = k + 1; i < n; ++i) A(i, k) *= d11;
+        }
+      } else if (k < n - 2) {  // the 2 x 2 pivot's update
+        T d21 = A(k + 1, k);
+        const T d11 = A(k + 1, k + 1) / d21;
+        const T d22 = A(k, k) / d21;
+        const T t = 1 / (d11 * d22 - 1);
+        d21 = t / d21;
+        for (int64_t j = k + 2; j < n; ++j) {
+          const T wk = d21 * (d11 * A(j, k) - A(j, k + 1));
+          const T wkp1 = d21 * (d22 * A(j, k + 1) - A(j, k));
+          for (int64_t i = j; i < n; ++i) A(i, j) = A(i, j) - A(i, k) * wk - A(i, k + 1) * wkp1;
+          A(j, k) = wk;
+          A(j, k + 1) = wkp1;
+        }
+      }
+    }
+    if (kstep == 1) {
+      ipiv[k] = static_cast<int32_t>(kp + 1);
+    } else {
+      ipiv[k] = ipiv[k + 1] = static_cast<int32_t>(-(kp + 1));
+    }
+    k += kstep;
+  }
+  return info;
+}
+
+template <class T>
+void small_sytf2_all(int64_t n, T* a, int32_t* ipiv, int32_t* info, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) info[i] = small_sytf2_impl(n, a + i * n * n, ipiv + i * n);
+}
+#if EMBER_LU_AVX2
+template <class T>
+__attribute__((target("avx2"))) void small_sytf2_avx2(int64_t n, T* a, int32_t* ipiv, int32_t* info,
+                                                      int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) info[i] = small_sytf2_impl(n, a + i * n * n, ipiv + i * n);
+}
+#endif
+
+}  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> _linalg_ldl_factor_ex(const Tensor& A, bool hermitian) {
   const char* op = "torch.linalg.ldl_factor_ex";
@@ -2060,11 +2221,25 @@ std::tuple<Tensor, Tensor, Tensor> _linalg_ldl_factor_ex(const Tensor& A, bool h
     T* ap = ld_t->data_as<T>();
     int32_t* pp = piv->data_as<int32_t>();
     int32_t* ip = info->data_as<int32_t>();
+    if constexpr (std::is_floating_point_v<T> && std::is_same_v<lint, int32_t>) {
+      if (n <= kSmallLdl) {  // sytf2's loops, no LAPACK call
+        for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
+#if EMBER_LU_AVX2
+          if (cpu_isa() >= Isa::Avx2) return small_sytf2_avx2(n, ap, pp, ip, begin, end);
+#endif
+          small_sytf2_all(n, ap, pp, ip, begin, end);
+        });
+        for (int64_t b = 0; b < count_of(batch); ++b)  // the strict upper part
+          for (int64_t j = 1; j < n; ++j) std::fill_n(ap + b * n * n + j * n, j, T(0));
+        return;
+      }
+    }
+    T query = 0;  // one workspace query for the whole batch
+    lint dummy = 0;
+    QrLdl<T>::sytrf(hermitian, lint(n), ap, ld(n), &dummy, &query, -1);
+    const lint lwork = work_size(query);
     for_each_chunk(count_of(batch), n, [&](int64_t begin, int64_t end) {
-      T query = 0;
-      lint dummy = 0;
-      QrLdl<T>::sytrf(hermitian, lint(n), ap, ld(n), &dummy, &query, -1);
-      std::vector<T> work(work_size(query));
+      std::vector<T> work(lwork);
       for (int64_t b = begin; b < end; ++b) {
         T* a = ap + b * n * n;
         ip[b] = QrLdl<T>::sytrf(hermitian, lint(n), a, ld(n), pp + b * n, work.data(),
