@@ -982,29 +982,8 @@ def sparse_csr_tensor(crow_indices: Any, col_indices: Any, values: Any, size: An
     [[0.0, 2.0], [3.0, 0.0]]
     """
     del pin_memory
-    op = "sparse_csr_tensor"
-    crow = _as_index(crow_indices, "crow_indices", op)
-    col = _as_index(col_indices, "col_indices", op)
-    vals = _as_values(values, dtype, device)
-    crow, col = crow.to(vals.device), col.to(vals.device)
-    if crow.ndim != 1 or col.ndim != 1 or vals.ndim != 1:
-        raise RuntimeError(f"{op}: only 2-D CSR tensors (1-D crow_indices, col_indices and "
-                           f"values) are supported, got shapes {tuple(crow.shape)}, "
-                           f"{tuple(col.shape)} and {tuple(vals.shape)}")
-    if col.shape[0] != vals.shape[0]:
-        raise RuntimeError(f"{op}: col_indices and values must have the same length, got "
-                           f"{col.shape[0]} and {vals.shape[0]}")
-    if size is None:
-        size = (crow.shape[0] - 1, int(col.max()) + 1 if col.numel() else 0)
-    size = tuple(int(s) for s in size)
-    if len(size) != 2:
-        raise RuntimeError(f"{op}: only 2-D sizes are supported, got {size}")
-    out = SparseTensor(sparse_csr, size, vals, crow=crow, col=col)
-    if check_invariants is not False:
-        _check_invariants(out)
-    if requires_grad:  # a new leaf over the same memory; the caller's values are left alone
-        out._vals = out._vals.detach().requires_grad_(True)
-    return out
+    return _compressed_tensor(sparse_csr, crow_indices, col_indices, values, size, dtype, device,
+                              requires_grad, check_invariants)
 
 
 def sparse_csc_tensor(ccol_indices: Any, row_indices: Any, values: Any, size: Any = None, *,
@@ -1021,24 +1000,35 @@ def sparse_csc_tensor(ccol_indices: Any, row_indices: Any, values: Any, size: An
     [[0.0, 2.0], [3.0, 0.0]]
     """
     del pin_memory
-    op = "sparse_csc_tensor"
-    ccol = _as_index(ccol_indices, "ccol_indices", op)
-    row = _as_index(row_indices, "row_indices", op)
+    return _compressed_tensor(sparse_csc, ccol_indices, row_indices, values, size, dtype, device,
+                              requires_grad, check_invariants)
+
+
+def _compressed_tensor(layout: Any, compressed: Any, plain: Any, values: Any, size: Any,
+                       dtype: Any, device: Any, requires_grad: bool,
+                       check_invariants: bool | None) -> SparseTensor:
+    """A 2-D CSR (compressed rows) or CSC (compressed columns) tensor from its three arrays."""
+    csr = layout is sparse_csr
+    op = "sparse_csr_tensor" if csr else "sparse_csc_tensor"
+    cname, pname = ("crow_indices", "col_indices") if csr else ("ccol_indices", "row_indices")
+    comp = _as_index(compressed, cname, op)
+    other = _as_index(plain, pname, op)
     vals = _as_values(values, dtype, device)
-    ccol, row = ccol.to(vals.device), row.to(vals.device)
-    if ccol.ndim != 1 or row.ndim != 1 or vals.ndim != 1:
-        raise RuntimeError(f"{op}: only 2-D CSC tensors (1-D ccol_indices, row_indices and "
-                           f"values) are supported, got shapes {tuple(ccol.shape)}, "
-                           f"{tuple(row.shape)} and {tuple(vals.shape)}")
-    if row.shape[0] != vals.shape[0]:
-        raise RuntimeError(f"{op}: row_indices and values must have the same length, got "
-                           f"{row.shape[0]} and {vals.shape[0]}")
+    comp, other = comp.to(vals.device), other.to(vals.device)
+    if comp.ndim != 1 or other.ndim != 1 or vals.ndim != 1:
+        raise RuntimeError(f"{op}: only 2-D {'CSR' if csr else 'CSC'} tensors (1-D {cname}, "
+                           f"{pname} and values) are supported, got shapes "
+                           f"{tuple(comp.shape)}, {tuple(other.shape)} and {tuple(vals.shape)}")
+    if other.shape[0] != vals.shape[0]:
+        raise RuntimeError(f"{op}: {pname} and values must have the same length, got "
+                           f"{other.shape[0]} and {vals.shape[0]}")
     if size is None:
-        size = (int(row.max()) + 1 if row.numel() else 0, ccol.shape[0] - 1)
+        extent = (comp.shape[0] - 1, int(other.max()) + 1 if other.numel() else 0)
+        size = extent if csr else extent[::-1]
     size = tuple(int(s) for s in size)
     if len(size) != 2:
         raise RuntimeError(f"{op}: only 2-D sizes are supported, got {size}")
-    out = SparseTensor(sparse_csc, size, vals, crow=ccol, col=row)
+    out = SparseTensor(layout, size, vals, crow=comp, col=other)
     if check_invariants is not False:
         _check_invariants(out)
     if requires_grad:  # a new leaf over the same memory; the caller's values are left alone
