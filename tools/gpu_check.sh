@@ -100,7 +100,7 @@ python3 -c "import ember, ember._C_cuda as c; print('cuda available:', c.is_avai
 # plain passing while nowarmup crashes (and early passes) means state the C++ runtime creates
 # lazily after CUDA init is what breaks; mcheck failing means heap corruption.
 # PHASES="build smoke" runs only these (about a minute).
-if [[ " $phases " == *" tests "* || " $phases " == *" smoke "* ]]; then
+if [[ ( " $phases " == *" tests "* && -z "${NO_SMOKE:-}" ) || " $phases " == *" smoke "* ]]; then
   mdebug=$(ls /usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0 /lib64/libc_malloc_debug.so.0 2>/dev/null | head -1)
   for run in plain nowarmup early nothp torch mcheck; do
     flag=""; envs=(EMBER_CUDA_NO_FORMAT_WARMUP=1)
@@ -202,6 +202,16 @@ if [[ " $phases " == *" bench "* ]]; then
     cat "$out/cuda_train.md" | tee -a "$report" >/dev/null
     [ $rc -ne 0 ] && tail -15 "$out/cuda_train.log" | tee -a "$report" >/dev/null
   fi
+fi
+# ---- profile: where a training step's GPU time goes, per op (tools/gpu_profile_train.py) -----
+# PHASES="build profile" PROFILE_ARGS="mobilenet_v2 --batch 64" bash tools/gpu_check.sh
+if [[ " $phases " == *" profile "* ]]; then
+  say ""
+  say "## Profile (CUDA_LAUNCH_BLOCKING=1: host time per op ~ its GPU time)"
+  CUDA_LAUNCH_BLOCKING=1 timeout "${PROFILE_TIMEOUT:-90}" python3 tools/gpu_profile_train.py \
+    ${PROFILE_ARGS:-resnet50 --batch 32} >"$out/profile.log" 2>&1
+  say "- exit $?"
+  tail -40 "$out/profile.log" | tee -a "$report" >/dev/null
 fi
 say ""
 say "total: $(elapsed) s"

@@ -296,7 +296,10 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
     Formulas are C++ expressions over `grad` (gradient of the first output), `grads` (all of
     them; undefined ones of floating outputs are zeros when the op has several outputs), the
     op's arguments, `result` (first output) and the other outputs by their return names. A
-    formula for a `Tensor[]` input returns one gradient per list element.
+    formula for a `Tensor[]` input returns one gradient per list element. A formula under a key
+    naming several inputs ("input, weight, bias") returns a std::tuple of their gradients from
+    one call and reads `grad_input_mask` (which of them are needed); `materialize:` lists the
+    outputs whose missing gradients are zero-filled (the others' stay undefined).
     """
     args = op.args
     call_args = ", ".join(a.name for a in args)
@@ -449,14 +452,38 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
            "  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {\n",
            "    std::vector<Tensor> out(next_edges.size());\n"]
     if multi_out:
-        cls.append("    if (!materialize_grads(grads, result_metas)) return out;\n")
+        if op.materialize is None:
+            cls.append("    if (!materialize_grads(grads, result_metas)) return out;\n")
+        else:
+            keep = ", ".join("true" if n in op.materialize else "false"
+                             for t, n in op.returns if t == "Tensor" and n not in op.nondiff_outputs)
+            cls.append(f"    if (!materialize_grads(grads, result_metas, {{{keep}}})) return out;\n")
     cls.append("    const Tensor& grad = grads[0];\n")
     if not multi_out:
         cls.append("    if (!grad) return out;\n")
     cls.extend(unpack)
     cls.append("    size_t pos = 0;\n")
+    group_of = {n: g for g in op.derivative_groups for n in g[0]}
+    if group_of and lists:
+        raise ValueError(f"{op.name}: grouped derivatives need Tensor inputs (no Tensor[])")
+    index = {a.name: i for i, a in enumerate(diff)}
     for a in diff:
         f = formulas.get(a.name)
+        g = group_of.get(a.name)
+        if g is not None:
+            # All the group's gradients from one call, at the group's first input.
+            names, expr = g
+            if a.name == names[0]:
+                mask = ", ".join(f"should_compute({index[n]})" for n in names)
+                cls.append(f"    {{\n      const std::array<bool, {len(names)}> grad_input_mask{{{mask}}};\n"
+                           f"      if ({' || '.join(f'grad_input_mask[{k}]' for k in range(len(names)))}) {{\n"
+                           f"        auto g = {expr};\n")
+                for k, n in enumerate(names):
+                    cls.append(f"        if (grad_input_mask[{k}]) out[{index[n]}] = "
+                               f"reduce_grad(std::get<{k}>(g), {n}_meta);\n")
+                cls.append("      }\n    }\n")
+            cls.append("    ++pos;\n")
+            continue
         if a.type == "Tensor[]":
             cls.append(f"    {{\n      size_t n = {a.name}_meta.size();\n")
             if f is not None:

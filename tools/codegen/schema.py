@@ -97,6 +97,15 @@ class Op:
     # how autograd treats an op without formulas: "error" (backward raises), "composite" (the
     # op is written with other ops, which record themselves), "none" (never differentiable).
     derivatives: dict = field(default_factory=dict)
+    # Formulas that give several inputs' gradients at once (a YAML key "input, weight, bias", as
+    # PyTorch writes them): (the inputs, the expression), which returns a std::tuple in that
+    # order and may read `grad_input_mask` (which of them are needed). `derivatives` maps each
+    # of those inputs to the shared expression too.
+    derivative_groups: list = field(default_factory=list)
+    # Outputs whose missing gradients backward fills with zeros (None: all of them); the
+    # formulas see the others' as undefined tensors (a norm's statistics, rarely used, so a
+    # plain backward launches no zero fill for them).
+    materialize: list | None = None
     autograd: str = "error"
     # Whether the derivative formulas hold for complex tensors (conjugate Wirtinger calculus, as
     # PyTorch): other ops refuse to record history through a complex tensor, except linear ops
@@ -202,6 +211,16 @@ def parse_schema(schema: str) -> tuple[str, list[Arg], list[tuple[str, str]]]:
     return name, args, rets
 
 
+def _per_input(formulas: dict) -> dict:
+    """The YAML derivatives keyed by input name: a key naming several inputs ("input, weight")
+    gives each of them its shared formula."""
+    out = {}
+    for k, v in formulas.items():
+        for n in k.split(","):
+            out[n.strip()] = v
+    return out
+
+
 def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
     """All ops, grouped by the YAML file (stem) that declares them."""
     groups: dict[str, list[Op]] = {}
@@ -228,7 +247,11 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     tags=list(e.get("tags", [])),
                     release_gil=bool(e.get("release_gil", False)),
                     schema=e["func"],
-                    derivatives=dict(e.get("derivatives", {}) or {}),
+                    derivatives=_per_input(e.get("derivatives", {}) or {}),
+                    derivative_groups=[([n.strip() for n in k.split(",")], v)
+                                       for k, v in (e.get("derivatives", {}) or {}).items()
+                                       if "," in k],
+                    materialize=e.get("materialize"),
                     autograd=e.get("autograd", "error"),
                     complex_autograd=bool(e.get("complex_autograd", False)),
                     autograd_fn=e.get("autograd_fn", ""),
@@ -238,6 +261,9 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     mixed_devices=bool(e.get("mixed_devices", False)),
                 )
             )
+            mat = ops[-1].materialize
+            if mat is not None and not set(mat) <= {n for _, n in rets}:
+                raise ValueError(f"{path.name}: {name}: materialize names unknown outputs {mat}")
             nd = ops[-1].nondiff_outputs
             if nd and [n for _, n in rets[-len(nd):]] != nd:
                 raise ValueError(f"{path.name}: {name}: nondiff_outputs must name trailing outputs")

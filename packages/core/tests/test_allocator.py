@@ -129,6 +129,25 @@ def test_reuse_of_freed_block():
         a.free(1000)
 
 
+def test_cache_is_kept_unless_bounded():
+    # One tensor at a time over 1 KiB .. 64 MiB (the GPU alloc-free benchmark): after the first
+    # round every request is a cache hit, as with PyTorch's CUDA allocator. With bound_cache (the
+    # CPU allocator) whole free large segments go back while the cache outweighs the live bytes.
+    sizes = [KiB << i for i in range(17)]
+    for bound, frees in ((False, 0), (True, None)):
+        a = ember._C._TestCachingAllocator(1 << 40, bound_cache=bound)
+        for n in sizes:
+            a.free(a.malloc(n)[0])
+        calls = a.raw_calls
+        for _ in range(3):
+            for n in sizes:
+                a.free(a.malloc(n)[0])
+        if frees is None:
+            assert a.raw_frees > 0 and a.raw_calls > calls
+        else:
+            assert a.raw_calls == calls and a.raw_frees == frees
+
+
 def test_best_fit():
     a = fake()
     small, ps = a.malloc(4096)

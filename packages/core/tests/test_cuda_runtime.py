@@ -474,6 +474,11 @@ def test_pinned_block_reused_only_after_the_copy_events():
     ptr = p.data_ptr()
     side = ember.cuda.Stream()
     with ember.cuda.stream(side):
+        # A cached device block for d on this stream first: a cudaMalloc inside to() may wait for
+        # the device, and so for the spin, and then the copy would be done before p is freed.
+        warm = ember.empty(n, device="cuda")
+        del warm
+        ember.cuda.synchronize()
         ember.cuda._sleep(LONG)
         d = p.to("cuda", non_blocking=True)  # reads p after the spin
     del p  # the copy has not run yet

@@ -3,6 +3,7 @@ instance and RMS norm): double backward equal to PyTorch's, gradgradcheck in flo
 against PyTorch and finite differences, and gradients through the mean / rstd outputs of the
 native ops."""
 
+import itertools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -356,3 +357,49 @@ def test_func_hessian_matches_torch(case):
     # Forward over reverse gives the same matrix.
     fwd = ember.func.jacfwd(ember.func.grad(f(ember)))(ember.tensor(arrays[0]))
     np.testing.assert_allclose(fwd.numpy(), expected.numpy(), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("name, fn, tfn, shape, c", NATIVE, ids=NATIVE_IDS)
+def test_each_subset_of_inputs_gets_the_same_gradients(name, fn, tfn, shape, c):
+    # One backward call serves every input that requires grad (grad_input_mask): each subset
+    # of (input, weight, bias) gets the gradients the full set gets.
+    arrays = _native_inputs(shape, c)
+    up = np.random.default_rng(3).standard_normal(shape)
+
+    def grads(mask):
+        ins = [ember.tensor(a).requires_grad_(m) for a, m in zip(arrays, mask)]
+        (fn(*ins)[0] * ember.tensor(up)).sum().backward()
+        return [t.grad for t in ins]
+
+    full = grads((True, True, True))
+    for mask in itertools.product((False, True), repeat=3):
+        if not any(mask) or (name == "_fused_rms_norm" and mask == (False, False, True)):
+            continue
+        for k, g in enumerate(grads(mask)):
+            if not mask[k] or (name == "_fused_rms_norm" and k == 2):
+                assert g is None
+            else:
+                np.testing.assert_allclose(g.numpy(), full[k].numpy(), rtol=1e-12, atol=1e-12,
+                                           err_msg=f"{name} mask {mask} input {k}")
+
+
+@pytest.mark.parametrize("name", ["batch_norm", "layer_norm", "group_norm"])
+def test_plain_backward_runs_one_fused_kernel_and_no_zero_fill(name):
+    # A plain backward computes the input, weight and bias gradients in one call of the fused
+    # backward op, and the unused statistic outputs cost nothing: no zeros filled in for them and
+    # no comparison against zeros (on a GPU, a read back to the host that stalls the stream).
+    x = ember.randn(4, 6, 5, requires_grad=True)
+    w, b = ember.ones(6, requires_grad=True), ember.zeros(6, requires_grad=True)
+    fn = {"batch_norm": lambda: ember.nn.functional.batch_norm(x, None, None, w, b, True),
+          "layer_norm": lambda: ember.nn.functional.layer_norm(
+              x.transpose(1, 2), (6,), w, b).transpose(1, 2),
+          "group_norm": lambda: ember.nn.functional.group_norm(x, 3, w, b)}[name]
+    out = fn()
+    with ember.profiler.profile() as prof:
+        out.sum().backward()
+    counts = {e.key: e.count for e in prof.key_averages()}
+    fused = f"aten::native_{name}_backward"
+    assert counts.get(fused) == 1, counts
+    for k in ("aten::zeros", "aten::zeros_like", "aten::equal"):
+        assert k not in counts, counts
+    assert x.grad is not None and w.grad is not None and b.grad is not None

@@ -258,14 +258,31 @@ Tensor reduce_grad(const Tensor& grad, const InputMeta& m) {
 // On the tensor's own device: a CUDA op's unused output gets CUDA zeros, not the default device's.
 Tensor zeros_like_meta(const InputMeta& m) { return ops::zeros(m.sizes, m.dtype, m.device); }
 
-bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>& outputs) {
+namespace {
+// False when no gradient arrived; else zero-fills the missing gradients of floating outputs i
+// with fill(i).
+template <class Fill>
+bool materialize_where(std::vector<Tensor>& grads, const std::vector<InputMeta>& outputs,
+                       const Fill& fill) {
   bool any = false;
   for (const Tensor& g : grads) any = any || static_cast<bool>(g);
   if (!any) return false;
   // result_metas lists the Tensor outputs in order; tuple returns have only Tensor outputs here.
   for (size_t i = 0; i < grads.size() && i < outputs.size(); ++i)
-    if (!grads[i] && differentiable(outputs[i].dtype)) grads[i] = zeros_like_meta(outputs[i]);
+    if (!grads[i] && fill(i) && differentiable(outputs[i].dtype))
+      grads[i] = zeros_like_meta(outputs[i]);
   return true;
+}
+}  // namespace
+
+bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>& outputs) {
+  return materialize_where(grads, outputs, [](size_t) { return true; });
+}
+
+bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>& outputs,
+                       std::initializer_list<bool> fill) {
+  return materialize_where(grads, outputs,
+                           [&](size_t i) { return i < fill.size() && fill.begin()[i]; });
 }
 
 void check_list_grads(const char* node, size_t got, size_t expected) {

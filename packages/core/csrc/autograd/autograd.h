@@ -7,6 +7,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -210,6 +211,10 @@ Tensor zeros_like_meta(const InputMeta& m);
 // For nodes of ops with several outputs: false when no gradient arrived at all; otherwise fills
 // the undefined gradients of floating outputs with zeros so formulas see every one.
 bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>& outputs);
+// The same, zero-filling only the outputs `fill` marks (YAML `materialize:`): the formulas take
+// the others' missing gradients as undefined tensors.
+bool materialize_grads(std::vector<Tensor>& grads, const std::vector<InputMeta>& outputs,
+                       std::initializer_list<bool> fill);
 // A formula for a Tensor[] input must give one gradient per element.
 void check_list_grads(const char* node, size_t got, size_t expected);
 

@@ -133,10 +133,11 @@ inline DimVector spatial_sizes(const InputMeta& m, int64_t n) {
 }
 
 // Backward without a graph of the gradients (create_graph=False, the usual case) runs the
-// convolution_backward kernel; with create_graph the compositions of ops below keep the
-// gradients differentiable.
+// convolution_backward kernel (on CUDA: cuDNN's data and filter passes); with create_graph the
+// compositions of ops below keep the gradients differentiable.
 inline bool conv_direct_backward(const Tensor& grad) {
-  return !grad_enabled() && grad->device().is_cpu();
+  return !grad_enabled() &&
+         (grad->device().type == DeviceType::CPU || grad->device().type == DeviceType::CUDA);
 }
 
 // The input gradient of a convolution is the transposed convolution of grad (and vice versa);

@@ -16,7 +16,9 @@
 //   d mean / dx = 1/n,   d rstd / dx = -rstd^2 * xhat / n.
 // In batch norm's eval mode the statistics are the running ones: constants, so the op is affine.
 #pragma once
+#include <array>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -225,6 +227,38 @@ Tensor backward(Wrt wrt, const Layout& l, const Tensor& grad, const Tensor& gmea
   return view_as(gx, input->sizes());
 }
 
+// The gradients of a normalization op that `mask` asks for (input, weight, bias), from one
+// call of the op's fused backward kernel `fused(mask)` (a std::tuple), which reads the shared
+// sums once; the differentiable composite (create_graph) builds each one as above.
+template <size_t N, class Fused>
+auto backward_all(const std::array<bool, N>& mask, const Layout& l, const Tensor& grad,
+                  const Tensor& gmean, const Tensor& grstd, const Tensor& input,
+                  const Tensor& weight, const Tensor& mean, const Tensor& rstd, double eps,
+                  bool train, const Fused& fused) {
+  if (!differentiable({&grad, &input, &weight, &gmean, &grstd})) {
+    auto r = fused(mask);
+    if (mask[0] && train && (contributes(gmean) || contributes(grstd))) {
+      // Gradients reaching the statistic outputs (rare): add their terms from the saved stats.
+      Tensor xv = view_as(input, l.vshape);
+      Tensor mu = l.center ? view_as(mean, l.stat_shape) : Tensor();
+      Tensor rs = view_as(rstd, l.stat_shape);
+      Tensor extra = stat_terms(gmean, grstd, normalized(xv, mu, rs), rs, l);
+      std::get<0>(r) = view_as(add(view_as(std::get<0>(r), l.vshape), extra), input->sizes());
+    }
+    return r;
+  }
+  auto one = [&](bool needed, Wrt wrt) {
+    return needed ? backward(wrt, l, grad, gmean, grstd, input, weight, mean, rstd, eps, train,
+                             [] { return Tensor(); })
+                  : Tensor();
+  };
+  decltype(fused(mask)) r;
+  std::get<0>(r) = one(mask[0], Wrt::Input);
+  std::get<1>(r) = one(mask[1], Wrt::Weight);
+  if constexpr (N == 3) std::get<2>(r) = one(mask[2], Wrt::Bias);
+  return r;
+}
+
 // The tangent of the normalized output from the input's, weight's and bias's; sets the
 // tangents of the statistic outputs `mean` (when centered) and `rstd` in training mode.
 inline Tensor jvp(const Layout& l, const Tensor& input, const Tensor& weight, const Tensor& mean,
@@ -267,63 +301,54 @@ inline Tensor jvp(const Layout& l, const Tensor& input, const Tensor& weight, co
 // ---- per-op entry points (ops/nn.yaml) ------------------------------------------------------
 using NormWrt = norm_detail::Wrt;
 
-inline Tensor native_layer_norm_grad(NormWrt wrt, const std::vector<Tensor>& grads,
-                                     const Tensor& input, const DimVector& normalized_shape,
-                                     const Tensor& mean, const Tensor& rstd, const Tensor& weight,
-                                     double eps) {
-  return norm_detail::backward(wrt, norm_detail::rows(input, normalized_shape, true), grads[0],
-                               grads[1], grads[2], input, weight, mean, rstd, eps, true, [&] {
-                                 auto r = ops::native_layer_norm_backward(
-                                     grads[0], input, normalized_shape, mean, rstd, weight,
-                                     wrt == NormWrt::Input, wrt == NormWrt::Weight,
-                                     wrt == NormWrt::Bias);
-                                 return wrt == NormWrt::Input    ? std::get<0>(r)
-                                        : wrt == NormWrt::Weight ? std::get<1>(r)
-                                                                 : std::get<2>(r);
-                               });
+inline std::tuple<Tensor, Tensor, Tensor> native_layer_norm_grads(
+    const std::vector<Tensor>& grads, const Tensor& input, const DimVector& normalized_shape,
+    const Tensor& mean, const Tensor& rstd, const Tensor& weight, double eps,
+    const std::array<bool, 3>& grad_input_mask) {
+  return norm_detail::backward_all(
+      grad_input_mask, norm_detail::rows(input, normalized_shape, true), grads[0], grads[1],
+      grads[2], input, weight, mean, rstd, eps, true, [&](const std::array<bool, 3>& m) {
+        return ops::native_layer_norm_backward(grads[0], input, normalized_shape, mean, rstd,
+                                               weight, m[0], m[1], m[2]);
+      });
 }
 
-inline Tensor fused_rms_norm_grad(NormWrt wrt, const std::vector<Tensor>& grads,
-                                  const Tensor& input, const DimVector& normalized_shape,
-                                  const Tensor& rstd, const Tensor& weight, double eps) {
-  return norm_detail::backward(wrt, norm_detail::rows(input, normalized_shape, false), grads[0],
-                               Tensor(), grads[1], input, weight, Tensor(), rstd, eps, true, [&] {
-                                 auto r = ops::_fused_rms_norm_backward(
-                                     grads[0], input, normalized_shape, rstd, weight,
-                                     wrt == NormWrt::Input, wrt == NormWrt::Weight);
-                                 return wrt == NormWrt::Input ? std::get<0>(r) : std::get<1>(r);
-                               });
+inline std::tuple<Tensor, Tensor> fused_rms_norm_grads(const std::vector<Tensor>& grads,
+                                                       const Tensor& input,
+                                                       const DimVector& normalized_shape,
+                                                       const Tensor& rstd, const Tensor& weight,
+                                                       double eps,
+                                                       const std::array<bool, 2>& grad_input_mask) {
+  return norm_detail::backward_all(
+      grad_input_mask, norm_detail::rows(input, normalized_shape, false), grads[0], Tensor(),
+      grads[1], input, weight, Tensor(), rstd, eps, true, [&](const std::array<bool, 2>& m) {
+        return ops::_fused_rms_norm_backward(grads[0], input, normalized_shape, rstd, weight, m[0],
+                                             m[1]);
+      });
 }
 
-inline Tensor native_group_norm_grad(NormWrt wrt, const std::vector<Tensor>& grads,
-                                     const Tensor& input, int64_t num_groups, const Tensor& mean,
-                                     const Tensor& rstd, const Tensor& weight, double eps) {
-  return norm_detail::backward(wrt, norm_detail::groups(input, num_groups), grads[0], grads[1],
-                               grads[2], input, weight, mean, rstd, eps, true, [&] {
-                                 auto r = ops::native_group_norm_backward(
-                                     grads[0], input, num_groups, mean, rstd, weight,
-                                     wrt == NormWrt::Input, wrt == NormWrt::Weight,
-                                     wrt == NormWrt::Bias);
-                                 return wrt == NormWrt::Input    ? std::get<0>(r)
-                                        : wrt == NormWrt::Weight ? std::get<1>(r)
-                                                                 : std::get<2>(r);
-                               });
+inline std::tuple<Tensor, Tensor, Tensor> native_group_norm_grads(
+    const std::vector<Tensor>& grads, const Tensor& input, int64_t num_groups, const Tensor& mean,
+    const Tensor& rstd, const Tensor& weight, double eps,
+    const std::array<bool, 3>& grad_input_mask) {
+  return norm_detail::backward_all(
+      grad_input_mask, norm_detail::groups(input, num_groups), grads[0], grads[1], grads[2], input,
+      weight, mean, rstd, eps, true, [&](const std::array<bool, 3>& m) {
+        return ops::native_group_norm_backward(grads[0], input, num_groups, mean, rstd, weight,
+                                               m[0], m[1], m[2]);
+      });
 }
 
-inline Tensor native_batch_norm_grad(NormWrt wrt, const std::vector<Tensor>& grads,
-                                     const Tensor& input, const Tensor& weight,
-                                     const Tensor& save_mean, const Tensor& save_invstd,
-                                     bool training, double eps) {
-  return norm_detail::backward(wrt, norm_detail::channels(input), grads[0], grads[1], grads[2],
-                               input, weight, save_mean, save_invstd, eps, training, [&] {
-                                 auto r = ops::native_batch_norm_backward(
-                                     grads[0], input, weight, save_mean, save_invstd, training,
-                                     wrt == NormWrt::Input, wrt == NormWrt::Weight,
-                                     wrt == NormWrt::Bias);
-                                 return wrt == NormWrt::Input    ? std::get<0>(r)
-                                        : wrt == NormWrt::Weight ? std::get<1>(r)
-                                                                 : std::get<2>(r);
-                               });
+inline std::tuple<Tensor, Tensor, Tensor> native_batch_norm_grads(
+    const std::vector<Tensor>& grads, const Tensor& input, const Tensor& weight,
+    const Tensor& save_mean, const Tensor& save_invstd, bool training, double eps,
+    const std::array<bool, 3>& grad_input_mask) {
+  return norm_detail::backward_all(
+      grad_input_mask, norm_detail::channels(input), grads[0], grads[1], grads[2], input, weight,
+      save_mean, save_invstd, eps, training, [&](const std::array<bool, 3>& m) {
+        return ops::native_batch_norm_backward(grads[0], input, weight, save_mean, save_invstd,
+                                               training, m[0], m[1], m[2]);
+      });
 }
 
 // Tangents (the output's; the statistics' are attached inside).

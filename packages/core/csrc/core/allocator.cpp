@@ -47,14 +47,14 @@ bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) con
 }
 
 CachingAllocator::CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device,
-                                   AllocatorRounding rounding)
-    : raw_(std::move(raw)), device_(device), rounding_(rounding) {
-  EMBER_CHECK(rounding_.round > 0 && (rounding_.round & (rounding_.round - 1)) == 0,
-              "CachingAllocator: round must be a power of two, got ", rounding_.round);
-  EMBER_CHECK(rounding_.tiny == 0 || (rounding_.tiny < rounding_.round &&
-                                      (rounding_.tiny & (rounding_.tiny - 1)) == 0),
-              "CachingAllocator: tiny must be 0 or a power of two below round (", rounding_.round,
-              "), got ", rounding_.tiny);
+                                   AllocatorOptions options)
+    : raw_(std::move(raw)), device_(device), options_(options) {
+  EMBER_CHECK(options_.round > 0 && (options_.round & (options_.round - 1)) == 0,
+              "CachingAllocator: round must be a power of two, got ", options_.round);
+  EMBER_CHECK(options_.tiny == 0 ||
+                  (options_.tiny < options_.round && (options_.tiny & (options_.tiny - 1)) == 0),
+              "CachingAllocator: tiny must be 0 or a power of two below round (", options_.round,
+              "), got ", options_.tiny);
   allocator_trace::allocator_created(this);
 }
 
@@ -68,7 +68,7 @@ CachingAllocator::~CachingAllocator() {
 }
 
 size_t CachingAllocator::round_size(size_t n) const {
-  size_t r = rounding_.tiny && n < rounding_.round ? rounding_.tiny : rounding_.round;
+  size_t r = options_.tiny && n < options_.round ? options_.tiny : options_.round;
   return n < r ? r : (n + r - 1) / r * r;
 }
 
@@ -181,9 +181,9 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   if (allocator_trace::on()) trace.emplace(this, true);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!pending_events_.empty()) process_events_locked();
-  PoolKind kind = size < rounding_.round && rounding_.tiny ? PoolKind::Tiny
-                  : size <= kSmallRequest                  ? PoolKind::Small
-                                                           : PoolKind::Large;
+  PoolKind kind = size < options_.round && options_.tiny ? PoolKind::Tiny
+                  : size <= kSmallRequest                ? PoolKind::Small
+                                                         : PoolKind::Large;
   Pool& pool = pool_of(kind);
   Block* b = caching_ ? find_free_block(pool, size, stream) : nullptr;
   if (b && b->oversize && b->size - size > std::max(kLargeRound, size / 8)) {
@@ -196,7 +196,7 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
     stats_.num_cache_hits++;
   } else {
     const size_t alloc = caching_ ? segment_size(size, kind) : size;
-    if (caching_ && kind == PoolKind::Large) {
+    if (caching_ && options_.bound_cache && kind == PoolKind::Large) {
       // Bound the cache before growing it: give back whole free large segments (largest
       // first) while the cache holds more than a quarter of the live bytes, so random large
       // sizes cannot grow the reserve without bound (a steady loop hits the cache and never
@@ -219,8 +219,8 @@ DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   }
   // Split off the tail when the remainder is worth keeping.
   size_t remaining = b->size - size;
-  size_t min_rest = kind == PoolKind::Tiny    ? rounding_.tiny
-                    : kind == PoolKind::Small ? rounding_.round
+  size_t min_rest = kind == PoolKind::Tiny    ? options_.tiny
+                    : kind == PoolKind::Small ? options_.round
                                               : kSmallRequest + 1;
   if (remaining >= min_rest && !b->oversize) {
     auto* rest = new Block{this, static_cast<char*>(b->ptr) + size, remaining, 0, stream, kind};
@@ -491,7 +491,7 @@ class CpuRawAllocator final : public RawAllocator {
 CachingAllocator& cpu_allocator() {
   static CachingAllocator* alloc = [] {
     auto* a = new CachingAllocator(std::make_unique<CpuRawAllocator>(), cpu_device(),
-                                   AllocatorRounding{64, 8});
+                                   AllocatorOptions{64, 8, true});
     const char* env = std::getenv("EMBER_CPU_ALLOCATOR_CACHING");
     if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0))
       a->set_caching(false);

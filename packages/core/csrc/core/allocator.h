@@ -131,13 +131,17 @@ struct SegmentInfo {
   std::vector<BlockInfo> blocks;
 };
 
-// How request sizes are rounded. Blocks of the small and large pools are multiples of `round`
-// (so every block stays aligned to it); with `tiny` set, requests smaller than `round` are
-// rounded to a multiple of `tiny` instead and carved from their own segments (a scalar loss
-// then costs 8 bytes, not a whole block).
-struct AllocatorRounding {
+// How request sizes are rounded, and how much the cache keeps. Blocks of the small and large
+// pools are multiples of `round` (so every block stays aligned to it); with `tiny` set, requests
+// smaller than `round` are rounded to a multiple of `tiny` instead and carved from their own
+// segments (a scalar loss then costs 8 bytes, not a whole block). With `bound_cache` (the CPU
+// allocator) whole free large segments go back before a new one is taken while the cache holds
+// more than a quarter of the live bytes; without it (CUDA, as PyTorch's) the cache gives memory
+// back only when the device runs out, or on empty_cache().
+struct AllocatorOptions {
   size_t round = 512;
   size_t tiny = 0;  // 0: no tiny pool
+  bool bound_cache = false;
 };
 
 class CachingAllocator final : public Allocator {
@@ -149,8 +153,7 @@ class CachingAllocator final : public Allocator {
   static constexpr size_t kMediumSegment = 20 << 20;  // requests of 1-10 MiB share 20 MiB segments
   static constexpr size_t kLargeRound = 2 << 20;      // larger segments are rounded to 2 MiB
 
-  CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device,
-                   AllocatorRounding rounding = {});
+  CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device, AllocatorOptions options = {});
   ~CachingAllocator() override;
 
   DataPtr allocate(size_t nbytes) override { return allocate(nbytes, 0); }
@@ -207,7 +210,7 @@ class CachingAllocator final : public Allocator {
   Device device_;
   bool caching_ = true;
   mutable std::mutex mutex_;
-  AllocatorRounding rounding_;
+  AllocatorOptions options_;
   Pool tiny_pool_, small_pool_, large_pool_;
   std::set<Block*> segments_;                        // the first block of each segment
   std::map<uintptr_t, Block*> segments_by_address_;  // the same, by address (record_stream_at)

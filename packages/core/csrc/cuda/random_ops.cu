@@ -135,7 +135,8 @@ struct UniformFill {
   __device__ void operator()(int64_t first, int cnt, const uint32_t* w) const {
     const double a = from, r = range;
     fill_uniforms(reinterpret_cast<T*>(out) + first, cnt, w,
-                  [a, r](double u) { return a + r * u; });
+                  // rounded twice as the CPU does: a fused multiply-add differs in the last bit
+                  [a, r](double u) { return __dadd_rn(a, __dmul_rn(r, u)); });
   }
 };
 

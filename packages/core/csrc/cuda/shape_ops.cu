@@ -125,10 +125,12 @@ Tensor gather_padded(const Tensor& self, const std::vector<std::vector<int64_t>>
   for (const auto& m : maps) total += m.size();
   Tensor hmaps = empty(DimVector{total + nd}, ScalarType::Int64, cpu_device());
   int64_t* hp = hmaps->data_as<int64_t>();
-  int64_t pos = nd;
+  // hp = [map_off (nd entries) | the maps]; map_off counts from the first map, which the kernel
+  // gets as its `maps` pointer.
+  int64_t pos = 0;
   for (int64_t d = 0; d < nd; ++d) {
     hp[d] = pos;
-    for (int64_t v : maps[d]) hp[pos++] = v;
+    for (int64_t v : maps[d]) hp[nd + pos++] = v;
   }
   Tensor dmaps = ix::to_device(hmaps, self->device());
   Walk w = ix::make_walk(out_sizes, {out}, op);

@@ -245,14 +245,15 @@ void bind_memory(py::module_& m) {
   m.def("allocator_caching", [] { return cpu_allocator().caching(); });
 
   py::class_<TestAllocator>(m, "_TestCachingAllocator")
-      .def(py::init([](size_t capacity, size_t round, size_t tiny) {
+      .def(py::init([](size_t capacity, size_t round, size_t tiny, bool bound_cache) {
              auto raw = std::make_unique<FakeRawAllocator>(capacity);
              auto* t = new TestAllocator{raw.get(), nullptr, {}};
-             t->alloc = std::make_unique<CachingAllocator>(std::move(raw), cpu_device(),
-                                                           AllocatorRounding{round, tiny});
+             t->alloc = std::make_unique<CachingAllocator>(
+                 std::move(raw), cpu_device(), AllocatorOptions{round, tiny, bound_cache});
              return t;
            }),
-           py::arg("capacity"), py::arg("round") = CachingAllocator::kRound, py::arg("tiny") = 0)
+           py::arg("capacity"), py::arg("round") = CachingAllocator::kRound, py::arg("tiny") = 0,
+           py::arg("bound_cache") = false)
       .def(
           "malloc",
           [](TestAllocator& t, size_t n, int64_t stream) {
