@@ -3,7 +3,7 @@
 # 16 cores, no network), build ember with CUDA for that GPU, run the GPU tests and the GPU
 # benchmarks against the PyTorch installed there, and print one report. Under 8 minutes.
 #
-#   bash tools/gpu_check.sh            # everything
+#   bash tools/gpu_check.sh            # everything (build tests bench profile)
 #   PHASES="build tests" bash tools/gpu_check.sh
 #   PHASES="build smoke" bash tools/gpu_check.sh   # only the crash diagnosis (tools/gpu_smoke.py)
 #   TESTS="packages/core/tests/test_cuda_runtime.py" bash tools/gpu_check.sh
@@ -20,7 +20,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${OUT:-$root/build/gpu_check}
 mkdir -p "$out"
-phases=${PHASES:-"build tests bench"}
+phases=${PHASES:-"build tests bench profile"}
 jobs=${JOBS:-$(nproc)}
 report=$out/report.md
 : >"$report"
@@ -48,6 +48,11 @@ fi
 # PREBUILT=dir: a build made elsewhere for this Python (the .so files and generated/ of a
 # CUDA=1 dev_build; tools/gpu_prebuild.sh makes one); used when it imports, else we build here.
 build=${BUILD_DIR:-$root/build/gpu}
+# PREBUILT=an archive of build/gpu-prebuilt (tools/gpu_prebuild.sh writes .gpucarry/prebuilt.tar.xz)
+if [[ "${PREBUILT:-}" == *.tar.xz ]] && [ -f "$PREBUILT" ]; then
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" "$PREBUILT" &&
+    PREBUILT=build/gpu-prebuilt
+fi
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
 arch=${CUDA_ARCHS:-${arch:-90}-real}
 # cuBLAS from NVIDIA's wheel and OpenBLAS from its wheel, wherever this Python has them.
@@ -190,6 +195,7 @@ if [[ " $phases " == *" bench "* ]]; then
   say "## Training benchmarks (benchmarks/cuda_train.py)"
   limit=${TOTAL_LIMIT:-470}
   left=$((limit - $(elapsed)))
+  [[ " $phases " == *" profile "* ]] && left=$((left - 80))  # the profile phase comes after
   tb=${TRAIN_BENCH_BUDGET:-150}
   [ $((left - 40)) -lt "$tb" ] && tb=$((left - 40))
   if [ "$tb" -lt 40 ]; then
@@ -203,15 +209,20 @@ if [[ " $phases " == *" bench "* ]]; then
     [ $rc -ne 0 ] && tail -15 "$out/cuda_train.log" | tee -a "$report" >/dev/null
   fi
 fi
-# ---- profile: where a training step's GPU time goes, per op (tools/gpu_profile_train.py) -----
-# PHASES="build profile" PROFILE_ARGS="mobilenet_v2 --batch 64" bash tools/gpu_check.sh
+# ---- profile: where a training step's GPU time goes, per op, ember then torch --------------
+# (tools/gpu_profile_train.py; ember under CUDA_LAUNCH_BLOCKING=1 unless its profiler records
+# CUDA kernels) PHASES="build profile" PROFILE_ARGS="mobilenet_v2 --batch 64" bash tools/gpu_check.sh
 if [[ " $phases " == *" profile "* ]]; then
   say ""
-  say "## Profile (CUDA_LAUNCH_BLOCKING=1: host time per op ~ its GPU time)"
+  say "## Profile: ${PROFILE_ARGS:-resnet50 --batch 32}, ember then torch"
   CUDA_LAUNCH_BLOCKING=1 timeout "${PROFILE_TIMEOUT:-90}" python3 tools/gpu_profile_train.py \
-    ${PROFILE_ARGS:-resnet50 --batch 32} >"$out/profile.log" 2>&1
-  say "- exit $?"
-  tail -40 "$out/profile.log" | tee -a "$report" >/dev/null
+    ${PROFILE_ARGS:-resnet50 --batch 32} >"$out/profile_ember.log" 2>&1
+  say "- ember: exit $?"
+  tail -${PROFILE_LINES:-36} "$out/profile_ember.log" | tee -a "$report" >/dev/null
+  timeout "${PROFILE_TIMEOUT:-90}" python3 tools/gpu_profile_train.py --framework torch \
+    ${PROFILE_ARGS:-resnet50 --batch 32} >"$out/profile_torch.log" 2>&1
+  say "- torch: exit $?"
+  tail -${PROFILE_LINES:-36} "$out/profile_torch.log" | tee -a "$report" >/dev/null
 fi
 say ""
 say "total: $(elapsed) s"

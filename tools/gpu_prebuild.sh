@@ -2,7 +2,9 @@
 # Builds ember with CUDA here for the GPU machine's Python (3.12 by default) into
 # build/gpu-prebuilt (only what tools/gpu_check.sh needs: the modules and generated headers), so
 # the GPU check spends its device time testing rather than compiling:
-#   bash tools/gpu_prebuild.sh && (device) PREBUILT=build/gpu-prebuilt bash tools/gpu_check.sh
+#   bash tools/gpu_prebuild.sh && (device) PREBUILT=.gpucarry/prebuilt.tar.xz bash tools/gpu_check.sh
+# with carry [".whl", ".gpucarry"]: the build also goes into .gpucarry/prebuilt.tar.xz (~7 MB; the
+# modules themselves are ~55 MB, too much beside the working tree for the device tool's 64 MiB).
 # Needs a Python of that version with numpy, pybind11, pyyaml, scipy-openblas32, nvidia-cublas
 # (PY=/path/to/python3.12).
 set -euo pipefail
@@ -17,3 +19,6 @@ cp "$work"/_C*.so "$work"/libember_engine.so "$dest/"
 cp "$work"/generated/_C.pyi "$work"/generated/ops.h "$dest/generated/"
 strip --strip-unneeded "$dest"/*.so
 du -sh "$dest"
+mkdir -p "$root/.gpucarry"
+(cd "$root" && tar -cf - build/gpu-prebuilt | xz -T2 -6 >.gpucarry/prebuilt.tar.xz)
+du -sh "$root/.gpucarry/prebuilt.tar.xz"

@@ -1,29 +1,34 @@
-"""Where a training step's GPU time goes, per op, on ember (for the GPU machine).
+"""Where a training step's GPU time goes, per op, on ember or on torch (for the GPU machine).
 
-With ``CUDA_LAUNCH_BLOCKING=1`` every kernel launch waits for its kernel, so ember.profiler's host
-time of an op is about the GPU time of the kernels it launched: the table then ranks the ops of
-a step by GPU time. Run on the GPU machine after ``tools/gpu_check.sh`` has built ember::
+One framework per run (``--framework ember|torch``), the same model, batch and optimizer, so the
+two tables compare op by op. Device times come from the profiler's CUDA activity when the build
+records it (torch: always; ember: when its CUPTI activity is available); otherwise run ember with
+``CUDA_LAUNCH_BLOCKING=1``: every launch then waits for its kernel, so an op's host time is about
+the GPU time of the kernels it launched, and the table ranks by that. After
+``tools/gpu_check.sh`` has built ember::
 
-    CUDA_LAUNCH_BLOCKING=1 python3 tools/gpu_profile_train.py resnet50 --batch 32 --steps 2
+    CUDA_LAUNCH_BLOCKING=1 python3 tools/gpu_profile_train.py resnet50 --batch 32
+    python3 tools/gpu_profile_train.py resnet50 --batch 32 --framework torch
 
 Models are benchmarks/paper/models.py's at full size (ImageNet shapes); SGD with momentum, fp32,
-TF32 off (as benchmarks/cuda_train.py measures them).
+TF32 off, cuDNN benchmark mode on (as benchmarks/cuda_train.py measures them). ``--device cpu --image 64`` runs the same
+script on the CPU (a dry run).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import sys
 import time
 from pathlib import Path
-
-import ember
+from typing import Any
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def _models():
+def _models() -> Any:
     spec = importlib.util.spec_from_file_location("_ember_bench_paper_models",
                                                   BENCH / "paper" / "models.py")
     mod = importlib.util.module_from_spec(spec)
@@ -32,24 +37,37 @@ def _models():
     return mod
 
 
+def _device_activity(fw: Any, device: str) -> bool:
+    """Whether fw's profiler records CUDA kernel times here."""
+    if device != "cuda":
+        return False
+    acts = fw.profiler.supported_activities()
+    return fw.profiler.ProfilerActivity.CUDA in acts and (
+        fw.__name__ == "torch" or fw._C._profiler_has_device_activity("cuda"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", nargs="?", default="resnet50")
+    ap.add_argument("--framework", default="ember", choices=("ember", "torch"))
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--rows", type=int, default=30)
     ap.add_argument("--image", type=int, default=224)
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
-    ember.backends.cuda.matmul.allow_tf32 = False
-    ember.backends.cudnn.allow_tf32 = False
+    fw = importlib.import_module(args.framework)
+    if args.device == "cuda":
+        fw.backends.cuda.matmul.allow_tf32 = False
+        fw.backends.cudnn.allow_tf32 = False
+        fw.backends.cudnn.benchmark = True  # as benchmarks/cuda_train.py (the warm-up steps tune)
     m = _models()
     size = m.Size(image=args.image, batch=args.batch, width=1.0, hidden=4096, classes=1000)
-    model, batch, loss_fn, _ = m.build(args.model, ember, size)
+    model, batch, loss_fn, _ = m.build(args.model, fw, size)
     model.to(args.device).train()
     x, y = batch()
     x, y = x.to(args.device), y.to(args.device)
-    opt = ember.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    opt = fw.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     def step() -> None:
         opt.zero_grad()
@@ -58,16 +76,23 @@ def main() -> None:
 
     for _ in range(2):
         step()
-    sync = ember.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    sync = fw.cuda.synchronize if args.device == "cuda" else (lambda: None)
     sync()
+    device = _device_activity(fw, args.device)
+    acts = [fw.profiler.ProfilerActivity.CPU]
+    if device:
+        acts.append(fw.profiler.ProfilerActivity.CUDA)
     t0 = time.perf_counter()
-    with ember.profiler.profile(activities=[ember.profiler.ProfilerActivity.CPU]) as prof:
+    with fw.profiler.profile(activities=acts) as prof:
         for _ in range(args.steps):
             step()
         sync()
     dt = (time.perf_counter() - t0) / args.steps
-    print(f"{args.model} batch {args.batch}: {dt * 1e3:.1f} ms/step under the profiler")
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
+    how = "CUDA activity" if device else "host times (run with CUDA_LAUNCH_BLOCKING=1 on a GPU)"
+    print(f"{args.framework} {args.model} batch {args.batch}: {dt * 1e3:.1f} ms/step under the "
+          f"profiler, {args.steps} steps; ranked by {how}")
+    key = "self_cuda_time_total" if device else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=args.rows))
 
 
 if __name__ == "__main__":
