@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=30)
     ap.add_argument("--image", type=int, default=224)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--bf16", action="store_true", help="the step under autocast(bfloat16)")
     args = ap.parse_args()
     fw = importlib.import_module(args.framework)
     if args.device == "cuda":
@@ -71,7 +72,9 @@ def main() -> None:
 
     def step() -> None:
         opt.zero_grad()
-        loss_fn(model(x), y).backward()
+        with fw.autocast(args.device, dtype=fw.bfloat16, enabled=args.bf16):
+            loss = loss_fn(model(x), y)
+        loss.backward()
         opt.step()
 
     for _ in range(2):
@@ -89,7 +92,7 @@ def main() -> None:
         sync()
     dt = (time.perf_counter() - t0) / args.steps
     how = "CUDA activity" if device else "host times (run with CUDA_LAUNCH_BLOCKING=1 on a GPU)"
-    print(f"{args.framework} {args.model} batch {args.batch}: {dt * 1e3:.1f} ms/step under the "
+    print(f"{args.framework} {args.model}{' bf16' if args.bf16 else ''} batch {args.batch}: {dt * 1e3:.1f} ms/step under the "
           f"profiler, {args.steps} steps; ranked by {how}")
     key = "self_cuda_time_total" if device else "self_cpu_time_total"
     print(prof.key_averages().table(sort_by=key, row_limit=args.rows))
