@@ -46,6 +46,34 @@ def _device_activity(fw: Any, device: str) -> bool:
         fw.__name__ == "torch" or fw._C._profiler_has_device_activity("cuda"))
 
 
+def _report_syncs_and_raw_allocs(fw: Any, step: Any) -> None:
+    """One more step with the sync debug mode on ("warn"): the operations that made the host
+    wait for the GPU; and the device allocations / frees (cudaMalloc / cudaFree, which
+    synchronize) that step made."""
+    import warnings
+
+    stats = fw.cuda.memory_stats()
+    keys = [k for k in ("num_raw_alloc", "num_raw_free", "num_device_alloc", "num_device_free")
+            if k in stats]
+    before = {k: stats[k] for k in keys}
+    fw.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step()
+            fw.cuda.synchronize()
+    finally:
+        fw.cuda.set_sync_debug_mode(0)
+    msgs: dict[str, int] = {}
+    for w in caught:
+        text = str(w.message).splitlines()[0][:120]
+        msgs[text] = msgs.get(text, 0) + 1
+    stats = fw.cuda.memory_stats()
+    print(f"one step: {sum(msgs.values())} synchronizing operations "
+          f"{sorted(msgs.items(), key=lambda kv: -kv[1])[:6]}; "
+          + ", ".join(f"{k} +{stats[k] - before[k]}" for k in keys))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", nargs="?", default="resnet50")
@@ -91,6 +119,8 @@ def main() -> None:
             step()
         sync()
     dt = (time.perf_counter() - t0) / args.steps
+    if args.device == "cuda":
+        _report_syncs_and_raw_allocs(fw, step)
     how = "CUDA activity" if device else "host times (run with CUDA_LAUNCH_BLOCKING=1 on a GPU)"
     print(f"{args.framework} {args.model}{' bf16' if args.bf16 else ''} batch {args.batch}: {dt * 1e3:.1f} ms/step under the "
           f"profiler, {args.steps} steps; ranked by {how}")
