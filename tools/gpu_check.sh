@@ -218,11 +218,11 @@ if [[ " $phases " == *" profile "* ]]; then
   CUDA_LAUNCH_BLOCKING=1 timeout "${PROFILE_TIMEOUT:-90}" python3 tools/gpu_profile_train.py \
     ${PROFILE_ARGS:-resnet50 --batch 32} >"$out/profile_ember.log" 2>&1
   say "- ember: exit $?"
-  tail -${PROFILE_LINES:-36} "$out/profile_ember.log" | tee -a "$report" >/dev/null
+  tail -${PROFILE_LINES:-42} "$out/profile_ember.log" | tee -a "$report" >/dev/null
   timeout "${PROFILE_TIMEOUT:-90}" python3 tools/gpu_profile_train.py --framework torch \
     ${PROFILE_ARGS:-resnet50 --batch 32} >"$out/profile_torch.log" 2>&1
   say "- torch: exit $?"
-  tail -${PROFILE_LINES:-36} "$out/profile_torch.log" | tee -a "$report" >/dev/null
+  tail -${PROFILE_LINES:-42} "$out/profile_torch.log" | tee -a "$report" >/dev/null
 fi
 say ""
 say "total: $(elapsed) s"
