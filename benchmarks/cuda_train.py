@@ -284,10 +284,15 @@ class Side:
     seconds: float = 0.0
 
 
-def _settings(mod: Any, device: str, tf32: bool) -> None:
+def _settings(mod: Any, device: str, tf32: bool, ember_sdp: str = "default") -> None:
     """The same switches in both frameworks: TF32 as asked, cuDNN autotuning on; one CPU
     thread for the CPU dry run (its numbers mean nothing; on a busy machine more threads only
-    wait for each other)."""
+    wait for each other). ``ember_sdp`` ("math" / "fused") restricts ember's attention to one
+    path (an experiment: which is faster on this GPU)."""
+    if mod.__name__ == "ember" and ember_sdp != "default":
+        mod.backends.cuda.enable_math_sdp(ember_sdp == "math")
+        for name in ("flash", "mem_efficient", "cudnn"):
+            getattr(mod.backends.cuda, f"enable_{name}_sdp")(ember_sdp == "fused")
     if device != "cuda":
         mod.set_num_threads(1)
         return
@@ -334,13 +339,14 @@ def _load_numpy(mod: Any, model: Any, state: dict[str, np.ndarray]) -> bool:
 
 def measure(mod: Any, case: Case, *, device: str, tiny: bool, batch: int, budget_s: float,
             warmup: int, max_samples: int, sample_s: float, tf32: bool,
-            init: dict[str, np.ndarray] | None, keep_init: dict | None = None) -> Side:
+            init: dict[str, np.ndarray] | None, keep_init: dict | None = None,
+            ember_sdp: str = "default") -> Side:
     """Builds the case in ``mod``, trains it on ``device`` and returns the measurements. With
     ``init`` (numpy state of the other framework) the model starts from those weights; with
     ``keep_init`` (a dict) the model's own initial state is stored there under "state"."""
     t_start = time.perf_counter()
     side = Side()
-    _settings(mod, device, tf32)
+    _settings(mod, device, tf32, ember_sdp)
     b = case.build(mod, tiny, batch)
     if keep_init is not None:
         keep_init["state"] = _state_numpy(b.model)
@@ -428,7 +434,8 @@ def run_case(case: Case, cfg: dict[str, Any], budget_s: float) -> dict[str, Any]
     device, tiny = cfg["device"], cfg["tiny"]
     batch = cfg["batches"].get(case.name, case.tiny_batch if tiny else case.batch)
     kw = dict(device=device, tiny=tiny, batch=batch, warmup=cfg["warmup"],
-              max_samples=cfg["max_samples"], sample_s=cfg["sample_s"], tf32=cfg["tf32"])
+              max_samples=cfg["max_samples"], sample_s=cfg["sample_s"], tf32=cfg["tf32"],
+              ember_sdp=cfg.get("ember_sdp", "default"))
     out: dict[str, Any] = {"case": case.name, "unit": case.unit, "batch": batch, "doc": case.doc}
     init: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -602,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", action="append", default=[], metavar="CASE=N",
                     help="another batch for a case, e.g. --batch vgg19=32 (repeatable)")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in both frameworks")
+    ap.add_argument("--ember-sdp", default="default", choices=("default", "math", "fused"),
+                    help="ember's attention on one path only (torch unchanged)")
     ap.add_argument("--no-torch", action="store_true", help="ember only")
     ap.add_argument("--in-process", action="store_true",
                     help="run the cases in this process (default on the CPU; on CUDA each case "
@@ -637,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tiny:
         budget = min(budget, 2.0 * len(cases))
     cfg = {"device": args.device, "tiny": args.tiny, "batches": batches, "tf32": args.tf32,
+           "ember_sdp": args.ember_sdp,
            "no_torch": args.no_torch,
            "warmup": 1 if args.tiny else (2 if args.quick else 3),
            "max_samples": 2 if args.tiny else (3 if args.quick else 7),
