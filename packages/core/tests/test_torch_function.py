@@ -419,3 +419,30 @@ def test_operator_falls_back_to_the_reflected_one_like_torch():
         return out
 
     assert run(ember) == run(torch) == ["radd"]
+
+
+def test_fft_special_and_linalg_functions_take_part():
+    # As torch.fft / torch.special / torch.linalg: a subclass sees the module's own function
+    # objects, results come back as the subclass, and a mode sees them too.
+    import ember.fft
+    import ember.special
+
+    seen = []
+
+    class Sub(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    x = ember.randn(4, 4).as_subclass(Sub)
+    assert type(ember.fft.rfft(x)) is Sub
+    assert type(ember.special.erf(x)) is Sub
+    assert type(ember.linalg.inv(x)) is Sub
+    assert seen[:3] == [ember.fft.rfft, ember.special.erf, ember.linalg.inv]
+    table = overrides.get_overridable_functions()
+    assert ember.fft.rfft in table[ember.fft] and ember.linalg.norm in table[ember.linalg]
+    log = []
+    with _Recorder("m", log):
+        ember.linalg.norm(ember.randn(3))
+    assert ("m", "norm") in log

@@ -92,6 +92,7 @@ _C._set_size_type(Size)
 from ember import overrides  # noqa: E402
 
 overrides._install(globals())
+overrides._install_module(vars(_linalg), "ember.linalg")  # (ember.fft / ember.special: on import)
 
 # The sub-distributions install into this package; say which one to install when absent.
 _DISTRIBUTIONS = {

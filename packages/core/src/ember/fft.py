@@ -384,3 +384,9 @@ def ifftshift(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     [0.0, 0.25, -0.5, -0.25]
     """
     return _shift(input, dim, True, "ifftshift")
+
+
+# Functions of this module take part in __torch_function__ (ember.overrides), as torch.fft's.
+from ember import overrides as _overrides  # noqa: E402
+
+_overrides._install_module(globals(), __name__)

@@ -599,3 +599,9 @@ laguerre_polynomial_l = _poly("laguerre_polynomial_l", _poly_doc(
     "laguerre_polynomial_l", "The Laguerre polynomial L_n(x)", "3.0", "1.0"))
 legendre_polynomial_p = _poly("legendre_polynomial_p", _poly_doc(
     "legendre_polynomial_p", "The Legendre polynomial P_n(x)", "0.5", "-0.4375"))
+
+
+# Functions of this module take part in __torch_function__ (ember.overrides), as torch.special's.
+from ember import overrides as _overrides  # noqa: E402
+
+_overrides._install_module(globals(), __name__)
