@@ -647,3 +647,12 @@ def test_node_lists_match_torch_fx():
     for ours, theirs in _torch_models(torch):
         assert _signature(symbolic_trace(ours).graph) == _signature(
             torch_fx.symbolic_trace(theirs).graph)
+
+
+def test_printed_graph_and_code_match_torch_fx():
+    torch = pytest.importorskip("torch")
+    torch_fx = pytest.importorskip("torch.fx")
+    ours, theirs = _torch_models(torch)[2]  # WithBuffer: get_attr, call_module, methods, ops
+    a, b = symbolic_trace(ours), torch_fx.symbolic_trace(theirs)
+    assert str(a.graph) == str(b.graph).replace("torch.", "ember.")
+    assert a.code == b.code.replace("torch.", "ember.")

@@ -152,7 +152,7 @@ def _attr_path(base: str, target: str) -> str:
     out = base
     for part in target.split("."):
         out = f"{out}.{part}" if part.isidentifier() and not keyword.iskeyword(part) else (
-            f"getattr({out}, {part!r})")
+            f'getattr({out}, "{part}")')
     return out
 
 
@@ -566,9 +566,6 @@ class _CodeGen:
         for node in nodes:
             for inp in node.all_input_nodes:
                 last_use[inp] = node
-        frees: dict[Node, list[Node]] = {}
-        for value, user in last_use.items():
-            frees.setdefault(user, []).append(value)
         params: list[str] = []
         body: list[str] = []
         for node in nodes:
@@ -586,7 +583,7 @@ class _CodeGen:
                 body.append(f"return {self.fmt(node.args[0]) if node.args else 'None'}")
                 break
             line = f"{node.name} = {self.expr(node)}"
-            dead = [v.name for v in frees.get(node, []) if v is not node]
+            dead = [v.name for v in node.all_input_nodes if last_use[v] is node]
             if not node.users:
                 dead.append(node.name)
             if dead:
@@ -595,6 +592,6 @@ class _CodeGen:
         if not body:
             body.append("pass")
         src = "\n\n\ndef forward(" + ", ".join([self.root, *params]) + "):\n"
-        src += "".join(f"    {line}\n" for line in body)
+        src += "".join(f"    {line}\n" for line in body) + "    "
         return PythonCode(src, self.globals)
 

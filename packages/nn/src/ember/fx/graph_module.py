@@ -7,8 +7,8 @@
 >>> print(gm.code.strip())
 def forward(self, input):
     input_1 = input
-    _0 = getattr(self, '0')(input_1);  input_1 = None
-    _1 = getattr(self, '1')(_0);  _0 = None
+    _0 = getattr(self, "0")(input_1);  input_1 = None
+    _1 = getattr(self, "1")(_0);  _0 = None
     return _1
 >>> gm(ember.ones(2, 3)).shape
 ember.Size([2, 4])

@@ -58,7 +58,7 @@ def _type_repr(obj: Any) -> str:
 def _qualified_name(func: Callable) -> str:
     """``module.qualname`` of a function (``ember.relu``, ``operator.add``, ``getattr``)."""
     if getattr(builtins, getattr(func, "__name__", ""), None) is func:
-        return func.__name__
+        return f"builtins.{func.__name__}"
     module = getattr(func, "_tf_home", None) or getattr(func, "__module__", None)
     name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
     if module == "_operator":
@@ -351,6 +351,8 @@ class Node:
                 maybe_return_typename[0] = f" -> {_type_repr(self.type)}"
             return f"return {_format_arg(self.args[0]).replace('%', '')}" if self.args else "return None"
         typ = f": {_type_repr(self.type)}" if self.type is not None else ""
+        if self.op == "get_attr":
+            return f"%{self.name} : [num_users={len(self.users)}]{typ} = get_attr[target={self.target}]"
         return (f"%{self.name} : [num_users={len(self.users)}]{typ} = "
                 f"{self.op}[target={self._pretty_target()}](args = {_format_arg(self.args)}, "
                 f"kwargs = {_format_arg(self.kwargs)})")
