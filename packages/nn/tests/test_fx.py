@@ -656,3 +656,33 @@ def test_printed_graph_and_code_match_torch_fx():
     a, b = symbolic_trace(ours), torch_fx.symbolic_trace(theirs)
     assert str(a.graph) == str(b.graph).replace("torch.", "ember.")
     assert a.code == b.code.replace("torch.", "ember.")
+
+
+def test_varargs_kwargs_and_keyword_only_inputs():
+    class M(nn.Module):
+        def forward(self, x, *args, scale=2.0, **kwargs):
+            return x + args[0] * scale + kwargs["k"]
+
+    gm = symbolic_trace(M())
+    assert [n.target for n in gm.graph.nodes if n.op == "placeholder"] == [
+        "x", "*args", "scale", "**kwargs"]
+    assert "def forward(self, x, *args, scale = 2.0, **kwargs):" in gm.code
+    one = ember.ones(1)
+    _close(gm(one, one, k=one), ember.full((1,), 4.0))
+    _close(gm(one, one, scale=3.0, k=one), ember.full((1,), 5.0))
+
+    def f(x, *, y):
+        return x - y
+
+    gf = symbolic_trace(f)
+    _close(gf(one, y=one * 3), ember.full((1,), -2.0))
+    _close(Interpreter(gf).run(one, one), ember.zeros(1))
+    torch = pytest.importorskip("torch")
+    torch_fx = pytest.importorskip("torch.fx")
+
+    class TM(torch.nn.Module):
+        def forward(self, x, *args, scale=2.0, **kwargs):
+            return x + args[0] * scale + kwargs["k"]
+
+    theirs = torch_fx.symbolic_trace(TM()).code  # its signature puts scale before *args
+    assert gm.code.splitlines()[4:] == theirs.splitlines()[4:]

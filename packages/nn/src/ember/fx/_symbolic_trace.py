@@ -26,6 +26,7 @@ import functools
 import inspect
 import math
 import operator
+import types
 from typing import Any, Callable
 
 import ember
@@ -101,6 +102,21 @@ def _leaf_function(orig: Callable) -> Callable:
 
     wrapped.__fx_original__ = orig  # type: ignore[attr-defined]
     return wrapped
+
+
+def _flatten_signature(fn: Callable) -> tuple[Callable, tuple[str, ...]]:
+    """A copy of ``fn`` that takes its ``*args`` / ``**kwargs`` (and keyword-only arguments)
+    as plain positional ones; returns it and the names of its arguments in order."""
+    if not isinstance(fn, types.FunctionType):
+        raise NotImplementedError(
+            f"symbolic_trace: cannot trace *args / **kwargs of {fn!r} (not a Python function)")
+    code = fn.__code__
+    flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    n = (code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS)
+         + bool(code.co_flags & inspect.CO_VARKEYWORDS))
+    flat_code = code.replace(co_argcount=n, co_kwonlyargcount=0, co_flags=flags)
+    flat = types.FunctionType(flat_code, fn.__globals__, fn.__name__, None, fn.__closure__)
+    return flat, code.co_varnames[:n]
 
 
 class _Patcher:
@@ -251,7 +267,7 @@ class Tracer(TracerBase):
                     self.tensor_attrs.setdefault(id(v), f"{prefix}.{k}" if prefix else k)
 
     def _placeholders(self, fn: Callable, is_module: bool,
-                      concrete_args: dict[str, Any] | None) -> list[Any]:
+                      concrete_args: dict[str, Any] | None) -> tuple[list, dict[str, Any]]:
         sig = inspect.signature(fn)
         params = list(sig.parameters.values())
         if is_module:
@@ -261,17 +277,12 @@ class Tracer(TracerBase):
         if unknown:
             raise TypeError(f"symbolic_trace: concrete_args names {sorted(unknown)}, which are not "
                             f"arguments of {getattr(fn, '__qualname__', fn)}")
-        args: list[Any] = []
+        values: dict[str, Any] = {}  # the value each argument is traced with
         for p in params:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise NotImplementedError(
-                    f"symbolic_trace: {getattr(fn, '__qualname__', fn)} takes "
-                    f"{'*' if p.kind == p.VAR_POSITIONAL else '**'}{p.name}; name the inputs "
-                    "instead")
-            if p.kind == p.KEYWORD_ONLY and p.name not in concrete_args and p.default is p.empty:
-                raise NotImplementedError(
-                    f"symbolic_trace: keyword-only argument {p.name!r} needs a default or a "
-                    "concrete_args value")
+                stars = "*" if p.kind == p.VAR_POSITIONAL else "**"
+                values[p.name] = self.create_proxy("placeholder", stars + p.name, (), {})
+                continue
             if p.name in concrete_args and concrete_args[p.name] is not PH:
                 value = concrete_args[p.name]
                 node = self.create_node("placeholder", p.name, (value,), {})
@@ -282,11 +293,11 @@ class Tracer(TracerBase):
                         "call_function", ember._assert,
                         (cond, f"{p.name} has been specialized to have value {value!r} but got "
                                "another value"), {})
-                args.append(value)
+                values[p.name] = value
                 continue
             default = () if p.default is p.empty else (p.default,)
-            args.append(self.create_proxy("placeholder", p.name, default, {}))
-        return args
+            values[p.name] = self.create_proxy("placeholder", p.name, default, {})
+        return [p for p in params], values
 
     def trace(self, root: ember.nn.Module | Callable,
               concrete_args: dict[str, Any] | None = None) -> Graph:
@@ -310,11 +321,18 @@ class Tracer(TracerBase):
         fn_globals = getattr(inspect.unwrap(fn), "__globals__", {})
         patcher = _Patcher()
         try:
-            args = self._placeholders(fn, is_module, concrete_args)
-            if is_module:
-                args.insert(0, root)
+            params, values = self._placeholders(fn, is_module, concrete_args)
+            head = [root] if is_module else []
             self._patch(patcher, fn_globals)
-            result = fn(*args)
+            if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+                # *args / **kwargs are each one traced value: call a copy of the function whose
+                # arguments are all plain positional ones, in the order the code stores them.
+                flat, order = _flatten_signature(fn)
+                result = flat(*head, *(values[name] for name in order[len(head):]))
+            else:
+                result = fn(*head, *(values[p.name] for p in params if p.kind != p.KEYWORD_ONLY),
+                            **{p.name: values[p.name] for p in params
+                               if p.kind == p.KEYWORD_ONLY})
             self.create_node("output", "output", (self.create_arg(result),), {})
         finally:
             patcher.restore()
