@@ -686,3 +686,32 @@ def test_varargs_kwargs_and_keyword_only_inputs():
 
     theirs = torch_fx.symbolic_trace(TM()).code  # its signature puts scale before *args
     assert gm.code.splitlines()[4:] == theirs.splitlines()[4:]
+
+
+def test_param_shapes_constant_and_stack_traces():
+    class UsesShape(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(ember.randn(4, 3))
+
+        def forward(self, x):
+            if self.w.shape[0] == 4:  # a concrete branch with param_shapes_constant
+                return x @ self.w.t()
+            return x
+
+    with pytest.raises(TraceError):
+        fx.Tracer().trace(UsesShape())
+    tracer = fx.Tracer(param_shapes_constant=True)
+    tracer.record_stack_traces = True
+    m = UsesShape()
+    graph = tracer.trace(m)
+    gm = GraphModule(m, graph)
+    x = ember.randn(2, 3)
+    _close(gm(x), x @ m.w.t())
+    matmul = graph.find_nodes(op="call_function", target=operator.matmul)[0]
+    assert "test_fx.py" in matmul.stack_trace and "x @ self.w.t()" in matmul.stack_trace
+    assert graph.output_node().op == "output"
+    matmul.insert_arg(0, matmul.args[0])
+    assert matmul.args[0] is matmul.args[1] and len(matmul.args) == 3
+    with pytest.raises(IndexError, match="outside 0..3"):
+        matmul.insert_arg(5, 1)

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import ember
 from ember.fx.graph import Graph
 from ember.fx.node import Argument, _side_effectful_functions
-from ember.fx.proxy import Proxy, TraceError, TracerBase
+from ember.fx.proxy import ParameterProxy, Proxy, TraceError, TracerBase
 
 __all__ = ["PH", "Tracer", "symbolic_trace", "wrap"]
 
@@ -156,6 +156,10 @@ class Tracer(TracerBase):
     Subclass it to change which modules stay leaves (:meth:`is_leaf_module`) or how values
     become node arguments (:meth:`create_arg`).
 
+    With ``param_shapes_constant``, the shape of a parameter (``shape``, ``size()``,
+    ``dim()``, ``ndim``, ``numel()``, ``nelement()``) is read as a constant instead of being
+    recorded.
+
     ``autowrap_modules``' public functions (``math`` by default) and ``autowrap_functions``
     are recorded as ``call_function`` nodes when called with a traced value.
 
@@ -224,7 +228,12 @@ class Tracer(TracerBase):
             return attr_val
         qualname = names[id(attr_val)]
         if qualname not in parameter_proxy_cache:
-            parameter_proxy_cache[qualname] = self.create_proxy("get_attr", qualname, (), {})
+            factory = None
+            if self.param_shapes_constant and isinstance(attr_val, ember.nn.Parameter):
+                def factory(node: Any) -> Proxy:
+                    return ParameterProxy(self, node, qualname, attr_val)
+            parameter_proxy_cache[qualname] = self.create_proxy(
+                "get_attr", qualname, (), {}, proxy_factory_fn=factory)
         return parameter_proxy_cache[qualname]
 
     def create_arg(self, a: Any) -> Argument:

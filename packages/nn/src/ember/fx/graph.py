@@ -197,6 +197,13 @@ class Graph:
         """The nodes of kind ``op`` (and with ``target``, when given)."""
         return [n for n in self.nodes if n.op == op and (target is None or n.target == target)]
 
+    def output_node(self) -> Node:
+        """The output node (the last node). Raises RuntimeError when the graph has none."""
+        last = self._root._prev
+        if last is self._root or last.op != "output":
+            raise RuntimeError("Graph.output_node: the graph has no output node at its end")
+        return last
+
     # ---- making nodes ---------------------------------------------------------------------------
     def _target_to_str(self, target: Target) -> str:
         if isinstance(target, str):

@@ -96,7 +96,10 @@ class Interpreter:
 
     # ---- hooks ------------------------------------------------------------------------------------
     def placeholder(self, target: Target, args: tuple, kwargs: dict) -> Any:
-        """The next input (the rest, for ``*args``), else the default in ``args``."""
+        """The next input (the rest, for ``*args``; a dict, for ``**kwargs``), else the
+        default in ``args``."""
+        if target.startswith("**"):
+            return next(self.args_iter, {})
         if target.startswith("*"):
             return list(self.args_iter)
         try:

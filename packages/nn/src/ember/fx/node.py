@@ -185,6 +185,13 @@ class Node:
         args[idx] = arg
         self.args = tuple(args)
 
+    def insert_arg(self, idx: int, arg: Argument) -> None:
+        """Inserts ``arg`` as positional argument ``idx``."""
+        if not 0 <= idx <= len(self._args):
+            raise IndexError(
+                f"Node {self.name}: insert_arg index {idx} is outside 0..{len(self._args)}")
+        self.args = (*self._args[:idx], arg, *self._args[idx:])
+
     def update_kwarg(self, key: str, arg: Argument) -> None:
         """Sets keyword argument ``key`` to ``arg``."""
         kwargs = dict(self._kwargs)

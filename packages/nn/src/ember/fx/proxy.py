@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterator
 from ember.fx.graph import Graph
 from ember.fx.node import Argument, Node, Target, map_aggregate
 
-__all__ = ["Attribute", "GraphAppendingTracer", "Proxy", "TraceError", "TracerBase"]
+__all__ = ["Attribute", "GraphAppendingTracer", "ParameterProxy", "Proxy", "TraceError",
+           "TracerBase"]
 
 
 class TraceError(ValueError):
@@ -189,6 +190,8 @@ class Proxy:
             raise RuntimeError(
                 f"Found multiple different tracers {list(tracers)} while tracing "
                 f"{orig_method.__name__}")
+        if not tracers:
+            raise TraceError(f"{orig_method.__name__}: no traced value among the arguments")
         tracer = next(iter(tracers))
         from ember.overrides import is_tensor_method_or_property
 
@@ -221,6 +224,39 @@ class Attribute(Proxy):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Proxy:
         return self.tracer.create_proxy("call_method", self.attr, (self.root, *args), kwargs)
+
+
+class ParameterProxy(Proxy):
+    """A parameter read while tracing with ``param_shapes_constant``: its shape queries give
+    the parameter's actual values (so code may branch on them); everything else is traced."""
+
+    def __init__(self, tracer: TracerBase, node: Node, name: str, param: Any) -> None:
+        super().__init__(node, tracer)
+        self.param = param
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"ParameterProxy({self.name})"
+
+    @property
+    def shape(self) -> Any:
+        return self.param.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.param.ndim
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.param.size() if dim is None else self.param.size(dim)
+
+    def dim(self) -> int:
+        return self.param.dim()
+
+    def numel(self) -> int:
+        return self.param.numel()
+
+    def nelement(self) -> int:
+        return self.param.nelement()
 
 
 _BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift",
