@@ -715,3 +715,21 @@ def test_param_shapes_constant_and_stack_traces():
     assert matmul.args[0] is matmul.args[1] and len(matmul.args) == 3
     with pytest.raises(IndexError, match="outside 0..3"):
         matmul.insert_arg(5, 1)
+
+
+def test_setitem_dtype_device_constants_and_pickle():
+    def f(x):
+        y = x.to(dtype=ember.float64, device=ember.device("cpu"))
+        y[y > 0] = 0.5
+        z = y.new_zeros(2).fill_(float("-inf"))
+        return y.sum() + z.sum().exp(), x.dtype == ember.float32
+
+    gm = symbolic_trace(f)
+    assert "x.to(dtype = ember.float64, device = device)" in gm.code
+    assert "operator.setitem(to, gt, 0.5)" in gm.code and "fill_(-inf)" in gm.code
+    assert not gm.graph.eliminate_dead_code()  # setitem and fill_ have effects
+    x = ember.tensor([1.0, -2.0, 3.0])
+    for g in (gm, pickle.loads(pickle.dumps(gm)), copy.deepcopy(gm)):
+        total, is_f32 = g(x)
+        assert total.dtype == ember.float64 and total.item() == pytest.approx(-1.0)
+        assert is_f32 is True

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ember.fx.node import Argument, Node, Target, _format_arg, map_arg
+from ember.fx.node import Argument, Node, Target, _format_arg, map_aggregate, map_arg
 
 __all__ = ["Graph", "PythonCode"]
 
@@ -135,6 +135,13 @@ class _NodeRef:
 
     def __init__(self, name: str) -> None:
         self.name = name
+
+
+class _DeviceRef:
+    """An ``ember.device`` argument inside a pickled graph (devices do not pickle)."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
 
 
 def _resolve_path(path: str) -> Any:
@@ -340,11 +347,15 @@ class Graph:
         return g
 
     def __getstate__(self) -> dict:
-        def ref(n: Node) -> _NodeRef:
-            return _NodeRef(n.name)
+        import ember
 
-        nodes = [(n.name, n.op, n.target, map_arg(n.args, ref), map_arg(n.kwargs, ref), n.type,
-                  n.meta) for n in self.nodes]
+        def ref(v: Any) -> Any:
+            if isinstance(v, Node):
+                return _NodeRef(v.name)
+            return _DeviceRef(str(v)) if isinstance(v, ember.device) else v
+
+        nodes = [(n.name, n.op, n.target, map_aggregate(n.args, ref),
+                  map_aggregate(n.kwargs, ref), n.type, n.meta) for n in self.nodes]
         return {"nodes": nodes, "tracer_cls": self._tracer_cls}
 
     def __setstate__(self, state: dict) -> None:
@@ -352,9 +363,14 @@ class Graph:
         env: dict[str, Node] = {}
 
         def unref(a: Any) -> Any:
-            from ember.fx.node import map_aggregate
+            import ember
 
-            return map_aggregate(a, lambda v: env[v.name] if isinstance(v, _NodeRef) else v)
+            def one(v: Any) -> Any:
+                if isinstance(v, _NodeRef):
+                    return env[v.name]
+                return ember.device(v.spec) if isinstance(v, _DeviceRef) else v
+
+            return map_aggregate(a, one)
 
         for name, op, target, args, kwargs, typ, meta in state["nodes"]:
             n = self.create_node(op, target, unref(args), unref(kwargs), name, typ)
