@@ -309,8 +309,7 @@ class Graph:
                 f"Tried to erase Node {to_erase} but it still had {len(to_erase.users)} users in "
                 f"the graph: {list(to_erase.users)}!")
         to_erase._update_args_kwargs((), {})
-        to_erase._unlink()
-        to_erase._prev = to_erase._next = to_erase
+        to_erase._unlink()  # its own links stay, so that a walk over the nodes goes on
         to_erase._erased = True
         self._len -= 1
 

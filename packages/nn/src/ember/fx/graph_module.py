@@ -92,12 +92,12 @@ class GraphModule(Module):
 
     def __new__(cls, *args: Any, **kwargs: Any) -> GraphModule:
         for base in cls.__mro__:
-            if base.__name__ == "GraphModuleImpl":
+            if "_fx_per_instance" in vars(base):
                 cls = base.__bases__[0]
                 break
 
         class GraphModuleImpl(cls):  # type: ignore[valid-type, misc]
-            pass
+            _fx_per_instance = True
 
         return super().__new__(GraphModuleImpl)
 

@@ -254,6 +254,8 @@ class Node:
             raise ValueError(f"Node {self.name}: cannot prepend a node to itself")
         if x.graph is not self.graph:
             raise ValueError(f"Node {self.name}: {x.name} belongs to another graph")
+        if x._erased or self._erased:
+            raise ValueError(f"Node {self.name}: cannot move {x.name}: a node was erased")
         if x._next is not x:
             x._unlink()
         p = self._prev
