@@ -733,3 +733,28 @@ def test_setitem_dtype_device_constants_and_pickle():
         total, is_f32 = g(x)
         assert total.dtype == ember.float64 and total.item() == pytest.approx(-1.0)
         assert is_f32 is True
+
+
+def test_erase_while_walking_and_gradients_of_traced_function():
+    gm = symbolic_trace(lambda x: ember.relu(x).neg().exp())
+    g = gm.graph
+    for n in g.nodes:  # erase the node after the current one while walking: the walk goes on
+        if n.target is ember.relu:
+            after = n.next
+            after.replace_all_uses_with(n)
+            g.erase_node(after)
+    assert [n.name for n in g.nodes] == ["x", "relu", "exp", "output"]
+    with pytest.raises(ValueError, match="was erased"):
+        n.prepend(after)
+    gm.recompile()
+    _close(gm(ember.tensor([-1.0, 1.0])), ember.tensor([1.0, math.e]))
+
+    traced = symbolic_trace(ops_fn)
+    x, y = ember.randn(3, 4, requires_grad=True), ember.randn(3, 4, requires_grad=True)
+    xr, yr = x.detach().clone().requires_grad_(True), y.detach().clone().requires_grad_(True)
+    a, b = traced(x, y)
+    (a.sum() + b).backward()
+    ar, br = ops_fn(xr, yr)
+    (ar.sum() + br).backward()
+    _close(x.grad, xr.grad)
+    _close(y.grad, yr.grad)
