@@ -758,3 +758,33 @@ def test_erase_while_walking_and_gradients_of_traced_function():
     (ar.sum() + br).backward()
     _close(x.grad, xr.grad)
     _close(y.grad, yr.grad)
+
+
+_LOGGED = []
+
+
+@fx.has_side_effect
+def _log_value(x):
+    _LOGGED.append(x)
+
+
+fx.wrap("_log_value")
+
+
+def test_side_effects_initial_env_and_boxed_run():
+    def f(x):
+        _log_value(x)
+        return x + 1
+
+    gm = symbolic_trace(f)
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"][0] is _log_value
+    assert not gm.graph.eliminate_dead_code()  # the logging call is kept
+    _LOGGED.clear()
+    _close(gm(ember.ones(2)), ember.full((2,), 2.0))
+    assert len(_LOGGED) == 1
+    x_node = next(iter(gm.graph.nodes))
+    interp = Interpreter(gm)
+    _close(interp.run(initial_env={x_node: ember.zeros(2)}), ember.ones(2))
+    args = [ember.ones(1)]
+    _close(Interpreter(gm).boxed_run(args), ember.full((1,), 2.0))
+    assert args == []
