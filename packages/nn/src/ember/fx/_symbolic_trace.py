@@ -58,9 +58,16 @@ def wrap(fn_or_name: str | Callable) -> str | Callable:
 
     >>> import ember
     >>> import ember.fx
-    >>> def clamp_by_sign(x):
+    >>> def flip_if_negative(x):
     ...     return x if bool(x.sum() > 0) else -x
-    >>> _ = ember.fx.wrap(clamp_by_sign)  # usually written as a module-level decorator
+    >>> _ = ember.fx.wrap("flip_if_negative")  # or @ember.fx.wrap on the definition
+    >>> def f(x):
+    ...     return flip_if_negative(x) + 1
+    >>> gm = ember.fx.symbolic_trace(f)
+    >>> [n.op for n in gm.graph.nodes]
+    ['placeholder', 'call_function', 'call_function', 'output']
+    >>> gm(ember.tensor([-2.0])).tolist()
+    [3.0]
     """
     if not callable(fn_or_name) and not isinstance(fn_or_name, str):
         raise TypeError(
