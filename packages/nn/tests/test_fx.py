@@ -788,3 +788,57 @@ def test_side_effects_initial_env_and_boxed_run():
     args = [ember.ones(1)]
     _close(Interpreter(gm).boxed_run(args), ember.full((1,), 2.0))
     assert args == []
+
+
+def _tiny_gpt(lib, nn_, F_):
+    """The same small GPT written against ember or torch (lib, lib.nn, lib.nn.functional)."""
+    V, D, H, T = 16, 16, 2, 8
+
+    class Block(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn_.Linear(D, 3 * D, bias=False)
+            self.proj = nn_.Linear(D, D)
+            self.ln = nn_.LayerNorm(D)
+            self.fc = nn_.Linear(D, 2 * D)
+            self.register_buffer("mask", lib.ones(T, T).tril().view(1, 1, T, T))
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(F_.rms_norm(x, (D,))).view(b, t, 3, H, D // H).permute(2, 0, 3, 1, 4)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = F_.softmax(att.masked_fill(self.mask == 0, float("-inf")), dim=-1)
+            a = F_.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, D)) + (att @ v).mean()
+            return x + self.fc(self.ln(x)).relu().square().chunk(2, dim=-1)[0]
+
+    class GPT(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn_.Embedding(V, D)
+            self.blocks = nn_.ModuleList(Block() for _ in range(2))
+            self.head = nn_.Linear(D, V, bias=False)
+
+        def forward(self, idx):
+            x = self.embed(idx)
+            for block in self.blocks:
+                x = block(x)
+            return 30 * lib.tanh(self.head(x) / 30)
+
+    return GPT()
+
+
+def test_tiny_gpt_matches_torch_fx_nodes_and_outputs():
+    torch = pytest.importorskip("torch")
+    torch_fx = pytest.importorskip("torch.fx")
+    theirs = _tiny_gpt(torch, torch.nn, torch.nn.functional)
+    ours = _tiny_gpt(ember, nn, F)
+    ours.load_state_dict({k: ember.tensor(v.numpy()) for k, v in theirs.state_dict().items()})
+    gm, tgm = symbolic_trace(ours), torch_fx.symbolic_trace(theirs)
+    assert _signature(gm.graph) == _signature(tgm.graph)
+    assert any(n.target is math.sqrt for n in gm.graph.nodes)
+    idx = np.random.default_rng(0).integers(0, 16, (2, 8))
+    out = gm(ember.tensor(idx))
+    _close(out, ours(ember.tensor(idx)))
+    np.testing.assert_allclose(out.detach().numpy(), tgm(torch.tensor(idx)).detach().numpy(),
+                               rtol=1e-4, atol=1e-4)

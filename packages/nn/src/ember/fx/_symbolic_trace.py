@@ -184,7 +184,7 @@ class Tracer(TracerBase):
         self._autowrap_modules = tuple(autowrap_modules)
         self._autowrap_functions = tuple(autowrap_functions)
         self.param_shapes_constant = param_shapes_constant
-        self.proxy_buffer_attributes = True
+        self.proxy_buffer_attributes = False
         self.graph = Graph(tracer_cls=type(self))
         self.root: ember.nn.Module | None = None
         self.tensor_attrs: dict[int, str] = {}
@@ -224,8 +224,9 @@ class Tracer(TracerBase):
         return self.create_proxy("call_module", qualname, args, kwargs)
 
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict) -> Any:
-        """Called for module attributes read while tracing: parameters (and buffers) become
-        ``get_attr`` proxies."""
+        """Called for module attributes read while tracing: parameters become ``get_attr``
+        proxies, and so do buffers when ``proxy_buffer_attributes`` is set (by default a buffer
+        stays a tensor, recorded as a ``get_attr`` node where an operation uses it)."""
         names = None
         if isinstance(attr_val, ember.nn.Parameter):
             names = self._param_names
