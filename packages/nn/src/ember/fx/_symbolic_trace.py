@@ -272,9 +272,12 @@ class Tracer(TracerBase):
 
     # ---- tracing ----------------------------------------------------------------------------------
     def _collect_attrs(self, root: ember.nn.Module) -> None:
-        self._param_names = {id(p): n for n, p in root.named_parameters(remove_duplicate=False)}
-        self._buffer_names = {id(b): n for n, b in root.named_buffers(remove_duplicate=False)
-                              if b is not None}
+        self._param_names, self._buffer_names = {}, {}
+        for n, p in root.named_parameters(remove_duplicate=False):
+            self._param_names.setdefault(id(p), n)  # a shared parameter: its first name
+        for n, b in root.named_buffers(remove_duplicate=False):
+            if b is not None:
+                self._buffer_names.setdefault(id(b), n)
         self.tensor_attrs = {}
         self.submodule_paths = {}
         for prefix, mod in root.named_modules(remove_duplicate=False):
