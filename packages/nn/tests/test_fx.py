@@ -425,6 +425,10 @@ def test_node_copy_graph_copy_deepcopy_and_lint():
         GraphModule({}, copy.deepcopy(gm.graph))
     with pytest.raises(TypeError, match="root must be"):
         GraphModule(3, Graph())
+    with pytest.raises(TypeError, match="graph must be an ember.fx.Graph, got str"):
+        GraphModule(gm, "graph")
+    with pytest.raises(TypeError, match="expected an nn.Module or a function, got int"):
+        symbolic_trace(3)
 
 
 def test_print_tabular(capsys):

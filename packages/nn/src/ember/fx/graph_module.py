@@ -104,6 +104,9 @@ class GraphModule(Module):
     def __init__(self, root: Module | dict[str, Any], graph: Graph,
                  class_name: str = "GraphModule") -> None:
         super().__init__()
+        if not isinstance(graph, Graph):
+            raise TypeError(f"GraphModule: graph must be an ember.fx.Graph, got "
+                            f"{type(graph).__name__}")
         type(self).__name__ = class_name
         self._class_name = class_name
         if isinstance(root, Module):
