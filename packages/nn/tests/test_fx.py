@@ -846,3 +846,16 @@ def test_tiny_gpt_matches_torch_fx_nodes_and_outputs():
     _close(out, ours(ember.tensor(idx)))
     np.testing.assert_allclose(out.detach().numpy(), tgm(torch.tensor(idx)).detach().numpy(),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_delete_all_unused_submodules():
+    gm = symbolic_trace(SmallCNN().eval())
+    bn = gm.graph.find_nodes(op="call_module", target="layer.1.bn2")[0]
+    bn.replace_all_uses_with(bn.args[0])
+    gm.graph.erase_node(bn)
+    gm.recompile()
+    gm.add_submodule("spare.head", nn.Linear(2, 2))
+    gm.delete_all_unused_submodules()
+    names = {k for k, _ in gm.named_modules()}
+    assert "layer.1.bn2" not in names and "spare" not in names and "layer.1.conv2" in names
+    assert gm(ember.randn(1, 3, 4, 4)).shape == (1, 5)
