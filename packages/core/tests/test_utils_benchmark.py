@@ -38,7 +38,7 @@ def test_timeit_fields():
     assert m.times[0] == pytest.approx(m.raw_times[0] / 50)
     assert (m.label, m.sub_label, m.description, m.num_threads) == ("add", "8x8", "ones", 1)
     assert m.task_spec.stmt == "x + 1" and m.title == "add: 8x8"
-    assert m.as_row_name == "8x8" and m.env == "Unspecified env"
+    assert m.as_row_name == "8x8" and m.env is None
     assert 1 <= m.significant_figures <= 4
 
 
@@ -277,9 +277,9 @@ def test_compare_matches_torch():
                 for d, f in (("ones", 1.0), ("zeros", 2.3)):
                     raw = [base * f * threads * k for k in (1.0, 1.02, 0.99, 1.3)]
                     out.append(M(7, raw, S("y + 1", "pass", label="add", sub_label=n,
-                                           description=d, num_threads=threads)))
+                                           description=d, num_threads=threads, env="E1")))
         out.append(M(7, [12.3e-6], S("y * 2", "pass", label="mul", sub_label="n=64",
-                                     description="ones")))
+                                     description="ones", env="E1")))
         out.append(M(1, [3e-3, 3.1e-3], S("z", "pass", label="mul", sub_label="n=64",
                                           description="zeros", env="E2")))
         return out

@@ -185,10 +185,8 @@ class Measurement:
         return self.task_spec.title
 
     @property
-    def env(self) -> str:
-        """The environment label ("Unspecified env" when none was given)."""
-        if self.task_spec.env is None:
-            return "Unspecified env"
+    def env(self) -> str | None:
+        """The environment label given to the Timer (None when none was)."""
         return self.task_spec.env
 
     @property

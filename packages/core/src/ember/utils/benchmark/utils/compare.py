@@ -108,7 +108,7 @@ class _Table:
         self.unit, self.scale = common.select_unit(min(m.median for m in results))
 
         def row_key(m: common.Measurement) -> tuple[int, str, str]:
-            return (m.task_spec.num_threads, m.env, m.as_row_name)
+            return (m.task_spec.num_threads, m.env or "", m.as_row_name)
 
         rows = common.ordered_unique(row_key(m) for m in results)
         rows.sort(key=lambda k: k[:2])  # by thread count and env; otherwise as first seen
@@ -138,7 +138,7 @@ class _Table:
         for i, (threads, env, name) in enumerate(self.row_keys):
             new_group = i == 0 or self.group_of[i] != self.group_of[i - 1]
             env_changed = new_group or env != self.row_keys[i - 1][1]
-            tag = f"({env})" if show_env and env_changed else ""
+            tag = f"({env})" if show_env and env_changed and env else ""
             names.append("  " + tag.ljust(env_width + 4) + name)
         return names
 
