@@ -186,3 +186,14 @@ def test_comm_types_future_is_public_type():
     assert isinstance(g, Future) and g.wait().tolist() == [2.0, 2.0]
     with pytest.raises(TypeError, match="waiter must be callable"):
         CommFuture(3)
+
+
+def test_wait_on_a_future_nothing_can_complete_raises():
+    if threading.active_count() != 1:
+        pytest.skip("another Python thread is running: it could complete the future")
+    with pytest.raises(RuntimeError, match="can never complete"):
+        Future().wait()
+    with pytest.raises(RuntimeError, match="can never complete"):
+        Future().then(lambda f: 1).wait()
+    with pytest.raises(RuntimeError, match="wait_all: the future can never complete"):
+        wait_all([Future()])

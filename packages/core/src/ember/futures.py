@@ -35,6 +35,7 @@ T = TypeVar("T")
 S = TypeVar("S")
 
 _PENDING, _VALUE, _ERROR = 0, 1, 2
+_POLL_S = 0.2  # how often a blocked wait() checks that something can still complete it
 
 
 class Future(Generic[T]):
@@ -142,13 +143,22 @@ class Future(Generic[T]):
     # ----------------------------------------------------------------- results
     def wait(self) -> T:
         """Blocks until the future is completed and returns its value; raises its error if
-        it was completed with ``set_exception``. (A future that nothing completes makes
-        ``wait`` block, as in PyTorch.)"""
+        it was completed with ``set_exception``. Waiting on a future that nothing can complete
+        any more (no other Python thread is running) raises RuntimeError instead of hanging."""
         self._drive()
+        self._block("Future.wait")
+        return self._unwrap()
+
+    def _block(self, op: str) -> None:
         with self._cond:
             while self._state == _PENDING:
-                self._cond.wait()
-        return self._unwrap()
+                if self._cond.wait(timeout=_POLL_S) or self._state != _PENDING:
+                    continue
+                if threading.active_count() == 1:
+                    raise RuntimeError(
+                        f"{op}: the future can never complete: it has no result yet and no "
+                        "other thread is running to call set_result/set_exception on it"
+                    )
 
     def value(self) -> T:
         """The value of a completed future (raises its error); call it after ``wait()`` or
@@ -329,7 +339,5 @@ def wait_all(futures: list[Future[Any]]) -> list[Any]:
     for f in futs:
         f._drive()
     for f in futs:
-        with f._cond:
-            while f._state == _PENDING:
-                f._cond.wait()
+        f._block("wait_all")
     return [f.value() for f in futs]

@@ -8,11 +8,11 @@ description, in the format of PyTorch's ``torch.utils.benchmark.Compare``.
 ...       for s, d, t in [("n=1", "old", 2.0), ("n=1", "new", 1.5), ("n=8", "old", 9.0),
 ...                       ("n=8", "new", 7.25)]]
 >>> print(Compare(ms))
-[------- f ------]
-            |  old  |  new
-1 threads: -------------
-      n=1   |  2.0  |  1.5
-      n=8   |  9.0  |  7.2
+[---------- f ----------]
+           |  old  |  new
+1 threads: --------------
+      n=1  |  2.0  |  1.5
+      n=8  |  9.0  |  7.2
 <BLANKLINE>
 Times are in microseconds (us).
 <BLANKLINE>
