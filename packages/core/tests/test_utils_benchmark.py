@@ -297,3 +297,22 @@ def test_compare_matches_torch():
             if "warn" in opts:
                 c.highlight_warnings()
         assert str(ce) == str(ct), opts
+
+
+def test_cuda_workloads_are_synchronized(monkeypatch):
+    # with CUDA available, the default clock synchronizes the device before each read
+    calls = []
+    monkeypatch.setattr(ember.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(ember.cuda, "synchronize", lambda device=None: calls.append(1))
+    Timer("pass").timeit(3)
+    assert len(calls) >= 4  # warm-up and measured block, start and end of each
+
+
+def test_custom_timer_and_pickle():
+    import pickle
+
+    ticks = iter(range(1000))
+    m = Timer("pass", timer=lambda: float(next(ticks)), label="fake").timeit(10)
+    assert m.raw_times == [1.0] and m.times == [0.1]  # one tick per block of 10
+    back = pickle.loads(pickle.dumps(m))
+    assert back.raw_times == m.raw_times and back.label == "fake" and back.median == m.median
