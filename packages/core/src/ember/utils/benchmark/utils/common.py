@@ -243,20 +243,18 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 
 def select_unit(t: float) -> tuple[str, float]:
-    """The unit (``"ns"``, ``"us"``, ``"ms"`` or ``"s"``) and its size in seconds in which
-    ``t`` seconds reads as a number of at least 1 (below 1000 where possible).
+    """The unit (``"ns"``, ``"us"``, ``"ms"`` or ``"s"``) and its size in seconds for showing
+    ``t`` seconds: the one in which ``t`` reads as 1 to 999 (as in PyTorch, seconds outside
+    1 ns .. 1000 s; ns for a zero or negative time).
 
     >>> from ember.utils.benchmark.utils.common import select_unit
     >>> select_unit(5e-5), select_unit(3.0)
     (('us', 1e-06), ('s', 1))
     """
-    if t >= 1:
-        return "s", 1
-    if t >= 1e-3:
-        return "ms", 1e-3
-    if t >= 1e-6:
-        return "us", 1e-6
-    return "ns", 1e-9
+    if t <= 0:
+        return "ns", 1e-9
+    unit = {-3: "ns", -2: "us", -1: "ms"}.get(int(math.log10(t) // 3), "s")
+    return unit, {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[unit]
 
 
 def unit_to_english(u: str) -> str:
