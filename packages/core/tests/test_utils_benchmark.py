@@ -316,3 +316,82 @@ def test_custom_timer_and_pickle():
     assert m.raw_times == [1.0] and m.times == [0.1]  # one tick per block of 10
     back = pickle.loads(pickle.dumps(m))
     assert back.raw_times == m.raw_times and back.label == "fake" and back.median == m.median
+
+
+# ---------------------------------------------------------------------------- fuzzers
+def test_fuzzer_tensors_and_properties():
+    from ember.utils.benchmark import FuzzedParameter, FuzzedTensor, Fuzzer
+
+    fuzzer = Fuzzer(
+        parameters=[
+            FuzzedParameter("k0", 2, 16, distribution="loguniform"),
+            FuzzedParameter("k1", distribution={1: 0.5, 4: 0.5}),
+            [FuzzedParameter("d", 1, 2, distribution="uniform"),
+             FuzzedParameter("s", distribution={1: 0.5, 2: 0.5})],
+        ],
+        tensors=[FuzzedTensor("x", size=("k0", "k1"), steps=("s", 1), dim_parameter="d",
+                              probability_contiguous=0.5, max_elements=40),
+                 FuzzedTensor("i", size=("k1",), dtype=ember.int64,
+                              probability_contiguous=1.0)],
+        seed=0)
+    draws = list(fuzzer.take(12))
+    assert len(draws) == 12
+    layouts = set()
+    for tensors, props, params in draws:
+        x = tensors["x"]
+        want = (params["k0"], params["k1"])[:params["d"]]
+        assert tuple(x.shape) == want and x.dtype == ember.float32
+        assert props["x"]["numel"] == x.numel() <= 40
+        assert 2 <= params["k0"] <= 16 and params["k1"] in (1, 4)
+        assert props["x"]["is_contiguous"] == x.is_contiguous()
+        layouts.add(props["x"]["is_contiguous"])
+        assert ((x >= 0) & (x < 1)).all().item()
+        assert tensors["i"].dtype == ember.int64 and tensors["i"].is_contiguous()
+    assert layouts == {True, False}  # both strided/permuted and contiguous draws
+    # reproducible from the seed
+    again = list(fuzzer.take(12))
+    assert [p for _, _, p in again] == [p for _, _, p in draws]
+    assert all(ember.equal(a[0]["x"], b[0]["x"]) for a, b in zip(again, draws))
+    assert 0.0 <= fuzzer.rejection_rate < 1.0
+
+
+def test_fuzzer_alias_constraints_and_errors():
+    from ember.utils.benchmark import FuzzedParameter, FuzzedTensor, Fuzzer, ParameterAlias
+
+    f = Fuzzer([FuzzedParameter("a", 1.0, 2.0, distribution="uniform"),
+                FuzzedParameter("b", distribution={ParameterAlias("a"): 1.0})], [],
+               constraints=[lambda a, b: a < 1.9], seed=1)
+    for _, _, p in f.take(5):
+        assert p["a"] == p["b"] and isinstance(p["a"], float) and p["a"] < 1.9
+    never = Fuzzer([FuzzedParameter("a", 1, 2, distribution="uniform")], [],
+                   constraints=[lambda a: a > 5], seed=0)
+    with pytest.raises(RuntimeError, match="no parameters satisfying"):
+        next(never.take(1))
+    with pytest.raises(ValueError, match="sum to 1"):
+        FuzzedParameter("p", distribution={1: 0.3})
+    with pytest.raises(ValueError, match="needs minval and maxval"):
+        FuzzedParameter("p", distribution="uniform")
+    with pytest.raises(ValueError, match="distribution must be"):
+        FuzzedParameter("p", 1, 2, distribution="normal")
+    with pytest.raises(ValueError, match="duplicate parameters"):
+        Fuzzer([FuzzedParameter("p", 1, 2, "uniform")] * 2, [])
+    with pytest.raises(ValueError, match="steps"):
+        FuzzedTensor("t", size=(2, 3), steps=(1,))
+    cyc = Fuzzer([FuzzedParameter("a", distribution={ParameterAlias("b"): 1.0}),
+                  FuzzedParameter("b", distribution={ParameterAlias("a"): 1.0})], [], seed=0)
+    with pytest.raises(ValueError, match="cycle"):
+        next(cyc.take(1))
+
+
+def test_fuzzer_api_matches_torch():
+    pytest.importorskip("torch")
+    import inspect
+
+    import torch.utils.benchmark as tb
+
+    for name in ("Fuzzer", "FuzzedParameter", "FuzzedTensor"):
+        tp = list(inspect.signature(getattr(tb, name)).parameters)
+        ep = list(inspect.signature(getattr(benchmark, name)).parameters)
+        assert tp == ep, name
+    assert list(inspect.signature(tb.Fuzzer.take).parameters) == list(
+        inspect.signature(benchmark.Fuzzer.take).parameters)

@@ -3,8 +3,9 @@
 times with median, IQR and a significant-figure estimate); ``Compare`` prints many of them as
 tables grouped by label, sub-label, description and thread count.
 
-Not provided: the fuzzers (``Fuzzer``, ``FuzzedParameter``, ``FuzzedTensor``) and the
-C++/Callgrind paths (``language="cpp"``, ``collect_callgrind``).
+``Fuzzer`` draws random parameters and tensors (``FuzzedParameter``, ``FuzzedTensor``,
+``ParameterAlias``). Not provided: the C++/Callgrind paths (``language="cpp"``,
+``collect_callgrind``) and ``FuzzedSparseTensor``.
 
 >>> import ember
 >>> from ember.utils import benchmark
@@ -24,9 +25,15 @@ from ember.utils.benchmark.utils.common import (
     unit_to_english,
 )
 from ember.utils.benchmark.utils.compare import Colorize, Compare
+from ember.utils.benchmark.utils.fuzzer import (
+    FuzzedParameter,
+    FuzzedTensor,
+    Fuzzer,
+    ParameterAlias,
+)
 from ember.utils.benchmark.utils.timer import Language, Timer, timer
 
 __all__ = [
     "Timer", "Language", "timer", "Measurement", "TaskSpec", "Compare", "Colorize",
-    "select_unit", "unit_to_english", "trim_sigfig", "ordered_unique", "set_torch_threads",
+    "Fuzzer", "FuzzedParameter", "FuzzedTensor", "ParameterAlias", "select_unit", "unit_to_english", "trim_sigfig", "ordered_unique", "set_torch_threads",
 ]
