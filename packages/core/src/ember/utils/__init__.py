@@ -1,7 +1,8 @@
 """ember.utils: ``ember.utils.data`` is ``ember.data`` (from the ember-data distribution), as in
 PyTorch's ``torch.utils.data``; ``cpp_extension`` builds C++ extensions (backends, kernels)
 against ember's engine; ``model_zoo.load_url`` is ``ember.hub.load_state_dict_from_url``;
-``dlpack`` exchanges tensors as DLPack capsules; ``rename_privateuse1_backend`` names the
+``dlpack`` exchanges tensors as DLPack capsules; ``benchmark`` times statements
+(``Timer``, ``Measurement``, ``Compare``); ``rename_privateuse1_backend`` names the
 PrivateUse1 device slot."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import importlib
 
 
 def __getattr__(name: str):
-    if name in ("data", "checkpoint", "cpp_extension", "model_zoo", "dlpack", "hooks"):
+    if name in ("data", "checkpoint", "cpp_extension", "model_zoo", "dlpack", "hooks",
+                "benchmark"):
         return importlib.import_module(f"ember.utils.{name}")
     raise AttributeError(f"module 'ember.utils' has no attribute {name!r}")
 

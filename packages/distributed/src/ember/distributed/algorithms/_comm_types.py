@@ -16,80 +16,31 @@ parameters' gradients.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, TypeVar
+
+from ember import futures as _futures
 
 __all__ = ["Future", "GradBucket"]
 
 T = TypeVar("T")
-S = TypeVar("S")
-
-_UNSET = object()
 
 
-class Future(Generic[T]):
-    """A value available once ``wait()`` returns (torch.futures.Future's core API).
-
-    Made complete by ``set_result`` or by a waiter function given at construction, which
-    ``wait()`` calls once (e.g. one that waits for a collective's ``Work``). ``then(callback)``
-    chains: the returned future's value is ``callback(self)``, computed when it is waited for.
+class Future(_futures.Future[T]):
+    """``ember.futures.Future`` (the public type a comm hook returns), made complete either by
+    ``set_result`` or by a waiter function given at construction, which the first ``wait()``
+    calls once (e.g. one that waits for a collective's ``Work``). ``then(callback)`` chains:
+    the returned future's value is ``callback(self)``, computed once this one completes.
     """
 
-    def __init__(self, waiter: Callable[[], T] | None = None) -> None:
-        self._waiter = waiter
-        self._value: Any = _UNSET
-        self._error: BaseException | None = None
-
-    def done(self) -> bool:
-        """Whether the value (or an error) is already set."""
-        return self._value is not _UNSET or self._error is not None
-
-    def set_result(self, result: T) -> None:
-        """Completes the future with ``result``."""
-        if self.done():
-            raise RuntimeError("Future.set_result: the future is already completed")
-        self._value = result
-
-    def set_exception(self, error: BaseException) -> None:
-        """Completes the future with an error that ``wait()`` raises."""
-        if self.done():
-            raise RuntimeError("Future.set_exception: the future is already completed")
-        self._error = error
-
-    def wait(self) -> T:
-        """Blocks until the value is available and returns it (raises the future's error)."""
-        if not self.done():
-            if self._waiter is None:
-                raise RuntimeError(
-                    "Future.wait: nothing will complete this future (no set_result "
-                    "was called and it has no waiter)"
+    def __init__(self, waiter: Callable[[], T] | None = None, *,
+                 devices: list[Any] | None = None) -> None:
+        super().__init__(devices=devices)
+        if waiter is not None:
+            if not callable(waiter):
+                raise TypeError(
+                    f"Future: waiter must be callable, got {type(waiter).__name__}"
                 )
-            waiter, self._waiter = self._waiter, None
-            try:
-                self._value = waiter()
-            except BaseException as e:
-                self._error = e
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def value(self) -> T:
-        """The value of a completed future (raises if it is not completed yet)."""
-        if not self.done():
-            raise RuntimeError("Future.value: the future is not completed yet; call wait()")
-        return self.wait()
-
-    def then(self, callback: Callable[[Future[T]], S]) -> Future[S]:
-        """A future of ``callback(self)``, run once this future is complete."""
-        if not callable(callback):
-            raise TypeError(
-                f"Future.then: callback must be callable, got {type(callback).__name__}"
-            )
-
-        def run() -> S:
-            self.wait()
-            return callback(self)
-
-        return Future(run)
+            self._set_waiter(waiter)
 
 
 class GradBucket:

@@ -7,6 +7,8 @@ work is done when an op returns (so ``synchronize`` has nothing to wait for).
 (True, 1, 'cpu')
 >>> with ember.cpu.stream(ember.cpu.current_stream()):
 ...     ember.cpu.synchronize()
+
+``ember.cpu.amp`` holds PyTorch's deprecated ``torch.cpu.amp.autocast`` and ``GradScaler``.
 """
 
 from __future__ import annotations
@@ -77,3 +79,12 @@ def stream(stream: Stream | None) -> StreamContext:
 
 
 
+
+
+def __getattr__(name: str) -> Any:
+    # `ember.cpu.amp` on first use (PyTorch's deprecated CPU spellings of autocast/GradScaler)
+    if name == "amp":
+        import importlib
+
+        return importlib.import_module("ember.cpu.amp")
+    raise AttributeError(f"module 'ember.cpu' has no attribute {name!r}")

@@ -1,0 +1,2 @@
+"""The pieces of ``ember.utils.benchmark``: ``common`` (TaskSpec, Measurement, units),
+``timer`` (Timer) and ``compare`` (Compare)."""
