@@ -108,6 +108,18 @@ def _mid_add_1m(fw):
     return Stmt("a + b", a=fw.randn(MID_1M, seed=1), b=fw.randn(MID_1M, seed=2))
 
 
+@case("mid/clamp 1M", unit="us", bytes=2 * MID_1M * F32,
+      doc="clamp(x, -1, 1), 1M float32 (scalar bounds, fresh output)")  # fmt: skip
+def _mid_clamp_1m(fw):
+    return Stmt("clamp(x, -1.0, 1.0)", clamp=fw.clamp, x=fw.randn(MID_1M, seed=3))
+
+
+@case("mid/add_ 1M", unit="us", bytes=2 * MID_1M * F32,
+      doc="x.add_(1.0), 1M float32 (in place)")  # fmt: skip
+def _mid_add_inplace_1m(fw):
+    return Stmt("x.add_(1.0)", x=fw.randn(MID_1M, seed=4))
+
+
 # ---- reductions: throughput >= 0.9x torch, i.e. time ratio <= 1/0.9 ---------------------------
 
 REDUCE_TARGET = 1 / 0.9

@@ -201,6 +201,45 @@ def test_clamp_variants():
         ember.clamp(x)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "float16"])
+def test_clamp_scalar_bounds_match_torch(dtype):
+    # The contiguous scalar-bound loop and the general one (strided input, out=, in place, one
+    # bound, NaN bounds) agree with torch, special values included.
+    if torch is None:
+        pytest.skip("needs torch")
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(1037) * 4
+    if dtype.startswith("float"):
+        base[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30 if dtype != "float16" else 6e4]
+    a = base.astype(dtype)
+    for lo, hi in ((-1, 2), (None, 0.5), (-0.5, None), (3, -3)):
+        for view in (slice(None), slice(None, None, 3)):
+            e, t = ember.tensor(a)[view], torch.tensor(a)[view]
+            got = ember.clamp(e, lo, hi)
+            want = torch.clamp(t, lo, hi)
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+            if got.dtype == e.dtype:
+                out = ember.empty(got.shape, dtype=got.dtype)
+                ember.clamp(e, lo, hi, out=out)
+                np.testing.assert_array_equal(out.numpy(), want.numpy())
+                c = e.clone()
+                c.clamp_(lo, hi)
+                np.testing.assert_array_equal(c.numpy(), want.numpy())
+    if dtype.startswith("float"):
+        got = ember.clamp(ember.tensor(a), float("nan"), 1.0)
+        assert np.isnan(got.numpy()).all()
+
+
+def test_device_pickles_like_torch():
+    import copy
+    import pickle
+
+    for d in (ember.device("cpu"), ember.device("cuda", 1), ember.device("meta")):
+        assert pickle.loads(pickle.dumps(d)) == d
+        assert copy.deepcopy(d) == d
+
+
 def test_where_lerp_addcmul_addcdiv():
     c = ember.tensor([True, False, True])
     a, b = ember.tensor([1.0, 2.0, 3.0]), ember.tensor([10.0, 20.0, 30.0])

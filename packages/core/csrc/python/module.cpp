@@ -86,6 +86,13 @@ void bind_device(py::module_& m) {
                              })
       .def("__eq__", [](const Device& a, const Device& b) { return a == b; })
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1000 + d.index; })
+      // Pickled (and deep-copied) as device(type, index), as torch.device.
+      .def("__reduce__",
+           [](const Device& d) {
+             py::object index = d.index < 0 ? py::object(py::none()) : py::int_(d.index);
+             return py::make_tuple(py::type::of<Device>(),
+                                   py::make_tuple(device_type_name(d.type), index));
+           })
       .def("__str__", &Device::str)
       .def("__repr__",
            [](const Device& d) {

@@ -98,6 +98,7 @@ overrides._install_module(vars(_linalg), "ember.linalg")  # (ember.fft / ember.s
 _DISTRIBUTIONS = {
     "nn": "ember-nn",
     "optim": "ember-nn",
+    "fx": "ember-nn",
     "data": "ember-data",
     "multiprocessing": "ember-distributed",
     "distributed": "ember-distributed",

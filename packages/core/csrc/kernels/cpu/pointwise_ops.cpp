@@ -806,6 +806,23 @@ EMBER_BITWISE(bitwise_right_shift, shift_right(x, y))
 
 // ---- ternary --------------------------------------------------------------------------------
 
+// clamp over contiguous x into y with non-NaN scalar bounds: branch-free selects the compiler
+// vectorizes (a NaN x stays NaN through both). X is `T*` for the in-place call (x == y), so the
+// loop reads and writes through one pointer and needs no overlap check.
+template <class X, class T>
+void clamp_contiguous(X* x, T* y, int64_t n, bool has_min, bool has_max, T lo, T hi) {
+  if (has_min && has_max) {
+    for (int64_t i = 0; i < n; ++i) {
+      const T r = x[i] < lo ? lo : x[i];
+      y[i] = r > hi ? hi : r;
+    }
+  } else if (has_min) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] < lo ? lo : x[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] > hi ? hi : x[i];
+  }
+}
+
 Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar& max,
              const Tensor& out) {
   const bool complex_bound = (min.is_tensor() && is_complex(min.tensor->dtype())) ||
@@ -819,27 +836,52 @@ Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar
   if (!max.is_none()) it.add_input(max);
   it.build();
   check_clamp_fits(min, max, it.common_dtype());
-  bool has_min = !min.is_none(), has_max = !max.is_none();
-  if (has_min && has_max) {
-    run<Types::Numeric, void, 3>(it, "clamp", [](auto tag) {
-      using A = decltype(tag);
-      return [](A x, A lo, A hi) -> A {
-        if (x != x) return x;  // NaN in any of x, min, max gives NaN (as PyTorch)
-        if (lo != lo) return lo;
-        if (hi != hi) return hi;
-        A r = x < lo ? lo : x;
-        return r > hi ? hi : r;
-      };
+  const bool has_min = !min.is_none(), has_max = !max.is_none();
+  EMBER_DISPATCH_NUMERIC(it.dtype(1), "clamp", [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    // The rule: NaN in x, then in min, then in max gives NaN (as PyTorch).
+    auto both = [](A x, A lo, A hi) -> A {
+      if (x != x) return x;
+      if (lo != lo) return lo;
+      if (hi != hi) return hi;
+      A r = x < lo ? lo : x;
+      return r > hi ? hi : r;
+    };
+    auto one = [has_min](A x, A b) -> A {
+      if (x != x || b != b) return x != x ? x : b;
+      return has_min ? (x < b ? b : x) : (x > b ? b : x);
+    };
+    const int nb = (has_min ? 1 : 0) + (has_max ? 1 : 0);
+    it.for_each([&](char** d, const int64_t* s, int64_t n) {
+      // Contiguous x and out with scalar bounds (the usual clamp(x, lo, hi)): the bounds read
+      // once and a branch-free loop the compiler vectorizes; a NaN x stays NaN through both
+      // selects, and NaN bounds take the general loop.
+      bool flat = s[0] == sizeof(T) && s[1] == sizeof(T);
+      for (int k = 2; k < 2 + nb; ++k) flat = flat && s[k] == 0;
+      if constexpr (std::is_floating_point_v<T> || is_int_v<T>) {
+        if (flat) {
+          const T lo = has_min ? load<T>(d[2]) : T(0);
+          const T hi = has_max ? load<T>(d[has_min ? 3 : 2]) : T(0);
+          if (lo == lo && hi == hi) {
+            T* y = reinterpret_cast<T*>(d[0]);
+            if (d[1] == d[0]) {
+              clamp_contiguous(y, y, n, has_min, has_max, lo, hi);
+            } else {
+              clamp_contiguous(reinterpret_cast<const T*>(d[1]), y, n, has_min, has_max, lo, hi);
+            }
+            return;
+          }
+        }
+      }
+      if (nb == 2) {
+        ternary_loop<T, T>(d, s, n, both);
+      } else {
+        binary_loop<T, T>(d, s, n, one);
+      }
     });
-  } else {
-    run<Types::Numeric, void, 2>(it, "clamp", [has_min](auto tag) {
-      using A = decltype(tag);
-      return [has_min](A x, A b) -> A {
-        if (x != x || b != b) return x != x ? x : b;
-        return has_min ? (x < b ? b : x) : (x > b ? b : x);
-      };
-    });
-  }
+  });
+  it.finish();
   return it.output();
 }
 
