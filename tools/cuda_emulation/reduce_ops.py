@@ -359,10 +359,10 @@ def block_combine(acc, r):
 
 
 def split_reduction(nout, nred, sms):
-    """split_reduction: chunks per output (about two waves of 8 blocks per SM), chunk a multiple
+    """split_reduction: chunks per output (about four waves of 8 blocks per SM), chunk a multiple
     of 64 elements when split."""
     k_min_chunk, align = 8192, 64
-    target = 16 * sms
+    target = 32 * sms
     nchunks = 1
     if nout < target:
         nchunks = max(1, min((nred + k_min_chunk - 1) // k_min_chunk, target // nout))

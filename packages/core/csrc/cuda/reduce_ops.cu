@@ -3,8 +3,14 @@
 // by one engine that reads the input through its strides (reduce::make_geometry: kept dims x
 // reduced dims, size-1 dims dropped, mergeable dims coalesced):
 //   block path:  one block per (output, chunk of the reduced elements); threads stride over the
-//                chunk, then a shared-memory tree combines them. Long reductions with few outputs
-//                (the whole tensor) split into chunks whose partials a second kernel combines.
+//                chunk, then the block combines them (warp shuffles for arithmetic accumulators,
+//                a shared-memory tree for struct ones). Long reductions with few outputs (the
+//                whole tensor) split into chunks (about four waves of blocks, from the SM count)
+//                whose partials a second kernel combines.
+//   contiguous:  the block path when the reduced elements are one run of stride 1 (last-dim and
+//                whole-tensor reductions of dense tensors): 16-byte vector loads (element loads
+//                for the unaligned head and the tail), four packs in flight and four independent
+//                accumulators per thread, the output's offset computed once per block.
 //   thread path: one thread per output, looping over the reduced elements: short reductions, and
 //                "column" reductions (the innermost kept dim is contiguous, the reduced dims are
 //                not: adjacent threads read adjacent memory).
@@ -409,12 +415,13 @@ struct Split {
   int64_t nchunks = 1, chunk = 0;
 };
 
-// Enough blocks for about two waves (8 resident blocks of kBlockSize threads per SM): the
-// reductions split into chunks (of at least kMinChunk elements, a multiple of 64 so that chunks
-// of a contiguous run start 16-byte aligned when the run does) when there are few outputs.
+// Enough blocks for about four waves at 8 resident blocks of kBlockSize threads per SM (more
+// waves when fewer fit; small ones keep the last wave's idle share small): the reductions split
+// into chunks (of at least kMinChunk elements, a multiple of 64 so that the chunks of a
+// contiguous run start 16-byte aligned when the run does) when there are few outputs.
 Split split_reduction(int64_t nout, int64_t nred, int sms) {
   constexpr int64_t kMinChunk = 8192, kChunkAlign = 64;
-  const int64_t target = int64_t(16) * sms;
+  const int64_t target = int64_t(32) * sms;
   Split s;
   if (nout < target)
     s.nchunks =
