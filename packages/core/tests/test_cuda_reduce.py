@@ -698,11 +698,12 @@ def test_contig_integer_and_bool_sums_are_exact():
     for n in (33, 1000, 65_541, 300_007):
         a = rng.integers(-(2 ** 40), 2 ** 40, n + 3).astype(np.int64)
         x = ember.from_numpy(a.copy())
+        rows = n // 37
         for off in (0, 1, 3):
             compare(lambda t: ember.sum(t), x, view=lambda t, off=off: t[off:off + n])
-            compare(lambda t: ember.sum(t.view(n // 3 if n % 3 == 0 else 1, -1), dim=-1), x,
-                    view=lambda t, off=off: t[off:off + n])
-            compare(lambda t: ember.prod(t[:20]), x, view=lambda t, off=off: t[off:off + n])
+            # rows of 37 (past the thread path's 32): a head, packs and a tail per row
+            compare(lambda t: ember.sum(t, dim=-1), x,
+                    view=lambda t, off=off: t[off:off + rows * 37].view(rows, 37))
         i32 = ember.from_numpy(rng.integers(-(2 ** 31), 2 ** 31 - 1, n).astype(np.int32))
         compare(lambda t: ember.sum(t), i32)  # int64 accumulation: no wrap-around at 2^31
         b = make((n + 16,), "bool", seed=n)
@@ -782,10 +783,38 @@ def test_full_reduction_past_2_31_bytes():
     assert int(ember.count_nonzero(x).item()) == n8
     del x
     y = ember.ones(n32, dtype=ember.float32, device="cuda")
-    y[n32 - 1] = 2.0
-    assert float(ember.sum(y).item()) == float(n32 + 1)
+    y[n32 - 1] = 64.0
+    y[n32 - 2] = -64.0
+    # exact in the double accumulator, then rounded to float32 once (as numpy rounds it)
+    assert float(ember.sum(y).item()) == float(np.float32(n32 - 2))
     assert int(ember.argmax(y).item()) == n32 - 1
+    assert int(ember.argmin(y).item()) == n32 - 2
     m = ember.amax(y.view(5, -1), dim=1)
-    np.testing.assert_array_equal(host(m), np.array([1, 1, 1, 1, 2], np.float32))
+    np.testing.assert_array_equal(host(m), np.array([1, 1, 1, 1, 64], np.float32))
     s = ember.sum(y.view(5, -1), dim=1)
-    np.testing.assert_array_equal(host(s), np.array([2 ** 27] * 4 + [2 ** 27 + 1], np.float32))
+    np.testing.assert_array_equal(host(s), np.array([2 ** 27] * 4 + [2 ** 27 - 2], np.float32))
+
+
+# ---- softmax over long contiguous rows (nn_softmax.cu: softmax_rows_kernel) ----------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [1025, 1031, 4099, 32768])
+def test_softmax_long_rows_alignments(dtype, n):
+    # Rows longer than 1024 (a block per row): x starting at several alignments (the write pass
+    # goes by packs when the output row is aligned as the input's, else element by element),
+    # special values in the head, the packs and the tail of rows.
+    import ember.nn.functional as F
+
+    rows = 4
+    x = make((rows * n + 8,), "float32", seed=n) * 3.0
+    x[1] = float("-inf")  # row 0's head (offset 0: first pack)
+    x[n + n // 2] = float("nan")  # row 1: a pack
+    x[2 * n + n - 2] = float("inf")  # row 2: the tail (NaN row, as on the CPU)
+    x[3 * n:4 * n + 8] = float("-inf")  # row 3 all -inf (offset 0) then one finite at its end
+    x[4 * n - 1] = 0.5
+    x = x.to(getattr(ember, dtype))
+    for off in (0, 1, 3):
+        v = lambda t, off=off: t[off:off + rows * n].view(rows, n)
+        compare(lambda t: F.softmax(t, dim=-1), x, view=v)
+        compare(lambda t: F.log_softmax(t, dim=1), x, view=v)
