@@ -13,6 +13,7 @@ from nn_norm import E, npv, tensor
 from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch, report
 from nn_team import (
     K_BLOCK,
+    K_ROW_BLOCK,
     K_THREAD,
     _exp,
     _log,
@@ -59,6 +60,77 @@ def softmax_forward_kernel(c, x, y, rows, n, inner, mode, log, T):
                 y[base + k * inner] = T.from_op(_exp(A(x[base + k * inner]) - ms[0]) * inv)
 
 
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+K_ROW_ACCS, K_ROW_UNROLL = 4, 4
+# Where row 0 of x / y starts past a 16-byte boundary, in elements (softmax_rows_kernel's
+# alignment arithmetic; the emulated buffers themselves start at element 0).
+ALIGN = {"x": 0, "y": 0}
+STEPPED = []  # the x indices softmax_rows_kernel's first pass stepped (each once: host check)
+
+
+def softmax_rows_kernel(c, x, y, rows, n, log, T):
+    """softmax_rows_kernel: a block per contiguous row; head / tail elements one per thread,
+    16-byte packs kRowUnroll per thread per iteration, element e of an iteration into (max, sum)
+    pair e % kRowAccs; the write pass by packs when y's row is aligned as x's."""
+    A = T.acc
+    isz = ITEMSIZE[T.name]
+    kn = 16 // isz
+    t, nt = c.tx, c.bdx
+    row = c.bx
+    while row < rows:
+        xr = yr = row * n
+        xa = (ALIGN["x"] + xr) * isz
+        head = min(n, ((16 - xa % 16) % 16) // isz)
+        npacks = (n - head) // kn
+        tail = head + npacks * kn
+        assert n - tail < kn and head < kn
+        ms = [(A(-math.inf), A(0))] * K_ROW_ACCS
+        if t < head:
+            ms[0] = maxsum_step(ms[0], A(x[xr + t]))
+            STEPPED.append(xr + t)
+        if t < n - tail:
+            ms[1] = maxsum_step(ms[1], A(x[xr + tail + t]))
+            STEPPED.append(xr + tail + t)
+        k0 = t
+        while k0 < npacks:
+            for u in range(K_ROW_UNROLL):
+                k = k0 + u * nt
+                if k < npacks:
+                    if (xa + (head + k * kn) * isz) % 16:
+                        raise AssertionError("unaligned pack load")
+                    for e in range(kn):
+                        i = (u * kn + e) % K_ROW_ACCS
+                        ms[i] = maxsum_step(ms[i], A(x[xr + head + k * kn + e]))
+                        STEPPED.append(xr + head + k * kn + e)
+            k0 += nt * K_ROW_UNROLL
+        m = merge_max_sum
+        tot = m(m(ms[0], ms[1]), m(ms[2], ms[3]))
+        tot = yield from team_reduce(c, tot, K_BLOCK, merge_max_sum, ("maxsum", A.__name__))
+        with np.errstate(all="ignore"):
+            lse = tot[0] + _log(tot[1])
+            inv = A(1) / tot[1]
+
+        def out(v):
+            with np.errstate(all="ignore"):
+                return T.from_op(A(v) - lse if log else _exp(A(v) - tot[0]) * inv)
+
+        ya = (ALIGN["y"] + yr) * isz
+        if ya % 16 == xa % 16:
+            if t < head:
+                y[yr + t] = out(x[xr + t])
+            if t < n - tail:
+                y[yr + tail + t] = out(x[xr + tail + t])
+            for k in range(t, npacks, nt):
+                if (ya + (head + k * kn) * isz) % 16:
+                    raise AssertionError("unaligned pack store")
+                for e in range(kn):
+                    y[yr + head + k * kn + e] = out(x[xr + head + k * kn + e])
+        else:
+            for k in range(t, n, nt):
+                y[yr + k] = out(x[xr + k])
+        row += c.gdx
+
+
 def softmax_backward_kernel(c, g, y, gi, rows, n, inner, mode, log, T):
     A = T.acc
     rid, rank, size = make_team(c, mode)
@@ -94,6 +166,13 @@ def softmax_host(x, shape, d, log, T):
     outer, n, inner = softmax_shape(shape, d)
     rows = outer * inner
     mode = plan_mode(outer, n, inner)
+    if inner == 1 and mode == K_BLOCK:
+        STEPPED.clear()
+        launch(softmax_rows_kernel, min(rows, 1 << 30), K_ROW_BLOCK, x, y, rows, n, log, T)
+        hits = np.bincount(np.asarray(STEPPED, np.int64), minlength=rows * n)
+        if hits.size != rows * n or not np.all(hits == 1):
+            raise AssertionError(f"softmax_rows_kernel: elements not stepped exactly once ({n=})")
+        return y
     launch(
         softmax_forward_kernel,
         team_blocks(mode, rows),
@@ -628,6 +707,15 @@ def main():
     check_softmax((5, 1100), 1, F32, fails, special=True)
     check_softmax((5, 7, 3), 1, F32, fails, special=True)
     check_softmax((5, 40), 1, F16, fails, special=True)
+    # softmax_rows_kernel: rows (n > 1024) starting at every alignment of x and of y (the write
+    # pass by packs or element by element), lengths that leave heads and tails
+    for xo, yo in [(0, 0), (1, 1), (3, 0), (0, 5), (7, 7)]:
+        ALIGN["x"], ALIGN["y"] = xo, yo
+        for shape, T in [((3, 1025), F32), ((2, 1100), F16), ((2, 1037), BF16), ((2, 1031), F64),
+                         ((1, 4103), F32)]:
+            check_softmax(shape, 1, T, fails)
+        check_softmax((5, 1100), 1, F32, fails, special=True)
+    ALIGN["x"] = ALIGN["y"] = 0
     # losses: (N, C) warp rows, C > 1024 block rows, (N, C, d) a thread per sample, (C,) one
     # sample; every reduction, class weights, ignore_index (default -100 and a class), label
     # smoothing, 16-bit inputs, an out-of-range target

@@ -299,10 +299,49 @@ class NonzeroR:
 # ---- the engine ----------------------------------------------------------------------------------
 
 
+K_WARP = 32
+K_ACCS = 4     # reduce_contig_kernel: accumulators per thread
+K_UNROLL = 4   # reduce_contig_kernel: packs per thread per iteration
+SMS = 132      # the SM count the launch geometry uses (H100 SXM / H200); main() also tries others
+
+
+def shuffles(acc):
+    """shuffles_v<Acc>: one plain arithmetic accumulator (sum, norm, count) moves through warp
+    shuffles; struct accumulators (argmax, nanmean, Welford) through the shared-memory tree."""
+    return len(acc) == 1
+
+
+def warp_combine(acc, r):
+    """warp_combine on (rows, warps, 32) lanes: __shfl_down_sync(acc, s) gives lane l the value of
+    lane l + s, or its own when l + s >= 32; only lane 0's result is used."""
+    lanes = np.arange(K_WARP)
+    s = K_WARP // 2
+    while s > 0:
+        src = np.where(lanes + s < K_WARP, lanes + s, lanes)
+        acc = r.combine(acc, [c[..., src] for c in acc])
+        s >>= 1
+    return acc
+
+
 def block_combine(acc, r):
-    """block_combine: shared memory (NaN / garbage first), one write per thread, __syncthreads,
-    then the tree; each step reads only slots written before the previous barrier."""
+    """block_combine. Shuffles: each warp's lane 0 writes warp_acc[warp] (NaN / garbage before),
+    barrier, warp 0 reads lanes < 8 (identity above) and shuffles again: thread 0's result.
+    Tree: shared memory (NaN / garbage first), one write per thread, __syncthreads, then the
+    tree; each step reads only slots written before the previous barrier."""
     rows = acc[0].shape[0]
+    if shuffles(acc):
+        nw = K_BLOCK // K_WARP
+        w = warp_combine([c.reshape(rows, nw, K_WARP) for c in acc], r)
+        warp_acc = [nan_shared(rows * nw, c.dtype).reshape(rows, nw) for c in acc]
+        for sh, c in zip(warp_acc, w):
+            sh[:, :] = c[:, :, 0]  # lane 0 of each warp; __syncthreads()
+        ident = r.identity((rows, K_WARP))
+        lanes = np.arange(K_WARP)
+        first = [np.where(lanes[None, :] < nw, np.pad(sh, ((0, 0), (0, K_WARP - nw))), i)
+                 for sh, i in zip(warp_acc, ident)]
+        first = [f.astype(i.dtype) for f, i in zip(first, ident)]
+        res = warp_combine(first, r)
+        return [c[:, 0].copy() for c in res]
     sh = []
     for comp in acc:
         s = nan_shared(rows * K_BLOCK, comp.dtype).reshape(rows, K_BLOCK)
@@ -319,7 +358,65 @@ def block_combine(acc, r):
     return [c[:, 0].copy() for c in sh]
 
 
-def run_reduction(base, offset, sizes, strides, mask, r, ordered, stats=None):
+def split_reduction(nout, nred, sms):
+    """split_reduction: chunks per output (about four waves of 8 blocks per SM), chunk a multiple
+    of 64 elements when split."""
+    k_min_chunk, align = 8192, 64
+    target = 32 * sms
+    nchunks = 1
+    if nout < target:
+        nchunks = max(1, min((nred + k_min_chunk - 1) // k_min_chunk, target // nout))
+    chunk = (nred + nchunks - 1) // nchunks
+    if nchunks > 1:
+        chunk = (chunk + align - 1) // align * align
+        nchunks = (nred + chunk - 1) // chunk
+    return nchunks, chunk
+
+
+def contig_items(base, rowstart, lo, hi, r):
+    """reduce_contig_kernel's per-thread accumulators (kAccs lists of (items, 256)) over the
+    contiguous runs base[rowstart + j], j in [lo, hi) of each item (step_run: head, tail, packs),
+    with the kernel's own alignment arithmetic (the buffer's element 0 is 16-byte aligned) and a
+    check that each element of each item is stepped exactly once, with its own j."""
+    isz = base.itemsize
+    kn = 16 // isz
+    nitems = lo.size
+    t = np.arange(K_BLOCK, dtype=np.int64)
+    accs = [r.identity((nitems, K_BLOCK)) for _ in range(K_ACCS)]
+    width = int(np.max(hi - lo)) if nitems else 0
+    hits = np.zeros((nitems, max(width, 1)), np.int64)
+
+    def step(a, j, act):
+        jj = np.where(act, j, 0)
+        x = ld(base[rowstart[:, None] + jj])
+        r.step(accs[a], x, jj, act)
+        rows = np.nonzero(act)[0]
+        np.add.at(hits, (rows, (j - lo[:, None])[act]), 1)
+
+    nonempty = hi > lo
+    addr = (rowstart + lo) * isz
+    head = np.where(nonempty, np.minimum(hi - lo, ((16 - addr % 16) % 16) // isz), 0)
+    start = lo + head
+    npacks = np.where(nonempty, (hi - start) // kn, 0)
+    tail = start + npacks * kn
+    assert np.all(((rowstart + start) * isz % 16 == 0) | (npacks == 0)), "pack unaligned"
+    assert np.all(np.where(nonempty, hi - tail, 0) < kn) and np.all(head < kn)
+    step(0, lo[:, None] + t[None, :], t[None, :] < head[:, None])
+    step(1, tail[:, None] + t[None, :], (t[None, :] < (hi - tail)[:, None]) & nonempty[:, None])
+    maxp = int(np.max(npacks)) if nitems else 0
+    for k0 in range(0, maxp, K_BLOCK * K_UNROLL):
+        for u in range(K_UNROLL):
+            k = (k0 + u * K_BLOCK + t)[None, :]
+            act = k < npacks[:, None]
+            for e in range(kn):
+                step((u * kn + e) % K_ACCS, start[:, None] + k * kn + e, act)
+    for i in range(nitems):
+        n = int(hi[i] - lo[i])
+        assert np.all(hits[i, :n] == 1) and np.all(hits[i, n:] == 0), f"coverage of item {i}"
+    return accs
+
+
+def run_reduction(base, offset, sizes, strides, mask, r, ordered, stats=None, sms=None):
     """run_reduction: returns the reducer's accumulators per output (row-major over kept dims),
     or None when there are no outputs."""
     g = make_geometry(sizes, strides, mask, ordered)
@@ -339,37 +436,40 @@ def run_reduction(base, offset, sizes, strides, mask, r, ordered, stats=None):
             x = ld(base[kbase + offset_of(rs, rt, np.int64(j))])
             r.step(acc, x, np.full(nout, j, np.int64), act)
         return acc
-    k_target, k_min_chunk = 1024, 8192
-    nchunks = 1
-    if nout < k_target:
-        nchunks = max(1, min((nred + k_min_chunk - 1) // k_min_chunk, k_target // nout))
-    chunk = (nred + nchunks - 1) // nchunks
+    nchunks, chunk = split_reduction(nout, nred, SMS if sms is None else sms)
     nitems = nout * nchunks
     grid = min(nitems, 1 << 20)
     assert grid >= 1
-    if stats is not None:
-        stats.add("block" if nchunks == 1 else "two-pass")
-    # reduce_block_kernel: block b (grid-stride over items) = (output b / nchunks, chunk b %
-    # nchunks); thread t steps j = lo + t, lo + t + 256, ... < hi.
     b = np.arange(nitems, dtype=np.int64)
     o, c = b // nchunks, b % nchunks
     lo = c * chunk
     hi = np.minimum(nred, lo + chunk)
-    t = np.arange(K_BLOCK, dtype=np.int64)
-    acc = r.identity((nitems, K_BLOCK))
-    steps = (chunk + K_BLOCK - 1) // K_BLOCK
-    ib = kbase[o]
-    for k in range(steps):
-        j = lo[:, None] + t[None, :] + K_BLOCK * k
-        act = j < hi[:, None]
-        jj = np.where(act, j, 0)
-        x = ld(base[ib[:, None] + offset_of(rs, rt, jj)])
-        r.step(acc, x, jj, act)
+    if len(rs) == 1 and rt[0] == 1:
+        if stats is not None:
+            stats.add("contig" if nchunks == 1 else "contig two-pass")
+        # reduce_contig_kernel: block b = (output o, chunk c), row start offset_of(kept, o).
+        a = contig_items(base, kbase[o], lo, hi, r)
+        acc = r.combine(r.combine(a[0], a[1]), r.combine(a[2], a[3]))
+    else:
+        if stats is not None:
+            stats.add("block" if nchunks == 1 else "two-pass")
+        # reduce_block_kernel: thread t steps j = lo + t, lo + t + 256, ... < hi.
+        t = np.arange(K_BLOCK, dtype=np.int64)
+        acc = r.identity((nitems, K_BLOCK))
+        steps = (chunk + K_BLOCK - 1) // K_BLOCK
+        ib = kbase[o]
+        for k in range(steps):
+            j = lo[:, None] + t[None, :] + K_BLOCK * k
+            act = j < hi[:, None]
+            jj = np.where(act, j, 0)
+            x = ld(base[ib[:, None] + offset_of(rs, rt, jj)])
+            r.step(acc, x, jj, act)
     acc = block_combine(acc, r)
     if nchunks == 1:
         return acc
     # partials[b] then reduce_partials_kernel: block o, thread t combines partials t, t+256, ...
     parts = [a.reshape(nout, nchunks) for a in acc]
+    t = np.arange(K_BLOCK, dtype=np.int64)
     acc2 = r.identity((nout, K_BLOCK))
     for k in range((nchunks + K_BLOCK - 1) // K_BLOCK):
         cc = t + K_BLOCK * k
@@ -589,9 +689,52 @@ def main():
                                    f"NaN {op} {np.dtype(dt).name} {shape} {lname} dim={dim}",
                                    stats, **kw)
     ok = rep.close(f"(paths: {stats.paths})")
+    ok &= contig_edges()
     ok &= scans()
     ok &= geometry_limits()
     return ok
+
+
+def contig_edges():
+    """reduce_contig_kernel's edges: run lengths around the packs, the kUnroll x 256-pack
+    iterations and the chunks; rows starting at each misalignment (element offsets 0, 1, 3 and
+    a pack - 1, so the head takes 0 .. kN - 1 elements); NaNs and ties; two SM counts (the
+    second makes a different split)."""
+    global SMS
+    rng = np.random.default_rng(2)
+    rep = Report("reduce_ops.cu contiguous path")
+    stats = Stats()
+    saved = SMS
+    lengths = [33, 34, 37, 40, 63, 64, 65, 257, 1023, 1025, 4097, 4 * 256 * 4 * 2 + 3, 8192 * 3 + 5]
+    try:
+        for sms in (132, 1):
+            SMS = sms
+            for n in lengths:
+                for dt in (np.float32, np.float64, np.float16, np.int64, np.int8, np.bool_):
+                    if n > 5000 and dt not in (np.float32, np.float16, np.bool_):
+                        continue
+                    fl = np.dtype(dt).kind == "f"
+                    kn = 16 // np.dtype(dt).itemsize
+                    for off in sorted({0, 1, 3, kn - 1}):
+                        rows = 3
+                        base = make_base(off + rows * n + 5, dt, rng,
+                                         nan_frac=0.01 if fl and n % 2 else 0.0, ties=True)
+                        ops = ["sum", "argmax", "argmin", "max", "count_nonzero"]
+                        if fl:
+                            ops += ["var", "nansum", "norm", "nanmean"]
+                        for op in ops:
+                            for dim in (1, None):
+                                if op == "max" and dim is None:
+                                    continue
+                                if op == "nanmean" and dt == np.float16 and rows * n > 65504:
+                                    continue  # the CPU's float16 count overflows (as torch's)
+                                kw = {"p": 2} if op == "norm" else {}
+                                what = f"contig {op} {np.dtype(dt).name} n={n} off={off} dim={dim} sms={sms}"
+                                compare_op(rep, op, base, off, (rows, n), (n, 1), dim, False, what,
+                                           stats, **kw)
+    finally:
+        SMS = saved
+    return rep.close(f"(paths: {stats.paths})")
 
 
 # ---- scans (cum_kernel / cumext_kernel over the contiguous (outer, n, inner) copy) ---------------
@@ -679,6 +822,10 @@ def scans():
     return rep.close()
 
 
+def s_ok(nchunks, chunk):
+    return nchunks == 1 or chunk % 64 == 0
+
+
 def geometry_limits():
     """Launch-geometry decisions for shapes too large to emulate element by element: every grid
     within CUDA's limits, 64-bit index math where products pass 2^31, items covered."""
@@ -702,10 +849,7 @@ def geometry_limits():
             rep.check(1 <= grid <= (1 << 31) - 1, f"thread grid {grid} for {sizes}")
             rep.check(grid * K_BLOCK >= min(nout, grid * K_BLOCK), "")
             continue
-        nchunks = 1
-        if nout < 1024:
-            nchunks = max(1, min((nred + 8191) // 8192, 1024 // nout))
-        chunk = (nred + nchunks - 1) // nchunks
+        nchunks, chunk = split_reduction(nout, nred, SMS)
         nitems = nout * nchunks
         grid = min(nitems, 1 << 20)
         rep.check(1 <= grid <= (1 << 31) - 1, f"block grid {grid} for {sizes}")
@@ -713,6 +857,7 @@ def geometry_limits():
         rep.check((nchunks - 1) * chunk < nred <= nchunks * chunk or nred == 0,
                   f"chunks {nchunks}x{chunk} cover {nred} for {sizes}")
         rep.check(nitems < (1 << 62), f"items {nitems}")
+        rep.check(s_ok(nchunks, chunk), f"chunk {chunk} not a multiple of 64 for {sizes}")
     return rep.close()
 
 

@@ -592,3 +592,229 @@ def test_column_reductions(shape, dim):
         compare(lambda t: ember.argmax(t, dim=dim), x)
         compare(lambda t: ember.max(t, dim=dim), x)
         compare(lambda t: ember.argmin(t, dim=dim, keepdim=True), x)
+
+
+# ---- the contiguous path (reduce_contig_kernel: 16-byte packs, 4 accumulators per thread) -------
+
+# Run lengths: 1..9 and around 16-byte packs (2 to 16 elements), the thread path's limit (32), a
+# block's iteration of 4 x 256 packs, the chunk split (multiples of 64 elements, at least 8192).
+CONTIG_LENGTHS = list(range(1, 10)) + [15, 16, 17, 31, 32, 33, 34, 63, 64, 65, 127, 129, 255,
+                                       257, 1023, 1024, 1025, 4095, 4097, 8191, 8193, 16387,
+                                       3 * 8192 + 5, 131_075]
+
+
+def rows_at(off, rows, n):
+    """A view of `rows` contiguous rows of n elements starting `off` elements into a 1-d tensor
+    (off > 0: the data does not start at a 16-byte boundary)."""
+    return lambda t: t[off:off + rows * n].view(rows, n)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("n", CONTIG_LENGTHS)
+def test_contig_lengths_and_offsets(dtype, n):
+    rows = 3
+    flat = make((rows * n + 16,), dtype, seed=n, kind="ints")  # integer values: exact sums, ties
+    for off in (0, 1, 3, 7):
+        v = rows_at(off, rows, n)
+        compare(lambda t: ember.sum(t, dim=-1), flat, view=v)
+        compare(lambda t: ember.sum(t), flat, view=v)
+        compare(lambda t: ember.argmax(t, dim=1), flat, view=v)
+        compare(lambda t: ember.argmin(t), flat, view=v)
+        compare(lambda t: ember.max(t, dim=1), flat, view=v)
+        compare(lambda t: ember.amin(t, dim=[0, 1]), flat, view=v)
+        compare(lambda t: ember.count_nonzero(t, dim=1), flat, view=v)
+        compare(lambda t: ember.any(t, dim=1), flat, view=v)
+        if dtype in FLOATS:
+            compare(lambda t: ember.mean(t, dim=1), flat, view=v)
+            compare(lambda t: ember.var(t, dim=1), flat, view=v, rtol=1e-2 if "16" in dtype
+                    else None)
+            compare(lambda t: ember.norm(t, dim=1), flat, view=v)
+        if dtype in ("float32", "int64", "bool"):
+            # x[1:] of a 1-d tensor: one contiguous run, misaligned by one element.
+            compare(lambda t: ember.sum(t), flat, view=lambda t: t[1:n + 1])
+            compare(lambda t: ember.argmax(t), flat, view=lambda t: t[1:n + 1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "int8",
+                                   "uint8", "bool"])
+@pytest.mark.parametrize("n", [9, 33, 100, 1029, 40_003])
+def test_contig_arg_repeated_extrema(dtype, n):
+    # Equal maxima (minima) at the first elements, the middle, the last ones and around 16-byte and
+    # chunk boundaries: the smallest index wins, as on the CPU; rows are contiguous runs of a
+    # wider tensor (kept stride n + 8), starting at different alignments.
+    pos = sorted({p for p in (1, 2, 15, 16, 17, n // 3, n // 2, 8192, 8193, n - 2, n - 1)
+                  if 0 < p < n})
+    hi = ember.zeros(4, n + 8)
+    lo = ember.ones(4, n + 8)
+    for p in pos:
+        hi[:, p] = 1.0
+        lo[:, p] = 0.0
+    hi[1, 0] = 1.0  # row 1: the first element is also a maximum
+    lo[2, pos[-1]] = 1.0  # row 2: one fewer minimum
+    same = ember.ones(4, n + 8)  # every element equal: index 0
+    for off in (0, 1, 5):
+        v = lambda t, off=off: t[:, off:off + n]
+        for x in (hi, lo, same):
+            x = x.to(getattr(ember, dtype))
+            compare(lambda t: ember.argmax(t, dim=1), x, view=v)
+            compare(lambda t: ember.argmin(t, dim=1, keepdim=True), x, view=v)
+            compare(lambda t: ember.max(t, dim=-1), x, view=v)
+            compare(lambda t: ember.min(t, dim=-1), x, view=v)
+            compare(lambda t: ember.argmax(t), x, view=lambda t: t.reshape(-1)[off:])
+            compare(lambda t: ember.argmin(t), x, view=lambda t: t.reshape(-1)[off:])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [7, 40, 1029, 40_003])
+def test_contig_nan(dtype, n):
+    # NaNs in the head, the packs and the tail of contiguous rows: max / min / argmax take the
+    # first NaN, sums and norms propagate it, nansum / nanmean skip it.
+    x = make((4, n + 4), "float32", seed=n, kind="ints")
+    x[0, 1] = float("nan")
+    x[1, n // 2] = float("nan")
+    x[1, n - 1] = float("nan")
+    x[2, n - 1] = float("nan")
+    x = x.to(getattr(ember, dtype))
+    for off in (0, 1, 3):
+        v = lambda t, off=off: t[:, off:off + n]
+        compare(lambda t: ember.max(t, dim=1), x, view=v)
+        compare(lambda t: ember.min(t, dim=1), x, view=v)
+        compare(lambda t: ember.argmax(t, dim=1), x, view=v)
+        compare(lambda t: ember.argmin(t, dim=1), x, view=v)
+        compare(lambda t: ember.amax(t, dim=[1]), x, view=v)
+        compare(lambda t: ember.sum(t, dim=1), x, view=v)
+        compare(lambda t: ember.nansum(t, dim=1), x, view=v)
+        compare(lambda t: ember.nanmean(t, dim=1), x, view=v)
+        compare(lambda t: ember.norm(t, p=float("inf"), dim=1), x, view=v)
+        compare(lambda t: ember.norm(t, p=float("-inf"), dim=1), x, view=v)
+        compare(lambda t: ember.var(t, dim=1), x, view=v, rtol=1e-2)
+        compare(lambda t: ember.max(t), x, view=lambda t: t.reshape(-1)[off:])
+        compare(lambda t: ember.argmax(t), x, view=lambda t: t.reshape(-1)[off:])
+        compare(lambda t: ember.sum(t), x, view=lambda t: t.reshape(-1)[off:])
+
+
+def test_contig_integer_and_bool_sums_are_exact():
+    rng = np.random.default_rng(11)
+    for n in (33, 1000, 65_541, 300_007):
+        a = rng.integers(-(2 ** 40), 2 ** 40, n + 3).astype(np.int64)
+        x = ember.from_numpy(a.copy())
+        rows = n // 37
+        for off in (0, 1, 3):
+            compare(lambda t: ember.sum(t), x, view=lambda t, off=off: t[off:off + n])
+            # rows of 37 (past the thread path's 32): a head, packs and a tail per row
+            compare(lambda t: ember.sum(t, dim=-1), x,
+                    view=lambda t, off=off: t[off:off + rows * 37].view(rows, 37))
+        i32 = ember.from_numpy(rng.integers(-(2 ** 31), 2 ** 31 - 1, n).astype(np.int32))
+        compare(lambda t: ember.sum(t), i32)  # int64 accumulation: no wrap-around at 2^31
+        b = make((n + 16,), "bool", seed=n)
+        for off in (0, 1, 15):
+            compare(lambda t: ember.sum(t), b, view=lambda t, off=off: t[off:off + n])
+            compare(lambda t: ember.all(t), b, view=lambda t, off=off: t[off:off + n])
+            compare(lambda t: ember.count_nonzero(t), b, view=lambda t, off=off: t[off:off + n])
+    # Bytes other than 0 / 1 read as True in the vector loads too.
+    raw = ember.from_numpy(rng.choice(np.array([0, 1, 2, 255], np.uint8), 5000))
+    try:
+        xb = raw.view(ember.bool)
+    except Exception:  # noqa: BLE001 - dtype views may be unsupported; nothing more to test
+        return
+    for off in (0, 1, 7):
+        compare(lambda t: ember.sum(t), xb, view=lambda t, off=off: t[off:])
+        compare(lambda t: ember.all(t.view(10, -1)[:, :100], dim=1), xb)
+        compare(lambda t: ember.any(t), xb, view=lambda t, off=off: t[off:])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_contig_var_std(dtype):
+    # Welford per accumulator, Chan's merge across accumulators, threads and chunks: a large mean
+    # with a small spread (cancellation) over rows long enough to split into chunks.
+    rng = np.random.default_rng(12)
+    for shape in ((3, 100_003), (2, 1025), (1, 300_001)):
+        a = (1000.0 + rng.standard_normal(int(np.prod(shape)) + 2)).astype(np.float32)
+        x = ember.from_numpy(a).to(getattr(ember, dtype))
+        n = int(np.prod(shape))
+        r = {"float16": 2e-2, "bfloat16": 2e-1}.get(dtype, 1e-4)
+        for off in (0, 1):
+            v = lambda t, off=off: t[off:off + n].view(*shape)
+            compare(lambda t: ember.var(t, dim=1), x, view=v, rtol=r, atol=r)
+            compare(lambda t: ember.std(t, dim=-1, correction=0), x, view=v, rtol=r, atol=r)
+            compare(lambda t: ember.var(t), x, view=v, rtol=r, atol=r)
+            compare(lambda t: ember.var_mean(t, dim=1), x, view=v, rtol=r, atol=r)
+            compare(lambda t: ember.std_mean(t, dim=None, correction=2), x, view=v, rtol=r,
+                    atol=r)
+
+
+@pytest.mark.parametrize("view", ["contiguous", "permuted", "sliced"])
+@pytest.mark.parametrize("dim", [-1, 1, 0, None, [1, 2], [0, 1], [0, 2]])
+def test_reduced_dim_layouts(view, dim):
+    # Last dim (contiguous runs), middle and first dims (strided), all dims (one run when the
+    # tensor is dense), and pairs that coalesce ([1, 2]) or not; through permuted and sliced
+    # inputs the runs are strided or offset.
+    x = make((6, 130, 70), "float32", seed=13, kind="ints")
+    v = {"contiguous": None, "permuted": lambda t: t.permute(2, 0, 1),
+         "sliced": lambda t: t[1:, 3:, 1:]}[view]
+    compare(lambda t: ember.sum(t, dim=dim), x, view=v)
+    compare(lambda t: ember.amax(t, dim=[] if dim is None else dim), x, view=v)
+    compare(lambda t: ember.var(t, dim=dim), x, view=v, rtol=1e-5, atol=1e-5)
+    compare(lambda t: ember.count_nonzero(t, dim=dim), x, view=v)
+    compare(lambda t: ember.nansum(t, dim=dim), x, view=v)
+    if dim is None or isinstance(dim, int):
+        compare(lambda t: ember.argmax(t, dim=dim), x, view=v)
+        compare(lambda t: ember.argmin(t, dim=dim), x, view=v)
+    h = make((6, 130, 70), "float16", seed=14, kind="ints")
+    compare(lambda t: ember.sum(t, dim=dim), h, view=v)
+    i = make((6, 130, 70), "int8", seed=15)
+    compare(lambda t: ember.sum(t, dim=dim), i, view=v)
+
+
+def test_full_reduction_past_2_31_bytes():
+    # More than 2^31 bytes (and, for int8, more than 2^31 elements): 64-bit offsets and indices
+    # in the contiguous path; known results, no CPU copy.
+    n8 = 2 ** 31 + 1003
+    n32 = 5 * 2 ** 27  # 2.5 GiB of float32; every partial sum is exact
+    free, _total = ember.cuda.mem_get_info()
+    if free < 8 * 2 ** 30:
+        pytest.skip(f"needs 8 GiB free on the device (has {free / 2 ** 30:.1f} GiB)")
+    x = ember.ones(n8, dtype=ember.int8, device="cuda")
+    x[n8 - 3] = 3
+    x[5] = -1
+    assert int(ember.sum(x).item()) == n8 + 2 - 2
+    assert int(ember.argmax(x).item()) == n8 - 3
+    assert int(ember.argmin(x).item()) == 5
+    assert int(ember.count_nonzero(x).item()) == n8
+    del x
+    y = ember.ones(n32, dtype=ember.float32, device="cuda")
+    y[n32 - 1] = 64.0
+    y[n32 - 2] = -64.0
+    # exact in the double accumulator, then rounded to float32 once (as numpy rounds it)
+    assert float(ember.sum(y).item()) == float(np.float32(n32 - 2))
+    assert int(ember.argmax(y).item()) == n32 - 1
+    assert int(ember.argmin(y).item()) == n32 - 2
+    m = ember.amax(y.view(5, -1), dim=1)
+    np.testing.assert_array_equal(host(m), np.array([1, 1, 1, 1, 64], np.float32))
+    s = ember.sum(y.view(5, -1), dim=1)
+    np.testing.assert_array_equal(host(s), np.array([2 ** 27] * 4 + [2 ** 27 - 2], np.float32))
+
+
+# ---- softmax over long contiguous rows (nn_softmax.cu: softmax_rows_kernel) ----------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [1025, 1031, 4099, 32768])
+def test_softmax_long_rows_alignments(dtype, n):
+    # Rows longer than 1024 (a block per row): x starting at several alignments (the write pass
+    # goes by packs when the output row is aligned as the input's, else element by element),
+    # special values in the head, the packs and the tail of rows.
+    import ember.nn.functional as F
+
+    rows = 4
+    x = make((rows * n + 8,), "float32", seed=n) * 3.0
+    x[1] = float("-inf")  # row 0's head (offset 0: first pack)
+    x[n + n // 2] = float("nan")  # row 1: a pack
+    x[2 * n + n - 2] = float("inf")  # row 2: the tail (NaN row, as on the CPU)
+    x[3 * n:4 * n + 8] = float("-inf")  # row 3 all -inf (offset 0) then one finite at its end
+    x[4 * n - 1] = 0.5
+    x = x.to(getattr(ember, dtype))
+    for off in (0, 1, 3):
+        v = lambda t, off=off: t[off:off + rows * n].view(rows, n)
+        compare(lambda t: F.softmax(t, dim=-1), x, view=v)
+        compare(lambda t: F.log_softmax(t, dim=1), x, view=v)

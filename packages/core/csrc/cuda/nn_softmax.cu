@@ -5,6 +5,11 @@
 // is not the last (adjacent threads then read adjacent columns; a block per row when there are
 // few long ones). The forward pass reads a row
 // once for an online max + sum of exp, then writes it; math is in float for the 16-bit floats.
+// Long last-dim rows (the block teams of the forward pass) run softmax_rows_kernel instead: the
+// same two passes with 16-byte vector loads and stores and kRowAccs independent (max, sum) pairs
+// per thread.
+#include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #include "core/dispatch.h"
@@ -43,6 +48,81 @@ __global__ void softmax_forward_kernel(const T* x, T* y, int64_t rows, int64_t n
     const A inv = A(1) / ms.s;
     for (int64_t k = tm.rank; k < n; k += tm.size)
       yr[k * inner] = from_op<T>(dm::exp(to_op<T>(xr[k * inner]) - ms.m) * inv);
+  }
+}
+
+// 16 bytes of T: one vector load or store.
+template <class T>
+struct alignas(16) RowPack {
+  static constexpr int kN = 16 / static_cast<int>(sizeof(T));
+  T v[kN];
+};
+
+constexpr int kRowAccs = 4;    // (max, sum) pairs per thread
+constexpr int kRowUnroll = 4;  // packs a thread loads per iteration before using them
+
+// The forward pass over contiguous rows of n elements (x row r at x + r * n), one block of
+// nnk::kRowBlock threads per row. The elements before the row's first 16-byte boundary (head) and
+// after its last whole pack (tail), fewer than a pack each, go one per thread; the packs between,
+// kRowUnroll per thread per iteration. The write pass uses packs too when y's row has the same
+// alignment as x's (else it goes element by element).
+template <class T>
+__global__ void __launch_bounds__(nnk::kRowBlock)
+    softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n, bool log) {
+  using A = acc_t<T>;
+  using P = RowPack<T>;
+  constexpr int kN = P::kN;
+  const int64_t t = threadIdx.x, nt = blockDim.x;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * n;
+    T* yr = y + row * n;
+    const uint64_t xa = reinterpret_cast<uint64_t>(xr);
+    const int64_t head = min(n, static_cast<int64_t>(((16 - xa % 16) % 16) / sizeof(T)));
+    const int64_t npacks = (n - head) / kN;
+    const int64_t tail = head + npacks * kN;  // [tail, n): fewer than kN
+    const P* xp = reinterpret_cast<const P*>(xr + head);
+    MaxSum<A> ms[kRowAccs];
+#pragma unroll
+    for (int i = 0; i < kRowAccs; ++i) ms[i] = {-std::numeric_limits<A>::infinity(), A(0)};
+    if (t < head) nnk::maxsum_step(ms[0], to_op<T>(xr[t]));
+    if (t < n - tail) nnk::maxsum_step(ms[1], to_op<T>(xr[tail + t]));
+    for (int64_t k0 = t; k0 < npacks; k0 += nt * kRowUnroll) {
+      P buf[kRowUnroll];
+#pragma unroll
+      for (int u = 0; u < kRowUnroll; ++u) {
+        const int64_t k = k0 + u * nt;
+        if (k < npacks) buf[u] = xp[k];
+      }
+#pragma unroll
+      for (int u = 0; u < kRowUnroll; ++u) {
+        if (k0 + u * nt < npacks) {
+#pragma unroll
+          for (int e = 0; e < kN; ++e)
+            nnk::maxsum_step(ms[(u * kN + e) % kRowAccs], to_op<T>(buf[u].v[e]));
+        }
+      }
+    }
+    static_assert(kRowAccs == 4, "the merge below takes four pairs");
+    const nnk::MergeMaxSum merge;
+    MaxSum<A> all = merge(merge(ms[0], ms[1]), merge(ms[2], ms[3]));
+    all = nnk::team_reduce(all, nnk::kBlock, merge);  // every thread gets the row's pair
+    const A lse = all.m + dm::log(all.s);
+    const A inv = A(1) / all.s;
+    auto out = [&](A v) { return log ? v - lse : dm::exp(v - all.m) * inv; };
+    if (reinterpret_cast<uint64_t>(yr) % 16 == xa % 16) {
+      if (t < head) yr[t] = from_op<T>(out(to_op<T>(xr[t])));
+      if (t < n - tail) yr[tail + t] = from_op<T>(out(to_op<T>(xr[tail + t])));
+      P* yp = reinterpret_cast<P*>(yr + head);
+      for (int64_t k = t; k < npacks; k += nt) {
+        const P in = xp[k];
+        P o;
+#pragma unroll
+        for (int e = 0; e < kN; ++e) o.v[e] = from_op<T>(out(to_op<T>(in.v[e])));
+        yp[k] = o;
+      }
+    } else {
+      for (int64_t k = t; k < n; k += nt) yr[k] = from_op<T>(out(to_op<T>(xr[k])));
+    }
   }
 }
 
@@ -91,6 +171,13 @@ Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
   const int mode = plan_mode(s);
   EMBER_DISPATCH_FLOAT(dt, op, [&] {
     using T = scalar_t;
+    if (s.inner == 1 && mode == nnk::kBlock) {
+      const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t(1) << 30));
+      softmax_rows_kernel<T><<<grid, nnk::kRowBlock, 0, ix::stream_of(x)>>>(
+          x->data_as<T>(), out->data_as<T>(), rows, s.n, log);
+      check_launch(op);
+      return;
+    }
     softmax_forward_kernel<T>
         <<<nnk::team_blocks(mode, rows), nnk::team_threads(mode), 0, ix::stream_of(x)>>>(
             x->data_as<T>(), out->data_as<T>(), rows, s.n, s.inner, mode, log);

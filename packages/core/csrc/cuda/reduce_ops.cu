@@ -3,8 +3,14 @@
 // by one engine that reads the input through its strides (reduce::make_geometry: kept dims x
 // reduced dims, size-1 dims dropped, mergeable dims coalesced):
 //   block path:  one block per (output, chunk of the reduced elements); threads stride over the
-//                chunk, then a shared-memory tree combines them. Long reductions with few outputs
-//                (the whole tensor) split into chunks whose partials a second kernel combines.
+//                chunk, then the block combines them (warp shuffles for arithmetic accumulators,
+//                a shared-memory tree for struct ones). Long reductions with few outputs (the
+//                whole tensor) split into chunks (about four waves of blocks, from the SM count)
+//                whose partials a second kernel combines.
+//   contiguous:  the block path when the reduced elements are one run of stride 1 (last-dim and
+//                whole-tensor reductions of dense tensors): 16-byte vector loads (element loads
+//                for the unaligned head and the tail), four packs in flight and four independent
+//                accumulators per thread, the output's offset computed once per block.
 //   thread path: one thread per output, looping over the reduced elements: short reductions, and
 //                "column" reductions (the innermost kept dim is contiguous, the reduced dims are
 //                not: adjacent threads read adjacent memory).
@@ -13,6 +19,7 @@
 // per scan line over a contiguous (outer, n, inner) copy.
 #include <math_constants.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -202,25 +209,79 @@ using sum_acc_t = std::conditional_t<
 
 // ---- the engine --------------------------------------------------------------------------------
 
+// Multiprocessor count of `device`, queried once per device (grids are sized from it).
+int sm_count(int device) {
+  constexpr int kMaxCached = 64;
+  static std::atomic<int> cache[kMaxCached];  // zero: not queried yet
+  if (device >= 0 && device < kMaxCached) {
+    const int n = cache[device].load(std::memory_order_relaxed);
+    if (n > 0) return n;
+  }
+  int n = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  if (n < 1) n = 1;
+  if (device >= 0 && device < kMaxCached) cache[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// Accumulators a warp shuffle moves (plain arithmetic types); struct accumulators (argmax's
+// value and index, Welford's triple) combine through a shared-memory tree instead.
+template <class A>
+constexpr bool shuffles_v =
+    std::is_same_v<A, float> || std::is_same_v<A, double> || std::is_same_v<A, int> ||
+    std::is_same_v<A, unsigned> || std::is_same_v<A, long> || std::is_same_v<A, unsigned long> ||
+    std::is_same_v<A, long long> || std::is_same_v<A, unsigned long long>;
+
+constexpr int kWarpSize = 32;
+constexpr int kWarps = kBlockSize / kWarpSize;
+static_assert(kBlockSize % kWarpSize == 0 && kWarps <= kWarpSize, "block = whole warps, <= 32");
+
+// Lane 0 gets the combination of its warp's 32 accumulators (all 32 lanes must call it).
+template <class R>
+__device__ __forceinline__ typename R::acc_t warp_combine(typename R::acc_t acc, const R& r) {
+#pragma unroll
+  for (int s = kWarpSize / 2; s > 0; s >>= 1)
+    acc = r.combine(acc, __shfl_down_sync(0xffffffffu, acc, s));
+  return acc;
+}
+
+// Combines the accumulators of a block's threads; the result is valid in thread 0 only. Every
+// thread of the block calls it (barriers); it may be called again right after (the shared
+// memory is released by a final barrier).
 template <class R>
 __device__ __forceinline__ typename R::acc_t block_combine(typename R::acc_t acc, const R& r) {
   using Acc = typename R::acc_t;
-  __shared__ __align__(16) unsigned char smem[kBlockSize * sizeof(Acc)];
-  Acc* sh = reinterpret_cast<Acc*>(smem);
-  sh[threadIdx.x] = acc;
-  __syncthreads();
-  for (int s = kBlockSize / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s)
-      sh[threadIdx.x] = r.combine(sh[threadIdx.x], sh[threadIdx.x + s]);
+  if constexpr (shuffles_v<Acc>) {
+    __shared__ Acc warp_acc[kWarps];
+    const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+    const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+    acc = warp_combine(acc, r);
+    if (lane == 0) warp_acc[warp] = acc;
     __syncthreads();
+    if (warp == 0) {
+      acc = lane < kWarps ? warp_acc[lane] : r.identity();
+      acc = warp_combine(acc, r);
+    }
+    __syncthreads();
+    return acc;
+  } else {
+    __shared__ __align__(16) unsigned char smem[kBlockSize * sizeof(Acc)];
+    Acc* sh = reinterpret_cast<Acc*>(smem);
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = kBlockSize / 2; s > 0; s >>= 1) {
+      if (static_cast<int>(threadIdx.x) < s)
+        sh[threadIdx.x] = r.combine(sh[threadIdx.x], sh[threadIdx.x + s]);
+      __syncthreads();
+    }
+    Acc result = sh[0];
+    __syncthreads();
+    return result;
   }
-  Acc result = sh[0];
-  __syncthreads();  // sh is reused by the next item of the grid-stride loop
-  return result;
 }
 
 // Block b reduces chunk b % nchunks of output b / nchunks; with nchunks > 1 its accumulator goes
-// to partials[b], else straight to the output.
+// to partials[b], else straight to the output. Any reduced layout (offset_of per element).
 template <class R>
 __global__ void __launch_bounds__(kBlockSize)
     reduce_block_kernel(const typename R::in_t* in, Dims kept, Dims red, int64_t nred,
@@ -240,6 +301,84 @@ __global__ void __launch_bounds__(kBlockSize)
         partials[b] = acc;
       } else {
         r.write(o, acc);
+      }
+    }
+  }
+}
+
+// 16 bytes of T: one vector load.
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kN = 16 / static_cast<int>(sizeof(T));
+  T v[kN];
+};
+static_assert(sizeof(Pack<double>) == 16 && sizeof(Pack<bool>) == 16, "a pack is 16 bytes");
+
+constexpr int kAccs = 4;    // independent accumulators per thread
+constexpr int kUnroll = 4;  // packs a thread loads per iteration (before stepping any of them)
+
+// The block's threads step the elements [lo, hi) of the contiguous run p (p[j] has flat reduced
+// index j) into their accumulators: the elements before the first 16-byte boundary (head) and
+// after the last whole pack (tail), fewer than a pack each, one per thread; the packs between,
+// kUnroll per thread per iteration, element e of an iteration into acc[e % kAccs].
+template <class R>
+__device__ __forceinline__ void step_run(const typename R::in_t* p, int64_t lo, int64_t hi,
+                                         const R& r, typename R::acc_t (&acc)[kAccs]) {
+  using T = typename R::in_t;
+  using P = Pack<T>;
+  constexpr int kN = P::kN;
+  if (hi <= lo) return;
+  const uint64_t addr = reinterpret_cast<uint64_t>(p + lo);
+  const int64_t head =
+      min(hi - lo, static_cast<int64_t>(((16 - addr % 16) % 16) / sizeof(T)));
+  const int64_t start = lo + head;                        // 16-byte aligned (or == hi)
+  const int64_t npacks = (hi - start) / kN;
+  const int64_t tail = start + npacks * kN;               // [tail, hi): fewer than kN
+  const int64_t t = threadIdx.x;
+  if (t < head) r.step(acc[0], ld(p + lo + t), lo + t);
+  if (t < hi - tail) r.step(acc[1], ld(p + tail + t), tail + t);
+  const P* packs = reinterpret_cast<const P*>(p + start);
+  for (int64_t k0 = t; k0 < npacks; k0 += int64_t(kBlockSize) * kUnroll) {
+    P buf[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t k = k0 + int64_t(u) * kBlockSize;
+      if (k < npacks) buf[u] = packs[k];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t k = k0 + int64_t(u) * kBlockSize;
+      if (k < npacks) {
+#pragma unroll
+        for (int e = 0; e < kN; ++e)
+          r.step(acc[(u * kN + e) % kAccs], ld(&buf[u].v[e]), start + k * kN + e);
+      }
+    }
+  }
+}
+
+// reduce_block_kernel for a reduced run that is contiguous (one reduced dim, stride 1): the
+// output's offset once per block, vector loads, kAccs accumulators per thread.
+template <class R>
+__global__ void __launch_bounds__(kBlockSize)
+    reduce_contig_kernel(const typename R::in_t* in, Dims kept, int64_t nred, int64_t chunk,
+                         int64_t nchunks, int64_t nitems, R r, typename R::acc_t* partials) {
+  using Acc = typename R::acc_t;
+  for (int64_t b = blockIdx.x; b < nitems; b += gridDim.x) {
+    const int64_t o = b / nchunks, c = b % nchunks;
+    const int64_t lo = c * chunk, hi = min(nred, lo + chunk);
+    Acc acc[kAccs];
+#pragma unroll
+    for (int i = 0; i < kAccs; ++i) acc[i] = r.identity();
+    step_run(in + offset_of(kept, o), lo, hi, r, acc);
+    static_assert(kAccs == 4, "the combine below takes four accumulators");
+    Acc a = r.combine(r.combine(acc[0], acc[1]), r.combine(acc[2], acc[3]));
+    a = block_combine(a, r);
+    if (threadIdx.x == 0) {
+      if (nchunks > 1) {
+        partials[b] = a;
+      } else {
+        r.write(o, a);
       }
     }
   }
@@ -271,6 +410,30 @@ __global__ void reduce_thread_kernel(const typename R::in_t* in, Dims kept, Dims
   }
 }
 
+// How a block reduction splits: nchunks chunks of `chunk` reduced elements per output.
+struct Split {
+  int64_t nchunks = 1, chunk = 0;
+};
+
+// Enough blocks for about four waves at 8 resident blocks of kBlockSize threads per SM (more
+// waves when fewer fit; small ones keep the last wave's idle share small): the reductions split
+// into chunks (of at least kMinChunk elements, a multiple of 64 so that the chunks of a
+// contiguous run start 16-byte aligned when the run does) when there are few outputs.
+Split split_reduction(int64_t nout, int64_t nred, int sms) {
+  constexpr int64_t kMinChunk = 8192, kChunkAlign = 64;
+  const int64_t target = int64_t(32) * sms;
+  Split s;
+  if (nout < target)
+    s.nchunks =
+        std::max<int64_t>(1, std::min((nred + kMinChunk - 1) / kMinChunk, target / nout));
+  s.chunk = (nred + s.nchunks - 1) / s.nchunks;
+  if (s.nchunks > 1) {
+    s.chunk = (s.chunk + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
+    s.nchunks = (nred + s.chunk - 1) / s.chunk;
+  }
+  return s;
+}
+
 // Runs reducer r over `in` reducing the dims in `mask`; outputs are written in row-major order of
 // the kept dims. `ordered`: r uses the flat index of the reduced elements (argmax).
 template <class R>
@@ -292,28 +455,27 @@ void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, 
     check_launch(op);
     return;
   }
-  // Enough blocks to fill the GPU: split the reductions when there are few outputs.
-  constexpr int64_t kTargetBlocks = 1024, kMinChunk = 8192;
-  int64_t nchunks = 1;
-  if (nout < kTargetBlocks)
-    nchunks =
-        std::max<int64_t>(1, std::min((nred + kMinChunk - 1) / kMinChunk, kTargetBlocks / nout));
-  const int64_t chunk = (nred + nchunks - 1) / nchunks;
-  const int64_t nitems = nout * nchunks;
+  const Split s = split_reduction(nout, nred, sm_count(current_device()));
+  const int64_t nitems = nout * s.nchunks;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(nitems, int64_t(1) << 20));
   using Acc = typename R::acc_t;
   Tensor parts;
   Acc* partials = nullptr;
-  if (nchunks > 1) {
+  if (s.nchunks > 1) {
     parts = red::scratch(nitems * static_cast<int64_t>(sizeof(Acc)), in->device());
     partials = reinterpret_cast<Acc*>(parts->data());
   }
-  reduce_block_kernel<R>
-      <<<grid, kBlockSize, 0, stream>>>(base, kept, rd, nred, chunk, nchunks, nitems, r, partials);
+  if (rd.n == 1 && rd.stride[0] == 1) {
+    reduce_contig_kernel<R><<<grid, kBlockSize, 0, stream>>>(base, kept, nred, s.chunk,
+                                                             s.nchunks, nitems, r, partials);
+  } else {
+    reduce_block_kernel<R><<<grid, kBlockSize, 0, stream>>>(base, kept, rd, nred, s.chunk,
+                                                            s.nchunks, nitems, r, partials);
+  }
   check_launch(op);
-  if (nchunks > 1) {
+  if (s.nchunks > 1) {
     const unsigned g2 = static_cast<unsigned>(std::min<int64_t>(nout, int64_t(1) << 20));
-    reduce_partials_kernel<R><<<g2, kBlockSize, 0, stream>>>(partials, nchunks, nout, r);
+    reduce_partials_kernel<R><<<g2, kBlockSize, 0, stream>>>(partials, s.nchunks, nout, r);
     check_launch(op);
   }
 }
