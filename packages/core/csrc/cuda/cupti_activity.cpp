@@ -441,8 +441,9 @@ class CuptiActivity final : public profiler::DeviceActivity {
         raw_.clear();
         calls_.clear();
         error_ = std::string("cuptiActivityEnable(") + kind_name(k) +
-                 ") failed: " + result_string(st) +
-                 " (another profiler, e.g. Nsight Systems, may own CUPTI in this process)";
+                 ") failed: " + result_string(st);
+        if (st == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+          error_ += " (another profiler, e.g. Nsight Systems, owns CUPTI in this process)";
         return;
       }
       ++enabled;

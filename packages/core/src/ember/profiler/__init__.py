@@ -309,7 +309,8 @@ class profile:
                 launches = m._cupti_take_launches()
             problem = _cupti_status().get("last_error", "")
             if problem and save:
-                warnings.warn(f"ember.profiler: CUDA kernel timing recorded nothing: {problem}",
+                # A failed start records no device events; dropped records leave some out.
+                warnings.warn(f"ember.profiler: CUDA kernel timing is incomplete: {problem}",
                               stacklevel=3)
         if sync_error is not None:
             raise sync_error
