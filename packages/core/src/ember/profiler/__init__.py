@@ -40,12 +40,12 @@ from typing import Any, Callable, Iterable, Optional
 
 from ember import _C
 from ember.profiler._events import (
+    _KIND_DEVICE,
     DeviceKernel,
     EventList,
     FunctionEvent,
     FunctionEventAvg,
     MemoryRecord,
-    _KIND_DEVICE,
 )
 
 __all__ = [
