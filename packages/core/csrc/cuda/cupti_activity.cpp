@@ -393,19 +393,18 @@ class CuptiActivity final : public profiler::DeviceActivity {
       launches_.clear();
       launch_event_times_.clear();
     }
-    if (!setup_) {
-      // Once per process, before any kind is enabled: the clock, the thread ids, the buffers.
-      if (api_.ActivityRegisterTimestampCallback &&
-          api_.ActivityRegisterTimestampCallback(&steady_timestamp) == CUPTI_SUCCESS)
-        own_clock_ = true;
-      CUptiResult st = api_.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-      system_tids_ = st == CUPTI_SUCCESS;  // else kernels cannot be matched to host threads
-      st = api_.ActivityRegisterCallbacks(&buffer_requested, &buffer_completed);
-      if (st != CUPTI_SUCCESS) {
-        set_error("cuptiActivityRegisterCallbacks failed: " + result_string(st));
-        return;
-      }
-      setup_ = true;
+    // Before any kind is enabled: the clock, the thread ids, the buffers. Again at every start:
+    // another CUPTI client of this process (torch.profiler's, when it loaded the same
+    // libcupti) may have put its own in place since the last profile.
+    if (api_.ActivityRegisterTimestampCallback &&
+        api_.ActivityRegisterTimestampCallback(&steady_timestamp) == CUPTI_SUCCESS)
+      own_clock_ = true;  // stays: CUPTI keeps a callback once it has one
+    CUptiResult st = api_.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    system_tids_ = st == CUPTI_SUCCESS;  // else kernels cannot be matched to host threads
+    st = api_.ActivityRegisterCallbacks(&buffer_requested, &buffer_completed);
+    if (st != CUPTI_SUCCESS) {
+      set_error("cuptiActivityRegisterCallbacks failed: " + result_string(st));
+      return;
     }
     offset_ns_ = 0;
     if (!own_clock_) {
@@ -572,7 +571,7 @@ class CuptiActivity final : public profiler::DeviceActivity {
 
   const Api api_;
   std::mutex ctl_mutex_;  // start / stop (never held by the buffer callbacks)
-  bool setup_ = false, own_clock_ = false, system_tids_ = false, active_ = false;
+  bool own_clock_ = false, system_tids_ = false, active_ = false;
   int64_t offset_ns_ = 0;
   std::mutex data_mutex_;  // what the buffer callbacks fill, and the results
   bool collecting_ = false;
