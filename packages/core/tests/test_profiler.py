@@ -295,9 +295,12 @@ def test_device_kernels_in_table_and_trace(tmp_path):
         "device_events": [("gemm_kernel", "cuda", 0, 5, 1_004_000, 1_009_000, 0)],
     }
     ev = _build_events(raw, profile_memory=False, with_device=True)
-    (mm,) = ev
+    (mm,) = [e for e in ev if e.device_type == "cpu"]
     assert mm.time_range.elapsed_us() == pytest.approx(10.0)
     assert mm.device_time_total == pytest.approx(5.0)
+    (k,) = [e for e in ev if e.device_type == "cuda"]  # the kernel's own row, as torch's
+    assert k.name == "gemm_kernel" and k.self_cuda_time_total == pytest.approx(5.0)
+    assert k.cpu_time_total == 0.0
     table = ev.key_averages().table(sort_by="self_cuda_time_total")
     assert "Self CUDA" in table and "Self CUDA time total: 5.000us" in table
     path = tmp_path / "t.json"

@@ -41,6 +41,9 @@ void bind_runtime(py::module_& m);  // cuda_runtime_py.cpp
 void bind_ipc(py::module_& m);      // cuda_ipc.cpp
 void bind_extras(py::module_& m);   // cuda_extras.cu
 void install_fork_guard();          // cuda_context.cpp
+namespace cupti {
+void bind(py::module_& m);  // cupti_activity.cpp: ember.profiler's CUDA kernel timing
+}
 }  // namespace cuda
 }  // namespace ember
 
@@ -75,6 +78,7 @@ PYBIND11_MODULE(_C_cuda, m) {
   bind_linalg(m);  // linalg_ops.cpp: the TF32 switch
   bind_random(m);  // random_ops.cu: the per-device generators
   cudnn::bind(m);  // cudnn_conv.cpp: cuDNN loading, switches and algorithm cache
+  cupti::bind(m);  // cupti_activity.cpp: CUPTI kernel timing for ember.profiler
   m.def("is_available", [] { return device_count() > 0; });
   m.def("device_count", &device_count);
   m.def("current_device", &current_device);

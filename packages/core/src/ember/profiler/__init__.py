@@ -7,8 +7,13 @@ number), every ``record_function`` range, DataLoader fetches and optimizer steps
 their thread, with input shapes and dtypes (``record_shapes``), allocations (``profile_memory``)
 and Python stacks (``with_stack``). Off, it costs each op one relaxed atomic load.
 
-``ProfilerActivity.CUDA`` records kernel times only through a device activity a backend registers
-(autograd/profiler.h: DeviceActivity); ember registers none yet, so it records no kernels.
+``ProfilerActivity.CUDA`` records the kernels, copies and fills the GPU ran, through the device
+activity the CUDA backend registers (autograd/profiler.h: DeviceActivity) over NVIDIA's CUPTI,
+loaded at run time (csrc/cuda/cupti_activity.cpp): each appears as an event of device_type
+"cuda" (a row of key_averages with its device time), is attributed to the host op that launched
+it (whose ``device_time_total`` / ``cuda_time_total`` counts it), and is drawn on its stream's
+track in the Chrome trace with an arrow from the launch. Without CUPTI (or a GPU) it warns and
+records host ops only.
 
 Example:
     >>> import ember
@@ -23,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import enum
 import gzip
@@ -34,6 +40,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from ember import _C
 from ember.profiler._events import (
+    _KIND_DEVICE,
     DeviceKernel,
     EventList,
     FunctionEvent,
@@ -71,6 +78,23 @@ def _cuda_available() -> bool:
         return bool(cuda.is_available())
     except Exception:  # noqa: BLE001  (no CUDA build, or no driver)
         return False
+
+
+def _cuda_extension() -> Any:
+    """ember._C_cuda when it is built (importing it), else None."""
+    try:
+        from ember import _C_cuda
+    except ImportError:
+        return None
+    return _C_cuda
+
+
+def _cupti_status() -> dict:
+    """ember._C_cuda._cupti_status() (see csrc/cuda/cupti_activity.cpp), {} without it."""
+    m = _cuda_extension()
+    if m is None or not hasattr(m, "_cupti_status"):
+        return {}
+    return dict(m._cupti_status())
 
 
 def supported_activities() -> set[ProfilerActivity]:
@@ -234,11 +258,14 @@ class profile:
         self._running = False  # the C++ profiler was started by this profile
         self._step_range = 0
         self._events: Optional[EventList] = None
+        # _cuda_available() imports ember._C_cuda, which registers the CUDA activity (CUPTI).
+        cuda_ok = ProfilerActivity.CUDA in acts and _cuda_available()
         self._device = ProfilerActivity.CUDA in acts and _C._profiler_has_device_activity("cuda")
-        if ProfilerActivity.CUDA in acts and _cuda_available() and not self._device:
+        if cuda_ok and not self._device:
+            reason = _cupti_status().get("error", "")
             warnings.warn("ember.profiler: no CUDA kernel timing is registered in this build; "
-                          "ProfilerActivity.CUDA records nothing (host ops are still recorded)",
-                          stacklevel=2)
+                          "ProfilerActivity.CUDA records nothing (host ops are still recorded)"
+                          + (f": {reason}" if reason else ""), stacklevel=2)
 
     # ---- recording --------------------------------------------------------------------------
 
@@ -262,10 +289,33 @@ class profile:
             return
         _C._profiler_pop_range(self._step_range)
         self._step_range = 0
+        sync_error: Optional[BaseException] = None
+        if self._device:
+            # The kernels still running end before the device activity collects them (as
+            # torch.profiler synchronizes): their records are complete only then.
+            try:
+                from ember import cuda
+
+                if cuda.is_initialized():
+                    cuda.synchronize()
+            except Exception as e:  # noqa: BLE001  (raised below, after the profiler stopped)
+                sync_error = e
         raw = _C._profiler_stop()
         self._running = False
+        launches: list = []
+        if self._device:
+            m = _cuda_extension()
+            if m is not None and hasattr(m, "_cupti_take_launches"):
+                launches = m._cupti_take_launches()
+            problem = _cupti_status().get("last_error", "")
+            if problem and save:
+                # A failed start records no device events; dropped records leave some out.
+                warnings.warn(f"ember.profiler: CUDA kernel timing is incomplete: {problem}",
+                              stacklevel=3)
+        if sync_error is not None:
+            raise sync_error
         if save:
-            self._events = _build_events(raw, self.profile_memory, self._device)
+            self._events = _build_events(raw, self.profile_memory, self._device, launches)
             if self.on_trace_ready is not None:
                 self.on_trace_ready(self)
 
@@ -345,8 +395,15 @@ class profile:
         return self._require_events("total_average").total_average()
 
 
-def _build_events(raw: dict, profile_memory: bool, with_device: bool) -> EventList:
-    """FunctionEvents from what ember._C._profiler_stop returned (times in µs since start)."""
+def _build_events(raw: dict, profile_memory: bool, with_device: bool,
+                  launches: Optional[list] = None) -> EventList:
+    """FunctionEvents from what ember._C._profiler_stop returned (times in µs since start).
+
+    ``launches``: what the CUDA activity says of each device event (ember._C_cuda.
+    _cupti_take_launches: event start_ns, end_ns, correlation id, launching thread, launch call
+    start_ns, end_ns), in the order of raw["device_events"]; a device event with no op yet is
+    attributed to the innermost host op open on the launching thread when the launch call
+    began."""
     base = raw["start_ns"]
     events: list[FunctionEvent] = []
     by_id: dict[int, FunctionEvent] = {}
@@ -375,10 +432,58 @@ def _build_events(raw: dict, profile_memory: bool, with_device: bool) -> EventLi
     kernels = [DeviceKernel(name=n, device_type=dt, device_index=di, stream=st,
                             start_us=(s - base) / 1000.0, end_us=(e - base) / 1000.0, op_id=op)
                for (n, dt, di, st, s, e, op) in raw["device_events"]]
+    cuda_kernels = [k for k in kernels if k.device_type == "cuda"]
+    if launches and len(launches) == len(cuda_kernels):
+        _attribute_launches(events, cuda_kernels, launches, base)
     for k in kernels:
         if k.op_id in by_id:
             by_id[k.op_id].kernels.append(k)
+    # The device time of the ops inside each op: children are recorded after their parent
+    # (higher ids), so one pass from the last event adds each op's total into its parent.
+    for e in sorted(events, key=lambda e: e.id, reverse=True):
+        if e.cpu_parent is not None:
+            e.cpu_parent.children_device_us += e.device_time_total
     events.sort(key=lambda e: (e.thread, e.start_us))
+    # Device activity as events of their own (device_type "cuda"), after the host events: rows
+    # of key_averages with their device time, as in torch.profiler.
+    next_id = max(by_id, default=-1) + 1
+    for i, k in enumerate(kernels):
+        events.append(FunctionEvent(id=next_id + i, name=k.name, thread=k.stream,
+                                    start_us=k.start_us, end_us=k.end_us, kind=_KIND_DEVICE,
+                                    device_type=k.device_type, device_index=k.device_index))
     return EventList(events, profile_memory=profile_memory, with_device=with_device,
                      memory=memory, kernels=kernels, threads=dict(raw["threads"]),
                      base_time_ns=raw["start_wall_us"] * 1000)
+
+
+def _attribute_launches(events: list, kernels: list, launches: list, base: int) -> None:
+    """Sets each kernel's launch (thread, time, correlation id) and, when it has no op yet, the
+    innermost host event on the launching thread open when the launch call began."""
+    by_thread: dict[int, list] = {}
+    for e in events:
+        by_thread.setdefault(e.thread, []).append(e)
+    starts: dict[int, list] = {}
+    for tid, evs in by_thread.items():
+        evs.sort(key=lambda e: (e.start_us, e.id))
+        starts[tid] = [e.start_us for e in evs]
+    for k, (ev_start, ev_end, corr, tid, call_start, _call_end) in zip(kernels, launches):
+        if round((ev_start - base) / 1000.0, 6) != round(k.start_us, 6) or \
+                round((ev_end - base) / 1000.0, 6) != round(k.end_us, 6):
+            continue  # not the same event (should not happen): leave it unattributed
+        k.correlation_id = corr
+        if tid < 0 or call_start < 0:
+            continue
+        k.launch_thread = tid
+        k.launch_us = (call_start - base) / 1000.0
+        if k.op_id >= 0 or tid not in by_thread:
+            continue
+        # The last event on the thread that began at or before the launch, then out through
+        # its parents to the first one still open then (an event open at the launch began
+        # before it and contains every event that began after it: an ancestor of this one).
+        evs = by_thread[tid]
+        i = bisect.bisect_right(starts[tid], k.launch_us) - 1
+        e = evs[i] if i >= 0 else None
+        while e is not None and e.end_us < k.launch_us:
+            e = e.cpu_parent
+        if e is not None:
+            k.op_id = e.id

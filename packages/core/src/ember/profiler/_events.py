@@ -23,9 +23,19 @@ from typing import Any, Iterable, Optional
 
 __all__ = ["FunctionEvent", "FunctionEventAvg", "EventList", "Interval", "MemoryRecord", "DeviceKernel"]
 
-# Kinds of recorded ranges (profiler::Kind in autograd/profiler.h).
-_KIND_OP, _KIND_USER, _KIND_BACKWARD = 0, 1, 2
+# Kinds of recorded ranges (profiler::Kind in autograd/profiler.h), and of device activity (a
+# kernel, copy or fill timed on a device: a FunctionEvent whose device_type is not "cpu").
+_KIND_OP, _KIND_USER, _KIND_BACKWARD, _KIND_DEVICE = 0, 1, 2, 3
 _CATEGORY = {_KIND_OP: "cpu_op", _KIND_USER: "user_annotation", _KIND_BACKWARD: "cpu_op"}
+
+
+def _device_category(name: str) -> str:
+    """The trace category of device activity, as PyTorch's traces name them."""
+    if name.startswith("Memcpy"):
+        return "gpu_memcpy"
+    if name.startswith("Memset"):
+        return "gpu_memset"
+    return "kernel"
 
 
 @dataclass
@@ -45,7 +55,8 @@ class MemoryRecord:
 
 @dataclass
 class DeviceKernel:
-    """A kernel timed on a device (from a registered device activity; none on a CPU build)."""
+    """A kernel (or copy, or fill) timed on a device, from a registered device activity (CUPTI
+    on CUDA; none on a CPU build)."""
 
     name: str
     device_type: str
@@ -54,6 +65,9 @@ class DeviceKernel:
     start_us: float
     end_us: float
     op_id: int  # the op that launched it, -1: unknown
+    correlation_id: int = -1  # the device activity's id of the launch (CUPTI's correlationId)
+    launch_thread: int = -1  # the thread that launched it, -1: unknown
+    launch_us: float = -1.0  # when the launch call began (µs since the profile began)
 
     @property
     def duration_us(self) -> float:
@@ -97,8 +111,11 @@ class FunctionEvent:
     cpu_children: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
     fwd_thread: int = 0
-    device_type: str = "cpu"
+    device_type: str = "cpu"  # "cuda": a kernel, copy or fill on a device (kind _KIND_DEVICE)
+    device_index: int = -1
     count: int = 1
+    # The device time of the ops inside it (their kernels), filled when the profile ends.
+    children_device_us: float = 0.0
 
     @property
     def key(self) -> str:
@@ -110,10 +127,14 @@ class FunctionEvent:
 
     @property
     def cpu_time_total(self) -> float:
+        if self.device_type != "cpu":  # device activity takes no host time
+            return 0.0
         return self.end_us - self.start_us
 
     @property
     def self_cpu_time_total(self) -> float:
+        if self.device_type != "cpu":
+            return 0.0
         return self.cpu_time_total - self.children_us
 
     @property
@@ -122,11 +143,18 @@ class FunctionEvent:
 
     @property
     def device_time_total(self) -> float:
-        return sum(k.duration_us for k in self.kernels)
+        """A host op: the device time of the kernels it and the ops inside it launched; device
+        activity: its own duration."""
+        if self.device_type != "cpu":
+            return self.end_us - self.start_us
+        return self.self_device_time_total + self.children_device_us
 
     @property
     def self_device_time_total(self) -> float:
-        return self.device_time_total
+        """A host op: the device time of the kernels it launched itself."""
+        if self.device_type != "cpu":
+            return self.end_us - self.start_us
+        return sum(k.duration_us for k in self.kernels)
 
     @property
     def device_time(self) -> float:
@@ -165,12 +193,14 @@ class FunctionEventAvg:
         self.stack: Optional[list] = None
         self.node_id = 0
         self.is_async = False
+        self.device_type = "cpu"
 
     def add(self, other: "FunctionEvent | FunctionEventAvg") -> "FunctionEventAvg":
         if self.key is None:
             self.key = other.key
             self.input_shapes = other.input_shapes
             self.stack = other.stack
+            self.device_type = other.device_type
         elif other.key != self.key:
             raise ValueError(f"FunctionEventAvg.add: key {other.key!r} differs from {self.key!r}")
         return self._accumulate(other)
@@ -346,7 +376,11 @@ def _build_table(events: EventList, *, sort_by: Optional[str], row_limit: int,
     with_memory = events._profile_memory
     with_device = events._with_device or any(e.device_time_total > 0 for e in events)
     self_cpu_total = sum(e.self_cpu_time_total for e in events)
-    self_device_total = sum(e.self_device_time_total for e in events)
+    # The device time, each microsecond once: the rows of device activity (kernels) when the
+    # list has them (the ops that launched those kernels count the same time again), else the
+    # ops' own kernels.
+    device_rows = [e for e in events if getattr(e, "device_type", "cpu") != "cpu"]
+    self_device_total = sum(e.self_device_time_total for e in (device_rows or events))
 
     name_w = min(max([len(e.key) for e in rows] + [4]) + 4, max_name_column_width)
     columns: list[tuple[str, int]] = [("Name", name_w)]
@@ -417,6 +451,8 @@ def _chrome_trace(events: EventList) -> dict[str, Any]:
     threads: dict[int, str] = dict(events._threads)
     forward: dict[int, FunctionEvent] = {}
     for e in events:
+        if e.device_type != "cpu":
+            continue  # device activity: from events._kernels below, on its device's track
         threads.setdefault(e.thread, "")
         args: dict[str, Any] = {"External id": e.id}
         if e.input_shapes:
@@ -451,15 +487,28 @@ def _chrome_trace(events: EventList) -> dict[str, Any]:
                              "Addr": m.addr, "Device Type": m.device_type,
                              "Device Id": m.device_index}})
     # Device kernels: a process per device (pid: the device index, as PyTorch's traces), a
-    # thread per stream.
+    # thread per stream; a flow arrow ("ac2g") from the launch on the host thread (the op open
+    # there then) to the kernel.
     device_pids: dict[tuple[str, int], int] = {}
     streams: set[tuple[int, int]] = set()
-    for k in events._kernels:
+    for i, k in enumerate(events._kernels):
         dpid = device_pids.setdefault((k.device_type, k.device_index), max(k.device_index, 0))
         streams.add((dpid, k.stream))
-        out.append({"ph": "X", "cat": "kernel", "name": k.name, "pid": dpid, "tid": k.stream,
-                    "ts": round(k.start_us, 3), "dur": round(k.duration_us, 3),
-                    "args": {"External id": k.op_id, "stream": k.stream}})
+        args: dict[str, Any] = {"External id": k.op_id, "device": k.device_index,
+                                "stream": k.stream}
+        if k.correlation_id >= 0:
+            args["correlation"] = k.correlation_id
+        out.append({"ph": "X", "cat": _device_category(k.name), "name": k.name, "pid": dpid,
+                    "tid": k.stream, "ts": round(k.start_us, 3), "dur": round(k.duration_us, 3),
+                    "args": args})
+        if k.launch_thread >= 0 and k.launch_us >= 0:
+            threads.setdefault(k.launch_thread, "")
+            flow_id = k.correlation_id if k.correlation_id >= 0 else i
+            flow = {"id": flow_id, "cat": "ac2g", "name": "ac2g"}
+            out.append({**flow, "ph": "s", "pid": pid, "tid": k.launch_thread,
+                        "ts": round(k.launch_us, 3)})
+            out.append({**flow, "ph": "f", "bp": "e", "pid": dpid, "tid": k.stream,
+                        "ts": round(k.start_us, 3)})
     host = socket.gethostname()
     out.append({"name": "process_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
                 "args": {"name": f"python {pid} ({host})"}})
