@@ -9,6 +9,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/complex_math.h"
+#include "kernels/cpu/complex_vec.h"
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/cpu/vec_loop.h"
 #include "kernels/iterator.h"
@@ -194,7 +195,17 @@ Tensor erfc(const Tensor& self, const Tensor& out) {
   return it.output();
 }
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
-EMBER_UNARY_FLOAT_C(reciprocal, A(1) / x, complex_math::reciprocal(x))
+// reciprocal: complex64 and complex128 on the vectorized kernels (complex_vec.h).
+Tensor reciprocal(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("reciprocal");
+  it.add_output(out).add_input(self).promote_int_to_float(true).build();
+  if (EMBER_RUN_CVEC_SAME(it, reciprocal)) return it.output();
+  run<Types::FloatComplex, void, 1>(it, "reciprocal", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return EMBER_REAL_OR_COMPLEX(A(1) / x, complex_math::reciprocal(x)); };
+  });
+  return it.output();
+}
 // torch.special's Bessel and Airy functions, in double (kernels/special_math.h); the Bessel
 // functions of float32 and the 16-bit types (op math float) take the float path of
 // kernels/special_math_f32.h.
@@ -287,6 +298,7 @@ Tensor abs(const Tensor& self, const Tensor& out) {
   EMBER_CHECK(!(out && out == self), "abs_: in-place abs is not supported for complex tensors");
   ElementwiseIterator it("abs");
   it.add_output(out).add_input(self).output_dtype(to_real(self->dtype())).build();
+  if (EMBER_RUN_CVEC_UNARY(it, float, double, abs, false)) return it.output();
   EMBER_DISPATCH_COMPLEX(it.dtype(1), "abs", [&] {
     using R = typename scalar_t::value_type;
     it.for_each([](char** d, const int64_t* s, int64_t n) {
@@ -313,6 +325,7 @@ Tensor sgn(const Tensor& self, const Tensor& out) {
   if (!is_complex(self->dtype())) return sign(self, out);
   ElementwiseIterator it("sgn");
   it.add_output(out).add_input(self).build();
+  if (EMBER_RUN_CVEC_SAME(it, sgn)) return it.output();
   run<Types::FloatComplex, void, 1>(it, "sgn", [](auto tag) {
     using A = decltype(tag);
     return [](A x) -> A {
@@ -325,7 +338,17 @@ Tensor sgn(const Tensor& self, const Tensor& out) {
   });
   return it.output();
 }
-EMBER_UNARY_SAME(square, NumericComplex, EMBER_REAL_OR_COMPLEX(x* x, complex_math::square(x)))
+// square: complex64 and complex128 on the vectorized kernels (complex_vec.h).
+Tensor square(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("square");
+  it.add_output(out).add_input(self).build();
+  if (EMBER_RUN_CVEC_SAME(it, square)) return it.output();
+  run<Types::NumericComplex, void, 1>(it, "square", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return EMBER_REAL_OR_COMPLEX(x * x, complex_math::square(x)); };
+  });
+  return it.output();
+}
 // relu: float32 on the vectorized kernel (the widest vectors this CPU has), the rest as above.
 Tensor relu(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("relu");
@@ -513,10 +536,13 @@ Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha
 Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
   ElementwiseIterator it("mul");
   binary_iter(it, self, other, out).build();
+  if (EMBER_RUN_CVEC_BINARY(it, mul)) return it.output();  // complex (complex_vec.h)
   run<Types::AllComplex, void, 2>(it, "mul", [](auto tag) {
     using A = decltype(tag);
     if constexpr (std::is_same_v<A, bool>) {
       return [](A x, A y) -> A { return x && y; };
+    } else if constexpr (is_complex_v<A>) {
+      return [](A x, A y) -> A { return complex_math::multiply(x, y); };
     } else {
       return [](A x, A y) -> A { return x * y; };
     }
@@ -566,9 +592,14 @@ Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<
   binary_iter(it, self, other, out);
   if (!mode) {
     it.promote_int_to_float(true).build();
+    if (EMBER_RUN_CVEC_BINARY(it, div)) return it.output();  // complex (complex_vec.h)
     run<Types::FloatComplex, void, 2>(it, "div", [](auto tag) {
       using A = decltype(tag);
-      return [](A x, A y) -> A { return x / y; };
+      if constexpr (is_complex_v<A>) {
+        return [](A x, A y) -> A { return complex_math::divide(x, y); };
+      } else {
+        return [](A x, A y) -> A { return x / y; };
+      }
     });
     return it.output();
   }
@@ -662,11 +693,31 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
   binary_iter(it, self, exponent, out).build();
   // int32.pow(2**32 + 2) must not wrap to pow(2).
   if (!exponent.is_tensor()) check_scalar_fits(exponent.scalar, it.common_dtype(), "pow");
+  // A complex tensor to the scalar power 2 or 0.5: its square (complex_vec.h) or its square
+  // root, as torch (which also takes sqrt for 0.5).
+  if (!exponent.is_tensor() && is_complex(it.common_dtype()) && it.dtype(0) == it.dtype(1)) {
+    const auto e = exponent.scalar.to<std::complex<double>>();
+    if (e == std::complex<double>(2.0) &&
+        EMBER_RUN_CVEC_UNARY(it, std::complex<float>, std::complex<double>, square, true))
+      return it.output();
+    if (e == std::complex<double>(0.5)) {
+      EMBER_DISPATCH_COMPLEX(it.dtype(1), "pow", [&] {
+        it.for_each([](char** d, const int64_t* s, int64_t n) {
+          unary_loop<scalar_t, scalar_t>(d, s, n, [](scalar_t x) { return std::sqrt(x); });
+        });
+      });
+      it.finish();
+      return it.output();
+    }
+  }
   run<Types::NumericComplex, void, 2>(it, "pow", [](auto tag) {
     using A = decltype(tag);
     return [](A x, A y) -> A {
       if constexpr (std::is_integral_v<A>) {
         return int_pow(x, y);
+      } else if constexpr (is_complex_v<A>) {
+        if (y == A(2)) return complex_math::square(x);
+        return std::pow(x, y);
       } else {
         if (y == A(2)) return x * x;
         return std::pow(x, y);
