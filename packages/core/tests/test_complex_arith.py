@@ -1,7 +1,7 @@
 """The vectorized complex64 / complex128 kernels (kernels/cpu/complex_vec.cpp: mul, div,
-reciprocal, square and pow(z, 2), abs, sgn, conj_physical; pow(z, 0.5) as sqrt) against torch
-on products of special values (signed zeros, tiny, huge magnitudes whose squares overflow or
-underflow, inf, NaN) and random values; every layout (strided, broadcast, scalar operand,
+reciprocal, square and pow(z, 2), abs, angle, sgn, conj_physical, sigmoid's last step;
+pow(z, 0.5) as sqrt) against torch on products of special values (signed zeros, tiny, huge
+magnitudes whose squares overflow or underflow, inf, NaN) and random values; every layout (strided, broadcast, scalar operand,
 in-place, out=) and every length (the kernels' block tails) giving the contiguous result's bits.
 """
 
@@ -86,6 +86,8 @@ UNARY = {
     "abs": lambda m, x: m.abs(x),
     "sgn": lambda m, x: m.sgn(x),
     "conj_physical": lambda m, x: m.conj_physical(x),
+    "angle": lambda m, x: m.angle(x),
+    "sigmoid": lambda m, x: m.sigmoid(x),
 }
 
 

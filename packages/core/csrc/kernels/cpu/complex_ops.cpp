@@ -70,6 +70,7 @@ Tensor angle(const Tensor& self, const Tensor& out) {
   it.add_output(out).add_input(self);
   if (is_complex(self->dtype())) {
     it.output_dtype(to_real(self->dtype())).build();
+    if (EMBER_RUN_CVEC_UNARY(it, float, double, angle, false)) return it.output();
     EMBER_DISPATCH_COMPLEX(it.dtype(1), "angle", [&] {
       using R = typename scalar_t::value_type;
       it.for_each([](char** d, const int64_t* s, int64_t n) {

@@ -38,6 +38,13 @@ void sgn(const double* x, double* o, int64_t n);
 void conj(const float* x, float* o, int64_t n);
 void conj(const double* x, double* o, int64_t n);
 
+// r[i] = arg(x[i]) = atan2(im, re), C's special values (real r of n elements).
+void angle(const float* x, float* r, int64_t n);
+void angle(const double* x, double* r, int64_t n);
+// o = 1 / (1 + w): sigmoid's last step, after w = exp(-z) (complex_math::sigmoid).
+void sigmoid_finish(const float* w, float* o, int64_t n);
+void sigmoid_finish(const double* w, double* o, int64_t n);
+
 }  // namespace cvec
 
 // Runs a complex unary row kernel vf(const T* x, O* y, int64_t n) over a built iterator whose

@@ -177,7 +177,35 @@ EMBER_UNARY_FLOAT_T(atanh, FloatComplex, std::atanh(x))
 EMBER_UNARY_FLOAT_T(sinh, FloatComplex, std::sinh(x))
 EMBER_UNARY_FLOAT_T(cosh, FloatComplex, std::cosh(x))
 EMBER_UNARY_FLOAT_VEC_T(tanh, FloatComplex, std::tanh(x))
-EMBER_UNARY_FLOAT_VEC_C(sigmoid, A(1) / (A(1) + std::exp(-x)), complex_math::sigmoid(x))
+// sigmoid: float32 on the vectorized kernel; complex64 and complex128 as exp(-z) by the C library
+// and then 1 / (1 + w) on the vectorized kernel (complex_vec.h), complex_math::sigmoid's steps.
+namespace {
+template <class T>
+void complex_sigmoid_row(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const std::complex<T> w = std::exp(std::complex<T>(-x[2 * i], -x[2 * i + 1]));
+    y[2 * i] = w.real();
+    y[2 * i + 1] = w.imag();
+  }
+  cvec::sigmoid_finish(y, y, n);
+}
+}  // namespace
+Tensor sigmoid(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("sigmoid");
+  it.add_output(out).add_input(self).promote_int_to_float(true).build();
+  if (run_vec_float32(it, [](const float* x, float* y, int64_t n) { nn::vec::sigmoid(x, y, n); }))
+    return it.output();
+  if (run_cvec_unary<float, std::complex<float>>(it, complex_sigmoid_row<float>) ||
+      run_cvec_unary<double, std::complex<double>>(it, complex_sigmoid_row<double>))
+    return it.output();
+  run<Types::FloatComplex, void, 1>(it, "sigmoid", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A {
+      return EMBER_REAL_OR_COMPLEX(A(1) / (A(1) + std::exp(-x)), complex_math::sigmoid(x));
+    };
+  });
+  return it.output();
+}
 EMBER_UNARY_FLOAT_VEC(erf, std::erf(x))
 // erfc: float32 and float64 on the vectorized kernels (nn_vec_erfc.inc), the half types by
 // erfc_impl.
