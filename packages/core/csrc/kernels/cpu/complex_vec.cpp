@@ -81,6 +81,13 @@ EMBER_TARGET_END()
   void conj(const T* x, T* o, int64_t n) { EMBER_CVEC_CALL(conj, x, o, n) }                    \
   void angle(const T* x, T* r, int64_t n) { EMBER_CVEC_CALL(angle, x, r, n) }                  \
   void sigmoid_finish(const T* w, T* o, int64_t n) { EMBER_CVEC_CALL(sigmoid_finish, w, o, n) }
+#define EMBER_CVEC_ADD(T)                                              \
+  void add_scaled(const T* x, const T* y, T p, T q, T* o, int64_t n) { \
+    EMBER_CVEC_CALL_NOFMA(add_scaled, x, y, p, q, o, n)                \
+  }
+EMBER_CVEC_ADD(float)
+EMBER_CVEC_ADD(double)
+#undef EMBER_CVEC_ADD
 EMBER_CVEC_ENTRIES(float)
 EMBER_CVEC_ENTRIES(double)
 #undef EMBER_CVEC_ENTRIES

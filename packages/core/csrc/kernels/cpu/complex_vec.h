@@ -19,6 +19,9 @@ namespace cvec {
 // o = x * y: the plain product (ac - bd) + (ad + bc) i, no C99 inf recovery (as torch).
 void mul(const float* x, const float* y, float* o, int64_t n);
 void mul(const double* x, const double* y, double* o, int64_t n);
+// o = x + alpha y for alpha = p + q i, the product plain (add; sub with -alpha).
+void add_scaled(const float* x, const float* y, float p, float q, float* o, int64_t n);
+void add_scaled(const double* x, const double* y, double p, double q, double* o, int64_t n);
 // o = x / y by Smith's scaled division (complex_math::divide); x / 0 is (a / 0, b / 0).
 void div(const float* x, const float* y, float* o, int64_t n);
 void div(const double* x, const double* y, double* o, int64_t n);

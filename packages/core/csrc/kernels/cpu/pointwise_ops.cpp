@@ -517,16 +517,36 @@ Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<d
 
 // ---- binary arithmetic ----------------------------------------------------------------------
 
+namespace {
+// Complex x + alpha y (sub: alpha negated, as torch) on the vectorized kernel (complex_vec.h):
+// false (nothing done) unless every operand is of the one complex dtype.
+bool run_complex_add(TensorIterator& it, std::complex<double> alpha) {
+  if (!is_complex(it.common_dtype())) return false;
+  const std::complex<float> a32(alpha);
+  return run_cvec_binary<float>(it,
+                                [a32](const float* x, const float* y, float* o, int64_t n) {
+                                  cvec::add_scaled(x, y, a32.real(), a32.imag(), o, n);
+                                }) ||
+         run_cvec_binary<double>(it,
+                                 [alpha](const double* x, const double* y, double* o, int64_t n) {
+                                   cvec::add_scaled(x, y, alpha.real(), alpha.imag(), o, n);
+                                 });
+}
+}  // namespace
+
 Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
            const Tensor& out) {
   ElementwiseIterator it("add");
   binary_iter(it, self, other, out).build();
   check_alpha(alpha, it.common_dtype(), "add");
+  if (run_complex_add(it, alpha.to<std::complex<double>>())) return it.output();
   run<Types::AllComplex, void, 2>(it, "add", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
     if constexpr (std::is_same_v<A, bool>) {
       return [al](A x, A y) -> A { return x || (al && y); };
+    } else if constexpr (is_complex_v<A>) {
+      return [al](A x, A y) -> A { return x + complex_math::multiply(al, y); };
     } else {
       return [al](A x, A y) -> A { return x + al * y; };
     }
@@ -540,10 +560,19 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
   ElementwiseIterator it("sub");
   binary_iter(it, self, other, out).build();
   check_alpha(alpha, it.common_dtype(), "sub");
+  // x + (-alpha) y, alpha negated as a number first (torch): -1 is -1 + 0i, not -1 - 0i
+  const std::complex<double> al64 = alpha.to<std::complex<double>>();
+  const std::complex<double> neg(-al64.real(), al64.imag() == 0.0 ? 0.0 : -al64.imag());
+  if (run_complex_add(it, neg)) return it.output();
   run<Types::NumericComplex, void, 2>(it, "sub", [&](auto tag) {
     using A = decltype(tag);
-    A al = alpha.to<A>();
-    return [al](A x, A y) -> A { return x - al * y; };
+    if constexpr (is_complex_v<A>) {
+      const A nal(neg);
+      return [nal](A x, A y) -> A { return x + complex_math::multiply(nal, y); };
+    } else {
+      A al = alpha.to<A>();
+      return [al](A x, A y) -> A { return x - al * y; };
+    }
   });
   return it.output();
 }
