@@ -1,7 +1,8 @@
 // Vectorized row kernels of the complex pointwise ops (complex_vec.cpp), and the runners that
 // apply them over a built TensorIterator. Arrays hold n complex numbers as interleaved
 // (re, im) pairs of float (complex64) or double (complex128). Each kernel is compiled for the
-// baseline ISA, AVX2 and AVX-512 and picks the best this CPU has (cpu_isa()); all copies give
+// baseline ISA, AVX2 and AVX-512 (the memory-bound products add_scaled, mul and square for the
+// baseline and AVX2 without FMA) and picks the best this CPU has (cpu_isa()); all copies give
 // the same bits (no contraction into FMA), which are those of kernels/complex_math.h.
 #pragma once
 #include <algorithm>
