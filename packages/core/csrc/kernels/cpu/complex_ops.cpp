@@ -4,6 +4,7 @@
 #include <complex>
 
 #include "core/dispatch.h"
+#include "kernels/cpu/complex_vec.h"
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "kernels/pointwise_rules.h"
@@ -52,6 +53,7 @@ Tensor from_parts(const Tensor& a, const Tensor& b, const Tensor& out, const cha
 Tensor conj_physical(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("conj_physical");
   it.add_output(out).add_input(self).build();
+  if (EMBER_RUN_CVEC_SAME(it, conj)) return it.output();  // complex (complex_vec.h)
   EMBER_DISPATCH_ALL_AND_COMPLEX(it.dtype(1), "conj_physical", [&] {
     it.for_each([](char** d, const int64_t* s, int64_t n) {
       unary_loop<scalar_t, scalar_t>(d, s, n, [](auto x) { return conj_value(x); });
@@ -68,6 +70,7 @@ Tensor angle(const Tensor& self, const Tensor& out) {
   it.add_output(out).add_input(self);
   if (is_complex(self->dtype())) {
     it.output_dtype(to_real(self->dtype())).build();
+    if (EMBER_RUN_CVEC_UNARY(it, float, double, angle, false)) return it.output();
     EMBER_DISPATCH_COMPLEX(it.dtype(1), "angle", [&] {
       using R = typename scalar_t::value_type;
       it.for_each([](char** d, const int64_t* s, int64_t n) {

@@ -9,6 +9,7 @@
 
 #include "core/dispatch.h"
 #include "kernels/complex_math.h"
+#include "kernels/cpu/complex_vec.h"
 #include "kernels/cpu/nn_vec.h"
 #include "kernels/cpu/vec_loop.h"
 #include "kernels/iterator.h"
@@ -176,7 +177,35 @@ EMBER_UNARY_FLOAT_T(atanh, FloatComplex, std::atanh(x))
 EMBER_UNARY_FLOAT_T(sinh, FloatComplex, std::sinh(x))
 EMBER_UNARY_FLOAT_T(cosh, FloatComplex, std::cosh(x))
 EMBER_UNARY_FLOAT_VEC_T(tanh, FloatComplex, std::tanh(x))
-EMBER_UNARY_FLOAT_VEC_C(sigmoid, A(1) / (A(1) + std::exp(-x)), complex_math::sigmoid(x))
+// sigmoid: float32 on the vectorized kernel; complex64 and complex128 as exp(-z) by the C library
+// and then 1 / (1 + w) on the vectorized kernel (complex_vec.h), complex_math::sigmoid's steps.
+namespace {
+template <class T>
+void complex_sigmoid_row(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const std::complex<T> w = std::exp(std::complex<T>(-x[2 * i], -x[2 * i + 1]));
+    y[2 * i] = w.real();
+    y[2 * i + 1] = w.imag();
+  }
+  cvec::sigmoid_finish(y, y, n);
+}
+}  // namespace
+Tensor sigmoid(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("sigmoid");
+  it.add_output(out).add_input(self).promote_int_to_float(true).build();
+  if (run_vec_float32(it, [](const float* x, float* y, int64_t n) { nn::vec::sigmoid(x, y, n); }))
+    return it.output();
+  if (run_cvec_unary<float, std::complex<float>>(it, complex_sigmoid_row<float>) ||
+      run_cvec_unary<double, std::complex<double>>(it, complex_sigmoid_row<double>))
+    return it.output();
+  run<Types::FloatComplex, void, 1>(it, "sigmoid", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A {
+      return EMBER_REAL_OR_COMPLEX(A(1) / (A(1) + std::exp(-x)), complex_math::sigmoid(x));
+    };
+  });
+  return it.output();
+}
 EMBER_UNARY_FLOAT_VEC(erf, std::erf(x))
 // erfc: float32 and float64 on the vectorized kernels (nn_vec_erfc.inc), the half types by
 // erfc_impl.
@@ -194,7 +223,17 @@ Tensor erfc(const Tensor& self, const Tensor& out) {
   return it.output();
 }
 EMBER_UNARY_FLOAT(erfinv, static_cast<A>(erfinv_impl(static_cast<double>(x))))
-EMBER_UNARY_FLOAT_C(reciprocal, A(1) / x, complex_math::reciprocal(x))
+// reciprocal: complex64 and complex128 on the vectorized kernels (complex_vec.h).
+Tensor reciprocal(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("reciprocal");
+  it.add_output(out).add_input(self).promote_int_to_float(true).build();
+  if (EMBER_RUN_CVEC_SAME(it, reciprocal)) return it.output();
+  run<Types::FloatComplex, void, 1>(it, "reciprocal", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return EMBER_REAL_OR_COMPLEX(A(1) / x, complex_math::reciprocal(x)); };
+  });
+  return it.output();
+}
 // torch.special's Bessel and Airy functions, in double (kernels/special_math.h); the Bessel
 // functions of float32 and the 16-bit types (op math float) take the float path of
 // kernels/special_math_f32.h.
@@ -287,6 +326,7 @@ Tensor abs(const Tensor& self, const Tensor& out) {
   EMBER_CHECK(!(out && out == self), "abs_: in-place abs is not supported for complex tensors");
   ElementwiseIterator it("abs");
   it.add_output(out).add_input(self).output_dtype(to_real(self->dtype())).build();
+  if (EMBER_RUN_CVEC_UNARY(it, float, double, abs, false)) return it.output();
   EMBER_DISPATCH_COMPLEX(it.dtype(1), "abs", [&] {
     using R = typename scalar_t::value_type;
     it.for_each([](char** d, const int64_t* s, int64_t n) {
@@ -313,6 +353,7 @@ Tensor sgn(const Tensor& self, const Tensor& out) {
   if (!is_complex(self->dtype())) return sign(self, out);
   ElementwiseIterator it("sgn");
   it.add_output(out).add_input(self).build();
+  if (EMBER_RUN_CVEC_SAME(it, sgn)) return it.output();
   run<Types::FloatComplex, void, 1>(it, "sgn", [](auto tag) {
     using A = decltype(tag);
     return [](A x) -> A {
@@ -325,7 +366,17 @@ Tensor sgn(const Tensor& self, const Tensor& out) {
   });
   return it.output();
 }
-EMBER_UNARY_SAME(square, NumericComplex, EMBER_REAL_OR_COMPLEX(x* x, complex_math::square(x)))
+// square: complex64 and complex128 on the vectorized kernels (complex_vec.h).
+Tensor square(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("square");
+  it.add_output(out).add_input(self).build();
+  if (EMBER_RUN_CVEC_SAME(it, square)) return it.output();
+  run<Types::NumericComplex, void, 1>(it, "square", [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return EMBER_REAL_OR_COMPLEX(x * x, complex_math::square(x)); };
+  });
+  return it.output();
+}
 // relu: float32 on the vectorized kernel (the widest vectors this CPU has), the rest as above.
 Tensor relu(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("relu");
@@ -466,16 +517,36 @@ Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<d
 
 // ---- binary arithmetic ----------------------------------------------------------------------
 
+namespace {
+// Complex x + alpha y (sub: alpha negated, as torch) on the vectorized kernel (complex_vec.h):
+// false (nothing done) unless every operand is of the one complex dtype.
+bool run_complex_add(TensorIterator& it, std::complex<double> alpha) {
+  if (!is_complex(it.common_dtype())) return false;
+  const std::complex<float> a32(alpha);
+  return run_cvec_binary<float>(it,
+                                [a32](const float* x, const float* y, float* o, int64_t n) {
+                                  cvec::add_scaled(x, y, a32.real(), a32.imag(), o, n);
+                                }) ||
+         run_cvec_binary<double>(it,
+                                 [alpha](const double* x, const double* y, double* o, int64_t n) {
+                                   cvec::add_scaled(x, y, alpha.real(), alpha.imag(), o, n);
+                                 });
+}
+}  // namespace
+
 Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
            const Tensor& out) {
   ElementwiseIterator it("add");
   binary_iter(it, self, other, out).build();
   check_alpha(alpha, it.common_dtype(), "add");
+  if (run_complex_add(it, alpha.to<std::complex<double>>())) return it.output();
   run<Types::AllComplex, void, 2>(it, "add", [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
     if constexpr (std::is_same_v<A, bool>) {
       return [al](A x, A y) -> A { return x || (al && y); };
+    } else if constexpr (is_complex_v<A>) {
+      return [al](A x, A y) -> A { return x + complex_math::multiply(al, y); };
     } else {
       return [al](A x, A y) -> A { return x + al * y; };
     }
@@ -489,10 +560,19 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
   ElementwiseIterator it("sub");
   binary_iter(it, self, other, out).build();
   check_alpha(alpha, it.common_dtype(), "sub");
+  // x + (-alpha) y, alpha negated as a number first (torch): -1 is -1 + 0i, not -1 - 0i
+  const std::complex<double> al64 = alpha.to<std::complex<double>>();
+  const std::complex<double> neg(-al64.real(), al64.imag() == 0.0 ? 0.0 : -al64.imag());
+  if (run_complex_add(it, neg)) return it.output();
   run<Types::NumericComplex, void, 2>(it, "sub", [&](auto tag) {
     using A = decltype(tag);
-    A al = alpha.to<A>();
-    return [al](A x, A y) -> A { return x - al * y; };
+    if constexpr (is_complex_v<A>) {
+      const A nal(neg);
+      return [nal](A x, A y) -> A { return x + complex_math::multiply(nal, y); };
+    } else {
+      A al = alpha.to<A>();
+      return [al](A x, A y) -> A { return x - al * y; };
+    }
   });
   return it.output();
 }
@@ -513,10 +593,13 @@ Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha
 Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
   ElementwiseIterator it("mul");
   binary_iter(it, self, other, out).build();
+  if (EMBER_RUN_CVEC_BINARY(it, mul)) return it.output();  // complex (complex_vec.h)
   run<Types::AllComplex, void, 2>(it, "mul", [](auto tag) {
     using A = decltype(tag);
     if constexpr (std::is_same_v<A, bool>) {
       return [](A x, A y) -> A { return x && y; };
+    } else if constexpr (is_complex_v<A>) {
+      return [](A x, A y) -> A { return complex_math::multiply(x, y); };
     } else {
       return [](A x, A y) -> A { return x * y; };
     }
@@ -566,9 +649,14 @@ Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<
   binary_iter(it, self, other, out);
   if (!mode) {
     it.promote_int_to_float(true).build();
+    if (EMBER_RUN_CVEC_BINARY(it, div)) return it.output();  // complex (complex_vec.h)
     run<Types::FloatComplex, void, 2>(it, "div", [](auto tag) {
       using A = decltype(tag);
-      return [](A x, A y) -> A { return x / y; };
+      if constexpr (is_complex_v<A>) {
+        return [](A x, A y) -> A { return complex_math::divide(x, y); };
+      } else {
+        return [](A x, A y) -> A { return x / y; };
+      }
     });
     return it.output();
   }
@@ -662,11 +750,31 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
   binary_iter(it, self, exponent, out).build();
   // int32.pow(2**32 + 2) must not wrap to pow(2).
   if (!exponent.is_tensor()) check_scalar_fits(exponent.scalar, it.common_dtype(), "pow");
+  // A complex tensor to the scalar power 2 or 0.5: its square (complex_vec.h) or its square
+  // root, as torch (which also takes sqrt for 0.5).
+  if (!exponent.is_tensor() && is_complex(it.common_dtype()) && it.dtype(0) == it.dtype(1)) {
+    const auto e = exponent.scalar.to<std::complex<double>>();
+    if (e == std::complex<double>(2.0) &&
+        EMBER_RUN_CVEC_UNARY(it, std::complex<float>, std::complex<double>, square, true))
+      return it.output();
+    if (e == std::complex<double>(0.5)) {
+      EMBER_DISPATCH_COMPLEX(it.dtype(1), "pow", [&] {
+        it.for_each([](char** d, const int64_t* s, int64_t n) {
+          unary_loop<scalar_t, scalar_t>(d, s, n, [](scalar_t x) { return std::sqrt(x); });
+        });
+      });
+      it.finish();
+      return it.output();
+    }
+  }
   run<Types::NumericComplex, void, 2>(it, "pow", [](auto tag) {
     using A = decltype(tag);
     return [](A x, A y) -> A {
       if constexpr (std::is_integral_v<A>) {
         return int_pow(x, y);
+      } else if constexpr (is_complex_v<A>) {
+        if (y == A(2)) return complex_math::square(x);
+        return std::pow(x, y);
       } else {
         if (y == A(2)) return x * x;
         return std::pow(x, y);
