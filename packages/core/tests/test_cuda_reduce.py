@@ -653,7 +653,8 @@ def test_contig_arg_repeated_extrema(dtype, n):
     lo[2, pos[-1]] = 1.0  # row 2: one fewer minimum
     same = ember.ones(4, n + 8)  # every element equal: index 0
     for off in (0, 1, 5):
-        v = lambda t, off=off: t[:, off:off + n]
+        def v(t, off=off):
+            return t[:, off:off + n]
         for x in (hi, lo, same):
             x = x.to(getattr(ember, dtype))
             compare(lambda t: ember.argmax(t, dim=1), x, view=v)
@@ -676,7 +677,8 @@ def test_contig_nan(dtype, n):
     x[2, n - 1] = float("nan")
     x = x.to(getattr(ember, dtype))
     for off in (0, 1, 3):
-        v = lambda t, off=off: t[:, off:off + n]
+        def v(t, off=off):
+            return t[:, off:off + n]
         compare(lambda t: ember.max(t, dim=1), x, view=v)
         compare(lambda t: ember.min(t, dim=1), x, view=v)
         compare(lambda t: ember.argmax(t, dim=1), x, view=v)
@@ -734,7 +736,8 @@ def test_contig_var_std(dtype):
         n = int(np.prod(shape))
         r = {"float16": 2e-2, "bfloat16": 2e-1}.get(dtype, 1e-4)
         for off in (0, 1):
-            v = lambda t, off=off: t[off:off + n].view(*shape)
+            def v(t, off=off):
+                return t[off:off + n].view(*shape)
             compare(lambda t: ember.var(t, dim=1), x, view=v, rtol=r, atol=r)
             compare(lambda t: ember.std(t, dim=-1, correction=0), x, view=v, rtol=r, atol=r)
             compare(lambda t: ember.var(t), x, view=v, rtol=r, atol=r)
@@ -815,6 +818,7 @@ def test_softmax_long_rows_alignments(dtype, n):
     x[4 * n - 1] = 0.5
     x = x.to(getattr(ember, dtype))
     for off in (0, 1, 3):
-        v = lambda t, off=off: t[off:off + rows * n].view(rows, n)
+        def v(t, off=off):
+            return t[off:off + rows * n].view(rows, n)
         compare(lambda t: F.softmax(t, dim=-1), x, view=v)
         compare(lambda t: F.log_softmax(t, dim=1), x, view=v)

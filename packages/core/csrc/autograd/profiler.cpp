@@ -42,7 +42,6 @@ std::atomic<uint64_t> g_current{0};  // the running session, 0: none
 Config g_config;
 std::vector<std::shared_ptr<Buffer>> g_registry;
 int64_t g_start_ns = 0, g_start_wall_us = 0;
-DeviceActivity* g_device_activity[kNumDeviceTypes] = {};
 
 int64_t this_tid() {
   thread_local int64_t tid = static_cast<int64_t>(syscall(SYS_gettid));
@@ -93,22 +92,6 @@ void memory_observer(Device device, uint64_t addr, int64_t bytes, int64_t alloca
 
 }  // namespace
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-void register_device_activity(DeviceType type, DeviceActivity* activity) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_device_activity[static_cast<int>(type)] = activity;
-}
-
-bool has_device_activity(DeviceType type) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_device_activity[static_cast<int>(type)] != nullptr;
-}
-
 bool running() { return g_current.load() != 0; }
 
 namespace {
@@ -140,8 +123,7 @@ void start(const Config& config) {
                           .count();
     g_current.store(++g_session);
     if (config.device_activity)
-      for (DeviceActivity* a : g_device_activity)
-        if (a) a->start();
+      for (DeviceActivity* a : device_activities()) a->start();
   }
   if (config.profile_memory) allocator_trace::set_memory_observer(&memory_observer);
   detail::g_active.store(true);
@@ -163,11 +145,10 @@ Result stop() {
     r.start_ns = g_start_ns;
     r.start_wall_us = g_start_wall_us;
     if (config.device_activity)
-      for (DeviceActivity* a : g_device_activity)
-        if (a) {
-          auto evs = a->stop();
-          r.device_events.insert(r.device_events.end(), evs.begin(), evs.end());
-        }
+      for (DeviceActivity* a : device_activities()) {
+        auto evs = a->stop();
+        r.device_events.insert(r.device_events.end(), evs.begin(), evs.end());
+      }
   }
   if (config.profile_memory) allocator_trace::set_memory_observer(nullptr);
   r.stop_ns = now_ns();

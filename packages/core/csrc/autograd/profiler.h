@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/allocator_trace.h"
+#include "core/device_activity.h"
 #include "core/tensor.h"
 
 namespace ember {
@@ -85,24 +86,10 @@ struct ThreadEvents {
   std::vector<MemoryEvent> memory;
 };
 
-// Kernel timing on a device comes from its backend: an extension registers a DeviceActivity
-// (CUDA events around its kernels, or CUPTI) and stop() collects its events. None is registered
-// by ember yet, so ProfilerActivity.CUDA records no kernels.
-struct DeviceEvent {
-  std::string name;
-  Device device;
-  int64_t stream;
-  int64_t start_ns, end_ns;  // on the same steady clock as the host events
-  int64_t correlation_op;    // the host op that launched it (-1: unknown)
-};
-class DeviceActivity {
- public:
-  virtual ~DeviceActivity() = default;
-  virtual void start() = 0;
-  virtual std::vector<DeviceEvent> stop() = 0;
-};
-void register_device_activity(DeviceType type, DeviceActivity* activity);
-bool has_device_activity(DeviceType type);
+// Kernel timing on a device comes from its backend, which registers a DeviceActivity
+// (core/device_activity.h: DeviceEvent, DeviceActivity, register_device_activity, now_ns);
+// start() and stop() start and stop the registered ones when the config asks for device
+// activity (the CUDA extension's is CUPTI's, cuda/cupti_activity.cpp).
 
 struct Result {
   std::vector<ThreadEvents> threads;
@@ -116,7 +103,6 @@ void start(const Config& config);
 // Stops and hands over what every thread recorded; ranges still open end now.
 Result stop();
 bool running();
-int64_t now_ns();
 
 // A recorded range on the calling thread (does nothing unless the profiler runs).
 class Range {

@@ -47,7 +47,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "autograd/profiler.h"
+#include "core/device_activity.h"
 #include "cuda/cuda_context.h"
 
 namespace py = pybind11;
@@ -248,30 +248,49 @@ const char* kind_name(CUpti_ActivityKind k) {
 
 const char* copy_kind_name(uint8_t k) {
   switch (k) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return "HtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return "AtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA: return "AtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD: return "AtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return "DtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
-    default: return "Unknown";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return "HtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return "AtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+      return "AtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+      return "AtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return "DtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return "PtoP";
+    default:
+      return "Unknown";
   }
 }
 
 const char* memory_kind_name(uint32_t k) {
   switch (k) {
-    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "Pageable";
-    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return "Pinned";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return "Device";
-    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return "Array";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return "Managed";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return "Device Static";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return "Managed Static";
-    default: return "Unknown";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
+      return "Pageable";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+      return "Pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+      return "Device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+      return "Array";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+      return "Managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+      return "Device Static";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+      return "Managed Static";
+    default:
+      return "Unknown";
   }
 }
 
@@ -364,14 +383,16 @@ class CuptiActivity final : public profiler::DeviceActivity {
   };
 
   static constexpr CUpti_ActivityKind kKinds[] = {
-      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-      CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+      CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
 
   std::string result_string(CUptiResult st) const {
     const char* s = nullptr;
     std::string out;
-    if (api_.GetResultString(st, &s) == CUPTI_SUCCESS && s) out = s;
-    else out = "CUPTI error";
+    if (api_.GetResultString(st, &s) == CUPTI_SUCCESS && s)
+      out = s;
+    else
+      out = "CUPTI error";
     return out + " (" + std::to_string(static_cast<int>(st)) + ")";
   }
 
@@ -439,8 +460,8 @@ class CuptiActivity final : public profiler::DeviceActivity {
         collecting_ = false;
         raw_.clear();
         calls_.clear();
-        error_ = std::string("cuptiActivityEnable(") + kind_name(k) +
-                 ") failed: " + result_string(st);
+        error_ =
+            std::string("cuptiActivityEnable(") + kind_name(k) + ") failed: " + result_string(st);
         if (st == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
           error_ += " (another profiler, e.g. Nsight Systems, owns CUPTI in this process)";
         return;
@@ -458,8 +479,8 @@ class CuptiActivity final : public profiler::DeviceActivity {
     for (CUpti_ActivityKind k : kKinds) {
       const CUptiResult st = api_.ActivityDisable(k);
       if (st != CUPTI_SUCCESS && problem.empty())
-        problem = std::string("cuptiActivityDisable(") + kind_name(k) +
-                  ") failed: " + result_string(st);
+        problem =
+            std::string("cuptiActivityDisable(") + kind_name(k) + ") failed: " + result_string(st);
     }
     // Hands over every buffer, with the records of work still running (those are left out
     // below: ember.profiler synchronizes the device before it stops).
@@ -521,8 +542,8 @@ class CuptiActivity final : public profiler::DeviceActivity {
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-        raw_.push_back({kernel_name(k->name), static_cast<int>(k->deviceId), k->streamId,
-                        k->start, k->end, k->correlationId});
+        raw_.push_back({kernel_name(k->name), static_cast<int>(k->deviceId), k->streamId, k->start,
+                        k->end, k->correlationId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -589,8 +610,7 @@ CuptiActivity* g_activity = nullptr;  // never destroyed: CUPTI may call back un
 constexpr size_t kBufferBytes = size_t{4} << 20;  // per buffer CUPTI asks for
 constexpr size_t kBufferAlign = 8;                // what CUPTI requires of a buffer
 
-void CUPTIAPI CuptiActivity::buffer_requested(uint8_t** buffer, size_t* size,
-                                              size_t* max_records) {
+void CUPTIAPI CuptiActivity::buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
   *size = *buffer ? kBufferBytes : 0;  // no memory: CUPTI drops the records (counted)
   *max_records = 0;                    // as many as fit

@@ -329,11 +329,10 @@ __device__ __forceinline__ void step_run(const typename R::in_t* p, int64_t lo, 
   constexpr int kN = P::kN;
   if (hi <= lo) return;
   const uint64_t addr = reinterpret_cast<uint64_t>(p + lo);
-  const int64_t head =
-      min(hi - lo, static_cast<int64_t>(((16 - addr % 16) % 16) / sizeof(T)));
-  const int64_t start = lo + head;                        // 16-byte aligned (or == hi)
+  const int64_t head = min(hi - lo, static_cast<int64_t>(((16 - addr % 16) % 16) / sizeof(T)));
+  const int64_t start = lo + head;  // 16-byte aligned (or == hi)
   const int64_t npacks = (hi - start) / kN;
-  const int64_t tail = start + npacks * kN;               // [tail, hi): fewer than kN
+  const int64_t tail = start + npacks * kN;  // [tail, hi): fewer than kN
   const int64_t t = threadIdx.x;
   if (t < head) r.step(acc[0], ld(p + lo + t), lo + t);
   if (t < hi - tail) r.step(acc[1], ld(p + tail + t), tail + t);
@@ -424,8 +423,7 @@ Split split_reduction(int64_t nout, int64_t nred, int sms) {
   const int64_t target = int64_t(32) * sms;
   Split s;
   if (nout < target)
-    s.nchunks =
-        std::max<int64_t>(1, std::min((nred + kMinChunk - 1) / kMinChunk, target / nout));
+    s.nchunks = std::max<int64_t>(1, std::min((nred + kMinChunk - 1) / kMinChunk, target / nout));
   s.chunk = (nred + s.nchunks - 1) / s.nchunks;
   if (s.nchunks > 1) {
     s.chunk = (s.chunk + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
@@ -466,8 +464,8 @@ void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, 
     partials = reinterpret_cast<Acc*>(parts->data());
   }
   if (rd.n == 1 && rd.stride[0] == 1) {
-    reduce_contig_kernel<R><<<grid, kBlockSize, 0, stream>>>(base, kept, nred, s.chunk,
-                                                             s.nchunks, nitems, r, partials);
+    reduce_contig_kernel<R><<<grid, kBlockSize, 0, stream>>>(base, kept, nred, s.chunk, s.nchunks,
+                                                             nitems, r, partials);
   } else {
     reduce_block_kernel<R><<<grid, kBlockSize, 0, stream>>>(base, kept, rd, nred, s.chunk,
                                                             s.nchunks, nitems, r, partials);
