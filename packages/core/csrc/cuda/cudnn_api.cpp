@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_context.h"
+#include "cuda/dynamic_library.h"
 
 namespace ember {
 namespace cuda {
@@ -36,21 +37,11 @@ Loader& loader() {
   return *l;
 }
 
-bool is_dir(const std::string& p) {
-  struct stat st{};
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // Resolves every entry point of `lib` into `api`; on a missing one, names it in *missing.
 bool resolve(void* lib, Api* api, std::string* missing) {
-  bool ok = true;
+  dynlib::Symbols symbols(lib);
   auto get = [&](auto& fn, const char* name, bool required = true) {
-    void* sym = dlsym(lib, name);
-    if (!sym && required) {
-      ok = false;
-      if (missing->empty()) *missing = name;
-    }
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(sym);
+    symbols.get(fn, name, required);
   };
   get(api->GetVersion, "cudnnGetVersion");
   get(api->GetErrorString, "cudnnGetErrorString");
@@ -84,7 +75,8 @@ bool resolve(void* lib, Api* api, std::string* missing) {
   get(api->GetConvolutionBackwardFilterWorkspaceSize,
       "cudnnGetConvolutionBackwardFilterWorkspaceSize");
   get(api->ConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
-  return ok;
+  *missing = symbols.missing();
+  return symbols.ok();
 }
 
 // Tries one candidate: true when loaded and complete (l.api, l.path set); else appends why.
@@ -124,10 +116,10 @@ void load_locked(Loader& l) {
   if (from_env) {
     // Only this one: EMBER_CUDNN_LIBRARY chooses the library (or, naming no library, none).
     const std::string p(env);
-    candidates.push_back(is_dir(p) ? p + "/" + kSoname : p);
+    candidates.push_back(dynlib::is_dir(p) ? p + "/" + kSoname : p);
   } else {
     for (const std::string& d : l.dirs)
-      if (is_dir(d)) candidates.push_back(d + "/" + kSoname);
+      if (dynlib::is_dir(d)) candidates.push_back(d + "/" + kSoname);
     candidates.push_back(kSoname);  // LD_LIBRARY_PATH and the system's folders
   }
   std::ostringstream why;

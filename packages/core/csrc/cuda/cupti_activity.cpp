@@ -49,6 +49,7 @@
 
 #include "core/device_activity.h"
 #include "cuda/cuda_context.h"
+#include "cuda/dynamic_library.h"
 
 namespace py = pybind11;
 
@@ -85,25 +86,10 @@ struct Loaded {
   std::string error;  // why not loaded, naming every path tried
 };
 
-bool is_dir(const std::string& p) {
-  struct stat st{};
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool is_file(const std::string& p) {
-  struct stat st{};
-  return stat(p.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
-}
-
 bool resolve(void* lib, Api* api, std::string* missing) {
-  bool ok = true;
+  dynlib::Symbols symbols(lib);
   auto get = [&](auto& fn, const char* name, bool required = true) {
-    void* sym = dlsym(lib, name);
-    if (!sym && required) {
-      ok = false;
-      if (missing->empty()) *missing = name;
-    }
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(sym);
+    symbols.get(fn, name, required);
   };
   get(api->GetVersion, "cuptiGetVersion");
   get(api->GetResultString, "cuptiGetResultString");
@@ -116,7 +102,8 @@ bool resolve(void* lib, Api* api, std::string* missing) {
   get(api->ActivityFlushAll, "cuptiActivityFlushAll");
   get(api->ActivityGetNextRecord, "cuptiActivityGetNextRecord");
   get(api->ActivityGetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords");
-  return ok;
+  *missing = symbols.missing();
+  return symbols.ok();
 }
 
 // Tries one candidate: true when loaded, complete and CUPTI 13; else appends why to `why`. A
@@ -188,7 +175,7 @@ Loaded search(const std::vector<std::string>& wheel_dirs) {
   const bool from_env = env && *env;
   if (from_env) {
     const std::string p(env);
-    candidates.push_back(is_dir(p) ? p + "/" + kSoname : p);
+    candidates.push_back(dynlib::is_dir(p) ? p + "/" + kSoname : p);
   } else {
     std::vector<std::string> dirs = wheel_dirs;
     const std::vector<std::string> tk = toolkit_dirs();
@@ -196,7 +183,8 @@ Loaded search(const std::vector<std::string>& wheel_dirs) {
     for (const std::string& d : dirs) {
       for (const char* name : {kSoname, "libcupti.so"}) {
         const std::string f = d + "/" + name;
-        if (is_file(f) && std::find(candidates.begin(), candidates.end(), f) == candidates.end())
+        if (dynlib::is_file(f) &&
+            std::find(candidates.begin(), candidates.end(), f) == candidates.end())
           candidates.push_back(f);
       }
     }
@@ -645,7 +633,7 @@ std::vector<std::string> wheel_dirs() {
     for (py::handle root : locations) {
       const std::string r = py::str(root);
       for (const char* sub : {"/cu13/lib", "/cuda_cupti/lib"})
-        if (is_dir(r + sub)) out.push_back(r + sub);
+        if (dynlib::is_dir(r + sub)) out.push_back(r + sub);
     }
   } catch (py::error_already_set&) {  // no `nvidia` package, or a broken one: not a place
   }
