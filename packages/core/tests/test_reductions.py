@@ -610,3 +610,21 @@ def test_short_rows_nan_inf_strided_and_4d():
     assert np.isnan(out[3]) and np.isnan(out[12]) and np.isnan(out[6]) and out[5] == np.inf
     x = np.random.default_rng(12).standard_normal((4, 33, 7, 7))
     np.testing.assert_allclose(ember.tensor(x).mean((2, 3)).numpy(), x.mean((2, 3)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_nanmean_of_16_bit_floats_counts_past_65504(dtype):
+    # The count (here 60000 valid elements) divides in float, as torch's: cast to float16 it
+    # would be inf and the mean 0.
+    if torch is None:
+        pytest.skip("needs torch")
+    for v in (0.5, 1.0):
+        e = ember.full((70000,), v, dtype=getattr(ember, dtype))
+        e[::7] = float("nan")
+        t = torch.full((70000,), v, dtype=getattr(torch, dtype))
+        t[::7] = float("nan")
+        assert ember.nanmean(e).item() == torch.nanmean(t).item()
+        # per row: within an ulp (ember rounds the row sums to the dtype first, as nansum)
+        np.testing.assert_allclose(
+            ember.nanmean(e.view(7, 10000), dim=1).float().numpy(),
+            torch.nanmean(t.view(7, 10000), dim=1).float().numpy(), rtol=8e-3)

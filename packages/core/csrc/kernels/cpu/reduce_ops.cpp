@@ -817,6 +817,12 @@ Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool kee
   Tensor total = sum_impl<true>(x, mask, keepdim, 1.0, "nanmean");
   Tensor valid = dispatch::logical_not(dispatch::isnan(x, Tensor()), Tensor());
   Tensor count = sum_impl<false>(valid, mask, keepdim, 1.0, "nanmean");
+  if (x->dtype() == ScalarType::Float16 || x->dtype() == ScalarType::BFloat16) {
+    // The count divides in float (as torch's op math): cast to half first, 70000 would be inf.
+    Tensor q = dispatch::div(cast_to(total, ScalarType::Float32),
+                             cast_to(count, ScalarType::Float32), std::nullopt, Tensor());
+    return cast_to(q, x->dtype());
+  }
   return dispatch::div(total, count, std::nullopt, Tensor());
 }
 
