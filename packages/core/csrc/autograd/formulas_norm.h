@@ -182,24 +182,12 @@ inline Tensor stat_terms(const Tensor& gmean, const Tensor& grstd, const Tensor&
 
 enum class Wrt { Input, Weight, Bias };
 
-// One gradient of a normalization op. `train`: statistics from the input (batch norm eval:
-// the saved running ones). `fused` runs the op's fused backward kernel for grads[0].
-template <class Fused>
-Tensor backward(Wrt wrt, const Layout& l, const Tensor& grad, const Tensor& gmean,
-                const Tensor& grstd, const Tensor& input, const Tensor& weight, const Tensor& mean,
-                const Tensor& rstd, double eps, bool train, const Fused& fused) {
-  const bool stats_matter = train && wrt == Wrt::Input;
-  if (!differentiable({&grad, &input, &weight, &gmean, &grstd})) {
-    Tensor r = fused();
-    if (!stats_matter || !(contributes(gmean) || contributes(grstd))) return r;
-    // Gradients reaching the statistic outputs (rare): add their terms from the saved stats.
-    Tensor xv = view_as(input, l.vshape);
-    Tensor mu = l.center ? view_as(mean, l.stat_shape) : Tensor();
-    Tensor rs = view_as(rstd, l.stat_shape);
-    Tensor extra = stat_terms(gmean, grstd, normalized(xv, mu, rs), rs, l);
-    return view_as(add(view_as(r, l.vshape), extra), input->sizes());
-  }
-  // Differentiable composite.
+// One gradient of a normalization op as a composite of ops::, so that it is differentiable
+// itself (create_graph, or tangents on what it reads). `train`: statistics from the input
+// (batch norm eval: the saved running ones).
+inline Tensor composite_grad(Wrt wrt, const Layout& l, const Tensor& grad, const Tensor& gmean,
+                             const Tensor& grstd, const Tensor& input, const Tensor& weight,
+                             const Tensor& mean, const Tensor& rstd, double eps, bool train) {
   if (wrt == Wrt::Bias) return sum_over(grad, l.wsum);
   Tensor xv = view_as(input, l.vshape);
   Tensor mu, rs;
@@ -229,7 +217,7 @@ Tensor backward(Wrt wrt, const Layout& l, const Tensor& grad, const Tensor& gmea
 
 // The gradients of a normalization op that `mask` asks for (input, weight, bias), from one
 // call of the op's fused backward kernel `fused(mask)` (a std::tuple), which reads the shared
-// sums once; the differentiable composite (create_graph) builds each one as above.
+// sums once; when the gradients must be differentiable, composite_grad builds each one.
 template <size_t N, class Fused>
 auto backward_all(const std::array<bool, N>& mask, const Layout& l, const Tensor& grad,
                   const Tensor& gmean, const Tensor& grstd, const Tensor& input,
@@ -248,9 +236,9 @@ auto backward_all(const std::array<bool, N>& mask, const Layout& l, const Tensor
     return r;
   }
   auto one = [&](bool needed, Wrt wrt) {
-    return needed ? backward(wrt, l, grad, gmean, grstd, input, weight, mean, rstd, eps, train,
-                             [] { return Tensor(); })
-                  : Tensor();
+    return needed
+               ? composite_grad(wrt, l, grad, gmean, grstd, input, weight, mean, rstd, eps, train)
+               : Tensor();
   };
   decltype(fused(mask)) r;
   std::get<0>(r) = one(mask[0], Wrt::Input);

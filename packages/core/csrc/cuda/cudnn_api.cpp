@@ -81,13 +81,8 @@ bool resolve(void* lib, Api* api, std::string* missing) {
 
 // Tries one candidate: true when loaded and complete (l.api, l.path set); else appends why.
 bool try_load(Loader& l, const std::string& candidate, std::ostringstream& why) {
-  dlerror();
-  void* lib = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* e = dlerror();  // names the file
-    why << "\n  " << (e ? std::string(e) : candidate + ": dlopen failed");
-    return false;
-  }
+  void* lib = dynlib::open(candidate, why);
+  if (!lib) return false;
   Api api{};
   std::string missing;
   if (!resolve(lib, &api, &missing)) {

@@ -109,13 +109,8 @@ bool resolve(void* lib, Api* api, std::string* missing) {
 // Tries one candidate: true when loaded, complete and CUPTI 13; else appends why to `why`. A
 // library that loaded but is not usable stays loaded (unloading CUPTI is not safe to do).
 bool try_load(const std::string& candidate, Loaded* out, std::ostringstream& why) {
-  dlerror();
-  void* lib = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* e = dlerror();  // names the file
-    why << "\n  " << (e ? std::string(e) : candidate + ": dlopen failed");
-    return false;
-  }
+  void* lib = dynlib::open(candidate, why);
+  if (!lib) return false;
   Api api{};
   std::string missing;
   if (!resolve(lib, &api, &missing)) {

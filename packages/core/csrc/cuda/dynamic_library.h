@@ -20,6 +20,19 @@ inline bool is_file(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
+// dlopen(path) (RTLD_NOW | RTLD_LOCAL); null with dlerror()'s reason (it names the file)
+// appended to `why` as a "\n  " line when it fails.
+template <class Out>
+void* open(const std::string& path, Out& why) {
+  dlerror();
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* e = dlerror();
+    why << "\n  " << (e ? std::string(e) : path + ": dlopen failed");
+  }
+  return lib;
+}
+
 // Looks entry points up in a loaded library; a required one that is absent makes ok() false
 // and missing() names the first such.
 class Symbols {
