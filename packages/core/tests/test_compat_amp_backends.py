@@ -137,6 +137,23 @@ def test_cuda_autocast_without_cuda_disables_itself_like_torch():
     assert not s.is_enabled() and s.get_scale() == 1.0 and s.state_dict() == {}
 
 
+def test_cuda_amp_names_are_deprecated_like_torch():
+    # PyTorch's torch.cuda.amp spellings each give a FutureWarning naming the torch.amp one,
+    # attributed to the caller's line.
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        ember.cuda.amp.autocast()
+        ember.cuda.amp.GradScaler(enabled=False)
+        ember.cuda.amp.custom_fwd(lambda x: x)
+        ember.cuda.amp.custom_bwd(lambda x: x)
+    future = [x for x in w if x.category is FutureWarning]
+    assert [str(x.message).split("(")[0] for x in future] == [
+        "`ember.cuda.amp.autocast", "`ember.cuda.amp.GradScaler", "`ember.cuda.amp.custom_fwd",
+        "`ember.cuda.amp.custom_bwd"]
+    assert "ember.amp.autocast('cuda', args...)" in str(future[0].message)
+    assert all(x.filename == __file__ for x in future)
+
+
 # ---- backends, seeds, compile, precision --------------------------------------------------------
 
 @needs_torch
