@@ -311,3 +311,19 @@ def test_spectrogram_loss_grad_matches_torch(torch):
         return ((spec.abs() - lib.tensor(target)) ** 2).mean()
 
     _grad_check(torch, lambda a: loss(ember, a), lambda a: loss(torch, a), x)
+
+
+def test_stft_without_window_warns_once_per_process(monkeypatch):
+    import warnings
+
+    from ember import _spectral
+
+    monkeypatch.setattr(_spectral, "_warned_rectangular", False)
+    x = ember.linspace(0, 1, 64)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        ember.stft(x, 16, return_complex=True)
+        ember.stft(x, 16, return_complex=True)
+        ember.stft(x, 16, window=ember.ones(16), return_complex=True)
+    leak = [m for m in w if "rectangular window" in str(m.message)]
+    assert len(leak) == 1 and leak[0].category is UserWarning

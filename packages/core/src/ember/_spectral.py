@@ -52,6 +52,21 @@ def _check_sizes(n_fft: int, hop_length: int, win_length: int, op: str) -> None:
                            f"win_length={win_length}")
 
 
+_warned_rectangular = False
+
+
+def _warn_rectangular_window_once() -> None:
+    # PyTorch warns once per process when stft is given no window.
+    global _warned_rectangular
+    if _warned_rectangular:
+        return
+    _warned_rectangular = True
+    warnings.warn("stft: a window was not provided, so a rectangular window is applied, which is "
+                  "known to cause spectral leakage; consider ember.hann_window or "
+                  "ember.hamming_window. To silence this, pass window=ember.ones(n_fft).",
+                  UserWarning, stacklevel=3)
+
+
 def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
          window: Tensor | None = None, center: bool = True, pad_mode: str = "reflect",
          normalized: bool = False, onesided: bool | None = None,
@@ -97,6 +112,8 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: i
     if not 0 < n_fft <= length:
         raise RuntimeError(f"{op}: expected 0 < n_fft <= {length}, but got n_fft={n_fft}")
     frames = x.unfold(-1, n_fft, hop_length)  # (B, n_frames, n_fft)
+    if window is None:
+        _warn_rectangular_window_once()
     w = _full_window(window, win_length, n_fft, x, op)
     if w is not None:
         frames = frames * w
