@@ -284,11 +284,35 @@ class Side:
     seconds: float = 0.0
 
 
-def _settings(mod: Any, device: str, tf32: bool, ember_sdp: str = "default") -> None:
+def _apply_switches(mod: Any, switches: dict[str, bool]) -> None:
+    """ember's private kernel-path switches (``ember._C_cuda._set_<name>(on)``, e.g.
+    depthwise_native or sdpa_tensor_cores), for A/B runs of one path against another."""
+    if not switches:
+        return
+    ext = getattr(mod, "_C_cuda", None)
+    if ext is None:
+        import importlib
+
+        try:
+            ext = importlib.import_module("ember._C_cuda")
+        except ImportError as e:
+            raise SystemExit(f"--ember-switch: ember's CUDA extension is not built ({e})") from e
+    for name, on in switches.items():
+        setter = getattr(ext, f"_set_{name}", None)
+        if setter is None:
+            raise SystemExit(f"--ember-switch {name}: ember._C_cuda has no _set_{name}")
+        setter(on)
+
+
+def _settings(mod: Any, device: str, tf32: bool, ember_sdp: str = "default",
+              switches: dict[str, bool] | None = None) -> None:
     """The same switches in both frameworks: TF32 as asked, cuDNN autotuning on; one CPU
     thread for the CPU dry run (its numbers mean nothing; on a busy machine more threads only
     wait for each other). ``ember_sdp`` ("math" / "fused") restricts ember's attention to one
-    path (an experiment: which is faster on this GPU)."""
+    path (an experiment: which is faster on this GPU); ``switches`` sets ember's private
+    kernel-path switches (see _apply_switches)."""
+    if mod.__name__ == "ember" and switches:
+        _apply_switches(mod, switches)
     if mod.__name__ == "ember" and ember_sdp != "default":
         mod.backends.cuda.enable_math_sdp(ember_sdp == "math")
         for name in ("flash", "mem_efficient", "cudnn"):
@@ -340,13 +364,13 @@ def _load_numpy(mod: Any, model: Any, state: dict[str, np.ndarray]) -> bool:
 def measure(mod: Any, case: Case, *, device: str, tiny: bool, batch: int, budget_s: float,
             warmup: int, max_samples: int, sample_s: float, tf32: bool,
             init: dict[str, np.ndarray] | None, keep_init: dict | None = None,
-            ember_sdp: str = "default") -> Side:
+            ember_sdp: str = "default", switches: dict[str, bool] | None = None) -> Side:
     """Builds the case in ``mod``, trains it on ``device`` and returns the measurements. With
     ``init`` (numpy state of the other framework) the model starts from those weights; with
     ``keep_init`` (a dict) the model's own initial state is stored there under "state"."""
     t_start = time.perf_counter()
     side = Side()
-    _settings(mod, device, tf32, ember_sdp)
+    _settings(mod, device, tf32, ember_sdp, switches)
     b = case.build(mod, tiny, batch)
     if keep_init is not None:
         keep_init["state"] = _state_numpy(b.model)
@@ -435,7 +459,7 @@ def run_case(case: Case, cfg: dict[str, Any], budget_s: float) -> dict[str, Any]
     batch = cfg["batches"].get(case.name, case.tiny_batch if tiny else case.batch)
     kw = dict(device=device, tiny=tiny, batch=batch, warmup=cfg["warmup"],
               max_samples=cfg["max_samples"], sample_s=cfg["sample_s"], tf32=cfg["tf32"],
-              ember_sdp=cfg.get("ember_sdp", "default"))
+              ember_sdp=cfg.get("ember_sdp", "default"), switches=cfg.get("switches") or {})
     out: dict[str, Any] = {"case": case.name, "unit": case.unit, "batch": batch, "doc": case.doc}
     init: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -611,6 +635,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in both frameworks")
     ap.add_argument("--ember-sdp", default="default", choices=("default", "math", "fused"),
                     help="ember's attention on one path only (torch unchanged)")
+    ap.add_argument("--ember-switch", action="append", default=[], metavar="NAME=0|1",
+                    help="ember._C_cuda._set_NAME(bool) before the run, e.g. "
+                         "depthwise_native=0 (repeatable; torch unchanged)")
     ap.add_argument("--no-torch", action="store_true", help="ember only")
     ap.add_argument("--in-process", action="store_true",
                     help="run the cases in this process (default on the CPU; on CUDA each case "
@@ -642,11 +669,17 @@ def main(argv: list[str] | None = None) -> int:
         if not name or not n.isdigit() or not any(c.name == name for c in CASES):
             ap.error(f"--batch {spec!r}: expected CASE=N with CASE one of {[c.name for c in CASES]}")
         batches[name] = int(n)
+    switches: dict[str, bool] = {}
+    for spec in args.ember_switch:
+        name, _, v = spec.partition("=")
+        if not name.isidentifier() or v not in ("0", "1"):
+            ap.error(f"--ember-switch {spec!r}: expected NAME=0 or NAME=1")
+        switches[name] = v == "1"
     budget = args.budget if args.budget is not None else (60.0 if args.quick else 150.0)
     if args.tiny:
         budget = min(budget, 2.0 * len(cases))
     cfg = {"device": args.device, "tiny": args.tiny, "batches": batches, "tf32": args.tf32,
-           "ember_sdp": args.ember_sdp,
+           "ember_sdp": args.ember_sdp, "switches": switches,
            "no_torch": args.no_torch,
            "warmup": 1 if args.tiny else (2 if args.quick else 3),
            "max_samples": 2 if args.tiny else (3 if args.quick else 7),
@@ -658,7 +691,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU training throughput, ember vs torch ({args.device}"
           f"{', tiny sizes' if args.tiny else ''}; budget {budget:.0f} s; TF32 "
           f"{'on' if args.tf32 else 'off'}; ember/torch = throughput ratio, target >= "
-          f"{THROUGHPUT_TARGET}; memory target <= {MEMORY_TARGET}x)\n", flush=True)
+          f"{THROUGHPUT_TARGET}; memory target <= {MEMORY_TARGET}x"
+          + "".join(f"; ember {k}={int(v)}" for k, v in switches.items())
+          + (f"; ember sdp {args.ember_sdp}" if args.ember_sdp != "default" else "")
+          + ")\n", flush=True)
     print(HEADER, flush=True)
     hard = args.hard_limit if args.hard_limit is not None else 1.4 * budget + 30
     rows = []

@@ -139,6 +139,16 @@ def test_cuda_train_tiny_cpu_runs_every_case(tmp_path: Path) -> None:
             assert c["ember"]["loss0"] == pytest.approx(c["torch"]["loss0"], rel=rel)
 
 
+def test_cuda_train_ember_switch_errors(tmp_path: Path) -> None:
+    pytest.importorskip("ember")
+    ct = _cuda_train_module()
+    with pytest.raises(SystemExit):  # argparse: not NAME=0|1
+        ct.main(["--device", "cpu", "--tiny", "--ember-switch", "depthwise_native=yes"])
+    with pytest.raises(SystemExit, match="no_such_path"):
+        ct.main(["--device", "cpu", "--tiny", "--in-process", "--no-torch", "--filter", "ncf",
+                 "--ember-switch", "no_such_path=0", "--json", str(tmp_path / "s.json")])
+
+
 def test_cuda_train_isolated_case_and_failing_case(tmp_path: Path, capsys) -> None:
     pytest.importorskip("ember")
     pytest.importorskip("torch")
