@@ -84,8 +84,22 @@ def main() -> None:
     ap.add_argument("--image", type=int, default=224)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--bf16", action="store_true", help="the step under autocast(bfloat16)")
+    ap.add_argument("--shapes", action="store_true",
+                    help="one row per (op, input shapes): which convolutions / norms cost most")
+    ap.add_argument("--switch", action="append", default=[], metavar="NAME=0|1",
+                    help="ember only: ember._C_cuda._set_NAME(bool) first, e.g. "
+                         "depthwise_native=0 (repeatable)")
     args = ap.parse_args()
     fw = importlib.import_module(args.framework)
+    for spec in args.switch:
+        name, _, v = spec.partition("=")
+        if v not in ("0", "1") or not name.isidentifier():
+            ap.error(f"--switch {spec!r}: expected NAME=0 or NAME=1")
+        if args.framework == "ember":
+            ext = importlib.import_module("ember._C_cuda")
+            if not hasattr(ext, f"_set_{name}"):
+                ap.error(f"--switch {name}: ember._C_cuda has no _set_{name}")
+            getattr(ext, f"_set_{name}")(v == "1")
     if args.device == "cuda":
         fw.backends.cuda.matmul.allow_tf32 = False
         fw.backends.cudnn.allow_tf32 = False
@@ -114,7 +128,7 @@ def main() -> None:
     if device:
         acts.append(fw.profiler.ProfilerActivity.CUDA)
     t0 = time.perf_counter()
-    with fw.profiler.profile(activities=acts) as prof:
+    with fw.profiler.profile(activities=acts, record_shapes=args.shapes) as prof:
         for _ in range(args.steps):
             step()
         sync()
@@ -122,10 +136,13 @@ def main() -> None:
     if args.device == "cuda":
         _report_syncs_and_raw_allocs(fw, step)
     how = "CUDA activity" if device else "host times (run with CUDA_LAUNCH_BLOCKING=1 on a GPU)"
-    print(f"{args.framework} {args.model}{' bf16' if args.bf16 else ''} batch {args.batch}: {dt * 1e3:.1f} ms/step under the "
-          f"profiler, {args.steps} steps; ranked by {how}")
+    switches = "".join(f", {s}" for s in args.switch) if args.framework == "ember" else ""
+    print(f"{args.framework} {args.model}{' bf16' if args.bf16 else ''} batch {args.batch}"
+          f"{switches}: {dt * 1e3:.1f} ms/step under the profiler, {args.steps} steps; ranked by "
+          f"{how}")
     key = "self_cuda_time_total" if device else "self_cpu_time_total"
-    print(prof.key_averages().table(sort_by=key, row_limit=args.rows))
+    print(prof.key_averages(group_by_input_shape=args.shapes).table(sort_by=key,
+                                                                    row_limit=args.rows))
 
 
 if __name__ == "__main__":
