@@ -433,7 +433,10 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     if n == 0:
         return digamma(x)
     sign = 1.0 if n % 2 == 1 else -1.0
-    return (sign * math.factorial(n)) * zeta(float(n + 1), x)
+    # n! overflows a double past 170 (inf, as torch's result); math.factorial of a huge n
+    # would also take forever.
+    fact = float(math.factorial(n)) if n <= 170 else math.inf
+    return (sign * fact) * zeta(float(n + 1), x)
 
 
 # ---- Bessel, Airy and polynomial functions: the native ops special_* ---------------------------
