@@ -135,8 +135,23 @@ def params(N, C, M, H, W, KH, KW, st=(1, 1), pd=(0, 0), dl=(1, 1)):
     Ho = (H + 2 * pd[0] - (dl[0] * (KH - 1) + 1)) // st[0] + 1
     Wo = (W + 2 * pd[1] - (dl[1] * (KW - 1) + 1)) // st[1] + 1
     assert Ho >= 1 and Wo >= 1, "make_window_geom refuses a kernel wider than the padded input"
-    return NS(N=N, C=C, M=M, H=H, W=W, Ho=Ho, Wo=Wo, KH=KH, KW=KW, sh=st[0], sw=st[1],
-              ph=pd[0], pw=pd[1], dh=dl[0], dw=dl[1])
+    return NS(
+        N=N,
+        C=C,
+        M=M,
+        H=H,
+        W=W,
+        Ho=Ho,
+        Wo=Wo,
+        KH=KH,
+        KW=KW,
+        sh=st[0],
+        sw=st[1],
+        ph=pd[0],
+        pw=pd[1],
+        dh=dl[0],
+        dw=dl[1],
+    )
 
 
 def fits_int32(p):
@@ -209,8 +224,10 @@ def dw_forward_kernel(c, total, x, w, bias, y, d, KS, ar):
                 iw = ix(d, iw0 + kw * d.dw)
                 if iw < 0 or iw >= d.W:
                     continue
-                acc = ar.add(acc, ar.mul(ar.load(w, wb + kh * KW + kw),
-                                         ar.load(x, xb + ix(d, ih * d.W + iw))))
+                acc = ar.add(
+                    acc,
+                    ar.mul(ar.load(w, wb + kh * KW + kw), ar.load(x, xb + ix(d, ih * d.W + iw))),
+                )
         if bias is not None:
             acc = ar.add(acc, ar.load(bias, co))
         ar.store(y, e, acc)
@@ -245,8 +262,12 @@ def dw_input_grad_kernel(c, total, go, w, gi, d, KS, ST, ar):
                     ow = tw // sw
                     if ow * sw != tw or ow >= d.Wo:
                         continue
-                    acc = ar.add(acc, ar.mul(ar.load(w, wb + kh * KW + kw),
-                                             ar.load(go, gb + ix(d, oh * d.Wo + ow))))
+                    acc = ar.add(
+                        acc,
+                        ar.mul(
+                            ar.load(w, wb + kh * KW + kw), ar.load(go, gb + ix(d, oh * d.Wo + ow))
+                        ),
+                    )
         ar.store(gi, e, acc)
 
 
@@ -342,8 +363,20 @@ def run_forward(x, w, b, y, p, ar, seed):
     total = p.N * p.C * p.M * p.Ho * p.Wo
     i32 = fits_int32(p) and not FORCE_I64
     KS = 3 if i32 and fixed_kernel(p, 3) else 5 if i32 and fixed_kernel(p, 5) else 0
-    launch(dw_forward_kernel, blocks_for(total), K_BLOCK, total, x, w, b, y, dims_of(p, i32), KS,
-           ar, seed=seed)
+    launch(
+        dw_forward_kernel,
+        blocks_for(total),
+        K_BLOCK,
+        total,
+        x,
+        w,
+        b,
+        y,
+        dims_of(p, i32),
+        KS,
+        ar,
+        seed=seed,
+    )
     return KS
 
 
@@ -353,8 +386,20 @@ def run_backward_input(go, w, gi, p, ar, seed):
     st = p.sh if p.sh == p.sw and p.sh in (1, 2) else 0
     KS = 3 if i32 and fixed_kernel(p, 3) else 5 if i32 and fixed_kernel(p, 5) else 0
     ST = st if KS > 0 else 0
-    launch(dw_input_grad_kernel, blocks_for(total), K_BLOCK, total, go, w, gi, dims_of(p, i32),
-           KS, ST, ar, seed=seed)
+    launch(
+        dw_input_grad_kernel,
+        blocks_for(total),
+        K_BLOCK,
+        total,
+        go,
+        w,
+        gi,
+        dims_of(p, i32),
+        KS,
+        ST,
+        ar,
+        seed=seed,
+    )
     return KS, ST
 
 
@@ -366,10 +411,31 @@ def run_backward_weight(go, x, gw, p, ar, seed):
     assert pl.rows <= 0x7FFFFFFF
     R = p.N * p.Ho * p.Wo
     partial = Mem.output("partial", n * pl.S, obj=True)
-    launch(dw_weight_grad_kernel, (pl.rows, pl.S), K_BLOCK, go, x, partial, dims_of(p, i32), R,
-           pl.chunk, ks, ar, seed=seed)
-    launch(dw_weight_grad_finish_kernel, blocks_for(n), K_BLOCK, n, partial, pl.S, gw, ar,
-           seed=seed + 1)
+    launch(
+        dw_weight_grad_kernel,
+        (pl.rows, pl.S),
+        K_BLOCK,
+        go,
+        x,
+        partial,
+        dims_of(p, i32),
+        R,
+        pl.chunk,
+        ks,
+        ar,
+        seed=seed,
+    )
+    launch(
+        dw_weight_grad_finish_kernel,
+        blocks_for(n),
+        K_BLOCK,
+        n,
+        partial,
+        pl.S,
+        gw,
+        ar,
+        seed=seed + 1,
+    )
     return ks, pl
 
 
@@ -396,7 +462,7 @@ def ref_numeric(x, w, b, go, p):
     if b is not None:
         y += b[None, :, None, None]
     gx = gxr.reshape(N, C, M, *gxr.shape[2:]).sum(axis=2)
-    gx = gx[:, :, p.ph:p.ph + H, p.pw:p.pw + W]
+    gx = gx[:, :, p.ph : p.ph + H, p.pw : p.pw + W]
     return y, gx, gw
 
 
@@ -441,8 +507,10 @@ def symbols(name, n):
 def written_once(m, what, fails):
     bad = np.flatnonzero(m.writes != 1)
     if bad.size:
-        fails.append(f"{what}: {bad.size} of {m.writes.size} elements written "
-                     f"{sorted(set(m.writes[bad].tolist()))} times (e.g. index {bad[0]})")
+        fails.append(
+            f"{what}: {bad.size} of {m.writes.size} elements written "
+            f"{sorted(set(m.writes[bad].tolist()))} times (e.g. index {bad[0]})"
+        )
         return False
     return True
 
@@ -474,8 +542,10 @@ def check_symbolic(p, bias, fails, seed=0):
             if Terms(got) != r:
                 extra = Terms(got) - r
                 missing = r - Terms(got)
-                fails.append(f"{what} {name}[{i}]: {sum(missing.values())} term(s) missing, "
-                             f"{sum(extra.values())} extra (e.g. {list((missing or extra))[:1]})")
+                fails.append(
+                    f"{what} {name}[{i}]: {sum(missing.values())} term(s) missing, "
+                    f"{sum(extra.values())} extra (e.g. {list((missing or extra))[:1]})"
+                )
                 break
 
 
@@ -499,10 +569,13 @@ def check_numeric(p, T, bias, fails, seed=0):
         fails.append(f"{what}: {err}")
         return
     f64 = np.float64
-    ry, rgi, rgw = ref_numeric(x.astype(f64).reshape(p.N, p.C, p.H, p.W),
-                               w.astype(f64).reshape(Co, 1, p.KH, p.KW),
-                               b.astype(f64) if bias else None,
-                               go.astype(f64).reshape(p.N, Co, p.Ho, p.Wo), p)
+    ry, rgi, rgw = ref_numeric(
+        x.astype(f64).reshape(p.N, p.C, p.H, p.W),
+        w.astype(f64).reshape(Co, 1, p.KH, p.KW),
+        b.astype(f64) if bias else None,
+        go.astype(f64).reshape(p.N, Co, p.Ho, p.Wo),
+        p,
+    )
     tol = TOL[T.name]
     for name, m, ref in (("forward", y, ry), ("input grad", gi, rgi), ("weight grad", gw, rgw)):
         if not written_once(m, f"{what} {name}", fails):
@@ -524,8 +597,10 @@ def check_against_ember(fails):
     except ImportError:
         print("  (ember not importable: the reference is not cross-checked)")
         return
-    for p, bias in ((params(2, 3, 2, 7, 6, 3, 3, (2, 1), (1, 2), (1, 2)), True),
-                    (params(1, 4, 1, 5, 9, 2, 4, (1, 2), (2, 0), (2, 1)), False)):
+    for p, bias in (
+        (params(2, 3, 2, 7, 6, 3, 3, (2, 1), (1, 2), (1, 2)), True),
+        (params(1, 4, 1, 5, 9, 2, 4, (1, 2), (2, 0), (2, 1)), False),
+    ):
         Co = p.C * p.M
         x = RNG.standard_normal((p.N, p.C, p.H, p.W))
         w = RNG.standard_normal((Co, 1, p.KH, p.KW))
@@ -533,10 +608,12 @@ def check_against_ember(fails):
         go = RNG.standard_normal((p.N, Co, p.Ho, p.Wo))
         ry, rgi, rgw = ref_numeric(x, w, b, go, p)
         args = ([p.sh, p.sw], [p.ph, p.pw], [p.dh, p.dw], False, [0, 0], p.C)
-        ey = ember.convolution(ember.tensor(x), ember.tensor(w),
-                               ember.tensor(b) if bias else None, *args)
-        egi, egw, _ = ember.convolution_backward(ember.tensor(go), ember.tensor(x),
-                                                 ember.tensor(w), *args, True, True, False)
+        ey = ember.convolution(
+            ember.tensor(x), ember.tensor(w), ember.tensor(b) if bias else None, *args
+        )
+        egi, egw, _ = ember.convolution_backward(
+            ember.tensor(go), ember.tensor(x), ember.tensor(w), *args, True, True, False
+        )
         RUNS["reference vs ember CPU"] += 1
         for name, e, r in (("y", ey, ry), ("gi", egi, rgi), ("gw", egw, rgw)):
             if not np.allclose(e.numpy(), r, rtol=1e-10, atol=1e-10):
@@ -561,10 +638,12 @@ def check_plans(fails):
 def check_int32_bounds(fails):
     """For large problems that fits_int32 accepts, the extreme threads' index intermediates fit
     int32 (the index math alone, via the symbolic kernels' checks, on sampled threads)."""
-    cases = [params(1, 1, 1, 46340, 46340, 3, 3, pd=(1, 1)),
-             params(64, 960, 1, 7, 7, 3, 3, pd=(1, 1)),
-             params(1, 2, 1, 1, (1 << 29) - 10, 1, 5, pd=(0, 2), dl=(1, 3)),
-             params(2, 1, 2, 3, 100000, 1, 7, (1, 3), (0, 1000), (1, 1000))]
+    cases = [
+        params(1, 1, 1, 46340, 46340, 3, 3, pd=(1, 1)),
+        params(64, 960, 1, 7, 7, 3, 3, pd=(1, 1)),
+        params(1, 2, 1, 1, (1 << 29) - 10, 1, 5, pd=(0, 2), dl=(1, 3)),
+        params(2, 1, 2, 3, 100000, 1, 7, (1, 3), (0, 1000), (1, 1000)),
+    ]
     for p in cases:
         i32 = fits_int32(p)
         d = dims_of(p, i32)
@@ -710,8 +789,10 @@ def self_test():
                 check_symbolic(p, True, fails, seed=k)
             check_numeric(p, F32, True, fails, seed=k)
         caught = bool(fails)
-        print(f"planted bug {name} ({desc}): {'caught' if caught else 'NOT CAUGHT'}"
-              + (f": {fails[0][:150]}" if fails else ""))
+        print(
+            f"planted bug {name} ({desc}): {'caught' if caught else 'NOT CAUGHT'}"
+            + (f": {fails[0][:150]}" if fails else "")
+        )
         status |= 0 if caught else 1
     PLANT.clear()
     return status

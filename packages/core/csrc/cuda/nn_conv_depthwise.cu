@@ -44,8 +44,7 @@ bool native_enabled() { return g_native.load(std::memory_order_relaxed); }
 void set_native_enabled(bool on) { g_native.store(on, std::memory_order_relaxed); }
 int64_t native_passes() { return g_passes.load(std::memory_order_relaxed); }
 
-bool use_native(const nn::ConvArgs& a, const Tensor& input, const Tensor& weight,
-                bool transposed) {
+bool use_native(const nn::ConvArgs& a, const Tensor& input, const Tensor& weight, bool transposed) {
   if (!native_enabled() || transposed) return false;
   if (a.k < 1 || a.k > 2 || a.G != a.C || a.G < 2 || a.Co % a.C != 0) return false;
   if (input->numel() == 0 || weight->numel() == 0 || a.N == 0 || a.Co == 0) return false;
@@ -89,7 +88,7 @@ struct Dims {
 template <class I>
 Dims<I> dims_of(const Params& p) {
   return Dims<I>{I(p.N),  I(p.C),  I(p.M),  I(p.C * p.M), I(p.H),  I(p.W),  I(p.Ho), I(p.Wo),
-                 I(p.KH), I(p.KW), I(p.sh), I(p.sw),       I(p.ph), I(p.pw), I(p.dh), I(p.dw)};
+                 I(p.KH), I(p.KW), I(p.sh), I(p.sw),      I(p.ph), I(p.pw), I(p.dh), I(p.dw)};
 }
 
 // Whether the 32-bit index math is exact: every linear index below 2^31, and every coordinate

@@ -31,8 +31,7 @@ int64_t native_passes();
 // cuDNN's per-shape depthwise heuristics: every contiguous (NCHW) depthwise problem of the four
 // dtypes is native. Channels-last operands with cuDNN off or not loaded run natively too (on
 // contiguous copies; the result is contiguous), as PyTorch's native kernels do.
-bool use_native(const nn::ConvArgs& a, const Tensor& input, const Tensor& weight,
-                bool transposed);
+bool use_native(const nn::ConvArgs& a, const Tensor& input, const Tensor& weight, bool transposed);
 
 // The sizes of one depthwise problem: x (N, C, H, W), w (C * M, 1, KH, KW), y (N, C * M, Ho, Wo).
 struct Params {
