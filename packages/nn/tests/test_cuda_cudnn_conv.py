@@ -8,6 +8,9 @@ error strings even without a GPU).
 On a GPU (skipped without): conv1d/2d/3d, groups, depthwise, stride / padding / dilation,
 transposed, channels-last inputs, forward and gradients against the CPU, through cuDNN when it is
 available and through the GEMM kernels with cuDNN disabled; benchmark mode's algorithm cache.
+Contiguous depthwise convolutions run on ember's native kernels (nn_conv_depthwise.cu), not on
+cuDNN, as in PyTorch: their cuDNN passes are checked with the native switch
+(_C_cuda._set_depthwise_native) off.
 Tolerances (relative, and absolute relative to the largest reference magnitude): float32 with TF32
 off 1e-4 (cuDNN's FFT / Winograd algorithms round differently from a direct sum), float64 1e-10,
 float16 2e-2, bfloat16 5e-2, float32 with TF32 on 1e-2.
@@ -293,7 +296,9 @@ def _run_case(case, dtype, layout_cl=False, bias=True):
 
 
 def _stats():
-    return dict(_ext()._cudnn_stats())
+    s = dict(_ext()._cudnn_stats())
+    s["native_passes"] = _ext()._depthwise_native_passes()
+    return s
 
 
 def _params(dtypes):
@@ -306,14 +311,27 @@ def _params(dtypes):
     return out
 
 
-def _check_cudnn_passes(before, what, strict):
+def _native_depthwise(case, layout_cl):
+    """Whether the case runs on the native depthwise kernels: a contiguous, non-transposed
+    convolution with groups == in_channels > 1 in 1 or 2 spatial dims, switch on."""
+    name, _, xs, _, kw = case
+    return (not name.startswith("conv_transpose") and len(xs) <= 4 and not layout_cl
+            and kw.get("groups", 1) == xs[1] > 1 and _ext()._depthwise_native())
+
+
+def _check_cudnn_passes(before, what, strict, native=False):
     """After one forward and backward: the three passes (forward, data and filter gradients)
     ran on cuDNN when it is available. A pass cuDNN declined ran on the GEMM kernels (correct, but
     slower): a failure when strict (float32, contiguous: cuDNN covers every case here), else a
-    warning naming cuDNN's reason."""
+    warning naming cuDNN's reason. native: a depthwise case on the native kernels, which ran all
+    three passes and cuDNN none."""
+    after = _stats()
+    if native:
+        assert after["runs"] == before["runs"] and after["fallbacks"] == before["fallbacks"], what
+        assert after["native_passes"] - before["native_passes"] == 3, (what, after)
+        return
     if not cudnn.is_available():
         return
-    after = _stats()
     runs, declined = after["runs"] - before["runs"], after["fallbacks"] - before["fallbacks"]
     assert runs + declined == 3, (what, after)
     if strict:
@@ -331,7 +349,27 @@ def test_conv_matches_cpu(case, dtype):
     for i, (g, r) in enumerate(zip(got, ref)):
         assert g.device.type == "cuda" and g.dtype == getattr(ember, dtype), (case[0], i)
         close(g, r, TOL[dtype], f"{case[0]} {dtype} result {i}")
-    _check_cudnn_passes(before, f"{case[0]} {dtype}", strict=dtype == "float32")
+    _check_cudnn_passes(before, f"{case[0]} {dtype}", strict=dtype == "float32",
+                        native=_native_depthwise(case, False))
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_depthwise_through_cudnn_with_the_native_kernels_off(dtype):
+    """The depthwise case through cuDNN (as before the native kernels), switch off."""
+    case = next(c for c in CASES if c[0] == "conv2d_depthwise")
+    ext = _ext()
+    prev = ext._depthwise_native()
+    ext._set_depthwise_native(False)
+    try:
+        before = _stats()
+        ref, got, _ = _run_case(case, dtype)
+        for i, (g, r) in enumerate(zip(got, ref)):
+            close(g, r, TOL[dtype], f"depthwise via cuDNN {dtype} result {i}")
+        _check_cudnn_passes(before, f"depthwise via cuDNN {dtype}", strict=dtype == "float32")
+        assert _stats()["native_passes"] == before["native_passes"]
+    finally:
+        ext._set_depthwise_native(prev)
 
 
 @needs_cuda
@@ -345,7 +383,9 @@ def test_channels_last_matches_cpu(case, dtype):
     for i, (g, r) in enumerate(zip(got, ref)):
         close(g, r, TOL[dtype], f"{case[0]} channels_last result {i}")
     strict = dtype == "float32" and case[0] in ("conv2d", "conv2d_stride_dilation")
-    _check_cudnn_passes(before, f"{case[0]} channels_last {dtype}", strict)
+    # A channels-last depthwise input goes to cuDNN; without cuDNN, to the native kernels.
+    _check_cudnn_passes(before, f"{case[0]} channels_last {dtype}", strict,
+                        native=_native_depthwise(case, cudnn.is_available()))
     if strict and cudnn.is_available():  # cuDNN keeps the input's layout, as PyTorch does
         assert is_channels_last(out), out.stride()
 

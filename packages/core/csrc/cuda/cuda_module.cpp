@@ -20,6 +20,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/cudnn_conv.h"
 #include "cuda/linalg_ops.h"
+#include "cuda/nn_conv_depthwise.h"
 #include "cuda/random_ops.h"
 
 namespace py = pybind11;
@@ -79,6 +80,10 @@ PYBIND11_MODULE(_C_cuda, m) {
   bind_random(m);  // random_ops.cu: the per-device generators
   cudnn::bind(m);  // cudnn_conv.cpp: cuDNN loading, switches and algorithm cache
   cupti::bind(m);  // cupti_activity.cpp: CUPTI kernel timing for ember.profiler
+  // nn_conv_depthwise.cu: the A/B switch of the native depthwise kernels, and their pass count.
+  m.def("_set_depthwise_native", &depthwise::set_native_enabled, py::arg("on"));
+  m.def("_depthwise_native", &depthwise::native_enabled);
+  m.def("_depthwise_native_passes", &depthwise::native_passes);
   m.def("is_available", [] { return device_count() > 0; });
   m.def("device_count", &device_count);
   m.def("current_device", &current_device);

@@ -12,6 +12,10 @@
 // pass through cuDNN first (cudnn_conv.h), on contiguous or channels-last operands (the layout of
 // the input or weight when either is channels-last; the results then are channels-last too); a
 // pass cuDNN declines runs on the GEMM-based kernels here, on contiguous copies.
+//
+// Depthwise convolutions (groups == in_channels > 1, 1 or 2 spatial dims) run on the native
+// kernels of nn_conv_depthwise.h instead, in all three passes, unless their operands are
+// channels-last and cuDNN can take them (depthwise::use_native has the rule).
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
@@ -23,6 +27,7 @@
 #include "cuda/gemm.h"
 #include "cuda/index_common.cuh"
 #include "cuda/nn_common.cuh"
+#include "cuda/nn_conv_depthwise.h"
 #include "kernels/conv_rules.h"
 #include "ops.h"
 #include "ops/op_types.h"
@@ -475,6 +480,12 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
     g = nn::transposed_window_geom(op, out_sp, input, a);
     for (int64_t v : out_sp) out_shape.push_back(v);
   }
+  if (depthwise::use_native(a, input, weight, transposed)) {
+    Tensor x = ix::contiguous(input, op), w = ix::contiguous(weight, op);
+    Tensor out = empty(out_shape, x->dtype(), x->device());
+    depthwise::forward(x, w, b, out, depthwise::make_params(a.N, a.C, a.Co, g), op);
+    return out;
+  }
   if (cudnn_candidate(a, input, weight, transposed)) {
     const bool cl = cudnn_channels_last(a, input, weight);
     Tensor xl = in_layout(input, cl, op), wl = in_layout(weight, cl, op);
@@ -511,8 +522,22 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(
   nn::check_conv_grad_output(op, grad_output, input, weight, a, transposed, &ix::check_same_device);
   DeviceGuard guard(ix::device_index(input));
   Tensor gi, gw, gb;
+  const bool native_dw = depthwise::use_native(a, input, weight, transposed);
+  if (native_dw && (input_grad || weight_grad)) {
+    const Geom g = nn::make_window_geom(op, trailing(input, k), a.ks, a.dl, a.pd, a.st);
+    const depthwise::Params p = depthwise::make_params(a.N, a.C, a.Co, g);
+    Tensor go = ix::contiguous(grad_output, op);
+    if (input_grad) {
+      gi = empty(input->sizes(), input->dtype(), input->device());
+      depthwise::backward_input(go, ix::contiguous(weight, op), gi, p, op);
+    }
+    if (weight_grad) {
+      gw = empty(weight->sizes(), weight->dtype(), weight->device());
+      depthwise::backward_weight(go, ix::contiguous(input, op), gw, p, op);
+    }
+  }
   // The cuDNN passes; any it declines runs on the GEMM kernels below.
-  if ((input_grad || weight_grad) && grad_output->numel() > 0 &&
+  if (!native_dw && (input_grad || weight_grad) && grad_output->numel() > 0 &&
       cudnn_candidate(a, input, weight, transposed)) {
     const bool cl = cudnn_channels_last(a, input, weight);
     const cudnn::ConvParams cp{a.pd, a.st, a.dl, a.G};
