@@ -8,6 +8,8 @@
 #   PHASES="build smoke" bash tools/gpu_check.sh   # only the crash diagnosis (tools/gpu_smoke.py)
 #   TESTS="packages/core/tests/test_cuda_runtime.py" bash tools/gpu_check.sh
 #   PHASES="build bench" TRAIN_BENCH_ARGS="--filter resnet" bash tools/gpu_check.sh
+#   PHASES="build ab" bash tools/gpu_check.sh   # ember's kernel-path switches, off vs on
+#   (AB="case:switch ...", default below; AB_BUDGET seconds per run, default 25)
 #   (the bench phase: benchmarks/cases_cuda.py, then the training benchmark
 #   benchmarks/cuda_train.py with TRAIN_BENCH_BUDGET seconds, default 150, cut to what is left
 #   of TOTAL_LIMIT, default 470)
@@ -208,6 +210,28 @@ if [[ " $phases " == *" bench "* ]]; then
     cat "$out/cuda_train.md" | tee -a "$report" >/dev/null
     [ $rc -ne 0 ] && tail -15 "$out/cuda_train.log" | tee -a "$report" >/dev/null
   fi
+fi
+# ---- ab: one training case with one of ember's kernel-path switches off, then on ------------
+# (benchmarks/cuda_train.py --ember-switch NAME=0|1, ember only): which path is faster here.
+if [[ " $phases " == *" ab "* ]]; then
+  say ""
+  say "## A/B of ember's kernel-path switches (cuda_train.py, ember only, throughput)"
+  for pair in ${AB:-mobilenet_v2:depthwise_native gpt2:sdpa_tensor_cores resnet50:cudnn_graph}; do
+    case_=${pair%%:*} sw=${pair#*:}
+    line="- $case_, $sw:"
+    for v in 0 1; do
+      timeout "$((${AB_BUDGET:-25} + 60))" python3 benchmarks/cuda_train.py --no-torch \
+        --filter "$case_" --budget "${AB_BUDGET:-25}" --ember-switch "$sw=$v" \
+        --json "$out/ab_${case_}_${sw}_$v.json" >"$out/ab_${case_}_${sw}_$v.md" 2>&1
+      rc=$?
+      got=$(python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))['cases'][0]['ember']
+print(r.get('throughput') or r.get('status'))" "$out/ab_${case_}_${sw}_$v.json" 2>/dev/null)
+      line="$line $sw=$v: ${got:-exit $rc}"
+    done
+    say "$line"
+  done
 fi
 # ---- profile: where a training step's GPU time goes, per op, ember then torch --------------
 # (tools/gpu_profile_train.py; ember under CUDA_LAUNCH_BLOCKING=1 unless its profiler records
