@@ -323,7 +323,8 @@ def _inv_sqrt(v):
         return float(np.float64(1.0) / np.sqrt(np.float64(v)))
 
 
-def bn_forward_finalize_kernel(c, part, splits, C, count, eps, momentum, w, b, rm, rv, sm, si, coef, T):
+def bn_forward_finalize_kernel(c, part, splits, C, count, eps, momentum, w, b, rm, rv, sm, si,
+                               coef, T):
     A = acc_ty(T).acc
     ch = (c.bx * c.bdx + c.tx) >> 5
     lane = c.tx & 31
@@ -579,8 +580,8 @@ def native_batch_norm_backward(g_mem, x, cl, N, C, HW, T, w, save_mean, save_inv
                 t.data[:] = 0
                 t.writes[:] = 1
         return gi, gw, gb
-    geo = bn_geom(cl, N, C, HW, ITEMSIZE[T.name], [x.addr, g_mem.addr, gi_addr if input_grad else None],
-                  min_per_thread)
+    addrs = [x.addr, g_mem.addr, gi_addr if input_grad else None]
+    geo = bn_geom(cl, N, C, HW, ITEMSIZE[T.name], addrs, min_per_thread)
     coef = None
     if need_sums:
         grid, sp = bn_reduce_plan(geo)
@@ -744,7 +745,8 @@ def check_batch(shape, T, *, P=None, affine=True, training=True, running=True, c
               failures=fails)
     else:
         assert cgi is None
-    for name, mine, cpu, want in (("grad_weight", gw, cgw, wants[1]), ("grad_bias", gb, cgb, wants[2])):
+    for name, mine, cpu, want in (("grad_weight", gw, cgw, wants[1]),
+                                  ("grad_bias", gb, cgb, wants[2])):
         if not want:
             continue
         if C and not np.all(mine.writes == 1):

@@ -5,7 +5,6 @@ against ember's CPU kernels (ember._C.native_*). Run: PYTHONPATH=<build>/site py
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from types import SimpleNamespace as NS

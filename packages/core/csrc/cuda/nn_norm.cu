@@ -478,7 +478,7 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
 // grad_bias, the input gradient's coefficients) and the input gradient; eval backward without
 // parameter gradients is the last step alone.
 
-constexpr int kBnThreads = 256;  // threads of every batch norm block
+constexpr int kBnThreads = 256;      // threads of every batch norm block
 constexpr int kBnMinPerThread = 16;  // elements per thread a reduction split gets at least
 constexpr int kBnMaxBlocks = 1024;   // reduction blocks wanted over all channels
 
@@ -648,9 +648,7 @@ struct BnSums {  // sum g and sum g * (x - mean[c])
     bn_load<T, V>(x + off, xv);
     bn_load<T, V>(g + off, gv);
   }
-  __device__ __forceinline__ A context(int64_t c) const {
-    return static_cast<A>(mean.get(c, 0.0));
-  }
+  __device__ __forceinline__ A context(int64_t c) const { return static_cast<A>(mean.get(c, 0.0)); }
   __device__ __forceinline__ static S empty() { return {A(0), A(0)}; }
   __device__ __forceinline__ static void add(S& s, A m, A xv, A gv) {
     s.sg += gv;
@@ -812,8 +810,7 @@ __global__ void bn_forward_finalize_kernel(const acc_t<T>* part, int64_t splits,
   save_mean.set(c, mean);
   save_invstd.set(c, invstd);
   if (rm.dt >= 0) rm.set(c, (1 - momentum) * rm.get(c, 0.0) + momentum * mean);
-  if (rv.dt >= 0)
-    rv.set(c, (1 - momentum) * rv.get(c, 0.0) + momentum * var * count / (count - 1));
+  if (rv.dt >= 0) rv.set(c, (1 - momentum) * rv.get(c, 0.0) + momentum * var * count / (count - 1));
 }
 
 // Per channel from the partial sums: grad_weight = sum g * xhat, grad_bias = sum g (either
@@ -938,8 +935,8 @@ __global__ void bn_apply_planes_kernel(const T* x, const T* g, T* out, BnCoef<ac
 // rows y * blockDim.y + ty, + gridDim.y * blockDim.y, ... < R; forward eval's saved statistics
 // are written by the threads ty = 0 of the blocks y = 0.
 template <class T, int V, bool kBackward>
-__global__ void bn_apply_rows_kernel(const T* x, const T* g, T* out, BnCoef<acc_t<T>> cf,
-                                     int64_t C, int64_t Cv, int64_t R) {
+__global__ void bn_apply_rows_kernel(const T* x, const T* g, T* out, BnCoef<acc_t<T>> cf, int64_t C,
+                                     int64_t Cv, int64_t R) {
   using A = acc_t<T>;
   const int64_t cv = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (cv >= Cv) return;
@@ -995,7 +992,8 @@ struct BnSplit {
   int64_t splits, per;
 };
 inline BnSplit bn_split(int64_t blocks_x, int64_t total, int64_t min_per) {
-  int64_t splits = std::max<int64_t>(1, (kBnMaxBlocks + blocks_x - 1) / std::max<int64_t>(blocks_x, 1));
+  const int64_t bx = std::max<int64_t>(blocks_x, 1);
+  int64_t splits = std::max<int64_t>(1, (kBnMaxBlocks + bx - 1) / bx);
   splits = std::min<int64_t>(splits, std::max<int64_t>(1, (total + min_per - 1) / min_per));
   const int64_t per = std::max<int64_t>(1, (total + splits - 1) / splits);
   return {std::max<int64_t>(1, (total + per - 1) / per), per};
@@ -1017,8 +1015,8 @@ template <class P, int V>
 void bn_launch_reduce(const BnGeom& g, const P& pol, typename P::A* part, const dim3& grid,
                       const BnSplit& sp, cudaStream_t st, const char* op) {
   if (g.rows) {
-    bn_reduce_rows_kernel<P, V><<<grid, dim3(g.bx, g.by), 0, st>>>(pol, part, g.C, g.inner_v(),
-                                                                   g.R, sp.per);
+    bn_reduce_rows_kernel<P, V>
+        <<<grid, dim3(g.bx, g.by), 0, st>>>(pol, part, g.C, g.inner_v(), g.R, sp.per);
   } else {
     bn_reduce_planes_kernel<P, V>
         <<<grid, kBnThreads, 0, st>>>(pol, part, g.C, g.HW, g.inner_v(), g.N * g.inner_v(), sp.per);
@@ -1038,8 +1036,8 @@ void bn_reduce(const BnGeom& g, const P& pol, acc_t<T>* part, const dim3& grid, 
 }
 
 template <class T, int V, bool kBackward>
-void bn_launch_apply(const BnGeom& g, const T* x, const T* gr, T* out,
-                     const BnCoef<acc_t<T>>& cf, cudaStream_t st, const char* op) {
+void bn_launch_apply(const BnGeom& g, const T* x, const T* gr, T* out, const BnCoef<acc_t<T>>& cf,
+                     cudaStream_t st, const char* op) {
   if (g.rows) {
     const int64_t gx = (g.inner_v() + g.bx - 1) / g.bx;
     const int64_t gy = std::min<int64_t>((g.R + g.by - 1) / g.by, 65535);
@@ -1048,7 +1046,8 @@ void bn_launch_apply(const BnGeom& g, const T* x, const T* gr, T* out,
             x, gr, out, cf, g.C, g.inner_v(), g.R);
   } else {
     const int64_t hwv = g.inner_v(), nc = g.N * g.C;
-    const int64_t threads = std::min<int64_t>(kBnThreads, std::max<int64_t>(32, (hwv + 31) / 32 * 32));
+    const int64_t threads =
+        std::min<int64_t>(kBnThreads, std::max<int64_t>(32, (hwv + 31) / 32 * 32));
     const int64_t gx = std::min<int64_t>(nc, 0x7fffffff);
     const int64_t gy = std::min<int64_t>((hwv + threads - 1) / threads, 65535);
     bn_apply_planes_kernel<T, V, kBackward>
@@ -1168,11 +1167,10 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
         A* coef = part + BnStats<T>::K * splits * C;
         bn_reduce<T>(g, BnStats<T>{px}, part, plan.first, plan.second, st, op);
         bn_forward_finalize_kernel<T><<<bn_warp_blocks(C), kBnThreads, 0, st>>>(
-            part, splits, C, static_cast<double>(count), eps, momentum, w, b, rm, rv, sm, si,
-            coef);
+            part, splits, C, static_cast<double>(count), eps, momentum, w, b, rm, rv, sm, si, coef);
         check_launch(op);
-        const BnCoef<A> cf{coef, C, w, b, rm, rv, ChanVec{nullptr, 0, -1},
-                           ChanVec{nullptr, 0, -1}, eps};
+        const BnCoef<A> cf{coef, C, w, b, rm, rv, ChanVec{nullptr, 0, -1}, ChanVec{nullptr, 0, -1},
+                           eps};
         bn_apply<T, false>(g, px, nullptr, po, cf, st, op);
       } else if (total > 0) {
         const BnCoef<A> cf{nullptr, C, w, b, rm, rv, sm, si, eps};
@@ -1247,8 +1245,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
     using A = acc_t<T>;
-    const BnGeom geo = bn_geom(cl, N, C, HW, sizeof(T),
-                               {x->data(), g->data(), gi ? gi->data() : nullptr});
+    const BnGeom geo =
+        bn_geom(cl, N, C, HW, sizeof(T), {x->data(), g->data(), gi ? gi->data() : nullptr});
     const T* px = x->data_as<T>();
     const T* pg = g->data_as<T>();
     Tensor scratch;
