@@ -1,10 +1,10 @@
-"""Emulation of packages/core/csrc/cuda/nn_norm.cu (layer / RMS / group / batch norm, forward and
-backward, running statistics), kernel by kernel and host function by host function, against
-ember's CPU kernels (ember._C.native_*). Run: PYTHONPATH=<build>/site python3 nn_norm.py [-q]."""
+"""Emulation of packages/core/csrc/cuda/nn_norm.cu (layer / RMS / group norm, forward and
+backward; batch norm: nn_batch_norm.py), kernel by kernel and host function by host function,
+against ember's CPU kernels (ember._C.native_*). Run: PYTHONPATH=<build>/site python3 nn_norm.py
+[-q]."""
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from types import SimpleNamespace as NS
@@ -40,16 +40,9 @@ class ChanGeom:
         self.fast = o * p * k <= K_INDEX_LIMIT and p >= 1 and k >= 1
         if self.fast:
             self.kdiv = IntDivider(k)
-            self.pdiv = IntDivider(p)
 
     def outer_of(self, idx):
         return self.kdiv.div(idx) if self.fast else idx // self.K
-
-    def channel_of(self, i):
-        if self.fast:
-            q = self.kdiv.div(i)
-            return (q - self.pdiv.div(q) * self.pdiv.divisor) & M32
-        return (i // self.K) % self.P
 
 
 def acc_ty(T):
@@ -217,79 +210,6 @@ def sum_parts_kernel(c, pa, pb, out_a, out_b, P, splits):
         b += pb[y * P + p]
     out_a[p] = a
     out_b[p] = b
-
-
-def bn_stats_kernel(c, x, part_s, part_s2, geo, per, T):
-    ch, y, total = c.bx, c.by, geo.O * geo.K
-    lo = y * per
-    hi = lo + per if lo + per < total else total
-    x0 = np.float64(T.to_op(x[ch * geo.K]))
-    s = np.float64(0)
-    s2 = np.float64(0)
-    for idx in range(lo + c.tx, hi, c.bdx):
-        n = geo.outer_of(idx)
-        j = idx - n * geo.K
-        d = np.float64(T.to_op(x[(n * geo.P + ch) * geo.K + j])) - x0
-        s += d
-        s2 += d * d
-    s = yield from team_sum(c, s, K_BLOCK)
-    s2 = yield from team_sum(c, s2, K_BLOCK)
-    if c.tx == 0:
-        part_s[y * geo.P + ch] = s
-        part_s2[y * geo.P + ch] = s2
-
-
-def bn_moments_kernel(c, x, part_s, part_s2, mean, var, C, HW, splits, count, T):
-    ch = c.bx * c.bdx + c.tx
-    if ch >= C:
-        return
-    s = np.float64(0)
-    s2 = np.float64(0)
-    for y in range(splits):
-        s += part_s[y * C + ch]
-        s2 += part_s2[y * C + ch]
-    dm = s / count
-    mean[ch] = np.float64(T.to_op(x[ch * HW])) + dm
-    v = s2 / count - dm * dm
-    var[ch] = v if v > 0.0 else 0.0
-
-
-def bn_finalize_kernel(c, mean, var, w, b, invstd, scale, shift, rm, rv, C, eps, momentum, unbias):
-    ch = c.bx * c.bdx + c.tx
-    if ch >= C:
-        return
-    is_ = 1.0 / math.sqrt(var[ch] + eps)
-    wc = w[ch] if w is not None else 1.0
-    bc = b[ch] if b is not None else 0.0
-    invstd[ch] = is_
-    scale[ch] = is_ * wc
-    shift[ch] = bc - mean[ch] * is_ * wc
-    if rm is not None:
-        rm[ch] = (1 - momentum) * rm[ch] + momentum * mean[ch]
-    if rv is not None:
-        rv[ch] = (1 - momentum) * rv[ch] + momentum * var[ch] * unbias
-
-
-def bn_normalize_kernel(c, x, y, scale, shift, total, geo, T):
-    A = T.acc
-    i = c.bx * c.bdx + c.tx
-    while i < total:
-        ch = geo.channel_of(i)
-        y[i] = T.from_op(A(x[i]) * A(scale[ch]) + A(shift[ch]))
-        i += c.gdx * c.bdx
-
-
-def bn_backward_input_kernel(c, g, x, mean, invstd, w, sg, sgx, gi, total, geo, count, T):
-    A = T.acc
-    i = c.bx * c.bdx + c.tx
-    while i < total:
-        ch = geo.channel_of(i)
-        k = (w[ch] if w is not None else 1.0) * invstd[ch]
-        mg = sg[ch] / count if sg is not None else 0.0
-        mgx = sgx[ch] / count if sgx is not None else 0.0
-        ka, c1, c0, m = A(k), A(-k * invstd[ch] * mgx), A(-k * mg), A(mean[ch])
-        gi[i] = T.from_op(A(g[i]) * ka + (A(x[i]) - m) * c1 + c0)
-        i += c.gdx * c.bdx
 
 
 # ---- host functions -----------------------------------------------------------------------
@@ -461,111 +381,6 @@ def group_norm_backward(g, x, n, c, hw, G, mean, rstd, w, wants, T):
     return gi, gw, gb
 
 
-def batch_norm_forward(x, N, C, HW, w, b, rm_in, rv_in, training, momentum, eps, T):
-    count = N * HW
-    y = empty(x.size, T)
-    rm = rv = None
-    if training:
-        mean = empty(C, F64)
-        var = empty(C, F64)
-        if C > 0:
-            sp = split_for(C, count)
-            ps = empty(sp.splits * C, F64)
-            ps2 = empty(sp.splits * C, F64)
-            geo = ChanGeom(N, C, HW)
-            launch(bn_stats_kernel, (C, sp.splits), K_ROW_BLOCK, x, ps, ps2, geo, sp.per, T)
-            launch(
-                bn_moments_kernel,
-                blocks_for(C),
-                256,
-                x,
-                ps,
-                ps2,
-                mean,
-                var,
-                C,
-                HW,
-                sp.splits,
-                float(count),
-                T,
-            )
-        rm = None if rm_in is None else rm_in.astype(np.float64).copy()
-        rv = None if rv_in is None else rv_in.astype(np.float64).copy()
-    else:
-        mean = rm_in.astype(np.float64)
-        var = rv_in.astype(np.float64)
-    invstd = empty(C, F64)
-    scale = empty(C, F64)
-    shift = empty(C, F64)
-    if C > 0:
-        unbias = count / (count - 1) if count > 1 else 1.0
-        launch(
-            bn_finalize_kernel,
-            blocks_for(C),
-            256,
-            mean,
-            var,
-            w,
-            b,
-            invstd,
-            scale,
-            shift,
-            rm,
-            rv,
-            C,
-            eps,
-            momentum,
-            unbias,
-        )
-    total = x.size
-    if total > 0:
-        launch(
-            bn_normalize_kernel,
-            blocks_for(total, 4),
-            256,
-            x,
-            y,
-            scale,
-            shift,
-            total,
-            ChanGeom(N, C, HW),
-            T,
-        )
-    return y, mean, invstd, rm, rv
-
-
-def batch_norm_backward(g, x, N, C, HW, w, save_mean, save_invstd, train, wants, T):
-    count = N * HW
-    md, idv = save_mean.astype(np.float64), save_invstd.astype(np.float64)
-    need = wants[2] or wants[1] or (wants[0] and train)
-    sg = sgx = None
-    if need:
-        sg, sgx = channel_sums(g, x, md, idv, N, C, HW, 0, 1, T)
-    gi = None
-    if wants[0]:
-        gi = empty(x.size, T)
-        total = x.size
-        if total > 0:
-            launch(
-                bn_backward_input_kernel,
-                blocks_for(total, 4),
-                256,
-                g,
-                x,
-                md,
-                idv,
-                w,
-                sg if train else None,
-                sgx if train else None,
-                gi,
-                total,
-                ChanGeom(N, C, HW),
-                float(count),
-                T,
-            )
-    return gi, (sgx if wants[1] else None), (sg if wants[2] else None)
-
-
 # ---- comparisons with the CPU kernels ----------------------------------------------------------
 
 RNG = np.random.default_rng(7)
@@ -682,60 +497,6 @@ def check_group(shape, G, T, affine, fails):
         close(tag + " grad_bias", T.mem(gb), npv(cgb), btol, atol=btol * 10, failures=fails)
 
 
-def check_batch(
-    shape, T, affine, training, running, momentum, fails, channels_last=False, shift=0.0
-):
-    ember = E()
-    C_ = ember._C
-    N, C = shape[0], shape[1]
-    HW = int(np.prod(shape[2:])) if len(shape) > 2 else 1
-    x = rnd(shape, T, 1.0, shift)
-    w = rnd([C], T) if affine else None
-    b = rnd([C], T) if affine else None
-    rm = RNG.standard_normal(C).astype(np.float32) if running else None
-    rv = (RNG.random(C) + 0.5).astype(np.float32) if running else None
-    xt = tensor(x, T, shape)
-    if channels_last and len(shape) == 4:
-        xt = xt.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
-        assert not xt.is_contiguous()
-    wt = tensor(w, T, [C]) if affine else None
-    bt = tensor(b, T, [C]) if affine else None
-    # running statistics in float32 (mixed precision for the 16-bit inputs, as in AMP)
-    rmt = tensor(rm, F32, [C]) if running else None
-    rvt = tensor(rv, F32, [C]) if running else None
-    tag = (
-        f"batch_norm{tuple(shape)} {T} affine={affine} training={training} running={running}"
-        f"{' channels_last' if channels_last else ''}"
-    )
-    eps = 1e-5
-    wd = None if w is None else w.astype(np.float64)
-    bd = None if b is None else b.astype(np.float64)
-    y, mean, invstd, nrm, nrv = batch_norm_forward(
-        x, N, C, HW, wd, bd, rm, rv, training, momentum, eps, T
-    )
-    cy, cmean, cinv = C_.native_batch_norm(xt, wt, bt, rmt, rvt, training, momentum, eps)
-    tol = TOL[T.name]
-    # y = x * scale + shift rounds x * scale (both CPU and GPU): an absolute error of the order
-    # of the input's magnitude times the dtype's epsilon
-    close(tag + " y", y, npv(cy), tol, atol=tol * (1 + abs(shift)), failures=fails)
-    sdt = stat_dtype(T, [F32] if running else [])
-    close(tag + " save_mean", sdt.mem(mean), npv(cmean), tol, failures=fails)
-    close(tag + " save_invstd", sdt.mem(invstd), npv(cinv), tol, failures=fails)
-    if training and running:
-        close(tag + " running_mean", F32.mem(nrm), npv(rmt), 1e-6, failures=fails)
-        close(tag + " running_var", F32.mem(nrv), npv(rvt), 1e-6, failures=fails)
-    g = rnd(shape, T)
-    gt = tensor(g, T, shape)
-    wants = (True, affine, affine)
-    gi, gw, gb = batch_norm_backward(g, x, N, C, HW, wd, npv(cmean), npv(cinv), training, wants, T)
-    cgi, cgw, cgb = C_.native_batch_norm_backward(gt, xt, wt, cmean, cinv, training, *wants)
-    btol = tol * (4 if T in (F16, BF16) else 10)
-    close(tag + " grad_input", gi, npv(cgi), btol, atol=btol * (1 + abs(shift)), failures=fails)
-    if affine:
-        close(tag + " grad_weight", T.mem(gw), npv(cgw), btol, atol=btol * 10, failures=fails)
-        close(tag + " grad_bias", T.mem(gb), npv(cgb), btol, atol=btol * 10, failures=fails)
-
-
 def check_int_divider(fails):
     """IntDivider against exact division over divisors and numerators at the edges."""
     rng = np.random.default_rng(3)
@@ -828,25 +589,6 @@ def main():
     ]:
         check_group(shape, G, T, True, fails)
     check_group((2, 6, 5, 4), 3, F32, False, fails)
-    # batch norm: training / eval, with / without running stats, affine or not, 16-bit with
-    # float32 stats, N * HW over 4096 (several blocks per channel), channels last, 2-D input,
-    # a big common offset (the shifted sums)
-    bcases = [
-        ((4, 3, 5, 2), F32, True, True, True),
-        ((4, 3, 5, 2), F32, False, True, False),
-        ((4, 3, 5, 2), F32, True, False, True),
-        ((4, 3, 5, 2), F16, True, True, True),
-        ((4, 3, 5, 2), BF16, True, True, True),
-        ((4, 3, 5, 2), F64, True, True, True),
-        ((6, 5), F32, True, True, True),
-        ((3, 2, 2100), F32, True, True, True),
-        ((2, 3), F32, True, True, False),
-    ]
-    for shape, T, affine, training, running in bcases:
-        check_batch(shape, T, affine, training, running, 0.1, fails)
-    check_batch((4, 3, 5, 2), F32, True, True, True, 0.3, fails, channels_last=True)
-    check_batch((4, 3, 5, 2), F32, True, False, True, 0.1, fails, channels_last=True)
-    check_batch((5, 2, 7), F32, True, True, True, 0.1, fails, shift=1000.0)
     return report("nn_norm", fails, t0, quiet)
 
 

@@ -311,6 +311,281 @@ def test_batch_norm_eval(dtype):
         C.native_batch_norm(cu(x), None, None, None, None, False, 0.1, 1e-5)
 
 
+# ---- batch norm: layouts, dtypes, accuracy (the rewritten kernels' paths) ---------------------
+
+
+def cl_format(t):
+    return ember.channels_last if t.dim() == 4 else ember.channels_last_3d
+
+
+def to_cl(t):
+    """t's values in channels_last (4-d) / channels_last_3d (5-d) memory order."""
+    return t.contiguous(memory_format=cl_format(t))
+
+
+def running_pair(c, dtype):
+    """running_mean, running_var of `dtype` (variances positive)."""
+    return make((c,), dtype), make((c,), dtype).abs() + 0.5
+
+
+def bn_both(x_cpu, x_dev, w, b, rm, rv, training, momentum=0.1, eps=1e-5):
+    """native_batch_norm on the CPU and on DEV (their own copies of the running statistics):
+    (cpu results, dev results, cpu running stats, dev running stats)."""
+    rm_c = rm.clone() if rm is not None else None
+    rv_c = rv.clone() if rv is not None else None
+    rm_g = cu(rm.clone()) if rm is not None else None
+    rv_g = cu(rv.clone()) if rv is not None else None
+    ref = C.native_batch_norm(x_cpu, w, b, rm_c, rv_c, training, momentum, eps)
+    got = C.native_batch_norm(x_dev, cu(w), cu(b), rm_g, rv_g, training, momentum, eps)
+    return ref, got, (rm_c, rv_c), (rm_g, rv_g)
+
+
+def running_tol(dtype):
+    return 1e-10 if dtype == "float64" else 1e-5
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(
+    "shape", [(4, 8, 5, 6), (3, 12, 7, 7), (2, 6, 3, 4, 5), (5, 3, 2, 9), (4, 16, 4, 4)]
+)
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_channels_last(dtype, shape, training):
+    """A channels_last input is read in place and gives channels_last results (as torch); the
+    values are the CPU's. grad_out in either layout."""
+    c = shape[1]
+    x = make(shape, dtype, scale=2.0) + 0.5
+    w, b = make((c,), dtype), make((c,), dtype)
+    rm, rv = running_pair(c, "float64" if dtype == "float64" else "float32")
+    tol = norm_tol(dtype)
+    xg = to_cl(cu(x))
+    ref, got, (rm_c, rv_c), (rm_g, rv_g) = bn_both(x, xg, w, b, rm, rv, training)
+    check_all(got, ref, tol, "batch_norm channels_last")
+    check(rm_g, rm_c, running_tol(dtype), "running_mean")
+    check(rv_g, rv_c, running_tol(dtype), "running_var")
+    if DEV == "cuda":
+        assert got[0].is_contiguous(memory_format=cl_format(xg)), got[0].stride()
+    g = make(shape, dtype)
+    rb = C.native_batch_norm_backward(g, x, w, ref[1], ref[2], training, True, True, True)
+    for gg in (cu(g), to_cl(cu(g))):
+        gb = C.native_batch_norm_backward(
+            gg, xg, cu(w), cu(ref[1]), cu(ref[2]), training, True, True, True
+        )
+        check_all(gb, rb, tol * 10, "batch_norm_backward channels_last")
+        if DEV == "cuda":
+            assert gb[0].is_contiguous(memory_format=cl_format(xg)), gb[0].stride()
+
+
+MIXED = [
+    # input, weight / bias, running statistics
+    ("float32", "float32", "float64"),
+    ("float32", "float64", "float64"),
+    ("float32", "float16", "float32"),
+    ("float16", "float32", "float32"),
+    ("bfloat16", "float32", "float32"),
+    ("float16", "float16", "float32"),
+    ("bfloat16", "bfloat16", "bfloat16"),
+    ("float64", "float32", "float32"),
+]
+
+
+@pytest.mark.parametrize("xdt,pdt,rdt", MIXED)
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "2d"])
+def test_batch_norm_mixed_dtypes(xdt, pdt, rdt, training, layout):
+    """Weight / bias and running statistics of other dtypes than the input (mixed precision,
+    float64 statistics): read and updated in place in their own dtypes, results as the CPU's
+    (saved statistics' dtype included)."""
+    shape = (12, 5) if layout == "2d" else (6, 5, 4, 3)
+    x = make(shape, xdt, scale=1.5) + 0.3
+    w, b = make((5,), pdt), make((5,), pdt)
+    rm, rv = running_pair(5, rdt)
+    xg = to_cl(cu(x)) if layout == "channels_last" else cu(x)
+    ref, got, (rm_c, rv_c), (rm_g, rv_g) = bn_both(x, xg, w, b, rm, rv, training)
+    tol = max(norm_tol(xdt), norm_tol(rdt)) if training else norm_tol(xdt)
+    check_all(got, ref, tol, f"batch_norm {xdt}/{pdt}/{rdt}")
+    # the running statistics: exact to their own dtype's rounding of the input precision's
+    # statistics
+    rt = max(running_tol(xdt), running_tol(rdt) if rdt != "float16" and rdt != "bfloat16"
+             else norm_tol(rdt))
+    check(rm_g, rm_c, rt, "running_mean")
+    check(rv_g, rv_c, rt, "running_var")
+    g = make(shape, xdt)
+    rb = C.native_batch_norm_backward(g, x, w, ref[1], ref[2], training, True, True, True)
+    gb = C.native_batch_norm_backward(
+        cu(g), xg, cu(w), cu(ref[1]), cu(ref[2]), training, True, True, True
+    )
+    check_all(gb, rb, tol * 10, f"batch_norm_backward {xdt}/{pdt}/{rdt}")
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_running_stats_in_place(training):
+    """The running statistics are updated in place (same storage, version bumped) in training
+    and left alone in eval; strided (every other element of a buffer) and float64 ones too."""
+    shape = (4, 6, 5, 5)
+    x = make(shape, "float32", scale=2.0) - 1.0
+    w, b = make((6,), "float32"), make((6,), "float32")
+    for rdt in ("float32", "float64"):
+        base_m, base_v = make((12,), rdt), make((12,), rdt).abs() + 0.5
+        cm, cv = base_m.clone(), base_v.clone()
+        gm, gv = cu(base_m.clone()), cu(base_v.clone())
+        rm_g, rv_g = gm[::2], gv[::2]
+        ptr_m, ver_m, ver_v = rm_g.data_ptr(), rm_g._version, rv_g._version
+        ref = C.native_batch_norm(x, w, b, cm[::2], cv[::2], training, 0.2, 1e-5)
+        got = C.native_batch_norm(cu(x), cu(w), cu(b), rm_g, rv_g, training, 0.2, 1e-5)
+        check_all(got, ref, norm_tol("float32"), f"batch_norm, strided {rdt} running stats")
+        assert rm_g.data_ptr() == ptr_m
+        check(gm, cm, 1e-5, "running_mean buffer (odd elements untouched)")
+        check(gv, cv, 1e-5, "running_var buffer (odd elements untouched)")
+        if training:
+            assert rm_g._version > ver_m and rv_g._version > ver_v
+        else:
+            assert rm_g._version == ver_m and rv_g._version == ver_v
+            check(gm, base_m, 0.0, "eval leaves running_mean")
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "2d"])
+def test_batch_norm_backward_masks(train, layout):
+    """Every subset of (input, weight, bias) gradients, training and eval backward."""
+    shape = (10, 6) if layout == "2d" else (4, 6, 5, 5)
+    x = make(shape, "float32", scale=2.0) + 0.7
+    w, b = make((6,), "float32"), make((6,), "float32")
+    rm, rv = running_pair(6, "float32")
+    ref = C.native_batch_norm(x, w, b, rm.clone(), rv.clone(), train, 0.1, 1e-5)
+    g = make(shape, "float32")
+    xg = to_cl(cu(x)) if layout == "channels_last" else cu(x)
+    for mask in range(8):
+        wants = (bool(mask & 1), bool(mask & 2), bool(mask & 4))
+        for weight in (w, None):
+            rb = C.native_batch_norm_backward(g, x, weight, ref[1], ref[2], train, *wants)
+            gb = C.native_batch_norm_backward(
+                cu(g), xg, cu(weight), cu(ref[1]), cu(ref[2]), train, *wants
+            )
+            check_all(gb, rb, 1e-3,
+                      f"batch_norm_backward wants={wants} weight={weight is not None}")
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_batch_norm_large_count_accuracy(layout):
+    """float32 statistics over 4M values per channel of mean 1000 and std 1 (per-thread Welford
+    and Chan's combination: a naive E[x^2] - E[x]^2 in float32 loses the variance entirely),
+    against float64 references of the same values."""
+    shape = (16, 2, 512, 512) if layout == "contiguous" else (16, 8, 256, 256)
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal(size=shape) + 1000.0).astype(np.float32)
+    x = ember.tensor(a)
+    xg = to_cl(cu(x)) if layout == "channels_last" else cu(x)
+    c = shape[1]
+    w = ember.tensor(rng.standard_normal(c).astype(np.float32))
+    b = ember.tensor(rng.standard_normal(c).astype(np.float32))
+    rm, rv = ember.zeros(c).to(DEV), ember.ones(c).to(DEV)
+    y, mean, invstd = C.native_batch_norm(xg, cu(w), cu(b), rm, rv, True, 0.1, 1e-5)
+    a64 = a.astype(np.float64)
+    axes = (0,) + tuple(range(2, a.ndim))
+    m64 = a64.mean(axis=axes)
+    v64 = a64.var(axis=axes)
+    n = a64.size // c
+    np.testing.assert_allclose(to_np(mean.cpu()), m64, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(to_np(invstd.cpu()), 1 / np.sqrt(v64 + 1e-5), rtol=2e-4, atol=0)
+    np.testing.assert_allclose(to_np(rm.cpu()), 0.1 * m64, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(to_np(rv.cpu()), 0.9 + 0.1 * v64 * n / (n - 1), rtol=1e-5, atol=0)
+    bshape = (1, c) + (1,) * (a.ndim - 2)
+    want = (a64 - m64.reshape(bshape)) / np.sqrt(v64.reshape(bshape) + 1e-5)
+    want = want * to_np(w).reshape(bshape) + to_np(b).reshape(bshape)
+    # y = x * scale + shift: x * scale rounds at |x| ~ 1000 (float32: ~6e-5 absolute)
+    np.testing.assert_allclose(to_np(y.cpu()), want, rtol=0, atol=2e-3)
+    # the backward's sums over the same counts: sum g and sum g * xhat against float64
+    g = ember.tensor(rng.standard_normal(size=shape).astype(np.float32))
+    gi, gw, gb = C.native_batch_norm_backward(cu(g), xg, cu(w), mean, invstd, True, True, True,
+                                              True)
+    g64 = to_np(g).astype(np.float64)
+    xhat = (a64 - to_np(mean.cpu()).reshape(bshape)) * to_np(invstd.cpu()).reshape(bshape)
+    sg, sgx = g64.sum(axis=axes), (g64 * xhat).sum(axis=axes)
+    scale = np.sqrt(n)  # the sums' magnitude
+    np.testing.assert_allclose(to_np(gb.cpu()), sg, rtol=0, atol=1e-4 * scale)
+    np.testing.assert_allclose(to_np(gw.cpu()), sgx, rtol=0, atol=1e-4 * scale)
+    k = (to_np(w) * to_np(invstd.cpu())).reshape(bshape)
+    want_gi = k * (g64 - (sg / n).reshape(bshape) - xhat * (sgx / n).reshape(bshape))
+    np.testing.assert_allclose(to_np(gi.cpu()), want_gi, rtol=0, atol=1e-3)
+
+
+def test_batch_norm_misaligned_and_odd_sizes():
+    """Views whose data start off the 16-byte vectors (the scalar path), sizes that are not
+    multiples of the vector width, one channel, one sample, a single-row spatial extent."""
+    for shape in [(2, 3, 4, 4), (3, 1, 6, 5), (1, 4, 7), (5, 7, 1, 3), (2, 5, 3, 3)]:
+        n = int(np.prod(shape))
+        flat = make((n + 1,), "float32", scale=2.0) + 0.5
+        x = flat[1:].reshape(shape)
+        xg = cu(flat)[1:].reshape(shape)
+        c = shape[1]
+        w, b = make((c,), "float32"), make((c,), "float32")
+        rm, rv = running_pair(c, "float32")
+        for training in (True, False):
+            ref, got, (rm_c, rv_c), (rm_g, rv_g) = bn_both(x, xg, w, b, rm, rv, training)
+            check_all(got, ref, 1e-4, f"batch_norm misaligned {shape}")
+            check(rv_g, rv_c, 1e-5, "running_var")
+            gflat = make((n + 1,), "float32")
+            rb = C.native_batch_norm_backward(gflat[1:].reshape(shape), x, w, ref[1], ref[2],
+                                              training, True, True, True)
+            gb = C.native_batch_norm_backward(cu(gflat)[1:].reshape(shape), xg, cu(w),
+                                              cu(ref[1]), cu(ref[2]), training, True, True, True)
+            check_all(gb, rb, 1e-3, f"batch_norm_backward misaligned {shape}")
+    # channels_last data starting one element into its buffer
+    shape = (3, 8, 4, 5)
+    nhwc = (3, 4, 5, 8)
+    flat = make((int(np.prod(shape)) + 1,), "float32") + 0.5
+    x = flat[1:].reshape(nhwc).permute(0, 3, 1, 2)
+    xg = cu(flat)[1:].reshape(nhwc).permute(0, 3, 1, 2)
+    ref, got, _, _ = bn_both(x, xg, None, None, None, None, True)
+    check_all(got, ref, 1e-4, "batch_norm misaligned channels_last")
+
+
+def test_batch_norm_zero_size_and_errors():
+    # eval with no samples / no spatial elements: saved statistics from the running ones
+    for shape in [(0, 3, 4), (2, 3, 0), (0, 3)]:
+        x = make(shape, "float32")
+        rm, rv = running_pair(3, "float32")
+        ref, got, _, _ = bn_both(x, cu(x), None, None, rm, rv, False)
+        check_all(got, ref, 1e-6, f"batch_norm eval {shape}")
+        g = make(shape, "float32")
+        rb = C.native_batch_norm_backward(g, x, None, ref[1], ref[2], False, True, True, True)
+        gb = C.native_batch_norm_backward(
+            cu(g), cu(x), None, cu(ref[1]), cu(ref[2]), False, True, True, True
+        )
+        check_all(gb, rb, 1e-6, f"batch_norm_backward {shape}")
+    # no channels
+    x = make((2, 0, 4), "float32")
+    ref, got, _, _ = bn_both(x, cu(x), None, None, None, None, True)
+    check_all(got, ref, 0.0, "batch_norm no channels")
+    # one value per channel in training
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        C.native_batch_norm(cu(make((1, 3, 1, 1), "float32")), None, None, None, None, True,
+                            0.1, 1e-5)
+    with pytest.raises(RuntimeError, match="running_mean"):
+        C.native_batch_norm(cu(make((2, 3), "float32")), None, None, None, None, False, 0.1, 1e-5)
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batch_norm_module_running_stats(momentum):
+    """nn.BatchNorm2d (momentum=None: the cumulative average) over a few steps, channels_last
+    batches included: the running statistics and outputs follow the CPU module's."""
+    ember.manual_seed(0)
+    m_c = ember.nn.BatchNorm2d(6, momentum=momentum)
+    m_g = ember.nn.BatchNorm2d(6, momentum=momentum).to(DEV)
+    m_g.load_state_dict(m_c.state_dict())
+    for step in range(3):
+        x = make((4, 6, 5, 5), "float32", scale=1.0 + step) + step
+        xg = to_cl(cu(x)) if step == 1 else cu(x)
+        check(m_g(xg), m_c(x), 1e-4, f"step {step}")
+    check(m_g.running_mean, m_c.running_mean, 1e-5, "running_mean")
+    check(m_g.running_var, m_c.running_var, 1e-5, "running_var")
+    assert int(m_g.num_batches_tracked.item()) == int(m_c.num_batches_tracked.item()) == 3
+    m_c.eval()
+    m_g.eval()
+    x = make((3, 6, 4, 4), "float32")
+    check(m_g(cu(x)), m_c(x), 1e-4, "eval")
+
+
 # ---- nll_loss / cross entropy -----------------------------------------------------------------
 
 
