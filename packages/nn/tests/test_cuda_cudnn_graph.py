@@ -30,7 +30,7 @@ from test_cuda_cudnn_conv import CASES, SMALL_SET, TOL, _ext, channels_last, clo
 needs_cuda = pytest.mark.skipif(not ember.cuda.is_available(), reason="needs a CUDA device")
 GRAPH_KEYS = ("graph_runs", "graph_declines", "graph_heuristic_queries",
               "graph_benchmark_queries", "graph_cache_hits", "graph_cached_plans",
-              "graph_last_engine", "graph_last_decline")
+              "graph_declined_problems", "graph_last_engine", "graph_last_decline")
 
 
 @pytest.fixture(autouse=True)

@@ -373,9 +373,16 @@ struct Plan {
   int64_t engine = -1;
 };
 
+// A problem's entry: its plan, or (plan null) why the graph path declines it: such a problem
+// goes straight to the legacy API, not through the heuristics and finalization again.
+struct Entry {
+  std::shared_ptr<Plan> plan;
+  std::string declined;
+};
+
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<std::vector<int64_t>, std::shared_ptr<Plan>, KeyHash> map;
+  std::unordered_map<std::vector<int64_t>, Entry, KeyHash> map;
 };
 Cache& cache() {
   static Cache* c = new Cache();
@@ -558,12 +565,15 @@ bool consider(const Api* a, Handle h, const Problem& p, Desc* cfg, const char* o
   return ++s->timed >= kMaxTimed;
 }
 
-// The chosen plan of the problem (Search); null and *why when none serves. Candidates: cuDNN's
-// heuristics mode A, then its fallback engines (all timed together when benchmarking; otherwise
-// only when none of mode A's serves).
+// The chosen plan of the problem (Search); null and *why when none serves (*lasting: whether
+// that holds for later calls too, i.e. not for want of memory). Candidates: cuDNN's heuristics
+// mode A, then its fallback engines (all timed together when benchmarking; otherwise only when
+// none of mode A's serves).
 std::shared_ptr<Plan> choose(const Api* a, Handle h, const Problem& p, const int64_t align[3],
                              const char* op, const Tensor& x, const Tensor& w, const Tensor& y,
-                             const std::function<std::string()>& describe, std::string* why) {
+                             const std::function<std::string()>& describe, std::string* why,
+                             bool* lasting) {
+  *lasting = true;
   auto g = std::make_unique<Graph>();
   const std::string refused = prepare(a, h, p, align, g.get());
   if (!refused.empty()) {
@@ -597,6 +607,7 @@ std::shared_ptr<Plan> choose(const Api* a, Handle h, const Problem& p, const int
        << " without workspace)";
     if (!s.last.empty()) os << "; last: " << s.last;
     *why = os.str();
+    *lasting = s.without_workspace == 0;
     return nullptr;
   }
   s.best->graph = std::move(*g);
@@ -625,21 +636,34 @@ bool run(const Api* a, Handle h, const Problem& p, const char* op, const Tensor&
                          static_cast<int64_t>(reinterpret_cast<uintptr_t>(h))});
 
   std::shared_ptr<Plan> plan;
+  bool known = false;
+  std::string declined;
   {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
     auto it = c.map.find(key);
-    if (it != c.map.end()) plan = it->second;
+    if (it != c.map.end()) {
+      known = true;
+      plan = it->second.plan;
+      declined = it->second.declined;
+    }
   }
-  if (plan) {
+  if (known) {
+    if (!plan) return decline(declined);
     stats().cache_hits.fetch_add(1, std::memory_order_relaxed);
   } else {
     std::string why;
-    plan = choose(a, h, p, align, op, x, w, y, describe, &why);
-    if (!plan) return decline(std::string(op) + ": " + why + " (" + describe() + ")");
-    Cache& c = cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    c.map[key] = plan;
+    bool lasting = true;
+    plan = choose(a, h, p, align, op, x, w, y, describe, &why, &lasting);
+    Entry e;
+    e.plan = plan;
+    if (!plan) e.declined = std::string(op) + ": " + why + " (" + describe() + ")";
+    if (plan || lasting) {
+      Cache& c = cache();
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.map[key] = e;
+    }
+    if (!plan) return decline(e.declined);
   }
 
   Tensor ws;
@@ -655,16 +679,17 @@ bool run(const Api* a, Handle h, const Problem& p, const char* op, const Tensor&
     return true;
   }
   if (declinable(s) || f.what != kExecuting) {
-    // This plan cannot run here after all (or its variant pack was refused): forget it, and let
-    // the legacy API try.
+    // This plan cannot run the problem after all (or its variant pack was refused): the problem
+    // goes to the legacy API from now on.
+    const std::string why = std::string(op) + ": engine " + std::to_string(plan->engine) +
+                            " declined (" + describe() + "): " + failure_text(f);
     Cache& c = cache();
     {
       std::lock_guard<std::mutex> lock(c.mutex);
       auto it = c.map.find(key);
-      if (it != c.map.end() && it->second == plan) c.map.erase(it);
+      if (it != c.map.end() && it->second.plan == plan) it->second = Entry{nullptr, why};
     }
-    return decline(std::string(op) + ": engine " + std::to_string(plan->engine) + " declined (" +
-                   describe() + "): " + failure_text(f));
+    return decline(why);
   }
   EMBER_FAIL(Runtime, op, ": cuDNN graph ", pass_name(p.pass), " failed (", describe(),
              ", engine ", plan->engine, "): ", failure_text(f));
@@ -693,12 +718,15 @@ void add_stats(py::dict& d) {
   }
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  d["graph_cached_plans"] = c.map.size();
+  int64_t plans = 0, declined = 0;
+  for (const auto& kv : c.map) (kv.second.plan ? plans : declined) += 1;
+  d["graph_cached_plans"] = plans;
+  d["graph_declined_problems"] = declined;
 }
 
 void clear_cache() {
   // Destroy the plans outside the lock (a plan in use elsewhere lives on in its shared_ptr).
-  std::unordered_map<std::vector<int64_t>, std::shared_ptr<Plan>, KeyHash> old;
+  std::unordered_map<std::vector<int64_t>, Entry, KeyHash> old;
   {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
