@@ -24,8 +24,17 @@ import ember
 import ember.backends.cudnn as cudnn
 import numpy as np
 import pytest
-from test_cuda_cudnn_conv import CASES, SMALL_SET, TOL, _ext, channels_last, close, \
-    is_channels_last, rand, to_np
+from test_cuda_cudnn_conv import (
+    CASES,
+    SMALL_SET,
+    TOL,
+    _ext,
+    channels_last,
+    close,
+    is_channels_last,
+    rand,
+    to_np,
+)
 
 needs_cuda = pytest.mark.skipif(not ember.cuda.is_available(), reason="needs a CUDA device")
 GRAPH_KEYS = ("graph_runs", "graph_declines", "graph_heuristic_queries",

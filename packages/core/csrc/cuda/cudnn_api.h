@@ -1,9 +1,9 @@
 // The few cuDNN entry points the CUDA backend uses (the legacy convolution API, and optionally
-// the graph API's), loaded at run time with dlopen: ember builds without cuDNN's headers or libraries, and uses libcudnn.so.9
-// from NVIDIA's wheel (nvidia-cudnn-cu13) when a process can find it. The types, enum values and
-// signatures below are ember's own declarations of cuDNN's C ABI, checked against cuDNN 9.28.1
-// (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h): handles and descriptors are opaque pointers, every
-// enum is a C enum (an int), so an int stands for each.
+// the graph API's), loaded at run time with dlopen: ember builds without cuDNN's headers or
+// libraries, and uses libcudnn.so.9 from NVIDIA's wheel (nvidia-cudnn-cu13) when a process can
+// find it. The types, enum values and signatures below are ember's own declarations of cuDNN's
+// C ABI, checked against cuDNN 9.28.1 (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h): handles and
+// descriptors are opaque pointers, every enum is a C enum (an int), so an int stands for each.
 //
 // Also here: the process-wide switches of ember.backends.cudnn (enabled, benchmark,
 // deterministic, allow_tf32), and one cuDNN handle per (thread, device).

@@ -32,8 +32,8 @@ void set_enabled(bool on);
 // are refused, no engine configuration suits the switches and finalizes, or its workspace does not
 // fit (counted in graph_declines with the reason in graph_last_decline; the caller then tries the
 // legacy API). A problem declined for any reason but memory is remembered as such, and declined
-// at once from then on. Raises RuntimeError naming op, describe(), the engine and cuDNN's message when an
-// execution fails otherwise.
+// at once from then on. Raises RuntimeError naming op, describe(), the engine and cuDNN's
+// message when an execution fails otherwise.
 bool run(const Api* a, Handle h, const Problem& p, const char* op, const Tensor& x,
          const Tensor& w, const Tensor& y, const std::function<std::string()>& describe);
 
