@@ -62,7 +62,9 @@ constexpr int kHeurModeFallback = 2, kHeurModeA = 3;
 // cudnnBackendNumericalNote_t
 constexpr int kNoteTensorCore = 0, kNoteDownConvertInputs = 1, kNoteReducedPrecisionReduction = 2,
               kNoteNondeterministic = 4;
-constexpr int kMaxNotes = 32;  // room for every note (CUDNN_NUMERICAL_NOTE_TYPE_COUNT is 10)
+// CUDNN_NUMERICAL_NOTE_TYPE_COUNT: the notes an engine may have, requested as PyTorch's cuDNN
+// frontend requests them.
+constexpr int kMaxNotes = 10;
 // The unique ids of the three tensors in the graph and its variant packs.
 constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
 
