@@ -75,6 +75,12 @@ bool resolve(void* lib, Api* api, std::string* missing) {
   get(api->GetConvolutionBackwardFilterWorkspaceSize,
       "cudnnGetConvolutionBackwardFilterWorkspaceSize");
   get(api->ConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
+  get(api->BackendCreateDescriptor, "cudnnBackendCreateDescriptor", false);
+  get(api->BackendDestroyDescriptor, "cudnnBackendDestroyDescriptor", false);
+  get(api->BackendFinalize, "cudnnBackendFinalize", false);
+  get(api->BackendSetAttribute, "cudnnBackendSetAttribute", false);
+  get(api->BackendGetAttribute, "cudnnBackendGetAttribute", false);
+  get(api->BackendExecute, "cudnnBackendExecute", false);
   *missing = symbols.missing();
   return symbols.ok();
 }

@@ -1,9 +1,9 @@
-// The few cuDNN entry points the CUDA backend uses (the legacy convolution API), loaded at run
-// time with dlopen: ember builds without cuDNN's headers or libraries, and uses libcudnn.so.9
-// from NVIDIA's wheel (nvidia-cudnn-cu13) when a process can find it. The types, enum values and
-// signatures below are ember's own declarations of cuDNN's C ABI, checked against cuDNN 9.28.1
-// (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h): handles and descriptors are opaque pointers, every
-// enum is a C enum (an int), so an int stands for each.
+// The few cuDNN entry points the CUDA backend uses (the legacy convolution API, and optionally
+// the graph API's), loaded at run time with dlopen: ember builds without cuDNN's headers or
+// libraries, and uses libcudnn.so.9 from NVIDIA's wheel (nvidia-cudnn-cu13) when a process can
+// find it. The types, enum values and signatures below are ember's own declarations of cuDNN's
+// C ABI, checked against cuDNN 9.28.1 (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h): handles and
+// descriptors are opaque pointers, every enum is a C enum (an int), so an int stands for each.
 //
 // Also here: the process-wide switches of ember.backends.cudnn (enabled, benchmark,
 // deterministic, allow_tf32), and one cuDNN handle per (thread, device).
@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ using Handle = struct cudnnContext*;
 using TensorDesc = struct cudnnTensorStruct*;
 using FilterDesc = struct cudnnFilterStruct*;
 using ConvDesc = struct cudnnConvolutionStruct*;
-using Status = int;  // cudnnStatus_t
+using BackendDesc = void*;  // cudnnBackendDescriptor_t (the graph API's descriptors)
+using Status = int;         // cudnnStatus_t
 
 constexpr Status kSuccess = 0;
 // 3000 .. 3999: CUDNN_STATUS_NOT_SUPPORTED and its refinements (shape, layout, data type, ...).
@@ -122,6 +124,21 @@ struct Api {
                                       TensorDesc, const void* dy, ConvDesc, int algo,
                                       void* workspace, size_t workspace_bytes, const void* beta,
                                       FilterDesc, void* dw);
+  // The graph (backend) API: optional, all or none (has_backend()); cudnn_graph_conv.cpp uses
+  // it. Types and names are the ints of cudnn_graph.h's enums (cudnn_graph_conv.cpp).
+  Status (*BackendCreateDescriptor)(int descriptor_type, BackendDesc* out);
+  Status (*BackendDestroyDescriptor)(BackendDesc);
+  Status (*BackendFinalize)(BackendDesc);
+  Status (*BackendSetAttribute)(BackendDesc, int name, int type, int64_t count,
+                                const void* elements);
+  Status (*BackendGetAttribute)(BackendDesc, int name, int type, int64_t requested,
+                                int64_t* count, void* elements);
+  Status (*BackendExecute)(Handle, BackendDesc plan, BackendDesc variant_pack);
+
+  bool has_backend() const {
+    return BackendCreateDescriptor && BackendDestroyDescriptor && BackendFinalize &&
+           BackendSetAttribute && BackendGetAttribute && BackendExecute;
+  }
 };
 
 // ---- loading ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "cuda/cuda_context.h"
 #include "cuda/cudnn_api.h"
+#include "cuda/cudnn_graph_conv.h"
 
 namespace py = pybind11;
 
@@ -43,55 +44,6 @@ bool decline(const std::string& why) {
   s.last_fallback = why;
   return false;
 }
-
-const char* pass_name(Pass p) {
-  switch (p) {
-    case Pass::Forward:
-      return "forward";
-    case Pass::BackwardData:
-      return "backward data";
-    case Pass::BackwardFilter:
-      return "backward filter";
-  }
-  return "?";
-}
-
-// ---- the problem in cuDNN's terms -------------------------------------------------------------
-// Tensors have nd = 4 or 5 dims (a 1-d convolution gets a unit height: (N, C, 1, L)).
-struct Problem {
-  Pass pass = Pass::Forward;
-  ScalarType dtype = ScalarType::Float32;
-  bool nhwc = false, tf32 = false, deterministic = false, benchmark = false;
-  int device = 0;
-  int nd = 4;
-  int xdim[5] = {}, wdim[5] = {}, ydim[5] = {};
-  int xstr[5] = {}, ystr[5] = {};
-  int pad[3] = {}, stride[3] = {}, dil[3] = {};
-  int groups = 1;
-
-  std::vector<int64_t> key() const {
-    std::vector<int64_t> k{static_cast<int64_t>(pass),
-                           static_cast<int64_t>(dtype),
-                           nhwc,
-                           tf32,
-                           deterministic,
-                           benchmark,
-                           device,
-                           nd,
-                           groups};
-    for (int i = 0; i < nd; ++i) k.insert(k.end(), {xdim[i], wdim[i], ydim[i]});
-    for (int i = 0; i < nd - 2; ++i) k.insert(k.end(), {pad[i], stride[i], dil[i]});
-    return k;
-  }
-};
-
-struct KeyHash {
-  size_t operator()(const std::vector<int64_t>& k) const {
-    uint64_t h = 1469598103934665603ULL;
-    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ULL;
-    return static_cast<size_t>(h);
-  }
-};
 
 struct Cache {
   std::mutex mutex;
@@ -180,6 +132,7 @@ bool make_problem(Pass pass, ScalarType dtype, const DimVector& xs, const DimVec
     return false;
   }
   layout_strides(p->xdim, p->nd, p->nhwc, p->xstr);
+  layout_strides(p->wdim, p->nd, p->nhwc, p->wstr);
   layout_strides(p->ydim, p->nd, p->nhwc, p->ystr);
   const int64_t lead = p->nd - 2 - k;
   for (int64_t i = 0; i < p->nd - 2; ++i) {
@@ -318,6 +271,18 @@ constexpr size_t kMaxBenchmarkWorkspace = size_t(2) << 30;
 
 // ---- public -----------------------------------------------------------------------------------
 
+const char* pass_name(Pass p) {
+  switch (p) {
+    case Pass::Forward:
+      return "forward";
+    case Pass::BackwardData:
+      return "backward data";
+    case Pass::BackwardFilter:
+      return "backward filter";
+  }
+  return "?";
+}
+
 bool usable(ScalarType dt) {
   if (!flags().enabled) return false;
   if (dt != ScalarType::Float32 && dt != ScalarType::Float64 && dt != ScalarType::Float16 &&
@@ -367,6 +332,12 @@ bool run(Pass pass, const char* op, const Tensor& x, const Tensor& w, const Tens
     h = handle_for_current_stream(op);
   } catch (const Error& e) {  // cudnnCreate refused this device: the GEMM kernels still work
     return decline(e.what());
+  }
+  // The graph API first when switched on; where it declines, the legacy API below.
+  if (graph::enabled() &&
+      graph::run(a, h, p, op, x, w, y, [&] { return describe(pass, x, w, y, cp, p.nhwc); })) {
+    stats().runs.fetch_add(1, std::memory_order_relaxed);
+    return true;
   }
   Descs d(a);
   Status s = build(a, p, d);
@@ -571,12 +542,16 @@ void bind(py::module_& m) {
           std::lock_guard<std::mutex> lock(s.mutex);
           d["last_fallback"] = s.last_fallback;
         }
-        Cache& c = cache();
-        std::lock_guard<std::mutex> lock(c.mutex);
-        d["cached_problems"] = c.map.size();
+        {
+          Cache& c = cache();
+          std::lock_guard<std::mutex> lock(c.mutex);
+          d["cached_problems"] = c.map.size();
+        }
+        graph::add_stats(d);
         return d;
       },
-      "Counters of the cuDNN convolution path (runs, fallbacks, algorithm queries, cache).");
+      "Counters of the cuDNN convolution path (runs, fallbacks, algorithm queries, cache; "
+      "graph_*: the graph API's share of the runs, its declines, queries and plan cache).");
   m.def(
       "_cudnn_forward_output_dims",
       [](const std::vector<int64_t>& xv, const std::vector<int64_t>& wv,
@@ -617,11 +592,47 @@ void bind(py::module_& m) {
   m.def(
       "_cudnn_clear_cache",
       [] {
-        Cache& c = cache();
-        std::lock_guard<std::mutex> lock(c.mutex);
-        c.map.clear();
+        {
+          Cache& c = cache();
+          std::lock_guard<std::mutex> lock(c.mutex);
+          c.map.clear();
+        }
+        graph::clear_cache();
       },
-      "Forgets every cached algorithm choice.");
+      "Forgets every cached algorithm choice and graph API plan.");
+  m.def(
+      "_cudnn_graph_check_descriptors",
+      [](const std::vector<int64_t>& xv, const std::vector<int64_t>& wv,
+         const std::vector<int64_t>& yv, const std::vector<int64_t>& pad,
+         const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation, int64_t groups,
+         const std::string& dtype, bool nhwc, const std::string& pass) {
+        const Api* a = api();
+        EMBER_CHECK(a != nullptr, "_cudnn_graph_check_descriptors: ", load_error());
+        const ScalarType dt = dtype == "float64"    ? ScalarType::Float64
+                              : dtype == "float16"  ? ScalarType::Float16
+                              : dtype == "bfloat16" ? ScalarType::BFloat16
+                                                    : ScalarType::Float32;
+        EMBER_CHECK(pass == "forward" || pass == "backward_data" || pass == "backward_filter",
+                    "_cudnn_graph_check_descriptors: pass must be 'forward', 'backward_data' or "
+                    "'backward_filter', got '", pass, "'");
+        const Pass ps = pass == "forward"         ? Pass::Forward
+                        : pass == "backward_data" ? Pass::BackwardData
+                                                  : Pass::BackwardFilter;
+        Problem p;
+        std::string why;
+        const ConvParams cp{DimVector(pad), DimVector(stride), DimVector(dilation), groups};
+        EMBER_CHECK(make_problem(ps, dt, DimVector(xv), DimVector(wv), DimVector(yv), cp, nhwc,
+                                 flags(), &p, &why),
+                    "_cudnn_graph_check_descriptors: ", why);
+        return graph::check_descriptors(a, p);
+      },
+      py::arg("input"), py::arg("weight"), py::arg("output"), py::arg("padding"),
+      py::arg("stride"), py::arg("dilation"), py::arg("groups"), py::arg("dtype"),
+      py::arg("channels_last"), py::arg("pass_"),
+      "Builds and finalizes the graph API's tensor, convolution and operation descriptors of "
+      "one pass (no GPU needed): '' when cuDNN accepts them, else the step that failed and "
+      "cuDNN's message.");
+  graph::bind(m);  // _set_cudnn_graph, _cudnn_graph_enabled
   // ember.backends.cudnn hands over the wheel folders and the switches set before this import.
   try {
     py::module_::import("ember.backends.cudnn").attr("_attach")(m);

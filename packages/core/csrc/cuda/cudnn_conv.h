@@ -3,9 +3,14 @@
 // problem (pass, sizes, parameters, dtype, layout, math) is chosen once and cached: by cuDNN's
 // heuristics, or, with ember.backends.cudnn.benchmark, by timing every algorithm
 // (cudnnFind*AlgorithmEx), as cudnn.benchmark does in PyTorch. Workspaces come from the device's
-// caching allocator; everything runs on the current stream.
+// caching allocator; everything runs on the current stream. With the private switch
+// ember._C_cuda._set_cudnn_graph(True) each pass tries cuDNN's graph API first
+// (cudnn_graph_conv.h) and this legacy path where that declines.
 #pragma once
 #include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -22,6 +27,48 @@ enum class Pass { Forward, BackwardData, BackwardFilter };
 struct ConvParams {
   DimVector pad, stride, dilation;  // one value per spatial dim
   int64_t groups = 1;
+};
+
+const char* pass_name(Pass p);  // "forward", "backward data", "backward filter"
+
+// One pass of one problem in cuDNN's terms (cudnn_conv.cpp's make_problem), for both of its
+// APIs: tensors of nd = 4 or 5 dims (a 1-d convolution gets a unit height: (N, C, 1, L)), dense
+// in NCHW order or channels-last (nhwc); the weight's dims are (K, C / groups, *ks). The switches
+// it was made under (tf32, deterministic, benchmark) are part of it: key() identifies it in the
+// caches.
+struct Problem {
+  Pass pass = Pass::Forward;
+  ScalarType dtype = ScalarType::Float32;
+  bool nhwc = false, tf32 = false, deterministic = false, benchmark = false;
+  int device = 0;
+  int nd = 4;
+  int xdim[5] = {}, wdim[5] = {}, ydim[5] = {};
+  int xstr[5] = {}, wstr[5] = {}, ystr[5] = {};
+  int pad[3] = {}, stride[3] = {}, dil[3] = {};
+  int groups = 1;
+
+  std::vector<int64_t> key() const {
+    std::vector<int64_t> k{static_cast<int64_t>(pass),
+                           static_cast<int64_t>(dtype),
+                           nhwc,
+                           tf32,
+                           deterministic,
+                           benchmark,
+                           device,
+                           nd,
+                           groups};
+    for (int i = 0; i < nd; ++i) k.insert(k.end(), {xdim[i], wdim[i], ydim[i]});
+    for (int i = 0; i < nd - 2; ++i) k.insert(k.end(), {pad[i], stride[i], dil[i]});
+    return k;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& k) const {
+    uint64_t h = 1469598103934665603ULL;
+    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ULL;
+    return static_cast<size_t>(h);
+  }
 };
 
 // Whether cuDNN may be tried for dtype dt now: ember.backends.cudnn.enabled, the library loads,
