@@ -16,6 +16,9 @@
 // Argument checks: kernels/attention_rules.h (the CPU kernel's). q, k, v and the mask are read
 // through their strides (the batch dims coalesced, up to kMaxBatchDims of them), so transposed
 // views and broadcast masks are never copied.
+// float16 / bfloat16 calls without a mask and with E == Ev in {32, 64, 96, 128} on sm_80+ take
+// the tensor-core kernels of nn_attention_tc.cu instead (same outputs; the switch
+// ember._C_cuda._set_sdpa_tensor_cores(False) keeps them here).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -26,6 +29,7 @@
 
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
+#include "cuda/nn_attention_tc.h"
 #include "cuda/nn_common.cuh"
 #include "kernels/attention_rules.h"
 #include "ops.h"
@@ -611,8 +615,12 @@ std::tuple<Tensor, Tensor> _scaled_dot_product_fused_attention(const std::vector
   Tensor lse = empty(nn::attention_lse_shape(q), acc_dtype(dt), q->device());
   if (out->numel() == 0) return {out, lse};
   EMBER_CHECK(p.S > 0, op, ": expected at least one key");
-  make_views(p, q, k, v, mask, op);
   const cudaStream_t st = ix::stream_of(q);
+  if (sdpa_tc_eligible(q, mask, p.E, p.Ev)) {  // float16 / bfloat16, no mask: tensor cores
+    sdpa_tc_forward(q, k, v, p.causal, p.scale, p.B, p.L, p.S, out, lse, st);
+    return {out, lse};
+  }
+  make_views(p, q, k, v, mask, op);
   nnk::dispatch_floating(dt, op, "query", [&](auto tag) {
     using T = decltype(tag);
     using A = dev_opmath_t<T>;
