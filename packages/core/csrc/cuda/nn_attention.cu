@@ -667,7 +667,8 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
   Tensor go = nnk::contig(grad_out, dt, op), o = nnk::contig(out, dt, op);
   Tensor l = nnk::contig(logsumexp, at, op);
   Tensor dsum = empty(nn::attention_lse_shape(q), at, q->device());
-  make_views(p, q, k, v, mask, op);
+  const bool tc = sdpa_tc_eligible(q, mask, p.E, p.Ev);  // float16 / bfloat16: tensor cores
+  if (!tc) make_views(p, q, k, v, mask, op);
   const cudaStream_t st = ix::stream_of(q);
   nnk::dispatch_floating(dt, op, "query", [&](auto tag) {
     using T = decltype(tag);
@@ -676,6 +677,10 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
     sdpa_rowdot_kernel<T><<<blocks_for(rows * 32), kBlockSize, 0, st>>>(
         go->data_as<T>(), o->data_as<T>(), dsum->data_as<A>(), rows, p.Ev);
     check_launch(op);
+    if (tc) {
+      sdpa_tc_backward(q, k, v, go, l, dsum, p.causal, p.scale, p.B, p.L, p.S, gq, gk, gv, st);
+      return;
+    }
     const Saved<T> sv{go->data_as<T>(), l->data_as<A>(), dsum->data_as<A>()};
     with_head_bucket(std::max(p.E, p.Ev), [&](auto nh) {
       constexpr int NH = decltype(nh)::value;

@@ -312,6 +312,207 @@ __global__ void __launch_bounds__(kTcThreads)
 #endif
 }
 
+// ---- backward -----------------------------------------------------------------------------------
+
+// The epilogue of the backward kernels: the warp's 16 rows of an accumulator set (D / 16
+// fragments), times `mul`, to dst (16-bit, ld D per row) rows row0 + rr while < nrows, in passes
+// of 64 columns through the float scratch sw (16 x kScoreLd).
+template <class T, int D>
+__device__ __forceinline__ void tc_write_rows(T* dst, FragC (&acc)[D / 16], float* sw, float mul,
+                                              int64_t row0, int64_t nrows, int lane) {
+#pragma unroll
+  for (int g = 0; g < D / 16; g += 4) {
+    __syncwarp();  // the previous pass' (or the main loop's) reads of sw are done
+#pragma unroll
+    for (int n = g; n < (g + 4 < D / 16 ? g + 4 : D / 16); ++n)
+      wmma::store_matrix_sync(sw + (n - g) * 16, acc[n], kScoreLd, wmma::mem_row_major);
+    __syncwarp();
+    const int width = (g + 4 < D / 16 ? 64 : (D / 16 - g) * 16);  // columns of this pass
+    const int chunks = width / 8;
+    for (int idx = lane; idx < kTcWarpRows * chunks; idx += 32) {
+      const int rr = idx / chunks, c0 = (idx - rr * chunks) * 8;
+      const int64_t row = row0 + rr;
+      if (row >= nrows) continue;
+      float x8[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x8[e] = sw[rr * kScoreLd + c0 + e] * mul;
+      tc_store8(dst + row * D + g * 16 + c0, x8);
+    }
+  }
+}
+
+// The saved tensors of the backward: dO (contiguous (B, L, D), as a TcOperand), the float32
+// logsumexp and D = rowsum(dO * O), both contiguous (B, L).
+struct TcSaved {
+  TcOperand go;
+  const float* lse = nullptr;
+  const float* dsum = nullptr;
+};
+
+// dQ: a block per 64 queries (warp w: 16 of them) walking the key tiles.
+// dQ[i] = scale * sum_j dS[i, j] K[j], dS = P (dP - D), dP[i, j] = dO[i] . V[j].
+template <class T, int D>
+__global__ void __launch_bounds__(kTcThreads)
+    sdpa_tc_grad_q_kernel(const TcProblem p, const TcSaved sv, T* __restrict__ gq) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+#else
+  using M = Wmma<T>;
+  using W = typename M::type;
+  using Lay = TcLayout<D>;
+  constexpr int ldh = Lay::ldh;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  unsigned char* sm = tc_smem();
+  W* qs = reinterpret_cast<W*>(sm + Lay::a0);
+  W* dos = reinterpret_cast<W*>(sm + Lay::a1);
+  W* ks = reinterpret_cast<W*>(sm + Lay::a2);
+  W* vs = reinterpret_cast<W*>(sm + Lay::a3);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float* sw = reinterpret_cast<float*>(sm + Lay::sf) + warp * kTcWarpRows * kScoreLd;
+  float* dw = reinterpret_cast<float*>(sm + Lay::df) + warp * kTcWarpRows * kScoreLd;
+  W* dsw = reinterpret_cast<W*>(sm + Lay::dh) + warp * kTcWarpRows * kProbLd;
+
+  const int64_t ntiles = (p.L + kTcRows - 1) / kTcRows;
+  const int64_t b = blockIdx.x / ntiles;
+  int64_t t = blockIdx.x - b * ntiles;
+  if (p.causal) t = ntiles - 1 - t;
+  const int64_t i0 = t * kTcRows;
+  const int64_t i1 = i0 + kTcRows < p.L ? i0 + kTcRows : p.L;
+  const int64_t nkeys = p.causal ? (p.S < i1 ? p.S : i1) : p.S;
+  const int64_t koff = tc_batch_offset(p.k, b), voff = tc_batch_offset(p.v, b);
+
+  tc_load_rows<W, D>(qs, p.q, tc_batch_offset(p.q, b), i0, p.L);
+  tc_load_rows<W, D>(dos, sv.go, tc_batch_offset(sv.go, b), i0, p.L);
+  const int r = lane >> 1, h = lane & 1;
+  const int64_t i = i0 + warp * kTcWarpRows + r;
+  const float lse_i = i < p.L ? sv.lse[b * p.L + i] * kLog2e : 0.f;  // base 2
+  const float d_i = i < p.L ? sv.dsum[b * p.L + i] : 0.f;
+  FragC acc[D / 16];
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(acc[n], 0.f);
+
+  for (int64_t k0 = 0; k0 < nkeys; k0 += kTcRows) {
+    __syncthreads();  // the previous tiles are consumed (first: Q and dO are written)
+    tc_load_rows<W, D>(ks, p.k, koff, k0, nkeys);
+    tc_load_rows<W, D>(vs, p.v, voff, k0, nkeys);
+    __syncthreads();
+    tc_scores<W, D>(sw, qs + warp * kTcWarpRows * ldh, ks);
+    tc_scores<W, D>(dw, dos + warp * kTcWarpRows * ldh, vs);
+    __syncwarp();
+#pragma unroll
+    for (int tt = 0; tt < kTcRows / 2; ++tt) {
+      const int c = 2 * tt + h;
+      const int64_t j = k0 + c;
+      const bool seen = i < p.L && j < nkeys && (!p.causal || j <= i) && lse_i != kNegInf;
+      const float pij = seen ? exp2f(sw[r * kScoreLd + c] * p.scale_log2 - lse_i) : 0.f;
+      dsw[r * kProbLd + c] = M::from(pij * (dw[r * kScoreLd + c] - d_i));
+    }
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) {
+#pragma unroll
+      for (int kk = 0; kk < kTcRows / 16; ++kk) {
+        FragA<W> fa;
+        FragBRow<W> fb;
+        wmma::load_matrix_sync(fa, dsw + kk * 16, kProbLd);
+        wmma::load_matrix_sync(fb, ks + kk * 16 * ldh + n * 16, ldh);
+        wmma::mma_sync(acc[n], fa, fb, acc[n]);
+      }
+    }
+  }
+  tc_write_rows<T, D>(gq + b * p.L * D, acc, sw, p.scale, i0 + warp * kTcWarpRows, p.L, lane);
+#endif
+}
+
+// dK and dV: a block per 64 keys (warp w: 16 of them) walking the query tiles.
+// dV[j] = sum_i P[i, j] dO[i], dK[j] = scale * sum_i dS[i, j] Q[i]: from P^T and dS^T (key rows).
+template <class T, int D>
+__global__ void __launch_bounds__(kTcThreads)
+    sdpa_tc_grad_kv_kernel(const TcProblem p, const TcSaved sv, T* __restrict__ gk,
+                           T* __restrict__ gv) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+#else
+  using M = Wmma<T>;
+  using W = typename M::type;
+  using Lay = TcLayout<D>;
+  constexpr int ldh = Lay::ldh;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  unsigned char* sm = tc_smem();
+  W* ks = reinterpret_cast<W*>(sm + Lay::a0);
+  W* vs = reinterpret_cast<W*>(sm + Lay::a1);
+  W* qs = reinterpret_cast<W*>(sm + Lay::a2);
+  W* dos = reinterpret_cast<W*>(sm + Lay::a3);
+  float* lse_s = reinterpret_cast<float*>(sm + Lay::stats);  // the tile's lse (base 2)
+  float* d_s = lse_s + kTcRows;                               // and D
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float* sw = reinterpret_cast<float*>(sm + Lay::sf) + warp * kTcWarpRows * kScoreLd;
+  float* dw = reinterpret_cast<float*>(sm + Lay::df) + warp * kTcWarpRows * kScoreLd;
+  W* pw = reinterpret_cast<W*>(sm + Lay::ph) + warp * kTcWarpRows * kProbLd;
+  W* dsw = reinterpret_cast<W*>(sm + Lay::dh) + warp * kTcWarpRows * kProbLd;
+
+  const int64_t ntiles = (p.S + kTcRows - 1) / kTcRows;
+  const int64_t b = blockIdx.x / ntiles;
+  const int64_t j0 = (blockIdx.x - b * ntiles) * kTcRows;
+  const int64_t qoff = tc_batch_offset(p.q, b), gooff = tc_batch_offset(sv.go, b);
+
+  tc_load_rows<W, D>(ks, p.k, tc_batch_offset(p.k, b), j0, p.S);
+  tc_load_rows<W, D>(vs, p.v, tc_batch_offset(p.v, b), j0, p.S);
+  const int r = lane >> 1, h = lane & 1;
+  const int64_t j = j0 + warp * kTcWarpRows + r;
+  FragC dk[D / 16], dv[D / 16];
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) {
+    wmma::fill_fragment(dk[n], 0.f);
+    wmma::fill_fragment(dv[n], 0.f);
+  }
+  // Causal: query i sees key j only when j <= i, so the queries before j0 see none of these.
+  const int64_t qstart = p.causal ? j0 : 0;
+  for (int64_t q0 = qstart; q0 < p.L; q0 += kTcRows) {
+    __syncthreads();  // the previous tiles are consumed (first: K and V are written)
+    tc_load_rows<W, D>(qs, p.q, qoff, q0, p.L);
+    tc_load_rows<W, D>(dos, sv.go, gooff, q0, p.L);
+    if (threadIdx.x < kTcRows) {
+      const int64_t ii = q0 + threadIdx.x;
+      lse_s[threadIdx.x] = ii < p.L ? sv.lse[b * p.L + ii] * kLog2e : 0.f;
+      d_s[threadIdx.x] = ii < p.L ? sv.dsum[b * p.L + ii] : 0.f;
+    }
+    __syncthreads();
+    tc_scores<W, D>(sw, ks + warp * kTcWarpRows * ldh, qs);   // S^T: the warp's keys x queries
+    tc_scores<W, D>(dw, vs + warp * kTcWarpRows * ldh, dos);  // dP^T
+    __syncwarp();
+#pragma unroll
+    for (int tt = 0; tt < kTcRows / 2; ++tt) {
+      const int c = 2 * tt + h;
+      const int64_t ii = q0 + c;
+      const float lse_c = lse_s[c];
+      const bool seen = ii < p.L && j < p.S && (!p.causal || j <= ii) && lse_c != kNegInf;
+      const float pij = seen ? exp2f(sw[r * kScoreLd + c] * p.scale_log2 - lse_c) : 0.f;
+      pw[r * kProbLd + c] = M::from(pij);
+      dsw[r * kProbLd + c] = M::from(pij * (dw[r * kScoreLd + c] - d_s[c]));
+    }
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) {
+#pragma unroll
+      for (int kk = 0; kk < kTcRows / 16; ++kk) {
+        FragA<W> fa;
+        FragBRow<W> fb;
+        wmma::load_matrix_sync(fa, pw + kk * 16, kProbLd);
+        wmma::load_matrix_sync(fb, dos + kk * 16 * ldh + n * 16, ldh);
+        wmma::mma_sync(dv[n], fa, fb, dv[n]);
+        wmma::load_matrix_sync(fa, dsw + kk * 16, kProbLd);
+        wmma::load_matrix_sync(fb, qs + kk * 16 * ldh + n * 16, ldh);
+        wmma::mma_sync(dk[n], fa, fb, dk[n]);
+      }
+    }
+  }
+  const int64_t row0 = j0 + warp * kTcWarpRows;
+  tc_write_rows<T, D>(gv + b * p.S * D, dv, sw, 1.f, row0, p.S, lane);
+  tc_write_rows<T, D>(gk + b * p.S * D, dk, sw, p.scale, row0, p.S, lane);
+#endif
+}
+
 // ---- host ---------------------------------------------------------------------------------------
 
 int device_major(int device) {
@@ -445,6 +646,37 @@ void sdpa_tc_forward(const Tensor& query, const Tensor& key, const Tensor& value
     tc_allow_smem(&sdpa_tc_forward_kernel<T, D>, bytes, device, op);
     sdpa_tc_forward_kernel<T, D><<<tc_grid(B, L, op), kTcThreads, bytes, stream>>>(
         p, out->data_as<T>(), lse->data_as<float>());
+    check_launch(op);
+  });
+}
+
+void sdpa_tc_backward(const Tensor& query, const Tensor& key, const Tensor& value,
+                      const Tensor& grad_out, const Tensor& lse, const Tensor& dsum, bool causal,
+                      double scale, int64_t B, int64_t L, int64_t S, Tensor& gq, Tensor& gk,
+                      Tensor& gv, cudaStream_t stream) {
+  const char* op = "_scaled_dot_product_fused_attention_backward";
+  Tensor q = query, k = key, v = value, go = grad_out;
+  TcProblem p = tc_problem(B, L, S, causal, scale);
+  p.q = tc_view(q, op);
+  p.k = tc_view(k, op);
+  p.v = tc_view(v, op);
+  TcSaved sv;
+  sv.go = tc_view(go, op);
+  sv.lse = lse->data_as<float>();
+  sv.dsum = dsum->data_as<float>();
+  const int device = ix::device_index(q);
+  tc_dispatch(q->dtype(), q->size(q->dim() - 1), [&](auto tag, auto dim) {
+    using T = decltype(tag);
+    constexpr int D = decltype(dim)::value;
+    const size_t qbytes = TcLayout<D>::dq_bytes;
+    tc_allow_smem(&sdpa_tc_grad_q_kernel<T, D>, qbytes, device, op);
+    sdpa_tc_grad_q_kernel<T, D><<<tc_grid(B, L, op), kTcThreads, qbytes, stream>>>(
+        p, sv, gq->data_as<T>());
+    check_launch(op);
+    const size_t kvbytes = TcLayout<D>::dkv_bytes;
+    tc_allow_smem(&sdpa_tc_grad_kv_kernel<T, D>, kvbytes, device, op);
+    sdpa_tc_grad_kv_kernel<T, D><<<tc_grid(B, S, op), kTcThreads, kvbytes, stream>>>(
+        p, sv, gk->data_as<T>(), gv->data_as<T>());
     check_launch(op);
   });
 }
