@@ -12,6 +12,9 @@ barrier interval, or two threads writing one word in one interval, raises). Glob
 through the views' strides into the tensors' flat storage (bounds checked); every output element
 must be written exactly once. Blocks run in a shuffled order.
 
+The tensor-core kernels of nn_attention_tc.cu (float16 / bfloat16 without a mask) have their own
+emulation: nn_attention_tc.py.
+
 Run: PYTHONPATH=<build>/site python3 nn_attention.py [-q]"""
 
 from __future__ import annotations

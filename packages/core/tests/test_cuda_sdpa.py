@@ -516,3 +516,229 @@ def test_long_sequence_memory(causal):
     close(npv(out)[..., rows, :], r_out, "float32", "out rows")
     for t in x:
         assert np.all(np.isfinite(npv(t.grad)))
+
+
+# ---- the tensor-core kernels (nn_attention_tc.cu) ------------------------------------------------
+# float16 / bfloat16 without a mask, E == Ev in {32, 64, 96, 128}, on sm_80+: the WMMA kernels
+# (16-bit P and dS, float accumulators). Compared with the CPU fused op on float32 copies of the
+# same 16-bit values, with the switch ember._C_cuda._set_sdpa_tensor_cores off (the CUDA-core
+# kernels), and with themselves (determinism).
+
+# Tolerances relative to the largest magnitude of the reference (16-bit P / dS in the products).
+TC_TOL = {"float16": 1e-2, "bfloat16": 2e-2}
+
+
+def _tc_capable():
+    if not (ON_CUDA and ember.cuda.is_available()):
+        return False
+    return ember.cuda.get_device_capability()[0] >= 8
+
+
+needs_tc = pytest.mark.skipif(not _tc_capable(), reason="needs an sm_80+ CUDA device")
+
+
+class _tensor_cores:
+    """Sets ember._C_cuda's tensor-core switch for the block (restored after)."""
+
+    def __init__(self, on):
+        self.on = on
+
+    def __enter__(self):
+        from ember import _C_cuda
+        self.mod = _C_cuda
+        self.prev = _C_cuda._get_sdpa_tensor_cores()
+        _C_cuda._set_sdpa_tensor_cores(self.on)
+
+    def __exit__(self, *exc):
+        self.mod._set_sdpa_tensor_cores(self.prev)
+
+
+def close_tc(actual, ref, tol, what):
+    a, r = npv(actual), np.asarray(ref, dtype=np.float64)
+    assert a.shape == r.shape, (what, a.shape, r.shape)
+    assert np.all(np.isfinite(a)), f"{what}: non-finite entries"
+    scale = max(1.0, float(np.abs(r).max()))
+    err = float(np.abs(a - r).max())
+    assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol * scale:.3g}"
+
+
+def tc_run(dtype, shape, causal, scale=None, seed=0, layout=None):
+    """The fused op and its backward on the device (q, k, v of shape (B, H, L|S, E)) and on the
+    CPU in float32 of the same 16-bit values: (device results, CPU results), each
+    (out, lse, dq, dk, dv). layout(t) gives the device operands another layout."""
+    B, H, L, S, E = shape
+    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    q, k, v = (rounded(arr((B, H, n, E), seed + i), dtype) for i, n in enumerate((L, S, S)))
+    g = rounded(arr((B, H, L, E), seed + 3), dtype)
+    make = layout or (lambda t: t)
+    qd, kd, vd = (make(dev(et(x, dtype))) for x in (q, k, v))
+    gd = dev(et(g, dtype))
+    out, lse = C._scaled_dot_product_fused_attention([qd, kd, vd], None, causal, scale)
+    grads = C._scaled_dot_product_fused_attention_backward(gd, qd, kd, vd, None, out, lse,
+                                                           causal, scale)
+    qc, kc, vc, gc = (et(x, "float32") for x in (q, k, v, g))
+    cout, clse = C._scaled_dot_product_fused_attention([qc, kc, vc], None, causal, scale)
+    cgrads = C._scaled_dot_product_fused_attention_backward(gc, qc, kc, vc, None, cout, clse,
+                                                           causal, scale)
+    return (out, lse) + tuple(grads), (cout, clse) + tuple(cgrads)
+
+
+def tc_check(dtype, shape, causal, **kw):
+    got, ref = tc_run(dtype, shape, causal, **kw)
+    B, H, L, S, E = shape
+    out, lse = got[0], got[1]
+    assert out.dtype == EDT[dtype] and tuple(out.shape) == (B, H, L, E)
+    assert lse.dtype == ember.float32 and tuple(lse.shape) == (B, H, L)
+    tol = TC_TOL[dtype]
+    close_tc(out, npv(ref[0]), tol, "out")
+    close_tc(lse, npv(ref[1]), 1e-3, "lse")
+    for name, a, r in zip(("dq", "dk", "dv"), got[2:], ref[2:]):
+        assert a.dtype == EDT[dtype]
+        close_tc(a, npv(r), tol, name)
+    return got
+
+
+TC_SHAPES = [  # (B, H, L, S, E)
+    (2, 3, 1, 1, 64),
+    (2, 2, 15, 15, 64),
+    (1, 3, 64, 64, 64),
+    (2, 2, 65, 65, 128),
+    (1, 2, 130, 130, 64),
+    (1, 2, 77, 200, 128),   # L < S
+    (1, 2, 200, 77, 64),    # L > S
+    (1, 1, 1, 300, 64),     # one query against a cache
+    (1, 1, 300, 1, 128),    # one key
+    (2, 2, 70, 70, 32),
+    (1, 2, 90, 130, 96),
+]
+
+
+@needs_tc
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", TC_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_tensor_cores_match_cpu(dtype, causal, shape):
+    tc_check(dtype, shape, causal, scale=0.8 / math.sqrt(shape[-1]))
+
+
+@needs_tc
+@pytest.mark.parametrize("scale", [0.02, 1.0])
+def test_tensor_cores_scale(scale):
+    tc_check("bfloat16", (1, 2, 100, 100, 64), True, scale=scale)
+    tc_check("float16", (1, 2, 100, 120, 128), False, scale=scale)
+
+
+@needs_tc
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tensor_cores_switch_agrees(dtype):
+    # Off: the CUDA-core kernels (float P and dS); both within the 16-bit tolerance, and not
+    # bitwise equal (the switch really routes).
+    shape, causal = (2, 3, 150, 170, 64), True
+    with _tensor_cores(True):
+        on, _ = tc_run(dtype, shape, causal)
+    with _tensor_cores(False):
+        off, _ = tc_run(dtype, shape, causal)
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), on, off):
+        close_tc(a, npv(b), TC_TOL[dtype] if name != "lse" else 1e-3, f"{name}: on vs off")
+    assert not np.array_equal(npv(on[0]), npv(off[0])), "the switch changed nothing"
+
+
+@needs_tc
+@pytest.mark.parametrize("causal", [False, True])
+def test_tensor_cores_gpt2_shape(causal):
+    # GPT-2 small's attention: (8, 12, 1024, 64) in bfloat16, q / k / v split off one packed
+    # (B, L, 3 * 768) projection (strided heads, no copy); the first batch element against the
+    # CPU, the whole against the CUDA-core kernels.
+    B, H, L, E = 8, 12, 1024, 64
+    qkv = rounded(arr((B, L, 3 * H * E), 0, 0.5), "bfloat16")
+    packed = dev(et(qkv, "bfloat16")).reshape(B, L, 3, H, E)
+    q, k, v = (packed[:, :, w].transpose(1, 2) for w in range(3))
+    assert not q.is_contiguous()
+    g = dev(et(rounded(arr((B, H, L, E), 1), "bfloat16"), "bfloat16"))
+    runs = {}
+    for on in (True, False):
+        with _tensor_cores(on):
+            out, lse = C._scaled_dot_product_fused_attention([q, k, v], None, causal, 0.125)
+            grads = C._scaled_dot_product_fused_attention_backward(g, q, k, v, None, out, lse,
+                                                                   causal, 0.125)
+            runs[on] = [npv(t) for t in (out, lse) + tuple(grads)]
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), runs[True], runs[False]):
+        close_tc(a, b, 2e-2 if name != "lse" else 1e-3, f"{name}: on vs off")
+    qc, kc, vc, gc = (t[:1].cpu().float() for t in (q, k, v, g))
+    cout, clse = C._scaled_dot_product_fused_attention([qc, kc, vc], None, causal, 0.125)
+    cgrads = C._scaled_dot_product_fused_attention_backward(gc, qc, kc, vc, None, cout, clse,
+                                                           causal, 0.125)
+    for name, a, r in zip(("out", "lse", "dq", "dk", "dv"), runs[True], (cout, clse) + cgrads):
+        close_tc(a[:1], npv(r), 2e-2 if name != "lse" else 1e-3, f"{name} vs CPU")
+
+
+@needs_tc
+def test_tensor_cores_layouts():
+    # Operands the kernels read in place (heads of a packed projection) and ones they copy first
+    # (a last dim with stride 2; data 2 bytes off a 16-byte boundary).
+    def split(t):
+        b, h, n, e = t.shape
+        return t.transpose(1, 2).contiguous().reshape(b, n, h * e).reshape(b, n, h, e) \
+            .transpose(1, 2)
+
+    def cols(t):
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+
+    def offset(t):  # t's values at storage offset 1 (the data pointer 2 bytes off alignment)
+        b, h, n, e = t.shape
+        wide = ember.zeros(b * h * n * e + 1, dtype=t.dtype, device=t.device)
+        wide[1:] = t.reshape(-1)
+        return wide[1:].reshape(b, h, n, e)
+    for make in (split, cols, offset):
+        tc_check("bfloat16", (2, 3, 70, 70, 64), True, layout=make)
+        tc_check("float16", (1, 2, 40, 90, 128), False, layout=make)
+
+
+@needs_tc
+def test_tensor_cores_deterministic():
+    shape = (2, 4, 150, 170, 64)
+    a, _ = tc_run("bfloat16", shape, False)
+    b, _ = tc_run("bfloat16", shape, False)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(npv(x), npv(y))
+
+
+@needs_tc
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tensor_cores_autograd(dtype):
+    # Through F.scaled_dot_product_attention (the fused op and its backward) against float64.
+    autograd_check(dtype, (2, 4, 97, 64), (2, 4, 97, 64), (2, 4, 97, 64), is_causal=True,
+                   ref_dtype="bfloat16")
+    autograd_check(dtype, (2, 3, 50, 128), (2, 3, 81, 128), (2, 3, 81, 128), is_causal=False,
+                   ref_dtype="bfloat16")
+
+
+@needs_tc
+def test_tensor_cores_out_of_scope_unchanged():
+    # A mask, E = 80, E != Ev, float32: the CUDA-core kernels whatever the switch (bitwise the same
+    # results), and correct.
+    def run(dtype, qs, ks, vs, mask=None, causal=False):
+        q, k, v = (dev(et(arr(s, i), dtype)) for i, s in enumerate((qs, ks, vs)))
+        g = dev(et(arr(qs[:-1] + (vs[-1],), 3), dtype))
+        m = None if mask is None else dev(ember.tensor(mask))
+        res = []
+        for on in (True, False):
+            with _tensor_cores(on):
+                out, lse = C._scaled_dot_product_fused_attention([q, k, v], m, causal, 0.3)
+                grads = C._scaled_dot_product_fused_attention_backward(g, q, k, v, m, out, lse,
+                                                                       causal, 0.3)
+                res.append([npv(t) for t in (out, lse) + tuple(grads)])
+        for a, b in zip(*res):
+            np.testing.assert_array_equal(a, b)
+        r_out, r_lse, r_grads = ref_attention(*(npv(t) for t in (q, k, v)), mask=mask,
+                                              causal=causal, scale=0.3, dout=npv(g))
+        tol = "float32" if dtype == "float32" else dtype
+        close(res[0][0], r_out, tol, "out")
+        for name, a, r in zip("qkv", res[0][2:], r_grads):
+            close(a, r, tol, f"d{name}")
+    keep = np.random.default_rng(0).uniform(size=(40, 50)) > 0.3
+    keep[:, 0] = True
+    run("bfloat16", (2, 2, 40, 64), (2, 2, 50, 64), (2, 2, 50, 64), mask=keep)
+    run("float16", (2, 2, 40, 80), (2, 2, 50, 80), (2, 2, 50, 80), causal=True)
+    run("bfloat16", (2, 2, 40, 64), (2, 2, 50, 64), (2, 2, 50, 32))
+    run("float32", (2, 2, 40, 64), (2, 2, 50, 64), (2, 2, 50, 64), causal=True)

@@ -20,6 +20,7 @@
 #include "cuda/cuda_registry.h"
 #include "cuda/cudnn_conv.h"
 #include "cuda/linalg_ops.h"
+#include "cuda/nn_attention_tc.h"
 #include "cuda/nn_conv_depthwise.h"
 #include "cuda/random_ops.h"
 
@@ -77,6 +78,10 @@ PYBIND11_MODULE(_C_cuda, m) {
   }
 
   bind_linalg(m);  // linalg_ops.cpp: the TF32 switch
+  m.def("_get_sdpa_tensor_cores", &sdpa_tensor_cores,
+        "Whether float16 / bfloat16 fused attention may use the tensor-core kernels (default on).");
+  m.def("_set_sdpa_tensor_cores", &set_sdpa_tensor_cores, py::arg("on"),
+        "Allows or forbids the tensor-core kernels of the fused attention (for A/B comparisons).");
   bind_random(m);  // random_ops.cu: the per-device generators
   cudnn::bind(m);  // cudnn_conv.cpp: cuDNN loading, switches and algorithm cache
   cupti::bind(m);  // cupti_activity.cpp: CUPTI kernel timing for ember.profiler

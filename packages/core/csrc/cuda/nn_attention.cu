@@ -16,6 +16,9 @@
 // Argument checks: kernels/attention_rules.h (the CPU kernel's). q, k, v and the mask are read
 // through their strides (the batch dims coalesced, up to kMaxBatchDims of them), so transposed
 // views and broadcast masks are never copied.
+// float16 / bfloat16 calls without a mask and with E == Ev in {32, 64, 96, 128} on sm_80+ take
+// the tensor-core kernels of nn_attention_tc.cu instead (same outputs; the switch
+// ember._C_cuda._set_sdpa_tensor_cores(False) keeps them here).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -26,6 +29,7 @@
 
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
+#include "cuda/nn_attention_tc.h"
 #include "cuda/nn_common.cuh"
 #include "kernels/attention_rules.h"
 #include "ops.h"
@@ -611,8 +615,12 @@ std::tuple<Tensor, Tensor> _scaled_dot_product_fused_attention(const std::vector
   Tensor lse = empty(nn::attention_lse_shape(q), acc_dtype(dt), q->device());
   if (out->numel() == 0) return {out, lse};
   EMBER_CHECK(p.S > 0, op, ": expected at least one key");
-  make_views(p, q, k, v, mask, op);
   const cudaStream_t st = ix::stream_of(q);
+  if (sdpa_tc_eligible(q, mask, p.E, p.Ev)) {  // float16 / bfloat16, no mask: tensor cores
+    sdpa_tc_forward(q, k, v, p.causal, p.scale, p.B, p.L, p.S, out, lse, st);
+    return {out, lse};
+  }
+  make_views(p, q, k, v, mask, op);
   nnk::dispatch_floating(dt, op, "query", [&](auto tag) {
     using T = decltype(tag);
     using A = dev_opmath_t<T>;
@@ -659,7 +667,8 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
   Tensor go = nnk::contig(grad_out, dt, op), o = nnk::contig(out, dt, op);
   Tensor l = nnk::contig(logsumexp, at, op);
   Tensor dsum = empty(nn::attention_lse_shape(q), at, q->device());
-  make_views(p, q, k, v, mask, op);
+  const bool tc = sdpa_tc_eligible(q, mask, p.E, p.Ev);  // float16 / bfloat16: tensor cores
+  if (!tc) make_views(p, q, k, v, mask, op);
   const cudaStream_t st = ix::stream_of(q);
   nnk::dispatch_floating(dt, op, "query", [&](auto tag) {
     using T = decltype(tag);
@@ -668,6 +677,10 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
     sdpa_rowdot_kernel<T><<<blocks_for(rows * 32), kBlockSize, 0, st>>>(
         go->data_as<T>(), o->data_as<T>(), dsum->data_as<A>(), rows, p.Ev);
     check_launch(op);
+    if (tc) {
+      sdpa_tc_backward(q, k, v, go, l, dsum, p.causal, p.scale, p.B, p.L, p.S, gq, gk, gv, st);
+      return;
+    }
     const Saved<T> sv{go->data_as<T>(), l->data_as<A>(), dsum->data_as<A>()};
     with_head_bucket(std::max(p.E, p.Ev), [&](auto nh) {
       constexpr int NH = decltype(nh)::value;
