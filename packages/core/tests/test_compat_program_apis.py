@@ -812,3 +812,17 @@ def test_compiler_and_version_modules():
     assert ember.version.hip is None and ember.version.debug is False
     assert ember.version.cuda is None or isinstance(ember.version.cuda, str)
     assert set(ember.version.__all__) <= set(dir(torch.version)) | {"__version__"}
+
+
+def test_poisson_and_binomial_of_nan_or_inf_return_at_once():
+    # A nan / inf rate or count used to spin forever in the rejection loops.
+    with pytest.raises(RuntimeError, match="non-negative"):
+        ember.poisson(ember.tensor([float("nan"), 2.0]))  # torch refuses nan too
+    assert ember.poisson(ember.tensor([float("inf")])).tolist() == [float("inf")]
+    got = ember.binomial(ember.tensor([float("inf"), 10.0, float("nan")]),
+                         ember.tensor([0.5, float("nan"), 0.5])).tolist()
+    assert got[0] == float("inf") and math.isnan(got[1]) and math.isnan(got[2])
+    from ember.distributions._special import poisson
+
+    out = poisson(ember.tensor([float("nan"), 3.0]))
+    assert math.isnan(out.tolist()[0]) and out.tolist()[1] >= 0

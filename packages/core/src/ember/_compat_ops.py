@@ -1193,7 +1193,7 @@ def poisson(input: Tensor, generator: Any = None) -> Tensor:
 
     if not input.is_floating_point():
         raise RuntimeError(f"poisson: expected a floating-point rate tensor, got {input.dtype}")
-    if input.numel() and bool((input < 0).any()):
+    if input.numel() and not bool((input >= 0).all()):  # nan too, as torch
         raise RuntimeError("poisson: invalid Poisson rate, expected rate to be non-negative")
     return _with_generator(generator, lambda: _poisson(input))
 

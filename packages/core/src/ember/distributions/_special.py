@@ -436,10 +436,17 @@ def poisson(rate: Tensor) -> Tensor:
     """
     with ember.no_grad():
         lam = rate.to(_F64)
+        # nan / inf rates would never leave the rejection loops: they draw nan / inf.
+        bad = ~ember.isfinite(lam)
+        if bool(bad.any()):
+            lam = ember.where(bad, 0.0, lam)
         small = lam < 10.0
         lo = _poisson_small(ember.where(small, lam, 0.0))
         hi = _poisson_large(ember.where(small, 10.0, lam))
-        return ember.where(small, lo, hi).to(rate.dtype)
+        out = ember.where(small, lo, hi)
+        if bool(bad.any()):
+            out = ember.where(bad, rate.to(_F64), out)
+        return out.to(rate.dtype)
 
 
 def _binomial_inversion(n: Tensor, p: Tensor) -> Tensor:
@@ -499,6 +506,13 @@ def binomial(count: Tensor, prob: Tensor) -> Tensor:
     """
     with ember.no_grad():
         n, p = ember.broadcast_tensors(count.to(_F64), prob.to(_F64))
+        # nan counts or probabilities and infinite counts would never leave the rejection
+        # loops: they draw n * p (nan, or inf as torch's).
+        bad = ~ember.isfinite(n) | ember.isnan(p)
+        any_bad = bool(bad.any())
+        if any_bad:
+            n_bad, p_bad = n, p
+            n, p = ember.where(bad, 0.0, n), ember.where(bad, 0.0, p)
         flip = p > 0.5
         pp = ember.where(flip, 1.0 - p, p)
         small = n * pp < 10.0
@@ -506,4 +520,6 @@ def binomial(count: Tensor, prob: Tensor) -> Tensor:
         hi = _binomial_btrs(ember.where(small, 100.0, n), ember.where(small, 0.5, pp))
         x = ember.where(small, lo, hi)
         x = ember.where(flip, n - x, x)
+        if any_bad:
+            x = ember.where(bad, n_bad * p_bad, x)
         return x.to(prob.dtype)
