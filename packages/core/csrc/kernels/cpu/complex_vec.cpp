@@ -9,15 +9,8 @@
 
 #include "kernels/cpu/cpu_features.h"
 
-// Re-stated after each target pragma, which resets GCC's optimization options.
-#if defined(__clang__)
-#define EMBER_CV_NO_CONTRACT _Pragma("STDC FP_CONTRACT OFF")
-#elif defined(__GNUC__)
-#define EMBER_CV_NO_CONTRACT _Pragma("GCC optimize(\"fp-contract=off\")")
-#else
-#define EMBER_CV_NO_CONTRACT
-#endif
-EMBER_CV_NO_CONTRACT
+// Re-stated after each target pragma (cpu_features.h).
+EMBER_NO_FP_CONTRACT
 
 #define EMBER_CV_INLINE inline __attribute__((always_inline))
 
@@ -33,20 +26,20 @@ namespace base {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define EMBER_CVEC_X86 1
 EMBER_TARGET_BEGIN("avx2,fma")
-EMBER_CV_NO_CONTRACT
+EMBER_NO_FP_CONTRACT
 namespace avx2 {
 #include "kernels/cpu/complex_vec_kernels.inc"
 }  // namespace avx2
 EMBER_TARGET_END()
 EMBER_TARGET_BEGIN("avx512f,avx2,fma")
-EMBER_CV_NO_CONTRACT
+EMBER_NO_FP_CONTRACT
 namespace avx512 {
 #include "kernels/cpu/complex_vec_kernels.inc"
 }  // namespace avx512
 EMBER_TARGET_END()
 // The products (complex_vec_products.inc) for AVX2 without FMA.
 EMBER_TARGET_BEGIN("avx2")
-EMBER_CV_NO_CONTRACT
+EMBER_NO_FP_CONTRACT
 namespace avx2_nofma {
 #include "kernels/cpu/complex_vec_products.inc"
 }  // namespace avx2_nofma

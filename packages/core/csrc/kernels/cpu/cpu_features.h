@@ -28,3 +28,15 @@ const char* isa_name(Isa isa);
   _Pragma("GCC push_options") _Pragma(EMBER_TARGET_STR(GCC target(isa)))
 #define EMBER_TARGET_END() _Pragma("GCC pop_options")
 #endif
+
+// EMBER_NO_FP_CONTRACT: no contraction of a product and a sum into an FMA in what follows, so
+// that the ISA copies of a kernel round alike (the baseline build has no FMA to contract into).
+// GCC's target pragma resets the optimization options: state it again after each
+// EMBER_TARGET_BEGIN.
+#if defined(__clang__)
+#define EMBER_NO_FP_CONTRACT _Pragma("STDC FP_CONTRACT OFF")
+#elif defined(__GNUC__)
+#define EMBER_NO_FP_CONTRACT _Pragma("GCC optimize(\"fp-contract=off\")")
+#else
+#define EMBER_NO_FP_CONTRACT
+#endif

@@ -11,6 +11,7 @@
 #include "kernels/complex_math.h"
 #include "kernels/cpu/complex_vec.h"
 #include "kernels/cpu/nn_vec.h"
+#include "kernels/cpu/pointwise_vec.h"
 #include "kernels/cpu/vec_loop.h"
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
@@ -73,6 +74,20 @@ void run(TensorIterator& it, const char* name, const Make& make) {
 
 template <class A>
 constexpr bool is_int_v = std::is_integral_v<A> && !std::is_same_v<A, bool>;
+
+// float32 and float64 (every operand of the one dtype) on the loops of pointwise_vec.h, the
+// copy for this CPU's widest vectors; the strided inner loops on make's functor, the same
+// formula. False (nothing done) for other dtypes. alpha: add's and sub's.
+template <class Make>
+bool run_real_binary(TensorIterator& it, pvec::Binary op, const Scalar& alpha, const Make& make) {
+  return run_pvec_binary<float>(it, op, alpha.to<float>(), make(float{})) ||
+         run_pvec_binary<double>(it, op, alpha.to<double>(), make(double{}));
+}
+template <class Make>
+bool run_real_unary(TensorIterator& it, pvec::Unary op, const Make& make) {
+  return run_pvec_unary<float>(it, op, make(float{})) ||
+         run_pvec_unary<double>(it, op, make(double{}));
+}
 
 // Scalar erfc of the half types (their op math is float32; float32 and float64 tensors run the
 // vector kernel): through erfcf while the result is a normal float (x < 9: erfc(9) = 4.1e-37),
@@ -163,7 +178,18 @@ EMBER_UNARY_FLOAT_VEC_T(log, FloatComplex, std::log(x))
 EMBER_UNARY_FLOAT_C(log2, std::log2(x), complex_math::log2(x))
 EMBER_UNARY_FLOAT_C(log10, std::log10(x), complex_math::log10(x))
 EMBER_UNARY_FLOAT_VEC_C(log1p, std::log1p(x), complex_math::log1p(x))
-EMBER_UNARY_FLOAT_T(sqrt, FloatComplex, std::sqrt(x))
+// sqrt: float32 and float64 on the loops of pointwise_vec.h.
+Tensor sqrt(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("sqrt");
+  it.add_output(out).add_input(self).promote_int_to_float(true).build();
+  auto make = [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return std::sqrt(x); };
+  };
+  if (run_real_unary(it, pvec::Unary::Sqrt, make)) return it.output();
+  run<Types::FloatComplex, void, 1>(it, "sqrt", make);
+  return it.output();
+}
 EMBER_UNARY_FLOAT_C(rsqrt, A(1) / std::sqrt(x), complex_math::rsqrt(x))
 EMBER_UNARY_FLOAT_T(sin, FloatComplex, std::sin(x))
 EMBER_UNARY_FLOAT_T(cos, FloatComplex, std::cos(x))
@@ -305,17 +331,31 @@ A shift_right(A x, A y) {
     return it.output();                                  \
   }
 
-EMBER_UNARY_SAME(neg, NumericComplex, -x)
+// neg: float32 and float64 on the loops of pointwise_vec.h.
+Tensor neg(const Tensor& self, const Tensor& out) {
+  ElementwiseIterator it("neg");
+  it.add_output(out).add_input(self).build();
+  auto make = [](auto tag) {
+    using A = decltype(tag);
+    return [](A x) -> A { return -x; };
+  };
+  if (run_real_unary(it, pvec::Unary::Neg, make)) return it.output();
+  run<Types::NumericComplex, void, 1>(it, "neg", make);
+  return it.output();
+}
 
 namespace {
 // abs: 0 - x, not -x, so that abs(-0.0) is +0.0 as in PyTorch.
 Tensor abs_real(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("abs");
   it.add_output(out).add_input(self).build();
-  run<Types::Numeric, void, 1>(it, "abs", [](auto tag) {
+  auto make = [](auto tag) {
     using A = decltype(tag);
     return [](A x) -> A { return x <= A(0) ? A(A(0) - x) : x; };
-  });
+  };
+  // float32 and float64 on the loops of pointwise_vec.h
+  if (run_real_unary(it, pvec::Unary::Abs, make)) return it.output();
+  run<Types::Numeric, void, 1>(it, "abs", make);
   return it.output();
 }
 }  // namespace
@@ -377,16 +417,19 @@ Tensor square(const Tensor& self, const Tensor& out) {
   });
   return it.output();
 }
-// relu: float32 on the vectorized kernel (the widest vectors this CPU has), the rest as above.
+// relu: float32 on the vectorized kernel (the widest vectors this CPU has), float64 on the
+// loops of pointwise_vec.h, the rest as above.
 Tensor relu(const Tensor& self, const Tensor& out) {
   ElementwiseIterator it("relu");
   it.add_output(out).add_input(self).build();
   if (run_vec_float32(it, [](const float* x, float* y, int64_t n) { nn::vec::relu(x, y, n); }))
     return it.output();
-  run<Types::Numeric, void, 1>(it, "relu", [](auto tag) {
+  auto make = [](auto tag) {
     using A = decltype(tag);
     return [](A x) -> A { return (x != x) ? x : (x > A(0) ? x : A(0)); };
-  });
+  };
+  if (run_pvec_unary<double>(it, pvec::Unary::Relu, make(double{}))) return it.output();
+  run<Types::Numeric, void, 1>(it, "relu", make);
   return it.output();
 }
 EMBER_UNARY_SAME(floor, Numeric, std::is_integral_v<A> ? x : A(std::floor(x)))
@@ -540,7 +583,7 @@ Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
   binary_iter(it, self, other, out).build();
   check_alpha(alpha, it.common_dtype(), "add");
   if (run_complex_add(it, alpha.to<std::complex<double>>())) return it.output();
-  run<Types::AllComplex, void, 2>(it, "add", [&](auto tag) {
+  auto make = [&](auto tag) {
     using A = decltype(tag);
     A al = alpha.to<A>();
     if constexpr (std::is_same_v<A, bool>) {
@@ -550,7 +593,9 @@ Tensor add(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
     } else {
       return [al](A x, A y) -> A { return x + al * y; };
     }
-  });
+  };
+  if (run_real_binary(it, pvec::Binary::Add, alpha, make)) return it.output();
+  run<Types::AllComplex, void, 2>(it, "add", make);
   return it.output();
 }
 
@@ -564,7 +609,7 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
   const std::complex<double> al64 = alpha.to<std::complex<double>>();
   const std::complex<double> neg(-al64.real(), al64.imag() == 0.0 ? 0.0 : -al64.imag());
   if (run_complex_add(it, neg)) return it.output();
-  run<Types::NumericComplex, void, 2>(it, "sub", [&](auto tag) {
+  auto make = [&](auto tag) {
     using A = decltype(tag);
     if constexpr (is_complex_v<A>) {
       const A nal(neg);
@@ -573,7 +618,9 @@ Tensor sub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha,
       A al = alpha.to<A>();
       return [al](A x, A y) -> A { return x - al * y; };
     }
-  });
+  };
+  if (run_real_binary(it, pvec::Binary::Sub, alpha, make)) return it.output();
+  run<Types::NumericComplex, void, 2>(it, "sub", make);
   return it.output();
 }
 
@@ -594,7 +641,7 @@ Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
   ElementwiseIterator it("mul");
   binary_iter(it, self, other, out).build();
   if (EMBER_RUN_CVEC_BINARY(it, mul)) return it.output();  // complex (complex_vec.h)
-  run<Types::AllComplex, void, 2>(it, "mul", [](auto tag) {
+  auto make = [](auto tag) {
     using A = decltype(tag);
     if constexpr (std::is_same_v<A, bool>) {
       return [](A x, A y) -> A { return x && y; };
@@ -603,7 +650,9 @@ Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
     } else {
       return [](A x, A y) -> A { return x * y; };
     }
-  });
+  };
+  if (run_real_binary(it, pvec::Binary::Mul, Scalar(1.0), make)) return it.output();
+  run<Types::AllComplex, void, 2>(it, "mul", make);
   return it.output();
 }
 
@@ -650,14 +699,16 @@ Tensor div(const Tensor& self, const TensorOrScalar& other, const std::optional<
   if (!mode) {
     it.promote_int_to_float(true).build();
     if (EMBER_RUN_CVEC_BINARY(it, div)) return it.output();  // complex (complex_vec.h)
-    run<Types::FloatComplex, void, 2>(it, "div", [](auto tag) {
+    auto make = [](auto tag) {
       using A = decltype(tag);
       if constexpr (is_complex_v<A>) {
         return [](A x, A y) -> A { return complex_math::divide(x, y); };
       } else {
         return [](A x, A y) -> A { return x / y; };
       }
-    });
+    };
+    if (run_real_binary(it, pvec::Binary::Div, Scalar(1.0), make)) return it.output();
+    run<Types::FloatComplex, void, 2>(it, "div", make);
     return it.output();
   }
   check_div_mode(*mode);
