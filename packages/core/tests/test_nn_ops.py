@@ -963,3 +963,30 @@ def test_fused_optimizer_rejects_mixed_dtypes():
     with pytest.raises(TypeError, match=r"params\[1\] has dtype float64 but params\[0\]"):
         ember._C._fused_sgd_(p, g, [], weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0,
                              nesterov=False, maximize=False, is_first_step=False)
+
+
+@needs_torch
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 3, 2, 3, 4)])
+def test_batch_norm_keeps_channels_last_like_torch(training, shape):
+    # A channels-last input gives a channels-last output and input gradient (torch's
+    # suggest_memory_format), with the values of the contiguous computation.
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    g = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    fmt_e = ember.channels_last if len(shape) == 4 else ember.channels_last_3d
+    fmt_t = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+    xe = ember.tensor(x).contiguous(memory_format=fmt_e).requires_grad_()
+    xt = torch.tensor(x).contiguous(memory_format=fmt_t).requires_grad_()
+    if training:
+        args_e = args_t = dict(running_mean=None, running_var=None, training=True)
+    else:
+        args_e = dict(running_mean=ember.zeros(3), running_var=ember.ones(3), training=False)
+        args_t = dict(running_mean=torch.zeros(3), running_var=torch.ones(3), training=False)
+    ye = ember.nn.functional.batch_norm(xe, weight=ember.ones(3), bias=ember.zeros(3), **args_e)
+    yt = torch.nn.functional.batch_norm(xt, weight=torch.ones(3), bias=torch.zeros(3), **args_t)
+    assert ye.stride() == yt.stride()
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-5)
+    (gi,) = ember.autograd.grad(ye, xe, ember.tensor(g))
+    (gt,) = torch.autograd.grad(yt, xt, torch.tensor(g))
+    assert gi.stride() == gt.stride()
+    np.testing.assert_allclose(gi.numpy(), gt.numpy(), rtol=1e-4, atol=1e-5)

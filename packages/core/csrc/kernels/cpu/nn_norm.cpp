@@ -554,7 +554,7 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
       write_doubles(running_var, rv);
     }
   }
-  return {out, save_mean, save_invstd};
+  return {nn::in_layout_of(out, input), save_mean, save_invstd};
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
@@ -621,7 +621,7 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
     if (weight_grad) gw = from_doubles<T>(sgx, {C}, x->dtype());
     if (bias_grad) gb = from_doubles<T>(sg, {C}, x->dtype());
   });
-  return {gi, gw, gb};
+  return {nn::in_layout_of(gi, input), gw, gb};
 }
 
 }  // namespace cpu
