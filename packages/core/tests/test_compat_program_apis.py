@@ -826,3 +826,12 @@ def test_poisson_and_binomial_of_nan_or_inf_return_at_once():
 
     out = poisson(ember.tensor([float("nan"), 3.0]))
     assert math.isnan(out.tolist()[0]) and out.tolist()[1] >= 0
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.complex64, ember.bool])
+def test_gcd_lcm_refuse_non_integer_dtypes_like_torch(dtype):
+    # A complex input used to loop forever on inf / nan (Euclid's loop on floats).
+    x = ember.tensor([float("inf"), 4.0]).to(dtype)
+    for name in ("gcd", "lcm"):
+        with pytest.raises(NotImplementedError, match=f'"{name}_cpu" not implemented for'):
+            getattr(ember, name)(x, x)

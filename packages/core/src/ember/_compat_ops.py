@@ -972,10 +972,13 @@ def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | Non
 
 
 def _check_integral(op: str, *ts: Tensor) -> None:
+    from ember.linalg import _dtype_name  # torch's names: Float, ComplexFloat, Bool, ...
+
     for t in ts:
-        if t.is_floating_point() or t.dtype == _C.bool:
-            raise RuntimeError(f"\"{op}_cpu\" not implemented for '{str(t.dtype).split('.')[-1]}'"
-                               f" ({op} takes integer tensors)")
+        if t.is_floating_point() or t.is_complex() or t.dtype == _C.bool:
+            # NotImplementedError (a RuntimeError) as torch's dtype refusals
+            raise NotImplementedError(f"\"{op}_cpu\" not implemented for "
+                                      f"'{_dtype_name(t.dtype)}' ({op} takes integer tensors)")
 
 
 def gcd(input: Tensor, other: Tensor) -> Tensor:
@@ -1005,6 +1008,7 @@ def lcm(input: Tensor, other: Tensor) -> Tensor:
     [12, 12]
     """
     other = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
+    _check_integral("lcm", input, other)
     g = gcd(input, other)
     safe = _C.where(g == 0, _C.ones_like(g), g)
     return (input.abs() // safe * other.abs()) * (g != 0).to(g.dtype)
