@@ -42,6 +42,11 @@ def _tt(a, requires_grad=False):
     return torch.tensor(a).requires_grad_(requires_grad)
 
 
+# torch's hardsigmoid_backward scales by 1/6 rounded to float32 in every dtype (ember's float64
+# kernel uses the float64 constant): gradients compared with torch allow that rounding.
+TORCH_GRAD = dict(rtol=1e-7, atol=1e-12)
+
+
 def _close(e, t, rtol=1e-6, atol=1e-7):
     np.testing.assert_allclose(e.detach().numpy().astype(np.float64),
                                t.detach().numpy().astype(np.float64), rtol=rtol, atol=atol)
@@ -103,9 +108,10 @@ def test_inplace_strided_and_view(name, fe, ft):
     ft(tx.t())
     _close(x, tx, rtol=1e-12, atol=1e-12)
     x, tx = _et(a), _tt(a)
+    before = x._version
     v = fe(x[1:4, ::2])
     ft(tx[1:4, ::2])
-    assert v._version == x._version == 1
+    assert v._version == x._version == before + 1
     _close(x, tx, rtol=1e-12, atol=1e-12)
 
 
@@ -118,7 +124,7 @@ def test_inplace_gradients_match_torch(name, fe, ft):
     (y * _et(g)).sum().backward()
     (ty * _tt(g)).sum().backward()
     _close(y, ty, rtol=1e-12, atol=1e-12)
-    _close(x.grad, tx.grad, rtol=1e-10, atol=1e-12)
+    _close(x.grad, tx.grad, **TORCH_GRAD)
     # through a view of a non-leaf: the rest of the base keeps its gradient path
     x, tx = _et(a, True), _tt(a, True)
     b, tb = x * 2.0, tx * 2.0
@@ -126,7 +132,7 @@ def test_inplace_gradients_match_torch(name, fe, ft):
     ft(tb[:, 1:4])
     (b * _et(g)).sum().backward()
     (tb * _tt(g)).sum().backward()
-    _close(x.grad, tx.grad, rtol=1e-10, atol=1e-12)
+    _close(x.grad, tx.grad, **TORCH_GRAD)
 
 
 @pytest.mark.parametrize("name,fe,ft", INPLACE, ids=IDS)
@@ -211,18 +217,17 @@ def test_modules_with_inplace_true_write_into_their_input():
     for m in mods:
         a = _data(3, 4)
         x = _et(a)
+        before = x._version
         with profile() as prof:
             y = m(x)
         assert y is x, m
-        assert x._version == 1, m
+        assert x._version == before + 1, m
         keys = [r.key for r in prof.key_averages()]
         assert "aten::copy_" not in keys, (m, keys)
         tm = getattr(torch.nn, type(m).__name__)
         args = {"ReLU6": (), "Hardtanh": (-1.0, 2.0), "ELU": (0.5,), "SELU": (), "CELU": (1.5,),
                 "LeakyReLU": (0.1,), "Threshold": (0.1, 20.0)}.get(type(m).__name__, ())
-        tx = _tt(a)
-        tm(*args).eval()(tx)
-        _close(x, tx, rtol=1e-12, atol=1e-12)
+        _close(x, tm(*args).eval()(_tt(a)), rtol=1e-12, atol=1e-12)
 
 
 # ---- out= ---------------------------------------------------------------------------------------
@@ -293,7 +298,7 @@ def test_fused_backward_matches_old_composition_and_torch(name, args, old, ft, d
     ref = g * ember._C._activation_derivative(x, old[0], 1, *old[1:])
     tol = dict(rtol=1e-6, atol=1e-6) if dtype == "float32" else dict(rtol=1e-13, atol=1e-13)
     _close(got, ref, **tol)
-    _close(got, ft(_tt(ga), _tt(a)), **tol)
+    _close(got, ft(_tt(ga), _tt(a)), **(tol if dtype == "float32" else TORCH_GRAD))
     # strided operands (a transposed gradient, a sliced input) and broadcasting
     got = _bw_call(name, args, g.t().contiguous().t(), x)
     _close(got, ref, **tol)
@@ -380,7 +385,7 @@ def test_backward_is_one_fused_op(fe, ft, bw):
     assert keys.get("aten::" + bw) == 1, keys
     assert "aten::_activation_derivative" not in keys and "aten::mul" not in keys, keys
     ft(tx).backward(_tt(ga))
-    _close(x.grad, tx.grad, rtol=1e-10, atol=1e-12)
+    _close(x.grad, tx.grad, **TORCH_GRAD)
 
 
 @pytest.mark.parametrize("fe,ft,bw", GRAPH, ids=GRAPH_IDS)
