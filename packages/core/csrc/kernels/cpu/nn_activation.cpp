@@ -280,6 +280,14 @@ Tensor act_backward(const char* op, const Tensor& grad_output, const Tensor& x, 
     const float f0 = static_cast<float>(p0), f1 = static_cast<float>(p1);
     const float f2 = static_cast<float>(p2);
     it.for_each([&](char** d, const int64_t* s, int64_t n) {
+      if constexpr (K == Act::HardtanhResult) {  // a select: its own vector kernel
+        if (s[0] == sizeof(float) && s[1] == sizeof(float) && s[2] == sizeof(float)) {
+          nn::vec::hardtanh_backward(reinterpret_cast<const float*>(d[1]),
+                                     reinterpret_cast<const float*>(d[2]),
+                                     reinterpret_cast<float*>(d[0]), n, f0, f1);
+          return;
+        }
+      }
       constexpr int64_t kChunk = 256;
       float xb[kChunk], db[kChunk];
       for (int64_t i = 0; i < n; i += kChunk) {
@@ -296,11 +304,16 @@ Tensor act_backward(const char* op, const Tensor& grad_output, const Tensor& x, 
             s[1] == static_cast<int64_t>(sizeof(float))) {
           const float* gp = reinterpret_cast<const float*>(g);
           float* out = reinterpret_cast<float*>(o);
-          for (int64_t j = 0; j < m; ++j) out[j] = (kMask && db[j] == 0.0f) ? 0.0f : gp[j] * db[j];
+          // Both operands are loaded whatever the mask says, so the select is a vector blend
+          // (a load under the condition kept it a branch, mispredicted on random signs).
+          for (int64_t j = 0; j < m; ++j) {
+            const float prod = gp[j] * db[j];
+            out[j] = (kMask && db[j] == 0.0f) ? 0.0f : prod;
+          }
         } else {
           for (int64_t j = 0; j < m; ++j) {
-            const float gv = load<float>(g + j * s[1]);
-            const float r = (kMask && db[j] == 0.0f) ? 0.0f : gv * db[j];
+            const float prod = load<float>(g + j * s[1]) * db[j];
+            const float r = (kMask && db[j] == 0.0f) ? 0.0f : prod;
             std::memcpy(o + j * s[0], &r, sizeof r);
           }
         }
@@ -316,7 +329,8 @@ Tensor act_backward(const char* op, const Tensor& grad_output, const Tensor& x, 
     it.for_each([&](char** d, const int64_t* s, int64_t n) {
       binary_loop<T, T>(d, s, n, [=](A g, A v) -> A {
         const A dv = act_math::act_derivative<A>(K, false, v, a0, a1, a2);
-        return (kMask && dv == A(0)) ? A(0) : g * dv;
+        const A prod = g * dv;
+        return (kMask && dv == A(0)) ? A(0) : prod;
       });
     });
   });
