@@ -91,3 +91,31 @@ def _dropout_bwd(fw):
     x.requires_grad_(True)
     g = fw.randn(*SHAPE, seed=2)
     return Stmt("f(x, 0.5, True).backward(g)", f=_fn(fw, "dropout"), x=x, g=g)
+
+
+# In-place forms (inplace=True): one kernel writing into x (no result allocated, no copy). The
+# input is rewritten every run, so values are not compared (relu6 / hardtanh are idempotent,
+# the others drift).
+INPLACE: list[tuple[str, tuple]] = [
+    ("relu6", ()),
+    ("hardtanh", (-1.0, 1.0)),
+    ("leaky_relu", (0.1,)),
+    ("elu", ()),
+    ("hardswish", ()),
+    ("hardsigmoid", ()),
+    ("silu", ()),
+]
+
+
+def _register_inplace(name: str, args: tuple) -> None:
+    nbytes = 2 * 4 * SHAPE[0] * SHAPE[1] * SHAPE[2] * SHAPE[3]
+
+    @case(f"act/{name} inplace", unit="us", bytes=nbytes, check=False,
+          doc=f"F.{name}(x{''.join(f', {a}' for a in args)}, inplace=True), x {SHAPE} float32")
+    def _inplace(fw):
+        return Stmt("f(x, *args, inplace=True)", f=_fn(fw, name), x=fw.randn(*SHAPE, seed=1),
+                    args=args)
+
+
+for _name, _args in INPLACE:
+    _register_inplace(_name, _args)

@@ -601,8 +601,8 @@ ACTIVATIONS = [
     ("softplus", {"beta": 2.0, "threshold": 5.0}), ("hardtanh", {"min_val": -0.5, "max_val": 1.5}),
     ("hardsigmoid", {}), ("hardswish", {}), ("mish", {}), ("softsign", {}), ("logsigmoid", {}),
 ]
-KINDS = ["gelu", "gelu_tanh", "silu", "elu_result", "leaky_relu", "softplus", "hardtanh_result",
-         "hardsigmoid_result", "hardswish", "mish", "softsign", "logsigmoid"]
+KINDS = ["gelu", "gelu_tanh", "silu", "elu", "elu_result", "leaky_relu", "softplus", "hardtanh_result",
+         "hardsigmoid", "hardsigmoid_result", "hardswish", "mish", "softsign", "logsigmoid"]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -479,6 +479,28 @@ MORE_CASES = [
            else torch.nn.functional.elu_(fresh(a)), n(5)),
     FwCase("_activation_derivative: gelu", lambda a: ember._C._activation_derivative(a, "gelu", 1),
            n(5), torch=False),
+    FwCase("elu_: alpha, scale", lambda a: fresh(a).elu_(0.5, 1.5) if isinstance(a, ember.Tensor)
+           else torch.ops.aten.elu_(fresh(a), 0.5, 1.5), n(5)),
+    FwCase("leaky_relu_: in place", lambda a: fresh(a).leaky_relu_(0.2)
+           if isinstance(a, ember.Tensor) else torch.nn.functional.leaky_relu_(fresh(a), 0.2), n(5)),
+    FwCase("threshold: 3x4", lambda a: lib(a).threshold(a, 0.1, -2.0), n(3, 4)),
+    FwCase("threshold: in place", lambda a: fresh(a).threshold_(0.1, -2.0)
+           if isinstance(a, ember.Tensor) else torch.threshold_(fresh(a), 0.1, -2.0), n(5)),
+    # the fused activation backwards, grad_output and the input both dual
+    *[FwCase(f"{op}: both inputs dual",
+             (lambda op, extra: lambda g, x: getattr(ember._C, op)(g, x, *extra)
+              if isinstance(g, ember.Tensor) else getattr(torch.ops.aten, op)(g, x, *extra))(
+                 op, extra), nn((3, 4), (3, 4)), torch=False)
+      for op, extra in [("gelu_backward", ()), ("silu_backward", ()), ("mish_backward", ()),
+                        ("hardswish_backward", ()), ("hardsigmoid_backward", ()),
+                        ("hardtanh_backward", (-1.0, 1.0)), ("softplus_backward", (2.0, 5.0)),
+                        ("leaky_relu_backward", (0.1, False))]],
+    FwCase("elu_backward: from the input and from the result",
+           lambda g, x: ember._C.elu_backward(g, 0.5, 1.5, 0.8, False, x)
+           + ember._C.elu_backward(g, 0.5, 1.5, 0.8, True, x) if isinstance(g, ember.Tensor)
+           else torch.ops.aten.elu_backward(g, 0.5, 1.5, 0.8, False, x)
+           + torch.ops.aten.elu_backward(g, 0.5, 1.5, 0.8, True, x), nn((3, 4), (3, 4)),
+           torch=False),
     FwCase("nll_loss: mean", lambda a, t: F(a).nll_loss(a, t), lambda rng: [
         rng.standard_normal((3, 4)), _idx(0, 3, 1)]),
     FwCase("nll_loss: constant weight, sum",

@@ -12,7 +12,6 @@ import pytest
 
 INPLACE = {
     "leaky_relu": lambda x, ip: F.leaky_relu(x, 0.2, inplace=ip),
-    "leaky_relu_negative_slope": lambda x, ip: F.leaky_relu(x, -0.5, inplace=ip),
     "silu": lambda x, ip: F.silu(x, inplace=ip),
     "mish": lambda x, ip: F.mish(x, inplace=ip),
     "hardswish": lambda x, ip: F.hardswish(x, inplace=ip),
@@ -38,6 +37,19 @@ def test_inplace_activation_backward_matches_out_of_place(name):
         outs.append(y.detach().clone())
     assert ember.allclose(outs[1], outs[0])
     assert ember.allclose(grads[1], grads[0])
+
+
+def test_inplace_leaky_relu_with_a_negative_slope_refuses_the_backward_as_torch():
+    # The in-place form differentiates from its result (no copy of the input is kept), which
+    # cannot tell the input's sign when the slope is negative: the backward raises, as
+    # PyTorch's; the forward and the out-of-place form work.
+    w = ember.linspace(-2, 2, 12).requires_grad_()
+    y = F.leaky_relu(w * 1.5, -0.5, inplace=True)
+    assert ember.allclose(y, F.leaky_relu(w * 1.5, -0.5))
+    with pytest.raises(RuntimeError, match="negative slope"):
+        y.sum().backward()
+    F.leaky_relu(w * 1.5, -0.5).sum().backward()
+    assert w.grad is not None
 
 
 def test_inplace_leaky_relu_module_in_a_discriminator_matches_torch():

@@ -59,6 +59,14 @@ inline Tensor activation_grad(const Tensor& grad, const Tensor& x, const char* f
                               double p1 = 0, double p2 = 0) {
   return ops::mul(grad, ops::_activation_derivative(x, fn, 1, p0, p1, p2), Tensor());
 }
+// The self-derivative of a fused activation backward grad_output * f'(x) (gelu_backward,
+// silu_backward, elu_backward, ...) against upstream grad: grad * grad_output * f''(x).
+inline Tensor activation_backward_grad(const Tensor& grad, const Tensor& grad_output,
+                                       const Tensor& x, const char* fn, double p0 = 0,
+                                       double p1 = 0, double p2 = 0) {
+  return ops::mul(ops::mul(grad, grad_output, Tensor()),
+                  ops::_activation_derivative(x, fn, 2, p0, p1, p2), Tensor());
+}
 inline Tensor activation_derivative_grad(const Tensor& grad, const Tensor& x, const std::string& fn,
                                          int64_t order, double p0, double p1, double p2) {
   return ops::mul(grad, ops::_activation_derivative(x, fn, order + 1, p0, p1, p2), Tensor());

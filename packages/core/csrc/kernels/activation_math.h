@@ -53,6 +53,11 @@ EMBER_HOST_DEVICE A act_derivative(Act act, bool second, A x, A p0, A p1, A p2) 
       if (second) return s * (A(1) - s) * (A(2) + x * (A(1) - A(2) * s));
       return s * (A(1) + x * (A(1) - s));
     }
+    case Act::Elu: {  // x is the input; p0 alpha, p1 scale, p2 input_scale
+      if (x > A(0)) return second ? A(0) : p1;
+      const A e = p1 * p0 * p2 * std::exp(x * p2);
+      return second ? e * p2 : e;
+    }
     case Act::EluResult:  // x is the output; p0 alpha, p1 scale, p2 input_scale
       if (second) return x > A(0) ? A(0) : p2;
       return x > A(0) ? p1 : p2 * (x + p1 * p0);
@@ -68,6 +73,9 @@ EMBER_HOST_DEVICE A act_derivative(Act act, bool second, A x, A p0, A p1, A p2) 
     case Act::HardtanhResult:
       if (second) return A(0);
       return (x <= p0 || x >= p1) ? A(0) : A(1);
+    case Act::Hardsigmoid:
+      if (second) return A(0);
+      return (x > A(-3) && x < A(3)) ? A(1) / A(6) : A(0);
     case Act::HardsigmoidResult:
       if (second) return A(0);
       return (x > A(0) && x < A(1)) ? A(1) / A(6) : A(0);

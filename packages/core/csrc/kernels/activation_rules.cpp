@@ -11,10 +11,12 @@ Act parse_act(const std::string& name) {
       {"gelu", Act::Gelu},
       {"gelu_tanh", Act::GeluTanh},
       {"silu", Act::Silu},
+      {"elu", Act::Elu},
       {"elu_result", Act::EluResult},
       {"leaky_relu", Act::LeakyRelu},
       {"softplus", Act::Softplus},
       {"hardtanh_result", Act::HardtanhResult},
+      {"hardsigmoid", Act::Hardsigmoid},
       {"hardsigmoid_result", Act::HardsigmoidResult},
       {"hardswish", Act::Hardswish},
       {"mish", Act::Mish},
@@ -50,6 +52,20 @@ void check_threshold_backward_dtypes(const Tensor& grad_output, const Tensor& se
 
 void check_hardtanh_range(double lo, double hi) {
   EMBER_CHECK_KIND(lo <= hi, Value, "hardtanh: min_val (", lo, ") must be <= max_val (", hi, ")");
+}
+
+void check_activation_backward_dtypes(const Tensor& grad_output, const Tensor& x, const char* op) {
+  EMBER_CHECK_KIND(is_floating(grad_output->dtype()) && is_floating(x->dtype()), Type, op,
+                   ": expected floating-point grad_output and input, got ",
+                   dtype_name(grad_output->dtype()), " and ", dtype_name(x->dtype()));
+}
+
+void check_backward_from_result(const char* op, const char* what, double coefficient) {
+  EMBER_CHECK(coefficient >= 0, op, ": the in-place ", what,
+              "'s backward (computed from the result) with a negative slope (", coefficient,
+              ") is not supported: the input cannot be recovered from the result there; call "
+              "the out-of-place ",
+              what, " instead");
 }
 
 }  // namespace ember

@@ -11,11 +11,13 @@ enum class Act {
   Gelu,
   GeluTanh,
   Silu,
-  EluResult,
+  Elu,        // elu's derivative from its input (p0 alpha, p1 scale, p2 input_scale) ...
+  EluResult,  // ... and from its result
   LeakyRelu,
   Softplus,
   HardtanhResult,
-  HardsigmoidResult,
+  Hardsigmoid,        // from the input ...
+  HardsigmoidResult,  // ... and from the result
   Hardswish,
   Mish,
   Softsign,
@@ -32,5 +34,11 @@ void check_floating_input(const Tensor& self, const char* op);
 bool gelu_tanh_form(const std::string& approximate);
 void check_threshold_backward_dtypes(const Tensor& grad_output, const Tensor& self);
 void check_hardtanh_range(double lo, double hi);
+// The fused backwards (gelu_backward, elu_backward, ...): floating grad_output and input.
+void check_activation_backward_dtypes(const Tensor& grad_output, const Tensor& x, const char* op);
+// elu_backward / leaky_relu_backward from the result (the in-place forms' backward): the input
+// cannot be told from the result when the negative part's coefficient (alpha, negative_slope)
+// is negative, so that is refused (RuntimeError, as PyTorch's) ...
+void check_backward_from_result(const char* op, const char* what, double coefficient);
 
 }  // namespace ember

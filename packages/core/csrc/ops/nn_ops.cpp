@@ -184,15 +184,28 @@ Tensor adaptive_avg_pool_nd(const char* op, int64_t k, const Tensor& self,
 
 // ---- activations ----------------------------------------------------------------------------
 
+namespace {
+const Scalar kSeluAlpha(1.6732632423543772848170429916717);
+const Scalar kSeluScale(1.0507009873554804934193349852946);
+Scalar celu_input_scale(const Scalar& alpha, const char* op) {
+  EMBER_CHECK_KIND(alpha.to_double() != 0.0, Value, op, ": alpha must not be 0");
+  return Scalar(1.0 / alpha.to_double());
+}
+}  // namespace
+
 Tensor selu(const Tensor& self) {
-  return ops::elu(self, Scalar(1.6732632423543772848170429916717),
-                  Scalar(1.0507009873554804934193349852946), Scalar(1.0));
+  return ops::elu(self, kSeluAlpha, kSeluScale, Scalar(1.0), Tensor());
 }
+// The in-place forms are elu_ / hardtanh with out=self: one kernel writing into self.
+Tensor selu_(const Tensor& self) { return ops::elu_(self, kSeluAlpha, kSeluScale, Scalar(1.0)); }
 Tensor celu(const Tensor& self, const Scalar& alpha) {
-  EMBER_CHECK_KIND(alpha.to_double() != 0.0, Value, "celu: alpha must not be 0");
-  return ops::elu(self, alpha, Scalar(1.0), Scalar(1.0 / alpha.to_double()));
+  return ops::elu(self, alpha, Scalar(1.0), celu_input_scale(alpha, "celu"), Tensor());
 }
-Tensor relu6(const Tensor& self) { return ops::hardtanh(self, Scalar(0.0), Scalar(6.0)); }
+Tensor celu_(const Tensor& self, const Scalar& alpha) {
+  return ops::elu_(self, alpha, Scalar(1.0), celu_input_scale(alpha, "celu_"));
+}
+Tensor relu6(const Tensor& self) { return ops::hardtanh(self, Scalar(0.0), Scalar(6.0), Tensor()); }
+Tensor relu6_(const Tensor& self) { return ops::hardtanh(self, Scalar(0.0), Scalar(6.0), self); }
 
 // ---- losses ---------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "kernels/parallel.h"
+#include "kernels/pointwise_rules.h"
 #include "kernels/softmax_rules.h"
 #include "ops.h"
 
@@ -229,13 +230,12 @@ Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor&
 
 // ---- activations ----------------------------------------------------------------------------
 
-// Runs f (over opmath values) on every element of self: a float-only unary TensorIterator op.
+// Runs f (over opmath values) on every element of a built unary iterator over a floating input
+// (output 0, input 1: a new tensor, an out= tensor or the input itself for the in-place forms).
 // float32 goes to vec(x, y, n) instead when one is given (a vectorized kernel of nn_vec.h).
 template <class Make, class Vec = std::nullptr_t>
-Tensor unary_float(const char* op, const Tensor& self, const Make& make, const Vec& vec = nullptr) {
-  check_floating_input(self, op);
-  TensorIterator it(op);
-  it.add_output(Tensor()).add_input(self).build();
+Tensor run_unary_float(TensorIterator& it, const char* op, const Make& make,
+                       const Vec& vec = nullptr) {
   if constexpr (!std::is_same_v<Vec, std::nullptr_t>) {
     if (run_vec_float32(it, vec)) return it.output();
   }
@@ -243,6 +243,96 @@ Tensor unary_float(const char* op, const Tensor& self, const Make& make, const V
     using T = scalar_t;
     auto f = make(opmath_t<T>{});
     it.for_each([&](char** d, const int64_t* s, int64_t n) { unary_loop<T, T>(d, s, n, f); });
+  });
+  it.finish();
+  return it.output();
+}
+
+// The iterator of an activation: element-wise (a new result takes a dense input's layout), out=
+// checked and resized by build() (out may be self: the in-place forms, one kernel, no copy).
+void build_activation(ElementwiseIterator& it, const Tensor& self, const Tensor& out,
+                      const char* op) {
+  check_floating_input(self, op);
+  it.add_output(out).add_input(self).build();
+}
+
+template <class Make, class Vec = std::nullptr_t>
+Tensor unary_float(const char* op, const Tensor& self, const Tensor& out, const Make& make,
+                   const Vec& vec = nullptr) {
+  ElementwiseIterator it(op);
+  build_activation(it, self, out, op);
+  return run_unary_float(it, op, make, vec);
+}
+
+// A fused activation backward: grad_output * f'(x) in one pass, f' being
+// act_math::act_derivative of kind K (parameters p0..p2). With kMask, 0 (not grad * 0) where
+// f'(x) is 0, as PyTorch's hardtanh / hardsigmoid / hardswish backwards select. float32 runs
+// the vectorized derivative (nn_vec.h, a chunk at a time) and one multiply; other dtypes the
+// scalar formula in their op math.
+template <Act K, bool kMask>
+Tensor act_backward(const char* op, const Tensor& grad_output, const Tensor& x, double p0 = 0,
+                    double p1 = 0, double p2 = 0) {
+  check_activation_backward_dtypes(grad_output, x, op);
+  ElementwiseIterator it(op);
+  it.add_output(Tensor()).add_input(grad_output).add_input(x).build();
+  const ScalarType dt = it.common_dtype();
+  if (dt == ScalarType::Float32 && it.dtype(0) == dt) {
+    const float f0 = static_cast<float>(p0), f1 = static_cast<float>(p1);
+    const float f2 = static_cast<float>(p2);
+    it.for_each([&](char** d, const int64_t* s, int64_t n) {
+      if constexpr (K == Act::HardtanhResult) {  // a select: its own vector kernel
+        if (s[0] == sizeof(float) && s[1] == sizeof(float) && s[2] == sizeof(float)) {
+          nn::vec::hardtanh_backward(reinterpret_cast<const float*>(d[1]),
+                                     reinterpret_cast<const float*>(d[2]),
+                                     reinterpret_cast<float*>(d[0]), n, f0, f1);
+          return;
+        }
+      }
+      constexpr int64_t kChunk = 256;
+      float xb[kChunk], db[kChunk];
+      for (int64_t i = 0; i < n; i += kChunk) {
+        const int64_t m = std::min(kChunk, n - i);
+        const float* xp = reinterpret_cast<const float*>(d[2] + i * s[2]);
+        if (s[2] != static_cast<int64_t>(sizeof(float))) {
+          for (int64_t j = 0; j < m; ++j) xb[j] = load<float>(d[2] + (i + j) * s[2]);
+          xp = xb;
+        }
+        nn::vec::act_derivative(K, false, xp, db, m, f0, f1, f2);
+        const char* g = d[1] + i * s[1];
+        char* o = d[0] + i * s[0];
+        if (s[0] == static_cast<int64_t>(sizeof(float)) &&
+            s[1] == static_cast<int64_t>(sizeof(float))) {
+          const float* gp = reinterpret_cast<const float*>(g);
+          float* out = reinterpret_cast<float*>(o);
+          // Both operands are loaded whatever the mask says, so the select is a vector blend
+          // (a load under the condition kept it a branch, mispredicted on random signs).
+          for (int64_t j = 0; j < m; ++j) {
+            const float prod = gp[j] * db[j];
+            out[j] = (kMask && db[j] == 0.0f) ? 0.0f : prod;
+          }
+        } else {
+          for (int64_t j = 0; j < m; ++j) {
+            const float prod = load<float>(g + j * s[1]) * db[j];
+            const float r = (kMask && db[j] == 0.0f) ? 0.0f : prod;
+            std::memcpy(o + j * s[0], &r, sizeof r);
+          }
+        }
+      }
+    });
+    it.finish();
+    return it.output();
+  }
+  EMBER_DISPATCH_FLOAT(dt, op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const A a0 = A(p0), a1 = A(p1), a2 = A(p2);
+    it.for_each([&](char** d, const int64_t* s, int64_t n) {
+      binary_loop<T, T>(d, s, n, [=](A g, A v) -> A {
+        const A dv = act_math::act_derivative<A>(K, false, v, a0, a1, a2);
+        const A prod = g * dv;
+        return (kMask && dv == A(0)) ? A(0) : prod;
+      });
+    });
   });
   it.finish();
   return it.output();
@@ -265,10 +355,12 @@ void with_act(Act act, bool second, const F& f) {
     EMBER_ACT_CASE(Gelu)
     EMBER_ACT_CASE(GeluTanh)
     EMBER_ACT_CASE(Silu)
+    EMBER_ACT_CASE(Elu)
     EMBER_ACT_CASE(EluResult)
     EMBER_ACT_CASE(LeakyRelu)
     EMBER_ACT_CASE(Softplus)
     EMBER_ACT_CASE(HardtanhResult)
+    EMBER_ACT_CASE(Hardsigmoid)
     EMBER_ACT_CASE(HardsigmoidResult)
     EMBER_ACT_CASE(Hardswish)
     EMBER_ACT_CASE(Mish)
@@ -362,23 +454,17 @@ void gelu_double(TensorIterator& it) {
 
 }  // namespace
 
-Tensor gelu(const Tensor& self, const std::string& approximate) {
+Tensor gelu(const Tensor& self, const std::string& approximate, const Tensor& out) {
   const bool tanh_form = gelu_tanh_form(approximate);
-  if (self->dtype() == ScalarType::BFloat16 || self->dtype() == ScalarType::Float16) {
-    TensorIterator it("gelu");
-    it.add_output(Tensor()).add_input(self).build();
-    if (gelu_reduced(it, tanh_form)) return it.output();
+  ElementwiseIterator it("gelu");
+  build_activation(it, self, out, "gelu");
+  if (gelu_reduced(it, tanh_form)) return it.output();
+  if (!tanh_form && it.dtype(0) == ScalarType::Float64 && it.dtype(1) == ScalarType::Float64) {
+    gelu_double(it);
+    return it.output();
   }
-  if (self->dtype() == ScalarType::Float64 && !tanh_form) {
-    TensorIterator it("gelu");
-    it.add_output(Tensor()).add_input(self).build();
-    if (it.dtype(0) == ScalarType::Float64) {
-      gelu_double(it);
-      return it.output();
-    }
-  }
-  return unary_float(
-      "gelu", self,
+  return run_unary_float(
+      it, "gelu",
       [tanh_form](auto tag) {
         using A = decltype(tag);
         return [tanh_form](A x) -> A {
@@ -390,9 +476,16 @@ Tensor gelu(const Tensor& self, const std::string& approximate) {
       [tanh_form](const float* x, float* y, int64_t n) { nn::vec::gelu(x, y, n, tanh_form); });
 }
 
-Tensor silu(const Tensor& self) {
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& self,
+                     const std::string& approximate) {
+  if (gelu_tanh_form(approximate))
+    return act_backward<Act::GeluTanh, false>("gelu_backward", grad_output, self);
+  return act_backward<Act::Gelu, false>("gelu_backward", grad_output, self);
+}
+
+Tensor silu(const Tensor& self, const Tensor& out) {
   return unary_float(
-      "silu", self,
+      "silu", self, out,
       [](auto tag) {
         using A = decltype(tag);
         return [](A x) -> A { return x / (A(1) + std::exp(-x)); };
@@ -400,11 +493,15 @@ Tensor silu(const Tensor& self) {
       [](const float* x, float* y, int64_t n) { nn::vec::silu(x, y, n); });
 }
 
-Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale,
-           const Scalar& input_scale) {
+Tensor silu_backward(const Tensor& grad_output, const Tensor& self) {
+  return act_backward<Act::Silu, false>("silu_backward", grad_output, self);
+}
+
+Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale,
+           const Tensor& out) {
   const double a = alpha.to_double(), sc = scale.to_double(), is = input_scale.to_double();
   return unary_float(
-      "elu", self,
+      "elu", self, out,
       [=](auto tag) {
         using A = decltype(tag);
         const A scale_a = A(sc), neg_scale = A(sc * a), in_scale = A(is);
@@ -415,6 +512,40 @@ Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale,
         nn::vec::elu(x, y, n, static_cast<float>(a), static_cast<float>(sc),
                      static_cast<float>(is));
       });
+}
+
+Tensor elu_(const Tensor& self, const Scalar& alpha, const Scalar& scale,
+            const Scalar& input_scale) {
+  return elu(self, alpha, scale, input_scale, self);
+}
+
+Tensor elu_backward(const Tensor& grad_output, const Scalar& alpha, const Scalar& scale,
+                    const Scalar& input_scale, bool is_result, const Tensor& self_or_result) {
+  const char* op = "elu_backward";
+  const double a = alpha.to_double(), sc = scale.to_double(), is = input_scale.to_double();
+  if (is_result) {
+    check_backward_from_result(op, "elu", a);
+    return act_backward<Act::EluResult, false>(op, grad_output, self_or_result, a, sc, is);
+  }
+  return act_backward<Act::Elu, false>(op, grad_output, self_or_result, a, sc, is);
+}
+
+Tensor threshold(const Tensor& self, const Scalar& threshold, const Scalar& value,
+                 const Tensor& out) {
+  const char* op = "threshold";
+  ElementwiseIterator it(op);
+  it.add_output(out).add_input(self).build();
+  EMBER_DISPATCH_NUMERIC(it.dtype(1), op, [&] {
+    using T = scalar_t;
+    using A = opmath_t<T>;
+    const A t = threshold.to<A>(), v = value.to<A>();
+    // x itself where x > threshold (a NaN x stays NaN), else value.
+    it.for_each([&](char** d, const int64_t* s, int64_t n) {
+      unary_loop<T, T>(d, s, n, [=](A x) -> A { return x <= t ? v : x; });
+    });
+  });
+  it.finish();
+  return it.output();
 }
 
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
@@ -472,10 +603,10 @@ Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
                          [](auto g, auto y) { return g * (decltype(y)(1) - y * y); });
 }
 
-Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope) {
+Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope, const Tensor& out) {
   const double s = negative_slope.to_double();
   return unary_float(
-      "leaky_relu", self,
+      "leaky_relu", self, out,
       [=](auto tag) {
         using A = decltype(tag);
         const A slope = A(s);
@@ -486,10 +617,23 @@ Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope) {
       });
 }
 
-Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold) {
+Tensor leaky_relu_(const Tensor& self, const Scalar& negative_slope) {
+  return leaky_relu(self, negative_slope, self);
+}
+
+Tensor leaky_relu_backward(const Tensor& grad_output, const Tensor& self,
+                           const Scalar& negative_slope, bool self_is_result) {
+  const char* op = "leaky_relu_backward";
+  const double s = negative_slope.to_double();
+  if (self_is_result) check_backward_from_result(op, "leaky_relu", s);
+  return act_backward<Act::LeakyRelu, false>(op, grad_output, self, s);
+}
+
+Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold,
+                const Tensor& out) {
   const double b = beta.to_double(), t = threshold.to_double();
   return unary_float(
-      "softplus", self,
+      "softplus", self, out,
       [=](auto tag) {
         using A = decltype(tag);
         const A beta = A(b), thresh = A(t);
@@ -503,11 +647,18 @@ Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold)
       });
 }
 
-Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
+Tensor softplus_backward(const Tensor& grad_output, const Tensor& self, const Scalar& beta,
+                         const Scalar& threshold) {
+  return act_backward<Act::Softplus, false>("softplus_backward", grad_output, self,
+                                            beta.to_double(), threshold.to_double());
+}
+
+Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val,
+                const Tensor& out) {
   const double lo = min_val.to_double(), hi = max_val.to_double();
   check_hardtanh_range(lo, hi);
   return unary_float(
-      "hardtanh", self,
+      "hardtanh", self, out,
       [=](auto tag) {
         using A = decltype(tag);
         const A l = A(lo), h = A(hi);
@@ -518,9 +669,16 @@ Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val
       });
 }
 
-Tensor hardsigmoid(const Tensor& self) {
+Tensor hardtanh_backward(const Tensor& grad_output, const Tensor& self, const Scalar& min_val,
+                         const Scalar& max_val) {
+  // grad_output where min_val < self < max_val, else 0: the same on the input and the result.
+  return act_backward<Act::HardtanhResult, true>("hardtanh_backward", grad_output, self,
+                                                 min_val.to_double(), max_val.to_double());
+}
+
+Tensor hardsigmoid(const Tensor& self, const Tensor& out) {
   return unary_float(
-      "hardsigmoid", self,
+      "hardsigmoid", self, out,
       [](auto tag) {
         using A = decltype(tag);
         return [](A x) -> A { return x <= A(-3) ? A(0) : (x >= A(3) ? A(1) : x / A(6) + A(0.5)); };
@@ -528,9 +686,13 @@ Tensor hardsigmoid(const Tensor& self) {
       [](const float* x, float* y, int64_t n) { nn::vec::hardsigmoid(x, y, n); });
 }
 
-Tensor hardswish(const Tensor& self) {
+Tensor hardsigmoid_backward(const Tensor& grad_output, const Tensor& self) {
+  return act_backward<Act::Hardsigmoid, true>("hardsigmoid_backward", grad_output, self);
+}
+
+Tensor hardswish(const Tensor& self, const Tensor& out) {
   return unary_float(
-      "hardswish", self,
+      "hardswish", self, out,
       [](auto tag) {
         using A = decltype(tag);
         return [](A x) -> A { return x <= A(-3) ? A(0) : (x >= A(3) ? x : x * (x + A(3)) / A(6)); };
@@ -538,9 +700,13 @@ Tensor hardswish(const Tensor& self) {
       [](const float* x, float* y, int64_t n) { nn::vec::hardswish(x, y, n); });
 }
 
-Tensor mish(const Tensor& self) {
+Tensor hardswish_backward(const Tensor& grad_output, const Tensor& self) {
+  return act_backward<Act::Hardswish, true>("hardswish_backward", grad_output, self);
+}
+
+Tensor mish(const Tensor& self, const Tensor& out) {
   return unary_float(
-      "mish", self,
+      "mish", self, out,
       [](auto tag) {
         using A = decltype(tag);
         return [](A x) -> A { return x * std::tanh(softplus1(x)); };
@@ -548,8 +714,12 @@ Tensor mish(const Tensor& self) {
       [](const float* x, float* y, int64_t n) { nn::vec::mish(x, y, n); });
 }
 
+Tensor mish_backward(const Tensor& grad_output, const Tensor& self) {
+  return act_backward<Act::Mish, false>("mish_backward", grad_output, self);
+}
+
 Tensor softsign(const Tensor& self) {
-  return unary_float("softsign", self, [](auto tag) {
+  return unary_float("softsign", self, Tensor(), [](auto tag) {
     using A = decltype(tag);
     return [](A x) -> A { return x / (A(1) + std::abs(x)); };
   });
@@ -557,7 +727,7 @@ Tensor softsign(const Tensor& self) {
 
 Tensor logsigmoid(const Tensor& self) {
   return unary_float(
-      "logsigmoid", self,
+      "logsigmoid", self, Tensor(),
       [](auto tag) {
         using A = decltype(tag);
         return [](A x) -> A { return std::min(x, A(0)) - std::log1p(std::exp(-std::abs(x))); };
@@ -582,7 +752,7 @@ Tensor _activation_derivative(const Tensor& self, const std::string& kind, int64
       const A a0 = A(p0), a1 = A(p1), a2 = A(p2);
       return [=](A x) -> A { return act_math::act_derivative<A>(kind, second_c, x, a0, a1, a2); };
     };
-    out = unary_float("_activation_derivative", self, make, vec);
+    out = unary_float("_activation_derivative", self, Tensor(), make, vec);
   });
   return out;
 }

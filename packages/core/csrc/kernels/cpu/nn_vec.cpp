@@ -111,6 +111,9 @@ void relu(const float* x, float* y, int64_t n) { EMBER_NN_VEC_CALL(relu, x, y, n
 void threshold_backward(const float* g, const float* x, float* out, int64_t n, float threshold) {
   EMBER_NN_VEC_CALL(threshold_backward, g, x, out, n, threshold);
 }
+void hardtanh_backward(const float* g, const float* x, float* out, int64_t n, float lo, float hi) {
+  EMBER_NN_VEC_CALL(hardtanh_backward, g, x, out, n, lo, hi);
+}
 void hardtanh(const float* x, float* y, int64_t n, float lo, float hi) {
   EMBER_NN_VEC_CALL(hardtanh, x, y, n, lo, hi);
 }

@@ -48,6 +48,8 @@ void logsigmoid(const float* x, float* y, int64_t n);
 void relu(const float* x, float* y, int64_t n);
 // out[i] = x[i] <= threshold ? 0 : g[i] (relu's backward; a NaN x passes g[i]).
 void threshold_backward(const float* g, const float* x, float* out, int64_t n, float threshold);
+// out[i] = (x[i] <= lo || x[i] >= hi) ? 0 : g[i] (hardtanh's backward; a NaN x passes g[i]).
+void hardtanh_backward(const float* g, const float* x, float* out, int64_t n, float lo, float hi);
 void hardtanh(const float* x, float* y, int64_t n, float lo, float hi);
 void leaky_relu(const float* x, float* y, int64_t n, float slope);
 void hardsigmoid(const float* x, float* y, int64_t n);

@@ -113,7 +113,8 @@ def _check_dim(op: str, input: Tensor, dims: Sequence[int], what: str) -> None:
 
 # ---- activations ------------------------------------------------------------------------------
 def _inplace_result(input: Tensor, out: Tensor) -> Tensor:
-    """Writes out into input (for ``inplace=True`` where the core has no in-place kernel)."""
+    """Writes out into input (for ``inplace=True`` where the core has no in-place kernel: rrelu
+    in training, the dropouts)."""
     input.copy_(out)
     return input
 
@@ -150,7 +151,7 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     >>> relu6(ember.tensor([-1.0, 7.0])).tolist()
     [0.0, 6.0]
     """
-    return input.relu6_() if inplace else _C.relu6(input)
+    return input.relu6_() if inplace else _C.relu6(input)  # relu6_: hardtanh's kernel into input
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -160,13 +161,21 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     >>> leaky_relu(ember.tensor([-2.0, 2.0]), 0.5).tolist()
     [-1.0, 2.0]
     """
-    out = _C.leaky_relu(_inplace_source(input, inplace), negative_slope)
-    return _inplace_result(input, out) if inplace else out
+    if inplace:  # one kernel writing into input; its backward reads the result
+        return input.leaky_relu_(negative_slope)
+    return _C.leaky_relu(input, negative_slope)
 
 
 def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
-    """In-place :func:`leaky_relu`."""
-    return leaky_relu(input, negative_slope, inplace=True)
+    """In-place :func:`leaky_relu` (with autograd, ``negative_slope`` must be >= 0: the
+    backward is computed from the result, as PyTorch's).
+
+    >>> import ember
+    >>> x = ember.tensor([-2.0, 2.0])
+    >>> leaky_relu_(x, 0.5) is x, x.tolist()
+    (True, [-1.0, 2.0])
+    """
+    return input.leaky_relu_(negative_slope)
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
@@ -204,7 +213,14 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
 
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
-    """In-place :func:`elu`."""
+    """In-place :func:`elu` (with autograd, ``alpha`` must be >= 0: the backward is computed
+    from the result, as PyTorch's).
+
+    >>> import ember
+    >>> x = ember.tensor([0.0, 1.0])
+    >>> elu_(x) is x, x.tolist()
+    (True, [0.0, 1.0])
+    """
     return input.elu_(alpha)
 
 
@@ -259,8 +275,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> silu(ember.tensor([0.0])).tolist()
     [0.0]
     """
-    out = _C.silu(_inplace_source(input, inplace))
-    return _inplace_result(input, out) if inplace else out
+    return input.silu_() if inplace else _C.silu(input)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
@@ -270,8 +285,7 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
     >>> mish(ember.tensor([0.0])).tolist()
     [0.0]
     """
-    out = _C.mish(_inplace_source(input, inplace))
-    return _inplace_result(input, out) if inplace else out
+    return input.mish_() if inplace else _C.mish(input)
 
 
 def tanh(input: Tensor) -> Tensor:
@@ -330,8 +344,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     >>> hardswish(ember.tensor([3.0])).tolist()
     [3.0]
     """
-    out = _C.hardswish(_inplace_source(input, inplace))
-    return _inplace_result(input, out) if inplace else out
+    return input.hardswish_() if inplace else _C.hardswish(input)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -371,8 +384,7 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     >>> threshold(ember.tensor([0.5, 2.0]), 1.0, -1.0).tolist()
     [-1.0, 2.0]
     """
-    out = ember.where(input > threshold, input, ember.full_like(input, value))
-    return _inplace_result(input, out) if inplace else out
+    return input.threshold_(threshold, value) if inplace else _C.threshold(input, threshold, value)
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
@@ -505,12 +517,13 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
     """
     if lower > upper:
         raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
+    if not training:  # the mean slope: leaky_relu (in place: one kernel writing into input)
+        if inplace:
+            return input.leaky_relu_((lower + upper) / 2)
+        return _C.leaky_relu(input, (lower + upper) / 2)
     source, input = input, _inplace_source(input, inplace)
-    if training:
-        slope = ember.empty(list(_shape(input)), dtype=input.dtype).uniform_(lower, upper)
-        out = ember.where(input >= 0, input, input * slope)
-    else:
-        out = _C.leaky_relu(input, (lower + upper) / 2)
+    slope = ember.empty(list(_shape(input)), dtype=input.dtype).uniform_(lower, upper)
+    out = ember.where(input >= 0, input, input * slope)
     return _inplace_result(source, out) if inplace else out
 
 
