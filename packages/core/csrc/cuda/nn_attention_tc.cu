@@ -12,8 +12,8 @@
 //
 // Forward: S = Q K^T; the online softmax in base 2 (scores times scale * log2(e); running max m
 // and sum l per row); O, a per-warp float tile in shared memory (16 x D + 4), is rescaled there by
-// the lane pairs, then O += P V by WMMA (loaded from and stored back to that tile); at the end O / l
-// and logsumexp = (m + log2 l) ln 2. Causal (top-left aligned: query i sees the keys j <= i, as
+// the lane pairs, then O += P V by WMMA (loaded from and stored back to that tile); at the end O /
+// l and logsumexp = (m + log2 l) ln 2. Causal (top-left aligned: query i sees the keys j <= i, as
 // the CPU kernel) key tiles past the block's last row are never loaded; inside a tile the masked
 // scores are -inf.
 // Backward (after D = rowsum(dO * O), nn_attention.cu's kernel): dQ by a block per 64 queries
@@ -45,10 +45,10 @@ namespace wmma = nvcuda::wmma;
 
 constexpr int kTcWarps = 4;
 constexpr int kTcThreads = kTcWarps * 32;
-constexpr int kTcRows = 64;               // a block's rows; also the tile walked
-constexpr int kTcWarpRows = 16;           // a warp's rows
-constexpr int kScoreLd = kTcRows + 4;     // float scores / dP scratch: 16 x kScoreLd per warp
-constexpr int kProbLd = kTcRows + 8;      // 16-bit P / dS: 16 x kProbLd per warp
+constexpr int kTcRows = 64;            // a block's rows; also the tile walked
+constexpr int kTcWarpRows = 16;        // a warp's rows
+constexpr int kScoreLd = kTcRows + 4;  // float scores / dP scratch: 16 x kScoreLd per warp
+constexpr int kProbLd = kTcRows + 8;   // 16-bit P / dS: 16 x kProbLd per warp
 constexpr int kTcMaxBatchDims = 8;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr float kLog2e = 1.4426950408889634f;
@@ -237,8 +237,7 @@ __global__ void __launch_bounds__(kTcThreads)
   const int64_t koff = tc_batch_offset(p.k, b), voff = tc_batch_offset(p.v, b);
 
   tc_load_rows<W, D>(qs, p.q, tc_batch_offset(p.q, b), i0, p.L);
-  for (int idx = lane; idx < kTcWarpRows * D; idx += 32)
-    ow[(idx / D) * ldo + idx % D] = 0.f;
+  for (int idx = lane; idx < kTcWarpRows * D; idx += 32) ow[(idx / D) * ldo + idx % D] = 0.f;
   const int r = lane >> 1, h = lane & 1;  // this lane's row of the warp, and column parity
   const int64_t i = i0 + warp * kTcWarpRows + r;
   float m = kNegInf, l = 0.f;  // running max (base 2) and sum of the row
@@ -444,7 +443,7 @@ __global__ void __launch_bounds__(kTcThreads)
   W* qs = reinterpret_cast<W*>(sm + Lay::a2);
   W* dos = reinterpret_cast<W*>(sm + Lay::a3);
   float* lse_s = reinterpret_cast<float*>(sm + Lay::stats);  // the tile's lse (base 2)
-  float* d_s = lse_s + kTcRows;                               // and D
+  float* d_s = lse_s + kTcRows;                              // and D
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* sw = reinterpret_cast<float*>(sm + Lay::sf) + warp * kTcWarpRows * kScoreLd;
   float* dw = reinterpret_cast<float*>(sm + Lay::df) + warp * kTcWarpRows * kScoreLd;
@@ -592,11 +591,16 @@ template <class F>
 void tc_dispatch(ScalarType dt, int64_t E, const F& f) {
   auto with_dim = [&](auto tag) {
     switch (E) {
-      case 32: return f(tag, std::integral_constant<int, 32>());
-      case 64: return f(tag, std::integral_constant<int, 64>());
-      case 96: return f(tag, std::integral_constant<int, 96>());
-      case 128: return f(tag, std::integral_constant<int, 128>());
-      default: EMBER_CHECK(false, "sdpa (tensor cores): internal error: head dim ", E);
+      case 32:
+        return f(tag, std::integral_constant<int, 32>());
+      case 64:
+        return f(tag, std::integral_constant<int, 64>());
+      case 96:
+        return f(tag, std::integral_constant<int, 96>());
+      case 128:
+        return f(tag, std::integral_constant<int, 128>());
+      default:
+        EMBER_CHECK(false, "sdpa (tensor cores): internal error: head dim ", E);
     }
   };
   if (dt == ScalarType::Float16) return with_dim(Half{});
@@ -670,8 +674,8 @@ void sdpa_tc_backward(const Tensor& query, const Tensor& key, const Tensor& valu
     constexpr int D = decltype(dim)::value;
     const size_t qbytes = TcLayout<D>::dq_bytes;
     tc_allow_smem(&sdpa_tc_grad_q_kernel<T, D>, qbytes, device, op);
-    sdpa_tc_grad_q_kernel<T, D><<<tc_grid(B, L, op), kTcThreads, qbytes, stream>>>(
-        p, sv, gq->data_as<T>());
+    sdpa_tc_grad_q_kernel<T, D>
+        <<<tc_grid(B, L, op), kTcThreads, qbytes, stream>>>(p, sv, gq->data_as<T>());
     check_launch(op);
     const size_t kvbytes = TcLayout<D>::dkv_bytes;
     tc_allow_smem(&sdpa_tc_grad_kv_kernel<T, D>, kvbytes, device, op);
