@@ -131,8 +131,8 @@ struct Api {
   Status (*BackendFinalize)(BackendDesc);
   Status (*BackendSetAttribute)(BackendDesc, int name, int type, int64_t count,
                                 const void* elements);
-  Status (*BackendGetAttribute)(BackendDesc, int name, int type, int64_t requested,
-                                int64_t* count, void* elements);
+  Status (*BackendGetAttribute)(BackendDesc, int name, int type, int64_t requested, int64_t* count,
+                                void* elements);
   Status (*BackendExecute)(Handle, BackendDesc plan, BackendDesc variant_pack);
 
   bool has_backend() const {

@@ -614,7 +614,8 @@ void bind(py::module_& m) {
                                                     : ScalarType::Float32;
         EMBER_CHECK(pass == "forward" || pass == "backward_data" || pass == "backward_filter",
                     "_cudnn_graph_check_descriptors: pass must be 'forward', 'backward_data' or "
-                    "'backward_filter', got '", pass, "'");
+                    "'backward_filter', got '",
+                    pass, "'");
         const Pass ps = pass == "forward"         ? Pass::Forward
                         : pass == "backward_data" ? Pass::BackwardData
                                                   : Pass::BackwardFilter;
@@ -626,9 +627,9 @@ void bind(py::module_& m) {
                     "_cudnn_graph_check_descriptors: ", why);
         return graph::check_descriptors(a, p);
       },
-      py::arg("input"), py::arg("weight"), py::arg("output"), py::arg("padding"),
-      py::arg("stride"), py::arg("dilation"), py::arg("groups"), py::arg("dtype"),
-      py::arg("channels_last"), py::arg("pass_"),
+      py::arg("input"), py::arg("weight"), py::arg("output"), py::arg("padding"), py::arg("stride"),
+      py::arg("dilation"), py::arg("groups"), py::arg("dtype"), py::arg("channels_last"),
+      py::arg("pass_"),
       "Builds and finalizes the graph API's tensor, convolution and operation descriptors of "
       "one pass (no GPU needed): '' when cuDNN accepts them, else the step that failed and "
       "cuDNN's message.");

@@ -36,9 +36,8 @@ constexpr int kTypeHandle = 0, kTypeDataType = 1, kTypeInt64 = 3, kTypeFloat = 4
               kTypeVoidPtr = 6, kTypeConvolutionMode = 7, kTypeHeurMode = 8,
               kTypeNumericalNote = 11, kTypeBackendDescriptor = 15;
 // cudnnBackendAttributeName_t
-constexpr int kConvCompType = 100, kConvMode = 101, kConvDilations = 102,
-              kConvFilterStrides = 103, kConvPostPaddings = 104, kConvPrePaddings = 105,
-              kConvSpatialDims = 106;
+constexpr int kConvCompType = 100, kConvMode = 101, kConvDilations = 102, kConvFilterStrides = 103,
+              kConvPostPaddings = 104, kConvPrePaddings = 105, kConvSpatialDims = 106;
 constexpr int kHeurMode = 200, kHeurOperationGraph = 201, kHeurResults = 202;
 constexpr int kEngineCfgEngine = 300;
 constexpr int kPlanHandle = 400, kPlanEngineConfig = 401, kPlanWorkspaceSize = 402;
@@ -55,8 +54,8 @@ struct OpAttrs {
 };
 constexpr OpAttrs kForwardAttrs{kOpConvForwardDescriptor, 700, 701, 702, 704, 703, 705};
 constexpr OpAttrs kBackwardDataAttrs{kOpConvBackwardDataDescriptor, 706, 707, 708, 710, 709, 711};
-constexpr OpAttrs kBackwardFilterAttrs{kOpConvBackwardFilterDescriptor, 712, 713, 714, 716, 715,
-                                       717};
+constexpr OpAttrs kBackwardFilterAttrs{
+    kOpConvBackwardFilterDescriptor, 712, 713, 714, 716, 715, 717};
 // cudnnBackendHeurMode_t
 constexpr int kHeurModeFallback = 2, kHeurModeA = 3;
 // cudnnBackendNumericalNote_t
@@ -282,15 +281,14 @@ bool build_graph(const Api* a, Handle h, Graph* g, Failure* f) {
   BackendDesc op = g->op.get();
   if (!create(a, kOperationGraphDescriptor, &g->graph, "operation graph", f)) return false;
   a->BackendSetAttribute(g->graph.get(), kOperationGraphHandle, kTypeHandle, 1, &h);
-  return set_attr(a, g->graph, kOperationGraphOps, kTypeBackendDescriptor, 1, &op,
-                  "its operations", f) &&
+  return set_attr(a, g->graph, kOperationGraphOps, kTypeBackendDescriptor, 1, &op, "its operations",
+                  f) &&
          finalize(a, g->graph, "operation graph", f);
 }
 
 // The engine configurations of cuDNN's heuristics in `mode` for the graph, best first, appended
 // to *out.
-bool heuristic_configs(const Api* a, const Graph& g, int mode, std::vector<Desc>* out,
-                       Failure* f) {
+bool heuristic_configs(const Api* a, const Graph& g, int mode, std::vector<Desc>* out, Failure* f) {
   Desc heur;
   BackendDesc graph = g.graph.get();
   if (!create(a, kEngineHeurDescriptor, &heur, "engine heuristics", f) ||
@@ -335,13 +333,13 @@ bool engine_info(const Api* a, const Desc& cfg, EngineInfo* info, Failure* f) {
   if (!create(a, kEngineDescriptor, &engine, "engine descriptor", f)) return false;
   BackendDesc e = engine.get();
   int64_t n = 0;
-  if (!f->check(a->BackendGetAttribute(cfg.get(), kEngineCfgEngine, kTypeBackendDescriptor, 1, &n,
-                                       &e),
-                "reading a configuration's engine"))
+  if (!f->check(
+          a->BackendGetAttribute(cfg.get(), kEngineCfgEngine, kTypeBackendDescriptor, 1, &n, &e),
+          "reading a configuration's engine"))
     return false;
-  if (!f->check(a->BackendGetAttribute(engine.get(), kEngineGlobalIndex, kTypeInt64, 1, &n,
-                                       &info->index),
-                "reading an engine's index"))
+  if (!f->check(
+          a->BackendGetAttribute(engine.get(), kEngineGlobalIndex, kTypeInt64, 1, &n, &info->index),
+          "reading an engine's index"))
     return false;
   int notes[kMaxNotes] = {};
   n = 0;
@@ -401,9 +399,9 @@ bool make_plan(const Api* a, Handle h, Desc* cfg, Plan* out, Failure* f) {
       !finalize(a, out->plan, "execution plan", f))
     return false;
   int64_t n = 0, bytes = 0;
-  if (!f->check(a->BackendGetAttribute(out->plan.get(), kPlanWorkspaceSize, kTypeInt64, 1, &n,
-                                       &bytes),
-                "reading the plan's workspace size"))
+  if (!f->check(
+          a->BackendGetAttribute(out->plan.get(), kPlanWorkspaceSize, kTypeInt64, 1, &n, &bytes),
+          "reading the plan's workspace size"))
     return false;
   out->workspace = std::max<int64_t>(0, bytes);
   out->cfg = std::move(*cfg);
@@ -621,21 +619,21 @@ std::shared_ptr<Plan> choose(const Api* a, Handle h, const Problem& p, const int
 bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
 void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 
-bool run(const Api* a, Handle h, const Problem& p, const char* op, const Tensor& x,
-         const Tensor& w, const Tensor& y, const std::function<std::string()>& describe) {
+bool run(const Api* a, Handle h, const Problem& p, const char* op, const Tensor& x, const Tensor& w,
+         const Tensor& y, const std::function<std::string()>& describe) {
   if (!a->has_backend()) return decline(std::string(op) + ": this cuDNN lacks the graph API");
   const int64_t esize = element_size(p.dtype);
   const int64_t align[3] = {alignment_of(x->data()), alignment_of(w->data()),
                             alignment_of(y->data())};
   for (int64_t al : align)
     if (al < esize)
-      return decline(std::string(op) + ": a tensor not aligned to its element size (" +
-                     describe() + ")");
+      return decline(std::string(op) + ": a tensor not aligned to its element size (" + describe() +
+                     ")");
   // The problem, its pointers' alignments and the handle the plan is finalized for (one per
   // thread and device) identify a plan.
   std::vector<int64_t> key = p.key();
-  key.insert(key.end(), {align[0], align[1], align[2],
-                         static_cast<int64_t>(reinterpret_cast<uintptr_t>(h))});
+  key.insert(key.end(),
+             {align[0], align[1], align[2], static_cast<int64_t>(reinterpret_cast<uintptr_t>(h))});
 
   std::shared_ptr<Plan> plan;
   bool known = false;
@@ -693,8 +691,8 @@ bool run(const Api* a, Handle h, const Problem& p, const char* op, const Tensor&
     }
     return decline(why);
   }
-  EMBER_FAIL(Runtime, op, ": cuDNN graph ", pass_name(p.pass), " failed (", describe(),
-             ", engine ", plan->engine, "): ", failure_text(f));
+  EMBER_FAIL(Runtime, op, ": cuDNN graph ", pass_name(p.pass), " failed (", describe(), ", engine ",
+             plan->engine, "): ", failure_text(f));
 }
 
 std::string check_descriptors(const Api* a, const Problem& p) {

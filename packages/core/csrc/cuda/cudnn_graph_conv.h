@@ -34,8 +34,8 @@ void set_enabled(bool on);
 // legacy API). A problem declined for any reason but memory is remembered as such, and declined
 // at once from then on. Raises RuntimeError naming op, describe(), the engine and cuDNN's
 // message when an execution fails otherwise.
-bool run(const Api* a, Handle h, const Problem& p, const char* op, const Tensor& x,
-         const Tensor& w, const Tensor& y, const std::function<std::string()>& describe);
+bool run(const Api* a, Handle h, const Problem& p, const char* op, const Tensor& x, const Tensor& w,
+         const Tensor& y, const std::function<std::string()>& describe);
 
 // Builds and finalizes p's tensor, convolution and operation descriptors (no handle or GPU
 // needed; alignment 16): "" when cuDNN accepts them, else the step that failed and cuDNN's
