@@ -140,14 +140,17 @@ def test_dense_calls_unchanged():
         ember._C._add_sparse_fallback(ember.nn.functional, "relu", False)
 
 
-def test_blocked_layouts_are_named_and_refused():
+def test_blocked_layouts_need_a_blocksize():
     s, d = pair(ember)
     assert s.layout != ember.sparse_bsr and str(ember.sparse_bsc) == "ember.sparse_bsc"
-    for fn in (lambda: d.to_sparse(layout=ember.sparse_bsr), lambda: d.to_sparse_bsc(),
-               lambda: s.to_sparse(layout=ember.sparse_bsr),
-               lambda: ember.sparse_bsr_tensor([0, 1], [0], [1.0])):
-        with pytest.raises(NotImplementedError, match="layout is not supported"):
+    for fn in (lambda: d.to_sparse(layout=ember.sparse_bsr),
+               lambda: s.to_sparse(layout=ember.sparse_bsr)):
+        with pytest.raises(RuntimeError, match="needs a blocksize"):
             fn()
+    with pytest.raises(TypeError, match="blocksize"):
+        d.to_sparse_bsc()
+    with pytest.raises(RuntimeError, match="3-D values"):
+        ember.sparse_bsr_tensor([0, 1], [0], [1.0])
 
 
 CSC_CASES = {

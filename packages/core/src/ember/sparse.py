@@ -13,6 +13,13 @@ Design. A sparse tensor is a :class:`SparseTensor`, a Python object that is *not
   ``values``, held in the CSR slots: a CSC matrix is the transpose of the CSR matrix of the same
   arrays, so ``t()`` swaps the two layouts without copying, and CSC products run the CSR kernels
   transposed. Other operations go through COO (results in COO unless noted).
+- BSR / BSC (``layout=ember.sparse_bsr`` / ``sparse_bsc``, 2-D): the same three arrays over
+  blocks: ``values`` is ``(nnz, bh, bw)``, the compressed and plain indices count block rows and
+  block columns. BSC is held like CSC, in the CSR slots, as the transpose of the BSR matrix of
+  the same indices and the blocks transposed. Products with a dense operand are batched block
+  products (``bmm`` of the blocks with the gathered dense rows, summed per block row by
+  ``index_add``), differentiable with respect to both operands; the rest goes through COO, each
+  block contributing all its ``bh * bw`` elements.
 
 Why not a subclass of ``ember.Tensor``: the C++ ops take any ``ember.Tensor``; a subclass would
 have to carry some dense stand-in that every op not written for sparse tensors would then
@@ -83,17 +90,12 @@ __all__ = [
 sparse_coo = layout("sparse_coo")
 sparse_csr = layout("sparse_csr")
 sparse_csc = layout("sparse_csc")
-# The blocked layouts exist as names (code compares layouts with them); building a tensor of one
-# raises, naming it.
 sparse_bsr = layout("sparse_bsr")
 sparse_bsc = layout("sparse_bsc")
-_UNBUILT = (sparse_bsr, sparse_bsc)
 _COMPRESSED = (sparse_csr, sparse_csc)
-
-
-def _no_layout(op: str, lay: Any) -> NotImplementedError:
-    return NotImplementedError(f"{op}: the {lay} layout is not supported (sparse_coo, "
-                               "sparse_csr and sparse_csc are)")
+_BLOCKED = (sparse_bsr, sparse_bsc)
+_ROW_MAJOR = (sparse_csr, sparse_bsr)  # compressed rows: crow_indices / col_indices
+_COL_MAJOR = (sparse_csc, sparse_bsc)  # compressed columns: ccol_indices / row_indices
 
 
 def _is_sparse(x: Any) -> bool:
@@ -201,10 +203,10 @@ class SparseTensor:
         return self.dtype.is_floating_point
 
     def sparse_dim(self) -> int:
-        return 2 if self._layout in _COMPRESSED else self._idx.shape[0]
+        return self._idx.shape[0] if self._layout is sparse_coo else 2
 
     def dense_dim(self) -> int:
-        return self._vals.ndim - 1
+        return self._vals.ndim - (3 if self._layout in _BLOCKED else 1)
 
     def _nnz(self) -> int:
         return self._vals.shape[0]
@@ -235,24 +237,26 @@ class SparseTensor:
         return self._vals
 
     def crow_indices(self) -> Tensor:
-        self._need(sparse_csr, "crow_indices")
+        self._need(_ROW_MAJOR, "crow_indices")
         return self._crow
 
     def col_indices(self) -> Tensor:
-        self._need(sparse_csr, "col_indices")
+        self._need(_ROW_MAJOR, "col_indices")
         return self._col
 
     def ccol_indices(self) -> Tensor:
-        self._need(sparse_csc, "ccol_indices")
+        self._need(_COL_MAJOR, "ccol_indices")
         return self._crow
 
     def row_indices(self) -> Tensor:
-        self._need(sparse_csc, "row_indices")
+        self._need(_COL_MAJOR, "row_indices")
         return self._col
 
-    def _need(self, lay: layout, op: str) -> None:
-        if self._layout is not lay:
-            raise RuntimeError(f"{op}: expected a tensor of layout {lay}, got {self._layout}")
+    def _need(self, lay: Any, op: str) -> None:
+        lays = lay if isinstance(lay, tuple) else (lay,)
+        if self._layout not in lays:
+            want = " or ".join(str(x) for x in lays)
+            raise RuntimeError(f"{op}: expected a tensor of layout {want}, got {self._layout}")
 
     # ---- autograd ---------------------------------------------------------------------------
     @property
@@ -323,6 +327,8 @@ class SparseTensor:
         """The dense tensor (duplicates summed); differentiable with respect to the values."""
         del masked_grad
         v = self._vals if dtype is None else self._vals.to(dtype)
+        if self._layout in _BLOCKED:
+            return _blocked_to_dense(self, v)
         if self._layout is sparse_csc:
             c = self.to_sparse_coo()
             return _coo_to_dense(c._idx, c._vals if dtype is None else c._vals.to(dtype),
@@ -348,13 +354,29 @@ class SparseTensor:
             return self.to_sparse_csr()
         if layout is sparse_csc:
             return self.to_sparse_csc()
-        if layout in _UNBUILT:
-            raise _no_layout("to_sparse", layout)
+        if layout in _BLOCKED:
+            blocksize = kwargs.get("blocksize", args[1] if len(args) > 1 else None)
+            if blocksize is None:
+                raise RuntimeError(f"to_sparse: layout {layout} needs a blocksize")
+            return self.to_sparse_bsr(blocksize) if layout is sparse_bsr else \
+                self.to_sparse_bsc(blocksize)
         raise RuntimeError(f"to_sparse: unsupported layout {layout}")
+
+    def to_sparse_bsr(self, blocksize: Any, dense_dim: int | None = None) -> SparseTensor:
+        """The block compressed-row form with blocks of ``blocksize`` ``(bh, bw)``: every block
+        holding a specified element is kept whole (see :func:`ember.sparse_bsr_tensor`)."""
+        return _to_blocked(self, sparse_bsr, blocksize, dense_dim)
+
+    def to_sparse_bsc(self, blocksize: Any, dense_dim: int | None = None) -> SparseTensor:
+        """The block compressed-column form with blocks of ``blocksize`` ``(bh, bw)`` (see
+        :func:`ember.sparse_bsc_tensor`)."""
+        return _to_blocked(self, sparse_bsc, blocksize, dense_dim)
 
     def to_sparse_coo(self) -> SparseTensor:
         if self._layout is sparse_coo:
             return self
+        if self._layout in _BLOCKED:
+            return _blocked_to_coo(self)
         if self._layout is sparse_csc:  # the CSR arrays of the transpose, transposed back
             return self.t().to_sparse_coo().t().coalesce()
         counts = self._crow[1:] - self._crow[:-1]
@@ -365,7 +387,7 @@ class SparseTensor:
     def to_sparse_csr(self, dense_dim: int | None = None) -> SparseTensor:
         if self._layout is sparse_csr:
             return self
-        if self._layout is sparse_csc:
+        if self._layout in (sparse_csc, *_BLOCKED):
             return self.to_sparse_coo().to_sparse_csr(dense_dim)
         if self.ndim != 2 or self.dense_dim() != 0 or dense_dim:
             raise RuntimeError("to_sparse_csr: only 2-D COO tensors without dense dims are "
@@ -432,6 +454,12 @@ class SparseTensor:
             other = sparse_csc if self._layout is sparse_csr else sparse_csr
             return SparseTensor(other, self._size[::-1], self._vals, crow=self._crow,
                                 col=self._col)
+        if self._layout in _BLOCKED:  # BSR <-> BSC over the same indices, blocks transposed
+            if d0 == d1:
+                return self
+            other = sparse_bsc if self._layout is sparse_bsr else sparse_bsr
+            return SparseTensor(other, self._size[::-1], self._vals.transpose(-2, -1),
+                                crow=self._crow, col=self._col)
         self._need(sparse_coo, "transpose")
         sd = self.sparse_dim()
         if (d0 < sd) != (d1 < sd):
@@ -622,6 +650,8 @@ class SparseTensor:
             idx = ember.cat([a._idx, b._idx], 1)
             out = SparseTensor(sparse_coo, self._size, ember.cat([a._vals, vb]), indices=idx)
             out = out.coalesce()
+            if self._layout in _BLOCKED:
+                return _to_blocked(out, self._layout, tuple(self._vals.shape[-2:]), None)
             return out.to_sparse(layout=self._layout)
         if isinstance(other, Tensor):
             dense = self.to_dense()
@@ -799,6 +829,10 @@ def _rebuild_sparse(lay: str, size: tuple[int, ...], arrays: tuple[Tensor, ...],
         out = sparse_csr_tensor(arrays[0], arrays[1], arrays[2], size)
     elif lay == str(sparse_csc) and len(arrays) == 3:
         out = sparse_csc_tensor(arrays[0], arrays[1], arrays[2], size)
+    elif lay == str(sparse_bsr) and len(arrays) == 3:
+        out = sparse_bsr_tensor(arrays[0], arrays[1], arrays[2], size)
+    elif lay == str(sparse_bsc) and len(arrays) == 3:
+        out = sparse_bsc_tensor(arrays[0], arrays[1], arrays[2], size)
     else:
         raise RuntimeError(f"ember.load: unknown sparse layout {lay!r}")
     return out.requires_grad_(True) if requires_grad else out
@@ -813,6 +847,10 @@ def _rebuild_torch_sparse(lay: Any, data: tuple[Any, ...]) -> SparseTensor:
         return sparse_csr_tensor(data[0], data[1], data[2], tuple(data[3]))
     if lay is sparse_csc:
         return sparse_csc_tensor(data[0], data[1], data[2], tuple(data[3]))
+    if lay is sparse_bsr:
+        return sparse_bsr_tensor(data[0], data[1], data[2], tuple(data[3]))
+    if lay is sparse_bsc:
+        return sparse_bsc_tensor(data[0], data[1], data[2], tuple(data[3]))
     raise RuntimeError(f"ember.load: PyTorch sparse layout {lay} is not supported")
 
 
@@ -901,12 +939,20 @@ def _check_invariants(s: SparseTensor) -> None:
                 raise RuntimeError("sparse_coo_tensor: is_coalesced=True but the indices are not "
                                    "sorted and unique")
         return
-    csc = s._layout is sparse_csc
-    op = "sparse_csc_tensor" if csc else "sparse_csr_tensor"
+    csc = s._layout in _COL_MAJOR
+    op = f"sparse_{str(s._layout).split('_')[-1]}_tensor"
     cname, iname = ("ccol_indices", "row_indices") if csc else ("crow_indices", "col_indices")
     crow, col = s._crow, s._col
     m, n = s._size[::-1] if csc else s._size
     what = "columns" if csc else "rows"
+    if s._layout in _BLOCKED:  # counted in blocks
+        bh, bw = s._vals.shape[-2:]
+        if csc:
+            bh, bw = bw, bh
+        if bh == 0 or bw == 0 or m % bh or n % bw:
+            raise RuntimeError(f"{op}: the size {s._size} must be divisible by the blocksize "
+                               f"{tuple(s._vals.shape[-2:])} (the last two dims of values)")
+        m, n, what = m // bh, n // bw, "block " + what
     if crow.numel() != m + 1:
         raise RuntimeError(f"{op}: {cname} must have {m + 1} elements ({what} + 1), got "
                            f"{crow.numel()}")
@@ -1004,26 +1050,89 @@ def sparse_csc_tensor(ccol_indices: Any, row_indices: Any, values: Any, size: An
                               requires_grad, check_invariants)
 
 
+def sparse_bsr_tensor(crow_indices: Any, col_indices: Any, values: Any, size: Any = None, *,
+                      dtype: Any = None, device: Any = None, pin_memory: bool = False,
+                      requires_grad: bool = False,
+                      check_invariants: bool | None = None) -> SparseTensor:
+    """A 2-D block sparse row (BSR) tensor: block row ``r`` holds the blocks ``values[k]``
+    (each ``(bh, bw)``) at block columns ``col_indices[k]`` for ``k`` in
+    ``crow_indices[r]:crow_indices[r+1]``.
+
+    >>> import ember
+    >>> s = ember.sparse_bsr_tensor([0, 1, 1], [1], ember.ones(1, 2, 2), (4, 4))
+    >>> s.to_dense()[0].tolist()
+    [0.0, 0.0, 1.0, 1.0]
+    """
+    del pin_memory
+    return _compressed_tensor(sparse_bsr, crow_indices, col_indices, values, size, dtype, device,
+                              requires_grad, check_invariants)
+
+
+def sparse_bsc_tensor(ccol_indices: Any, row_indices: Any, values: Any, size: Any = None, *,
+                      dtype: Any = None, device: Any = None, pin_memory: bool = False,
+                      requires_grad: bool = False,
+                      check_invariants: bool | None = None) -> SparseTensor:
+    """A 2-D block sparse column (BSC) tensor: block column ``c`` holds the blocks
+    ``values[k]`` (each ``(bh, bw)``) at block rows ``row_indices[k]`` for ``k`` in
+    ``ccol_indices[c]:ccol_indices[c+1]``.
+
+    >>> import ember
+    >>> s = ember.sparse_bsc_tensor([0, 1, 1], [1], ember.ones(1, 2, 2), (4, 4))
+    >>> s.to_dense()[:, 0].tolist()
+    [0.0, 0.0, 1.0, 1.0]
+    """
+    del pin_memory
+    return _compressed_tensor(sparse_bsc, ccol_indices, row_indices, values, size, dtype, device,
+                              requires_grad, check_invariants)
+
+
+def sparse_compressed_tensor(compressed_indices: Any, plain_indices: Any, values: Any,
+                             size: Any = None, *, dtype: Any = None, layout: Any = None,
+                             device: Any = None, pin_memory: bool = False,
+                             requires_grad: bool = False,
+                             check_invariants: bool | None = None) -> SparseTensor:
+    """A CSR, CSC, BSR or BSC tensor (``layout``, required) from its three arrays.
+
+    >>> import ember
+    >>> s = ember.sparse_compressed_tensor([0, 1, 1], [1], [2.0], (2, 2), layout=ember.sparse_csr)
+    >>> s.to_dense().tolist()
+    [[0.0, 2.0], [0.0, 0.0]]
+    """
+    del pin_memory
+    if layout not in (*_COMPRESSED, *_BLOCKED):
+        raise RuntimeError("sparse_compressed_tensor: expected layout to be one of "
+                           f"sparse_csr, sparse_csc, sparse_bsr, sparse_bsc, got {layout}")
+    return _compressed_tensor(layout, compressed_indices, plain_indices, values, size, dtype,
+                              device, requires_grad, check_invariants)
+
+
 def _compressed_tensor(layout: Any, compressed: Any, plain: Any, values: Any, size: Any,
                        dtype: Any, device: Any, requires_grad: bool,
                        check_invariants: bool | None) -> SparseTensor:
-    """A 2-D CSR (compressed rows) or CSC (compressed columns) tensor from its three arrays."""
-    csr = layout is sparse_csr
-    op = "sparse_csr_tensor" if csr else "sparse_csc_tensor"
+    """A 2-D CSR/BSR (compressed rows) or CSC/BSC (compressed columns) tensor from its three
+    arrays."""
+    csr = layout in _ROW_MAJOR
+    blocked = layout in _BLOCKED
+    op = f"sparse_{str(layout).split('_')[-1]}_tensor"
     cname, pname = ("crow_indices", "col_indices") if csr else ("ccol_indices", "row_indices")
     comp = _as_index(compressed, cname, op)
     other = _as_index(plain, pname, op)
     vals = _as_values(values, dtype, device)
     comp, other = comp.to(vals.device), other.to(vals.device)
-    if comp.ndim != 1 or other.ndim != 1 or vals.ndim != 1:
-        raise RuntimeError(f"{op}: only 2-D {'CSR' if csr else 'CSC'} tensors (1-D {cname}, "
-                           f"{pname} and values) are supported, got shapes "
+    vdim = 3 if blocked else 1
+    if comp.ndim != 1 or other.ndim != 1 or vals.ndim != vdim:
+        kind = str(layout).split("_")[-1].upper()
+        raise RuntimeError(f"{op}: only 2-D {kind} tensors (1-D {cname} and {pname}, "
+                           f"{vdim}-D values) are supported, got shapes "
                            f"{tuple(comp.shape)}, {tuple(other.shape)} and {tuple(vals.shape)}")
     if other.shape[0] != vals.shape[0]:
         raise RuntimeError(f"{op}: {pname} and values must have the same length, got "
                            f"{other.shape[0]} and {vals.shape[0]}")
     if size is None:
         extent = (comp.shape[0] - 1, int(other.max()) + 1 if other.numel() else 0)
+        if blocked:  # in blocks, the block's own orientation
+            bh, bw = vals.shape[1:]
+            extent = (extent[0] * bh, extent[1] * bw) if csr else (extent[0] * bw, extent[1] * bh)
         size = extent if csr else extent[::-1]
     size = tuple(int(s) for s in size)
     if len(size) != 2:
@@ -1046,15 +1155,18 @@ def _dense_to_sparse(self: Tensor, *args: Any, layout: Any = None, blocksize: An
     >>> ember.tensor([[0.0, 2.0], [0.0, 0.0]]).to_sparse()._nnz()
     1
     """
+    if layout in _BLOCKED:
+        if blocksize is None:
+            raise RuntimeError(f"to_sparse: layout {layout} needs a blocksize")
+        return _to_blocked(self, layout, blocksize, dense_dim)
     if blocksize is not None:
-        raise NotImplementedError("to_sparse: blocked layouts are not supported")
+        raise RuntimeError(f"to_sparse: blocksize is only for the sparse_bsr and sparse_bsc "
+                           f"layouts, got layout {layout}")
     sd = int(args[0]) if args else self.ndim
     if layout is sparse_csr:
         return _dense_to_sparse(self).to_sparse_csr()
     if layout is sparse_csc:
         return _dense_to_sparse(self).to_sparse_csc()
-    if layout in _UNBUILT:
-        raise _no_layout("to_sparse", layout)
     if layout not in (None, sparse_coo):
         raise RuntimeError(f"to_sparse: unsupported layout {layout}")
     if not 0 <= sd <= self.ndim:
@@ -1077,6 +1189,148 @@ def _dense_to_sparse_csc(self: Tensor, dense_dim: int | None = None) -> SparseTe
     return _dense_to_sparse(self).to_sparse_csc(dense_dim)
 
 
+def _dense_to_sparse_bsr(self: Tensor, blocksize: Any, dense_dim: int | None = None) -> SparseTensor:
+    """``Tensor.to_sparse_bsr(blocksize)``: the blocks of size ``blocksize`` that are not all
+    zero, as a BSR tensor (2-D; sizes divisible by the blocksize).
+
+    >>> import ember
+    >>> b = ember.tensor([[1.0, 2.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0]]).to_sparse_bsr((2, 2))
+    >>> b.crow_indices().tolist(), b.col_indices().tolist(), tuple(b.values().shape)
+    ([0, 1], [0], (1, 2, 2))
+    """
+    return _to_blocked(self, sparse_bsr, blocksize, dense_dim)
+
+
+def _dense_to_sparse_bsc(self: Tensor, blocksize: Any, dense_dim: int | None = None) -> SparseTensor:
+    """``Tensor.to_sparse_bsc(blocksize)``: the blocks that are not all zero, as a BSC tensor.
+
+    >>> import ember
+    >>> b = ember.tensor([[0.0, 0.0, 1.0, 2.0], [0.0, 0.0, 0.0, 3.0]]).to_sparse_bsc((2, 2))
+    >>> b.ccol_indices().tolist(), b.row_indices().tolist()
+    ([0, 0, 1], [0])
+    """
+    return _to_blocked(self, sparse_bsc, blocksize, dense_dim)
+
+
+# ---- blocked layouts ------------------------------------------------------------------------
+def _blocksize(op: str, blocksize: Any) -> tuple[int, int]:
+    if isinstance(blocksize, int) and not isinstance(blocksize, bool):
+        blocksize = (blocksize, blocksize)
+    if not isinstance(blocksize, (tuple, list)) or not all(
+            isinstance(b, int) and not isinstance(b, bool) for b in blocksize):
+        raise TypeError(f"{op}: blocksize must be a tuple of 2 ints, got {blocksize!r}")
+    if len(blocksize) != 2:
+        raise RuntimeError(f"{op}: blocksize needs to be a tuple of size 2, but got "
+                           f"{len(blocksize)}")
+    if blocksize[0] <= 0 or blocksize[1] <= 0:
+        raise RuntimeError(f"{op}: blocksize must be positive, got {tuple(blocksize)}")
+    return int(blocksize[0]), int(blocksize[1])
+
+
+def _block_coords(s: SparseTensor) -> tuple[Tensor, Tensor, Tensor, int, int]:
+    """(block rows, block columns, blocks ``(nnz, bh, bw)``, bh, bw) of a BSR or BSC tensor,
+    the blocks in the matrix's own orientation."""
+    bh, bw = s._vals.shape[-2:]
+    if s._layout is sparse_bsr:
+        nb = s._size[0] // bh
+        rows = ember.repeat_interleave(ember.arange(nb, device=s.device),
+                                       s._crow[1:] - s._crow[:-1])
+        return rows, s._col, s._vals, bh, bw
+    nb = s._size[1] // bw
+    cols = ember.repeat_interleave(ember.arange(nb, device=s.device), s._crow[1:] - s._crow[:-1])
+    return s._col, cols, s._vals, bh, bw
+
+
+def _blocked_to_dense(s: SparseTensor, vals: Tensor) -> Tensor:
+    """The dense matrix of a BSR/BSC tensor: the blocks summed into a grid of blocks."""
+    rows, cols, _, bh, bw = _block_coords(s)
+    m, n = s._size
+    grid = vals.new_zeros((m // bh, n // bw, bh, bw))
+    if vals.shape[0]:
+        grid = grid.index_put((rows, cols), vals, accumulate=True)
+    return grid.permute(0, 2, 1, 3).reshape(m, n)
+
+
+def _blocked_to_coo(s: SparseTensor) -> SparseTensor:
+    """The COO tensor of every element of every block (block by block, row-major within one;
+    explicit zeros kept, as PyTorch)."""
+    rows, cols, vals, bh, bw = _block_coords(s)
+    nnz = vals.shape[0]
+    r = (rows.reshape(-1, 1, 1) * bh + ember.arange(bh, device=s.device).reshape(1, -1, 1))
+    c = (cols.reshape(-1, 1, 1) * bw + ember.arange(bw, device=s.device).reshape(1, 1, -1))
+    idx = ember.stack([r.expand(nnz, bh, bw).reshape(-1), c.expand(nnz, bh, bw).reshape(-1)])
+    return SparseTensor(sparse_coo, s._size, vals.reshape(-1), indices=idx,
+                        coalesced=nnz == 0 or (s._layout is sparse_bsr and bh == 1))
+
+
+def _to_blocked(x: Any, lay: Any, blocksize: Any, dense_dim: int | None) -> SparseTensor:
+    """A dense or sparse 2-D tensor as BSR/BSC with blocks ``blocksize``: the blocks holding a
+    specified element (sparse input) or a nonzero (dense input), whole."""
+    name = "bsr" if lay is sparse_bsr else "bsc"
+    op = f"to_sparse_{name}"
+    bh, bw = _blocksize(op, blocksize)
+    if dense_dim:
+        raise RuntimeError(f"{op}: dense dims are not supported, got dense_dim={dense_dim}")
+    if _is_sparse(x):
+        if x._layout is lay and tuple(x._vals.shape[-2:]) == (bh, bw):
+            return x
+        if x.ndim != 2 or x.dense_dim() != 0:
+            raise RuntimeError(f"{op}: only 2-D tensors without dense dims are supported, got "
+                               f"size {x._size} with dense_dim {x.dense_dim()}")
+    elif x.ndim != 2:
+        raise RuntimeError(f"{op}: only 2-D tensors are supported, got {x.ndim}-D")
+    m, n = tuple(x.shape)
+    if m % bh or n % bw:
+        raise RuntimeError(f"dense_to_sparse_{name}: tensor sparse size ({m},{n}) must be "
+                           f"divisible by given blocksize ({bh},{bw})")
+    if _is_sparse(x):
+        c = x.to_sparse_coo()
+        dense = c.to_dense()
+        mask = ember.zeros((m // bh, n // bw), dtype=ember.bool, device=dense.device)
+        if c._nnz():
+            mask[ember.div(c._idx[0], bh, rounding_mode="floor"),
+                 ember.div(c._idx[1], bw, rounding_mode="floor")] = True
+    else:
+        dense, mask = x, None
+    blocks = dense.reshape(m // bh, bh, n // bw, bw).permute(0, 2, 1, 3)
+    if mask is None:
+        mask = (blocks != 0).any(-1).any(-1)
+    if lay is sparse_bsr:
+        rows, cols = ember.nonzero(mask, as_tuple=True)  # row-major: by block row, then column
+        comp, plain, ncomp = rows, cols, m // bh
+    else:
+        cols, rows = ember.nonzero(mask.t(), as_tuple=True)  # by block column, then row
+        comp, plain, ncomp = cols, rows, n // bw
+    return SparseTensor(lay, (m, n), blocks[rows, cols], crow=_crow_from_rows(comp, ncomp),
+                        col=plain.clone())
+
+
+def _blocked_mm(s: SparseTensor, dense: Tensor) -> Tensor:
+    """BSR/BSC ``s @ dense``: each block times the rows of ``dense`` under it (one ``bmm``),
+    summed into its block row."""
+    rows, cols, vals, bh, bw = _block_coords(s)
+    m, k = s._size
+    f = dense.shape[1]
+    out = dense.new_zeros((m // bh, bh, f))
+    if vals.shape[0]:
+        picked = dense.reshape(k // bw, bw, f)[cols]
+        out = out.index_add(0, rows, ember.bmm(vals, picked))
+    return out.reshape(m, f)
+
+
+def _blocked_rmm(dense: Tensor, s: SparseTensor) -> Tensor:
+    """``dense @ s`` for a BSR/BSC ``s``: the columns of ``dense`` over each block's rows times
+    the block, summed into its block column."""
+    rows, cols, vals, bh, bw = _block_coords(s)
+    k, n = s._size
+    f = dense.shape[0]
+    out = dense.new_zeros((n // bw, f, bw))
+    if vals.shape[0]:
+        picked = dense.reshape(f, k // bh, bh).permute(1, 0, 2)[rows]
+        out = out.index_add(0, cols, ember.bmm(picked, vals))
+    return out.permute(1, 0, 2).reshape(f, n)
+
+
 def _dense_to_sparse_coo(self: Tensor) -> SparseTensor:
     return _dense_to_sparse(self)
 
@@ -1090,7 +1344,7 @@ def _csr_arrays(s: SparseTensor, op: str) -> tuple[Tensor, Tensor, Tensor]:
                            f"got size {s._size} with dense_dim {s.dense_dim()}")
     if s._layout is sparse_csr:
         return s._crow, s._col, s._vals
-    if s._layout is sparse_csc:
+    if s._layout in (sparse_csc, *_BLOCKED):
         s = s.to_sparse_coo()
     idx, vals = s._idx, s._vals
     rows = idx[0]
@@ -1137,6 +1391,8 @@ def mm(mat1: Any, mat2: Any) -> Any:
         if mat2.dtype is not mat1.dtype:
             raise RuntimeError(f"{op}: expected mat1 and mat2 to have the same dtype, but got: "
                                f"{mat1.dtype} != {mat2.dtype}")
+        if mat1.layout in _BLOCKED:
+            return _blocked_mm(mat1, mat2)
         if mat1.layout is sparse_csc:  # S = T^T for the CSR matrix T of the same arrays
             return _C._sparse_csr_mm_t(mat1._crow, mat1._col, mat1._vals, mat2, mat1._size[0])
         crow, col, vals = _csr_arrays(mat1, op)
@@ -1150,6 +1406,8 @@ def mm(mat1: Any, mat2: Any) -> Any:
             raise RuntimeError(f"{op}: expected mat1 and mat2 to have the same dtype, but got: "
                                f"{mat1.dtype} != {mat2.dtype}")
         # D @ S = (S^T @ D^T)^T, and S^T @ X is the transposed-product kernel.
+        if mat2.layout in _BLOCKED:
+            return _blocked_rmm(mat1, mat2)
         if mat2.layout is sparse_csc:  # D @ T^T = (T @ D^T)^T
             return _C._sparse_csr_mm(mat2._crow, mat2._col, mat2._vals, mat1.t()).t()
         crow, col, vals = _csr_arrays(mat2, op)
@@ -1439,7 +1697,7 @@ def _sparse_repr(s: SparseTensor) -> str:
         body = (prefix + field("indices", s._idx) + ",\n" + pad + field("values", s._vals) +
                 ",\n" + pad + ", ".join(suffixes[:1]))
         return _add_suffixes(body, suffixes[1:], len(prefix))
-    names = ("ccol_indices", "row_indices") if s._layout is sparse_csc else \
+    names = ("ccol_indices", "row_indices") if s._layout in _COL_MAJOR else \
         ("crow_indices", "col_indices")
     body = (prefix + field(names[0], s._crow) + ",\n" + pad + field(names[1], s._col) +
             ",\n" + pad + field("values", s._vals))
@@ -1696,16 +1954,16 @@ _DENSE: dict[str, Any] = {}
 def _install() -> None:
     ember.sparse_coo = sparse_coo
     ember.sparse_csr = sparse_csr
-    for lay in _UNBUILT:
-        setattr(ember, str(lay).split(".")[-1], lay)
     ember.sparse_csc = sparse_csc
+    ember.sparse_bsr = sparse_bsr
+    ember.sparse_bsc = sparse_bsc
     ember.sparse_csc_tensor = sparse_csc_tensor
+    ember.sparse_bsr_tensor = sparse_bsr_tensor
+    ember.sparse_bsc_tensor = sparse_bsc_tensor
+    ember.sparse_compressed_tensor = sparse_compressed_tensor
     Tensor.to_sparse_csc = _dense_to_sparse_csc
-    for name in ("to_sparse_bsr", "to_sparse_bsc"):
-        setattr(Tensor, name, _refuse_layout(name))
-        setattr(SparseTensor, name, _refuse_layout(name))
-    for name in ("sparse_bsr_tensor", "sparse_bsc_tensor"):
-        setattr(ember, name, _refuse_layout(name))
+    Tensor.to_sparse_bsr = _dense_to_sparse_bsr
+    Tensor.to_sparse_bsc = _dense_to_sparse_bsc
     ember.sparse_coo_tensor = sparse_coo_tensor
     ember.sparse_csr_tensor = sparse_csr_tensor
     Tensor.to_sparse = _dense_to_sparse
@@ -1733,18 +1991,6 @@ def _install() -> None:
     from ember import _serialization_objects
 
     _serialization_objects._DEFAULT_SAFE["ember.sparse._rebuild_sparse"] = _rebuild_sparse
-
-
-def _refuse_layout(name: str) -> Any:
-    kind = name.split("_")[-1] if name.startswith("to_") else name.split("_")[1]
-    lay = {"bsr": sparse_bsr, "bsc": sparse_bsc}[kind]
-
-    def fn(*args: Any, **kwargs: Any) -> Any:
-        raise _no_layout(name, lay)
-
-    fn.__name__ = name
-    fn.__doc__ = f"``{name}``: refused (the {lay} layout is not supported)."
-    return fn
 
 
 def _wrap_dense(sparse_fn: Any, dense_fn: Any, name: str, names: tuple[str, str]) -> Any:
@@ -1900,6 +2146,81 @@ def _op_mv(input: SparseTensor, vec: Tensor) -> Tensor:
     return mm(input, vec.unsqueeze(1)).squeeze(1)
 
 
+def _like(name: str) -> Any:
+    """``zeros_like``/``empty_like``/``ones_like``/``full_like``/``randn_like`` of a sparse
+    tensor, as PyTorch: ``zeros_like`` is an empty tensor (nnz 0) of the same layout and size,
+    ``empty_like`` too for COO; the compressed and blocked layouts keep the pattern for the
+    others, with new values (COO refuses them: they would not stay sparse)."""
+
+    def op(input: Any, *args: Any, dtype: Any = None, layout: Any = None, device: Any = None,
+           requires_grad: bool = False, memory_format: Any = None, pin_memory: bool = False,
+           **kwargs: Any) -> Any:
+        del memory_format, pin_memory
+        if not _is_sparse(input):
+            raise NotImplementedError(f"{name}: expected a sparse input, got "
+                                      f"{type(input).__name__}")
+        if kwargs:
+            raise TypeError(f"{name}: unexpected keyword arguments {sorted(kwargs)}")
+        if name == "full_like" and len(args) != 1:
+            raise TypeError(f"full_like: expected (input, fill_value), got {len(args)} "
+                            "positional arguments after input")
+        if name != "full_like" and args:
+            raise TypeError(f"{name}: expected only input positionally, got {len(args)} more")
+        lay = input.layout if layout is None else layout
+        dt = input.dtype if dtype is None else dtype
+        dev = input.device if device is None else device
+        if lay is ember.strided:
+            dense = _DENSE_LIKE[name](input._vals.new_empty(input._size), *args, dtype=dt,
+                                      device=dev)
+            return dense.requires_grad_(True) if requires_grad else dense
+        keep = name != "zeros_like" and not (name == "empty_like" and lay is sparse_coo)
+        if keep and (lay is not input.layout or lay is sparse_coo):
+            raise NotImplementedError(f"{name}: not supported for a {input.layout} input "
+                                      f"giving a {lay} result (only zeros_like and empty_like "
+                                      "are; the other values would not stay sparse)")
+        if keep:
+            v = input._vals.detach()
+            if name == "full_like":
+                vals = ember.full_like(v, args[0], dtype=dt, device=dev)
+            else:
+                vals = _DENSE_LIKE[name](v, dtype=dt, device=dev)
+            out = SparseTensor(lay, input._size, vals, crow=input._crow.to(dev),
+                               col=input._col.to(dev))
+        else:
+            out = _empty_sparse(name, input, lay, dt, dev)
+        return out.requires_grad_(True) if requires_grad else out
+
+    op.__name__ = name
+    return op
+
+
+def _empty_sparse(op: str, like: SparseTensor, lay: Any, dtype: Any, device: Any) -> SparseTensor:
+    """A sparse tensor of ``like``'s size with no entries, in layout ``lay``."""
+    size = like._size
+    i64 = {"dtype": ember.int64, "device": device}
+    if lay is sparse_coo:
+        sd = like.sparse_dim() if like._layout is sparse_coo else 2
+        return SparseTensor(sparse_coo, size, ember.zeros((0, *size[sd:]), dtype=dtype,
+                                                          device=device),
+                            indices=ember.zeros((sd, 0), **i64), coalesced=True)
+    if lay not in (*_COMPRESSED, *_BLOCKED) or len(size) != 2:
+        raise RuntimeError(f"{op}: cannot give a {lay} result for a {like.layout} input of size "
+                           f"{size}")
+    block: tuple[int, ...] = ()
+    if lay in _BLOCKED:
+        if like._layout not in _BLOCKED:
+            raise RuntimeError(f"{op}: a {lay} result needs a blocksize; the {like.layout} "
+                               "input has none")
+        block = tuple(like._vals.shape[-2:]) if (lay is like._layout) else \
+            tuple(like._vals.shape[-2:])[::-1]
+    if lay in _ROW_MAJOR:
+        ncomp = size[0] // (block[0] if block else 1)
+    else:
+        ncomp = size[1] // (block[1] if block else 1)
+    return SparseTensor(lay, size, ember.zeros((0, *block), dtype=dtype, device=device),
+                        crow=ember.zeros(ncomp + 1, **i64), col=ember.zeros(0, **i64))
+
+
 def _method(name: str) -> Any:
     def op(input: Any, *args: Any, **kwargs: Any) -> Any:
         if not _is_sparse(input):
@@ -1916,6 +2237,10 @@ _SPARSE_OPS: dict[str, Any] = {
     "concatenate": _op_cat, "stack": _op_stack, "mv": _op_mv,
     "add_": _op_add_, "sub_": _op_sub_, "__iadd__": _op_add_, "__isub__": _op_sub_,
 }
+_DENSE_LIKE = {name: getattr(_C, name) for name in ("zeros_like", "empty_like", "ones_like",
+                                                     "full_like", "randn_like")}
+for _name in _DENSE_LIKE:
+    _SPARSE_OPS[_name] = _like(_name)
 for _name in ("index_select", "transpose", "t", "clone", "neg", "negative", "unsqueeze", "pow",
               "clamp", "detach", "norm", *_ZERO_PRESERVING):
     _SPARSE_OPS.setdefault(_name, _method(_name if _name != "negative" else "neg"))
