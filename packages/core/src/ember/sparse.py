@@ -2298,8 +2298,8 @@ class _SparseEmbedding(ember.autograd.Function):
         if ctx.padding_idx >= 0:
             keep = idx != ctx.padding_idx
             idx, vals = idx[keep], vals[keep]
-        g = SparseTensor(sparse_coo, tuple(weight.shape), vals.detach().clone(),
-                         indices=idx.unsqueeze(0))
+        # With create_graph the values keep their history (a Hessian through the embedding).
+        g = SparseTensor(sparse_coo, tuple(weight.shape), vals.clone(), indices=idx.unsqueeze(0))
         _add_sparse_grad(weight, g)
         return None, None, None
 

@@ -4,6 +4,11 @@
 Inputs are a tensor or a tuple of tensors; the function returns a tensor or a tuple of tensors.
 Results are detached unless ``create_graph=True`` (then they can be differentiated again).
 
+Sparse tensors, as in PyTorch: ``vjp`` takes sparse inputs (their gradient is a sparse tensor of
+their pattern, through their values), and a function whose backward gives a sparse gradient
+(``embedding(..., sparse=True)``) gives it back as such; ``jacobian``/``hessian`` densify such
+gradients into their dense blocks. The other functions refuse sparse inputs.
+
 >>> import ember
 >>> from ember.autograd.functional import jacobian
 >>> jacobian(lambda x: x ** 2, ember.tensor([1.0, 2.0])).tolist()
@@ -14,7 +19,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ember import _C
+from ember import _C, autograd
 from ember._C import Tensor
 from ember.autograd.grad_mode import enable_grad
 
@@ -41,7 +46,23 @@ def _grad(
     outs = [o for o, _ in pairs]
     gouts = [g for _, g in pairs]
     keep = retain_graph or create_graph
-    return tuple(_C._run_backward(outs, gouts, keep, create_graph, list(inputs), True, False))
+    # A sparse input is differentiated through its values; its gradient gets its pattern back.
+    engine_ins = [x._vals if _is_sparse(x) else x for x in inputs]
+    # Through autograd's frame: sparse gradients (sparse embeddings) come back as such.
+    res = autograd._grad_once(outs, gouts, keep, create_graph, engine_ins, True)
+    return tuple(x._with_values(g) if _is_sparse(x) and g is not None else g
+                 for x, g in zip(inputs, res))
+
+
+def _is_sparse(x: object) -> bool:
+    from ember.sparse import SparseTensor  # imported late: ember.sparse needs ember.autograd
+
+    return type(x) is SparseTensor
+
+
+def _dense_grad(g):
+    """A gradient as a dense tensor (a Jacobian's entries are dense)."""
+    return g.to_dense() if g is not None and _is_sparse(g) else g
 
 
 def _forward_product(
@@ -65,6 +86,7 @@ def _forward_product(
     dummies = [_C.zeros_like(outputs[i], requires_grad=True) for i in diff]
     with enable_grad():
         gs = _grad([outputs[i] for i in diff], inputs, dummies, create_graph=True)
+        gs = tuple(_dense_grad(g) for g in gs)
     pairs = [(g, t) for g, t in zip(gs, tangents) if g is not None and g.requires_grad]
     if not pairs:
         return tuple(results)
@@ -91,13 +113,18 @@ def _stack(ts: Sequence[Tensor]) -> Tensor:
     return acc.reshape((n,) + tuple(ts[0].shape))
 
 
-def _as_tuple(x, arg_name: str, fn_name: str) -> tuple[bool, tuple]:
-    """(was_tuple, tuple of tensors); rejects anything else with a message naming ``fn_name``."""
-    if isinstance(x, Tensor):
+def _as_tuple(x, arg_name: str, fn_name: str, sparse_ok: bool = False) -> tuple[bool, tuple]:
+    """(was_tuple, tuple of tensors); rejects anything else with a message naming ``fn_name``
+    (sparse tensors unless ``sparse_ok``)."""
+    if isinstance(x, Tensor) or (sparse_ok and _is_sparse(x)):
         return False, (x,)
+    for el in (x if isinstance(x, (tuple, list)) else (x,)):
+        if _is_sparse(el) and not sparse_ok:
+            raise NotImplementedError(f"{fn_name}: sparse {arg_name} are not supported (vjp "
+                                      "takes sparse inputs; convert with .to_dense() first)")
     if isinstance(x, (tuple, list)):
         for i, el in enumerate(x):
-            if not isinstance(el, Tensor):
+            if not (isinstance(el, Tensor) or (sparse_ok and _is_sparse(el))):
                 raise TypeError(
                     f"{fn_name}: the {arg_name} given must be either a Tensor or a tuple of "
                     f"Tensors, but element {i} has type {type(el).__name__}")
@@ -111,7 +138,11 @@ def _prepare_inputs(inputs: tuple, create_graph: bool) -> tuple:
     input that already requires grad) an alias that keeps the outer graph connected."""
     prepared = []
     for t in inputs:
-        if create_graph and t.requires_grad:
+        if _is_sparse(t):  # a new sparse tensor over fresh (or aliased) values
+            v = t._vals
+            prepared.append(t._with_values(v.view_as(v) if create_graph and v.requires_grad
+                                           else v.detach().requires_grad_(True)))
+        elif create_graph and t.requires_grad:
             prepared.append(t.view_as(t))
         else:
             prepared.append(t.detach().requires_grad_(True))
@@ -190,7 +221,7 @@ def vjp(func: Callable, inputs: TensorOrTensors, v: TensorOrTensors | None = Non
     [2.0, 6.0]
     """
     name = "vjp"
-    in_tuple, ins = _as_tuple(inputs, "inputs", name)
+    in_tuple, ins = _as_tuple(inputs, "inputs", name, sparse_ok=True)
     ins = _prepare_inputs(ins, create_graph)
     out_tuple, outs = _call(func, ins, name)
     if strict:
@@ -238,6 +269,7 @@ def _jacobian_rows(outs: tuple, ins: tuple, create_graph: bool, strict: bool,
                 seed = _C.zeros(o.numel(), dtype=o.dtype)
                 seed[e] = 1.0
                 gs = _grad([o], ins, [seed.reshape(o.shape)], create_graph=create_graph)
+                gs = tuple(_dense_grad(g) for g in gs)
             else:
                 gs = (None,) * len(ins)
             for j, (g, x) in enumerate(zip(gs, ins)):
@@ -346,7 +378,7 @@ def hessian(func: Callable, inputs: TensorOrTensors, create_graph: bool = False,
         if strict and not out.requires_grad:
             raise RuntimeError(f"{name}: the output of the user-provided function does not "
                                "require gradients; this is not allowed in strict mode")
-        gs = _grad([out], xs, [None], create_graph=True)
+        gs = tuple(_dense_grad(g) for g in _grad([out], xs, [None], create_graph=True))
         return _fill(gs, xs, strict, name, "gradient with respect to input")
 
     res = jacobian(gradient, ins, create_graph=create_graph, strict=strict, vectorize=vectorize,
@@ -396,7 +428,7 @@ def _hessian_product(name: str, func: Callable, inputs, v, create_graph: bool, s
         raise RuntimeError(f"{name}: the output of the user-provided function does not require "
                            "gradients; this is not allowed in strict mode")
     with enable_grad():
-        gs = _grad([out], ins, [None], create_graph=True)
+        gs = tuple(_dense_grad(g) for g in _grad([out], ins, [None], create_graph=True))
     gs = _fill(gs, ins, strict, name, "gradient with respect to input")
     res = _grad(list(gs), ins, list(vs), create_graph=create_graph)
     res = _fill(res, ins, strict, name, "Hessian-vector product with respect to input")
