@@ -545,6 +545,16 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
 # ---- forward-mode AD ------------------------------------------------------------------------
 
 
+# Ops whose forward-mode formulas hold for complex tensors besides the linear ones (tests:
+# test_forward_ad_complex.py, against torch.func.jvp): the holomorphic elementwise ops, whose
+# reverse formulas give the JVP with cj as the identity, the products, and abs / angle with their
+# own complex formulas (abs_jvp, angle_jvp).
+COMPLEX_TANGENT_OK = frozenset({
+    "add", "sub", "mul", "div", "neg", "exp", "log", "sin", "cos", "tanh", "sqrt", "reciprocal",
+    "pow", "square", "sigmoid", "abs", "angle", "matmul", "mm", "bmm", "mv", "dot", "vdot",
+})
+
+
 def fw_inputs(op: Op, diff: list[Arg]) -> list[Arg]:
     """Inputs whose tangents the formula uses; a tangent on any other input raises. Elementwise:
     those with a reverse formula (so `where`'s condition is not one); linear: all of them (the
@@ -653,7 +663,8 @@ def gen_forward(op: Op, diff: list[Arg]) -> tuple[str, str]:
                 src = tensor_expr(a)
                 tbody.append(f"  InputMeta {a.name}_meta = {src} ? InputMeta({src}) : InputMeta();\n")
     if kind == "elementwise":
-        tbody.append("  Tensor r;\n")
+        # Holomorphic formulas give t * f'(z) with cj as the identity (formulas_base.h).
+        tbody.append("  Tensor r;\n  HolomorphicTangent holomorphic;\n")
         for a in fwd:
             tbody.append(f"  if ({a.name}_t) {{\n    const Tensor& grad = {a.name}_t;\n"
                          f"    r = forward_ad::accumulate(r, {op.derivatives[a.name]});\n  }}\n")
@@ -712,7 +723,10 @@ def gen_forward(op: Op, diff: list[Arg]) -> tuple[str, str]:
         else:
             lines.append(f"  if (forward_ad::has_tangent({tensor_expr(a)})) "
                          f'forward_ad::not_implemented("{op.name}", "{a.name}");\n')
-    name = f'"{op.name}"'  # complex results raise naming the op (forward AD is real-only)
+    # Complex tensors pass only where the formula is known to hold for them: linear ops (the op
+    # applied to the tangents) and COMPLEX_TANGENT_OK; other ops raise naming themselves.
+    ok = "true" if kind == "linear" or op.name in COMPLEX_TANGENT_OK else "false"
+    name = f'"{op.name}", {ok}'
     if list_ret:
         setter = f"forward_ad::set_tangents(full_result, std::move(tangent), {name});\n"
     elif op.tuple_return:

@@ -690,6 +690,31 @@ UPSAMPLE_CASES = [
 CASES = CASES + UPSAMPLE_CASES
 
 
+def _lib(a):
+    return ember if isinstance(a, ember.Tensor) else torch
+
+
+# Real inputs through complex intermediates (test_forward_ad_complex.py has complex duals).
+COMPLEX_CASES = [
+    FwCase("complex: abs of complex(a, b)", lambda a, b: _lib(a).complex(a, b).abs(), nn((3, 4), (3, 4))),
+    FwCase("angle: of complex(a, b)", lambda a, b: _lib(a).complex(a, b).angle(), nn((3, 4), (3, 4))),
+    FwCase("angle: real input", lambda a: a.angle() + a, n(3)),
+    FwCase("real: of a complex product",
+           lambda a, b: _lib(a).real(_lib(a).complex(a, b) * (1 + 2j)), nn((3, 4), (3, 4))),
+    FwCase("imag: of a complex product",
+           lambda a, b: _lib(a).imag(_lib(a).complex(a, b) * _lib(a).complex(b, a)), nn((3, 4), (3, 4))),
+    FwCase("conj_physical: imag of it",
+           lambda a, b: _lib(a).imag(_lib(a).conj_physical(_lib(a).complex(a, b).exp())),
+           nn((3, 4), (3, 4))),
+    FwCase("view_as_real: of a complex product",
+           lambda a, b: _lib(a).view_as_real(_lib(a).complex(a, b) * _lib(a).complex(b, a)),
+           nn((3, 4), (3, 4))),
+    FwCase("view_as_complex: abs", lambda a: _lib(a).view_as_complex(a * 1.0).abs(), n(3, 2),
+           noncontig=False),
+]
+CASES = CASES + COMPLEX_CASES
+
+
 def _iadd(a, b):
     a += b
     return a
@@ -922,7 +947,8 @@ def test_make_dual_errors():
             fwAD.make_dual(p, ember.zeros(4))
         with pytest.raises(RuntimeError, match="dtype float64 doesn't match the primal's dtype float32"):
             fwAD.make_dual(p, ember.zeros(3, dtype=ember.float64))
-        with pytest.raises(ValueError, match="tangent to be floating point, but got int64"):
+        with pytest.raises(ValueError, match="tangent to be floating point or complex, but got "
+                                             "int64"):
             fwAD.make_dual(p, ember.arange(3))
         with pytest.raises(ValueError, match="primal to be floating point"):
             fwAD.make_dual(ember.arange(3), ember.zeros(3))

@@ -32,10 +32,27 @@ inline Tensor sin(const Tensor& a) { return ops::sin(a, Tensor()); }
 inline Tensor cos(const Tensor& a) { return ops::cos(a, Tensor()); }
 inline Tensor sign(const Tensor& a) { return ops::sign(a, Tensor()); }
 inline Tensor square(const Tensor& a) { return ops::mul(a, TensorOrScalar(a), Tensor()); }
+// Forward mode reuses the reverse formulas of elementwise ops (`tangent: elementwise`) with the
+// tangent in place of grad. A holomorphic f's reverse formula is grad * conj(f'(z)) and its JVP
+// is t * f'(z): while a HolomorphicTangent is live on this thread, cj and the other conjugating
+// helpers leave their argument as it is, so the same formula gives the JVP. Only the ops whose
+// tangents were checked for complex tensors (the codegen's COMPLEX_TANGENT_OK) accept them.
+inline thread_local bool t_holomorphic_tangent = false;
+class HolomorphicTangent {
+ public:
+  HolomorphicTangent() : prev_(t_holomorphic_tangent) { t_holomorphic_tangent = true; }
+  ~HolomorphicTangent() { t_holomorphic_tangent = prev_; }
+  HolomorphicTangent(const HolomorphicTangent&) = delete;
+  HolomorphicTangent& operator=(const HolomorphicTangent&) = delete;
+
+ private:
+  bool prev_;
+};
+
 // conj(t) for a complex t; a real t as it is (costs nothing). A holomorphic f's backward is
 // grad * conj(f'(z)) (PyTorch's convention), which for real inputs is the usual grad * f'(x).
 inline Tensor cj(const Tensor& t) {
-  return is_complex(t->dtype()) ? ops::conj_physical(t, Tensor()) : t;
+  return is_complex(t->dtype()) && !t_holomorphic_tangent ? ops::conj_physical(t, Tensor()) : t;
 }
 inline Tensor one_minus(const Tensor& a) {
   return ops::rsub(a, TensorOrScalar(Scalar(int64_t(1))), Scalar(int64_t(1)));

@@ -50,6 +50,7 @@ inline Tensor polar_backward_angle(const Tensor& grad, const Tensor& result) {
 
 // The conjugate of a multiplication's other factor (real tensors and numbers: themselves).
 inline TensorOrScalar conj_factor(const TensorOrScalar& x) {
+  if (t_holomorphic_tangent) return x;  // a JVP (see HolomorphicTangent)
   if (x.is_tensor())
     return is_complex(x.tensor->dtype()) ? TensorOrScalar(ops::conj_physical(x.tensor, Tensor()))
                                          : x;
@@ -64,7 +65,9 @@ inline Tensor mul_backward(const Tensor& grad, const TensorOrScalar& other) {
 
 // add / sub's derivative for other: t * conj(alpha) (alpha = 1 costs nothing).
 inline Tensor scale_conj(const Tensor& t, const Scalar& alpha) {
-  if (alpha.is_complex()) return mul(t, TensorOrScalar(Scalar(std::conj(alpha.to_complex()))));
+  if (alpha.is_complex())
+    return mul(t, TensorOrScalar(t_holomorphic_tangent ? alpha
+                                                       : Scalar(std::conj(alpha.to_complex()))));
   return alpha.to_double() == 1.0 ? t : mul(t, TensorOrScalar(alpha));
 }
 
@@ -138,6 +141,25 @@ inline Tensor pow_backward_exponent_c(const Tensor& grad, const Tensor& self,
 }
 
 // angle: 0 for real inputs; grad * i z / |z|^2 (0 where z == 0) for complex z.
+// Forward mode: abs's tangent. Real: t * sign(x); complex: Re(conj(z) t) / |z| (0 at z = 0),
+// the real rate of change of |z| along t.
+inline Tensor abs_jvp(const Tensor& self, const Tensor& t) {
+  if (!is_complex(self->dtype())) return mul(t, sign(self));
+  Tensor a = ops::abs(self, Tensor());
+  Tensor denom = ops::add(a, ops::eq(a, Scalar(0.0), Tensor()), Scalar(int64_t(1)), Tensor());
+  Tensor num = ops::real(mul(t, TensorOrScalar(ops::conj_physical(self, Tensor()))));
+  return div(num, TensorOrScalar(denom));
+}
+// Forward mode: angle's tangent. Real: 0; complex: Im(conj(z) t) / |z|^2 (0 at z = 0).
+inline Tensor angle_jvp(const Tensor& self, const Tensor& t) {
+  if (!is_complex(self->dtype())) return ops::zeros_like(t, std::nullopt, std::nullopt);
+  Tensor a = ops::abs(self, Tensor());
+  Tensor a2 = mul(a, TensorOrScalar(a));
+  Tensor denom = ops::add(a2, ops::eq(a2, Scalar(0.0), Tensor()), Scalar(int64_t(1)), Tensor());
+  Tensor num = ops::imag(mul(t, TensorOrScalar(ops::conj_physical(self, Tensor()))));
+  return div(num, TensorOrScalar(denom));
+}
+
 inline Tensor angle_backward(const Tensor& grad, const Tensor& self) {
   if (!is_complex(self->dtype())) return ops::zeros_like(grad, std::nullopt, std::nullopt);
   Tensor a = ops::abs(self, Tensor());

@@ -96,7 +96,7 @@ Tensor zeros_with_layout(const Tensor& like) {
 // has none).
 Tensor derive_from_base(const Tensor& t, int64_t level) {
   const Tensor& b = t->base();
-  if (!b || !is_floating(t->dtype())) return Tensor();
+  if (!b || !(is_floating(t->dtype()) || is_complex(t->dtype()))) return Tensor();
   bool found = false;
   Tensor bt = find_own(b, level, &found);
   if (!bt) return Tensor();
@@ -227,16 +227,17 @@ Tensor accumulate(const Tensor& a, const Tensor& b) {
 
 void complex_not_supported(const char* op) {
   EMBER_FAIL(NotImplemented, "forward-mode AD is not supported for complex tensors in op ",
-             op ? op : "(a custom or indexing op)",
-             ": its result is complex but the tangents of complex tensors aren't tracked; "
-             "compute with real tensors (view_as_real) or leave the dual level");
+             op ? op : "(an op without a name)",
+             ": its tangent formula is not known to hold for complex tensors; compute with real "
+             "tensors (view_as_real) or leave the dual level");
 }
 
-void set_tangent(const Tensor& result, Tensor t, const char* op) {
+void set_tangent(const Tensor& result, Tensor t, const char* op, bool complex_ok) {
   int64_t level = current_level();
   if (!t || !result || level < 0) return;
-  if (is_complex(result->dtype())) complex_not_supported(op);
-  if (!is_floating(result->dtype())) return;
+  if (!complex_ok && (is_complex(result->dtype()) || is_complex(t->dtype())))
+    complex_not_supported(op);
+  if (!is_floating(result->dtype()) && !is_complex(result->dtype())) return;
   bool found = false;
   if (find_own(result, level, &found) == t) return;  // an op that returned its input as is
   DisableGuard off;
@@ -254,10 +255,10 @@ void set_tangent(const Tensor& result, Tensor t, const char* op) {
 }
 
 void set_tangents(const std::vector<Tensor>& results, const std::vector<Tensor>& ts,
-                  const char* op) {
+                  const char* op, bool complex_ok) {
   EMBER_CHECK(results.size() == ts.size(), "forward-mode AD: a tangent formula returned ",
               ts.size(), " tangents for ", results.size(), " outputs");
-  for (size_t i = 0; i < results.size(); ++i) set_tangent(results[i], ts[i], op);
+  for (size_t i = 0; i < results.size(); ++i) set_tangent(results[i], ts[i], op, complex_ok);
 }
 
 Tensor inplace_tangent(const Tensor& self) {
@@ -279,10 +280,12 @@ Tensor inplace_tangent(const Tensor& self) {
   return z;
 }
 
-void set_tangent_inplace(const Tensor& self, const Tensor& t, const char* op) {
+void set_tangent_inplace(const Tensor& self, const Tensor& t, const char* op, bool complex_ok) {
   if (current_level() < 0) return;
-  if (t && is_complex(self->dtype())) complex_not_supported(op);
-  if (!is_floating(self->dtype())) return;
+  if (!complex_ok && ((t && is_complex(t->dtype())) || (is_complex(self->dtype()) &&
+                                                       (t || has_tangent(self)))))
+    complex_not_supported(op);
+  if (!is_floating(self->dtype()) && !is_complex(self->dtype())) return;
   DisableGuard off;
   Tensor cur = inplace_tangent(self);
   if (t) {
@@ -324,15 +327,11 @@ Tensor make_dual(const Tensor& primal, const Tensor& tangent, int64_t level) {
               "live; enter one first (with ember.autograd.forward_ad.dual_level(): ...)");
   EMBER_CHECK(level == cur, "make_dual: dual level ", level, " is not live (the live level is ",
               cur, ")");
-  EMBER_CHECK_KIND(!is_complex(primal->dtype()) && !is_complex(tangent->dtype()), NotImplemented,
-                   "make_dual: forward-mode AD is not supported for complex tensors (got ",
-                   dtype_name(primal->dtype()), " primal and ", dtype_name(tangent->dtype()),
-                   " tangent); make duals of the real and imaginary parts (view_as_real) instead");
-  EMBER_CHECK_KIND(is_floating(primal->dtype()), Value,
-                   "make_dual: expected primal to be floating point, but got ",
+  EMBER_CHECK_KIND(is_floating(primal->dtype()) || is_complex(primal->dtype()), Value,
+                   "make_dual: expected primal to be floating point or complex, but got ",
                    dtype_name(primal->dtype()));
-  EMBER_CHECK_KIND(is_floating(tangent->dtype()), Value,
-                   "make_dual: expected tangent to be floating point, but got ",
+  EMBER_CHECK_KIND(is_floating(tangent->dtype()) || is_complex(tangent->dtype()), Value,
+                   "make_dual: expected tangent to be floating point or complex, but got ",
                    dtype_name(tangent->dtype()));
   EMBER_CHECK(tangent->sizes() == primal->sizes(), "make_dual: the tangent's shape ",
               shape_str(tangent->sizes()), " doesn't match the primal's shape ",
@@ -353,7 +352,7 @@ Tensor make_dual(const Tensor& primal, const Tensor& tangent, int64_t level) {
     DisableGuard off;
     r = ops::view(primal, primal->sizes());  // an alias, differentiable in reverse mode
   }
-  set_tangent(r, tangent);
+  set_tangent(r, tangent, "make_dual", true);
   return r;
 }
 

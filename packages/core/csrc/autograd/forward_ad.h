@@ -85,16 +85,20 @@ TensorOrScalar linear_arg(const TensorOrScalar& a, const Tensor& a_t);
 Tensor accumulate(const Tensor& a, const Tensor& b);
 
 // Attaches `t` as the tangent of an op's (out-of-place) result: broadcast to its shape, cast to
-// its dtype and laid out with its strides. Integer and bool results get none; a complex result
-// raises NotImplementedError naming `op` (forward-mode AD is real-only), rather than drop it.
+// its dtype and laid out with its strides. Integer and bool results get none. A complex result
+// or tangent is accepted only from ops whose tangent formula holds for complex tensors
+// (`complex_ok`: the linear ops and those checked against PyTorch); any other op raises
+// NotImplementedError naming `op`, rather than give a wrong tangent.
 // A tangent that aliases another tensor's is copied unless the result is itself a view.
-void set_tangent(const Tensor& result, Tensor t, const char* op = nullptr);
+void set_tangent(const Tensor& result, Tensor t, const char* op = nullptr,
+                 bool complex_ok = false);
 void set_tangents(const std::vector<Tensor>& results, const std::vector<Tensor>& ts,
-                  const char* op = nullptr);
+                  const char* op = nullptr, bool complex_ok = false);
 // For in-place ops: writes `t` (undefined = zero) into self's tangent (creating a zero one
 // first; for a view, on its base, so the base and its other views see the update). A complex
 // self with a tangent to write raises as set_tangent does.
-void set_tangent_inplace(const Tensor& self, const Tensor& t, const char* op = nullptr);
+void set_tangent_inplace(const Tensor& self, const Tensor& t, const char* op = nullptr,
+                         bool complex_ok = false);
 // Raises NotImplementedError: forward-mode AD through op's complex result or input.
 [[noreturn]] void complex_not_supported(const char* op);
 // The tangent an in-place write into `self` updates (created as described above).

@@ -429,7 +429,7 @@ void bind_indexing(py::module_& m, TensorClass& cls) {
         r = getitem(self, index);
         t = getitem(forward_ad::tangent_of(self), index);
       }
-      forward_ad::set_tangent(r, t);
+      forward_ad::set_tangent(r, t, "__getitem__", /*complex_ok=*/true);
       return r;
     }
     return getitem(self, index);
