@@ -66,8 +66,8 @@ inline Tensor mul_backward(const Tensor& grad, const TensorOrScalar& other) {
 // add / sub's derivative for other: t * conj(alpha) (alpha = 1 costs nothing).
 inline Tensor scale_conj(const Tensor& t, const Scalar& alpha) {
   if (alpha.is_complex())
-    return mul(t, TensorOrScalar(t_holomorphic_tangent ? alpha
-                                                       : Scalar(std::conj(alpha.to_complex()))));
+    return mul(
+        t, TensorOrScalar(t_holomorphic_tangent ? alpha : Scalar(std::conj(alpha.to_complex()))));
   return alpha.to_double() == 1.0 ? t : mul(t, TensorOrScalar(alpha));
 }
 

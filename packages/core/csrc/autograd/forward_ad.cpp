@@ -254,8 +254,8 @@ void set_tangent(const Tensor& result, Tensor t, const char* op, bool complex_ok
   store(result, level, std::move(t));
 }
 
-void set_tangents(const std::vector<Tensor>& results, const std::vector<Tensor>& ts,
-                  const char* op, bool complex_ok) {
+void set_tangents(const std::vector<Tensor>& results, const std::vector<Tensor>& ts, const char* op,
+                  bool complex_ok) {
   EMBER_CHECK(results.size() == ts.size(), "forward-mode AD: a tangent formula returned ",
               ts.size(), " tangents for ", results.size(), " outputs");
   for (size_t i = 0; i < results.size(); ++i) set_tangent(results[i], ts[i], op, complex_ok);
@@ -282,8 +282,8 @@ Tensor inplace_tangent(const Tensor& self) {
 
 void set_tangent_inplace(const Tensor& self, const Tensor& t, const char* op, bool complex_ok) {
   if (current_level() < 0) return;
-  if (!complex_ok && ((t && is_complex(t->dtype())) || (is_complex(self->dtype()) &&
-                                                       (t || has_tangent(self)))))
+  if (!complex_ok &&
+      ((t && is_complex(t->dtype())) || (is_complex(self->dtype()) && (t || has_tangent(self)))))
     complex_not_supported(op);
   if (!is_floating(self->dtype()) && !is_complex(self->dtype())) return;
   DisableGuard off;

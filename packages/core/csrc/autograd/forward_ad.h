@@ -90,8 +90,7 @@ Tensor accumulate(const Tensor& a, const Tensor& b);
 // (`complex_ok`: the linear ops and those checked against PyTorch); any other op raises
 // NotImplementedError naming `op`, rather than give a wrong tangent.
 // A tangent that aliases another tensor's is copied unless the result is itself a view.
-void set_tangent(const Tensor& result, Tensor t, const char* op = nullptr,
-                 bool complex_ok = false);
+void set_tangent(const Tensor& result, Tensor t, const char* op = nullptr, bool complex_ok = false);
 void set_tangents(const std::vector<Tensor>& results, const std::vector<Tensor>& ts,
                   const char* op = nullptr, bool complex_ok = false);
 // For in-place ops: writes `t` (undefined = zero) into self's tangent (creating a zero one
