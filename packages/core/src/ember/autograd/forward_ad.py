@@ -15,6 +15,10 @@ which ``unpack_dual`` returns. Leaving the level drops all its tangents.
 Ops without a tangent formula raise ``NotImplementedError`` when given a dual tensor (integer and
 bool results, such as ``argmax`` or comparisons, simply carry no tangent). Only one level can be
 live at a time, as in PyTorch.
+
+Duals may be complex: holomorphic ops give ``t * f'(z)``, ``abs``/``angle``/``real``/``imag``
+the real rates of change, ``conj`` the conjugate tangent, as ``torch.func.jvp``. Ops whose
+tangents are not checked for complex tensors refuse them, naming the op.
 """
 
 from __future__ import annotations
