@@ -234,3 +234,13 @@ def test_zeros_like_coo_hybrid_and_layout_change():
     assert c.layout is ember.sparse_csr and c.crow_indices().tolist() == [0, 0, 0, 0]
     with pytest.raises(RuntimeError, match="needs a blocksize"):
         ember.zeros_like(s, layout=ember.sparse_bsr)
+
+
+def test_load_torch_saved_blocked(tmp_path):
+    a = _dense(11)
+    path = tmp_path / "t.pt"
+    torch.save({"bsr": _t(a).to_sparse_bsr((2, 3)), "bsc": _t(a).to_sparse_bsc((1, 2))}, path)
+    loaded = ember.load(path)
+    assert loaded["bsr"].layout is ember.sparse_bsr and loaded["bsc"].layout is ember.sparse_bsc
+    np.testing.assert_array_equal(_np(loaded["bsr"].to_dense()), a)
+    np.testing.assert_array_equal(_np(loaded["bsc"].to_dense()), a)

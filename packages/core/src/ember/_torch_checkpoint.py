@@ -229,7 +229,9 @@ def _layout(name: str) -> Any:
 
     layouts = {"torch.strided": ember.strided, "torch.sparse_coo": ember.sparse.sparse_coo,
                "torch.sparse_csr": ember.sparse.sparse_csr,
-               "torch.sparse_csc": ember.sparse.sparse_csc}
+               "torch.sparse_csc": ember.sparse.sparse_csc,
+               "torch.sparse_bsr": ember.sparse.sparse_bsr,
+               "torch.sparse_bsc": ember.sparse.sparse_bsc}
     if name not in layouts:
         raise pickle.UnpicklingError(f"PyTorch layout {name!r} is not supported by ember")
     return layouts[name]
