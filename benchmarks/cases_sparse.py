@@ -50,3 +50,30 @@ def _register(n: int, e: int, f: int) -> None:
 
 for _n, _e, _f in SIZES:
     _register(_n, _e, _f)
+
+
+# Block-sparse (BSR) matrix times a dense matrix, as block-sparse attention/weights use it: square
+# blocks (PyTorch's CPU kernel takes only those), ~10% of the blocks kept, float32.
+BSR_SIZES = [(1024, 16, 64), (512, 32, 128)]  # (n, block, features)
+
+
+def _bsr(fw, n: int, b: int, f: int, grad: bool):
+    rng = np.random.default_rng(n + b)
+    keep = rng.random((n // b, n // b)) < 0.1
+    dense = rng.standard_normal((n, n), dtype=np.float32)
+    dense *= np.kron(keep, np.ones((b, b), dtype=np.float32))
+    s = fw.from_numpy(dense).to_sparse_bsr((b, b))
+    x = x_of(fw, rng, n, f, grad)
+    return s, x
+
+
+def _register_bsr(n: int, b: int, f: int) -> None:
+    @case(f"sparse/mm bsr ({n}, {n}) block {b} @ ({n}, {f})", unit="us", rtol=1e-4, atol=1e-3,
+          doc=f"bsr @ x: ({n}, {n}) float32 in {b}x{b} blocks, ~10% of them kept; x ({n}, {f})")
+    def _fwd(fw):
+        s, x = _bsr(fw, n, b, f, False)
+        return Stmt("s @ x", s=s, x=x)
+
+
+for _n, _b, _f in BSR_SIZES:
+    _register_bsr(_n, _b, _f)

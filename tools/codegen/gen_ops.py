@@ -550,8 +550,10 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
 # reverse formulas give the JVP with cj as the identity, the products, and abs / angle with their
 # own complex formulas (abs_jvp, angle_jvp).
 COMPLEX_TANGENT_OK = frozenset({
-    "add", "sub", "mul", "div", "neg", "exp", "log", "sin", "cos", "tanh", "sqrt", "reciprocal",
-    "pow", "square", "sigmoid", "abs", "angle", "matmul", "mm", "bmm", "mv", "dot", "vdot",
+    "add", "sub", "mul", "div", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
+    "atanh", "sqrt", "rsqrt", "reciprocal", "pow", "square", "sigmoid", "addcmul", "addcdiv",
+    "where", "_index", "abs", "angle", "matmul", "mm", "bmm", "mv", "dot", "vdot",
 })
 
 

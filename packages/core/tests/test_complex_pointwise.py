@@ -354,8 +354,8 @@ def test_forward_ad_refuses_complex_tangents_of_unchecked_ops():
     import ember.autograd.forward_ad as fwAD
     with fwAD.dual_level():
         z = fwAD.make_dual(ember.tensor([1 + 1j, -2j]), ember.ones(2, dtype=ember.complex64))
-        with pytest.raises(NotImplementedError, match="complex tensors in op asinh"):
-            z.asinh()  # its tangent formula is not checked for complex tensors
+        with pytest.raises(NotImplementedError, match="complex tensors in op sgn"):
+            z.sgn()  # its tangent formula is not checked for complex tensors
         x = fwAD.make_dual(ember.tensor([0.5, 0.25], dtype=ember.float64),
                            ember.ones(2, dtype=ember.float64))
         t = fwAD.unpack_dual((x * 1j).sin()).tangent  # mul and sin are checked

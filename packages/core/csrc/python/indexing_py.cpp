@@ -443,8 +443,8 @@ void bind_indexing(py::module_& m, TensorClass& cls) {
         // The written region of self's tangent takes the value's tangent (zero for a number).
         forward_ad::DisableGuard no_fw;
         setitem(self, index, value);
-        if (is_complex(self->dtype())) forward_ad::complex_not_supported("__setitem__");
-        if (!is_floating(self->dtype())) return;
+        // Linear: complex tensors too.
+        if (!is_floating(self->dtype()) && !is_complex(self->dtype())) return;
         Tensor st = forward_ad::inplace_tangent(self);
         if (vt)
           setitem(st, index, py::cast(forward_ad::tangent_or_zeros(vt)));
