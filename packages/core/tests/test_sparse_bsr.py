@@ -244,3 +244,16 @@ def test_load_torch_saved_blocked(tmp_path):
     assert loaded["bsr"].layout is ember.sparse_bsr and loaded["bsc"].layout is ember.sparse_bsc
     np.testing.assert_array_equal(_np(loaded["bsr"].to_dense()), a)
     np.testing.assert_array_equal(_np(loaded["bsc"].to_dense()), a)
+
+
+@pytest.mark.parametrize("lay", ["bsr", "bsc"])
+def test_sparse_mask_keeps_the_blocks(lay):
+    a = np.arange(24.0).reshape(4, 6)
+    m = np.ones((4, 6))
+    m[0:2, 2:4] = 0
+    mask_e = getattr(_e(m), f"to_sparse_{lay}")((2, 2))
+    mask_t = getattr(_t(m), f"to_sparse_{lay}")((2, 2))
+    r_e, r_t = _e(a).sparse_mask(mask_e), _t(a).sparse_mask(mask_t)
+    assert r_e.layout is mask_e.layout and r_e._nnz() == r_t._nnz()
+    np.testing.assert_array_equal(_np(r_e.values()), r_t.values().numpy())
+    np.testing.assert_array_equal(_np(r_e.to_dense()), r_t.to_dense().numpy())

@@ -121,10 +121,11 @@ def _as_values(v: Any, dtype: Any, device: Any) -> Tensor:
 
 
 class SparseTensor:
-    """A sparse COO or CSR tensor (see the module docstring for the design).
+    """A sparse COO, CSR, CSC, BSR or BSC tensor (see the module docstring for the design).
 
-    Build one with :func:`ember.sparse_coo_tensor`, :func:`ember.sparse_csr_tensor` or
-    ``Tensor.to_sparse()``.
+    Build one with :func:`ember.sparse_coo_tensor`, :func:`ember.sparse_csr_tensor` (``_csc``,
+    ``_bsr``, ``_bsc``) or ``Tensor.to_sparse()`` (``to_sparse_csr()``, ``to_sparse_bsr(blocksize)``
+    ...).
 
     >>> import ember
     >>> s = ember.eye(2).to_sparse()
@@ -1512,6 +1513,8 @@ def _sparse_mask(self: Tensor, mask: SparseTensor) -> SparseTensor:
                            f"{mask._size}")
     m = mask.to_sparse_coo().coalesce()
     out = SparseTensor(sparse_coo, m._size, self[tuple(m._idx)], indices=m._idx, coalesced=True)
+    if mask.layout in _BLOCKED:  # the mask's blocks, whole
+        return _to_blocked(out, mask.layout, tuple(mask._vals.shape[-2:]), None)
     return out.to_sparse(layout=mask.layout)
 
 
