@@ -257,3 +257,14 @@ def test_sparse_mask_keeps_the_blocks(lay):
     assert r_e.layout is mask_e.layout and r_e._nnz() == r_t._nnz()
     np.testing.assert_array_equal(_np(r_e.values()), r_t.values().numpy())
     np.testing.assert_array_equal(_np(r_e.to_dense()), r_t.to_dense().numpy())
+
+
+def test_zeros_like_into_the_other_blocked_layout():
+    a = _dense(12)
+    e = _e(a).to_sparse_bsr((2, 3))
+    z = ember.zeros_like(e, layout=ember.sparse_bsc)
+    t = torch.zeros_like(_t(a).to_sparse_bsr((2, 3)), layout=torch.sparse_bsc)
+    assert z.layout is ember.sparse_bsc and z._nnz() == 0
+    assert z.ccol_indices().tolist() == t.ccol_indices().tolist()
+    assert tuple(z.values().shape) == tuple(t.values().shape)
+    assert z.to_dense().abs().sum().item() == 0

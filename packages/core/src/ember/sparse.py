@@ -2214,8 +2214,7 @@ def _empty_sparse(op: str, like: SparseTensor, lay: Any, dtype: Any, device: Any
         if like._layout not in _BLOCKED:
             raise RuntimeError(f"{op}: a {lay} result needs a blocksize; the {like.layout} "
                                "input has none")
-        block = tuple(like._vals.shape[-2:]) if (lay is like._layout) else \
-            tuple(like._vals.shape[-2:])[::-1]
+        block = tuple(like._vals.shape[-2:])  # both hold blocks in the matrix's orientation
     if lay in _ROW_MAJOR:
         ncomp = size[0] // (block[0] if block else 1)
     else:
