@@ -194,3 +194,23 @@ def test_setitem_into_complex_takes_the_value_tangent():
     p_t, t_t = _torch_jvp(fn, [_Z], [_T])
     np.testing.assert_allclose(p_e, p_t)
     np.testing.assert_allclose(t_e, t_t)
+
+
+def test_func_jvp_with_complex_primals_matches_torch():
+    def f(lib, a, b):
+        return (a * b).exp().abs() + lib.angle(a), a.conj() @ b
+
+    prim = (_Z, _W)
+    tans = (_T, _T[::-1].copy())
+    out_e, jv_e = ember.func.jvp(lambda a, b: f(ember, a, b), tuple(_e(p) for p in prim),
+                                 tuple(_e(t) for t in tans))
+    out_t, jv_t = torch.func.jvp(lambda a, b: f(torch, a, b), tuple(_t(p) for p in prim),
+                                 tuple(_t(t) for t in tans))
+    for a, b in zip((*out_e, *jv_e), (*out_t, *jv_t)):
+        np.testing.assert_allclose(_np(a), b.resolve_conj().numpy(), rtol=1e-10, atol=1e-12)
+    assert not jv_e[0].requires_grad
+    # has_aux, and a real function of complex primals.
+    _, jv, aux = ember.func.jvp(lambda a: (a.abs().sum(), "aux"), (_e(_Z),), (_e(_T),),
+                                has_aux=True)
+    _, ref = torch.func.jvp(lambda a: a.abs().sum(), (_t(_Z),), (_t(_T),))
+    assert aux == "aux" and jv.item() == pytest.approx(ref.item())

@@ -100,19 +100,19 @@ def _argnums(argnums: int | tuple[int, ...], nargs: int, name: str) -> tuple[int
     return tuple(out)
 
 
-def _leaf_for(x: Any, what: str, name: str) -> Tensor:
+def _leaf_for(x: Any, what: str, name: str, complex_ok: bool = False) -> Tensor:
     """A fresh differentiable stand-in for input leaf ``x``; stays attached to x's graph when x
     already requires grad so that an outer transform (or the caller) can differentiate again."""
     if not isinstance(x, Tensor):
         raise RuntimeError(f"{name}: expected {what} to be a Tensor (or a tuple/list/dict of "
                            f"Tensors), got {type(x).__name__}")
-    if not x.is_floating_point():
+    if not (x.is_floating_point() or (complex_ok and x.is_complex())):
         raise RuntimeError(f"{name}: only floating point tensors can be differentiated, but "
                            f"{what} has dtype {x.dtype!r}")
     return x.view_as(x) if x.requires_grad else x.detach().requires_grad_(True)
 
 
-def _prepare(args: tuple, nums: tuple[int, ...], name: str):
+def _prepare(args: tuple, nums: tuple[int, ...], name: str, complex_ok: bool = False):
     """Replaces the differentiated arguments' tensors with fresh stand-ins.
 
     Returns (new_args, per-argnum (leaves, spec), flat list of stand-ins, whether an original
@@ -124,7 +124,7 @@ def _prepare(args: tuple, nums: tuple[int, ...], name: str):
     for a in nums:
         leaves, spec = _flatten(args[a])
         outer = outer or any(isinstance(x, Tensor) and x.requires_grad for x in leaves)
-        fresh = [_leaf_for(x, f"argument {a}", name) for x in leaves]
+        fresh = [_leaf_for(x, f"argument {a}", name, complex_ok) for x in leaves]
         new_args[a] = _unflatten(fresh, spec)
         groups.append((fresh, spec))
         flat.extend(fresh)
@@ -327,7 +327,8 @@ def jvp(func: Callable, primals: tuple, tangents: tuple, *, strict: bool = False
     if len(primals) != len(tangents):
         raise RuntimeError(f"{name}(f, primals, tangents): expected primals and tangents to have "
                            f"the same length, got {len(primals)} and {len(tangents)}")
-    new_args, groups, flat, outer = _prepare(tuple(primals), tuple(range(len(primals))), name)
+    new_args, groups, flat, outer = _prepare(tuple(primals), tuple(range(len(primals))), name,
+                                             complex_ok=True)
     tans, _ = _tensor_leaves(tuple(tangents), "tangents", name)
     if len(tans) != len(flat):
         raise RuntimeError(f"{name}: expected tangents to have the structure of primals "
@@ -337,6 +338,8 @@ def jvp(func: Callable, primals: tuple, tangents: tuple, *, strict: bool = False
             raise RuntimeError(f"{name}: tangent {i} has shape {tuple(t.shape)} and dtype "
                                f"{t.dtype!r} but its primal has shape {tuple(x.shape)} and dtype "
                                f"{x.dtype!r}")
+    if any(x.is_complex() for x in flat):
+        return _complex_jvp(func, new_args, groups, flat, tans, has_aux, outer, name)
     with enable_grad():
         out = func(*new_args)
     out, aux = _split_aux(out, has_aux, name)
@@ -355,6 +358,36 @@ def jvp(func: Callable, primals: tuple, tangents: tuple, *, strict: bool = False
         jv = [t.detach() for t in jv]
         aux = _detach_tree(aux)
     result = (_unflatten(out_leaves, out_spec), _unflatten(jv, out_spec))
+    return result + (aux,) if has_aux else result
+
+
+def _complex_jvp(func: Callable, args: tuple, groups: list, flat: list[Tensor],
+                 tans: list[Tensor], has_aux: bool, outer: bool, name: str) -> tuple:
+    """jvp with complex primals, by forward-mode AD (ember.autograd.forward_ad): the reverse-mode
+    double-vjp trick does not give the JVP of non-holomorphic ops under the conjugate
+    convention. Results keep the graph of what required grad before."""
+    import ember.autograd.forward_ad as fwad
+
+    with fwad.dual_level():
+        duals = [fwad.make_dual(x, t) for x, t in zip(flat, tans)]
+        new_args = list(args)
+        k = 0
+        for (fresh, spec), a in zip(groups, range(len(args))):
+            new_args[a] = _unflatten(duals[k:k + len(fresh)], spec)
+            k += len(fresh)
+        out = func(*new_args)
+        out, aux = _split_aux(out, has_aux, name)
+        out_leaves, out_spec = _tensor_leaves(out, "the outputs of f", name)
+        parts = [fwad.unpack_dual(o) for o in out_leaves]
+    prim = [p.primal for p in parts]
+    jv = [p.tangent if p.tangent is not None else _C.zeros_like(o)
+          for p, o in zip(parts, prim)]
+    keep = _C.is_grad_enabled() and (outer or any(t.requires_grad for t in tans))
+    if not keep:
+        prim = [o.detach() for o in prim]
+        jv = [t.detach() for t in jv]
+        aux = _detach_tree(aux)
+    result = (_unflatten(prim, out_spec), _unflatten(jv, out_spec))
     return result + (aux,) if has_aux else result
 
 
