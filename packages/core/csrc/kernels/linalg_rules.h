@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops.h"
 
 namespace ember {
 namespace linalg {
@@ -125,7 +126,10 @@ struct MatmulOps {
     return vector_dot("dot", self, tensor);
   }
 
+  // vdot conjugates its first operand (the product core sums plain products).
   static Tensor vdot(const Tensor& self, const Tensor& other) {
+    if (is_complex(self->dtype()) && self->dtype() == other->dtype())
+      return vector_dot("vdot", dispatch::conj_physical(self, Tensor()), other);
     return vector_dot("vdot", self, other);
   }
 

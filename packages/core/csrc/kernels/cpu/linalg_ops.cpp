@@ -459,12 +459,7 @@ Tensor mm(const Tensor& self, const Tensor& mat2) { return Ops::mm(self, mat2); 
 Tensor bmm(const Tensor& self, const Tensor& mat2) { return Ops::bmm(self, mat2); }
 Tensor mv(const Tensor& self, const Tensor& vec) { return Ops::mv(self, vec); }
 Tensor dot(const Tensor& self, const Tensor& tensor) { return Ops::dot(self, tensor); }
-// vdot conjugates its first operand (the product core computes the plain sum of products).
-Tensor vdot(const Tensor& self, const Tensor& other) {
-  if (is_complex(self->dtype()) && self->dtype() == other->dtype())
-    return Ops::vdot(ops::conj_physical(self, Tensor()), other);
-  return Ops::vdot(self, other);
-}
+Tensor vdot(const Tensor& self, const Tensor& other) { return Ops::vdot(self, other); }
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
              const Scalar& alpha) {
   return Ops::addmm(self, mat1, mat2, beta, alpha);
