@@ -268,3 +268,25 @@ def test_zeros_like_into_the_other_blocked_layout():
     assert z.ccol_indices().tolist() == t.ccol_indices().tolist()
     assert tuple(z.values().shape) == tuple(t.values().shape)
     assert z.to_dense().abs().sum().item() == 0
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr", "csc", "bsr"])
+def test_linear_with_a_sparse_weight_like_torch(layout):
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 6)).astype(np.float32)
+    x = rng.standard_normal((2, 5, 6)).astype(np.float32)
+
+    def sparse(t):
+        return {"coo": t.to_sparse, "csr": t.to_sparse_csr, "csc": t.to_sparse_csc,
+                "bsr": lambda: t.to_sparse_bsr((2, 2))}[layout]()
+
+    got = F.linear(ember.tensor(x), sparse(ember.tensor(w)), ember.ones(4))
+    want = torch.nn.functional.linear(torch.tensor(x), sparse(torch.tensor(w)), torch.ones(4))
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    xe = ember.tensor(x[0], requires_grad=True)
+    F.linear(xe, sparse(ember.tensor(w))).sum().backward()
+    np.testing.assert_allclose(xe.grad.numpy(), np.broadcast_to(w.sum(0), (5, 6)), rtol=1e-5)

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import ember
 from ember import Tensor
+from ember.sparse import SparseTensor as _SparseTensor
 
 __all__ = [
     # activations
@@ -568,6 +569,22 @@ def normalize(
     return res
 
 
+def _sparse_linear(input: Tensor, weight: Any, bias: Tensor | None) -> Tensor:
+    """linear with a sparse (COO / CSR / CSC / BSR / BSC) weight: the sparse-dense product
+    weight @ input^T over the flattened leading dims, as torch accepts."""
+    if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[1]:
+        raise RuntimeError(
+            f"linear: expected input of shape (*, {weight.shape[1] if weight.ndim == 2 else '?'})"
+            f" for a 2-D sparse weight, got input {_shape(input)} and weight {_shape(weight)}"
+        )
+    lead = tuple(input.shape[:-1])
+    flat = input.reshape(math.prod(lead), weight.shape[1])
+    out = (weight @ flat.t()).t()
+    if bias is not None:
+        out = out + bias
+    return out.reshape(*lead, weight.shape[0])
+
+
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``: weight (out_features, in_features), input (*, in_features).
 
@@ -575,6 +592,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> linear(ember.ones(3), ember.ones(2, 3)).tolist()
     [3.0, 3.0]
     """
+    if isinstance(weight, _SparseTensor):
+        return _sparse_linear(input, weight, bias)
     if bias is not None:
         # The common call, (N, in) input with a bias of its dtype, in one addmm and without the
         # checks below (they cost as much as the product at small sizes); any error it raises
