@@ -8,6 +8,7 @@ From every entry it writes:
   ops_dispatch.cpp  ember::ops::<name>: picks the kernel for the tensors' device
   bind_<group>.cpp  pybind11 bindings (functions, Tensor methods, in-place and out= forms)
   _C.pyi            type stubs for the extension module
+  bind_python_dispatch.cpp  boxing of each op's arguments and result for __torch_dispatch__
 and, with --docs, the op reference page. Nothing generated is committed: the build runs this.
 """
 
@@ -149,7 +150,13 @@ def python_dispatched(group: str, op: Op) -> bool:
     """Whether dispatch::<op> starts with the Python dispatch hook (__torch_dispatch__): every
     op with a device kernel table, and of the composites those PyTorch dispatches too (views,
     *_like factories); other composites run as the ops they are made of, which reach it."""
-    return "Composite" not in op.dispatch or group == "views" or op.name.endswith("_like")
+    return ("Composite" not in op.dispatch or group == "views" or op.name.endswith("_like")
+            or op.name in PY_DISPATCH_COMPOSITES)
+
+
+# Composites that make their result with a factory (no tensor argument, so a wrapper subclass
+# would not see it): the hook takes them whole, as PyTorch dispatches them.
+PY_DISPATCH_COMPOSITES = frozenset({"clone"})
 
 
 def python_dispatched_ops(groups: dict[str, list[Op]]) -> list[Op]:

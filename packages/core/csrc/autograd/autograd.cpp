@@ -13,6 +13,7 @@
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "ops/host_sync.h"
+#include "ops/python_dispatch.h"
 
 namespace ember {
 namespace autograd {
@@ -409,7 +410,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
       // accumulation cannot write into a tensor the user still sees. A contiguous variable gets a
       // contiguous .grad (PyTorch's layout contract; fused optimizers want dense memory).
       const bool layout_ok = g->is_contiguous() || !variable->is_contiguous();
-      m.grad = (g.use_count() == 1 && !grad_enabled() && layout_ok) ? detach(g) : ops::clone(g);
+      // (While the Python dispatch hook is on, the copy goes through it: a tensor subclass
+      // with __torch_dispatch__ keeps its class in .grad.)
+      const bool steal =
+          g.use_count() == 1 && !grad_enabled() && layout_ok && !python_dispatch::on();
+      m.grad = steal ? detach(g) : ops::clone(g);
       if (!grad_enabled()) {
         if (AutogradMeta* gm = meta(m.grad)) gm->grad_fn.reset();
       }

@@ -2,7 +2,9 @@
 // op with a device kernel table (and of the view ops and *_like factories, which PyTorch also
 // dispatches) starts with
 //
-//     if (python_dispatch::on()) { ...; if (python_dispatch::call(<index>, args, &ret, ...)) return ret; }
+//     if (python_dispatch::on()) {
+//       if (python_dispatch::call(<index>, args, &ret, ...)) return ret;
+//     }
 //
 // so it runs below autograd (backward ops reach it one by one) and before the device kernel.
 // on() is one relaxed atomic load of a counter that is nonzero only while a TorchDispatchMode

@@ -50,7 +50,8 @@ void add_type(py::list& types, const Tensor& t, const py::detail::type_info* tin
   types.insert(at, type);
 }
 
-bool handler(int op, const void* const* args, void* ret, std::initializer_list<const Tensor*> tensors,
+bool handler(int op, const void* const* args, void* ret,
+             std::initializer_list<const Tensor*> tensors,
              std::initializer_list<const std::vector<Tensor>*> lists) {
   if (g_py_dispatch == nullptr || !Py_IsInitialized()) return false;
   py::gil_scoped_acquire gil;
@@ -64,7 +65,8 @@ bool handler(int op, const void* const* args, void* ret, std::initializer_list<c
   }
   if (t_modes == 0 && types.empty()) return false;
   const PyDispatchOp& info = kPyDispatchOps[op];
-  py::object r = py::reinterpret_borrow<py::object>(g_py_dispatch)(op, info.box(args), py::tuple(types));
+  py::object r =
+      py::reinterpret_borrow<py::object>(g_py_dispatch)(op, info.box(args), py::tuple(types));
   if (info.unbox == nullptr) return true;
   try {
     info.unbox(r, ret);

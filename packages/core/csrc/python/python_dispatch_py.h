@@ -49,7 +49,8 @@ template <>
 struct PdUnbox<std::vector<Tensor>> {
   static std::vector<Tensor> get(py::handle r) {
     std::vector<Tensor> v;
-    for (py::handle item : py::reinterpret_borrow<py::sequence>(r)) v.push_back(pd_unbox_tensor(item));
+    for (py::handle item : py::reinterpret_borrow<py::sequence>(r))
+      v.push_back(pd_unbox_tensor(item));
     return v;
   }
 };
