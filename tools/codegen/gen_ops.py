@@ -148,19 +148,25 @@ def meta_kernel(op: Op) -> tuple[str, str]:
 
 def python_dispatched(group: str, op: Op) -> bool:
     """Whether dispatch::<op> starts with the Python dispatch hook (__torch_dispatch__): every
-    op with a device kernel table, and of the composites those PyTorch dispatches too (views,
-    *_like factories); other composites run as the ops they are made of, which reach it."""
+    op but the composites whose autograd is their parts' (those run as the ops they are made
+    of, which reach it, as PyTorch's CompositeImplicitAutograd ops do)."""
+    return "Composite" not in op.dispatch or op.autograd != "composite"
+
+
+def python_dispatch_modes(group: str, op: Op) -> bool:
+    """Whether TorchDispatchModes see the op itself (else, with plain tensors, its parts): the
+    ops with a device kernel, and of the composites the views, *_like factories and clone,
+    which PyTorch dispatches too. A __torch_dispatch__ subclass sees every hooked op (a
+    composite that allocates its result would otherwise make a plain tensor of a wrapper)."""
     return ("Composite" not in op.dispatch or group == "views" or op.name.endswith("_like")
             or op.name in PY_DISPATCH_COMPOSITES)
 
 
-# Composites that make their result with a factory (no tensor argument, so a wrapper subclass
-# would not see it): the hook takes them whole, as PyTorch dispatches them.
 PY_DISPATCH_COMPOSITES = frozenset({"clone"})
 
 
-def python_dispatched_ops(groups: dict[str, list[Op]]) -> list[Op]:
-    return [op for g, ops in groups.items() for op in ops if python_dispatched(g, op)]
+def python_dispatched_ops(groups: dict[str, list[Op]]) -> list[tuple[str, Op]]:
+    return [(g, op) for g, ops in groups.items() for op in ops if python_dispatched(g, op)]
 
 
 def python_dispatch_hook(op: Op, index: int) -> str:
@@ -188,7 +194,7 @@ def gen_dispatch(groups: dict[str, list[Op]]) -> str:
     out = [HEADER, '#include <cstring>\n\n#include "ops.h"\n#include "kernels/meta/meta_fallback.h"\n'
            '#include "ops/python_dispatch.h"\n\n'
            "namespace ember {\n"]
-    index = {id(op): i for i, op in enumerate(python_dispatched_ops(groups))}
+    index = {id(op): i for i, (_, op) in enumerate(python_dispatched_ops(groups))}
     for ops in groups.values():
         for op in ops:
             call_args = ", ".join(a.name for a in op.args)
@@ -252,7 +258,7 @@ def gen_python_dispatch(groups: dict[str, list[Op]]) -> str:
     out = [HEADER, '#include "python/python_dispatch_py.h"\n\nnamespace ember {\nnamespace {\n']
     table = []
     seen: dict[str, int] = {}
-    for i, op in enumerate(python_dispatched_ops(groups)):
+    for i, (group, op) in enumerate(python_dispatched_ops(groups)):
         elems = []
         for k, a in enumerate(op.args):
             t = a.cpp_type.removeprefix("const ").removesuffix("&")
@@ -269,7 +275,8 @@ def gen_python_dispatch(groups: dict[str, list[Op]]) -> str:
         overload = "default" if n == 0 else f"overload{n}"
         info = ", ".join(f"({a.name!r}, {a.kwonly}, {a.default!r}, {a.type!r})" for a in op.args)
         info = ("[" + info + "]").replace("\\", "\\\\").replace('"', '\\"')
-        table.append(f'    {{"{op.name}", "{overload}", "{info}", &pd_box_{i}, {unbox}}},\n')
+        modes = "true" if python_dispatch_modes(group, op) else "false"
+        table.append(f'    {{"{op.name}", "{overload}", "{info}", &pd_box_{i}, {unbox}, {modes}}},\n')
     out.append("}  // namespace\n")
     out.append("const PyDispatchOp kPyDispatchOps[] = {\n" + "".join(table) + "};\n")
     out.append(f"const int kNumPyDispatchOps = {len(table)};\n}}  // namespace ember\n")

@@ -201,6 +201,11 @@ struct StreamRestore {
 }  // namespace
 
 Tensor detach(const Tensor& t) {
+  if (python_dispatch::on()) {  // aten.detach reaches __torch_dispatch__, as in PyTorch
+    const void* const pd_args[] = {&t};
+    Tensor pd_ret;
+    if (python_dispatch::call(python_dispatch::kDetach, pd_args, &pd_ret, {&t}, {})) return pd_ret;
+  }
   auto out = std::make_shared<TensorImpl>(t->storage(), t->dtype(), t->sizes(), t->strides(),
                                           t->storage_offset(), t->version_counter());
   return out;

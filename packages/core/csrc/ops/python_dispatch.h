@@ -37,6 +37,9 @@ using Handler = bool (*)(int op, const void* const* args, void* ret,
                          std::initializer_list<const Tensor*> tensors,
                          std::initializer_list<const std::vector<Tensor>*> lists);
 void set_handler(Handler h);
+// The op index of autograd's detach (not a declared op; saving an op's output for backward and
+// Tensor.detach() go through it).
+constexpr int kDetach = -1;
 bool call(int op, const void* const* args, void* ret, std::initializer_list<const Tensor*> tensors,
           std::initializer_list<const std::vector<Tensor>*> lists);
 

@@ -50,6 +50,18 @@ void add_type(py::list& types, const Tensor& t, const py::detail::type_info* tin
   types.insert(at, type);
 }
 
+py::list box_detach(const void* const* a) {
+  py::list l;
+  l.append(pd_box<Tensor>(a[0]));
+  return l;
+}
+const PyDispatchOp kDetachOp = {"detach",    "default",         "[('self', False, None, 'Tensor')]",
+                                &box_detach, &pd_unbox<Tensor>, true};
+
+const PyDispatchOp& op_info(int op) {
+  return op == python_dispatch::kDetach ? kDetachOp : kPyDispatchOps[op];
+}
+
 bool handler(int op, const void* const* args, void* ret,
              std::initializer_list<const Tensor*> tensors,
              std::initializer_list<const std::vector<Tensor>*> lists) {
@@ -63,8 +75,8 @@ bool handler(int op, const void* const* args, void* ret,
     for (const std::vector<Tensor>* l : lists)
       for (const Tensor& t : *l) add_type(types, t, tinfo);
   }
-  if (t_modes == 0 && types.empty()) return false;
-  const PyDispatchOp& info = kPyDispatchOps[op];
+  const PyDispatchOp& info = op_info(op);
+  if (types.empty() && (t_modes == 0 || !info.modes)) return false;
   py::object r =
       py::reinterpret_borrow<py::object>(g_py_dispatch)(op, info.box(args), py::tuple(types));
   if (info.unbox == nullptr) return true;
@@ -127,9 +139,10 @@ void bind_python_dispatch(py::module_& m) {
   m.def("_python_dispatch_hook_on", []() { return python_dispatch::on(); });
   m.def("_python_dispatch_num_ops", []() { return kNumPyDispatchOps; });
   m.def("_python_dispatch_op_info", [](int i) {
-    if (i < 0 || i >= kNumPyDispatchOps) throw py::index_error("no dispatched op with this index");
-    const PyDispatchOp& o = kPyDispatchOps[i];
-    return py::make_tuple(o.name, o.overload, o.schema);
+    if (i < python_dispatch::kDetach || i >= kNumPyDispatchOps)
+      throw py::index_error("no dispatched op with this index");
+    const PyDispatchOp& o = op_info(i);
+    return py::make_tuple(o.name, o.overload, o.schema, o.modes);
   });
 }
 

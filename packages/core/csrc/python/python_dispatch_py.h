@@ -18,6 +18,7 @@ struct PyDispatchOp {
   const char* schema;  // a Python literal: [(name, keyword_only, default or None, type), ...]
   py::list (*box)(const void* const* args);
   void (*unbox)(py::handle result, void* out);  // null for ops that return nothing
+  bool modes;  // TorchDispatchModes see it (else only subclasses do; modes see its parts)
 };
 extern const PyDispatchOp kPyDispatchOps[];
 extern const int kNumPyDispatchOps;

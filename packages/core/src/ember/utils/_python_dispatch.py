@@ -90,7 +90,7 @@ class OpOverloadPacket:
 
 
 _PACKETS: dict[str, OpOverloadPacket] = {}
-_OPS: list[OpOverload | None] = []
+_OPS: list[OpOverload] = []
 
 
 class OpOverload:
@@ -105,8 +105,9 @@ class OpOverload:
     [[2.0]]
     """
 
-    def __init__(self, index: int, name: str, overload: str, schema: str) -> None:
+    def __init__(self, index: int, name: str, overload: str, schema: str, modes: bool) -> None:
         self._index = index
+        self._modes = modes  # whether modes see it with plain tensors (else its parts)
         self._opname = name
         self._overloadname = overload
         self._args: list[tuple[str, bool, Any, str]] = []
@@ -239,8 +240,10 @@ def _is_default(value: Any, default: Any) -> bool:
         return type(value) is type(default) and value == default
     if isinstance(default, list):
         return isinstance(value, (list, tuple)) and list(value) == default
-    if isinstance(value, (int, float, str)) and isinstance(default, (int, float, str)):
-        return type(value) is type(default) or not isinstance(value, str)
+    if isinstance(value, str) or isinstance(default, str):
+        return isinstance(value, str) and isinstance(default, str) and value == default
+    if isinstance(value, (int, float)) and isinstance(default, (int, float)):
+        return value == default
     return False
 
 
@@ -251,12 +254,17 @@ def _load() -> None:
         _OPS.append(OpOverload(i, *_C._python_dispatch_op_info(i)))
 
 
+_DETACH: list[OpOverload] = []
+
+
 def _op(index: int) -> OpOverload:
     if not _OPS:
         _load()
-    op = _OPS[index]
-    assert op is not None
-    return op
+    if index < 0:  # autograd's detach
+        if not _DETACH:
+            _DETACH.append(OpOverload(index, *_C._python_dispatch_op_info(index)))
+        return _DETACH[0]
+    return _OPS[index]
 
 
 # ---- the handler the C++ hook calls -------------------------------------------------------------

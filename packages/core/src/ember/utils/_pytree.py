@@ -1,14 +1,14 @@
 """Nested containers as flat lists of leaves (PyTorch's ``torch.utils._pytree``).
 
-Lists, tuples, named tuples, dicts (their keys kept in insertion order), ``OrderedDict`` and
-``None`` (a node without children) are containers; anything else is a leaf. More container
+Lists, tuples, named tuples, dicts (their keys kept in insertion order) and ``OrderedDict``
+are containers; anything else (``None`` too) is a leaf. More container
 types register with :func:`register_pytree_node`.
 
 >>> from ember.utils._pytree import tree_flatten, tree_unflatten, tree_map
 >>> leaves, spec = tree_flatten({"a": [1, 2], "b": (3, None)})
 >>> leaves
-[1, 2, 3]
->>> tree_unflatten([x * 10 for x in leaves], spec)
+[1, 2, 3, None]
+>>> tree_unflatten([x and x * 10 for x in leaves], spec)
 {'a': [10, 20], 'b': (30, None)}
 >>> tree_map(lambda x: x + 1, [1, (2, 3)])
 [2, (3, 4)]
@@ -60,7 +60,6 @@ register_pytree_node(dict, lambda x: (list(x.values()), list(x.keys())),
                      lambda c, keys: dict(zip(keys, c, strict=True)))
 register_pytree_node(OrderedDict, lambda x: (list(x.values()), list(x.keys())),
                      lambda c, keys: OrderedDict(zip(keys, c, strict=True)))
-register_pytree_node(type(None), lambda x: ([], None), lambda c, _: None)
 
 
 def _is_namedtuple(x: Any) -> bool:
