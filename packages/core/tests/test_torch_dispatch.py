@@ -8,9 +8,8 @@ import sys
 import threading
 from collections import OrderedDict, namedtuple
 
-import pytest
-
 import ember
+import pytest
 from ember.utils._python_dispatch import (
     TorchDispatchMode,
     _disable_current_modes,
@@ -237,40 +236,52 @@ def test_plain_ops_do_not_reach_python():
 
 
 # ---- subclasses ---------------------------------------------------------------------------------
-class WrapperTensor(ember.Tensor):
-    """The classic wrapper: holds an inner tensor, unwraps the arguments, rewraps results."""
+def _wrapper_class() -> type:
+    """The classic wrapper: holds an inner tensor, unwraps the arguments, rewraps results. Made
+    on first use: defining a __torch_dispatch__ subclass turns the hook on for the process."""
+    if _WRAPPER:
+        return _WRAPPER[0]
 
-    calls: list = []
+    class WrapperTensor(ember.Tensor):
+        calls: list = []
 
-    @staticmethod
-    def __new__(cls, elem: ember.Tensor):
-        r = ember.Tensor._make_wrapper_subclass(cls, elem.shape, strides=elem.stride(),
-                                                dtype=elem.dtype, device=elem.device,
-                                                requires_grad=elem.requires_grad)
-        r.elem = elem
-        return r
+        @staticmethod
+        def __new__(cls, elem: ember.Tensor):
+            r = ember.Tensor._make_wrapper_subclass(cls, elem.shape, strides=elem.stride(),
+                                                    dtype=elem.dtype, device=elem.device,
+                                                    requires_grad=elem.requires_grad)
+            r.elem = elem
+            return r
 
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        cls.calls.append(func.overloadpacket.__name__)
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            cls.calls.append(func.overloadpacket.__name__)
 
-        def unwrap(e):
-            return e.elem if isinstance(e, WrapperTensor) else e
+            def unwrap(e):
+                return e.elem if isinstance(e, WrapperTensor) else e
 
-        def wrap(e):
-            return WrapperTensor(e) if isinstance(e, ember.Tensor) else e
+            def wrap(e):
+                return WrapperTensor(e) if isinstance(e, ember.Tensor) else e
 
-        return tree_map(wrap, func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {})))
+            out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+            return tree_map(wrap, out)
+
+    _WRAPPER.append(WrapperTensor)
+    return WrapperTensor
+
+
+_WRAPPER: list = []
 
 
 def test_wrapper_subclass_metadata():
+    WrapperTensor = _wrapper_class()  # noqa: N806
     inner = ember.randn(3, 4).t()
     w = WrapperTensor(inner)
     assert type(w) is WrapperTensor
     assert w.shape == (4, 3) and w.stride() == (1, 4)
     assert w.dtype == ember.float32 and w.device == ember.device("cpu")
     assert w.dim() == 2 and w.numel() == 12 and not w.requires_grad
-    assert repr(w).startswith("WrapperTensor(elem=tensor(")
+    assert repr(w).startswith("WrapperTensor(elem=tensor(") and str(w) == repr(w)
     r = WrapperTensor(ember.ones(2, dtype=ember.float64)).requires_grad_()
     assert r.requires_grad and r.is_leaf and r.dtype == ember.float64
     with pytest.raises(TypeError, match="subclass of ember.Tensor"):
@@ -278,6 +289,7 @@ def test_wrapper_subclass_metadata():
 
 
 def test_wrapper_subclass_ops_and_backward_match_plain_tensors():
+    WrapperTensor = _wrapper_class()  # noqa: N806
     ember.manual_seed(1)
     a0, b0 = ember.randn(3, 4), ember.randn(4, 2)
     a = WrapperTensor(a0.clone()).requires_grad_()
@@ -299,11 +311,17 @@ def test_wrapper_subclass_ops_and_backward_match_plain_tensors():
 
 
 def test_wrapper_subclass_mixed_with_plain_tensors_and_in_mode():
+    WrapperTensor = _wrapper_class()  # noqa: N806
     w = WrapperTensor(ember.ones(2, 2))
     r = w + ember.full((2, 2), 3.0)
     assert type(r) is WrapperTensor and r.elem.tolist() == [[4.0, 4.0], [4.0, 4.0]]
     r2 = ember.cat([w, w])
     assert type(r2) is WrapperTensor and r2.shape == (4, 2)
+    # composites that allocate their result, views and detach keep the subclass too
+    for r3 in (ember.stack([w, w]), w.t().contiguous(), w.view(4), w.detach(), w.clone(),
+               ember.nn.functional.mse_loss(w, w), ember.softmax(w, 1)):
+        assert type(r3) is WrapperTensor and r3.shape == r3.elem.shape
+    assert ember.stack([w, w]).elem.shape == (2, 2, 2)
     log = _log_mode(TorchDispatchMode)()
     with log:
         s = (w * w).sum()
@@ -361,7 +379,7 @@ def test_torch_function_runs_before_torch_dispatch():
 
 # ---- pytree -------------------------------------------------------------------------------------
 def test_pytree_round_trip_and_maps():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from torch.utils import _pytree as tp
 
     Point = namedtuple("Point", "x y")

@@ -355,6 +355,8 @@ def _wrapper_class(cls: type) -> None:
         cls.device = property(_wrapper_device)
     if not any("__repr__" in vars(k) for k in below):
         cls.__repr__ = _wrapper_repr
+        if not any("__str__" in vars(k) for k in below):
+            cls.__str__ = _wrapper_repr
 
 
 def _tensor_init_subclass(cls: type, **kwargs: Any) -> None:
