@@ -26,7 +26,7 @@ calling it runs the op (below autograd: its result records no history).
 ...         return func(*args, **(kwargs or {}))
 >>> x = ember.ones(2, 2)
 >>> with Log() as log:
-...     _ = (x @ x).relu()
+...     _ = ember.mm(x, x).relu()
 >>> log.names
 ['mm', 'relu']
 """
