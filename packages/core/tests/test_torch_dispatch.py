@@ -330,6 +330,36 @@ def test_wrapper_subclass_mixed_with_plain_tensors_and_in_mode():
     assert [c[0] for c in log.calls][:2] == ["mul", "sum"]
 
 
+def test_wrapper_subclass_indexing_item_and_view_gradients():
+    WrapperTensor = _wrapper_class()  # noqa: N806
+    x = ember.arange(24.0).reshape(2, 3, 4)
+    w = WrapperTensor(x.clone())
+    for idx in (0, -1, (0, 1), (slice(None), 1), (None, 0), (Ellipsis, 1),
+                (0, Ellipsis, None, slice(1, 3)), (slice(None, None, 2),),
+                (1, slice(0, 3, 2), Ellipsis), (Ellipsis,)):
+        got = w[idx]
+        assert type(got) is WrapperTensor and got.shape == x[idx].shape, idx
+        assert got.elem.tolist() == x[idx].tolist(), idx
+    with pytest.raises(IndexError, match="out of bounds"):
+        w[5]
+    assert w[1, 2, 3].item() == 23.0
+    assert float(w[0, 0, 1]) == 1.0 and bool(w[0, 0, 1]) and int(w[1, 0, 0]) == 12
+    g = WrapperTensor(ember.ones(3, 4)).requires_grad_()
+    g[1, 1:3].sum().backward()
+    assert type(g.grad) is WrapperTensor
+    assert g.grad.elem.tolist() == [[0.0] * 4, [0.0, 1.0, 1.0, 0.0], [0.0] * 4]
+
+
+def test_mode_sees_indexing_as_view_ops_and_item():
+    x = ember.arange(6.0).reshape(2, 3)
+    with _log_mode(TorchDispatchMode)() as log:
+        y = x[1, ::2]
+        v = x.sum().item()
+    assert y.tolist() == [3.0, 5.0] and v == 15.0
+    names = [c[0] for c in log.calls]
+    assert names[0] == "select" and "_local_scalar_dense" in names
+
+
 def test_subclass_returning_notimplemented_errors_clearly():
     torch = pytest.importorskip("torch")
 

@@ -40,6 +40,8 @@ void set_handler(Handler h);
 // The op index of autograd's detach (not a declared op; saving an op's output for backward and
 // Tensor.detach() go through it).
 constexpr int kDetach = -1;
+// Tensor.item() (and bool(), float(), int() of a tensor): PyTorch's aten._local_scalar_dense.
+constexpr int kLocalScalarDense = -2;
 bool call(int op, const void* const* args, void* ret, std::initializer_list<const Tensor*> tensors,
           std::initializer_list<const std::vector<Tensor>*> lists);
 

@@ -13,6 +13,7 @@
 #include "autograd/views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
+#include "ops/python_dispatch.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -86,6 +87,49 @@ Tensor basic_index(const Tensor& self, PyObject* const* items, Py_ssize_t n) {
     strides.push_back(self->stride(d));
   }
   return make_view(self, std::move(sizes), std::move(strides), offset);
+}
+
+// The same through the dispatched view ops (select, narrow, unsqueeze; unfold for a slice with
+// a step), which record their own autograd history: what x[...] runs while the
+// __torch_dispatch__ hook is on (ops/python_dispatch.h), so handlers see it.
+Tensor basic_index_dispatched(const Tensor& self, PyObject* const* items, Py_ssize_t n) {
+  int64_t consumed = 0;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (items[i] != Py_None && items[i] != Py_Ellipsis) consumed++;
+  EMBER_CHECK_KIND(consumed <= self->dim(), Index, "too many indices for tensor of dimension ",
+                   self->dim(), " (got ", consumed, ")");
+  Tensor v = self;
+  int64_t d = 0;  // current dim of v
+  bool seen_ellipsis = false;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* o = items[i];
+    if (o == Py_None) {
+      v = ops::unsqueeze(v, d);
+      ++d;
+    } else if (o == Py_Ellipsis) {
+      EMBER_CHECK_KIND(!seen_ellipsis, Index, "an index can only have a single ellipsis ('...')");
+      seen_ellipsis = true;
+      d += self->dim() - consumed;  // the dims the ellipsis spans
+    } else if (PySlice_Check(o)) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(o, &start, &stop, &step) < 0) throw py::error_already_set();
+      EMBER_CHECK_KIND(step > 0, Value, "step must be greater than zero (got ", step, ")");
+      Py_ssize_t len = PySlice_AdjustIndices(v->size(d), &start, &stop, step);
+      if (step == 1 || len == 0) {
+        v = ops::narrow(v, d, start, len);
+      } else {  // every step-th element: windows of one element, step apart
+        v = ops::narrow(v, d, start, (len - 1) * step + 1);
+        v = ops::select(ops::unfold(v, d, 1, step), -1, 0);
+      }
+      ++d;
+    } else {
+      int64_t idx = as_index(o);
+      int64_t size = v->size(d);
+      if (idx < -size || idx >= size) out_of_bounds(idx, d, size);
+      v = ops::select(v, d, idx);
+    }
+  }
+  return v;
 }
 
 // ---- the general path -----------------------------------------------------------------------
@@ -290,6 +334,7 @@ Tensor getitem(const Tensor& self, py::handle index) {
     return getitem(ops::contiguous(self), index);  // expanded: index a copy (same values)
   PyObject* o = index.ptr();
   auto basic = [&](PyObject* const* items, Py_ssize_t n) {
+    if (python_dispatch::on()) return basic_index_dispatched(self, items, n);
     Tensor v = basic_index(self, items, n);
     if (track) autograd::record_strided_view(self, v);
     return v;

@@ -50,16 +50,22 @@ void add_type(py::list& types, const Tensor& t, const py::detail::type_info* tin
   types.insert(at, type);
 }
 
-py::list box_detach(const void* const* a) {
+py::list box_self(const void* const* a) {
   py::list l;
   l.append(pd_box<Tensor>(a[0]));
   return l;
 }
-const PyDispatchOp kDetachOp = {"detach",    "default",         "[('self', False, None, 'Tensor')]",
-                                &box_detach, &pd_unbox<Tensor>, true};
+const PyDispatchOp kDetachOp = {"detach",  "default",         "[('self', False, None, 'Tensor')]",
+                                &box_self, &pd_unbox<Tensor>, true};
+
+const PyDispatchOp kLocalScalarDenseOp = {
+    "_local_scalar_dense", "default", "[('self', False, None, 'Tensor')]", &box_self,
+    &pd_unbox<Scalar>,     true};
 
 const PyDispatchOp& op_info(int op) {
-  return op == python_dispatch::kDetach ? kDetachOp : kPyDispatchOps[op];
+  if (op == python_dispatch::kDetach) return kDetachOp;
+  if (op == python_dispatch::kLocalScalarDense) return kLocalScalarDenseOp;
+  return kPyDispatchOps[op];
 }
 
 bool handler(int op, const void* const* args, void* ret,
@@ -139,7 +145,7 @@ void bind_python_dispatch(py::module_& m) {
   m.def("_python_dispatch_hook_on", []() { return python_dispatch::on(); });
   m.def("_python_dispatch_num_ops", []() { return kNumPyDispatchOps; });
   m.def("_python_dispatch_op_info", [](int i) {
-    if (i < python_dispatch::kDetach || i >= kNumPyDispatchOps)
+    if (i < python_dispatch::kLocalScalarDense || i >= kNumPyDispatchOps)
       throw py::index_error("no dispatched op with this index");
     const PyDispatchOp& o = op_info(i);
     return py::make_tuple(o.name, o.overload, o.schema, o.modes);

@@ -254,16 +254,21 @@ def _load() -> None:
         _OPS.append(OpOverload(i, *_C._python_dispatch_op_info(i)))
 
 
-_DETACH: list[OpOverload] = []
+# Ops that are not declared ops (negative indices): autograd's detach, Tensor.item(); the
+# Tensor method each runs.
+_SYNTHETIC: dict[int, OpOverload] = {}
+_SYNTHETIC_METHODS = {"detach": "detach", "_local_scalar_dense": "item"}
 
 
 def _op(index: int) -> OpOverload:
     if not _OPS:
         _load()
-    if index < 0:  # autograd's detach
-        if not _DETACH:
-            _DETACH.append(OpOverload(index, *_C._python_dispatch_op_info(index)))
-        return _DETACH[0]
+    if index < 0:
+        op = _SYNTHETIC.get(index)
+        if op is None:
+            op = _SYNTHETIC[index] = OpOverload(index, *_C._python_dispatch_op_info(index))
+            op._fn = getattr(_tensor(), _SYNTHETIC_METHODS[op._opname])
+        return op
     return _OPS[index]
 
 
