@@ -99,7 +99,8 @@ Tensor basic_index_dispatched(const Tensor& self, PyObject* const* items, Py_ssi
   EMBER_CHECK_KIND(consumed <= self->dim(), Index, "too many indices for tensor of dimension ",
                    self->dim(), " (got ", consumed, ")");
   Tensor v = self;
-  int64_t d = 0;  // current dim of v
+  int64_t d = 0;   // current dim of v
+  int64_t sd = 0;  // dim of self it came from (for messages)
   bool seen_ellipsis = false;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* o = items[i];
@@ -110,6 +111,7 @@ Tensor basic_index_dispatched(const Tensor& self, PyObject* const* items, Py_ssi
       EMBER_CHECK_KIND(!seen_ellipsis, Index, "an index can only have a single ellipsis ('...')");
       seen_ellipsis = true;
       d += self->dim() - consumed;  // the dims the ellipsis spans
+      sd += self->dim() - consumed;
     } else if (PySlice_Check(o)) {
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(o, &start, &stop, &step) < 0) throw py::error_already_set();
@@ -122,14 +124,16 @@ Tensor basic_index_dispatched(const Tensor& self, PyObject* const* items, Py_ssi
         v = ops::select(ops::unfold(v, d, 1, step), -1, 0);
       }
       ++d;
+      ++sd;
     } else {
       int64_t idx = as_index(o);
       int64_t size = v->size(d);
-      if (idx < -size || idx >= size) out_of_bounds(idx, d, size);
+      if (idx < -size || idx >= size) out_of_bounds(idx, sd, size);
       v = ops::select(v, d, idx);
+      ++sd;
     }
   }
-  return v;
+  return v == self ? ops::view(self, self->sizes()) : v;  // x[...]: a view all the same
 }
 
 // ---- the general path -----------------------------------------------------------------------
