@@ -350,6 +350,23 @@ def test_wrapper_subclass_indexing_item_and_view_gradients():
     assert g.grad.elem.tolist() == [[0.0] * 4, [0.0, 1.0, 1.0, 0.0], [0.0] * 4]
 
 
+def test_wrapper_temporary_saved_for_backward_keeps_its_class():
+    WrapperTensor = _wrapper_class()  # noqa: N806
+    ember.manual_seed(2)
+    lin = ember.nn.Linear(3, 2)
+    x = ember.randn(4, 3)
+    out = lin(WrapperTensor(x.clone()))  # the wrapper dies; autograd keeps its tensor
+    assert type(out) is WrapperTensor
+    out.sum().backward()
+    assert type(lin.weight.grad) is WrapperTensor
+    ref = ember.nn.Linear(3, 2)
+    ref.load_state_dict(lin.state_dict())
+    ref(x).sum().backward()
+    assert ember.allclose(lin.weight.grad.elem, ref.weight.grad)
+    assert ember.allclose(lin.bias.grad.elem if type(lin.bias.grad) is WrapperTensor
+                          else lin.bias.grad, ref.bias.grad)
+
+
 def test_mode_sees_indexing_as_view_ops_and_item():
     x = ember.arange(6.0).reshape(2, 3)
     with _log_mode(TorchDispatchMode)() as log:

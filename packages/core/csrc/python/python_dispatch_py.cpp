@@ -5,6 +5,9 @@
 // argument's Python object is an instance of such a subclass; otherwise the kernel runs.
 #include "python/python_dispatch_py.h"
 
+#include <memory>
+#include <unordered_map>
+
 #include "ops/python_dispatch.h"
 
 namespace ember {
@@ -32,9 +35,63 @@ bool dispatches(PyTypeObject* tp) {
   return true;
 }
 
-void add_type(py::list& types, const Tensor& t, const py::detail::type_info* tinfo) {
-  if (!t) return;
+// A subclass instance whose Python object died while C++ still held its tensor (an input
+// saved for backward, say): its class and attributes, so the object comes back when the
+// tensor reaches Python again (PyTorch keeps such objects alive instead). The weak reference
+// tells a live tensor from a freed one whose address was reused.
+struct Stashed {
+  std::weak_ptr<TensorImpl> tensor;
+  py::object cls;
+  py::object dict;
+};
+// Never freed: its Python objects must not be released after the interpreter is gone.
+auto& g_stash = *new std::unordered_map<const TensorImpl*, Stashed>();
+
+void stash(py::handle self) {
+  Tensor t = self.cast<Tensor>();
+  // the Python object's holder, t, and someone else's reference
+  if (t.use_count() <= 2) return;
+  if (g_stash.size() >= 1024) {  // forget entries whose tensor is gone
+    for (auto it = g_stash.begin(); it != g_stash.end();)
+      it = it->second.tensor.expired() ? g_stash.erase(it) : std::next(it);
+  }
+  py::object dict = py::reinterpret_steal<py::object>(PyObject_GenericGetDict(self.ptr(), nullptr));
+  if (!dict) throw py::error_already_set();
+  g_stash[t.get()] = Stashed{
+      t, py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(Py_TYPE(self.ptr()))),
+      py::dict(dict)};
+}
+
+// The Python object of t: the live one, or a stashed subclass instance brought back (kept in
+// keep for the call).
+py::handle find_object(const Tensor& t, const py::detail::type_info* tinfo, py::list& keep) {
   py::handle h = py::detail::get_object_handle(t.get(), tinfo);
+  if (h || g_stash.empty()) return h;
+  auto it = g_stash.find(t.get());
+  if (it == g_stash.end()) return h;
+  Stashed st = std::move(it->second);
+  g_stash.erase(it);
+  if (st.tensor.lock().get() != t.get()) return h;
+  PyTypeObject* cls = reinterpret_cast<PyTypeObject*>(st.cls.ptr());
+  py::tuple no_args;
+  py::object obj =
+      py::reinterpret_steal<py::object>(tensor_type()->tp_new(cls, no_args.ptr(), nullptr));
+  if (!obj) throw py::error_already_set();
+  auto* inst = reinterpret_cast<py::detail::instance*>(obj.ptr());
+  inst->owned = false;
+  py::detail::values_and_holders(inst).begin()->value_ptr() = t.get();
+  inst->owned = true;
+  tinfo->init_instance(inst, &t);
+  if (PyObject_GenericSetDict(obj.ptr(), st.dict.ptr(), nullptr) != 0)
+    throw py::error_already_set();
+  keep.append(obj);
+  return obj;
+}
+
+void add_type(py::list& types, const Tensor& t, const py::detail::type_info* tinfo,
+              py::list& keep) {
+  if (!t) return;
+  py::handle h = find_object(t, tinfo, keep);
   if (!h) return;
   PyTypeObject* tp = Py_TYPE(h.ptr());
   if (!dispatches(tp)) return;
@@ -71,15 +128,15 @@ const PyDispatchOp& op_info(int op) {
 bool handler(int op, const void* const* args, void* ret,
              std::initializer_list<const Tensor*> tensors,
              std::initializer_list<const std::vector<Tensor>*> lists) {
-  if (g_py_dispatch == nullptr || !Py_IsInitialized()) return false;
+  if (g_py_dispatch == nullptr || !Py_IsInitialized() || _Py_IsFinalizing()) return false;
   py::gil_scoped_acquire gil;
-  py::list types;
+  py::list types, keep;
   if (g_subclasses_on) {
     const py::detail::type_info* tinfo = py::detail::get_type_info(typeid(TensorImpl));
     for (const Tensor* t : tensors)
-      if (t != nullptr) add_type(types, *t, tinfo);
+      if (t != nullptr) add_type(types, *t, tinfo, keep);
     for (const std::vector<Tensor>* l : lists)
-      for (const Tensor& t : *l) add_type(types, t, tinfo);
+      for (const Tensor& t : *l) add_type(types, t, tinfo, keep);
   }
   const PyDispatchOp& info = op_info(op);
   if (types.empty() && (t_modes == 0 || !info.modes)) return false;
@@ -110,7 +167,7 @@ Tensor pd_unbox_tensor(py::handle r) {
   PyObject* obj = r.ptr();
   Py_INCREF(obj);
   std::shared_ptr<PyObject> owner(obj, [](PyObject* o) {
-    if (!Py_IsInitialized()) return;
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;  // the interpreter is going away
     py::gil_scoped_acquire gil;
     Py_DECREF(o);
   });
@@ -142,6 +199,10 @@ void bind_python_dispatch(py::module_& m) {
     g_subclasses_on = true;
     python_dispatch::add(1);  // for good: instances may live anywhere from now on
   });
+  m.def("_python_dispatch_stash", &stash,
+        "Called as a __torch_dispatch__ subclass instance dies: remember its class and "
+        "attributes while C++ still holds its tensor.");
+  m.def("_python_dispatch_stashed", []() { return g_stash.size(); });
   m.def("_python_dispatch_hook_on", []() { return python_dispatch::on(); });
   m.def("_python_dispatch_num_ops", []() { return kNumPyDispatchOps; });
   m.def("_python_dispatch_op_info", [](int i) {

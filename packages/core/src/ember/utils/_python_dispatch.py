@@ -426,6 +426,19 @@ def _note_subclass(cls: type) -> None:
     the C++ hook on for good (its instances may be anywhere from then on)."""
     if _defines_dispatch(cls):
         _C._python_dispatch_enable_subclasses()
+        if "__del__" not in vars(cls) and not any(
+                getattr(k, "__del__", None) is not None and k.__del__ is not _stash_on_del
+                for k in cls.__mro__[1:] if "__del__" in vars(k)):
+            cls.__del__ = _stash_on_del
+
+
+def _stash_on_del(self: Any) -> None:
+    """A subclass instance that dies while C++ (autograd's saved tensors, a .grad) still holds
+    its tensor comes back with its class and attributes when the tensor reaches a handler."""
+    try:
+        _C._python_dispatch_stash(self)
+    except Exception:  # noqa: BLE001 - interpreter shutdown
+        pass
 
 
 _C._python_dispatch_install(_dispatch)
