@@ -111,6 +111,27 @@ def test_args_and_kwargs_split_like_torch():
     assert ours == theirs == [("add", 2, []), ("add", 2, ["alpha"]), ("sum", 3, [])]
 
 
+def test_passthrough_mode_keeps_results_with_optional_and_list_arguments():
+    torch = pytest.importorskip("torch")
+    x = ember.tensor([[-1.0, 0.5], [2.0, 3.0]])
+    cases = [
+        lambda lib, t: lib.clamp(t, min=0.0),
+        lambda lib, t: lib.clamp(t, max=1.0),
+        lambda lib, t: lib.cat([t, t], 1),
+        lambda lib, t: lib.max(t, 1).indices,
+        lambda lib, t: t.sum(dim=(0, 1), keepdim=True),
+        lambda lib, t: lib.where(t > 0, t, 0.0),
+        lambda lib, t: lib.nn.functional.gelu(t, approximate="tanh"),
+    ]
+    log = _log_mode(TorchDispatchMode)()
+    for case in cases:
+        with log:
+            got = case(ember, x)
+        want = case(torch, torch.tensor(x.tolist()))
+        assert got.tolist() == pytest.approx(want.tolist())
+    assert log.calls
+
+
 def test_handler_result_replaces_the_op_and_autograd_still_records():
     class Double(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

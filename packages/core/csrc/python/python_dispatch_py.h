@@ -38,6 +38,13 @@ inline py::object pd_box<Generator*>(const void* p) {
   return py::cast(g, py::return_value_policy::reference);
 }
 
+template <>
+inline py::object pd_box<TensorOrScalar>(const void* p) {  // an absent optional is None
+  const auto& v = *static_cast<const TensorOrScalar*>(p);
+  if (v.is_none()) return py::none();
+  return py::cast(v);
+}
+
 template <class T>
 struct PdUnbox {
   static T get(py::handle r) { return r.cast<T>(); }
