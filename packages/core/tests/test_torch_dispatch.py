@@ -128,7 +128,8 @@ def test_passthrough_mode_keeps_results_with_optional_and_list_arguments():
         with log:
             got = case(ember, x)
         want = case(torch, torch.tensor(x.tolist()))
-        assert ember.allclose(got.double(), ember.tensor(want.double().tolist()), atol=1e-6)
+        assert ember.allclose(got.double(), ember.tensor(want.double().tolist(), dtype=ember.float64),
+                              atol=1e-6)
     assert log.calls
 
 
