@@ -194,24 +194,20 @@ class OpOverload:
         return self._fn
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with _no_grad():
-            return self._callable()(*args, **kwargs)
+        fn = self._fn or self._callable()
+        if not _C.is_grad_enabled():
+            return fn(*args, **kwargs)
+        _C._set_grad_enabled(False)  # below autograd: the result records no history
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _C._set_grad_enabled(True)
 
 
 def _tensor() -> type:
     import ember
 
     return ember.Tensor
-
-
-@contextlib.contextmanager
-def _no_grad() -> Iterator[None]:
-    prev = _C.is_grad_enabled()
-    _C._set_grad_enabled(False)
-    try:
-        yield
-    finally:
-        _C._set_grad_enabled(prev)
 
 
 class _NoDefault:
