@@ -89,7 +89,8 @@ def test_op_object_names_match_torch():
     for get in (str, lambda f: f.__name__, lambda f: f.name(),
                 lambda f: f.overloadpacket.__name__, lambda f: str(f.overloadpacket)):
         assert get(ours) == get(theirs)
-    assert ours == ember.ops.aten.mm.default
+    assert ours == ember.ops.aten.mm.default and ember.ops.aten.mm.default == ours
+    assert {ember.ops.aten.mm.default: 1}.get(ours) == 1 and ours in {ember.ops.aten.mm}
     assert ours != ember.ops.aten.add.default
     assert ours._schema.startswith("aten::mm(Tensor self, Tensor mat2")
     assert ours(ember.ones(1, 2), ember.ones(2, 1)).tolist() == [[2.0]]
