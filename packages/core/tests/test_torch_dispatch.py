@@ -367,6 +367,15 @@ def test_wrapper_subclass_indexing_item_and_view_gradients():
         w[5]
     assert w[1, 2, 3].item() == 23.0
     assert float(w[0, 0, 1]) == 1.0 and bool(w[0, 0, 1]) and int(w[1, 0, 0]) == 12
+    s = WrapperTensor(ember.zeros(2, 3))
+    s[0] = 5.0
+    s[1, 1:] = ember.tensor([7.0, 8.0])
+    s[..., 0, None] = WrapperTensor(ember.full((2, 1), 1.0))
+    assert s.elem.tolist() == [[1.0, 5.0, 5.0], [1.0, 7.0, 8.0]]
+    with pytest.raises(NotImplementedError, match="__torch_dispatch__"):
+        w[ember.tensor([0, 1])]
+    with pytest.raises(NotImplementedError, match="__torch_dispatch__"):
+        s[ember.tensor([True, False])] = 0.0
     g = WrapperTensor(ember.ones(3, 4)).requires_grad_()
     g[1, 1:3].sum().backward()
     assert type(g.grad) is WrapperTensor

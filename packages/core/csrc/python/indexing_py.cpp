@@ -14,6 +14,7 @@
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "ops/python_dispatch.h"
+#include "python/python_dispatch_py.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -328,6 +329,15 @@ Indexed apply_indices(const Tensor& self, PyObject* index) {
   return r;
 }
 
+// Advanced indexing builds its view directly: a __torch_dispatch__ subclass would see a plain
+// tensor without data, so it is refused (basic indexing is dispatched, see above).
+void check_not_dispatch_subclass(const Tensor& self, const char* what) {
+  if (python_dispatch::on() && is_python_dispatch_subclass(self))
+    EMBER_FAIL(NotImplemented, what,
+               " with tensor or bool indices is not supported on a Tensor subclass with "
+               "__torch_dispatch__ yet (use index_select / index_put_ / masked_fill_)");
+}
+
 Tensor getitem(const Tensor& self, py::handle index) {
   // Views of a tensor that requires grad get a grad_fn (or, in no_grad mode, are remembered as
   // such); nothing is recorded otherwise, so the plain x[i] path stays cheap.
@@ -350,6 +360,7 @@ Tensor getitem(const Tensor& self, py::handle index) {
     for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(PyTuple_GET_ITEM(o, i));
     if (all_basic) return basic(&PyTuple_GET_ITEM(o, 0), n);
   }
+  check_not_dispatch_subclass(self, "indexing");
   Indexed ix = apply_indices(self, o);
   if (track) autograd::record_strided_view(self, ix.view);
   if (!ix.advanced) return ix.copy ? ops::clone(ix.view) : ix.view;
@@ -379,6 +390,34 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
               (autograd::requires_grad(self) || (vt && autograd::requires_grad(vt)));
   PyObject* o = index.ptr();
   Indexed ix;
+  if (python_dispatch::on()) {  // basic indices through the dispatched views (handlers see them)
+    bool all_basic = is_basic(o);
+    Py_ssize_t n = 1;
+    PyObject* const* items = &o;
+    if (!all_basic && PyTuple_Check(o)) {
+      n = PyTuple_GET_SIZE(o);
+      items = &PyTuple_GET_ITEM(o, 0);
+      all_basic = true;
+      for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(items[i]);
+    }
+    if (all_basic) {
+      Tensor view = basic_index_dispatched(self, items, n);
+      if (!vt) {
+        ops::fill_(view, TensorOrScalar(vs));
+        return;
+      }
+      int64_t drop = 0;  // leading size-1 dims beyond the target's rank (x[0] = y[None])
+      while (vt->dim() - drop > view->dim() && vt->size(drop) == 1) ++drop;
+      if (drop > 0) vt = ops::reshape(vt, DimVector(vt->sizes().begin() + drop, vt->sizes().end()));
+      EMBER_CHECK(vt->dim() <= view->dim(), "shape mismatch: value tensor of shape ",
+                  shape_str(vt->sizes()), " cannot be broadcast to indexing result of shape ",
+                  shape_str(view->sizes()));
+      if (vt->storage() == view->storage()) vt = ops::clone(vt);
+      ops::copy_(view, vt, false);
+      return;
+    }
+    check_not_dispatch_subclass(self, "index assignment");
+  }
   if (is_basic(o)) {
     ix.view = basic_index(self, &o, 1);
   } else {

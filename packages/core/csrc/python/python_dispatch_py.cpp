@@ -155,6 +155,14 @@ bool handler(int op, const void* const* args, void* ret,
 
 }  // namespace
 
+bool is_python_dispatch_subclass(const Tensor& t) {
+  if (!g_subclasses_on || !t || !Py_IsInitialized()) return false;
+  py::gil_scoped_acquire gil;
+  py::list keep;
+  py::handle h = find_object(t, py::detail::get_type_info(typeid(TensorImpl)), keep);
+  return h && dispatches(Py_TYPE(h.ptr()));
+}
+
 Tensor pd_unbox_tensor(py::handle r) {
   if (r.is_none()) return Tensor();
   if (!is_tensor_object(r.ptr()))

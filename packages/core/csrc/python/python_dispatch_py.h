@@ -23,6 +23,10 @@ struct PyDispatchOp {
 extern const PyDispatchOp kPyDispatchOps[];
 extern const int kNumPyDispatchOps;
 
+// Whether t's Python object is an instance of a Tensor subclass that defines __torch_dispatch__
+// (call only while python_dispatch::on(); takes the GIL).
+bool is_python_dispatch_subclass(const Tensor& t);
+
 // A tensor the handler returned; a __torch_dispatch__ subclass instance stays alive as long
 // as C++ holds the tensor (so the saved tensors and gradients of autograd keep their class).
 Tensor pd_unbox_tensor(py::handle r);
