@@ -8,6 +8,7 @@ From every entry it writes:
   ops_dispatch.cpp  ember::ops::<name>: picks the kernel for the tensors' device
   bind_<group>.cpp  pybind11 bindings (functions, Tensor methods, in-place and out= forms)
   _C.pyi            type stubs for the extension module
+  bind_python_dispatch.cpp  boxing of each op's arguments and result for __torch_dispatch__
 and, with --docs, the op reference page. Nothing generated is committed: the build runs this.
 """
 
@@ -145,19 +146,66 @@ def meta_kernel(op: Op) -> tuple[str, str]:
     return "".join(lines), f"&{fn}"
 
 
+def python_dispatched(group: str, op: Op) -> bool:
+    """Whether dispatch::<op> starts with the Python dispatch hook (__torch_dispatch__): every
+    op but the composites whose autograd is their parts' (those run as the ops they are made
+    of, which reach it, as PyTorch's CompositeImplicitAutograd ops do)."""
+    return "Composite" not in op.dispatch or op.autograd != "composite"
+
+
+def python_dispatch_modes(group: str, op: Op) -> bool:
+    """Whether TorchDispatchModes see the op itself (else, with plain tensors, its parts): the
+    ops with a device kernel, and of the composites the views, *_like factories and clone,
+    which PyTorch dispatches too. A __torch_dispatch__ subclass sees every hooked op (a
+    composite that allocates its result would otherwise make a plain tensor of a wrapper)."""
+    return ("Composite" not in op.dispatch or group == "views" or op.name.endswith("_like")
+            or op.name in PY_DISPATCH_COMPOSITES)
+
+
+PY_DISPATCH_COMPOSITES = frozenset({"clone"})
+
+
+def python_dispatched_ops(groups: dict[str, list[Op]]) -> list[tuple[str, Op]]:
+    return [(g, op) for g, ops in groups.items() for op in ops if python_dispatched(g, op)]
+
+
+def python_dispatch_hook(op: Op, index: int) -> str:
+    """The first lines of dispatch::<op>: one predictable branch while the hook is off."""
+    ptrs, lists = [], []
+    for a in tensor_args(op):
+        if a.type in ("Tensor[]", "Tensor?[]"):
+            lists.append("&" + a.name)
+        elif a.type.startswith("Tensor|Scalar"):
+            ptrs.append(f"{a.name}.is_tensor() ? &{a.name}.tensor : nullptr")
+        else:
+            ptrs.append(f"&{a.name}")
+    addrs = ", ".join(f"&{a.name}" for a in op.args) or "nullptr"
+    tail = f"{{{', '.join(ptrs)}}}, {{{', '.join(lists)}}}"
+    if op.cpp_return == "void":
+        body = f"    if (python_dispatch::call({index}, pd_args, nullptr, {tail})) return;\n"
+    else:
+        body = (f"    {op.cpp_return} pd_ret;\n"
+                f"    if (python_dispatch::call({index}, pd_args, &pd_ret, {tail})) return pd_ret;\n")
+    return (f"  if (python_dispatch::on()) {{\n    const void* const pd_args[] = {{{addrs}}};\n"
+            f"{body}  }}\n")
+
+
 def gen_dispatch(groups: dict[str, list[Op]]) -> str:
-    out = [HEADER, '#include <cstring>\n\n#include "ops.h"\n#include "kernels/meta/meta_fallback.h"\n\n'
+    out = [HEADER, '#include <cstring>\n\n#include "ops.h"\n#include "kernels/meta/meta_fallback.h"\n'
+           '#include "ops/python_dispatch.h"\n\n'
            "namespace ember {\n"]
+    index = {id(op): i for i, (_, op) in enumerate(python_dispatched_ops(groups))}
     for ops in groups.values():
         for op in ops:
             call_args = ", ".join(a.name for a in op.args)
             ret = "return " if op.cpp_return != "void" else ""
+            hook = python_dispatch_hook(op, index[id(op)]) if id(op) in index else ""
             if "Composite" in op.dispatch:
                 check = ""
                 if len(tensor_args(op)) > 1 and not op.mixed_devices:
                     check = f"  (void){device_expr(op)};\n"
                 out.append(
-                    f"{op.cpp_return} dispatch::{op.name}({cpp_params(op)}) {{\n{check}"
+                    f"{op.cpp_return} dispatch::{op.name}({cpp_params(op)}) {{\n{hook}{check}"
                     f"  {ret}{op.dispatch['Composite']}({call_args});\n}}\n"
                 )
                 continue
@@ -171,7 +219,7 @@ def gen_dispatch(groups: dict[str, list[Op]]) -> str:
                 f"{{{cpu_fn}, nullptr, {meta_fn}, nullptr}};\n"
                 f"void ops::register_{op.overload_id}(DeviceType device, ops::{op.overload_id}_fn fn) {{\n"
                 f"  {op.overload_id}_table[static_cast<int>(device)] = fn;\n}}\n"
-                f"{op.cpp_return} dispatch::{op.name}({cpp_params(op)}) {{\n"
+                f"{op.cpp_return} dispatch::{op.name}({cpp_params(op)}) {{\n{hook}"
                 f"  DeviceType dispatch_device = {device_expr(op)};\n"
                 f"  auto fn = {op.overload_id}_table[static_cast<int>(dispatch_device)];\n"
                 f"  if (!fn) no_kernel(\"{op.name}\", dispatch_device, {data_dep});\n"
@@ -200,6 +248,38 @@ def gen_dispatch(groups: dict[str, list[Op]]) -> str:
                "  EMBER_FAIL(Type, \"register_kernel: no overload of '\", name,\n"
                "             \"' has this kernel signature (see ops::<overload>_fn in ops.h)\");\n}\n")
     out.append("}  // namespace ember\n")
+    return "".join(out)
+
+
+def gen_python_dispatch(groups: dict[str, list[Op]]) -> str:
+    """bind_python_dispatch.cpp: for each op with the Python dispatch hook (its index is its
+    place in this table, as in ops_dispatch.cpp), how its arguments become Python objects, how
+    the handler's result comes back, and its schema for the positional/keyword split."""
+    out = [HEADER, '#include "python/python_dispatch_py.h"\n\nnamespace ember {\nnamespace {\n']
+    table = []
+    seen: dict[str, int] = {}
+    for i, (group, op) in enumerate(python_dispatched_ops(groups)):
+        elems = []
+        for k, a in enumerate(op.args):
+            t = a.cpp_type.removeprefix("const ").removesuffix("&")
+            elems.append(f"  l.append(pd_box<{t}>(a[{k}]));\n")
+        unused = "" if op.args else "[[maybe_unused]] "
+        out.append(f"py::list pd_box_{i}({unused}const void* const* a) {{\n  py::list l;\n"
+                   + "".join(elems) + "  return l;\n}\n")
+        unbox = "nullptr"
+        if op.cpp_return != "void":
+            out.append(f"void pd_unbox_{i}(py::handle r, void* out) {{ pd_unbox<{op.cpp_return}>(r, out); }}\n")
+            unbox = f"&pd_unbox_{i}"
+        n = seen.get(op.name, 0)
+        seen[op.name] = n + 1
+        overload = "default" if n == 0 else f"overload{n}"
+        info = ", ".join(f"({a.name!r}, {a.kwonly}, {a.default!r}, {a.type!r})" for a in op.args)
+        info = ("[" + info + "]").replace("\\", "\\\\").replace('"', '\\"')
+        modes = "true" if python_dispatch_modes(group, op) else "false"
+        table.append(f'    {{"{op.name}", "{overload}", "{info}", &pd_box_{i}, {unbox}, {modes}}},\n')
+    out.append("}  // namespace\n")
+    out.append("const PyDispatchOp kPyDispatchOps[] = {\n" + "".join(table) + "};\n")
+    out.append(f"const int kNumPyDispatchOps = {len(table)};\n}}  // namespace ember\n")
     return "".join(out)
 
 
@@ -1105,7 +1185,8 @@ def main() -> None:
     if ns.out:
         ns.out.mkdir(parents=True, exist_ok=True)
         files = {"ops.h": gen_header(groups), "ops_dispatch.cpp": gen_dispatch(groups),
-                 "bind_all.cpp": gen_bind_all(groups), "_C.pyi": gen_stub(groups)}
+                 "bind_all.cpp": gen_bind_all(groups), "_C.pyi": gen_stub(groups),
+                 "bind_python_dispatch.cpp": gen_python_dispatch(groups)}
         for g, ops in groups.items():
             files[f"bind_{g}.cpp"] = gen_bindings(g, ops)
             files[f"autograd_{g}.cpp"] = gen_autograd(g, ops)

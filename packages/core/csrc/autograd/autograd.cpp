@@ -13,6 +13,7 @@
 #include "kernels/iterator.h"
 #include "ops.h"
 #include "ops/host_sync.h"
+#include "ops/python_dispatch.h"
 
 namespace ember {
 namespace autograd {
@@ -200,6 +201,11 @@ struct StreamRestore {
 }  // namespace
 
 Tensor detach(const Tensor& t) {
+  if (python_dispatch::on()) {  // aten.detach reaches __torch_dispatch__, as in PyTorch
+    const void* const pd_args[] = {&t};
+    Tensor pd_ret;
+    if (python_dispatch::call(python_dispatch::kDetach, pd_args, &pd_ret, {&t}, {})) return pd_ret;
+  }
   auto out = std::make_shared<TensorImpl>(t->storage(), t->dtype(), t->sizes(), t->strides(),
                                           t->storage_offset(), t->version_counter());
   return out;
@@ -409,7 +415,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
       // accumulation cannot write into a tensor the user still sees. A contiguous variable gets a
       // contiguous .grad (PyTorch's layout contract; fused optimizers want dense memory).
       const bool layout_ok = g->is_contiguous() || !variable->is_contiguous();
-      m.grad = (g.use_count() == 1 && !grad_enabled() && layout_ok) ? detach(g) : ops::clone(g);
+      // (While the Python dispatch hook is on, the copy goes through it: a tensor subclass
+      // with __torch_dispatch__ keeps its class in .grad.)
+      const bool steal =
+          g.use_count() == 1 && !grad_enabled() && layout_ok && !python_dispatch::on();
+      m.grad = steal ? detach(g) : ops::clone(g);
       if (!grad_enabled()) {
         if (AutogradMeta* gm = meta(m.grad)) gm->grad_fn.reset();
       }

@@ -53,7 +53,8 @@ inline Tensor unbind_backward(const std::vector<Tensor>& grads, const InputMeta&
 // differentiable in grad.
 template <class ViewOf>
 inline Tensor into_zeros(const Tensor& grad, const InputMeta& self, const ViewOf& view_of) {
-  Tensor z = ops::zeros(self.sizes, grad->dtype(), grad->device());
+  // new_zeros (not zeros): made from grad, so a __torch_dispatch__ subclass makes it
+  Tensor z = ops::new_zeros(grad, self.sizes, std::nullopt, std::nullopt);
   ops::copy_(view_of(z), grad, false);
   return z;
 }
@@ -192,7 +193,7 @@ inline std::vector<Tensor> meshgrid_backward(const std::vector<Tensor>& grads,
 // ---- indexing ----------------------------------------------------------------------------------
 
 inline Tensor zeros_for(const Tensor& grad, const DimVector& sizes) {
-  return ops::zeros(sizes, grad->dtype(), grad->device());
+  return ops::new_zeros(grad, sizes, std::nullopt, std::nullopt);
 }
 
 inline Tensor index_select_backward(const Tensor& grad, const InputMeta& self, int64_t dim,

@@ -13,6 +13,8 @@
 #include "autograd/views.h"
 #include "kernels/iterator.h"
 #include "ops.h"
+#include "ops/python_dispatch.h"
+#include "python/python_dispatch_py.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -86,6 +88,53 @@ Tensor basic_index(const Tensor& self, PyObject* const* items, Py_ssize_t n) {
     strides.push_back(self->stride(d));
   }
   return make_view(self, std::move(sizes), std::move(strides), offset);
+}
+
+// The same through the dispatched view ops (select, narrow, unsqueeze; unfold for a slice with
+// a step), which record their own autograd history: what x[...] runs while the
+// __torch_dispatch__ hook is on (ops/python_dispatch.h), so handlers see it.
+Tensor basic_index_dispatched(const Tensor& self, PyObject* const* items, Py_ssize_t n) {
+  int64_t consumed = 0;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (items[i] != Py_None && items[i] != Py_Ellipsis) consumed++;
+  EMBER_CHECK_KIND(consumed <= self->dim(), Index, "too many indices for tensor of dimension ",
+                   self->dim(), " (got ", consumed, ")");
+  Tensor v = self;
+  int64_t d = 0;   // current dim of v
+  int64_t sd = 0;  // dim of self it came from (for messages)
+  bool seen_ellipsis = false;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* o = items[i];
+    if (o == Py_None) {
+      v = ops::unsqueeze(v, d);
+      ++d;
+    } else if (o == Py_Ellipsis) {
+      EMBER_CHECK_KIND(!seen_ellipsis, Index, "an index can only have a single ellipsis ('...')");
+      seen_ellipsis = true;
+      d += self->dim() - consumed;  // the dims the ellipsis spans
+      sd += self->dim() - consumed;
+    } else if (PySlice_Check(o)) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(o, &start, &stop, &step) < 0) throw py::error_already_set();
+      EMBER_CHECK_KIND(step > 0, Value, "step must be greater than zero (got ", step, ")");
+      Py_ssize_t len = PySlice_AdjustIndices(v->size(d), &start, &stop, step);
+      if (step == 1 || len == 0) {
+        v = ops::narrow(v, d, start, len);
+      } else {  // every step-th element: windows of one element, step apart
+        v = ops::narrow(v, d, start, (len - 1) * step + 1);
+        v = ops::select(ops::unfold(v, d, 1, step), -1, 0);
+      }
+      ++d;
+      ++sd;
+    } else {
+      int64_t idx = as_index(o);
+      int64_t size = v->size(d);
+      if (idx < -size || idx >= size) out_of_bounds(idx, sd, size);
+      v = ops::select(v, d, idx);
+      ++sd;
+    }
+  }
+  return v == self ? ops::view(self, self->sizes()) : v;  // x[...]: a view all the same
 }
 
 // ---- the general path -----------------------------------------------------------------------
@@ -280,6 +329,15 @@ Indexed apply_indices(const Tensor& self, PyObject* index) {
   return r;
 }
 
+// Advanced indexing builds its view directly: a __torch_dispatch__ subclass would see a plain
+// tensor without data, so it is refused (basic indexing is dispatched, see above).
+void check_not_dispatch_subclass(const Tensor& self, const char* what) {
+  if (python_dispatch::on() && is_python_dispatch_subclass(self))
+    EMBER_FAIL(NotImplemented, what,
+               " with tensor or bool indices is not supported on a Tensor subclass with "
+               "__torch_dispatch__ yet (use index_select / index_put_ / masked_fill_)");
+}
+
 Tensor getitem(const Tensor& self, py::handle index) {
   // Views of a tensor that requires grad get a grad_fn (or, in no_grad mode, are remembered as
   // such); nothing is recorded otherwise, so the plain x[i] path stays cheap.
@@ -290,6 +348,7 @@ Tensor getitem(const Tensor& self, py::handle index) {
     return getitem(ops::contiguous(self), index);  // expanded: index a copy (same values)
   PyObject* o = index.ptr();
   auto basic = [&](PyObject* const* items, Py_ssize_t n) {
+    if (python_dispatch::on()) return basic_index_dispatched(self, items, n);
     Tensor v = basic_index(self, items, n);
     if (track) autograd::record_strided_view(self, v);
     return v;
@@ -301,6 +360,7 @@ Tensor getitem(const Tensor& self, py::handle index) {
     for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(PyTuple_GET_ITEM(o, i));
     if (all_basic) return basic(&PyTuple_GET_ITEM(o, 0), n);
   }
+  check_not_dispatch_subclass(self, "indexing");
   Indexed ix = apply_indices(self, o);
   if (track) autograd::record_strided_view(self, ix.view);
   if (!ix.advanced) return ix.copy ? ops::clone(ix.view) : ix.view;
@@ -330,6 +390,34 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
               (autograd::requires_grad(self) || (vt && autograd::requires_grad(vt)));
   PyObject* o = index.ptr();
   Indexed ix;
+  if (python_dispatch::on()) {  // basic indices through the dispatched views (handlers see them)
+    bool all_basic = is_basic(o);
+    Py_ssize_t n = 1;
+    PyObject* const* items = &o;
+    if (!all_basic && PyTuple_Check(o)) {
+      n = PyTuple_GET_SIZE(o);
+      items = &PyTuple_GET_ITEM(o, 0);
+      all_basic = true;
+      for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(items[i]);
+    }
+    if (all_basic) {
+      Tensor view = basic_index_dispatched(self, items, n);
+      if (!vt) {
+        ops::fill_(view, TensorOrScalar(vs));
+        return;
+      }
+      int64_t drop = 0;  // leading size-1 dims beyond the target's rank (x[0] = y[None])
+      while (vt->dim() - drop > view->dim() && vt->size(drop) == 1) ++drop;
+      if (drop > 0) vt = ops::reshape(vt, DimVector(vt->sizes().begin() + drop, vt->sizes().end()));
+      EMBER_CHECK(vt->dim() <= view->dim(), "shape mismatch: value tensor of shape ",
+                  shape_str(vt->sizes()), " cannot be broadcast to indexing result of shape ",
+                  shape_str(view->sizes()));
+      if (vt->storage() == view->storage()) vt = ops::clone(vt);
+      ops::copy_(view, vt, false);
+      return;
+    }
+    check_not_dispatch_subclass(self, "index assignment");
+  }
   if (is_basic(o)) {
     ix.view = basic_index(self, &o, 1);
   } else {

@@ -28,6 +28,7 @@ void bind_memory_history(py::module_& m);   // python/memory_history_py.cpp
 void bind_shm_collectives(py::module_& m);  // python/shm_collectives_py.cpp
 void bind_sparse_dispatch(py::module_& m);  // python/sparse_dispatch_py.cpp
 void bind_torch_function(py::module_& m);   // python/torch_function_py.cpp
+void bind_python_dispatch(py::module_& m);  // python/python_dispatch_py.cpp
 
 namespace {
 
@@ -459,4 +460,5 @@ PYBIND11_MODULE(_C, m) {
   bind_shm_collectives(m);
   bind_sparse_dispatch(m);
   bind_torch_function(m);
+  bind_python_dispatch(m);
 }

@@ -11,6 +11,7 @@
 #include "core/dispatch.h"
 #include "kernels/iterator.h"
 #include "ops.h"
+#include "ops/python_dispatch.h"
 #include "python/python_autograd.h"
 
 namespace ember {
@@ -180,6 +181,11 @@ py::object tolist_rec(const TensorImpl& t, const char* p, int64_t d) {
 }
 
 Scalar item(const Tensor& t) {
+  if (python_dispatch::on()) {  // aten._local_scalar_dense reaches __torch_dispatch__
+    const void* const pd_args[] = {&t};
+    Scalar r;
+    if (python_dispatch::call(python_dispatch::kLocalScalarDense, pd_args, &r, {&t}, {})) return r;
+  }
   EMBER_CHECK(t->numel() == 1, "item: a Tensor with ", t->numel(),
               " elements cannot be converted to Scalar");
   return scalar_value(t);

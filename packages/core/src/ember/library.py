@@ -669,6 +669,20 @@ class _BuiltinOp:
     def __repr__(self) -> str:
         return f"<ember.ops.aten.{self.__name__}>"
 
+    # Equal (and hashed alike) to the same op as __torch_dispatch__ receives it
+    # (ember.utils._python_dispatch.OpOverload), so `func in {aten.mm.default: ...}` works.
+    def __eq__(self, other: object) -> bool:
+        name = getattr(other, "_qualname", None)
+        if isinstance(other, _BuiltinOp):
+            return name == self._qualname
+        opname = getattr(other, "_opname", None)
+        if isinstance(opname, str) and type(other).__name__ == "OpOverload":
+            return f"aten::{opname}" == self._qualname
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(("aten", self.__name__))
+
 
 class _AtenNamespace:
     """``ember.ops.aten``: ember's built-in ops by their ATen names (``aten.add.Tensor`` and other

@@ -276,6 +276,96 @@ def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tenso
     return obj
 
 
+def _make_wrapper_subclass(cls: type, size: Any, strides: Any = None, storage_offset: int | None = None,
+                           memory_format: Any = None, dtype: Any = None, layout: Any = None,
+                           device: Any = None, pin_memory: bool = False, requires_grad: bool = False,
+                           dispatch_sizes_strides_policy: str | None = None,
+                           dispatch_device: bool = False, dispatch_layout: bool = False,
+                           _extra_dispatch_keys: Any = None, storage_size: int | None = None) -> Tensor:
+    """``Tensor._make_wrapper_subclass(cls, size, ...)``: a cls instance with metadata only
+    (sizes, strides, dtype, device, requires_grad) and no data of its own, for a subclass
+    that defines ``__torch_dispatch__`` (every op on it goes there; it typically holds the
+    real data in attributes, such as an inner tensor). Autograd records history on it as on
+    any tensor. Its memory is a storage-less meta allocation: ``.device`` answers ``device``.
+
+    >>> import ember
+    >>> class Wrapper(ember.Tensor):
+    ...     @staticmethod
+    ...     def __new__(cls, inner):
+    ...         t = ember.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype,
+    ...                                                 device=inner.device)
+    ...         t.inner = inner
+    ...         return t
+    ...     @classmethod
+    ...     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+    ...         raw = [a.inner if isinstance(a, Wrapper) else a for a in args]
+    ...         return Wrapper(func(*raw, **(kwargs or {})))
+    >>> w = Wrapper(ember.ones(2)) * 3
+    >>> type(w).__name__, w.shape, w.device.type, w.inner.tolist()
+    ('Wrapper', ember.Size([2]), 'cpu', [3.0, 3.0])
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"_make_wrapper_subclass(): cls must be a subclass of ember.Tensor, got {cls!r}")
+    import ember
+
+    sizes = tuple(int(s) for s in size)
+    dtype = dtype if dtype is not None else ember.get_default_dtype()
+    if strides is None:
+        base = ember.empty(sizes, dtype=dtype, device="meta")
+    else:
+        base = ember.empty_strided(sizes, tuple(int(s) for s in strides), dtype=dtype, device="meta")
+    if storage_offset:
+        base = base.as_strided(sizes, base.stride(), int(storage_offset))
+    with _C.DisableTorchFunctionSubclass():
+        obj = _alias_as(cls, base)
+        obj._ember_wrapper_device = ember.device(device) if device is not None else ember.device("cpu")
+        if requires_grad:
+            obj.requires_grad_(True)
+    _wrapper_class(cls)
+    return obj
+
+
+def _wrapper_device(self: Tensor) -> Any:
+    d = self.__dict__.get("_ember_wrapper_device")
+    return d if d is not None else _TENSOR_DEVICE.__get__(self, type(self))
+
+
+def _wrapper_repr(self: Tensor, *, tensor_contents: Any = None) -> str:
+    inner = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+    grad = ", requires_grad=True" if self.requires_grad else ""
+    return (f"{type(self).__name__}({inner + ', ' if inner else ''}size={tuple(self.shape)}, "
+            f"dtype={self.dtype}, device='{self.device}'{grad})")
+
+
+_WRAPPER_CLASSES: set[type] = set()
+_TENSOR_DEVICE: Any = None
+
+
+def _wrapper_class(cls: type) -> None:
+    """A wrapper subclass reports its instances' own device and has a generic repr (unless
+    it defines them)."""
+    global _TENSOR_DEVICE
+    if cls in _WRAPPER_CLASSES:
+        return
+    _WRAPPER_CLASSES.add(cls)
+    if _TENSOR_DEVICE is None:
+        _TENSOR_DEVICE = vars(Tensor)["device"]
+    below = [k for k in cls.__mro__ if k is not Tensor and issubclass(k, Tensor)]
+    if not any("device" in vars(k) for k in below):
+        cls.device = property(_wrapper_device)
+    if not any("__repr__" in vars(k) for k in below):
+        cls.__repr__ = _wrapper_repr
+        if not any("__str__" in vars(k) for k in below):
+            cls.__str__ = _wrapper_repr
+
+
+def _tensor_init_subclass(cls: type, **kwargs: Any) -> None:
+    from ember.utils import _python_dispatch
+
+    _python_dispatch._note_subclass(cls)
+    super(Tensor, cls).__init_subclass__(**kwargs)
+
+
 _set_disabled = _C._set_torch_function_disabled_level
 _disabled_level = _C._torch_function_disabled_level
 
@@ -433,6 +523,8 @@ def _install(ember_namespace: dict) -> None:
     if "__torch_function__" not in vars(Tensor):
         Tensor.__torch_function__ = classmethod(_tensor_torch_function)
         Tensor._make_subclass = staticmethod(_make_subclass)
+        Tensor._make_wrapper_subclass = staticmethod(_make_wrapper_subclass)
+        Tensor.__init_subclass__ = classmethod(_tensor_init_subclass)
         _wrap_tensor()
         _wrap_namespace(ember_namespace, "ember", sys.modules["ember"])
     _C._tf_set_dispatch(_dispatch, _reduce)

@@ -12,7 +12,7 @@ import importlib
 
 def __getattr__(name: str):
     if name in ("data", "checkpoint", "cpp_extension", "model_zoo", "dlpack", "hooks",
-                "benchmark"):
+                "benchmark", "_pytree", "_python_dispatch"):
         return importlib.import_module(f"ember.utils.{name}")
     raise AttributeError(f"module 'ember.utils' has no attribute {name!r}")
 
