@@ -25,6 +25,12 @@ def _float_of(t: Tensor) -> Tensor:
     return t if t.is_floating_point() else t.to(_C.get_default_dtype())
 
 
+def _float_result_type(input: Tensor, other: Tensor) -> Any:
+    """The promoted dtype of two operands, the default float dtype when it is not floating."""
+    dt = result_type(input, other)
+    return dt if dt.is_floating_point or dt.is_complex else _C.get_default_dtype()
+
+
 def _as_tensor_like(v: Any, like: Tensor) -> Tensor:
     if isinstance(v, Tensor):
         return v
@@ -355,6 +361,10 @@ def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     0.6931
     """
     other = _as_tensor_like(other, input)
+    dt = _float_result_type(input, other)
+    if dt in (_C.float16, _C.bfloat16):  # one rounding at the end, as a fused kernel would
+        return logaddexp(input.to(_C.float32), other.to(_C.float32)).to(dt)
+    input, other = input.to(dt), other.to(dt)
     m = _C.maximum(input, other)
     d = (input - other).abs()
     # equal infinities: d is nan; their sum is the infinity itself (plus log 2 for finite ties)
@@ -369,8 +379,9 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     >>> ember.logaddexp2(ember.tensor(1.0), ember.tensor(1.0)).item()
     2.0
     """
-    return logaddexp(input * math.log(2.0), _as_tensor_like(other, input) * math.log(2.0)) \
-        / math.log(2.0)
+    other = _as_tensor_like(other, input)
+    dt = _float_result_type(input, other)
+    return logaddexp(input.to(dt) * math.log(2.0), other.to(dt) * math.log(2.0)) / math.log(2.0)
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:
@@ -392,6 +403,10 @@ def fmax(input: Tensor, other: Tensor) -> Tensor:
     [1.0, 2.0]
     """
     other = _as_tensor_like(other, input)
+    dt = _float_result_type(input, other)
+    if dt in (_C.float16, _C.bfloat16):  # one rounding at the end, as a fused kernel would
+        return logaddexp(input.to(_C.float32), other.to(_C.float32)).to(dt)
+    input, other = input.to(dt), other.to(dt)
     m = _C.maximum(input, other)
     if not (input.is_floating_point() or other.is_floating_point()):
         return m
@@ -433,8 +448,9 @@ def copysign(input: Tensor, other: Tensor | float) -> Tensor:
     >>> ember.copysign(ember.tensor([1.0, -2.0]), -1.0).tolist()
     [-1.0, -2.0]
     """
-    x = _float_of(input)
     o = other if isinstance(other, Tensor) else _C.tensor(float(other), device=input.device)
+    x = input.to(_float_result_type(input, o)) if isinstance(other, Tensor) else \
+        _float_of(input)
     neg = signbit(o)
     a = x.abs()
     return _C.where(neg, -a, a)
@@ -516,10 +532,17 @@ def float_power(input: Tensor | float, exponent: Tensor | float) -> Tensor:
     >>> ember.float_power(ember.tensor([2]), 3).dtype
     ember.float64
     """
+    def is_complex(v: Any) -> bool:
+        return v.is_complex() if isinstance(v, Tensor) else isinstance(v, complex)
+
+    # float64, or complex128 when either operand is complex (the imaginary part is kept)
+    dt = _C.complex128 if is_complex(input) or is_complex(exponent) else _C.float64
+    cast = complex if dt == _C.complex128 else float
     if not isinstance(input, Tensor):
-        return _C.pow(float(input), exponent.to(_C.float64))
-    e = exponent.to(_C.float64) if isinstance(exponent, Tensor) else float(exponent)
-    return input.to(_C.float64).pow(e)
+        base = _C.tensor(cast(input), dtype=dt, device=exponent.device)
+        return base.pow(exponent.to(dt))
+    e = exponent.to(dt) if isinstance(exponent, Tensor) else cast(exponent)
+    return input.to(dt).pow(e)
 
 
 def heaviside(input: Tensor, values: Tensor) -> Tensor:
@@ -909,7 +932,7 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False,
         flat = x.reshape(x.shape[0], -1)
     n = flat.shape[0]
     if n == 0:
-        out = input.clone() if dim is None else input.clone()
+        out = x.clone() if dim is None else input.clone()  # flattened when dim is None
         inv = _C.zeros(_shape(input) if dim is None else [0], dtype=_C.int64,
                        device=input.device)
         counts = _C.zeros([0], dtype=_C.int64, device=input.device)
@@ -1022,6 +1045,9 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     >>> ember.put(ember.zeros(2, 2), ember.tensor([0, -1]), ember.tensor([1.0, 2.0])).tolist()
     [[1.0, 0.0], [0.0, 2.0]]
     """
+    for name, v in (("input", input), ("index", index), ("source", source)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"put(): argument '{name}' must be a Tensor, not {type(v).__name__}")
     if index.is_floating_point() or index.dtype == _C.bool:
         raise RuntimeError(f"put_(): Expected a long tensor for index, but got {index.dtype}")
     if index.numel() != source.numel():
@@ -1467,7 +1493,9 @@ def ldexp(input: Tensor, other: Tensor) -> Tensor:
     >>> ember.ldexp(ember.tensor([1.0, 2.0]), ember.tensor([2, 3])).tolist()
     [4.0, 16.0]
     """
-    x = _float_of(input)
+    if not isinstance(other, Tensor):
+        raise TypeError(f"ldexp(): expected other to be a Tensor, got {type(other).__name__}")
+    x = input.to(_float_result_type(input, other))
     return x * _C.pow(_C.tensor(2.0, dtype=x.dtype, device=x.device), other.to(x.dtype))
 
 

@@ -123,15 +123,47 @@ psi = digamma
 lgamma = gammaln  # the top-level name, ember.lgamma
 
 
+def _gammainc_checked(name: str, input: Tensor, other: Tensor) -> Tensor:
+    """``P(a, x)`` in the promoted float dtype of ``a`` and ``x``, with the edge cases of
+    ``torch.special``: NaN outside the domain (``a < 0``, ``x < 0``, ``a == x == 0``, both
+    infinite), 1 for ``a == 0 < x``, 0 for an infinite ``a`` and finite ``x``."""
+    a, x = _tensor(name, input), _tensor(name, other)
+    if a.is_complex() or x.is_complex():
+        raise NotImplementedError(f"special.{name}(): complex inputs are not supported, got "
+                                  f"{a.dtype} and {x.dtype}")
+    dt = ember.result_type(a, x)
+    if not dt.is_floating_point:
+        dt = ember.get_default_dtype()
+    a, x = a.to(dt), x.to(dt)
+    p = _special.gammainc(a, x)
+    with ember.no_grad():
+        ad, xd = a.detach(), x.detach()
+        nan = (ad < 0) | (xd < 0) | ((ad == 0) & (xd == 0)) | (ad.isinf() & xd.isinf())
+        one = (ad == 0) & (xd > 0)
+        zero = ad.isinf() & xd.isfinite()
+    p = ember.where(one, 1.0, ember.where(zero, 0.0, p))
+    return ember.where(nan, float("nan"), p)
+
+
 def gammainc(input: Tensor, other: Tensor) -> Tensor:
-    """The regularized lower incomplete gamma function ``P(a, x)`` (``input`` is ``a``)."""
-    a, x = _tensor("gammainc", input), _tensor("gammainc", other)
-    return _special.gammainc(a, x)
+    """The regularized lower incomplete gamma function ``P(a, x)`` (``input`` is ``a``), in the
+    promoted floating dtype of both; NaN where ``a < 0`` or ``x < 0``.
+
+    >>> import ember
+    >>> round(ember.special.gammainc(ember.tensor(1.0), ember.tensor(1.0)).item(), 4)
+    0.6321
+    """
+    return _gammainc_checked("gammainc", input, other)
 
 
 def gammaincc(input: Tensor, other: Tensor) -> Tensor:
-    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``."""
-    return 1 - gammainc(input, other)
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``.
+
+    >>> import ember
+    >>> round(ember.special.gammaincc(ember.tensor(1.0), ember.tensor(1.0)).item(), 4)
+    0.3679
+    """
+    return 1 - _gammainc_checked("gammaincc", input, other)
 
 
 def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:
