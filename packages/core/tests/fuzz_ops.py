@@ -194,6 +194,8 @@ def run(code, mod):
         res["problems"].append(f"inspecting the result raised {type(e).__name__}: {e}"[:300])
     return res
 
+out.write('{"ready": 1}\n')  # imports done: the parent starts timing cases from here
+out.flush()
 for line in sys.stdin:
     case = json.loads(line)
     res = {"i": case["i"], "ember": run(case["code"], ember)}
@@ -826,6 +828,16 @@ class Worker:
         self.p = subprocess.Popen([sys.executable, "-c", worker], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=self.err, env=env)
         self.buf = b""
+        # wait for the imports (slow on a loaded machine) so that they do not count as a hang
+        fd, deadline = self.p.stdout.fileno(), time.monotonic() + 300
+        while b"\n" not in self.buf and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+            chunk = os.read(fd, 1 << 16) if ready else b""
+            if not chunk:
+                break  # died while importing: the first case reports the crash
+            self.buf += chunk
+        if b"\n" in self.buf:
+            self.buf = self.buf.split(b"\n", 1)[1]
 
     def stderr_tail(self) -> str:
         self.err.seek(0)
