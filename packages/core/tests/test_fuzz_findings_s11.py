@@ -195,3 +195,83 @@ def test_weighted_loss_weight_shape_must_match(name):
         getattr(TF, name)(torch.ones(2), torch.ones(2), weight=torch.tensor(2.0))
     with pytest.raises(ValueError, match="weight"):
         getattr(F, name)(ember.ones(2), ember.ones(2), weight=ember.tensor(2.0))
+
+
+# ---- complex inputs no longer silently lose their imaginary part --------------------------------
+REAL_ONLY = ["logit", "erf", "erfc", "erfcx", "erfinv", "gammaln", "digamma", "psi", "entr",
+             "ndtr", "ndtri", "log_ndtr", "i0", "i0e", "i1", "i1e"]
+
+
+@pytest.mark.parametrize("name", REAL_ONLY)
+def test_real_only_special_functions_refuse_complex(name):
+    # was: the input cast to float32 (imaginary part dropped, a wrong real result)
+    with pytest.raises(NotImplementedError):
+        getattr(torch.special, name)(torch.tensor([0.3 + 0.2j, 0.5]))
+    with pytest.raises(NotImplementedError, match=name if name != "psi" else "digamma"):
+        getattr(ember.special, name)(ember.tensor([0.3 + 0.2j, 0.5]))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.special.xlogy(m.tensor([2 + 1j, 3]), m.tensor([1.0, 2.0])),
+    lambda m: m.special.xlog1py(m.tensor([2 + 1j, 3]), m.tensor([1.0, 2.0])),
+    lambda m: m.special.zeta(m.tensor([2 + 1j, 3]), m.tensor([1.0, 1.0])),
+    lambda m: m.special.polygamma(1, m.tensor([2 + 1j, 3])),
+    lambda m: m.special.multigammaln(m.tensor([2 + 1j, 3]), 2),
+    lambda m: m.tensor([1 + 1j, 2.0]).polygamma(0),
+    lambda m: m.lgamma(m.tensor([1 + 1j, 2.0])),
+])
+def test_more_special_functions_refuse_complex(call):
+    with pytest.raises(NotImplementedError):
+        call(torch)
+    with pytest.raises(NotImplementedError, match="complex"):
+        call(ember)
+
+
+@pytest.mark.parametrize("name", ["sinc", "exp2", "expm1", "log1p"])
+def test_complex_capable_special_functions_stay_complex(name):
+    x = [0.3 + 0.2j, 0.5, 0j]
+    _same(getattr(ember.special, name)(ember.tensor(x)), getattr(torch.special, name)(torch.tensor(x)))
+
+
+@pytest.mark.parametrize("name", ["deg2rad", "rad2deg"])
+def test_deg2rad_refuses_complex(name):
+    with pytest.raises(RuntimeError):
+        getattr(torch.tensor([2 + 1j, 3]), name)()
+    with pytest.raises(RuntimeError, match=name):
+        getattr(ember.tensor([2 + 1j, 3]), name)()
+
+
+# ---- missing errors -----------------------------------------------------------------------------
+def test_renorm_checks_dim():
+    # was: dim taken modulo ndim (2**32 accepted as dim 0)
+    with pytest.raises(IndexError):
+        torch.ones(2, 3).renorm(1, 2**32, 5)
+    with pytest.raises(IndexError, match="renorm"):
+        ember.ones(2, 3).renorm(1, 2**32, 5)
+    with pytest.raises(IndexError, match="renorm"):
+        ember.ones(2, 3).renorm_(1, -3, 5)
+    _same(ember.renorm(ember.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, -2, 1.0),
+          torch.renorm(torch.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, -2, 1.0))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.tensor([True, False]).polygamma_(3),
+    lambda m: m.tensor([1.5, 2.0], dtype=m.bfloat16).float_power_(2),
+    lambda m: m.tensor([1.5, 2.0], dtype=m.float64).float_power_(1j),
+    lambda m: m.tensor([1, 2]).deg2rad_(),
+    lambda m: m.tensor([1, 2]).sinc_(),
+])
+def test_inplace_result_that_does_not_cast_is_refused(call):
+    # was: the float result written into a bool / bfloat16 tensor
+    with pytest.raises(RuntimeError):
+        call(torch)
+    with pytest.raises(RuntimeError, match="dtype|output type"):
+        call(ember)
+
+
+def test_inplace_results_that_cast_still_work():
+    for m in (ember, torch):
+        x = m.tensor([1.5, 2.0], dtype=m.float64)
+        assert x.float_power_(2) is x and x.tolist() == [2.25, 4.0]
+        y = m.tensor([1.0, 2.0], dtype=m.float16)
+        assert y.hypot_(m.tensor([1.0, 2.0])) is y and y.dtype == m.float16

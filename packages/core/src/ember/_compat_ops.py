@@ -463,6 +463,8 @@ def deg2rad(input: Tensor) -> Tensor:
     >>> round(ember.deg2rad(ember.tensor([180.0])).item(), 5)
     3.14159
     """
+    if input.is_complex():  # a cast to float would drop the imaginary part
+        raise RuntimeError(f"deg2rad: not supported for complex tensors, got {input.dtype}")
     return _float_of(input) * (math.pi / 180.0)
 
 
@@ -473,6 +475,8 @@ def rad2deg(input: Tensor) -> Tensor:
     >>> round(ember.rad2deg(ember.tensor([3.141592653589793])).item(), 3)
     180.0
     """
+    if input.is_complex():  # a cast to float would drop the imaginary part
+        raise RuntimeError(f"rad2deg: not supported for complex tensors, got {input.dtype}")
     return _float_of(input) * (180.0 / math.pi)
 
 
@@ -598,7 +602,12 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
         raise RuntimeError(f"renorm: non-positive-norm not supported, got p={p}")
     if maxnorm < 0:
         raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
-    d = dim % input.ndim if input.ndim else 0
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"renorm: dim must be an int, got {type(dim).__name__}")
+    if not -input.ndim <= dim < input.ndim:
+        raise IndexError(f"renorm: dimension out of range (expected to be in range of "
+                         f"[{-input.ndim}, {input.ndim - 1}], but got {dim})")
+    d = dim % input.ndim
     others = [i for i in range(input.ndim) if i != d]
     norms = input.norm(p, others, True) if others else input.abs()
     scale = _C.where(norms > maxnorm, maxnorm / (norms + 1e-7), _C.ones_like(norms))
@@ -1770,7 +1779,9 @@ def _polygamma_method(self: Tensor, n: int) -> Tensor:
 
 def _polygamma_(self: Tensor, n: int) -> Tensor:
     """In-place ``Tensor.polygamma_(n)``."""
-    return self.copy_(polygamma(n, self))
+    out = polygamma(n, self)
+    _check_inplace_cast("polygamma_", out, self)
+    return self.copy_(out)
 
 
 _TENSOR_ONLY = {
@@ -1832,15 +1843,25 @@ _INPLACE = (
 )
 
 
+def _check_inplace_cast(name: str, out: Tensor, self: Tensor) -> None:
+    """An in-place op writes its result into ``self`` only when the result's dtype casts to
+    self's without losing its kind (no float into an integer, no complex into a real tensor);
+    ``float_power_`` needs the exact float64 / complex128 result dtype, as torch's."""
+    if name == "float_power_" and out.dtype != self.dtype:
+        raise RuntimeError(f"float_power_: the base has dtype {self.dtype} but the result "
+                           f"requires dtype {out.dtype}")
+    if not _C.can_cast(out.dtype, self.dtype):
+        raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired "
+                           f"output type {self.dtype}")
+
+
 def _make_inplace(name: str) -> Any:
     fn = _FUNCTIONS.get(name)
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         out = fn(self, *args, **kwargs) if fn is not None else getattr(self, name)(*args,
                                                                                     **kwargs)
-        if out.dtype != self.dtype and not self.is_floating_point():
-            raise RuntimeError(f"{name}_: result type {out.dtype} can't be cast to the desired "
-                               f"output type {self.dtype}")
+        _check_inplace_cast(name + "_", out, self)
         return self.copy_(out)
 
     method.__name__ = name + "_"
