@@ -275,3 +275,29 @@ def test_inplace_results_that_cast_still_work():
         assert x.float_power_(2) is x and x.tolist() == [2.25, 4.0]
         y = m.tensor([1.0, 2.0], dtype=m.float16)
         assert y.hypot_(m.tensor([1.0, 2.0])) is y and y.dtype == m.float16
+
+
+@pytest.mark.parametrize("shape, dim", [((0, 3), 0), ((0, 3), 1), ((2, 0), -1), ((), 0),
+                                        ((3, 2), -2)])
+def test_logcumsumexp_shapes_match_torch(shape, dim):
+    # was: an IndexError naming amax for a zero-size dim
+    n = math.prod(shape)
+    e = ember.arange(n, dtype=ember.float32).reshape(shape) * 0.5
+    t = torch.arange(n, dtype=torch.float32).reshape(shape) * 0.5
+    _same(ember.logcumsumexp(e, dim), torch.logcumsumexp(t, dim))
+
+
+def test_logcumsumexp_bad_dims_and_complex():
+    with pytest.raises(IndexError, match="logcumsumexp"):
+        ember.logcumsumexp(ember.zeros(0, 3), -3)
+    with pytest.raises(TypeError, match="logcumsumexp"):
+        ember.logcumsumexp(ember.zeros(2), object())
+    # was: the imaginary part dropped (torch computes the complex result; ember refuses)
+    with pytest.raises(NotImplementedError, match="complex"):
+        ember.logcumsumexp(ember.tensor([1 + 1j, 2.0]), 0)
+
+
+def test_ldexp_of_complex_keeps_the_imaginary_part():
+    x = [1 + 1j, 2.0]
+    _same(ember.ldexp(ember.tensor(x), ember.tensor([1, 2])),
+          torch.ldexp(torch.tensor(x), torch.tensor([1, 2])))

@@ -570,8 +570,17 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     >>> [round(v, 4) for v in ember.logcumsumexp(ember.tensor([0.0, 0.0]), 0).tolist()]
     [0.0, 0.6931]
     """
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"logcumsumexp(): dim must be an int, got {type(dim).__name__}")
+    nd = max(input.ndim, 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"logcumsumexp: dimension out of range (expected to be in range of "
+                         f"[{-nd}, {nd - 1}], but got {dim})")
+    if input.is_complex():  # (a cast to float would drop the imaginary part)
+        raise NotImplementedError(f"logcumsumexp: not implemented for complex input "
+                                  f"({input.dtype}) yet")
     x = _float_of(input)
-    if x.ndim == 0:
+    if x.ndim == 0 or x.numel() == 0:
         return x.clone()
     m = x.detach().amax(dim, keepdim=True)
     m = _C.where(m.isinf(), _C.zeros_like(m), m)
