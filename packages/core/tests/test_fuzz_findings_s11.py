@@ -301,3 +301,29 @@ def test_ldexp_of_complex_keeps_the_imaginary_part():
     x = [1 + 1j, 2.0]
     _same(ember.ldexp(ember.tensor(x), ember.tensor([1, 2])),
           torch.ldexp(torch.tensor(x), torch.tensor([1, 2])))
+
+
+# ---- the compat ops' float promotion kept complex inputs' imaginary part ------------------------
+Z2 = [[1 + 1j, 2.0, 3.0], [0.5, 1j, 2.0], [3.0, 1.0, 2j]]
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.sinc(m.tensor([0.3 + 0.2j, 0.5, 0j])),
+    lambda m: m.cov(m.tensor(Z2)),
+    lambda m: m.cov(m.tensor(Z2[:2]), fweights=m.tensor([1, 2, 1]),
+                    aweights=m.tensor([0.5, 1.0, 2.0])),
+    lambda m: m.cov(m.tensor(Z2[0])),
+    lambda m: m.corrcoef(m.tensor(Z2, dtype=m.complex128)),
+    lambda m: m.trapezoid(m.tensor([1 + 1j, 2.0, 3.0])),
+    lambda m: m.trapezoid(m.tensor([1 + 1j, 2.0, 3.0]), m.tensor([0.0, 1.0, 3.0])),
+])
+def test_complex_inputs_keep_their_imaginary_part(call):
+    # was: the input cast to float32 first (a real, wrong result)
+    _same(call(ember), call(torch), atol=1e-5)
+
+
+def test_copysign_refuses_complex():
+    with pytest.raises(NotImplementedError):
+        torch.copysign(torch.tensor([1 + 1j]), -1.0)
+    with pytest.raises(NotImplementedError, match="copysign"):
+        ember.copysign(ember.tensor([1 + 1j]), -1.0)

@@ -21,8 +21,9 @@ def _shape(t: Tensor) -> tuple[int, ...]:
 
 
 def _float_of(t: Tensor) -> Tensor:
-    """t itself when floating, else t in the default float dtype (for ops that promote ints)."""
-    return t if t.is_floating_point() else t.to(_C.get_default_dtype())
+    """t itself when floating or complex (a cast would drop the imaginary part), else t in the
+    default float dtype (for ops that promote ints)."""
+    return t if t.is_floating_point() or t.is_complex() else t.to(_C.get_default_dtype())
 
 
 def _float_result_type(input: Tensor, other: Tensor) -> Any:
@@ -448,6 +449,10 @@ def copysign(input: Tensor, other: Tensor | float) -> Tensor:
     >>> ember.copysign(ember.tensor([1.0, -2.0]), -1.0).tolist()
     [-1.0, -2.0]
     """
+    for v in (input, other):
+        if isinstance(v, Tensor) and v.is_complex():
+            raise NotImplementedError(f"copysign: not implemented for complex tensors, got "
+                                      f"{v.dtype}")
     o = other if isinstance(other, Tensor) else _C.tensor(float(other), device=input.device)
     x = input.to(_float_result_type(input, o)) if isinstance(other, Tensor) else \
         _float_of(input)
@@ -637,6 +642,7 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
                            f"input with {input.ndim} dimensions")
     x = _float_of(input)
     x = x.reshape(1, -1) if x.ndim < 2 else x
+    real_dt = x.real.dtype if x.is_complex() else x.dtype  # weights and the norm are real
     n = x.shape[1]
     w = None
     if fweights is not None:
@@ -647,7 +653,7 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
                                f"elements, got shape {_shape(fweights)}")
         if (fweights < 0).any().item():
             raise RuntimeError("cov(): fweights cannot be negative")
-        w = fweights.to(x.dtype)
+        w = fweights.to(real_dt)
     if aweights is not None:
         if not aweights.is_floating_point():
             raise RuntimeError("cov(): expected aweights to have floating point dtype")
@@ -656,9 +662,9 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
                                f"elements, got shape {_shape(aweights)}")
         if (aweights < 0).any().item():
             raise RuntimeError("cov(): aweights cannot be negative")
-        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+        w = aweights.to(real_dt) if w is None else w * aweights.to(real_dt)
     if w is None:
-        w_sum = _C.tensor(float(n), dtype=x.dtype, device=x.device)
+        w_sum = _C.tensor(float(n), dtype=real_dt, device=x.device)
         avg = x.mean(1, keepdim=True)
     else:
         w_sum = w.sum()
@@ -670,11 +676,12 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
     elif aweights is None:
         norm = w_sum - correction
     else:
-        norm = w_sum - correction * (w * aweights.to(x.dtype)).sum() / w_sum
+        norm = w_sum - correction * (w * aweights.to(real_dt)).sum() / w_sum
     norm = norm.clamp(min=0)
     xm = x - avg
     xw = xm * w if w is not None else xm
-    c = (xw @ xm.transpose(0, 1)) / norm
+    xt = xm.transpose(0, 1)
+    c = (xw @ (xt.conj() if x.is_complex() else xt)) / norm  # Hermitian for complex inputs
     return c.squeeze() if input.ndim < 2 or x.shape[0] == 1 else c
 
 
@@ -689,8 +696,10 @@ def corrcoef(input: Tensor) -> Tensor:
     if c.ndim == 0:
         return c / c
     d = c.diagonal()
-    sd = d.sqrt()
+    sd = d.real.sqrt() if c.is_complex() else d.sqrt()  # a complex cov's diagonal is real
     c = c / sd.unsqueeze(1) / sd.unsqueeze(0)
+    if c.is_complex():  # both parts clipped to [-1, 1]
+        return _C.complex(c.real.clamp(-1, 1), c.imag.clamp(-1, 1))
     return c.clamp(-1, 1)
 
 
