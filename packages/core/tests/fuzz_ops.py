@@ -200,6 +200,9 @@ for line in sys.stdin:
     case = json.loads(line)
     res = {"i": case["i"], "ember": run(case["code"], ember)}
     if torch is not None:
+        # ember's outcome first: a hang or crash after it is torch's, not ember's
+        out.write(json.dumps({"ember_done": res["ember"]}) + "\n")
+        out.flush()
         res["torch"] = run(case["code"], torch)
     reset()
     out.write(json.dumps(res) + "\n")
@@ -852,21 +855,30 @@ class Worker:
             pass
         deadline = time.monotonic() + timeout
         fd = self.p.stdout.fileno()
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                return {"hang": f"no answer within {timeout:.0f} s"}
-            ready, _, _ = select.select([fd], [], [], left)
-            if ready:
+        ember_done = None  # ember's outcome, once the worker has moved on to torch
+        while True:
+            while b"\n" not in self.buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not (select.select([fd], [], [], left)[0]):
+                    self.kill()
+                    if ember_done is not None:  # torch hung: not an ember finding
+                        return {"i": i, "ember": ember_done, "torch": {
+                            "status": "skip", "type": "hang", "msg": "torch did not answer"}}
+                    return {"hang": f"no answer within {timeout:.0f} s"}
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
                     rc = self.p.wait()
+                    if ember_done is not None:  # torch crashed
+                        return {"i": i, "ember": ember_done, "torch": {
+                            "status": "skip", "type": "crash", "msg": "torch crashed"}}
                     sig = f"signal {-rc}" if rc < 0 else f"exit status {rc}"
                     return {"crash": f"worker died ({sig}); stderr: {self.stderr_tail()!r}"}
                 self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
+            line, self.buf = self.buf.split(b"\n", 1)
+            msg = json.loads(line)
+            if "ember_done" not in msg:
+                return msg
+            ember_done = msg["ember_done"]
 
     def kill(self):
         if self.p.poll() is None:
@@ -1029,7 +1041,7 @@ def run_cases(args, cases: list[Case]) -> int:
     t0 = time.monotonic()
     for i, case in enumerate(cases):
         res = w.run(i, case.code, args.timeout)
-        if "crash" in res or "hang" in res:
+        if "crash" in res or "hang" in res or w.p.poll() is not None:
             w.kill()
             w = Worker(args)
         c = classify(res)

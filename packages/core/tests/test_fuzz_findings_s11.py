@@ -327,3 +327,35 @@ def test_copysign_refuses_complex():
         torch.copysign(torch.tensor([1 + 1j]), -1.0)
     with pytest.raises(NotImplementedError, match="copysign"):
         ember.copysign(ember.tensor([1 + 1j]), -1.0)
+
+
+# ---- vdot / vecdot conjugate their first argument -----------------------------------------------
+@pytest.mark.parametrize("call", [
+    lambda m: m.vdot(m.tensor([1 + 2j, 3j]), m.tensor([2 + 1j, 1 + 0j])),
+    lambda m: m.tensor([1 + 2j, 3j], dtype=m.complex128).vdot(
+        m.tensor([2 + 1j, 1 + 0j], dtype=m.complex128)),
+    lambda m: m.vdot(m.tensor([1.0, 2.0]), m.tensor([2.0, 1.0])),
+    lambda m: m.linalg.vecdot(m.tensor([[1 + 2j, 3j], [1j, 1]]), m.tensor([2 + 1j, 1 + 0j])),
+    lambda m: m.linalg.vecdot(m.tensor([[1.0, 2.0]]), m.tensor([2.0, 1.0]), dim=-1),
+])
+def test_vdot_and_vecdot_conjugate_the_first_argument(call):
+    # was: a plain dot product (no conjugation) for complex inputs
+    _same(call(ember), call(torch))
+
+
+def test_vdot_out():
+    out = ember.zeros((), dtype=ember.complex64)
+    r = ember.vdot(ember.tensor([1 + 2j, 3j]), ember.tensor([2 + 1j, 1 + 0j]), out=out)
+    assert r.item() == out.item() == 4 - 6j
+
+
+@pytest.mark.parametrize("name", ["fmax", "fmin"])
+@pytest.mark.parametrize("dt", ["float16", "int16", "float32"])
+def test_fmax_fmin_match_torch(name, dt):
+    a, b = [-0.75, float("nan"), 3.0, 0.36], [2.5, -0.5, float("nan"), -2.0]
+    if dt == "int16":
+        a, b = [-1, 4, 3, 0], [2, -5, 7, 0]
+    _same(getattr(ember, name)(ember.tensor(a).to(getattr(ember, dt)),
+                               ember.tensor(b).to(getattr(ember, dt))),
+          getattr(torch, name)(torch.tensor(a).to(getattr(torch, dt)),
+                               torch.tensor(b).to(getattr(torch, dt))))

@@ -404,10 +404,6 @@ def fmax(input: Tensor, other: Tensor) -> Tensor:
     [1.0, 2.0]
     """
     other = _as_tensor_like(other, input)
-    dt = _float_result_type(input, other)
-    if dt in (_C.float16, _C.bfloat16):  # one rounding at the end, as a fused kernel would
-        return logaddexp(input.to(_C.float32), other.to(_C.float32)).to(dt)
-    input, other = input.to(dt), other.to(dt)
     m = _C.maximum(input, other)
     if not (input.is_floating_point() or other.is_floating_point()):
         return m
@@ -1905,6 +1901,21 @@ def _where_with_condition_only(where: Any) -> Any:
     return where_
 
 
+_C_VDOT = _C.vdot
+
+
+def vdot(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """The dot product of two 1-D tensors, conjugating the first (``dot`` for real dtypes).
+
+    >>> import ember
+    >>> ember.vdot(ember.tensor([1 + 2j, 3j]), ember.tensor([2 + 1j, 1 + 0j]))
+    tensor(4.-6.j)
+    """
+    if isinstance(input, Tensor) and input.is_complex():
+        input = _C.conj(input)  # the core kernel is a plain dot product
+    return _C_VDOT(input, other) if out is None else _C_VDOT(input, other, out=out)
+
+
 def install(namespace: dict) -> None:
     """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
     Tensor."""
@@ -1918,6 +1929,8 @@ def install(namespace: dict) -> None:
     for name in _INPLACE:
         if not hasattr(Tensor, name + "_") and (name in _FUNCTIONS or hasattr(Tensor, name)):
             setattr(Tensor, name + "_", _make_inplace(name))
+    namespace["vdot"] = vdot  # conjugates complex inputs (replaces the core binding)
+    Tensor.vdot = vdot
     if not hasattr(Tensor, "fill_diagonal_"):
         Tensor.fill_diagonal_ = fill_diagonal_
     for name, fn in _TENSOR_ONLY.items():

@@ -193,7 +193,7 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     >>> ember.linalg.vecdot(ember.tensor([1.0, 2.0]), ember.tensor([3.0, 4.0])).item()
     11.0
     """
-    return (x * y).sum(dim)
+    return ((x.conj() if x.is_complex() else x) * y).sum(dim)  # conjugates x, as torch
 
 
 def matmul(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:
