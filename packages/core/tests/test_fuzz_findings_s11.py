@@ -359,3 +359,28 @@ def test_fmax_fmin_match_torch(name, dt):
                                ember.tensor(b).to(getattr(ember, dt))),
           getattr(torch, name)(torch.tensor(a).to(getattr(torch, dt)),
                                torch.tensor(b).to(getattr(torch, dt))))
+
+
+# ---- log_ndtr / xlogy / xlog1py -----------------------------------------------------------------
+def test_log_ndtr_nan_and_dtype():
+    # was: log(1/2) for NaN, and a float64 result for a bool input
+    x = [NAN, INF, -INF, 0.0, -0.0, -7.0, -0.5]
+    _same(ember.special.log_ndtr(ember.tensor(x, dtype=ember.float64)),
+          torch.special.log_ndtr(torch.tensor(x, dtype=torch.float64)))
+    _same(ember.special.log_ndtr(ember.tensor(True)), torch.special.log_ndtr(torch.tensor(True)))
+
+
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py"])
+@pytest.mark.parametrize("call", [
+    lambda m, f: f(m.tensor([0.5, 1.0, 0.0], dtype=m.bfloat16), m.tensor(2, dtype=m.int32)),
+    lambda m, f: f(m.tensor([0.5, 1.0, 0.0], dtype=m.float16), m.tensor(1.5, dtype=m.bfloat16)),
+    lambda m, f: f(m.tensor([2, 3]), 2.5),
+    lambda m, f: f(2.5, m.tensor([2, 3])),
+    lambda m, f: f(m.tensor([2.0, 3.0], dtype=m.bfloat16), 2.5),
+    lambda m, f: f(m.tensor([0.0, 3.0]), m.tensor([2.0, NAN], dtype=m.float64)),
+])
+def test_xlogy_promotes_like_torch(name, call):
+    # was: a float32 result for (bfloat16, 0-d int32) and a Python float truncated to an
+    # integer tensor's dtype (xlogy(int tensor, 2.5) used log(2))
+    _same(call(ember, getattr(ember.special, name)), call(torch, getattr(torch.special, name)),
+          atol=1e-2)

@@ -54,6 +54,23 @@ def _tensor(name: str, x: Any) -> Tensor:
     raise TypeError(f"special.{name}(): expected a Tensor, got {type(x).__name__}")
 
 
+def _scalar_like(v: Any, like: Tensor) -> Tensor:
+    """A Python number as a tensor shaped like ``like``, in like's dtype when that is floating
+    (a scalar does not promote it), else the default float dtype (2.5 must not truncate)."""
+    dt = like.dtype if like.is_floating_point() else ember.get_default_dtype()
+    return ember.full_like(like, float(v), dtype=dt)
+
+
+def _promoted_floats(name: str, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """x and y in their promoted dtype (0-d tensors weigh less, as in torch), the default
+    float dtype when that is not floating; complex refused."""
+    _float(x, name), _float(y, name)
+    dt = ember.result_type(x, y)
+    if not dt.is_floating_point:
+        dt = ember.get_default_dtype()
+    return x.to(dt), y.to(dt)
+
+
 # the functions here that torch also computes on complex tensors; the others refuse them
 _COMPLEX_OK = ("sinc", "exp2", "expm1", "log1p")
 
@@ -186,9 +203,9 @@ def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:
     """
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("xlogy(): expected at least one Tensor argument")
-    y = other if isinstance(other, Tensor) else ember.full_like(input, float(other))
-    x = input if isinstance(input, Tensor) else ember.full_like(y, float(input))
-    x, y = _float(x, "xlogy"), _float(y, "xlogy")
+    y = other if isinstance(other, Tensor) else _scalar_like(other, input)
+    x = input if isinstance(input, Tensor) else _scalar_like(input, y)
+    x, y = _promoted_floats("xlogy", x, y)
     out = _special.xlogy(x, y)
     return ember.where(ember.isnan(y), y, out)
 
@@ -197,9 +214,9 @@ def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:
     """``x * log1p(y)``, 0 where ``x == 0`` (NaN where ``y`` is NaN)."""
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("xlog1py(): expected at least one Tensor argument")
-    y = other if isinstance(other, Tensor) else ember.full_like(input, float(other))
-    x = input if isinstance(input, Tensor) else ember.full_like(y, float(input))
-    x, y = _float(x, "xlog1py"), _float(y, "xlog1py")
+    y = other if isinstance(other, Tensor) else _scalar_like(other, input)
+    x = input if isinstance(input, Tensor) else _scalar_like(input, y)
+    x, y = _promoted_floats("xlog1py", x, y)
     zero = x == 0
     safe = ember.where(zero, ember.zeros_like(y), y)
     out = ember.where(zero, ember.zeros_like(x * y), x * safe.log1p())
@@ -255,7 +272,8 @@ def log_ndtr(input: Tensor) -> Tensor:
     # log1p(-erfc(t) / 2), which keeps the tiny negative values log(Phi(x)) rounds to 0
     left = (0.5 * ember.erfc(-ember.where(x < -1, t, ember.full_like(t, -1.0)))).log()
     right = ember.log1p(-0.5 * ember.erfc(ember.where(x >= -1, t, ember.zeros_like(t))))
-    return ember.where(x < -5, _log_ndtr_tail(x), ember.where(x < -1, left, right))
+    out = ember.where(x < -5, _log_ndtr_tail(x), ember.where(x < -1, left, right))
+    return ember.where(x.isnan(), x, out).to(x.dtype)  # NaN stays NaN
 
 
 def sinc(input: Tensor) -> Tensor:
