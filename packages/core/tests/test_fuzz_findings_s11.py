@@ -384,3 +384,19 @@ def test_xlogy_promotes_like_torch(name, call):
     # integer tensor's dtype (xlogy(int tensor, 2.5) used log(2))
     _same(call(ember, getattr(ember.special, name)), call(torch, getattr(torch.special, name)),
           atol=1e-2)
+
+
+def test_range_of_an_infinite_bound_is_a_runtime_error():
+    # was: OverflowError / ValueError from int(inf) / int(nan)
+    for end in (INF, NAN):
+        with pytest.raises(RuntimeError):
+            torch.range(2, end)
+        with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="range"):
+            ember.range(2, end)
+
+
+@pytest.mark.parametrize("ratio", [INF, NAN, 0.0, -0.5, 1.5])
+def test_fractional_max_pool_output_ratio_is_checked(ratio):
+    # was: OverflowError (int of inf) for an infinite ratio
+    with pytest.raises(ValueError, match="output_ratio"):
+        F.fractional_max_pool2d(ember.ones(1, 1, 4, 4), 1, output_ratio=ratio)

@@ -1094,9 +1094,10 @@ def _fractional_max_pool(nd: int, input: Tensor, kernel_size: Any, output_size: 
             else list(output_ratio)
         if len(ratios) == 1:
             ratios = ratios * nd
-        if len(ratios) != nd or not all(isinstance(r, (int, float)) for r in ratios):
-            raise ValueError(f"{op}: output_ratio must be a number or a tuple of {nd} numbers, "
-                             f"got {output_ratio!r}")
+        if len(ratios) != nd or not all(isinstance(r, (int, float)) and 0 < r <= 1
+                                        for r in ratios):
+            raise ValueError(f"{op}: output_ratio must be a number or a tuple of {nd} numbers "
+                             f"in (0, 1], got {output_ratio!r}")
         spatial = _shape(input)[-nd:]
         size = [int(spatial[i] * float(ratios[i])) for i in range(nd)]
     else:
