@@ -8,6 +8,7 @@ import math
 import ember
 import ember.nn.functional as F
 import pytest
+from ember import Tensor
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -155,11 +156,13 @@ def test_non_tensor_arguments_are_type_errors(call):
 @pytest.mark.parametrize("call", [
     lambda m: m.nn.functional.glu((1,), 2),
     lambda m: m.nn.functional.pdist([1, 2]),
+    lambda m: m.nn.functional.group_norm([1.0], 1),
+    lambda m: m.nn.functional.normalize([1.0, 2.0]),
     lambda m: m.nn.functional.scaled_dot_product_attention(True, m.ones(1, 2, 4), m.ones(1, 2, 4)),
 ])
 def test_non_tensor_arguments_are_type_errors_ember_only(call):
     # torch fails these with an AttributeError of its own; ember names the argument
-    with pytest.raises(TypeError, match="must be a Tensor"):
+    with pytest.raises(TypeError, match="must be (a )?Tensor"):
         call(ember)
 
 
@@ -400,3 +403,44 @@ def test_fractional_max_pool_output_ratio_is_checked(ratio):
     # was: OverflowError (int of inf) for an infinite ratio
     with pytest.raises(ValueError, match="output_ratio"):
         F.fractional_max_pool2d(ember.ones(1, 1, 4, 4), 1, output_ratio=ratio)
+
+
+# ---- non-tensor arguments of the Python-level functions (ember._argcheck) -----------------------
+@pytest.mark.parametrize("call", [
+    lambda m: m.nn.functional.bilinear(m.ones(2, 3), 1.5, m.ones(4, 3, 3)),
+    lambda m: m.nn.functional.cross_entropy(m.ones(2, 3), (1, 2)),
+    lambda m: m.nn.functional.embedding(m.float32, m.ones(3, 2)),
+    lambda m: m.diag((1, 2)),
+    lambda m: m.trace([[1, 2]]),
+    lambda m: m.cov(None),
+    lambda m: m.unique_consecutive("abc"),
+    lambda m: m.linalg.matrix_power([[1.0]], 2),
+    lambda m: m.linalg.vector_norm(1.5),
+])
+def test_non_tensor_arguments_name_the_argument(call):
+    # was: AttributeError ('tuple' object has no attribute 'ndim', ...)
+    with pytest.raises(TypeError):
+        call(torch)
+    with pytest.raises(TypeError, match="must be (a )?Tensor"):
+        call(ember)
+
+
+def test_guard_keeps_signature_doc_and_speed_path():
+    import inspect
+
+    from ember import _argcheck
+
+    f = F.normalize
+    assert "input" in inspect.signature(f).parameters and "eps" in f.__doc__
+    with pytest.raises(TypeError, match="normalize\\(\\): argument 'input' must be Tensor, not list"):
+        F.normalize([1.0, 2.0])
+    # an AttributeError that is not about a non-tensor argument propagates unchanged
+
+    def broken(input: Tensor) -> Tensor:
+        return input.no_such_attribute
+
+    g = _argcheck.guard(broken)
+    with pytest.raises(AttributeError):
+        g(ember.ones(1))
+    with pytest.raises(TypeError, match="broken\\(\\): argument 'input'"):
+        g(3)

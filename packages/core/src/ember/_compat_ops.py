@@ -1919,13 +1919,15 @@ def vdot(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:
 def install(namespace: dict) -> None:
     """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
     Tensor."""
-    for name, fn in _FUNCTIONS.items():
-        namespace.setdefault(name, fn)
+    from ember._argcheck import guard
+
+    for name, fn in _FUNCTIONS.items():  # non-tensor arguments: a TypeError naming them
+        namespace.setdefault(name, guard(fn, name))
     if not hasattr(namespace.get("where"), "__wrapped__"):
         namespace["where"] = _where_with_condition_only(namespace["where"])
     for name in _METHODS:
         if not hasattr(Tensor, name):
-            setattr(Tensor, name, _FUNCTIONS[name])
+            setattr(Tensor, name, guard(_FUNCTIONS[name], name))
     for name in _INPLACE:
         if not hasattr(Tensor, name + "_") and (name in _FUNCTIONS or hasattr(Tensor, name)):
             setattr(Tensor, name + "_", _make_inplace(name))

@@ -393,6 +393,8 @@ def ifftshift(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
 
 
 # Functions of this module take part in __torch_function__ (ember.overrides), as torch.fft's.
+from ember import _argcheck  # noqa: E402
 from ember import overrides as _overrides  # noqa: E402
 
+_argcheck.guard_module(globals())  # non-tensor arguments: a TypeError naming them
 _overrides._install_module(globals(), __name__)

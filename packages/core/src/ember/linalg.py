@@ -1452,10 +1452,17 @@ _METHODS = ("inverse", "det", "logdet", "slogdet", "svd", "qr", "pinverse", "mat
 def _install(namespace: dict) -> None:
     """Puts the ``torch.*`` spellings (inverse, det, svd, ...) into ember's namespace where
     missing, and the matching Tensor methods on Tensor."""
-    for name, fn in _TOPLEVEL.items():
-        namespace.setdefault(name, fn)
+    from ember._argcheck import guard
+
+    for name, fn in _TOPLEVEL.items():  # non-tensor arguments: a TypeError naming them
+        namespace.setdefault(name, guard(fn, name))
     for name in _METHODS:
         if not hasattr(Tensor, name):
-            setattr(Tensor, name, _TOPLEVEL[name])
+            setattr(Tensor, name, guard(_TOPLEVEL[name], name))
     # the YAML op's binding is replaced by the wrapper that records gradients for real input
     namespace["ormqr"] = Tensor.ormqr = ormqr
+
+
+from ember import _argcheck  # noqa: E402
+
+_argcheck.guard_module(globals())  # non-tensor arguments: a TypeError naming them

@@ -19,7 +19,7 @@ import warnings
 from typing import Any, Sequence
 
 import ember
-from ember import Tensor
+from ember import Tensor, _argcheck
 
 __all__ = [
     # activations
@@ -2703,5 +2703,7 @@ from ember.nn._sampling import (  # noqa: E402  (composites over the ops above)
     max_unpool3d,
 )
 
+# A non-tensor argument gives a TypeError naming it (not an AttributeError from inside).
+_argcheck.guard_module(globals())
 # Every public function here takes part in __torch_function__ (ember.overrides).
 ember.overrides._install_module(globals(), __name__)
