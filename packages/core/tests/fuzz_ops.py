@@ -20,6 +20,9 @@ need a human look).
     PYTHONPATH=build/dev/site python3 packages/core/tests/fuzz_ops.py --seed 0 --per-op 30
     PYTHONPATH=build/dev/site python3 packages/core/tests/fuzz_ops.py --ops topk,sort --torch
 
+Its sibling ``fuzz_api.py`` drives the same workers and checks from the signatures of every public
+callable (the hand-written Python functions included) instead of the YAML schemas.
+
 Every finding is printed as a standalone repro (``import ember as M`` + the case's code); crashes
 and hangs are first shrunk (dropping optional arguments, simplifying tensors) while they still
 reproduce. Exit status 1 when anything but divergences was found.
