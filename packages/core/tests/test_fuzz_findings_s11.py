@@ -444,3 +444,20 @@ def test_guard_keeps_signature_doc_and_speed_path():
         g(ember.ones(1))
     with pytest.raises(TypeError, match="broken\\(\\): argument 'input'"):
         g(3)
+
+
+def test_adjoint_conjugates_complex():
+    # was: only the transpose (no conjugation) for complex inputs
+    z = [[1 + 2j, 3.0], [1j, 2.0]]
+    _same(ember.adjoint(ember.tensor(z)), torch.adjoint(torch.tensor(z)))
+    _same(ember.tensor(z).adjoint(), torch.tensor(z).adjoint())
+    x = ember.tensor([[1.0, 3.0], [1.0, 2.0]])
+    assert x.adjoint()._base is x  # still a view for real dtypes
+
+
+def test_unravel_index_of_narrow_integer_indices():
+    # was: int16 indices + the total size wrapped around (16957 for -3 in a million)
+    e = ember.unravel_index(ember.tensor([1, -3], dtype=ember.int16), 1000000)
+    t = torch.unravel_index(torch.tensor([1, -3], dtype=torch.int16), 1000000)
+    for a, b in zip(e, t):
+        _same(a, b)

@@ -319,7 +319,8 @@ def unravel_index(indices: Tensor | int, shape: int | Sequence[int]) -> tuple[Te
     if indices.numel() and ((indices < -total).any().item() or (indices >= total).any().item()):
         raise ValueError(f"unravel_index: 'indices' must be in range [{-total}, {total - 1}] "
                          f"for shape {tuple(shape)}")
-    flat = _C.where(indices < 0, indices + total, indices).to(_C.int64)
+    indices = indices.to(_C.int64)  # (int16 + total would wrap)
+    flat = _C.where(indices < 0, indices + total, indices)
     out = []
     for s in reversed(shape):
         out.append(flat.remainder(s))
@@ -1916,6 +1917,21 @@ def vdot(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:
     return _C_VDOT(input, other) if out is None else _C_VDOT(input, other, out=out)
 
 
+_C_ADJOINT = _C.adjoint
+
+
+def adjoint(input: Tensor) -> Tensor:
+    """The conjugate transpose of a (batch of) matrices: a view for real dtypes, a conjugated
+    copy for complex ones (ember has no lazy conjugate views).
+
+    >>> import ember
+    >>> ember.adjoint(ember.tensor([[1 + 2j, 3 + 0j]])).tolist()
+    [[(1-2j)], [(3-0j)]]
+    """
+    r = _C_ADJOINT(input)
+    return r.conj() if r.is_complex() else r
+
+
 def install(namespace: dict) -> None:
     """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
     Tensor."""
@@ -1931,8 +1947,9 @@ def install(namespace: dict) -> None:
     for name in _INPLACE:
         if not hasattr(Tensor, name + "_") and (name in _FUNCTIONS or hasattr(Tensor, name)):
             setattr(Tensor, name + "_", _make_inplace(name))
-    namespace["vdot"] = vdot  # conjugates complex inputs (replaces the core binding)
-    Tensor.vdot = vdot
+    # conjugate complex inputs (replace the core bindings, which do not)
+    namespace["vdot"] = Tensor.vdot = vdot
+    namespace["adjoint"] = Tensor.adjoint = adjoint
     if not hasattr(Tensor, "fill_diagonal_"):
         Tensor.fill_diagonal_ = fill_diagonal_
     for name, fn in _TENSOR_ONLY.items():
