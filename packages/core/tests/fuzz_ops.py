@@ -123,6 +123,8 @@ def summarize(r, mod):
     """A comparable, JSON-able digest of a result (shape, dtype, values when small)."""
     if isinstance(r, (tuple, list)):
         return [summarize(x, mod) for x in r]
+    if getattr(r, "is_sparse", False) and hasattr(r, "to_dense"):
+        return summarize(r.to_dense(), mod)
     if isinstance(r, (bool, int, float, str)) or r is None:
         if isinstance(r, float) and not math.isfinite(r):
             return repr(r)
