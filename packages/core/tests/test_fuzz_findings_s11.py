@@ -461,3 +461,29 @@ def test_unravel_index_of_narrow_integer_indices():
     t = torch.unravel_index(torch.tensor([1, -3], dtype=torch.int16), 1000000)
     for a, b in zip(e, t):
         _same(a, b)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.polygamma(3, m.tensor([9.0]), out=m.empty(0)),
+    lambda m: m.polygamma(3, m.tensor([9.0]), out=m.empty(0, dtype=m.float64)),
+    lambda m: m.igamma(m.tensor([1.0, 2.0]), m.tensor([2.0, 0.5]), out=m.empty(0)),
+    lambda m: m.igammac(m.tensor([1.0, 2.0]), m.tensor([2.0, 0.5]), out=m.empty(0)),
+])
+def test_out_is_resized_like_torch(call):
+    # was: an empty out= tensor stayed empty (copy_ into it without the resize)
+    _same(call(ember), call(torch), atol=1e-6)
+
+
+def test_out_of_a_narrower_kind_is_refused():
+    for m in (torch, ember):
+        with pytest.raises(RuntimeError):
+            m.polygamma(3, m.tensor([9.0]), out=m.empty(0, dtype=m.int64))
+
+
+def test_digamma_at_signed_zeros():
+    # was: -inf at -0.0 (torch: the infinity on the zero's side)
+    x = [0.0, -0.0, NAN, INF, -INF, -2.0, 2.0, 1e30]
+    for name in ("digamma", "psi"):
+        _same(getattr(ember.special, name)(ember.tensor(x, dtype=ember.float64)),
+              getattr(torch.special, name)(torch.tensor(x, dtype=torch.float64)))
+    _same(ember.polygamma(0, ember.tensor(x)), torch.polygamma(0, torch.tensor(x)))

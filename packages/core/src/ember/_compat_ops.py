@@ -1758,6 +1758,17 @@ def unsafe_split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int 
     return tuple(input.split(list(split_sizes), dim))
 
 
+def _write_out(result: Tensor, out: Any, op: str) -> Tensor:
+    """result, or result written into ``out`` after the engine's out= checks (dtype, device; a
+    resize to result's shape, which warns when ``out`` had elements), as torch's."""
+    if out is None:
+        return result
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    _C._prepare_out(out, result, op, False)  # any dtype the result casts to, as torch's
+    return out.copy_(result)
+
+
 def polygamma(n: int, input: Tensor, *, out: Any = None) -> Tensor:
     """The n-th derivative of digamma (``ember.special.polygamma``).
 
@@ -1768,7 +1779,7 @@ def polygamma(n: int, input: Tensor, *, out: Any = None) -> Tensor:
     from ember import special
 
     result = special.polygamma(n, input)
-    return result if out is None else out.copy_(result)
+    return _write_out(result, out, "polygamma")
 
 
 def igamma(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
@@ -1776,7 +1787,7 @@ def igamma(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
     from ember import special
 
     result = special.gammainc(input, other)
-    return result if out is None else out.copy_(result)
+    return _write_out(result, out, "igamma")
 
 
 def igammac(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
@@ -1784,7 +1795,7 @@ def igammac(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
     from ember import special
 
     result = special.gammaincc(input, other)
-    return result if out is None else out.copy_(result)
+    return _write_out(result, out, "igammac")
 
 
 def _polygamma_method(self: Tensor, n: int) -> Tensor:

@@ -143,8 +143,20 @@ def gammaln(input: Tensor) -> Tensor:
 
 
 def digamma(input: Tensor) -> Tensor:
-    """The digamma function ``d/dx log Gamma(x)``; its derivative is trigamma."""
-    return _special.digamma(_float(_tensor("digamma", input), "digamma"))
+    """The digamma function ``d/dx log Gamma(x)``; its derivative is trigamma. At a zero it is
+    the infinity of the side the zero's sign says (``-inf`` at +0.0, ``inf`` at -0.0), as torch.
+
+    >>> import ember
+    >>> ember.special.digamma(ember.tensor([0.0, -0.0])).tolist()
+    [-inf, inf]
+    """
+    x = _float(_tensor("digamma", input), "digamma")
+    r = _special.digamma(x)
+    with ember.no_grad():
+        zero = x.detach() == 0
+    if not bool(zero.any()):
+        return r
+    return ember.where(zero, ember.where(x.detach().signbit(), math.inf, -math.inf).to(r.dtype), r)
 
 
 psi = digamma
