@@ -487,3 +487,15 @@ def test_digamma_at_signed_zeros():
         _same(getattr(ember.special, name)(ember.tensor(x, dtype=ember.float64)),
               getattr(torch.special, name)(torch.tensor(x, dtype=torch.float64)))
     _same(ember.polygamma(0, ember.tensor(x)), torch.polygamma(0, torch.tensor(x)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.tensor([1.0, 0.0]).heaviside_([-5]),
+    lambda m: m.cdist(m.ones(2, 3), 1.5),
+    lambda m: m.igammac(m.tensor([1.0]), m.tensor([2.0]), out=float("nan")),
+])
+def test_more_non_tensor_arguments(call):
+    with pytest.raises(TypeError):
+        call(torch)
+    with pytest.raises(TypeError, match="must be Tensor"):
+        call(ember)

@@ -1882,7 +1882,10 @@ def _check_inplace_cast(name: str, out: Tensor, self: Tensor) -> None:
 
 
 def _make_inplace(name: str) -> Any:
+    from ember._argcheck import guard
+
     fn = _FUNCTIONS.get(name)
+    fn = None if fn is None else guard(fn, name + "_")
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         out = fn(self, *args, **kwargs) if fn is not None else getattr(self, name)(*args,
