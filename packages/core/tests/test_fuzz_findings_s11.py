@@ -499,3 +499,17 @@ def test_more_non_tensor_arguments(call):
         call(torch)
     with pytest.raises(TypeError, match="must be Tensor"):
         call(ember)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.hann_window(3, False, dtype=[1]),
+    lambda m: m.bartlett_window(3, dtype=object()),
+    lambda m: m.nn.functional.affine_grid(None, [1, 1, 1], align_corners=False),
+    lambda m: m.nn.functional.max_unpool3d("abc", m.zeros(1), [12]),
+])
+def test_non_tensor_arguments_of_windows_and_reexported_functions(call):
+    # was: AttributeError ('list' object has no attribute 'is_floating_point', ...)
+    with pytest.raises((TypeError, AttributeError)):
+        call(torch)  # torch itself fails the last two with an AttributeError
+    with pytest.raises(TypeError, match="must be"):
+        call(ember)

@@ -84,11 +84,12 @@ def guard(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]
 
 
 def guard_module(namespace: dict[str, Any], names: Any = None) -> None:
-    """Replaces the public plain functions defined in the module whose globals are
-    ``namespace`` (or the listed ``names``) by their :func:`guard` wrappers."""
-    mod = namespace.get("__name__")
+    """Replaces the public plain functions of ember in ``namespace`` (a module's globals: its
+    own functions and those it re-exports from other ember modules), or the listed ``names``,
+    by their :func:`guard` wrappers."""
     for n in list(names if names is not None else namespace):
         fn = namespace.get(n)
-        if n.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != mod:
+        if n.startswith("_") or not inspect.isfunction(fn) or \
+                not (fn.__module__ or "").startswith("ember"):
             continue
         namespace[n] = guard(fn)

@@ -1392,6 +1392,9 @@ def _window(name: str, window_length: int, periodic: bool, dtype: Any, device: A
             window_length < 0:
         raise RuntimeError(f"{name} requires non-negative window length, got "
                            f"window_length={window_length}")
+    if dtype is not None and not isinstance(dtype, _C.dtype):
+        raise TypeError(f"{name}(): argument 'dtype' must be an ember dtype, not "
+                        f"{type(dtype).__name__}")
     dtype = dtype if dtype is not None else _C.get_default_dtype()
     if not dtype.is_floating_point:
         raise RuntimeError(f"{name} expects floating point dtypes, got: {dtype}")
