@@ -513,3 +513,17 @@ def test_non_tensor_arguments_of_windows_and_reexported_functions(call):
         call(torch)  # torch itself fails the last two with an AttributeError
     with pytest.raises(TypeError, match="must be"):
         call(ember)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.linalg.norm(m.ones(2, 3), dim=1, dtype=[1, 2]),
+    lambda m: m.linalg.norm(m.ones(2, 3), dtype=True),
+    lambda m: m.linalg.vector_norm(m.ones(2, 3), dtype=1.5),
+    lambda m: m.linalg.matrix_norm(m.ones(2, 3), dtype="x"),
+])
+def test_norm_dtype_must_be_a_dtype(call):
+    # was: AttributeError ('list' object has no attribute 'is_complex')
+    with pytest.raises(TypeError):
+        call(torch)
+    with pytest.raises(TypeError, match="dtype"):
+        call(ember)

@@ -69,6 +69,12 @@ def _dims(x: Tensor, dim: int | Sequence[int] | None) -> list[int]:
     return out
 
 
+def _check_dtype_arg(op: str, dtype: Any) -> None:
+    if dtype is not None and not isinstance(dtype, _C.dtype):
+        raise TypeError(f"{op}(): argument 'dtype' must be an ember dtype, not "
+                        f"{type(dtype).__name__}")
+
+
 def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = None,
                 keepdim: bool = False, *, dtype: Any = None, out: Tensor | None = None) -> Tensor:
     """The vector ``ord``-norm of ``x`` over ``dim`` (all dims by default): inf and -inf the
@@ -79,6 +85,7 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     >>> ember.linalg.vector_norm(ember.tensor([[3.0, -4.0]]), ord=1, dim=1).tolist()
     [7.0]
     """
+    _check_dtype_arg("linalg.vector_norm", dtype)
     if dtype is not None:
         if isinstance(x, Tensor) and x.is_complex() != dtype.is_complex:
             want = "complex for complex" if x.is_complex() else "real for real"
@@ -123,6 +130,7 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
     >>> ember.linalg.matrix_norm(ember.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1).item()
     6.0
     """
+    _check_dtype_arg("linalg.matrix_norm", dtype)
     if dtype is not None:
         A = A.to(dtype)
     if A.ndim < 2:
