@@ -21,8 +21,15 @@ def _shape(t: Tensor) -> tuple[int, ...]:
 
 
 def _float_of(t: Tensor) -> Tensor:
-    """t itself when floating, else t in the default float dtype (for ops that promote ints)."""
-    return t if t.is_floating_point() else t.to(_C.get_default_dtype())
+    """t itself when floating or complex (a cast would drop the imaginary part), else t in the
+    default float dtype (for ops that promote ints)."""
+    return t if t.is_floating_point() or t.is_complex() else t.to(_C.get_default_dtype())
+
+
+def _float_result_type(input: Tensor, other: Tensor) -> Any:
+    """The promoted dtype of two operands, the default float dtype when it is not floating."""
+    dt = result_type(input, other)
+    return dt if dt.is_floating_point or dt.is_complex else _C.get_default_dtype()
 
 
 def _as_tensor_like(v: Any, like: Tensor) -> Tensor:
@@ -312,7 +319,8 @@ def unravel_index(indices: Tensor | int, shape: int | Sequence[int]) -> tuple[Te
     if indices.numel() and ((indices < -total).any().item() or (indices >= total).any().item()):
         raise ValueError(f"unravel_index: 'indices' must be in range [{-total}, {total - 1}] "
                          f"for shape {tuple(shape)}")
-    flat = _C.where(indices < 0, indices + total, indices).to(_C.int64)
+    indices = indices.to(_C.int64)  # (int16 + total would wrap)
+    flat = _C.where(indices < 0, indices + total, indices)
     out = []
     for s in reversed(shape):
         out.append(flat.remainder(s))
@@ -355,6 +363,10 @@ def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     0.6931
     """
     other = _as_tensor_like(other, input)
+    dt = _float_result_type(input, other)
+    if dt in (_C.float16, _C.bfloat16):  # one rounding at the end, as a fused kernel would
+        return logaddexp(input.to(_C.float32), other.to(_C.float32)).to(dt)
+    input, other = input.to(dt), other.to(dt)
     m = _C.maximum(input, other)
     d = (input - other).abs()
     # equal infinities: d is nan; their sum is the infinity itself (plus log 2 for finite ties)
@@ -369,8 +381,9 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     >>> ember.logaddexp2(ember.tensor(1.0), ember.tensor(1.0)).item()
     2.0
     """
-    return logaddexp(input * math.log(2.0), _as_tensor_like(other, input) * math.log(2.0)) \
-        / math.log(2.0)
+    other = _as_tensor_like(other, input)
+    dt = _float_result_type(input, other)
+    return logaddexp(input.to(dt) * math.log(2.0), other.to(dt) * math.log(2.0)) / math.log(2.0)
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:
@@ -433,8 +446,13 @@ def copysign(input: Tensor, other: Tensor | float) -> Tensor:
     >>> ember.copysign(ember.tensor([1.0, -2.0]), -1.0).tolist()
     [-1.0, -2.0]
     """
-    x = _float_of(input)
+    for v in (input, other):
+        if isinstance(v, Tensor) and v.is_complex():
+            raise NotImplementedError(f"copysign: not implemented for complex tensors, got "
+                                      f"{v.dtype}")
     o = other if isinstance(other, Tensor) else _C.tensor(float(other), device=input.device)
+    x = input.to(_float_result_type(input, o)) if isinstance(other, Tensor) else \
+        _float_of(input)
     neg = signbit(o)
     a = x.abs()
     return _C.where(neg, -a, a)
@@ -447,6 +465,8 @@ def deg2rad(input: Tensor) -> Tensor:
     >>> round(ember.deg2rad(ember.tensor([180.0])).item(), 5)
     3.14159
     """
+    if input.is_complex():  # a cast to float would drop the imaginary part
+        raise RuntimeError(f"deg2rad: not supported for complex tensors, got {input.dtype}")
     return _float_of(input) * (math.pi / 180.0)
 
 
@@ -457,6 +477,8 @@ def rad2deg(input: Tensor) -> Tensor:
     >>> round(ember.rad2deg(ember.tensor([3.141592653589793])).item(), 3)
     180.0
     """
+    if input.is_complex():  # a cast to float would drop the imaginary part
+        raise RuntimeError(f"rad2deg: not supported for complex tensors, got {input.dtype}")
     return _float_of(input) * (180.0 / math.pi)
 
 
@@ -516,10 +538,17 @@ def float_power(input: Tensor | float, exponent: Tensor | float) -> Tensor:
     >>> ember.float_power(ember.tensor([2]), 3).dtype
     ember.float64
     """
+    def is_complex(v: Any) -> bool:
+        return v.is_complex() if isinstance(v, Tensor) else isinstance(v, complex)
+
+    # float64, or complex128 when either operand is complex (the imaginary part is kept)
+    dt = _C.complex128 if is_complex(input) or is_complex(exponent) else _C.float64
+    cast = complex if dt == _C.complex128 else float
     if not isinstance(input, Tensor):
-        return _C.pow(float(input), exponent.to(_C.float64))
-    e = exponent.to(_C.float64) if isinstance(exponent, Tensor) else float(exponent)
-    return input.to(_C.float64).pow(e)
+        base = _C.tensor(cast(input), dtype=dt, device=exponent.device)
+        return base.pow(exponent.to(dt))
+    e = exponent.to(dt) if isinstance(exponent, Tensor) else cast(exponent)
+    return input.to(dt).pow(e)
 
 
 def heaviside(input: Tensor, values: Tensor) -> Tensor:
@@ -543,8 +572,17 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     >>> [round(v, 4) for v in ember.logcumsumexp(ember.tensor([0.0, 0.0]), 0).tolist()]
     [0.0, 0.6931]
     """
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"logcumsumexp(): dim must be an int, got {type(dim).__name__}")
+    nd = max(input.ndim, 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"logcumsumexp: dimension out of range (expected to be in range of "
+                         f"[{-nd}, {nd - 1}], but got {dim})")
+    if input.is_complex():  # (a cast to float would drop the imaginary part)
+        raise NotImplementedError(f"logcumsumexp: not implemented for complex input "
+                                  f"({input.dtype}) yet")
     x = _float_of(input)
-    if x.ndim == 0:
+    if x.ndim == 0 or x.numel() == 0:
         return x.clone()
     m = x.detach().amax(dim, keepdim=True)
     m = _C.where(m.isinf(), _C.zeros_like(m), m)
@@ -575,7 +613,12 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
         raise RuntimeError(f"renorm: non-positive-norm not supported, got p={p}")
     if maxnorm < 0:
         raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
-    d = dim % input.ndim if input.ndim else 0
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"renorm: dim must be an int, got {type(dim).__name__}")
+    if not -input.ndim <= dim < input.ndim:
+        raise IndexError(f"renorm: dimension out of range (expected to be in range of "
+                         f"[{-input.ndim}, {input.ndim - 1}], but got {dim})")
+    d = dim % input.ndim
     others = [i for i in range(input.ndim) if i != d]
     norms = input.norm(p, others, True) if others else input.abs()
     scale = _C.where(norms > maxnorm, maxnorm / (norms + 1e-7), _C.ones_like(norms))
@@ -596,6 +639,7 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
                            f"input with {input.ndim} dimensions")
     x = _float_of(input)
     x = x.reshape(1, -1) if x.ndim < 2 else x
+    real_dt = x.real.dtype if x.is_complex() else x.dtype  # weights and the norm are real
     n = x.shape[1]
     w = None
     if fweights is not None:
@@ -606,7 +650,7 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
                                f"elements, got shape {_shape(fweights)}")
         if (fweights < 0).any().item():
             raise RuntimeError("cov(): fweights cannot be negative")
-        w = fweights.to(x.dtype)
+        w = fweights.to(real_dt)
     if aweights is not None:
         if not aweights.is_floating_point():
             raise RuntimeError("cov(): expected aweights to have floating point dtype")
@@ -615,9 +659,9 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
                                f"elements, got shape {_shape(aweights)}")
         if (aweights < 0).any().item():
             raise RuntimeError("cov(): aweights cannot be negative")
-        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+        w = aweights.to(real_dt) if w is None else w * aweights.to(real_dt)
     if w is None:
-        w_sum = _C.tensor(float(n), dtype=x.dtype, device=x.device)
+        w_sum = _C.tensor(float(n), dtype=real_dt, device=x.device)
         avg = x.mean(1, keepdim=True)
     else:
         w_sum = w.sum()
@@ -629,11 +673,12 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
     elif aweights is None:
         norm = w_sum - correction
     else:
-        norm = w_sum - correction * (w * aweights.to(x.dtype)).sum() / w_sum
+        norm = w_sum - correction * (w * aweights.to(real_dt)).sum() / w_sum
     norm = norm.clamp(min=0)
     xm = x - avg
     xw = xm * w if w is not None else xm
-    c = (xw @ xm.transpose(0, 1)) / norm
+    xt = xm.transpose(0, 1)
+    c = (xw @ (xt.conj() if x.is_complex() else xt)) / norm  # Hermitian for complex inputs
     return c.squeeze() if input.ndim < 2 or x.shape[0] == 1 else c
 
 
@@ -648,8 +693,10 @@ def corrcoef(input: Tensor) -> Tensor:
     if c.ndim == 0:
         return c / c
     d = c.diagonal()
-    sd = d.sqrt()
+    sd = d.real.sqrt() if c.is_complex() else d.sqrt()  # a complex cov's diagonal is real
     c = c / sd.unsqueeze(1) / sd.unsqueeze(0)
+    if c.is_complex():  # both parts clipped to [-1, 1]
+        return _C.complex(c.real.clamp(-1, 1), c.imag.clamp(-1, 1))
     return c.clamp(-1, 1)
 
 
@@ -909,7 +956,7 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False,
         flat = x.reshape(x.shape[0], -1)
     n = flat.shape[0]
     if n == 0:
-        out = input.clone() if dim is None else input.clone()
+        out = x.clone() if dim is None else input.clone()  # flattened when dim is None
         inv = _C.zeros(_shape(input) if dim is None else [0], dtype=_C.int64,
                        device=input.device)
         counts = _C.zeros([0], dtype=_C.int64, device=input.device)
@@ -1022,6 +1069,9 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     >>> ember.put(ember.zeros(2, 2), ember.tensor([0, -1]), ember.tensor([1.0, 2.0])).tolist()
     [[1.0, 0.0], [0.0, 2.0]]
     """
+    for name, v in (("input", input), ("index", index), ("source", source)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"put(): argument '{name}' must be a Tensor, not {type(v).__name__}")
     if index.is_floating_point() or index.dtype == _C.bool:
         raise RuntimeError(f"put_(): Expected a long tensor for index, but got {index.dtype}")
     if index.numel() != source.numel():
@@ -1342,6 +1392,9 @@ def _window(name: str, window_length: int, periodic: bool, dtype: Any, device: A
             window_length < 0:
         raise RuntimeError(f"{name} requires non-negative window length, got "
                            f"window_length={window_length}")
+    if dtype is not None and not isinstance(dtype, _C.dtype):
+        raise TypeError(f"{name}(): argument 'dtype' must be an ember dtype, not "
+                        f"{type(dtype).__name__}")
     dtype = dtype if dtype is not None else _C.get_default_dtype()
     if not dtype.is_floating_point:
         raise RuntimeError(f"{name} expects floating point dtypes, got: {dtype}")
@@ -1467,7 +1520,9 @@ def ldexp(input: Tensor, other: Tensor) -> Tensor:
     >>> ember.ldexp(ember.tensor([1.0, 2.0]), ember.tensor([2, 3])).tolist()
     [4.0, 16.0]
     """
-    x = _float_of(input)
+    if not isinstance(other, Tensor):
+        raise TypeError(f"ldexp(): expected other to be a Tensor, got {type(other).__name__}")
+    x = input.to(_float_result_type(input, other))
     return x * _C.pow(_C.tensor(2.0, dtype=x.dtype, device=x.device), other.to(x.dtype))
 
 
@@ -1706,6 +1761,17 @@ def unsafe_split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int 
     return tuple(input.split(list(split_sizes), dim))
 
 
+def _write_out(result: Tensor, out: Any, op: str) -> Tensor:
+    """result, or result written into ``out`` after the engine's out= checks (dtype, device; a
+    resize to result's shape, which warns when ``out`` had elements), as torch's."""
+    if out is None:
+        return result
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    _C._prepare_out(out, result, op, False)  # any dtype the result casts to, as torch's
+    return out.copy_(result)
+
+
 def polygamma(n: int, input: Tensor, *, out: Any = None) -> Tensor:
     """The n-th derivative of digamma (``ember.special.polygamma``).
 
@@ -1716,7 +1782,7 @@ def polygamma(n: int, input: Tensor, *, out: Any = None) -> Tensor:
     from ember import special
 
     result = special.polygamma(n, input)
-    return result if out is None else out.copy_(result)
+    return _write_out(result, out, "polygamma")
 
 
 def igamma(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
@@ -1724,7 +1790,7 @@ def igamma(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
     from ember import special
 
     result = special.gammainc(input, other)
-    return result if out is None else out.copy_(result)
+    return _write_out(result, out, "igamma")
 
 
 def igammac(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
@@ -1732,7 +1798,7 @@ def igammac(input: Tensor, other: Tensor, *, out: Any = None) -> Tensor:
     from ember import special
 
     result = special.gammaincc(input, other)
-    return result if out is None else out.copy_(result)
+    return _write_out(result, out, "igammac")
 
 
 def _polygamma_method(self: Tensor, n: int) -> Tensor:
@@ -1742,7 +1808,9 @@ def _polygamma_method(self: Tensor, n: int) -> Tensor:
 
 def _polygamma_(self: Tensor, n: int) -> Tensor:
     """In-place ``Tensor.polygamma_(n)``."""
-    return self.copy_(polygamma(n, self))
+    out = polygamma(n, self)
+    _check_inplace_cast("polygamma_", out, self)
+    return self.copy_(out)
 
 
 _TENSOR_ONLY = {
@@ -1804,15 +1872,28 @@ _INPLACE = (
 )
 
 
+def _check_inplace_cast(name: str, out: Tensor, self: Tensor) -> None:
+    """An in-place op writes its result into ``self`` only when the result's dtype casts to
+    self's without losing its kind (no float into an integer, no complex into a real tensor);
+    ``float_power_`` needs the exact float64 / complex128 result dtype, as torch's."""
+    if name == "float_power_" and out.dtype != self.dtype:
+        raise RuntimeError(f"float_power_: the base has dtype {self.dtype} but the result "
+                           f"requires dtype {out.dtype}")
+    if not _C.can_cast(out.dtype, self.dtype):
+        raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired "
+                           f"output type {self.dtype}")
+
+
 def _make_inplace(name: str) -> Any:
+    from ember._argcheck import guard
+
     fn = _FUNCTIONS.get(name)
+    fn = None if fn is None else guard(fn, name + "_")
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         out = fn(self, *args, **kwargs) if fn is not None else getattr(self, name)(*args,
                                                                                     **kwargs)
-        if out.dtype != self.dtype and not self.is_floating_point():
-            raise RuntimeError(f"{name}_: result type {out.dtype} can't be cast to the desired "
-                               f"output type {self.dtype}")
+        _check_inplace_cast(name + "_", out, self)
         return self.copy_(out)
 
     method.__name__ = name + "_"
@@ -1838,19 +1919,54 @@ def _where_with_condition_only(where: Any) -> Any:
     return where_
 
 
+_C_VDOT = _C.vdot
+
+
+def vdot(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """The dot product of two 1-D tensors, conjugating the first (``dot`` for real dtypes).
+
+    >>> import ember
+    >>> ember.vdot(ember.tensor([1 + 2j, 3j]), ember.tensor([2 + 1j, 1 + 0j]))
+    tensor(4.-6.j)
+    """
+    if isinstance(input, Tensor) and input.is_complex():
+        input = _C.conj(input)  # the core kernel is a plain dot product
+    return _C_VDOT(input, other) if out is None else _C_VDOT(input, other, out=out)
+
+
+_C_ADJOINT = _C.adjoint
+
+
+def adjoint(input: Tensor) -> Tensor:
+    """The conjugate transpose of a (batch of) matrices: a view for real dtypes, a conjugated
+    copy for complex ones (ember has no lazy conjugate views).
+
+    >>> import ember
+    >>> ember.adjoint(ember.tensor([[1 + 2j, 3 + 0j]])).tolist()
+    [[(1-2j)], [(3-0j)]]
+    """
+    r = _C_ADJOINT(input)
+    return r.conj() if r.is_complex() else r
+
+
 def install(namespace: dict) -> None:
     """Puts the functions into ``namespace`` (ember's) where missing, and the methods on
     Tensor."""
-    for name, fn in _FUNCTIONS.items():
-        namespace.setdefault(name, fn)
+    from ember._argcheck import guard
+
+    for name, fn in _FUNCTIONS.items():  # non-tensor arguments: a TypeError naming them
+        namespace.setdefault(name, guard(fn, name))
     if not hasattr(namespace.get("where"), "__wrapped__"):
         namespace["where"] = _where_with_condition_only(namespace["where"])
     for name in _METHODS:
         if not hasattr(Tensor, name):
-            setattr(Tensor, name, _FUNCTIONS[name])
+            setattr(Tensor, name, guard(_FUNCTIONS[name], name))
     for name in _INPLACE:
         if not hasattr(Tensor, name + "_") and (name in _FUNCTIONS or hasattr(Tensor, name)):
             setattr(Tensor, name + "_", _make_inplace(name))
+    # conjugate complex inputs (replace the core bindings, which do not)
+    namespace["vdot"] = Tensor.vdot = vdot
+    namespace["adjoint"] = Tensor.adjoint = adjoint
     if not hasattr(Tensor, "fill_diagonal_"):
         Tensor.fill_diagonal_ = fill_diagonal_
     for name, fn in _TENSOR_ONLY.items():

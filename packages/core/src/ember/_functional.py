@@ -106,4 +106,7 @@ def unique(
     return (out, *extra)
 
 
+from ember import _argcheck  # noqa: E402
+
+_argcheck.guard_module(globals())  # non-tensor arguments: a TypeError naming them
 Tensor.unique = unique

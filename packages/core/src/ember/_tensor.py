@@ -152,6 +152,9 @@ def _make_cast(dt: Any):
 
 
 def _type_as(self: Tensor, other: Tensor) -> Tensor:
+    if not isinstance(other, Tensor):
+        raise TypeError(f"type_as(): argument 'other' must be a Tensor, not "
+                        f"{type(other).__name__}")
     return self._to_dtype(other.dtype)
 
 

@@ -527,6 +527,8 @@ def _torch_range(start: float, end: float, step: float = 1, *, dtype: Any = None
             f"range(): upper bound and larger bound inconsistent with step sign "
             f"(start={start}, end={end}, step={step})"
         )
+    if not all(math.isfinite(float(v)) for v in (start, end)):
+        raise RuntimeError(f"range(): unsupported range: {start} -> {end}")
     n = int(math.floor((end - start) / step)) + 1  # in double, as PyTorch (0.3 / 0.1 < 3)
     dtype = _C.get_default_dtype() if dtype is None else dtype
     kw: dict[str, Any] = {"dtype": _C.float64 if dtype.is_floating_point else _C.int64}

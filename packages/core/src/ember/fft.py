@@ -18,6 +18,7 @@ tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -311,11 +312,22 @@ ihfft2 = _two("ihfft2", ihfftn)
 
 
 def _freq_factory(op: str, n: int, d: float, dtype: Any, device: Any, requires_grad: bool,
-                  values: list[float]) -> Tensor:
+                  one_sided: bool) -> Tensor:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"{op}: n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError(f"{op}: n must be non-negative, got {n}")
+    if dtype is not None and not isinstance(dtype, _C.dtype):
+        raise TypeError(f"{op}: dtype must be an ember dtype, got {type(dtype).__name__}")
     if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
         raise RuntimeError(f"{op}: expected a floating point dtype, got {dtype}")
-    out = _C.tensor([v / (n * d) for v in values], dtype=dtype or _C.get_default_dtype(),
-                    device=device)
+    d = float(d)
+    # a zero spacing gives infinite frequencies (and NaN for the zero bin), as in torch
+    scale = 1.0 / (n * d) if n * d != 0 else math.copysign(math.inf, d)
+    i = _C.arange(n // 2 + 1 if one_sided else n, dtype=_C.float64, device=device)
+    if not one_sided:
+        i = _C.where(i < (n + 1) // 2, i, i - n)
+    out = (i * scale).to(dtype or _C.get_default_dtype())
     if requires_grad:
         out.requires_grad_(True)
     return out
@@ -330,10 +342,7 @@ def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
     [0.0, 0.25, -0.5, -0.25]
     """
     del layout, pin_memory
-    if n < 0:
-        raise RuntimeError(f"fftfreq: n must be non-negative, got {n}")
-    values = [float(i if i < (n + 1) // 2 else i - n) for i in range(n)]
-    return _freq_factory("fftfreq", n, d, dtype, device, requires_grad, values)
+    return _freq_factory("fftfreq", n, d, dtype, device, requires_grad, False)
 
 
 def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
@@ -345,10 +354,7 @@ def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
     [0.0, 0.25, 0.5]
     """
     del layout, pin_memory
-    if n < 0:
-        raise RuntimeError(f"rfftfreq: n must be non-negative, got {n}")
-    values = [float(i) for i in range(n // 2 + 1)]
-    return _freq_factory("rfftfreq", n, d, dtype, device, requires_grad, values)
+    return _freq_factory("rfftfreq", n, d, dtype, device, requires_grad, True)
 
 
 def _shift(input: Tensor, dim: int | Sequence[int] | None, inverse: bool, op: str) -> Tensor:
@@ -387,6 +393,8 @@ def ifftshift(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
 
 
 # Functions of this module take part in __torch_function__ (ember.overrides), as torch.fft's.
+from ember import _argcheck  # noqa: E402
 from ember import overrides as _overrides  # noqa: E402
 
+_argcheck.guard_module(globals())  # non-tensor arguments: a TypeError naming them
 _overrides._install_module(globals(), __name__)

@@ -69,6 +69,12 @@ def _dims(x: Tensor, dim: int | Sequence[int] | None) -> list[int]:
     return out
 
 
+def _check_dtype_arg(op: str, dtype: Any) -> None:
+    if dtype is not None and not isinstance(dtype, _C.dtype):
+        raise TypeError(f"{op}(): argument 'dtype' must be an ember dtype, not "
+                        f"{type(dtype).__name__}")
+
+
 def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = None,
                 keepdim: bool = False, *, dtype: Any = None, out: Tensor | None = None) -> Tensor:
     """The vector ``ord``-norm of ``x`` over ``dim`` (all dims by default): inf and -inf the
@@ -79,6 +85,7 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     >>> ember.linalg.vector_norm(ember.tensor([[3.0, -4.0]]), ord=1, dim=1).tolist()
     [7.0]
     """
+    _check_dtype_arg("linalg.vector_norm", dtype)
     if dtype is not None:
         if isinstance(x, Tensor) and x.is_complex() != dtype.is_complex:
             want = "complex for complex" if x.is_complex() else "real for real"
@@ -123,6 +130,7 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
     >>> ember.linalg.matrix_norm(ember.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1).item()
     6.0
     """
+    _check_dtype_arg("linalg.matrix_norm", dtype)
     if dtype is not None:
         A = A.to(dtype)
     if A.ndim < 2:
@@ -193,7 +201,7 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     >>> ember.linalg.vecdot(ember.tensor([1.0, 2.0]), ember.tensor([3.0, 4.0])).item()
     11.0
     """
-    return (x * y).sum(dim)
+    return ((x.conj() if x.is_complex() else x) * y).sum(dim)  # conjugates x, as torch
 
 
 def matmul(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -1452,10 +1460,17 @@ _METHODS = ("inverse", "det", "logdet", "slogdet", "svd", "qr", "pinverse", "mat
 def _install(namespace: dict) -> None:
     """Puts the ``torch.*`` spellings (inverse, det, svd, ...) into ember's namespace where
     missing, and the matching Tensor methods on Tensor."""
-    for name, fn in _TOPLEVEL.items():
-        namespace.setdefault(name, fn)
+    from ember._argcheck import guard
+
+    for name, fn in _TOPLEVEL.items():  # non-tensor arguments: a TypeError naming them
+        namespace.setdefault(name, guard(fn, name))
     for name in _METHODS:
         if not hasattr(Tensor, name):
-            setattr(Tensor, name, _TOPLEVEL[name])
+            setattr(Tensor, name, guard(_TOPLEVEL[name], name))
     # the YAML op's binding is replaced by the wrapper that records gradients for real input
     namespace["ormqr"] = Tensor.ormqr = ormqr
+
+
+from ember import _argcheck  # noqa: E402
+
+_argcheck.guard_module(globals())  # non-tensor arguments: a TypeError naming them

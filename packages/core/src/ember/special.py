@@ -54,7 +54,35 @@ def _tensor(name: str, x: Any) -> Tensor:
     raise TypeError(f"special.{name}(): expected a Tensor, got {type(x).__name__}")
 
 
-def _float(x: Tensor) -> Tensor:
+def _scalar_like(v: Any, like: Tensor) -> Tensor:
+    """A Python number as a tensor shaped like ``like``, in like's dtype when that is floating
+    (a scalar does not promote it), else the default float dtype (2.5 must not truncate)."""
+    dt = like.dtype if like.is_floating_point() else ember.get_default_dtype()
+    return ember.full_like(like, float(v), dtype=dt)
+
+
+def _promoted_floats(name: str, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """x and y in their promoted dtype (0-d tensors weigh less, as in torch), the default
+    float dtype when that is not floating; complex refused."""
+    _float(x, name), _float(y, name)
+    dt = ember.result_type(x, y)
+    if not dt.is_floating_point:
+        dt = ember.get_default_dtype()
+    return x.to(dt), y.to(dt)
+
+
+# the functions here that torch also computes on complex tensors; the others refuse them
+_COMPLEX_OK = ("sinc", "exp2", "expm1", "log1p")
+
+
+def _float(x: Tensor, name: str = "") -> Tensor:
+    """x in a floating dtype (integers promote to the default dtype); complex tensors are refused
+    (a cast would drop the imaginary part) except by the functions of ``_COMPLEX_OK``."""
+    if x.is_complex():
+        if name in _COMPLEX_OK:
+            return x
+        raise NotImplementedError(f"special.{name or 'function'}(): not implemented for complex "
+                                  f"input ({x.dtype})")
     return x if x.is_floating_point() else x.to(ember.get_default_dtype())
 
 
@@ -65,17 +93,17 @@ def expit(input: Tensor) -> Tensor:
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     """``log(p / (1 - p))``, ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
-    return ember.logit(_float(_tensor("logit", input)), eps)
+    return ember.logit(_float(_tensor("logit", input), "logit"), eps)
 
 
 def erf(input: Tensor) -> Tensor:
     """The error function."""
-    return _float(_tensor("erf", input)).erf()
+    return _float(_tensor("erf", input), "erf").erf()
 
 
 def erfc(input: Tensor) -> Tensor:
     """The complementary error function ``1 - erf(x)``."""
-    return ember.erfc(_float(_tensor("erfc", input)))
+    return ember.erfc(_float(_tensor("erfc", input), "erfc"))
 
 
 def erfcx(input: Tensor) -> Tensor:
@@ -87,7 +115,7 @@ def erfcx(input: Tensor) -> Tensor:
     >>> f"{erfcx(ember.tensor(30.0, dtype=ember.float64)).item():.10f}"
     '0.0187958889'
     """
-    x0 = _float(_tensor("erfcx", input))
+    x0 = _float(_tensor("erfcx", input), "erfcx")
     x = x0.to(ember.float64)
     z = x.clamp(min=3.0)
     k = z
@@ -101,7 +129,7 @@ def erfcx(input: Tensor) -> Tensor:
 
 def erfinv(input: Tensor) -> Tensor:
     """The inverse error function on (-1, 1)."""
-    return _float(_tensor("erfinv", input)).erfinv()
+    return _float(_tensor("erfinv", input), "erfinv").erfinv()
 
 
 def gammaln(input: Tensor) -> Tensor:
@@ -111,27 +139,71 @@ def gammaln(input: Tensor) -> Tensor:
     >>> f"{ember.special.gammaln(ember.tensor(5.0, dtype=ember.float64)).item():.8f}"  # log 4!
     '3.17805383'
     """
-    return _special.lgamma(_tensor("gammaln", input))
+    return _special.lgamma(_float(_tensor("gammaln", input), "gammaln"))
 
 
 def digamma(input: Tensor) -> Tensor:
-    """The digamma function ``d/dx log Gamma(x)``; its derivative is trigamma."""
-    return _special.digamma(_tensor("digamma", input))
+    """The digamma function ``d/dx log Gamma(x)``; its derivative is trigamma. At a zero it is
+    the infinity of the side the zero's sign says (``-inf`` at +0.0, ``inf`` at -0.0), as torch.
+
+    >>> import ember
+    >>> ember.special.digamma(ember.tensor([0.0, -0.0])).tolist()
+    [-inf, inf]
+    """
+    x = _float(_tensor("digamma", input), "digamma")
+    r = _special.digamma(x)
+    with ember.no_grad():
+        zero = x.detach() == 0
+    if not bool(zero.any()):
+        return r
+    return ember.where(zero, ember.where(x.detach().signbit(), math.inf, -math.inf).to(r.dtype), r)
 
 
 psi = digamma
 lgamma = gammaln  # the top-level name, ember.lgamma
 
 
+def _gammainc_checked(name: str, input: Tensor, other: Tensor) -> Tensor:
+    """``P(a, x)`` in the promoted float dtype of ``a`` and ``x``, with the edge cases of
+    ``torch.special``: NaN outside the domain (``a < 0``, ``x < 0``, ``a == x == 0``, both
+    infinite), 1 for ``a == 0 < x``, 0 for an infinite ``a`` and finite ``x``."""
+    a, x = _tensor(name, input), _tensor(name, other)
+    if a.is_complex() or x.is_complex():
+        raise NotImplementedError(f"special.{name}(): complex inputs are not supported, got "
+                                  f"{a.dtype} and {x.dtype}")
+    dt = ember.result_type(a, x)
+    if not dt.is_floating_point:
+        dt = ember.get_default_dtype()
+    a, x = a.to(dt), x.to(dt)
+    p = _special.gammainc(a, x)
+    with ember.no_grad():
+        ad, xd = a.detach(), x.detach()
+        nan = (ad < 0) | (xd < 0) | ((ad == 0) & (xd == 0)) | (ad.isinf() & xd.isinf())
+        one = (ad == 0) & (xd > 0)
+        zero = ad.isinf() & xd.isfinite()
+    p = ember.where(one, 1.0, ember.where(zero, 0.0, p))
+    return ember.where(nan, float("nan"), p)
+
+
 def gammainc(input: Tensor, other: Tensor) -> Tensor:
-    """The regularized lower incomplete gamma function ``P(a, x)`` (``input`` is ``a``)."""
-    a, x = _tensor("gammainc", input), _tensor("gammainc", other)
-    return _special.gammainc(a, x)
+    """The regularized lower incomplete gamma function ``P(a, x)`` (``input`` is ``a``), in the
+    promoted floating dtype of both; NaN where ``a < 0`` or ``x < 0``.
+
+    >>> import ember
+    >>> f"{ember.special.gammainc(ember.tensor(1.0), ember.tensor(1.0)).item():.4f}"
+    '0.6321'
+    """
+    return _gammainc_checked("gammainc", input, other)
 
 
 def gammaincc(input: Tensor, other: Tensor) -> Tensor:
-    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``."""
-    return 1 - gammainc(input, other)
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``.
+
+    >>> import ember
+    >>> f"{ember.special.gammaincc(ember.tensor(1.0), ember.tensor(1.0)).item():.4f}"
+    '0.3679'
+    """
+    return 1 - _gammainc_checked("gammaincc", input, other)
 
 
 def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:
@@ -143,9 +215,9 @@ def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:
     """
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("xlogy(): expected at least one Tensor argument")
-    y = other if isinstance(other, Tensor) else ember.full_like(input, float(other))
-    x = input if isinstance(input, Tensor) else ember.full_like(y, float(input))
-    x, y = _float(x), _float(y)
+    y = other if isinstance(other, Tensor) else _scalar_like(other, input)
+    x = input if isinstance(input, Tensor) else _scalar_like(input, y)
+    x, y = _promoted_floats("xlogy", x, y)
     out = _special.xlogy(x, y)
     return ember.where(ember.isnan(y), y, out)
 
@@ -154,9 +226,9 @@ def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:
     """``x * log1p(y)``, 0 where ``x == 0`` (NaN where ``y`` is NaN)."""
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("xlog1py(): expected at least one Tensor argument")
-    y = other if isinstance(other, Tensor) else ember.full_like(input, float(other))
-    x = input if isinstance(input, Tensor) else ember.full_like(y, float(input))
-    x, y = _float(x), _float(y)
+    y = other if isinstance(other, Tensor) else _scalar_like(other, input)
+    x = input if isinstance(input, Tensor) else _scalar_like(input, y)
+    x, y = _promoted_floats("xlog1py", x, y)
     zero = x == 0
     safe = ember.where(zero, ember.zeros_like(y), y)
     out = ember.where(zero, ember.zeros_like(x * y), x * safe.log1p())
@@ -165,7 +237,7 @@ def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:
 
 def entr(input: Tensor) -> Tensor:
     """The elementwise entropy ``-x log x``: 0 at 0, ``-inf`` for ``x < 0``."""
-    x = _float(_tensor("entr", input))
+    x = _float(_tensor("entr", input), "entr")
     pos = x > 0
     safe = ember.where(pos, x, ember.ones_like(x))
     out = ember.where(pos, -x * safe.log(), ember.zeros_like(x))
@@ -188,14 +260,14 @@ def _log_ndtr_tail(x: Tensor) -> Tensor:
 def ndtr(input: Tensor) -> Tensor:
     """The standard normal CDF ``(1 + erf(x / sqrt 2)) / 2`` (from the tail's continued fraction
     below -5, where the sum would cancel)."""
-    x = _float(_tensor("ndtr", input))
+    x = _float(_tensor("ndtr", input), "ndtr")
     direct = 0.5 * (1 + (x / _SQRT2).erf())
     return ember.where(x < -5, _log_ndtr_tail(x).exp(), direct)
 
 
 def ndtri(input: Tensor) -> Tensor:
     """The inverse of :func:`ndtr` on (0, 1) (``-inf`` at 0, ``inf`` at 1)."""
-    p = _float(_tensor("ndtri", input))
+    p = _float(_tensor("ndtri", input), "ndtri")
     return _SQRT2 * (2 * p - 1).erfinv()
 
 
@@ -206,18 +278,19 @@ def log_ndtr(input: Tensor) -> Tensor:
     >>> f"{ember.special.log_ndtr(ember.tensor(-20.0, dtype=ember.float64)).item():.4f}"
     '-203.9172'
     """
-    x = _float(_tensor("log_ndtr", input))
+    x = _float(_tensor("log_ndtr", input), "log_ndtr")
     t = x * (1 / _SQRT2)
     # left of -1: log(erfc(-t) / 2) (erfc is accurate in its tail); from -1 on:
     # log1p(-erfc(t) / 2), which keeps the tiny negative values log(Phi(x)) rounds to 0
     left = (0.5 * ember.erfc(-ember.where(x < -1, t, ember.full_like(t, -1.0)))).log()
     right = ember.log1p(-0.5 * ember.erfc(ember.where(x >= -1, t, ember.zeros_like(t))))
-    return ember.where(x < -5, _log_ndtr_tail(x), ember.where(x < -1, left, right))
+    out = ember.where(x < -5, _log_ndtr_tail(x), ember.where(x < -1, left, right))
+    return ember.where(x.isnan(), x, out).to(x.dtype)  # NaN stays NaN
 
 
 def sinc(input: Tensor) -> Tensor:
     """The normalized sinc ``sin(pi x) / (pi x)``, 1 at 0."""
-    x = _float(_tensor("sinc", input))
+    x = _float(_tensor("sinc", input), "sinc")
     zero = x == 0
     safe = ember.where(zero, ember.ones_like(x), x) * math.pi
     return ember.where(zero, ember.ones_like(x), safe.sin() / safe)
@@ -225,17 +298,17 @@ def sinc(input: Tensor) -> Tensor:
 
 def exp2(input: Tensor) -> Tensor:
     """``2 ** x``."""
-    return (_float(_tensor("exp2", input)) * math.log(2.0)).exp()
+    return (_float(_tensor("exp2", input), "exp2") * math.log(2.0)).exp()
 
 
 def expm1(input: Tensor) -> Tensor:
     """``exp(x) - 1``, accurate near 0."""
-    return _float(_tensor("expm1", input)).expm1()
+    return _float(_tensor("expm1", input), "expm1").expm1()
 
 
 def log1p(input: Tensor) -> Tensor:
     """``log(1 + x)``, accurate near 0."""
-    return _float(_tensor("log1p", input)).log1p()
+    return _float(_tensor("log1p", input), "log1p").log1p()
 
 
 def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
@@ -293,7 +366,7 @@ def _bessel_asymptotic(ax: Tensor, nu: int) -> Tensor:
 
 def _bessel_scaled(name: str, input: Tensor, nu: int) -> Tensor:
     """e^-|x| I_nu(x), in input's floating dtype (the default dtype for integers)."""
-    x = _float(_tensor(name, input))
+    x = _float(_tensor(name, input), name)
     x64 = x.to(ember.float64)
     ax = x64.abs()
     small = ax <= _BESSEL_SWITCH
@@ -327,14 +400,14 @@ def i0(input: Tensor) -> Tensor:
     >>> f"{ember.special.i0(ember.tensor(1.0)).item():.5f}"
     '1.26607'
     """
-    x = _float(_tensor("i0", input))
+    x = _float(_tensor("i0", input), "i0")
     return (_bessel_scaled("i0", x.to(ember.float64), 0) * x.to(ember.float64).abs().exp()) \
         .to(x.dtype)
 
 
 def i1(input: Tensor) -> Tensor:
     """The modified Bessel function of the first kind of order 1."""
-    x = _float(_tensor("i1", input))
+    x = _float(_tensor("i1", input), "i1")
     return (_bessel_scaled("i1", x.to(ember.float64), 1) * x.to(ember.float64).abs().exp()) \
         .to(x.dtype)
 
@@ -348,7 +421,7 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
     >>> f"{ember.special.multigammaln(ember.tensor(2.5), 2).item():.6f}"
     '0.857048'
     """
-    x = _float(_tensor("multigammaln", input))
+    x = _float(_tensor("multigammaln", input), "multigammaln")
     if not isinstance(p, int) or p < 1:
         raise RuntimeError(f"multigammaln: p has to be greater than or equal to 1, got {p}")
     if bool((x <= (p - 1) / 2).any()):
@@ -376,6 +449,9 @@ def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
     """
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("special.zeta(): expected at least one Tensor argument")
+    for v in (input, other):
+        if isinstance(v, Tensor):
+            _float(v, "zeta")  # refuses complex tensors
     ref = input if isinstance(input, Tensor) else other
     dtype = ref.dtype if ref.is_floating_point() else ember.get_default_dtype()
     if isinstance(input, Tensor) and isinstance(other, Tensor):
@@ -429,7 +505,7 @@ def polygamma(n: int, input: Tensor) -> Tensor:
         raise TypeError(f"polygamma(): n must be an int, got {type(n).__name__}")
     if n < 0:
         raise RuntimeError(f"polygamma(n, x) does not support negative n, got n = {n}")
-    x = _float(_tensor("polygamma", input))
+    x = _float(_tensor("polygamma", input), "polygamma")
     if n == 0:
         return digamma(x)
     sign = 1.0 if n % 2 == 1 else -1.0
@@ -605,6 +681,8 @@ legendre_polynomial_p = _poly("legendre_polynomial_p", _poly_doc(
 
 
 # Functions of this module take part in __torch_function__ (ember.overrides), as torch.special's.
+from ember import _argcheck  # noqa: E402
 from ember import overrides as _overrides  # noqa: E402
 
+_argcheck.guard_module(globals())  # non-tensor arguments: a TypeError naming them
 _overrides._install_module(globals(), __name__)

@@ -261,8 +261,11 @@ def gammainc(a: Tensor, x: Tensor) -> Tensor:
     >>> round(gammainc(ember.tensor([1.0], dtype=ember.float64), ember.tensor([1.0], dtype=ember.float64)).item(), 8)
     0.63212056
     """
-    a, x = ember.broadcast_tensors(_as_float(a), _as_float(x))
-    return _Gammainc.apply(a, x)
+    a, x = _as_float(a), _as_float(x)
+    # expand each on its own: broadcast_tensors' outputs all require grad when one input does,
+    # and a constant ``a`` would then refuse the backward in x
+    shape = ember.broadcast_shapes(tuple(a.shape), tuple(x.shape))
+    return _Gammainc.apply(a.expand(shape), x.expand(shape))
 
 
 # ----------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import warnings
 from typing import Any, Sequence
 
 import ember
-from ember import Tensor
+from ember import Tensor, _argcheck
 from ember.sparse import SparseTensor as _SparseTensor
 
 __all__ = [
@@ -137,11 +137,13 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> relu(ember.tensor([-1.0, 2.0])).tolist()
     [0.0, 2.0]
     """
+    _require_tensors("relu", input=input)
     return input.relu_() if inplace else input.relu()
 
 
 def relu_(input: Tensor) -> Tensor:
     """In-place :func:`relu`."""
+    _require_tensors("relu_", input=input)
     return input.relu_()
 
 
@@ -152,6 +154,7 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     >>> relu6(ember.tensor([-1.0, 7.0])).tolist()
     [0.0, 6.0]
     """
+    _require_tensors("relu6", input=input)
     return input.relu6_() if inplace else _C.relu6(input)  # relu6_: hardtanh's kernel into input
 
 
@@ -162,6 +165,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     >>> leaky_relu(ember.tensor([-2.0, 2.0]), 0.5).tolist()
     [-1.0, 2.0]
     """
+    _require_tensors("leaky_relu", input=input)
     if inplace:  # one kernel writing into input; its backward reads the result
         return input.leaky_relu_(negative_slope)
     return _C.leaky_relu(input, negative_slope)
@@ -176,6 +180,7 @@ def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     >>> leaky_relu_(x, 0.5) is x, x.tolist()
     (True, [-1.0, 2.0])
     """
+    _require_tensors("leaky_relu_", input=input)
     return input.leaky_relu_(negative_slope)
 
 
@@ -186,6 +191,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     >>> prelu(ember.tensor([-2.0, 2.0]), ember.tensor([0.25])).tolist()
     [-0.5, 2.0]
     """
+    _require_tensors("prelu", input=input, weight=weight)
     n = weight.numel()
     if weight.ndim > 1:
         raise RuntimeError(f"prelu: weight must be 0-D or 1-D, got shape {_shape(weight)}")
@@ -210,6 +216,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     >>> elu(ember.tensor([0.0, 1.0])).tolist()
     [0.0, 1.0]
     """
+    _require_tensors("elu", input=input)
     return input.elu_(alpha) if inplace else _C.elu(input, alpha)
 
 
@@ -222,6 +229,7 @@ def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
     >>> elu_(x) is x, x.tolist()
     (True, [0.0, 1.0])
     """
+    _require_tensors("elu_", input=input)
     return input.elu_(alpha)
 
 
@@ -232,11 +240,13 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> round(selu(ember.tensor([1.0])).item(), 4)
     1.0507
     """
+    _require_tensors("selu", input=input)
     return input.selu_() if inplace else _C.selu(input)
 
 
 def selu_(input: Tensor) -> Tensor:
     """In-place :func:`selu`."""
+    _require_tensors("selu_", input=input)
     return input.selu_()
 
 
@@ -249,6 +259,7 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0 (it divides the input)")
+    _require_tensors("celu", input=input)
     return input.celu_(alpha) if inplace else _C.celu(input, alpha)
 
 
@@ -276,6 +287,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> silu(ember.tensor([0.0])).tolist()
     [0.0]
     """
+    _require_tensors("silu", input=input)
     return input.silu_() if inplace else _C.silu(input)
 
 
@@ -286,6 +298,7 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
     >>> mish(ember.tensor([0.0])).tolist()
     [0.0]
     """
+    _require_tensors("mish", input=input)
     return input.mish_() if inplace else _C.mish(input)
 
 
@@ -320,6 +333,7 @@ def hardtanh(
     """
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
+    _require_tensors("hardtanh", input=input)
     return input.hardtanh_(min_val, max_val) if inplace else _C.hardtanh(input, min_val, max_val)
 
 
@@ -335,6 +349,7 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     >>> hardsigmoid(ember.tensor([0.0])).tolist()
     [0.5]
     """
+    _require_tensors("hardsigmoid", input=input)
     return input.hardsigmoid_() if inplace else _C.hardsigmoid(input)
 
 
@@ -345,6 +360,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     >>> hardswish(ember.tensor([3.0])).tolist()
     [3.0]
     """
+    _require_tensors("hardswish", input=input)
     return input.hardswish_() if inplace else _C.hardswish(input)
 
 
@@ -365,6 +381,9 @@ def softsign(input: Tensor) -> Tensor:
     >>> softsign(ember.tensor([1.0])).tolist()
     [0.5]
     """
+    _require_tensors("softsign", input=input)
+    if not (input.is_floating_point() or input.is_complex()):  # integers promote, as in torch
+        input = input.to(ember.get_default_dtype())
     return _C.softsign(input)
 
 
@@ -385,6 +404,7 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     >>> threshold(ember.tensor([0.5, 2.0]), 1.0, -1.0).tolist()
     [-1.0, 2.0]
     """
+    _require_tensors("threshold", input=input)
     return input.threshold_(threshold, value) if inplace else _C.threshold(input, threshold, value)
 
 
@@ -540,6 +560,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     >>> glu(ember.tensor([2.0, 0.0])).tolist()
     [1.0]
     """
+    _require_tensors("glu", input=input)
     if input.ndim == 0:
         raise RuntimeError("glu: does not support 0-D (scalar) input")
     n = input.shape[dim]
@@ -1092,9 +1113,10 @@ def _fractional_max_pool(nd: int, input: Tensor, kernel_size: Any, output_size: 
             else list(output_ratio)
         if len(ratios) == 1:
             ratios = ratios * nd
-        if len(ratios) != nd or not all(isinstance(r, (int, float)) for r in ratios):
-            raise ValueError(f"{op}: output_ratio must be a number or a tuple of {nd} numbers, "
-                             f"got {output_ratio!r}")
+        if len(ratios) != nd or not all(isinstance(r, (int, float)) and 0 < r <= 1
+                                        for r in ratios):
+            raise ValueError(f"{op}: output_ratio must be a number or a tuple of {nd} numbers "
+                             f"in (0, 1], got {output_ratio!r}")
         spatial = _shape(input)[-nd:]
         size = [int(spatial[i] * float(ratios[i])) for i in range(nd)]
     else:
@@ -1949,6 +1971,7 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     >>> pdist(ember.tensor([[0.0, 0.0], [3.0, 4.0]])).tolist()
     [5.0]
     """
+    _require_tensors("pdist", input=input)
     if input.ndim != 2:
         raise RuntimeError(f"pdist: expected 2-D input, got shape {_shape(input)}")
     n = input.shape[0]
@@ -1982,6 +2005,20 @@ def _reduce(op: str, loss: Tensor, reduction: str) -> Tensor:
     if reduction == "sum":
         return loss.sum()
     raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction (none|mean|sum)")
+
+
+def _weighted_mean_loss(op: str, input: Tensor, loss: Tensor, weight: Tensor,
+                        reduction: str) -> Tensor:
+    """``loss * weight`` reduced as torch's weighted ``mse_loss`` / ``l1_loss``: 'mean' is the
+    weighted mean ``sum(weight * loss) / sum(weight)``; weight has input's shape."""
+    _require_tensors(op, weight=weight)
+    if _shape(weight) != _shape(input):
+        raise ValueError(f"{op}: weight of shape {_shape(weight)} must have the input's shape "
+                         f"{_shape(input)}")
+    weighted = loss * weight
+    if reduction == "mean":
+        return weighted.sum() / weight.sum()
+    return _reduce(op, weighted, reduction)
 
 
 def _check_reduction(op: str, reduction: str, extra: tuple[str, ...] = ()) -> None:
@@ -2074,7 +2111,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     _check_reduction("mse_loss", reduction)
     _check_same_size("mse_loss", input, target)
     if weight is not None:
-        return _reduce("mse_loss", (input - target).pow(2) * weight, reduction)
+        return _weighted_mean_loss("mse_loss", input, (input - target).pow(2), weight, reduction)
     return _C.mse_loss(input, target, reduction)
 
 
@@ -2090,7 +2127,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     _check_reduction("l1_loss", reduction)
     _check_same_size("l1_loss", input, target)
     if weight is not None:
-        return _reduce("l1_loss", (input - target).abs() * weight, reduction)
+        return _weighted_mean_loss("l1_loss", input, (input - target).abs(), weight, reduction)
     return _C.l1_loss(input, target, reduction)
 
 
@@ -2502,6 +2539,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
     0.6931
     """
     _check_reduction("ctc_loss", reduction)
+    _require_tensors("ctc_loss", log_probs=log_probs, targets=targets)
     batched = log_probs.ndim == 3
     if log_probs.ndim not in (2, 3):
         raise RuntimeError(
@@ -2590,6 +2628,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     >>> scaled_dot_product_attention(q, q, q).shape
     ember.Size([1, 2, 4])
     """
+    _require_tensors("scaled_dot_product_attention", query=query, key=key, value=value)
     if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
         raise RuntimeError(
             f"scaled_dot_product_attention: query {_shape(query)}, key {_shape(key)} and value "
@@ -2683,5 +2722,7 @@ from ember.nn._sampling import (  # noqa: E402  (composites over the ops above)
     max_unpool3d,
 )
 
+# A non-tensor argument gives a TypeError naming it (not an AttributeError from inside).
+_argcheck.guard_module(globals())
 # Every public function here takes part in __torch_function__ (ember.overrides).
 ember.overrides._install_module(globals(), __name__)
