@@ -1919,21 +1919,6 @@ def _where_with_condition_only(where: Any) -> Any:
     return where_
 
 
-_C_VDOT = _C.vdot
-
-
-def vdot(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:
-    """The dot product of two 1-D tensors, conjugating the first (``dot`` for real dtypes).
-
-    >>> import ember
-    >>> ember.vdot(ember.tensor([1 + 2j, 3j]), ember.tensor([2 + 1j, 1 + 0j]))
-    tensor(4.-6.j)
-    """
-    if isinstance(input, Tensor) and input.is_complex():
-        input = _C.conj(input)  # the core kernel is a plain dot product
-    return _C_VDOT(input, other) if out is None else _C_VDOT(input, other, out=out)
-
-
 _C_ADJOINT = _C.adjoint
 
 
@@ -1964,8 +1949,7 @@ def install(namespace: dict) -> None:
     for name in _INPLACE:
         if not hasattr(Tensor, name + "_") and (name in _FUNCTIONS or hasattr(Tensor, name)):
             setattr(Tensor, name + "_", _make_inplace(name))
-    # conjugate complex inputs (replace the core bindings, which do not)
-    namespace["vdot"] = Tensor.vdot = vdot
+    # conjugate complex inputs (replace the core binding, which does not)
     namespace["adjoint"] = Tensor.adjoint = adjoint
     if not hasattr(Tensor, "fill_diagonal_"):
         Tensor.fill_diagonal_ = fill_diagonal_
