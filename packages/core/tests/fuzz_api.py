@@ -88,23 +88,6 @@ class Param:
         return f"Param({self.name}, {self.annot!r}, {self.default!r}, {self.kind})"
 
 
-def _split_top(s: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        parts.append(cur.strip())
-    return parts
-
-
 def params_of(fn, is_method: bool) -> list[Param] | None:
     """The parameters of `fn` (self dropped for methods), None when they cannot be found."""
     try:
@@ -127,6 +110,8 @@ def params_of(fn, is_method: bool) -> list[Param] | None:
     m = re.search(rf"^(?:\d+\. )?{re.escape(name)}\((.*)\) ->", doc, re.M)
     if not m:
         return None
+    from ember.library import _split_top  # the schema splitter custom ops use
+
     kwonly = False
     for part in _split_top(m.group(1)):
         if part == "*":

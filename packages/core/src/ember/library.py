@@ -101,11 +101,12 @@ class _Schema:
 
 
 def _split_top(text: str) -> list[str]:
+    """text split at the commas outside brackets (a schema's or a signature's arguments)."""
     out, depth, cur = [], 0, ""
     for ch in text:
-        if ch in "([":
+        if ch in "([{":
             depth += 1
-        elif ch in ")]":
+        elif ch in ")]}":
             depth -= 1
         if ch == "," and depth == 0:
             out.append(cur.strip())
