@@ -527,3 +527,59 @@ def test_norm_dtype_must_be_a_dtype(call):
         call(torch)
     with pytest.raises(TypeError, match="dtype"):
         call(ember)
+
+
+# ---- nan/inf edge values left by the s11 fuzzing (s12) -------------------------------------------
+EDGES = [NAN, INF, -INF, -4.0, -3.0, -0.5, 0.3, 0.5, 1.0, 3.0, 5.0]
+
+
+@pytest.mark.parametrize("lambd", [0.5, 0.0, 2.0])
+def test_hardshrink_keeps_nan(lambd):
+    # was: hardshrink(nan) = 0 (|nan| > lambd is false); torch passes NaN through
+    _same(F.hardshrink(ember.tensor(EDGES), lambd), TF.hardshrink(torch.tensor(EDGES), lambd))
+    _same(ember.tensor(EDGES).hardshrink(lambd), torch.tensor(EDGES).hardshrink(lambd))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_hardswish_of_minus_inf_is_nan(dtype):
+    # was: 0 for -inf (torch: -inf * 0 = NaN) and +0 below -3 (torch: -0); 40 values for the
+    # vectorized float32 loop as well as its tail
+    e = F.hardswish(ember.tensor(EDGES * 4, dtype=getattr(ember, dtype)))
+    t = TF.hardswish(torch.tensor(EDGES * 4, dtype=getattr(torch, dtype)))
+    _same(e, t)
+    assert [math.copysign(1, v) for v in e.tolist() if v == 0] == \
+        [math.copysign(1, v) for v in t.tolist() if v == 0]
+
+
+@pytest.mark.parametrize("eps", [1.0, 0.6, 0.5, 0.2, 1.5, None])
+def test_logit_with_crossed_eps_bounds(eps):
+    # was: eps > 0.5 clamped everything to 1 - eps; torch takes eps below eps, 1 - eps otherwise
+    p = [0.0, 0.3, 1.0, NAN, -1.0, 0.8, 0.5]
+    _same(ember.logit(ember.tensor(p), eps=eps), torch.logit(torch.tensor(p), eps=eps))
+    _same(ember.special.logit(ember.tensor(p), eps=eps),
+          torch.special.logit(torch.tensor(p), eps=eps))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.histogramdd(m.ones(3, 2), bins=[2, 2], weight=[1.0, 2.0, 3.0]),
+    lambda m: m.zeros(3).index_reduce_((1,), m.tensor([0]), m.tensor([1.0]), "prod"),
+    lambda m: m.zeros(3).index_reduce_(True, m.tensor([0]), m.tensor([1.0]), "prod"),
+    lambda m: m.zeros(3).index_reduce_(0, [0], m.tensor([1.0]), "prod"),
+    lambda m: m.zeros(3).index_reduce_(0, m.tensor([0]), [1.0], "prod"),
+    lambda m: m.zeros(3).index_reduce_(0, m.tensor([0]), m.tensor([1.0]), 3),
+    lambda m: m.index_reduce([0.0], 0, m.tensor([0]), m.tensor([1.0]), "prod"),
+])
+def test_histogramdd_and_index_reduce_reject_non_tensors(call):
+    # was: AttributeError ('list' object has no attribute 'shape' / 'dim') or a comparison error
+    with pytest.raises(TypeError):
+        call(torch)
+    with pytest.raises(TypeError, match="must be"):
+        call(ember)
+
+
+def test_index_reduce_takes_a_numpy_int_dim():
+    np = pytest.importorskip("numpy")
+    src = [[2.0, 3.0], [4.0, 5.0]]
+    e = ember.ones(3, 2).index_reduce_(np.int64(0), ember.tensor([0, 0]), ember.tensor(src), "amax")
+    t = torch.ones(3, 2).index_reduce_(np.int64(0), torch.tensor([0, 0]), torch.tensor(src), "amax")
+    _same(e, t)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from typing import Any, Sequence
 
 from ember import _C
@@ -1180,6 +1181,14 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce:
     [[8.0, 15.0], [1.0, 1.0], [1.0, 1.0]]
     """
     op = "index_reduce_()"
+    for name, value, kind in (("input", input, Tensor), ("dim", dim, numbers.Integral),
+                              ("index", index, Tensor), ("source", source, Tensor),
+                              ("reduce", reduce, str)):
+        if not isinstance(value, kind) or (name == "dim" and isinstance(value, bool)):
+            expected = "int" if name == "dim" else kind.__name__
+            raise TypeError(f"{op}: argument '{name}' must be {expected}, not "
+                            f"{type(value).__name__}")
+    dim = int(dim)
     if reduce not in _INDEX_REDUCTIONS:
         raise RuntimeError(f"{op}: expected reduce to be one of prod, mean, amax or amin, got "
                            f"{reduce!r}")

@@ -284,6 +284,9 @@ def histogramdd(input: Tensor, bins: Any, *, range: Sequence[float] | None = Non
         if range is not None:
             rng = _C.tensor([float(v) for v in range], dtype=_C.float64)
     if weight is not None:
+        if not isinstance(weight, Tensor):
+            raise TypeError(f"histogramdd(): argument 'weight' must be Tensor, not "
+                            f"{type(weight).__name__}")
         if list(weight.shape) != list(input.shape[:-1]):  # torch's message (shapes as lists)
             raise RuntimeError(f"torch.histogramdd: if weight tensor is provided it should have "
                                f"the same shape as the input tensor excluding its innermost "

@@ -294,7 +294,14 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     [0.0, 1.0986]
     """
     _need_tensor("logit", input)
-    p = input if eps is None else input.clamp(eps, 1.0 - eps)
+    if eps is None:
+        p = input
+    elif eps > 0.5:
+        # the bounds cross: below eps -> eps, otherwise (above 1 - eps) -> 1 - eps, NaN kept,
+        # as torch's ``x < lo ? lo : (x > hi ? hi : x)`` (clamp would make everything 1 - eps)
+        p = input.clamp(min=eps).where(input < eps, input.clamp(max=1.0 - eps))
+    else:
+        p = input.clamp(eps, 1.0 - eps)
     return (p / (1 - p)).log()
 
 

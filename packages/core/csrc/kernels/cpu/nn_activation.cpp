@@ -695,7 +695,10 @@ Tensor hardswish(const Tensor& self, const Tensor& out) {
       "hardswish", self, out,
       [](auto tag) {
         using A = decltype(tag);
-        return [](A x) -> A { return x <= A(-3) ? A(0) : (x >= A(3) ? x : x * (x + A(3)) / A(6)); };
+        // x * 0 below -3: -0 as torch, and NaN for -inf (torch's x * clamp(x + 3, 0, 6) / 6)
+        return [](A x) -> A {
+          return x <= A(-3) ? x * A(0) : (x >= A(3) ? x : x * (x + A(3)) / A(6));
+        };
       },
       [](const float* x, float* y, int64_t n) { nn::vec::hardswish(x, y, n); });
 }

@@ -442,7 +442,8 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     >>> hardshrink(ember.tensor([1.0, 0.2])).tolist()
     [1.0, 0.0]
     """
-    return ember.where(input.abs() > lambd, input, ember.zeros_like(input))
+    # zero exactly inside [-lambd, lambd], so NaN passes through as in torch
+    return ember.where(input.abs() <= lambd, ember.zeros_like(input), input)
 
 
 def _softmax_dim(name: str, ndim: int) -> int:
