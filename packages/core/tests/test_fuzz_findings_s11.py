@@ -583,3 +583,12 @@ def test_index_reduce_takes_a_numpy_int_dim():
     e = ember.ones(3, 2).index_reduce_(np.int64(0), ember.tensor([0, 0]), ember.tensor(src), "amax")
     t = torch.ones(3, 2).index_reduce_(np.int64(0), torch.tensor([0, 0]), torch.tensor(src), "amax")
     _same(e, t)
+
+
+@pytest.mark.parametrize("lambd", [0.5, 0.0, 2.0])
+def test_softshrink_keeps_nan_and_signed_zero(lambd):
+    # was: softshrink(nan) = 0; torch passes NaN through (and gives -0 inside the band below 0)
+    e, t = F.softshrink(ember.tensor(EDGES), lambd), TF.softshrink(torch.tensor(EDGES), lambd)
+    _same(e, t)
+    assert [math.copysign(1, v) for v in e.tolist() if v == 0] == \
+        [math.copysign(1, v) for v in t.tolist() if v == 0]

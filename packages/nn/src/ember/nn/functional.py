@@ -431,8 +431,10 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
-    zero = ember.zeros_like(input)
-    return ember.where(input > lambd, input - lambd, ember.where(input < -lambd, input + lambd, zero))
+    # x * 0 inside the band: a signed zero, and NaN passes through as in torch
+    inside = input * 0
+    return ember.where(input > lambd, input - lambd,
+                       ember.where(input < -lambd, input + lambd, inside))
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
