@@ -592,3 +592,14 @@ def test_softshrink_keeps_nan_and_signed_zero(lambd):
     _same(e, t)
     assert [math.copysign(1, v) for v in e.tolist() if v == 0] == \
         [math.copysign(1, v) for v in t.tolist() if v == 0]
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("ifftn", {"s": 2, "dim": 0}), ("fftn", {"s": 2}), ("rfftn", {"s": 4, "dim": 0}),
+    ("irfftn", {"s": 4}), ("hfftn", {"s": 4}), ("fft2", {"s": None, "dim": (0, 1)}),
+])
+def test_fftn_takes_one_int_size(name, kwargs):
+    # was: TypeError 'int' object is not iterable for s=<int>; torch takes it as one size
+    x = [[1.0, 2.0, -1.0], [0.5, 0.0, 3.0], [2.0, 1.0, 1.0], [-1.0, 0.25, 4.0]]
+    _same(getattr(ember.fft, name)(ember.tensor(x), **kwargs),
+          getattr(torch.fft, name)(torch.tensor(x), **kwargs), atol=1e-5)

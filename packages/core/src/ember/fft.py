@@ -89,14 +89,14 @@ def _resize(x: Tensor, dims: Sequence[int], sizes: Sequence[int]) -> Tensor:
     return x
 
 
-def _dims_and_sizes(x: Tensor, s: Sequence[int] | None, dim: int | Sequence[int] | None, op: str,
+def _dims_and_sizes(x: Tensor, s: int | Sequence[int] | None, dim: int | Sequence[int] | None, op: str,
                     default_all: bool = True) -> tuple[list[int], list[int] | None]:
     """torch.fft's rules for (s, dim): s alone transforms the last len(s) dims; dim alone (or
     neither) gives the sizes of x; both must have the same length."""
     if isinstance(dim, int):
         dim = [dim]
     if s is not None:
-        s = [int(v) for v in s]
+        s = [int(s)] if isinstance(s, int) else [int(v) for v in s]  # one int: one size (torch)
         if dim is None:
             if len(s) > x.ndim:
                 raise RuntimeError(f"{op}: Got shape with {len(s)} values but input tensor only "
