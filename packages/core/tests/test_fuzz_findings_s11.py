@@ -603,3 +603,69 @@ def test_fftn_takes_one_int_size(name, kwargs):
     x = [[1.0, 2.0, -1.0], [0.5, 0.0, 3.0], [2.0, 1.0, 1.0], [-1.0, 0.25, 4.0]]
     _same(getattr(ember.fft, name)(ember.tensor(x), **kwargs),
           getattr(torch.fft, name)(torch.tensor(x), **kwargs), atol=1e-5)
+
+
+# ---- C++ kernels: pow's tiny / huge float32 exponent, lerp's |weight|, from_numpy, empty views ---
+POW_X = [0.0, -1.0, 2.0, NAN, INF, -INF, -0.0, 3.0, 0.5, -2.5]
+
+
+@pytest.mark.parametrize("exponent", [1e-300, 1e-46, 1e-10, 1e300, -1e300, -1e-300, 2.0, 0.5])
+def test_pow_float32_with_an_exponent_float32_cannot_hold(exponent):
+    # was: 1e-300 rounded to 0 in float32 (every power 1) and 1e300 rejected as an overflow;
+    # torch raises float32 to a Python float exponent in double
+    e, t = ember.tensor(POW_X), torch.tensor(POW_X)
+    _same(ember.pow(e, exponent), torch.pow(t, exponent))
+    _same(e ** exponent, t ** exponent)
+    _same(e.clone().pow_(exponent), t.clone().pow_(exponent))
+
+
+LERP_V = [0.0, 1.0, -2.0, INF, -INF, NAN, 0.5, -0.5, 0.25]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_lerp_chooses_its_form_by_the_weights_magnitude(dtype):
+    # was: the start-based form for every weight below 0.5, negative ones included (torch: |w| <
+    # 0.5), so lerp(0, inf, -2) was -inf where torch gives NaN
+    import itertools
+    s, e, w = zip(*itertools.product(LERP_V, repeat=3))
+    me, te = getattr(ember, dtype), getattr(torch, dtype)
+    _same(ember.lerp(ember.tensor(s, dtype=me), ember.tensor(e, dtype=me), ember.tensor(w, dtype=me)),
+          torch.lerp(torch.tensor(s, dtype=te), torch.tensor(e, dtype=te), torch.tensor(w, dtype=te)),
+          atol=1e-2)
+    for weight in (-2.0, -0.5, -0.25, 0.25, 0.5, 2.0, INF, -INF):
+        _same(ember.lerp(ember.tensor(s, dtype=me), ember.tensor(e, dtype=me), weight),
+              torch.lerp(torch.tensor(s, dtype=te), torch.tensor(e, dtype=te), weight), atol=1e-2)
+
+
+@pytest.mark.parametrize("value", [lambda m: m.ones(2), lambda m: bytearray(b"ab"), lambda m: [1, 2]])
+def test_from_numpy_takes_only_numpy_arrays(value):
+    # was: a Tensor (any buffer) was shared, and a BufferError for a bfloat16 one
+    with pytest.raises(TypeError, match="expected np.ndarray"):
+        torch.from_numpy(value(torch))
+    with pytest.raises(TypeError, match="expected np.ndarray"):
+        ember.from_numpy(value(ember))
+    with pytest.raises(TypeError, match="expected np.ndarray"):
+        ember.from_numpy(ember.ones(2, dtype=ember.bfloat16))
+
+
+def test_from_numpy_still_shares_arrays_and_subclasses():
+    np = pytest.importorskip("numpy")
+    a = np.arange(4.0)
+    t = ember.from_numpy(a)
+    a[0] = 7.0
+    assert t.tolist() == [7.0, 1.0, 2.0, 3.0]
+    assert ember.from_numpy(np.ma.masked_array([1.0, 2.0])).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("op", [
+    lambda m, x: x.acos_(), lambda m, x: x.eq_(0.0), lambda m, x: x.cumsum_(2),
+    lambda m, x: m.nn.functional.celu(x, inplace=True), lambda m, x: x.add_(1.0),
+])
+def test_inplace_on_an_empty_expanded_view(op):
+    # was: "more than one element of the written-to tensor refers to a single memory location"
+    # for a (2, 0, 3) view with stride 0: it has no element at all
+    e = op(ember, ember.zeros(1, 0, 3).expand(2, 0, 3))
+    t = op(torch, torch.zeros(1, 0, 3).expand(2, 0, 3))
+    _same(e, t)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        ember.zeros(1, 3).expand(2, 3).add_(1.0)

@@ -241,7 +241,10 @@ void bind_interop(py::module_& m, TensorClass& cls) {
   m.def(
       "from_numpy",
       [](py::handle arr) {
-        if (!PyObject_CheckBuffer(arr.ptr()))
+        // Only NumPy arrays (as torch): a Tensor or bytearray has a buffer too, but sharing one
+        // is frombuffer's / as_tensor's job.
+        const py::object ndarray = py::module_::import("numpy").attr("ndarray");
+        if (!PyObject_CheckBuffer(arr.ptr()) || !py::isinstance(arr, ndarray))
           throw py::type_error(std::string("from_numpy: expected np.ndarray (got ") +
                                Py_TYPE(arr.ptr())->tp_name + ")");
         return tensor_from_buffer(arr, true);

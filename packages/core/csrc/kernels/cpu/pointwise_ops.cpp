@@ -799,6 +799,24 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
   check_pow_exponent(self, exponent);
   ElementwiseIterator it("pow");
   binary_iter(it, self, exponent, out).build();
+  // A float32 tensor to a real scalar power that float32 cannot hold (1e-300 rounds to 0, 1e300
+  // overflows): the power in double, as torch (x ** 1e-300 is 0 at 0, not 1).
+  if (!exponent.is_tensor() && !exponent.scalar.is_complex() &&
+      it.common_dtype() == ScalarType::Float32 && it.dtype(0) == ScalarType::Float32 &&
+      it.dtype(1) == ScalarType::Float32) {
+    const double e = exponent.scalar.to_double();
+    const double ae = std::fabs(e);
+    if (e != 0.0 && std::isfinite(e) &&
+        (ae < std::numeric_limits<float>::min() || ae > std::numeric_limits<float>::max())) {
+      it.for_each([e](char** d, const int64_t* s, int64_t n) {
+        unary_loop<float, float>(d, s, n, [e](float x) {
+          return static_cast<float>(std::pow(static_cast<double>(x), e));
+        });
+      });
+      it.finish();
+      return it.output();
+    }
+  }
   // int32.pow(2**32 + 2) must not wrap to pow(2).
   if (!exponent.is_tensor()) check_scalar_fits(exponent.scalar, it.common_dtype(), "pow");
   // A complex tensor to the scalar power 2 or 0.5: its square (complex_vec.h) or its square
@@ -828,6 +846,9 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
         return std::pow(x, y);
       } else {
         if (y == A(2)) return x * x;
+        // +-0.5 as torch, through sqrt: NaN at -inf (pow gives inf / 0), -0 / -inf at -0
+        if (y == A(0.5)) return std::sqrt(x);
+        if (y == A(-0.5)) return A(1) / std::sqrt(x);
         return std::pow(x, y);
       }
     };
@@ -1077,7 +1098,7 @@ Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
       if constexpr (is_complex_v<A>) {
         small = std::abs(w) < typename A::value_type(0.5);
       } else {
-        small = w < A(0.5);
+        small = w < A(0.5) && w > A(-0.5);  // |w| < 0.5, as torch: lerp(0, inf, -2) is NaN
       }
       return small ? a + w * (b - a) : b - (b - a) * (A(1) - w);
     };
