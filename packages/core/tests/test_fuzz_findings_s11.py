@@ -4,6 +4,7 @@ on the hand-written Python surface, each compared with PyTorch where it runs."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import ember
 import ember.nn.functional as F
@@ -669,3 +670,17 @@ def test_inplace_on_an_empty_expanded_view(op):
     _same(e, t)
     with pytest.raises(RuntimeError, match="single memory location"):
         ember.zeros(1, 3).expand(2, 3).add_(1.0)
+
+
+@pytest.mark.parametrize("out_dtype", ["float32", "float64", "int64"])
+def test_chain_matmul_of_one_matrix_writes_out(out_dtype):
+    # was: out= ignored for a single matrix (a float64 clone returned where torch fills out)
+    a = [[1.5, 2.0], [3.0, 4.0]]
+    eo = ember.empty(0, dtype=getattr(ember, out_dtype))
+    to = torch.empty(0, dtype=getattr(torch, out_dtype))
+    e = ember.chain_matmul(ember.tensor(a, dtype=ember.float64), out=eo)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's deprecation warning
+        t = torch.chain_matmul(torch.tensor(a, dtype=torch.float64), out=to)
+    assert e is eo and t is to
+    _same(e, t)

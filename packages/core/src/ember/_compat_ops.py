@@ -1497,8 +1497,15 @@ def chain_matmul(*matrices: Tensor, out: Tensor | None = None) -> Tensor:
     """
     from ember import linalg
 
-    if len(matrices) == 1:
-        return matrices[0].clone()
+    if len(matrices) == 1:  # a copy, or out= resized and filled (cast to any dtype, as torch)
+        if out is None:
+            return matrices[0].clone()
+        if not isinstance(out, Tensor):
+            raise TypeError(f"chain_matmul(): argument 'out' must be Tensor, not "
+                            f"{type(out).__name__}")
+        if tuple(out.shape) != tuple(matrices[0].shape):
+            out.resize_(matrices[0].shape)
+        return out.copy_(matrices[0])
     return linalg.multi_dot(list(matrices), out=out)
 
 
