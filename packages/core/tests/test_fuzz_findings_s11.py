@@ -684,3 +684,15 @@ def test_chain_matmul_of_one_matrix_writes_out(out_dtype):
         t = torch.chain_matmul(torch.tensor(a, dtype=torch.float64), out=to)
     assert e is eo and t is to
     _same(e, t)
+
+
+def test_combinations_too_large_or_empty_without_allocating():
+    # was: MemoryError (itertools allocating r = 2**32 slots, or listing 4e10 tuples)
+    with pytest.raises(RuntimeError, match="combinations: the result would hold"):
+        ember.combinations(ember.arange(5), r=2**32, with_replacement=True)
+    with pytest.raises(RuntimeError, match="too many"):
+        ember.combinations(ember.arange(5), r=1000, with_replacement=True)
+    assert tuple(ember.combinations(ember.arange(5), r=2**32).shape) == (0, 2**32)
+    for r, w in ((7, False), (3, True), (2, False), (0, False)):
+        _same(ember.combinations(ember.arange(5), r=r, with_replacement=w),
+              torch.combinations(torch.arange(5), r=r, with_replacement=w))

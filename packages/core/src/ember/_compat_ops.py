@@ -264,10 +264,16 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         raise RuntimeError(f"combinations: Expect a non-negative number, but got {r}")
     if r == 0:
         return _C.empty([0], dtype=input.dtype, device=input.device)
-    make = itertools.combinations_with_replacement if with_replacement else itertools.combinations
-    combos = list(make(range(input.shape[0]), r))
-    if not combos:
+    n = input.shape[0]
+    count = math.comb(n + r - 1, r) if with_replacement else math.comb(n, r)
+    if count * r >= 2**31:  # the index list is built in Python: refuse before exhausting memory
+        raise RuntimeError(f"combinations: the result would hold {count} x {r} elements "
+                           f"(n={n}, r={r}, with_replacement={with_replacement}), too many to "
+                           "build")
+    if count == 0:  # r > n without replacement (itertools would still allocate r slots)
         return _C.empty([0, r], dtype=input.dtype, device=input.device)
+    make = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    combos = list(make(range(n), r))
     idx = _C.tensor(combos, dtype=_C.int64, device=input.device)
     return input.index_select(0, idx.reshape(-1)).reshape(len(combos), r)
 
