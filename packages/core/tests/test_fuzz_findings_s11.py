@@ -696,3 +696,29 @@ def test_combinations_too_large_or_empty_without_allocating():
     for r, w in ((7, False), (3, True), (2, False), (0, False)):
         _same(ember.combinations(ember.arange(5), r=r, with_replacement=w),
               torch.combinations(torch.arange(5), r=r, with_replacement=w))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_lerp_scalar_weight_must_fit_float32_arithmetic(dtype):
+    # was: lerp(x, y, 1e308) on float32 gave -inf where torch reports the overflow
+    me, te = getattr(ember, dtype), getattr(torch, dtype)
+    for weight in (1e308, 1e5, INF, -INF, 0.25):
+        try:
+            t = torch.lerp(torch.ones(3, dtype=te), torch.zeros(3, dtype=te), weight)
+        except RuntimeError:
+            with pytest.raises(RuntimeError, match="lerp: value .* cannot be converted"):
+                ember.lerp(ember.ones(3, dtype=me), ember.zeros(3, dtype=me), weight)
+            continue
+        _same(ember.lerp(ember.ones(3, dtype=me), ember.zeros(3, dtype=me), weight), t)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("reduction", ["none", "sum"])
+def test_kl_div_negative_target_is_nan(dtype, reduction):
+    # was: a negative target counted as 0 * log (finite); torch's xlogy(target, target) is NaN
+    inp = [0.0, 1.0, -2.0, 0.5, -1.0, 0.0]
+    tgt = [-2.0, -0.5, 0.0, 0.3, NAN, 2.0]
+    me, te = getattr(ember, dtype), getattr(torch, dtype)
+    _same(F.kl_div(ember.tensor(inp, dtype=me), ember.tensor(tgt, dtype=me), reduction=reduction),
+          TF.kl_div(torch.tensor(inp, dtype=te), torch.tensor(tgt, dtype=te), reduction=reduction),
+          atol=1e-3)

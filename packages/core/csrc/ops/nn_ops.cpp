@@ -393,9 +393,10 @@ Tensor kl_div(const Tensor& self, const Tensor& target, const std::string& reduc
   if (log_target) {
     l = mul(ops::exp(target, Tensor()), sub(target, self));
   } else {
-    // target * log(target) taken as 0 where target is 0 (log of 1 there keeps gradients finite).
-    Tensor pos = ops::gt(target, Scalar(0.0), Tensor());
-    Tensor safe = ops::where(pos, TensorOrScalar(target), TensorOrScalar(Scalar(1.0)), Tensor());
+    // target * log(target) taken as 0 where target is 0 (log of 1 there keeps gradients finite);
+    // a negative target gives NaN, as torch's xlogy.
+    Tensor zero = ops::eq(target, Scalar(0.0), Tensor());
+    Tensor safe = ops::where(zero, TensorOrScalar(Scalar(1.0)), TensorOrScalar(target), Tensor());
     l = sub(mul(target, ops::log(safe, Tensor())), mul(target, self));
   }
   if (reduction == "batchmean") {

@@ -1091,6 +1091,12 @@ Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
   check_lerp_dtypes(self, end);
   ElementwiseIterator it("lerp");
   it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
+  // A scalar weight in float32 arithmetic (float16 / bfloat16 compute in it too) must fit it,
+  // as torch: lerp(x, y, 1e308) is an error there, not -inf.
+  const ScalarType common = it.common_dtype();
+  if (!weight.is_tensor() && !weight.scalar.is_complex() && is_floating(common) &&
+      common != ScalarType::Float64)
+    check_scalar_fits(weight.scalar, ScalarType::Float32, "lerp");
   run<Types::FloatComplex, void, 3>(it, "lerp", [](auto tag) {
     using A = decltype(tag);
     return [](A a, A b, A w) -> A {
