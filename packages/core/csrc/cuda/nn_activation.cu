@@ -87,7 +87,7 @@ struct hardsigmoid {
 struct hardswish {
   template <class A>
   __device__ __forceinline__ A operator()(A x) const {
-    return x <= A(-3) ? A(0) : (x >= A(3) ? x : x * (x + A(3)) / A(6));
+    return x <= A(-3) ? x * A(0) : (x >= A(3) ? x : x * (x + A(3)) / A(6));  // -0, and NaN at -inf
   }
 };
 struct mish {

@@ -223,6 +223,11 @@ struct pow {
       return dm::int_pow(x, y);
     } else {
       if (y == A(2)) return x * x;
+      // +-0.5 through sqrt, as the CPU kernel and torch: NaN at -inf, -0 / -inf at -0
+      if constexpr (std::is_floating_point_v<A>) {
+        if (y == A(0.5)) return dm::sqrt(x);
+        if (y == A(-0.5)) return A(1) / dm::sqrt(x);
+      }
       return dm::pow(x, y);
     }
   }
@@ -335,7 +340,8 @@ struct where {
 struct lerp {
   template <class A>
   __device__ __forceinline__ A operator()(A a, A b, A w) const {
-    return (w < A(0.5)) ? a + w * (b - a) : b - (b - a) * (A(1) - w);
+    // the form by |w| < 0.5, as the CPU kernel and torch (lerp(0, inf, -2) is NaN)
+    return (w < A(0.5) && w > A(-0.5)) ? a + w * (b - a) : b - (b - a) * (A(1) - w);
   }
 };
 template <class A>
