@@ -61,6 +61,10 @@ CASES = {
     "tensordot_dims": (lambda m, a, b: m.tensordot(a, b, dims=([1], [1])), [A34, B34]),
     "prod_all": (lambda m, a: m.prod(a), [A34]),
     "prod_dim": (lambda m, a: m.prod(a, 1, keepdim=True), [A34]),
+    "prod_with_zero": (lambda m, a: m.prod(a * m.tensor([1.0, 0.0, 1.0, 1.0]), 1), [A34]),
+    "cumsum": (lambda m, a: m.cumsum(a, 0), [A34]),
+    "cumprod": (lambda m, a: m.cumprod(a, 1), [A34]),
+    "cumprod_with_zero": (lambda m, a: m.cumprod(a * m.tensor([1.0, 0.0, 1.0, 1.0]), 1), [A34]),
     "gather": (lambda m, a: m.gather(a, 1, m.tensor([[0, 0], [3, 1], [2, 2]])), [A34]),
     "take": (lambda m, a: m.take(a, idx(m, 0, 5, 5, 11)), [A34]),
     "take_along_dim": (lambda m, a: m.take_along_dim(a, m.tensor([[1], [0], [3]]), 1), [A34]),
@@ -136,7 +140,8 @@ def test_matches_torch(torch, name):
 
 
 GRADCHECK = ["vdot", "addmm", "addbmm", "kron", "einsum_three", "einsum_diag", "prod_dim",
-             "index_add", "index_add_complex_alpha", "gather", "masked_scatter", "rsub", "norm_dim", "norm_p1"]
+             "cumprod", "index_add", "index_add_complex_alpha", "gather", "masked_scatter", "rsub",
+             "norm_dim", "norm_p1"]
 
 
 @pytest.mark.parametrize("name", GRADCHECK)

@@ -1020,8 +1020,10 @@ Tensor cum_impl(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype
   auto rows = reduce::dim_rows(x, d);
   Tensor out = ember::empty(x->sizes(), ot, x->device());
   if (x->numel() == 0) return out;
-  EMBER_DISPATCH_ALL(ot, op, [&] {
-    using Acc = sum_acc_t<scalar_t>;
+  EMBER_DISPATCH_ALL_AND_COMPLEX(ot, op, [&] {
+    // complex scans accumulate in complex<double>
+    using Acc =
+        std::conditional_t<is_complex_v<scalar_t>, std::complex<double>, sum_acc_t<scalar_t>>;
     scan_rows<scalar_t, Acc>(
         rows, rows.t->data_as<scalar_t>(), out->data_as<scalar_t>(),
         [] { return Acc(IsProd ? 1 : 0); },
