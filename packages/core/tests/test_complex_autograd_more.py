@@ -106,6 +106,12 @@ CASES = {
     "true_divide_scalar": (lambda m, a: m.true_divide(a, 2 - 1j), [A34]),
     "rsub": (lambda m, a, b: m.rsub(a, b, alpha=2 - 1j), [A34, B34]),
     "rsub_scalar": (lambda m, a: m.rsub(a, 1 + 1j, alpha=3), [A34]),
+    "var": (lambda m, a: m.var(a, 1), [A34]),
+    "var_all": (lambda m, a: m.var(a, correction=0), [A34]),
+    "std": (lambda m, a: m.std(a, 0, keepdim=True), [A34]),
+    "std_unbiased": (lambda m, a: a.std(False), [A34]),
+    "var_mean": (lambda m, a: sum(r.sum() for r in m.var_mean(a, 1)), [A34]),
+    "std_mean": (lambda m, a: sum(r.sum() for r in m.std_mean(a, 0, correction=2)), [A34]),
     "norm": (lambda m, a: m.norm(a), [A34]),
     "norm_dim": (lambda m, a: m.norm(a, 2, 1), [A34]),
     "norm_p1": (lambda m, a: m.norm(a, 1, 0), [A34]),
@@ -136,6 +142,7 @@ def test_matches_torch(torch, name):
     out_t, grads_t = _run(torch, fn, arrays)
     np.testing.assert_allclose(out_e.detach().numpy(), out_t.detach().resolve_conj().numpy(),
                                rtol=1e-10, atol=1e-12)
+    assert out_e.dtype == getattr(ember, str(out_t.dtype)[6:])
     for ge, gt in zip(grads_e, grads_t):
         assert ge.dtype == ember.complex128
         np.testing.assert_allclose(ge.numpy(), gt.resolve_conj().numpy(), rtol=1e-9, atol=1e-11)
@@ -143,7 +150,7 @@ def test_matches_torch(torch, name):
 
 GRADCHECK = ["vdot", "addmm", "addbmm", "kron", "einsum_three", "einsum_diag", "prod_dim",
              "cumprod", "index_add", "index_add_complex_alpha", "gather", "masked_scatter", "rsub",
-             "logsumexp", "norm_dim", "norm_p1"]
+             "logsumexp", "std", "var_mean", "norm_dim", "norm_p1"]
 
 
 @pytest.mark.parametrize("name", GRADCHECK)

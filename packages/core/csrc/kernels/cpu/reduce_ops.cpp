@@ -898,25 +898,49 @@ std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> di
 
 // ---- var / std / norm --------------------------------------------------------------------------
 
+namespace {
+// The (real) variance of a complex tensor: mean |x - mean(x)|^2 with the correction, the sum of
+// the variances of its real and imaginary parts.
+Tensor complex_var(const Tensor& self, const std::optional<DimVector>& dim,
+                   std::optional<bool> unbiased, bool keepdim,
+                   const std::optional<Scalar>& correction) {
+  return ops::add(VarOps::var(ops::real(self), dim, unbiased, keepdim, correction),
+                  VarOps::var(ops::imag(self), dim, unbiased, keepdim, correction),
+                  Scalar(int64_t(1)), Tensor());
+}
+std::optional<DimVector> mean_dims(const std::optional<DimVector>& dim) {
+  return dim && !dim->empty() ? dim : std::nullopt;
+}
+}  // namespace
+
 Tensor var(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
            bool keepdim, const std::optional<Scalar>& correction) {
+  if (is_complex(self->dtype())) return complex_var(self, dim, unbiased, keepdim, correction);
   return VarOps::var(self, dim, unbiased, keepdim, correction);
 }
 
 Tensor std(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
            bool keepdim, const std::optional<Scalar>& correction) {
+  if (is_complex(self->dtype()))
+    return ops::sqrt(complex_var(self, dim, unbiased, keepdim, correction), Tensor());
   return VarOps::std(self, dim, unbiased, keepdim, correction);
 }
 
 std::tuple<Tensor, Tensor> var_mean(const Tensor& self, const std::optional<DimVector>& dim,
                                     std::optional<bool> unbiased, bool keepdim,
                                     const std::optional<Scalar>& correction) {
+  if (is_complex(self->dtype()))
+    return {complex_var(self, dim, unbiased, keepdim, correction),
+            ops::mean(self, mean_dims(dim), keepdim, std::nullopt)};
   return VarOps::var_mean(self, dim, unbiased, keepdim, correction);
 }
 
 std::tuple<Tensor, Tensor> std_mean(const Tensor& self, const std::optional<DimVector>& dim,
                                     std::optional<bool> unbiased, bool keepdim,
                                     const std::optional<Scalar>& correction) {
+  if (is_complex(self->dtype()))
+    return {ops::sqrt(complex_var(self, dim, unbiased, keepdim, correction), Tensor()),
+            ops::mean(self, mean_dims(dim), keepdim, std::nullopt)};
   return VarOps::std_mean(self, dim, unbiased, keepdim, correction);
 }
 
