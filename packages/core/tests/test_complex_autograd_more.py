@@ -175,3 +175,18 @@ def test_ops_without_complex_formulas_still_refuse():
     # the real-only ops PyTorch does not differentiate for complex keep refusing
     with pytest.raises((NotImplementedError, TypeError, RuntimeError)):
         ember.sort(z, 1)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh"])
+def test_double_backward_of_complex_sigmoid_tanh(torch, name):
+    # complex sigmoid / tanh differentiate through recorded complex ops (not the real-only
+    # sigmoid_backward / tanh_backward kernels), so their double backward matches torch's
+    def second(m):
+        z = m.tensor(A34 * 0.5, requires_grad=True)
+        g = m.tensor(B34, requires_grad=True)
+        y = getattr(m, name)(z)
+        (gz,) = m.autograd.grad(y, [z], g, create_graph=True)
+        return m.autograd.grad((gz * m.tensor(C34)).real.sum(), [z, g])
+
+    for ge, gt in zip(second(ember), second(torch)):
+        np.testing.assert_allclose(ge.numpy(), gt.resolve_conj().numpy(), rtol=1e-9, atol=1e-11)
