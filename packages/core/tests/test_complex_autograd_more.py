@@ -190,3 +190,27 @@ def test_double_backward_of_complex_sigmoid_tanh(torch, name):
 
     for ge, gt in zip(second(ember), second(torch)):
         np.testing.assert_allclose(ge.numpy(), gt.resolve_conj().numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_copies_between_real_and_complex(torch):
+    # a real input read as complex gets the real part of the gradient; a complex input copied
+    # into a real tensor gets a complex gradient with zero imaginary part (as PyTorch)
+    import warnings
+
+    def grads(m):
+        x = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
+        z = m.tensor(V3[:2], requires_grad=True)
+        w = m.zeros(2, dtype=m.complex128)
+        w.copy_(x)
+        r = m.zeros(2, dtype=m.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r.copy_(z)
+            y = z.to(m.float64)
+        loss = ((w * (1 + 2j)).sum() * (3 - 1j)).real + (x.to(m.complex128) * 1j).sum().imag
+        loss = loss + (r * m.tensor([2.0, 3.0], dtype=m.float64)).sum() + (y * y).sum()
+        return m.autograd.grad(loss, [x, z])
+
+    for ge, gt in zip(grads(ember), grads(torch)):
+        assert ge.dtype == getattr(ember, str(gt.dtype)[6:])
+        np.testing.assert_allclose(ge.numpy(), gt.numpy(), rtol=1e-12)
