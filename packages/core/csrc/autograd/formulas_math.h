@@ -29,7 +29,7 @@ inline Tensor zeros_meta(const InputMeta& m, const Tensor& like) {
 }
 // t * s, skipping the multiply when s is 1 (PyTorch's maybe_multiply).
 inline Tensor scale(const Tensor& t, const Scalar& s) {
-  return s.to_double() == 1.0 ? t : mul(t, s);
+  return s.to_double() == 1.0 && !s.is_complex() ? t : mul(t, s);
 }
 // frexp: the mantissa is self / 2^exponent with the exponent piecewise constant, so its
 // derivative is 1 / 2^exponent (the power of two formed in float32 for the 16-bit types, whose
@@ -348,12 +348,16 @@ inline Tensor norm_backward(const Tensor& grad, const Tensor& self, const std::o
   const int64_t nd = self->dim();
   Tensor g = unsqueeze_reduced(grad, nd, dim, keepdim);
   Tensor r = unsqueeze_reduced(result, nd, dim, keepdim);
-  Tensor x = self->dtype() == r->dtype() ? self : as_dtype(self, r->dtype());
+  // A complex self keeps its dtype (its norm is real): the gradient is complex, like self.
+  Tensor x =
+      self->dtype() == r->dtype() || is_complex(self->dtype()) ? self : as_dtype(self, r->dtype());
+  // d|x|/dx: sign(x), or x / |x| (sgn) for a complex x
+  auto sx = [&] { return is_complex(x->dtype()) ? ops::sgn(x, Tensor()) : sign(x); };
   auto zero_where_norm0 = [&](const Tensor& t) {
     return ops::where(eq0(r), TensorOrScalar(Scalar(0.0)), TensorOrScalar(t), Tensor());
   };
   if (pv == 0.0) return ops::zeros(self->sizes(), g->dtype(), g->device());
-  if (pv == 1.0) return mul(sign(x), g);
+  if (pv == 1.0) return mul(sx(), g);
   if (pv == 2.0) return zero_where_norm0(mul(g, div(x, r)));
   if (std::isinf(pv)) {
     Tensor ax = ops::abs(x, Tensor());
@@ -362,18 +366,18 @@ inline Tensor norm_backward(const Tensor& grad, const Tensor& self, const std::o
     std::optional<DimVector> all_dims;
     if (dim && !dim->empty()) all_dims = dim;
     Tensor count = ops::sum(mask, all_dims, true, std::nullopt);
-    return mul(sign(x), mul(div(g, count), as_dtype(mask, g->dtype())));
+    return mul(sx(), mul(div(g, count), as_dtype(mask, g->dtype())));
   }
   Tensor ax = ops::abs(x, Tensor());
   if (pv < 1.0) {
     // |x|^(p-1) is infinite at 0: those elements get 0.
     Tensor s = ops::where(
         eq0(x), TensorOrScalar(Scalar(0.0)),
-        TensorOrScalar(mul(sign(x), ops::pow(ax, TensorOrScalar(Scalar(pv - 1.0)), Tensor()))),
+        TensorOrScalar(mul(sx(), ops::pow(ax, TensorOrScalar(Scalar(pv - 1.0)), Tensor()))),
         Tensor());
     return mul(mul(s, g), ops::pow(r, TensorOrScalar(Scalar(1.0 - pv)), Tensor()));
   }
-  Tensor num = pv < 2.0 ? mul(sign(x), ops::pow(ax, TensorOrScalar(Scalar(pv - 1.0)), Tensor()))
+  Tensor num = pv < 2.0 ? mul(sx(), ops::pow(ax, TensorOrScalar(Scalar(pv - 1.0)), Tensor()))
                         : mul(x, ops::pow(ax, TensorOrScalar(Scalar(pv - 2.0)), Tensor()));
   return zero_where_norm0(
       div(mul(num, g), ops::pow(r, TensorOrScalar(Scalar(pv - 1.0)), Tensor())));
@@ -631,7 +635,7 @@ inline std::vector<Tensor> einsum_backward(const Tensor& grad, const std::string
     for (size_t j = 0; j < n; ++j) {
       if (j == i) continue;
       eq += "," + L.ops[j];
-      args.push_back(tensors[j]);
+      args.push_back(cj(tensors[j]));  // conj(d result / d operand i): conjugated operands
     }
     Tensor r = (n == 1 && keep == L.out) ? grad : ops::einsum(eq + "->" + keep, args);
     // Labels only this operand has: broadcast back. Labels it broadcast (size 1): sum.
@@ -663,8 +667,10 @@ inline std::vector<Tensor> einsum_backward(const Tensor& grad, const std::string
         spare.pop_back();
         res += f;
         deq += std::string(",") + c + f;
-        dargs.push_back(ops::eye(size_of[static_cast<unsigned char>(c)], std::nullopt, r->dtype(),
-                                 r->device()));
+        // eye has no complex kernel: made in float64, then cast to the gradient's dtype
+        dargs.push_back(as_dtype(ops::eye(size_of[static_cast<unsigned char>(c)], std::nullopt,
+                                          ScalarType::Float64, r->device()),
+                                 r->dtype()));
       }
       r = ops::einsum(deq + "->" + res, dargs);
     }

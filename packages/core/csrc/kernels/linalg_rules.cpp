@@ -55,7 +55,7 @@ void check_multipliable(const char* op, const Tensor& a, const Tensor& b, int64_
 }
 
 void check_scalars(const char* op, ScalarType dt, const Scalar& beta, const Scalar& alpha) {
-  if (is_floating(dt)) return;
+  if (is_floating(dt) || is_complex(dt)) return;
   EMBER_CHECK(!beta.is_floating(), op,
               ": for integral input tensors, argument beta must not be a floating point number");
   EMBER_CHECK(!alpha.is_floating(), op,

@@ -3,6 +3,7 @@
 // those gets them. Reshapes are views whenever the strides allow, copies otherwise.
 #include <algorithm>
 #include <array>
+#include <complex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,9 +87,11 @@ Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Sc
               shape_str(self->sizes()), " can't be broadcast to the result shape ",
               shape_str(shape));
   Tensor r = outer(vec1, vec2);
-  if (!(alpha.to_double() == 1.0 && !alpha.is_bool())) r = ops::mul(r, alpha, Tensor());
+  // (the comparisons take the imaginary part of a complex alpha / beta into account)
+  if (!(alpha.to_complex() == std::complex<double>(1.0, 0.0) && !alpha.is_bool()))
+    r = ops::mul(r, alpha, Tensor());
   // beta == 0 ignores self entirely (NaN in it does not propagate), as in PyTorch.
-  if (beta.to_double() == 0.0)
+  if (beta.to_complex() == std::complex<double>(0.0, 0.0))
     return ops::add(r, ops::zeros(shape, self->dtype(), self->device()), 1, Tensor());
   return ops::add(r, self, beta, Tensor());
 }

@@ -30,14 +30,17 @@ Tensor norm(const Tensor& self, const std::string& p, const std::optional<DimVec
 }
 
 Tensor logsumexp(const Tensor& self, const DimVector& dim, bool keepdim) {
-  Tensor x = is_floating(self->dtype()) ? self : ops::_to_dtype(self, default_dtype(), false);
+  Tensor x = is_floating(self->dtype()) || is_complex(self->dtype())
+                 ? self
+                 : ops::_to_dtype(self, default_dtype(), false);
   auto mask = reduce::dim_mask(&dim, x->dim(), "logsumexp");
   DimVector final_shape = reduce::reduced_sizes(x->sizes(), mask, keepdim);
   if (reduce::reduced_numel(x->sizes(), mask) == 0)
     return ops::full(final_shape, Scalar(-std::numeric_limits<double>::infinity()), x->dtype(),
                      x->device());
   // Shift by the max (0 where it is infinite, so inf - inf never makes a NaN).
-  Tensor m = ops::amax(x, dim, true);
+  // (by the max of the real parts for a complex x: |exp(x - m)| <= 1 all the same)
+  Tensor m = ops::amax(is_complex(x->dtype()) ? ops::real(x) : x, dim, true);
   m = ops::where(ops::isinf(m, Tensor()), Scalar(0.0), m, Tensor());
   Tensor s = ops::sum(ops::exp(ops::sub(x, m, Scalar(int64_t(1)), Tensor()), Tensor()), dim, true,
                       std::nullopt);

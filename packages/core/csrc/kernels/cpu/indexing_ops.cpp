@@ -229,17 +229,19 @@ void put_rows(const Tensor& dst, const Tensor& src, int64_t dim, const int64_t* 
     });
     return;
   }
-  EMBER_DISPATCH_ALL(dst->dtype(), op, [&] {
+  EMBER_DISPATCH_ALL_AND_COMPLEX(dst->dtype(), op, [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
     const A a = alpha.to<A>();
     run_along_dim(it, L, false, [&](int64_t jb, int64_t je) {
       return [=](char** d, const int64_t* s, int64_t n) {
-        rows_loop<T>(d, s, n, jb, je, dst_at, src_at, [a](T& x, T y) {
-          if constexpr (std::is_same_v<T, bool>) {
+        // generic, so the bool branch is discarded for the other types
+        rows_loop<T>(d, s, n, jb, je, dst_at, src_at, [a](auto& x, auto y) {
+          using U = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<U, bool>) {
             x = x || (a && y);
           } else {
-            x = static_cast<T>(static_cast<A>(x) + a * static_cast<A>(y));
+            x = static_cast<U>(static_cast<A>(x) + a * static_cast<A>(y));
           }
         });
       };
@@ -278,6 +280,13 @@ void scatter_kernel(const Tensor& self, int64_t dim, const Tensor& idx, const Te
     dispatch_itemsize(self->itemsize(), [&](auto tag) {
       using T = decltype(tag);
       run(tag, [](T, T b) { return b; });
+    });
+    return;
+  }
+  if (red == Reduce::Add && is_complex(self->dtype())) {  // complex: sums only (scatter_add)
+    EMBER_DISPATCH_COMPLEX(self->dtype(), op, [&] {
+      using T = scalar_t;
+      run(T{}, [](T a, T b) { return a + b; });
     });
     return;
   }

@@ -398,7 +398,7 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
   const DimVector out_shape = linalg::product_shape(batch, M, N);
   Tensor out = ember::empty(out_shape, dt, a->device());
   if (out->numel() == 0) return out;
-  const bool use_init = init && beta.to_double() != 0.0;
+  const bool use_init = init && beta.to_complex() != std::complex<double>(0.0, 0.0);
   if (dt == ScalarType::Bool)
     EMBER_FAIL(Type, op,
                ": not implemented for dtype bool (supported: integer and floating dtypes)");

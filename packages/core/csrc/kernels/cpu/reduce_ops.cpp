@@ -898,25 +898,49 @@ std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> di
 
 // ---- var / std / norm --------------------------------------------------------------------------
 
+namespace {
+// The (real) variance of a complex tensor: mean |x - mean(x)|^2 with the correction, the sum of
+// the variances of its real and imaginary parts.
+Tensor complex_var(const Tensor& self, const std::optional<DimVector>& dim,
+                   std::optional<bool> unbiased, bool keepdim,
+                   const std::optional<Scalar>& correction) {
+  return ops::add(VarOps::var(ops::real(self), dim, unbiased, keepdim, correction),
+                  VarOps::var(ops::imag(self), dim, unbiased, keepdim, correction),
+                  Scalar(int64_t(1)), Tensor());
+}
+std::optional<DimVector> mean_dims(const std::optional<DimVector>& dim) {
+  return dim && !dim->empty() ? dim : std::nullopt;
+}
+}  // namespace
+
 Tensor var(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
            bool keepdim, const std::optional<Scalar>& correction) {
+  if (is_complex(self->dtype())) return complex_var(self, dim, unbiased, keepdim, correction);
   return VarOps::var(self, dim, unbiased, keepdim, correction);
 }
 
 Tensor std(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
            bool keepdim, const std::optional<Scalar>& correction) {
+  if (is_complex(self->dtype()))
+    return ops::sqrt(complex_var(self, dim, unbiased, keepdim, correction), Tensor());
   return VarOps::std(self, dim, unbiased, keepdim, correction);
 }
 
 std::tuple<Tensor, Tensor> var_mean(const Tensor& self, const std::optional<DimVector>& dim,
                                     std::optional<bool> unbiased, bool keepdim,
                                     const std::optional<Scalar>& correction) {
+  if (is_complex(self->dtype()))
+    return {complex_var(self, dim, unbiased, keepdim, correction),
+            ops::mean(self, mean_dims(dim), keepdim, std::nullopt)};
   return VarOps::var_mean(self, dim, unbiased, keepdim, correction);
 }
 
 std::tuple<Tensor, Tensor> std_mean(const Tensor& self, const std::optional<DimVector>& dim,
                                     std::optional<bool> unbiased, bool keepdim,
                                     const std::optional<Scalar>& correction) {
+  if (is_complex(self->dtype()))
+    return {ops::sqrt(complex_var(self, dim, unbiased, keepdim, correction), Tensor()),
+            ops::mean(self, mean_dims(dim), keepdim, std::nullopt)};
   return VarOps::std_mean(self, dim, unbiased, keepdim, correction);
 }
 
@@ -1020,8 +1044,10 @@ Tensor cum_impl(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype
   auto rows = reduce::dim_rows(x, d);
   Tensor out = ember::empty(x->sizes(), ot, x->device());
   if (x->numel() == 0) return out;
-  EMBER_DISPATCH_ALL(ot, op, [&] {
-    using Acc = sum_acc_t<scalar_t>;
+  EMBER_DISPATCH_ALL_AND_COMPLEX(ot, op, [&] {
+    // complex scans accumulate in complex<double>
+    using Acc =
+        std::conditional_t<is_complex_v<scalar_t>, std::complex<double>, sum_acc_t<scalar_t>>;
     scan_rows<scalar_t, Acc>(
         rows, rows.t->data_as<scalar_t>(), out->data_as<scalar_t>(),
         [] { return Acc(IsProd ? 1 : 0); },
