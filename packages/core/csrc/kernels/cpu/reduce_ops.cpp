@@ -904,9 +904,9 @@ namespace {
 Tensor complex_var(const Tensor& self, const std::optional<DimVector>& dim,
                    std::optional<bool> unbiased, bool keepdim,
                    const std::optional<Scalar>& correction) {
-  return ops::add(VarOps::var(ops::real(self), dim, unbiased, keepdim, correction),
-                  VarOps::var(ops::imag(self), dim, unbiased, keepdim, correction),
-                  Scalar(int64_t(1)), Tensor());
+  return dispatch::add(VarOps::var(dispatch::real(self), dim, unbiased, keepdim, correction),
+                       VarOps::var(dispatch::imag(self), dim, unbiased, keepdim, correction),
+                       Scalar(int64_t(1)), Tensor());
 }
 std::optional<DimVector> mean_dims(const std::optional<DimVector>& dim) {
   return dim && !dim->empty() ? dim : std::nullopt;
@@ -922,7 +922,7 @@ Tensor var(const Tensor& self, const std::optional<DimVector>& dim, std::optiona
 Tensor std(const Tensor& self, const std::optional<DimVector>& dim, std::optional<bool> unbiased,
            bool keepdim, const std::optional<Scalar>& correction) {
   if (is_complex(self->dtype()))
-    return ops::sqrt(complex_var(self, dim, unbiased, keepdim, correction), Tensor());
+    return dispatch::sqrt(complex_var(self, dim, unbiased, keepdim, correction), Tensor());
   return VarOps::std(self, dim, unbiased, keepdim, correction);
 }
 
@@ -931,7 +931,7 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& self, const std::optional<DimV
                                     const std::optional<Scalar>& correction) {
   if (is_complex(self->dtype()))
     return {complex_var(self, dim, unbiased, keepdim, correction),
-            ops::mean(self, mean_dims(dim), keepdim, std::nullopt)};
+            dispatch::mean(self, mean_dims(dim), keepdim, std::nullopt)};
   return VarOps::var_mean(self, dim, unbiased, keepdim, correction);
 }
 
@@ -939,8 +939,8 @@ std::tuple<Tensor, Tensor> std_mean(const Tensor& self, const std::optional<DimV
                                     std::optional<bool> unbiased, bool keepdim,
                                     const std::optional<Scalar>& correction) {
   if (is_complex(self->dtype()))
-    return {ops::sqrt(complex_var(self, dim, unbiased, keepdim, correction), Tensor()),
-            ops::mean(self, mean_dims(dim), keepdim, std::nullopt)};
+    return {dispatch::sqrt(complex_var(self, dim, unbiased, keepdim, correction), Tensor()),
+            dispatch::mean(self, mean_dims(dim), keepdim, std::nullopt)};
   return VarOps::std_mean(self, dim, unbiased, keepdim, correction);
 }
 
