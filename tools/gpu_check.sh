@@ -151,7 +151,7 @@ fi
 # Each test file runs in its own process, all at once (16 cores, one GPU): a crash takes down
 # one file's run, not the report, and the wall time is that of the longest file.
 if [[ " $phases " == *" tests "* ]]; then
-  tests=${TESTS:-"$(ls packages/*/tests/test_cuda_*.py 2>/dev/null | sort -u | tr '\n' ' ') packages/core/tests/test_op_devices.py packages/data/tests/test_pin_memory.py"}
+  tests=${TESTS:-"$(ls packages/*/tests/test_cuda_*.py 2>/dev/null | sort -u | tr '\n' ' ') packages/core/tests/test_op_devices.py packages/data/tests/test_pin_memory.py packages/nn/tests/test_activation_inplace.py"}
   say ""
   say "## Tests"
   s0=$(date +%s)
@@ -165,7 +165,7 @@ if [[ " $phases " == *" tests "* ]]; then
     name=$(basename "$f" .py)
     # -k cuda on the op table keeps its meta/privateuse1 axes (CPU work, run by CI) out of here.
     sel=()
-    [ "$name" = test_op_devices ] && sel=(-k cuda)
+    [ "$name" = test_op_devices ] || [ "$name" = test_activation_inplace ] && sel=(-k cuda)
     timeout "${TEST_TIMEOUT:-240}" python3 -X faulthandler -m pytest -q -p no:cacheprovider \
       -o addopts="" $per_test -rfE "${sel[@]}" "$f" >"$out/tests/$name.log" 2>&1 &
     pids+=($!)
