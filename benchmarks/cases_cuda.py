@@ -10,6 +10,7 @@ harness's first call of a case is the warm-up.
 * ``cuda/copy 256M floats (d2d)``: ``y.copy_(x)``, the device-to-device reference bandwidth (2 * 4
   bytes per element); the standalone summary reports the add's bandwidth as % of torch's copy.
 * ``cuda/sum 256M``, ``cuda/max dim=1 (4096, 32768)``, ``cuda/sum dim=-1 (4096, 32768)``,
+  ``cuda/sum dim=0 (8192, 3072) bf16`` (a bias gradient: a column reduction),
   ``cuda/softmax dim=-1 (4096, 32768)`` (ember: "missing" until it has a CUDA softmax).
 * ``cuda/matmul 4096 fp32``, ``... fp32 tf32``, ``... bf16``: GFLOP/s from 2 * 4096^3.
 * ``cuda/alloc-free mixed sizes``: ``empty`` of 1 KiB .. 64 MiB (powers of two, cycling),
@@ -177,6 +178,15 @@ def _(fw):
     _require_cuda(fw)
     x = _rows(fw)
     return _timed(fw, lambda: x.sum(dim=-1), 20)
+
+
+@_cuda_case("cuda/sum dim=0 (8192, 3072) bf16", unit="ms", bytes=2 * 8192 * 3072,
+            doc="x.sum(dim=0) of an (8192, 3072) bfloat16: a bias gradient (GPT-2's MLP, batch 8 x "
+                "seq 1024): a column reduction")
+def _(fw):
+    _require_cuda(fw)
+    x = _full(fw, (8192, 3072), 0.25).to(fw.mod.bfloat16)
+    return _timed(fw, lambda: x.sum(dim=0), 20)
 
 
 @_cuda_case("cuda/softmax dim=-1 (4096, 32768)", unit="ms", bytes=2 * 4 * ROWS * COLS,

@@ -9,7 +9,8 @@
 #   TESTS="packages/core/tests/test_cuda_runtime.py" bash tools/gpu_check.sh
 #   PHASES="build bench" TRAIN_BENCH_ARGS="--filter resnet" bash tools/gpu_check.sh
 #   PHASES="build ab" bash tools/gpu_check.sh   # ember's kernel-path switches, off vs on
-#   (AB="case:switch ...", default below; AB_BUDGET seconds per run, default 25)
+#   (AB="case:switch ...", default below, "+" for a space in the case: resnet50+bf16:cudnn_graph;
+#   AB_BUDGET seconds per run, default 25)
 #   (the bench phase: benchmarks/cases_cuda.py, then the training benchmark
 #   benchmarks/cuda_train.py with TRAIN_BENCH_BUDGET seconds, default 150, cut to what is left
 #   of TOTAL_LIMIT, default 470)
@@ -216,37 +217,44 @@ fi
 if [[ " $phases " == *" ab "* ]]; then
   say ""
   say "## A/B of ember's kernel-path switches (cuda_train.py, ember only, throughput)"
-  for pair in ${AB:-mobilenet_v2:depthwise_native gpt2:sdpa_tensor_cores resnet50:cudnn_graph}; do
-    case_=${pair%%:*} sw=${pair#*:}
+  for pair in ${AB:-vgg19:cudnn_graph alexnet:cudnn_graph gpt2:sdpa_tensor_cores}; do
+    tag=${pair%%:*} sw=${pair#*:}
+    case_=${tag//+/ }  # "resnet50+bf16": the case filter "resnet50 bf16"
     line="- $case_, $sw:"
     for v in 0 1; do
       timeout "$((${AB_BUDGET:-25} + 60))" python3 benchmarks/cuda_train.py --no-torch \
         --filter "$case_" --budget "${AB_BUDGET:-25}" --ember-switch "$sw=$v" \
-        --json "$out/ab_${case_}_${sw}_$v.json" >"$out/ab_${case_}_${sw}_$v.md" 2>&1
+        --json "$out/ab_${tag}_${sw}_$v.json" >"$out/ab_${tag}_${sw}_$v.md" 2>&1
       rc=$?
       got=$(python3 -c "
 import json, sys
 r = json.load(open(sys.argv[1]))['cases'][0]['ember']
-print(r.get('throughput') or r.get('status'))" "$out/ab_${case_}_${sw}_$v.json" 2>/dev/null)
+print(r.get('throughput') or r.get('status'))" "$out/ab_${tag}_${sw}_$v.json" 2>/dev/null)
       line="$line $sw=$v: ${got:-exit $rc}"
     done
     say "$line"
   done
 fi
 # ---- profile: where a training step's GPU time goes, per op, ember then torch --------------
-# (tools/gpu_profile_train.py; ember under CUDA_LAUNCH_BLOCKING=1 unless its profiler records
-# CUDA kernels) PHASES="build profile" PROFILE_ARGS="mobilenet_v2 --batch 64" bash tools/gpu_check.sh
+# (tools/gpu_profile_train.py; device times from ember's CUPTI activity; PROFILE_BLOCKING=1 runs
+# ember under CUDA_LAUNCH_BLOCKING=1 for a build without it). Several profiles: PROFILE_ARGS
+# separated by ';', e.g. PHASES="build profile" PROFILE_ARGS="gpt2 --bf16 --batch 8; resnet50 --bf16"
 if [[ " $phases " == *" profile "* ]]; then
-  say ""
-  say "## Profile: ${PROFILE_ARGS:-resnet50 --batch 32}, ember then torch"
-  CUDA_LAUNCH_BLOCKING=1 timeout "${PROFILE_TIMEOUT:-90}" python3 tools/gpu_profile_train.py \
-    ${PROFILE_ARGS:-resnet50 --batch 32} >"$out/profile_ember.log" 2>&1
-  say "- ember: exit $?"
-  tail -${PROFILE_LINES:-42} "$out/profile_ember.log" | tee -a "$report" >/dev/null
-  timeout "${PROFILE_TIMEOUT:-90}" python3 tools/gpu_profile_train.py --framework torch \
-    ${PROFILE_ARGS:-resnet50 --batch 32} >"$out/profile_torch.log" 2>&1
-  say "- torch: exit $?"
-  tail -${PROFILE_LINES:-42} "$out/profile_torch.log" | tee -a "$report" >/dev/null
+  IFS=';' read -ra profiles <<<"${PROFILE_ARGS:-gpt2 --bf16 --batch 8}"
+  n=0
+  for pargs in "${profiles[@]}"; do
+    n=$((n + 1))
+    say ""
+    say "## Profile: $pargs, ember then torch"
+    CUDA_LAUNCH_BLOCKING=${PROFILE_BLOCKING:-0} timeout "${PROFILE_TIMEOUT:-90}" \
+      python3 tools/gpu_profile_train.py $pargs >"$out/profile_ember_$n.log" 2>&1
+    say "- ember: exit $?"
+    tail -${PROFILE_LINES:-42} "$out/profile_ember_$n.log" | tee -a "$report" >/dev/null
+    timeout "${PROFILE_TIMEOUT:-90}" python3 tools/gpu_profile_train.py --framework torch \
+      $pargs >"$out/profile_torch_$n.log" 2>&1
+    say "- torch: exit $?"
+    tail -${PROFILE_LINES:-42} "$out/profile_torch_$n.log" | tee -a "$report" >/dev/null
+  done
 fi
 say ""
 say "total: $(elapsed) s"

@@ -338,13 +338,15 @@ def test_profiling_twice_in_a_row():
     x + y  # the add kernel's first launch (its module loads) happens before both
     ember.cuda.synchronize()
     counts = []
-    for _ in range(2):
+    for i in range(2):
         with profile(activities=BOTH) as prof:
             x + y
         add = [e for e in host_events(prof) if e.name == "aten::add"]
         assert len(add) == 1
         launched = add[0].kernels
-        assert launched and all(k.duration_us > 0 for k in launched)
+        assert launched and all(k.duration_us > 0 for k in launched), (
+            i, EXT._cupti_status(), [(e.name, e.id, e.start_us, e.end_us) for e in host_events(prof)],
+            [(k.name, k.op_id, k.launch_thread, k.start_us) for k in prof.events()._kernels])
         counts.append(len(device_events(prof)))
     assert counts[0] == counts[1]  # nothing of the first profile leaks into the second
 

@@ -579,11 +579,15 @@ def test_topk_of_a_zero_dim_tensor():
     compare(lambda t: ember.sum(t), make((5,), "float32"))  # the device is still fine
 
 
-@pytest.mark.parametrize("shape,dim", [((40, 1100), 0), ((3000, 5), 0), ((33, 2, 1030), [0, 1])])
+@pytest.mark.parametrize("shape,dim", [
+    ((40, 1100), 0), ((3000, 5), 0), ((33, 2, 1030), [0, 1]), ((700, 33), 0), ((8192, 40), 0),
+    ((4, 500, 20), [0, 1]), ((2, 3000, 48), 1), ((257, 16), 0)])
 def test_column_reductions(shape, dim):
-    # Reducing a non-innermost dim with a contiguous kept dim: with >= 1024 outputs one thread per
-    # column walks the column ((40, 1100), (33, 2, 1030)); with few outputs blocks read strided
-    # columns ((3000, 5)). Integer-valued floats make ties for the first-index rule.
+    # Reducing a non-innermost dim with a contiguous kept dim (reduce_columns_kernel: 32 adjacent
+    # outputs per block, 8 row slices; few outputs split the rows into chunks over blocks:
+    # (8192, 40), (4, 500, 20)); tiles that end past the last output ((700, 33)) or cross a kept
+    # dim ((2, 3000, 48)); under 16 outputs blocks read strided columns ((3000, 5)).
+    # Integer-valued floats make ties for the first-index rule.
     x = make(shape, "float32", kind="ints")
     compare(lambda t: ember.sum(t, dim=dim), x, rtol=1e-5, atol=1e-5)
     compare(lambda t: ember.var(t, dim=dim, correction=2.5), x, rtol=1e-5, atol=1e-6)
@@ -592,6 +596,10 @@ def test_column_reductions(shape, dim):
         compare(lambda t: ember.argmax(t, dim=dim), x)
         compare(lambda t: ember.max(t, dim=dim), x)
         compare(lambda t: ember.argmin(t, dim=dim, keepdim=True), x)
+    for dt in ("bfloat16", "float16", "float64"):  # float accumulators for the 16-bit floats
+        y = make(shape, dt, kind="ints")
+        tol = 1e-2 if dt != "float64" else 1e-12
+        compare(lambda t: ember.sum(t, dim=dim), y, rtol=tol, atol=tol)
 
 
 # ---- the contiguous path (reduce_contig_kernel: 16-byte packs, 4 accumulators per thread) -------

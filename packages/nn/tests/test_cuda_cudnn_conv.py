@@ -6,8 +6,8 @@ tried; one found, e.g. through ``EMBER_CUDNN_LIBRARY``, is loaded and answers it
 error strings even without a GPU).
 
 On a GPU (skipped without): conv1d/2d/3d, groups, depthwise, stride / padding / dilation,
-transposed, channels-last inputs, forward and gradients against the CPU, through cuDNN when it is
-available and through the GEMM kernels with cuDNN disabled; benchmark mode's algorithm cache.
+transposed, channels-last inputs, forward and gradients against the CPU, through cuDNN's legacy
+API when cuDNN is available (the graph API, tried first by default, is test_cuda_cudnn_graph.py's) and through the GEMM kernels with cuDNN disabled; benchmark mode's algorithm cache.
 Contiguous depthwise convolutions run on ember's native kernels (nn_conv_depthwise.cu), not on
 cuDNN, as in PyTorch: their cuDNN passes are checked with the native switch
 (_C_cuda._set_depthwise_native) off.
@@ -44,16 +44,24 @@ def _ext():
 
 @pytest.fixture(autouse=True)
 def _restore_flags():
-    """Every test starts from PyTorch's defaults with TF32 off, and leaves them as it found them."""
+    """Every test starts from PyTorch's defaults with TF32 off and on cuDNN's legacy API (the
+    graph path, ember's default, is test_cuda_cudnn_graph.py's), and leaves them as it found
+    them."""
     saved = {n: getattr(cudnn, n) for n in ("enabled", "benchmark", "deterministic", "allow_tf32",
                                             "benchmark_limit")}
     prev_mm = ember.backends.cuda.matmul.allow_tf32
+    ext = _ext()
+    graph_was = ext._cudnn_graph_enabled() if ext is not None else False
+    if ext is not None:
+        ext._set_cudnn_graph(False)
     cudnn.allow_tf32 = False
     ember.backends.cuda.matmul.allow_tf32 = False
     yield
     for n, v in saved.items():
         setattr(cudnn, n, v)
     ember.backends.cuda.matmul.allow_tf32 = prev_mm
+    if ext is not None:
+        ext._set_cudnn_graph(graph_was)
 
 
 # ---- the switches (CPU) -------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Convolutions through cuDNN's graph (backend) API: ember._C_cuda._set_cudnn_graph(True).
+"""Convolutions through cuDNN's graph (backend) API (ember._C_cuda._set_cudnn_graph: True for every
+dtype, False for none, None, the default, for float16 / bfloat16).
 
-CPU-runnable: the switch exists and is off by default; the graph path's counters are in
+CPU-runnable: the switch exists and defaults to by-dtype; the graph path's counters are in
 ``_cudnn_stats``; and, where cuDNN loads (``EMBER_CUDNN_LIBRARY`` or NVIDIA's wheel) with its
 engine libraries, cuDNN accepts ember's tensor, convolution and operation descriptors of every
 case's three passes, in every dtype and layout (no GPU needed).
@@ -44,22 +45,26 @@ GRAPH_KEYS = ("graph_runs", "graph_declines", "graph_heuristic_queries",
 
 @pytest.fixture(autouse=True)
 def _restore_switches():
-    """Every test starts from PyTorch's cuDNN defaults with TF32 off and the graph path off, and
-    leaves them as it found them."""
+    """Every test starts from PyTorch's cuDNN defaults with TF32 off, the graph path off (each
+    test turns it on where it runs it) and ember's native depthwise kernels off (so that
+    depthwise cases reach cuDNN too), and leaves them as it found them."""
     ext = _ext()
     saved = {n: getattr(cudnn, n) for n in ("enabled", "benchmark", "deterministic", "allow_tf32")}
     prev_mm = ember.backends.cuda.matmul.allow_tf32
     graph_was = ext._cudnn_graph_enabled() if ext is not None else False
+    native_was = ext._depthwise_native() if ext is not None else True
     cudnn.allow_tf32 = False
     ember.backends.cuda.matmul.allow_tf32 = False
     if ext is not None:
         ext._set_cudnn_graph(False)
+        ext._set_depthwise_native(False)
     yield
     for n, v in saved.items():
         setattr(cudnn, n, v)
     ember.backends.cuda.matmul.allow_tf32 = prev_mm
     if ext is not None:
         ext._set_cudnn_graph(graph_was)
+        ext._set_depthwise_native(native_was)
 
 
 def _needs_ext():
@@ -75,14 +80,33 @@ def _stats():
 
 # ---- the switch (CPU) ---------------------------------------------------------------------------
 
-def test_switch_exists_and_defaults_to_false():
+def test_switch_exists_and_defaults_to_by_dtype():
     _needs_ext()
     code = ("import ember._C_cuda as c; print(c._cudnn_graph_enabled()); "
+            "c._set_cudnn_graph(False); print(c._cudnn_graph_enabled()); "
             "c._set_cudnn_graph(True); print(c._cudnn_graph_enabled()); "
-            "c._set_cudnn_graph(False); print(c._cudnn_graph_enabled())")
+            "c._set_cudnn_graph(None); print(c._cudnn_graph_enabled())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, check=True).stdout.split()
-    assert out == ["False", "True", "False"]
+    assert out == ["None", "False", "True", "None"]
+
+
+@needs_cuda
+def test_default_takes_the_graph_path_for_16_bit_floats_only():
+    if not cudnn.is_available():
+        pytest.skip("cuDNN not available")
+    ext = _needs_ext()
+    ext._set_cudnn_graph(None)
+    for dtype, graph in (("float32", False), ("float64", False), ("float16", True),
+                         ("bfloat16", True)):
+        x = rand((2, 4, 9, 9), dtype).cuda()
+        w = rand((6, 4, 3, 3), dtype, scale=0.3).cuda()
+        s0 = _stats()
+        ember.nn.functional.conv2d(x, w, padding=1)
+        s1 = _stats()
+        assert s1["runs"] - s0["runs"] == 1, dtype
+        ran = s1["graph_runs"] - s0["graph_runs"] + s1["graph_declines"] - s0["graph_declines"]
+        assert ran == (1 if graph else 0), (dtype, s1["graph_last_decline"])
 
 
 def test_graph_counters_are_in_the_stats():
@@ -188,11 +212,11 @@ def _inputs(case, dtype):
     return rand(xs, dtype), rand(ws, dtype, scale=0.3), rand((co,), dtype)
 
 
-def _check_graph_passes(before, what, strict):
-    """After one forward and backward with the switch on: the three passes ran on cuDNN (runs +
-    fallbacks == 3, as without the switch), and through the graph API unless it declined (then
-    the legacy API ran them): a failure when strict, else a warning naming the reason."""
-    after = _stats()
+def _check_graph_passes(before, after, what, strict):
+    """Over one forward and backward with the switch on (the counters before and after it): the
+    three passes ran on cuDNN (runs + fallbacks == 3, as without the switch), and through the
+    graph API unless it declined (then the legacy API ran them): a failure when strict, else a
+    warning naming the reason."""
     runs, declined = after["runs"] - before["runs"], after["fallbacks"] - before["fallbacks"]
     graph_runs = after["graph_runs"] - before["graph_runs"]
     graph_declines = after["graph_declines"] - before["graph_declines"]
@@ -219,8 +243,8 @@ def _params(dtypes):
 
 def _graph_against_cpu_and_legacy(case, dtype, layout_cl):
     """The case on the CPU, on CUDA through the graph API and on CUDA with the switch off (the
-    legacy API), from the same inputs: all agree within the dtype's tolerance. The counters'
-    change over the graph run."""
+    legacy API), from the same inputs: all agree within the dtype's tolerance. The counters
+    before and after the graph run, and its results."""
     ext = _needs_ext()
     x, w, b = _inputs(case, dtype)
     ref_dtype = "float32" if dtype in ("float16", "bfloat16") else dtype
@@ -240,7 +264,7 @@ def _graph_against_cpu_and_legacy(case, dtype, layout_cl):
         assert g.device.type == "cuda" and g.dtype == getattr(ember, dtype), (case[0], i)
         close(g, r, tol, f"{case[0]} {dtype} graph {names[i]} vs CPU")
         close(g, lg, tol, f"{case[0]} {dtype} graph {names[i]} vs legacy API")
-    return before, got
+    return before, mid, got
 
 
 @needs_cuda
@@ -248,8 +272,8 @@ def _graph_against_cpu_and_legacy(case, dtype, layout_cl):
 def test_graph_matches_cpu_and_legacy(case, dtype):
     if not cudnn.is_available():
         pytest.skip("cuDNN not available")
-    before, _ = _graph_against_cpu_and_legacy(case, dtype, layout_cl=False)
-    _check_graph_passes(before, f"{case[0]} {dtype}", strict=dtype == "float32")
+    before, after, _ = _graph_against_cpu_and_legacy(case, dtype, layout_cl=False)
+    _check_graph_passes(before, after, f"{case[0]} {dtype}", strict=dtype == "float32")
 
 
 @needs_cuda
@@ -260,9 +284,9 @@ def test_graph_matches_cpu_and_legacy(case, dtype):
 def test_graph_channels_last_matches_cpu_and_legacy(case, dtype):
     if not cudnn.is_available():
         pytest.skip("cuDNN not available")
-    before, got = _graph_against_cpu_and_legacy(case, dtype, layout_cl=True)
+    before, after, got = _graph_against_cpu_and_legacy(case, dtype, layout_cl=True)
     strict = dtype == "float32" and case[0] in ("conv2d", "conv2d_stride_dilation")
-    _check_graph_passes(before, f"{case[0]} channels_last {dtype}", strict)
+    _check_graph_passes(before, after, f"{case[0]} channels_last {dtype}", strict)
     if strict:  # the output keeps the input's layout
         assert is_channels_last(got[0]), got[0].stride()
 
@@ -380,7 +404,7 @@ def test_graph_tf32_is_loose():
     ext._set_cudnn_graph(True)
     before = _stats()
     got = _passes(case, "float32", x, w, b, "cuda", False)
-    _check_graph_passes(before, "conv2d TF32", strict=True)
+    _check_graph_passes(before, _stats(), "conv2d TF32", strict=True)
     for i, (g, r) in enumerate(zip(got, ref)):
         close(g, r, 1e-2, f"TF32 result {i}")
 

@@ -333,8 +333,8 @@ bool run(Pass pass, const char* op, const Tensor& x, const Tensor& w, const Tens
   } catch (const Error& e) {  // cudnnCreate refused this device: the GEMM kernels still work
     return decline(e.what());
   }
-  // The graph API first when switched on; where it declines, the legacy API below.
-  if (graph::enabled() &&
+  // The graph API first where the switch says so; where it declines, the legacy API below.
+  if (graph::used_for(p.dtype) &&
       graph::run(a, h, p, op, x, w, y, [&] { return describe(pass, x, w, y, cp, p.nhwc); })) {
     stats().runs.fetch_add(1, std::memory_order_relaxed);
     return true;

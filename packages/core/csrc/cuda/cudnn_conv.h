@@ -3,9 +3,10 @@
 // problem (pass, sizes, parameters, dtype, layout, math) is chosen once and cached: by cuDNN's
 // heuristics, or, with ember.backends.cudnn.benchmark, by timing every algorithm
 // (cudnnFind*AlgorithmEx), as cudnn.benchmark does in PyTorch. Workspaces come from the device's
-// caching allocator; everything runs on the current stream. With the private switch
-// ember._C_cuda._set_cudnn_graph(True) each pass tries cuDNN's graph API first
-// (cudnn_graph_conv.h) and this legacy path where that declines.
+// caching allocator; everything runs on the current stream. float16 / bfloat16 passes try cuDNN's
+// graph API first (cudnn_graph_conv.h: its cached execution plans cost the host far less per
+// call) and this legacy path where that declines; the private switch
+// ember._C_cuda._set_cudnn_graph (True: every dtype, False: none) changes which.
 #pragma once
 #include <pybind11/pybind11.h>
 

@@ -3,11 +3,14 @@
 // the fastest when benchmarking), the plan cache, execution with a variant pack.
 #include "cuda/cudnn_graph_conv.h"
 
+#include <pybind11/stl.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
@@ -87,7 +90,7 @@ bool decline(const std::string& why) {
   return false;
 }
 
-std::atomic<bool> g_enabled{false};
+std::atomic<int> g_mode{static_cast<int>(Mode::Auto)};
 
 // ---- descriptors ------------------------------------------------------------------------------
 // One backend descriptor, destroyed with its owner.
@@ -616,8 +619,19 @@ std::shared_ptr<Plan> choose(const Api* a, Handle h, const Problem& p, const int
 
 }  // namespace
 
-bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
-void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+Mode mode() { return static_cast<Mode>(g_mode.load(std::memory_order_relaxed)); }
+void set_mode(Mode m) { g_mode.store(static_cast<int>(m), std::memory_order_relaxed); }
+bool used_for(ScalarType dtype) {
+  switch (mode()) {
+    case Mode::On:
+      return true;
+    case Mode::Off:
+      return false;
+    case Mode::Auto:
+      break;
+  }
+  return dtype == ScalarType::Float16 || dtype == ScalarType::BFloat16;
+}
 
 bool run(const Api* a, Handle h, const Problem& p, const char* op, const Tensor& x, const Tensor& w,
          const Tensor& y, const std::function<std::string()>& describe) {
@@ -736,10 +750,22 @@ void clear_cache() {
 
 void bind(py::module_& m) {
   m.def(
-      "_set_cudnn_graph", [](bool on) { set_enabled(on); }, py::arg("on"),
+      "_set_cudnn_graph",
+      [](std::optional<bool> on) {
+        set_mode(!on ? Mode::Auto : *on ? Mode::On : Mode::Off);
+      },
+      py::arg("on"),
       "Convolutions try cuDNN's graph API first (falling back to the legacy API where it "
-      "declines); off by default.");
-  m.def("_cudnn_graph_enabled", &enabled, "Whether convolutions try cuDNN's graph API first.");
+      "declines): True for every dtype, False for none, None (the default) for float16 and "
+      "bfloat16 only.");
+  m.def(
+      "_cudnn_graph_enabled",
+      []() -> std::optional<bool> {
+        const Mode m = mode();
+        if (m == Mode::Auto) return std::nullopt;
+        return m == Mode::On;
+      },
+      "The switch: True (every dtype), False (none) or None (by dtype, the default).");
 }
 
 }  // namespace graph

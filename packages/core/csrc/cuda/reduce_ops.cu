@@ -11,9 +11,10 @@
 //                whole-tensor reductions of dense tensors): 16-byte vector loads (element loads
 //                for the unaligned head and the tail), four packs in flight and four independent
 //                accumulators per thread, the output's offset computed once per block.
-//   thread path: one thread per output, looping over the reduced elements: short reductions, and
-//                "column" reductions (the innermost kept dim is contiguous, the reduced dims are
-//                not: adjacent threads read adjacent memory).
+//   thread path: one thread per output, looping over the reduced elements: short reductions.
+//   columns:     "column" reductions (the innermost kept dim is contiguous, the reduced dims are
+//                not): 32 adjacent outputs per block (coalesced loads) by 8 row slices, and the
+//                reduced elements split over blocks when the outputs are few.
 // Accumulation: float for Half/BFloat16, double for float32/float64 sums, int64 for integers and
 // bool; var/std (Welford with Chan's merge) and norms accumulate in double. Scans run one thread
 // per scan line over a contiguous (outer, n, inner) copy.
@@ -409,6 +410,46 @@ __global__ void reduce_thread_kernel(const typename R::in_t* in, Dims kept, Dims
   }
 }
 
+// Column reductions (the innermost kept dim is contiguous, the reduced dims are not: a bias
+// gradient, sum(dim=0) of a matrix): a block takes 32 adjacent outputs (its lanes: coalesced
+// loads) by kColSlices row slices (its warps), which combine in shared memory. With few outputs
+// the reduced elements also split into nchunks chunks over blocks (partials[o * nchunks + c],
+// combined by reduce_partials_kernel), so that the GPU fills.
+constexpr int kColSlices = kBlockSize / kWarpSize;
+
+template <class R>
+__global__ void __launch_bounds__(kBlockSize)
+    reduce_columns_kernel(const typename R::in_t* in, Dims kept, Dims red, int64_t nred,
+                          int64_t chunk, int64_t nchunks, int64_t ntiles, int64_t nout, R r,
+                          typename R::acc_t* partials) {
+  using Acc = typename R::acc_t;
+  __shared__ __align__(16) unsigned char smem[kBlockSize * sizeof(Acc)];
+  Acc* sh = reinterpret_cast<Acc*>(smem);
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int slice = static_cast<int>(threadIdx.x) / kWarpSize;
+  for (int64_t b = blockIdx.x; b < ntiles * nchunks; b += gridDim.x) {
+    const int64_t o = (b / nchunks) * kWarpSize + lane, c = b % nchunks;
+    Acc acc = r.identity();
+    if (o < nout) {
+      const typename R::in_t* base = in + offset_of(kept, o);
+      const int64_t hi = min(nred, (c + 1) * chunk);
+      for (int64_t j = c * chunk + slice; j < hi; j += kColSlices)
+        r.step(acc, ld(base + offset_of(red, j)), j);
+    }
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    if (slice == 0 && o < nout) {
+      for (int k = 1; k < kColSlices; ++k) acc = r.combine(acc, sh[k * kWarpSize + lane]);
+      if (nchunks > 1) {
+        partials[o * nchunks + c] = acc;
+      } else {
+        r.write(o, acc);
+      }
+    }
+    __syncthreads();  // sh is rewritten by the next tile
+  }
+}
+
 // How a block reduction splits: nchunks chunks of `chunk` reduced elements per output.
 struct Split {
   int64_t nchunks = 1, chunk = 0;
@@ -432,6 +473,21 @@ Split split_reduction(int64_t nout, int64_t nred, int sms) {
   return s;
 }
 
+// The column kernel's split: *ntiles tiles of 32 outputs; when they are fewer than about four
+// waves of blocks, chunks of at least kMinRows reduced elements (kMinRows / kColSlices per thread).
+Split split_columns(int64_t nout, int64_t nred, int sms, int64_t* ntiles) {
+  constexpr int64_t kMinRows = 256;
+  *ntiles = (nout + kWarpSize - 1) / kWarpSize;
+  const int64_t target = int64_t(32) * sms;
+  Split s;
+  if (*ntiles < target)
+    s.nchunks = std::max<int64_t>(
+        1, std::min((nred + kMinRows - 1) / kMinRows, (target + *ntiles - 1) / *ntiles));
+  s.chunk = (nred + s.nchunks - 1) / s.nchunks;
+  s.nchunks = (nred + s.chunk - 1) / s.chunk;
+  return s;
+}
+
 // Runs reducer r over `in` reducing the dims in `mask`; outputs are written in row-major order of
 // the kept dims. `ordered`: r uses the flat index of the reduced elements (argmax).
 template <class R>
@@ -447,23 +503,35 @@ void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, 
   const int64_t nout = g.nout, nred = g.nred;
   const bool columns =
       !g.ksizes.empty() && g.kstrides.back() == 1 && !g.rsizes.empty() && g.rstrides.back() != 1;
-  if (nred <= 32 || (columns && nout >= 1024)) {
+  if (nred <= 32) {
     reduce_thread_kernel<R>
         <<<blocks_for(nout), kBlockSize, 0, stream>>>(base, kept, rd, nred, nout, r);
     check_launch(op);
     return;
   }
-  const Split s = split_reduction(nout, nred, sm_count(current_device()));
-  const int64_t nitems = nout * s.nchunks;
+  const int sms = sm_count(current_device());
+  const bool by_columns = columns && nout >= kWarpSize / 2;
+  Split s;
+  int64_t nitems = 0, ntiles = 0;
+  if (by_columns) {
+    s = split_columns(nout, nred, sms, &ntiles);
+    nitems = ntiles * s.nchunks;
+  } else {
+    s = split_reduction(nout, nred, sms);
+    nitems = nout * s.nchunks;
+  }
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(nitems, int64_t(1) << 20));
   using Acc = typename R::acc_t;
   Tensor parts;
   Acc* partials = nullptr;
   if (s.nchunks > 1) {
-    parts = red::scratch(nitems * static_cast<int64_t>(sizeof(Acc)), in->device());
+    parts = red::scratch(nout * s.nchunks * static_cast<int64_t>(sizeof(Acc)), in->device());
     partials = reinterpret_cast<Acc*>(parts->data());
   }
-  if (rd.n == 1 && rd.stride[0] == 1) {
+  if (by_columns) {
+    reduce_columns_kernel<R><<<grid, kBlockSize, 0, stream>>>(base, kept, rd, nred, s.chunk,
+                                                              s.nchunks, ntiles, nout, r, partials);
+  } else if (rd.n == 1 && rd.stride[0] == 1) {
     reduce_contig_kernel<R><<<grid, kBlockSize, 0, stream>>>(base, kept, nred, s.chunk, s.nchunks,
                                                              nitems, r, partials);
   } else {
