@@ -217,7 +217,7 @@ fi
 if [[ " $phases " == *" ab "* ]]; then
   say ""
   say "## A/B of ember's kernel-path switches (cuda_train.py, ember only, throughput)"
-  for pair in ${AB:-vgg19:cudnn_graph alexnet:cudnn_graph gpt2:sdpa_tensor_cores}; do
+  for pair in ${AB:-gpt2:deferred_errors vgg19:cudnn_graph alexnet:cudnn_graph}; do
     tag=${pair%%:*} sw=${pair#*:}
     case_=${tag//+/ }  # "resnet50+bf16": the case filter "resnet50 bf16"
     line="- $case_, $sw:"

@@ -8,6 +8,7 @@
 #include "core/backend.h"
 #include "cuda/cuda_allocator.h"
 #include "cuda/cuda_context.h"
+#include "cuda/device_checks.h"
 #include "cuda/pinned_allocator.h"
 #include "cuda/sync_debug.h"
 
@@ -20,10 +21,12 @@ void copy_to_host(void* dst, const void* src, size_t nbytes, int index, bool non
   cudaStream_t s = current_stream();
   if (!non_blocking) sync_debug_check("copy to the host");  // before the copy: "error" mode
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
-  if (non_blocking)
+  if (non_blocking) {
     record_host_use(dst, s, current_device());
-  else
+  } else {
     EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
+    checks::after_wait(current_device(), checks::Wait::Stream, s);
+  }
 }
 
 void copy_from_host(void* dst, const void* src, size_t nbytes, int index, bool non_blocking) {
@@ -31,15 +34,18 @@ void copy_from_host(void* dst, const void* src, size_t nbytes, int index, bool n
   cudaStream_t s = current_stream();
   if (!non_blocking) sync_debug_check("copy from the host");
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
-  if (non_blocking)
+  if (non_blocking) {
     record_host_use(src, s, current_device());
-  else
+  } else {
     EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
+    checks::after_wait(current_device(), checks::Wait::Stream, s);
+  }
 }
 
 void synchronize(int index) {
   DeviceGuard guard(index);
   EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+  checks::after_wait(current_device(), checks::Wait::Device);
 }
 
 int count() { return device_count(); }

@@ -19,6 +19,7 @@
 #include "cuda/cuda_context.h"
 #include "cuda/cuda_registry.h"
 #include "cuda/cudnn_conv.h"
+#include "cuda/device_checks.h"
 #include "cuda/linalg_ops.h"
 #include "cuda/nn_attention_tc.h"
 #include "cuda/nn_conv_depthwise.h"
@@ -89,6 +90,12 @@ PYBIND11_MODULE(_C_cuda, m) {
   m.def("_set_depthwise_native", &depthwise::set_native_enabled, py::arg("on"));
   m.def("_depthwise_native", &depthwise::native_enabled);
   m.def("_depthwise_native_passes", &depthwise::native_passes);
+  // device_checks.cpp: kernels' input errors raised at the op (default) or at the next wait.
+  m.def("_set_deferred_errors", &checks::set_deferred, py::arg("on"),
+        "Errors that kernels find in their inputs (embedding indices, loss targets) are raised "
+        "at the next wait for the device instead of at the op, which then does not wait.");
+  m.def("_deferred_errors", &checks::deferred);
+  m.def("_deferred_errors_pending", &checks::pending, py::arg("device") = 0);
   m.def("is_available", [] { return device_count() > 0; });
   m.def("device_count", &device_count);
   m.def("current_device", &current_device);

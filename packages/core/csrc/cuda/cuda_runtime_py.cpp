@@ -13,6 +13,7 @@
 #include "core/tensor.h"
 #include "cuda/cuda_allocator.h"
 #include "cuda/cuda_context.h"
+#include "cuda/device_checks.h"
 #include "cuda/pinned_allocator.h"
 #include "cuda/streams.h"
 #include "kernels/iterator.h"
@@ -170,6 +171,7 @@ void bind_runtime(py::module_& m) {
       [](int device) {
         DeviceGuard guard(device);
         EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+        checks::after_wait(current_device(), checks::Wait::Device);
       },
       py::arg("device") = -1, py::call_guard<py::gil_scoped_release>());
   m.def("_device_properties", [](int device) {
@@ -235,6 +237,7 @@ void bind_runtime(py::module_& m) {
       [](int64_t s, int device) {
         DeviceGuard guard(device);
         EMBER_CUDA_CHECK(cudaStreamSynchronize(as_stream(s)));
+        checks::after_wait(current_device(), checks::Wait::Stream, as_stream(s));
       },
       py::call_guard<py::gil_scoped_release>());
   m.def("_stream_wait_event", [](int64_t s, int64_t e, int device) {
@@ -280,6 +283,7 @@ void bind_runtime(py::module_& m) {
       [](int64_t e, int device) {
         DeviceGuard guard(device);
         EMBER_CUDA_CHECK(cudaEventSynchronize(as_event(e)));
+        checks::after_wait(current_device(), checks::Wait::Event);
       },
       py::call_guard<py::gil_scoped_release>());
   m.def("_event_elapsed_time", [](int64_t start, int64_t end, int device) {

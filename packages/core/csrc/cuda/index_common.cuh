@@ -8,6 +8,7 @@
 #include "core/out_tensor.h"
 #include "core/tensor.h"
 #include "cuda/cuda_context.h"
+#include "cuda/device_checks.h"
 #include "cuda/device_types.cuh"
 #include "kernels/indexing_rules.h"
 #include "kernels/iterator.h"
@@ -131,6 +132,7 @@ inline Tensor to_host(const Tensor& t, const char* op) {
   EMBER_CUDA_CHECK(
       cudaMemcpyAsync(h->data(), c->data(), t->numel() * t->itemsize(), cudaMemcpyDeviceToHost, s));
   EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
+  checks::after_wait(current_device(), checks::Wait::Stream, s);
   return h;
 }
 
@@ -149,6 +151,7 @@ inline Tensor to_device(const Tensor& host, Device device) {
   EMBER_CUDA_CHECK(
       cudaMemcpyAsync(d->data(), h->data(), h->numel() * h->itemsize(), cudaMemcpyHostToDevice, s));
   EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
+  checks::after_wait(current_device(), checks::Wait::Stream, s);
   return d;
 }
 

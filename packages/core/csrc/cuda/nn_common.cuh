@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "core/tensor.h"
 #include "cuda/cuda_context.h"
+#include "cuda/device_checks.h"
 #include "cuda/device_types.cuh"
 #include "cuda/index_common.cuh"
 #include "cuda/pointwise_math.cuh"
@@ -166,34 +168,17 @@ inline void check_device(const Tensor& ref, const Tensor& t, const char* op, con
   ix::check_same_device(ref, t, op, what);
 }
 
-// A device flag plus the first offending value a kernel found (flag 0: none). The host reads it
-// back after the launches (a sync point) and raises.
-struct ErrorSlot {
-  int32_t flag;
-  int32_t pad;
-  int64_t value;
-};
+// The first offending value a kernel found (flag 0: none), reported into an error check's slot
+// (device_checks.h: raised right after the op's launches, or at the next wait when deferred).
+using ErrorSlot = checks::Slot;
 
 __device__ __forceinline__ void report_error(ErrorSlot* e, int64_t value) {
   if (atomicCAS(&e->flag, 0, 1) == 0) e->value = value;
 }
 
-// A zeroed ErrorSlot on `device` (keep the tensor alive until it is read).
-inline Tensor error_slot(Device device) {
-  Tensor t = empty(DimVector{static_cast<int64_t>(sizeof(ErrorSlot))}, ScalarType::UInt8, device);
-  ix::zero(t);
-  return t;
-}
-inline ErrorSlot* slot_ptr(const Tensor& t) { return reinterpret_cast<ErrorSlot*>(t->data()); }
-
-// Reads the slot back (waits for the stream); {flag, value}.
-inline ErrorSlot read_error(const Tensor& t) {
-  ErrorSlot e{};
-  DeviceGuard g(ix::device_index(t));
-  cudaStream_t s = ix::stream_of(t);
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(&e, t->data(), sizeof(ErrorSlot), cudaMemcpyDeviceToHost, s));
-  EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
-  return e;
+// The check over an op's launches on t's device and current stream.
+inline checks::DeviceCheck error_check(const Tensor& t, checks::Describe describe) {
+  return checks::DeviceCheck(ix::device_index(t), ix::stream_of(t), std::move(describe));
 }
 
 }  // namespace nnk

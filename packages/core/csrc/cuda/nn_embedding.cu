@@ -24,6 +24,13 @@ using nnk::ErrorSlot;
 
 // ---- embedding --------------------------------------------------------------------------------
 
+// The CPU kernel's IndexError for an index out of [0, V).
+checks::Describe out_of_range(const char* op, int64_t V) {
+  return [op, V](int64_t v) {
+    return checks::Report{ErrorKind::Index, nn::embedding_index_error(op, v, V)};
+  };
+}
+
 template <class U>
 __global__ void embedding_kernel(const U* w, const int64_t* idx, U* out, int64_t n, int64_t D,
                                  int64_t V, ErrorSlot* err) {
@@ -60,17 +67,15 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   shape.push_back(D);
   Tensor out = empty(shape, w->dtype(), w->device());
   if (n * D == 0) return out;
-  Tensor slot = nnk::error_slot(w->device());
+  checks::DeviceCheck check = nnk::error_check(w, out_of_range("embedding", V));
   ix::by_itemsize(w->itemsize(), [&](auto tag) {
     using U = decltype(tag);
     embedding_kernel<U><<<blocks_for(n * D, 4), kBlockSize, 0, ix::stream_of(w)>>>(
         reinterpret_cast<const U*>(w->data()), idx->data_as<int64_t>(),
-        reinterpret_cast<U*>(out->data()), n, D, V, nnk::slot_ptr(slot));
+        reinterpret_cast<U*>(out->data()), n, D, V, check.slot());
     check_launch(op);
   });
-  const ErrorSlot e = nnk::read_error(slot);
-  EMBER_CHECK_KIND(e.flag == 0, Index, "embedding: index ", e.value, " is out of range for ", V,
-                   " embeddings");
+  check.done();
   return out;
 }
 
@@ -125,7 +130,7 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
   Tensor acc = empty(DimVector{num_weights, D}, at, dev);
   ix::zero(acc);
   if (n > 0) {
-    Tensor slot = nnk::error_slot(dev);
+    checks::DeviceCheck check = nnk::error_check(g, out_of_range(op, num_weights));
     Tensor counts;
     if (scale_grad_by_freq) {
       counts = empty(DimVector{std::max<int64_t>(num_weights, 1)}, ScalarType::Int32, dev);
@@ -134,7 +139,7 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
     cudaStream_t st = ix::stream_of(g);
     embedding_count_kernel<<<blocks_for(n), kBlockSize, 0, st>>>(
         idx->data_as<int64_t>(), n, num_weights, counts ? counts->data_as<int>() : nullptr,
-        nnk::slot_ptr(slot));
+        check.slot());
     check_launch(op);
     if (D > 0) {
       EMBER_DISPATCH_FLOAT(dt, op, [&] {
@@ -146,9 +151,7 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
         check_launch(op);
       });
     }
-    const ErrorSlot e = nnk::read_error(slot);
-    EMBER_CHECK_KIND(e.flag == 0, Index, op, ": index ", e.value, " is out of range for ",
-                     num_weights, " embeddings");
+    check.done();
   }
   if (dt == at) return acc;
   return nnk::contig(acc, dt, op);

@@ -37,11 +37,12 @@ NllShape check_nll(const Tensor& self, const Tensor& target, const Tensor& weigh
   return nn::check_nll(self, target, weight, op);
 }
 
-// Raises the CPU kernel's IndexError when a kernel reported an out-of-range target.
-void raise_target_error(const Tensor& slot, const char* op, int64_t c, int64_t ignore_index) {
-  const ErrorSlot e = nnk::read_error(slot);
-  EMBER_CHECK_KIND(e.flag == 0, Index, op, ": target ", e.value, " is out of bounds (", c,
-                   " classes; ignore_index is ", ignore_index, ")");
+// The CPU kernel's IndexError for a target out of range.
+checks::Describe target_error(const char* op, int64_t c, int64_t ignore_index) {
+  return [op, c, ignore_index](int64_t v) {
+    return checks::report(ErrorKind::Index, op, ": target ", v, " is out of bounds (", c,
+                          " classes; ignore_index is ", ignore_index, ")");
+  };
 }
 
 // Class of target i: k in [0, C), -1 for ignore_index, -2 (reported) when out of range.
@@ -158,7 +159,7 @@ Tensor nll_loss(const Tensor& self, const Tensor& target, const Tensor& weight,
   const int64_t count = sh.n * sh.s;
   Tensor out = empty(ls.red == Reduction::None ? target->sizes() : DimVector{}, self->dtype(),
                      self->device());
-  Tensor slot = nnk::error_slot(self->device());
+  checks::DeviceCheck slot = nnk::error_check(self, target_error(op, sh.c, ignore_index));
   cudaStream_t st = ix::stream_of(self);
   EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
     using T = scalar_t;
@@ -166,27 +167,27 @@ Tensor nll_loss(const Tensor& self, const Tensor& target, const Tensor& weight,
       if (count == 0) return;
       nll_none_kernel<T><<<blocks_for(count), kBlockSize, 0, st>>>(
           ls.x->data_as<T>(), ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w), out->data_as<T>(),
-          count, sh.c, sh.s, ignore_index, nnk::slot_ptr(slot));
+          count, sh.c, sh.s, ignore_index, slot.slot());
     } else {
       nll_reduce_kernel<T><<<1, kReduceThreads, 0, st>>>(
           ls.x->data_as<T>(), ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w), out->data_as<T>(),
-          count, sh.c, sh.s, ignore_index, ls.red == Reduction::Mean, nnk::slot_ptr(slot));
+          count, sh.c, sh.s, ignore_index, ls.red == Reduction::Mean, slot.slot());
     }
     check_launch(op);
   });
-  raise_target_error(slot, op, sh.c, ignore_index);
+  slot.done();
   return out;
 }
 
 // The 'mean' divisor on the device (null when the reduction is not 'mean').
-Tensor total_weight(const LossSetup& ls, int64_t ignore_index, const Tensor& slot, const char* op) {
+Tensor total_weight(const LossSetup& ls, int64_t ignore_index, ErrorSlot* slot, const char* op) {
   if (ls.red != Reduction::Mean) return Tensor();
   Tensor tw = empty(DimVector{}, ScalarType::Float64, ls.x->device());
   EMBER_DISPATCH_FLOAT(ls.x->dtype(), op, [&] {
     using T = scalar_t;
     total_weight_kernel<T><<<1, kReduceThreads, 0, ix::stream_of(ls.x)>>>(
         ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w), tw->data_as<double>(), ls.sh.n * ls.sh.s,
-        ls.sh.c, ignore_index, nnk::slot_ptr(slot));
+        ls.sh.c, ignore_index, slot);
     check_launch(op);
   });
   return tw;
@@ -211,21 +212,21 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& self, const Te
   Tensor g = check_grad_output(op, grad_output, self, target, ls.red);
   Tensor gi = empty(self->sizes(), self->dtype(), self->device());
   ix::zero(gi);
-  Tensor slot = nnk::error_slot(self->device());
+  checks::DeviceCheck slot = nnk::error_check(self, target_error("nll_loss", sh.c, ignore_index));
   // Checks every target (and gives the 'mean' divisor).
   LossSetup chk = ls;
   chk.red = Reduction::Mean;
-  Tensor tw = total_weight(chk, ignore_index, slot, "nll_loss");
+  Tensor tw = total_weight(chk, ignore_index, slot.slot(), "nll_loss");
   EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
     using T = scalar_t;
     if (count == 0) return;
     nll_backward_kernel<T><<<blocks_for(count), kBlockSize, 0, ix::stream_of(self)>>>(
         g->data_as<T>(), ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w),
         ls.red == Reduction::Mean ? tw->data_as<double>() : nullptr, gi->data_as<T>(), count, sh.c,
-        sh.s, ignore_index, ls.red == Reduction::None, nnk::slot_ptr(slot));
+        sh.s, ignore_index, ls.red == Reduction::None, slot.slot());
     check_launch(op);
   });
-  raise_target_error(slot, "nll_loss", sh.c, ignore_index);
+  slot.done();
   return gi;
 }
 
@@ -372,7 +373,7 @@ std::tuple<Tensor, Tensor> _cross_entropy_loss(const Tensor& self, const Tensor&
   const bool none = ls.red == Reduction::None;
   Tensor out = empty(none ? target->sizes() : DimVector{}, self->dtype(), self->device());
   Tensor lse = empty(target->sizes(), ce_lse_dtype(self->dtype()), self->device());
-  Tensor slot = nnk::error_slot(self->device());
+  checks::DeviceCheck slot = nnk::error_check(self, target_error(op, C, ignore_index));
   Tensor W = weight_sum(ls, eps, op);
   Tensor loss, wk;
   if (!none) {
@@ -389,7 +390,7 @@ std::tuple<Tensor, Tensor> _cross_entropy_loss(const Tensor& self, const Tensor&
           ls.x->data_as<T>(), ls.t->data_as<int64_t>(), ptr_or_null<T>(ls.w),
           W ? W->data_as<double>() : nullptr, lse->data_as<A>(), none ? out->data_as<T>() : nullptr,
           none ? nullptr : loss->data_as<double>(), none ? nullptr : wk->data_as<double>(), count,
-          C, sh.s, ignore_index, eps, mode, nnk::slot_ptr(slot));
+          C, sh.s, ignore_index, eps, mode, slot.slot());
       check_launch(op);
     }
     if (!none) {
@@ -399,7 +400,7 @@ std::tuple<Tensor, Tensor> _cross_entropy_loss(const Tensor& self, const Tensor&
       check_launch(op);
     }
   });
-  raise_target_error(slot, op, C, ignore_index);
+  slot.done();
   return {out, lse};
 }
 
@@ -420,11 +421,11 @@ Tensor _cross_entropy_loss_backward(const Tensor& grad_output, const Tensor& sel
   const double eps = label_smoothing;
   Tensor g = check_grad_output(op, grad_output, self, target, ls.red);
   Tensor gi = empty(self->sizes(), self->dtype(), self->device());
-  Tensor slot = nnk::error_slot(self->device());
+  checks::DeviceCheck slot = nnk::error_check(self, target_error(op, C, ignore_index));
   // Checks every target (and gives the 'mean' divisor).
   LossSetup chk = ls;
   chk.red = Reduction::Mean;
-  Tensor tw = total_weight(chk, ignore_index, slot, op);
+  Tensor tw = total_weight(chk, ignore_index, slot.slot(), op);
   Tensor W = weight_sum(ls, eps, op);
   const int mode = nnk::team_mode(C, sh.s);
   EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
@@ -439,7 +440,7 @@ Tensor _cross_entropy_loss_backward(const Tensor& grad_output, const Tensor& sel
             sh.s, ignore_index, eps, ls.red == Reduction::None, mode);
     check_launch(op);
   });
-  raise_target_error(slot, op, C, ignore_index);
+  slot.done();
   return gi;
 }
 

@@ -1,6 +1,8 @@
 // Device-neutral checks of embedding and its backward (ops/nn.yaml), shared by the CPU kernels
 // (kernels/cpu/nn_misc.cpp) and the CUDA ones (cuda/nn_embedding.cu).
 #pragma once
+#include <string>
+
 #include "core/tensor.h"
 #include "kernels/nn_rules.h"
 
@@ -34,6 +36,12 @@ inline int64_t embedding_grad_dim(const char* op, const Tensor& grad_output,
               op, ": grad_output of shape ", shape_str(grad_output->sizes()),
               " doesn't match indices of shape ", shape_str(indices->sizes()));
   return grad_output->size(grad_output->dim() - 1);
+}
+
+// The IndexError message of an index k outside [0, V) (the CPU and CUDA kernels').
+inline std::string embedding_index_error(const char* op, int64_t k, int64_t V) {
+  return std::string(op) + ": index " + std::to_string(k) + " is out of range for " +
+         std::to_string(V) + " embeddings (indices must lie in [0, " + std::to_string(V) + "))";
 }
 
 }  // namespace nn

@@ -38,8 +38,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
                [&](int64_t b, int64_t e) {
                  for (int64_t i = b; i < e; ++i) {
                    const int64_t k = pi[i];
-                   EMBER_CHECK_KIND(k >= 0 && k < V, Index, "embedding: index ", k,
-                                    " is out of range for ", V, " embeddings");
+                   EMBER_CHECK_KIND(k >= 0 && k < V, Index,
+                                    nn::embedding_index_error("embedding", k, V));
                    std::memcpy(dst + i * D * isz, src + k * D * isz, D * isz);
                  }
                });
@@ -63,8 +63,8 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
       if (pi[i] >= 0 && pi[i] < num_weights) counts[pi[i]]++;
   }
   for (int64_t i = 0; i < n; ++i)
-    EMBER_CHECK_KIND(pi[i] >= 0 && pi[i] < num_weights, Index, op, ": index ", pi[i],
-                     " is out of range for ", num_weights, " embeddings");
+    EMBER_CHECK_KIND(pi[i] >= 0 && pi[i] < num_weights, Index,
+                     nn::embedding_index_error(op, pi[i], num_weights));
   EMBER_DISPATCH_FLOAT(g->dtype(), op, [&] {
     using T = scalar_t;
     using A = opmath_t<T>;

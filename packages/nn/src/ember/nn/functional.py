@@ -1463,13 +1463,14 @@ def _padding_idx(op: str, padding_idx: int | None, num: int) -> int:
     return padding_idx + num if padding_idx < 0 else padding_idx
 
 
-def _check_indices(op: str, input: Tensor, num: int) -> None:
+def _check_indices(op: str, input: Tensor, num: int, values: bool = True) -> None:
     if input.dtype not in (ember.int64, ember.int32):
         raise RuntimeError(
             f"{op}: expected integer (int64 or int32) indices, got dtype {input.dtype}"
         )
-    # A check of values (a sync point): meta tensors have none.
-    if input.numel() and input.device.type != "meta" and (
+    # A check of values (a sync point on a GPU; two reductions): meta tensors have none, and ops
+    # whose kernels check their indices themselves skip it (values=False).
+    if values and input.numel() and input.device.type != "meta" and (
         int(input.min().item()) < 0 or int(input.max().item()) >= num
     ):
         raise IndexError(
@@ -1503,7 +1504,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
             f"{_shape(weight)}"
         )
     num = weight.shape[0]
-    _check_indices("embedding", input, num)
+    _check_indices("embedding", input, num, values=False)  # the embedding kernels check them
     pidx = _padding_idx("embedding", padding_idx, num)
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
