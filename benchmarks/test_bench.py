@@ -183,3 +183,31 @@ def test_cuda_train_isolated_case_and_failing_case(tmp_path: Path, capsys) -> No
     rows = json.loads((tmp_path / "b.json").read_text())["cases"]
     assert rows[0]["ember"]["status"] == rows[0]["torch"]["status"] == "error"
     assert rows[1]["case"] == "ncf" and rows[1]["ember"]["status"] == "ok"
+
+
+def test_gpu_paper_dry_run_on_the_cpu(tmp_path: Path) -> None:
+    # benchmarks/paper/gpu_paper.py (the paper's GPU Fig. 1, async ablation and Table 1) on the
+    # CPU at tiny size, ember only: the README's tables, the trace, results.json.
+    pytest.importorskip("ember")
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps({"meta": {"gpu": "a test GPU"}, "cases": [
+        {"case": "resnet50 fp32", "batch": 64, "ember": {"status": "ok", "throughput": 950.0},
+         "torch": {"status": "ok", "throughput": 925.0}}]}))
+    out = tmp_path / "gpu"
+    proc = subprocess.run(
+        [sys.executable, str(RUN.parent / "paper" / "gpu_paper.py"), "--device", "cpu",
+         "--image", "32", "--batch", "2", "--steps", "1", "--no-torch", "--out", str(out),
+         "--train-json", str(train)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    readme = (out / "README.md").read_text()
+    assert "## Fig. 1: one training step, host ops against GPU kernels" in readme
+    assert "| ember |" in readme and "| resnet50 fp32 | 64 | 950 | 925 | 1.03 |" in readme
+    doc = json.loads((out / "results.json").read_text())
+    (fig1,) = doc["fig1"]
+    assert fig1["framework"] == "ember" and fig1["ops"] > 0 and fig1["host_ms"] > 0
+    assert fig1["kernels"] == 0  # no device on the CPU
+    json.loads((out / fig1["trace"]).read_text())  # a valid chrome trace
+    (ab,) = doc["async"]
+    assert ab["async_s"] > 0 and ab["blocking_s"] > 0, ab

@@ -9,6 +9,7 @@
 #   TESTS="packages/core/tests/test_cuda_runtime.py" bash tools/gpu_check.sh
 #   PHASES="build bench" TRAIN_BENCH_ARGS="--filter resnet" bash tools/gpu_check.sh
 #   PHASES="build ab" bash tools/gpu_check.sh   # ember's kernel-path switches, off vs on
+#   PHASES="build bench paper" bash tools/gpu_check.sh   # + the paper's GPU Fig. 1 / ablation
 #   (AB="case:switch ...", default below, "+" for a space in the case: resnet50+bf16:cudnn_graph;
 #   AB_BUDGET seconds per run, default 25)
 #   (the bench phase: benchmarks/cases_cuda.py, then the training benchmark
@@ -234,6 +235,23 @@ print(r.get('throughput') or r.get('status'))" "$out/ab_${tag}_${sw}_$v.json" 2>
     done
     say "$line"
   done
+fi
+# ---- paper: the paper's GPU Fig. 1, the async ablation and Table 1 (benchmarks/paper/gpu_paper.py;
+# Table 1 from the bench phase's cuda_train.json when it ran). Its README, PNG and traces come
+# back in logs.tgz (paper/), for docs/paper/gpu/.
+if [[ " $phases " == *" paper "* ]]; then
+  say ""
+  say "## The paper's GPU experiments (benchmarks/paper/gpu_paper.py)"
+  train_json=()
+  [ -f "$out/cuda_train.json" ] && train_json=(--train-json "$out/cuda_train.json")
+  timeout "${PAPER_TIMEOUT:-240}" python3 benchmarks/paper/gpu_paper.py --out "$out/paper" \
+    "${train_json[@]}" ${PAPER_ARGS:-} >"$out/paper.log" 2>&1
+  say "- exit $?"
+  if [ -f "$out/paper/README.md" ]; then
+    tee -a "$report" <"$out/paper/README.md" >/dev/null
+  else
+    tail -15 "$out/paper.log" | tee -a "$report" >/dev/null
+  fi
 fi
 # ---- profile: where a training step's GPU time goes, per op, ember then torch --------------
 # (tools/gpu_profile_train.py; device times from ember's CUPTI activity; PROFILE_BLOCKING=1 runs

@@ -614,8 +614,10 @@ def write_readme(out: Path, meta: dict[str, Any], res: dict[str, Any],
     parts += [f"Chrome trace of the same step: [{f1['trace']}]({f1['trace']}) (open it in "
               f"https://ui.perfetto.dev or chrome://tracing).", "",
               "The paper's version shows the host running ahead of the device (host ops vs device "
-              "kernels): that needs a GPU and is left to `tools/gpu_check.sh`; ember's CUDA "
-              "extension registers no device activity to the profiler yet (docs/profiler.md).", ""]
+              "kernels, from ember's CUPTI activity): that needs a GPU. "
+              "`benchmarks/paper/gpu_paper.py` draws it (with the async ablation and Table 1 at "
+              "full size) on the GPU machine (`PHASES=\"build bench paper\" "
+              "tools/gpu_check.sh`), into `docs/paper/gpu/`.", ""]
     rows = [[p, f"{f1['phase_ms'].get(p, 0):.2f} ms", str(f1["phase_ops"].get(p, 0))]
             for p in PHASES]
     parts += [_table(["phase", "time (profiled)", "top-level ops"], rows), "",
@@ -759,7 +761,7 @@ def write_readme(out: Path, meta: dict[str, Any], res: dict[str, Any],
     parts += ["### Asynchronous execution vs a sync after every op", "",
               "GPU only: on the CPU ember runs every op synchronously on the calling thread, so "
               "there is nothing to compare. The GPU measurement (and the GPU timeline of Fig. 1) "
-              "belongs to `tools/gpu_check.sh`.", ""]
+              "is `benchmarks/paper/gpu_paper.py`'s (`docs/paper/gpu/`).", ""]
     (out / "README.md").write_text("\n".join(parts))
 
 
