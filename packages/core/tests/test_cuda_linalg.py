@@ -94,6 +94,11 @@ def test_accumulating_products_match_cpu(dtype):
     for init in (row, col, s):
         check(ember.addmm(dev(init), dev(m1), dev(m2), beta=0.75),
               ember.addmm(init, m1, m2, beta=0.75), dtype)
+    # A bias row over more rows than the broadcast kernel's row slices (2048) and columns that
+    # end inside a block: linalg_ops.cu's broadcast_rows_kernel.
+    tall, wide = rand(2500, 3, dtype=dtype, seed=8), rand(3, 300, dtype=dtype, seed=9)
+    bias = rand(300, dtype=dtype, seed=10)
+    check(ember.addmm(dev(bias), dev(tall), dev(wide)), ember.addmm(bias, tall, wide), dtype)
     v, y = rand(10, dtype=dtype, seed=6), rand(6, dtype=dtype, seed=7)
     check(ember.addmv(dev(y), dev(m1), dev(v), beta=0.5, alpha=2),
           ember.addmv(y, m1, v, beta=0.5, alpha=2), dtype)

@@ -1,6 +1,8 @@
 // The helper kernels of the CUDA matrix products (linalg_ops.cpp holds the cuBLAS calls and the
 // ops): strided gathers that make operands and `self` of addmm & co. contiguous, the scaling of
 // the K == 0 products, and an exact integer product (cuBLAS has none that wraps like the CPU).
+#include <algorithm>
+
 #include "cuda/cuda_context.h"
 #include "cuda/device_types.cuh"
 #include "cuda/linalg_ops.cuh"
@@ -19,6 +21,17 @@ __global__ void gather_kernel(T* dst, const T* src, red::Dims g, int64_t n) {
   const int64_t step = int64_t(blockDim.x) * gridDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
     dst[i] = src[red::offset_of(g, i)];
+}
+
+// gather_kernel's common case without its per-element index walk: a row of n elements repeated
+// over m rows (a bias broadcast into addmm's output). Blocks take column tiles (x) by row
+// slices (y); each thread keeps its source element across the rows it writes.
+template <class T>
+__global__ void broadcast_rows_kernel(T* dst, const T* src, int64_t m, int64_t n) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= n) return;
+  const T v = src[c];
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) dst[r * n + c] = v;
 }
 
 template <class T>
@@ -78,6 +91,18 @@ void strided_copy(void* dst, const void* src, int64_t itemsize, int ndim, const 
   if (n == 0) return;
   EMBER_CHECK(itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8, op,
               ": internal error: element size ", itemsize);
+  if (ndim == 2 && strides[0] == 0 && strides[1] == 1) {
+    const int64_t m = sizes[0], cols = sizes[1];
+    const dim3 grid(static_cast<unsigned>((cols + kBlockSize - 1) / kBlockSize),
+                    static_cast<unsigned>(std::min<int64_t>(m, 2048)));
+    red::dispatch_by_size(itemsize, [&](auto tag) {
+      using T = decltype(tag);
+      broadcast_rows_kernel<T><<<grid, kBlockSize, 0, stream>>>(
+          static_cast<T*>(dst), static_cast<const T*>(src), m, cols);
+    });
+    check_launch(op);
+    return;
+  }
   const unsigned blocks = blocks_for(n, 4);
   red::dispatch_by_size(itemsize, [&](auto tag) {
     using T = decltype(tag);

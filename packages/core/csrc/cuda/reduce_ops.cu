@@ -433,8 +433,19 @@ __global__ void __launch_bounds__(kBlockSize)
     if (o < nout) {
       const typename R::in_t* base = in + offset_of(kept, o);
       const int64_t hi = min(nred, (c + 1) * chunk);
-      for (int64_t j = c * chunk + slice; j < hi; j += kColSlices)
-        r.step(acc, ld(base + offset_of(red, j)), j);
+      int64_t j = c * chunk + slice;
+      // Four loads in flight before their steps (taken in order: j ascends per thread).
+      for (; j + 3 * kColSlices < hi; j += 4 * kColSlices) {
+        const auto v0 = ld(base + offset_of(red, j));
+        const auto v1 = ld(base + offset_of(red, j + kColSlices));
+        const auto v2 = ld(base + offset_of(red, j + 2 * kColSlices));
+        const auto v3 = ld(base + offset_of(red, j + 3 * kColSlices));
+        r.step(acc, v0, j);
+        r.step(acc, v1, j + kColSlices);
+        r.step(acc, v2, j + 2 * kColSlices);
+        r.step(acc, v3, j + 3 * kColSlices);
+      }
+      for (; j < hi; j += kColSlices) r.step(acc, ld(base + offset_of(red, j)), j);
     }
     sh[threadIdx.x] = acc;
     __syncthreads();
