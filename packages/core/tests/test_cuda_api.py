@@ -229,6 +229,20 @@ def test_sync_debug_mode():
         with pytest.raises(RuntimeError, match="synchronizing CUDA operation"):
             ember.nonzero(t)
         u = t * 2  # no host wait: no report
+        # Factories computed on the host are staged through pinned memory: no wait either, and
+        # the values arrive in stream order (a large one takes the blocking copy).
+        made = [ember.arange(5, device="cuda"), ember.arange(0.5, 3, 0.5, device="cuda"),
+                ember.linspace(0, 1, 5, device="cuda"), ember.randperm(7, device="cuda")]
+        ember.cuda.set_sync_debug_mode(0)
+        assert made[0].cpu().tolist() == [0, 1, 2, 3, 4]
+        assert made[1].cpu().tolist() == [0.5, 1.0, 1.5, 2.0, 2.5]
+        assert made[2].cpu().tolist() == pytest.approx([0, 0.25, 0.5, 0.75, 1])
+        assert sorted(made[3].cpu().tolist()) == list(range(7))
+        big = ember.arange(1 << 19, device="cuda")  # 4 MiB: past the staging limit
+        assert int(big[-1].item()) == (1 << 19) - 1
+        for _ in range(200):  # staging blocks reused after their copies only
+            a = ember.arange(1000, device="cuda")
+        assert a.cpu().tolist() == list(range(1000))
         ember.cuda.set_sync_debug_mode("default")
         with warnings.catch_warnings():
             warnings.simplefilter("error")

@@ -31,6 +31,10 @@ struct DeviceHooks {
   void (*set_current_stream)(int index, int64_t stream) = nullptr;
   // Makes `stream` of device `index` wait for the work queued on `other` so far.
   void (*stream_wait)(int index, int64_t stream, int64_t other) = nullptr;
+  // Copies nbytes from host memory that the caller may free or reuse at once, ordered on the
+  // current stream of device `index` but without waiting for the device (through a staging
+  // buffer): factories (arange, linspace, ...) made on the host. May be null (copy_from_host).
+  void (*copy_from_host_staged)(void* dst, const void* src, size_t nbytes, int index) = nullptr;
 };
 
 // Loads the backend of a device type on first use (ember._C sets it: for cuda it imports

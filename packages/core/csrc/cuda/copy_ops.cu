@@ -5,6 +5,8 @@
 // for: truly asynchronous when the host side is pinned. A pinned block that such a copy reads or
 // writes is recorded as used on the stream (pinned_allocator.h), so freeing its tensor right
 // after the call cannot let the block be reused before the copy has run.
+#include <cstring>
+
 #include "core/backend.h"
 #include "cuda/cuda_allocator.h"
 #include "cuda/cuda_context.h"
@@ -42,6 +44,24 @@ void copy_from_host(void* dst, const void* src, size_t nbytes, int index, bool n
   }
 }
 
+// Small host buffers go through a pinned staging block, so the copy needs no wait: the block
+// is recorded as used on the stream, and the pinned allocator reuses it only after the copy.
+// Larger ones (rare for factories) take the blocking copy rather than pinning that much.
+void copy_from_host_staged(void* dst, const void* src, size_t nbytes, int index) {
+  constexpr size_t kMaxStaged = size_t{1} << 20;
+  if (nbytes == 0) return;
+  if (nbytes > kMaxStaged) {
+    copy_from_host(dst, src, nbytes, index, false);
+    return;
+  }
+  DeviceGuard guard(index);
+  cudaStream_t s = current_stream();
+  DataPtr staging = allocate_pinned(nbytes);
+  std::memcpy(staging.get(), src, nbytes);
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, staging.get(), nbytes, cudaMemcpyHostToDevice, s));
+  record_host_use(staging.get(), s, current_device());
+}
+
 void synchronize(int index) {
   DeviceGuard guard(index);
   EMBER_CUDA_CHECK(cudaDeviceSynchronize());
@@ -64,7 +84,7 @@ void stream_wait(int index, int64_t stream, int64_t other) {
 }
 
 const DeviceHooks kHooks{&copy_to_host, &copy_from_host, &synchronize, &count,
-                         &get_stream,   &put_stream,     &stream_wait};
+                         &get_stream,   &put_stream,     &stream_wait, &copy_from_host_staged};
 
 }  // namespace
 
