@@ -346,7 +346,8 @@ def test_profiling_twice_in_a_row():
         launched = add[0].kernels
         assert launched and all(k.duration_us > 0 for k in launched), (
             i, EXT._cupti_status(), [(e.name, e.id, e.start_us, e.end_us) for e in host_events(prof)],
-            [(k.name, k.op_id, k.launch_thread, k.start_us) for k in prof.events()._kernels])
+            [(k.name, k.op_id, k.launch_thread, k.launch_us, k.correlation_id, k.start_us)
+             for k in prof.events()._kernels])
         counts.append(len(device_events(prof)))
     assert counts[0] == counts[1]  # nothing of the first profile leaks into the second
 
