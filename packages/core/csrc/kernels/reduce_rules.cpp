@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "ops.h"
+
 namespace ember {
 namespace reduce {
 
@@ -45,6 +47,10 @@ std::vector<bool> all_any_mask(const Tensor& self, const std::optional<DimVector
                                const char* op) {
   return (dim && dim->empty()) ? std::vector<bool>(self->dim(), false)
                                : dim_mask(dim, self->dim(), op);
+}
+
+Tensor complex_nonzero_mask(const Tensor& self) {
+  return dispatch::ne(self, TensorOrScalar(Scalar(0.0)), Tensor());
 }
 
 void check_norm_dtype(const Tensor& self, std::optional<ScalarType> dtype) {

@@ -125,6 +125,9 @@ std::vector<bool> aminmax_mask(const Tensor& self, std::optional<int64_t> dim);
 // all / any: an explicit empty dim list reduces nothing (PyTorch 2.x); None reduces everything.
 std::vector<bool> all_any_mask(const Tensor& self, const std::optional<DimVector>& dim,
                                const char* op);
+// all / any / count_nonzero / nonzero of a complex tensor look at (self != 0) (real or imaginary
+// part nonzero), as PyTorch's do: that bool tensor, on self's device.
+Tensor complex_nonzero_mask(const Tensor& self);
 // all / any return uint8 for uint8 inputs, else bool.
 inline ScalarType all_any_dtype(ScalarType t) {
   return t == ScalarType::UInt8 ? ScalarType::UInt8 : ScalarType::Bool;

@@ -23,6 +23,7 @@
 #include "kernels/iterator.h"
 #include "kernels/loops.h"
 #include "kernels/parallel.h"
+#include "kernels/reduce_rules.h"
 #include "ops.h"
 
 namespace ember {
@@ -685,6 +686,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) 
 }
 
 Tensor nonzero(const Tensor& self, const Tensor& out) {
+  if (is_complex(self->dtype())) return nonzero(reduce::complex_nonzero_mask(self), out);
   const char* op = "nonzero()";
   Tensor c = contiguous_as(bool_01(self), self->dtype());
   const int64_t n = c->numel(), nd = c->dim();

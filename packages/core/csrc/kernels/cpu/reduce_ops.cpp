@@ -740,6 +740,8 @@ using VarOps = reduce::VarOps<CpuVar>;
 template <bool IsAll>
 Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
                     const char* op) {
+  if (is_complex(self->dtype()))
+    return all_any_impl<IsAll>(reduce::complex_nonzero_mask(self), dim, keepdim, op);
   std::vector<bool> mask = reduce::all_any_mask(self, dim, op);
   ScalarType ot = reduce::all_any_dtype(self->dtype());
   Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, keepdim), ot, self->device());
@@ -996,6 +998,7 @@ Tensor any(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim
 }
 
 Tensor count_nonzero(const Tensor& self, const std::optional<DimVector>& dim) {
+  if (is_complex(self->dtype())) return count_nonzero(reduce::complex_nonzero_mask(self), dim);
   auto mask = dim_mask(dim, self->dim(), "count_nonzero");
   Tensor out =
       ember::empty(reduced_sizes(self->sizes(), mask, false), ScalarType::Int64, self->device());
