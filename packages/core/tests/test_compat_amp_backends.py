@@ -114,6 +114,32 @@ def test_autocast_weight_casts_are_cached_within_a_region():
         assert autocast_mode._cast(w, "lower") is not a  # cleared when the region ended
 
 
+def test_autocast_cache_and_nesting_functions_like_torch():
+    from ember.amp import autocast_mode
+
+    w = ember.randn(3, 3, requires_grad=True)
+    assert ember.is_autocast_cache_enabled() is True
+    with ember.autocast("cpu"):
+        a = autocast_mode._cast(w, "lower")
+        ember.clear_autocast_cache()  # forgotten: the next cast is a new tensor
+        assert autocast_mode._cast(w, "lower") is not a
+        ember.set_autocast_cache_enabled(False)
+        try:
+            assert not ember.is_autocast_cache_enabled()
+            assert autocast_mode._cast(w, "lower") is not autocast_mode._cast(w, "lower")
+        finally:
+            ember.set_autocast_cache_enabled(True)
+    # The low-level pair of custom autocast context managers: depths as torch counts them.
+    base = ember.autocast_increment_nesting()
+    assert ember.autocast_increment_nesting() == base + 1
+    assert ember.autocast_decrement_nesting() == base
+    assert ember.autocast_decrement_nesting() == base - 1
+    if torch is not None:
+        tb = torch.autocast_increment_nesting()
+        assert (tb, torch.autocast_decrement_nesting()) == (base, base - 1)
+        assert torch.is_autocast_cache_enabled() is ember.is_autocast_cache_enabled()
+
+
 def test_autocast_bad_arguments():
     with pytest.raises(RuntimeError, match="device type 'tpu'"):
         ember.autocast("tpu")

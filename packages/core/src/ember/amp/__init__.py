@@ -9,11 +9,16 @@ ember.bfloat16
 
 from ember.amp.autocast_mode import (
     autocast,
+    autocast_decrement_nesting,
+    autocast_increment_nesting,
+    clear_autocast_cache,
     custom_bwd,
     custom_fwd,
     get_autocast_dtype,
     is_autocast_available,
+    is_autocast_cache_enabled,
     is_autocast_enabled,
+    set_autocast_cache_enabled,
     set_autocast_dtype,
     set_autocast_enabled,
 )
@@ -22,4 +27,6 @@ from ember.amp.grad_scaler import GradScaler
 __all__ = [
     "autocast", "GradScaler", "custom_fwd", "custom_bwd", "is_autocast_available",
     "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled", "set_autocast_dtype",
+    "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache",
+    "autocast_increment_nesting", "autocast_decrement_nesting",
 ]

@@ -37,6 +37,8 @@ from ember._C import Tensor
 __all__ = [
     "autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
     "set_autocast_dtype", "is_autocast_available", "custom_fwd", "custom_bwd",
+    "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache",
+    "autocast_increment_nesting", "autocast_decrement_nesting",
 ]
 
 # ---- the op lists, per device type ------------------------------------------------------------
@@ -224,6 +226,49 @@ def set_autocast_dtype(device_type: str, dtype: Any) -> None:
     if device_type not in _state.dtype:
         raise ValueError(f"set_autocast_dtype: unsupported device type {device_type!r}")
     _state.dtype[device_type] = dtype
+
+
+def is_autocast_cache_enabled() -> bool:
+    """Whether autocast caches the casts of weights in this thread (``cache_enabled``).
+
+    >>> import ember
+    >>> ember.is_autocast_cache_enabled()
+    True
+    """
+    return _state.cache_enabled
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    """Turns the cache of weight casts on or off in this thread (prefer ``autocast(...,
+    cache_enabled=)``)."""
+    _state.cache_enabled = bool(enabled)
+
+
+def clear_autocast_cache() -> None:
+    """Forgets the weight casts cached in this thread (``autocast`` does it when its outermost
+    region ends)."""
+    _state.cache.clear()
+
+
+def autocast_increment_nesting() -> int:
+    """Enters one level of autocast nesting in this thread; the new depth (PyTorch's low-level
+    pair used by custom autocast context managers).
+
+    >>> import ember
+    >>> d = ember.autocast_increment_nesting()
+    >>> ember.autocast_decrement_nesting() == d - 1
+    True
+    """
+    _state.depth += 1
+    return _state.depth
+
+
+def autocast_decrement_nesting() -> int:
+    """Leaves one level of autocast nesting; the new depth (at 0 the caller clears the cache with
+    ``clear_autocast_cache``, as PyTorch's autocast does)."""
+    if _state.depth > 0:
+        _state.depth -= 1
+    return _state.depth
 
 
 # ---- the wrappers -------------------------------------------------------------------------------
