@@ -835,3 +835,14 @@ def test_gcd_lcm_refuse_non_integer_dtypes_like_torch(dtype):
     for name in ("gcd", "lcm"):
         with pytest.raises(NotImplementedError, match=f'"{name}_cpu" not implemented for'):
             getattr(ember, name)(x, x)
+
+
+def test_module_load_like_torch():
+    p = ember.nn.Parameter(ember.zeros(3))
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        p.module_load(ember.ones(3))  # outside no_grad, as torch
+    with ember.no_grad():
+        r = p.module_load(ember.ones(3))
+        a = p.module_load(ember.full((3,), 2.0), assign=True)
+    assert r.tolist() == [1.0, 1.0, 1.0] == p.tolist() and not r.requires_grad
+    assert a.tolist() == [2.0, 2.0, 2.0] and not a.requires_grad and p.tolist() == [1.0] * 3

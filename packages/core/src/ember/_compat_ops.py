@@ -1367,6 +1367,20 @@ def _map_(self: Tensor, tensor: Tensor, callable: Any) -> Tensor:
     return self.copy_(_C.tensor(vals, dtype=self.dtype).reshape(_shape(self)))
 
 
+def _module_load(self: Tensor, other: Tensor, assign: bool = False) -> Tensor:
+    """What ``load_state_dict`` puts in place of self for ``other`` (PyTorch's hook for tensor
+    subclasses): ``other`` detached when ``assign``, else self with other's values copied in,
+    detached (a leaf that requires grad refuses the copy outside ``no_grad``, as in PyTorch).
+
+    >>> import ember
+    >>> ember.zeros(2).module_load(ember.ones(2)).tolist()
+    [1.0, 1.0]
+    """
+    if assign:
+        return other.detach()
+    return self.copy_(other).detach()  # load_state_dict calls it under no_grad
+
+
 def _sum_to_size(self: Tensor, *size: Any) -> Tensor:
     """Sums self down to ``size``, which it must be expandable from.
 
@@ -1841,6 +1855,7 @@ _TENSOR_ONLY = {
     "new_empty_strided": _new_empty_strided, "index_reduce_": _index_reduce_,
     "geometric_": _geometric_, "log_normal_": _log_normal_, "cauchy_": _cauchy_,
     "new": _new, "apply_": _apply_, "map_": _map_, "sum_to_size": _sum_to_size, "put_": _put_,
+    "module_load": _module_load,
     "prelu": _nn_method("prelu"), "hardshrink": _nn_method("hardshrink"),
 }
 
