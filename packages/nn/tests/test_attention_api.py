@@ -162,3 +162,15 @@ def test_causal_bias_errors_and_other_functions():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert ember.where(bias, 1.0, 0.0).sum().item() == 5.0
+
+
+def test_nn_attention_reachable_without_its_own_import():
+    # torch.nn.attention.sdpa_kernel works in a program that imported only torch.
+    import subprocess
+    import sys
+
+    code = ("import ember; print(ember.nn.attention.SDPBackend.MATH.name, "
+            "ember.nn.common_types.__name__); ember.nn.no_such_thing")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.stdout.split() == ["MATH", "ember.nn.common_types"], p.stderr
+    assert "module 'ember.nn' has no attribute 'no_such_thing'" in p.stderr

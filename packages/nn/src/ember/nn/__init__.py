@@ -39,3 +39,15 @@ __all__ = [
     "DataParallel",
     *_modules_all,
 ]
+
+# Submodules PyTorch's torch.nn exposes without an import of their own (torch.nn.attention.
+# sdpa_kernel in a program that only imported torch): loaded on first access.
+_LAZY_SUBMODULES = ("attention", "common_types")
+
+
+def __getattr__(name: str):  # noqa: ANN202  (module-level attribute hook)
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"ember.nn.{name}")
+    raise AttributeError(f"module 'ember.nn' has no attribute {name!r}")
