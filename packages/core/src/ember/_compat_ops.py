@@ -1967,6 +1967,12 @@ def adjoint(input: Tensor) -> Tensor:
     >>> ember.adjoint(ember.tensor([[1 + 2j, 3 + 0j]])).tolist()
     [[(1-2j)], [(3-0j)]]
     """
+    if isinstance(input, Tensor) and input.ndim == 0:  # PyTorch still accepts it, warning
+        import warnings
+
+        warnings.warn("adjoint() is deprecated on 0-D tensors. Consider using x.conj().",
+                      UserWarning, stacklevel=2)
+        return input.conj() if input.is_complex() else input
     r = _C_ADJOINT(input)
     return r.conj() if r.is_complex() else r
 

@@ -50,6 +50,12 @@ def is_conj(input: Tensor) -> bool:
     return False
 
 
+def _require_tensor(op: str, input: Any) -> None:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+
+
 def resolve_conj(input: Tensor) -> Tensor:
     """``input`` itself: ember has no lazy conjugation to resolve.
 
@@ -57,6 +63,7 @@ def resolve_conj(input: Tensor) -> Tensor:
     >>> ember.resolve_conj(ember.tensor([1j])).tolist()
     [1j]
     """
+    _require_tensor("resolve_conj", input)
     return input
 
 
@@ -77,6 +84,7 @@ def resolve_neg(input: Tensor) -> Tensor:
     >>> ember.resolve_neg(ember.ones(1)).tolist()
     [1.0]
     """
+    _require_tensor("resolve_neg", input)
     return input
 
 

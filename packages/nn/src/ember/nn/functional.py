@@ -2692,6 +2692,9 @@ def multi_head_attention_forward(
     if query.shape[-1] != embed_dim_to_check:
         raise RuntimeError(f"multi_head_attention_forward: was expecting embedding dimension of "
                            f"{embed_dim_to_check}, but got {query.shape[-1]}")
+    if not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads <= 0:
+        raise ValueError(f"multi_head_attention_forward: num_heads must be a positive int, got "
+                         f"{num_heads!r}")
     if embed_dim_to_check % num_heads:
         raise RuntimeError(f"multi_head_attention_forward: embed_dim {embed_dim_to_check} not "
                            f"divisible by num_heads {num_heads}")
