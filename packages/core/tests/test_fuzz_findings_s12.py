@@ -52,3 +52,17 @@ def test_adjoint_of_a_0d_tensor_warns_and_conjugates_like_torch():
     assert sum("deprecated on 0-D" in str(c.message) for c in caught) == 2
     with pytest.raises(RuntimeError, match="Got 1-D tensor"):
         ember.adjoint(ember.ones(2))
+
+
+def test_hardtanh_and_relu6_of_integer_tensors_like_torch():
+    x = ember.tensor([-1, 3, 7], dtype=ember.int32)
+    assert F.relu6(x).tolist() == [0, 3, 6] and F.relu6(x).dtype == ember.int32
+    assert F.hardtanh(x, -2, 5).tolist() == [-1, 3, 5]
+    y = x.clone()
+    assert F.relu6(y, inplace=True) is y and y.tolist() == [0, 3, 6]
+    assert ember.nn.ReLU6()(ember.tensor([9], dtype=ember.uint8)).tolist() == [6]
+    with pytest.raises(RuntimeError, match="Bool inputs not supported"):
+        F.hardtanh(ember.tensor([True]))
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([-1, 3, 7], dtype=torch.int32)
+    assert torch.nn.functional.hardtanh(t, -2, 5).tolist() == F.hardtanh(x, -2, 5).tolist()

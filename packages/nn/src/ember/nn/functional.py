@@ -155,7 +155,22 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     [0.0, 6.0]
     """
     _require_tensors("relu6", input=input)
+    if _is_integral(input):
+        return _integer_hardtanh("relu6", input, 0, 6, inplace)
     return input.relu6_() if inplace else _C.relu6(input)  # relu6_: hardtanh's kernel into input
+
+
+def _is_integral(t: Tensor) -> bool:
+    return not t.is_floating_point() and not t.is_complex()
+
+
+def _integer_hardtanh(op: str, input: Tensor, lo: float, hi: float, inplace: bool) -> Tensor:
+    """hardtanh / relu6 of an integer tensor, as PyTorch's: a clamp to the bounds converted to
+    the integer type (truncated); bool inputs are refused."""
+    if input.dtype == ember.bool:
+        raise RuntimeError(f"{op}: Bool inputs not supported for hardtanh")
+    lo_i, hi_i = int(lo), int(hi)
+    return input.clamp_(lo_i, hi_i) if inplace else input.clamp(lo_i, hi_i)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -334,6 +349,8 @@ def hardtanh(
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
     _require_tensors("hardtanh", input=input)
+    if _is_integral(input):
+        return _integer_hardtanh("hardtanh", input, min_val, max_val, inplace)
     return input.hardtanh_(min_val, max_val) if inplace else _C.hardtanh(input, min_val, max_val)
 
 
