@@ -66,3 +66,29 @@ def test_hardtanh_and_relu6_of_integer_tensors_like_torch():
     torch = pytest.importorskip("torch")
     t = torch.tensor([-1, 3, 7], dtype=torch.int32)
     assert torch.nn.functional.hardtanh(t, -2, 5).tolist() == F.hardtanh(x, -2, 5).tolist()
+
+
+def _constant(slices):
+    return all(len(set(s.flatten().tolist())) == 1 for s in slices)
+
+
+def test_dropout2d_shapes_follow_torchs_historical_rules():
+    ember.manual_seed(0)
+    with pytest.warns(UserWarning, match="3-D input is read as"):
+        y = F.dropout2d(ember.ones(8, 3, 5), 0.5, training=True)
+    assert _constant(y.reshape(-1, 5)) and not _constant(y)  # one entry per (n, c), as torch
+    with pytest.warns(UserWarning, match="5-D input is deprecated"):
+        y = F.dropout2d(ember.ones(4, 4, 2, 2, 2), 0.5, training=True)
+    assert _constant(y.reshape(16, -1))
+    with pytest.warns(UserWarning, match="2-D input is deprecated"):
+        assert tuple(F.dropout2d(ember.ones(6, 8), 0.5, training=False).shape) == (6, 8)
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        F.dropout2d(ember.ones(5), 0.5)
+    x = ember.ones(2, 3, 4)
+    with pytest.warns(UserWarning):
+        assert F.dropout2d(x, 0.5, training=True, inplace=True) is x
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = torch.nn.functional.dropout2d(torch.ones(8, 3, 5), 0.5, training=True)
+    assert _constant(t.reshape(-1, 5)) and not _constant(t)

@@ -1407,11 +1407,30 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zeroes whole channels of (N, C, H, W) input.
 
+    PyTorch's historical rules hold for other shapes: a 3-D input is read as (N, C, L) (one
+    mask entry per (n, c)), and 2-D or 5-D+ inputs are accepted with a deprecation warning,
+    masked along their first two dims.
+
     >>> import ember
     >>> dropout2d(ember.ones(1, 2, 3, 3), training=False).shape
     ember.Size([1, 2, 3, 3])
     """
-    return _feature_dropout("dropout2d", 2, input, p, training, inplace)
+    if input.ndim == 4:
+        return _feature_dropout("dropout2d", 2, input, p, training, inplace)
+    _validate_p("dropout2d", p)
+    if input.ndim < 2:
+        raise RuntimeError(f"dropout2d: feature dropout requires at least 2 dimensions in the "
+                           f"input, got shape {_shape(input)}")
+    if input.ndim == 3:
+        warnings.warn("dropout2d: a 3-D input is read as (N, C, L), channel-wise 1-D dropout, as "
+                      "PyTorch does today (use dropout1d for that, or add the batch dim to an "
+                      "(C, H, W) input)", UserWarning, stacklevel=2)
+    else:
+        warnings.warn(f"dropout2d: a {input.ndim}-D input is deprecated (PyTorch will raise in a "
+                      f"future release); dropout2d expects (N, C, H, W) input. Its first two dims "
+                      f"are masked as (N, C)", UserWarning, stacklevel=2)
+    out = _C.feature_dropout(input, p, training)
+    return _inplace_result(input, out) if inplace and training else out
 
 
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
