@@ -92,3 +92,16 @@ def test_dropout2d_shapes_follow_torchs_historical_rules():
         warnings.simplefilter("ignore")
         t = torch.nn.functional.dropout2d(torch.ones(8, 3, 5), 0.5, training=True)
     assert _constant(t.reshape(-1, 5)) and not _constant(t)
+
+
+def test_addr_of_bool_tensors_stays_bool_like_torch():
+    b = ember.arange(5) % 3 == 0
+    c = ember.arange(5) % 2 == 0
+    s = ember.arange(5) % 4 == 0
+    outer = [[bool(x and y) for y in c.tolist()] for x in b.tolist()]
+    for beta, alpha in [(1, 1), (2, -1), (0, 1), (1, 0), (0, 0)]:
+        r = ember.addr(s, b, c, beta=beta, alpha=alpha)
+        assert r.dtype == ember.bool, (beta, alpha)
+        want = [[bool((beta and s.tolist()[j]) or (alpha and outer[i][j])) for j in range(5)]
+                for i in range(5)]
+        assert r.tolist() == want, (beta, alpha)

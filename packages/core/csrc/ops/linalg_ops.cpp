@@ -86,6 +86,15 @@ Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Sc
   EMBER_CHECK(broadcast_shapes(self->sizes(), shape, "addr") == shape, "addr: self of shape ",
               shape_str(self->sizes()), " can't be broadcast to the result shape ",
               shape_str(shape));
+  if (self->dtype() == ScalarType::Bool && vec1->dtype() == ScalarType::Bool &&
+      vec2->dtype() == ScalarType::Bool) {
+    // All bool: alpha and beta act as truth values and the result stays bool (PyTorch).
+    const std::complex<double> zero(0.0, 0.0);
+    Tensor o = alpha.to_complex() != zero ? outer(vec1, vec2)
+                                          : ops::zeros(shape, ScalarType::Bool, self->device());
+    if (beta.to_complex() == zero) return o;
+    return ops::logical_or(o, self, Tensor());
+  }
   Tensor r = outer(vec1, vec2);
   // (the comparisons take the imaginary part of a complex alpha / beta into account)
   if (!(alpha.to_complex() == std::complex<double>(1.0, 0.0) && !alpha.is_bool()))
