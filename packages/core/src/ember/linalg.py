@@ -989,16 +989,9 @@ def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None, *,
     ember.Size([2, 3])
     """
     if dims is not None:
-        nd = A.ndim
-        span = max(nd, 1)  # a 0-d A wraps dims as a 1-d one does (PyTorch)
-        wrapped = []
-        for d in dims:
-            if not -span <= d < span:
-                raise IndexError(f"linalg.tensorsolve: dimension out of range (expected to be in "
-                                 f"range of [{-span}, {span - 1}], but got {d})")
-            wrapped.append(d % span)
-        if nd > 0:
-            rest = [d for d in range(nd) if d not in wrapped]
+        wrapped = _dims(A, dims)  # a 0-d A wraps dims as a 1-d one does (PyTorch)
+        if A.ndim > 0:
+            rest = [d for d in range(A.ndim) if d not in wrapped]
             A = A.permute(*(rest + wrapped))
     lead = tuple(A.shape[:B.ndim])
     if lead != tuple(B.shape):
