@@ -131,6 +131,15 @@ def _(fw):
     return _timed(fw, lambda: a + b, 3000)
 
 
+@_cuda_case("cuda/launch floor (_sleep(0))", unit="us",
+            doc="cuda._sleep(0): one trivial kernel per Python call, the floor under any op's "
+                "launch (binding + cudaLaunchKernel); add's time above it is the op's own cost")
+def _(fw):
+    _require_cuda(fw)
+    sleep = fw.mod.cuda._sleep
+    return _timed(fw, lambda: sleep(0), 3000)
+
+
 # ---- (2) bandwidth ----------------------------------------------------------------------------
 
 
@@ -355,6 +364,20 @@ def _summary(doc: dict) -> str:
     launch = cases.get("cuda/launch add 8 floats")
     if launch and launch["ratio"] is not None:
         lines.append(f"- launch overhead ember/torch time: {launch['ratio']:.2f}")
+    floor = cases.get("cuda/launch floor (_sleep(0))")
+    if launch and floor:
+        # Per-call microseconds: the op's own host cost is its time above the launch floor.
+        def us(c: dict, side: str) -> float | None:
+            t = c[side].get("median_s")
+            return None if t is None else 1e6 * t
+
+        parts = []
+        for side in ("ember", "torch"):
+            a, f = us(launch, side), us(floor, side)
+            if a is not None and f is not None:
+                parts.append(f"{side} add {a:.2f} us = floor {f:.2f} + op {a - f:.2f}")
+        if parts:
+            lines.append("- launch breakdown: " + "; ".join(parts))
     return "\n".join(lines)
 
 
