@@ -87,7 +87,7 @@ PYBIND11_MODULE(_C_cuda, m) {
   m.def("_get_sdpa_mma", &sdpa_mma,
         "Whether the tensor-core fused attention runs the mma.sync kernels (default on).");
   m.def("_set_sdpa_mma", &set_sdpa_mma, py::arg("on"),
-        "Off: the tensor-core fused attention runs the WMMA kernels instead (for A/B comparisons).");
+        "Off: the tensor-core fused attention runs the WMMA kernels (for A/B comparisons).");
   bind_random(m);  // random_ops.cu: the per-device generators
   cudnn::bind(m);  // cudnn_conv.cpp: cuDNN loading, switches and algorithm cache
   cupti::bind(m);  // cupti_activity.cpp: CUPTI kernel timing for ember.profiler

@@ -625,8 +625,7 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_wait_all();
     __syncthreads();
   }
-  write_rows<T, D>(gv + b * p.S * D, dv, sm + Lay::kv_v + warp * kWarpRows * P, 1.f, w0, p.S,
-                   lane);
+  write_rows<T, D>(gv + b * p.S * D, dv, sm + Lay::kv_v + warp * kWarpRows * P, 1.f, w0, p.S, lane);
   write_rows<T, D>(gk + b * p.S * D, dk, sm + warp * kWarpRows * P, p.scale, w0, p.S, lane);
 #endif
 }

@@ -23,8 +23,8 @@ void sdpa_mma_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
                       int64_t B, int64_t L, int64_t S, Tensor& out, Tensor& lse,
                       cudaStream_t stream);
 void sdpa_mma_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& go,
-                       const Tensor& lse, const Tensor& dsum, bool causal, double scale,
-                       int64_t B, int64_t L, int64_t S, Tensor& gq, Tensor& gk, Tensor& gv,
+                       const Tensor& lse, const Tensor& dsum, bool causal, double scale, int64_t B,
+                       int64_t L, int64_t S, Tensor& gq, Tensor& gk, Tensor& gv,
                        cudaStream_t stream);
 
 }  // namespace cuda
