@@ -741,8 +741,8 @@ def cases(quick=False):
             if quick and max(L, S) == 1000:
                 continue
             for causal in (False, True):
-                for ty in ((HALF, BF16) if max(L, S) < 1000 else
-                           ((BF16,) if causal else (HALF,))):
+                both = max(L, S) < 1000 or (D == 64 and L == S)  # GPT-2's size: both dtypes
+                for ty in ((HALF, BF16) if both else ((BF16,) if causal else (HALF,))):
                     C.append(dict(name=f"D={D} L={L} S={S} causal={causal} {ty}", batch=(2,)
                                   if max(L, S) < 1000 else (1,), L=L, S=S, D=D, ty=ty,
                                   causal=causal))
