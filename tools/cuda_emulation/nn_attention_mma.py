@@ -422,7 +422,8 @@ def write_rows(sm, ty, D, dst, dst_base, acc, st, mul, row0, nrows, w):
             sm.banks.add("epilogue st.shared.b32", addr, 4)
             off = addr[:, None] + 2 * np.arange(2)
             sm.st_u16(off, bits, np.broadcast_to(tid[:, None], off.shape))
-    sm.syncwarp(w)
+    if "no_epilogue_syncwarp" not in PLANT:
+        sm.syncwarp(w)
     for it in range(K_WARP_ROWS * chunks // 32):
         idx = it * 32 + LANE
         rr, c = idx // chunks, idx % chunks
@@ -777,6 +778,8 @@ PLANTS = {  # planted bug -> a case that must fail with it
     "a_frag_swap": dict(batch=(1,), L=20, S=40, D=64, ty=HALF, causal=False, backward=False),
     "no_trans": dict(batch=(1,), L=20, S=40, D=64, ty=HALF, causal=False, backward=False),
     "dkv_qstart": dict(batch=(1,), L=130, S=130, D=64, ty=HALF, causal=True),
+    "no_epilogue_syncwarp": dict(batch=(1,), L=20, S=40, D=64, ty=HALF, causal=False,
+                                 backward=False),
     "no_pad": dict(batch=(1,), L=20, S=40, D=64, ty=HALF, causal=False, backward=False),
 }
 
