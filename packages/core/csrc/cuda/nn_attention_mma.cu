@@ -108,8 +108,8 @@ __device__ __forceinline__ uint32_t smem_addr() {
 
 // 16 bytes from global src to shared dst; src_bytes 0 reads nothing and writes zeros.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(__cvta_generic_to_global(src)), "r"(src_bytes)
                : "memory");
 }
 
