@@ -10,7 +10,8 @@ gradients), GQA (enable_gqa), non-contiguous q / k / v (heads split off a packed
 transposed; a key whose last dim is strided), float16 / bfloat16 against float32 math (loose
 tolerances; the logsumexp is float32), determinism of the backward, the dispatch (which calls
 take the fused op), argument errors, and L = 4096 within a small fraction of the memory the
-(L, S) scores would take. Skipped without a CUDA device; EMBER_TEST_SDPA_DEVICE=cpu runs the same
+(L, S) scores would take. The tensor-core calls with both settings of the mma switch (the
+mma.sync kernels of nn_attention_mma.cu, or the WMMA ones of nn_attention_tc.cu). Skipped without a CUDA device; EMBER_TEST_SDPA_DEVICE=cpu runs the same
 comparisons CPU against CPU (a dry run of the test logic on a machine without a GPU: the cases
 that need the CUDA kernels themselves are skipped)."""
 
