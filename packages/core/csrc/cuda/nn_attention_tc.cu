@@ -545,11 +545,9 @@ void tc_dispatch(ScalarType dt, int64_t E, const F& f) {
   return with_dim(BFloat16{});
 }
 
-}  // namespace
-
 // Whether t's layout is one TcOperand reads: last dim contiguous, every other stride a multiple
 // of 8 elements, the data 16-byte aligned, the batch dims coalescing to kTcMaxBatchDims.
-static bool tc_operand(const Tensor& t, TcOperand& v) {
+bool tc_operand(const Tensor& t, TcOperand& v) {
   const int64_t d = t->dim();
   if (t->stride(d - 1) != 1 || t->stride(d - 2) % 8 != 0) return false;
   if (reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
@@ -577,6 +575,8 @@ static bool tc_operand(const Tensor& t, TcOperand& v) {
   v.row = t->stride(d - 2);
   return true;
 }
+
+}  // namespace
 
 // The TcOperand of t, replacing t by a fresh contiguous copy when its layout is not one.
 TcOperand tc_view(Tensor& t, const char* op) {
