@@ -13,6 +13,8 @@ harness's first call of a case is the warm-up.
   ``cuda/sum dim=0 (8192, 3072) bf16`` (a bias gradient: a column reduction),
   ``cuda/softmax dim=-1 (4096, 32768)`` (ember: "missing" until it has a CUDA softmax).
 * ``cuda/matmul 4096 fp32``, ``... fp32 tf32``, ``... bf16``: GFLOP/s from 2 * 4096^3.
+* ``cuda/sdpa causal bf16 (8,12,1024,64) fwd+bwd``: GPT-2 small's fused attention, forward and
+  backward (``ember._C_cuda._set_sdpa_mma(False)`` before the run gives the WMMA kernels).
 * ``cuda/alloc-free mixed sizes``: ``empty`` of 1 KiB .. 64 MiB (powers of two, cycling),
   freed at once, 1000 per call (the caching allocator's hot path).
 * ``cuda/h2d 256MB pinned`` (ember: "missing" while it has no pinned host memory) and
@@ -251,6 +253,32 @@ def _(fw):
             doc="a @ b, (4096, 4096) bfloat16")
 def _(fw):
     return _matmul(fw, "bfloat16", False, 50)
+
+
+# ---- (4b) fused attention ----------------------------------------------------------------------
+
+SDPA_SHAPE = (8, 12, 1024, 64)  # GPT-2 small's attention: batch 8, 12 heads, seq 1024, head 64
+
+
+@_cuda_case("cuda/sdpa causal bf16 (8,12,1024,64) fwd+bwd", unit="ms",
+            flops=7 * 8 * 12 * 1024**2 * 64,
+            doc="F.scaled_dot_product_attention(q, k, v, is_causal=True) then backward, "
+                "bfloat16 (8, 12, 1024, 64) (GPT-2 small); FLOPs: the causal half of 4 B H L^2 D "
+                "forward + 2.5x that backward")
+def _(fw):
+    _require_cuda(fw)
+    mod = fw.mod
+    F = mod.nn.functional
+    q, k, v = (_on_device(fw, fw.randn(*SDPA_SHAPE, seed=s).to(mod.bfloat16)).requires_grad_(True)
+               for s in (1, 2, 3))
+    g = _on_device(fw, fw.randn(*SDPA_SHAPE, seed=4).to(mod.bfloat16))
+
+    def step() -> None:
+        for t in (q, k, v):
+            t.grad = None
+        F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(g)
+
+    return _timed(fw, step, 20)
 
 
 # ---- (5) allocator ----------------------------------------------------------------------------

@@ -11,7 +11,8 @@
 #   PHASES="build ab" bash tools/gpu_check.sh   # ember's kernel-path switches, off vs on
 #   PHASES="build bench paper" bash tools/gpu_check.sh   # + the paper's GPU Fig. 1 / ablation
 #   (AB="case:switch ...", default below, "+" for a space in the case: resnet50+bf16:cudnn_graph;
-#   AB_BUDGET seconds per run, default 25)
+#   AB_BUDGET seconds per run, default 25; any ember._C_cuda._set_<switch> works, e.g.
+#   AB=gpt2:sdpa_mma for the mma.sync attention against the WMMA one)
 #   (the bench phase: benchmarks/cases_cuda.py, then the training benchmark
 #   benchmarks/cuda_train.py with TRAIN_BENCH_BUDGET seconds, default 150, cut to what is left
 #   of TOTAL_LIMIT, default 470)

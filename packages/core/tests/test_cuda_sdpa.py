@@ -10,7 +10,8 @@ gradients), GQA (enable_gqa), non-contiguous q / k / v (heads split off a packed
 transposed; a key whose last dim is strided), float16 / bfloat16 against float32 math (loose
 tolerances; the logsumexp is float32), determinism of the backward, the dispatch (which calls
 take the fused op), argument errors, and L = 4096 within a small fraction of the memory the
-(L, S) scores would take. Skipped without a CUDA device; EMBER_TEST_SDPA_DEVICE=cpu runs the same
+(L, S) scores would take. The tensor-core calls with both settings of the mma switch (the
+mma.sync kernels of nn_attention_mma.cu, or the WMMA ones of nn_attention_tc.cu). Skipped without a CUDA device; EMBER_TEST_SDPA_DEVICE=cpu runs the same
 comparisons CPU against CPU (a dry run of the test logic on a machine without a GPU: the cases
 that need the CUDA kernels themselves are skipped)."""
 
@@ -742,3 +743,106 @@ def test_tensor_cores_out_of_scope_unchanged():
     run("float16", (2, 2, 40, 80), (2, 2, 50, 80), (2, 2, 50, 80), causal=True)
     run("bfloat16", (2, 2, 40, 64), (2, 2, 50, 64), (2, 2, 50, 32))
     run("float32", (2, 2, 40, 64), (2, 2, 50, 64), (2, 2, 50, 64), causal=True)
+
+
+# ---- the mma.sync kernels (nn_attention_mma.cu) and the WMMA ones, A / B ---------------------------
+# The tensor-core calls take the mma.sync kernels unless ember._C_cuda._set_sdpa_mma(False) sends
+# them to the WMMA kernels of nn_attention_tc.cu. Both settings against the CPU fused op in float32
+# of the same 16-bit values, forward and backward.
+
+
+class _mma:
+    """Sets ember._C_cuda's mma switch for the block (restored after)."""
+
+    def __init__(self, on):
+        self.on = on
+
+    def __enter__(self):
+        from ember import _C_cuda
+        self.mod = _C_cuda
+        self.prev = _C_cuda._get_sdpa_mma()
+        _C_cuda._set_sdpa_mma(self.on)
+
+    def __exit__(self, *exc):
+        self.mod._set_sdpa_mma(self.prev)
+
+
+MMA_SIZES = (1, 15, 64, 65, 130, 1000)
+MMA_SHAPES = (  # (B, H, L, S, E): every size with itself, and L != S both ways
+    [(1, 2, n, n, 64) for n in MMA_SIZES]
+    + [(1, 2, n, n, 128) for n in MMA_SIZES]
+    + [(2, 1, 15, 130, 64), (2, 1, 130, 15, 128), (1, 2, 65, 1, 64), (1, 2, 1, 65, 128),
+       (1, 1, 64, 1000, 128), (1, 1, 1000, 65, 64), (1, 2, 70, 70, 32), (1, 2, 90, 130, 96),
+       (1, 2, 130, 65, 96), (1, 2, 33, 100, 32)])
+
+
+@needs_tc
+@pytest.mark.parametrize("mma", [True, False], ids=["mma", "wmma"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", MMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_mma_switch_matches_cpu(mma, dtype, causal, shape):
+    with _mma(mma):
+        tc_check(dtype, shape, causal)
+
+
+@needs_tc
+@pytest.mark.parametrize("mma", [True, False], ids=["mma", "wmma"])
+@pytest.mark.parametrize("scale", [0.05, 1.5])
+def test_mma_switch_scale(mma, scale):
+    with _mma(mma):
+        tc_check("bfloat16", (1, 2, 130, 100, 64), True, scale=scale)
+        tc_check("float16", (1, 2, 65, 130, 128), False, scale=scale)
+
+
+@needs_tc
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mma_switch_routes(dtype):
+    # Both within the 16-bit tolerance of each other, not bitwise equal (the switch routes), and
+    # each setting deterministic.
+    shape, causal = (2, 3, 150, 170, 64), True
+    runs = {}
+    for on in (True, False):
+        with _mma(on):
+            runs[on], _ = tc_run(dtype, shape, causal)
+            again, _ = tc_run(dtype, shape, causal)
+        for x, y in zip(runs[on], again):
+            np.testing.assert_array_equal(npv(x), npv(y))
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), runs[True], runs[False]):
+        close_tc(a, npv(b), TC_TOL[dtype] if name != "lse" else 1e-3, f"{name}: mma vs wmma")
+    assert not np.array_equal(npv(runs[True][2]), npv(runs[False][2])), "the switch routes nothing"
+
+
+@needs_tc
+@pytest.mark.parametrize("mma", [True, False], ids=["mma", "wmma"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_mma_switch_gpt2_packed(mma, causal):
+    # GPT-2 small's attention at B = 2: (2, 12, 1024, 64) bfloat16, q / k / v the heads of one
+    # packed (B, L, 3 * 768) projection (read in place), against the CPU in float32.
+    B, H, L, E = 2, 12, 1024, 64
+    qkv = rounded(arr((B, L, 3 * H * E), 0, 0.5), "bfloat16")
+    packed = dev(et(qkv, "bfloat16")).reshape(B, L, 3, H, E)
+    q, k, v = (packed[:, :, w].transpose(1, 2) for w in range(3))
+    assert not q.is_contiguous()
+    g = dev(et(rounded(arr((B, H, L, E), 1), "bfloat16"), "bfloat16"))
+    with _mma(mma):
+        out, lse = C._scaled_dot_product_fused_attention([q, k, v], None, causal, 0.125)
+        grads = C._scaled_dot_product_fused_attention_backward(g, q, k, v, None, out, lse,
+                                                               causal, 0.125)
+    qc, kc, vc, gc = (t.cpu().float() for t in (q, k, v, g))
+    cout, clse = C._scaled_dot_product_fused_attention([qc, kc, vc], None, causal, 0.125)
+    cgrads = C._scaled_dot_product_fused_attention_backward(gc, qc, kc, vc, None, cout, clse,
+                                                           causal, 0.125)
+    for name, a, r in zip(("out", "lse", "dq", "dk", "dv"), (out, lse) + tuple(grads),
+                          (cout, clse) + tuple(cgrads)):
+        close_tc(a, npv(r), 2e-2 if name != "lse" else 1e-3, f"{name} vs CPU")
+
+
+@needs_tc
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mma_autograd(dtype):
+    # F.scaled_dot_product_attention through the mma kernels against float64 (default switch).
+    from ember import _C_cuda
+    assert _C_cuda._get_sdpa_mma()
+    autograd_check(dtype, (2, 3, 130, 96), (2, 3, 65, 96), (2, 3, 65, 96), is_causal=True,
+                   ref_dtype="bfloat16")

@@ -21,6 +21,7 @@
 #include "cuda/cudnn_conv.h"
 #include "cuda/device_checks.h"
 #include "cuda/linalg_ops.h"
+#include "cuda/nn_attention_mma.h"
 #include "cuda/nn_attention_tc.h"
 #include "cuda/nn_conv_depthwise.h"
 #include "cuda/random_ops.h"
@@ -83,6 +84,10 @@ PYBIND11_MODULE(_C_cuda, m) {
         "Whether float16 / bfloat16 fused attention may use the tensor-core kernels (default on).");
   m.def("_set_sdpa_tensor_cores", &set_sdpa_tensor_cores, py::arg("on"),
         "Allows or forbids the tensor-core kernels of the fused attention (for A/B comparisons).");
+  m.def("_get_sdpa_mma", &sdpa_mma,
+        "Whether the tensor-core fused attention runs the mma.sync kernels (default on).");
+  m.def("_set_sdpa_mma", &set_sdpa_mma, py::arg("on"),
+        "Off: the tensor-core fused attention runs the WMMA kernels (for A/B comparisons).");
   bind_random(m);  // random_ops.cu: the per-device generators
   cudnn::bind(m);  // cudnn_conv.cpp: cuDNN loading, switches and algorithm cache
   cupti::bind(m);  // cupti_activity.cpp: CUPTI kernel timing for ember.profiler

@@ -18,7 +18,8 @@
 // views and broadcast masks are never copied.
 // float16 / bfloat16 calls without a mask and with E == Ev in {32, 64, 96, 128} on sm_80+ take
 // the tensor-core kernels of nn_attention_tc.cu instead (same outputs; the switch
-// ember._C_cuda._set_sdpa_tensor_cores(False) keeps them here).
+// ember._C_cuda._set_sdpa_tensor_cores(False) keeps them here): the mma.sync kernels of
+// nn_attention_mma.cu, or with ember._C_cuda._set_sdpa_mma(False) the WMMA ones.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -29,6 +30,7 @@
 
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
+#include "cuda/nn_attention_mma.h"
 #include "cuda/nn_attention_tc.h"
 #include "cuda/nn_common.cuh"
 #include "kernels/attention_rules.h"
@@ -617,7 +619,10 @@ std::tuple<Tensor, Tensor> _scaled_dot_product_fused_attention(const std::vector
   EMBER_CHECK(p.S > 0, op, ": expected at least one key");
   const cudaStream_t st = ix::stream_of(q);
   if (sdpa_tc_eligible(q, mask, p.E, p.Ev)) {  // float16 / bfloat16, no mask: tensor cores
-    sdpa_tc_forward(q, k, v, p.causal, p.scale, p.B, p.L, p.S, out, lse, st);
+    if (sdpa_mma())  // the mma.sync kernels (nn_attention_mma.cu) unless switched off
+      sdpa_mma_forward(q, k, v, p.causal, p.scale, p.B, p.L, p.S, out, lse, st);
+    else
+      sdpa_tc_forward(q, k, v, p.causal, p.scale, p.B, p.L, p.S, out, lse, st);
     return {out, lse};
   }
   make_views(p, q, k, v, mask, op);
@@ -678,7 +683,10 @@ std::tuple<Tensor, Tensor, Tensor> _scaled_dot_product_fused_attention_backward(
         go->data_as<T>(), o->data_as<T>(), dsum->data_as<A>(), rows, p.Ev);
     check_launch(op);
     if (tc) {
-      sdpa_tc_backward(q, k, v, go, l, dsum, p.causal, p.scale, p.B, p.L, p.S, gq, gk, gv, st);
+      if (sdpa_mma())
+        sdpa_mma_backward(q, k, v, go, l, dsum, p.causal, p.scale, p.B, p.L, p.S, gq, gk, gv, st);
+      else
+        sdpa_tc_backward(q, k, v, go, l, dsum, p.causal, p.scale, p.B, p.L, p.S, gq, gk, gv, st);
       return;
     }
     const Saved<T> sv{go->data_as<T>(), l->data_as<A>(), dsum->data_as<A>()};

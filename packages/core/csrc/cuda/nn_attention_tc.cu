@@ -49,7 +49,6 @@ constexpr int kTcRows = 64;            // a block's rows; also the tile walked
 constexpr int kTcWarpRows = 16;        // a warp's rows
 constexpr int kScoreLd = kTcRows + 4;  // float scores / dP scratch: 16 x kScoreLd per warp
 constexpr int kProbLd = kTcRows + 8;   // 16-bit P / dS: 16 x kProbLd per warp
-constexpr int kTcMaxBatchDims = 8;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -74,18 +73,7 @@ struct Wmma<BFloat16> {
   static __device__ __forceinline__ float to(type x) { return __bfloat162float(x); }
 };
 
-// ---- operands -----------------------------------------------------------------------------------
-
-// A (batch..., rows, D) operand whose last dim is contiguous: the batch dims coalesced (offsets
-// in elements), rows `row` elements apart. Every offset is a multiple of 8 elements and the data
-// 16-byte aligned, so rows load in 16-byte chunks.
-struct TcOperand {
-  const void* p = nullptr;
-  int nd = 0;
-  int64_t size[kTcMaxBatchDims] = {};
-  int64_t stride[kTcMaxBatchDims] = {};
-  int64_t row = 0;
-};
+// ---- operands (TcOperand, TcProblem: nn_attention_tc.h) ------------------------------------
 
 __device__ __forceinline__ int64_t tc_batch_offset(const TcOperand& v, int64_t b) {
   int64_t o = 0;
@@ -95,15 +83,6 @@ __device__ __forceinline__ int64_t tc_batch_offset(const TcOperand& v, int64_t b
   }
   return o;
 }
-
-// One problem: B slices of L queries and S keys, head dim D (a template argument of the kernels).
-struct TcProblem {
-  int64_t B = 0, L = 0, S = 0;
-  bool causal = false;
-  float scale = 1.f;       // scale (dK, dQ)
-  float scale_log2 = 1.f;  // scale * log2(e) (the scores in base 2)
-  TcOperand q, k, v;
-};
 
 // The shared-memory layout (byte offsets; every tile pointer and row of 16 elements is a multiple
 // of 32 bytes, as WMMA requires). Four 16-bit 64-row tiles a0..a3 (ld D + 8), two float
@@ -525,49 +504,6 @@ int device_major(int device) {
   return v;
 }
 
-// Whether t's layout is one TcOperand reads: last dim contiguous, every other stride a multiple
-// of 8 elements, the data 16-byte aligned, the batch dims coalescing to kTcMaxBatchDims.
-bool tc_operand(const Tensor& t, TcOperand& v) {
-  const int64_t d = t->dim();
-  if (t->stride(d - 1) != 1 || t->stride(d - 2) % 8 != 0) return false;
-  if (reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
-  int64_t sz[kTcMaxBatchDims], st[kTcMaxBatchDims];
-  int n = 0;
-  for (int64_t i = 0; i < d - 2; ++i) {
-    if (t->size(i) == 1) continue;
-    if (t->stride(i) % 8 != 0) return false;
-    if (n > 0 && st[n - 1] == t->stride(i) * t->size(i)) {
-      sz[n - 1] *= t->size(i);
-      st[n - 1] = t->stride(i);
-    } else {
-      if (n == kTcMaxBatchDims) return false;
-      sz[n] = t->size(i);
-      st[n] = t->stride(i);
-      ++n;
-    }
-  }
-  v.p = t->data();
-  v.nd = n;
-  for (int i = 0; i < n; ++i) {
-    v.size[i] = sz[i];
-    v.stride[i] = st[i];
-  }
-  v.row = t->stride(d - 2);
-  return true;
-}
-
-// The TcOperand of t, replacing t by a fresh contiguous copy when its layout is not one.
-TcOperand tc_view(Tensor& t, const char* op) {
-  TcOperand v;
-  if (tc_operand(t, v)) return v;
-  Tensor c = empty(t->sizes(), t->dtype(), t->device());
-  red::write_permuted(c, nnk::contig(t, op), DimVector{}, op);
-  t = c;
-  const bool ok = tc_operand(t, v);
-  EMBER_CHECK(ok, op, ": internal error: a fresh contiguous tensor is not a tensor-core operand");
-  return v;
-}
-
 unsigned tc_grid(int64_t B, int64_t n, const char* op) {
   const int64_t blocks = B * ((n + kTcRows - 1) / kTcRows);
   EMBER_CHECK(blocks >= 1 && blocks <= int64_t(0x7fffffff), op, ": too many rows for one launch (",
@@ -609,6 +545,51 @@ void tc_dispatch(ScalarType dt, int64_t E, const F& f) {
   return with_dim(BFloat16{});
 }
 
+// Whether t's layout is one TcOperand reads: last dim contiguous, every other stride a multiple
+// of 8 elements, the data 16-byte aligned, the batch dims coalescing to kTcMaxBatchDims.
+bool tc_operand(const Tensor& t, TcOperand& v) {
+  const int64_t d = t->dim();
+  if (t->stride(d - 1) != 1 || t->stride(d - 2) % 8 != 0) return false;
+  if (reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
+  int64_t sz[kTcMaxBatchDims], st[kTcMaxBatchDims];
+  int n = 0;
+  for (int64_t i = 0; i < d - 2; ++i) {
+    if (t->size(i) == 1) continue;
+    if (t->stride(i) % 8 != 0) return false;
+    if (n > 0 && st[n - 1] == t->stride(i) * t->size(i)) {
+      sz[n - 1] *= t->size(i);
+      st[n - 1] = t->stride(i);
+    } else {
+      if (n == kTcMaxBatchDims) return false;
+      sz[n] = t->size(i);
+      st[n] = t->stride(i);
+      ++n;
+    }
+  }
+  v.p = t->data();
+  v.nd = n;
+  for (int i = 0; i < n; ++i) {
+    v.size[i] = sz[i];
+    v.stride[i] = st[i];
+  }
+  v.row = t->stride(d - 2);
+  return true;
+}
+
+}  // namespace
+
+// The TcOperand of t, replacing t by a fresh contiguous copy when its layout is not one.
+TcOperand tc_view(Tensor& t, const char* op) {
+  TcOperand v;
+  if (tc_operand(t, v)) return v;
+  Tensor c = empty(t->sizes(), t->dtype(), t->device());
+  red::write_permuted(c, nnk::contig(t, op), DimVector{}, op);
+  t = c;
+  const bool ok = tc_operand(t, v);
+  EMBER_CHECK(ok, op, ": internal error: a fresh contiguous tensor is not a tensor-core operand");
+  return v;
+}
+
 TcProblem tc_problem(int64_t B, int64_t L, int64_t S, bool causal, double scale) {
   TcProblem p;
   p.B = B;
@@ -619,8 +600,6 @@ TcProblem tc_problem(int64_t B, int64_t L, int64_t S, bool causal, double scale)
   p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
   return p;
 }
-
-}  // namespace
 
 bool sdpa_tensor_cores() { return g_tensor_cores.load(std::memory_order_relaxed); }
 void set_sdpa_tensor_cores(bool on) { g_tensor_cores.store(on, std::memory_order_relaxed); }

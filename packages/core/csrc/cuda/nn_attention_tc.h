@@ -14,6 +14,35 @@
 namespace ember {
 namespace cuda {
 
+constexpr int kTcMaxBatchDims = 8;
+
+// A (batch..., rows, D) operand whose last dim is contiguous: the batch dims coalesced (offsets
+// in elements), rows `row` elements apart. Every offset is a multiple of 8 elements and the data
+// 16-byte aligned, so rows load in 16-byte chunks. (Shared with nn_attention_mma.cu.)
+struct TcOperand {
+  const void* p = nullptr;
+  int nd = 0;
+  int64_t size[kTcMaxBatchDims] = {};
+  int64_t stride[kTcMaxBatchDims] = {};
+  int64_t row = 0;
+};
+
+// One problem: B slices of L queries and S keys, head dim D (a template argument of the kernels).
+struct TcProblem {
+  int64_t B = 0, L = 0, S = 0;
+  bool causal = false;
+  float scale = 1.f;       // scale (dK, dQ)
+  float scale_log2 = 1.f;  // scale * log2(e) (the scores in base 2)
+  TcOperand q, k, v;
+};
+
+// The problem's sizes and float scales (operands not set).
+TcProblem tc_problem(int64_t B, int64_t L, int64_t S, bool causal, double scale);
+
+// The TcOperand of t (read in place: last dim contiguous, other strides multiples of 8
+// elements, data 16-byte aligned), replacing t by a fresh contiguous copy when it is not one.
+TcOperand tc_view(Tensor& t, const char* op);
+
 // The private switch ember._C_cuda._set_sdpa_tensor_cores / _get_sdpa_tensor_cores (on by
 // default): off, every call takes the CUDA-core kernels (for A/B comparisons).
 bool sdpa_tensor_cores();
