@@ -1,6 +1,7 @@
-"""Emulation of packages/core/csrc/cuda/nn_softmax.cu (softmax / log_softmax forward and backward)
-and nn_loss.cu (nll_loss and the fused cross entropy, forward and backward) against ember's CPU
-kernels. Run: PYTHONPATH=<build>/site python3 nn_softmax_loss.py [-q]."""
+"""Emulation of packages/core/csrc/cuda/nn_softmax.cu (softmax / log_softmax forward and backward,
+the long rows' kernels: softmax_rows_kernel and softmax_rows_smem_kernel with its shared-memory
+race checks) and nn_loss.cu (nll_loss and the fused cross entropy, forward and backward) against
+ember's CPU kernels. Run: PYTHONPATH=<build>/site python3 nn_softmax_loss.py [-q | --smem | --plant]."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Emulation of packages/core/csrc/cuda/reduce_ops.cu (and reduce_utils.cuh): the reduction engine
-(reduce::make_geometry, the thread / block / two-pass paths and their launch decisions), every
+(reduce::make_geometry, the thread / block / two-pass / contiguous / column paths (by 16-byte
+packs or element by element, with race-checked shared memory) and their launch decisions), every
 reducer (sum, nansum, mean, nanmean, prod, max/min/argmax/argmin/amax/amin, var/std/var_mean with
 corrections, norms, all/any/count_nonzero) and the scans (cumsum, cumprod, cummax, cummin).
 
@@ -9,7 +10,7 @@ shared memory starts as NaN (garbage for integers) and its tree steps are the ba
 are compared with ember's CPU ops on many shapes and layouts (contiguous, transposed, sliced
 with a step, broadcast with stride 0).
 
-    python3 tools/cuda_emulation/reduce_ops.py
+    python3 tools/cuda_emulation/reduce_ops.py [--columns | --plant]
 """
 
 from __future__ import annotations
@@ -1117,7 +1118,7 @@ def column_cases(quick=False):
     stats = Stats()
     saved = SMS
     shapes = [(1, 64), (33, 64), (40, 68), (100, 36), (100, 65), (257, 128), (64, 1024),
-              (130, 520), (2000, 64), (20000, 32)]
+              (130, 520), (40, 256), (600, 512), (2000, 64), (20, 4096), (20000, 32), (20000, 64)]
     dtypes = [np.float32, np.float64, np.float16, np.int64, np.int32, np.uint8, np.int8, np.bool_]
     try:
         for sms in ((132,) if quick else (132, 7, 1)):
@@ -1278,16 +1279,32 @@ def geometry_limits():
         ((4096, 1 << 20), [True, False]),
         ((1 << 16, 1 << 16), [True, True]),
         ((5, 1 << 31), [True, False]),
+        ((1 << 31, 64), [True, False]),     # columns by packs, rows split over blocks
+        ((1 << 31, 36), [True, False]),     # columns element by element
+        ((8192, 3072), [True, False]),      # GPT-2's bias gradient
     ]
     for sizes, mask in cases:
         strides = list(reversed(np.cumprod([1] + list(reversed(sizes[1:]))).tolist()))
         g = make_geometry(sizes, strides, mask, False)
         nout, nred = g["nout"], g["nred"]
         columns = len(g["ks"]) > 0 and g["kt"][-1] == 1 and len(g["rs"]) > 0 and g["rt"][-1] != 1
-        if nred <= 32 or (columns and nout >= 1024):
+        if nred <= 32:
             grid = blocks_for(nout)
             rep.check(1 <= grid <= (1 << 31) - 1, f"thread grid {grid} for {sizes}")
             rep.check(grid * K_BLOCK >= min(nout, grid * K_BLOCK), "")
+            continue
+        if columns and (columns_by_packs(0, 4, g) or nout >= K_WARP // 2):
+            # float32: by packs of 4 when the widths allow, else element by element
+            if columns_by_packs(0, 4, g):
+                nchunks, chunk, ntiles = split_column_packs(nout // 4, nred, SMS)
+                rep.check(nchunks <= K_COL_WAVE_BLOCKS * SMS, f"chunks {nchunks} for {sizes}")
+            else:
+                nchunks, chunk, ntiles = split_columns(nout, nred, SMS)
+            grid = min(ntiles * nchunks, 1 << 20)
+            rep.check(1 <= grid <= (1 << 31) - 1, f"column grid {grid} for {sizes}")
+            rep.check((nchunks - 1) * chunk < nred <= nchunks * chunk,
+                      f"column chunks {nchunks}x{chunk} cover {nred} for {sizes}")
+            rep.check(nout * nchunks < (1 << 62), f"partials {nout * nchunks}")
             continue
         nchunks, chunk = split_reduction(nout, nred, SMS)
         nitems = nout * nchunks
