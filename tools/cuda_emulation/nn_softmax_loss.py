@@ -135,13 +135,19 @@ def softmax_rows_kernel(c, x, y, rows, n, log, T):
 
 # softmax_rows_smem_kernel's host rule (smem_row_bytes): rows of at least min_bytes whose copy
 # (+ a pack) and `reserve` bytes of static shared memory fit the opt-in limit (H100: 227 KiB).
-SMEM = {"optin": 227 * 1024, "min_bytes": 16 * 1024, "reserve": 1024}
+SMEM = {"optin": 227 * 1024, "min_bytes": 64 * 1024, "reserve": 1024}
 SMEM_USED = []  # the rows kernel each softmax_host call ran ("smem" / "rows")
+THREADS_USED = []  # the block size of each softmax_rows_smem_kernel launch
 PLANT = set()   # --plant: bugs planted into the transcription below
 
 
 def k_smem_unroll(T):
     return 8 if ITEMSIZE[T.name] == 4 else 4
+
+
+def smem_row_threads(smem):
+    """smem_row_threads: 1024 threads when a second block would not fit the shared memory."""
+    return 1024 if 2 * (smem + SMEM["reserve"]) > SMEM["optin"] else K_ROW_BLOCK
 
 
 def smem_row_bytes(n, T):
@@ -341,7 +347,9 @@ def softmax_host(x, shape, d, log, T):
         smem = smem_row_bytes(n, T)
         if smem:
             SMEM_USED.append("smem")
-            launch(softmax_rows_smem_kernel, grid, K_ROW_BLOCK, x, y, rows, n, log, T, smem)
+            threads = smem_row_threads(smem)
+            THREADS_USED.append(threads)
+            launch(softmax_rows_smem_kernel, grid, threads, x, y, rows, n, log, T, smem)
         else:
             SMEM_USED.append("rows")
             launch(softmax_rows_kernel, grid, K_ROW_BLOCK, x, y, rows, n, log, T)
@@ -435,39 +443,50 @@ def check_softmax(shape, d, T, fails, special=False):
 
 
 def check_softmax_smem(fails):
-    """softmax_rows_smem_kernel: rows the default rule sends there (16 KiB and more; a 128 KiB
-    float row), then every row over 1024 elements through it (min_bytes 0) at each alignment of
-    x and y, NaN / inf rows, blocks taking several rows (the grid capped: the end-of-row
-    barrier), and the opt-in limit's edge (fits exactly / one element more falls back)."""
+    """softmax_rows_smem_kernel: rows the default rule sends there (64 KiB and more; 512-thread
+    blocks up to ~113 KiB, 1024 above: a 128 KiB float row, a 160 KiB double row) and not (under
+    64 KiB, over the opt-in limit), then every row over 1024 elements forced through it
+    (min_bytes 0) with both block sizes (a small opt-in limit makes 1024) at each alignment of x
+    and y, NaN / inf rows, blocks taking several rows (the grid capped: the end-of-row barrier),
+    and the opt-in limit's edge (fits exactly / one element more falls back)."""
     SMEM_USED.clear()
-    for shape, T in [((2, 4100), F32), ((2, 8200), BF16), ((1, 8195), F16), ((1, 2051), F64),
-                     ((1, 32768), F32)]:
+    THREADS_USED.clear()
+    for shape, T in [((1, 16390), F32), ((1, 32775), BF16), ((1, 8200), F64), ((1, 32768), F32),
+                     ((1, 20000), F64)]:
         check_softmax(shape, 1, T, fails)
-    if set(SMEM_USED) != {"smem"}:
-        fails.append(f"rows of 16 KiB or more not all on the smem kernel: {SMEM_USED}")
+    if set(SMEM_USED) != {"smem"} or set(THREADS_USED) != {512, 1024}:
+        fails.append(f"rows of 64 KiB or more: {SMEM_USED} {THREADS_USED}")
     SMEM_USED.clear()
-    check_softmax((3, 1025), 1, F32, fails)  # 4 KiB rows stay on softmax_rows_kernel
+    check_softmax((3, 1025), 1, F32, fails)
+    check_softmax((1, 16380), 1, F32, fails)  # just under 64 KiB
+    check_softmax((1, 58200), 1, F32, fails)  # 227 KiB + 816 B: over the opt-in limit
     if set(SMEM_USED) != {"rows"}:
-        fails.append(f"short rows took the smem kernel: {SMEM_USED}")
+        fails.append(f"rows under 64 KiB or over the limit took the smem kernel: {SMEM_USED}")
     saved = dict(SMEM)
     try:
         SMEM["min_bytes"] = 0
-        SMEM_USED.clear()
-        for xo, yo in [(0, 0), (1, 1), (3, 0), (0, 5), (7, 7)]:
-            ALIGN["x"], ALIGN["y"] = xo, yo
-            for shape, T in [((3, 1025), F32), ((2, 1100), F16), ((2, 1037), BF16),
-                             ((2, 1031), F64)]:
-                check_softmax(shape, 1, T, fails)
-            check_softmax((5, 1100), 1, F32, fails, special=True)
-            GRID_CAP["rows"] = 2
-            try:
-                check_softmax((5, 1030), 1, F32, fails)
-                check_softmax((3, 1100), 1, BF16, fails)
-            finally:
-                GRID_CAP["rows"] = 1 << 30
-        ALIGN["x"] = ALIGN["y"] = 0
-        if set(SMEM_USED) != {"smem"}:
-            fails.append(f"min_bytes 0: not all rows on the smem kernel: {SMEM_USED}")
+        for optin in (227 * 1024, 6000):
+            SMEM["optin"] = optin
+            SMEM_USED.clear()
+            THREADS_USED.clear()
+            for xo, yo in [(0, 0), (1, 1), (3, 0), (0, 5), (7, 7)]:
+                ALIGN["x"], ALIGN["y"] = xo, yo
+                for shape, T in [((3, 1025), F32), ((2, 1100), F16), ((2, 1037), BF16),
+                                 ((2, 1031), F64)]:
+                    check_softmax(shape, 1, T, fails)
+                check_softmax((5, 1100), 1, F32, fails, special=True)
+                GRID_CAP["rows"] = 2
+                try:
+                    check_softmax((5, 1030), 1, F32, fails)
+                    check_softmax((3, 1100), 1, BF16, fails)
+                finally:
+                    GRID_CAP["rows"] = 1 << 30
+            ALIGN["x"] = ALIGN["y"] = 0
+            want_threads = {512} if optin > 6000 else {1024}
+            if "smem" not in SMEM_USED or set(THREADS_USED) != want_threads:
+                fails.append(f"min_bytes 0, opt-in {optin}: {set(SMEM_USED)} {set(THREADS_USED)}")
+            if optin > 6000 and set(SMEM_USED) != {"smem"}:
+                fails.append(f"min_bytes 0: not all rows on the smem kernel: {SMEM_USED}")
         n = 2000
         need = (n + 4) * 4
         for optin, want in [(need + SMEM["reserve"], "smem"), (need + SMEM["reserve"] - 1, "rows")]:
@@ -991,7 +1010,7 @@ if __name__ == "__main__":
     if "--plant" in sys.argv:
         sys.exit(plant_checks())
     if "--smem" in sys.argv:
-        _fails = []
+        _fails, _t0 = [], time.time()
         check_softmax_smem(_fails)
-        sys.exit(report("nn_softmax_loss (smem rows)", _fails, time.time(), False))
+        sys.exit(report("nn_softmax_loss (smem rows)", _fails, _t0, False))
     sys.exit(main())

@@ -140,17 +140,17 @@ def test_softmax_inf_and_nan_rows(log):
 @pytest.mark.parametrize(
     "shape,dtype",
     [
-        ((4, 32768), "float32"),  # 128 KiB rows: softmax_rows_smem_kernel, one block per SM
-        ((3, 8200), "bfloat16"),
-        ((2, 16388), "float16"),
-        ((2, 4100), "float64"),  # 32 KiB, a row length that leaves heads and tails
-        ((3, 4095), "float32"),  # just under 16 KiB: softmax_rows_kernel
+        ((4, 32768), "float32"),  # 128 KiB rows: softmax_rows_smem_kernel, 1024 threads
+        ((3, 40000), "bfloat16"),  # 80 KiB: two 512-thread blocks per SM
+        ((2, 50003), "float16"),  # a length that leaves heads and tails
+        ((2, 20000), "float64"),  # 160 KiB
+        ((3, 16380), "float32"),  # just under 64 KiB: softmax_rows_kernel
         ((2, 60000), "float32"),  # 240 KB: over the opt-in limit, softmax_rows_kernel
     ],
 )
 @pytest.mark.parametrize("offset", [0, 1])
 def test_softmax_long_rows(shape, dtype, offset):
-    # Rows read once into shared memory (16 KiB up to the opt-in limit) and the fallback; offset 1
+    # Rows read once into shared memory (64 KiB up to the opt-in limit) and the fallback; offset 1
     # starts the rows one element past a 16-byte boundary (a contiguous view of a longer buffer:
     # the shared copy is shifted so that its packs stay aligned).
     rows, n = shape

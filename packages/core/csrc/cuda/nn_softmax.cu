@@ -7,7 +7,7 @@
 // once for an online max + sum of exp, then writes it; math is in float for the 16-bit floats.
 // Long last-dim rows (the block teams of the forward pass) run softmax_rows_kernel instead: the
 // same two passes with 16-byte vector loads and stores and kRowAccs independent (max, sum) pairs
-// per thread; rows of 16 KiB or more that fit in shared memory (the opt-in limit, ~227 KiB on
+// per thread; rows of 64 KiB or more that fit in shared memory (the opt-in limit, ~227 KiB on
 // H100) run softmax_rows_smem_kernel, which reads them from global memory once.
 #include <algorithm>
 #include <atomic>
@@ -140,7 +140,7 @@ constexpr int kSmemUnroll = sizeof(T) == 4 ? 8 : 4;
 // at sh[shift + k], shift = the row's misalignment in elements, so that its packs are 16-byte
 // aligned in shared memory as they are in x. Needs (n + kN) * sizeof(T) bytes.
 template <class T>
-__global__ void __launch_bounds__(nnk::kRowBlock)
+__global__ void __launch_bounds__(1024)
     softmax_rows_smem_kernel(const T* x, T* y, int64_t rows, int64_t n, bool log) {
   using A = acc_t<T>;
   using P = RowPack<T>;
@@ -215,10 +215,12 @@ __global__ void __launch_bounds__(nnk::kRowBlock)
   }
 }
 
-// Rows of at least kSmemMinBytes (shorter ones are re-read from L1 / L2 by softmax_rows_kernel
-// anyway) whose copy fits the device's opt-in shared memory per block, less kSmemReserve for the
-// kernel's static shared memory: the dynamic shared memory softmax_rows_smem_kernel needs, else 0.
-constexpr int64_t kSmemMinBytes = 16 * 1024;
+// Rows of at least kSmemMinBytes whose copy fits the device's opt-in shared memory per block,
+// less kSmemReserve for the kernel's static shared memory: the dynamic shared memory
+// softmax_rows_smem_kernel needs, else 0. Shorter rows stay on softmax_rows_kernel: its three
+// 512-thread blocks per SM hold under 64 KiB x 3 x 132 SMs (~25 MB on H100), so their second read
+// hits L2; from ~128 KiB rows that working set passes the 50 MB L2 and the re-read goes to DRAM.
+constexpr int64_t kSmemMinBytes = 64 * 1024;
 constexpr int64_t kSmemReserve = 1024;
 
 int smem_optin(int device) {
@@ -233,6 +235,14 @@ int smem_optin(int device) {
   if (device >= 0 && device < kMaxCached && v > 0)
     cache[device].store(v, std::memory_order_relaxed);
   return v;
+}
+
+// Threads of a softmax_rows_smem_kernel block: kSmemBigBlock when a second block would not fit
+// the shared memory (one block per SM: twice the loads in flight, all of a 128 KiB float row),
+// else nnk::kRowBlock (two blocks per SM, whose phases overlap).
+constexpr int kSmemBigBlock = 1024;
+unsigned smem_row_threads(int64_t smem, int device) {
+  return 2 * (smem + kSmemReserve) > smem_optin(device) ? kSmemBigBlock : nnk::kRowBlock;
 }
 
 template <class T>
@@ -295,7 +305,8 @@ Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
         if (smem > 48 * 1024)
           EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 static_cast<int>(smem)));
-        kernel<<<grid, nnk::kRowBlock, static_cast<size_t>(smem), ix::stream_of(x)>>>(
+        const unsigned threads = smem_row_threads(smem, ix::device_index(x));
+        kernel<<<grid, threads, static_cast<size_t>(smem), ix::stream_of(x)>>>(
             x->data_as<T>(), out->data_as<T>(), rows, s.n, log);
         check_launch(op);
         return;
