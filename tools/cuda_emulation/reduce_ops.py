@@ -422,7 +422,7 @@ def contig_items(base, rowstart, lo, hi, r):
 K_COL_LANES = K_WARP                # reduce_column_packs_kernel: packs per tile (a warp's lanes)
 K_COL_ROWS = K_BLOCK // K_COL_LANES  # row slices (the block's warps)
 K_COL_UNROLL = 4                    # rows a thread loads before stepping them
-K_COL_WAVE_BLOCKS = 4               # split_column_packs: blocks per SM of the one wave
+COL_PER_SM = 4  # split_column_packs' per_sm: the occupancy API's resident blocks (64 registers)
 PLANT = set()                       # --plant: bugs planted into the transcriptions below
 
 
@@ -532,10 +532,10 @@ def split_columns(nout, nred, sms):
     return nchunks, chunk, ntiles
 
 
-def split_column_packs(npacks, nred, sms):
+def split_column_packs(npacks, nred, sms, per_sm):
     k_min_rows = K_COL_ROWS * K_COL_UNROLL * 4
     ntiles = (npacks + K_COL_LANES - 1) // K_COL_LANES
-    target = K_COL_WAVE_BLOCKS * sms
+    target = max(per_sm, 1) * sms
     nchunks = 1
     if ntiles < target:
         nchunks = max(1, min((nred + k_min_rows - 1) // k_min_rows, (target + ntiles - 1) // ntiles))
@@ -611,7 +611,7 @@ def column_packs(base, offset, g, r, sms, stats):
     isz = base.itemsize
     kn = 16 // isz
     npacks = nout // kn
-    nchunks, chunk, ntiles = split_column_packs(npacks, nred, sms)
+    nchunks, chunk, ntiles = split_column_packs(npacks, nred, sms, COL_PER_SM)
     grid = min(ntiles * nchunks, 1 << 20)
     assert 1 <= grid <= (1 << 31) - 1
     if stats is not None:
@@ -1111,18 +1111,19 @@ def column_cases(quick=False):
     element-wise reduce_columns_kernel + reduce_partials_kernel when the packs do not apply):
     every reducer and dtype, widths around the pack and tile sizes (odd, not a multiple of a
     pack, under half a warp of packs), bases and row strides aligned or not, transposed /
-    broadcast / 3-d layouts, 1 and many rows, three SM counts (different splits)."""
-    global SMS
+    broadcast / 3-d layouts, 1 and many rows, three SM counts and resident blocks per SM
+    (different splits)."""
+    global SMS, COL_PER_SM
     rng = np.random.default_rng(5)
     rep = Report("reduce_ops.cu column reductions")
     stats = Stats()
-    saved = SMS
+    saved = SMS, COL_PER_SM
     shapes = [(1, 64), (33, 64), (40, 68), (100, 36), (100, 65), (257, 128), (64, 1024),
               (130, 520), (40, 256), (600, 512), (2000, 64), (20, 4096), (20000, 32), (20000, 64)]
     dtypes = [np.float32, np.float64, np.float16, np.int64, np.int32, np.uint8, np.int8, np.bool_]
     try:
-        for sms in ((132,) if quick else (132, 7, 1)):
-            SMS = sms
+        for sms, per_sm in ((132, 4),) if quick else ((132, 4), (7, 2), (1, 1)):
+            SMS, COL_PER_SM = sms, per_sm
             for rows, cols in shapes:
                 for dt in dtypes:
                     fl = np.dtype(dt).kind == "f"
@@ -1155,7 +1156,7 @@ def column_cases(quick=False):
                                     compare_op(rep, op, base, off, sizes, strides, dim, False, what,
                                                stats, **kw)
     finally:
-        SMS = saved
+        SMS, COL_PER_SM = saved
     return rep.close(f"(paths: {stats.paths})")
 
 
@@ -1296,8 +1297,8 @@ def geometry_limits():
         if columns and (columns_by_packs(0, 4, g) or nout >= K_WARP // 2):
             # float32: by packs of 4 when the widths allow, else element by element
             if columns_by_packs(0, 4, g):
-                nchunks, chunk, ntiles = split_column_packs(nout // 4, nred, SMS)
-                rep.check(nchunks <= K_COL_WAVE_BLOCKS * SMS, f"chunks {nchunks} for {sizes}")
+                nchunks, chunk, ntiles = split_column_packs(nout // 4, nred, SMS, COL_PER_SM)
+                rep.check(nchunks <= COL_PER_SM * SMS, f"chunks {nchunks} for {sizes}")
             else:
                 nchunks, chunk, ntiles = split_columns(nout, nred, SMS)
             grid = min(ntiles * nchunks, 1 << 20)

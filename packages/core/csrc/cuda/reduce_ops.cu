@@ -626,15 +626,13 @@ Split split_columns(int64_t nout, int64_t nred, int sms, int64_t* ntiles) {
 }
 
 // The packed column kernel's split: *ntiles tiles of kColLanes packs; when they are fewer than
-// kColWaveBlocks blocks per SM (one wave that stays resident: each block's loads keep the SM's
-// memory pipe busy), the rows split into chunks of at least kMinRows (kColUnroll rows per slice
-// four times).
-constexpr int64_t kColWaveBlocks = 4;
-
-Split split_column_packs(int64_t npacks, int64_t nred, int sms, int64_t* ntiles) {
+// one wave of resident blocks (`per_sm` per SM, from the occupancy API: each block's loads keep
+// the SM's memory pipe busy, and equal chunks end together), the rows split into chunks of at
+// least kMinRows (kColUnroll rows per slice four times).
+Split split_column_packs(int64_t npacks, int64_t nred, int sms, int per_sm, int64_t* ntiles) {
   constexpr int64_t kMinRows = int64_t(kColRows) * kColUnroll * 4;
   *ntiles = (npacks + kColLanes - 1) / kColLanes;
-  const int64_t target = kColWaveBlocks * sms;
+  const int64_t target = int64_t(std::max(per_sm, 1)) * sms;
   Split s;
   if (*ntiles < target)
     s.nchunks = std::max<int64_t>(
@@ -642,6 +640,24 @@ Split split_column_packs(int64_t npacks, int64_t nred, int sms, int64_t* ntiles)
   s.chunk = (nred + s.nchunks - 1) / s.nchunks;
   s.nchunks = (nred + s.chunk - 1) / s.chunk;
   return s;
+}
+
+// Blocks of reduce_column_packs_kernel<R> that fit on one SM of `device` (registers, shared
+// memory), queried once per reducer type and device.
+template <class R>
+int column_packs_resident(int device) {
+  constexpr int kMaxCached = 64;
+  static std::atomic<int> cache[kMaxCached];  // zero: not queried yet
+  if (device >= 0 && device < kMaxCached) {
+    const int n = cache[device].load(std::memory_order_relaxed);
+    if (n > 0) return n;
+  }
+  int n = 0;
+  EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, reduce_column_packs_kernel<R>,
+                                                                 kBlockSize, 0));
+  if (n < 1) n = 1;
+  if (device >= 0 && device < kMaxCached) cache[device].store(n, std::memory_order_relaxed);
+  return n;
 }
 
 // Whether a column reduction (g's innermost kept dim has stride 1) reads by 16-byte packs: the
@@ -685,7 +701,8 @@ void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, 
   if (columns && columns_by_packs(base, g)) {
     const int64_t npacks = nout / Pack<typename R::in_t>::kN;
     int64_t ntiles = 0;
-    const Split s = split_column_packs(npacks, nred, sms, &ntiles);
+    const int per_sm = column_packs_resident<R>(current_device());
+    const Split s = split_column_packs(npacks, nred, sms, per_sm, &ntiles);
     Tensor parts;
     Acc* partials = nullptr;
     if (s.nchunks > 1) {
