@@ -1,6 +1,7 @@
-"""Emulation of packages/core/csrc/cuda/nn_softmax.cu (softmax / log_softmax forward and backward)
-and nn_loss.cu (nll_loss and the fused cross entropy, forward and backward) against ember's CPU
-kernels. Run: PYTHONPATH=<build>/site python3 nn_softmax_loss.py [-q]."""
+"""Emulation of packages/core/csrc/cuda/nn_softmax.cu (softmax / log_softmax forward and backward,
+the long rows' kernels: softmax_rows_kernel and softmax_rows_smem_kernel with its shared-memory
+race checks) and nn_loss.cu (nll_loss and the fused cross entropy, forward and backward) against
+ember's CPU kernels. Run: PYTHONPATH=<build>/site python3 nn_softmax_loss.py [-q | --smem | --plant]."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 import numpy as np
 from nn_norm import E, npv, tensor
-from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch, report
+from nn_sim import BF16, F16, F32, F64, SYNC, TOL, Shfl, blocks_for, close, launch, report
 from nn_team import (
     K_BLOCK,
     K_ROW_BLOCK,
@@ -66,6 +67,7 @@ K_ROW_ACCS, K_ROW_UNROLL = 4, 4
 # alignment arithmetic; the emulated buffers themselves start at element 0).
 ALIGN = {"x": 0, "y": 0}
 STEPPED = []  # the x indices softmax_rows_kernel's first pass stepped (each once: host check)
+GRID_CAP = {"rows": 1 << 30}  # the host's grid cap (tests lower it: blocks then take several rows)
 
 
 def softmax_rows_kernel(c, x, y, rows, n, log, T):
@@ -131,6 +133,179 @@ def softmax_rows_kernel(c, x, y, rows, n, log, T):
         row += c.gdx
 
 
+# softmax_rows_smem_kernel's host rule (smem_row_bytes): rows of at least min_bytes whose copy
+# (+ a pack) and `reserve` bytes of static shared memory fit the opt-in limit (H100: 227 KiB).
+SMEM = {"optin": 227 * 1024, "min_bytes": 64 * 1024, "reserve": 1024}
+SMEM_USED = []  # the rows kernel each softmax_host call ran ("smem" / "rows")
+THREADS_USED = []  # the block size of each softmax_rows_smem_kernel launch
+PLANT = set()   # --plant: bugs planted into the transcription below
+
+
+def k_smem_unroll(T):
+    return 8 if ITEMSIZE[T.name] == 4 else 4
+
+
+def smem_row_threads(smem):
+    """smem_row_threads: 1024 threads when a second block would not fit the shared memory."""
+    return 1024 if 2 * (smem + SMEM["reserve"]) > SMEM["optin"] else K_ROW_BLOCK
+
+
+def smem_row_bytes(n, T):
+    isz = ITEMSIZE[T.name]
+    nbytes = (n + 16 // isz) * isz
+    if n * isz < SMEM["min_bytes"]:
+        return 0
+    return nbytes if nbytes + SMEM["reserve"] <= SMEM["optin"] else 0
+
+
+class DynShared:
+    """The block's dynamic shared memory as elements of T (every access of the kernel is an
+    element or a 16-byte pack of them), NaN at first. Each access is bounds-checked (packs also
+    16-byte aligned) and race-checked against the barrier intervals (`ep`: the thread's count of
+    barriers passed): a read of an element never written or written by another thread in the
+    current interval, a write over another thread's write or read in the current interval."""
+
+    def __init__(self, nbytes, isz):
+        n = nbytes // isz
+        self.isz = isz
+        self.v = np.full(n, np.nan)
+        self.w_ep = np.full(n, -1, np.int64)
+        self.w_th = np.full(n, -1, np.int64)
+        self.r_ep = np.full(n, -1, np.int64)
+        self.r_th = np.full(n, -1, np.int64)
+
+    def _span(self, i, k):
+        if i < 0 or i + k > self.v.size:
+            raise AssertionError(f"shared memory access [{i}, {i + k}) out of [0, {self.v.size})")
+        if k > 1 and (i * self.isz) % 16:
+            raise AssertionError(f"unaligned shared pack at element {i}")
+        return slice(i, i + k)
+
+    def write(self, i, vals, th, ep):
+        sl = self._span(i, len(vals))
+        if np.any((self.w_ep[sl] == ep) & (self.w_th[sl] != th)):
+            raise AssertionError(f"shared race: write after another thread's write at {i}")
+        if np.any((self.r_ep[sl] == ep) & (self.r_th[sl] != th)):
+            raise AssertionError(f"shared race: write after another thread's read at {i}")
+        self.v[sl] = vals
+        self.w_ep[sl] = ep
+        self.w_th[sl] = th
+
+    def read(self, i, k, th, ep):
+        sl = self._span(i, k)
+        if np.any(self.w_ep[sl] < 0):
+            raise AssertionError(f"shared read of an element never written at {i}")
+        if np.any((self.w_ep[sl] == ep) & (self.w_th[sl] != th)):
+            raise AssertionError(f"shared race: read of another thread's write at {i}, no barrier")
+        self.r_ep[sl] = ep
+        self.r_th[sl] = th
+        return self.v[sl].copy()
+
+
+def counted(gen, ep):
+    """Runs the generator gen (yield from), counting the barriers it passes in ep[0]."""
+    send = None
+    while True:
+        try:
+            y = gen.send(send)
+        except StopIteration as stop:
+            return stop.value
+        if isinstance(y, str) and y == SYNC:
+            ep[0] += 1
+        send = yield y
+
+
+def softmax_rows_smem_kernel(c, x, y, rows, n, log, T, smem):
+    """softmax_rows_smem_kernel: softmax_rows_kernel's first pass that also copies the row into
+    dynamic shared memory (element k at sh[shift + k]), the write pass reading it from there."""
+    A = T.acc
+    isz = ITEMSIZE[T.name]
+    kn = 16 // isz
+    t, nt = c.tx, c.bdx
+    sh = c.shared.get("dyn")
+    if sh is None:
+        sh = c.shared["dyn"] = DynShared(smem, isz)
+    ep = [0]
+    row = c.bx
+    while row < rows:
+        xr = yr = row * n
+        xa = (ALIGN["x"] + xr) * isz
+        head = min(n, ((16 - xa % 16) % 16) // isz)
+        npacks = (n - head) // kn
+        tail = head + npacks * kn
+        shift = (xa % 16) // isz
+        if "no_shift" in PLANT:
+            shift = 0
+        ms = [(A(-math.inf), A(0))] * K_ROW_ACCS
+        if t < head:
+            v = x[xr + t]
+            sh.write(shift + t, [v], t, ep[0])
+            ms[0] = maxsum_step(ms[0], A(v))
+            STEPPED.append(xr + t)
+        if t < n - tail:
+            v = x[xr + tail + t]
+            sh.write(shift + tail + t, [v], t, ep[0])
+            ms[1] = maxsum_step(ms[1], A(v))
+            STEPPED.append(xr + tail + t)
+        k0 = t
+        un = k_smem_unroll(T)
+        while k0 < npacks:
+            bufs = {}
+            for u in range(un):
+                k = k0 + u * nt
+                if k < npacks:
+                    if (xa + (head + k * kn) * isz) % 16:
+                        raise AssertionError("unaligned pack load")
+                    bufs[u] = x[xr + head + k * kn: xr + head + (k + 1) * kn].copy()
+            for u in range(un):
+                k = k0 + u * nt
+                if k < npacks:
+                    sh.write(shift + head + k * kn, bufs[u], t, ep[0])
+                    for e in range(kn):
+                        i = (u * kn + e) % K_ROW_ACCS
+                        ms[i] = maxsum_step(ms[i], A(bufs[u][e]))
+                        STEPPED.append(xr + head + k * kn + e)
+            k0 += nt * un
+        m = merge_max_sum
+        tot = m(m(ms[0], ms[1]), m(ms[2], ms[3]))
+        if "no_reduce_sync" in PLANT:  # the team reduction without its barriers: a warp's pair
+            o = 16
+            while o > 0:
+                other = yield Shfl(tot, o)
+                tot = m(tot, other)
+                o >>= 1
+        else:
+            tot = yield from counted(
+                team_reduce(c, tot, K_BLOCK, merge_max_sum, ("maxsum", A.__name__)), ep)
+        with np.errstate(all="ignore"):
+            lse = tot[0] + _log(tot[1])
+            inv = A(1) / tot[1]
+
+        def out(v):
+            with np.errstate(all="ignore"):
+                return T.from_op(A(v) - lse if log else _exp(A(v) - tot[0]) * inv)
+
+        ya = (ALIGN["y"] + yr) * isz
+        if ya % 16 == xa % 16:
+            if t < head:
+                y[yr + t] = out(sh.read(shift + t, 1, t, ep[0])[0])
+            if t < n - tail:
+                y[yr + tail + t] = out(sh.read(shift + tail + t, 1, t, ep[0])[0])
+            for k in range(t, npacks, nt):
+                if (ya + (head + k * kn) * isz) % 16:
+                    raise AssertionError("unaligned pack store")
+                vals = sh.read(shift + head + k * kn, kn, t, ep[0])
+                for e in range(kn):
+                    y[yr + head + k * kn + e] = out(vals[e])
+        else:
+            for k in range(t, n, nt):
+                y[yr + k] = out(sh.read(shift + k, 1, t, ep[0])[0])
+        if "no_row_sync" not in PLANT:
+            ep[0] += 1
+            yield SYNC  # the next row rewrites sh
+        row += c.gdx
+
+
 def softmax_backward_kernel(c, g, y, gi, rows, n, inner, mode, log, T):
     A = T.acc
     rid, rank, size = make_team(c, mode)
@@ -168,7 +343,16 @@ def softmax_host(x, shape, d, log, T):
     mode = plan_mode(outer, n, inner)
     if inner == 1 and mode == K_BLOCK:
         STEPPED.clear()
-        launch(softmax_rows_kernel, min(rows, 1 << 30), K_ROW_BLOCK, x, y, rows, n, log, T)
+        grid = min(rows, GRID_CAP["rows"])
+        smem = smem_row_bytes(n, T)
+        if smem:
+            SMEM_USED.append("smem")
+            threads = smem_row_threads(smem)
+            THREADS_USED.append(threads)
+            launch(softmax_rows_smem_kernel, grid, threads, x, y, rows, n, log, T, smem)
+        else:
+            SMEM_USED.append("rows")
+            launch(softmax_rows_kernel, grid, K_ROW_BLOCK, x, y, rows, n, log, T)
         hits = np.bincount(np.asarray(STEPPED, np.int64), minlength=rows * n)
         if hits.size != rows * n or not np.all(hits == 1):
             raise AssertionError(f"softmax_rows_kernel: elements not stepped exactly once ({n=})")
@@ -256,6 +440,85 @@ def check_softmax(shape, d, T, fails, special=False):
         gi = softmax_backward_host(g, T.mem(cyv), shape, d, log, T)
         cgi = (C_._log_softmax_backward_data if log else C_._softmax_backward_data)(gt, cy, d)
         close(tag + " backward", gi, npv(cgi), tol * 4, failures=fails)
+
+
+def check_softmax_smem(fails):
+    """softmax_rows_smem_kernel: rows the default rule sends there (64 KiB and more; 512-thread
+    blocks up to ~113 KiB, 1024 above: a 128 KiB float row, a 160 KiB double row) and not (under
+    64 KiB, over the opt-in limit), then every row over 1024 elements forced through it
+    (min_bytes 0) with both block sizes (a small opt-in limit makes 1024) at each alignment of x
+    and y, NaN / inf rows, blocks taking several rows (the grid capped: the end-of-row barrier),
+    and the opt-in limit's edge (fits exactly / one element more falls back)."""
+    SMEM_USED.clear()
+    THREADS_USED.clear()
+    for shape, T in [((1, 16390), F32), ((1, 32775), BF16), ((1, 8200), F64), ((1, 32768), F32),
+                     ((1, 20000), F64)]:
+        check_softmax(shape, 1, T, fails)
+    if set(SMEM_USED) != {"smem"} or set(THREADS_USED) != {512, 1024}:
+        fails.append(f"rows of 64 KiB or more: {SMEM_USED} {THREADS_USED}")
+    SMEM_USED.clear()
+    check_softmax((3, 1025), 1, F32, fails)
+    check_softmax((1, 16380), 1, F32, fails)  # just under 64 KiB
+    check_softmax((1, 58200), 1, F32, fails)  # 227 KiB + 816 B: over the opt-in limit
+    if set(SMEM_USED) != {"rows"}:
+        fails.append(f"rows under 64 KiB or over the limit took the smem kernel: {SMEM_USED}")
+    saved = dict(SMEM)
+    try:
+        SMEM["min_bytes"] = 0
+        for optin in (227 * 1024, 6000):
+            SMEM["optin"] = optin
+            SMEM_USED.clear()
+            THREADS_USED.clear()
+            for xo, yo in [(0, 0), (1, 1), (3, 0), (0, 5), (7, 7)]:
+                ALIGN["x"], ALIGN["y"] = xo, yo
+                for shape, T in [((3, 1025), F32), ((2, 1100), F16), ((2, 1037), BF16),
+                                 ((2, 1031), F64)]:
+                    check_softmax(shape, 1, T, fails)
+                check_softmax((5, 1100), 1, F32, fails, special=True)
+                GRID_CAP["rows"] = 2
+                try:
+                    check_softmax((5, 1030), 1, F32, fails)
+                    check_softmax((3, 1100), 1, BF16, fails)
+                finally:
+                    GRID_CAP["rows"] = 1 << 30
+            ALIGN["x"] = ALIGN["y"] = 0
+            want_threads = {512} if optin > 6000 else {1024}
+            if "smem" not in SMEM_USED or set(THREADS_USED) != want_threads:
+                fails.append(f"min_bytes 0, opt-in {optin}: {set(SMEM_USED)} {set(THREADS_USED)}")
+            if optin > 6000 and set(SMEM_USED) != {"smem"}:
+                fails.append(f"min_bytes 0: not all rows on the smem kernel: {SMEM_USED}")
+        n = 2000
+        need = (n + 4) * 4
+        for optin, want in [(need + SMEM["reserve"], "smem"), (need + SMEM["reserve"] - 1, "rows")]:
+            SMEM["optin"] = optin
+            SMEM_USED.clear()
+            check_softmax((2, n), 1, F32, fails)
+            if set(SMEM_USED) != {want}:
+                fails.append(f"opt-in {optin}: {SMEM_USED}, want {want}")
+    finally:
+        SMEM.clear()
+        SMEM.update(saved)
+        ALIGN["x"] = ALIGN["y"] = 0
+
+
+def plant_checks():
+    """--plant: each planted bug in softmax_rows_smem_kernel must be caught."""
+    ok = True
+    for bug in ("no_shift", "no_reduce_sync", "no_row_sync"):
+        PLANT.clear()
+        PLANT.add(bug)
+        fails = []
+        try:
+            check_softmax_smem(fails)
+            caught = bool(fails)
+        except AssertionError as e:
+            caught = True
+            print(f"  planted {bug}: raised {type(e).__name__}: {str(e)[:120]}")
+        finally:
+            PLANT.clear()
+        print(f"planted bug {bug}: {'caught' if caught else 'NOT CAUGHT'}")
+        ok &= caught
+    return 0 if ok else 1
 
 
 # ---- nll_loss / cross entropy -------------------------------------------------------------------
@@ -716,6 +979,7 @@ def main():
             check_softmax(shape, 1, T, fails)
         check_softmax((5, 1100), 1, F32, fails, special=True)
     ALIGN["x"] = ALIGN["y"] = 0
+    check_softmax_smem(fails)
     # losses: (N, C) warp rows, C > 1024 block rows, (N, C, d) a thread per sample, (C,) one
     # sample; every reduction, class weights, ignore_index (default -100 and a class), label
     # smoothing, 16-bit inputs, an out-of-range target
@@ -743,4 +1007,10 @@ def main():
 
 
 if __name__ == "__main__":
+    if "--plant" in sys.argv:
+        sys.exit(plant_checks())
+    if "--smem" in sys.argv:
+        _fails, _t0 = [], time.time()
+        check_softmax_smem(_fails)
+        sys.exit(report("nn_softmax_loss (smem rows)", _fails, _t0, False))
     sys.exit(main())

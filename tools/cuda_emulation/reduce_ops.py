@@ -1,5 +1,6 @@
 """Emulation of packages/core/csrc/cuda/reduce_ops.cu (and reduce_utils.cuh): the reduction engine
-(reduce::make_geometry, the thread / block / two-pass paths and their launch decisions), every
+(reduce::make_geometry, the thread / block / two-pass / contiguous / column paths (by 16-byte
+packs or element by element, with race-checked shared memory) and their launch decisions), every
 reducer (sum, nansum, mean, nanmean, prod, max/min/argmax/argmin/amax/amin, var/std/var_mean with
 corrections, norms, all/any/count_nonzero) and the scans (cumsum, cumprod, cummax, cummin).
 
@@ -9,7 +10,7 @@ shared memory starts as NaN (garbage for integers) and its tree steps are the ba
 are compared with ember's CPU ops on many shapes and layouts (contiguous, transposed, sliced
 with a step, broadcast with stride 0).
 
-    python3 tools/cuda_emulation/reduce_ops.py
+    python3 tools/cuda_emulation/reduce_ops.py [--columns | --plant]
 """
 
 from __future__ import annotations
@@ -416,6 +417,349 @@ def contig_items(base, rowstart, lo, hi, r):
     return accs
 
 
+# ---- column reductions ---------------------------------------------------------------------------
+
+K_COL_LANES = K_WARP                # reduce_column_packs_kernel: packs per tile (a warp's lanes)
+K_COL_ROWS = K_BLOCK // K_COL_LANES  # row slices (the block's warps)
+K_COL_UNROLL = 4                    # rows a thread loads before stepping them
+COL_PER_SM = 4  # split_column_packs' per_sm: the occupancy API's resident blocks (64 registers)
+PLANT = set()                       # --plant: bugs planted into the transcriptions below
+
+
+class RaceError(AssertionError):
+    pass
+
+
+class TrackedShared:
+    """A block's __shared__ array per item (items x slots), NaN / garbage at first, that checks
+    every access against the barrier intervals: reading a slot nobody wrote, reading a slot
+    another thread wrote in the current interval, writing a slot another thread wrote or read in
+    the current interval, or two threads writing one slot in one access all raise."""
+
+    def __init__(self, items, slots, dtype, name):
+        self.v = nan_shared(items * slots, dtype).reshape(items, slots)
+        self.w_ep = np.full((items, slots), -1, np.int64)
+        self.w_th = np.full((items, slots), -1, np.int64)
+        self.r_ep = np.full((items, slots), -1, np.int64)
+        self.r_th = np.full((items, slots), -1, np.int64)
+        self.ep = 0
+        self.name = name
+        self.slots = slots
+
+    def sync(self):
+        self.ep += 1
+
+    def _where(self, slot, thread, act):
+        items = np.broadcast_to(np.arange(self.v.shape[0]).reshape((-1,) + (1,) * (slot.ndim - 1)),
+                                slot.shape)
+        i, sl, th = items[act], slot[act], np.broadcast_to(thread, slot.shape)[act]
+        if sl.size and (sl.min() < 0 or sl.max() >= self.slots):
+            raise RaceError(f"{self.name}: slot out of bounds")
+        return i, sl, th
+
+    def write(self, slot, thread, val, act):
+        i, sl, th = self._where(slot, thread, act)
+        key = i * self.slots + sl
+        if np.unique(key).size != key.size:
+            raise RaceError(f"{self.name}: two threads write one slot in one access")
+        if np.any((self.w_ep[i, sl] == self.ep) & (self.w_th[i, sl] != th)):
+            raise RaceError(f"{self.name}: write after another thread's write, no barrier")
+        if np.any((self.r_ep[i, sl] == self.ep) & (self.r_th[i, sl] != th)):
+            raise RaceError(f"{self.name}: write after another thread's read, no barrier")
+        self.v[i, sl] = np.broadcast_to(val, slot.shape)[act]
+        self.w_ep[i, sl] = self.ep
+        self.w_th[i, sl] = th
+
+    def read(self, slot, thread, act):
+        """The values at slot (where act; anything elsewhere)."""
+        i, sl, th = self._where(slot, thread, act)
+        if np.any(self.w_ep[i, sl] < 0):
+            raise RaceError(f"{self.name}: read of a slot never written")
+        if np.any((self.w_ep[i, sl] == self.ep) & (self.w_th[i, sl] != th)):
+            raise RaceError(f"{self.name}: read of another thread's write, no barrier")
+        self.r_ep[i, sl] = self.ep
+        self.r_th[i, sl] = th
+        out = np.zeros(slot.shape, self.v.dtype)
+        out[act] = self.v[i, sl]
+        return out
+
+
+def combine_slices(acc, r, kn):
+    """combine_slices<kN>: acc[e] (kN reducer states, each a list of (items, kColRows, kColLanes)
+    arrays) combined over the slices by the halving tree in shared memory laid out
+    [slice][e][lane]; returns slice 0's totals, acc[e] as (items, kColLanes) arrays."""
+    items = acc[0][0].shape[0]
+    slice_ = np.arange(K_COL_ROWS).reshape(1, -1, 1)
+    lane = np.arange(K_COL_LANES).reshape(1, 1, -1)
+    thread = slice_ * K_COL_LANES + lane
+    shape = (items, K_COL_ROWS, K_COL_LANES)
+    slots = (K_COL_ROWS // 2) * kn * K_COL_LANES
+    sh = [TrackedShared(items, slots, comp.dtype, f"combine_slices[{k}]")
+          for k, comp in enumerate(acc[0])]
+    h = K_COL_ROWS // 2
+    while h > 0:
+        wr = np.broadcast_to((slice_ >= h) & (slice_ < 2 * h), shape)
+        for e in range(kn):
+            slot = np.broadcast_to(((slice_ - h) * kn + e) * K_COL_LANES + lane, shape)
+            for s_, comp in zip(sh, acc[e]):
+                s_.write(np.where(wr, slot, 0), thread, comp, wr)
+        if "no_tree_sync" not in PLANT:
+            for s_ in sh:
+                s_.sync()
+        rd = np.broadcast_to(slice_ < h, shape)
+        for e in range(kn):
+            slot = np.broadcast_to((slice_ * kn + e) * K_COL_LANES + lane, shape)
+            other = [s_.read(np.where(rd, slot, 0), thread, rd) for s_ in sh]
+            comb = r.combine(acc[e], other)
+            acc[e] = [np.where(rd, c, a) for c, a in zip(comb, acc[e])]
+        for s_ in sh:
+            s_.sync()
+        h //= 2
+    return [[c[:, 0, :] for c in a] for a in acc]
+
+
+def split_columns(nout, nred, sms):
+    """split_columns (the element-wise column kernel): tiles of 32 outputs, chunks of at least
+    256 rows when the tiles are fewer than 32 blocks per SM."""
+    k_min_rows = 256
+    ntiles = (nout + K_WARP - 1) // K_WARP
+    target = 32 * sms
+    nchunks = 1
+    if ntiles < target:
+        nchunks = max(1, min((nred + k_min_rows - 1) // k_min_rows, (target + ntiles - 1) // ntiles))
+    chunk = (nred + nchunks - 1) // nchunks
+    nchunks = (nred + chunk - 1) // chunk
+    return nchunks, chunk, ntiles
+
+
+def split_column_packs(npacks, nred, sms, per_sm):
+    k_min_rows = K_COL_ROWS * K_COL_UNROLL * 4
+    ntiles = (npacks + K_COL_LANES - 1) // K_COL_LANES
+    target = max(per_sm, 1) * sms
+    nchunks = 1
+    if ntiles < target:
+        nchunks = max(1, min((nred + k_min_rows - 1) // k_min_rows, (target + ntiles - 1) // ntiles))
+    chunk = (nred + nchunks - 1) // nchunks
+    nchunks = (nred + chunk - 1) // chunk
+    return nchunks, chunk, ntiles
+
+
+def columns_by_packs(offset, isz, g):
+    """columns_by_packs: the base 16-byte aligned (the emulated buffer's element 0 is), the
+    innermost kept size and every other stride a multiple of a pack, half a warp of packs."""
+    kn = 16 // isz
+    if (offset * isz) % 16 != 0 or g["ks"][-1] % kn != 0:
+        return False
+    if any(st % kn != 0 for st in g["kt"][:-1]) or any(st % kn != 0 for st in g["rt"]):
+        return False
+    return g["nout"] // kn >= K_COL_LANES // 2
+
+
+def stepped_rows(r, acc, load, j0, hi, act, stride, unroll, hits_fn):
+    """A thread's row loop of the column kernels: `for (; j + (U-1)*S < hi; j += U*S)` loading
+    U rows (load(j) -> kN values) then stepping them in order, then `for (; j < hi; j += S)`;
+    vectorized over threads (the loops are per thread: masks)."""
+    j = j0.copy()
+    while True:
+        cond = act & (j + (unroll - 1) * stride < hi)
+        if not cond.any():
+            break
+        bufs = [load(j + u * stride, cond) for u in range(unroll)]
+        for u in range(unroll):
+            jj = j + u * stride
+            for e, x in enumerate(bufs[u]):
+                r.step(acc[e], x, jj, cond)
+                hits_fn(e, jj, cond)
+        j = np.where(cond, j + unroll * stride, j)
+    while True:
+        cond = act & (j < hi)
+        if "tail_skips_last" in PLANT:
+            cond = act & (j + stride < hi)
+        if not cond.any():
+            break
+        vals = load(j, cond)
+        for e, x in enumerate(vals):
+            r.step(acc[e], x, j, cond)
+            hits_fn(e, j, cond)
+        j = np.where(cond, j + stride, j)
+
+
+class WriteOnce:
+    """An output array (per reducer component) whose every element must be written once."""
+
+    def __init__(self, n, comps, name):
+        self.vals = [nan_shared(n, c.dtype) for c in comps]
+        self.count = np.zeros(n, np.int64)
+        self.name = name
+
+    def write(self, idx, comps, act):
+        i = idx[act]
+        np.add.at(self.count, i, 1)
+        for v, c in zip(self.vals, comps):
+            v[i] = c[act]
+
+    def check(self):
+        if not np.all(self.count == 1):
+            raise AssertionError(f"{self.name}: outputs written {set(self.count.tolist())} times")
+        return self.vals
+
+
+def column_packs(base, offset, g, r, sms, stats):
+    """reduce_column_packs_kernel (+ reduce_column_partials_kernel): the per-output states."""
+    ks, kt, rs, rt = g["ks"], g["kt"], g["rs"], g["rt"]
+    nout, nred = g["nout"], g["nred"]
+    isz = base.itemsize
+    kn = 16 // isz
+    npacks = nout // kn
+    nchunks, chunk, ntiles = split_column_packs(npacks, nred, sms, COL_PER_SM)
+    grid = min(ntiles * nchunks, 1 << 20)
+    assert 1 <= grid <= (1 << 31) - 1
+    if stats is not None:
+        stats.add("column packs" if nchunks == 1 else "column packs two-pass")
+    b = np.arange(ntiles * nchunks, dtype=np.int64)  # the grid-stride items, one block each
+    lane = np.arange(K_COL_LANES).reshape(1, 1, -1)
+    slice_ = np.arange(K_COL_ROWS).reshape(1, -1, 1)
+    shape = (b.size, K_COL_ROWS, K_COL_LANES)
+    pk = np.broadcast_to((b // nchunks).reshape(-1, 1, 1) * K_COL_LANES + lane, shape)
+    c = np.broadcast_to((b % nchunks).reshape(-1, 1, 1), shape)
+    ok = pk < npacks
+    acc = [r.identity(shape) for _ in range(kn)]
+    rowbase = offset + offset_of(ks, kt, np.where(ok, pk, 0) * kn)  # element index of the pack
+    hi = np.minimum(nred, (c + 1) * chunk)
+    hits = np.zeros((nout, max(nred, 1)), np.int64)
+
+    def load(j, act):
+        jj = np.where(act, j, 0)
+        addr = rowbase + offset_of(rs, rt, jj)
+        if np.any((addr[act] * isz) % 16 != 0):
+            raise AssertionError("reduce_column_packs_kernel: unaligned pack load")
+        if np.any(addr[act] < 0) or np.any(addr[act] + kn > base.size):
+            raise AssertionError("reduce_column_packs_kernel: pack out of bounds")
+        a = np.where(act, addr, 0)
+        return [ld(base[np.minimum(a + e, base.size - 1)]) for e in range(kn)]
+
+    def hit(e, j, act):
+        np.add.at(hits, ((pk * kn + e)[act], j[act]), 1)
+
+    j0 = c * chunk + slice_
+    if "chunk_starts_early" in PLANT:  # a chunk re-reads its predecessor's last slice of rows
+        j0 = np.maximum(j0 - K_COL_ROWS, 0)
+    stepped_rows(r, acc, load, j0, hi, ok, K_COL_ROWS, K_COL_UNROLL, hit)
+    if not np.all(hits[:, :nred] == 1):
+        raise AssertionError(f"reduce_column_packs_kernel: elements stepped {set(hits.ravel().tolist())} times")
+    tot = combine_slices(acc, r, kn)  # kn states of (items, lanes)
+    pk0, c0 = pk[:, 0, :], c[:, 0, :]
+    act0 = pk0 < npacks
+    if nchunks == 1:
+        out = WriteOnce(nout, tot[0], "reduce_column_packs_kernel outputs")
+        for e in range(kn):
+            out.write(pk0 * kn + e, tot[e], act0)
+        return out.check()
+    parts = WriteOnce(nchunks * nout, tot[0], "reduce_column_packs_kernel partials")
+    for e in range(kn):
+        if "partials_transposed" in PLANT:  # written (output, chunk)-major, read chunk-major
+            parts.write((pk0 * kn + e) * nchunks + c0, tot[e], act0)
+        else:
+            parts.write(c0 * nout + pk0 * kn + e, tot[e], act0)
+    pv = parts.check()
+    # reduce_column_partials_kernel: tiles of 32 outputs x 8 chunk slices
+    ntiles2 = (nout + K_COL_LANES - 1) // K_COL_LANES
+    t = np.arange(ntiles2, dtype=np.int64)
+    shape2 = (t.size, K_COL_ROWS, K_COL_LANES)
+    o = np.broadcast_to(t.reshape(-1, 1, 1) * K_COL_LANES + lane, shape2)
+    ok2 = o < nout
+    acc2 = [r.identity(shape2)]
+    seen = np.zeros((nchunks, nout), np.int64)
+
+    def load2(cc, act):
+        idx = np.where(act, cc * nout + o, 0)
+        if np.any(cc[act] >= nchunks):
+            raise AssertionError("reduce_column_partials_kernel: partial out of bounds")
+        np.add.at(seen, (cc[act], o[act]), 1)
+        return [[p[idx] for p in pv]]
+
+    class Comb:  # the second pass combines partial states instead of stepping elements
+        def step(self, a, x, j, act):
+            comb = r.combine(a, x)
+            a[:] = [np.where(act, n, v) for n, v in zip(comb, a)]
+
+    stepped_rows(Comb(), acc2, load2, np.broadcast_to(slice_, shape2).astype(np.int64),
+                 np.full(shape2, nchunks, np.int64), ok2, K_COL_ROWS, K_COL_UNROLL,
+                 lambda e, j, act: None)
+    if not np.all(seen == 1):
+        raise AssertionError("reduce_column_partials_kernel: partials not combined once each")
+    tot2 = combine_slices(acc2, r, 1)
+    out = WriteOnce(nout, tot2[0], "reduce_column_partials_kernel outputs")
+    out.write(o[:, 0, :], tot2[0], ok2[:, 0, :])
+    return out.check()
+
+
+def column_elements(base, offset, g, r, sms, stats):
+    """reduce_columns_kernel (element by element) + reduce_partials_kernel."""
+    ks, kt, rs, rt = g["ks"], g["kt"], g["rs"], g["rt"]
+    nout, nred = g["nout"], g["nred"]
+    nchunks, chunk, ntiles = split_columns(nout, nred, sms)
+    if stats is not None:
+        stats.add("columns" if nchunks == 1 else "columns two-pass")
+    b = np.arange(ntiles * nchunks, dtype=np.int64)
+    lane = np.arange(K_WARP).reshape(1, 1, -1)
+    slice_ = np.arange(K_BLOCK // K_WARP).reshape(1, -1, 1)
+    shape = (b.size, K_BLOCK // K_WARP, K_WARP)
+    o = np.broadcast_to((b // nchunks).reshape(-1, 1, 1) * K_WARP + lane, shape)
+    c = np.broadcast_to((b % nchunks).reshape(-1, 1, 1), shape)
+    ok = o < nout
+    acc = [r.identity(shape)]
+    rowbase = offset + offset_of(ks, kt, np.where(ok, o, 0))
+    hits = np.zeros((nout, max(nred, 1)), np.int64)
+
+    def load(j, act):
+        jj = np.where(act, j, 0)
+        return [ld(base[rowbase + offset_of(rs, rt, jj)])]
+
+    def hit(e, j, act):
+        np.add.at(hits, (o[act], j[act]), 1)
+
+    stepped_rows(r, acc, load, c * chunk + slice_, np.minimum(nred, (c + 1) * chunk), ok,
+                 K_BLOCK // K_WARP, 4, hit)
+    if not np.all(hits[:, :nred] == 1):
+        raise AssertionError("reduce_columns_kernel: elements not stepped once")
+    # sh[threadIdx.x] = acc; __syncthreads(); slice 0 combines slices 1..7 of its lane
+    thread = slice_ * K_WARP + lane
+    sh = [TrackedShared(b.size, K_BLOCK, comp.dtype, "reduce_columns_kernel sh") for comp in acc[0]]
+    for s_, comp in zip(sh, acc[0]):
+        s_.write(np.broadcast_to(thread, shape), thread, comp, np.ones(shape, bool))
+        s_.sync()
+    a0 = [comp[:, 0, :] for comp in acc[0]]
+    l0 = np.broadcast_to(np.arange(K_WARP).reshape(1, -1), (b.size, K_WARP))
+    ok0 = ok[:, 0, :]
+    for k in range(1, K_BLOCK // K_WARP):
+        other = [s_.read(k * K_WARP + l0, l0, ok0) for s_ in sh]
+        comb = r.combine(a0, other)
+        a0 = [np.where(ok0, n, v) for n, v in zip(comb, a0)]
+    o0, c0 = o[:, 0, :], c[:, 0, :]
+    if nchunks == 1:
+        out = WriteOnce(nout, a0, "reduce_columns_kernel outputs")
+        out.write(o0, a0, ok0)
+        return out.check()
+    parts = WriteOnce(nout * nchunks, a0, "reduce_columns_kernel partials")
+    parts.write(o0 * nchunks + c0, a0, ok0)
+    pv = parts.check()
+    return partials_pass([p.reshape(nout, nchunks) for p in pv], nout, nchunks, r)
+
+
+def partials_pass(parts, nout, nchunks, r):
+    """reduce_partials_kernel: block o, thread t combines partials t, t+256, ... of output o."""
+    t = np.arange(K_BLOCK, dtype=np.int64)
+    acc2 = r.identity((nout, K_BLOCK))
+    for k in range((nchunks + K_BLOCK - 1) // K_BLOCK):
+        cc = t + K_BLOCK * k
+        act = cc < nchunks
+        ccs = np.where(act, cc, 0)
+        comb = r.combine(acc2, [p[:, ccs] for p in parts])
+        acc2 = [np.where(act[None, :], n, a) for n, a in zip(comb, acc2)]
+    return block_combine(acc2, r)
+
+
 def run_reduction(base, offset, sizes, strides, mask, r, ordered, stats=None, sms=None):
     """run_reduction: returns the reducer's accumulators per output (row-major over kept dims),
     or None when there are no outputs."""
@@ -426,7 +770,7 @@ def run_reduction(base, offset, sizes, strides, mask, r, ordered, stats=None, sm
     ks, kt, rs, rt = g["ks"], g["kt"], g["rs"], g["rt"]
     columns = len(ks) > 0 and kt[-1] == 1 and len(rs) > 0 and rt[-1] != 1
     kbase = offset + offset_of(ks, kt, np.arange(nout))
-    if nred <= 32 or (columns and nout >= 1024):
+    if nred <= 32:
         if stats is not None:
             stats.add("thread")
         # reduce_thread_kernel: one thread per output (grid-stride), j = 0 .. nred-1 in order.
@@ -436,7 +780,12 @@ def run_reduction(base, offset, sizes, strides, mask, r, ordered, stats=None, sm
             x = ld(base[kbase + offset_of(rs, rt, np.int64(j))])
             r.step(acc, x, np.full(nout, j, np.int64), act)
         return acc
-    nchunks, chunk = split_reduction(nout, nred, SMS if sms is None else sms)
+    sms = SMS if sms is None else sms
+    if columns and columns_by_packs(offset, base.itemsize, g):
+        return column_packs(base, offset, g, r, sms, stats)
+    if columns and nout >= K_WARP // 2:
+        return column_elements(base, offset, g, r, sms, stats)
+    nchunks, chunk = split_reduction(nout, nred, sms)
     nitems = nout * nchunks
     grid = min(nitems, 1 << 20)
     assert grid >= 1
@@ -467,17 +816,8 @@ def run_reduction(base, offset, sizes, strides, mask, r, ordered, stats=None, sm
     acc = block_combine(acc, r)
     if nchunks == 1:
         return acc
-    # partials[b] then reduce_partials_kernel: block o, thread t combines partials t, t+256, ...
-    parts = [a.reshape(nout, nchunks) for a in acc]
-    t = np.arange(K_BLOCK, dtype=np.int64)
-    acc2 = r.identity((nout, K_BLOCK))
-    for k in range((nchunks + K_BLOCK - 1) // K_BLOCK):
-        cc = t + K_BLOCK * k
-        act = cc < nchunks
-        ccs = np.where(act, cc, 0)
-        comb = r.combine(acc2, [p[:, ccs] for p in parts])
-        acc2 = [np.where(act[None, :], n, a) for n, a in zip(comb, acc2)]
-    return block_combine(acc2, r)
+    # partials[b] then reduce_partials_kernel
+    return partials_pass([a.reshape(nout, nchunks) for a in acc], nout, nchunks, r)
 
 
 class Stats:
@@ -689,6 +1029,7 @@ def main():
                                    f"NaN {op} {np.dtype(dt).name} {shape} {lname} dim={dim}",
                                    stats, **kw)
     ok = rep.close(f"(paths: {stats.paths})")
+    ok &= column_cases()
     ok &= contig_edges()
     ok &= scans()
     ok &= geometry_limits()
@@ -735,6 +1076,107 @@ def contig_edges():
     finally:
         SMS = saved
     return rep.close(f"(paths: {stats.paths})")
+
+
+COL_OPS_ALL = ["sum", "prod", "amax", "argmax", "argmin", "max", "all", "any", "count_nonzero"]
+COL_OPS_FLOAT = ["nansum", "mean", "nanmean", "var", "std", "var_mean", "norm", "min", "amin"]
+
+
+def column_layouts(rows, cols, dt, rng):
+    """(name, base, offset, sizes, strides, dims) of column reductions around the pack rules."""
+    kn = 16 // np.dtype(dt).itemsize
+    n = rows * cols
+    out = [
+        ("contiguous dim=0", n, 0, (rows, cols), (cols, 1), [0]),
+        ("base off by 1", n + 1, 1, (rows, cols), (cols, 1), [0]),
+        ("base off by a pack", n + kn, kn, (rows, cols), (cols, 1), [0]),
+        # a column slice: rows strided by cols + kn (aligned) or cols + 1 (not)
+        ("slice, aligned row stride", rows * (cols + kn), 0, (rows, cols), (cols + kn, 1), [0]),
+        ("slice, odd row stride", rows * (cols + 1), 0, (rows, cols), (cols + 1, 1), [0]),
+        # the transpose of a (cols, rows) reduced over its dim 1 (memory: columns)
+        ("transposed dim=1", n, 0, (cols, rows), (1, cols), [1]),
+        # a broadcast row (reduced stride 0)
+        ("expanded rows", cols, 0, (rows, cols), (0, 1), [0]),
+    ]
+    if rows % 2 == 0:
+        # (2, rows / 2, cols): reduce dims 0 and 1 (coalesced), or dim 1 only (kept: 2 x cols)
+        h = rows // 2
+        out.append(("3-d dims (0, 1)", n, 0, (2, h, cols), (h * cols, cols, 1), [[0, 1]]))
+        out.append(("3-d dim 1", n, 0, (2, h, cols), (h * cols, cols, 1), [1]))
+    return out
+
+
+def column_cases(quick=False):
+    """The column kernels (reduce_column_packs_kernel + reduce_column_partials_kernel, and the
+    element-wise reduce_columns_kernel + reduce_partials_kernel when the packs do not apply):
+    every reducer and dtype, widths around the pack and tile sizes (odd, not a multiple of a
+    pack, under half a warp of packs), bases and row strides aligned or not, transposed /
+    broadcast / 3-d layouts, 1 and many rows, three SM counts and resident blocks per SM
+    (different splits)."""
+    global SMS, COL_PER_SM
+    rng = np.random.default_rng(5)
+    rep = Report("reduce_ops.cu column reductions")
+    stats = Stats()
+    saved = SMS, COL_PER_SM
+    shapes = [(1, 64), (33, 64), (40, 68), (100, 36), (100, 65), (257, 128), (64, 1024),
+              (130, 520), (40, 256), (600, 512), (2000, 64), (20, 4096), (20000, 32), (20000, 64)]
+    dtypes = [np.float32, np.float64, np.float16, np.int64, np.int32, np.uint8, np.int8, np.bool_]
+    try:
+        for sms, per_sm in ((132, 4),) if quick else ((132, 4), (7, 2), (1, 1)):
+            SMS, COL_PER_SM = sms, per_sm
+            for rows, cols in shapes:
+                for dt in dtypes:
+                    fl = np.dtype(dt).kind == "f"
+                    big = rows * cols > 20000
+                    if big and dt not in (np.float32, np.float16, np.int8):
+                        continue
+                    for (lname, nbase, off, sizes, strides, dims) in column_layouts(rows, cols, dt, rng):
+                        if big and lname not in ("contiguous dim=0", "base off by 1", "3-d dim 1"):
+                            continue
+                        base = make_base(nbase, dt, rng, nan_frac=0.01 if fl and rng.random() < 0.3 else 0.0,
+                                         ties=not fl or rng.random() < 0.5)
+                        ops = COL_OPS_ALL + (COL_OPS_FLOAT if fl else [])
+                        if big or sms != 132:
+                            ops = [o for o in ops if o in ("sum", "argmax", "var", "norm", "nanmean",
+                                                           "count_nonzero", "min")]
+                        if rows > 200:  # products of hundreds of elements: overflow to inf / wrap
+                            ops = [o for o in ops if o != "prod"]
+                        for op in ops:
+                            if op == "nanmean" and dt == np.float16 and rows > 2000:
+                                continue  # the CPU's float16 count overflows (as torch's)
+                            for dim in dims:
+                                kws = [{}]
+                                if op in ("var", "std", "var_mean"):
+                                    kws = [{"correction": 1}, {"correction": 0}][: 1 if big else 2]
+                                if op == "norm":
+                                    kws = [{"p": p} for p in ((2,) if big else (2, 1, math.inf, 0, 3))]
+                                for kw in kws:
+                                    what = (f"columns {op}{kw} {np.dtype(dt).name} {sizes} {lname} "
+                                            f"dim={dim} sms={sms}")
+                                    compare_op(rep, op, base, off, sizes, strides, dim, False, what,
+                                               stats, **kw)
+    finally:
+        SMS, COL_PER_SM = saved
+    return rep.close(f"(paths: {stats.paths})")
+
+
+def plant_checks():
+    """--plant: each planted bug must make the column checks fail (an exception or a mismatch)."""
+    global PLANT
+    ok = True
+    for bug in ("no_tree_sync", "tail_skips_last", "chunk_starts_early", "partials_transposed"):
+        PLANT = {bug}
+        caught = False
+        try:
+            caught = not column_cases(quick=True)
+        except AssertionError as e:
+            caught = True
+            print(f"  planted {bug}: raised {type(e).__name__}: {e}")
+        finally:
+            PLANT = set()
+        print(f"planted bug {bug}: {'caught' if caught else 'NOT CAUGHT'}")
+        ok &= caught
+    return ok
 
 
 # ---- scans (cum_kernel / cumext_kernel over the contiguous (outer, n, inner) copy) ---------------
@@ -838,16 +1280,32 @@ def geometry_limits():
         ((4096, 1 << 20), [True, False]),
         ((1 << 16, 1 << 16), [True, True]),
         ((5, 1 << 31), [True, False]),
+        ((1 << 31, 64), [True, False]),     # columns by packs, rows split over blocks
+        ((1 << 31, 36), [True, False]),     # columns element by element
+        ((8192, 3072), [True, False]),      # GPT-2's bias gradient
     ]
     for sizes, mask in cases:
         strides = list(reversed(np.cumprod([1] + list(reversed(sizes[1:]))).tolist()))
         g = make_geometry(sizes, strides, mask, False)
         nout, nred = g["nout"], g["nred"]
         columns = len(g["ks"]) > 0 and g["kt"][-1] == 1 and len(g["rs"]) > 0 and g["rt"][-1] != 1
-        if nred <= 32 or (columns and nout >= 1024):
+        if nred <= 32:
             grid = blocks_for(nout)
             rep.check(1 <= grid <= (1 << 31) - 1, f"thread grid {grid} for {sizes}")
             rep.check(grid * K_BLOCK >= min(nout, grid * K_BLOCK), "")
+            continue
+        if columns and (columns_by_packs(0, 4, g) or nout >= K_WARP // 2):
+            # float32: by packs of 4 when the widths allow, else element by element
+            if columns_by_packs(0, 4, g):
+                nchunks, chunk, ntiles = split_column_packs(nout // 4, nred, SMS, COL_PER_SM)
+                rep.check(nchunks <= COL_PER_SM * SMS, f"chunks {nchunks} for {sizes}")
+            else:
+                nchunks, chunk, ntiles = split_columns(nout, nred, SMS)
+            grid = min(ntiles * nchunks, 1 << 20)
+            rep.check(1 <= grid <= (1 << 31) - 1, f"column grid {grid} for {sizes}")
+            rep.check((nchunks - 1) * chunk < nred <= nchunks * chunk,
+                      f"column chunks {nchunks}x{chunk} cover {nred} for {sizes}")
+            rep.check(nout * nchunks < (1 << 62), f"partials {nout * nchunks}")
             continue
         nchunks, chunk = split_reduction(nout, nred, SMS)
         nitems = nout * nchunks
@@ -862,4 +1320,8 @@ def geometry_limits():
 
 
 if __name__ == "__main__":
+    if "--plant" in sys.argv:
+        sys.exit(0 if plant_checks() else 1)
+    if "--columns" in sys.argv:
+        sys.exit(0 if column_cases() else 1)
     sys.exit(0 if main() else 1)

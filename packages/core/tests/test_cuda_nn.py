@@ -138,6 +138,40 @@ def test_softmax_inf_and_nan_rows(log):
 
 
 @pytest.mark.parametrize(
+    "shape,dtype",
+    [
+        ((4, 32768), "float32"),  # 128 KiB rows: softmax_rows_smem_kernel, 1024 threads
+        ((3, 40000), "bfloat16"),  # 80 KiB: two 512-thread blocks per SM
+        ((2, 50003), "float16"),  # a length that leaves heads and tails
+        ((2, 20000), "float64"),  # 160 KiB
+        ((3, 16380), "float32"),  # just under 64 KiB: softmax_rows_kernel
+        ((2, 60000), "float32"),  # 240 KB: over the opt-in limit, softmax_rows_kernel
+    ],
+)
+@pytest.mark.parametrize("offset", [0, 1])
+def test_softmax_long_rows(shape, dtype, offset):
+    # Rows read once into shared memory (64 KiB up to the opt-in limit) and the fallback; offset 1
+    # starts the rows one element past a 16-byte boundary (a contiguous view of a longer buffer:
+    # the shared copy is shifted so that its packs stay aligned).
+    rows, n = shape
+    flat = make((rows * n + offset,), dtype, scale=3.0)
+    x = flat[offset:].view(rows, n)
+    xg = cu(flat)[offset:].view(rows, n)
+    for log in (False, True):
+        fwd = C.log_softmax if log else C.softmax
+        check(fwd(xg, 1), fwd(x, 1), TOL[dtype], f"log={log} offset={offset}")
+    xs = x.contiguous().float()
+    xs[0, :] = float("-inf")  # a fully masked row: NaN
+    xs[1, 5] = float("inf")  # a +inf maximum: NaN
+    if rows > 2:
+        xs[2, n - 1] = float("nan")
+    xs = xs.to(getattr(ember, dtype))
+    for log in (False, True):
+        fwd = C.log_softmax if log else C.softmax
+        check(fwd(cu(xs), 1), fwd(xs, 1), TOL[dtype], f"special rows log={log}")
+
+
+@pytest.mark.parametrize(
     "shape,dim,dtype",
     [
         ((32, 12, 128, 128), -1, "float32"),  # attention scores of a BERT-base layer

@@ -602,6 +602,66 @@ def test_column_reductions(shape, dim):
         compare(lambda t: ember.sum(t, dim=dim), y, rtol=tol, atol=tol)
 
 
+# Column reductions by 16-byte packs (reduce_column_packs_kernel: kN = 16 / itemsize adjacent
+# outputs per thread, 32 packs x 8 row slices per block, rows split over blocks with a second
+# column-wise pass) and the layouts that fall back to reduce_columns_kernel.
+PACK_LAYOUTS = {
+    "contiguous": lambda t, r, c: t[: r * c].view(r, c),
+    "base +1": lambda t, r, c: t[1: 1 + r * c].view(r, c),  # unaligned: element-wise
+    "row stride +16": lambda t, r, c: t[: r * (c + 16)].view(r, c + 16)[:, :c],
+    "row stride +1": lambda t, r, c: t[: r * (c + 1)].view(r, c + 1)[:, :c],  # element-wise
+}
+
+
+@pytest.mark.parametrize("shape", [(8192, 3072), (40, 256), (1, 64), (300, 68), (100, 36),
+                                   (33, 1000), (20000, 32), (130, 4096)])
+@pytest.mark.parametrize("layout", list(PACK_LAYOUTS))
+def test_column_reductions_by_packs(shape, layout):
+    rows, cols = shape
+    view = PACK_LAYOUTS[layout]
+    n = rows * (cols + 16) + 1
+    small = rows * cols <= 300_000
+    for dt in ("bfloat16", "float16", "float32", "float64") if small else ("bfloat16", "float32"):
+        x = make((n,), dt, kind="ints")
+        r, a = {"bfloat16": (1e-2, 1e-2), "float16": (1e-2, 1e-2)}.get(dt, (1e-5, 1e-5))
+        big = rows * cols > 1_000_000
+        v = lambda t: view(t, rows, cols)  # noqa: E731
+        compare(lambda t: ember.sum(t, dim=0), x, rtol=r, atol=r * (50 if big else 1), view=v)
+        compare(lambda t: ember.amax(t, dim=0), x, view=v)
+        compare(lambda t: ember.argmin(t, dim=0), x, view=v)
+        if small:
+            compare(lambda t: ember.mean(t, dim=0), x, rtol=r, atol=r, view=v)
+            compare(lambda t: ember.var(t, dim=0, correction=0), x, rtol=r, atol=r, view=v)
+            compare(lambda t: ember.linalg.vector_norm(t, ord=2, dim=0), x, rtol=r, atol=r,
+                    view=v)
+            compare(lambda t: ember.max(t, dim=0), x, view=v)
+            compare(lambda t: ember.nansum(t, dim=0), x, rtol=r, atol=r, view=v)
+    if small:
+        for dt in ("int64", "int32", "int8", "uint8", "bool"):
+            x = make((n,), dt)
+            v = lambda t: view(t, rows, cols)  # noqa: E731
+            compare(lambda t: ember.sum(t, dim=0), x, view=v)
+            compare(lambda t: ember.argmax(t, dim=0), x, view=v)
+            compare(lambda t: ember.count_nonzero(t, dim=0), x, view=v)
+            compare(lambda t: ember.any(t, dim=0), x, view=v)
+            if rows <= 40:
+                compare(lambda t: ember.prod(t, dim=0), x, view=v)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", "int8"])
+def test_column_reductions_by_packs_3d(dtype):
+    # (2, 500, 64): dims (0, 1) coalesce into one reduced dim; dim 1 alone keeps 2 x 64 outputs.
+    x = make((2, 500, 64), dtype, kind="ints")
+    r = 1e-2 if dtype == "bfloat16" else 1e-5
+    compare(lambda t: ember.sum(t, dim=[0, 1]), x, rtol=r, atol=r)
+    compare(lambda t: ember.sum(t, dim=1), x, rtol=r, atol=r)
+    compare(lambda t: ember.argmax(t, dim=1), x)
+    compare(lambda t: ember.amin(t, dim=[0, 1]), x)
+    # the transpose of a (64, 700) reduced over its dim 1 reads columns of the (700, 64) storage
+    y = make((700, 64), dtype, kind="ints")
+    compare(lambda t: ember.sum(t, dim=1), y, rtol=r, atol=r, view=lambda t: t.t())
+
+
 # ---- the contiguous path (reduce_contig_kernel: 16-byte packs, 4 accumulators per thread) -------
 
 # Run lengths: 1..9 and around 16-byte packs (2 to 16 elements), the thread path's limit (32), a

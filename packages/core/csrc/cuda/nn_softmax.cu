@@ -7,8 +7,10 @@
 // once for an online max + sum of exp, then writes it; math is in float for the 16-bit floats.
 // Long last-dim rows (the block teams of the forward pass) run softmax_rows_kernel instead: the
 // same two passes with 16-byte vector loads and stores and kRowAccs independent (max, sum) pairs
-// per thread.
+// per thread; rows of 64 KiB or more that fit in shared memory (the opt-in limit, ~227 KiB on
+// H100) run softmax_rows_smem_kernel, which reads them from global memory once.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 
@@ -126,6 +128,130 @@ __global__ void __launch_bounds__(nnk::kRowBlock)
   }
 }
 
+// Packs a thread loads before using them: 128 bytes for float (a 128 KiB row leaves one block
+// per SM, whose loads alone must cover the memory latency), 64 for the others (fewer registers:
+// two blocks of 16-bit rows per SM).
+template <class T>
+constexpr int kSmemUnroll = sizeof(T) == 4 ? 8 : 4;
+
+// softmax_rows_kernel for rows that fit in shared memory: the row is read from global memory
+// once (kSmemUnroll 16-byte packs in flight per thread), stepped into the (max, sum) pairs and
+// kept in dynamic shared memory, from which the write pass reads it. Element k of the row sits
+// at sh[shift + k], shift = the row's misalignment in elements, so that its packs are 16-byte
+// aligned in shared memory as they are in x. Needs (n + kN) * sizeof(T) bytes.
+template <class T>
+__global__ void __launch_bounds__(1024)
+    softmax_rows_smem_kernel(const T* x, T* y, int64_t rows, int64_t n, bool log) {
+  using A = acc_t<T>;
+  using P = RowPack<T>;
+  constexpr int kN = P::kN;
+  extern __shared__ __align__(16) unsigned char smem_row[];
+  T* sh = reinterpret_cast<T*>(smem_row);
+  const int64_t t = threadIdx.x, nt = blockDim.x;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * n;
+    T* yr = y + row * n;
+    const uint64_t xa = reinterpret_cast<uint64_t>(xr);
+    const int64_t head = min(n, static_cast<int64_t>(((16 - xa % 16) % 16) / sizeof(T)));
+    const int64_t npacks = (n - head) / kN;
+    const int64_t tail = head + npacks * kN;  // [tail, n): fewer than kN
+    const int64_t shift = static_cast<int64_t>(xa % 16 / sizeof(T));
+    const P* xp = reinterpret_cast<const P*>(xr + head);
+    P* sp = reinterpret_cast<P*>(sh + shift + head);  // shift + head: 0 or kN
+    MaxSum<A> ms[kRowAccs];
+#pragma unroll
+    for (int i = 0; i < kRowAccs; ++i) ms[i] = {-std::numeric_limits<A>::infinity(), A(0)};
+    if (t < head) {
+      const T v = xr[t];
+      sh[shift + t] = v;
+      nnk::maxsum_step(ms[0], to_op<T>(v));
+    }
+    if (t < n - tail) {
+      const T v = xr[tail + t];
+      sh[shift + tail + t] = v;
+      nnk::maxsum_step(ms[1], to_op<T>(v));
+    }
+    for (int64_t k0 = t; k0 < npacks; k0 += nt * kSmemUnroll<T>) {
+      P buf[kSmemUnroll<T>];
+#pragma unroll
+      for (int u = 0; u < kSmemUnroll<T>; ++u) {
+        const int64_t k = k0 + u * nt;
+        if (k < npacks) buf[u] = xp[k];
+      }
+#pragma unroll
+      for (int u = 0; u < kSmemUnroll<T>; ++u) {
+        const int64_t k = k0 + u * nt;
+        if (k < npacks) {
+          sp[k] = buf[u];
+#pragma unroll
+          for (int e = 0; e < kN; ++e)
+            nnk::maxsum_step(ms[(u * kN + e) % kRowAccs], to_op<T>(buf[u].v[e]));
+        }
+      }
+    }
+    static_assert(kRowAccs == 4, "the merge below takes four pairs");
+    const nnk::MergeMaxSum merge;
+    MaxSum<A> all = merge(merge(ms[0], ms[1]), merge(ms[2], ms[3]));
+    // Every thread gets the row's pair; its barriers also publish the row in sh.
+    all = nnk::team_reduce(all, nnk::kBlock, merge);
+    const A lse = all.m + dm::log(all.s);
+    const A inv = A(1) / all.s;
+    auto out = [&](A v) { return log ? v - lse : dm::exp(v - all.m) * inv; };
+    if (reinterpret_cast<uint64_t>(yr) % 16 == xa % 16) {
+      if (t < head) yr[t] = from_op<T>(out(to_op<T>(sh[shift + t])));
+      if (t < n - tail) yr[tail + t] = from_op<T>(out(to_op<T>(sh[shift + tail + t])));
+      P* yp = reinterpret_cast<P*>(yr + head);
+      for (int64_t k = t; k < npacks; k += nt) {
+        const P in = sp[k];
+        P o;
+#pragma unroll
+        for (int e = 0; e < kN; ++e) o.v[e] = from_op<T>(out(to_op<T>(in.v[e])));
+        yp[k] = o;
+      }
+    } else {
+      for (int64_t k = t; k < n; k += nt) yr[k] = from_op<T>(out(to_op<T>(sh[shift + k])));
+    }
+    __syncthreads();  // the next row rewrites sh
+  }
+}
+
+// Rows of at least kSmemMinBytes whose copy fits the device's opt-in shared memory per block,
+// less kSmemReserve for the kernel's static shared memory: the dynamic shared memory
+// softmax_rows_smem_kernel needs, else 0. Shorter rows stay on softmax_rows_kernel: its three
+// 512-thread blocks per SM hold under 64 KiB x 3 x 132 SMs (~25 MB on H100), so their second read
+// hits L2; from ~128 KiB rows that working set passes the 50 MB L2 and the re-read goes to DRAM.
+constexpr int64_t kSmemMinBytes = 64 * 1024;
+constexpr int64_t kSmemReserve = 1024;
+
+int smem_optin(int device) {
+  constexpr int kMaxCached = 64;
+  static std::atomic<int> cache[kMaxCached];  // zero: not queried yet
+  if (device >= 0 && device < kMaxCached) {
+    const int v = cache[device].load(std::memory_order_relaxed);
+    if (v > 0) return v;
+  }
+  int v = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (device >= 0 && device < kMaxCached && v > 0)
+    cache[device].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+// Threads of a softmax_rows_smem_kernel block: kSmemBigBlock when a second block would not fit
+// the shared memory (one block per SM: twice the loads in flight, all of a 128 KiB float row),
+// else nnk::kRowBlock (two blocks per SM, whose phases overlap).
+constexpr int kSmemBigBlock = 1024;
+unsigned smem_row_threads(int64_t smem, int device) {
+  return 2 * (smem + kSmemReserve) > smem_optin(device) ? kSmemBigBlock : nnk::kRowBlock;
+}
+
+template <class T>
+int64_t smem_row_bytes(int64_t n, int device) {
+  const int64_t bytes = (n + RowPack<T>::kN) * static_cast<int64_t>(sizeof(T));
+  if (n * static_cast<int64_t>(sizeof(T)) < kSmemMinBytes) return 0;
+  return bytes + kSmemReserve <= smem_optin(device) ? bytes : 0;
+}
+
 // softmax: gi = y * (g - sum(g * y)); log_softmax: gi = g - exp(y) * sum(g).
 template <class T>
 __global__ void softmax_backward_kernel(const T* g, const T* y, T* gi, int64_t rows, int64_t n,
@@ -173,6 +299,18 @@ Tensor softmax_common(const char* op, const Tensor& self, int64_t dim,
     using T = scalar_t;
     if (s.inner == 1 && mode == nnk::kBlock) {
       const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t(1) << 30));
+      const int64_t smem = smem_row_bytes<T>(s.n, ix::device_index(x));
+      if (smem > 0) {
+        auto* kernel = &softmax_rows_smem_kernel<T>;
+        if (smem > 48 * 1024)
+          EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                static_cast<int>(smem)));
+        const unsigned threads = smem_row_threads(smem, ix::device_index(x));
+        kernel<<<grid, threads, static_cast<size_t>(smem), ix::stream_of(x)>>>(
+            x->data_as<T>(), out->data_as<T>(), rows, s.n, log);
+        check_launch(op);
+        return;
+      }
       softmax_rows_kernel<T><<<grid, nnk::kRowBlock, 0, ix::stream_of(x)>>>(
           x->data_as<T>(), out->data_as<T>(), rows, s.n, log);
       check_launch(op);

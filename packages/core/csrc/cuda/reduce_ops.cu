@@ -13,8 +13,13 @@
 //                accumulators per thread, the output's offset computed once per block.
 //   thread path: one thread per output, looping over the reduced elements: short reductions.
 //   columns:     "column" reductions (the innermost kept dim is contiguous, the reduced dims are
-//                not): 32 adjacent outputs per block (coalesced loads) by 8 row slices, and the
-//                reduced elements split over blocks when the outputs are few.
+//                not). By packs when every 16 bytes of adjacent outputs are one aligned load at
+//                each reduced element: 32 adjacent packs per block (a warp reads 512 contiguous
+//                bytes of a row) by 8 row slices, kN accumulators and four rows in flight per
+//                thread, a shared-memory tree over the slices, the rows split over blocks into
+//                about one resident wave (partials combined by a second, column-wise pass).
+//                Otherwise element by element: 32 adjacent outputs per block by 8 row slices,
+//                the reduced elements split over blocks when the outputs are few.
 // Accumulation: float for Half/BFloat16, double for float32/float64 sums, int64 for integers and
 // bool; var/std (Welford with Chan's merge) and norms accumulate in double. Scans run one thread
 // per scan line over a contiguous (outer, n, inner) copy.
@@ -461,6 +466,127 @@ __global__ void __launch_bounds__(kBlockSize)
   }
 }
 
+// Column reductions whose packs of kN = 16 / sizeof(T) adjacent outputs are 16-byte aligned at
+// every reduced element (columns_by_packs): a block takes kColLanes adjacent packs (its lanes: a
+// warp reads 512 contiguous bytes of a row) by kColRows row slices (its warps); each thread keeps
+// kN accumulators (one per column of its pack) and loads kColUnroll rows before stepping them.
+// The slices combine through a shared-memory tree. With few tiles the rows split into nchunks
+// chunks over blocks, whose partials (partials[c * nout + o]: coalesced) a column pass of
+// reduce_column_partials_kernel combines.
+constexpr int kColLanes = kWarpSize;
+constexpr int kColRows = kBlockSize / kColLanes;
+constexpr int kColUnroll = 4;
+static_assert(kColRows >= 2 && (kColRows & (kColRows - 1)) == 0, "the slice tree halves");
+
+// Combines acc[0 .. kN) over the block's kColRows slices (halving tree: slices [h, 2h) hand
+// theirs to slices [0, h)); slice 0 ends with the totals. Every thread of the block calls it.
+template <int kN, class R>
+__device__ __forceinline__ void combine_slices(typename R::acc_t (&acc)[kN], const R& r) {
+  using Acc = typename R::acc_t;
+  constexpr size_t kBytes = size_t(kColRows / 2) * kN * kColLanes * sizeof(Acc);
+  static_assert(kBytes <= 32 * 1024, "the slice tree fits static shared memory");
+  // [slice][column of the pack][lane]: lanes of a warp touch adjacent accumulators.
+  __shared__ __align__(16) unsigned char smem[kBytes];
+  Acc* sh = reinterpret_cast<Acc*>(smem);
+  const int lane = static_cast<int>(threadIdx.x) % kColLanes;
+  const int slice = static_cast<int>(threadIdx.x) / kColLanes;
+  for (int h = kColRows / 2; h > 0; h /= 2) {
+    if (slice >= h && slice < 2 * h) {
+#pragma unroll
+      for (int e = 0; e < kN; ++e) sh[((slice - h) * kN + e) * kColLanes + lane] = acc[e];
+    }
+    __syncthreads();
+    if (slice < h) {
+#pragma unroll
+      for (int e = 0; e < kN; ++e)
+        acc[e] = r.combine(acc[e], sh[(slice * kN + e) * kColLanes + lane]);
+    }
+    __syncthreads();  // sh is rewritten by the next level (or the next tile)
+  }
+}
+
+template <class R>
+__global__ void __launch_bounds__(kBlockSize)
+    reduce_column_packs_kernel(const typename R::in_t* in, Dims kept, Dims red, int64_t nred,
+                               int64_t chunk, int64_t nchunks, int64_t ntiles, int64_t npacks, R r,
+                               typename R::acc_t* partials) {
+  using T = typename R::in_t;
+  using Acc = typename R::acc_t;
+  using P = Pack<T>;
+  constexpr int kN = P::kN;
+  const int lane = static_cast<int>(threadIdx.x) % kColLanes;
+  const int slice = static_cast<int>(threadIdx.x) / kColLanes;
+  const int64_t nout = npacks * kN;
+  for (int64_t b = blockIdx.x; b < ntiles * nchunks; b += gridDim.x) {
+    const int64_t pk = (b / nchunks) * kColLanes + lane, c = b % nchunks;
+    Acc acc[kN];
+#pragma unroll
+    for (int e = 0; e < kN; ++e) acc[e] = r.identity();
+    if (pk < npacks) {
+      // The pack's kN outputs are adjacent in the innermost kept dim: one offset for all.
+      const T* base = in + offset_of(kept, pk * kN);
+      const int64_t hi = min(nred, (c + 1) * chunk);
+      int64_t j = c * chunk + slice;
+      for (; j + (kColUnroll - 1) * kColRows < hi; j += kColUnroll * kColRows) {
+        P buf[kColUnroll];
+#pragma unroll
+        for (int u = 0; u < kColUnroll; ++u)
+          buf[u] = *reinterpret_cast<const P*>(base + offset_of(red, j + u * kColRows));
+#pragma unroll
+        for (int u = 0; u < kColUnroll; ++u) {
+#pragma unroll
+          for (int e = 0; e < kN; ++e) r.step(acc[e], ld(&buf[u].v[e]), j + u * kColRows);
+        }
+      }
+      for (; j < hi; j += kColRows) {
+        const P v = *reinterpret_cast<const P*>(base + offset_of(red, j));
+#pragma unroll
+        for (int e = 0; e < kN; ++e) r.step(acc[e], ld(&v.v[e]), j);
+      }
+    }
+    combine_slices<kN>(acc, r);
+    if (slice == 0 && pk < npacks) {
+#pragma unroll
+      for (int e = 0; e < kN; ++e) {
+        if (nchunks > 1) {
+          partials[c * nout + pk * kN + e] = acc[e];
+        } else {
+          r.write(pk * kN + e, acc[e]);
+        }
+      }
+    }
+  }
+}
+
+// Second pass of reduce_column_packs_kernel: the (nchunks, nout) partials reduced over their
+// rows by the same lanes x slices tiles (coalesced reads, kColUnroll in flight per thread).
+template <class R>
+__global__ void __launch_bounds__(kBlockSize)
+    reduce_column_partials_kernel(const typename R::acc_t* partials, int64_t nchunks, int64_t nout,
+                                  R r) {
+  using Acc = typename R::acc_t;
+  const int lane = static_cast<int>(threadIdx.x) % kColLanes;
+  const int slice = static_cast<int>(threadIdx.x) / kColLanes;
+  const int64_t ntiles = (nout + kColLanes - 1) / kColLanes;
+  for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+    const int64_t o = t * kColLanes + lane;
+    Acc acc[1] = {r.identity()};
+    if (o < nout) {
+      int64_t c = slice;
+      for (; c + (kColUnroll - 1) * kColRows < nchunks; c += kColUnroll * kColRows) {
+        Acc v[kColUnroll];
+#pragma unroll
+        for (int u = 0; u < kColUnroll; ++u) v[u] = partials[(c + u * kColRows) * nout + o];
+#pragma unroll
+        for (int u = 0; u < kColUnroll; ++u) acc[0] = r.combine(acc[0], v[u]);
+      }
+      for (; c < nchunks; c += kColRows) acc[0] = r.combine(acc[0], partials[c * nout + o]);
+    }
+    combine_slices<1>(acc, r);
+    if (slice == 0 && o < nout) r.write(o, acc[0]);
+  }
+}
+
 // How a block reduction splits: nchunks chunks of `chunk` reduced elements per output.
 struct Split {
   int64_t nchunks = 1, chunk = 0;
@@ -499,6 +625,56 @@ Split split_columns(int64_t nout, int64_t nred, int sms, int64_t* ntiles) {
   return s;
 }
 
+// The packed column kernel's split: *ntiles tiles of kColLanes packs; when they are fewer than
+// one wave of resident blocks (`per_sm` per SM, from the occupancy API: each block's loads keep
+// the SM's memory pipe busy, and equal chunks end together), the rows split into chunks of at
+// least kMinRows (kColUnroll rows per slice four times).
+Split split_column_packs(int64_t npacks, int64_t nred, int sms, int per_sm, int64_t* ntiles) {
+  constexpr int64_t kMinRows = int64_t(kColRows) * kColUnroll * 4;
+  *ntiles = (npacks + kColLanes - 1) / kColLanes;
+  const int64_t target = int64_t(std::max(per_sm, 1)) * sms;
+  Split s;
+  if (*ntiles < target)
+    s.nchunks = std::max<int64_t>(
+        1, std::min((nred + kMinRows - 1) / kMinRows, (target + *ntiles - 1) / *ntiles));
+  s.chunk = (nred + s.nchunks - 1) / s.nchunks;
+  s.nchunks = (nred + s.chunk - 1) / s.chunk;
+  return s;
+}
+
+// Blocks of reduce_column_packs_kernel<R> that fit on one SM of `device` (registers, shared
+// memory), queried once per reducer type and device.
+template <class R>
+int column_packs_resident(int device) {
+  constexpr int kMaxCached = 64;
+  static std::atomic<int> cache[kMaxCached];  // zero: not queried yet
+  if (device >= 0 && device < kMaxCached) {
+    const int n = cache[device].load(std::memory_order_relaxed);
+    if (n > 0) return n;
+  }
+  int n = 0;
+  EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, reduce_column_packs_kernel<R>,
+                                                                 kBlockSize, 0));
+  if (n < 1) n = 1;
+  if (device >= 0 && device < kMaxCached) cache[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// Whether a column reduction (g's innermost kept dim has stride 1) reads by 16-byte packs: the
+// base 16-byte aligned, the innermost kept size and every other stride (kept and reduced) a
+// multiple of a pack, so each pack of kN outputs at each reduced element is one aligned load;
+// and at least half a warp of packs.
+template <class T>
+bool columns_by_packs(const T* base, const reduce::Geometry& g) {
+  constexpr int64_t kN = Pack<T>::kN;
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || g.ksizes.back() % kN != 0) return false;
+  for (int64_t i = 0; i + 1 < static_cast<int64_t>(g.kstrides.size()); ++i)
+    if (g.kstrides[i] % kN != 0) return false;
+  for (int64_t st : g.rstrides)
+    if (st % kN != 0) return false;
+  return g.nout / kN >= kColLanes / 2;
+}
+
 // Runs reducer r over `in` reducing the dims in `mask`; outputs are written in row-major order of
 // the kept dims. `ordered`: r uses the flat index of the reduced elements (argmax).
 template <class R>
@@ -521,6 +697,31 @@ void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, 
     return;
   }
   const int sms = sm_count(current_device());
+  using Acc = typename R::acc_t;
+  if (columns && columns_by_packs(base, g)) {
+    const int64_t npacks = nout / Pack<typename R::in_t>::kN;
+    int64_t ntiles = 0;
+    const int per_sm = column_packs_resident<R>(current_device());
+    const Split s = split_column_packs(npacks, nred, sms, per_sm, &ntiles);
+    Tensor parts;
+    Acc* partials = nullptr;
+    if (s.nchunks > 1) {
+      parts = red::scratch(nout * s.nchunks * static_cast<int64_t>(sizeof(Acc)), in->device());
+      partials = reinterpret_cast<Acc*>(parts->data());
+    }
+    const unsigned grid =
+        static_cast<unsigned>(std::min<int64_t>(ntiles * s.nchunks, int64_t(1) << 20));
+    reduce_column_packs_kernel<R><<<grid, kBlockSize, 0, stream>>>(
+        base, kept, rd, nred, s.chunk, s.nchunks, ntiles, npacks, r, partials);
+    check_launch(op);
+    if (s.nchunks > 1) {
+      const int64_t tiles2 = (nout + kColLanes - 1) / kColLanes;
+      const unsigned g2 = static_cast<unsigned>(std::min<int64_t>(tiles2, int64_t(1) << 20));
+      reduce_column_partials_kernel<R><<<g2, kBlockSize, 0, stream>>>(partials, s.nchunks, nout, r);
+      check_launch(op);
+    }
+    return;
+  }
   const bool by_columns = columns && nout >= kWarpSize / 2;
   Split s;
   int64_t nitems = 0, ntiles = 0;
@@ -532,7 +733,6 @@ void run_reduction(const Tensor& in, const std::vector<bool>& mask, const R& r, 
     nitems = nout * s.nchunks;
   }
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(nitems, int64_t(1) << 20));
-  using Acc = typename R::acc_t;
   Tensor parts;
   Acc* partials = nullptr;
   if (s.nchunks > 1) {
