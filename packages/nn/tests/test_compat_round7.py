@@ -52,3 +52,88 @@ def test_optimizers_update_complex_parameters_as_torch(name, kw):
     for k in ref_state:  # the state stays complex, shaped like the parameter
         assert got_state[k].dtype == ref_state[k].dtype, k
         np.testing.assert_allclose(got_state[k], ref_state[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+# ---- embedding_bag / SparseAdam -----------------------------------------------------------------
+_W = np.arange(30, dtype=np.float32).reshape(10, 3)
+
+
+def test_embedding_bag_refuses_offsets_not_starting_at_zero():
+    # before: the indices before offsets[0] were silently dropped
+    with pytest.raises(RuntimeError, match=r"offsets\[0\] has to be 0"):
+        ember.nn.functional.embedding_bag(ember.tensor([1, 2, 3]), ember.tensor(_W),
+                                          ember.tensor([1, 2]))
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.embedding_bag(torch.tensor([1, 2, 3]), torch.tensor(_W),
+                                          torch.tensor([1, 2]))
+
+
+def test_embedding_bag_refuses_float_offsets():
+    with pytest.raises(RuntimeError, match="offsets of dtype int64 or int32"):
+        ember.nn.functional.embedding_bag(ember.tensor([1, 2]), ember.tensor(_W),
+                                          ember.tensor([0.0]))
+
+
+def test_embedding_bag_max_of_empty_input_is_zeros():
+    # before: IndexError from amax about a zero-size reduction
+    w = ember.tensor(_W, requires_grad=True)
+    got = ember.nn.functional.embedding_bag(ember.tensor([], dtype=ember.int64), w,
+                                            ember.tensor([0, 0]), mode="max")
+    ref = torch.nn.functional.embedding_bag(torch.tensor([], dtype=torch.int64),
+                                            torch.tensor(_W, requires_grad=True),
+                                            torch.tensor([0, 0]), mode="max")
+    np.testing.assert_array_equal(got.detach().numpy(), ref.detach().numpy())
+    assert got.requires_grad
+    got2 = ember.nn.functional.embedding_bag(ember.zeros(0, 2, dtype=ember.int64), w, mode="max")
+    assert tuple(got2.shape) == (0, 3)
+
+
+def test_embedding_bag_max_with_sparse_raises():
+    with pytest.raises(ValueError, match="max mode does not support sparse weights"):
+        ember.nn.functional.embedding_bag(ember.tensor([1, 2, 3]), ember.tensor(_W),
+                                          ember.tensor([0, 2]), mode="max", sparse=True)
+    bag = ember.nn.EmbeddingBag(10, 3, mode="max", sparse=True)  # built, refused when called
+    with pytest.raises(ValueError):
+        bag(ember.tensor([1, 2]), ember.tensor([0]))
+
+
+def test_sparse_adam_refuses_complex_parameters():
+    with pytest.raises(ValueError, match="complex"):
+        ember.optim.SparseAdam([ember.nn.Parameter(ember.zeros(3, dtype=ember.complex64))])
+    with pytest.raises(ValueError, match="complex"):
+        torch.optim.SparseAdam([torch.nn.Parameter(torch.zeros(3, dtype=torch.complex64))])
+
+
+# ---- attention / padding ------------------------------------------------------------------------
+def test_sdpa_gqa_with_different_key_and_value_head_counts():
+    # before: a reshape error ("shape '[1, 4, 5, 4]' is invalid for input of size 40")
+    r = np.random.default_rng(0)
+    q, k, v = (r.normal(size=s).astype(np.float32) for s in ((1, 4, 3, 4), (1, 2, 5, 4),
+                                                               (1, 1, 5, 4)))
+    got = ember.nn.functional.scaled_dot_product_attention(
+        ember.tensor(q), ember.tensor(k), ember.tensor(v), enable_gqa=True)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        torch.tensor(q), torch.tensor(k), torch.tensor(v), enable_gqa=True)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="multiple of the key heads"):
+        ember.nn.functional.scaled_dot_product_attention(
+            ember.ones(1, 4, 3, 4), ember.ones(1, 3, 5, 4), ember.ones(1, 1, 5, 4), enable_gqa=True)
+
+
+def test_pad_sequence_takes_the_first_sequences_dtype():
+    seqs = [np.ones((2, 3), np.float32), np.ones((4, 3), np.float64)]
+    got = ember.nn.utils.rnn.pad_sequence([ember.tensor(s) for s in seqs])
+    ref = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs])
+    assert str(got.dtype).split(".")[-1] == str(ref.dtype).split(".")[-1] == "float32"
+    np.testing.assert_array_equal(got.numpy(), ref.numpy())
+
+
+def test_unpad_sequence_checks_lengths_against_the_batch():
+    # before: lengths longer than the padded batch, or too many, were silently accepted
+    padded = ember.ones(2, 3)
+    with pytest.raises(RuntimeError, match="unpad_sequence: expected 2 lengths in"):
+        ember.nn.utils.rnn.unpad_sequence(padded, ember.tensor([1, 4]), batch_first=True)
+    with pytest.raises(RuntimeError, match="unpad_sequence"):
+        ember.nn.utils.rnn.unpad_sequence(padded, [1, 1, 1], batch_first=True)
+    out = ember.nn.utils.rnn.unpad_sequence(padded, [3, 1], batch_first=True)
+    assert [tuple(t.shape) for t in out] == [(3,), (1,)]

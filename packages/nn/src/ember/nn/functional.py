@@ -1579,6 +1579,15 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
             raise ValueError("embedding_bag: offsets is required when input is 1-D")
         if offsets.ndim != 1:
             raise ValueError(f"embedding_bag: offsets must be 1-D, got shape {_shape(offsets)}")
+        if offsets.dtype not in (ember.int64, ember.int32):
+            raise RuntimeError(
+                f"embedding_bag: expected offsets of dtype int64 or int32, got {offsets.dtype}"
+            )
+        if offsets.numel() and int(offsets[0].item()) != 0:
+            raise RuntimeError(
+                f"embedding_bag: offsets[0] has to be 0, i.e., the first bag has to start at "
+                f"position 0 of input; got {int(offsets[0].item())}"
+            )
     else:
         raise ValueError(
             f"embedding_bag: input must be 1-D or 2-D, got shape {_shape(input)}"
@@ -1593,6 +1602,10 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                 f"embedding_bag: per_sample_weights {_shape(per_sample_weights)} must have the "
                 f"shape of input {_shape(input)}"
             )
+    if mode == "max" and sparse:
+        raise ValueError("embedding_bag: max mode does not support sparse weights")
+    if mode == "max" and input.numel() == 0:
+        mode = "sum"  # every bag is empty: zeros, still connected to weight (as torch's)
     num = weight.shape[0]
     _check_indices("embedding_bag", input, num)
     pidx = _padding_idx("embedding_bag", padding_idx, num)
@@ -2696,6 +2709,20 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             f"part) or floating point (added to the scores), got {attn_mask.dtype} (shape "
             f"{_shape(attn_mask)}) for query of dtype {query.dtype}"
         )
+    if (enable_gqa and min(query.ndim, key.ndim, value.ndim) >= 3
+            and key.shape[-3] != value.shape[-3]):
+        # key and value may each have their own number of heads dividing the query's: both are
+        # repeated up to the query's heads here (the kernel takes one shared kv-head count)
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hk and hv and hq % hk == 0 and hq % hv == 0:
+            key = key.repeat_interleave(hq // hk, dim=-3)
+            value = value.repeat_interleave(hq // hv, dim=-3)
+        else:
+            raise RuntimeError(
+                f"scaled_dot_product_attention: with enable_gqa the number of query heads "
+                f"({hq}) must be a multiple of the key heads ({hk}) and of the value heads "
+                f"({hv}); query {_shape(query)}, key {_shape(key)}, value {_shape(value)}"
+            )
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                            scale=scale, enable_gqa=enable_gqa)
 
