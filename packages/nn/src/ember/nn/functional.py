@@ -1593,14 +1593,14 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
             f"embedding_bag: input must be 1-D or 2-D, got shape {_shape(input)}"
         )
     if per_sample_weights is not None:
-        if mode != "sum":
-            raise NotImplementedError(
-                f"embedding_bag: per_sample_weights is only supported for mode='sum', got {mode!r}"
-            )
-        if _shape(per_sample_weights) != _shape(input):
+        if _shape(per_sample_weights) != _shape(input):  # checked first, as torch
             raise ValueError(
                 f"embedding_bag: per_sample_weights {_shape(per_sample_weights)} must have the "
                 f"shape of input {_shape(input)}"
+            )
+        if mode != "sum":
+            raise NotImplementedError(
+                f"embedding_bag: per_sample_weights is only supported for mode='sum', got {mode!r}"
             )
     if mode == "max" and sparse:
         raise ValueError("embedding_bag: max mode does not support sparse weights")

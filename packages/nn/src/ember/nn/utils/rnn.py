@@ -237,6 +237,10 @@ def pad_sequence(
     seqs = list(sequences)
     if not seqs:
         raise RuntimeError("pad_sequence: received an empty list of sequences")
+    for i, s in enumerate(seqs):
+        if not isinstance(s, Tensor):
+            raise TypeError(f"pad_sequence: expected a sequence of Tensors, got "
+                            f"{type(s).__name__} at position {i}")
     trailing = tuple(seqs[0].shape[1:])
     for i, s in enumerate(seqs):
         if s.ndim == 0 or tuple(s.shape[1:]) != trailing:
