@@ -87,3 +87,48 @@ def test_kl_low_rank_gaussian_gradient_and_shape_check():
     with pytest.raises(ValueError, match="different event shapes"):
         ember.distributions.kl_divergence(p, ember.distributions.MultivariateNormal(
             ember.zeros(2), ember.eye(2)))
+
+
+# ---- torch.func -----------------------------------------------------------------------------------
+def test_func_grad_of_complex_inputs_matches_torch():
+    # before: "only floating point tensors can be differentiated" for a complex argument
+    z = np.array([1 + 2j, 3 - 1j], np.complex64)
+    got = ember.func.grad(lambda x, y: (x.abs() * y).sum(), argnums=(0, 1))(
+        ember.tensor(z), ember.ones(2))
+    ref = torch.func.grad(lambda x, y: (x.abs() * y).sum(), argnums=(0, 1))(
+        torch.tensor(z), torch.ones(2))
+    for g, r in zip(got, ref):
+        assert str(g.dtype).split(".")[-1] == str(r.dtype).split(".")[-1]
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(RuntimeError, match="real scalar outputs"):
+        ember.func.grad(lambda x: (x ** 2).sum())(ember.ones(3, dtype=ember.complex64))
+
+
+def test_functional_call_with_a_name_that_is_not_a_parameter():
+    # torch sets such a name as a plain attribute for the call; before: AttributeError
+    m = ember.nn.Linear(2, 1)
+    out = ember.func.functional_call(m, {"weight": ember.ones(1, 2), "bias": ember.zeros(1),
+                                         "extra": ember.ones(1)}, (ember.ones(1, 2),))
+    assert out.tolist() == [[2.0]] and not hasattr(m, "extra")
+    with pytest.raises(RuntimeError, match="unexpected keys"):
+        ember.func.functional_call(m, {"weight": ember.ones(1, 2), "bias": ember.zeros(1),
+                                       "extra": ember.ones(1)}, (ember.ones(1, 2),), strict=True)
+
+
+def test_jacfwd_checks_randomness():
+    with pytest.raises(RuntimeError, match="randomness"):
+        ember.func.jacfwd(lambda x: x ** 2, randomness="bogus")
+
+
+# ---- torch and ember tensors in one expression ---------------------------------------------------
+def test_mixing_torch_and_ember_tensors_is_a_type_error_not_a_recursion():
+    # before: RecursionError (each library's __torch_function__ handing the call back)
+    a, b = torch.ones(2), ember.ones(2)
+    with pytest.raises(TypeError, match="ember and torch tensors do not mix"):
+        torch.add(a, b)
+    with pytest.raises(TypeError, match="ember and torch tensors do not mix"):
+        torch.nn.functional.relu(b)
+    with pytest.raises(TypeError):
+        a + b
+    assert (a == b) is False  # as torch against any foreign object
+    assert (b + 1).tolist() == [2.0, 2.0]
