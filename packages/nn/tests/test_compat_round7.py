@@ -137,3 +137,47 @@ def test_unpad_sequence_checks_lengths_against_the_batch():
         ember.nn.utils.rnn.unpad_sequence(padded, [1, 1, 1], batch_first=True)
     out = ember.nn.utils.rnn.unpad_sequence(padded, [3, 1], batch_first=True)
     assert [tuple(t.shape) for t in out] == [(3,), (1,)]
+
+
+# ---- state_dict / module plumbing ----------------------------------------------------------------
+def test_load_state_dict_assign_keeps_the_models_requires_grad():
+    # before: a Parameter(requires_grad=False) in the state dict froze the model's parameter
+    def run(lib):
+        m = lib.nn.Linear(2, 3)
+        m.load_state_dict({"weight": lib.nn.Parameter(lib.ones(3, 2), requires_grad=False),
+                           "bias": lib.ones(3)}, assign=True)
+        return m.weight.requires_grad, type(m.bias).__name__, m.bias.requires_grad
+    assert run(ember) == run(torch) == (True, "Parameter", True)
+
+
+def test_batchnorm_loads_a_state_dict_without_num_batches_tracked():
+    # old (version < 2) or hand-built state dicts have no num_batches_tracked: torch loads them
+    sd = {"weight": [1.0, 2.0], "bias": [0.0, 1.0], "running_mean": [0.5, 0.5],
+          "running_var": [2.0, 2.0]}
+    for lib in (ember, torch):
+        bn = lib.nn.BatchNorm1d(2)
+        assert lib.nn.BatchNorm1d._version == 2
+        res = bn.load_state_dict({k: lib.tensor(v) for k, v in sd.items()})
+        assert res.missing_keys == [] and bn.num_batches_tracked.item() == 0
+        assert bn.running_var.tolist() == [2.0, 2.0]
+    # a version-2 state dict must still have it
+    sd2 = {k: ember.tensor(v) for k, v in sd.items()}
+    sd2 = type(ember.nn.BatchNorm1d(2).state_dict())(sd2)
+    sd2._metadata = {"": {"version": 2}}
+    with pytest.raises(RuntimeError, match="num_batches_tracked"):
+        ember.nn.BatchNorm1d(2).load_state_dict(sd2)
+
+
+def test_set_submodule_as_torch():
+    seq = ember.nn.Sequential(ember.nn.Linear(1, 1), ember.nn.Sequential(ember.nn.ReLU()))
+    seq.set_submodule("0", ember.nn.Tanh())
+    seq.set_submodule("1.5", ember.nn.GELU())  # added to an existing parent
+    assert isinstance(seq[0], ember.nn.Tanh) and isinstance(seq[1]._modules["5"], ember.nn.GELU)
+    with pytest.raises(AttributeError):
+        seq.set_submodule("1.7", ember.nn.GELU(), strict=True)
+    with pytest.raises(ValueError, match="not an nn.Module"):
+        seq.set_submodule("0", 5)
+    with pytest.raises(AttributeError):
+        seq.set_submodule("9.x", ember.nn.GELU())
+    with pytest.raises(ValueError):
+        seq.set_submodule("", ember.nn.GELU())
