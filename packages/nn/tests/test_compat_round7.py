@@ -181,3 +181,68 @@ def test_set_submodule_as_torch():
         seq.set_submodule("9.x", ember.nn.GELU())
     with pytest.raises(ValueError):
         seq.set_submodule("", ember.nn.GELU())
+
+
+# ---- integer overflow of Python scalars, loss argument checks ------------------------------------
+@pytest.mark.parametrize("dtype,value", [("int8", 300), ("int8", -129), ("uint8", -256),
+                                         ("uint8", 256), ("int32", 2**31)])
+def test_where_refuses_a_scalar_that_overflows_the_tensors_dtype(dtype, value):
+    # before: the scalar wrapped around silently (int8 300 -> 44)
+    for lib in (ember, torch):
+        t = lib.tensor([1, 2], dtype=getattr(lib, dtype))
+        with pytest.raises(RuntimeError, match="overflow"):
+            lib.where(lib.tensor([True, False]), t, value)
+        with pytest.raises(RuntimeError, match="overflow"):
+            lib.where(lib.tensor([True, False]), value, t)
+
+
+def test_where_scalar_in_range_and_unsigned_wrap_as_torch():
+    for value in (-1, -255, 255, 127):
+        got = ember.where(ember.tensor([True, False]), ember.tensor([1, 2], dtype=ember.uint8), value)
+        ref = torch.where(torch.tensor([True, False]), torch.tensor([1, 2], dtype=torch.uint8), value)
+        assert got.tolist() == ref.tolist() and got.dtype == ember.uint8
+
+
+def test_pad_value_must_fit_an_integer_tensor():
+    with pytest.raises(RuntimeError, match="overflow"):
+        ember.nn.functional.pad(ember.tensor([1, 2], dtype=ember.int8), (1, 1), value=300)
+    with pytest.raises(RuntimeError, match="overflow"):
+        ember.nn.functional.pad(ember.tensor([1, 2], dtype=ember.uint8), (1, 0), value=-1)
+    got = ember.nn.functional.pad(ember.tensor([1, 2], dtype=ember.int8), (1, 0), value=-128)
+    assert got.tolist() == [-128, 1, 2]
+
+
+def test_multi_margin_loss_checks_the_target():
+    x = ember.tensor([[0.5, -1.0, 2.0], [1.5, 0.0, -0.5]])
+    with pytest.raises(RuntimeError, match="int64"):  # before: float targets were cast
+        ember.nn.functional.multi_margin_loss(x, ember.tensor([0.0, 2.0]))
+    with pytest.raises(RuntimeError, match="1-D with size equal"):  # before: reshaped
+        ember.nn.functional.multi_margin_loss(x, ember.tensor([[0], [2]]))
+    with pytest.raises(RuntimeError, match="1-D with size equal"):
+        ember.nn.functional.multi_margin_loss(x, ember.tensor([1]))
+    got = ember.nn.functional.multi_margin_loss(x, ember.tensor([0, 2]), p=2)
+    ref = torch.nn.functional.multi_margin_loss(torch.tensor(x.tolist()), torch.tensor([0, 2]), p=2)
+    assert got.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_triplet_losses_refuse_non_positive_margins_and_mixed_dims():
+    a = ember.ones(2, 3)
+    for margin in (0.0, -1.0):
+        with pytest.raises(ValueError, match="margin must be greater than 0"):
+            ember.nn.functional.triplet_margin_loss(a, a, a, margin=margin)
+        with pytest.raises(ValueError, match="margin must be greater than 0"):
+            ember.nn.functional.triplet_margin_with_distance_loss(a, a, a, margin=margin)
+        with pytest.raises(ValueError, match="greater than 0"):
+            ember.nn.TripletMarginWithDistanceLoss(margin=margin)
+    with pytest.raises(RuntimeError, match="same number of dimensions"):
+        ember.nn.functional.triplet_margin_with_distance_loss(a, a, ember.ones(3))
+
+
+def test_cosine_embedding_loss_target_dims():
+    x = ember.tensor([0.5, -1.0, 2.0])
+    with pytest.raises(RuntimeError, match="1-D input .* takes a 0-D target"):
+        ember.nn.functional.cosine_embedding_loss(x, ember.ones(3), ember.tensor([-1.0]))
+    got = ember.nn.functional.cosine_embedding_loss(x, ember.ones(3), ember.tensor(-1.0))
+    ref = torch.nn.functional.cosine_embedding_loss(torch.tensor(x.tolist()), torch.ones(3),
+                                                    torch.tensor(-1.0))
+    assert got.item() == pytest.approx(ref.item(), rel=1e-6)

@@ -1705,6 +1705,13 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
             f"(= {2 * input.ndim}), got {len(pad)} for input of shape {_shape(input)}"
         )
     if mode == "constant":
+        if (value is not None and not input.dtype.is_floating_point and not input.is_complex()
+                and input.dtype != ember.bool):
+            info = ember.iinfo(input.dtype)
+            # the value is a float (as torch's): compared in double, refused rather than wrapped
+            if not float(info.min) <= float(value) <= float(info.max):
+                raise RuntimeError(f"pad: value {value} cannot be converted to type "
+                                   f"{input.dtype} without overflow")
         return ember.pad(input, pad, "constant", 0.0 if value is None else float(value))
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(
@@ -2347,6 +2354,11 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
             f"cosine_embedding_loss: expected input1 and input2 of the same 1-D or 2-D shape, "
             f"got {_shape(input1)} and {_shape(input2)}"
         )
+    if target.ndim != input1.ndim - 1:
+        raise RuntimeError(
+            f"cosine_embedding_loss: a {input1.ndim}-D input ({_shape(input1)}) takes a "
+            f"{input1.ndim - 1}-D target, got target of shape {_shape(target)}"
+        )
     d = input1.ndim - 1
     eps = 1e-12
     prod = (input1 * input2).sum(d)
@@ -2379,6 +2391,11 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
                    (-target * (input1 - input2) + margin).clamp(min=0), reduction)
 
 
+def _check_triplet_margin(op: str, margin: float) -> None:
+    if not margin > 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+
+
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
                         p: float = 2, eps: float = 1e-6, swap: bool = False,
                         size_average: bool | None = None, reduce: bool | None = None,
@@ -2392,6 +2409,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("triplet_margin_loss", reduction)
+    _check_triplet_margin("triplet_margin_loss", margin)
     if not (anchor.ndim == positive.ndim == negative.ndim) or anchor.ndim not in (1, 2):
         raise RuntimeError(
             f"triplet_margin_loss: anchor {_shape(anchor)}, positive {_shape(positive)} and "
@@ -2416,6 +2434,13 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     0.0
     """
     _check_reduction("triplet_margin_with_distance_loss", reduction)
+    _check_triplet_margin("triplet_margin_with_distance_loss", margin)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(
+            f"triplet_margin_with_distance_loss: the anchor, positive and negative tensors are "
+            f"expected to have the same number of dimensions, got anchor {_shape(anchor)}, "
+            f"positive {_shape(positive)} and negative {_shape(negative)}"
+        )
     dist = distance_function if distance_function is not None else pairwise_distance
     d_ap = dist(anchor, positive)
     d_an = dist(anchor, negative)
@@ -2489,6 +2514,19 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     _check_reduction("multi_margin_loss", reduction)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got {p}")
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"multi_margin_loss: expected a 1-D or 2-D input, got shape "
+                           f"{_shape(input)}")
+    if target.dtype != ember.int64:
+        raise RuntimeError(f"multi_margin_loss: expected target of dtype int64 (class "
+                           f"indices), got {target.dtype}")
+    n = input.shape[0] if input.ndim == 2 else 1
+    if target.ndim > 1 or target.numel() != n:
+        raise RuntimeError(
+            f"multi_margin_loss: target tensor should be 1-D with size equal to the number of "
+            f"input samples ({n}), got target of shape {_shape(target)} for input of shape "
+            f"{_shape(input)}"
+        )
     x = input if input.ndim == 2 else input.reshape(1, -1)
     t = target.reshape(-1, 1).long()
     c = x.shape[1]

@@ -297,6 +297,9 @@ class TripletMarginWithDistanceLoss(_Loss):
                  margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> None:
         super().__init__(reduction=reduction)
         self.distance_function = distance_function
+        if not margin > 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than "
+                             f"0, got {margin} instead")
         self.margin = margin
         self.swap = swap
 
