@@ -132,3 +132,26 @@ def test_mixing_torch_and_ember_tensors_is_a_type_error_not_a_recursion():
         a + b
     assert (a == b) is False  # as torch against any foreign object
     assert (b + 1).tolist() == [2.0, 2.0]
+
+
+# ---- fft arguments --------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"])
+def test_one_dim_fft_refuses_n_minus_one(name):
+    # before: n=-1 meant "the input's size", which only the n-D s= allows
+    with pytest.raises(RuntimeError, match=r"Invalid number of data points \(-1\)"):
+        getattr(ember.fft, name)(ember.ones(4), n=-1)
+    with pytest.raises(RuntimeError):
+        getattr(torch.fft, name)(torch.ones(4), n=-1)
+
+
+def test_fftn_over_no_axis_is_the_input_as_complex():
+    # before: a RuntimeError from the kernel ("expected at least one dim")
+    x = ember.tensor([[1.0, 2.0], [3.0, 4.0]])
+    for f in (ember.fft.fftn, ember.fft.ifftn, ember.fft.fft2):
+        out = f(x, dim=())
+        assert out.dtype == ember.complex64 and out.real.tolist() == x.tolist()
+    z = x.to(ember.complex64)
+    assert ember.fft.fftn(z, dim=()).data_ptr() != z.data_ptr()
+    for f in (ember.fft.rfftn, ember.fft.irfftn, ember.fft.hfftn):
+        with pytest.raises(RuntimeError, match="must transform at least one axis"):
+            f(x, dim=())
