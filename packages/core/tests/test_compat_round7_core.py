@@ -155,3 +155,33 @@ def test_fftn_over_no_axis_is_the_input_as_complex():
     for f in (ember.fft.rfftn, ember.fft.irfftn, ember.fft.hfftn):
         with pytest.raises(RuntimeError, match="must transform at least one axis"):
             f(x, dim=())
+
+
+# ---- checkpoint's keyword arguments ---------------------------------------------------------------
+def test_checkpoint_takes_context_fn_determinism_check_and_debug():
+    # before: these went on to the checkpointed function as its own keyword arguments
+    import contextlib
+
+    from ember.utils.checkpoint import checkpoint, noop_context_fn
+
+    log = []
+
+    @contextlib.contextmanager
+    def tag(name):
+        log.append(name)
+        yield
+
+    x = ember.arange(3.0, requires_grad=True)
+    out = checkpoint(lambda y: (y.sin() * y).sum(), x, use_reentrant=False,
+                     context_fn=lambda: (tag("forward"), tag("recompute")),
+                     determinism_check="none", debug=False, early_stop=True)
+    out.backward()
+    assert log == ["forward", "recompute"]
+    t = torch.arange(3.0, requires_grad=True)
+    (t.sin() * t).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+    assert noop_context_fn is not None
+    with pytest.raises(ValueError, match="determinism_check"):
+        checkpoint(lambda y: y * 2, x, use_reentrant=False, determinism_check="sometimes")
+    with pytest.raises(ValueError, match="use_reentrant=False"):
+        checkpoint(lambda y: y * 2, x, use_reentrant=True, context_fn=lambda: (tag("a"), tag("b")))
