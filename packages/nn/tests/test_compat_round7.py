@@ -246,3 +246,29 @@ def test_cosine_embedding_loss_target_dims():
     ref = torch.nn.functional.cosine_embedding_loss(torch.tensor(x.tolist()), torch.ones(3),
                                                     torch.tensor(-1.0))
     assert got.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_embedding_bag_scale_grad_by_freq_scales_each_rows_gradient():
+    # before: the flag was silently ignored. Each row's gradient is divided by how often its
+    # index occurs in the mini-batch (torch's documented rule; its CPU kernel's counts are off
+    # for some orders, e.g. [1, 1, 2], so the gradient is checked against that rule)
+    w0 = np.sin(np.arange(24.0)).reshape(8, 3).astype(np.float32)
+    idx, offs = [1, 2, 1, 5, 0, 7, 7], [0, 3, 3]
+    for mode, pad in (("sum", None), ("mean", 7), ("mean", None)):
+        grads = []
+        for freq in (True, False):
+            w = ember.tensor(w0, requires_grad=True)
+            out = ember.nn.functional.embedding_bag(ember.tensor(idx), w, ember.tensor(offs),
+                                                    mode=mode, padding_idx=pad,
+                                                    scale_grad_by_freq=freq)
+            (out * ember.arange(out.numel()).reshape(out.shape)).sum().backward()
+            grads.append(w.grad.numpy())
+            ref = torch.nn.functional.embedding_bag(torch.tensor(idx), torch.tensor(w0),
+                                                    torch.tensor(offs), mode=mode,
+                                                    padding_idx=pad, scale_grad_by_freq=freq)
+            np.testing.assert_allclose(out.detach().numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+        counts = np.maximum(np.bincount(idx, minlength=8), 1).astype(np.float32)
+        np.testing.assert_allclose(grads[0], grads[1] / counts[:, None], rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="max mode does not support scaling"):
+        ember.nn.functional.embedding_bag(ember.tensor(idx), ember.tensor(w0), ember.tensor(offs),
+                                          mode="max", scale_grad_by_freq=True)

@@ -1604,6 +1604,9 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
             )
     if mode == "max" and sparse:
         raise ValueError("embedding_bag: max mode does not support sparse weights")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("embedding_bag: max mode does not support scaling the gradient by the "
+                         "frequency")
     if mode == "max" and input.numel() == 0:
         mode = "sum"  # every bag is empty: zeros, still connected to weight (as torch's)
     num = weight.shape[0]
@@ -1611,11 +1614,44 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
     pidx = _padding_idx("embedding_bag", padding_idx, num)
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
+    if scale_grad_by_freq:
+        return _embedding_bag_by_rows(input, weight, offsets, mode, sparse, per_sample_weights,
+                                      include_last_offset, pidx)
     if sparse:  # weight.grad becomes a sparse COO tensor (ember.sparse)
         return ember.sparse.embedding_bag_sparse(weight, input, offsets, mode,
                                                  per_sample_weights, include_last_offset, pidx)
     return _C.embedding_bag(weight, input, offsets, mode, per_sample_weights,
                             include_last_offset, pidx)
+
+
+def _embedding_bag_by_rows(input: Tensor, weight: Tensor, offsets: Tensor | None, mode: str,
+                           sparse: bool, per_sample_weights: Tensor | None,
+                           include_last_offset: bool, pidx: int) -> Tensor:
+    """embedding_bag (sum / mean) as looked-up rows summed per bag: the lookup through
+    :func:`embedding` scales each row's gradient by 1 / its frequency in the mini-batch
+    (``scale_grad_by_freq``), which the fused bag kernel does not."""
+    flat = input.reshape(-1)
+    if input.ndim == 2:
+        bags, per = input.shape
+        bag_of = ember.arange(bags).repeat_interleave(per)
+    else:
+        ends = offsets if include_last_offset else ember.cat(
+            [offsets, ember.tensor([flat.numel()], dtype=offsets.dtype)])
+        bags = ends.numel() - 1
+        bag_of = ember.arange(bags).repeat_interleave(ember.diff(ends.long()))
+    rows = embedding(flat, weight, padding_idx=None if pidx < 0 else pidx,
+                     scale_grad_by_freq=True, sparse=sparse)
+    kept = (flat != pidx).to(rows.dtype) if pidx >= 0 else ember.ones(flat.numel(),
+                                                                       dtype=rows.dtype)
+    if pidx >= 0:  # padding entries take no part in their bag
+        rows = rows * kept.unsqueeze(1)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.reshape(-1, 1).to(rows.dtype)
+    out = ember.zeros(bags, weight.shape[1], dtype=rows.dtype).index_add(0, bag_of, rows)
+    if mode == "mean":
+        n = ember.zeros(bags, dtype=rows.dtype).index_add(0, bag_of, kept)
+        out = out / n.clamp(min=1).unsqueeze(1)
+    return out
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
