@@ -185,3 +185,25 @@ def test_checkpoint_takes_context_fn_determinism_check_and_debug():
         checkpoint(lambda y: y * 2, x, use_reentrant=False, determinism_check="sometimes")
     with pytest.raises(ValueError, match="use_reentrant=False"):
         checkpoint(lambda y: y * 2, x, use_reentrant=True, context_fn=lambda: (tag("a"), tag("b")))
+
+
+# ---- eye of complex dtypes (C++: ops/creation_ops.cpp) -------------------------------------------
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_eye_of_complex_dtypes(dtype):
+    # before: "eye: not implemented for dtype complex64"; parametrizations.orthogonal of a
+    # complex weight builds its identity with it
+    got = ember.eye(2, 3, dtype=getattr(ember, dtype))
+    ref = torch.eye(2, 3, dtype=getattr(torch, dtype))
+    assert str(got.dtype).split(".")[-1] == dtype
+    np.testing.assert_array_equal(got.numpy(), ref.numpy())
+    assert ember.eye(0, dtype=getattr(ember, dtype)).shape == (0, 0)
+
+
+def test_orthogonal_parametrization_of_a_complex_weight():
+    m = ember.nn.Linear(3, 3, bias=False)
+    r = np.random.default_rng(0)
+    w = (r.normal(size=(3, 3)) + 1j * r.normal(size=(3, 3))).astype(np.complex64)
+    m.weight = ember.nn.Parameter(ember.tensor(w))
+    ember.nn.utils.parametrizations.orthogonal(m)
+    W = m.weight.detach()
+    np.testing.assert_allclose((W.conj().T @ W).numpy(), np.eye(3), atol=1e-5)
