@@ -272,3 +272,21 @@ def test_embedding_bag_scale_grad_by_freq_scales_each_rows_gradient():
     with pytest.raises(ValueError, match="max mode does not support scaling"):
         ember.nn.functional.embedding_bag(ember.tensor(idx), ember.tensor(w0), ember.tensor(offs),
                                           mode="max", scale_grad_by_freq=True)
+
+
+def test_orthogonal_right_inverse_of_a_complex_matrix_keeps_its_phase():
+    # before: the projection onto the unitary matrices cast the input to float64, dropping the
+    # imaginary part (a ComplexWarning and a real-valued "unitary" weight)
+    r = np.random.default_rng(0)
+    w = (r.normal(size=(3, 3)) + 1j * r.normal(size=(3, 3))).astype(np.complex64)
+
+    def run(lib):
+        m = lib.nn.Linear(3, 3, bias=False)
+        m.weight = lib.nn.Parameter(lib.eye(3, dtype=lib.complex64))
+        lib.nn.utils.parametrizations.orthogonal(m)
+        m.weight = lib.tensor(w)
+        return m.weight.detach().numpy()
+
+    got = run(ember)
+    np.testing.assert_allclose(got, run(torch), rtol=1e-5, atol=1e-5)
+    assert np.abs(got.imag).max() > 0.1
