@@ -290,3 +290,24 @@ def test_orthogonal_right_inverse_of_a_complex_matrix_keeps_its_phase():
     got = run(ember)
     np.testing.assert_allclose(got, run(torch), rtol=1e-5, atol=1e-5)
     assert np.abs(got.imag).max() > 0.1
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_with_complex_parameters_matches_torch(line_search):
+    # before: TypeError "gt: not implemented for dtype complex64" from the flat complex gradient
+    def run(lib):
+        p = lib.nn.Parameter(lib.tensor([0j, 1 + 0j]))
+        q = lib.nn.Parameter(lib.tensor([0.5]))
+        t = lib.tensor([1 + 2j, -1j])
+        o = lib.optim.LBFGS([p, q], lr=0.5, line_search_fn=line_search, max_iter=5)
+
+        def closure():
+            o.zero_grad()
+            loss = ((p - t).abs() ** 2).sum() + ((q - 2) ** 2).sum()
+            loss.backward()
+            return loss
+        for _ in range(3):
+            o.step(closure)
+        return lib.view_as_real(p.detach()).numpy(), q.detach().numpy()
+    for g, r in zip(run(ember), run(torch)):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
