@@ -207,3 +207,14 @@ def test_orthogonal_parametrization_of_a_complex_weight():
     ember.nn.utils.parametrizations.orthogonal(m)
     W = m.weight.detach()
     np.testing.assert_allclose((W.conj().T @ W).numpy(), np.eye(3), atol=1e-5)
+
+
+def test_distribution_reprs_print_as_torch():
+    # a program printing its distributions / transforms / constraints prints what torch does
+    D, C, T = ember.distributions, ember.distributions.constraints, ember.distributions.transforms
+    tD, tC, tT = torch.distributions, torch.distributions.constraints, torch.distributions.transforms
+    pairs = [(T.PowerTransform(2.0), tT.PowerTransform(2.0)), (D.Beta(1.0, 2.0), tD.Beta(1.0, 2.0)),
+             (C.multinomial(3), tC.multinomial(3)), (D.Normal(0.0, 1.0), tD.Normal(0.0, 1.0)),
+             (C.interval(0.0, 1.0), tC.interval(0.0, 1.0))]
+    for e, t in pairs:
+        assert repr(e).replace("ember.", "torch.") == repr(t)
