@@ -311,3 +311,13 @@ def test_lbfgs_with_complex_parameters_matches_torch(line_search):
         return lib.view_as_real(p.detach()).numpy(), q.detach().numpy()
     for g, r in zip(run(ember), run(torch)):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+
+
+def test_triplet_margin_with_distance_loss_default_distance_is_a_submodule():
+    got = ember.nn.TripletMarginWithDistanceLoss()
+    ref = torch.nn.TripletMarginWithDistanceLoss()
+    assert repr(got) == repr(ref)
+    assert isinstance(got.distance_function, ember.nn.PairwiseDistance)
+    a = ember.tensor([[0.5, 1.0]])
+    assert got(a, a + 0.1, a - 0.2).item() == pytest.approx(
+        ref(*(torch.tensor(t.tolist()) for t in (a, a + 0.1, a - 0.2))).item(), rel=1e-6)
