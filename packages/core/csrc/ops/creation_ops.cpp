@@ -189,7 +189,7 @@ Tensor eye(int64_t n, std::optional<int64_t> m, std::optional<ScalarType> dtype,
   EMBER_CHECK(cols >= 0, "eye: m must be greater or equal to 0, got ", cols);
   const ScalarType dt = dtype.value_or(default_dtype());
   Tensor out = ember::empty({n, cols}, dt);
-  EMBER_DISPATCH_ALL(dt, "eye", [&] {
+  EMBER_DISPATCH_ALL_AND_COMPLEX(dt, "eye", [&] {  // complex: 1 + 0i on the diagonal
     using T = scalar_t;
     T* p = out->data_as<T>();
     std::fill(p, p + out->numel(), cast_to<T>(0.0));

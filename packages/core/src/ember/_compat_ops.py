@@ -1938,6 +1938,22 @@ def _make_inplace(name: str) -> Any:
     return method
 
 
+def _check_scalar_fits(op: str, value: Any, tensor: Any) -> None:
+    """A Python int that meets an integer tensor takes the tensor's dtype: it must fit there
+    (PyTorch refuses rather than wrapping around)."""
+    if (isinstance(value, int) and not isinstance(value, bool) and isinstance(tensor, Tensor)
+            and not tensor.dtype.is_floating_point and not tensor.is_complex()
+            and tensor.dtype != _C.bool):
+        from ember._finfo import iinfo
+
+        info = iinfo(tensor.dtype)
+        low = info.min if info.min < 0 else -info.max  # unsigned: negatives wrap, as torch's
+        if not low <= value <= info.max:
+            raise RuntimeError(f"{op}: value {value} cannot be converted to type "
+                               f"{tensor.dtype} without overflow (range [{info.min}, "
+                               f"{info.max}])")
+
+
 def _where_with_condition_only(where: Any) -> Any:
     def where_(condition: Tensor, input: Any = None, other: Any = None, **kwargs: Any) -> Any:
         if input is None and other is None and not kwargs:
@@ -1946,6 +1962,8 @@ def _where_with_condition_only(where: Any) -> Any:
         if input is None or other is None:
             raise TypeError("where(): expected where(condition) or where(condition, input, "
                             "other), got only one of input and other")
+        _check_scalar_fits("where", input, other)
+        _check_scalar_fits("where", other, input)
         return where(condition, input, other, **kwargs)
 
     where_.__name__ = "where"

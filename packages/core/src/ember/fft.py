@@ -124,11 +124,22 @@ def _check_points(x: Tensor, dims: Sequence[int], sizes: Sequence[int], op: str)
     del x
 
 
+def _one_n(n: int | None, op: str) -> list[int] | None:
+    """A 1-D transform's ``n`` as the sizes list (-1 means "keep" only for the n-D ``s``)."""
+    if n is None:
+        return None
+    if n < 1:
+        raise RuntimeError(f"{op}: Invalid number of data points ({n}) specified")
+    return [n]
+
+
 def _c2c(x: Tensor, s: Any, dim: Any, norm: str | None, forward: bool, op: str,
          default_all: bool) -> Tensor:
     _check_tensor(x, op)
     x = _float_input(x, op, to_complex=True)
     dims, s = _dims_and_sizes(x, s, dim, op, default_all)
+    if not dims:  # no axis to transform: the input as complex, a new tensor (as torch)
+        return x.clone()
     sizes = [x.shape[d] if s is None or s[i] == -1 else s[i] for i, d in enumerate(dims)]
     _check_points(x, dims, sizes, op)
     x = _resize(x, dims, sizes)
@@ -140,6 +151,8 @@ def _r2c(x: Tensor, s: Any, dim: Any, norm: str | None, forward: bool, op: str,
     _check_tensor(x, op)
     x = _float_input(x, op, real_only=True)
     dims, s = _dims_and_sizes(x, s, dim, op, default_all)
+    if not dims:
+        raise RuntimeError(f"{op} must transform at least one axis")
     sizes = [x.shape[d] if s is None or s[i] == -1 else s[i] for i, d in enumerate(dims)]
     _check_points(x, dims, sizes, op)
     x = _resize(x, dims, sizes)
@@ -153,6 +166,8 @@ def _c2r(x: Tensor, s: Any, dim: Any, norm: str | None, forward: bool, op: str,
     _check_tensor(x, op)
     x = _float_input(x, op, to_complex=True)
     dims, s = _dims_and_sizes(x, s, dim, op, default_all)
+    if not dims:
+        raise RuntimeError(f"{op} must transform at least one axis")
     sizes = [x.shape[d] if s is None or s[i] == -1 else s[i] for i, d in enumerate(dims)]
     last = dims[-1]
     if s is None or s[-1] == -1:
@@ -172,7 +187,7 @@ def fft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = N
     >>> ember.fft.fft(ember.tensor([1.0, 0.0, 0.0, 0.0])).tolist()
     [(1+0j), (1+0j), (1+0j), (1+0j)]
     """
-    return _c2c(input, None if n is None else [n], [dim], norm, True, "fft", False)
+    return _c2c(input, _one_n(n, "fft"), [dim], norm, True, "fft", False)
 
 
 def ifft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
@@ -182,7 +197,7 @@ def ifft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = 
     >>> ember.fft.ifft(ember.tensor([4.0, 0.0, 0.0, 0.0])).real.tolist()
     [1.0, 1.0, 1.0, 1.0]
     """
-    return _c2c(input, None if n is None else [n], [dim], norm, False, "ifft", False)
+    return _c2c(input, _one_n(n, "ifft"), [dim], norm, False, "ifft", False)
 
 
 def rfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
@@ -192,7 +207,7 @@ def rfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = 
     >>> ember.fft.rfft(ember.tensor([1.0, 1.0, 1.0, 1.0])).tolist()
     [(4+0j), 0j, 0j]
     """
-    return _r2c(input, None if n is None else [n], [dim], norm, True, "rfft", False)
+    return _r2c(input, _one_n(n, "rfft"), [dim], norm, True, "rfft", False)
 
 
 def irfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
@@ -202,7 +217,7 @@ def irfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None =
     >>> ember.fft.irfft(ember.tensor([4.0, 0.0, 0.0])).tolist()
     [1.0, 1.0, 1.0, 1.0]
     """
-    return _c2r(input, None if n is None else [n], [dim], norm, False, "irfft", False)
+    return _c2r(input, _one_n(n, "irfft"), [dim], norm, False, "irfft", False)
 
 
 def hfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
@@ -212,7 +227,7 @@ def hfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = 
     >>> ember.fft.hfft(ember.tensor([1.0, 0.0, 0.0])).tolist()
     [1.0, 1.0, 1.0, 1.0]
     """
-    return _c2r(input, None if n is None else [n], [dim], norm, True, "hfft", False)
+    return _c2r(input, _one_n(n, "hfft"), [dim], norm, True, "hfft", False)
 
 
 def ihfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
@@ -222,7 +237,7 @@ def ihfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None =
     >>> ember.fft.ihfft(ember.tensor([4.0, 4.0, 4.0, 4.0])).abs().tolist()
     [4.0, 0.0, 0.0]
     """
-    return _r2c(input, None if n is None else [n], [dim], norm, False, "ihfft", False)
+    return _r2c(input, _one_n(n, "ihfft"), [dim], norm, False, "ihfft", False)
 
 
 def fftn(input: Tensor, s: Sequence[int] | None = None, dim: Sequence[int] | None = None,

@@ -206,13 +206,18 @@ def grad_and_value(func: Callable, argnums: int | tuple[int, ...] = 0,
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any):
         nums = _argnums(argnums, len(args), name)
-        new_args, groups, flat, outer = _prepare(args, nums, name)
+        # complex inputs of a real-valued function are differentiated as torch does (the
+        # conjugate Wirtinger gradient, what backward() gives a complex leaf)
+        new_args, groups, flat, outer = _prepare(args, nums, name, complex_ok=True)
         with enable_grad():
             out = func(*new_args, **kwargs)
         value, aux = _split_aux(out, has_aux, name)
         if not isinstance(value, Tensor):
             raise RuntimeError(f"{name}(f)(*args): expected f(*args) to return a Tensor, got "
                                f"{type(value).__name__}")
+        if value.is_complex():
+            raise RuntimeError(f"{name}(f)(*args): grad can be implicitly created only for real "
+                               f"scalar outputs but got {value.dtype}")
         if value.dim() != 0:
             raise RuntimeError(f"{name}(f)(*args): expected f(*args) to return a scalar Tensor, "
                                f"got a tensor of shape {tuple(value.shape)}; maybe you wanted to "
@@ -448,6 +453,9 @@ def jacfwd(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = F
     >>> jacfwd(lambda x: x.sum(0))(ember.ones(2, 1)).tolist()
     [[[1.0], [1.0]]]
     """
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"jacfwd: randomness must be 'error', 'different' or 'same', got "
+                           f"{randomness!r}")
     return _jac_transform(func, argnums, has_aux, "jacfwd", cols=True)
 
 
@@ -609,8 +617,10 @@ def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = No
                 saved.append((owner._buffers, leaf, owner._buffers[leaf]))
                 owner._buffers[leaf] = value
             else:
-                raise AttributeError(f"functional_call: {type(module).__name__} has no parameter "
-                                     f"or buffer {name!r}")
+                # not a parameter or buffer: a plain attribute for the call, as torch does
+                # (strict=True has refused such names above)
+                saved.append((owner, leaf, getattr(owner, leaf, _MISSING)))
+                setattr(owner, leaf, value)
         if args is None:
             args = ()
         elif not isinstance(args, tuple):
@@ -618,7 +628,15 @@ def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = No
         return module(*args, **(kwargs or {}))
     finally:
         for store, leaf, old in reversed(saved):
-            store[leaf] = old
+            if isinstance(store, dict):
+                store[leaf] = old
+            elif old is _MISSING:
+                delattr(store, leaf)
+            else:
+                setattr(store, leaf, old)
+
+
+_MISSING = object()
 
 
 def replace_all_batch_norm_modules_(root: Any) -> Any:

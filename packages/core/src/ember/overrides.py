@@ -391,6 +391,13 @@ def _convert(ret: Any, cls: type) -> Any:
 _NOWRAP: set = set()  # getters whose results stay as they are (Tensor.grad, Tensor._base)
 
 
+def _from_real_torch(func: Any) -> bool:
+    """Whether ``func`` belongs to the real PyTorch package (not to ember)."""
+    owner = getattr(func, "__objclass__", None)
+    mod = getattr(func, "__module__", None) or getattr(owner, "__module__", None) or ""
+    return mod == "torch" or mod.startswith("torch.")
+
+
 def _tensor_torch_function(cls: type, func: Callable, types: tuple, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
     """The default: run ``func`` on the plain tensors and return tensors as ``cls`` (when every
@@ -400,6 +407,14 @@ def _tensor_torch_function(cls: type, func: Callable, types: tuple, args: tuple 
     for t in types:
         if not issubclass(cls, t):
             return NotImplemented
+    if _from_real_torch(func):
+        # PyTorch itself asks (an ember tensor met a torch op or a torch tensor): running func
+        # would only ask again, forever; the two libraries' tensors do not mix
+        name = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+        raise TypeError(
+            f"{name}: got an ember tensor in a PyTorch operation; ember and torch tensors do "
+            f"not mix (convert one side, e.g. ember.from_dlpack(t) or t.numpy())"
+        )
     previous = _set_disabled(max(1, _disabled_level()))  # DisableTorchFunctionSubclass
     try:
         ret = func(*args, **kwargs)

@@ -43,6 +43,10 @@ class Beta(ExponentialFamily):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
         super().__init__(self.concentration1.size(), validate_args=validate_args)
 
+    def __repr__(self) -> str:
+        # PyTorch keeps the concentrations inside a Dirichlet, so its repr lists none
+        return "Beta()"
+
     def expand(self, batch_shape: Any, _instance: Distribution | None = None) -> Beta:
         return self._expand_params(Beta, batch_shape, _instance, "concentration1", "concentration0")
 

@@ -285,6 +285,9 @@ class _Multinomial(_UpperBounded):
     def check(self, x: Tensor) -> Tensor:
         return (x >= 0).all(-1) & (x.sum(-1) <= self.upper_bound)
 
+    def __repr__(self) -> str:
+        return "Multinomial()"  # PyTorch's shows no bound
+
 
 class _LowerTriangular(Constraint):
     event_dim = 2

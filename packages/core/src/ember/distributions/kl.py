@@ -21,6 +21,7 @@ from ember.distributions.beta import Beta
 from ember.distributions.binomial import Binomial
 from ember.distributions.categorical import Categorical
 from ember.distributions.cauchy import Cauchy
+from ember.distributions.continuous_bernoulli import ContinuousBernoulli
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution
 from ember.distributions.exp_family import ExponentialFamily
@@ -31,9 +32,11 @@ from ember.distributions.gumbel import Gumbel
 from ember.distributions.half_normal import HalfNormal
 from ember.distributions.independent import Independent
 from ember.distributions.laplace import Laplace
+from ember.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
 from ember.distributions.multivariate_normal import MultivariateNormal
 from ember.distributions.normal import Normal
 from ember.distributions.one_hot_categorical import OneHotCategorical
+from ember.distributions.pareto import Pareto
 from ember.distributions.poisson import Poisson
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.uniform import Uniform
@@ -237,7 +240,31 @@ def _kl_mvn_mvn(p: MultivariateNormal, q: MultivariateNormal) -> Tensor:
         raise ValueError(
             "KL-divergence between two Multivariate Normals with different event shapes cannot be computed"
         )
-    lp, lq = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    return _kl_gaussians(p, p._unbroadcasted_scale_tril, q, q._unbroadcasted_scale_tril)
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank_gaussians(p: Any, q: Any) -> Tensor:
+    # through the Cholesky factors of the dense covariances (event sizes are small where the
+    # low-rank form meets a full one)
+    if p.event_shape != q.event_shape:
+        raise ValueError(
+            "KL-divergence between two (Low Rank) Multivariate Normals with different event "
+            f"shapes cannot be computed: {tuple(p.event_shape)} and {tuple(q.event_shape)}"
+        )
+    return _kl_gaussians(p, _scale_tril_of(p), q, _scale_tril_of(q))
+
+
+def _scale_tril_of(d: Any) -> Tensor:
+    if isinstance(d, MultivariateNormal):
+        return d._unbroadcasted_scale_tril
+    return ember.linalg.cholesky(d.covariance_matrix)
+
+
+def _kl_gaussians(p: Any, lp: Tensor, q: Any, lq: Tensor) -> Tensor:
+    """KL between Gaussians given the lower Cholesky factors of their covariances."""
     half_term1 = ember.log(ember.diagonal(lq, 0, -2, -1)).sum(-1) - ember.log(ember.diagonal(lp, 0, -2, -1)).sum(-1)
     n = p.event_shape[0]
     batch = ember.broadcast_shapes(tuple(lq.shape[:-2]), tuple(lp.shape[:-2]))
@@ -459,3 +486,103 @@ def _kl_uniform_gumbel(p: Uniform, q: Gumbel) -> Tensor:
 def _kl_poisson_bounded(p: Poisson, q: Any) -> Tensor:
     # q has bounded support, p puts mass on every count
     return _infinite_like(p.rate)
+
+
+# ---- Pareto: a TransformedDistribution with rules of its own ---------------------------------
+
+def _inf_where(cond: Tensor, value: Tensor) -> Tensor:
+    return ember.where(cond, math.inf, value)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p: Pareto, q: Pareto) -> Tensor:
+    # log(a_p / a_q) + a_q log(s_p / s_q) + a_q / a_p - 1; infinite where p reaches below q's
+    # minimum
+    ratio = q.alpha / p.alpha
+    kl = q.alpha * ember.log(p.scale / q.scale) - ember.log(ratio) + ratio - 1
+    return _inf_where(p.scale < q.scale, kl)
+
+
+def _pareto_e_log(p: Pareto) -> Tensor:
+    return ember.log(p.scale) + p.alpha.reciprocal()  # E[log x]
+
+
+@register_kl(Pareto, Exponential)
+def _kl_pareto_exponential(p: Pareto, q: Exponential) -> Tensor:
+    kl = -p.entropy() - ember.log(q.rate) + q.rate * p.mean
+    return _inf_where(p.alpha <= 1, kl)  # no finite mean
+
+
+@register_kl(Pareto, Gamma)
+def _kl_pareto_gamma(p: Pareto, q: Gamma) -> Tensor:
+    kl = -p.entropy() - _gamma_e_log_density(p.mean, _pareto_e_log(p), q)
+    return _inf_where(p.alpha <= 1, kl)
+
+
+@register_kl(Pareto, Normal)
+def _kl_pareto_normal(p: Pareto, q: Normal) -> Tensor:
+    return _inf_where(p.alpha <= 2, _kl_by_moments_normal(p, q))  # no finite variance
+
+
+@register_kl(Uniform, Pareto)
+def _kl_uniform_pareto(p: Uniform, q: Pareto) -> Tensor:
+    # -H(p) - E_p[log a + a log s - (a + 1) log x]
+    e_log = _uniform_e_log(p.low, p.high)
+    kl = -p.entropy() - ember.log(q.alpha) - q.alpha * ember.log(q.scale) + (q.alpha + 1) * e_log
+    return _inf_where(p.low < q.scale, kl)
+
+
+# ---- ContinuousBernoulli against other families ----------------------------------------------
+
+def _cb_cross_entropy(mean: Tensor, q: ContinuousBernoulli) -> Tensor:
+    """-E_p[log q(x)] for q ContinuousBernoulli (log q(x) = log C + x logit + log(1 - probs))."""
+    return -(mean * q.logits + ember.log1p(-q.probs) + q._cont_bern_log_norm())
+
+
+@register_kl(Beta, ContinuousBernoulli)
+def _kl_beta_cb(p: Beta, q: ContinuousBernoulli) -> Tensor:
+    return -p.entropy() + _cb_cross_entropy(p.mean, q)
+
+
+@register_kl(Uniform, ContinuousBernoulli)
+def _kl_uniform_cb(p: Uniform, q: ContinuousBernoulli) -> Tensor:
+    kl = -p.entropy() + _cb_cross_entropy(p.mean, q)
+    # PyTorch's rule: infinite once the uniform touches either end of [0, 1]
+    return _inf_where((p.high >= 1) | (p.low <= 0), kl)
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_cb_cb(p: ContinuousBernoulli, q: ContinuousBernoulli) -> Tensor:
+    return -p.entropy() + _cb_cross_entropy(p.mean, q)
+
+
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_cb_exponential(p: ContinuousBernoulli, q: Exponential) -> Tensor:
+    return -p.entropy() - ember.log(q.rate) + q.rate * p.mean
+
+
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_cb_normal(p: ContinuousBernoulli, q: Normal) -> Tensor:
+    return _kl_by_moments_normal(p, q)
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_cb_uniform(p: ContinuousBernoulli, q: Uniform) -> Tensor:
+    kl = -p.entropy() + ember.log(q.high - q.low)
+    # PyTorch's rule: infinite unless the uniform reaches strictly past both ends of [0, 1]
+    return _inf_where((q.low >= 0) | (q.high <= 1), kl)
+
+
+def _kl_infinite_p(p: Any, q: Any) -> Tensor:
+    # q gives zero density where p has mass: infinite, shaped like p's batch
+    return _infinite_like(p.mean + q.mean * 0)
+
+
+for _p, _q in [
+    (Beta, Pareto), (ContinuousBernoulli, Pareto), (Exponential, Pareto), (Gamma, Pareto),
+    (Gumbel, Pareto), (Laplace, Pareto), (Normal, Pareto),
+    (Pareto, Beta), (Pareto, ContinuousBernoulli), (Pareto, Uniform),
+    (Exponential, ContinuousBernoulli), (Gamma, ContinuousBernoulli),
+    (Gumbel, ContinuousBernoulli), (Laplace, ContinuousBernoulli), (Normal, ContinuousBernoulli),
+]:  # fmt: skip
+    register_kl(_p, _q)(_kl_infinite_p)

@@ -487,8 +487,7 @@ class PowerTransform(Transform):
             return self
         return PowerTransform(self.exponent, cache_size=cache_size)
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(exponent={self.exponent})"
+    # (no __repr__ of its own: "PowerTransform()", as PyTorch prints it)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PowerTransform):

@@ -23,6 +23,7 @@ tensor([14.7781, 14.7781, 14.7781])
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Iterable
 
 from ember import _C
@@ -30,7 +31,7 @@ from ember._C import Tensor
 from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.random import get_rng_state, set_rng_state
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["checkpoint", "checkpoint_sequential", "noop_context_fn"]
 
 
 def _saved_tensors_hooks():
@@ -125,7 +126,10 @@ class _Frame:
         return self.recomputed.pop(h.index)
 
 
-def _non_reentrant(fn: Callable, preserve_rng_state: bool, args: tuple, kwargs: dict):
+def _non_reentrant(fn: Callable, preserve_rng_state: bool, args: tuple, kwargs: dict,
+                   first: Callable | None = None):
+    """``fn`` runs under saved-tensor hooks that recompute by calling ``fn`` again (``first``,
+    when given, is what runs the first time)."""
     hooks = _saved_tensors_hooks()
     if hooks is None:
         fn_cls = _function_class()
@@ -140,7 +144,7 @@ def _non_reentrant(fn: Callable, preserve_rng_state: bool, args: tuple, kwargs: 
     # the handles hold the frame; the frame never holds the handles, so the recomputed tensors
     # are freed with the last node of this segment
     with hooks(frame.pack, unpack):
-        return fn(*args, **kwargs)
+        return (first or fn)(*args, **kwargs)
 
 
 # ---- reentrant: a custom Function ----------------------------------------------------------------
@@ -201,7 +205,14 @@ def _reentrant(fn: Callable, preserve_rng_state: bool, args: tuple):
 # ---- public API ----------------------------------------------------------------------------------
 
 
+def noop_context_fn() -> tuple[Any, Any]:
+    """The default ``context_fn`` of :func:`checkpoint`: no context around either pass."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
 def checkpoint(fn: Callable, *args: Any, use_reentrant: bool = False,
+               context_fn: Callable[[], tuple[Any, Any]] = noop_context_fn,
+               determinism_check: str = "default", debug: bool = False, early_stop: bool = True,
                preserve_rng_state: bool = True, **kwargs: Any) -> Any:
     """Runs ``fn(*args, **kwargs)`` without keeping its intermediate activations; backward
     recomputes them. With ``preserve_rng_state`` the recomputation sees the same random numbers
@@ -217,6 +228,13 @@ def checkpoint(fn: Callable, *args: Any, use_reentrant: bool = False,
     """
     if not callable(fn):
         raise TypeError(f"checkpoint: expected a callable, got {type(fn).__name__}")
+    if determinism_check not in ("default", "none"):
+        raise ValueError(f"checkpoint: determinism_check should be one of ['default', 'none'], "
+                         f"but got {determinism_check!r}")
+    if use_reentrant and (context_fn is not noop_context_fn or debug):
+        raise ValueError("checkpoint: passing `context_fn` or `debug` is only supported when "
+                         "use_reentrant=False")
+    # (debug and early_stop only change PyTorch's diagnostics and memory timing)
     if not _C.is_grad_enabled():
         return fn(*args, **kwargs)  # nothing will be saved anyway
     if use_reentrant:
@@ -224,6 +242,16 @@ def checkpoint(fn: Callable, *args: Any, use_reentrant: bool = False,
             raise ValueError("checkpoint: keyword arguments are only supported with "
                              f"use_reentrant=False (got {sorted(kwargs)})")
         return _reentrant(fn, preserve_rng_state, args)
+    if context_fn is not noop_context_fn:
+        # the forward runs inside the first context, each recomputation inside the second
+        forward_ctx, recompute_ctx = context_fn()
+
+        def recompute(*a: Any, **k: Any) -> Any:
+            with recompute_ctx:
+                return fn(*a, **k)
+
+        with forward_ctx:
+            return _non_reentrant(recompute, preserve_rng_state, args, kwargs, first=fn)
     return _non_reentrant(fn, preserve_rng_state, args, kwargs)
 
 

@@ -1579,30 +1579,79 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
             raise ValueError("embedding_bag: offsets is required when input is 1-D")
         if offsets.ndim != 1:
             raise ValueError(f"embedding_bag: offsets must be 1-D, got shape {_shape(offsets)}")
+        if offsets.dtype not in (ember.int64, ember.int32):
+            raise RuntimeError(
+                f"embedding_bag: expected offsets of dtype int64 or int32, got {offsets.dtype}"
+            )
+        if offsets.numel() and int(offsets[0].item()) != 0:
+            raise RuntimeError(
+                f"embedding_bag: offsets[0] has to be 0, i.e., the first bag has to start at "
+                f"position 0 of input; got {int(offsets[0].item())}"
+            )
     else:
         raise ValueError(
             f"embedding_bag: input must be 1-D or 2-D, got shape {_shape(input)}"
         )
     if per_sample_weights is not None:
-        if mode != "sum":
-            raise NotImplementedError(
-                f"embedding_bag: per_sample_weights is only supported for mode='sum', got {mode!r}"
-            )
-        if _shape(per_sample_weights) != _shape(input):
+        if _shape(per_sample_weights) != _shape(input):  # checked first, as torch
             raise ValueError(
                 f"embedding_bag: per_sample_weights {_shape(per_sample_weights)} must have the "
                 f"shape of input {_shape(input)}"
             )
+        if mode != "sum":
+            raise NotImplementedError(
+                f"embedding_bag: per_sample_weights is only supported for mode='sum', got {mode!r}"
+            )
+    if mode == "max" and sparse:
+        raise ValueError("embedding_bag: max mode does not support sparse weights")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("embedding_bag: max mode does not support scaling the gradient by the "
+                         "frequency")
+    if mode == "max" and input.numel() == 0:
+        mode = "sum"  # every bag is empty: zeros, still connected to weight (as torch's)
     num = weight.shape[0]
     _check_indices("embedding_bag", input, num)
     pidx = _padding_idx("embedding_bag", padding_idx, num)
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
+    if scale_grad_by_freq:
+        return _embedding_bag_by_rows(input, weight, offsets, mode, sparse, per_sample_weights,
+                                      include_last_offset, pidx)
     if sparse:  # weight.grad becomes a sparse COO tensor (ember.sparse)
         return ember.sparse.embedding_bag_sparse(weight, input, offsets, mode,
                                                  per_sample_weights, include_last_offset, pidx)
     return _C.embedding_bag(weight, input, offsets, mode, per_sample_weights,
                             include_last_offset, pidx)
+
+
+def _embedding_bag_by_rows(input: Tensor, weight: Tensor, offsets: Tensor | None, mode: str,
+                           sparse: bool, per_sample_weights: Tensor | None,
+                           include_last_offset: bool, pidx: int) -> Tensor:
+    """embedding_bag (sum / mean) as looked-up rows summed per bag: the lookup through
+    :func:`embedding` scales each row's gradient by 1 / its frequency in the mini-batch
+    (``scale_grad_by_freq``), which the fused bag kernel does not."""
+    flat = input.reshape(-1)
+    if input.ndim == 2:
+        bags, per = input.shape
+        bag_of = ember.arange(bags).repeat_interleave(per)
+    else:
+        ends = offsets if include_last_offset else ember.cat(
+            [offsets, ember.tensor([flat.numel()], dtype=offsets.dtype)])
+        bags = ends.numel() - 1
+        bag_of = ember.arange(bags).repeat_interleave(ember.diff(ends.long()))
+    rows = embedding(flat, weight, padding_idx=None if pidx < 0 else pidx,
+                     scale_grad_by_freq=True, sparse=sparse)
+    kept = (flat != pidx).to(rows.dtype) if pidx >= 0 else ember.ones(flat.numel(),
+                                                                       dtype=rows.dtype)
+    if pidx >= 0:  # padding entries take no part in their bag
+        rows = rows * kept.unsqueeze(1)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.reshape(-1, 1).to(rows.dtype)
+    out = ember.zeros(bags, weight.shape[1], dtype=rows.dtype).index_add(0, bag_of, rows)
+    if mode == "mean":
+        n = ember.zeros(bags, dtype=rows.dtype).index_add(0, bag_of, kept)
+        out = out / n.clamp(min=1).unsqueeze(1)
+    return out
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
@@ -1692,6 +1741,13 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
             f"(= {2 * input.ndim}), got {len(pad)} for input of shape {_shape(input)}"
         )
     if mode == "constant":
+        if (value is not None and not input.dtype.is_floating_point and not input.is_complex()
+                and input.dtype != ember.bool):
+            info = ember.iinfo(input.dtype)
+            # the value is a float (as torch's): compared in double, refused rather than wrapped
+            if not float(info.min) <= float(value) <= float(info.max):
+                raise RuntimeError(f"pad: value {value} cannot be converted to type "
+                                   f"{input.dtype} without overflow")
         return ember.pad(input, pad, "constant", 0.0 if value is None else float(value))
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(
@@ -2334,6 +2390,11 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
             f"cosine_embedding_loss: expected input1 and input2 of the same 1-D or 2-D shape, "
             f"got {_shape(input1)} and {_shape(input2)}"
         )
+    if target.ndim != input1.ndim - 1:
+        raise RuntimeError(
+            f"cosine_embedding_loss: a {input1.ndim}-D input ({_shape(input1)}) takes a "
+            f"{input1.ndim - 1}-D target, got target of shape {_shape(target)}"
+        )
     d = input1.ndim - 1
     eps = 1e-12
     prod = (input1 * input2).sum(d)
@@ -2366,6 +2427,11 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
                    (-target * (input1 - input2) + margin).clamp(min=0), reduction)
 
 
+def _check_triplet_margin(op: str, margin: float) -> None:
+    if not margin > 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+
+
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
                         p: float = 2, eps: float = 1e-6, swap: bool = False,
                         size_average: bool | None = None, reduce: bool | None = None,
@@ -2379,6 +2445,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("triplet_margin_loss", reduction)
+    _check_triplet_margin("triplet_margin_loss", margin)
     if not (anchor.ndim == positive.ndim == negative.ndim) or anchor.ndim not in (1, 2):
         raise RuntimeError(
             f"triplet_margin_loss: anchor {_shape(anchor)}, positive {_shape(positive)} and "
@@ -2403,6 +2470,13 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     0.0
     """
     _check_reduction("triplet_margin_with_distance_loss", reduction)
+    _check_triplet_margin("triplet_margin_with_distance_loss", margin)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(
+            f"triplet_margin_with_distance_loss: the anchor, positive and negative tensors are "
+            f"expected to have the same number of dimensions, got anchor {_shape(anchor)}, "
+            f"positive {_shape(positive)} and negative {_shape(negative)}"
+        )
     dist = distance_function if distance_function is not None else pairwise_distance
     d_ap = dist(anchor, positive)
     d_an = dist(anchor, negative)
@@ -2476,6 +2550,19 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     _check_reduction("multi_margin_loss", reduction)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got {p}")
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"multi_margin_loss: expected a 1-D or 2-D input, got shape "
+                           f"{_shape(input)}")
+    if target.dtype != ember.int64:
+        raise RuntimeError(f"multi_margin_loss: expected target of dtype int64 (class "
+                           f"indices), got {target.dtype}")
+    n = input.shape[0] if input.ndim == 2 else 1
+    if target.ndim > 1 or target.numel() != n:
+        raise RuntimeError(
+            f"multi_margin_loss: target tensor should be 1-D with size equal to the number of "
+            f"input samples ({n}), got target of shape {_shape(target)} for input of shape "
+            f"{_shape(input)}"
+        )
     x = input if input.ndim == 2 else input.reshape(1, -1)
     t = target.reshape(-1, 1).long()
     c = x.shape[1]
@@ -2696,6 +2783,20 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             f"part) or floating point (added to the scores), got {attn_mask.dtype} (shape "
             f"{_shape(attn_mask)}) for query of dtype {query.dtype}"
         )
+    if (enable_gqa and min(query.ndim, key.ndim, value.ndim) >= 3
+            and key.shape[-3] != value.shape[-3]):
+        # key and value may each have their own number of heads dividing the query's: both are
+        # repeated up to the query's heads here (the kernel takes one shared kv-head count)
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hk and hv and hq % hk == 0 and hq % hv == 0:
+            key = key.repeat_interleave(hq // hk, dim=-3)
+            value = value.repeat_interleave(hq // hv, dim=-3)
+        else:
+            raise RuntimeError(
+                f"scaled_dot_product_attention: with enable_gqa the number of query heads "
+                f"({hq}) must be a multiple of the key heads ({hk}) and of the value heads "
+                f"({hv}); query {_shape(query)}, key {_shape(key)}, value {_shape(value)}"
+            )
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                            scale=scale, enable_gqa=enable_gqa)
 

@@ -44,10 +44,10 @@ class Parameter(Tensor):
             raise TypeError(
                 f"Parameter(): expected data to be an ember.Tensor, got {type(data).__name__}"
             )
-        if requires_grad and not data.is_floating_point():
+        if requires_grad and not (data.is_floating_point() or data.is_complex()):
             raise RuntimeError(
-                f"Parameter(): only floating point tensors can require gradients, got dtype "
-                f"{data.dtype}; pass requires_grad=False for other dtypes"
+                f"Parameter(): only floating point and complex tensors can require gradients, "
+                f"got dtype {data.dtype}; pass requires_grad=False for other dtypes"
             )
         super().__init__(data)
         self.requires_grad_(requires_grad)

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import ember
 from ember.optim import _functional as F
-from ember.optim.optimizer import Optimizer, _grad_of, _init_step
+from ember.optim.optimizer import Optimizer, _grad_of, _init_step, _real_views
 
 __all__ = ["Adagrad"]
 
@@ -57,7 +57,9 @@ class Adagrad(Optimizer):
             st = self.state[p]
             if not st:
                 st["step"] = _init_step()
-                st["sum"] = ember.full_like(p, group["initial_accumulator_value"])
+                v = group["initial_accumulator_value"]
+                # a complex parameter's real and imaginary parts each start at v (PyTorch's)
+                st["sum"] = ember.full_like(p, complex(v, v) if p.is_complex() else v)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         super().add_param_group(param_group)
@@ -80,6 +82,8 @@ class Adagrad(Optimizer):
             grads = [_grad_of(p, self._name, group["weight_decay"]) for p in params]
             sums = [self.state[p]["sum"] for p in params]
             steps = [self.state[p]["step"] for p in params]
+            if any(p.is_complex() for p in params):  # updated as pairs of reals, as Adam's
+                params, grads, sums = _real_views(params), _real_views(grads), _real_views(sums)
             F.adagrad(
                 params, grads, sums, steps, lr=group["lr"], weight_decay=group["weight_decay"],
                 lr_decay=group["lr_decay"], eps=group["eps"], maximize=group["maximize"],

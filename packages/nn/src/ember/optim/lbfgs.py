@@ -114,6 +114,11 @@ def _num(x: Any) -> float:
     return x.item() if isinstance(x, Tensor) else float(x)
 
 
+
+def _real(t: Tensor) -> Tensor:
+    """``t`` as reals: a complex tensor's ``view_as_real`` (sharing its memory)."""
+    return ember.view_as_real(t) if t.is_complex() else t
+
 class LBFGS(Optimizer):
     """``LBFGS(params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
     tolerance_change=1e-9, history_size=100, line_search_fn=None)``.
@@ -173,24 +178,26 @@ class LBFGS(Optimizer):
 
     def _numel(self) -> int:
         if self._numel_cache is None:
-            self._numel_cache = sum(p.numel() for p in self._params)
+            # a complex parameter takes part as the pair of reals it holds (as in PyTorch)
+            self._numel_cache = sum(_real(p).numel() for p in self._params)
         return self._numel_cache
 
     def _flat_grad(self) -> Tensor:
         views = []
         for p in self._params:
             if p.grad is None:
-                views.append(ember.zeros(p.numel(), dtype=p.dtype))
+                views.append(ember.zeros(_real(p).numel(), dtype=_real(p).dtype))
             else:
-                views.append(p.grad.reshape(-1))
+                views.append(_real(p.grad).reshape(-1))
         return ember.cat(views, 0)
 
     def _add_grad(self, step_size: Any, update: Tensor) -> None:
         offset = 0
         alpha = _num(step_size)
         for p in self._params:
-            n = p.numel()
-            p.add_(update[offset:offset + n].view_as(p), alpha=alpha)
+            r = _real(p)
+            n = r.numel()
+            r.add_(update[offset:offset + n].view_as(r), alpha=alpha)
             offset += n
 
     def _clone_params(self) -> list[Tensor]:

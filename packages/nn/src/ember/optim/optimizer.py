@@ -529,7 +529,19 @@ class Optimizer:
             for k in keys:
                 state[k].append(st[k])
             steps.append(st["step"])
+        # A complex parameter updates as the pair of reals it holds (PyTorch's rule): the
+        # element-wise squares, square roots and signs then act on real and imaginary parts
+        # apart, and the in-place updates of the views land in the complex tensors.
+        if any(p.is_complex() for p in params):
+            params, grads = _real_views(params), _real_views(grads)
+            state = {k: _real_views(v) for k, v in state.items()}
         return params, grads, steps, state
+
+
+def _real_views(ts: list[Tensor]) -> list[Tensor]:
+    """Each complex (dense) tensor of ``ts`` as its ``view_as_real``; others as they are."""
+    return [ember.view_as_real(t) if t.is_complex() and t.layout == ember.strided else t
+            for t in ts]
 
 
 def _init_step() -> Tensor:

@@ -68,7 +68,9 @@ class Rprop(Optimizer):
             lr = group["lr"]
             params, grads, steps, st = self._gather(
                 group, ("prev", "step_size"),
-                init={"step_size": lambda p, lr=lr: ember.full_like(p, float(lr))},
+                # both parts of a complex parameter start at lr (PyTorch's)
+                init={"step_size": lambda p, lr=lr: ember.full_like(
+                    p, complex(lr, lr) if p.is_complex() else float(lr))},
             )
             etaminus, etaplus = group["etas"]
             size_min, size_max = group["step_sizes"]

@@ -38,6 +38,10 @@ class SparseAdam(Optimizer):
         super()._check_group(group)
         if not 0.0 < group["eps"]:
             self._fail(f"invalid epsilon value: {group['eps']} (expected eps > 0)")
+        complex_at = [i for i, p in enumerate(group["params"]) if p.is_complex()]
+        if complex_at:
+            raise ValueError(f"SparseAdam does not support complex parameters (those at indices "
+                             f"{complex_at} of the group)")
 
     @ember.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

@@ -62,6 +62,23 @@ class _NormBase(Module):
             self.register_buffer("num_batches_tracked", None)
         self.reset_parameters()
 
+    _version = 2  # version 2 added num_batches_tracked (PyTorch's numbering)
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: dict,
+                              strict: bool, missing_keys: list, unexpected_keys: list,
+                              error_msgs: list) -> None:
+        # a checkpoint from before version 2 (or one without metadata, as a hand-built dict)
+        # has no num_batches_tracked: it loads with the count the model has (0 if none)
+        version = local_metadata.get("version", None)
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats \
+                and key not in state_dict:
+            state_dict[key] = (self.num_batches_tracked if self.num_batches_tracked is not None
+                               and self.num_batches_tracked.device.type != "meta"
+                               else ember.tensor(0, dtype=ember.int64))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
     def reset_running_stats(self) -> None:
         """Running mean 0, running variance 1, no batches seen."""
         if self.track_running_stats:

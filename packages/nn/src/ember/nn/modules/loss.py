@@ -296,7 +296,14 @@ class TripletMarginWithDistanceLoss(_Loss):
     def __init__(self, *, distance_function: Callable[[Tensor, Tensor], Tensor] | None = None,
                  margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> None:
         super().__init__(reduction=reduction)
-        self.distance_function = distance_function
+        if not margin > 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than "
+                             f"0, got {margin} instead")
+        # the default distance is a PairwiseDistance submodule, as in PyTorch (and its repr)
+        from ember.nn.modules.distance import PairwiseDistance
+
+        self.distance_function = (distance_function if distance_function is not None
+                                  else PairwiseDistance())
         self.margin = margin
         self.swap = swap
 

@@ -578,6 +578,32 @@ class Module:
                 raise AttributeError(f"`{'.'.join(walked)}` is not an nn.Module")
         return mod
 
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Puts ``module`` at a dotted path such as ``"encoder.layers.0"``: replaces the
+        submodule there, or (unless ``strict``) adds it to an existing parent.
+
+        >>> import ember
+        >>> seq = ember.nn.Sequential(ember.nn.Linear(2, 2))
+        >>> seq.set_submodule("0", ember.nn.ReLU())
+        >>> seq
+        Sequential(
+          (0): ReLU()
+        )
+        """
+        if target == "":
+            raise ValueError("set_submodule: cannot set the submodule without a target name")
+        if not isinstance(module, Module):
+            raise ValueError(f"set_submodule: `module` is not an nn.Module, found "
+                             f"{type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}` (setting "
+                                 f"'{target}' with strict=True)")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError(f"`{name}` is not an nn.Module (setting '{target}')")
+        setattr(parent, name, module)
+
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at a dotted path such as ``"fc1.weight"``."""
         module_path, _, name = target.rpartition(".")
@@ -1441,6 +1467,7 @@ class Module:
                 if assign:
                     if isinstance(current, Parameter):
                         new = value if isinstance(value, Parameter) else Parameter(value, current.requires_grad)
+                        new.requires_grad_(current.requires_grad)  # the model's flag stays
                         setattr(self, name, new)
                     else:
                         setattr(self, name, value)

@@ -212,10 +212,11 @@ def _from_numpy(a: np.ndarray, like: Tensor) -> Tensor:
 
 def _make_orthogonal(a: Tensor) -> Tensor:
     """The Q of A = QR with diag(R) >= 0 (A tall, batched), computed without autograd."""
-    arr = _to_numpy(a).astype(np.float64)
+    arr = _to_numpy(a).astype(np.complex128 if a.is_complex() else np.float64)
     q, r = np.linalg.qr(arr)
-    signs = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
-    signs[signs == 0] = 1.0
+    d = np.diagonal(r, axis1=-2, axis2=-1)
+    # the sign (complex: the phase) of diag(R) moved into Q; a zero counts as +1
+    signs = np.where(d == 0, 1.0, d / np.where(d == 0, 1.0, np.abs(d)))
     return _from_numpy(q * signs[..., None, :], a)
 
 

@@ -237,6 +237,10 @@ def pad_sequence(
     seqs = list(sequences)
     if not seqs:
         raise RuntimeError("pad_sequence: received an empty list of sequences")
+    for i, s in enumerate(seqs):
+        if not isinstance(s, Tensor):
+            raise TypeError(f"pad_sequence: expected a sequence of Tensors, got "
+                            f"{type(s).__name__} at position {i}")
     trailing = tuple(seqs[0].shape[1:])
     for i, s in enumerate(seqs):
         if s.ndim == 0 or tuple(s.shape[1:]) != trailing:
@@ -245,8 +249,10 @@ def pad_sequence(
                 f"shape {tuple(s.shape)}"
             )
     max_len = max(s.shape[0] for s in seqs)
+    dtype = seqs[0].dtype  # the batch takes the first sequence's dtype, as torch's
     rows = []
     for s in seqs:
+        s = s.to(dtype)
         n = max_len - s.shape[0]
         if n:
             pad = ember.full((n, *trailing), padding_value, dtype=s.dtype, device=s.device)
@@ -264,9 +270,19 @@ def unpad_sequence(
     >>> [t.tolist() for t in unpad_sequence(ember.tensor([[1.0, 2.0], [3.0, 0.0]]), [2, 1], True)]
     [[1.0, 2.0], [3.0]]
     """
+    if padded_sequences.ndim < 2:
+        raise RuntimeError(f"unpad_sequence: expected a padded batch of at least 2 dims, got "
+                           f"shape {tuple(padded_sequences.shape)}")
     if not batch_first:
         padded_sequences = padded_sequences.transpose(0, 1)
-    return [padded_sequences[i, :n] for i, n in enumerate(_lengths_list(lengths))]
+    lens = _lengths_list(lengths)
+    batch, longest = padded_sequences.shape[0], padded_sequences.shape[1]
+    if len(lens) != batch or any(n < 0 or n > longest for n in lens):
+        raise RuntimeError(
+            f"unpad_sequence: expected {batch} lengths in [0, {longest}] for a padded batch of "
+            f"shape {tuple(padded_sequences.shape)} (batch_first={batch_first}), got {lens}"
+        )
+    return [padded_sequences[i, :n] for i, n in enumerate(lens)]
 
 
 def pack_sequence(sequences: Sequence[Tensor], enforce_sorted: bool = True) -> PackedSequence:
