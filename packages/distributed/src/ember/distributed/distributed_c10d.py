@@ -71,7 +71,9 @@ class ProcessGroup:
                  timeout: float, cuda_factory: Callable[[], Any] | None = None) -> None:
         self.impl = impl
         self.ranks = ranks  # global ranks, by group rank
-        self.backend_name = backend_name
+        self.backend_name = backend_name  # the backend that runs it: shm, mpi or nccl
+        # The name programs asked for ("gloo" runs as shm or mpi), which get_backend returns.
+        self.requested_name = backend_name
         self.label = label
         self.timeout = timeout
         self.executor = _Executor(label)
@@ -408,7 +410,9 @@ def _resolve_backend(requested: str | None, store: Store, rank: int, world_size:
                            "them")
     if name == Backend.GLOO and not _logged_gloo:
         _logged_gloo = True
-        logger.warning("ember.distributed: backend 'gloo' runs as '%s' (%s)", chosen,
+        # info, not a warning: "gloo" is how PyTorch programs ask for the CPU backend, and
+        # they print nothing about it on every rank
+        logger.info("ember.distributed: backend 'gloo' runs as '%s' (%s)", chosen,
                        "one machine" if chosen == "shm" else "several machines")
     return chosen
 
@@ -633,6 +637,8 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
     factory = (_nccl_factory(_state.store, f"ember_pg{_state.n_inits}/{idx}", me, len(ranks), t,
                              label) if with_cuda else None)
     pg = ProcessGroup(impl, ranks, chosen, label, t, factory)
+    # get_backend(group): the name asked for here, else the default group's (torch's "gloo").
+    pg.requested_name = str(Backend(backend)) if backend is not None else get_backend(d)
     _state.groups.append(pg)
     return pg
 
@@ -715,13 +721,14 @@ def get_world_size(group: ProcessGroup | None = None) -> int:
 
 
 def get_backend(group: ProcessGroup | None = None) -> str:
-    """The backend name of group (the name passed to init_process_group for the default one)."""
+    """The backend name of group: the name passed to init_process_group for the default one (a
+    "gloo" group says "gloo" though shm runs it), to new_group (else the default's) for others."""
     pg = _pg(group)
     if pg is None:
         raise ValueError("get_backend: this rank is not part of the group")
     if pg is _state.default:
         return str(_state.requested_backend)
-    return pg.backend_name
+    return pg.requested_name
 
 
 def get_process_group_ranks(group: ProcessGroup | None) -> list[int]:

@@ -1,0 +1,124 @@
+"""Regression tests for what the PyTorch distributed programs in compat_programs/ found
+(test_compat_dist_programs.py runs the programs): get_backend of a new_group under a "gloo"
+default group, the "gloo" alias logging below WARNING, and a rank that reaches a barrier after
+a peer gave up on it failing instead of passing."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import time
+import traceback
+from datetime import timedelta
+
+import ember.distributed as dist
+import pytest
+from ember.distributed import distributed_c10d
+
+
+@pytest.fixture
+def world1():
+    """A one-rank world from a HashStore, made by the test's backend argument."""
+    made = []
+
+    def make(backend):
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        made.append(1)
+
+    yield make
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def test_new_group_reports_the_gloo_name(world1):
+    # torch: dist.get_backend(new_group(...)) under a gloo world is "gloo"; ember runs it on shm
+    world1("gloo")
+    g = dist.new_group([0])
+    g_shm = dist.new_group([0], backend="shm")
+    g_gloo = dist.new_group([0], backend="GLOO")
+    assert dist.get_backend() == "gloo"
+    assert dist.get_backend(g) == "gloo" and g.name() == "shm"
+    assert dist.get_backend(g_shm) == "shm"
+    assert dist.get_backend(g_gloo) == "gloo"
+
+
+def test_new_group_under_shm_says_shm(world1):
+    world1("shm")
+    assert dist.get_backend(dist.new_group([0])) == "shm"
+
+
+def test_gloo_alias_is_not_a_warning(world1, monkeypatch, caplog):
+    # every rank of every ported program would print it on stderr
+    monkeypatch.setattr(distributed_c10d, "_logged_gloo", False)
+    with caplog.at_level(logging.WARNING, logger="ember.distributed"):
+        world1("gloo")
+    assert not [r for r in caplog.records if "runs as" in r.getMessage()]
+
+
+def _late_barrier(rank: int, init: str, q) -> None:
+    try:
+        import ember.distributed as d
+
+        d.init_process_group("gloo", init_method=init, rank=rank, world_size=2,
+                             timeout=timedelta(seconds=30))
+        if rank == 1:
+            time.sleep(1.5)  # arrives after rank 0 gave up
+        try:
+            d.monitored_barrier(timeout=timedelta(seconds=0.5))
+            outcome = "passed"
+        except RuntimeError as e:
+            outcome = str(e)
+        d.destroy_process_group()
+        q.put((rank, outcome))
+    except BaseException:  # noqa: BLE001
+        q.put((rank, "error: " + traceback.format_exc()))
+
+
+def test_late_rank_fails_a_barrier_its_peer_gave_up_on(tmp_path):
+    # Before: rank 0 timed out (and aborted the group), yet rank 1, arriving later, passed the
+    # barrier because rank 0 had entered it; torch's rank 1 fails (its peer left).
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_late_barrier, args=(r, f"file://{tmp_path / 'store'}", q))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict(q.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+    assert "did not reach it" in got[0] and "rank(s) [1]" in got[0], got[0]
+    assert got[1] != "passed" and "rank 0 aborted the group" in got[1], got[1]
+
+
+def test_record_writes_the_error_file_the_launcher_reads(tmp_path, monkeypatch):
+    # torchrun scripts decorate main with torch.distributed.elastic...errors.record
+    from ember.distributed._launcher import _read_error_file
+    from ember.distributed.elastic.multiprocessing.errors import record
+
+    err = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(err))
+
+    @record
+    def main(x):
+        raise KeyError(f"bad {x}")
+
+    with pytest.raises(KeyError, match="bad 3"):
+        main(3)
+    info = _read_error_file(str(err))
+    assert info["message"] == "KeyError: 'bad 3'"
+    assert "raise KeyError" in info["traceback"] and info["timestamp"] > 0
+
+    @record()
+    def ok():
+        return 5
+
+    @record
+    def leave():
+        raise SystemExit(0)
+
+    assert ok() == 5 and ok.__name__ == "ok" and leave() is None
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE")
+    err.unlink()
+    with pytest.raises(ValueError):
+        record(lambda: (_ for _ in ()).throw(ValueError("x")))()
+    assert not err.exists()
