@@ -33,6 +33,7 @@ PROGRAMS = {
     "local_sgd": (1e-4, 1e-5),
     "spawn_dataloader": (0, 0),
     "failure_recovery": (0, 0),
+    "collectives_extras": (1e-5, 1e-6),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 
@@ -40,9 +41,9 @@ LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their ow
 def _ember_pythonpath() -> str:
     import ember
 
-    parts = [str(SHIM), str(Path(ember.__file__).resolve().parent.parent)]
-    # the site tree may be a symlink farm: the unresolved parent is the one holding ember.*
-    parts.append(str(Path(ember.__file__).parent.parent))
+    # unresolved: a development site is a tree of links into the sources, beside the
+    # built extension
+    parts = [str(SHIM), str(Path(ember.__file__).parent.parent)]
     if os.environ.get("PYTHONPATH"):
         parts.append(os.environ["PYTHONPATH"])
     return os.pathsep.join(parts)

@@ -122,3 +122,70 @@ def test_record_writes_the_error_file_the_launcher_reads(tmp_path, monkeypatch):
     with pytest.raises(ValueError):
         record(lambda: (_ for _ in ()).throw(ValueError("x")))()
     assert not err.exists()
+
+
+def test_zero_redundancy_optimizer_on_one_rank_is_the_plain_optimizer(world1):
+    # torch.distributed.optim.ZeroRedundancyOptimizer was missing (the two-rank sharding runs
+    # in compat_programs/local_sgd.py)
+    import ember
+    from ember.distributed.optim import ZeroRedundancyOptimizer
+
+    world1("gloo")
+    ember.manual_seed(0)
+    a = ember.nn.Linear(4, 3)
+    b = ember.nn.Linear(4, 3)
+    b.load_state_dict(a.state_dict())
+    zero = ZeroRedundancyOptimizer(a.parameters(), optimizer_class=ember.optim.AdamW, lr=0.05,
+                                   weight_decay=0.1)
+    plain = ember.optim.AdamW(b.parameters(), lr=0.05, weight_decay=0.1)
+    x = ember.randn(5, 4)
+    for step in range(3):
+        for m, o in ((a, zero), (b, plain)):
+            o.zero_grad()
+            m(x).pow(2).sum().backward()
+            o.step()
+        if step == 0:
+            zero.param_groups[0]["lr"] = plain.param_groups[0]["lr"] = 0.02  # a scheduler
+    assert all(ember.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    with pytest.raises(RuntimeError, match="consolidate_state_dict"):
+        zero.state_dict()
+    zero.consolidate_state_dict(to=0)
+    sd, ref = zero.state_dict(), plain.state_dict()
+    assert sd["param_groups"][0]["params"] == [0, 1] and sd["param_groups"][0]["lr"] == 0.02
+    assert ember.equal(sd["state"][1]["exp_avg_sq"], ref["state"][1]["exp_avg_sq"])
+    fresh = ZeroRedundancyOptimizer(a.parameters(), optimizer_class=ember.optim.AdamW, lr=1.0)
+    fresh.load_state_dict(ref)
+    assert fresh.param_groups[0]["lr"] == 0.02 and fresh.optim.param_groups[0]["lr"] == 0.02
+    assert ember.equal(fresh.optim.state[a.bias]["exp_avg"], plain.state[b.bias]["exp_avg"])
+
+
+def test_zero_redundancy_optimizer_partition_is_torchs(world1):
+    # per group, largest first, each to the rank with the fewest elements so far
+    import ember
+    from ember.distributed.optim import ZeroRedundancyOptimizer
+
+    world1("gloo")
+    ps = [ember.nn.Parameter(ember.zeros(n)) for n in (3, 10, 4, 6)]
+    extra = ember.nn.Parameter(ember.zeros(5))
+    zero = ZeroRedundancyOptimizer([{"params": ps}, {"params": [extra], "lr": 0.5}],
+                                   optimizer_class=ember.optim.SGD, lr=0.1)
+    zero.world_size = 2  # the partition as two ranks would compute it
+    parts = zero._partition_parameters()
+    sizes = [[[p.numel() for p in g["params"]] for g in rank] for rank in parts]
+    assert sizes == [[[10, 3], []], [[6, 4], [5]]]  # 3 goes to rank 0 on the 10-10 tie
+    assert parts[1][1]["lr"] == 0.5 and parts[0][0]["lr"] == 0.1
+    with pytest.raises(NotImplementedError, match="overlap_with_ddp"):
+        ZeroRedundancyOptimizer(ps, optimizer_class=ember.optim.SGD, overlap_with_ddp=True,
+                                lr=0.1)
+
+
+def test_spawn_exceptions_carry_torchs_error_pid():
+    # torch.multiprocessing.ProcessRaisedException has error_pid (ember had only pid)
+    import pickle
+
+    import ember.multiprocessing as emp
+
+    e = emp.ProcessRaisedException("boom", 1, 4242)
+    assert (e.error_index, e.error_pid, e.pid) == (1, 4242, 4242)
+    x = pickle.loads(pickle.dumps(emp.ProcessExitedException("m", 0, 77, -9, "SIGKILL")))
+    assert (x.error_pid, x.exit_code, x.signal_name) == (77, -9, "SIGKILL")

@@ -1,5 +1,5 @@
-"""Less common corners programs still use: gather / scatter of tensors, stacked
-all_gather_into_tensor / reduce_scatter_tensor shapes, 0-d and half-precision tensors, futures
+"""Less common corners programs still use: gather / scatter of tensors, integer and
+float64 all_gather_into_tensor / reduce_scatter_tensor, 0-d and half-precision tensors, futures
 chained with then(), DDP's state_dict prefix, comm hooks, static_graph and Join with uneven
 inputs, DistributedSampler padding and drop_last, a monitored_barrier a rank misses, and
 torch.multiprocessing.spawn's error when a rank raises. Rank 0 writes OUT/result.json."""
@@ -46,12 +46,13 @@ def worker(rank, world_size, port, out):
     dist.scatter(sc, [torch.full((3,), 7.0 + i) for i in range(world_size)] if rank == 0
                  else None, src=0)
     res[f"scatter_{rank}"] = sc.tolist()
-    stacked = torch.empty(world_size, 2)
-    dist.all_gather_into_tensor(stacked, torch.tensor([rank, -rank], dtype=torch.float32))
-    res["all_gather_stacked"] = stacked.tolist()
-    rs = torch.empty(2)
-    dist.reduce_scatter_tensor(rs, torch.arange(4, dtype=torch.float32).reshape(2, 2) + rank)
-    res[f"reduce_scatter_stacked_{rank}"] = rs.tolist()
+    flat = torch.empty(world_size * 2, dtype=torch.int64)  # gloo takes the flat form only
+    dist.all_gather_into_tensor(flat, torch.tensor([rank, -rank]))
+    res["all_gather_into_tensor_int"] = flat.tolist()
+    rs = torch.empty(2, dtype=torch.float64)
+    dist.reduce_scatter_tensor(rs, torch.arange(4, dtype=torch.float64) + rank,
+                               op=dist.ReduceOp.MAX)
+    res[f"reduce_scatter_max_{rank}"] = rs.tolist()
     z = torch.tensor(rank + 1.5)
     dist.all_reduce(z)
     res["zero_dim"] = [z.item(), list(z.shape)]
@@ -149,6 +150,6 @@ if __name__ == "__main__":
         res["spawn_error"] = "none"
     except mp.ProcessRaisedException as e:
         res["spawn_error"] = [type(e).__name__, e.error_index, "KeyError" in str(e),
-                              "rank 1 failed" in str(e), isinstance(e, mp.ProcessException)]
+                              "rank 1 failed" in str(e), isinstance(e.error_pid, int)]
     with open(os.path.join(args.out, "result.json"), "w") as f:
         json.dump(res, f, sort_keys=True)

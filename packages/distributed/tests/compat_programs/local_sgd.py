@@ -1,7 +1,9 @@
 """Local SGD / model averaging written by hand: each rank trains its own copy on its own data
 and every few steps the ranks average parameters (per tensor with all_reduce(AVG) on p.data,
 and flat through parameters_to_vector / vector_to_parameters with SUM then divide), plus
-optimizer state averaged the same way. Rank 0 writes OUT/result.json."""
+optimizer state averaged the same way. Then DDP with ZeroRedundancyOptimizer (Adam's state
+sharded over the ranks), its consolidated state dict saved by rank 0 and loaded into a plain
+Adam. Rank 0 writes OUT/result.json."""
 
 import argparse
 import json
@@ -13,6 +15,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 
@@ -71,6 +75,48 @@ def worker(rank, world_size, port, out):
         res["losses"].append(t.item())
     res["final_params"] = parameters_to_vector(model.parameters()).detach()[:12].tolist()
     res["step_count"] = int(opt.state[model[0].weight]["step"])
+
+    # ZeRO: each rank keeps Adam's state for its share of the parameters only
+    model = build()
+    ddp = DDP(model)
+    zero = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, lr=0.01,
+                                   betas=(0.8, 0.99))
+    zero_losses = []
+    for step in range(4):
+        zero.zero_grad()
+        loss = loss_fn(ddp(x), labels)
+        loss.backward()
+        zero.step()
+        t = loss.detach().clone()
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        zero_losses.append(t.item())
+    res["zero_losses"] = zero_losses
+    res["zero_params"] = parameters_to_vector(model.parameters()).detach()[-8:].tolist()
+    n_local = torch.tensor([len(zero.optim.state)])
+    dist.all_reduce(n_local)
+    res["zero_states_total"] = int(n_local.item())
+    res["zero_sharded"] = len(zero.optim.state) < len(list(model.parameters()))
+    zero.consolidate_state_dict(to=0)
+    if rank == 0:
+        sd = zero.state_dict()
+        res["zero_state_indices"] = sorted(sd["state"])
+        res["zero_group_lr"] = sd["param_groups"][0]["lr"]
+        res["zero_group_params"] = sd["param_groups"][0]["params"]
+        res["zero_step"] = float(sd["state"][0]["step"])
+        plain = torch.optim.Adam(build().parameters(), lr=0.5)
+        plain.load_state_dict(sd)
+        res["plain_loaded_lr"] = plain.param_groups[0]["lr"]
+        res["plain_exp_avg_sq"] = plain.state_dict()["state"][3]["exp_avg_sq"][:4].tolist()
+    outcome = None
+    if rank == 1:  # it did not receive the consolidated state
+        try:
+            zero.state_dict()
+            outcome = "no error"
+        except RuntimeError as e:
+            outcome = "consolidate_state_dict" in str(e)
+    outcomes = [None] * world_size
+    dist.all_gather_object(outcomes, outcome)
+    res["unconsolidated_state_dict"] = outcomes[1]
     if rank == 0:
         with open(os.path.join(out, "result.json"), "w") as f:
             json.dump(res, f)
