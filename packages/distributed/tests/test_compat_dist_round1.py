@@ -189,3 +189,11 @@ def test_spawn_exceptions_carry_torchs_error_pid():
     assert (e.error_index, e.error_pid, e.pid) == (1, 4242, 4242)
     x = pickle.loads(pickle.dumps(emp.ProcessExitedException("m", 0, 77, -9, "SIGKILL")))
     assert (x.error_pid, x.exit_code, x.signal_name) == (77, -9, "SIGKILL")
+
+
+def test_initializing_twice_is_a_value_error(world1):
+    # torch raises ValueError("trying to initialize the default process group twice!")
+    world1("gloo")
+    with pytest.raises(ValueError, match="twice"):
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    assert dist.get_world_size() == 1

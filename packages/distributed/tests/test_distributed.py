@@ -846,7 +846,7 @@ def test_world_of_one_in_process():
         assert outs[0].tolist() == t.tolist()
         w = dist.barrier(async_op=True)
         assert w.wait() and w.is_completed()
-        with pytest.raises(RuntimeError, match="twice"):
+        with pytest.raises(ValueError, match="twice"):
             dist.init_process_group("shm", store=dist.HashStore(), rank=0, world_size=1)
     finally:
         dist.destroy_process_group()

@@ -472,8 +472,9 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         ...                         rank=rank, world_size=2)  # doctest: +SKIP
     """
     if _state.default is not None:
-        raise RuntimeError("trying to initialize the default process group twice! "
-                           "(call destroy_process_group first)")
+        # ValueError, as torch raises
+        raise ValueError("trying to initialize the default process group twice! "
+                         "(call destroy_process_group first)")
     timeout_td = timeout if isinstance(timeout, timedelta) else timedelta(
         seconds=_seconds(timeout))
     owned = None
