@@ -197,3 +197,26 @@ def test_initializing_twice_is_a_value_error(world1):
     with pytest.raises(ValueError, match="twice"):
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     assert dist.get_world_size() == 1
+
+
+def test_differentiable_collectives_on_one_rank(world1):
+    # torch.distributed.nn.functional was missing (two ranks: compat_programs/
+    # tensor_collectives.py)
+    import ember
+    from ember.distributed.nn import functional as dnn
+
+    world1("gloo")
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    (out,) = dnn.all_gather(x)
+    y = dnn.all_reduce(x * 2)
+    b = dnn.broadcast(x, src=0)
+    (out * 3 + y + b).sum().backward()
+    assert x.grad.tolist() == [6.0, 6.0]
+    assert out.tolist() == [1.0, 2.0] and not out.data_ptr() == x.data_ptr()
+    z = ember.tensor([4.0], requires_grad=True)
+    r = dnn.reduce_scatter(ember.empty(1), [z])
+    (a2a,) = dnn.all_to_all([ember.empty(1)], [z * 5])
+    (r + a2a).sum().backward()
+    assert z.grad.tolist() == [6.0]
+    with pytest.raises(RuntimeError, match="only ReduceOp.SUM and AVG"):
+        dnn.all_reduce(x, op=dist.ReduceOp.MAX).sum().backward()

@@ -1,7 +1,8 @@
 """The tensor collectives over gloo, as programs call them: all_reduce with every ReduceOp,
 reduce, broadcast, all_gather / all_gather_into_tensor, reduce_scatter / reduce_scatter_tensor,
 all_to_all / all_to_all_single with uneven splits, send / recv, isend / irecv, a
-batch_isend_irecv ring, async_op=True handles, new_group subgroups and get_backend(). Rank 0
+batch_isend_irecv ring, async_op=True handles, new_group subgroups, get_backend() and
+torch.distributed.nn's differentiable all_gather / all_reduce. Rank 0
 writes every rank's results to OUT/result.json."""
 
 import argparse
@@ -12,6 +13,8 @@ import socket
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.distributed.nn.functional import all_gather as all_gather_with_grad
+from torch.distributed.nn.functional import all_reduce as all_reduce_with_grad
 
 
 def worker(rank, world_size, port, out):
@@ -139,6 +142,16 @@ def worker(rank, world_size, port, out):
     dist.broadcast(t, src=1, group=g_rev)  # src is a global rank
     res["group_broadcast"] = t.item()
     dist.barrier()
+
+    # collectives autograd differentiates through (a contrastive loss gathers features)
+    feats = (torch.arange(3.0) + rank).requires_grad_()
+    gathered = torch.cat(all_gather_with_grad(feats))
+    (gathered * torch.arange(6.0)).sum().backward()
+    res[f"all_gather_grad_{rank}"] = [gathered.tolist(), feats.grad.tolist()]
+    x = (torch.tensor([1.0, 2.0]) * (rank + 1)).requires_grad_()
+    y = all_reduce_with_grad(x)
+    (y * (rank + 1)).sum().backward()
+    res[f"all_reduce_grad_{rank}"] = [y.tolist(), x.grad.tolist()]
 
     every = [None] * world_size
     dist.all_gather_object(every, res)
