@@ -220,3 +220,29 @@ def test_differentiable_collectives_on_one_rank(world1):
     assert z.grad.tolist() == [6.0]
     with pytest.raises(RuntimeError, match="only ReduceOp.SUM and AVG"):
         dnn.all_reduce(x, op=dist.ReduceOp.MAX).sum().backward()
+
+
+def test_ddp_set_static_graph_after_construction(world1):
+    # torch's DistributedDataParallel._set_static_graph(), called by training frameworks
+    import ember
+    from ember.nn.parallel import DistributedDataParallel as DDP
+
+    world1("gloo")
+
+    class TwoHeads(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = ember.nn.Linear(2, 1)
+            self.unused = ember.nn.Linear(2, 1)
+
+        def forward(self, x):
+            return self.a(x)
+
+    ddp = DDP(TwoHeads())
+    ddp._set_static_graph()
+    assert ddp.static_graph and ddp.reducer.static_graph
+    for _ in range(2):  # a parameter unused in every iteration is fine with a static graph
+        ddp.zero_grad()
+        ddp(ember.ones(3, 2)).sum().backward()
+    assert ddp.module.a.weight.grad.tolist() == [[3.0, 3.0]]
+    assert ddp.module.unused.weight.grad is None
