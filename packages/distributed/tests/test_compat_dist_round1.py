@@ -246,3 +246,29 @@ def test_ddp_set_static_graph_after_construction(world1):
         ddp(ember.ones(3, 2)).sum().backward()
     assert ddp.module.a.weight.grad.tolist() == [[3.0, 3.0]]
     assert ddp.module.unused.weight.grad is None
+
+
+def test_launcher_takes_torchruns_rendezvous_flags():
+    # PyTorch's tutorials launch with --rdzv-id / --rdzv-backend=c10d / --rdzv-endpoint; ember's
+    # launcher rejected them as unrecognized arguments
+    from ember.distributed.run import config_from_args, parse_args
+
+    cfg = config_from_args(parse_args([
+        "--nnodes=1", "--nproc-per-node=2", "--rdzv-id=100", "--rdzv-backend=c10d",
+        "--rdzv-endpoint=node0:29411", "--start-method=fork", "train.py", "--lr", "1"]))
+    assert (cfg.master_addr, cfg.master_port, cfg.run_id) == ("node0", 29411, "100")
+    cfg = config_from_args(parse_args(["--nproc_per_node=2", "--rdzv_backend=c10d",
+                                       "--rdzv_endpoint=localhost:0", "--rdzv_conf=x=1", "t.py"]))
+    assert cfg.master_addr == "localhost" and 0 < cfg.master_port < 65536
+    # explicit master flags win over the endpoint; the endpoint alone keeps the default port
+    cfg = config_from_args(parse_args(["--master_addr=10.0.0.1", "--master_port=1234",
+                                       "--rdzv_endpoint=h:5", "t.py"]))
+    assert (cfg.master_addr, cfg.master_port) == ("10.0.0.1", 1234)
+    cfg = config_from_args(parse_args(["--rdzv_endpoint=h", "t.py"]))
+    assert (cfg.master_addr, cfg.master_port) == ("h", 29500)
+    cfg = config_from_args(parse_args(["t.py"]))
+    assert (cfg.master_addr, cfg.master_port, cfg.run_id) == ("127.0.0.1", 29500, "none")
+    with pytest.raises(ValueError, match="'etcd' is not supported"):
+        config_from_args(parse_args(["--rdzv_backend=etcd", "t.py"]))
+    with pytest.raises(ValueError, match="single node"):
+        config_from_args(parse_args(["--nnodes=2", "--rdzv_endpoint=h:0", "t.py"]))
