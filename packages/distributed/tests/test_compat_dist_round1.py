@@ -272,3 +272,21 @@ def test_launcher_takes_torchruns_rendezvous_flags():
         config_from_args(parse_args(["--rdzv_backend=etcd", "t.py"]))
     with pytest.raises(ValueError, match="single node"):
         config_from_args(parse_args(["--nnodes=2", "--rdzv_endpoint=h:0", "t.py"]))
+
+
+def test_utils_data_submodules_are_the_data_modules():
+    # torch.utils.data.distributed's path: ember.utils.data.distributed was a second copy of
+    # ember.data.distributed (and of ember.data.sampler), so its DistributedSampler was not an
+    # ember.data.Sampler
+    import importlib
+    import sys
+
+    import ember.data
+
+    dup = importlib.import_module("ember.utils.data.distributed")
+    assert dup is sys.modules["ember.data.distributed"]
+    assert importlib.import_module("ember.utils.data.sampler") is sys.modules["ember.data.sampler"]
+    assert isinstance(dup.DistributedSampler(list(range(4)), num_replicas=2, rank=0),
+                      ember.data.Sampler)
+    with pytest.raises(ImportError):
+        importlib.import_module("ember.utils.data.no_such_module")
