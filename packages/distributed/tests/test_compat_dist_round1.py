@@ -290,3 +290,14 @@ def test_utils_data_submodules_are_the_data_modules():
                       ember.data.Sampler)
     with pytest.raises(ImportError):
         importlib.import_module("ember.utils.data.no_such_module")
+
+
+def test_store_errors_are_dist_errors():
+    # torch: DistStoreError < DistError < RuntimeError, so `except dist.DistError` catches a
+    # rendezvous timeout
+    assert issubclass(dist.DistStoreError, dist.DistError)
+    assert issubclass(dist.DistStoreError, RuntimeError)
+    store = dist.HashStore()
+    store.set_timeout(timedelta(seconds=0.1))
+    with pytest.raises(dist.DistError):
+        store.get("never-set")
