@@ -301,3 +301,30 @@ def test_store_errors_are_dist_errors():
     store.set_timeout(timedelta(seconds=0.1))
     with pytest.raises(dist.DistError):
         store.get("never-set")
+
+
+def test_complex_tensors_in_collectives(world1):
+    # torch's all_reduce (SUM / AVG), broadcast and all_gather take complex tensors (as their
+    # real view); ember said "unsupported dtype complex64"
+    import ember
+
+    world1("gloo")
+    x = ember.tensor([1 + 2j, -3j])
+    dist.all_reduce(x)
+    assert x.tolist() == [1 + 2j, -3j] and x.dtype == ember.complex64
+    dist.all_reduce(x, op=dist.ReduceOp.AVG)
+    dist.broadcast(x, src=0)
+    out = [ember.zeros(2, dtype=ember.complex64)]
+    dist.all_gather(out, x)
+    assert out[0].tolist() == [1 + 2j, -3j]
+    flat = ember.zeros(2, dtype=ember.complex64)
+    dist.all_gather_into_tensor(flat, x)
+    assert flat.tolist() == [1 + 2j, -3j]
+    with pytest.raises(ValueError, match="does not support .*MAX.* on complex"):
+        dist.all_reduce(x, op=dist.ReduceOp.MAX)
+
+
+def test_reduce_op_prints_like_torch():
+    assert str(dist.ReduceOp.MAX) == "RedOpType.MAX" and f"{dist.ReduceOp.SUM}" == "RedOpType.SUM"
+    assert repr(dist.ReduceOp.AVG) == "<RedOpType.AVG: 1>"
+    assert dist.ReduceOp.MAX == 4 and dist.ReduceOp("max") is dist.ReduceOp.MAX

@@ -836,6 +836,10 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | N
     pg = _pg(group)
     if pg is None:
         return None
+    if _is_complex(tensor):
+        if ReduceOp(op) not in (ReduceOp.SUM, ReduceOp.AVG):
+            raise ValueError(f"all_reduce does not support {ReduceOp(op)} on complex tensors")
+        tensor = ember.view_as_real(tensor)
     nccl = _nccl(pg, "all_reduce", tensor)
     if nccl is not None:
         return nccl.all_reduce(tensor, op, async_op)
@@ -845,6 +849,12 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | N
         op = ReduceOp(op)
     return _run(pg, "all_reduce", lambda: _desc(tensor, op=op.name),
                 lambda: pg.impl.all_reduce(tensor, op), [tensor], async_op)
+
+
+def _is_complex(t: Any) -> bool:
+    """Complex tensors travel as their real view (torch's all_reduce SUM / AVG, broadcast and
+    all_gather take them)."""
+    return isinstance(t, ember.Tensor) and t.is_complex()
 
 
 def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM,
@@ -877,6 +887,8 @@ def broadcast(tensor: Any, src: int | None = None, group: ProcessGroup | None = 
     if pg is None:
         return None
     root = _root(pg, "broadcast", src, group_src)
+    if _is_complex(tensor):
+        tensor = ember.view_as_real(tensor)
     nccl = _nccl(pg, "broadcast", tensor)
     if nccl is not None:
         return nccl.broadcast(tensor, root, async_op)
@@ -891,6 +903,9 @@ def all_gather(tensor_list: list, tensor: Any, group: ProcessGroup | None = None
     pg = _pg(group)
     if pg is None:
         return None
+    if _is_complex(tensor):
+        tensor = ember.view_as_real(tensor)
+        tensor_list = [ember.view_as_real(t) if _is_complex(t) else t for t in tensor_list]
     nccl = _nccl(pg, "all_gather", tensor)
     if nccl is not None:
         return nccl.all_gather(tensor_list, tensor, async_op)
@@ -915,6 +930,9 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
     pg = _pg(group)
     if pg is None:
         return None
+    if _is_complex(input_tensor) and _is_complex(output_tensor):
+        input_tensor = ember.view_as_real(input_tensor)
+        output_tensor = ember.view_as_real(output_tensor)
     nccl = _nccl(pg, "all_gather_into_tensor", input_tensor)
     if nccl is not None:
         return nccl.all_gather_into_tensor(output_tensor, input_tensor, async_op)
