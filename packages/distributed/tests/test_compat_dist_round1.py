@@ -328,3 +328,15 @@ def test_reduce_op_prints_like_torch():
     assert str(dist.ReduceOp.MAX) == "RedOpType.MAX" and f"{dist.ReduceOp.SUM}" == "RedOpType.SUM"
     assert repr(dist.ReduceOp.AVG) == "<RedOpType.AVG: 1>"
     assert dist.ReduceOp.MAX == 4 and dist.ReduceOp("max") is dist.ReduceOp.MAX
+
+
+def test_cpu_device_id_is_a_clear_value_error():
+    # torch: ValueError "device_id parameter must be an accelerator with an index"; ember went
+    # looking for NCCL and failed with a RuntimeError about libnccl
+    import ember
+
+    for dev in (ember.device("cpu"), "cpu", ember.device("cuda")):
+        with pytest.raises(ValueError, match="must be an accelerator with an index"):
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,
+                                    device_id=dev)
+        assert not dist.is_initialized()

@@ -477,6 +477,12 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                          "(call destroy_process_group first)")
     timeout_td = timeout if isinstance(timeout, timedelta) else timedelta(
         seconds=_seconds(timeout))
+    if device_id is not None and not isinstance(device_id, int):
+        dev = ember.device(device_id)
+        if dev.type == "cpu" or dev.index is None:
+            # checked first, as torch does: a CPU device_id must not go looking for NCCL
+            raise ValueError("init_process_group device_id parameter must be an accelerator "
+                             f"with an index, got {dev}")
     owned = None
     cpu_name, cuda_name = _split_backend(backend)
     if cpu_name == Backend.MPI:
