@@ -61,7 +61,9 @@ def run_program(name: str, impl: str, out: Path) -> dict:
         launcher = "torch.distributed.run"
     cmd = [sys.executable, script, "--out", str(out)]
     if name in LAUNCHED:
-        cmd = [sys.executable, "-m", launcher, "--standalone", "--nproc_per_node", "2",
+        # torchrun as PyTorch's DDP tutorial runs it (port 0: a free one)
+        cmd = [sys.executable, "-m", launcher, "--nnodes=1", "--nproc-per-node=2",
+               "--rdzv-id=compat", "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0",
                script, "--out", str(out)]
     proc = subprocess.run(cmd, env=env, cwd=str(out), capture_output=True, text=True,
                           timeout=TIMEOUT)

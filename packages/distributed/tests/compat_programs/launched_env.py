@@ -1,7 +1,8 @@
 """A torchrun-style worker: it reads RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT
 from the environment the launcher set, calls init_process_group(backend="gloo") with the default
-init_method (env://) under @record, averages gradients of a tiny model by hand, and rank 0 writes OUT/result.json.
-Run as: python -m torch.distributed.run --nproc_per_node 2 launched_env.py --out OUT"""
+init_method (env://) under @record, averages gradients of a tiny model by hand, and rank 0
+writes OUT/result.json. Run as: torchrun --nnodes=1 --nproc-per-node=2 --rdzv-id=compat
+--rdzv-backend=c10d --rdzv-endpoint=localhost:0 launched_env.py --out OUT"""
 
 import argparse
 import json
@@ -34,6 +35,7 @@ def main():
         "local_world_size": int(os.environ["LOCAL_WORLD_SIZE"]),
         "backend": dist.get_backend(),
         "initialized": dist.is_initialized(),
+        "run_id": os.environ.get("TORCHELASTIC_RUN_ID"),
     }
     ranks = [None] * world_size
     dist.all_gather_object(ranks, (rank, local_rank, os.environ["MASTER_PORT"]))
