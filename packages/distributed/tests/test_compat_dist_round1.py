@@ -340,3 +340,13 @@ def test_cpu_device_id_is_a_clear_value_error():
             dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,
                                     device_id=dev)
         assert not dist.is_initialized()
+
+
+def test_process_group_names(world1):
+    # torch's ProcessGroup.group_name / group_desc / bound_device_id
+    world1("gloo")
+    world = dist.group.WORLD
+    assert world.group_name == "WORLD" and world.bound_device_id is None
+    g = dist.new_group([0], group_desc="experts")
+    assert g.group_name == g.group_desc == "experts"
+    assert dist.new_group([0]).group_name.startswith("group")

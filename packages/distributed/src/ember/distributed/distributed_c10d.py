@@ -109,6 +109,21 @@ class ProcessGroup:
     def name(self) -> str:
         return self.backend_name
 
+    @property
+    def group_name(self) -> str:
+        """The group's name (torch's ProcessGroup.group_name): "WORLD", group_name= of
+        init_process_group, or group_desc / "group<n>" of new_group."""
+        return self.label
+
+    @property
+    def group_desc(self) -> str:
+        return self.label
+
+    @property
+    def bound_device_id(self) -> Any:
+        """The device of init_process_group(device_id=...) for the default group, else None."""
+        return getattr(self, "_bound_device", None)
+
     def group_rank(self, global_rank: int, what: str) -> int:
         try:
             return self.ranks.index(int(global_rank))
@@ -524,6 +539,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if device_id is not None and (chosen == "nccl" or cuda_name is not None):
         try:
             pg.cuda_backend("init_process_group").bind(device_id)
+            pg._bound_device = (ember.device("cuda", device_id) if isinstance(device_id, int)
+                                else ember.device(device_id))
         except BaseException:
             pg.shutdown()
             if owned is not None:
