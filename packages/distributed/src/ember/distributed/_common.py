@@ -36,6 +36,16 @@ class ReduceOp(enum.IntEnum):
     BOR = 6
     BXOR = 7
 
+    # torch's names in messages: str(ReduceOp.MAX) is "RedOpType.MAX" (not "4")
+    def __str__(self) -> str:
+        return f"RedOpType.{self.name}"
+
+    def __repr__(self) -> str:
+        return f"<RedOpType.{self.name}: {int(self)}>"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
     # torch spells the enum type ReduceOp.RedOpType.
     @classmethod
     def _missing_(cls, value: object) -> ReduceOp | None:

@@ -150,6 +150,14 @@ class ShmBackend:
         if self._broken:
             raise DistBackendError(f"{op}: the process group is unusable after an earlier "
                                    f"failure: {self._broken}")
+        # A peer that gave up (a timeout) aborted the group: fail now, as a gloo rank whose
+        # peer left does, rather than pass a barrier the peer had entered before giving up.
+        reason = self.g.abort_reason()
+        if reason:
+            r, why = reason
+            self._broken = f"rank {r} aborted the group: {why}"
+            raise DistBackendError(f"{op} (collective #{self._seq + 1} of group {self.label}) "
+                                   f"on rank {self._rank} failed: {self._broken}")
         self._seq += 1
         self.g.set_op(self._seq, op)
         if not self._debug:

@@ -17,12 +17,14 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from ._common import DistError
+
 __all__ = ["DistStoreError", "FileStore", "HashStore", "PrefixStore", "Store", "TCPStore"]
 
 _DEFAULT_TIMEOUT = timedelta(seconds=300)
 
 
-class DistStoreError(RuntimeError):
+class DistStoreError(DistError):  # torch: DistStoreError < DistError < RuntimeError
     """A store operation failed or timed out."""
 
 

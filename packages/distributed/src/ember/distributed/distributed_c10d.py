@@ -71,7 +71,9 @@ class ProcessGroup:
                  timeout: float, cuda_factory: Callable[[], Any] | None = None) -> None:
         self.impl = impl
         self.ranks = ranks  # global ranks, by group rank
-        self.backend_name = backend_name
+        self.backend_name = backend_name  # the backend that runs it: shm, mpi or nccl
+        # The name programs asked for ("gloo" runs as shm or mpi), which get_backend returns.
+        self.requested_name = backend_name
         self.label = label
         self.timeout = timeout
         self.executor = _Executor(label)
@@ -106,6 +108,21 @@ class ProcessGroup:
 
     def name(self) -> str:
         return self.backend_name
+
+    @property
+    def group_name(self) -> str:
+        """The group's name (torch's ProcessGroup.group_name): "WORLD", group_name= of
+        init_process_group, or group_desc / "group<n>" of new_group."""
+        return self.label
+
+    @property
+    def group_desc(self) -> str:
+        return self.label
+
+    @property
+    def bound_device_id(self) -> Any:
+        """The device of init_process_group(device_id=...) for the default group, else None."""
+        return getattr(self, "_bound_device", None)
 
     def group_rank(self, global_rank: int, what: str) -> int:
         try:
@@ -408,7 +425,9 @@ def _resolve_backend(requested: str | None, store: Store, rank: int, world_size:
                            "them")
     if name == Backend.GLOO and not _logged_gloo:
         _logged_gloo = True
-        logger.warning("ember.distributed: backend 'gloo' runs as '%s' (%s)", chosen,
+        # info, not a warning: "gloo" is how PyTorch programs ask for the CPU backend, and
+        # they print nothing about it on every rank
+        logger.info("ember.distributed: backend 'gloo' runs as '%s' (%s)", chosen,
                        "one machine" if chosen == "shm" else "several machines")
     return chosen
 
@@ -468,10 +487,17 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         ...                         rank=rank, world_size=2)  # doctest: +SKIP
     """
     if _state.default is not None:
-        raise RuntimeError("trying to initialize the default process group twice! "
-                           "(call destroy_process_group first)")
+        # ValueError, as torch raises
+        raise ValueError("trying to initialize the default process group twice! "
+                         "(call destroy_process_group first)")
     timeout_td = timeout if isinstance(timeout, timedelta) else timedelta(
         seconds=_seconds(timeout))
+    if device_id is not None and not isinstance(device_id, int):
+        dev = ember.device(device_id)
+        if dev.type == "cpu" or dev.index is None:
+            # checked first, as torch does: a CPU device_id must not go looking for NCCL
+            raise ValueError("init_process_group device_id parameter must be an accelerator "
+                             f"with an index, got {dev}")
     owned = None
     cpu_name, cuda_name = _split_backend(backend)
     if cpu_name == Backend.MPI:
@@ -513,6 +539,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if device_id is not None and (chosen == "nccl" or cuda_name is not None):
         try:
             pg.cuda_backend("init_process_group").bind(device_id)
+            pg._bound_device = (ember.device("cuda", device_id) if isinstance(device_id, int)
+                                else ember.device(device_id))
         except BaseException:
             pg.shutdown()
             if owned is not None:
@@ -633,6 +661,8 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
     factory = (_nccl_factory(_state.store, f"ember_pg{_state.n_inits}/{idx}", me, len(ranks), t,
                              label) if with_cuda else None)
     pg = ProcessGroup(impl, ranks, chosen, label, t, factory)
+    # get_backend(group): the name asked for here, else the default group's (torch's "gloo").
+    pg.requested_name = str(Backend(backend)) if backend is not None else get_backend(d)
     _state.groups.append(pg)
     return pg
 
@@ -715,13 +745,14 @@ def get_world_size(group: ProcessGroup | None = None) -> int:
 
 
 def get_backend(group: ProcessGroup | None = None) -> str:
-    """The backend name of group (the name passed to init_process_group for the default one)."""
+    """The backend name of group: the name passed to init_process_group for the default one (a
+    "gloo" group says "gloo" though shm runs it), to new_group (else the default's) for others."""
     pg = _pg(group)
     if pg is None:
         raise ValueError("get_backend: this rank is not part of the group")
     if pg is _state.default:
         return str(_state.requested_backend)
-    return pg.backend_name
+    return pg.requested_name
 
 
 def get_process_group_ranks(group: ProcessGroup | None) -> list[int]:
@@ -828,6 +859,10 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | N
     pg = _pg(group)
     if pg is None:
         return None
+    if _is_complex(tensor):
+        if ReduceOp(op) not in (ReduceOp.SUM, ReduceOp.AVG):
+            raise ValueError(f"all_reduce does not support {ReduceOp(op)} on complex tensors")
+        tensor = ember.view_as_real(tensor)
     nccl = _nccl(pg, "all_reduce", tensor)
     if nccl is not None:
         return nccl.all_reduce(tensor, op, async_op)
@@ -837,6 +872,12 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | N
         op = ReduceOp(op)
     return _run(pg, "all_reduce", lambda: _desc(tensor, op=op.name),
                 lambda: pg.impl.all_reduce(tensor, op), [tensor], async_op)
+
+
+def _is_complex(t: Any) -> bool:
+    """Complex tensors travel as their real view (torch's all_reduce SUM / AVG, broadcast and
+    all_gather take them)."""
+    return isinstance(t, ember.Tensor) and t.is_complex()
 
 
 def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM,
@@ -869,6 +910,8 @@ def broadcast(tensor: Any, src: int | None = None, group: ProcessGroup | None = 
     if pg is None:
         return None
     root = _root(pg, "broadcast", src, group_src)
+    if _is_complex(tensor):
+        tensor = ember.view_as_real(tensor)
     nccl = _nccl(pg, "broadcast", tensor)
     if nccl is not None:
         return nccl.broadcast(tensor, root, async_op)
@@ -883,6 +926,9 @@ def all_gather(tensor_list: list, tensor: Any, group: ProcessGroup | None = None
     pg = _pg(group)
     if pg is None:
         return None
+    if _is_complex(tensor):
+        tensor = ember.view_as_real(tensor)
+        tensor_list = [ember.view_as_real(t) if _is_complex(t) else t for t in tensor_list]
     nccl = _nccl(pg, "all_gather", tensor)
     if nccl is not None:
         return nccl.all_gather(tensor_list, tensor, async_op)
@@ -907,6 +953,9 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any,
     pg = _pg(group)
     if pg is None:
         return None
+    if _is_complex(input_tensor) and _is_complex(output_tensor):
+        input_tensor = ember.view_as_real(input_tensor)
+        output_tensor = ember.view_as_real(output_tensor)
     nccl = _nccl(pg, "all_gather_into_tensor", input_tensor)
     if nccl is not None:
         return nccl.all_gather_into_tensor(output_tensor, input_tensor, async_op)

@@ -64,10 +64,21 @@ def get_args_parser() -> ArgumentParser:
     flag("node-rank", type=int, default=0, help="rank of this node, in [0, nnodes) (default 0)")
     flag(
         "master-addr",
-        default="127.0.0.1",
-        help="address of the node that runs rank 0 (reachable from every node; default 127.0.0.1)",
+        default=None,
+        help="address of the node that runs rank 0 (reachable from every node; default the "
+        "--rdzv-endpoint host, else 127.0.0.1)",
     )
-    flag("master-port", type=int, default=None, help="free port on the master node (default 29500)")
+    flag("master-port", type=int, default=None,
+         help="free port on the master node (default the --rdzv-endpoint port, else 29500)")
+    # torchrun's rendezvous flags, as its tutorials pass them: the endpoint names the master
+    # (host:port; port 0 or none picks a free one on a single node), the id is the run id.
+    flag("rdzv-backend", default="static",
+         help="'static' or 'c10d' (both rendezvous at the master address and port)")
+    flag("rdzv-endpoint", default="", help="HOST[:PORT] of the rendezvous (the master)")
+    flag("rdzv-id", default="none", help="job id (the run id; TORCHELASTIC_RUN_ID)")
+    flag("rdzv-conf", default="", help="KEY=VALUE,... rendezvous options (accepted, unused)")
+    flag("start-method", default="spawn", choices=["spawn", "fork", "forkserver"],
+         help="accepted for torchrun's flag; workers are always fresh processes")
     flag(
         "max-restarts",
         type=int,
@@ -177,13 +188,35 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
     """The agent's configuration from parsed arguments (raises ValueError on bad values)."""
     nnodes, node_rank = _parse_nnodes(args.nnodes), args.node_rank
     master_addr, master_port = args.master_addr, args.master_port
+    if args.rdzv_backend not in ("static", "c10d"):
+        raise ValueError(f"--rdzv-backend {args.rdzv_backend!r} is not supported; use 'static' "
+                         "or 'c10d' (a fixed master address and port)")
+    if args.rdzv_endpoint and not args.standalone:
+        host, _, port = args.rdzv_endpoint.rpartition(":") if ":" in args.rdzv_endpoint \
+            else (args.rdzv_endpoint, "", "")
+        host = host.strip("[]")
+        if master_addr is None:
+            master_addr = host or "127.0.0.1"
+        if master_port is None and port:
+            try:
+                master_port = int(port)
+            except ValueError:
+                raise ValueError(f"--rdzv-endpoint {args.rdzv_endpoint!r}: the port must be an "
+                                 "integer") from None
+        if master_port == 0:
+            if nnodes != 1:
+                raise ValueError(f"--rdzv-endpoint {args.rdzv_endpoint!r}: port 0 (a free "
+                                 "port) only works on a single node")
+            master_port = _free_port()
+    if master_addr is None:
+        master_addr = "127.0.0.1"
     if args.standalone:
         nnodes, node_rank, master_addr = 1, 0, "127.0.0.1"
         if master_port is None:
             master_port = _free_port()
     if master_port is None:
         master_port = 29500
-    run_id = args.run_id
+    run_id = args.run_id if args.run_id != "none" else args.rdzv_id
     if run_id == "none" and args.standalone:
         run_id = str(uuid.uuid4())
     streams = {}

@@ -30,16 +30,21 @@ __all__ = [
 
 
 class ProcessException(Exception):
-    """A process of a ``spawn`` group failed; ``error_index`` is its rank."""
+    """A process of a ``spawn`` group failed; ``error_index`` is its rank, ``error_pid`` its
+    process id (torch's names; ``pid`` is the same)."""
 
-    def __init__(self, msg: str, error_index: int, pid: int) -> None:
+    def __init__(self, msg: str, error_index: int, error_pid: int) -> None:
         super().__init__(msg)
         self.msg = msg
         self.error_index = error_index
-        self.pid = pid
+        self.error_pid = error_pid
+
+    @property
+    def pid(self) -> int:
+        return self.error_pid
 
     def __reduce__(self) -> tuple:
-        return type(self), (self.msg, self.error_index, self.pid)
+        return type(self), (self.msg, self.error_index, self.error_pid)
 
 
 class ProcessRaisedException(ProcessException):
@@ -58,7 +63,7 @@ class ProcessExitedException(ProcessException):
         self.signal_name = signal_name
 
     def __reduce__(self) -> tuple:
-        return type(self), (self.msg, self.error_index, self.pid, self.exit_code,
+        return type(self), (self.msg, self.error_index, self.error_pid, self.exit_code,
                             self.signal_name)
 
 

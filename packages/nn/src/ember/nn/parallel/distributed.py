@@ -593,6 +593,12 @@ class DistributedDataParallel(Module):
             self, [p for _, p in named], [n for n, _ in named], self.bucket_bytes_cap
         )
 
+    def _set_static_graph(self) -> None:
+        """static_graph=True set after construction (torch's older spelling, still used by
+        training frameworks); call it before the first iteration."""
+        self.static_graph = True
+        self.reducer.static_graph = True
+
     # ---- setup -----------------------------------------------------------------------------
     def _src_rank(self) -> int:
         if self.process_group is None:

@@ -1,0 +1,135 @@
+"""Collectives with gradients (torch.distributed.nn.functional): each returns new tensors
+instead of writing into its arguments, and backward runs the collective that is the
+transpose of the forward one, e.g. to gather features from every rank for a contrastive loss
+and still send the gradient of each rank's own features back to it.
+
+Example::
+
+    from ember.distributed.nn.functional import all_gather
+    feats = ember.cat(all_gather(local_feats))  # local_feats keeps its gradient
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ember
+
+from .. import distributed_c10d as c10d
+from .._common import ReduceOp
+
+__all__ = ["all_gather", "all_reduce", "all_to_all", "broadcast", "reduce_scatter"]
+
+
+def _world(group: Any) -> int:
+    return c10d.get_world_size(group)
+
+
+class _AllGather(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, group: Any, tensor: Any) -> tuple:
+        ctx.group = group
+        out = [ember.empty_like(tensor) for _ in range(_world(group))]
+        c10d.all_gather(out, tensor.contiguous(), group=group)
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> tuple:
+        # rank r's input gets the sum over ranks of their gradient for slot r
+        mine = ember.empty_like(grads[0])
+        c10d.reduce_scatter(mine, [g.contiguous() for g in grads], group=ctx.group)
+        return None, mine
+
+
+class _AllReduce(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, op: ReduceOp, group: Any, tensor: Any) -> Any:
+        ctx.op, ctx.group = op, group
+        out = tensor.clone()
+        c10d.all_reduce(out, op=op, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> tuple:
+        if ctx.op not in (ReduceOp.SUM, ReduceOp.AVG):
+            raise RuntimeError(f"all_reduce backward: only ReduceOp.SUM and AVG have a "
+                               f"gradient here, got {ReduceOp(ctx.op).name}")
+        g = grad.clone()
+        c10d.all_reduce(g, op=ctx.op, group=ctx.group)
+        return None, None, g
+
+
+class _Broadcast(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, src: int, group: Any, tensor: Any) -> Any:
+        ctx.src, ctx.group = src, group
+        out = tensor.clone()
+        c10d.broadcast(out, src=src, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> tuple:
+        # the source gets every rank's gradient summed; the others' inputs did not matter
+        g = grad.clone()
+        c10d.reduce(g, dst=ctx.src, op=ReduceOp.SUM, group=ctx.group)
+        if c10d.get_rank() != ctx.src:
+            g.zero_()
+        return None, None, g
+
+
+class _ReduceScatter(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, op: ReduceOp, group: Any, output: Any, *inputs: Any) -> Any:
+        ctx.group = group
+        out = ember.empty_like(output)
+        c10d.reduce_scatter(out, [t.contiguous() for t in inputs], op=op, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> tuple:
+        grads = [ember.empty_like(grad) for _ in range(_world(ctx.group))]
+        c10d.all_gather(grads, grad.contiguous(), group=ctx.group)
+        return (None, None, None, *grads)
+
+
+class _AllToAll(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, group: Any, outputs: list, *inputs: Any) -> tuple:
+        ctx.group = group
+        ctx.in_shapes = [t.shape for t in inputs]
+        out = [ember.empty_like(o) for o in outputs]
+        c10d.all_to_all(out, [t.contiguous() for t in inputs], group=group)
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> tuple:
+        back = [ember.empty(s, dtype=grads[0].dtype, device=grads[0].device)
+                for s in ctx.in_shapes]
+        c10d.all_to_all(back, [g.contiguous() for g in grads], group=ctx.group)
+        return (None, None, *back)
+
+
+def all_gather(tensor: Any, group: Any = None) -> tuple:
+    """Every rank's tensor, in rank order; the gradient of each reaches its rank."""
+    return _AllGather.apply(group, tensor)
+
+
+def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None) -> Any:
+    """The reduction over ranks, as a new tensor (SUM / AVG differentiable)."""
+    return _AllReduce.apply(op, group, tensor)
+
+
+def broadcast(tensor: Any, src: int, group: Any = None) -> Any:
+    """src's tensor on every rank, as a new tensor; gradients sum on src."""
+    return _Broadcast.apply(src, group, tensor)
+
+
+def reduce_scatter(output: Any, input_list: list, op: ReduceOp = ReduceOp.SUM,
+                   group: Any = None) -> Any:
+    """This rank's share of the reduction of input_list over ranks (output gives its shape)."""
+    return _ReduceScatter.apply(op, group, output, *input_list)
+
+
+def all_to_all(output_tensor_list: list, input_tensor_list: list, group: Any = None) -> tuple:
+    """input_tensor_list[i] to rank i; returns what each rank sent here."""
+    return _AllToAll.apply(group, output_tensor_list, *input_tensor_list)
