@@ -294,6 +294,9 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     [0.0, 1.0986]
     """
     _need_tensor("logit", input)
+    if not (input.is_floating_point() or input.is_complex()):
+        # integers and bools promote first: ``1 - p`` in uint8 would wrap (torch: float result)
+        input = input.to(_C.get_default_dtype())
     if eps is None:
         p = input
     elif eps > 0.5:
