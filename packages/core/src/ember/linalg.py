@@ -114,7 +114,9 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
         zero = a == 0
         safe = _C.where(zero, _C.ones_like(a), a)
         r = safe.pow(ord).sum(dims, keepdim=keepdim).pow(1.0 / ord)
-        r = _C.where(zero.any(dims, keepdim=keepdim) if dims else zero, _C.zeros_like(r), r)
+        # ... unless the slice holds a NaN, which wins (as in torch)
+        hit = zero & ~a.isnan().any(dims, keepdim=True) if dims else zero & ~a.isnan()
+        r = _C.where(hit.any(dims, keepdim=keepdim) if dims else hit, _C.zeros_like(r), r)
     else:
         r = x.norm(float(ord), dims, keepdim)
     return _out(r, out, "linalg.vector_norm")
