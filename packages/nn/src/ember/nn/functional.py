@@ -169,7 +169,11 @@ def _integer_hardtanh(op: str, input: Tensor, lo: float, hi: float, inplace: boo
     the integer type (truncated); bool inputs are refused."""
     if input.dtype == ember.bool:
         raise RuntimeError(f"{op}: Bool inputs not supported for hardtanh")
-    lo_i, hi_i = int(lo), int(hi)
+    try:
+        lo_i, hi_i = int(lo), int(hi)
+    except (OverflowError, ValueError):  # an infinite or NaN bound
+        raise RuntimeError(f"{op}: min_val ({lo}) and max_val ({hi}) cannot be converted to "
+                           f"the integer type {input.dtype} of the input") from None
     return input.clamp_(lo_i, hi_i) if inplace else input.clamp(lo_i, hi_i)
 
 
@@ -1042,6 +1046,17 @@ def _adaptive_size(op: str, input: Tensor, output_size: Any, nd: int) -> list[in
     return out
 
 
+def _adaptive_empty(input: Tensor, out: list[int], indices: bool) -> Any:
+    """The result of an adaptive pool with a 0 output size (torch accepts it): an empty
+    (N, C, *out) tensor, a view of the input so that it keeps dtype, device and autograd."""
+    shape = _shape(input)[:input.ndim - len(out)] + tuple(out)
+    d = input.ndim - len(out) + out.index(0)
+    values = input.narrow(d, 0, 0).reshape(shape)
+    if not indices:
+        return values
+    return values, ember.zeros(shape, dtype=ember.int64, device=input.device)
+
+
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     """Average pooling of (N, C, L) input to length output_size.
 
@@ -1050,7 +1065,10 @@ def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     [[[1.5]]]
     """
     _check_dim("adaptive_avg_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
-    return _C.adaptive_avg_pool1d(input, _adaptive_size("adaptive_avg_pool1d", input, output_size, 1))
+    size = _adaptive_size("adaptive_avg_pool1d", input, output_size, 1)
+    if 0 in size:
+        return _adaptive_empty(input, size, False)
+    return _C.adaptive_avg_pool1d(input, size)
 
 
 def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
@@ -1061,7 +1079,10 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     ember.Size([1, 1, 2, 7])
     """
     _check_dim("adaptive_avg_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
-    return _C.adaptive_avg_pool2d(input, _adaptive_size("adaptive_avg_pool2d", input, output_size, 2))
+    size = _adaptive_size("adaptive_avg_pool2d", input, output_size, 2)
+    if 0 in size:
+        return _adaptive_empty(input, size, False)
+    return _C.adaptive_avg_pool2d(input, size)
 
 
 def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
@@ -1072,14 +1093,20 @@ def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     ember.Size([1, 1, 2, 5, 3])
     """
     _check_dim("adaptive_avg_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
-    return _C.adaptive_avg_pool3d(input, _adaptive_size("adaptive_avg_pool3d", input, output_size, 3))
+    size = _adaptive_size("adaptive_avg_pool3d", input, output_size, 3)
+    if 0 in size:
+        return _adaptive_empty(input, size, False)
+    return _C.adaptive_avg_pool3d(input, size)
 
 
 def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any,
                                      return_indices: bool = True) -> tuple[Tensor, Tensor]:
     """:func:`adaptive_max_pool1d` returning ``(output, indices)``."""
     _check_dim("adaptive_max_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
-    return _C.adaptive_max_pool1d(input, _adaptive_size("adaptive_max_pool1d", input, output_size, 1))
+    size = _adaptive_size("adaptive_max_pool1d", input, output_size, 1)
+    if 0 in size:
+        return _adaptive_empty(input, size, True)
+    return _C.adaptive_max_pool1d(input, size)
 
 
 def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
@@ -1097,7 +1124,10 @@ def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any,
                                      return_indices: bool = True) -> tuple[Tensor, Tensor]:
     """:func:`adaptive_max_pool2d` returning ``(output, indices)``."""
     _check_dim("adaptive_max_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
-    return _C.adaptive_max_pool2d(input, _adaptive_size("adaptive_max_pool2d", input, output_size, 2))
+    size = _adaptive_size("adaptive_max_pool2d", input, output_size, 2)
+    if 0 in size:
+        return _adaptive_empty(input, size, True)
+    return _C.adaptive_max_pool2d(input, size)
 
 
 def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
@@ -1115,7 +1145,10 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any,
                                      return_indices: bool = True) -> tuple[Tensor, Tensor]:
     """:func:`adaptive_max_pool3d` returning ``(output, indices)``."""
     _check_dim("adaptive_max_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
-    return _C.adaptive_max_pool3d(input, _adaptive_size("adaptive_max_pool3d", input, output_size, 3))
+    size = _adaptive_size("adaptive_max_pool3d", input, output_size, 3)
+    if 0 in size:
+        return _adaptive_empty(input, size, True)
+    return _C.adaptive_max_pool3d(input, size)
 
 
 def _fractional_max_pool(nd: int, input: Tensor, kernel_size: Any, output_size: Any,
@@ -1999,9 +2032,8 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     5.0
     """
     nd = max(x1.ndim, x2.ndim)
-    if nd == 0:
-        raise RuntimeError("pairwise_distance: inputs must have at least 1 dim")
-    return (x1 - x2 + eps).norm(p, [nd - 1], keepdim)
+    # two 0-d inputs: the norm of the one difference over its (implicit) last dim, as torch
+    return (x1 - x2 + eps).norm(p, [max(nd - 1, 0)], keepdim)
 
 
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
@@ -2085,6 +2117,20 @@ def _check_same_size(op: str, input: Tensor, target: Tensor, strict: bool = Fals
     )
 
 
+def _regression_operands(input: Tensor, target: Tensor, bool_target: bool = True,
+                         promote: bool = True) -> tuple[Tensor, Tensor]:
+    """torch's pointwise regression losses broadcast input and target before they promote, so a
+    0-d operand's dtype counts in full (a float32 input with a 0-d float64 target gives a
+    float64 loss; huber_loss keeps the input's dtype); and a bool target promotes like a number
+    (not for l1_loss, as in torch)."""
+    if bool_target and target.dtype == ember.bool and input.is_floating_point():
+        target = target.to(input.dtype)
+    if promote and input.dtype != target.dtype and input.ndim != target.ndim and 0 in (input.ndim, target.ndim):
+        dt = ember.promote_types(input.dtype, target.dtype)
+        input, target = input.to(dt), target.to(dt)
+    return input, target
+
+
 def _check_class_target(op: str, input: Tensor, target: Tensor) -> None:
     if input.ndim == 0:
         raise ValueError(f"{op}: input must have at least 1 dim (C), got a 0-D tensor")
@@ -2150,6 +2196,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("mse_loss", reduction)
     _check_same_size("mse_loss", input, target)
+    input, target = _regression_operands(input, target)
     if weight is not None:
         return _weighted_mean_loss("mse_loss", input, (input - target).pow(2), weight, reduction)
     return _C.mse_loss(input, target, reduction)
@@ -2166,6 +2213,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("l1_loss", reduction)
     _check_same_size("l1_loss", input, target)
+    input, target = _regression_operands(input, target, bool_target=False)
     if weight is not None:
         return _weighted_mean_loss("l1_loss", input, (input - target).abs(), weight, reduction)
     return _C.l1_loss(input, target, reduction)
@@ -2184,6 +2232,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
+    input, target = _regression_operands(input, target)
     return _C.smooth_l1_loss(input, target, reduction, beta)
 
 
@@ -2199,6 +2248,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_size("huber_loss", input, target)
+    input, target = _regression_operands(input, target, promote=False)
     if weight is not None:
         return _reduce("huber_loss", _C.huber_loss(input, target, "none", delta) * weight, reduction)
     return _C.huber_loss(input, target, reduction, delta)
@@ -2277,7 +2327,8 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
         t = target
         safe = ember.where(t > 1, t, ember.ones_like(t))
         stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
-        loss = loss + ember.where(t > 1, stirling, ember.zeros_like(stirling))
+        # added in place in torch: an integer target's float32 term keeps the loss's dtype
+        loss = (loss + ember.where(t > 1, stirling, ember.zeros_like(stirling))).to(loss.dtype)
     return _reduce("poisson_nll_loss", loss, reduction)
 
 
@@ -2379,10 +2430,11 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("triplet_margin_loss", reduction)
-    if not (anchor.ndim == positive.ndim == negative.ndim) or anchor.ndim not in (1, 2):
+    # any rank, as torch (the distances reduce the last dim), but the same for all three
+    if not (anchor.ndim == positive.ndim == negative.ndim):
         raise RuntimeError(
             f"triplet_margin_loss: anchor {_shape(anchor)}, positive {_shape(positive)} and "
-            f"negative {_shape(negative)} must all be 1-D or all 2-D"
+            f"negative {_shape(negative)} must have the same number of dimensions"
         )
     d_ap = pairwise_distance(anchor, positive, p, eps)
     d_an = pairwise_distance(anchor, negative, p, eps)
@@ -2440,7 +2492,8 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = 
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("soft_margin_loss", reduction)
-    if input.is_floating_point() and target.is_floating_point() and target.dtype != input.dtype:
+    if input.is_floating_point() and (target.is_floating_point() or target.dtype == ember.bool) \
+            and target.dtype != input.dtype:
         target = target.to(input.dtype)  # as torch: the loss has the input's dtype
     return _reduce("soft_margin_loss", softplus(-target * input), reduction)
 
