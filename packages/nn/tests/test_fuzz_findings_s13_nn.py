@@ -1,0 +1,108 @@
+"""Findings of the differential fuzzer (fuzz_api.py --torch, seeds 1204-1215) in
+ember.nn.functional, each fixed and pinned here with explicit values, and against PyTorch where
+it is installed: loss dtypes, inputs PyTorch accepts (bool targets, 0-d or N-d triplets, a 0
+output size), a clear error in place of a Python OverflowError."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import ember
+import ember.nn.functional as F
+import pytest
+
+
+def _name(dtype: object) -> str:
+    return str(dtype).split(".")[-1]
+
+
+def test_regression_losses_promote_a_0d_operand_in_full():
+    # torch broadcasts input and target first, so a 0-d float64 target makes a float64 loss
+    x, t = ember.tensor([[[0.25]]]), ember.tensor(0.5, dtype=ember.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the size-mismatch warning
+        for f in (F.l1_loss, F.mse_loss, F.smooth_l1_loss):
+            assert f(x, t).dtype == ember.float64 and f(t, x).dtype == ember.float64
+            assert f(x, t, reduction="none").dtype == ember.float64
+        # huber_loss keeps its input's dtype
+        assert F.huber_loss(x, t).dtype == ember.float32 and F.huber_loss(t, x).dtype == ember.float64
+    assert F.l1_loss(x, x.double()).dtype == ember.float64
+
+
+def test_regression_losses_take_a_bool_target():
+    x, t = ember.tensor([0.5, 2.0]), ember.tensor([True, False])
+    assert F.mse_loss(x, t).item() == pytest.approx((0.25 + 4.0) / 2)
+    assert F.smooth_l1_loss(x, t).item() == pytest.approx((0.125 + 1.5) / 2)
+    assert F.huber_loss(x.half(), t).dtype == ember.float16
+    expected = (math.log1p(math.exp(-0.5)) + math.log(2.0)) / 2  # targets 1 and 0
+    assert F.soft_margin_loss(ember.tensor([0.5, -1.0]), t).item() == pytest.approx(expected)
+    with pytest.raises(RuntimeError):  # as torch: l1_loss subtracts the bool target
+        F.l1_loss(x, t)
+
+
+def test_poisson_nll_loss_with_integer_target_keeps_the_input_dtype():
+    x, t = ember.tensor([-0.6, -0.23, 0.14, 0.51], dtype=ember.float16), ember.tensor([4, 9, 0, 4])
+    r = F.poisson_nll_loss(x, t, full=True, reduction="none")
+    assert r.dtype == ember.float16
+    assert r.float().tolist() == pytest.approx([6.1055, 15.656, 1.1504, 2.7832], abs=2e-3)
+    assert F.poisson_nll_loss(x, t, full=True).dtype == ember.float16
+
+
+def test_triplet_margin_loss_takes_any_rank_and_pairwise_distance_0d():
+    a, b = ember.tensor(1.0), ember.tensor(3.0)
+    assert F.pairwise_distance(a, b).item() == pytest.approx(2.0, abs=1e-5)
+    assert F.pairwise_distance(a, b, keepdim=True).shape == ()
+    assert F.triplet_margin_loss(a, b, a).item() == pytest.approx(3.0, abs=1e-5)
+    assert F.triplet_margin_with_distance_loss(a, b, a).item() == pytest.approx(3.0, abs=1e-5)
+    A = ember.arange(24.0).reshape(2, 3, 4) / 10
+    r = F.triplet_margin_loss(A, A.flip(-1), A * 2, reduction="none")
+    assert r.shape == (2, 3) and r[0, 0].item() == pytest.approx(1.0730, abs=1e-4)
+    assert F.triplet_margin_loss(A, A.flip(-1), A * 2).item() == pytest.approx(0.2330, abs=1e-4)
+    with pytest.raises(RuntimeError, match="same number of dimensions"):
+        F.triplet_margin_loss(A, A, a)
+
+
+def test_adaptive_pools_with_a_zero_output_size_are_empty():
+    x = ember.ones(2, 3, 4, 5, requires_grad=True)
+    r = F.adaptive_avg_pool2d(x, (0, 2))
+    assert r.shape == (2, 3, 0, 2) and r.dtype == ember.float32 and r.requires_grad
+    r, i = F.adaptive_max_pool2d(x, 0, return_indices=True)
+    assert r.shape == i.shape == (2, 3, 0, 0) and i.dtype == ember.int64
+    assert F.adaptive_avg_pool1d(ember.ones(3, 4), 0).shape == (3, 0)
+    assert F.adaptive_max_pool1d(ember.ones(1, 3, 4), 0).shape == (1, 3, 0)
+    assert F.adaptive_avg_pool3d(ember.ones(2, 3, 4, 5), (1, 0, 2)).shape == (2, 1, 0, 2)
+    assert F.adaptive_max_pool3d(ember.ones(1, 2, 3, 4, 5), (0, 0, 0)).shape == (1, 2, 0, 0, 0)
+    r.sum().backward()  # an empty result: zero gradients
+    assert x.grad is None or x.grad.abs().sum().item() == 0
+
+
+def test_integer_hardtanh_with_an_infinite_bound_is_a_clear_error():
+    x = ember.tensor([1, 2], dtype=ember.int32)
+    with pytest.raises(RuntimeError, match="cannot be converted to the integer type"):
+        F.hardtanh(x, -float("inf"), 1.0)
+    assert F.hardtanh(x, -1, 1).tolist() == [1, 1]
+
+
+def test_nn_findings_match_torch():
+    torch = pytest.importorskip("torch")
+    tf = torch.nn.functional
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss"):
+            e = getattr(F, name)(ember.tensor([[0.25]]), ember.tensor(0.5, dtype=ember.float64))
+            t = getattr(tf, name)(torch.tensor([[0.25]]), torch.tensor(0.5, dtype=torch.float64))
+            assert _name(e.dtype) == _name(t.dtype) and e.item() == pytest.approx(t.item()), name
+    for name in ("mse_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss"):
+        e = getattr(F, name)(ember.tensor([0.5, -2.0]), ember.tensor([True, False]))
+        t = getattr(tf, name)(torch.tensor([0.5, -2.0]), torch.tensor([True, False]))
+        assert e.item() == pytest.approx(t.item(), rel=1e-6), name
+    xs, ts = [-0.6, -0.23, 0.14, 0.51], [4, 9, 0, 4]
+    e = F.poisson_nll_loss(ember.tensor(xs, dtype=ember.float16), ember.tensor(ts), full=True, reduction="none")
+    t = tf.poisson_nll_loss(torch.tensor(xs, dtype=torch.float16), torch.tensor(ts), full=True, reduction="none")
+    assert _name(e.dtype) == _name(t.dtype) and e.tolist() == t.tolist()
+    A = torch.arange(24.0).reshape(2, 3, 4) / 10
+    B = ember.arange(24.0).reshape(2, 3, 4) / 10
+    assert F.triplet_margin_loss(B, B.flip(-1), B * 2, swap=True, p=1).item() == pytest.approx(
+        tf.triplet_margin_loss(A, A.flip(-1), A * 2, swap=True, p=1).item(), rel=1e-5)
+    assert tuple(tf.adaptive_max_pool2d(torch.ones(1, 2, 4, 4), (0, 2)).shape) == (1, 2, 0, 2)
