@@ -127,3 +127,23 @@ def test_core_findings_match_torch():
     assert str(t.dtype).split(".")[-1] == str(e.dtype).split(".")[-1] and t.tolist() == e.tolist()
     t = torch.block_diag(torch.tensor([1.0]), torch.tensor(2 + 1j, dtype=torch.complex128))
     assert str(t.dtype).split(".")[-1] == "complex64"
+
+
+def test_unique_consecutive_along_a_dim_of_one_slice():
+    # a single slice along dim compared 0 pairs and reshaped 0 elements to (0, -1)
+    out, inv, cnt = ember.unique_consecutive(ember.tensor([[True]]), dim=1, return_inverse=True,
+                                              return_counts=True)
+    assert out.tolist() == [[True]] and inv.tolist() == [0] and cnt.tolist() == [1]
+    out, inv, cnt = ember.unique_consecutive(ember.tensor([[1.0, 2.0]]), dim=0, return_inverse=True,
+                                              return_counts=True)
+    assert out.tolist() == [[1.0, 2.0]] and inv.tolist() == [0] and cnt.tolist() == [1]
+    out, cnt = ember.unique_consecutive(ember.tensor([[1, 1, 2], [1, 1, 2]]), dim=1, return_counts=True)
+    assert out.tolist() == [[1, 2], [1, 2]] and cnt.tolist() == [2, 1]
+
+
+def test_cumulative_trapezoid_of_an_empty_dim():
+    y = ember.zeros(2, 0, 3, dtype=ember.float16, requires_grad=True)
+    r = ember.cumulative_trapezoid(y, dx=-1.0, dim=1)
+    assert r.shape == (2, 0, 3) and r.dtype == ember.float16 and r.requires_grad
+    assert ember.cumulative_trapezoid(ember.ones(2, 1, 3), dim=1).shape == (2, 0, 3)
+    assert ember.cumulative_trapezoid(ember.tensor([1.0, 2.0, 3.0])).tolist() == [1.5, 4.0]

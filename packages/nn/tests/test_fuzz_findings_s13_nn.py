@@ -106,3 +106,23 @@ def test_nn_findings_match_torch():
     assert F.triplet_margin_loss(B, B.flip(-1), B * 2, swap=True, p=1).item() == pytest.approx(
         tf.triplet_margin_loss(A, A.flip(-1), A * 2, swap=True, p=1).item(), rel=1e-5)
     assert tuple(tf.adaptive_max_pool2d(torch.ones(1, 2, 4, 4), (0, 2)).shape) == (1, 2, 0, 2)
+
+
+def test_pdist_of_fewer_than_two_rows_is_empty():
+    for shape in ((0, 3), (1, 3), (0, 0), (1, 0)):
+        x = ember.ones(*shape, requires_grad=True)
+        r = F.pdist(x)
+        assert r.shape == (0,) and r.dtype == ember.float32 and r.requires_grad
+    assert F.pdist(ember.ones(3, 0)).tolist() == [0.0, 0.0, 0.0]
+    assert F.pdist(ember.tensor([[0.0, 0.0], [3.0, 4.0]])).tolist() == [5.0]
+
+
+def test_dropout_of_an_empty_tensor_returns_it_as_torch():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # dropout2d's 3-D input warning
+        a = ember.zeros(2, 0, 5, dtype=ember.uint8)
+        assert F.dropout2d(a, training=True) is a and a.dtype == ember.uint8
+    e = ember.zeros(0, 3, dtype=ember.int8)
+    assert F.dropout(e) is e and F.dropout1d(a) is a
+    assert F.dropout2d(ember.zeros(0, 2, 3, 3)).shape == (0, 2, 3, 3)
+    assert F.dropout(ember.ones(4, 5), 0.5).shape == (4, 5)

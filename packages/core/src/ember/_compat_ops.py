@@ -786,7 +786,7 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
         raise RuntimeError("cumulative_trapezoid: received both x and dx; pass only one")
     y = _trapezoid_operand(y, x)
     n = y.shape[dim]
-    mid = (y.narrow(dim, 1, max(n - 1, 0)) + y.narrow(dim, 0, max(n - 1, 0))) / 2
+    mid = (y.narrow(dim, min(n, 1), max(n - 1, 0)) + y.narrow(dim, 0, max(n - 1, 0))) / 2
     if x is None:
         return (mid * (1.0 if dx is None else dx)).cumsum(dim)
     if x.ndim == 1:
@@ -997,7 +997,7 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False,
     else:
         d = dim % max(input.ndim, 1)
         x = input.movedim(d, 0)
-        flat = x.reshape(x.shape[0], -1)
+        flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))  # (not -1: ambiguous when empty)
     n = flat.shape[0]
     if n == 0:
         out = x.clone() if dim is None else input.clone()  # flattened when dim is None
@@ -1008,7 +1008,7 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False,
         if dim is None:
             change = flat[1:] != flat[:-1]
         else:
-            change = (flat[1:] != flat[:-1]).reshape(n - 1, -1).any(1)
+            change = (flat[1:] != flat[:-1]).any(1)  # (n - 1, m) already: no reshape of 0 rows
         first = _C.ones([1], dtype=_C.bool, device=input.device)
         starts = _C.cat([first, change])
         idx = starts.nonzero().reshape(-1)

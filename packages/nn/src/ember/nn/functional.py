@@ -1407,6 +1407,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     [1.0, 1.0, 1.0]
     """
     _validate_p("dropout", p)
+    if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
+        return input
     out = _C.dropout(input, p, training)
     return _inplace_result(input, out) if inplace and training else out
 
@@ -1420,6 +1422,8 @@ def _feature_dropout(op: str, nd: int, input: Tensor, p: float, training: bool,
             f"shape {_shape(input)}"
         )
     batched = input.ndim == nd + 2
+    if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
+        return input
     x = input if batched else input.unsqueeze(0)
     out = _C.feature_dropout(x, p, training)
     if not batched:
@@ -1462,6 +1466,8 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
         warnings.warn(f"dropout2d: a {input.ndim}-D input is deprecated (PyTorch will raise in a "
                       f"future release); dropout2d expects (N, C, H, W) input. Its first two dims "
                       f"are masked as (N, C)", UserWarning, stacklevel=2)
+    if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
+        return input
     out = _C.feature_dropout(input, p, training)
     return _inplace_result(input, out) if inplace and training else out
 
@@ -2047,6 +2053,8 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     if input.ndim != 2:
         raise RuntimeError(f"pdist: expected 2-D input, got shape {_shape(input)}")
     n = input.shape[0]
+    if n < 2:  # no pairs: an empty result of the input's dtype (and graph)
+        return input.reshape(n * input.shape[1])[:0]
     ii = [i for i in range(n) for _ in range(i + 1, n)]
     jj = [j for i in range(n) for j in range(i + 1, n)]
     a, b = _take(input, 0, ii), _take(input, 0, jj)
