@@ -147,3 +147,12 @@ def test_cumulative_trapezoid_of_an_empty_dim():
     assert r.shape == (2, 0, 3) and r.dtype == ember.float16 and r.requires_grad
     assert ember.cumulative_trapezoid(ember.ones(2, 1, 3), dim=1).shape == (2, 0, 3)
     assert ember.cumulative_trapezoid(ember.tensor([1.0, 2.0, 3.0])).tolist() == [1.5, 4.0]
+
+
+def test_logit_with_a_negative_or_nan_eps_clamps_nothing():
+    x = ember.tensor([1.788, -0.34, 0.086, 0.5], dtype=ember.float64)
+    expected = [NAN, NAN, math.log(0.086 / 0.914), 0.0]
+    for eps in (NAN, -1e-308, -0.5):
+        r = ember.special.logit(x, eps)
+        assert _same([round(v, 12) for v in r.tolist()], [round(v, 12) for v in expected]), eps
+    assert ember.logit(x, 0.1).tolist()[0] == pytest.approx(math.log(0.9 / 0.1))

@@ -297,7 +297,7 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     if not (input.is_floating_point() or input.is_complex()):
         # integers and bools promote first: ``1 - p`` in uint8 would wrap (torch: float result)
         input = input.to(_C.get_default_dtype())
-    if eps is None:
+    if eps is None or not eps >= 0:  # a negative (or NaN) eps clamps nothing, as torch's
         p = input
     elif eps > 0.5:
         # the bounds cross: below eps -> eps, otherwise (above 1 - eps) -> 1 - eps, NaN kept,
