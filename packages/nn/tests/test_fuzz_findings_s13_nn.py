@@ -126,3 +126,19 @@ def test_dropout_of_an_empty_tensor_returns_it_as_torch():
     assert F.dropout(e) is e and F.dropout1d(a) is a
     assert F.dropout2d(ember.zeros(0, 2, 3, 3)).shape == (0, 2, 3, 3)
     assert F.dropout(ember.ones(4, 5), 0.5).shape == (4, 5)
+
+
+def test_float_arguments_past_int64_and_mixed_cosine_similarity_dtypes():
+    # a Python int p or eps past int64 failed to convert to the norm's Scalar
+    one = ember.ones(2, 3)
+    assert F.pairwise_distance(one, ember.zeros(2, 3), 2 ** 63).tolist() == [float("inf")] * 2
+    assert F.normalize(one, 2 ** 63).tolist() == [[1.0] * 3] * 2
+    assert F.pdist(ember.ones(3, 2), 2 ** 63).tolist() == [0.0] * 3
+    r = F.cosine_similarity(ember.tensor([[1.0, 2.0]]), ember.tensor([[2.0, 1.0]]), eps=2 ** 70)
+    assert r.item() == pytest.approx(4.0 / 2.0 ** 140, rel=1e-3)
+    # a uint8 x1 with a float16 x2 computes in float16; two integer inputs are refused
+    r = F.cosine_similarity(ember.tensor([[1, 2]], dtype=ember.uint8),
+                            ember.tensor([[2.0, 1.0]], dtype=ember.float16))
+    assert r.dtype == ember.float16 and r.item() == pytest.approx(0.8, abs=1e-3)
+    with pytest.raises(RuntimeError, match="expected common dtype to be floating point"):
+        F.cosine_similarity(ember.tensor([[1, 2]]), ember.tensor([[2, 1]]))

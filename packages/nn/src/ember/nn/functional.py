@@ -605,7 +605,7 @@ def normalize(
     >>> normalize(ember.tensor([[3.0, 4.0]], dtype=ember.float64)).tolist()
     [[0.6, 0.8]]
     """
-    denom = input.norm(p, [dim], True).clamp(min=eps).expand_as(input)
+    denom = input.norm(_float_number(p), [dim], True).clamp(min=_float_number(eps)).expand_as(input)
     res = input / denom
     if out is not None:
         _C._prepare_out(out, res, "normalize")
@@ -2014,6 +2014,12 @@ def _broadcast_shape(op: str, s1: tuple[int, ...], s2: tuple[int, ...]) -> list[
 
 
 # ---- distances --------------------------------------------------------------------------------
+def _float_number(v: Any) -> Any:
+    """A float argument given as a Python int, as a float: an int past int64 (2**63) would not
+    convert to the ops' Scalar, where torch's float parameter takes it."""
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``<x1, x2> / (max(||x1||, eps) * max(||x2||, eps))`` along dim (inputs broadcast).
 
@@ -2023,6 +2029,11 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     """
     shape = _broadcast_shape("cosine_similarity", _shape(x1), _shape(x2))
     a, b = x1.expand(*shape), x2.expand(*shape)  # expand (not broadcast_tensors) has a derivative
+    dt = ember.result_type(x1, x2)
+    if not (dt.is_floating_point or dt.is_complex):
+        raise RuntimeError(f"cosine_similarity: expected common dtype to be floating point, yet "
+                           f"common dtype is {dt}")
+    a, b, eps = a.to(dt), b.to(dt), _float_number(eps)  # (a uint8 x1 with a float16 x2: float16)
     na = a.norm(2, [dim], True).clamp(min=eps)
     nb = b.norm(2, [dim], True).clamp(min=eps)
     return ((a / na) * (b / nb)).sum(dim)
@@ -2038,6 +2049,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     5.0
     """
     nd = max(x1.ndim, x2.ndim)
+    p, eps = _float_number(p), _float_number(eps)
     # two 0-d inputs: the norm of the one difference over its (implicit) last dim, as torch
     return (x1 - x2 + eps).norm(p, [max(nd - 1, 0)], keepdim)
 
@@ -2058,7 +2070,7 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     ii = [i for i in range(n) for _ in range(i + 1, n)]
     jj = [j for i in range(n) for j in range(i + 1, n)]
     a, b = _take(input, 0, ii), _take(input, 0, jj)
-    return (a - b).norm(p, [1], False)
+    return (a - b).norm(_float_number(p), [1], False)
 
 
 # ---- losses -----------------------------------------------------------------------------------
