@@ -156,3 +156,17 @@ def test_logit_with_a_negative_or_nan_eps_clamps_nothing():
         r = ember.special.logit(x, eps)
         assert _same([round(v, 12) for v in r.tolist()], [round(v, 12) for v in expected]), eps
     assert ember.logit(x, 0.1).tolist()[0] == pytest.approx(math.log(0.9 / 0.1))
+
+
+def test_lu_and_matrix_norm_of_empty_matrices():
+    # the permutation of no pivots went through a NumPy reshape of 0 elements
+    for shape, p_shape in (((2, 0, 0), (2, 0, 0)), ((0, 2, 3), (0, 2, 2)), ((3, 0), (3, 3))):
+        P, L, U = ember.linalg.lu(ember.zeros(*shape, dtype=ember.float64))
+        assert tuple(P.shape) == p_shape
+    P, _, _ = ember.linalg.lu(ember.zeros(3, 0))
+    assert P.tolist() == ember.eye(3).tolist()
+    # the inf- and 1-norms of matrices without rows or columns are 0, as torch's
+    assert ember.linalg.matrix_norm(ember.ones(2, 0, 0), ord=INF).tolist() == [0.0, 0.0]
+    assert ember.linalg.matrix_norm(ember.ones(0, 3), ord=1).item() == 0.0
+    assert ember.linalg.matrix_norm(ember.ones(3, 0), ord=-INF).item() == 0.0
+    assert ember.linalg.matrix_norm(ember.ones(2, 2), ord=INF).item() == 2.0
