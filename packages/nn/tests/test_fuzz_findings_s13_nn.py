@@ -142,3 +142,11 @@ def test_float_arguments_past_int64_and_mixed_cosine_similarity_dtypes():
     assert r.dtype == ember.float16 and r.item() == pytest.approx(0.8, abs=1e-3)
     with pytest.raises(RuntimeError, match="expected common dtype to be floating point"):
         F.cosine_similarity(ember.tensor([[1, 2]]), ember.tensor([[2, 1]]))
+
+
+def test_instance_norm_counts_spatial_elements_with_an_empty_batch_or_channel_dim():
+    # numel / (N C) read 0 spatial elements when N or C was 0
+    assert F.instance_norm(ember.ones(2, 0, 5)).shape == (2, 0, 5)
+    assert F.instance_norm(ember.ones(0, 3, 5)).shape == (0, 3, 5)
+    with pytest.raises(ValueError, match="more than 1 spatial element"):
+        F.instance_norm(ember.ones(2, 3, 1))

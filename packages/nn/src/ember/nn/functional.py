@@ -1357,7 +1357,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
             f"instance_norm: expected input of shape (N, C, *spatial), got shape {_shape(input)}"
         )
     if use_input_stats:
-        spatial = input.numel() // (input.shape[0] * input.shape[1]) if input.numel() else 0
+        spatial = math.prod(_shape(input)[2:])  # (not numel / (N C): N or C may be 0)
         if spatial <= 1:
             raise ValueError(
                 f"instance_norm: expected more than 1 spatial element when training, got input "
