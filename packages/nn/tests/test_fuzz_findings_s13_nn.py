@@ -150,3 +150,12 @@ def test_instance_norm_counts_spatial_elements_with_an_empty_batch_or_channel_di
     assert F.instance_norm(ember.ones(0, 3, 5)).shape == (0, 3, 5)
     with pytest.raises(ValueError, match="more than 1 spatial element"):
         F.instance_norm(ember.ones(2, 3, 1))
+
+
+def test_local_response_norm_of_empty_and_integer_inputs():
+    for shape in ((2, 0, 5), (0, 3, 5), (2, 3, 0)):
+        assert F.local_response_norm(ember.ones(*shape), 2).shape == shape
+    r = F.local_response_norm(ember.arange(12).reshape(1, 3, 4), 2)
+    assert r.dtype == ember.float32
+    assert r[0, 2].tolist() == pytest.approx([7.9761, 8.9644, 9.9493, 10.9304], abs=1e-4)
+    assert F.local_response_norm(ember.ones(1, 3, 4, dtype=ember.float16), 2).dtype == ember.float16

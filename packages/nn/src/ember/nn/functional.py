@@ -1379,9 +1379,13 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
         raise ValueError(
             f"local_response_norm: expected 3-D or higher input, got shape {_shape(input)}"
         )
+    if not (input.is_floating_point() or input.is_complex()):
+        input = input.to(ember.get_default_dtype())  # an integer input normalizes to floats
+    if input.numel() == 0:
+        return input.clone()
     sq = (input * input).unsqueeze(1)  # (N, 1, C, *)
     lead = _shape(sq)
-    sq3 = sq.reshape(lead[0], 1, lead[2], -1)
+    sq3 = sq.reshape(lead[0], 1, lead[2], math.prod(lead[3:]))
     sq3 = pad(sq3, (0, 0, size // 2, (size - 1) // 2))
     div = avg_pool2d(sq3, (size, 1), stride=1).reshape(_shape(input))
     div = div.mul(alpha).add(k).pow(beta)
