@@ -159,3 +159,12 @@ def test_local_response_norm_of_empty_and_integer_inputs():
     assert r.dtype == ember.float32
     assert r[0, 2].tolist() == pytest.approx([7.9761, 8.9644, 9.9493, 10.9304], abs=1e-4)
     assert F.local_response_norm(ember.ones(1, 3, 4, dtype=ember.float16), 2).dtype == ember.float16
+
+
+def test_max_unpool_of_an_empty_batch():
+    r = F.max_unpool1d(ember.zeros(0, 3), ember.zeros(0, 3, dtype=ember.int64), 2)
+    assert r.shape == (0, 6)
+    r = F.max_unpool2d(ember.zeros(0, 2, 2, 2), ember.zeros(0, 2, 2, 2, dtype=ember.int64), 2)
+    assert r.shape == (0, 2, 4, 4)
+    r = F.max_unpool1d(ember.tensor([[[5.0, 6.0]]]), ember.tensor([[[1, 2]]]), 2)
+    assert r.tolist() == [[[0.0, 5.0, 6.0, 0.0]]]
