@@ -170,3 +170,51 @@ def test_lu_and_matrix_norm_of_empty_matrices():
     assert ember.linalg.matrix_norm(ember.ones(0, 3), ord=1).item() == 0.0
     assert ember.linalg.matrix_norm(ember.ones(3, 0), ord=-INF).item() == 0.0
     assert ember.linalg.matrix_norm(ember.ones(2, 2), ord=INF).item() == 2.0
+
+
+def test_a_number_over_a_0d_tensor_keeps_the_tensors_dtype():
+    # the number became a 0-d float64 (int64) tensor that tied with the 0-d operand and widened
+    # the result: 1.0 / x.sum() was float64
+    for dt in (ember.float16, ember.bfloat16, ember.float32):
+        x = ember.tensor(4.0, dtype=dt)
+        for r in (1.0 / x, 2 / x, 9.0 // x, 9.0 % x, 2.0 ** x, 1.0 - x):
+            assert r.dtype == dt
+        assert (1.0 / x).item() == 0.25 and (9.0 // x).item() == 2.0 and (9.0 % x).item() == 1.0
+    for dt in (ember.int8, ember.int32, ember.uint8):
+        x = ember.tensor(4, dtype=dt)
+        assert (9 // x).dtype == dt and (9 % x).dtype == dt and (1 << x).dtype == dt
+        assert (64 >> x).dtype == dt and (64 >> x).item() == 4
+        assert (1.0 / x).dtype == ember.float32 and (2 / x).dtype == ember.float32
+    z = ember.tensor(2 + 0j, dtype=ember.complex64)
+    assert (1.0 / z).dtype == ember.complex64 and (1j / z).dtype == ember.complex64
+    # a tensor with dims was right already, and the number's precision is kept
+    assert (1.0 / ember.ones(2, dtype=ember.float16)).dtype == ember.float16
+    x = ember.tensor(3.0, dtype=ember.float64)
+    assert (0.1 / x).item() == 0.1 / 3.0
+    w = ember.tensor(2.0, requires_grad=True)
+    (1.0 / w).backward()
+    assert w.grad.item() == -0.25
+
+
+def test_integer_logspace_steps_after_promotion():
+    # the end minus the start wrapped in uint8 (0 - 2 = 254: exponents 2, 65.5, ...)
+    assert ember.logspace(2, 0, 5, dtype=ember.uint8).tolist() == [100, 31, 10, 3, 1]
+    assert ember.logspace(2.5, 0.5, 5, dtype=ember.int8).tolist() == [100, 31, 10, 3, 1]
+    assert ember.logspace(3, 0, 5, dtype=ember.int32).tolist() == [1000, 177, 31, 5, 1]
+    assert ember.logspace(-2, 2, 3, base=2.0, dtype=ember.int8).tolist() == [0, 1, 4]
+    assert ember.logspace(0, 2, 3, dtype=ember.int64).tolist() == [1, 10, 100]
+
+
+def test_reflected_ops_and_logspace_match_torch():
+    torch = pytest.importorskip("torch")
+    for name in ("float16", "bfloat16", "float32", "int32", "int8"):
+        e, t = ember.tensor(3, dtype=getattr(ember, name)), torch.tensor(3, dtype=getattr(torch, name))
+        for f in (lambda v: 1.0 / v, lambda v: 7 // v, lambda v: 7.0 % v, lambda v: 2 ** v):
+            assert str(f(e).dtype).split(".")[-1] == str(f(t).dtype).split(".")[-1], name
+    # (only results that fit the dtype: a float out of an integer's range converts undefined)
+    cases = {"uint8": ((2.5, 0.5), (2, 0)), "int8": ((2.5, 0.5), (-1, 2))}
+    for dt in ("uint8", "int8", "int16", "int32", "int64"):
+        for a, b in cases.get(dt, ((3, 1e-300), (-1, 2), (2.5, 0.5))):
+            e = ember.logspace(a, b, 5, base=10.0, dtype=getattr(ember, dt)).tolist()
+            t = torch.logspace(a, b, 5, base=10.0, dtype=getattr(torch, dt)).tolist()
+            assert e == t, (dt, a, b)
