@@ -218,3 +218,13 @@ def test_reflected_ops_and_logspace_match_torch():
             e = ember.logspace(a, b, 5, base=10.0, dtype=getattr(ember, dt)).tolist()
             t = torch.logspace(a, b, 5, base=10.0, dtype=getattr(torch, dt)).tolist()
             assert e == t, (dt, a, b)
+
+
+def test_logit_compares_eps_in_the_input_dtype():
+    # -1e-308 underflows to -0.0 in float32: a clamp to [-0, 1] there, none in float64
+    x = [9.0, -5.0, 0.3]
+    r = ember.special.logit(ember.tensor(x), -1e-308).tolist()
+    assert r[:2] == [INF, -INF] and r[2] == pytest.approx(math.log(0.3 / 0.7))
+    r = ember.special.logit(ember.tensor(x, dtype=ember.float64), -1e-308).tolist()
+    assert math.isnan(r[0]) and math.isnan(r[1])
+    assert ember.special.logit(ember.tensor([9, -5]), -1e-308).tolist() == [INF, -INF]
