@@ -228,3 +228,5 @@ def test_logit_compares_eps_in_the_input_dtype():
     r = ember.special.logit(ember.tensor(x, dtype=ember.float64), -1e-308).tolist()
     assert math.isnan(r[0]) and math.isnan(r[1])
     assert ember.special.logit(ember.tensor([9, -5]), -1e-308).tolist() == [INF, -INF]
+    with pytest.raises(TypeError, match="'eps' must be float, not Tensor"):
+        ember.logit(ember.tensor(x), ember.ones(3))

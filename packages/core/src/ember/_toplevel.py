@@ -297,6 +297,8 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     if not (input.is_floating_point() or input.is_complex()):
         # integers and bools promote first: ``1 - p`` in uint8 would wrap (torch: float result)
         input = input.to(_C.get_default_dtype())
+    if eps is not None and not isinstance(eps, numbers.Real):
+        raise TypeError(f"logit(): argument 'eps' must be float, not {type(eps).__name__}")
     if eps is not None and input.is_floating_point():
         # torch compares eps in the input's dtype: -1e-308 is -0.0 (a clamp) in float32
         eps = _C.tensor(eps, dtype=input.dtype).item()
