@@ -1049,10 +1049,9 @@ def _adaptive_size(op: str, input: Tensor, output_size: Any, nd: int) -> list[in
 def _adaptive_empty(input: Tensor, out: list[int], indices: bool) -> Any:
     """The result of an adaptive pool with a 0 output size (torch accepts it): an empty
     (N, C, *out) tensor, a view of the input so that it keeps dtype, device and autograd."""
-    if not input.is_floating_point():  # the kernels' own check, which this path skips
-        kind = "adaptive_max_pool" if indices else "adaptive_avg_pool"
+    if indices and not input.is_floating_point():  # max's own check (torch skips avg's here)
         dt = str(input.dtype).split(".")[-1]
-        raise TypeError(f"{kind}: expected a floating-point input, got {dt}")
+        raise TypeError(f"adaptive_max_pool: expected a floating-point input, got {dt}")
     shape = _shape(input)[:input.ndim - len(out)] + tuple(out)
     d = input.ndim - len(out) + out.index(0)
     values = input.narrow(d, 0, 0).reshape(shape)
