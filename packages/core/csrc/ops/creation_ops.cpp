@@ -171,7 +171,11 @@ Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double ba
     // ends) and the power in double, rounded to T once at the end.
     const T s = cast_to<T>(start.to_double()), e = cast_to<T>(end.to_double());
     const double s_d = static_cast<double>(s), e_d = static_cast<double>(e);
-    const double step = static_cast<double>(static_cast<T>(e - s)) / static_cast<double>(steps - 1);
+    // (integers: the difference is taken after promotion to int, not wrapped back to T, so a
+    // uint8 logspace(3, 0) steps down by -0.75 rather than up by 253 / 4)
+    const double diff =
+        std::is_integral_v<T> ? e_d - s_d : static_cast<double>(static_cast<T>(e - s));
+    const double step = diff / static_cast<double>(steps - 1);
     const int64_t half = steps / 2;
     fill_index<T>(out, [&](int64_t i) {
       const double k = static_cast<double>(i < half ? i : steps - i - 1);

@@ -429,6 +429,16 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
     store_scalar(s, dt, t->data());
     return t;
   };
+  // Next to a 0-d tensor that 0-d number would tie and widen the result (1.0 / t a float64,
+  // 2 // t an int64): torch's wrapped number keeps t's dtype when it is of t's own kind.
+  auto like_dtype = [](Tensor r, const Tensor& like) {
+    auto kind = [](ScalarType t) {
+      return is_complex(t) ? 3 : is_floating(t) ? 2 : is_integral(t, false) ? 1 : 0;
+    };
+    if (like->dim() == 0 && r->dtype() != like->dtype() && kind(r->dtype()) == kind(like->dtype()))
+      r = ops::_to_copy(r, like->dtype(), std::nullopt, false);
+    return r;
+  };
   auto none = Tensor();
   cls.def(
          "__add__",
@@ -470,8 +480,8 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
           py::is_operator())
       .def(
           "__rtruediv__",
-          [num](const Tensor& a, const Scalar& b) {
-            return ops::div(num(b, a), a, std::nullopt, Tensor());
+          [num, like_dtype](const Tensor& a, const Scalar& b) {
+            return like_dtype(ops::div(num(b, a), a, std::nullopt, Tensor()), a);
           },
           py::is_operator())
       .def(
@@ -486,8 +496,8 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
           py::is_operator())
       .def(
           "__rfloordiv__",
-          [num](const Tensor& a, const Scalar& b) {
-            return ops::div(num(b, a), a, std::string("floor"), Tensor());
+          [num, like_dtype](const Tensor& a, const Scalar& b) {
+            return like_dtype(ops::div(num(b, a), a, std::string("floor"), Tensor()), a);
           },
           py::is_operator())
       .def(
@@ -502,8 +512,8 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
           py::is_operator())
       .def(
           "__rmod__",
-          [num](const Tensor& a, const Scalar& b) {
-            return ops::remainder(num(b, a), a, Tensor());
+          [num, like_dtype](const Tensor& a, const Scalar& b) {
+            return like_dtype(ops::remainder(num(b, a), a, Tensor()), a);
           },
           py::is_operator())
       .def(
@@ -564,8 +574,8 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
           py::is_operator())
       .def(
           "__rlshift__",
-          [num](const Tensor& a, const Scalar& b) {
-            return ops::bitwise_left_shift(num(b, a), a, Tensor());
+          [num, like_dtype](const Tensor& a, const Scalar& b) {
+            return like_dtype(ops::bitwise_left_shift(num(b, a), a, Tensor()), a);
           },
           py::is_operator())
       .def(
@@ -580,8 +590,8 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
           py::is_operator())
       .def(
           "__rrshift__",
-          [num](const Tensor& a, const Scalar& b) {
-            return ops::bitwise_right_shift(num(b, a), a, Tensor());
+          [num, like_dtype](const Tensor& a, const Scalar& b) {
+            return like_dtype(ops::bitwise_right_shift(num(b, a), a, Tensor()), a);
           },
           py::is_operator())
       .def(

@@ -293,9 +293,18 @@ def block_diag(*tensors: Tensor) -> Tensor:
         mats.append(t.reshape(1, -1) if t.ndim < 2 else t)
     if not mats:
         return _C.empty([1, 0])
-    dtype = mats[0].dtype
-    for m in mats[1:]:
-        dtype = _C.promote_types(dtype, m.dtype)
+    # as torch's result_type: 0-d inputs only raise the kind (float32 with a 0-d complex128
+    # gives complex64), so promote them apart and combine the two
+    dims = [t.dtype for t in tensors if t.ndim > 0]
+    zeros = [t.dtype for t in tensors if t.ndim == 0]
+    dtype = (dims or zeros)[0]
+    for d in dims[1:] if dims else zeros[1:]:
+        dtype = _C.promote_types(dtype, d)
+    if dims and zeros:
+        z = zeros[0]
+        for d in zeros[1:]:
+            z = _C.promote_types(z, d)
+        dtype = result_type(_C.empty([0], dtype=dtype), _C.empty([], dtype=z))
     rows = sum(m.shape[0] for m in mats)
     cols = sum(m.shape[1] for m in mats)
     out = _C.zeros([rows, cols], dtype=dtype, device=mats[0].device)
@@ -401,7 +410,23 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     [5.0]
     """
     other = _as_tensor_like(other, input)
-    return (input * input + other * other).sqrt()
+    dt = _float_result_type(input, other)
+    if dt.is_complex:
+        return (input * input + other * other).sqrt()
+    # squares of a wide float32 (or any half) value fit float64: one rounding at the end, no
+    # spurious overflow (torch gives hypot(1e30, 1) == 1e30 where x*x + y*y overflows)
+    a, b = input.to(_C.float64), other.to(_C.float64)
+    if dt is _C.float64:
+        # scale by the larger magnitude so the squares cannot overflow
+        big = _C.maximum(a.abs(), b.abs())
+        small = _C.minimum(a.abs(), b.abs())
+        safe = _C.where(big == 0, _C.ones_like(big), big)
+        r = big * (1 + (small / safe) ** 2).sqrt()
+    else:
+        r = (a * a + b * b).sqrt()
+    # an infinite leg makes the hypotenuse infinite even when the other one is NaN (C's hypot)
+    r = _C.where(a.isinf() | b.isinf(), math.inf, r)
+    return r.to(dt)
 
 
 def fmax(input: Tensor, other: Tensor) -> Tensor:
@@ -548,6 +573,9 @@ def float_power(input: Tensor | float, exponent: Tensor | float) -> Tensor:
     def is_complex(v: Any) -> bool:
         return v.is_complex() if isinstance(v, Tensor) else isinstance(v, complex)
 
+    if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
+        raise TypeError(f"float_power(): expected a Tensor as input or exponent, got "
+                        f"({type(input).__name__}, {type(exponent).__name__})")
     # float64, or complex128 when either operand is complex (the imaginary part is kept)
     dt = _C.complex128 if is_complex(input) or is_complex(exponent) else _C.float64
     cast = complex if dt == _C.complex128 else float
@@ -707,6 +735,14 @@ def corrcoef(input: Tensor) -> Tensor:
     return c.clamp(-1, 1)
 
 
+def _trapezoid_operand(y: Tensor, x: Tensor | None) -> Tensor:
+    """y in the integral's dtype: with sample points x, that of ``y * x`` (an integer y with
+    float16 x integrates in float16, as torch); else y's own, integers as the default float."""
+    if isinstance(x, Tensor):
+        return y.to(_float_result_type(y, x))
+    return _float_of(y)
+
+
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
               dim: int = -1) -> Tensor:
     """The trapezoidal rule along ``dim``, with sample points ``x`` or a constant spacing
@@ -719,9 +755,10 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
     if x is not None and dx is not None:
         raise RuntimeError("trapezoid: received both x and dx; pass only one")
     n = y.shape[dim]
-    if n == 0:
-        return _float_of(y).sum(dim) * 0
-    y = _float_of(y)
+    if n == 0:  # torch: zeros of y's own dtype (an integer y too)
+        z = y.sum(dim) * 0
+        return z if y.is_floating_point() or y.is_complex() else z.to(y.dtype)
+    y = _trapezoid_operand(y, x)
     mid = (y.narrow(dim, 1, n - 1) + y.narrow(dim, 0, n - 1)) / 2
     if x is None:
         return mid.sum(dim) * (1.0 if dx is None else dx)
@@ -747,9 +784,9 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
     """
     if x is not None and dx is not None:
         raise RuntimeError("cumulative_trapezoid: received both x and dx; pass only one")
-    y = _float_of(y)
+    y = _trapezoid_operand(y, x)
     n = y.shape[dim]
-    mid = (y.narrow(dim, 1, max(n - 1, 0)) + y.narrow(dim, 0, max(n - 1, 0))) / 2
+    mid = (y.narrow(dim, min(n, 1), max(n - 1, 0)) + y.narrow(dim, 0, max(n - 1, 0))) / 2
     if x is None:
         return (mid * (1.0 if dx is None else dx)).cumsum(dim)
     if x.ndim == 1:
@@ -960,7 +997,7 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False,
     else:
         d = dim % max(input.ndim, 1)
         x = input.movedim(d, 0)
-        flat = x.reshape(x.shape[0], -1)
+        flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))  # (not -1: ambiguous when empty)
     n = flat.shape[0]
     if n == 0:
         out = x.clone() if dim is None else input.clone()  # flattened when dim is None
@@ -971,7 +1008,7 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False,
         if dim is None:
             change = flat[1:] != flat[:-1]
         else:
-            change = (flat[1:] != flat[:-1]).reshape(n - 1, -1).any(1)
+            change = (flat[1:] != flat[:-1]).any(1)  # (n - 1, m) already: no reshape of 0 rows
         first = _C.ones([1], dtype=_C.bool, device=input.device)
         starts = _C.cat([first, change])
         idx = starts.nonzero().reshape(-1)

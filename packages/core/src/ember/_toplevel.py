@@ -294,7 +294,15 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     [0.0, 1.0986]
     """
     _need_tensor("logit", input)
-    if eps is None:
+    if not (input.is_floating_point() or input.is_complex()):
+        # integers and bools promote first: ``1 - p`` in uint8 would wrap (torch: float result)
+        input = input.to(_C.get_default_dtype())
+    if eps is not None and not isinstance(eps, numbers.Real):
+        raise TypeError(f"logit(): argument 'eps' must be float, not {type(eps).__name__}")
+    if eps is not None and input.is_floating_point():
+        # torch compares eps in the input's dtype: -1e-308 is -0.0 (a clamp) in float32
+        eps = _C.tensor(eps, dtype=input.dtype).item()
+    if eps is None or not eps >= 0:  # a negative (or NaN) eps clamps nothing, as torch's
         p = input
     elif eps > 0.5:
         # the bounds cross: below eps -> eps, otherwise (above 1 - eps) -> 1 - eps, NaN kept,

@@ -114,7 +114,9 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
         zero = a == 0
         safe = _C.where(zero, _C.ones_like(a), a)
         r = safe.pow(ord).sum(dims, keepdim=keepdim).pow(1.0 / ord)
-        r = _C.where(zero.any(dims, keepdim=keepdim) if dims else zero, _C.zeros_like(r), r)
+        # ... unless the slice holds a NaN, which wins (as in torch)
+        hit = zero & ~a.isnan().any(dims, keepdim=True) if dims else zero & ~a.isnan()
+        r = _C.where(hit.any(dims, keepdim=keepdim) if dims else hit, _C.zeros_like(r), r)
     else:
         r = x.norm(float(ord), dims, keepdim)
     return _out(r, out, "linalg.vector_norm")
@@ -143,7 +145,10 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
         # rows (inf) sum over the column dim; columns (1) over the row dim
         sum_dim, red_dim = (d1, d0) if ord in (math.inf, -math.inf) else (d0, d1)
         s = A.abs().sum(sum_dim, keepdim=True)
-        r = s.amax(red_dim, keepdim=True) if ord > 0 else s.amin(red_dim, keepdim=True)
+        if ord > 0 and s.shape[red_dim] == 0:  # no rows (columns): the norm is 0, as torch's
+            r = s.sum(red_dim, keepdim=True)
+        else:
+            r = s.amax(red_dim, keepdim=True) if ord > 0 else s.amin(red_dim, keepdim=True)
         if not keepdim:
             r = r.squeeze(max(d0, d1)).squeeze(min(d0, d1))
     elif ord in ("nuc", 2, -2):
@@ -805,6 +810,8 @@ def _permutation(pivots: Tensor, m: int, like: Tensor) -> Tensor:
     batch = tuple(pivots.shape[:-1])
     if pivots.device.type == "meta":
         return _C.empty(*batch, m, m, dtype=like.dtype, device=like.device)
+    if pivots.numel() == 0:  # empty batch or 0 x n matrices: nothing swapped
+        return _C.eye(m, dtype=like.dtype, device=like.device).expand(*batch, m, m).clone()
     k = pivots.shape[-1]
     piv = pivots.cpu().numpy().reshape(-1, k).astype(np.int64) - 1
     perm = np.tile(np.arange(m), (piv.shape[0], 1))

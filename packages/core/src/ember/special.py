@@ -262,7 +262,8 @@ def ndtr(input: Tensor) -> Tensor:
     below -5, where the sum would cancel)."""
     x = _float(_tensor("ndtr", input), "ndtr")
     direct = 0.5 * (1 + (x / _SQRT2).erf())
-    return ember.where(x < -5, _log_ndtr_tail(x).exp(), direct)
+    # the tail is computed in float64: cast back so a half input keeps its dtype (as torch)
+    return ember.where(x < -5, _log_ndtr_tail(x).exp().to(x.dtype), direct)
 
 
 def ndtri(input: Tensor) -> Tensor:

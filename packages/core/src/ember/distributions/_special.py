@@ -59,7 +59,8 @@ def _lgamma_raw(x: Tensor) -> Tensor:
     sin_pix = ember.abs(ember.sin(math.pi * x))
     refl = math.log(math.pi) - ember.log(sin_pix) - pos
     out = ember.where(small, refl, pos)
-    pole = small & (x == ember.floor(x))
+    # poles, and both infinities (the Lanczos sum gives inf - inf = NaN at +inf)
+    pole = (small & (x == ember.floor(x))) | x.isinf()
     return ember.where(pole, math.inf, out)
 
 

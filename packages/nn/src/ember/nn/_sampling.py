@@ -269,8 +269,11 @@ def _unpool(op: str, nd: int, input: Tensor, indices: Tensor, kernel_size: Any, 
     total = 1
     for o in out_sp:
         total *= o
-    src = input.reshape(*lead, -1)
-    idx = indices.reshape(*lead, -1).to(ember.int64)
+    n_in = 1
+    for i in spatial_in:
+        n_in *= i
+    src = input.reshape(*lead, n_in)  # (not -1: ambiguous for an empty batch)
+    idx = indices.reshape(*lead, n_in).to(ember.int64)
     if idx.numel() and (idx.min().item() < 0 or idx.max().item() >= total):
         raise RuntimeError(f"{op}: found an invalid max index {idx.max().item()} (output "
                            f"volumes are of size {'x'.join(map(str, out_sp))})")

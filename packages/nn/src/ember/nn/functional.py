@@ -169,7 +169,11 @@ def _integer_hardtanh(op: str, input: Tensor, lo: float, hi: float, inplace: boo
     the integer type (truncated); bool inputs are refused."""
     if input.dtype == ember.bool:
         raise RuntimeError(f"{op}: Bool inputs not supported for hardtanh")
-    lo_i, hi_i = int(lo), int(hi)
+    try:
+        lo_i, hi_i = int(lo), int(hi)
+    except (OverflowError, ValueError):  # an infinite or NaN bound
+        raise RuntimeError(f"{op}: min_val ({lo}) and max_val ({hi}) cannot be converted to "
+                           f"the integer type {input.dtype} of the input") from None
     return input.clamp_(lo_i, hi_i) if inplace else input.clamp(lo_i, hi_i)
 
 
@@ -601,7 +605,7 @@ def normalize(
     >>> normalize(ember.tensor([[3.0, 4.0]], dtype=ember.float64)).tolist()
     [[0.6, 0.8]]
     """
-    denom = input.norm(p, [dim], True).clamp(min=eps).expand_as(input)
+    denom = input.norm(_float_number(p), [dim], True).clamp(min=_float_number(eps)).expand_as(input)
     res = input / denom
     if out is not None:
         _C._prepare_out(out, res, "normalize")
@@ -1042,6 +1046,20 @@ def _adaptive_size(op: str, input: Tensor, output_size: Any, nd: int) -> list[in
     return out
 
 
+def _adaptive_empty(input: Tensor, out: list[int], indices: bool) -> Any:
+    """The result of an adaptive pool with a 0 output size (torch accepts it): an empty
+    (N, C, *out) tensor, a view of the input so that it keeps dtype, device and autograd."""
+    if indices and not input.is_floating_point():  # max's own check (torch skips avg's here)
+        dt = str(input.dtype).split(".")[-1]
+        raise TypeError(f"adaptive_max_pool: expected a floating-point input, got {dt}")
+    shape = _shape(input)[:input.ndim - len(out)] + tuple(out)
+    d = input.ndim - len(out) + out.index(0)
+    values = input.narrow(d, 0, 0).reshape(shape)
+    if not indices:
+        return values
+    return values, ember.zeros(shape, dtype=ember.int64, device=input.device)
+
+
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     """Average pooling of (N, C, L) input to length output_size.
 
@@ -1050,7 +1068,10 @@ def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     [[[1.5]]]
     """
     _check_dim("adaptive_avg_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
-    return _C.adaptive_avg_pool1d(input, _adaptive_size("adaptive_avg_pool1d", input, output_size, 1))
+    size = _adaptive_size("adaptive_avg_pool1d", input, output_size, 1)
+    if 0 in size:
+        return _adaptive_empty(input, size, False)
+    return _C.adaptive_avg_pool1d(input, size)
 
 
 def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
@@ -1061,7 +1082,10 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     ember.Size([1, 1, 2, 7])
     """
     _check_dim("adaptive_avg_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
-    return _C.adaptive_avg_pool2d(input, _adaptive_size("adaptive_avg_pool2d", input, output_size, 2))
+    size = _adaptive_size("adaptive_avg_pool2d", input, output_size, 2)
+    if 0 in size:
+        return _adaptive_empty(input, size, False)
+    return _C.adaptive_avg_pool2d(input, size)
 
 
 def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
@@ -1072,14 +1096,20 @@ def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     ember.Size([1, 1, 2, 5, 3])
     """
     _check_dim("adaptive_avg_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
-    return _C.adaptive_avg_pool3d(input, _adaptive_size("adaptive_avg_pool3d", input, output_size, 3))
+    size = _adaptive_size("adaptive_avg_pool3d", input, output_size, 3)
+    if 0 in size:
+        return _adaptive_empty(input, size, False)
+    return _C.adaptive_avg_pool3d(input, size)
 
 
 def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any,
                                      return_indices: bool = True) -> tuple[Tensor, Tensor]:
     """:func:`adaptive_max_pool1d` returning ``(output, indices)``."""
     _check_dim("adaptive_max_pool1d", input, (2, 3), "(N, C, L) or (C, L)")
-    return _C.adaptive_max_pool1d(input, _adaptive_size("adaptive_max_pool1d", input, output_size, 1))
+    size = _adaptive_size("adaptive_max_pool1d", input, output_size, 1)
+    if 0 in size:
+        return _adaptive_empty(input, size, True)
+    return _C.adaptive_max_pool1d(input, size)
 
 
 def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
@@ -1097,7 +1127,10 @@ def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any,
                                      return_indices: bool = True) -> tuple[Tensor, Tensor]:
     """:func:`adaptive_max_pool2d` returning ``(output, indices)``."""
     _check_dim("adaptive_max_pool2d", input, (3, 4), "(N, C, H, W) or (C, H, W)")
-    return _C.adaptive_max_pool2d(input, _adaptive_size("adaptive_max_pool2d", input, output_size, 2))
+    size = _adaptive_size("adaptive_max_pool2d", input, output_size, 2)
+    if 0 in size:
+        return _adaptive_empty(input, size, True)
+    return _C.adaptive_max_pool2d(input, size)
 
 
 def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
@@ -1115,7 +1148,10 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any,
                                      return_indices: bool = True) -> tuple[Tensor, Tensor]:
     """:func:`adaptive_max_pool3d` returning ``(output, indices)``."""
     _check_dim("adaptive_max_pool3d", input, (4, 5), "(N, C, D, H, W) or (C, D, H, W)")
-    return _C.adaptive_max_pool3d(input, _adaptive_size("adaptive_max_pool3d", input, output_size, 3))
+    size = _adaptive_size("adaptive_max_pool3d", input, output_size, 3)
+    if 0 in size:
+        return _adaptive_empty(input, size, True)
+    return _C.adaptive_max_pool3d(input, size)
 
 
 def _fractional_max_pool(nd: int, input: Tensor, kernel_size: Any, output_size: Any,
@@ -1324,7 +1360,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
             f"instance_norm: expected input of shape (N, C, *spatial), got shape {_shape(input)}"
         )
     if use_input_stats:
-        spatial = input.numel() // (input.shape[0] * input.shape[1]) if input.numel() else 0
+        spatial = math.prod(_shape(input)[2:])  # (not numel / (N C): N or C may be 0)
         if spatial <= 1:
             raise ValueError(
                 f"instance_norm: expected more than 1 spatial element when training, got input "
@@ -1346,9 +1382,13 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
         raise ValueError(
             f"local_response_norm: expected 3-D or higher input, got shape {_shape(input)}"
         )
+    if not (input.is_floating_point() or input.is_complex()):
+        input = input.to(ember.get_default_dtype())  # an integer input normalizes to floats
+    if input.numel() == 0:
+        return input.clone()
     sq = (input * input).unsqueeze(1)  # (N, 1, C, *)
     lead = _shape(sq)
-    sq3 = sq.reshape(lead[0], 1, lead[2], -1)
+    sq3 = sq.reshape(lead[0], 1, lead[2], math.prod(lead[3:]))
     sq3 = pad(sq3, (0, 0, size // 2, (size - 1) // 2))
     div = avg_pool2d(sq3, (size, 1), stride=1).reshape(_shape(input))
     div = div.mul(alpha).add(k).pow(beta)
@@ -1374,6 +1414,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     [1.0, 1.0, 1.0]
     """
     _validate_p("dropout", p)
+    if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
+        return input
     out = _C.dropout(input, p, training)
     return _inplace_result(input, out) if inplace and training else out
 
@@ -1387,6 +1429,8 @@ def _feature_dropout(op: str, nd: int, input: Tensor, p: float, training: bool,
             f"shape {_shape(input)}"
         )
     batched = input.ndim == nd + 2
+    if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
+        return input
     x = input if batched else input.unsqueeze(0)
     out = _C.feature_dropout(x, p, training)
     if not batched:
@@ -1429,6 +1473,8 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
         warnings.warn(f"dropout2d: a {input.ndim}-D input is deprecated (PyTorch will raise in a "
                       f"future release); dropout2d expects (N, C, H, W) input. Its first two dims "
                       f"are masked as (N, C)", UserWarning, stacklevel=2)
+    if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
+        return input
     out = _C.feature_dropout(input, p, training)
     return _inplace_result(input, out) if inplace and training else out
 
@@ -2031,6 +2077,12 @@ def _broadcast_shape(op: str, s1: tuple[int, ...], s2: tuple[int, ...]) -> list[
 
 
 # ---- distances --------------------------------------------------------------------------------
+def _float_number(v: Any) -> Any:
+    """A float argument given as a Python int, as a float: an int past int64 (2**63) would not
+    convert to the ops' Scalar, where torch's float parameter takes it."""
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``<x1, x2> / (max(||x1||, eps) * max(||x2||, eps))`` along dim (inputs broadcast).
 
@@ -2040,6 +2092,11 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     """
     shape = _broadcast_shape("cosine_similarity", _shape(x1), _shape(x2))
     a, b = x1.expand(*shape), x2.expand(*shape)  # expand (not broadcast_tensors) has a derivative
+    dt = ember.result_type(x1, x2)
+    if not (dt.is_floating_point or dt.is_complex):
+        raise RuntimeError(f"cosine_similarity: expected common dtype to be floating point, yet "
+                           f"common dtype is {dt}")
+    a, b, eps = a.to(dt), b.to(dt), _float_number(eps)  # (a uint8 x1 with a float16 x2: float16)
     na = a.norm(2, [dim], True).clamp(min=eps)
     nb = b.norm(2, [dim], True).clamp(min=eps)
     return ((a / na) * (b / nb)).sum(dim)
@@ -2055,9 +2112,9 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     5.0
     """
     nd = max(x1.ndim, x2.ndim)
-    if nd == 0:
-        raise RuntimeError("pairwise_distance: inputs must have at least 1 dim")
-    return (x1 - x2 + eps).norm(p, [nd - 1], keepdim)
+    p, eps = _float_number(p), _float_number(eps)
+    # two 0-d inputs: the norm of the one difference over its (implicit) last dim, as torch
+    return (x1 - x2 + eps).norm(p, [max(nd - 1, 0)], keepdim)
 
 
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
@@ -2071,10 +2128,12 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     if input.ndim != 2:
         raise RuntimeError(f"pdist: expected 2-D input, got shape {_shape(input)}")
     n = input.shape[0]
+    if n < 2:  # no pairs: an empty result of the input's dtype (and graph)
+        return input.reshape(n * input.shape[1])[:0]
     ii = [i for i in range(n) for _ in range(i + 1, n)]
     jj = [j for i in range(n) for j in range(i + 1, n)]
     a, b = _take(input, 0, ii), _take(input, 0, jj)
-    return (a - b).norm(p, [1], False)
+    return (a - b).norm(_float_number(p), [1], False)
 
 
 # ---- losses -----------------------------------------------------------------------------------
@@ -2139,6 +2198,20 @@ def _check_same_size(op: str, input: Tensor, target: Tensor, strict: bool = Fals
         "Please ensure they have the same size.",
         stacklevel=3,
     )
+
+
+def _regression_operands(input: Tensor, target: Tensor, bool_target: bool = True,
+                         promote: bool = True) -> tuple[Tensor, Tensor]:
+    """torch's pointwise regression losses broadcast input and target before they promote, so a
+    0-d operand's dtype counts in full (a float32 input with a 0-d float64 target gives a
+    float64 loss; huber_loss keeps the input's dtype); and a bool target promotes like a number
+    (not for l1_loss, as in torch)."""
+    if bool_target and target.dtype == ember.bool and input.is_floating_point():
+        target = target.to(input.dtype)
+    if promote and input.dtype != target.dtype and input.ndim != target.ndim and 0 in (input.ndim, target.ndim):
+        dt = ember.promote_types(input.dtype, target.dtype)
+        input, target = input.to(dt), target.to(dt)
+    return input, target
 
 
 def _check_class_target(op: str, input: Tensor, target: Tensor) -> None:
@@ -2206,6 +2279,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("mse_loss", reduction)
     _check_same_size("mse_loss", input, target)
+    input, target = _regression_operands(input, target)
     if weight is not None:
         return _weighted_mean_loss("mse_loss", input, (input - target).pow(2), weight, reduction)
     return _C.mse_loss(input, target, reduction)
@@ -2222,6 +2296,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("l1_loss", reduction)
     _check_same_size("l1_loss", input, target)
+    input, target = _regression_operands(input, target, bool_target=False)
     if weight is not None:
         return _weighted_mean_loss("l1_loss", input, (input - target).abs(), weight, reduction)
     return _C.l1_loss(input, target, reduction)
@@ -2240,6 +2315,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
+    input, target = _regression_operands(input, target)
     return _C.smooth_l1_loss(input, target, reduction, beta)
 
 
@@ -2255,6 +2331,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_size("huber_loss", input, target)
+    input, target = _regression_operands(input, target, promote=False)
     if weight is not None:
         return _reduce("huber_loss", _C.huber_loss(input, target, "none", delta) * weight, reduction)
     return _C.huber_loss(input, target, reduction, delta)
@@ -2333,7 +2410,8 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
         t = target
         safe = ember.where(t > 1, t, ember.ones_like(t))
         stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
-        loss = loss + ember.where(t > 1, stirling, ember.zeros_like(stirling))
+        # added in place in torch: an integer target's float32 term keeps the loss's dtype
+        loss = (loss + ember.where(t > 1, stirling, ember.zeros_like(stirling))).to(loss.dtype)
     return _reduce("poisson_nll_loss", loss, reduction)
 
 
@@ -2446,10 +2524,11 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("triplet_margin_loss", reduction)
     _check_triplet_margin("triplet_margin_loss", margin)
-    if not (anchor.ndim == positive.ndim == negative.ndim) or anchor.ndim not in (1, 2):
+    # any rank, as torch (the distances reduce the last dim), but the same for all three
+    if not (anchor.ndim == positive.ndim == negative.ndim):
         raise RuntimeError(
             f"triplet_margin_loss: anchor {_shape(anchor)}, positive {_shape(positive)} and "
-            f"negative {_shape(negative)} must all be 1-D or all 2-D"
+            f"negative {_shape(negative)} must have the same number of dimensions"
         )
     d_ap = pairwise_distance(anchor, positive, p, eps)
     d_an = pairwise_distance(anchor, negative, p, eps)
@@ -2514,7 +2593,8 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = 
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("soft_margin_loss", reduction)
-    if input.is_floating_point() and target.is_floating_point() and target.dtype != input.dtype:
+    if input.is_floating_point() and (target.is_floating_point() or target.dtype == ember.bool) \
+            and target.dtype != input.dtype:
         target = target.to(input.dtype)  # as torch: the loss has the input's dtype
     return _reduce("soft_margin_loss", softplus(-target * input), reduction)
 
