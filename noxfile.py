@@ -70,6 +70,7 @@ def _core_source_key() -> str:
             digest.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
     digest.update(os.environ.get("EMBER_CUDA", "OFF").encode())
     digest.update(os.environ.get("EMBER_CUDA_ARCHS", "").encode())
+    digest.update(os.environ.get("EMBER_CUDA_FAST_COMPILE", "OFF").encode())
     return digest.hexdigest()[:16]
 
 
@@ -143,7 +144,7 @@ def install_onnx(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Run the test suites. `-- <package> [pytest args]` runs one package (core, nn, ...)."""
     install_all(session)
-    session.install("pytest", "hypothesis", "numpy")
+    session.install("pytest", "pytest-xdist", "hypothesis", "numpy")
     install_torch(session)
     install_onnx(session)
 
@@ -159,9 +160,20 @@ def tests(session: nox.Session) -> None:
         session.error(f"no tests directory for {', '.join(selected)}")
     # Exit code 5 means "no tests collected", which is not a failure here.
     session.run(
-        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *test_dirs, *args,
-        success_codes=[0, 5],
+        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *_parallel_args(args),
+        *test_dirs, *args, success_codes=[0, 5],
     )  # fmt: skip
+
+
+def _parallel_args(args: list[str]) -> list[str]:
+    """pytest-xdist over the machine's cores (at most 4; EMBER_TEST_WORKERS=N overrides, 1 runs
+    in this process), unless the arguments choose themselves. A file goes to one worker whole
+    (`--dist loadfile`): its module fixtures (process groups, network namespaces) and its order
+    stay as written."""
+    if any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in args):
+        return []
+    workers = int(os.environ.get("EMBER_TEST_WORKERS", min(os.cpu_count() or 1, 4)))
+    return ["-n", str(workers), "--dist", "loadfile"] if workers > 1 else []
 
 
 @nox.session

@@ -59,6 +59,7 @@ def run_examples(module: types.ModuleType) -> tuple[int, int, str]:
     # The examples assume torch's defaults whatever ran before, and leave the settings as found.
     device, grad = ember.get_default_device(), ember.is_grad_enabled()
     printoptions = ember._printing.get_printoptions()
+    dynamo_config = dict(ember._dynamo.config._DEFAULTS)  # examples assign settings there
     ember.set_default_device("cpu")
     ember.set_grad_enabled(True)
     ember.set_printoptions(profile="default")
@@ -71,6 +72,7 @@ def run_examples(module: types.ModuleType) -> tuple[int, int, str]:
         ember.set_default_device(device)
         ember.set_grad_enabled(grad)
         ember.set_printoptions(**printoptions)
+        ember._dynamo.config._DEFAULTS.update(dynamo_config)
     return attempted, failed, out.getvalue()
 
 

@@ -22,7 +22,10 @@ DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat
 
 
 def segments() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("ember_")}
+    # Only this process's: other processes on the machine (a parallel test worker, another
+    # user) make and remove segments meanwhile.
+    prefix = _C._shm_prefix(os.getpid())
+    return {n for n in os.listdir("/dev/shm") if n.startswith(prefix)}
 
 
 @pytest.fixture(autouse=True)
