@@ -1,6 +1,7 @@
 """``ember.jit``: ``torch.jit``'s names with the semantics PyTorch has when its JIT is disabled
 (``PYTORCH_JIT=0``): ember runs eagerly, so ``script`` and ``trace`` return the function or
-module they are given (trace runs it once on the example inputs, as a check), the decorators
+module they are given (trace runs it once on the example inputs, as a check; a module gains
+the ``m.save(path)`` deployment scripts call on a ScriptModule), the decorators
 (``ignore``, ``unused``, ``export``, ``interface``) leave what they decorate as it is,
 ``is_scripting()`` / ``is_tracing()`` are False, and ``save`` / ``load`` store the eager object
 with :func:`ember.save` (a file for ember, not a TorchScript archive). Programs that script or
