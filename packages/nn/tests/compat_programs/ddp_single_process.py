@@ -13,6 +13,7 @@ Prints RESULT <first loss> <last loss> <ddp == plain>."""
 
 import io
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -121,5 +122,6 @@ if dist.get_rank() == 0:
     print("checkpoint keys", list(sd.keys()), "reloaded == trained:",
           torch.allclose(fresh(X), ddp(X), atol=1e-6))
 dist.destroy_process_group()
+shutil.rmtree(tmp, ignore_errors=True)
 print("initialized after destroy:", dist.is_initialized())
 print(f"RESULT {ddp_losses[0]:.5f} {np.mean(ddp_losses[-8:]):.5f} {int(same)}")
