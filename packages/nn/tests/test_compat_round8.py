@@ -5,12 +5,11 @@ too where torch is installed."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 import ember
 import ember.nn as nn
 import ember.nn.functional as F
+import numpy as np
+import pytest
 
 rng = np.random.default_rng(0)
 
