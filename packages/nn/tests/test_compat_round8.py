@@ -1,9 +1,13 @@
 """Compatibility fixes found by the eighth set of compat programs (nn side): complex-valued
 convolutions, as complex-valued networks build them (F.conv1d/2d/3d, F.conv_transpose*d and
-nn.Conv*d(dtype=torch.cfloat)), with their gradients. NumPy references always; torch's results
-too where torch is installed."""
+nn.Conv*d(dtype=torch.cfloat)), with their gradients; and the LRScheduler flag
+``_get_lr_called_within_step`` that custom schedulers copied from PyTorch's read. NumPy
+references always; torch's results too where torch is installed."""
 
 from __future__ import annotations
+
+import math
+import warnings
 
 import ember
 import ember.nn as nn
@@ -102,3 +106,59 @@ def test_complex_conv_matches_torch():
     (ey.abs() ** 2).sum().backward()
     for e, t in ((ex, tx), (ew, tw), (eb, tb)):
         np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+# ---- LRScheduler._get_lr_called_within_step ----------------------------------------------------
+class _WarmupCosine(ember.optim.lr_scheduler._LRScheduler):
+    """A custom scheduler in the style repositories copy from PyTorch's own: get_lr() warns
+    when it is called from outside step()."""
+
+    def __init__(self, optimizer, warmup: int, total: int, last_epoch: int = -1) -> None:
+        self.warmup, self.total = warmup, total
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if not self._get_lr_called_within_step:
+            warnings.warn("To get the last learning rate computed by the scheduler, please use "
+                          "`get_last_lr()`.", UserWarning)
+        e = self.last_epoch
+        if e < self.warmup:
+            return [b * (e + 1) / self.warmup for b in self.base_lrs]
+        p = (e - self.warmup) / max(1, self.total - self.warmup)
+        return [b * 0.5 * (1 + math.cos(math.pi * p)) for b in self.base_lrs]
+
+
+def test_custom_scheduler_reads_get_lr_called_within_step():
+    opt = ember.optim.SGD([nn.Parameter(ember.zeros(1))], lr=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sched = _WarmupCosine(opt, 3, 10)
+        lrs = []
+        for _ in range(5):
+            opt.step()
+            sched.step()
+            lrs.append(round(sched.get_last_lr()[0], 6))
+        assert not caught  # every get_lr() so far came from step()
+        sched.get_lr()
+        assert len(caught) == 1 and "get_last_lr()" in str(caught[0].message)
+    assert lrs == [0.066667, 0.1, 0.1, 0.095048, 0.081174]
+    assert sched._get_lr_called_within_step is False
+    assert "_get_lr_called_within_step" in sched.state_dict()
+    # a fresh scheduler reads the class default; the closed form (step(epoch)) sets it too
+    sched2 = ember.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sched2.step(1.5)
+    assert sched2._get_lr_called_within_step is False
+
+
+def test_scheduler_state_dict_keys_match_torch():
+    torch = pytest.importorskip("torch")
+    keys = []
+    for lib in (torch, ember):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.zeros(1))], lr=0.1)
+        sched = lib.optim.lr_scheduler.StepLR(opt, 2)
+        opt.step()
+        sched.step()
+        keys.append(sorted(sched.state_dict()))
+    assert keys[0] == keys[1]
