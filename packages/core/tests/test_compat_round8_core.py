@@ -1,6 +1,7 @@
 """Compatibility fixes found by the eighth set of compat programs (core side): a scripted or
-traced module's ``save``, and complex ``uniform_`` / ``normal_`` (real and imaginary parts
-filled as PyTorch fills them). Checked against PyTorch's behaviour where torch is installed."""
+traced module's ``save``, complex ``uniform_`` / ``normal_`` (real and imaginary parts filled
+as PyTorch fills them), and ``ember.__version__`` comparing as a version (``TorchVersion``).
+Checked against PyTorch's behaviour where torch is installed."""
 
 from __future__ import annotations
 
@@ -97,3 +98,32 @@ def test_complex_fills_match_torch_statistics():
     for a, b in ((t.real.std().item(), e.real.std().item()),
                  (t.imag.mean().item(), e.imag.mean().item())):
         assert abs(a - b) < 0.06
+
+
+# ---- ember.__version__ compares as a version ---------------------------------------------------
+def test_version_compares_as_a_version():
+    from ember.torch_version import TorchVersion
+
+    v = TorchVersion("1.10.2")
+    assert isinstance(v, str) and v == "1.10.2" and hash(v) == hash("1.10.2")
+    assert v > "1.9" and not str(v) > "1.9"  # as text, "1.9" sorts after "1.10.2"
+    assert v >= (1, 10) and v < (1, 10, 3) and v <= "1.10.2" and not v > (2,)
+    assert TorchVersion("2.1.0a0+git1") < (2, 1)  # a pre-release comes before the release
+    assert TorchVersion("parrot") < "zebra"  # not a version: compared as text
+    assert isinstance(ember.__version__, TorchVersion)
+    assert ember.version.__version__ == ember.__version__
+    assert ember.__version__ >= (0,) and ember.__version__.split(".")[0].isdigit()
+    assert pickle.loads(pickle.dumps(ember.__version__)) == ember.__version__
+
+
+def test_version_comparisons_match_torch():
+    torch = pytest.importorskip("torch")
+    from ember.torch_version import TorchVersion as EV
+    from torch.torch_version import TorchVersion as TV
+
+    cases = [("1.10.2", "1.9"), ("1.10.2", (1, 10)), ("2.1.0a0+git1", (2, 1)),
+             ("2.1.0+cpu", "2.1.0"), ("0.0.0", "2.0"), ("parrot", "zebra"), ("2.0", (2, 0, 0))]
+    for a, b in cases:
+        for op in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+            assert getattr(EV(a), op)(b) == getattr(TV(a), op)(b), (a, b, op)
+    assert type(torch.__version__).__name__ == type(ember.__version__).__name__
