@@ -85,6 +85,9 @@ try:
     from ember._version import version as __version__
 except ImportError:  # a source tree that was never built by pip
     __version__ = "0.0.0"
+from ember.torch_version import TorchVersion as _TorchVersion  # noqa: E402
+
+__version__ = _TorchVersion(__version__)  # compares as a version, as torch.__version__ does
 
 _C._set_size_type(Size)
 

@@ -108,7 +108,32 @@ _stft.__doc__ = "``ember.stft`` of this tensor."
 _istft.__doc__ = "``ember.istft`` of this tensor."
 
 
+_real_uniform_ = Tensor.uniform_
+_real_normal_ = Tensor.normal_
+
+
+def _uniform_(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """Fills self with U(from, to) draws; a complex tensor's real and imaginary parts are each
+    drawn from U(from, to), as in PyTorch."""
+    if not self.is_complex():
+        return _real_uniform_(self, *args, **kwargs)
+    _real_uniform_(_C.view_as_real(self), *args, **kwargs)
+    return self
+
+
+def _normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) \
+        -> Tensor:
+    """Fills self with N(mean, std) draws; a complex tensor's real and imaginary parts are each
+    drawn from N(mean, std / sqrt(2)) (so E|z - mean|^2 = std^2), as in PyTorch."""
+    if not self.is_complex():
+        return _real_normal_(self, mean, std, generator=generator)
+    _real_normal_(_C.view_as_real(self), mean, std / 2 ** 0.5, generator=generator)
+    return self
+
+
 def install(namespace: dict) -> None:
+    Tensor.uniform_ = _uniform_
+    Tensor.normal_ = _normal_
     Tensor.real = property(_get_real, _set_real, doc="The real parts (a view; assignable).")
     Tensor.imag = property(_get_imag, _set_imag,
                            doc="The imaginary parts of a complex tensor (a view; assignable).")

@@ -1,6 +1,7 @@
 """``ember.jit``: ``torch.jit``'s names with the semantics PyTorch has when its JIT is disabled
 (``PYTORCH_JIT=0``): ember runs eagerly, so ``script`` and ``trace`` return the function or
-module they are given (trace runs it once on the example inputs, as a check), the decorators
+module they are given (trace runs it once on the example inputs, as a check; a module gains
+the ``m.save(path)`` deployment scripts call on a ScriptModule), the decorators
 (``ignore``, ``unused``, ``export``, ``interface``) leave what they decorate as it is,
 ``is_scripting()`` / ``is_tracing()`` are False, and ``save`` / ``load`` store the eager object
 with :func:`ember.save` (a file for ember, not a TorchScript archive). Programs that script or
@@ -54,6 +55,24 @@ def script(obj: Any = None, optimize: Any = None, _frames_up: int = 0, _rcb: Any
     """
     if obj is None:
         return script
+    return _with_script_methods(obj)
+
+
+def _save_module(mod: Any, f: Any, _extra_files: dict | None = None) -> None:
+    save(mod, f, _extra_files)
+
+
+def _with_script_methods(obj: Any) -> Any:
+    """A scripted or traced module is the module itself, given the one ScriptModule method
+    deployment scripts call on it, ``m.save(path)`` (unless the module defines its own
+    ``save``). A ``partial``, not a bound method, so the module still pickles."""
+    import functools
+
+    import ember
+
+    nn = getattr(ember, "nn", None)
+    if nn is not None and isinstance(obj, nn.Module) and not hasattr(obj, "save"):
+        obj.__dict__["save"] = functools.partial(_save_module, obj)
     return obj
 
 
@@ -78,7 +97,7 @@ def trace(func: Any, example_inputs: Any = None, optimize: Any = None,
         () if example_inputs is None else (example_inputs,))
     with ember.no_grad():
         func(*args, **(example_kwarg_inputs or {}))
-    return func
+    return _with_script_methods(func)
 
 
 def trace_module(mod: Any, inputs: dict, *args: Any, **kwargs: Any) -> Any:
@@ -88,7 +107,7 @@ def trace_module(mod: Any, inputs: dict, *args: Any, **kwargs: Any) -> Any:
     with ember.no_grad():
         for name, example in inputs.items():
             getattr(mod, name)(*(example if isinstance(example, tuple) else (example,)))
-    return mod
+    return _with_script_methods(mod)
 
 
 def _identity_decorator(fn: Any = None, **kwargs: Any) -> Any:

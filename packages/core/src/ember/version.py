@@ -14,11 +14,13 @@ __all__ = ["__version__", "cuda", "hip", "debug", "git_version"]
 
 
 def _version() -> str:
+    from ember.torch_version import TorchVersion
+
     try:
         from ember._version import version
     except ImportError:
-        return "0.0.0"
-    return version
+        return TorchVersion("0.0.0")
+    return TorchVersion(version)
 
 
 def _cuda_version() -> str | None:

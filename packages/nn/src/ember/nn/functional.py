@@ -749,7 +749,25 @@ def _conv(op: str, nd: int, input: Tensor, weight: Tensor, bias: Tensor | None, 
             raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
     else:
         padding = _tuple(padding, nd, "padding", op)
-    return getattr(_C, op)(input, weight, bias, stride, padding, dilation, groups)
+    real_op = getattr(_C, op)
+    return _complex_conv(op, lambda x, w, b: real_op(x, w, b, stride, padding, dilation, groups),
+                         input, weight, bias)
+
+
+def _complex_conv(op: str, conv: Any, input: Tensor, weight: Tensor,
+                  bias: Tensor | None) -> Tensor:
+    """``conv(x, w, b)`` for real tensors; a complex convolution (as PyTorch has it) by the
+    product rule (xr + i xi) * (wr + i wi) over four real convolutions, bias split alike."""
+    if not any(t is not None and t.is_complex() for t in (input, weight, bias)):
+        return conv(input, weight, bias)
+    if input.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
+        raise RuntimeError(
+            f"{op}: input, weight and bias must have the same dtype, got {input.dtype}, "
+            f"{weight.dtype}" + ("" if bias is None else f" and {bias.dtype}"))
+    xr, xi, wr, wi = input.real, input.imag, weight.real, weight.imag
+    re = conv(xr, wr, None if bias is None else bias.real) - conv(xi, wi, None)
+    im = conv(xr, wi, None if bias is None else bias.imag) + conv(xi, wr, None)
+    return _C.complex(re, im)
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
@@ -794,11 +812,11 @@ def _conv_t(op: str, nd: int, input: Tensor, weight: Tensor, bias: Tensor | None
             f"{op}: weight must be {nd + 2}-D (in_channels, out_channels / groups, *kernel), got "
             f"shape {_shape(weight)}"
         )
-    return getattr(_C, op)(
-        input, weight, bias, _tuple(stride, nd, "stride", op), _tuple(padding, nd, "padding", op),
-        _tuple(output_padding, nd, "output_padding", op), groups,
-        _tuple(dilation, nd, "dilation", op),
-    )
+    args = (_tuple(stride, nd, "stride", op), _tuple(padding, nd, "padding", op),
+            _tuple(output_padding, nd, "output_padding", op), groups,
+            _tuple(dilation, nd, "dilation", op))
+    real_op = getattr(_C, op)
+    return _complex_conv(op, lambda x, w, b: real_op(x, w, b, *args), input, weight, bias)
 
 
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,

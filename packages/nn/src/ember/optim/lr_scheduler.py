@@ -98,11 +98,34 @@ def _track_step_calls(optimizer: Optimizer) -> None:
     optimizer.step = step  # type: ignore[method-assign]
 
 
+class _enable_get_lr_call:
+    """Marks ``get_lr()`` calls as made from within ``step()``: the flag
+    ``_get_lr_called_within_step`` that schedulers written after PyTorch's read to warn when
+    get_lr() is called from outside (use get_last_lr() there)."""
+
+    def __init__(self, o: LRScheduler) -> None:
+        self.o = o
+
+    def __enter__(self) -> _enable_get_lr_call:
+        self.o._get_lr_called_within_step = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.o._get_lr_called_within_step = False
+
+
+def _warn_get_lr_called_within_step(lr_scheduler: LRScheduler) -> None:
+    if not lr_scheduler._get_lr_called_within_step:
+        warnings.warn("To get the last learning rate computed by the scheduler, please use "
+                      "`get_last_lr()`.", UserWarning, stacklevel=2)
+
+
 class LRScheduler:
     """Base class. Subclasses define ``get_lr()`` (the chainable form) and may define
     ``_get_closed_form_lr()``."""
 
     _is_initial: bool = False
+    _get_lr_called_within_step: bool = False
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         _check_optimizer(optimizer)
@@ -184,13 +207,14 @@ class LRScheduler:
             )
 
     def _update_lr(self, epoch: int | None = None) -> None:
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
-            self.last_epoch = epoch
-            closed = getattr(self, "_get_closed_form_lr", None)
-            values = closed() if closed is not None else self.get_lr()
+        with _enable_get_lr_call(self):
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                self.last_epoch = epoch
+                closed = getattr(self, "_get_closed_form_lr", None)
+                values = closed() if closed is not None else self.get_lr()
         for g, lr in zip(self.optimizer.param_groups, values):
             _set_group_value(g, "lr", lr)
         self._last_lr = _group_values(self.optimizer, "lr")
@@ -825,7 +849,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        with _enable_get_lr_call(self):
+            values = self.get_lr()
+        for g, lr in zip(self.optimizer.param_groups, values):
             _set_group_value(g, "lr", lr)
         self._last_lr = _group_values(self.optimizer, "lr")
 
