@@ -1,7 +1,9 @@
 """Compatibility fixes found by the eighth set of compat programs (core side): a scripted or
 traced module's ``save``, complex ``uniform_`` / ``normal_`` (real and imaginary parts filled
-as PyTorch fills them), and ``ember.__version__`` comparing as a version (``TorchVersion``).
-Checked against PyTorch's behaviour where torch is installed."""
+as PyTorch fills them), ``ember.__version__`` comparing as a version (``TorchVersion``),
+``Generator.get_state`` as a uint8 tensor, graph recording switched off by inference mode even
+under ``enable_grad``, and ``AccumulateGrad.variable``. Checked against PyTorch's behaviour
+where torch is installed."""
 
 from __future__ import annotations
 
@@ -127,3 +129,93 @@ def test_version_comparisons_match_torch():
         for op in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
             assert getattr(EV(a), op)(b) == getattr(TV(a), op)(b), (a, b, op)
     assert type(torch.__version__).__name__ == type(ember.__version__).__name__
+
+
+# ---- Generator state as a uint8 tensor ---------------------------------------------------------
+def test_generator_state_is_a_byte_tensor():
+    g = ember.Generator().manual_seed(7)
+    ember.rand(5, generator=g)
+    state = g.get_state()
+    assert isinstance(state, ember.Tensor) and state.dtype == ember.uint8 and state.dim() == 1
+    a = ember.randn(6, generator=g)
+    g.set_state(state)
+    assert ember.equal(ember.randn(6, generator=g), a)
+    # through torch.save / a weights_only load, as checkpoints carry it
+    buf = io.BytesIO()
+    ember.save({"rng": state}, buf)
+    buf.seek(0)
+    g2 = ember.Generator()
+    g2.set_state(ember.load(buf, weights_only=True)["rng"])
+    assert ember.equal(ember.randn(6, generator=g2), a)
+    # the default generator's state is the same kind of tensor
+    s = ember.get_rng_state()
+    assert ember.equal(s, ember.default_generator.get_state())
+    x = ember.rand(3)
+    ember.default_generator.set_state(s)
+    assert ember.equal(ember.rand(3), x)
+
+
+def test_generator_set_state_checks_its_argument():
+    g = ember.Generator()
+    with pytest.raises(TypeError, match="uint8"):
+        g.set_state(ember.zeros(16))
+    with pytest.raises(TypeError, match="uint8"):
+        g.set_state(ember.zeros(3, dtype=ember.uint8))
+    g.set_state((5, 0))  # the (seed, offset) pair is still understood
+    assert g.initial_seed() == 5
+
+
+def test_generator_state_type_matches_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, ember):
+        s = lib.Generator().get_state()
+        assert s.dtype == lib.uint8 and s.dim() == 1
+
+
+# ---- inference mode records nothing, even under enable_grad ------------------------------------
+@pytest.mark.parametrize("lib_name", ["ember", "torch"])
+def test_enable_grad_inside_inference_mode_records_nothing(lib_name):
+    lib = ember if lib_name == "ember" else pytest.importorskip("torch")
+    a = lib.ones(2, requires_grad=True)
+    with lib.inference_mode():
+        with lib.enable_grad():
+            assert lib.is_grad_enabled()
+            b = a * 3
+            c = lib.nn.functional.linear(a, lib.ones(2, 2))
+        assert not lib.is_grad_enabled()
+        with lib.inference_mode(False):
+            d = a * 3
+    assert not b.requires_grad and b.grad_fn is None and b.is_inference()
+    assert not c.requires_grad
+    assert d.requires_grad and d.grad_fn is not None and not d.is_inference()
+    assert lib.is_grad_enabled()
+    # outside inference mode recording is back
+    e = a * 2
+    e.sum().backward()
+    assert a.grad.tolist() == [2.0, 2.0]
+
+
+def test_set_grad_enabled_inside_inference_mode_restores_the_flag():
+    a = ember.ones(2, requires_grad=True)
+    with ember.inference_mode():
+        ember.set_grad_enabled(True)
+        assert ember.is_grad_enabled() and not (a * 2).requires_grad
+        with ember.no_grad():
+            assert not ember.is_grad_enabled()
+        assert ember.is_grad_enabled()  # the guard restored the flag, not the effective mode
+        ember.set_grad_enabled(False)
+    assert ember.is_grad_enabled()
+
+
+# ---- AccumulateGrad.variable -------------------------------------------------------------------
+def test_accumulate_grad_names_its_leaf():
+    x = ember.ones(3, requires_grad=True)
+    w = ember.ones(3, requires_grad=True)
+    y = (x * w).sum()
+    mul = y.grad_fn.next_functions[0][0]
+    leaves = [fn for fn, _ in mul.next_functions]
+    assert [fn.name() for fn in leaves] == ["AccumulateGrad", "AccumulateGrad"]
+    assert leaves[0].variable is x and leaves[1].variable is w
+    with pytest.raises(AttributeError, match="variable"):
+        mul.variable  # noqa: B018
+    assert not hasattr(y.grad_fn, "variable")

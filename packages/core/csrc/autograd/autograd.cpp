@@ -51,7 +51,8 @@ std::atomic<uint64_t> g_sequence_nr{0};
 void delete_meta(AutogradMeta* m) { delete m; }
 }  // namespace
 
-bool grad_enabled() { return t_grad_enabled; }
+bool grad_enabled() { return t_grad_enabled && !inference_mode_enabled(); }
+bool grad_mode_flag() { return t_grad_enabled; }
 
 }  // namespace autograd
 

@@ -54,11 +54,15 @@ struct AutogradMeta {
 namespace autograd {
 
 // ---- grad mode (thread-local) ---------------------------------------------------------------
+// Whether ops record the graph: the grad-mode flag, and not in inference mode (there, as in
+// PyTorch, nothing is recorded even under enable_grad).
 bool grad_enabled();
+// The grad-mode flag as set (Python's is_grad_enabled()); what a guard saves and restores.
+bool grad_mode_flag();
 void set_grad_enabled(bool enabled);
 class GradModeGuard {
  public:
-  explicit GradModeGuard(bool enabled) : prev_(grad_enabled()) { set_grad_enabled(enabled); }
+  explicit GradModeGuard(bool enabled) : prev_(grad_mode_flag()) { set_grad_enabled(enabled); }
   ~GradModeGuard() { set_grad_enabled(prev_); }
   GradModeGuard(const GradModeGuard&) = delete;
   GradModeGuard& operator=(const GradModeGuard&) = delete;

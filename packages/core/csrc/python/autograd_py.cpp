@@ -22,9 +22,20 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
                                return t;
                              })
       .def_property_readonly("_sequence_nr", [](const Node& n) { return n.sequence_nr; })
+      // A leaf's AccumulateGrad node names the tensor it accumulates into (graph walkers
+      // such as torchviz read it); other nodes have no such attribute.
+      .def_property_readonly("variable",
+                             [](const Node& n) -> Tensor {
+                               const auto* acc = dynamic_cast<const autograd::AccumulateGrad*>(&n);
+                               if (!acc)
+                                 throw py::attribute_error("'" + n.name() +
+                                                           "' object has no attribute "
+                                                           "'variable'");
+                               return acc->variable;
+                             })
       .def("__repr__", [](const Node& n) { return "<" + n.name() + " object>"; });
 
-  m.def("is_grad_enabled", &autograd::grad_enabled);
+  m.def("is_grad_enabled", &autograd::grad_mode_flag);
   m.def("_set_grad_enabled", &autograd::set_grad_enabled);
   m.def("_is_inference_mode_enabled", &inference_mode_enabled);
   m.def("_set_inference_mode_enabled", &set_inference_mode_enabled);

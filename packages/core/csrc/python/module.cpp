@@ -1,6 +1,7 @@
 // The ember._C extension module: dtypes, devices, generators, the Tensor class, memory and
 // threading controls, and every op generated from ops/*.yaml.
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <set>
@@ -13,6 +14,7 @@
 #include "core/out_tensor.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
+#include "ops.h"
 #include "ops/sdp_backends.h"
 #include "python/bind_support.h"
 #include "python/python_autograd.h"
@@ -147,11 +149,35 @@ void bind_generator(py::module_& m) {
              g.manual_seed(s);
              return s;
            })
-      .def("get_state", [](Generator& g) { return py::make_tuple(g.seed(), g.offset()); })
-      .def("set_state",
-           [](Generator& g, py::tuple st) {
-             g.set_state(st[0].cast<uint64_t>(), st[1].cast<uint64_t>());
+      // As in PyTorch, the state is a uint8 tensor (here 16 bytes: the Philox seed and
+      // offset, little-endian); a (seed, offset) tuple is also accepted back.
+      .def("get_state",
+           [](Generator& g) {
+             const uint64_t words[2] = {g.seed(), g.offset()};
+             Tensor t = empty(DimVector{int64_t{sizeof(words)}}, ScalarType::UInt8);
+             std::memcpy(t->data(), words, sizeof(words));
+             return t;
            })
+      .def(
+          "set_state",
+          [](Generator& g, const py::object& st) {
+            if (py::isinstance<py::tuple>(st)) {
+              auto tup = st.cast<py::tuple>();
+              EMBER_CHECK_KIND(tup.size() == 2, Value,
+                               "Generator.set_state: expected a (seed, offset) tuple");
+              g.set_state(tup[0].cast<uint64_t>(), tup[1].cast<uint64_t>());
+              return;
+            }
+            Tensor t = host_readable(st.cast<Tensor>());
+            uint64_t words[2];
+            EMBER_CHECK_KIND(t->dtype() == ScalarType::UInt8 && t->numel() == sizeof(words), Type,
+                             "Generator.set_state: expected a uint8 tensor of ", sizeof(words),
+                             " elements from get_state()");
+            Tensor c = t->is_contiguous() ? t : ops::contiguous(t);
+            std::memcpy(words, c->data(), sizeof(words));
+            g.set_state(words[0], words[1]);
+          },
+          py::arg("new_state"))
       .def_property_readonly("device", [](const Generator&) { return cpu_device(); });
   m.attr("default_generator") = py::cast(&default_generator(), py::return_value_policy::reference);
   m.def(

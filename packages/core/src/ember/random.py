@@ -27,8 +27,7 @@ _STATE = struct.Struct("<QQ")
 
 def get_rng_state() -> Tensor:
     """The default generator's state as a uint8 tensor (pass it to :func:`set_rng_state`)."""
-    s, offset = default_generator.get_state()
-    return _C._tensor_from_bytes(_STATE.pack(s, offset), _C.uint8, [_STATE.size])
+    return default_generator.get_state()
 
 
 def set_rng_state(new_state: Tensor) -> None:
@@ -39,8 +38,7 @@ def set_rng_state(new_state: Tensor) -> None:
                if isinstance(new_state, Tensor) else type(new_state).__name__)
         raise RuntimeError(f"set_rng_state: expected a uint8 tensor of shape ({_STATE.size},) from "
                            f"get_rng_state(), got {got}")
-    s, offset = _STATE.unpack(_C._tensor_to_bytes(new_state))
-    default_generator.set_state((s, offset))
+    default_generator.set_state(new_state)
 
 
 def manual_seed(seed: int) -> Generator:

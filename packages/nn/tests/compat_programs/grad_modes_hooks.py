@@ -4,13 +4,13 @@ torch.autograd.graph.saved_tensors_hooks packing saved activations to float16 (a
 them), save_on_cpu, an optimizer applied per parameter from register_post_accumulate_grad_hook
 (checked against a plain step), Tensor.register_hook rescaling and recording a gradient and its
 removal handle, retain_grad on intermediates, grad_fn.name() / next_functions walks of the
-graph down to the leaf's AccumulateGrad node, the grad modes nested (no_grad inside
-inference_mode(False) inside inference_mode, enable_grad inside inference_mode, the decorator
-forms, set_grad_enabled as a function), is_inference tensors and the error of saving one
-for backward, torch.autograd.set_detect_anomaly / detect_anomaly(check_nan=True) naming the
-backward that produced a NaN, and torch.profiler.record_function /
-torch.autograd.profiler.record_function as labels around a training step. Weights from NumPy:
-the numbers are the same on both libraries. Written against `torch`; the test suite runs it unchanged on torch and, through an import shim,
+graph down to the leaf's AccumulateGrad.variable, the grad modes nested (no_grad inside
+inference_mode(False) inside inference_mode, enable_grad inside inference_mode recording
+nothing, the decorator forms, set_grad_enabled as a function), is_inference tensors and the
+error of saving one for backward, torch.autograd.set_detect_anomaly /
+detect_anomaly(check_nan=True) naming the backward that produced a NaN, and torch.profiler.record_function / torch.autograd.profiler.record_function
+as labels around a training step. Weights from NumPy: the numbers are the same on both libraries.
+Written against `torch`; the test suite runs it unchanged on torch and, through an import shim,
 on ember. Prints RESULT <first loss> <last loss> <packed tensors>."""
 
 import numpy as np
@@ -111,7 +111,7 @@ names = [fn.name()]
 while fn.next_functions and fn.next_functions[0][0] is not None:
     fn = fn.next_functions[0][0]
     names.append(fn.name())
-print("graph", names[:-1], "ends at a leaf node:", fn.next_functions == ())
+print("graph", names[:-1], "ends at the leaf:", fn.variable is x)
 
 # grad modes
 a = torch.ones(2, requires_grad=True)
@@ -122,11 +122,12 @@ with torch.inference_mode():
         with torch.no_grad():
             c = a * 4
         d = a * 5
-    with torch.enable_grad():
+    with torch.enable_grad():  # grad mode on, yet inference mode records nothing
+        e = a * 6
         mode = torch.is_grad_enabled()
 print("modes: inference", inf.requires_grad, inf.is_inference(), "inference_mode(False) inside",
       b.requires_grad, b.is_inference(), "no_grad", c.requires_grad, "after", d.requires_grad)
-print("enable_grad inside inference_mode: grad mode", mode, "inference", inf.is_inference())
+print("enable_grad inside inference_mode:", mode, e.requires_grad, e.grad_fn, e.is_inference())
 with torch.no_grad():
     with torch.enable_grad():
         e = a * 2

@@ -94,7 +94,8 @@ with tempfile.TemporaryDirectory() as d:
     res_model, res_losses, _, res_opt = train(resume=os.path.join(d, "part", "epoch1.pt"))
     ck = torch.load(os.path.join(d, "epoch1.pt"), weights_only=False)
     print("checkpoint keys", sorted(ck.keys()))
-    print("rng state", ck["torch_rng"].dtype, ck["torch_rng"].dim(), "step", ck["step"])
+    print("rng state", ck["torch_rng"].dtype, ck["torch_rng"].dim(), "loader state",
+          ck["loader_rng"].dtype, "step", ck["step"])
     state_only = os.path.join(d, "rng.pt")
     torch.save({"torch_rng": ck["torch_rng"], "step": ck["step"]}, state_only)
     back = torch.load(state_only, weights_only=True)
