@@ -83,6 +83,10 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
         # sqrt of the positive entries only: a zero distance has a zero (not a NaN) gradient
         return _C.where(pos, _C.where(pos, sq, _C.ones_like(sq)).sqrt(), _C.zeros_like(sq))
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)  # (..., P, R, M)
+    if x1.dtype in (_C.float16, _C.bfloat16) and diff.numel():
+        # torch's direct kernel has no half version (only its matrix-product path takes one)
+        raise NotImplementedError(f"cdist: not implemented for {x1.dtype} (only p=2 with more "
+                                  f"than 25 rows, through a matrix product, takes half dtypes)")
     return diff.norm(p, [diff.ndim - 1], False)
 
 

@@ -513,7 +513,12 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     # n! overflows a double past 170 (inf, as torch's result); math.factorial of a huge n
     # would also take forever.
     fact = float(math.factorial(n)) if n <= 170 else math.inf
-    return (sign * fact) * zeta(float(n + 1), x)
+    r = (sign * fact) * zeta(float(n + 1), x)
+    # the limit at +inf is 0 (zeta(s, inf) is NaN); trigamma(-inf) is NaN, as torch's
+    r = ember._C.where(x == math.inf, ember._C.zeros_like(r), r)
+    if n == 1:
+        r = ember._C.where(x == -math.inf, ember._C.full_like(r, math.nan), r)
+    return r
 
 
 # ---- Bessel, Airy and polynomial functions: the native ops special_* ---------------------------

@@ -405,6 +405,8 @@ def softsign(input: Tensor) -> Tensor:
     _require_tensors("softsign", input=input)
     if not (input.is_floating_point() or input.is_complex()):  # integers promote, as in torch
         input = input.to(ember.get_default_dtype())
+    if input.is_complex():  # torch's x / (1 + |x|) takes complex x too
+        return input / (input.abs() + 1)
     return _C.softsign(input)
 
 
@@ -2130,6 +2132,8 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     n = input.shape[0]
     if n < 2:  # no pairs: an empty result of the input's dtype (and graph)
         return input.reshape(n * input.shape[1])[:0]
+    if input.dtype in (ember.float16, ember.bfloat16):
+        raise NotImplementedError(f"pdist: not implemented for {input.dtype} (as torch)")
     ii = [i for i in range(n) for _ in range(i + 1, n)]
     jj = [j for i in range(n) for j in range(i + 1, n)]
     a, b = _take(input, 0, ii), _take(input, 0, jj)

@@ -1,0 +1,49 @@
+"""nn-level findings of the s14 fuzz round (fuzz_api.py --torch, seeds 1216-), pinned with
+explicit values and against PyTorch where it is installed."""
+
+from __future__ import annotations
+
+import ember
+import ember.nn.functional as F
+import pytest
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def test_softsign_of_complex_input():
+    x = ember.tensor([1 + 2j, -3j])
+    r = F.softsign(x)
+    assert r.dtype == ember.complex64
+    want = [(1 + 2j) / (1 + abs(1 + 2j)), -3j / 4]
+    for g, w in zip(r.tolist(), want):
+        assert g == pytest.approx(w, rel=1e-6)
+    if torch is not None:
+        t = torch.nn.functional.softsign(torch.tensor([1 + 2j, -3j]))
+        for g, w in zip(r.tolist(), t.tolist()):
+            assert g == pytest.approx(w, rel=1e-6)
+
+
+def test_pdist_and_cdist_of_half_inputs_as_torch():
+    for dt in (ember.float16, ember.bfloat16):
+        a = ember.tensor([[0.0, 0.0], [3.0, 4.0], [1.0, 1.0]], dtype=dt)
+        with pytest.raises(NotImplementedError, match="pdist"):
+            F.pdist(a)
+        with pytest.raises(NotImplementedError, match="cdist"):
+            ember.cdist(a, a)
+        assert F.pdist(a[:1]).shape == (0,)  # no pairs: nothing to compute
+        big = a.repeat(10, 1)  # more than 25 rows: the matrix-product path takes half dtypes
+        d = ember.cdist(big, big)
+        assert d.dtype == dt and d[0, 1].item() == pytest.approx(5.0, rel=1e-2)
+
+
+def test_dropout_p0_in_place_on_an_expanded_tensor():
+    x = ember.zeros(3).expand(4, 3)
+    assert F.dropout(x, 0.0, True, inplace=True) is x  # nothing to write
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        F.dropout(x, 0.5, True, inplace=True)
+    if torch is not None:
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.dropout(torch.zeros(3).expand(4, 3), 0.5, True, inplace=True)
