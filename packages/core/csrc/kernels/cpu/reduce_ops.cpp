@@ -993,7 +993,7 @@ double norm_underflow_bound(ScalarType dt, NormKind kind, double p) {
 Tensor rescale_norm(const Tensor& x, const std::vector<bool>& mask, double pv, NormKind kind,
                     bool keepdim, const Tensor& out) {
   if ((kind != NormKind::Two && kind != NormKind::P) || !(pv > 0) || out->numel() == 0 ||
-      reduced_numel(x->sizes(), mask) == 0)
+      reduced_numel(x->sizes(), mask) == 0 || !out->device().is_cpu())
     return out;
   const double bound = norm_underflow_bound(x->dtype(), kind, pv);
   bool suspect = false;
