@@ -518,3 +518,26 @@ def test_inplace_xlogy_of_an_integer_tensor_is_refused():
     if torch is not None:
         _agree(lambda M: M.tensor([1, 2, 3]).xlogy_(2))
         _agree(lambda M: M.tensor([1.0, 2.0]).xlogy_(3.0))
+
+
+def test_logdet_of_complex_matrices():
+    a = ember.tensor([[2.0, 1.0], [0.5, 3.0]]) * (1 + 0.5j)
+    want = np.log(np.linalg.det(np.array([[2.0, 1.0], [0.5, 3.0]]) * (1 + 0.5j)))
+    assert a.logdet().item() == pytest.approx(want, rel=1e-6)
+    # det -1: log |det| + i pi (not -i pi from a -0 imaginary sign)
+    r = ember.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=ember.complex128).logdet().item()
+    assert r == pytest.approx(math.pi * 1j)
+    if torch is not None:
+        _agree(lambda M: (M.tensor([[2.0, 1.0], [0.5, 3.0]]) * (1 + 0.5j)).logdet())
+        _agree(lambda M: M.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=M.complex128).logdet())
+
+
+def test_negative_ord_vector_norm_of_an_empty_tensor_is_refused():
+    with pytest.raises(RuntimeError, match="cannot compute the -2 norm on an empty tensor"):
+        ember.linalg.vector_norm(ember.zeros(0, 3), -2)
+    with pytest.raises(RuntimeError, match="empty tensor"):
+        ember.linalg.vector_norm(ember.zeros(0, 3), -1, dim=0)
+    assert ember.linalg.vector_norm(ember.zeros(0, 3), -1, dim=1).shape == (0,)
+    if torch is not None:
+        _agree(lambda M: M.linalg.vector_norm(M.zeros(0, 3), -2))
+        _agree(lambda M: M.linalg.vector_norm(M.zeros(0, 3), -1, dim=1))

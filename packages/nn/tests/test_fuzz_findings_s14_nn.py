@@ -3,6 +3,8 @@ explicit values and against PyTorch where it is installed."""
 
 from __future__ import annotations
 
+import math
+
 import ember
 import ember.nn.functional as F
 import pytest
@@ -47,3 +49,16 @@ def test_dropout_p0_in_place_on_an_expanded_tensor():
     if torch is not None:
         with pytest.raises(RuntimeError):
             torch.nn.functional.dropout(torch.zeros(3).expand(4, 3), 0.5, True, inplace=True)
+
+
+def test_soft_margin_loss_with_an_unsigned_target():
+    # -target of a uint8 255 wrapped to 1 before the product
+    x = ember.full((3, 1), -0.15, dtype=ember.float64)
+    y = ember.tensor([0, 0, 255], dtype=ember.uint8).reshape(3, 1)
+    want = (2 * math.log(2.0) + math.log1p(math.exp(255 * 0.15))) / 3
+    assert F.soft_margin_loss(x, y).item() == pytest.approx(want, rel=1e-12)
+    if torch is not None:
+        t = torch.nn.functional.soft_margin_loss(torch.full((3, 1), -0.15, dtype=torch.float64),
+                                                 torch.tensor([0, 0, 255], dtype=torch.uint8)
+                                                 .reshape(3, 1))
+        assert F.soft_margin_loss(x, y).item() == pytest.approx(t.item(), rel=1e-12)

@@ -109,6 +109,9 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     elif ord == 0:
         r = (x != 0).to(x.dtype).sum(dims, keepdim=keepdim)
     elif ord < 0:
+        if any(x.shape[d] == 0 for d in (dims if dims else range(x.ndim))):
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {ord} norm on an empty "
+                               f"tensor because the operation does not have an identity")
         # a zero element makes the norm 0 (|0|**ord is inf); those slices get zero gradients
         a = x.abs()
         zero = a == 0
@@ -617,6 +620,8 @@ def logdet(A: Tensor) -> Tensor:
     """
     _check_matrix("linalg.slogdet", A, square=True)
     logabs, sign = _C._linalg_slogdet(A)[:2]
+    if A.is_complex():  # log |det| + i arg(det)
+        return (sign + 0j).log() + logabs  # (+ 0j: a -0 imaginary part gives +pi i, as torch)
     return _C.where(sign.lt(0), _C.full_like(logabs, math.nan), logabs)
 
 

@@ -2600,7 +2600,8 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = 
     if input.is_floating_point() and (target.is_floating_point() or target.dtype == ember.bool) \
             and target.dtype != input.dtype:
         target = target.to(input.dtype)  # as torch: the loss has the input's dtype
-    return _reduce("soft_margin_loss", softplus(-target * input), reduction)
+    # -(target * input), not -target * input: negating an unsigned target first wraps (255 -> 1)
+    return _reduce("soft_margin_loss", softplus(-(target * input)), reduction)
 
 
 def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
