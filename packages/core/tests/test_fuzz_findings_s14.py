@@ -541,3 +541,26 @@ def test_negative_ord_vector_norm_of_an_empty_tensor_is_refused():
     if torch is not None:
         _agree(lambda M: M.linalg.vector_norm(M.zeros(0, 3), -2))
         _agree(lambda M: M.linalg.vector_norm(M.zeros(0, 3), -1, dim=1))
+
+
+def test_digamma_and_trigamma_next_to_a_pole():
+    # pi * x rounds away the distance to the pole: the reflection used tan(pi * x)
+    x = [-49.00000000000001, -3.0000001, -2.5, -1e-9, 0.25]
+    want = [140737488355331.9, 10000001.272483157, 1.1031566406452433, 999999999.4227843,
+            -4.2274535333762655]  # scipy.special.digamma
+    got = ember.special.digamma(ember.tensor(x, dtype=ember.float64)).tolist()
+    assert got == pytest.approx(want, rel=1e-12)
+    if torch is not None:
+        t = torch.special.digamma(torch.tensor(x, dtype=torch.float64)).tolist()
+        assert got == pytest.approx(t, rel=1e-12)
+
+
+def test_xlogy_of_a_half_tensor_and_a_big_number():
+    a = ember.tensor([-3.5, 2.0], dtype=ember.float16)
+    r = a.xlogy(2 ** 20)  # refused: 2**20 overflowed float16 before the log
+    assert r.dtype == ember.float16
+    assert r.float().tolist() == pytest.approx([-3.5 * 20 * math.log(2), 2 * 20 * math.log(2)],
+                                               rel=2e-3)
+    r = ember.special.xlog1py(a, 2 ** 20)
+    assert r.dtype == ember.float16 and math.isfinite(r[0].item())
+    # (torch gives -inf / inf here: it rounds 2**20 to float16 first)
