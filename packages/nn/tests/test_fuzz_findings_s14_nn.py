@@ -62,3 +62,14 @@ def test_soft_margin_loss_with_an_unsigned_target():
                                                  torch.tensor([0, 0, 255], dtype=torch.uint8)
                                                  .reshape(3, 1))
         assert F.soft_margin_loss(x, y).item() == pytest.approx(t.item(), rel=1e-12)
+
+
+def test_silu_of_complex_input():
+    z = ember.tensor([1 + 2j, -0.5j])
+    r = F.silu(z)
+    for g, v in zip(r.tolist(), [1 + 2j, -0.5j]):
+        assert g == pytest.approx(v / (1 + complex(math.e) ** (-v)), rel=1e-6)
+    if torch is not None:
+        t = torch.nn.functional.silu(torch.tensor([1 + 2j, -0.5j]))
+        for g, w in zip(r.tolist(), t.tolist()):
+            assert g == pytest.approx(w, rel=1e-6)

@@ -307,6 +307,9 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     [0.0]
     """
     _require_tensors("silu", input=input)
+    if input.is_complex():  # torch takes complex x too
+        r = input * input.sigmoid()
+        return input.copy_(r) if inplace else r
     return input.silu_() if inplace else _C.silu(input)
 
 
