@@ -58,8 +58,8 @@ def _scalar_like(v: Any, like: Tensor) -> Tensor:
     """A Python number as a tensor shaped like ``like``, in like's dtype when that is floating
     (a scalar does not promote it), else the default float dtype (2.5 must not truncate)."""
     dt = like.dtype if like.is_floating_point() else ember.get_default_dtype()
-    if dt in (ember.float16, ember.bfloat16):  # half math runs in float32: 2**20 must not
-        dt = ember.float32                         # overflow (the caller casts the result back)
+    if dt in (ember.float16, ember.bfloat16) and abs(float(v)) > ember.finfo(dt).max:
+        dt = ember.float32  # 2**20 must not overflow float16 (the caller casts the result back)
     return ember.full_like(like, float(v), dtype=dt)
 
 
