@@ -564,3 +564,13 @@ def test_xlogy_of_a_half_tensor_and_a_big_number():
     r = ember.special.xlog1py(a, 2 ** 20)
     assert r.dtype == ember.float16 and math.isfinite(r[0].item())
     # (torch gives -inf / inf here: it rounds 2**20 to float16 first)
+
+
+def test_range_with_a_non_dtype_dtype_is_a_type_error():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # range is deprecated
+        with pytest.raises(TypeError, match="dtype"):
+            ember.range(2, 1.0, -1, dtype=[1, 2])  # was: AttributeError
+        assert ember.range(1, 3, dtype=ember.int32).tolist() == [1, 2, 3]
