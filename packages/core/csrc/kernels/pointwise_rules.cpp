@@ -19,18 +19,18 @@ TensorIterator& addc_iter(TensorIterator& it, const Tensor& self, const Tensor& 
 }
 
 void check_sub_operands(const Tensor& self, const TensorOrScalar& other, const char* op) {
-  EMBER_CHECK(self->dtype() != ScalarType::Bool &&
-                  !(other.is_tensor() ? other.tensor->dtype() == ScalarType::Bool
-                                      : other.scalar.is_bool()),
-              op,
-              ": subtraction, the `-` operator, with a bool tensor is not supported; use "
-              "logical_xor or bitwise_not instead");
+  EMBER_CHECK(
+      self->dtype() != ScalarType::Bool &&
+          !(other.is_tensor() ? other.tensor->dtype() == ScalarType::Bool : other.scalar.is_bool()),
+      op,
+      ": subtraction, the `-` operator, with a bool tensor is not supported; use "
+      "logical_xor or bitwise_not instead");
 }
 
 void check_alpha(const Scalar& alpha, ScalarType common, const char* op) {
   EMBER_CHECK(!alpha.is_bool() || common == ScalarType::Bool, op,
-              ": a boolean alpha is only supported for boolean results (got ",
-              dtype_name(common), ")");
+              ": a boolean alpha is only supported for boolean results (got ", dtype_name(common),
+              ")");
   EMBER_CHECK(!(is_integral(common, true) && alpha.is_floating()), op,
               ": for integral input tensors, argument alpha must not be a floating point number");
   check_scalar_fits(alpha, common, op);  // alpha must not wrap (int8, 300)
