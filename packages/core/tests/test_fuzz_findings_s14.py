@@ -574,3 +574,10 @@ def test_range_with_a_non_dtype_dtype_is_a_type_error():
         with pytest.raises(TypeError, match="dtype"):
             ember.range(2, 1.0, -1, dtype=[1, 2])  # was: AttributeError
         assert ember.range(1, 3, dtype=ember.int32).tolist() == [1, 2, 3]
+
+
+def test_multi_dot_of_numbers_is_a_type_error():
+    with pytest.raises(TypeError, match="multi_dot"):
+        ember.linalg.multi_dot([1, 2])  # was: AttributeError
+    r = ember.linalg.multi_dot([ember.ones(2, 3), ember.ones(3, 4), ember.ones(4)])
+    assert r.tolist() == [12.0, 12.0]

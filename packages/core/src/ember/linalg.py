@@ -242,6 +242,10 @@ def multi_dot(tensors: Sequence[Tensor], *, out: Tensor | None = None) -> Tensor
     ts = list(tensors)
     if len(ts) < 2:
         raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(ts)}")
+    for i, t in enumerate(ts):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"multi_dot(): expected a sequence of Tensors, but element {i} is "
+                            f"{type(t).__name__}")
     first_vec, last_vec = ts[0].ndim == 1, ts[-1].ndim == 1
     mats = [ts[0].unsqueeze(0) if first_vec else ts[0]] + ts[1:-1] + \
         [ts[-1].unsqueeze(1) if last_vec else ts[-1]]
