@@ -581,3 +581,27 @@ def test_multi_dot_of_numbers_is_a_type_error():
         ember.linalg.multi_dot([1, 2])  # was: AttributeError
     r = ember.linalg.multi_dot([ember.ones(2, 3), ember.ones(3, 4), ember.ones(4)])
     assert r.tolist() == [12.0, 12.0]
+
+
+EINSUM_CASES = [("ij->", (2, 3)), ("ij->i", (2, 3)), ("ij->ji", (2, 3)), ("ii->", (3, 3)),
+                ("ii->i", (3, 3)), ("ij", (2, 3))]
+
+
+@pytest.mark.parametrize("dt", ["int16", "uint8", "bool", "float32"])
+@pytest.mark.parametrize("eq,shape", EINSUM_CASES)
+def test_einsum_sums_integer_operands_in_int64(eq, shape, dt):
+    # a label summed within one operand goes through sum(): int64 for integers and bool
+    x = ember.ones(*shape, dtype=getattr(ember, dt))
+    r = ember.einsum(eq, x)
+    private = eq in ("ij->", "ij->i", "ii->")
+    want = "int64" if private and dt != "float32" else dt
+    assert str(r.dtype).split(".")[-1] == want
+    if torch is not None:
+        _agree(lambda M: M.einsum(eq, M.ones(*shape, dtype=getattr(M, dt))))
+
+
+def test_einsum_of_two_integer_operands():
+    a = ember.ones(2, 3, dtype=ember.int16)
+    assert ember.einsum("ij,kj->", a, a).dtype == ember.int64  # i and k summed alone
+    assert ember.einsum("ij,ij->i", a, a).dtype == ember.int16
+    assert ember.einsum("ij,kj->", a, a).item() == 12
