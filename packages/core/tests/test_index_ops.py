@@ -102,9 +102,9 @@ def test_index_select_errors() -> None:
         x.index_select(0, idx([0, 5]))
     with pytest.raises(IndexError, match=r"index -1 is out of bounds for dimension 1 with size 4"):
         x.index_select(1, idx([-1]))
-    with pytest.raises(TypeError, match=r"index_select\(\): expected an index tensor of dtype int64 or int32, but got float32"):
+    with pytest.raises(RuntimeError, match=r"index_select\(\): expected an index tensor of dtype int64 or int32, but got float32"):
         x.index_select(0, ember.tensor([0.0]))
-    with pytest.raises(TypeError, match="int16"):
+    with pytest.raises(RuntimeError, match="int16"):
         x.index_select(0, idx([0], "int16"))
     with pytest.raises(IndexError, match="vector"):
         x.index_select(0, idx([[0]]))
@@ -179,8 +179,8 @@ def test_gather_special() -> None:
         x.gather(0, idx([[5]]))
     with pytest.raises(IndexError, match="index -1 is out of bounds"):
         x.gather(1, idx([[-1]]))
-    with pytest.raises(TypeError, match=r"gather\(\): expected an index tensor of dtype int64, but got int32"):
-        x.gather(0, idx([[0]], "int32"))
+    with pytest.raises(RuntimeError, match=r"gather\(\): expected an index tensor of dtype int64 or int32, but got int16"):
+        x.gather(0, idx([[0]], "int16"))
     with pytest.raises(RuntimeError, match="same number of dimensions"):
         x.gather(0, idx([0]))
     with pytest.raises(RuntimeError, match="no larger than self"):
@@ -262,8 +262,8 @@ def test_scatter_nan_and_errors() -> None:
         x.scatter_add(0, idx([[-1]]), make([[1.0]]))
     with pytest.raises(RuntimeError, match="self.dtype to be equal to src.dtype"):
         x.scatter(0, idx([[1]]), make([[1.0]], "float32"))
-    with pytest.raises(TypeError, match="dtype int64, but got int32"):
-        x.scatter(0, idx([[1]], "int32"), 1.0)
+    with pytest.raises(RuntimeError, match="dtype int64 or int32, but got int16"):
+        x.scatter(0, idx([[1]], "int16"), 1.0)
     with pytest.raises(ValueError, match="reduce argument must be either sum, prod, mean, amax or amin, got foo"):
         x.scatter_reduce(0, idx([[1]]), make([[1.0]]), "foo")
     with pytest.raises(ValueError, match="add or multiply"):
@@ -330,7 +330,7 @@ def test_index_add_out_and_errors() -> None:
         x.index_add(0, idx([0, 1, 2]), make(src))
     with pytest.raises(RuntimeError, match="must match self"):
         x.index_add(0, idx([0, 1]), make(data((2, 5))))
-    with pytest.raises(TypeError, match=r"index_copy\(\): expected an index tensor of dtype int64, but got int32"):
+    with pytest.raises(RuntimeError, match=r"index_copy\(\): expected an index tensor of dtype int64, but got int32"):
         x.index_copy(0, idx([0, 1], "int32"), make(src))
     with pytest.raises(IndexError, match=r"index_copy\(\): index 3 is out of bounds"):
         x.index_copy(0, idx([3, 1]), make(src))
@@ -468,7 +468,7 @@ def test_take_errors_and_along_dim() -> None:
         x.take(idx([12]))
     with pytest.raises(IndexError, match="index -13 is out of bounds"):
         x.take(idx([-13]))
-    with pytest.raises(TypeError, match=r"take\(\): expected an index tensor of dtype int64"):
+    with pytest.raises(RuntimeError, match=r"take\(\): expected an index tensor of dtype int64"):
         x.take(idx([0], "int32"))
     a = data((3, 4))
     ind = np.argsort(a, axis=1)
@@ -477,8 +477,8 @@ def test_take_errors_and_along_dim() -> None:
     same(ember.take_along_dim(make(a), idx([[0], [1], [2]]), 1), a[[0, 1, 2], [0, 1, 2]][:, None])
     same(ember.take_along_dim(make(a), idx([[-1]]), 0), a[-1:])  # broadcast over dim 1, negatives wrap
     same(ember.take_along_dim(make(a), idx([0, 5, 11])), a.ravel()[[0, 5, 11]])
-    with pytest.raises(TypeError, match="int64"):
-        ember.take_along_dim(make(a), idx([0], "int32"))
+    with pytest.raises(RuntimeError, match="int64"):  # int32 only without a dim, as torch
+        ember.take_along_dim(make(a), idx([[0]], "int32"), 0)
     with pytest.raises(RuntimeError, match="same number of dimensions"):
         ember.take_along_dim(make(a), idx([0]), 0)
 

@@ -93,7 +93,15 @@ void set_requires_grad(const Tensor& t, bool requires_grad) {
                "to use a computed variable in a subgraph that doesn't require "
                "differentiation use var_no_grad = var.detach().");
   if (!m && !requires_grad) return;
-  materialize_meta(t).requires_grad = requires_grad;
+  // A view taken while its base needed no grad turns into a leaf of its own: views taken of
+  // it from now on are its views (as in torch), so an in-place write to one is refused as a
+  // write to a view of a leaf that requires grad.
+  AutogradMeta& meta_t = materialize_meta(t);
+  if (requires_grad && t->base() && !meta_t.grad_fn && !autograd::requires_grad(t->base())) {
+    t->set_base(nullptr);
+    meta_t.is_view = meta_t.view_no_grad = false;
+  }
+  meta_t.requires_grad = requires_grad;
 }
 
 Edge gradient_edge(const Tensor& t) {

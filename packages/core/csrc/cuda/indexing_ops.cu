@@ -347,7 +347,7 @@ IndexGeo make_geo(const DimVector& shape, int64_t dim, const Tensor& dst, bool d
 Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
                    bool allow_negative, const char* op) {
   ix::check_cuda(self, op, "self");
-  check_index_dtype(index, op, false);
+  check_index_dtype(index, op, true);
   dim = wrap_dim(dim, self->dim(), op);
   check_gather_shapes(self, dim, index, op);
   Tensor s1 = as_1d(self);
@@ -423,7 +423,7 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
                     const Scalar& value, Red red, bool mean, bool include_self, const Tensor& out,
                     const char* op) {
   ix::check_cuda(self, op, "self");
-  check_index_dtype(index, op, false);
+  check_index_dtype(index, op, true);
   dim = wrap_dim(dim, self->dim(), op);
   if (src) {
     check_scatter_src_dtype(self, src, op);
@@ -784,7 +784,7 @@ Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
                    const TensorOrScalar& value) {
   const char* op = "index_fill_()";
   ix::check_cuda(self, op, "self");
-  check_index_dtype(index, op, false);
+  check_index_dtype(index, op, false, ErrorKind::Index);
   EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
   dim = wrap_dim(dim, self->dim(), op);

@@ -6,6 +6,7 @@
 #include "cuda/index_common.cuh"
 #include "cuda/pointwise_functors.cuh"
 #include "kernels/pointwise_rules.h"
+#include "ops.h"
 
 namespace ember {
 namespace cuda {
@@ -134,6 +135,9 @@ Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar
   if (!min.is_none()) it.add_input(min);
   if (!max.is_none()) it.add_input(max);
   it.build();
+  if (check_clamp_bool(it.common_dtype(), min, max))
+    return min.is_none() ? dispatch::minimum(self, max.tensor, out)
+                         : dispatch::maximum(self, min.tensor, out);
   check_clamp_fits(min, max, it.common_dtype());
   const bool has_min = !min.is_none(), has_max = !max.is_none();
   if (has_min && has_max) {

@@ -36,12 +36,12 @@ Tensor unsqueeze_view(const Tensor& t, int64_t d) {
   return make_view(t, std::move(sizes), std::move(strides), t->storage_offset());
 }
 
-void check_index_dtype(const Tensor& index, const char* op, bool allow_int32) {
+void check_index_dtype(const Tensor& index, const char* op, bool allow_int32, ErrorKind kind) {
   EMBER_CHECK_KIND(index != nullptr, Type, op, ": expected an index tensor, got None");
   ScalarType t = index->dtype();
   if (t == ScalarType::Int64 || (allow_int32 && t == ScalarType::Int32)) return;
-  EMBER_FAIL(Type, op, ": expected an index tensor of dtype ",
-             allow_int32 ? "int64 or int32" : "int64", ", but got ", dtype_name(t));
+  detail::fail(kind, op, ": expected an index tensor of dtype ",
+               allow_int32 ? "int64 or int32" : "int64", ", but got ", dtype_name(t));
 }
 
 bool check_index_range(const int64_t* p, int64_t n, int64_t size, int64_t dim, bool allow_negative,
@@ -271,7 +271,8 @@ void check_histc_range(double lo, double hi, const char* op) {
 Tensor take_along_dim_via(GatherFn gather, Tensor (*contiguous)(const Tensor&), const Tensor& self,
                           const Tensor& indices, std::optional<int64_t> dim, const Tensor& out) {
   const char* op = "take_along_dim()";
-  check_index_dtype(indices, op, false);
+  // As torch: int32 indices only for the flattened form (which is a plain gather).
+  check_index_dtype(indices, op, !dim);
   if (!dim) {
     Tensor flat = contiguous(self);
     Tensor iflat = contiguous(indices);

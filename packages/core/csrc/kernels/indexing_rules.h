@@ -55,7 +55,9 @@ void dispatch_itemsize(int64_t size, const F& f) {
 
 // ---- argument checks ----
 
-void check_index_dtype(const Tensor& index, const char* op, bool allow_int32);
+// A RuntimeError by default (an IndexError for index_fill_), as PyTorch.
+void check_index_dtype(const Tensor& index, const char* op, bool allow_int32,
+                       ErrorKind kind = ErrorKind::Runtime);
 // Checks that the n index values lie in [0, size) -- or [-size, size) when allow_negative;
 // returns whether any is negative (to be wrapped by the caller).
 bool check_index_range(const int64_t* p, int64_t n, int64_t size, int64_t dim, bool allow_negative,

@@ -19,14 +19,18 @@ TensorIterator& addc_iter(TensorIterator& it, const Tensor& self, const Tensor& 
 }
 
 void check_sub_operands(const Tensor& self, const TensorOrScalar& other, const char* op) {
-  EMBER_CHECK(self->dtype() != ScalarType::Bool &&
-                  !(other.is_tensor() && other.tensor->dtype() == ScalarType::Bool),
-              op,
-              ": subtraction, the `-` operator, with a bool tensor is not supported; use "
-              "logical_xor or bitwise_not instead");
+  EMBER_CHECK(
+      self->dtype() != ScalarType::Bool &&
+          !(other.is_tensor() ? other.tensor->dtype() == ScalarType::Bool : other.scalar.is_bool()),
+      op,
+      ": subtraction, the `-` operator, with a bool tensor is not supported; use "
+      "logical_xor or bitwise_not instead");
 }
 
 void check_alpha(const Scalar& alpha, ScalarType common, const char* op) {
+  EMBER_CHECK(!alpha.is_bool() || common == ScalarType::Bool, op,
+              ": a boolean alpha is only supported for boolean results (got ", dtype_name(common),
+              ")");
   EMBER_CHECK(!(is_integral(common, true) && alpha.is_floating()), op,
               ": for integral input tensors, argument alpha must not be a floating point number");
   check_scalar_fits(alpha, common, op);  // alpha must not wrap (int8, 300)
@@ -60,6 +64,15 @@ void check_clamp_bounds(const TensorOrScalar& min, const TensorOrScalar& max) {
 void check_clamp_fits(const TensorOrScalar& min, const TensorOrScalar& max, ScalarType common) {
   for (const TensorOrScalar* b : {&min, &max})
     if (!b->is_none() && !b->is_tensor()) check_scalar_fits(b->scalar, common, "clamp");
+}
+
+bool check_clamp_bool(ScalarType common, const TensorOrScalar& min, const TensorOrScalar& max) {
+  if (common != ScalarType::Bool) return false;
+  const bool one_tensor = min.is_none() ? max.is_tensor() : (min.is_tensor() && max.is_none());
+  EMBER_CHECK_KIND(one_tensor, NotImplemented, "clamp: not implemented for dtype bool with ",
+                   !min.is_none() && !max.is_none() ? "both min and max" : "a number bound",
+                   " (a bool tensor clamps only by one bool tensor bound, min or max)");
+  return true;
 }
 
 void check_where_condition(const Tensor& condition) {

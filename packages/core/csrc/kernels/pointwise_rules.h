@@ -33,6 +33,9 @@ void check_round_decimals(ScalarType common, const Tensor& self, int64_t decimal
 void check_clamp_bounds(const TensorOrScalar& min, const TensorOrScalar& max);
 // A number bound that does not fit the compute dtype would wrap (int8 clamp(0, 1000)).
 void check_clamp_fits(const TensorOrScalar& min, const TensorOrScalar& max, ScalarType common);
+// A bool clamp is defined only with a single tensor bound (maximum / minimum, as PyTorch); raises
+// NotImplementedError for number bounds or both bounds. True when the clamp is a bool one.
+bool check_clamp_bool(ScalarType common, const TensorOrScalar& min, const TensorOrScalar& max);
 void check_where_condition(const Tensor& condition);
 void check_lerp_dtypes(const Tensor& self, const Tensor& end);
 void check_addcdiv_dtypes(const Tensor& t1, const Tensor& t2);

@@ -218,6 +218,12 @@ Tensor new_floating(const char* op, const DimVector& size, std::optional<ScalarT
 
 Tensor rand(const DimVector& size, Generator* generator, std::optional<ScalarType> dtype,
             std::optional<Device> device) {
+  if (dtype && is_complex(*dtype)) {
+    // As torch: real and imaginary parts each uniform on [0, 1).
+    Tensor out = ops::empty(size, *dtype, device);
+    ops::uniform_(ops::view_as_real(out), 0.0, 1.0, generator);
+    return fresh(out);
+  }
   return fresh(ops::uniform_(new_floating("rand", size, dtype, device), 0.0, 1.0, generator));
 }
 

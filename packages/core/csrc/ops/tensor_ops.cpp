@@ -75,7 +75,9 @@ Tensor clone(const Tensor& self) {
 
 Tensor contiguous(const Tensor& self) { return self->is_contiguous() ? self : clone(self); }
 
-Tensor copy_(const Tensor& self, const Tensor& src, bool non_blocking) {
+namespace {
+// copy_ without its refusal of an expanded destination (fill_ writes one value everywhere).
+void copy_values(const Tensor& self, const Tensor& src, bool non_blocking) {
   const Device dd = self->device(), sd = src->device();
   // x[1:].copy_(x[:-1]) would read elements it already overwrote (a memcpy with overlap on a
   // GPU): refused as torch does. A one-element source is read once, so it may alias.
@@ -85,6 +87,19 @@ Tensor copy_(const Tensor& self, const Tensor& src, bool non_blocking) {
   } else {
     copy_between_devices(self, src, non_blocking);
   }
+}
+}  // namespace
+
+Tensor copy_(const Tensor& self, const Tensor& src, bool non_blocking) {
+  // x.copy_(x) writes nothing new (torch returns at once, even for an expanded x).
+  if (self.get() == src.get() ||
+      (self->device() == src->device() && self->storage() == src->storage() &&
+       self->dtype() == src->dtype() && self->storage_offset() == src->storage_offset() &&
+       self->sizes() == src->sizes() && self->strides() == src->strides()))
+    return self;
+  // An expanded destination is refused whatever the source (one value too, as torch).
+  check_no_internal_overlap(self, "copy_");
+  copy_values(self, src, non_blocking);
   return self;
 }
 
@@ -108,14 +123,14 @@ Tensor fill_(const Tensor& self, const TensorOrScalar& value) {
     EMBER_CHECK(value.tensor->dim() == 0,
                 "fill_: only supports 0-dimension value tensor but got tensor with ",
                 value.tensor->dim(), " dimensions");
-    copy_(self, value.tensor, false);
+    copy_values(self, value.tensor, false);
     return self;
   }
   check_scalar_fits(value.scalar, self->dtype(), "fill_");
   // The value is a 0-d CPU tensor, which every device's copy kernel takes as a number.
   Tensor v = ember::empty(DimVector{}, self->dtype(), cpu_device());
   store_scalar(value.scalar, self->dtype(), v->data());
-  copy_(self, v, false);
+  copy_values(self, v, false);
   return self;
 }
 

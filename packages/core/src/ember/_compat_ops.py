@@ -383,6 +383,12 @@ def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     if dt in (_C.float16, _C.bfloat16):  # one rounding at the end, as a fused kernel would
         return logaddexp(input.to(_C.float32), other.to(_C.float32)).to(dt)
     input, other = input.to(dt), other.to(dt)
+    if dt.is_complex:  # factor out the operand of the larger real part (input on a tie)
+        pick = input.real >= other.real
+        m, o = _C.where(pick, input, other), _C.where(pick, other, input)
+        same = input == other
+        return _C.where(same, input + math.log(2.0),
+                        m + _C.where(same, _C.zeros_like(m), o - m).exp().log1p())
     m = _C.maximum(input, other)
     d = (input - other).abs()
     # equal infinities: d is nan; their sum is the infinity itself (plus log 2 for finite ties)
@@ -399,6 +405,9 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     """
     other = _as_tensor_like(other, input)
     dt = _float_result_type(input, other)
+    if dt.is_complex:
+        raise NotImplementedError(f"logaddexp2: not implemented for {dt} (as torch; logaddexp "
+                                  f"takes complex tensors)")
     return logaddexp(input.to(dt) * math.log(2.0), other.to(dt) * math.log(2.0)) / math.log(2.0)
 
 

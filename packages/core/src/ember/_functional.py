@@ -18,7 +18,28 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     """
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    return _C.einsum(equation, list(operands))
+    return _C.einsum(equation, _promote_private_sums(equation, list(operands)))
+
+
+def _promote_private_sums(equation: str, operands: list) -> list:
+    """torch sums a label found in one operand only (and not in the output) with sum(), which
+    takes integer and bool operands to int64 (einsum('ij->', int16) is int64): do the same."""
+    if not isinstance(equation, str) or not all(isinstance(t, Tensor) for t in operands):
+        return operands  # the op's own checks report it
+    lhs, arrow, rhs = equation.partition("->")
+    terms = [{c for c in term if c.isalpha()} for term in lhs.split(",")]
+    if len(terms) != len(operands):
+        return operands
+    letters = [c for c in lhs if c.isalpha()]
+    out = {c for c in rhs if c.isalpha()} if arrow else {c for c in letters
+                                                          if letters.count(c) == 1}
+    res = []
+    for k, (t, term) in enumerate(zip(operands, terms)):
+        others = set().union(*(terms[:k] + terms[k + 1:]))
+        private = term - others - out
+        integral = not (t.is_floating_point() or t.is_complex())
+        res.append(t.to(_C.int64) if private and integral else t)
+    return res
 
 
 def tensordot(a: Tensor, b: Tensor, dims: int | Sequence = 2, out: Tensor | None = None) -> Tensor:
@@ -83,6 +104,10 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
         # sqrt of the positive entries only: a zero distance has a zero (not a NaN) gradient
         return _C.where(pos, _C.where(pos, sq, _C.ones_like(sq)).sqrt(), _C.zeros_like(sq))
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)  # (..., P, R, M)
+    if x1.dtype in (_C.float16, _C.bfloat16) and diff.numel():
+        # torch's direct kernel has no half version (only its matrix-product path takes one)
+        raise NotImplementedError(f"cdist: not implemented for {x1.dtype} (only p=2 with more "
+                                  f"than 25 rows, through a matrix product, takes half dtypes)")
     return diff.norm(p, [diff.ndim - 1], False)
 
 

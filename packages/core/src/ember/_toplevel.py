@@ -363,7 +363,16 @@ def _special_method(name: str, target: str, inplace: bool) -> Any:
         from ember import special
 
         out = getattr(special, target)(self, *args)
-        return self.copy_(out) if inplace else out
+        if not inplace:
+            return out
+        # as every in-place op: a float result is not truncated into an integer self
+        if not _C.can_cast(out.dtype, self.dtype):
+            raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired "
+                               f"output type {self.dtype}")
+        if tuple(out.shape) != tuple(self.shape):
+            raise RuntimeError(f"{name}: output with shape {tuple(self.shape)} doesn't match the "
+                               f"broadcast shape {tuple(out.shape)}")
+        return self.copy_(out)
 
     method.__name__ = name
     method.__doc__ = f"``ember.special.{target}`` of this tensor" + (", in place." if inplace else ".")

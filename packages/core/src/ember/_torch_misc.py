@@ -531,6 +531,9 @@ def _torch_range(start: float, end: float, step: float = 1, *, dtype: Any = None
         raise RuntimeError(f"range(): unsupported range: {start} -> {end}")
     n = int(math.floor((end - start) / step)) + 1  # in double, as PyTorch (0.3 / 0.1 < 3)
     dtype = _C.get_default_dtype() if dtype is None else dtype
+    if not isinstance(dtype, _C.dtype):
+        raise TypeError(f"range(): argument 'dtype' must be ember.dtype, not "
+                        f"{type(dtype).__name__}")
     kw: dict[str, Any] = {"dtype": _C.float64 if dtype.is_floating_point else _C.int64}
     if device is not None:
         kw["device"] = device

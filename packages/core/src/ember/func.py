@@ -538,7 +538,12 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             sl = [x.select(d, i) if d is not None else x for x, d in zip(leaves, dims)]
             results.append(func(*_unflatten(sl, spec), **kwargs))
         if n == 0:
-            raise ValueError("vmap: the mapped dimension has size 0")
+            # as torch, a size-0 batch gives size-0 results: func runs once on zero samples to
+            # learn the structure, shapes and dtypes of what it returns
+            sl = [x if d is None else
+                  _C.zeros([s for k, s in enumerate(x.shape) if k != d % x.ndim],
+                           dtype=x.dtype, device=x.device) for x, d in zip(leaves, dims)]
+            results.append(func(*_unflatten(sl, spec), **kwargs))
         outs = [_flatten(r)[0] for r in results]
         out_spec = _flatten(results[0])[1]
         k = len(outs[0])
@@ -555,6 +560,9 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             if not isinstance(col[0], Tensor):
                 raise ValueError(f"vmap: the function must return tensors, got "
                                  f"{type(col[0]).__name__}")
+            if n == 0:
+                stacked.append(col[0].unsqueeze(odims[j]).narrow(odims[j], 0, 0))
+                continue
             stacked.append(_C.stack(col, odims[j]))
         return _unflatten(stacked, out_spec)
 

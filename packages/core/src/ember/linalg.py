@@ -109,11 +109,17 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     elif ord == 0:
         r = (x != 0).to(x.dtype).sum(dims, keepdim=keepdim)
     elif ord < 0:
+        if any(x.shape[d] == 0 for d in (dims if dims else range(x.ndim))):
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {ord} norm on an empty "
+                               f"tensor because the operation does not have an identity")
         # a zero element makes the norm 0 (|0|**ord is inf); those slices get zero gradients
         a = x.abs()
         zero = a == 0
         safe = _C.where(zero, _C.ones_like(a), a)
-        r = safe.pow(ord).sum(dims, keepdim=keepdim).pow(1.0 / ord)
+        # |x|**ord of a half tensor underflows (1e4**-2 in float16): sum it in float32, as torch
+        half = x.dtype in (_C.float16, _C.bfloat16)
+        r = (safe.float() if half else safe).pow(ord).sum(dims, keepdim=keepdim).pow(1.0 / ord)
+        r = r.to(x.dtype) if half else r
         # ... unless the slice holds a NaN, which wins (as in torch)
         hit = zero & ~a.isnan().any(dims, keepdim=True) if dims else zero & ~a.isnan()
         r = _C.where(hit.any(dims, keepdim=keepdim) if dims else hit, _C.zeros_like(r), r)
@@ -152,6 +158,7 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
         if not keepdim:
             r = r.squeeze(max(d0, d1)).squeeze(min(d0, d1))
     elif ord in ("nuc", 2, -2):
+        _check_matrix("linalg.matrix_norm", A)
         d0, d1 = sorted((d0, d1))
         s = svdvals(A.movedim((d0, d1), (-2, -1)))
         r = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))
@@ -235,6 +242,10 @@ def multi_dot(tensors: Sequence[Tensor], *, out: Tensor | None = None) -> Tensor
     ts = list(tensors)
     if len(ts) < 2:
         raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(ts)}")
+    for i, t in enumerate(ts):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"multi_dot(): expected a sequence of Tensors, but element {i} is "
+                            f"{type(t).__name__}")
     first_vec, last_vec = ts[0].ndim == 1, ts[-1].ndim == 1
     mats = [ts[0].unsqueeze(0) if first_vec else ts[0]] + ts[1:-1] + \
         [ts[-1].unsqueeze(1) if last_vec else ts[-1]]
@@ -315,6 +326,9 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     """
     if x.ndim < 1:
         raise RuntimeError("linalg.vander: x must have at least one dimension")
+    if x.dtype in (_C.bool, _C.float16, _C.bfloat16):
+        raise RuntimeError(f"linalg.vander supports floating point, complex, and integer tensors, "
+                           f"but got {_dtype_name(x.dtype)}")
     n = x.shape[-1] if N is None else N
     if n <= 1 and N is not None and N < 1:
         raise RuntimeError(f"N must be greater than 1, got {N}")
@@ -406,6 +420,11 @@ def _rt(name: str, fields: Sequence[str], values: Sequence[Any], out: Any = None
     return cls(*values)
 
 
+# Ops whose float16 / bfloat16 refusal is a RuntimeError in torch (not a NotImplementedError).
+_LOWP_RUNTIME = frozenset({"linalg.inv", "linalg.slogdet", "linalg.pinv", "linalg.lstsq",
+                           "linalg.matrix_rank", "linalg.matrix_norm", "logdet"})
+
+
 def _check_matrix(op: str, A: Tensor, name: str = "A", square: bool = False) -> None:
     """PyTorch's argument checks of a matrix operand, in its order and words."""
     if not isinstance(A, Tensor):
@@ -416,7 +435,10 @@ def _check_matrix(op: str, A: Tensor, name: str = "A", square: bool = False) -> 
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
                            f"{_dtype_name(A.dtype)}")
     if A.dtype not in (_C.float32, _C.float64, _C.complex64, _C.complex128):
-        raise RuntimeError(f"{op}: Low precision dtypes not supported. Got {_dtype_name(A.dtype)}")
+        # torch's own check (a RuntimeError) covers a few ops; the rest reach a kernel that is
+        # not implemented for half dtypes (a NotImplementedError)
+        err = RuntimeError if op in _LOWP_RUNTIME else NotImplementedError
+        raise err(f"{op}: Low precision dtypes not supported. Got {_dtype_name(A.dtype)}")
     if A.is_complex() and A.device.type not in ("cpu", "meta"):
         raise RuntimeError(f"{op}: complex matrices are supported on the CPU only, got a "
                            f"{_dtype_name(A.dtype)} tensor on {A.device}")
@@ -602,6 +624,8 @@ def logdet(A: Tensor) -> Tensor:
     """
     _check_matrix("linalg.slogdet", A, square=True)
     logabs, sign = _C._linalg_slogdet(A)[:2]
+    if A.is_complex():  # log |det| + i arg(det)
+        return (sign + 0j).log() + logabs  # (+ 0j: a -0 imaginary part gives +pi i, as torch)
     return _C.where(sign.lt(0), _C.full_like(logabs, math.nan), logabs)
 
 
@@ -1044,6 +1068,10 @@ def matrix_exp(A: Tensor) -> Tensor:
     >>> ember.linalg.matrix_exp(ember.tensor([[0.0, 1.0], [0.0, 0.0]])).tolist()
     [[1.0, 1.0], [0.0, 1.0]]
     """
+    if isinstance(A, Tensor) and A.dtype in (_C.float16, _C.bfloat16):
+        # as torch, half dtypes are accepted: the approximant runs in float32 (in half its
+        # powers overflow long before the result does)
+        return matrix_exp(A.float()).to(A.dtype)
     _check_matrix("linalg.matrix_exp", A, square=True)
     n = A.shape[-1]
     if A.numel() == 0:
@@ -1213,8 +1241,10 @@ def _check_general(op: str, A: Tensor, name: str = "A", square: bool = True) -> 
     if A.ndim < 2:
         raise RuntimeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
     if A.dtype not in (_C.float32, _C.float64, _C.complex64, _C.complex128):
-        raise RuntimeError(f"{op}: expected {name} of dtype float32, float64, complex64 or "
-                           f"complex128, got {_dtype_name(A.dtype)}")
+        # half dtypes reach a kernel torch does not implement for them
+        err = NotImplementedError if A.is_floating_point() else RuntimeError
+        raise err(f"{op}: expected {name} of dtype float32, float64, complex64 or "
+                  f"complex128, got {_dtype_name(A.dtype)}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{op}: {name} must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")

@@ -58,7 +58,18 @@ def _scalar_like(v: Any, like: Tensor) -> Tensor:
     """A Python number as a tensor shaped like ``like``, in like's dtype when that is floating
     (a scalar does not promote it), else the default float dtype (2.5 must not truncate)."""
     dt = like.dtype if like.is_floating_point() else ember.get_default_dtype()
+    if dt in (ember.float16, ember.bfloat16) and abs(float(v)) > ember.finfo(dt).max:
+        dt = ember.float32  # 2**20 must not overflow float16 (the caller casts the result back)
     return ember.full_like(like, float(v), dtype=dt)
+
+
+def _half_of_number_call(input: Any, other: Any) -> Any:
+    """The half dtype a (tensor, number) call's result keeps, else None."""
+    t = input if isinstance(input, Tensor) else other
+    if isinstance(input, Tensor) != isinstance(other, Tensor) and \
+            t.dtype in (ember.float16, ember.bfloat16):
+        return t.dtype
+    return None
 
 
 def _promoted_floats(name: str, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
@@ -219,7 +230,9 @@ def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:
     x = input if isinstance(input, Tensor) else _scalar_like(input, y)
     x, y = _promoted_floats("xlogy", x, y)
     out = _special.xlogy(x, y)
-    return ember.where(ember.isnan(y), y, out)
+    out = ember.where(ember.isnan(y), y, out)
+    half = _half_of_number_call(input, other)
+    return out if half is None else out.to(half)
 
 
 def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:
@@ -232,7 +245,9 @@ def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:
     zero = x == 0
     safe = ember.where(zero, ember.zeros_like(y), y)
     out = ember.where(zero, ember.zeros_like(x * y), x * safe.log1p())
-    return ember.where(ember.isnan(y), y, out)
+    out = ember.where(ember.isnan(y), y, out)
+    half = _half_of_number_call(input, other)
+    return out if half is None else out.to(half)
 
 
 def entr(input: Tensor) -> Tensor:
@@ -513,7 +528,12 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     # n! overflows a double past 170 (inf, as torch's result); math.factorial of a huge n
     # would also take forever.
     fact = float(math.factorial(n)) if n <= 170 else math.inf
-    return (sign * fact) * zeta(float(n + 1), x)
+    r = (sign * fact) * zeta(float(n + 1), x)
+    # the limit at +inf is 0 (zeta(s, inf) is NaN); trigamma(-inf) is NaN, as torch's
+    r = ember._C.where(x == math.inf, ember._C.zeros_like(r), r)
+    if n == 1:
+        r = ember._C.where(x == -math.inf, ember._C.full_like(r, math.nan), r)
+    return r
 
 
 # ---- Bessel, Airy and polynomial functions: the native ops special_* ---------------------------

@@ -371,7 +371,7 @@ int64_t upper_bound_idx(const T* bd, const int64_t* sorter, int64_t n, opmath_t<
 
 Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
                    bool allow_negative, const char* op) {
-  check_index_dtype(index, op, false);
+  check_index_dtype(index, op, true);
   dim = wrap_dim(dim, self->dim(), op);
   check_gather_shapes(self, dim, index, op);
   Tensor s1 = as_1d(self);
@@ -425,7 +425,7 @@ void divide_by_counts(const TensorIterator& it, T) {
 Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                     const Scalar& value, Reduce red, bool include_self, const Tensor& out,
                     const char* op) {
-  check_index_dtype(index, op, false);
+  check_index_dtype(index, op, true);
   dim = wrap_dim(dim, self->dim(), op);
   if (src) check_scatter_src_dtype(self, src, op);
   if (red == Reduce::Mean && self->dtype() == ScalarType::Bool)
@@ -560,7 +560,7 @@ Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Te
 Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
                    const TensorOrScalar& value) {
   const char* op = "index_fill_()";
-  check_index_dtype(index, op, false);
+  check_index_dtype(index, op, false, ErrorKind::Index);
   EMBER_CHECK_KIND(index->dim() <= 1, Index, op, ": index is supposed to be a vector, got shape ",
                    shape_str(index->sizes()));
   dim = wrap_dim(dim, self->dim(), op);

@@ -297,10 +297,12 @@ Tensor col_major_copy(const Tensor& t, const DimVector& batch) {
 void check_matrix(const char* op, const Tensor& t, const char* name, bool square,
                   bool complex_ok = false) {
   EMBER_CHECK(t->dim() >= 2, op, ": The input tensor ", name, " must have at least 2 dimensions.");
-  EMBER_CHECK(t->dtype() == ScalarType::Float32 || t->dtype() == ScalarType::Float64 ||
-                  (complex_ok && is_complex(t->dtype())),
-              op, ": expected ", name, " of dtype float32 or float64",
-              complex_ok ? ", complex64 or complex128" : "", ", got ", dtype_name(t->dtype()));
+  const ScalarType dt = t->dtype();
+  // float16 / bfloat16 have no LAPACK kernel: a NotImplementedError, as torch's
+  if (!(dt == ScalarType::Float32 || dt == ScalarType::Float64 || (complex_ok && is_complex(dt))))
+    detail::fail(is_floating(dt) ? ErrorKind::NotImplemented : ErrorKind::Runtime, op,
+                 ": expected ", name, " of dtype float32 or float64",
+                 complex_ok ? ", complex64 or complex128" : "", ", got ", dtype_name(dt));
   const int64_t m = t->size(t->dim() - 2), n = t->size(t->dim() - 1);
   EMBER_CHECK(!square || m == n, op, ": ", name,
               " must be batches of square matrices, but they are ", m, " by ", n, " matrices");

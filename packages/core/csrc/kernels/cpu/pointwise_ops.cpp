@@ -408,6 +408,8 @@ Tensor sgn(const Tensor& self, const Tensor& out) {
 }
 // square: complex64 and complex128 on the vectorized kernels (complex_vec.h).
 Tensor square(const Tensor& self, const Tensor& out) {
+  // torch squares a bool tensor as pow(x, 2): an int64 result
+  if (self->dtype() == ScalarType::Bool) return pow(self, Scalar(int64_t(2)), out);
   ElementwiseIterator it("square");
   it.add_output(out).add_input(self).build();
   if (EMBER_RUN_CVEC_SAME(it, square)) return it.output();
@@ -1015,6 +1017,8 @@ Tensor clamp(const Tensor& self, const TensorOrScalar& min, const TensorOrScalar
   if (!min.is_none()) it.add_input(min);
   if (!max.is_none()) it.add_input(max);
   it.build();
+  if (check_clamp_bool(it.common_dtype(), min, max))
+    return min.is_none() ? minimum(self, max.tensor, out) : maximum(self, min.tensor, out);
   check_clamp_fits(min, max, it.common_dtype());
   const bool has_min = !min.is_none(), has_max = !max.is_none();
   EMBER_DISPATCH_NUMERIC(it.dtype(1), "clamp", [&] {

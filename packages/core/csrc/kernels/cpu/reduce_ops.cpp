@@ -946,16 +946,9 @@ std::tuple<Tensor, Tensor> std_mean(const Tensor& self, const std::optional<DimV
   return VarOps::std_mean(self, dim, unbiased, keepdim, correction);
 }
 
-Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optional<DimVector>& dim,
-            bool keepdim, std::optional<ScalarType> dtype) {
-  reduce::check_norm_dtype(self, dtype);
-  if (is_complex(self->dtype()))  // the norm of the absolute values (a real result)
-    return norm(dispatch::abs(dtype ? cast_to(self, *dtype) : self, Tensor()), p, dim, keepdim,
-                std::nullopt);
-  Tensor x = dtype ? cast_to(self, *dtype) : self;
-  auto mask = dim_mask(dim, x->dim(), "norm");
-  const double pv = p ? p->to_double() : 2.0;
-  const NormKind kind = reduce::norm_kind(x, mask, pv);
+namespace {
+Tensor norm_raw(const Tensor& x, const std::vector<bool>& mask, double pv, NormKind kind,
+                bool keepdim) {
   Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), x->dtype(), x->device());
   EMBER_DISPATCH_FLOAT(x->dtype(), "norm", [&] {
     auto go = [&](auto r) {
@@ -985,6 +978,61 @@ Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optio
     }
   });
   return out;
+}
+
+// Below this a p-norm may have lost its value to an underflowing sum of |x|^p: the squares of
+// float32 / half inputs add in float (|x| < ~1e-19), of float64 ones in double (< ~1e-154).
+double norm_underflow_bound(ScalarType dt, NormKind kind, double p) {
+  if (kind == NormKind::Two) return dt == ScalarType::Float64 ? 1e-145 : 1e-17;
+  return std::pow(1e-290, 1.0 / p);
+}
+
+// sum |x|^p overflows (or underflows) for large (tiny) x although the norm itself is
+// representable: outputs that came out inf or below the underflow bound are recomputed from
+// x / amax|x| and scaled back (the others are kept bit for bit). Costs nothing unless one does.
+Tensor rescale_norm(const Tensor& x, const std::vector<bool>& mask, double pv, NormKind kind,
+                    bool keepdim, const Tensor& out) {
+  if ((kind != NormKind::Two && kind != NormKind::P) || !(pv > 0) || out->numel() == 0 ||
+      reduced_numel(x->sizes(), mask) == 0 || !out->device().is_cpu())
+    return out;
+  const double bound = norm_underflow_bound(x->dtype(), kind, pv);
+  bool suspect = false;
+  EMBER_DISPATCH_FLOAT(out->dtype(), "norm", [&] {
+    const scalar_t* q = out->data_as<scalar_t>();  // fresh, contiguous
+    for (int64_t i = 0; i < out->numel() && !suspect; ++i) {
+      const double v = static_cast<double>(static_cast<opmath_t<scalar_t>>(q[i]));
+      suspect = std::isinf(v) || v < bound;
+    }
+  });
+  if (!suspect) return out;
+  DimVector dims;
+  for (int64_t d = 0; d < x->dim(); ++d)
+    if (mask[d]) dims.push_back(d);
+  Tensor m = dispatch::amax(dispatch::abs(x, Tensor()), dims, true);
+  Tensor usable = dispatch::logical_and(dispatch::gt(m, Scalar(0.0), Tensor()),
+                                        dispatch::isfinite(m, Tensor()), Tensor());
+  Tensor scale = dispatch::where(usable, m, Scalar(1.0), Tensor());
+  Tensor y = norm_raw(dispatch::div(x, scale, std::nullopt, Tensor()), mask, pv, kind, true);
+  y = dispatch::mul(y, scale, Tensor());
+  if (!keepdim) y = dispatch::reshape(y, out->sizes());
+  Tensor bad = dispatch::logical_or(dispatch::isinf(out, Tensor()),
+                                    dispatch::lt(out, Scalar(bound), Tensor()), Tensor());
+  return dispatch::where(bad, y, out, Tensor());
+}
+}  // namespace
+
+Tensor norm(const Tensor& self, const std::optional<Scalar>& p, const std::optional<DimVector>& dim,
+            bool keepdim, std::optional<ScalarType> dtype) {
+  reduce::check_norm_dtype(self, dtype);
+  if (is_complex(self->dtype()))  // the norm of the absolute values (a real result)
+    return norm(dispatch::abs(dtype ? cast_to(self, *dtype) : self, Tensor()), p, dim, keepdim,
+                std::nullopt);
+  Tensor x = dtype ? cast_to(self, *dtype) : self;
+  auto mask = dim_mask(dim, x->dim(), "norm");
+  const double pv = p ? p->to_double() : 2.0;
+  const NormKind kind = reduce::norm_kind(x, mask, pv);
+  Tensor out = norm_raw(x, mask, pv, kind, keepdim);
+  return rescale_norm(x, mask, pv, kind, keepdim, out);
 }
 
 // ---- all / any / count_nonzero -----------------------------------------------------------------

@@ -76,7 +76,9 @@ def _digamma_raw(x: Tensor) -> Tensor:
     y2 = 1.0 / (y * y)
     series = y2 * (1 / 12 - y2 * (1 / 120 - y2 * (1 / 252 - y2 * (1 / 240 - y2 * (1 / 132 - y2 * (691 / 32760 - y2 / 12))))))
     pos = ember.log(y) - 0.5 / y - series - acc
-    refl = pos - math.pi / ember.tan(math.pi * x)
+    # tan(pi x) from x's distance to the nearest integer (exact): pi * x itself rounds, which
+    # near a pole (x = -49 + 1e-14) leaves next to nothing of the distance
+    refl = pos - math.pi / ember.tan(math.pi * (x - ember.round(x)))
     out = ember.where(small, refl, pos)
     out = ember.where(small & (x == ember.floor(x)), math.nan, out)
     return ember.where(x == 0, -math.inf, out)
@@ -94,7 +96,7 @@ def _trigamma_raw(x: Tensor) -> Tensor:
     y2 = iy * iy
     series = iy + 0.5 * y2 + iy * y2 * (1 / 6 - y2 * (1 / 30 - y2 * (1 / 42 - y2 * (1 / 30 - y2 * (5 / 66 - y2 * (691 / 2730 - y2 * 7 / 6))))))
     pos = series + acc
-    s = ember.sin(math.pi * x)
+    s = ember.sin(math.pi * (x - ember.round(x)))  # sin^2 has period 1; the distance is exact
     refl = (math.pi * math.pi) / (s * s) - pos
     out = ember.where(small, refl, pos)
     return ember.where(small & (x == ember.floor(x)), math.inf, out)

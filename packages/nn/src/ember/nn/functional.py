@@ -307,6 +307,9 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     [0.0]
     """
     _require_tensors("silu", input=input)
+    if input.is_complex():  # torch takes complex x too
+        r = input * input.sigmoid()
+        return input.copy_(r) if inplace else r
     return input.silu_() if inplace else _C.silu(input)
 
 
@@ -405,6 +408,8 @@ def softsign(input: Tensor) -> Tensor:
     _require_tensors("softsign", input=input)
     if not (input.is_floating_point() or input.is_complex()):  # integers promote, as in torch
         input = input.to(ember.get_default_dtype())
+    if input.is_complex():  # torch's x / (1 + |x|) takes complex x too
+        return input / (input.abs() + 1)
     return _C.softsign(input)
 
 
@@ -2148,6 +2153,8 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     n = input.shape[0]
     if n < 2:  # no pairs: an empty result of the input's dtype (and graph)
         return input.reshape(n * input.shape[1])[:0]
+    if input.dtype in (ember.float16, ember.bfloat16):
+        raise NotImplementedError(f"pdist: not implemented for {input.dtype} (as torch)")
     ii = [i for i in range(n) for _ in range(i + 1, n)]
     jj = [j for i in range(n) for j in range(i + 1, n)]
     a, b = _take(input, 0, ii), _take(input, 0, jj)
@@ -2614,7 +2621,8 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = 
     if input.is_floating_point() and (target.is_floating_point() or target.dtype == ember.bool) \
             and target.dtype != input.dtype:
         target = target.to(input.dtype)  # as torch: the loss has the input's dtype
-    return _reduce("soft_margin_loss", softplus(-target * input), reduction)
+    # -(target * input), not -target * input: negating an unsigned target first wraps (255 -> 1)
+    return _reduce("soft_margin_loss", softplus(-(target * input)), reduction)
 
 
 def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
