@@ -9,10 +9,11 @@
     return __VA_ARGS__();              \
   }
 
-#define EMBER_DTYPE_ERROR(dtype, name, what)                                              \
-  default:                                                                                \
-    ::ember::detail::fail(::ember::ErrorKind::Type, name, ": not implemented for dtype ", \
-                          ::ember::dtype_name(dtype), " (supported: ", what, ")");
+#define EMBER_DTYPE_ERROR(dtype, name, what)                                          \
+  default:                                                                            \
+    ::ember::detail::fail(::ember::ErrorKind::DtypeNotImplemented, name,              \
+                          ": not implemented for dtype ", ::ember::dtype_name(dtype), \
+                          " (supported: ", what, ")");
 
 #define EMBER_CASES_FLOAT(...)                          \
   EMBER_DTYPE_CASE(Float32, float, __VA_ARGS__)         \

@@ -7,7 +7,17 @@
 
 namespace ember {
 
-enum class ErrorKind { Runtime, Value, Type, Index, NotImplemented, OutOfMemory };
+// DtypeNotImplemented: an op has no kernel for a dtype. PyTorch raises NotImplementedError there;
+// ember raised TypeError before, so its Python class is both.
+enum class ErrorKind {
+  Runtime,
+  Value,
+  Type,
+  Index,
+  NotImplemented,
+  DtypeNotImplemented,
+  OutOfMemory
+};
 
 class Error : public std::runtime_error {
  public:

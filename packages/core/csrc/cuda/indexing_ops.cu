@@ -430,7 +430,7 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
     ix::check_same_device(self, src, op, "src");
   }
   if (mean && self->dtype() == ScalarType::Bool)
-    EMBER_FAIL(Type, op, ": reduce='mean' is not implemented for dtype bool");
+    EMBER_FAIL(DtypeNotImplemented, op, ": reduce='mean' is not implemented for dtype bool");
   check_scatter_shapes(self, dim, index, src, op);
   Tensor s1 = as_1d(self);
   Tensor src1 = src ? as_1d(src) : Tensor();

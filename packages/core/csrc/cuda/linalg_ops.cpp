@@ -183,7 +183,7 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
   Tensor out = ember::empty(out_shape, dt, a->device());
   if (out->numel() == 0) return out;
   if (dt == ScalarType::Bool)
-    EMBER_FAIL(Type, op,
+    EMBER_FAIL(DtypeNotImplemented, op,
                ": not implemented for dtype bool (supported: integer and floating dtypes)");
   const bool use_init = init && beta.to_double() != 0.0;
   cudaStream_t stream = current_stream();

@@ -132,7 +132,7 @@ void int_matmul(ScalarType dtype, const void* a, const void* b, void* c, const I
           static_cast<const scalar_t*>(a), static_cast<const scalar_t*>(b),
           static_cast<scalar_t*>(c), args, total);
     } else {
-      EMBER_FAIL(Type, op,
+      EMBER_FAIL(DtypeNotImplemented, op,
                  ": not implemented for dtype bool (supported: integer and floating dtypes)");
     }
   });

@@ -216,7 +216,8 @@ void check_searchsorted_shapes(const Tensor& seq, const Tensor& vals, ScalarType
                 "and input value tensor must match, but we got boundaries tensor ",
                 shape_str(seq->sizes()), " and input value tensor ", shape_str(vals->sizes()));
   }
-  EMBER_CHECK_KIND(common != ScalarType::Bool, Type, op, ": not implemented for dtype bool");
+  EMBER_CHECK_KIND(common != ScalarType::Bool, DtypeNotImplemented, op,
+                   ": not implemented for dtype bool");
 }
 
 void check_searchsorted_sorter(const Tensor& sorter, const Tensor& seq, const char* op) {

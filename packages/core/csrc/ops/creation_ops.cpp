@@ -46,7 +46,8 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
               std::optional<ScalarType> dtype, std::optional<Device> device) {
   const bool any_float = start.is_floating() || end.is_floating() || step.is_floating();
   const ScalarType dt = dtype.value_or(any_float ? default_dtype() : ScalarType::Int64);
-  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "arange: not implemented for dtype bool");
+  EMBER_CHECK_KIND(dt != ScalarType::Bool, DtypeNotImplemented,
+                   "arange: not implemented for dtype bool");
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   EMBER_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: ", s, " -> ", e);
   // int64 results are computed on the truncated integer arguments, as PyTorch does.
@@ -142,7 +143,8 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
                 std::optional<ScalarType> dtype, std::optional<Device> device) {
   EMBER_CHECK(steps >= 0, "linspace: number of steps must be non-negative (got ", steps, ")");
   const ScalarType dt = dtype.value_or(default_dtype());
-  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "linspace: not implemented for dtype bool");
+  EMBER_CHECK_KIND(dt != ScalarType::Bool, DtypeNotImplemented,
+                   "linspace: not implemented for dtype bool");
   Tensor out = ember::empty({steps}, dt);
   if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "linspace", [&] {
@@ -157,7 +159,8 @@ Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double ba
                 std::optional<ScalarType> dtype, std::optional<Device> device) {
   EMBER_CHECK(steps >= 0, "logspace: number of steps must be non-negative (got ", steps, ")");
   const ScalarType dt = dtype.value_or(default_dtype());
-  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "logspace: not implemented for dtype bool");
+  EMBER_CHECK_KIND(dt != ScalarType::Bool, DtypeNotImplemented,
+                   "logspace: not implemented for dtype bool");
   Tensor out = ember::empty({steps}, dt);
   if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "logspace", [&] {
@@ -323,7 +326,8 @@ Tensor randperm(int64_t n, Generator* generator, std::optional<ScalarType> dtype
                 std::optional<Device> device) {
   EMBER_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
   const ScalarType dt = dtype.value_or(ScalarType::Int64);
-  EMBER_CHECK_KIND(dt != ScalarType::Bool, Type, "randperm: not implemented for dtype bool");
+  EMBER_CHECK_KIND(dt != ScalarType::Bool, DtypeNotImplemented,
+                   "randperm: not implemented for dtype bool");
   EMBER_DISPATCH_NUMERIC(dt, "randperm", [&] {
     EMBER_CHECK(n == 0 || static_cast<uint64_t>(n - 1) <= int_bounds<scalar_t>().second,
                 "randperm: n is too large for result tensor type: ", dtype_name(dt));

@@ -36,6 +36,7 @@ namespace {
 
 PyObject* g_dtype_objects[kNumScalarTypes] = {};
 PyObject* g_oom_error = nullptr;
+PyObject* g_dtype_error = nullptr;
 
 struct DType {
   ScalarType type;
@@ -331,6 +332,9 @@ void translate_errors() {
         case ErrorKind::NotImplemented:
           type = PyExc_NotImplementedError;
           break;
+        case ErrorKind::DtypeNotImplemented:
+          type = g_dtype_error;
+          break;
         case ErrorKind::OutOfMemory:
           type = g_oom_error;
           break;
@@ -416,6 +420,16 @@ PYBIND11_MODULE(_C, m) {
       "ember.OutOfMemoryError", "A device allocation failed even after freeing the cache.",
       PyExc_RuntimeError, nullptr);
   m.attr("OutOfMemoryError") = py::handle(g_oom_error);
+  {
+    py::tuple bases =
+        py::make_tuple(py::handle(PyExc_NotImplementedError), py::handle(PyExc_TypeError));
+    g_dtype_error = PyErr_NewExceptionWithDoc(
+        "ember.DtypeNotImplementedError",
+        "An op has no kernel for a dtype: a NotImplementedError, as PyTorch raises, and a "
+        "TypeError, as earlier ember versions raised.",
+        bases.ptr(), nullptr);
+  }
+  m.attr("DtypeNotImplementedError") = py::handle(g_dtype_error);
   translate_errors();
   // Engine warnings (an out= tensor resized, ...) become Python UserWarnings, attributed to the
   // caller's line; a warnings filter that turns them into errors makes the op raise that error.

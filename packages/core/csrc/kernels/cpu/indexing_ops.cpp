@@ -429,7 +429,7 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
   dim = wrap_dim(dim, self->dim(), op);
   if (src) check_scatter_src_dtype(self, src, op);
   if (red == Reduce::Mean && self->dtype() == ScalarType::Bool)
-    EMBER_FAIL(Type, op, ": reduce='mean' is not implemented for dtype bool");
+    EMBER_FAIL(DtypeNotImplemented, op, ": reduce='mean' is not implemented for dtype bool");
   check_scatter_shapes(self, dim, index, src, op);
   Tensor src1 = src ? as_1d(src) : Tensor();
   Tensor target = inplace_target(self, out, op, {self, index, src});

@@ -400,7 +400,7 @@ Tensor matmul_core(const char* op, const Tensor& a, const Tensor& b, const DimVe
   if (out->numel() == 0) return out;
   const bool use_init = init && beta.to_complex() != std::complex<double>(0.0, 0.0);
   if (dt == ScalarType::Bool)
-    EMBER_FAIL(Type, op,
+    EMBER_FAIL(DtypeNotImplemented, op,
                ": not implemented for dtype bool (supported: integer and floating dtypes)");
   // Meta tensors: the checks above and the output are the whole op (every product ends here,
   // so the linalg kernels run on meta as they are: `meta: cpu` in linalg.yaml).
