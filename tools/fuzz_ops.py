@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "packages" / "core" / "tests"
 
 EXPECTED_EXC = ("RuntimeError", "ValueError", "TypeError", "IndexError", "NotImplementedError",
+                "DtypeNotImplementedError",
                 "OutOfMemoryError", "CheckpointError", "UnpicklingError", "EOFError",
                 "SafetensorError")
 # Fragments of messages that leak implementation details instead of explaining the problem.
