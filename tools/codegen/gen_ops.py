@@ -1014,7 +1014,12 @@ def gen_binding(op: Op, kind: str) -> str:
             pyargs.append('py::arg("requires_grad") = false')
             grad_flag = "if (requires_grad) autograd::set_requires_grad(r, true); "
         rule = ", OutDtype::Exact" if op.out_exact else ""
-        body = (f'Tensor r = {call}; if (out) {{ write_out(*out, r, "{op.name}"{rule}); '
+        # As torch's reductions, scans and factories: with out= and no dtype=, compute in out's
+        # dtype (ops whose out= must have the result's exact dtype keep that rule).
+        infer = ("if (out && !dtype) dtype = (*out)->dtype(); "
+                 if not op.out_exact and any(a.name == "dtype" and a.type == "ScalarType?"
+                                             for a in args) else "")
+        body = (f'{infer}Tensor r = {call}; if (out) {{ write_out(*out, r, "{op.name}"{rule}); '
                 f"return *out; }} {grad_flag}return r;")
         ret_type = "Tensor"
     elif kind == "function" and any(a.name == "device" and a.type == "Device?" for a in args) \

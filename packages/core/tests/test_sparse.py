@@ -5,6 +5,7 @@ gradients (gradcheck in float64), softmax, saving, and the errors of what is not
 from __future__ import annotations
 
 import io
+import warnings
 
 import ember
 import numpy as np
@@ -79,6 +80,29 @@ def test_repr_matches_torch():
     assert repr(eh) == repr(th).replace("torch.", "ember.")
     assert "layout=ember.sparse_csr" in repr(e.to_sparse_csr())
     assert "requires_grad=True" in repr(pair()[0].requires_grad_())
+
+
+def test_repr_of_empty_and_non_default_dtypes_matches_torch():
+    # The parts print without a dtype and, when empty, with their size; the dtype is the
+    # sparse tensor's own suffix unless it is a default one.
+    def cases(M):
+        return [M.sparse_coo_tensor(M.zeros(2, 0, dtype=M.long), M.zeros(0), (2, 3)),
+                M.sparse_coo_tensor(M.tensor([[0], [1]]), M.tensor([1.5], dtype=M.float64),
+                                    (2, 3)),
+                M.sparse_coo_tensor(M.tensor([[0], [1]]), M.tensor([3], dtype=M.int32), (2, 3)),
+                M.zeros(2, 2, dtype=M.float64).to_sparse_csr()]
+
+    got = [repr(x) for x in cases(ember)]
+    assert got[0] == ("tensor(indices=tensor([], size=(2, 0)),\n"
+                      "       values=tensor([], size=(0,)),\n"
+                      "       size=(2, 3), nnz=0, layout=ember.sparse_coo)")
+    assert "nnz=1, dtype=ember.float64, layout=" in got[1] and "values=tensor([1.5000])" in got[1]
+    assert "dtype=ember.int32" in got[2] and "values=tensor([3])," in got[2]
+    assert "col_indices=tensor([], size=(0,))" in got[3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = [repr(x).replace("torch.", "ember.") for x in cases(torch)]
+    assert got == ref
 
 
 def test_factory_options():

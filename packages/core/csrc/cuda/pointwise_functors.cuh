@@ -344,6 +344,12 @@ struct lerp {
     return (w < A(0.5) && w > A(-0.5)) ? a + w * (b - a) : b - (b - a) * (A(1) - w);
   }
 };
+// lerp by a scalar weight held in the compute type A
+template <class A>
+struct lerp_by {
+  A w;
+  __device__ __forceinline__ A operator()(A a, A b) const { return lerp{}(a, b, w); }
+};
 template <class A>
 struct addcmul {
   A value;

@@ -74,6 +74,12 @@ EMBER_CU_UNARY_SAME(abs, Numeric)
 EMBER_CU_UNARY_SAME(sign, All)
 EMBER_CU_UNARY_SAME(sgn, All)  // real dtypes (complex CUDA tensors raise the dtype error)
 EMBER_CU_UNARY_SAME(square, Numeric)
+// torch squares a bool tensor as pow(x, 2): an int64 result (as the CPU kernel)
+Tensor square_any(const Tensor& self, const Tensor& out) {
+  if (self->dtype() == ScalarType::Bool)
+    return dispatch::pow(self, TensorOrScalar(Scalar(int64_t(2))), out);
+  return square(self, out);
+}
 EMBER_CU_UNARY_SAME(relu, Numeric)
 EMBER_CU_UNARY_SAME(floor, Numeric)
 EMBER_CU_UNARY_SAME(ceil, Numeric)
@@ -169,6 +175,18 @@ Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
             const Tensor& out) {
   check_lerp_dtypes(self, end);
   ElementwiseIterator it("lerp");
+  if (!weight.is_tensor() && !weight.scalar.is_complex()) {
+    // A scalar weight is held in the compute type (float for half inputs, as torch's): rounded
+    // to half first, 7e4 would be inf. It must fit float32 arithmetic (as the CPU kernel).
+    if (self->dtype() != ScalarType::Float64)
+      check_scalar_fits(weight.scalar, ScalarType::Float32, "lerp");
+    it.add_output(out).add_input(self).add_input(end).build();
+    run<Types::Float, void, 2>(it, "lerp", [&](auto tag) {
+      using A = decltype(tag);
+      return fn::lerp_by<A>{weight.scalar.to<A>()};
+    });
+    return it.output();
+  }
   it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
   run<Types::Float, void, 3>(it, "lerp", stateless(fn::lerp{}));
   return it.output();
@@ -279,7 +297,7 @@ void register_pointwise_unary_ternary() {
   REG(abs);
   REG(sign);
   REG(sgn);
-  REG(square);
+  register_kernel("square", DeviceType::CUDA, &square_any);
   REG(relu);
   REG(floor);
   REG(ceil);

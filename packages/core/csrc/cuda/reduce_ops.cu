@@ -1126,12 +1126,12 @@ Tensor argmin(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   return std::get<1>(ext_impl(self, mask, keepdim, false, false, true, "argmin"));
 }
 
-Tensor amax(const Tensor& self, const DimVector& dim, bool keepdim) {
-  return amax_impl(self, dim_mask(&dim, self->dim(), "amax"), keepdim, true, "amax");
+Tensor amax(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  return amax_impl(self, dim_mask(dim, self->dim(), "amax"), keepdim, true, "amax");
 }
 
-Tensor amin(const Tensor& self, const DimVector& dim, bool keepdim) {
-  return amax_impl(self, dim_mask(&dim, self->dim(), "amin"), keepdim, false, "amin");
+Tensor amin(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  return amax_impl(self, dim_mask(dim, self->dim(), "amin"), keepdim, false, "amin");
 }
 
 std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {

@@ -275,10 +275,11 @@ Tensor take_along_dim_via(GatherFn gather, Tensor (*contiguous)(const Tensor&), 
   // As torch: int32 indices only for the flattened form (which is a plain gather).
   check_index_dtype(indices, op, !dim);
   if (!dim) {
+    // The flattened form is a plain gather, so, as in torch, negative indices are out of range.
     Tensor flat = contiguous(self);
     Tensor iflat = contiguous(indices);
     return gather(with_shape(flat, DimVector{flat->numel()}), 0,
-                  with_shape(iflat, DimVector{iflat->numel()}), out, true, op);
+                  with_shape(iflat, DimVector{iflat->numel()}), out, false, op);
   }
   int64_t d = wrap_dim(*dim, self->dim(), op);
   EMBER_CHECK(self->dim() == indices->dim(), op,

@@ -139,7 +139,8 @@ void histc_range(const Scalar& min, const Scalar& max, int64_t n, const Data& da
   check_histc_range(lo, hi, op);
 }
 
-// take_along_dim on a device's gather (negative indices allowed) and contiguous copy.
+// take_along_dim on a device's gather and contiguous copy (negative indices wrap only when a
+// dim is given, as in torch).
 using GatherFn = Tensor (*)(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
                             bool allow_negative, const char* op);
 Tensor take_along_dim_via(GatherFn gather, Tensor (*contiguous)(const Tensor&), const Tensor& self,

@@ -3,6 +3,7 @@
 // in-place random kernels (kernels/cpu/creation_ops.cpp), so they follow the device they fill;
 // randperm shuffles on the host and moves the result to its device (ops/host_sync.h).
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -142,9 +143,19 @@ void fill_linear(const Tensor& out, double start, double end, int64_t steps, con
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
                 std::optional<ScalarType> dtype, std::optional<Device> device) {
   EMBER_CHECK(steps >= 0, "linspace: number of steps must be non-negative (got ", steps, ")");
-  const ScalarType dt = dtype.value_or(default_dtype());
+  const bool complex_ends = start.is_complex() || end.is_complex();
+  const ScalarType dt =
+      dtype.value_or(complex_ends ? to_complex(default_dtype()) : default_dtype());
   EMBER_CHECK_KIND(dt != ScalarType::Bool, DtypeNotImplemented,
                    "linspace: not implemented for dtype bool");
+  if (is_complex(dt)) {
+    // The real and imaginary parts are each a real linspace of the component type.
+    const std::complex<double> s = start.to_complex(), e = end.to_complex();
+    const ScalarType part = to_real(dt);
+    return ops::complex(linspace(Scalar(s.real()), Scalar(e.real()), steps, part, device),
+                        linspace(Scalar(s.imag()), Scalar(e.imag()), steps, part, device),
+                        Tensor());
+  }
   Tensor out = ember::empty({steps}, dt);
   if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "linspace", [&] {

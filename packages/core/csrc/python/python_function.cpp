@@ -390,12 +390,49 @@ py::tuple delayed_error(const std::string& msg, py::tuple outputs) {
   return result;
 }
 
+// The Python type named `name` (SumBackward0, AccumulateGrad, ...) for graph nodes, made once
+// and kept on ember._C.Node; the name is Node.name()'s in Python (ember.autograd.graph gives
+// PyTorch's names where ember's nodes are named otherwise). Graph walkers such as torchviz label
+// nodes with type(fn).__name__, as torch's nodes each have their own type. The subclass adds
+// nothing to Node's instances, and it takes Node's allocator, deallocator and (absent)
+// garbage-collector support, so that an instance's __class__ can be switched to it in place.
+py::object named_node_type(py::handle base, const std::string& name) {
+  py::object cache = py::getattr(base, "_named_types", py::none());
+  if (cache.is_none()) {
+    cache = py::dict();
+    base.attr("_named_types") = cache;
+  }
+  py::dict types = cache.cast<py::dict>();
+  py::str key(name);
+  if (types.contains(key)) return types[key];
+  py::object meta =
+      py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(Py_TYPE(base.ptr())));
+  py::dict ns;
+  ns["__slots__"] = py::tuple();
+  ns["__module__"] = "builtins";  // as torch's: repr <class 'SumBackward0'>
+  py::object sub = meta(key, py::make_tuple(base), ns);
+  auto* t = reinterpret_cast<PyTypeObject*>(sub.ptr());
+  const auto* b = reinterpret_cast<const PyTypeObject*>(base.ptr());
+  t->tp_flags = (t->tp_flags & ~Py_TPFLAGS_HAVE_GC) | (b->tp_flags & Py_TPFLAGS_HAVE_GC);
+  t->tp_free = b->tp_free;
+  t->tp_dealloc = b->tp_dealloc;
+  t->tp_traverse = b->tp_traverse;
+  t->tp_clear = b->tp_clear;
+  PyType_Modified(t);
+  types[key] = sub;
+  return sub;
+}
+
 }  // namespace
 
 py::object node_to_py(const std::shared_ptr<Node>& node) {
   if (!node) return py::none();
   if (auto* p = dynamic_cast<PyNode*>(node.get())) return p->ctx;
-  return py::cast(node);
+  py::object obj = py::cast(node);
+  py::handle base = py::type::of<Node>();
+  if (Py_TYPE(obj.ptr()) == reinterpret_cast<PyTypeObject*>(base.ptr()))
+    obj.attr("__class__") = named_node_type(base, obj.attr("name")().cast<std::string>());
+  return obj;
 }
 
 void bind_python_function(py::module_& m) {

@@ -81,13 +81,9 @@ from ember._fake_quant import (  # noqa: E402,F401  (quantization-aware training
     fake_quantize_per_channel_affine, fake_quantize_per_tensor_affine)
 from ember import sparse  # noqa: E402,F401  (sparse COO/CSR tensors; mm/matmul/addmm take them)
 
-try:
-    from ember._version import version as __version__
-except ImportError:  # a source tree that was never built by pip
-    __version__ = "0.0.0"
-from ember.torch_version import TorchVersion as _TorchVersion  # noqa: E402
-
-__version__ = _TorchVersion(__version__)  # compares as a version, as torch.__version__ does
+# The followed PyTorch release with ember's own version as its local label ("2.13.0+ember.0.1.0"),
+# so that programs gating on torch.__version__ take their current code paths (ember.version).
+from ember.version import __version__ as __version__  # noqa: E402
 
 _C._set_size_type(Size)
 

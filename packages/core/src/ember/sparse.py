@@ -1680,16 +1680,26 @@ class check_sparse_tensor_invariants:  # noqa: N801  (PyTorch's name)
 
 # ---- printing -------------------------------------------------------------------------------
 def _sparse_repr(s: SparseTensor) -> str:
-    from ember._printing import _add_suffixes, _grad_fn_name, tensor_repr
+    from ember._printing import _add_suffixes, _grad_fn_name, _tensor_str
 
     prefix = "tensor("
     pad = " " * len(prefix)
 
     def field(name: str, t: Tensor) -> str:
-        return name + "=" + tensor_repr(t.detach()).replace("\n", "\n" + " " * (len(prefix) +
-                                                                              len(name) + 1))
+        # The parts print without their dtype (the sparse tensor's own suffix names it), and
+        # an empty part with its size, as torch's.
+        head = name + "=tensor("
+        body = _tensor_str(t.detach().cpu(), len(prefix) + len(head))
+        if t.numel() == 0:
+            body += f", size={tuple(t.shape)}"
+        return head + body + ")"
 
-    suffixes = [f"size={s._size}", f"nnz={s._nnz()}", f"layout={s._layout}"]
+    default = _C.get_default_dtype()
+    plain = (default, _C.complex128 if default is _C.float64 else _C.complex64, _C.int64, _C.bool)
+    suffixes = [f"size={s._size}", f"nnz={s._nnz()}"]
+    if s.dtype not in plain:
+        suffixes.append(f"dtype={s.dtype!r}")
+    suffixes.append(f"layout={s._layout}")
     if s.device.type != "cpu":
         suffixes.insert(0, f"device='{s.device}'")
     if s.grad_fn is not None:

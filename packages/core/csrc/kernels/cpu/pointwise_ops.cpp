@@ -1090,28 +1090,47 @@ Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOr
   return it.output();
 }
 
+namespace {
+// lerp's value in the compute type A: from a when the weight is nearer the start, else back
+// from b (|w| for complex).
+template <class A>
+A lerp_value(A a, A b, A w) {
+  bool small;
+  if constexpr (is_complex_v<A>) {
+    small = std::abs(w) < typename A::value_type(0.5);
+  } else {
+    small = w < A(0.5) && w > A(-0.5);  // |w| < 0.5, as torch: lerp(0, inf, -2) is NaN
+  }
+  return small ? a + w * (b - a) : b - (b - a) * (A(1) - w);
+}
+}  // namespace
+
 Tensor lerp(const Tensor& self, const Tensor& end, const TensorOrScalar& weight,
             const Tensor& out) {
   check_lerp_dtypes(self, end);
-  ElementwiseIterator it("lerp");
-  it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
+  const ScalarType dt = self->dtype();
+  const bool real_scalar_weight = !weight.is_tensor() && !weight.scalar.is_complex();
   // A scalar weight in float32 arithmetic (float16 / bfloat16 compute in it too) must fit it,
   // as torch: lerp(x, y, 1e308) is an error there, not -inf.
-  const ScalarType common = it.common_dtype();
-  if (!weight.is_tensor() && !weight.scalar.is_complex() && is_floating(common) &&
-      common != ScalarType::Float64)
+  if (real_scalar_weight && is_floating(dt) && dt != ScalarType::Float64)
     check_scalar_fits(weight.scalar, ScalarType::Float32, "lerp");
+  if (real_scalar_weight && (dt == ScalarType::Float16 || dt == ScalarType::BFloat16)) {
+    // ... and stays in float32, as torch's: rounded to half first, 7e4 would be inf (and
+    // lerp(2, 2, 7e4) NaN).
+    ElementwiseIterator it("lerp");
+    it.add_output(out).add_input(self).add_input(end).build();
+    const float wf = static_cast<float>(weight.scalar.to_double());
+    run<Types::Float, void, 2>(it, "lerp", [wf](auto tag) {
+      using A = decltype(tag);
+      return [w = A(wf)](A a, A b) -> A { return lerp_value(a, b, w); };
+    });
+    return it.output();
+  }
+  ElementwiseIterator it("lerp");
+  it.add_output(out).add_input(self).add_input(end).add_input(weight).build();
   run<Types::FloatComplex, void, 3>(it, "lerp", [](auto tag) {
     using A = decltype(tag);
-    return [](A a, A b, A w) -> A {
-      bool small;  // the weight nearer the start: from a, else back from b (|w| for complex)
-      if constexpr (is_complex_v<A>) {
-        small = std::abs(w) < typename A::value_type(0.5);
-      } else {
-        small = w < A(0.5) && w > A(-0.5);  // |w| < 0.5, as torch: lerp(0, inf, -2) is NaN
-      }
-      return small ? a + w * (b - a) : b - (b - a) * (A(1) - w);
-    };
+    return [](A a, A b, A w) -> A { return lerp_value(a, b, w); };
   });
   return it.output();
 }

@@ -884,12 +884,12 @@ Tensor argmin(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   return std::get<1>(arg_impl<false>(self, mask, keepdim, false, "argmin"));
 }
 
-Tensor amax(const Tensor& self, const DimVector& dim, bool keepdim) {
-  return amax_impl<true>(self, dim_mask(&dim, self->dim(), "amax"), keepdim, "amax");
+Tensor amax(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  return amax_impl<true>(self, dim_mask(dim, self->dim(), "amax"), keepdim, "amax");
 }
 
-Tensor amin(const Tensor& self, const DimVector& dim, bool keepdim) {
-  return amax_impl<false>(self, dim_mask(&dim, self->dim(), "amin"), keepdim, "amin");
+Tensor amin(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim) {
+  return amax_impl<false>(self, dim_mask(dim, self->dim(), "amin"), keepdim, "amin");
 }
 
 std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
