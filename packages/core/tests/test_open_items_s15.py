@@ -258,3 +258,31 @@ def test_version_reports_the_followed_torch_release():
     parsed = Version(v)  # a valid PEP 440 version: the local label is sanitised
     assert parsed.release[:2] == (2, 13) and parsed.local.startswith("ember")
     assert parsed >= Version("2.0")
+
+
+# ---- small private APIs that libraries call ----------------------------------------------------
+
+
+def test_config_and_private_helpers():
+    text = ember.__config__.show()
+    assert text.startswith("ember built with:") and ember.version.TORCH_API_VERSION in text
+    assert f"get_num_threads() : {ember.get_num_threads()}" in ember.__config__.parallel_info()
+    from ember._utils import _get_device_index
+
+    assert _get_device_index("cuda:2") == 2 and _get_device_index(ember.device("cuda", 1)) == 1
+    assert _get_device_index(4) == 4 and _get_device_index("cpu", allow_cpu=True) == -1
+    with pytest.raises(ValueError, match="non cpu device"):
+        _get_device_index("cpu")
+    with pytest.raises(ValueError, match="specified index"):
+        _get_device_index("cuda")
+    assert ember._C._get_tracing_state() is None
+    assert ember._C._log_api_usage_once("python.my_model") is None
+
+
+@needs_torch
+def test_get_device_index_matches_torch():
+    from ember._utils import _get_device_index as got
+    from torch._utils import _get_device_index as ref
+
+    for args, kw in [(("cuda:3",), {}), ((7,), {}), (("cpu",), {"allow_cpu": True})]:
+        assert got(*args, **kw) == ref(*args, **kw)

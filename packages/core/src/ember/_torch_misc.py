@@ -833,4 +833,10 @@ def _install() -> None:
                  "is_vulkan"):
         if not hasattr(Tensor, name):
             setattr(Tensor, name, property(lambda self: False))
+    # Private hooks that libraries call on torch._C: ember records no TorchScript traces and
+    # logs no API usage.
+    if not hasattr(_C, "_get_tracing_state"):
+        _C._get_tracing_state = lambda: None
+    if not hasattr(_C, "_log_api_usage_once"):
+        _C._log_api_usage_once = lambda event: None
 
