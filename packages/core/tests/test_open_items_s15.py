@@ -286,3 +286,27 @@ def test_get_device_index_matches_torch():
 
     for args, kw in [(("cuda:3",), {}), ((7,), {}), (("cpu",), {"allow_cpu": True})]:
         assert got(*args, **kw) == ref(*args, **kw)
+
+
+def _sym_calls(M):
+    return [M.sym_int(2.7), M.sym_int(-2.7), M.sym_float(3), M.sym_max(2, 3.5), M.sym_max(2.0, 3),
+            M.sym_min(2, 3.0), M.sym_min(4, 1), M.sym_not(0), M.sym_ite(False, 1, 2),
+            M.sym_sqrt(9), M.sym_sum([1, 2, 3]), M.sym_fresh_size(7),
+            M.sym_constrain_range(5, min=0, max=10), M.sym_constrain_range_for_size(5)]
+
+
+def test_sym_helpers_and_build_flags():
+    got = _sym_calls(ember)
+    assert got == [2, -2, 3.0, 3.5, 3.0, 2.0, 1, True, 2, 3.0, 6, 7, None, None]
+    assert [type(v) for v in got[3:7]] == [float, float, float, int]
+    with pytest.raises(TypeError, match="sym_max"):
+        ember.sym_max(ember.tensor(2), 3)
+    assert ember.has_lapack and ember.has_spectral
+    assert ember.wait(ember.fork(lambda x: x + 1, ember.ones(2))).tolist() == [2.0, 2.0]
+
+
+@needs_torch
+def test_sym_helpers_match_torch():
+    got, ref = _sym_calls(ember), _sym_calls(torch)
+    assert got == ref and [type(v) for v in got] == [type(v) for v in ref]
+    assert (ember.has_lapack, ember.has_spectral) == (torch.has_lapack, torch.has_spectral)

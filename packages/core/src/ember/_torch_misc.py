@@ -45,6 +45,9 @@ __all__ = [
     "pi", "e", "inf", "nan", "newaxis", "range", "fill", "is_storage",
     "get_device_module", "compiled_with_cxx11_abi", "set_deterministic_debug_mode",
     "get_deterministic_debug_mode", "init_num_threads", "is_vulkan_available",
+    "has_lapack", "has_spectral", "has_mkl", "has_openmp", "sym_int", "sym_float", "sym_max",
+    "sym_min", "sym_not", "sym_ite", "sym_sqrt", "sym_sum", "sym_fresh_size",
+    "sym_constrain_range", "sym_constrain_range_for_size", "fork", "wait",
 ]
 
 pi = math.pi
@@ -52,6 +55,12 @@ e = math.e
 inf = math.inf
 nan = math.nan
 newaxis = None
+# PyTorch's deprecated build flags: ember always has LAPACK (OpenBLAS) and its own FFT; it uses
+# neither MKL nor OpenMP.
+has_lapack = True
+has_spectral = True
+has_mkl = False
+has_openmp = False
 
 
 def _need_tensor(name: str, obj: Any, arg: str = "input") -> None:
@@ -660,6 +669,93 @@ def is_vulkan_available() -> bool:
     False
     """
     return False
+
+
+# ---- the sym_* helpers -----------------------------------------------------------------------
+# torch.sym_* work on plain numbers as on the symbolic sizes of traced programs; ember runs
+# eagerly, so sizes are always plain numbers.
+
+
+def sym_int(a: Any) -> int:
+    """``int(a)`` (toward zero).
+
+    >>> import ember
+    >>> ember.sym_int(2.7), ember.sym_int(-2.7)
+    (2, -2)
+    """
+    return int(a)
+
+
+def sym_float(a: Any) -> float:
+    """``float(a)``."""
+    return float(a)
+
+
+def _sym_pair(name: str, a: Any, b: Any, pick: Callable[[Any, Any], Any]) -> Any:
+    for v in (a, b):
+        if isinstance(v, Tensor) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name}: expected int or float arguments, got {type(v).__name__}")
+    r = pick(a, b)
+    return float(r) if isinstance(a, float) or isinstance(b, float) else r
+
+
+def sym_max(a: Any, b: Any) -> Any:
+    """The larger number, a float when either is (``sym_max(2.0, 3) == 3.0``)."""
+    return _sym_pair("sym_max", a, b, max)
+
+
+def sym_min(a: Any, b: Any) -> Any:
+    """The smaller number, a float when either is."""
+    return _sym_pair("sym_min", a, b, min)
+
+
+def sym_not(a: Any) -> Any:
+    """``not a`` (a tensor: its logical not)."""
+    if isinstance(a, Tensor):
+        return _C.logical_not(a)
+    return not a
+
+
+def sym_ite(b: Any, t: Any, f: Any) -> Any:
+    """``t if b else f``."""
+    return t if b else f
+
+
+def sym_sqrt(a: Any) -> float:
+    """``math.sqrt(a)``."""
+    return math.sqrt(a)
+
+
+def sym_sum(args: Any) -> Any:
+    """The sum of the numbers in ``args``."""
+    return sum(args)
+
+
+def sym_fresh_size(expr: Any) -> Any:
+    """``expr`` itself (a fresh symbol only means something to a tracer)."""
+    return expr
+
+
+def sym_constrain_range(size: Any, min: Any = None, max: Any = None) -> None:  # noqa: A002
+    """Nothing: a range hint for a tracer's symbolic sizes."""
+
+
+def sym_constrain_range_for_size(size: Any, min: Any = None, max: Any = None) -> None:  # noqa: A002
+    """Nothing: a range hint for a tracer's symbolic sizes."""
+
+
+def fork(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``ember.jit.fork``: runs ``func`` and returns a future of its result."""
+    from ember import jit
+
+    return jit.fork(func, *args, **kwargs)
+
+
+def wait(future: Any) -> Any:
+    """``ember.jit.wait``: the result of a future from ``fork``."""
+    from ember import jit
+
+    return jit.wait(future)
 
 
 # PyTorch's deprecated per-device autocast spellings -> (ember.amp function, device type, the
