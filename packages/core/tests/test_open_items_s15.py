@@ -310,3 +310,9 @@ def test_sym_helpers_match_torch():
     got, ref = _sym_calls(ember), _sym_calls(torch)
     assert got == ref and [type(v) for v in got] == [type(v) for v in ref]
     assert (ember.has_lapack, ember.has_spectral) == (torch.has_lapack, torch.has_spectral)
+
+
+def test_cuda_queries_libraries_make_without_a_gpu():
+    assert ember.cuda.is_current_stream_capturing() is False
+    assert ember.cuda.get_allocator_backend() == "native"
+    assert ember.cuda.has_half is True and ember.cuda.has_magma is False

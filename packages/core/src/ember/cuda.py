@@ -1182,3 +1182,23 @@ __all__ += [
     "temperature", "power_draw", "device_memory_used", "list_gpu_processes",
     "set_sync_debug_mode", "get_sync_debug_mode", "nvtx", *_LEGACY_NAMES,
 ]
+
+
+# ---- what libraries query before they sync or allocate ------------------------------------------
+
+
+def is_current_stream_capturing() -> bool:
+    """False: ember records no CUDA graphs, so no stream is ever capturing (libraries and
+    optimizers check this before they synchronize)."""
+    return False
+
+
+def get_allocator_backend() -> str:
+    """``"native"``: ember's own per-stream caching allocator (PyTorch's name for its own)."""
+    return "native"
+
+
+has_half = True  # float16 CUDA tensors
+has_magma = False  # no MAGMA: CUDA matrix products go through cuBLAS
+
+__all__ += ["is_current_stream_capturing", "get_allocator_backend", "has_half", "has_magma"]
