@@ -316,3 +316,42 @@ def test_cuda_queries_libraries_make_without_a_gpu():
     assert ember.cuda.is_current_stream_capturing() is False
     assert ember.cuda.get_allocator_backend() == "native"
     assert ember.cuda.has_half is True and ember.cuda.has_magma is False
+
+
+# ---- a view made a leaf keeps its base ------------------------------------------------------------
+
+
+def _view_leaf_facts(M):
+    a = M.zeros(10, dtype=M.float64)
+    v = a[:5]
+    v.requires_grad_()
+    w = v[:2]
+    facts = [v._is_view(), v._base is a, v.is_leaf, v.grad_fn is None,
+             w._is_view(), w._base is a, w.is_leaf, w.grad_fn is None]
+    errors = []
+    for t in (v, w):
+        try:
+            t.mul_(2)
+            errors.append(None)
+        except RuntimeError as e:
+            errors.append("a view of a leaf Variable that requires grad" in str(e))
+    (w * 3).sum().backward()
+    a.add_(1)  # the base needs no grad: writing it is allowed and leaves v a leaf
+    return facts, errors, v.grad.tolist(), v.is_leaf, v.grad_fn is None, v.tolist()
+
+
+def test_view_made_leaf_keeps_its_base():
+    facts, errors, grad, still_leaf, no_fn, values = _view_leaf_facts(ember)
+    assert facts == [True, True, True, True, True, True, False, False]
+    assert errors == [True, True]
+    assert grad == [3.0, 3.0, 0.0, 0.0, 0.0] and still_leaf and no_fn and values == [1.0] * 5
+    # without requires_grad_() on the view, in-place writes through views stay allowed
+    a = ember.zeros(4)
+    a[:2].mul_(2)
+    a[1:][:2].add_(1)
+    assert a.tolist() == [0.0, 1.0, 1.0, 0.0]
+
+
+@needs_torch
+def test_view_made_leaf_matches_torch():
+    assert _view_leaf_facts(ember) == _view_leaf_facts(torch)

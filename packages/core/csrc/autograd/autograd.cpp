@@ -93,14 +93,13 @@ void set_requires_grad(const Tensor& t, bool requires_grad) {
                "to use a computed variable in a subgraph that doesn't require "
                "differentiation use var_no_grad = var.detach().");
   if (!m && !requires_grad) return;
-  // A view taken while its base needed no grad turns into a leaf of its own: views taken of
-  // it from now on are its views (as in torch), so an in-place write to one is refused as a
-  // write to a view of a leaf that requires grad.
+  // A view taken while its base needed no grad becomes a leaf that keeps its base (as torch:
+  // _is_view() and _base still report it); its history is its own, not regenerated from the
+  // base, and views taken of it record ops back to it (check_inplace_view refuses in-place
+  // writes to them).
   AutogradMeta& meta_t = materialize_meta(t);
-  if (requires_grad && t->base() && !meta_t.grad_fn && !autograd::requires_grad(t->base())) {
-    t->set_base(nullptr);
+  if (requires_grad && t->base() && !meta_t.grad_fn && !autograd::requires_grad(t->base()))
     meta_t.is_view = meta_t.view_no_grad = false;
-  }
   meta_t.requires_grad = requires_grad;
 }
 
@@ -480,8 +479,8 @@ void check_inplace(const Tensor& self, const char* op) {
                "gradients. Clone the output of the Function before modifying it.");
   if (self->base() && grad_enabled()) check_inplace_view(self, op);
   if (m && m->requires_grad && !m->grad_fn && grad_enabled())
-    EMBER_FAIL(Runtime, op,
-               ": a leaf Variable that requires grad is being used in an in-place operation.");
+    EMBER_FAIL(Runtime, op, self->base() ? ": a view of a leaf" : ": a leaf",
+               " Variable that requires grad is being used in an in-place operation.");
 }
 
 void check_out_no_grad(const char* op) {

@@ -168,7 +168,11 @@ void check_inplace_view(const Tensor& self, const char* op) {
   AutogradMeta* bm = base->autograd_meta();
   AutogradMeta* m0 = self->autograd_meta();
   bool no_grad_view = m0 && m0->view_no_grad && !m0->grad_fn;
-  if (bm && bm->requires_grad && !bm->grad_fn && !no_grad_view)
+  // As torch: a view with history whose base is a leaf. The base need not require grad: the
+  // view may hang from another view of it made a leaf by requires_grad_() (set_requires_grad).
+  const bool base_is_leaf = !bm || !bm->grad_fn;
+  const bool leaf_with_grad = bm && bm->requires_grad && !bm->grad_fn;
+  if ((leaf_with_grad || (base_is_leaf && m0 && m0->grad_fn)) && !no_grad_view)
     EMBER_FAIL(Runtime, op,
                ": a view of a leaf Variable that requires grad is being used in an in-place "
                "operation.");
