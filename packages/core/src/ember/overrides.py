@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 
 from ember import _C
 from ember._C import Tensor
+from ember._legacy import _tensor_init, _tensor_new  # the bindings themselves
 
 __all__ = [
     "TorchFunctionMode", "get_default_nowrap_functions", "get_ignored_functions",
@@ -123,7 +124,9 @@ def _foreign(arg: Any) -> bool:
     function refuses the argument as it does any other foreign object."""
     torch = sys.modules.get("torch")
     tensor_type = getattr(torch, "Tensor", None) if torch is not None else None
-    return isinstance(tensor_type, type) and isinstance(arg, tensor_type)
+    # (sys.modules["torch"] may be ember itself: a program that aliases ember as torch)
+    return isinstance(tensor_type, type) and tensor_type is not Tensor and isinstance(
+        arg, tensor_type)
 
 
 def _dispatch(public_api: Callable, original: Callable, overloaded: list, args: tuple,
@@ -244,8 +247,8 @@ def _get_current_function_mode_stack() -> list:
 # ---- the default implementation of Tensor subclasses ------------------------------------------
 def _alias_as(cls: type, t: Tensor) -> Tensor:
     """A cls instance over t's data without calling cls.__init__ (like PyTorch's as_subclass)."""
-    obj = Tensor.__new__(cls)
-    Tensor.__init__(obj, t)
+    obj = _tensor_new(cls)
+    _tensor_init(obj, t)
     return obj
 
 
