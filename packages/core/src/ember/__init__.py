@@ -90,6 +90,9 @@ from ember.torch_version import TorchVersion as _TorchVersion  # noqa: E402
 __version__ = _TorchVersion(__version__)  # compares as a version, as torch.__version__ does
 
 _C._set_size_type(Size)
+# Tensor is public as ember.Tensor (as torch.Tensor is): "<class 'ember.Tensor'>" in messages,
+# and pickled class references name where the class is found.
+Tensor.__module__ = "ember"
 
 # Last: ember's public functions and Tensor's methods go behind __torch_function__.
 from ember import overrides  # noqa: E402
