@@ -90,6 +90,14 @@ print(lin.weight)
 print(out.sum(), out.mean(), out.squeeze(1).amax(), out.abs().sqrt())
 loss = (out ** 2).mean()
 print(f"loss {loss:.4f} | as tensor {loss} | item {loss.item()}")
+logits = lin.weight.t() @ torch.tensor([[1.0, -1.0]]) + out
+ce = torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1]))
+print(ce)
+print(out.max(), out.max(dim=0).values, out.min(), out.var(), out.std(dim=0))
+print(out.to(torch.float64), out.view(2), out.reshape(1, 2), out.flatten(), out.t().clone())
+print(out.narrow(0, 0, 1), out.chunk(2)[1], out.norm(), torch.nn.functional.softplus(out))
+print([fn.name() for fn in (out.double().grad_fn, out.expand(2, 3).grad_fn,
+                            out.permute(1, 0).grad_fn, out.log1p().grad_fn)])
 print("shape", out.shape, "size", out.size(), "dtype", out.dtype, "device", out.device)
 print(torch.tensor([[1, 2], [3, 4]]).T.contiguous(), torch.zeros(3).unsqueeze(0))
 lines = 0
