@@ -210,3 +210,25 @@ def test_mha_fastpath_switch():
         assert ember.backends.mha.get_fastpath_enabled() is False
     finally:
         ember.backends.mha.set_fastpath_enabled(True)
+
+
+# ---- from_numpy --------------------------------------------------------------------------------
+def test_from_numpy_warns_once_for_a_read_only_array(monkeypatch):
+    import warnings
+
+    import numpy as np
+    from ember import _interop
+
+    monkeypatch.setattr(_interop, "_warned_read_only", False)
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = ember.from_numpy(ro)
+        ember.as_tensor(ro)
+        ember.from_numpy(np.arange(2.0))
+    assert [str(w.message).split(",")[0] for w in caught] == ["The given NumPy array is not "
+                                                              "writable"]
+    assert np.shares_memory(t.numpy(), ro) and t.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(TypeError, match="expected np.ndarray"):
+        ember.from_numpy([1.0, 2.0])

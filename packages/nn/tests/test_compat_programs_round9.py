@@ -176,3 +176,17 @@ def test_transformer_masks(capsys):
     assert "warning for batch_first=False: ['enable_nested_tensor is True, but " \
            "self.use_nested_tensor is False because encoder_layer.self_attn.batch_first was " \
            "not True(use batch_first for better inference performance)']" in got
+
+
+def test_numpy_pytree_interop(capsys):
+    # memory sharing both ways, dtype mappings, NumPy scalars in arithmetic, read-only and
+    # negative-stride arrays, numpy(force=True), DLPack, torch.utils._pytree with a registered
+    # dataclass, lstsq against NumPy
+    got = _check("numpy_pytree_interop.py", capsys, rtol=1e-6, atol=1e-9)
+    diff, leaves, shared = _results(got)
+    assert diff < 1e-10 and leaves == 7 and shared == 4
+    assert ": False" not in got.replace("with dtype copies: False", "").replace(
+        "torch.tensor copies: False", "")
+    assert "np.float64 * tensor: Tensor torch.float32 [2.0, 4.0]" in got
+    assert "non-writable array: [0.0, 1.0, 2.0] shared: True" in got
+    assert "tree_map keeps structure: Batch [0, 2] Extras w [1.0, 3.0] None 5" in got

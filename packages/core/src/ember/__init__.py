@@ -44,7 +44,7 @@ from ember import autograd  # noqa: F401
 from ember.autograd.grad_mode import (  # noqa: F401
     enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled,
 )
-from ember._interop import as_tensor, from_dlpack  # noqa: F401
+from ember._interop import as_tensor, from_dlpack, from_numpy  # noqa: F401
 from ember._functional import cdist, einsum, tensordot, unique  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
 from ember._finfo import finfo, iinfo  # noqa: F401
