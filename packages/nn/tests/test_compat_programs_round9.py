@@ -190,3 +190,18 @@ def test_numpy_pytree_interop(capsys):
     assert "np.float64 * tensor: Tensor torch.float32 [2.0, 4.0]" in got
     assert "non-writable array: [0.0, 1.0, 2.0] shared: True" in got
     assert "tree_map keeps structure: Batch [0, 2] Extras w [1.0, 3.0] None 5" in got
+
+
+def test_fx_graph_passes(capsys):
+    # symbolic_trace, node walks (F.relu's recorded inplace keyword), relu -> gelu, Conv+BN
+    # fusion by graph surgery, ShapeProp, an Interpreter, replace_pattern, leaf modules,
+    # concrete_args, fine-tuning the rewritten module
+    got = _check("fx_graph_passes.py", capsys, rtol=1e-4, atol=2e-5)
+    first, last, nodes = _results(got)
+    assert last < 0.1 * first and nodes == 14
+    assert ": False" not in got
+    assert "  call_function  relu             relu         users=2 args=1 kwargs=['inplace']" \
+        in got
+    assert "fused conv+bn pairs: 2 fused == eager: True batchnorms left: 0" in got
+    assert "  shape flatten          (2, 64) torch.float32" in got
+    assert "replace_pattern matches: 1 same output: True silu in code: True" in got

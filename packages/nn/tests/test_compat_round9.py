@@ -208,3 +208,60 @@ def test_cross_entropy_grad_fn_is_nll_loss():
     assert repr(loss).endswith("grad_fn=<NllLossBackward0>)")
     up = F.interpolate(logits[None, None], scale_factor=2, mode="bilinear")
     assert up.grad_fn.name() == "UpsampleBilinear2DBackward0"
+
+
+# ---- what __torch_function__ handlers see of nn.functional calls ---------------------------------
+def _seen_calls(lib):
+    class Log(lib.overrides.TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in (lib.nn.functional.relu, lib.nn.functional.softmax,
+                        lib.nn.functional.max_pool2d, lib.nn.functional.l1_loss,
+                        lib.nn.functional.layer_norm, lib.nn.functional.dropout):
+                self.calls.append((func.__name__, len(args), list(kwargs)))
+            return func(*args, **kwargs)
+
+    x = lib.ones(1, 2, 4, 4)
+    with Log() as log:
+        lib.nn.functional.relu(x)
+        lib.nn.functional.softmax(x, 1)
+        lib.nn.functional.max_pool2d(x, 2, padding=1)
+        lib.nn.functional.l1_loss(x, x, reduction="sum")
+        lib.nn.functional.layer_norm(x, (4,), eps=1e-3)
+        lib.nn.functional.dropout(x, 0.5, False)
+    return log.calls
+
+
+def test_functional_calls_reach_handlers_in_torchs_form():
+    calls = _seen_calls(ember)
+    assert calls[0] == ("relu", 1, ["inplace"])
+    assert calls[2] == ("max_pool2d", 2, ["stride", "padding", "dilation", "ceil_mode",
+                                          "return_indices"])
+    assert calls[3] == ("l1_loss", 2, ["size_average", "reduce", "reduction"])
+    assert calls[5] == ("dropout", 1, ["p", "training", "inplace"])
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="compares with torch")
+def test_functional_calls_reach_handlers_as_in_torch():
+    assert _seen_calls(ember) == _seen_calls(torch)
+
+
+def test_functional_call_values_keep_their_meaning():
+    seen = {}
+
+    class Keep(ember.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is F.leaky_relu:
+                seen.update(kwargs)
+            return func(*args, **(kwargs or {}))
+
+    x = ember.tensor([-2.0, 1.0])
+    with Keep():
+        out = F.leaky_relu(x, 0.25)
+    assert seen == {"negative_slope": 0.25, "inplace": False} and out.tolist() == [-0.5, 1.0]
+    with Keep(), pytest.raises(TypeError):
+        F.leaky_relu(x, 0.1, False, 3)  # a bad call still fails as the function reports it
