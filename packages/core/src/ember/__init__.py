@@ -144,7 +144,7 @@ _LAZY_MODULES = (
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
     "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu", "_dynamo",
-    "library", "ops", "futures", "types", "storage",
+    "library", "ops", "futures", "types", "storage", "masked",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
