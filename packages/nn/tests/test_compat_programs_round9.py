@@ -165,7 +165,8 @@ def test_nn_utils_toolbox(capsys):
 
 def test_transformer_masks(capsys):
     # float / bool / causal masks, key padding masks, per-head 3-D masks, MHA options, sdpa,
-    # a full nn.Transformer, the encoder's nested-tensor fast path zeroing padded positions
+    # a full nn.Transformer, the encoder's nested-tensor fast path zeroing padded positions,
+    # torch.masked pooling and softmax
     got = _check("transformer_masks.py", capsys, rtol=1e-3, atol=2e-4)
     first, last, acc = _results(got)
     assert last < 0.5 * first and acc > 0.4
@@ -173,6 +174,7 @@ def test_transformer_masks(capsys):
     assert "nested fast path: real tokens agree True padded rows [0.25, 0.25, 0.25, 0.25, " \
            "0.25, 0.25]" in got
     assert "need_weights=False -> None (2, 5, 8)" in got
+    assert "masked softmax: padded weight 0.0 rows sum to 1: True" in got
     assert "warning for batch_first=False: ['enable_nested_tensor is True, but " \
            "self.use_nested_tensor is False because encoder_layer.self_attn.batch_first was " \
            "not True(use batch_first for better inference performance)']" in got

@@ -6,10 +6,10 @@ average_attn_weights=False (per-head maps), add_bias_kv / add_zero_attn, kdim / 
 batch_first and sequence-first layouts, F.scaled_dot_product_attention with a boolean mask,
 an additive mask and is_causal, a full nn.Transformer (norm_first, activation="gelu",
 custom dim_feedforward) trained on a copy-with-offset task under teacher forcing, and a
-TransformerEncoder in eval mode with a padding mask (padded positions of the output are
-compared only where they are real tokens). Written against `torch`; the test suite runs it
-unchanged on torch and, through an import shim, on ember. Prints RESULT <first loss> <last
-loss> <greedy accuracy>."""
+TransformerEncoder in eval mode with a padding mask (the nested-tensor fast path zeroing the
+padded positions), and torch.masked mean pooling / softmax / amax over the real tokens.
+Written against `torch`; the test suite runs it unchanged on torch and, through an import
+shim, on ember. Prints RESULT <first loss> <last loss> <greedy accuracy>."""
 
 import torch
 import torch.nn as nn
@@ -181,4 +181,15 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     nn.TransformerEncoder(nn.TransformerEncoderLayer(D, 2, 32), 1)
 print("warning for batch_first=False:", [str(w.message) for w in caught])
+# torch.masked for pooling and attention over real tokens only
+real = (~src_kpm).unsqueeze(-1).expand_as(enc)
+pooled = torch.masked.mean(enc, 1, mask=real)
+manual = (enc * real).sum(1) / real.sum(1)
+print("masked mean pooling == manual:", torch.allclose(pooled, manual, atol=1e-6),
+      tuple(pooled.shape))
+scores = torch.einsum("bd,bld->bl", pooled, enc)
+attn = torch.masked.softmax(scores, 1, mask=~src_kpm)
+print("masked softmax: padded weight", attn[1, 5].item(), "rows sum to 1:",
+      torch.allclose(attn.sum(1), torch.ones(16)), "max over real tokens",
+      fmt(torch.masked.amax(scores, 1, mask=~src_kpm)[:2]))
 print(f"RESULT {losses[0]:.6f} {losses[-1]:.6f} {acc:.4f}")
