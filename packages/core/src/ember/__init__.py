@@ -141,10 +141,11 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 
 # Imported on first use, to keep `import ember` fast.
 _LAZY_MODULES = (
+    "masked",
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
     "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu", "_dynamo",
-    "library", "ops", "futures", "types", "storage", "masked",
+    "library", "ops", "futures", "types", "storage",
 )
 _LAZY_ATTRS = {
     "autocast": "ember.amp",
