@@ -318,9 +318,13 @@ def test_edit_relu_to_gelu_and_recompile():
         return ember.relu(x) + F.relu(x)
 
     gm = symbolic_trace(f)
+    # as in torch, F.relu's node records its keyword inplace=False (ember.relu's has none)
+    assert [dict(n.kwargs) for n in gm.graph.nodes if n.op == "call_function"
+            and n.target in (ember.relu, F.relu)] == [{}, {"inplace": False}]
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target in (ember.relu, F.relu):
             node.target = F.gelu
+            node.kwargs = {}
     gm.graph.lint()
     gm.recompile()
     assert gm.code.count("ember.nn.functional.gelu(x)") == 2 and "ember.relu" not in gm.code

@@ -96,7 +96,7 @@ def test_register_errors():
 
     with pytest.raises(AttributeError, match="before Module.__init__"):
         Early()
-    with pytest.raises(AttributeError, match="no submodule `zz`"):
+    with pytest.raises(AttributeError, match="MLP has no attribute `zz`"):
         MLP().get_submodule("zz.a")
     with pytest.raises(AttributeError, match="not an nn.Parameter"):
         MLP().get_parameter("scale")

@@ -44,7 +44,7 @@ from ember import autograd  # noqa: F401
 from ember.autograd.grad_mode import (  # noqa: F401
     enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled,
 )
-from ember._interop import as_tensor, from_dlpack  # noqa: F401
+from ember._interop import as_tensor, from_dlpack, from_numpy  # noqa: F401
 from ember._functional import cdist, einsum, tensordot, unique  # noqa: F401
 from ember._printing import set_printoptions  # noqa: F401
 from ember._finfo import finfo, iinfo  # noqa: F401
@@ -86,6 +86,9 @@ from ember import sparse  # noqa: E402,F401  (sparse COO/CSR tensors; mm/matmul/
 from ember.version import __version__ as __version__  # noqa: E402
 
 _C._set_size_type(Size)
+# Tensor is public as ember.Tensor (as torch.Tensor is): "<class 'ember.Tensor'>" in messages,
+# and pickled class references name where the class is found.
+Tensor.__module__ = "ember"
 
 # Last: ember's public functions and Tensor's methods go behind __torch_function__.
 from ember import overrides  # noqa: E402
@@ -134,6 +137,7 @@ _sys.meta_path.append(_MissingSubpackageFinder)
 
 # Imported on first use, to keep `import ember` fast.
 _LAZY_MODULES = (
+    "masked",
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
     "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu", "_dynamo",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ember import _C
@@ -23,6 +24,31 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
     return _C._from_dlpack_capsule(capsule)
 
 
+_warned_read_only = False
+
+
+def from_numpy(ndarray: Any) -> Tensor:
+    """A tensor sharing memory with the NumPy array ``ndarray`` (writes show on both sides).
+    A non-writable array is shared too, with a warning once per process (as PyTorch): writing
+    to the tensor would change memory NumPy promised not to change.
+
+    >>> import numpy as np, ember
+    >>> a = np.zeros(2, dtype=np.float32); t = ember.from_numpy(a); t[0] = 3.0; a.tolist()
+    [3.0, 0.0]
+    """
+    t = _C.from_numpy(ndarray)
+    global _warned_read_only
+    if not _warned_read_only and not ndarray.flags.writeable:
+        _warned_read_only = True
+        warnings.warn(
+            "The given NumPy array is not writable, and ember does not support non-writable "
+            "tensors. This means writing to this tensor will result in undefined behavior. You "
+            "may want to copy the array to protect its data or make it writable before "
+            "converting it to a tensor. This type of warning will be suppressed for the rest of "
+            "this program.", UserWarning, stacklevel=2)
+    return t
+
+
 def as_tensor(data: Any, dtype=None, device=None) -> Tensor:
     """Like ``tensor()`` but shares memory with ``data`` when it can (tensors, NumPy arrays).
 
@@ -39,7 +65,7 @@ def as_tensor(data: Any, dtype=None, device=None) -> Tensor:
         return _C.tensor(data, dtype=dtype, device=device)
     if hasattr(data, "__array_interface__") and hasattr(data, "dtype"):
         try:
-            t = _C.from_numpy(data)
+            t = from_numpy(data)
         except (TypeError, ValueError):
             t = None
         if t is not None:

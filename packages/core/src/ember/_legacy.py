@@ -152,11 +152,26 @@ def _legacy_new(dtype: Any, args: tuple, kwargs: dict, what: str) -> Tensor:
 
 
 _tensor_init = Tensor.__init__
+_tensor_new = Tensor.__new__
+_raw_numel = Tensor.numel  # the binding itself (Tensor's methods are wrapped later)
+
+
+def _holds_data(self: Tensor) -> bool:
+    """Whether a Tensor instance was already given its data (by a subclass's ``__new__``)."""
+    try:
+        _raw_numel(self)
+    except RuntimeError:  # pybind11: an instance whose __init__ has not run yet
+        return False
+    return True
 
 
 def _init(self: Tensor, *args: Any, **kwargs: Any) -> None:
-    if type(self) is not Tensor and getattr(self, "_ember_made_subclass", False):
-        return  # made by Tensor._make_subclass in a subclass's __new__: already holds its data
+    if type(self) is not Tensor and (getattr(self, "_ember_made_subclass", False) or
+                                     ((args or kwargs) and _holds_data(self))):
+        # A subclass's __new__ already gave it its data (Tensor._make_subclass, as_subclass):
+        # Python then calls __init__ with __new__'s arguments, which PyTorch's Tensor.__init__
+        # ignores (it builds tensors in __new__).
+        return
     # Tensor(t) (what nn.Parameter uses) and Tensor() keep the binding's fast path.
     if not kwargs and (not args or (len(args) == 1 and isinstance(args[0], Tensor))):
         _tensor_init(self, *args)

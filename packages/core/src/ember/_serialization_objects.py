@@ -143,6 +143,45 @@ def _allowed() -> dict[str, Any]:
     return allowed
 
 
+_STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE",
+                         "SHORT_BINSTRING", "BINSTRING", "STRING"})
+
+
+def pickle_globals(data: bytes) -> list[str]:
+    """The globals (``"module.name"``) a pickle stream (of one or more pickles) names, in order,
+    each once, read from its opcodes without unpickling anything."""
+    import pickletools
+
+    found: dict[str, None] = {}
+    stream = io.BytesIO(data)
+    while stream.tell() < len(data):
+        strings: list[Any] = []
+        memo: dict[int, Any] = {}
+        top: Any = None  # the last value pushed, when it is a string (what memo ops store)
+        for op, arg, _ in pickletools.genops(stream):
+            name = op.name
+            if name in _STRING_OPS:
+                top = arg
+                strings.append(arg)
+            elif name in ("BINGET", "LONG_BINGET", "GET"):
+                top = memo.get(int(arg))
+                strings.append(top)
+            elif name == "MEMOIZE":
+                memo[len(memo)] = top
+            elif name in ("BINPUT", "LONG_BINPUT", "PUT"):
+                memo[int(arg)] = top
+            elif name == "GLOBAL":
+                found[str(arg).replace(" ", ".")] = None
+                top = None
+            elif name == "STACK_GLOBAL":
+                if len(strings) >= 2 and all(isinstance(v, str) for v in strings[-2:]):
+                    found[f"{strings[-2]}.{strings[-1]}"] = None
+                top = None
+            else:
+                top = None
+    return list(found)
+
+
 # ---- saving -------------------------------------------------------------------------------------
 
 

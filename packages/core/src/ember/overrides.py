@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 
 from ember import _C
 from ember._C import Tensor
+from ember._legacy import _tensor_init, _tensor_new  # the bindings themselves
 
 __all__ = [
     "TorchFunctionMode", "get_default_nowrap_functions", "get_ignored_functions",
@@ -123,7 +124,69 @@ def _foreign(arg: Any) -> bool:
     function refuses the argument as it does any other foreign object."""
     torch = sys.modules.get("torch")
     tensor_type = getattr(torch, "Tensor", None) if torch is not None else None
-    return isinstance(tensor_type, type) and isinstance(arg, tensor_type)
+    # (sys.modules["torch"] may be ember itself: a program that aliases ember as torch)
+    return isinstance(tensor_type, type) and tensor_type is not Tensor and isinstance(
+        arg, tensor_type)
+
+
+# nn.functional functions that PyTorch writes in Python: their handle_torch_function call passes
+# the required parameters by position and every parameter that has a default by keyword, so a
+# __torch_function__ handler (a mode, a subclass, an FX tracer) sees F.relu(x) as
+# F.relu(x, inplace=False). The same calls reach ember's handlers in that form.
+_F_PYTHON = frozenset({
+    "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "adaptive_max_pool3d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices", "affine_grid", "alpha_dropout", "batch_norm",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "cosine_embedding_loss",
+    "cross_entropy", "ctc_loss", "dropout", "dropout1d", "dropout2d", "dropout3d", "elu",
+    "embedding", "embedding_bag", "feature_alpha_dropout", "fold", "fractional_max_pool2d",
+    "fractional_max_pool3d", "gaussian_nll_loss", "glu", "grid_sample", "group_norm",
+    "gumbel_softmax", "hardsigmoid", "hardswish", "hardtanh", "hinge_embedding_loss",
+    "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm",
+    "leaky_relu", "local_response_norm", "log_softmax", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+    "margin_ranking_loss", "max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d",
+    "max_unpool2d", "max_unpool3d", "mish", "mse_loss", "multi_margin_loss",
+    "multilabel_margin_loss", "multilabel_soft_margin_loss", "nll_loss", "normalize", "pad",
+    "poisson_nll_loss", "relu", "relu6", "rms_norm", "rrelu", "selu", "silu", "smooth_l1_loss",
+    "soft_margin_loss", "softmax", "softmin", "softsign", "tanhshrink", "threshold",
+    "triplet_margin_loss", "triplet_margin_with_distance_loss", "unfold",
+})
+# where PyTorch's keywords are not "every parameter with a default, in signature order"
+_F_KEYWORDS = {"l1_loss": ("size_average", "reduce", "reduction")}
+_F_CALLS: dict[Any, Any] = {}  # wrapper -> (signature, positional names, keyword names) or None
+
+
+def _canonical_call(public_api: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """args / kwargs of an nn.functional call in the form PyTorch hands its handlers."""
+    spec = _F_CALLS[public_api]
+    if spec is None:
+        return args, kwargs
+    sig, positional, keywords = spec
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs  # let the function itself report the bad call
+    bound.apply_defaults()
+    values = bound.arguments
+    extra = {k: v for k, v in kwargs.items() if k not in positional and k not in keywords}
+    return (tuple(values[n] for n in positional),
+            {**{n: values[n] for n in keywords if n in values}, **extra})
+
+
+def _f_spec(name: str, fn: Callable) -> Any:
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = list(sig.parameters.values())
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return None
+    positional = tuple(p.name for p in params if p.default is p.empty and p.kind in (
+        p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    keywords = _F_KEYWORDS.get(name) or tuple(p.name for p in params if p.default is not p.empty)
+    return sig, positional, keywords
 
 
 def _dispatch(public_api: Callable, original: Callable, overloaded: list, args: tuple,
@@ -133,6 +196,8 @@ def _dispatch(public_api: Callable, original: Callable, overloaded: list, args: 
         overloaded = [a for a in overloaded if not _foreign(a)]
     if not overloaded and not _C._is_torch_function_mode_enabled():
         return original(*args, **kwargs)
+    if public_api in _F_CALLS:
+        args, kwargs = _canonical_call(public_api, args, kwargs)
     if getattr(original, "__name__", None) in _BINARY_OPERATORS:
         try:
             return _handle(public_api, overloaded, args, kwargs)
@@ -244,8 +309,8 @@ def _get_current_function_mode_stack() -> list:
 # ---- the default implementation of Tensor subclasses ------------------------------------------
 def _alias_as(cls: type, t: Tensor) -> Tensor:
     """A cls instance over t's data without calling cls.__init__ (like PyTorch's as_subclass)."""
-    obj = Tensor.__new__(cls)
-    Tensor.__init__(obj, t)
+    obj = _tensor_new(cls)
+    _tensor_init(obj, t)
     return obj
 
 
@@ -494,6 +559,8 @@ def _wrap_namespace(namespace: dict, module_name: str, key: Any) -> None:
             continue
         namespace[attr] = _name(w, attr, attr, module_name)
         found.append(w)
+        if module_name == "ember.nn.functional" and attr in _F_PYTHON:
+            _F_CALLS[w] = _f_spec(attr, obj)
 
 
 def _wrap_tensor() -> None:

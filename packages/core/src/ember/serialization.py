@@ -58,7 +58,8 @@ from ember._serialization_objects import (  # noqa: F401  (PyTorch's allow-list 
 )
 
 __all__ = ["save", "load", "save_safetensors", "load_safetensors", "CheckpointError",
-           "add_safe_globals", "get_safe_globals", "clear_safe_globals", "safe_globals"]
+           "add_safe_globals", "get_safe_globals", "clear_safe_globals", "safe_globals",
+           "get_unsafe_globals_in_checkpoint"]
 
 _MAGIC = b"EMBERCKP"
 _VERSION = 1
@@ -179,7 +180,7 @@ class _Writer:
             return {"$dtype": _dtype_name(obj)}
         if isinstance(obj, ember.device):
             return {"$device": str(obj)}
-        if isinstance(obj, (list, tuple, dict)):
+        if isinstance(obj, (list, tuple, dict)) and not _is_user_namedtuple(obj):
             if id(obj) in active:
                 raise ValueError(f"ember.save: the object contains itself at {path}")
             active.add(id(obj))
@@ -199,6 +200,14 @@ class _Writer:
                 active.discard(id(obj))
         # NumPy data as native nodes, anything else pickled (loaded only when allowed)
         return _objects.encode_object(self, obj, path)
+
+
+def _is_user_namedtuple(obj: Any) -> bool:
+    """A namedtuple of the program's own (not one of ember's return types): pickled, so that
+    it loads as itself, and under weights_only only once allow-listed (as PyTorch does)."""
+    cls = type(obj)
+    return (cls is not tuple and isinstance(obj, tuple) and hasattr(cls, "_fields")
+            and not (getattr(cls, "__module__", "") or "").startswith("ember"))
 
 
 def _pad(n: int) -> int:
@@ -652,6 +661,32 @@ def _looks_like_safetensors(head: bytes) -> bool:
     return 2 <= n <= 100_000_000 and head[8:9] == b"{"
 
 
+def _read_header(src: _Source, head: bytes) -> tuple[dict, int]:
+    """The checked JSON header of an ember checkpoint (``head``: its prelude) and its offset."""
+    if len(head) < _PRELUDE.size:
+        raise src.error(f"truncated file: only {src.size} bytes")
+    _, version, hcrc, hoff, hlen = _PRELUDE.unpack(head)
+    if version > _VERSION:
+        raise src.error(f"checkpoint format version {version} is newer than this ember "
+                        f"understands ({_VERSION}); upgrade ember")
+    if hoff + hlen > src.size:
+        raise src.error(f"truncated file: the header needs bytes [{hoff}, {hoff + hlen}) but "
+                        f"the file has only {src.size} bytes")
+    raw = src.read(hoff, hlen, "the header")
+    if zlib.crc32(raw) != hcrc:
+        raise src.error("corrupt checkpoint: the header's checksum does not match")
+    try:
+        header = json.loads(raw)
+    except RecursionError:
+        raise src.error("corrupt checkpoint: the header is nested too deeply") from None
+    except ValueError as exc:
+        raise src.error(f"corrupt checkpoint: the header is not valid JSON ({exc})") from None
+    _check(isinstance(header, dict) and isinstance(header.get("storages"), list) and
+           isinstance(header.get("tensors"), list) and "root" in header, src,
+           "the header lacks storages/tensors/root")
+    return header, hoff
+
+
 def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
          weights_only: bool | None = True, mmap: bool | None = False,
          **pickle_load_args: Any) -> Any:
@@ -724,27 +759,7 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
             if len(head) < _PRELUDE.size and _MAGIC.startswith(head):
                 raise src.error(f"truncated file: only {src.size} bytes")
             raise src.error("not an ember checkpoint (bad magic bytes)")
-        if len(head) < _PRELUDE.size:
-            raise src.error(f"truncated file: only {src.size} bytes")
-        _, version, hcrc, hoff, hlen = _PRELUDE.unpack(head)
-        if version > _VERSION:
-            raise src.error(f"checkpoint format version {version} is newer than this ember "
-                            f"understands ({_VERSION}); upgrade ember")
-        if hoff + hlen > src.size:
-            raise src.error(f"truncated file: the header needs bytes [{hoff}, {hoff + hlen}) but "
-                            f"the file has only {src.size} bytes")
-        raw = src.read(hoff, hlen, "the header")
-        if zlib.crc32(raw) != hcrc:
-            raise src.error("corrupt checkpoint: the header's checksum does not match")
-        try:
-            header = json.loads(raw)
-        except RecursionError:
-            raise src.error("corrupt checkpoint: the header is nested too deeply") from None
-        except ValueError as exc:
-            raise src.error(f"corrupt checkpoint: the header is not valid JSON ({exc})") from None
-        _check(isinstance(header, dict) and isinstance(header.get("storages"), list) and
-               isinstance(header.get("tensors"), list) and "root" in header, src,
-               "the header lacks storages/tensors/root")
+        header, hoff = _read_header(src, head)
         reader = _Reader(src, header, mmap, map_location)
         reader.header_offset = hoff
         reader.weights_only = weights_only is not False
@@ -755,6 +770,44 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
             raise src.error("corrupt checkpoint: the object tree is too deeply nested") from None
     finally:
         src.close()
+
+
+def get_unsafe_globals_in_checkpoint(f: FileLike) -> list[str]:
+    """The globals (``"module.name"``) that the pickled objects of checkpoint ``f`` need and that
+    are not allow-listed: what ``load(f, weights_only=True)`` would refuse. Nothing is unpickled.
+
+    >>> import fractions, io, ember
+    >>> buf = io.BytesIO()
+    >>> ember.save({"w": ember.ones(1), "ratio": fractions.Fraction(1, 3)}, buf)
+    >>> ember.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(buf.getvalue()))
+    ['fractions.Fraction']
+    """
+    src = _Source(f)
+    try:
+        head = src.read(0, min(src.size, _PRELUDE.size), "the prelude")
+        if head[:4] == b"PK\x03\x04":  # PyTorch's zip format: its data.pkl
+            import zipfile
+
+            with zipfile.ZipFile(io.BytesIO(src.read(0, src.size, "the archive"))) as z:
+                name = next((n for n in z.namelist() if n.endswith("data.pkl")), None)
+                data = z.read(name) if name is not None else b""
+            # the tensor-rebuilding globals of PyTorch's format are what ember reads natively
+            return [g for g in _objects.pickle_globals(data)
+                    if not (g.startswith("torch.") or g == "collections.OrderedDict")
+                    and g not in _objects._allowed()]
+        if head[:8] != _MAGIC:
+            return []  # safetensors and the legacy format hold no pickled objects ember runs
+        header, hoff = _read_header(src, head)
+        root = header["root"]
+        if not (isinstance(root, dict) and isinstance(root.get("$objects"), dict)):
+            return []
+        reader = _Reader(src, header, False, None)
+        reader.header_offset = hoff
+        data = bytes(memoryview(reader.tensor(root["$objects"]["pickles"])))
+    finally:
+        src.close()
+    allowed = _objects._allowed()
+    return [g for g in _objects.pickle_globals(data) if g not in allowed]
 
 
 # ---- safetensors ---------------------------------------------------------------------------------

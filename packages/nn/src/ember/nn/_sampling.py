@@ -100,16 +100,25 @@ def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bo
                            align_corners)
 
 
+def _clip(x: Tensor, size: int) -> Tensor:
+    """x clamped to [0, size - 1], with no gradient on the borders themselves: PyTorch's grid
+    sampler counts a location exactly on a border as clipped (its gradient there is 0, where
+    clamp's would be 1)."""
+    if not x.requires_grad:
+        return x.clamp(0, size - 1)
+    return ember.where((x > 0) & (x < size - 1), x, x.detach().clamp(0, size - 1))
+
+
 def _pad_coordinate(x: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
     """A pixel coordinate brought inside by the padding mode (zeros: left as it is)."""
     if padding_mode == "border":
-        x = x.clamp(0, size - 1)
+        x = _clip(x, size)
     elif padding_mode == "reflection":
         if align_corners:
             x = _reflect(x, 0, 2 * (size - 1))
         else:
             x = _reflect(x, -1, 2 * size - 1)
-        x = x.clamp(0, size - 1)
+        x = _clip(x, size)
     return x
 
 

@@ -564,18 +564,13 @@ class Module:
         if target == "":
             return self
         mod: Module = self
-        walked = []
         for item in target.split("."):
-            if item not in mod._modules:
-                where = ".".join(walked) or "the root"
-                raise AttributeError(
-                    f"{mod._get_name()} ({where}) has no submodule `{item}` (looking up "
-                    f"'{target}')"
-                )
-            mod = mod._modules[item]
-            walked.append(item)
+            # any attribute that is a module (not only registered ones), with torch's messages
+            if not hasattr(mod, item):
+                raise AttributeError(f"{mod._get_name()} has no attribute `{item}`")
+            mod = getattr(mod, item)
             if not isinstance(mod, Module):
-                raise AttributeError(f"`{'.'.join(walked)}` is not an nn.Module")
+                raise AttributeError(f"`{item}` is not an nn.Module")
         return mod
 
     def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
@@ -598,10 +593,9 @@ class Module:
         parent_path, _, name = target.rpartition(".")
         parent = self.get_submodule(parent_path)
         if strict and not hasattr(parent, name):
-            raise AttributeError(f"{parent._get_name()} has no attribute `{name}` (setting "
-                                 f"'{target}' with strict=True)")
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`")
         if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
-            raise AttributeError(f"`{name}` is not an nn.Module (setting '{target}')")
+            raise AttributeError(f"`{name}` is not an nn.Module")
         setattr(parent, name, module)
 
     def get_parameter(self, target: str) -> Parameter:

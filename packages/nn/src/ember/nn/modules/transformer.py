@@ -11,12 +11,14 @@ ember.Size([2, 7, 16])
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import ember
 from ember import Tensor
 from ember.nn import init
+from ember.nn.modules.activation import GELU, ReLU
 from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.container import ModuleList
 from ember.nn.modules.linear import Linear
@@ -91,6 +93,35 @@ def _get_activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[T
     raise RuntimeError(f"activation should be 'relu' or 'gelu' or a callable, not {activation!r}")
 
 
+def _functional() -> Any:
+    from ember.nn import functional
+
+    return functional
+
+
+def _why_no_nested_tensor(layer: Any) -> str:
+    """Why PyTorch's encoder would not use nested tensors with this layer ("" if it would)."""
+    name = "encoder_layer"
+    if not isinstance(layer, TransformerEncoderLayer):
+        return f"{name} was not TransformerEncoderLayer"
+    if layer.norm_first:
+        return f"{name}.norm_first was True"
+    if not layer.self_attn.batch_first:
+        return (f"{name}.self_attn.batch_first was not True(use batch_first for better inference "
+                "performance)")
+    if not layer.self_attn._qkv_same_embed_dim:
+        return f"{name}.self_attn._qkv_same_embed_dim was not True"
+    if layer.self_attn.in_proj_bias is None:
+        return f"{name}.self_attn was passed bias=False"
+    if not getattr(layer, "activation_relu_or_gelu", 0):
+        return f"{name}.activation_relu_or_gelu was not True"
+    if layer.norm1.eps != layer.norm2.eps:
+        return f"{name}.norm1.eps was not equal to {name}.norm2.eps"
+    if layer.self_attn.num_heads % 2 == 1:
+        return f"{name}.self_attn.num_heads is odd"
+    return ""
+
+
 def _clones(module: Module, n: int) -> ModuleList:
     return ModuleList([copy.deepcopy(module) for _ in range(n)])
 
@@ -148,6 +179,12 @@ class _TransformerLayer(Module):
         if self._cross:
             self.dropout3 = Dropout(dropout)
         self.activation = _get_activation(activation)
+        act = self.activation
+        # what PyTorch's encoder fast path checks (1: relu, 2: gelu, 0: another activation)
+        self.activation_relu_or_gelu = (
+            1 if act is ember.relu or act is _functional().relu or isinstance(act, ReLU)
+            else 2 if act is ember.gelu or act is _functional().gelu or isinstance(act, GELU)
+            else 0)
 
     def _sa_block(
         self, x: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool
@@ -264,9 +301,16 @@ class TransformerEncoder(Module):
         self.layers = _clones(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
-        # ember has no nested tensors: padded positions are computed like PyTorch's slow path
         self.enable_nested_tensor = enable_nested_tensor
+        # PyTorch's nested-tensor fast path (which zeroes the padded positions of the output):
+        # taken in eval mode when the layer allows it (use_nested_tensor) and the call does
+        self.use_nested_tensor = enable_nested_tensor
         self.mask_check = mask_check
+        why_not = _why_no_nested_tensor(encoder_layer)
+        if enable_nested_tensor and why_not:
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False "
+                          f"because {why_not}", stacklevel=2)
+            self.use_nested_tensor = False
 
     def forward(
         self,
@@ -281,7 +325,44 @@ class TransformerEncoder(Module):
                 out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                 is_causal=bool(is_causal),
             )
+        if self._takes_fast_path(src, mask, src_key_padding_mask):
+            # PyTorch runs the layers on a nested tensor of the real tokens and pads the result
+            # with zeros: padded positions come out as 0 (before the final norm)
+            pad = src_key_padding_mask
+            if pad.dtype != ember.bool:
+                pad = pad != 0
+            out = out.masked_fill(pad.unsqueeze(-1), 0.0)
         return self.norm(out) if self.norm is not None else out
+
+    def _takes_fast_path(self, src: Tensor, mask: Tensor | None,
+                         src_key_padding_mask: Tensor | None) -> bool:
+        """PyTorch's conditions for its nested-tensor fast path in forward."""
+        from ember.backends import mha
+
+        first = self.layers[0]
+        if not (mha.get_fastpath_enabled() and getattr(self, "use_nested_tensor", False)
+                and not first.training and src.dim() == 3 and src_key_padding_mask is not None
+                and mask is None and src_key_padding_mask.dim() == 2):
+            return False
+        if ember.is_autocast_enabled():
+            return False
+        pad = src_key_padding_mask
+        if pad.dtype != ember.bool:
+            pad = pad != 0
+        if getattr(self, "mask_check", True):
+            # the real tokens must come first in each sequence (a "left-aligned" mask)
+            keep = (~pad).to(ember.int64)
+            if bool((keep[:, 1:] > keep[:, :-1]).any()):
+                return False
+        attn = first.self_attn
+        params = [src, attn.in_proj_weight, attn.in_proj_bias, attn.out_proj.weight,
+                  attn.out_proj.bias, first.norm1.weight, first.norm1.bias, first.norm2.weight,
+                  first.norm2.bias, first.linear1.weight, first.linear1.bias,
+                  first.linear2.weight, first.linear2.bias]
+        if ember.overrides.has_torch_function(params):
+            return False
+        return not (ember.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in params))
 
 
 class TransformerDecoder(Module):

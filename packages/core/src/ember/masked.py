@@ -1,0 +1,259 @@
+"""``torch.masked``'s reductions and normalizations: each takes a boolean ``mask`` (broadcast to
+the input) and computes over the elements where it is True only. A reduction over no element
+gives the operation's identity (``sum`` 0, ``prod`` 1, ``amax`` -inf or the integer minimum,
+``norm`` 0) or NaN where there is none (``mean``, ``var``, ``std``, ``median``); masked-out
+positions of ``softmax`` / ``log_softmax`` / ``softmin`` / ``normalize`` / ``cumsum`` /
+``cumprod`` outputs hold the value those operations give the identity (0, -inf, ...), and a row
+with nothing unmasked is NaN in the softmaxes, as in PyTorch. Gradients reach the unmasked
+elements only. ``mask=None`` means every element. (PyTorch's prototype ``MaskedTensor`` class
+is not provided.)
+
+>>> import ember
+>>> x = ember.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+>>> m = ember.tensor([[True, False, True], [False, False, False]])
+>>> ember.masked.sum(x, 1, mask=m).tolist(), ember.masked.mean(x, 1, mask=m).tolist()
+([4.0, 0.0], [2.0, nan])
+>>> [round(v, 4) for v in ember.masked.softmax(x, 1, mask=m)[0].tolist()]
+[0.1192, 0.0, 0.8808]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence, Union
+
+import ember
+from ember import _C
+from ember._C import Tensor
+
+__all__ = ["amax", "amin", "argmax", "argmin", "cumprod", "cumsum", "log_softmax", "logaddexp",
+           "logsumexp", "mean", "median", "norm", "normalize", "prod", "softmax", "softmin",
+           "std", "sum", "var"]
+
+Dims = Union[int, Sequence[int], None]
+
+
+def _input(input: Tensor, dtype: Any) -> Tensor:
+    return input if dtype is None or input.dtype is dtype else input.to(dtype)
+
+
+def _mask(input: Tensor, mask: Tensor | None) -> Tensor | None:
+    """The mask as a bool tensor of the input's shape (None: everything)."""
+    if mask is None:
+        return None
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"masked: expected mask to be a Tensor, got {type(mask).__name__}")
+    if mask.dtype is not _C.bool:
+        raise ValueError(f"masked: expected mask to have dtype bool, got {mask.dtype}")
+    try:
+        return ember.broadcast_to(mask, input.shape)
+    except RuntimeError:
+        raise ValueError(f"masked: mask of shape {tuple(mask.shape)} cannot be broadcast to the "
+                         f"input's shape {tuple(input.shape)}") from None
+
+
+def _fill(x: Tensor, mask: Tensor | None, value: float) -> Tensor:
+    return x if mask is None else ember.where(mask, x, ember.full((), value, dtype=x.dtype,
+                                                                   device=x.device))
+
+
+def _dims(x: Tensor, dim: Dims) -> tuple[int, ...]:
+    if dim is None:
+        return tuple(range(x.ndim))
+    return (dim,) if isinstance(dim, int) else tuple(dim)
+
+
+def _lowest(dtype: Any) -> float:
+    return -math.inf if dtype.is_floating_point else ember.iinfo(dtype).min
+
+
+def _highest(dtype: Any) -> float:
+    return math.inf if dtype.is_floating_point else ember.iinfo(dtype).max
+
+
+def sum(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
+        mask: Tensor | None = None) -> Tensor:
+    """Sum of the unmasked elements over ``dim`` (all dims when None); 0 where none is."""
+    x = _input(input, dtype)
+    return _fill(x, _mask(x, mask), 0).sum(dim=_dims(x, dim), keepdim=bool(keepdim))
+
+
+def prod(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
+         mask: Tensor | None = None) -> Tensor:
+    """Product of the unmasked elements; 1 where none is."""
+    x = _fill(_input(input, dtype), _mask(input, mask), 1)
+    for d in sorted((d % max(x.ndim, 1) for d in _dims(x, dim)), reverse=True):
+        x = x.prod(d, keepdim=bool(keepdim))
+    return x
+
+
+def amax(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
+         mask: Tensor | None = None) -> Tensor:
+    """Largest unmasked element; -inf (an integer type's minimum) where none is."""
+    x = _input(input, dtype)
+    return _fill(x, _mask(x, mask), _lowest(x.dtype)).amax(dim=_dims(x, dim),
+                                                          keepdim=bool(keepdim))
+
+
+def amin(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
+         mask: Tensor | None = None) -> Tensor:
+    """Smallest unmasked element; inf (an integer type's maximum) where none is."""
+    x = _input(input, dtype)
+    return _fill(x, _mask(x, mask), _highest(x.dtype)).amin(dim=_dims(x, dim),
+                                                           keepdim=bool(keepdim))
+
+
+def _arg(input: Tensor, dim: int | None, keepdim: bool | None, dtype: Any,
+         mask: Tensor | None, largest: bool) -> Tensor:
+    x = input
+    value = _lowest(x.dtype) if largest else _highest(x.dtype)
+    x = _fill(x, _mask(x, mask), value)
+    out = x.argmax(dim, keepdim=bool(keepdim)) if largest else x.argmin(dim,
+                                                                       keepdim=bool(keepdim))
+    return out.to(dtype if dtype is not None else input.dtype)  # PyTorch's dtype default
+
+
+def argmax(input: Tensor, dim: int | None = None, *, keepdim: bool | None = False,
+           dtype: Any = None, mask: Tensor | None = None) -> Tensor:
+    """Index of the largest unmasked element (in the input's dtype unless ``dtype`` is given,
+    as PyTorch returns it)."""
+    return _arg(input, dim, keepdim, dtype, mask, True)
+
+
+def argmin(input: Tensor, dim: int | None = None, *, keepdim: bool | None = False,
+           dtype: Any = None, mask: Tensor | None = None) -> Tensor:
+    """Index of the smallest unmasked element (in the input's dtype unless ``dtype`` is
+    given)."""
+    return _arg(input, dim, keepdim, dtype, mask, False)
+
+
+def _floating(input: Tensor, dtype: Any, name: str) -> Tensor:
+    x = _input(input, dtype)
+    if not (x.is_floating_point() or x.is_complex()):
+        raise ValueError(f"{name}(): Could not infer output dtype. Input dtype must be either a "
+                         f"floating point or complex dtype. Got: {x.dtype}")
+    return x
+
+
+def _count(x: Tensor, mask: Tensor | None, dims: tuple[int, ...], keepdim: bool) -> Tensor:
+    if mask is None:
+        n = 1
+        for d in dims:
+            n *= x.shape[d]
+        shape = [1 if i in [d % x.ndim for d in dims] else s for i, s in enumerate(x.shape)]
+        if not keepdim:
+            shape = [s for i, s in enumerate(shape) if i not in [d % x.ndim for d in dims]]
+        return ember.full(shape, n, dtype=x.dtype, device=x.device)
+    return mask.to(x.dtype).sum(dim=dims, keepdim=keepdim)
+
+
+def mean(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
+         mask: Tensor | None = None) -> Tensor:
+    """Mean of the unmasked elements; NaN where none is."""
+    x = _floating(input, dtype, "mean")
+    m = _mask(x, mask)
+    dims = _dims(x, dim)
+    return _fill(x, m, 0).sum(dim=dims, keepdim=bool(keepdim)) / _count(x, m, dims,
+                                                                         bool(keepdim))
+
+
+def var(input: Tensor, dim: Dims = None, unbiased: bool | None = None, *,
+        correction: float | None = None, keepdim: bool | None = False, dtype: Any = None,
+        mask: Tensor | None = None) -> Tensor:
+    """Variance of the unmasked elements (``correction`` 1 unless ``unbiased=False`` or given);
+    NaN where fewer than ``correction`` + 1 are."""
+    x = _floating(input, dtype, "var")
+    m = _mask(x, mask)
+    dims = _dims(x, dim)
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    centre = _fill(x, m, 0).sum(dim=dims, keepdim=True) / _count(x, m, dims, True)
+    dev = _fill(x - centre, m, 0)
+    sq = (dev * dev.conj()).real if dev.is_complex() else dev * dev
+    count = _count(sq, m, dims, bool(keepdim))
+    return sq.sum(dim=dims, keepdim=bool(keepdim)) / (count - correction).clamp(min=0)
+
+
+def std(input: Tensor, dim: Dims = None, unbiased: bool | None = None, *,
+        correction: float | None = None, keepdim: bool | None = False, dtype: Any = None,
+        mask: Tensor | None = None) -> Tensor:
+    """Standard deviation of the unmasked elements: the square root of :func:`var`."""
+    return var(input, dim, unbiased, correction=correction, keepdim=keepdim, dtype=dtype,
+               mask=mask).sqrt()
+
+
+def median(input: Tensor, dim: int = -1, *, keepdim: bool = False, dtype: Any = None,
+           mask: Tensor | None = None) -> Tensor:
+    """Median (the lower of the two middle values) of the unmasked elements along ``dim``;
+    NaN where none is."""
+    x = _floating(input, dtype, "median")
+    return _fill(x, _mask(x, mask), math.nan).nanmedian(dim, keepdim=keepdim).values
+
+
+def logsumexp(input: Tensor, dim: Dims = None, *, keepdim: bool = False, dtype: Any = None,
+              mask: Tensor | None = None) -> Tensor:
+    """log(sum(exp(x))) over the unmasked elements; -inf where none is."""
+    x = _input(input, dtype)
+    return _fill(x, _mask(x, mask), -math.inf).logsumexp(_dims(x, dim), keepdim=keepdim)
+
+
+def logaddexp(input: Tensor, other: Tensor, *, dtype: Any = None,
+              input_mask: Tensor | None = None, other_mask: Tensor | None = None) -> Tensor:
+    """log(exp(input) + exp(other)), masked-out elements of either side counting as -inf."""
+    a, b = _input(input, dtype), _input(other, dtype)
+    return ember.logaddexp(_fill(a, _mask(a, input_mask), -math.inf),
+                           _fill(b, _mask(b, other_mask), -math.inf))
+
+
+def norm(input: Tensor, ord: float | None = 2.0, dim: Dims = None, *,
+         keepdim: bool | None = False, dtype: Any = None, mask: Tensor | None = None) -> Tensor:
+    """Vector ``ord``-norm of the unmasked elements; 0 where none is (inf for ord=-inf)."""
+    x = _input(input, dtype)
+    ord = 2.0 if ord is None else ord
+    x = _fill(x, _mask(x, mask), math.inf if ord == -math.inf else 0)
+    return ember.linalg.vector_norm(x, ord, dim=_dims(x, dim), keepdim=bool(keepdim))
+
+
+def normalize(input: Tensor, ord: float, dim: int, *, eps: float = 1e-12, dtype: Any = None,
+              mask: Tensor | None = None) -> Tensor:
+    """input divided by the ``ord``-norm of its unmasked elements along ``dim`` (at least
+    ``eps``); masked-out positions are 0."""
+    x = _input(input, dtype)
+    m = _mask(x, mask)
+    nrm = norm(x, ord, dim, keepdim=True, mask=m)
+    return _fill(x, m, 0) / nrm.clamp(min=eps)
+
+
+def softmax(input: Tensor, dim: int, *, dtype: Any = None,
+            mask: Tensor | None = None) -> Tensor:
+    """Softmax over the unmasked elements along ``dim``: masked-out positions get 0."""
+    x = _input(input, dtype)
+    return ember.softmax(_fill(x, _mask(x, mask), -math.inf), dim)
+
+
+def log_softmax(input: Tensor, dim: int, *, dtype: Any = None,
+                mask: Tensor | None = None) -> Tensor:
+    """Log-softmax over the unmasked elements along ``dim``: masked-out positions get -inf."""
+    x = _input(input, dtype)
+    return ember.log_softmax(_fill(x, _mask(x, mask), -math.inf), dim)
+
+
+def softmin(input: Tensor, dim: int, *, dtype: Any = None,
+            mask: Tensor | None = None) -> Tensor:
+    """Softmin (softmax of the negated input) over the unmasked elements along ``dim``."""
+    x = _input(input, dtype)
+    return ember.softmax(-_fill(x, _mask(x, mask), math.inf), dim)
+
+
+def cumsum(input: Tensor, dim: int, *, dtype: Any = None,
+           mask: Tensor | None = None) -> Tensor:
+    """Cumulative sum along ``dim`` in which masked-out elements count as 0."""
+    x = _input(input, dtype)
+    return _fill(x, _mask(x, mask), 0).cumsum(dim)
+
+
+def cumprod(input: Tensor, dim: int, *, dtype: Any = None,
+            mask: Tensor | None = None) -> Tensor:
+    """Cumulative product along ``dim`` in which masked-out elements count as 1."""
+    x = _input(input, dtype)
+    return _fill(x, _mask(x, mask), 1).cumprod(dim)
