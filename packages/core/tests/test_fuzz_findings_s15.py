@@ -247,3 +247,26 @@ def test_multi_dot_of_three_takes_torchs_order_on_a_tie():
     if torch is not None:
         ta, tb = torch.tensor(a.float().tolist()).bfloat16(), torch.tensor(b.float().tolist()).bfloat16()
         assert torch.linalg.multi_dot([ta, tb, tb]).float().tolist() == r.float().tolist()
+
+
+# ---- g. Tensor.to(None), Generator.manual_seed of a negative seed -----------------------------
+
+def test_to_none_is_no_device():
+    x = ember.arange(6.0).reshape(2, 3)
+    assert x.to(None) is x
+    r = x.to(None, ember.float64)
+    assert r.dtype == ember.float64 and r.tolist() == x.tolist()
+    if torch is not None:
+        tx = torch.arange(6.0)
+        assert tx.to(None) is tx and tx.to(None, torch.float64).dtype == torch.float64
+
+
+def test_generator_manual_seed_wraps_negative_seeds():
+    g = ember.Generator()
+    assert g.manual_seed(-1).initial_seed() == 2**64 - 1
+    assert g.manual_seed(-(2**63)).initial_seed() == 2**63
+    a = ember.rand(3, generator=ember.Generator().manual_seed(-5))
+    b = ember.rand(3, generator=ember.Generator().manual_seed(2**64 - 5))
+    assert a.tolist() == b.tolist()
+    if torch is not None:
+        assert torch.Generator().manual_seed(-1).initial_seed() == 2**64 - 1
