@@ -270,3 +270,19 @@ def test_generator_manual_seed_wraps_negative_seeds():
     assert a.tolist() == b.tolist()
     if torch is not None:
         assert torch.Generator().manual_seed(-1).initial_seed() == 2**64 - 1
+
+
+# ---- h. S^T @ D of a CSR matrix with a huge column count: ember's own errors ------------------
+
+def test_sparse_csr_mm_t_values_and_a_huge_column_count():
+    crow, col = ember.tensor([0, 2, 2, 4]), ember.tensor([1, 3, 0, 2])
+    vals, dense = ember.tensor([1.0, 2.0, 3.0, 4.0]), ember.arange(6.0).reshape(3, 2)
+    s = np.zeros((3, 4))
+    s[0, 1], s[0, 3], s[2, 0], s[2, 2] = 1.0, 2.0, 3.0, 4.0
+    r = ember._C._sparse_csr_mm_t(crow, col, vals, dense, 4)
+    np.testing.assert_allclose(r.tolist(), s.T @ np.arange(6.0).reshape(3, 2))
+    # was std::vector's length_error ("cannot create std::vector larger than max_size()")
+    for n in (2**62, 2**40):
+        with pytest.raises((ValueError, ember.OutOfMemoryError)) as info:
+            ember._C._sparse_csr_mm_t(crow, col, vals, dense, n)
+        assert "std::" not in str(info.value) and "vector" not in str(info.value)
