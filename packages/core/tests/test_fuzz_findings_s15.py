@@ -77,6 +77,13 @@ NUMBER_FIRST_CASES = {
     "floor_divide_float": lambda M: M.floor_divide(7.5, _f(M)),
     "remainder": lambda M: M.remainder(7, M.tensor([2, -4, 5])),
     "remainder_float": lambda M: M.remainder(-7.5, _f(M)),
+    "div_negative_by_0d_uint8": lambda M: M.div(-2, M.tensor(2, dtype=M.uint8)),
+    "div_by_0d_int8": lambda M: M.div(3, M.tensor(2, dtype=M.int8)),
+    "div_bool": lambda M: M.div(True, M.tensor([True, True])),
+    "add_float_to_0d_half": lambda M: M.add(0.1, M.tensor(2.0, dtype=M.float16)),
+    "pow_to_0d_int8": lambda M: M.pow(2, M.tensor(6, dtype=M.int8)),
+    "mul_complex_by_0d_float64": lambda M: M.mul(1 + 1j, M.tensor(2.0, dtype=M.float64)),
+    "sub_bool_from_0d": lambda M: M.sub(True, M.tensor(2)),
     # refused as torch: two numbers where PyTorch has no such overload, a non-number operand
     "pow_two_numbers": lambda M: M.pow(2, 3),
     "remainder_two_numbers": lambda M: M.remainder(7, 2),

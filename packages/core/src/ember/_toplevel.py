@@ -385,6 +385,10 @@ _NUMBER_FIRST = {"add": True, "sub": True, "mul": True, "div": True, "true_divid
                  "floor_divide": True, "remainder": False, "pow": False}
 
 
+def _kind(dtype: Any) -> int:
+    return 3 if dtype.is_complex else 2 if dtype.is_floating_point else int(dtype != _C.bool)
+
+
 def _number_first(name: str, two_numbers: bool) -> Any:
     """The handler of ``_C.<name>(number, other, ...)``: the number becomes a 0-d tensor that
     promotes as PyTorch's wrapped number (the result has ``result_type(number, other)``)."""
@@ -402,14 +406,16 @@ def _number_first(name: str, two_numbers: bool) -> Any:
                                 f"not {type(other).__name__}")
             other = _C.tensor(other)
         dtype = result_type(number, other)
-        # the number at full width while the other operand decides the dtype, as the reflected
-        # operators do (0.1 + float16 tensor rounds once); rounded to the result dtype otherwise
+        # The op runs with the number at full width (0.1 + a float16 tensor rounds once, and
+        # -2 / a 0-d uint8 tensor is -1.0, as torch); a result of the promoted kind but wider
+        # (next to a 0-d tensor, or a float number next to an integer tensor) is cast down to
+        # the promoted dtype. (A division of integers stays the float it is.)
         wide = (_C.bool if isinstance(number, bool) else _C.int64 if isinstance(number, int)
                 else _C.float64 if isinstance(number, float) else _C.complex128)
-        first = _C.tensor(number, dtype=wide)
-        if other.ndim == 0 or dtype != other.dtype:
-            first = first.to(dtype)
-        return fn(first, other, *args, **kwargs)
+        r = fn(_C.tensor(number, dtype=wide), other, *args, **kwargs)
+        if kwargs.get("out") is None and r.dtype != dtype and _kind(r.dtype) == _kind(dtype):
+            r = r.to(dtype)
+        return r
 
     handler.__name__ = name
     return handler
