@@ -601,6 +601,13 @@ def _tensors(r):
         yield r
 
 
+def _plain(v):
+    """Complex numbers as [real, imag] pairs (JSON has no complex type)."""
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return [v.real, v.imag] if isinstance(v, complex) else v
+
+
 def summarize(r):
     """A comparable digest of a result: shapes, dtypes and (small) values, NaN as a string."""
     if isinstance(r, (tuple, list)):
@@ -615,7 +622,7 @@ def summarize(r):
             x = r.detach()
             if d["dtype"] in ("bfloat16", "float16"):
                 x = x.float()
-            d["values"] = json.loads(json.dumps(x.tolist()).replace("NaN", '"nan"')
+            d["values"] = json.loads(json.dumps(_plain(x.tolist())).replace("NaN", '"nan"')
                                      .replace("-Infinity", '"-inf"').replace("Infinity", '"inf"'))
         return d
     return repr(type(r).__name__)

@@ -52,8 +52,11 @@ DTYPES = FLOATS + INTS + ["bool"]
 EXPECTED_EXC = ("RuntimeError", "ValueError", "TypeError", "IndexError", "NotImplementedError",
                 "DtypeNotImplementedError",
                 "OutOfMemoryError", "LinAlgError")
-# ember's own exception classes, and the builtin ones each also is (caught by the same except).
-SUBCLASS_OF = {"DtypeNotImplementedError": ("NotImplementedError", "TypeError")}
+# The classes each ember exception class also is: raised where torch raises one of these, it is
+# caught by the same ``except`` (NotImplementedError is a builtin subclass of RuntimeError).
+SUBCLASS_OF = {"DtypeNotImplementedError": ("NotImplementedError", "TypeError", "RuntimeError"),
+               "NotImplementedError": ("RuntimeError",), "LinAlgError": ("RuntimeError",),
+               "OutOfMemoryError": ("RuntimeError",)}
 # Fragments of messages that leak implementation details instead of explaining the problem.
 UNCLEAR = ("std::", "basic_string", "vector::", "_M_", "bad_alloc", "bad_array", "stoi", "stol",
            "map::at", "Unable to cast Python instance", "unordered_map", "bad_optional",

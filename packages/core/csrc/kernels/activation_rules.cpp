@@ -34,8 +34,8 @@ void check_act_order(const std::string& kind, int64_t order) {
 }
 
 void check_floating_input(const Tensor& self, const char* op) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(self->dtype()));
+  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented, op,
+                   ": expected a floating-point input, got ", dtype_name(self->dtype()));
 }
 
 bool gelu_tanh_form(const std::string& approximate) {

@@ -44,7 +44,7 @@ WindowGeom make_window_geom(const char* op, const DimVector& in, const DimVector
 }
 
 bool check_im2col_input(const Tensor& self, int64_t k) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
+  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented,
                    "im2col: expected a floating-point input, got ", dtype_name(self->dtype()));
   EMBER_CHECK(self->dim() == k + 2 || self->dim() == k + 1, "im2col: expected a ", k + 1, "-D (",
               "unbatched) or ", k + 2, "-D (batched) input for a ", k,
@@ -53,7 +53,7 @@ bool check_im2col_input(const Tensor& self, int64_t k) {
 }
 
 DimVector check_col2im_input(const Tensor& self, const DimVector& output_size, int64_t k) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
+  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented,
                    "col2im: expected a floating-point input, got ", dtype_name(self->dtype()));
   DimVector os = expand_param(output_size, k, "output_size", "col2im");
   checked_numel(os, "col2im");  // before anything is computed from it
@@ -91,8 +91,8 @@ ConvArgs check_conv(const char* op, const Tensor& input, const Tensor& weight, c
   EMBER_CHECK(input->dim() == k + 2, op, ": expected a ", k + 2, "-D (batched) input for the ",
               k + 2, "-D weight of shape ", shape_str(weight->sizes()), ", but got input of shape ",
               shape_str(input->sizes()));
-  EMBER_CHECK_KIND(is_floating(input->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(input->dtype()));
+  EMBER_CHECK_KIND(is_floating(input->dtype()), DtypeNotImplemented, op,
+                   ": expected a floating-point input, got ", dtype_name(input->dtype()));
   EMBER_CHECK(input->dtype() == weight->dtype(), op, ": input type (", dtype_name(input->dtype()),
               ") and weight type (", dtype_name(weight->dtype()), ") should be the same");
   check_device(device_check, input, weight, op, "weight");

@@ -19,8 +19,8 @@ inline void check_device(DeviceCheck check, const Tensor& ref, const Tensor& t, 
 }
 
 inline void check_floating_input(const char* op, const Tensor& t) {
-  EMBER_CHECK_KIND(is_floating(t->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(t->dtype()));
+  EMBER_CHECK_KIND(is_floating(t->dtype()), DtypeNotImplemented, op,
+                   ": expected a floating-point input, got ", dtype_name(t->dtype()));
 }
 
 enum class Reduction { None, Mean, Sum };

@@ -45,7 +45,7 @@ uint64_t random_range(int64_t from, std::optional<int64_t> to, ScalarType dtype)
 }
 
 void check_bernoulli_self(const Tensor& self) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type,
+  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented,
                    "bernoulli: expected a floating-point tensor of probabilities, but got ",
                    dtype_name(self->dtype()));
 }

@@ -28,12 +28,12 @@ inline ScalarType softmax_dtype(const char* op, const Tensor& self,
                                 std::optional<ScalarType> dtype) {
   ScalarType dt = self->dtype();
   if (dtype && *dtype != dt) {
-    EMBER_CHECK_KIND(is_floating(*dtype), Type, op, ": dtype must be a floating dtype, got ",
-                     dtype_name(*dtype));
+    EMBER_CHECK_KIND(is_floating(*dtype), DtypeNotImplemented, op,
+                     ": dtype must be a floating dtype, got ", dtype_name(*dtype));
     dt = *dtype;
   }
-  EMBER_CHECK_KIND(is_floating(dt), Type, op, ": expected a floating-point input (or dtype=), got ",
-                   dtype_name(dt));
+  EMBER_CHECK_KIND(is_floating(dt), DtypeNotImplemented, op,
+                   ": expected a floating-point input (or dtype=), got ", dtype_name(dt));
   return dt;
 }
 

@@ -224,8 +224,8 @@ namespace {
 Tensor new_floating(const char* op, const DimVector& size, std::optional<ScalarType> dtype,
                     std::optional<Device> device) {
   const ScalarType dt = dtype.value_or(default_dtype());
-  EMBER_CHECK_KIND(is_floating(dt), Type, op, ": expected a floating-point dtype, but got ",
-                   dtype_name(dt));
+  EMBER_CHECK_KIND(is_floating(dt), DtypeNotImplemented, op,
+                   ": expected a floating-point dtype, but got ", dtype_name(dt));
   return ops::empty(size, dt, device);
 }
 }  // namespace

@@ -138,8 +138,9 @@ void bind_generator(py::module_& m) {
            py::arg("device") = py::none())
       .def(
           "manual_seed",
-          [](Generator& g, uint64_t seed) -> Generator& {
-            g.manual_seed(seed);
+          [](Generator& g, const py::int_& seed) -> Generator& {
+            // as torch (and ember.manual_seed): a negative seed wraps modulo 2**64
+            g.manual_seed((seed & py::int_(UINT64_MAX)).cast<uint64_t>());
             return g;
           },
           py::return_value_policy::reference)

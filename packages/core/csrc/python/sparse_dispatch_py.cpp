@@ -2,6 +2,8 @@
 // last overload that hands calls with a sparse operand (an ember.sparse.SparseTensor) to a
 // Python dispatcher. The overload takes part in pybind11's converting pass only, after every
 // dense overload has failed, so dense calls never reach it and cost nothing more.
+// The same kind of late overload lets a bound function take a Python number as its first
+// operand (torch.pow(2, t), torch.add(1, t)): the call goes to a Python handler.
 #include "python/bind_support.h"
 
 namespace ember {
@@ -9,6 +11,12 @@ namespace {
 
 // The first positional operand of the fallback overload: loads only in the converting pass.
 struct LateOperand {
+  py::object value;
+};
+
+// A Python number (int, bool, float, complex; numpy's float64 too) as the first operand: also
+// loads only in the converting pass, so a tensor first operand never gets here.
+struct LateNumber {
   py::object value;
 };
 
@@ -22,6 +30,16 @@ struct type_caster<ember::LateOperand> {
   PYBIND11_TYPE_CASTER(ember::LateOperand, const_name("object"));
   bool load(handle src, bool convert) {
     if (!convert) return false;
+    value.value = reinterpret_borrow<object>(src);
+    return true;
+  }
+};
+template <>
+struct type_caster<ember::LateNumber> {
+  PYBIND11_TYPE_CASTER(ember::LateNumber, const_name("Number"));
+  bool load(handle src, bool convert) {
+    PyObject* o = src.ptr();
+    if (!convert || !(PyLong_Check(o) || PyFloat_Check(o) || PyComplex_Check(o))) return false;
     value.value = reinterpret_borrow<object>(src);
     return true;
   }
@@ -106,6 +124,24 @@ void bind_sparse_dispatch(py::module_& m) {
       py::arg("owner"), py::arg("name"), py::arg("method"),
       "Gives owner.name (a bound function, or a Tensor method with method=True) a last overload "
       "that passes calls with a sparse operand to the registered dispatcher.");
+  m.def(
+      "_add_number_first_overload",
+      [](py::object owner, const std::string& name, py::object handler) {
+        py::object existing = py::getattr(owner, name.c_str());
+        py::cpp_function f(
+            [handler](LateNumber first, py::args args, py::kwargs kw) {
+              return handler(*(py::make_tuple(first.value) + args), **kw);
+            },
+            py::name(name.c_str()), py::scope(owner), py::sibling(existing));
+        // as above: the overload must join the existing chain, not replace it
+        if (!f.is(existing))
+          EMBER_FAIL(Runtime, "_add_number_first_overload: ", name,
+                     " is not a bound function that takes another overload");
+        return f;
+      },
+      py::arg("owner"), py::arg("name"), py::arg("handler"),
+      "Gives owner.name (a bound function) a last overload for calls whose first operand is a "
+      "Python number; they go to handler(number, *args, **kwargs).");
 }
 
 }  // namespace ember

@@ -841,7 +841,7 @@ def scalar_tensor(s: float, *, dtype: Any = None, device: Any = None, layout: An
     return t.requires_grad_() if requires_grad else t
 
 
-def result_type(tensor1: Tensor | float | bool, tensor2: Tensor | float | bool) -> Any:
+def result_type(tensor1: Tensor | complex | bool, tensor2: Tensor | complex | bool) -> Any:
     """The dtype an arithmetic op on the two operands gives (PyTorch's promotion: a 0-dim
     tensor or a Python number only lifts the category, not the width).
 
@@ -852,12 +852,14 @@ def result_type(tensor1: Tensor | float | bool, tensor2: Tensor | float | bool) 
     def probe(v: Any) -> Any:
         if isinstance(v, Tensor):  # a zero of its dtype, 0-dim if it is, else 1-D
             return _C.zeros([] if v.ndim == 0 else [1], dtype=v.dtype)
-        if isinstance(v, (bool, int, float)):
+        if isinstance(v, (bool, int, float, complex)):
             return v
         raise TypeError(f"result_type(): expected Tensor or Number, got {type(v).__name__}")
 
     a, b = probe(tensor1), probe(tensor2)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        if isinstance(a, complex) or isinstance(b, complex):
+            return _C.complex128 if _C.get_default_dtype() == _C.float64 else _C.complex64
         if isinstance(a, float) or isinstance(b, float):
             return _C.get_default_dtype()
         return _C.bool if isinstance(a, bool) and isinstance(b, bool) else _C.int64
@@ -1071,14 +1073,17 @@ def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | Non
     return t
 
 
-def _check_integral(op: str, *ts: Tensor) -> None:
+def _integral_operands(op: str, input: Tensor, other: Tensor) -> tuple[Tensor, Tensor]:
+    """Both operands in their promoted dtype, which must be an integer one (as torch, a bool
+    operand next to an integer one is promoted, not refused)."""
     from ember.linalg import _dtype_name  # torch's names: Float, ComplexFloat, Bool, ...
 
-    for t in ts:
-        if t.is_floating_point() or t.is_complex() or t.dtype == _C.bool:
-            # NotImplementedError (a RuntimeError) as torch's dtype refusals
-            raise NotImplementedError(f"\"{op}_cpu\" not implemented for "
-                                      f"'{_dtype_name(t.dtype)}' ({op} takes integer tensors)")
+    dt = result_type(input, other)
+    if dt.is_floating_point or dt.is_complex or dt == _C.bool:
+        # NotImplementedError (a RuntimeError) as torch's dtype refusals
+        raise NotImplementedError(f"\"{op}_cpu\" not implemented for "
+                                  f"'{_dtype_name(dt)}' ({op} takes integer tensors)")
+    return input.to(dt), other.to(dt)
 
 
 def gcd(input: Tensor, other: Tensor) -> Tensor:
@@ -1090,7 +1095,7 @@ def gcd(input: Tensor, other: Tensor) -> Tensor:
     [4, 6]
     """
     other = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
-    _check_integral("gcd", input, other)
+    input, other = _integral_operands("gcd", input, other)
     a, b = input.abs(), other.abs()
     a, b = a + b * 0, b + a * 0  # broadcast to one shape, in the promoted dtype
     while bool((b != 0).any()):
@@ -1108,7 +1113,7 @@ def lcm(input: Tensor, other: Tensor) -> Tensor:
     [12, 12]
     """
     other = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
-    _check_integral("lcm", input, other)
+    input, other = _integral_operands("lcm", input, other)
     g = gcd(input, other)
     safe = _C.where(g == 0, _C.ones_like(g), g)
     return (input.abs() // safe * other.abs()) * (g != 0).to(g.dtype)

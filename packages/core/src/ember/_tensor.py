@@ -90,6 +90,8 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
+        if a is None:  # to(None) / to(None, dtype): no device given, as torch
+            continue
         if isinstance(a, _C.dtype):
             dtype = a
         elif isinstance(a, bool):  # before int: True is an int too

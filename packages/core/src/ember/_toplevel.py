@@ -379,8 +379,53 @@ def _special_method(name: str, target: str, inplace: bool) -> Any:
     return method
 
 
+# Ops PyTorch also takes with a Python number as the first operand (torch.pow(2, t),
+# torch.add(1, t)) -> whether two numbers are taken as well (torch.add(1, 2) is tensor(3)).
+_NUMBER_FIRST = {"add": True, "sub": True, "mul": True, "div": True, "true_divide": True,
+                 "floor_divide": True, "remainder": False, "pow": False}
+
+
+def _kind(dtype: Any) -> int:
+    return 3 if dtype.is_complex else 2 if dtype.is_floating_point else int(dtype != _C.bool)
+
+
+def _number_first(name: str, two_numbers: bool) -> Any:
+    """The handler of ``_C.<name>(number, other, ...)``: the number becomes a 0-d tensor that
+    promotes as PyTorch's wrapped number (the result has ``result_type(number, other)``)."""
+    fn = getattr(_C, name)
+    other_name = "exponent" if name == "pow" else "other"
+
+    def handler(number: Any, *args: Any, **kwargs: Any) -> Any:
+        from ember._compat_ops import result_type
+
+        args = list(args)
+        other = args.pop(0) if args else kwargs.pop(other_name, None)
+        if not isinstance(other, Tensor):
+            if not (two_numbers and isinstance(other, numbers.Number)):
+                raise TypeError(f"{name}(): argument '{other_name}' (position 2) must be Tensor, "
+                                f"not {type(other).__name__}")
+            other = _C.tensor(other)
+        dtype = result_type(number, other)
+        # The op runs with the number at full width (0.1 + a float16 tensor rounds once, and
+        # -2 / a 0-d uint8 tensor is -1.0, as torch); a result of the promoted kind but wider
+        # (next to a 0-d tensor, or a float number next to an integer tensor) is cast down to
+        # the promoted dtype. (A division of integers stays the float it is.)
+        wide = (_C.bool if isinstance(number, bool) else _C.int64 if isinstance(number, int)
+                else _C.float64 if isinstance(number, float) else _C.complex128)
+        r = fn(_C.tensor(number, dtype=wide), other, *args, **kwargs)
+        if kwargs.get("out") is None and r.dtype != dtype and _kind(r.dtype) == _kind(dtype):
+            r = r.to(dtype)
+        return r
+
+    handler.__name__ = name
+    return handler
+
+
 def _install() -> None:
     ember = sys.modules["ember"]
+    if hasattr(_C, "_add_number_first_overload"):
+        for name, two_numbers in _NUMBER_FIRST.items():
+            _C._add_number_first_overload(_C, name, _number_first(name, two_numbers))
     for name in __all__:
         if not hasattr(ember, name):
             setattr(ember, name, globals()[name])

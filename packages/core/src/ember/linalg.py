@@ -271,6 +271,10 @@ def multi_dot(tensors: Sequence[Tensor], *, out: Tensor | None = None) -> Tensor
                 c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
                 if c < cost[i][j]:
                     cost[i][j], split[i][j] = c, k
+    if n == 3:  # as torch: (A B) C unless A (B C) costs strictly less (low precision rounds alike)
+        ab_c = dims[0] * dims[2] * (dims[1] + dims[3])
+        a_bc = dims[1] * dims[3] * (dims[0] + dims[2])
+        split[0][2] = 0 if ab_c > a_bc else 1
 
     def product(i: int, j: int) -> Tensor:
         if i == j:

@@ -313,8 +313,8 @@ def sinc(input: Tensor) -> Tensor:
 
 
 def exp2(input: Tensor) -> Tensor:
-    """``2 ** x``."""
-    return (_float(_tensor("exp2", input), "exp2") * math.log(2.0)).exp()
+    """``2 ** x`` (exact at integers; complex infinities as C's cexp2)."""
+    return ember.exp2(_float(_tensor("exp2", input), "exp2"))
 
 
 def expm1(input: Tensor) -> Tensor:

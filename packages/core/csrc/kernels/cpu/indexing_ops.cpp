@@ -907,7 +907,8 @@ std::vector<Tensor> _histogramdd(const Tensor& self, const DimVector& bins,
   EMBER_CHECK(self->dim() >= 2, op, ": input tensor should have at least 2 dimensions, but got ",
               self->dim());
   const ScalarType dt = self->dtype();
-  EMBER_CHECK(is_floating(dt), op, ": expected a floating-point input, got ", dtype_name(dt));
+  EMBER_CHECK_KIND(is_floating(dt), DtypeNotImplemented, op,
+                   ": expected a floating-point input, got ", dtype_name(dt));
   const int64_t D = self->sizes().back();
   const int64_t npts = D > 0 ? self->numel() / D : 0;
   const bool custom = !bin_edges.empty();

@@ -93,7 +93,7 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
 std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, bool train) {
   EMBER_CHECK_KIND(p >= 0.0 && p <= 1.0, Value,
                    "dropout: probability has to be between 0 and 1, but got ", p);
-  EMBER_CHECK_KIND(is_floating(input->dtype()), Type,
+  EMBER_CHECK_KIND(is_floating(input->dtype()), DtypeNotImplemented,
                    "dropout: expected a floating-point input, got ", dtype_name(input->dtype()));
   Tensor x = nn::contig(input);
   Tensor mask = ember::empty(x->sizes(), ScalarType::Bool, x->device());

@@ -193,7 +193,12 @@ Tensor constant_pad_nd(const Tensor& self, const DimVector& pad, const Scalar& v
   }
   Tensor out = ember::empty(out_sizes, self->dtype(), self->device());
   if (out->numel() == 0) return out;
-  if (nd >= 1 && nd <= kMaxPadDims && self->itemsize() <= 8) {
+  // The index maps hold 8 bytes per output index of each dim: more than the output itself for a
+  // long padded row of small items (a byte row padded by 2**31), so those take fill + copy.
+  int64_t map_items = 0;
+  for (int64_t d = 0; d < nd; ++d) map_items += out_sizes[d];
+  const bool small_maps = map_items <= out->numel() * self->itemsize() / 8;
+  if (nd >= 1 && nd <= kMaxPadDims && self->itemsize() <= 8 && small_maps) {
     // one pass: each output item is a copy of its source or the value (map entry -1)
     std::vector<std::vector<int64_t>> maps(nd);
     for (int64_t d = 0; d < nd; ++d) {

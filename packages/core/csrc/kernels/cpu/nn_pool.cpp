@@ -251,8 +251,8 @@ bool max_pool_rows_fast(const PoolPlan& p, const T* px, T* po, int64_t* pi) {
 }
 
 std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, const PoolPlan& p) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(self->dtype()));
+  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented, op,
+                   ": expected a floating-point input, got ", dtype_name(self->dtype()));
   Tensor x = nn::contig(self);
   Tensor out = ember::empty(p.out_shape, x->dtype(), x->device());
   Tensor idx = ember::empty(p.out_shape, ScalarType::Int64, x->device());
@@ -318,8 +318,8 @@ void global_avg_pool(const PoolPlan& p, const T* px, T* po, int64_t div) {
 
 Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool count_include_pad,
                     std::optional<int64_t> divisor_override) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(self->dtype()));
+  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented, op,
+                   ": expected a floating-point input, got ", dtype_name(self->dtype()));
   Tensor x = nn::contig(self);
   Tensor out = ember::empty(p.out_shape, x->dtype(), x->device());
   if (out->numel() == 0) return out;
@@ -458,8 +458,8 @@ std::tuple<Tensor, Tensor> _fractional_max_pool(const Tensor& self, const DimVec
                                                 const DimVector& output_size,
                                                 const Tensor& random_samples) {
   const char* op = "fractional_max_pool";
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(self->dtype()));
+  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented, op,
+                   ": expected a floating-point input, got ", dtype_name(self->dtype()));
   EMBER_CHECK_KIND(random_samples->dtype() == self->dtype(), Type, op,
                    ": expected _random_samples of the input's dtype ", dtype_name(self->dtype()),
                    ", got ", dtype_name(random_samples->dtype()));

@@ -5,6 +5,7 @@
 // sampled products dot(L[row], R[col]) at the nonzeros (_sparse_csr_sddmm).
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -173,10 +174,17 @@ Tensor _sparse_csr_mm_t(const Tensor& crow_indices, const Tensor& col_indices, c
   const int64_t* pr = c.crow->data_as<int64_t>();
   const int64_t* pc = c.col->data_as<int64_t>();
   const int64_t used = pr[c.rows];
-  std::vector<int64_t> ptr(num_cols + 1, 0), rows(used), perm(used);
+  EMBER_CHECK(num_cols < std::numeric_limits<int64_t>::max(), op, ": num_cols is too large, got ",
+              num_cols);
+  // The per-column arrays come from ember's allocator: a huge num_cols is an OutOfMemoryError.
+  Tensor ptr_t = ember::empty({num_cols + 1}, ScalarType::Int64, cpu_device());
+  Tensor next_t = ember::empty({num_cols}, ScalarType::Int64, cpu_device());
+  int64_t *ptr = ptr_t->data_as<int64_t>(), *next = next_t->data_as<int64_t>();
+  std::fill(ptr, ptr + num_cols + 1, 0);
+  std::vector<int64_t> rows(used), perm(used);
   for (int64_t k = 0; k < used; ++k) ++ptr[pc[k] + 1];
   for (int64_t j = 0; j < num_cols; ++j) ptr[j + 1] += ptr[j];
-  std::vector<int64_t> next(ptr.begin(), ptr.end() - 1);
+  std::copy(ptr, ptr + num_cols, next);
   for (int64_t r = 0; r < c.rows; ++r)
     for (int64_t k = pr[r]; k < pr[r + 1]; ++k) {
       const int64_t at = next[pc[k]]++;
@@ -186,7 +194,7 @@ Tensor _sparse_csr_mm_t(const Tensor& crow_indices, const Tensor& col_indices, c
   Tensor v = nn::contig(values), d = nn::contig(dense);
   Tensor out = ember::empty({num_cols, F}, d->dtype(), d->device());
   EMBER_DISPATCH_FLOAT(d->dtype(), op, [&] {
-    csr_rows_times<scalar_t>(ptr.data(), rows.data(), perm.data(), v->data_as<scalar_t>(),
+    csr_rows_times<scalar_t>(ptr, rows.data(), perm.data(), v->data_as<scalar_t>(),
                              d->data_as<scalar_t>(), out->data_as<scalar_t>(), num_cols, used, F);
   });
   return out;

@@ -1074,7 +1074,8 @@ def _adaptive_empty(input: Tensor, out: list[int], indices: bool) -> Any:
     (N, C, *out) tensor, a view of the input so that it keeps dtype, device and autograd."""
     if indices and not input.is_floating_point():  # max's own check (torch skips avg's here)
         dt = str(input.dtype).split(".")[-1]
-        raise TypeError(f"adaptive_max_pool: expected a floating-point input, got {dt}")
+        raise ember.DtypeNotImplementedError(
+            f"adaptive_max_pool: expected a floating-point input, got {dt}")
     shape = _shape(input)[:input.ndim - len(out)] + tuple(out)
     d = input.ndim - len(out) + out.index(0)
     values = input.narrow(d, 0, 0).reshape(shape)
@@ -1505,11 +1506,30 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zeroes whole channels of (N, C, D, H, W) input.
 
+    Other shapes are accepted with PyTorch's deprecation warning and read as unbatched: one mask
+    entry per index of their first dim.
+
     >>> import ember
     >>> dropout3d(ember.ones(1, 2, 1, 3, 3), training=False).shape
     ember.Size([1, 2, 1, 3, 3])
     """
-    return _feature_dropout("dropout3d", 3, input, p, training, inplace)
+    if input.ndim in (4, 5):
+        return _feature_dropout("dropout3d", 3, input, p, training, inplace)
+    _validate_p("dropout3d", p)
+    warnings.warn(f"dropout3d: a {input.ndim}-D input is deprecated (PyTorch will raise in a "
+                  f"future release); dropout3d expects (N, C, D, H, W) or (C, D, H, W) input. It "
+                  f"is read as unbatched, masked along its first dim (use dropout instead)",
+                  UserWarning, stacklevel=2)
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        out = input * 0
+    elif input.ndim == 0:
+        raise RuntimeError("dropout3d: feature dropout requires at least 2 dimensions in the "
+                           "input, got shape () (read as unbatched (1,))")
+    else:
+        out = _C.feature_dropout(input.unsqueeze(0), p, training).squeeze(0)
+    return _inplace_result(input, out) if inplace else out
 
 
 _SELU_ALPHA_SCALE = 1.7580993408473766  # selu's alpha * scale: the value selu tends to at -inf
@@ -1550,7 +1570,8 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     >>> feature_alpha_dropout(ember.ones(1, 2, 3), 0.5).shape
     ember.Size([1, 2, 3])
     """
-    if input.ndim < 2:
+    # as torch: no shape check when nothing is dropped (not training, p 0 or 1, empty input)
+    if input.ndim < 2 and training and 0 < p < 1 and input.numel() > 0:
         raise RuntimeError(f"feature_alpha_dropout: expected (N, C, *) input, got {_shape(input)}")
     shape = list(_shape(input)[:2]) + [1] * (input.ndim - 2)
     return _alpha_dropout("feature_alpha_dropout", input, p, training, shape, inplace)
@@ -2698,8 +2719,8 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | N
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("multilabel_margin_loss", reduction)
     x = input if input.ndim == 2 else input.reshape(1, -1)
-    t = target.reshape(x.shape[0], -1).long()
     c = x.shape[1]
+    t = target.reshape(x.shape[0], c).long()  # (not -1: an empty batch has no row length)
     is_target = [[0.0] * c for _ in range(x.shape[0])]
     for r, row in enumerate(t.tolist()):
         for v in row:
