@@ -362,9 +362,11 @@ def test_cpu_memory_stats_and_snapshot():
 def test_cpu_empty_cache():
     x = ember.empty(16 * MiB, dtype=ember.uint8)  # its own large segment
     del x
-    reserved = ember.memory_reserved()
+    frees = ember.memory_stats()["num_raw_free"]
     ember.empty_cache()
-    assert ember.memory_reserved() <= reserved - 16 * MiB
+    # The freed segment went back to the system. (Totals are not compared: threads left by
+    # earlier tests in this process may allocate in between.)
+    assert ember.memory_stats()["num_raw_free"] >= frees + 1
     for seg in ember.memory_snapshot():  # everything left holds a live block
         assert any(b["state"] == "active_allocated" for b in seg["blocks"])
 

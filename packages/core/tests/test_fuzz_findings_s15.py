@@ -11,6 +11,7 @@ import math
 import ember
 import numpy as np
 import pytest
+from test_fuzz_findings_s14 import _agree
 
 try:
     import torch
@@ -18,25 +19,6 @@ except ImportError:  # the explicit expectations below still run
     torch = None
 
 needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed")
-
-
-def _outcome(fn, mod):
-    """('ok', dtype name, shape, values) or ('err', exception class name)."""
-    try:
-        r = fn(mod)
-    except Exception as e:  # noqa: BLE001 - the class is the outcome
-        return ("err", type(e).__name__)
-    if isinstance(r, (tuple, list)):
-        r = r[0]
-    values = r.resolve_conj().flatten().tolist() if r.is_complex() else r.double().flatten().tolist()
-    return ("ok", str(r.dtype).split(".")[-1], tuple(r.shape), values)
-
-
-def _agree(fn, rtol=1e-6):
-    e, t = _outcome(fn, ember), _outcome(fn, torch)
-    assert e[:3] == t[:3], (e, t)
-    if e[0] == "ok":
-        np.testing.assert_allclose(np.asarray(e[3]), np.asarray(t[3]), rtol=rtol, atol=rtol)
 
 
 # ---- a. a Python number as the first operand ------------------------------------------------------

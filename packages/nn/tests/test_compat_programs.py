@@ -121,6 +121,33 @@ def test_shim_restores_torch():
     assert outer is torch
 
 
+NUMBER = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?")
+
+
+def _close_text(ref: str, got: str, rtol: float, atol: float) -> None:
+    """The outputs print the same lines with numbers equal to the tolerances."""
+    ref_lines, got_lines = ref.splitlines(), got.replace("ember.", "torch.").splitlines()
+    assert len(got_lines) == len(ref_lines), (ref, got)
+    for r, g in zip(ref_lines, got_lines):
+        assert NUMBER.sub("#", r) == NUMBER.sub("#", g), (r, g)
+        np.testing.assert_allclose([float(v) for v in NUMBER.findall(g)],
+                                   [float(v) for v in NUMBER.findall(r)], rtol=rtol, atol=atol,
+                                   err_msg=f"torch: {r}\nember: {g}")
+
+
+def _check_program(script: str, capsys, rtol: float, atol: float) -> str:
+    """The script's output on ember (module names as torch prints them), compared with its
+    output on torch where torch is installed."""
+    got = _run(script, [], capsys, on_ember=True).replace("ember.", "torch.")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return got
+    ref = _run(script, [], capsys, on_ember=False)
+    _close_text(ref, got, rtol=rtol, atol=atol)
+    return got
+
+
 def _results(out: str) -> list[float]:
     m = re.search(r"^RESULT (.+)$", out, re.M)
     assert m, out

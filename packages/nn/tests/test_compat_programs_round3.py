@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from test_compat_programs import _lines, _on_both, _results, _run, _same_text
+from test_compat_programs import _close_text, _lines, _on_both, _results, _run, _same_text
 
 pytest.importorskip("torch")
 
@@ -22,20 +22,6 @@ def _both(script: str, argv: list[str], tmp_path, capsys) -> tuple[str, str]:
     ref = _run(script, [*argv, "--save-init", init], capsys, on_ember=False)
     got = _run(script, [*argv, "--init-from", init], capsys, on_ember=True)
     return ref, got
-
-
-NUMBER = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?")
-
-
-def _close_text(ref: str, got: str, rtol: float, atol: float) -> None:
-    """The outputs print the same lines with numbers equal to the tolerances."""
-    ref_lines, got_lines = ref.splitlines(), got.replace("ember.", "torch.").splitlines()
-    assert len(got_lines) == len(ref_lines), (ref, got)
-    for r, g in zip(ref_lines, got_lines):
-        assert NUMBER.sub("#", r) == NUMBER.sub("#", g), (r, g)
-        np.testing.assert_allclose([float(v) for v in NUMBER.findall(g)],
-                                   [float(v) for v in NUMBER.findall(r)], rtol=rtol, atol=atol,
-                                   err_msg=f"torch: {r}\nember: {g}")
 
 
 def test_tensor_idioms_print_what_torch_prints(tmp_path, capsys):

@@ -15,25 +15,8 @@ from __future__ import annotations
 
 import re
 
-from test_compat_programs import _results, _run
-from test_compat_programs_round3 import _close_text
-
-try:
-    import torch  # noqa: F401
-
-    HAVE_TORCH = True
-except ImportError:
-    HAVE_TORCH = False
-
-
-def _check(script: str, capsys, rtol: float, atol: float) -> str:
-    """ember's output (module names as torch prints them), compared with torch's where torch
-    is installed."""
-    got = _run(script, [], capsys, on_ember=True).replace("ember.", "torch.")
-    if HAVE_TORCH:
-        ref = _run(script, [], capsys, on_ember=False)
-        _close_text(ref, got, rtol=rtol, atol=atol)
-    return got
+from test_compat_programs import _check_program as _check
+from test_compat_programs import _results
 
 
 def test_jit_compile_train(capsys):

@@ -12,27 +12,8 @@ with numbers equal to a tolerance."""
 
 from __future__ import annotations
 
-from test_compat_programs import _results, _run
-
-try:
-    import torch  # noqa: F401
-
-    HAVE_TORCH = True
-except ImportError:
-    HAVE_TORCH = False
-
-
-def _check(script: str, capsys, rtol: float, atol: float) -> str:
-    """ember's output (module names as torch prints them), compared with torch's where torch
-    is installed."""
-    got = _run(script, [], capsys, on_ember=True).replace("ember.", "torch.")
-    if HAVE_TORCH:
-        # (imported here: round 3's driver module skips itself where torch is absent)
-        from test_compat_programs_round3 import _close_text
-
-        ref = _run(script, [], capsys, on_ember=False)
-        _close_text(ref, got, rtol=rtol, atol=atol)
-    return got
+from test_compat_programs import _check_program as _check
+from test_compat_programs import _results
 
 
 def test_tensor_subclass_overrides(capsys):

@@ -6,8 +6,7 @@ import shim, compared line by line."""
 from __future__ import annotations
 
 import pytest
-from test_compat_programs import _on_both, _results
-from test_compat_programs_round3 import _close_text
+from test_compat_programs import _close_text, _on_both, _results
 
 pytest.importorskip("torch")
 
