@@ -636,3 +636,28 @@ def test_activation_gradients_on_the_gpu():
         (getattr(ember, name)(c, **kw) * 1.0).backward(ember.ones(SHAPE))
         (getattr(ember, name)(g, **kw) * 1.0).backward(ember.ones(SHAPE, device="cuda"))
         assert_same(g.grad, c.grad, f"grad {name}")
+
+
+# ---- bool square, a scalar lerp weight kept in float, amax(dim=None) (test_open_items_s15) -------
+
+
+def test_square_of_bool_is_int64():
+    r = ember.square(ember.tensor([True, False], device="cuda"))
+    assert r.dtype == I64 and r.device.type == "cuda" and r.cpu().tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("dt", [F16, BF16, F32])
+def test_lerp_scalar_weight_as_the_cpu(dt):
+    s = ember.tensor([2.0, 1.0, -3.0], dtype=dt)
+    e = ember.tensor([2.0, 1.0078125, 5.0], dtype=dt)
+    for w in (7e4, 1e10, -2.5, 0.25, 0.75):
+        got = ember.lerp(s.cuda(), e.cuda(), w).cpu()
+        np.testing.assert_array_equal(got.float().numpy(), ember.lerp(s, e, w).float().numpy())
+    with pytest.raises(RuntimeError):
+        ember.lerp(s.cuda(), e.cuda(), 1e300)  # must fit float32 arithmetic, as on the CPU
+
+
+def test_amax_amin_dim_none():
+    x = ember.tensor([[0.5, -2.0, 3.0], [4.0, 1.0, -6.0]], device="cuda")
+    assert ember.amax(x, dim=None).item() == 4.0 and ember.amin(x).item() == -6.0
+    assert ember.amax(x, dim=None, keepdim=True).shape == (1, 1)

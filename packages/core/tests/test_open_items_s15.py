@@ -222,21 +222,6 @@ def test_half_lerp_scalar_weight_matches_torch():
         np.testing.assert_array_equal(got.float().numpy(), ref.float().numpy())
 
 
-# ---- on the GPU ----------------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(not ember.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_square_of_bool_and_new_signatures():
-    b = ember.tensor([True, False], device="cuda")
-    r = ember.square(b)
-    assert r.dtype == ember.int64 and r.device.type == "cuda" and r.cpu().tolist() == [1, 0]
-    x = ember.tensor(X, device="cuda")
-    assert ember.amax(x, dim=None).item() == X.max() and ember.amin(x).item() == X.min()
-    with pytest.raises((IndexError, RuntimeError)):
-        ember.take_along_dim(x, ember.tensor([-1], device="cuda"))
-        ember.cuda.synchronize()
-
-
 # ---- ember.__version__ -------------------------------------------------------------------------
 
 
