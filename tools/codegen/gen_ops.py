@@ -410,7 +410,13 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
         body.append(f"  if (!({cond})) return {raw};\n")
     if has_out:
         body.append("  bool in_place = out && out == self;\n" if self_tensor else "  bool in_place = false;\n")
-        body.append(f'  if (out && !in_place) check_out_no_grad("{op.name}");\n')
+        if op.derivatives:
+            body.append(f'  if (out && !in_place) check_out_no_grad("{op.name}");\n')
+        else:
+            # No formula: an integer or bool out= (comparisons, logical ops) gets no history
+            # anyway, and torch takes it; a floating one would silently lose the gradient.
+            body.append("  if (out && !in_place && (is_floating(out->dtype()) || "
+                        f'is_complex(out->dtype()))) check_out_no_grad("{op.name}");\n')
     else:
         body.append(f"  bool in_place = {'true' if inplace and self_tensor else 'false'};\n")
     if self_tensor:

@@ -340,3 +340,31 @@ def test_view_made_leaf_keeps_its_base():
 @needs_torch
 def test_view_made_leaf_matches_torch():
     assert _view_leaf_facts(ember) == _view_leaf_facts(torch)
+
+
+# ---- out= for results that are never differentiable ---------------------------------------------
+
+
+def _nondiff_out(M):
+    x = M.tensor([-1.0, 0.5, 2.0], requires_grad=True)
+    o = M.empty(3, dtype=M.bool)
+    rows = [M.gt(x, 0, out=o).tolist(), M.le(x, x, out=o).tolist(),
+            M.logical_not(x, out=o).tolist(), M.logical_and(x, x, out=o).tolist(),
+            M.eq(x, 0.5, out=o).tolist(), o.requires_grad]
+    try:
+        M.floor(x, out=M.empty(3))  # differentiable: still refused
+        rows.append("ok")
+    except RuntimeError as e:
+        rows.append("out=" in str(e))
+    return rows
+
+
+def test_out_for_non_differentiable_results_with_grad_inputs():
+    assert _nondiff_out(ember) == [[False, True, True], [True, True, True],
+                                   [False, False, False], [True, True, True],
+                                   [False, True, False], False, True]
+
+
+@needs_torch
+def test_out_for_non_differentiable_results_matches_torch():
+    assert _nondiff_out(ember) == _nondiff_out(torch)
