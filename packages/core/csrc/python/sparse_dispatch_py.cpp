@@ -77,6 +77,18 @@ py::object dispatch_or_next(const std::string& name, const py::tuple& all, const
   return py::reinterpret_borrow<py::object>(g_dispatch)(name, all, kw);
 }
 
+// pybind11 appends a new overload to the existing function's chain (the same object); any other
+// outcome (a new function) would hide the existing overloads. `who` names the caller.
+py::object joined_overload(const py::object& f, py::handle existing, const char* who,
+                           const std::string& name) {
+  auto function_of = [](py::handle h) {
+    return PyInstanceMethod_Check(h.ptr()) ? py::handle(PyInstanceMethod_GET_FUNCTION(h.ptr())) : h;
+  };
+  if (!function_of(f).is(function_of(existing)))
+    EMBER_FAIL(Runtime, who, ": ", name, " is not a bound function that takes another overload");
+  return f;
+}
+
 }  // namespace
 
 void bind_sparse_dispatch(py::module_& m) {
@@ -109,17 +121,7 @@ void bind_sparse_dispatch(py::module_& m) {
               },
               py::name(name.c_str()), py::scope(owner), py::sibling(existing));
         }
-        // pybind11 appends to the existing function's overload chain (the same object); any
-        // other outcome (a new function) would hide the dense overloads.
-        auto function_of = [](py::handle h) {
-          return PyInstanceMethod_Check(h.ptr())
-                     ? py::handle(PyInstanceMethod_GET_FUNCTION(h.ptr()))
-                     : h;
-        };
-        if (!function_of(f).is(function_of(existing)))
-          EMBER_FAIL(Runtime, "_add_sparse_fallback: ", name,
-                     " is not a bound function that takes another overload");
-        return f;
+        return joined_overload(f, existing, "_add_sparse_fallback", name);
       },
       py::arg("owner"), py::arg("name"), py::arg("method"),
       "Gives owner.name (a bound function, or a Tensor method with method=True) a last overload "
@@ -133,11 +135,7 @@ void bind_sparse_dispatch(py::module_& m) {
               return handler(*(py::make_tuple(first.value) + args), **kw);
             },
             py::name(name.c_str()), py::scope(owner), py::sibling(existing));
-        // as above: the overload must join the existing chain, not replace it
-        if (!f.is(existing))
-          EMBER_FAIL(Runtime, "_add_number_first_overload: ", name,
-                     " is not a bound function that takes another overload");
-        return f;
+        return joined_overload(f, existing, "_add_number_first_overload", name);
       },
       py::arg("owner"), py::arg("name"), py::arg("handler"),
       "Gives owner.name (a bound function) a last overload for calls whose first operand is a "
