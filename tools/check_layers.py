@@ -40,9 +40,15 @@ import sys
 from pathlib import Path
 
 # Rank of each layer; a file may include headers of its own rank or lower.
-LAYERS = {"core": 0, "kernels": 1, "cuda": 1, "ops": 2, "autograd": 3, "python": 4}
+# extension (the C++ frontend and casters extensions include) sits beside python, which includes
+# its C API header; torch (the <torch/extension.h> names) sits on top.
+LAYERS = {"core": 0, "kernels": 1, "cuda": 1, "ops": 2, "autograd": 3, "python": 4, "extension": 4,
+          "torch": 5}
 # Generated headers (not in the source tree): their layer, and what they include.
-GENERATED = {"ops.h": ("ops", ["ops/op_types.h"])}
+GENERATED = {"ops.h": ("ops", ["ops/op_types.h"]),
+             "frontend_ops.h": ("extension", ["extension/tensor_base.h",
+                                              "extension/tensor_methods.inc",
+                                              "extension/tensor_args.h"])}
 # Headers of the ops layer that kernels and the cuda backend may include (rule 1).
 OP_DECLARATIONS = {"ops.h", "ops/op_types.h"}
 # Layers that only include themselves from the same directory tree (backends, bindings).

@@ -35,4 +35,5 @@ cp "$build"/generated/_C.pyi "$site/_C.pyi"
 rm -rf "$site/include" && mkdir -p "$site/include"
 for d in "$root"/packages/core/csrc/*/; do ln -sfn "$d" "$site/include/$(basename "$d")"; done
 ln -sfn "$build/generated/ops.h" "$site/include/ops.h"
+ln -sfn "$build/generated/frontend_ops.h" "$site/include/frontend_ops.h"
 echo "built: PYTHONPATH=$build/site"

@@ -12,6 +12,7 @@
 #include "core/backend.h"
 #include "core/generator.h"
 #include "core/out_tensor.h"
+#include "extension/c_api.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
 #include "ops.h"
@@ -314,38 +315,61 @@ void bind_memory(py::module_& m) {
       .def_property_readonly("raw_in_use", [](TestAllocator& t) { return t.raw->in_use; });
 }
 
+// The Python exception PyTorch raises for an engine error of this kind.
+PyObject* python_error_type(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Value:
+      return PyExc_ValueError;
+    case ErrorKind::Type:
+      return PyExc_TypeError;
+    case ErrorKind::Index:
+      return PyExc_IndexError;
+    case ErrorKind::NotImplemented:
+      return PyExc_NotImplementedError;
+    case ErrorKind::DtypeNotImplemented:
+      return g_dtype_error;
+    case ErrorKind::OutOfMemory:
+      return g_oom_error;
+    case ErrorKind::Runtime:
+      break;
+  }
+  return PyExc_RuntimeError;
+}
+
 void translate_errors() {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
-      PyObject* type = PyExc_RuntimeError;
-      switch (e.kind()) {
-        case ErrorKind::Value:
-          type = PyExc_ValueError;
-          break;
-        case ErrorKind::Type:
-          type = PyExc_TypeError;
-          break;
-        case ErrorKind::Index:
-          type = PyExc_IndexError;
-          break;
-        case ErrorKind::NotImplemented:
-          type = PyExc_NotImplementedError;
-          break;
-        case ErrorKind::DtypeNotImplemented:
-          type = g_dtype_error;
-          break;
-        case ErrorKind::OutOfMemory:
-          type = g_oom_error;
-          break;
-        case ErrorKind::Runtime:
-          break;
-      }
-      PyErr_SetString(type, e.what());
+      PyErr_SetString(python_error_type(e.kind()), e.what());
     }
   });
 }
+
+// ember._C._C_API (extension/c_api.h): tensors and errors for extension modules.
+const ExtensionApi g_extension_api = {
+    kExtensionApiVersion,
+    [](PyObject* obj, Tensor* out) -> int {
+      py::detail::make_caster<Tensor> caster;
+      if (obj == nullptr || obj == Py_None || !caster.load(obj, false)) return 0;
+      *out = py::detail::cast_op<Tensor>(caster);
+      return 1;
+    },
+    [](const Tensor& t) -> PyObject* {
+      if (!t) return py::none().release().ptr();
+      try {
+        return py::cast(t).release().ptr();
+      } catch (py::error_already_set& e) {
+        e.restore();
+      } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+      }
+      return nullptr;
+    },
+    [](int kind, const char* message) {
+      PyErr_SetString(python_error_type(static_cast<ErrorKind>(kind)), message);
+    },
+};
 
 // Testing aid for the thread pool (tests/test_thread_pool.py): parallel_for over [0, n) with
 // `grain`, checking that every element is visited exactly once. The chunk holding element
@@ -432,6 +456,7 @@ PYBIND11_MODULE(_C, m) {
   }
   m.attr("DtypeNotImplementedError") = py::handle(g_dtype_error);
   translate_errors();
+  m.attr("_C_API") = py::capsule(&g_extension_api, "ember._C._C_API");
   // Engine warnings (an out= tensor resized, ...) become Python UserWarnings, attributed to the
   // caller's line; a warnings filter that turns them into errors makes the op raise that error.
   set_warning_handler([](const std::string& message) {

@@ -1,0 +1,137 @@
+// <torch/extension.h> for ember: the names a PyTorch C++ extension uses (torch::Tensor,
+// at::Tensor, torch::kFloat32, TORCH_CHECK, AT_DISPATCH_*, TORCH_EXTENSION_NAME ...) over ember's
+// C++ frontend (extension/extension.h), so the sources of a PyTorch extension built with
+// ember.utils.cpp_extension.load_inline / load compile against ember unchanged.
+// Not provided: torch::nn, torch::autograd::Function, TORCH_LIBRARY op registration, CUDA
+// streams (at::cuda), and names outside this header.
+#pragma once
+#include <sstream>
+#include <string>
+
+#include "extension/extension.h"
+
+namespace py = pybind11;
+namespace torch {
+using namespace ember::api;  // NOLINT: torch:: is the frontend's namespace
+}  // namespace torch
+namespace at {
+using namespace ember::api;  // NOLINT
+}  // namespace at
+namespace c10 {
+using ember::api::BFloat16;
+using ember::api::Device;
+using ember::api::DeviceType;
+using ember::api::Half;
+using ember::api::IntArrayRef;
+using ember::api::OptionalIntArrayRef;
+using ember::api::Scalar;
+using ember::api::ScalarType;
+using ember::api::toString;
+template <class T>
+using complex = std::complex<T>;
+}  // namespace c10
+
+namespace ember {
+namespace api {
+namespace detail {
+inline void torch_check_append(std::ostringstream&) {}
+template <class T, class... Rest>
+void torch_check_append(std::ostringstream& os, const T& v, const Rest&... rest) {
+  os << v;
+  torch_check_append(os, rest...);
+}
+// The message is the caller's parts, or for a bare check the condition, as ATen words it.
+template <class... Args>
+[[noreturn]] void torch_check_fail(ErrorKind kind, const char* cond, const Args&... args) {
+  std::ostringstream os;
+  if constexpr (sizeof...(Args) == 0) {
+    os << "Expected " << cond << " to be true, but got false.";
+  } else {
+    torch_check_append(os, args...);
+  }
+  throw ember::Error(kind, os.str());
+}
+}  // namespace detail
+}  // namespace api
+}  // namespace ember
+
+// TORCH_CHECK(cond, "message parts", ...): RuntimeError with the message when cond is false;
+// the _VALUE/_INDEX/_TYPE forms raise ValueError/IndexError/TypeError.
+#define EMBER_TORCH_CHECK_KIND_(kind, cond, ...)                                              \
+  do {                                                                                        \
+    if (!(cond))                                                                              \
+      ::ember::api::detail::torch_check_fail(::ember::ErrorKind::kind, #cond, ##__VA_ARGS__); \
+  } while (0)
+#define TORCH_CHECK(cond, ...) EMBER_TORCH_CHECK_KIND_(Runtime, cond, ##__VA_ARGS__)
+#define TORCH_CHECK_VALUE(cond, ...) EMBER_TORCH_CHECK_KIND_(Value, cond, ##__VA_ARGS__)
+#define TORCH_CHECK_INDEX(cond, ...) EMBER_TORCH_CHECK_KIND_(Index, cond, ##__VA_ARGS__)
+#define TORCH_CHECK_TYPE(cond, ...) EMBER_TORCH_CHECK_KIND_(Type, cond, ##__VA_ARGS__)
+#define TORCH_CHECK_NOT_IMPLEMENTED(cond, ...) \
+  EMBER_TORCH_CHECK_KIND_(NotImplemented, cond, ##__VA_ARGS__)
+#define TORCH_INTERNAL_ASSERT(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
+#define AT_ASSERT(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
+#define TORCH_WARN(...)                                                    \
+  do {                                                                     \
+    std::ostringstream ember_warn_os_;                                     \
+    ::ember::api::detail::torch_check_append(ember_warn_os_, __VA_ARGS__); \
+    ::ember::warn(ember_warn_os_.str());                                   \
+  } while (0)
+#define AT_ERROR(...) \
+  ::ember::api::detail::torch_check_fail(::ember::ErrorKind::Runtime, "", __VA_ARGS__)
+
+// AT_DISPATCH_*(dtype, "name", [&] { ... scalar_t ... }): runs the lambda with scalar_t set to
+// the C++ type of `dtype`, or raises naming the op and the dtype when the set lacks it.
+#define EMBER_DISPATCH_CASE_(enum_name, cpp_type, ...) \
+  case ::ember::api::ScalarType::enum_name: {          \
+    using scalar_t = cpp_type;                         \
+    return __VA_ARGS__();                              \
+  }
+#define EMBER_DISPATCH_FAIL_(name, t)                                         \
+  default:                                                                    \
+    ::ember::detail::fail(::ember::ErrorKind::DtypeNotImplemented, '"', name, \
+                          "\" not "                                           \
+                          "implemented for '",                                \
+                          ::ember::api::toString(t), "'")
+#define EMBER_DISPATCH_SWITCH_(TYPE, NAME, CASES, ...) \
+  [&] {                                                \
+    const ::ember::api::ScalarType ember_st_ = (TYPE); \
+    switch (ember_st_) {                               \
+      CASES(__VA_ARGS__)                               \
+      EMBER_DISPATCH_FAIL_(NAME, ember_st_);           \
+    }                                                  \
+  }()
+#define EMBER_FLOATING_CASES_(...)                \
+  EMBER_DISPATCH_CASE_(Float, float, __VA_ARGS__) \
+  EMBER_DISPATCH_CASE_(Double, double, __VA_ARGS__)
+#define EMBER_FLOATING_HALF_CASES_(...) \
+  EMBER_FLOATING_CASES_(__VA_ARGS__)    \
+  EMBER_DISPATCH_CASE_(Half, ::ember::api::Half, __VA_ARGS__)
+#define EMBER_FLOATING_HALF_BF16_CASES_(...) \
+  EMBER_FLOATING_HALF_CASES_(__VA_ARGS__)    \
+  EMBER_DISPATCH_CASE_(BFloat16, ::ember::api::BFloat16, __VA_ARGS__)
+#define EMBER_INTEGRAL_CASES_(...)                  \
+  EMBER_DISPATCH_CASE_(Byte, uint8_t, __VA_ARGS__)  \
+  EMBER_DISPATCH_CASE_(Char, int8_t, __VA_ARGS__)   \
+  EMBER_DISPATCH_CASE_(Short, int16_t, __VA_ARGS__) \
+  EMBER_DISPATCH_CASE_(Int, int32_t, __VA_ARGS__)   \
+  EMBER_DISPATCH_CASE_(Long, int64_t, __VA_ARGS__)
+#define EMBER_ALL_CASES_(...)        \
+  EMBER_FLOATING_CASES_(__VA_ARGS__) \
+  EMBER_INTEGRAL_CASES_(__VA_ARGS__)
+#define AT_DISPATCH_FLOATING_TYPES(TYPE, NAME, ...) \
+  EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_FLOATING_CASES_, __VA_ARGS__)
+#define AT_DISPATCH_FLOATING_TYPES_AND_HALF(TYPE, NAME, ...) \
+  EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_FLOATING_HALF_CASES_, __VA_ARGS__)
+// The AND2 form takes the two extra types as ATen does; ember has Half and BFloat16 as the only
+// other floating types, so those are the two it accepts.
+#define AT_DISPATCH_FLOATING_TYPES_AND2(T1, T2, TYPE, NAME, ...)                             \
+  [&] {                                                                                      \
+    static_assert(((T1) == ::ember::api::kHalf && (T2) == ::ember::api::kBFloat16) ||        \
+                      ((T1) == ::ember::api::kBFloat16 && (T2) == ::ember::api::kHalf),      \
+                  "ember: AT_DISPATCH_FLOATING_TYPES_AND2 supports Half and BFloat16");      \
+    return EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_FLOATING_HALF_BF16_CASES_, __VA_ARGS__); \
+  }()
+#define AT_DISPATCH_INTEGRAL_TYPES(TYPE, NAME, ...) \
+  EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_INTEGRAL_CASES_, __VA_ARGS__)
+#define AT_DISPATCH_ALL_TYPES(TYPE, NAME, ...) \
+  EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_ALL_CASES_, __VA_ARGS__)
