@@ -16,7 +16,7 @@ PATH=$(dirname "$py"):$PATH CUDA=1 CUDA_ARCHS=${CUDA_ARCHS:-90-real} JOBS=${JOBS
   BUILD_DIR=$work bash "$root/tools/dev_build.sh"
 rm -rf "$dest" && mkdir -p "$dest/generated"
 cp "$work"/_C*.so "$work"/libember_engine.so "$dest/"
-cp "$work"/generated/_C.pyi "$work"/generated/ops.h "$dest/generated/"
+cp "$work"/generated/_C.pyi "$work"/generated/ops.h "$work"/generated/frontend_ops.h "$dest/generated/"
 strip --strip-unneeded "$dest"/*.so
 du -sh "$dest"
 mkdir -p "$root/.gpucarry"
