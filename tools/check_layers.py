@@ -41,9 +41,10 @@ from pathlib import Path
 
 # Rank of each layer; a file may include headers of its own rank or lower.
 # extension (the C++ frontend and casters extensions include) sits beside python, which includes
-# its C API header; torch (the <torch/extension.h> names) sits on top.
+# its C API header; torch_compat (<torch/extension.h>, <ATen/...>, <c10/...> for PyTorch
+# extensions) sits on top.
 LAYERS = {"core": 0, "kernels": 1, "cuda": 1, "ops": 2, "autograd": 3, "python": 4, "extension": 4,
-          "torch": 5}
+          "torch_compat": 5}
 # Generated headers (not in the source tree): their layer, and what they include.
 GENERATED = {"ops.h": ("ops", ["ops/op_types.h"]),
              "frontend_ops.h": ("extension", ["extension/tensor_base.h",

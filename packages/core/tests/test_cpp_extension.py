@@ -229,8 +229,6 @@ def test_load_inline_caches_and_reports_build_errors(tmp_path):
     with pytest.raises(RuntimeError, match="building 'ember_test_broken' failed"):
         cpp_extension.load_inline("ember_test_broken", "torch::Tensor f() { return nope; }",
                                   functions=["f"], build_directory=str(tmp_path))
-    with pytest.raises(NotImplementedError, match="CUDA sources are not supported"):
-        cpp_extension.load_inline("ember_test_cuda", src, cuda_sources="__global__ void k() {}")
 
 
 def test_setup_py_with_cpp_extension_and_build_extension(tmp_path):

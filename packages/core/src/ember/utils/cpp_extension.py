@@ -6,8 +6,10 @@ frontend -- ``torch::Tensor`` with every ember op (autograd included), ``TensorO
 It links ``libember_engine.so``, the engine ``ember._C`` itself uses, so whatever it registers (a
 device backend's kernels, allocator and copy hooks, see ``core/backend.h``) lands in the one
 engine. ``load`` and ``load_inline`` compile sources into a module and import it, reusing the
-build while the sources, flags and headers are unchanged; ``CppExtension`` and
-``BuildExtension`` do the same from a ``setup.py``.
+build while the sources, flags and headers are unchanged; CUDA sources (``.cu``,
+``cuda_sources=``) go through nvcc and launch on ember's current stream
+(``at::cuda::getCurrentCUDAStream()``). ``CppExtension`` and ``BuildExtension`` build C++
+extensions from a ``setup.py``.
 
 >>> from ember.utils import cpp_extension
 >>> any(p.endswith("include") for p in cpp_extension.include_paths())
@@ -46,7 +48,9 @@ def include_paths() -> list[str]:
     >>> len(cpp_extension.include_paths()) >= 2
     True
     """
-    paths = [str(_ember_dir() / "include"), sysconfig.get_paths()["include"]]
+    inc = _ember_dir() / "include"
+    # torch_compat holds PyTorch's header names (<torch/extension.h>, <ATen/cuda/...>).
+    paths = [str(inc), str(inc / "torch_compat"), sysconfig.get_paths()["include"]]
     try:
         import pybind11
 
@@ -77,13 +81,52 @@ def _header_digest(h: Any) -> None:
                 h.update(Path(d, f).read_bytes())
 
 
-def _check_sources(what: str, srcs: list[str]) -> None:
-    cuda = [s for s in srcs if s.endswith((".cu", ".cuh"))]
-    if cuda:
-        raise NotImplementedError(
-            f"cpp_extension.{what}: CUDA sources are not supported yet ({', '.join(cuda)}); "
-            "ember builds C++ extensions only (a CUDA kernel can live in a backend registered "
-            "through core/backend.h)")
+def _cuda_home() -> Path | None:
+    """The CUDA toolkit (the directory with bin/nvcc and include/cuda_runtime.h): $CUDA_HOME or
+    $CUDA_PATH, the toolkit of the nvcc on PATH, else /usr/local/cuda."""
+    import shutil
+
+    candidates = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(Path(nvcc).resolve().parent.parent)
+    candidates.append(Path("/usr/local/cuda"))
+    for home in candidates:
+        if (home / "bin" / "nvcc").exists() and (home / "include" / "cuda_runtime.h").exists():
+            return home
+    return None
+
+
+def _cuda_lib_dir(home: Path) -> Path:
+    for d in (home / "lib64", home / "targets" / "x86_64-linux" / "lib", home / "lib"):
+        if (d / "libcudart_static.a").exists() or (d / "libcudart.so").exists():
+            return d
+    raise RuntimeError(f"cpp_extension: no CUDA runtime library under {home}")
+
+
+def _cuda_arch_flags() -> list[str]:
+    """-gencode flags from TORCH_CUDA_ARCH_LIST ("8.0;9.0+PTX", as PyTorch reads it), else the
+    visible GPU's capability, else sm_80 and sm_90 with PTX of 9.0 (what ember's own kernels
+    build for)."""
+    spec = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(" ", ";")
+    archs = [a for a in spec.split(";") if a]
+    if not archs:
+        try:
+            import ember
+
+            if ember.cuda.is_available():
+                major, minor = ember.cuda.get_device_capability(0)
+                archs = [f"{major}.{minor}"]
+        except Exception:  # noqa: BLE001 - no usable GPU: build for the defaults
+            archs = []
+    archs = archs or ["8.0", "9.0+PTX"]
+    flags = []
+    for a in archs:
+        num = a.replace("+PTX", "").replace(".", "")
+        flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if a.endswith("+PTX"):
+            flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return flags
 
 
 def load(
@@ -104,9 +147,10 @@ def load(
 
     The sources may include ``<torch/extension.h>`` and define the module with
     ``PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)``, or define ``PyInit_<name>`` with the plain
-    CPython API. The build is cached in ``build_directory`` (default: a per-user temporary
-    directory) under a hash of the sources, flags, headers and engine, so a second call only
-    imports. With ``is_python_module=False`` the library is loaded into the process (its
+    CPython API. ``.cu`` sources are compiled by nvcc (architectures from
+    ``TORCH_CUDA_ARCH_LIST``, else the visible GPU's) and the CUDA runtime is linked statically.
+    The build is cached in ``build_directory`` (default: a per-user temporary directory) under a
+    hash of the sources, flags, headers and engine, so a second call only imports. With ``is_python_module=False`` the library is loaded into the process (its
     static initializers run, e.g. a backend's registrations) and None is returned.
 
     Raises RuntimeError with the compiler's output when the build fails.
@@ -115,20 +159,28 @@ def load(
     >>> callable(cpp_extension.load)
     True
     """
-    del extra_cuda_cflags, keep_intermediates  # no CUDA sources; one compiler call, no objects
+    del keep_intermediates
     srcs = [sources] if isinstance(sources, str) else list(sources)
-    _check_sources("load", srcs)
-    if with_cuda:
-        raise NotImplementedError("cpp_extension.load: with_cuda=True is not supported yet")
+    cu_srcs = [s for s in srcs if s.endswith(".cu")]
+    srcs = [s for s in srcs if not s.endswith(".cu")]
+    with_cuda = bool(cu_srcs) if with_cuda is None else with_cuda
+    cuda_home = _cuda_home() if with_cuda else None
+    if with_cuda and cuda_home is None:
+        raise RuntimeError(f"cpp_extension.load: building '{name}' with CUDA needs nvcc (set "
+                           "CUDA_HOME or put nvcc on PATH)")
+    cuda_flags = (["-std=c++17", "-O3", "--expt-relaxed-constexpr", "-Xcompiler",
+                   "-fPIC,-fvisibility=hidden", *_cuda_arch_flags(), *(extra_cuda_cflags or [])]
+                  if cu_srcs else [])
     if is_standalone:
         raise NotImplementedError("cpp_extension.load: is_standalone=True is not supported")
     cflags = list(extra_cflags or []) + [f"-I{p}" for p in (extra_include_paths or [])]
     ldflags = list(extra_ldflags or [])
     engine = Path(library_paths()[0]) / "libember_engine.so"
     h = hashlib.sha256()
-    for s in srcs:
+    for s in srcs + cu_srcs:
         h.update(Path(s).read_bytes())
-    h.update(repr((name, cflags, ldflags, _compiler(), sys.version, is_python_module)).encode())
+    h.update(repr((name, cflags, ldflags, _compiler(), sys.version, is_python_module, cuda_flags,
+                   str(cuda_home))).encode())
     st = engine.stat()
     h.update(f"{engine}:{st.st_size}:{st.st_mtime_ns}".encode())
     _header_digest(h)
@@ -140,22 +192,27 @@ def load(
     if not target.exists():
         out_dir.mkdir(parents=True, exist_ok=True)
         lib = library_paths()[0]
+        defines = [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+        incs = [f"-I{p}" for p in include_paths()]
+        if cuda_home is not None:
+            incs.append(f"-I{cuda_home / 'include'}")
+        objs = []
+        for i, cu in enumerate(cu_srcs):  # nvcc compiles each .cu; the C++ compiler links
+            obj = out_dir / f".{Path(cu).stem}.{i}.{os.getpid()}.o"
+            _run(name, [str(cuda_home / "bin" / "nvcc"), "-c", *cuda_flags, *defines, *incs,
+                        *cflags, cu, "-o", str(obj)], verbose)
+            objs.append(str(obj))
         cmd = [_compiler(), "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-               "-Wall", "-Wextra", f"-DTORCH_EXTENSION_NAME={name}",
-               "-DTORCH_API_INCLUDE_EXTENSION_H"]
-        cmd += [f"-I{p}" for p in include_paths()]
-        cmd += cflags + srcs
-        cmd += [f"-L{lib}", "-lember_engine", f"-Wl,-rpath,{lib}"] + ldflags
+               "-Wall", "-Wextra", *defines, *incs, *cflags, *srcs, *objs]
+        cmd += [f"-L{lib}", "-lember_engine", f"-Wl,-rpath,{lib}"]
+        if cuda_home is not None:
+            # the runtime linked statically, as ember._C_cuda does: only the driver is needed
+            cmd += [f"-L{_cuda_lib_dir(cuda_home)}", "-lcudart_static", "-ldl", "-lrt",
+                    "-lpthread"]
         tmp = out_dir / f".{name}.{os.getpid()}{suffix}"
-        cmd += ["-o", str(tmp)]
-        if verbose:
-            print(" ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"cpp_extension.load: building '{name}' failed (exit {proc.returncode}):\n"
-                f"{' '.join(shlex.quote(c) for c in cmd)}\n{proc.stderr[-4000:]}"
-            )
+        _run(name, cmd + ldflags + ["-o", str(tmp)], verbose)
+        for obj in objs:
+            os.unlink(obj)
         os.replace(tmp, target)  # atomic: concurrent builders never import a half-written file
     if not is_python_module:
         ctypes.CDLL(str(target), mode=ctypes.RTLD_GLOBAL)
@@ -167,6 +224,17 @@ def load(
     spec.loader.exec_module(module)
     sys.modules[name] = module
     return module
+
+
+def _run(name: str, cmd: list[str], verbose: bool) -> None:
+    if verbose:
+        print(" ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"cpp_extension.load: building '{name}' failed (exit {proc.returncode}):\n"
+            f"{' '.join(shlex.quote(c) for c in cmd)}\n{(proc.stderr + proc.stdout)[-4000:]}"
+        )
 
 
 def load_inline(
@@ -201,8 +269,6 @@ def load_inline(
         scale.scale(ember.ones(3), 2.0)  # tensor([2., 2., 2.])
     """
     del with_pytorch_error_handling, use_pch  # errors always map to ember's exceptions
-    if cuda_sources:
-        _check_sources("load_inline", ["<cuda_sources>.cu"])
     parts = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources)
     text = ("" if no_implicit_headers else "#include <torch/extension.h>\n") + "\n".join(parts)
     if functions is not None:
@@ -215,15 +281,24 @@ def load_inline(
     root = Path(build_directory or Path(tempfile.gettempdir()) / f"ember_extensions_{os.getuid()}")
     src_dir = root / f"{name}_sources"
     src_dir.mkdir(parents=True, exist_ok=True)
-    src = src_dir / "main.cpp"
-    if not src.exists() or src.read_text() != text:
-        tmp = src_dir / f".main.{os.getpid()}.cpp"
-        tmp.write_text(text)
-        os.replace(tmp, src)
-    return load(name, [str(src)], extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
+    files = [_write_if_changed(src_dir / "main.cpp", text)]
+    if cuda_sources:
+        cu = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
+        head = "" if no_implicit_headers else \
+            "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+        files.append(_write_if_changed(src_dir / "cuda.cu", head + "\n".join(cu)))
+    return load(name, files, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
                 extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
                 build_directory=build_directory, verbose=verbose, with_cuda=with_cuda,
                 is_python_module=is_python_module, keep_intermediates=keep_intermediates)
+
+
+def _write_if_changed(path: Path, text: str) -> str:
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return str(path)
 
 
 def _c_string(text: str) -> str:
@@ -288,7 +363,11 @@ def _build_extension_class() -> type:
 
         def build_extensions(self) -> None:
             for ext in self.extensions:
-                _check_sources("BuildExtension", list(ext.sources))
+                cu = [s for s in ext.sources if s.endswith(".cu")]
+                if cu:
+                    raise NotImplementedError(
+                        f"BuildExtension: CUDA sources ({', '.join(cu)}) are not supported in "
+                        "setup.py builds yet; build them with cpp_extension.load")
                 args = ext.extra_compile_args
                 if isinstance(args, dict):
                     args = list(args.get("cxx", []))

@@ -1,16 +1,14 @@
-// <torch/extension.h> for ember: the names a PyTorch C++ extension uses (torch::Tensor,
-// at::Tensor, torch::kFloat32, TORCH_CHECK, AT_DISPATCH_*, TORCH_EXTENSION_NAME ...) over ember's
-// C++ frontend (extension/extension.h), so the sources of a PyTorch extension built with
-// ember.utils.cpp_extension.load_inline / load compile against ember unchanged.
-// Not provided: torch::nn, torch::autograd::Function, TORCH_LIBRARY op registration, CUDA
-// streams (at::cuda), and names outside this header.
+// <torch/types.h> for ember: the names of ATen's C++ API that a PyTorch extension uses
+// (torch::Tensor, at::Tensor, torch::kFloat32, TORCH_CHECK, AT_DISPATCH_* ...) over ember's C++
+// frontend (extension/tensor.h), without pybind11: what a .cu file of an extension includes.
+// <torch/extension.h> adds the Python bindings. Not provided: torch::nn,
+// torch::autograd::Function, TORCH_LIBRARY op registration, and names outside these headers.
 #pragma once
 #include <sstream>
 #include <string>
 
-#include "extension/extension.h"
+#include "extension/tensor.h"
 
-namespace py = pybind11;
 namespace torch {
 using namespace ember::api;  // NOLINT: torch:: is the frontend's namespace
 }  // namespace torch
