@@ -29,7 +29,7 @@ HERE = Path(__file__).parent / "cpp_extension"
 FUNCTIONS = ["lltm_forward", "softclip", "row_sums", "reductions", "shapes", "factories",
              "describe", "in_place", "numbers_first", "out_variant", "to_double", "item_of",
              "maybe_add", "undefined", "pair", "grad_of_cube", "blob", "freed",
-             "check_positive", "bad_matmul", "size_of", "value_check"]
+             "check_positive", "bad_matmul", "size_of", "value_check", "indexed", "index_put"]
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +106,32 @@ def test_generated_overloads_and_defaults(ext):
             a[:1], np.where(a > 0, a, 0), np.clip(a, -0.5, 0.5), a.reshape(-1)]
     for g, w in zip(s, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_indexing(ext):
+    a = np.random.default_rng(2).standard_normal((3, 4))
+    x = ember.tensor(a, requires_grad=True)
+    got = ext.indexed(x)
+    want = [a[:, 0], a[..., 1::2], a[None, -1], a[:2, [0, 2]], a[a > 0], a[..., None]]
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(_np(g), w)
+    # the views and gathers are differentiable: each element's gradient counts its uses
+    sum(t.sum() for t in got).backward()
+    uses = np.zeros_like(a)
+    uses[:, 0] += 1
+    uses[:, 1::2] += 1
+    uses[-1] += 1
+    uses[:2, [0, 2]] += 1
+    uses[a > 0] += 1
+    uses += 1
+    np.testing.assert_array_equal(x.grad.numpy(), uses)
+    y = ember.tensor(a)
+    assert ext.index_put(y) is y
+    want = a.copy()
+    want[:, 0] = 0.5
+    want[want < 0] = 0
+    np.testing.assert_array_equal(y.numpy(), want)
 
 
 def test_factories_and_options(ext):

@@ -7,5 +7,6 @@
 //
 // ember.utils.cpp_extension.load / load_inline build such a module.
 #pragma once
+#include "extension/indexing.h"
 #include "extension/pybind.h"
 #include "extension/tensor.h"

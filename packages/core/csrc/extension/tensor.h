@@ -216,5 +216,25 @@ inline Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides,
   return from_blob(data, sizes, strides, nullptr, options);
 }
 
+// A 1-d tensor of `values` (torch::tensor({1, 2, 3})): integers make int64, floating values the
+// default dtype, bools bool, unless options say otherwise.
+template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
+Tensor tensor(std::initializer_list<T> values, const TensorOptions& options = {}) {
+  using Host = std::conditional_t<std::is_same_v<T, bool>, bool,
+                                  std::conditional_t<std::is_integral_v<T>, int64_t, double>>;
+  std::vector<Host> host(values.begin(), values.end());
+  ScalarType natural = std::is_same_v<T, bool> ? kBool
+                       : std::is_integral_v<T> ? kLong
+                                               : from_core(ember::default_dtype());
+  Tensor t = from_blob(host.data(), {static_cast<int64_t>(host.size())},
+                       TensorOptions(scalar_type_of<Host>))
+                 .clone();
+  TensorOptions o(options.has_dtype() ? options.dtype() : natural);
+  if (options.has_device()) o = o.device(options.device());
+  Tensor r = t.to(o);
+  if (options.requires_grad()) r.requires_grad_(true);
+  return r;
+}
+
 }  // namespace api
 }  // namespace ember

@@ -198,6 +198,9 @@ using Scalar = ember::Scalar;
 
 // ---- TensorBase: the hand-written part of api::Tensor ---------------------------------------
 class Tensor;
+namespace indexing {
+class TensorIndex;  // extension/indexing.h
+}  // namespace indexing
 
 // A typed view of a CPU tensor's memory for element loops (ATen's TensorAccessor).
 template <class T, size_t N>

@@ -173,3 +173,17 @@ torch::Tensor value_check(int64_t n) {
   TORCH_CHECK_VALUE(n >= 0, "value_check: n must be >= 0, got ", n);
   return torch::zeros({n});
 }
+
+// torch::indexing: basic indices make one view; tensor indices and masks index it.
+std::vector<torch::Tensor> indexed(const torch::Tensor& x) {
+  using namespace torch::indexing;
+  return {x.index({Slice(), 0}), x.index({"...", Slice(1, None, 2)}),
+          x.index({None, -1}),   x.index({Slice(None, 2), torch::tensor({0, 2})}),
+          x.index({x > 0}),      x.index({Ellipsis, None})};
+}
+torch::Tensor index_put(torch::Tensor x) {
+  using namespace torch::indexing;
+  x.index_put_({Slice(), 0}, 0.5);
+  x.index_put_({x < 0}, torch::zeros({1}, x.options()));
+  return x;
+}

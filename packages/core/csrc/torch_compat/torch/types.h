@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "extension/indexing.h"
 #include "extension/tensor.h"
 
 namespace torch {
