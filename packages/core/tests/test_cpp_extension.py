@@ -29,7 +29,8 @@ HERE = Path(__file__).parent / "cpp_extension"
 FUNCTIONS = ["lltm_forward", "softclip", "row_sums", "reductions", "shapes", "factories",
              "describe", "in_place", "numbers_first", "out_variant", "to_double", "item_of",
              "maybe_add", "undefined", "pair", "grad_of_cube", "blob", "freed",
-             "check_positive", "bad_matmul", "size_of", "value_check", "indexed", "index_put"]
+             "check_positive", "bad_matmul", "size_of", "value_check", "indexed", "index_put",
+             "scaled_square", "exp_and_argmax", "bad_backward"]
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +196,32 @@ def test_backward_driven_from_cpp(ext):
     x = ember.tensor([1.0, -2.0, 0.5], dtype=ember.float64)
     np.testing.assert_allclose(ext.grad_of_cube(x).numpy(), 3 * x.numpy() ** 2)
     assert x.grad is None  # the extension differentiated a detached copy
+
+
+def test_cpp_autograd_function(ext):
+    x = ember.tensor([1.0, -2.0, 0.5], dtype=ember.float64, requires_grad=True)
+    y = ext.scaled_square(x, 3.0)
+    assert type(y.grad_fn).__name__ == "CppNode"
+    np.testing.assert_allclose(y.detach().numpy(), 3 * x.detach().numpy() ** 2)
+    (g,) = ember.autograd.grad(y.sum(), [x])
+    np.testing.assert_allclose(g.numpy(), 6 * x.detach().numpy())
+    assert ember.autograd.gradcheck(lambda t: ext.scaled_square(t, 0.5), (x,))
+    assert ext.scaled_square(x.detach(), 2.0).grad_fn is None  # nothing to record
+    # a saved input changed in place before backward is caught
+    z = x.detach().clone().requires_grad_()
+    w = z * 1
+    out = ext.scaled_square(w, 1.0)
+    w.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+    # two outputs: the argmax gets no history; exp's saved output is re-linked on unpack
+    e, idx = ext.exp_and_argmax(x)
+    assert idx.grad_fn is None and not idx.requires_grad and idx.item() == 0
+    (g,) = ember.autograd.grad(e.sum(), [x])
+    np.testing.assert_allclose(g.numpy(), np.exp(x.detach().numpy()))
+    with pytest.raises(RuntimeError, match=r"returned an incorrect number of gradients "
+                                           r"\(expected 1, got 2\)"):
+        ext.bad_backward(x).sum().backward()
 
 
 def test_from_blob_shares_and_frees(ext):

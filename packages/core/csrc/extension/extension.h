@@ -7,6 +7,7 @@
 //
 // ember.utils.cpp_extension.load / load_inline build such a module.
 #pragma once
+#include "extension/autograd_function.h"
 #include "extension/indexing.h"
 #include "extension/pybind.h"
 #include "extension/tensor.h"

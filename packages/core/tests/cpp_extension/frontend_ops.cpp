@@ -187,3 +187,47 @@ torch::Tensor index_put(torch::Tensor x) {
   x.index_put_({x < 0}, torch::zeros({1}, x.options()));
   return x;
 }
+
+// A custom autograd function in C++: saved tensors, saved data, a non-tensor argument.
+struct ScaledSquare : public torch::autograd::Function<ScaledSquare> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               double scale) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["scale"] = scale;
+    return x * x * scale;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    auto x = ctx->get_saved_variables()[0];
+    double s = ctx->saved_data["scale"].toDouble();
+    return {grad[0] * 2 * s * x, torch::Tensor()};
+  }
+};
+torch::Tensor scaled_square(torch::Tensor x, double scale) { return ScaledSquare::apply(x, scale); }
+
+// Two outputs, one of them not differentiable; an output saved for backward.
+struct ExpAndArgmax : public torch::autograd::Function<ExpAndArgmax> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                torch::Tensor x) {
+    auto e = torch::exp(x);
+    auto idx = x.argmax();
+    ctx->mark_non_differentiable({idx});
+    ctx->save_for_backward({e});
+    return {e, idx};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    return {grad[0] * ctx->get_saved_variables()[0]};
+  }
+};
+std::vector<torch::Tensor> exp_and_argmax(torch::Tensor x) { return ExpAndArgmax::apply(x); }
+
+// A backward that returns the wrong number of gradients.
+struct BadBackward : public torch::autograd::Function<BadBackward> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, torch::Tensor x) { return x * 2; }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grad) {
+    return {grad[0], grad[0]};
+  }
+};
+torch::Tensor bad_backward(torch::Tensor x) { return BadBackward::apply(x); }

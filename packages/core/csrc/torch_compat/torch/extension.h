@@ -3,6 +3,7 @@
 // extension built with ember.utils.cpp_extension (load_inline, load, CppExtension) compile
 // against ember unchanged.
 #pragma once
+#include "extension/autograd_function.h"
 #include "extension/pybind.h"
 #include "torch/types.h"
 
