@@ -77,7 +77,7 @@ def test_dispatch_macro_and_raw_loop(ext, dtype):
     tol = 1e-3 if dtype == ember.float16 else 1e-6
     assert y.dtype == dtype and y.shape == x.shape
     np.testing.assert_allclose(y.double().numpy(), v / (1 + np.abs(v) / 2.0), rtol=tol)
-    with pytest.raises(NotImplementedError, match="\"softclip\" not implemented for 'Long'"):
+    with pytest.raises(NotImplementedError, match="softclip: not implemented for dtype int64"):
         ext.softclip(ember.arange(3), 1.0)
     with pytest.raises(RuntimeError, match="softclip: limit must be positive, got -1"):
         ext.softclip(x, -1.0)

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/dispatch.h"
 #include "extension/indexing.h"
 #include "extension/tensor.h"
 
@@ -33,12 +34,6 @@ using complex = std::complex<T>;
 namespace ember {
 namespace api {
 namespace detail {
-inline void torch_check_append(std::ostringstream&) {}
-template <class T, class... Rest>
-void torch_check_append(std::ostringstream& os, const T& v, const Rest&... rest) {
-  os << v;
-  torch_check_append(os, rest...);
-}
 // The message is the caller's parts, or for a bare check the condition, as ATen words it.
 template <class... Args>
 [[noreturn]] void torch_check_fail(ErrorKind kind, const char* cond, const Args&... args) {
@@ -46,7 +41,7 @@ template <class... Args>
   if constexpr (sizeof...(Args) == 0) {
     os << "Expected " << cond << " to be true, but got false.";
   } else {
-    torch_check_append(os, args...);
+    ember::detail::append(os, args...);
   }
   throw ember::Error(kind, os.str());
 }
@@ -69,68 +64,50 @@ template <class... Args>
   EMBER_TORCH_CHECK_KIND_(NotImplemented, cond, ##__VA_ARGS__)
 #define TORCH_INTERNAL_ASSERT(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
 #define AT_ASSERT(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
-#define TORCH_WARN(...)                                                    \
-  do {                                                                     \
-    std::ostringstream ember_warn_os_;                                     \
-    ::ember::api::detail::torch_check_append(ember_warn_os_, __VA_ARGS__); \
-    ::ember::warn(ember_warn_os_.str());                                   \
+#define TORCH_WARN(...)                                   \
+  do {                                                    \
+    std::ostringstream ember_warn_os_;                    \
+    ::ember::detail::append(ember_warn_os_, __VA_ARGS__); \
+    ::ember::warn(ember_warn_os_.str());                  \
   } while (0)
 #define AT_ERROR(...) \
   ::ember::api::detail::torch_check_fail(::ember::ErrorKind::Runtime, "", __VA_ARGS__)
 
-// AT_DISPATCH_*(dtype, "name", [&] { ... scalar_t ... }): runs the lambda with scalar_t set to
-// the C++ type of `dtype`, or raises naming the op and the dtype when the set lacks it.
-#define EMBER_DISPATCH_CASE_(enum_name, cpp_type, ...) \
-  case ::ember::api::ScalarType::enum_name: {          \
-    using scalar_t = cpp_type;                         \
-    return __VA_ARGS__();                              \
-  }
-#define EMBER_DISPATCH_FAIL_(name, t)                                         \
-  default:                                                                    \
-    ::ember::detail::fail(::ember::ErrorKind::DtypeNotImplemented, '"', name, \
-                          "\" not "                                           \
-                          "implemented for '",                                \
-                          ::ember::api::toString(t), "'")
-#define EMBER_DISPATCH_SWITCH_(TYPE, NAME, CASES, ...) \
-  [&] {                                                \
-    const ::ember::api::ScalarType ember_st_ = (TYPE); \
-    switch (ember_st_) {                               \
-      CASES(__VA_ARGS__)                               \
-      EMBER_DISPATCH_FAIL_(NAME, ember_st_);           \
-    }                                                  \
+// AT_DISPATCH_*(dtype, "name", [&] { ... scalar_t ... }): ATen's dtype sets over ember's own
+// dispatch cases (core/dispatch.h), which raise DtypeNotImplementedError naming the op and the
+// dtype outside the set.
+#define EMBER_AT_DISPATCH_(TYPE, NAME, WHAT, CASES, ...)               \
+  [&] {                                                                \
+    const ::ember::ScalarType ember_st_ = ::ember::api::to_core(TYPE); \
+    switch (ember_st_) {                                               \
+      CASES(__VA_ARGS__)                                               \
+      EMBER_DTYPE_ERROR(ember_st_, NAME, WHAT)                         \
+    }                                                                  \
   }()
-#define EMBER_FLOATING_CASES_(...)                \
-  EMBER_DISPATCH_CASE_(Float, float, __VA_ARGS__) \
-  EMBER_DISPATCH_CASE_(Double, double, __VA_ARGS__)
-#define EMBER_FLOATING_HALF_CASES_(...) \
-  EMBER_FLOATING_CASES_(__VA_ARGS__)    \
-  EMBER_DISPATCH_CASE_(Half, ::ember::api::Half, __VA_ARGS__)
-#define EMBER_FLOATING_HALF_BF16_CASES_(...) \
-  EMBER_FLOATING_HALF_CASES_(__VA_ARGS__)    \
-  EMBER_DISPATCH_CASE_(BFloat16, ::ember::api::BFloat16, __VA_ARGS__)
-#define EMBER_INTEGRAL_CASES_(...)                  \
-  EMBER_DISPATCH_CASE_(Byte, uint8_t, __VA_ARGS__)  \
-  EMBER_DISPATCH_CASE_(Char, int8_t, __VA_ARGS__)   \
-  EMBER_DISPATCH_CASE_(Short, int16_t, __VA_ARGS__) \
-  EMBER_DISPATCH_CASE_(Int, int32_t, __VA_ARGS__)   \
-  EMBER_DISPATCH_CASE_(Long, int64_t, __VA_ARGS__)
-#define EMBER_ALL_CASES_(...)        \
-  EMBER_FLOATING_CASES_(__VA_ARGS__) \
-  EMBER_INTEGRAL_CASES_(__VA_ARGS__)
+#define EMBER_AT_FLOATING_(...)                 \
+  EMBER_DTYPE_CASE(Float32, float, __VA_ARGS__) \
+  EMBER_DTYPE_CASE(Float64, double, __VA_ARGS__)
+#define EMBER_AT_FLOATING_HALF_(...) \
+  EMBER_AT_FLOATING_(__VA_ARGS__)    \
+  EMBER_DTYPE_CASE(Float16, ::ember::Half, __VA_ARGS__)
+#define EMBER_AT_ALL_(...)        \
+  EMBER_AT_FLOATING_(__VA_ARGS__) \
+  EMBER_CASES_INT(__VA_ARGS__)
 #define AT_DISPATCH_FLOATING_TYPES(TYPE, NAME, ...) \
-  EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_FLOATING_CASES_, __VA_ARGS__)
+  EMBER_AT_DISPATCH_(TYPE, NAME, "float32, float64", EMBER_AT_FLOATING_, __VA_ARGS__)
 #define AT_DISPATCH_FLOATING_TYPES_AND_HALF(TYPE, NAME, ...) \
-  EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_FLOATING_HALF_CASES_, __VA_ARGS__)
+  EMBER_AT_DISPATCH_(TYPE, NAME, "float32, float64, float16", EMBER_AT_FLOATING_HALF_, __VA_ARGS__)
 // The AND2 form takes the two extra types as ATen does; ember has Half and BFloat16 as the only
 // other floating types, so those are the two it accepts.
-#define AT_DISPATCH_FLOATING_TYPES_AND2(T1, T2, TYPE, NAME, ...)                             \
-  [&] {                                                                                      \
-    static_assert(((T1) == ::ember::api::kHalf && (T2) == ::ember::api::kBFloat16) ||        \
-                      ((T1) == ::ember::api::kBFloat16 && (T2) == ::ember::api::kHalf),      \
-                  "ember: AT_DISPATCH_FLOATING_TYPES_AND2 supports Half and BFloat16");      \
-    return EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_FLOATING_HALF_BF16_CASES_, __VA_ARGS__); \
+#define AT_DISPATCH_FLOATING_TYPES_AND2(T1, T2, TYPE, NAME, ...)                              \
+  [&] {                                                                                       \
+    static_assert(((T1) == ::ember::api::kHalf && (T2) == ::ember::api::kBFloat16) ||         \
+                      ((T1) == ::ember::api::kBFloat16 && (T2) == ::ember::api::kHalf),       \
+                  "ember: AT_DISPATCH_FLOATING_TYPES_AND2 supports Half and BFloat16");       \
+    return EMBER_AT_DISPATCH_(TYPE, NAME, "floating dtypes", EMBER_CASES_FLOAT, __VA_ARGS__); \
   }()
 #define AT_DISPATCH_INTEGRAL_TYPES(TYPE, NAME, ...) \
-  EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_INTEGRAL_CASES_, __VA_ARGS__)
-#define AT_DISPATCH_ALL_TYPES(TYPE, NAME, ...) \
-  EMBER_DISPATCH_SWITCH_(TYPE, NAME, EMBER_ALL_CASES_, __VA_ARGS__)
+  EMBER_AT_DISPATCH_(TYPE, NAME, "integer dtypes", EMBER_CASES_INT, __VA_ARGS__)
+#define AT_DISPATCH_ALL_TYPES(TYPE, NAME, ...)                                       \
+  EMBER_AT_DISPATCH_(TYPE, NAME, "integer and floating dtypes except 16-bit floats", \
+                     EMBER_AT_ALL_, __VA_ARGS__)
