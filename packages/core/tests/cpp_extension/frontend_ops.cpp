@@ -132,7 +132,7 @@ double item_of(const torch::Tensor& x) { return x.sum().item<double>(); }
 
 // None and identity: an undefined tensor is None, an optional argument may be None, and a
 // tensor returned as is keeps its Python object.
-torch::Tensor maybe_add(const torch::Tensor& x, std::optional<torch::Tensor> y) {
+torch::Tensor maybe_add(const torch::Tensor& x, c10::optional<torch::Tensor> y) {
   return y ? x + *y : x;
 }
 torch::Tensor undefined() { return torch::Tensor(); }

@@ -29,6 +29,11 @@ using ember::api::ScalarType;
 using ember::api::toString;
 template <class T>
 using complex = std::complex<T>;
+// Older extensions spell std::optional through c10.
+template <class T>
+using optional = std::optional<T>;
+using std::make_optional;
+using std::nullopt;
 }  // namespace c10
 
 namespace ember {
