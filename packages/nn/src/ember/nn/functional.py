@@ -2465,28 +2465,30 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
                       eps: float = 1e-6, reduction: str = "mean") -> Tensor:
     """``0.5 (log(var) + (input - target)^2 / var)`` (+ 0.5 log(2 pi) with full).
 
-    var has the input's shape, or one dim fewer / a trailing 1 (homoscedastic over the last
-    dim); it is clamped to eps without blocking its gradient.
+    var has the input's shape, or one dim fewer (homoscedastic over the last dim), or the
+    input's number of dims with exactly one dim of size 1 where the input's differs (shared over
+    that dim, e.g. (N, 1, H, W) for an (N, C, H, W) input); it is clamped to eps without blocking
+    its gradient.
 
     >>> import ember
     >>> gaussian_nll_loss(ember.tensor([1.0]), ember.tensor([1.0]), ember.tensor([1.0])).item()
     0.0
     """
     _check_reduction("gaussian_nll_loss", reduction)
+    # PyTorch's messages, word for word: programs print and match them
     if not isinstance(var, Tensor):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
         var = ember.full_like(input, float(var))
-    if _shape(var) != _shape(input):
-        if _shape(input)[:-1] == _shape(var):
+    elif var.device.type != "meta" and bool((var < 0).any().item()):
+        raise ValueError("var has negative entry/entries")
+    in_shape, var_shape = _shape(input), _shape(var)
+    if var_shape != in_shape:
+        if in_shape[:-1] == var_shape:
             var = var.unsqueeze(-1)
-        elif _shape(input)[:-1] == _shape(var)[:-1] and var.shape[-1] == 1:
-            pass
-        else:
-            raise ValueError(
-                f"gaussian_nll_loss: var of shape {_shape(var)} does not match input "
-                f"{_shape(input)} (expected the same shape, one dim fewer, or a trailing 1)"
-            )
-    if var.device.type != "meta" and bool((var < 0).any().item()):
-        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+        elif not (len(in_shape) == len(var_shape)
+                  and sum(v for i, v in zip(in_shape, var_shape) if i != v) == 1):
+            raise ValueError("var is of incorrect size")
     # clamp the value but let the gradient through unchanged (as PyTorch does)
     with ember.no_grad():
         bump = var.clamp(min=eps) - var
