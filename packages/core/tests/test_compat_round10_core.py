@@ -1,0 +1,62 @@
+"""Fixes from the tenth drop-in compatibility round (core): einsum's sublist form and the
+ember.backends.opt_einsum switches."""
+
+from __future__ import annotations
+
+import ember
+import pytest
+
+
+# ---- einsum(op1, sublist1, op2, sublist2, ..., [sublist_out]) ----------------------------------
+def test_einsum_sublist_form_matches_the_equation_form():
+    a = ember.arange(6.0).reshape(2, 3)
+    b = ember.arange(12.0).reshape(3, 4)
+    assert ember.equal(ember.einsum(a, [0, 1], b, [1, 2], [0, 2]), a @ b)
+    # no output sublist: the implicit output (letters seen once, sorted)
+    assert ember.equal(ember.einsum(a, [0, 1], b, [1, 2]), a @ b)
+    # 26-51 stand for a-z; an Ellipsis for "..."
+    assert ember.equal(ember.einsum(a, [Ellipsis, 30], b, [30, 27], [Ellipsis, 27]), a @ b)
+    assert ember.einsum(a, [0, 1], [1]).tolist() == [3.0, 5.0, 7.0]
+
+
+def test_einsum_sublist_form_differentiates():
+    x = ember.ones(2, 3, 3, requires_grad=True)
+    y = ember.einsum(x, [51, 0, 0], [51])  # a batched trace
+    assert y.tolist() == [3.0, 3.0]
+    y.sum().backward()
+    assert ember.equal(x.grad, ember.eye(3).expand(2, 3, 3))
+
+
+@pytest.mark.parametrize("bad", [[52], [-1, 0], ["i", "j"]])
+def test_einsum_sublist_out_of_range(bad):
+    with pytest.raises(ValueError, match=r"not within the valid range \[0, 52\)"):
+        ember.einsum(ember.ones(2, 3), bad)
+
+
+def test_einsum_needs_an_operand():
+    with pytest.raises(ValueError, match="must specify the equation string and at least one"):
+        ember.einsum(ember.ones(2))
+    # the equation form and the one-list form still work
+    assert ember.einsum("ii->", [ember.eye(3)]).item() == 3.0
+
+
+# ---- ember.backends.opt_einsum -----------------------------------------------------------------
+def test_opt_einsum_switches():
+    import ember.backends.opt_einsum as oe
+
+    assert ember.backends.opt_einsum is oe
+    available = oe.is_available()
+    assert oe.enabled == available
+    assert oe.strategy == ("auto" if available else None)
+    assert (oe.get_opt_einsum() is None) == (not available)
+    with oe.flags(enabled=False):
+        assert oe.enabled is False
+        with pytest.raises(ValueError, match="opt_einsum is not"):
+            oe.set_flags(_strategy="greedy")  # not enabled (or not installed)
+    assert oe.enabled == available
+    if not available:
+        with pytest.raises(ValueError, match="opt_einsum is not available"):
+            oe.set_flags(True)
+    else:
+        with pytest.raises(ValueError, match=r"must be one of the following: \[auto, greedy"):
+            oe.set_flags(_strategy="fastest")
