@@ -60,3 +60,49 @@ def test_opt_einsum_switches():
     else:
         with pytest.raises(ValueError, match=r"must be one of the following: \[auto, greedy"):
             oe.set_flags(_strategy="fastest")
+
+
+# ---- torch.autograd.graph.register_multi_grad_hook ---------------------------------------------
+def _multi(mode="all"):
+    a = ember.ones(2, requires_grad=True)
+    b = ember.full((2,), 2.0, requires_grad=True)
+    c, d = a * b, a * b
+    seen = []
+    fn = (lambda grads: seen.append([None if g is None else g.tolist() for g in grads])) \
+        if mode == "all" else (lambda g: seen.append(g.tolist()))
+    h = ember.autograd.graph.register_multi_grad_hook((a, b, c, d), fn, mode=mode)
+    return a, b, c, d, seen, h
+
+
+def test_multi_grad_hook_all_waits_for_the_gradients_this_call_computes():
+    a, b, c, d, seen, h = _multi()
+    c.sum().backward(retain_graph=True)
+    assert seen == [[[2.0, 2.0], [1.0, 1.0], [1.0, 1.0], None]]  # d is not in this graph
+    seen.clear()
+    c.sum().backward(inputs=(a,), retain_graph=True)
+    assert seen == [[[2.0, 2.0], None, [1.0, 1.0], None]]  # b's gradient is not computed
+    seen.clear()
+    (c + d).sum().backward(retain_graph=True)
+    assert len(seen) == 1 and seen[0][3] == [1.0, 1.0]  # once per backward call
+    seen.clear()
+    ember.autograd.grad(d.sum(), [a])
+    assert seen == [[[2.0, 2.0], None, None, [1.0, 1.0]]]
+    h.remove()
+    seen.clear()
+    c.sum().backward()
+    assert seen == []
+
+
+def test_multi_grad_hook_any_fires_once_per_backward():
+    a, b, c, d, seen, h = _multi("any")
+    (c + d).sum().backward(retain_graph=True)
+    assert len(seen) == 1
+    d.sum().backward()
+    assert len(seen) == 2
+    h.remove()
+
+
+def test_multi_grad_hook_checks_the_mode():
+    with pytest.raises(ValueError, match="Expects mode to be one of"):
+        ember.autograd.graph.register_multi_grad_hook([ember.ones(1, requires_grad=True)],
+                                                      lambda g: None, mode="some")
