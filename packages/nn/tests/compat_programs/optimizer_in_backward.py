@@ -17,8 +17,11 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.nn.modules.module import (register_module_forward_hook, register_module_forward_pre_hook,
-                                     register_module_full_backward_hook)
+from torch.nn.modules.module import (
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+)
 
 rng = np.random.default_rng(29)
 
