@@ -35,3 +35,20 @@ def test_gaussian_nll_loss_negative_variance_message():
         F.gaussian_nll_loss(mu, mu, -ember.ones(2, 3))
     with pytest.raises(ValueError, match=r"^var has negative entry/entries$"):
         F.gaussian_nll_loss(mu, mu, -1.0)
+
+
+# ---- InstanceNorm(momentum=None) ----------------------------------------------------------------
+@pytest.mark.parametrize("cls,shape", [(nn.InstanceNorm1d, (3, 4, 7)), (nn.InstanceNorm2d, (2, 4, 3, 5)),
+                                       (nn.LazyInstanceNorm3d, (2, 4, 3, 3, 3))])
+def test_instance_norm_momentum_none_keeps_running_stats(cls, shape):
+    # torch hands momentum 0.0 to instance_norm when it is None: no cumulative average as in
+    # BatchNorm, the running statistics stay at their initial values
+    m = cls(4, track_running_stats=True, momentum=None) if cls is not nn.LazyInstanceNorm3d \
+        else cls(track_running_stats=True, momentum=None)
+    for i in range(3):
+        m(ember.arange(ember.Size(shape).numel(), dtype=ember.float32).reshape(shape) * (i + 1))
+    assert m.running_mean.tolist() == [0.0] * 4
+    assert m.running_var.tolist() == [1.0] * 4
+    m2 = nn.InstanceNorm1d(4, track_running_stats=True)  # the default momentum still updates
+    m2(ember.ones(3, 4, 7) * 2)
+    assert ember.allclose(m2.running_mean, ember.full((4,), 0.2))
