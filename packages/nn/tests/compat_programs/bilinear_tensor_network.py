@@ -150,3 +150,4 @@ for step in range(40):
 acc = (mps(feat).argmax(1) == Y).double().mean().item()
 print(f"mps accuracy {acc:.3f}")
 print(f"RESULT {losses[0]:.5f} {losses[-1]:.5f} {sk_err:.4f}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next

@@ -134,3 +134,4 @@ for step in range(80):
     if step % 20 == 0:
         print(f"step {step:2d} loss {loss.item():.5f}")
 print(f"RESULT {losses[0]:.5f} {losses[-1]:.5f} {max(err1, err2, gerr):.1e}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next

@@ -128,3 +128,4 @@ for step in range(40):
     if step % 10 == 0:
         print(f"step {step:2d} nll {loss.item():.5f} q {log_q.exp().item():.4f} r {log_r.exp().item():.4f}")
 print(f"RESULT {nlls[0]:.5f} {nlls[-1]:.5f} {rmse:.5f}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next

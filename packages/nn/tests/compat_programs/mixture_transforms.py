@@ -144,3 +144,4 @@ bad = D.Normal(torch.tensor(0.0), torch.tensor(-1.0))
 print("validation off: built", bad.scale.item())
 D.Distribution.set_default_validate_args(True)
 print(f"RESULT {nlls[0]:.4f} {nlls[-1]:.4f} {kl:.5f}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next
