@@ -6,7 +6,8 @@ as_strided, a static KV cache with index_copy_, FFT convolution, a Kalman filter
 feature binning (quantile / bucketize / histogram), a vmapped deep ensemble, ranking and
 heteroscedastic losses, a Conformer encoder, bilinear pooling and an MPS tensor network, D4
 test-time augmentation, the optimizer-in-backward hooks, a 3-D segmentation network, a 1-D
-signal CNN with the less common layers, and packed-sequence speaker classification.
+signal CNN with the less common layers, packed-sequence speaker classification, and FIR filter
+design with the window functions.
 
 Each program runs on ember and its output is checked on its own (the self-checks hold without
 torch); where torch is installed it runs there too and ember's output must print the same lines
@@ -231,3 +232,14 @@ def test_speaker_gru_packed(capsys):
     assert ("PackedSequence(data=tensor([3., 1., 6., 4., 2., 5.]), batch_sizes=tensor([3, 2, 1]), "
             "sorted_indices=tensor([1, 0, 2]), unsorted_indices=tensor([1, 0, 2]))") in got
     assert "lstm proj (45, 6) (2, 5, 3) (2, 5, 8)" in got
+
+
+def test_fir_filter_design(capsys):
+    # torch.*_window and torch.signal.windows, a Kaiser windowed-sinc low-pass (sinc, special.i0,
+    # rfft response, angle), strided-conv decimation, conv_transpose1d interpolation, SincNet
+    got = _check("fir_filter_design.py", capsys, rtol=1e-4, atol=1e-6)
+    first, last, stop = _results(got)
+    assert last < 0.3 * first and stop < -60
+    assert ": False" not in got
+    assert "conv_transpose1d == zero-stuff + filter: True length 598" in got
+    assert "hann symmetric == signal.windows.hann: True" in got
