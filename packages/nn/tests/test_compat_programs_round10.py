@@ -243,3 +243,19 @@ def test_fir_filter_design(capsys):
     assert ": False" not in got
     assert "conv_transpose1d == zero-stuff + filter: True length 598" in got
     assert "hann symmetric == signal.windows.hann: True" in got
+
+
+def test_scaler_param_groups(capsys):
+    # GradScaler("cpu") growth / backoff / skipped steps, unscale_ + clipping, param groups and
+    # their default keys, SequentialLR(LinearLR, CosineAnnealingLR), add_param_group, a resumed
+    # optimizer and scaler, ReduceLROnPlateau with per-group min_lr
+    got = _check("scaler_param_groups.py", capsys, rtol=1e-4, atol=2e-6)
+    first, last, scale = _results(got)
+    assert last < 0.8 * first and scale == 32768.0
+    assert ": False" not in got
+    assert "  injected inf: norm inf step skipped True scale now 512.0" in got
+    assert ("param_group keys ['amsgrad', 'betas', 'capturable', 'decoupled_weight_decay', "
+            "'differentiable', 'eps', 'foreach', 'fused', 'lr', 'maximize', 'params', "
+            "'weight_decay']") in got
+    assert "state indices [0, 1, 2, 3] ... 10 step tensor(26.) state keys ['exp_avg', " \
+           "'exp_avg_sq', 'step']" in got
