@@ -134,7 +134,9 @@ quad = torch.trapezoid(lp.exp() * (lp - D.Normal(1.0, 1.5).log_prob(grid)), grid
 print(f"quadrature KL {quad:.5f} MC agrees:", abs(mc.mean().item() - quad) < 4 * mc.std().item() /
       math.sqrt(len(mc)) + 1e-3, "sample mean close:", abs(s.mean().item() - m1.mean.item()) < 0.05)
 
-# validation
+# validation (on by default; an earlier program in the process may have turned it off)
+validate_before = D.Distribution._validate_args
+D.Distribution.set_default_validate_args(True)
 try:
     D.Normal(torch.tensor(0.0), torch.tensor(-1.0))
 except ValueError as e:
@@ -142,6 +144,6 @@ except ValueError as e:
 D.Distribution.set_default_validate_args(False)
 bad = D.Normal(torch.tensor(0.0), torch.tensor(-1.0))
 print("validation off: built", bad.scale.item())
-D.Distribution.set_default_validate_args(True)
+D.Distribution.set_default_validate_args(validate_before)
 print(f"RESULT {nlls[0]:.4f} {nlls[-1]:.4f} {kl:.5f}")
 torch.set_default_dtype(torch.float32)  # put back for whatever runs next
