@@ -259,3 +259,15 @@ def test_scaler_param_groups(capsys):
             "'weight_decay']") in got
     assert "state indices [0, 1, 2, 3] ... 10 step tensor(26.) state keys ['exp_avg', " \
            "'exp_avg_sq', 'step']" in got
+
+
+def test_function_transforms_custom(capsys):
+    # autograd.Function in the setup_context style under func.grad / jacrev / jacfwd / vmap /
+    # jvp and forward AD, mark_non_differentiable, a vmap staticmethod, set_materialize_grads,
+    # once_differentiable, gradcheck, per-sample clipped gradients from vmap(grad)
+    got = _check("function_transforms_custom.py", capsys, rtol=1e-6, atol=1e-9)
+    first, last, jerr = _results(got)
+    assert last < 0.8 * first and jerr < 1e-12
+    assert ": False" not in got
+    assert "argmax requires_grad: True False torch.int64 needs_input_grad [(True,)]" in got
+    assert "materialize_grads(False): a.grad [2.0, 4.0] b.grad None" in got
