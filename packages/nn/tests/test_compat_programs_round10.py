@@ -271,3 +271,15 @@ def test_function_transforms_custom(capsys):
     assert ": False" not in got
     assert "argmax requires_grad: True False torch.int64 needs_input_grad [(True,)]" in got
     assert "materialize_grads(False): a.grad [2.0, 4.0] b.grad None" in got
+
+
+def test_bayesopt_sobol(capsys):
+    # SobolEngine (draw, draw_base2 and its balance error, reset), an exact GP fitted by marginal
+    # likelihood, expected improvement (special.ndtr / log_ndtr, logaddexp), projected gradient
+    # ascent, solve_ex / inv_ex, cummin, unravel_index, gradient, atleast_2d
+    got = _check("bayesopt_sobol.py", capsys, rtol=1e-4, atol=1e-6)
+    first, last, grid_min = _results(got)
+    assert last <= first and abs(grid_min - 0.40377) < 1e-5
+    assert ": False" not in got
+    assert "draw_base2 (4, 2) num_generated 8" in got
+    assert "solve_ex info 0 finite: True inv_ex of zeros info 1" in got
