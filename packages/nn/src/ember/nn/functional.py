@@ -1889,8 +1889,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     [[[1.0, 1.0, 2.0, 2.0]]]
     """
     _require_tensors("interpolate", input=input)
+    # NotImplementedError for input dims the mode does not handle, as torch raises
     if input.ndim < 3 or input.ndim > 5:
-        raise ValueError(
+        raise NotImplementedError(
             f"interpolate: expected (N, C, *spatial) input with 1-3 spatial dims, got shape "
             f"{_shape(input)}"
         )
@@ -1902,7 +1903,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
             "bilinear, bicubic, trilinear, area)"
         )
     if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != nd:
-        raise ValueError(
+        raise NotImplementedError(
             f"interpolate: mode {mode!r} expects {_INTERP_DIMS[mode] + 2}-D input, got shape "
             f"{_shape(input)}"
         )
@@ -2260,17 +2261,36 @@ def _regression_operands(input: Tensor, target: Tensor, bool_target: bool = True
     return input, target
 
 
-def _check_class_target(op: str, input: Tensor, target: Tensor) -> None:
+def _check_class_target(op: str, input: Tensor, target: Tensor) -> Tensor:
+    """Checks class-index targets with PyTorch's exception classes: ValueError for a 0-D input or
+    a batch size that differs from the input's, RuntimeError for other shape mismatches. Returns
+    the target, a size-1 target of a 1-D input made 0-D (as torch accepts it)."""
     if input.ndim == 0:
         raise ValueError(f"{op}: input must have at least 1 dim (C), got a 0-D tensor")
     if target.dtype.is_floating_point:
-        return
-    want = () if input.ndim == 1 else _shape(input)[:1] + _shape(input)[2:]
-    if _shape(target) != want:
-        raise ValueError(
+        return target
+    shape_in, shape_t = _shape(input), _shape(target)
+    if input.ndim == 1:
+        if target.ndim == 0:
+            return target
+        if target.ndim == 1:
+            if shape_t[0] != 1:
+                raise ValueError(f"{op}: for 1D input, 1D target must have size 1, but got target "
+                                 f"size: {shape_t[0]}")
+            return target.reshape(())
+        raise RuntimeError(f"{op}: 0D or 1D target tensor expected, multi-target not supported "
+                           f"(input of shape {shape_in}, target of shape {shape_t})")
+    want = shape_in[:1] + shape_in[2:]
+    if shape_t != want:
+        batch = shape_t[0] if target.ndim >= 1 else 0
+        if batch != shape_in[0]:
+            raise ValueError(f"{op}: expected input batch_size ({shape_in[0]}) to match target "
+                             f"batch_size ({batch})")
+        raise RuntimeError(
             f"{op}: expected target of shape {want} (class indices) for input of shape "
-            f"{_shape(input)}, got {_shape(target)}"
+            f"{shape_in}, got {shape_t}"
         )
+    return target
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -2293,7 +2313,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
             f"cross_entropy: class-probability target must have the shape of input "
             f"{_shape(input)}, got {_shape(target)}"
         )
-    _check_class_target("cross_entropy", input, target)
+    target = _check_class_target("cross_entropy", input, target)
     return _C.cross_entropy(input, target, weight, reduction, ignore_index, label_smoothing)
 
 
@@ -2310,7 +2330,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     _check_reduction("nll_loss", reduction)
     if target.dtype.is_floating_point:
         raise RuntimeError(f"nll_loss: expected integer class indices, got target dtype {target.dtype}")
-    _check_class_target("nll_loss", input, target)
+    target = _check_class_target("nll_loss", input, target)
     return _C.nll_loss(input, target, weight, reduction, ignore_index)
 
 

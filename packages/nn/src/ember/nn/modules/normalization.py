@@ -132,8 +132,11 @@ class GroupNorm(Module):
     reset_parameters = _reset_affine
 
     def forward(self, input: Tensor) -> Tensor:
-        if input.ndim < 2 or input.shape[1] != self.num_channels:
-            raise ValueError(
+        # RuntimeError, as torch; without affine parameters torch normalizes any channel count
+        # that num_groups divides (group_norm checks that)
+        if input.ndim < 2 or (input.shape[1] != self.num_channels
+                              and (self.weight is not None or self.bias is not None)):
+            raise RuntimeError(
                 f"GroupNorm: expected input of shape (N, {self.num_channels}, *), got "
                 f"{tuple(input.shape)}"
             )
