@@ -106,3 +106,19 @@ def test_multi_grad_hook_checks_the_mode():
     with pytest.raises(ValueError, match="Expects mode to be one of"):
         ember.autograd.graph.register_multi_grad_hook([ember.ones(1, requires_grad=True)],
                                                       lambda g: None, mode="some")
+
+
+# ---- int() / float() / complex() of a tensor that is not one element: ValueError, as torch -----
+@pytest.mark.parametrize("conv", [int, float, complex])
+@pytest.mark.parametrize("shape", [(2,), (0,), (2, 3)])
+def test_scalar_conversions_of_many_elements_raise_value_error(conv, shape):
+    with pytest.raises(ValueError, match="only one element tensors can be converted to Python"):
+        conv(ember.zeros(shape))
+
+
+def test_scalar_conversions_of_one_element():
+    assert int(ember.tensor([[-2.9]])) == -2 and float(ember.tensor([3])) == 3.0
+    assert complex(ember.tensor([1 + 2j])) == 1 + 2j
+    assert float(ember.nn.Parameter(ember.ones(1))) == 1.0
+    with pytest.raises(RuntimeError, match="elements"):  # item() keeps torch's RuntimeError
+        ember.zeros(2).item()
