@@ -98,3 +98,16 @@ def test_norms_without_state_take_any_channel_count():
     g = nn.GroupNorm(2, 4, affine=False)(x)
     assert g.shape == (2, 6, 2) and ember.allclose(g.reshape(2, 2, 6).mean(-1), ember.zeros(2, 2),
                                                     atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda: F.pad(ember.zeros(1, 1, 4), (1,)),
+    lambda: F.pad(ember.zeros(1, 1, 4), (1, 1) * 4),
+    lambda: F.huber_loss(ember.zeros(2), ember.zeros(2), delta=0.0),
+    lambda: F.smooth_l1_loss(ember.zeros(2), ember.zeros(2), beta=-1.0),
+    lambda: F.cross_entropy(ember.zeros(2, 3), ember.tensor([0, 1]), label_smoothing=2.0),
+])
+def test_argument_errors_raise_runtime_error_as_torch(fn):
+    with pytest.raises(RuntimeError) as info:
+        fn()
+    assert type(info.value) is RuntimeError

@@ -1826,7 +1826,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
     """
     pad = [int(p) for p in pad]
     if len(pad) % 2 != 0 or len(pad) // 2 > input.ndim:
-        raise ValueError(
+        raise RuntimeError(  # torch's class
             f"pad: padding length must be even and at most 2 * input.ndim "
             f"(= {2 * input.ndim}), got {len(pad)} for input of shape {_shape(input)}"
         )
@@ -2307,7 +2307,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("cross_entropy", reduction)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}")
+        raise RuntimeError(f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}")
     if target.dtype.is_floating_point and _shape(target) != _shape(input):
         raise RuntimeError(
             f"cross_entropy: class-probability target must have the shape of input "
@@ -2379,7 +2379,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("smooth_l1_loss", reduction)
     if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+        raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
     input, target = _regression_operands(input, target)
     return _C.smooth_l1_loss(input, target, reduction, beta)
@@ -2395,7 +2395,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     """
     _check_reduction("huber_loss", reduction)
     if delta <= 0:
-        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+        raise RuntimeError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_size("huber_loss", input, target)
     input, target = _regression_operands(input, target, promote=False)
     if weight is not None:
