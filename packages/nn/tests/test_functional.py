@@ -335,7 +335,7 @@ def test_loss_errors():
         F.mse_loss(ember.ones(2), ember.ones(2), reduction="avg")
     with pytest.raises(ValueError, match="target size"):
         F.binary_cross_entropy(ember.full([2], 0.5), ember.ones(3))
-    with pytest.raises(ValueError, match="expected target of shape"):
+    with pytest.raises(ValueError, match=r"expected input batch_size \(3\) to match target"):
         F.cross_entropy(ember.ones(3, 4), ember.tensor([0, 1]))
 
 
@@ -379,7 +379,7 @@ def test_interpolate_errors():
         F.interpolate(ember.ones(1, 1, 4))
     with pytest.raises(ValueError, match="align_corners"):
         F.interpolate(ember.ones(1, 1, 4), size=8, align_corners=True)
-    with pytest.raises(ValueError, match="expects 4-D input"):
+    with pytest.raises(NotImplementedError, match="expects 4-D input"):  # torch's class
         F.interpolate(ember.ones(1, 1, 4), size=8, mode="bilinear")
 
 
@@ -391,7 +391,7 @@ def test_pad_errors_and_1d_modes():
              lambda t: TF.pad(t, (1, 1, 1, 1, 1, 1), mode="replicate"), [_rand(1, 2, 3, 3, 3)])
     with pytest.raises(RuntimeError, match="reflect padding"):
         F.pad(ember.ones(1, 1, 3), (3, 0), mode="reflect")
-    with pytest.raises(ValueError, match="even"):
+    with pytest.raises(RuntimeError, match="even"):  # torch's class
         F.pad(ember.ones(1, 3), (1,))
 
 

@@ -89,6 +89,9 @@ def resolve_neg(input: Tensor) -> Tensor:
 
 
 def _complex(self: Tensor) -> complex:
+    from ember._tensor import _check_one_element
+
+    _check_one_element(self)
     return complex(self.item())
 
 

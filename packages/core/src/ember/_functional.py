@@ -3,22 +3,55 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from ember import _C
 from ember._C import Tensor
 
 
-def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
-    """Einstein summation, as ``torch.einsum``: operands as arguments or as one list.
+def einsum(*args: Any) -> Tensor:
+    """Einstein summation, as ``torch.einsum``: ``einsum(equation, *operands)`` (operands as
+    arguments or as one list), or the sublist form ``einsum(op1, sublist1, op2, sublist2, ...,
+    [sublist_out])`` where a sublist holds ints in [0, 52) (0-25 stand for A-Z, 26-51 for a-z)
+    and ``...``.
 
     >>> import ember
     >>> ember.einsum("ij,jk->ik", ember.ones(2, 3), ember.ones(3, 4)).shape
     ember.Size([2, 4])
+    >>> ember.einsum(ember.ones(2, 3), [0, 1], ember.ones(3, 4), [1, 2], [0, 2]).shape
+    ember.Size([2, 4])
     """
+    if len(args) < 2:
+        raise ValueError("einsum(): must specify the equation string and at least one operand, "
+                         "or at least one operand and its subscripts list")
+    if isinstance(args[0], Tensor):
+        equation = ",".join(_sublist_subscripts(sub) for sub in args[1::2])
+        if len(args) % 2 == 1:  # an odd count ends with the output's sublist
+            equation += "->" + _sublist_subscripts(args[-1])
+            operands: tuple = tuple(args[:-1:2])
+        else:
+            operands = tuple(args[::2])
+    else:
+        equation, operands = args[0], tuple(args[1:])
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     return _C.einsum(equation, _promote_private_sums(equation, list(operands)))
+
+
+def _sublist_subscripts(sublist: Sequence) -> str:
+    """The equation letters of one sublist of einsum's sublist form."""
+    letters = []
+    for n in sublist:
+        if n is Ellipsis:
+            letters.append("...")
+        elif isinstance(n, int) and 0 <= n < 26:
+            letters.append(chr(ord("A") + n))
+        elif isinstance(n, int) and 26 <= n < 52:
+            letters.append(chr(ord("a") + n - 26))
+        else:
+            raise ValueError("einsum(): subscript in subscript list is not within the valid "
+                             "range [0, 52)")
+    return "".join(letters)
 
 
 def _promote_private_sums(equation: str, operands: list) -> list:

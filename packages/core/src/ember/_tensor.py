@@ -170,7 +170,31 @@ def _repr(self: Tensor) -> str:
     return tensor_repr(self)
 
 
+def _check_one_element(t: Tensor) -> None:
+    """int() / float() / complex() of a tensor: torch raises ValueError for any element count but
+    one (``item()`` itself raises RuntimeError), and programs catch it as such."""
+    if t.numel() != 1:
+        raise ValueError("only one element tensors can be converted to Python scalars "
+                         f"(got a tensor of shape {tuple(t.shape)})")
+
+
+_c_float = Tensor.__float__
+_c_int = Tensor.__int__
+
+
+def _float(self: Tensor) -> float:
+    _check_one_element(self)
+    return _c_float(self)
+
+
+def _int(self: Tensor) -> int:
+    _check_one_element(self)
+    return _c_int(self)
+
+
 Tensor.numpy = _numpy
+Tensor.__float__ = _float
+Tensor.__int__ = _int
 Tensor.__array__ = _array
 Tensor.__iter__ = _iter
 Tensor.__repr__ = _repr

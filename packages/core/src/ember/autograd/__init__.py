@@ -120,13 +120,14 @@ def backward(
     if inputs is not None and not _as_list(inputs):
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     ins = _as_list(inputs)
-    if not _sparse_seen:
-        _C._run_backward(outs, grads, keep, create_graph, ins, True, True)
-        return
-    frame = _GradFrame(ins or None, False)
-    _run_with_frame(frame, outs, grads, keep, create_graph, ins, True, True)
-    if frame.pending:
-        _deliver(frame)
+    with graph._graph_task(outs, ins):
+        if not _sparse_seen:
+            _C._run_backward(outs, grads, keep, create_graph, ins, True, True)
+            return
+        frame = _GradFrame(ins or None, False)
+        _run_with_frame(frame, outs, grads, keep, create_graph, ins, True, True)
+        if frame.pending:
+            _deliver(frame)
 
 
 def grad(
@@ -189,13 +190,14 @@ def _grad_once(outs: list[Tensor], grads: list[Any], keep: bool, create_graph: b
                ins: list[Tensor], unused_ok: bool) -> tuple[Any, ...]:
     """One engine run for grad(): the dense gradients, with sparse ones (see _GradFrame) in
     place of the inputs that received one (summed densely with a dense part, as PyTorch)."""
-    if not _sparse_seen:
-        return tuple(_C._run_backward(outs, grads, keep, create_graph, ins, unused_ok, False))
-    frame = _GradFrame(ins, True)
-    res = list(_run_with_frame(frame, outs, grads, keep, create_graph, ins, True, False))
-    if frame.pending:
-        for i, g in _deliver(frame).items():
-            res[i] = g if res[i] is None else res[i] + g.to_dense()
+    with graph._graph_task(outs, ins):
+        if not _sparse_seen:
+            return tuple(_C._run_backward(outs, grads, keep, create_graph, ins, unused_ok, False))
+        frame = _GradFrame(ins, True)
+        res = list(_run_with_frame(frame, outs, grads, keep, create_graph, ins, True, False))
+        if frame.pending:
+            for i, g in _deliver(frame).items():
+                res[i] = g if res[i] is None else res[i] + g.to_dense()
     if not unused_ok:
         for i, g in enumerate(res):
             if g is None:

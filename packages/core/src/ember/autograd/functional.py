@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 from ember import _C, autograd
 from ember._C import Tensor
+from ember.autograd import graph
 from ember.autograd.grad_mode import enable_grad
 
 TensorOrTensors = Tensor | Sequence[Tensor]
@@ -90,8 +91,9 @@ def _forward_product(
     pairs = [(g, t) for g, t in zip(gs, tangents) if g is not None and g.requires_grad]
     if not pairs:
         return tuple(results)
-    jv = _C._run_backward([g for g, _ in pairs], [t for _, t in pairs], True, create_graph,
-                          dummies, True, False)
+    with graph._graph_task([g for g, _ in pairs], dummies):
+        jv = _C._run_backward([g for g, _ in pairs], [t for _, t in pairs], True, create_graph,
+                              dummies, True, False)
     for i, r in zip(diff, jv):
         results[i] = r
     return tuple(results)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["cpu", "cuda", "cudnn", "mha", "mkldnn", "mps", "openmp", "mkl", "set_float32_matmul_precision",
+__all__ = ["cpu", "cuda", "cudnn", "mha", "mkldnn", "mps", "openmp", "mkl", "opt_einsum",
+           "set_float32_matmul_precision",
            "get_float32_matmul_precision"]
 
 _PRECISIONS = ("highest", "high", "medium")
@@ -65,4 +66,4 @@ def get_float32_matmul_precision() -> str:
     return _matmul_precision
 
 
-from ember.backends import cpu, cuda, cudnn, mha, mkl, mkldnn, mps, openmp  # noqa: E402
+from ember.backends import cpu, cuda, cudnn, mha, mkl, mkldnn, mps, openmp, opt_einsum  # noqa: E402

@@ -1826,7 +1826,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
     """
     pad = [int(p) for p in pad]
     if len(pad) % 2 != 0 or len(pad) // 2 > input.ndim:
-        raise ValueError(
+        raise RuntimeError(  # torch's class
             f"pad: padding length must be even and at most 2 * input.ndim "
             f"(= {2 * input.ndim}), got {len(pad)} for input of shape {_shape(input)}"
         )
@@ -1889,8 +1889,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     [[[1.0, 1.0, 2.0, 2.0]]]
     """
     _require_tensors("interpolate", input=input)
+    # NotImplementedError for input dims the mode does not handle, as torch raises
     if input.ndim < 3 or input.ndim > 5:
-        raise ValueError(
+        raise NotImplementedError(
             f"interpolate: expected (N, C, *spatial) input with 1-3 spatial dims, got shape "
             f"{_shape(input)}"
         )
@@ -1902,7 +1903,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
             "bilinear, bicubic, trilinear, area)"
         )
     if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != nd:
-        raise ValueError(
+        raise NotImplementedError(
             f"interpolate: mode {mode!r} expects {_INTERP_DIMS[mode] + 2}-D input, got shape "
             f"{_shape(input)}"
         )
@@ -2260,17 +2261,36 @@ def _regression_operands(input: Tensor, target: Tensor, bool_target: bool = True
     return input, target
 
 
-def _check_class_target(op: str, input: Tensor, target: Tensor) -> None:
+def _check_class_target(op: str, input: Tensor, target: Tensor) -> Tensor:
+    """Checks class-index targets with PyTorch's exception classes: ValueError for a 0-D input or
+    a batch size that differs from the input's, RuntimeError for other shape mismatches. Returns
+    the target, a size-1 target of a 1-D input made 0-D (as torch accepts it)."""
     if input.ndim == 0:
         raise ValueError(f"{op}: input must have at least 1 dim (C), got a 0-D tensor")
     if target.dtype.is_floating_point:
-        return
-    want = () if input.ndim == 1 else _shape(input)[:1] + _shape(input)[2:]
-    if _shape(target) != want:
-        raise ValueError(
+        return target
+    shape_in, shape_t = _shape(input), _shape(target)
+    if input.ndim == 1:
+        if target.ndim == 0:
+            return target
+        if target.ndim == 1:
+            if shape_t[0] != 1:
+                raise ValueError(f"{op}: for 1D input, 1D target must have size 1, but got target "
+                                 f"size: {shape_t[0]}")
+            return target.reshape(())
+        raise RuntimeError(f"{op}: 0D or 1D target tensor expected, multi-target not supported "
+                           f"(input of shape {shape_in}, target of shape {shape_t})")
+    want = shape_in[:1] + shape_in[2:]
+    if shape_t != want:
+        batch = shape_t[0] if target.ndim >= 1 else 0
+        if batch != shape_in[0]:
+            raise ValueError(f"{op}: expected input batch_size ({shape_in[0]}) to match target "
+                             f"batch_size ({batch})")
+        raise RuntimeError(
             f"{op}: expected target of shape {want} (class indices) for input of shape "
-            f"{_shape(input)}, got {_shape(target)}"
+            f"{shape_in}, got {shape_t}"
         )
+    return target
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -2287,13 +2307,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("cross_entropy", reduction)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}")
+        raise RuntimeError(f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}")
     if target.dtype.is_floating_point and _shape(target) != _shape(input):
         raise RuntimeError(
             f"cross_entropy: class-probability target must have the shape of input "
             f"{_shape(input)}, got {_shape(target)}"
         )
-    _check_class_target("cross_entropy", input, target)
+    target = _check_class_target("cross_entropy", input, target)
     return _C.cross_entropy(input, target, weight, reduction, ignore_index, label_smoothing)
 
 
@@ -2310,7 +2330,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     _check_reduction("nll_loss", reduction)
     if target.dtype.is_floating_point:
         raise RuntimeError(f"nll_loss: expected integer class indices, got target dtype {target.dtype}")
-    _check_class_target("nll_loss", input, target)
+    target = _check_class_target("nll_loss", input, target)
     return _C.nll_loss(input, target, weight, reduction, ignore_index)
 
 
@@ -2359,7 +2379,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("smooth_l1_loss", reduction)
     if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+        raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
     input, target = _regression_operands(input, target)
     return _C.smooth_l1_loss(input, target, reduction, beta)
@@ -2375,7 +2395,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     """
     _check_reduction("huber_loss", reduction)
     if delta <= 0:
-        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+        raise RuntimeError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_size("huber_loss", input, target)
     input, target = _regression_operands(input, target, promote=False)
     if weight is not None:
@@ -2465,28 +2485,30 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
                       eps: float = 1e-6, reduction: str = "mean") -> Tensor:
     """``0.5 (log(var) + (input - target)^2 / var)`` (+ 0.5 log(2 pi) with full).
 
-    var has the input's shape, or one dim fewer / a trailing 1 (homoscedastic over the last
-    dim); it is clamped to eps without blocking its gradient.
+    var has the input's shape, or one dim fewer (homoscedastic over the last dim), or the
+    input's number of dims with exactly one dim of size 1 where the input's differs (shared over
+    that dim, e.g. (N, 1, H, W) for an (N, C, H, W) input); it is clamped to eps without blocking
+    its gradient.
 
     >>> import ember
     >>> gaussian_nll_loss(ember.tensor([1.0]), ember.tensor([1.0]), ember.tensor([1.0])).item()
     0.0
     """
     _check_reduction("gaussian_nll_loss", reduction)
+    # PyTorch's messages, word for word: programs print and match them
     if not isinstance(var, Tensor):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
         var = ember.full_like(input, float(var))
-    if _shape(var) != _shape(input):
-        if _shape(input)[:-1] == _shape(var):
+    elif var.device.type != "meta" and bool((var < 0).any().item()):
+        raise ValueError("var has negative entry/entries")
+    in_shape, var_shape = _shape(input), _shape(var)
+    if var_shape != in_shape:
+        if in_shape[:-1] == var_shape:
             var = var.unsqueeze(-1)
-        elif _shape(input)[:-1] == _shape(var)[:-1] and var.shape[-1] == 1:
-            pass
-        else:
-            raise ValueError(
-                f"gaussian_nll_loss: var of shape {_shape(var)} does not match input "
-                f"{_shape(input)} (expected the same shape, one dim fewer, or a trailing 1)"
-            )
-    if var.device.type != "meta" and bool((var < 0).any().item()):
-        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+        elif not (len(in_shape) == len(var_shape)
+                  and sum(v for i, v in zip(in_shape, var_shape) if i != v) == 1):
+            raise ValueError("var is of incorrect size")
     # clamp the value but let the gradient through unchanged (as PyTorch does)
     with ember.no_grad():
         bump = var.clamp(min=eps) - var

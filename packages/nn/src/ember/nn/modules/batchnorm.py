@@ -107,8 +107,11 @@ class _NormBase(Module):
 class _BatchNorm(_NormBase):
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
-        if input.shape[1] != self.num_features:
-            raise ValueError(
+        # RuntimeError, as torch; with neither running statistics nor affine parameters torch
+        # normalizes whatever channel count the input has
+        if input.shape[1] != self.num_features and any(
+                t is not None for t in (self.running_mean, self.running_var, self.weight, self.bias)):
+            raise RuntimeError(
                 f"{self._get_name()}: expected input with {self.num_features} channels (dim 1), "
                 f"got input of shape {tuple(input.shape)}"
             )
@@ -234,7 +237,7 @@ class SyncBatchNorm(_BatchNorm):
             return super().forward(input)
         self._check_input_dim(input)
         if input.shape[1] != self.num_features:
-            raise ValueError(
+            raise RuntimeError(
                 f"SyncBatchNorm: expected input with {self.num_features} channels (dim 1), got "
                 f"input of shape {tuple(input.shape)}"
             )

@@ -132,8 +132,11 @@ class GroupNorm(Module):
     reset_parameters = _reset_affine
 
     def forward(self, input: Tensor) -> Tensor:
-        if input.ndim < 2 or input.shape[1] != self.num_channels:
-            raise ValueError(
+        # RuntimeError, as torch; without affine parameters torch normalizes any channel count
+        # that num_groups divides (group_norm checks that)
+        if input.ndim < 2 or (input.shape[1] != self.num_channels
+                              and (self.weight is not None or self.bias is not None)):
+            raise RuntimeError(
                 f"GroupNorm: expected input of shape (N, {self.num_channels}, *), got "
                 f"{tuple(input.shape)}"
             )
@@ -169,9 +172,11 @@ class _InstanceNorm(_NormBase):
                     f"({self.num_features}), but got input of shape {tuple(input.shape)}"
                 )
         use_input_stats = self.training or not self.track_running_stats
+        # momentum=None is no cumulative average here (unlike BatchNorm): PyTorch passes 0.0,
+        # so the running statistics stay as they are
         out = F.instance_norm(
             x, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
-            self.momentum if self.momentum is not None else 0.1, self.eps,
+            self.momentum if self.momentum is not None else 0.0, self.eps,
         )
         return out if batched else out.squeeze(0)
 
