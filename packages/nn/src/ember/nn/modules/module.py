@@ -401,8 +401,8 @@ def _addindent(s: str, spaces: int) -> str:
     return lines[0] + "\n" + "\n".join(pad + line for line in lines[1:])
 
 
-# Depth of nested Module.__call__ per thread: the outermost call rewrites a failing layer's
-# error message with the layer's path in the model.
+# Depth of nested Module.__call__ per thread: the outermost call adds a note naming the failing
+# layer's path in the model to the error (the message itself stays the one torch gives).
 _call_state = threading.local()
 _ANNOTATED_ERRORS = (RuntimeError, ValueError, TypeError, IndexError)
 
@@ -413,13 +413,14 @@ def _short_repr(module: Module) -> str:
 
 
 def _annotate_error(err: BaseException, module: Module, outermost: bool) -> None:
-    """Remembers the innermost failing module; the outermost call names it in the message."""
+    """Remembers the innermost failing module; the outermost call names it in a note, which
+    tracebacks print under the message (``str(err)`` is unchanged, as in PyTorch)."""
     if not isinstance(err, _ANNOTATED_ERRORS):
         return
     d = err.__dict__
     if "_ember_failed_module" not in d:
         d["_ember_failed_module"] = module
-    if not outermost or d.get("_ember_annotated") or not err.args or not isinstance(err.args[0], str):
+    if not outermost or d.get("_ember_annotated"):
         return
     failed = d["_ember_failed_module"]
     path = None
@@ -429,7 +430,11 @@ def _annotate_error(err: BaseException, module: Module, outermost: bool) -> None
             break
     if path is None:  # the failing module is not a registered submodule (a plain attribute)
         path = f"model.<{failed._get_name()}>"
-    err.args = (f"{path} ({_short_repr(failed)}): {err.args[0]}",) + err.args[1:]
+    note = f"in {path} ({_short_repr(failed)})"
+    if hasattr(err, "add_note"):
+        err.add_note(note)
+    else:  # Python 3.10: kept where 3.11's traceback would print it
+        d.setdefault("__notes__", []).append(note)
     d["_ember_annotated"] = True
 
 
