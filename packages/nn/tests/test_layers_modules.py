@@ -181,8 +181,9 @@ def test_dropout_modules_train_eval():
 
 def test_wrong_shape_error_names_module_path():
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4, 2))
-    with pytest.raises(Exception, match=r"model\.(0|3)"):
+    with pytest.raises(Exception) as info:
         model(ember.zeros(1, 3, 5, 5))
+    assert info.value.__notes__[0].startswith(("in model.0 (", "in model.3 ("))
     with pytest.raises(ValueError, match="BatchNorm2d"):
         nn.BatchNorm2d(3)(ember.zeros(2, 3))
 
@@ -274,8 +275,9 @@ def test_embedding_max_norm_module():
 ])
 def test_bad_input_names_module_path(layer, bad):
     model = nn.Sequential(nn.Identity(), layer())
-    with pytest.raises((RuntimeError, ValueError), match=r"model\.1 \(") as info:
+    with pytest.raises((RuntimeError, ValueError)) as info:
         model(ember.zeros(*bad))
+    assert info.value.__notes__[0].startswith("in model.1 (")
     assert str(tuple(bad)) in str(info.value)  # the received shape is named
 
 
