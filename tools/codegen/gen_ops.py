@@ -461,6 +461,8 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
     if not (op.complex_autograd or op.tangent == "linear"):
         run += f'  check_complex_autograd("{op.name}", {{{guard_ins}}}, {guard_out});\n'
     formulas = op.derivatives
+    if op.node_name and not formulas:
+        raise ValueError(f"{op.name}: node_name needs derivative formulas (a node of its own)")
     if not formulas:
         # No formula: the result's backward raises a clear error.
         body.append(run)
@@ -533,8 +535,15 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
                        else f"  InputMeta {a.name}_meta;\n")
     if multi_out:
         members.append("  std::vector<InputMeta> result_metas;\n")
+    # The reported name: the YAML node_name (PyTorch's), fixed or chosen per call; the class
+    # keeps the numbered name (two entries may report the same name, e.g. ViewBackward0).
+    if op.node_name_is_expr:
+        name_member = ['  const char* name_ = "";\n',
+                       "  std::string name() const override { return name_; }\n"]
+    else:
+        name_member = [f'  std::string name() const override {{ return "{op.node_name or node}"; }}\n']
     cls = [f"namespace {{\nstruct {node} final : public Node {{\n",
-           f'  std::string name() const override {{ return "{node}"; }}\n',
+           *name_member,
            *members,
            "  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {\n",
            "    std::vector<Tensor> out(next_edges.size());\n"]
@@ -617,6 +626,10 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
             line = f"  if ({needed_by(m.group(2))}) {line.strip()}\n"
         body.append(line)
     body.append(run)
+    if op.node_name_is_expr:
+        res = (f"    const auto& result = {result_expr};\n    (void)result;\n"
+               if result_expr and mentions("result", op.node_name) else "")
+        body.append(f"  {{\n{res}    node->name_ = {op.node_name};\n  }}\n")
     body.append(hooks["alias"])
     body.extend(history)
     body.append(hooks["after_history"])

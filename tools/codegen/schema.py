@@ -134,6 +134,18 @@ class Op:
     meta: str = "fallback"
     # Ops that take tensors on different devices on purpose (copies between devices).
     mixed_devices: bool = False
+    # The name the grad_fn node reports (`grad_fn.name()`, `type(grad_fn).__name__`): PyTorch's
+    # for the same call, which names a node after the overload or the op the call lowers to
+    # (max() is MaxBackward1, narrow SliceBackward0). Either a name, or a C++ expression over
+    # the op's arguments (and `result`, its first output) giving one (a `const char*`), for an
+    # overload whose PyTorch node depends on the call (sum(dim) is SumBackward1, sum()
+    # SumBackward0; matmul is MmBackward0, MvBackward0, ... by the operands' dims). Empty:
+    # <Op>Backward<n>, n counting the YAML entries of that name.
+    node_name: str = ""
+
+    @property
+    def node_name_is_expr(self) -> bool:
+        return bool(self.node_name) and re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", self.node_name) is None
 
     @property
     def native_out(self) -> bool:
@@ -259,6 +271,7 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     nondiff_outputs=list(e.get("nondiff_outputs", [])),
                     meta=e.get("meta", "fallback"),
                     mixed_devices=bool(e.get("mixed_devices", False)),
+                    node_name=str(e.get("node_name", "")).strip(),
                 )
             )
             mat = ops[-1].materialize

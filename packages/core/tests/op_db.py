@@ -646,6 +646,7 @@ SAMPLES: dict[str, list[Callable[[], tuple[list, dict]]]] = {
                                                randn(2, 4, 6, 8)], {})],
     "multinomial": [lambda: ([ember.rand(3, 4) + 0.1, 2], {})],
     "cumsum": [lambda: ([randn(3, 4), 1], {})],
+    "_logcumsumexp": [lambda: ([ember.complex(randn(3, 4), randn(3, 4)), 1], {})],
     "einsum": [lambda: (["ij,jk->ik", [randn(2, 3), randn(3, 4)]], {})],
     "tensordot": [lambda: ([randn(2, 3), randn(3, 4), 1], {})],
     "kron": [lambda: ([randn(2, 3), randn(2, 2)], {})],

@@ -4,6 +4,8 @@
 // itself and gradients of gradients work. The helpers of one family of ops build on these
 // (formulas_math.h, formulas_nn.h, ...); autograd/formulas.h includes them all.
 #pragma once
+#include <string>
+
 #include "autograd/autograd.h"
 #include "ops.h"
 
@@ -117,6 +119,40 @@ inline Tensor mean_backward(const Tensor& grad, const InputMeta& self,
 inline Tensor mm_like(const Tensor& a, const Tensor& b, const InputMeta& like) {
   if (like.col_major) return ops::t(ops::mm(ops::t(b), ops::t(a)));
   return ops::mm(a, b);
+}
+
+// The grad_fn name of a pooling op over k spatial dims, PyTorch's: its 1-d pooling runs the 2-d
+// one on an unsqueezed input and squeezes the result.
+inline const char* pool_node_name(size_t k, const char* two_d, const char* three_d) {
+  return k == 1 ? "SqueezeBackward1" : k == 2 ? two_d : three_d;
+}
+// pad's grad_fn name, PyTorch's per mode and number of padded dims (circular keeps ember's: in
+// PyTorch it is a CopySlices of the in-place copies that build it).
+inline const char* pad_node_name(const std::string& mode, size_t pad_len) {
+  const size_t k = pad_len / 2;
+  if (mode == "constant") return "ConstantPadNdBackward0";
+  if (mode == "reflect" && k >= 1 && k <= 3)
+    return k == 1   ? "ReflectionPad1DBackward0"
+           : k == 2 ? "ReflectionPad2DBackward0"
+                    : "ReflectionPad3DBackward0";
+  if (mode == "replicate" && k >= 1 && k <= 3)
+    return k == 1   ? "ReplicationPad1DBackward0"
+           : k == 2 ? "ReplicationPad2DBackward0"
+                    : "ReplicationPad3DBackward0";
+  return "PadBackward0";
+}
+
+// matmul's grad_fn name, PyTorch's: that of the op its call lowers to for these operand dims
+// (a batched operand folds into mm and a view; a matrix times a batch is computed transposed
+// and made contiguous).
+inline const char* matmul_node_name(const Tensor& self, const Tensor& other) {
+  int64_t a = self->dim(), b = other->dim();
+  if (a == 1 && b == 1) return "DotBackward0";
+  if (a == 2 && b == 1) return "MvBackward0";
+  if (a == 1 && b == 2) return "SqueezeBackward4";
+  if (a == 2 && b == 2) return "MmBackward0";
+  if (a == 2) return "CloneBackward0";
+  return "UnsafeViewBackward0";
 }
 
 // matmul's gradients, following its batching rules (1-D operands gain and lose a dim).

@@ -392,6 +392,18 @@ inline Tensor logsumexp_backward(const Tensor& grad, const Tensor& self, const T
   return mul(g, exp(sub(self, r)));
 }
 
+// _logcumsumexp (complex): y_k = log(sum_{j<=k} exp(x_j)) is holomorphic, so
+// grad_x_j = sum_{k>=j} grad_k * conj(exp(x_j - y_k)). The sum runs in log space, as a reversed
+// logcumsumexp of log(grad) - conj(y), so no exp over- or underflows on its own.
+inline Tensor logcumsumexp_backward(const Tensor& grad, const Tensor& self, const Tensor& result,
+                                    int64_t dim) {
+  if (self->dim() == 0 || self->numel() == 0) return grad;
+  const DimVector d{wrap_dim(dim, self->dim(), "logcumsumexp_backward")};
+  Tensor terms = sub(log(grad), cj(result));
+  Tensor tail = ops::flip(ops::_logcumsumexp(ops::flip(terms, d), d[0]), d);
+  return exp(add(tail, cj(self)));
+}
+
 inline Tensor cumsum_backward(const Tensor& grad, int64_t dim) {
   if (grad->dim() == 0) return grad;
   return reversed_cumsum(grad, wrap_dim(dim, grad->dim(), "cumsum_backward"));

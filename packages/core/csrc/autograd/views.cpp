@@ -45,7 +45,7 @@ std::mutex g_refresh_mutex;  // guards rebuilding a view's grad_fn from two thre
 // Gradient of a view w.r.t. the tensor it was taken from (possibly the root base).
 class AsStridedViewBackward final : public Node {
  public:
-  std::string name() const override { return "AsStridedBackward0"; }
+  std::string name() const override { return name_; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     std::vector<Tensor> out(1);
     if (!grads[0] || !should_compute(0)) return out;
@@ -54,6 +54,9 @@ class AsStridedViewBackward final : public Node {
   }
   Geometry src, view;
   ScalarType dtype = ScalarType::Float32;
+  // PyTorch's name for the view: x[1] is SelectBackward0, x[1:3] SliceBackward0 (see
+  // record_strided_view); as_strided and rebuilt views are AsStridedBackward0.
+  const char* name_ = "AsStridedBackward0";
 };
 
 // grad_fn of a base whose view was written in place: the view's region of the gradient goes
@@ -246,7 +249,7 @@ void mark_inplace_view(const Tensor& self) {
   m->view_version = self->version();
 }
 
-void record_strided_view(const Tensor& src_in, const Tensor& view) {
+void record_strided_view(const Tensor& src_in, const Tensor& view, const char* name) {
   if (!differentiable(view->dtype()) || !requires_grad(src_in)) return;
   if (!grad_enabled()) {
     mark_one(view, src_in, true);
@@ -267,6 +270,7 @@ void record_strided_view(const Tensor& src_in, const Tensor& view) {
   node->src = Geometry(src);
   node->view = Geometry(view);
   node->dtype = src->dtype();
+  node->name_ = name;
   node->next_edges = {gradient_edge(src)};
   set_history(view, node);
   mark_one(view, src, false);

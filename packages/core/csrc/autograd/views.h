@@ -53,8 +53,10 @@ void rebase_view_history(const Tensor& self, const std::shared_ptr<Node>& fn);
 void mark_inplace_view(const Tensor& self);
 
 // A view computed from sizes/strides (basic indexing, as_strided): records a grad_fn that puts
-// its gradient back into src's layout (grad mode), or marks a no-grad view of src.
-void record_strided_view(const Tensor& src, const Tensor& view);
+// its gradient back into src's layout (grad mode), or marks a no-grad view of src. `name` is
+// the grad_fn's name (a string literal: PyTorch's for the indexing that made the view).
+void record_strided_view(const Tensor& src, const Tensor& view,
+                         const char* name = "AsStridedBackward0");
 // as_strided_ on a tensor that requires grad: the new layout's history from the old one.
 void record_inplace_strided(const Tensor& self, const Geometry& before, const Edge& old_edge);
 

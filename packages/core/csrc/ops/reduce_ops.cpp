@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "kernels/cpu/reduce_utils.h"  // dim_mask / reduced_sizes: shape arithmetic only
 #include "ops.h"
@@ -19,6 +20,12 @@ Tensor var(const Tensor& self, bool unbiased) {
 }
 Tensor std(const Tensor& self, bool unbiased) {
   return ops::std(self, std::nullopt, std::optional<bool>(unbiased), false, std::nullopt);
+}
+std::tuple<Tensor, Tensor> var_mean(const Tensor& self, bool unbiased) {
+  return ops::var_mean(self, std::nullopt, std::optional<bool>(unbiased), false, std::nullopt);
+}
+std::tuple<Tensor, Tensor> std_mean(const Tensor& self, bool unbiased) {
+  return ops::std_mean(self, std::nullopt, std::optional<bool>(unbiased), false, std::nullopt);
 }
 
 Tensor norm(const Tensor& self, const std::string& p, const std::optional<DimVector>& dim,

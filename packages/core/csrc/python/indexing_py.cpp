@@ -90,6 +90,44 @@ Tensor basic_index(const Tensor& self, PyObject* const* items, Py_ssize_t n) {
   return make_view(self, std::move(sizes), std::move(strides), offset);
 }
 
+// PyTorch's grad_fn name for basic indexing (ember makes one strided view; PyTorch applies the
+// items in order, so its grad_fn is the last op's): an int is a select, None an unsqueeze, a
+// slice a slice; inside a tuple a slice over a whole dim and `...` are skipped, and a tuple that
+// applies nothing gives an alias. Run only for views that record history.
+const char* basic_index_node_name(const Tensor& self, PyObject* const* items, Py_ssize_t n,
+                                  bool tuple) {
+  if (!tuple) {
+    PyObject* o = items[0];
+    return o == Py_None       ? "UnsqueezeBackward0"
+           : o == Py_Ellipsis ? "AliasBackward0"
+           : PySlice_Check(o) ? "SliceBackward0"
+                              : "SelectBackward0";
+  }
+  const char* name = "AliasBackward0";
+  int64_t consumed = 0;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (items[i] != Py_None && items[i] != Py_Ellipsis) consumed++;
+  int64_t d = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* o = items[i];
+    if (o == Py_None) {
+      name = "UnsqueezeBackward0";
+    } else if (o == Py_Ellipsis) {
+      d += self->dim() - consumed;
+    } else if (PySlice_Check(o)) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(o, &start, &stop, &step) < 0) throw py::error_already_set();
+      Py_ssize_t len = PySlice_AdjustIndices(self->size(d), &start, &stop, step);
+      if (!(start == 0 && step == 1 && len == self->size(d))) name = "SliceBackward0";
+      ++d;
+    } else {
+      name = "SelectBackward0";
+      ++d;
+    }
+  }
+  return name;
+}
+
 // The same through the dispatched view ops (select, narrow, unsqueeze; unfold for a slice with
 // a step), which record their own autograd history: what x[...] runs while the
 // __torch_dispatch__ hook is on (ops/python_dispatch.h), so handlers see it.
@@ -347,18 +385,18 @@ Tensor getitem(const Tensor& self, py::handle index) {
       autograd::maybe_overlapping(self->sizes(), self->strides()))
     return getitem(ops::contiguous(self), index);  // expanded: index a copy (same values)
   PyObject* o = index.ptr();
-  auto basic = [&](PyObject* const* items, Py_ssize_t n) {
+  auto basic = [&](PyObject* const* items, Py_ssize_t n, bool tuple) {
     if (python_dispatch::on()) return basic_index_dispatched(self, items, n);
     Tensor v = basic_index(self, items, n);
-    if (track) autograd::record_strided_view(self, v);
+    if (track) autograd::record_strided_view(self, v, basic_index_node_name(self, items, n, tuple));
     return v;
   };
-  if (is_basic(o)) return basic(&o, 1);
+  if (is_basic(o)) return basic(&o, 1, false);
   if (PyTuple_Check(o)) {
     Py_ssize_t n = PyTuple_GET_SIZE(o);
     bool all_basic = true;
     for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(PyTuple_GET_ITEM(o, i));
-    if (all_basic) return basic(&PyTuple_GET_ITEM(o, 0), n);
+    if (all_basic) return basic(&PyTuple_GET_ITEM(o, 0), n, true);
   }
   check_not_dispatch_subclass(self, "indexing");
   Indexed ix = apply_indices(self, o);

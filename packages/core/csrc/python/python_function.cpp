@@ -391,8 +391,8 @@ py::tuple delayed_error(const std::string& msg, py::tuple outputs) {
 }
 
 // The Python type named `name` (SumBackward0, AccumulateGrad, ...) for graph nodes, made once
-// and kept on ember._C.Node; the name is Node.name()'s in Python (ember.autograd.graph gives
-// PyTorch's names where ember's nodes are named otherwise). Graph walkers such as torchviz label
+// and kept on ember._C.Node; the name is the C++ node's own, PyTorch's for the same call (the
+// YAML `node_name` of each op, see tools/codegen/schema.py). Graph walkers such as torchviz label
 // nodes with type(fn).__name__, as torch's nodes each have their own type. The subclass adds
 // nothing to Node's instances, and it takes Node's allocator, deallocator and (absent)
 // garbage-collector support, so that an instance's __class__ can be switched to it in place.
@@ -431,7 +431,7 @@ py::object node_to_py(const std::shared_ptr<Node>& node) {
   py::object obj = py::cast(node);
   py::handle base = py::type::of<Node>();
   if (Py_TYPE(obj.ptr()) == reinterpret_cast<PyTypeObject*>(base.ptr()))
-    obj.attr("__class__") = named_node_type(base, obj.attr("name")().cast<std::string>());
+    obj.attr("__class__") = named_node_type(base, node->name());
   return obj;
 }
 

@@ -623,8 +623,11 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
         raise IndexError(f"logcumsumexp: dimension out of range (expected to be in range of "
                          f"[{-nd}, {nd - 1}], but got {dim})")
     if input.is_complex():  # (a cast to float would drop the imaginary part)
-        raise NotImplementedError(f"logcumsumexp: not implemented for complex input "
-                                  f"({input.dtype}) yet")
+        if input.device.type != "cpu":
+            raise NotImplementedError(f"logcumsumexp: complex input ({input.dtype}) is only "
+                                      f"supported on the CPU yet")
+        # The kernel's recurrence gives PyTorch's imaginary parts (not wrapped into (-pi, pi]).
+        return _C._logcumsumexp(input, dim)
     x = _float_of(input)
     if x.ndim == 0 or x.numel() == 0:
         return x.clone()

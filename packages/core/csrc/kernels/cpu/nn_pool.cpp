@@ -316,13 +316,46 @@ void global_avg_pool(const PoolPlan& p, const T* px, T* po, int64_t div) {
   });
 }
 
-Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool count_include_pad,
+// Average pooling of int64 input, as PyTorch's: the window's sum wraps around like int64
+// arithmetic and is divided with truncation toward zero.
+void avg_pool_int64(const PoolPlan& p, const int64_t* px, int64_t* po, bool count_include_pad,
                     std::optional<int64_t> divisor_override) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented, op,
-                   ": expected a floating-point input, got ", dtype_name(self->dtype()));
+  const int64_t P = p.in_numel(), Q = p.out_numel();
+  for_each_plane(p, [&](int64_t pl) {
+    const int64_t* xp = px + pl * P;
+    int64_t q = pl * Q;
+    for (int64_t od = 0; od < p.out[0]; ++od)
+      for (int64_t oh = 0; oh < p.out[1]; ++oh)
+        for (int64_t ow = 0; ow < p.out[2]; ++ow, ++q) {
+          uint64_t sum = 0;  // unsigned: overflow wraps (defined), as int64 sums do in PyTorch
+          visit_window(p, od, oh, ow, [&](int64_t i) { sum += static_cast<uint64_t>(xp[i]); });
+          const int64_t div =
+              divisor_override ? *divisor_override
+              : count_include_pad
+                  ? p.win[0][od].divisor * p.win[1][oh].divisor * p.win[2][ow].divisor
+                  : p.win[0][od].count * p.win[1][oh].count * p.win[2][ow].count;
+          const auto s = static_cast<int64_t>(sum);
+          // INT64_MIN / -1 overflows: negate through unsigned arithmetic instead.
+          po[q] = div == -1 ? static_cast<int64_t>(0 - sum) : s / div;
+        }
+  });
+}
+
+// int64_ok: fixed-window pooling takes int64 input (as PyTorch's); adaptive pooling does not.
+Tensor avg_pool_run(const char* op, const Tensor& self, const PoolPlan& p, bool count_include_pad,
+                    std::optional<int64_t> divisor_override, bool int64_ok = false) {
+  const bool int64 = int64_ok && self->dtype() == ScalarType::Int64;
+  EMBER_CHECK_KIND(is_floating(self->dtype()) || int64, DtypeNotImplemented, op,
+                   ": expected a floating-point", int64_ok ? " or int64" : "", " input, got ",
+                   dtype_name(self->dtype()));
   Tensor x = nn::contig(self);
   Tensor out = ember::empty(p.out_shape, x->dtype(), x->device());
   if (out->numel() == 0) return out;
+  if (int64) {
+    avg_pool_int64(p, x->data_as<int64_t>(), out->data_as<int64_t>(), count_include_pad,
+                   divisor_override);
+    return out;
+  }
   EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
@@ -588,7 +621,8 @@ Tensor _avg_pool(const Tensor& self, const DimVector& kernel_size, const DimVect
   nn::check_divisor_override(divisor_override);
   PoolPlan p = fixed_plan("avg_pool", self->sizes(), kernel_size, stride, padding, DimVector{1},
                           ceil_mode, count_include_pad);
-  return avg_pool_run("avg_pool", self, p, count_include_pad, divisor_override);
+  return avg_pool_run("avg_pool", self, p, count_include_pad, divisor_override,
+                      /*int64_ok=*/true);
 }
 
 Tensor _avg_pool_backward(const Tensor& grad_output, const DimVector& input_size,

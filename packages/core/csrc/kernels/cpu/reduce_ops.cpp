@@ -1148,7 +1148,46 @@ std::tuple<Tensor, Tensor> cumext_impl(const Tensor& self, int64_t dim, const ch
   return {values, indices};
 }
 
+// log(exp(a) + exp(b)) for complex a (the running value) and b (the next element), PyTorch's
+// way: max is the one of larger real part (b on a tie), and the result max + log1p(exp(min -
+// max)), whose imaginary part is max's plus an angle in [-pi/2, pi/2] (not wrapped).
+std::complex<double> log_add_exp(std::complex<double> a, std::complex<double> b) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (std::isnan(a.real()) || std::isnan(a.imag()) || std::isnan(b.real()) || std::isnan(b.imag()))
+    return {nan, nan};
+  const std::complex<double> hi = a.real() > b.real() ? a : b, lo = a.real() > b.real() ? b : a;
+  if (!std::isfinite(lo.real()) && lo.real() == hi.real())
+    return lo.real() < 0 ? lo : std::log(std::exp(lo) + std::exp(hi));  // both -inf / +inf
+  const std::complex<double> z = std::exp(lo - hi);                     // |z| <= 1
+  // log1p(z), accurate for small |z|: log|1 + z| = log1p(2 Re z + |z|^2) / 2.
+  const double re = 0.5 * std::log1p(2 * z.real() + std::norm(z));
+  return hi + std::complex<double>(re, std::atan2(z.imag(), 1 + z.real()));
+}
+
 }  // namespace
+
+Tensor _logcumsumexp(const Tensor& self, int64_t dim) {
+  EMBER_CHECK_KIND(is_complex(self->dtype()), DtypeNotImplemented,
+                   "_logcumsumexp: expected a complex input, got ", dtype_name(self->dtype()));
+  int64_t d = wrap_dim(dim, self->dim(), "logcumsumexp");
+  Tensor out = ember::empty(self->sizes(), self->dtype(), self->device());
+  if (self->numel() == 0) return out;
+  auto rows = reduce::dim_rows(self, d);
+  EMBER_DISPATCH_COMPLEX(self->dtype(), "logcumsumexp", [&] {
+    using C = std::complex<double>;
+    // (whether the column has started, the running value)
+    scan_rows<scalar_t, std::pair<bool, C>>(
+        rows, rows.t->data_as<scalar_t>(), out->data_as<scalar_t>(),
+        [] { return std::pair<bool, C>(false, C()); },
+        [](std::pair<bool, C>& a, scalar_t v) {
+          const C x(static_cast<double>(v.real()), static_cast<double>(v.imag()));
+          a.second = a.first ? log_add_exp(a.second, x) : x;
+          a.first = true;
+          return scalar_t(a.second);
+        });
+  });
+  return out;
+}
 
 Tensor cumsum(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
   return cum_impl<false>(self, dim, dtype, "cumsum");

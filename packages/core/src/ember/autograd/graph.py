@@ -47,48 +47,7 @@ class Node(abc.ABC):
 
 
 Node.register(_C.Node)
-
-# PyTorch's names for the nodes of ops where ember's differ: PyTorch names a node after the
-# overload or the op that the call lowers to (``x.max()`` is MaxBackward1, ``x.max(0)``
-# MaxBackward0, ``x.to(dtype)`` ToCopyBackward0, ``x.narrow`` SliceBackward0, ``F.cross_entropy``
-# NllLossBackward0); printed grad_fns (``grad_fn=<NllLossBackward0>``) then read as PyTorch's.
-# Only names that stand for one PyTorch node are renamed (reshape / flatten: the view a
-# contiguous input gets).
-_TORCH_NAMES = {
-    "MaxBackward0": "MaxBackward1", "MaxBackward1": "MaximumBackward0",
-    "MaxBackward2": "MaxBackward0", "MinBackward0": "MinBackward1",
-    "MinBackward1": "MinimumBackward0", "MinBackward2": "MinBackward0",
-    "VarBackward1": "VarBackward0", "StdBackward1": "StdBackward0",
-    "ToDtypeBackward0": "ToCopyBackward0", "ViewBackward1": "ViewBackward0",
-    "NarrowBackward0": "SliceBackward0", "ChunkBackward0": "SplitBackward0",
-    "ExpandAsBackward0": "ExpandBackward0", "ViewAsBackward0": "ViewBackward0",
-    "ReshapeBackward0": "ViewBackward0", "ReshapeAsBackward0": "ViewBackward0",
-    "FlattenBackward0": "ViewBackward0", "CrossEntropyLossBackward0": "NllLossBackward0",
-    "MovedimBackward0": "PermuteBackward0", "TileBackward0": "RepeatBackward0",
-    "SquareBackward0": "PowBackward0", "ContiguousBackward0": "CloneBackward0",
-    "Log1pBackward0": "Log1PBackward0", "LogsigmoidBackward0": "LogSigmoidBackward0",
-    "Im2colBackward0": "Im2ColBackward0", "Col2imBackward0": "Col2ImBackward0",
-    "RpowBackward0": "PowBackward2", "OuterBackward0": "MulBackward0",
-    "NanmeanBackward0": "DivBackward0", "ClipBackward0": "ClampBackward1",
-    "NormBackward0": "LinalgVectorNormBackward0",
-    "UpsampleNearest1dBackward0": "UpsampleNearest1DBackward0",
-    "UpsampleNearest2dBackward0": "UpsampleNearest2DBackward0",
-    "UpsampleNearest3dBackward0": "UpsampleNearest3DBackward0",
-    "UpsampleLinear1dBackward0": "UpsampleLinear1DBackward0",
-    "UpsampleBilinear2dBackward0": "UpsampleBilinear2DBackward0",
-    "UpsampleBicubic2dBackward0": "UpsampleBicubic2DBackward0",
-    "UpsampleTrilinear3dBackward0": "UpsampleTrilinear3DBackward0",
-}
-_node_name = _C.Node.name
-
-
-def _torch_node_name(self: Any) -> str:
-    name = _node_name(self)
-    return _TORCH_NAMES.get(name, name)
-
-
-_C.Node.name = _torch_node_name
-_C.Node.__repr__ = lambda self: f"<{_torch_node_name(self)} object>"
+# The built-in nodes report PyTorch's names themselves (the YAML `node_name` of each op).
 
 
 class saved_tensors_hooks:
