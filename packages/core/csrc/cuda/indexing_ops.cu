@@ -802,9 +802,7 @@ Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
 Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) {
   const char* op = "masked_select()";
   ix::check_cuda(self, op, "self");
-  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
-                   ": expected a boolean mask, but got mask with dtype ",
-                   dtype_name(mask->dtype()));
+  check_mask_dtype(mask, op);
   ix::check_same_device(self, mask, op, "mask");
   DimVector shape = broadcast_shapes(self->sizes(), mask->sizes(), op);
   Scan s = scan_nonzero(mask, shape, op);

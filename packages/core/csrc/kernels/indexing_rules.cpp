@@ -181,9 +181,8 @@ void check_index_source_shape(const Tensor& self, int64_t dim, const Tensor& ind
 }
 
 void check_mask_dtype(const Tensor& mask, const char* op) {
-  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
-                   ": only supports boolean masks, but got mask with dtype ",
-                   dtype_name(mask->dtype()));
+  EMBER_CHECK(mask->dtype() == ScalarType::Bool, op,
+              ": only supports boolean masks, but got mask with dtype ", dtype_name(mask->dtype()));
 }
 
 void check_mask_broadcasts(const Tensor& self, const Tensor& mask, const char* op) {

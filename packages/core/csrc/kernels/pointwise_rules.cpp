@@ -76,9 +76,9 @@ bool check_clamp_bool(ScalarType common, const TensorOrScalar& min, const Tensor
 }
 
 void check_where_condition(const Tensor& condition) {
-  EMBER_CHECK_KIND(
-      condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8, Type,
-      "where: expected condition to be a bool tensor, got ", dtype_name(condition->dtype()));
+  EMBER_CHECK(condition->dtype() == ScalarType::Bool || condition->dtype() == ScalarType::UInt8,
+              "where: expected condition to be a bool tensor, got ",
+              dtype_name(condition->dtype()));
 }
 
 void check_lerp_dtypes(const Tensor& self, const Tensor& end) {

@@ -180,7 +180,7 @@ Device parse_device(const std::string& s, std::optional<int64_t> index) {
     try {
       d.index = static_cast<int8_t>(std::stoi(s.substr(colon + 1)));
     } catch (...) {
-      throw py::value_error("invalid device string: '" + s + "'");
+      EMBER_FAIL(Runtime, "Invalid device string: '", s, "'");
     }
   }
   const std::string pu1 = device_type_name(DeviceType::PrivateUse1);
@@ -193,8 +193,8 @@ Device parse_device(const std::string& s, std::optional<int64_t> index) {
   } else if (type == pu1) {
     d.type = DeviceType::PrivateUse1;
   } else {
-    throw py::value_error("Expected one of cpu, cuda, meta, " + pu1 +
-                          " device type at start of device string: " + s);
+    EMBER_FAIL(Runtime, "Expected one of cpu, cuda, meta, ", pu1,
+               " device type at start of device string: ", s);
   }
   if (index) d.index = static_cast<int8_t>(*index);
   return d;

@@ -659,9 +659,7 @@ Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& sou
 
 Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) {
   const char* op = "masked_select()";
-  EMBER_CHECK_KIND(mask->dtype() == ScalarType::Bool, Type, op,
-                   ": expected a boolean mask, but got mask with dtype ",
-                   dtype_name(mask->dtype()));
+  check_mask_dtype(mask, op);
   DimVector shape = broadcast_shapes(self->sizes(), mask->sizes(), op);
   TensorIterator it(op);
   it.add_input(expand_view(self, shape)).add_input(expand_view(mask, shape)).no_casting().build();
