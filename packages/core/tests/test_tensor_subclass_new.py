@@ -205,11 +205,12 @@ def test_legacy_constructor_forms():
                 lib.Tensor(range(3)).tolist(), lib.Tensor(data=[1.0]).tolist(),
                 tuple(lib.Tensor(size=(2,)).shape), lib.Tensor(other=t).data_ptr() == t.data_ptr(),
                 lib.Tensor([lib.tensor(1.0), lib.tensor(2.0)]).tolist(),
-                tuple(lib.Tensor(np.int64(2)).shape)]
+                tuple(lib.Tensor(np.int64(2)).shape), lib.Tensor(np.array(3.0)).tolist(),
+                lib.Tensor(s, device="cpu").tolist()]
 
     _agree(run, [(2, 3), [1.0, 2.0], "float32", [2.0, 3.0], 1, True, "int64", [1.0, 2.0], True,
                  (0,), (0,), (2, 3), [2.0, 3.0], "float32", [0.0, 1.0, 2.0], [1.0], (2,), True,
-                 [1.0, 2.0], (2,)])
+                 [1.0, 2.0], (2,), 3.0, [1.0, 1.0, 1.0]])
 
 
 def test_legacy_constructor_follows_the_default_dtype():
@@ -227,7 +228,8 @@ def test_legacy_constructor_follows_the_default_dtype():
 _BAD_CALLS = [
     ((2.5,), {}), (("ab",), {}), ((2, 3.0), {}), ((2, "a"), {}), ((None,), {}), (({1: 2},), {}),
     ((True,), {}), ((True, 2), {}), ((-1,), {}), ((2, -3), {}), (([1.0],), {"requires_grad": True}),
-    (([1.0],), {"dtype": "float64"}), ((np.float32(3),), {}),
+    (([1.0],), {"dtype": "float64"}), ((np.float32(3),), {}), ((2,), {"size": (3,)}),
+    ((2.0, 3), {}),
 ]
 
 

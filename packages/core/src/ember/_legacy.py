@@ -138,7 +138,7 @@ def _typename(obj: Any) -> str:
 
 def _invalid_combination(what: str, args: tuple, kwargs: dict) -> TypeError:
     got = ", ".join([_typename(a) for a in args] + [f"{k}={_typename(v)}" for k, v in kwargs.items()])
-    bad = [k for k in kwargs if k not in _KEYWORDS]
+    bad = [k for k in kwargs if k not in _KEYWORDS or (args and k != "device")]
     if bad:
         why = f"some of the keywords were incorrect: {', '.join(bad)}"
     else:
@@ -193,8 +193,9 @@ def _legacy_new(dtype: Any, args: tuple, kwargs: dict, what: str = "new",
     """What ``ember.Tensor(*args)`` / ``ember.<T>Tensor(*args)`` / ``t.new(*args)`` builds, after
     PyTorch's legacy overloads: ``()``, ``(storage)``, ``(tensor)``, ``(*sizes)`` or
     ``(ember.Size)``, ``(data)`` (any sequence), each but ``storage``/``tensor`` with
-    ``device=``; dtype None: the default dtype. ``alias``: ``(tensor)`` gives the tensor itself
-    (the caller makes the alias), else ``tensor.detach()``."""
+    ``device=``; dtype None: the default dtype. ``alias`` (``Tensor.__new__``): ``(tensor)``
+    gives the tensor itself (the caller makes the alias) and refuses ``device=``, else
+    ``tensor.detach()``."""
     from ember._size import Size
 
     if kwargs:
@@ -207,7 +208,7 @@ def _legacy_new(dtype: Any, args: tuple, kwargs: dict, what: str = "new",
             (key, value), = kwargs.items()
             if key == "size":
                 value = Size(value) if not isinstance(value, int) else Size([value])
-            if key in ("other", "storage") and device is not None:
+            if key == "other" and device is not None:
                 raise _invalid_combination(what, (), {key: value, "device": device})
             args = (value,)
     else:
@@ -218,7 +219,7 @@ def _legacy_new(dtype: Any, args: tuple, kwargs: dict, what: str = "new",
         out = _C.empty(0, dtype=target)
     elif len(args) == 1 and isinstance(args[0], Tensor):
         src = args[0]
-        if device is not None:
+        if device is not None and alias:  # Tensor(t, device=...); t.new(t2) passes its device
             raise RuntimeError(
                 "Legacy tensor constructor of the form ember.Tensor(tensor, device=device) is not "
                 "supported.  Use ember.tensor(...) or ember.as_tensor(...) instead.")
@@ -227,8 +228,9 @@ def _legacy_new(dtype: Any, args: tuple, kwargs: dict, what: str = "new",
                             f"{dtype!r}, got one of dtype {src.dtype!r}")
         return src if alias else src.detach()
     elif len(args) == 1 and _is_storage(args[0]):
-        if device is not None:
-            raise _invalid_combination(what, args, {"device": device})
+        if device is not None and _C.device(device).type != args[0].device.type:
+            raise RuntimeError(f"legacy constructor expects device type: {args[0].device.type} "
+                               f"but device type: {_C.device(device).type} was passed")
         return _from_storage(args[0], target)
     elif len(args) == 1 and isinstance(args[0], Size):
         out = _C.empty(_sizes(tuple(args[0]), what), dtype=target)
@@ -242,7 +244,7 @@ def _legacy_new(dtype: Any, args: tuple, kwargs: dict, what: str = "new",
             isinstance(data, (list, tuple, collections.abc.Sequence))
             or hasattr(data, "__array_interface__")
             or (hasattr(data, "__len__") and hasattr(data, "__getitem__")))
-        if not is_seq or getattr(data, "ndim", 1) == 0:
+        if not is_seq or not hasattr(data, "__len__"):  # NumPy scalars too (0-d arrays pass)
             raise TypeError(f"{what}(): data must be a sequence (got {_typename(data)})")
         out = tensor(data, dtype=target)
     else:
