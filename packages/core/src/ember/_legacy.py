@@ -152,7 +152,7 @@ def _invalid_combination(what: str, args: tuple, kwargs: dict) -> TypeError:
 
 def _is_int(a: Any) -> bool:
     """An int of a size list (a Python or NumPy integer; never a bool or a tensor)."""
-    return isinstance(a, numbers.Integral) and not isinstance(a, bool)
+    return type(a) is int or (isinstance(a, numbers.Integral) and not isinstance(a, bool))
 
 
 def _is_storage(obj: Any) -> bool:
@@ -325,7 +325,14 @@ def _new(cls: Any, *args: Any, **kwargs: Any) -> Tensor:
         raise TypeError(f"ember.Tensor.__new__({cls.__name__}): {cls.__name__} is not a subtype "
                         "of ember.Tensor")
     if len(args) == 1 and not kwargs and isinstance(args[0], Tensor):  # cls(t): the common call
-        return _alias(cls, args[0])
+        if _requires_grad(args[0]):
+            return _alias(cls, args[0])
+        out = _tensor_new(cls)
+        _tensor_init(out, args[0])
+        return out
+    if args and not kwargs and all(type(a) is int and a >= 0 for a in args):  # Tensor(2, 3)
+        out = _C.empty(args, dtype=_default_dtype())
+        return out if cls is Tensor else _alias(cls, out)
     out = _legacy_new(None, args, kwargs, "new", alias=True)
     if cls is Tensor and not any(out is a for a in (*args, *kwargs.values())):
         return out  # a new tensor: already what Tensor(...) returns
