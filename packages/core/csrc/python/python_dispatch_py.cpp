@@ -74,8 +74,10 @@ py::handle find_object(const Tensor& t, const py::detail::type_info* tinfo, py::
   if (st.tensor.lock().get() != t.get()) return h;
   PyTypeObject* cls = reinterpret_cast<PyTypeObject*>(st.cls.ptr());
   py::tuple no_args;
-  py::object obj =
-      py::reinterpret_steal<py::object>(tensor_type()->tp_new(cls, no_args.ptr(), nullptr));
+  // pybind11's allocation (Tensor's base): Tensor.__new__ is PyTorch's legacy constructor,
+  // written in Python (ember/_legacy.py), which a subclass's own __new__ may override.
+  py::object obj = py::reinterpret_steal<py::object>(
+      tensor_type()->tp_base->tp_new(cls, no_args.ptr(), nullptr));
   if (!obj) throw py::error_already_set();
   auto* inst = reinterpret_cast<py::detail::instance*>(obj.ptr());
   inst->owned = false;

@@ -1,8 +1,12 @@
 """PyTorch's older tensor spellings that real programs still use.
 
 * the legacy constructors ``ember.Tensor(2, 3)``, ``ember.Tensor([[1, 2]])``,
-  ``ember.FloatTensor(...)``, ``ember.LongTensor(...)`` ... (``isinstance(t, ember.FloatTensor)``
-  checks the dtype, as in PyTorch);
+  ``ember.Tensor(tensor)`` (an alias), ``ember.Tensor(storage)``, ``ember.FloatTensor(...)``,
+  ``ember.LongTensor(...)`` ... (``isinstance(t, ember.FloatTensor)`` checks the dtype, as in
+  PyTorch), with PyTorch's error messages;
+* ``Tensor.__new__`` is that constructor, so a subclass's ``__new__`` calls
+  ``super().__new__(cls, data)`` and its ``__init__`` receives the call's arguments, as in
+  PyTorch (``Tensor.__init__`` does nothing);
 * ``Tensor.type()`` / ``Tensor.type(dtype or "ember.FloatTensor" / "torch.FloatTensor")``;
 * ``format(t, "+.2f")`` and f-strings of 0-d tensors (formatted as their Python number);
 * ``ember.tensor(data)`` for any sequence (``collections.deque``, ``range``, user sequences),
@@ -18,6 +22,7 @@
 from __future__ import annotations
 
 import collections.abc
+import numbers
 from typing import Any
 
 from ember import _C
@@ -109,76 +114,235 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 
 
 # ---- legacy constructors ------------------------------------------------------------------------
+# PyTorch's overloads of Tensor.__new__ / Tensor.new / <T>Tensor, in its order (messages name them)
+_OVERLOADS = (
+    "(*, ember.device device = None)",
+    "(ember.Storage storage)",
+    "(Tensor other)",
+    "(tuple of ints size, *, ember.device device = None)",
+    "(object data, *, ember.device device = None)",
+)
+_KEYWORDS = ("device", "storage", "other", "size", "data")
 
-def _legacy_new(dtype: Any, args: tuple, kwargs: dict, what: str) -> Tensor:
-    """What ``ember.Tensor(*args)`` / ``ember.<T>Tensor(*args)`` builds (dtype None: default)."""
+
+def _typename(obj: Any) -> str:
+    """How PyTorch's argument parser names a type: ``Tensor``, ``list``, ``numpy.float32``."""
+    if isinstance(obj, Tensor):
+        return "Tensor"
+    t = type(obj)
+    mod = t.__module__
+    if mod == "builtins":
+        return t.__qualname__
+    return f"{'ember' if mod.startswith('ember') else mod}.{t.__qualname__}"
+
+
+def _invalid_combination(what: str, args: tuple, kwargs: dict) -> TypeError:
+    got = ", ".join([_typename(a) for a in args] + [f"{k}={_typename(v)}" for k, v in kwargs.items()])
+    bad = [k for k in kwargs if k not in _KEYWORDS or (args and k != "device")]
+    if bad:
+        why = f"some of the keywords were incorrect: {', '.join(bad)}"
+    else:
+        why = "some of the arguments have invalid types: (" + ", ".join(
+            f"!{_typename(a)}!" for a in args) + ")"
+    lines = [f" * {_OVERLOADS[0]}", f"      didn't match because {why}"]
+    lines += [f" * {sig}" for sig in _OVERLOADS[1:]]
+    return TypeError(f"{what}() received an invalid combination of arguments - got ({got}), but "
+                     "expected one of:\n" + "\n".join(lines) + "\n")
+
+
+def _is_int(a: Any) -> bool:
+    """An int of a size list (a Python or NumPy integer; never a bool or a tensor)."""
+    return type(a) is int or (isinstance(a, numbers.Integral) and not isinstance(a, bool))
+
+
+def _is_storage(obj: Any) -> bool:
+    from ember._storage import TypedStorage, UntypedStorage
+
+    return isinstance(obj, (TypedStorage, UntypedStorage))
+
+
+def _from_storage(storage: Any, dtype: Any) -> Tensor:
+    """A 1-d tensor of dtype over the whole storage (sharing it), as ``Tensor(storage)``."""
+    from ember._storage import TypedStorage
+
+    if isinstance(storage, TypedStorage):
+        if storage.dtype is not dtype:
+            raise RuntimeError(
+                f"Expected a Storage of type {_STORAGE_NAMES.get(repr(dtype), dtype)} or an "
+                f"UntypedStorage, but got type {_STORAGE_NAMES.get(repr(storage.dtype), storage.dtype)}"
+                " for argument 1 'storage'")
+        storage = storage.untyped()
+    return _C.empty(0, dtype=dtype, device=storage.device).set_(storage)
+
+
+def _sizes(args: tuple, what: str) -> list[int]:
+    sizes = []
+    for i, a in enumerate(args):
+        if not _is_int(a):
+            raise TypeError(f"{what}(): argument 'size' failed to unpack the object at pos {i + 1} "
+                            f"with error \"type must be tuple of ints,but got {_typename(a)}\"")
+        sizes.append(int(a))
+    if any(s < 0 for s in sizes):
+        neg = next(s for s in sizes if s < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {neg}: {sizes}")
+    return sizes
+
+
+def _legacy_new(dtype: Any, args: tuple, kwargs: dict, what: str = "new",
+                alias: bool = False) -> Tensor:
+    """What ``ember.Tensor(*args)`` / ``ember.<T>Tensor(*args)`` / ``t.new(*args)`` builds, after
+    PyTorch's legacy overloads: ``()``, ``(storage)``, ``(tensor)``, ``(*sizes)`` or
+    ``(ember.Size)``, ``(data)`` (any sequence), each but ``storage``/``tensor`` with
+    ``device=``; dtype None: the default dtype. ``alias`` (``Tensor.__new__``): ``(tensor)``
+    gives the tensor itself (the caller makes the alias) and refuses ``device=``, else
+    ``tensor.detach()``."""
     from ember._size import Size
 
-    device = kwargs.pop("device", None)
     if kwargs:
-        raise TypeError(f"{what}(): unexpected keyword arguments {sorted(kwargs)}")
+        kwargs = dict(kwargs)
+        if any(k not in _KEYWORDS for k in kwargs) or (args and set(kwargs) - {"device"}) or \
+                len(set(kwargs) - {"device"}) > 1:
+            raise _invalid_combination(what, args, kwargs)
+        device = kwargs.pop("device", None)
+        if kwargs:  # the one argument given by keyword (data=, size=, other=, storage=)
+            (key, value), = kwargs.items()
+            if key == "size":
+                value = Size(value) if not isinstance(value, int) else Size([value])
+            if key == "other" and device is not None:
+                raise _invalid_combination(what, (), {key: value, "device": device})
+            args = (value,)
+    else:
+        device = None
     target = dtype if dtype is not None else _default_dtype()
+    out: Tensor
     if not args:
         out = _C.empty(0, dtype=target)
     elif len(args) == 1 and isinstance(args[0], Tensor):
         src = args[0]
+        if device is not None and alias:  # Tensor(t, device=...); t.new(t2) passes its device
+            raise RuntimeError(
+                "Legacy tensor constructor of the form ember.Tensor(tensor, device=device) is not "
+                "supported.  Use ember.tensor(...) or ember.as_tensor(...) instead.")
         if dtype is not None and src.dtype is not dtype:
-            raise TypeError(f"{what}(): expected a tensor of dtype {dtype!r} (ember."
-                            f"{_type_name_of(dtype)}), got one of dtype {src.dtype!r}")
-        out = src.detach()
+            raise TypeError(f"ember.{_type_name_of(dtype)}(): expected a tensor of dtype "
+                            f"{dtype!r}, got one of dtype {src.dtype!r}")
+        return src if alias else src.detach()
+    elif len(args) == 1 and _is_storage(args[0]):
+        if device is not None and _C.device(device).type != args[0].device.type:
+            raise RuntimeError(f"legacy constructor expects device type: {args[0].device.type} "
+                               f"but device type: {_C.device(device).type} was passed")
+        return _from_storage(args[0], target)
     elif len(args) == 1 and isinstance(args[0], Size):
-        out = _C.empty(list(args[0]), dtype=target)
-    elif all(isinstance(a, int) and not isinstance(a, bool) for a in args):
-        if any(a < 0 for a in args):
-            raise RuntimeError(f"{what}(): negative dimension in size {tuple(args)}")
-        out = _C.empty(list(args), dtype=target)
+        out = _C.empty(_sizes(tuple(args[0]), what), dtype=target)
+    elif _is_int(args[0]):
+        out = _C.empty(_sizes(args, what), dtype=target)
     elif len(args) == 1:
         data = args[0]
         if isinstance(data, (str, bytes)):
-            raise TypeError(f"{what}(): invalid data type {type(data).__name__!r}")
-        is_seq = isinstance(data, (list, tuple, collections.abc.Sequence)) or hasattr(
-            data, "__array_interface__") or (hasattr(data, "__len__") and hasattr(data, "__getitem__"))
-        if not is_seq:
-            raise TypeError(f"{what}(): data must be a sequence or sizes (got "
-                            f"{type(data).__name__})")
+            raise TypeError(f"{what}(): invalid data type '{type(data).__name__}'")
+        is_seq = not isinstance(data, (dict, collections.abc.Mapping)) and (
+            isinstance(data, (list, tuple, collections.abc.Sequence))
+            or hasattr(data, "__array_interface__")
+            or (hasattr(data, "__len__") and hasattr(data, "__getitem__")))
+        if not is_seq or not hasattr(data, "__len__"):  # NumPy scalars too (0-d arrays pass)
+            raise TypeError(f"{what}(): data must be a sequence (got {_typename(data)})")
         out = tensor(data, dtype=target)
     else:
-        bad = next(a for a in args if not (isinstance(a, int) and not isinstance(a, bool)))
-        raise TypeError(f"{what}(): sizes must be ints, got {type(bad).__name__} ({bad!r}) in "
-                        f"{args!r}")
+        raise _invalid_combination(what, args, {"device": device} if device is not None else {})
     if device is not None and _C.device(device).type != "cpu":
         out = out.to(device)
     return out
 
 
-_tensor_init = Tensor.__init__
-_tensor_new = Tensor.__new__
-_raw_numel = Tensor.numel  # the binding itself (Tensor's methods are wrapped later)
+_STORAGE_NAMES = {repr(_C.float32): "Float", repr(_C.float64): "Double", repr(_C.float16): "Half",
+                  repr(_C.bfloat16): "BFloat16", repr(_C.int64): "Long", repr(_C.int32): "Int",
+                  repr(_C.int16): "Short", repr(_C.int8): "Char", repr(_C.uint8): "Byte",
+                  repr(_C.bool): "Bool"}
+
+_tensor_init = Tensor.__init__  # the binding: wraps a detached alias of a tensor
+_tensor_new = Tensor.__new__  # pybind11's allocation (an instance without data yet)
+_requires_grad = vars(Tensor)["requires_grad"].__get__  # the binding (no __torch_function__)
+_ALIAS: list[Any] = []  # the autograd Function of differentiable aliases, made on first use
 
 
-def _holds_data(self: Tensor) -> bool:
-    """Whether a Tensor instance was already given its data (by a subclass's ``__new__``)."""
-    try:
-        _raw_numel(self)
-    except RuntimeError:  # pybind11: an instance whose __init__ has not run yet
-        return False
-    return True
+def _alias_function() -> Any:
+    from ember.autograd import Function
+
+    class Alias(Function):
+        @staticmethod
+        def forward(ctx: Any, x: Tensor, cls: type) -> Tensor:
+            out = _tensor_new(cls)
+            _tensor_init(out, x)
+            return out
+
+        @staticmethod
+        def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+            return grad, None
+
+    Alias._backward_cls.__name__ = Alias._backward_cls.__qualname__ = "AliasBackward0"
+    return Alias
+
+
+def _alias(cls: type, src: Tensor) -> Tensor:
+    """A cls instance over src's memory and version counter (cls.__init__ is not called): a
+    differentiable alias (grad_fn AliasBackward0) when src requires grad, as PyTorch's
+    ``Tensor(src)`` and ``cls(src)``."""
+    if _requires_grad(src):
+        if _C.is_grad_enabled():
+            if not _ALIAS:
+                _ALIAS.append(_alias_function())
+            with _C.DisableTorchFunctionSubclass():
+                return _ALIAS[0].apply(src, cls)
+        out = _tensor_new(cls)
+        _tensor_init(out, src)
+        out.requires_grad_(True)  # PyTorch: a leaf that requires grad under no_grad
+        return out
+    out = _tensor_new(cls)
+    _tensor_init(out, src)
+    return out
+
+
+def _new(cls: Any, *args: Any, **kwargs: Any) -> Tensor:
+    """``Tensor.__new__(cls, *args, device=None)``: a ``cls`` instance from PyTorch's legacy
+    constructor arguments: sizes (uninitialized), a sequence or array (a copy in the default
+    dtype), a tensor (an alias sharing its memory and autograd history) or a storage (a view of
+    it). A subclass's ``__new__`` calls it as ``super().__new__(cls, data)``; its ``__init__``
+    then receives the arguments of the call (``Tensor.__init__`` does nothing).
+
+    >>> import ember
+    >>> class Tagged(ember.Tensor):
+    ...     def __new__(cls, data, tag):
+    ...         return super().__new__(cls, data)
+    ...     def __init__(self, data, tag):
+    ...         self.tag = tag
+    >>> t = Tagged([1.0, 2.0], "w")
+    >>> type(t).__name__, t.tag, type(t * 2).__name__
+    ('Tagged', 'w', 'Tagged')
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"ember.Tensor.__new__(X): X is not a type object ({type(cls).__name__})")
+    if not issubclass(cls, Tensor):
+        raise TypeError(f"ember.Tensor.__new__({cls.__name__}): {cls.__name__} is not a subtype "
+                        "of ember.Tensor")
+    if len(args) == 1 and not kwargs and isinstance(args[0], Tensor):  # cls(t): the common call
+        if _requires_grad(args[0]):
+            return _alias(cls, args[0])
+        out = _tensor_new(cls)
+        _tensor_init(out, args[0])
+        return out
+    if args and not kwargs and all(type(a) is int and a >= 0 for a in args):  # Tensor(2, 3)
+        out = _C.empty(args, dtype=_default_dtype())
+        return out if cls is Tensor else _alias(cls, out)
+    out = _legacy_new(None, args, kwargs, "new", alias=True)
+    if cls is Tensor and not any(out is a for a in (*args, *kwargs.values())):
+        return out  # a new tensor: already what Tensor(...) returns
+    return _alias(cls, out)
 
 
 def _init(self: Tensor, *args: Any, **kwargs: Any) -> None:
-    if type(self) is not Tensor and (getattr(self, "_ember_made_subclass", False) or
-                                     ((args or kwargs) and _holds_data(self))):
-        # A subclass's __new__ already gave it its data (Tensor._make_subclass, as_subclass):
-        # Python then calls __init__ with __new__'s arguments, which PyTorch's Tensor.__init__
-        # ignores (it builds tensors in __new__).
-        return
-    # Tensor(t) (what nn.Parameter uses) and Tensor() keep the binding's fast path.
-    if not kwargs and (not args or (len(args) == 1 and isinstance(args[0], Tensor))):
-        _tensor_init(self, *args)
-        return
-    if "data" in kwargs and not args:
-        args = (kwargs.pop("data"),)
-    _tensor_init(self, _legacy_new(None, args, kwargs, type(self).__name__))
+    """``Tensor.__init__``: nothing (``Tensor.__new__`` gave the tensor its data). A subclass's
+    ``__init__`` receives the constructor's arguments; calling ``super().__init__(...)`` from it
+    is allowed and does nothing."""
 
 
 class _LegacyTensorType(type):
@@ -188,7 +352,7 @@ class _LegacyTensorType(type):
     dtype: Any
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Tensor:
-        return _legacy_new(cls.dtype, args, kwargs, cls.__name__)
+        return _legacy_new(cls.dtype, args, kwargs)
 
     def __instancecheck__(cls, obj: Any) -> bool:
         return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.is_cpu
@@ -266,6 +430,7 @@ def _format(self: Tensor, format_spec: str) -> str:
     return object.__format__(self, format_spec)
 
 
+Tensor.__new__ = staticmethod(_new)
 Tensor.__init__ = _init
 Tensor.type = _type
 Tensor.__format__ = _format

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import copyreg
 import warnings
 from typing import Any
 
@@ -211,6 +213,121 @@ for _name, _dt in [
 ]:
     setattr(Tensor, _name, _make_cast(_dt))
 Tensor.__array_priority__ = 1000  # NumPy defers binary operators to ember
+
+
+# ---- pickling and deep copies of Tensor subclasses -----------------------------------------------
+# A subclass instance pickles as its plain tensor plus its type and Python state (its __dict__
+# and __slots__), rebuilt by _rebuild_from_type_v2 (PyTorch's name, so the reduction reads the
+# same); deepcopy follows PyTorch's rules for subclasses. Plain tensors keep their own paths.
+_reduce_ex_binding = Tensor.__reduce_ex__  # by value (ember.multiprocessing_reductions)
+
+
+def _get_obj_state(obj: Any) -> Any:
+    """The Python state of an object: its __dict__, or (__dict__, {slot: value}) with slots."""
+    getstate = getattr(obj, "__getstate__", None)
+    if getstate is not None:
+        return getstate()
+    slots = {n: getattr(obj, n) for n in copyreg._slotnames(type(obj)) if hasattr(obj, n)}
+    d = getattr(obj, "__dict__", None)
+    return (d, slots) if slots else d
+
+
+def _set_obj_state(obj: Any, state: Any) -> Any:
+    """Sets the state _get_obj_state returned on obj; returns obj."""
+    slots = None
+    if isinstance(state, tuple):
+        if len(state) != 2:
+            raise RuntimeError(f"Invalid serialized state: {state}")
+        state, slots = state
+    for part in (state, slots):
+        for k, v in (part or {}).items():
+            setattr(obj, k, v)
+    return obj
+
+
+def _rebuild_from_type_v2(func: Any, new_type: type, args: tuple, state: Any) -> Tensor:
+    """Unpickles a Tensor subclass instance: func(*args) as new_type, with its state set."""
+    ret = func(*args)
+    if type(ret) is not new_type:
+        ret = ret.as_subclass(new_type)
+    if getattr(type(ret), "__setstate__", None) is not None:
+        ret.__setstate__(state)
+    else:
+        _set_obj_state(ret, state)
+    return ret
+
+
+def _reduce_ex(self: Tensor, proto: int) -> Any:
+    if type(self) is Tensor:
+        return _reduce_ex_binding(self, proto)
+    if _C._has_torch_function_unary(self):
+        from ember.overrides import handle_torch_function
+
+        return handle_torch_function(Tensor.__reduce_ex__, (self,), self, proto)
+    state = _get_obj_state(self)
+    func, args = _reduce_ex_binding(self, proto)
+    return (_rebuild_from_type_v2, (func, type(self), args, state))
+
+
+_NOT_LEAF = ("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+             "protocol at the moment.  If you were attempting to deepcopy a module, this may be "
+             "because of a torch.nn.utils.weight_norm usage, see "
+             "https://github.com/pytorch/pytorch/pull/103001")
+_NOT_SAME_TYPE = (
+    "The default implementation of __deepcopy__() for {kind} subclasses only works for subclass "
+    "types that implement {fn}() and for which {what} returns another instance of the same "
+    "subclass. You should either properly implement {fn}() for your subclass or override "
+    "__deepcopy__() if it is intended behavior for {fn}() to return an instance of a different "
+    "type.")
+
+
+def _deepcopy(self: Tensor, memo: dict) -> Tensor:
+    """``copy.deepcopy``: a plain tensor copies its values; a subclass instance, as in PyTorch,
+    must be a graph leaf, gets its new tensor from ``new_empty()`` (``clone()`` for a wrapper
+    subclass without data), which must be of its own type, then a copy of the data, of
+    ``requires_grad`` and ``grad``, and a deep copy of its ``__dict__`` and ``__slots__``."""
+    if type(self) is Tensor:
+        func, args = _reduce_ex_binding(self, 4)
+        memo[id(self)] = new = func(*args)
+        return new
+    if _C._has_torch_function_unary(self):
+        from ember.overrides import handle_torch_function
+
+        return handle_torch_function(Tensor.__deepcopy__, (self,), self, memo)
+    if not self.is_leaf:
+        raise RuntimeError(_NOT_LEAF)
+    if id(self) in memo:
+        return memo[id(self)]
+    from ember.autograd.grad_mode import no_grad
+
+    with no_grad():
+        if self.data_ptr() == 0:  # a wrapper subclass (metadata only)
+            new = self.clone()
+            if type(new) is not type(self):
+                raise RuntimeError(_NOT_SAME_TYPE.format(kind="wrapper", fn="clone",
+                                                         what="cloning"))
+        else:
+            new = self.new_empty([])
+            if type(new) is not type(self):
+                raise RuntimeError(_NOT_SAME_TYPE.format(kind="non-wrapper", fn="new_empty",
+                                                         what="that function"))
+            with _C.DisableTorchFunctionSubclass():
+                data = Tensor.clone(self)
+                new.set_(data.untyped_storage(), data.storage_offset(), data.shape, data.stride())
+        if self.requires_grad:
+            new.requires_grad_()
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        for slot in copyreg._slotnames(type(self)):
+            if hasattr(self, slot):
+                setattr(new, slot, copy.deepcopy(getattr(self, slot), memo))
+        new.__dict__ = copy.deepcopy(self.__dict__, memo)
+    memo[id(self)] = new
+    return new
+
+
+Tensor.__reduce_ex__ = _reduce_ex
+Tensor.__deepcopy__ = _deepcopy
 
 
 # ---- views and shape ops: Python-level properties and varargs wrappers (owner: views) --------

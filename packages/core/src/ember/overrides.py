@@ -314,10 +314,13 @@ def _alias_as(cls: type, t: Tensor) -> Tensor:
     return obj
 
 
-def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tensor:
+def _make_subclass(cls: type, data: Tensor, require_grad: bool = False, *,
+                   dispatch_sizes_strides_policy: str | None = None, dispatch_device: bool = False,
+                   dispatch_layout: bool = False, device_for_backend_keys: Any = None) -> Tensor:
     """``Tensor._make_subclass(cls, data, require_grad=False)``: a cls instance over data's
-    memory (a leaf, no history), for a subclass's ``__new__``; cls.__init__ then does nothing
-    more to it.
+    memory and version counter (a leaf, no history; ``requires_grad`` is ``require_grad``), for
+    a subclass's ``__new__``; cls.__init__ is not called by it (Python calls it after
+    ``__new__`` as usual). The dispatch keywords are accepted and ignored.
 
     >>> import ember
     >>> class Tagged(ember.Tensor):
@@ -330,14 +333,18 @@ def _make_subclass(cls: type, data: Tensor, require_grad: bool = False) -> Tenso
     ('Tagged', 'w')
     """
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
-        raise TypeError(f"_make_subclass(): cls must be a subclass of ember.Tensor, got {cls!r}")
+        raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor "
+                        "is not possible. Make sure your class inherits from Tensor.")
     if not isinstance(data, Tensor):
-        raise TypeError(f"_make_subclass(): data must be a Tensor, got {type(data).__name__}")
-    with _C.DisableTorchFunctionSubclass():
-        obj = _alias_as(cls, data.detach())
-        obj._ember_made_subclass = True
-        if require_grad:
-            obj.requires_grad_(True)
+        raise TypeError(f"_make_subclass(): argument 'data' (position 2) must be Tensor, not "
+                        f"{type(data).__name__}")
+    obj = _alias_as(cls, data)  # the binding detaches: a leaf sharing data's version counter
+    if require_grad:
+        if not (data.dtype.is_floating_point or data.dtype.is_complex):
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        with _C.DisableTorchFunctionSubclass():
+            Tensor.requires_grad_(obj, True)
     return obj
 
 

@@ -14,6 +14,8 @@ False
 
 from __future__ import annotations
 
+import copy
+from collections import OrderedDict
 from typing import Any
 
 import ember
@@ -25,61 +27,113 @@ def is_parameter(obj: Any) -> bool:
     return isinstance(obj, Parameter)
 
 
-class Parameter(Tensor):
-    """A learnable tensor: ``Parameter(data, requires_grad=True)``.
+class _NotATensorError(TypeError, AttributeError):
+    """Parameter(data) of a non-tensor: a TypeError, and the AttributeError PyTorch raises."""
+
+
+class _ParameterMeta(type(Tensor)):  # type: ignore[misc]
+    """``isinstance(t, Parameter)`` also holds for a custom tensor made a parameter (whose
+    type stays its own; ``Parameter(data)`` marks it ``_is_param``), as in PyTorch."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        if cls is Parameter and type(instance) is not Tensor and isinstance(instance, Tensor) \
+                and getattr(instance, "_is_param", False):
+            return True
+        return super().__instancecheck__(instance)
+
+
+class Parameter(Tensor, metaclass=_ParameterMeta):
+    """A learnable tensor: ``Parameter(data=None, requires_grad=True)``.
 
     Shares ``data``'s memory (like ``data.detach()``), is a leaf, and requires grad unless told
-    otherwise. Assigning one to a ``Module`` attribute registers it as a parameter.
+    otherwise. Assigning one to a ``Module`` attribute registers it as a parameter. As in
+    PyTorch, a subclass builds itself in ``__new__`` (``super().__new__(cls, data,
+    requires_grad)`` or ``Tensor._make_subclass(cls, data, requires_grad)``) and may take more
+    arguments there and in its ``__init__``; a custom tensor type given as ``data`` stays of its
+    type, marked as a parameter.
 
     >>> import ember
     >>> p = ember.nn.Parameter(ember.ones(2), requires_grad=False)
     >>> p.requires_grad
     False
+    >>> class Quantized(ember.nn.Parameter):
+    ...     def __new__(cls, data=None, requires_grad=True, scale=1.0):
+    ...         p = super().__new__(cls, data, requires_grad)
+    ...         p.scale = scale
+    ...         return p
+    >>> q = Quantized(ember.ones(2), scale=0.5)
+    >>> type(q).__name__, q.scale, q.requires_grad, type(q * 2).__name__
+    ('Quantized', 0.5, True, 'Tensor')
     """
 
-    def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
+    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Parameter:
         if data is None:
             data = ember.empty(0)
-        if not isinstance(data, Tensor):
-            raise TypeError(
-                f"Parameter(): expected data to be an ember.Tensor, got {type(data).__name__}"
-            )
-        if requires_grad and not (data.is_floating_point() or data.is_complex()):
+        if type(data) is Tensor or type(data) is Parameter:
+            return Tensor._make_subclass(cls, data, requires_grad)
+        if not isinstance(data, Tensor):  # PyTorch fails on data.detach: an AttributeError
+            raise _NotATensorError(
+                f"Parameter(): expected data to be an ember.Tensor, got {type(data).__name__}")
+        # a custom tensor type keeps its type (its detach() must keep it), marked as a parameter
+        t = data.detach().requires_grad_(requires_grad)
+        if type(t) is not type(data):
             raise RuntimeError(
-                f"Parameter(): only floating point and complex tensors can require gradients, "
-                f"got dtype {data.dtype}; pass requires_grad=False for other dtypes"
+                f"Creating a Parameter from an instance of type {type(data).__name__} requires "
+                f"that detach() returns an instance of the same type, but return type "
+                f"{type(t).__name__} was found instead. To use the type as a Parameter, please "
+                "correct the detach() semantics defined by its __torch_dispatch__() "
+                "implementation."
             )
-        super().__init__(data)
-        self.requires_grad_(requires_grad)
+        t._is_param = True
+        return t
 
     # Ops on a Parameter return plain tensors (no __torch_function__ wrapping), as in PyTorch.
     __torch_function__ = ember._C._disabled_torch_function_impl
 
     def __repr__(self) -> str:
-        return "Parameter containing:\n" + super().__repr__()
+        text = Tensor.__repr__(self)
+        if type(self) is not Parameter:  # a subclass: PyTorch's "Parameter(Sub(...))"
+            text = f"Parameter({text})"
+        return "Parameter containing:\n" + text
 
     __str__ = __repr__  # print(param) and f"{param}" say so too, as in PyTorch
 
     def __deepcopy__(self, memo: dict) -> Parameter:
+        # PyTorch's: type(self)(a copy of the data, requires_grad) (a subclass's extra
+        # constructor arguments take their defaults); ember also copies .grad.
         if id(self) not in memo:
-            memo[id(self)] = _copy_parameter(self)
+            with ember.no_grad():
+                new = type(self)(self.data.clone(), self.requires_grad)
+                if self.grad is not None:
+                    new.grad = self.grad.detach().clone()
+            memo[id(self)] = new
         return memo[id(self)]
 
     def __reduce_ex__(self, protocol: int):
-        return (_rebuild_parameter, (self.detach(), self.requires_grad))
+        # PyTorch's: rebuilt as a Parameter (not the subclass) with its Python state set again
+        from ember._tensor import _get_obj_state
+
+        state = _get_obj_state(self)
+        if not state:
+            return (_rebuild_parameter, (self.data, self.requires_grad, OrderedDict()))
+        return (_rebuild_parameter_with_state,
+                (self.data, self.requires_grad, OrderedDict(), state))
 
 
-def _rebuild_parameter(data: Tensor, requires_grad: bool) -> Parameter:
+def _rebuild_parameter(data: Tensor, requires_grad: bool, backward_hooks: Any = None) -> Parameter:
     return Parameter(data, requires_grad)
 
 
+def _rebuild_parameter_with_state(data: Tensor, requires_grad: bool, backward_hooks: Any,
+                                  state: Any) -> Parameter:
+    from ember._tensor import _set_obj_state
+
+    return _set_obj_state(Parameter(data, requires_grad), state)
+
+
 def _copy_parameter(p: Tensor, memo: dict | None = None) -> Tensor:
-    """A new Parameter with a copy of p's data, requires_grad and grad (for deepcopy)."""
-    with ember.no_grad():
-        new = Parameter(p.detach().clone(), p.requires_grad)
-        if p.grad is not None:
-            new.grad = p.grad.detach().clone()
-    return new
+    """A copy of p (its type, data, requires_grad and grad), as deepcopy makes."""
+    return copy.deepcopy(p, {} if memo is None else memo)
 
 
 class Buffer(Tensor):
@@ -100,16 +154,14 @@ class Buffer(Tensor):
     (['mask'], ['mask', 'cache'])
     """
 
-    def __init__(self, data: Tensor | None = None, *, persistent: bool = True) -> None:
+    def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> Buffer:
         if data is None:
             data = ember.empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Buffer(): expected data to be an ember.Tensor, got {type(data).__name__}")
-        requires_grad = data.requires_grad
-        super().__init__(data.detach())
-        if requires_grad:
-            self.requires_grad_(True)
-        self.persistent = bool(persistent)
+        b = Tensor._make_subclass(cls, data, data.requires_grad)
+        b.persistent = bool(persistent)
+        return b
 
     __torch_function__ = ember._C._disabled_torch_function_impl
 
@@ -254,8 +306,9 @@ class UninitializedParameter(UninitializedTensorMixin, Parameter):
     cls_to_become = Parameter
     _kind = "parameter"
 
-    def __init__(self, requires_grad: bool = True, device: Any = None, dtype: Any = None) -> None:
-        Parameter.__init__(self, ember.empty(0, device=device, dtype=dtype), requires_grad)
+    def __new__(cls, requires_grad: bool = True, device: Any = None,
+                dtype: Any = None) -> UninitializedParameter:
+        return Tensor._make_subclass(cls, ember.empty(0, device=device, dtype=dtype), requires_grad)
 
     def _become_initialized(self) -> None:
         self.__class__ = self.cls_to_become
@@ -271,10 +324,11 @@ class UninitializedBuffer(UninitializedTensorMixin, Tensor):
     cls_to_become = Tensor
     _kind = "buffer"
 
-    def __init__(self, requires_grad: bool = False, device: Any = None, dtype: Any = None) -> None:
-        Tensor.__init__(self, ember.empty(0, device=device, dtype=dtype))
-        self.requires_grad_(requires_grad)
-        self.__dict__["_materialized"] = False
+    def __new__(cls, requires_grad: bool = False, device: Any = None,
+                dtype: Any = None) -> UninitializedBuffer:
+        b = Tensor._make_subclass(cls, ember.empty(0, device=device, dtype=dtype), requires_grad)
+        b.__dict__["_materialized"] = False
+        return b
 
     def _is_materialized(self) -> bool:
         return self.__dict__.get("_materialized", False)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import ember
 from ember import Tensor
-from ember.nn.parameter import Buffer, Parameter, _copy_parameter, is_lazy
+from ember.nn.parameter import Buffer, Parameter, is_lazy
 
 __all__ = [
     "Module",
@@ -733,7 +733,7 @@ class Module:
         # shared ones stay shared), so they are copied first into the memo.
         for p in self.parameters():
             if id(p) not in memo:
-                memo[id(p)] = copy.deepcopy(p, memo) if is_lazy(p) else _copy_parameter(p)
+                memo[id(p)] = copy.deepcopy(p, memo)  # keeps a subclass's type
         cls = type(self)
         new = cls.__new__(cls)
         memo[id(self)] = new
