@@ -464,3 +464,12 @@ def test_grid_sample_of_nan_locations_matches_torch(name):
     if e[0] == "ok":
         np.testing.assert_allclose(e[3], t[3], rtol=1e-5, atol=1e-5)
 
+
+
+# ---- k. adaptive pooling to an output past std::vector's max_size: a clear OutOfMemoryError -----
+
+def test_adaptive_pool_of_a_huge_output_is_a_clear_error():
+    # an int8 output of 2**62 elements passes the byte-size check; planning its windows used to
+    # leak std::length_error ("vector::reserve") as a ValueError
+    with pytest.raises(ember.OutOfMemoryError, match="adaptive_max_pool.*out of memory"):
+        ember.adaptive_max_pool1d(ember.zeros(1, 1, dtype=ember.int8), 2**62)
