@@ -390,7 +390,7 @@ def test_cross_matches_torch(dim):
     torch = pytest.importorskip("torch")
     a, b = _a(3, 3, seed=5), _a(1, 3, seed=6)
     want = torch.cross(torch.tensor(a), torch.tensor(b).expand(3, 3), dim=dim)
-    got = ember.cross(ember.tensor(a), ember.tensor(b), dim=dim)
+    got = ember.cross(ember.tensor(a), ember.tensor(b).expand(3, 3), dim=dim)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
     assert ember.tensor(a).cross(ember.tensor(b).expand(3, 3), dim=dim).shape == (3, 3)
     with pytest.raises(RuntimeError, match="must have length 3"):

@@ -115,8 +115,12 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
   check_pow_exponent(self, exponent);
   ElementwiseIterator it("pow");
   binary_iter(it, self, exponent, out).build();
-  if (!exponent.is_tensor()) check_scalar_fits(exponent.scalar, it.common_dtype(), "pow");
-  run<Types::Numeric, void, 2>(it, "pow", stateless(fn::pow{}));
+  if (!exponent.is_tensor()) {
+    check_scalar_fits(exponent.scalar, it.common_dtype(), "pow");
+    run<Types::Numeric, void, 2>(it, "pow", stateless(fn::pow_op<true>{}));
+  } else {
+    run<Types::Numeric, void, 2>(it, "pow", stateless(fn::pow_op<false>{}));
+  }
   return it.output();
 }
 

@@ -216,7 +216,10 @@ struct fmod {
     }
   }
 };
-struct pow {
+// x ** y; ScalarExp: y is one scalar for the whole tensor (torch's pow(Tensor, Scalar)), whose
+// +-0.5 goes through sqrt. A tensor of exponents is pow's everywhere (pow(-inf, 0.5) = inf).
+template <bool ScalarExp>
+struct pow_op {
   template <class A>
   __device__ __forceinline__ A operator()(A x, A y) const {
     if constexpr (std::is_integral_v<A>) {
@@ -224,7 +227,7 @@ struct pow {
     } else {
       if (y == A(2)) return x * x;
       // +-0.5 through sqrt, as the CPU kernel and torch: NaN at -inf, -0 / -inf at -0
-      if constexpr (std::is_floating_point_v<A>) {
+      if constexpr (ScalarExp && std::is_floating_point_v<A>) {
         if (y == A(0.5)) return dm::sqrt(x);
         if (y == A(-0.5)) return A(1) / dm::sqrt(x);
       }

@@ -50,12 +50,19 @@ PoolDims fixed_pool_dims(const char* op, const DimVector& sizes, const DimVector
       EMBER_FAIL(Runtime, op, ": kernel_size ", shape_str(kernel_size), " with dilation ",
                  shape_str(dl), " overflows int64");
     const int64_t avail = (in - span) + 2 * pd[d];  // no overflow: span >= 2 * pd[d]
-    EMBER_CHECK(avail >= 0, op, ": the window (kernel ", ks, ", dilation ", dl[d],
+    // PyTorch's size: floor((avail [+ stride - 1 with ceil_mode]) / stride) + 1. With ceil_mode
+    // a window larger than the padded input still gives one output (it starts in the left
+    // padding; the kernels clip it), so only a size below 1 is refused.
+    int64_t o = 0;
+    if (avail >= 0)
+      o = avail / st[d] + (ceil_mode && avail % st[d] != 0 ? 1 : 0) + 1;
+    else if (ceil_mode && avail + (st[d] - 1) >= 0)  // no overflow: avail < 0
+      o = 1;
+    // The last window must start inside the input or its left padding.
+    if (ceil_mode && o > 0 && (o - 1) * st[d] >= in + pd[d]) --o;
+    EMBER_CHECK(o >= 1, op, ": the window (kernel ", ks, ", dilation ", dl[d],
                 ") is larger than the padded input along spatial dim ", d, " (input shape ",
                 shape_str(sizes), ", padding ", pd[d], "): output size is too small");
-    int64_t o = (ceil_mode ? (avail + st[d] - 1) / st[d] : avail / st[d]) + 1;
-    // The last window must start inside the input or its left padding.
-    if (ceil_mode && (o - 1) * st[d] >= in + pd[d]) --o;
     p.out[j] = o;
     p.ks[j] = ks;
     p.st[j] = st[d];

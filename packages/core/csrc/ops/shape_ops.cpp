@@ -273,12 +273,15 @@ Tensor roll(const Tensor& self, const DimVector& shifts, const DimVector& dims) 
   EMBER_CHECK(shifts.size() == dims.size(),
               "roll: shifts and dimensions must align. shifts: ", shifts.size(),
               ", dims:", dims.size());
+  // A 0-dim tensor has no dim to roll along (PyTorch refuses it too; without dims it rolls)
+  EMBER_CHECK_KIND(self->dim() > 0, Index, "roll: dimension specified as ", dims[0],
+                   " but tensor has no dimensions");
   DimVector wrapped;
   for (int64_t d : dims) wrapped.push_back(wrap_dim(d, self->dim(), "roll"));
   Tensor cur = self;
   for (int64_t i = 0; i < wrapped.size(); ++i) {
     Tensor next = ember::empty(self->sizes(), self->dtype(), self->device());
-    if (self->numel() > 0) roll_into(next, cur, self->dim() ? wrapped[i] : 0, shifts[i]);
+    if (self->numel() > 0) roll_into(next, cur, wrapped[i], shifts[i]);
     cur = next;
   }
   return cur;

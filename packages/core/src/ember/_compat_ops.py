@@ -643,7 +643,12 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     >>> ember.dist(ember.tensor([0.0, 0.0]), ember.tensor([3.0, 4.0])).item()
     5.0
     """
-    return (input - other).norm(p)
+    if isinstance(p, Tensor) and p.numel() == 1:
+        p = p.item()
+    if not isinstance(p, numbers.Real):
+        raise TypeError(f"dist(): argument 'p' must be a real number, not {type(p).__name__}")
+    # a float, as PyTorch's Scalar p: an int beyond int64 (2**63) is a huge norm, not an error
+    return (input - other).norm(float(p))
 
 
 def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
@@ -656,9 +661,9 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     if input.ndim < 2:
         raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} "
                            "dimensions")
-    if p <= 0:
+    if not p > 0:  # (written so that a NaN is refused too)
         raise RuntimeError(f"renorm: non-positive-norm not supported, got p={p}")
-    if maxnorm < 0:
+    if not maxnorm >= 0:
         raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"renorm: dim must be an int, got {type(dim).__name__}")
@@ -712,6 +717,8 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
         avg = x.mean(1, keepdim=True)
     else:
         w_sum = w.sum()
+        if w_sum.item() == 0:  # every weight 0: no mean to take (PyTorch refuses too)
+            raise RuntimeError("cov(): weights sum to zero, can't be normalized")
         avg = (x * w).sum(1, keepdim=True) / w_sum
     if w is None:
         norm = w_sum - correction
@@ -755,6 +762,42 @@ def _trapezoid_operand(y: Tensor, x: Tensor | None) -> Tensor:
     return _float_of(y)
 
 
+def _trapezoid_dim(op: str, y: Tensor, x: Tensor | None, dim: int) -> int:
+    """``dim`` wrapped against y's dims (PyTorch's rule, x's dims do not count), after the
+    dtype checks both integrals make."""
+    if y.dtype == _C.bool or (isinstance(x, Tensor) and x.dtype == _C.bool):
+        raise RuntimeError(f"{op}: received a bool input for `x` or `y`, but bool is not "
+                           f"supported")
+    if y.ndim == 0:
+        raise IndexError(f"{op}: expected y with at least one dimension (the samples), got a "
+                         f"0-dim tensor")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    if not -y.ndim <= dim < y.ndim:
+        raise IndexError(f"{op}: dimension out of range (expected to be in range of "
+                         f"[{-y.ndim}, {y.ndim - 1}], but got {dim})")
+    return dim % y.ndim
+
+
+def _trapezoid_spacing(op: str, y: Tensor, x: Tensor, d: int) -> Tensor:
+    """The widths between x's sample points along y's dim d, shaped to broadcast with y's
+    pairs: a 1-D x lies along d, an x of fewer dims than y gets leading ones, and any other x
+    is sliced along d itself (as PyTorch, which slices x by y's dim)."""
+    n = y.shape[d]
+    if x.ndim == 1:
+        if x.shape[0] != n:
+            raise RuntimeError(f"{op}: There must be one `x` value for each sample point; "
+                               f"got {x.shape[0]} x values and {n} samples along dim {d} of y "
+                               f"of shape {_shape(y)}")
+        shape = [1] * y.ndim
+        shape[d] = n
+        x = x.reshape(shape)
+    elif x.ndim < y.ndim:
+        x = x.reshape([1] * (y.ndim - x.ndim) + list(_shape(x)))
+    m = x.shape[d]
+    return x.narrow(d, min(m, 1), max(m - 1, 0)) - x.narrow(d, 0, max(m - 1, 0))
+
+
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
               dim: int = -1) -> Tensor:
     """The trapezoidal rule along ``dim``, with sample points ``x`` or a constant spacing
@@ -766,24 +809,16 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
     """
     if x is not None and dx is not None:
         raise RuntimeError("trapezoid: received both x and dx; pass only one")
-    n = y.shape[dim]
+    d = _trapezoid_dim("trapezoid", y, x, dim)
+    n = y.shape[d]
     if n == 0:  # torch: zeros of y's own dtype (an integer y too)
-        z = y.sum(dim) * 0
+        z = y.sum(d) * 0
         return z if y.is_floating_point() or y.is_complex() else z.to(y.dtype)
     y = _trapezoid_operand(y, x)
-    mid = (y.narrow(dim, 1, n - 1) + y.narrow(dim, 0, n - 1)) / 2
+    mid = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) / 2
     if x is None:
-        return mid.sum(dim) * (1.0 if dx is None else dx)
-    if x.ndim == 1:
-        if x.shape[0] != n:
-            raise RuntimeError(f"trapezoid: There must be one `x` value for each sample point; "
-                               f"got {x.shape[0]} x values and {n} samples along dim {dim}")
-        spacing = x[1:] - x[:-1]
-        shape = [1] * y.ndim
-        shape[dim] = n - 1
-        return (mid * spacing.reshape(shape)).sum(dim)
-    xd = x.diff(dim=dim)
-    return (mid * xd).sum(dim)
+        return mid.sum(d) * (1.0 if dx is None else dx)
+    return (mid * _trapezoid_spacing("trapezoid", y, x, d)).sum(d)
 
 
 def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
@@ -796,16 +831,13 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
     """
     if x is not None and dx is not None:
         raise RuntimeError("cumulative_trapezoid: received both x and dx; pass only one")
+    d = _trapezoid_dim("cumulative_trapezoid", y, x, dim)
     y = _trapezoid_operand(y, x)
-    n = y.shape[dim]
-    mid = (y.narrow(dim, min(n, 1), max(n - 1, 0)) + y.narrow(dim, 0, max(n - 1, 0))) / 2
+    n = y.shape[d]
+    mid = (y.narrow(d, min(n, 1), max(n - 1, 0)) + y.narrow(d, 0, max(n - 1, 0))) / 2
     if x is None:
-        return (mid * (1.0 if dx is None else dx)).cumsum(dim)
-    if x.ndim == 1:
-        shape = [1] * y.ndim
-        shape[dim] = n - 1
-        return (mid * (x[1:] - x[:-1]).reshape(shape)).cumsum(dim)
-    return (mid * x.diff(dim=dim)).cumsum(dim)
+        return (mid * (1.0 if dx is None else dx)).cumsum(d)
+    return (mid * _trapezoid_spacing("cumulative_trapezoid", y, x, d)).cumsum(d)
 
 
 def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
@@ -883,23 +915,29 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     """
     from ember._tensor import broadcast_shapes
 
-    shape = tuple(broadcast_shapes(_shape(input), _shape(other)))
-    a, b = input.expand(*shape), other.expand(*shape)
+    # PyTorch's checks, made before broadcasting: the same number of dims, and a dim of size 3
+    # in both (a size-1 dim is not broadcast to 3)
+    if input.ndim != other.ndim:
+        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions, got "
+                           f"shapes {_shape(input)} and {_shape(other)}")
     if dim is None:
         import warnings
 
         warnings.warn("Using cross without specifying the dim arg is deprecated: pass the dim "
                       "explicitly, or use ember.linalg.cross (the last dim)", UserWarning,
                       stacklevel=2)
-        dim = next((i for i, n in enumerate(shape) if n == 3), None)
+        dim = next((i for i, n in enumerate(_shape(input)) if n == 3), None)
         if dim is None:
-            raise RuntimeError(f"cross: no dimension of size 3 in input of shape {tuple(shape)}")
-    if not -len(shape) <= dim < len(shape):
-        raise IndexError(f"cross: dim {dim} out of range for inputs of {len(shape)} dims")
-    if shape[dim] != 3:
+            raise RuntimeError(f"cross: no dimension of size 3 in input of shape "
+                               f"{_shape(input)}")
+    if not -input.ndim <= dim < input.ndim:  # (a 0-dim input has no dim to take)
+        raise IndexError(f"cross: dim {dim} out of range for inputs of {input.ndim} dims")
+    dim %= input.ndim
+    if input.shape[dim] != 3 or other.shape[dim] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
-                           f"{input.shape[dim] if input.ndim > dim >= -input.ndim else 1} and "
-                           f"{other.shape[dim] if other.ndim > dim >= -other.ndim else 1}")
+                           f"{input.shape[dim]} and {other.shape[dim]}")
+    shape = tuple(broadcast_shapes(_shape(input), _shape(other)))
+    a, b = input.expand(*shape), other.expand(*shape)
     a0, a1, a2 = a.unbind(dim)
     b0, b1, b2 = b.unbind(dim)
     return _C.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], dim)
@@ -1009,7 +1047,14 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False,
         x = input.reshape(-1)
         flat = x
     else:
-        d = dim % max(input.ndim, 1)
+        nd = input.ndim
+        if nd == 0:
+            raise IndexError(f"unique_consecutive: dimension specified as {dim} but the tensor "
+                             f"has no dimensions")
+        if not -nd <= dim < nd:  # (checked: a dim taken modulo ndim would be silently wrong)
+            raise IndexError(f"unique_consecutive: dimension out of range (expected to be in "
+                             f"range of [{-nd}, {nd - 1}], but got {dim})")
+        d = dim % nd
         x = input.movedim(d, 0)
         flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))  # (not -1: ambiguous when empty)
     n = flat.shape[0]
@@ -1104,7 +1149,9 @@ def gcd(input: Tensor, other: Tensor) -> Tensor:
     while bool((b != 0).any()):
         nz = b != 0
         safe = _C.where(nz, b, _C.ones_like(b))
-        a, b = _C.where(nz, b, a), _C.where(nz, a.remainder(safe), b)
+        # fmod (C's %, truncating) as torch's kernel: a remainder taking the divisor's sign
+        # differs where abs() wrapped (int8 -128 stays negative)
+        a, b = _C.where(nz, b, a), _C.where(nz, a.fmod(safe), b)
     return a
 
 
@@ -1119,7 +1166,12 @@ def lcm(input: Tensor, other: Tensor) -> Tensor:
     input, other = _integral_operands("lcm", input, other)
     g = gcd(input, other)
     safe = _C.where(g == 0, _C.ones_like(g), g)
-    return (input.abs() // safe * other.abs()) * (g != 0).to(g.dtype)
+    # abs(a / g * b), as torch's kernel, so that an overflowing product wraps the same way:
+    # in int32 for the narrower types (C++ promotes them), then cast back
+    narrow = g.dtype in (_C.int8, _C.int16, _C.uint8)
+    a, b, safe = ((t.to(_C.int32) for t in (input, other, safe)) if narrow
+                  else (input, other, safe))
+    return ((a // safe * b).abs() * (g != 0).to(a.dtype)).to(g.dtype)
 
 
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:

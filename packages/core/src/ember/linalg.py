@@ -144,7 +144,10 @@ def matrix_norm(A: Tensor, ord: str | float = "fro", dim: tuple[int, int] = (-2,
     if A.ndim < 2:
         raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 "
                            f"dimensions, got shape {tuple(A.shape)}")
-    d0, d1 = _dims(A, tuple(dim))
+    dim = (dim,) if isinstance(dim, int) else tuple(dim)
+    if len(dim) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple, got {list(dim)}")
+    d0, d1 = _dims(A, dim)
     if ord == "fro":
         r = vector_norm(A, 2, (d0, d1), keepdim)
     elif ord in (math.inf, -math.inf, 1, -1):
@@ -181,6 +184,9 @@ def norm(A: Tensor, ord: str | float | None = None, dim: int | Sequence[int] | N
     """
     if dim is not None and not isinstance(dim, int):
         dim = tuple(dim)
+        if len(dim) not in (1, 2):
+            raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. "
+                               f"Got {list(dim)}")
     if isinstance(ord, str) or (isinstance(dim, tuple) and len(dim) == 2) or (
             dim is None and ord is not None and A.ndim == 2):
         if dim is None:
@@ -985,6 +991,17 @@ def cond(A: Tensor, p: Any = None, *, out: Tensor | None = None) -> Tensor:
     >>> ember.linalg.cond(ember.tensor([[4.0, 0.0], [0.0, 2.0]])).item()
     2.0
     """
+    _check_matrix("linalg.cond", A, square=isinstance(p, str))
+    if isinstance(p, str):
+        valid = p in ("fro", "nuc")
+    else:
+        valid = p is None or p in (2, -2, 1, -1, math.inf, -math.inf)
+    if not valid:
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+    if A.numel() == 0:  # no condition number to take: zeros, as PyTorch (and before squareness)
+        real = A.real.dtype if A.is_complex() else A.dtype
+        return _out(_C.zeros(list(A.shape[:-2]), dtype=real, device=A.device), out,
+                    "linalg.cond", exact=False)
     _check_matrix("linalg.cond", A, square=p not in (None, 2, -2))
     if p in (None, 2, -2):
         S = svdvals(A)

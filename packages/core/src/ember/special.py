@@ -468,12 +468,10 @@ def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
     for v in (input, other):
         if isinstance(v, Tensor):
             _float(v, "zeta")  # refuses complex tensors
-    ref = input if isinstance(input, Tensor) else other
-    dtype = ref.dtype if ref.is_floating_point() else ember.get_default_dtype()
-    if isinstance(input, Tensor) and isinstance(other, Tensor):
-        dtype = ember.promote_types(input.dtype, other.dtype)
-        if not dtype.is_floating_point:
-            dtype = ember.get_default_dtype()
+    # PyTorch's promotion (a 0-dim tensor or a number lifts only the category), then floating
+    dtype = ember.result_type(input, other)
+    if not dtype.is_floating_point:
+        dtype = ember.get_default_dtype()
     x = (input if isinstance(input, Tensor) else ember.tensor(float(input))).to(ember.float64)
     q = (other if isinstance(other, Tensor) else ember.tensor(float(other))).to(ember.float64)
     x, q = ember.broadcast_tensors(x, q)

@@ -803,11 +803,24 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
     return to_dtype(depthwise_conv(x, w, b, a), input->dtype());
   DimVector out_shape{a.N, a.Co};
   Tensor out;
+  // No input channels: every output is an empty sum, so the bias alone (the products below
+  // would have nothing to reduce and leave the output unwritten). As the CUDA backend.
+  auto bias_only = [&](int64_t positions) {
+    dispatch_compute(x->dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      T* o = out->data_as<T>();
+      std::fill(o, o + out->numel(), T(0));
+      for (int64_t n = 0; n < a.N; ++n)
+        add_channel_bias(o + n * a.Co * positions, b ? b->data_as<T>() : nullptr, a.Co, positions);
+    });
+  };
   if (!transposed) {
     Geom g = nn::make_window_geom(op, trailing(x, k), a.ks, a.dl, a.pd, a.st);
     for (int64_t d = 0; d < k; ++d) out_shape.push_back(g.out[3 - k + d]);
     out = ember::empty(out_shape, x->dtype(), x->device());
-    if (out->numel() > 0)
+    if (out->numel() > 0 && a.C == 0)
+      bias_only(g.out_numel());
+    else if (out->numel() > 0)
       dispatch_compute(x->dtype(), op, [&](auto tag) {
         using T = decltype(tag);
         conv_forward_kernel<T>(x->data_as<T>(), w->data_as<T>(), b ? b->data_as<T>() : nullptr,
@@ -818,7 +831,9 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
     Geom g = nn::transposed_window_geom(op, out_sp, x, a);
     for (int64_t v : out_sp) out_shape.push_back(v);
     out = ember::empty(out_shape, x->dtype(), x->device());
-    if (out->numel() > 0)
+    if (out->numel() > 0 && a.C == 0)
+      bias_only(g.in_numel());
+    else if (out->numel() > 0)
       dispatch_compute(x->dtype(), op, [&](auto tag) {
         using T = decltype(tag);
         conv_transposed_kernel<T>(x->data_as<T>(), w->data_as<T>(), b ? b->data_as<T>() : nullptr,

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -97,7 +98,7 @@ PoolPlan adaptive_plan(const char* op, const DimVector& sizes, const DimVector& 
     const int64_t in = pd.in[j], o = pd.out[j];
     try {
       p.win[j].reserve(o);
-    } catch (const std::bad_alloc&) {
+    } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
       EMBER_FAIL(OutOfMemory, op, ": out of memory planning the windows of an output of size ",
                  shape_str(pd.out_shape));
     }

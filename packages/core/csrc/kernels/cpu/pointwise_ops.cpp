@@ -838,9 +838,12 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
       return it.output();
     }
   }
-  run<Types::NumericComplex, void, 2>(it, "pow", [](auto tag) {
+  // Only a scalar exponent of +-0.5 goes through sqrt (torch's pow(Tensor, Scalar)); a tensor
+  // of exponents is std::pow's everywhere (pow(-inf, 0.5) = inf, pow(-0, 0.5) = +0).
+  const bool scalar_exp = !exponent.is_tensor();
+  run<Types::NumericComplex, void, 2>(it, "pow", [scalar_exp](auto tag) {
     using A = decltype(tag);
-    return [](A x, A y) -> A {
+    return [scalar_exp](A x, A y) -> A {
       if constexpr (std::is_integral_v<A>) {
         return int_pow(x, y);
       } else if constexpr (is_complex_v<A>) {
@@ -849,8 +852,8 @@ Tensor pow(const Tensor& self, const TensorOrScalar& exponent, const Tensor& out
       } else {
         if (y == A(2)) return x * x;
         // +-0.5 as torch, through sqrt: NaN at -inf (pow gives inf / 0), -0 / -inf at -0
-        if (y == A(0.5)) return std::sqrt(x);
-        if (y == A(-0.5)) return A(1) / std::sqrt(x);
+        if (scalar_exp && y == A(0.5)) return std::sqrt(x);
+        if (scalar_exp && y == A(-0.5)) return A(1) / std::sqrt(x);
         return std::pow(x, y);
       }
     };

@@ -95,30 +95,44 @@ def _reflect(x: Tensor, low2: float, high2: float) -> Tensor:
     return ember.where(even, extra + lo, span - extra + lo)
 
 
-def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bool,
+                  nan_first: bool = False) -> Tensor:
     return _pad_coordinate(_unnormalize(coord, size, align_corners), size, padding_mode,
-                           align_corners)
+                           align_corners, nan_first)
 
 
-def _clip(x: Tensor, size: int) -> Tensor:
+def _clip(x: Tensor, size: int, nan_first: bool = False) -> Tensor:
     """x clamped to [0, size - 1], with no gradient on the borders themselves: PyTorch's grid
     sampler counts a location exactly on a border as clipped (its gradient there is 0, where
-    clamp's would be 1)."""
+    clamp's would be 1).
+
+    A NaN location (from a NaN or infinite grid value) lands where PyTorch's CPU kernels put it:
+    on the first pixel in the vectorized 2-D kernel (``nan_first``: a SIMD max(NaN, 0) is 0),
+    on the last in the scalar 3-D one (min(size - 1, max(NaN, 0)) loses both comparisons)."""
     if not x.requires_grad:
-        return x.clamp(0, size - 1)
-    return ember.where((x > 0) & (x < size - 1), x, x.detach().clamp(0, size - 1))
+        c = x.clamp(0, size - 1)
+    else:
+        c = ember.where((x > 0) & (x < size - 1), x, x.detach().clamp(0, size - 1))
+    return ember.where(x.isnan(), ember.full_like(c, 0 if nan_first else size - 1), c)
 
 
-def _pad_coordinate(x: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+def _safe_index(ix: Tensor, size: int) -> Tensor:
+    """ix clamped into [0, size) as int64 indices; NaN (which the caller masks out) read as 0
+    rather than cast to INT64_MIN."""
+    return ix.clamp(0, size - 1).nan_to_num(0.0).to(ember.int64)
+
+
+def _pad_coordinate(x: Tensor, size: int, padding_mode: str, align_corners: bool,
+                    nan_first: bool = False) -> Tensor:
     """A pixel coordinate brought inside by the padding mode (zeros: left as it is)."""
     if padding_mode == "border":
-        x = _clip(x, size)
+        x = _clip(x, size, nan_first)
     elif padding_mode == "reflection":
         if align_corners:
             x = _reflect(x, 0, 2 * (size - 1))
         else:
             x = _reflect(x, -1, 2 * size - 1)
-        x = _clip(x, size)
+        x = _clip(x, size, nan_first)
     return x
 
 
@@ -156,6 +170,10 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                            f"{tuple(grid.shape)}")
     n, c = input.shape[:2]
     spatial = list(input.shape[2:])  # ([D,] H, W)
+    if 0 in spatial:
+        raise RuntimeError(f"grid_sample(): expected input to have non-empty spatial dimensions, "
+                           f"but input has sizes {tuple(input.shape)} with dimension "
+                           f"{2 + spatial.index(0)} being empty")
     out_sp = list(grid.shape[1:-1])
     points = 1
     for d in out_sp:
@@ -165,21 +183,25 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         volume *= d
     grid = grid.to(input.dtype)
     # source positions per spatial dim, in the input's order: grid's last component is x (W)
-    src = [_source_index(grid[..., nd - 1 - i], spatial[i], padding_mode, align_corners)
-           for i in range(nd)]
+    src = [_source_index(grid[..., nd - 1 - i], spatial[i], padding_mode, align_corners,
+                         nan_first=nd == 2) for i in range(nd)]
     flat = input.reshape(n, c, volume)
 
-    def gather(idx: list[Tensor]) -> Tensor:
-        """input at integer positions idx ((N, *out) per spatial dim), zero outside."""
+    def inside_of(idx: list[Tensor]) -> Tensor:
         inside = None
-        lin = None
         for i, ix in enumerate(idx):
             ok = (ix >= 0) & (ix <= spatial[i] - 1)
             inside = ok if inside is None else inside & ok
-            ic = ix.clamp(0, spatial[i] - 1).to(ember.int64)
+        return inside
+
+    def gather(idx: list[Tensor]) -> Tensor:
+        """input at integer positions idx ((N, *out) per spatial dim), zero outside."""
+        lin = None
+        for i, ix in enumerate(idx):
+            ic = _safe_index(ix, spatial[i])
             lin = ic if lin is None else lin * spatial[i] + ic
         vals = flat.gather(2, lin.reshape(n, 1, points).expand(n, c, points))
-        return vals.reshape(n, c, *out_sp) * inside.unsqueeze(1).to(input.dtype)
+        return vals.reshape(n, c, *out_sp) * inside_of(idx).unsqueeze(1).to(input.dtype)
 
     if mode == "bicubic":
         if nd != 2:
@@ -195,9 +217,13 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     out = None
     # the 2^nd corners, x changing fastest; each value times its x, y (, z) weights
     for corner in itertools.product((0, 1), repeat=nd):
-        term = gather([lo + b for lo, b in zip(lows, corner)])
+        idx = [lo + b for lo, b in zip(lows, corner)]
+        term = gather(idx)
         for i in reversed(range(nd)):
             term = term * (w1[i] if corner[i] else w0[i])
+        if nd == 3:  # PyTorch's 3-D kernel adds in-bounds corners only (an outside one's NaN
+            # weight, at a NaN or infinite location, is skipped); its 2-D one multiplies through
+            term = ember.where(inside_of(idx).unsqueeze(1), term, ember.zeros_like(term))
         out = term if out is None else out + term
     return out
 
@@ -231,11 +257,10 @@ def _bicubic(input: Tensor, grid: Tensor, padding_mode: str, align_corners: bool
 
     def tap(ix: Tensor, iy: Tensor) -> Tensor:
         with ember.no_grad():
-            px = _pad_coordinate(ix, w, padding_mode, align_corners)
-            py = _pad_coordinate(iy, h, padding_mode, align_corners)
+            px = _pad_coordinate(ix, w, padding_mode, align_corners, nan_first=True)
+            py = _pad_coordinate(iy, h, padding_mode, align_corners, nan_first=True)
             inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
-            lin = (py.clamp(0, h - 1).to(ember.int64) * w
-                   + px.clamp(0, w - 1).to(ember.int64)).reshape(n, 1, ho * wo)
+            lin = (_safe_index(py, h) * w + _safe_index(px, w)).reshape(n, 1, ho * wo)
         vals = flat.gather(2, lin.expand(n, c, ho * wo)).reshape(n, c, ho, wo)
         return vals * inside.unsqueeze(1).to(input.dtype)
 

@@ -594,7 +594,7 @@ def _grid_sample_bicubic(input: Tensor, grid: Tensor, padding: str,
 def _grid_sample_3d(input: Tensor, grid: Tensor, mode: str, padding: str,
                     align_corners: bool) -> Tensor:
     """Volumetric grid sampling: (N, C, D, H, W) at grid (N, Do, Ho, Wo, 3) of (x, y, z)."""
-    from ember.nn._sampling import _source_index
+    from ember.nn._sampling import _safe_index, _source_index
 
     if mode == "bicubic":
         raise ValueError("grid_sampler(): bicubic interpolation needs 4-D input")
@@ -612,13 +612,15 @@ def _grid_sample_3d(input: Tensor, grid: Tensor, mode: str, padding: str,
     flat = input.reshape(n, c, d * h * w)
     m = do * ho * wo
 
+    def inside_of(ix: Tensor, iy: Tensor, iz: Tensor) -> Tensor:
+        return ((ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1) & (iz >= 0)
+                & (iz <= d - 1))
+
     def gather(ix: Tensor, iy: Tensor, iz: Tensor) -> Tensor:
-        inside = ((ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1) & (iz >= 0)
-                  & (iz <= d - 1))
-        idx = ((iz.clamp(0, d - 1) * h + iy.clamp(0, h - 1)) * w + ix.clamp(0, w - 1))
-        idx = idx.to(ember.int64).reshape(n, 1, m).expand(n, c, m)
+        idx = (_safe_index(iz, d) * h + _safe_index(iy, h)) * w + _safe_index(ix, w)
+        idx = idx.reshape(n, 1, m).expand(n, c, m)
         vals = flat.gather(2, idx).reshape(n, c, do, ho, wo)
-        return vals * inside.unsqueeze(1).to(input.dtype)
+        return vals * inside_of(ix, iy, iz).unsqueeze(1).to(input.dtype)
 
     if mode == "nearest":
         return gather(x.round(), y.round(), z.round())
@@ -630,6 +632,9 @@ def _grid_sample_3d(input: Tensor, grid: Tensor, mode: str, padding: str,
         for dy, wy in ((0, 1 - fy), (1, fy)):
             for dx, wx in ((0, 1 - fx), (1, fx)):
                 term = gather(x0 + dx, y0 + dy, z0 + dz) * (wx * wy * wz)
+                # in-bounds corners only, as PyTorch's kernel (NaN weights outside skipped)
+                inside = inside_of(x0 + dx, y0 + dy, z0 + dz).unsqueeze(1)
+                term = ember.where(inside, term, ember.zeros_like(term))
                 out = term if out is None else out + term
     return out
 

@@ -1487,6 +1487,15 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
         return _feature_dropout("dropout2d", 2, input, p, training, inplace)
     _validate_p("dropout2d", p)
     if input.ndim < 2:
+        warnings.warn(f"dropout2d: a {input.ndim}-D input is deprecated (PyTorch will raise in a "
+                      f"future release); dropout2d expects (N, C, H, W) input", UserWarning,
+                      stacklevel=2)
+        # PyTorch's order: nothing to mask (eval mode, p == 0, no elements) returns the input,
+        # p == 1 zeroes it, and only a real mask needs the (N, C) dims
+        if not training or p == 0 or input.numel() == 0:
+            return input
+        if p == 1:
+            return input.mul_(0) if inplace else input * 0
         raise RuntimeError(f"dropout2d: feature dropout requires at least 2 dimensions in the "
                            f"input, got shape {_shape(input)}")
     if input.ndim == 3:
@@ -1824,7 +1833,19 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
     >>> pad(ember.tensor([[[1.0, 2.0, 3.0]]]), (2, 0), mode="reflect").tolist()
     [[[3.0, 2.0, 1.0, 2.0, 3.0]]]
     """
-    pad = [int(p) for p in pad]
+    if isinstance(pad, (Tensor, str)) or not hasattr(pad, "__iter__"):
+        raise TypeError(f"pad(): argument 'pad' must be a tuple of ints, not "
+                        f"{type(pad).__name__}")
+    ints = []
+    for i, p in enumerate(pad):
+        try:  # ints only, as PyTorch (int() would silently truncate a float pad)
+            if isinstance(p, bool):
+                raise TypeError
+            ints.append(operator.index(p))
+        except TypeError:
+            raise TypeError(f"pad(): argument 'pad' must be a tuple of ints, but found element "
+                            f"of type {type(p).__name__} at pos {i}") from None
+    pad = ints
     if len(pad) % 2 != 0 or len(pad) // 2 > input.ndim:
         raise RuntimeError(  # torch's class
             f"pad: padding length must be even and at most 2 * input.ndim "
@@ -2142,6 +2163,8 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
         raise RuntimeError(f"cosine_similarity: expected common dtype to be floating point, yet "
                            f"common dtype is {dt}")
     a, b, eps = a.to(dt), b.to(dt), _float_number(eps)  # (a uint8 x1 with a float16 x2: float16)
+    if not eps >= 0:  # (NaN too, as PyTorch)
+        raise RuntimeError(f"cosine_similarity: eps must be non-negative, got: {eps}")
     na = a.norm(2, [dim], True).clamp(min=eps)
     nb = b.norm(2, [dim], True).clamp(min=eps)
     return ((a / na) * (b / nb)).sum(dim)
@@ -2398,7 +2421,11 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
         raise RuntimeError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_size("huber_loss", input, target)
     input, target = _regression_operands(input, target, promote=False)
-    if weight is not None:
+    if weight is not None:  # (torch's weighted huber_loss: 'mean' is the plain mean)
+        _require_tensors("huber_loss", weight=weight)
+        if _shape(weight) != _shape(input):
+            raise ValueError(f"huber_loss: weight of shape {_shape(weight)} must have the "
+                             f"input's shape {_shape(input)}")
         return _reduce("huber_loss", _C.huber_loss(input, target, "none", delta) * weight, reduction)
     return _C.huber_loss(input, target, reduction, delta)
 
@@ -2444,16 +2471,22 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
     >>> kl_div(ember.tensor([0.0]), ember.tensor([1.0]), reduction="sum").item()
     0.0
     """
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    _check_reduction("kl_div", reduction, ("batchmean",))
-    if reduction == "mean":
+    legacy = size_average is not None or reduce is not None
+    red = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("kl_div", red, ("batchmean",))
+    if red == "mean" and not legacy:
         warnings.warn(
             "kl_div: reduction='mean' divides the total loss by both the batch size and the "
             "support size; 'batchmean' divides only by the batch size, which is the KL "
             "divergence's definition",
             stacklevel=2,
         )
-    return _C.kl_div(input, target, reduction, log_target=log_target)
+    out = _C.kl_div(input, target, red, log_target=log_target)
+    if legacy and reduction == "batchmean" and input.ndim != 0:
+        # PyTorch's rule: the legacy flags pick the reduction, and a 'batchmean' given next to
+        # them still divides that by the batch size
+        out = out / input.shape[0]
+    return out
 
 
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
@@ -2645,7 +2678,8 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("hinge_embedding_loss", reduction)
     zeros = ember.zeros_like(input)
-    margin_clamp = (margin - input).clamp(min=0)
+    # (a bool margin is a number here, as in PyTorch: True - x, not a bool tensor's rsub)
+    margin_clamp = ((float(margin) if isinstance(margin, bool) else margin) - input).clamp(min=0)
     out_margin = ember.where(target != 1, margin_clamp, zeros)
     out_self = ember.where(target != -1, input, zeros)
     return _reduce("hinge_embedding_loss", out_margin + out_self, reduction)
@@ -2715,6 +2749,10 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     x = input if input.ndim == 2 else input.reshape(1, -1)
     t = target.reshape(-1, 1).long()
     c = x.shape[1]
+    if t.numel() and ((t < 0).any().item() or (t >= c).any().item()):
+        bad = t[(t < 0) | (t >= c)][0].item()
+        raise RuntimeError(f"multi_margin_loss: target {bad} is out of range for input of shape "
+                           f"{_shape(input)} (class indices must lie in [0, {c}))")
     is_y = ember.zeros(list(_shape(x)), dtype=x.dtype).scatter_(1, t, 1.0)
     xy = (x * is_y).sum(1, keepdim=True)
     z = (margin - xy + x).clamp(min=0)
@@ -2740,18 +2778,32 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | N
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("multilabel_margin_loss", reduction)
+    # PyTorch's checks: a non-empty vector, a matrix of non-empty rows (an empty batch is
+    # fine) or a 0-dim input; int64 targets of the input's shape, every entry in [-1, C)
+    if not (input.ndim == 0 or (input.ndim in (1, 2) and input.shape[-1] != 0)):
+        raise RuntimeError(f"multilabel_margin_loss: expected a non-empty vector or matrix with "
+                           f"optional 0-dim batch size, got input of shape {_shape(input)}")
+    if target.dtype != ember.int64:
+        raise RuntimeError(f"multilabel_margin_loss: expected target of dtype int64 (class "
+                           f"indices), got {target.dtype}")
     x = input if input.ndim == 2 else input.reshape(1, -1)
     c = x.shape[1]
-    t = target.reshape(x.shape[0], c).long()  # (not -1: an empty batch has no row length)
+    if (_shape(target) != _shape(input) if input.ndim == 2
+            else target.ndim > 1 or target.numel() != c):
+        raise RuntimeError(f"multilabel_margin_loss: inconsistent target size: "
+                           f"{_shape(target)} for input of size: {_shape(input)}")
+    t = target.reshape(x.shape[0], c)  # (not -1: an empty batch has no row length)
+    rows = t.tolist()
+    for row in rows:
+        for v in row:
+            if not -1 <= v < c:  # every entry, also after the terminating -1 (as PyTorch)
+                raise RuntimeError(f"multilabel_margin_loss: target class {v} is out of range "
+                                   f"for {c} classes (expected class indices in [-1, {c}))")
     is_target = [[0.0] * c for _ in range(x.shape[0])]
-    for r, row in enumerate(t.tolist()):
+    for r, row in enumerate(rows):
         for v in row:
             if v < 0:
                 break
-            if v >= c:
-                raise RuntimeError(
-                    f"multilabel_margin_loss: target class {v} out of range for {c} classes"
-                )
             is_target[r][v] = 1.0
     mask = ember.tensor(is_target, dtype=x.dtype).reshape(x.shape[0], c)
     # pairs (j a target class, i not one): max(0, 1 - x[j] + x[i])
