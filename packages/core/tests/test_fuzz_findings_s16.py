@@ -473,3 +473,18 @@ def test_adaptive_pool_of_a_huge_output_is_a_clear_error():
     # leak std::length_error ("vector::reserve") as a ValueError
     with pytest.raises(ember.OutOfMemoryError, match="adaptive_max_pool.*out of memory"):
         ember.adaptive_max_pool1d(ember.zeros(1, 1, dtype=ember.int8), 2**62)
+
+
+@pytest.mark.parametrize("name", ["logical_and_", "logical_or_", "logical_xor_", "logical_not_"])
+def test_logical_ops_in_place_on_a_leaf_record_nothing(name):
+    # never differentiable: torch writes into a leaf that requires grad and keeps it a leaf
+    # (comparisons such as le_ still refuse, as torch's)
+    a = ember.tensor([1.0, 0.0, 2.0]).requires_grad_()
+    args = () if name == "logical_not_" else (ember.tensor([0.0, 0.0, 1.0]),)
+    getattr(a, name)(*args)
+    assert a.requires_grad and a.grad_fn is None and a.is_leaf
+    want = {"logical_and_": [0.0, 0.0, 1.0], "logical_or_": [1.0, 0.0, 1.0],
+            "logical_xor_": [1.0, 0.0, 0.0], "logical_not_": [0.0, 1.0, 0.0]}[name]
+    assert a.tolist() == want
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        ember.ones(3).requires_grad_().le_(ember.ones(3))
