@@ -285,6 +285,7 @@ def test_load_inline_caches_and_reports_build_errors(tmp_path):
 
 
 def test_setup_py_with_cpp_extension_and_build_extension(tmp_path):
+    pytest.importorskip("setuptools")
     (tmp_path / "scaler.cpp").write_text(textwrap.dedent("""\
         #include <torch/extension.h>
         torch::Tensor scale(const torch::Tensor& x, double s) { return x * s; }
