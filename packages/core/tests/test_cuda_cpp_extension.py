@@ -67,3 +67,49 @@ def test_runs_on_embers_current_stream(ext):
         total = y.sum()
     s.synchronize()
     assert total.item() == 9.0 * (1 << 20)
+
+
+def test_setup_py_with_cuda_extension(tmp_path):
+    """The same kernel shipped the setup.py way: CUDAExtension + BuildExtension, nvcc for the
+    .cu file, the C++ compiler for the bindings."""
+    import subprocess
+    import sys
+    import textwrap
+
+    pytest.importorskip("setuptools")
+    shutil.copy(HERE / "square_kernel.cu", tmp_path / "square_kernel.cu")
+    (tmp_path / "bindings.cpp").write_text(textwrap.dedent("""\
+        #include <torch/extension.h>
+        torch::Tensor square(torch::Tensor x);
+        PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("square", &square); }
+        """))
+    (tmp_path / "setup.py").write_text(textwrap.dedent("""\
+        from setuptools import setup
+        from ember.utils.cpp_extension import BuildExtension, CUDAExtension
+        setup(name="cuda_square", ext_modules=[CUDAExtension(
+                  "cuda_square", ["bindings.cpp", "square_kernel.cu"],
+                  extra_compile_args={"cxx": ["-O1"], "nvcc": ["-O2"]})],
+              cmdclass={"build_ext": BuildExtension})
+        """))
+    env = {"PYTHONPATH": ":".join(p for p in sys.path if p), "PATH": os.environ["PATH"]}
+    if not ember.cuda.is_available():
+        env["TORCH_CUDA_ARCH_LIST"] = "9.0"
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+                          cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    code = textwrap.dedent("""\
+        import ember, cuda_square
+        try:
+            cuda_square.square(ember.ones(2))
+        except RuntimeError as e:
+            print("refused:", e)
+        if ember.cuda.is_available():
+            print(cuda_square.square(ember.full((3,), 3.0, device="cuda")).cpu().tolist())
+        """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "refused: square: expected a CUDA tensor, got one on cpu"
+    if ember.cuda.is_available():
+        assert lines[1] == "[9.0, 9.0, 9.0]"

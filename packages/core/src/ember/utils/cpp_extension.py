@@ -8,8 +8,8 @@ device backend's kernels, allocator and copy hooks, see ``core/backend.h``) land
 engine. ``load`` and ``load_inline`` compile sources into a module and import it, reusing the
 build while the sources, flags and headers are unchanged; CUDA sources (``.cu``,
 ``cuda_sources=``) go through nvcc and launch on ember's current stream
-(``at::cuda::getCurrentCUDAStream()``). ``CppExtension`` and ``BuildExtension`` build C++
-extensions from a ``setup.py``.
+(``at::cuda::getCurrentCUDAStream()``). ``CppExtension`` / ``CUDAExtension`` and
+``BuildExtension`` build them from a ``setup.py``.
 
 >>> from ember.utils import cpp_extension
 >>> any(p.endswith("include") for p in cpp_extension.include_paths())
@@ -32,7 +32,8 @@ from types import ModuleType
 from typing import Any
 
 # BuildExtension is there too, made on first access (module __getattr__ below).
-__all__ = ["CppExtension", "include_paths", "library_paths", "load", "load_inline"]
+__all__ = ["CUDAExtension", "CppExtension", "include_paths", "library_paths", "load",
+           "load_inline"]
 
 
 def _ember_dir() -> Path:
@@ -331,6 +332,25 @@ def CppExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> An
     return Extension(name, sources, *args, **kwargs)
 
 
+def CUDAExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    """A ``setuptools.Extension`` with CUDA sources (``.cu`` files, compiled by nvcc under
+    ``BuildExtension``): CppExtension's settings plus the CUDA toolkit's headers and its static
+    runtime, as ``load`` links it. ``extra_compile_args`` may be ``{"cxx": [...], "nvcc":
+    [...]}``.
+
+    Raises RuntimeError when no CUDA toolkit (nvcc) is found.
+    """
+    home = _cuda_home()
+    if home is None:
+        raise RuntimeError(f"CUDAExtension({name!r}): no CUDA toolkit found (set CUDA_HOME or "
+                           "put nvcc on PATH)")
+    kwargs["include_dirs"] = list(kwargs.get("include_dirs", [])) + [str(home / "include")]
+    kwargs["library_dirs"] = list(kwargs.get("library_dirs", [])) + [str(_cuda_lib_dir(home))]
+    kwargs["libraries"] = list(kwargs.get("libraries", [])) + ["cudart_static", "dl", "rt",
+                                                                "pthread"]
+    return CppExtension(name, sources, *args, **kwargs)
+
+
 _BUILD_EXTENSION: type | None = None
 
 
@@ -362,20 +382,52 @@ def _build_extension_class() -> type:
             super().__init__(*args, **kwargs)
 
         def build_extensions(self) -> None:
+            self._nvcc_args: list[str] = []
             for ext in self.extensions:
-                cu = [s for s in ext.sources if s.endswith(".cu")]
-                if cu:
-                    raise NotImplementedError(
-                        f"BuildExtension: CUDA sources ({', '.join(cu)}) are not supported in "
-                        "setup.py builds yet; build them with cpp_extension.load")
                 args = ext.extra_compile_args
+                nvcc = list(args.get("nvcc", [])) if isinstance(args, dict) else []
                 if isinstance(args, dict):
                     args = list(args.get("cxx", []))
                 short = ext.name.split(".")[-1]
-                ext.extra_compile_args = ["-std=c++17", "-fvisibility=hidden",
-                                          f"-DTORCH_EXTENSION_NAME={short}",
-                                          "-DTORCH_API_INCLUDE_EXTENSION_H", *list(args or [])]
+                defines = [f"-DTORCH_EXTENSION_NAME={short}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+                ext.extra_compile_args = ["-std=c++17", "-fvisibility=hidden", *defines,
+                                          *list(args or [])]
+                ext._ember_nvcc_args = [  # type: ignore[attr-defined]
+                    "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-Xcompiler",
+                    "-fPIC,-fvisibility=hidden", *_cuda_arch_flags(), *defines, *nvcc]
+            if any(s.endswith(".cu") for ext in self.extensions for s in ext.sources):
+                self._compile_cu_with_nvcc()
             super().build_extensions()
+
+        def build_extension(self, ext: Any) -> None:
+            self._nvcc_args = getattr(ext, "_ember_nvcc_args", [])
+            super().build_extension(ext)
+
+        def _compile_cu_with_nvcc(self) -> None:
+            """Lets the C++ compiler object take .cu files and hands them to nvcc."""
+            home = _cuda_home()
+            if home is None:
+                raise RuntimeError("BuildExtension: .cu sources need nvcc (set CUDA_HOME or put "
+                                   "nvcc on PATH)")
+            nvcc = str(home / "bin" / "nvcc")
+            compiler = self.compiler
+            compiler.src_extensions.append(".cu")
+            original = compiler._compile
+
+            def _compile(obj: str, src: str, ext: str, cc_args: list[str],
+                         extra_postargs: list[str], pp_opts: list[str]) -> None:
+                if not src.endswith(".cu"):
+                    return original(obj, src, ext, cc_args, extra_postargs, pp_opts)
+                cmd = [nvcc, "-c", src, "-o", obj, *pp_opts, *self._nvcc_args]
+                if self.verbose:
+                    print(" ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
+                proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"BuildExtension: nvcc failed on {src}:\n"
+                                       f"{(proc.stderr + proc.stdout)[-4000:]}")
+                return None
+
+            compiler._compile = _compile
 
         def get_ext_filename(self, ext_name: str) -> str:
             name = super().get_ext_filename(ext_name)
