@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import importlib.util
 import os
@@ -306,12 +307,6 @@ def _c_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _setuptools_build_ext() -> type:
-    from setuptools.command.build_ext import build_ext
-
-    return build_ext
-
-
 def CppExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> Any:  # noqa: N802
     """A ``setuptools.Extension`` for a C++ extension of ember (``torch.utils.cpp_extension``'s
     CppExtension): ember's and pybind11's headers, and ``libember_engine.so`` to link, found at
@@ -351,15 +346,10 @@ def CUDAExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> A
     return CppExtension(name, sources, *args, **kwargs)
 
 
-_BUILD_EXTENSION: type | None = None
-
-
+@functools.cache
 def _build_extension_class() -> type:
     """The setuptools command class, made on first use (importing setuptools is slow)."""
-    global _BUILD_EXTENSION
-    if _BUILD_EXTENSION is not None:
-        return _BUILD_EXTENSION
-    build_ext = _setuptools_build_ext()
+    from setuptools.command.build_ext import build_ext
 
     class BuildExtension(build_ext):  # type: ignore[misc, valid-type]
         """The ``build_ext`` command for ``CppExtension`` modules (``cmdclass={"build_ext":
@@ -437,7 +427,6 @@ def _build_extension_class() -> type:
                     name = name[: -len(suffix)] + ".so"
             return name
 
-    _BUILD_EXTENSION = BuildExtension
     return BuildExtension
 
 
