@@ -126,8 +126,6 @@ class Variant:
             else:
                 self.params.append((a, f"{PARAM[a.type]} {a.name}"))
                 self.call.append(to_core(a))
-        if self.factory and not any(a.name == "options" for a, _ in self.params):
-            self.factory = False  # device came before dtype: not a factory shape we know
 
     def signature(self, skip: str | None = None) -> list[str]:
         """Parameters with defaults; a default only where every later parameter has one."""
