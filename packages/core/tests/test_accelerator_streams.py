@@ -131,3 +131,16 @@ def test_xpu_module_answers_like_torch_without_xpu():
     with pytest.raises(RuntimeError, match="no XPU backend"):
         ember.xpu.synchronize()
     assert not hasattr(ember.xpu, "Stream")
+
+
+def test_mps_module_answers_like_torch_without_mps():
+    assert ember.mps.is_available() is torch.mps.is_available() is False
+    assert ember.mps.device_count() == torch.mps.device_count() == 0
+    assert ember.backends.mps.is_available() is False
+    assert ember.mps.manual_seed(0) is torch.mps.manual_seed(0) is None
+    for name in ("synchronize", "empty_cache", "current_allocated_memory", "seed"):
+        with pytest.raises(RuntimeError):
+            getattr(torch.mps, name)()
+        with pytest.raises(RuntimeError, match=f"ember.mps.{name}: ember has no MPS backend"):
+            getattr(ember.mps, name)()
+    assert not hasattr(ember.mps, "compile_shader")

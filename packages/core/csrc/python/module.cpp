@@ -438,6 +438,35 @@ bool dtype_from_object(PyObject* o, ScalarType* out) {
 
 }  // namespace ember
 
+namespace {
+
+// The Python side of ember.Tensor beyond pybind11's defaults. Tensors take part in Python's
+// cycle collection through their hooks (python_hooks.cpp) and their instance __dict__
+// (t.name = value, as in PyTorch); the dict is a classic slot after pybind11's instance rather
+// than a managed dict, so the layout is the same on every Python version.
+void setup_tensor_type(PyHeapTypeObject* heap_type) {
+  PyTypeObject* type = &heap_type->ht_type;
+  type->tp_name = "Tensor";  // as messages name it ("'Tensor' object has no attribute ...")
+  type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+  type->tp_dictoffset = type->tp_basicsize;
+  type->tp_basicsize += static_cast<Py_ssize_t>(sizeof(PyObject*));
+  static PyGetSetDef dict_getset[] = {
+      {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+      {nullptr, nullptr, nullptr, nullptr, nullptr}};
+  type->tp_getset = dict_getset;
+  type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+    Py_VISIT(Py_TYPE(self));  // instances of heap types own their type
+    Py_VISIT(*_PyObject_GetDictPtr(self));
+    return ember::traverse_tensor_hooks(self, visit, arg);
+  };
+  type->tp_clear = [](PyObject* self) {
+    Py_CLEAR(*_PyObject_GetDictPtr(self));
+    return ember::clear_tensor_hooks(self);
+  };
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_C, m) {
   using namespace ember;
   m.doc() = "ember's C++ core: tensors, ops, memory.";
@@ -501,17 +530,7 @@ PYBIND11_MODULE(_C, m) {
         py::arg("throw_at") = -1, py::arg("nested") = false,
         py::call_guard<py::gil_scoped_release>());
 
-  // Tensors take part in Python's cycle collection through their hooks (python_hooks.cpp).
-  TensorClass cls(m, "Tensor", py::buffer_protocol(),
-                  py::custom_type_setup([](PyHeapTypeObject* heap_type) {
-                    PyTypeObject* type = &heap_type->ht_type;
-                    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
-                    type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
-                      Py_VISIT(Py_TYPE(self));  // instances of heap types own their type
-                      return traverse_tensor_hooks(self, visit, arg);
-                    };
-                    type->tp_clear = [](PyObject* self) { return clear_tensor_hooks(self); };
-                  }));
+  TensorClass cls(m, "Tensor", py::buffer_protocol(), py::custom_type_setup(setup_tensor_type));
   bind_tensor(m, cls);
   bind_generated_ops(m, cls);
   bind_indexing(m, cls);

@@ -140,7 +140,7 @@ _LAZY_MODULES = (
     "masked",
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
-    "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu", "_dynamo",
+    "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu", "mps", "_dynamo",
     "library", "ops", "futures", "types", "storage", "__config__", "_utils",
 )
 _LAZY_ATTRS = {

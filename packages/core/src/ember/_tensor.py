@@ -216,8 +216,8 @@ Tensor.__array_priority__ = 1000  # NumPy defers binary operators to ember
 
 
 # ---- pickling and deep copies of Tensor subclasses -----------------------------------------------
-# A subclass instance pickles as its plain tensor plus its type and Python state (its __dict__
-# and __slots__), rebuilt by _rebuild_from_type_v2 (PyTorch's name, so the reduction reads the
+# A subclass instance, or a plain tensor with attributes, pickles as its plain tensor plus its
+# type and Python state (its __dict__ and __slots__), rebuilt by _rebuild_from_type_v2 (PyTorch's name, so the reduction reads the
 # same); deepcopy follows PyTorch's rules for subclasses. Plain tensors keep their own paths.
 _reduce_ex_binding = Tensor.__reduce_ex__  # by value (ember.multiprocessing_reductions)
 
@@ -250,21 +250,27 @@ def _rebuild_from_type_v2(func: Any, new_type: type, args: tuple, state: Any) ->
     ret = func(*args)
     if type(ret) is not new_type:
         ret = ret.as_subclass(new_type)
-    if getattr(type(ret), "__setstate__", None) is not None:
-        ret.__setstate__(state)
-    else:
-        _set_obj_state(ret, state)
-    return ret
+    return _set_state(ret, state)
+
+
+def _set_state(t: Tensor, state: Any) -> Tensor:
+    """Gives t the Python state _get_obj_state returned: through its class's __setstate__ when
+    it defines one, else attribute by attribute."""
+    if getattr(type(t), "__setstate__", None) is not None:
+        t.__setstate__(state)
+        return t
+    return _set_obj_state(t, state)
 
 
 def _reduce_ex(self: Tensor, proto: int) -> Any:
-    if type(self) is Tensor:
+    # a plain tensor without attributes (t.name = value) takes the short path
+    state = _get_obj_state(self)
+    if type(self) is Tensor and not state:
         return _reduce_ex_binding(self, proto)
     if _C._has_torch_function_unary(self):
         from ember.overrides import handle_torch_function
 
         return handle_torch_function(Tensor.__reduce_ex__, (self,), self, proto)
-    state = _get_obj_state(self)
     func, args = _reduce_ex_binding(self, proto)
     return (_rebuild_from_type_v2, (func, type(self), args, state))
 
@@ -289,6 +295,8 @@ def _deepcopy(self: Tensor, memo: dict) -> Tensor:
     if type(self) is Tensor:
         func, args = _reduce_ex_binding(self, 4)
         memo[id(self)] = new = func(*args)
+        if self.__dict__:
+            new.__dict__ = copy.deepcopy(self.__dict__, memo)
         return new
     if _C._has_torch_function_unary(self):
         from ember.overrides import handle_torch_function

@@ -168,9 +168,29 @@ class _Loader:
     @staticmethod
     def rebuild_parameter(data: Tensor, requires_grad: bool, backward_hooks: Any,
                           state: Any = None) -> Any:
+        from ember._tensor import _set_state
         from ember.nn import Parameter
 
-        return Parameter(data, requires_grad=requires_grad)
+        p = Parameter(data, requires_grad=requires_grad)
+        return _set_state(p, state) if state else p
+
+    @staticmethod
+    def rebuild_from_type(func: Callable[..., Any], new_type: Any, args: tuple,
+                          state: Any) -> Any:
+        """PyTorch's reduction of a tensor that carries Python attributes (t.name = value); its
+        class is one find() resolved, so ember.Tensor or Parameter."""
+        from ember._tensor import _set_state
+
+        t = func(*args)
+        if type(t) is not new_type:
+            t = t.as_subclass(new_type)
+        return _set_state(t, state) if state else t
+
+    @staticmethod
+    def parameter_class() -> type:
+        from ember.nn import Parameter
+
+        return Parameter
 
     def find(self, module: str, name: str) -> Any:
         import ember
@@ -183,6 +203,8 @@ class _Loader:
             "torch._utils._rebuild_parameter": self.rebuild_parameter,
             "torch._utils._rebuild_parameter_with_state": self.rebuild_parameter,
             "torch._utils._rebuild_sparse_tensor": ember.sparse._rebuild_torch_sparse,
+            "torch._tensor._rebuild_from_type_v2": self.rebuild_from_type,
+            "torch.Tensor": ember.Tensor,
             "torch.serialization._get_layout": _layout,
             "collections.OrderedDict": collections.OrderedDict,
             "torch.Size": lambda *a: ember.Size(*a),
@@ -193,6 +215,8 @@ class _Loader:
         }
         if full in table:
             return table[full]
+        if full == "torch.nn.parameter.Parameter":
+            return self.parameter_class()
         numpy_global = _numpy_global(module, name)
         if numpy_global is not None:
             return numpy_global

@@ -151,12 +151,22 @@ class _Writer:
                  "stride": list(t.stride()), "offset": t.storage_offset(), "device": device}
         if t.requires_grad:
             entry["requires_grad"] = True
-        if type(t).__name__ == "Parameter":
-            entry["parameter"] = True
-        self.tensor_ids[id(t)] = len(self.tensors)
+        tid = self.tensor_ids[id(t)] = len(self.tensors)
         self.keep.append(t)
         self.tensors.append(entry)
-        return len(self.tensors) - 1
+        cls = type(t)
+        if cls.__name__ == "Parameter" and cls.__module__.startswith("ember"):
+            entry["parameter"] = True
+        elif cls is not Tensor:
+            # a subclass saves its class by reference (a pickled global: loading it needs
+            # weights_only=False or an allow-listed class, as in PyTorch)
+            entry["pyclass"] = _objects.encode_object(self, cls, f"the class of tensor {tid}")
+        from ember._tensor import _get_obj_state
+
+        state = _get_obj_state(t)  # attributes set on the tensor (t.name = value)
+        if state:
+            entry["state"] = self.encode(state, f"tensor {tid}'s attributes", 1, set())
+        return tid
 
     def encode(self, obj: Any, path: str, depth: int, active: set) -> Any:
         import ember
@@ -526,12 +536,24 @@ class _Reader:
             placed = self.map_location(t, loc)
             # None: the default placement (the saved location), as PyTorch does
             t = placed if placed is not None else self._moved(t, self._target(loc, None))
+        if "pyclass" in e:
+            t = t.as_subclass(self._tensor_class(tid, e["pyclass"]))
         if e.get("parameter"):
             t = self._parameter(t, bool(e.get("requires_grad")))
         elif e.get("requires_grad"):
             t.requires_grad_(True)
-        self.tensors[tid] = t
+        self.tensors[tid] = t  # before its attributes, which may refer to it
+        if "state" in e:
+            from ember._tensor import _set_state
+
+            _set_state(t, self.decode(e["state"], 1))
         return t
+
+    def _tensor_class(self, tid: int, node: Any) -> type:
+        cls = self.decode(node, 1)
+        _check(isinstance(cls, type) and issubclass(cls, Tensor), self.src,
+               f"tensor {tid}'s class {cls!r} is not a Tensor subclass")
+        return cls
 
     def _bool_bytes(self, sid: int, raw: Tensor) -> Tensor:
         """The bytes of a bool tensor's storage with every nonzero byte made 1 (a file written
