@@ -3071,3 +3071,6 @@ from ember.nn._sampling import (  # noqa: E402  (composites over the ops above)
 _argcheck.guard_module(globals())
 # Every public function here takes part in __torch_function__ (ember.overrides).
 ember.overrides._install_module(globals(), __name__)
+
+
+from ember.nn import grad  # noqa: E402,F401  (torch.nn.functional.grad is torch.nn.grad)

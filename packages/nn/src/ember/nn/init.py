@@ -11,8 +11,10 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import ember
@@ -341,3 +343,31 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Any =
             zero_rows = ember.randperm(rows, generator=generator)[:num_zeros]
             tensor[zero_rows, c] = 0
     return tensor
+
+
+# ---- the deprecated names without the trailing underscore (old scripts still call them) ------
+def _deprecated(new: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    old = new.__name__[:-1]
+
+    @functools.wraps(new)
+    def fn(*args: Any, **kwargs: Any) -> Tensor:
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.",
+                      FutureWarning, stacklevel=2)
+        return new(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = old
+    fn.__doc__ = f"{old}(...): deprecated, calls :func:`{new.__name__}` (with a FutureWarning)."
+    return fn
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)

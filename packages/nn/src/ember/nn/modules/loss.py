@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 from ember import Tensor
@@ -100,6 +101,18 @@ class NLLLoss(_WeightedLoss):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """The old name of :class:`NLLLoss` for image-shaped inputs (deprecated: NLLLoss takes any
+    number of trailing dims); constructing one warns with a FutureWarning, as PyTorch does."""
+
+    def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
+                 ignore_index: int = -100, reduce: bool | None = None,
+                 reduction: str = "mean") -> None:
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a "
+                      "drop-in replacement.", FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
 class SmoothL1Loss(_Loss):
