@@ -439,6 +439,32 @@ def test_chunked_queries_give_the_same_values_and_gradients(monkeypatch):
         np.testing.assert_array_equal(_np(getattr(bm, name)), _np(getattr(bm2, name)))
 
 
+def test_chunks_skip_keys_outside_their_blocks_without_changing_results(monkeypatch):
+    # a sliding window over 64 keys in blocks of 8, 4 query rows a chunk: each chunk computes only
+    # the keys of its blocks; values and gradients equal the dense masked softmax attention
+    monkeypatch.setattr(fa, "_CHUNK_ELEMENTS", 2 * 64 * 4)
+    L = S = 64
+    q, k, v = (ember.from_numpy(RNG.standard_normal(s)).requires_grad_()
+               for s in ((1, 2, L, 4), (1, 2, S, 4), (1, 2, S, 3)))
+
+    def window(b, h, i, j):
+        return (i >= j) & (i - j < 10 + 4 * h)
+
+    bm = create_block_mask(window, None, 2, L, S, device="cpu", BLOCK_SIZE=8)
+    out, aux = flex_attention(q, k, v, block_mask=bm, return_aux=AuxRequest(lse=True))
+    i, j = np.arange(L)[:, None], np.arange(S)[None, :]
+    allowed = (i >= j) & (i - j < 10 + 4 * np.arange(2)[:, None, None])
+    ref, ref_lse = _reference(_np(q), _np(k), _np(v), mask=allowed[None])
+    _close(out, ref, rtol=1e-12, atol=1e-12)
+    _close(aux.lse, ref_lse, rtol=1e-12, atol=1e-12)
+    dense = ember.where(ember.from_numpy(allowed), q @ k.transpose(-1, -2) * 0.5,
+                        float("-inf"))
+    plain = ember.softmax(dense, dim=-1) @ v
+    grads = ember.autograd.grad(out.pow(2).sum(), (q, k, v))
+    for g, pg in zip(grads, ember.autograd.grad(plain.pow(2).sum(), (q, k, v))):
+        _close(g, pg, rtol=1e-10, atol=1e-12)
+
+
 # ----------------------------------------------------------------------------------------------
 # BlockMask
 

@@ -12,6 +12,9 @@ indices, ``torch.where``, ``&``/``|``, indexing tensors it closes over (an ALiBi
 gradients flow to such captured tensors. Python control flow on tensor values (``if q_idx > 0``,
 ``and``/``or``/``not`` on tensors, ``int(...)``/``.item()``, indexing a Python list by a tensor)
 is not supported and raises a ``RuntimeError`` that says so: use ``torch.where``, ``&``, ``|``.
+(A test on an index whose dimension has size 1, such as ``if b == 0`` with B = 1, cannot be told
+from a scalar one: it runs once, for all positions.) The function may return any shape that
+broadcasts to the score block; a mask_mod must return a bool tensor (or a Python bool).
 
 A ``BlockMask`` (from ``create_block_mask``) is applied as the fused kernels apply it: a position
 attends when its ``(Q_BLOCK_SIZE, KV_BLOCK_SIZE)`` block is a full block, or a partial block where
@@ -19,10 +22,12 @@ attends when its ``(Q_BLOCK_SIZE, KV_BLOCK_SIZE)`` block is a full block, or a p
 evaluates ``mask_mod`` alone; the two agree for every mask built by ``create_block_mask``.)
 Rows with no attended key give output 0 and log-sum-exp ``-inf``.
 
-Memory: the ``(B, H, Lc, S)`` score block is materialised; ``Lc`` is chosen so that a block holds
-about ``_CHUNK_ELEMENTS`` (2**24) scores, so inference needs O(2**24 + L * Ev) working memory
-rather than O(L * S). With autograd, each chunk keeps its scores for the backward, O(B*H*L*S) in
-all. ``kernel_options`` is accepted and ignored (there is no kernel to tune).
+Memory: the ``(B, H, Lc, S)`` score block is materialised (a few tensors of it: scores, mask,
+weights); ``Lc`` is chosen so that a block holds about ``_CHUNK_ELEMENTS`` (2**24) scores, so
+without autograd the working memory is that plus the size of the inputs and output, not
+O(B * H * L * S). With autograd each chunk keeps its scores for the backward: O(B * H * L * S) in
+all, as for any eager attention. ``kernel_options`` is accepted and ignored (there is no kernel
+to tune). ``AuxRequest(max_scores=True)`` works on every device (PyTorch's CPU path lacks it).
 
 >>> import ember
 >>> from ember.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
@@ -767,6 +772,7 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
         use_mask_mod = block_mask.mask_mod is not noop_mask
         QB, KB = block_mask.BLOCK_SIZE
         kv_block = ember.arange(S, device=device) // KB
+        key_span = _key_block_spans(partial, full, KB, S)
 
     # (B, Hkv, G, L, E) @ (Bkv, Hkv, 1, E, S): query head h = hkv * G + g reads key head hkv.
     q5 = query.to(work).reshape(B, Hkv, G, L, E)
@@ -781,8 +787,14 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     for q0 in range(0, L, chunk):
         q1 = min(L, q0 + chunk)
         n = q1 - q0
-        scores = (q5[:, :, :, q0:q1] @ kT).reshape(B, Hq, n, S) * scale
+        # Keys outside the chunk's computed blocks are masked: leave them out (a causal or
+        # sliding-window mask then costs about half / a window of the dense work).
+        k0, k1 = (0, S) if block_mask is None else key_span(q0 // QB, (q1 - 1) // QB)
+        m = k1 - k0
+        scores = (q5[:, :, :, q0:q1] @ kT[..., k0:k1]).reshape(B, Hq, n, m) * scale
         idx = _index_tensors(B, Hq, q0, q1, S, device)
+        if m != S:
+            idx = (*idx[:3], idx[3][..., k0:k1])
         if score_mod is not None:
             modded = _call_mod(score_mod, (scores, *idx), "score_mod")
             if not isinstance(modded, Tensor):
@@ -791,21 +803,22 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
             if modded.dtype != work:
                 modded = modded.to(work)
             try:
-                scores = modded.expand(B, Hq, n, S)
+                scores = modded.expand(B, Hq, n, m)
             except RuntimeError as e:
                 raise RuntimeError(
                     f"flex_attention: score_mod returned shape {tuple(modded.shape)}, which "
-                    f"does not broadcast to the scores' {(B, Hq, n, S)}") from e
+                    f"does not broadcast to the scores' {(B, Hq, n, m)}") from e
         if block_mask is not None:
             assert partial is not None
-            q_block = ember.arange(q0, q1, device=device) // QB
-            allowed = partial[:, :, q_block.unsqueeze(1), kv_block.unsqueeze(0)]
+            rows = (ember.arange(q0, q1, device=device) // QB).unsqueeze(1)
+            cols = kv_block[k0:k1].unsqueeze(0)
+            allowed = partial[:, :, rows, cols]
             if use_mask_mod:
                 mod_mask = _as_mask(_call_mod(block_mask.mask_mod, idx, "mask_mod"), device,
                                     "mask_mod")
                 allowed = allowed & mod_mask
             if full is not None:
-                allowed = allowed | full[:, :, q_block.unsqueeze(1), kv_block.unsqueeze(0)]
+                allowed = allowed | full[:, :, rows, cols]
             scores = ember.where(allowed, scores, neg_inf)
         # Softmax that gives 0 (not NaN) on rows with no finite score, in value and gradient.
         row_max = scores.detach().amax(-1, keepdim=True)
@@ -815,7 +828,7 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
         live = total > 0
         safe_total = ember.where(live, total, one)
         probs = weights / safe_total
-        out = probs.to(query.dtype).reshape(B, Hkv, G, n, S) @ v5
+        out = probs.to(query.dtype).reshape(B, Hkv, G, n, m) @ v5[..., k0:k1, :]
         outs.append(out.reshape(B, Hq, n, Ev))
         if want_lse:
             lses.append(ember.where(live, ember.log(safe_total) + row_max, neg_inf).squeeze(-1))
@@ -823,6 +836,25 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
             maxes.append(scores.amax(-1))
     return _finish(_cat_rows(outs), _cat_rows(lses) if want_lse else None,
                    _cat_rows(maxes) if want_max else None, return_aux, return_lse)
+
+
+def _key_block_spans(partial: Tensor, full: Tensor | None, KB: int,
+                     S: int) -> Callable[[int, int], tuple[int, int]]:
+    """``span(r0, r1)``: the keys [k0, k1) that query-block rows r0..r1 compute in some batch and
+    head (at least one key, so that a fully masked chunk still runs, giving zeros)."""
+    used = partial if full is None else partial | full
+    used = used.any(0).any(0).cpu().tolist()  # (rows, cols), on the host: one sync per call
+    firsts = [row.index(True) if True in row else None for row in used]
+    lasts = [len(row) - 1 - row[::-1].index(True) if True in row else None for row in used]
+
+    def span(r0: int, r1: int) -> tuple[int, int]:
+        lo = [c for c in firsts[r0:r1 + 1] if c is not None]
+        hi = [c for c in lasts[r0:r1 + 1] if c is not None]
+        if not lo:
+            return 0, min(S, 1)
+        return min(lo) * KB, min(S, (max(hi) + 1) * KB)
+
+    return span
 
 
 def _cat_rows(parts: list[Tensor]) -> Tensor:
