@@ -30,14 +30,25 @@ def _torch():
     return pytest.importorskip("torch")
 
 
+def _maybe_torch():
+    """torch, or None where it is not installed (the comparisons with it are then left out)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
 def _tflex():
-    """torch's flex_attention module, with its one-time warnings (no torch.compile, deprecated
-    return_lse) silenced."""
+    """torch's flex_attention module (skips the test without torch)."""
     _torch()
     from torch.nn.attention import flex_attention as tfa
 
-    tfa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = False
     return tfa
+
+
+def _maybe_tflex():
+    return _tflex() if _maybe_torch() is not None else None
 
 
 def _np(t) -> np.ndarray:
@@ -53,11 +64,11 @@ def _np(t) -> np.ndarray:
 
 
 def _pair(*shape, dtype="float32"):
-    """The same random data as an ember tensor and a torch tensor."""
-    torch = _torch()
+    """The same random data as an ember tensor and a torch tensor (None without torch)."""
+    torch = _maybe_torch()
     a = RNG.standard_normal(shape)
     e = ember.from_numpy(a).to(getattr(ember, dtype))
-    t = torch.from_numpy(a).to(getattr(torch, dtype))
+    t = None if torch is None else torch.from_numpy(a).to(getattr(torch, dtype))
     return e, t
 
 
@@ -70,6 +81,7 @@ def _qkv(B=2, Hq=3, L=37, S=45, E=16, Ev=8, Hkv=None, dtype="float32"):
 
 
 def _run_torch(*args, **kwargs):
+    """torch's flex_attention, its warnings (no torch.compile, deprecated return_lse) silenced."""
     tfa = _tflex()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -127,9 +139,15 @@ def test_no_mods_matches_torch_and_reference():
 
 def _compare_mask(mask_mod, B, H, L, S, block=16, score_mod=None, tscore_mod=None,
                   tmask_mod=None, **kw):
+    """flex_attention with create_block_mask(mask_mod) and the score_mod; where torch is
+    installed, the block mask's tensors and the outputs are compared with torch's."""
     (q, k, v), (tq, tk, tv) = _qkv(B=B or 1, Hq=kw.pop("Hq", 2), L=L, S=S, **kw)
-    tfa = _tflex()
     bm = create_block_mask(mask_mod, B, H, L, S, device="cpu", BLOCK_SIZE=block)
+    out, aux = flex_attention(q, k, v, score_mod=score_mod, block_mask=bm,
+                              return_aux=AuxRequest(lse=True))
+    tfa = _maybe_tflex()
+    if tfa is None:
+        return (q, k, v), out, aux.lse
     tbm = tfa.create_block_mask(tmask_mod or mask_mod, B, H, L, S, device="cpu",
                                 BLOCK_SIZE=block)
     for name in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
@@ -138,8 +156,6 @@ def _compare_mask(mask_mod, B, H, L, S, block=16, score_mod=None, tscore_mod=Non
     assert bm.shape == tbm.shape and bm.BLOCK_SIZE == tbm.BLOCK_SIZE
     assert bm.sparsity() == pytest.approx(tbm.sparsity())
     np.testing.assert_array_equal(_np(bm.to_dense()), _np(tbm.to_dense()))
-    out, aux = flex_attention(q, k, v, score_mod=score_mod, block_mask=bm,
-                              return_aux=AuxRequest(lse=True))
     tout, tlse = _run_torch(tq, tk, tv, score_mod=tscore_mod or score_mod, block_mask=tbm,
                             return_lse=True)
     _close(out, tout)
@@ -159,9 +175,9 @@ def test_sliding_window_and_masks_matches_torch():
     def window(b, h, q_idx, kv_idx):
         return q_idx - kv_idx <= 7
 
-    tfa = _tflex()
+    tfa = _maybe_tflex()
     (q, k, v), out, _ = _compare_mask(and_masks(causal, window), 1, 1, 40, 40, block=8,
-                                      tmask_mod=tfa.and_masks(causal, window))
+                                      tmask_mod=tfa and tfa.and_masks(causal, window))
     i, j = np.arange(40)[:, None], np.arange(40)[None, :]
     ref, _ = _reference(_np(q), _np(k), _np(v), mask=(i >= j) & (i - j <= 7))
     _close(out, ref)
@@ -171,15 +187,18 @@ def test_or_masks_prefix_lm_matches_torch():
     def prefix(b, h, q_idx, kv_idx):
         return kv_idx < 10
 
-    tfa = _tflex()
-    _compare_mask(or_masks(causal, prefix), 2, 1, 33, 33, block=8,
-                  tmask_mod=tfa.or_masks(causal, prefix))
+    tfa = _maybe_tflex()
+    (q, k, v), out, _ = _compare_mask(or_masks(causal, prefix), 2, 1, 33, 33, block=8,
+                                      tmask_mod=tfa and tfa.or_masks(causal, prefix))
+    i, j = np.arange(33)[:, None], np.arange(33)[None, :]
+    ref, _ = _reference(_np(q), _np(k), _np(v), mask=(i >= j) | (j < 10))
+    _close(out, ref)
 
 
 def test_document_mask_closing_over_tensor_matches_torch():
-    torch = _torch()
+    torch = _maybe_torch()
     docs = np.array([[0] * 10 + [1] * 15 + [2] * 7, [0] * 20 + [1] * 12])
-    doc_e, doc_t = ember.from_numpy(docs), torch.from_numpy(docs)
+    doc_e, doc_t = ember.from_numpy(docs), torch and torch.from_numpy(docs)
 
     def doc_mask(b, h, q_idx, kv_idx):
         return (doc_e[b, q_idx] == doc_e[b, kv_idx]) & (q_idx >= kv_idx)
@@ -194,10 +213,10 @@ def test_document_mask_closing_over_tensor_matches_torch():
 
 
 def test_alibi_score_mod_matches_torch():
-    torch = _torch()
+    torch = _maybe_torch()
     H = 4
     slopes = [2 ** (-8 * (i + 1) / H) for i in range(H)]
-    se, st = ember.tensor(slopes), torch.tensor(slopes)
+    se, st = ember.tensor(slopes), torch and torch.tensor(slopes)
 
     def alibi(score, b, h, q_idx, kv_idx):
         return score + se[h] * (kv_idx - q_idx)
@@ -316,6 +335,25 @@ def test_dtypes_match_torch(dtype, tol):
     assert str(aux.lse.dtype).split(".")[-1] == str(tlse.dtype).split(".")[-1]
     _close(out, tout, rtol=tol, atol=tol)
     _close(aux.lse, tlse, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,tol", [("float16", 5e-3), ("bfloat16", 4e-2)])
+def test_half_precision_gradients_follow_float64(dtype, tol):
+    data = [RNG.standard_normal(s) for s in ((1, 2, 12, 8), (1, 2, 12, 8), (1, 2, 12, 4))]
+    bm = create_block_mask(causal, None, None, 12, 12, device="cpu", BLOCK_SIZE=4)
+    upstream = RNG.standard_normal((1, 2, 12, 4))
+
+    def grads(dt):
+        q, k, v = (ember.from_numpy(a).to(dt).requires_grad_() for a in data)
+        table = ember.from_numpy(np.linspace(-1, 1, 23)).float().requires_grad_()
+        out = flex_attention(q, k, v, block_mask=bm,
+                             score_mod=lambda s, b, h, i, j: s + table[i - j + 11])
+        (out.float() * ember.from_numpy(upstream).float()).sum().backward()
+        assert out.dtype == dt and q.grad.dtype == dt and table.grad.dtype == ember.float32
+        return [_np(t.grad) for t in (q, k, v, table)]
+
+    for low, exact in zip(grads(getattr(ember, dtype)), grads(ember.float64)):
+        np.testing.assert_allclose(low, exact, rtol=tol, atol=tol * 4)
 
 
 def test_kv_batch_broadcast_with_block_mask_matches_torch():
