@@ -218,7 +218,7 @@ def _index_tensors(B: int, H: int, q_start: int, q_end: int, S: int,
 
 
 def _as_mask(result: Any, device: Any, what: str) -> Tensor:
-    """A mask_mod's result as a bool tensor broadcastable to ``shape``."""
+    """A mask_mod's result checked to be a bool tensor (a Python bool becomes one)."""
     if isinstance(result, bool):
         return ember.tensor(result, device=device)
     if not isinstance(result, Tensor):
