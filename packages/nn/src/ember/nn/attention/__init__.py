@@ -3,7 +3,9 @@ device: the fused (flash-attention style) kernel, which stands in for FLASH_ATTE
 EFFICIENT_ATTENTION and CUDNN_ATTENTION, and the MATH path. ``sdpa_kernel`` enables only the
 listed ones for the block (through ``ember.backends.cuda.enable_*_sdp``, as PyTorch); a call no
 enabled kernel can run raises "no available kernel". ``ember.nn.attention.bias`` has the causal
-masks (``causal_upper_left``, ``causal_lower_right``) that run the causal kernel.
+masks (``causal_upper_left``, ``causal_lower_right``) that run the causal kernel;
+``ember.nn.attention.flex_attention`` has FlexAttention (``flex_attention``, ``create_block_mask``),
+run eagerly on ember's ops.
 
 >>> import ember
 >>> from ember.nn.attention import SDPBackend, sdpa_kernel
