@@ -132,12 +132,14 @@ def _require_file(session: nox.Session, path: str) -> None:
         session.error(f"{path} does not exist")
 
 
-def install_onnx(session: nox.Session) -> None:
-    """Best effort: the ONNX export tests skip without onnx and onnxruntime."""
-    session.run(
-        "python", "-m", "pip", "install", "-q", "--retries", "1", "onnx", "onnxruntime",
-        success_codes=[0, 1],
-    )  # fmt: skip
+def install_references(session: nox.Session) -> None:
+    """Best effort, one package set at a time: the tests that need them skip without them (the
+    ONNX export tests without onnx and onnxruntime, the einops backend tests without einops)."""
+    for packages in (("onnx", "onnxruntime"), ("einops",)):
+        session.run(
+            "python", "-m", "pip", "install", "-q", "--retries", "1", *packages,
+            success_codes=[0, 1],
+        )  # fmt: skip
 
 
 @nox.session
@@ -146,7 +148,7 @@ def tests(session: nox.Session) -> None:
     install_all(session)
     session.install("pytest", "pytest-xdist", "hypothesis", "numpy")
     install_torch(session)
-    install_onnx(session)
+    install_references(session)
 
     args = list(session.posargs)
     selected = []

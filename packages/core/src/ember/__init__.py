@@ -134,6 +134,10 @@ class _MissingSubpackageFinder:
 
 _sys.meta_path.append(_MissingSubpackageFinder)
 
+from ember import _einops  # noqa: E402
+
+_einops.install()  # einops takes ember tensors once it is imported (it is not imported here)
+
 
 # Imported on first use, to keep `import ember` fast.
 _LAZY_MODULES = (
