@@ -130,3 +130,28 @@ def test_default_convert():
     assert default_convert(3) == 3 and default_convert("s") == "s"
     strs = np.array(["a"])
     assert default_convert(strs) is strs
+
+
+# ---- tensors of other frameworks (torchvision's transforms give torch tensors) ----------------
+def test_foreign_tensors_collate_to_ember_tensors():
+    torch = pytest.importorskip("torch")
+    from ember.data import DataLoader
+
+    class Images:
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return {"img": torch.full((3, 2, 2), float(i)), "label": i,
+                    "w": torch.ones(2, requires_grad=True)}
+
+    for workers in (0, 2):
+        batch = next(iter(DataLoader(Images(), batch_size=2, num_workers=workers)))
+        assert all(isinstance(v, ember.Tensor) for v in batch.values())
+        assert batch["img"].shape == (2, 3, 2, 2) and batch["img"][1].sum().item() == 12.0
+        assert batch["label"].tolist() == [0, 1] and not batch["w"].requires_grad
+    one = default_convert(torch.arange(3))
+    assert isinstance(one, ember.Tensor) and one.dtype == ember.int64 and one.tolist() == [0, 1, 2]
+    with pytest.raises(RuntimeError, match=r"sample 0 has shape \[2\] but sample 1 has shape"):
+        default_collate([torch.ones(2), torch.ones(3)])
+
