@@ -1,0 +1,343 @@
+"""Builds the protobuf messages of an event file: ``Event`` and its ``Summary.Value`` kinds.
+
+Field numbers (TensorBoard's protos; proto3, fields written in number order)::
+
+    Event:            1 wall_time (double), 2 step (int64), 3 file_version (string),
+                      5 summary (Summary), 7 session_log (SessionLog)
+    SessionLog:       1 status (enum: START = 1)
+    Summary:          1 value (repeated Summary.Value)
+    Summary.Value:    1 tag, 9 metadata (SummaryMetadata), and one of 2 simple_value (float),
+                      4 image (Summary.Image), 5 histo (HistogramProto), 6 audio, 8 tensor
+    Summary.Image:    1 height, 2 width, 3 colorspace (int32), 4 encoded_image_string (bytes)
+    Summary.Audio:    1 sample_rate (float), 2 num_channels, 3 length_frames (int64),
+                      4 encoded_audio_string (bytes), 5 content_type (string)
+    HistogramProto:   1 min, 2 max, 3 num, 4 sum, 5 sum_squares (double),
+                      6 bucket_limit, 7 bucket (packed repeated double)
+    SummaryMetadata:  1 plugin_data (PluginData: 1 plugin_name, 2 content (bytes))
+    TensorProto:      1 dtype (enum: DT_FLOAT 1, DT_DOUBLE 2, DT_STRING 7), 2 tensor_shape
+                      (TensorShapeProto: 2 dim (repeated Dim: 1 size)), 5 float_val (packed),
+                      6 double_val (packed), 8 string_val (repeated bytes)
+
+The hparams plugin's messages are described at ``hparams_values``.
+
+>>> from ember.utils.tensorboard import _summary
+>>> _summary.scalar_value("loss", 0.5).hex()
+'0a046c6f7373150000003f'
+"""
+
+from __future__ import annotations
+
+import io
+import wave
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from ember.utils.tensorboard import _proto as pb
+from ember.utils.tensorboard._png import encode_png
+
+FILE_VERSION = "brain.Event:2"
+SESSION_START = 1
+DT_FLOAT, DT_DOUBLE, DT_STRING = 1, 2, 7
+
+
+def make_np(x: Any) -> np.ndarray:
+    """``x`` as a NumPy array: ember (or torch) tensors are detached and copied to the host
+    (dtypes NumPy lacks, such as bfloat16, go through float32); a Python or NumPy scalar
+    becomes a one-element array."""
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, (bool, int, float, np.generic)):
+        return np.array([x])
+    if hasattr(x, "detach") and hasattr(x, "numpy"):
+        t = x.detach()
+        if hasattr(t, "cpu"):
+            t = t.cpu()
+        try:
+            return t.numpy()
+        except TypeError:  # no NumPy dtype (bfloat16, float8): widen first
+            return t.float().numpy()
+    if isinstance(x, (list, tuple)):
+        return np.asarray(x)
+    raise NotImplementedError(
+        f"Got {type(x).__name__}, but a NumPy array, a number or an ember tensor is expected.")
+
+
+def _check(condition: bool, message: str) -> None:
+    # PyTorch asserts these; an explicit AssertionError keeps its exception class under -O.
+    if not condition:
+        raise AssertionError(message)
+
+
+# --------------------------------------------------------------------------------------------
+# Event and Summary
+
+def event(wall_time: float, step: Optional[int] = None, *, file_version: Optional[str] = None,
+          summary: Optional[bytes] = None, session_log_status: Optional[int] = None) -> bytes:
+    """An ``Event``: a wall time and step, with a file version, a summary or a session log."""
+    parts = []
+    if not pb.is_default(float(wall_time)):
+        parts.append(pb.double_field(1, float(wall_time)))
+    if step is not None and int(step) != 0:
+        parts.append(pb.int_field(2, int(step)))
+    if file_version is not None:
+        parts.append(pb.string_field(3, file_version))
+    if summary is not None:
+        parts.append(pb.bytes_field(5, summary))
+    if session_log_status is not None:
+        parts.append(pb.bytes_field(7, pb.int_field(1, session_log_status)))
+    return b"".join(parts)
+
+
+def summary(values: Sequence[bytes]) -> bytes:
+    """A ``Summary`` holding encoded ``Summary.Value`` messages."""
+    return b"".join(pb.bytes_field(1, v) for v in values)
+
+
+def _metadata(plugin_name: str, content: bytes = b"") -> bytes:
+    plugin_data = pb.string_field(1, plugin_name) + (pb.bytes_field(2, content) if content else b"")
+    return pb.bytes_field(1, plugin_data)
+
+
+def _value(tag: str, field: int, payload: bytes, metadata: Optional[bytes] = None) -> bytes:
+    """A ``Summary.Value``: the tag, one message-valued field and optional metadata."""
+    out = pb.string_field(1, tag) + pb.bytes_field(field, payload)
+    return out + pb.bytes_field(9, metadata) if metadata is not None else out
+
+
+# --------------------------------------------------------------------------------------------
+# Scalars
+
+def to_scalar(value: Any) -> float:
+    """A one-element number, array or tensor as a Python float."""
+    arr = make_np(value)
+    _check(arr.size == 1, f"scalar should be 0D, got shape {tuple(arr.shape)}")
+    return float(arr.reshape(-1)[0])
+
+
+def scalar_value(tag: str, value: Any, new_style: bool = False,
+                 double_precision: bool = False) -> bytes:
+    """A scalar: ``simple_value``, or with ``new_style`` a scalar tensor for the scalars
+    plugin (float32, or float64 with ``double_precision``)."""
+    scalar = to_scalar(value)
+    if not new_style:
+        return pb.string_field(1, tag) + pb.float_field(2, scalar)
+    # A scalar's tensor_shape is empty, which proto3 leaves out.
+    if double_precision:
+        tensor = pb.int_field(1, DT_DOUBLE) + pb.packed_doubles(6, [scalar])
+    else:
+        tensor = pb.int_field(1, DT_FLOAT) + pb.packed_floats(5, [scalar])
+    return _value(tag, 8, tensor, _metadata("scalars"))
+
+
+# --------------------------------------------------------------------------------------------
+# Histograms
+
+def default_bins() -> list[float]:
+    """TensorFlow's histogram bucket edges: +-1e-12 growing by 10% per bucket up to 1e20, and 0."""
+    positive = []
+    edge = 1e-12
+    while edge < 1e20:
+        positive.append(edge)
+        edge *= 1.1
+    return [-e for e in reversed(positive)] + [0.0] + positive
+
+
+def _double_fields(*numbered: tuple[int, float]) -> bytes:
+    return b"".join(pb.double_field(n, float(v)) for n, v in numbered
+                    if not pb.is_default(float(v)))
+
+
+def histogram_proto(min: float, max: float, num: float, sum: float, sum_squares: float,  # noqa: A002
+                    bucket_limit: Sequence[float], bucket: Sequence[float]) -> bytes:
+    """A ``HistogramProto``; bucket ``i`` counts the values in (bucket_limit[i-1],
+    bucket_limit[i]]."""
+    out = _double_fields((1, min), (2, max), (3, num), (4, sum), (5, sum_squares))
+    if len(bucket_limit):
+        out += pb.packed_doubles(6, [float(v) for v in bucket_limit])
+    if len(bucket):
+        out += pb.packed_doubles(7, [float(v) for v in bucket])
+    return out
+
+
+def make_histogram(values: np.ndarray, bins: Union[str, int, Sequence[float], np.ndarray],
+                   max_bins: Optional[int] = None) -> bytes:
+    """The ``HistogramProto`` of ``values`` (float64, any shape) with NumPy's ``bins``; runs of
+    empty buckets at both ends are dropped, except one empty bucket that closes the left end."""
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    if values.size == 0:
+        raise ValueError("add_histogram: values is empty")
+    counts, limits = np.histogram(values, bins=bins)
+    if max_bins is not None and counts.size > max_bins:
+        group = counts.size // max_bins  # merge runs of `group` buckets (the last may be short)
+        counts = np.pad(counts, (0, (-counts.size) % group)).reshape(-1, group).sum(axis=1)
+        limits = np.concatenate([limits[:-1:group], limits[-1:]])
+    nonzero = np.flatnonzero(counts)
+    if nonzero.size == 0:
+        raise ValueError("add_histogram: no value falls inside the bins")
+    first, last = int(nonzero[0]), int(nonzero[-1])
+    # bucket_limit holds right edges: the empty bucket ends at the first non-empty one's left edge
+    bucket = np.concatenate([[0], counts[first:last + 1]])
+    bucket_limit = limits[first:last + 2]
+    return histogram_proto(values.min(), values.max(), values.size, values.sum(),
+                           values.dot(values), bucket_limit.tolist(), bucket.tolist())
+
+
+def histogram_value(tag: str, histo: bytes) -> bytes:
+    """A ``Summary.Value`` holding an encoded ``HistogramProto``."""
+    return _value(tag, 5, histo)
+
+
+# --------------------------------------------------------------------------------------------
+# Images
+
+def _make_grid(nchw: np.ndarray, ncols: int = 8) -> np.ndarray:
+    """A CHW canvas tiling the N images of an NCHW batch, ``ncols`` per row."""
+    if nchw.shape[1] == 1:
+        nchw = np.concatenate([nchw] * 3, axis=1)
+    _check(nchw.shape[1] in (3, 4), f"images should have 1, 3 or 4 channels, got {nchw.shape[1]}")
+    n, c, h, w = nchw.shape
+    ncols = min(n, ncols)
+    nrows = -(-n // ncols)
+    canvas = np.zeros((c, h * nrows, w * ncols), dtype=nchw.dtype)
+    for i in range(n):
+        y, x = divmod(i, ncols)
+        canvas[:, y * h:(y + 1) * h, x * w:(x + 1) * w] = nchw[i]
+    return canvas
+
+
+def to_hwc(array: np.ndarray, dataformats: str) -> np.ndarray:
+    """An image (or a batch, tiled into a grid) in ``dataformats`` (a permutation of CHW, HWC,
+    HW, NCHW...) as an HxWx3 or HxWx4 array; one channel is repeated to three."""
+    fmt = dataformats.upper()
+    _check(len(set(fmt)) == len(fmt), f"dataformats {dataformats!r} repeats a dimension")
+    _check(array.ndim == len(fmt),
+           f"an image of shape {tuple(array.shape)} does not match dataformats {dataformats!r}")
+    if len(fmt) == 4:
+        _check(set(fmt) == set("NCHW"), f"unknown dataformats {dataformats!r}")
+        grid = _make_grid(array.transpose([fmt.index(c) for c in "NCHW"]))
+        return grid.transpose(1, 2, 0)
+    if len(fmt) == 3:
+        _check(set(fmt) == set("HWC"), f"unknown dataformats {dataformats!r}")
+        hwc = array.transpose([fmt.index(c) for c in "HWC"])
+        return np.concatenate([hwc] * 3, axis=2) if hwc.shape[2] == 1 else hwc
+    _check(set(fmt) == set("HW"), f"unknown dataformats {dataformats!r}")
+    hw = array.transpose([fmt.index(c) for c in "HW"])
+    return np.stack([hw] * 3, axis=2)
+
+
+def to_uint8(hwc: np.ndarray) -> np.ndarray:
+    """Pixels as uint8: uint8 stays, anything else is taken as [0, 1] and scaled by 255
+    (clipped, then truncated, as PyTorch's writer does)."""
+    scale = 1.0 if hwc.dtype == np.uint8 else 255.0
+    return (hwc.astype(np.float32) * scale).clip(0, 255).astype(np.uint8)
+
+
+def image_value(tag: str, img: Any, dataformats: str) -> bytes:
+    """A ``Summary.Value`` holding a PNG-encoded ``Summary.Image``."""
+    pixels = to_uint8(to_hwc(make_np(img), dataformats))
+    height, width, channels = pixels.shape
+    image = (pb.int_field(1, height) + pb.int_field(2, width) + pb.int_field(3, channels)
+             + pb.bytes_field(4, encode_png(pixels)))
+    return _value(tag, 4, image)
+
+
+# --------------------------------------------------------------------------------------------
+# Audio and text
+
+def audio_value(tag: str, snd: Any, sample_rate: int = 44100) -> bytes:
+    """A ``Summary.Value`` holding mono 16-bit WAV audio; samples are clipped to [-1, 1]."""
+    samples = make_np(snd).squeeze()
+    _check(samples.ndim == 1, "input tensor should be 1 dimensional.")
+    pcm = (samples.astype(np.float64).clip(-1, 1) * np.iinfo(np.int16).max).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(sample_rate)
+        wav.writeframes(pcm.tobytes())
+    audio = (pb.float_field(1, float(sample_rate)) + pb.int_field(2, 1)
+             + (pb.int_field(3, pcm.shape[-1]) if pcm.shape[-1] else b"")
+             + pb.bytes_field(4, buf.getvalue()) + pb.string_field(5, "audio/wav"))
+    return _value(tag, 6, audio)
+
+
+def text_value(tag: str, text: str) -> bytes:
+    """A ``Summary.Value`` for the text plugin: a one-element DT_STRING tensor under
+    ``<tag>/text_summary`` (the plugin's content, TextPluginData version 0, encodes empty)."""
+    shape = pb.bytes_field(2, pb.int_field(1, 1))  # one Dim of size 1
+    tensor = (pb.int_field(1, DT_STRING) + pb.bytes_field(2, shape)
+              + pb.bytes_field(8, text.encode("utf-8")))
+    return _value(tag + "/text_summary", 8, tensor, _metadata("text"))
+
+
+# --------------------------------------------------------------------------------------------
+# Hyperparameters
+
+def _struct_value(value: Union[float, str, bool], kind: int) -> bytes:
+    """A ``google.protobuf.Value`` for an hparam of ``kind``: 2 number_value (double),
+    3 string_value, 4 bool_value."""
+    if kind == 1:
+        return pb.string_field(3, str(value))
+    if kind == 2:
+        return pb.int_field(4, bool(value))
+    return pb.double_field(2, float(value))
+
+
+def hparams_values(hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Any],
+                   hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None
+                   ) -> tuple[bytes, bytes, bytes]:
+    """The hparams plugin's three summaries (experiment, session start, session end).
+
+    Each is a ``Summary.Value`` with only a tag (``_hparams_/experiment`` ...) and metadata
+    whose plugin content is an ``HParamsPluginData`` (1 version, 2 experiment, 3
+    session_start_info, 4 session_end_info). ``Experiment``: 4 hparam_infos (``HParamInfo``:
+    1 name, 4 type (STRING 1, BOOL 2, FLOAT64 3), 5 domain_discrete (ListValue: 1 values)),
+    5 metric_infos (``MetricInfo``: 1 name (``MetricName``: 2 tag)). ``SessionStartInfo``:
+    1 hparams (map<string, Value>: entries with 1 key, 2 value). ``SessionEndInfo``: 1 status
+    (SUCCESS 1).
+    """
+    domains = hparam_domain_discrete or {}
+    if not isinstance(domains, Mapping):
+        raise TypeError("hparam_domain_discrete should be a dictionary")
+    for name, domain in domains.items():
+        if (name not in hparam_dict or not isinstance(domain, list)
+                or not all(isinstance(d, type(hparam_dict[name])) for d in domain)):
+            raise TypeError(f"hparam_domain_discrete[{name!r}] should be a list of values of the "
+                            f"type of hparam_dict[{name!r}]")
+    infos, entries = [], []
+    for name, value in hparam_dict.items():
+        if value is None:
+            continue
+        if isinstance(value, (int, float)):  # bool too (an int), as PyTorch does
+            kind = 3
+            value = float(value)
+        elif isinstance(value, str):
+            kind = 1
+        elif hasattr(value, "detach") or isinstance(value, (np.ndarray, np.generic)):
+            kind = 3
+            value = float(make_np(value).reshape(-1)[0])
+        else:
+            raise ValueError(f"hparam {name!r}: value should be one of int, float, str, bool, "
+                             f"or a tensor, got {type(value).__name__}")
+        entries.append(pb.bytes_field(1, pb.string_field(1, name)
+                                      + pb.bytes_field(2, _struct_value(value, kind))))
+        info = pb.string_field(1, name) + pb.int_field(4, kind)
+        if name in domains:
+            listed = b"".join(pb.bytes_field(1, _struct_value(v, kind)) for v in domains[name])
+            info += pb.bytes_field(5, listed)
+        infos.append(pb.bytes_field(4, info))
+    metrics = [pb.bytes_field(5, pb.bytes_field(1, pb.string_field(2, name)))
+               for name in metric_dict]
+    experiment = b"".join(infos + metrics)
+    start = b"".join(entries)
+    end = pb.int_field(1, 1)
+
+    def plugin_value(tag: str, field: int, message: bytes) -> bytes:
+        content = pb.bytes_field(field, message)  # version 0: left out
+        return pb.string_field(1, tag) + pb.bytes_field(9, _metadata("hparams", content))
+
+    return (plugin_value("_hparams_/experiment", 2, experiment),
+            plugin_value("_hparams_/session_start_info", 3, start),
+            plugin_value("_hparams_/session_end_info", 4, end))

@@ -1,0 +1,537 @@
+"""ember.utils.tensorboard: SummaryWriter writes TensorBoard event files by itself.
+
+The files are read back here three ways: by hand (an independent bitwise CRC-32C, the record
+framing and a few protobuf fields parsed from the bytes), with the package's ``_read_events``
+(every record's CRCs checked, the Event messages decoded), and, when the ``tensorboard``
+package happens to be installed, with TensorBoard's own EventAccumulator and against the
+records PyTorch's SummaryWriter writes for the same calls (those tests skip otherwise).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import wave
+import zlib
+
+import ember
+import numpy as np
+import pytest
+from ember.utils.tensorboard import SummaryWriter, _proto
+from ember.utils.tensorboard._reader import _read_events
+from ember.utils.tensorboard._record import crc32c, encode_record, masked_crc32c, read_records
+
+T = 1234.5  # a fixed walltime
+
+
+# ---------------------------------------------------------------------------------------------
+# Independent readers (written from the format descriptions, not with the package's code)
+
+def _crc32c_bitwise(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def _mask(crc: int) -> int:
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _split_records(blob: bytes) -> list[bytes]:
+    """The payloads of a TFRecord file, every CRC checked with the bitwise CRC."""
+    out, pos = [], 0
+    while pos < len(blob):
+        header = blob[pos:pos + 8]
+        (length,) = struct.unpack("<Q", header)
+        assert struct.unpack("<I", blob[pos + 8:pos + 12])[0] == _mask(_crc32c_bitwise(header))
+        payload = blob[pos + 12:pos + 12 + length]
+        crc = blob[pos + 12 + length:pos + 16 + length]
+        assert struct.unpack("<I", crc)[0] == _mask(_crc32c_bitwise(payload))
+        out.append(payload)
+        pos += 16 + length
+    assert pos == len(blob)
+    return out
+
+
+def _decode_png(png: bytes) -> np.ndarray:
+    """The pixels of an 8-bit, non-interlaced PNG whose scanlines use filter type 0 (none, as
+    the writer's do), every chunk CRC checked."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks = 8, []
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos:pos + 4])
+        kind, data = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + length]
+        (crc,) = struct.unpack(">I", png[pos + 8 + length:pos + 12 + length])
+        assert crc == zlib.crc32(kind + data)
+        chunks.append((kind, data))
+        pos += 12 + length
+    assert chunks[0][0] == b"IHDR" and chunks[-1] == (b"IEND", b"")
+    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    assert depth == 8 and interlace == 0
+    channels = {0: 1, 2: 3, 4: 2, 6: 4}[color]
+    raw = zlib.decompress(b"".join(d for k, d in chunks if k == b"IDAT"))
+    stride = width * channels
+    rows = np.frombuffer(raw, dtype=np.uint8).reshape(height, stride + 1)
+    assert (rows[:, 0] == 0).all()
+    return rows[:, 1:].reshape(height, width, channels)
+
+
+def _event_file(log_dir) -> str:
+    names = [n for n in os.listdir(log_dir) if n.startswith("events.out.tfevents.")]
+    assert len(names) == 1, names
+    return os.path.join(log_dir, names[0])
+
+
+def _values(log_dir) -> list[tuple[int, dict]]:
+    """(step, Summary.Value) of every summary event in log_dir."""
+    return [(e.get("step", 0), v) for e in _read_events(log_dir) if "summary" in e
+            for v in e["summary"]["value"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Formats
+
+def test_crc32c_check_values():
+    assert crc32c(b"123456789") == 0xE3069283
+    assert crc32c(b"") == 0
+    # RFC 3720 (iSCSI), appendix B.4
+    assert crc32c(bytes(32)) == 0x8A9136AA
+    assert crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert crc32c(bytes(range(32))) == 0x46DD794E
+    data = np.random.default_rng(0).integers(0, 256, 1000, dtype=np.uint8).tobytes()
+    assert crc32c(data) == _crc32c_bitwise(data)
+    assert crc32c(data[500:], crc32c(data[:500])) == crc32c(data)  # continued
+    assert masked_crc32c(data) == _mask(_crc32c_bitwise(data))
+
+
+def test_record_framing_and_corruption():
+    blob = encode_record(b"abc") + encode_record(b"") + encode_record(bytes(300))
+    assert blob[:8] == struct.pack("<Q", 3) and blob[12:15] == b"abc"
+    assert _split_records(blob) == [b"abc", b"", bytes(300)]
+    assert list(read_records(io.BytesIO(blob))) == [b"abc", b"", bytes(300)]
+    for pos, message in [(13, "payload"), (2, "length")]:
+        bad = bytearray(blob)
+        bad[pos] ^= 1
+        with pytest.raises(ValueError, match=message):
+            list(read_records(io.BytesIO(bytes(bad))))
+    with pytest.raises(ValueError, match="truncated"):
+        list(read_records(io.BytesIO(blob[:-1])))
+
+
+def test_protobuf_wire_format():
+    assert _proto.varint(0) == b"\x00"
+    assert _proto.varint(1) == b"\x01"
+    assert _proto.varint(300) == b"\xac\x02"
+    assert _proto.varint(-1) == b"\xff" * 9 + b"\x01"  # 64-bit two's complement
+    assert _proto.int_field(2, 150) == b"\x10\x96\x01"
+    assert _proto.double_field(1, 1.0) == b"\x09" + struct.pack("<d", 1.0)
+    assert _proto.float_field(2, 0.5) == b"\x15" + struct.pack("<f", 0.5)
+    assert _proto.float_field(2, 1e300) == b"\x15" + struct.pack("<f", float("inf"))
+    assert _proto.string_field(1, "é") == b"\x0a\x02\xc3\xa9"
+    assert _proto.packed_doubles(6, [1.0, 2.0]) == b"\x32\x10" + struct.pack("<2d", 1.0, 2.0)
+    assert _proto.is_default(0.0) and not _proto.is_default(-0.0) and _proto.is_default(0)
+    schema = {2: ("step", "int64"), 6: ("limits", "double", "repeated"),
+              9: ("sub", {1: ("name", "string")})}
+    msg = (_proto.int_field(2, -5) + _proto.packed_doubles(6, [1.5, -2.0])
+           + _proto.double_field(6, 3.0) + _proto.bytes_field(9, _proto.string_field(1, "x"))
+           + _proto.string_field(15, "unknown field, skipped"))
+    assert _proto.decode(msg, schema) == {"step": -5, "limits": [1.5, -2.0, 3.0],
+                                          "sub": {"name": "x"}}
+
+
+# ---------------------------------------------------------------------------------------------
+# SummaryWriter
+
+def test_file_name_and_first_record(tmp_path):
+    with SummaryWriter(tmp_path, filename_suffix=".v1") as w:
+        assert w.get_logdir() == tmp_path
+        w.add_scalar("loss", 0.25, 7, walltime=T)
+    path = _event_file(tmp_path)
+    name = os.path.basename(path)
+    m = re.fullmatch(r"events\.out\.tfevents\.(\d{10})\.(.+)\.(\d+)\.(\d+)\.v1", name)
+    assert m and m.group(2) == socket.gethostname() and int(m.group(3)) == os.getpid()
+    with open(path, "rb") as f:
+        first, second = _split_records(f.read())
+    # Event{wall_time (1, double), file_version (3) "brain.Event:2"}
+    assert first[0] == 0x09 and first[9:] == b"\x1a\x0dbrain.Event:2"
+    # Event{wall_time, step (2) 7, summary (5) {value (1) {tag "loss", simple_value 0.25}}}
+    value = b"\x0a\x04loss\x15" + struct.pack("<f", 0.25)
+    summary = b"\x0a" + bytes([len(value)]) + value
+    assert second == (b"\x09" + struct.pack("<d", T) + b"\x10\x07"
+                      + b"\x2a" + bytes([len(summary)]) + summary)
+
+
+def test_default_log_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    w = SummaryWriter(comment="_lr0.1")
+    w.close()
+    (run,) = os.listdir(tmp_path / "runs")
+    host = re.escape(socket.gethostname())
+    assert re.fullmatch(r"[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_" + host + r"_lr0\.1", run)
+    assert w.get_logdir() == os.path.join("runs", run)
+    assert len(_read_events(tmp_path / "runs" / run)) == 1  # the file_version record
+
+
+def test_add_scalar_accepts_numbers_arrays_and_tensors(tmp_path):
+    inputs = [1, 2.5, np.float32(0.125), np.float64(-3.0), np.array(4.0), np.array([5.0]),
+              ember.tensor(6.5), ember.tensor([7.25]), ember.tensor([[8.0]], requires_grad=True),
+              ember.tensor(9.0, dtype=ember.bfloat16), ember.tensor(10, dtype=ember.int64),
+              True]
+    with SummaryWriter(tmp_path) as w:
+        for step, value in enumerate(inputs):
+            w.add_scalar("v", value, step)
+        w.add_scalar("v", 11.0)  # no step: step 0, left out of the record
+    got = _values(tmp_path)
+    assert [s for s, _ in got] == list(range(len(inputs))) + [0]
+    assert [v["simple_value"] for _, v in got] == [1, 2.5, 0.125, -3, 4, 5, 6.5, 7.25, 8, 9, 10,
+                                                  1, 11]
+    with pytest.raises(AssertionError, match="scalar should be 0D"):
+        SummaryWriter(tmp_path / "x").add_scalar("v", ember.ones(2))
+
+
+def test_add_scalar_new_style_and_double_precision(tmp_path):
+    with SummaryWriter(tmp_path) as w:
+        w.add_scalar("f", 0.1, 1, walltime=T, new_style=True)
+        w.add_scalar("d", 0.1, 2, walltime=T, new_style=True, double_precision=True)
+    (_, f), (_, d) = _values(tmp_path)
+    assert f["metadata"]["plugin_data"]["plugin_name"] == "scalars"
+    assert f["tensor"] == {"dtype": 1, "float_val": [float(np.float32(0.1))]}
+    assert d["tensor"] == {"dtype": 2, "double_val": [0.1]}
+
+
+def test_add_scalars_writes_one_run_per_key(tmp_path):
+    with SummaryWriter(tmp_path) as w:
+        for step in range(3):
+            w.add_scalars("loss/all", {"train": step * 1.0, "val": step * 2.0}, step)
+    assert sorted(os.listdir(tmp_path))[1:] == ["loss_all_train", "loss_all_val"]
+    for key, scale in [("train", 1.0), ("val", 2.0)]:
+        got = _values(tmp_path / f"loss_all_{key}")
+        assert got == [(s, {"tag": "loss/all", "simple_value": s * scale}) for s in range(3)]
+    assert _values(tmp_path) == []  # the main file holds only its file_version record
+
+
+def test_histogram_buckets(tmp_path):
+    rng = np.random.default_rng(1)
+    values = rng.standard_normal((20, 50)) * 2
+    with SummaryWriter(tmp_path) as w:
+        w.add_histogram("default", ember.tensor(values, dtype=ember.float64), 3)
+        w.add_histogram("edges", np.array([0.5, 0.5, 2.5, 0.0]), 4, bins=[0, 1, 2, 3, 4, 5])
+        w.add_histogram("merged", np.arange(10.0), 5, bins=list(range(11)), max_bins=3)
+        w.add_histogram_raw("raw", -1, 2, 3, 1.5, 5.0, [0, 1, 2], [1, 0, 2], 6)
+        with pytest.raises(ValueError, match="empty"):
+            w.add_histogram("none", np.zeros(0), 7)
+    (_, h), (_, e), (_, m), (_, r) = _values(tmp_path)
+    flat = values.reshape(-1)
+    histo = h["histo"]
+    assert histo["min"] == flat.min() and histo["max"] == flat.max() and histo["num"] == 1000
+    assert histo["sum"] == pytest.approx(flat.sum()) and histo["sum_squares"] == pytest.approx(
+        (flat ** 2).sum())
+    limits, counts = np.array(histo["bucket_limit"]), np.array(histo["bucket"])
+    assert counts[0] == 0 and counts[1] > 0 and counts[-1] > 0 and counts.sum() == 1000
+    # Bucket i holds the values in [limit[i-1], limit[i]) (NumPy's half-open bins); the edges
+    # are TensorFlow's: 1e-12 * 1.1**k on both sides of 0.
+    inside = [((flat >= lo) & (flat < hi)).sum() for lo, hi in zip(limits[:-1], limits[1:])]
+    assert inside == counts[1:].tolist()
+    assert np.allclose(np.log(np.abs(limits[limits != 0]) / 1e-12) / np.log(1.1),
+                       np.round(np.log(np.abs(limits[limits != 0]) / 1e-12) / np.log(1.1)))
+    # Leading and trailing empty buckets dropped, an empty bucket kept on the left.
+    assert e["histo"]["bucket_limit"] == [0.0, 1.0, 2.0, 3.0]
+    assert e["histo"]["bucket"] == [0.0, 3.0, 0.0, 1.0]
+    assert "min" not in e["histo"] and e["histo"]["max"] == 2.5  # proto3 leaves 0.0 out
+    # Ten unit bins merged by threes: [0,3) [3,6) [6,9) [9,10].
+    assert m["histo"]["bucket_limit"] == [0.0, 3.0, 6.0, 9.0, 10.0]
+    assert m["histo"]["bucket"] == [0.0, 3.0, 3.0, 3.0, 1.0]
+    assert r["histo"] == {"min": -1, "max": 2, "num": 3, "sum": 1.5, "sum_squares": 5,
+                          "bucket_limit": [0, 1, 2], "bucket": [1, 0, 2]}
+
+
+def test_images_are_png_with_the_expected_pixels(tmp_path):
+    rng = np.random.default_rng(2)
+    chw = rng.random((3, 5, 7)).astype(np.float32)
+    hwc_u8 = rng.integers(0, 256, (4, 6, 4), dtype=np.uint8)
+    gray = rng.random((3, 2))
+    batch = rng.random((10, 1, 2, 3)).astype(np.float32)
+    with SummaryWriter(tmp_path) as w:
+        w.add_image("chw", ember.tensor(chw), 1)
+        w.add_image("rgba", hwc_u8, 2, dataformats="HWC")
+        w.add_image("gray", gray, 3, dataformats="HW")
+        w.add_images("batch", ember.tensor(batch), 4)
+        with pytest.raises(AssertionError, match="does not match"):
+            w.add_image("bad", chw, 5, dataformats="HW")
+    got = {v["tag"]: v["image"] for _, v in _values(tmp_path)}
+
+    def check(tag, expected):
+        image = got[tag]
+        pixels = _decode_png(image["encoded_image_string"])
+        assert (image["height"], image["width"], image["colorspace"]) == pixels.shape
+        np.testing.assert_array_equal(pixels, expected)
+
+    # floats are [0, 1] scaled by 255 and truncated; uint8 stays as it is
+    check("chw", (chw.transpose(1, 2, 0) * np.float32(255)).astype(np.uint8))
+    check("rgba", hwc_u8)
+    check("gray", np.repeat((gray.astype(np.float32) * np.float32(255)).astype(np.uint8)
+                            [:, :, None], 3, axis=2))
+    # Ten 2x3 images tiled eight per row: a 2-row grid 4 high, 24 wide; the last six tiles empty.
+    tiles = (batch[:, 0] * np.float32(255)).astype(np.uint8)
+    grid = np.zeros((4, 24), dtype=np.uint8)
+    for i, tile in enumerate(tiles):
+        y, x = divmod(i, 8)
+        grid[2 * y:2 * y + 2, 3 * x:3 * x + 3] = tile
+    check("batch", np.repeat(grid[:, :, None], 3, axis=2))
+
+
+def test_text_audio_and_purge_step(tmp_path):
+    snd = np.sin(np.linspace(0, 20, 200)) * 1.5  # clipped to [-1, 1]
+    with SummaryWriter(tmp_path, purge_step=40) as w:
+        w.add_text("notes", "**bold** é", 41)
+        w.add_audio("tone", ember.tensor(snd), 42, sample_rate=8000)
+    events = _read_events(tmp_path)
+    assert events[1]["step"] == 40 and events[1]["file_version"] == "brain.Event:2"
+    assert events[2]["step"] == 40 and events[2]["session_log"] == {"status": 1}  # START
+    text, tone = events[3]["summary"]["value"][0], events[4]["summary"]["value"][0]
+    assert text["tag"] == "notes/text_summary"
+    assert text["metadata"] == {"plugin_data": {"plugin_name": "text"}}
+    assert text["tensor"] == {"dtype": 7, "tensor_shape": {"dim": [{"size": 1}]},
+                              "string_val": ["**bold** é".encode()]}
+    audio = tone["audio"]
+    assert (audio["sample_rate"], audio["num_channels"], audio["length_frames"],
+            audio["content_type"]) == (8000.0, 1, 200, "audio/wav")
+    with wave.open(io.BytesIO(audio["encoded_audio_string"])) as wav:
+        assert (wav.getnchannels(), wav.getsampwidth(), wav.getframerate()) == (1, 2, 8000)
+        pcm = np.frombuffer(wav.readframes(200), dtype="<i2")
+    np.testing.assert_array_equal(pcm, (snd.clip(-1, 1) * 32767).astype(np.int16))
+
+
+def test_add_hparams(tmp_path):
+    with SummaryWriter(tmp_path) as w:
+        w.add_hparams({"lr": 0.01, "optim": "adam", "bs": 32, "skip": None},
+                      {"hparam/accuracy": 0.9}, hparam_domain_discrete={"optim": ["adam", "sgd"]},
+                      run_name="trial0")
+        with pytest.raises(TypeError):
+            w.add_hparams({"lr": 0.1}, [("acc", 1.0)])
+        with pytest.raises(ValueError, match="should be one of"):
+            w.add_hparams({"lr": [0.1]}, {})
+    values = _values(tmp_path / "trial0")
+    assert [v["tag"] for _, v in values] == [
+        "_hparams_/experiment", "_hparams_/session_start_info", "_hparams_/session_end_info",
+        "hparam/accuracy"]
+    assert values[3][1]["simple_value"] == pytest.approx(0.9)
+    contents = [v["metadata"]["plugin_data"] for _, v in values[:3]]
+    assert all(c["plugin_name"] == "hparams" for c in contents)
+    struct_value = {2: ("number_value", "double"), 3: ("string_value", "string"),
+                    4: ("bool_value", "bool")}
+    schema = {
+        2: ("experiment", {
+            4: ("hparam_infos", {1: ("name", "string"), 4: ("type", "int32"),
+                                 5: ("domain_discrete", {1: ("values", struct_value, "repeated")})},
+                "repeated"),
+            5: ("metric_infos", {1: ("name", {2: ("tag", "string")})}, "repeated")}),
+        3: ("session_start_info", {1: ("hparams", {1: ("key", "string"), 2: ("value", struct_value)},
+                                       "repeated")}),
+        4: ("session_end_info", {1: ("status", "int32")})}
+    experiment, start, end = (_proto.decode(c["content"], schema) for c in contents)
+    assert experiment["experiment"] == {
+        "hparam_infos": [{"name": "lr", "type": 3},
+                         {"name": "optim", "type": 1, "domain_discrete": {
+                             "values": [{"string_value": "adam"}, {"string_value": "sgd"}]}},
+                         {"name": "bs", "type": 3}],
+        "metric_infos": [{"name": {"tag": "hparam/accuracy"}}]}
+    assert start["session_start_info"]["hparams"] == [
+        {"key": "lr", "value": {"number_value": 0.01}},
+        {"key": "optim", "value": {"string_value": "adam"}},
+        {"key": "bs", "value": {"number_value": 32.0}}]
+    assert end == {"session_end_info": {"status": 1}}  # STATUS_SUCCESS
+
+
+def test_queue_flush_close_and_reopen(tmp_path):
+    w = SummaryWriter(tmp_path, max_queue=3, flush_secs=10_000)
+    path = _event_file(tmp_path)
+    w.add_scalar("a", 1.0, 1)
+    w.add_scalar("a", 2.0, 2)
+    assert len(_read_events(path)) == 1  # queued in memory: the file holds the first record
+    w.add_scalar("a", 3.0, 3)  # the third queued event writes the queue out
+    assert len(_read_events(path)) == 4
+    w.add_scalar("a", 4.0, 4)
+    w.flush()
+    assert [e["step"] for e in _read_events(path)[1:]] == [1, 2, 3, 4]
+    w.close()
+    w.close()  # closing twice is harmless
+    w.add_scalar("a", 5.0, 5)  # after close, a new event file (as PyTorch does)
+    w.close()
+    assert len(os.listdir(tmp_path)) == 2
+    assert [s for s, _ in _values(tmp_path)] == [1, 2, 3, 4, 5]
+
+
+def test_flush_secs_zero_writes_every_event(tmp_path):
+    w = SummaryWriter(tmp_path, max_queue=100, flush_secs=0)
+    w.add_scalar("a", 1.0, 1)
+    assert len(_read_events(tmp_path)) == 2
+    w.close()
+
+
+def test_open_writer_is_flushed_at_exit(tmp_path):
+    script = (
+        "import ember\n"
+        "from ember.utils.tensorboard import SummaryWriter\n"
+        f"w = SummaryWriter({str(tmp_path)!r}, max_queue=1000, flush_secs=10_000)\n"
+        "for step in range(50):\n"
+        "    w.add_scalar('loss', step * 0.5, step)\n"
+        "w.add_scalars('pair', {'a': 1.0}, 3)\n"
+        "del w\n"  # never closed
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, env=dict(os.environ))
+    assert [v["simple_value"] for _, v in _values(tmp_path)] == [s * 0.5 for s in range(50)]
+    assert _values(tmp_path / "pair_a") == [(3, {"tag": "pair", "simple_value": 1.0})]
+
+
+def test_add_figure(tmp_path):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def figure():
+        fig = plt.figure(figsize=(2, 1), dpi=20)  # 40x20 pixels
+        fig.patch.set_facecolor((1.0, 0.0, 0.0))
+        return fig
+
+    with SummaryWriter(tmp_path) as w:
+        single = figure()
+        w.add_figure("one", single, 1)
+        w.add_figure("two", [figure(), figure()], 2, close=False)
+    open_figures = [plt.figure(n) for n in plt.get_fignums()]  # numbers are reused
+    assert len(open_figures) == 2 and single not in open_figures
+    plt.close("all")
+    got = {v["tag"]: _decode_png(v["image"]["encoded_image_string"]) for _, v in
+           _values(tmp_path)}
+    assert got["one"].shape == (20, 40, 3) and got["two"].shape == (20, 80, 3)
+    assert (got["one"] == [255, 0, 0]).all() and (got["two"] == [255, 0, 0]).all()
+
+
+def test_add_graph_is_not_supported(tmp_path):
+    with SummaryWriter(tmp_path) as w:
+        with pytest.raises(NotImplementedError, match="GraphDef"):
+            w.add_graph(object(), ember.zeros(1))
+
+
+def test_import_is_lazy_and_torch_like():
+    code = ("import sys, ember; assert 'ember.utils.tensorboard' not in sys.modules; "
+            "import ember.utils.tensorboard as tb; "
+            "assert ember.utils.tensorboard is tb and tb.SummaryWriter.__module__ == "
+            "'ember.utils.tensorboard.writer'")
+    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ))
+
+
+def test_training_loop_as_torch_scripts_write_it(tmp_path):
+    import ember as torch
+    from ember.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 3)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.3
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    with SummaryWriter(log_dir=str(tmp_path / "runs" / "exp")) as writer:
+        for epoch in range(20):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            writer.add_scalar("Loss/train", loss, epoch)
+            writer.add_scalar("lr", optimizer.param_groups[0]["lr"], epoch)
+            for name, param in model.named_parameters():
+                writer.add_histogram(name, param, epoch)
+                writer.add_histogram(f"{name}.grad", param.grad, epoch)
+        writer.add_hparams({"lr": 0.1, "epochs": 20}, {"hparam/loss": losses[-1]},
+                           run_name="hp")
+    got = _values(tmp_path / "runs" / "exp")
+    logged = [v["simple_value"] for _, v in got if v["tag"] == "Loss/train"]
+    assert logged == [float(np.float32(v)) for v in losses]
+    assert logged[-1] < logged[0] / 10
+    histos = [(s, v["histo"]) for s, v in got if v["tag"] == "weight"]
+    assert [s for s, _ in histos] == list(range(20)) and all(h["num"] == 3 for _, h in histos)
+    assert [v["tag"] for _, v in _values(tmp_path / "runs" / "exp" / "hp")][-1] == "hparam/loss"
+
+
+# ---------------------------------------------------------------------------------------------
+# TensorBoard's own reader (when the tensorboard package is installed)
+
+def test_tensorboard_event_accumulator_reads_the_files(tmp_path):
+    ea_module = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal(500)
+    with SummaryWriter(tmp_path) as w:
+        for step in range(5):
+            w.add_scalar("loss", 1.0 / (step + 1), step, walltime=T + step)
+        w.add_histogram("h", values, 2)
+        w.add_image("img", rng.random((3, 4, 6)), 3)
+        w.add_text("t", "hello", 4)
+        w.add_scalar("ns", 0.75, 5, new_style=True)
+    acc = ea_module.EventAccumulator(str(tmp_path), size_guidance={"tensors": 0, "images": 0})
+    acc.Reload()
+    scalars = acc.Scalars("loss")
+    assert [(s.step, s.wall_time) for s in scalars] == [(i, T + i) for i in range(5)]
+    assert [s.value for s in scalars] == pytest.approx([1.0 / (i + 1) for i in range(5)])
+    (histo,) = acc.Histograms("h")
+    assert histo.step == 2 and histo.histogram_value.num == 500
+    assert sum(histo.histogram_value.bucket) == 500
+    (image,) = acc.Images("img")
+    assert (image.step, image.width, image.height) == (3, 6, 4)
+    (text,) = acc.Tensors("t/text_summary")
+    assert text.tensor_proto.string_val == [b"hello"]
+    (ns,) = acc.Tensors("ns")
+    assert ns.tensor_proto.float_val == [0.75]
+    assert acc.PluginTagToContent("text") == {"t/text_summary": b""}
+
+
+def test_records_match_torch_summary_writer(tmp_path):
+    pytest.importorskip("tensorboard")
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+
+    rng = np.random.default_rng(4)
+    values, image = rng.standard_normal(300) * 5, rng.random((3, 4, 5)).astype(np.float32)
+
+    def log(writer_class, log_dir):
+        w = writer_class(str(log_dir))
+        w.add_scalar("s", 1.25, 3, walltime=T)
+        w.add_scalar("zero", 0.0, 0, walltime=T)
+        w.add_scalar("big", -1e40, -2, walltime=T)
+        w.add_scalar("ns", 2.5, 4, walltime=T, new_style=True)
+        w.add_scalar("nsd", 2.1, 4, walltime=T, new_style=True, double_precision=True)
+        w.add_scalars("m/x", {"a": 1, "b": 2.5}, 5, walltime=T)
+        w.add_histogram("h", values, 6, walltime=T)
+        w.add_histogram("h10", values, 6, bins=10, walltime=T, max_bins=4)
+        w.add_histogram_raw("hr", -1, 2, 3, 0.5, 4.0, [0, 1, 2], [1, 0, 2], 7, walltime=T)
+        w.add_text("t", "héllo", 9, walltime=T)
+        w.add_image("img", image, 10, walltime=T)
+        w.close()
+
+    def records(log_dir):
+        out = {}
+        for root, _, names in os.walk(log_dir):
+            for name in names:
+                key = os.path.relpath(root, log_dir)
+                out[key] = list(RawEventFileLoader(os.path.join(root, name)).Load())[1:]
+        return out
+
+    log(torch_tb.SummaryWriter, tmp_path / "torch")
+    log(SummaryWriter, tmp_path / "ember")
+    expected, got = records(tmp_path / "torch"), records(tmp_path / "ember")
+    assert sorted(expected) == sorted(got) == [".", "m_x_a", "m_x_b"]
+    for key in expected:
+        assert len(expected[key]) == len(got[key])
+        # Byte-identical, except the PNG, which another encoder compresses differently.
+        assert expected[key][:-1] == got[key][:-1] if key == "." else expected[key] == got[key]
+    ours = _read_events(tmp_path / "ember")[-1]["summary"]["value"][0]["image"]
+    np.testing.assert_array_equal(_decode_png(ours["encoded_image_string"]),
+                                  (image.transpose(1, 2, 0) * np.float32(255)).astype(np.uint8))
