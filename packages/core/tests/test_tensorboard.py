@@ -110,6 +110,12 @@ def test_crc32c_check_values():
     assert crc32c(data) == _crc32c_bitwise(data)
     assert crc32c(data[500:], crc32c(data[:500])) == crc32c(data)  # continued
     assert masked_crc32c(data) == _mask(_crc32c_bitwise(data))
+    # From 32 KiB on, 512-byte lanes run side by side in NumPy and are chained (a whole number
+    # of lanes, and a tail; continued from a previous CRC too).
+    big = np.random.default_rng(1).integers(0, 256, 70_001, dtype=np.uint8).tobytes()
+    for n in (32 * 1024 - 1, 32 * 1024, 65_536, 70_001):
+        assert crc32c(big[:n]) == _crc32c_bitwise(big[:n]), n
+    assert crc32c(big[40_000:], crc32c(big[:40_000])) == _crc32c_bitwise(big)
 
 
 def test_record_framing_and_corruption():
