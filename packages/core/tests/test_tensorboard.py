@@ -435,37 +435,91 @@ def test_import_is_lazy_and_torch_like():
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ))
 
 
-def test_training_loop_as_torch_scripts_write_it(tmp_path):
-    import ember as torch
-    from ember.utils.tensorboard import SummaryWriter
+# A training script as PyTorch users write it, untouched.
+_TRAIN_SCRIPT = """
+import sys
+import torch
+import torch.nn as nn
+from torch.utils.tensorboard import SummaryWriter
 
-    torch.manual_seed(0)
-    x = torch.randn(64, 3)
-    y = x @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.3
-    model = torch.nn.Linear(3, 1)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
-    with SummaryWriter(log_dir=str(tmp_path / "runs" / "exp")) as writer:
-        for epoch in range(20):
-            optimizer.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            writer.add_scalar("Loss/train", loss, epoch)
-            writer.add_scalar("lr", optimizer.param_groups[0]["lr"], epoch)
-            for name, param in model.named_parameters():
-                writer.add_histogram(name, param, epoch)
-                writer.add_histogram(f"{name}.grad", param.grad, epoch)
-        writer.add_hparams({"lr": 0.1, "epochs": 20}, {"hparam/loss": losses[-1]},
-                           run_name="hp")
-    got = _values(tmp_path / "runs" / "exp")
-    logged = [v["simple_value"] for _, v in got if v["tag"] == "Loss/train"]
-    assert logged == [float(np.float32(v)) for v in losses]
-    assert logged[-1] < logged[0] / 10
-    histos = [(s, v["histo"]) for s, v in got if v["tag"] == "weight"]
-    assert [s for s, _ in histos] == list(range(20)) and all(h["num"] == 3 for _, h in histos)
-    assert [v["tag"] for _, v in _values(tmp_path / "runs" / "exp" / "hp")][-1] == "hparam/loss"
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+x = torch.randn(128, 4)
+y = x.sum(dim=1, keepdim=True)
+writer = SummaryWriter(sys.argv[1])
+for epoch in range(15):
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    writer.add_scalar("Loss/train", loss, epoch)
+    writer.add_scalars("loss", {"full": loss.item(), "half": loss.item() / 2}, epoch)
+    if epoch % 5 == 0:
+        for name, param in model.named_parameters():
+            writer.add_histogram(name, param, epoch)
+            writer.add_histogram(name + ".grad", param.grad, epoch)
+        writer.add_image("inputs", x[:16].reshape(1, 8, 8).sigmoid(), epoch)
+writer.add_text("summary", "final loss %.4f" % loss.item(), 15)
+writer.add_hparams({"lr": 0.05, "optimizer": "adam"}, {"hparam/loss": loss.item()},
+                   run_name="hparams")
+writer.close()
+"""
+
+# Runs a script with `import torch` and `import torch.x` giving ember and ember.x.
+_TORCH_IS_EMBER = """
+import importlib, importlib.abc, importlib.util, runpy, sys
+
+class TorchIsEmber(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            return importlib.util.spec_from_loader(name, self)
+    def create_module(self, spec):
+        return importlib.import_module("ember" + spec.name[len("torch"):])
+    def exec_module(self, module):
+        pass
+
+sys.meta_path.insert(0, TorchIsEmber())
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _logged(log_dir) -> list[tuple[str, str, int]]:
+    """(run directory, tag, step) of every summary value under log_dir, sorted."""
+    out = []
+    for root, _, names in os.walk(log_dir):
+        if any("tfevents" in n for n in names):
+            run = os.path.relpath(root, log_dir)
+            run = "hparams" if run.endswith("hparams") else run
+            out += [(run, v["tag"], s) for s, v in _values(root)]
+    return sorted(out)
+
+
+def test_torch_training_script_runs_unchanged(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(_TRAIN_SCRIPT)
+    prelude = ["-c", _TORCH_IS_EMBER, str(script)]
+    subprocess.run([sys.executable, *prelude, str(tmp_path / "ember")], check=True)
+    got = _logged(tmp_path / "ember")
+    assert {run for run, _, _ in got} == {".", "loss_full", "loss_half", "hparams"}
+    losses = [v["simple_value"] for _, v in _values(tmp_path / "ember")
+              if v["tag"] == "Loss/train"]
+    assert len(losses) == 15 and losses[-1] < losses[0] / 4
+    assert [v["simple_value"] for _, v in _values(tmp_path / "ember" / "loss_half")] == \
+        pytest.approx([v / 2 for v in losses], rel=1e-6)
+    histos = [(s, v["histo"]["num"]) for s, v in _values(tmp_path / "ember")
+              if v["tag"] == "0.weight"]
+    assert histos == [(0, 32.0), (5, 32.0), (10, 32.0)]
+    # With PyTorch and the tensorboard package installed, the script run on PyTorch logs the
+    # same tags and steps to the same runs (its files read by the same reader).
+    try:
+        import tensorboard  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError:
+        return
+    subprocess.run([sys.executable, str(script), str(tmp_path / "torch")], check=True)
+    assert _logged(tmp_path / "torch") == got
 
 
 # ---------------------------------------------------------------------------------------------
