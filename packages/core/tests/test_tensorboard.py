@@ -340,8 +340,8 @@ def test_add_hparams(tmp_path):
                                  5: ("domain_discrete", {1: ("values", struct_value, "repeated")})},
                 "repeated"),
             5: ("metric_infos", {1: ("name", {2: ("tag", "string")})}, "repeated")}),
-        3: ("session_start_info", {1: ("hparams", {1: ("key", "string"), 2: ("value", struct_value)},
-                                       "repeated")}),
+        3: ("session_start_info", {
+            1: ("hparams", {1: ("key", "string"), 2: ("value", struct_value)}, "repeated")}),
         4: ("session_end_info", {1: ("status", "int32")})}
     experiment, start, end = (_proto.decode(c["content"], schema) for c in contents)
     assert experiment["experiment"] == {

@@ -149,7 +149,8 @@ def _double_fields(*numbered: tuple[int, float]) -> bytes:
                     if not pb.is_default(float(v)))
 
 
-def histogram_proto(min: float, max: float, num: float, sum: float, sum_squares: float,  # noqa: A002
+def histogram_proto(min: float, max: float, num: float,  # noqa: A002 (the proto's names)
+                    sum: float, sum_squares: float,  # noqa: A002
                     bucket_limit: Sequence[float], bucket: Sequence[float]) -> bytes:
     """A ``HistogramProto``; bucket ``i`` counts the values in (bucket_limit[i-1],
     bucket_limit[i]]."""

@@ -88,7 +88,7 @@ class FileWriter:
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()
-        self._file = open(self._path, "wb")  # noqa: SIM115 (held until close())
+        self._file = open(self._path, "wb")  # held until close()
         self._last_flush = time.monotonic()
         self.add_event(_summary.event(time.time(), file_version=_summary.FILE_VERSION))
         self.flush()  # the file is a valid event file from the start
