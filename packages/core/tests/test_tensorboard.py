@@ -357,6 +357,51 @@ def test_add_hparams(tmp_path):
     assert end == {"session_end_info": {"status": 1}}  # STATUS_SUCCESS
 
 
+def test_pr_curve_and_custom_scalars(tmp_path):
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 2, 200)
+    # predictions away from the thresholds k / 10, so that floor() and >= agree exactly
+    predictions = (rng.integers(0, 100, 200) + 0.5) / 100
+    weights = rng.random(200)
+    with SummaryWriter(tmp_path) as w:
+        w.add_pr_curve("pr", ember.tensor(labels), ember.tensor(predictions), 1,
+                       num_thresholds=11, weights=weights)
+        w.add_pr_curve_raw("raw", [3, 2], [1, 0], [0, 1], [0, 1], [0.75, 1.0], [1.0, 0.5], 2,
+                           num_thresholds=2)
+        w.add_custom_scalars({"Losses": {"both": ["Multiline", ["loss/train", "loss/val"]],
+                                         "band": ["Margin", ["acc", "acc_lo", "acc_hi"]]}})
+        w.add_custom_scalars_marginchart(["a", "b", "c"], title="m")
+        with pytest.raises(AssertionError):
+            w.add_custom_scalars_marginchart(["a", "b"])
+    (_, pr), (_, raw), (_, layout), (_, margin) = _values(tmp_path)
+    assert pr["metadata"]["plugin_data"] == {"plugin_name": "pr_curves",
+                                             "content": _proto.int_field(2, 11)}
+    assert pr["tensor"]["tensor_shape"] == {"dim": [{"size": 6}, {"size": 11}]}
+    table = np.array(pr["tensor"]["float_val"]).reshape(6, 11)
+    for k in range(11):  # the positive side of threshold k / 10, counted by brute force
+        above = predictions >= k / 10
+        tp, fp = (weights * labels)[above].sum(), (weights * (1 - labels))[above].sum()
+        tn, fn = (weights * (1 - labels))[~above].sum(), (weights * labels)[~above].sum()
+        expected = [tp, fp, tn, fn, tp / max(tp + fp, 1e-7), tp / max(tp + fn, 1e-7)]
+        np.testing.assert_allclose(table[:, k], expected, rtol=1e-5, atol=1e-6)
+    assert raw["tensor"]["float_val"] == [3, 2, 1, 0, 0, 1, 0, 1, 0.75, 1.0, 1.0, 0.5]
+    config = layout["tensor"]
+    assert layout["tag"] == "custom_scalars__config__" and config["dtype"] == 7
+    assert layout["metadata"]["plugin_data"] == {"plugin_name": "custom_scalars"}
+    chart = {1: ("title", "string"), 2: ("multiline", {1: ("tag", "string", "repeated")}),
+             3: ("margin", {1: ("series", {1: ("value", "string"), 2: ("lower", "string"),
+                                           3: ("upper", "string")}, "repeated")})}
+    schema = {2: ("category", {1: ("title", "string"), 2: ("chart", chart, "repeated")},
+                  "repeated")}
+    assert _proto.decode(config["string_val"][0], schema) == {"category": [{
+        "title": "Losses",
+        "chart": [{"title": "both", "multiline": {"tag": ["loss/train", "loss/val"]}},
+                  {"title": "band", "margin": {"series": [
+                      {"value": "acc", "lower": "acc_lo", "upper": "acc_hi"}]}}]}]}
+    assert _proto.decode(margin["tensor"]["string_val"][0], schema)["category"][0]["title"] == \
+        "default"
+
+
 def test_queue_flush_close_and_reopen(tmp_path):
     w = SummaryWriter(tmp_path, max_queue=3, flush_secs=10_000)
     path = _event_file(tmp_path)
@@ -560,6 +605,7 @@ def test_records_match_torch_summary_writer(tmp_path):
 
     rng = np.random.default_rng(4)
     values, image = rng.standard_normal(300) * 5, rng.random((3, 4, 5)).astype(np.float32)
+    labels, predictions = rng.integers(0, 2, 100), rng.random(100)
 
     def log(writer_class, log_dir):
         w = writer_class(str(log_dir))
@@ -573,6 +619,10 @@ def test_records_match_torch_summary_writer(tmp_path):
         w.add_histogram("h10", values, 6, bins=10, walltime=T, max_bins=4)
         w.add_histogram_raw("hr", -1, 2, 3, 0.5, 4.0, [0, 1, 2], [1, 0, 2], 7, walltime=T)
         w.add_text("t", "héllo", 9, walltime=T)
+        w.add_pr_curve("pr", labels, predictions, 9, weights=values[:100] ** 2, walltime=T)
+        w.add_pr_curve("pr200", labels, predictions, 9, num_thresholds=200, walltime=T)
+        w.add_pr_curve_raw("prr", [3, 2], [1, 0], [0, 1], [0, 1], [0.75, 1.0], [1.0, 0.5], 9,
+                           num_thresholds=300, walltime=T)
         w.add_image("img", image, 10, walltime=T)
         w.close()
 

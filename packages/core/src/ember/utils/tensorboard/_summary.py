@@ -274,6 +274,66 @@ def text_value(tag: str, text: str) -> bytes:
 
 
 # --------------------------------------------------------------------------------------------
+# PR curves and custom-scalar layouts
+
+PR_CURVE_MAX_THRESHOLDS = 127  # as PyTorch caps it
+
+
+def pr_curve_data(labels: np.ndarray, predictions: np.ndarray, num_thresholds: int,
+                  weights: Optional[np.ndarray] = None) -> np.ndarray:
+    """The pr_curves plugin's 6 x num_thresholds table: true/false positive, true/false negative
+    counts, precision and recall when ``prediction >= k / (num_thresholds - 1)`` counts as
+    positive (predictions outside [0, 1] are left out)."""
+    top = num_thresholds - 1
+    bucket = np.floor(np.asarray(predictions, dtype=np.float64).reshape(-1) * top)
+    positive = np.asarray(labels, dtype=np.float64).reshape(-1)
+    weight = np.broadcast_to(np.float64(1.0) if weights is None else
+                             np.asarray(weights, dtype=np.float64).reshape(-1), positive.shape)
+    keep = (bucket >= 0) & (bucket <= top)
+    index = bucket[keep].astype(np.int64)
+    tp_at = np.bincount(index, (positive * weight)[keep], minlength=num_thresholds)
+    fp_at = np.bincount(index, ((1.0 - positive) * weight)[keep], minlength=num_thresholds)
+    tp = np.cumsum(tp_at[::-1])[::-1]  # at threshold k: everything in buckets k and above
+    fp = np.cumsum(fp_at[::-1])[::-1]
+    tn, fn = fp[0] - fp, tp[0] - tp
+    precision = tp / np.maximum(1e-7, tp + fp)
+    recall = tp / np.maximum(1e-7, tp + fn)
+    return np.stack([tp, fp, tn, fn, precision, recall])
+
+
+def pr_curve_value(tag: str, data: np.ndarray, num_thresholds: int) -> bytes:
+    """A ``Summary.Value`` holding a 6 x N float tensor for the pr_curves plugin (content:
+    ``PrCurvePluginData``: 1 version (0, left out), 2 num_thresholds)."""
+    rows, cols = data.shape
+    dims = pb.bytes_field(2, pb.int_field(1, rows)) + pb.bytes_field(2, pb.int_field(1, cols))
+    tensor = (pb.int_field(1, DT_FLOAT) + pb.bytes_field(2, dims)
+              + pb.packed_floats(5, data.reshape(-1).tolist()))
+    content = pb.int_field(2, num_thresholds) if num_thresholds else b""
+    return _value(tag, 8, tensor, _metadata("pr_curves", content))
+
+
+def custom_scalars_value(layout: Mapping[str, Mapping[str, Sequence[Any]]]) -> bytes:
+    """The custom_scalars plugin's layout: ``{category: {chart title: ["Multiline", tags] or
+    ["Margin", [value, lower, upper]]}}`` as a ``Layout`` (2 category: ``Category``, 1 title,
+    2 chart: ``Chart``, 1 title, 2 multiline (1 tag, repeated) or 3 margin (1 series: 1 value,
+    2 lower, 3 upper)) in a scalar DT_STRING tensor tagged ``custom_scalars__config__``."""
+    categories = []
+    for category, charts in layout.items():
+        encoded = []
+        for title, (kind, tags) in charts.items():
+            if kind == "Margin":
+                _check(len(tags) == 3, "len(tags) != 3")
+                series = b"".join(pb.string_field(n, t) for n, t in zip((1, 2, 3), tags))
+                content = pb.bytes_field(3, pb.bytes_field(1, series))
+            else:
+                content = pb.bytes_field(2, b"".join(pb.string_field(1, t) for t in tags))
+            encoded.append(pb.bytes_field(2, pb.string_field(1, title) + content))
+        categories.append(pb.bytes_field(2, pb.string_field(1, category) + b"".join(encoded)))
+    tensor = pb.int_field(1, DT_STRING) + pb.bytes_field(8, b"".join(categories))
+    return _value("custom_scalars__config__", 8, tensor, _metadata("custom_scalars"))
+
+
+# --------------------------------------------------------------------------------------------
 # Hyperparameters
 
 def _struct_value(value: Union[float, str, bool], kind: int) -> bytes:

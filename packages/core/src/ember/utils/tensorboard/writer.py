@@ -171,8 +171,8 @@ def _not_supported(method: str, why: str) -> NotImplementedError:
 
 
 class SummaryWriter:
-    """Writes scalars, histograms, images, audio, text and hyperparameters to TensorBoard
-    event files in ``log_dir`` (PyTorch's ``torch.utils.tensorboard.SummaryWriter``).
+    """Writes scalars, histograms, images, figures, audio, text, PR curves and hyperparameters to
+    TensorBoard event files in ``log_dir`` (PyTorch's ``torch.utils.tensorboard.SummaryWriter``).
 
     ``log_dir`` defaults to ``runs/<Mon><DD>_<HH>-<MM>-<SS>_<hostname><comment>``. With
     ``purge_step``, TensorBoard hides the events at or after that step that earlier runs in the
@@ -329,6 +329,50 @@ class SummaryWriter:
         value = _summary.text_value(tag, text_string)
         self._get_file_writer().add_summary(_summary.summary([value]), global_step, walltime)
 
+    def add_pr_curve(self, tag: str, labels: Any, predictions: Any,
+                     global_step: Optional[int] = None, num_thresholds: int = 127,
+                     weights: Any = None, walltime: Optional[float] = None) -> None:
+        """Logs a precision-recall curve of binary ``labels`` against ``predictions`` in
+        [0, 1], over ``num_thresholds`` evenly spaced thresholds (at most 127)."""
+        num_thresholds = min(num_thresholds, _summary.PR_CURVE_MAX_THRESHOLDS)
+        data = _summary.pr_curve_data(
+            _summary.make_np(labels), _summary.make_np(predictions), num_thresholds,
+            None if weights is None else _summary.make_np(weights))
+        value = _summary.pr_curve_value(tag, data, num_thresholds)
+        self._get_file_writer().add_summary(_summary.summary([value]), global_step, walltime)
+
+    def add_pr_curve_raw(self, tag: str, true_positive_counts: Any,
+                         false_positive_counts: Any, true_negative_counts: Any,
+                         false_negative_counts: Any, precision: Any, recall: Any,
+                         global_step: Optional[int] = None, num_thresholds: int = 127,
+                         weights: Any = None, walltime: Optional[float] = None) -> None:
+        """Logs a precision-recall curve from its per-threshold counts, precision and recall
+        (``weights`` is unused, as in PyTorch)."""
+        rows = [true_positive_counts, false_positive_counts, true_negative_counts,
+                false_negative_counts, precision, recall]
+        data = np.stack([_summary.make_np(r).astype(np.float64).reshape(-1) for r in rows])
+        num_thresholds = min(num_thresholds, _summary.PR_CURVE_MAX_THRESHOLDS)
+        value = _summary.pr_curve_value(tag, data, num_thresholds)
+        self._get_file_writer().add_summary(_summary.summary([value]), global_step, walltime)
+
+    def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Sequence[Any]]]) -> None:
+        """Lays out the custom-scalars dashboard: ``{category: {chart title: ["Multiline",
+        [tags...]] or ["Margin", [value tag, lower tag, upper tag]]}}``."""
+        value = _summary.custom_scalars_value(layout)
+        self._get_file_writer().add_summary(_summary.summary([value]))
+
+    def add_custom_scalars_multilinechart(self, tags: Sequence[str], category: str = "default",
+                                          title: str = "untitled") -> None:
+        """One custom-scalars chart plotting ``tags`` together."""
+        self.add_custom_scalars({category: {title: ["Multiline", list(tags)]}})
+
+    def add_custom_scalars_marginchart(self, tags: Sequence[str], category: str = "default",
+                                       title: str = "untitled") -> None:
+        """One custom-scalars chart of a value tag with a band between lower and upper tags."""
+        if len(tags) != 3:
+            raise AssertionError("len(tags) != 3")
+        self.add_custom_scalars({category: {title: ["Margin", list(tags)]}})
+
     def add_hparams(self, hparam_dict: dict[str, Any], metric_dict: dict[str, Any],
                     hparam_domain_discrete: Optional[dict[str, list[Any]]] = None,
                     run_name: Optional[str] = None, global_step: Optional[int] = None) -> None:
@@ -355,7 +399,8 @@ class SummaryWriter:
             "add_graph", "TensorBoard's graph view reads a TensorFlow GraphDef protobuf, which "
             "PyTorch builds by converting a TorchScript trace of the model; ember records no "
             "TorchScript graph to convert, so no graph can be written. Scalars, histograms, "
-            "images, figures, audio, text and hparams are supported.")
+            "images, figures, audio, text, PR curves, custom-scalar layouts and hparams are "
+            "written.")
 
     def add_onnx_graph(self, prototxt: Any) -> None:
         """Not supported: raises NotImplementedError."""
@@ -369,18 +414,11 @@ class SummaryWriter:
         """Not supported: raises NotImplementedError."""
         raise _not_supported("add_video", "encoding GIF video is not implemented.")
 
-    def add_pr_curve(self, *args: Any, **kwargs: Any) -> None:
-        """Not supported: raises NotImplementedError."""
-        raise _not_supported("add_pr_curve", "the PR-curve plugin's tensors are not written.")
 
     def add_mesh(self, *args: Any, **kwargs: Any) -> None:
         """Not supported: raises NotImplementedError."""
         raise _not_supported("add_mesh", "the mesh plugin's tensors are not written.")
 
-    def add_custom_scalars(self, *args: Any, **kwargs: Any) -> None:
-        """Not supported: raises NotImplementedError."""
-        raise _not_supported("add_custom_scalars",
-                             "the custom-scalars layout is not written.")
 
     def flush(self) -> None:
         """Writes every pending event to disk."""
