@@ -402,6 +402,50 @@ def test_pr_curve_and_custom_scalars(tmp_path):
         "default"
 
 
+def _log_embeddings(writer_class, log_dir, to_tensor, mat, images):
+    w = writer_class(str(log_dir))
+    w.add_embedding(to_tensor(mat), metadata=[f"c{i % 3}" for i in range(10)],
+                    label_img=to_tensor(images), global_step=3, tag="feat/x")
+    w.add_embedding(to_tensor(mat[:, :2]), metadata=[[i, f"n{i}"] for i in range(10)],
+                    metadata_header=["i", "name"])
+    w.close()
+
+
+def test_add_embedding(tmp_path):
+    rng = np.random.default_rng(6)
+    mat = rng.standard_normal((10, 4)).astype(np.float32)
+    images = rng.random((10, 1, 5, 5)).astype(np.float32)
+    _log_embeddings(SummaryWriter, tmp_path / "ember", ember.tensor, mat, images)
+    root = tmp_path / "ember"
+    first, second = root / "00003" / "feat%2fx", root / "00000" / "default"
+    rows = [line.split("\t") for line in (first / "tensors.tsv").read_text().splitlines()]
+    np.testing.assert_array_equal(np.array(rows, dtype=np.float64), mat)  # exact reprs
+    assert (first / "metadata.tsv").read_text() == "".join(f"c{i % 3}\n" for i in range(10))
+    assert (second / "metadata.tsv").read_text().splitlines()[:2] == ["i\tname", "0\tn0"]
+    # Ten 5x5 thumbnails, four per row (ceil(sqrt(10))), on a square 20x20 RGB canvas.
+    sprite = _decode_png((first / "sprite.png").read_bytes())
+    assert sprite.shape == (20, 20, 3) and not sprite[15:].any()
+    for i in range(10):
+        y, x = divmod(i, 4)
+        tile = (images[i, 0].astype(np.float64) * 255).astype(np.uint8)
+        np.testing.assert_array_equal(sprite[5 * y:5 * y + 5, 5 * x:5 * x + 5, 1], tile)
+    config = (root / "projector_config.pbtxt").read_text()
+    assert config.count("embeddings {") == 2
+    assert 'tensor_name: "feat/x:00003"' in config and "single_image_dim: 5" in config
+    assert 'tensor_path: "00000/default/tensors.tsv"' in config
+    try:
+        import tensorboard  # noqa: F401
+        import torch
+        from torch.utils.tensorboard import SummaryWriter as TorchWriter
+    except ImportError:
+        return
+    _log_embeddings(TorchWriter, tmp_path / "torch", torch.tensor, mat, images)
+    for path in [("projector_config.pbtxt",), ("00003", "feat%2fx", "tensors.tsv"),
+                 ("00003", "feat%2fx", "metadata.tsv"), ("00000", "default", "metadata.tsv")]:
+        assert (tmp_path.joinpath("ember", *path).read_bytes()
+                == tmp_path.joinpath("torch", *path).read_bytes()), path
+
+
 def test_queue_flush_close_and_reopen(tmp_path):
     w = SummaryWriter(tmp_path, max_queue=3, flush_secs=10_000)
     path = _event_file(tmp_path)

@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ember.utils.tensorboard import _summary
+from ember.utils.tensorboard import _embedding, _summary
 from ember.utils.tensorboard._record import encode_record
 
 __all__ = ["FileWriter", "SummaryWriter"]
@@ -207,6 +207,7 @@ class SummaryWriter:
         self.flush_secs = flush_secs
         self.filename_suffix = filename_suffix
         self.default_bins = _summary.default_bins()
+        self._embeddings: list[str] = []  # projector config entries
         self.file_writer: Optional[FileWriter] = None
         self.all_writers: Optional[dict[str, FileWriter]] = None
         self._get_file_writer()
@@ -399,16 +400,53 @@ class SummaryWriter:
             "add_graph", "TensorBoard's graph view reads a TensorFlow GraphDef protobuf, which "
             "PyTorch builds by converting a TorchScript trace of the model; ember records no "
             "TorchScript graph to convert, so no graph can be written. Scalars, histograms, "
-            "images, figures, audio, text, PR curves, custom-scalar layouts and hparams are "
-            "written.")
+            "images, figures, audio, text, PR curves, custom-scalar layouts, embeddings and "
+            "hparams are written.")
 
     def add_onnx_graph(self, prototxt: Any) -> None:
         """Not supported: raises NotImplementedError."""
         raise _not_supported("add_onnx_graph", "graphs are not written (see add_graph).")
 
-    def add_embedding(self, *args: Any, **kwargs: Any) -> None:
-        """Not supported: raises NotImplementedError."""
-        raise _not_supported("add_embedding", "the projector plugin's files are not written.")
+    def add_embedding(self, mat: Any, metadata: Optional[Sequence[Any]] = None,
+                      label_img: Any = None, global_step: Optional[int] = None,
+                      tag: str = "default",
+                      metadata_header: Optional[Sequence[Any]] = None) -> None:
+        """Saves points for TensorBoard's embedding projector: ``mat`` (N x D), optional labels
+        ``metadata`` (N values, or N rows with ``metadata_header``) and thumbnails
+        ``label_img`` (N x C x H x W, square, values in [0, 1]), under
+        ``<log_dir>/<global_step, 5 digits>/<tag>``, listed in ``projector_config.pbtxt``."""
+        mat = _summary.make_np(mat)
+        step = 0 if global_step is None else int(global_step)
+        subdir = f"{step:05d}/{_embedding.encode_tag(tag)}"
+        logdir = self._get_file_writer().get_logdir()
+        save_path = os.path.join(logdir, subdir)
+        if os.path.isdir(save_path):
+            print("warning: Embedding dir exists, did you set global_step for add_embedding()?")
+        elif os.path.exists(save_path):
+            raise NotADirectoryError(f"Path: `{save_path}` exists, but is a file. Cannot proceed.")
+        else:
+            os.makedirs(save_path)
+        if metadata is not None:
+            if mat.shape[0] != len(metadata):
+                raise AssertionError("#labels should equal with #data points")
+            _embedding.write_file(save_path, "metadata.tsv",
+                                  _embedding.metadata_tsv(metadata, metadata_header))
+        sprite_dim = None
+        if label_img is not None:
+            images = _summary.make_np(label_img)
+            if mat.shape[0] != images.shape[0]:
+                raise AssertionError("#images should equal with #data points")
+            if images.ndim != 4 or images.shape[2] != images.shape[3]:
+                raise AssertionError("Image should be square, see tensorflow/tensorboard#670")
+            _embedding.write_file(save_path, "sprite.png", _embedding.sprite_png(images))
+            sprite_dim = (images.shape[3], images.shape[2])
+        if mat.ndim != 2:
+            raise AssertionError("mat should be 2D, where mat.size(0) is the number of data points")
+        _embedding.write_file(save_path, "tensors.tsv", _embedding.tensors_tsv(mat))
+        # The config lists every embedding so far: rewritten whole (no append on every file system)
+        self._embeddings.append(_embedding.embedding_entry(
+            f"{tag}:{step:05d}", subdir, metadata is not None, sprite_dim))
+        _embedding.write_file(logdir, _embedding.CONFIG_NAME, "".join(self._embeddings).encode())
 
     def add_video(self, *args: Any, **kwargs: Any) -> None:
         """Not supported: raises NotImplementedError."""
