@@ -52,8 +52,7 @@ def embedding_entry(tensor_name: str, subdir: str, has_metadata: bool,
         lines.append(f"  metadata_path: {_quote(subdir + '/metadata.tsv')}")
     if sprite_dim is not None:
         lines += ["  sprite {", f"    image_path: {_quote(subdir + '/sprite.png')}",
-                  f"    single_image_dim: {sprite_dim[0]}", f"    single_image_dim: {sprite_dim[1]}",
-                  "  }"]
+                  *(f"    single_image_dim: {d}" for d in sprite_dim), "  }"]
     lines += [f"  tensor_path: {_quote(subdir + '/tensors.tsv')}", "}"]
     return "\n".join(lines) + "\n"
 
