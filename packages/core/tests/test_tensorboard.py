@@ -357,6 +357,59 @@ def test_add_hparams(tmp_path):
     assert end == {"session_end_info": {"status": 1}}  # STATUS_SUCCESS
 
 
+def test_add_tensor(tmp_path):
+    cases = {
+        "f32": (ember.tensor([[1.5, -2.0, 3.25]]), 1, "float_val"),
+        "f64": (np.array([0.1, 1e300]), 2, "double_val"),
+        "i32": (ember.tensor([[-1], [7]], dtype=ember.int32), 3, "int_val"),
+        "u8": (np.array([0, 255], dtype=np.uint8), 4, "int_val"),
+        "i64": (ember.tensor([-(2 ** 40), 5]), 9, "int64_val"),
+        "bool": (ember.tensor([True, False, True]), 10, "bool_val"),
+        "c64": (ember.tensor([1 + 2j, -3j], dtype=ember.complex64), 8, "scomplex_val"),
+        "f16": (ember.tensor([1.0, -0.5, 65504.0], dtype=ember.float16), 19, "half_val"),
+        "bf16": (ember.tensor([1.0, -0.5, 3.0e38], dtype=ember.bfloat16), 14, "half_val"),
+        "scalar": (ember.tensor(4.0), 1, "float_val"),
+        "empty": (np.zeros((2, 0), dtype=np.float32), 1, None),
+    }
+    with SummaryWriter(tmp_path) as w:
+        for tag, (value, _, _) in cases.items():
+            w.add_tensor(tag, value, 1)
+        with pytest.raises(ValueError, match="unsupported tensor dtype"):
+            w.add_tensor("str", np.array(["a"]))
+    got = {v["tag"]: v for _, v in _values(tmp_path)}
+    for tag, (value, dtype, field) in cases.items():
+        tensor = got[tag]["tensor"]
+        assert got[tag]["metadata"] == {"plugin_data": {"plugin_name": "tensor"}}
+        assert tensor["dtype"] == dtype, tag
+        array = value if isinstance(value, np.ndarray) else (
+            value.float() if value.dtype == ember.bfloat16 else value).numpy()
+        dims = [d.get("size", 0) for d in tensor["tensor_shape"].get("dim", [])]
+        assert dims == list(array.shape), tag
+        if field is None:
+            assert set(tensor) == {"dtype", "tensor_shape"}
+            continue
+        assert set(tensor) == {"dtype", "tensor_shape", field}
+        stored = np.array(tensor[field])
+        if tag == "f16":
+            stored = stored.astype(np.uint16).view(np.float16)
+        elif tag == "bf16":
+            stored = (stored.astype(np.uint32) << 16).view(np.float32)
+        elif tag == "c64":
+            stored = stored.astype(np.float32).view(np.complex64)
+        np.testing.assert_array_equal(stored, array.reshape(-1), err_msg=tag)
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from tensorboard.util.tensor_util import make_ndarray
+    except ImportError:
+        return
+    acc = EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
+    acc.Reload()
+    for tag in ("f32", "f64", "i32", "u8", "i64", "bool", "f16", "scalar"):
+        value = cases[tag][0]
+        array = value if isinstance(value, np.ndarray) else value.numpy()
+        np.testing.assert_array_equal(make_ndarray(acc.Tensors(tag)[0].tensor_proto), array)
+
+
 def test_pr_curve_and_custom_scalars(tmp_path):
     rng = np.random.default_rng(5)
     labels = rng.integers(0, 2, 200)
@@ -670,6 +723,14 @@ def test_records_match_torch_summary_writer(tmp_path):
         w.add_image("img", image, 10, walltime=T)
         w.close()
 
+    def log_tensors(writer_class, log_dir, to_tensor):  # dtypes both write the same way
+        w = writer_class(str(log_dir))
+        for i, array in enumerate([image, values, np.array(4.0, dtype=np.float32),
+                                   np.array([[-1], [7]], dtype=np.int32), np.array([-2 ** 40, 5]),
+                                   np.array([True, False]), np.array([1 + 2j, -3j])]):
+            w.add_tensor(f"t{i}", to_tensor(array), i, walltime=T)
+        w.close()
+
     def records(log_dir):
         out = {}
         for root, _, names in os.walk(log_dir):
@@ -678,10 +739,14 @@ def test_records_match_torch_summary_writer(tmp_path):
                 out[key] = list(RawEventFileLoader(os.path.join(root, name)).Load())[1:]
         return out
 
+    import torch
+
     log(torch_tb.SummaryWriter, tmp_path / "torch")
     log(SummaryWriter, tmp_path / "ember")
+    log_tensors(torch_tb.SummaryWriter, tmp_path / "torch" / "tensors", torch.tensor)
+    log_tensors(SummaryWriter, tmp_path / "ember" / "tensors", ember.tensor)
     expected, got = records(tmp_path / "torch"), records(tmp_path / "ember")
-    assert sorted(expected) == sorted(got) == [".", "m_x_a", "m_x_b"]
+    assert sorted(expected) == sorted(got) == [".", "m_x_a", "m_x_b", "tensors"]
     for key in expected:
         assert len(expected[key]) == len(got[key])
         # Byte-identical, except the PNG, which another encoder compresses differently.

@@ -88,6 +88,11 @@ def packed_floats(field: int, values: Iterable[float]) -> bytes:
     return bytes_field(field, b"".join(_float32_bytes(v) for v in values))
 
 
+def packed_varints(field: int, values: Iterable[int]) -> bytes:
+    """A packed repeated integer/bool/enum field."""
+    return bytes_field(field, b"".join(varint(int(v)) for v in values))
+
+
 def is_default(value: Union[int, float, str, bytes]) -> bool:
     """Whether proto3 leaves a field without explicit presence out: 0, +0.0, "" or b"" (-0.0
     has its sign bit set, so it is written)."""

@@ -29,7 +29,9 @@ _SHAPE = {2: ("dim", {1: ("size", "int64"), 2: ("name", "string")}, "repeated")}
 _TENSOR = {1: ("dtype", "int32"), 2: ("tensor_shape", _SHAPE), 4: ("tensor_content", "bytes"),
            5: ("float_val", "float", "repeated"), 6: ("double_val", "double", "repeated"),
            7: ("int_val", "int32", "repeated"), 8: ("string_val", "bytes", "repeated"),
-           10: ("int64_val", "int64", "repeated"), 11: ("bool_val", "bool", "repeated")}
+           9: ("scomplex_val", "float", "repeated"), 10: ("int64_val", "int64", "repeated"),
+           11: ("bool_val", "bool", "repeated"), 12: ("dcomplex_val", "double", "repeated"),
+           13: ("half_val", "int32", "repeated")}
 _HISTOGRAM = {1: ("min", "double"), 2: ("max", "double"), 3: ("num", "double"),
               4: ("sum", "double"), 5: ("sum_squares", "double"),
               6: ("bucket_limit", "double", "repeated"), 7: ("bucket", "double", "repeated")}

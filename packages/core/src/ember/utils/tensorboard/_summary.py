@@ -132,6 +132,53 @@ def scalar_value(tag: str, value: Any, new_style: bool = False,
 
 
 # --------------------------------------------------------------------------------------------
+# Tensors
+
+# NumPy dtype -> (TensorProto dtype, value field, how the values are packed)
+_TENSOR_FIELDS = {
+    np.dtype(np.float32): (1, 5, "float"), np.dtype(np.float64): (2, 6, "double"),
+    np.dtype(np.int32): (3, 7, "int"), np.dtype(np.uint8): (4, 7, "int"),
+    np.dtype(np.int16): (5, 7, "int"), np.dtype(np.int8): (6, 7, "int"),
+    np.dtype(np.complex64): (8, 9, "float"), np.dtype(np.int64): (9, 10, "int"),
+    np.dtype(np.bool_): (10, 11, "int"), np.dtype(np.complex128): (18, 12, "double"),
+    np.dtype(np.float16): (19, 13, "int"),
+}
+DT_BFLOAT16 = 14
+
+
+def _shape(dims: Sequence[int]) -> bytes:
+    return b"".join(pb.bytes_field(2, pb.int_field(1, d) if d else b"") for d in dims)
+
+
+def tensor_value(tag: str, tensor: Any) -> bytes:
+    """A ``Summary.Value`` holding a whole tensor (the "tensor" plugin): its dtype, shape and
+    values in the field of that dtype. Where PyTorch's writer differs from what TensorBoard's
+    ``make_ndarray`` reads back, this follows TensorBoard: half and bfloat16 values go to
+    ``half_val`` as 16-bit patterns (PyTorch: float32 patterns), uint8 to ``int_val``
+    (PyTorch: ``uint32_val``)."""
+    bfloat16 = str(getattr(tensor, "dtype", "")).endswith("bfloat16")
+    array = make_np(tensor)
+    if bfloat16:  # make_np widened it to float32 exactly: its top 16 bits are the bfloat16
+        dtype, field, kind = DT_BFLOAT16, 13, "int"
+        values = (np.ascontiguousarray(array, dtype=np.float32).view(np.uint32) >> 16).ravel()
+    elif array.dtype in _TENSOR_FIELDS:
+        dtype, field, kind = _TENSOR_FIELDS[array.dtype]
+        values = array.ravel()
+        if array.dtype == np.float16:
+            values = np.ascontiguousarray(values).view(np.uint16)
+        elif array.dtype.kind == "c":  # real and imaginary parts interleaved
+            values = np.ascontiguousarray(values).view(values.real.dtype)
+    else:
+        raise ValueError(f"{tag} has unsupported tensor dtype {array.dtype}")
+    out = pb.int_field(1, dtype) + pb.bytes_field(2, _shape(array.shape))
+    if values.size:
+        encode = {"float": pb.packed_floats, "double": pb.packed_doubles,
+                  "int": pb.packed_varints}[kind]
+        out += encode(field, values.tolist())
+    return _value(tag, 8, out, _metadata("tensor"))
+
+
+# --------------------------------------------------------------------------------------------
 # Histograms
 
 def default_bins() -> list[float]:
@@ -304,9 +351,7 @@ def pr_curve_data(labels: np.ndarray, predictions: np.ndarray, num_thresholds: i
 def pr_curve_value(tag: str, data: np.ndarray, num_thresholds: int) -> bytes:
     """A ``Summary.Value`` holding a 6 x N float tensor for the pr_curves plugin (content:
     ``PrCurvePluginData``: 1 version (0, left out), 2 num_thresholds)."""
-    rows, cols = data.shape
-    dims = pb.bytes_field(2, pb.int_field(1, rows)) + pb.bytes_field(2, pb.int_field(1, cols))
-    tensor = (pb.int_field(1, DT_FLOAT) + pb.bytes_field(2, dims)
+    tensor = (pb.int_field(1, DT_FLOAT) + pb.bytes_field(2, _shape(data.shape))
               + pb.packed_floats(5, data.reshape(-1).tolist()))
     content = pb.int_field(2, num_thresholds) if num_thresholds else b""
     return _value(tag, 8, tensor, _metadata("pr_curves", content))

@@ -262,6 +262,13 @@ class SummaryWriter:
             summary = _summary.summary([_summary.scalar_value(main_tag, value)])
             writer.add_summary(summary, global_step, walltime)
 
+    def add_tensor(self, tag: str, tensor: Any, global_step: Optional[int] = None,
+                   walltime: Optional[float] = None) -> None:
+        """Logs a whole tensor (any shape; float, integer, bool or complex dtype) as a
+        TensorProto, for TensorBoard's data API and plugins that read tensors."""
+        value = _summary.tensor_value(tag, tensor)
+        self._get_file_writer().add_summary(_summary.summary([value]), global_step, walltime)
+
     def add_histogram(self, tag: str, values: Any, global_step: Optional[int] = None,
                       bins: Union[str, int, Sequence[float]] = "tensorflow",
                       walltime: Optional[float] = None,
