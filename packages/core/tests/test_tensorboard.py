@@ -294,6 +294,48 @@ def test_images_are_png_with_the_expected_pixels(tmp_path):
     check("batch", np.repeat(grid[:, :, None], 3, axis=2))
 
 
+def test_add_image_with_boxes(tmp_path):
+    image = np.zeros((3, 10, 12), dtype=np.float32)
+    image[1] = 0.5
+    boxes = ember.tensor([[2.0, 3.0, 8.0, 7.0]])
+    with SummaryWriter(tmp_path) as w:
+        w.add_image_with_boxes("boxed", image, boxes, 1)
+        w.add_image_with_boxes("big", ember.tensor(image), boxes, 2, rescale=2)
+        with pytest.warns(UserWarning, match="without their labels"):
+            w.add_image_with_boxes("labelled", image, boxes, 3, labels=["cat"])
+    got = {v["tag"]: v["image"] for _, v in _values(tmp_path)}
+    pixels = _decode_png(got["boxed"]["encoded_image_string"])
+    red = (pixels == [255, 0, 0]).all(axis=2)
+    # Two pixels wide: the top and bottom edges grow outwards, the sides inwards (where PIL's
+    # polyline, which PyTorch draws with, puts them for this box).
+    expected = np.zeros((10, 12), dtype=bool)
+    expected[2:4, 2:9] = expected[7:9, 2:9] = True  # rows 2-3 and 7-8
+    expected[2:9, 2:4] = expected[2:9, 7:9] = True  # columns 2-3 and 7-8
+    np.testing.assert_array_equal(red, expected)
+    untouched = ~red
+    assert (pixels[untouched] == [0, 127, 0]).all()  # 0.5 * 255 truncated
+    big = _decode_png(got["big"]["encoded_image_string"])
+    assert (got["big"]["height"], got["big"]["width"]) == (20, 24)
+    np.testing.assert_array_equal(big, pixels.repeat(2, axis=0).repeat(2, axis=1))
+    np.testing.assert_array_equal(_decode_png(got["labelled"]["encoded_image_string"]), pixels)
+    # With PyTorch, tensorboard and PIL installed: the same pixels as PyTorch's PIL drawing,
+    # for boxes given backwards, with fractional corners or beyond the image too.
+    try:
+        import tensorboard  # noqa: F401
+        from PIL import Image
+        from torch.utils.tensorboard import SummaryWriter as TorchWriter
+    except ImportError:
+        return
+    picture = np.random.default_rng(7).random((3, 40, 50)).astype(np.float32)
+    many = np.array([[2, 3, 8, 7], [10, 30, 45, 12], [5.4, 6.6, 20.5, 25.2], [-3, -3, 60, 60]])
+    for writer_class, name in [(TorchWriter, "torch"), (SummaryWriter, "ember")]:
+        with writer_class(str(tmp_path / name)) as w:
+            w.add_image_with_boxes("many", picture, many, 0)
+    drawn = [Image.open(io.BytesIO(_values(tmp_path / name)[0][1]["image"]
+                                   ["encoded_image_string"])) for name in ("torch", "ember")]
+    np.testing.assert_array_equal(np.asarray(drawn[0]), np.asarray(drawn[1]))
+
+
 def test_text_audio_and_purge_step(tmp_path):
     snd = np.sin(np.linspace(0, 20, 200)) * 1.5  # clipped to [-1, 1]
     with SummaryWriter(tmp_path, purge_step=40) as w:

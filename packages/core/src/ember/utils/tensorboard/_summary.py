@@ -291,6 +291,40 @@ def image_value(tag: str, img: Any, dataformats: str) -> bytes:
     return _value(tag, 4, image)
 
 
+def draw_boxes(pixels: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """A copy of HxWxC uint8 ``pixels`` with each (xmin, ymin, xmax, ymax) box outlined in red,
+    two pixels wide, drawn as PyTorch's PIL polyline is: (xmin, ymin) -> (xmin, ymax) ->
+    (xmax, ymax) -> (xmax, ymin) -> back, coordinates truncated to integers, each segment
+    covering its own row or column and the next one on a side set by its direction."""
+    out = pixels.copy()
+    red = np.array([255, 0, 0, 255][:out.shape[2]], dtype=np.uint8)
+    for box in np.asarray(boxes, dtype=np.float64).reshape(-1, 4):
+        left, top, right, bottom = (int(v) for v in box)
+        corners = [(left, top), (left, bottom), (right, bottom), (right, top), (left, top)]
+        for (x0, y0), (x1, y1) in zip(corners, corners[1:]):
+            if x0 == x1:  # vertical: down covers x and x + 1, up x - 1 and x
+                xs, ys = sorted((x0, x0 + (1 if y1 > y0 else -1))), sorted((y0, y1))
+            else:  # horizontal: right covers y and y + 1, left y - 1 and y
+                ys, xs = sorted((y0, y0 + (1 if x1 > x0 else -1))), sorted((x0, x1))
+            out[max(ys[0], 0):max(ys[1] + 1, 0), max(xs[0], 0):max(xs[1] + 1, 0)] = red
+    return out
+
+
+def image_with_boxes_value(tag: str, img: Any, boxes: Any, rescale: float,
+                           dataformats: str) -> bytes:
+    """An image with boxes drawn on it, then scaled by ``rescale`` (nearest neighbour)."""
+    pixels = draw_boxes(to_uint8(to_hwc(make_np(img), dataformats)), make_np(boxes))
+    if rescale != 1:
+        height, width = pixels.shape[:2]
+        rows = (np.arange(max(int(height * rescale), 1)) / rescale).astype(np.int64)
+        cols = (np.arange(max(int(width * rescale), 1)) / rescale).astype(np.int64)
+        pixels = pixels[np.minimum(rows, height - 1)][:, np.minimum(cols, width - 1)]
+    height, width, channels = pixels.shape
+    image = (pb.int_field(1, height) + pb.int_field(2, width) + pb.int_field(3, channels)
+             + pb.bytes_field(4, encode_png(np.ascontiguousarray(pixels))))
+    return _value(tag, 4, image)
+
+
 # --------------------------------------------------------------------------------------------
 # Audio and text
 

@@ -24,6 +24,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Optional, Union
@@ -312,6 +313,21 @@ class SummaryWriter:
         """Logs a batch of images (``"NCHW"`` by default, or ``"NHWC"``...) tiled into one
         image, eight per row."""
         value = _summary.image_value(tag, img_tensor, dataformats)
+        self._get_file_writer().add_summary(_summary.summary([value]), global_step, walltime)
+
+    def add_image_with_boxes(self, tag: str, img_tensor: Any, box_tensor: Any,
+                             global_step: Optional[int] = None,
+                             walltime: Optional[float] = None, rescale: float = 1,
+                             dataformats: str = "CHW",
+                             labels: Optional[Sequence[str]] = None) -> None:
+        """Logs an image with boxes (N x 4: xmin, ymin, xmax, ymax in pixels) outlined in red,
+        scaled by ``rescale`` (nearest neighbour; PyTorch resamples with Lanczos). ``labels``
+        are not drawn: ember has no font renderer (a warning says so)."""
+        if labels is not None:
+            warnings.warn("add_image_with_boxes: ember draws the boxes without their labels "
+                          "(no font renderer)", stacklevel=2)
+        value = _summary.image_with_boxes_value(tag, img_tensor, box_tensor, rescale,
+                                                dataformats)
         self._get_file_writer().add_summary(_summary.summary([value]), global_step, walltime)
 
     def add_figure(self, tag: str, figure: Any, global_step: Optional[int] = None,
