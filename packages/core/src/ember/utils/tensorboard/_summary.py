@@ -14,11 +14,15 @@ Field numbers (TensorBoard's protos; proto3, fields written in number order)::
     HistogramProto:   1 min, 2 max, 3 num, 4 sum, 5 sum_squares (double),
                       6 bucket_limit, 7 bucket (packed repeated double)
     SummaryMetadata:  1 plugin_data (PluginData: 1 plugin_name, 2 content (bytes))
-    TensorProto:      1 dtype (enum: DT_FLOAT 1, DT_DOUBLE 2, DT_STRING 7), 2 tensor_shape
-                      (TensorShapeProto: 2 dim (repeated Dim: 1 size)), 5 float_val (packed),
-                      6 double_val (packed), 8 string_val (repeated bytes)
+    TensorProto:      1 dtype (DataType: DT_FLOAT 1, DT_DOUBLE 2, DT_INT32 3, DT_UINT8 4,
+                      DT_INT16 5, DT_INT8 6, DT_STRING 7, DT_COMPLEX64 8, DT_INT64 9, DT_BOOL 10,
+                      DT_BFLOAT16 14, DT_COMPLEX128 18, DT_HALF 19), 2 tensor_shape
+                      (TensorShapeProto: 2 dim (repeated Dim: 1 size)), and the values, packed:
+                      5 float_val, 6 double_val, 7 int_val, 9 scomplex_val, 10 int64_val,
+                      11 bool_val, 12 dcomplex_val, 13 half_val; or 8 string_val (bytes)
 
-The hparams plugin's messages are described at ``hparams_values``.
+The plugins' own messages are described where they are built (``hparams_values``,
+``pr_curve_value``, ``custom_scalars_value``).
 
 >>> from ember.utils.tensorboard import _summary
 >>> _summary.scalar_value("loss", 0.5).hex()
