@@ -567,6 +567,20 @@ def test_flush_secs_zero_writes_every_event(tmp_path):
     w.close()
 
 
+def test_idle_writer_is_flushed_by_its_thread(tmp_path):
+    import time
+
+    w = SummaryWriter(tmp_path, max_queue=100, flush_secs=0.2)
+    w.add_scalar("a", 1.0, 1)  # queued; nothing else calls into the writer afterwards
+    deadline = time.monotonic() + 60  # a bound for a stalled thread, not a timing check
+    while len(_read_events(tmp_path)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_read_events(tmp_path)) == 2
+    file_writer = w.file_writer
+    w.close()
+    assert w.file_writer is None and not file_writer._thread.is_alive()  # stopped and joined
+
+
 def test_open_writer_is_flushed_at_exit(tmp_path):
     script = (
         "import ember\n"
