@@ -199,8 +199,8 @@ def test_add_scalar_accepts_numbers_arrays_and_tensors(tmp_path):
     assert [s for s, _ in got] == list(range(len(inputs))) + [0]
     assert [v["simple_value"] for _, v in got] == [1, 2.5, 0.125, -3, 4, 5, 6.5, 7.25, 8, 9, 10,
                                                   1, 11]
-    with pytest.raises(AssertionError, match="scalar should be 0D"):
-        SummaryWriter(tmp_path / "x").add_scalar("v", ember.ones(2))
+    with SummaryWriter(tmp_path / "x") as w, pytest.raises(AssertionError, match="should be 0D"):
+        w.add_scalar("v", ember.ones(2))
 
 
 def test_add_scalar_new_style_and_double_precision(tmp_path):
