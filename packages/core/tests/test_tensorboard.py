@@ -619,6 +619,34 @@ def test_add_figure(tmp_path):
     assert (got["one"] == [255, 0, 0]).all() and (got["two"] == [255, 0, 0]).all()
 
 
+def test_file_writer_takes_events_and_summaries(tmp_path):
+    from ember.utils.tensorboard import FileWriter
+
+    value = _proto.string_field(1, "x") + _proto.float_field(2, 2.0)
+    summary = _proto.bytes_field(1, value)
+    fw = FileWriter(tmp_path)
+    fw.add_summary(summary, 4, walltime=T)
+    # an Event with its own wall_time and step: add_event sets both, as PyTorch's does
+    fw.add_event(_proto.double_field(1, 1.0) + _proto.int_field(2, 1)
+                 + _proto.bytes_field(5, summary), step=9, walltime=T + 1)
+    fw.add_event(_proto.bytes_field(5, summary), walltime=T + 2)
+    try:  # protobuf objects too, when the tensorboard package provides them
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+    except ImportError:
+        event_pb2 = None
+    if event_pb2 is not None:
+        proto = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="x", simple_value=2.0)])
+        fw.add_summary(proto, 5, walltime=T)
+        fw.add_event(event_pb2.Event(summary=proto), step=6, walltime=T)
+    fw.close()
+    with pytest.raises(OSError, match="closed"):
+        fw.add_summary(summary)
+    events = _read_events(tmp_path)[1:]
+    expected = [(T, 4), (T + 1, 9), (T + 2, None)] + ([(T, 5), (T, 6)] if event_pb2 else [])
+    assert [(e["wall_time"], e.get("step")) for e in events] == expected
+    assert all(e["summary"]["value"] == [{"tag": "x", "simple_value": 2.0}] for e in events)
+
+
 def test_add_graph_is_not_supported(tmp_path):
     with SummaryWriter(tmp_path) as w:
         with pytest.raises(NotImplementedError, match="GraphDef"):

@@ -32,6 +32,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from ember.utils.tensorboard import _embedding, _summary
+from ember.utils.tensorboard import _proto as pb
 from ember.utils.tensorboard._record import encode_record
 
 __all__ = ["FileWriter", "SummaryWriter"]
@@ -63,8 +64,8 @@ class FileWriter:
 
     Events are queued in memory and written when ``max_queue`` of them are pending, when
     ``flush_secs`` seconds have passed (a daemon thread flushes an idle writer), on
-    ``flush()``/``close()``, and at interpreter exit for a writer still open. ``add_event``
-    takes an encoded ``Event`` (bytes), unlike PyTorch's, which takes a protobuf object.
+    ``flush()``/``close()``, and at interpreter exit for a writer still open. ``add_event`` and
+    ``add_summary`` take encoded messages (bytes) or protobuf objects, as PyTorch's do.
 
     >>> import tempfile
     >>> from ember.utils.tensorboard import FileWriter
@@ -91,7 +92,7 @@ class FileWriter:
         self._pid = os.getpid()
         self._file = open(self._path, "wb")  # held until close()
         self._last_flush = time.monotonic()
-        self.add_event(_summary.event(time.time(), file_version=_summary.FILE_VERSION))
+        self._queue(_summary.event(time.time(), file_version=_summary.FILE_VERSION))
         self.flush()  # the file is a valid event file from the start
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -111,9 +112,19 @@ class FileWriter:
         """The directory the event file is in."""
         return self._log_dir
 
-    def add_event(self, event: bytes) -> None:
-        """Queues an encoded ``Event``; writes the queue out when it is full or
-        ``flush_secs`` have passed since the last flush."""
+    def add_event(self, event: Union[bytes, Any], step: Optional[int] = None,
+                  walltime: Optional[float] = None) -> None:
+        """Queues an ``Event`` (encoded, or a protobuf object with ``SerializeToString``, as
+        PyTorch's takes) at ``walltime`` (default: now) and ``step`` (default: as it is)."""
+        if not isinstance(event, (bytes, bytearray)):
+            event = event.SerializeToString()
+        # A field given twice takes its last value: appending sets wall_time and step.
+        event = bytes(event) + pb.double_field(1, time.time() if walltime is None else walltime)
+        self._queue(event if step is None else event + pb.int_field(2, int(step)))
+
+    def _queue(self, event: bytes) -> None:
+        """Queues an encoded ``Event``; writes the queue out when it is full or ``flush_secs``
+        have passed since the last flush."""
         record = encode_record(event)
         with self._lock:
             if self._closed:
@@ -123,12 +134,15 @@ class FileWriter:
             if len(self._pending) >= self._max_queue or due:
                 self._write_pending()
 
-    def add_summary(self, summary: bytes, global_step: Optional[int] = None,
+    def add_summary(self, summary: Union[bytes, Any], global_step: Optional[int] = None,
                     walltime: Optional[float] = None) -> None:
-        """Queues an ``Event`` holding an encoded ``Summary``, at ``walltime`` (default: now)."""
+        """Queues an ``Event`` holding a ``Summary`` (encoded, or a protobuf object), at
+        ``walltime`` (default: now)."""
+        if not isinstance(summary, (bytes, bytearray)):
+            summary = summary.SerializeToString()
         wall_time = time.time() if walltime is None else float(walltime)
         step = None if global_step is None else int(global_step)
-        self.add_event(_summary.event(wall_time, step, summary=summary))
+        self._queue(_summary.event(wall_time, step, summary=bytes(summary)))
 
     def _write_pending(self) -> None:  # holds self._lock
         if self._pending:
@@ -223,9 +237,9 @@ class SummaryWriter:
                 # A new file_version event at purge_step, then SessionLog START, make
                 # TensorBoard drop what older files logged from that step on.
                 now = time.time()
-                self.file_writer.add_event(_summary.event(
+                self.file_writer._queue(_summary.event(
                     now, self.purge_step, file_version=_summary.FILE_VERSION))
-                self.file_writer.add_event(_summary.event(
+                self.file_writer._queue(_summary.event(
                     now, self.purge_step, session_log_status=_summary.SESSION_START))
                 self.purge_step = None
         return self.file_writer
