@@ -84,6 +84,59 @@ def _decode_png(png: bytes) -> np.ndarray:
     return rows[:, 1:].reshape(height, width, channels)
 
 
+def _decode_gif(gif: bytes) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
+    """(global palette, frames of palette indices, frame delays) of a GIF89a whose frames fill
+    the screen, LZW-decoded here."""
+    assert gif[:6] == b"GIF89a" and gif[-1:] == b";"
+    width, height, packed = struct.unpack("<HHB", gif[6:11])
+    assert packed & 0x80  # a global colour table
+    entries = 2 << (packed & 7)
+    pal = np.frombuffer(gif[13:13 + 3 * entries], dtype=np.uint8).reshape(entries, 3)
+    pos, frames, delays = 13 + 3 * entries, [], []
+
+    def blocks(pos):  # the data of the sub-blocks starting at pos, and the position after them
+        data = bytearray()
+        while gif[pos]:
+            data += gif[pos + 1:pos + 1 + gif[pos]]
+            pos += 1 + gif[pos]
+        return bytes(data), pos + 1
+
+    while gif[pos] != 0x3B:
+        if gif[pos] == 0x21:  # an extension
+            label = gif[pos + 1]
+            data, pos = blocks(pos + 2)
+            if label == 0xF9:
+                delays.append(struct.unpack("<H", data[1:3])[0])
+            continue
+        assert gif[pos] == 0x2C
+        assert struct.unpack("<HHHHB", gif[pos + 1:pos + 10]) == (0, 0, width, height, 0)
+        min_size = gif[pos + 10]
+        data, pos = blocks(pos + 11)
+        stream = int.from_bytes(data, "little")
+        clear = 1 << min_size
+        out, at, table, size, previous = bytearray(), 0, [], min_size + 1, None
+        while True:
+            code = (stream >> at) & ((1 << size) - 1)
+            at += size
+            if code == clear:
+                table = [bytes((i,)) for i in range(clear)] + [b"", b""]
+                size, previous = min_size + 1, None
+                continue
+            if code == clear + 1:
+                break
+            if previous is None:
+                entry = table[code]
+            else:
+                entry = table[code] if code < len(table) else previous + previous[:1]
+                table.append(previous + entry[:1])
+                if len(table) == 1 << size and size < 12:
+                    size += 1
+            out += entry
+            previous = entry
+        frames.append(np.frombuffer(bytes(out), dtype=np.uint8).reshape(height, width))
+    return pal, frames, delays
+
+
 def _event_file(log_dir) -> str:
     names = [n for n in os.listdir(log_dir) if n.startswith("events.out.tfevents.")]
     assert len(names) == 1, names
@@ -334,6 +387,39 @@ def test_add_image_with_boxes(tmp_path):
     drawn = [Image.open(io.BytesIO(_values(tmp_path / name)[0][1]["image"]
                                    ["encoded_image_string"])) for name in ("torch", "ember")]
     np.testing.assert_array_equal(np.asarray(drawn[0]), np.asarray(drawn[1]))
+
+
+def test_add_video_is_an_animated_gif(tmp_path):
+    rng = np.random.default_rng(8)
+    videos = rng.random((3, 2, 3, 4, 5)).astype(np.float32)  # N T C H W
+    noise = rng.integers(0, 256, (1, 1, 3, 90, 90), dtype=np.uint8)  # fills the LZW table
+    with SummaryWriter(tmp_path) as w:
+        w.add_video("clips", ember.tensor(videos), 1, fps=5)
+        w.add_video("noise", noise, 2)
+    got = {v["tag"]: v["image"] for _, v in _values(tmp_path)}
+    # Three videos padded with a black one to four, in one row (2**floor(log2(3) / 2) rows).
+    pixels = (videos * np.float32(255)).astype(np.uint8).transpose(1, 3, 0, 4, 2)  # T H N W C
+    grid = np.zeros((2, 4, 4, 5, 3), dtype=np.uint8)
+    grid[:, :, :3] = pixels
+    expected = grid.reshape(2, 4, 20, 3)
+    clips = got["clips"]
+    assert (clips["height"], clips["width"], clips["colorspace"]) == (4, 20, 3)
+    pal, frames, delays = _decode_gif(clips["encoded_image_string"])
+    assert delays == [20, 20] and len(frames) == 2  # 1/5 s per frame
+
+    def nearest(values, levels):  # index of the nearest of `levels` evenly spaced levels
+        steps = np.arange(levels) * 255 / (levels - 1)
+        return np.abs(values[..., None].astype(np.float64) - steps).argmin(axis=-1)
+
+    for frame, want in zip(frames, expected):
+        index = nearest(want[..., 0], 8) << 5 | nearest(want[..., 1], 8) << 2 | nearest(
+            want[..., 2], 4)
+        np.testing.assert_array_equal(frame, index)
+    assert pal[0b111_100_10].tolist() == [255, 145, 170]  # levels 7/7, 4/7, 2/3 of 255
+    _, (frame,), _ = _decode_gif(got["noise"]["encoded_image_string"])
+    want = noise[0, 0].transpose(1, 2, 0)
+    np.testing.assert_array_equal(frame, nearest(want[..., 0], 8) << 5
+                                  | nearest(want[..., 1], 8) << 2 | nearest(want[..., 2], 4))
 
 
 def test_text_audio_and_purge_step(tmp_path):

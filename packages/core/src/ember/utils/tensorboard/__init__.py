@@ -4,9 +4,9 @@ framing with CRC-32C, hand-encoded protobuf ``Event`` messages, PNG images), so 
 ``tensorboard`` package is needed only to view them (``tensorboard --logdir runs``).
 
 ``SummaryWriter`` writes scalars (``add_scalar``, ``add_scalars``), histograms, images (also
-batches, matplotlib figures and images with boxes), audio, text, whole tensors, PR curves,
-custom-scalar layouts, embeddings for the projector and hyperparameters. ``add_graph``,
-``add_onnx_graph``, ``add_video`` and ``add_mesh`` raise NotImplementedError.
+batches, matplotlib figures and images with boxes), videos (animated GIFs), audio, text, whole
+tensors, PR curves, custom-scalar layouts, embeddings for the projector and hyperparameters.
+``add_graph``, ``add_onnx_graph`` and ``add_mesh`` raise NotImplementedError.
 
 >>> import tempfile
 >>> from ember.utils.tensorboard import SummaryWriter

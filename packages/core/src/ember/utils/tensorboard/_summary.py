@@ -39,6 +39,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from ember.utils.tensorboard import _proto as pb
+from ember.utils.tensorboard._gif import encode_gif
 from ember.utils.tensorboard._png import encode_png
 
 FILE_VERSION = "brain.Event:2"
@@ -326,6 +327,33 @@ def image_with_boxes_value(tag: str, img: Any, boxes: Any, rescale: float,
     height, width, channels = pixels.shape
     image = (pb.int_field(1, height) + pb.int_field(2, width) + pb.int_field(3, channels)
              + pb.bytes_field(4, encode_png(np.ascontiguousarray(pixels))))
+    return _value(tag, 4, image)
+
+
+def video_frames(video: np.ndarray) -> np.ndarray:
+    """N x T x C x H x W videos as T x H' x W' x C frames: the batch, padded with black videos
+    to a power of two, tiled 2**floor(log2(N) / 2) rows high (PyTorch's layout)."""
+    _check(video.ndim == 5, f"video should be N x T x C x H x W, got shape {video.shape}")
+    n, t, c, h, w = video.shape
+    padded = 1 << (n - 1).bit_length()  # the next power of two
+    if padded != n:
+        pad = np.zeros((padded - n, t, c, h, w), dtype=video.dtype)
+        video = np.concatenate([video, pad])
+    rows = 1 << ((n.bit_length() - 1) // 2)
+    cols = padded // rows
+    grid = video.reshape(rows, cols, t, c, h, w).transpose(2, 0, 4, 1, 5, 3)
+    return grid.reshape(t, rows * h, cols * w, c)
+
+
+def video_value(tag: str, video: Any, fps: float) -> bytes:
+    """A ``Summary.Value`` holding an animated GIF as a ``Summary.Image``."""
+    frames = to_uint8(video_frames(make_np(video)))
+    channels = frames.shape[3]
+    _check(channels in (1, 3, 4), f"video frames should have 1, 3 or 4 channels, got {channels}")
+    rgb = np.repeat(frames, 3, axis=3) if channels == 1 else frames[..., :3]  # GIF has no alpha
+    _, height, width, _ = rgb.shape
+    image = (pb.int_field(1, height) + pb.int_field(2, width) + pb.int_field(3, channels)
+             + pb.bytes_field(4, encode_gif(np.ascontiguousarray(rgb), fps)))
     return _value(tag, 4, image)
 
 

@@ -437,8 +437,8 @@ class SummaryWriter:
             "add_graph", "TensorBoard's graph view reads a TensorFlow GraphDef protobuf, which "
             "PyTorch builds by converting a TorchScript trace of the model; ember records no "
             "TorchScript graph to convert, so no graph can be written. Scalars, histograms, "
-            "images, figures, audio, text, PR curves, custom-scalar layouts, embeddings and "
-            "hparams are written.")
+            "images, figures, videos, audio, text, PR curves, custom-scalar layouts, embeddings "
+            "and hparams are written.")
 
     def add_onnx_graph(self, prototxt: Any) -> None:
         """Not supported: raises NotImplementedError."""
@@ -485,9 +485,13 @@ class SummaryWriter:
             f"{tag}:{step:05d}", subdir, metadata is not None, sprite_dim))
         _embedding.write_file(logdir, _embedding.CONFIG_NAME, "".join(self._embeddings).encode())
 
-    def add_video(self, *args: Any, **kwargs: Any) -> None:
-        """Not supported: raises NotImplementedError."""
-        raise _not_supported("add_video", "encoding GIF video is not implemented.")
+    def add_video(self, tag: str, vid_tensor: Any, global_step: Optional[int] = None,
+                  fps: float = 4, walltime: Optional[float] = None) -> None:
+        """Logs videos (N x T x C x H x W, values in [0, 1] or uint8) as one animated GIF, the
+        N videos tiled side by side, with a fixed 256-colour palette (PyTorch needs moviepy
+        for this and quantizes per video)."""
+        value = _summary.video_value(tag, vid_tensor, fps)
+        self._get_file_writer().add_summary(_summary.summary([value]), global_step, walltime)
 
 
     def add_mesh(self, *args: Any, **kwargs: Any) -> None:
