@@ -186,8 +186,9 @@ def _not_supported(method: str, why: str) -> NotImplementedError:
 
 
 class SummaryWriter:
-    """Writes scalars, histograms, images, figures, audio, text, PR curves and hyperparameters to
-    TensorBoard event files in ``log_dir`` (PyTorch's ``torch.utils.tensorboard.SummaryWriter``).
+    """Writes scalars, histograms, images, figures, videos, audio, text, tensors, PR curves,
+    embeddings and hyperparameters to TensorBoard event files in ``log_dir`` (PyTorch's
+    ``torch.utils.tensorboard.SummaryWriter``).
 
     ``log_dir`` defaults to ``runs/<Mon><DD>_<HH>-<MM>-<SS>_<hostname><comment>``. With
     ``purge_step``, TensorBoard hides the events at or after that step that earlier runs in the
