@@ -546,8 +546,22 @@ class _Reader:
         if "state" in e:
             from ember._tensor import _set_state
 
-            _set_state(t, self.decode(e["state"], 1))
+            _set_state(t, self._tensor_state(tid, self.decode(e["state"], 1)))
         return t
+
+    def _tensor_state(self, tid: int, state: Any) -> Any:
+        """A tensor's attributes as saved: a dict, or (dict, slots dict) (PyTorch's forms),
+        with plain attribute names (no dunder names such as __class__ under weights_only)."""
+        parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
+        for part in parts:
+            _check(part is None or isinstance(part, dict), self.src,
+                   f"tensor {tid}'s attributes are malformed: {state!r}")
+            for k in part or {}:
+                _check(isinstance(k, str) and k.isidentifier(), self.src,
+                       f"tensor {tid} has an attribute named {k!r}")
+                _check(not (getattr(self, "weights_only", True) and k.startswith("__")),
+                       self.src, f"tensor {tid} sets {k!r}, which weights-only loading refuses")
+        return state
 
     def _tensor_class(self, tid: int, node: Any) -> type:
         cls = self.decode(node, 1)
