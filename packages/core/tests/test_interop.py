@@ -420,3 +420,11 @@ def test_foreign_tensors_copy_or_share_as_asked():
     g = ember.tensor(torch.ones(2, requires_grad=True), requires_grad=True)
     assert g.requires_grad and g.is_leaf
     assert not ember.as_tensor(torch.ones(2, requires_grad=True)).requires_grad
+
+
+def test_a_foreign_tensor_passed_to_an_op_is_named_in_the_error():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"argument 'input' must be a Tensor, not torch\.Tensor "
+                                        r"\(another framework's tensor: convert it with "
+                                        r"ember\.as_tensor"):
+        ember.nn.functional.linear(torch.ones(2, 3), ember.ones(2, 3))

@@ -99,7 +99,7 @@ def _require_tensors(op: str, **args: Any) -> None:
     for name, value in args.items():
         if not isinstance(value, Tensor):
             raise TypeError(f"{op}(): argument '{name}' must be a Tensor, not "
-                            f"{type(value).__name__}")
+                            f"{_argcheck.not_a_tensor(value)}")
 
 
 def _check_dim(op: str, input: Tensor, dims: Sequence[int], what: str) -> None:
