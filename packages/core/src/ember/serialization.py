@@ -795,9 +795,9 @@ def _checked_map_location(map_location: Any) -> Any:
     def placed(t: Tensor, location: str) -> Tensor | None:
         r = map_location(t, location)
         if r is not None and not isinstance(r, Tensor):
-            raise TypeError(f"ember.load: map_location returned a {type(r).__name__} for a "
-                            f"tensor saved at {location!r}; it must return a Tensor (or None "
-                            "for the default placement)")
+            raise TypeError(f"ember.load: map_location returned an object of type "
+                            f"{type(r).__name__} for a tensor saved at {location!r}; it must "
+                            "return a Tensor (or None for the default placement)")
         return r
 
     return placed
