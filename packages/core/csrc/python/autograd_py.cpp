@@ -143,7 +143,17 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
              return t;
            })
       .def_property(
-          "data", [](const Tensor& t) { return autograd::detach(t); },
+          "data",
+          [](const Tensor& t) {
+            Tensor d = autograd::detach(t);  // (reaches __torch_dispatch__, as in PyTorch)
+            if (d->version_counter() != t->version_counter()) return d;
+            // PyTorch's .data: the same memory under a version counter of its own, so writes
+            // through it are not seen by the saved-tensor checks (what .data is for).
+            Tensor out = std::make_shared<TensorImpl>(d->storage(), d->dtype(), d->sizes(),
+                                                      d->strides(), d->storage_offset(),
+                                                      std::make_shared<VersionCounter>());
+            return out;
+          },
           [](const Tensor& t, const Tensor& src) {
             t->set_storage(src->storage());
             t->set_dtype(src->dtype());

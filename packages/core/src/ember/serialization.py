@@ -37,6 +37,7 @@ header ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, 
 from __future__ import annotations
 
 import collections
+import errno
 import io
 import json
 import math
@@ -314,6 +315,9 @@ class _replacing:
         import secrets
 
         folder, base = os.path.split(self.path)
+        if os.path.isdir(self.path):  # checked first: the rename would fail only at the end
+            raise IsADirectoryError(errno.EISDIR, "ember.save: the target is a directory",
+                                    self.path)
         tmp = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:  # mode 0o666 less the umask, as open() gives a new file
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -335,12 +339,19 @@ class _replacing:
             if self.tmp is None:
                 pass
             elif exc_type is None:
-                os.replace(self.tmp, self.path)
-            else:
                 try:
-                    os.unlink(self.tmp)
-                except OSError:
-                    pass
+                    os.replace(self.tmp, self.path)
+                except BaseException:
+                    self._discard()
+                    raise
+            else:
+                self._discard()
+
+    def _discard(self) -> None:
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
 
 
 def _write(out: IO[bytes], w: _Writer, root: Any) -> None:
@@ -595,7 +606,7 @@ class _Reader:
             target = str(map_location.get(loc, loc))
         else:
             target = str(map_location)
-        if target == "cpu":
+        if target in ("cpu", "meta"):  # meta: shapes and dtypes only, as in PyTorch
             return target
         if target.startswith("cuda"):
             if not ember.cuda.is_available():
@@ -619,7 +630,7 @@ class _Reader:
                     f"(loading {self.src.name})")
             return target
         raise ValueError(f"ember.load: unknown map_location device {target!r} (for a tensor "
-                         f"saved at '{loc}'); expected 'cpu' or a CUDA device")
+                         f"saved at '{loc}'); expected 'cpu', 'meta' or a CUDA device")
 
     def _placed(self, sid: int, raw: Tensor, target: str) -> Tensor:
         """The bytes of storage ``sid`` on ``target`` (copied there once per storage)."""
@@ -766,6 +777,7 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
     [1.5, (tensor([0.]), None)]
     """
     _check_pickle_module("ember.load", pickle_module)
+    map_location = _checked_map_location(map_location)
     unknown = sorted(set(pickle_load_args) - {"encoding", "errors", "fix_imports"})
     if unknown:
         raise TypeError(f"ember.load: unexpected keyword arguments {unknown} (the unpickler "
@@ -806,6 +818,25 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
             raise src.error("corrupt checkpoint: the object tree is too deeply nested") from None
     finally:
         src.close()
+
+
+def _checked_map_location(map_location: Any) -> Any:
+    """A callable ``map_location`` wrapped so that what it returns is checked: a Tensor, or None
+    for the default placement (anything else would be loaded in the tensor's place)."""
+    import ember
+
+    if not callable(map_location) or isinstance(map_location, (str, dict, ember.device)):
+        return map_location
+
+    def placed(t: Tensor, location: str) -> Tensor | None:
+        r = map_location(t, location)
+        if r is not None and not isinstance(r, Tensor):
+            raise TypeError(f"ember.load: map_location returned an object of type "
+                            f"{type(r).__name__} for a tensor saved at {location!r}; it must "
+                            "return a Tensor (or None for the default placement)")
+        return r
+
+    return placed
 
 
 def get_unsafe_globals_in_checkpoint(f: FileLike) -> list[str]:

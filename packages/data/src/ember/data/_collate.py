@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import numbers
 import re
 from typing import Any, Callable, Sequence
 
@@ -56,7 +57,19 @@ def _new_batch_tensor(shape: list, dtype: Any) -> ember.Tensor:
     return ember.empty(shape, dtype=dtype)
 
 
+def _check_kind(batch: Sequence, path: str, kind: Any, what: str) -> None:
+    """Every sample's field is a ``kind`` like sample 0's (a TypeError naming the field and
+    the first sample that differs, not an error from deep inside stacking)."""
+    for i, b in enumerate(batch):
+        if not isinstance(b, kind):
+            raise TypeError(
+                f"default_collate: the samples' field {path} is {what} in sample 0 but a "
+                f"{type(b).__name__} in sample {i}; every sample must have the same structure"
+            )
+
+
 def _collate_tensors(batch: list, path: str) -> ember.Tensor:
+    _check_kind(batch, path, ember.Tensor, "a Tensor")
     elem = batch[0]
     shape = elem.shape
     for b in batch:
@@ -125,8 +138,10 @@ def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
         if elem.shape == ():  # a NumPy scalar
             return ember.as_tensor(np.array(batch))
     if isinstance(elem, float):
+        _check_kind(batch, path, numbers.Real, "a number")
         return ember.tensor(batch, dtype=ember.float64)
     if isinstance(elem, int):
+        _check_kind(batch, path, numbers.Real, "a number")
         return ember.tensor(batch)
     if isinstance(elem, (str, bytes)):
         return batch

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import numbers
 from collections import OrderedDict, defaultdict
 from typing import Any, Callable, Sequence
 
@@ -73,6 +74,10 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def _scalar_dtype() -> Any:
@@ -438,6 +443,14 @@ class Optimizer:
                 + (f"keys {sorted(state_dict)}" if isinstance(state_dict, dict) else type(state_dict).__name__)
             )
         saved_groups = state_dict["param_groups"]
+        if not isinstance(state_dict["state"], dict) or not isinstance(saved_groups, (list, tuple)) \
+                or not all(isinstance(sg, dict) and isinstance(sg.get("params"), (list, tuple))
+                           for sg in saved_groups):
+            raise ValueError(
+                f"{name}.load_state_dict: expected 'state' to be a dict and 'param_groups' a list "
+                "of dicts with a 'params' list (from Optimizer.state_dict()), got "
+                f"{type(state_dict['state']).__name__} and {type(saved_groups).__name__}"
+            )
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(
                 f"{name}.load_state_dict: the state dict has {len(saved_groups)} parameter groups, "
@@ -449,6 +462,15 @@ class Optimizer:
                     f"{name}.load_state_dict: parameter group {i} has {len(sg['params'])} "
                     f"parameters in the state dict but {len(g['params'])} in the optimizer"
                 )
+            for k, cur in g.items():
+                new = sg.get(k)
+                # a number (lr, momentum, ...) must stay one: a string would fail only in step()
+                if _is_number(cur) and k in sg and not (_is_number(new) or isinstance(new, Tensor)):
+                    raise TypeError(
+                        f"{name}.load_state_dict: parameter group {i} has {k}={new!r} "
+                        f"({type(new).__name__}) in the state dict; expected a number like the "
+                        f"optimizer's {k}={cur!r}"
+                    )
         id_map = {
             saved: p
             for g, sg in zip(self.param_groups, saved_groups)
