@@ -373,6 +373,27 @@ def _summon(rank: int) -> dict:
     return {"names": names, "state": _np_state(model.state_dict()), "shape0": shape0}
 
 
+def _init_options(rank: int) -> dict:
+    # sync_module_states: rank 0's parameters win over each rank's own initialization
+    synced = FSDP(_init(_mlp(), seed=rank), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
+                  sync_module_states=True)
+    # a module built on the meta device, materialized by param_init_fn
+    with ember.device("meta"):
+        meta = _mlp()
+    built = FSDP(meta, param_init_fn=lambda m: _init(m.to_empty(device="cpu")))
+    # an ignored module keeps its own, unsharded parameters
+    model = _init(_mlp())
+    ignored = FSDP(model, ignored_modules=[model[4]])
+    names = [(n, tuple(p.shape)) for n, p in ignored.named_parameters()]
+    # eval: a forward without grad frees what it gathered
+    with ember.no_grad():
+        synced(ember.ones(2, 6))
+    gathered = [u._handle.is_gathered() for u in FSDP.fsdp_modules(synced)
+                if u._handle is not None]
+    return {"synced": _np_state(synced.state_dict()), "built": _np_state(built.state_dict()),
+            "names": names, "gathered_after_eval": gathered}
+
+
 SCENARIOS: dict[str, Callable] = {
     "full_shard": functools.partial(_strategy, strategy="FULL_SHARD"),
     "shard_grad_op": functools.partial(_strategy, strategy="SHARD_GRAD_OP"),
@@ -388,6 +409,7 @@ SCENARIOS: dict[str, Callable] = {
     "no_sync": _no_sync,
     "memory": _memory,
     "summon": _summon,
+    "init_options": _init_options,
 }
 
 
@@ -709,3 +731,14 @@ def test_wrap_policies_without_process_group():
     assert t(module=Block(), recurse=False, nonwrapped_numel=0)
     assert not t(module=nn.Linear(2, 2), recurse=False, nonwrapped_numel=6)
     assert wrap(nn.Linear(2, 2)).__class__ is nn.Linear  # outside enable_wrap: unchanged
+
+
+def test_sync_module_states_param_init_fn_ignored_modules(results):
+    want = _np_state(_init(_mlp()).state_dict())
+    for res in _get(results, "init_options"):
+        _assert_state(res["synced"], want, tol=0, what="sync_module_states")
+        _assert_state(res["built"], want, tol=0, what="param_init_fn")
+        assert res["names"] == [("_fsdp_wrapped_module._flat_param", (64,)),
+                                ("_fsdp_wrapped_module.4.weight", (3, 8)),
+                                ("_fsdp_wrapped_module.4.bias", (3,))]
+        assert res["gathered_after_eval"] == [False, False, False]
