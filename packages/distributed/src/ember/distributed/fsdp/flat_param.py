@@ -179,6 +179,10 @@ class FlatParamHandle:
         self.reduce_dtype = (mp.reduce_dtype if mp is not None and mp.reduce_dtype is not None
                              else self.param_dtype or self.dtype)
         self.keep_low_precision_grads = bool(mp is not None and mp.keep_low_precision_grads)
+        if self.keep_low_precision_grads and self.param_dtype is not None:
+            raise NotImplementedError(
+                "MixedPrecision(keep_low_precision_grads=True) is not supported by ember's FSDP: "
+                "ember's parameters take gradients of their own dtype only")
         self.numel = sum(i.numel for i in infos)
         self.padded_numel = (math.ceil(self.numel / self.world) * self.world if self.sharded
                              else self.numel)
@@ -319,9 +323,7 @@ class FlatParamHandle:
                 shard = g.clone()
                 dist.all_reduce(shard, group=self.group)
             shard.div_(self.world)
-            target = self.param_dtype if (self.keep_low_precision_grads and self.param_dtype) \
-                else self.dtype
-            shard = shard.to(target)
+            shard = shard.to(self.dtype)
             if self.offload_params:
                 shard = shard.to("cpu")
             self._accumulate(shard)
