@@ -15,8 +15,11 @@ function between the shard and the gathered tensor (``_UnshardParams``) receives
 gradient once every use of the unit's parameters in backward is done; it frees the gathered
 tensor and reduce-scatters the gradient (averaged over the ranks) into the shard's gradient.
 
->>> # inside an initialized process group (see FullyShardedDataParallel)
->>> # handle = FlatParamHandle(...); full = handle.gather(); handle.shard_numel
+Example (inside an initialized process group; FullyShardedDataParallel makes the handles)::
+
+    handle = fsdp_model.module[0]._handle  # the unit wrapping the first layer
+    full = handle.gather()  # padded, handle.padded_numel elements
+    handle.flat.shape       # (handle.shard_numel,): this rank's shard
 """
 
 from __future__ import annotations

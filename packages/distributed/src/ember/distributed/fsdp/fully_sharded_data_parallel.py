@@ -314,10 +314,14 @@ class FullyShardedDataParallel(nn.Module):
         return self._fsdp_wrapped_module
 
     def __getattr__(self, name: str) -> Any:
+        """Attributes FSDP lacks come from the wrapped module, as in PyTorch."""
         try:
             return super().__getattr__(name)
         except AttributeError:
-            return getattr(self._modules[FSDP_WRAPPED_MODULE], name)
+            wrapped = self.__dict__.get("_modules", {}).get(FSDP_WRAPPED_MODULE)
+            if wrapped is None:
+                raise
+            return getattr(wrapped, name)
 
     def __getitem__(self, key: int) -> Any:
         return self._fsdp_wrapped_module.__getitem__(key)  # type: ignore[operator]
