@@ -8,7 +8,7 @@ reduction, full / local state dicts and their round trips, optimizer state dicts
 clip_grad_norm_, no_sync accumulation, summon_full_params and what a rank holds in memory
 outside forward and backward. All scenarios run in one pair of processes (a module fixture)
 under one timeout; when torch is installed its FSDP (gloo, CPU) runs the basic scenarios in the
-same processes and must agree too."""
+same processes and must agree too (EMBER_FSDP_TORCH=0 leaves it out)."""
 
 from __future__ import annotations
 
@@ -715,7 +715,7 @@ def test_summon_full_params(results):
 @pytest.mark.parametrize("name", sorted(TORCH_SCENARIOS))
 def test_matches_torch_fsdp(results, name):
     if not _torch_available():
-        pytest.skip("torch with torch.distributed.fsdp is not installed")
+        pytest.skip("torch.distributed.fsdp is not installed (or EMBER_FSDP_TORCH=0)")
     ours = _get(results, name)
     theirs = _get(results, "torch:" + name)
     tol = 1e-4 if name == "mixed" else 1e-5
