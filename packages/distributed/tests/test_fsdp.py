@@ -272,15 +272,19 @@ def _state_dicts(rank: int) -> dict:
             "errors": errors}
 
 
-def _optim_state(rank: int) -> dict:
-    model = FSDP(_init(_mlp()), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+def _optim_state(rank: int, use_orig_params: bool = False) -> dict:
+    def build(seed: int) -> Any:
+        return FSDP(_init(_mlp(), seed=seed), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
+                    use_orig_params=use_orig_params)
+
+    model = build(0)
     opt = _adam(model.parameters())
     _train(model, opt, "mlp", rank, steps=2)
     osd = FSDP.optim_state_dict(model, opt)
     state = {k: {s: (v.numpy() if isinstance(v, ember.Tensor) else v) for s, v in st.items()}
              for k, st in osd["state"].items()}
     # a fresh model + optimizer continue from the saved states
-    fresh = FSDP(_init(_mlp(), seed=5), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+    fresh = build(5)
     fresh.load_state_dict(model.state_dict())
     fopt = _adam(fresh.parameters())
     fopt.load_state_dict(FSDP.optim_state_dict_to_load(fresh, fopt, osd))
@@ -404,6 +408,7 @@ SCENARIOS: dict[str, Callable] = {
     "mixed": _mixed,
     "state_dicts": _state_dicts,
     "optim_state": _optim_state,
+    "optim_state_orig": functools.partial(_optim_state, use_orig_params=True),
     "clip": _clip,
     "clip_inf": _clip_inf_norm,
     "no_sync": _no_sync,
@@ -638,14 +643,14 @@ def test_full_state_dict_round_trip(results):
     assert "HYBRID_SHARD" in errors["hybrid"]
 
 
-def test_optim_state_dict_matches_and_reloads(results):
+@pytest.mark.parametrize("name", ["optim_state", "optim_state_orig"])
+def test_optim_state_dict_matches_and_reloads(results, name):
     model = _init(_mlp())
     opt = _adam(model.parameters())
     _train(model, opt, "mlp", None, steps=2)
     ref = opt.state_dict()
     names = [n for n, _ in model.named_parameters()]
-    res0, res1 = _get(results, "optim_state")
-    for res in (res0, res1):
+    for res in _get(results, name):
         assert sorted(res["state"]) == sorted(names)
         for i, n in enumerate(names):
             for k, v in ref["state"][i].items():

@@ -620,17 +620,23 @@ class FullyShardedDataParallel(nn.Module):
 
     # ---- optimizer state -------------------------------------------------------------------------
     @staticmethod
-    def _flat_param_map(model: nn.Module) -> tuple[dict[int, FlatParamHandle], dict[int, str]]:
-        """id(flat parameter) -> handle, and id(other parameter) -> its clean name."""
-        handles: dict[int, FlatParamHandle] = {}
+    def _param_maps(model: nn.Module) -> tuple[dict[int, FlatParamHandle],
+                                               dict[int, tuple[FlatParamHandle, int]],
+                                               dict[int, str]]:
+        """id(flat parameter) -> handle (use_orig_params=False); id(original parameter) ->
+        (handle, index) (use_orig_params=True); id(any other parameter) -> its clean name."""
+        flats: dict[int, FlatParamHandle] = {}
+        origs: dict[int, tuple[FlatParamHandle, int]] = {}
         for u in FullyShardedDataParallel.fsdp_modules(model):
-            if u._handle is not None:
-                if u._handle.use_orig_params:
-                    raise NotImplementedError("optim_state_dict with use_orig_params=True is not "
-                                              "in ember's FSDP yet")
-                handles[id(u._handle.flat)] = u._handle
-        names = {id(p): _clean(n) for n, p in model.named_parameters() if id(p) not in handles}
-        return handles, names
+            h = u._handle
+            if h is None:
+                continue
+            if h.use_orig_params:
+                origs.update((id(p), (h, k)) for k, p in enumerate(h.orig_params))
+            else:
+                flats[id(h.flat)] = h
+        names = {id(p): _clean(n) for n, p in model.named_parameters() if id(p) not in flats}
+        return flats, origs, names
 
     @staticmethod
     def _fqns(model: nn.Module, handle: FlatParamHandle) -> list[str]:
@@ -642,6 +648,46 @@ class FullyShardedDataParallel(nn.Module):
         raise KeyError("flat parameter not in the model")
 
     @staticmethod
+    def _gather_orig_states(model: nn.Module, optim: Any, osd: dict[str, Any],
+                            names: dict[int, str]) -> dict[str, dict[str, Any]]:
+        """use_orig_params=True: each original parameter's optimizer state, unsharded (every
+        rank holds a 1-D part of it, or none)."""
+        index = {id(p): i for i, p in enumerate(p for g in optim.param_groups
+                                                 for p in g["params"])}
+        out: dict[str, dict[str, Any]] = {}
+        for u in FullyShardedDataParallel.fsdp_modules(model):
+            h = u._handle
+            if h is None or not h.use_orig_params:
+                continue
+            local = [osd["state"].get(index[id(p)], {}) if id(p) in index else {}
+                     for p in h.orig_params]
+            # which keys are per-element tensors, and the scalars, from every rank
+            meta = [{k: ("tensor" if isinstance(v, ember.Tensor) and v.dim() > 0
+                         and tuple(v.shape) == tuple(p.shape) else ("value", v))
+                     for k, v in st.items()} for st, p in zip(local, h.orig_params)]
+            metas: list[Any] = [None] * h.world
+            dist.all_gather_object(metas, meta, group=h.group)
+            tensor_keys = sorted({k for m in metas for per in m for k, v in per.items()
+                                  if v == "tensor"})
+            gathered = {}
+            for key in tensor_keys:
+                buf = ember.zeros(h.shard_numel, dtype=h.dtype, device=h.flat.device)
+                for info, p, st in zip(h.infos, h.orig_params, local):
+                    lo, hi = h._local_range(info)
+                    if key in st and hi > lo:
+                        buf[lo:hi] = st[key].detach().reshape(-1).to(h.dtype)
+                gathered[key] = h.views(h.gather_shard_tensor(buf))
+            for k, p in enumerate(h.orig_params):
+                entry: dict[str, Any] = {}
+                for m in metas:
+                    for key, v in m[k].items():
+                        if key not in entry:
+                            entry[key] = gathered[key][k].clone() if v == "tensor" else v[1]
+                if entry:
+                    out[names[id(p)]] = entry
+        return out
+
+    @staticmethod
     def optim_state_dict(model: nn.Module, optim: Any,
                          optim_state_dict: dict[str, Any] | None = None,
                          group: Any = None) -> dict[str, Any]:
@@ -649,22 +695,26 @@ class FullyShardedDataParallel(nn.Module):
         the original parameters, keyed by their names (FULL_STATE_DICT; every rank takes part;
         with ``FullOptimStateDictConfig(rank0_only=True)`` the other ranks get {})."""
         osd = optim.state_dict() if optim_state_dict is None else optim_state_dict
-        handles, names = FullyShardedDataParallel._flat_param_map(model)
+        flats, origs, names = FullyShardedDataParallel._param_maps(model)
         order = [p for g in optim.param_groups for p in g["params"]]
         state: dict[str, dict[str, Any]] = {}
         keys_of: list[list[str]] = []
+        orig_states = FullyShardedDataParallel._gather_orig_states(model, optim, osd, names)
         for idx, p in enumerate(order):
             s = osd["state"].get(idx, {})
-            h = handles.get(id(p))
+            h = flats.get(id(p))
             if h is None:
                 keys_of.append([names[id(p)]])
-                if s:
+                if id(p) in origs:
+                    if names[id(p)] in orig_states:
+                        state[names[id(p)]] = orig_states[names[id(p)]]
+                elif s:
                     state[names[id(p)]] = {k: v.detach().clone() if isinstance(v, ember.Tensor)
                                            else v for k, v in s.items()}
                 continue
             fqns = FullyShardedDataParallel._fqns(model, h)
             keys_of.append(fqns)
-            per = {f: {} for f in fqns}
+            per: dict[str, dict[str, Any]] = {f: {} for f in fqns}
             for k, v in s.items():
                 if isinstance(v, ember.Tensor) and tuple(v.shape) == (h.shard_numel,):
                     full = h.gather_shard_tensor(v)
@@ -682,9 +732,8 @@ class FullyShardedDataParallel(nn.Module):
             groups.append({**{k: v for k, v in g.items() if k != "params"},
                            "params": [f for ks in keys_of[pos:pos + n] for f in ks]})
             pos += n
-        cfg = FullyShardedDataParallel.fsdp_modules(model)[0]._optim_state_dict_config
-        rank = dist.get_rank(FullyShardedDataParallel.fsdp_modules(model)[0].process_group)
-        if getattr(cfg, "rank0_only", False) and rank != 0:
+        first = FullyShardedDataParallel.fsdp_modules(model)[0]
+        if getattr(first._optim_state_dict_config, "rank0_only", False) and first.rank != 0:
             return {}
         return {"state": state, "param_groups": groups}
 
@@ -694,20 +743,38 @@ class FullyShardedDataParallel(nn.Module):
                                  group: Any = None) -> dict[str, Any]:
         """The inverse of ``optim_state_dict``: a state dict (keyed by parameter index) that
         ``optim.load_state_dict`` takes, each rank keeping its shard of each state tensor."""
-        handles, names = FullyShardedDataParallel._flat_param_map(model)
+        flats, origs, names = FullyShardedDataParallel._param_maps(model)
         order = [p for g in optim.param_groups for p in g["params"]]
         src = optim_state_dict["state"]
         state: dict[int, dict[str, Any]] = {}
         for idx, p in enumerate(order):
-            h = handles.get(id(p))
+            h = flats.get(id(p))
             if h is None:
-                if names[id(p)] in src:
-                    state[idx] = dict(src[names[id(p)]])
+                saved = src.get(names[id(p)])
+                if not saved:
+                    continue
+                if id(p) not in origs:
+                    state[idx] = dict(saved)
+                    continue
+                oh, k = origs[id(p)]
+                info = oh.infos[k]
+                lo, hi = oh._local_range(info)
+                if hi == lo:
+                    continue  # this rank holds none of the parameter
+                start = oh.shard_offset + lo - info.offset
+                entry = {}
+                for key, v in saved.items():
+                    if isinstance(v, ember.Tensor) and tuple(v.shape) == info.shape and v.dim():
+                        piece = v.detach().reshape(-1)[start:start + hi - lo]
+                        entry[key] = piece.reshape(p.shape).to(oh.dtype).clone()
+                    else:
+                        entry[key] = v.clone() if isinstance(v, ember.Tensor) else v
+                state[idx] = entry
                 continue
             fqns = FullyShardedDataParallel._fqns(model, h)
             if not any(f in src for f in fqns):
                 continue
-            entry: dict[str, Any] = {}
+            entry = {}
             for k, v in src[fqns[0]].items():
                 if isinstance(v, ember.Tensor) and tuple(v.shape) == h.infos[0].shape \
                         and v.dim() > 0:
