@@ -35,8 +35,10 @@ from ember.distributed.fsdp import (
 )
 from ember.distributed.fsdp import FullyShardedDataParallel as FSDP
 from ember.distributed.fsdp.wrap import (
+    CustomPolicy,
     ModuleWrapPolicy,
     enable_wrap,
+    lambda_auto_wrap_policy,
     size_based_auto_wrap_policy,
     transformer_auto_wrap_policy,
     wrap,
@@ -398,6 +400,34 @@ def _init_options(rank: int) -> dict:
             "names": names, "gathered_after_eval": gathered}
 
 
+def _extras(rank: int) -> dict:
+    out: dict[str, Any] = {}
+    lam = functools.partial(lambda_auto_wrap_policy,
+                            lambda_fn=lambda m: isinstance(m, nn.Linear) and m.out_features == 8)
+    model = FSDP(_init(_mlp()), auto_wrap_policy=lam)
+    out["lambda"] = [n for n, m in model.named_modules() if isinstance(m, FSDP)]
+    custom = CustomPolicy(lambda m: {"sharding_strategy": ShardingStrategy.NO_SHARD}
+                          if isinstance(m, nn.Linear) and m.out_features == 3 else False)
+    model = FSDP(_init(_mlp()), auto_wrap_policy=custom)
+    out["custom"] = [u.sharding_strategy.name for u in FSDP.fsdp_modules(model)]
+    # use_orig_params with no_sync accumulation and clipping
+    model = FSDP(_init(_mlp()), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
+                 use_orig_params=True)
+    out["norms"] = _train(model, _sgd(model.parameters()), "mlp", rank, clip=0.5,
+                          accumulate=True)
+    out["state"] = _np_state(model.state_dict())
+    # a second backward through a retained graph gathers the freed parameters again
+    model = FSDP(_init(_mlp()), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+    x, y = _batch("mlp", 0)
+    loss = _loss(model, "mlp", _rows(x, rank), _rows(y, rank))
+    loss.backward(retain_graph=True)
+    first = [p.grad.clone() for p in model.parameters()]
+    loss.backward()
+    out["retain_graph"] = all(bool(((p.grad - 2 * g).abs() < 1e-6).all())
+                              for p, g in zip(model.parameters(), first))
+    return out
+
+
 SCENARIOS: dict[str, Callable] = {
     "full_shard": functools.partial(_strategy, strategy="FULL_SHARD"),
     "shard_grad_op": functools.partial(_strategy, strategy="SHARD_GRAD_OP"),
@@ -415,6 +445,7 @@ SCENARIOS: dict[str, Callable] = {
     "memory": _memory,
     "summon": _summon,
     "init_options": _init_options,
+    "extras": _extras,
 }
 
 
@@ -749,3 +780,13 @@ def test_sync_module_states_param_init_fn_ignored_modules(results):
                                 ("_fsdp_wrapped_module.4.weight", (3, 8)),
                                 ("_fsdp_wrapped_module.4.bias", (3,))]
         assert res["gathered_after_eval"] == [False, False, False]
+
+
+def test_lambda_and_custom_policies_orig_params_accumulation_retain_graph(results):
+    want, ref_norms = _reference("mlp", "sgd", clip=0.5)
+    for r, res in enumerate(_get(results, "extras")):
+        assert res["lambda"] == ["", "_fsdp_wrapped_module.0", "_fsdp_wrapped_module.2"]
+        assert res["custom"] == ["FULL_SHARD", "NO_SHARD"]
+        np.testing.assert_allclose(res["norms"], ref_norms, rtol=1e-5)
+        _assert_state(res["state"], want, what=f"orig params, no_sync, clip rank {r}")
+        assert res["retain_graph"]
