@@ -428,6 +428,51 @@ def _extras(rank: int) -> dict:
     return out
 
 
+class CkptNet(nn.Module):
+    """Two residual blocks run under activation checkpointing, either around each block
+    (``"around"``: around an FSDP unit) or inside it (``"inside"``)."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+        self.blocks = nn.ModuleList([CkptBlock(mode), CkptBlock(mode)])
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x: ember.Tensor) -> ember.Tensor:
+        from ember.utils.checkpoint import checkpoint
+
+        for b in self.blocks:
+            x = checkpoint(b, x, use_reentrant=False) if self.mode == "around" else b(x)
+        return self.head(x)
+
+
+class CkptBlock(nn.Module):
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+        self.fc1 = nn.Linear(6, 12)
+        self.fc2 = nn.Linear(12, 6)
+
+    def _mlp(self, x: ember.Tensor) -> ember.Tensor:
+        return self.fc2(ember.tanh(self.fc1(x)))
+
+    def forward(self, x: ember.Tensor) -> ember.Tensor:
+        from ember.utils.checkpoint import checkpoint
+
+        if self.mode == "inside":
+            return x + checkpoint(self._mlp, x, use_reentrant=False)
+        return x + self._mlp(x)
+
+
+def _checkpointing(rank: int) -> dict:
+    out = {}
+    for mode in ("around", "inside"):
+        model = FSDP(_init(CkptNet(mode)), auto_wrap_policy=ModuleWrapPolicy({CkptBlock}))
+        _train(model, _sgd(model.parameters()), "mlp", rank, steps=2)
+        out[mode] = _np_state(model.state_dict())
+    return out
+
+
 SCENARIOS: dict[str, Callable] = {
     "full_shard": functools.partial(_strategy, strategy="FULL_SHARD"),
     "shard_grad_op": functools.partial(_strategy, strategy="SHARD_GRAD_OP"),
@@ -446,6 +491,7 @@ SCENARIOS: dict[str, Callable] = {
     "summon": _summon,
     "init_options": _init_options,
     "extras": _extras,
+    "checkpointing": _checkpointing,
 }
 
 
@@ -790,3 +836,12 @@ def test_lambda_and_custom_policies_orig_params_accumulation_retain_graph(result
         np.testing.assert_allclose(res["norms"], ref_norms, rtol=1e-5)
         _assert_state(res["state"], want, what=f"orig params, no_sync, clip rank {r}")
         assert res["retain_graph"]
+
+
+def test_activation_checkpointing_around_and_inside_units(results):
+    ref = _init(CkptNet("none"))
+    _train(ref, _sgd(ref.parameters()), "mlp", None, steps=2)
+    want = _np_state(ref.state_dict())
+    for r, res in enumerate(_get(results, "checkpointing")):
+        for mode in ("around", "inside"):
+            _assert_state(res[mode], want, what=f"checkpoint {mode} rank {r}")

@@ -133,6 +133,9 @@ class _UnshardParams(ember.autograd.Function):
         u.free()
         if handle._unsharded is u:
             handle._unsharded = None
+        if handle.attrs_gathered:
+            handle.attrs_gathered = False
+            handle.use_sharded_attrs()
         handle.post_backward(grad)
         return None, None
 
@@ -214,6 +217,7 @@ class FlatParamHandle:
         self.sync_gradients = True
         self._pending_grad: ember.Tensor | None = None  # unsharded, accumulated under no_sync
         self._unsharded: _Unsharded | None = None  # the latest gathered copy
+        self.attrs_gathered = False  # attributes point at a gathered copy during backward
         self.use_sharded_attrs()
 
     # ---- geometry -------------------------------------------------------------------------

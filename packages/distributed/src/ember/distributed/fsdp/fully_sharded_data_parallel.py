@@ -36,6 +36,7 @@ Example (every rank runs it, inside an initialized process group)::
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from typing import Any, Callable, Iterable, Iterator
 
@@ -69,6 +70,26 @@ _PREFIX = FSDP_WRAPPED_MODULE + "."
 
 def _clean(key: str) -> str:
     return key.replace(_PREFIX, "")
+
+
+def _tensors_in(obj: Any) -> Iterator[ember.Tensor]:
+    if isinstance(obj, ember.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors_in(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors_in(x)
+
+
+def _pre_backward(handle: FlatParamHandle, u: Any, grad: ember.Tensor) -> None:
+    """A gradient hook on a unit's outputs: points its attributes at the gathered parameters
+    (values only; the gradients flow through forward's graph) until its backward is done."""
+    # requiring grad as in forward, so a recomputation saves the same tensors
+    full = u.ensure().detach().requires_grad_(handle.requires_grad)
+    handle.use_views(handle.views(full))
+    handle.attrs_gathered = True
 
 
 def _cast_inputs(obj: Any, dtype: Any) -> Any:
@@ -350,12 +371,20 @@ class FullyShardedDataParallel(nn.Module):
         u = handle.pre_forward() if handle is not None else None
         try:
             with fsdp_saved_tensors_hooks():
-                return self._fsdp_wrapped_module(*args, **kwargs)
+                out = self._fsdp_wrapped_module(*args, **kwargs)
         finally:
             if handle is not None and u is not None:
                 free = not ember.is_grad_enabled() or (
                     self.sharding_strategy == ShardingStrategy.FULL_SHARD and not root)
                 handle.post_forward(u, free)
+        if handle is not None and u is not None and handle.sharded and ember.is_grad_enabled():
+            # When backward reaches this unit, its attributes show the gathered parameters
+            # again: activation checkpointing inside the unit recomputes forward with them.
+            hook = functools.partial(_pre_backward, handle, u)
+            for t in _tensors_in(out):
+                if t.requires_grad:
+                    t.register_hook(hook)
+        return out
 
     # ---- PyTorch's static helpers ------------------------------------------------------------
     @staticmethod
