@@ -473,6 +473,27 @@ def _checkpointing(rank: int) -> dict:
     return out
 
 
+def _grad_scaler(rank: int) -> dict:
+    from ember.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    model = FSDP(_init(_mlp()), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    scaler = ShardedGradScaler("cpu", init_scale=16.0, growth_interval=1)
+    scales, states = [], []
+    for step in range(2):
+        x, y = _batch("mlp", step)
+        scaler.scale(_loss(model, "mlp", _rows(x, rank), _rows(y, rank))).backward()
+        if step == 1 and rank == 1:  # an overflow on one rank only: every rank skips
+            with ember.no_grad():
+                next(iter(model.parameters())).grad[0] = float("inf")
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        scales.append(scaler.get_scale())
+        states.append(_np_state(model.state_dict()))
+    return {"scales": scales, "states": states}
+
+
 SCENARIOS: dict[str, Callable] = {
     "full_shard": functools.partial(_strategy, strategy="FULL_SHARD"),
     "shard_grad_op": functools.partial(_strategy, strategy="SHARD_GRAD_OP"),
@@ -492,6 +513,7 @@ SCENARIOS: dict[str, Callable] = {
     "init_options": _init_options,
     "extras": _extras,
     "checkpointing": _checkpointing,
+    "grad_scaler": _grad_scaler,
 }
 
 
@@ -845,3 +867,13 @@ def test_activation_checkpointing_around_and_inside_units(results):
     for r, res in enumerate(_get(results, "checkpointing")):
         for mode in ("around", "inside"):
             _assert_state(res[mode], want, what=f"checkpoint {mode} rank {r}")
+
+
+def test_sharded_grad_scaler_skips_on_every_rank(results):
+    ref = _init(_mlp())
+    _train(ref, ember.optim.SGD(ref.parameters(), lr=0.1), "mlp", None, steps=1)
+    want = _np_state(ref.state_dict())
+    for r, res in enumerate(_get(results, "grad_scaler")):
+        assert res["scales"] == [32.0, 16.0]  # grown after the good step, backed off after
+        _assert_state(res["states"][0], want, what=f"scaled step rank {r}")
+        _assert_state(res["states"][1], res["states"][0], tol=0, what=f"skipped step rank {r}")
