@@ -14,7 +14,14 @@ forward the original parameters of a sharded unit are meta-device placeholders w
 original shapes (``use_orig_params=False``) or 1-D parameters viewing this rank's part of each
 (``use_orig_params=True``; empty where a rank holds none of it, and then its gradient stays
 None). Under ``no_sync()`` gradients accumulate unsharded beside the flat parameter (not in its
-``.grad``) until the next synchronized backward reduces them.
+``.grad``) until the next synchronized backward reduces them. When backward reaches a unit its
+attributes show the gathered parameters again, so activation checkpointing works around and
+inside units. Saved-tensor hooks set by the caller around an FSDP forward (e.g.
+``save_on_cpu``) do not apply to the tensors saved inside FSDP units: FSDP's own hooks (which
+keep gathered parameters from being held until backward) are the innermost there. Parameters
+shared between modules must belong to one unit (their lowest common FSDP ancestor).
+``MixedPrecision(keep_low_precision_grads=True)`` raises NotImplementedError (an ember
+parameter's gradient has the parameter's dtype).
 
 Example (every rank runs it, inside an initialized process group)::
 
