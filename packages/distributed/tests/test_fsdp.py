@@ -423,6 +423,12 @@ def _extras(rank: int) -> dict:
     loss.backward(retain_graph=True)
     first = [p.grad.clone() for p in model.parameters()]
     loss.backward()
+    # a parameter shared across units is refused
+    try:
+        FSDP(TinyLM(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+        out["shared"] = None
+    except ValueError as e:
+        out["shared"] = str(e)
     out["retain_graph"] = all(bool(((p.grad - 2 * g).abs() < 1e-6).all())
                               for p, g in zip(model.parameters(), first))
     return out
@@ -858,6 +864,7 @@ def test_lambda_and_custom_policies_orig_params_accumulation_retain_graph(result
         np.testing.assert_allclose(res["norms"], ref_norms, rtol=1e-5)
         _assert_state(res["state"], want, what=f"orig params, no_sync, clip rank {r}")
         assert res["retain_graph"]
+        assert "'emb.weight' is shared with a nested FSDP unit" in res["shared"]
 
 
 def test_activation_checkpointing_around_and_inside_units(results):

@@ -25,6 +25,7 @@ Example (inside an initialized process group; FullyShardedDataParallel makes the
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,22 @@ from ember import nn
 
 from .api import ShardingStrategy
 
-__all__ = ["FlatParamHandle", "ParamInfo", "fsdp_saved_tensors_hooks"]
+__all__ = ["FlatParamHandle", "ParamInfo", "fsdp_saved_tensors_hooks", "is_flattened"]
+
+# The original parameters already flattened into some unit, by id (weak references: a tensor's
+# == is elementwise, so they cannot go into a WeakSet).
+_FLATTENED: dict[int, weakref.ref] = {}
+
+
+def is_flattened(p: ember.Tensor) -> bool:
+    """Whether ``p`` is an original parameter that an FSDP unit has flattened."""
+    ref = _FLATTENED.get(id(p))
+    return ref is not None and ref() is p
+
+
+def _mark_flattened(p: ember.Tensor) -> None:
+    key = id(p)
+    _FLATTENED[key] = weakref.ref(p, lambda _r, key=key: _FLATTENED.pop(key, None))
 
 
 @dataclass
@@ -190,6 +206,8 @@ class FlatParamHandle:
                 "MixedPrecision(keep_low_precision_grads=True) is not supported by ember's FSDP: "
                 "ember's parameters take gradients of their own dtype only")
         self.numel = sum(i.numel for i in infos)
+        for p in params:
+            _mark_flattened(p)
         self.padded_numel = (math.ceil(self.numel / self.world) * self.world if self.sharded
                              else self.numel)
         self.shard_numel = self.padded_numel // self.world if self.sharded else self.numel

@@ -65,7 +65,7 @@ from .api import (
     StateDictSettings,
     StateDictType,
 )
-from .flat_param import FlatParamHandle, ParamInfo, fsdp_saved_tensors_hooks
+from .flat_param import FlatParamHandle, ParamInfo, fsdp_saved_tensors_hooks, is_flattened
 from .wrap import _recursive_wrap
 
 __all__ = ["FullyShardedDataParallel"]
@@ -310,6 +310,11 @@ class FullyShardedDataParallel(nn.Module):
                     continue
                 prefix = names.get(id(m), "")
                 fqn = f"{prefix}.{name}" if prefix else name
+                if is_flattened(p):
+                    raise ValueError(
+                        f"parameter {fqn!r} is shared with a nested FSDP unit that already "
+                        "flattened it: shared parameters must belong to one unit (wrap their "
+                        "lowest common ancestor, or keep them out of nested units)")
                 if id(p) in where:
                     where[id(p)].aliases.append((m, name, fqn))
                     continue

@@ -9,6 +9,8 @@ wrap modules by hand with shared arguments.
 
 >>> import functools
 >>> from ember import nn
+
+from .flat_param import is_flattened
 >>> from ember.distributed.fsdp.wrap import size_based_auto_wrap_policy
 >>> policy = functools.partial(size_based_auto_wrap_policy, min_num_params=100)
 >>> policy(module=nn.Linear(10, 10), recurse=False, nonwrapped_numel=110)
@@ -22,6 +24,8 @@ import threading
 from typing import Any, Callable, Iterable, Iterator
 
 from ember import nn
+
+from .flat_param import is_flattened
 
 __all__ = [
     "CustomPolicy", "ModuleWrapPolicy", "always_wrap_policy", "enable_wrap",
@@ -80,6 +84,8 @@ class ModuleWrapPolicy:
     """Wraps every submodule that is an instance of one of ``module_classes``.
 
     >>> from ember import nn
+
+from .flat_param import is_flattened
     >>> ModuleWrapPolicy({nn.Linear})(nn.Linear(2, 2), recurse=False, nonwrapped_numel=6)
     True
     """
@@ -116,7 +122,7 @@ def _recursive_wrap(module: nn.Module, policy: Callable, wrapper_cls: type,
     if isinstance(module, wrapper_cls) or module in ignored_mods:
         return module, 0
     numel = sum(p.numel() for p in module.parameters()
-                if id(p) not in ignored_ids and not getattr(p, "_fsdp_flattened", False))
+                if id(p) not in ignored_ids and not is_flattened(p))
     if not policy(module=module, recurse=True, nonwrapped_numel=numel):
         return module, 0
     wrapped = 0
@@ -152,6 +158,8 @@ def enable_wrap(*, wrapper_cls: Any, **wrapper_kwargs: Any) -> Iterator[None]:
     """Within it, ``wrap(module)`` returns ``wrapper_cls(module, **wrapper_kwargs)``.
 
     >>> from ember import nn
+
+from .flat_param import is_flattened
     >>> with enable_wrap(wrapper_cls=lambda m, **kw: ("wrapped", m)):
     ...     wrap(nn.Identity())[0]
     'wrapped'
