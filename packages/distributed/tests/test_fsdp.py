@@ -423,6 +423,15 @@ def _extras(rank: int) -> dict:
     loss.backward(retain_graph=True)
     first = [p.grad.clone() for p in model.parameters()]
     loss.backward()
+    # apply() runs on the full parameters and keeps what it wrote
+
+    def init(m: Any) -> None:
+        if isinstance(m, nn.Linear):
+            ember.nn.init.constant_(m.weight, 0.25)
+
+    applied = FSDP(_init(_mlp()), auto_wrap_policy=ModuleWrapPolicy({nn.Linear})).apply(init)
+    out["applied"] = {k: v.tolist() for k, v in _np_state(applied.state_dict()).items()
+                      if k.endswith("weight")}
     # a parameter shared across units is refused
     try:
         FSDP(TinyLM(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
@@ -865,6 +874,8 @@ def test_lambda_and_custom_policies_orig_params_accumulation_retain_graph(result
         _assert_state(res["state"], want, what=f"orig params, no_sync, clip rank {r}")
         assert res["retain_graph"]
         assert "'emb.weight' is shared with a nested FSDP unit" in res["shared"]
+        assert {k: np.unique(v).tolist() for k, v in res["applied"].items()} == {
+            "0.weight": [0.25], "2.weight": [0.25], "4.weight": [0.25]}
 
 
 def test_activation_checkpointing_around_and_inside_units(results):

@@ -398,6 +398,12 @@ class FullyShardedDataParallel(nn.Module):
                     t.register_hook(hook)
         return out
 
+    def apply(self, fn: Callable[[nn.Module], None]) -> FullyShardedDataParallel:
+        """Module.apply with each unit's full parameters summoned (and written back), so
+        initialization functions see and change real data."""
+        with FullyShardedDataParallel.summon_full_params(self, recurse=False, writeback=True):
+            return super().apply(fn)
+
     # ---- PyTorch's static helpers ------------------------------------------------------------
     @staticmethod
     def fsdp_modules(module: nn.Module, root_only: bool = False) -> list[FullyShardedDataParallel]:
