@@ -274,6 +274,12 @@ def _state_dicts(rank: int) -> dict:
             "errors": errors}
 
 
+def _same_state(a: dict, b: dict) -> bool:
+    return sorted(a) == sorted(b) and all(
+        bool((a[k] == b[k]).all()) if isinstance(a[k], ember.Tensor) else a[k] == b[k]
+        for k in a)
+
+
 def _optim_state(rank: int, use_orig_params: bool = False) -> dict:
     def build(seed: int) -> Any:
         return FSDP(_init(_mlp(), seed=seed), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
@@ -290,12 +296,20 @@ def _optim_state(rank: int, use_orig_params: bool = False) -> dict:
     fresh.load_state_dict(model.state_dict())
     fopt = _adam(fresh.parameters())
     fopt.load_state_dict(FSDP.optim_state_dict_to_load(fresh, fopt, osd))
+    # the older API: rank 0 alone holds the full state, scattered to the ranks
+    full = FSDP.full_optim_state_dict(model, opt)
+    scattered = FSDP.scatter_full_optim_state_dict(full if rank == 0 else None, fresh,
+                                                   optim=fopt)
+    legacy = {"rank0_has_state": bool(full) if rank == 0 else not full,
+              "same": bool(scattered["state"]) and all(_same_state(a, b) for a, b in zip(
+                  scattered["state"].values(),
+                  FSDP.optim_state_dict_to_load(fresh, fopt, osd)["state"].values()))}
     x, y = _batch("mlp", 7)
     for m, o in ((model, opt), (fresh, fopt)):
         _loss(m, "mlp", _rows(x, rank), _rows(y, rank)).backward()
         o.step()
         o.zero_grad()
-    return {"state": state, "groups": osd["param_groups"],
+    return {"state": state, "groups": osd["param_groups"], "legacy": legacy,
             "continued": _np_state(model.state_dict()),
             "fresh_continued": _np_state(fresh.state_dict())}
 
@@ -773,6 +787,7 @@ def test_optim_state_dict_matches_and_reloads(results, name):
         assert res["groups"][0]["params"] == names
         assert res["groups"][0]["lr"] == 0.01
         _assert_state(res["fresh_continued"], res["continued"], tol=1e-6, what="continued")
+        assert res["legacy"] == {"rank0_has_state": True, "same": True}
 
 
 def test_clip_grad_norm_equals_unsharded_norm(results):

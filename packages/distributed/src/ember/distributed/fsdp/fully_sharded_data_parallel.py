@@ -844,3 +844,37 @@ class FullyShardedDataParallel(nn.Module):
         if load_directly:
             optim.load_state_dict(out)
         return out
+
+    # ---- the older optimizer-state API -----------------------------------------------------------
+    @staticmethod
+    def full_optim_state_dict(model: nn.Module, optim: Any, optim_input: Any = None,
+                              rank0_only: bool = True, group: Any = None) -> dict[str, Any]:
+        """``optim_state_dict`` under the name older scripts use: the full state on rank 0
+        (``rank0_only``) or on every rank."""
+        osd = FullyShardedDataParallel.optim_state_dict(model, optim)
+        first = FullyShardedDataParallel.fsdp_modules(model)[0]
+        return {} if rank0_only and first.rank != 0 else osd
+
+    @staticmethod
+    def shard_full_optim_state_dict(full_optim_state_dict: dict[str, Any], model: nn.Module,
+                                    optim_input: Any = None, optim: Any = None
+                                    ) -> dict[str, Any]:
+        """This rank's shard of a full optimizer state dict (every rank holds the full one);
+        ember needs ``optim`` (the optimizer it will be loaded into)."""
+        if optim is None:
+            raise ValueError("shard_full_optim_state_dict in ember needs optim= (the optimizer "
+                             "the result is loaded into)")
+        return FullyShardedDataParallel.optim_state_dict_to_load(model, optim,
+                                                                 full_optim_state_dict)
+
+    @staticmethod
+    def scatter_full_optim_state_dict(full_optim_state_dict: dict[str, Any] | None,
+                                      model: nn.Module, optim_input: Any = None,
+                                      optim: Any = None, group: Any = None) -> dict[str, Any]:
+        """As ``shard_full_optim_state_dict`` when only rank 0 holds the full state dict (it is
+        broadcast first)."""
+        first = FullyShardedDataParallel.fsdp_modules(model)[0]
+        pg = group if group is not None else first.process_group
+        box = [full_optim_state_dict if first.rank == 0 else None]
+        dist.broadcast_object_list(box, src=dist.get_global_rank(pg, 0), group=pg)
+        return FullyShardedDataParallel.shard_full_optim_state_dict(box[0], model, optim=optim)
