@@ -180,9 +180,11 @@ def _adam(params: Any) -> Any:
 
 
 # ---- the scenarios (each rank runs each; results go back to the test process) -----------------
-def _strategy(rank: int, strategy: str) -> dict:
+def _strategy(rank: int, strategy: str, **kwargs: Any) -> dict:
+    if kwargs.pop("own_group", False):
+        kwargs["process_group"] = dist.new_group([0, 1])
     model = FSDP(_init(_mlp()), sharding_strategy=ShardingStrategy[strategy],
-                 auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+                 auto_wrap_policy=ModuleWrapPolicy({nn.Linear}), **kwargs)
     names = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
     _train(model, _sgd(model.parameters()), "mlp", rank)
     return {"state": _np_state(model.state_dict()), "names": names,
@@ -390,7 +392,12 @@ def _summon(rank: int) -> dict:
             model.module[2].module.bias.add_(1.0)  # not written back
     with FSDP.summon_full_params(model, rank0_only=True, writeback=False):
         shape0 = tuple(model.module[0].module.weight.shape)
-    return {"names": names, "state": _np_state(model.state_dict()), "shape0": shape0}
+    state = _np_state(model.state_dict())
+    x, y = _batch("mlp", 0)
+    _loss(model, "mlp", _rows(x, rank), _rows(y, rank)).backward()
+    with FSDP.summon_full_params(model, with_grads=True, writeback=False):
+        grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+    return {"names": names, "state": state, "shape0": shape0, "grads": grads}
 
 
 def _init_options(rank: int) -> dict:
@@ -527,6 +534,10 @@ SCENARIOS: dict[str, Callable] = {
     "full_shard": functools.partial(_strategy, strategy="FULL_SHARD"),
     "shard_grad_op": functools.partial(_strategy, strategy="SHARD_GRAD_OP"),
     "no_shard": functools.partial(_strategy, strategy="NO_SHARD"),
+    "shard_grad_op_orig": functools.partial(_strategy, strategy="SHARD_GRAD_OP",
+                                            use_orig_params=True),
+    "no_shard_orig": functools.partial(_strategy, strategy="NO_SHARD", use_orig_params=True),
+    "own_group": functools.partial(_strategy, strategy="FULL_SHARD", own_group=True),
     "orig_params": _orig_params,
     "transformer": _transformer,
     "size_policy": _size_policy,
@@ -692,7 +703,8 @@ def _assert_state(got: dict, want: dict, tol: float = 1e-5, what: str = "") -> N
 
 
 # ---- tests ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["full_shard", "shard_grad_op", "no_shard"])
+@pytest.mark.parametrize("name", ["full_shard", "shard_grad_op", "no_shard",
+                                  "shard_grad_op_orig", "no_shard_orig", "own_group"])
 def test_strategy_matches_single_process_training(results, name):
     want, _ = _reference("mlp", "sgd")
     for r, res in enumerate(_get(results, name)):
@@ -842,6 +854,13 @@ def test_summon_full_params(results):
         assert res["names"] == [("0.weight", (8, 6)), ("0.bias", (8,)), ("2.weight", (8, 8)),
                                 ("2.bias", (8,)), ("4.weight", (3, 8)), ("4.bias", (3,))]
         _assert_state(res["state"], want, tol=0, what="summon")
+    ref = _init(_mlp())
+    ref[0].weight.data.add_(1.0)
+    x, y = _batch("mlp", 0)
+    _loss(ref, "mlp", x, y).backward()
+    for res in _get(results, "summon"):  # with_grads: the averaged full gradients
+        for n, p in ref.named_parameters():
+            np.testing.assert_allclose(res["grads"][n], p.grad.numpy(), rtol=1e-5, atol=1e-6)
     shapes = [res["shape0"] for res in _get(results, "summon")]
     assert shapes == [(8, 6), (8, 6)]  # placeholders keep the shapes on rank 1
 
