@@ -421,6 +421,26 @@ def _init_options(rank: int) -> dict:
             "names": names, "gathered_after_eval": gathered}
 
 
+class TwiceNet(nn.Module):
+    """One layer applied twice, and a layer that forward never uses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(6, 6)
+        self.unused = nn.Linear(6, 6)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x: ember.Tensor) -> ember.Tensor:
+        return self.head(ember.tanh(self.a(ember.tanh(self.a(x)))))
+
+
+def _twice(rank: int) -> dict:
+    model = FSDP(_init(TwiceNet()), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+    _train(model, _sgd(model.parameters()), "mlp", rank)
+    unused = model.module.unused._handle.flat.grad
+    return {"state": _np_state(model.state_dict()), "unused_grad": unused is None}
+
+
 def _extras(rank: int) -> dict:
     out: dict[str, Any] = {}
     lam = functools.partial(lambda_auto_wrap_policy,
@@ -554,6 +574,7 @@ SCENARIOS: dict[str, Callable] = {
     "extras": _extras,
     "checkpointing": _checkpointing,
     "grad_scaler": _grad_scaler,
+    "twice": _twice,
 }
 
 
@@ -929,3 +950,12 @@ def test_sharded_grad_scaler_skips_on_every_rank(results):
         assert res["scales"] == [32.0, 16.0]  # grown after the good step, backed off after
         _assert_state(res["states"][0], want, what=f"scaled step rank {r}")
         _assert_state(res["states"][1], res["states"][0], tol=0, what=f"skipped step rank {r}")
+
+
+def test_unit_called_twice_and_unused_unit(results):
+    ref = _init(TwiceNet())
+    _train(ref, _sgd(ref.parameters()), "mlp", None)
+    want = _np_state(ref.state_dict())
+    for r, res in enumerate(_get(results, "twice")):
+        _assert_state(res["state"], want, what=f"twice rank {r}")
+        assert res["unused_grad"]  # no gradient, as for the plain module
