@@ -441,6 +441,25 @@ def _twice(rank: int) -> dict:
     return {"state": _np_state(model.state_dict()), "unused_grad": unused is None}
 
 
+def _frozen_mlp() -> Any:
+    model = _init(_mlp())
+    model[0].requires_grad_(False)  # a frozen first layer in the same unit as trainable ones
+    return model
+
+
+def _frozen(rank: int) -> dict:
+    try:
+        FSDP(_frozen_mlp())
+        refused = None
+    except ValueError as e:
+        refused = str(e)
+    model = FSDP(_frozen_mlp(), use_orig_params=True)
+    opt = _sgd([p for p in model.parameters() if p.requires_grad])
+    _train(model, opt, "mlp", rank)
+    grads = [(n, p.grad is None) for n, p in model.named_parameters() if not p.requires_grad]
+    return {"state": _np_state(model.state_dict()), "refused": refused, "frozen_grads": grads}
+
+
 def _extras(rank: int) -> dict:
     out: dict[str, Any] = {}
     lam = functools.partial(lambda_auto_wrap_policy,
@@ -575,6 +594,7 @@ SCENARIOS: dict[str, Callable] = {
     "checkpointing": _checkpointing,
     "grad_scaler": _grad_scaler,
     "twice": _twice,
+    "frozen": _frozen,
 }
 
 
@@ -959,3 +979,13 @@ def test_unit_called_twice_and_unused_unit(results):
     for r, res in enumerate(_get(results, "twice")):
         _assert_state(res["state"], want, what=f"twice rank {r}")
         assert res["unused_grad"]  # no gradient, as for the plain module
+
+
+def test_frozen_and_trainable_parameters_in_one_unit(results):
+    ref = _frozen_mlp()
+    _train(ref, _sgd([p for p in ref.parameters() if p.requires_grad]), "mlp", None)
+    want = _np_state(ref.state_dict())
+    for r, res in enumerate(_get(results, "frozen")):
+        assert "uniform `requires_grad`" in res["refused"]  # use_orig_params=False
+        _assert_state(res["state"], want, what=f"frozen rank {r}")
+        assert [g for _, g in res["frozen_grads"]] == [True, True]

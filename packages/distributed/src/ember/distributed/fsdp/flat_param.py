@@ -194,7 +194,9 @@ class FlatParamHandle:
         self.offload_params = offload_params
         self.compute_device = compute_device
         self.dtype = params[0].dtype
-        self.requires_grad = params[0].requires_grad
+        # frozen and trainable parameters mix only with use_orig_params=True: the flat
+        # parameter then requires grad if any does, and frozen ones get no gradient
+        self.requires_grad = any(p.requires_grad for p in params)
         mp = mixed_precision
         self.param_dtype = None if mp is None or mp.param_dtype in (None, self.dtype) \
             else mp.param_dtype
@@ -223,13 +225,13 @@ class FlatParamHandle:
         self.orig_params: list[nn.Parameter] = []
         if use_orig_params:
             self.flat = shard.requires_grad_(self.requires_grad)
-            for info in infos:
+            for info, p in zip(infos, params):
                 lo, hi = self._local_range(info)
                 if self.sharded:
                     view = shard.detach()[lo:hi]
                 else:
                     view = shard.detach()[lo:hi].view(info.shape)
-                self.orig_params.append(nn.Parameter(view, requires_grad=self.requires_grad))
+                self.orig_params.append(nn.Parameter(view, requires_grad=p.requires_grad))
         else:
             self.flat = nn.Parameter(shard, requires_grad=self.requires_grad)
         self.sync_gradients = True
@@ -362,8 +364,8 @@ class FlatParamHandle:
             return
         for info, p in zip(self.infos, self.orig_params):
             lo, hi = self._local_range(info)
-            if hi == lo:
-                continue  # nothing of this parameter here: its gradient stays None
+            if hi == lo or not p.requires_grad:
+                continue  # nothing of it here, or frozen: its gradient stays None
             piece = shard[lo:hi] if self.sharded else shard[lo:hi].view(info.shape)
             if p.grad is None:
                 p.grad = piece.clone()

@@ -225,9 +225,6 @@ class FullyShardedDataParallel(nn.Module):
             if len(grads) > 1 and not use_orig_params:
                 raise ValueError("Must flatten tensors with uniform `requires_grad` when "
                                  "`use_orig_params=False`")
-            if len(grads) > 1:
-                raise NotImplementedError("ember's FSDP flattens parameters with uniform "
-                                          "requires_grad only (wrap frozen ones apart)")
             handle = FlatParamHandle(infos, params, group, strategy, mixed_precision,
                                      self.cpu_offload.offload_params, use_orig_params,
                                      compute_device)
@@ -511,7 +508,10 @@ class FullyShardedDataParallel(nn.Module):
                 if offload_to_cpu:
                     full = full.cpu()
                 opened.append((u, full))
-                params = [nn.Parameter(v, requires_grad=h.requires_grad) for v in h.views(full)]
+                grads_on = [q.requires_grad for q in h.orig_params] if h.use_orig_params \
+                    else [h.requires_grad] * len(h.infos)
+                params = [nn.Parameter(v, requires_grad=g)
+                          for v, g in zip(h.views(full), grads_on)]
                 if grad_full is not None:
                     for param, gv in zip(params, h.views(grad_full)):
                         param.grad = gv
