@@ -14,6 +14,9 @@ views the module used in forward thus hold no memory once forward is over. A cus
 function between the shard and the gathered tensor (``_UnshardParams``) receives the full
 gradient once every use of the unit's parameters in backward is done; it frees the gathered
 tensor and reduce-scatters the gradient (averaged over the ranks) into the shard's gradient.
+Between the arrival of the gradient of a unit's outputs and that function, the module's
+attributes point at the gathered parameters again (for recomputation under activation
+checkpointing); outside forward and backward they are placeholders or the sharded views.
 
 Example (inside an initialized process group; FullyShardedDataParallel makes the handles)::
 
