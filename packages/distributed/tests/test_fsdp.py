@@ -222,9 +222,9 @@ def _size_policy(rank: int) -> dict:
             "manual": [u.sharding_strategy.name for u in FSDP.fsdp_modules(manual)]}
 
 
-def _mixed(rank: int) -> dict:
-    mp_ = MixedPrecision(param_dtype=ember.bfloat16, reduce_dtype=ember.float32,
-                         buffer_dtype=ember.bfloat16)
+def _mixed(rank: int, **mp_kwargs: Any) -> dict:
+    mp_ = MixedPrecision(**{"param_dtype": ember.bfloat16, "reduce_dtype": ember.float32,
+                            "buffer_dtype": ember.bfloat16, **mp_kwargs})
     model = FSDP(_init(_mlp()), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
                  mixed_precision=mp_)
     seen = {}
@@ -581,6 +581,8 @@ SCENARIOS: dict[str, Callable] = {
     "transformer": _transformer,
     "size_policy": _size_policy,
     "mixed": _mixed,
+    "mixed_low_grads": functools.partial(_mixed, reduce_dtype=ember.bfloat16,
+                                         keep_low_precision_grads=True),
     "state_dicts": _state_dicts,
     "optim_state": _optim_state,
     "optim_state_orig": functools.partial(_optim_state, use_orig_params=True),
@@ -804,6 +806,14 @@ def test_mixed_precision_close_to_fp32(results):
         assert res["flat"] == [("ember.float32", "ember.float32")] * 3
     diff = max(np.abs(res["state"][k] - want[k]).max() for k in want)
     assert diff > 0  # it did run in bf16
+
+
+def test_keep_low_precision_grads(results):
+    want, _ = _reference("mlp", "sgd")
+    for r, res in enumerate(_get(results, "mixed_low_grads")):
+        # the optimizer sees the bf16 reduced gradients beside its fp32 shards
+        assert res["flat"] == [("ember.float32", "ember.bfloat16")] * 3
+        _assert_state(res["state"], want, tol=1e-2, what=f"low-precision grads rank {r}")
 
 
 def test_full_state_dict_round_trip(results):

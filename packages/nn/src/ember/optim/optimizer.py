@@ -581,6 +581,9 @@ _SPARSE_AS_DENSE = ("SGD", "Adagrad")
 
 def _grad_of(p: Tensor, optimizer: str, weight_decay: float = 0) -> Tensor:
     g = p.grad
+    if g.dtype != p.dtype and isinstance(g, Tensor) and tuple(g.shape) == tuple(p.shape) \
+            and p.is_leaf and p.grad_dtype in (None, g.dtype):
+        g = g.to(p.dtype)  # a gradient kept in another dtype on purpose (Tensor.grad_dtype)
     if g.dtype != p.dtype or tuple(g.shape) != tuple(p.shape):
         raise RuntimeError(
             f"{optimizer}: gradient of dtype {g.dtype} and shape {tuple(g.shape)} does not match "

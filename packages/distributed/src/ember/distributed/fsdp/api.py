@@ -69,8 +69,9 @@ class MixedPrecision:
     """Dtypes for computation: ``param_dtype`` (forward and backward run with the gathered
     parameters in it), ``reduce_dtype`` (gradient reduction; default ``param_dtype``),
     ``buffer_dtype`` (buffers are cast to it). The sharded parameters, the gradients the
-    optimizer sees and the state dict keep the original dtype (``keep_low_precision_grads=True``
-    raises NotImplementedError in ember: a parameter's gradient has its dtype). ``cast_forward_inputs``:
+    optimizer sees and the state dict keep the original dtype (``keep_low_precision_grads=True``:
+    the gradients stay in ``reduce_dtype``, for optimizers that run in low precision).
+    ``cast_forward_inputs``:
     every FSDP unit casts floating-point inputs to ``param_dtype``; ``cast_root_forward_inputs``:
     the root does (the default)."""
 

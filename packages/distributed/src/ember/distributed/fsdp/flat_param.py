@@ -205,11 +205,9 @@ class FlatParamHandle:
             else mp.param_dtype
         self.reduce_dtype = (mp.reduce_dtype if mp is not None and mp.reduce_dtype is not None
                              else self.param_dtype or self.dtype)
-        self.keep_low_precision_grads = bool(mp is not None and mp.keep_low_precision_grads)
-        if self.keep_low_precision_grads and self.param_dtype is not None:
-            raise NotImplementedError(
-                "MixedPrecision(keep_low_precision_grads=True) is not supported by ember's FSDP: "
-                "ember's parameters take gradients of their own dtype only")
+        # gradients left in the reduce dtype (the parameters' grad_dtype opened to any dtype)
+        self.keep_low_precision_grads = bool(mp is not None and mp.keep_low_precision_grads
+                                             and self.reduce_dtype != self.dtype)
         self.numel = sum(i.numel for i in infos)
         for p in params:
             _mark_flattened(p)
@@ -353,7 +351,8 @@ class FlatParamHandle:
                 shard = g.clone()
                 dist.all_reduce(shard, group=self.group)
             shard.div_(self.world)
-            shard = shard.to(self.dtype)
+            if not self.keep_low_precision_grads:
+                shard = shard.to(self.dtype)
             if self.offload_params:
                 shard = shard.to("cpu")
             self._accumulate(shard)
@@ -361,6 +360,8 @@ class FlatParamHandle:
     def _accumulate(self, shard: ember.Tensor) -> None:
         if not self.use_orig_params:
             if self.flat.grad is None:
+                if self.keep_low_precision_grads:
+                    self.flat.grad_dtype = None
                 self.flat.grad = shard
             else:
                 self.flat.grad.add_(shard)
@@ -371,6 +372,8 @@ class FlatParamHandle:
                 continue  # nothing of it here, or frozen: its gradient stays None
             piece = shard[lo:hi] if self.sharded else shard[lo:hi].view(info.shape)
             if p.grad is None:
+                if self.keep_low_precision_grads:
+                    p.grad_dtype = None
                 p.grad = piece.clone()
             else:
                 p.grad.add_(piece)

@@ -20,8 +20,8 @@ inside units. Saved-tensor hooks set by the caller around an FSDP forward (e.g.
 ``save_on_cpu``) do not apply to the tensors saved inside FSDP units: FSDP's own hooks (which
 keep gathered parameters from being held until backward) are the innermost there. Parameters
 shared between modules must belong to one unit (their lowest common FSDP ancestor).
-``MixedPrecision(keep_low_precision_grads=True)`` raises NotImplementedError (an ember
-parameter's gradient has the parameter's dtype).
+``MixedPrecision(keep_low_precision_grads=True)`` leaves the gradients in the reduce dtype
+(the parameters' ``grad_dtype`` set to None).
 
 Example (every rank runs it, inside an initialized process group)::
 
