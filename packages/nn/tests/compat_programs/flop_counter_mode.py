@@ -5,7 +5,8 @@ aten.bmm, aten.convolution) looked up through func._overloadpacket / func.overlo
 shape-based FLOP formulas read from the op's arguments (addmm's mat1 / mat2, convolution's
 stride-aware output shape, transposed flag), a per-module breakdown through forward pre-hooks /
 hooks that keep a module-name stack, ops compared with `func == aten.mm.default`, the counted
-total checked against a closed-form count, the 6 * N * tokens rule of thumb, parameter counts
+total checked against a closed-form count, the 6 * N * tokens rule of thumb, torch.utils.flop_counter.FlopCounterMode (get_total_flops,
+per-module get_flop_counts, a custom_mapping formula), parameter counts
 by named_parameters, torch.profiler.record_function labels in prof.key_averages(), and
 torch.utils.benchmark.Timer (only what does not depend on the machine is printed). Attention is
 written with torch.bmm, as older transformer code does. Written against `torch`; the test suite
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 aten = torch.ops.aten
 
@@ -102,7 +104,9 @@ class Attention(nn.Module):
     def forward(self, x):
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=2)
-        heads = lambda t: t.reshape(B, T, self.h, D // self.h).transpose(1, 2).reshape(B * self.h, T, -1)
+        def heads(t):
+            return t.reshape(B, T, self.h, D // self.h).transpose(1, 2).reshape(B * self.h, T, -1)
+
         q, k, v = heads(q), heads(k), heads(v)
         att = torch.bmm(q, k.transpose(1, 2)) / (D // self.h) ** 0.5
         att = att.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
@@ -151,6 +155,18 @@ closed = (2 * tok * D * 3 * D + 2 * tok * D * D            # qkv, out
 print("counted == closed form:", total == closed, f"GFLOPs {total / 1e9:.6f}",
       f"6*N*tokens {6 * (n_params - n_emb) * tok / 1e9:.6f}")
 print("hooks removed:", all(len(m._forward_hooks) == 0 for m in model.modules()))
+
+# the library's counter: per-module counts named by class and attribute path
+with torch.no_grad(), FlopCounterMode(display=False, depth=2) as lib:
+    model(idx[:, :-1])
+counts = lib.get_flop_counts()
+print("FlopCounterMode total", lib.get_total_flops(), "== ours:", lib.get_total_flops() == total)
+for name in ("TinyLM", "TinyLM.stem", "TinyLM.attn", "TinyLM.attn.qkv", "TinyLM.head"):
+    print(f"  {name:16s}", sorted((str(k), v) for k, v in counts[name].items()))
+custom = FlopCounterMode(display=False, custom_mapping={torch.ops.aten.bmm: lambda a, b, out_shape=None: 0})
+with torch.no_grad(), custom:
+    model(idx[:, :-1])
+print("custom bmm formula:", custom.get_total_flops() == total - fc.counts["Global"]["aten.bmm"])
 
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 losses = []

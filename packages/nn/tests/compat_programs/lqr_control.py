@@ -15,12 +15,12 @@ import torch
 
 torch.set_default_dtype(torch.float64)
 
-g, mc, mp, l, dt = 9.81, 1.0, 0.1, 0.5, 0.05
+g, mc, mp, pole, dt = 9.81, 1.0, 0.1, 0.5, 0.05
 A = torch.tensor([[0.0, 1.0, 0.0, 0.0],
                   [0.0, 0.0, -mp * g / mc, 0.0],
                   [0.0, 0.0, 0.0, 1.0],
-                  [0.0, 0.0, (mc + mp) * g / (l * mc), 0.0]])
-B = torch.tensor([[0.0], [1.0 / mc], [0.0], [-1.0 / (l * mc)]])
+                  [0.0, 0.0, (mc + mp) * g / (pole * mc), 0.0]])
+B = torch.tensor([[0.0], [1.0 / mc], [0.0], [-1.0 / (pole * mc)]])
 n, m = B.shape
 
 # zero-order hold: expm([[A, B], [0, 0]] dt) = [[Ad, Bd], [0, I]]

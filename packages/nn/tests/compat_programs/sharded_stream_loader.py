@@ -16,9 +16,20 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, IterableDataset,
-                              Sampler, Subset, WeightedRandomSampler, default_collate,
-                              default_convert, get_worker_info, random_split)
+from torch.utils.data import (
+    BatchSampler,
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    Sampler,
+    Subset,
+    WeightedRandomSampler,
+    default_collate,
+    default_convert,
+    get_worker_info,
+    random_split,
+)
 
 SHARDS = [np.random.default_rng(s).integers(1, 50, size=37 + 5 * s) for s in range(6)]
 
