@@ -87,10 +87,11 @@ def baddbmm_flop(self_shape: Any, a_shape: Any, b_shape: Any, out_shape: Any = N
 
 
 @register_flop_formula(aten.matmul)
-def matmul_flop(a_shape: Any, b_shape: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    # PyTorch's matmul runs dot / mv for a vector on the right (not counted), else mm / bmm
+def matmul_flop(a_shape: Any, b_shape: Any, out_shape: Any = None, **kwargs: Any) -> int | None:
+    # PyTorch's matmul runs dot / mv for a vector on the right (no formula: not counted, not
+    # listed), else mm / bmm
     if len(b_shape) == 1:
-        return 0
+        return None
     m, k = (1, a_shape[0]) if len(a_shape) == 1 else a_shape[-2:]
     batch = math.prod(out_shape[:-2]) if len(a_shape) > 1 or len(b_shape) > 2 else 1
     return 2 * batch * m * k * b_shape[-1]
@@ -264,6 +265,8 @@ class FlopCounterMode:
         formula = self.flop_registry.get(packet)
         if formula is not None:
             flops = formula(*args, **kwargs, out_val=out)
+            if flops is None:  # an op PyTorch does not count in this form
+                return out
             for parent in set(self.mod_tracker.parents):
                 self.flop_counts[parent][packet] += flops
         return out
