@@ -117,3 +117,4 @@ for it in range(30):
     if it % 10 == 0:
         print(f"iter {it} loss {loss.item():.5f} steps {acc_i} nfe so far {field.nfe}")
 print(f"RESULT {losses[0]:.5f} {losses[-1]:.5f} {steps[-1]}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next

@@ -95,3 +95,4 @@ with torch.no_grad():
 print(f"trained response toward sources {[round(v, 4) for v in resp.tolist()]}", "grad dtype:",
       w.grad.dtype)
 print(f"RESULT {losses[0]:.5f} {losses[-1]:.5f} {err:.4f}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next

@@ -102,3 +102,4 @@ for step in range(40):
     losses.append(loss.item())
 print("learned q", [round(v, 3) for v in log_q.exp().tolist()])
 print(f"RESULT {losses[0]:.6f} {losses[-1]:.6f} {rho:.6f}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next

@@ -142,3 +142,4 @@ print("isotonic fit monotone:", bool((torch.diff(iso) >= -1e-7).all()), "levels"
 hist = torch.histc(scores[:, 0], bins=5, min=0, max=float(scores[:, 0].max()))
 print("residual histogram", hist.tolist())
 print(f"RESULT {losses[0]:.4f} {losses[-1]:.4f} {coverage:.4f}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next

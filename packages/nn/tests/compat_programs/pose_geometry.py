@@ -141,3 +141,4 @@ for step in range(150):
 err = geodesic_deg(rotation_6d_to_matrix(d6.detach()), R_true).item()
 print(f"refined: loss {losses[0]:.5f} -> {losses[-1]:.6f}, angle error {err:.4f}, pi={math.pi:.5f}")
 print(f"RESULT {losses[0]:.5f} {losses[-1]:.6f} {err:.4f}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next

@@ -126,3 +126,4 @@ print("special log_softmax", torch.allclose(sp.log_softmax(logits, 1),
                                             logits - sp.logsumexp(logits, 1, keepdim=True)),
       "softmax dtype", sp.softmax(logits, 1, dtype=torch.float32).dtype)
 print(f"RESULT {nlls[0]:.5f} {nlls[-1]:.5f} {alpha.sum().item():.4f}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next

@@ -131,3 +131,4 @@ for step in range(50):
 print("cp layer params", sum(p.numel() for p in layer.parameters()), "vs dense", dense.weight.numel(),
       f"fine-tune {losses[0]:.3e} -> {losses[-1]:.3e}")
 print(f"RESULT {losses[0]:.6e} {losses[-1]:.6e} {errs[-1]:.6f}")
+torch.set_default_dtype(torch.float32)  # put back for whatever runs next
