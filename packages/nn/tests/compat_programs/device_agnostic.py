@@ -108,3 +108,4 @@ with torch.inference_mode():
 print("same predictions after reload:",
       torch.equal(pred, model(torch.from_numpy(X)).argmax(1).cpu()))
 print(f"RESULT {losses[0]:.4f} {losses[-1]:.4f} {acc:.4f}")
+torch.set_float32_matmul_precision("highest")  # put back for whatever runs next
