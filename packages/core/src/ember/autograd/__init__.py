@@ -185,6 +185,8 @@ def grad(
     if inputs is None:
         raise TypeError("grad: inputs must be a Tensor or a sequence of Tensors, got NoneType")
     ins = _tensors(inputs, "grad", "inputs", exc=RuntimeError)
+    if not ins:  # nothing to differentiate for: an error in PyTorch, not an empty tuple
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     grads = _tensors(grad_outputs, "grad", "grad_outputs", True) or [None] * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(f"grad: got {len(outs)} outputs but {len(grads)} grad_outputs")

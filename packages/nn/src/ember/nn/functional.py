@@ -684,7 +684,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             out = ember.addmm(bias, flat, weight.t())
             bias = None
         else:
-            out = flat.matmul(weight.t())
+            out = ember.mm(flat, weight.t())  # mm, as in PyTorch: dispatch modes count an mm
         if input.ndim > 2:
             out = out.reshape(*lead, weight.shape[0])
     else:
