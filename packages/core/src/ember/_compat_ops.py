@@ -361,6 +361,8 @@ def isin(elements: Tensor | float, test_elements: Tensor | float, *,
         test_elements = _C.tensor(test_elements, device=elements.device)
     dtype = _C.promote_types(elements.dtype, test_elements.dtype)
     test = test_elements.reshape(-1).to(dtype).sort().values
+    if test.is_floating_point():  # NaN matches nothing, and searchsorted steps past it to the end
+        test = test[~test.isnan()]
     e = elements.to(dtype)
     if test.numel() == 0:
         found = _C.zeros(_shape(elements), dtype=_C.bool, device=elements.device)
@@ -952,7 +954,7 @@ def _quantile(op: str, input: Tensor, q: Any, dim: int | None, keepdim: bool,
         raise RuntimeError(f"{op}() input tensor must be either float or double dtype, got "
                            f"{input.dtype}")
     if interpolation not in _INTERPOLATIONS:
-        raise ValueError(f"{op}() interpolation must be one of {', '.join(_INTERPOLATIONS)}. "
+        raise RuntimeError(f"{op}() interpolation must be one of {', '.join(_INTERPOLATIONS)}. "
                          f"Got '{interpolation}'")
     scalar_q = not isinstance(q, Tensor)
     qt = _C.tensor([float(q)] if scalar_q else q.tolist() if q.ndim else [q.item()],
@@ -1664,8 +1666,14 @@ def ldexp(input: Tensor, other: Tensor) -> Tensor:
     """
     if not isinstance(other, Tensor):
         raise TypeError(f"ldexp(): expected other to be a Tensor, got {type(other).__name__}")
-    x = input.to(_float_result_type(input, other))
-    return x * _C.pow(_C.tensor(2.0, dtype=x.dtype, device=x.device), other.to(x.dtype))
+    # As PyTorch: 2 ** other rounded to other's own floating dtype (the default one for an
+    # integer other; so a float16 exponent rounds it), the result in the promoted float dtype.
+    dtype = _float_result_type(input, other)
+    pdt = other.dtype if other.is_floating_point() or other.is_complex() else \
+        _C.get_default_dtype()
+    p = _C.pow(_C.tensor(2.0, dtype=pdt, device=other.device), other)
+    r = input.to(dtype) * p
+    return r if r.dtype == dtype else r.to(dtype)
 
 
 def mvlgamma(input: Tensor, p: int) -> Tensor:
