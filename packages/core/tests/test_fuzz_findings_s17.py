@@ -1,0 +1,249 @@
+"""Findings of the s17 fuzzing round (fuzz_api.py --torch, seeds 1233-1238), each fixed and
+pinned here with explicit values, and against PyTorch where it is installed: isin with NaN among
+the test values, ldexp's rounding of 2 ** other, values PyTorch gives that ember refused
+(mvlgamma outside its domain, gumbel_softmax's tau, hardtanh's NaN and crossed bounds,
+cosine_embedding_loss broadcasting, svd_lowrank's negative niter), a refusal PyTorch makes
+(prelu's weights for 1-D input), and PyTorch's exception classes (rrelu, channel_shuffle,
+smooth_l1_loss's NaN beta, quantile's interpolation, nextafter's dtypes)."""
+
+from __future__ import annotations
+
+import math
+
+import ember
+import ember.nn.functional as F
+import pytest
+from test_fuzz_findings_s14 import _agree, _outcome
+
+try:
+    import torch
+except ImportError:  # the explicit expectations below still run
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed")
+
+NAN, INF = math.nan, math.inf
+
+
+def _F(M):
+    return M.nn.functional
+
+
+# ---- a. isin: a NaN among the test values hid inf (searchsorted stepped past it) ---------------
+
+def test_isin_with_nan_among_the_test_values():
+    a = ember.tensor([NAN, INF, -INF, 0.0, -0.0, 1e30])
+    assert ember.isin(a, a).tolist() == [False, True, True, True, True, True]  # inf was False
+    assert ember.isin(a, a, invert=True).tolist() == [True, False, False, False, False, False]
+    assert ember.isin(ember.tensor([1.0, INF, NAN]), ember.tensor([NAN, INF])).tolist() == \
+        [False, True, False]
+    assert ember.isin(ember.tensor([1.0, NAN]), ember.tensor([NAN])).tolist() == [False, False]
+
+
+ISIN_CASES = {
+    "self": lambda M: M.isin(M.tensor([NAN, INF, -INF, 0.0, -0.0, 1e30]),
+                             M.tensor([NAN, INF, -INF, 0.0, -0.0, 1e30])),
+    "half_elements": lambda M: M.isin(M.tensor([1.0, INF, 2.0], dtype=M.float16),
+                                      M.tensor([NAN, INF])),
+    "int_elements": lambda M: M.isin(M.tensor([1, 2]), M.tensor([NAN, 2.0])),
+    "only_nan": lambda M: M.isin(M.tensor([NAN, 1.0]), M.tensor([NAN, NAN])),
+    "invert": lambda M: M.isin(M.tensor([INF, 3.0]), M.tensor([NAN, INF]), invert=True),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(ISIN_CASES))
+def test_isin_matches_torch(name):
+    _agree(ISIN_CASES[name])
+
+
+# ---- b. ldexp: 2 ** other rounded in other's dtype, the product in the promoted one ------------
+
+def test_ldexp_rounds_two_to_the_other_in_its_dtype():
+    # 2 ** -0.496 in bfloat16 is 0.7109375 (0.70898... exactly): the float32 result keeps it
+    r = ember.ldexp(ember.tensor([1.0], dtype=ember.float16),
+                    ember.tensor([-0.496], dtype=ember.bfloat16))
+    assert r.dtype == ember.float32 and r.item() == 0.7109375
+    # an integer exponent: 2 ** other in float32, the result in the input's bfloat16
+    r = ember.ldexp(ember.tensor([3.0], dtype=ember.bfloat16), ember.tensor([2], dtype=ember.uint8))
+    assert r.dtype == ember.bfloat16 and r.item() == 12.0
+
+
+LDEXP_CASES = {
+    "f64_f16": lambda M: M.ldexp(M.tensor([1.0, 3.0], dtype=M.float64),
+                                 M.tensor([-0.496, 0.081], dtype=M.float16)),
+    "f16_bf16": lambda M: M.ldexp(M.tensor([1.0, 3.0], dtype=M.float16),
+                                  M.tensor([-0.496, 0.081], dtype=M.bfloat16)),
+    "bf16_u8": lambda M: M.ldexp(M.tensor([1.0, 3.0], dtype=M.bfloat16),
+                                 M.tensor([3, 1], dtype=M.uint8)),
+    "int_int": lambda M: M.ldexp(M.tensor([1, 3]), M.tensor([2, -3])),
+    "i8_bf16": lambda M: M.ldexp(M.tensor([1, 3], dtype=M.int8),
+                                 M.tensor([0.5, 2.0], dtype=M.bfloat16)),
+    "zero_dim_exponent": lambda M: M.ldexp(M.tensor([1.0, 3.0], dtype=M.float16),
+                                           M.tensor(3.5, dtype=M.float64)),
+    "underflow": lambda M: M.ldexp(M.tensor([1.0, 3.0], dtype=M.float64), M.tensor([2, -1100])),
+    "complex_exponent": lambda M: M.ldexp(M.tensor([1.0, 3.0]), M.tensor([2 + 1j, 3])),
+    "method": lambda M: M.tensor([1.0, 3.0], dtype=M.float64).ldexp(
+        M.tensor([-0.496, 0.081], dtype=M.float16)),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(LDEXP_CASES))
+def test_ldexp_matches_torch(name):
+    _agree(LDEXP_CASES[name], rtol=0)
+
+
+def test_ldexp_gradients():
+    x = ember.tensor([1.0, 3.0], requires_grad=True)
+    y = ember.tensor([0.5, 2.0], requires_grad=True)
+    ember.ldexp(x, y).sum().backward()
+    assert x.grad.tolist() == pytest.approx([2 ** 0.5, 4.0])
+    assert y.grad.tolist() == pytest.approx([2 ** 0.5 * math.log(2), 3 * 4 * math.log(2)])
+
+
+# ---- c. results PyTorch gives where ember refused ----------------------------------------------
+
+def test_mvlgamma_outside_its_domain():
+    # PyTorch 2.13 dropped the x > (p - 1) / 2 check: the sum of lgammas, inf at the poles
+    r = ember.mvlgamma(ember.tensor([0.5, -2.5, 0.284, -2.344], dtype=ember.float64), 3)
+    assert r[:2].tolist() == [INF, INF]
+    want = [3 / 2 * math.log(math.pi) + sum(math.lgamma(x - j / 2) for j in range(3))
+            for x in (0.284, -2.344)]
+    assert r[2:].tolist() == pytest.approx(want, rel=1e-12)
+    assert ember.special.multigammaln(ember.tensor([0.284, -2.344]), 1).tolist() == \
+        pytest.approx([math.lgamma(0.284), math.lgamma(-2.344)], rel=1e-5)
+    with pytest.raises(RuntimeError, match="p has to be greater than or equal to 1"):
+        ember.mvlgamma(ember.tensor([3.0]), 0)
+
+
+def test_gumbel_softmax_takes_any_tau():
+    y = F.gumbel_softmax(ember.tensor([[2.249, 1.0, -1.0]]), -5.0, hard=True)
+    assert y.sum().item() == 1.0 and sorted(y.flatten().tolist()) == [0.0, 0.0, 1.0]
+    assert tuple(F.gumbel_softmax(ember.zeros(2, 3), tau=-0.5).shape) == (2, 3)
+
+
+def test_hardtanh_nan_and_crossed_bounds():
+    x = [-2.0, 0.5, 3.0]
+    r = F.hardtanh(ember.tensor(x), -1.0, NAN)
+    assert all(math.isnan(v) for v in r.tolist())  # clamp's NaN, as torch (was refused)
+    assert all(math.isnan(v) for v in F.hardtanh(ember.tensor(x), NAN, 0.0, inplace=True).tolist())
+    assert F.hardtanh_(ember.tensor(x), max_val=-INF).tolist() == [-INF] * 3
+    assert F.hardtanh_(ember.tensor(x), 1.0, 0.0).tolist() == [0.0] * 3  # max_val wins
+    assert F.hardtanh_(ember.tensor([-2, 0, 3]), 1.0, 0.0).tolist() == [0, 0, 0]
+    with pytest.raises(ValueError, match="cannot be greater than max_val"):
+        F.hardtanh(ember.tensor(x), 1.0, 0.0)  # hardtanh itself still refuses crossed bounds
+
+
+HARDTANH_CASES = {
+    "nan_max": lambda M: _F(M).hardtanh(M.tensor([-2.0, 0.5, 3.0]), -1.0, NAN),
+    "nan_min_inplace": lambda M: _F(M).hardtanh(M.tensor([-2.0, 0.5, 3.0]), NAN, 0.0,
+                                                inplace=True),
+    "inplace_minus_inf": lambda M: _F(M).hardtanh_(M.tensor([-2.0, 0.5, 3.0]), max_val=-INF),
+    "inplace_crossed": lambda M: _F(M).hardtanh_(M.tensor([-2.0, 0.5, 3.0]), 1.0, 0.0),
+    "crossed": lambda M: _F(M).hardtanh(M.tensor([-2.0, 0.5, 3.0]), 1.0, 0.0),
+    "bf16_nan_inplace": lambda M: _F(M).hardtanh(M.tensor([[0.2], [0.5]], dtype=M.bfloat16),
+                                                 min_val=-1.0, max_val=NAN, inplace=True),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(HARDTANH_CASES))
+def test_hardtanh_matches_torch(name):
+    _agree(HARDTANH_CASES[name])
+
+
+def test_cosine_embedding_loss_broadcasts_its_inputs():
+    x1 = ember.tensor([[1.0, 2.0, 3.0], [0.0, 1.0, 0.0]])
+    x2 = ember.tensor([[1.0, 0.0, 1.0]])  # (1, 3) against (2, 3)
+    r = F.cosine_embedding_loss(x1, x2, ember.tensor([1, -1]), reduction="none")
+    assert r.tolist() == pytest.approx([1 - 4 / math.sqrt(14 * 2), 0.0])
+    assert F.cosine_embedding_loss(ember.ones(3, 4), ember.ones(3, 1),
+                                   ember.tensor([1, -1, 1])).item() == pytest.approx(0.0)
+    with pytest.raises(RuntimeError, match="both 1-D or both 2-D"):
+        F.cosine_embedding_loss(ember.ones(3, 4), ember.ones(4), ember.tensor([1]))
+
+
+COSINE_CASES = {
+    "column": lambda M: _F(M).cosine_embedding_loss(M.arange(12.0).reshape(3, 4),
+                                                    M.tensor([[1.0], [2.0], [-1.0]]),
+                                                    M.tensor([1, -1, 1]), 0.1, reduction="none"),
+    "row": lambda M: _F(M).cosine_embedding_loss(M.arange(12.0).reshape(3, 4),
+                                                 M.tensor([[1.0, -1.0, 2.0, 0.5]]),
+                                                 M.tensor([-1]), reduction="sum"),
+    "dims_differ": lambda M: _F(M).cosine_embedding_loss(M.ones(3, 4), M.ones(4), M.tensor([1])),
+    "no_broadcast": lambda M: _F(M).cosine_embedding_loss(M.ones(3, 4), M.ones(2, 4),
+                                                          M.tensor([1])),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(COSINE_CASES))
+def test_cosine_embedding_loss_matches_torch(name):
+    _agree(COSINE_CASES[name])
+
+
+def test_svd_lowrank_with_a_negative_niter_is_no_power_iteration():
+    A = ember.arange(12.0, dtype=ember.float64).reshape(4, 3)
+    _, S, _ = ember.svd_lowrank(A, niter=-4)  # rank 2: exact whatever the iterations
+    assert S[:2].tolist() == pytest.approx(ember.linalg.svdvals(A)[:2].tolist(), rel=1e-9)
+    with pytest.raises(RuntimeError, match="q .=-1. must be a non-negative integer"):
+        ember.svd_lowrank(A, q=-1)
+
+
+# ---- d. a refusal PyTorch makes: prelu's weights for input of fewer than 2 dims -----------------
+
+def test_prelu_one_dim_input_is_one_channel():
+    with pytest.raises(RuntimeError, match="has 1 channels"):
+        F.prelu(ember.tensor([-1.0, 1.0, -2.0, 3.0]), ember.tensor([0.1, 0.2, 0.3, 0.4]))
+    assert F.prelu(ember.tensor([-1.0, 1.0, -2.0, 3.0]), ember.tensor([0.1])).tolist() == \
+        pytest.approx([-0.1, 1.0, -0.2, 3.0])
+    assert F.prelu(ember.tensor([[-1.0, 2.0]]), ember.tensor([0.5, 0.25])).tolist() == \
+        [[-0.5, 2.0]]
+
+
+# ---- e. PyTorch's exception classes -------------------------------------------------------------
+
+ERROR_CASES = {
+    "rrelu_crossed": lambda M: _F(M).rrelu(M.ones(3), 0.5, 0.1),
+    "rrelu_inplace_crossed": lambda M: _F(M).rrelu_(M.ones(3), 10.0, False, training=True),
+    "rrelu_nan": lambda M: _F(M).rrelu(M.ones(3), 0.5, NAN),
+    "channel_shuffle_negative": lambda M: _F(M).channel_shuffle(M.ones(1, 4, 2), -2),
+    "channel_shuffle_zero": lambda M: _F(M).channel_shuffle(M.ones(1, 4, 2), 0),
+    "channel_shuffle_indivisible": lambda M: _F(M).channel_shuffle(M.ones(1, 4, 2), 3),
+    "smooth_l1_nan_beta": lambda M: _F(M).smooth_l1_loss(M.ones(3), M.ones(3), beta=NAN),
+    "smooth_l1_negative_beta": lambda M: _F(M).smooth_l1_loss(M.ones(3), M.ones(3), beta=-1.0),
+    "quantile_interpolation": lambda M: M.quantile(M.ones(3), 0.5, interpolation="cubic"),
+    "nanquantile_interpolation": lambda M: M.nanquantile(M.ones(3), 0.5, interpolation="x"),
+    "nextafter_ints": lambda M: M.nextafter(M.tensor([1, 2], dtype=M.int32), M.tensor([2, 1])),
+    "nextafter_complex": lambda M: M.nextafter(M.tensor([1j]), M.tensor([2j])),
+}
+
+
+@pytest.mark.parametrize("name, cls", [
+    ("rrelu_crossed", RuntimeError), ("rrelu_nan", RuntimeError),
+    ("channel_shuffle_negative", RuntimeError), ("smooth_l1_nan_beta", RuntimeError),
+    ("quantile_interpolation", RuntimeError), ("nextafter_ints", NotImplementedError),
+])
+def test_exception_classes(name, cls):
+    with pytest.raises(cls):
+        ERROR_CASES[name](ember)
+
+
+def test_exception_messages_name_the_op_and_values():
+    with pytest.raises(RuntimeError, match=r"rrelu: lower \(0.5\) and upper \(nan\) must be finite"):
+        F.rrelu(ember.ones(3), 0.5, NAN)
+    with pytest.raises(RuntimeError, match="channel_shuffle: groups must be positive, got -2"):
+        F.channel_shuffle(ember.ones(1, 4, 2), -2)
+    with pytest.raises(TypeError, match="channel_shuffle: groups must be an int, got float"):
+        F.channel_shuffle(ember.ones(1, 4, 2), 2.0)
+    with pytest.raises(ember.DtypeNotImplementedError, match="nextafter: expected floating-point"):
+        ember.nextafter(ember.tensor([1]), ember.tensor([2]))
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(ERROR_CASES))
+def test_exception_classes_match_torch(name):
+    e, t = _outcome(ERROR_CASES[name], ember), _outcome(ERROR_CASES[name], torch)
+    # (ember's DtypeNotImplementedError is a NotImplementedError, as torch's dtype refusals)
+    assert (e[0], e[1].replace("DtypeNotImplementedError", "NotImplementedError")) == t
