@@ -247,3 +247,39 @@ def test_exception_classes_match_torch(name):
     e, t = _outcome(ERROR_CASES[name], ember), _outcome(ERROR_CASES[name], torch)
     # (ember's DtypeNotImplementedError is a NotImplementedError, as torch's dtype refusals)
     assert (e[0], e[1].replace("DtypeNotImplementedError", "NotImplementedError")) == t
+
+
+# ---- f. PyTorch's top-level losses (int reduction) reduce nothing by default --------------------
+
+def test_top_level_losses_default_to_no_reduction():
+    a, b = ember.tensor([[1.0, 0.0], [0.0, 1.0]]), ember.tensor([[1.0, 1.0], [1.0, 0.0]])
+    y = ember.tensor([1.0, -1.0])
+    assert tuple(ember.cosine_embedding_loss(a, b, y).shape) == (2,)  # (was the mean)
+    assert ember.cosine_embedding_loss(a, b, y, 0.0, 1).shape == ()
+    assert tuple(ember.hinge_embedding_loss(a, ember.ones(2, 2)).shape) == (2, 2)
+    assert tuple(ember.margin_ranking_loss(a[:, 0], b[:, 0], y).shape) == (2,)
+    assert tuple(ember.triplet_margin_loss(a, b, a).shape) == (2,)
+    lp = ember.zeros(3, 2, 4).log_softmax(2)
+    assert tuple(ember.ctc_loss(lp, ember.tensor([[1], [2]]), [3, 3], [1, 1]).shape) == (2,)
+
+
+TOP_LOSS_CASES = {
+    "cosine_embedding_loss": lambda M: M.cosine_embedding_loss(
+        M.arange(6.0).reshape(2, 3), M.ones(2, 3), M.tensor([1.0, -1.0])),
+    "hinge_embedding_loss": lambda M: M.hinge_embedding_loss(
+        M.arange(6.0).reshape(2, 3) - 2, M.tensor([[1.0, -1.0, 1.0]] * 2)),
+    "margin_ranking_loss": lambda M: M.margin_ranking_loss(
+        M.tensor([1.0, 2.0]), M.tensor([2.0, 0.5]), M.tensor([1.0, -1.0])),
+    "triplet_margin_loss": lambda M: M.triplet_margin_loss(
+        M.arange(6.0).reshape(2, 3), M.ones(2, 3), M.zeros(2, 3)),
+    "ctc_loss": lambda M: M.ctc_loss(M.arange(24.0).reshape(3, 2, 4).log_softmax(2),
+                                     M.tensor([[1], [2]]), [3, 3], [1, 1]),
+    "cosine_embedding_loss_mean": lambda M: M.cosine_embedding_loss(
+        M.arange(6.0).reshape(2, 3), M.ones(2, 3), M.tensor([1.0, -1.0]), 0.0, 1),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(TOP_LOSS_CASES))
+def test_top_level_losses_match_torch(name):
+    _agree(TOP_LOSS_CASES[name], rtol=1e-5)
