@@ -4,7 +4,7 @@ the test values, ldexp's rounding of 2 ** other, values PyTorch gives that ember
 (mvlgamma outside its domain, gumbel_softmax's tau, hardtanh's NaN and crossed bounds,
 cosine_embedding_loss broadcasting, svd_lowrank's negative niter), a refusal PyTorch makes
 (prelu's weights for 1-D input), and PyTorch's exception classes (rrelu, channel_shuffle,
-smooth_l1_loss's NaN beta, quantile's interpolation, nextafter's dtypes)."""
+smooth_l1_loss's NaN beta, quantile's interpolation, nextafter's dtypes, ...).
 
 from __future__ import annotations
 
@@ -217,6 +217,17 @@ ERROR_CASES = {
     "nanquantile_interpolation": lambda M: M.nanquantile(M.ones(3), 0.5, interpolation="x"),
     "nextafter_ints": lambda M: M.nextafter(M.tensor([1, 2], dtype=M.int32), M.tensor([2, 1])),
     "nextafter_complex": lambda M: M.nextafter(M.tensor([1j]), M.tensor([2j])),
+    "positive_bool": lambda M: M.positive(M.tensor([True])),
+    "trapezoid_x_and_dx": lambda M: M.trapezoid(M.ones(3), M.ones(3), dx=2.0),
+    "cumulative_trapezoid_x_and_dx": lambda M: M.cumulative_trapezoid(M.ones(3), x=M.ones(3),
+                                                                      dx=2.0),
+    "poisson_ints": lambda M: M.poisson(M.tensor([1, 2])),
+    "affine_grid_2d_size": lambda M: _F(M).affine_grid(M.ones(1, 2, 3), [3, 4], True),
+    "instance_norm_2d_batch_stats": lambda M: _F(M).instance_norm(M.ones(2, 5)),
+    "mvlgamma_p_none": lambda M: M.mvlgamma(M.ones(2) * 3, None),
+    "mvlgamma_p_bool": lambda M: M.mvlgamma(M.ones(2) * 3, True),
+    "multigammaln_p_str": lambda M: M.special.multigammaln(M.ones(2) * 3, "nuc"),
+    "mvlgamma_p_zero": lambda M: M.mvlgamma(M.ones(2) * 3, 0),
 }
 
 
@@ -283,3 +294,22 @@ TOP_LOSS_CASES = {
 @pytest.mark.parametrize("name", sorted(TOP_LOSS_CASES))
 def test_top_level_losses_match_torch(name):
     _agree(TOP_LOSS_CASES[name], rtol=1e-5)
+
+
+def test_instance_norm_of_two_dim_input_with_running_stats():
+    # (N, C) with running statistics normalizes each entry by its channel's (as PyTorch)
+    x = ember.arange(10.0).reshape(2, 5)
+    r = F.instance_norm(x, ember.arange(5.0), ember.arange(1.0, 6.0), ember.full((5,), 2.0),
+                        ember.ones(5), use_input_stats=False)
+    want = [[2 * (v - c) / math.sqrt(c + 1 + 1e-5) + 1 for c, v in enumerate(row)]
+            for row in x.tolist()]
+    assert r.tolist() == [pytest.approx(w) for w in want]
+    with pytest.raises(ValueError, match="instance_norm"):  # batch statistics need spatial dims
+        F.instance_norm(x)
+
+
+@needs_torch
+def test_instance_norm_of_two_dim_input_matches_torch():
+    _agree(lambda M: _F(M).instance_norm(M.arange(10.0).reshape(2, 5), M.arange(5.0),
+                                         M.arange(1.0, 6.0), M.full((5,), 2.0), M.ones(5),
+                                         use_input_stats=False), rtol=1e-5)

@@ -557,7 +557,7 @@ def positive(input: Tensor) -> Tensor:
     [-1.0]
     """
     if input.dtype == _C.bool:
-        raise TypeError("The `+` operator, on a bool tensor is not supported.")
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
     return input
 
 
@@ -810,7 +810,7 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
     4.0
     """
     if x is not None and dx is not None:
-        raise RuntimeError("trapezoid: received both x and dx; pass only one")
+        raise TypeError("trapezoid: received both x and dx; pass only one")
     d = _trapezoid_dim("trapezoid", y, x, dim)
     n = y.shape[d]
     if n == 0:  # torch: zeros of y's own dtype (an integer y too)
@@ -832,7 +832,7 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
     [1.5, 4.0]
     """
     if x is not None and dx is not None:
-        raise RuntimeError("cumulative_trapezoid: received both x and dx; pass only one")
+        raise TypeError("cumulative_trapezoid: received both x and dx; pass only one")
     d = _trapezoid_dim("cumulative_trapezoid", y, x, dim)
     y = _trapezoid_operand(y, x)
     n = y.shape[d]
@@ -1369,7 +1369,10 @@ def poisson(input: Tensor, generator: Any = None) -> Tensor:
     from ember.distributions._special import poisson as _poisson
 
     if not input.is_floating_point():
-        raise RuntimeError(f"poisson: expected a floating-point rate tensor, got {input.dtype}")
+        import ember
+
+        raise ember.DtypeNotImplementedError(  # (NotImplementedError, as PyTorch's)
+            f"poisson: expected a floating-point rate tensor, got {input.dtype}")
     if input.numel() and not bool((input >= 0).all()):  # nan too, as torch
         raise RuntimeError("poisson: invalid Poisson rate, expected rate to be non-negative")
     return _with_generator(generator, lambda: _poisson(input))

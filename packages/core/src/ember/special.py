@@ -438,7 +438,9 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
     '0.857048'
     """
     x = _float(_tensor("multigammaln", input), "multigammaln")
-    if not isinstance(p, int) or p < 1:
+    if isinstance(p, bool) or not isinstance(p, int):
+        raise TypeError(f"multigammaln: p must be an int, got {type(p).__name__}")
+    if p < 1:
         raise RuntimeError(f"multigammaln: p has to be greater than or equal to 1, got {p}")
     j = ember.arange(p, dtype=x.dtype, device=x.device)
     return (x.unsqueeze(-1) - j / 2).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)

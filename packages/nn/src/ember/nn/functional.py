@@ -1390,8 +1390,11 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
     >>> [round(v, 4) for v in instance_norm(ember.tensor([[[1.0, 3.0]]])).flatten().tolist()]
     [-1.0, 1.0]
     """
-    if input.ndim < 3:
-        raise RuntimeError(
+    if input.ndim == 2 and not use_input_stats:  # (N, C) with running stats: PyTorch takes it
+        return instance_norm(input.unsqueeze(-1), running_mean, running_var, weight, bias, False,
+                             momentum, eps).squeeze(-1)
+    if input.ndim < 3:  # (ValueError with batch statistics: no spatial element, as PyTorch)
+        raise (ValueError if use_input_stats else RuntimeError)(
             f"instance_norm: expected input of shape (N, C, *spatial), got shape {_shape(input)}"
         )
     if use_input_stats:
