@@ -4,7 +4,9 @@ the test values, ldexp's rounding of 2 ** other, values PyTorch gives that ember
 (mvlgamma outside its domain, gumbel_softmax's tau, hardtanh's NaN and crossed bounds,
 cosine_embedding_loss broadcasting, svd_lowrank's negative niter), a refusal PyTorch makes
 (prelu's weights for 1-D input), and PyTorch's exception classes (rrelu, channel_shuffle,
-smooth_l1_loss's NaN beta, quantile's interpolation, nextafter's dtypes, ...).
+smooth_l1_loss's NaN beta, quantile's interpolation, nextafter's dtypes and more), the default
+reduction of the top-level losses, instance_norm of (N, C) input with running statistics, and
+(built from C++) max pooling of integers and float16 fills past 65504."""
 
 from __future__ import annotations
 
