@@ -691,6 +691,8 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
     if input.ndim > 2:
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an "
                            f"input with {input.ndim} dimensions")
+    if input.dtype == _C.bool:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
     x = _float_of(input)
     x = x.reshape(1, -1) if x.ndim < 2 else x
     real_dt = x.real.dtype if x.is_complex() else x.dtype  # weights and the norm are real

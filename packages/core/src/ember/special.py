@@ -437,7 +437,10 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
     >>> f"{ember.special.multigammaln(ember.tensor(2.5), 2).item():.6f}"
     '0.857048'
     """
-    x = _float(_tensor("multigammaln", input), "multigammaln")
+    input = _tensor("multigammaln", input)
+    if input.dtype == ember.bool:
+        raise RuntimeError("multigammaln: the input tensor may not be a boolean tensor")
+    x = _float(input, "multigammaln")
     if isinstance(p, bool) or not isinstance(p, int):
         raise TypeError(f"multigammaln: p must be an int, got {type(p).__name__}")
     if p < 1:

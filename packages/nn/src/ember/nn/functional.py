@@ -464,8 +464,10 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     >>> softshrink(ember.tensor([1.0, 0.2, -1.0])).tolist()
     [0.5, 0.0, -0.5]
     """
-    if lambd < 0:
-        raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
+    top = ember.finfo(input.dtype).max if input.is_floating_point() else math.inf
+    if not 0 <= lambd <= top:  # (NaN too; RuntimeError, as PyTorch's)
+        raise RuntimeError(f"softshrink: lambd must be in [0, {top}] for input dtype "
+                           f"{input.dtype}, got {lambd}")
     # x * 0 inside the band: a signed zero, and NaN passes through as in torch
     inside = input * 0
     return ember.where(input > lambd, input - lambd,
@@ -1458,6 +1460,15 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     return _inplace_result(input, out) if inplace and training else out
 
 
+def _feature_mask(op: str, x: Tensor, p: float, training: bool) -> Tensor:
+    """feature_dropout of x; an integer x that a real mask would scale is refused (the scaled
+    values are not integers; PyTorch refuses too), eval mode, p == 0 and p == 1 pass."""
+    if training and 0 < p < 1 and not (x.is_floating_point() or x.is_complex()):
+        raise ember.DtypeNotImplementedError(
+            f"{op}: expected a floating-point input when training, got {x.dtype}")
+    return _C.feature_dropout(x, p, training)
+
+
 def _feature_dropout(op: str, nd: int, input: Tensor, p: float, training: bool,
                      inplace: bool) -> Tensor:
     _validate_p(op, p)
@@ -1470,7 +1481,7 @@ def _feature_dropout(op: str, nd: int, input: Tensor, p: float, training: bool,
     if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
         return input
     x = input if batched else input.unsqueeze(0)
-    out = _C.feature_dropout(x, p, training)
+    out = _feature_mask(op, x, p, training)
     if not batched:
         out = out.squeeze(0)
     return _inplace_result(input, out) if inplace and training else out
@@ -1522,7 +1533,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
                       f"are masked as (N, C)", UserWarning, stacklevel=2)
     if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
         return input
-    out = _C.feature_dropout(input, p, training)
+    out = _feature_mask("dropout2d", input, p, training)
     return _inplace_result(input, out) if inplace and training else out
 
 
@@ -1551,7 +1562,7 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
         raise RuntimeError("dropout3d: feature dropout requires at least 2 dimensions in the "
                            "input, got shape () (read as unbatched (1,))")
     else:
-        out = _C.feature_dropout(input.unsqueeze(0), p, training).squeeze(0)
+        out = _feature_mask("dropout3d", input.unsqueeze(0), p, training).squeeze(0)
     return _inplace_result(input, out) if inplace else out
 
 
@@ -1963,6 +1974,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
             raise ValueError(
                 "interpolate: recompute_scale_factor is not meaningful with an explicit size."
             )
+        if isinstance(size, (list, tuple)) and len(size) != nd:  # (one int is every dim's)
+            raise ValueError(f"interpolate: size must have {nd} values (one per spatial dim) for "
+                             f"input {_shape(input)}, got {list(size)}")
         out_sizes = _tuple(size, nd, "size", "interpolate")
         scales = [None] * nd
     else:
@@ -2497,6 +2511,10 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
             "divergence's definition",
             stacklevel=2,
         )
+    if not (input.is_floating_point() or input.is_complex()) or \
+            not (target.is_floating_point() or target.is_complex()):
+        raise RuntimeError(f"kl_div: integral inputs are not supported (input {input.dtype}, "
+                           f"target {target.dtype})")
     out = _C.kl_div(input, target, red, log_target=log_target)
     if legacy and reduction == "batchmean" and input.ndim != 0:
         # PyTorch's rule: the legacy flags pick the reduction, and a 'batchmean' given next to
