@@ -6,7 +6,8 @@ cosine_embedding_loss broadcasting, svd_lowrank's negative niter), a refusal PyT
 (prelu's weights for 1-D input), and PyTorch's exception classes (rrelu, channel_shuffle,
 smooth_l1_loss's NaN beta, quantile's interpolation, nextafter's dtypes and more), the default
 reduction of the top-level losses, instance_norm of (N, C) input with running statistics, and
-(built from C++) max pooling of integers and float16 fills past 65504."""
+(built from C++) max pooling of integers, addcmul/addcdiv values past float16's range and
+bincount of an empty input."""
 
 from __future__ import annotations
 
@@ -249,6 +250,10 @@ ERROR_CASES = {
     "softshrink_nan_lambd": lambda M: _F(M).softshrink(M.ones(3), lambd=NAN),
     "softshrink_half_lambd": lambda M: _F(M).softshrink(M.ones(3, dtype=M.float16),
                                                         lambd=70000.0),
+    # (C++) what max pooling still refuses, as torch
+    "max_pool2d_bool": lambda M: _F(M).max_pool2d(M.ones(1, 1, 2, 2, dtype=M.bool), 2),
+    "adaptive_max_pool2d_int": lambda M: _F(M).adaptive_max_pool2d(
+        M.ones(1, 1, 2, 2, dtype=M.int32), 1),
 }
 
 
@@ -357,3 +362,118 @@ def test_instance_norm_of_two_dim_input_matches_torch():
     _agree(lambda M: _F(M).instance_norm(M.arange(10.0).reshape(2, 5), M.arange(5.0),
                                          M.arange(1.0, 6.0), M.full((5,), 2.0), M.ones(5),
                                          use_input_stats=False), rtol=1e-5)
+
+
+# ---- g. (C++) max pooling of integers, as PyTorch's max_pool2d/3d -----------------------------
+
+def test_max_pool_of_integers():
+    x = ember.arange(16, dtype=ember.int32).reshape(1, 1, 4, 4)
+    r, i = F.max_pool2d(x, 2, return_indices=True)
+    assert r.dtype == ember.int32 and r.tolist() == [[[[5, 7], [13, 15]]]]
+    assert i.tolist() == [[[[5, 7], [13, 15]]]]
+    # int8's lowest value, padding and the first maximum of a window
+    x = ember.tensor([[[[-128, -5], [-7, -128]]]], dtype=ember.int8)
+    assert F.max_pool2d(x, 2, padding=1).tolist() == [[[[-128, -5], [-7, -128]]]]
+    assert F.max_pool2d(ember.tensor([[[[3, 3], [3, 3]]]], dtype=ember.uint8), 2,
+                        return_indices=True)[1].tolist() == [[[[0]]]]
+    r = F.max_pool3d(ember.arange(16, dtype=ember.int16).reshape(1, 2, 2, 4), 2)
+    assert r.dtype == ember.int16 and r.tolist() == [[[[13, 15]]]]
+    assert ember.nn.MaxPool2d(2)(ember.arange(16).reshape(1, 1, 4, 4)).tolist() == \
+        [[[[5, 7], [13, 15]]]]
+    # still refused: bool and complex input, and adaptive max pooling of integers (as torch)
+    for bad in (ember.ones(1, 1, 2, 2, dtype=ember.bool), ember.ones(1, 1, 2, 2) * 1j):
+        with pytest.raises(ember.DtypeNotImplementedError, match="max_pool"):
+            F.max_pool2d(bad, 2)
+    with pytest.raises(ember.DtypeNotImplementedError, match="adaptive_max_pool"):
+        F.adaptive_max_pool2d(ember.ones(1, 1, 2, 2, dtype=ember.int32), 1)
+
+
+MAXPOOL_CASES = {
+    "2d_int32": lambda M: _F(M).max_pool2d(M.arange(16, dtype=M.int32).reshape(1, 1, 4, 4), 2),
+    "2d_indices_int64": lambda M: _F(M).max_pool2d(
+        (M.arange(36).reshape(1, 1, 6, 6) * 7) % 11, 3, stride=2, padding=1,
+        return_indices=True)[1],
+    "2d_int8_padding": lambda M: _F(M).max_pool2d(
+        M.tensor([[[[-128, -5], [-7, -128]]]], dtype=M.int8), 2, padding=1),
+    "2d_uint8_dilation_ceil": lambda M: _F(M).max_pool2d(
+        ((M.arange(49) * 37) % 256).to(M.uint8).reshape(1, 7, 7), 2, dilation=2,
+        ceil_mode=True),
+    "3d_int16": lambda M: _F(M).max_pool3d(
+        ((M.arange(64) * 13) % 50 - 25).to(M.int16).reshape(1, 4, 4, 4), 2, stride=1),
+    "3d_int64_indices": lambda M: _F(M).max_pool3d(
+        M.arange(64).reshape(1, 1, 4, 4, 4) % 9, 2, return_indices=True)[1],
+    "1d_int32_indices": lambda M: _F(M).max_pool1d(
+        (M.arange(10, dtype=M.int32) * 3) % 7, 3, return_indices=True)[0],
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(MAXPOOL_CASES))
+def test_max_pool_of_integers_matches_torch(name):
+    _agree(MAXPOOL_CASES[name], rtol=0)
+
+
+# ---- h. (C++) addcmul / addcdiv values for float16 / bfloat16 go through float --------------
+
+def test_addc_values_past_the_half_range_round_to_inf():
+    one = ember.ones(2, dtype=ember.float16)
+    assert ember.addcdiv(one, one, one, value=-2 ** 62).tolist() == [-INF, -INF]  # (refused)
+    assert ember.addcmul(one, one, one, value=1e10).tolist() == [INF, INF]
+    b = ember.ones(2, dtype=ember.bfloat16)
+    assert ember.addcmul(b, b, b, value=1e30).tolist() == pytest.approx([1e30] * 2, rel=1e-2)
+    # past float32's range still refused, as torch; fills keep float16's own range (as torch's
+    # for more than one element)
+    with pytest.raises(RuntimeError, match="addcmul: value 1e\\+39 cannot be converted"):
+        ember.addcmul(one, one, one, value=1e39)
+    with pytest.raises(RuntimeError, match="float16 without overflow"):
+        ember.full((2,), 1e10, dtype=ember.float16)
+
+
+ADDC_CASES = {
+    "addcdiv_half": lambda M: M.addcdiv(M.ones(3, dtype=M.float16), M.ones(3, dtype=M.float16),
+                                        M.ones(3, dtype=M.float16), value=-2 ** 62),
+    "addcmul_half": lambda M: M.addcmul(M.ones(3, dtype=M.float16), M.ones(3, dtype=M.float16),
+                                        M.ones(3, dtype=M.float16), value=1e10),
+    "addcdiv_bf16": lambda M: M.addcdiv(M.ones(3, dtype=M.bfloat16),
+                                        M.ones(3, dtype=M.bfloat16),
+                                        M.ones(3, dtype=M.bfloat16), value=1e30),
+    "addcmul_half_too_big": lambda M: M.addcmul(M.ones(3, dtype=M.float16),
+                                                M.ones(3, dtype=M.float16),
+                                                M.ones(3, dtype=M.float16), value=1e39),
+    "full_half": lambda M: M.full((3,), 1e10, dtype=M.float16),
+    "masked_fill_half": lambda M: M.ones(2, dtype=M.float16).masked_fill(M.tensor([True, False]),
+                                                                         1e10),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(ADDC_CASES))
+def test_addc_values_match_torch(name):
+    _agree(ADDC_CASES[name], rtol=1e-2)
+
+
+# ---- i. (C++) bincount of an empty input: int64 zeros whatever the weights ---------------------
+
+def test_bincount_of_empty_input_is_int64():
+    e = ember.tensor([], dtype=ember.int64)
+    for w in (ember.tensor([], dtype=ember.int64), ember.tensor([], dtype=ember.float16)):
+        r = ember.bincount(e, weights=w, minlength=2)
+        assert r.dtype == ember.int64 and r.tolist() == [0, 0]
+    r = ember.bincount(ember.tensor([0, 1, 1]), weights=ember.tensor([1, 2, 3]))
+    assert r.dtype == ember.float64 and r.tolist() == [1.0, 5.0]  # (non-empty: as before)
+
+
+BINCOUNT_CASES = {
+    "empty_int_weights": lambda M: M.bincount(M.tensor([], dtype=M.int64),
+                                              weights=M.tensor([], dtype=M.int64)),
+    "empty_float_weights": lambda M: M.bincount(M.tensor([], dtype=M.int64),
+                                                weights=M.tensor([], dtype=M.float32),
+                                                minlength=3),
+    "float_weights": lambda M: M.bincount(M.tensor([0, 2, 2]), weights=M.tensor([0.5, 1.0, 2.0])),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(BINCOUNT_CASES))
+def test_bincount_matches_torch(name):
+    _agree(BINCOUNT_CASES[name], rtol=0)
