@@ -477,3 +477,31 @@ BINCOUNT_CASES = {
 @pytest.mark.parametrize("name", sorted(BINCOUNT_CASES))
 def test_bincount_matches_torch(name):
     _agree(BINCOUNT_CASES[name], rtol=0)
+
+
+# ---- j. (C++) adaptive pooling to a 0 output size: an empty result, as PyTorch's ----------------
+
+def test_adaptive_pool_to_a_zero_size():
+    r = ember.adaptive_avg_pool1d(ember.ones(2, 3), 0)
+    assert tuple(r.shape) == (2, 0) and r.dtype == ember.float32
+    v, i = ember.adaptive_max_pool1d(ember.ones(2, 3), 0)
+    assert tuple(v.shape) == tuple(i.shape) == (2, 0) and i.dtype == ember.int64
+    x = ember.ones(1, 2, 3, requires_grad=True)
+    ember.adaptive_avg_pool1d(x, 0).sum().backward()
+    assert x.grad.tolist() == [[[0.0] * 3] * 2]
+    with pytest.raises(RuntimeError, match="output_size must be non-negative"):
+        ember.adaptive_avg_pool1d(ember.ones(2, 3), -1)
+
+
+ADAPTIVE_ZERO_CASES = {
+    "avg1d": lambda M: M.adaptive_avg_pool1d(M.ones(2, 3), 0),
+    "max1d": lambda M: M.adaptive_max_pool1d(M.ones(2, 3), 0)[1],
+    "avg1d_negative": lambda M: M.adaptive_avg_pool1d(M.ones(2, 3), -1),
+    "avg3d": lambda M: _F(M).adaptive_avg_pool3d(M.ones(1, 2, 3, 3, 3), (2, 0, 1)),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(ADAPTIVE_ZERO_CASES))
+def test_adaptive_pool_to_a_zero_size_matches_torch(name):
+    _agree(ADAPTIVE_ZERO_CASES[name])
