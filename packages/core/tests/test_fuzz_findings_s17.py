@@ -250,6 +250,7 @@ ERROR_CASES = {
     "softshrink_nan_lambd": lambda M: _F(M).softshrink(M.ones(3), lambd=NAN),
     "softshrink_half_lambd": lambda M: _F(M).softshrink(M.ones(3, dtype=M.float16),
                                                         lambd=70000.0),
+    "softshrink_int": lambda M: _F(M).softshrink(M.arange(6, dtype=M.int8) - 3, lambd=1.0),
     # (C++) what max pooling still refuses, as torch
     "max_pool2d_bool": lambda M: _F(M).max_pool2d(M.ones(1, 1, 2, 2, dtype=M.bool), 2),
     "adaptive_max_pool2d_int": lambda M: _F(M).adaptive_max_pool2d(

@@ -464,7 +464,10 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     >>> softshrink(ember.tensor([1.0, 0.2, -1.0])).tolist()
     [0.5, 0.0, -0.5]
     """
-    top = ember.finfo(input.dtype).max if input.is_floating_point() else math.inf
+    if not input.is_floating_point():
+        raise ember.DtypeNotImplementedError(
+            f"softshrink: expected a floating-point input, got {input.dtype}")
+    top = ember.finfo(input.dtype).max
     if not 0 <= lambd <= top:  # (NaN too; RuntimeError, as PyTorch's)
         raise RuntimeError(f"softshrink: lambd must be in [0, {top}] for input dtype "
                            f"{input.dtype}, got {lambd}")
