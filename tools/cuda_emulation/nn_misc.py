@@ -14,9 +14,16 @@ import time
 
 import numpy as np
 from nn_norm import E, npv, tensor
-from nn_sim import BF16, F16, F32, F64, TOL, blocks_for, close, launch, report
+from nn_sim import BF16, F16, F32, F64, TOL, Ty, blocks_for, close, launch, report
 
 RNG = np.random.default_rng(17)
+# integer storage types (compute type = storage type, as dev_opmath_t of an integer)
+U8, I8, I16 = (
+    Ty("uint8", np.uint8, np.uint8),
+    Ty("int8", np.int8, np.int8),
+    Ty("int16", np.int16, np.int16),
+)
+I32, I64 = Ty("int32", np.int32, np.int32), Ty("int64", np.int64, np.int64)
 
 
 def grid_stride(c, total):
@@ -87,15 +94,21 @@ def visit_window(p, w):
                 yield base + w[2][0] + cc * w[2][2]
 
 
+def is_nan_value(v):
+    """The kernel's is_nan_value: v != v for floats, false for integers."""
+    return bool(np.issubdtype(type(v), np.floating) and v != v)
+
+
 def max_pool_kernel(c, total, x, out, idx, p, T):
     A = T.acc
     P = p.in_numel()
     for e in grid_stride(c, total):
         plane, w = locate(p, e)
-        best, arg = A(-math.inf), -1
+        # -numeric_limits<A>::infinity(): 0 for an integer A (never read: arg < 0 takes the first)
+        best, arg = A(-math.inf) if np.issubdtype(A, np.floating) else A(0), -1
         for i in visit_window(p, w):
             v = A(x[plane * P + i])
-            if arg < 0 or v > best or v != v:
+            if arg < 0 or v > best or is_nan_value(v):
                 best, arg = v, i
         out[e] = T.from_op(best)
         idx[e] = arg
@@ -154,6 +167,28 @@ def plan_for(shape, k, out_spatial, ks=None, st=None, pd=None, dl=None, adaptive
     p.adaptive = adaptive
     p.count_include_pad = cip
     return p
+
+
+def check_max_pool_int(shape, k, T, fails, ks, st, pd, dl, ceil=False):
+    """Max pooling of an integer dtype T (fixed windows only; values and indices exact)."""
+    ember = E()
+    info = np.iinfo(T.store)
+    x = RNG.integers(info.min, int(info.max) + 1, size=int(np.prod(shape))).astype(T.store)
+    x[:3] = info.min  # the lowest value, and ties (the first maximum wins)
+    xt = ember.tensor(x.astype(np.int64).reshape(shape)).to(getattr(ember, T.name))
+    cmax, cidx = ember._C._max_pool(xt, ks, st, pd, dl, ceil)
+    planes = int(np.prod(shape[: len(shape) - k]))
+    p = plan_for(shape, k, list(cmax.shape)[len(shape) - k :], ks, st, pd, dl, False)
+    total = planes * p.out_numel()
+    out = np.zeros(total, dtype=T.store)
+    idx = np.full(total, -7, dtype=np.int64)
+    if total:
+        launch(max_pool_kernel, blocks_for(total), 256, total, x, out, idx, p, T)
+    tag = f"pool{tuple(shape)} k={k} {T} ks={ks} st={st} pd={pd} dl={dl} ceil={ceil}"
+    want = cmax.numpy().ravel()  # compared exactly (int64 does not fit float64)
+    if want.dtype != T.store or not np.array_equal(out, want):
+        fails.append(f"MISMATCH max_pool {tag}: {out[:6].tolist()} vs {want[:6].tolist()}")
+    close("max_pool indices " + tag, idx, cidx.numpy().ravel(), 0, failures=fails)
 
 
 def check_pool(
@@ -737,6 +772,14 @@ def main():
     check_pool((2, 5, 13), 1, F32, fails, adaptive_out=[5])
     check_pool((1, 3, 5, 7, 6), 3, F16, fails, adaptive_out=[2, 3, 4])
     check_pool((2, 7, 8), 2, F32, fails, adaptive_out=[9, 11])  # output larger than input
+    # integer max pooling (the kernel's dispatch_numeric cases)
+    for T in (U8, I8, I16, I32, I64):
+        check_max_pool_int(
+            (2, 7, 8), 2, T, fails, ks=[3, 2], st=[2, 1], pd=[1, 1], dl=[1, 2], ceil=True
+        )
+    check_max_pool_int(
+        (1, 2, 5, 6, 4), 3, I32, fails, ks=[2, 3, 2], st=[2, 2, 1], pd=[1, 1, 0], dl=[1, 1, 1]
+    )
     # embedding
     for T in (F32, F16, BF16, F64):
         check_embedding(11, 5, (4, 6), T, -1, False, fails)

@@ -287,7 +287,7 @@ def test_small_ones_match_torch():
         assert str(ember.result_type(ea, eb)).split(".")[-1] == \
             str(torch.result_type(ta, tb)).split(".")[-1], (ta, tb)
     assert ember.positive(ember.tensor([-1.0])).tolist() == [-1.0]
-    with pytest.raises(TypeError, match="bool tensor"):
+    with pytest.raises(RuntimeError, match="bool tensor"):
         ember.positive(ember.tensor([True]))
     x = ember.tensor([0.5, -0.25])
     assert x.deg2rad_() is x and x.tolist() == pytest.approx([0.5 * math.pi / 180,
@@ -368,7 +368,7 @@ def test_quantile_gradient_and_errors():
         ember.quantile(ember.tensor([1, 2]), 0.5)
     with pytest.raises(RuntimeError, match=r"range \[0, 1\]"):
         ember.quantile(ember.tensor([1.0]), 1.5)
-    with pytest.raises(ValueError, match="interpolation must be one of"):
+    with pytest.raises(RuntimeError, match="interpolation must be one of"):
         ember.quantile(ember.tensor([1.0]), 0.5, interpolation="cubic")
 
 

@@ -552,8 +552,9 @@ def test_pool_errors():
         ember.avg_pool2d(ember.zeros(1, 4, 4), (2, 2, 2))
     with pytest.raises(RuntimeError, match="larger than the padded input"):
         ember.avg_pool1d(ember.zeros(1, 1, 3), 5)
-    with pytest.raises(ValueError, match="output_size must be positive"):
-        ember.adaptive_avg_pool2d(ember.zeros(1, 4, 4), (0, 2))
+    with pytest.raises(RuntimeError, match="output_size must be non-negative"):
+        ember.adaptive_avg_pool2d(ember.zeros(1, 4, 4), (-1, 2))
+    assert tuple(ember.adaptive_avg_pool2d(ember.zeros(1, 4, 4), (0, 2)).shape) == (1, 0, 2)
 
 
 # ---- normalization --------------------------------------------------------------------------

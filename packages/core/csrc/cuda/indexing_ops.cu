@@ -1035,7 +1035,8 @@ Tensor bincount(const Tensor& self, const Tensor& weights, int64_t minlength) {
   Tensor h = ix::host_as(self, ScalarType::Int64, op);
   const int64_t n = h->numel();
   const int64_t nbins = bincount_bins(h->data_as<int64_t>(), n, minlength, op);
-  ScalarType rdt = bincount_dtype(weights);
+  // Empty input: int64 zeros whatever the weights (PyTorch's result there).
+  ScalarType rdt = n == 0 ? ScalarType::Int64 : bincount_dtype(weights);
   Tensor out = empty(DimVector{nbins}, rdt, self->device());
   ix::zero(out);
   if (n == 0) return out;

@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 
 #include "core/dispatch.h"
 #include "cuda/cuda_registry.h"
@@ -91,6 +92,16 @@ __device__ __forceinline__ void visit_window(const Plan& p, const OutPos& o, con
   }
 }
 
+// Whether v is NaN (false for integers, without comparing an int with itself).
+template <class A>
+__device__ __forceinline__ bool is_nan_value(A v) {
+  if constexpr (std::is_floating_point_v<A>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
 template <class T>
 __global__ void max_pool_kernel(int64_t total, const T* __restrict__ x, T* __restrict__ out,
                                 int64_t* __restrict__ idx, Plan p) {
@@ -104,7 +115,7 @@ __global__ void max_pool_kernel(int64_t total, const T* __restrict__ x, T* __res
     int64_t arg = -1;
     visit_window(p, o, [&](int64_t i) {
       const A v = to_op<T>(xp[i]);
-      if (arg < 0 || v > best || v != v) {  // the first maximum; the last NaN wins
+      if (arg < 0 || v > best || is_nan_value(v)) {  // the first maximum; the last NaN wins
         best = v;
         arg = i;
       }
@@ -244,17 +255,39 @@ void scatter_grad(const Tensor& gi, const Tensor& g, const char* op, const F& la
   });
 }
 
+// Runs f(T()) for a floating or (non-bool) integer dtype dt.
+template <class F>
+void dispatch_numeric(ScalarType dt, const char* op, const F& f) {
+  switch (dt) {
+    case ScalarType::UInt8:
+      return f(uint8_t());
+    case ScalarType::Int8:
+      return f(int8_t());
+    case ScalarType::Int16:
+      return f(int16_t());
+    case ScalarType::Int32:
+      return f(int32_t());
+    case ScalarType::Int64:
+      return f(int64_t());
+    default:
+      return dispatch_float(dt, op, f);
+  }
+}
+
+// integers: whether integer input is taken (fixed windows, as the CPU and PyTorch's
+// max_pool2d/3d; adaptive max pooling is floating-only).
 std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, const Plan& p,
-                                        const DimVector& out_shape) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), Type, op, ": expected a floating-point input, got ",
-                   dtype_name(self->dtype()));
+                                        const DimVector& out_shape, bool integers) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()) || (integers && is_integral(self->dtype(), false)),
+                   DtypeNotImplemented, op, ": expected a floating-point",
+                   integers ? " or integer" : "", " input, got ", dtype_name(self->dtype()));
   DeviceGuard guard(ix::device_index(self));
   Tensor out = empty(out_shape, self->dtype(), self->device());
   Tensor idx = empty(out_shape, ScalarType::Int64, self->device());
   const int64_t total = out->numel();
   if (total == 0) return {out, idx};
   Tensor x = ix::contiguous(self, op);
-  dispatch_float(x->dtype(), op, [&](auto tag) {
+  dispatch_numeric(x->dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     max_pool_kernel<T><<<blocks_for(total), kBlockSize, 0, current_stream()>>>(
         total, x->data_as<T>(), out->data_as<T>(), idx->data_as<int64_t>(), p);
@@ -307,13 +340,13 @@ std::tuple<Tensor, Tensor> _max_pool(const Tensor& self, const DimVector& kernel
   DimVector out_shape;
   Plan p = fixed_plan("max_pool", self->sizes(), kernel_size, stride, padding, dilation, ceil_mode,
                       false, &out_shape);
-  return max_pool_run("max_pool", self, p, out_shape);
+  return max_pool_run("max_pool", self, p, out_shape, true);
 }
 
 std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVector& output_size) {
   DimVector out_shape;
   Plan p = adaptive_plan("adaptive_max_pool", self->sizes(), output_size, &out_shape);
-  return max_pool_run("adaptive_max_pool", self, p, out_shape);
+  return max_pool_run("adaptive_max_pool", self, p, out_shape, false);
 }
 
 Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,

@@ -10,11 +10,21 @@ TensorIterator& binary_iter(TensorIterator& it, const Tensor& self, const Tensor
   return it.add_output(out).add_input(self).add_input(other);
 }
 
+namespace {
+// The dtype whose range a real addcmul / addcdiv value must fit: float32 for float16 / bfloat16
+// (PyTorch computes them in float: a value of 1e10 gives inf, only one past float32's range is
+// refused), else the common dtype itself.
+ScalarType addc_value_dtype(const Scalar& value, ScalarType common) {
+  const bool low = common == ScalarType::Float16 || common == ScalarType::BFloat16;
+  return low && !value.is_complex() ? ScalarType::Float32 : common;
+}
+}  // namespace
+
 TensorIterator& addc_iter(TensorIterator& it, const Tensor& self, const Tensor& t1,
                           const Tensor& t2, const Scalar& value, const Tensor& out,
                           const char* op) {
   it.add_output(out).add_input(self).add_input(t1).add_input(t2).build();
-  check_scalar_fits(value, it.common_dtype(), op);
+  check_scalar_fits(value, addc_value_dtype(value, it.common_dtype()), op);
   return it;
 }
 

@@ -79,8 +79,9 @@ PoolDims adaptive_pool_dims(const char* op, const DimVector& sizes, const DimVec
                    shape_str(output_size));
   PoolDims p = input_dims(op, sizes, k);
   for (int64_t d = 0; d < k; ++d) {
-    EMBER_CHECK_KIND(output_size[d] > 0, Value, op, ": output_size must be positive, got ",
-                     shape_str(output_size));
+    // (a 0 size is an empty output, as PyTorch's)
+    EMBER_CHECK(output_size[d] >= 0, op, ": output_size must be non-negative, got ",
+                shape_str(output_size));
     p.out[3 - k + d] = output_size[d];
     p.out_shape.push_back(output_size[d]);
   }

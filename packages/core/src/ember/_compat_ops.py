@@ -361,6 +361,8 @@ def isin(elements: Tensor | float, test_elements: Tensor | float, *,
         test_elements = _C.tensor(test_elements, device=elements.device)
     dtype = _C.promote_types(elements.dtype, test_elements.dtype)
     test = test_elements.reshape(-1).to(dtype).sort().values
+    if test.is_floating_point():  # NaN matches nothing, and searchsorted steps past it to the end
+        test = test[~test.isnan()]
     e = elements.to(dtype)
     if test.numel() == 0:
         found = _C.zeros(_shape(elements), dtype=_C.bool, device=elements.device)
@@ -555,7 +557,7 @@ def positive(input: Tensor) -> Tensor:
     [-1.0]
     """
     if input.dtype == _C.bool:
-        raise TypeError("The `+` operator, on a bool tensor is not supported.")
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
     return input
 
 
@@ -689,6 +691,8 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
     if input.ndim > 2:
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an "
                            f"input with {input.ndim} dimensions")
+    if input.dtype == _C.bool:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
     x = _float_of(input)
     x = x.reshape(1, -1) if x.ndim < 2 else x
     real_dt = x.real.dtype if x.is_complex() else x.dtype  # weights and the norm are real
@@ -808,7 +812,7 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
     4.0
     """
     if x is not None and dx is not None:
-        raise RuntimeError("trapezoid: received both x and dx; pass only one")
+        raise TypeError("trapezoid: received both x and dx; pass only one")
     d = _trapezoid_dim("trapezoid", y, x, dim)
     n = y.shape[d]
     if n == 0:  # torch: zeros of y's own dtype (an integer y too)
@@ -830,7 +834,7 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
     [1.5, 4.0]
     """
     if x is not None and dx is not None:
-        raise RuntimeError("cumulative_trapezoid: received both x and dx; pass only one")
+        raise TypeError("cumulative_trapezoid: received both x and dx; pass only one")
     d = _trapezoid_dim("cumulative_trapezoid", y, x, dim)
     y = _trapezoid_operand(y, x)
     n = y.shape[d]
@@ -952,7 +956,7 @@ def _quantile(op: str, input: Tensor, q: Any, dim: int | None, keepdim: bool,
         raise RuntimeError(f"{op}() input tensor must be either float or double dtype, got "
                            f"{input.dtype}")
     if interpolation not in _INTERPOLATIONS:
-        raise ValueError(f"{op}() interpolation must be one of {', '.join(_INTERPOLATIONS)}. "
+        raise RuntimeError(f"{op}() interpolation must be one of {', '.join(_INTERPOLATIONS)}. "
                          f"Got '{interpolation}'")
     scalar_q = not isinstance(q, Tensor)
     qt = _C.tensor([float(q)] if scalar_q else q.tolist() if q.ndim else [q.item()],
@@ -1370,7 +1374,10 @@ def poisson(input: Tensor, generator: Any = None) -> Tensor:
     from ember.distributions._special import poisson as _poisson
 
     if not input.is_floating_point():
-        raise RuntimeError(f"poisson: expected a floating-point rate tensor, got {input.dtype}")
+        import ember
+
+        raise ember.DtypeNotImplementedError(  # (NotImplementedError, as PyTorch's)
+            f"poisson: expected a floating-point rate tensor, got {input.dtype}")
     if input.numel() and not bool((input >= 0).all()):  # nan too, as torch
         raise RuntimeError("poisson: invalid Poisson rate, expected rate to be non-negative")
     return _with_generator(generator, lambda: _poisson(input))
@@ -1667,8 +1674,14 @@ def ldexp(input: Tensor, other: Tensor) -> Tensor:
     """
     if not isinstance(other, Tensor):
         raise TypeError(f"ldexp(): expected other to be a Tensor, got {type(other).__name__}")
-    x = input.to(_float_result_type(input, other))
-    return x * _C.pow(_C.tensor(2.0, dtype=x.dtype, device=x.device), other.to(x.dtype))
+    # As PyTorch: 2 ** other rounded to other's own floating dtype (the default one for an
+    # integer other; so a float16 exponent rounds it), the result in the promoted float dtype.
+    dtype = _float_result_type(input, other)
+    pdt = other.dtype if other.is_floating_point() or other.is_complex() else \
+        _C.get_default_dtype()
+    p = _C.pow(_C.tensor(2.0, dtype=pdt, device=other.device), other)
+    r = input.to(dtype) * p
+    return r if r.dtype == dtype else r.to(dtype)
 
 
 def mvlgamma(input: Tensor, p: int) -> Tensor:

@@ -87,9 +87,9 @@ def svd_lowrank(A: Tensor, q: int | None = 6, niter: int = 2,
     """
     _check_matrix("svd_lowrank", A, complex_ok=True)
     q = 6 if q is None else int(q)
-    if q < 0 or niter < 0:
-        raise RuntimeError(f"svd_lowrank: q (={q}) and niter (={niter}) must be non-negative "
-                           f"integers")
+    if q < 0:
+        raise RuntimeError(f"svd_lowrank: q (={q}) must be a non-negative integer")
+    # (a negative niter is no power iteration, as PyTorch's range(niter))
     m, n = A.shape[-2], A.shape[-1]
     q = min(q, m, n)
     if M is not None:

@@ -65,8 +65,8 @@ def nextafter(input: Tensor, other: Tensor | float, *, out: Tensor | None = None
         other = _C.tensor(other, dtype=input.dtype if input.is_floating_point() else None)
     dtype = _ember().result_type(input, other)
     if not dtype.is_floating_point:
-        raise RuntimeError(f"nextafter: expected floating-point tensors, got {input.dtype} and "
-                           f"{other.dtype}")
+        raise _ember().DtypeNotImplementedError(  # (NotImplementedError, as PyTorch's)
+            f"nextafter: expected floating-point tensors, got {input.dtype} and {other.dtype}")
     x, y = _ember().broadcast_tensors(input.detach().to(dtype), other.detach().to(dtype))
     itype = _layout(dtype)[0]
     bits = x.contiguous().view(itype)

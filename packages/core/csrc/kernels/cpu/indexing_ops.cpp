@@ -802,10 +802,11 @@ Tensor bincount(const Tensor& self, const Tensor& weights, int64_t minlength) {
   const int64_t* p = x->data_as<int64_t>();
   const int64_t n = x->numel();
   const int64_t nbins = bincount_bins(p, n, minlength, op);
-  ScalarType rdt = bincount_dtype(weights);
+  // Empty input: int64 zeros whatever the weights (PyTorch's result there).
+  ScalarType rdt = n == 0 ? ScalarType::Int64 : bincount_dtype(weights);
   Tensor out = empty(DimVector{nbins}, rdt);
   std::memset(out->data(), 0, nbins * out->itemsize());
-  if (!weights) {
+  if (!weights || n == 0) {
     int64_t* w = out->data_as<int64_t>();
     for (int64_t i = 0; i < n; ++i) w[p[i]]++;
   } else if (rdt == ScalarType::Float32) {

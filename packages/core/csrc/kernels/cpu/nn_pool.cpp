@@ -151,6 +151,16 @@ inline V select_bits(bool take, V a, V b) {
   return out;
 }
 
+// Whether v is NaN (false for integers, without comparing an int with itself).
+template <class A>
+inline bool is_nan_value(A v) {
+  if constexpr (std::is_floating_point_v<A>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
 // The max of output (od, oh, ow)'s window of plane xp and its flat index: elements in window
 // order (the first maximum wins, and the last NaN, as torch).
 template <class T>
@@ -161,8 +171,12 @@ inline void max_window(const PoolPlan& p, const T* xp, int64_t od, int64_t oh, i
   int64_t arg = -1;
   visit_window(p, od, oh, ow, [&](int64_t i) {
     const A v = static_cast<A>(xp[i]);
-    const bool take = (arg < 0) | (v > best) | (v != v);
-    best = select_bits(take, v, best);
+    const bool take = (arg < 0) | (v > best) | is_nan_value(v);
+    if constexpr (sizeof(A) == 4 || sizeof(A) == 8) {
+      best = select_bits(take, v, best);
+    } else if (take) {  // int8 / int16 / uint8
+      best = v;
+    }
     arg = select_bits(take, i, arg);
   });
   *out = static_cast<T>(best);
@@ -251,14 +265,18 @@ bool max_pool_rows_fast(const PoolPlan& p, const T* px, T* po, int64_t* pi) {
   }
 }
 
-std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, const PoolPlan& p) {
-  EMBER_CHECK_KIND(is_floating(self->dtype()), DtypeNotImplemented, op,
-                   ": expected a floating-point input, got ", dtype_name(self->dtype()));
+// integers: whether integer input is taken (fixed windows, as PyTorch's max_pool2d/3d; its
+// adaptive max pooling is floating-only).
+std::tuple<Tensor, Tensor> max_pool_run(const char* op, const Tensor& self, const PoolPlan& p,
+                                        bool integers) {
+  EMBER_CHECK_KIND(is_floating(self->dtype()) || (integers && is_integral(self->dtype(), false)),
+                   DtypeNotImplemented, op, ": expected a floating-point",
+                   integers ? " or integer" : "", " input, got ", dtype_name(self->dtype()));
   Tensor x = nn::contig(self);
   Tensor out = ember::empty(p.out_shape, x->dtype(), x->device());
   Tensor idx = ember::empty(p.out_shape, ScalarType::Int64, x->device());
   if (out->numel() == 0) return {out, idx};
-  EMBER_DISPATCH_FLOAT(x->dtype(), op, [&] {
+  EMBER_DISPATCH_NUMERIC(x->dtype(), op, [&] {
     using T = scalar_t;
     const T* px = x->data_as<T>();
     T* po = out->data_as<T>();
@@ -567,12 +585,12 @@ std::tuple<Tensor, Tensor> _max_pool(const Tensor& self, const DimVector& kernel
                                      const DimVector& dilation, bool ceil_mode) {
   PoolPlan p = fixed_plan("max_pool", self->sizes(), kernel_size, stride, padding, dilation,
                           ceil_mode, false);
-  return max_pool_run("max_pool", self, p);
+  return max_pool_run("max_pool", self, p, true);
 }
 
 std::tuple<Tensor, Tensor> _adaptive_max_pool(const Tensor& self, const DimVector& output_size) {
   PoolPlan p = adaptive_plan("adaptive_max_pool", self->sizes(), output_size, self->dtype());
-  return max_pool_run("adaptive_max_pool", self, p);
+  return max_pool_run("adaptive_max_pool", self, p, false);
 }
 
 Tensor _max_pool_backward(const Tensor& grad_output, const Tensor& indices,

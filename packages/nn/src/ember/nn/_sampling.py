@@ -47,7 +47,7 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
                          f"{theta.dtype}")
     size = list(size)
     if len(size) not in (4, 5):
-        raise ValueError(f"affine_grid: only 2-D and 3-D grids are supported: size must be "
+        raise NotImplementedError(f"affine_grid: only 2-D and 3-D grids are supported: size must be "
                          f"(N, C, H, W) or (N, C, D, H, W), got {tuple(size)}")
     nd = len(size) - 2
     n = size[0]

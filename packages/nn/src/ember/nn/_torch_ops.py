@@ -1,6 +1,7 @@
 """The nn operators PyTorch exposes at the top level (``torch.lstm_cell``, ``torch.ctc_loss``,
 ``torch.batch_norm_stats`` ...), with PyTorch's positional signatures: losses take ``reduction``
-as an int (0 none, 1 mean, 2 sum), samplers take their modes as ints, ``torch.lstm`` takes a flat
+as an int (0 none, 1 mean, 2 sum; none by default, as PyTorch's top-level losses give, unlike
+``F``'s "mean"), samplers take their modes as ints, ``torch.lstm`` takes a flat
 parameter list. ``ember.<name>`` loads them from here on first use.
 
 * losses: ``cosine_embedding_loss``, ``hinge_embedding_loss``, ``margin_ranking_loss``,
@@ -61,7 +62,7 @@ def _reduction(op: str, reduction: Any) -> str:
 
 # ---- losses -------------------------------------------------------------------------------------
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
-                          reduction: int = 1) -> Tensor:
+                          reduction: int = 0) -> Tensor:
     """``F.cosine_embedding_loss`` with ``reduction`` as an int.
 
     >>> import ember
@@ -74,7 +75,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
 
 
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
-                         reduction: int = 1) -> Tensor:
+                         reduction: int = 0) -> Tensor:
     """``F.hinge_embedding_loss`` with ``reduction`` as an int.
 
     >>> import ember
@@ -86,7 +87,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
 
 
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
-                        reduction: int = 1) -> Tensor:
+                        reduction: int = 0) -> Tensor:
     """``F.margin_ranking_loss`` with ``reduction`` as an int.
 
     >>> import ember
@@ -99,7 +100,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
 
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
                         p: float = 2.0, eps: float = 1e-6, swap: bool = False,
-                        reduction: int = 1) -> Tensor:
+                        reduction: int = 0) -> Tensor:
     """``F.triplet_margin_loss`` with ``reduction`` as an int.
 
     >>> import ember
@@ -124,7 +125,7 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool, full: bool,
 
 
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any,
-             blank: int = 0, reduction: int = 1, zero_infinity: bool = False) -> Tensor:
+             blank: int = 0, reduction: int = 0, zero_infinity: bool = False) -> Tensor:
     """``F.ctc_loss`` with ``reduction`` as an int (lengths as lists or tensors).
 
     >>> import ember

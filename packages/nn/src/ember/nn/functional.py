@@ -204,7 +204,8 @@ def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """``x`` for x > 0, else ``weight * x``; weight has 1 or C (= input.shape[1]) elements.
+    """``x`` for x > 0, else ``weight * x``; weight has 1 or C (= input.shape[1], 1 for input of
+    fewer than 2 dims) elements.
 
     >>> import ember
     >>> prelu(ember.tensor([-2.0, 2.0]), ember.tensor([0.25])).tolist()
@@ -215,11 +216,12 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     if weight.ndim > 1:
         raise RuntimeError(f"prelu: weight must be 0-D or 1-D, got shape {_shape(weight)}")
     if n != 1:
-        channels = input.shape[1] if input.ndim >= 2 else (input.shape[0] if input.ndim == 1 else 1)
+        channels = input.shape[1] if input.ndim >= 2 else 1  # (a 1-D input is one channel)
         if n != channels:
+            where = "dim 1" if input.ndim >= 2 else "an input of fewer than 2 dims is one channel"
             raise RuntimeError(
                 f"prelu: weight has {n} elements but the input of shape {_shape(input)} has "
-                f"{channels} channels (dim 1); expected 1 or {channels} weights"
+                f"{channels} channels ({where}); expected 1 or {channels} weights"
             )
         if input.ndim >= 2:
             weight = weight.reshape([n] + [1] * (input.ndim - 2))
@@ -353,17 +355,24 @@ def hardtanh(
     >>> hardtanh(ember.tensor([-3.0, 0.5, 3.0])).tolist()
     [-1.0, 0.5, 1.0]
     """
-    if min_val > max_val:
-        raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
-    _require_tensors("hardtanh", input=input)
+    if min_val > max_val:  # (a NaN bound passes, as in PyTorch)
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val "
+                         f"({max_val})")
+    return _hardtanh("hardtanh", input, min_val, max_val, inplace)
+
+
+def _hardtanh(op: str, input: Tensor, min_val: float, max_val: float, inplace: bool) -> Tensor:
+    _require_tensors(op, input=input)
     if _is_integral(input):
-        return _integer_hardtanh("hardtanh", input, min_val, max_val, inplace)
+        return _integer_hardtanh(op, input, min_val, max_val, inplace)
+    if not min_val <= max_val:  # a NaN bound (or hardtanh_'s crossed bounds): clamp's values
+        return input.clamp_(min_val, max_val) if inplace else input.clamp(min_val, max_val)
     return input.hardtanh_(min_val, max_val) if inplace else _C.hardtanh(input, min_val, max_val)
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-    """In-place :func:`hardtanh`."""
-    return hardtanh(input, min_val, max_val, inplace=True)
+    """In-place :func:`hardtanh`; like PyTorch's, it takes crossed bounds (max_val wins)."""
+    return _hardtanh("hardtanh_", input, min_val, max_val, True)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
@@ -455,8 +464,13 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     >>> softshrink(ember.tensor([1.0, 0.2, -1.0])).tolist()
     [0.5, 0.0, -0.5]
     """
-    if lambd < 0:
-        raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
+    if not input.is_floating_point():
+        raise ember.DtypeNotImplementedError(
+            f"softshrink: expected a floating-point input, got {input.dtype}")
+    top = ember.finfo(input.dtype).max
+    if not 0 <= lambd <= top:  # (NaN too; RuntimeError, as PyTorch's)
+        raise RuntimeError(f"softshrink: lambd must be in [0, {top}] for input dtype "
+                           f"{input.dtype}, got {lambd}")
     # x * 0 inside the band: a signed zero, and NaN passes through as in torch
     inside = input * 0
     return ember.where(input > lambd, input - lambd,
@@ -528,8 +542,7 @@ def gumbel_softmax(
         raise TypeError(f"gumbel_softmax: logits must be a Tensor, got {type(logits).__name__}")
     if not logits.is_floating_point():
         raise TypeError(f"gumbel_softmax: logits must be floating point, got {logits.dtype}")
-    if tau <= 0:
-        raise ValueError(f"gumbel_softmax: tau must be positive, got {tau}")
+    # (PyTorch takes any tau: a negative one favours the least likely class)
     # -log(Exp(1)) is standard Gumbel
     gumbels = -ember.empty_like(logits).exponential_().log()
     y_soft = ((logits + gumbels) / tau).softmax(dim)
@@ -565,8 +578,11 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
     >>> rrelu(ember.tensor([-1.0, 2.0]), 0.5, 0.5).tolist()
     [-0.5, 2.0]
     """
+    # RuntimeError as PyTorch's (and NaN or infinite bounds are refused too)
+    if not (math.isfinite(lower) and math.isfinite(upper)):
+        raise RuntimeError(f"rrelu: lower ({lower}) and upper ({upper}) must be finite")
     if lower > upper:
-        raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
+        raise RuntimeError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
     if not training:  # the mean slope: leaky_relu (in place: one kernel writing into input)
         if inplace:
             return input.leaky_relu_((lower + upper) / 2)
@@ -1379,8 +1395,11 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
     >>> [round(v, 4) for v in instance_norm(ember.tensor([[[1.0, 3.0]]])).flatten().tolist()]
     [-1.0, 1.0]
     """
-    if input.ndim < 3:
-        raise RuntimeError(
+    if input.ndim == 2 and not use_input_stats:  # (N, C) with running stats: PyTorch takes it
+        return instance_norm(input.unsqueeze(-1), running_mean, running_var, weight, bias, False,
+                             momentum, eps).squeeze(-1)
+    if input.ndim < 3:  # (ValueError with batch statistics: no spatial element, as PyTorch)
+        raise (ValueError if use_input_stats else RuntimeError)(
             f"instance_norm: expected input of shape (N, C, *spatial), got shape {_shape(input)}"
         )
     if use_input_stats:
@@ -1444,6 +1463,15 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     return _inplace_result(input, out) if inplace and training else out
 
 
+def _feature_mask(op: str, x: Tensor, p: float, training: bool) -> Tensor:
+    """feature_dropout of x; an integer x that a real mask would scale is refused (the scaled
+    values are not integers; PyTorch refuses too), eval mode, p == 0 and p == 1 pass."""
+    if training and 0 < p < 1 and not (x.is_floating_point() or x.is_complex()):
+        raise ember.DtypeNotImplementedError(
+            f"{op}: expected a floating-point input when training, got {x.dtype}")
+    return _C.feature_dropout(x, p, training)
+
+
 def _feature_dropout(op: str, nd: int, input: Tensor, p: float, training: bool,
                      inplace: bool) -> Tensor:
     _validate_p(op, p)
@@ -1456,7 +1484,7 @@ def _feature_dropout(op: str, nd: int, input: Tensor, p: float, training: bool,
     if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
         return input
     x = input if batched else input.unsqueeze(0)
-    out = _C.feature_dropout(x, p, training)
+    out = _feature_mask(op, x, p, training)
     if not batched:
         out = out.squeeze(0)
     return _inplace_result(input, out) if inplace and training else out
@@ -1508,7 +1536,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
                       f"are masked as (N, C)", UserWarning, stacklevel=2)
     if input.numel() == 0:  # torch returns an empty input itself (an integer one too)
         return input
-    out = _C.feature_dropout(input, p, training)
+    out = _feature_mask("dropout2d", input, p, training)
     return _inplace_result(input, out) if inplace and training else out
 
 
@@ -1537,7 +1565,7 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
         raise RuntimeError("dropout3d: feature dropout requires at least 2 dimensions in the "
                            "input, got shape () (read as unbatched (1,))")
     else:
-        out = _C.feature_dropout(input.unsqueeze(0), p, training).squeeze(0)
+        out = _feature_mask("dropout3d", input.unsqueeze(0), p, training).squeeze(0)
     return _inplace_result(input, out) if inplace else out
 
 
@@ -1949,6 +1977,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
             raise ValueError(
                 "interpolate: recompute_scale_factor is not meaningful with an explicit size."
             )
+        if isinstance(size, (list, tuple)) and len(size) != nd:  # (one int is every dim's)
+            raise ValueError(f"interpolate: size must have {nd} values (one per spatial dim) for "
+                             f"input {_shape(input)}, got {list(size)}")
         out_sizes = _tuple(size, nd, "size", "interpolate")
         scales = [None] * nd
     else:
@@ -2119,8 +2150,10 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     if input.ndim < 3:
         raise RuntimeError(f"channel_shuffle: expected an input of at least 3 dims (N, C, *), "
                            f"got shape {_shape(input)}")
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
-        raise ValueError(f"channel_shuffle: groups must be a positive int, got {groups!r}")
+    if isinstance(groups, bool) or not isinstance(groups, int):
+        raise TypeError(f"channel_shuffle: groups must be an int, got {type(groups).__name__}")
+    if groups <= 0:
+        raise RuntimeError(f"channel_shuffle: groups must be positive, got {groups}")
     n, c, *rest = _shape(input)
     if c % groups != 0:
         raise RuntimeError(f"channel_shuffle: number of channels ({c}) must be divisible by "
@@ -2401,7 +2434,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("smooth_l1_loss", reduction)
-    if beta < 0:
+    if not beta >= 0:  # (NaN too)
         raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
     input, target = _regression_operands(input, target)
@@ -2481,6 +2514,10 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
             "divergence's definition",
             stacklevel=2,
         )
+    if not (input.is_floating_point() or input.is_complex()) or \
+            not (target.is_floating_point() or target.is_complex()):
+        raise RuntimeError(f"kl_div: integral inputs are not supported (input {input.dtype}, "
+                           f"target {target.dtype})")
     out = _C.kl_div(input, target, red, log_target=log_target)
     if legacy and reduction == "batchmean" and input.ndim != 0:
         # PyTorch's rule: the legacy flags pick the reduction, and a 'batchmean' given next to
@@ -2564,9 +2601,9 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("cosine_embedding_loss", reduction)
-    if input1.ndim not in (1, 2) or _shape(input1) != _shape(input2):
+    if input1.ndim not in (1, 2) or input1.ndim != input2.ndim:  # (their shapes broadcast)
         raise RuntimeError(
-            f"cosine_embedding_loss: expected input1 and input2 of the same 1-D or 2-D shape, "
+            f"cosine_embedding_loss: expected input1 and input2 both 1-D or both 2-D, "
             f"got {_shape(input1)} and {_shape(input2)}"
         )
     if target.ndim != input1.ndim - 1:
