@@ -37,7 +37,7 @@ from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck  #
 def _as_list(x) -> list:
     if x is None:
         return []
-    if isinstance(x, Tensor):
+    if isinstance(x, (Tensor, graph.GradientEdge)):
         return [x]
     return list(x)
 
@@ -119,7 +119,7 @@ def backward(
     keep = create_graph if retain_graph is None else retain_graph
     if inputs is not None and not _as_list(inputs):
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
-    ins = _as_list(inputs)
+    ins = graph._resolve_inputs(_as_list(inputs))
     with graph._graph_task(outs, ins):
         if not _sparse_seen:
             _C._run_backward(outs, grads, keep, create_graph, ins, True, True)
@@ -159,7 +159,7 @@ def grad(
                       "To accumulate gradient for other parts of the graph, please use "
                       "ember.autograd.backward.", FutureWarning, stacklevel=2)
     outs = _as_list(outputs)
-    ins = _as_list(inputs)
+    ins = graph._resolve_inputs(_as_list(inputs))
     grads = _as_list(grad_outputs) or [None] * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(f"grad: got {len(outs)} outputs but {len(grads)} grad_outputs")
