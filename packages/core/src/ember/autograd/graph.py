@@ -326,8 +326,10 @@ def allow_mutation_on_saved_tensors() -> Iterator[_AllowMutationOnSavedContext]:
 
     def unpack(sid: int) -> Tensor:
         if ctx.closed:
-            raise RuntimeError("Trying to backward outside of the 'allow_mutation_on_saved_tensors' "
-                               "context in which the graph was originally recorded.")
+            # (AssertionError, as PyTorch raises)
+            raise AssertionError("Trying to backward outside of the "
+                                 "'allow_mutation_on_saved_tensors' context in which the graph "
+                                 "was originally recorded.")
         copy = ctx.cloned.get(sid)
         if copy is None:
             return ctx.original[sid]
