@@ -223,6 +223,55 @@ def test_selective_checkpoint_with_rng_matches_plain():
     np.testing.assert_allclose(g.numpy(), x.grad.numpy(), rtol=1e-6)
 
 
+def _attention_block(M, x, w):
+    F = M.nn.functional
+    h = x @ w  # (B, H, L, E) @ (E, E)
+    a = F.scaled_dot_product_attention(h, h, h, is_causal=True)
+    return M.tanh(a).sum(-1)
+
+
+def _attention_run(M, mod, Count, policy):
+    rng = np.random.default_rng(3)
+    x = M.tensor(rng.standard_normal((1, 2, 5, 8)).astype(np.float64), requires_grad=True)
+    w = M.tensor(rng.standard_normal((8, 8)).astype(np.float64), requires_grad=True)
+    kwargs = {} if policy is None else {
+        "context_fn": functools.partial(mod.create_selective_checkpoint_contexts, policy)}
+    out = mod.checkpoint(_attention_block, M, x, w, use_reentrant=False, **kwargs)
+    with Count() as c:
+        out.sum().backward()
+    x2 = x.detach().clone().requires_grad_(True)
+    w2 = w.detach().clone().requires_grad_(True)
+    _attention_block(M, x2, w2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-10, atol=1e-12)
+    return sum(n for op, n in c.counts.items() if op.startswith("_scaled_dot_product")
+               and "backward" not in op)
+
+
+def test_policy_naming_torchs_attention_kernels_saves_embers():
+    # a policy written for PyTorch (torchtitan's list) names its flash / efficient kernels;
+    # ember's fused kernel is equal to each of them
+    aten = ember.ops.aten
+    save = [aten._scaled_dot_product_flash_attention.default,
+            aten._scaled_dot_product_efficient_attention.default,
+            aten._scaled_dot_product_cudnn_attention.default]
+
+    def policy(ctx, op, *args, **kwargs):
+        if op in save:
+            return ec.CheckpointPolicy.MUST_SAVE
+        return ec.CheckpointPolicy.PREFER_RECOMPUTE
+
+    assert _attention_run(ember, ec, _Count, None) == 1  # recomputed
+    assert _attention_run(ember, ec, _Count, policy) == 0  # saved
+    if torch is not None:
+        taten = torch.ops.aten
+        tsave = [taten._scaled_dot_product_flash_attention_for_cpu.default,
+                 taten._scaled_dot_product_flash_attention.default,
+                 taten._scaled_dot_product_efficient_attention.default]
+        assert _attention_run(torch, tc, _TorchCount, None) == 1
+        assert _attention_run(torch, tc, _TorchCount, tsave) == 0
+
+
 # ---- the other public names ---------------------------------------------------------------------
 
 @needs_torch

@@ -811,6 +811,16 @@ class _BuiltinOp:
         return hash(("aten", self.__name__))
 
 
+# PyTorch's fused attention kernels, for which ember has one (the op scaled_dot_product_attention
+# dispatches): a selective-checkpoint policy listing any of them matches ember's.
+_ATEN_ALIASES = {
+    "_scaled_dot_product_flash_attention": "_scaled_dot_product_fused_attention",
+    "_scaled_dot_product_efficient_attention": "_scaled_dot_product_fused_attention",
+    "_scaled_dot_product_cudnn_attention": "_scaled_dot_product_fused_attention",
+    "_scaled_dot_product_flash_attention_for_cpu": "_scaled_dot_product_fused_attention",
+}
+
+
 class _AtenNamespace:
     """``ember.ops.aten``: ember's built-in ops by their ATen names (``aten.add.Tensor`` and other
     overload names select the same op)."""
@@ -818,6 +828,7 @@ class _AtenNamespace:
     def __getattr__(self, op: str) -> Any:
         if op.startswith("__"):
             raise AttributeError(op)
+        op = _ATEN_ALIASES.get(op, op)
         fn = getattr(_C, op, None)
         if fn is None or not callable(fn) or isinstance(fn, type):
             fn = getattr(ember, op, None)
