@@ -12,6 +12,10 @@ Two strategies, as in PyTorch:
   whose backward re-runs it with grad enabled and back-propagates through it (a backward inside
   the backward). Only positional arguments; gradients reach the leaves through ``.grad``.
 
+Selective activation checkpointing (``context_fn=functools.partial(
+create_selective_checkpoint_contexts, policy)``, non-reentrant only) keeps the outputs of the
+ops the policy names from the forward pass, so the recomputation does not run those ops again.
+
 >>> import ember
 >>> from ember.utils.checkpoint import checkpoint
 >>> x = ember.ones(3, requires_grad=True)
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import threading
 import warnings
 from collections import defaultdict
 from typing import Any, Callable, ContextManager, Iterable, Iterator
@@ -38,7 +43,7 @@ __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "Checkpoint
            "check_backward_validity", "detach_variable", "get_device_states", "set_device_states",
            "noop_context_fn", "set_checkpoint_early_stop", "DefaultDeviceType",
            "set_checkpoint_debug_enabled", "CheckpointPolicy", "SelectiveCheckpointContext",
-           "create_selective_checkpoint_contexts", "SAC_IGNORED_OPS"]
+           "create_selective_checkpoint_contexts", "SAC_IGNORED_OPS", "GraphExecGroup"]
 
 
 class CheckpointError(RuntimeError):
@@ -375,6 +380,34 @@ def set_checkpoint_early_stop(enable: bool) -> Iterator[None]:
         yield
     finally:
         _enable_checkpoint_early_stop = prev
+
+
+_group_state = threading.local()
+
+
+class GraphExecGroup:
+    """Backward calls under one instance of this context manager recompute each checkpointed
+    (non-reentrant) region at most once, even across several backward calls; the calls must
+    use disjoint saved activations. Groups do not nest.
+
+    ember keeps the recomputed tensors a backward call did not use until a later call needs
+    them, so it recomputes a region once for such disjoint calls with or without a group.
+    """
+
+    def __enter__(self) -> GraphExecGroup:
+        current = getattr(_group_state, "group", None)
+        if current is not None:
+            raise RuntimeError(f"GraphExecGroup contexts cannot be nested. Already inside group "
+                               f"{current}")
+        _group_state.group = self
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        _group_state.group = None
+
+    @classmethod
+    def _get_current_group(cls) -> GraphExecGroup | None:
+        return getattr(_group_state, "group", None)
 
 
 # ---- selective activation checkpointing ----------------------------------------------------------
