@@ -158,6 +158,31 @@ def test_can_use_queries_on_cpu_tensors():
         assert tcuda.can_use_efficient_attention(tp) is False
 
 
+@pytest.mark.skipif(not ember.cuda.is_available(), reason="needs a CUDA device")
+def test_can_use_queries_on_cuda_agree_with_what_sdpa_runs():
+    F = ember.nn.functional
+    q = ember.randn(1, 2, 4, 8, device="cuda", dtype=ember.float16)
+    big = ember.randn(1, 2, 4, 512, device="cuda", dtype=ember.float16)
+    cases = [(q, 0.0, True), (q, 0.1, False), (big, 0.0, False), (q.float(), 0.0, True),
+             (q.to(ember.int64), 0.0, False)]
+    ecuda.enable_math_sdp(False)
+    try:
+        for t, p_drop, expect in cases:
+            p = ecuda.SDPAParams(t, t, t, None, p_drop, False, False)
+            assert ecuda.can_use_flash_attention(p) is expect
+            assert ecuda.can_use_efficient_attention(p) is expect
+            try:
+                F.scaled_dot_product_attention(t, t, t, dropout_p=p_drop)
+                ran = True
+            except RuntimeError:
+                ran = False
+            assert ran is expect
+    finally:
+        ecuda.enable_math_sdp(True)
+    assert ecuda.is_flash_attention_available()
+    assert ecuda.cufft_plan_cache[0].size == 0 and ecuda.cufft_plan_cache.size == 0
+
+
 def test_can_use_respects_the_switches():
     q = ember.ones(1, 2, 4, 8)
     p = ecuda.SDPAParams(q, q, q, None, 0.0, False, False)
