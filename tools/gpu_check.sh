@@ -74,6 +74,12 @@ if s: out.append(os.path.join(os.path.dirname(s.origin), 'lib'))
 print(':'.join(d for d in out if os.path.isdir(d)))")
 export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 imports() { PYTHONPATH=$1/site${PYTHONPATH:+:$PYTHONPATH} python3 -c "import ember, ember._C_cuda" >>"$out/build.log" 2>&1; }
+# A prebuilt of other sources (the tree changed since it was made) is not used.
+if [ -n "${PREBUILT:-}" ] && [ "$(cat "$PREBUILT/SOURCES" 2>/dev/null)" != \
+    "$(bash tools/build_inputs_hash.sh)" ]; then
+  say "- build: the prebuilt $PREBUILT was made from other sources; building here"
+  PREBUILT=
+fi
 if [[ " $phases " == *" build "* ]]; then
   b0=$(date +%s)
   if [ -n "${PREBUILT:-}" ] && ls "$PREBUILT"/_C_cuda*.so >/dev/null 2>&1 &&

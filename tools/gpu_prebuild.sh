@@ -18,6 +18,7 @@ rm -rf "$dest" && mkdir -p "$dest/generated"
 cp "$work"/_C*.so "$work"/libember_engine.so "$dest/"
 cp "$work"/generated/_C.pyi "$work"/generated/ops.h "$work"/generated/frontend_ops.h "$dest/generated/"
 strip --strip-unneeded "$dest"/*.so
+bash "$root/tools/build_inputs_hash.sh" >"$dest/SOURCES"  # gpu_check.sh uses it only for these
 du -sh "$dest"
 mkdir -p "$root/.gpucarry"
 (cd "$root" && tar -cf - build/gpu-prebuilt | xz -T2 -6 >.gpucarry/prebuilt.tar.xz)

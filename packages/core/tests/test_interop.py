@@ -396,3 +396,35 @@ def test_numpy_refuses_a_tensor_that_requires_grad_as_torch_does():
     with pytest.raises(RuntimeError) as te:
         torch.ones(3, requires_grad=True).numpy()
     assert str(te.value) == msg
+
+
+# ---- tensors of other frameworks (a torch.Tensor from torchvision, say) -----------------------
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "bool", "int64"])
+def test_foreign_tensors_to_ember_keep_dtype_and_values(dtype):
+    torch = pytest.importorskip("torch")
+    src = torch.arange(6).reshape(2, 3).to(getattr(torch, dtype))
+    for make in (ember.tensor, ember.as_tensor, ember.asarray):
+        t = make(src)
+        assert isinstance(t, ember.Tensor) and str(t.dtype) == f"ember.{dtype}"
+        assert t.tolist() == src.tolist()
+    zero_d = torch.tensor(3, dtype=getattr(torch, dtype))
+    assert str(ember.tensor(zero_d).dtype) == f"ember.{dtype}" and ember.tensor(zero_d).ndim == 0
+
+
+def test_foreign_tensors_copy_or_share_as_asked():
+    torch = pytest.importorskip("torch")
+    src = torch.zeros(3)
+    shared, copied = ember.as_tensor(src), ember.tensor(src, dtype=ember.float64)
+    src[0] = 5.0
+    assert shared[0].item() == 5.0 and copied[0].item() == 0.0 and copied.dtype == ember.float64
+    g = ember.tensor(torch.ones(2, requires_grad=True), requires_grad=True)
+    assert g.requires_grad and g.is_leaf
+    assert not ember.as_tensor(torch.ones(2, requires_grad=True)).requires_grad
+
+
+def test_a_foreign_tensor_passed_to_an_op_is_named_in_the_error():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"argument 'input' must be a Tensor, not torch\.Tensor "
+                                        r"\(another framework's tensor: convert it with "
+                                        r"ember\.as_tensor"):
+        ember.nn.functional.linear(torch.ones(2, 3), ember.ones(2, 3))

@@ -9,6 +9,7 @@ import gc
 import io
 import pickle
 import weakref
+import zlib
 
 import ember
 import pytest
@@ -162,3 +163,33 @@ def test_same_behaviour_as_torch():
         t.a = 1
         c = copy.deepcopy(t)
         assert (c.a, (t + 1).__dict__, pickle.loads(pickle.dumps(t)).a) == (1, {}, 1)
+
+
+def _forged(state_node):
+    """A checkpoint of one tensor whose attribute node is replaced by state_node."""
+    import json
+    import struct
+
+    t = ember.ones(1)
+    t.a = 1
+    buf = io.BytesIO()
+    ember.save(t, buf)
+    data = bytearray(buf.getvalue())
+    hoff, hlen = struct.unpack_from("<QQ", data, 16)
+    header = json.loads(bytes(data[hoff:hoff + hlen]))
+    header["tensors"][0]["state"] = state_node
+    raw = json.dumps(header).encode()
+    data = data[:hoff] + raw
+    struct.pack_into("<QQ", data, 16, hoff, len(raw))
+    struct.pack_into("<I", data, 12, zlib.crc32(raw))
+    return io.BytesIO(bytes(data))
+
+
+@pytest.mark.parametrize("node,what", [
+    ([1, 2], "malformed"),
+    ({"$dict": [["__class__", 1]]}, "weights-only loading refuses"),
+    ({"$dict": [["not an identifier", 1]]}, "attribute named"),
+])
+def test_forged_attributes_are_refused(node, what):
+    with pytest.raises(ember.serialization.CheckpointError, match=what):
+        ember.load(_forged(node))

@@ -5,6 +5,7 @@ assignment)."""
 from __future__ import annotations
 
 import copy
+import io
 import pickle
 import warnings
 
@@ -151,3 +152,17 @@ def test_replace_all_batch_norm_modules_then_per_sample_grads_match_torch():
     want = per_sample(torch)
     for k in want:
         np.testing.assert_allclose(got[k].numpy(), want[k].numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_buffer_is_a_marked_plain_tensor_as_in_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (ember, torch):
+        b = lib.nn.Buffer(lib.ones(2), persistent=False)
+        assert type(b) is lib.Tensor and isinstance(b, lib.nn.Buffer)
+        assert b.__dict__ == {"persistent": False, "_is_buffer": True}
+        assert not isinstance(lib.ones(2), lib.nn.Buffer)
+        assert isinstance(_buffer_module(lib).bias, lib.nn.Buffer)
+    buf = io.BytesIO()
+    ember.save({"b": nn.Buffer(ember.ones(2))}, buf)  # plain tensor plus attributes
+    buf.seek(0)
+    assert isinstance(ember.load(buf)["b"], nn.Buffer)

@@ -414,6 +414,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = std::move(grads[0]);
   if (!g) return {};
   AutogradMeta& m = materialize_meta(variable);
+  if (m.grad_dtype && g->dtype() != *m.grad_dtype) g = ops::_to_dtype(g, *m.grad_dtype, false);
   // Atomic per leaf: concurrent backward passes (through this node or another AccumulateGrad of
   // the same leaf) each add their whole gradient.
   {

@@ -38,6 +38,10 @@ struct AutogradMeta {
   std::weak_ptr<autograd::Node> grad_accumulator;
   uint32_t output_nr = 0;
   std::unique_ptr<autograd::LeafHooks> leaf_hooks;  // hooks of a leaf; null until registered
+  // Tensor.grad_dtype of a leaf: what .grad holds, incoming gradients cast to it. Unset: the
+  // tensor's own dtype; grad_dtype_any (Python None): whatever dtype arrives.
+  std::optional<ScalarType> grad_dtype;
+  bool grad_dtype_any = false;
   // Forward-mode AD (forward_ad.h): the tangent per live dual level; an undefined tensor marks
   // "no tangent here" (so a primal from unpack_dual doesn't inherit its base's).
   std::vector<std::pair<int64_t, Tensor>> fw_grads;

@@ -9,6 +9,10 @@ namespace ember {
 
 using autograd::Node;
 
+constexpr const char* kGradDtypeAdvice =
+    "The gradient must match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
+    "set the tensor's grad_dtype attribute with a specific dtype, or None to allow any dtype.";
+
 void bind_autograd(py::module_& m, TensorClass& cls) {
   NodeClass node_cls(m, "Node");
   node_cls.def("name", &Node::name)
@@ -88,14 +92,46 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
               EMBER_CHECK((*g)->sizes() == t->sizes(),
                           "assigned grad has data of a different size (", shape_str((*g)->sizes()),
                           " vs ", shape_str(t->sizes()), ")");
-              EMBER_CHECK_KIND((*g)->dtype() == t->dtype(), Type,
-                               "assigned grad has data of a different type (",
-                               dtype_name((*g)->dtype()), " vs ", dtype_name(t->dtype()), ")");
+              AutogradMeta* am = autograd::meta(t);
+              if (!am || !am->grad_dtype_any) {
+                ScalarType want = am && am->grad_dtype ? *am->grad_dtype : t->dtype();
+                EMBER_CHECK((*g)->dtype() == want, "attempting to assign a gradient with dtype '",
+                            dtype_name((*g)->dtype()), "' to a tensor with grad_dtype '",
+                            dtype_name(want), "'. ", kGradDtypeAdvice);
+              }
               autograd::materialize_meta(t).grad = *g;
             } else if (AutogradMeta* am = autograd::meta(t)) {
               am->grad.reset();
             }
           })
+      .def_property(
+          "grad_dtype",
+          [](const Tensor& t) -> py::object {
+            EMBER_CHECK(autograd::is_leaf(t), "grad_dtype can only be accessed on leaf tensors.");
+            AutogradMeta* am = autograd::meta(t);
+            if (am && am->grad_dtype_any) return py::none();
+            return py::reinterpret_borrow<py::object>(
+                dtype_object(am && am->grad_dtype ? *am->grad_dtype : t->dtype()));
+          },
+          [](const Tensor& t, py::object dt) {
+            EMBER_CHECK(autograd::is_leaf(t), "grad_dtype can only be set on leaf tensors.");
+            ScalarType want = t->dtype();
+            const bool is_dtype = Py_TYPE(dt.ptr()) == Py_TYPE(dtype_object(ScalarType::Float32));
+            if (!dt.is_none() && (!is_dtype || !dtype_from_object(dt.ptr(), &want)))
+              EMBER_FAIL(Runtime, "grad_dtype must be a ember.dtype or None, but got ",
+                         Py_TYPE(dt.ptr())->tp_name);
+            AutogradMeta& am = autograd::materialize_meta(t);
+            EMBER_CHECK(dt.is_none() || !am.grad || am.grad->dtype() == want,
+                        "Cannot set grad_dtype to '", dtype_name(want),
+                        "' because there is already a gradient with dtype '",
+                        dtype_name(am.grad ? am.grad->dtype() : want),
+                        "'. Please clear the gradient (.grad = None) before changing grad_dtype, "
+                        "or ensure the new grad_dtype matches the existing gradient's dtype.");
+            am.grad_dtype_any = dt.is_none();
+            am.grad_dtype = dt.is_none() ? std::nullopt : std::optional<ScalarType>(want);
+          },
+          "The dtype of .grad for this leaf (default: its own dtype): incoming gradients are "
+          "cast to it; None keeps any dtype.")
       .def("detach", [](const Tensor& t) { return autograd::detach(t); })
       .def("detach_",
            [](const Tensor& t) {
@@ -107,7 +143,17 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
              return t;
            })
       .def_property(
-          "data", [](const Tensor& t) { return autograd::detach(t); },
+          "data",
+          [](const Tensor& t) {
+            Tensor d = autograd::detach(t);  // (reaches __torch_dispatch__, as in PyTorch)
+            if (d->version_counter() != t->version_counter()) return d;
+            // PyTorch's .data: the same memory under a version counter of its own, so writes
+            // through it are not seen by the saved-tensor checks (what .data is for).
+            Tensor out = std::make_shared<TensorImpl>(d->storage(), d->dtype(), d->sizes(),
+                                                      d->strides(), d->storage_offset(),
+                                                      std::make_shared<VersionCounter>());
+            return out;
+          },
           [](const Tensor& t, const Tensor& src) {
             t->set_storage(src->storage());
             t->set_dtype(src->dtype());

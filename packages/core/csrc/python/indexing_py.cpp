@@ -386,7 +386,8 @@ Tensor getitem(const Tensor& self, py::handle index) {
     return getitem(ops::contiguous(self), index);  // expanded: index a copy (same values)
   PyObject* o = index.ptr();
   auto basic = [&](PyObject* const* items, Py_ssize_t n, bool tuple) {
-    if (python_dispatch::on()) return basic_index_dispatched(self, items, n);
+    if (python_dispatch::on() && python_dispatch_wanted(self))
+      return basic_index_dispatched(self, items, n);
     Tensor v = basic_index(self, items, n);
     if (track) autograd::record_strided_view(self, v, basic_index_node_name(self, items, n, tuple));
     return v;
@@ -428,7 +429,9 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
               (autograd::requires_grad(self) || (vt && autograd::requires_grad(vt)));
   PyObject* o = index.ptr();
   Indexed ix;
-  if (python_dispatch::on()) {  // basic indices through the dispatched views (handlers see them)
+  // basic indices through the dispatched views (handlers see them)
+  if (python_dispatch::on() &&
+      (python_dispatch_wanted(self) || (vt && python_dispatch_wanted(vt)))) {
     bool all_basic = is_basic(o);
     Py_ssize_t n = 1;
     PyObject* const* items = &o;

@@ -165,6 +165,10 @@ bool is_python_dispatch_subclass(const Tensor& t) {
   return h && dispatches(Py_TYPE(h.ptr()));
 }
 
+bool python_dispatch_wanted(const Tensor& t) {
+  return t_modes > 0 || is_python_dispatch_subclass(t);
+}
+
 Tensor pd_unbox_tensor(py::handle r) {
   if (r.is_none()) return Tensor();
   if (!is_tensor_object(r.ptr()))

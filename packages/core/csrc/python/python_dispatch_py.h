@@ -26,6 +26,10 @@ extern const int kNumPyDispatchOps;
 // Whether t's Python object is an instance of a Tensor subclass that defines __torch_dispatch__
 // (call only while python_dispatch::on(); takes the GIL).
 bool is_python_dispatch_subclass(const Tensor& t);
+// Whether an op on t must be seen by Python: a TorchDispatchMode is on for this thread, or t is
+// such a subclass instance (call only while python_dispatch::on()). The hook, once on, stays on
+// for the process; plain tensors outside modes keep their own paths (and grad_fn names).
+bool python_dispatch_wanted(const Tensor& t);
 
 // A tensor the handler returned; a __torch_dispatch__ subclass instance stays alive as long
 // as C++ holds the tensor (so the saved tensors and gradients of autograd keep their class).

@@ -27,6 +27,7 @@
 #include <fstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -40,7 +41,8 @@ constexpr size_t kLine = 64;
 constexpr uint64_t kMagic = 0x656d6265725f7368ull;  // "ember_sh"
 constexpr size_t kDescBytes = 1024;                 // debug descriptor per rank
 constexpr size_t kOpNameBytes = 48;
-constexpr int64_t kSmallBytes = 64 << 10;  // all_reduce of up to this many bytes: one barrier
+constexpr size_t kSigTextBytes = kLine - 16;  // a barrier's signature line: k, hash, text
+constexpr int64_t kSmallBytes = 64 << 10;     // all_reduce of up to this many bytes: one barrier
 
 // Status codes shared with ember/distributed/_shm.py.
 enum Status : int { kOk = 0, kTimeout = 1, kPeerDead = 2, kAborted = 3, kMismatch = 4 };
@@ -266,10 +268,42 @@ class ShmGroup {
   int barrier(double timeout_s) {
     check_mapped();
     uint64_t k = ++arrivals_;
+    // Every rank publishes the signature of the collective it is in before it arrives; once all
+    // arrived, each compares them, so ranks that disagree (another collective, other sizes,
+    // dtypes or roots) all fail here instead of mixing unrelated bytes. Lines alternate with
+    // the barrier's parity: a peer can be one barrier ahead, never two.
+    char* line = sig_line(k, rank_);
+    std::memcpy(line + 16, sig_text_, kSigTextBytes);
+    *reinterpret_cast<uint64_t*>(line + 8) = sig_;
+    store_rel(reinterpret_cast<uint64_t*>(line), k);
     store_rel(arrival(rank_), k);
     notify();
-    return wait_all(k, timeout_s);
+    int s = wait_all(k, timeout_s);
+    if (s != kOk) return s;
+    for (int j = 0; j < world_; ++j) {
+      const char* other = sig_line(k, j);
+      if (load_acq(reinterpret_cast<const uint64_t*>(other)) == k &&
+          *reinterpret_cast<const uint64_t*>(other + 8) == sig_)
+        continue;
+      mismatch_.clear();
+      for (int r = 0; r < world_; ++r) {
+        const char* t = sig_line(k, r) + 16;
+        mismatch_.emplace_back(r, std::string(t, strnlen(t, kSigTextBytes)));
+      }
+      return kMismatch;
+    }
+    return kOk;
   }
+
+  // The signature the next barriers publish (see barrier): what every rank must agree on.
+  void set_sig(const std::string& text) {
+    std::memset(sig_text_, 0, kSigTextBytes);
+    std::memcpy(sig_text_, text.data(), std::min(text.size(), kSigTextBytes - 1));
+    sig_ = 1469598103934665603ull;  // FNV-1a: the same hash in every process
+    for (unsigned char c : text) sig_ = (sig_ ^ c) * 1099511628211ull;
+  }
+  // (rank, signature) of every rank at the last barrier that found them different.
+  std::vector<std::pair<int, std::string>> mismatch() const { return mismatch_; }
 
   // all_reduce (dst < 0) or reduce to dst of `numel` elements at `ptr`, in chunks of slot size.
   int all_reduce(uintptr_t ptr, int64_t numel, int dtype, int op, int dst, double timeout_s) {
@@ -456,6 +490,7 @@ class ShmGroup {
   }
   int64_t pid(int r) const { return static_cast<int64_t>(load_acq(u64(pid_off_ + r * kLine))); }
   void set_op(uint64_t seq, const std::string& name) {
+    set_sig(name);  // refined by the collective's sizes where the backend knows them
     char* line = base_ + op_off_ + rank_ * kLine;
     std::memset(line + 8, 0, kOpNameBytes);
     std::memcpy(line + 8, name.data(), std::min(name.size(), kOpNameBytes - 1));
@@ -514,6 +549,8 @@ class ShmGroup {
     off += world_ * kLine;
     desc_off_ = off;
     off += world_ * kDescBytes;
+    sig_off_ = off;
+    off += 2 * world_ * kLine;
     off = (off + 4095) / 4096 * 4096;
     slots_off_ = off;
     off += 2 * static_cast<size_t>(world_) * slot_;
@@ -523,6 +560,9 @@ class ShmGroup {
   }
   uint64_t* u64(size_t off) const { return reinterpret_cast<uint64_t*>(base_ + off); }
   uint64_t* arrival(int r) const { return u64(arrive_off_ + r * kLine); }
+  char* sig_line(uint64_t k, int r) const {
+    return base_ + sig_off_ + ((k & 1) * world_ + r) * kLine;
+  }
   char* slot(int set, int r) const {
     return base_ + slots_off_ + (static_cast<size_t>(set) * world_ + r) * slot_;
   }
@@ -619,11 +659,14 @@ class ShmGroup {
   std::string name_;
   int world_, rank_;
   int64_t slot_, mbox_;
-  size_t abort_off_ = 0, arrive_off_ = 0, pid_off_ = 0, op_off_ = 0, desc_off_ = 0, slots_off_ = 0,
-         mbox_off_ = 0, total_ = 0;
+  size_t abort_off_ = 0, arrive_off_ = 0, pid_off_ = 0, op_off_ = 0, desc_off_ = 0, sig_off_ = 0,
+         slots_off_ = 0, mbox_off_ = 0, total_ = 0;
   char* base_ = nullptr;
   uint64_t arrivals_ = 0, steps_ = 0;
   int64_t spin_us_ = 50, yield_us_ = 1000;  // then the futex
+  uint64_t sig_ = 0;
+  char sig_text_[kSigTextBytes] = {};
+  std::vector<std::pair<int, std::string>> mismatch_;
 };
 
 }  // namespace
@@ -655,6 +698,9 @@ void bind_shm_collectives(py::module_& m) {
       .def("get_op", &ShmGroup::get_op)
       .def("set_desc", [](ShmGroup& g, const py::bytes& b) { g.set_desc(std::string(b)); })
       .def("get_desc", &ShmGroup::get_desc)
+      .def("set_sig", &ShmGroup::set_sig, py::arg("text"),
+           "What every rank must agree on in the current collective (checked at each barrier).")
+      .def("mismatch", &ShmGroup::mismatch)
       .def("abort", &ShmGroup::abort)
       .def("abort_reason", &ShmGroup::abort_reason)
       .def("set_wait_policy", &ShmGroup::set_wait_policy, py::arg("spin_us"), py::arg("yield_us"),

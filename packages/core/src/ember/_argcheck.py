@@ -43,6 +43,16 @@ def _tensor_params(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str,
     return (sig, params) if params else None
 
 
+def not_a_tensor(v: Any) -> str:
+    """How "must be Tensor, not ..." names v's type: its name, qualified when another
+    framework's type shares ember's (``torch.Tensor``), with the conversion to use."""
+    t = type(v)
+    if t.__name__ == "Tensor" and not isinstance(v, Tensor):
+        return (f"{t.__module__}.{t.__qualname__} (another framework's tensor: convert it with "
+                "ember.as_tensor(x), which shares its memory)")
+    return t.__name__
+
+
 def _bad_argument(name: str, info: tuple[inspect.Signature, dict[str, bool]], args: tuple,
                   kwargs: dict) -> TypeError | None:
     sig, params = info
@@ -56,7 +66,7 @@ def _bad_argument(name: str, info: tuple[inspect.Signature, dict[str, bool]], ar
         v = bound.arguments[pname]
         if isinstance(v, Tensor) or (v is None and optional):
             continue
-        return TypeError(f"{name}(): argument '{pname}' must be Tensor, not {type(v).__name__}")
+        return TypeError(f"{name}(): argument '{pname}' must be Tensor, not {not_a_tensor(v)}")
     return None
 
 

@@ -1094,9 +1094,12 @@ def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | Non
     >>> a = np.zeros(2, dtype=np.float32); t = ember.asarray(a); a[0] = 1; t[0].item()
     1.0
     """
-    from ember._interop import as_tensor
+    from ember._interop import as_tensor, foreign_tensor
     from ember._legacy import tensor as new_tensor
 
+    foreign = foreign_tensor(obj)
+    if foreign is not None:
+        obj = foreign
     shareable = isinstance(obj, Tensor) or (hasattr(obj, "__array_interface__")
                                             and hasattr(obj, "dtype"))
     if not shareable:

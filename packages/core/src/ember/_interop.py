@@ -24,6 +24,20 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
     return _C._from_dlpack_capsule(capsule)
 
 
+def foreign_tensor(obj: Any) -> Tensor | None:
+    """An ember tensor over the memory of another framework's tensor (a torch.Tensor, a CuPy or
+    JAX array: anything exporting itself through DLPack, NumPy arrays aside), or None for
+    anything else. One that records gradients is detached first: DLPack carries no autograd
+    history (PyTorch refuses to export such a tensor)."""
+    t = type(obj)
+    if isinstance(obj, Tensor) or t.__module__ == "numpy" or not hasattr(t, "__dlpack__"):
+        return None
+    detach = getattr(obj, "detach", None)
+    if getattr(obj, "requires_grad", False) is True and callable(detach):
+        obj = detach()
+    return from_dlpack(obj)
+
+
 _warned_read_only = False
 
 
@@ -50,12 +64,16 @@ def from_numpy(ndarray: Any) -> Tensor:
 
 
 def as_tensor(data: Any, dtype=None, device=None) -> Tensor:
-    """Like ``tensor()`` but shares memory with ``data`` when it can (tensors, NumPy arrays).
+    """Like ``tensor()`` but shares memory with ``data`` when it can (tensors, NumPy arrays,
+    other frameworks' tensors through DLPack).
 
     >>> import numpy as np, ember
     >>> a = np.zeros(2, dtype=np.float32); t = ember.as_tensor(a); a[0] = 1; t[0].item()
     1.0
     """
+    foreign = foreign_tensor(data)
+    if foreign is not None:
+        data = foreign
     if isinstance(data, Tensor):
         if device is not None:
             data = data.to(device)

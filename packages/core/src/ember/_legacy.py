@@ -84,8 +84,8 @@ _RETRY_MESSAGES = ("could not infer dtype", "expected a number, got", "expected 
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data``: a number, a (nested) sequence of numbers or of
-    tensors (lists, tuples, ``collections.deque``, ``range``, any ``Sequence``), a NumPy array or
-    a tensor. Integers give int64, floats the default dtype, bools bool, unless ``dtype`` says.
+    tensors (lists, tuples, ``collections.deque``, ``range``, any ``Sequence``), a NumPy array,
+    a tensor, or another framework's tensor (through DLPack). Integers give int64, floats the default dtype, bools bool, unless ``dtype`` says.
 
     >>> import collections, ember
     >>> ember.tensor(collections.deque([1, 2])).tolist(), ember.tensor(range(3)).dtype
@@ -97,6 +97,14 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         from ember.cuda import _pinned_result
 
         return _pinned_result(tensor(data, dtype, device), "tensor", requires_grad)
+    kind = type(data)
+    if kind is not list and kind is not tuple and hasattr(kind, "__dlpack__"):
+        from ember._interop import foreign_tensor
+
+        foreign = foreign_tensor(data)  # a torch.Tensor, say: copied through DLPack
+        if foreign is not None:
+            out = foreign.to(device=device, dtype=dtype, copy=True)
+            return out.requires_grad_(True) if requires_grad else out
     try:
         if dtype is None and device is None and not requires_grad:  # the common call, kept cheap
             return _C.tensor(data)

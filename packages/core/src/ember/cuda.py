@@ -470,7 +470,10 @@ _accumulated_base: dict[int, dict[str, int]] = {}
 
 def memory_stats(device: Any = None) -> dict[str, int]:
     """The caching allocator's statistics for ``device``, with PyTorch's keys
-    ("allocated_bytes.all.current", "reserved_bytes.all.peak", "num_alloc_retries", ...)."""
+    ("allocated_bytes.all.current", "reserved_bytes.all.peak", "num_alloc_retries", ...);
+    ``{}`` without a CUDA device, as in PyTorch (whose answer is ``{}`` until CUDA starts)."""
+    if not is_available():
+        return {}
     idx = _index(device)
     stats = dict(sorted(_require()._memory_stats(idx).items()))
     for key, base in _accumulated_base.get(idx, {}).items():
@@ -481,22 +484,22 @@ def memory_stats(device: Any = None) -> dict[str, int]:
 
 def memory_allocated(device: Any = None) -> int:
     """Bytes held by live CUDA tensors on ``device`` (rounded block sizes)."""
-    return memory_stats(device)["allocated_bytes.all.current"]
+    return memory_stats(device).get("allocated_bytes.all.current", 0)  # 0 without a device
 
 
 def max_memory_allocated(device: Any = None) -> int:
     """Peak of memory_allocated since the start or the last reset_peak_memory_stats."""
-    return memory_stats(device)["allocated_bytes.all.peak"]
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)  # 0 without a device
 
 
 def memory_reserved(device: Any = None) -> int:
     """Bytes the caching allocator holds from the driver on ``device`` (allocated + cached)."""
-    return memory_stats(device)["reserved_bytes.all.current"]
+    return memory_stats(device).get("reserved_bytes.all.current", 0)  # 0 without a device
 
 
 def max_memory_reserved(device: Any = None) -> int:
     """Peak of memory_reserved since the start or the last reset_peak_memory_stats."""
-    return memory_stats(device)["reserved_bytes.all.peak"]
+    return memory_stats(device).get("reserved_bytes.all.peak", 0)  # 0 without a device
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
@@ -511,8 +514,10 @@ def reset_max_memory_allocated(device: Any = None) -> None:
 
 def empty_cache() -> None:
     """Returns every cached, unused segment of every device to the driver (blocks held for
-    record_stream events are waited for first)."""
-    _require().empty_cache()
+    record_stream events are waited for first). Without a CUDA device there is no cache: a
+    no-op, as in PyTorch (training scripts call it unconditionally)."""
+    if is_available():
+        _require().empty_cache()
 
 
 def ipc_collect() -> None:
@@ -544,8 +549,8 @@ def _fmt(n: float) -> str:
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
     """A readable table of the caching allocator's statistics for ``device``."""
+    idx = _index(device)  # without a device: the clear "no CUDA device" error
     s = memory_stats(device)
-    idx = _index(device)
     w = 75
     rows = [
         ("Allocated memory", _fmt(s["allocated_bytes.all.current"]),
@@ -584,7 +589,9 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 
 def host_memory_stats() -> dict[str, int]:
     """Statistics of the pinned (page-locked) host memory allocator (same keys as
-    memory_stats)."""
+    memory_stats); ``{}`` without a CUDA device, as in PyTorch."""
+    if not is_available():
+        return {}
     return dict(sorted(_require()._host_memory_stats().items()))
 
 

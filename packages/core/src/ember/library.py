@@ -797,7 +797,8 @@ class _BuiltinOp:
         return f"<ember.ops.aten.{self.__name__}>"
 
     # Equal (and hashed alike) to the same op as __torch_dispatch__ receives it
-    # (ember.utils._python_dispatch.OpOverload), so `func in {aten.mm.default: ...}` works.
+    # (ember.utils._python_dispatch.OpOverload) and to its packet, so `func in {aten.mm.default:
+    # ...}` and `func.overloadpacket in {aten.mm: ...}` both work.
     def __eq__(self, other: object) -> bool:
         name = getattr(other, "_qualname", None)
         if isinstance(other, _BuiltinOp):
@@ -805,6 +806,8 @@ class _BuiltinOp:
         opname = getattr(other, "_opname", None)
         if isinstance(opname, str) and type(other).__name__ == "OpOverload":
             return f"aten::{opname}" == self._qualname
+        if type(other).__name__ == "OpOverloadPacket":  # func.overloadpacket == aten.mm
+            return f"aten::{other.__name__}" == self._qualname
         return NotImplemented
 
     def __hash__(self) -> int:

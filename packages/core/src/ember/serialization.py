@@ -37,6 +37,7 @@ header ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, 
 from __future__ import annotations
 
 import collections
+import errno
 import io
 import json
 import math
@@ -314,6 +315,9 @@ class _replacing:
         import secrets
 
         folder, base = os.path.split(self.path)
+        if os.path.isdir(self.path):  # checked first: the rename would fail only at the end
+            raise IsADirectoryError(errno.EISDIR, "ember.save: the target is a directory",
+                                    self.path)
         tmp = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:  # mode 0o666 less the umask, as open() gives a new file
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -335,12 +339,19 @@ class _replacing:
             if self.tmp is None:
                 pass
             elif exc_type is None:
-                os.replace(self.tmp, self.path)
-            else:
                 try:
-                    os.unlink(self.tmp)
-                except OSError:
-                    pass
+                    os.replace(self.tmp, self.path)
+                except BaseException:
+                    self._discard()
+                    raise
+            else:
+                self._discard()
+
+    def _discard(self) -> None:
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
 
 
 def _write(out: IO[bytes], w: _Writer, root: Any) -> None:
@@ -546,8 +557,22 @@ class _Reader:
         if "state" in e:
             from ember._tensor import _set_state
 
-            _set_state(t, self.decode(e["state"], 1))
+            _set_state(t, self._tensor_state(tid, self.decode(e["state"], 1)))
         return t
+
+    def _tensor_state(self, tid: int, state: Any) -> Any:
+        """A tensor's attributes as saved: a dict, or (dict, slots dict) (PyTorch's forms),
+        with plain attribute names (no dunder names such as __class__ under weights_only)."""
+        parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
+        for part in parts:
+            _check(part is None or isinstance(part, dict), self.src,
+                   f"tensor {tid}'s attributes are malformed: {state!r}")
+            for k in part or {}:
+                _check(isinstance(k, str) and k.isidentifier(), self.src,
+                       f"tensor {tid} has an attribute named {k!r}")
+                _check(not (getattr(self, "weights_only", True) and k.startswith("__")),
+                       self.src, f"tensor {tid} sets {k!r}, which weights-only loading refuses")
+        return state
 
     def _tensor_class(self, tid: int, node: Any) -> type:
         cls = self.decode(node, 1)
@@ -581,7 +606,7 @@ class _Reader:
             target = str(map_location.get(loc, loc))
         else:
             target = str(map_location)
-        if target == "cpu":
+        if target in ("cpu", "meta"):  # meta: shapes and dtypes only, as in PyTorch
             return target
         if target.startswith("cuda"):
             if not ember.cuda.is_available():
@@ -605,7 +630,7 @@ class _Reader:
                     f"(loading {self.src.name})")
             return target
         raise ValueError(f"ember.load: unknown map_location device {target!r} (for a tensor "
-                         f"saved at '{loc}'); expected 'cpu' or a CUDA device")
+                         f"saved at '{loc}'); expected 'cpu', 'meta' or a CUDA device")
 
     def _placed(self, sid: int, raw: Tensor, target: str) -> Tensor:
         """The bytes of storage ``sid`` on ``target`` (copied there once per storage)."""
@@ -752,6 +777,7 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
     [1.5, (tensor([0.]), None)]
     """
     _check_pickle_module("ember.load", pickle_module)
+    map_location = _checked_map_location(map_location)
     unknown = sorted(set(pickle_load_args) - {"encoding", "errors", "fix_imports"})
     if unknown:
         raise TypeError(f"ember.load: unexpected keyword arguments {unknown} (the unpickler "
@@ -792,6 +818,25 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
             raise src.error("corrupt checkpoint: the object tree is too deeply nested") from None
     finally:
         src.close()
+
+
+def _checked_map_location(map_location: Any) -> Any:
+    """A callable ``map_location`` wrapped so that what it returns is checked: a Tensor, or None
+    for the default placement (anything else would be loaded in the tensor's place)."""
+    import ember
+
+    if not callable(map_location) or isinstance(map_location, (str, dict, ember.device)):
+        return map_location
+
+    def placed(t: Tensor, location: str) -> Tensor | None:
+        r = map_location(t, location)
+        if r is not None and not isinstance(r, Tensor):
+            raise TypeError(f"ember.load: map_location returned an object of type "
+                            f"{type(r).__name__} for a tensor saved at {location!r}; it must "
+                            "return a Tensor (or None for the default placement)")
+        return r
+
+    return placed
 
 
 def get_unsafe_globals_in_checkpoint(f: FileLike) -> list[str]:

@@ -1941,9 +1941,11 @@ def _grad_set(self: Tensor, g: Any) -> None:
         if tuple(g.shape) != tuple(self.shape):
             raise RuntimeError(f"assigned grad has data of a different size ({g._size} vs "
                                f"{tuple(self.shape)})")
-        if g.dtype is not self.dtype:
-            raise TypeError(f"assigned grad has data of a different type ({g.dtype} vs "
-                            f"{self.dtype})")
+        want = self.grad_dtype if self.is_leaf else self.dtype
+        if want is not None and g.dtype is not want:
+            raise RuntimeError(f"attempting to assign a gradient with dtype '{g.dtype}' to a "
+                               f"tensor with grad_dtype '{want}'. The gradient must match the "
+                               "tensor's grad_dtype (defaults to the tensor's dtype).")
         _CPP_GRAD.__set__(self, None)
         _set_sparse_grad(self, g)
         return

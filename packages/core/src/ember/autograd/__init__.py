@@ -37,9 +37,33 @@ from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck  #
 def _as_list(x) -> list:
     if x is None:
         return []
-    if isinstance(x, (Tensor, graph.GradientEdge)):
+    if isinstance(x, Tensor):
         return [x]
     return list(x)
+
+
+def _tensors(x: Any, api: str, arg: str, none_ok: bool = False,
+             exc: type[Exception] = TypeError, edges: bool = False) -> list:
+    """``x`` (a Tensor or a sequence of them; None entries where ``none_ok``; GradientEdges,
+    resolved to their tensors, where ``edges``) as a list, with an ``exc`` naming the call and
+    the argument for anything else (the engine's binding would answer with its whole
+    signature)."""
+    if x is None or isinstance(x, Tensor):
+        return _as_list(x)
+    if edges and isinstance(x, graph.GradientEdge):
+        return graph._resolve_inputs([x])
+    what = "Tensors or None" if none_ok else "Tensors"
+    try:
+        items = list(x)
+    except TypeError:
+        raise TypeError(f"{api}: {arg} must be a Tensor or a sequence of {what}, got "
+                        f"{type(x).__name__}") from None
+    for i, v in enumerate(items):
+        if not (isinstance(v, Tensor) or (none_ok and v is None)
+                or (edges and isinstance(v, graph.GradientEdge))):
+            raise exc(f"{api}: {arg}[{i}] must be a Tensor{' or None' if none_ok else ''}, got "
+                      f"{type(v).__name__}")
+    return graph._resolve_inputs(items) if edges else items
 
 
 # ---- gradients that do not pass through the engine ------------------------------------------
@@ -112,14 +136,15 @@ def backward(
     >>> b.grad.tolist(), a.grad
     ([1.0, 2.0], None)
     """
-    outs = _as_list(tensors)
-    grads = _as_list(grad_tensors) or [None] * len(outs)
+    outs = _tensors(tensors, "backward", "tensors")
+    grads = _tensors(grad_tensors, "backward", "grad_tensors", True) or [None] * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(f"backward: got {len(outs)} tensors but {len(grads)} gradients")
     keep = create_graph if retain_graph is None else retain_graph
-    if inputs is not None and not _as_list(inputs):
+    ins = _tensors(inputs, "backward", "inputs", exc=RuntimeError,  # RuntimeError: PyTorch's
+                   edges=True)
+    if inputs is not None and not ins:
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
-    ins = graph._resolve_inputs(_as_list(inputs))
     with graph._graph_task(outs, ins):
         if not _sparse_seen:
             _C._run_backward(outs, grads, keep, create_graph, ins, True, True)
@@ -158,9 +183,16 @@ def grad(
         warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). "
                       "To accumulate gradient for other parts of the graph, please use "
                       "ember.autograd.backward.", FutureWarning, stacklevel=2)
-    outs = _as_list(outputs)
-    ins = graph._resolve_inputs(_as_list(inputs))
-    grads = _as_list(grad_outputs) or [None] * len(outs)
+    if materialize_grads and allow_unused is False:
+        raise ValueError("grad: expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got allow_unused=False")
+    outs = _tensors(outputs, "grad", "outputs")
+    if inputs is None:
+        raise TypeError("grad: inputs must be a Tensor or a sequence of Tensors, got NoneType")
+    ins = _tensors(inputs, "grad", "inputs", exc=RuntimeError, edges=True)
+    if not ins:  # nothing to differentiate for: an error in PyTorch, not an empty tuple
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    grads = _tensors(grad_outputs, "grad", "grad_outputs", True) or [None] * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(f"grad: got {len(outs)} outputs but {len(grads)} grad_outputs")
     keep = create_graph if retain_graph is None else retain_graph

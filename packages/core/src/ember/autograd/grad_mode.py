@@ -167,6 +167,9 @@ class set_grad_enabled(_GradModeContext):
     """Sets grad mode on or off; effective immediately, and restored when used as a context."""
 
     def __init__(self, mode: bool) -> None:
+        if not isinstance(mode, bool):  # as PyTorch: set_grad_enabled(None) is no "off"
+            raise TypeError(f"set_grad_enabled(): argument 'mode' must be bool, not "
+                            f"{type(mode).__name__}")
         self._args = (mode,)
         self._prev = _C.is_grad_enabled()
         self._mode_value = bool(mode)

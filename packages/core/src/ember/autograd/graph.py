@@ -350,7 +350,7 @@ def allow_mutation_on_saved_tensors() -> Iterator[_AllowMutationOnSavedContext]:
 # ember.autograd's backward() and grad() run the engine inside _graph_task: hooks that need to
 # know which backward call they are part of (register_multi_grad_hook) find it here.
 class _GraphTask:
-    __slots__ = ("id", "outputs", "inputs", "state", "_runs")
+    __slots__ = ("id", "outputs", "inputs", "state", "callbacks", "_runs")
 
     _ids = itertools.count()
 
@@ -359,6 +359,7 @@ class _GraphTask:
         self.outputs = list(outputs)
         self.inputs = list(inputs)
         self.state: dict[object, Any] = {}  # per multi-grad hook, freed with the task
+        self.callbacks: list[Callable[[], None]] = []  # run when the backward call ends
         self._runs: set | None = None
 
     def will_run(self, node: Any) -> bool:
@@ -414,6 +415,8 @@ def _graph_task(outputs: Sequence[Tensor], inputs: Sequence[Tensor]) -> Iterator
         yield task
     finally:
         stack.pop()
+        for callback in task.callbacks:
+            callback()
 
 
 def _current_graph_task() -> _GraphTask:

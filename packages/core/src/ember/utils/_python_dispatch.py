@@ -88,6 +88,19 @@ class OpOverloadPacket:
 
     __str__ = __repr__
 
+    # Equal (and hashed alike) to ``ember.ops.aten.<name>``, so the FLOP-counter idiom
+    # ``registry = {aten.mm: f}; registry.get(func.overloadpacket)`` finds it.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, OpOverloadPacket):
+            return other is self
+        name = getattr(other, "_qualname", None)  # ember.ops.aten.<op> (a _BuiltinOp)
+        if isinstance(name, str) and name.startswith("aten::"):
+            return name[6:] == self.__name__
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(("aten", self.__name__))
+
 
 _PACKETS: dict[str, OpOverloadPacket] = {}
 _OPS: list[OpOverload] = []
@@ -119,7 +132,7 @@ class OpOverload:
         if packet is None:
             packet = _PACKETS[name] = OpOverloadPacket(name)
         packet._overloads[overload] = self
-        self.overloadpacket = packet
+        self.overloadpacket = self._overloadpacket = packet  # PyTorch has both names
         self._fn: Callable | None = None
 
     @staticmethod

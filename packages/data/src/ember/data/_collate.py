@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import numbers
 import re
 from typing import Any, Callable, Sequence
 
 import ember
 from ember import _C
+from ember._interop import foreign_tensor
 
 __all__ = ["default_collate", "default_convert"]
 
@@ -55,7 +57,19 @@ def _new_batch_tensor(shape: list, dtype: Any) -> ember.Tensor:
     return ember.empty(shape, dtype=dtype)
 
 
+def _check_kind(batch: Sequence, path: str, kind: Any, what: str) -> None:
+    """Every sample's field is a ``kind`` like sample 0's (a TypeError naming the field and
+    the first sample that differs, not an error from deep inside stacking)."""
+    for i, b in enumerate(batch):
+        if not isinstance(b, kind):
+            raise TypeError(
+                f"default_collate: the samples' field {path} is {what} in sample 0 but a "
+                f"{type(b).__name__} in sample {i}; every sample must have the same structure"
+            )
+
+
 def _collate_tensors(batch: list, path: str) -> ember.Tensor:
+    _check_kind(batch, path, ember.Tensor, "a Tensor")
     elem = batch[0]
     shape = elem.shape
     for b in batch:
@@ -90,22 +104,6 @@ def _collate_arrays(batch: list, path: str) -> ember.Tensor:
     return out
 
 
-def _is_foreign_tensor(x: Any) -> bool:
-    """A tensor of another framework (a torch.Tensor from torchvision's transforms, a CuPy or
-    JAX array): anything that exports itself through DLPack."""
-    t = type(x)
-    return hasattr(t, "__dlpack__") and t.__module__ != "numpy" and not isinstance(x, ember.Tensor)
-
-
-def _from_foreign(x: Any) -> ember.Tensor:
-    """The ember tensor over a foreign tensor's memory (DLPack, no copy); one that records
-    gradients is detached first, since DLPack carries no autograd history."""
-    detach = getattr(x, "detach", None)
-    if getattr(x, "requires_grad", False) and detach is not None:
-        x = detach()
-    return ember.from_dlpack(x)
-
-
 def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(x, "_fields")
 
@@ -124,8 +122,8 @@ def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
             return fn(batch, collate_fn_map=fn_map)
     if isinstance(elem, ember.Tensor):
         return _collate_tensors(batch, path)
-    if _is_foreign_tensor(elem):
-        return _collate_tensors([_from_foreign(b) for b in batch], path)
+    if foreign_tensor(elem) is not None:  # torch tensors from torchvision's transforms, say
+        return _collate_tensors([ember.as_tensor(b) for b in batch], path)
     if ember.is_tensor(elem):  # a sparse tensor (ember.sparse): refused, as PyTorch does
         raise RuntimeError(
             f"default_collate: batches of sparse tensors ({elem.layout} at {path}) are not "
@@ -140,8 +138,10 @@ def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
         if elem.shape == ():  # a NumPy scalar
             return ember.as_tensor(np.array(batch))
     if isinstance(elem, float):
+        _check_kind(batch, path, numbers.Real, "a number")
         return ember.tensor(batch, dtype=ember.float64)
     if isinstance(elem, int):
+        _check_kind(batch, path, numbers.Real, "a number")
         return ember.tensor(batch)
     if isinstance(elem, (str, bytes)):
         return batch
@@ -215,8 +215,9 @@ def default_convert(data: Any) -> Any:
     elem_type = type(data)
     if isinstance(data, ember.Tensor):
         return data
-    if _is_foreign_tensor(data):
-        return _from_foreign(data)
+    foreign = foreign_tensor(data)
+    if foreign is not None:
+        return foreign
     if elem_type.__module__ == "numpy" and elem_type.__name__ not in ("str_", "bytes_"):
         import numpy as np
 

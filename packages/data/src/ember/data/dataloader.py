@@ -89,7 +89,12 @@ class DataLoader:
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(
                 "num_workers option should be non-negative; use num_workers=0 to disable "
-                "multiprocessing."
+                f"multiprocessing (got num_workers={num_workers!r}, expected an int >= 0)."
+            )
+        if generator is not None and not isinstance(generator, ember.Generator):
+            raise TypeError(
+                f"DataLoader: generator must be an ember.Generator (or None), got "
+                f"{type(generator).__name__}"
             )
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")

@@ -72,6 +72,11 @@ class RandomSampler(Sampler[int]):
         self.replacement = replacement
         self._num_samples = num_samples
         self.generator = generator
+        if generator is not None and not isinstance(generator, ember.Generator):
+            raise TypeError(
+                f"RandomSampler: generator must be an ember.Generator (or None), got "
+                f"{type(generator).__name__}"
+            )
         if not isinstance(self.replacement, bool):
             raise TypeError(
                 f"replacement should be a boolean value, but got replacement={self.replacement}"

@@ -126,6 +126,12 @@ class ShmBackend:
         if status == _OK:
             return
         where = f"{op} (collective #{self._seq} of group {self.label}) on rank {self._rank}"
+        if status == _MISMATCH:  # (every rank finds it at the same barrier: none waits on)
+            calls = "; ".join(f"rank {r} called {sig or 'nothing yet'}"
+                              for r, sig in self.g.mismatch())
+            self._fail(op, f"{where} failed: the ranks called different collectives or "
+                           f"disagree on its sizes, dtypes, op or root: {calls}. Every rank "
+                           "must make the same collective calls in the same order")
         if status == _ABORTED:
             reason = self.g.abort_reason()
             r, why = reason if reason else (-1, "unknown")
@@ -185,6 +191,7 @@ class ShmBackend:
         self._wait(self.g.exchange(puts, gets, list(reduces), self.timeout), op)
 
     def all_reduce(self, t: Any, op: ReduceOp, dst: int = -1, name: str = "all_reduce") -> None:
+        self.g.set_sig(f"{name}({t.numel()}:{_dt(t)}, {getattr(op, 'name', op)}, {dst})")
         if t.is_contiguous():
             self._wait(self.g.all_reduce(t.data_ptr(), t.numel(), dtype_code(t.dtype), int(op),
                                          dst, self.timeout), name)
@@ -194,6 +201,7 @@ class ShmBackend:
                                          int(op), dst, self.timeout), name)
 
     def broadcast(self, t: Any, src: int) -> None:
+        self.g.set_sig(f"broadcast({t.numel() * t.element_size()} bytes, src={src})")
         with src_buffer(t, writeback=self._rank != src) as buf:
             ptr, nbytes = buf.data_ptr(), buf.numel() * buf.element_size()
             for off in range(0, max(nbytes, 1), self.slot):
@@ -207,6 +215,7 @@ class ShmBackend:
         """all_gather (outs on every rank) and gather (outs only on the destination)."""
         with src_buffer(inp) as src:
             nbytes = src.numel() * src.element_size()
+            self.g.set_sig(f"{name}({nbytes} bytes, root={root})")
             bufs = [out_buffer(o) for o in outs] if outs is not None else None
             try:
                 for off in range(0, max(nbytes, 1), self.slot):
@@ -221,8 +230,9 @@ class ShmBackend:
                         b.finish()
 
     def scatter(self, out: Any, ins: list | None, src: int) -> None:
-        ob = out_buffer(out)
         nbytes = out.numel() * out.element_size()
+        self.g.set_sig(f"scatter({nbytes} bytes, src={src})")
+        ob = out_buffer(out)
         step = (self.slot // self._size) // 64 * 64
         with _Sources(ins) as srcs:
             for off in range(0, max(nbytes, 1), step):
@@ -258,6 +268,7 @@ class ShmBackend:
 
     def reduce_scatter(self, name: str, out: Any, ins: list, op: ReduceOp) -> None:
         check_op_dtype(name, op, out.dtype)
+        self.g.set_sig(f"{name}({out.numel()}:{_dt(out)}, {getattr(op, 'name', op)})")
         ob = out_buffer(out)
         isz = out.element_size()
         numel = out.numel()
@@ -325,6 +336,10 @@ class ShmBackend:
             r, why = self.g.abort_reason() or (-1, "unknown")
             raise DistBackendError(f"{where} failed: rank {r} aborted the group: {why}")
         raise DistBackendError(f"{where} timed out after {self.timeout:g} s")
+
+
+def _dt(t: Any) -> str:
+    return str(t.dtype).replace("ember.", "")
 
 
 class _Sources:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import io
 import logging
+import numbers
 import os
 import pickle
 import socket
@@ -490,6 +491,11 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         # ValueError, as torch raises
         raise ValueError("trying to initialize the default process group twice! "
                          "(call destroy_process_group first)")
+    for arg, v in (("rank", rank), ("world_size", world_size)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"init_process_group: {arg} must be an int, got {type(v).__name__} "
+                            f"{v!r}")
+    rank, world_size = int(rank), int(world_size)
     timeout_td = timeout if isinstance(timeout, timedelta) else timedelta(
         seconds=_seconds(timeout))
     if device_id is not None and not isinstance(device_id, int):
@@ -511,8 +517,11 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     else:
         if init_method is not None:
             raise ValueError("init_process_group: pass init_method or store, not both")
-        if rank < 0 or world_size <= 0:
+        if rank == -1 or world_size == -1:
             raise ValueError("init_process_group: with a store, rank and world_size are required")
+        if rank < 0 or world_size <= 0:
+            raise ValueError(f"init_process_group: rank must be >= 0 and world_size > 0, got "
+                             f"rank={rank}, world_size={world_size}")
     if not 0 <= rank < world_size:
         raise ValueError(f"init_process_group: rank {rank} is outside world_size {world_size}")
     _state.n_inits += 1

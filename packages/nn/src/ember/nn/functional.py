@@ -99,7 +99,7 @@ def _require_tensors(op: str, **args: Any) -> None:
     for name, value in args.items():
         if not isinstance(value, Tensor):
             raise TypeError(f"{op}(): argument '{name}' must be a Tensor, not "
-                            f"{type(value).__name__}")
+                            f"{_argcheck.not_a_tensor(value)}")
 
 
 def _check_dim(op: str, input: Tensor, dims: Sequence[int], what: str) -> None:
@@ -684,7 +684,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             out = ember.addmm(bias, flat, weight.t())
             bias = None
         else:
-            out = flat.matmul(weight.t())
+            out = ember.mm(flat, weight.t())  # mm, as in PyTorch: dispatch modes count an mm
         if input.ndim > 2:
             out = out.reshape(*lead, weight.shape[0])
     else:

@@ -136,12 +136,22 @@ def _copy_parameter(p: Tensor, memo: dict | None = None) -> Tensor:
     return copy.deepcopy(p, {} if memo is None else memo)
 
 
-class Buffer(Tensor):
+class _BufferMeta(type(Tensor)):  # type: ignore[misc]
+    """``isinstance(t, Buffer)``: a tensor that ``Buffer(...)`` marked (``t._is_buffer``)."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        if cls is Buffer:
+            return isinstance(instance, Tensor) and getattr(instance, "_is_buffer", False) is True
+        return super().__instancecheck__(instance)
+
+
+class Buffer(Tensor, metaclass=_BufferMeta):
     """A tensor to register as a module buffer by assignment: ``self.mask = Buffer(t)`` does what
     ``self.register_buffer("mask", t, persistent=...)`` does (PyTorch 2.5's spelling).
 
-    ``Buffer(data, *, persistent=True)`` aliases ``data`` (shared memory, no autograd history,
-    the same ``requires_grad``); the module stores it as a plain tensor, as PyTorch does.
+    As in PyTorch, ``Buffer(data, *, persistent=True)`` is a plain tensor aliasing ``data``
+    (shared memory, no autograd history, the same ``requires_grad``) that carries the attributes
+    ``persistent`` and ``_is_buffer``; ``isinstance(t, Buffer)`` checks the mark.
 
     >>> import ember
     >>> class M(ember.nn.Module):
@@ -152,29 +162,25 @@ class Buffer(Tensor):
     >>> m = M()
     >>> list(m.state_dict()), [n for n, _ in m.named_buffers()]
     (['mask'], ['mask', 'cache'])
+    >>> type(m.mask).__name__, isinstance(m.mask, ember.nn.Buffer)
+    ('Tensor', True)
     """
 
-    def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> Buffer:
+    def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> Any:
         if data is None:
             data = ember.empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Buffer(): expected data to be an ember.Tensor, got {type(data).__name__}")
-        b = Tensor._make_subclass(cls, data, data.requires_grad)
-        b.persistent = bool(persistent)
-        return b
-
-    __torch_function__ = ember._C._disabled_torch_function_impl
-
-    def _as_tensor(self) -> Tensor:
-        """The plain tensor a module stores: the same data, ``requires_grad`` kept."""
-        t = Tensor.detach(self)
-        return t.requires_grad_(True) if self.requires_grad else t
-
-    def __reduce_ex__(self, protocol: int):
-        return (_rebuild_buffer, (self._as_tensor(), self.persistent))
+        t = Tensor.detach(data)
+        if data.requires_grad:
+            t.requires_grad_(True)
+        t.persistent = bool(persistent)
+        t._is_buffer = True
+        return t
 
 
-def _rebuild_buffer(data: Tensor, persistent: bool) -> Buffer:
+def _rebuild_buffer(data: Tensor, persistent: bool) -> Tensor:
+    """Unpickles a Buffer pickled by an earlier ember (a subclass instance then)."""
     return Buffer(data, persistent=persistent)
 
 

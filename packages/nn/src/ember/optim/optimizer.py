@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import numbers
 from collections import OrderedDict, defaultdict
 from typing import Any, Callable, Sequence
 
@@ -73,6 +74,10 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def _scalar_dtype() -> Any:
@@ -438,6 +443,14 @@ class Optimizer:
                 + (f"keys {sorted(state_dict)}" if isinstance(state_dict, dict) else type(state_dict).__name__)
             )
         saved_groups = state_dict["param_groups"]
+        if not isinstance(state_dict["state"], dict) or not isinstance(saved_groups, (list, tuple)) \
+                or not all(isinstance(sg, dict) and isinstance(sg.get("params"), (list, tuple))
+                           for sg in saved_groups):
+            raise ValueError(
+                f"{name}.load_state_dict: expected 'state' to be a dict and 'param_groups' a list "
+                "of dicts with a 'params' list (from Optimizer.state_dict()), got "
+                f"{type(state_dict['state']).__name__} and {type(saved_groups).__name__}"
+            )
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(
                 f"{name}.load_state_dict: the state dict has {len(saved_groups)} parameter groups, "
@@ -449,6 +462,15 @@ class Optimizer:
                     f"{name}.load_state_dict: parameter group {i} has {len(sg['params'])} "
                     f"parameters in the state dict but {len(g['params'])} in the optimizer"
                 )
+            for k, cur in g.items():
+                new = sg.get(k)
+                # a number (lr, momentum, ...) must stay one: a string would fail only in step()
+                if _is_number(cur) and k in sg and not (_is_number(new) or isinstance(new, Tensor)):
+                    raise TypeError(
+                        f"{name}.load_state_dict: parameter group {i} has {k}={new!r} "
+                        f"({type(new).__name__}) in the state dict; expected a number like the "
+                        f"optimizer's {k}={cur!r}"
+                    )
         id_map = {
             saved: p
             for g, sg in zip(self.param_groups, saved_groups)
@@ -559,6 +581,9 @@ _SPARSE_AS_DENSE = ("SGD", "Adagrad")
 
 def _grad_of(p: Tensor, optimizer: str, weight_decay: float = 0) -> Tensor:
     g = p.grad
+    if g.dtype != p.dtype and isinstance(g, Tensor) and tuple(g.shape) == tuple(p.shape) \
+            and p.is_leaf and p.grad_dtype in (None, g.dtype):
+        g = g.to(p.dtype)  # a gradient kept in another dtype on purpose (Tensor.grad_dtype)
     if g.dtype != p.dtype or tuple(g.shape) != tuple(p.shape):
         raise RuntimeError(
             f"{optimizer}: gradient of dtype {g.dtype} and shape {tuple(g.shape)} does not match "

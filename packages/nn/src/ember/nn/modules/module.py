@@ -673,7 +673,7 @@ class Module:
                 raise AttributeError("cannot assign buffer before Module.__init__() call")
             d.pop(name, None)
             drop(self._parameters, self._modules)
-            self.register_buffer(name, value._as_tensor(), persistent=value.persistent)
+            self.register_buffer(name, value, persistent=value.persistent)
         elif isinstance(value, Module):
             modules = d.get("_modules")
             if modules is None:
