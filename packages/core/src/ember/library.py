@@ -28,7 +28,9 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import threading
 import typing
+import warnings
 from typing import Any, Callable, Iterable, Sequence, Union
 
 import ember
@@ -37,7 +39,8 @@ from ember._C import Tensor
 
 __all__ = [
     "CustomOpDef", "Library", "custom_op", "define", "get_op", "impl", "infer_schema",
-    "register_autograd", "register_fake", "register_kernel",
+    "register_autograd", "register_fake", "register_kernel", "impl_abstract", "register_autocast",
+    "register_vmap", "get_ctx",
 ]
 
 _DEVICE_TYPES = ("cpu", "cuda", "meta", "privateuseone")
@@ -292,6 +295,8 @@ class CustomOpDef:
         self._backward: Callable | None = None
         self._setup_context: Callable | None = None
         self._function: Any = None
+        self._autocast: dict[str, Any] = {}  # device type -> dtype floating inputs are cast to
+        self._vmap: Callable | None = None
         self._libs: list = []
         self.__name__ = name
         self.__qualname__ = name
@@ -345,6 +350,51 @@ class CustomOpDef:
 
         return register if fn is None else register(fn)
 
+    def register_autocast(self, device_type: str, cast_inputs: Any) -> None:
+        """Inside an autocast region of ``device_type``, the op's floating-point tensor inputs
+        on that device are cast to ``cast_inputs`` and the op runs with autocast off."""
+        if not isinstance(device_type, str):
+            raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+        from ember.amp.autocast_mode import is_autocast_available
+
+        if not is_autocast_available(device_type):
+            raise ValueError(f"Device type '{device_type}' does not support autocast.")
+        self._autocast[device_type] = cast_inputs
+
+    def register_vmap(self, func: Callable | None = None, /) -> Any:
+        """The batching rule ``func(info, in_dims, *args) -> (output, out_dims)``. It is kept,
+        but ``ember.func.vmap`` runs the function once per slice (no batching rules), so the
+        op's own kernel gives every result; the rule never changes what vmap returns."""
+
+        def register(f: Callable) -> Callable:
+            if not callable(f):
+                raise TypeError(f"{self._qualname}.register_vmap: expected a function")
+            self._vmap = f
+            return f
+
+        return register if func is None else register(func)
+
+    def _with_autocast(self, args: tuple, kwargs: dict) -> Any:
+        """The call under a registered autocast rule (None when none applies)."""
+        from ember.amp.autocast_mode import autocast, is_autocast_enabled
+
+        for device_type, dtype in self._autocast.items():
+            if not is_autocast_enabled(device_type):
+                continue
+
+            def cast(v: Any, device_type: str = device_type, dtype: Any = dtype) -> Any:
+                if isinstance(v, Tensor):
+                    if v.is_floating_point() and v.device.type == device_type:
+                        return v.to(dtype)
+                    return v
+                if isinstance(v, (list, tuple)):
+                    return type(v)(cast(x) for x in v)
+                return v
+
+            with autocast(device_type, enabled=False):
+                return (self(*[cast(a) for a in args], **{k: cast(v) for k, v in kwargs.items()}),)
+        return None
+
     def register_autograd(self, backward: Callable, /, *,
                           setup_context: Callable | None = None) -> None:
         """``backward(ctx, *grads)`` returns one gradient (or None) per input;
@@ -383,7 +433,9 @@ class CustomOpDef:
                                f"got {sorted(kinds)}")
         device = kinds.pop()
         if device == "meta":
-            kernel = self._kernels.get("meta") or self._fake
+            kernel = self._kernels.get("meta")
+            if kernel is None and self._fake is not None:
+                kernel = _with_fake_ctx(self, self._fake)
             if kernel is None:
                 raise NotImplementedError(
                     f"{self._qualname}: no fake (meta) kernel; register one with "
@@ -442,6 +494,10 @@ class CustomOpDef:
         relevant = tuple(args) + tuple(kwargs.values())
         if _C._has_torch_function(relevant + tuple(_tensors_in(relevant))):
             return ember.overrides.handle_torch_function(self, relevant, *args, **kwargs)
+        if self._autocast:
+            done = self._with_autocast(args, kwargs)
+            if done is not None:
+                return done[0]
         bound = self._bind(args, kwargs)
         values = tuple(bound.arguments[a.name] for a in self._schema.args)
         autograd = self._kernels.get("autograd") or self._kernels.get("implicit")
@@ -521,6 +577,76 @@ def register_fake(op: Any, func: Callable | None = None, /, *, lib: Any = None,
                   _stacklevel: int = 1) -> Any:
     """``op.register_fake(func)`` for an op given by name or object."""
     return _op(op).register_fake(func)
+
+
+def impl_abstract(qualname: Any, func: Callable | None = None, *, lib: Any = None,
+                  _stacklevel: int = 1) -> Any:
+    """Deprecated name of :func:`register_fake` (renamed in PyTorch 2.4); warns FutureWarning."""
+    warnings.warn("`torch.library.impl_abstract` was renamed to `torch.library.register_fake`. "
+                  "Please use that instead; we will remove `torch.library.impl_abstract` in a "
+                  "future version of PyTorch.", FutureWarning, stacklevel=2)
+    return register_fake(qualname, func, lib=lib, _stacklevel=_stacklevel + 1)
+
+
+def _resolve_for(op: Any, what: str) -> CustomOpDef:
+    if not isinstance(op, (str, CustomOpDef)):
+        raise ValueError(f"{what}({op}): got unexpected type for op: {type(op)}")
+    return _op(op)
+
+
+def register_autocast(op: Any, device_type: str, cast_inputs: Any, /, *,
+                      lib: Any = None) -> None:
+    """Inside an autocast region of ``device_type``, a call of the custom op ``op`` (a name or
+    the op) casts its floating-point tensor inputs on that device to ``cast_inputs`` and runs
+    with autocast off.
+
+    >>> import ember
+    >>> @ember.library.custom_op("doc_autocast::double", mutates_args=())
+    ... def double(x: ember.Tensor) -> ember.Tensor:
+    ...     return x * 2
+    >>> ember.library.register_autocast("doc_autocast::double", "cpu", ember.float64)
+    >>> with ember.autocast("cpu", dtype=ember.bfloat16):
+    ...     double(ember.ones(2)).dtype
+    ember.float64
+    """
+    _resolve_for(op, "register_autocast").register_autocast(device_type, cast_inputs)
+
+
+def register_vmap(op: Any, func: Callable | None = None, /, *, lib: Any = None) -> Any:
+    """``op.register_vmap(func)`` for a custom op given by name or object (see
+    :meth:`CustomOpDef.register_vmap`: ember's loop-based vmap keeps but does not need it)."""
+    return _resolve_for(op, "register_vmap").register_vmap(func)
+
+
+_fake_ctx = threading.local()
+
+
+def get_ctx() -> Any:
+    """Outside a fake kernel: None. Inside one (``register_fake``, run on meta tensors, since
+    ember has no FakeTensors) it raises RuntimeError, as PyTorch does for meta tensors: the
+    context exists to make data-dependent output sizes, which meta tensors cannot have."""
+    op = getattr(_fake_ctx, "op", None)
+    if op is None:
+        return None
+    raise RuntimeError(
+        f"{op._qualname}: You're trying to run this operator with meta Tensors (as opposed to "
+        "FakeTensors), but this operator may return an output Tensor with data-dependent shape. "
+        "Meta Tensors don't support operators with outputs that have data-dependent shapes (and "
+        "ember has no FakeTensors). If your operator does not return an output with "
+        "data-dependent shape, make sure the fake and/or meta kernel does not call "
+        "ember.library.get_ctx().")
+
+
+def _with_fake_ctx(op: CustomOpDef, fake: Callable) -> Callable:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        prev = getattr(_fake_ctx, "op", None)
+        _fake_ctx.op = op
+        try:
+            return fake(*args, **kwargs)
+        finally:
+            _fake_ctx.op = prev
+
+    return run
 
 
 def register_autograd(op: Any, backward: Callable, /, *, setup_context: Callable | None = None,
@@ -688,6 +814,16 @@ class _BuiltinOp:
         return hash(("aten", self.__name__))
 
 
+# PyTorch's fused attention kernels, for which ember has one (the op scaled_dot_product_attention
+# dispatches): a selective-checkpoint policy listing any of them matches ember's.
+_ATEN_ALIASES = {
+    "_scaled_dot_product_flash_attention": "_scaled_dot_product_fused_attention",
+    "_scaled_dot_product_efficient_attention": "_scaled_dot_product_fused_attention",
+    "_scaled_dot_product_cudnn_attention": "_scaled_dot_product_fused_attention",
+    "_scaled_dot_product_flash_attention_for_cpu": "_scaled_dot_product_fused_attention",
+}
+
+
 class _AtenNamespace:
     """``ember.ops.aten``: ember's built-in ops by their ATen names (``aten.add.Tensor`` and other
     overload names select the same op)."""
@@ -695,6 +831,7 @@ class _AtenNamespace:
     def __getattr__(self, op: str) -> Any:
         if op.startswith("__"):
             raise AttributeError(op)
+        op = _ATEN_ALIASES.get(op, op)
         fn = getattr(_C, op, None)
         if fn is None or not callable(fn) or isinstance(fn, type):
             fn = getattr(ember, op, None)

@@ -20,7 +20,8 @@ from typing import Any, Iterable, Iterator
 from ember import _C
 from ember._C import Generator, Tensor, default_generator, initial_seed  # noqa: F401
 
-__all__ = ["get_rng_state", "set_rng_state", "manual_seed", "seed", "initial_seed", "fork_rng"]
+__all__ = ["get_rng_state", "set_rng_state", "manual_seed", "seed", "initial_seed", "fork_rng",
+           "thread_safe_generator"]
 
 _STATE = struct.Struct("<QQ")
 
@@ -103,3 +104,25 @@ def fork_rng(
         yield
     finally:
         set_rng_state(state)
+
+
+def thread_safe_generator() -> Generator | None:
+    """The generator random code should pass as ``generator=`` to be safe in a DataLoader
+    worker thread: the worker's own generator there, None everywhere else (None means the
+    default generator). ember's DataLoader workers are processes, whose default generator is
+    their own, so this is None in ember's workers too.
+
+    >>> import ember
+    >>> ember.random.thread_safe_generator() is None
+    True
+    """
+    try:
+        from ember.utils.data import get_worker_info
+    except ImportError:
+        return None
+    info = get_worker_info()
+    if info is not None and getattr(info, "worker_method", None) == "thread":
+        rng = getattr(info, "rng", None)
+        if rng is not None:
+            return getattr(rng, "torch_generator", None)
+    return None

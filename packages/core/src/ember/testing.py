@@ -22,7 +22,7 @@ import numpy as np
 from ember import _C
 from ember._C import Tensor
 
-__all__ = ["assert_close", "make_tensor"]
+__all__ = ["assert_close", "make_tensor", "assert_allclose"]
 
 # (rtol, atol) when neither is given, by dtype; integer and bool types compare exactly
 _DEFAULT_TOLERANCES = {
@@ -322,3 +322,33 @@ def make_tensor(
     if requires_grad:
         out.requires_grad_(True)
     return out
+
+
+# assert_allclose's own defaults (looser than assert_close's for float32 and float64)
+_ALLCLOSE_TOLERANCES = {_C.float16: (1e-3, 1e-3), _C.float32: (1e-4, 1e-5),
+                        _C.float64: (1e-5, 1e-8)}
+
+
+def assert_allclose(actual: Any, expected: Any, rtol: float | None = None,
+                    atol: float | None = None, equal_nan: bool = True, msg: str = "") -> None:
+    """Deprecated (as in PyTorch since 1.12; use :func:`assert_close`): ``assert_close`` with
+    NaNs equal by default, dtypes not compared, non-tensors made tensors (``expected`` in
+    ``actual``'s dtype) and, when neither tolerance is given, rtol/atol of (1e-3, 1e-3) for
+    float16, (1e-4, 1e-5) for float32, (1e-5, 1e-8) for float64 (the largest of both inputs'),
+    else exact. Warns FutureWarning.
+    """
+    import warnings
+
+    warnings.warn("`torch.testing.assert_allclose()` is deprecated since 1.12 and will be removed "
+                  "in a future release. Please use `torch.testing.assert_close()` instead. You can "
+                  "find detailed upgrade instructions in "
+                  "https://github.com/pytorch/pytorch/issues/61844.", FutureWarning, stacklevel=2)
+    if not isinstance(actual, Tensor):
+        actual = _C.tensor(actual)
+    if not isinstance(expected, Tensor):
+        expected = _C.tensor(expected, dtype=actual.dtype)
+    if rtol is None and atol is None:
+        pairs = [_ALLCLOSE_TOLERANCES.get(t.dtype, (0.0, 0.0)) for t in (actual, expected)]
+        rtol, atol = max(p[0] for p in pairs), max(p[1] for p in pairs)
+    assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_device=True,
+                 check_dtype=False, check_stride=False, msg=msg or None)

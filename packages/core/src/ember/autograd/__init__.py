@@ -43,12 +43,15 @@ def _as_list(x) -> list:
 
 
 def _tensors(x: Any, api: str, arg: str, none_ok: bool = False,
-             exc: type[Exception] = TypeError) -> list:
-    """``x`` (a Tensor or a sequence of them; None entries where ``none_ok``) as a list,
-    with an ``exc`` naming the call and the argument for anything else (the engine's binding
-    would answer with its whole signature)."""
+             exc: type[Exception] = TypeError, edges: bool = False) -> list:
+    """``x`` (a Tensor or a sequence of them; None entries where ``none_ok``; GradientEdges,
+    resolved to their tensors, where ``edges``) as a list, with an ``exc`` naming the call and
+    the argument for anything else (the engine's binding would answer with its whole
+    signature)."""
     if x is None or isinstance(x, Tensor):
         return _as_list(x)
+    if edges and isinstance(x, graph.GradientEdge):
+        return graph._resolve_inputs([x])
     what = "Tensors or None" if none_ok else "Tensors"
     try:
         items = list(x)
@@ -56,10 +59,11 @@ def _tensors(x: Any, api: str, arg: str, none_ok: bool = False,
         raise TypeError(f"{api}: {arg} must be a Tensor or a sequence of {what}, got "
                         f"{type(x).__name__}") from None
     for i, v in enumerate(items):
-        if not (isinstance(v, Tensor) or (none_ok and v is None)):
+        if not (isinstance(v, Tensor) or (none_ok and v is None)
+                or (edges and isinstance(v, graph.GradientEdge))):
             raise exc(f"{api}: {arg}[{i}] must be a Tensor{' or None' if none_ok else ''}, got "
                       f"{type(v).__name__}")
-    return items
+    return graph._resolve_inputs(items) if edges else items
 
 
 # ---- gradients that do not pass through the engine ------------------------------------------
@@ -137,7 +141,8 @@ def backward(
     if len(grads) != len(outs):
         raise RuntimeError(f"backward: got {len(outs)} tensors but {len(grads)} gradients")
     keep = create_graph if retain_graph is None else retain_graph
-    ins = _tensors(inputs, "backward", "inputs", exc=RuntimeError)  # RuntimeError: PyTorch's
+    ins = _tensors(inputs, "backward", "inputs", exc=RuntimeError,  # RuntimeError: PyTorch's
+                   edges=True)
     if inputs is not None and not ins:
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     with graph._graph_task(outs, ins):
@@ -184,7 +189,7 @@ def grad(
     outs = _tensors(outputs, "grad", "outputs")
     if inputs is None:
         raise TypeError("grad: inputs must be a Tensor or a sequence of Tensors, got NoneType")
-    ins = _tensors(inputs, "grad", "inputs", exc=RuntimeError)
+    ins = _tensors(inputs, "grad", "inputs", exc=RuntimeError, edges=True)
     if not ins:  # nothing to differentiate for: an error in PyTorch, not an empty tuple
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     grads = _tensors(grad_outputs, "grad", "grad_outputs", True) or [None] * len(outs)

@@ -16,12 +16,15 @@ import abc
 import contextlib
 import itertools
 import threading
-from typing import Any, Callable, Iterator, Literal, Sequence
+import weakref
+from typing import Any, Callable, Iterable, Iterator, Literal, NamedTuple, Sequence
 
 from ember import _C
 from ember._C import Tensor
 
-__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "register_multi_grad_hook"]
+__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "register_multi_grad_hook",
+           "disable_saved_tensors_hooks", "allow_mutation_on_saved_tensors", "GradientEdge",
+           "get_gradient_edge", "increment_version"]
 
 
 class Node(abc.ABC):
@@ -73,11 +76,16 @@ class saved_tensors_hooks:
         self.unpack_hook = unpack_hook
 
     def __enter__(self) -> saved_tensors_hooks:
+        disabled = _disabled_message()
+        if disabled is not None:
+            raise RuntimeError(disabled)
         _C._push_saved_tensors_default_hooks(self.pack_hook, self.unpack_hook)
+        _hooks_state.active = _hooks_active() + 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _C._pop_saved_tensors_default_hooks()
+        _hooks_state.active = _hooks_active() - 1
 
 
 class save_on_cpu(saved_tensors_hooks):
@@ -110,6 +118,232 @@ class save_on_cpu(saved_tensors_hooks):
             return tensor if tensor.device == device else tensor.to(device)
 
         super().__init__(pack_to_cpu, unpack_from_cpu)
+
+
+# ---- turning saved-tensor hooks off -------------------------------------------------------------
+_hooks_state = threading.local()
+
+
+def _disabled_message() -> str | None:
+    return getattr(_hooks_state, "disabled", None)
+
+
+def _hooks_active() -> int:
+    return getattr(_hooks_state, "active", 0)
+
+
+@contextlib.contextmanager
+def disable_saved_tensors_hooks(error_message: str) -> Iterator[None]:
+    """Within the block, entering :class:`saved_tensors_hooks` (or :class:`save_on_cpu`, or a
+    non-reentrant checkpoint) raises RuntimeError with ``error_message``; entering it while such
+    hooks are active raises too. Per thread; the innermost message applies.
+
+    >>> import ember
+    >>> from ember.autograd.graph import disable_saved_tensors_hooks, save_on_cpu
+    >>> with disable_saved_tensors_hooks("no offloading here"):
+    ...     try:
+    ...         with save_on_cpu():
+    ...             pass
+    ...     except RuntimeError as e:
+    ...         print(e)
+    no offloading here
+    """
+    if _hooks_active():
+        raise RuntimeError(error_message)
+    prev = _disabled_message()
+    _hooks_state.disabled = error_message
+    try:
+        yield
+    finally:
+        _hooks_state.disabled = prev
+
+
+# ---- version counters and gradient edges --------------------------------------------------------
+def increment_version(tensor: Tensor | Iterable[Tensor]) -> None:
+    """Bumps the version counter of ``tensor`` (or of each tensor of an iterable) by one
+    without touching its data: for code that changes a tensor's memory behind autograd's back,
+    so that backward still notices. Views share the counter of their base.
+
+    >>> import ember
+    >>> x = ember.ones(2)
+    >>> ember.autograd.graph.increment_version(x)
+    >>> x._version
+    1
+    """
+    from ember.autograd.grad_mode import no_grad
+
+    tensors = [tensor] if isinstance(tensor, Tensor) else list(tensor)
+    with no_grad():
+        for t in tensors:
+            # resizing a tensor to its own shape is an in-place op that writes no data; the
+            # detached alias shares the version counter but may always be resized
+            alias = t.detach()
+            alias.resize_(alias.shape)
+
+
+class GradientEdge(NamedTuple):
+    """Where the gradient of a tensor enters the autograd graph: ``node`` (its ``grad_fn``, or
+    the AccumulateGrad node of a leaf) and ``output_nr`` (which output of the node it is).
+    ``get_gradient_edge(t)`` makes one; it can be passed among ``inputs`` of
+    ``ember.autograd.grad`` and ``backward`` while ``t`` is alive and its grad_fn unchanged."""
+
+    node: Any
+    output_nr: int
+    ownership_token: Any = None
+
+
+# node -> {output_nr: weak reference to the tensor the edge came from}: ember's engine takes
+# tensors as inputs, so an edge used as an input is resolved back to its tensor.
+_edge_tensors: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def get_gradient_edge(tensor: Tensor) -> GradientEdge:
+    """The :class:`GradientEdge` of ``tensor`` (which must require grad).
+
+    >>> import ember
+    >>> x = ember.ones(2, requires_grad=True)
+    >>> y = x * 2
+    >>> e = ember.autograd.graph.get_gradient_edge(y)
+    >>> e.node is y.grad_fn, e.output_nr
+    (True, 0)
+    >>> ember.autograd.grad((y * y).sum(), inputs=[e])[0].tolist()
+    [4.0, 4.0]
+    """
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does "
+                           "not require gradients")
+    node = _grad_node(tensor)
+    nr = tensor.output_nr if tensor.grad_fn is not None else 0
+    try:
+        _edge_tensors.setdefault(node, {})[nr] = weakref.ref(tensor)
+    except TypeError:  # a node type without weak references: the edge is data only
+        pass
+    return GradientEdge(node, nr)
+
+
+def _resolve_edge(edge: GradientEdge) -> Tensor:
+    """The tensor an edge passed as an input stands for."""
+    ref = _edge_tensors.get(edge.node, {}).get(edge.output_nr) if edge.node is not None else None
+    t = ref() if ref is not None else None
+    if t is not None and _grad_node(t) is edge.node and (
+            t.grad_fn is None or t.output_nr == edge.output_nr):
+        return t
+    raise RuntimeError(
+        "ember.autograd: a GradientEdge can be used among `inputs` only while the tensor it was "
+        "taken from with get_gradient_edge() is alive and has the same grad_fn (ember's engine "
+        "takes tensors as inputs; edges built by hand or of a tensor changed in place since are "
+        "not supported)")
+
+
+def _resolve_inputs(inputs: list) -> list:
+    return [_resolve_edge(i) if isinstance(i, GradientEdge) else i for i in inputs]
+
+
+# ---- in-place changes to saved tensors ------------------------------------------------------------
+class _AllowMutationOnSavedContext:
+    """The state of one ``allow_mutation_on_saved_tensors`` block: the tensors saved inside it
+    and the copies taken before an in-place op changed them."""
+
+    def __init__(self) -> None:
+        self.original: dict[int, Tensor] = {}  # saved id -> the tensor autograd saved
+        self.version: dict[int, int] = {}  # saved id -> its version when saved
+        self.by_storage: dict[int, list[int]] = {}  # storage address -> saved ids
+        self.cloned: dict[int, Tensor] = {}  # saved id -> its value before the first change
+        self.closed = False
+        self._ids = itertools.count()
+
+    def clear(self) -> None:
+        self.original.clear()
+        self.version.clear()
+        self.by_storage.clear()
+        self.cloned.clear()
+
+
+def _storage_key(t: Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, AttributeError, TypeError):
+        return None
+
+
+def _mutated_args(func: Any, args: tuple, kwargs: dict) -> list[Tensor]:
+    """The tensors an op writes: its ``out=``, ``_copy_from``'s destination, the first argument
+    of an in-place op (a name ending in ``_``)."""
+    out: list[Tensor] = []
+    o = kwargs.get("out")
+    if isinstance(o, Tensor):
+        out.append(o)
+    elif isinstance(o, (list, tuple)):
+        out.extend(x for x in o if isinstance(x, Tensor))
+    name = func.overloadpacket.__name__
+    if name == "_copy_from" and len(args) > 1 and isinstance(args[1], Tensor):
+        out.append(args[1])
+    elif name.endswith("_") and not name.endswith("__") and args and isinstance(args[0], Tensor):
+        out.append(args[0])
+    return out
+
+
+def _clone_before_mutate_mode(ctx: _AllowMutationOnSavedContext) -> Any:
+    from ember.utils._python_dispatch import TorchDispatchMode
+
+    class _CloneArgBeforeMutateMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: tuple, args: tuple = (),
+                               kwargs: dict | None = None) -> Any:
+            kwargs = kwargs or {}
+            for t in _mutated_args(func, args, kwargs):
+                for sid in ctx.by_storage.get(_storage_key(t), ()):
+                    if sid not in ctx.cloned:
+                        ctx.cloned[sid] = ctx.original[sid].clone()
+            return func(*args, **kwargs)
+
+    return _CloneArgBeforeMutateMode()
+
+
+@contextlib.contextmanager
+def allow_mutation_on_saved_tensors() -> Iterator[_AllowMutationOnSavedContext]:
+    """Within the block, an in-place op on a tensor that autograd saved for backward (or on a
+    view of its memory) first copies the saved value, so backward uses the value from before the
+    change instead of raising. Backward must run inside the same block.
+
+    >>> import ember
+    >>> with ember.autograd.graph.allow_mutation_on_saved_tensors():
+    ...     x = ember.ones(2, requires_grad=True)
+    ...     y = x.clone()
+    ...     z = y * y
+    ...     _ = y.mul_(3)
+    ...     z.sum().backward()
+    >>> x.grad.tolist()
+    [2.0, 2.0]
+    """
+    ctx = _AllowMutationOnSavedContext()
+
+    def pack(t: Tensor) -> int:
+        sid = next(ctx._ids)
+        ctx.original[sid] = t
+        ctx.version[sid] = t._version
+        ctx.by_storage.setdefault(_storage_key(t), []).append(sid)
+        return sid
+
+    def unpack(sid: int) -> Tensor:
+        if ctx.closed:
+            # (AssertionError, as PyTorch raises)
+            raise AssertionError("Trying to backward outside of the "
+                                 "'allow_mutation_on_saved_tensors' context in which the graph "
+                                 "was originally recorded.")
+        copy = ctx.cloned.get(sid)
+        if copy is None:
+            return ctx.original[sid]
+        # the copy stands for the tensor as it was saved, version included (backward checks it)
+        for _ in range(ctx.version[sid] - copy._version):
+            increment_version(copy)
+        return copy
+
+    with saved_tensors_hooks(pack, unpack), _clone_before_mutate_mode(ctx):
+        try:
+            yield ctx
+        finally:
+            ctx.closed = True
+            ctx.clear()
 
 
 # ---- the running backward pass ----------------------------------------------------------------
