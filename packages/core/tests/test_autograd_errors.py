@@ -68,3 +68,13 @@ def test_assigning_a_wrong_grad():
     with pytest.raises(RuntimeError, match="assign a gradient with dtype 'float64' to a tensor "
                                            "with grad_dtype 'float32'"):
         x.grad = ember.ones(2, dtype=ember.float64)
+
+
+@pytest.mark.parametrize("value", [None, 1, "no", 0.0])
+def test_requires_grad_takes_a_bool_only(value):
+    x = ember.ones(2)
+    with pytest.raises(TypeError, match=r"requires_grad_\(\): argument 'requires_grad' "
+                                        r"\(position 1\) must be bool, not "):
+        x.requires_grad_(value)
+    assert not x.requires_grad  # None used to be taken as False, 1 as True
+    assert x.requires_grad_().requires_grad and not x.requires_grad_(False).requires_grad

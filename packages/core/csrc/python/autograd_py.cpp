@@ -68,8 +68,14 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
          [](const Tensor& t, bool r) { autograd::set_requires_grad(t, r); })
       .def(
           "requires_grad_",
-          [](const Tensor& t, bool r) {
-            autograd::set_requires_grad(t, r);
+          [](const Tensor& t, py::handle r) {
+            // a bool only, as in PyTorch (pybind11 would take None as False)
+            if (!PyBool_Check(r.ptr()))
+              throw py::type_error(
+                  std::string("requires_grad_(): argument 'requires_grad' (position 1) must be "
+                              "bool, not ") +
+                  Py_TYPE(r.ptr())->tp_name);
+            autograd::set_requires_grad(t, r.ptr() == Py_True);
             return t;
           },
           py::arg("requires_grad") = true)
