@@ -122,8 +122,9 @@ def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
             return fn(batch, collate_fn_map=fn_map)
     if isinstance(elem, ember.Tensor):
         return _collate_tensors(batch, path)
-    if foreign_tensor(elem) is not None:  # torch tensors from torchvision's transforms, say
-        return _collate_tensors([ember.as_tensor(b) for b in batch], path)
+    first = foreign_tensor(elem)  # torch tensors from torchvision's transforms, say
+    if first is not None:
+        return _collate_tensors([first, *(ember.as_tensor(b) for b in batch[1:])], path)
     if ember.is_tensor(elem):  # a sparse tensor (ember.sparse): refused, as PyTorch does
         raise RuntimeError(
             f"default_collate: batches of sparse tensors ({elem.layout} at {path}) are not "
