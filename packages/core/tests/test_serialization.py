@@ -332,6 +332,22 @@ def test_safetensors_corrupt_files(tmp_path):
             ember.load_safetensors(p)
 
 
+def test_load_safetensors_honours_map_location(tmp_path):
+    # safetensors records no device: its tensors are taken as saved at "cpu"
+    p = tmp_path / "w.safetensors"
+    ember.save_safetensors({"w": ember.arange(4.0)}, p)
+    for ml in ("meta", ember.device("meta"), {"cpu": "meta"}):
+        t = ember.load(p, map_location=ml)["w"]
+        assert t.device.type == "meta" and t.shape == (4,)
+    assert ember.load(p, map_location={"cuda:0": "meta"})["w"].device.type == "cpu"
+    seen = []
+    out = ember.load(p, map_location=lambda t, loc: seen.append(loc) or t * 2)
+    assert seen == ["cpu"] and out["w"].tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert ember.load(p, map_location=lambda t, loc: None)["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="unknown map_location device 'xpu'"):
+        ember.load(p, map_location="xpu")
+
+
 def test_cross_check_with_huggingface_safetensors(tmp_path):
     st_numpy = pytest.importorskip("safetensors.numpy")
     p = tmp_path / "e.safetensors"

@@ -598,39 +598,7 @@ class _Reader:
 
     def _target(self, loc: str, map_location: Any) -> str:
         """The device a tensor saved at ``loc`` loads onto (checked to exist)."""
-        import ember
-
-        if map_location is None:
-            target = loc
-        elif isinstance(map_location, dict):
-            target = str(map_location.get(loc, loc))
-        else:
-            target = str(map_location)
-        if target in ("cpu", "meta"):  # meta: shapes and dtypes only, as in PyTorch
-            return target
-        if target.startswith("cuda"):
-            if not ember.cuda.is_available():
-                raise RuntimeError(
-                    f"Attempting to deserialize object on a CUDA device ('{target}', saved at "
-                    f"'{loc}') but ember.cuda.is_available() is False. If you are running on a "
-                    "CPU-only machine, please use ember.load with "
-                    "map_location=ember.device('cpu') to map your storages to the CPU "
-                    f"(loading {self.src.name})")
-            try:
-                index = ember.device(target).index
-            except (RuntimeError, ValueError) as exc:
-                raise ValueError(f"ember.load: bad map_location device {target!r} ({exc})") \
-                    from None
-            count = ember.cuda.device_count()
-            if index is not None and index >= count:
-                raise RuntimeError(
-                    f"Attempting to deserialize object on CUDA device {index} but "
-                    f"ember.cuda.device_count() is {count}. Please use ember.load with "
-                    "map_location to map your storages to an existing device "
-                    f"(loading {self.src.name})")
-            return target
-        raise ValueError(f"ember.load: unknown map_location device {target!r} (for a tensor "
-                         f"saved at '{loc}'); expected 'cpu', 'meta' or a CUDA device")
+        return _target_device(loc, map_location, self.src.name)
 
     def _placed(self, sid: int, raw: Tensor, target: str) -> Tensor:
         """The bytes of storage ``sid`` on ``target`` (copied there once per storage)."""
@@ -788,7 +756,7 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
         head = src.read(0, min(src.size, _PRELUDE.size), "the prelude")
         if head[:8] != _MAGIC:
             if _looks_like_safetensors(head):
-                return _load_safetensors(src, mmap)
+                return _placed_safetensors(_load_safetensors(src, mmap), map_location, src.name)
             if head[:4] == b"PK\x03\x04":  # PyTorch's zip format: read without running code
                 from ember import _torch_checkpoint
 
@@ -818,6 +786,43 @@ def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
             raise src.error("corrupt checkpoint: the object tree is too deeply nested") from None
     finally:
         src.close()
+
+
+def _target_device(loc: str, map_location: Any, name: str) -> str:
+    """The device a tensor saved at ``loc`` loads onto (checked to exist)."""
+    import ember
+
+    if map_location is None:
+        target = loc
+    elif isinstance(map_location, dict):
+        target = str(map_location.get(loc, loc))
+    else:
+        target = str(map_location)
+    if target in ("cpu", "meta"):  # meta: shapes and dtypes only, as in PyTorch
+        return target
+    if target.startswith("cuda"):
+        if not ember.cuda.is_available():
+            raise RuntimeError(
+                f"Attempting to deserialize object on a CUDA device ('{target}', saved at "
+                f"'{loc}') but ember.cuda.is_available() is False. If you are running on a "
+                "CPU-only machine, please use ember.load with "
+                "map_location=ember.device('cpu') to map your storages to the CPU "
+                f"(loading {name})")
+        try:
+            index = ember.device(target).index
+        except (RuntimeError, ValueError) as exc:
+            raise ValueError(f"ember.load: bad map_location device {target!r} ({exc})") \
+                from None
+        count = ember.cuda.device_count()
+        if index is not None and index >= count:
+            raise RuntimeError(
+                f"Attempting to deserialize object on CUDA device {index} but "
+                f"ember.cuda.device_count() is {count}. Please use ember.load with "
+                "map_location to map your storages to an existing device "
+                f"(loading {name})")
+        return target
+    raise ValueError(f"ember.load: unknown map_location device {target!r} (for a tensor "
+                     f"saved at '{loc}'); expected 'cpu', 'meta' or a CUDA device")
 
 
 def _checked_map_location(map_location: Any) -> Any:
@@ -999,6 +1004,19 @@ def _st_header(src: _Source) -> tuple[dict, int]:
             isinstance(k, str) and isinstance(v, str) for k, v in meta.items())):
         raise src.error("corrupt safetensors file: __metadata__ must map str to str")
     return header, 8 + n
+
+
+def _placed_safetensors(tensors: dict[str, Tensor], map_location: Any,
+                        name: str) -> dict[str, Tensor]:
+    """``map_location`` applied to a safetensors file's tensors, which are saved at "cpu" (the
+    format records no device)."""
+    if map_location is None:
+        return tensors
+    if callable(map_location) and not isinstance(map_location, (str, dict)):
+        placed = {k: map_location(t, "cpu") for k, t in tensors.items()}
+        return {k: tensors[k] if v is None else v for k, v in placed.items()}
+    target = _target_device("cpu", map_location, name)
+    return {k: _Reader._moved(t, target) for k, t in tensors.items()}
 
 
 def _load_safetensors(src: _Source, mmap: bool) -> dict[str, Tensor]:
