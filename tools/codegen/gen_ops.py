@@ -163,7 +163,13 @@ def python_dispatch_modes(group: str, op: Op) -> bool:
             or op.name in PY_DISPATCH_COMPOSITES)
 
 
-PY_DISPATCH_COMPOSITES = frozenset({"clone"})
+# Composites PyTorch's modes see as one op: clone, the factories (ones, randn, arange ...), cat
+# (and its aliases, which run it), and the in-place fills and copy (else a mode saw each of them
+# as the _copy_from kernel under them).
+PY_DISPATCH_COMPOSITES = frozenset({
+    "clone", "empty", "empty_strided", "zeros", "ones", "full", "arange", "linspace", "logspace",
+    "eye", "rand", "randn", "randint", "randperm", "normal", "cat", "fill_", "zero_", "copy_",
+    "_to_copy"})
 
 
 def python_dispatched_ops(groups: dict[str, list[Op]]) -> list[tuple[str, Op]]:

@@ -187,3 +187,13 @@ def test_tensor_of_non_sequences_is_refused():
             ember.tensor(bad)
     with pytest.raises(ValueError, match="expected sequence of length 1 at dim 1"):
         ember.tensor(collections.deque([[1], [2, 3]]))
+
+
+def test_to_dtype_keeps_a_dense_layout_like_torch():
+    # Tensor.to(dtype) is PyTorch's _to_copy with preserve_format: a transposed (dense) input
+    # keeps its strides; a contiguous one stays contiguous
+    x = ember.arange(12.0).reshape(3, 4).t()
+    for y in (x.to(ember.float64), x.double(), x.to(ember.float64, copy=True), x.half()):
+        assert y.stride() == (1, 4) and y.tolist() == x.tolist()
+    assert ember.ones(2, 3).double().stride() == (3, 1)
+    assert x.to(ember.float32) is x  # same dtype, no copy

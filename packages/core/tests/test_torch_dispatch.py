@@ -68,6 +68,68 @@ def test_logging_mode_sees_forward_and_backward_ops_like_torch():
     assert ours.count("mm") == theirs.count("mm") == 3
 
 
+def _names_seen(lib, base: type, fn) -> list[str]:
+    with _log_mode(base)() as log:
+        fn(lib)
+    return [c[0] for c in log.calls]
+
+
+# What a mode sees of factories, fills, copies, conversions, cat and matmul: the op PyTorch
+# shows (not the _copy_from kernel under a composite, nor one opaque matmul).
+_SEEN_LIKE_TORCH = {
+    "factories": (lambda L: (L.ones(2), L.zeros(2), L.full((2,), 3.0), L.empty(2), L.arange(3),
+                             L.randn(2), L.rand(2), L.eye(2), L.linspace(0, 1, 3)),
+                  ["ones", "zeros", "full", "empty", "arange", "randn", "rand", "eye", "linspace"]),
+    "fill_copy": (lambda L: (L.empty(2).fill_(1.0), L.empty(2).zero_(), L.empty(2).copy_(L.ones(2))),
+                  ["empty", "fill_", "empty", "zero_", "empty", "ones", "copy_"]),
+    "to_dtype": (lambda L: L.ones(2).to(L.float64), ["ones", "_to_copy"]),
+    "cat": (lambda L: L.cat([L.ones(2), L.ones(2)]), ["ones", "ones", "cat"]),
+    "mm": (lambda L: L.ones(2, 3) @ L.ones(3, 4), ["ones", "ones", "mm"]),
+    "dot": (lambda L: L.ones(3) @ L.ones(3), ["ones", "ones", "dot"]),
+    "bmm": (lambda L: L.ones(2, 2, 3) @ L.ones(2, 3, 4), None),
+    "folded": (lambda L: L.ones(5, 2, 3) @ L.ones(3, 4), None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SEEN_LIKE_TORCH))
+def test_mode_sees_composites_as_torch_does(case):
+    fn, expected = _SEEN_LIKE_TORCH[case]
+    ours = _names_seen(ember, TorchDispatchMode, fn)
+    if expected is not None:
+        assert ours == expected
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode as TorchMode
+
+    theirs = _names_seen(torch, TorchMode, fn)
+    # the matrix products and the factories agree; views around them may be spelt differently
+    # (reshape where PyTorch shows view / _unsafe_view)
+    products = {"mm", "bmm", "dot", "mv", "ones", "cat", "_to_copy", "fill_", "zero_", "copy_"}
+    assert [n for n in ours if n in products] == [n for n in theirs if n in products]
+    if expected is not None:
+        assert ours == theirs
+
+
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)),
+                                    ((2, 3), (3, 4)), ((5, 2, 3), (3,)), ((5, 2, 3), (3, 4)),
+                                    ((3,), (5, 3, 4)), ((2, 1, 2, 3), (5, 3, 4)),
+                                    ((5, 2, 3), (5, 3, 4))])
+def test_matmul_under_a_mode_gives_matmuls_values_and_gradients(shapes):
+    ember.manual_seed(0)
+    a = ember.randn(*shapes[0], dtype=ember.float64, requires_grad=True)
+    b = ember.randn(*shapes[1], dtype=ember.float64, requires_grad=True)
+    want = ember.matmul(a, b)
+    ga, gb = ember.autograd.grad(want.sum(), (a, b))
+    with _log_mode(TorchDispatchMode)() as log:
+        got = ember.matmul(a, b)
+        ha, hb = ember.autograd.grad(got.sum(), (a, b))
+    assert "matmul" not in [c[0] for c in log.calls]
+    assert got.shape == want.shape and ember.allclose(got, want)
+    assert ember.allclose(ha, ga) and ember.allclose(hb, gb)
+    # shapes that do not fit still raise matmul's own error
+    with _log_mode(TorchDispatchMode)(), pytest.raises(RuntimeError):
+        ember.matmul(a, ember.ones(7, dtype=ember.float64))
+
+
 def test_op_object_names_match_torch():
     torch = pytest.importorskip("torch")
     from torch.utils._python_dispatch import TorchDispatchMode as TorchMode

@@ -136,11 +136,11 @@ Tensor fill_(const Tensor& self, const TensorOrScalar& value) {
 
 Tensor zero_(const Tensor& self) { return fill_(self, Scalar(int64_t(0))); }
 
+// Tensor.to(dtype): PyTorch's _to_copy, so a dense input keeps its layout and a dispatch mode
+// sees the op it knows.
 Tensor to_dtype(const Tensor& self, ScalarType dtype, bool copy) {
   if (self->dtype() == dtype && !copy) return self;
-  Tensor out = ember::empty(self->sizes(), dtype, self->device());
-  copy_same_device(out, self);
-  return fresh(out);
+  return dispatch::_to_copy(self, dtype, std::nullopt, false);
 }
 
 Tensor empty(const DimVector& size, std::optional<ScalarType> dtype, std::optional<Device> device) {

@@ -281,11 +281,47 @@ def _op(index: int) -> OpOverload:
     return _OPS[index]
 
 
+def _matmul_parts(a: Any, b: Any) -> Any:
+    """matmul run as the ops PyTorch's modes see it make (dot, mv, mm or bmm, with the views
+    around them), so that a mode counting or rewriting aten.mm sees every matrix product.
+    None when the shapes do not fit (matmul itself then runs and raises its error)."""
+    import ember
+
+    da, db = a.dim(), b.dim()
+    if da == 0 or db == 0 or a.shape[-1] != b.shape[-1 if db == 1 else -2]:
+        return None
+    if da == 1 and db == 1:
+        return ember.dot(a, b)
+    if da == 2 and db == 1:
+        return ember.mv(a, b)
+    if da == 2 and db == 2:
+        return ember.mm(a, b)
+    if da == 1 and db == 2:
+        return ember.mm(a.unsqueeze(0), b).squeeze(0)
+    if db <= 2:  # a batch of rows against one matrix: fold the batch into the rows (one mm)
+        b2 = b.unsqueeze(-1) if db == 1 else b
+        out = ember.mm(a.reshape(-1, a.shape[-1]), b2)
+        return out.view(a.shape[:-1] + (() if db == 1 else (b2.shape[-1],)))
+    a2 = a.unsqueeze(0) if da == 1 else a
+    b2 = b.unsqueeze(-1) if db == 1 else b
+    batch = tuple(ember.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]))
+    (n, k), m = a2.shape[-2:], b2.shape[-1]
+    out = ember.bmm(a2.expand(batch + (n, k)).reshape(-1, n, k),
+                    b2.expand(batch + (k, m)).reshape(-1, k, m)).view(batch + (n, m))
+    if da == 1:
+        out = out.squeeze(-2)
+    return out.squeeze(-1) if db == 1 else out
+
+
 # ---- the handler the C++ hook calls -------------------------------------------------------------
 def _dispatch(index: int, boxed: list, types: tuple) -> Any:
     func = _op(index)
     args, kwargs = func._split(boxed)
     stack = _stack()
+    if stack and func._opname == "matmul" and not kwargs:
+        r = _matmul_parts(*args)
+        if r is not None:
+            return r
     if stack:
         mode = _pop_mode()
         try:
