@@ -31,6 +31,15 @@
   EMBER_DTYPE_CASE(Complex64, std::complex<float>, __VA_ARGS__) \
   EMBER_DTYPE_CASE(Complex128, std::complex<double>, __VA_ARGS__)
 
+// The storage types (core/dtype.h: is_storage_type), listed only by the kernels that move,
+// convert and compare values.
+#define EMBER_CASES_STORAGE(...)                                       \
+  EMBER_DTYPE_CASE(UInt16, uint16_t, __VA_ARGS__)                      \
+  EMBER_DTYPE_CASE(UInt32, uint32_t, __VA_ARGS__)                      \
+  EMBER_DTYPE_CASE(UInt64, uint64_t, __VA_ARGS__)                      \
+  EMBER_DTYPE_CASE(Float8_e4m3fn, ::ember::Float8_e4m3fn, __VA_ARGS__) \
+  EMBER_DTYPE_CASE(Float8_e5m2, ::ember::Float8_e5m2, __VA_ARGS__)
+
 // "ALL" is every real dtype: an op that also takes complex says so with ..._AND_COMPLEX.
 #define EMBER_DISPATCH_ALL(dtype, name, ...)            \
   [&] {                                                 \
@@ -50,6 +59,18 @@
       EMBER_CASES_COMPLEX(__VA_ARGS__)                   \
       EMBER_DTYPE_ERROR(dtype, name, "all")              \
     }                                                    \
+  }()
+// Every dtype, the storage types included: copies, fills, item() and comparisons.
+#define EMBER_DISPATCH_EVERY(dtype, name, ...)  \
+  [&] {                                         \
+    switch (dtype) {                            \
+      EMBER_CASES_FLOAT(__VA_ARGS__)            \
+      EMBER_CASES_INT(__VA_ARGS__)              \
+      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__) \
+      EMBER_CASES_COMPLEX(__VA_ARGS__)          \
+      EMBER_CASES_STORAGE(__VA_ARGS__)          \
+      EMBER_DTYPE_ERROR(dtype, name, "all")     \
+    }                                           \
   }()
 #define EMBER_DISPATCH_COMPLEX(dtype, name, ...)                 \
   [&] {                                                          \

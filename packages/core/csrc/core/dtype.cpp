@@ -5,9 +5,11 @@
 namespace ember {
 
 const char* dtype_name(ScalarType t) {
-  static const char* names[] = {"bool",    "uint8",   "int8",      "int16",
-                                "int32",   "int64",   "float16",   "bfloat16",
-                                "float32", "float64", "complex64", "complex128"};
+  static const char* names[] = {"bool",          "uint8",      "int8",     "int16",   "int32",
+                                "int64",         "float16",    "bfloat16", "float32", "float64",
+                                "complex64",     "complex128", "uint16",   "uint32",  "uint64",
+                                "float8_e4m3fn", "float8_e5m2"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kNumScalarTypes, "one name per dtype");
   int i = static_cast<int>(t);
   return (i >= 0 && i < kNumScalarTypes) ? names[i] : "undefined";
 }
@@ -15,6 +17,19 @@ const char* dtype_name(ScalarType t) {
 ScalarType promote_types(ScalarType a, ScalarType b) {
   if (a == b) return a;
   using S = ScalarType;
+  // PyTorch promotes the storage types with nothing but themselves, except a wide unsigned
+  // integer with a (non-8-bit) float, which gives the float.
+  if (is_float8(a) || is_float8(b))
+    EMBER_FAIL(Runtime, "Promotion for Float8 Types is not supported, attempted to promote ",
+               dtype_name(a), " and ", dtype_name(b));
+  if (is_storage_type(a) || is_storage_type(b)) {
+    const ScalarType other = is_storage_type(a) ? b : a;
+    if (is_floating(other) || is_complex(other)) return other;
+    EMBER_FAIL(Runtime,
+               "Promotion for uint16, uint32, uint64 types is not supported, attempted to "
+               "promote ",
+               dtype_name(a), " and ", dtype_name(b));
+  }
   if (a == S::Bool) return b;
   if (b == S::Bool) return a;
   // complex with anything: complex, as wide as the wider of the two parts (float64 and

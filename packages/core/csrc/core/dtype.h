@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/float8.h"
 #include "core/half.h"
 
 namespace ember {
@@ -23,17 +24,34 @@ enum class ScalarType : int8_t {
   Float64,
   Complex64,   // std::complex<float>
   Complex128,  // std::complex<double>
+  // Storage types, as in PyTorch: made, copied, converted, compared, moved and saved; most
+  // arithmetic rejects them (convert first). See is_storage_type.
+  UInt16,
+  UInt32,
+  UInt64,
+  Float8_e4m3fn,
+  Float8_e5m2,
   NumTypes
 };
 constexpr int kNumScalarTypes = static_cast<int>(ScalarType::NumTypes);
 
 inline int64_t itemsize(ScalarType t) {
-  static constexpr int8_t sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16};
+  static constexpr int8_t sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16, 2, 4, 8, 1, 1};
+  static_assert(sizeof(sizes) == kNumScalarTypes, "one size per dtype");
   return sizes[static_cast<int>(t)];
+}
+inline bool is_float8(ScalarType t) {
+  return t == ScalarType::Float8_e4m3fn || t == ScalarType::Float8_e5m2;
 }
 inline bool is_floating(ScalarType t) {
   return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
-         t == ScalarType::Float64;
+         t == ScalarType::Float64 || is_float8(t);
+}
+// The dtypes PyTorch supports only partly (uint16/32/64 and the float8 types): ops that compute
+// reject them with a DtypeNotImplementedError, as their dtype switches do not list them.
+inline bool is_storage_type(ScalarType t) {
+  return t == ScalarType::UInt16 || t == ScalarType::UInt32 || t == ScalarType::UInt64 ||
+         is_float8(t);
 }
 inline bool is_complex(ScalarType t) {
   return t == ScalarType::Complex64 || t == ScalarType::Complex128;
@@ -53,7 +71,10 @@ inline ScalarType to_real(ScalarType t) {
   if (t == ScalarType::Complex128) return ScalarType::Float64;
   return t;
 }
-inline bool is_signed(ScalarType t) { return t != ScalarType::Bool && t != ScalarType::UInt8; }
+inline bool is_signed(ScalarType t) {
+  return t != ScalarType::Bool && t != ScalarType::UInt8 && t != ScalarType::UInt16 &&
+         t != ScalarType::UInt32 && t != ScalarType::UInt64;
+}
 
 // Short names as in "ember.float32".
 const char* dtype_name(ScalarType t);
@@ -88,6 +109,11 @@ EMBER_TYPE_TO_SCALAR(float, Float32)
 EMBER_TYPE_TO_SCALAR(double, Float64)
 EMBER_TYPE_TO_SCALAR(std::complex<float>, Complex64)
 EMBER_TYPE_TO_SCALAR(std::complex<double>, Complex128)
+EMBER_TYPE_TO_SCALAR(uint16_t, UInt16)
+EMBER_TYPE_TO_SCALAR(uint32_t, UInt32)
+EMBER_TYPE_TO_SCALAR(uint64_t, UInt64)
+EMBER_TYPE_TO_SCALAR(Float8_e4m3fn, Float8_e4m3fn)
+EMBER_TYPE_TO_SCALAR(Float8_e5m2, Float8_e5m2)
 #undef EMBER_TYPE_TO_SCALAR
 
 // The type arithmetic is done in: float for the 16-bit floats, the type itself otherwise.
@@ -101,6 +127,14 @@ struct OpMath<Half> {
 };
 template <>
 struct OpMath<BFloat16> {
+  using type = float;
+};
+template <>
+struct OpMath<Float8_e4m3fn> {
+  using type = float;
+};
+template <>
+struct OpMath<Float8_e5m2> {
   using type = float;
 };
 template <class T>

@@ -90,6 +90,16 @@ inline Scalar Tensor::item() const {
       return Scalar(*reinterpret_cast<const std::complex<float>*>(p));
     case ember::ScalarType::Complex128:
       return Scalar(*reinterpret_cast<const std::complex<double>*>(p));
+    case ember::ScalarType::UInt16:
+      return Scalar(int64_t{*reinterpret_cast<const uint16_t*>(p)});
+    case ember::ScalarType::UInt32:
+      return Scalar(int64_t{*reinterpret_cast<const uint32_t*>(p)});
+    case ember::ScalarType::UInt64:  // values past int64's range wrap, as Scalar holds int64
+      return Scalar(static_cast<int64_t>(*reinterpret_cast<const uint64_t*>(p)));
+    case ember::ScalarType::Float8_e4m3fn:
+      return Scalar(static_cast<double>(float(*reinterpret_cast<const Float8_e4m3fn*>(p))));
+    case ember::ScalarType::Float8_e5m2:
+      return Scalar(static_cast<double>(float(*reinterpret_cast<const Float8_e5m2*>(p))));
     default:
       break;
   }

@@ -36,6 +36,11 @@ enum class ScalarType : int8_t {
   Double,
   ComplexFloat,
   ComplexDouble,
+  UInt16,
+  UInt32,
+  UInt64,
+  Float8_e4m3fn,
+  Float8_e5m2,
   Undefined,
 };
 static_assert(static_cast<int>(ScalarType::Undefined) == kNumScalarTypes,
@@ -49,14 +54,18 @@ constexpr ScalarType kBool = ScalarType::Bool, kByte = ScalarType::Byte, kUInt8 
                      kFloat = ScalarType::Float, kFloat32 = ScalarType::Float,
                      kDouble = ScalarType::Double, kFloat64 = ScalarType::Double,
                      kComplexFloat = ScalarType::ComplexFloat,
-                     kComplexDouble = ScalarType::ComplexDouble;
+                     kComplexDouble = ScalarType::ComplexDouble, kUInt16 = ScalarType::UInt16,
+                     kUInt32 = ScalarType::UInt32, kUInt64 = ScalarType::UInt64,
+                     kFloat8_e4m3fn = ScalarType::Float8_e4m3fn,
+                     kFloat8_e5m2 = ScalarType::Float8_e5m2;
 
 constexpr ember::ScalarType to_core(ScalarType t) { return static_cast<ember::ScalarType>(t); }
 constexpr ScalarType from_core(ember::ScalarType t) { return static_cast<ScalarType>(t); }
 inline const char* toString(ScalarType t) {
-  static const char* names[] = {"Bool",         "Byte",          "Char",     "Short", "Int",
-                                "Long",         "Half",          "BFloat16", "Float", "Double",
-                                "ComplexFloat", "ComplexDouble", "Undefined"};
+  static const char* names[] = {"Bool",          "Byte",          "Char",     "Short",  "Int",
+                                "Long",          "Half",          "BFloat16", "Float",  "Double",
+                                "ComplexFloat",  "ComplexDouble", "UInt16",   "UInt32", "UInt64",
+                                "Float8_e4m3fn", "Float8_e5m2",   "Undefined"};
   return names[static_cast<int>(t)];
 }
 inline std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << toString(t); }
@@ -67,6 +76,8 @@ inline bool isIntegralType(ScalarType t, bool include_bool) {
   return ember::is_integral(to_core(t), include_bool);
 }
 using ember::BFloat16;
+using ember::Float8_e4m3fn;
+using ember::Float8_e5m2;
 using ember::Half;
 template <class T>
 inline constexpr ScalarType scalar_type_of = from_core(ember::TypeToScalar<T>::value);

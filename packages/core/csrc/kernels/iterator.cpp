@@ -314,8 +314,8 @@ void TensorIterator::finish() {
 // ---- scalars --------------------------------------------------------------------------------
 
 void store_scalar(const Scalar& s, ScalarType dtype, void* ptr) {
-  EMBER_DISPATCH_ALL_AND_COMPLEX(dtype, "store_scalar",
-                                 [&] { *static_cast<scalar_t*>(ptr) = s.to<scalar_t>(); });
+  EMBER_DISPATCH_EVERY(dtype, "store_scalar",
+                       [&] { *static_cast<scalar_t*>(ptr) = s.to<scalar_t>(); });
 }
 
 void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
@@ -324,14 +324,17 @@ void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
   if (s.is_complex())
     EMBER_FAIL(Runtime, op, ": value cannot be converted to type ", dtype_name(dtype),
                " without overflow");
-  const bool overflow = EMBER_DISPATCH_ALL(dtype, op, [&]() -> bool {
-    using T = scalar_t;
-    if constexpr (std::is_same_v<T, bool>) {
+  // generic, so the branches of the other kinds of type are discarded for each type
+  auto overflows = [&](auto tag) -> bool {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool> || is_complex_v<T>) {
       return false;
     } else if constexpr (std::is_integral_v<T>) {
       using L = std::numeric_limits<T>;
       if (s.is_integral()) {
         const int64_t v = s.to_int();
+        // unsigned: -max..max (a negative number wraps, as PyTorch); uint64 takes every int64
+        if constexpr (std::is_unsigned_v<T> && sizeof(T) == 8) return false;
         if constexpr (std::is_unsigned_v<T>) return v > int64_t(L::max()) || v < -int64_t(L::max());
         return v < int64_t(L::lowest()) || v > int64_t(L::max());
       }
@@ -346,12 +349,17 @@ void check_scalar_fits(const Scalar& s, ScalarType dtype, const char* op) {
         max = 3.3895313892515355e38;
       else if constexpr (std::is_same_v<T, float>)
         max = std::numeric_limits<float>::max();
+      else if constexpr (std::is_same_v<T, Float8_e4m3fn>)
+        max = 448.0;
+      else if constexpr (std::is_same_v<T, Float8_e5m2>)
+        max = 57344.0;
       else
         return false;  // double holds every Python number
       const double v = s.to_double();
       return std::isfinite(v) && std::fabs(v) > max;
     }
-  });
+  };
+  const bool overflow = EMBER_DISPATCH_EVERY(dtype, op, [&] { return overflows(scalar_t{}); });
   if (!overflow) return;
   if (s.is_integral())
     EMBER_FAIL(Runtime, op, ": value ", s.to_int(), " cannot be converted to type ",
@@ -376,7 +384,7 @@ Scalar to_scalar(T v) {
 }  // namespace
 
 Scalar load_scalar(const void* ptr, ScalarType dtype) {
-  return EMBER_DISPATCH_ALL_AND_COMPLEX(dtype, "item", [&]() -> Scalar {
+  return EMBER_DISPATCH_EVERY(dtype, "item", [&]() -> Scalar {
     return to_scalar(load<scalar_t>(static_cast<const char*>(ptr)));
   });
 }
@@ -398,6 +406,18 @@ inline D convert(S v) {
   } else if constexpr (is_complex_v<D>) {
     using P = typename D::value_type;
     return D(static_cast<P>(static_cast<opmath_t<S>>(v)), P(0));
+  } else if constexpr (std::is_unsigned_v<D> && !std::is_same_v<D, bool> &&
+                       !std::is_integral_v<S>) {
+    // float -> unsigned goes through int64 (-1.0 -> the largest value, 70000.0 wraps in
+    // uint16), as PyTorch converts; only uint64 takes values past int64's range directly.
+    // uint16 goes through int32 as PyTorch's does (on x86 a value past int32 reads as INT_MIN,
+    // whose low half is 0).
+    const double d = static_cast<double>(static_cast<opmath_t<S>>(v));
+    if (std::is_same_v<D, uint64_t> && d >= 9223372036854775808.0)
+      return d < 18446744073709551616.0 ? static_cast<D>(d) : D(0);
+    if (sizeof(D) < 4)
+      return static_cast<D>(d > -2147483649.0 && d < 2147483648.0 ? int32_t(d) : 0);
+    return static_cast<D>(std::isnan(d) ? 0 : static_cast<int64_t>(d));
   } else {
     return static_cast<D>(static_cast<opmath_t<S>>(v));
   }
@@ -481,9 +501,9 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   if (src->numel() == 1) it.allow_overlapping_output();  // every write stores the same value
   it.build();
   ScalarType dt = dst->dtype(), st = src->dtype();
-  EMBER_DISPATCH_ALL_AND_COMPLEX(dt, "copy_", [&] {
+  EMBER_DISPATCH_EVERY(dt, "copy_", [&] {
     using D = scalar_t;
-    EMBER_DISPATCH_ALL_AND_COMPLEX(st, "copy_", [&] {
+    EMBER_DISPATCH_EVERY(st, "copy_", [&] {
       using S = scalar_t;
       it.for_each([](char** data, const int64_t* strides, int64_t n) {
         convert_loop<D, S>(data, strides, n);

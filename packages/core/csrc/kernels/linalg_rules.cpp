@@ -32,6 +32,16 @@ const char* ctype_name(ScalarType t) {
       return "c10::complex<float>";
     case ScalarType::Complex128:
       return "c10::complex<double>";
+    case ScalarType::UInt16:
+      return "unsigned short";
+    case ScalarType::UInt32:
+      return "unsigned int";
+    case ScalarType::UInt64:
+      return "unsigned long";
+    case ScalarType::Float8_e4m3fn:
+      return "c10::Float8_e4m3fn";
+    case ScalarType::Float8_e5m2:
+      return "c10::Float8_e5m2";
     default:
       return "?";
   }

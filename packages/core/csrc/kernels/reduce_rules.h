@@ -43,6 +43,16 @@ inline const char* torch_type_name(ScalarType t) {
       return "ComplexFloat";
     case ScalarType::Complex128:
       return "ComplexDouble";
+    case ScalarType::UInt16:
+      return "UInt16";
+    case ScalarType::UInt32:
+      return "UInt32";
+    case ScalarType::UInt64:
+      return "UInt64";
+    case ScalarType::Float8_e4m3fn:
+      return "Float8_e4m3fn";
+    case ScalarType::Float8_e5m2:
+      return "Float8_e5m2";
     default:
       return "Unknown";
   }

@@ -31,6 +31,12 @@ const char* buffer_format(ScalarType t) {
       return "Zf";
     case ScalarType::Complex128:
       return "Zd";
+    case ScalarType::UInt16:
+      return "H";
+    case ScalarType::UInt32:
+      return "I";
+    case ScalarType::UInt64:
+      return "Q";
     default:
       EMBER_FAIL(Type, "numpy: can't convert a ", dtype_name(t),
                  " tensor to NumPy (NumPy has no such dtype); convert it first, e.g. .float()");
@@ -66,6 +72,17 @@ bool dtype_from_format(std::string f, int64_t itemsize, ScalarType* out) {
       }
       if (itemsize == 8) {
         *out = ScalarType::Int64;
+        return true;
+      }
+      return false;
+    case 'H':
+      *out = ScalarType::UInt16;
+      return itemsize == 2;
+    case 'I':
+    case 'L':
+    case 'Q':
+      if (itemsize == 4 || itemsize == 8) {
+        *out = itemsize == 4 ? ScalarType::UInt32 : ScalarType::UInt64;
         return true;
       }
       return false;
@@ -130,7 +147,14 @@ DLDataType to_dl(ScalarType t) {
     case ScalarType::Bool:
       return {kDLBool, 8, 1};
     case ScalarType::UInt8:
-      return {kDLUInt, 8, 1};
+    case ScalarType::UInt16:
+    case ScalarType::UInt32:
+    case ScalarType::UInt64:
+      return {kDLUInt, bits, 1};
+    case ScalarType::Float8_e4m3fn:
+    case ScalarType::Float8_e5m2:
+      EMBER_FAIL(Type, "to_dlpack: ", dtype_name(t), " tensors can't be exported (DLPack has no ",
+                 "such dtype); convert them first, e.g. .float()");
     case ScalarType::BFloat16:
       return {kDLBfloat, 16, 1};
     case ScalarType::Complex64:
@@ -145,7 +169,18 @@ ScalarType from_dl(DLDataType d) {
   EMBER_CHECK_KIND(d.lanes == 1, Type, "from_dlpack: vector dtypes (lanes=", d.lanes,
                    ") are not supported");
   if (d.code == kDLBool && d.bits == 8) return ScalarType::Bool;
-  if (d.code == kDLUInt && d.bits == 8) return ScalarType::UInt8;
+  if (d.code == kDLUInt) {
+    switch (d.bits) {
+      case 8:
+        return ScalarType::UInt8;
+      case 16:
+        return ScalarType::UInt16;
+      case 32:
+        return ScalarType::UInt32;
+      case 64:
+        return ScalarType::UInt64;
+    }
+  }
   if (d.code == kDLBfloat && d.bits == 16) return ScalarType::BFloat16;
   if (d.code == kDLComplex && d.bits == 64) return ScalarType::Complex64;
   if (d.code == kDLComplex && d.bits == 128) return ScalarType::Complex128;

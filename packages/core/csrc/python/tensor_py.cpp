@@ -172,8 +172,17 @@ py::object scalar_to_py(const Scalar& s) {
 // (a segfault), so it is refused. NumPy stops at 64 dims, Python's recursion limit at 1000.
 constexpr int64_t kMaxNesting = 1000;
 
+// A number read from a tensor of `dt` as a Python object. Scalar holds integers as int64; a
+// uint64 value past its range comes back wrapped, and is unwrapped here (the mapping is 1:1).
+py::object element_to_py(const Scalar& s, ScalarType dt) {
+  if (dt == ScalarType::UInt64)
+    return py::reinterpret_steal<py::object>(
+        PyLong_FromUnsignedLongLong(static_cast<uint64_t>(s.to_int())));
+  return scalar_to_py(s);
+}
+
 py::object tolist_rec(const TensorImpl& t, const char* p, int64_t d) {
-  if (d == t.dim()) return scalar_to_py(load_scalar(p, t.dtype()));
+  if (d == t.dim()) return element_to_py(load_scalar(p, t.dtype()), t.dtype());
   py::list l(t.size(d));
   for (int64_t i = 0; i < t.size(d); ++i)
     l[i] = tolist_rec(t, p + i * t.stride(d) * t.itemsize(), d + 1);
@@ -376,7 +385,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
                                return t->base() ? py::cast(t->base()) : py::none();
                              })
       .def("_is_view", [](const Tensor& t) { return t->base() != nullptr; })
-      .def("item", [](const Tensor& t) { return item(t); })
+      .def("item", [](const Tensor& t) { return element_to_py(item(t), t->dtype()); })
       .def("tolist",
            [](const Tensor& t) {
              EMBER_CHECK_KIND(t->dim() <= kMaxNesting, Value, "tolist: a tensor with ", t->dim(),

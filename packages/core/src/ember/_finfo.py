@@ -12,8 +12,14 @@ _FLOAT_FORMATS = {
     "bfloat16": (16, 7, 127, -126),
     "float32": (32, 23, 127, -126),
     "float64": (64, 52, 1023, -1022),
+    "float8_e4m3fn": (8, 3, 8, -6),
+    "float8_e5m2": (8, 2, 15, -14),
 }
-_INT_BITS = {"uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64}
+# float8_e4m3fn spends its top mantissa code on NaN: its largest value is 1.75 * 2^8, not 1.875
+_FLOAT_MAX = {"float8_e4m3fn": 448.0}
+_INT_BITS = {"uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint16": 16,
+             "uint32": 32, "uint64": 64}
+_UNSIGNED = {"uint8", "uint16", "uint32", "uint64"}
 
 
 def _dtype_name(dt: Any) -> str:
@@ -50,7 +56,7 @@ class finfo:  # noqa: N801  (the name matches torch.finfo)
         bits, mant, emax, emin = _FLOAT_FORMATS[name]
         self.bits = bits
         self.eps = 2.0 ** -mant
-        self.max = (2.0 - 2.0 ** -mant) * 2.0 ** emax
+        self.max = _FLOAT_MAX.get(name, (2.0 - 2.0 ** -mant) * 2.0 ** emax)
         self.min = -self.max
         self.tiny = 2.0 ** emin
         self.smallest_normal = self.tiny
@@ -99,7 +105,7 @@ class iinfo:  # noqa: N801  (the name matches torch.iinfo)
             )
         bits = _INT_BITS[name]
         self.bits = bits
-        if name == "uint8":
+        if name in _UNSIGNED:
             self.min, self.max = 0, 2**bits - 1
         else:
             self.min, self.max = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1

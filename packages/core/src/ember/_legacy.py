@@ -43,8 +43,15 @@ _TYPE_NAMES = {
 _DTYPE_TYPE_NAMES = {repr(dt): name for name, dt in _TYPE_NAMES.items()}
 
 
+# the dtypes without a legacy tensor class still have a type() name in PyTorch
+_OTHER_TYPE_NAMES = {"complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor",
+                     "uint16": "UInt16Tensor", "uint32": "UInt32Tensor", "uint64": "UInt64Tensor",
+                     "float8_e4m3fn": "Float8_e4m3fnTensor", "float8_e5m2": "Float8_e5m2Tensor"}
+
+
 def _type_name_of(dtype: Any) -> str:
-    return _DTYPE_TYPE_NAMES[repr(dtype)]
+    name = _DTYPE_TYPE_NAMES.get(repr(dtype))
+    return name if name is not None else _OTHER_TYPE_NAMES[repr(dtype).split(".")[-1]]
 
 
 def _default_dtype() -> Any:

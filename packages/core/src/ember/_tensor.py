@@ -10,6 +10,8 @@ from typing import Any
 from ember import _C
 from ember._C import Tensor
 
+_NO_NUMPY_DTYPES = (_C.float8_e4m3fn, _C.float8_e5m2)
+
 
 def _numpy(self: Tensor, *, force: bool = False) -> Any:
     """A NumPy array sharing memory with this tensor.
@@ -38,9 +40,10 @@ def _numpy(self: Tensor, *, force: bool = False) -> Any:
             f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
             "copy the tensor to host memory first."
         )
-    if self.dtype is _C.bfloat16:
+    if self.dtype is _C.bfloat16 or self.dtype in _NO_NUMPY_DTYPES:
+        name = repr(self.dtype).split(".")[-1]
         raise TypeError(
-            "can't convert a bfloat16 tensor to NumPy (NumPy has no bfloat16); convert it "
+            f"can't convert a {name} tensor to NumPy (NumPy has no {name}); convert it "
             "first, e.g. .float()"
         )
     # Through a memoryview: np.asarray(self) would call __array__ again if the buffer failed.

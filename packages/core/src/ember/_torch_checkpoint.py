@@ -45,7 +45,8 @@ _STORAGE_DTYPES = {
 }
 _DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
                 "uint8", "bool", "float", "double", "half", "long", "int", "short", "complex64",
-                "complex128", "cfloat", "cdouble")
+                "complex128", "cfloat", "cdouble", "uint16", "uint32", "uint64", "float8_e4m3fn",
+                "float8_e5m2")
 
 
 class _StorageType:
@@ -117,12 +118,22 @@ class _Loader:
             raw = raw.view(-1, itemsize).flip(1).reshape(-1).clone()
         return raw
 
+    def rebuild_tensor_v3(self, storage: _Storage, offset: int, size: Any, stride: Any,
+                          requires_grad: bool, backward_hooks: Any, dtype: Any,
+                          metadata: Any = None) -> Tensor:
+        """PyTorch's form for dtypes without a typed storage class (uint16/32/64, float8): an
+        untyped storage and the dtype beside it."""
+        if not isinstance(dtype, _C.dtype):
+            raise self.error(f"a tensor with dtype {dtype!r}")
+        return self.rebuild_tensor(storage, offset, size, stride, requires_grad, backward_hooks,
+                                   metadata, dtype=dtype)
+
     def rebuild_tensor(self, storage: _Storage, offset: int, size: Any, stride: Any,
                        requires_grad: bool = False, backward_hooks: Any = None,
-                       metadata: Any = None) -> Tensor:
+                       metadata: Any = None, dtype: Any = None) -> Tensor:
         if not isinstance(storage, _Storage):
             raise pickle.UnpicklingError(f"{self.name}: a tensor without a storage")
-        dtype = _dtype(storage.dtype)
+        dtype = _dtype(storage.dtype) if dtype is None else dtype
         raw = storage.raw
         size, stride = [int(s) for s in size], [int(s) for s in stride]
         n = raw.numel() // _C.empty(0, dtype=dtype).itemsize
@@ -130,7 +141,7 @@ class _Loader:
             last = int(offset) + sum((a - 1) * b for a, b in zip(size, stride))
             if int(offset) < 0 or last >= n or any(s < 0 for s in stride):
                 raise self.error(f"a tensor of shape {size} (strides {stride}, offset {offset}) "
-                                 f"reaches past its storage of {n} {storage.dtype} elements")
+                                 f"reaches past its storage of {n} {repr(dtype).split('.')[-1]} elements")
         base = raw.view(dtype) if raw.numel() else _C.empty(0, dtype=dtype)
         if storage.dtype == "bool" and raw.numel() and int(raw.max().item()) > 1:
             base = raw.ne(0)  # any nonzero byte reads as True
@@ -200,6 +211,7 @@ class _Loader:
         full = f"{module}.{name}"
         table: dict[str, Callable[..., Any] | Any] = {
             "torch._utils._rebuild_tensor_v2": self.rebuild_tensor,
+            "torch._utils._rebuild_tensor_v3": self.rebuild_tensor_v3,
             "torch._utils._rebuild_parameter": self.rebuild_parameter,
             "torch._utils._rebuild_parameter_with_state": self.rebuild_parameter,
             "torch._utils._rebuild_sparse_tensor": ember.sparse._rebuild_torch_sparse,

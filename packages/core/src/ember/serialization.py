@@ -80,7 +80,8 @@ def _dtypes() -> dict[str, Any]:
     import ember
 
     names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
-             "float64", "complex64", "complex128"]
+             "float64", "complex64", "complex128", "uint16", "uint32", "uint64", "float8_e4m3fn",
+             "float8_e5m2"]
     return {n: getattr(ember, n) for n in names}
 
 
@@ -886,7 +887,8 @@ def get_unsafe_globals_in_checkpoint(f: FileLike) -> list[str]:
 
 _ST_DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "I32": "int32",
               "I64": "int64", "F16": "float16", "BF16": "bfloat16", "F32": "float32",
-              "F64": "float64"}
+              "F64": "float64", "U16": "uint16", "U32": "uint32", "U64": "uint64",
+              "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 _ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
 
 

@@ -24,8 +24,9 @@ namespace ember {
 namespace cpu {
 namespace {
 
-// Which dtypes an op takes; the *Complex sets add complex64 and complex128.
-enum class Types { All, Numeric, Float, Integral, AllComplex, NumericComplex, FloatComplex };
+// Which dtypes an op takes; the *Complex sets add complex64 and complex128, Every adds the
+// storage dtypes too (uint16/32/64, float8: eq and ne, as PyTorch takes them).
+enum class Types { All, Numeric, Float, Integral, AllComplex, NumericComplex, FloatComplex, Every };
 
 // Runs `make(A{})` (a functor over the op-math type A) through the loop for `nin` inputs.
 template <Types types, class R_override, int nin, class Make>
@@ -49,6 +50,8 @@ void run(TensorIterator& it, const char* name, const Make& make) {
     EMBER_DISPATCH_FLOAT(dt, name, [&] { body(scalar_t{}); });
   } else if constexpr (types == Types::AllComplex) {
     EMBER_DISPATCH_ALL_AND_COMPLEX(dt, name, [&] { body(scalar_t{}); });
+  } else if constexpr (types == Types::Every) {
+    EMBER_DISPATCH_EVERY(dt, name, [&] { body(scalar_t{}); });
   } else if constexpr (types == Types::NumericComplex) {
     [&] {
       switch (dt) {
@@ -946,8 +949,8 @@ Tensor maximum(const Tensor& self, const Tensor& other, const Tensor& out) {
     });                                                                             \
     return it.output();                                                             \
   }
-EMBER_COMPARE(eq, AllComplex, ==)
-EMBER_COMPARE(ne, AllComplex, !=)
+EMBER_COMPARE(eq, Every, ==)
+EMBER_COMPARE(ne, Every, !=)
 EMBER_COMPARE(lt, All, <)
 EMBER_COMPARE(le, All, <=)
 EMBER_COMPARE(gt, All, >)
@@ -1078,7 +1081,7 @@ Tensor where(const Tensor& condition, const TensorOrScalar& self, const TensorOr
   ElementwiseIterator it("where");
   it.add_output(out).add_input(self).add_input(other).add_input_raw(condition).build();
   ScalarType ct = condition->dtype();
-  EMBER_DISPATCH_ALL_AND_COMPLEX(it.dtype(1), "where", [&] {
+  EMBER_DISPATCH_EVERY(it.dtype(1), "where", [&] {
     using T = scalar_t;
     it.for_each([ct](char** d, const int64_t* s, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
