@@ -510,6 +510,14 @@ def test_to_detach_clone_and_device_dtype():
     c = e.clone()
     assert c.grad_fn is not None and c.values().data_ptr() != e.values().data_ptr()
     assert e.to("cpu").device.type == "cpu"
+    assert e.type() == "ember.DoubleTensor"
+    import copy
+
+    for x in (e, ember.nested.nested_tensor([ember.ones(2), ember.ones(3)])):
+        y = copy.deepcopy(x)
+        assert y.is_nested and y.layout is x.layout and y.requires_grad == x.requires_grad
+        assert [c.tolist() for c in y.unbind()] == [c.tolist() for c in x.unbind()]
+        assert y.unbind()[0].data_ptr() != x.unbind()[0].data_ptr()
 
 
 @pytest.mark.parametrize("layout", ["jagged", "strided"])
@@ -700,3 +708,33 @@ def test_unsupported_ops_raise_not_implemented_naming_the_op():
         bool(e)
     with pytest.raises(RuntimeError, match="explicit"):
         e.backward()
+
+
+def test_nested_tensor_with_holes_per_component_semantics():
+    """A narrow()ed kv-cache view: every op sees only each row's window, and gradients reach
+    the base tensor at those windows only."""
+    rng = _rng(27)
+    base0 = rng.standard_normal((3, 6, 4))
+    starts, lens = [0, 2, 1], [3, 4, 1]
+    base = ember.tensor(base0, requires_grad=True)
+    nt = ember.nested.narrow(base, 1, ember.tensor(starts), ember.tensor(lens),
+                             layout=ember.jagged)
+    w = ember.tensor(rng.standard_normal((4, 4)))
+    out = F.linear(nt, w).softmax(-1).softmax(1)
+    pooled = out.sum(1)  # dense (3, 4)
+    att = F.scaled_dot_product_attention(_heads(nt, 2), _heads(nt, 2), _heads(nt, 2))
+    (pooled.sum() + att.sum()).backward()
+    expected_grad = np.zeros_like(base0)
+    for i, (s, n) in enumerate(zip(starts, lens)):
+        x = ember.tensor(base0[i, s:s + n], requires_grad=True)
+        ref = F.linear(x, w).softmax(-1).softmax(0)
+        np.testing.assert_allclose(_np(out.unbind()[i]), _np(ref), rtol=1e-12)
+        np.testing.assert_allclose(_np(pooled[i]), _np(ref.sum(0)), rtol=1e-12)
+        xx = x.unflatten(-1, (2, 2)).transpose(0, 1)
+        a = F.scaled_dot_product_attention(xx, xx, xx)
+        np.testing.assert_allclose(_np(att.unbind()[i]), _np(a), rtol=1e-12)
+        (ref.sum() + a.sum()).backward()
+        expected_grad[i, s:s + n] = _np(x.grad)
+    np.testing.assert_allclose(_np(base.grad), expected_grad, rtol=1e-10, atol=1e-12)
+    assert nt.sum().item() == pytest.approx(sum(base0[i, s:s + n].sum()
+                                                for i, (s, n) in enumerate(zip(starts, lens))))

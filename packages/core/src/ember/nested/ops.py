@@ -23,6 +23,7 @@ from ember.nested.tensor import (
     _components,
     _irregular,
     _is_nested,
+    _jagged,
     _jagged_from_components,
     _leaves,
     _like_from_components,
@@ -245,8 +246,14 @@ def _on_values(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
     if nt._nt_layout is ember.jagged:
         a2, k2 = _map_args(args, kwargs, sub)
         out = func(*a2, **k2)
+        if not isinstance(out, Tensor):  # Tensor.type() without a dtype: the type's name
+            return out
         return nt if (name.endswith("_") and not name.endswith("__")) else _with_values(nt, out)
+    if not nt._nt_comps:
+        raise _unsupported(func, name, args, kwargs, "the nested tensor has no components")
     outs = [func(c, *args[1:], **kwargs) for c in nt._nt_comps]
+    if not isinstance(outs[0], Tensor):
+        return outs[0]
     return nt if (name.endswith("_") and not name.endswith("__")) else _strided(outs, nt)
 
 
@@ -300,6 +307,23 @@ def _is_contiguous(func: Any, name: str, args: tuple, kwargs: dict) -> bool:
     return True
 
 
+def _deepcopy(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    nt = args[0]
+    if not nt.is_leaf:
+        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                           "the deepcopy protocol at the moment")
+
+    def copy(t: Tensor) -> Tensor:
+        return t.detach().clone().requires_grad_(t.requires_grad)
+
+    if nt._nt_layout is ember.strided:
+        return _strided([copy(c) for c in nt._nt_comps], nt)
+    lengths = None if nt._nt_lengths is None else nt._nt_lengths.clone()
+    return _jagged(copy(nt._nt_values), nt._nt_offsets.clone(), lengths, nt._nt_ragged,
+                   nt._nt_rid, nt._nt_starts, nt._nt_lens)
+
+
+_register(["_deepcopy", "__deepcopy__"], _deepcopy)
 _register("requires_grad_", _requires_grad_)
 _register("retain_grad", _retain_grad)
 _register("backward", _backward)
