@@ -119,15 +119,16 @@ def _map_args(args: tuple, kwargs: dict, fn: Callable[[Any], Any]) -> tuple[tupl
     return tuple(fn(a) for a in args), {k: fn(v) for k, v in kwargs.items()}
 
 
-def _per_component_args(ref: NestedTensor, args: tuple, kwargs: dict,
-                        i: int) -> tuple[tuple, dict]:
-    """args / kwargs for component i: nested -> its component i; a dense tensor spanning the
-    batch dimension (as many dims as the nested one) -> its row i (or row 0 if it is 1)."""
+def _per_component(func: Any, ref: NestedTensor, args: tuple, kwargs: dict) -> list[Any]:
+    """func run once per component: a nested argument gives its component i, a dense tensor
+    spanning the batch dimension (as many dims as the nested one) its row i (or row 0 when it
+    has one), anything else itself."""
     batch = _batch(ref)
+    comps = {id(a): _components(a) for a in list(args) + list(kwargs.values()) if _is_nested(a)}
 
-    def pick(a: Any) -> Any:
+    def pick(a: Any, i: int) -> Any:
         if _is_nested(a):
-            return a._nt_cache_comps[i]
+            return comps[id(a)][i]
         if isinstance(a, Tensor) and a.dim() == ref._nt_ndim:
             if a.shape[0] not in (1, batch):
                 raise RuntimeError(
@@ -136,28 +137,11 @@ def _per_component_args(ref: NestedTensor, args: tuple, kwargs: dict,
             return a[0] if a.shape[0] == 1 else a[i]
         return a
 
-    return _map_args(args, kwargs, pick)
-
-
-def _fill_comps(args: tuple, kwargs: dict) -> None:
-    for a in list(args) + list(kwargs.values()):
-        if _is_nested(a) and "_nt_cache_comps" not in a.__dict__:
-            a._nt_cache_comps = _components(a)
-
-
-def _drop_comps(args: tuple, kwargs: dict) -> None:
-    for a in list(args) + list(kwargs.values()):
-        if _is_nested(a):
-            a.__dict__.pop("_nt_cache_comps", None)
-
-
-def _per_component(func: Any, ref: NestedTensor, args: tuple, kwargs: dict) -> list[Any]:
-    _fill_comps(args, kwargs)
-    try:
-        return [func(*a, **k) for a, k in
-                (_per_component_args(ref, args, kwargs, i) for i in range(_batch(ref)))]
-    finally:
-        _drop_comps(args, kwargs)
+    outs = []
+    for i in range(batch):
+        a2, k2 = _map_args(args, kwargs, lambda a: pick(a, i))  # noqa: B023 (used at once)
+        outs.append(func(*a2, **k2))
+    return outs
 
 
 def _wrap_like(ref: NestedTensor, out: Any, wrap: Callable[[Tensor], Any]) -> Any:
