@@ -141,7 +141,7 @@ _einops.install()  # einops takes ember tensors once it is imported (it is not i
 
 # Imported on first use, to keep `import ember` fast.
 _LAZY_MODULES = (
-    "masked",
+    "masked", "nested",
     "utils", "func", "random", "serialization", "distributions", "amp", "backends", "testing",
     "special", "onnx", "profiler", "memory", "return_types", "linalg", "jit", "compiler",
     "version", "hub", "fft", "signal", "quasirandom", "accelerator", "cpu", "xpu", "mps", "_dynamo",

@@ -34,7 +34,7 @@ from ember._memory_format import _NamedConstant
 
 __all__ = [
     "is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel", "is_same_size",
-    "typename", "layout", "strided", "use_deterministic_algorithms",
+    "typename", "layout", "strided", "jagged", "use_deterministic_algorithms",
     "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled",
     "set_num_interop_threads", "get_num_interop_threads", "diff", "logit", "clamp_min",
     "clamp_max", "detach", "_assert",
@@ -158,12 +158,14 @@ def typename(obj: Any) -> str:
 
 
 class layout(_NamedConstant):
-    """A tensor memory layout; ember has the dense strided one only (``ember.strided``)."""
+    """A tensor memory layout: ``ember.strided`` (dense tensors) or ``ember.jagged`` (the
+    packed layout of ``ember.nested`` tensors)."""
 
     __slots__ = ()
 
 
 strided = layout("strided")
+jagged = layout("jagged")  # ember.nested's packed layout (its strided one is ember.strided)
 
 
 def _contains(self: Tensor, element: Any) -> bool:
