@@ -88,6 +88,8 @@ _SEEN_LIKE_TORCH = {
     "dot": (lambda L: L.ones(3) @ L.ones(3), ["ones", "ones", "dot"]),
     "bmm": (lambda L: L.ones(2, 2, 3) @ L.ones(2, 3, 4), None),
     "folded": (lambda L: L.ones(5, 2, 3) @ L.ones(3, 4), None),
+    "folded_mv": (lambda L: L.ones(2, 6, 4) @ L.ones(4), None),
+    "mv": (lambda L: L.ones(6, 4) @ L.ones(4), ["ones", "ones", "mv"]),
 }
 
 

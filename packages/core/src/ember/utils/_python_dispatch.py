@@ -298,10 +298,11 @@ def _matmul_parts(a: Any, b: Any) -> Any:
         return ember.mm(a, b)
     if da == 1 and db == 2:
         return ember.mm(a.unsqueeze(0), b).squeeze(0)
-    if db <= 2:  # a batch of rows against one matrix: fold the batch into the rows (one mm)
-        b2 = b.unsqueeze(-1) if db == 1 else b
-        out = ember.mm(a.reshape(-1, a.shape[-1]), b2)
-        return out.view(a.shape[:-1] + (() if db == 1 else (b2.shape[-1],)))
+    if db <= 2:  # a batch of rows against a vector or matrix: fold the batch into the rows
+        rows = a.reshape(-1, a.shape[-1])
+        if db == 1:
+            return ember.mv(rows, b).view(a.shape[:-1])
+        return ember.mm(rows, b).view(a.shape[:-1] + (b.shape[-1],))
     a2 = a.unsqueeze(0) if da == 1 else a
     b2 = b.unsqueeze(-1) if db == 1 else b
     batch = tuple(ember.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]))
