@@ -93,8 +93,23 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
             if (!am || !am->grad) return py::none();
             return py::cast(am->grad);
           },
-          [](const Tensor& t, std::optional<Tensor> g) {
+          [](const Tensor& t, const py::object& value) {
+            std::optional<Tensor> g;
+            if (!value.is_none()) {
+              if (!is_tensor_object(value.ptr()))
+                EMBER_FAIL(Type,
+                           "assigned grad expected to be a Tensor or None but got grad of type ",
+                           Py_TYPE(value.ptr())->tp_name);
+              g = value.cast<Tensor>();
+            }
             if (g) {
+              const Device have = t->device(), got = (*g)->device();
+              EMBER_CHECK(have.type == got.type &&
+                              (have.index < 0 || got.index < 0 || have.index == got.index),
+                          "attempting to assign a gradient with device '", got.str(),
+                          "' to a tensor with device '", have.str(),
+                          "'. Please ensure that the gradient and the tensor are on the same "
+                          "device");
               EMBER_CHECK((*g)->sizes() == t->sizes(),
                           "assigned grad has data of a different size (", shape_str((*g)->sizes()),
                           " vs ", shape_str(t->sizes()), ")");
