@@ -175,7 +175,17 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
                                                       std::make_shared<VersionCounter>());
             return out;
           },
-          [](const Tensor& t, const Tensor& src) {
+          [](const Tensor& t, const py::object& value) {
+            if (!is_tensor_object(value.ptr()))
+              EMBER_FAIL(Type, "Variable data has to be a tensor, but got ",
+                         Py_TYPE(value.ptr())->tp_name);
+            const Tensor src = value.cast<Tensor>();
+            // an integer tensor under requires_grad=True would reach backward kernels as such
+            EMBER_CHECK(!autograd::requires_grad(t) || is_floating(src->dtype()) ||
+                            is_complex(src->dtype()),
+                        "data set to a tensor that requires gradients must be floating point or "
+                        "complex dtype (got ember.",
+                        dtype_name(src->dtype()), ")");
             t->set_storage(src->storage());
             t->set_dtype(src->dtype());
             t->set_sizes_strides(src->sizes(), src->strides(), src->storage_offset());
