@@ -316,6 +316,81 @@ def test_complex_output_needs_an_explicit_gradient():
             (tx * 2).sum().backward()
 
 
+def test_data_assignment_checks_type_and_dtype():
+    p = nn.Parameter(E.ones(3))
+    # Before: the binding's signature ("(): incompatible function arguments")
+    with pytest.raises(TypeError, match="Variable data has to be a tensor, but got list"):
+        p.data = [1.0, 2.0, 3.0]
+    # Before: accepted, leaving an int64 tensor that requires grad
+    with pytest.raises(RuntimeError, match="data set to a tensor that requires gradients must be "
+                                           "floating point or complex dtype \\(got ember.int64\\)"):
+        p.data = E.ones(3, dtype=E.int64)
+    assert p.dtype == E.float32 and p.requires_grad
+    p.data = E.zeros(4, dtype=E.float64)  # another shape or floating dtype: fine (PyTorch too)
+    assert p.shape == (4,) and p.dtype == E.float64
+    q = E.ones(2)
+    q.data = E.ones(2, dtype=E.int64)  # no grad required: any dtype
+    assert q.dtype == E.int64
+
+
+# ---- 3b. silent conversions of Python numbers --------------------------------------------------
+
+
+@pytest.mark.parametrize("value, exc", [(math.nan, ValueError), (math.inf, OverflowError),
+                                        (-math.inf, OverflowError)])
+def test_int_of_a_non_finite_tensor_raises_like_python(value, exc):
+    # int(tensor(nan)) was -9223372036854775808
+    for dt in (E.float32, E.float64, E.float16, E.bfloat16):
+        with pytest.raises(exc):
+            int(E.tensor(value, dtype=dt))
+    if torch is not None:
+        with pytest.raises(exc):
+            int(torch.tensor(value))
+
+
+def test_int_of_a_large_float_tensor_is_exact():
+    # the C++ conversion clamped it to int64; Python (and PyTorch) give the float's exact value
+    assert int(E.tensor(1e30, dtype=E.float64)) == int(1e30)
+    assert int(E.tensor(-2.7)) == -2 and int(E.tensor([7])) == 7 and int(E.tensor(True)) == 1
+
+
+@pytest.mark.parametrize("index", ["0", "slice(0, 2)", "E.tensor([0, 2])", "(Ellipsis,)",
+                                   "x > -1"])
+@pytest.mark.parametrize("dtype, value", [("int8", 300), ("uint8", 256), ("int32", 2**40),
+                                          ("int64", math.nan), ("int16", math.inf)])
+def test_setitem_of_a_number_that_does_not_fit_raises(index, dtype, value):
+    # x[0] = 300 stored 44 into int8, and NaN stored 0 into int64: silently wrong numbers
+    # (PyTorch raises "value cannot be converted to type int8_t without overflow")
+    x = E.zeros(3, dtype=getattr(E, dtype))
+    with pytest.raises(RuntimeError, match="cannot be converted to type .* without overflow"):
+        x[eval(index, {"E": E, "x": x})] = value
+    assert x.tolist() == [0, 0, 0]
+    if torch is not None:
+        tx = torch.zeros(3, dtype=getattr(torch, dtype))
+        with pytest.raises(RuntimeError):
+            tx[eval(index, {"E": torch, "x": tx})] = value
+
+
+def test_setitem_of_numbers_that_fit_still_works():
+    x = E.zeros(3, dtype=E.int8)
+    x[0] = 127
+    x[1:] = -128
+    x[E.tensor([2])] = 1.9  # a float in range truncates, as in PyTorch
+    assert x.tolist() == [127, -128, 1]
+    u = E.zeros(2, dtype=E.uint8)
+    u[0] = -1  # PyTorch wraps negatives down to -255 into unsigned types
+    assert u.tolist() == [255, 0]
+    b = E.zeros(2, dtype=E.bool)
+    b[0] = 5
+    assert b.tolist() == [True, False]
+    f = E.zeros(2)
+    f[0] = math.nan
+    f[1] = -math.inf
+    assert math.isnan(f[0].item()) and f[1].item() == -math.inf
+    with pytest.raises(RuntimeError, match="without overflow"):
+        f[1] = 1e300  # a finite float past float32's range (PyTorch raises too)
+
+
 # ---- 4. optimizer state of the wrong kind --------------------------------------------------------
 
 
