@@ -549,6 +549,10 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
                   "grad can be implicitly created only for scalar outputs (got "
                   "an output of shape ",
                   shape_str(t->sizes()), ")");
+      // d(complex)/d(x) has no implicit seed: the caller must say which real part they mean
+      EMBER_CHECK(!is_complex(t->dtype()),
+                  "grad can be implicitly created only for real scalar outputs but got ember.",
+                  dtype_name(t->dtype()));
       g = ops::ones_like(t, std::nullopt, std::nullopt);
     } else {
       EMBER_CHECK(g->sizes() == t->sizes(), "Mismatch in shape: grad_output[", i,

@@ -93,8 +93,23 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
             if (!am || !am->grad) return py::none();
             return py::cast(am->grad);
           },
-          [](const Tensor& t, std::optional<Tensor> g) {
+          [](const Tensor& t, const py::object& value) {
+            std::optional<Tensor> g;
+            if (!value.is_none()) {
+              if (!is_tensor_object(value.ptr()))
+                EMBER_FAIL(Type,
+                           "assigned grad expected to be a Tensor or None but got grad of type ",
+                           Py_TYPE(value.ptr())->tp_name);
+              g = value.cast<Tensor>();
+            }
             if (g) {
+              const Device have = t->device(), got = (*g)->device();
+              EMBER_CHECK(have.type == got.type &&
+                              (have.index < 0 || got.index < 0 || have.index == got.index),
+                          "attempting to assign a gradient with device '", got.str(),
+                          "' to a tensor with device '", have.str(),
+                          "'. Please ensure that the gradient and the tensor are on the same "
+                          "device");
               EMBER_CHECK((*g)->sizes() == t->sizes(),
                           "assigned grad has data of a different size (", shape_str((*g)->sizes()),
                           " vs ", shape_str(t->sizes()), ")");
@@ -160,7 +175,17 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
                                                       std::make_shared<VersionCounter>());
             return out;
           },
-          [](const Tensor& t, const Tensor& src) {
+          [](const Tensor& t, const py::object& value) {
+            if (!is_tensor_object(value.ptr()))
+              EMBER_FAIL(Type, "Variable data has to be a tensor, but got ",
+                         Py_TYPE(value.ptr())->tp_name);
+            const Tensor src = value.cast<Tensor>();
+            // an integer tensor under requires_grad=True would reach backward kernels as such
+            EMBER_CHECK(!autograd::requires_grad(t) || is_floating(src->dtype()) ||
+                            is_complex(src->dtype()),
+                        "data set to a tensor that requires gradients must be floating point or "
+                        "complex dtype (got ember.",
+                        dtype_name(src->dtype()), ")");
             t->set_storage(src->storage());
             t->set_dtype(src->dtype());
             t->set_sizes_strides(src->sizes(), src->strides(), src->storage_offset());

@@ -123,9 +123,15 @@ DimVector sizes_from_args(const py::args& args, const char* op) {
   }
   for (auto a : args) {
     int64_t v;
-    if (!index_from_object(a.ptr(), &v))
+    if (!index_from_object(a.ptr(), &v)) {
+      // an int that does not fit int64 is not "not an int": say what is wrong with it
+      if (PyLong_Check(a.ptr()) && !PyBool_Check(a.ptr()))
+        throw py::type_error(std::string(op) + "(): size " + std::string(py::str(a)) +
+                             " at position " + std::to_string(out.size()) +
+                             " does not fit in int64");
       throw py::type_error(std::string(op) + "(): size must be ints, got " +
                            std::string(py::str(py::type::of(a).attr("__name__"))));
+    }
     out.push_back(v);
   }
   return out;

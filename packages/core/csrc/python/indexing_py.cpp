@@ -422,6 +422,10 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
     throw py::type_error(std::string("can't assign a ") + Py_TYPE(v)->tp_name +
                          " to a tensor of dtype " + dtype_name(self->dtype()) +
                          " (expected a number or a tensor)");
+  } else {
+    // store_scalar below would wrap it silently (x[0] = 300 into int8 stored 44, NaN into an
+    // integer tensor 0): PyTorch's overflow check, whichever path writes the value
+    check_scalar_fits(vs, self->dtype(), "__setitem__");
   }
   // With autograd the write is an in-place op (copy_, fill_, masked_fill_, index_put_) into a
   // view of self, which rewrites the history of self's base (autograd/views.h).

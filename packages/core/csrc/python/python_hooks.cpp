@@ -42,6 +42,12 @@ Tensor check_hook_result(const Tensor& original, const py::handle& r, const py::
   if (t->sizes() != original->sizes())
     EMBER_FAIL(Runtime, "hook '", hook_name(fn), "' has changed the size of value (was ",
                shape_str(original->sizes()), " got ", shape_str(t->sizes()), ")");
+  // a gradient on another device would reach kernels that cannot read it (a meta one has no
+  // data at all)
+  const Device was = original->device(), got = t->device();
+  if (was.type != got.type || (was.index >= 0 && got.index >= 0 && was.index != got.index))
+    EMBER_FAIL(Runtime, "hook '", hook_name(fn), "' has changed the device of value (was ",
+               was.str(), " got ", got.str(), ")");
   return t;
 }
 

@@ -1243,6 +1243,9 @@ def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
         edges = bins.to(input.dtype)
         if edges.numel() > 1 and bool((edges[1:] < edges[:-1]).any()):
             raise RuntimeError("torch.histogram(): bin edges must be non-decreasing")
+        if bool(edges.isnan().any()):  # NaN compares false, so it passed the check above
+            raise RuntimeError(f"torch.histogram(): bin edges must not be NaN, got "
+                               f"{edges.tolist()}")
     else:
         if isinstance(bins, bool) or not isinstance(bins, int) or bins <= 0:
             raise RuntimeError(f"torch.histogram(): bins must be > 0, got {bins!r}")

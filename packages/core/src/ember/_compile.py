@@ -32,6 +32,10 @@ def _note_once() -> None:
                   "unchanged (this note is shown once)", UserWarning, stacklevel=3)
 
 
+# PyTorch's modes (torch._inductor's list)
+_MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+
+
 def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: bool | None = None,
             backend: str | Callable = "inductor", mode: str | None = None,
             options: dict[str, Any] | None = None, disable: bool = False) -> Any:
@@ -47,6 +51,10 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     """
     if mode is not None and options is not None:
         raise RuntimeError("ember.compile: either mode or options can be given, not both")
+    if mode is not None and mode not in _MODES:
+        # a typo ("max_autotune") would otherwise pass silently
+        raise RuntimeError(f"ember.compile: unrecognized mode={mode!r}, should be one of: "
+                           f"{', '.join(_MODES)}")
     if model is None:
         def decorator(fn: Callable) -> Callable:
             return compile(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,

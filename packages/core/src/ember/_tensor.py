@@ -194,6 +194,10 @@ def _float(self: Tensor) -> float:
 
 def _int(self: Tensor) -> int:
     _check_one_element(self)
+    if self.is_floating_point():
+        # Python's float -> int: NaN raises ValueError and inf OverflowError (as in PyTorch);
+        # the C++ conversion gave INT64_MIN for both, and clamped large values
+        return int(_c_float(self))
     return _c_int(self)
 
 

@@ -30,6 +30,7 @@ import math
 import pickle
 import sys
 import zipfile
+import zlib
 from typing import Any, Callable
 
 from ember import _C
@@ -76,7 +77,8 @@ class _Loader:
         self.map_location = map_location
         self.storages: dict[str, _Storage] = {}
         order = f"{prefix}byteorder"
-        self.byteorder = zf.read(order).decode() if order in zf.namelist() else "little"
+        self.byteorder = (self.read_member(order).decode("ascii", "replace")
+                          if order in zf.namelist() else "little")
         if self.byteorder not in ("little", "big"):
             raise self.error(f"unknown byte order {self.byteorder!r}")
 
@@ -104,7 +106,7 @@ class _Loader:
 
         member = f"{self.prefix}data/{key}"
         try:
-            data = self.zf.read(member)
+            data = self.read_member(member)
         except KeyError:
             raise self.error(f"the archive lacks the storage file {member!r}") from None
         raw = ember.empty(len(data), dtype=ember.uint8)
@@ -135,6 +137,11 @@ class _Loader:
             raise pickle.UnpicklingError(f"{self.name}: a tensor without a storage")
         dtype = _dtype(storage.dtype) if dtype is None else dtype
         raw = storage.raw
+        if not (_ints(size) and _ints(stride) and _is_int(offset)):
+            # int() would truncate a float offset (reading other elements) or fail with a bare
+            # "invalid literal" on a string
+            raise self.error(f"corrupt PyTorch checkpoint: a tensor with size {size!r}, stride "
+                             f"{stride!r} and storage offset {offset!r} (expected ints)")
         size, stride = [int(s) for s in size], [int(s) for s in stride]
         n = raw.numel() // _C.empty(0, dtype=dtype).itemsize
         if math.prod(size):
@@ -197,6 +204,15 @@ class _Loader:
             t = t.as_subclass(new_type)
         return _set_state(t, state) if state else t
 
+    def bytearray(self, *args: Any) -> bytearray:
+        """``bytearray(...)`` for the pickle: its payload (bytes or a str and an encoding, as
+        pickle writes a bytearray), never ``bytearray(n)``, which would allocate n zero bytes
+        from a number in the file."""
+        if args and isinstance(args[0], int):
+            raise pickle.UnpicklingError(f"bytearray({args[0]!r}) in the pickle (a bytearray is "
+                                         "pickled with its bytes, not a size)")
+        return bytearray(*args)
+
     @staticmethod
     def parameter_class() -> type:
         from ember.nn import Parameter
@@ -222,7 +238,7 @@ class _Loader:
             "torch.Size": lambda *a: ember.Size(*a),
             "torch.device": ember.device,
             "builtins.set": set, "builtins.frozenset": frozenset, "builtins.complex": complex,
-            "builtins.slice": slice, "builtins.range": range, "builtins.bytearray": bytearray,
+            "builtins.slice": slice, "builtins.range": range, "builtins.bytearray": self.bytearray,
             "_codecs.encode": lambda s, enc="utf-8": s.encode(enc),
         }
         if full in table:
@@ -242,8 +258,17 @@ class _Loader:
             "as whole pickled modules would run code from the file). Save the model's "
             "state_dict() instead")
 
+    def read_member(self, member: str) -> bytes:
+        try:
+            return self.zf.read(member)
+        except (zlib.error, NotImplementedError, RuntimeError, EOFError) as exc:
+            # a deflated member whose data is corrupt (zlib.error), one compressed with a method
+            # zipfile lacks (NotImplementedError) or encrypted (RuntimeError)
+            raise self.error(f"corrupt PyTorch checkpoint: cannot read {member!r} from the "
+                             f"archive ({type(exc).__name__}: {exc})") from None
+
     def load(self, pickle_load_args: dict) -> Any:
-        return self.load_from(io.BytesIO(self.zf.read(f"{self.prefix}data.pkl")),
+        return self.load_from(io.BytesIO(self.read_member(f"{self.prefix}data.pkl")),
                               pickle_load_args)
 
     def load_from(self, stream: io.BytesIO, pickle_load_args: dict) -> Any:
@@ -257,6 +282,14 @@ class _Loader:
                 return loader.persistent_load(pid)
 
         return _Unpickler(stream, **pickle_load_args).load()
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _ints(xs: Any) -> bool:
+    return isinstance(xs, (tuple, list)) and all(_is_int(x) for x in xs)
 
 
 def _layout(name: str) -> Any:

@@ -55,6 +55,9 @@ def script(obj: Any = None, optimize: Any = None, _frames_up: int = 0, _rcb: Any
     """
     if obj is None:
         return script
+    if not callable(obj):  # PyTorch scripts functions, modules and classes only
+        raise TypeError(f"ember.jit.script: expected a function, module or class, got "
+                        f"{type(obj).__name__}")
     return _with_script_methods(obj)
 
 
@@ -93,6 +96,8 @@ def trace(func: Any, example_inputs: Any = None, optimize: Any = None,
         raise RuntimeError("trace: example_inputs (or example_kwarg_inputs) is required")
     import ember
 
+    if isinstance(example_inputs, list):  # PyTorch takes a list of inputs like a tuple
+        example_inputs = tuple(example_inputs)
     args = example_inputs if isinstance(example_inputs, tuple) else (
         () if example_inputs is None else (example_inputs,))
     with ember.no_grad():

@@ -515,9 +515,10 @@ class _Reader:
         e = entries[tid]
         ok = (isinstance(e, dict) and e.get("dtype") in self.dtypes and
               isinstance(e.get("shape"), list) and isinstance(e.get("stride"), list) and
-              len(e["shape"]) == len(e["stride"]) and all(_is_int(s) and s >= 0 for s in e["shape"])
-              and all(_is_int(s) and s >= 0 for s in e["stride"]) and _is_int(e.get("offset")) and
-              e["offset"] >= 0)
+              len(e["shape"]) == len(e["stride"]) and
+              all(_is_int(s) and 0 <= s < 2**63 for s in e["shape"]) and
+              all(_is_int(s) and 0 <= s < 2**63 for s in e["stride"]) and
+              math.prod(e["shape"]) < 2**63 and _is_int(e.get("offset")) and e["offset"] >= 0)
         _check(ok, src, f"tensor {tid} entry is malformed: {e!r}")
         dtype = self.dtypes[e["dtype"]]
         raw = self.storage(e["storage"])
@@ -1031,8 +1032,8 @@ def _load_safetensors(src: _Source, mmap: bool) -> dict[str, Tensor]:
         if name == "__metadata__":
             continue
         ok = (isinstance(e, dict) and isinstance(e.get("shape"), list) and
-              all(_is_int(s) and s >= 0 for s in e["shape"]) and
-              isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2 and
+              all(_is_int(s) and 0 <= s < 2**63 for s in e["shape"]) and
+              math.prod(e["shape"]) < 2**63 and isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2 and
               all(_is_int(o) for o in e["data_offsets"]))
         if not ok:
             raise src.error(f"corrupt safetensors file: entry {name!r} is malformed: {e!r}")

@@ -308,9 +308,11 @@ def _unpool(op: str, nd: int, input: Tensor, indices: Tensor, kernel_size: Any, 
         n_in *= i
     src = input.reshape(*lead, n_in)  # (not -1: ambiguous for an empty batch)
     idx = indices.reshape(*lead, n_in).to(ember.int64)
-    if idx.numel() and (idx.min().item() < 0 or idx.max().item() >= total):
-        raise RuntimeError(f"{op}: found an invalid max index {idx.max().item()} (output "
-                           f"volumes are of size {'x'.join(map(str, out_sp))})")
+    if idx.numel():
+        lo, hi = idx.min().item(), idx.max().item()
+        if lo < 0 or hi >= total:  # name the index that is out of range (a negative one too)
+            raise RuntimeError(f"{op}: found an invalid max index {lo if lo < 0 else hi} (output "
+                               f"volumes are of size {'x'.join(map(str, out_sp))})")
     out = ember.zeros(*lead, total, dtype=input.dtype, device=input.device)
     out = out.scatter(len(lead), idx, src)
     return out.reshape(*lead, *out_sp)

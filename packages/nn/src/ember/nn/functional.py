@@ -1667,7 +1667,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
             f"{_shape(weight)}"
         )
     num = weight.shape[0]
-    _check_indices("embedding", input, num, values=False)  # the embedding kernels check them
+    # the embedding kernels check the values, but max_norm's renorm reads the rows first
+    _check_indices("embedding", input, num, values=max_norm is not None)
     pidx = _padding_idx("embedding", padding_idx, num)
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
@@ -3021,6 +3022,16 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             f"part) or floating point (added to the scores), got {attn_mask.dtype} (shape "
             f"{_shape(attn_mask)}) for query of dtype {query.dtype}"
         )
+    if attn_mask is not None and attn_mask.ndim:
+        # checked here, or the kernel's add names neither the op nor the mask
+        lq, sk = query.shape[-2], key.shape[-2]
+        if attn_mask.shape[-1] not in (1, sk) or (attn_mask.ndim > 1
+                                                    and attn_mask.shape[-2] not in (1, lq)):
+            raise RuntimeError(
+                f"scaled_dot_product_attention: attn_mask of shape {_shape(attn_mask)} does not "
+                f"broadcast to the attention scores (..., L={lq}, S={sk}) of query "
+                f"{_shape(query)} and key {_shape(key)}"
+            )
     if (enable_gqa and min(query.ndim, key.ndim, value.ndim) >= 3
             and key.shape[-3] != value.shape[-3]):
         # key and value may each have their own number of heads dividing the query's: both are

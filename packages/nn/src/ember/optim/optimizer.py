@@ -483,7 +483,9 @@ class Optimizer:
                     # state follows its parameter (a checkpoint loaded with map_location="cpu"
                     # resumes on the GPU); step counters stay where they are, as in PyTorch
                     value = value.to(param.device)
-                if key != "step" and param.is_floating_point() and value.is_floating_point():
+                if key != "step" and param.is_floating_point():
+                    # PyTorch's rule: state follows a floating parameter's dtype, whatever the
+                    # saved dtype was (an int64 exp_avg from a hand-made state dict included)
                     value = value.to(param.dtype)
                     if self._state_shaped_like_params and \
                             tuple(value.shape) not in ((), tuple(param.shape)):
@@ -548,9 +550,21 @@ class Optimizer:
                 st["step"] = _init_step()
                 for k in keys:
                     st[k] = init[k](p) if init and k in init else ember.zeros_like(p)
+            step = st.get("step")
+            if _is_number(step):  # a plain count (an older or hand-made state dict)
+                step = st["step"] = ember.tensor(float(step), dtype=_scalar_dtype())
+            if not isinstance(step, Tensor):
+                raise TypeError(f"{self._name}: the state of a parameter of shape "
+                                f"{tuple(p.shape)} has step={step!r} ({type(step).__name__}); "
+                                "expected a number or a Tensor")
             for k in keys:
+                if not isinstance(st.get(k), Tensor):
+                    raise TypeError(
+                        f"{self._name}: the state of a parameter of shape {tuple(p.shape)} has "
+                        f"{k}={st.get(k)!r:.60} ({type(st.get(k)).__name__}); expected a Tensor"
+                    )
                 state[k].append(st[k])
-            steps.append(st["step"])
+            steps.append(step)
         # A complex parameter updates as the pair of reals it holds (PyTorch's rule): the
         # element-wise squares, square roots and signs then act on real and imaginary parts
         # apart, and the in-place updates of the views land in the complex tensors.

@@ -67,6 +67,12 @@ class SGD(Optimizer):
             grads = [_grad_of(p, self._name, group["weight_decay"]) for p in params]
             has_momentum = group["momentum"] != 0
             bufs = [self.state[p].get("momentum_buffer") if has_momentum else None for p in params]
+            for p, b in zip(params, bufs):
+                if b is not None and not isinstance(b, ember.Tensor):
+                    raise TypeError(
+                        f"SGD: the state of a parameter of shape {tuple(p.shape)} has "
+                        f"momentum_buffer={b!r:.60} ({type(b).__name__}); expected a Tensor or None"
+                    )
             update = F.fused_sgd if F.use_fused(self._name, group, params) else F.sgd
             update(
                 params, grads, bufs, lr=group["lr"], momentum=group["momentum"],

@@ -73,6 +73,26 @@ def _stack(tensors: list[Tensor], dim: int) -> Tensor:
     return ember.cat([t.unsqueeze(dim) for t in tensors], dim)
 
 
+def _check_dtypes(name: str, x: Tensor, weight: Any, states: Any,
+                  exc: type[Exception] = ValueError) -> None:
+    """The input in the weights' dtype and each given state in the input's (outside autocast,
+    which casts them itself): else the products below fail naming matmul/addmm, not the module."""
+    from ember.amp import autocast_mode
+
+    if not isinstance(weight, Tensor) or autocast_mode.is_autocast_enabled(x.device.type):
+        return
+    if x.dtype != weight.dtype:  # PyTorch: ValueError from the modules, RuntimeError from cells
+        raise exc(
+            f"{name}: input dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). "
+            f"Convert input: input.to({weight.dtype}), or convert model: model.to({x.dtype})"
+        )
+    for what, h in states:
+        if isinstance(h, Tensor) and h.dtype != x.dtype:
+            raise RuntimeError(
+                f"{name}: expected {what} of dtype {x.dtype} (the input's), got {h.dtype}"
+            )
+
+
 def _autocast_dtype(t: Tensor) -> Any:
     """The dtype autocast wants for ``t``'s device in this thread, or None (autocast off, or
     ``t`` not a float32/16-bit tensor)."""
@@ -257,11 +277,17 @@ class RNNBase(Module):
             if self.batch_first and not unbatched:
                 x = x.transpose(0, 1)
             steps, batch = x.shape[0], x.shape[1]
+            if steps == 0:
+                raise RuntimeError(
+                    f"{name}: expected sequence length to be larger than 0, got input of shape "
+                    f"{_shape(input)} (batch_first={self.batch_first})"
+                )
             batch_sizes = [batch] * steps
             data = x.reshape(steps * batch, self.input_size)
             sorted_indices = unsorted_indices = None
         h_shape = (self.num_layers * num_directions, batch, real_hidden)
         c_shape = (self.num_layers * num_directions, batch, self.hidden_size)
+        _check_dtypes(name, data, self._layer_params(0, 0)[0], ())
         if hx is None:
             h0 = ember.zeros(*h_shape, dtype=data.dtype, device=data.device)
             c0 = ember.zeros(*c_shape, dtype=data.dtype, device=data.device) if is_lstm else None
@@ -283,6 +309,8 @@ class RNNBase(Module):
                 self._check_hidden(h0, h_shape, "hidden state h_0")
                 if c0 is not None:
                     self._check_hidden(c0, c_shape, "cell state c_0")
+            _check_dtypes(name, data, self._layer_params(0, 0)[0],
+                          (("hidden state h_0", h0), ("cell state c_0", c0)))
             if sorted_indices is not None:
                 h0 = _select(h0, 1, sorted_indices)
                 c0 = _select(c0, 1, sorted_indices) if c0 is not None else None
@@ -547,6 +575,7 @@ class RNNCellBase(Module):
             want = (self.hidden_size,) if unbatched else (input.shape[0], self.hidden_size)
             if _shape(hx) != want:
                 raise RuntimeError(f"{name}: expected {what} of shape {want}, got {_shape(hx)}")
+        _check_dtypes(name, input, getattr(self, "weight_ih", None), ((what, hx),), RuntimeError)
         return (input.unsqueeze(0) if unbatched else input), unbatched
 
     def _zeros(self, x: Tensor) -> Tensor:
