@@ -182,3 +182,33 @@ def test_index_reduce_inplace_without_grad_writes_in_place():
     r = x.index_reduce_(0, ember.tensor([0, 2]), ember.tensor([[2.0, 3.0], [4.0, 5.0]]), "prod")
     assert r is x and x.data_ptr() == ptr
     assert x.tolist() == [[2.0, 3.0], [1.0, 1.0], [4.0, 5.0]]
+
+
+# ---- nn.CrossMapLRN2d -------------------------------------------------------------------------
+def test_cross_map_lrn2d_windows_keep_channel_zero():
+    # all-ones input: channel c is scaled by the number of channels in its window
+    layer = ember.nn.CrossMapLRN2d(3, alpha=0.3, beta=0.5, k=2.0)
+    out = layer(ember.ones(1, 5, 1, 1, dtype=ember.float64)).flatten().tolist()
+    counts = [2, 3, 4, 4, 3]  # windows {0,1} {0,1,2} {0,1,2,3} {0,2,3,4} {0,3,4}
+    assert out == pytest.approx([(2.0 + 0.3 / 3 * n) ** -0.5 for n in counts], rel=1e-12)
+    assert repr(layer) == "CrossMapLRN2d(3, alpha=0.3, beta=0.5, k=2.0)"
+    with pytest.raises(ValueError, match="Expected input to be 4D, got 3D instead"):
+        layer(ember.ones(5, 1, 1))
+
+
+def test_cross_map_lrn2d_gradient_is_exact():
+    x = ember.tensor([[[[0.3, -1.2]], [[0.8, 0.1]], [[-0.5, 2.0]], [[1.1, -0.7]]]],
+                     dtype=ember.float64, requires_grad=True)
+    layer = ember.nn.CrossMapLRN2d(2, alpha=0.4, beta=0.6, k=1.2)
+    assert ember.autograd.gradcheck(layer, (x,))
+
+
+@needs_torch
+@pytest.mark.parametrize("channels", [1, 2, 7])
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 9])
+def test_cross_map_lrn2d_matches_torch(channels, size):
+    data = [[[[0.1 * (c + 1) * (h - w) + 0.05 * c for w in range(2)] for h in range(3)]
+             for c in range(channels)] for _ in range(2)]
+    want = torch.nn.CrossMapLRN2d(size, 0.3, 0.7, 1.5)(torch.tensor(data, dtype=torch.float64))
+    got = ember.nn.CrossMapLRN2d(size, 0.3, 0.7, 1.5)(ember.tensor(data, dtype=ember.float64))
+    assert got.flatten().tolist() == pytest.approx(want.flatten().tolist(), rel=1e-12)
