@@ -212,3 +212,29 @@ def test_cross_map_lrn2d_matches_torch(channels, size):
     want = torch.nn.CrossMapLRN2d(size, 0.3, 0.7, 1.5)(torch.tensor(data, dtype=torch.float64))
     got = ember.nn.CrossMapLRN2d(size, 0.3, 0.7, 1.5)(ember.tensor(data, dtype=ember.float64))
     assert got.flatten().tolist() == pytest.approx(want.flatten().tolist(), rel=1e-12)
+
+
+# ---- F.normalize over several dims ----------------------------------------------------------
+@pytest.mark.parametrize("dim", [(1, 2), [2], (-1, 0), (), None])
+@pytest.mark.parametrize("p", [1.0, 2.0, math.inf])
+def test_normalize_takes_a_tuple_of_dims(dim, p):
+    data = [[[0.5, -1.0, 2.0], [1.5, 0.0, -0.5]], [[3.0, 1.0, -2.0], [0.25, 0.5, 4.0]]]
+    got = F.normalize(ember.tensor(data, dtype=ember.float64), p=p, dim=dim)
+    x = ember.tensor(data, dtype=ember.float64)
+    norm_dims = list(range(3)) if dim is None else list(dim)
+    want = x / x.norm(p, norm_dims, True).clamp(min=1e-12)
+    assert got.tolist() == want.tolist()
+    if torch is not None:
+        ref = torch.nn.functional.normalize(torch.tensor(data, dtype=torch.float64), p=p, dim=dim)
+        assert got.flatten().tolist() == pytest.approx(ref.flatten().tolist(), rel=1e-12)
+
+
+def test_normalize_over_two_dims_gives_unit_norm():
+    x = ember.tensor([[3.0], [4.0]], dtype=ember.float64)
+    assert F.normalize(x, dim=(0, 1)).tolist() == [[0.6], [0.8]]
+
+
+@pytest.mark.parametrize("dim", ["a", 1.5, (1, "x")])
+def test_normalize_rejects_non_int_dims_clearly(dim):
+    with pytest.raises(TypeError, match="argument 'dim' must be an int or a tuple of ints, not"):
+        F.normalize(ember.ones(2, 3), dim=dim)
