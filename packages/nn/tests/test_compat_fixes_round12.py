@@ -238,3 +238,33 @@ def test_normalize_over_two_dims_gives_unit_norm():
 def test_normalize_rejects_non_int_dims_clearly(dim):
     with pytest.raises(TypeError, match="argument 'dim' must be an int or a tuple of ints, not"):
         F.normalize(ember.ones(2, 3), dim=dim)
+
+
+# ---- copy.deepcopy of plain tensors: grad copied, graph leaves only --------------------------
+def test_deepcopy_copies_a_plain_tensors_grad():
+    import copy
+
+    t = ember.ones(3, requires_grad=True)
+    (t * 2).sum().backward()
+    c = copy.deepcopy(t)
+    assert c.requires_grad and c.grad is not t.grad and c.grad.tolist() == [2.0, 2.0, 2.0]
+    a, b = copy.deepcopy([t, t.grad])  # one memo: the copy's grad is the copied grad
+    assert a.grad is b
+    u = ember.ones(2)
+    u.grad = ember.full((2,), 5.0)
+    assert copy.deepcopy(u).grad.tolist() == [5.0, 5.0]
+    if torch is not None:
+        tt = torch.ones(3, requires_grad=True)
+        (tt * 2).sum().backward()
+        assert copy.deepcopy(tt).grad.tolist() == c.grad.tolist()
+
+
+def test_deepcopy_of_a_non_leaf_raises_as_in_pytorch():
+    import copy
+
+    x = ember.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"^Only Tensors created explicitly by the user "
+                                           r"\(graph leaves\) support the deepcopy protocol"):
+        copy.deepcopy(x * 2)
+    with ember.no_grad():
+        assert copy.deepcopy(x * 2).tolist() == [2.0, 2.0]  # made without a graph: a leaf

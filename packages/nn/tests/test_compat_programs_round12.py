@@ -217,3 +217,14 @@ def test_continual_ewc(capsys):
     assert ewc > naive
     assert "vmap fisher == loop: True keys ['body.0.bias', 'body.0.weight']" in got
     assert got.count("param groups 4 lr 0.05") == 3
+
+
+def test_image_retrieval(capsys):
+    # a frozen stem with the legacy nn.CrossMapLRN2d, GeM / R-MAC / NetVLAD with F.normalize
+    # over dims (1, 2), eigh whitening, hardest-triplet mining, deepcopy of a tensor's grad;
+    # mAP rankings make the tolerance looser
+    got = _check("image_retrieval.py", capsys, rtol=2e-3, atol=1e-4)
+    first, last, m_ap = _results(got)
+    assert last < 0.8 * first and m_ap > 0.9
+    assert "deepcopy keeps grad: [2.0, 2.0, 2.0]" in got
+    assert "descriptor norms 1.0000 1.0000 lrn CrossMapLRN2d(5, alpha=0.001, beta=0.75, k=1.0)" in got
