@@ -268,3 +268,34 @@ def test_deepcopy_of_a_non_leaf_raises_as_in_pytorch():
         copy.deepcopy(x * 2)
     with ember.no_grad():
         assert copy.deepcopy(x * 2).tolist() == [2.0, 2.0]  # made without a graph: a leaf
+
+
+# ---- nn.MultiheadAttention.merge_masks ------------------------------------------------------
+def _merge_cases(m):
+    attn = m.tensor([[False, True, False]] * 3)
+    pad = m.tensor([[False, False, True], [True, False, False]])
+    fattn = m.zeros(3, 3)
+    fattn[0, 1] = float("-inf")
+    return [(None, None), (attn, None), (None, pad), (attn, pad), (fattn, pad),
+            (m.zeros(4, 3, 3, dtype=m.bool), None)]
+
+
+def test_mha_merge_masks():
+    mha = ember.nn.MultiheadAttention(4, 2, batch_first=True)
+    q = ember.ones(2, 3, 4)
+    results = [mha.merge_masks(a, k, q) for a, k in _merge_cases(ember)]
+    assert results[0] == (None, None)
+    assert [r[1] for r in results[1:]] == [2, 1, 2, 2, 2]
+    both, kind = results[3]
+    assert kind == 2 and tuple(both.shape) == (2, 2, 3, 3) and both.dtype == ember.bool
+    assert both[1, 0].tolist() == [[True, True, False]] * 3  # attn or padding of sample 1
+    assert results[4][0][1, 0].tolist() == [[1.0, float("-inf"), 0.0], [1.0, 0.0, 0.0],
+                                            [1.0, 0.0, 0.0]]  # PyTorch adds True as 1.0
+    if torch is not None:
+        tm = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+        for (got, got_kind), (a, k) in zip(results, _merge_cases(torch)):
+            want, want_kind = tm.merge_masks(a, k, torch.ones(2, 3, 4))
+            assert got_kind == want_kind
+            assert (got is None) == (want is None)
+            if got is not None:
+                assert got.tolist() == want.tolist()
