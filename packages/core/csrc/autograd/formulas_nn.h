@@ -67,8 +67,75 @@ inline Tensor activation_backward_grad(const Tensor& grad, const Tensor& grad_ou
   return ops::mul(ops::mul(grad, grad_output, Tensor()),
                   ops::_activation_derivative(x, fn, 2, p0, p1, p2), Tensor());
 }
+// The third derivative f'''(x) of activation fn built from differentiable ops, so derivatives of
+// any order follow (sliced score matching and PINNs differentiate f'' once more, for the
+// parameters); the kernel computes f' and f'' only. Piecewise-linear or -quadratic activations
+// give 0.
+inline Tensor activation_third_derivative(const Tensor& x, const std::string& fn, double p0,
+                                          double p1, double p2) {
+  auto s_ = [](double v) { return TensorOrScalar(Scalar(v)); };
+  auto sig = [](const Tensor& t) { return ops::sigmoid(t, Tensor()); };
+  auto where_gt = [&](const Tensor& t, double at, const Tensor& below) {  // 0 where t > at
+    return ops::where(ops::gt(t, s_(at), Tensor()), s_(0.0), TensorOrScalar(below), Tensor());
+  };
+  if (fn == "gelu") {  // phi(x) x (x^2 - 4)
+    Tensor phi = mul(exp(mul(square(x), Scalar(-0.5))), Scalar(0.39894228040143267794));
+    return mul(mul(phi, x), sub(square(x), s_(4.0)));
+  }
+  if (fn == "gelu_tanh") {  // u = k (x + c x^3), t = tanh(u), w = 1 - t^2
+    const double k = 0.79788456080286535588, c = 0.044715;
+    Tensor x2 = square(x);
+    Tensor t = ops::tanh(mul(add(x, mul(mul(x2, x), Scalar(c))), Scalar(k)), Tensor());
+    Tensor w = one_minus(square(t));
+    Tensor u1 = mul(add(mul(x2, Scalar(3 * c)), s_(1.0)), Scalar(k));
+    Tensor u2 = mul(x, Scalar(6 * c * k));
+    Tensor tw = mul(t, w), xw = mul(x, w), u1sq = square(u1);
+    // -3 t w u1^2 + 1.5 w u2 + x w u1^3 (2 t^2 - w) - 3 x t w u1 u2 + 0.5 x w u3
+    Tensor r = mul(mul(tw, u1sq), Scalar(-3.0));
+    r = add(r, mul(mul(w, u2), Scalar(1.5)));
+    r = add(r, mul(mul(xw, mul(u1sq, u1)), sub(mul(square(t), Scalar(2.0)), w)));
+    r = sub(r, mul(mul(mul(x, tw), mul(u1, u2)), Scalar(3.0)));
+    return add(r, mul(xw, Scalar(0.5 * 6 * c * k)));
+  }
+  if (fn == "silu") {  // q (r (3 + x r) - 2 x q), q = s (1 - s), r = 1 - 2 s
+    Tensor sx = sig(x), q = mul(sx, one_minus(sx)), r = one_minus(mul(sx, Scalar(2.0)));
+    return mul(q, sub(mul(r, add(mul(x, r), s_(3.0))), mul(mul(x, q), Scalar(2.0))));
+  }
+  if (fn == "elu") {  // p0 alpha, p1 scale, p2 input_scale: 0 for x > 0
+    return where_gt(x, 0.0, mul(exp(mul(x, Scalar(p2))), Scalar(p1 * p0 * p2 * p2 * p2)));
+  }
+  if (fn == "softplus") {  // p0 beta, p1 threshold: beta^2 q (1 - 2 s) at s = sigmoid(beta x)
+    Tensor z = mul(x, Scalar(p0)), sz = sig(z);
+    Tensor d3 = mul(mul(mul(sz, one_minus(sz)), one_minus(mul(sz, Scalar(2.0)))), Scalar(p0 * p0));
+    return where_gt(z, p1, d3);
+  }
+  if (fn == "mish") {  // t = tanh(softplus(x)), w = 1 - t^2, s = sigmoid(x), q = s (1 - s)
+    Tensor t = ops::tanh(ops::softplus(x, Scalar(1.0), Scalar(20.0), Tensor()), Tensor());
+    Tensor w = one_minus(square(t)), sx = sig(x), q = mul(sx, one_minus(sx));
+    Tensor a = sub(q, mul(mul(t, square(sx)), Scalar(2.0)));  // (w s)' / w
+    // 3 w a + x (w (q (1 - 2 s) - 2 w s^3 - 4 t s q) - 2 t w s a)
+    Tensor inner = sub(
+        mul(q, one_minus(mul(sx, Scalar(2.0)))),
+        add(mul(mul(w, mul(square(sx), sx)), Scalar(2.0)), mul(mul(mul(t, sx), q), Scalar(4.0))));
+    Tensor tail = sub(mul(w, inner), mul(mul(mul(t, w), mul(sx, a)), Scalar(2.0)));
+    return add(mul(mul(w, a), Scalar(3.0)), mul(x, tail));
+  }
+  if (fn == "softsign") {  // 6 / (1 + |x|)^4
+    Tensor a = add(ops::abs(x, Tensor()), s_(1.0));
+    return div(ops::full_like(x, Scalar(6.0), std::nullopt, std::nullopt), square(square(a)));
+  }
+  if (fn == "logsigmoid") {  // -q (1 - 2 s)
+    Tensor sx = sig(x);
+    return neg(mul(mul(sx, one_minus(sx)), one_minus(mul(sx, Scalar(2.0)))));
+  }
+  // leaky_relu, hardswish, hardsigmoid and the *_result forms: f'' is piecewise constant in x
+  // (in the output for the *_result forms), so f''' is 0.
+  return ops::zeros_like(x, std::nullopt, std::nullopt);
+}
+
 inline Tensor activation_derivative_grad(const Tensor& grad, const Tensor& x, const std::string& fn,
                                          int64_t order, double p0, double p1, double p2) {
+  if (order == 2) return mul(grad, activation_third_derivative(x, fn, p0, p1, p2));
   return ops::mul(grad, ops::_activation_derivative(x, fn, order + 1, p0, p1, p2), Tensor());
 }
 

@@ -1348,7 +1348,11 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce:
 def _index_reduce_(self: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
                    include_self: bool = True) -> Tensor:
     """In-place :func:`index_reduce` (``Tensor.index_reduce_``)."""
-    return self.copy_(index_reduce(self, dim, index, source, reduce, include_self=include_self))
+    # The reduction's backward saves its input: reduce a copy, so that writing the result into
+    # self does not invalidate what autograd saved.
+    base = self.clone() if _C.is_grad_enabled() and (self.requires_grad or source.requires_grad) \
+        else self
+    return self.copy_(index_reduce(base, dim, index, source, reduce, include_self=include_self))
 
 
 def _with_generator(generator: Any, draw: Any) -> Tensor:

@@ -295,13 +295,17 @@ _NOT_SAME_TYPE = (
 
 
 def _deepcopy(self: Tensor, memo: dict) -> Tensor:
-    """``copy.deepcopy``: a plain tensor copies its values; a subclass instance, as in PyTorch,
-    must be a graph leaf, gets its new tensor from ``new_empty()`` (``clone()`` for a wrapper
-    subclass without data), which must be of its own type, then a copy of the data, of
-    ``requires_grad`` and ``grad``, and a deep copy of its ``__dict__`` and ``__slots__``."""
+    """``copy.deepcopy``: as in PyTorch, graph leaves only. A plain tensor copies its values and
+    its ``grad``; a subclass instance gets its new tensor from ``new_empty()`` (``clone()`` for
+    a wrapper subclass without data), which must be of its own type, then a copy of the data,
+    of ``requires_grad`` and ``grad``, and a deep copy of its ``__dict__`` and ``__slots__``."""
     if type(self) is Tensor:
+        if not self.is_leaf:
+            raise RuntimeError(_NOT_LEAF)
         func, args = _reduce_ex_binding(self, 4)
         memo[id(self)] = new = func(*args)
+        if self.grad is not None:  # as in PyTorch, the copy's grad is a copy (memo-shared)
+            new.grad = copy.deepcopy(self.grad, memo)
         if self.__dict__:
             new.__dict__ = copy.deepcopy(self.__dict__, memo)
         return new

@@ -14,6 +14,7 @@ pixel_shuffle, several losses) are composites of existing differentiable ops.
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 import warnings
 from typing import Any, Sequence
@@ -618,15 +619,24 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 
 
 def normalize(
-    input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None
+    input: Tensor, p: float = 2.0, dim: int | Sequence[int] | None = 1, eps: float = 1e-12,
+    out: Tensor | None = None
 ) -> Tensor:
-    """``x / max(||x||_p, eps)`` along dim.
+    """``x / max(||x||_p, eps)`` along dim (an int, a tuple / list of dims normalized
+    together, or None for all of them, as in PyTorch).
 
     >>> import ember
     >>> normalize(ember.tensor([[3.0, 4.0]], dtype=ember.float64)).tolist()
     [[0.6, 0.8]]
+    >>> normalize(ember.tensor([[3.0], [4.0]], dtype=ember.float64), dim=(0, 1)).tolist()
+    [[0.6], [0.8]]
     """
-    denom = input.norm(_float_number(p), [dim], True).clamp(min=_float_number(eps)).expand_as(input)
+    dims = None if dim is None else list(dim) if isinstance(dim, (tuple, list)) else [dim]
+    if dims is not None and not all(isinstance(d, numbers.Integral) for d in dims):
+        bad = next(d for d in dims if not isinstance(d, numbers.Integral))
+        raise TypeError(f"normalize(): argument 'dim' must be an int or a tuple of ints, not "
+                        f"{type(bad).__name__}")
+    denom = input.norm(_float_number(p), dims, True).clamp(min=_float_number(eps)).expand_as(input)
     res = input / denom
     if out is not None:
         _C._prepare_out(out, res, "normalize")

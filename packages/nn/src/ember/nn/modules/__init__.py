@@ -111,6 +111,7 @@ from ember.nn.modules.loss import (  # noqa: F401
 )
 from ember.nn.modules.module import Module
 from ember.nn.modules.normalization import (  # noqa: F401
+    CrossMapLRN2d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
@@ -256,6 +257,7 @@ __all__ = [
     "InstanceNorm2d",
     "InstanceNorm3d",
     "LocalResponseNorm",
+    "CrossMapLRN2d",
     "Dropout",
     "Dropout1d",
     "Dropout2d",

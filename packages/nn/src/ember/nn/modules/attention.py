@@ -155,6 +155,29 @@ class MultiheadAttention(Module):
             self.out_proj, key_padding_mask, need_weights, attn_mask, average_attn_weights,
             is_causal, self.batch_first, "MultiheadAttention")
 
+    def merge_masks(self, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
+                    query: Tensor) -> tuple[Tensor | None, int | None]:
+        """PyTorch's helper: the mask type (None, 1 for a key_padding_mask alone, 2 when an
+        attn_mask is given) and the mask; with an attn_mask, both are expanded to (batch,
+        num_heads, seq_len, seq_len) of the batch-first ``query`` and added (a logical or for
+        boolean masks; a True padding entry adds 1 to a float attn_mask, as in PyTorch)."""
+        mask_type: int | None = None
+        merged: Tensor | None = None
+        if key_padding_mask is not None:
+            mask_type, merged = 1, key_padding_mask
+        if attn_mask is not None:
+            batch, seq_len = query.shape[0], query.shape[1]
+            mask_type = 2
+            if attn_mask.dim() == 3:
+                merged = attn_mask.view(batch, -1, seq_len, seq_len)
+            else:
+                merged = attn_mask.view(1, 1, seq_len, seq_len).expand(
+                    batch, self.num_heads, -1, -1)
+            if key_padding_mask is not None:
+                merged = merged + key_padding_mask.view(batch, 1, 1, seq_len).expand(
+                    -1, self.num_heads, -1, -1)
+        return merged, mask_type
+
 
 def _attention(
     query: Tensor, key: Tensor, value: Tensor, num_heads: int, wq: Tensor, wk: Tensor,

@@ -1,5 +1,5 @@
 """Normalization layers: LayerNorm, GroupNorm, RMSNorm, InstanceNorm1d/2d/3d,
-LocalResponseNorm.
+LocalResponseNorm, CrossMapLRN2d.
 
 >>> import ember
 >>> ember.nn.LayerNorm(4)(ember.randn(2, 4)).shape
@@ -20,7 +20,7 @@ from ember.nn.parameter import Parameter
 
 __all__ = [
     "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
-    "LocalResponseNorm",
+    "LocalResponseNorm", "CrossMapLRN2d",
 ]
 
 
@@ -231,6 +231,56 @@ class LocalResponseNorm(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _cross_map_windows(channels: int, size: int) -> list[list[int]]:
+    """The channels whose squares scale each channel in CrossMapLRN2d (the legacy Lua layer
+    that PyTorch keeps): channel 0 sums the first (size - 1) // 2 + 1 channels, and each next
+    channel's window slides one channel up; the window's lower edge stops short of channel 0,
+    which stays in every window (PyTorch's output has it so)."""
+    pre = (size - 1) // 2 + 1
+    current = set(range(min(pre, channels)))
+    windows = [sorted(current)]
+    for c in range(1, channels):
+        if c < channels - pre + 1:
+            current.add(c + pre - 1)
+        if c > pre:
+            current.discard(c - pre)
+        windows.append(sorted(current))
+    return windows
+
+
+class CrossMapLRN2d(Module):
+    """Local response normalization across channels of 4-D input, as the legacy layer computes
+    it: ``x * (k + alpha / size * s) ** -beta`` where ``s`` sums the squares over each channel's
+    window (see :func:`_cross_map_windows`; unlike :class:`LocalResponseNorm`, channel 0 stays
+    in every window). The forward equals PyTorch's; the gradient is the exact derivative of it
+    (PyTorch's hand-written backward assumes centred windows and fails for ``size=1``).
+
+    >>> import ember
+    >>> ember.nn.CrossMapLRN2d(3)
+    CrossMapLRN2d(3, alpha=0.0001, beta=0.75, k=1)
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.dim() != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D instead.")
+        channels = input.shape[1]
+        member = ember.zeros(channels, channels, dtype=input.dtype, device=input.device)
+        for c, window in enumerate(_cross_map_windows(channels, self.size)):
+            member[c, window] = 1
+        sums = ember.einsum("nchw,dc->ndhw", input * input, member)
+        return input * (self.k + self.alpha / self.size * sums).pow(-self.beta)
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
