@@ -90,7 +90,8 @@ def _tuple(v: Any, n: int, name: str, op: str) -> list[int]:
     if len(vs) == 1 and n > 1:
         vs = vs * n
     if len(vs) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in vs):
-        raise ValueError(f"{op}: {name} must be an int or a tuple of {n} ints, got {v!r}")
+        # (a RuntimeError, as PyTorch's length checks of these arguments)
+        raise RuntimeError(f"{op}: {name} must be an int or a tuple of {n} ints, got {v!r}")
     return vs
 
 
@@ -613,6 +614,8 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
         raise RuntimeError(
             f"glu: halving dimension {dim} of input {_shape(input)} must have an even size, got {n}"
         )
+    if not input.is_floating_point():  # (integers and complex: PyTorch's kernel has none)
+        raise ember.DtypeNotImplementedError(f"glu: not implemented for dtype {input.dtype}")
     a, b = input.chunk(2, dim)
     return a * b.sigmoid()
 
@@ -1077,11 +1080,12 @@ def _adaptive_size(op: str, input: Tensor, output_size: Any, nd: int) -> list[in
         output_size = [output_size] * nd
     sizes = list(output_size)
     if len(sizes) != nd:
-        raise ValueError(f"{op}: output_size must be an int or {nd} values, got {output_size!r}")
+        raise RuntimeError(f"{op}: output_size must be an int or {nd} values, got {output_size!r}")
     spatial = _shape(input)[-nd:]
     out = [spatial[i] if v is None else v for i, v in enumerate(sizes)]
     if any((not isinstance(v, int)) or v < 0 for v in out):
-        raise ValueError(f"{op}: output_size must hold non-negative ints or None, got {output_size!r}")
+        raise RuntimeError(f"{op}: output_size must hold non-negative ints or None, got "
+                           f"{output_size!r}")
     return out
 
 
@@ -1715,6 +1719,14 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                 f"embedding_bag: offsets[0] has to be 0, i.e., the first bag has to start at "
                 f"position 0 of input; got {int(offsets[0].item())}"
             )
+        if include_last_offset and offsets.numel() > 1 and \
+                int(offsets[-1].item()) != input.numel():
+            # the last offset closes the last bag; short of the end, PyTorch's own kernels
+            # disagree on where that bag ends (sum stops there, max runs on): refused
+            raise RuntimeError(
+                f"embedding_bag: with include_last_offset=True the last offset must be the "
+                f"number of indices ({input.numel()}), got {int(offsets[-1].item())}"
+            )
     else:
         raise ValueError(
             f"embedding_bag: input must be 1-D or 2-D, got shape {_shape(input)}"
@@ -1799,8 +1811,9 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if num_classes < -1:
         raise RuntimeError(f"one_hot: num_classes must be -1 (inferred) or non-negative, got "
                            f"{num_classes}")
-    if tensor.dtype not in (ember.int64, ember.int32, ember.int16, ember.int8, ember.uint8):
-        raise RuntimeError(f"one_hot: expected an integer tensor, got dtype {tensor.dtype}")
+    if tensor.dtype != ember.int64:  # (int32 too: PyTorch takes int64 class indices only)
+        raise RuntimeError(f"one_hot: is only applicable to an index tensor of dtype int64, got "
+                           f"{tensor.dtype}")
     t = tensor.long()
     if t.numel() and int(t.min().item()) < 0:
         raise RuntimeError("one_hot: class values must be non-negative")
@@ -2228,6 +2241,10 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     _require_tensors("pdist", input=input)
     if input.ndim != 2:
         raise RuntimeError(f"pdist: expected 2-D input, got shape {_shape(input)}")
+    if not input.is_floating_point():  # (checked before the shape's shortcuts, as PyTorch)
+        raise RuntimeError(f"pdist only supports floating-point dtypes, got {input.dtype}")
+    if not float(p) >= 0:
+        raise RuntimeError(f"pdist only supports non-negative p values, got {p}")
     n = input.shape[0]
     if n < 2:  # no pairs: an empty result of the input's dtype (and graph)
         return input.reshape(n * input.shape[1])[:0]
@@ -2437,6 +2454,11 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     if not beta >= 0:  # (NaN too)
         raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
+    if isinstance(input, Tensor) and isinstance(target, Tensor):
+        common = ember.promote_types(input.dtype, target.dtype)
+        if not common.is_floating_point:  # (integers and complex: PyTorch's kernel has none)
+            raise ember.DtypeNotImplementedError(
+                f"smooth_l1_loss: not implemented for dtype {common}")
     input, target = _regression_operands(input, target)
     return _C.smooth_l1_loss(input, target, reduction, beta)
 
