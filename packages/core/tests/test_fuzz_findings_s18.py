@@ -5,7 +5,8 @@ reduction), tensordot broadcasts a size-1 contracted dim, embedding_bag refuses 
 short of the indices with include_last_offset=True, ldexp's 2 in the input's dtype,
 logcumsumexp over a wide dynamic range, unravel_index of uint8 indices, dtype refusals PyTorch
 makes (one_hot, smooth_l1_loss, glu, pdist, gradient, kl_div), PyTorch's RuntimeError for
-argument-length and mode checks (pooling sizes, adaptive output sizes, fft norm), and (built
+argument-length and mode checks (pooling sizes, adaptive output sizes, fft norm), norms of empty
+tensors (0 for a NaN order, the inf norm refused as PyTorch), and (built
 from C++) scatter / gather with an empty index, nanmean's dtype=, median / nanmedian of empty
 and bool tensors, kthvalue of bool, and the RuntimeError of scatter's reduce, searchsorted's
 side, isclose's tolerances and div's rounding_mode."""
@@ -483,3 +484,30 @@ def test_argument_length_checks_raise_runtime_error():
         ember.fft.ifft(ember.ones(2), norm="bogus")
     with pytest.raises(TypeError):  # not a sequence at all: still a TypeError
         F.max_pool2d(ember.zeros(1, 1, 4, 4), 2.5)
+
+
+# ---- l. the norm of nothing: 0 for a NaN order, no identity for the inf norm --------------------
+
+NORM_CASES = {
+    "nan_empty": lambda M: M.linalg.vector_norm(M.zeros(0), NAN),
+    "nan_empty_dim": lambda M: M.linalg.vector_norm(M.zeros(0, 3), NAN, dim=0),
+    "nan_other_dim": lambda M: M.linalg.vector_norm(M.zeros(0, 3), NAN, dim=1),
+    "inf_empty": lambda M: M.linalg.vector_norm(M.zeros(0), INF),
+    "inf_empty_dim": lambda M: M.linalg.vector_norm(M.zeros(0, 3), INF, 0),
+    "inf_other_dim": lambda M: M.linalg.vector_norm(M.zeros(0, 3), INF, 1),
+    "dist_nan_empty": lambda M: M.dist(M.zeros(1), M.zeros(0, 3, dtype=M.complex128), NAN),
+    "inf_values": lambda M: M.linalg.vector_norm(M.tensor([1.0, -3.0]), INF),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(NORM_CASES))
+def test_empty_norms_match_torch(name):
+    _same(NORM_CASES[name])
+
+
+def test_empty_norms():
+    assert ember.linalg.vector_norm(ember.zeros(0), NAN).item() == 0.0  # (was NaN)
+    assert ember.dist(ember.zeros(0), ember.zeros(0), NAN).item() == 0.0
+    with pytest.raises(RuntimeError, match="does not have an identity"):  # (was an IndexError)
+        ember.linalg.vector_norm(ember.zeros(0, 3), INF, 0)

@@ -661,7 +661,10 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     if not isinstance(p, numbers.Real):
         raise TypeError(f"dist(): argument 'p' must be a real number, not {type(p).__name__}")
     # a float, as PyTorch's Scalar p: an int beyond int64 (2**63) is a huge norm, not an error
-    return (input - other).norm(float(p))
+    d = input - other
+    if d.numel() == 0 and math.isnan(p):
+        return d.abs().sum()  # the empty sum: 0 whatever the power, as PyTorch
+    return d.norm(float(p))
 
 
 def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
