@@ -452,6 +452,7 @@ EXCEPTION_CASES = {
     "conv1d_padding_arity": lambda M: _F(M).conv1d(M.zeros(1, 1, 4), M.zeros(1, 1, 2),
                                                    padding=[1, 1]),
     "adaptive_avg_pool2d_arity": lambda M: _F(M).adaptive_avg_pool2d(M.zeros(1, 1, 4, 4), [-1]),
+    "lp_pool1d_kernel_arity": lambda M: _F(M).lp_pool1d(M.ones(1, 1, 4), 2.0, [2, 2]),
     "fft_norm": lambda M: M.fft.fft(M.ones(2), norm="bogus"),
     "rfft2_norm": lambda M: M.fft.rfft2(M.ones(2, 2), norm="bogus"),
     "searchsorted_side": lambda M: M.searchsorted(M.tensor([1.0, 2.0]), M.tensor([1.0]),
@@ -473,6 +474,20 @@ def test_exception_classes_match_torch(name):
     assert t == ("err", "RuntimeError"), t
     with pytest.raises(RuntimeError):
         EXCEPTION_CASES[name](ember)
+
+
+LP_POOL_CASES = {  # (PyTorch unpacks these kernel sizes in Python: its ValueError)
+    "lp_pool2d_three": lambda M: _F(M).lp_pool2d(M.ones(1, 1, 4, 4), 2.0, [2, 2, 2]),
+    "lp_pool2d_one": lambda M: _F(M).lp_pool2d(M.ones(1, 1, 4, 4), 2.0, [2]),
+    "lp_pool3d_two": lambda M: _F(M).lp_pool3d(M.ones(1, 1, 4, 4, 4), 2.0, [2, -1]),
+    "lp_pool2d_stride": lambda M: _F(M).lp_pool2d(M.ones(1, 1, 4, 4), 2.0, 2, [1, 1, 1]),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(LP_POOL_CASES))
+def test_lp_pool_kernel_arity_matches_torch(name):
+    _same(LP_POOL_CASES[name])
 
 
 def test_argument_length_checks_raise_runtime_error():

@@ -1036,6 +1036,14 @@ def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return _C.avg_pool3d(input, k, s, p, ceil_mode, count_include_pad, divisor_override)
 
 
+def _lp_kernel_arity(kernel_size: Any, n: int, op: str) -> None:
+    """PyTorch unpacks lp_pool2d/3d's kernel_size in Python: a sequence of another length is
+    its unpacking ValueError (one value too), before the pooling's own RuntimeError checks."""
+    if isinstance(kernel_size, (list, tuple)) and len(kernel_size) != n:
+        raise ValueError(f"{op}: kernel_size must be an int or a tuple of {n} ints, got "
+                         f"{kernel_size!r}")
+
+
 def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride: Any = None,
               ceil_mode: bool = False) -> Tensor:
     """``(sum over each window of x^p)^(1/p)`` over L.
@@ -1057,6 +1065,7 @@ def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
     >>> lp_pool2d(ember.ones(1, 1, 2, 2), 1, 2).tolist()
     [[[[4.0]]]]
     """
+    _lp_kernel_arity(kernel_size, 2, "lp_pool2d")
     k = _tuple(kernel_size, 2, "kernel_size", "lp_pool2d")
     out = avg_pool2d(input.pow(norm_type), k, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu()).mul(k[0] * k[1]).pow(1.0 / norm_type)
@@ -1070,6 +1079,7 @@ def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
     >>> lp_pool3d(ember.ones(1, 1, 2, 2, 2), 1, 2).tolist()
     [[[[[8.0]]]]]
     """
+    _lp_kernel_arity(kernel_size, 3, "lp_pool3d")
     k = _tuple(kernel_size, 3, "kernel_size", "lp_pool3d")
     out = avg_pool3d(input.pow(norm_type), k, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu()).mul(k[0] * k[1] * k[2]).pow(1.0 / norm_type)
