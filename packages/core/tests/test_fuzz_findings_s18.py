@@ -4,8 +4,8 @@ the top-level kl_div / binary_cross_entropy_with_logits reduce nothing by defaul
 reduction), tensordot broadcasts a size-1 contracted dim, embedding_bag refuses a last offset
 short of the indices with include_last_offset=True, ldexp's 2 in the input's dtype,
 logcumsumexp over a wide dynamic range, unravel_index of uint8 indices, dtype refusals PyTorch
-makes (one_hot, smooth_l1_loss, glu, pdist, gradient, kl_div), PyTorch's RuntimeError for
-argument-length and mode checks (pooling sizes, adaptive output sizes, fft norm), norms of empty
+makes (one_hot, smooth_l1_loss, glu, pdist, gradient, kl_div, isin and softsign of bool),
+PyTorch's RuntimeError for argument-length and mode checks (pooling sizes, adaptive output sizes, fft norm), norms of empty
 tensors (0 for a NaN order, the inf norm refused as PyTorch), and (built
 from C++) scatter / gather with an empty index, nanmean's dtype=, median / nanmedian of empty
 and bool tensors, kthvalue of bool, and the RuntimeError of scatter's reduce, searchsorted's
@@ -419,6 +419,13 @@ REFUSAL_CASES = {
     "pdist_complex_empty": lambda M: _F(M).pdist(M.zeros(0, 3, dtype=M.complex64)),
     "pdist_negative_p": lambda M: _F(M).pdist(M.ones(2, 5, dtype=M.float64), -INF),
     "pdist_int": lambda M: _F(M).pdist(M.ones(3, 2, dtype=M.int64)),
+    "isin_bool_elements": lambda M: M.isin(M.tensor([True, False]), M.tensor([1, 0])),
+    "isin_bool_test": lambda M: M.isin(M.tensor([1, 0]), M.tensor([True])),
+    "isin_python_bool": lambda M: M.isin(M.tensor([1, 0]), True),
+    "isin_empty_bool": lambda M: M.isin(M.zeros(0, dtype=M.bool), M.tensor([1])),
+    "isin_int": lambda M: M.isin(M.tensor([1, 0]), 1),
+    "softsign_bool": lambda M: _F(M).softsign(M.tensor([True])),
+    "softsign_int": lambda M: _F(M).softsign(M.tensor([2, -3])),
     "gradient_uint8": lambda M: M.gradient(M.arange(5).to(M.uint8)),
     "gradient_uint8_0d": lambda M: M.gradient(M.tensor(1, dtype=M.uint8)),
 }

@@ -360,6 +360,8 @@ def isin(elements: Tensor | float, test_elements: Tensor | float, *,
         elements = _C.tensor(elements, device=test_elements.device)
     if not isinstance(test_elements, Tensor):
         test_elements = _C.tensor(test_elements, device=elements.device)
+    if _C.bool in (elements.dtype, test_elements.dtype):  # (a Python bool too, as PyTorch)
+        raise RuntimeError("Unsupported input type encountered for isin(): Bool")
     dtype = _C.promote_types(elements.dtype, test_elements.dtype)
     test = test_elements.reshape(-1).to(dtype).sort().values
     if test.is_floating_point():  # NaN matches nothing, and searchsorted steps past it to the end

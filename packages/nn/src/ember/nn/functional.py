@@ -416,6 +416,8 @@ def softsign(input: Tensor) -> Tensor:
     [0.5]
     """
     _require_tensors("softsign", input=input)
+    if input.dtype == ember.bool:  # (PyTorch's |x| has no bool kernel)
+        raise ember.DtypeNotImplementedError("softsign: not implemented for dtype bool")
     if not (input.is_floating_point() or input.is_complex()):  # integers promote, as in torch
         input = input.to(ember.get_default_dtype())
     if input.is_complex():  # torch's x / (1 + |x|) takes complex x too
