@@ -5,8 +5,8 @@ reduction), tensordot broadcasts a size-1 contracted dim, embedding_bag refuses 
 short of the indices with include_last_offset=True, ldexp's 2 in the input's dtype,
 logcumsumexp over a wide dynamic range, unravel_index of uint8 indices, dtype refusals PyTorch
 makes (one_hot, smooth_l1_loss, glu, pdist, gradient, kl_div, isin and softsign of bool),
-PyTorch's RuntimeError for argument-length and mode checks (pooling sizes, adaptive output sizes, fft norm), norms of empty
-tensors (0 for a NaN order, the inf norm refused as PyTorch), and (built
+PyTorch's RuntimeError for argument-length and mode checks (pooling sizes, adaptive output
+sizes, fft norm), norms of empty tensors (0 for a NaN order, the inf norm refused), and (built
 from C++) scatter / gather with an empty index, nanmean's dtype=, median / nanmedian of empty
 and bool tensors, kthvalue of bool, and the RuntimeError of scatter's reduce, searchsorted's
 side, isclose's tolerances and div's rounding_mode."""
