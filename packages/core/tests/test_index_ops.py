@@ -264,9 +264,9 @@ def test_scatter_nan_and_errors() -> None:
         x.scatter(0, idx([[1]]), make([[1.0]], "float32"))
     with pytest.raises(RuntimeError, match="dtype int64 or int32, but got int16"):
         x.scatter(0, idx([[1]], "int16"), 1.0)
-    with pytest.raises(ValueError, match="reduce argument must be either sum, prod, mean, amax or amin, got foo"):
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin, got foo"):
         x.scatter_reduce(0, idx([[1]]), make([[1.0]]), "foo")
-    with pytest.raises(ValueError, match="add or multiply"):
+    with pytest.raises(RuntimeError, match="add or multiply"):
         x.scatter(0, idx([[1]]), make([[1.0]]), reduce="max")
     with pytest.raises(RuntimeError, match="no larger than src"):
         x.scatter(0, idx([[1, 1]]), make([[1.0]]))
@@ -518,9 +518,9 @@ def test_searchsorted_special() -> None:
     same(ember.searchsorted(make(big_seq), make(big_v)), np.searchsorted(big_seq, big_v))
     out = ember.empty(0, dtype=ember.int64)
     assert ember.searchsorted(make([1, 2]), make([1, 2, 3]), out=out) is out
-    with pytest.raises(ValueError, match="side can only be 'left' or 'right' but got foo"):
+    with pytest.raises(RuntimeError, match="side can only be 'left' or 'right' but got foo"):
         ember.searchsorted(make([1, 2]), 2, side="foo")
-    with pytest.raises(ValueError, match="opposites"):
+    with pytest.raises(RuntimeError, match="opposites"):
         ember.searchsorted(make([1, 2]), 2, side="left", right=True)
     with pytest.raises(RuntimeError, match="first N-1 dimensions"):
         ember.searchsorted(make([[1, 2, 3]]), make([1, 2]))

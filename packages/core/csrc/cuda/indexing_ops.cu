@@ -347,7 +347,7 @@ IndexGeo make_geo(const DimVector& shape, int64_t dim, const Tensor& dst, bool d
 Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
                    bool allow_negative, const char* op) {
   ix::check_cuda(self, op, "self");
-  check_index_dtype(index, op, true);
+  check_gather_scatter_index(index, op);
   dim = wrap_dim(dim, self->dim(), op);
   check_gather_shapes(self, dim, index, op);
   Tensor s1 = as_1d(self);
@@ -423,7 +423,7 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
                     const Scalar& value, Red red, bool mean, bool include_self, const Tensor& out,
                     const char* op) {
   ix::check_cuda(self, op, "self");
-  check_index_dtype(index, op, true);
+  check_gather_scatter_index(index, op);
   dim = wrap_dim(dim, self->dim(), op);
   if (src) {
     check_scatter_src_dtype(self, src, op);

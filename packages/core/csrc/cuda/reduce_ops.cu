@@ -1068,7 +1068,7 @@ Tensor mean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdi
 
 Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
                std::optional<ScalarType> dtype) {
-  reduce::check_nanmean_dtype(self);
+  reduce::check_nanmean_dtype(self, dtype);
   Tensor x = dtype ? cast_to(self, *dtype, "nanmean") : self;
   auto mask = dim_mask(dim, x->dim(), "nanmean");
   EMBER_CHECK(is_floating(x->dtype()), "nanmean(): dtype must be floating point (got ",

@@ -324,16 +324,12 @@ std::tuple<Tensor, Tensor> kthvalue(const Tensor& self, int64_t k, int64_t dim, 
 Tensor median_all(const Tensor& self, bool ignore_nan, const char* op) {
   DeviceGuard guard(self->device().index);
   if (self->numel() == 0) {
-    // NaN for a floating input, else 0 (as the CPU kernel).
-    Tensor host = ember::empty(DimVector{}, self->dtype(), cpu_device());
-    std::memset(host->data(), 0, static_cast<size_t>(host->itemsize()));
-    if (is_floating(self->dtype())) {
-      EMBER_DISPATCH_FLOAT(self->dtype(), op, [&] {
-        *host->data_as<scalar_t>() = static_cast<scalar_t>(std::numeric_limits<float>::quiet_NaN());
-      });
-    }
+    // Filled on the host (as the CPU kernel fills it), then copied over.
+    Tensor host =
+        dispatch::full(DimVector{}, empty_median_value(self->dtype()), self->dtype(), cpu_device());
     return red::to_device(host, self->device());
   }
+  check_selection_dtype(self, op);
   Tensor flat = red::contiguous_as(self, self->dtype(), DimVector{}, op);
   flat = make_view(flat, DimVector{flat->numel()}, DimVector{1}, flat->storage_offset());
   return std::get<0>(
@@ -343,6 +339,7 @@ Tensor median_all(const Tensor& self, bool ignore_nan, const char* op) {
 std::tuple<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keepdim,
                                       bool ignore_nan, const char* op) {
   const int64_t d = selection_dim(self, dim, op);
+  check_selection_dtype(self, op);
   return select_rows(self, d, keepdim, ignore_nan ? Pick::NanMedian : Pick::Median, 0, op);
 }
 

@@ -85,7 +85,14 @@ void check_fill_value(const TensorOrScalar& value, ScalarType dtype, const char*
   }
 }
 
+void check_gather_scatter_index(const Tensor& index, const char* op) {
+  EMBER_CHECK_KIND(index != nullptr, Type, op, ": expected an index tensor, got None");
+  // An empty index selects nothing: PyTorch takes it whatever its dtype and rank.
+  if (index->numel() > 0) check_index_dtype(index, op, true);
+}
+
 void check_gather_shapes(const Tensor& self, int64_t dim, const Tensor& index, const char* op) {
+  if (index->numel() == 0) return;  // any rank (the result has index's shape)
   Tensor s1 = as_1d(self), i1 = as_1d(index);
   EMBER_CHECK(i1->dim() == s1->dim(), op,
               ": index tensor must have the same number of dimensions as input tensor (",
@@ -104,6 +111,7 @@ void check_scatter_src_dtype(const Tensor& self, const Tensor& src, const char* 
 
 void check_scatter_shapes(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                           const char* op) {
+  if (index->numel() == 0) return;  // nothing is written: any rank, any src shape (PyTorch)
   Tensor s1 = as_1d(self), i1 = as_1d(index);
   Tensor src1 = src ? as_1d(src) : Tensor();
   EMBER_CHECK(i1->dim() == s1->dim() && (!src1 || src1->dim() == s1->dim()), op,
@@ -111,7 +119,6 @@ void check_scatter_shapes(const Tensor& self, int64_t dim, const Tensor& index, 
               src ? " and src" : "", " (got index ", shape_str(index->sizes()), ", self ",
               shape_str(self->sizes()), src ? ", src " + shape_str(src->sizes()) : std::string(),
               ")");
-  if (index->numel() == 0) return;
   for (int64_t d = 0; d < s1->dim(); ++d) {
     EMBER_CHECK(d == dim || i1->size(d) <= s1->size(d), op, ": expected index ",
                 shape_str(index->sizes()), " to be no larger than self ", shape_str(self->sizes()),
@@ -128,12 +135,12 @@ IndexReduce parse_index_reduce(const std::string& r, bool scatter_reduce, const 
     if (r == "mean") return IndexReduce::Mean;
     if (r == "amax") return IndexReduce::Max;
     if (r == "amin") return IndexReduce::Min;
-    EMBER_FAIL(Value, op, ": reduce argument must be either sum, prod, mean, amax or amin, got ",
+    EMBER_FAIL(Runtime, op, ": reduce argument must be either sum, prod, mean, amax or amin, got ",
                r);
   }
   if (r == "add") return IndexReduce::Add;
   if (r == "multiply") return IndexReduce::Mul;
-  EMBER_FAIL(Value, op, ": reduce argument must be either add or multiply, got ", r);
+  EMBER_FAIL(Runtime, op, ": reduce argument must be either add or multiply, got ", r);
 }
 
 Tensor reduce_identity(IndexReduce red, ScalarType dtype) {
@@ -193,10 +200,10 @@ void check_mask_broadcasts(const Tensor& self, const Tensor& mask, const char* o
 
 bool searchsorted_upper(bool right, const std::optional<std::string>& side, const char* op) {
   if (side) {
-    EMBER_CHECK_KIND(*side == "left" || *side == "right", Value, op,
+    EMBER_CHECK_KIND(*side == "left" || *side == "right", Runtime, op,
                      ": side can only be 'left' or 'right' but got ", *side);
     EMBER_CHECK_KIND(
-        !(right && *side == "left"), Value, op,
+        !(right && *side == "left"), Runtime, op,
         ": side and right can't be set to opposites, got side of left while right was True");
   }
   return right || (side && *side == "right");

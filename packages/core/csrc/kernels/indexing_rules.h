@@ -69,10 +69,12 @@ void check_inplace_out(const Tensor& self, const Tensor& out, std::initializer_l
 // A fill value: a 0-d tensor, or a number that fits `dtype`.
 void check_fill_value(const TensorOrScalar& value, ScalarType dtype, const char* op);
 
-// gather: index has self's rank and is no larger than self apart from (wrapped) dim.
+// gather / scatter: index is int64 or int32 -- unless it is empty (any dtype, as PyTorch).
+void check_gather_scatter_index(const Tensor& index, const char* op);
+// gather: an empty index, or one of self's rank no larger than self apart from (wrapped) dim.
 void check_gather_shapes(const Tensor& self, int64_t dim, const Tensor& index, const char* op);
 void check_scatter_src_dtype(const Tensor& self, const Tensor& src, const char* op);
-// scatter: index (and src) have self's rank; index is no larger than self / src.
+// scatter: an empty index, or index (and src) of self's rank with index no larger than self / src.
 void check_scatter_shapes(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                           const char* op);
 

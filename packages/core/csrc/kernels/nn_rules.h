@@ -34,7 +34,7 @@ inline Reduction parse_reduction(const std::string& r, const char* op) {
 // An int-or-tuple argument of a k-d op: one value is repeated k times; otherwise it must have k.
 inline DimVector expand_param(const DimVector& v, int64_t k, const char* name, const char* op) {
   if (v.size() == 1 && k != 1) return DimVector(k, v[0]);
-  EMBER_CHECK_KIND(static_cast<int64_t>(v.size()) == k, Value, op, ": ", name,
+  EMBER_CHECK_KIND(static_cast<int64_t>(v.size()) == k, Runtime, op, ": ", name,
                    " must be an int or a tuple of ", k, " ints, got ", shape_str(v));
   return v;
 }

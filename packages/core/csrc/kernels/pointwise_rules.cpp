@@ -47,7 +47,7 @@ void check_alpha(const Scalar& alpha, ScalarType common, const char* op) {
 }
 
 void check_div_mode(const std::string& mode) {
-  EMBER_CHECK_KIND(mode == "trunc" || mode == "floor", Value,
+  EMBER_CHECK_KIND(mode == "trunc" || mode == "floor", Runtime,
                    "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
                    mode, "'");
 }
@@ -109,7 +109,7 @@ void check_isclose_args(const Tensor& self, const Tensor& other, double rtol, do
   EMBER_CHECK_KIND(self->dtype() == other->dtype(), Type, "isclose: self (",
                    dtype_name(self->dtype()), ") and other (", dtype_name(other->dtype()),
                    ") must have the same dtype");
-  EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Value,
+  EMBER_CHECK_KIND(rtol >= 0 && atol >= 0, Runtime,
                    "isclose: rtol and atol must be non-negative, got rtol=", rtol, " atol=", atol);
 }
 

@@ -23,10 +23,20 @@ void check_mean_dtype(const Tensor& self, std::optional<ScalarType> dtype) {
   }
 }
 
-void check_nanmean_dtype(const Tensor& self) {
+void check_nanmean_dtype(const Tensor& self, std::optional<ScalarType> dtype) {
   EMBER_CHECK(is_floating(self->dtype()),
               "nanmean(): expected input to have floating point or complex dtype but got ",
               torch_type_name(self->dtype()));
+  if (!dtype) return;
+  // An integral dtype would turn NaN into garbage before it is skipped (PyTorch refuses it).
+  EMBER_CHECK(is_floating(*dtype) || is_complex(*dtype),
+              "nanmean(): could not infer output dtype. Optional dtype must be either a floating "
+              "point or complex dtype. Got: ",
+              torch_type_name(*dtype));
+  // nansum has no complex kernel (nor has PyTorch's), so neither has nanmean.
+  EMBER_CHECK_KIND(!is_complex(*dtype), DtypeNotImplemented,
+                   "nanmean(): not implemented for dtype ", dtype_name(*dtype),
+                   " (nansum supports real floating dtypes only)");
 }
 
 void check_no_empty_reduced_dim(const Tensor& self, const std::vector<bool>& mask, const char* op) {

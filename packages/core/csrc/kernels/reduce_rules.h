@@ -125,8 +125,8 @@ inline ScalarType sum_dtype(ScalarType t) {
 
 // mean: the result dtype must be floating (`dtype`, else self's).
 void check_mean_dtype(const Tensor& self, std::optional<ScalarType> dtype);
-// nanmean: self must be floating.
-void check_nanmean_dtype(const Tensor& self);
+// nanmean: self must be floating, and so must dtype= (real: nansum has no complex kernel).
+void check_nanmean_dtype(const Tensor& self, std::optional<ScalarType> dtype);
 // amax / amin (and their aminmax): no reduced dim may be empty.
 void check_no_empty_reduced_dim(const Tensor& self, const std::vector<bool>& mask, const char* op);
 // aminmax: the reduced dims, refusing an empty reduction.

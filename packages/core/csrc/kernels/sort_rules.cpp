@@ -1,5 +1,8 @@
 #include "kernels/sort_rules.h"
 
+#include <complex>
+#include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "core/error.h"
@@ -28,11 +31,38 @@ int64_t selection_dim(const Tensor& self, int64_t dim, const char* op) {
   return d;
 }
 
+void check_selection_dtype(const Tensor& self, const char* op) {
+  EMBER_CHECK_KIND(self->dtype() != ScalarType::Bool, DtypeNotImplemented, op,
+                   "(): not implemented for dtype bool");
+}
+
+Scalar empty_median_value(ScalarType dtype) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  switch (dtype) {
+    case ScalarType::Bool:
+      return Scalar(true);
+    case ScalarType::Int32:
+      return Scalar(static_cast<int64_t>(std::numeric_limits<int32_t>::min()));
+    case ScalarType::Int64:
+      return Scalar(std::numeric_limits<int64_t>::min());
+    case ScalarType::UInt8:
+    case ScalarType::Int8:
+    case ScalarType::Int16:
+      return Scalar(static_cast<int64_t>(0));
+    case ScalarType::Complex64:
+    case ScalarType::Complex128:
+      return Scalar(std::complex<double>(nan, 0.0));
+    default:
+      return Scalar(nan);
+  }
+}
+
 int64_t kthvalue_dim(const Tensor& self, int64_t k, int64_t dim) {
   const int64_t d = selection_dim(self, dim, "kthvalue");
   const int64_t n = self->dim() == 0 ? 1 : self->size(d);
   EMBER_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", d,
               " (k = ", k, ", size ", n, ")");
+  check_selection_dtype(self, "kthvalue");
   return d;
 }
 

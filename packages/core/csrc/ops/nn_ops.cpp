@@ -52,7 +52,7 @@ void check_same_shape(const char* op, const Tensor& self, const Tensor& target) 
 
 DimVector expand_k(const DimVector& v, int64_t k, const char* name, const char* op) {
   if (v.size() == 1 && k != 1) return DimVector(k, v[0]);
-  EMBER_CHECK_KIND(static_cast<int64_t>(v.size()) == k, Value, op, ": ", name,
+  EMBER_CHECK_KIND(static_cast<int64_t>(v.size()) == k, Runtime, op, ": ", name,
                    " must be an int or a tuple of ", k, " ints, got ", shape_str(v));
   return v;
 }
@@ -627,7 +627,14 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
                   ": offsets must be non-decreasing and within [0, ", n, "], got ", po[i]);
       starts.push_back(po[i]);
     }
-    if (include_last_offset && !starts.empty()) starts.pop_back();
+    if (include_last_offset && !starts.empty()) {
+      // The last offset closes the last bag (CSR style). Short of the end, PyTorch's kernels
+      // disagree on it (sum stops there, max and mean's count run to the end): refused.
+      EMBER_CHECK(starts.size() == 1 || starts.back() == n, op,
+                  ": with include_last_offset=True the last offset must be the number of indices (",
+                  n, "), got ", starts.back());
+      starts.pop_back();
+    }
   }
   const int64_t B = starts.size();
   // S[b, i] = weight of index i in bag b (padding_idx entries excluded).

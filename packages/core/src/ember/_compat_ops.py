@@ -332,10 +332,11 @@ def unravel_index(indices: Tensor | int, shape: int | Sequence[int]) -> tuple[Te
     if any(s < 0 for s in shape):
         raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {shape}")
     total = math.prod(shape)
+    # in int64 first: int16 + total would wrap, and -total compared with uint8 indices too
+    indices = indices.to(_C.int64)
     if indices.numel() and ((indices < -total).any().item() or (indices >= total).any().item()):
         raise ValueError(f"unravel_index: 'indices' must be in range [{-total}, {total - 1}] "
                          f"for shape {tuple(shape)}")
-    indices = indices.to(_C.int64)  # (int16 + total would wrap)
     flat = _C.where(indices < 0, indices + total, indices)
     out = []
     for s in reversed(shape):
@@ -359,6 +360,8 @@ def isin(elements: Tensor | float, test_elements: Tensor | float, *,
         elements = _C.tensor(elements, device=test_elements.device)
     if not isinstance(test_elements, Tensor):
         test_elements = _C.tensor(test_elements, device=elements.device)
+    if _C.bool in (elements.dtype, test_elements.dtype):  # (a Python bool too, as PyTorch)
+        raise RuntimeError("Unsupported input type encountered for isin(): Bool")
     dtype = _C.promote_types(elements.dtype, test_elements.dtype)
     test = test_elements.reshape(-1).to(dtype).sort().values
     if test.is_floating_point():  # NaN matches nothing, and searchsorted steps past it to the end
@@ -630,9 +633,19 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
                                       f"supported on the CPU yet")
         # The kernel's recurrence gives PyTorch's imaginary parts (not wrapped into (-pi, pi]).
         return _C._logcumsumexp(input, dim)
-    x = _float_of(input)
+    if not input.is_floating_point():
+        import ember
+
+        raise ember.DtypeNotImplementedError(  # (NotImplementedError, as PyTorch's)
+            f"logcumsumexp: not implemented for dtype {input.dtype}")
+    x = input
     if x.ndim == 0 or x.numel() == 0:
         return x.clone()
+    if x.device.type == "cpu":
+        # The kernel's running log-space sum: one shift by the whole dim's max (below) turns
+        # exp of the leading elements into 0 when a later one is ~90 (float32) larger.
+        c = _C.complex128 if x.dtype == _C.float64 else _C.complex64
+        return _C._logcumsumexp(x.to(c), dim).real.to(x.dtype)
     m = x.detach().amax(dim, keepdim=True)
     m = _C.where(m.isinf(), _C.zeros_like(m), m)
     return (x - m).exp().cumsum(dim).log() + m
@@ -650,7 +663,10 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     if not isinstance(p, numbers.Real):
         raise TypeError(f"dist(): argument 'p' must be a real number, not {type(p).__name__}")
     # a float, as PyTorch's Scalar p: an int beyond int64 (2**63) is a huge norm, not an error
-    return (input - other).norm(float(p))
+    d = input - other
+    if d.numel() == 0 and math.isnan(p):
+        return d.abs().sum()  # the empty sum: 0 whatever the power, as PyTorch
+    return d.norm(float(p))
 
 
 def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
@@ -1681,12 +1697,13 @@ def ldexp(input: Tensor, other: Tensor) -> Tensor:
     """
     if not isinstance(other, Tensor):
         raise TypeError(f"ldexp(): expected other to be a Tensor, got {type(other).__name__}")
-    # As PyTorch: 2 ** other rounded to other's own floating dtype (the default one for an
-    # integer other; so a float16 exponent rounds it), the result in the promoted float dtype.
+    # As PyTorch: 2 ** other with the 2 a 0-d tensor of input's dtype (float32 for an integer
+    # or bool input), so the power takes other's dtype within the same category (a float16
+    # exponent rounds it) and the 2's otherwise (float64 or complex for an integer exponent);
+    # the result in the promoted float dtype.
     dtype = _float_result_type(input, other)
-    pdt = other.dtype if other.is_floating_point() or other.is_complex() else \
-        _C.get_default_dtype()
-    p = _C.pow(_C.tensor(2.0, dtype=pdt, device=other.device), other)
+    two = input.dtype if input.is_floating_point() or input.is_complex() else _C.float32
+    p = _C.pow(_C.tensor(2.0, dtype=two, device=other.device), other)
     r = input.to(dtype) * p
     return r if r.dtype == dtype else r.to(dtype)
 

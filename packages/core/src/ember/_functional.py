@@ -83,11 +83,37 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence = 2, out: Tensor | None
     ember.Size([2, 5])
     """
     if isinstance(dims, int):
+        a, b = _sum_broadcast_pairs(a, b, range(-dims, 0), range(dims))
         return _C.tensordot(a, b, dims, out=out)
     da, db = dims
     if isinstance(da, int):
         da, db = [da], [db]
+    a, b = _sum_broadcast_pairs(a, b, da, db)
     return _C.tensordot(a, b, list(da), list(db), out=out)
+
+
+def _sum_broadcast_pairs(a: Any, b: Any, da: Any, db: Any) -> tuple[Any, Any]:
+    """A contracted pair of sizes (1, n) broadcasts, as in PyTorch: the size-n side is summed
+    over that dim (kept, size 1) first, so that the contraction itself sees equal sizes. Pairs
+    the op refuses (bad dims, other sizes) are left for its own checks."""
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        return a, b
+    try:
+        pairs = [(int(x), int(y)) for x, y in zip(da, db, strict=True)]
+    except (TypeError, ValueError):
+        return a, b
+    for x, y in pairs:
+        if not (-a.ndim <= x < a.ndim and -b.ndim <= y < b.ndim) or a.ndim == 0 or b.ndim == 0:
+            return a, b
+    for x, y in pairs:
+        sa, sb = a.shape[x], b.shape[y]
+        if sa == sb:
+            continue
+        if sb == 1:
+            a = a.sum(x, keepdim=True, dtype=a.dtype)
+        elif sa == 1:
+            b = b.sum(y, keepdim=True, dtype=b.dtype)
+    return a, b
 
 
 _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",

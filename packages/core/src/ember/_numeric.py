@@ -201,6 +201,8 @@ def gradient(input: Tensor, *, spacing: Any = 1, dim: int | Sequence[int] | None
     if not isinstance(input, Tensor):
         raise TypeError(f"gradient(): argument 'input' must be Tensor, not "
                         f"{type(input).__name__}")
+    if input.dtype == _C.uint8:  # (PyTorch refuses it before anything else)
+        raise RuntimeError("torch.gradient does not support uint8 input.")
     dims = _gradient_dims(input, dim)
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")

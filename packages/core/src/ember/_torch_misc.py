@@ -13,6 +13,9 @@
   ``get_deterministic_debug_mode``, ``init_num_threads``, ``is_vulkan_available``, and the
   deprecated per-device autocast switches (``get_autocast_cpu_dtype``, ``set_autocast_gpu_dtype``
   ...: ``ember.amp``'s functions with the device type filled in, with a DeprecationWarning);
+* the top-level losses over C++ ops, ``kl_div`` and ``binary_cross_entropy_with_logits``, with
+  PyTorch's int ``reduction`` and its default: none (``F``'s functions and ``ember.ops.aten``
+  default to the mean);
 * Tensor attributes: ``as_subclass``, the deprecated ``resize`` / ``resize_as``, ``output_nr``,
   ``name``, ``const_data_ptr``, the device predicates of devices ember has not
   (``is_nested``, ``is_xpu``, ``is_mps`` ... all False) and ``chalf`` (complex32 is not a dtype
@@ -61,6 +64,54 @@ has_lapack = True
 has_spectral = True
 has_mkl = False
 has_openmp = False
+
+
+# ---- top-level losses with an int reduction ----------------------------------------------------
+_INT_REDUCTIONS = {1: "mean", 2: "sum"}
+
+
+def _int_reduction(op: str, reduction: Any, extra: tuple[str, ...] = ()) -> str:
+    """PyTorch's int reduction as the C++ op's string: 1 mean, 2 sum, any other int none (as
+    PyTorch's kernels read it). ember's strings are taken too."""
+    if isinstance(reduction, str) and reduction in ("none", "mean", "sum", *extra):
+        return reduction
+    if isinstance(reduction, bool) or not isinstance(reduction, int):
+        raise TypeError(f"{op}(): argument 'reduction' must be int, not "
+                        f"{type(reduction).__name__}")
+    return _INT_REDUCTIONS.get(reduction, "none")
+
+
+def kl_div(input: Tensor, target: Tensor, reduction: int = 0, *,
+           log_target: bool = False) -> Tensor:
+    """``torch.kl_div``: pointwise ``target * (log(target) - input)``, reduced by the int
+    ``reduction`` (0 none -- the default of PyTorch's top-level function --, 1 mean, 2 sum).
+
+    >>> import ember
+    >>> ember.kl_div(ember.tensor([0.0, 0.0]), ember.tensor([1.0, 0.0])).tolist()
+    [0.0, 0.0]
+    """
+    for t in (input, target):
+        if isinstance(t, Tensor) and t.is_complex():
+            raise RuntimeError("kl_div: Complex inputs not supported.")
+        if isinstance(t, Tensor) and not t.is_floating_point():
+            raise RuntimeError("kl_div: Integral inputs not supported.")
+    return _C.kl_div(input, target, _int_reduction("kl_div", reduction, ("batchmean",)),
+                     log_target=log_target)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     pos_weight: Tensor | None = None,
+                                     reduction: int = 0) -> Tensor:
+    """``torch.binary_cross_entropy_with_logits``: the int ``reduction`` (0 none -- the default
+    of PyTorch's top-level function --, 1 mean, 2 sum).
+
+    >>> import ember
+    >>> ember.binary_cross_entropy_with_logits(ember.zeros(2), ember.ones(2)).shape
+    ember.Size([2])
+    """
+    return _C.binary_cross_entropy_with_logits(
+        input, target, weight, pos_weight,
+        _int_reduction("binary_cross_entropy_with_logits", reduction))
 
 
 def _need_tensor(name: str, obj: Any, arg: str = "input") -> None:
@@ -902,6 +953,9 @@ def _install() -> None:
     for name in __all__:
         if not hasattr(ember, name):
             setattr(ember, name, _torch_range if name == "range" else globals()[name])
+    # over the C++ bindings of the same name (their str reduction defaults to the mean)
+    ember.kl_div = kl_div
+    ember.binary_cross_entropy_with_logits = binary_cross_entropy_with_logits
     for name, spec in _LEGACY_AUTOCAST.items():
         if not hasattr(ember, name):
             setattr(ember, name, _legacy_autocast(name, *spec))

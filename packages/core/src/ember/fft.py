@@ -39,7 +39,7 @@ def _norm_mode(norm: str | None, forward: bool, op: str) -> int:
     if norm is None:
         norm = "backward"
     if norm not in _NORMS:
-        raise ValueError(f"{op}: Invalid normalization mode: {norm!r} (expected one of "
+        raise RuntimeError(f"{op}: Invalid normalization mode: {norm!r} (expected one of "
                          f"{', '.join(map(repr, _NORMS))} or None)")
     if norm == "ortho":
         return 1

@@ -101,9 +101,10 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
     if x.ndim == 0:
         r = x.abs() if ord != 0 else (x != 0).to(x.dtype)
     elif ord == math.inf or ord == -math.inf:
-        if x.numel() == 0 and ord == -math.inf:
-            raise RuntimeError("linalg.vector_norm cannot compute the -inf norm on an empty "
-                               "tensor because the operation does not have an identity")
+        if any(x.shape[d] == 0 for d in (dims if dims else range(x.ndim))):
+            # (+inf too: amax of nothing has no identity either, a RuntimeError as PyTorch's)
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {ord} norm on an empty "
+                               f"tensor because the operation does not have an identity")
         a = x.abs()
         r = a.amax(dims, keepdim) if ord > 0 else a.amin(dims, keepdim)
     elif ord == 0:
@@ -123,6 +124,8 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
         # ... unless the slice holds a NaN, which wins (as in torch)
         hit = zero & ~a.isnan().any(dims, keepdim=True) if dims else zero & ~a.isnan()
         r = _C.where(hit.any(dims, keepdim=keepdim) if dims else hit, _C.zeros_like(r), r)
+    elif math.isnan(ord) and any(x.shape[d] == 0 for d in (dims if dims else range(x.ndim))):
+        r = x.abs().sum(dims, keepdim=keepdim)  # an empty sum is 0, whatever the power (torch)
     else:
         r = x.norm(float(ord), dims, keepdim)
     return _out(r, out, "linalg.vector_norm")

@@ -371,7 +371,7 @@ int64_t upper_bound_idx(const T* bd, const int64_t* sorter, int64_t n, opmath_t<
 
 Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
                    bool allow_negative, const char* op) {
-  check_index_dtype(index, op, true);
+  check_gather_scatter_index(index, op);
   dim = wrap_dim(dim, self->dim(), op);
   check_gather_shapes(self, dim, index, op);
   Tensor s1 = as_1d(self);
@@ -425,7 +425,7 @@ void divide_by_counts(const TensorIterator& it, T) {
 Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                     const Scalar& value, Reduce red, bool include_self, const Tensor& out,
                     const char* op) {
-  check_index_dtype(index, op, true);
+  check_gather_scatter_index(index, op);
   dim = wrap_dim(dim, self->dim(), op);
   if (src) check_scatter_src_dtype(self, src, op);
   if (red == Reduce::Mean && self->dtype() == ScalarType::Bool)

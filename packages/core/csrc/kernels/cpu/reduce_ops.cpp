@@ -813,7 +813,7 @@ Tensor mean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdi
 
 Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
                std::optional<ScalarType> dtype) {
-  reduce::check_nanmean_dtype(self);
+  reduce::check_nanmean_dtype(self, dtype);
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   auto mask = dim_mask(dim, x->dim(), "nanmean");
   Tensor total = sum_impl<true>(x, mask, keepdim, 1.0, "nanmean");

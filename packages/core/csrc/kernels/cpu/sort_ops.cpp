@@ -109,10 +109,10 @@ Item<V> median_of(std::vector<Item<V>>& buf, bool ignore_nan) {
 
 // Median of every element (flattened): a 0-d tensor, NaN for an empty input.
 Tensor median_all(const Tensor& self, bool ignore_nan, const char* op) {
-  if (self->numel() == 0) {
-    double fill = is_floating(self->dtype()) ? std::numeric_limits<double>::quiet_NaN() : 0.0;
-    return dispatch::full(DimVector{}, Scalar(fill), self->dtype(), self->device());
-  }
+  if (self->numel() == 0)
+    return dispatch::full(DimVector{}, empty_median_value(self->dtype()), self->dtype(),
+                          self->device());
+  check_selection_dtype(self, op);
   Tensor flat = self;
   if (!flat->is_contiguous()) {
     flat = ember::empty(self->sizes(), self->dtype(), self->device());
@@ -126,6 +126,7 @@ Tensor median_all(const Tensor& self, bool ignore_nan, const char* op) {
 std::tuple<Tensor, Tensor> median_dim(const Tensor& self, int64_t dim, bool keepdim,
                                       bool ignore_nan, const char* op) {
   const int64_t d = selection_dim(self, dim, op);
+  check_selection_dtype(self, op);
   return select_rows(self, d, keepdim, op, [&](auto& buf) { return median_of(buf, ignore_nan); });
 }
 

@@ -91,7 +91,8 @@ def _tuple(v: Any, n: int, name: str, op: str) -> list[int]:
     if len(vs) == 1 and n > 1:
         vs = vs * n
     if len(vs) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in vs):
-        raise ValueError(f"{op}: {name} must be an int or a tuple of {n} ints, got {v!r}")
+        # (a RuntimeError, as PyTorch's length checks of these arguments)
+        raise RuntimeError(f"{op}: {name} must be an int or a tuple of {n} ints, got {v!r}")
     return vs
 
 
@@ -416,6 +417,8 @@ def softsign(input: Tensor) -> Tensor:
     [0.5]
     """
     _require_tensors("softsign", input=input)
+    if input.dtype == ember.bool:  # (PyTorch's |x| has no bool kernel)
+        raise ember.DtypeNotImplementedError("softsign: not implemented for dtype bool")
     if not (input.is_floating_point() or input.is_complex()):  # integers promote, as in torch
         input = input.to(ember.get_default_dtype())
     if input.is_complex():  # torch's x / (1 + |x|) takes complex x too
@@ -614,6 +617,8 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
         raise RuntimeError(
             f"glu: halving dimension {dim} of input {_shape(input)} must have an even size, got {n}"
         )
+    if not input.is_floating_point():  # (integers and complex: PyTorch's kernel has none)
+        raise ember.DtypeNotImplementedError(f"glu: not implemented for dtype {input.dtype}")
     a, b = input.chunk(2, dim)
     return a * b.sigmoid()
 
@@ -1043,6 +1048,14 @@ def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return _C.avg_pool3d(input, k, s, p, ceil_mode, count_include_pad, divisor_override)
 
 
+def _lp_kernel_arity(kernel_size: Any, n: int, op: str) -> None:
+    """PyTorch unpacks lp_pool2d/3d's kernel_size in Python: a sequence of another length is
+    its unpacking ValueError (one value too), before the pooling's own RuntimeError checks."""
+    if isinstance(kernel_size, (list, tuple)) and len(kernel_size) != n:
+        raise ValueError(f"{op}: kernel_size must be an int or a tuple of {n} ints, got "
+                         f"{kernel_size!r}")
+
+
 def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride: Any = None,
               ceil_mode: bool = False) -> Tensor:
     """``(sum over each window of x^p)^(1/p)`` over L.
@@ -1064,6 +1077,7 @@ def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
     >>> lp_pool2d(ember.ones(1, 1, 2, 2), 1, 2).tolist()
     [[[[4.0]]]]
     """
+    _lp_kernel_arity(kernel_size, 2, "lp_pool2d")
     k = _tuple(kernel_size, 2, "kernel_size", "lp_pool2d")
     out = avg_pool2d(input.pow(norm_type), k, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu()).mul(k[0] * k[1]).pow(1.0 / norm_type)
@@ -1077,6 +1091,7 @@ def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
     >>> lp_pool3d(ember.ones(1, 1, 2, 2, 2), 1, 2).tolist()
     [[[[[8.0]]]]]
     """
+    _lp_kernel_arity(kernel_size, 3, "lp_pool3d")
     k = _tuple(kernel_size, 3, "kernel_size", "lp_pool3d")
     out = avg_pool3d(input.pow(norm_type), k, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu()).mul(k[0] * k[1] * k[2]).pow(1.0 / norm_type)
@@ -1087,11 +1102,12 @@ def _adaptive_size(op: str, input: Tensor, output_size: Any, nd: int) -> list[in
         output_size = [output_size] * nd
     sizes = list(output_size)
     if len(sizes) != nd:
-        raise ValueError(f"{op}: output_size must be an int or {nd} values, got {output_size!r}")
+        raise RuntimeError(f"{op}: output_size must be an int or {nd} values, got {output_size!r}")
     spatial = _shape(input)[-nd:]
     out = [spatial[i] if v is None else v for i, v in enumerate(sizes)]
     if any((not isinstance(v, int)) or v < 0 for v in out):
-        raise ValueError(f"{op}: output_size must hold non-negative ints or None, got {output_size!r}")
+        raise RuntimeError(f"{op}: output_size must hold non-negative ints or None, got "
+                           f"{output_size!r}")
     return out
 
 
@@ -1726,6 +1742,14 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                 f"embedding_bag: offsets[0] has to be 0, i.e., the first bag has to start at "
                 f"position 0 of input; got {int(offsets[0].item())}"
             )
+        if include_last_offset and offsets.numel() > 1 and \
+                int(offsets[-1].item()) != input.numel():
+            # the last offset closes the last bag; short of the end, PyTorch's own kernels
+            # disagree on where that bag ends (sum stops there, max runs on): refused
+            raise RuntimeError(
+                f"embedding_bag: with include_last_offset=True the last offset must be the "
+                f"number of indices ({input.numel()}), got {int(offsets[-1].item())}"
+            )
     else:
         raise ValueError(
             f"embedding_bag: input must be 1-D or 2-D, got shape {_shape(input)}"
@@ -1810,8 +1834,9 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if num_classes < -1:
         raise RuntimeError(f"one_hot: num_classes must be -1 (inferred) or non-negative, got "
                            f"{num_classes}")
-    if tensor.dtype not in (ember.int64, ember.int32, ember.int16, ember.int8, ember.uint8):
-        raise RuntimeError(f"one_hot: expected an integer tensor, got dtype {tensor.dtype}")
+    if tensor.dtype != ember.int64:  # (int32 too: PyTorch takes int64 class indices only)
+        raise RuntimeError(f"one_hot: is only applicable to an index tensor of dtype int64, got "
+                           f"{tensor.dtype}")
     t = tensor.long()
     if t.numel() and int(t.min().item()) < 0:
         raise RuntimeError("one_hot: class values must be non-negative")
@@ -2239,6 +2264,10 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     _require_tensors("pdist", input=input)
     if input.ndim != 2:
         raise RuntimeError(f"pdist: expected 2-D input, got shape {_shape(input)}")
+    if not input.is_floating_point():  # (checked before the shape's shortcuts, as PyTorch)
+        raise RuntimeError(f"pdist only supports floating-point dtypes, got {input.dtype}")
+    if not float(p) >= 0:
+        raise RuntimeError(f"pdist only supports non-negative p values, got {p}")
     n = input.shape[0]
     if n < 2:  # no pairs: an empty result of the input's dtype (and graph)
         return input.reshape(n * input.shape[1])[:0]
@@ -2448,6 +2477,11 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     if not beta >= 0:  # (NaN too)
         raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
+    if isinstance(input, Tensor) and isinstance(target, Tensor):
+        common = ember.promote_types(input.dtype, target.dtype)
+        if not common.is_floating_point:  # (integers and complex: PyTorch's kernel has none)
+            raise ember.DtypeNotImplementedError(
+                f"smooth_l1_loss: not implemented for dtype {common}")
     input, target = _regression_operands(input, target)
     return _C.smooth_l1_loss(input, target, reduction, beta)
 
