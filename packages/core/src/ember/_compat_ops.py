@@ -1366,8 +1366,9 @@ def _index_reduce_(self: Tensor, dim: int, index: Tensor, source: Tensor, reduce
     """In-place :func:`index_reduce` (``Tensor.index_reduce_``)."""
     # The reduction's backward saves its input: reduce a copy, so that writing the result into
     # self does not invalidate what autograd saved.
-    base = self.clone() if _C.is_grad_enabled() and (self.requires_grad or source.requires_grad) \
-        else self
+    needs_copy = _C.is_grad_enabled() and (self.requires_grad or getattr(source, "requires_grad",
+                                                                          False))
+    base = self.clone() if needs_copy else self  # (index_reduce checks the argument types)
     return self.copy_(index_reduce(base, dim, index, source, reduce, include_self=include_self))
 
 

@@ -395,4 +395,5 @@ def _shape(nt: NestedTensor) -> ember.Size:
     for d in range(1, nt._nt_ndim):
         dims.append(RaggedDim(nt._nt_rid) if d == nt._nt_ragged
                     else int(nt._nt_values.shape[_vdim(nt, d)]))
-    return ember.Size(dims)
+    # built directly: Size() itself takes ints only, and the ragged entry is a RaggedDim
+    return tuple.__new__(ember.Size, dims)
