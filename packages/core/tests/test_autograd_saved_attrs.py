@@ -317,12 +317,14 @@ def _walk(root: Any) -> list[tuple[str, dict[str, Any], bool]]:
     """make_dot(show_saved=True)'s view: each node once, depth first, with its saved values and
     whether it is a leaf's AccumulateGrad (which shows .variable)."""
     seen: set[int] = set()
+    keep = []  # the node objects stay alive, so no id is reused for another node
     out = []
 
     def visit(fn: Any) -> None:
         if fn is None or id(fn) in seen:
             return
         seen.add(id(fn))
+        keep.append(fn)
         saved = {}
         for attr in dir(fn):
             if attr.startswith("_saved_") and not attr.endswith(_TORCH_ONLY):
