@@ -315,7 +315,7 @@ def gen_autograd(group: str, ops: list[Op]) -> str:
     out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/formulas.h"\n'
            '#include "autograd/forward_ad.h"\n#include "autograd/op_hooks.h"\n#include "autograd/op_observer.h"\n'
            '#include "autograd/profiler.h"\n#include "autograd/views.h"\n'
-           '#include "autograd/complex_check.h"\n'
+           '#include "autograd/complex_check.h"\n#include "autograd/overload_hint.h"\n'
            '#include "ops.h"\n\n',
            "namespace ember {\nusing namespace autograd;\nusing namespace autograd::formulas;\n"]
     seen: dict[str, int] = {}
@@ -506,6 +506,9 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
                   if op.tuple_return and i > 0 and t == "Tensor" and mentions(n)]
     # Node class.
     members, unpack, release, save = [], [], [], []
+    # What visit_saved lists (grad_fn._saved_<name> in Python), by the argument's name as PyTorch
+    # names its saved values; a generator is not a value PyTorch shows.
+    visit = []
     for a in args:
         if a.name not in used or a.name == "out":
             continue
@@ -513,32 +516,43 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
             members.append(f"  SavedVariable {a.name}_;\n")
             release.append(f"{a.name}_.reset();")
             if a.type.startswith("Tensor|Scalar"):
-                members.append(f"  TensorOrScalar {a.name}_scalar_;\n")
+                members.append(f"  TensorOrScalar {a.name}_scalar_;\n  bool {a.name}_is_tensor_ = false;\n")
                 unpack.append(f"    TensorOrScalar {a.name} = {a.name}_scalar_; if ({a.name}_.defined()) {a.name} = TensorOrScalar({a.name}_.unpack(this));\n")
-                save.append(f"  node->{a.name}_scalar_ = {a.name}; node->{a.name}_scalar_.tensor.reset();\n")
+                save.append(f"  node->{a.name}_scalar_ = {a.name}; node->{a.name}_scalar_.tensor.reset();\n"
+                            f"  node->{a.name}_is_tensor_ = {a.name}.is_tensor();\n")
                 save.append(f"  node->{a.name}_ = SavedVariable(saved_{a.name}, false);\n")
+                visit.append(f'visitor_("{a.name}", {a.name}_, {a.name}_scalar_, {a.name}_is_tensor_);')
             else:
                 unpack.append(f"    Tensor {a.name} = {a.name}_.unpack(this);\n")
                 save.append(f"  node->{a.name}_ = SavedVariable(saved_{a.name}, false);\n")
+                visit.append(f'visitor_("{a.name}", {a.name}_);')
         elif a.type == "Tensor[]":
             members.append(f"  std::vector<SavedVariable> {a.name}_;\n")
             release.append(f"for (auto& v : {a.name}_) v.reset();")
             unpack.append(f"    std::vector<Tensor> {a.name}; for (const auto& v : {a.name}_) {a.name}.push_back(v.unpack(this));\n")
             save.append(f"  for (const Tensor& t : {a.name}) node->{a.name}_.emplace_back(t, false);\n")
+            visit.append(f'visitor_("{a.name}", {a.name}_);')
         else:
             members.append(f"  {member_type(a.cpp_type)} {a.name};\n")
             save.append(f"  node->{a.name} = {a.name};\n")
+            if a.type != "Generator?":
+                visit.append(f'visitor_("{a.name}", {a.name});')
     if uses_result:
         members.append("  SavedVariable result_;\n")
         release.append("result_.reset();")
         unpack.append("    Tensor result = result_.unpack(this);\n")
+        visit.append('visitor_("result", result_);')
     for _, n in named_outs:
         members.append(f"  SavedVariable {n}_;\n")
         release.append(f"{n}_.reset();")
         unpack.append(f"    Tensor {n} = {n}_.unpack(this);\n")
+        visit.append(f'visitor_("{n}", {n}_);')
     for a in diff:
         members.append(f"  std::vector<InputMeta> {a.name}_meta;\n" if a.type == "Tensor[]"
                        else f"  InputMeta {a.name}_meta;\n")
+        # A formula that reads an input's sizes is where PyTorch saves them (_saved_self_sym_sizes).
+        if a.type == "Tensor" and mentions(f"{a.name}_meta"):
+            visit.append(f'visitor_("{a.name}_sym_sizes", {a.name}_meta.sizes);')
     if multi_out:
         members.append("  std::vector<InputMeta> result_metas;\n")
     # The reported name: the YAML node_name (PyTorch's), fixed or chosen per call; the class
@@ -601,6 +615,15 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
                 cls.append(f"    if (should_compute(pos)) out[pos] = reduce_grad({f}, {a.name}_meta);\n")
             cls.append("    ++pos;\n")
     cls.append("    (void)grad;\n    return out;\n  }\n")
+    if visit:
+        body_ = " ".join(visit)
+        for shown_as, names in op.saved_by_name.items():
+            known = {re.match(r'visitor_\("(\w+)"', v).group(1) for v in visit}
+            if not set(names) <= known:
+                raise ValueError(f"{op.name}: saved_by_name names unknown saved values {names}")
+            part = " ".join(v for v in visit if re.match(r'visitor_\("(\w+)"', v).group(1) in names)
+            body_ = f'if (name() == "{shown_as}") {{ {part} return; }} ' + body_
+        cls.append(f"  void visit_saved(SavedValueVisitor& visitor_) override {{ {body_} }}\n")
     cls.append(f"  void release_variables() override {{ {' '.join(release)} }}\n}};\n}}  // namespace\n")
     # Wrapper body.
     for a in singles:
@@ -926,6 +949,8 @@ def py_default(a: Arg) -> str:
 
 def arg_conversion(a: Arg, op_name: str) -> tuple[str, str]:
     """(binding parameter declaration, C++ expression passed to ops::)."""
+    if a.name == DIMS_OVERLOAD.get(op_name):
+        return f"const py::object& {a.name}_obj_", a.name
     if a.type == "Tensor?":
         return f"std::optional<Tensor> {a.name}", f"({a.name} ? *{a.name} : Tensor())"
     if a.type == "Tensor|Scalar?":
@@ -942,7 +967,26 @@ def arg_conversion(a: Arg, op_name: str) -> tuple[str, str]:
     return f"{a.bind_type} {a.name}", a.name
 
 
-def py_args(args: list[Arg], rename_self: bool) -> list[str]:
+# op name -> its dims_overload argument (YAML), for the bindings being generated.
+DIMS_OVERLOAD: dict[str, str] = {}
+
+
+def dims_overload_prelude(op: Op) -> str:
+    """Binding code that reads the dims_overload argument from its Python object (absent: the
+    default Ellipsis) and marks the call when it came as a sequence or an explicit None."""
+    n = op.dims_overload
+    if not n:
+        return ""
+    return (f"bool {n}_absent_ = {n}_obj_.is(py::ellipsis()); std::optional<DimVector> {n}; "
+            f"if (!{n}_absent_ && !{n}_obj_.is_none()) {{ py::detail::make_caster<DimVector> c_; "
+            f"if (!c_.load({n}_obj_, true)) throw py::type_error(std::string(\"{op.name}(): argument "
+            f"'{n}' must be tuple of ints, not \") + Py_TYPE({n}_obj_.ptr())->tp_name); "
+            f"{n} = py::detail::cast_op<DimVector>(c_); }} "
+            f"autograd::DimsOverloadGuard {n}_overload_(!{n}_absent_ && ({n}_obj_.is_none() || "
+            f"PySequence_Check({n}_obj_.ptr()))); ")
+
+
+def py_args(args: list[Arg], rename_self: bool, op_name: str = "") -> list[str]:
     out = []
     kw_started = False
     for a in args:
@@ -953,6 +997,9 @@ def py_args(args: list[Arg], rename_self: bool) -> list[str]:
             out.append("py::kw_only()")
             kw_started = True
         name = "input" if (rename_self and a.name == "self") else a.name
+        if a.name == DIMS_OVERLOAD.get(op_name):
+            out.append(f'py::arg_v("{name}", py::ellipsis(), "None")')
+            continue
         out.append(f'py::arg("{name}"){py_default(a)}')
     return out
 
@@ -992,7 +1039,7 @@ def gen_binding(op: Op, kind: str) -> str:
         args = [a for a in args if a.name != "out"]
     decls, exprs = zip(*[arg_conversion(a, op.name) for a in args]) if args else ((), ())
     decls, exprs = list(decls), list(exprs)
-    pyargs = py_args(args, rename_self=(kind == "function"))
+    pyargs = py_args(args, rename_self=(kind == "function"), op_name=op.name)
     target = "m" if kind == "function" else "cls"
     pyname = op.name + ("_" if kind == "inplace" else "")
     if kind != "function":
@@ -1000,7 +1047,7 @@ def gen_binding(op: Op, kind: str) -> str:
         # self.where(condition, other)); pybind11 passes it as the lambda's first parameter.
         recv = next((i for i, a in enumerate(args) if a.name == "self"), 0)
         decls.insert(0, decls.pop(recv))
-        pyargs = py_args(args[:recv] + args[recv + 1:], rename_self=False)
+        pyargs = py_args(args[:recv] + args[recv + 1:], rename_self=False, op_name=op.name)
         if pyargs[:1] == ["py::kw_only()"]:
             # pybind11 rejects the call when kw_only() opens a method's argument list; the
             # arguments stay keywords in the stub and docs.
@@ -1064,12 +1111,15 @@ def gen_binding(op: Op, kind: str) -> str:
         decls.append("py::kwargs kwargs_")  # pybind11 wants it last
     doc = op.doc.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     extra = "".join(", " + p for p in pyargs)
+    body = dims_overload_prelude(op) + body
     return (f'  {target}.def("{pyname}", []({", ".join(decls)}) -> {ret_type} {{ {body} }}'
             f'{extra}, "{doc}");\n')
 
 
 def gen_bindings(group: str, ops: list[Op]) -> str:
-    out = [HEADER, '#include "autograd/autograd.h"\n#include "python/bind_support.h"\n#include "ops.h"\n\n',
+    DIMS_OVERLOAD.update({op.name: op.dims_overload for op in ops if op.dims_overload})
+    out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/overload_hint.h"\n'
+           '#include "python/bind_support.h"\n#include "ops.h"\n\n',
            "namespace ember {\n",
            f"void bind_ops_{group}(py::module_& m, TensorClass& cls) {{\n",
            "  (void)m; (void)cls;\n"]

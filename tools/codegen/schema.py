@@ -142,6 +142,13 @@ class Op:
     # SumBackward0; matmul is MmBackward0, MvBackward0, ... by the operands' dims). Empty:
     # <Op>Backward<n>, n counting the YAML entries of that name.
     node_name: str = ""
+    # An `int[]?` argument whose Python form picks PyTorch's overload, and so the node's name:
+    # given as a sequence or an explicit None, the binding marks the call (autograd::
+    # dims_overload(), read by node_name) as the `dim_IntList`/`dims` overload.
+    dims_overload: str = ""
+    # Per reported node name, the saved values that node lists (PyTorch's overloads save
+    # different things: SumBackward0 only the input's sizes, SumBackward1 dim and keepdim too).
+    saved_by_name: dict = field(default_factory=dict)
 
     @property
     def node_name_is_expr(self) -> bool:
@@ -272,6 +279,8 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     meta=e.get("meta", "fallback"),
                     mixed_devices=bool(e.get("mixed_devices", False)),
                     node_name=str(e.get("node_name", "")).strip(),
+                    dims_overload=str(e.get("dims_overload", "")),
+                    saved_by_name=dict(e.get("saved_by_name", {}) or {}),
                 )
             )
             mat = ops[-1].materialize
@@ -289,6 +298,9 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                 raise ValueError(f"{path.name}: {name}: `autograd: manual` goes with `autograd_fn`")
             if e.get("out") not in (None, True, False, "exact"):
                 raise ValueError(f"{path.name}: {name}: out must be true or exact")
+            if ops[-1].dims_overload and not any(a.name == ops[-1].dims_overload and a.type == "int[]?"
+                                                 for a in args):
+                raise ValueError(f"{path.name}: {name}: dims_overload must name an int[]? argument")
             if not ops[-1].dispatch:
                 raise ValueError(f"{path.name}: {name} has no dispatch entry")
         groups[path.stem] = ops

@@ -403,6 +403,37 @@ Tensor SavedVariable::unpack_hooked(const Node* node) const {
   return t;
 }
 
+void SavedVariable::register_hooks(std::unique_ptr<SavedVariableHooks> hooks) {
+  EMBER_CHECK(!hooked_,
+              "Calling register_hooks on a saved tensor whose hooks have already been set. Hint: "
+              "only one pair of hooks is allowed at a time.");
+  EMBER_CHECK(!released_,
+              "Calling register_hooks on a saved tensor after it has been freed. Saved "
+              "intermediate values of the graph are freed when you call .backward() or "
+              "autograd.grad(). Specify retain_graph=True if you need to backward through the "
+              "graph a second time or if you need to access saved variables after calling "
+              "backward.");
+  EMBER_CHECK(defined_, "Calling register_hooks on a saved tensor with value None is forbidden");
+  auto h = std::make_shared<Hooked>();
+  h->version_counter = data_->version_counter();
+  if (!is_output_) {
+    AutogradMeta* m = meta(data_);
+    if (m && m->grad_fn) {
+      h->grad_fn = m->grad_fn;
+      output_nr_ = m->output_nr;
+    } else if (requires_grad_) {
+      h->grad_accumulator = gradient_edge(data_).fn;
+    }
+  }
+  {
+    GradModeGuard no_grad(false);
+    hooks->call_pack_hook(data_);
+  }
+  h->hooks = std::move(hooks);
+  hooked_ = std::move(h);
+  data_.reset();
+}
+
 void SavedVariable::reset() {
   if (!defined_) return;
   data_.reset();

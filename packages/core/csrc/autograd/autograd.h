@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@ namespace ember {
 
 namespace autograd {
 class Node;
+class SavedValueVisitor;
 
 struct Edge {
   std::shared_ptr<Node> fn;
@@ -116,6 +118,9 @@ class Node : public std::enable_shared_from_this<Node> {
   }
   // The hooks of the leaf an AccumulateGrad node feeds (null for every other node).
   virtual LeafHooks* leaf_hooks() const { return nullptr; }
+  // Lists what the node saved for backward, by PyTorch's names (Python's grad_fn._saved_<name>);
+  // generated nodes override it, the others saved nothing to show.
+  virtual void visit_saved(SavedValueVisitor& /*visitor*/) {}
   NodeHooks& materialize_hooks();
 
   std::vector<Edge> next_edges;
@@ -166,6 +171,10 @@ class SavedVariable {
   Tensor unpack(const Node* node) const;
   void reset();
   bool defined() const { return defined_; }
+  // Python's grad_fn._raw_saved_<name>.register_hooks: packs the saved tensor now, and from then
+  // on keeps only what pack returned (as saved_tensors_hooks would have). Refused for a tensor
+  // already hooked, freed by backward, or never saved.
+  void register_hooks(std::unique_ptr<SavedVariableHooks> hooks);
 
  private:
   struct Hooked;  // the pack/unpack hooks and what re-links the unpacked tensor
@@ -181,6 +190,55 @@ class SavedVariable {
   bool requires_grad_ = false;
   bool defined_ = false;
   bool released_ = false;
+};
+
+// Receives a node's saved values (Node::visit_saved) one at a time, by name; Python's binding
+// turns each into the object grad_fn._saved_<name> returns. The generated nodes call operator(),
+// which picks the kind from the member's type (an unset optional gives none()).
+class SavedValueVisitor {
+ public:
+  virtual ~SavedValueVisitor() = default;
+  virtual void tensor(const char* name, SavedVariable& v) = 0;
+  virtual void tensor_list(const char* name, std::vector<SavedVariable>& v) = 0;
+  // A Tensor?[] argument (index's indices), kept as given: undefined entries are None.
+  virtual void optional_tensors(const char* name, const std::vector<Tensor>& v) = 0;
+  virtual void none(const char* name) = 0;
+  virtual void boolean(const char* name, bool v) = 0;
+  virtual void integer(const char* name, int64_t v) = 0;
+  virtual void real(const char* name, double v) = 0;
+  virtual void scalar(const char* name, const Scalar& v) = 0;
+  virtual void ints(const char* name, const DimVector& v) = 0;
+  virtual void string(const char* name, const std::string& v) = 0;
+  virtual void dtype(const char* name, ScalarType v) = 0;
+  virtual void device(const char* name, Device v) = 0;
+
+  void operator()(const char* n, SavedVariable& v) { tensor(n, v); }
+  void operator()(const char* n, std::vector<SavedVariable>& v) { tensor_list(n, v); }
+  void operator()(const char* n, const std::vector<Tensor>& v) { optional_tensors(n, v); }
+  void operator()(const char* n, bool v) { boolean(n, v); }
+  void operator()(const char* n, int64_t v) { integer(n, v); }
+  void operator()(const char* n, double v) { real(n, v); }
+  void operator()(const char* n, const Scalar& v) { scalar(n, v); }
+  void operator()(const char* n, const DimVector& v) { ints(n, v); }
+  void operator()(const char* n, const std::string& v) { string(n, v); }
+  void operator()(const char* n, ScalarType v) { dtype(n, v); }
+  void operator()(const char* n, Device v) { device(n, v); }
+  template <class T>
+  void operator()(const char* n, const std::optional<T>& v) {
+    if (v)
+      (*this)(n, *v);
+    else
+      none(n);
+  }
+  // A Tensor|Scalar argument: the saved tensor, or the number it was.
+  void operator()(const char* n, SavedVariable& v, const TensorOrScalar& s, bool was_tensor) {
+    if (was_tensor || v.defined())
+      tensor(n, v);
+    else if (s.is_none())
+      none(n);
+    else
+      scalar(n, s.scalar);
+  }
 };
 
 // Sums incoming gradients into a leaf's .grad.

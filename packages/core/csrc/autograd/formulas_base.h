@@ -4,6 +4,7 @@
 // itself and gradients of gradients work. The helpers of one family of ops build on these
 // (formulas_math.h, formulas_nn.h, ...); autograd/formulas.h includes them all.
 #pragma once
+#include <cctype>
 #include <string>
 
 #include "autograd/autograd.h"
@@ -153,6 +154,29 @@ inline const char* matmul_node_name(const Tensor& self, const Tensor& other) {
   if (a == 2 && b == 2) return "MmBackward0";
   if (a == 2) return "CloneBackward0";
   return "UnsafeViewBackward0";
+}
+
+// einsum's grad_fn name, PyTorch's: the node of the last step of its lowering, a permute (one
+// operand) or a multiply (several) when no label is summed out, else a sum (one operand) or the
+// view after the last batched product.
+inline const char* einsum_node_name(const std::string& equation,
+                                    const std::vector<Tensor>& tensors) {
+  const size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow);
+  int counts[128] = {};
+  for (char c : lhs)
+    if (std::isalpha(static_cast<unsigned char>(c))) ++counts[static_cast<unsigned char>(c) & 127];
+  bool summed = false;
+  for (int c = 0; c < 128; ++c) {
+    if (!counts[c]) continue;
+    // Implicit output: the labels that appear once.
+    const bool kept = arrow == std::string::npos
+                          ? counts[c] == 1
+                          : equation.find(static_cast<char>(c), arrow + 2) != std::string::npos;
+    summed = summed || !kept;
+  }
+  if (tensors.size() == 1) return summed ? "SumBackward1" : "PermuteBackward0";
+  return summed ? "ViewBackward0" : "MulBackward0";
 }
 
 // matmul's gradients, following its batching rules (1-D operands gain and lose a dim).

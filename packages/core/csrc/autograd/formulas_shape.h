@@ -33,6 +33,11 @@ inline std::vector<Tensor> cat_backward(const Tensor& grad, const std::vector<In
   return out;
 }
 
+// stack: each input receives its slice of grad at its index along the new dim.
+inline std::vector<Tensor> stack_backward(const Tensor& grad, int64_t dim) {
+  return ops::unbind(grad, wrap_dim(dim, grad->dim(), "stack_backward"));
+}
+
 // split and friends: the pieces' gradients (zeros where a piece got none) joined along dim.
 inline Tensor split_backward(const std::vector<Tensor>& grads, const InputMeta& self, int64_t dim) {
   if (grads.empty()) return zeros_like_meta(self);

@@ -193,6 +193,7 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
 
   bind_autograd_hooks(m, cls, node_cls);
   bind_python_function(m);
+  bind_saved_values(m, node_cls);
 }
 
 }  // namespace ember

@@ -27,6 +27,11 @@ int clear_tensor_hooks(PyObject* self);
 
 // Tensor.register_hook and friends, node hooks, saved-tensor hooks, anomaly mode.
 void bind_autograd_hooks(py::module_& m, TensorClass& cls, NodeClass& node_cls);
+// One saved tensor's (pack, unpack) pair of Python callables (python_hooks.cpp).
+std::unique_ptr<autograd::SavedVariableHooks> make_py_saved_variable_hooks(py::object pack,
+                                                                           py::object unpack);
+// grad_fn._saved_<name> / _raw_saved_<name> and dir(grad_fn) (saved_values_py.cpp).
+void bind_saved_values(py::module_& m, NodeClass& node_cls);
 // ember.autograd.Function's C++ half: the graph node of a custom Function.
 void bind_python_function(py::module_& m);
 

@@ -212,6 +212,11 @@ void check_callable(const py::object& fn, const char* what) {
 
 }  // namespace
 
+std::unique_ptr<autograd::SavedVariableHooks> make_py_saved_variable_hooks(py::object pack,
+                                                                           py::object unpack) {
+  return std::make_unique<PySavedVariableHooks>(std::move(pack), std::move(unpack));
+}
+
 namespace {
 
 // The tensor a Python object wraps, when that object is its only owner (else null).
