@@ -71,6 +71,7 @@ def _core_source_key() -> str:
     digest.update(os.environ.get("EMBER_CUDA", "OFF").encode())
     digest.update(os.environ.get("EMBER_CUDA_ARCHS", "").encode())
     digest.update(os.environ.get("EMBER_CUDA_FAST_COMPILE", "OFF").encode())
+    digest.update(os.environ.get("EMBER_FAST_BUILD", "OFF").encode())
     return digest.hexdigest()[:16]
 
 

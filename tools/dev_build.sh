@@ -9,6 +9,9 @@ export CCACHE_BASEDIR=$root  # share ccache hits between build directories
 # CUDA=1 also builds ember._C_cuda (for CUDA_ARCHS, default sm_90 only, to keep builds short).
 cuda_flags=(-DEMBER_CUDA=OFF)
 if [ "${CUDA:-0}" = 1 ]; then cuda_flags=(-DEMBER_CUDA=ON "-DEMBER_CUDA_ARCHS=${CUDA_ARCHS:-90-real}"); fi
+# FAST=1: CI's test-only build (C++ at -O1, CUDA host code at -O0 and nvcc -Ofc max).
+fast=${FAST:-0}; [ "$fast" = 1 ] && fast=ON || fast=OFF
+cuda_flags+=("-DEMBER_FAST_BUILD=$fast" "-DEMBER_CUDA_FAST_COMPILE=$fast")
 # SKIP_BUILD=1 only lays out site/ over a build directory that already holds the built modules
 # (tools/gpu_check.sh with a build made elsewhere).
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
