@@ -261,6 +261,14 @@ def test_tensordot_broadcasts_a_size_one_contracted_dim():
         ember.tensordot(ember.ones(2, 2), ember.ones(3, 4), dims=1)
 
 
+def test_tensordot_dims_past_the_rank_is_refused_at_once():
+    # dims=2**40 used to build 2**40 index pairs for the size-1 broadcast before the op's check
+    with pytest.raises(RuntimeError, match="dims <= ndim"):
+        ember.tensordot(ember.ones(3, 4), ember.ones(4, 3), dims=2**40)
+    with pytest.raises(RuntimeError):
+        ember.tensordot(ember.ones(3, 4), ember.ones(4, 3), dims=-1)
+
+
 TENSORDOT_CASES = {
     "one_vs_three": lambda M: M.tensordot(M.arange(2.0).reshape(2, 1),
                                           M.arange(12.0).reshape(3, 4), dims=([1], [0])),

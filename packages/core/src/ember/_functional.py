@@ -83,7 +83,9 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence = 2, out: Tensor | None
     ember.Size([2, 5])
     """
     if isinstance(dims, int):
-        a, b = _sum_broadcast_pairs(a, b, range(-dims, 0), range(dims))
+        # A dims past either rank is the op's own error (never a list of 2**40 pairs).
+        if 0 <= dims <= min(getattr(a, "ndim", -1), getattr(b, "ndim", -1)):
+            a, b = _sum_broadcast_pairs(a, b, range(-dims, 0), range(dims))
         return _C.tensordot(a, b, dims, out=out)
     da, db = dims
     if isinstance(da, int):
