@@ -40,25 +40,28 @@
   EMBER_DTYPE_CASE(Float8_e4m3fn, ::ember::Float8_e4m3fn, __VA_ARGS__) \
   EMBER_DTYPE_CASE(Float8_e5m2, ::ember::Float8_e5m2, __VA_ARGS__)
 
+// The storage types are what ALL and ALL_AND_COMPLEX leave out; their errors say so.
+#define EMBER_STORAGE_DTYPES "uint16, uint32, uint64 and the float8 types"
+
 // "ALL" is every real dtype: an op that also takes complex says so with ..._AND_COMPLEX.
-#define EMBER_DISPATCH_ALL(dtype, name, ...)            \
-  [&] {                                                 \
-    switch (dtype) {                                    \
-      EMBER_CASES_FLOAT(__VA_ARGS__)                    \
-      EMBER_CASES_INT(__VA_ARGS__)                      \
-      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)         \
-      EMBER_DTYPE_ERROR(dtype, name, "all real dtypes") \
-    }                                                   \
+#define EMBER_DISPATCH_ALL(dtype, name, ...)                                       \
+  [&] {                                                                            \
+    switch (dtype) {                                                               \
+      EMBER_CASES_FLOAT(__VA_ARGS__)                                               \
+      EMBER_CASES_INT(__VA_ARGS__)                                                 \
+      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)                                    \
+      EMBER_DTYPE_ERROR(dtype, name, "every real dtype but " EMBER_STORAGE_DTYPES) \
+    }                                                                              \
   }()
-#define EMBER_DISPATCH_ALL_AND_COMPLEX(dtype, name, ...) \
-  [&] {                                                  \
-    switch (dtype) {                                     \
-      EMBER_CASES_FLOAT(__VA_ARGS__)                     \
-      EMBER_CASES_INT(__VA_ARGS__)                       \
-      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)          \
-      EMBER_CASES_COMPLEX(__VA_ARGS__)                   \
-      EMBER_DTYPE_ERROR(dtype, name, "all")              \
-    }                                                    \
+#define EMBER_DISPATCH_ALL_AND_COMPLEX(dtype, name, ...)                      \
+  [&] {                                                                       \
+    switch (dtype) {                                                          \
+      EMBER_CASES_FLOAT(__VA_ARGS__)                                          \
+      EMBER_CASES_INT(__VA_ARGS__)                                            \
+      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)                               \
+      EMBER_CASES_COMPLEX(__VA_ARGS__)                                        \
+      EMBER_DTYPE_ERROR(dtype, name, "every dtype but " EMBER_STORAGE_DTYPES) \
+    }                                                                         \
   }()
 // Every dtype, the storage types included: copies, fills, item() and comparisons.
 #define EMBER_DISPATCH_EVERY(dtype, name, ...)  \
