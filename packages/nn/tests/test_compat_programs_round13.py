@@ -1,0 +1,126 @@
+"""The thirteenth set of programs in the style of common public PyTorch code (issue: drop-in
+compatibility), run unchanged on torch and on ember through the `torch` -> `ember` import shim:
+Barlow Twins / VICReg with a LARS-style optimizer, DPO preference optimization with a frozen
+reference policy and a Bradley-Terry reward model, domain adaptation (DANN's gradient reversal,
+CORAL, MMD), prototypical / matching networks, soft actor-critic with a tanh-squashed policy,
+HMMs (forward-backward, Baum-Welch, Viterbi), Bayes by Backprop, hypernetworks through
+functional_call, SegNet with max_unpool2d and the functional norms, an scVI-style ZINB
+autoencoder, and hand-written backward passes via torch.nn.grad with F.multi_head_attention_forward.
+
+Each program runs on ember and its output is checked on its own (the self-checks hold without
+torch); where torch is installed it runs there too and ember's output must print the same lines
+with numbers equal to a tolerance."""
+
+from __future__ import annotations
+
+from test_compat_programs import _check_program as _check
+from test_compat_programs import _results
+
+
+def test_barlow_vicreg(capsys):
+    # the off_diagonal view trick, BatchNorm1d(affine=False), fill-free covariance penalties,
+    # a custom Optimizer with param groups, LambdaLR warmup + cosine, a linalg.solve probe
+    got = _check("barlow_vicreg.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, probe = _results(got)
+    assert last < 0.3 * first and probe < 0.2
+    assert "off-diagonal [1.0, 2.0, 3.0, 4.0, 6.0, 7.0, 8.0, 9.0, 11.0, 12.0, 13.0, 14.0] groups [4, 7]" in got
+    assert "var_mean 1.5556 2.3333" in got
+
+
+def test_dpo_preference(capsys):
+    # ignore_index=-100 SFT, deepcopy + requires_grad_(False) reference, gather of token
+    # log-probs under a loss mask, logsigmoid DPO with label smoothing, last-token pooling
+    got = _check("dpo_preference.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, rm_acc = _results(got)
+    assert abs(first - 0.69315) < 1e-4 and last < 0.5 * first and rm_acc > 0.8
+    assert "reference frozen: True" in got
+    assert "good-token rate after DPO 1.0000" in got
+
+
+def test_dann_domain_adaptation(capsys):
+    # a gradient reversal autograd.Function (grad -lambda * g, None), torch.cov CORAL,
+    # multi-kernel MMD by cdist, annealed LambdaLR
+    got = _check("dann_domain_adaptation.py", capsys, rtol=1e-4, atol=1e-5)
+    source, dann, coral = _results(got)
+    assert min(source, dann, coral) > 0.75
+    assert "reversed grad [-1.0, -1.0, -1.0]" in got
+
+
+def test_prototypical_fewshot(capsys):
+    # index_add_ prototypes (== one_hot matmul == scatter_reduce mean), squared distances,
+    # cosine matching attention, float64 by set_default_dtype
+    got = _check("prototypical_fewshot.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, acc = _results(got)
+    assert last < 0.7 * first and acc > 0.5
+    assert "prototypes agree: True True cdist agrees: True" in got
+
+
+def test_sac_continuous(capsys):
+    # TransformedDistribution(Normal, [TanhTransform(cache_size=1), AffineTransform]) log_prob,
+    # _foreach_mul_ / _foreach_add_ Polyak updates, log_alpha entropy tuning, index_copy_ ring buffer
+    got = _check("sac_continuous.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, alpha = _results(got)
+    assert last > first and 0 < alpha < 1
+    assert "log_prob matches manual: True actions in range: True" in got
+    assert "foreach polyak == lerp: True" in got
+
+
+def test_hmm_baum_welch(capsys):
+    # logsumexp forward / backward, einsum Baum-Welch, the Fisher identity, Viterbi backtracking
+    # by gather, FFBS sampling by cumsum + searchsorted
+    got = _check("hmm_baum_welch.py", capsys, rtol=1e-4, atol=1e-5)
+    ll0, ll_em, acc = _results(got)
+    assert ll_em > ll0 + 100 and acc > 0.9
+    assert "gradient at the EM fixed point small: True" in got
+    assert "fisher identity holds: True" in got and "<= loglik: True" in got
+
+
+def test_bayes_by_backprop(capsys):
+    # local reparameterization through F.linear of variances, kl_divergence of Independent
+    # Normals, a MixtureSameFamily prior, gaussian_nll_loss(full=True)
+    got = _check("bayes_by_backprop.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, ratio = _results(got)
+    assert last < 0.5 * first and ratio > 0
+    assert "softplus == log1p(exp): True" in got and "close: True" in got
+
+
+def test_hypernetwork_tasks(capsys):
+    # generated flat parameters split into named tensors, functional_call under vmap, a chunked
+    # hypernetwork, adaptation of an embedding with the hypernetwork frozen
+    got = _check("hypernetwork_tasks.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, new_task = _results(got)
+    assert last < 0.01 * first and new_task < 0.2
+    assert got.count("vmap == loop == einsum: True True") == 2
+    assert "hyper grads untouched: True" in got
+
+
+def test_segnet_unpool(capsys):
+    # max_pool2d(return_indices) -> max_unpool2d(output_size), F.instance_norm / group_norm /
+    # batch_norm with buffers, F.prelu, lp_pool2d, weighted cross entropy with ignore_index;
+    # the loss reaches ~0.04, so the drift of roundings is judged in absolute terms
+    got = _check("segnet_unpool.py", capsys, rtol=1e-4, atol=1e-4)
+    first, last, miou = _results(got)
+    assert last < 0.1 * first and miou > 0.8
+    assert "unpool [0.0, 5.0, 0.0, 7.0] indices [5, 7, 13, 15]" in got
+
+
+def test_scvi_zinb(capsys):
+    # lgamma-based NB / ZINB likelihoods against distributions.NegativeBinomial(logits),
+    # softmax-scaled library sizes, KL warm-up, a silhouette score by cdist
+    got = _check("scvi_zinb.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, sil = _results(got)
+    assert last < 0.8 * first and sil > 0.3
+    assert "nb log-likelihood matches distributions: True zinb with pi -> 0 matches nb: True" in got
+
+
+def test_memory_efficient_layers(capsys):
+    # torch.nn.grad conv2d_input / conv2d_weight / conv1d_*, grouped per-sample conv grads
+    # against F.unfold, F.multi_head_attention_forward against nn.MultiheadAttention, DP-SGD
+    got = _check("memory_efficient_layers.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, err = _results(got)
+    assert last < 0.5 * first and err < 1e-5
+    assert "gradcheck fused conv-relu: True" in got
+    assert "fused == autograd: [True, True, True]" in got
+    assert "conv1d grads: input True weight True" in got
+    assert "per-sample grads agree: True sum == batch grad: True" in got
+    assert "functional mha == module: True" in got and "heads average: True" in got
