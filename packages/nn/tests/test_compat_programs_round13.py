@@ -124,3 +124,55 @@ def test_memory_efficient_layers(capsys):
     assert "conv1d grads: input True weight True" in got
     assert "per-sample grads agree: True sum == batch grad: True" in got
     assert "functional mha == module: True" in got and "heads average: True" in got
+
+
+def test_lista_sparse_coding(capsys):
+    # matrix_norm(ord=2) == svdvals == power iteration, F.softshrink / hardshrink / tanhshrink,
+    # ISTA / FISTA, unrolled LISTA with learned thresholds, lstsq debiasing; float64
+    got = _check("lista_sparse_coding.py", capsys, rtol=1e-4, atol=1e-6)
+    ista, lista, f1 = _results(got)
+    assert lista < 0.5 * ista and f1 > 0.5
+    assert "lipschitz 5.725401 svdvals 5.725401 power 5.725401" in got
+    assert "softshrink == sign*relu: True hardshrink [-2.0, -1.5, -1.0] tanhshrink(1) 0.238406" in got
+    assert "unit columns: True" in got
+
+
+def test_made_autoregressive(capsys):
+    # a MaskedLinear(nn.Linear) with a mask buffer, order-agnostic masks, a strictly lower
+    # triangular skip, jacobian-checked autoregressive structure, ensembles by logsumexp
+    got = _check("made_autoregressive.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, ens = _results(got)
+    assert last < 0.5 * first and ens < 6
+    assert "autoregressive jacobian: True natural order tril: True" in got
+
+
+def test_tcn_weightnorm(capsys):
+    # parametrizations.weight_norm (original0 / original1), Chomp1d causal convolutions, a
+    # gradient probe of the receptive field, remove_parametrizations, the legacy weight_norm
+    # hook, ReduceLROnPlateau
+    got = _check("tcn_weightnorm.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, rf = _results(got)
+    assert last < first and rf == 61
+    assert "g == ||v||: True weight == g v / ||v||: True" in got
+    assert "receptive field 61 gradient reaches back 61 steps" in got and "causal: True" in got
+    assert "parametrized left 0 outputs equal: True" in got
+    assert "legacy hook == parametrization: True names ['bias', 'weight_g', 'weight_v']" in got
+
+
+def test_speculative_decoding(capsys):
+    # top-k / top-p filtering (sort, cumsum, scatter of the mask), inverse-CDF sampling by
+    # searchsorted, draft / target GRUs with carried states, residual resampling
+    got = _check("speculative_decoding.py", capsys, rtol=1e-4, atol=1e-5)
+    loss, rate, tv = _results(got)
+    assert loss < 2.0 and 0 < rate <= 1 and tv < 0.15
+    assert "top-k 3 keeps 3 top-p 0.7 keeps 4" in got
+
+
+def test_deep_svdd_anomaly(capsys):
+    # bias-free encoder with BatchNorm2d(affine=False), a fixed center, the soft-boundary
+    # radius by torch.quantile, a ConvTranspose2d(output_padding) autoencoder, rank AUC with
+    # ties averaged by unique(return_inverse) + scatter_add; a per-batch quantile radius drifts
+    got = _check("deep_svdd_anomaly.py", capsys, rtol=1e-3, atol=1e-5)
+    first, last, auc = _results(got)
+    assert last < 0.1 * first and auc > 0.9
+    assert "rank auc 0.7500 pairwise 0.7500" in got
