@@ -190,3 +190,33 @@ def test_export_deployment(capsys):
     assert "eval() on the exported module: not supported" in got
     assert "run_decompositions keeps results: True" in got and "matches eager: True" in got
     assert "state_dict round trip: <All keys matched successfully> equal: True" in got
+
+
+def test_optical_flow_costvolume(capsys):
+    # an F.unfold correlation volume (== a shifted loop), soft-argmin, grid_sample backward
+    # warping (border, align_corners), an avg_pool2d pyramid with bilinear flow upsampling,
+    # torch.diff smoothness, OneCycleLR; float64
+    got = _check("optical_flow_costvolume.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, gain = _results(got)
+    assert last < 0.6 * first and gain > 1.5
+    assert "unfold cost volume == shifted loop: True shape (2, 25, 6, 6)" in got
+
+
+def test_pointer_network_sort(capsys):
+    # LSTM encoder + LSTMCell decoder, additive attention pointers, masked_fill(-inf) over a
+    # scatter-updated visited mask, gather of pointed embeddings, topk beam search with
+    # parent // L and % L, CosineAnnealingWarmRestarts
+    got = _check("pointer_network_sort.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, acc = _results(got)
+    assert last < 0.2 * first and acc > 0.7
+    assert "permutations: True" in got
+
+
+def test_deep_cca(capsys):
+    # eigh inverse square roots (== Newton-Schulz, matrix_power(-2)), svdvals / nuclear norm
+    # objectives with gradients through eigh, cholesky + solve_triangular generalized eigen
+    got = _check("deep_cca.py", capsys, rtol=1e-4, atol=1e-6)
+    first, last, held_out = _results(got)
+    assert last > 5 * first and held_out > 2.0
+    assert "r m r == I True newton-schulz agrees True matrix_power(r, -2) == m True" in got
+    assert "generalized eigen == svd: True" in got
