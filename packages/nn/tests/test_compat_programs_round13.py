@@ -220,3 +220,24 @@ def test_deep_cca(capsys):
     assert last > 5 * first and held_out > 2.0
     assert "r m r == I True newton-schulz agrees True matrix_power(r, -2) == m True" in got
     assert "generalized eigen == svd: True" in got
+
+
+def test_ntm_copy_task(capsys):
+    # content addressing by broadcast F.cosine_similarity, roll-based circular shifts,
+    # sharpening, erase / add writes by bmm outer products, RMSprop(momentum),
+    # clip_grad_value_; float64 (the addressing is chaotic)
+    got = _check("ntm_copy_task.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, ber = _results(got)
+    assert last < 0.85 * first and ber < 0.4
+    assert "shift +1 [0.0, 0.1, 0.7, 0.2] cosine broadcast (2, 5)" in got
+    assert "weights sum to one: True" in got
+
+
+def test_fixmatch_semisupervised(capsys):
+    # weak / strong views in one batch split by torch.split, thresholded pseudo-labels from
+    # torch.max, distribution alignment, AveragedModel(get_ema_multi_avg_fn, use_buffers=True),
+    # a mean-teacher consistency; float64
+    got = _check("fixmatch_semisupervised.py", capsys, rtol=1e-4, atol=1e-5)
+    sup, fixmatch, ema = _results(got)
+    assert fixmatch > sup and ema > sup
+    assert "ema updates 300" in got
