@@ -1,7 +1,9 @@
 """Fixes from the thirteenth drop-in compatibility round: ``torch.export`` (export / Dim /
 ExportedProgram.module / save / load) was missing; deployment scripts call it after a plain
-``import torch``. Each behaviour is pinned explicitly and, where torch is installed, against
-it."""
+``import torch``. ``F.linear_cross_entropy`` / ``nn.LinearCrossEntropyLoss`` /
+``nn.LinearCrossEntropyOptions`` (torch 2.13's fused classifier-head loss, used by LM training
+scripts) were missing too. Each behaviour is pinned explicitly and, where torch is installed,
+against it."""
 
 from __future__ import annotations
 
@@ -102,3 +104,73 @@ def test_export_matches_torch():
     (t_out, *t_rest), (e_out, *e_rest) = results
     assert t_rest == e_rest
     assert ember.allclose(ember.tensor(e_out), ember.tensor(t_out), atol=1e-6)
+
+
+def test_linear_cross_entropy_is_the_reference_definition():
+    F = ember.nn.functional
+    x = ember.linspace(-1, 1, 15).reshape(3, 5)
+    w = ember.linspace(-2, 2, 50).reshape(10, 5)
+    b = ember.linspace(0, 1, 10)
+    t = ember.tensor([1, 2, -100])
+    cw = ember.linspace(0.5, 1.5, 10)
+    for kw in ({}, {"reduction": "sum"}, {"reduction": "none"}, {"label_smoothing": 0.2}, {"weight": cw}):
+        got = F.linear_cross_entropy(x, w, t, linear_bias=b, **kw)
+        ref = F.cross_entropy(x @ w.T + b, t, **kw)
+        assert ember.allclose(got, ref), kw
+    assert F.linear_cross_entropy(x, w, ember.tensor([1, 2, 0]), ignore_index=2).item() == pytest.approx(
+        F.cross_entropy(x @ w.T, ember.tensor([1, -100, 0])).item(), rel=1e-6)
+    assert F.linear_cross_entropy(x, w, t).item() == pytest.approx(  # ignore_index=None means -100
+        F.cross_entropy(x @ w.T, t).item(), rel=1e-6)
+    assert F.linear_cross_entropy(x[0], w, t[0]).dim() == 0  # unbatched
+    w3 = ember.linspace(-1, 1, 200).reshape(10, 4, 5)
+    t3 = ember.tensor([[0, 1, 2, 3], [9, 8, 7, 6], [5, 5, 5, 5]])
+    ref3 = F.cross_entropy(ember.einsum("ni,cdi->ncd", x, w3), t3)
+    assert ember.allclose(F.linear_cross_entropy(x, w3, t3), ref3)
+    opts = ember.nn.LinearCrossEntropyOptions(batch_chunk_size=2)
+    assert ember.allclose(F.linear_cross_entropy(x, w, t, options=opts), F.linear_cross_entropy(x, w, t))
+    with pytest.raises(ValueError, match="reduction"):
+        F.linear_cross_entropy(x, w, t, reduction="bad")
+    with pytest.raises(ValueError, match="invalid acc_policy: 'x'"):
+        ember.nn.LinearCrossEntropyOptions(acc_policy="x")
+    with pytest.raises(TypeError, match="LinearCrossEntropyOptions"):
+        F.linear_cross_entropy(x, w, t, options={"batch_chunk_size": 2})
+    with pytest.raises(RuntimeError, match="batched input"):
+        F.linear_cross_entropy(x[0], w3, t3[0])
+
+
+def test_linear_cross_entropy_loss_module():
+    m = ember.nn.LinearCrossEntropyLoss(5, 10, out_features=(4, 3), bias=True, weight=ember.ones(10),
+                                        label_smoothing=0.1)
+    assert {k: tuple(v.shape) for k, v in m.state_dict().items()} == {
+        "weight": (10,), "linear.weight": (120, 5), "linear.bias": (120,)}
+    assert repr(m).splitlines()[1].strip() == (
+        "in_features=5, num_classes=10, out_features=(4, 3), bias=True, reduction=mean, "
+        "ignore_index=None, label_smoothing=0.1, options=None")
+    x = ember.linspace(-1, 1, 10).reshape(2, 5).requires_grad_()
+    t = ember.zeros(2, 4, 3, dtype=ember.int64)
+    loss = m(x, t)
+    logits = (x @ m.linear.weight.T + m.linear.bias).reshape(2, 10, 4, 3)
+    assert ember.allclose(loss, ember.nn.functional.cross_entropy(logits, t, weight=m.weight, label_smoothing=0.1))
+    loss.backward()
+    assert m.linear.weight.grad.shape == (120, 5) and x.grad.shape == (2, 5)
+    plain = ember.nn.LinearCrossEntropyLoss(5, 10)
+    assert plain.linear.bias is None and plain.ignore_index is None and plain.options is None
+
+
+@needs_torch
+def test_linear_cross_entropy_matches_torch():
+    out = []
+    for lib in (torch, ember):
+        x = lib.linspace(-1, 1, 10).reshape(2, 5)
+        m = lib.nn.LinearCrossEntropyLoss(5, 6, out_features=(3,), bias=True, label_smoothing=0.05,
+                                          options=lib.nn.LinearCrossEntropyOptions())
+        with lib.no_grad():
+            m.linear.weight.copy_(lib.linspace(-1, 1, 90).reshape(18, 5))
+            m.linear.bias.copy_(lib.linspace(0, 0.5, 18))
+        t = lib.tensor([[0, 5, 2], [1, -100, 3]])
+        loss = m(x, t)
+        loss.backward()
+        out.append((loss.item(), m.linear.weight.grad.tolist(), repr(m).replace("torch.", "ember.")))
+    assert out[1][0] == pytest.approx(out[0][0], rel=1e-6)
+    assert ember.allclose(ember.tensor(out[1][1]), ember.tensor(out[0][1]), atol=1e-6)
+    assert out[1][2] == out[0][2]
