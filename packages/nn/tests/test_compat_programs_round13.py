@@ -5,7 +5,10 @@ reference policy and a Bradley-Terry reward model, domain adaptation (DANN's gra
 CORAL, MMD), prototypical / matching networks, soft actor-critic with a tanh-squashed policy,
 HMMs (forward-backward, Baum-Welch, Viterbi), Bayes by Backprop, hypernetworks through
 functional_call, SegNet with max_unpool2d and the functional norms, an scVI-style ZINB
-autoencoder, and hand-written backward passes via torch.nn.grad with F.multi_head_attention_forward.
+autoencoder, hand-written backward passes via torch.nn.grad with F.multi_head_attention_forward,
+LISTA, MADE, a TCN with weight_norm parametrizations, speculative decoding, Deep SVDD, torch.export
+for deployment, optical flow with a cost volume, a pointer network, deep CCA, a Neural Turing
+Machine, FixMatch / mean teacher, and an LM trained with F.linear_cross_entropy.
 
 Each program runs on ember and its output is checked on its own (the self-checks hold without
 torch); where torch is installed it runs there too and ember's output must print the same lines
@@ -241,3 +244,14 @@ def test_fixmatch_semisupervised(capsys):
     sup, fixmatch, ema = _results(got)
     assert fixmatch > sup and ema > sup
     assert "ema updates 300" in got
+
+
+def test_fused_head_lm(capsys):
+    # F.linear_cross_entropy over the tied embedding with LinearCrossEntropyOptions (== explicit
+    # logits, values and gradients), a multi-token nn.LinearCrossEntropyLoss(out_features=(2,)),
+    # reduction="sum" perplexity
+    got = _check("fused_head_lm.py", capsys, rtol=1e-4, atol=1e-5)
+    first, last, ppl = _results(got)
+    assert last < 0.6 * first and ppl < 15
+    assert "fused == explicit: True grads True" in got
+    assert "multi-token head: linear (48, 32) matches reference: True" in got
