@@ -174,3 +174,63 @@ def test_linear_cross_entropy_matches_torch():
     assert out[1][0] == pytest.approx(out[0][0], rel=1e-6)
     assert ember.allclose(ember.tensor(out[1][1]), ember.tensor(out[0][1]), atol=1e-6)
     assert out[1][2] == out[0][2]
+
+
+class _SizeUnpacking(ember.nn.Module):
+    """nanoGPT-style code torch.fx cannot trace (unpacking x.size(), a branch on a size) but
+    torch's non-strict export specializes."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = ember.nn.Linear(4, 4)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        y = self.lin(x).view(B * T, C)
+        if T > 1:
+            y = y * 2
+        return y.view(B, T, C)
+
+
+def test_export_falls_back_to_an_eager_copy_for_untraceable_code():
+    m = _SizeUnpacking()
+    x = ember.linspace(-1, 1, 24).reshape(2, 3, 4)
+    ep = ember.export.export(m, (x,), dynamic_shapes={"x": {0: ember.export.Dim("b")}})
+    mod = ep.module()
+    assert ember.equal(mod(x), m(x))
+    assert tuple(mod(ember.ones(5, 3, 4)).shape) == (5, 3, 4)
+    with pytest.raises(AssertionError, match=r"Guard failed: x.size\(\)\[1\] == 3"):
+        mod(ember.ones(2, 4, 4))
+    assert ep.graph is None and ep.graph_signature.user_inputs == ("x",)
+    assert sorted(ep.state_dict) == ["lin.bias", "lin.weight"]
+    assert len(m._forward_pre_hooks) == 0  # the guard sits on the copy only
+    with pytest.raises(NotImplementedError, match="eval"):
+        mod.eval()
+    m.eval()  # the original module is untouched
+    assert not m.training
+    buf = io.BytesIO()
+    ember.export.save(ep, buf)
+    buf.seek(0)
+    assert ember.equal(ember.export.load(buf).module()(x), m(x))
+
+
+@needs_torch
+def test_export_of_size_unpacking_code_matches_torch():
+    class TorchSizeUnpacking(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        forward = _SizeUnpacking.forward
+
+    outs = []
+    for lib, m in ((torch, TorchSizeUnpacking()), (ember, _SizeUnpacking())):
+        with lib.no_grad():
+            m.lin.weight.copy_(lib.linspace(-1, 1, 16).reshape(4, 4))
+            m.lin.bias.copy_(lib.linspace(0, 1, 4))
+        x = lib.linspace(-1, 1, 24).reshape(2, 3, 4)
+        ep = lib.export.export(m, (x,), dynamic_shapes={"x": {0: lib.export.Dim("b")}})
+        outs.append((ep.module()(lib.linspace(-2, 2, 60).reshape(5, 3, 4)).tolist(), sorted(ep.state_dict),
+                     list(ep.graph_signature.user_inputs)))
+    assert outs[0][1:] == outs[1][1:]
+    assert ember.allclose(ember.tensor(outs[1][0]), ember.tensor(outs[0][0]), atol=1e-6)

@@ -4,7 +4,9 @@ again through :meth:`ExportedProgram.module`, and save / load it.
 Ember captures with :func:`ember.fx.symbolic_trace` (module calls and tensor operations, not a
 decomposition into primitive ops), runs the capture once on the example inputs, and guards the
 input shapes as torch does: a dimension not marked dynamic in ``dynamic_shapes`` must keep its
-example size. Data-dependent Python control flow is not captured (as with ``torch.fx``).
+example size. A module that ``torch.fx`` cannot trace (Python control flow on sizes, unpacking
+``x.size()``), which torch's non-strict export specializes to the example, is exported as a
+copy of the module that runs eagerly under the same shape guards (its ``graph`` is None).
 
 >>> import ember
 >>> import ember.nn as nn
@@ -17,6 +19,7 @@ example size. Data-dependent Python control flow is not captured (as with ``torc
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
@@ -137,7 +140,7 @@ class ExportedProgram:
 
     @property
     def graph(self) -> Any:
-        return self.graph_module.graph
+        return getattr(self.graph_module, "graph", None)  # None for an eager (untraceable) capture
 
     @property
     def state_dict(self) -> dict[str, Any]:
@@ -158,7 +161,10 @@ class ExportedProgram:
     def module(self) -> GraphModule:
         """A module running the captured graph, sharing this program's parameters. Its mode
         is the one captured: ``train()`` / ``eval()`` raise, as in torch."""
-        gm = GraphModule(self.graph_module, self.graph_module.graph, type(self.graph_module).__name__)
+        if isinstance(self.graph_module, GraphModule):
+            gm = GraphModule(self.graph_module, self.graph_module.graph, type(self.graph_module).__name__)
+        else:
+            gm = _eager_copy(self.graph_module)
         gm.register_forward_pre_hook(_ShapeGuard(self._guards))
         gm.train = functools.partial(_unsupported, "train")
         gm.eval = functools.partial(_unsupported, "eval")
@@ -174,8 +180,20 @@ class ExportedProgram:
         raise RuntimeError("Unable to call ExportedProgram directly. You should use `exported_program.module()` instead.")
 
     def __str__(self) -> str:
-        code = self.graph_module.code.strip().replace("\n", "\n    ")
+        code = getattr(self.graph_module, "code", f"<eager {type(self.graph_module).__name__}>")
+        code = code.strip().replace("\n", "\n    ")
         return f"ExportedProgram:\n    {code}\n\nGraph signature: {self.graph_signature}\n"
+
+
+def _eager_copy(mod: ember.nn.Module) -> ember.nn.Module:
+    """A shallow copy of ``mod`` sharing its parameters and submodules, with hook tables of its
+    own (the shape guard added to the copy leaves ``mod`` alone)."""
+    m = copy.copy(mod)
+    state = vars(m)
+    for k, v in list(state.items()):
+        if k.startswith("_forward") and isinstance(v, dict):
+            state[k] = type(v)(v)
+    return m
 
 
 def _dynamic_dims(spec: Any, name: str, ranges: dict[str, tuple[int, int | None]]) -> frozenset[int]:
@@ -211,9 +229,13 @@ def export(mod: ember.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any
     if not isinstance(args, tuple):
         raise ValueError(f"Expecting `args` to be a tuple of example positional inputs, got {type(args)}")
     kwargs = dict(kwargs or {})
-    gm = symbolic_trace(mod)
-    names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     params = inspect.signature(mod.forward).parameters
+    try:
+        gm: Any = symbolic_trace(mod)
+        names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
+    except Exception:  # noqa: BLE001 - untraceable Python: torch specializes it, ember runs it eagerly
+        gm = _eager_copy(mod)
+        names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     bound = dict(zip(names, args))
     bound.update(kwargs)
     ranges: dict[str, tuple[int, int | None]] = {}
@@ -234,9 +256,12 @@ def export(mod: ember.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any
             guards.append((name, tuple(a.shape), _dynamic_dims(by_name.get(name), name, ranges)))
     out = gm(*args, **kwargs)  # the capture must run on its own examples
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    output_node = next(n for n in gm.graph.nodes if n.op == "output")
-    out_names = output_node.args[0] if isinstance(output_node.args[0], (tuple, list)) else (output_node.args[0],)
-    user_outputs = tuple(getattr(n, "name", str(n)) for n in out_names)[:len(outs)]
+    if isinstance(gm, GraphModule):
+        output_node = next(n for n in gm.graph.nodes if n.op == "output")
+        out_names = output_node.args[0] if isinstance(output_node.args[0], (tuple, list)) else (output_node.args[0],)
+        user_outputs = tuple(getattr(n, "name", str(n)) for n in out_names)[:len(outs)]
+    else:
+        user_outputs = tuple(f"output_{i}" for i in range(len(outs))) if len(outs) > 1 else ("output",)
     specs = [InputSpec(InputKind.PARAMETER, n) for n, _ in gm.named_parameters()]
     specs += [InputSpec(InputKind.BUFFER, n) for n, _ in gm.named_buffers()]
     specs += [InputSpec(InputKind.USER_INPUT, n) for n in names]
