@@ -193,6 +193,7 @@ def test_export_deployment(capsys):
     assert "eval() on the exported module: not supported" in got
     assert "run_decompositions keeps results: True" in got and "matches eager: True" in got
     assert "state_dict round trip: <All keys matched successfully> equal: True" in got
+    assert "attention export: batch 5 matches eager True, sequence length 7 rejected" in got
 
 
 def test_optical_flow_costvolume(capsys):

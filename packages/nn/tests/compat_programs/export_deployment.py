@@ -7,7 +7,8 @@ exported module checked against eager at several batch sizes, the shape guard re
 wrong channel count, ExportedProgram.__call__ and module().eval() refusing as torch does,
 graph_signature.user_inputs / parameters / buffers and state_dict keys, run_decompositions,
 and a round trip through torch.export.save / torch.export.load on an in-memory buffer,
-followed by a state_dict round trip of the eager model with torch.save / torch.load
+an exported nanoGPT-style causal self-attention block that unpacks x.size() in Python (run at
+another batch size, its fixed sequence length guarded), followed by a state_dict round trip of the eager model with torch.save / torch.load
 (weights_only=True). Written against `torch`; the test suite runs it unchanged on torch and,
 through an import shim, on ember. Prints RESULT <first loss> <last loss> <max abs export
 error>."""
@@ -102,6 +103,35 @@ with torch.no_grad():
     out = loaded.module()(Xi, Xt)
 acc = out.argmax(1).eq(Y).float().mean().item()
 print(f"loaded program accuracy {acc:.4f} matches eager: {torch.allclose(out, model(Xi, Xt), atol=1e-5)}")
+
+
+
+class CausalSelfAttention(nn.Module):  # nanoGPT style: the sizes are unpacked in Python
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.qkv, self.proj, self.heads = nn.Linear(d, 3 * d), nn.Linear(d, d), heads
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+attn = CausalSelfAttention()
+with torch.no_grad():
+    for p in attn.parameters():
+        p.copy_(torch.from_numpy(rng.normal(0, 0.3, p.shape).astype(np.float32)))
+seq = torch.from_numpy(rng.normal(size=(3, 6, 16)).astype(np.float32))
+ep_attn = torch.export.export(attn, (seq,), dynamic_shapes={"x": {0: Dim("batch")}})
+with torch.no_grad():
+    wide = torch.from_numpy(rng.normal(size=(5, 6, 16)).astype(np.float32))
+    attn_err = (ep_attn.module()(wide) - attn(wide)).abs().max().item()
+try:
+    ep_attn.module()(torch.zeros(3, 7, 16))
+except (AssertionError, RuntimeError):
+    print(f"attention export: batch 5 matches eager {attn_err < 1e-5}, sequence length 7 rejected")
 
 buf = io.BytesIO()
 torch.save(model.state_dict(), buf)
