@@ -41,8 +41,8 @@ def _result(out: str) -> tuple[float, float]:
 
 @contextlib.contextmanager
 def _restoring_switches():
-    """Programs set process-wide switches (use_deterministic_algorithms); the next test gets
-    them back as they were."""
+    """Programs set process-wide switches (use_deterministic_algorithms, set_default_dtype);
+    the next test gets them back as they were."""
     libs = [__import__("ember")]
     try:
         import torch
@@ -51,12 +51,13 @@ def _restoring_switches():
     except ImportError:
         pass
     saved = [(lib, lib.are_deterministic_algorithms_enabled(),
-              lib.is_deterministic_algorithms_warn_only_enabled()) for lib in libs]
+              lib.is_deterministic_algorithms_warn_only_enabled(), lib.get_default_dtype()) for lib in libs]
     try:
         yield
     finally:
-        for lib, mode, warn_only in saved:
+        for lib, mode, warn_only, dtype in saved:
             lib.use_deterministic_algorithms(mode, warn_only=warn_only)
+            lib.set_default_dtype(dtype)
 
 
 def _run(script: str, argv: list[str], capsys, on_ember: bool) -> str:

@@ -1,4 +1,5 @@
-"""The examples in the docstrings of ember.nn and ember.optim run and print what they show."""
+"""The examples in the docstrings of ember.nn, ember.optim and ember.export run and print what
+they show."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import doctest
 import importlib
 import pkgutil
 
+import ember.export
 import ember.nn
 import ember.optim
 import pytest
@@ -13,7 +15,7 @@ import pytest
 
 def _modules():
     names = []
-    for pkg in (ember.nn, ember.optim):
+    for pkg in (ember.nn, ember.optim, ember.export):
         names.append(pkg.__name__)
         for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
             if not info.name.endswith("_version"):

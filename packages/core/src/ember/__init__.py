@@ -101,6 +101,7 @@ _DISTRIBUTIONS = {
     "nn": "ember-nn",
     "optim": "ember-nn",
     "fx": "ember-nn",
+    "export": "ember-nn",
     "data": "ember-data",
     "multiprocessing": "ember-distributed",
     "distributed": "ember-distributed",

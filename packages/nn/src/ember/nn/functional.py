@@ -30,7 +30,7 @@ __all__ = [
     "hardtanh_", "rrelu", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "softmax", "gumbel_softmax",
     "log_softmax", "softmin", "glu", "threshold", "threshold_", "rrelu_", "tanhshrink", "softshrink", "hardshrink",
     # linear / conv
-    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "linear", "bilinear", "linear_cross_entropy", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "unfold", "fold",
     # pooling
     "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
@@ -2411,6 +2411,49 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         )
     target = _check_class_target("cross_entropy", input, target)
     return _C.cross_entropy(input, target, weight, reduction, ignore_index, label_smoothing)
+
+
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
+                         linear_bias: Tensor | None = None, weight: Tensor | None = None,
+                         reduction: str = "mean", ignore_index: int | None = None,
+                         label_smoothing: float = 0.0, options: Any = None) -> Tensor:
+    """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)``: the loss of a
+    classifier head in one call. ``linear_weight`` is ``(C, in_features)`` or
+    ``(C, d_1, ..., d_K, in_features)`` for a K-dimensional loss over batched input
+    ``(N, in_features)`` (logits ``(N, C, d_1, ..., d_K)``); ``ignore_index=None`` means -100.
+    ``options`` (a :class:`~ember.nn.LinearCrossEntropyOptions`) selects torch's chunked path,
+    which gives the same values; ember always computes the reference definition.
+
+    >>> import ember
+    >>> x, w = ember.ones(2, 3), ember.zeros(4, 3)
+    >>> round(linear_cross_entropy(x, w, ember.tensor([0, 3])).item(), 4)
+    1.3863
+    """
+    from ember.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
+
+    if options is not None and not isinstance(options, LinearCrossEntropyOptions):
+        raise TypeError(f"linear_cross_entropy: options must be a LinearCrossEntropyOptions or None, "
+                        f"got {type(options).__name__}")
+    _check_reduction("linear_cross_entropy", reduction)
+    if linear_weight.dim() < 2:
+        raise RuntimeError(f"linear_cross_entropy: linear_weight must be (C, in_features) or "
+                           f"(C, d_1, ..., d_K, in_features), got shape {_shape(linear_weight)}")
+    out_shape = _shape(linear_weight)[:-1]
+    if len(out_shape) > 1 and input.dim() != 2:
+        raise RuntimeError(f"linear_cross_entropy: a multi-dimensional linear_weight {_shape(linear_weight)} "
+                           f"needs batched input (N, in_features), got {_shape(input)}")
+    bias = None
+    if linear_bias is not None:
+        if _shape(linear_bias) not in (out_shape, (math.prod(out_shape),)):
+            raise RuntimeError(f"linear_cross_entropy: linear_bias must have shape {out_shape}, "
+                               f"got {_shape(linear_bias)}")
+        bias = linear_bias.reshape(-1)
+    logits = linear(input, linear_weight.reshape(-1, linear_weight.shape[-1]), bias)
+    if len(out_shape) > 1:
+        logits = logits.reshape(input.shape[0], *out_shape)
+    return cross_entropy(logits, target, weight=weight, reduction=reduction,
+                         ignore_index=-100 if ignore_index is None else ignore_index,
+                         label_smoothing=label_smoothing)
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,

@@ -85,6 +85,7 @@ from ember.nn.modules.instancenorm import (  # noqa: F401
 )
 from ember.nn.modules.lazy import LazyModuleMixin
 from ember.nn.modules.linear import Bilinear, Identity, LazyLinear, Linear
+from ember.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
 from ember.nn.modules.loss import (  # noqa: F401
     BCELoss,
     BCEWithLogitsLoss,
@@ -96,6 +97,7 @@ from ember.nn.modules.loss import (  # noqa: F401
     HuberLoss,
     KLDivLoss,
     L1Loss,
+    LinearCrossEntropyLoss,
     MarginRankingLoss,
     MSELoss,
     MultiLabelMarginLoss,
@@ -269,6 +271,8 @@ __all__ = [
     "L1Loss",
     "MSELoss",
     "CrossEntropyLoss",
+    "LinearCrossEntropyLoss",
+    "LinearCrossEntropyOptions",
     "NLLLoss",
     "NLLLoss2d",
     "SmoothL1Loss",

@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 from ember import Tensor
 from ember.nn import functional as F
+from ember.nn.modules.linear import Linear
+from ember.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
 from ember.nn.modules.module import Module
 
 __all__ = [
@@ -20,7 +22,7 @@ __all__ = [
     "BCEWithLogitsLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "CosineEmbeddingLoss",
     "MarginRankingLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
     "HingeEmbeddingLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss",
-    "MultiLabelMarginLoss", "CTCLoss",
+    "MultiLabelMarginLoss", "CTCLoss", "LinearCrossEntropyLoss",
 ]
 
 
@@ -82,6 +84,48 @@ class CrossEntropyLoss(_WeightedLoss):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """A classifier head and its cross entropy in one module: a ``Linear(in_features,
+    num_classes * prod(out_features))`` (flat storage) whose logits, viewed as
+    ``(N, C, *out_features)``, go through :func:`F.linear_cross_entropy`.
+
+    >>> import ember
+    >>> loss = ember.nn.LinearCrossEntropyLoss(3, 4, bias=True)
+    >>> tuple(loss.linear.weight.shape), loss(ember.ones(2, 3), ember.tensor([0, 1])).dim()
+    ((4, 3), 0)
+    """
+
+    def __init__(self, in_features: int, num_classes: int, *, out_features: tuple[int, ...] = (),
+                 bias: bool = False, device: Any = None, dtype: Any = None, reduction: str = "mean",
+                 weight: Tensor | None = None, ignore_index: int | None = None,
+                 label_smoothing: float = 0.0, options: LinearCrossEntropyOptions | None = None) -> None:
+        super().__init__(weight, None, None, reduction)
+        self.num_classes = num_classes
+        self.out_features = tuple(out_features)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        self.options = options
+        n_out = num_classes
+        for d in self.out_features:
+            n_out *= d
+        self.linear = Linear(in_features, n_out, bias=bias, device=device, dtype=dtype)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        w = self.linear.weight.view(self.num_classes, *self.out_features, self.linear.in_features)
+        b = self.linear.bias
+        if b is not None:
+            b = b.view(self.num_classes, *self.out_features)
+        return F.linear_cross_entropy(input, w, target, linear_bias=b, weight=self.weight,
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing, options=self.options)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")
 
 
 class NLLLoss(_WeightedLoss):
