@@ -184,6 +184,12 @@ class _Writer:
             if math.isfinite(obj):
                 return obj
             return {"$float": repr(obj)}
+        if isinstance(obj, Tensor) and obj.is_nested:  # a jagged nested tensor: its parts
+            from ember.nested.tensor import _saved_fields
+
+            fields = _saved_fields(obj, "ember.save")
+            return {"$nested": [self.encode(f, f"{path} (nested)", depth + 1, active)
+                                for f in fields]}
         if isinstance(obj, Tensor):
             return {"$tensor": self.tensor(obj)}
         if isinstance(obj, (bytes, bytearray)):
@@ -626,6 +632,19 @@ class _Reader:
             return t.requires_grad_(requires_grad)
         return Parameter(t, requires_grad=requires_grad)
 
+    def _nested(self, fields: list) -> Any:
+        """A saved jagged nested tensor; one object per saved one (as tensors are)."""
+        from ember.nested.tensor import _rebuild_jagged
+
+        memo = self.__dict__.setdefault("_nested_memo", {})
+        key = tuple(id(f) if isinstance(f, Tensor) else f for f in fields)
+        if key not in memo:
+            try:
+                memo[key] = (_rebuild_jagged(*fields), fields)  # fields: keeps the ids alive
+            except (RuntimeError, TypeError) as exc:
+                raise self.src.error(f"corrupt checkpoint: {exc}") from None
+        return memo[key][0]
+
     def decode(self, node: Any, depth: int = 0) -> Any:
         import ember
 
@@ -666,6 +685,9 @@ class _Reader:
         if tag == "$device":
             _check(isinstance(val, str), src, f"malformed device node {node!r}")
             return ember.device(val)
+        if tag == "$nested":
+            _check(isinstance(val, list) and len(val) == 5, src, f"malformed nested node {node!r}")
+            return self._nested([self.decode(v, depth + 1) for v in val])
         if tag in _objects.TAGS:
             return _objects.decode_node(self, tag, val, depth)
         raise src.error(f"corrupt checkpoint: unknown node type {tag!r}")

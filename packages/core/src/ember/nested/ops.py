@@ -23,7 +23,6 @@ from ember.nested.tensor import (
     _components,
     _irregular,
     _is_nested,
-    _jagged,
     _jagged_from_components,
     _leaves,
     _like_from_components,
@@ -291,23 +290,6 @@ def _is_contiguous(func: Any, name: str, args: tuple, kwargs: dict) -> bool:
     return True
 
 
-def _deepcopy(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
-    nt = args[0]
-    if not nt.is_leaf:
-        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
-                           "the deepcopy protocol at the moment")
-
-    def copy(t: Tensor) -> Tensor:
-        return t.detach().clone().requires_grad_(t.requires_grad)
-
-    if nt._nt_layout is ember.strided:
-        return _strided([copy(c) for c in nt._nt_comps], nt)
-    lengths = None if nt._nt_lengths is None else nt._nt_lengths.clone()
-    return _jagged(copy(nt._nt_values), nt._nt_offsets.clone(), lengths, nt._nt_ragged,
-                   nt._nt_rid, nt._nt_starts, nt._nt_lens)
-
-
-_register(["_deepcopy", "__deepcopy__"], _deepcopy)
 _register("requires_grad_", _requires_grad_)
 _register("retain_grad", _retain_grad)
 _register("backward", _backward)
@@ -531,22 +513,58 @@ def _matmul(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 _register(["matmul", "bmm", "mm", "__rmatmul__"], _matmul)
 
 
+def _sdpa_check(q: Any, k: Any, v: Any, attn_mask: Any) -> None:
+    """PyTorch's checks of nested (jagged) attention inputs, in its order and words: all three
+    jagged, one dtype, one device, at least 3 dims, one ragged dimension, and no attn_mask
+    (PyTorch refuses every mask with jagged inputs: each sequence already attends within its own
+    length, and is_causal gives causal masking)."""
+    jag = [_is_nested(t) and t._nt_layout is ember.jagged for t in (q, k, v)]
+    if any(_is_nested(t) and t._nt_layout is ember.strided for t in (q, k, v)) and not any(jag):
+        if attn_mask is not None:
+            raise RuntimeError("Scaled_dot_product_attention: Nested tensors for query / key are "
+                               "not supported when an explicit attn_mask is set")
+        if not all(_is_nested(t) for t in (q, k, v)):
+            raise RuntimeError("scaled_dot_product_attention(): query, key and value must all be "
+                               "nested tensors")
+        return
+    if not all(jag):
+        def nested(t: Any) -> bool:
+            return _is_nested(t) or bool(getattr(t, "is_nested", False))
+
+        raise ValueError(
+            "Expected query, key, and value to be nested tensors, but got query.is_nested: "
+            f"{nested(q)}, key.is_nested: {nested(k)}, and value.is_nested: {nested(v)} instead.")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(
+            "Expected query, key, and value to have the same dtype, but got query.dtype: "
+            f"{q.dtype}, key.dtype: {k.dtype}, and value.dtype: {v.dtype} instead.")
+    if not q.device == k.device == v.device:
+        raise ValueError(
+            "Expected query, key, and value to have the same device type, but got query.device: "
+            f"{q.device}, key.device: {k.device}, and value.device: {v.device} instead.")
+    if min(q.dim(), k.dim(), v.dim()) < 3:
+        raise ValueError(
+            "Expected query, key, and value to all be at least 3 dimensional, but got query.dim: "
+            f"{q.dim()}, key.dim: {k.dim()} and value.dim: {v.dim()} instead.")
+    if not q._nt_ragged == k._nt_ragged == v._nt_ragged:
+        raise ValueError(
+            "Expected query, key, and value to all be ragged on the same dimension, but got "
+            f"ragged dims {q._nt_ragged}, {k._nt_ragged}, and {v._nt_ragged}, respectively.")
+    if attn_mask is not None:
+        raise ValueError("Masks are not yet supported!")
+
+
 def _sdpa(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
     names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
              "enable_gqa")
     p = dict(zip(names, args))
     p.update(kwargs)
     q, k, v = p["query"], p["key"], p["value"]
-    if p.get("attn_mask") is not None:
-        raise _unsupported(func, name, args, kwargs, "attn_mask is not supported with nested "
-                           "inputs (each sequence attends within its own length; use is_causal "
-                           "for causal masking)")
-    if not all(_is_nested(t) for t in (q, k, v)):
-        raise _unsupported(func, name, args, kwargs, "query, key and value must all be nested")
-    if len({q._nt_layout, k._nt_layout, v._nt_layout}) > 1 or not (
-            _batch(q) == _batch(k) == _batch(v)):
+    _sdpa_check(q, k, v, p.get("attn_mask"))
+    if not (_batch(q) == _batch(k) == _batch(v)):
         raise RuntimeError("scaled_dot_product_attention(): query, key and value must be nested "
-                           "tensors of the same layout and batch size")
+                           f"tensors of the same batch size, got {_batch(q)}, {_batch(k)} and "
+                           f"{_batch(v)}")
     extra = {n: p[n] for n in ("dropout_p", "is_causal", "scale") if n in p}
     if p.get("enable_gqa"):
         extra["enable_gqa"] = True
