@@ -19,6 +19,7 @@ import ember
 from ember._C import Tensor
 from ember.nested.tensor import (
     NestedTensor,
+    RaggedDim,
     _batch,
     _components,
     _irregular,
@@ -260,19 +261,20 @@ def _retain_grad(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 
 
 def _backward(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
-    nt = args[0]
-    gradient = args[1] if len(args) > 1 else kwargs.get("gradient")
-    rest = {k: v for k, v in kwargs.items() if k in ("retain_graph", "create_graph")}
-    if gradient is None:
+    """``t.backward(gradient, retain_graph, create_graph, inputs)`` where t, the gradient or
+    an input is nested: ember.autograd.backward on their dense parts."""
+    names = ("self", "gradient", "retain_graph", "create_graph", "inputs")
+    p = dict(zip(names, args))
+    p.update(kwargs)
+    t, gradient = p["self"], p.get("gradient")
+    if _is_nested(t) and gradient is None:
         raise RuntimeError("grad can be implicitly created only for scalar outputs (a nested "
                            "tensor needs an explicit nested gradient)")
-    if not _is_nested(gradient):
+    if _is_nested(t) and not _is_nested(gradient):
         raise TypeError("backward of a nested tensor needs a nested gradient")
-    if _same_buffer(nt, gradient):
-        ember.autograd.backward([nt._nt_values], [gradient._nt_values], **rest)
-    else:
-        _check_batches("backward", [nt, gradient])
-        ember.autograd.backward(_components(nt), _components(gradient), **rest)
+    ember.autograd.backward(t, gradient, retain_graph=p.get("retain_graph"),
+                            create_graph=bool(p.get("create_graph", False)),
+                            inputs=p.get("inputs"))
     return None
 
 
@@ -768,6 +770,92 @@ def _cat(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 _register(["cat", "concat", "concatenate"], _cat)
 
 
+def _stack_nested(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """``stack`` of jagged nested tensors of one structure, along a new dimension after the
+    ragged one or between regular ones (PyTorch refuses dim 0 and the ragged dimension)."""
+    tensors = list(args[0] if args else kwargs["tensors"])
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    if not all(_is_nested(t) for t in tensors):
+        raise RuntimeError("stack(): expected all nested tensors inputs")
+    ref = tensors[0]
+    if any(t._nt_layout is ember.strided for t in tensors):
+        raise _unsupported(func, name, args, kwargs, "stacking strided layout nested tensors "
+                           "is not supported (nor in PyTorch); use layout=ember.jagged")
+    d = _norm_dim(ref, dim, ref._nt_ndim + 1)
+    if d == 0:
+        raise RuntimeError("stack(): not supported for NestedTensor on dim=0")
+    if d == ref._nt_ragged:
+        raise RuntimeError("stack(): not supported for NestedTensor on ragged dim")
+    if not all(_same_buffer(ref, t) for t in tensors[1:]):
+        raise RuntimeError("stack(): expected all nested tensors to have the same nested "
+                           "structure")
+    r = ref._nt_ragged
+    vals = ember.stack([t._nt_values for t in tensors], d if d < r else d - 1)
+    return _with_values(ref, vals, r + 1 if d < r else r)
+
+
+def _narrow(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    names = ("self", "dim", "start", "length")
+    p = dict(zip(names, args))
+    p.update(kwargs)
+    nt = p["self"]
+    d = _norm_dim(nt, p["dim"])
+    if d == 0:
+        raise RuntimeError("narrow(): not supported for NestedTensor on dim=0")
+    if _irregular(nt, d):
+        raise RuntimeError("narrow(): not supported for NestedTensor on ragged dim")
+    if nt._nt_layout is ember.strided:
+        return _strided([c.narrow(d - 1, p["start"], p["length"]) for c in nt._nt_comps], nt)
+    return _with_values(nt, nt._nt_values.narrow(_vdim(nt, d), p["start"], p["length"]))
+
+
+def _expand(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """``expand`` / ``expand_as`` of a jagged nested tensor: the batch and ragged dimensions
+    stay (-1, or the same batch size), regular ones of size 1 broadcast."""
+    nt = args[0]
+    if name == "expand_as":
+        other = args[1] if len(args) > 1 else kwargs["other"]
+        if _is_nested(other):
+            if not (_is_nested(nt) and _same_buffer(nt, other)):
+                raise RuntimeError("expand_as(): the nested tensors differ in structure")
+            sizes = [-1 if d in (0, other._nt_ragged) else int(other.shape[d])
+                     for d in range(other._nt_ndim)]
+        else:
+            sizes = list(other.shape)
+    else:
+        sizes = list(args[1:]) if len(args) > 1 else list(kwargs.get("size", ()))
+        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+            sizes = list(sizes[0])
+    if not _is_nested(nt) or nt._nt_layout is not ember.jagged:
+        raise _unsupported(func, name, args, kwargs, "only a jagged nested tensor expands")
+    text = "(" + ", ".join(str(x) for x in _shape(nt)) + ")"
+
+    def bad() -> RuntimeError:
+        return RuntimeError(f"expand(): cannot expand shape {text} -> {list(sizes)}")
+
+    if len(sizes) != nt._nt_ndim:
+        raise bad()
+    new = [-1]
+    for d, n in enumerate(sizes):
+        n = int(n) if not isinstance(n, RaggedDim) else n
+        if d == 0:
+            if n not in (-1, _batch(nt)):
+                raise bad()
+        elif d == nt._nt_ragged:
+            if n != -1 and n != RaggedDim(nt._nt_rid):
+                raise bad()
+        else:
+            new.append(n)
+    return _with_values(nt, nt._nt_values.expand(new))
+
+
+_register("stack", _stack_nested)
+_register("narrow", _narrow)
+_register(["expand", "expand_as"], _expand)
+
+
 def _unbind(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
     nt = args[0]
     dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
@@ -816,3 +904,78 @@ def _getitem(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 
 
 _register("__getitem__", _getitem)
+
+
+# ---- autograd.grad / autograd.backward with nested tensors -----------------------------------
+def has_nested(*objs: Any) -> bool:
+    """Whether any of objs (tensors, sequences of tensors, None) is or holds a nested tensor."""
+    for o in objs:
+        if _is_nested(o) or (isinstance(o, (list, tuple))
+                             and any(_is_nested(t) for t in o)):
+            return True
+    return False
+
+
+def _seq(x: Any) -> list[Any]:
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def flatten_for_autograd(outputs: Any, grad_outputs: Any,
+                         inputs: Any) -> tuple[list, list | None, list | None, Callable]:
+    """``ember.autograd.grad`` / ``backward`` arguments with every nested tensor replaced by the
+    dense tensors holding its data (a jagged one's values, a strided one's components), and the
+    function that turns the dense gradients of those inputs back into nested ones (PyTorch's
+    ``autograd.grad(out, nt)`` gives a nested gradient of nt's structure)."""
+    outs, gos = _seq(outputs), _seq(grad_outputs)
+    if grad_outputs is not None and len(gos) != len(outs):
+        raise RuntimeError(f"grad: got {len(outs)} outputs but {len(gos)} grad_outputs")
+    if not gos:
+        gos = [None] * len(outs)
+    flat_outs: list[Any] = []
+    flat_gos: list[Any] = []
+    for o, g in zip(outs, gos):
+        if not _is_nested(o):
+            if _is_nested(g):
+                raise RuntimeError("grad: a nested grad_output was given for a dense output")
+            flat_outs.append(o)
+            flat_gos.append(g)
+            continue
+        if g is None:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        if not _is_nested(g):
+            raise RuntimeError("grad: the grad_output of a nested output must be a nested tensor "
+                               "of the same structure")
+        if _same_buffer(o, g):
+            flat_outs.append(o._nt_values)
+            flat_gos.append(g._nt_values)
+        else:
+            _check_batches("grad", [o, g])
+            flat_outs += _components(o)
+            flat_gos += _components(g)
+    ins = _seq(inputs)
+    spans: list[tuple[Any, int, int]] = []
+    flat_ins: list[Any] = []
+    for t in ins:
+        leaves = _leaves(t) if _is_nested(t) else [t]
+        spans.append((t, len(flat_ins), len(leaves)))
+        flat_ins += leaves
+
+    def unflatten(grads: tuple) -> tuple:
+        res = []
+        for t, at, n in spans:
+            part = grads[at:at + n]
+            if not _is_nested(t):
+                res.append(part[0])
+            elif all(g is None for g in part):
+                res.append(None)
+            elif t._nt_layout is ember.jagged:
+                res.append(_with_values(t, part[0]))
+            else:
+                res.append(_strided([g if g is not None else ember.zeros_like(c)
+                                     for g, c in zip(part, t._nt_comps)], t))
+        return tuple(res)
+
+    go = None if grad_outputs is None and all(g is None for g in flat_gos) else flat_gos
+    return flat_outs, go, (flat_ins if inputs is not None else None), unflatten
