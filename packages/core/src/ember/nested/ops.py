@@ -279,17 +279,37 @@ def _backward(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 
 
 def _contiguous(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """A jagged nested tensor without holes whose values, in the nested tensor's own dimension
+    order (``values()``), are contiguous (as PyTorch's ``contiguous()``)."""
     nt = args[0]
-    if nt._nt_layout is ember.jagged and nt._nt_lengths is not None:
-        return _jagged_from_components(_components(nt), nt._nt_ragged)
-    return nt
+    if nt._nt_layout is not ember.jagged:
+        return nt
+    if nt._nt_lengths is not None:
+        nt = _jagged_from_components(_components(nt), nt._nt_ragged)
+    if _is_contiguous(func, name, (nt,), {}):
+        return nt
+    r = nt._nt_ragged
+    return _with_values(nt, nt._nt_values.movedim(0, r - 1).contiguous().movedim(r - 1, 0))
 
 
 def _is_contiguous(func: Any, name: str, args: tuple, kwargs: dict) -> bool:
+    """PyTorch's answer: no holes, and values() (the buffer in the nested tensor's dimension
+    order) contiguous, so a transposed nested tensor is not."""
     nt = args[0]
     if nt._nt_layout is ember.jagged:
-        return nt._nt_lengths is None and nt._nt_values.is_contiguous()
+        r = nt._nt_ragged
+        return nt._nt_lengths is None and nt._nt_values.movedim(0, r - 1).is_contiguous()
     return True
+
+
+def _new_dense(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """``new_ones`` / ``new_zeros`` / ``new_empty`` / ``new_full`` / ``new_tensor``: a dense
+    tensor of the nested tensor's dtype and device (PyTorch gives one for ``size=()``)."""
+    nt = args[0]
+    return func(ember.empty(0, dtype=nt._nt_dtype, device=nt._nt_device), *args[1:], **kwargs)
+
+
+_register(["new_ones", "new_zeros", "new_empty", "new_full", "new_tensor"], _new_dense)
 
 
 _register("requires_grad_", _requires_grad_)
@@ -851,6 +871,23 @@ def _expand(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
     return _with_values(nt, nt._nt_values.expand(new))
 
 
+def _select(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    names = ("self", "dim", "index")
+    p = dict(zip(names, args))
+    p.update(kwargs)
+    nt = p["self"]
+    d, i = _norm_dim(nt, p["dim"]), p["index"]
+    if d == 0:
+        return _getitem(func, "__getitem__", (nt, i), {})
+    if _irregular(nt, d):
+        raise RuntimeError("select(): not supported for NestedTensor on ragged dim")
+    if nt._nt_layout is ember.strided:
+        return _strided([c.select(d - 1, i) for c in nt._nt_comps], nt)
+    r = nt._nt_ragged
+    return _with_values(nt, nt._nt_values.select(_vdim(nt, d), i), r - 1 if d < r else r)
+
+
+_register("select", _select)
 _register("stack", _stack_nested)
 _register("narrow", _narrow)
 _register(["expand", "expand_as"], _expand)

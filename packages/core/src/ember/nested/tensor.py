@@ -383,11 +383,13 @@ def _irregular(nt: NestedTensor, d: int) -> bool:
     return len({t.shape[d - 1] for t in nt._nt_comps}) > 1
 
 
-def _size(nt: NestedTensor, d: int) -> int:
+def _size(nt: NestedTensor, d: int) -> Any:
     d = _norm_dim(nt, d)
     if d == 0:
         return _batch(nt)
     if _irregular(nt, d):
+        if nt._nt_layout is ember.jagged:  # as in shape: the ragged size j<n>
+            return RaggedDim(nt._nt_rid)
         raise RuntimeError(f"Given dimension {d} is irregular and does not have a size.")
     if nt._nt_layout is ember.jagged:
         return int(nt._nt_values.shape[_vdim(nt, d)])
