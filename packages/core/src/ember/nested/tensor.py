@@ -205,8 +205,10 @@ class NestedTensor(Tensor):
     # ---- pickling and copying -----------------------------------------------------------------
     def __reduce_ex__(self, protocol: int) -> Any:
         """``pickle`` / ``copy.copy``: a jagged nested tensor is rebuilt from its values (by
-        value, as a leaf keeping ``requires_grad``, as in PyTorch), offsets and lengths; as in
-        PyTorch, a strided one cannot be pickled."""
+        value, as a leaf keeping ``requires_grad``, as in PyTorch), offsets and lengths; a
+        strided one from its components."""
+        if self._nt_layout is ember.strided:
+            return (_rebuild_strided, _saved_strided(self, "pickle"))
         return (_rebuild_jagged, _saved_fields(self, "pickle"))
 
     def __deepcopy__(self, memo: dict) -> NestedTensor:
@@ -417,12 +419,28 @@ def _saved_fields(nt: NestedTensor, what: str) -> tuple[Tensor, Tensor, Tensor |
     """What a saved / pickled jagged nested tensor holds: (values, offsets, lengths, ragged
     dimension, requires_grad); ember.save stores the values themselves (so that two nested
     tensors over one buffer load as views of one buffer), pickle a detached copy."""
-    if nt._nt_layout is not ember.jagged:
-        raise RuntimeError(
-            f"{what}: a strided layout nested tensor cannot be saved or pickled (PyTorch cannot "
-            "either); use layout=ember.jagged, or save its components (list(nt.unbind()))")
     values = nt._nt_values if what == "ember.save" else nt._nt_values.detach()
     return (values, nt._nt_offsets, nt._nt_lengths, nt._nt_ragged, nt.requires_grad)
+
+
+def _saved_strided(nt: NestedTensor, what: str) -> tuple[list[Tensor], Any, int]:
+    """What a saved / pickled strided nested tensor holds: (components, dtype, dims)."""
+    comps = [c if what == "ember.save" else c.detach().requires_grad_(c.requires_grad)
+             for c in nt._nt_comps]
+    return (comps, nt._nt_dtype, nt._nt_ndim)
+
+
+def _rebuild_strided(comps: list[Tensor], dtype: Any, ndim: int) -> NestedTensor:
+    """The strided nested tensor _saved_strided described."""
+    if (not isinstance(comps, list) or not all(isinstance(c, Tensor) for c in comps)
+            or not isinstance(dtype, ember.dtype) or isinstance(ndim, bool)
+            or not isinstance(ndim, int) or ndim < 1
+            or any(c.dim() != ndim - 1 or c.dtype != dtype for c in comps)):
+        raise RuntimeError("corrupt nested tensor: expected a list of components of one dtype "
+                           "and one number of dims")
+    nt = _strided(comps, dtype=dtype)
+    nt._nt_ndim = ndim
+    return nt
 
 
 def _rebuild_jagged(values: Tensor, offsets: Tensor, lengths: Tensor | None, ragged: int,
