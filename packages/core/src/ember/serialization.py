@@ -184,7 +184,7 @@ class _Writer:
             if math.isfinite(obj):
                 return obj
             return {"$float": repr(obj)}
-        if isinstance(obj, Tensor) and obj.is_nested:  # a jagged nested tensor: its parts
+        if isinstance(obj, Tensor) and obj.is_nested:  # a nested tensor: its parts
             from ember.nested.tensor import _saved_fields, _saved_strided
 
             strided = obj.layout is ember.strided

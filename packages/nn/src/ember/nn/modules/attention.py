@@ -148,7 +148,7 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        if query.is_nested or key.is_nested or value.is_nested:  # PyTorch's fast path only
+        if any(getattr(t, "is_nested", False) for t in (query, key, value)):  # fast path only
             from ember.nested.modules import mha_forward
 
             return mha_forward(self, query, key, value, key_padding_mask, need_weights,
