@@ -210,6 +210,8 @@ class _Pickler(pickle.Pickler):
     def persistent_id(self, obj: Any) -> Any:
         import ember
 
+        if isinstance(obj, ember.Tensor) and obj.is_nested:  # its parts, as ember.save does
+            return ("node", self.w.encode(obj, "(pickled)", 0, set()))
         if isinstance(obj, ember.Tensor):
             return ("tensor", self.w.tensor(obj))
         if isinstance(obj, (ember.dtype, ember.device)):

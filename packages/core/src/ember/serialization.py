@@ -184,6 +184,13 @@ class _Writer:
             if math.isfinite(obj):
                 return obj
             return {"$float": repr(obj)}
+        if isinstance(obj, Tensor) and obj.is_nested:  # a nested tensor: its parts
+            from ember.nested.tensor import _saved_fields, _saved_strided
+
+            strided = obj.layout is ember.strided
+            fields = (_saved_strided if strided else _saved_fields)(obj, "ember.save")
+            return {"$nested_strided" if strided else "$nested":
+                    [self.encode(f, f"{path} (nested)", depth + 1, active) for f in fields]}
         if isinstance(obj, Tensor):
             return {"$tensor": self.tensor(obj)}
         if isinstance(obj, (bytes, bytearray)):
@@ -626,6 +633,24 @@ class _Reader:
             return t.requires_grad_(requires_grad)
         return Parameter(t, requires_grad=requires_grad)
 
+    def _nested(self, tag: str, fields: list) -> Any:
+        """A saved nested tensor; one object per saved jagged one (as tensors are)."""
+        from ember.nested.tensor import _rebuild_jagged, _rebuild_strided
+
+        if tag == "$nested_strided":
+            try:
+                return _rebuild_strided(*fields)
+            except (RuntimeError, TypeError) as exc:
+                raise self.src.error(f"corrupt checkpoint: {exc}") from None
+        memo = self.__dict__.setdefault("_nested_memo", {})
+        key = tuple(id(f) if isinstance(f, Tensor) else f for f in fields)
+        if key not in memo:
+            try:
+                memo[key] = (_rebuild_jagged(*fields), fields)  # fields: keeps the ids alive
+            except (RuntimeError, TypeError) as exc:
+                raise self.src.error(f"corrupt checkpoint: {exc}") from None
+        return memo[key][0]
+
     def decode(self, node: Any, depth: int = 0) -> Any:
         import ember
 
@@ -666,6 +691,10 @@ class _Reader:
         if tag == "$device":
             _check(isinstance(val, str), src, f"malformed device node {node!r}")
             return ember.device(val)
+        if tag in ("$nested", "$nested_strided"):
+            _check(isinstance(val, list) and len(val) == (5 if tag == "$nested" else 3), src,
+                   f"malformed nested node {node!r}")
+            return self._nested(tag, [self.decode(v, depth + 1) for v in val])
         if tag in _objects.TAGS:
             return _objects.decode_node(self, tag, val, depth)
         raise src.error(f"corrupt checkpoint: unknown node type {tag!r}")

@@ -136,6 +136,11 @@ def backward(
     >>> b.grad.tolist(), a.grad
     ([1.0, 2.0], None)
     """
+    from ember.nested import ops as _nested
+
+    if _nested.has_nested(tensors, grad_tensors, inputs):  # their dense parts
+        tensors, grad_tensors, inputs, _ = _nested.flatten_for_autograd(tensors, grad_tensors,
+                                                                        inputs)
     outs = _tensors(tensors, "backward", "tensors")
     grads = _tensors(grad_tensors, "backward", "grad_tensors", True) or [None] * len(outs)
     if len(grads) != len(outs):
@@ -186,6 +191,14 @@ def grad(
     if materialize_grads and allow_unused is False:
         raise ValueError("grad: expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got allow_unused=False")
+    from ember.nested import ops as _nested
+
+    if _nested.has_nested(outputs, grad_outputs, inputs) and not is_grads_batched:
+        # their dense parts; the gradients of nested inputs come back nested
+        outputs, grad_outputs, flat_ins, unflatten = _nested.flatten_for_autograd(
+            outputs, grad_outputs, inputs)
+        return unflatten(grad(outputs, flat_ins, grad_outputs, retain_graph, create_graph,
+                              only_inputs, allow_unused, False, materialize_grads))
     outs = _tensors(outputs, "grad", "outputs")
     if inputs is None:
         raise TypeError("grad: inputs must be a Tensor or a sequence of Tensors, got NoneType")

@@ -13,7 +13,8 @@ Two layouts: ``ember.jagged`` (one ragged dimension, the components packed in on
 constructors, as in PyTorch: any dimensions may differ). A nested tensor is an
 ``ember.Tensor`` (``is_nested`` True); operations that do not make sense for it, or that are not
 implemented, raise ``NotImplementedError`` naming the op. See ``ember.nested.ops`` for what runs
-how, and ``ember.nested.tensor`` for the representation.
+how, ``ember.nested.tensor`` for the representation (and pickling / saving), and
+``ember.nested.modules`` for ``nn.MultiheadAttention`` on nested input.
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ import ember
 from ember._C import Tensor
 from ember.nested.tensor import (
     NestedTensor,
+    RaggedDim,
     _batch,
     _components,
     _irregular,
     _is_nested,
-    _jagged,
     _jagged_from_components,
     _leaves,
     _like_from_components,
@@ -261,53 +261,57 @@ def _retain_grad(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 
 
 def _backward(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
-    nt = args[0]
-    gradient = args[1] if len(args) > 1 else kwargs.get("gradient")
-    rest = {k: v for k, v in kwargs.items() if k in ("retain_graph", "create_graph")}
-    if gradient is None:
+    """``t.backward(gradient, retain_graph, create_graph, inputs)`` where t, the gradient or
+    an input is nested: ember.autograd.backward on their dense parts."""
+    names = ("self", "gradient", "retain_graph", "create_graph", "inputs")
+    p = dict(zip(names, args))
+    p.update(kwargs)
+    t, gradient = p["self"], p.get("gradient")
+    if _is_nested(t) and gradient is None:
         raise RuntimeError("grad can be implicitly created only for scalar outputs (a nested "
                            "tensor needs an explicit nested gradient)")
-    if not _is_nested(gradient):
+    if _is_nested(t) and not _is_nested(gradient):
         raise TypeError("backward of a nested tensor needs a nested gradient")
-    if _same_buffer(nt, gradient):
-        ember.autograd.backward([nt._nt_values], [gradient._nt_values], **rest)
-    else:
-        _check_batches("backward", [nt, gradient])
-        ember.autograd.backward(_components(nt), _components(gradient), **rest)
+    ember.autograd.backward(t, gradient, retain_graph=p.get("retain_graph"),
+                            create_graph=bool(p.get("create_graph", False)),
+                            inputs=p.get("inputs"))
     return None
 
 
 def _contiguous(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """A jagged nested tensor without holes whose values, in the nested tensor's own dimension
+    order (``values()``), are contiguous (as PyTorch's ``contiguous()``)."""
     nt = args[0]
-    if nt._nt_layout is ember.jagged and nt._nt_lengths is not None:
-        return _jagged_from_components(_components(nt), nt._nt_ragged)
-    return nt
+    if nt._nt_layout is not ember.jagged:
+        return nt
+    if nt._nt_lengths is not None:
+        nt = _jagged_from_components(_components(nt), nt._nt_ragged)
+    if _is_contiguous(func, name, (nt,), {}):
+        return nt
+    r = nt._nt_ragged
+    return _with_values(nt, nt._nt_values.movedim(0, r - 1).contiguous().movedim(r - 1, 0))
 
 
 def _is_contiguous(func: Any, name: str, args: tuple, kwargs: dict) -> bool:
+    """PyTorch's answer: no holes, and values() (the buffer in the nested tensor's dimension
+    order) contiguous, so a transposed nested tensor is not."""
     nt = args[0]
     if nt._nt_layout is ember.jagged:
-        return nt._nt_lengths is None and nt._nt_values.is_contiguous()
+        r = nt._nt_ragged
+        return nt._nt_lengths is None and nt._nt_values.movedim(0, r - 1).is_contiguous()
     return True
 
 
-def _deepcopy(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+def _new_dense(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """``new_ones`` / ``new_zeros`` / ``new_empty`` / ``new_full`` / ``new_tensor``: a dense
+    tensor of the nested tensor's dtype and device (PyTorch gives one for ``size=()``)."""
     nt = args[0]
-    if not nt.is_leaf:
-        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
-                           "the deepcopy protocol at the moment")
-
-    def copy(t: Tensor) -> Tensor:
-        return t.detach().clone().requires_grad_(t.requires_grad)
-
-    if nt._nt_layout is ember.strided:
-        return _strided([copy(c) for c in nt._nt_comps], nt)
-    lengths = None if nt._nt_lengths is None else nt._nt_lengths.clone()
-    return _jagged(copy(nt._nt_values), nt._nt_offsets.clone(), lengths, nt._nt_ragged,
-                   nt._nt_rid, nt._nt_starts, nt._nt_lens)
+    return func(ember.empty(0, dtype=nt._nt_dtype, device=nt._nt_device), *args[1:], **kwargs)
 
 
-_register(["_deepcopy", "__deepcopy__"], _deepcopy)
+_register(["new_ones", "new_zeros", "new_empty", "new_full", "new_tensor"], _new_dense)
+
+
 _register("requires_grad_", _requires_grad_)
 _register("retain_grad", _retain_grad)
 _register("backward", _backward)
@@ -531,22 +535,58 @@ def _matmul(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 _register(["matmul", "bmm", "mm", "__rmatmul__"], _matmul)
 
 
+def _sdpa_check(q: Any, k: Any, v: Any, attn_mask: Any) -> None:
+    """PyTorch's checks of nested (jagged) attention inputs, in its order and words: all three
+    jagged, one dtype, one device, at least 3 dims, one ragged dimension, and no attn_mask
+    (PyTorch refuses every mask with jagged inputs: each sequence already attends within its own
+    length, and is_causal gives causal masking)."""
+    jag = [_is_nested(t) and t._nt_layout is ember.jagged for t in (q, k, v)]
+    if any(_is_nested(t) and t._nt_layout is ember.strided for t in (q, k, v)) and not any(jag):
+        if attn_mask is not None:
+            raise RuntimeError("Scaled_dot_product_attention: Nested tensors for query / key are "
+                               "not supported when an explicit attn_mask is set")
+        if not all(_is_nested(t) for t in (q, k, v)):
+            raise RuntimeError("scaled_dot_product_attention(): query, key and value must all be "
+                               "nested tensors")
+        return
+    if not all(jag):
+        def nested(t: Any) -> bool:
+            return _is_nested(t) or bool(getattr(t, "is_nested", False))
+
+        raise ValueError(
+            "Expected query, key, and value to be nested tensors, but got query.is_nested: "
+            f"{nested(q)}, key.is_nested: {nested(k)}, and value.is_nested: {nested(v)} instead.")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(
+            "Expected query, key, and value to have the same dtype, but got query.dtype: "
+            f"{q.dtype}, key.dtype: {k.dtype}, and value.dtype: {v.dtype} instead.")
+    if not q.device == k.device == v.device:
+        raise ValueError(
+            "Expected query, key, and value to have the same device type, but got query.device: "
+            f"{q.device}, key.device: {k.device}, and value.device: {v.device} instead.")
+    if min(q.dim(), k.dim(), v.dim()) < 3:
+        raise ValueError(
+            "Expected query, key, and value to all be at least 3 dimensional, but got query.dim: "
+            f"{q.dim()}, key.dim: {k.dim()} and value.dim: {v.dim()} instead.")
+    if not q._nt_ragged == k._nt_ragged == v._nt_ragged:
+        raise ValueError(
+            "Expected query, key, and value to all be ragged on the same dimension, but got "
+            f"ragged dims {q._nt_ragged}, {k._nt_ragged}, and {v._nt_ragged}, respectively.")
+    if attn_mask is not None:
+        raise ValueError("Masks are not yet supported!")
+
+
 def _sdpa(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
     names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
              "enable_gqa")
     p = dict(zip(names, args))
     p.update(kwargs)
     q, k, v = p["query"], p["key"], p["value"]
-    if p.get("attn_mask") is not None:
-        raise _unsupported(func, name, args, kwargs, "attn_mask is not supported with nested "
-                           "inputs (each sequence attends within its own length; use is_causal "
-                           "for causal masking)")
-    if not all(_is_nested(t) for t in (q, k, v)):
-        raise _unsupported(func, name, args, kwargs, "query, key and value must all be nested")
-    if len({q._nt_layout, k._nt_layout, v._nt_layout}) > 1 or not (
-            _batch(q) == _batch(k) == _batch(v)):
+    _sdpa_check(q, k, v, p.get("attn_mask"))
+    if not (_batch(q) == _batch(k) == _batch(v)):
         raise RuntimeError("scaled_dot_product_attention(): query, key and value must be nested "
-                           "tensors of the same layout and batch size")
+                           f"tensors of the same batch size, got {_batch(q)}, {_batch(k)} and "
+                           f"{_batch(v)}")
     extra = {n: p[n] for n in ("dropout_p", "is_causal", "scale") if n in p}
     if p.get("enable_gqa"):
         extra["enable_gqa"] = True
@@ -750,6 +790,109 @@ def _cat(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 _register(["cat", "concat", "concatenate"], _cat)
 
 
+def _stack_nested(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """``stack`` of jagged nested tensors of one structure, along a new dimension after the
+    ragged one or between regular ones (PyTorch refuses dim 0 and the ragged dimension)."""
+    tensors = list(args[0] if args else kwargs["tensors"])
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    if not all(_is_nested(t) for t in tensors):
+        raise RuntimeError("stack(): expected all nested tensors inputs")
+    ref = tensors[0]
+    if any(t._nt_layout is ember.strided for t in tensors):
+        raise _unsupported(func, name, args, kwargs, "stacking strided layout nested tensors "
+                           "is not supported (nor in PyTorch); use layout=ember.jagged")
+    d = _norm_dim(ref, dim, ref._nt_ndim + 1)
+    if d == 0:
+        raise RuntimeError("stack(): not supported for NestedTensor on dim=0")
+    if d == ref._nt_ragged:
+        raise RuntimeError("stack(): not supported for NestedTensor on ragged dim")
+    if not all(_same_buffer(ref, t) for t in tensors[1:]):
+        raise RuntimeError("stack(): expected all nested tensors to have the same nested "
+                           "structure")
+    r = ref._nt_ragged
+    vals = ember.stack([t._nt_values for t in tensors], d if d < r else d - 1)
+    return _with_values(ref, vals, r + 1 if d < r else r)
+
+
+def _narrow(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    names = ("self", "dim", "start", "length")
+    p = dict(zip(names, args))
+    p.update(kwargs)
+    nt = p["self"]
+    d = _norm_dim(nt, p["dim"])
+    if d == 0:
+        raise RuntimeError("narrow(): not supported for NestedTensor on dim=0")
+    if _irregular(nt, d):
+        raise RuntimeError("narrow(): not supported for NestedTensor on ragged dim")
+    if nt._nt_layout is ember.strided:
+        return _strided([c.narrow(d - 1, p["start"], p["length"]) for c in nt._nt_comps], nt)
+    return _with_values(nt, nt._nt_values.narrow(_vdim(nt, d), p["start"], p["length"]))
+
+
+def _expand(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """``expand`` / ``expand_as`` of a jagged nested tensor: the batch and ragged dimensions
+    stay (-1, or the same batch size), regular ones of size 1 broadcast."""
+    nt = args[0]
+    if name == "expand_as":
+        other = args[1] if len(args) > 1 else kwargs["other"]
+        if _is_nested(other):
+            if not (_is_nested(nt) and _same_buffer(nt, other)):
+                raise RuntimeError("expand_as(): the nested tensors differ in structure")
+            sizes = [-1 if d in (0, other._nt_ragged) else int(other.shape[d])
+                     for d in range(other._nt_ndim)]
+        else:
+            sizes = list(other.shape)
+    else:
+        sizes = list(args[1:]) if len(args) > 1 else list(kwargs.get("size", ()))
+        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+            sizes = list(sizes[0])
+    if not _is_nested(nt) or nt._nt_layout is not ember.jagged:
+        raise _unsupported(func, name, args, kwargs, "only a jagged nested tensor expands")
+    text = "(" + ", ".join(str(x) for x in _shape(nt)) + ")"
+
+    def bad() -> RuntimeError:
+        return RuntimeError(f"expand(): cannot expand shape {text} -> {list(sizes)}")
+
+    if len(sizes) != nt._nt_ndim:
+        raise bad()
+    new = [-1]
+    for d, n in enumerate(sizes):
+        n = int(n) if not isinstance(n, RaggedDim) else n
+        if d == 0:
+            if n not in (-1, _batch(nt)):
+                raise bad()
+        elif d == nt._nt_ragged:
+            if n != -1 and n != RaggedDim(nt._nt_rid):
+                raise bad()
+        else:
+            new.append(n)
+    return _with_values(nt, nt._nt_values.expand(new))
+
+
+def _select(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    names = ("self", "dim", "index")
+    p = dict(zip(names, args))
+    p.update(kwargs)
+    nt = p["self"]
+    d, i = _norm_dim(nt, p["dim"]), p["index"]
+    if d == 0:
+        return _getitem(func, "__getitem__", (nt, i), {})
+    if _irregular(nt, d):
+        raise RuntimeError("select(): not supported for NestedTensor on ragged dim")
+    if nt._nt_layout is ember.strided:
+        return _strided([c.select(d - 1, i) for c in nt._nt_comps], nt)
+    r = nt._nt_ragged
+    return _with_values(nt, nt._nt_values.select(_vdim(nt, d), i), r - 1 if d < r else r)
+
+
+_register("select", _select)
+_register("stack", _stack_nested)
+_register("narrow", _narrow)
+_register(["expand", "expand_as"], _expand)
+
+
 def _unbind(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
     nt = args[0]
     dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
@@ -798,3 +941,78 @@ def _getitem(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 
 
 _register("__getitem__", _getitem)
+
+
+# ---- autograd.grad / autograd.backward with nested tensors -----------------------------------
+def has_nested(*objs: Any) -> bool:
+    """Whether any of objs (tensors, sequences of tensors, None) is or holds a nested tensor."""
+    for o in objs:
+        if _is_nested(o) or (isinstance(o, (list, tuple))
+                             and any(_is_nested(t) for t in o)):
+            return True
+    return False
+
+
+def _seq(x: Any) -> list[Any]:
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def flatten_for_autograd(outputs: Any, grad_outputs: Any,
+                         inputs: Any) -> tuple[list, list | None, list | None, Callable]:
+    """``ember.autograd.grad`` / ``backward`` arguments with every nested tensor replaced by the
+    dense tensors holding its data (a jagged one's values, a strided one's components), and the
+    function that turns the dense gradients of those inputs back into nested ones (PyTorch's
+    ``autograd.grad(out, nt)`` gives a nested gradient of nt's structure)."""
+    outs, gos = _seq(outputs), _seq(grad_outputs)
+    if grad_outputs is not None and len(gos) != len(outs):
+        raise RuntimeError(f"grad: got {len(outs)} outputs but {len(gos)} grad_outputs")
+    if not gos:
+        gos = [None] * len(outs)
+    flat_outs: list[Any] = []
+    flat_gos: list[Any] = []
+    for o, g in zip(outs, gos):
+        if not _is_nested(o):
+            if _is_nested(g):
+                raise RuntimeError("grad: a nested grad_output was given for a dense output")
+            flat_outs.append(o)
+            flat_gos.append(g)
+            continue
+        if g is None:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        if not _is_nested(g):
+            raise RuntimeError("grad: the grad_output of a nested output must be a nested tensor "
+                               "of the same structure")
+        if _same_buffer(o, g):
+            flat_outs.append(o._nt_values)
+            flat_gos.append(g._nt_values)
+        else:
+            _check_batches("grad", [o, g])
+            flat_outs += _components(o)
+            flat_gos += _components(g)
+    ins = _seq(inputs)
+    spans: list[tuple[Any, int, int]] = []
+    flat_ins: list[Any] = []
+    for t in ins:
+        leaves = _leaves(t) if _is_nested(t) else [t]
+        spans.append((t, len(flat_ins), len(leaves)))
+        flat_ins += leaves
+
+    def unflatten(grads: tuple) -> tuple:
+        res = []
+        for t, at, n in spans:
+            part = grads[at:at + n]
+            if not _is_nested(t):
+                res.append(part[0])
+            elif all(g is None for g in part):
+                res.append(None)
+            elif t._nt_layout is ember.jagged:
+                res.append(_with_values(t, part[0]))
+            else:
+                res.append(_strided([g if g is not None else ember.zeros_like(c)
+                                     for g, c in zip(part, t._nt_comps)], t))
+        return tuple(res)
+
+    go = None if grad_outputs is None and all(g is None for g in flat_gos) else flat_gos
+    return flat_outs, go, (flat_ins if inputs is not None else None), unflatten

@@ -202,6 +202,19 @@ class NestedTensor(Tensor):
 
     __str__ = __repr__
 
+    # ---- pickling and copying -----------------------------------------------------------------
+    def __reduce_ex__(self, protocol: int) -> Any:
+        """``pickle`` / ``copy.copy``: a jagged nested tensor is rebuilt from its values (by
+        value, as a leaf keeping ``requires_grad``, as in PyTorch), offsets and lengths; a
+        strided one from its components."""
+        if self._nt_layout is ember.strided:
+            return (_rebuild_strided, _saved_strided(self, "pickle"))
+        return (_rebuild_jagged, _saved_fields(self, "pickle"))
+
+    def __deepcopy__(self, memo: dict) -> NestedTensor:
+        """``copy.deepcopy``: graph leaves only; values, offsets, lengths and ``grad`` copied."""
+        return _deepcopy(self, memo)
+
     @classmethod
     def __torch_function__(cls, func: Any, types: tuple, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
@@ -372,11 +385,13 @@ def _irregular(nt: NestedTensor, d: int) -> bool:
     return len({t.shape[d - 1] for t in nt._nt_comps}) > 1
 
 
-def _size(nt: NestedTensor, d: int) -> int:
+def _size(nt: NestedTensor, d: int) -> Any:
     d = _norm_dim(nt, d)
     if d == 0:
         return _batch(nt)
     if _irregular(nt, d):
+        if nt._nt_layout is ember.jagged:  # as in shape: the ragged size j<n>
+            return RaggedDim(nt._nt_rid)
         raise RuntimeError(f"Given dimension {d} is irregular and does not have a size.")
     if nt._nt_layout is ember.jagged:
         return int(nt._nt_values.shape[_vdim(nt, d)])
@@ -397,3 +412,85 @@ def _shape(nt: NestedTensor) -> ember.Size:
                     else int(nt._nt_values.shape[_vdim(nt, d)]))
     # built directly: Size() itself takes ints only, and the ragged entry is a RaggedDim
     return tuple.__new__(ember.Size, dims)
+
+
+# ---- saving, pickling, copying -----------------------------------------------------------------
+def _saved_fields(nt: NestedTensor, what: str) -> tuple[Tensor, Tensor, Tensor | None, int, bool]:
+    """What a saved / pickled jagged nested tensor holds: (values, offsets, lengths, ragged
+    dimension, requires_grad); ember.save stores the values themselves (so that two nested
+    tensors over one buffer load as views of one buffer), pickle a detached copy."""
+    values = nt._nt_values if what == "ember.save" else nt._nt_values.detach()
+    return (values, nt._nt_offsets, nt._nt_lengths, nt._nt_ragged, nt.requires_grad)
+
+
+def _saved_strided(nt: NestedTensor, what: str) -> tuple[list[Tensor], Any, int]:
+    """What a saved / pickled strided nested tensor holds: (components, dtype, dims)."""
+    comps = [c if what == "ember.save" else c.detach().requires_grad_(c.requires_grad)
+             for c in nt._nt_comps]
+    return (comps, nt._nt_dtype, nt._nt_ndim)
+
+
+def _rebuild_strided(comps: list[Tensor], dtype: Any, ndim: int) -> NestedTensor:
+    """The strided nested tensor _saved_strided described."""
+    if (not isinstance(comps, list) or not all(isinstance(c, Tensor) for c in comps)
+            or not isinstance(dtype, ember.dtype) or isinstance(ndim, bool)
+            or not isinstance(ndim, int) or ndim < 1
+            or any(c.dim() != ndim - 1 or c.dtype != dtype for c in comps)):
+        raise RuntimeError("corrupt nested tensor: expected a list of components of one dtype "
+                           "and one number of dims")
+    nt = _strided(comps, dtype=dtype)
+    nt._nt_ndim = ndim
+    return nt
+
+
+def _rebuild_jagged(values: Tensor, offsets: Tensor, lengths: Tensor | None, ragged: int,
+                    requires_grad: bool) -> NestedTensor:
+    """The jagged nested tensor _saved_fields described (a leaf)."""
+    if (not isinstance(values, Tensor) or not isinstance(offsets, Tensor)
+            or (lengths is not None and not isinstance(lengths, Tensor))
+            or isinstance(ragged, bool) or not isinstance(ragged, int)
+            or not 1 <= ragged <= values.dim() or offsets.dim() != 1):
+        raise RuntimeError("corrupt nested tensor: expected values, 1-D offsets, lengths or "
+                           "None, and a ragged dimension within the values' dims")
+    off = [int(v) for v in offsets.tolist()]
+    lens = ([int(v) for v in lengths.tolist()] if lengths is not None
+            else [b - a for a, b in zip(off[:-1], off[1:])])
+    n = int(values.shape[0])
+    if len(lens) != len(off) - 1 or any(a < 0 or k < 0 or a + k > n
+                                        for a, k in zip(off[:-1], lens)):
+        raise RuntimeError(f"corrupt nested tensor: offsets {off} / lengths {lens} reach outside "
+                           f"the {n} entries of the values' ragged dimension")
+    if values.requires_grad != bool(requires_grad):
+        values = values.detach().requires_grad_(bool(requires_grad))
+    return _jagged(values, offsets, lengths, ragged, starts=off[:-1], lens=lens)
+
+
+def _deepcopy(nt: NestedTensor, memo: dict) -> NestedTensor:
+    if id(nt) in memo:
+        return memo[id(nt)]
+    if not nt.is_leaf:
+        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                           "the deepcopy protocol at the moment")
+    if nt._nt_layout is ember.strided:  # (PyTorch cannot deepcopy these; ember can)
+        comps = []
+        for c in nt._nt_comps:
+            with ember.no_grad():
+                copy = c.clone()
+            copy.requires_grad_(c.requires_grad)
+            if c.grad is not None:
+                copy.grad = c.grad.clone()
+            comps.append(copy)
+        memo[id(nt)] = out = _strided(comps, nt)
+        return out
+    v = nt._nt_values
+    with ember.no_grad():
+        values = v.clone()
+    values.requires_grad_(v.requires_grad)
+    lengths = None if nt._nt_lengths is None else nt._nt_lengths.clone()
+    # as in PyTorch, the copy keeps the ragged size (j<n>) of the original
+    out = _jagged(values, nt._nt_offsets.clone(), lengths, nt._nt_ragged, nt._nt_rid,
+                  starts=list(nt._nt_starts), lens=list(nt._nt_lens))
+    if v.grad is not None:
+        values.grad = v.grad.clone()
+    memo[id(nt)] = out
+    return out

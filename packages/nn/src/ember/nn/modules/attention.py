@@ -148,6 +148,11 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
+        if any(getattr(t, "is_nested", False) for t in (query, key, value)):  # fast path only
+            from ember.nested.modules import mha_forward
+
+            return mha_forward(self, query, key, value, key_padding_mask, need_weights,
+                               attn_mask, average_attn_weights)
         wq, wk, wv = self._projections()
         return _attention(
             query, key, value, self.num_heads, wq, wk, wv, self.in_proj_bias, self.bias_k,
