@@ -2,7 +2,7 @@
 s18, each fixed and pinned here with explicit values, and against PyTorch where it is installed:
 the regularized incomplete gamma functions for a large ``a`` (Temme's uniform expansion: NaN or
 wrong values from a of about 1e6 up, gammainc(1e30, 1e30) is 0.5) and a small upper tail
-(gammaincc computed directly, not as 1 - P); and (built from C++, so they need the rebuilt
+(gammaincc computed directly, not as 1 - P), trace refusing bool; and (built from C++, so they need the rebuilt
 extension) log_softmax / cross_entropy of large logits ((x - max) - log(sum), so that log(sum)
 is not lost to the max), an int argument past int64 (PyTorch's ValueError "Overflow when
 unpacking long long", not pybind11's list of signatures), a size whose element count overflows
@@ -126,6 +126,35 @@ for _fn in ("gammainc", "gammaincc"):
 def test_gammainc_matches_torch(name):
     _same(GAMMAINC_CASES[name], rtol=1e-4 if "float32" in name else 1e-9)
 
+
+
+# ---- a2. trace refuses bool, as PyTorch -------------------------------------------------------
+
+def test_trace_refuses_bool():
+    with pytest.raises(NotImplementedError, match="bool"):  # (was tensor(2))
+        ember.tensor([[True, False], [True, True]]).trace()
+    with pytest.raises(NotImplementedError, match="bool"):  # before the rank check, as torch
+        ember.trace(ember.zeros(2, 2, 2, dtype=ember.bool))
+    assert ember.trace(ember.ones(2, 3, dtype=ember.int8)).item() == 2
+    with pytest.raises(RuntimeError, match="expected a matrix"):
+        ember.trace(ember.zeros(2, 2, 2))
+
+
+TRACE_CASES = {
+    "bool": lambda M: M.trace(M.tensor([[True, False], [True, True]])),
+    "bool_3d": lambda M: M.trace(M.zeros(2, 2, 2, dtype=M.bool)),
+    "bool_empty": lambda M: M.zeros(0, 0, dtype=M.bool).trace(),
+    "int8": lambda M: M.trace(M.ones(2, 3, dtype=M.int8)),
+    "uint8": lambda M: M.trace(M.full((3, 3), 200, dtype=M.uint8)),
+    "float16": lambda M: M.trace(M.ones(3, 2, dtype=M.float16)),
+    "complex64": lambda M: M.trace(M.ones(2, 2, dtype=M.complex64)),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(TRACE_CASES))
+def test_trace_matches_torch(name):
+    _same(TRACE_CASES[name])
 
 # ---- b. log_softmax / cross_entropy of large logits (C++) ---------------------------------------
 
