@@ -2,11 +2,12 @@
 s18, each fixed and pinned here with explicit values, and against PyTorch where it is installed:
 the regularized incomplete gamma functions for a large ``a`` (Temme's uniform expansion: NaN or
 wrong values from a of about 1e6 up, gammainc(1e30, 1e30) is 0.5) and a small upper tail
-(gammaincc computed directly, not as 1 - P), trace refusing bool; and (built from C++, so they need the rebuilt
-extension) log_softmax / cross_entropy of large logits ((x - max) - log(sum), so that log(sum)
-is not lost to the max), an int argument past int64 (PyTorch's ValueError "Overflow when
-unpacking long long", not pybind11's list of signatures), a size whose element count overflows
-(RuntimeError, was ValueError) and a size holding a 0 (no elements, whatever the others)."""
+(gammaincc computed directly, not as 1 - P), trace refusing bool; and (built from C++, so they
+need the rebuilt extension) log_softmax / cross_entropy of large logits ((x - max) - log(sum),
+so that log(sum) is not lost to the max), an int argument past int64 (PyTorch's ValueError
+"Overflow when unpacking long long", not pybind11's list of signatures), a size whose element
+count overflows (RuntimeError, was ValueError) and a size holding a 0 (no elements, whatever
+the others)."""
 
 from __future__ import annotations
 
