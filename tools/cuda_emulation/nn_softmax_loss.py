@@ -654,7 +654,8 @@ def ce_forward_kernel(
         wsum = yield from team_sum(c, wsum, mode)
     if rank != 0:
         return
-    lv = float(ms[0]) + math.log(float(ms[1])) if ms[1] > 0 else -math.inf  # in double
+    with np.errstate(all="ignore"):  # in double, as the kernel (log(0) = -inf, log(NaN) = NaN)
+        lv = float(np.float64(ms[0]) + np.log(np.float64(ms[1])))
     lse_out[i] = A(lv)
     wk = weight_of(w, k, T)
     with np.errstate(all="ignore"):
