@@ -964,6 +964,11 @@ def arg_conversion(a: Arg, op_name: str) -> tuple[str, str]:
                 f'sizes_from_args({a.name}, kwargs_, "{a.name}", "{op_name}")')
     if a.type == "Generator?":
         return f"Generator* {a.name}", a.name
+    # ints past int64 raise PyTorch's overflow error, not pybind11's signature list
+    if a.type == "int":
+        return f"IntArg {a.name}", f"{a.name}.value"
+    if a.type == "int?":
+        return f"std::optional<IntArg> {a.name}", f"int_value({a.name})"
     return f"{a.bind_type} {a.name}", a.name
 
 

@@ -49,10 +49,10 @@ def softmax_forward_kernel(c, x, y, rows, n, inner, mode, log, T):
         ms = maxsum_step(ms, A(x[base + k * inner]))
     ms = yield from team_reduce(c, ms, mode, merge_max_sum, ("maxsum", A.__name__))
     if log:
-        lse = ms[0] + _log(ms[1])
+        lsum = _log(ms[1])  # subtracted after the max, as the kernel
         for k in range(rank, n, size):
             with np.errstate(all="ignore"):
-                y[base + k * inner] = T.from_op(A(x[base + k * inner]) - lse)
+                y[base + k * inner] = T.from_op((A(x[base + k * inner]) - ms[0]) - lsum)
     else:
         with np.errstate(all="ignore"):
             inv = A(1) / ms[1]
@@ -109,12 +109,12 @@ def softmax_rows_kernel(c, x, y, rows, n, log, T):
         tot = m(m(ms[0], ms[1]), m(ms[2], ms[3]))
         tot = yield from team_reduce(c, tot, K_BLOCK, merge_max_sum, ("maxsum", A.__name__))
         with np.errstate(all="ignore"):
-            lse = tot[0] + _log(tot[1])
+            lsum = _log(tot[1])
             inv = A(1) / tot[1]
 
         def out(v):
             with np.errstate(all="ignore"):
-                return T.from_op(A(v) - lse if log else _exp(A(v) - tot[0]) * inv)
+                return T.from_op((A(v) - tot[0]) - lsum if log else _exp(A(v) - tot[0]) * inv)
 
         ya = (ALIGN["y"] + yr) * isz
         if ya % 16 == xa % 16:
@@ -278,12 +278,12 @@ def softmax_rows_smem_kernel(c, x, y, rows, n, log, T, smem):
             tot = yield from counted(
                 team_reduce(c, tot, K_BLOCK, merge_max_sum, ("maxsum", A.__name__)), ep)
         with np.errstate(all="ignore"):
-            lse = tot[0] + _log(tot[1])
+            lsum = _log(tot[1])
             inv = A(1) / tot[1]
 
         def out(v):
             with np.errstate(all="ignore"):
-                return T.from_op(A(v) - lse if log else _exp(A(v) - tot[0]) * inv)
+                return T.from_op((A(v) - tot[0]) - lsum if log else _exp(A(v) - tot[0]) * inv)
 
         ya = (ALIGN["y"] + yr) * isz
         if ya % 16 == xa % 16:
@@ -654,10 +654,10 @@ def ce_forward_kernel(
         wsum = yield from team_sum(c, wsum, mode)
     if rank != 0:
         return
-    lse = ms[0] + _log(ms[1])
-    lse_out[i] = lse
+    with np.errstate(all="ignore"):  # in double, as the kernel (log(0) = -inf, log(NaN) = NaN)
+        lv = float(np.float64(ms[0]) + np.log(np.float64(ms[1])))
+    lse_out[i] = A(lv)
     wk = weight_of(w, k, T)
-    lv = float(lse)
     with np.errstate(all="ignore"):
         v = wk * (lv - float(T.to_op(x[row + k * S])))
         if eps > 0:

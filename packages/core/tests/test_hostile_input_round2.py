@@ -73,7 +73,7 @@ CASES = [
     ("interpolate_inf_scale", 'F.interpolate(t.zeros(1, 1, 4, 4), scale_factor=float("inf"))',
      "ValueError", ["interpolate", "finite"]),
     ("interpolate_huge", "F.interpolate(t.zeros(1, 1, 4, 4), size=(2**40, 2**40))",
-     "ValueError", ["too many elements"]),
+     "RuntimeError", ["too many elements"]),
     ("pad_odd", "F.pad(t.zeros(1, 1, 4), (1,))", "RuntimeError", ["pad", "even"]),  # torch's
     ("pixel_shuffle", "F.pixel_shuffle(t.zeros(1, 3, 2, 2), 2)", "RuntimeError",
      ["3 channels", "4"]),
@@ -119,7 +119,7 @@ CASES = [
     ("foreach_expanded", "t._foreach_add_([t.zeros(1).expand(3)], [t.ones(3)])", "RuntimeError",
      ["single memory location"]),
     # sizes: keyword forms, overflow, bad types
-    ("empty_overflow", "t.empty(2**40, 2**40)", "ValueError", ["too many elements"]),
+    ("empty_overflow", "t.empty(2**40, 2**40)", "RuntimeError", ["too many elements"]),
     ("zeros_keyword_bad", 't.zeros(size="abc")', "TypeError", ["zeros", "size", "str"]),
     ("flip_keyword_unknown", "t.flip(t.ones(3), dimz=[0])", "TypeError", ["flip", "dimz"]),
     ("flip_keyword_twice", "t.flip(t.ones(3), 0, dims=[0])", "TypeError",

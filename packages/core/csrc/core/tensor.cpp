@@ -37,6 +37,8 @@ namespace {
 // Element count of sizes; a view whose count overflows int64 (x.expand(2**62, 3)) is rejected
 // here, the one place every view passes through, so numel() can always be trusted.
 int64_t numel_or_fail(const DimVector& sizes) {
+  for (int64_t s : sizes)
+    if (s == 0) return 0;  // no elements, whatever the other sizes (as PyTorch)
   int64_t n = 1;
   for (int64_t s : sizes) {
     if (__builtin_mul_overflow(n, s, &n))
@@ -93,13 +95,19 @@ DimVector contiguous_strides(const DimVector& sizes) {
 }
 
 int64_t checked_numel(const DimVector& sizes, const char* op) {
-  int64_t n = 1;
+  bool empty = false;
   for (int64_t s : sizes) {
     if (s < 0)
       EMBER_FAIL(Runtime, op, ": trying to create tensor with negative dimension ", s, ": ",
                  shape_str(sizes));
-    if (s != 0 && n > (int64_t(1) << 62) / s)
-      EMBER_FAIL(Value, op, ": size ", shape_str(sizes), " has too many elements");
+    empty |= s == 0;
+  }
+  if (empty) return 0;  // whatever the other sizes, as PyTorch (eye(2**63 - 1, 0))
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (n > (int64_t(1) << 62) / s)  // PyTorch's RuntimeError ("Storage size ...")
+      EMBER_FAIL(Runtime, op, ": size ", shape_str(sizes),
+                 " has too many elements (the storage size calculation overflowed)");
     n *= s;
   }
   return n;

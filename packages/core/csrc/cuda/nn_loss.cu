@@ -282,9 +282,10 @@ __global__ void ce_forward_kernel(const T* x, const int64_t* t, const T* w, cons
   ms = nnk::team_reduce(ms, mode, nnk::MergeMaxSum{});
   if (eps > 0) wsum = nnk::team_sum(wsum, mode);
   if (tm.rank != 0) return;
-  const A lse = ms.m + dm::log(ms.s);
-  lse_out[i] = lse;
-  const double wk = weight_of(w, k), l = static_cast<double>(lse);
+  // in double: a large max would absorb log(sum) in float (the loss is lse - x_k)
+  const double l = static_cast<double>(ms.m) + log(static_cast<double>(ms.s));
+  lse_out[i] = static_cast<A>(l);
+  const double wk = weight_of(w, k);
   double v = wk * (l - static_cast<double>(to_op<T>(row[k * S])));
   if (eps > 0) {
     const double W = Wp ? *Wp : static_cast<double>(C);

@@ -43,9 +43,10 @@ __global__ void softmax_forward_kernel(const T* x, T* y, int64_t rows, int64_t n
   for (int64_t k = tm.rank; k < n; k += tm.size) nnk::maxsum_step(ms, to_op<T>(xr[k * inner]));
   ms = nnk::team_reduce(ms, mode, nnk::MergeMaxSum{});
   if (log) {
-    const A lse = ms.m + dm::log(ms.s);
+    // (x - max) - log(sum): max + log(sum) would lose log(sum) to a large max
+    const A lsum = dm::log(ms.s);
     for (int64_t k = tm.rank; k < n; k += tm.size)
-      yr[k * inner] = from_op<T>(to_op<T>(xr[k * inner]) - lse);
+      yr[k * inner] = from_op<T>((to_op<T>(xr[k * inner]) - ms.m) - lsum);
   } else {
     const A inv = A(1) / ms.s;
     for (int64_t k = tm.rank; k < n; k += tm.size)
@@ -108,9 +109,9 @@ __global__ void __launch_bounds__(nnk::kRowBlock)
     const nnk::MergeMaxSum merge;
     MaxSum<A> all = merge(merge(ms[0], ms[1]), merge(ms[2], ms[3]));
     all = nnk::team_reduce(all, nnk::kBlock, merge);  // every thread gets the row's pair
-    const A lse = all.m + dm::log(all.s);
+    const A lsum = dm::log(all.s);  // subtracted after the max, as the CPU kernels
     const A inv = A(1) / all.s;
-    auto out = [&](A v) { return log ? v - lse : dm::exp(v - all.m) * inv; };
+    auto out = [&](A v) { return log ? (v - all.m) - lsum : dm::exp(v - all.m) * inv; };
     if (reinterpret_cast<uint64_t>(yr) % 16 == xa % 16) {
       if (t < head) yr[t] = from_op<T>(out(to_op<T>(xr[t])));
       if (t < n - tail) yr[tail + t] = from_op<T>(out(to_op<T>(xr[tail + t])));
@@ -194,9 +195,9 @@ __global__ void __launch_bounds__(1024)
     MaxSum<A> all = merge(merge(ms[0], ms[1]), merge(ms[2], ms[3]));
     // Every thread gets the row's pair; its barriers also publish the row in sh.
     all = nnk::team_reduce(all, nnk::kBlock, merge);
-    const A lse = all.m + dm::log(all.s);
+    const A lsum = dm::log(all.s);  // subtracted after the max, as the CPU kernels
     const A inv = A(1) / all.s;
-    auto out = [&](A v) { return log ? v - lse : dm::exp(v - all.m) * inv; };
+    auto out = [&](A v) { return log ? (v - all.m) - lsum : dm::exp(v - all.m) * inv; };
     if (reinterpret_cast<uint64_t>(yr) % 16 == xa % 16) {
       if (t < head) yr[t] = from_op<T>(out(to_op<T>(sh[shift + t])));
       if (t < n - tail) yr[tail + t] = from_op<T>(out(to_op<T>(sh[shift + tail + t])));

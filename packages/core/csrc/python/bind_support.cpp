@@ -113,6 +113,21 @@ bool sizes_from_object(PyObject* o, DimVector* out) {
   return true;
 }
 
+static bool int_overflows(PyObject* o) {
+  if (!PyLong_Check(o) || PyBool_Check(o)) return false;
+  int overflow = 0;
+  PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (PyErr_Occurred()) PyErr_Clear();
+  return overflow != 0;
+}
+
+int64_t int64_overflow_position(PyObject* o) {
+  if (!PyTuple_Check(o) && !PyList_Check(o)) return int_overflows(o) ? 0 : -1;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
+    if (int_overflows(PySequence_Fast_GET_ITEM(o, i))) return i + 1;
+  return -1;
+}
+
 DimVector sizes_from_args(const py::args& args, const char* op) {
   DimVector out;
   if (args.size() == 1 && !PyLong_Check(args[0].ptr())) {

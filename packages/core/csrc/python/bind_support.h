@@ -4,7 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -30,6 +32,11 @@ inline bool is_tensor_object(PyObject* o) {
 // tensor) as a Scalar; false if it is none of these.
 bool scalar_from_object(PyObject* o, Scalar* out);
 bool sizes_from_object(PyObject* o, DimVector* out);
+// Where o holds a Python int past int64: 0 for o itself, i for the i-th item (from 1) of a
+// tuple / list, -1 nowhere. The casters then raise PyTorch's errors (a ValueError "Overflow
+// when unpacking long long" for an int, a TypeError for a sequence) instead of letting pybind11
+// list every signature.
+int64_t int64_overflow_position(PyObject* o);
 
 DimVector sizes_from_args(const py::args& args, const char* op);
 // The same, where the sizes may instead come as the keyword `name` (zeros(size=(2, 3)),
@@ -58,6 +65,16 @@ void write_outs(const std::vector<Tensor>& out, std::initializer_list<Tensor> re
                 const char* op);
 // In-place form of a non-native op: `r` must have self's shape and be castable to its dtype.
 void write_inplace(const Tensor& self, const Tensor& r, const char* op);
+
+// An `int` argument of a generated binding (the op gets .value): pybind11's int64_t conversion,
+// except that a Python int past int64 raises PyTorch's ValueError "Overflow when unpacking long
+// long" instead of failing the overload, whose TypeError listed every signature.
+struct IntArg {
+  int64_t value = 0;
+};
+inline std::optional<int64_t> int_value(const std::optional<IntArg>& a) {
+  return a ? std::optional<int64_t>(a->value) : std::nullopt;
+}
 
 // The value of a one-element tensor on the host: read in place on the CPU, copied from any
 // other device (a sync point); meta tensors raise PyTorch's "Tensor.item() cannot be called on
@@ -108,6 +125,24 @@ class type_caster<ember::Tensor> : public copyable_holder_caster<ember::TensorIm
 };
 
 template <>
+struct type_caster<ember::IntArg> {
+  PYBIND11_TYPE_CASTER(ember::IntArg, const_name("int"));
+  bool load(handle src, bool convert) {
+    make_caster<int64_t> base;
+    if (base.load(src, convert)) {
+      value.value = cast_op<int64_t>(base);
+      return true;
+    }
+    if (PyLong_Check(src.ptr()) && ember::int64_overflow_position(src.ptr()) == 0)
+      throw value_error("Overflow when unpacking long long");
+    return false;
+  }
+  static handle cast(const ember::IntArg& v, return_value_policy, handle) {
+    return PyLong_FromLongLong(v.value);
+  }
+};
+
+template <>
 struct type_caster<ember::TensorOrScalar> {
   PYBIND11_TYPE_CASTER(ember::TensorOrScalar, const_name("Tensor | Number"));
   bool load(handle src, bool convert) {
@@ -131,7 +166,15 @@ struct type_caster<ember::TensorOrScalar> {
 template <>
 struct type_caster<ember::DimVector> {
   PYBIND11_TYPE_CASTER(ember::DimVector, const_name("Sequence[int]"));
-  bool load(handle src, bool) { return ember::sizes_from_object(src.ptr(), &value); }
+  bool load(handle src, bool) {
+    if (ember::sizes_from_object(src.ptr(), &value)) return true;
+    const int64_t pos = ember::int64_overflow_position(src.ptr());
+    if (pos == 0) throw value_error("Overflow when unpacking long long");
+    if (pos > 0)
+      throw type_error("an int sequence failed to unpack the object at pos " + std::to_string(pos) +
+                       " with error \"Overflow when unpacking long long\"");
+    return false;
+  }
   static handle cast(const ember::DimVector& v, return_value_policy, handle) {
     PyObject* t = PyTuple_New(v.size());
     for (int64_t i = 0; i < v.size(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i]));

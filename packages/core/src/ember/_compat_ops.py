@@ -103,6 +103,10 @@ def trace(input: Tensor) -> Tensor:
     >>> ember.trace(ember.tensor([[1.0, 2.0], [3.0, 4.0]])).item()
     5.0
     """
+    if input.dtype == _C.bool:  # (checked before the rank, as PyTorch)
+        import ember
+
+        raise ember.DtypeNotImplementedError("trace: not implemented for dtype bool")
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim} "
                            f"(shape {_shape(input)})")

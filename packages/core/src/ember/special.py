@@ -174,10 +174,11 @@ psi = digamma
 lgamma = gammaln  # the top-level name, ember.lgamma
 
 
-def _gammainc_checked(name: str, input: Tensor, other: Tensor) -> Tensor:
-    """``P(a, x)`` in the promoted float dtype of ``a`` and ``x``, with the edge cases of
-    ``torch.special``: NaN outside the domain (``a < 0``, ``x < 0``, ``a == x == 0``, both
-    infinite), 1 for ``a == 0 < x``, 0 for an infinite ``a`` and finite ``x``."""
+def _gammainc_checked(name: str, input: Tensor, other: Tensor, upper: bool = False) -> Tensor:
+    """``P(a, x)`` (``Q(a, x) = 1 - P(a, x)`` with ``upper``) in the promoted float dtype of
+    ``a`` and ``x``, with the edge cases of ``torch.special``: NaN outside the domain (``a < 0``,
+    ``x < 0``, ``a == x == 0``, both infinite), P = 1 for ``a == 0 < x``, P = 0 for an infinite
+    ``a`` and finite ``x``."""
     a, x = _tensor(name, input), _tensor(name, other)
     if a.is_complex() or x.is_complex():
         raise NotImplementedError(f"special.{name}(): complex inputs are not supported, got "
@@ -186,13 +187,14 @@ def _gammainc_checked(name: str, input: Tensor, other: Tensor) -> Tensor:
     if not dt.is_floating_point:
         dt = ember.get_default_dtype()
     a, x = a.to(dt), x.to(dt)
-    p = _special.gammainc(a, x)
+    p = _special.gammainc(a, x, upper)
     with ember.no_grad():
         ad, xd = a.detach(), x.detach()
         nan = (ad < 0) | (xd < 0) | ((ad == 0) & (xd == 0)) | (ad.isinf() & xd.isinf())
         one = (ad == 0) & (xd > 0)
         zero = ad.isinf() & xd.isfinite()
-    p = ember.where(one, 1.0, ember.where(zero, 0.0, p))
+    p_one, p_zero = (0.0, 1.0) if upper else (1.0, 0.0)  # the values where P is 1, 0
+    p = ember.where(one, p_one, ember.where(zero, p_zero, p))
     return ember.where(nan, float("nan"), p)
 
 
@@ -214,7 +216,7 @@ def gammaincc(input: Tensor, other: Tensor) -> Tensor:
     >>> f"{ember.special.gammaincc(ember.tensor(1.0), ember.tensor(1.0)).item():.4f}"
     '0.3679'
     """
-    return 1 - _gammainc_checked("gammaincc", input, other)
+    return _gammainc_checked("gammaincc", input, other, upper=True)
 
 
 def xlogy(input: Tensor | float, other: Tensor | float) -> Tensor:

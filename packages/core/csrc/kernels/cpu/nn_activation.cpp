@@ -68,8 +68,10 @@ void softmax_kernel(const T* x, T* out, const SoftmaxShape& s, bool log) {
         A sum = 0;
         if (log) {
           for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<A>(xr[i]) - mx);
-          const A lse = mx + std::log(sum);
-          for (int64_t i = 0; i < n; ++i) orow[i] = static_cast<T>(static_cast<A>(xr[i]) - lse);
+          // (x - max) - log(sum), not x - (max + log(sum)): a large max would absorb log(sum)
+          const A lsum = std::log(sum);
+          for (int64_t i = 0; i < n; ++i)
+            orow[i] = static_cast<T>((static_cast<A>(xr[i]) - mx) - lsum);
         } else {
           for (int64_t i = 0; i < n; ++i) {
             A e = std::exp(static_cast<A>(xr[i]) - mx);

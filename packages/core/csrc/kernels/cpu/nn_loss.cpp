@@ -195,8 +195,7 @@ template <class T>
 double ce_lse(const CeRow<T>& r, int64_t C) {
   if constexpr (std::is_same_v<T, float>)
     if (r.stride == 1) {
-      // max + log(sum) in double from the vectorized row pass
-      return static_cast<double>(nn::vec::logsumexp(r.p, C));
+      return nn::vec::logsumexp(r.p, C);  // max + log(sum) in double, vectorized
     }
   using A = opmath_t<T>;
   A mx = -std::numeric_limits<A>::infinity();

@@ -150,7 +150,7 @@ void softmax_backward_cols(const float* g, const float* y, float* gi, int64_t n,
   EMBER_NN_VEC_CALL(softmax_backward_cols, g, y, gi, n, inner, c0, c1, log);
 }
 
-float logsumexp(const float* x, int64_t n) { return EMBER_NN_VEC_CALL(logsumexp, x, n); }
+double logsumexp(const float* x, int64_t n) { return EMBER_NN_VEC_CALL(logsumexp, x, n); }
 double sum(const float* x, int64_t n) { return EMBER_NN_VEC_CALL(sum, x, n); }
 double dot(const float* x, const float* w, int64_t n) { return EMBER_NN_VEC_CALL(dot, x, w, n); }
 

@@ -78,7 +78,7 @@ void softmax_backward_cols(const float* g, const float* y, float* gi, int64_t n,
                            int64_t c0, int64_t c1, bool log);
 
 // log(sum(exp(x))) of one row, computed stably; NaN when the row holds a NaN, -inf when all -inf.
-float logsumexp(const float* x, int64_t n);
+double logsumexp(const float* x, int64_t n);
 // sum(x) and sum(x * w) of one row, accumulated as vsum does (blocks added in double).
 double sum(const float* x, int64_t n);
 double dot(const float* x, const float* w, int64_t n);
