@@ -148,9 +148,13 @@ def sdpa_backward_flop_count(grad_out: Any, q: Any, k: Any, v: Any) -> int:
             + bmm_flop((n, d, s_q), (n, s_q, s_k)))
 
 
+# One formula for every name of the attention kernel (handlers see PyTorch's, which are equal to
+# ember's fused op): the arguments start with query, key, value (ember's own op: their list).
 @register_flop_formula(aten._scaled_dot_product_fused_attention)
-def sdpa_flop(qkv: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    return sdpa_flop_count(*qkv)
+def sdpa_flop(q: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    if isinstance(q, list):
+        return sdpa_flop_count(*q)
+    return sdpa_flop_count(q, args[0], args[1])
 
 
 @register_flop_formula(aten._scaled_dot_product_fused_attention_backward)
