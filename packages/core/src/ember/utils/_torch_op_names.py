@@ -376,6 +376,11 @@ _OVERLOADS: dict[str, Callable[[tuple, dict], str]] = {
 # Ops whose PyTorch name differs from ember's (same arguments): ember name -> (name, overload).
 _NAMES = {"rpow": ("pow", "Scalar"), "norm": ("linalg_vector_norm", "default"),
           "chunk": ("split", "Tensor")}
+# Overloads ember declares that PyTorch's modes see under another name.
+_BY_OVERLOAD: dict[tuple[str, str], Callable[[tuple, dict], tuple[str, str]]] = {
+    ("split", "sizes"): lambda a, k: ("split_with_sizes", "default"),
+    ("arange", "start_step"): lambda a, k: ("arange", "start" if len(a) < 3 else "start_step"),
+}
 _INPLACE_OVERLOADS = {"add": "Tensor", "sub": "Tensor", "mul": "Tensor", "div": "Tensor"}
 
 
@@ -390,8 +395,14 @@ def present_overload(func: pd.OpOverload, args: tuple, kwargs: dict, types: tupl
     if name in _NAMES:
         new, overload = _NAMES[name]
         return _handle(renamed(func, overload, new), types, args, kwargs)
+    if name == "squeeze" and len(args) > 1 and isinstance(args[1], list) and len(args[1]) == 1:
+        return _handle(renamed(func, "dim"), types, (args[0], args[1][0]), kwargs)  # squeeze(0)
+    by_overload = _BY_OVERLOAD.get((name, func._overloadname))
+    if by_overload is not None:
+        new, overload = by_overload(args, kwargs)
+        return _handle(renamed(func, overload, new), types, args, kwargs)
     rule = _OVERLOADS.get(name)
-    if rule is None or func._overloadname != "default":
+    if rule is None or func._overloadname != "default" or func._index < 0:
         return AS_IS
     overload = rule(args, kwargs)
     if out is not None:
@@ -403,7 +414,7 @@ def present_overload(func: pd.OpOverload, args: tuple, kwargs: dict, types: tupl
 
 for _name in _OVERLOADS:
     PRESENTERS.setdefault(_name, present_overload)
-for _name in _NAMES:
+for _name in (*_NAMES, *(n for n, _ in _BY_OVERLOAD)):
     PRESENTERS.setdefault(_name, present_overload)
 
 
