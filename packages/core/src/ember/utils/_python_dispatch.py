@@ -11,6 +11,9 @@ recorded the op, so a backward pass reaches the handlers op by op (``threshold_b
 ``mm``, ...). Composite ops (``linear``, ``softmax``'s helpers...) run as the ops they are
 made of.
 
+Handlers see PyTorch's op and overload names (``_softmax``, ``index.Tensor``, ``view`` or
+``_unsafe_view`` for a reshape, ``sum.dim_IntList`` ...; see ``_torch_op_names``).
+
 ``func`` is an :class:`OpOverload`: ``str(func)`` is ``"aten.mm.default"``, ``func.__name__``
 ``"mm.default"``, ``func.overloadpacket.__name__`` ``"mm"``, ``func.name()`` ``"aten::mm"``;
 calling it runs the op (below autograd: its result records no history).

@@ -392,7 +392,7 @@ def present_overload(func: pd.OpOverload, args: tuple, kwargs: dict, types: tupl
     if out is not None and args and out is args[0] and name in _INPLACE_OVERLOADS:
         rest = {k: v for k, v in kwargs.items() if k != "out"}
         return _handle(_inplace(func, _INPLACE_OVERLOADS[name]), types, args, rest)
-    if name in _NAMES:
+    if name in _NAMES and func._overloadname == "default":
         new, overload = _NAMES[name]
         return _handle(renamed(func, overload, new), types, args, kwargs)
     if name == "squeeze" and len(args) > 1 and isinstance(args[1], list) and len(args[1]) == 1:
@@ -488,32 +488,130 @@ def _default_scale(q: Any, scale: float) -> bool:
     return math.isclose(scale, 1.0 / math.sqrt(q.shape[-1]), rel_tol=1e-12)
 
 
+def _sdpa_scale(q: Any, scale: float | None) -> float:
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+
+
+def _empty(like: Any) -> Any:
+    import ember
+
+    return ember.empty(0, dtype=ember.int64, device=like.device)
+
+
+def _flash_fn(query: Any, key: Any, value: Any, dropout_p: float = 0.0, is_causal: bool = False,
+              return_debug_mask: bool = False, *, scale: float | None = None) -> tuple:
+    out, lse = _C._scaled_dot_product_fused_attention([query, key, value], None, is_causal,
+                                                      _sdpa_scale(query, scale))
+    e = _empty(query)  # the sequence offsets, rng state and debug mask ember has none of
+    return out, lse, e, e, query.shape[-2], key.shape[-2], e, e, e
+
+
+def _flash_backward_fn(grad_out: Any, query: Any, key: Any, value: Any, out: Any, logsumexp: Any,
+                       cum_seq_q: Any, cum_seq_k: Any, max_q: int, max_k: int, dropout_p: float,
+                       is_causal: bool, philox_seed: Any, philox_offset: Any, *,
+                       scale: float | None = None) -> tuple:
+    return tuple(_C._scaled_dot_product_fused_attention_backward(
+        grad_out, query, key, value, None, out, logsumexp, is_causal, _sdpa_scale(query, scale)))
+
+
+def _efficient_fn(query: Any, key: Any, value: Any, attn_bias: Any, compute_log_sumexp: bool,
+                  dropout_p: float = 0.0, is_causal: bool = False, *,
+                  scale: float | None = None) -> tuple:
+    out, lse = _C._scaled_dot_product_fused_attention([query, key, value], attn_bias, is_causal,
+                                                      _sdpa_scale(query, scale))
+    e = _empty(query)
+    return out, lse, e, e
+
+
+def _efficient_backward_fn(grad_out_: Any, query: Any, key: Any, value: Any, attn_bias: Any,
+                           out: Any, logsumexp: Any, philox_seed: Any, philox_offset: Any,
+                           dropout_p: float, grad_input_mask: list, is_causal: bool = False, *,
+                           scale: float | None = None) -> tuple:
+    gq, gk, gv = _C._scaled_dot_product_fused_attention_backward(
+        grad_out_, query, key, value, attn_bias, out, logsumexp, is_causal,
+        _sdpa_scale(query, scale))
+    return gq, gk, gv, None
+
+
+def _t(name: str) -> tuple[str, bool, str | None, str]:
+    return (name, False, None, "Tensor")
+
+
+_FLASH = _lazy(lambda: torch_op("_scaled_dot_product_flash_attention", "default", _schema(
+    _t("query"), _t("key"), _t("value"), ("dropout_p", False, "0.0", "float"),
+    ("is_causal", False, "False", "bool"), ("return_debug_mask", False, "False", "bool"),
+    ("scale", True, "None", "float?")), _flash_fn))
+_FLASH_BACKWARD = _lazy(lambda: torch_op("_scaled_dot_product_flash_attention_backward", "default",
+                                         _schema(
+    _t("grad_out"), _t("query"), _t("key"), _t("value"), _t("out"), _t("logsumexp"),
+    _t("cum_seq_q"), _t("cum_seq_k"), ("max_q", False, None, "SymInt"),
+    ("max_k", False, None, "SymInt"), ("dropout_p", False, None, "float"),
+    ("is_causal", False, None, "bool"), _t("philox_seed"), _t("philox_offset"),
+    ("scale", True, "None", "float?")), _flash_backward_fn))
+_EFFICIENT = _lazy(lambda: torch_op("_scaled_dot_product_efficient_attention", "default", _schema(
+    _t("query"), _t("key"), _t("value"), ("attn_bias", False, None, "Tensor?"),
+    ("compute_log_sumexp", False, None, "bool"), ("dropout_p", False, "0.0", "float"),
+    ("is_causal", False, "False", "bool"), ("scale", True, "None", "float?")), _efficient_fn))
+_EFFICIENT_BACKWARD = _lazy(lambda: torch_op(
+    "_scaled_dot_product_efficient_attention_backward", "default", _schema(
+        _t("grad_out_"), _t("query"), _t("key"), _t("value"), _t("attn_bias"), _t("out"),
+        _t("logsumexp"), _t("philox_seed"), _t("philox_offset"),
+        ("dropout_p", False, None, "float"), ("grad_input_mask", False, None, "bool[4]"),
+        ("is_causal", False, "False", "bool"), ("scale", True, "None", "float?")),
+    _efficient_backward_fn))
+
+
+def _sdpa_kernel(q: Any, mask: Any) -> str:
+    """The kernel PyTorch's SDPA picks for these inputs: on the CPU its flash kernel for CPU; on
+    CUDA flash attention for 16-bit inputs without a mask, else memory-efficient attention."""
+    if q.device.type == "cpu":
+        return "cpu"
+    import ember
+
+    return "flash" if mask is None and q.dtype in (ember.float16, ember.bfloat16) else "efficient"
+
+
+def _sdpa_kwargs(q: Any, scale: float, **extra: Any) -> dict:
+    kwargs = {k: v for k, v in extra.items() if v is not None}
+    if not _default_scale(q, scale):
+        kwargs["scale"] = scale
+    return kwargs
+
+
 @presents("_scaled_dot_product_fused_attention")
 def _present_sdpa(func: pd.OpOverload, args: tuple, kwargs: dict, types: tuple) -> Any:
     (q, k, v), mask, causal, scale = _values(func, args, kwargs)
-    if q.device.type != "cpu":
-        return AS_IS
-    targs = (q, k, v, 0.0, True) if causal else (q, k, v)
-    tkwargs: dict = {}
-    if mask is not None:
-        tkwargs["attn_mask"] = mask
-    if not _default_scale(q, scale):
-        tkwargs["scale"] = scale
-    return tuple(_handle(_SDPA_CPU(), types, targs, tkwargs))
+    kernel = _sdpa_kernel(q, mask)
+    if kernel == "cpu":
+        targs = (q, k, v, 0.0, True) if causal else (q, k, v)
+        return tuple(_handle(_SDPA_CPU(), types, targs, _sdpa_kwargs(q, scale, attn_mask=mask)))
+    if kernel == "flash":
+        targs = (q, k, v, 0.0, True) if causal else (q, k, v)
+        r = _handle(_FLASH(), types, targs, _sdpa_kwargs(q, scale))
+    else:
+        needs_lse = any(t.requires_grad for t in (q, k, v))
+        targs = (q, k, v, mask, needs_lse, 0.0, True) if causal else (q, k, v, mask, needs_lse)
+        r = _handle(_EFFICIENT(), types, targs, _sdpa_kwargs(q, scale))
+    return r[0], r[1]
 
 
 @presents("_scaled_dot_product_fused_attention_backward")
 def _present_sdpa_backward(func: pd.OpOverload, args: tuple, kwargs: dict, types: tuple) -> Any:
     grad, q, k, v, mask, out, lse, causal, scale = _values(func, args, kwargs)
-    if q.device.type != "cpu":
-        return AS_IS
-    tkwargs: dict = {}
-    if mask is not None:
-        tkwargs["attn_mask"] = mask
-    if not _default_scale(q, scale):
-        tkwargs["scale"] = scale
-    return tuple(_handle(_SDPA_CPU_BACKWARD(), types, (grad, q, k, v, out, lse, 0.0, causal),
-                         tkwargs))
+    kernel = _sdpa_kernel(q, mask)
+    if kernel == "cpu":
+        return tuple(_handle(_SDPA_CPU_BACKWARD(), types, (grad, q, k, v, out, lse, 0.0, causal),
+                             _sdpa_kwargs(q, scale, attn_mask=mask)))
+    e = _empty(q)
+    if kernel == "flash":
+        r = _handle(_FLASH_BACKWARD(), types, (grad, q, k, v, out, lse, e, e, q.shape[-2],
+                                               k.shape[-2], 0.0, causal, e, e),
+                    _sdpa_kwargs(q, scale))
+    else:
+        targs = (grad, q, k, v, mask, out, lse, e, e, 0.0, [True, True, True, False])
+        r = _handle(_EFFICIENT_BACKWARD(), types, (*targs, True) if causal else targs,
+                    _sdpa_kwargs(q, scale))
+    return r[0], r[1], r[2]
 
 
 def unsafe_view(t: Any, shape: Any) -> Any:

@@ -4,7 +4,8 @@ inside a context, per module (PyTorch's ``torch.utils.flop_counter``).
 The counts are PyTorch's: ``2 * m * k * n`` for a product (bias additions and elementwise ops
 are not counted), the convolution formula on the output (or, transposed, the input) positions,
 both products of attention (whichever kernel runs it, as PyTorch on CUDA; PyTorch's CPU
-attention kernel is not counted there), and their backward counterparts. ``matmul``, one op in
+attention kernel, ``_scaled_dot_product_flash_attention_for_cpu``, which handlers see on the CPU
+here too, is not counted there), and their backward counterparts. ``matmul``, one op in
 ember, counts the product PyTorch would split it into (a matrix-vector product counts nothing, as
 there). Backward counts follow the ops ember's backward formulas run, which for ``einsum`` and
 matrix-vector products can differ from PyTorch's.
