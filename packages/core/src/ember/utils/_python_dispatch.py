@@ -109,12 +109,17 @@ _PACKETS: dict[str, OpOverloadPacket] = {}
 _OPS: list[OpOverload] = []
 
 
+_ALIASES: dict[str, str] = {}
+
+
 def _canonical(name: str) -> str:
     """The ember op behind a PyTorch op name (PyTorch's attention kernels are ember's one fused
     kernel: equal to it, so a policy or registry naming any of them finds it)."""
-    from ember.library import _ATEN_ALIASES
+    if not _ALIASES:
+        from ember.library import _ATEN_ALIASES
 
-    return _ATEN_ALIASES.get(name, name)
+        _ALIASES.update(_ATEN_ALIASES)
+    return _ALIASES.get(name, name)
 
 
 class OpOverload:
