@@ -455,10 +455,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
       // accumulation cannot write into a tensor the user still sees. A contiguous variable gets a
       // contiguous .grad (PyTorch's layout contract; fused optimizers want dense memory).
       const bool layout_ok = g->is_contiguous() || !variable->is_contiguous();
-      // (While the Python dispatch hook is on, the copy goes through it: a tensor subclass
-      // with __torch_dispatch__ keeps its class in .grad.)
-      const bool steal =
-          g.use_count() == 1 && !grad_enabled() && layout_ok && !python_dispatch::on();
+      // A tensor subclass with __torch_dispatch__ is copied (through the hook, so .grad keeps its
+      // class); a plain tensor is taken over under a TorchDispatchMode too, which then sees the
+      // detach PyTorch's AccumulateGrad runs, not a copy.
+      const bool steal = g.use_count() == 1 && !grad_enabled() && layout_ok &&
+                         !(python_dispatch::on() && python_dispatch::is_subclass(g));
       m.grad = steal ? detach(g) : ops::clone(g);
       if (!grad_enabled()) {
         if (AutogradMeta* gm = meta(m.grad)) gm->grad_fn.reset();

@@ -91,7 +91,8 @@ inline Tensor sum_backward(const Tensor& grad, const InputMeta& self,
   int64_t nd = self.sizes.size();
   if (!keepdim && nd > 0) {
     if (!dim || dim->empty()) {
-      g = ops::reshape(g, DimVector(nd, 1));
+      // a 0-d gradient expands as it is (PyTorch's sum backward runs expand alone)
+      if (g->dim() != 0) g = ops::reshape(g, DimVector(nd, 1));
     } else {
       DimVector dims;
       for (int64_t d : *dim) dims.push_back(wrap_dim(d, nd, "sum_backward"));
@@ -120,6 +121,17 @@ inline Tensor mean_backward(const Tensor& grad, const InputMeta& self,
 inline Tensor mm_like(const Tensor& a, const Tensor& b, const InputMeta& like) {
   if (like.col_major) return ops::t(ops::mm(ops::t(b), ops::t(a)));
   return ops::mm(a, b);
+}
+// The gradients of mat1 @ mat2 for mat1 (grad @ mat2ᵀ) and mat2 (mat1ᵀ @ grad), computed
+// transposed for a column-major operand as in mm_like but without transposing an operand twice:
+// the ops PyTorch's mm backward runs (t, mm; or t, mm, t).
+inline Tensor mm_mat1_grad(const Tensor& grad, const Tensor& mat2, const InputMeta& mat1) {
+  if (mat1.col_major) return ops::t(ops::mm(mat2, ops::t(grad)));
+  return ops::mm(grad, ops::t(mat2));
+}
+inline Tensor mm_mat2_grad(const Tensor& grad, const Tensor& mat1, const InputMeta& mat2) {
+  if (mat2.col_major) return ops::t(ops::mm(ops::t(grad), mat1));
+  return ops::mm(ops::t(mat1), grad);
 }
 
 // The grad_fn name of a pooling op over k spatial dims, PyTorch's: its 1-d pooling runs the 2-d
@@ -198,6 +210,13 @@ inline Tensor matmul_backward_other(const Tensor& grad, const Tensor& self, cons
   Tensor g = grad;
   if (self->dim() == 1) g = ops::unsqueeze(g, -2);
   if (other->dim() == 1) g = ops::unsqueeze(g, -1);
+  if (s->dim() > 2 && other->dim() == 2) {
+    // a batch of rows against one matrix: the batch folds into the rows, one product (as the
+    // forward and PyTorch's backward run it) instead of a batched product and a sum
+    const int64_t k = s->size(s->dim() - 1), m = g->size(g->dim() - 1);
+    return mm_mat2_grad(ops::reshape(g, DimVector{-1, m}), ops::reshape(s, DimVector{-1, k}),
+                        InputMeta(other));
+  }
   Tensor r = s->dim() == 2 && other->dim() == 2 && g->dim() == 2
                  ? mm_like(ops::t(s), g, InputMeta(other))
                  : ops::matmul(ops::transpose(s, -1, -2), g);

@@ -2,7 +2,9 @@
 // convolution, pooling, embedding, dropout and the fused attention. Included by formulas.h; every
 // helper calls ops:: so backward passes are themselves differentiable where the ops they use are.
 #pragma once
+#include <array>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -301,6 +303,31 @@ inline Tensor conv_backward_bias(const Tensor& grad, const Tensor& input, const 
   DimVector dims{0};
   for (int64_t d = 2; d < grad->dim(); ++d) dims.push_back(d);
   return ops::sum(grad, dims, false, std::nullopt);
+}
+
+// The gradients convolution's node needs (grad_input_mask: input, weight, bias) from one
+// convolution_backward call, as PyTorch's backward runs it; with create_graph each from the
+// differentiable compositions above.
+inline std::tuple<Tensor, Tensor, Tensor> convolution_grads(
+    const Tensor& grad, const Tensor& input, const Tensor& weight, const InputMeta& input_meta,
+    const InputMeta& weight_meta, const DimVector& stride, const DimVector& padding,
+    const DimVector& dilation, bool transposed, const DimVector& output_padding, int64_t groups,
+    const std::array<bool, 3>& grad_input_mask) {
+  if (conv_direct_backward(grad))
+    return ops::convolution_backward(grad, input, weight, stride, padding, dilation, transposed,
+                                     output_padding, groups, grad_input_mask[0], grad_input_mask[1],
+                                     grad_input_mask[2]);
+  Tensor gi, gw, gb;
+  if (grad_input_mask[0])
+    gi = conv_backward_input(grad, input, weight, input_meta, stride, padding, dilation, transposed,
+                             output_padding, groups);
+  if (grad_input_mask[1])
+    gw = conv_backward_weight(grad, input, weight, weight_meta, stride, padding, dilation,
+                              transposed, output_padding, groups);
+  if (grad_input_mask[2])
+    gb = conv_backward_bias(grad, input, weight, stride, padding, dilation, transposed,
+                            output_padding, groups);
+  return {gi, gw, gb};
 }
 
 // ---- pooling --------------------------------------------------------------------------------

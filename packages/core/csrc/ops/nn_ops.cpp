@@ -689,11 +689,12 @@ Tensor dropout(const Tensor& input, double p, bool train) {
                    "dropout: probability has to be between 0 and 1, but got ", p);
   if (!train || p == 0.0) return input;
   // PyTorch's CPU dropout multiplies by a scaled Bernoulli noise tensor (grad_fn MulBackward0,
-  // which saves the noise as `other`); other devices run the fused native_dropout.
+  // which saves the noise as `other`), with its steps (a dispatch mode sees empty_like,
+  // bernoulli_, div_, mul); other devices run the fused native_dropout.
   if (input->device().is_cpu() && is_floating(input->dtype())) {
-    Tensor noise = ops::empty(input->sizes(), input->dtype(), input->device());
+    Tensor noise = ops::empty_like(input, std::nullopt, std::nullopt);
     ops::bernoulli_(noise, TensorOrScalar(Scalar(1.0 - p)), nullptr);
-    if (p < 1.0) noise = mul(noise, Scalar(1.0 / (1.0 - p)));
+    if (p < 1.0) ops::div(noise, TensorOrScalar(Scalar(1.0 - p)), std::nullopt, noise);
     return mul(input, noise);
   }
   return std::get<0>(ops::native_dropout(input, p, train));

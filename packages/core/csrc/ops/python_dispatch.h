@@ -45,5 +45,12 @@ constexpr int kLocalScalarDense = -2;
 bool call(int op, const void* const* args, void* ret, std::initializer_list<const Tensor*> tensors,
           std::initializer_list<const std::vector<Tensor>*> lists);
 
+// Whether t's Python object is an instance of a Tensor subclass with __torch_dispatch__ (false
+// until the Python layer installs its check): such a tensor must keep its object, so autograd
+// copies it (through the hook) where it would otherwise take the buffer over.
+using SubclassCheck = bool (*)(const Tensor& t);
+void set_subclass_check(SubclassCheck f);
+bool is_subclass(const Tensor& t);
+
 }  // namespace python_dispatch
 }  // namespace ember

@@ -202,6 +202,7 @@ void bind_python_dispatch(py::module_& m) {
     Py_XDECREF(g_py_dispatch);
     g_py_dispatch = fn.release().ptr();
     python_dispatch::set_handler(&handler);
+    python_dispatch::set_subclass_check(&is_python_dispatch_subclass);
   });
   m.def("_python_dispatch_mode_delta", [](int delta) {
     t_modes += delta;

@@ -804,14 +804,21 @@ class _BuiltinOp:
         if isinstance(other, _BuiltinOp):
             return name == self._qualname
         opname = getattr(other, "_opname", None)
-        if isinstance(opname, str) and type(other).__name__ == "OpOverload":
-            return f"aten::{opname}" == self._qualname
+        if isinstance(opname, str) and isinstance(other, _OpOverload()):
+            return f"aten::{_ATEN_ALIASES.get(opname, opname)}" == self._qualname
         if type(other).__name__ == "OpOverloadPacket":  # func.overloadpacket == aten.mm
-            return f"aten::{other.__name__}" == self._qualname
+            name = other.__name__
+            return f"aten::{_ATEN_ALIASES.get(name, name)}" == self._qualname
         return NotImplemented
 
     def __hash__(self) -> int:
         return hash(("aten", self.__name__))
+
+
+def _OpOverload() -> type:
+    from ember.utils._python_dispatch import OpOverload
+
+    return OpOverload
 
 
 # PyTorch's fused attention kernels, for which ember has one (the op scaled_dot_product_attention
@@ -821,6 +828,12 @@ _ATEN_ALIASES = {
     "_scaled_dot_product_efficient_attention": "_scaled_dot_product_fused_attention",
     "_scaled_dot_product_cudnn_attention": "_scaled_dot_product_fused_attention",
     "_scaled_dot_product_flash_attention_for_cpu": "_scaled_dot_product_fused_attention",
+    "_scaled_dot_product_flash_attention_backward": "_scaled_dot_product_fused_attention_backward",
+    "_scaled_dot_product_efficient_attention_backward":
+        "_scaled_dot_product_fused_attention_backward",
+    "_scaled_dot_product_cudnn_attention_backward": "_scaled_dot_product_fused_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward":
+        "_scaled_dot_product_fused_attention_backward",
 }
 
 
@@ -836,7 +849,13 @@ class _AtenNamespace:
         if fn is None or not callable(fn) or isinstance(fn, type):
             fn = getattr(ember, op, None)
         if fn is None or not callable(fn) or isinstance(fn, type):
-            raise AttributeError(f"'ember.ops.aten' has no operator {op!r}")
+            # an op only __torch_dispatch__ handlers see (aten._softmax, aten.view, ...)
+            from ember.utils._torch_op_names import packet
+
+            found = packet(op)
+            if found is None:
+                raise AttributeError(f"'ember.ops.aten' has no operator {op!r}")
+            return found
         return _BuiltinOp(op, fn)
 
 

@@ -11,6 +11,9 @@ recorded the op, so a backward pass reaches the handlers op by op (``threshold_b
 ``mm``, ...). Composite ops (``linear``, ``softmax``'s helpers...) run as the ops they are
 made of.
 
+Handlers see PyTorch's op and overload names (``_softmax``, ``index.Tensor``, ``view`` or
+``_unsafe_view`` for a reshape, ``sum.dim_IntList`` ...; see ``_torch_op_names``).
+
 ``func`` is an :class:`OpOverload`: ``str(func)`` is ``"aten.mm.default"``, ``func.__name__``
 ``"mm.default"``, ``func.overloadpacket.__name__`` ``"mm"``, ``func.name()`` ``"aten::mm"``;
 calling it runs the op (below autograd: its result records no history).
@@ -92,18 +95,31 @@ class OpOverloadPacket:
     # ``registry = {aten.mm: f}; registry.get(func.overloadpacket)`` finds it.
     def __eq__(self, other: object) -> bool:
         if isinstance(other, OpOverloadPacket):
-            return other is self
+            return other is self or _canonical(other.__name__) == _canonical(self.__name__)
         name = getattr(other, "_qualname", None)  # ember.ops.aten.<op> (a _BuiltinOp)
         if isinstance(name, str) and name.startswith("aten::"):
-            return name[6:] == self.__name__
+            return _canonical(name[6:]) == _canonical(self.__name__)
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(("aten", self.__name__))
+        return hash(("aten", _canonical(self.__name__)))
 
 
 _PACKETS: dict[str, OpOverloadPacket] = {}
 _OPS: list[OpOverload] = []
+
+
+_ALIASES: dict[str, str] = {}
+
+
+def _canonical(name: str) -> str:
+    """The ember op behind a PyTorch op name (PyTorch's attention kernels are ember's one fused
+    kernel: equal to it, so a policy or registry naming any of them finds it)."""
+    if not _ALIASES:
+        from ember.library import _ATEN_ALIASES
+
+        _ALIASES.update(_ATEN_ALIASES)
+    return _ALIASES.get(name, name)
 
 
 class OpOverload:
@@ -175,18 +191,20 @@ class OpOverload:
             return False
         name = getattr(other, "_qualname", None)  # ember.ops.aten.<op> (a _BuiltinOp)
         if isinstance(name, str) and name.startswith("aten::"):
-            return name[6:] == self._opname
+            return _canonical(name[6:]) == _canonical(self._opname)
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(("aten", self._opname))
+        return hash(("aten", _canonical(self._opname)))
 
     def _split(self, values: list) -> tuple[tuple, dict]:
         """The boxed arguments (schema order) as PyTorch passes them: positional ones as args,
         keyword-only ones as kwargs; arguments left at their defaults are dropped."""
         args: list = []
         kwargs: dict = {}
-        for (arg, kwonly, default, _typ), v in zip(self._args, values, strict=True):
+        for (arg, kwonly, default, typ), v in zip(self._args, values, strict=True):
+            if type(v) is tuple and typ.startswith("int[]"):
+                v = list(v)  # PyTorch passes int[] arguments as lists
             if kwonly:
                 if not _is_default(v, default):
                     kwargs[arg] = v
@@ -256,11 +274,34 @@ def _is_default(value: Any, default: Any) -> bool:
     return False
 
 
+# PyTorch's overload names of the ops ember declares several times (in declaration order).
+_TORCH_OVERLOADS = {
+    "view": ["dtype", "default"], "arange": ["default", "start_step"], "max": ["default", "dim"],
+    "min": ["default", "dim"], "median": ["default", "dim"], "nanmedian": ["default", "dim"],
+    "split": ["Tensor", "sizes"], "tensor_split": ["sections", "indices"],
+    "hsplit": ["int", "array"], "vsplit": ["int", "array"], "scatter": ["src", "value"],
+    "bernoulli": ["default", "p"], "random_": ["default", "to", "from"],
+    "randint": ["default", "low"], "randint_like": ["default", "low"],
+    "normal": ["Tensor_Tensor", "Tensor_float", "float_Tensor", "float_float"],
+    "repeat_interleave": ["self_Tensor", "Tensor"], "tensordot": ["default", "dims"],
+}
+
+
 def _load() -> None:
     if _OPS:
         return
     for i in range(_C._python_dispatch_num_ops()):
         _OPS.append(OpOverload(i, *_C._python_dispatch_op_info(i)))
+    for name, names in _TORCH_OVERLOADS.items():
+        packet = _PACKETS.get(name)
+        if packet is None or len(packet._overloads) != len(names):
+            continue
+        ops = list(packet._overloads.values())
+        packet._overloads = {}
+        for op, overload in zip(ops, names, strict=True):
+            op._overloadname = overload
+            op.__name__ = op.__qualname__ = f"{name}.{overload}"
+            packet._overloads[overload] = op
 
 
 # Ops that are not declared ops (negative indices): autograd's detach, Tensor.item(); the
@@ -298,31 +339,69 @@ def _matmul_parts(a: Any, b: Any) -> Any:
         return ember.mm(a, b)
     if da == 1 and db == 2:
         return ember.mm(a.unsqueeze(0), b).squeeze(0)
+    from ember.utils._torch_op_names import unsafe_view
+
     if db <= 2:  # a batch of rows against a vector or matrix: fold the batch into the rows
         rows = a.reshape(-1, a.shape[-1])
         if db == 1:
-            return ember.mv(rows, b).view(a.shape[:-1])
-        return ember.mm(rows, b).view(a.shape[:-1] + (b.shape[-1],))
+            return unsafe_view(ember.mv(rows, b), a.shape[:-1])
+        return unsafe_view(ember.mm(rows, b), a.shape[:-1] + (b.shape[-1],))
     a2 = a.unsqueeze(0) if da == 1 else a
     b2 = b.unsqueeze(-1) if db == 1 else b
     batch = tuple(ember.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]))
     (n, k), m = a2.shape[-2:], b2.shape[-1]
-    out = ember.bmm(a2.expand(batch + (n, k)).reshape(-1, n, k),
-                    b2.expand(batch + (k, m)).reshape(-1, k, m)).view(batch + (n, m))
+    out = unsafe_view(ember.bmm(a2.expand(batch + (n, k)).reshape(-1, n, k),
+                                b2.expand(batch + (k, m)).reshape(-1, k, m)), batch + (n, m))
     if da == 1:
         out = out.squeeze(-2)
     return out.squeeze(-1) if db == 1 else out
 
 
 # ---- the handler the C++ hook calls -------------------------------------------------------------
+_presenters: dict | None = None
+
+
 def _dispatch(index: int, boxed: list, types: tuple) -> Any:
+    global _presenters
     func = _op(index)
     args, kwargs = func._split(boxed)
-    stack = _stack()
-    if stack and func._opname == "matmul" and not kwargs:
+    if _stack() and func._opname == "matmul" and not kwargs:
         r = _matmul_parts(*args)
         if r is not None:
             return r
+    if _presenters is None:
+        from ember.utils import _torch_op_names
+
+        _presenters = _torch_op_names.PRESENTERS
+    present = _presenters.get(func._opname)
+    if present is not None:
+        from ember.utils._torch_op_names import AS_IS
+
+        r = present(func, args, kwargs, types)
+        if r is not AS_IS:
+            return r
+    return _handle(func, types, args, kwargs)
+
+
+def _types_of(*tensors: Any) -> tuple:
+    """The classes of these tensors that define __torch_dispatch__, subclasses before bases
+    (the ``types`` PyTorch passes for them)."""
+    out: list[type] = []
+    for t in tensors:
+        cls = type(t)
+        if cls is _tensor() or cls in out or not _defines_dispatch(cls):
+            continue
+        at = next((i for i, seen in enumerate(out) if issubclass(cls, seen)), len(out))
+        out.insert(at, cls)
+    return tuple(out)
+
+
+def _handle(func: OpOverload, types: tuple, args: tuple, kwargs: dict) -> Any:
+    """``func`` to the innermost mode of this thread (popped while it runs), else to the
+    tensor subclasses' handlers."""
+    stack = _stack()
+    if not stack and not types:  # a presented op run outside every mode
+        return func(*args, **kwargs)
     if stack:
         mode = _pop_mode()
         try:

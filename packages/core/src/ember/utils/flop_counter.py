@@ -4,7 +4,8 @@ inside a context, per module (PyTorch's ``torch.utils.flop_counter``).
 The counts are PyTorch's: ``2 * m * k * n`` for a product (bias additions and elementwise ops
 are not counted), the convolution formula on the output (or, transposed, the input) positions,
 both products of attention (whichever kernel runs it, as PyTorch on CUDA; PyTorch's CPU
-attention kernel is not counted there), and their backward counterparts. ``matmul``, one op in
+attention kernel, ``_scaled_dot_product_flash_attention_for_cpu``, which handlers see on the CPU
+here too, is not counted there), and their backward counterparts. ``matmul``, one op in
 ember, counts the product PyTorch would split it into (a matrix-vector product counts nothing, as
 there). Backward counts follow the ops ember's backward formulas run, which for ``einsum`` and
 matrix-vector products can differ from PyTorch's.
@@ -148,9 +149,13 @@ def sdpa_backward_flop_count(grad_out: Any, q: Any, k: Any, v: Any) -> int:
             + bmm_flop((n, d, s_q), (n, s_q, s_k)))
 
 
+# One formula for every name of the attention kernel (handlers see PyTorch's, which are equal to
+# ember's fused op): the arguments start with query, key, value (ember's own op: their list).
 @register_flop_formula(aten._scaled_dot_product_fused_attention)
-def sdpa_flop(qkv: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    return sdpa_flop_count(*qkv)
+def sdpa_flop(q: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    if isinstance(q, list):
+        return sdpa_flop_count(*q)
+    return sdpa_flop_count(q, args[0], args[1])
 
 
 @register_flop_formula(aten._scaled_dot_product_fused_attention_backward)
