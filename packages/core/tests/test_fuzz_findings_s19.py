@@ -312,3 +312,34 @@ EMPTY_HUGE_CASES = {
 @pytest.mark.parametrize("name", sorted(EMPTY_HUGE_CASES))
 def test_a_size_with_a_zero_matches_torch(name):
     _same(EMPTY_HUGE_CASES[name])
+
+
+# ---- leftovers: argmax / argmin of bool or complex, shifts of two bool operands -------------------
+
+ARG_SHIFT_CASES = {
+    "argmax_bool": lambda M: M.argmax(M.tensor([True, False])),
+    "argmin_bool_dim": lambda M: M.argmin(M.tensor([True, False]), 0),
+    "argmax_complex": lambda M: M.argmax(M.tensor([1 + 1j, 2 + 0j])),
+    "argmin_complex": lambda M: M.argmin(M.tensor([[1 + 1j]]), 1),
+    "max_bool_still_works": lambda M: M.max(M.tensor([False, True]), 0),
+    "lshift_bool_bool": lambda M: M.bitwise_left_shift(M.tensor([True]), M.tensor([True])),
+    "rshift_bool_bool": lambda M: M.bitwise_right_shift(M.tensor([True]), M.tensor([False])),
+    "lshift_bool_int_promotes": lambda M: M.tensor([True, False]) << 1,
+    "rshift_int_bool_promotes": lambda M: M.bitwise_right_shift(M.tensor([4]), M.tensor([True])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARG_SHIFT_CASES))
+def test_arg_reductions_and_shifts_refuse_as_torch(name):
+    fn = ARG_SHIFT_CASES[name]
+    if name.startswith("arg"):
+        kind = "bool" if "bool" in name else "complex"
+        with pytest.raises(RuntimeError, match=rf"arg(max|min)\(\): does not support {kind} input"):
+            fn(ember)
+    elif "bool_bool" in name:
+        with pytest.raises(NotImplementedError, match="not implemented for dtype bool"):
+            fn(ember)
+    else:
+        assert fn(ember) is not None
+    if torch is not None:
+        _same(fn)

@@ -204,18 +204,19 @@ EMBER_CU_LOGICAL(logical_or)
 EMBER_CU_LOGICAL(logical_xor)
 #undef EMBER_CU_LOGICAL
 
-#define EMBER_CU_BITWISE(NAME)                                                      \
+#define EMBER_CU_BITWISE(NAME, SHIFT)                                               \
   Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) { \
     ElementwiseIterator it(#NAME);                                                  \
     binary_iter(it, self, other, out).build();                                      \
+    if (SHIFT) check_shift_dtype(it.common_dtype(), #NAME);                         \
     run<Types::Integral, void, 2>(it, #NAME, stateless(fn::NAME{}));                \
     return it.output();                                                             \
   }
-EMBER_CU_BITWISE(bitwise_and)
-EMBER_CU_BITWISE(bitwise_or)
-EMBER_CU_BITWISE(bitwise_xor)
-EMBER_CU_BITWISE(bitwise_left_shift)
-EMBER_CU_BITWISE(bitwise_right_shift)
+EMBER_CU_BITWISE(bitwise_and, false)
+EMBER_CU_BITWISE(bitwise_or, false)
+EMBER_CU_BITWISE(bitwise_xor, false)
+EMBER_CU_BITWISE(bitwise_left_shift, true)
+EMBER_CU_BITWISE(bitwise_right_shift, true)
 #undef EMBER_CU_BITWISE
 
 // ---- closeness -------------------------------------------------------------------------------

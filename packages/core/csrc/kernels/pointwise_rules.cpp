@@ -46,6 +46,11 @@ void check_alpha(const Scalar& alpha, ScalarType common, const char* op) {
   check_scalar_fits(alpha, common, op);  // alpha must not wrap (int8, 300)
 }
 
+void check_shift_dtype(ScalarType common, const char* op) {
+  EMBER_CHECK_KIND(common != ScalarType::Bool, DtypeNotImplemented, op,
+                   ": not implemented for dtype bool (supported: the integer dtypes)");
+}
+
 void check_div_mode(const std::string& mode) {
   EMBER_CHECK_KIND(mode == "trunc" || mode == "floor", Runtime,
                    "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",

@@ -28,6 +28,9 @@ void check_sub_operands(const Tensor& self, const TensorOrScalar& other, const c
 // ... and alpha must suit (and fit) the compute dtype.
 void check_alpha(const Scalar& alpha, ScalarType common, const char* op);
 void check_div_mode(const std::string& mode);
+// The shifts have no bool kernel (bool << bool, as in PyTorch); a bool operand still promotes
+// with an integer one.
+void check_shift_dtype(ScalarType common, const char* op);
 void check_pow_exponent(const Tensor& self, const TensorOrScalar& exponent);
 void check_round_decimals(ScalarType common, const Tensor& self, int64_t decimals);
 void check_clamp_bounds(const TensorOrScalar& min, const TensorOrScalar& max);

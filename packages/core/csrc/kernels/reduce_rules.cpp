@@ -39,6 +39,11 @@ void check_nanmean_dtype(const Tensor& self, std::optional<ScalarType> dtype) {
                    " (nansum supports real floating dtypes only)");
 }
 
+void check_arg_reduction_dtype(const Tensor& self, const char* op) {
+  EMBER_CHECK(self->dtype() != ScalarType::Bool, op, "(): does not support bool input");
+  EMBER_CHECK(!is_complex(self->dtype()), op, "(): does not support complex input");
+}
+
 void check_no_empty_reduced_dim(const Tensor& self, const std::vector<bool>& mask, const char* op) {
   for (int64_t d = 0; d < self->dim(); ++d)
     EMBER_CHECK_KIND(!(mask[d] && self->size(d) == 0), Index, op, "(): Expected reduction dim ", d,

@@ -127,6 +127,8 @@ inline ScalarType sum_dtype(ScalarType t) {
 void check_mean_dtype(const Tensor& self, std::optional<ScalarType> dtype);
 // nanmean: self must be floating, and so must dtype= (real: nansum has no complex kernel).
 void check_nanmean_dtype(const Tensor& self, std::optional<ScalarType> dtype);
+// argmax / argmin: PyTorch refuses bool and complex input (max / min take bool).
+void check_arg_reduction_dtype(const Tensor& self, const char* op);
 // amax / amin (and their aminmax): no reduced dim may be empty.
 void check_no_empty_reduced_dim(const Tensor& self, const std::vector<bool>& mask, const char* op);
 // aminmax: the reduced dims, refusing an empty reduction.

@@ -975,21 +975,22 @@ EMBER_LOGICAL(logical_or, a || b)
 EMBER_LOGICAL(logical_xor, a != b)
 #undef EMBER_LOGICAL
 
-#define EMBER_BITWISE(NAME, EXPR)                                                   \
+#define EMBER_BITWISE(NAME, EXPR, SHIFT)                                            \
   Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) { \
     ElementwiseIterator it(#NAME);                                                  \
     binary_iter(it, self, other, out).build();                                      \
+    if (SHIFT) check_shift_dtype(it.common_dtype(), #NAME);                         \
     run<Types::Integral, void, 2>(it, #NAME, [](auto tag) {                         \
       using A = decltype(tag);                                                      \
       return [](A x, A y) -> A { return static_cast<A>(EXPR); };                    \
     });                                                                             \
     return it.output();                                                             \
   }
-EMBER_BITWISE(bitwise_and, x& y)
-EMBER_BITWISE(bitwise_or, x | y)
-EMBER_BITWISE(bitwise_xor, x ^ y)
-EMBER_BITWISE(bitwise_left_shift, shift_left(x, y))
-EMBER_BITWISE(bitwise_right_shift, shift_right(x, y))
+EMBER_BITWISE(bitwise_and, x& y, false)
+EMBER_BITWISE(bitwise_or, x | y, false)
+EMBER_BITWISE(bitwise_xor, x ^ y, false)
+EMBER_BITWISE(bitwise_left_shift, shift_left(x, y), true)
+EMBER_BITWISE(bitwise_right_shift, shift_right(x, y), true)
 #undef EMBER_BITWISE
 
 // ---- ternary --------------------------------------------------------------------------------

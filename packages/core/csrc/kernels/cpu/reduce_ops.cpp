@@ -873,12 +873,14 @@ std::tuple<Tensor, Tensor> min(const Tensor& self, int64_t dim, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  reduce::check_arg_reduction_dtype(self, "argmax");
   auto mask = dim_mask(dim, self->dim(), "argmax");
   reduce::check_nonempty(self, mask, dim.has_value(), "argmax");
   return std::get<1>(arg_impl<true>(self, mask, keepdim, false, "argmax"));
 }
 
 Tensor argmin(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  reduce::check_arg_reduction_dtype(self, "argmin");
   auto mask = dim_mask(dim, self->dim(), "argmin");
   reduce::check_nonempty(self, mask, dim.has_value(), "argmin");
   return std::get<1>(arg_impl<false>(self, mask, keepdim, false, "argmin"));
