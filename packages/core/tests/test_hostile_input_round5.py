@@ -167,6 +167,20 @@ def test_a_broadcast_array_cannot_be_written_through_its_aliases():
     assert a[3].tolist() == [0.0, 1.0, 2.0]
 
 
+def test_a_read_only_tensor_is_not_exported_through_dlpack():
+    # DLPack has no read-only flag: the consumer would write into it (NumPy refuses the same)
+    a = np.arange(3.0)
+    a.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = ember.from_numpy(a)
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__()
+    with pytest.raises(BufferError, match="read-only"):
+        np.from_dlpack(t)
+    assert np.from_dlpack(t.clone()).tolist() == [0.0, 1.0, 2.0]
+
+
 def test_frombuffer_of_bytes_is_read_only_and_of_bytearray_writable():
     data = bytes(range(8))
     with pytest.warns(UserWarning, match="not writable"):

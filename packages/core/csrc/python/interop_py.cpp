@@ -306,6 +306,11 @@ void bind_interop(py::module_& m, TensorClass& cls) {
     EMBER_CHECK_KIND(t->device().is_cpu() || t->device().type == DeviceType::CUDA, Type,
                      "__dlpack__: tensors on ", t->device().str(),
                      " can't be exported through DLPack (cpu and cuda tensors can)");
+    // DLPack (as ember speaks it) can't say "read-only": the consumer would write into it.
+    if (t->storage() && t->storage()->read_only)
+      throw py::buffer_error(
+          "__dlpack__: can't export a read-only tensor (it shares a non-writable NumPy array or "
+          "buffer) since signalling read-only is unsupported by DLPack; export tensor.clone()");
     auto h = std::make_unique<DLPackHolder>();
     h->tensor = t;
     h->shape.assign(t->sizes().begin(), t->sizes().end());
