@@ -197,6 +197,25 @@ def python_dispatch_hook(op: Op, index: int) -> str:
             f"{body}  }}\n")
 
 
+# In-place ops that change only a tensor's metadata (sizes, strides): read-only memory allows them.
+_METADATA_INPLACE = {"transpose_", "swapaxes_", "swapdims_", "t_", "squeeze_", "unsqueeze_",
+                     "as_strided_", "resize_", "resize_as_", "set_", "detach_", "requires_grad_"}
+
+
+def writable_checks(op: Op) -> str:
+    """Checks, before any kernel runs, that the tensors the op writes (an in-place op's self, an
+    out= tensor) are not read-only memory (TensorImpl::check_writable): a kernel writing into
+    np.memmap(mode='r') memory would crash the process."""
+    checks = []
+    for a in op.args:
+        if a.type == "Tensor" and a.name == "self" and op.name.endswith("_") \
+                and op.name not in _METADATA_INPLACE:
+            checks.append(f'  self->check_writable("{op.name}");\n')
+        elif a.type == "Tensor?" and a.name == "out":
+            checks.append(f'  if (out) out->check_writable("{op.name}");\n')
+    return "".join(checks)
+
+
 def gen_dispatch(groups: dict[str, list[Op]]) -> str:
     out = [HEADER, '#include <cstring>\n\n#include "ops.h"\n#include "kernels/meta/meta_fallback.h"\n'
            '#include "ops/python_dispatch.h"\n\n'
@@ -207,6 +226,7 @@ def gen_dispatch(groups: dict[str, list[Op]]) -> str:
             call_args = ", ".join(a.name for a in op.args)
             ret = "return " if op.cpp_return != "void" else ""
             hook = python_dispatch_hook(op, index[id(op)]) if id(op) in index else ""
+            hook += writable_checks(op)
             if "Composite" in op.dispatch:
                 check = ""
                 if len(tensor_args(op)) > 1 and not op.mixed_devices:

@@ -38,6 +38,7 @@ bool resize_out(const Tensor& out, const DimVector& sizes, const char* op) {
 }
 
 void check_out(const Tensor& out, ScalarType dtype, Device device, const char* op, OutDtype rule) {
+  out->check_writable(op);
   if (rule == OutDtype::CanCast)
     EMBER_CHECK(can_cast(dtype, out->dtype()), op, ": result type ", dtype_name(dtype),
                 " can't be cast to the desired output type ", dtype_name(out->dtype()));

@@ -20,6 +20,13 @@ void fail_inference_update() {
              "make a clone to get a normal tensor before doing inplace update.");
 }
 
+void fail_read_only_write(const char* op) {
+  EMBER_FAIL(Runtime, op ? op : "an in-place write",
+             ": can't write into a tensor whose memory is read-only (it shares a non-writable "
+             "NumPy array or buffer, such as np.memmap(mode='r') or bytes). Write into a copy "
+             "(tensor.clone()), or make the source writable before sharing it.");
+}
+
 TensorImpl::TensorImpl(Storage storage, ScalarType dtype, DimVector sizes, DimVector strides,
                        int64_t offset, std::shared_ptr<VersionCounter> version)
     : storage_(std::move(storage)),

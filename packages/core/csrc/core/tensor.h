@@ -23,6 +23,8 @@ void set_inference_mode_enabled(bool enabled);
 
 // Raises "Inplace update to inference tensor outside InferenceMode is not allowed...".
 [[noreturn]] void fail_inference_update();
+// Raises a RuntimeError naming `op` (nullptr: "an in-place write"): the memory is read-only.
+[[noreturn]] void fail_read_only_write(const char* op);
 
 struct StorageImpl {
   DataPtr data;
@@ -31,6 +33,9 @@ struct StorageImpl {
   // Made by the device's allocator (empty/empty_strided), so Tensor.resize_ may grow it; false
   // for memory ember does not own (numpy/DLPack buffers, shared memory, mapped files).
   bool resizable = false;
+  // Memory its owner marked read-only (a non-writable NumPy array or buffer, np.memmap(mode='r'),
+  // which may be mapped without write access): every in-place write raises instead of crashing.
+  bool read_only = false;
   StorageImpl(DataPtr d, size_t n) : data(std::move(d)), nbytes(n) {}
   Device device() const { return data.device(); }
 };
@@ -77,11 +82,21 @@ class TensorImpl {
   }
 
   int64_t version() const { return version_->version.load(std::memory_order_relaxed); }
-  // Every in-place write bumps the version; an inference tensor refuses it outside inference
-  // mode (the check is a load of two flags).
-  void bump_version() {
+  // Every in-place write bumps the version (before writing); an inference tensor refuses it
+  // outside inference mode, and read-only memory always (the checks are loads of flags).
+  void bump_version(const char* op = nullptr) {
+    check_writable(op);
+    bump_metadata_version();
+  }
+  // For in-place changes of sizes, strides or storage only (transpose_, resize_, set_): the data
+  // is not written, so read-only memory allows them.
+  void bump_metadata_version() {
     if (storage_ && storage_->inference && !inference_mode_enabled()) fail_inference_update();
     version_->version.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Raises, naming `op`, when this tensor's memory is read-only (for a write without a bump).
+  void check_writable(const char* op) const {
+    if (storage_ && storage_->read_only) fail_read_only_write(op);
   }
   // For a result an op has just made and filled (nobody else has seen it): it starts at 0.
   void reset_version() { version_->version.store(0, std::memory_order_relaxed); }

@@ -175,7 +175,7 @@ TensorIterator& TensorIterator::build() {
           o.compute = t;
         }
         o.result = t;
-        t->bump_version();
+        t->bump_version(op_);
       }
     } else if (o.is_scalar) {
       o.dtype = cast_inputs_ ? compute : o.scalar.dtype();

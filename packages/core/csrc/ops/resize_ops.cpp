@@ -100,7 +100,7 @@ Tensor resize_(const Tensor& self, const DimVector& sizes, ResizeFormat format) 
   const int64_t offset = self->storage_offset();
   grow_storage(self->storage(), needed_bytes(sizes, strides, offset, self->itemsize(), "resize_"));
   self->set_sizes_strides(sizes, std::move(strides), offset);
-  self->bump_version();
+  self->bump_metadata_version();
   return self;
 }
 
@@ -121,7 +121,7 @@ Tensor set_storage_(const Tensor& self, const Storage& storage, int64_t offset,
   self->set_sizes_strides(sizes, strides, offset);  // validates before anything changes
   self->set_storage(storage);
   self->set_base(nullptr);
-  self->bump_version();
+  self->bump_metadata_version();
   return self;
 }
 

@@ -286,7 +286,7 @@ Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
 Tensor transpose_(const Tensor& self, int64_t dim0, int64_t dim1) {
   int64_t a = wrap_dim(dim0, self->dim(), "transpose_");
   int64_t b = wrap_dim(dim1, self->dim(), "transpose_");
-  self->bump_version();  // saved tensors see the metadata change, as in PyTorch
+  self->bump_metadata_version();  // saved tensors see the metadata change, as in PyTorch
   if (self->dim() == 0 || a == b) return self;
   self->set_sizes_strides(transposed_sizes(self->sizes(), a, b),
                           transposed_sizes(self->strides(), a, b), self->storage_offset());
@@ -312,7 +312,7 @@ Tensor t_(const Tensor& self) {
   EMBER_CHECK(self->dim() <= 2, "t_() expects a tensor with <= 2 dimensions, but self is ",
               self->dim(), "D");
   if (self->dim() < 2) {
-    self->bump_version();
+    self->bump_metadata_version();
     return self;
   }
   return transpose_(self, 0, 1);
@@ -389,7 +389,7 @@ Tensor squeeze_(const Tensor& self, const std::optional<DimVector>& dim) {
   DimVector sizes, strides;
   squeezed(self, squeeze_mask(self, dim, "squeeze_"), &sizes, &strides);
   self->set_sizes_strides(std::move(sizes), std::move(strides), self->storage_offset());
-  self->bump_version();
+  self->bump_metadata_version();
   return self;
 }
 
@@ -403,7 +403,7 @@ Tensor unsqueeze_(const Tensor& self, int64_t dim) {
   DimVector sizes, strides;
   unsqueezed(self, wrap_dim(dim, self->dim() + 1, "unsqueeze_"), &sizes, &strides);
   self->set_sizes_strides(std::move(sizes), std::move(strides), self->storage_offset());
-  self->bump_version();
+  self->bump_metadata_version();
   return self;
 }
 
@@ -535,7 +535,7 @@ Tensor as_strided_(const Tensor& self, const DimVector& size, const DimVector& s
   check_in_storage(self, size, stride, offset, "as_strided_");
   // The history of a self that requires grad: autograd::as_strided__autograd (`autograd: manual`).
   self->set_sizes_strides(size, stride, offset);
-  self->bump_version();
+  self->bump_metadata_version();
   return self;
 }
 

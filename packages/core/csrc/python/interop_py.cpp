@@ -266,8 +266,12 @@ Tensor tensor_from_buffer(py::handle obj, bool share) {
   size_t nbytes = static_cast<size_t>(extent * view->itemsize);
   void* data = view->buf;
   Py_buffer* raw = view.release();
+  const bool read_only = raw->readonly != 0;
   auto storage =
       std::make_shared<StorageImpl>(DataPtr(data, raw, &release_buffer, cpu_device()), nbytes);
+  // Writes would change memory its owner promised not to change, or crash on a read-only
+  // mapping (np.memmap(mode='r')): they raise instead (TensorImpl::check_writable).
+  storage->read_only = read_only;
   return std::make_shared<TensorImpl>(std::move(storage), dt, sizes, strides, 0,
                                       std::make_shared<VersionCounter>());
 }
@@ -295,14 +299,18 @@ void bind_interop(py::module_& m, TensorClass& cls) {
     std::vector<py::ssize_t> strides;
     for (int64_t s : t.strides()) strides.push_back(s * t.itemsize());
     return py::buffer_info(t.data(), t.itemsize(), buffer_format(t.dtype()), t.dim(), shape,
-                           strides,
-                           /*readonly=*/false);
+                           strides, /*readonly=*/t.storage() && t.storage()->read_only);
   });
 
   cls.def("__dlpack__", [](const Tensor& t, py::kwargs) {
     EMBER_CHECK_KIND(t->device().is_cpu() || t->device().type == DeviceType::CUDA, Type,
                      "__dlpack__: tensors on ", t->device().str(),
                      " can't be exported through DLPack (cpu and cuda tensors can)");
+    // DLPack (as ember speaks it) can't say "read-only": the consumer would write into it.
+    if (t->storage() && t->storage()->read_only)
+      throw py::buffer_error(
+          "__dlpack__: can't export a read-only tensor (it shares a non-writable NumPy array or "
+          "buffer) since signalling read-only is unsupported by DLPack; export tensor.clone()");
     auto h = std::make_unique<DLPackHolder>();
     h->tensor = t;
     h->shape.assign(t->sizes().begin(), t->sizes().end());

@@ -43,8 +43,9 @@ _warned_read_only = False
 
 def from_numpy(ndarray: Any) -> Tensor:
     """A tensor sharing memory with the NumPy array ``ndarray`` (writes show on both sides).
-    A non-writable array is shared too, with a warning once per process (as PyTorch): writing
-    to the tensor would change memory NumPy promised not to change.
+    A non-writable array is shared too, with a warning once per process (as PyTorch), and the
+    tensor is read-only: an in-place write raises a RuntimeError naming the op (in PyTorch it
+    changes memory NumPy promised not to change, and crashes on ``np.memmap(mode='r')``).
 
     >>> import numpy as np, ember
     >>> a = np.zeros(2, dtype=np.float32); t = ember.from_numpy(a); t[0] = 3.0; a.tolist()
@@ -56,10 +57,10 @@ def from_numpy(ndarray: Any) -> Tensor:
         _warned_read_only = True
         warnings.warn(
             "The given NumPy array is not writable, and ember does not support non-writable "
-            "tensors. This means writing to this tensor will result in undefined behavior. You "
-            "may want to copy the array to protect its data or make it writable before "
-            "converting it to a tensor. This type of warning will be suppressed for the rest of "
-            "this program.", UserWarning, stacklevel=2)
+            "tensors. This means writing to this tensor raises an error (in-place ops, out=, "
+            "item assignment). You may want to copy the array to protect its data or make it "
+            "writable before converting it to a tensor. This type of warning will be suppressed "
+            "for the rest of this program.", UserWarning, stacklevel=2)
     return t
 
 

@@ -302,8 +302,8 @@ def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0,
     if view.readonly:
         warnings.warn(
             "The given buffer is not writable, and ember does not support non-writable tensors. "
-            "This means you can write to the underlying (supposedly non-writable) buffer using the "
-            "tensor. You may want to copy the buffer to protect its data or make it writable "
+            "This means writing to this tensor raises an error (in-place ops, out=, item "
+            "assignment). You may want to copy the buffer to protect its data or make it writable "
             "before converting it to a tensor.",
             UserWarning, stacklevel=2,
         )

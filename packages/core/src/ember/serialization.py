@@ -43,6 +43,7 @@ import json
 import math
 import os
 import pickle
+import stat
 import struct
 import sys
 import zlib
@@ -296,11 +297,15 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
     root = _objects.finish(w, w.encode(obj, "obj", 0, set()))
     if isinstance(f, (str, os.PathLike)):
         with _replacing(f) as out:
-            _write(out, w, root)
+            _write_file(out, w, root)
         return
     if not hasattr(f, "write"):
         raise TypeError(f"ember.save: expected a path or a binary file object, got "
                         f"{type(f).__name__}")
+    _write_file(f, w, root)
+
+
+def _write_file(f: IO[bytes], w: _Writer, root: Any) -> None:
     if getattr(f, "seekable", lambda: False)():
         _write(f, w, root)
     else:  # the prelude is filled in last, so build the file in memory first
@@ -326,6 +331,15 @@ class _replacing:
         if os.path.isdir(self.path):  # checked first: the rename would fail only at the end
             raise IsADirectoryError(errno.EISDIR, "ember.save: the target is a directory",
                                     self.path)
+        try:
+            mode = os.stat(self.path).st_mode
+        except OSError:
+            mode = None  # a new file
+        if mode is not None and not stat.S_ISREG(mode):
+            # A device or a pipe (/dev/null, a FIFO, /proc/self/fd/1): written to, as open()
+            # does; renaming over it would replace the device node with a regular file.
+            self.out = open(self.path, "wb")
+            return self.out
         tmp = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:  # mode 0o666 less the umask, as open() gives a new file
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

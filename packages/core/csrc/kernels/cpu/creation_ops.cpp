@@ -157,8 +157,8 @@ void philox_fill(Generator* g, T* dst, int64_t n, int per, const Fill& fill) {
 template <class T, class Gen>
 void fill_self(const Tensor& self, const Gen& gen) {
   if (self->is_contiguous()) {
+    self->bump_version();  // first: it refuses read-only memory
     gen(self->data_as<T>(), self->numel());
-    self->bump_version();
     return;
   }
   Tensor tmp = ember::empty(self->sizes(), self->dtype(), self->device());

@@ -76,6 +76,7 @@ void _amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& self,
   std::atomic<bool> found{false};
   for (const Tensor& t : self) {
     if (t->numel() == 0) continue;
+    t->bump_version(op);  // first: it refuses read-only memory
     // Worked on directly when contiguous, else through a contiguous copy written back.
     Tensor work = nn::contig(t);
     EMBER_DISPATCH_FLOAT(t->dtype(), op, [&] {
@@ -88,7 +89,6 @@ void _amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& self,
       });
     });
     if (work != t) copy_into(t, work);
-    t->bump_version();
   }
   if (found.load()) {
     *found_inf->data_as<float>() = 1.0f;

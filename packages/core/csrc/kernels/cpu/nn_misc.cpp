@@ -152,7 +152,9 @@ namespace {
 // copy written back at the end.
 struct Operand {
   Tensor target, work;
-  explicit Operand(const Tensor& t) : target(t), work(nn::contig(t)) {}
+  Operand(const Tensor& t, const char* op) : target(t), work(nn::contig(t)) {
+    t->check_writable(op);  // before the update writes into it
+  }
   void finish() const {
     if (work != target) copy_into(target, work);
     target->bump_version();
@@ -193,9 +195,9 @@ void _fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   std::vector<Tensor> gs;
   std::vector<int64_t> sizes;
   for (size_t i = 0; i < params.size(); ++i) {
-    ps.emplace_back(params[i]);
+    ps.emplace_back(params[i], op);
     gs.push_back(nn::contig(grads[i]));
-    if (momentum != 0.0) bufs.emplace_back(momentum_buffer_list[i]);
+    if (momentum != 0.0) bufs.emplace_back(momentum_buffer_list[i], op);
     sizes.push_back(params[i]->numel());
   }
   EMBER_DISPATCH_BLAS(params[0]->dtype(), op, [&] {
@@ -254,10 +256,10 @@ void _fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   std::vector<Tensor> gs;
   std::vector<int64_t> sizes;
   for (size_t i = 0; i < params.size(); ++i) {
-    ps.emplace_back(params[i]);
-    m1.emplace_back(exp_avgs[i]);
-    m2.emplace_back(exp_avg_sqs[i]);
-    if (amsgrad) mx.emplace_back(max_exp_avg_sqs[i]);
+    ps.emplace_back(params[i], op);
+    m1.emplace_back(exp_avgs[i], op);
+    m2.emplace_back(exp_avg_sqs[i], op);
+    if (amsgrad) mx.emplace_back(max_exp_avg_sqs[i], op);
     gs.push_back(nn::contig(grads[i]));
     sizes.push_back(params[i]->numel());
   }

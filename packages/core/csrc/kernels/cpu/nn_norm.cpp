@@ -412,6 +412,7 @@ std::vector<double> read_doubles(const Tensor& t) {
   return std::vector<double>(p, p + c->numel());
 }
 void write_doubles(const Tensor& t, const std::vector<double>& v) {
+  t->bump_version();  // first: it refuses read-only memory
   if (t->is_contiguous() && t->dtype() == ScalarType::Float32) {
     float* p = t->data_as<float>();
     for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
@@ -422,7 +423,6 @@ void write_doubles(const Tensor& t, const std::vector<double>& v) {
     std::copy(v.begin(), v.end(), src->data_as<double>());
     copy_into(t, src);
   }
-  t->bump_version();
 }
 
 constexpr int kLanes = 16;

@@ -36,8 +36,8 @@ Tensor triangle(const Tensor& self, const Tensor& out, const char* op, const Ran
   check_triangle_input(self, op);
   // In place (out is self) on contiguous memory: just clear the triangle.
   if (out && out == self && self->is_contiguous()) {
+    self->bump_version(op);  // first: it refuses read-only memory
     zero_ranges(self, range);
-    self->bump_version();
     return self;
   }
   // Otherwise work in a fresh contiguous tensor; out= (or in-place on strided self) gets a copy.

@@ -147,6 +147,7 @@ def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
+        _check_kind(batch, path, collections.abc.Mapping, "a dict")
         try:
             out = {key: _collate([d[key] for d in batch], f"{path}[{key!r}]", fn_map)
                    for key in elem}
@@ -173,6 +174,13 @@ def _collate(batch: Sequence, path: str, fn_map: dict | None = None) -> Any:
     if isinstance(elem, collections.abc.Sequence):
         size = len(elem)
         for i, b in enumerate(batch):
+            # A str or dict of the same length would be zipped in silently, character by
+            # character or key by key.
+            if isinstance(b, (str, bytes, collections.abc.Mapping)):
+                raise TypeError(
+                    f"default_collate: the samples' field {path} is a {elem_type.__name__} in "
+                    f"sample 0 but a {type(b).__name__} in sample {i}; every sample must have "
+                    "the same structure")
             if len(b) != size:
                 raise RuntimeError(
                     f"each element in list of batch should be of equal size: {path} has "

@@ -331,6 +331,13 @@ class _BaseIter:
 
 class _SingleProcessIter(_BaseIter):
     def __init__(self, loader: DataLoader) -> None:
+        if loader.timeout > 0:
+            # The main process can't time itself out: a hung __getitem__ would hang silently.
+            # AssertionError, as PyTorch's _SingleProcessDataLoaderIter.
+            raise AssertionError(
+                f"DataLoader: timeout={loader.timeout} needs worker processes (num_workers > 0); "
+                "with num_workers=0 the batches are loaded in this process, which cannot time "
+                "itself out (set timeout=0 or use workers)")
         super().__init__(loader)
         self._fetcher = _worker.create_fetcher(
             self._iterable, self._dataset, self._auto_collation, self._collate_fn, self._drop_last

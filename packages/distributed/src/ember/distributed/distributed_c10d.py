@@ -81,6 +81,9 @@ class ProcessGroup:
         self._p2p: dict[tuple[str, int], _Executor] = {}
         self._cuda_impl: Any = impl if backend_name == "nccl" else None
         self._cuda_factory = cuda_factory
+        # Set by destroy_process_group: the backend's memory is unmapped, so any later use of
+        # this group must fail before reaching it (it crashed the process).
+        self.destroyed = False
 
     @property
     def is_nccl(self) -> bool:
@@ -156,6 +159,9 @@ class ProcessGroup:
         return barrier(group=self, async_op=True)
 
     def shutdown(self) -> None:
+        if self.destroyed:
+            return
+        self.destroyed = True
         if self._cuda_impl is not None and self._cuda_impl is not self.impl:
             self._cuda_impl.close()
         executors = [self.executor, *self._p2p.values()]
@@ -320,8 +326,16 @@ def _seconds(timeout: timedelta | float | None) -> float:
     if timeout is None:
         return default_pg_timeout.total_seconds()
     if isinstance(timeout, timedelta):
-        return timeout.total_seconds()
-    return float(timeout)
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise TypeError(f"Expected timeout argument to be of type datetime.timedelta (or a number "
+                        f"of seconds), got {timeout!r}")
+    if not seconds >= 0:  # negative or NaN: a wait that could never end, or never start
+        # RuntimeError, as gloo's check in PyTorch
+        raise RuntimeError(f"Invalid timeout: expected a non-negative duration, got {timeout!r}")
+    return seconds
 
 
 def _env_int(name: str, what: str) -> int:
@@ -496,8 +510,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
             raise TypeError(f"init_process_group: {arg} must be an int, got {type(v).__name__} "
                             f"{v!r}")
     rank, world_size = int(rank), int(world_size)
-    timeout_td = timeout if isinstance(timeout, timedelta) else timedelta(
-        seconds=_seconds(timeout))
+    timeout_td = timedelta(seconds=_seconds(timeout))  # checked: a number or timedelta >= 0
     if device_id is not None and not isinstance(device_id, int):
         dev = ember.device(device_id)
         if dev.type == "cpu" or dev.index is None:
@@ -616,6 +629,9 @@ def _pg(group: Any) -> ProcessGroup | None:
         return None
     if not isinstance(group, ProcessGroup):
         raise TypeError(f"group must be a ProcessGroup from new_group, got {type(group).__name__}")
+    if group.destroyed:
+        raise ValueError(f"process group {group.label} was destroyed by destroy_process_group and "
+                         "can't be used any more; make a new one with new_group")
     return group
 
 

@@ -442,6 +442,9 @@ class CosineAnnealingLR(LRScheduler):
     (and back up over the next T_max, like SGDR without restarts)."""
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:
+        # PyTorch takes T_max=0 and fails at the first step with "integer modulo by zero"
+        if isinstance(T_max, bool) or not isinstance(T_max, (int, float)) or not T_max > 0:
+            raise ValueError(f"CosineAnnealingLR: T_max must be a positive number, got {T_max!r}")
         self.T_max = T_max
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)
@@ -719,6 +722,11 @@ class CyclicLR(LRScheduler):
         self.max_lrs = _per_group("max_lr", optimizer, max_lr)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
+        # PyTorch divides by zero here (step_size_up=0), or cycles backwards (a negative size)
+        if not (up > 0 and down >= 0):
+            raise ValueError(
+                f"CyclicLR: step_size_up must be positive and step_size_down non-negative, got "
+                f"{step_size_up!r} and {step_size_down!r}")
         self.total_size = up + down
         self.step_ratio = up / self.total_size
         if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
