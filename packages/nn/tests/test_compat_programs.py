@@ -123,29 +123,37 @@ def test_shim_restores_torch():
 
 
 NUMBER = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?")
+ANY_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
-def _close_text(ref: str, got: str, rtol: float, atol: float) -> None:
-    """The outputs print the same lines with numbers equal to the tolerances."""
+def _close_text(ref: str, got: str, rtol: float, atol: float,
+                loose: dict[str, tuple[float, float]] | None = None) -> None:
+    """The outputs print the same lines with numbers equal to the tolerances. `loose` maps a
+    regex to the (rtol, atol) of the lines it matches: counts and accuracies over a finite set,
+    where one near-tie sample flips with the last bit of a rounding."""
     ref_lines, got_lines = ref.splitlines(), got.replace("ember.", "torch.").splitlines()
     assert len(got_lines) == len(ref_lines), (ref, got)
     for r, g in zip(ref_lines, got_lines):
-        assert NUMBER.sub("#", r) == NUMBER.sub("#", g), (r, g)
-        np.testing.assert_allclose([float(v) for v in NUMBER.findall(g)],
-                                   [float(v) for v in NUMBER.findall(r)], rtol=rtol, atol=atol,
+        tol = next((t for pat, t in (loose or {}).items() if re.search(pat, r)), None)
+        num = NUMBER if tol is None else ANY_NUMBER  # a loose line's integer counts are numbers too
+        assert num.sub("#", r) == num.sub("#", g), (r, g)
+        rt, at = tol or (rtol, atol)
+        np.testing.assert_allclose([float(v) for v in num.findall(g)],
+                                   [float(v) for v in num.findall(r)], rtol=rt, atol=at,
                                    err_msg=f"torch: {r}\nember: {g}")
 
 
-def _check_program(script: str, capsys, rtol: float, atol: float) -> str:
+def _check_program(script: str, capsys, rtol: float, atol: float,
+                   loose: dict[str, tuple[float, float]] | None = None) -> str:
     """The script's output on ember (module names as torch prints them), compared with its
-    output on torch where torch is installed."""
+    output on torch where torch is installed (`loose`: see _close_text)."""
     got = _run(script, [], capsys, on_ember=True).replace("ember.", "torch.")
     try:
         import torch  # noqa: F401
     except ImportError:
         return got
     ref = _run(script, [], capsys, on_ember=False)
-    _close_text(ref, got, rtol=rtol, atol=atol)
+    _close_text(ref, got, rtol=rtol, atol=atol, loose=loose)
     return got
 
 

@@ -101,7 +101,9 @@ def test_segnet_unpool(capsys):
     # max_pool2d(return_indices) -> max_unpool2d(output_size), F.instance_norm / group_norm /
     # batch_norm with buffers, F.prelu, lp_pool2d, weighted cross entropy with ignore_index;
     # the loss reaches ~0.04, so the drift of roundings is judged in absolute terms
-    got = _check("segnet_unpool.py", capsys, rtol=1e-4, atol=1e-4)
+    # (the confusion counts and final IoU move with a few near-tie pixels: 533 vs 535 of ~540)
+    got = _check("segnet_unpool.py", capsys, rtol=1e-4, atol=1e-4,
+                 loose={r"^confusion diag|^RESULT": (1e-2, 1e-3)})
     first, last, miou = _results(got)
     assert last < 0.1 * first and miou > 0.8
     assert "unpool [0.0, 5.0, 0.0, 7.0] indices [5, 7, 13, 15]" in got
@@ -184,7 +186,9 @@ def test_deep_svdd_anomaly(capsys):
 def test_export_deployment(capsys):
     # torch.export.export with a shared Dim over two named inputs, the exported module against
     # eager at several batch sizes, shape guards, save / load, a weights_only state_dict trip
-    got = _check("export_deployment.py", capsys, rtol=1e-4, atol=1e-5)
+    # (accuracy over 256 samples: one near-tie sample is 0.004)
+    got = _check("export_deployment.py", capsys, rtol=1e-4, atol=1e-5,
+                 loose={r"^loaded program accuracy": (0.0, 0.005)})
     first, last, err = _results(got)
     assert last < 0.7 * first and err < 1e-5
     assert "user inputs ['image', 'features'] parameters 12 buffers 3" in got
