@@ -17,13 +17,16 @@ trace a model for speed or deployment thus run unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from typing import Any, Callable, Final  # noqa: F401  (ember.jit.Final, as torch.jit.Final)
+from typing import Any, Callable, Final, Iterator  # noqa: F401  (ember.jit.Final, as torch.jit.Final)
 
 __all__ = ["script", "trace", "trace_module", "ignore", "unused", "export", "interface",
            "is_scripting", "is_tracing", "annotate", "save", "load", "freeze",
            "optimize_for_inference", "fork", "wait", "Final", "ScriptModule",
-           "ScriptFunction", "Attribute", "enable_onednn_fusion", "set_fusion_strategy"]
+           "ScriptFunction", "Attribute", "enable_onednn_fusion", "set_fusion_strategy",
+           "script_if_tracing", "script_method", "onednn_fusion_enabled", "optimized_execution",
+           "fuser", "strict_fusion", "TracerWarning", "ScriptWarning"]
 
 _noted = [False]
 
@@ -223,3 +226,61 @@ def enable_onednn_fusion(enabled: bool) -> None:
 def set_fusion_strategy(strategy: Any) -> list:
     """No effect (no fuser); returns the previous strategy, empty."""
     return []
+
+
+def script_if_tracing(fn: Callable) -> Callable:
+    """Compiles ``fn`` when it is first called during tracing; ember never traces
+    (:func:`is_tracing` is False), so ``fn`` runs eagerly: it is returned unchanged."""
+    return fn
+
+
+def script_method(fn: Callable) -> Callable:
+    """Marks a ScriptModule method for compilation: here, the method itself."""
+    return fn
+
+
+def onednn_fusion_enabled() -> bool:
+    """False: ember has no fuser."""
+    return False
+
+
+@contextlib.contextmanager
+def optimized_execution(should_optimize: bool) -> Iterator[None]:
+    """Toggles the JIT's graph optimizations inside the block: no effect here (no JIT)."""
+    yield
+
+
+@contextlib.contextmanager
+def fuser(name: str) -> Iterator[None]:
+    """Picks the JIT fuser inside the block (``"fuser0"`` .. ``"fuser3"``, ``"none"``): no effect
+    here (no JIT); an unknown name raises as in PyTorch."""
+    if name not in ("fuser0", "fuser1", "fuser2", "fuser3", "none"):
+        raise Exception(f"unrecognized fuser option (name: {name})")  # torch raises a bare Exception
+    yield
+
+
+class strict_fusion:
+    """Asserts, inside the block, that the JIT fused every node: nothing to check here; as in
+    PyTorch outside scripting it warns that it only works in script mode."""
+
+    def __init__(self) -> None:
+        warnings.warn("Only works in script mode", stacklevel=2)
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+class TracerWarning(Warning):
+    """The warning category of tracing problems (``warnings.filterwarnings("ignore",
+    category=ember.jit.TracerWarning)`` works as with torch); ember never emits it."""
+
+    @staticmethod
+    def ignore_lib_warnings() -> None:
+        warnings.filterwarnings("ignore", category=TracerWarning, module="ember.(?!jit)")
+
+
+class ScriptWarning(Warning):
+    """The warning category of scripting problems; ember never emits it."""
