@@ -103,6 +103,32 @@ def test_tracer_warning_is_a_warning_category():
     assert _same(scenario) == (["script"], True, True)
 
 
+def test_jit_isinstance_checks_container_elements():
+    from typing import Dict, List, Optional, Tuple, Union
+
+    def scenario(lib):
+        isin = lib.jit.isinstance
+        t = lib.ones(1)
+        checks = [
+            isin([1, 2], List[int]), isin([1, "a"], List[int]), isin([1.0], List[int]),
+            isin({"a": t}, Dict[str, lib.Tensor]), isin({"a": 1}, Dict[str, lib.Tensor]),
+            isin(None, Optional[int]), isin(2, Optional[int]), isin("x", Optional[int]),
+            isin((1, "a"), Tuple[int, str]), isin((1, 2), Tuple[int, str]),
+            isin((1,), Tuple[int, str]), isin(1, Union[int, str]), isin(2.0, Union[int, str]),
+            isin([[1], [2]], List[List[int]]), isin([t, None], List[Optional[lib.Tensor]]),
+            isin(True, int), isin(t, lib.Tensor), isin([1], list[int]),
+        ]
+        with pytest.warns(UserWarning, match="inner type of a container is lost"):
+            checks.append(isin([], List[str]))
+        with pytest.raises(RuntimeError, match="without a contained type"):
+            isin([1], list)
+        return checks
+
+    assert _same(scenario) == [True, False, False, True, False, True, True, False, True, False,
+                               False, True, False, True, True, True, True, True, True]
+    assert ember.jit.isinstance is not isinstance  # the builtin stays unshadowed in ember.jit
+
+
 # ---- autograd ------------------------------------------------------------------------------------
 def _grad_of_square(lib) -> list:
     x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)

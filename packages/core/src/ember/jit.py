@@ -17,7 +17,10 @@ trace a model for speed or deployment thus run unchanged.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import types
+import typing
 import warnings
 from typing import Any, Callable, Final, Iterator  # noqa: F401  (ember.jit.Final, as torch.jit.Final)
 
@@ -284,3 +287,51 @@ class TracerWarning(Warning):
 
 class ScriptWarning(Warning):
     """The warning category of scripting problems; ember never emits it."""
+
+
+def _jit_isinstance(obj: Any, target_type: Any) -> bool:
+    """``torch.jit.isinstance``: ``isinstance`` for the typing forms TorchScript refines on
+    (``List[int]``, ``Dict[str, Tensor]``, ``Tuple[...]``, ``Optional[...]``, ``Union[...]``),
+    checking every element. An empty container matches any element type (with PyTorch's
+    warning that the inner type is unknown); a bare ``list`` / ``dict`` / ``tuple`` is refused."""
+    origin = typing.get_origin(target_type)
+    args = typing.get_args(target_type)
+    if origin is None:
+        if target_type in (list, dict, tuple) or target_type in (typing.List, typing.Dict,
+                                                                 typing.Tuple):
+            name = getattr(target_type, "__name__", None) or getattr(target_type, "_name", "list")
+            name = name.lower()
+            raise RuntimeError(f"Attempted to use {name} without a contained type. Please add "
+                               f"a contained type, e.g. {name}[int]")
+        if target_type is None or target_type is type(None):
+            return obj is None
+        return builtins.isinstance(obj, target_type)
+    if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+        return any(_jit_isinstance(obj, a) for a in args)
+    if origin in (list, dict, tuple) and not args:
+        raise RuntimeError(f"Attempted to use {origin.__name__} without a contained type. "
+                           f"Please add a contained type, e.g. {origin.__name__}[int]")
+    if not builtins.isinstance(obj, origin):
+        return False
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_jit_isinstance(x, args[0]) for x in obj)
+        return len(obj) == len(args) and all(_jit_isinstance(x, a) for x, a in zip(obj, args))
+    if not obj:
+        warnings.warn("The inner type of a container is lost when calling torch.jit.isinstance "
+                      "in eager mode. For example, List[int] would become list and therefore "
+                      "falsely return True for List[float] or List[str].", stacklevel=2)
+        return True
+    if origin is list:
+        return all(_jit_isinstance(x, args[0]) for x in obj)
+    if origin is dict:
+        return all(_jit_isinstance(k, args[0]) and _jit_isinstance(v, args[1])
+                   for k, v in obj.items())
+    return True
+
+
+def __getattr__(name: str) -> Any:
+    # ember.jit.isinstance without shadowing the builtin inside this module
+    if name == "isinstance":
+        return _jit_isinstance
+    raise AttributeError(f"module 'ember.jit' has no attribute {name!r}")
