@@ -209,3 +209,42 @@ def test_private_call_entry_points():
         return calls, a.tolist() == b.tolist() == c.tolist()
 
     assert _same(scenario) == (["hook", "hook"], True)
+
+
+def test_factory_kwargs():
+    def scenario(lib):
+        fk = lib.nn.factory_kwargs
+        got = [fk({"device": "cpu", "factory_kwargs": {"dtype": lib.float64}}), fk(None),
+               fk({"factory_kwargs": {"memory_format": lib.contiguous_format}})]
+        for bad, msg in (({"foo": 1}, "unexpected kwargs"),
+                         ({"dtype": lib.float32, "factory_kwargs": {"dtype": lib.float32}},
+                          "dtype specified twice")):
+            with pytest.raises(TypeError, match=msg):
+                fk(bad)
+        w = lib.empty(2, 3, **got[0])
+        return [sorted(d) for d in got], str(w.dtype).split(".")[-1], tuple(w.shape)
+
+    assert _same(scenario) == ([["device", "dtype"], [], ["memory_format"]], "float64", (2, 3))
+
+
+def test_deprecated_container():
+    def scenario(lib):
+        with pytest.warns(FutureWarning, match="nn.Container. is deprecated"):
+            c = lib.nn.Container(a=lib.nn.Linear(1, 2), b=lib.nn.ReLU())
+        return list(dict(c.named_children())), sorted(c.state_dict()), repr(c).splitlines()[0]
+
+    assert _same(scenario) == (["a", "b"], ["a.bias", "a.weight"], "Container(")
+
+
+def test_functional_reexports_override_helpers():
+    def scenario(lib):
+        F, t = lib.nn.functional, lib.ones(1)
+        return (F.has_torch_function((t,)), F.has_torch_function_unary(t),
+                F.has_torch_function_variadic(t, t),
+                F.handle_torch_function is lib.overrides.handle_torch_function,
+                # helpers of the protocol, not functions behind it
+                all(f in lib.overrides.get_ignored_functions()
+                    for f in (F.handle_torch_function, F.has_torch_function,
+                              F.has_torch_function_unary, F.has_torch_function_variadic)))
+
+    assert _same(scenario) == (False, False, False, True, True)
