@@ -29,7 +29,7 @@ __all__ = ["script", "trace", "trace_module", "ignore", "unused", "export", "int
            "optimize_for_inference", "fork", "wait", "Final", "ScriptModule",
            "ScriptFunction", "Attribute", "enable_onednn_fusion", "set_fusion_strategy",
            "script_if_tracing", "script_method", "onednn_fusion_enabled", "optimized_execution",
-           "fuser", "strict_fusion", "TracerWarning", "ScriptWarning"]
+           "fuser", "strict_fusion", "TracerWarning", "ScriptWarning", "isinstance"]
 
 _noted = [False]
 
@@ -328,6 +328,9 @@ def _jit_isinstance(obj: Any, target_type: Any) -> bool:
         return all(_jit_isinstance(k, args[0]) and _jit_isinstance(v, args[1])
                    for k, v in obj.items())
     return True
+
+
+_jit_isinstance.__name__ = _jit_isinstance.__qualname__ = "isinstance"
 
 
 def __getattr__(name: str) -> Any:
