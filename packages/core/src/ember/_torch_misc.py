@@ -19,7 +19,10 @@
 * Tensor attributes: ``as_subclass``, the deprecated ``resize`` / ``resize_as``, ``output_nr``,
   ``name``, ``const_data_ptr``, the device predicates of devices ember has not
   (``is_nested``, ``is_xpu``, ``is_mps`` ... all False) and ``chalf`` (complex32 is not a dtype
-  of ember: a clear error).
+  of ember: a clear error);
+* for ported code: ``TYPE_CHECKING``, ``SymInt`` / ``SymFloat`` / ``SymBool`` (never produced:
+  no symbolic shapes), ``legacy_contiguous_format``, ``cudnn_is_acceptable``,
+  ``thread_safe_generator``, and the removed ``matrix_rank`` (PyTorch's error).
 
 >>> import ember
 >>> ember.frombuffer(bytearray(b"\\x01\\x00\\x02\\x00"), dtype=ember.int16).tolist()
@@ -41,6 +44,7 @@ from typing import Any
 
 from ember import _C
 from ember._C import Tensor
+from ember._memory_format import contiguous_format
 
 __all__ = [
     "get_device", "is_inference", "is_signed", "is_distributed", "set_flush_denormal",
@@ -51,6 +55,8 @@ __all__ = [
     "has_lapack", "has_spectral", "has_mkl", "has_openmp", "sym_int", "sym_float", "sym_max",
     "sym_min", "sym_not", "sym_ite", "sym_sqrt", "sym_sum", "sym_fresh_size",
     "sym_constrain_range", "sym_constrain_range_for_size", "fork", "wait",
+    "TYPE_CHECKING", "SymInt", "SymFloat", "SymBool", "cudnn_is_acceptable", "matrix_rank",
+    "thread_safe_generator", "legacy_contiguous_format",
 ]
 
 pi = math.pi
@@ -64,6 +70,66 @@ has_lapack = True
 has_spectral = True
 has_mkl = False
 has_openmp = False
+# PyTorch's flag for code that imports only for type checkers (False when running)
+TYPE_CHECKING = False
+# the memory format of PyTorch's legacy "contiguous" default: the same object
+legacy_contiguous_format = contiguous_format
+
+
+# ---- symbolic scalar types ---------------------------------------------------------------------
+# ember has no symbolic shapes (sizes are always ints), so no value is ever one of these; they
+# exist for annotations and ``isinstance(x, (int, torch.SymInt))`` checks in ported code.
+class SymInt:
+    """A symbolic int (PyTorch's, under torch.compile); never produced by ember."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+
+class SymFloat:
+    """A symbolic float (PyTorch's, under torch.compile); never produced by ember."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+
+class SymBool:
+    """A symbolic bool (PyTorch's, under torch.compile); never produced by ember."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+
+def cudnn_is_acceptable(tensor: Tensor) -> bool:
+    """Whether cuDNN could take ``tensor``: a CUDA tensor of a floating dtype, with cuDNN
+    available and enabled (``ember.backends.cudnn``)."""
+    _need_tensor("cudnn_is_acceptable", tensor, "self")
+    from ember.backends import cudnn
+
+    floating = (_C.float16, _C.bfloat16, _C.float32, _C.float64)
+    return bool(tensor.is_cuda and tensor.dtype in floating and cudnn.enabled
+                and cudnn.is_available())
+
+
+def matrix_rank(input: Any, tol: Any = None, symmetric: bool = False, *, out: Any = None) -> Any:
+    """Removed from PyTorch (since 1.9): raises its error pointing at ``linalg.matrix_rank``."""
+    raise RuntimeError(
+        "This function was deprecated since version 1.9 and is now removed.\n"
+        "Please use the `torch.linalg.matrix_rank` function instead. The parameter 'symmetric' "
+        "was renamed in `torch.linalg.matrix_rank()` to 'hermitian'."
+    )
+
+
+def thread_safe_generator() -> Any:
+    """The generator of the DataLoader thread worker calling it, else None (the global RNG):
+    ember's DataLoader workers are processes, so this is None everywhere, which ember's
+    random functions take as their ``generator=`` default."""
+    from ember.utils.data import get_worker_info
+
+    info = get_worker_info()
+    if getattr(info, "worker_method", None) == "thread" and getattr(info, "rng", None) is not None:
+        return info.rng.torch_generator
+    return None
 
 
 # ---- top-level losses with an int reduction ----------------------------------------------------

@@ -17,13 +17,19 @@ trace a model for speed or deployment thus run unchanged.
 
 from __future__ import annotations
 
+import builtins
+import contextlib
+import types
+import typing
 import warnings
-from typing import Any, Callable, Final  # noqa: F401  (ember.jit.Final, as torch.jit.Final)
+from typing import Any, Callable, Final, Iterator  # noqa: F401  (ember.jit.Final, as torch.jit.Final)
 
 __all__ = ["script", "trace", "trace_module", "ignore", "unused", "export", "interface",
            "is_scripting", "is_tracing", "annotate", "save", "load", "freeze",
            "optimize_for_inference", "fork", "wait", "Final", "ScriptModule",
-           "ScriptFunction", "Attribute", "enable_onednn_fusion", "set_fusion_strategy"]
+           "ScriptFunction", "Attribute", "enable_onednn_fusion", "set_fusion_strategy",
+           "script_if_tracing", "script_method", "onednn_fusion_enabled", "optimized_execution",
+           "fuser", "strict_fusion", "TracerWarning", "ScriptWarning", "isinstance"]
 
 _noted = [False]
 
@@ -223,3 +229,112 @@ def enable_onednn_fusion(enabled: bool) -> None:
 def set_fusion_strategy(strategy: Any) -> list:
     """No effect (no fuser); returns the previous strategy, empty."""
     return []
+
+
+def script_if_tracing(fn: Callable) -> Callable:
+    """Compiles ``fn`` when it is first called during tracing; ember never traces
+    (:func:`is_tracing` is False), so ``fn`` runs eagerly: it is returned unchanged."""
+    return fn
+
+
+def script_method(fn: Callable) -> Callable:
+    """Marks a ScriptModule method for compilation: here, the method itself."""
+    return fn
+
+
+def onednn_fusion_enabled() -> bool:
+    """False: ember has no fuser."""
+    return False
+
+
+@contextlib.contextmanager
+def optimized_execution(should_optimize: bool) -> Iterator[None]:
+    """Toggles the JIT's graph optimizations inside the block: no effect here (no JIT)."""
+    yield
+
+
+@contextlib.contextmanager
+def fuser(name: str) -> Iterator[None]:
+    """Picks the JIT fuser inside the block (``"fuser0"`` .. ``"fuser3"``, ``"none"``): no effect
+    here (no JIT); an unknown name raises as in PyTorch."""
+    if name not in ("fuser0", "fuser1", "fuser2", "fuser3", "none"):
+        raise Exception(f"unrecognized fuser option (name: {name})")  # torch raises a bare Exception
+    yield
+
+
+class strict_fusion:
+    """Asserts, inside the block, that the JIT fused every node: nothing to check here; as in
+    PyTorch outside scripting it warns that it only works in script mode."""
+
+    def __init__(self) -> None:
+        warnings.warn("Only works in script mode", stacklevel=2)
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+class TracerWarning(Warning):
+    """The warning category of tracing problems (``warnings.filterwarnings("ignore",
+    category=ember.jit.TracerWarning)`` works as with torch); ember never emits it."""
+
+    @staticmethod
+    def ignore_lib_warnings() -> None:
+        warnings.filterwarnings("ignore", category=TracerWarning, module="ember.(?!jit)")
+
+
+class ScriptWarning(Warning):
+    """The warning category of scripting problems; ember never emits it."""
+
+
+def _jit_isinstance(obj: Any, target_type: Any) -> bool:
+    """``torch.jit.isinstance``: ``isinstance`` for the typing forms TorchScript refines on
+    (``List[int]``, ``Dict[str, Tensor]``, ``Tuple[...]``, ``Optional[...]``, ``Union[...]``),
+    checking every element. An empty container matches any element type (with PyTorch's
+    warning that the inner type is unknown); a bare ``list`` / ``dict`` / ``tuple`` is refused."""
+    origin = typing.get_origin(target_type)
+    args = typing.get_args(target_type)
+    if origin is None:
+        if target_type in (list, dict, tuple) or target_type in (typing.List, typing.Dict,
+                                                                 typing.Tuple):
+            name = getattr(target_type, "__name__", None) or getattr(target_type, "_name", "list")
+            name = name.lower()
+            raise RuntimeError(f"Attempted to use {name} without a contained type. Please add "
+                               f"a contained type, e.g. {name}[int]")
+        if target_type is None or target_type is type(None):
+            return obj is None
+        return builtins.isinstance(obj, target_type)
+    if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+        return any(_jit_isinstance(obj, a) for a in args)
+    if origin in (list, dict, tuple) and not args:
+        raise RuntimeError(f"Attempted to use {origin.__name__} without a contained type. "
+                           f"Please add a contained type, e.g. {origin.__name__}[int]")
+    if not builtins.isinstance(obj, origin):
+        return False
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_jit_isinstance(x, args[0]) for x in obj)
+        return len(obj) == len(args) and all(_jit_isinstance(x, a) for x, a in zip(obj, args))
+    if not obj:
+        warnings.warn("The inner type of a container is lost when calling torch.jit.isinstance "
+                      "in eager mode. For example, List[int] would become list and therefore "
+                      "falsely return True for List[float] or List[str].", stacklevel=2)
+        return True
+    if origin is list:
+        return all(_jit_isinstance(x, args[0]) for x in obj)
+    if origin is dict:
+        return all(_jit_isinstance(k, args[0]) and _jit_isinstance(v, args[1])
+                   for k, v in obj.items())
+    return True
+
+
+_jit_isinstance.__name__ = _jit_isinstance.__qualname__ = "isinstance"
+
+
+def __getattr__(name: str) -> Any:
+    # ember.jit.isinstance without shadowing the builtin inside this module
+    if name == "isinstance":
+        return _jit_isinstance
+    raise AttributeError(f"module 'ember.jit' has no attribute {name!r}")

@@ -505,6 +505,9 @@ _IGNORED_NAMES = frozenset({
     "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled",
     "is_grad_enabled", "is_inference_mode_enabled", "typename", "compile", "load", "save",
     "can_cast", "promote_types", "is_autocast_enabled",
+    # the protocol's own helpers, re-exported by ember.nn.functional as by PyTorch's
+    "handle_torch_function", "has_torch_function", "has_torch_function_unary",
+    "has_torch_function_variadic",
 })
 _TENSOR_SKIP = frozenset({
     "__init__", "__new__", "__torch_function__", "__getattribute__", "__getattr__",

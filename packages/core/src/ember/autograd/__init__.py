@@ -28,8 +28,10 @@ from ember.autograd.grad_mode import (  # noqa: F401
     inference_mode,
     is_grad_enabled,
     is_inference_mode_enabled,
+    is_multithreading_enabled,
     no_grad,
     set_grad_enabled,
+    set_multithreading_enabled,
 )
 from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 
@@ -291,4 +293,10 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module("ember.autograd.profiler")
+    if name in ("handle_torch_function", "has_torch_function", "is_tensor_like"):
+        # re-exported from ember.overrides as torch.autograd does (imported late: overrides
+        # imports the tensor machinery this package is part of)
+        from ember import overrides
+
+        return getattr(overrides, name)
     raise AttributeError(f"module 'ember.autograd' has no attribute {name!r}")

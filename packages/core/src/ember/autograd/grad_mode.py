@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from typing import Any, Callable
 
 from ember import _C
@@ -193,3 +194,54 @@ class set_grad_enabled(_GradModeContext):
 def is_grad_enabled() -> bool:
     """Whether gradients are recorded on this thread."""
     return _C.is_grad_enabled()
+
+
+# Whether backward may use worker threads. Thread-local, as in PyTorch. Ember's engine always
+# runs backward on the calling thread, so the switch is recorded (and reported by
+# is_multithreading_enabled) but has nothing to turn off.
+_multithreading = threading.local()
+
+
+def is_multithreading_enabled() -> bool:
+    """Whether multithreaded backward is enabled on this thread (True unless turned off with
+    :class:`set_multithreading_enabled`).
+
+    >>> import ember
+    >>> ember.autograd.is_multithreading_enabled()
+    True
+    """
+    return getattr(_multithreading, "on", True)
+
+
+class set_multithreading_enabled(_GradModeContext):
+    """Enables or disables multithreaded backward, as a function (effective at once) or a
+    context manager / decorator (restored on exit); thread-local. Ember's engine runs every
+    backward on the calling thread whatever the setting (what PyTorch does with ``False``), so
+    results never depend on it.
+
+    >>> import ember
+    >>> with ember.autograd.set_multithreading_enabled(False):
+    ...     ember.autograd.is_multithreading_enabled()
+    False
+    """
+
+    def __init__(self, mode: bool) -> None:
+        self._args = (mode,)
+        self._prev = is_multithreading_enabled()
+        self._mode_value = bool(mode)
+        _multithreading.on = self._mode_value
+
+    def __call__(self, fn: Callable) -> Callable:
+        # as a decorator the mode applies inside the function only (PyTorch also leaves it set
+        # from the decoration on, an accident set_grad_enabled avoids; ember avoids it here too)
+        _multithreading.on = self._prev
+        return super().__call__(fn)
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: Any) -> None:
+        _multithreading.on = self._prev
+
+    def _mode(self) -> bool:
+        return self._mode_value

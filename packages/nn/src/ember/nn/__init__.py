@@ -37,8 +37,30 @@ __all__ = [
     "utils",
     "parallel",
     "DataParallel",
+    "factory_kwargs",
     *_modules_all,
 ]
+
+_FACTORY_KEYS = ("device", "dtype", "memory_format")
+
+
+def factory_kwargs(kwargs: dict | None) -> dict:
+    """The factory keywords (``device``, ``dtype``, ``memory_format``) of a module's
+    ``**kwargs`` as one dict for ``ember.empty(..., **factory_kwargs(kwargs))``: any other key
+    is a TypeError; a nested ``factory_kwargs`` dict supplies keys that clash with the caller's
+    own parameters, and naming a key in both places is a TypeError."""
+    if kwargs is None:
+        return {}
+    unexpected = set(kwargs) - set(_FACTORY_KEYS) - {"factory_kwargs"}
+    if unexpected:
+        raise TypeError(f"unexpected kwargs {unexpected}")
+    out = dict(kwargs.get("factory_kwargs", {}))
+    for key in _FACTORY_KEYS:
+        if key in kwargs:
+            if key in out:
+                raise TypeError(f"{key} specified twice, in **kwargs and in factory_kwargs")
+            out[key] = kwargs[key]
+    return out
 
 # Submodules PyTorch's torch.nn exposes without an import of their own (torch.nn.attention.
 # sdpa_kernel in a program that only imported torch): loaded on first access.

@@ -21,6 +21,12 @@ from typing import Any, Sequence
 
 import ember
 from ember import Tensor, _argcheck
+from ember.overrides import (  # noqa: F401  (as torch.nn.functional re-exports them)
+    handle_torch_function,
+    has_torch_function,
+    has_torch_function_unary,
+    has_torch_function_variadic,
+)
 from ember.sparse import SparseTensor as _SparseTensor
 
 __all__ = [

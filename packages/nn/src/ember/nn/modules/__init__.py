@@ -44,6 +44,7 @@ from ember.nn.modules.batchnorm import (  # noqa: F401
 )
 from ember.nn.modules.channelshuffle import ChannelShuffle  # noqa: F401
 from ember.nn.modules.container import (
+    Container,
     ModuleDict,
     ModuleList,
     ParameterDict,
@@ -184,7 +185,7 @@ from ember.nn.modules.upsampling import (  # noqa: F401
 )
 
 __all__ = [
-    "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+    "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Container",
     "Identity", "Linear", "Bilinear", "Flatten", "Unflatten",
     # lazy modules (shapes from the first input)
     "LazyModuleMixin", "LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d",

@@ -14,6 +14,7 @@ ember.Size([5, 2])
 from __future__ import annotations
 
 import operator
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from itertools import chain
@@ -23,7 +24,19 @@ from ember import Tensor
 from ember.nn.modules.module import Module, _addindent
 from ember.nn.parameter import Parameter
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Container"]
+
+
+class Container(Module):
+    """PyTorch's deprecated base of containers: a Module holding the keyword modules given, by
+    name. Warns (FutureWarning) to subclass Module instead."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__()
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now implemented "
+                      "in `nn.Module`. Subclass that instead.", FutureWarning, stacklevel=2)
+        for name, module in kwargs.items():
+            self.add_module(name, module)
 
 
 def _abs_index(idx: Any, n: int, owner: str) -> int:

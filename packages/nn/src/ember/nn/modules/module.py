@@ -24,7 +24,7 @@ import threading
 import warnings
 import weakref
 from collections import OrderedDict, namedtuple
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 import ember
 from ember import Tensor
@@ -381,6 +381,45 @@ class _WrappedHook:
         return self.hook(module, grad_inputs, grad_outputs)
 
 
+# the type of the dict state_dict fills (PyTorch's annotation name, also Module.T_destination)
+T_destination = TypeVar("T_destination", bound=Mapping[str, Any])
+
+
+class _ModulelessHook:
+    """A load-state-dict pre-hook registered with ``with_module=False``: called without the
+    module (the hooks are otherwise all called with it first). A plain object, so modules
+    holding one still pickle and deep-copy."""
+
+    def __init__(self, hook: Callable) -> None:
+        self.hook = hook
+
+    def __call__(self, module: Module, *args: Any) -> Any:
+        return self.hook(*args)
+
+
+class _PublicStateDictHook:
+    """A state-dict post-hook registered through the public API that cannot take the
+    ``_from_public_api`` mark itself (a bound method, a builtin)."""
+
+    _from_public_api = True
+
+    def __init__(self, hook: Callable) -> None:
+        self.hook = hook
+
+    def __call__(self, *args: Any) -> Any:
+        return self.hook(*args)
+
+
+def _mark_public_state_dict_hook(hook: Callable) -> Callable:
+    """Marks ``hook`` as registered by ``register_state_dict_post_hook`` (whose hooks must
+    return None), as PyTorch marks it: on the hook itself where it takes attributes."""
+    try:
+        hook._from_public_api = True  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        return _PublicStateDictHook(hook)
+    return hook
+
+
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     """What ``load_state_dict`` returns: the keys it did not find and those it did not use."""
 
@@ -447,6 +486,7 @@ class Module:
 
     dump_patches: bool = False
     _version: int = 1
+    T_destination = T_destination
     training: bool
     call_super_init: bool = False
 
@@ -1033,6 +1073,18 @@ class Module:
         """Moves parameters and buffers to a CUDA device."""
         return self.to("cuda" if device is None else ember.device("cuda", device) if isinstance(device, int) else device)
 
+    def xpu(self, device: Any = None) -> Module:
+        """Moves parameters and buffers to an XPU device (as :meth:`cuda`)."""
+        return self._apply(lambda t: t.xpu(device))
+
+    def mtia(self, device: Any = None) -> Module:
+        """Moves parameters and buffers to an MTIA device (as :meth:`cuda`)."""
+        return self._apply(lambda t: t.mtia(device))
+
+    def ipu(self, device: Any = None) -> Module:
+        """Moves parameters and buffers to an IPU device (as :meth:`cuda`)."""
+        return self._apply(lambda t: t.ipu(device))
+
     def share_memory(self) -> Module:
         """Moves parameters and buffers to shared memory (for multiprocessing)."""
         return self._apply(lambda t: t.share_memory_())
@@ -1070,6 +1122,21 @@ class Module:
             raise
         finally:
             _call_state.depth = depth
+
+    # PyTorch's names for the call path, which some programs call or wrap directly: the full
+    # call (hooks included), and forward alone (what tracing runs)
+    _compiled_call_impl: Callable | None = None
+
+    def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
+        return Module.__call__(self, *args, **kwargs)
+
+    def _wrapped_call_impl(self, *args: Any, **kwargs: Any) -> Any:
+        if self._compiled_call_impl is not None:
+            return self._compiled_call_impl(*args, **kwargs)
+        return Module.__call__(self, *args, **kwargs)
+
+    def _slow_forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
 
     def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
         full_hooks: list[Callable] = []
@@ -1324,19 +1391,38 @@ class Module:
 
     def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata)`` runs after this module wrote its
-        state and may edit ``state_dict`` in place."""
+        state and may edit ``state_dict`` in place; it must return None."""
+        hook = _mark_public_state_dict_hook(hook)
         handle = RemovableHandle(self._state_dict_hooks)
         self._state_dict_hooks[handle.id] = hook
         return handle
 
-    _register_state_dict_hook = register_state_dict_post_hook
+    def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
+        """The older post-hook: as :meth:`register_state_dict_post_hook`, but a non-None return
+        value replaces the state dict (which only the root module's ``state_dict`` returns)."""
+        if getattr(hook, "_from_public_api", False):
+            raise RuntimeError(
+                "Cannot register the same function as the state dict post hook that was "
+                "previously registered via register_state_dict_post_hook"
+            )
+        handle = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[handle.id] = hook
+        return handle
+
+    def _register_load_state_dict_pre_hook(self, hook: Callable,
+                                           with_module: bool = False) -> RemovableHandle:
+        """``hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs)`` runs before this module loads its entries; ``with_module=True`` passes
+        the module first (as :meth:`register_load_state_dict_pre_hook` does). Its return value
+        is ignored; it may edit ``state_dict`` and the key / error lists in place."""
+        handle = RemovableHandle(self._load_state_dict_pre_hooks)
+        self._load_state_dict_pre_hooks[handle.id] = hook if with_module else _ModulelessHook(hook)
+        return handle
 
     def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
         unexpected_keys, error_msgs)`` runs before this module loads its entries."""
-        handle = RemovableHandle(self._load_state_dict_pre_hooks)
-        self._load_state_dict_pre_hooks[handle.id] = hook
-        return handle
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
 
     def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, incompatible_keys)`` runs after ``load_state_dict`` loaded this
@@ -1389,8 +1475,11 @@ class Module:
                 m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
         for hook in self._state_dict_hooks.values():
             res = hook(self, destination, prefix, local_metadata)
-            if res is not None:
-                destination = res
+            if res is None:
+                continue
+            if getattr(hook, "_from_public_api", False):
+                raise RuntimeError("state_dict post-hook must return None")
+            destination = res  # a _register_state_dict_hook hook's new state dict
         return destination
 
     def _load_sparse_buffer(self, name: str, key: str, value: Any, current: Any,
@@ -1533,9 +1622,10 @@ class Module:
             keys = _IncompatibleKeys(missing, unexpected)
             for hook in module._load_state_dict_post_hooks.values():
                 if hook(module, keys) is not None:
-                    raise RuntimeError(
-                        "load_state_dict post hooks must edit incompatible_keys in place and "
-                        "return None"
+                    raise AssertionError(  # PyTorch's class and wording
+                        "Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                        "expected to return new values, if incompatible_keys need to be "
+                        "modified, it should be done inplace."
                     )
 
         load(self, state_dict, "")
