@@ -214,7 +214,21 @@ class InstanceNorm3d(_InstanceNorm):
     _nd = 3
 
 
-class LocalResponseNorm(Module):
+class _ResponseNorm(Module):
+    """The hyperparameters and repr shared by LocalResponseNorm and CrossMapLRN2d."""
+
+    def __init__(self, size: int, alpha: float, beta: float, k: float) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class LocalResponseNorm(_ResponseNorm):
     """Normalizes each channel by its neighbours' squares.
 
     >>> import ember
@@ -223,17 +237,10 @@ class LocalResponseNorm(Module):
     """
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
-        super().__init__()
-        self.size = size
-        self.alpha = alpha
-        self.beta = beta
-        self.k = k
+        super().__init__(size, alpha, beta, k)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
-
-    def extra_repr(self) -> str:
-        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 def _cross_map_windows(channels: int, size: int) -> list[list[int]]:
@@ -253,7 +260,7 @@ def _cross_map_windows(channels: int, size: int) -> list[list[int]]:
     return windows
 
 
-class CrossMapLRN2d(Module):
+class CrossMapLRN2d(_ResponseNorm):
     """Local response normalization across channels of 4-D input, as the legacy layer computes
     it: ``x * (k + alpha / size * s) ** -beta`` where ``s`` sums the squares over each channel's
     window (see :func:`_cross_map_windows`; unlike :class:`LocalResponseNorm`, channel 0 stays
@@ -266,11 +273,7 @@ class CrossMapLRN2d(Module):
     """
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
-        super().__init__()
-        self.size = size
-        self.alpha = alpha
-        self.beta = beta
-        self.k = k
+        super().__init__(size, alpha, beta, k)
 
     def forward(self, input: Tensor) -> Tensor:
         if input.dim() != 4:
@@ -281,6 +284,3 @@ class CrossMapLRN2d(Module):
             member[c, window] = 1
         sums = ember.einsum("nchw,dc->ndhw", input * input, member)
         return input * (self.k + self.alpha / self.size * sums).pow(-self.beta)
-
-    def extra_repr(self) -> str:
-        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
