@@ -35,6 +35,7 @@ PROGRAMS = {
     "failure_recovery": (0, 0),
     "collectives_extras": (1e-5, 1e-6),
     "fsdp_train": (1e-4, 1e-5),
+    "device_mesh_2d": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -262,7 +262,7 @@ def _train(model: nn.Module, xs: np.ndarray, ys: np.ndarray, steps: int) -> None
         {"bucket_cap_mb": 0.0005},  # ~500 bytes: several buckets
         {"bucket_cap_mb": 0.0005, "gradient_as_bucket_view": True},
         {"find_unused_parameters": True},
-        {"static_graph": True, "broadcast_buffers": False},
+        {"static_graph": True, "forward_sync_buffers": False},
     ],
     ids=["default", "small_buckets", "grad_as_bucket_view", "find_unused", "static_graph"],
 )
@@ -747,9 +747,9 @@ def test_buffers_sync_after_training_forwards_only(fake_world1):
         n2 = broadcasts()
         ddp(x)  # follows a no-grad forward: not synchronized
     assert n2 > n1 and broadcasts() == n2
-    DDP(Net(), broadcast_buffers=False)
+    DDP(Net(), forward_sync_buffers=False)
     n3 = broadcasts()
-    ddp2 = DDP(Net(), broadcast_buffers=False)
+    ddp2 = DDP(Net(), forward_sync_buffers=False)
     n4 = broadcasts()
     ddp2(x)
     assert broadcasts() == n4 and n4 > n3  # only the construction's broadcast

@@ -33,12 +33,14 @@ from ._common import DistBackendError, DistError, ReduceOp
 from ._store import DistStoreError, FileStore, HashStore, PrefixStore, Store, TCPStore
 from ._work import Future, Work
 from .algorithms import GradBucket
+from .device_mesh import DeviceMesh, init_device_mesh
 from .distributed_c10d import *  # noqa: F403
 from .distributed_c10d import __all__ as _c10d_all
 from .distributed_c10d import default_pg_timeout
 
 __all__ = [
-    "DistBackendError", "DistError", "DistStoreError", "FileStore", "Future", "GradBucket",
+    "DeviceMesh", "DistBackendError", "DistError", "DistStoreError", "FileStore", "Future",
+    "GradBucket", "init_device_mesh",
     "HashStore", "PrefixStore", "ReduceOp", "Store", "TCPStore", "Work", "__version__", "default_pg_timeout",
     *_c10d_all,
 ]

@@ -25,6 +25,7 @@ broadcasts its parameters, so every replica ends equal.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
@@ -489,8 +490,10 @@ class DistributedDataParallel(Module):
             for CPU modules.
         output_device: accepted for compatibility (outputs stay where the module puts them).
         dim: accepted for compatibility (single-device replicas do not scatter inputs).
-        broadcast_buffers: broadcast the module's buffers from rank 0 at the start of each
-            forward that follows a training forward (grad enabled, outside ``no_sync``).
+        broadcast_buffers: deprecated (FutureWarning): ``forward_sync_buffers``, except that
+            False also leaves the buffers out of the initial broadcast.
+        init_sync: check at construction that the ranks hold the same parameters and
+            broadcast rank 0's parameters and buffers (False: the caller ensures they agree).
         process_group: the group to reduce over (None: the default group).
         bucket_cap_mb: bucket size in MiB (the first bucket is at most 1 MiB).
         find_unused_parameters: look for parameters that take no part in the forward's output
@@ -498,6 +501,12 @@ class DistributedDataParallel(Module):
         gradient_as_bucket_view: make each ``param.grad`` a view into its bucket (saves a copy
             and the memory of the gradients).
         static_graph: the set of used parameters is the same in every iteration (found once).
+        device_mesh: a 1-D ``DeviceMesh`` whose group to reduce over (instead of
+            process_group).
+        batched_grad_copy: accepted (a kernel-launch optimization of torch's reducer).
+        forward_sync_buffers: broadcast the module's buffers from rank 0 at the start of each
+            forward that follows a training forward (grad enabled, outside ``no_sync``); None
+            is True.
 
     Example (run with ``python -m ember.distributed.run --nproc-per-node 2 train.py``)::
 
@@ -517,15 +526,58 @@ class DistributedDataParallel(Module):
         device_ids: Sequence[int | Any] | None = None,
         output_device: int | Any | None = None,
         dim: int = 0,
-        broadcast_buffers: bool = True,
+        broadcast_buffers: bool | None = None,
+        init_sync: bool = True,
         process_group: Any = None,
         bucket_cap_mb: float | None = 25,
         find_unused_parameters: bool = False,
         check_reduction: bool = False,
         gradient_as_bucket_view: bool = False,
         static_graph: bool = False,
+        delay_all_reduce_named_params: Any = None,
+        param_to_hook_all_reduce: Any = None,
+        mixed_precision: Any = None,
+        device_mesh: Any = None,
+        skip_all_reduce_unused_params: bool = False,
+        bucket_cap_mb_list: list[int] | None = None,
+        batched_grad_copy: bool = False,
+        forward_sync_buffers: bool | None = None,
     ) -> None:
         super().__init__()
+        if (delay_all_reduce_named_params is None) != (param_to_hook_all_reduce is None):
+            raise ValueError("delay_all_reduce_named_params and param_to_hook_all_reduce need to "
+                             "be set at the same time.")
+        for name, value, default in (
+                ("delay_all_reduce_named_params", delay_all_reduce_named_params, None),
+                ("mixed_precision", mixed_precision, None),
+                ("skip_all_reduce_unused_params", skip_all_reduce_unused_params, False),
+                ("bucket_cap_mb_list", bucket_cap_mb_list, None)):
+            if value is not default and value != default:
+                raise NotImplementedError(f"DistributedDataParallel: {name}={value!r} is not "
+                                          "supported by ember's DDP")
+        if process_group is not None and device_mesh is not None:
+            raise RuntimeError("Cannot specify both process_group and device_mesh arguments.")
+        if device_mesh is not None:
+            if device_mesh.ndim != 1:
+                raise RuntimeError(f"Only 1D device mesh is supported, but got {device_mesh}.")
+            process_group = device_mesh.get_group(mesh_dim=0)
+        if broadcast_buffers is not None:
+            warnings.warn(
+                "Both `broadcast_buffers` and `forward_sync_buffers` were specified. "
+                "`broadcast_buffers` is deprecated and its value is ignored when "
+                "`forward_sync_buffers` is provided." if forward_sync_buffers is not None else
+                "`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead. "
+                "IMPORTANT: unlike `broadcast_buffers=False`, `forward_sync_buffers=False` still "
+                "syncs buffers at init.", FutureWarning, stacklevel=2)
+        if forward_sync_buffers is not None:
+            init_sync_buffers = True
+        else:
+            # the deprecated flag also keeps the buffers out of the initial broadcast
+            forward_sync_buffers = init_sync_buffers = (
+                True if broadcast_buffers is None else bool(broadcast_buffers))
+        if check_reduction:
+            warnings.warn("The `check_reduction` argument in `DistributedDataParallel` module is "
+                          "deprecated. Please avoid using it.", FutureWarning, stacklevel=2)
         if not isinstance(module, Module):
             raise TypeError(
                 f"DistributedDataParallel: module must be an nn.Module, got {type(module).__name__}"
@@ -566,8 +618,10 @@ class DistributedDataParallel(Module):
         self.device_ids = list(device_ids) if device_ids is not None else None
         self.output_device = output_device
         self.dim = dim
-        self.broadcast_buffers = broadcast_buffers
+        self.forward_sync_buffers = bool(forward_sync_buffers)
         self.process_group = process_group
+        self.device_mesh = device_mesh
+        self.batched_grad_copy = batched_grad_copy
         self.find_unused_parameters = find_unused_parameters
         self.gradient_as_bucket_view = gradient_as_bucket_view
         self.static_graph = static_graph
@@ -587,11 +641,21 @@ class DistributedDataParallel(Module):
         self._join_config = _JoinConfig.disabled()  # set by Join (see join())
         self._divide_by_initial_world_size = True
 
-        self._verify_same_model_on_all_ranks()
-        self._sync_module_states()
+        if init_sync:  # else the user promises the replicas start equal
+            self._verify_same_model_on_all_ranks()
+            self._sync_module_states(init_sync_buffers)
         self.reducer = _Reducer(
             self, [p for _, p in named], [n for n, _ in named], self.bucket_bytes_cap
         )
+
+    @property
+    def broadcast_buffers(self) -> bool:
+        """The deprecated name of forward_sync_buffers."""
+        return self.forward_sync_buffers
+
+    @broadcast_buffers.setter
+    def broadcast_buffers(self, value: bool) -> None:
+        self.forward_sync_buffers = value
 
     def _set_static_graph(self) -> None:
         """static_graph=True set after construction (torch's older spelling, still used by
@@ -630,10 +694,10 @@ class DistributedDataParallel(Module):
                 f"and {hi_n} elements"
             )
 
-    def _sync_module_states(self) -> None:
-        tensors = [p.detach() for p in self.module.parameters()] + [
-            b for b in self.module.buffers()
-        ]
+    def _sync_module_states(self, buffers: bool = True) -> None:
+        tensors = [p.detach() for p in self.module.parameters()]
+        if buffers:
+            tensors += list(self.module.buffers())
         if tensors:
             _coalesced_broadcast(
                 tensors, self._src_rank(), self.process_group, _BUFFER_BROADCAST_BYTES
