@@ -30,7 +30,8 @@ class ShardingStrategy(Enum):
     unit's forward, freed after it, gathered again for its backward. SHARD_GRAD_OP: as
     FULL_SHARD, but the gathered parameters stay from forward until backward. NO_SHARD: every
     rank keeps everything and gradients are all-reduced (as DistributedDataParallel).
-    HYBRID_SHARD / _HYBRID_SHARD_ZERO2 (shard within a node, replicate across): not in ember.
+    HYBRID_SHARD / _HYBRID_SHARD_ZERO2: FULL_SHARD / SHARD_GRAD_OP within a shard group (a
+    node), the shards replicated across the groups and their gradients averaged over them.
     """
 
     FULL_SHARD = auto()

@@ -186,9 +186,11 @@ class FlatParamHandle:
 
     def __init__(self, infos: list[ParamInfo], params: list[nn.Parameter], group: Any,
                  strategy: ShardingStrategy, mixed_precision: Any, offload_params: bool,
-                 use_orig_params: bool, compute_device: Any) -> None:
+                 use_orig_params: bool, compute_device: Any, replicate_group: Any = None) -> None:
         self.infos = infos
         self.group = group
+        # hybrid sharding: the ranks holding the same shard, over which its gradient is averaged
+        self.replicate_group = replicate_group
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
         self.strategy = strategy
@@ -351,6 +353,9 @@ class FlatParamHandle:
                 shard = g.clone()
                 dist.all_reduce(shard, group=self.group)
             shard.div_(self.world)
+            if self.replicate_group is not None:
+                dist.all_reduce(shard, group=self.replicate_group)
+                shard.div_(dist.get_world_size(self.replicate_group))
             if not self.keep_low_precision_grads:
                 shard = shard.to(self.dtype)
             if self.offload_params:

@@ -9,7 +9,10 @@ then that of single-process training on the whole batch, the gradients being ave
 
 ember specifics: collectives run synchronously when first needed, so ``backward_prefetch``,
 ``forward_prefetch`` and ``limit_all_gathers`` are accepted and have no effect;
-HYBRID_SHARD and SHARDED_STATE_DICT (which need DTensor) raise NotImplementedError; outside
+SHARDED_STATE_DICT (which needs DTensor) raises NotImplementedError. HYBRID_SHARD and
+_HYBRID_SHARD_ZERO2 shard within a group (``process_group=(shard, replicate)``, a 2-D
+``device_mesh`` (replicate, shard), or else the nodes found from LOCAL_WORLD_SIZE) and average
+each shard's gradient over its replicas after the reduce-scatter; outside
 forward the original parameters of a sharded unit are meta-device placeholders with the
 original shapes (``use_orig_params=False``) or 1-D parameters viewing this rank's part of each
 (``use_orig_params=True``; empty where a rank holds none of it, and then its gradient stays
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import warnings
 from typing import Any, Callable, Iterable, Iterator
 
@@ -99,6 +103,25 @@ def _pre_backward(handle: FlatParamHandle, u: Any, grad: ember.Tensor) -> None:
     handle.attrs_gathered = True
 
 
+def _node_groups(strategy: ShardingStrategy) -> tuple[Any, Any]:
+    """HYBRID_SHARD without groups: shard within each node (LOCAL_WORLD_SIZE consecutive ranks,
+    as the launcher numbers them) and replicate across nodes (the ranks with the same local
+    rank). Collective: every rank makes every group."""
+    local = os.environ.get("LOCAL_WORLD_SIZE")
+    world = dist.get_world_size()
+    if local is None or not local.isdigit() or int(local) < 1 or world % int(local):
+        raise ValueError(f"{strategy} without process groups shards within each node, found from "
+                         f"LOCAL_WORLD_SIZE (set by the launcher; here {local!r}, world size "
+                         f"{world}); pass process_group=(shard group, replicate group) or a 2-D "
+                         "device_mesh instead")
+    n = int(local)
+    shard, _ = dist.new_subgroups_by_enumeration(
+        [list(range(i, i + n)) for i in range(0, world, n)])
+    replicate, _ = dist.new_subgroups_by_enumeration(
+        [list(range(i, world, n)) for i in range(n)])
+    return shard, replicate
+
+
 def _cast_inputs(obj: Any, dtype: Any) -> Any:
     if isinstance(obj, ember.Tensor):
         return obj.to(dtype) if obj.is_floating_point() and obj.dtype != dtype else obj
@@ -140,23 +163,38 @@ class FullyShardedDataParallel(nn.Module):
         device_mesh: Any = None,
     ) -> None:
         super().__init__()
-        if isinstance(process_group, tuple):
-            raise NotImplementedError("FSDP in ember has no HYBRID_SHARD: pass one process group")
+        strategy = sharding_strategy or ShardingStrategy.FULL_SHARD
+        hybrid = strategy in (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2)
+        replicate_group = None
         if device_mesh is not None:
             if process_group is not None:
                 raise ValueError("Cannot pass both process_group and device_mesh at the same time")
-            if getattr(device_mesh, "ndim", 1) != 1:
-                raise NotImplementedError("FSDP in ember takes a 1-D device mesh")
-            process_group = device_mesh.get_group()
+            ndim = getattr(device_mesh, "ndim", 1)
+            if hybrid:
+                if ndim != 2:
+                    raise ValueError(f"{strategy} takes a 2-D device mesh (replicate, shard), got "
+                                     f"{device_mesh}")
+                replicate_group, process_group = device_mesh.get_group(0), device_mesh.get_group(1)
+            else:
+                if ndim != 1:
+                    raise ValueError(f"{strategy} takes a 1-D device mesh, got {device_mesh} (a "
+                                     "2-D mesh is for HYBRID_SHARD)")
+                process_group = device_mesh.get_group()
+        elif isinstance(process_group, tuple):
+            if not hybrid or len(process_group) != 2:
+                raise ValueError("a tuple of process groups is (shard group, replicate group), "
+                                 f"for HYBRID_SHARD or _HYBRID_SHARD_ZERO2 only; got "
+                                 f"{len(process_group)} groups with {strategy}")
+            process_group, replicate_group = process_group
+        elif hybrid:
+            if process_group is not None:
+                raise ValueError(f"{strategy} needs process_group=(shard group, replicate group) "
+                                 "or a 2-D device_mesh, not one group")
+            process_group, replicate_group = _node_groups(strategy)
         group = process_group if process_group is not None else dist.group.WORLD
         if group is None:
             raise RuntimeError("FullyShardedDataParallel needs an initialized process group "
                                "(ember.distributed.init_process_group)")
-        strategy = sharding_strategy or ShardingStrategy.FULL_SHARD
-        if strategy in (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2):
-            raise NotImplementedError(
-                f"{strategy} is not supported by ember's FSDP (use FULL_SHARD, SHARD_GRAD_OP or "
-                "NO_SHARD)")
         world = dist.get_world_size(group)
         if world == 1 and strategy != ShardingStrategy.NO_SHARD:
             warnings.warn(f"FSDP is switching to use `NO_SHARD` instead of {strategy} since "
@@ -177,7 +215,8 @@ class FullyShardedDataParallel(nn.Module):
             else:
                 ignored_params.add(id(item))
         d = self.__dict__
-        d["process_group"] = group
+        d["process_group"] = group  # the shard group
+        d["_inter_node_pg"] = replicate_group  # hybrid sharding: the replicas of a shard
         d["rank"] = dist.get_rank(group)
         d["world_size"] = world
         d["sharding_strategy"] = strategy
@@ -197,6 +236,11 @@ class FullyShardedDataParallel(nn.Module):
         d["_buffer_dtypes"] = {}  # (id(module), name) -> (module, original dtype)
 
         if auto_wrap_policy is not None:
+            # the children share this unit's groups (a mesh passes on as the mesh)
+            if device_mesh is not None:
+                process_group = None
+            elif hybrid:
+                process_group = (group, replicate_group)
             kwargs = dict(process_group=process_group, sharding_strategy=sharding_strategy,
                           cpu_offload=cpu_offload, backward_prefetch=backward_prefetch,
                           mixed_precision=mixed_precision, param_init_fn=param_init_fn,
@@ -227,7 +271,7 @@ class FullyShardedDataParallel(nn.Module):
                                  "`use_orig_params=False`")
             handle = FlatParamHandle(infos, params, group, strategy, mixed_precision,
                                      self.cpu_offload.offload_params, use_orig_params,
-                                     compute_device)
+                                     compute_device, replicate_group)
             if not use_orig_params:
                 module.register_parameter(FLAT_PARAM, handle.flat)
         d["_handle"] = handle
@@ -329,13 +373,17 @@ class FullyShardedDataParallel(nn.Module):
         return [(n, m) for n, m in root.named_modules() if id(m) in allowed]
 
     def _broadcast_states(self, own: list[nn.Module], params: list[nn.Parameter]) -> None:
-        src = dist.get_global_rank(self.process_group, 0)
         tensors = list(params) + [b for m in own for b in m._buffers.values() if b is not None]
-        with ember.no_grad():
-            for t in tensors:
-                buf = t.detach().contiguous().clone()
-                dist.broadcast(buf, src, group=self.process_group)
-                t.detach().copy_(buf)
+        # within the shard group, then (hybrid sharding) across its replicas
+        for g in (self.process_group, self._inter_node_pg):
+            if g is None:
+                continue
+            src = dist.get_global_rank(g, 0)
+            with ember.no_grad():
+                for t in tensors:
+                    buf = t.detach().contiguous().clone()
+                    dist.broadcast(buf, src, group=g)
+                    t.detach().copy_(buf)
 
     # ---- the module --------------------------------------------------------------------------
     @property
@@ -383,8 +431,8 @@ class FullyShardedDataParallel(nn.Module):
                 out = self._fsdp_wrapped_module(*args, **kwargs)
         finally:
             if handle is not None and u is not None:
-                free = not ember.is_grad_enabled() or (
-                    self.sharding_strategy == ShardingStrategy.FULL_SHARD and not root)
+                free = not ember.is_grad_enabled() or (self.sharding_strategy in (
+                    ShardingStrategy.FULL_SHARD, ShardingStrategy.HYBRID_SHARD) and not root)
                 handle.post_forward(u, free)
         if handle is not None and u is not None and handle.sharded and ember.is_grad_enabled():
             # When backward reaches this unit, its attributes show the gathered parameters
