@@ -32,7 +32,7 @@ import numpy as np
 
 from ._common import DistBackendError, ReduceOp, check_op_dtype, check_tensor
 from ._store import FileStore, PrefixStore, Store, TCPStore
-from ._work import Work, _Executor
+from ._work import Future, Work, _Executor
 
 logger = logging.getLogger("ember.distributed")
 
@@ -1183,6 +1183,150 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False,
     return _run(pg, "barrier", str, pg.impl.barrier, [], async_op)
 
 
+def _same_dtype_list(name: str, arg: str, tensors: Any) -> list:
+    if isinstance(tensors, ember.Tensor):
+        tensors = [tensors]
+    if not isinstance(tensors, (list, tuple)) or not all(
+            isinstance(t, ember.Tensor) for t in tensors):
+        raise TypeError(f"Invalid function argument. Expected parameter `{arg}` of type "
+                        f"List[ember.Tensor] to {name}, got {type(tensors).__name__}")
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) > 1:
+        raise ValueError(f"{name}: the tensors in `{arg}` must share one dtype, got "
+                         f"{sorted(str(d) for d in dtypes)}")
+    return list(tensors)
+
+
+def _done_future(value: Any) -> Future:
+    f = Future()
+    f.set_result(value)
+    return f
+
+
+def all_reduce_coalesced(tensors: Any, op: ReduceOp = ReduceOp.SUM,
+                         group: ProcessGroup | None = None, async_op: bool = False) -> Any:
+    """all_reduce of several tensors of one dtype (and device) as one flat buffer: one
+    collective instead of one per tensor. With async_op, a completed Future of the tensors.
+
+    Example::
+
+        >>> dist.all_reduce_coalesced([ember.ones(2), ember.ones(3)])  # doctest: +SKIP
+    """
+    tensors = _same_dtype_list("all_reduce_coalesced", "tensor", tensors)
+    if _pg(group) is None or not tensors:
+        return None
+    devices = {str(t.device) for t in tensors}
+    if len(devices) > 1:
+        raise ValueError(f"all_reduce_coalesced: the tensors must be on one device, got "
+                         f"{sorted(devices)}")
+    flat = ember.cat([t.detach().reshape(-1) for t in tensors])
+    all_reduce(flat, op=op, group=group)
+    offset = 0
+    with ember.no_grad():
+        for t in tensors:
+            n = t.numel()
+            t.copy_(flat[offset:offset + n].view(t.shape))
+            offset += n
+    return _done_future(tensors) if async_op else None
+
+
+def all_gather_coalesced(output_tensor_lists: list, input_tensor_list: Any,
+                         group: ProcessGroup | None = None, async_op: bool = False) -> Any:
+    """all_gather of several tensors of one dtype in one collective: output_tensor_lists[i][j]
+    receives rank i's input_tensor_list[j].
+
+    Example::
+
+        >>> outs = [[ember.empty(2), ember.empty(3)] for _ in range(world)]  # doctest: +SKIP
+        >>> dist.all_gather_coalesced(outs, [ember.ones(2), ember.ones(3)])  # doctest: +SKIP
+    """
+    inputs = _same_dtype_list("all_gather_coalesced", "input_tensor_list", input_tensor_list)
+    if not isinstance(output_tensor_lists, list):
+        raise TypeError("Invalid function argument: output_tensor_lists should be a list")
+    pg = _pg(group)
+    if pg is None:
+        return None
+    outs = [_same_dtype_list("all_gather_coalesced", "output_tensor_lists", o)
+            for o in output_tensor_lists]
+    if len(outs) != pg.size():
+        raise ValueError(f"all_gather_coalesced: output_tensor_lists holds {len(outs)} lists for "
+                         f"a group of {pg.size()} ranks")
+    shapes = [tuple(t.shape) for t in inputs]
+    for r, o in enumerate(outs):
+        if [tuple(t.shape) for t in o] != shapes or any(t.dtype != inputs[0].dtype for t in o):
+            raise ValueError(f"all_gather_coalesced: output_tensor_lists[{r}] "
+                             f"{[tuple(t.shape) for t in o]} must match the inputs' shapes "
+                             f"{shapes} and dtype {inputs[0].dtype}")
+    flat = ember.cat([t.detach().reshape(-1) for t in inputs])
+    gathered = [ember.empty_like(flat) for _ in outs]
+    all_gather(gathered, flat, group=group)
+    with ember.no_grad():
+        for o, g in zip(outs, gathered):
+            offset = 0
+            for t in o:
+                n = t.numel()
+                t.copy_(g[offset:offset + n].view(t.shape))
+                offset += n
+    return _done_future(outs) if async_op else None
+
+
+def supports_complex(reduceOp: ReduceOp) -> bool:
+    """Whether all_reduce takes complex tensors with this op (SUM and AVG do)."""
+    return ReduceOp(reduceOp) not in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT,
+                                      ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR)
+
+
+def get_backend_config(group: ProcessGroup | None = None) -> str:
+    """The backend of each device type of group, as "cpu:gloo,cuda:nccl" (lower case)."""
+    pg = _pg(group)
+    if pg is None:
+        raise ValueError("Invalid process group specified")
+    name = get_backend(pg)
+    if pg.is_nccl:
+        return f"cuda:{name}"
+    if getattr(pg, "_cuda_factory", None) is not None or name == "undefined":
+        return f"cpu:{name},cuda:nccl"
+    return f"cpu:{name}"
+
+
+def breakpoint(rank: int = 0, skip: int = 0, timeout_s: float = 3600) -> None:  # noqa: A001
+    """pdb on one rank while the others wait at a barrier (with a long timeout) until it
+    continues; ``skip`` ignores the first calls."""
+    global _breakpoint_calls
+    if skip > 0:
+        _breakpoint_calls += 1
+        if _breakpoint_calls <= skip:
+            return
+    if get_rank() == rank:
+        import pdb
+
+        pdb.Pdb(skip=["ember.distributed.*"]).set_trace()
+    pg = _default()
+    old = pg.impl.timeout
+    pg.impl.timeout = float(timeout_s)
+    try:
+        barrier()
+    finally:
+        pg.impl.timeout = old
+
+
+_breakpoint_calls = 0
+
+
+class _ReduceOpAlias:
+    """dist.reduce_op: the deprecated spelling of ReduceOp (FutureWarning on use)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import warnings
+
+        warnings.warn("`torch.distributed.reduce_op` is deprecated, please use "
+                      "`torch.distributed.ReduceOp` instead", FutureWarning, stacklevel=2)
+        return getattr(ReduceOp, name)
+
+
+reduce_op = _ReduceOpAlias()
+
+
 def monitored_barrier(group: ProcessGroup | None = None, timeout: timedelta | None = None,
                       wait_all_ranks: bool = False) -> None:
     """A barrier that names the ranks that did not arrive within timeout."""
@@ -1520,7 +1664,9 @@ def scatter_object_list(scatter_object_output_list: list, scatter_object_input_l
 
 __all__ = [
     "Backend", "DebugLevel", "DistBackendError", "GroupMember", "P2POp", "ProcessGroup",
-    "ReduceOp", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce",
+    "ReduceOp", "all_gather", "all_gather_coalesced", "all_gather_into_tensor",
+    "all_gather_object", "all_reduce", "all_reduce_coalesced", "breakpoint",
+    "get_backend_config", "reduce_op", "supports_complex",
     "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
     "broadcast_object_list", "destroy_process_group", "gather", "gather_object", "get_backend",
     "get_debug_level", "get_default_backend_for_device", "get_default_store", "get_global_rank",
