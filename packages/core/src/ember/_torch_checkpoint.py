@@ -1,7 +1,9 @@
 """Reading the checkpoints PyTorch's ``torch.save`` writes (its zip format: ``<name>/data.pkl``
 and one ``<name>/data/<key>`` file per storage), so that ``ember.load`` opens a ``.pt``/``.pth``
 file from a PyTorch run: state dicts, optimizer states, nested containers of tensors, numbers and
-strings.
+strings; and writing that format (``ember.save(obj, f, format="torch")``, at the end of this file)
+so that ``torch.load`` opens an ember run's checkpoint. The writer names torch's globals in the
+pickle (``torch._utils._rebuild_tensor_v2``, ``torch.FloatStorage``, ...) without importing torch.
 
 The object tree is a pickle, read here with an unpickler that can build nothing but what such a
 file needs, as PyTorch's own ``weights_only=True`` loader does: ``find_class`` answers only a
@@ -503,3 +505,148 @@ def load_torch_legacy(data: bytes, name: str, map_location: Any, pickle_load_arg
     loader.read_data(stream, header("the storage key list"))
     loader.placing = True
     return read_object()
+
+
+# ---- writing PyTorch's zip format -------------------------------------------------------------
+
+# ember dtype names -> torch's typed storage classes (the others go as untyped storage + dtype)
+_TYPED_STORAGES = {dtype: name for name, dtype in _STORAGE_DTYPES.items()
+                   if name != "UntypedStorage"}
+_ALIGNMENT = 64  # torch aligns each storage's bytes in the archive (for mmap=True)
+
+
+class _TorchName:
+    """A global of torch's, written into the pickle by its name: torch need not be installed."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __reduce__(self) -> str:
+        return self.name  # never used: _TorchPickler.save_global writes it
+
+    def __call__(self, *args: Any) -> Any:  # pickle wants reduce functions callable
+        raise TypeError(f"{self.module}.{self.name} stands for torch's function in a pickle")
+
+
+class _PlainTensor:
+    """The data of a Parameter, pickled as a plain tensor inside _rebuild_parameter."""
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = tensor
+
+
+class _TorchPickler(pickle._Pickler):
+    """Pickles ember tensors, Parameters, Sizes, dtypes and devices as torch.save does (each
+    storage once, as a persistent id naming its file in the archive); other ember objects are
+    refused, as torch could not load them."""
+
+    def __init__(self, file: Any, protocol: int) -> None:
+        super().__init__(file, protocol)
+        self.storages: dict[tuple, tuple[str, Tensor]] = {}  # (device, data_ptr) -> key, bytes
+        self.ids: dict[tuple, tuple] = {}
+
+    def persistent_id(self, obj: Any) -> Any:
+        if type(obj) is tuple and len(obj) == 2 and obj[0] == "ember-storage":
+            return self.ids[obj]
+        return None
+
+    def save_global(self, obj: Any, name: Any = None) -> None:
+        import ember
+
+        if isinstance(obj, _TorchName):
+            module, name = obj.module, obj.name
+        elif isinstance(obj, ember.dtype):
+            module, name = "torch", str(obj).split(".")[-1]
+        else:
+            return super().save_global(obj, name)
+        self.write(pickle.GLOBAL + f"{module}\n{name}\n".encode("utf-8"))
+        self.memoize(obj)
+
+    def reducer_override(self, obj: Any) -> Any:
+        import ember
+
+        if isinstance(obj, _TorchName):
+            return NotImplemented  # its __reduce__ leads to save_global
+        if isinstance(obj, _PlainTensor):
+            return self._tensor(obj.tensor)
+        if isinstance(obj, ember.nn.Parameter):
+            return (_TorchName("torch._utils", "_rebuild_parameter"),
+                    (_PlainTensor(obj.detach()), obj.requires_grad, collections.OrderedDict()))
+        if isinstance(obj, Tensor):
+            if type(obj) is not ember.Tensor:
+                raise TypeError(f"ember.save(format='torch'): a {type(obj).__name__} (a tensor "
+                                "subclass) has no form torch.load reads; save a plain tensor")
+            return self._tensor(obj)
+        if isinstance(obj, ember.Size):
+            return (_TorchName("torch", "Size"), (tuple(int(n) for n in obj),))
+        if isinstance(obj, ember.dtype):
+            return str(obj).split(".")[-1]  # a global: save_global writes torch.<name>
+        if isinstance(obj, ember.device):
+            args = (obj.type,) if obj.index is None else (obj.type, obj.index)
+            return (_TorchName("torch", "device"), args)
+        module = getattr(type(obj), "__module__", "") or ""
+        if module == "ember" or module.startswith("ember."):
+            raise TypeError(f"ember.save(format='torch'): a {type(obj).__name__} from "
+                            f"{module} cannot be read by torch.load; the format holds "
+                            "containers of tensors, numbers and strings (save model.state_dict())")
+        return NotImplemented
+
+    def _tensor(self, t: Tensor) -> tuple:
+        import ember
+
+        if t.layout != ember.strided or t.is_nested or t.device.type not in ("cpu", "cuda"):
+            raise TypeError(f"ember.save(format='torch'): a {t.layout} tensor on {t.device} has "
+                            "no form torch.load reads; save a strided CPU or CUDA tensor")
+        dtype = str(t.dtype).split(".")[-1]
+        storage = t.untyped_storage()
+        where = (str(t.device), storage.data_ptr(), storage.nbytes())
+        if where not in self.storages:
+            self.storages[where] = (str(len(self.storages)), storage._tensor())
+        key = self.storages[where][0]
+        location = "cpu" if t.device.type == "cpu" else f"cuda:{t.device.index or 0}"
+        hooks = collections.OrderedDict()
+        if dtype in _TYPED_STORAGES:
+            pid = ("storage", _TorchName("torch", _TYPED_STORAGES[dtype]), key, location,
+                   storage.nbytes() // t.element_size())
+        else:
+            pid = ("storage", _TorchName("torch.storage", "UntypedStorage"), key, location,
+                   storage.nbytes())
+        ref = ("ember-storage", where)
+        self.ids[ref] = pid
+        args: tuple = (ref, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+                       t.requires_grad, hooks)
+        if dtype in _TYPED_STORAGES:
+            return (_TorchName("torch._utils", "_rebuild_tensor_v2"), args)
+        return (_TorchName("torch._utils", "_rebuild_tensor_v3"),
+                args + (_TorchName("torch", dtype),))
+
+
+def _aligned(zf: zipfile.ZipFile, name: str) -> zipfile.ZipInfo:
+    """A stored entry whose data starts on a multiple of _ALIGNMENT in the archive (padding in
+    an extra field, as torch writes)."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_STORED
+    start = zf.fp.tell() + 30 + len(name.encode("utf-8"))
+    pad = -(start + 4) % _ALIGNMENT
+    info.extra = b"FB" + pad.to_bytes(2, "little") + b"Z" * pad
+    return info
+
+
+def save_torch_zip(obj: Any, f: Any, pickle_protocol: int = 2) -> None:
+    """Writes obj in torch.save's zip format to the binary file f (seekable), so torch.load
+    (weights_only=True included) reads it: the pickle as data.pkl, each storage's bytes as
+    data/<key>, little-endian."""
+    buf = io.BytesIO()
+    pickler = _TorchPickler(buf, pickle_protocol)
+    pickler.dump(obj)
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
+        def put(name: str, data: bytes) -> None:
+            zf.writestr(_aligned(zf, f"archive/{name}"), data)
+
+        put("data.pkl", buf.getvalue())
+        put(".format_version", b"1")
+        put(".storage_alignment", str(_ALIGNMENT).encode())
+        put("byteorder", sys.byteorder.encode())
+        for key, raw in pickler.storages.values():
+            put(f"data/{key}", raw.cpu().numpy().tobytes())
+        put("version", b"3\n")

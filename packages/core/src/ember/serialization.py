@@ -263,7 +263,9 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
     """Saves ``obj`` (nested dicts / lists / tuples of tensors, numbers, strings, bytes, None,
     bools, NumPy arrays; any other picklable object, such as a whole module, is pickled with its
     tensors stored beside the pickle) to the path or binary file ``f``. ``format="safetensors"`` writes a flat
-    ``{str: Tensor}`` dict as safetensors instead.
+    ``{str: Tensor}`` dict as safetensors instead; ``format="torch"`` writes torch.save's zip
+    format, which ``torch.load`` reads (containers of tensors, Parameters, numbers, strings,
+    dtypes, devices and Sizes: state dicts and optimizer states, not whole modules).
 
     PyTorch's other arguments are taken: ``pickle_protocol`` is the protocol of the pickled
     objects (4 unless given); ``pickle_module`` may be the standard ``pickle`` module (the file
@@ -289,8 +291,12 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
     if format == "safetensors":
         save_safetensors(obj, f)
         return
+    if format == "torch":
+        _save_torch(obj, f, 2 if pickle_protocol is None else pickle_protocol)
+        return
     if format != "ember":
-        raise ValueError(f"ember.save: unknown format {format!r}; expected 'ember' or 'safetensors'")
+        raise ValueError(f"ember.save: unknown format {format!r}; expected 'ember', 'torch' or "
+                         "'safetensors'")
     w = _Writer()
     if pickle_protocol is not None:
         w.pickle_protocol = pickle_protocol
@@ -303,6 +309,24 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
         raise TypeError(f"ember.save: expected a path or a binary file object, got "
                         f"{type(f).__name__}")
     _write_file(f, w, root)
+
+
+def _save_torch(obj: Any, f: FileLike, protocol: int) -> None:
+    from ember._torch_checkpoint import save_torch_zip
+
+    if isinstance(f, (str, os.PathLike)):
+        with _replacing(f) as out:
+            save_torch_zip(obj, out, protocol)
+        return
+    if not hasattr(f, "write"):
+        raise TypeError(f"ember.save: expected a path or a binary file object, got "
+                        f"{type(f).__name__}")
+    if getattr(f, "seekable", lambda: False)():
+        save_torch_zip(obj, f, protocol)
+    else:  # zipfile needs to seek back over each entry's header
+        buf = io.BytesIO()
+        save_torch_zip(obj, buf, protocol)
+        f.write(buf.getbuffer())
 
 
 def _write_file(f: IO[bytes], w: _Writer, root: Any) -> None:
