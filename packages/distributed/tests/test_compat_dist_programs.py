@@ -36,6 +36,7 @@ PROGRAMS = {
     "collectives_extras": (1e-5, 1e-6),
     "fsdp_train": (1e-4, 1e-5),
     "device_mesh_2d": (1e-4, 1e-5),
+    "dcp_checkpoint": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

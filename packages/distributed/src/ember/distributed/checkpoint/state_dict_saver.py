@@ -1,0 +1,189 @@
+"""dcp.save / dcp.async_save: every rank passes its state dict; each entry is written once
+(entries held by several ranks, as replicated parameters are, by the least loaded of them) and
+rank 0 writes the metadata last, so a directory with ``.metadata`` is a whole checkpoint."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import uuid
+import warnings
+from typing import Any
+
+import ember
+
+from . import _pickle
+from ._flatten import flatten
+from .api import CheckpointException
+from .filesystem import FileSystemWriter
+from .metadata import (
+    BytesStorageMetadata,
+    ChunkStorageMetadata,
+    Metadata,
+    MetadataIndex,
+    StorageMeta,
+    TensorProperties,
+    TensorStorageMetadata,
+)
+
+__all__ = ["async_save", "save", "save_state_dict"]
+
+
+def _dist_info(process_group: Any, no_dist: bool, what: str = "save") -> tuple[Any, int, int]:
+    import ember.distributed as dist
+
+    if not no_dist and not dist.is_initialized():
+        warnings.warn("torch.distributed is disabled, unavailable or uninitialized, assuming "
+                      f"the intent is to {what} in a single process.", UserWarning, stacklevel=3)
+    if no_dist or not dist.is_initialized():
+        return None, 0, 1
+    return dist, dist.get_rank(process_group), dist.get_world_size(process_group)
+
+
+def _all_gather(dist: Any, value: Any, group: Any) -> list:
+    if dist is None:
+        return [value]
+    out: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(out, value, group=group)
+    return out
+
+
+def _check_all(dist: Any, group: Any, error: BaseException | None, what: str) -> None:
+    """Every rank raises CheckpointException if any rank failed (no rank is left waiting)."""
+    errors = _all_gather(dist, error, group)
+    failures = {r: e for r, e in enumerate(errors) if e is not None}
+    if failures:
+        raise CheckpointException(f"{what} failed", failures)
+
+
+def _writer(checkpoint_id: Any, storage_writer: Any) -> FileSystemWriter:
+    if storage_writer is not None:
+        if not isinstance(storage_writer, FileSystemWriter):
+            raise NotImplementedError(f"dcp.save: ember writes checkpoints with "
+                                      f"FileSystemWriter, not {type(storage_writer).__name__}")
+        if checkpoint_id is not None:
+            storage_writer.path = os.fspath(checkpoint_id)
+        return storage_writer
+    if checkpoint_id is None:
+        raise RuntimeError("`checkpoint_id` must be specified if storage_writer/storage_reader "
+                           "is None.")
+    return FileSystemWriter(checkpoint_id)
+
+
+def _entry(value: Any) -> Any:
+    if isinstance(value, ember.Tensor):
+        size = ember.Size(value.shape)
+        return TensorStorageMetadata(TensorProperties.create_from_tensor(value), size,
+                                     [ChunkStorageMetadata(ember.Size([0] * len(size)), size)])
+    return BytesStorageMetadata()
+
+
+def _assign(plans: list[dict[str, int]]) -> dict[str, int]:
+    """Which rank writes each key: among the ranks holding it, the one with the fewest bytes
+    assigned so far (the same answer on every rank)."""
+    load = [0] * len(plans)
+    owner: dict[str, int] = {}
+    for key in sorted({k for p in plans for k in p}):
+        holders = [r for r, p in enumerate(plans) if key in p]
+        r = min(holders, key=lambda h: (load[h], h))
+        owner[key] = r
+        load[r] += max(1, plans[r][key])
+    return owner
+
+
+def save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None = None,
+         storage_writer: Any = None, planner: Any = None, process_group: Any = None,
+         no_dist: bool = False, use_collectives: bool = True) -> Metadata:
+    """Saves ``state_dict`` (nested dicts and lists of tensors and other values) as a
+    distributed checkpoint in the directory ``checkpoint_id``, in torch's format: every rank
+    calls it with its state dict; torch.distributed.checkpoint.load reads the result too.
+
+    Example::
+
+        >>> import ember.distributed.checkpoint as dcp
+        >>> dcp.save({"model": model.state_dict()}, checkpoint_id="ckpt/step100")  # doctest: +SKIP
+    """
+    if not isinstance(state_dict, dict):
+        raise TypeError(f"dcp.save: state_dict must be a dict, got {type(state_dict).__name__}")
+    writer = _writer(checkpoint_id, storage_writer)
+    dist, rank, _ = _dist_info(process_group, no_dist)
+    flat, paths = flatten(_stateful(state_dict))
+    mine = {k: (v.numel() * v.element_size() if isinstance(v, ember.Tensor) else 0)
+            for k, v in flat.items()}
+    owner = _assign(_all_gather(dist, mine, process_group))
+    error: BaseException | None = None
+    where: dict = {}
+    try:
+        items = [(k, v.detach().cpu() if isinstance(v, ember.Tensor) else v)
+                 for k, v in flat.items() if owner[k] == rank]
+        where = writer.write_items(rank, items) if items else {}
+    except Exception as e:  # noqa: BLE001  (reported on every rank)
+        error = e
+    _check_all(dist, process_group, error, "dcp.save: writing the items")
+    entries = _all_gather(dist, ({k: _entry(v) for k, v in flat.items()}, paths, where),
+                          process_group)
+    meta = Metadata({}, {}, {}, StorageMeta(checkpoint_id=_path(writer.path),
+                                            save_id=uuid.uuid4().hex), "1.0.0")
+    for sd_meta, sd_paths, sd_where in entries:
+        for k, e in sd_meta.items():
+            meta.state_dict_metadata.setdefault(k, e)
+            meta.planner_data.setdefault(k, sd_paths[k])
+        for k, info in sd_where.items():
+            e = meta.state_dict_metadata[k]
+            index = (MetadataIndex(k, e.chunks[0].offsets, 0)
+                     if isinstance(e, TensorStorageMetadata) else MetadataIndex(k))
+            meta.storage_data[index] = info
+    error = None
+    if rank == 0:
+        try:
+            writer.write_metadata(_pickle.dumps(meta))
+        except Exception as e:  # noqa: BLE001
+            error = e
+    _check_all(dist, process_group, error, "dcp.save: writing the metadata")
+    return meta
+
+
+def _path(p: str) -> Any:
+    import pathlib
+
+    return pathlib.Path(p)
+
+
+def _stateful(state_dict: dict) -> dict:
+    """Values with state_dict() (torch's Stateful: a module, an optimizer) saved as their
+    state dicts, as torch does."""
+    return {k: v.state_dict() if hasattr(v, "state_dict") and hasattr(v, "load_state_dict")
+            and not isinstance(v, ember.Tensor) else v for k, v in state_dict.items()}
+
+
+def async_save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None = None,
+               storage_writer: Any = None, planner: Any = None, process_group: Any = None,
+               async_checkpointer_type: Any = None, async_stager: Any = None,
+               no_dist: bool = False, use_collectives: bool = True) -> concurrent.futures.Future:
+    """save, returning a concurrent.futures.Future of its Metadata. ember writes before it
+    returns (the collectives of a save must not overlap the caller's), so the future is done;
+    training may change the tensors as soon as it returns.
+
+    Example::
+
+        >>> fut = dcp.async_save(state_dict, checkpoint_id="ckpt/step100")  # doctest: +SKIP
+        >>> fut.result()  # doctest: +SKIP
+    """
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    try:
+        fut.set_result(save(state_dict, checkpoint_id=checkpoint_id,
+                            storage_writer=storage_writer, planner=planner,
+                            process_group=process_group, no_dist=no_dist))
+    except Exception as e:  # noqa: BLE001  (the caller sees it from result())
+        fut.set_exception(e)
+    return fut
+
+
+def save_state_dict(state_dict: dict[str, Any], storage_writer: Any,
+                    process_group: Any = None, coordinator_rank: int = 0,
+                    no_dist: bool = False, planner: Any = None) -> Metadata:
+    """The deprecated spelling of save."""
+    warnings.warn("'save_state_dict' is deprecated and will be removed in future versions."
+                  "Please use 'save' instead.", FutureWarning, stacklevel=2)
+    return save(state_dict, storage_writer=storage_writer, process_group=process_group,
+                no_dist=no_dist, planner=planner)
