@@ -200,7 +200,8 @@ def test_fsdp_model_state_by_module_path(tmp_path):
     dist.init_process_group("shm", store=dist.HashStore(), rank=0, world_size=1)
     try:
         base, _ = _trained()
-        wrapped = FSDP(  # one rank: NO_SHARD, with FSDP's warning saying sonn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)),
+        # one rank: NO_SHARD, with FSDP's warning saying so
+        wrapped = FSDP(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)),
                        use_orig_params=True)
         opt = ember.optim.Adam(wrapped.parameters(), lr=0.05)
         set_state_dict(wrapped, opt, model_state_dict=get_model_state_dict(base),
