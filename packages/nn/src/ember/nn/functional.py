@@ -36,7 +36,7 @@ __all__ = [
     "hardtanh_", "rrelu", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "softmax", "gumbel_softmax",
     "log_softmax", "softmin", "glu", "threshold", "threshold_", "rrelu_", "tanhshrink", "softshrink", "hardshrink",
     # linear / conv
-    "linear", "bilinear", "linear_cross_entropy", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "linear", "bilinear", "grouped_mm", "linear_cross_entropy", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "unfold", "fold",
     # pooling
     "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
@@ -729,6 +729,83 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if bias is not None:
         out = out + bias
     return out
+
+
+def _group_ends(offs: Tensor | None, length: int, what: str) -> list[tuple[int, int]]:
+    if offs is None:
+        raise ValueError(f"grouped_mm: offs is required when {what} is jagged (a 2-D operand)")
+    if not isinstance(offs, Tensor) or offs.ndim != 1 or offs.dtype != ember.int32:
+        raise ValueError(f"grouped_mm: offs must be a 1-D int32 tensor, got "
+                         f"{getattr(offs, 'dtype', type(offs).__name__)} with shape "
+                         f"{tuple(getattr(offs, 'shape', ()))}")
+    ends = [int(e) for e in offs.tolist()]
+    start, spans = 0, []
+    for e in ends:
+        if e < start or e > length:
+            raise ValueError(f"grouped_mm: offs {ends} must increase and stay within the "
+                             f"{length} of the jagged dimension ({what})")
+        spans.append((start, e))
+        start = e
+    return spans
+
+
+def grouped_mm(mat_a: Tensor, mat_b: Tensor, *, offs: Tensor | None = None,
+               bias: Tensor | None = None, out_dtype: ember.dtype | None = None) -> Tensor:
+    """A matrix product per group with jagged group sizes (mixture-of-experts layers).
+
+    2-D ``mat_a`` (T, K) with 3-D ``mat_b`` (G, K, N): rows ``offs[i-1]:offs[i]`` of mat_a times
+    ``mat_b[i]`` (rows past ``offs[-1]`` are 0); 3-D with 3-D: a batched product; 2-D (M, K)
+    with 2-D (K, N): ``K`` split by offs, giving (G, M, N); 3-D (G, M, K) with 2-D (K, N):
+    ``N`` split by offs, giving (M, N). Differentiable (a product per group).
+
+    >>> import ember
+    >>> a, b = ember.ones(3, 2), ember.ones(2, 2, 4)
+    >>> grouped_mm(a, b, offs=ember.tensor([1, 3], dtype=ember.int32)).shape
+    ember.Size([3, 4])
+    """
+    if mat_a.ndim not in (2, 3) or mat_b.ndim not in (2, 3):
+        raise ValueError(f"grouped_mm: mat_a and mat_b must be 2-D or 3-D, got "
+                         f"{tuple(mat_a.shape)} and {tuple(mat_b.shape)}")
+    if mat_a.dtype != mat_b.dtype:
+        raise ValueError(f"grouped_mm: mat_a and mat_b must share a dtype, got {mat_a.dtype} "
+                         f"and {mat_b.dtype}")
+    k_a, k_b = mat_a.shape[-1], mat_b.shape[-2]
+    if mat_a.ndim == 3 and mat_b.ndim == 3:
+        if offs is not None:
+            raise ValueError("grouped_mm: offs must be None when both operands are 3-D")
+        if mat_a.shape[0] != mat_b.shape[0] or k_a != k_b:
+            raise ValueError(f"grouped_mm: 3-D operands {tuple(mat_a.shape)} and "
+                             f"{tuple(mat_b.shape)} need the same groups and inner size")
+        parts = [mat_a.bmm(mat_b)]
+        out = parts[0]
+    elif mat_a.ndim == 2 and mat_b.ndim == 3:
+        if k_a != k_b:
+            raise ValueError(f"grouped_mm: mat_a {tuple(mat_a.shape)} and mat_b "
+                             f"{tuple(mat_b.shape)} differ in the inner size")
+        spans = _group_ends(offs, mat_a.shape[0], "mat_a's rows")
+        if len(spans) != mat_b.shape[0]:
+            raise ValueError(f"grouped_mm: {len(spans)} offsets for {mat_b.shape[0]} groups")
+        pieces = [mat_a[s:e].matmul(mat_b[i]) for i, (s, e) in enumerate(spans)]
+        tail = mat_a.shape[0] - (spans[-1][1] if spans else 0)
+        pieces.append(mat_a.new_zeros(tail, mat_b.shape[-1]))
+        out = ember.cat(pieces, 0)
+    elif mat_a.ndim == 2:
+        if k_a != k_b:
+            raise ValueError(f"grouped_mm: mat_a {tuple(mat_a.shape)} and mat_b "
+                             f"{tuple(mat_b.shape)} differ in the inner size")
+        spans = _group_ends(offs, k_a, "the inner dimension")
+        out = ember.stack([mat_a[:, s:e].matmul(mat_b[s:e]) for s, e in spans], 0)
+    else:
+        if k_a != k_b:
+            raise ValueError(f"grouped_mm: mat_a {tuple(mat_a.shape)} and mat_b "
+                             f"{tuple(mat_b.shape)} differ in the inner size")
+        spans = _group_ends(offs, mat_b.shape[-1], "mat_b's columns")
+        if len(spans) != mat_a.shape[0]:
+            raise ValueError(f"grouped_mm: {len(spans)} offsets for {mat_a.shape[0]} groups")
+        out = ember.cat([mat_a[i].matmul(mat_b[:, s:e]) for i, (s, e) in enumerate(spans)], 1)
+    if bias is not None:
+        out = out + bias
+    return out if out_dtype is None else out.to(out_dtype)
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
