@@ -24,7 +24,7 @@ from ember.optim.asgd import ASGD
 from ember.optim.lbfgs import LBFGS
 from ember.optim.muon import Muon
 from ember.optim.nadam import NAdam
-from ember.optim.optimizer import Optimizer
+from ember.optim.optimizer import Optimizer, swap_in_optimizer_params_and_state
 from ember.optim.radam import RAdam
 from ember.optim.rmsprop import RMSprop
 from ember.optim.rprop import Rprop
@@ -34,6 +34,7 @@ from ember.optim.sparse_adam import SparseAdam
 __all__ = [
     "__version__",
     "Optimizer",
+    "swap_in_optimizer_params_and_state",
     "SGD",
     "SparseAdam",
     "Adam",

@@ -16,6 +16,7 @@ lists).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import itertools
@@ -612,3 +613,55 @@ def _grad_of(p: Tensor, optimizer: str, weight_decay: float = 0) -> Tensor:
                                "sparse gradients")
         return g.to_dense()
     return g
+
+
+@contextlib.contextmanager
+def swap_in_optimizer_params_and_state(optimizer: Optimizer, swapin_parameters: dict[str, Tensor],
+                                       swapin_optim_state: dict[str, Any]) -> Any:
+    """For the block, ``optimizer`` steps (and its hooks see) the given parameters and state
+    instead of its own: ``swapin_parameters`` in the optimizer's parameter order (usually
+    ``model.named_parameters()``'s), ``swapin_optim_state`` shaped like ``state_dict()``
+    (state by packed id, groups listing ids and their hyperparameters). In-place updates reach
+    the given tensors; the optimizer's own groups and state come back on exit.
+
+    >>> import ember
+    >>> p = ember.nn.Parameter(ember.ones(2)); opt = ember.optim.SGD([p], lr=0.1)
+    >>> q = ember.ones(2); q.grad = ember.ones(2)
+    >>> with swap_in_optimizer_params_and_state(opt, {"p": q}, opt.state_dict()):
+    ...     opt.step()
+    >>> q.tolist(), p.tolist()
+    ([0.8999999761581421, 0.8999999761581421], [1.0, 1.0])
+    """
+    tensors = list(swapin_parameters.values())
+    groups = swapin_optim_state.get("param_groups")
+    if not isinstance(groups, list) or len(groups) != len(optimizer.param_groups):
+        raise ValueError(f"swap_in_optimizer_params_and_state: swapin_optim_state must have "
+                         f"{len(optimizer.param_groups)} param_groups like the optimizer's")
+    count = sum(len(g["params"]) for g in optimizer.param_groups)
+    if len(tensors) != count:
+        raise ValueError(f"swap_in_optimizer_params_and_state: {len(tensors)} parameters given "
+                         f"for an optimizer of {count}")
+    saved_state = optimizer.state
+    saved_groups = [dict(g) for g in optimizer.param_groups]  # keeps each params list's identity
+    state: defaultdict = defaultdict(dict)
+    by_id = swapin_optim_state.get("state", {})
+    pos = 0
+    try:
+        for live, given in zip(optimizer.param_groups, groups):
+            n = len(live["params"])
+            if len(given["params"]) != n:
+                raise ValueError(f"swap_in_optimizer_params_and_state: a group of {n} "
+                                 f"parameters got {len(given['params'])} ids")
+            params = tensors[pos:pos + n]
+            live.update({k: v for k, v in given.items() if k != "params"})
+            live["params"] = params
+            for p, pid in zip(params, given["params"]):
+                state[p] = dict(by_id.get(pid, {}))  # a copy: new keys stay local
+            pos += n
+        optimizer.state = state
+        yield
+    finally:
+        for live, snapshot in zip(optimizer.param_groups, saved_groups):
+            live.clear()
+            live.update(snapshot)
+        optimizer.state = saved_state
