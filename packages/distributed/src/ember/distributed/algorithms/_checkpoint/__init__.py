@@ -1,0 +1,1 @@
+"""Activation checkpointing as a module wrapper (torch.distributed.algorithms._checkpoint)."""
