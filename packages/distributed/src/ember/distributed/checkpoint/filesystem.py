@@ -22,6 +22,22 @@ class _StorageInfo:
     transform_descriptors: Any = None
 
 
+def _storage(cls: type, given: Any, checkpoint_id: Any, what: str) -> Any:
+    """The writer / reader save and load use: the one given (pointed at checkpoint_id when
+    that is given too), else one for checkpoint_id."""
+    if given is not None:
+        if not isinstance(given, cls):
+            raise NotImplementedError(f"dcp.{what}: ember uses {cls.__name__}, not "
+                                      f"{type(given).__name__}")
+        if checkpoint_id is not None:
+            given.path = os.fspath(checkpoint_id)
+        return given
+    if checkpoint_id is None:
+        raise RuntimeError("`checkpoint_id` must be specified if storage_writer/storage_reader "
+                           "is None.")
+    return cls(checkpoint_id)
+
+
 class FileSystemWriter:
     """Writes a checkpoint into the directory ``path`` (made when missing).
 

@@ -13,25 +13,11 @@ import ember
 
 from ._flatten import flatten, set_at
 from .api import CheckpointException
-from .filesystem import FileSystemReader
+from .filesystem import FileSystemReader, _storage
 from .metadata import TensorStorageMetadata
 from .state_dict_saver import _dist_info
 
 __all__ = ["load", "load_state_dict"]
-
-
-def _reader(checkpoint_id: Any, storage_reader: Any) -> FileSystemReader:
-    if storage_reader is not None:
-        if not isinstance(storage_reader, FileSystemReader):
-            raise NotImplementedError(f"dcp.load: ember reads checkpoints with "
-                                      f"FileSystemReader, not {type(storage_reader).__name__}")
-        if checkpoint_id is not None:
-            storage_reader.path = os.fspath(checkpoint_id)
-        return storage_reader
-    if checkpoint_id is None:
-        raise RuntimeError("`checkpoint_id` must be specified if storage_writer/storage_reader "
-                           "is None.")
-    return FileSystemReader(checkpoint_id)
 
 
 def _fill(dest: ember.Tensor, key: str, entry: TensorStorageMetadata, stored: dict,
@@ -65,7 +51,7 @@ def load(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None 
     """
     if not isinstance(state_dict, dict):
         raise TypeError(f"dcp.load: state_dict must be a dict, got {type(state_dict).__name__}")
-    reader = _reader(checkpoint_id, storage_reader)
+    reader = _storage(FileSystemReader, storage_reader, checkpoint_id, "load")
     _dist_info(process_group, no_dist, "load")
     meta = reader.read_metadata()
     stateful = {k: v for k, v in state_dict.items() if hasattr(v, "load_state_dict")

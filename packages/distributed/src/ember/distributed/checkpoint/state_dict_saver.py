@@ -15,7 +15,7 @@ import ember
 from . import _pickle
 from ._flatten import flatten
 from .api import CheckpointException
-from .filesystem import FileSystemWriter
+from .filesystem import FileSystemWriter, _storage
 from .metadata import (
     BytesStorageMetadata,
     ChunkStorageMetadata,
@@ -56,20 +56,6 @@ def _check_all(dist: Any, group: Any, error: BaseException | None, what: str) ->
         raise CheckpointException(f"{what} failed", failures)
 
 
-def _writer(checkpoint_id: Any, storage_writer: Any) -> FileSystemWriter:
-    if storage_writer is not None:
-        if not isinstance(storage_writer, FileSystemWriter):
-            raise NotImplementedError(f"dcp.save: ember writes checkpoints with "
-                                      f"FileSystemWriter, not {type(storage_writer).__name__}")
-        if checkpoint_id is not None:
-            storage_writer.path = os.fspath(checkpoint_id)
-        return storage_writer
-    if checkpoint_id is None:
-        raise RuntimeError("`checkpoint_id` must be specified if storage_writer/storage_reader "
-                           "is None.")
-    return FileSystemWriter(checkpoint_id)
-
-
 def _entry(value: Any) -> Any:
     if isinstance(value, ember.Tensor):
         size = ember.Size(value.shape)
@@ -105,7 +91,7 @@ def save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None 
     """
     if not isinstance(state_dict, dict):
         raise TypeError(f"dcp.save: state_dict must be a dict, got {type(state_dict).__name__}")
-    writer = _writer(checkpoint_id, storage_writer)
+    writer = _storage(FileSystemWriter, storage_writer, checkpoint_id, "save")
     dist, rank, _ = _dist_info(process_group, no_dist)
     flat, paths = flatten(_stateful(state_dict))
     mine = {k: (v.numel() * v.element_size() if isinstance(v, ember.Tensor) else 0)
