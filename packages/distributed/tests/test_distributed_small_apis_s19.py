@@ -1,6 +1,7 @@
 """torch.distributed names ember lacked: all_reduce_coalesced / all_gather_coalesced (on 2
-spawned ranks, against NumPy), supports_complex, get_backend_config, the deprecated reduce_op
-and breakpoint's skip count."""
+spawned ranks, against NumPy), torch.distributed.nn.functional's differentiable gather /
+scatter / reduce / all_to_all_single (values and gradients on 2 ranks), supports_complex,
+get_backend_config, the deprecated reduce_op and breakpoint's skip count."""
 
 from __future__ import annotations
 
@@ -36,13 +37,41 @@ def _coalesced(rank: int, init: str, conn: Any) -> None:
         conn.send(("err", traceback.format_exc()))
 
 
-def test_coalesced_collectives_on_two_ranks(tmp_path):
+def _differentiable(rank: int, init: str, conn: Any) -> None:
+    try:
+        from ember.distributed.nn import functional as dfn
+
+        dist.init_process_group("shm", init_method=init, rank=rank, world_size=2,
+                                timeout=timedelta(seconds=60))
+        res = {}
+        t = (ember.ones(2) * (rank + 1)).requires_grad_()
+        out = dfn.gather(t, dst=0)
+        (sum((i + 1) * o.sum() for i, o in enumerate(out))).backward()
+        res["gather"] = [[o.tolist() for o in out], t.grad.tolist()]
+        parts = [ember.full((2,), 5.0).requires_grad_(), ember.full((2,), 7.0).requires_grad_()]
+        got = dfn.scatter(parts, src=0)
+        ((rank + 2) * got.sum()).backward()
+        res["scatter"] = [got.tolist(), [p.grad.tolist() for p in parts]]
+        t = (ember.ones(2) * (rank + 1)).requires_grad_()
+        red = dfn.reduce(t, dst=0)
+        ((3 if rank == 0 else 1) * red.sum()).backward()
+        res["reduce"] = [red.tolist() if rank == 0 else None, t.grad.tolist()]
+        x = (ember.arange(4.0) + 10 * rank).requires_grad_()
+        y = dfn.all_to_all_single(ember.empty(4), x)
+        ((rank + 1) * y.sum()).backward()
+        res["a2a"] = [y.tolist(), x.grad.tolist()]
+        conn.send(("ok", res))
+        dist.destroy_process_group()
+    except BaseException:  # noqa: BLE001  (sent to the test)
+        conn.send(("err", traceback.format_exc()))
+
+
+def _two_ranks(fn: Any, tmp_path: Any) -> list:
     ctx = mp.get_context("spawn")
     conns, procs = [], []
     for r in range(2):
         a, b = ctx.Pipe()
-        p = ctx.Process(target=_coalesced, args=(r, f"file://{tmp_path / 'store'}", b),
-                        daemon=True)
+        p = ctx.Process(target=fn, args=(r, f"file://{tmp_path / 'store'}", b), daemon=True)
         p.start()
         conns.append(a)
         procs.append(p)
@@ -54,6 +83,22 @@ def test_coalesced_collectives_on_two_ranks(tmp_path):
         results.append(value)
     for p in procs:
         p.join(10)
+    return results
+
+
+def test_differentiable_collectives_on_two_ranks(tmp_path):
+    r0, r1 = _two_ranks(_differentiable, tmp_path)
+    assert r0["gather"] == [[[1.0, 1.0], [2.0, 2.0]], [1.0, 1.0]]
+    assert r1["gather"] == [[[0.0, 0.0], [0.0, 0.0]], [2.0, 2.0]]  # dst's weights come back
+    assert r0["scatter"] == [[5.0, 5.0], [[2.0, 2.0], [3.0, 3.0]]]
+    assert r1["scatter"][0] == [7.0, 7.0]
+    assert r0["reduce"] == [[3.0, 3.0], [3.0, 3.0]] and r1["reduce"][1] == [3.0, 3.0]
+    assert r0["a2a"] == [[0.0, 1.0, 10.0, 11.0], [1.0, 1.0, 2.0, 2.0]]
+    assert r1["a2a"] == [[2.0, 3.0, 12.0, 13.0], [1.0, 1.0, 2.0, 2.0]]
+
+
+def test_coalesced_collectives_on_two_ranks(tmp_path):
+    results = _two_ranks(_coalesced, tmp_path)
     for res in results:
         np.testing.assert_array_equal(res["max"][0], np.full((2, 2), 2.0))
         np.testing.assert_array_equal(res["max"][1], np.arange(3.0) * 2)
