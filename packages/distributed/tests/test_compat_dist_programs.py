@@ -37,6 +37,7 @@ PROGRAMS = {
     "fsdp_train": (1e-4, 1e-5),
     "device_mesh_2d": (1e-4, 1e-5),
     "dcp_checkpoint": (1e-4, 1e-5),
+    "dtensor_basics": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

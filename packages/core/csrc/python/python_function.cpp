@@ -8,6 +8,7 @@
 #include "autograd/forward_ad.h"
 #include "ops.h"
 #include "python/python_autograd.h"
+#include "python/python_dispatch_py.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -114,7 +115,9 @@ std::vector<Tensor> PyNode::apply(std::vector<Tensor>&& grads) {
       EMBER_FAIL(Type, "function ", name_, " returned a '", type_name(g), "' at position ", i + 1,
                  " where a gradient Tensor or None was expected");
     if (!next_edges[k].valid()) continue;  // that input does not need a gradient
-    out[k] = check_grad(g.cast<Tensor>(), i, input_meta[k]);
+    // a __torch_dispatch__ subclass gradient (a DTensor) keeps its Python object while the
+    // engine holds it, so the next Python backward receives that object, not a bare tensor
+    out[k] = check_grad(pd_unbox_tensor(g), i, input_meta[k]);
   }
   return out;
 }

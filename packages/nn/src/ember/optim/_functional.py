@@ -306,7 +306,9 @@ _FUSED_DEVICES = ("cpu", "cuda")  # device types with fused SGD/Adam kernels
 
 
 def _fusable(p: Tensor) -> bool:
-    return p.dtype in (ember.float32, ember.float64) and p.device.type in _FUSED_DEVICES
+    # a __torch_dispatch__ subclass (a DTensor) has no memory of its own for the kernels
+    return (p.dtype in (ember.float32, ember.float64) and p.device.type in _FUSED_DEVICES
+            and getattr(type(p), "__torch_dispatch__", None) is None)
 
 
 def use_fused(optimizer: str, group: dict, params: list[Tensor]) -> bool:

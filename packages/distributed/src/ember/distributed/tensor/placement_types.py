@@ -1,0 +1,50 @@
+"""How a DTensor lies on one mesh dimension: Shard(dim) (split along dim over the ranks, in
+torch.chunk's sizes), Replicate() (whole on every rank) or Partial(op) (every rank holds a
+part; the value is their reduction, done when needed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Partial", "Placement", "Replicate", "Shard"]
+
+
+class Placement:
+    """Base of the placement types."""
+
+    def is_shard(self, dim: int | None = None) -> bool:
+        return isinstance(self, Shard) and (dim is None or self.dim == dim)
+
+    def is_replicate(self) -> bool:
+        return isinstance(self, Replicate)
+
+    def is_partial(self, reduce_op: str | None = None) -> bool:
+        return isinstance(self, Partial) and (reduce_op is None or self.reduce_op == reduce_op)
+
+
+@dataclass(frozen=True)
+class Shard(Placement):
+    dim: int
+
+    def __repr__(self) -> str:
+        return f"Shard(dim={self.dim})"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class Replicate(Placement):
+    def __repr__(self) -> str:
+        return "Replicate()"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class Partial(Placement):
+    reduce_op: str = "sum"
+
+    def __repr__(self) -> str:
+        return f"Partial({self.reduce_op})"
+
+    __str__ = __repr__

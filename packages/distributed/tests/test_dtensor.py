@@ -1,0 +1,69 @@
+"""ember.distributed.tensor in one process (a one-rank world) and in a subprocess for the
+import check: layouts and their errors, the fallback through whole tensors, and that
+``import ember.distributed`` leaves the dispatch hook off. The 2-rank behaviour against torch's
+reference is the dtensor_basics program of test_compat_dist_programs.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import ember
+import ember.distributed as dist
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def mesh():
+    dist.init_process_group("shm", store=dist.HashStore(), rank=0, world_size=1)
+    from ember.distributed.device_mesh import init_device_mesh
+
+    yield init_device_mesh("cpu", (1,))
+    dist.destroy_process_group()
+
+
+def test_importing_distributed_leaves_the_dispatch_hook_off():
+    code = ("import ember, ember.distributed, ember.distributed.checkpoint; "
+            "print(ember._C._python_dispatch_hook_on()); "
+            "import ember.distributed.tensor; print(ember._C._python_dispatch_hook_on())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["False", "True"]
+
+
+def test_one_rank_layouts_and_math(mesh):
+    from ember.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+    x = ember.arange(12.0).reshape(3, 4)
+    d = distribute_tensor(x, mesh, [Shard(1)])
+    assert isinstance(d, DTensor) and d.shape == (3, 4) and d.placements == (Shard(dim=1),)
+    assert repr(d).startswith("DTensor(local_tensor=tensor(")
+    s = (d * 2).sum()
+    assert s.placements == (Partial("sum"),) and s.full_tensor().item() == 132.0
+    r = d.redistribute(mesh, [Replicate()])
+    np.testing.assert_array_equal(r.to_local().numpy(), x.numpy())
+    sm = ember.softmax(d, 0)  # no rule: computed on the whole tensor, Replicate
+    assert sm.placements == (Replicate(),)
+    np.testing.assert_allclose(sm.full_tensor().numpy(), ember.softmax(x, 0).numpy())
+    e = DTensor.from_local(ember.ones(2, 2), mesh, [Shard(-1)])
+    assert e.placements == (Shard(dim=1),)
+    d.exp_()  # in place through the fallback: the piece is updated
+    np.testing.assert_allclose(d.to_local().numpy(), np.exp(x.numpy()), rtol=1e-6)
+
+
+def test_layout_errors(mesh):
+    from ember.distributed.device_mesh import init_device_mesh
+    from ember.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    x = ember.ones(2, 3)
+    with pytest.raises(IndexError, match="out of range"):
+        distribute_tensor(x, mesh, [Shard(2)])
+    with pytest.raises(TypeError, match="Shard, Replicate or Partial"):
+        distribute_tensor(x, mesh, ["shard"])
+    with pytest.raises(NotImplementedError, match="1-D device mesh"):
+        distribute_tensor(x, init_device_mesh("cpu", (1, 1)), [Replicate(), Replicate()])
+    d = distribute_tensor(x, mesh, [Shard(0)])
+    with pytest.raises(RuntimeError, match="mixed ember.Tensor and DTensor"):
+        d + ember.ones(2, 3)
+
