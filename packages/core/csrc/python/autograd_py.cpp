@@ -3,6 +3,7 @@
 #include "autograd/autograd.h"
 #include "autograd/views.h"
 #include "python/python_autograd.h"
+#include "python/python_dispatch_py.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -100,7 +101,7 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
                 EMBER_FAIL(Type,
                            "assigned grad expected to be a Tensor or None but got grad of type ",
                            Py_TYPE(value.ptr())->tp_name);
-              g = value.cast<Tensor>();
+              g = pd_unbox_tensor(value);  // a subclass gradient (DTensor) keeps its object
             }
             if (g) {
               const Device have = t->device(), got = (*g)->device();

@@ -1,0 +1,372 @@
+"""fully_shard: PyTorch's per-parameter FSDP ("FSDP2", torch.distributed.fsdp.fully_shard).
+
+Each parameter a module manages (its own and those of submodules not sharded separately)
+becomes a DTensor split along dim 0 over a 1-D mesh, so ``model.parameters()``, the optimizer
+and the state dict see sharded DTensors, as in torch. Around the module's forward:
+
+- before it, each parameter's shards are all-gathered into a plain full-size ``nn.Parameter``
+  (the *unsharded* parameter, one object per parameter, reused every step, cast to
+  ``mp_policy.param_dtype``) that is registered on its module in the DTensor's place;
+- after it (``reshard_after_forward``; by default every module but the root), the DTensors are
+  registered again; autograd keeps the unsharded parameters the forward used;
+- in backward, when a gradient has been accumulated into an unsharded parameter, a hook
+  reduce-scatters it (in ``mp_policy.reduce_dtype``, averaged over the ranks) into the DTensor
+  parameter's ``.grad``; with ``set_requires_gradient_sync(False)`` the gradient instead stays in
+  the unsharded parameter, summing over backward passes, until the next synchronized one.
+
+Collectives run synchronously when needed, so prefetching settings are accepted and have no
+effect. A freed unsharded parameter keeps its memory until backward is done with it (ember
+cannot shrink a storage in place): ember's fully_shard saves optimizer-state and gradient
+memory, not parameter memory between forward and backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import ember
+import ember.distributed as dist
+from ember import nn
+
+__all__ = ["CPUOffloadPolicy", "FSDPModule", "MixedPrecisionPolicy", "OffloadPolicy",
+           "UnshardHandle", "fully_shard", "register_fsdp_forward_method"]
+
+
+@dataclass(frozen=True)
+class MixedPrecisionPolicy:
+    """param_dtype: the unsharded parameters' dtype (forward and backward compute);
+    reduce_dtype: the gradients' dtype in the reduce-scatter; output_dtype: the forward
+    outputs' dtype; cast_forward_inputs: cast floating inputs to param_dtype."""
+
+    param_dtype: ember.dtype | None = None
+    reduce_dtype: ember.dtype | None = None
+    output_dtype: ember.dtype | None = None
+    cast_forward_inputs: bool = True
+
+
+@dataclass
+class OffloadPolicy:
+    """No offloading (the default)."""
+
+
+@dataclass
+class CPUOffloadPolicy(OffloadPolicy):
+    """Sharded parameters, gradients and optimizer state on the CPU (not in ember)."""
+
+    pin_memory: bool = True
+
+
+class UnshardHandle:
+    """What ``unshard(async_op=True)`` returns: ember gathers at once, so wait() returns."""
+
+    def wait(self) -> None:
+        return None
+
+
+class _Param:
+    """One managed parameter: where it lives, its DTensor and its unsharded twin."""
+
+    def __init__(self, owner: nn.Module, name: str, sharded: nn.Parameter) -> None:
+        self.owner, self.name, self.sharded = owner, name, sharded
+        self.unsharded: nn.Parameter | None = None
+        self.pending: ember.Tensor | None = None  # gradients kept under no-sync
+
+    def register(self, p: nn.Parameter) -> None:
+        self.owner._parameters[self.name] = p
+
+
+class _State:
+    def __init__(self, module: nn.Module, mesh: Any, params: list[_Param],
+                 reshard_after_forward: bool | None, mp: MixedPrecisionPolicy) -> None:
+        self.module, self.mesh, self.params = module, mesh, params
+        self.reshard_after_forward = reshard_after_forward
+        self.reshard_after_backward = True
+        self.mp = mp
+        self.sync = True
+        self.divide_factor: float | None = None
+        self.is_root: bool | None = None
+
+
+def _chunk(t: ember.Tensor, mesh: Any) -> ember.Tensor:
+    from ember.distributed.tensor._dtensor import _my_chunk
+
+    return _my_chunk(t, 0, mesh)
+
+
+def _gather(p: _Param, mesh: Any) -> ember.Tensor:
+    from ember.distributed.tensor._dtensor import _all_gather
+
+    d = p.sharded
+    return _all_gather(d._local_tensor, 0, d._spec)
+
+
+def _reduce_scatter(full: ember.Tensor, spec: Any, factor: float) -> ember.Tensor:
+    """This rank's rows of the sum over ranks of full, divided by factor."""
+    from ember.distributed.tensor._dtensor import _chunk_sizes
+
+    mesh = spec.mesh
+    sizes = _chunk_sizes(full.shape[0], mesh.size(0))
+    top = max(sizes)
+    pieces = []
+    start = 0
+    for s in sizes:
+        piece = full.narrow(0, start, s)
+        if s < top:
+            pad = list(full.shape)
+            pad[0] = top - s
+            piece = ember.cat([piece, full.new_zeros(pad)], 0)
+        pieces.append(piece.contiguous())
+        start += s
+    out = ember.empty_like(pieces[0])
+    dist.reduce_scatter(out, pieces, group=mesh.get_group(0))
+    me = mesh.get_local_rank(0)
+    return out.narrow(0, 0, sizes[me]).div_(factor)
+
+
+class FSDPModule:
+    """The methods fully_shard adds to a module (its class becomes FSDP<Name>)."""
+
+    _fsdp_state: _State
+
+    def unshard(self, async_op: bool = False) -> UnshardHandle | None:
+        """Gathers this module's parameters (registers the unsharded ones)."""
+        _unshard(self._fsdp_state)
+        return UnshardHandle() if async_op else None
+
+    def reshard(self) -> None:
+        """Registers the sharded parameters again."""
+        _reshard(self._fsdp_state)
+
+    def _each(self, recurse: bool) -> list[_State]:
+        if not recurse:
+            return [self._fsdp_state]
+        return [m._fsdp_state for m in self.modules() if isinstance(m, FSDPModule)]
+
+    def set_requires_gradient_sync(self, requires_gradient_sync: bool, *,
+                                   recurse: bool = True) -> None:
+        """False: keep gradients unsharded and local over backward passes (accumulation)."""
+        for s in self._each(recurse):
+            s.sync = bool(requires_gradient_sync)
+
+    def set_reshard_after_forward(self, reshard_after_forward: bool, recurse: bool = True) -> None:
+        for s in self._each(recurse):
+            s.reshard_after_forward = bool(reshard_after_forward)
+
+    def set_reshard_after_backward(self, reshard_after_backward: bool, *,
+                                   recurse: bool = True) -> None:
+        for s in self._each(recurse):
+            s.reshard_after_backward = bool(reshard_after_backward)
+
+    def set_gradient_divide_factor(self, factor: float) -> None:
+        for s in self._each(True):
+            s.divide_factor = float(factor)
+
+    set_reduce_scatter_divide_factor = set_gradient_divide_factor
+
+    # scheduling hints for torch's asynchronous collectives: ember's run when needed
+    def set_is_last_backward(self, is_last_backward: bool) -> None:
+        pass
+
+    def set_modules_to_forward_prefetch(self, modules: list[FSDPModule]) -> None:
+        pass
+
+    def set_modules_to_backward_prefetch(self, modules: list[FSDPModule]) -> None:
+        pass
+
+    def set_post_optim_event(self, event: Any) -> None:
+        pass
+
+    def set_unshard_in_backward(self, unshard_in_backward: bool) -> None:
+        pass
+
+    def set_requires_all_reduce(self, requires_all_reduce: bool, *, recurse: bool = True) -> None:
+        pass
+
+
+def _unshard(state: _State) -> None:
+    # always gathered again: the optimizer changed the shards since the last time
+    dtype = state.mp.param_dtype
+    with ember.no_grad():
+        for p in state.params:
+            full = _gather(p, state.mesh)
+            if dtype is not None and full.is_floating_point():
+                full = full.to(dtype)
+            if p.unsharded is None:
+                p.unsharded = nn.Parameter(full, requires_grad=p.sharded.requires_grad)
+                if p.sharded.requires_grad:
+                    p.unsharded.register_post_accumulate_grad_hook(
+                        lambda t, p=p, s=state: _reduce_grad(s, p))
+            else:
+                p.unsharded.data = full
+            p.register(p.unsharded)
+
+
+def _reshard(state: _State) -> None:
+    for p in state.params:
+        p.register(p.sharded)
+
+
+def _reduce_grad(state: _State, p: _Param) -> None:
+    """The unsharded parameter's gradient is complete: into the DTensor's gradient."""
+    from ember.distributed.tensor._dtensor import DTensor
+
+    g = p.unsharded.grad
+    if g is None:
+        return
+    if not state.sync:
+        return  # stays in the unsharded parameter, summing, until a synchronized backward
+    p.unsharded.grad = None
+    with ember.no_grad():
+        reduce_dtype = state.mp.reduce_dtype or g.dtype
+        world = state.mesh.size(0)
+        local = _reduce_scatter(g.to(reduce_dtype), p.sharded._spec,
+                                state.divide_factor or float(world))
+        local = local.to(p.sharded.dtype)
+        grad = DTensor(local, p.sharded._spec)
+        if p.sharded.grad is None:
+            p.sharded.grad = grad
+        else:
+            p.sharded.grad._local_tensor.add_(local)
+    if state.reshard_after_backward:
+        p.register(p.sharded)
+
+
+def _cast(obj: Any, dtype: ember.dtype) -> Any:
+    if isinstance(obj, ember.Tensor) and obj.is_floating_point():
+        return obj.to(dtype)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_cast(o, dtype) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _cast(v, dtype) for k, v in obj.items()}
+    return obj
+
+
+def _pre_forward(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    state = module._fsdp_state
+    if state.is_root is None:  # the root: inside no other fully sharded module
+        state.is_root = not any(m is not module and any(c is module for c in m.modules())
+                                for m in _all_fsdp_modules())
+    _unshard(state)
+    mp = state.mp
+    if mp.param_dtype is not None and mp.cast_forward_inputs:
+        args, kwargs = _cast(args, mp.param_dtype), _cast(kwargs, mp.param_dtype)
+    return args, kwargs
+
+
+def _post_forward(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
+    state = module._fsdp_state
+    reshard = state.reshard_after_forward
+    if reshard is None:
+        reshard = not state.is_root
+    if reshard or not ember.is_grad_enabled():
+        _reshard(state)
+    if state.mp.output_dtype is not None:
+        output = _cast(output, state.mp.output_dtype)
+    return output
+
+
+_LIVE: list = []  # weak references to the modules fully_shard made
+
+
+def _all_fsdp_modules() -> list[nn.Module]:
+    alive = [r() for r in _LIVE]
+    _LIVE[:] = [r for r, m in zip(_LIVE, alive) if m is not None]
+    return [m for m in alive if m is not None]
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: bool | None = None,
+                shard_placement_fn: Callable | None = None,
+                mp_policy: MixedPrecisionPolicy = MixedPrecisionPolicy(),
+                offload_policy: OffloadPolicy = OffloadPolicy(),
+                ignored_params: set[nn.Parameter] | None = None,
+                dp_mesh_dims: Any = None) -> nn.Module:
+    """Shards module's parameters (those no inner fully_shard owns) over the mesh's ranks as
+    dim-0 DTensors and gathers them around its forward; returns module, now an FSDPModule.
+    Call it on the submodules first (transformer blocks), then on the root.
+
+    Example (every rank)::
+
+        for block in model.layers:
+            fully_shard(block)
+        fully_shard(model)
+        opt = ember.optim.AdamW(model.parameters())  # DTensor parameters
+    """
+    import weakref
+
+    from ember.distributed.device_mesh import init_device_mesh
+    from ember.distributed.tensor import DTensor, Shard
+    from ember.distributed.tensor._dtensor import _Spec
+
+    if isinstance(module, (list, tuple)):
+        raise NotImplementedError("fully_shard: ember shards one module at a time")
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"fully_shard: expected an nn.Module, got {type(module).__name__}")
+    if isinstance(module, FSDPModule):
+        raise ValueError(f"fully_shard: {type(module).__name__} is already fully sharded")
+    if type(offload_policy) is not OffloadPolicy:
+        raise NotImplementedError("fully_shard: ember has no CPU offloading (offload_policy)")
+    if not dist.is_initialized():
+        raise RuntimeError("fully_shard needs an initialized process group "
+                           "(ember.distributed.init_process_group)")
+    if mesh is None:
+        device = next((p.device.type for p in module.parameters()), "cpu")
+        mesh = init_device_mesh(device, (dist.get_world_size(),))
+    if mesh.ndim != 1:
+        raise NotImplementedError("fully_shard: ember shards over a 1-D mesh (no HSDP yet)")
+    ignored = {id(p) for p in (ignored_params or ())}
+    inner = {id(p) for m in module.modules() if m is not module and isinstance(m, FSDPModule)
+             for p in m.parameters()}
+    params: list[_Param] = []
+    seen: dict[int, nn.Parameter] = {}
+    for owner in module.modules():
+        if owner is not module and isinstance(owner, FSDPModule):
+            continue
+        for name, p in list(owner._parameters.items()):
+            if p is None or id(p) in ignored or id(p) in inner:
+                continue
+            if id(p) in seen:  # a tied parameter: the same DTensor in both places
+                owner._parameters[name] = seen[id(p)]
+                continue
+            if isinstance(p, DTensor):
+                raise ValueError(f"fully_shard: parameter {name} of {type(owner).__name__} is "
+                                 "already a DTensor")
+            placement = shard_placement_fn(p) if shard_placement_fn else None
+            if placement is not None and placement != Shard(0):
+                raise NotImplementedError(f"fully_shard: ember shards dim 0 only, got "
+                                          f"{placement} for {name}")
+            if p.ndim == 0:
+                raise NotImplementedError(f"fully_shard: 0-d parameter {name} cannot be "
+                                          "sharded along dim 0")
+            with ember.no_grad():
+                spec = _Spec(mesh, (Shard(0),), tuple(p.shape))
+                local = _chunk(p.detach(), mesh).clone()
+                sharded = nn.Parameter(DTensor(local, spec), requires_grad=p.requires_grad)
+            seen[id(p)] = sharded
+            owner._parameters[name] = sharded
+            params.append(_Param(owner, name, sharded))
+    cls = type(module)
+    if cls not in _CLASSES:
+        _CLASSES[cls] = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
+    module.__class__ = _CLASSES[cls]
+    module._fsdp_state = _State(module, mesh, params, reshard_after_forward, mp_policy)
+    module.register_forward_pre_hook(_pre_forward, with_kwargs=True)
+    module.register_forward_hook(_post_forward, with_kwargs=True)
+    _LIVE.append(weakref.ref(module))
+    return module
+
+
+def register_fsdp_forward_method(module: nn.Module, method_name: str) -> None:
+    """Gathers the parameters around module.<method_name>() too (e.g. generate)."""
+    if not isinstance(module, FSDPModule):
+        return
+    orig = getattr(module, method_name)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _pre_forward(module, args, kwargs)
+        return _post_forward(module, args, kwargs, orig(*args, **kwargs))
+
+    setattr(module, method_name, wrapped)

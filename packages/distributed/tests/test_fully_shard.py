@@ -1,0 +1,94 @@
+"""fully_shard (FSDP2) in a one-rank world: arguments it refuses, mixed precision, keeping the
+root unsharded after forward, register_fsdp_forward_method, and gradients equal to the plain
+module's. Two ranks against torch: the fsdp2_train program of test_compat_dist_programs.py."""
+
+from __future__ import annotations
+
+import ember
+import ember.distributed as dist
+import numpy as np
+import pytest
+from ember import nn
+from ember.distributed.fsdp import (
+    CPUOffloadPolicy,
+    FSDPModule,
+    MixedPrecisionPolicy,
+    fully_shard,
+    register_fsdp_forward_method,
+)
+
+
+@pytest.fixture
+def world1():
+    dist.init_process_group("shm", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _mlp() -> nn.Module:
+    ember.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+
+
+def test_needs_a_process_group():
+    with pytest.raises(RuntimeError, match="initialized process group"):
+        fully_shard(_mlp())
+
+
+def test_refusals(world1):
+    m = fully_shard(_mlp())
+    with pytest.raises(ValueError, match="already fully sharded"):
+        fully_shard(m)
+    with pytest.raises(NotImplementedError, match="one module at a time"):
+        fully_shard([_mlp(), _mlp()])
+    with pytest.raises(NotImplementedError, match="offload"):
+        fully_shard(_mlp(), offload_policy=CPUOffloadPolicy())
+    with pytest.raises(TypeError, match="nn.Module"):
+        fully_shard(ember.ones(2))
+
+
+def test_gradients_and_types_match_the_plain_module(world1):
+    from ember.distributed.tensor import DTensor
+
+    plain, sharded = _mlp(), fully_shard(_mlp())
+    assert isinstance(sharded, FSDPModule) and type(sharded).__name__ == "FSDPSequential"
+    x = ember.randn(4, 3)
+    plain(x).pow(2).sum().backward()
+    sharded(x).pow(2).sum().backward()
+    for p, q in zip(plain.parameters(), sharded.parameters()):
+        assert isinstance(q, DTensor) and isinstance(q.grad, DTensor)
+        np.testing.assert_allclose(q.grad.full_tensor().numpy(), p.grad.numpy(), rtol=1e-6)
+
+
+def test_mixed_precision_and_reshard_after_forward(world1):
+    from ember.distributed.tensor import DTensor
+
+    seen = []
+    m = _mlp()
+    m[0].register_forward_hook(lambda mod, i, o: seen.append((mod.weight.dtype, o.dtype)))
+    fully_shard(m, mp_policy=MixedPrecisionPolicy(param_dtype=ember.bfloat16,
+                                                  output_dtype=ember.float32),
+                reshard_after_forward=False)
+    out = m(ember.randn(2, 3))
+    assert seen == [(ember.bfloat16, ember.bfloat16)] and out.dtype == ember.float32
+    assert not isinstance(m[0].weight, DTensor)  # kept gathered until backward
+    out.sum().backward()
+    assert isinstance(m[0].weight, DTensor) and m[0].weight.grad.dtype == ember.float32
+
+
+def test_forward_method_gathers_parameters(world1):
+    class Gen(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x)
+
+        def generate(self, x):
+            return self.lin.weight.shape, self.lin(x)
+
+    g = fully_shard(Gen())
+    register_fsdp_forward_method(g, "generate")
+    shape, _ = g.generate(ember.ones(1, 2))
+    assert shape == (2, 2)
