@@ -45,3 +45,21 @@ def set_at(state_dict: dict, path: tuple, value: Any) -> None:
     for p in path[:-1]:
         node = node[p]
     node[path[-1]] = value
+
+
+def local_region(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Where this rank's piece of value lies in the whole tensor: (offsets, sizes). A DTensor
+    Shard(d) piece starts at the rows before it; anything else is the whole tensor."""
+    spec = getattr(value, "_spec", None)
+    if spec is None or not hasattr(value, "_local_tensor"):
+        return (0,) * value.ndim, tuple(value.shape)
+    from ember.distributed.tensor import Shard
+    from ember.distributed.tensor._dtensor import _chunk_sizes
+
+    local = value._local_tensor
+    offsets = [0] * value.ndim
+    p = spec.placement
+    if isinstance(p, Shard):
+        sizes = _chunk_sizes(spec.shape[p.dim], spec.mesh.size(0))
+        offsets[p.dim] = sum(sizes[:spec.mesh.get_local_rank(0)])
+    return tuple(offsets), tuple(local.shape)

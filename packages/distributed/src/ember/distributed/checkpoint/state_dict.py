@@ -124,7 +124,36 @@ def _frozen(model: nn.Module) -> set[str]:
             if not p.requires_grad}
 
 
+def _is_dtensor(t: Any) -> bool:
+    return isinstance(t, ember.Tensor) and hasattr(t, "_local_tensor") and hasattr(t, "_spec")
+
+
+def _full_tensors(obj: Any) -> Any:
+    """DTensors gathered whole (full_state_dict)."""
+    if _is_dtensor(obj):
+        return obj.full_tensor()
+    if isinstance(obj, dict):
+        return {k: _full_tensors(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_full_tensors(v) for v in obj]
+    return obj
+
+
+def _like(value: Any, template: Any) -> Any:
+    """value laid out as template: this rank's piece of a whole tensor when template is a
+    DTensor (set_* given a full state dict for a sharded model)."""
+    if _is_dtensor(template) and isinstance(value, ember.Tensor) and not _is_dtensor(value) \
+            and tuple(value.shape) == tuple(template.shape):
+        from ember.distributed.tensor import distribute_tensor
+
+        return distribute_tensor(value.to(template.dtype), template.device_mesh,
+                                 template.placements, src_data_rank=None)
+    return value
+
+
 def _finish(sd: dict, opts: StateDictOptions) -> dict:
+    if opts.full_state_dict:
+        sd = _full_tensors(sd)
     if opts.cpu_offload:
         if opts.full_state_dict and _rank() != 0:
             return {}
@@ -159,7 +188,32 @@ def get_model_state_dict(model: nn.Module, *, submodules: set[nn.Module] | None 
     return _finish(sd, opts)
 
 
+def _init_optim_state(optim: Any) -> None:
+    """A fresh optimizer's state made by one step that changes nothing (zero gradients, lr 0),
+    so a checkpoint's state has entries to load into (as torch does); skipped when a
+    parameter already has a gradient."""
+    if optim.state:
+        return
+    params = [p for g in optim.param_groups for p in g["params"] if p.requires_grad]
+    if not params or any(p.grad is not None for p in params) or any(
+            "lr" not in g for g in optim.param_groups):
+        return
+    lrs = [g["lr"] for g in optim.param_groups]
+    for p in params:
+        p.grad = ember.zeros_like(p)
+    for g in optim.param_groups:
+        g["lr"] = 0.0 if not isinstance(g["lr"], ember.Tensor) else g["lr"].fill_(0.0)
+    try:
+        optim.step()
+    finally:
+        for g, lr in zip(optim.param_groups, lrs):
+            g["lr"] = lr
+        for p in params:
+            p.grad = None
+
+
 def _named_optim_state(model: nn.Module, optim: Any) -> dict[str, Any]:
+    _init_optim_state(optim)
     fsdp = _fsdp(model)
     if fsdp is not None:
         with _full(model):
@@ -253,6 +307,8 @@ def set_model_state_dict(model: nn.Module, model_state_dict: dict[str, Any], *,
     """
     opts = options or StateDictOptions()
     sd = _from_rank0(model_state_dict, opts)
+    current = {_clean(k): v for k, v in _inner(model).state_dict(keep_vars=True).items()}
+    sd = {k: _like(v, current.get(k)) for k, v in sd.items()}
     frozen = _frozen(model) if opts.ignore_frozen_params else set()
     with _full(model):
         result = _inner(model).load_state_dict(sd, strict=False)
@@ -322,7 +378,8 @@ def set_optimizer_state_dict(model: nn.Module, optimizers: Any,
             groups.append({**{k: v for k, v in saved.items() if k != "params"},
                            "params": list(range(pos, pos + n))})
             pos += n
-        state = {i: osd["state"][f] for i, f in enumerate(fqn) if f in osd["state"]}
+        state = {i: {k: _like(v, order[i]) for k, v in osd["state"][f].items()}
+                 for i, f in enumerate(fqn) if f in osd["state"]}
         optim.load_state_dict({"state": state, "param_groups": groups})
 
 

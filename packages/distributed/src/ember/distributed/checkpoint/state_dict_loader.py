@@ -11,7 +11,7 @@ from typing import Any
 
 import ember
 
-from ._flatten import flatten, set_at
+from ._flatten import flatten, local_region, set_at
 from .api import CheckpointException
 from .filesystem import FileSystemReader, _storage
 from .metadata import TensorStorageMetadata
@@ -22,19 +22,35 @@ __all__ = ["load", "load_state_dict"]
 
 def _fill(dest: ember.Tensor, key: str, entry: TensorStorageMetadata, stored: dict,
           reader: FileSystemReader) -> None:
+    """Copies into dest's piece (a DTensor's shard, or the whole tensor) every saved chunk's
+    overlap with it: chunks and pieces need not line up (any sharding loads into any other)."""
     if tuple(dest.shape) != tuple(entry.size):
         raise RuntimeError(f"Size mismatch between saved {ember.Size(entry.size)} and current: "
                            f"{dest.shape} for {key}")
+    local = getattr(dest, "_local_tensor", dest)
+    if getattr(dest, "_spec", None) is not None:
+        from ember.distributed.tensor import Partial
+
+        if isinstance(dest._spec.placement, Partial):
+            raise NotImplementedError(f"dcp.load: {key} is a Partial DTensor; load into a "
+                                      "Shard or Replicate one")
+    lo, size = local_region(dest)
     with ember.no_grad():
         for chunk in entry.chunks:
             offsets = tuple(int(o) for o in chunk.offsets)
+            sizes = tuple(int(n) for n in chunk.sizes)
+            start = [max(a, b) for a, b in zip(lo, offsets)]
+            end = [min(a + n, b + m) for a, n, b, m in zip(lo, size, offsets, sizes)]
+            if any(e <= s for s, e in zip(start, end)) and local.ndim:
+                continue  # this chunk holds none of this rank's piece
             info = stored.get((key, offsets))
             if info is None:
                 raise RuntimeError(f"checkpoint metadata lists a chunk of {key} at {offsets} "
                                    "but no file holds it")
-            piece = reader.read_item(info)
-            region = dest[tuple(slice(o, o + int(n)) for o, n in zip(offsets, chunk.sizes))]
-            region.copy_(piece.reshape(region.shape))
+            piece = reader.read_item(info).reshape(sizes)
+            src = piece[tuple(slice(s - o, e - o) for s, e, o in zip(start, end, offsets))]
+            dst = local[tuple(slice(s - o, e - o) for s, e, o in zip(start, end, lo))]
+            dst.copy_(src)
 
 
 def load(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None = None,

@@ -56,12 +56,23 @@ def _check_all(dist: Any, group: Any, error: BaseException | None, what: str) ->
         raise CheckpointException(f"{what} failed", failures)
 
 
-def _entry(value: Any) -> Any:
-    if isinstance(value, ember.Tensor):
-        size = ember.Size(value.shape)
-        return TensorStorageMetadata(TensorProperties.create_from_tensor(value), size,
-                                     [ChunkStorageMetadata(ember.Size([0] * len(size)), size)])
-    return BytesStorageMetadata()
+def _piece(value: ember.Tensor) -> tuple[ember.Tensor, tuple[int, ...], tuple[int, ...]]:
+    """(this rank's piece, where it starts in the whole tensor, the whole tensor's size); a
+    DTensor's shard is its piece (a Partial one is reduced first), a plain tensor is whole."""
+    from ._flatten import local_region
+
+    if getattr(value, "_spec", None) is not None and hasattr(value, "_local_tensor"):
+        from ember.distributed.tensor import Partial, Replicate
+
+        if isinstance(value._spec.placement, Partial):
+            value = value.redistribute(value._spec.mesh, [Replicate()])
+        offsets, _ = local_region(value)
+        return value._local_tensor, offsets, tuple(value.shape)
+    return value, (0,) * value.ndim, tuple(value.shape)
+
+
+def _item_key(fqn: str, offsets: tuple[int, ...] | None) -> str:
+    return fqn if offsets is None else f"{fqn}@{','.join(str(o) for o in offsets)}"
 
 
 def _assign(plans: list[dict[str, int]]) -> dict[str, int]:
@@ -94,31 +105,54 @@ def save(state_dict: dict[str, Any], *, checkpoint_id: str | os.PathLike | None 
     writer = _storage(FileSystemWriter, storage_writer, checkpoint_id, "save")
     dist, rank, _ = _dist_info(process_group, no_dist)
     flat, paths = flatten(_stateful(state_dict))
-    mine = {k: (v.numel() * v.element_size() if isinstance(v, ember.Tensor) else 0)
-            for k, v in flat.items()}
+    # items: a tensor's piece per chunk (a DTensor shard, or the whole tensor), or one value
+    items: dict[str, Any] = {}
+    entries: dict[str, Any] = {}
+    for k, v in flat.items():
+        if isinstance(v, ember.Tensor):
+            local, offsets, size = _piece(v.detach())
+            items[_item_key(k, offsets)] = local
+            entries[k] = (TensorProperties.create_from_tensor(local), size,
+                          (offsets, tuple(local.shape)))
+        else:
+            items[_item_key(k, None)] = v
+            entries[k] = None
+    mine = {key: (v.numel() * v.element_size() if isinstance(v, ember.Tensor) else 0)
+            for key, v in items.items()}
     owner = _assign(_all_gather(dist, mine, process_group))
     error: BaseException | None = None
     where: dict = {}
     try:
-        items = [(k, v.detach().cpu() if isinstance(v, ember.Tensor) else v)
-                 for k, v in flat.items() if owner[k] == rank]
-        where = writer.write_items(rank, items) if items else {}
+        todo = [(key, v.cpu() if isinstance(v, ember.Tensor) else v)
+                for key, v in items.items() if owner[key] == rank]
+        where = writer.write_items(rank, todo) if todo else {}
     except Exception as e:  # noqa: BLE001  (reported on every rank)
         error = e
     _check_all(dist, process_group, error, "dcp.save: writing the items")
-    entries = _all_gather(dist, ({k: _entry(v) for k, v in flat.items()}, paths, where),
-                          process_group)
+    gathered = _all_gather(dist, (entries, paths, where), process_group)
     meta = Metadata({}, {}, {}, StorageMeta(checkpoint_id=_path(writer.path),
                                             save_id=uuid.uuid4().hex), "1.0.0")
-    for sd_meta, sd_paths, sd_where in entries:
-        for k, e in sd_meta.items():
-            meta.state_dict_metadata.setdefault(k, e)
+    for sd_entries, sd_paths, _ in gathered:
+        for k, e in sd_entries.items():
             meta.planner_data.setdefault(k, sd_paths[k])
-        for k, info in sd_where.items():
-            e = meta.state_dict_metadata[k]
-            index = (MetadataIndex(k, e.chunks[0].offsets, 0)
-                     if isinstance(e, TensorStorageMetadata) else MetadataIndex(k))
-            meta.storage_data[index] = info
+            if e is None:
+                meta.state_dict_metadata.setdefault(k, BytesStorageMetadata())
+                continue
+            props, size, (offsets, sizes) = e
+            tm = meta.state_dict_metadata.setdefault(
+                k, TensorStorageMetadata(props, ember.Size(size), []))
+            if all(tuple(c.offsets) != offsets for c in tm.chunks):
+                tm.chunks.append(ChunkStorageMetadata(ember.Size(offsets), ember.Size(sizes)))
+    for _, _, sd_where in gathered:
+        for key, info in sd_where.items():
+            fqn, _, at = key.partition("@")
+            e = meta.state_dict_metadata[fqn]
+            if isinstance(e, TensorStorageMetadata):
+                offsets = tuple(int(o) for o in at.split(",")) if at else ()
+                index = next(i for i, c in enumerate(e.chunks) if tuple(c.offsets) == offsets)
+                meta.storage_data[MetadataIndex(fqn, offsets, index)] = info
+            else:
+                meta.storage_data[MetadataIndex(fqn)] = info
     error = None
     if rank == 0:
         try:
