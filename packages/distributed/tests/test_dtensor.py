@@ -67,3 +67,20 @@ def test_layout_errors(mesh):
     with pytest.raises(RuntimeError, match="mixed ember.Tensor and DTensor"):
         d + ember.ones(2, 3)
 
+
+
+def test_str_deepcopy_and_data_access(mesh):
+    import copy
+
+    from ember.distributed.tensor import Shard, distribute_tensor
+
+    d = distribute_tensor(ember.arange(6.0).reshape(2, 3), mesh, [Shard(0)])
+    assert str(d) == repr(d)
+    twin = copy.deepcopy(d)
+    assert twin.placements == d.placements and twin.device_mesh is d.device_mesh
+    twin.to_local().add_(1)
+    assert d.to_local().tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]  # a real copy
+    with pytest.raises(RuntimeError, match=r"\.tolist\(\) is not supported for tensor subclasses"):
+        d.tolist()
+    with pytest.raises(RuntimeError, match=r"\.numpy\(\) is not supported"):
+        d.numpy()

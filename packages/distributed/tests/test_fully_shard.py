@@ -92,3 +92,18 @@ def test_forward_method_gathers_parameters(world1):
     register_fsdp_forward_method(g, "generate")
     shape, _ = g.generate(ember.ones(1, 2))
     assert shape == (2, 2)
+
+
+def test_module_apply_and_deepcopy_keep_working(world1):
+    import copy
+
+    m = fully_shard(_mlp())
+    m.double()  # new DTensor parameters: the next forward gathers those
+    out = m(ember.randn(2, 3, dtype=ember.float64))
+    assert out.dtype == ember.float64
+    out.sum().backward()
+    assert m[0].weight.grad.dtype == ember.float64
+    twin = copy.deepcopy(m)
+    assert type(twin).__name__ == "FSDPSequential"
+    np.testing.assert_array_equal(twin(ember.ones(1, 3, dtype=ember.float64)).detach().numpy(),
+                                  m(ember.ones(1, 3, dtype=ember.float64)).detach().numpy())

@@ -288,6 +288,9 @@ class DeviceMesh:
         return DeviceMesh(device_type, ranks, mesh_dim_names=mesh_dim_names, _groups=[group])
 
     # ---- identity ----------------------------------------------------------------------------
+    def __deepcopy__(self, memo: dict) -> DeviceMesh:
+        return self  # its process groups are the job's, not copies (as torch)
+
     def _key(self) -> tuple:
         return (self.device_type, tuple(self._ranks.reshape(-1).tolist()), self.shape,
                 self.mesh_dim_names)

@@ -189,9 +189,15 @@ def _unshard(state: _State) -> None:
     dtype = state.mp.param_dtype
     with ember.no_grad():
         for p in state.params:
+            now = p.owner._parameters.get(p.name)
+            if now is not p.sharded and now is not p.unsharded and hasattr(now, "_spec"):
+                p.sharded = now  # module._apply (model.double(), .to()) made a new DTensor
             full = _gather(p, state.mesh)
             if dtype is not None and full.is_floating_point():
                 full = full.to(dtype)
+            if p.unsharded is not None and (p.unsharded.dtype != full.dtype
+                                            or p.unsharded.device != full.device):
+                p.unsharded = None  # a new dtype or device: a new gathered parameter
             if p.unsharded is None:
                 p.unsharded = nn.Parameter(full, requires_grad=p.sharded.requires_grad)
                 if p.sharded.requires_grad:

@@ -180,6 +180,24 @@ class DTensor(ember.Tensor):
         return (f"DTensor(local_tensor={self._local_tensor}, device_mesh={self._spec.mesh}, "
                 f"placements={self._spec.placements})")
 
+    __str__ = __repr__
+
+    def tolist(self) -> Any:
+        raise RuntimeError(".tolist() is not supported for tensor subclasses, got DTensor "
+                           "(use .full_tensor().tolist() or .to_local().tolist())")
+
+    def numpy(self, *, force: bool = False) -> Any:
+        raise RuntimeError(".numpy() is not supported for tensor subclasses (use "
+                           ".full_tensor().numpy() or .to_local().numpy())")
+
+    def __deepcopy__(self, memo: dict) -> DTensor:
+        import copy
+
+        out = DTensor(copy.deepcopy(self._local_tensor, memo), self._spec,
+                      requires_grad=self.requires_grad)
+        memo[id(self)] = out
+        return out
+
     @property
     def placements(self) -> tuple[Placement, ...]:
         return self._spec.placements
