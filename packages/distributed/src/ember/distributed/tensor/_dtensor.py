@@ -519,14 +519,22 @@ def _matmul(func: Any, args: tuple, kwargs: dict) -> Any:
         return None
     if name == "addmm":
         bias = args[0]
+        mesh = a._spec.mesh
         if isinstance(bias, DTensor):
-            if not isinstance(bias._spec.placement, Replicate) or isinstance(out_p, Partial):
-                return None  # a bias added on every rank of a partial sum: the fallback
-            bias = bias._local_tensor
-            if isinstance(out_p, Shard):  # this rank's rows / columns of a full-size bias
-                at = bias.ndim - 2 + out_p.dim
-                if at >= 0 and bias.shape[at] != 1:
-                    bias = _my_chunk(bias, at, a._spec.mesh)
+            bp = bias._spec.placement
+            if isinstance(out_p, Shard) and bp == Shard(bias.ndim - 2 + out_p.dim) \
+                    and bias.ndim >= 1:
+                bias = bias._local_tensor  # already this rank's rows / columns
+            elif not isinstance(bp, Replicate):
+                return None
+            else:
+                bias = bias._local_tensor
+                if isinstance(out_p, Shard):  # this rank's rows / columns of a full bias
+                    at = bias.ndim - 2 + out_p.dim
+                    if at >= 0 and bias.shape[at] != 1:
+                        bias = _my_chunk(bias, at, mesh)
+                elif isinstance(out_p, Partial) and _me(mesh) != 0:
+                    bias = ember.zeros_like(bias)  # a partial sum adds the bias once
         elif isinstance(out_p, (Shard, Partial)) and isinstance(bias, ember.Tensor):
             return None
         out = func(bias, a._local_tensor, b._local_tensor, *args[3:], **kwargs)
@@ -548,6 +556,28 @@ def _transpose(func: Any, args: tuple, d: DTensor) -> Any:
     return DTensor(out, d._spec.with_(p, shape))
 
 
+def _reshape(func: Any, args: tuple, d: DTensor) -> Any:
+    """A view / reshape of a Shard(d) DTensor that keeps the shard dimension whole (the dims
+    before it and after it may merge or split): the pieces reshaped, Shard at its new index."""
+    p = d._spec.placement
+    old = list(d._spec.shape)
+    new = [int(s) for s in (args[1] if len(args) > 1 else [])]
+    if not isinstance(p, Shard) or not new:
+        return None
+    if -1 in new:
+        known = math.prod(s for s in new if s != -1)
+        new[new.index(-1)] = math.prod(old) // known if known else 0
+    before, after = math.prod(old[:p.dim]), math.prod(old[p.dim + 1:])
+    for nd in range(len(new)):
+        if new[nd] == old[p.dim] and math.prod(new[:nd]) == before and \
+                math.prod(new[nd + 1:]) == after:
+            local_shape = list(new)
+            local_shape[nd] = d._local_tensor.shape[p.dim]
+            out = func(d._local_tensor, local_shape, *args[2:])
+            return DTensor(out, d._spec.with_(Shard(nd), new))
+    return None
+
+
 def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     ds = _dtensors(args, kwargs)
     mesh = ds[0]._spec.mesh
@@ -558,6 +588,10 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     result = None
     if name in ("t", "transpose") and isinstance(args[0], DTensor):
         return _transpose(func, args, args[0])
+    if name in ("view", "reshape", "_unsafe_view") and isinstance(args[0], DTensor) and not kwargs:
+        result = _reshape(func, args, args[0])
+        if result is not None:
+            return result
     if packet in _LIKE and isinstance(args[0], DTensor):
         d = args[0]
         if isinstance(d._spec.placement, Partial) and packet not in _LINEAR_PARTIAL:

@@ -1,0 +1,17 @@
+"""Tensor parallelism on DTensor (torch.distributed.tensor.parallel): parallelize_module with
+ColwiseParallel / RowwiseParallel plans for nn.Linear and nn.Embedding.
+
+Example (2 ranks, the same input on both)::
+
+    from ember.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, parallelize_module)
+
+    parallelize_module(mlp, mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    out = mlp(x)  # fc1's output columns and fc2's input rows split over the ranks
+"""
+
+from .api import parallelize_module
+from .style import ColwiseParallel, ParallelStyle, PrepareModuleInput, RowwiseParallel
+
+__all__ = ["ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "RowwiseParallel",
+           "parallelize_module"]
