@@ -193,6 +193,7 @@ def test_helpers_match_torch_names():
     assert e_keys == t_keys
 
 
+@pytest.mark.filterwarnings("ignore:FSDP is switching to use `NO_SHARD`")
 def test_fsdp_model_state_by_module_path(tmp_path):
     import ember.distributed as dist
     from ember.distributed.fsdp import FullyShardedDataParallel as FSDP
