@@ -107,3 +107,38 @@ def test_module_apply_and_deepcopy_keep_working(world1):
     assert type(twin).__name__ == "FSDPSequential"
     np.testing.assert_array_equal(twin(ember.ones(1, 3, dtype=ember.float64)).detach().numpy(),
                                   m(ember.ones(1, 3, dtype=ember.float64)).detach().numpy())
+
+
+def test_with_activation_checkpointing(world1):
+    # backward gathers again before the checkpointed blocks recompute their forward
+    from ember.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        apply_activation_checkpointing,
+    )
+
+    def build() -> nn.Module:
+        ember.manual_seed(0)
+        return nn.Sequential(nn.Sequential(nn.Linear(3, 5), nn.Tanh()),
+                             nn.Sequential(nn.Linear(5, 5), nn.Tanh()), nn.Linear(5, 2))
+
+    plain, m = build(), build()
+    apply_activation_checkpointing(m, check_fn=lambda s: isinstance(s, nn.Sequential)
+                                   and s is not m)
+    for block in list(m)[:2]:
+        fully_shard(block)
+    fully_shard(m)
+    x = ember.randn(4, 3)
+    plain(x).pow(2).sum().backward()
+    m(x).pow(2).sum().backward()
+    for p, q in zip(plain.parameters(), m.parameters()):
+        np.testing.assert_allclose(q.grad.full_tensor().numpy(), p.grad.numpy(), atol=1e-6)
+
+
+def test_collectives_refuse_dtensors(world1):
+    from ember.distributed.device_mesh import init_device_mesh
+    from ember.distributed.tensor import Shard, distribute_tensor
+
+    d = distribute_tensor(ember.ones(2, 2), init_device_mesh("cpu", (1,)), [Shard(0)])
+    with pytest.raises(TypeError, match="collectives take plain tensors"):
+        dist.all_reduce(d)
+    with pytest.raises(RuntimeError, match="mixed ember.Tensor and DTensor"):
+        ember.mm(d, ember.ones(2, 2))

@@ -83,6 +83,10 @@ def check_op_dtype(name: str, op: ReduceOp, dtype: Any) -> None:
 def check_tensor(name: str, t: Any, arg: str = "tensor") -> None:
     if not isinstance(t, ember.Tensor):
         raise TypeError(f"{name}: {arg} must be an ember.Tensor, got {type(t).__name__}")
+    if getattr(type(t), "__torch_dispatch__", None) is not None:
+        # a wrapper subclass (a DTensor) has no memory of its own for the backend to read
+        raise TypeError(f"{name}: {arg} is a {type(t).__name__}; collectives take plain "
+                        "tensors (a DTensor's piece is .to_local())")
     if t.device.type != "cpu":
         raise ValueError(f"{name}: {arg} is on {t.device}; this backend takes CPU tensors "
                          "(use the nccl backend for CUDA tensors)")

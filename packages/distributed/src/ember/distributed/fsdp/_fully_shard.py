@@ -208,6 +208,12 @@ def _unshard(state: _State) -> None:
             p.register(p.unsharded)
 
 
+def _regather(state: _State) -> None:
+    """Registers the gathered parameters again for backward (once per backward pass)."""
+    if any(p.owner._parameters.get(p.name) is not p.unsharded for p in state.params):
+        _unshard(state)
+
+
 def _reshard(state: _State) -> None:
     for p in state.params:
         p.register(p.sharded)
@@ -260,6 +266,16 @@ def _pre_forward(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, d
     return args, kwargs
 
 
+def _tensors(obj: Any) -> list[ember.Tensor]:
+    if isinstance(obj, ember.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
 def _post_forward(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
     state = module._fsdp_state
     reshard = state.reshard_after_forward
@@ -267,6 +283,12 @@ def _post_forward(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> 
         reshard = not state.is_root
     if reshard or not ember.is_grad_enabled():
         _reshard(state)
+        if ember.is_grad_enabled():
+            # pre-backward: when the outputs' gradients arrive, gather again, so that
+            # activation checkpointing recomputes this module with whole parameters
+            for t in _tensors(output):
+                if t.requires_grad:
+                    t.register_hook(lambda g, s=state: (_regather(s), g)[1])
     if state.mp.output_dtype is not None:
         output = _cast(output, state.mp.output_dtype)
     return output

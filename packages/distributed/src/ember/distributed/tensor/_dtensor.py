@@ -610,6 +610,12 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
         result = _matmul(func, args, kwargs)
     if result is not None:
         return result
+    mixed = [a for a in tree_leaves(args, kwargs) if isinstance(a, ember.Tensor)
+             and not isinstance(a, DTensor) and a.ndim > 0
+             and (a.is_floating_point() or a.is_complex())]
+    if mixed:  # indices and masks may be plain; values must be DTensors too (as torch)
+        raise RuntimeError(f"{func}: got mixed ember.Tensor and DTensor operands; wrap the "
+                           "plain tensor with DTensor.from_local or distribute_tensor first")
     return _replicated(func, args, kwargs, mesh)
 
 
