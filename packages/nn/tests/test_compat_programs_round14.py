@@ -10,7 +10,8 @@ networks through torch.func, RepVGG re-parameterization and the library's conv-b
 self-distillation, ProdLDA topic models with the Dirichlet machinery of torch.distributions, an
 echo state network, Transformer-XL memories with relative positions, a GFlowNet with trajectory
 balance, evolution strategies / CMA-ES over vmapped functional_call populations, CycleGAN with
-its image pool, and differentiable 2-D Gaussian splatting.
+its image pool, differentiable 2-D Gaussian splatting, and binary networks with a straight-through
+estimator checked by gradcheck's forward-mode options.
 
 Each program runs on ember and its output is checked on its own (the self-checks hold without
 torch); where torch is installed it runs there too and ember's output must print the same lines
@@ -253,3 +254,19 @@ def test_gaussian_splat_2d(capsys):
     assert last < 0.2 * first and psnr > 18
     assert "covariances symmetric True positive definite True" in got
     assert "accumulated alpha in [0, 1]: True" in got and "densified to 56 splats" in got
+
+
+def test_binary_nets_ste(capsys):
+    # a forward / setup_context sign STE with jvp and generate_vmap_rule, XNOR weight scaling,
+    # Bi-Real shortcuts, latent weight clamping, gradcheck(check_forward_ad, check_batched_grad)
+    # and gradgradcheck(check_fwd_over_rev); the binary net's sign() of near-zero activations
+    # flips with the last bit of a rounding, so its training curve is compared loosely (the
+    # full-precision twin, fed the same batches, must agree closely)
+    got = _check("binary_nets_ste.py", capsys, rtol=1e-4, atol=1e-5,
+                 loose={r"^binary:|^accuracy|^RESULT": (0.2, 0.1)})
+    first, last, acc = _results(got)
+    assert last < 0.5 * first and acc > 0.6
+    assert "sign [-1.0, -1.0, 1.0, 1.0, 1.0] ste grad [0.0, 1.0, 1.0, 1.0, 0.0]" in got
+    assert "gradcheck xnor scaling (forward + batched): True ste is no true derivative: True " \
+           "gradgradcheck fwd-over-rev: True" in got
+    assert "latent weights in [-1, 1]: True" in got and "predicts the same: True" in got
