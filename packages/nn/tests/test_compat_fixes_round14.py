@@ -2,8 +2,12 @@
 ``gradgradcheck`` take PyTorch's keyword options (check_forward_ad, check_backward_ad,
 check_batched_grad, check_batched_forward_grad, check_grad_dtypes, fast_mode, masked;
 check_fwd_over_rev, check_rev_over_rev), which scripts that test custom autograd.Functions pass
-(``gradcheck(fn, x, check_forward_ad=True)`` raised TypeError). Each behaviour is pinned
-explicitly and, where torch is installed, against it."""
+(``gradcheck(fn, x, check_forward_ad=True)`` raised TypeError). And forward mode over reverse
+mode (dual tensors through ``autograd.grad(create_graph=True)``, as check_fwd_over_rev does)
+treated the saved result of ops such as tanh, exp and softmax as a constant: their second
+derivatives came out wrong or missing (C++: SavedVariable::share_output_tangent, and tangent
+formulas for the softmax backward ops). Each behaviour is pinned explicitly and, where torch is
+installed, against it."""
 
 from __future__ import annotations
 
@@ -184,19 +188,66 @@ def test_gradgradcheck_verdicts_match_torch(kwargs):
         assert verdict(ember, make(ember)) == verdict(torch, make(torch))
 
 
-@pytest.mark.xfail(strict=True, reason="NOT FIXED (C++): an op's output saved for backward is kept "
-                   "as a detached alias (SavedVariable, autograd.cpp) that does not carry the "
-                   "output's forward-mode tangent, which the generated *_forward wrappers attach "
-                   "only after the op has saved it; so backward formulas that use `result` (tanh, "
-                   "exp, sigmoid, sqrt, softmax, relu, ...) see a constant under forward AD")
-def test_forward_over_reverse_through_ops_that_save_their_result():
-    import ember.autograd.forward_ad as fwAD
+def _fwd_over_rev(lib, f, w, v, t):
+    """The tangent (along t) of w -> grad(f(w), w, v, create_graph=True): forward mode over
+    reverse mode, as gradgradcheck(check_fwd_over_rev=True) and hand-written Hessian-vector
+    products with torch.autograd.forward_ad compute it."""
+    import importlib
 
-    w = ember.tensor([0.8, 0.3, 0.6], dtype=ember.float64)
-    with fwAD.dual_level():
-        wd = fwAD.make_dual(w.clone().requires_grad_(), ember.ones(3, dtype=ember.float64))
-        (g,) = ember.autograd.grad(wd.tanh().sum(), wd, create_graph=True)  # 1 - tanh^2
-        tangent = fwAD.unpack_dual(g).tangent
-    # d/dw (1 - tanh(w)^2) = -2 tanh(w) (1 - tanh(w)^2)
-    want = -2 * w.tanh() * (1 - w.tanh() ** 2)
-    assert tangent is not None and ember.allclose(tangent, want)
+    fw = importlib.import_module(lib.__name__ + ".autograd.forward_ad")
+    with fw.dual_level():
+        wd = fw.make_dual(w.clone().requires_grad_(), t)
+        out = f(wd)
+        (g,) = lib.autograd.grad(out, wd, v if out.shape == w.shape else lib.ones_like(out),
+                                 create_graph=True)
+        tangent = fw.unpack_dual(g).tangent
+    return None if tangent is None else tangent.tolist()
+
+
+# ops whose backward formula uses the op's own (saved) result
+_RESULT_OPS = {
+    "tanh": lambda w: w.tanh(), "exp": lambda w: w.exp(), "sigmoid": lambda w: w.sigmoid(),
+    "sqrt": lambda w: w.sqrt(), "rsqrt": lambda w: w.rsqrt(), "reciprocal": lambda w: w.reciprocal(),
+    "expm1": lambda w: w.expm1(), "exp2": lambda w: w.exp2(), "softmax": lambda w: w.softmax(-1),
+    "log_softmax": lambda w: w.log_softmax(0), "norm": lambda w: w.norm(dim=1),
+    "logsumexp": lambda w: w.logsumexp(1), "cumprod": lambda w: w.cumprod(1),
+    "prod": lambda w: w.prod(1), "div": lambda w: w / w.sum(), "pow": lambda w: w.pow(2.5),
+    "relu": lambda w: (w - 0.5).relu() * w,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_RESULT_OPS))
+def test_forward_over_reverse_through_ops_that_save_their_result(name):
+    # the op's output is saved for backward before the forward-mode wrapper gives it its
+    # tangent; the saved copy now shares it, so backward formulas that read the result are
+    # differentiated too (they were constants: tanh's second derivative came out as None)
+    def args(lib):
+        w = lib.tensor([[0.8, 0.3, 0.6], [0.2, 0.4, 0.9]], dtype=lib.float64)
+        v = lib.tensor([[0.5, -1.0, 2.0], [1.5, 0.3, -0.7]], dtype=lib.float64)
+        t = lib.tensor([[1.0, 0.5, 0.0], [0.0, -0.3, 0.2]], dtype=lib.float64)
+        return w, v, t
+
+    got = _fwd_over_rev(ember, _RESULT_OPS[name], *args(ember))
+    w, v, t = args(ember)
+    eps = 1e-6
+
+    def first(x):
+        x = x.clone().requires_grad_()
+        out = _RESULT_OPS[name](x)
+        return ember.autograd.grad(out, x, v if out.shape == x.shape else ember.ones_like(out))[0]
+
+    fd = ((first(w + eps * t) - first(w - eps * t)) / (2 * eps)).tolist()
+    if name == "relu":  # piecewise linear: its second derivative is zero, so no tangent is fine
+        got = got if got is not None else [[0.0] * 3] * 2
+    assert got is not None
+    assert ember.allclose(ember.tensor(got), ember.tensor(fd), atol=1e-6)
+    if torch is not None:
+        want = _fwd_over_rev(torch, _RESULT_OPS[name], *args(torch))
+        assert ember.allclose(ember.tensor(got), ember.tensor(want), atol=1e-9)
+
+
+def test_gradgradcheck_forward_over_reverse_through_tanh_softmax_and_exp():
+    x = ember.tensor([[0.3, -0.2, 0.5], [0.1, 0.4, -0.6]], dtype=ember.float64, requires_grad=True)
+    for fn in (lambda w: (w.abs().mean() * w).tanh(), lambda w: w.softmax(1) * w.exp(),
+               lambda w: w.log_softmax(0).sigmoid()):
+        assert ember.autograd.gradgradcheck(fn, (x,), check_fwd_over_rev=True)
