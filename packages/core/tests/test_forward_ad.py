@@ -468,6 +468,16 @@ MORE_CASES = [
            lambda g: ember.threshold_backward(g, ember.from_numpy(_RELU_AT), 0)
            if isinstance(g, ember.Tensor)
            else torch.ops.aten.threshold_backward(g, torch.from_numpy(_RELU_AT), 0), n(3, 4)),
+    FwCase("threshold_backward: self dual too (its tangent adds nothing)",
+           lambda g, s: ember.threshold_backward(g, s, 0) if isinstance(g, ember.Tensor)
+           else torch.ops.aten.threshold_backward(g, s, 0), nn((3, 4), (3, 4)), reverse=False),
+    # softmax's backward ops, reached by forward-over-reverse through the saved softmax result
+    FwCase("_softmax_backward_data: both inputs dual",
+           lambda g, y: ember._C._softmax_backward_data(g, y, 1) if isinstance(g, ember.Tensor)
+           else torch.ops.aten._softmax_backward_data(g, y, 1, y.dtype), nn((3, 4), (3, 4))),
+    FwCase("_log_softmax_backward_data: both inputs dual",
+           lambda g, y: ember._C._log_softmax_backward_data(g, y, 0) if isinstance(g, ember.Tensor)
+           else torch.ops.aten._log_softmax_backward_data(g, y, 0, y.dtype), nn((3, 4), (3, 4))),
     FwCase("sigmoid_backward: both inputs dual",
            lambda g, y: ember.sigmoid_backward(g, y) if isinstance(g, ember.Tensor)
            else torch.ops.aten.sigmoid_backward(g, y), nn((3, 4), (3, 4))),

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/forward_ad.h"
 #include "autograd/profiler.h"
 #include "autograd/views.h"
 #include "core/backend.h"
@@ -379,7 +380,25 @@ Tensor SavedVariable::unpack(const Node* node) const {
     m.output_nr = output_nr_;
     m.requires_grad = true;
   }
+  // The tangent shared by share_output_tangent (dropped with its level: data_ is registered).
+  if (forward_ad::maybe_active()) {
+    if (Tensor tangent = forward_ad::own_tangent(data_))
+      forward_ad::store_tangent(t, forward_ad::current_level(), std::move(tangent));
+  }
   return t;
+}
+
+void SavedVariable::share_output_tangent(const Tensor& result, const Tensor& tangent,
+                                         int64_t level) {
+  if (!is_output_ || !defined_ || released_ || hooked_ || !data_ || !tangent) return;
+  const AutogradMeta* m = meta(result);
+  if (!m || m->output_nr != output_nr_) return;
+  // Only the alias of this very result (a node may save several outputs).
+  if (data_->storage() != result->storage() ||
+      data_->storage_offset() != result->storage_offset() || data_->sizes() != result->sizes() ||
+      data_->strides() != result->strides() || data_->dtype() != result->dtype())
+    return;
+  forward_ad::store_tangent(data_, level, tangent);
 }
 
 Tensor SavedVariable::unpack_hooked(const Node* node) const {

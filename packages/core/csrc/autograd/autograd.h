@@ -175,6 +175,12 @@ class SavedVariable {
   // on keeps only what pack returned (as saved_tensors_hooks would have). Refused for a tensor
   // already hooked, freed by backward, or never saved.
   void register_hooks(std::unique_ptr<SavedVariableHooks> hooks);
+  // Forward AD: `result`, an op's output, has just received `tangent` at `level`. When this is
+  // that output saved by its own grad_fn, the kept alias takes the tangent too, and unpack passes
+  // it on: backward formulas that use the result then differentiate under forward AD
+  // (forward-over-reverse), as PyTorch's saved forward grads. The op saves its output before
+  // the tangent is known, hence this second step.
+  void share_output_tangent(const Tensor& result, const Tensor& tangent, int64_t level);
 
  private:
   struct Hooked;  // the pack/unpack hooks and what re-links the unpacked tensor

@@ -146,6 +146,36 @@ inline Tensor softmax_jvp(const Tensor& t, const Tensor& result, int64_t dim) {
   return softmax_backward(tt, result, dim);
 }
 
+// The backward ops differentiated under forward AD (forward-over-reverse: backward formulas that
+// use an op's saved result see its tangent). threshold_backward (relu's) is linear in
+// grad_output and piecewise constant in self, whose tangent therefore adds nothing.
+inline Tensor threshold_backward_jvp(const Tensor& grad_output_t, const Tensor& /*self_t*/,
+                                     const Tensor& self, const Scalar& threshold) {
+  return grad_output_t ? ops::threshold_backward(grad_output_t, self, threshold) : Tensor();
+}
+// softmax's backward y * (g - sum(g * y)): softmax_backward of g_t, plus
+// y_t * (g - sum(g * y)) - y * sum(g * y_t).
+inline Tensor softmax_backward_jvp(const Tensor& g_t, const Tensor& y_t, const Tensor& g,
+                                   const Tensor& y, int64_t dim) {
+  using nn_detail::sum_keep;
+  Tensor r = g_t ? softmax_backward(g_t, y, dim) : Tensor();
+  if (y_t) {
+    Tensor a = mul(y_t, sub(g, sum_keep(mul(g, y), dim)));
+    r = forward_ad::accumulate(r, sub(a, mul(y, sum_keep(mul(g, y_t), dim))));
+  }
+  return r;
+}
+// log_softmax's backward g - exp(y) * sum(g): g_t - exp(y) * sum(g_t), minus
+// exp(y) * y_t * sum(g).
+inline Tensor log_softmax_backward_jvp(const Tensor& g_t, const Tensor& y_t, const Tensor& g,
+                                       const Tensor& y, int64_t dim) {
+  using nn_detail::sum_keep;
+  Tensor e = exp(y);
+  Tensor r = g_t ? sub(g_t, mul(e, sum_keep(g_t, dim))) : Tensor();
+  if (y_t) r = forward_ad::accumulate(r, neg(mul(mul(e, y_t), sum_keep(g, dim))));
+  return r;
+}
+
 // convolution is linear in input, in weight and in bias.
 inline Tensor convolution_jvp(const Tensor& input, const Tensor& weight, const Tensor& input_t,
                               const Tensor& weight_t, const Tensor& bias_t, const DimVector& stride,

@@ -173,6 +173,47 @@ Tensor tangent_of(const Tensor& t) {
 
 bool has_tangent(const Tensor& t) { return static_cast<bool>(tangent_of(t)); }
 
+Tensor own_tangent(const Tensor& t) {
+  int64_t level = current_level();
+  bool found = false;
+  return level < 0 || !t ? Tensor() : find_own(t, level, &found);
+}
+
+void store_tangent(const Tensor& t, int64_t level, Tensor tangent) {
+  if (t && tangent) store(t, level, std::move(tangent));
+}
+
+namespace {
+// Hands a result's new tangent to the SavedVariables of its grad_fn (share_output_tangent keeps
+// only the one that saved this result).
+class ShareOutputTangent final : public autograd::SavedValueVisitor {
+ public:
+  ShareOutputTangent(const Tensor& result, const Tensor& tangent, int64_t level)
+      : result_(result), tangent_(tangent), level_(level) {}
+  void tensor(const char* /*name*/, autograd::SavedVariable& v) override {
+    v.share_output_tangent(result_, tangent_, level_);
+  }
+  void tensor_list(const char* /*name*/, std::vector<autograd::SavedVariable>& v) override {
+    for (auto& s : v) s.share_output_tangent(result_, tangent_, level_);
+  }
+  void optional_tensors(const char* /*name*/, const std::vector<Tensor>& /*v*/) override {}
+  void none(const char* /*name*/) override {}
+  void boolean(const char* /*name*/, bool /*v*/) override {}
+  void integer(const char* /*name*/, int64_t /*v*/) override {}
+  void real(const char* /*name*/, double /*v*/) override {}
+  void scalar(const char* /*name*/, const Scalar& /*v*/) override {}
+  void ints(const char* /*name*/, const DimVector& /*v*/) override {}
+  void string(const char* /*name*/, const std::string& /*v*/) override {}
+  void dtype(const char* /*name*/, ScalarType /*v*/) override {}
+  void device(const char* /*name*/, Device /*v*/) override {}
+
+ private:
+  const Tensor& result_;
+  const Tensor& tangent_;
+  int64_t level_;
+};
+}  // namespace
+
 bool wants(std::initializer_list<const Tensor*> ts) {
   if (t_disabled) return false;
   for (const Tensor* t : ts)
@@ -250,6 +291,12 @@ void set_tangent(const Tensor& result, Tensor t, const char* op, bool complex_ok
     Tensor fresh = empty_with_layout(result);
     ops::copy_(fresh, t, false);
     t = fresh;
+  }
+  // The op saved its result for backward before this tangent existed: share it with that copy.
+  const AutogradMeta* m = autograd::meta(result);
+  if (m && m->grad_fn) {
+    ShareOutputTangent share(result, t, level);
+    m->grad_fn->visit_saved(share);
   }
   store(result, level, std::move(t));
 }

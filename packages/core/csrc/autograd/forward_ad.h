@@ -65,6 +65,10 @@ bool set_disabled_here(bool disabled);
 // inherits the matching view of its base's tangent.
 Tensor tangent_of(const Tensor& t);
 bool has_tangent(const Tensor& t);
+// t's own tangent at the live level (none inherited from a view's base).
+Tensor own_tangent(const Tensor& t);
+// Attaches `tangent` to t at `level` as is (registered, so exiting the level drops it).
+void store_tangent(const Tensor& t, int64_t level, Tensor tangent);
 // Whether an op must handle forward AD: a level is live, this thread has not disabled it, and
 // one of the tensors carries a tangent. Callers test maybe_active() first.
 bool wants(std::initializer_list<const Tensor*> ts);

@@ -42,10 +42,16 @@ class _Check:
     """One gradcheck run; ``labels[i]`` names input i in messages."""
 
     def __init__(self, func: Callable, inputs: tuple, labels: list[str], eps: float, atol: float,
-                 rtol: float, nondet_tol: float, check_undefined_grad: bool, name: str) -> None:
+                 rtol: float, nondet_tol: float, check_undefined_grad: bool, name: str, *,
+                 check_backward_ad: bool = True, check_forward_ad: bool = False,
+                 check_grad_dtypes: bool = False, check_batched_grad: bool = False,
+                 check_batched_forward_grad: bool = False) -> None:
         self.func, self.inputs, self.labels = func, inputs, labels
         self.eps, self.atol, self.rtol, self.nondet_tol = eps, atol, rtol, nondet_tol
         self.check_undefined_grad = check_undefined_grad
+        self.check_backward_ad, self.check_forward_ad = check_backward_ad, check_forward_ad
+        self.check_grad_dtypes, self.check_batched_grad = check_grad_dtypes, check_batched_grad
+        self.check_batched_forward_grad = check_batched_forward_grad
         self.name = name
         self.grad_in_numerical = False
         self.diff = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
@@ -98,9 +104,91 @@ class _Check:
                                 f"{self.name}: the gradient with respect to {self.labels[self.diff[i]]}"
                                 f" has shape {tuple(g.shape)} but the input has shape "
                                 f"{tuple(xs[i].shape)}")
+                        if self.check_grad_dtypes and g.dtype != xs[i].dtype:
+                            raise GradcheckError(
+                                f"{self.name}: the gradient with respect to {self.labels[self.diff[i]]}"
+                                f" has dtype {g.dtype!r} but the input has dtype {xs[i].dtype!r}")
                         per_in[i][e] = g.detach().reshape(-1).tolist()
             jac.append(per_in)
         return jac
+
+    def forward(self, n_outs: list[int], batched: bool = False) -> list[list[list[list[float]]]]:
+        """Same layout as analytical, by forward mode: one Jacobian-vector product per input
+        element (a unit tangent on that element, zero tangents on the other inputs); with
+        ``batched`` the products of one input run as one ember.func.vmap over its tangents."""
+        import ember
+        import ember.autograd.forward_ad as fwAD
+
+        jac = [[[[0.0] * self.inputs[i].numel() for _ in range(n)] for i in self.diff]
+               for n in n_outs]
+
+        def tangents_out(tangents: list) -> list:
+            with fwAD.dual_level():
+                args = list(self.inputs)
+                for i, t in zip(self.diff, tangents):
+                    args[i] = fwAD.make_dual(self.inputs[i], t)
+                outs = [o for o in _outputs(self.func(*args)) if o.is_floating_point()]
+                res = []
+                for o in outs:
+                    t = fwAD.unpack_dual(o).tangent
+                    if t is not None and self.check_grad_dtypes and t.dtype != o.dtype:
+                        raise GradcheckError(
+                            f"{self.name}: a forward-mode tangent has dtype {t.dtype!r} but its "
+                            f"output has dtype {o.dtype!r}")
+                    res.append(ember.zeros_like(fwAD.unpack_dual(o).primal) if t is None
+                               else t.clone())
+                return res
+
+        for di, i in enumerate(self.diff):
+            x = self.inputs[i]
+            n = x.numel()
+            basis = ember.eye(n, dtype=x.dtype).reshape((n, *x.shape))
+
+            def column(u, di=di):
+                return tuple(tangents_out([u if k == di else ember.zeros_like(self.inputs[m])
+                                           for k, m in enumerate(self.diff)]))
+
+            if batched:
+                cols = ember.func.vmap(column)(basis)
+                per_out = [c.reshape(n, -1).tolist() for c in cols]
+            else:
+                per_out = [[] for _ in n_outs]
+                for j in range(n):
+                    for k, t in enumerate(column(basis[j])):
+                        per_out[k].append(t.reshape(-1).tolist())
+            for k in range(len(n_outs)):
+                for j in range(n):
+                    for e in range(n_outs[k]):
+                        jac[k][di][e][j] = per_out[k][j][e]
+        return jac
+
+    def batched_grads(self, outs: tuple, ana) -> str | None:
+        """Backward with every output's basis of grad_outputs at once (is_grads_batched=True)
+        must give the rows of the Jacobian that one-at-a-time backward gave."""
+        import ember
+
+        xs = [self.inputs[i] for i in self.diff]
+        for k, o in enumerate(outs):
+            if not o.requires_grad or o.numel() == 0:
+                continue
+            seeds = ember.eye(o.numel(), dtype=o.dtype).reshape((o.numel(), *o.shape))
+            try:
+                got = ember.autograd.grad(o, xs, seeds, retain_graph=True, allow_unused=True,
+                                          is_grads_batched=True)
+            except Exception as exc:  # noqa: BLE001  (reported as a gradcheck failure)
+                return f"{self.name}: while computing batched gradients, got: {exc}"
+            for di, g in enumerate(got):
+                rows = g.detach().reshape(o.numel(), -1).tolist() if g is not None else None
+                for e in range(o.numel()):
+                    for j in range(xs[di].numel()):
+                        a, b = ana[k][di][e][j], rows[e][j] if rows is not None else 0.0
+                        if abs(a - b) > self.atol + self.rtol * abs(a):
+                            return (f"{self.name}: batched gradient mismatch for output {k} "
+                                    f"(element {_fmt(tuple(o.shape), e)}) with respect to "
+                                    f"{self.labels[self.diff[di]]} (element "
+                                    f"{_fmt(tuple(xs[di].shape), j)}): batched {b!r} vs "
+                                    f"one at a time {a!r}")
+        return None
 
     def numerical(self, n_outs: list[int]) -> list[list[list[list[float]]]]:
         """Same layout as analytical, by central differences (the inputs are perturbed in place,
@@ -131,8 +219,9 @@ class _Check:
         return jac
 
     # -- reporting ---------------------------------------------------------------------------------
-    def compare(self, outs: list[tuple[tuple, bool]], ana, num) -> str | None:
-        """outs: (shape, requires_grad) of each output."""
+    def compare(self, outs: list[tuple[tuple, bool]], ana, num, mode: str = "") -> str | None:
+        """outs: (shape, requires_grad) of each output; ``mode`` names how ``ana`` was computed
+        ("" for backward mode)."""
         for k, (oshape, o_requires_grad) in enumerate(outs):
             for di, i in enumerate(self.diff):
                 shape = tuple(self.inputs[i].shape)
@@ -140,11 +229,11 @@ class _Check:
                     for j in range(self.inputs[i].numel()):
                         a, n = ana[k][di][e][j], num[k][di][e][j]
                         if not (abs(a - n) <= self.atol + self.rtol * abs(n)) or math.isnan(a):
-                            if not o_requires_grad:
+                            if not o_requires_grad and not mode:
                                 return (f"{self.name}: output {k} does not require grad, but its "
                                         f"numerical derivative with respect to {self.labels[i]}, "
                                         f"element {_fmt(shape, j)} is {n!r}, not 0")
-                            return (f"{self.name}: Jacobian mismatch for output {k} (element "
+                            return (f"{self.name}: Jacobian{mode} mismatch for output {k} (element "
                                     f"{_fmt(oshape, e)}) with respect to {self.labels[i]} "
                                     f"(element {_fmt(shape, j)}): analytical {a!r} vs numerical "
                                     f"{n!r} (atol={self.atol}, rtol={self.rtol}, eps={self.eps})")
@@ -196,17 +285,29 @@ class _Check:
     def run(self) -> str | None:
         self.validate()
         outs = self.outputs()
-        ana = self.analytical(outs)
-        msg = None
-        if self.nondet_tol >= 0:
-            msg = self.reentrant(outs, ana)
-        if msg is None and self.check_undefined_grad:
-            msg = self.undefined_grads(outs, ana)
-        if msg is None:
-            shapes = [(tuple(o.shape), o.requires_grad) for o in outs]
-            del outs  # the finite differences below write into the inputs
-            num = self.numerical([math.prod(s) for s, _ in shapes])
+        shapes = [(tuple(o.shape), o.requires_grad) for o in outs]
+        msg = ana = None
+        if self.check_backward_ad:
+            ana = self.analytical(outs)
+            if self.nondet_tol >= 0:
+                msg = self.reentrant(outs, ana)
+            if msg is None and self.check_undefined_grad:
+                msg = self.undefined_grads(outs, ana)
+            if msg is None and self.check_batched_grad:
+                msg = self.batched_grads(outs, ana)
+        if msg is not None:
+            return msg
+        del outs  # the finite differences below write into the inputs
+        n_outs = [math.prod(s) for s, _ in shapes]
+        fwd = self.forward(n_outs) if self.check_forward_ad else None
+        num = self.numerical(n_outs)
+        if ana is not None:
             msg = self.compare(shapes, ana, num)
+        if msg is None and fwd is not None:
+            msg = self.compare(shapes, fwd, num, " computed with forward mode")
+        if msg is None and self.check_batched_forward_grad:
+            msg = self.compare(shapes, self.forward(n_outs, batched=True), num,
+                               " computed with batched forward mode")
         return msg
 
 
@@ -220,6 +321,13 @@ def gradcheck(
     raise_exception: bool = True,
     nondet_tol: float = 0.0,
     check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    check_batched_grad: bool = False,
+    check_batched_forward_grad: bool = False,
+    check_forward_ad: bool = False,
+    check_backward_ad: bool = True,
+    fast_mode: bool = False,
+    masked: bool | None = None,
 ) -> bool:
     """Checks the gradients of ``func`` at ``inputs`` (float64 tensors that require grad) against
     central finite differences with step ``eps``; an element passes when
@@ -230,15 +338,36 @@ def gradcheck(
     gradient (``check_undefined_grad``). On failure raises :class:`GradcheckError` naming the
     output, input and elements that disagree, or returns False with ``raise_exception=False``.
 
+    As PyTorch's options: ``check_forward_ad`` also checks forward-mode Jacobian-vector products
+    (``ember.autograd.forward_ad``) and ``check_backward_ad=False`` skips the backward checks;
+    ``check_batched_grad`` checks backward with a batch of grad_outputs
+    (``is_grads_batched=True``) and ``check_batched_forward_grad`` forward mode under
+    ``ember.func.vmap``; ``check_grad_dtypes`` checks that gradients have their inputs' dtypes.
+    ``fast_mode`` runs the full check (the same verdict, not the faster projection), and
+    ``masked`` only concerns sparse inputs, which gradcheck does not take.
+
     >>> import ember
     >>> x = ember.randn(3, dtype=ember.float64, requires_grad=True)
     >>> ember.autograd.gradcheck(lambda t: (t * t).sum(), x)
     True
+    >>> ember.autograd.gradcheck(lambda t: t.sin(), x, check_forward_ad=True)
+    True
     """
+    del fast_mode, masked  # see the docstring
+    if not (check_forward_ad or check_backward_ad):
+        raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to "
+                             "be True")
+    if check_batched_forward_grad and not check_forward_ad:
+        raise AssertionError("Setting check_batched_forward_grad=True requires check_forward_ad "
+                             "to be True")
     ins = _inputs(inputs)
     labels = [f"input {i}" for i in range(len(ins))]
     return _verdict(_Check(func, ins, labels, eps, atol, rtol, nondet_tol, check_undefined_grad,
-                           "gradcheck"), raise_exception)
+                           "gradcheck", check_backward_ad=check_backward_ad,
+                           check_forward_ad=check_forward_ad, check_grad_dtypes=check_grad_dtypes,
+                           check_batched_grad=check_batched_grad,
+                           check_batched_forward_grad=check_batched_forward_grad),
+                    raise_exception)
 
 
 def _verdict(check: _Check, raise_exception: bool) -> bool:
@@ -262,11 +391,20 @@ def gradgradcheck(
     raise_exception: bool = True,
     nondet_tol: float = 0.0,
     check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    check_batched_grad: bool = False,
+    check_fwd_over_rev: bool = False,
+    check_rev_over_rev: bool = True,
+    fast_mode: bool = False,
+    masked: bool = False,
 ) -> bool:
     """Checks second derivatives: the gradients of ``func`` with respect to ``inputs``, computed
     with ``create_graph=True`` for ``grad_outputs`` (random float64 tensors that require grad when
     None), are themselves checked against finite differences, with respect to both the inputs
     and the grad_outputs. Messages name ``input i`` or ``grad_outputs[k]``.
+
+    ``check_rev_over_rev`` (the default) checks the first derivative by backward mode,
+    ``check_fwd_over_rev`` by forward mode; the other options are gradcheck's.
 
     >>> import ember
     >>> x = ember.randn(3, dtype=ember.float64, requires_grad=True)
@@ -275,6 +413,13 @@ def gradgradcheck(
     """
     import ember
 
+    del fast_mode, masked  # as gradcheck
+    if not (check_fwd_over_rev or check_rev_over_rev):
+        raise AssertionError("Expected at least one of check_fwd_over_rev or check_rev_over_rev "
+                             "to be True")
+    if check_undefined_grad and not check_rev_over_rev:
+        raise AssertionError("Setting check_undefined_grad=True requires check_rev_over_rev to be "
+                             "True")
     ins = _inputs(inputs)
     with ember.no_grad():
         outs = _outputs(func(*ins))
@@ -318,6 +463,8 @@ def gradgradcheck(
     labels = [f"input {i}" for i in range(n_in)] + [
         f"grad_outputs[{k}]" for k in range(len(grad_outputs))]
     check = _Check(first_derivative, ins + tuple(grad_outputs), labels, eps, atol, rtol,
-                   nondet_tol, check_undefined_grad, "gradgradcheck")
+                   nondet_tol, check_undefined_grad, "gradgradcheck",
+                   check_backward_ad=check_rev_over_rev, check_forward_ad=check_fwd_over_rev,
+                   check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad)
     check.grad_in_numerical = True
     return _verdict(check, raise_exception)
