@@ -159,6 +159,9 @@ void refresh_view(const Tensor& t) {
     if (m && m->is_view) m->view_version = t->version();
     return;
   }
+  // The regenerated nodes' anomaly-mode stack is captured before the lock (see
+  // AnomalyStackPrefetch): capturing under it can deadlock with a thread holding the GIL.
+  AnomalyStackPrefetch stack;
   std::lock_guard<std::mutex> lock(g_refresh_mutex);
   m = t->autograd_meta();
   if (m && m->is_view && m->view_version == t->version()) return;  // another thread did it
