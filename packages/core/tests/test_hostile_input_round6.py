@@ -25,6 +25,11 @@ Seeds and state: ``ember.manual_seed(2**64)`` masked the seed to 0, silently giv
 stream (PyTorch: ValueError); ``set_rng_state`` of a non-uint8 object raised RuntimeError where
 PyTorch raises TypeError.
 
+Meta tensors: ``pickle.dumps`` of one failed with "Cannot copy out of meta tensor; no data!"
+(PyTorch pickles it by shape); it now round-trips by shape, strides, dtype and requires_grad.
+``ember.save`` of one failed with the same message naming neither save nor the entry; it is now
+a NotImplementedError naming the entry (the previous checkpoint is kept, as for any failed save).
+
 Other round-6 cases: packages/data/tests/test_data_hostile_round6.py (StopIteration out of a
 dataset or collate_fn), packages/distributed/tests/test_distributed_hostile_round6.py (a
 MASTER_PORT that is not a port).
@@ -230,3 +235,33 @@ def test_set_rng_state_error_classes_match_torch():
                 torch.set_rng_state(tbad)
     ember.set_rng_state(state)
     assert ember.get_rng_state().tolist() == state.tolist()
+
+
+# ---- meta tensors in pickle and ember.save -----------------------------------------------------
+
+def test_meta_tensors_pickle_by_shape_like_torch():
+    # Before: NotImplementedError "Cannot copy out of meta tensor; no data!" from pickle.dumps.
+    import pickle
+
+    t = ember.ones(3, 4, device="meta", requires_grad=True)
+    objs = {"t": t, "view": ember.ones(3, 4, device="meta")[:, 1],
+            "param": ember.nn.Parameter(ember.ones(2, device="meta"))}
+    back = pickle.loads(pickle.dumps(objs))
+    for k, v in objs.items():
+        b = back[k]
+        assert (b.device.type, b.shape, b.stride(), b.dtype, b.requires_grad, type(b)) == \
+            ("meta", v.shape, v.stride(), v.dtype, v.requires_grad, type(v)), k
+    if torch is not None:
+        tb = pickle.loads(pickle.dumps(torch.ones(3, 4, device="meta")[:, 1]))
+        assert (tb.device.type, tuple(tb.shape), tb.stride()) == ("meta", (3,), (4,))
+
+
+def test_saving_a_meta_tensor_names_it_and_keeps_the_previous_checkpoint(tmp_path):
+    path = tmp_path / "ck.pt"
+    ember.save({"a": ember.ones(2)}, path)
+    before = path.read_bytes()
+    with pytest.raises(NotImplementedError, match=r"ember.save: cannot save the meta tensor at "
+                                                  r"obj\['w'\]\[1\] \(shape \(3,\)"):
+        ember.save({"w": [ember.ones(2), ember.ones(3, device="meta")]}, path)
+    assert path.read_bytes() == before
+    assert ember.load(path)["a"].tolist() == [1.0, 1.0]
