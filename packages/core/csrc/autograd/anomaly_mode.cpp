@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "autograd/anomaly_stack_prefetch.h"
 #include "autograd/autograd.h"
 
 namespace ember {

@@ -34,23 +34,6 @@ void set_anomaly_callbacks(StackCaptureFn capture, WarnFn warn);
 
 // Called by Node's constructor while anomaly mode is on.
 std::unique_ptr<AnomalyMetadata> capture_anomaly_metadata();
-
-// Captures the Python stack now, for the nodes this thread creates while the guard lives. Code
-// that creates nodes under a mutex other threads take while holding the GIL uses it: capturing
-// there would wait for the GIL (Python releases it inside the capture) while the GIL's holder
-// waits for the mutex -- a deadlock.
-class AnomalyStackPrefetch {
- public:
-  AnomalyStackPrefetch();
-  ~AnomalyStackPrefetch();
-  AnomalyStackPrefetch(const AnomalyStackPrefetch&) = delete;
-  AnomalyStackPrefetch& operator=(const AnomalyStackPrefetch&) = delete;
-
- private:
-  std::string stack_;
-  bool active_ = false;
-  const std::string* prev_ = nullptr;
-};
 // Warns where the forward op of `node` ran, and where its parents' did.
 void report_anomaly(const Node& node);
 

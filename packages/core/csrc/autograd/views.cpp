@@ -6,6 +6,7 @@
 #include <numeric>
 #include <utility>
 
+#include "autograd/anomaly_stack_prefetch.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
