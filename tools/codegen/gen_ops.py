@@ -423,16 +423,26 @@ def gen_autograd_wrapper(op: Op, node: str) -> str:
         cond += f" || any_requires_grad_list({a.name})"
     raw = f"dispatch::{op.name}({call_args})"
     head = f"{ret} ops::{op.name}({cpp_params(op)}) {{\n"
+    if op.native_out:
+        # An out= tensor that requires grad is refused (as torch) whether or not an input does:
+        # writing into it would keep its old history (a silently wrong gradient) or overwrite a
+        # leaf. out= being an input is the in-place form, checked as such below.
+        same = "".join(f" && out != {tensor_expr(a)}" for a in args
+                       if a.type in DIFF_TYPES and a.name != "out")
+        out_check = (f"  if (out && grad_enabled() && requires_grad(out){same}) "
+                     f'check_out_no_grad("{op.name}");\n')
+    else:
+        out_check = ""
     if op.autograd == "manual":
-        return head + f"  {'return ' if ret != 'void' else ''}{op.autograd_fn}({call_args});\n}}\n"
+        return head + out_check + f"  {'return ' if ret != 'void' else ''}{op.autograd_fn}({call_args});\n}}\n"
     if op.autograd in ("none", "composite") or not has_tensor_ret or not diff:
-        return head + f"  {'return ' if ret != 'void' else ''}{raw};\n}}\n"
+        return head + out_check + f"  {'return ' if ret != 'void' else ''}{raw};\n}}\n"
     inplace = op.name.endswith("_")
     has_out = op.native_out
     self_tensor = any(a.name == "self" and a.type == "Tensor" for a in args)
     fw_check, fw_fn = gen_forward(op, diff)
     hooks = view_hooks(op, self_tensor)
-    body = [fw_check, hooks["prologue"] or f"  if (!grad_enabled() || !({cond})) return {raw};\n"]
+    body = [fw_check, out_check, hooks["prologue"] or f"  if (!grad_enabled() || !({cond})) return {raw};\n"]
     if hooks["prologue"]:
         body.append(f"  if (!({cond})) return {raw};\n")
     if has_out:

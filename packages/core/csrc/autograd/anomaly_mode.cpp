@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "autograd/anomaly_stack_prefetch.h"
 #include "autograd/autograd.h"
 
 namespace ember {
@@ -17,6 +18,7 @@ std::atomic<bool> g_check_nan{true};
 std::atomic<StackCaptureFn> g_capture{nullptr};
 std::atomic<WarnFn> g_warn{nullptr};
 thread_local std::weak_ptr<Node> t_current_node;
+thread_local const std::string* t_prefetched_stack = nullptr;
 }  // namespace
 
 bool anomaly_check_nan() { return g_check_nan.load(std::memory_order_relaxed); }
@@ -33,7 +35,10 @@ void set_anomaly_callbacks(StackCaptureFn capture, WarnFn warn) {
 
 std::unique_ptr<AnomalyMetadata> capture_anomaly_metadata() {
   auto md = std::make_unique<AnomalyMetadata>();
-  if (StackCaptureFn capture = g_capture.load()) md->forward_stack = capture();
+  if (t_prefetched_stack)
+    md->forward_stack = *t_prefetched_stack;
+  else if (StackCaptureFn capture = g_capture.load())
+    md->forward_stack = capture();
   md->parent = t_current_node;
   return md;
 }
@@ -62,6 +67,18 @@ void report_anomaly(const Node& node) {
     }
   }
   warn(os.str());
+}
+
+AnomalyStackPrefetch::AnomalyStackPrefetch() {
+  if (!anomaly_mode_enabled()) return;
+  if (StackCaptureFn capture = g_capture.load()) stack_ = capture();
+  active_ = true;
+  prev_ = t_prefetched_stack;
+  t_prefetched_stack = &stack_;
+}
+
+AnomalyStackPrefetch::~AnomalyStackPrefetch() {
+  if (active_) t_prefetched_stack = prev_;
 }
 
 AnomalyParentGuard::AnomalyParentGuard(const std::shared_ptr<Node>& node)

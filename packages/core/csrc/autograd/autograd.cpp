@@ -111,10 +111,18 @@ Edge gradient_edge(const Tensor& t) {
   if (!m->requires_grad) return {};
   // Threads building graphs from one leaf at once share its AccumulateGrad node.
   static std::mutex accumulator_mutex;
+  {
+    std::lock_guard<std::mutex> lock(accumulator_mutex);
+    if (std::shared_ptr<Node> acc = m->grad_accumulator.lock()) return {acc, 0};
+  }
+  // Made outside the lock: in anomaly mode a node's constructor runs Python, which lets another
+  // thread take the GIL and then wait here for the lock. A node that loses the race is dropped
+  // after the lock is released (declared before it).
+  auto fresh = std::make_shared<AccumulateGrad>(t);
   std::lock_guard<std::mutex> lock(accumulator_mutex);
   std::shared_ptr<Node> acc = m->grad_accumulator.lock();
   if (!acc) {
-    acc = std::make_shared<AccumulateGrad>(t);
+    acc = fresh;
     m->grad_accumulator = acc;
   }
   return {acc, 0};

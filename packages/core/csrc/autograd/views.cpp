@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <mutex>
 #include <numeric>
+#include <utility>
 
+#include "autograd/anomaly_stack_prefetch.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
@@ -91,8 +93,9 @@ class CopySlices final : public Node {
   std::shared_ptr<Node> fn;
 };
 
-// Rebuilds t's grad_fn as a strided view of its base's current history.
-void regenerate(const Tensor& t, AutogradMeta* m) {
+// Rebuilds t's grad_fn as a strided view of its base's current history; returns the old one, for
+// the caller to drop outside its lock (its hooks may hold Python objects).
+std::shared_ptr<Node> regenerate(const Tensor& t, AutogradMeta* m) {
   const Tensor& base = t->base();
   auto node = std::make_shared<AsStridedViewBackward>();
   node->src = Geometry(base);
@@ -100,11 +103,12 @@ void regenerate(const Tensor& t, AutogradMeta* m) {
   node->dtype = base->dtype();
   node->next_edges = {gradient_edge(base)};
   if (!m) m = &materialize_meta(t);
-  m->grad_fn = std::move(node);
+  std::shared_ptr<Node> old = std::exchange(m->grad_fn, std::move(node));
   m->output_nr = 0;
   m->requires_grad = true;
   m->is_view = true;
   m->view_version = t->version();
+  return old;
 }
 
 void mark_one(const Tensor& view, const Tensor& src, bool no_grad) {
@@ -159,10 +163,14 @@ void refresh_view(const Tensor& t) {
     if (m && m->is_view) m->view_version = t->version();
     return;
   }
+  // The regenerated nodes' anomaly-mode stack is captured before the lock (see
+  // AnomalyStackPrefetch): capturing under it can deadlock with a thread holding the GIL.
+  AnomalyStackPrefetch stack;
+  std::shared_ptr<Node> old;  // released after the lock
   std::lock_guard<std::mutex> lock(g_refresh_mutex);
   m = t->autograd_meta();
   if (m && m->is_view && m->view_version == t->version()) return;  // another thread did it
-  regenerate(t, m);
+  old = regenerate(t, m);
 }
 
 void check_inplace_view(const Tensor& self, const char* op) {

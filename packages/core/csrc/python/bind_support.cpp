@@ -1,5 +1,6 @@
 #include "python/bind_support.h"
 
+#include "autograd/autograd.h"
 #include "core/out_tensor.h"
 #include "kernels/iterator.h"
 #include "ops.h"
@@ -234,7 +235,17 @@ std::vector<Tensor> unwrap_optional_tensors(const std::vector<std::optional<Tens
   return out;
 }
 
+namespace {
+// As torch: out= takes no part in autograd, so neither the out= tensor nor the result may need
+// a gradient (the copy into out= would drop the result's history, or keep out='s stale one).
+void check_out_needs_no_grad(const Tensor& out, const Tensor& r, const char* op) {
+  if (autograd::grad_enabled() && (autograd::requires_grad(out) || autograd::requires_grad(r)))
+    autograd::check_out_no_grad(op);
+}
+}  // namespace
+
 void write_out(const Tensor& out, const Tensor& r, const char* op, OutDtype rule) {
+  check_out_needs_no_grad(out, r, op);
   prepare_out(out, r->sizes(), r->dtype(), r->device(), op, rule);
   check_no_internal_overlap(out, op);
   dispatch::_copy_from(r, out, false);
@@ -247,6 +258,7 @@ void write_outs(const std::vector<Tensor>& out, std::initializer_list<Tensor> re
   size_t i = 0;
   for (const Tensor& r : results) {
     EMBER_CHECK_KIND(out[i], Type, op, "(): out= must be a tuple of tensors, got None at ", i);
+    check_out_needs_no_grad(out[i], r, op);
     check_out(out[i], r->dtype(), r->device(), op, OutDtype::Exact);
     for (size_t j = 0; j < i; ++j)
       EMBER_CHECK(out[j]->storage() != out[i]->storage() || out[i]->numel() == 0, op,

@@ -54,6 +54,16 @@ def rebuild_tensor_from_bytes(data: bytes, dtype: str, shape: tuple, requires_gr
     return t
 
 
+def rebuild_meta_tensor(dtype: str, shape: tuple, strides: tuple, requires_grad: bool) -> Tensor:
+    """A meta tensor has no data to send: its shape, strides and dtype rebuild it."""
+    import ember
+
+    t = ember.empty_strided(shape, strides, dtype=_dtype_of(dtype), device="meta")
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 def rebuild_shared_tensor(
     name: str,
     nbytes: int,
@@ -178,6 +188,9 @@ def _dtype_name(t: Tensor) -> str:
 
 def _reduce_tensor(t: Tensor, protocol: int = 2) -> tuple:
     """By value: what ``pickle.dumps(tensor)`` stores."""
+    if t.device.type == "meta":  # as torch: pickled by its shape (copying data out would fail)
+        return (rebuild_meta_tensor, (_dtype_name(t), tuple(t.shape), tuple(t.stride()),
+                                      bool(getattr(t, "requires_grad", False))))
     return (
         rebuild_tensor_from_bytes,
         (

@@ -37,8 +37,11 @@ def set_rng_state(new_state: Tensor) -> None:
             tuple(new_state.shape) != (_STATE.size,):
         got = (f"a {new_state.dtype!r} tensor of shape {tuple(new_state.shape)}"
                if isinstance(new_state, Tensor) else type(new_state).__name__)
-        raise RuntimeError(f"set_rng_state: expected a uint8 tensor of shape ({_STATE.size},) from "
-                           f"get_rng_state(), got {got}")
+        # As torch: not a uint8 tensor at all is a TypeError, one of the wrong size a RuntimeError.
+        cls = (RuntimeError if isinstance(new_state, Tensor) and new_state.dtype is _C.uint8
+               else TypeError)
+        raise cls(f"set_rng_state: expected a uint8 tensor of shape ({_STATE.size},) from "
+                  f"get_rng_state(), got {got}")
     default_generator.set_state(new_state)
 
 
@@ -47,7 +50,13 @@ def manual_seed(seed: int) -> Generator:
     later when CUDA is not loaded yet); returns the default generator."""
     from ember import cuda
 
-    gen = _C.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    seed = int(seed)
+    # A negative seed wraps modulo 2**64 as in PyTorch; one past that range is refused (as
+    # PyTorch's "Overflow when unpacking long long") instead of aliasing a smaller seed's stream.
+    if not -(2**63) <= seed < 2**64:
+        raise ValueError(f"manual_seed: seed {seed} is out of range: expected an int in "
+                         "[-2**63, 2**64) (a negative seed wraps modulo 2**64)")
+    gen = _C.manual_seed(seed & 0xFFFF_FFFF_FFFF_FFFF)
     cuda.manual_seed_all(seed)
     return gen
 

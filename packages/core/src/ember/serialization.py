@@ -193,6 +193,12 @@ class _Writer:
             return {"$nested_strided" if strided else "$nested":
                     [self.encode(f, f"{path} (nested)", depth + 1, active) for f in fields]}
         if isinstance(obj, Tensor):
+            if obj.device.type == "meta":  # was "Cannot copy out of meta tensor", naming nothing
+                raise NotImplementedError(
+                    f"ember.save: cannot save the meta tensor at {path} (shape "
+                    f"{tuple(obj.shape)}, {obj.dtype}): a meta tensor has no data to write and "
+                    "ember's checkpoint format stores data; save its shape and dtype instead, or "
+                    "materialize it first (module.to_empty(device='cpu'))")
             return {"$tensor": self.tensor(obj)}
         if isinstance(obj, (bytes, bytearray)):
             return {"$bytes": obj.hex()}

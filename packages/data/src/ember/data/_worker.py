@@ -116,6 +116,26 @@ class _FetchError(Exception):
         self.index = index
 
 
+def _no_stop(exc: BaseException, what: str) -> BaseException:
+    """A StopIteration out of a dataset's __getitem__ or a collate_fn would end the epoch early
+    without a word (the loader's __next__ re-raises it); as PEP 479 does for generators, it
+    becomes a RuntimeError that says where it came from."""
+    if not isinstance(exc, StopIteration):
+        return exc
+    err = RuntimeError(f"DataLoader: {what} raised StopIteration, which would end the epoch "
+                       "early and silently; a map-style dataset's end is its len(), and a "
+                       "collate_fn must return a batch (raise another exception to fail)")
+    err.__cause__ = exc
+    return err
+
+
+def _collated(collate_fn: Callable, data: Any) -> Any:
+    try:
+        return collate_fn(data)
+    except StopIteration as e:
+        raise _no_stop(e, "the collate_fn") from e
+
+
 class _MapFetcher:
     def __init__(self, dataset: Any, auto_collation: bool, collate_fn: Callable, drop_last: bool):
         self.dataset = dataset
@@ -130,7 +150,7 @@ class _MapFetcher:
                 try:
                     data = self.getitems(index)
                 except Exception as e:
-                    raise _FetchError(e, index) from e
+                    raise _FetchError(_no_stop(e, "the dataset's __getitems__"), index) from e
             else:
                 data = []
                 append = data.append
@@ -139,13 +159,13 @@ class _MapFetcher:
                     for i in index:
                         append(ds[i])
                 except Exception as e:
-                    raise _FetchError(e, i) from e
+                    raise _FetchError(_no_stop(e, "the dataset's __getitem__"), i) from e
         else:
             try:
                 data = ds[index]
             except Exception as e:
-                raise _FetchError(e, index) from e
-        return self.collate_fn(data)
+                raise _FetchError(_no_stop(e, "the dataset's __getitem__"), index) from e
+        return _collated(self.collate_fn, data)
 
 
 class _IterFetcher:
@@ -171,7 +191,7 @@ class _IterFetcher:
                 raise StopIteration
         else:
             data = next(self.dataset_iter)
-        return self.collate_fn(data)
+        return _collated(self.collate_fn, data)
 
 
 def create_fetcher(

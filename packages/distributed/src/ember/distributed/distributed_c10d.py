@@ -366,6 +366,9 @@ def _rendezvous(init_method: str, rank: int, world_size: int, timeout: timedelta
         if addr is None:
             raise ValueError("init_process_group: env:// needs MASTER_ADDR (the host of rank 0)")
         port = _env_int("MASTER_PORT", "the master port")
+        if not 0 <= port <= 65535:  # else socket's OverflowError, naming neither variable nor op
+            raise ValueError(f"init_process_group: MASTER_PORT={port} is not a TCP port "
+                             "(expected 0 to 65535)")
         store = TCPStore(addr, port, world_size, rank == 0, timeout)
         return store, rank, world_size, store
     if url.scheme == "tcp":

@@ -107,6 +107,7 @@ def _with_step_hooks(step: Callable) -> Callable:
                         f"(new_args, new_kwargs), but returned {res!r}"
                     )
                 args, kwargs = res
+        self._check_groups_before_step()
         out = step(self, *args, **kwargs)
         for hook in (*self._optimizer_step_post_hooks.values(), *_global_optimizer_post_hooks.values()):
             hook(self, args, kwargs)
@@ -218,6 +219,31 @@ class Optimizer:
         self._check_nonneg(group, *self._nonneg)
         if self._has_betas:
             self._check_betas(group)
+
+    def _check_groups_before_step(self) -> None:
+        """The constructor's checks of ``lr`` and the non-negative hyper-parameters, again at
+        each step, for what was changed in ``param_groups`` since (by hand or by a scheduler):
+        a str is a TypeError, a NaN (or an infinite lr) a ValueError, before any parameter is
+        written -- a NaN lr would silently turn every parameter into NaN. Tensor values are
+        not read (that would synchronize a device each step); negative numbers are left to the
+        constructor (as PyTorch, a changed group may go negative on purpose)."""
+        if self._nonneg is None:
+            return
+        name = type(self).__name__
+        for i, group in enumerate(self.param_groups):
+            for k in ("lr", *self._nonneg, *(("betas",) if self._has_betas else ())):
+                values = group.get(k)
+                pair = k == "betas" and isinstance(values, (tuple, list))
+                for j, v in enumerate(values if pair else (values,)):
+                    if v is None or isinstance(v, Tensor):
+                        continue
+                    what = f"{k}[{j}]" if pair else k
+                    if not _is_number(v):
+                        raise TypeError(f"{name}.step: param group {i} has {what}={v!r} "
+                                        f"({type(v).__name__}); expected a number or a Tensor")
+                    if v != v or (k == "lr" and abs(v) == float("inf")):
+                        raise ValueError(f"{name}.step: param group {i} has {what}={v}, which "
+                                         "would make every parameter of the group NaN")
 
     def _fail(self, what: str) -> None:
         raise ValueError(f"{type(self).__name__}: {what}")
