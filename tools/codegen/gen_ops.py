@@ -967,7 +967,8 @@ def py_default(a: Arg) -> str:
     return f" = {d}"
 
 
-def arg_conversion(a: Arg, op_name: str, label: str = "") -> tuple[str, str]:
+def arg_conversion(a: Arg, op_name: str, label: str = "",
+                   none_means_default: bool = False) -> tuple[str, str]:
     """(binding parameter declaration, C++ expression passed to ops::); `label` (the Python name
     of a binding with no other overload) gives the int/bool/int[] arguments named casters."""
     if a.name == DIMS_OVERLOAD.get(op_name):
@@ -994,6 +995,9 @@ def arg_conversion(a: Arg, op_name: str, label: str = "") -> tuple[str, str]:
             kind = f"Named{kind}<{arg_label(f'{label}(): argument {chr(39)}{a.name}{chr(39)}')}>"
         if a.type.endswith("?"):
             return f"std::optional<{kind}> {a.name}", f"opt_value({a.name})"
+        if none_means_default and a.default is not None:
+            dflt = py_default(a).removeprefix(" = ")
+            return f"std::optional<{kind}> {a.name}", f"({a.name} ? {a.name}->get() : {dflt})"
         return f"{kind} {a.name}", f"{a.name}.get()"
     return f"{a.bind_type} {a.name}", a.name
 
@@ -1080,7 +1084,8 @@ def gen_binding(op: Op, kind: str) -> str:
     target = "m" if kind == "function" else "cls"
     pyname = op.name + ("_" if kind == "inplace" else "")
     label = pyname if OVERLOADS.get((target, pyname), 0) == 1 else ""
-    decls, exprs = zip(*[arg_conversion(a, op.name, label) for a in args]) if args else ((), ())
+    decls, exprs = zip(*[arg_conversion(a, op.name, label, a.name in op.none_means_default)
+                         for a in args]) if args else ((), ())
     decls, exprs = list(decls), list(exprs)
     pyargs = py_args(args, rename_self=(kind == "function"), op_name=op.name)
     if kind != "function":
@@ -1098,7 +1103,8 @@ def gen_binding(op: Op, kind: str) -> str:
     call = f"ops::{op.name}({', '.join(exprs)})"
     if kind == "inplace":
         if op.native_out:
-            full = [arg_conversion(a, op.name)[1] if a.name != "out" else "self" for a in op.args]
+            full = [arg_conversion(a, op.name, "", a.name in op.none_means_default)[1]
+                    if a.name != "out" else "self" for a in op.args]
             body = f"ops::{op.name}({', '.join(full)}); return self;"
         else:
             body = f'write_inplace(self, ops::{op.name}({", ".join(exprs)}), "{pyname}"); return self;'
