@@ -977,8 +977,10 @@ def py_default(a: Arg) -> str:
     return f" = {d}"
 
 
-def arg_conversion(a: Arg, op_name: str) -> tuple[str, str]:
-    """(binding parameter declaration, C++ expression passed to ops::)."""
+def arg_conversion(a: Arg, op_name: str, label: str = "",
+                   none_means_default: bool = False) -> tuple[str, str]:
+    """(binding parameter declaration, C++ expression passed to ops::); `label` (the Python name
+    of a binding with no other overload) gives the int/bool/int[] arguments named casters."""
     if a.name == DIMS_OVERLOAD.get(op_name):
         return f"const py::object& {a.name}_obj_", a.name
     if a.type == "Tensor?":
@@ -994,12 +996,29 @@ def arg_conversion(a: Arg, op_name: str) -> tuple[str, str]:
                 f'sizes_from_args({a.name}, kwargs_, "{a.name}", "{op_name}")')
     if a.type == "Generator?":
         return f"Generator* {a.name}", a.name
-    # ints past int64 raise PyTorch's overflow error, not pybind11's signature list
-    if a.type == "int":
-        return f"IntArg {a.name}", f"{a.name}.value"
-    if a.type == "int?":
-        return f"std::optional<IntArg> {a.name}", f"int_value({a.name})"
+    # int, bool and int[] read as PyTorch's parser does (no bool for an int, only True/False for
+    # a bool, ints past int64 raise its overflow error); where the binding is its name's only
+    # overload, a wrong type raises PyTorch's TypeError naming the op and the argument.
+    kind = {"int": "IntArg", "bool": "BoolArg", "int[]": "SizesArg"}.get(a.type.rstrip("?"))
+    if kind:
+        if label:
+            kind = f"Named{kind}<{arg_label(f'{label}(): argument {chr(39)}{a.name}{chr(39)}')}>"
+        if a.type.endswith("?"):
+            return f"std::optional<{kind}> {a.name}", f"opt_value({a.name})"
+        if none_means_default and a.default is not None:
+            dflt = py_default(a).removeprefix(" = ")
+            return f"std::optional<{kind}> {a.name}", f"({a.name} ? {a.name}->get() : {dflt})"
+        return f"{kind} {a.name}", f"{a.name}.get()"
     return f"{a.bind_type} {a.name}", a.name
+
+
+# The labels of the named argument casters in the bindings being generated (text -> constant).
+ARG_LABELS: dict[str, str] = {}
+
+
+def arg_label(text: str) -> str:
+    """The name of a constant holding `text`, emitted at the top of the bindings file."""
+    return ARG_LABELS.setdefault(text, f"kArgLabel{len(ARG_LABELS)}")
 
 
 # op name -> its dims_overload argument (YAML), for the bindings being generated.
@@ -1072,11 +1091,13 @@ def gen_binding(op: Op, kind: str) -> str:
     args = op.args
     if kind == "inplace":  # the in-place form writes into self: it takes no out=
         args = [a for a in args if a.name != "out"]
-    decls, exprs = zip(*[arg_conversion(a, op.name) for a in args]) if args else ((), ())
-    decls, exprs = list(decls), list(exprs)
-    pyargs = py_args(args, rename_self=(kind == "function"), op_name=op.name)
     target = "m" if kind == "function" else "cls"
     pyname = op.name + ("_" if kind == "inplace" else "")
+    label = pyname if OVERLOADS.get((target, pyname), 0) == 1 else ""
+    decls, exprs = zip(*[arg_conversion(a, op.name, label, a.name in op.none_means_default)
+                         for a in args]) if args else ((), ())
+    decls, exprs = list(decls), list(exprs)
+    pyargs = py_args(args, rename_self=(kind == "function"), op_name=op.name)
     if kind != "function":
         # The bound instance is the argument named self (where(condition, self, other) binds as
         # self.where(condition, other)); pybind11 passes it as the lambda's first parameter.
@@ -1092,7 +1113,8 @@ def gen_binding(op: Op, kind: str) -> str:
     call = f"ops::{op.name}({', '.join(exprs)})"
     if kind == "inplace":
         if op.native_out:
-            full = [arg_conversion(a, op.name)[1] if a.name != "out" else "self" for a in op.args]
+            full = [arg_conversion(a, op.name, "", a.name in op.none_means_default)[1]
+                    if a.name != "out" else "self" for a in op.args]
             body = f"ops::{op.name}({', '.join(full)}); return self;"
         else:
             body = f'write_inplace(self, ops::{op.name}({", ".join(exprs)}), "{pyname}"); return self;'
@@ -1151,20 +1173,40 @@ def gen_binding(op: Op, kind: str) -> str:
             f'{extra}, "{doc}");\n')
 
 
+# (module or Tensor class, Python name) -> how many generated bindings share it (all groups).
+OVERLOADS: dict[tuple[str, str], int] = {}
+
+
+def count_overloads(groups: dict[str, list[Op]]) -> None:
+    OVERLOADS.clear()
+    for ops in groups.values():
+        for op in ops:
+            keys = [("m", op.name)] if "function" in op.variants else []
+            keys += [("cls", op.name)] if "method" in op.variants else []
+            keys += [("cls", op.name + "_")] if op.inplace else []
+            for k in keys:
+                OVERLOADS[k] = OVERLOADS.get(k, 0) + 1
+
+
 def gen_bindings(group: str, ops: list[Op]) -> str:
     DIMS_OVERLOAD.update({op.name: op.dims_overload for op in ops if op.dims_overload})
+    ARG_LABELS.clear()
+    body = []
+    for op in ops:
+        if "function" in op.variants:
+            body.append(gen_binding(op, "function"))
+        if "method" in op.variants:
+            body.append(gen_binding(op, "method"))
+        if op.inplace:
+            body.append(gen_binding(op, "inplace"))
+    labels = "".join(f'constexpr char {c}[] = "{t}";\n' for t, c in ARG_LABELS.items())
     out = [HEADER, '#include "autograd/autograd.h"\n#include "autograd/overload_hint.h"\n'
            '#include "python/bind_support.h"\n#include "ops.h"\n\n',
            "namespace ember {\n",
+           # the names the argument casters give in their TypeErrors ("op(): argument 'dim'")
+           f"namespace {{\n{labels}}}  // namespace\n" if labels else "",
            f"void bind_ops_{group}(py::module_& m, TensorClass& cls) {{\n",
-           "  (void)m; (void)cls;\n"]
-    for op in ops:
-        if "function" in op.variants:
-            out.append(gen_binding(op, "function"))
-        if "method" in op.variants:
-            out.append(gen_binding(op, "method"))
-        if op.inplace:
-            out.append(gen_binding(op, "inplace"))
+           "  (void)m; (void)cls;\n", *body]
     out.append("}\n}  // namespace ember\n")
     return "".join(out)
 
@@ -1304,6 +1346,7 @@ def main() -> None:
                  "bind_all.cpp": gen_bind_all(groups), "_C.pyi": gen_stub(groups),
                  "bind_python_dispatch.cpp": gen_python_dispatch(groups),
                  "frontend_ops.h": gen_frontend(groups)}
+        count_overloads(groups)
         for g, ops in groups.items():
             files[f"bind_{g}.cpp"] = gen_bindings(g, ops)
             files[f"autograd_{g}.cpp"] = gen_autograd(g, ops)

@@ -146,6 +146,9 @@ class Op:
     # given as a sequence or an explicit None, the binding marks the call (autograd::
     # dims_overload(), read by node_name) as the `dim_IntList`/`dims` overload.
     dims_overload: str = ""
+    # Arguments whose binding also takes None for their default (PyTorch's `bool? stable` of
+    # sort, where the kernel takes a plain bool).
+    none_means_default: list[str] = field(default_factory=list)
     # Per reported node name, the saved values that node lists (PyTorch's overloads save
     # different things: SumBackward0 only the input's sizes, SumBackward1 dim and keepdim too).
     saved_by_name: dict = field(default_factory=dict)
@@ -280,6 +283,7 @@ def load_ops(yaml_dir: Path) -> dict[str, list[Op]]:
                     mixed_devices=bool(e.get("mixed_devices", False)),
                     node_name=str(e.get("node_name", "")).strip(),
                     dims_overload=str(e.get("dims_overload", "")),
+                    none_means_default=list(e.get("none_means_default", []) or []),
                     saved_by_name=dict(e.get("saved_by_name", {}) or {}),
                 )
             )

@@ -362,7 +362,7 @@ ERRORS = [
     (lambda x: x.view(5), RuntimeError, r"shape '\[5\]' is invalid for input of size 6"),
     (lambda x: x.view(-1, -1), RuntimeError, "only one dimension can be inferred"),
     (lambda x: x.view(-2, 3), RuntimeError, r"invalid shape dimension -2"),
-    (lambda x: x.view(2.0, 3), TypeError, "size must be ints"),
+    (lambda x: x.view(2.0, 3), TypeError, "must be tuple of ints, but found element of type float"),
     (lambda x: x.reshape(4, -1), RuntimeError, r"shape '\[4, -1\]' is invalid for input of size 6"),
     (lambda x: ember.zeros(0, 3).reshape(0, -1), RuntimeError, "ambiguous"),
     (lambda x: x.view(ember.int16).view(ember.float64), RuntimeError, "must be divisible by 4"),

@@ -97,6 +97,16 @@ static bool index_from_object(PyObject* o, int64_t* out) {
   return false;
 }
 
+// Where a bool may stand for an int in a size sequence: PyTorch checks only the first element's
+// type, and later ones unpack as ints (x.view(6, True) fails, x.view((6, True)) is (6, 1)).
+static bool size_item_from_object(PyObject* o, Py_ssize_t pos, int64_t* out) {
+  if (pos > 0 && PyBool_Check(o)) {
+    *out = o == Py_True;
+    return true;
+  }
+  return index_from_object(o, out);
+}
+
 bool sizes_from_object(PyObject* o, DimVector* out) {
   int64_t v;
   if (index_from_object(o, &v)) {
@@ -108,10 +118,75 @@ bool sizes_from_object(PyObject* o, DimVector* out) {
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   out->clear();
   for (Py_ssize_t i = 0; i < n; ++i) {
-    if (!index_from_object(PySequence_Fast_GET_ITEM(seq, i), &v)) return false;
+    if (!size_item_from_object(PySequence_Fast_GET_ITEM(seq, i), i, &v)) return false;
     out->push_back(v);
   }
   return true;
+}
+
+bool int_arg_from_object(PyObject* o, int64_t* out, bool* overflow) {
+  if (PyBool_Check(o)) return false;
+  if (PyLong_Check(o)) {
+    int past = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &past);
+    if (past && !overflow) throw py::value_error("Overflow when unpacking long long");
+    if (past) {
+      *overflow = true;
+      return true;
+    }
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    *out = v;
+    return true;
+  }
+  if (is_tensor_object(o)) {
+    // a 0-dim integer tensor reads as its value (x.unsqueeze(torch.tensor(1))); others do not
+    auto t = py::reinterpret_borrow<py::object>(o).cast<Tensor>();
+    if (t->dim() != 0 || !is_integral(t->dtype(), false)) return false;
+    *out = scalar_value(t).to_int();
+    return true;
+  }
+  // NumPy's integer scalars (numpy.bool has __index__ too, but is no int to PyTorch)
+  const std::string type = Py_TYPE(o)->tp_name;
+  if (type.rfind("numpy.", 0) != 0 || type == "numpy.bool" || type == "numpy.bool_" ||
+      !PyIndex_Check(o))
+    return false;
+  py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(o));
+  if (!i) {
+    PyErr_Clear();
+    return false;
+  }
+  return int_arg_from_object(i.ptr(), out, overflow);
+}
+
+std::string arg_type_name(PyObject* o) {
+  if (is_tensor_object(o)) return "Tensor";
+  return Py_TYPE(o)->tp_name;
+}
+
+void raise_arg_type_error(const char* label, const char* expected, PyObject* given) {
+  throw py::type_error(std::string(label) + " must be " + expected + ", not " +
+                       arg_type_name(given));
+}
+
+void raise_sizes_type_error(const char* label, PyObject* given) {
+  if (PyTuple_Check(given) || PyList_Check(given)) {
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(given); ++i) {
+      PyObject* item = PySequence_Fast_GET_ITEM(given, i);
+      int64_t v;
+      if (size_item_from_object(item, i, &v)) continue;
+      if (i == 0)
+        throw py::type_error(std::string(label) +
+                             " must be tuple of ints, but found element of type " +
+                             arg_type_name(item) + " at pos 0");
+      throw py::type_error(
+          std::string(label) + " failed to unpack the object at pos " + std::to_string(i + 1) +
+          " with error \"type must be tuple of ints,but got " + arg_type_name(item) + "\"");
+    }
+  }
+  raise_arg_type_error(label, "tuple of ints", given);
 }
 
 static bool int_overflows(PyObject* o) {
@@ -131,10 +206,10 @@ int64_t int64_overflow_position(PyObject* o) {
 
 DimVector sizes_from_args(const py::args& args, const char* op) {
   DimVector out;
-  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) {
+  // a lone bool is "not bool", as a lone float or list is judged whole
+  if (args.size() == 1 && (!PyLong_Check(args[0].ptr()) || PyBool_Check(args[0].ptr()))) {
     if (!sizes_from_object(args[0].ptr(), &out))
-      throw py::type_error(std::string(op) + "(): expected a sequence of ints for the size, got " +
-                           std::string(py::str(py::type::of(args[0]).attr("__name__"))));
+      raise_sizes_type_error((std::string(op) + "(): argument 'size'").c_str(), args[0].ptr());
     return out;
   }
   for (auto a : args) {
@@ -145,8 +220,10 @@ DimVector sizes_from_args(const py::args& args, const char* op) {
         throw py::type_error(std::string(op) + "(): size " + std::string(py::str(a)) +
                              " at position " + std::to_string(out.size()) +
                              " does not fit in int64");
-      throw py::type_error(std::string(op) + "(): size must be ints, got " +
-                           std::string(py::str(py::type::of(a).attr("__name__"))));
+      throw py::type_error(std::string(op) +
+                           "(): argument 'size' must be tuple of ints, but found "
+                           "element of type " +
+                           arg_type_name(a.ptr()) + " at pos " + std::to_string(out.size()));
     }
     out.push_back(v);
   }
@@ -166,17 +243,12 @@ DimVector sizes_from_args(const py::args& args, const py::kwargs& kwargs, const 
                          "' (positional sizes and " + name + "=)");
   py::object value = kwargs[name];
   DimVector out;
-  if (PyLong_Check(value.ptr())) {
-    int64_t v;
-    if (!index_from_object(value.ptr(), &v))
-      throw py::type_error(std::string(op) + "(): " + name +
-                           " must be an int or a sequence of ints");
-    out.push_back(v);
-    return out;
+  if (!sizes_from_object(value.ptr(), &out)) {
+    if (int64_overflow_position(value.ptr()) >= 0)
+      throw py::type_error(std::string(op) + "(): argument '" + name +
+                           "' holds an int that does not fit in int64");
+    raise_sizes_type_error((std::string(op) + "(): argument '" + name + "'").c_str(), value.ptr());
   }
-  if (!sizes_from_object(value.ptr(), &out))
-    throw py::type_error(std::string(op) + "(): " + name + " must be a sequence of ints, got " +
-                         std::string(py::str(py::type::of(value).attr("__name__"))));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/out_tensor.h"
@@ -66,14 +67,59 @@ void write_outs(const std::vector<Tensor>& out, std::initializer_list<Tensor> re
 // In-place form of a non-native op: `r` must have self's shape and be castable to its dtype.
 void write_inplace(const Tensor& self, const Tensor& r, const char* op);
 
-// An `int` argument of a generated binding (the op gets .value): pybind11's int64_t conversion,
-// except that a Python int past int64 raises PyTorch's ValueError "Overflow when unpacking long
-// long" instead of failing the overload, whose TypeError listed every signature.
+// Reads an `int` argument as PyTorch's parser does: a Python int (not a bool), a NumPy integer
+// or a 0-dim integer (not bool) tensor; false for anything else (bool, float, str, None, other
+// tensors). A Python int past int64 sets *overflow where given (the caller raises PyTorch's
+// ValueError "Overflow when unpacking long long" once the other arguments have parsed, as torch
+// does), or raises it.
+bool int_arg_from_object(PyObject* o, int64_t* out, bool* overflow = nullptr);
+// The name PyTorch's argument errors give o's type: "bool", "NoneType", "Tensor", "numpy.bool".
+std::string arg_type_name(PyObject* o);
+// PyTorch's "<label> must be <expected>, not <type of given>" TypeError; label is
+// "op(): argument 'name'".
+[[noreturn]] void raise_arg_type_error(const char* label, const char* expected, PyObject* given);
+// The TypeError PyTorch gives a bad `int[]` argument: "... must be tuple of ints, not float" or
+// "..., but found element of type float at pos 0" (sizes_from_object failed on `given`).
+[[noreturn]] void raise_sizes_type_error(const char* label, PyObject* given);
+
+// An `int` argument of a generated binding (the op gets .get()), read by int_arg_from_object:
+// a bool, a float or a tensor fails the overload (pybind11's TypeError); an int past int64
+// raises PyTorch's ValueError when the binding reads it, so that a wrong type of a later
+// argument is the TypeError PyTorch reports first.
 struct IntArg {
   int64_t value = 0;
+  bool overflow = false;
+  int64_t get() const {
+    if (overflow) throw py::value_error("Overflow when unpacking long long");
+    return value;
+  }
 };
-inline std::optional<int64_t> int_value(const std::optional<IntArg>& a) {
-  return a ? std::optional<int64_t>(a->value) : std::nullopt;
+// A `bool` argument: only True or False, as in PyTorch (pybind11's own bool conversion takes
+// None, ints and anything with __bool__).
+struct BoolArg {
+  bool value = false;
+  bool get() const { return value; }
+};
+// An `int[]` argument read by sizes_from_object.
+struct SizesArg {
+  DimVector value;
+  const DimVector& get() const { return value; }
+};
+// The same, for a binding that is its name's only overload: a wrong type raises PyTorch's
+// TypeError naming the op, the argument (Label: "op(): argument 'name'"), the expected and the
+// given type, where pybind11 would list the signature. (With several overloads a later one may
+// still match, so they keep the plain kinds.)
+template <const char* Label>
+struct NamedIntArg : IntArg {};
+template <const char* Label>
+struct NamedBoolArg : BoolArg {};
+template <const char* Label>
+struct NamedSizesArg : SizesArg {};
+// .get() of an optional argument of these kinds.
+template <class A>
+auto opt_value(const std::optional<A>& a) -> std::optional<std::decay_t<decltype(a->get())>> {
+  if (!a) return std::nullopt;
+  return a->get();
 }
 
 // The value of a one-element tensor on the host: read in place on the CPU, copied from any
@@ -127,18 +173,53 @@ class type_caster<ember::Tensor> : public copyable_holder_caster<ember::TensorIm
 template <>
 struct type_caster<ember::IntArg> {
   PYBIND11_TYPE_CASTER(ember::IntArg, const_name("int"));
-  bool load(handle src, bool convert) {
-    make_caster<int64_t> base;
-    if (base.load(src, convert)) {
-      value.value = cast_op<int64_t>(base);
-      return true;
-    }
-    if (PyLong_Check(src.ptr()) && ember::int64_overflow_position(src.ptr()) == 0)
-      throw value_error("Overflow when unpacking long long");
-    return false;
+  bool load(handle src, bool) {
+    return ember::int_arg_from_object(src.ptr(), &value.value, &value.overflow);
   }
   static handle cast(const ember::IntArg& v, return_value_policy, handle) {
     return PyLong_FromLongLong(v.value);
+  }
+};
+
+template <const char* Label>
+struct type_caster<ember::NamedIntArg<Label>> {
+  PYBIND11_TYPE_CASTER(ember::NamedIntArg<Label>, const_name("int"));
+  bool load(handle src, bool convert) {
+    if (ember::int_arg_from_object(src.ptr(), &value.value, &value.overflow)) return true;
+    if (convert) ember::raise_arg_type_error(Label, "int", src.ptr());
+    return false;
+  }
+  static handle cast(const ember::NamedIntArg<Label>& v, return_value_policy, handle) {
+    return PyLong_FromLongLong(v.value);
+  }
+};
+
+template <>
+struct type_caster<ember::BoolArg> {
+  PYBIND11_TYPE_CASTER(ember::BoolArg, const_name("bool"));
+  bool load(handle src, bool) {
+    if (!PyBool_Check(src.ptr())) return false;
+    value.value = src.ptr() == Py_True;
+    return true;
+  }
+  static handle cast(const ember::BoolArg& v, return_value_policy, handle) {
+    return PyBool_FromLong(v.value);
+  }
+};
+
+template <const char* Label>
+struct type_caster<ember::NamedBoolArg<Label>> {
+  PYBIND11_TYPE_CASTER(ember::NamedBoolArg<Label>, const_name("bool"));
+  bool load(handle src, bool convert) {
+    if (PyBool_Check(src.ptr())) {
+      value.value = src.ptr() == Py_True;
+      return true;
+    }
+    if (convert) ember::raise_arg_type_error(Label, "bool", src.ptr());
+    return false;
+  }
+  static handle cast(const ember::NamedBoolArg<Label>& v, return_value_policy, handle) {
+    return PyBool_FromLong(v.value);
   }
 };
 
@@ -179,6 +260,37 @@ struct type_caster<ember::DimVector> {
     PyObject* t = PyTuple_New(v.size());
     for (int64_t i = 0; i < v.size(); ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i]));
     return t;
+  }
+};
+
+template <>
+struct type_caster<ember::SizesArg> {
+  PYBIND11_TYPE_CASTER(ember::SizesArg, const_name("Sequence[int]"));
+  bool load(handle src, bool convert) {
+    make_caster<ember::DimVector> c;
+    if (!c.load(src, convert)) return false;
+    value.value = std::move(cast_op<ember::DimVector&>(c));
+    return true;
+  }
+  static handle cast(const ember::SizesArg& v, return_value_policy p, handle parent) {
+    return make_caster<ember::DimVector>::cast(v.value, p, parent);
+  }
+};
+
+template <const char* Label>
+struct type_caster<ember::NamedSizesArg<Label>> {
+  PYBIND11_TYPE_CASTER(ember::NamedSizesArg<Label>, const_name("Sequence[int]"));
+  bool load(handle src, bool convert) {
+    make_caster<ember::DimVector> c;
+    if (c.load(src, convert)) {
+      value.value = std::move(cast_op<ember::DimVector&>(c));
+      return true;
+    }
+    if (convert) ember::raise_sizes_type_error(Label, src.ptr());
+    return false;
+  }
+  static handle cast(const ember::NamedSizesArg<Label>& v, return_value_policy p, handle parent) {
+    return make_caster<ember::DimVector>::cast(v.value, p, parent);
   }
 };
 

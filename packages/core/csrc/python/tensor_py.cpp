@@ -23,6 +23,10 @@ namespace {
 PyTypeObject* g_tensor_type = nullptr;
 PyObject* g_size_type = nullptr;  // ember.Size (a tuple subclass defined in Python)
 
+// The names x.size(dim) / x.stride(dim) give a dim of the wrong type (a bool, a float).
+constexpr char kSizeDim[] = "size(): argument 'dim'";
+constexpr char kStrideDim[] = "stride(): argument 'dim'";
+
 py::object make_size(const DimVector& sizes) {
   PyObject* t;
   if (g_size_type) {
@@ -347,12 +351,19 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
   cls.def_property_readonly("shape", [](const Tensor& t) { return make_size(t->sizes()); })
       .def("size", [](const Tensor& t) { return make_size(t->sizes()); })
       .def(
-          "size", [](const Tensor& t, int64_t d) { return t->size(wrap_dim(d, t->dim(), "size")); },
+          "size",
+          [](const Tensor& t, std::optional<NamedIntArg<kSizeDim>> d) -> py::object {
+            if (!d) return make_size(t->sizes());  // x.size(None), as torch
+            return py::cast(t->size(wrap_dim(d->get(), t->dim(), "size")));
+          },
           py::arg("dim"))
       .def("stride", [](const Tensor& t) { return py::cast(t->strides()); })
       .def(
           "stride",
-          [](const Tensor& t, int64_t d) { return t->stride(wrap_dim(d, t->dim(), "stride")); },
+          [](const Tensor& t, std::optional<NamedIntArg<kStrideDim>> d) -> py::object {
+            if (!d) return py::cast(t->strides());
+            return py::cast(t->stride(wrap_dim(d->get(), t->dim(), "stride")));
+          },
           py::arg("dim"))
       .def_property_readonly("dtype", [](const Tensor& t) { return t->dtype(); })
       .def_property_readonly("device", [](const Tensor& t) { return t->device(); })

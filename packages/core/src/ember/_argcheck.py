@@ -3,10 +3,12 @@
 The functions written in Python (``ember.nn.functional``, ``ember.linalg``, ``ember.special``,
 ``ember.fft`` and the compat ops) use their tensor arguments directly, so a list, a number or
 ``None`` passed where a tensor is expected used to escape as an ``AttributeError`` from deep
-inside (``'list' object has no attribute 'ndim'``). :func:`guard_module` wraps a module's public
-functions so that such an ``AttributeError`` becomes the ``TypeError`` torch raises, naming the
-function and the argument. Nothing is checked on the normal path: the wrapper only looks at the
-arguments once an ``AttributeError`` has escaped, so correct calls pay one extra call frame.
+inside (``'list' object has no attribute 'ndim'``), and a bool or a float passed for an int
+failed later with whatever the code found wrong next. :func:`guard_module` wraps a module's
+public functions so that a failing call whose ``Tensor``, ``int`` or ``float`` argument has a
+type torch's parser rejects raises the ``TypeError`` torch raises first, naming the function and
+the argument. Nothing is checked on the normal path: the wrapper only looks at the arguments once
+an error has escaped, so correct calls pay one extra call frame.
 
 >>> import ember
 >>> try:
@@ -27,20 +29,44 @@ from ember._C import Tensor
 __all__ = ["guard", "guard_module"]
 
 
-def _tensor_params(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, bool]] | None:
-    """fn's signature and, for each parameter annotated as a Tensor, whether None is allowed."""
+# annotation parts (besides None) -> the kind of argument torch's parser reads there
+_KINDS = {frozenset({"Tensor"}): "Tensor", frozenset({"int"}): "int",
+          frozenset({"float"}): "float", frozenset({"float", "int"}): "float"}
+
+
+def _typed_params(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, tuple[str, bool]]] | None:
+    """fn's signature and, for each parameter annotated as a Tensor, an int or a float (alone or
+    with None), that kind and whether None is allowed."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return None
-    params: dict[str, bool] = {}
+    params: dict[str, tuple[str, bool]] = {}
     for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
         ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__",
                                                                          "")
-        parts = [a.strip() for a in str(ann).split("|")]
-        if parts and parts[0] == "Tensor" and all(a in ("Tensor", "None") for a in parts):
-            params[p.name] = "None" in parts or p.default is None
+        parts = {a.strip() for a in str(ann).split("|")}
+        kind = _KINDS.get(frozenset(parts - {"None"}))
+        if kind:
+            params[p.name] = (kind, "None" in parts or p.default is None)
     return (sig, params) if params else None
+
+
+def _fits(kind: str, v: Any) -> bool:
+    """Whether torch could take v for an argument of this kind. Loose on purpose: only what it
+    never takes fails (a bool or a float for an int, a str for a number; a sequence for a float;
+    torch's Python-level functions take a sequence for many an int, as a kernel size)."""
+    if kind == "Tensor":
+        return isinstance(v, Tensor)
+    if isinstance(v, (str, bytes, dict, set, complex)) or v is None:
+        return False
+    t = type(v).__name__
+    if kind == "int":
+        return not isinstance(v, (bool, float)) and t not in ("bool", "bool_") and \
+            not t.startswith("float")
+    return not isinstance(v, (list, tuple))
 
 
 def not_a_tensor(v: Any) -> str:
@@ -53,28 +79,31 @@ def not_a_tensor(v: Any) -> str:
     return t.__name__
 
 
-def _bad_argument(name: str, info: tuple[inspect.Signature, dict[str, bool]], args: tuple,
-                  kwargs: dict) -> TypeError | None:
+def _bad_argument(name: str, info: tuple[inspect.Signature, dict[str, tuple[str, bool]]],
+                  args: tuple, kwargs: dict) -> TypeError | None:
     sig, params = info
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError:
         return None
-    for pname, optional in params.items():
+    for pname, (kind, optional) in params.items():
         if pname not in bound.arguments:
             continue
         v = bound.arguments[pname]
-        if isinstance(v, Tensor) or (v is None and optional):
+        if (v is None and optional) or _fits(kind, v):
             continue
-        return TypeError(f"{name}(): argument '{pname}' must be Tensor, not {not_a_tensor(v)}")
+        given = not_a_tensor(v) if kind == "Tensor" else type(v).__name__
+        return TypeError(f"{name}(): argument '{pname}' must be {kind}, not {given}")
     return None
 
 
 def guard(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
-    """fn, raising a TypeError that names the argument when an argument annotated ``Tensor``
-    is not one and the call fails with an AttributeError (fn itself when it has no such
-    argument)."""
-    info = _tensor_params(fn)
+    """fn, raising a TypeError that names the argument when an argument annotated ``Tensor``,
+    ``int`` or ``float`` is of a type torch's parser rejects there (a list for a Tensor, a bool
+    or a float for an int, a str for a float) and the call fails (fn itself when it has no such
+    argument): torch checks the types before anything else, so its error is that TypeError
+    whatever ember's code would have found wrong later."""
+    info = _typed_params(fn)
     if info is None or getattr(fn, "__ember_guarded__", False):
         return fn
     label = name or fn.__name__
@@ -83,7 +112,9 @@ def guard(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except AttributeError as e:
+        # (not a ValueError: torch's own Python functions check their values -- a reduction
+        # name, a probability -- before handing the arguments to its parser)
+        except (AttributeError, RuntimeError, IndexError, NotImplementedError) as e:
             err = _bad_argument(label, info, args, kwargs)
             if err is None:
                 raise
