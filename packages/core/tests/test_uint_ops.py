@@ -438,3 +438,41 @@ def test_isclose_matches_torch_on_large_values(name):
         ours = ember.isclose(ember.from_numpy(a), ember.from_numpy(b), rtol=rtol, atol=atol)
         theirs = torch.isclose(torch.from_numpy(a), torch.from_numpy(b), rtol=rtol, atol=atol)
         assert ours.tolist() == theirs.tolist(), (rtol, atol)
+
+
+# ---- CUDA: the same kernels on the device against the CPU's -------------------------------------
+needs_cuda = pytest.mark.skipif(not ember.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _device_cases(x, L):
+    m = x.reshape(3, 4)
+    return {
+        "mul": lambda: x * x.roll(1), "mul_k": lambda: x * 5, "sum": lambda: x.sum(),
+        "sum_dim": lambda: m.sum(1), "sum_t": lambda: m.t().sum(1), "nansum": lambda: m.nansum(0),
+        "sum_f64": lambda: x.sum(dtype=L.float64), "prod": lambda: m[:, 1:].prod(1),
+        "cumsum": lambda: x.cumsum(0), "sort": lambda: m.sort(1), "sort_t": lambda: m.t().sort(1),
+        "sort_desc": lambda: x.sort(descending=True), "argsort": lambda: x.argsort(stable=True),
+        "unique": lambda: L.unique(x, return_inverse=True, return_counts=True),
+        "and": lambda: x & x.roll(2), "or": lambda: x | 6, "xor": lambda: x ^ x.roll(3),
+        "any": lambda: m.any(1), "all": lambda: x.all(), "isnan": lambda: x.isnan(),
+        "isfinite": lambda: x.isfinite(), "isclose": lambda: L.isclose(x, x.roll(1), atol=3),
+        "count_nonzero": lambda: L.count_nonzero(m, 0),
+        "bool_mask": lambda: x[x == x.roll(1)], "einsum_outer": lambda: L.einsum("i,j->ij", x, x),
+    }
+
+
+@needs_cuda
+@pytest.mark.parametrize("name", UINTS)
+def test_cuda_kernels_match_the_cpu(name):
+    a = np.array(_values(name), dtype=name)
+    x = ember.from_numpy(a)
+    cpu = _device_cases(x, ember)
+    dev = _device_cases(x.cuda(), ember)
+    for key in cpu:
+        got = dev[key]()
+        got = [t.cpu() for t in got] if isinstance(got, tuple) else got.cpu()
+        assert _plain(got) == _plain(cpu[key]()), key
+    with pytest.raises(ember.DtypeNotImplementedError):
+        x.cuda().masked_select(x.cuda() == x.cuda())
+    with pytest.raises(ember.DtypeNotImplementedError):
+        x.cuda().topk(2)
