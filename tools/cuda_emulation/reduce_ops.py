@@ -88,11 +88,14 @@ def ld(x):
 # ---- reducers (vectorized over lanes; `act` masks the lanes that step) ---------------------------
 
 
+WIDE_UINTS = (np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
+
+
 def sum_acc(dtype):
     dt = np.dtype(dtype)
     if dt.kind == "f":
         return np.float32 if dt == np.float16 else np.float64
-    return np.int64
+    return np.uint64 if dt in WIDE_UINTS else np.int64  # (uint64 wraps to int64's bits)
 
 
 class SumR:
@@ -918,6 +921,12 @@ def as_list(r):
 def make_base(n, dtype, rng, nan_frac=0.0, ties=False):
     if np.dtype(dtype).kind == "b":
         return rng.integers(0, 2, n).astype(np.bool_)
+    if np.dtype(dtype) in WIDE_UINTS:  # small values and values near the top (sums wrap)
+        top = np.array(np.iinfo(dtype).max, dtype=dtype)
+        a = rng.integers(0, 6, n).astype(dtype)
+        big = rng.random(n) < 0.3
+        a[big] = top - rng.integers(0, 6, int(big.sum())).astype(dtype)
+        return a
     if np.dtype(dtype).kind in "iu":
         lo = 0 if np.dtype(dtype).kind == "u" else -5
         return rng.integers(lo, 6, n).astype(dtype)
@@ -985,14 +994,19 @@ def main():
     rep = Report("reduce_ops.cu reductions")
     stats = Stats()
     floats = [np.float32, np.float64, np.float16]
-    ints = [np.int64, np.int32, np.uint8, np.int8, np.bool_]
+    # (uint16/32/64: sum, prod, all and any compute; the CPU refuses the other ops, and so do
+    # the CUDA kernels: compare_op counts a refusal as agreement)
+    ints = [np.int64, np.int32, np.uint8, np.int8, np.bool_, np.uint16, np.uint32, np.uint64]
+    urng = np.random.default_rng(10)
     for shape, dims in SHAPES:
         for (lname, _b, off, sizes, strides) in layouts(shape, rng):
             nbase = _b.size
             for dt in floats + ints:
                 fl = np.dtype(dt).kind == "f"
                 big = int(np.prod(shape)) > 5000 if shape else False
-                base = make_base(nbase, dt, rng, nan_frac=0.0, ties=not fl or rng.random() < 0.5)
+                wide = np.dtype(dt) in WIDE_UINTS  # (own generator: the others' data unchanged)
+                base = make_base(nbase, dt, urng if wide else rng, nan_frac=0.0,
+                                 ties=not fl or rng.random() < 0.5)
                 ops = ["sum", "prod", "amax", "argmax", "argmin", "max", "all", "any",
                        "count_nonzero"]
                 if fl:
@@ -1001,7 +1015,7 @@ def main():
                 if big:
                     ops = [o for o in ops if o in ("sum", "argmax", "max", "var", "norm",
                                                    "count_nonzero", "nanmean", "amin")]
-                    if dt not in (np.float32, np.float16, np.int32):
+                    if dt not in (np.float32, np.float16, np.int32, np.uint64):
                         continue
                 for op in ops:
                     for dim in dims:

@@ -3,7 +3,8 @@
 offsets the row_offsets_kernel writes, the gathers back into the outputs' layouts (first_indices,
 gather_values, red::write_permuted), pick_kernel (kthvalue / median / nanmedian / mode) and the
 unique pipeline (group flags, CUB inclusive scan, scatter, counts). Compared with ember's CPU
-sort / argsort / topk / kthvalue / median / nanmedian / mode / unique.
+sort / argsort / topk / kthvalue / median / nanmedian / mode / unique (uint16/32/64: sort and
+unique only, the others refuse them as in PyTorch).
 
     python3 tools/cuda_emulation/sort_ops.py
 """
@@ -43,6 +44,8 @@ def radix_key(a):
         return np.where(nan, ~np.uint32(0), k).astype(np.uint32)
     if dt == np.bool_ or dt == np.uint8:
         return a.astype(np.uint32)
+    if dt.kind == "u":  # uint16/32/64 order as their own bits
+        return a.astype(key_type(dt))
     if dt.itemsize == 8:
         return a.view(np.uint64) ^ np.uint64(1 << 63)
     return a.astype(np.int32).view(np.uint32) ^ np.uint32(1 << 31)
@@ -241,8 +244,9 @@ def main():
     rng = np.random.default_rng(2)
     rep = Report("sort_ops.cu")
     shapes = [(), (1,), (9,), (5, 7), (3, 4, 6), (2, 1, 40), (0, 3), (3, 0), (200,)]
+    wide_uints = [np.uint16, np.uint32, np.uint64]
     dts = [np.float32, np.float64, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8,
-           np.bool_]
+           np.bool_] + wide_uints
     for shape in shapes:
         for dt in dts:
             for special in (False, True):
@@ -261,6 +265,8 @@ def main():
                             gv, gi = write_sorted(a, dd, s, s["n"], True)
                         rep.check(same(gv, w.values.numpy()), what + " values")
                         rep.check(same(gi, w.indices.numpy()), what + " indices")
+                    if dt in wide_uints:
+                        continue
                     n = 1 if nd == 0 else a.shape[dd]
                     for k in sorted({0, 1, n // 2, n}):
                         if k > n:
@@ -287,7 +293,8 @@ def main():
                                 continue
                             rep.check(same(gv, w.values.numpy()), what + " values")
                             rep.check(same(gi, w.indices.numpy()), what + " indices")
-                    if a.size == 0:
+                    # bool: kthvalue / median / mode refuse it (sort_rules, both devices)
+                    if a.size == 0 or dt == np.bool_:
                         continue
                     for keepdim in (False, True):
                         for k in sorted({1, max(n // 2, 1), n}):
@@ -307,7 +314,8 @@ def main():
                 # whole-tensor median / nanmedian and unique
                 if a.size:
                     for name, mode in (("median", "median"), ("nanmedian", "nanmedian")):
-                        if name == "nanmedian" and a.dtype.kind != "f":
+                        if dt in wide_uints or dt == np.bool_ or (
+                                name == "nanmedian" and a.dtype.kind != "f"):
                             continue
                         w = getattr(x, name)()
                         gv, _ = select_rows(a.reshape(-1), 0, False, mode, 0)

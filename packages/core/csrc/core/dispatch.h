@@ -31,12 +31,17 @@
   EMBER_DTYPE_CASE(Complex64, std::complex<float>, __VA_ARGS__) \
   EMBER_DTYPE_CASE(Complex128, std::complex<double>, __VA_ARGS__)
 
+// The unsigned storage types, also listed by the few computing ops PyTorch runs on them (mul,
+// sum, prod, sort, unique, bitwise and/or/xor, any/all, isnan, isclose).
+#define EMBER_CASES_UINT(...)                     \
+  EMBER_DTYPE_CASE(UInt16, uint16_t, __VA_ARGS__) \
+  EMBER_DTYPE_CASE(UInt32, uint32_t, __VA_ARGS__) \
+  EMBER_DTYPE_CASE(UInt64, uint64_t, __VA_ARGS__)
+
 // The storage types (core/dtype.h: is_storage_type), listed only by the kernels that move,
 // convert and compare values.
 #define EMBER_CASES_STORAGE(...)                                       \
-  EMBER_DTYPE_CASE(UInt16, uint16_t, __VA_ARGS__)                      \
-  EMBER_DTYPE_CASE(UInt32, uint32_t, __VA_ARGS__)                      \
-  EMBER_DTYPE_CASE(UInt64, uint64_t, __VA_ARGS__)                      \
+  EMBER_CASES_UINT(__VA_ARGS__)                                        \
   EMBER_DTYPE_CASE(Float8_e4m3fn, ::ember::Float8_e4m3fn, __VA_ARGS__) \
   EMBER_DTYPE_CASE(Float8_e5m2, ::ember::Float8_e5m2, __VA_ARGS__)
 
@@ -63,6 +68,17 @@
       EMBER_DTYPE_ERROR(dtype, name, "every dtype but " EMBER_STORAGE_DTYPES) \
     }                                                                         \
   }()
+// ALL and uint16/32/64: the reductions and sorts PyTorch also runs on the unsigned types.
+#define EMBER_DISPATCH_ALL_AND_UINT(dtype, name, ...)                         \
+  [&] {                                                                       \
+    switch (dtype) {                                                          \
+      EMBER_CASES_FLOAT(__VA_ARGS__)                                          \
+      EMBER_CASES_INT(__VA_ARGS__)                                            \
+      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)                               \
+      EMBER_CASES_UINT(__VA_ARGS__)                                           \
+      EMBER_DTYPE_ERROR(dtype, name, "every real dtype but the float8 types") \
+    }                                                                         \
+  }()
 // Every dtype, the storage types included: copies, fills, item() and comparisons.
 #define EMBER_DISPATCH_EVERY(dtype, name, ...)  \
   [&] {                                         \
@@ -82,13 +98,13 @@
       EMBER_DTYPE_ERROR(dtype, name, "complex64 and complex128") \
     }                                                            \
   }()
-#define EMBER_DISPATCH_NUMERIC(dtype, name, ...)                    \
-  [&] {                                                             \
-    switch (dtype) {                                                \
-      EMBER_CASES_FLOAT(__VA_ARGS__)                                \
-      EMBER_CASES_INT(__VA_ARGS__)                                  \
-      EMBER_DTYPE_ERROR(dtype, name, "integer and floating dtypes") \
-    }                                                               \
+#define EMBER_DISPATCH_NUMERIC(dtype, name, ...)                                              \
+  [&] {                                                                                       \
+    switch (dtype) {                                                                          \
+      EMBER_CASES_FLOAT(__VA_ARGS__)                                                          \
+      EMBER_CASES_INT(__VA_ARGS__)                                                            \
+      EMBER_DTYPE_ERROR(dtype, name, "integer and floating dtypes but " EMBER_STORAGE_DTYPES) \
+    }                                                                                         \
   }()
 #define EMBER_DISPATCH_FLOAT(dtype, name, ...)          \
   [&] {                                                 \
@@ -97,13 +113,13 @@
       EMBER_DTYPE_ERROR(dtype, name, "floating dtypes") \
     }                                                   \
   }()
-#define EMBER_DISPATCH_INTEGRAL(dtype, name, ...)               \
-  [&] {                                                         \
-    switch (dtype) {                                            \
-      EMBER_CASES_INT(__VA_ARGS__)                              \
-      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)                 \
-      EMBER_DTYPE_ERROR(dtype, name, "integer and bool dtypes") \
-    }                                                           \
+#define EMBER_DISPATCH_INTEGRAL(dtype, name, ...)                                             \
+  [&] {                                                                                       \
+    switch (dtype) {                                                                          \
+      EMBER_CASES_INT(__VA_ARGS__)                                                            \
+      EMBER_DTYPE_CASE(Bool, bool, __VA_ARGS__)                                               \
+      EMBER_DTYPE_ERROR(dtype, name, "integer and bool dtypes but uint16, uint32 and uint64") \
+    }                                                                                         \
   }()
 #define EMBER_DISPATCH_BLAS(dtype, name, ...)               \
   [&] {                                                     \

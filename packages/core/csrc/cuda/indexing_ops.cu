@@ -347,6 +347,7 @@ IndexGeo make_geo(const DimVector& shape, int64_t dim, const Tensor& dst, bool d
 Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
                    bool allow_negative, const char* op) {
   ix::check_cuda(self, op, "self");
+  check_not_storage_dtype(self, op);
   check_gather_scatter_index(index, op);
   dim = wrap_dim(dim, self->dim(), op);
   check_gather_shapes(self, dim, index, op);
@@ -423,6 +424,7 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
                     const Scalar& value, Red red, bool mean, bool include_self, const Tensor& out,
                     const char* op) {
   ix::check_cuda(self, op, "self");
+  check_not_storage_dtype(self, op);
   check_gather_scatter_index(index, op);
   dim = wrap_dim(dim, self->dim(), op);
   if (src) {
@@ -799,7 +801,8 @@ Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
   return self;
 }
 
-Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) {
+// masked_select's body, also self[mask] (which takes every dtype).
+Tensor select_masked(const Tensor& self, const Tensor& mask, const Tensor& out) {
   const char* op = "masked_select()";
   ix::check_cuda(self, op, "self");
   check_mask_dtype(mask, op);
@@ -822,12 +825,17 @@ Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) 
   return o.done(op);
 }
 
+Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) {
+  check_not_storage_dtype(self, "masked_select()", true);
+  return select_masked(self, mask, out);
+}
+
 Tensor index_op(const Tensor& self, const std::vector<Tensor>& indices) {
   ix::check_cuda(self, "index", "self");
   if (indices.size() == 1 && indices[0] && indices[0]->dtype() == ScalarType::Bool &&
       indices[0]->dim() > 0 && indices[0]->sizes() == self->sizes() &&
       indices[0]->device().type == DeviceType::CUDA)
-    return masked_select(self, indices[0], Tensor());
+    return select_masked(self, indices[0], Tensor());
   CudaAdvancedIndex ai = make_advanced_index(self, indices);
   Tensor out = empty(ai.result_shape, self->dtype(), self->device());
   if (ai.count() == 0 || out->numel() == 0) return out;

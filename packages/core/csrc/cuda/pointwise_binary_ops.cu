@@ -57,7 +57,7 @@ Tensor rsub(const Tensor& self, const TensorOrScalar& other, const Scalar& alpha
 Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
   ElementwiseIterator it("mul");
   binary_iter(it, self, other, out).build();
-  run<Types::All, void, 2>(it, "mul", stateless(fn::mul{}));
+  run<Types::AllUInt, void, 2>(it, "mul", stateless(fn::mul{}));
   return it.output();
 }
 
@@ -204,12 +204,14 @@ EMBER_CU_LOGICAL(logical_or)
 EMBER_CU_LOGICAL(logical_xor)
 #undef EMBER_CU_LOGICAL
 
+// The shifts take no unsigned storage type (as PyTorch), and/or/xor do.
 #define EMBER_CU_BITWISE(NAME, SHIFT)                                               \
   Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) { \
     ElementwiseIterator it(#NAME);                                                  \
     binary_iter(it, self, other, out).build();                                      \
     if (SHIFT) check_shift_dtype(it.common_dtype(), #NAME);                         \
-    run<Types::Integral, void, 2>(it, #NAME, stateless(fn::NAME{}));                \
+    constexpr Types types = SHIFT ? Types::Integral : Types::IntegralUInt;          \
+    run<types, void, 2>(it, #NAME, stateless(fn::NAME{}));                          \
     return it.output();                                                             \
   }
 EMBER_CU_BITWISE(bitwise_and, false)
@@ -225,7 +227,9 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
   check_isclose_args(self, other, rtol, atol);
   ElementwiseIterator it("isclose");
   it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
-  run<Types::All, bool, 2>(it, "isclose", [=](auto) { return fn::isclose{rtol, atol, equal_nan}; });
+  const bool in_double = default_dtype() == ScalarType::Float64;
+  run<Types::AllUInt, bool, 2>(it, "isclose",
+                               [=](auto) { return fn::isclose{rtol, atol, equal_nan, in_double}; });
   return it.output();
 }
 // ---- ops returning a bool: computed on the device, one flag read back (a sync point) ----------

@@ -161,6 +161,10 @@ struct mul {
   __device__ __forceinline__ A operator()(A x, A y) const {
     if constexpr (std::is_same_v<A, bool>) {
       return x && y;
+    } else if constexpr (std::is_unsigned_v<A> && sizeof(A) < sizeof(unsigned)) {
+      // uint8 and uint16 would promote to (signed) int, where 65535 * 65535 overflows: multiply
+      // as unsigned, which wraps like PyTorch's result
+      return static_cast<A>(unsigned{x} * y);
     } else {
       return x * y;
     }
@@ -366,12 +370,22 @@ struct addcdiv {
 struct isclose {
   double rtol, atol;
   bool equal_nan;
+  bool in_double;  // integers: the default float dtype is float64 (else float32)
   template <class A>
   __device__ __forceinline__ bool operator()(A x, A y) const {
     if (x == y) return true;
     if constexpr (std::is_integral_v<A>) {
-      const double diff = dm::fabs(static_cast<double>(x) - static_cast<double>(y));
-      return diff <= atol + rtol * dm::fabs(static_cast<double>(y));
+      // as PyTorch: both converted to the default float dtype, the tolerance in it too; zero
+      // tolerances compare exactly
+      if (rtol == 0 && atol == 0) return false;
+      if (in_double) {
+        const double dy = static_cast<double>(y);
+        return dm::fabs(static_cast<double>(x) - dy) <= atol + rtol * dm::fabs(dy);
+      }
+      const float fx = static_cast<float>(x), fy = static_cast<float>(y);
+      const float tol =
+          __fadd_rn(static_cast<float>(atol), __fmul_rn(static_cast<float>(rtol), fabsf(fy)));
+      return fabsf(__fsub_rn(fx, fy)) <= tol;
     } else {
       if (x != x || y != y) return equal_nan && (x != x) && (y != y);
       const double dx = x, dy = y;
@@ -385,7 +399,9 @@ struct isclose {
 
 // ---- running them -----------------------------------------------------------------------------
 
-enum class Types { All, Numeric, Float, Integral };
+// *UInt adds uint16/32/64: the ops PyTorch computes on them (mul, bitwise and/or/xor, isnan,
+// isclose).
+enum class Types { All, AllUInt, Numeric, Float, Integral, IntegralUInt };
 
 // Runs make(A{}) (a functor over the compute type A of the inputs' dtype T) with `nin` inputs
 // of dtype T; the output is R (T when R is void). Then it.finish().
@@ -410,6 +426,17 @@ void run(TensorIterator& it, const char* name, const Make& make) {
     EMBER_DISPATCH_NUMERIC(dt, name, [&] { body(scalar_t{}); });
   } else if constexpr (types == Types::Float) {
     EMBER_DISPATCH_FLOAT(dt, name, [&] { body(scalar_t{}); });
+  } else if constexpr (types == Types::AllUInt) {
+    EMBER_DISPATCH_ALL_AND_UINT(dt, name, [&] { body(scalar_t{}); });
+  } else if constexpr (types == Types::IntegralUInt) {
+    [&] {
+      switch (dt) {
+        EMBER_CASES_INT([&] { body(scalar_t{}); })
+        EMBER_DTYPE_CASE(Bool, bool, [&] { body(scalar_t{}); })
+        EMBER_CASES_UINT([&] { body(scalar_t{}); })
+        EMBER_DTYPE_ERROR(dt, name, "integer and bool dtypes")
+      }
+    }();
   } else {
     EMBER_DISPATCH_INTEGRAL(dt, name, [&] { body(scalar_t{}); });
   }

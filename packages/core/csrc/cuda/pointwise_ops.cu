@@ -97,17 +97,18 @@ Tensor round(const Tensor& self, int64_t decimals, const Tensor& out) {
   return it.output();
 }
 
-#define EMBER_CU_PREDICATE(NAME)                                               \
+// isnan / isinf / isfinite take uint16/32/64 as in PyTorch, logical_not does not.
+#define EMBER_CU_PREDICATE(NAME, TYPES)                                        \
   Tensor NAME(const Tensor& self, const Tensor& out) {                         \
     ElementwiseIterator it(#NAME);                                             \
     it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build(); \
-    run<Types::All, bool, 1>(it, #NAME, stateless(fn::NAME{}));                \
+    run<Types::TYPES, bool, 1>(it, #NAME, stateless(fn::NAME{}));              \
     return it.output();                                                        \
   }
-EMBER_CU_PREDICATE(isnan)
-EMBER_CU_PREDICATE(isinf)
-EMBER_CU_PREDICATE(isfinite)
-EMBER_CU_PREDICATE(logical_not)
+EMBER_CU_PREDICATE(isnan, AllUInt)
+EMBER_CU_PREDICATE(isinf, AllUInt)
+EMBER_CU_PREDICATE(isfinite, AllUInt)
+EMBER_CU_PREDICATE(logical_not, All)
 #undef EMBER_CU_PREDICATE
 
 Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
@@ -119,7 +120,7 @@ Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<d
                      : st == ScalarType::BFloat16 ? 3.3895313892515355e38
                      : st == ScalarType::Float32  ? double(std::numeric_limits<float>::max())
                                                   : std::numeric_limits<double>::max();
-  run<Types::All, void, 1>(it, "nan_to_num", [&](auto tag) {
+  run<Types::AllUInt, void, 1>(it, "nan_to_num", [&](auto tag) {
     using A = decltype(tag);
     if constexpr (std::is_integral_v<A>) {
       return fn::nan_to_num<A>{A(0), A(0), A(0)};

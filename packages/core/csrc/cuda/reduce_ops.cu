@@ -48,37 +48,50 @@ namespace cuda {
 namespace red {
 namespace {
 
-// A value in a form any dtype converts from exactly as C++ would: integers keep all 64 bits.
+// A value in a form any dtype converts from exactly as C++ would: integers keep all 64 bits
+// (is_u64: i holds a uint64's bits, which a float reads as unsigned).
 struct Wide {
   double f;
   int64_t i;
-  bool is_int;
+  bool is_int, is_u64;
 };
 
 __device__ __forceinline__ Wide load_any(const char* p, ScalarType t) {
   switch (t) {
     case ScalarType::Bool:
-      return {0.0, *reinterpret_cast<const uint8_t*>(p) != 0 ? 1 : 0, true};
+      return {0.0, *reinterpret_cast<const uint8_t*>(p) != 0 ? 1 : 0, true, false};
     case ScalarType::UInt8:
-      return {0.0, *reinterpret_cast<const uint8_t*>(p), true};
+      return {0.0, *reinterpret_cast<const uint8_t*>(p), true, false};
     case ScalarType::Int8:
-      return {0.0, *reinterpret_cast<const int8_t*>(p), true};
+      return {0.0, *reinterpret_cast<const int8_t*>(p), true, false};
     case ScalarType::Int16:
-      return {0.0, *reinterpret_cast<const int16_t*>(p), true};
+      return {0.0, *reinterpret_cast<const int16_t*>(p), true, false};
     case ScalarType::Int32:
-      return {0.0, *reinterpret_cast<const int32_t*>(p), true};
+      return {0.0, *reinterpret_cast<const int32_t*>(p), true, false};
     case ScalarType::Int64:
-      return {0.0, *reinterpret_cast<const int64_t*>(p), true};
+      return {0.0, *reinterpret_cast<const int64_t*>(p), true, false};
+    case ScalarType::UInt16:
+      return {0.0, *reinterpret_cast<const uint16_t*>(p), true, false};
+    case ScalarType::UInt32:
+      return {0.0, *reinterpret_cast<const uint32_t*>(p), true, false};
+    case ScalarType::UInt64:
+      return {0.0, static_cast<int64_t>(*reinterpret_cast<const uint64_t*>(p)), true, true};
     case ScalarType::Float16:
-      return {static_cast<double>(to_op<Half>(*reinterpret_cast<const Half*>(p))), 0, false};
+      return {static_cast<double>(to_op<Half>(*reinterpret_cast<const Half*>(p))), 0, false, false};
     case ScalarType::BFloat16:
-      return {static_cast<double>(to_op<BFloat16>(*reinterpret_cast<const BFloat16*>(p))), 0,
+      return {static_cast<double>(to_op<BFloat16>(*reinterpret_cast<const BFloat16*>(p))), 0, false,
               false};
     case ScalarType::Float32:
-      return {static_cast<double>(*reinterpret_cast<const float*>(p)), 0, false};
+      return {static_cast<double>(*reinterpret_cast<const float*>(p)), 0, false, false};
     default:
-      return {*reinterpret_cast<const double*>(p), 0, false};
+      return {*reinterpret_cast<const double*>(p), 0, false, false};
   }
+}
+
+// An integer as the floating type F (one rounding, from the unsigned value for a uint64).
+template <class F>
+__device__ __forceinline__ F int_as(const Wide& w) {
+  return w.is_u64 ? static_cast<F>(static_cast<uint64_t>(w.i)) : static_cast<F>(w.i);
 }
 
 template <class D>
@@ -87,9 +100,27 @@ __device__ __forceinline__ void store_wide(char* p, const Wide& w) {
   if constexpr (std::is_same_v<D, bool>) {
     *reinterpret_cast<uint8_t*>(p) = w.is_int ? (w.i != 0) : (w.f != 0.0);
   } else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
-    *q = from_op<D>(w.is_int ? static_cast<float>(w.i) : static_cast<float>(w.f));
+    *q = from_op<D>(w.is_int ? int_as<float>(w) : static_cast<float>(w.f));
   } else if constexpr (std::is_floating_point_v<D>) {
-    *q = w.is_int ? static_cast<D>(w.i) : static_cast<D>(w.f);
+    *q = w.is_int ? int_as<D>(w) : static_cast<D>(w.f);
+  } else if constexpr (std::is_unsigned_v<D> && sizeof(D) > 1) {
+    // float -> uint16/32/64 as the CPU's convert (kernels/iterator.cpp): through int32 for
+    // uint16, int64 otherwise, and uint64 takes values past int64's range directly
+    if (w.is_int) {
+      *q = static_cast<D>(w.i);
+      return;
+    }
+    if constexpr (std::is_same_v<D, uint64_t>) {
+      if (w.f >= 9223372036854775808.0) {
+        *q = w.f < 18446744073709551616.0 ? static_cast<D>(w.f) : D(0);
+        return;
+      }
+    }
+    if constexpr (sizeof(D) < 4) {
+      *q = static_cast<D>(w.f > -2147483649.0 && w.f < 2147483648.0 ? int32_t(w.f) : 0);
+    } else {
+      *q = static_cast<D>(w.f != w.f ? 0 : static_cast<int64_t>(w.f));
+    }
   } else {
     *q = w.is_int ? static_cast<D>(w.i) : static_cast<D>(w.f);
   }
@@ -109,6 +140,12 @@ __device__ __forceinline__ void store_any(char* p, ScalarType t, const Wide& w) 
       return store_wide<int32_t>(p, w);
     case ScalarType::Int64:
       return store_wide<int64_t>(p, w);
+    case ScalarType::UInt16:
+      return store_wide<uint16_t>(p, w);
+    case ScalarType::UInt32:
+      return store_wide<uint32_t>(p, w);
+    case ScalarType::UInt64:
+      return store_wide<uint64_t>(p, w);
     case ScalarType::Float16:
       return store_wide<Half>(p, w);
     case ScalarType::BFloat16:
@@ -205,13 +242,17 @@ using reduce::torch_type_name;
 template <class T>
 constexpr bool is_float_v = std::is_floating_point_v<dev_opmath_t<T>>;
 
-// Sum accumulator: float for the 16-bit floats, double for float32/float64, int64 otherwise.
+// Sum accumulator: float for the 16-bit floats, double for float32/float64, uint64 for
+// uint16/32/64 (wraps, well defined, to the bits of PyTorch's int64 result), int64 otherwise.
+template <class T>
+constexpr bool is_wide_uint_v =
+    std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>;
 template <class T>
 using sum_acc_t = std::conditional_t<
     is_float_v<T>,
     std::conditional_t<std::is_same_v<dev_opmath_t<T>, float> && !std::is_same_v<T, float>, float,
                        double>,
-    int64_t>;
+    std::conditional_t<is_wide_uint_v<T>, uint64_t, int64_t>>;
 
 // ---- the engine --------------------------------------------------------------------------------
 
@@ -785,7 +826,7 @@ struct SumR {
     if constexpr (is_float_v<T>) {
       out[o] = from_op<T>(div == 1.0 ? a : static_cast<acc_t>(static_cast<double>(a) / div));
     } else {
-      out[o] = a;
+      out[o] = static_cast<Out>(a);
     }
   }
 };
@@ -971,7 +1012,7 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim, Su
   const ScalarType st = x->dtype();
   Tensor out =
       ember::empty(reduced_sizes(x->sizes(), mask, keepdim), reduce::sum_dtype(st), x->device());
-  EMBER_DISPATCH_ALL(st, op, [&] {
+  EMBER_DISPATCH_ALL_AND_UINT(st, op, [&] {
     SumR<scalar_t> r;
     r.out = out->data_as<typename SumR<scalar_t>::Out>();
     r.mode = mode;
@@ -1018,17 +1059,23 @@ struct CudaVar {
 };
 using VarOps = reduce::VarOps<CudaVar>;
 
+// with_uint: uint16/32/64 are taken (all, any, and count_nonzero over given dims).
 Tensor nonzero_impl(const Tensor& self, const std::vector<bool>& mask, bool keepdim, NzMode mode,
-                    ScalarType out_type, const char* op) {
+                    ScalarType out_type, const char* op, bool with_uint) {
   Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, keepdim), out_type, self->device());
   const int64_t nred = reduced_numel(self->sizes(), mask);
-  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
-    NonzeroR<scalar_t> r;
+  auto body = [&](auto tag) {
+    NonzeroR<decltype(tag)> r;
     r.out = out->data();
     r.mode = mode;
     r.nred = nred;
     run_reduction(self, mask, r, false, op);
-  });
+  };
+  if (with_uint) {
+    EMBER_DISPATCH_ALL_AND_UINT(self->dtype(), op, [&] { body(scalar_t{}); });
+  } else {
+    EMBER_DISPATCH_ALL(self->dtype(), op, [&] { body(scalar_t{}); });
+  }
   return out;
 }
 
@@ -1036,13 +1083,14 @@ Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, boo
                     bool is_all, const char* op) {
   std::vector<bool> mask = reduce::all_any_mask(self, dim, op);
   ScalarType ot = reduce::all_any_dtype(self->dtype());
-  return nonzero_impl(self, mask, keepdim, is_all ? NzMode::All : NzMode::Any, ot, op);
+  return nonzero_impl(self, mask, keepdim, is_all ? NzMode::All : NzMode::Any, ot, op, true);
 }
 
 // ---- ops ---------------------------------------------------------------------------------------
 
 Tensor sum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
            std::optional<ScalarType> dtype) {
+  reduce::check_sum_dtype_arg(dtype, "sum");
   auto mask = dim_mask(dim, self->dim(), "sum");
   Tensor x = dtype ? cast_to(self, *dtype, "sum") : self;
   Tensor out = sum_impl(x, mask, keepdim, SumMode::Sum, 1.0, "sum");
@@ -1051,6 +1099,7 @@ Tensor sum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim
 
 Tensor nansum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
               std::optional<ScalarType> dtype) {
+  reduce::check_sum_dtype_arg(dtype, "nansum");
   auto mask = dim_mask(dim, self->dim(), "nansum");
   Tensor x = dtype ? cast_to(self, *dtype, "nansum") : self;
   Tensor out = sum_impl(x, mask, keepdim, SumMode::NanSum, 1.0, "nansum");
@@ -1084,6 +1133,7 @@ Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool kee
 
 Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
             std::optional<ScalarType> dtype) {
+  reduce::check_sum_dtype_arg(dtype, "prod");
   auto mask = dim_mask(dim, self->dim(), "prod");
   Tensor x = dtype ? cast_to(self, *dtype, "prod") : self;
   Tensor out = sum_impl(x, mask, keepdim, SumMode::Prod, 1.0, "prod");
@@ -1170,7 +1220,9 @@ Tensor any(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim
 
 Tensor count_nonzero(const Tensor& self, const std::optional<DimVector>& dim) {
   auto mask = dim_mask(dim, self->dim(), "count_nonzero");
-  return nonzero_impl(self, mask, false, NzMode::Count, ScalarType::Int64, "count_nonzero");
+  // PyTorch counts uint16/32/64 over given dims ((self != 0).sum(dim)), not over all of them
+  return nonzero_impl(self, mask, false, NzMode::Count, ScalarType::Int64, "count_nonzero",
+                      dim && !dim->empty());
 }
 
 // ---- scans -------------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ __device__ __forceinline__ key_t_of<T> radix_key(const T* p) {
     return (b >> 31) ? ~b : (b | (K(1) << 31));
   } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
     return static_cast<K>(ld(p));
+  } else if constexpr (std::is_unsigned_v<T>) {  // uint16/32/64 order as their own bits
+    return static_cast<K>(*p);
   } else if constexpr (sizeof(T) == 8) {
     return static_cast<K>(*p) ^ (K(1) << 63);
   } else {
@@ -134,8 +136,10 @@ void sort_keys(SortedRows& s, bool descending, Device dev, const char* op) {
       o, o + 1, 0, int(sizeof(K) * 8), stream));
 }
 
-// Sorts the rows of self along d (self must be non-empty).
-SortedRows sorted_rows(const Tensor& self, int64_t d, bool descending, const char* op) {
+// Sorts the rows of self along d (self must be non-empty). with_uint: uint16/32/64 are taken
+// (sort and unique, as in PyTorch; topk, kthvalue, median and mode refuse them).
+SortedRows sorted_rows(const Tensor& self, int64_t d, bool descending, const char* op,
+                       bool with_uint = false) {
   SortedRows s;
   for (int64_t i = 0; i < self->dim(); ++i)
     if (i != d) s.perm.push_back(i);
@@ -144,8 +148,12 @@ SortedRows sorted_rows(const Tensor& self, int64_t d, bool descending, const cha
   s.rows = s.n == 0 ? 0 : self->numel() / s.n;
   s.src = red::contiguous_as(self, self->dtype(), s.perm, op);
   // (contiguous_as never returns a bool tensor unchanged: its bytes come out as 0/1)
-  EMBER_DISPATCH_ALL(self->dtype(), op,
-                     [&] { sort_keys<scalar_t>(s, descending, self->device(), op); });
+  auto body = [&](auto tag) { sort_keys<decltype(tag)>(s, descending, self->device(), op); };
+  if (with_uint) {
+    EMBER_DISPATCH_ALL_AND_UINT(self->dtype(), op, [&] { body(scalar_t{}); });
+  } else {
+    EMBER_DISPATCH_ALL(self->dtype(), op, [&] { body(scalar_t{}); });
+  }
   return s;
 }
 
@@ -195,7 +203,7 @@ std::tuple<Tensor, Tensor> sort_impl(const Tensor& self, int64_t dim, bool desce
   if (self->numel() == 0)
     return {want_values ? ember::empty(self->sizes(), self->dtype(), self->device()) : Tensor(),
             ember::empty(self->sizes(), ScalarType::Int64, self->device())};
-  SortedRows s = sorted_rows(self, d, descending, op);
+  SortedRows s = sorted_rows(self, d, descending, op, true);
   return write_sorted(self, d, s, s.n, want_values, op);
 }
 
@@ -405,7 +413,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_flat(const Tensor& self, bool return_i
             ember::empty(DimVector{0}, ScalarType::Int64, dev)};
   Tensor flat = red::contiguous_as(self, self->dtype(), DimVector{}, op);
   flat = make_view(flat, DimVector{n}, DimVector{1}, flat->storage_offset());
-  SortedRows s = sorted_rows(flat, 0, false, op);
+  SortedRows s = sorted_rows(flat, 0, false, op, true);
   cudaStream_t stream = current_stream();
   const bool has_nan = is_floating(self->dtype());
   Tensor flags = ember::empty(DimVector{n}, ScalarType::Int64, dev);

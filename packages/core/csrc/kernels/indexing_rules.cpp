@@ -192,6 +192,14 @@ void check_mask_dtype(const Tensor& mask, const char* op) {
               ": only supports boolean masks, but got mask with dtype ", dtype_name(mask->dtype()));
 }
 
+void check_not_storage_dtype(const Tensor& self, const char* op, bool uint_only) {
+  const ScalarType t = self->dtype();
+  if (!is_storage_type(t) || (uint_only && is_float8(t))) return;
+  detail::fail(ErrorKind::DtypeNotImplemented, op, ": not implemented for dtype ", dtype_name(t),
+               " (supported: every dtype but ",
+               uint_only ? "uint16, uint32 and uint64" : EMBER_STORAGE_DTYPES, ")");
+}
+
 void check_mask_broadcasts(const Tensor& self, const Tensor& mask, const char* op) {
   EMBER_CHECK(broadcast_shapes(self->sizes(), mask->sizes(), op) == self->sizes(), op,
               ": mask of shape ", shape_str(mask->sizes()), " can't be broadcast to self's shape ",
@@ -245,6 +253,9 @@ void check_bincount_args(const Tensor& self, const Tensor& weights, int64_t minl
                          const char* op) {
   EMBER_CHECK_KIND(is_integral(self->dtype(), false), Type, op,
                    ": expected an integer tensor, but got ", dtype_name(self->dtype()));
+  if (is_storage_type(self->dtype()))  // uint16/32/64: PyTorch has no kernel for them
+    detail::fail(ErrorKind::DtypeNotImplemented, op, ": not implemented for dtype ",
+                 dtype_name(self->dtype()), " (supported: uint8, int8, int16, int32 and int64)");
   EMBER_CHECK(self->dim() == 1, op, ": only supports 1-d non-negative integral inputs (got shape ",
               shape_str(self->sizes()), ")");
   EMBER_CHECK(minlength >= 0, op, ": minlength should be >= 0, but got ", minlength);

@@ -94,6 +94,9 @@ void check_index_source_shape(const Tensor& self, int64_t dim, const Tensor& ind
                               const Tensor& source, const char* op);
 
 void check_mask_dtype(const Tensor& mask, const char* op);
+// Ops PyTorch has no kernel of for the storage dtypes (gather, scatter), or for uint16/32/64
+// only (uint_only: masked_select, while indexing with a bool mask takes them).
+void check_not_storage_dtype(const Tensor& self, const char* op, bool uint_only = false);
 void check_mask_broadcasts(const Tensor& self, const Tensor& mask, const char* op);
 
 // searchsorted: returns whether the upper bound is searched (right / side="right").

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dispatch.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -121,6 +122,13 @@ inline void check_nonempty(const Tensor& self, const std::vector<bool>& mask, bo
 // sum / prod / cumsum: floating inputs keep their dtype, integers and bool accumulate in int64.
 inline ScalarType sum_dtype(ScalarType t) {
   return is_floating(t) || is_complex(t) ? t : ScalarType::Int64;
+}
+// sum / nansum / prod with dtype= a storage type: a uint16/32/64 input sums into int64 and, as in
+// PyTorch, no kernel writes those dtypes, so the op refuses them (before casting the input).
+inline void check_sum_dtype_arg(std::optional<ScalarType> dtype, const char* op) {
+  if (dtype && is_storage_type(*dtype))
+    detail::fail(ErrorKind::DtypeNotImplemented, op, ": not implemented for dtype ",
+                 dtype_name(*dtype), " (supported: every real dtype but " EMBER_STORAGE_DTYPES ")");
 }
 
 // mean: the result dtype must be floating (`dtype`, else self's).

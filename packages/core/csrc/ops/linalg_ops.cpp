@@ -446,8 +446,11 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors) {
       }
       return make_view(t, sizes, strides, t->storage_offset());
     };
+    Tensor lv = reshaped(squeeze_to(l, pl), {B, M, K}), rv = reshaped(squeeze_to(r, pr), {B, K, N});
+    // No contracted label: an outer product per batch, a mul as in PyTorch's einsum (the same
+    // products; mul also takes uint16/32/64, which bmm refuses). Made contiguous like bmm's.
     Tensor prod_t =
-        ops::bmm(reshaped(squeeze_to(l, pl), {B, M, K}), reshaped(squeeze_to(r, pr), {B, K, N}));
+        contract.empty() ? ops::contiguous(ops::mul(lv, rv, Tensor())) : ops::bmm(lv, rv);
     // (B, M, N) contiguous -> one dim per global label.
     DimVector res_dims = batch;
     append(res_dims, left);

@@ -96,6 +96,10 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     return diag_embed(input.reshape(-1), offset, 0, 1)
 
 
+# PyTorch has no trace kernel for bool and the unsigned types past uint8 (whose sums work)
+_NO_TRACE_DTYPES = (_C.bool, _C.uint16, _C.uint32, _C.uint64)
+
+
 def trace(input: Tensor) -> Tensor:
     """The sum of a 2-D tensor's main diagonal.
 
@@ -103,10 +107,11 @@ def trace(input: Tensor) -> Tensor:
     >>> ember.trace(ember.tensor([[1.0, 2.0], [3.0, 4.0]])).item()
     5.0
     """
-    if input.dtype == _C.bool:  # (checked before the rank, as PyTorch)
+    if input.dtype in _NO_TRACE_DTYPES:  # (checked before the rank, as PyTorch)
         import ember
 
-        raise ember.DtypeNotImplementedError("trace: not implemented for dtype bool")
+        name = str(input.dtype).rsplit(".", 1)[-1]
+        raise ember.DtypeNotImplementedError(f"trace: not implemented for dtype {name}")
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim} "
                            f"(shape {_shape(input)})")
@@ -367,6 +372,11 @@ def isin(elements: Tensor | float, test_elements: Tensor | float, *,
     if _C.bool in (elements.dtype, test_elements.dtype):  # (a Python bool too, as PyTorch)
         raise RuntimeError("Unsupported input type encountered for isin(): Bool")
     dtype = _C.promote_types(elements.dtype, test_elements.dtype)
+    if dtype in (_C.uint16, _C.uint32, _C.uint64):  # (sort takes them, PyTorch's isin does not)
+        import ember
+
+        name = str(dtype).rsplit(".", 1)[-1]
+        raise ember.DtypeNotImplementedError(f"isin: not implemented for dtype {name}")
     test = test_elements.reshape(-1).to(dtype).sort().values
     if test.is_floating_point():  # NaN matches nothing, and searchsorted steps past it to the end
         test = test[~test.isnan()]
@@ -482,7 +492,7 @@ def signbit(input: Tensor) -> Tensor:
     >>> ember.signbit(ember.tensor([-1.0, -0.0, 0.0, 2.0])).tolist()
     [True, True, False, False]
     """
-    if input.dtype == _C.bool:
+    if not input.dtype.is_signed:  # bool and the unsigned types (no < for uint16/32/64)
         return _C.zeros(_shape(input), dtype=_C.bool, device=input.device)
     if not input.is_floating_point():
         return input < 0

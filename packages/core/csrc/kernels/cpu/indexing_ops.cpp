@@ -371,6 +371,7 @@ int64_t upper_bound_idx(const T* bd, const int64_t* sorter, int64_t n, opmath_t<
 
 Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out,
                    bool allow_negative, const char* op) {
+  check_not_storage_dtype(self, op);
   check_gather_scatter_index(index, op);
   dim = wrap_dim(dim, self->dim(), op);
   check_gather_shapes(self, dim, index, op);
@@ -425,6 +426,7 @@ void divide_by_counts(const TensorIterator& it, T) {
 Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                     const Scalar& value, Reduce red, bool include_self, const Tensor& out,
                     const char* op) {
+  check_not_storage_dtype(self, op);
   check_gather_scatter_index(index, op);
   dim = wrap_dim(dim, self->dim(), op);
   if (src) check_scatter_src_dtype(self, src, op);
@@ -574,11 +576,15 @@ Tensor index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
   return self;
 }
 
+namespace {
+Tensor select_masked(const Tensor& self, const Tensor& mask, const Tensor& out);
+}  // namespace
+
 Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
   // One bool mask over every dim: masked_select, without materializing coordinates.
   if (indices.size() == 1 && indices[0] && indices[0]->dtype() == ScalarType::Bool &&
       indices[0]->dim() > 0 && indices[0]->sizes() == self->sizes())
-    return dispatch::masked_select(self, indices[0], Tensor());
+    return select_masked(self, indices[0], Tensor());
   AdvancedIndex ai = make_advanced_index(self, indices, &on_cpu);
   Tensor out = empty(ai.result_shape, self->dtype());
   gather_rows(with_shape(out, flat_shape(ai)), ai.src, ai.pos, ai.offsets->data_as<int64_t>(),
@@ -657,12 +663,16 @@ Tensor masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& sou
   return self;
 }
 
-Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) {
+namespace {
+// masked_select's body, also self[mask] (which takes every dtype).
+Tensor select_masked(const Tensor& self, const Tensor& mask, const Tensor& out) {
   const char* op = "masked_select()";
   check_mask_dtype(mask, op);
   DimVector shape = broadcast_shapes(self->sizes(), mask->sizes(), op);
   TensorIterator it(op);
-  it.add_input(expand_view(self, shape)).add_input(expand_view(mask, shape)).no_casting().build();
+  // (the mask takes no part in promotion: uint16/32/64 have none with bool)
+  it.add_input(expand_view(self, shape)).add_input_raw(expand_view(mask, shape)).no_casting();
+  it.build();
   int64_t count = 0;
   it.serial_for_each(
       [&count](char** d, const int64_t* s, int64_t n) {
@@ -681,6 +691,12 @@ Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) 
         0, it.numel());
   });
   return o.done();
+}
+}  // namespace
+
+Tensor masked_select(const Tensor& self, const Tensor& mask, const Tensor& out) {
+  check_not_storage_dtype(self, "masked_select()", true);
+  return select_masked(self, mask, out);
 }
 
 Tensor nonzero(const Tensor& self, const Tensor& out) {

@@ -24,9 +24,21 @@ namespace ember {
 namespace cpu {
 namespace {
 
-// Which dtypes an op takes; the *Complex sets add complex64 and complex128, Every adds the
-// storage dtypes too (uint16/32/64, float8: eq and ne, as PyTorch takes them).
-enum class Types { All, Numeric, Float, Integral, AllComplex, NumericComplex, FloatComplex, Every };
+// Which dtypes an op takes; the *Complex sets add complex64 and complex128, *UInt adds uint16/32/64
+// (the ops PyTorch computes on them: mul, bitwise and/or/xor, isnan, isclose), Every adds all the
+// storage dtypes (uint16/32/64, float8: eq and ne, as PyTorch takes them).
+enum class Types {
+  All,
+  Numeric,
+  Float,
+  Integral,
+  IntegralUInt,
+  AllComplex,
+  AllComplexUInt,
+  NumericComplex,
+  FloatComplex,
+  Every
+};
 
 // Runs `make(A{})` (a functor over the op-math type A) through the loop for `nin` inputs.
 template <Types types, class R_override, int nin, class Make>
@@ -58,7 +70,8 @@ void run(TensorIterator& it, const char* name, const Make& make) {
         EMBER_CASES_FLOAT([&] { body(scalar_t{}); })
         EMBER_CASES_INT([&] { body(scalar_t{}); })
         EMBER_CASES_COMPLEX([&] { body(scalar_t{}); })
-        EMBER_DTYPE_ERROR(dt, name, "integer, floating and complex dtypes")
+        EMBER_DTYPE_ERROR(dt, name,
+                          "integer, floating and complex dtypes but " EMBER_STORAGE_DTYPES)
       }
     }();
   } else if constexpr (types == Types::FloatComplex) {
@@ -67,6 +80,26 @@ void run(TensorIterator& it, const char* name, const Make& make) {
         EMBER_CASES_FLOAT([&] { body(scalar_t{}); })
         EMBER_CASES_COMPLEX([&] { body(scalar_t{}); })
         EMBER_DTYPE_ERROR(dt, name, "floating and complex dtypes")
+      }
+    }();
+  } else if constexpr (types == Types::AllComplexUInt) {
+    [&] {
+      switch (dt) {
+        EMBER_CASES_FLOAT([&] { body(scalar_t{}); })
+        EMBER_CASES_INT([&] { body(scalar_t{}); })
+        EMBER_DTYPE_CASE(Bool, bool, [&] { body(scalar_t{}); })
+        EMBER_CASES_COMPLEX([&] { body(scalar_t{}); })
+        EMBER_CASES_UINT([&] { body(scalar_t{}); })
+        EMBER_DTYPE_ERROR(dt, name, "every dtype but the float8 types")
+      }
+    }();
+  } else if constexpr (types == Types::IntegralUInt) {
+    [&] {
+      switch (dt) {
+        EMBER_CASES_INT([&] { body(scalar_t{}); })
+        EMBER_DTYPE_CASE(Bool, bool, [&] { body(scalar_t{}); })
+        EMBER_CASES_UINT([&] { body(scalar_t{}); })
+        EMBER_DTYPE_ERROR(dt, name, "integer and bool dtypes")
       }
     }();
   } else {
@@ -512,7 +545,7 @@ bool is_inf_value(A x) {
   Tensor NAME(const Tensor& self, const Tensor& out) {                         \
     ElementwiseIterator it(#NAME);                                             \
     it.add_output(out).add_input(self).output_dtype(ScalarType::Bool).build(); \
-    run<Types::AllComplex, bool, 1>(it, #NAME, [](auto tag) {                  \
+    run<Types::AllComplexUInt, bool, 1>(it, #NAME, [](auto tag) {              \
       using A = decltype(tag);                                                 \
       return [](A x) -> bool {                                                 \
         if constexpr (is_complex_v<A>) {                                       \
@@ -541,7 +574,7 @@ Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<d
                      : st == ScalarType::BFloat16 ? 3.3895313892515355e38
                      : st == ScalarType::Float32  ? double(std::numeric_limits<float>::max())
                                                   : std::numeric_limits<double>::max();
-  run<Types::AllComplex, void, 1>(it, "nan_to_num", [&](auto tag) {
+  run<Types::AllComplexUInt, void, 1>(it, "nan_to_num", [&](auto tag) {
     using A = decltype(tag);
     auto fix = [&](auto v) -> decltype(v) {
       using V = decltype(v);
@@ -652,12 +685,16 @@ Tensor mul(const Tensor& self, const TensorOrScalar& other, const Tensor& out) {
       return [](A x, A y) -> A { return x && y; };
     } else if constexpr (is_complex_v<A>) {
       return [](A x, A y) -> A { return complex_math::multiply(x, y); };
+    } else if constexpr (std::is_unsigned_v<A> && sizeof(A) < sizeof(unsigned)) {
+      // uint8 and uint16 would promote to (signed) int, where 65535 * 65535 overflows: multiply
+      // as unsigned, which wraps like PyTorch's result
+      return [](A x, A y) -> A { return static_cast<A>(unsigned{x} * y); };
     } else {
       return [](A x, A y) -> A { return x * y; };
     }
   };
   if (run_real_binary(it, pvec::Binary::Mul, Scalar(1.0), make)) return it.output();
-  run<Types::AllComplex, void, 2>(it, "mul", make);
+  run<Types::AllComplexUInt, void, 2>(it, "mul", make);
   return it.output();
 }
 
@@ -975,12 +1012,14 @@ EMBER_LOGICAL(logical_or, a || b)
 EMBER_LOGICAL(logical_xor, a != b)
 #undef EMBER_LOGICAL
 
+// The shifts take no unsigned storage type (as PyTorch), and/or/xor do.
 #define EMBER_BITWISE(NAME, EXPR, SHIFT)                                            \
   Tensor NAME(const Tensor& self, const TensorOrScalar& other, const Tensor& out) { \
     ElementwiseIterator it(#NAME);                                                  \
     binary_iter(it, self, other, out).build();                                      \
     if (SHIFT) check_shift_dtype(it.common_dtype(), #NAME);                         \
-    run<Types::Integral, void, 2>(it, #NAME, [](auto tag) {                         \
+    constexpr Types types = SHIFT ? Types::Integral : Types::IntegralUInt;          \
+    run<types, void, 2>(it, #NAME, [](auto tag) {                                   \
       using A = decltype(tag);                                                      \
       return [](A x, A y) -> A { return static_cast<A>(EXPR); };                    \
     });                                                                             \
@@ -1177,7 +1216,8 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
   check_isclose_args(self, other, rtol, atol);
   ElementwiseIterator it("isclose");
   it.add_output(Tensor()).add_input(self).add_input(other).output_dtype(ScalarType::Bool).build();
-  run<Types::AllComplex, bool, 2>(it, "isclose", [=](auto tag) {
+  const bool in_double = default_dtype() == ScalarType::Float64;
+  run<Types::AllComplexUInt, bool, 2>(it, "isclose", [=](auto tag) {
     using A = decltype(tag);
     return [=](A x, A y) -> bool {
       if (x == y) return true;
@@ -1188,8 +1228,16 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
         if (!std::isfinite(diff)) return false;
         return diff <= atol + rtol * std::abs(std::complex<double>(y));
       } else if constexpr (std::is_integral_v<A>) {
-        double diff = std::abs(static_cast<double>(x) - static_cast<double>(y));
-        return diff <= atol + rtol * std::abs(static_cast<double>(y));
+        // as PyTorch: both converted to the default float dtype, the tolerance in it too (so
+        // 2**28 + 1 and 2**28 are close in float32); zero tolerances compare exactly
+        if (rtol == 0 && atol == 0) return false;
+        if (in_double) {
+          const double dx = static_cast<double>(x), dy = static_cast<double>(y);
+          return std::abs(dx - dy) <= atol + rtol * std::abs(dy);
+        }
+        const float fx = static_cast<float>(x), fy = static_cast<float>(y);
+        const float tol = static_cast<float>(atol) + static_cast<float>(rtol) * std::abs(fy);
+        return std::abs(fx - fy) <= tol;
       } else {
         if (x != x || y != y) return equal_nan && (x != x) && (y != y);
         double dx = x, dy = y;

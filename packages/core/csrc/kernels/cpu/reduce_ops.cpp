@@ -48,9 +48,14 @@ template <class T>
 constexpr bool is_float_v = std::is_floating_point_v<opmath_t<T>>;
 
 // Sums of floating types carry their total in double (blocks are summed in op-math lanes first,
-// see sum_lanes), integer and bool sums in int64 like PyTorch.
+// see sum_lanes), integer and bool sums in int64 like PyTorch; uint16/32/64 in uint64, which wraps
+// (well defined) to the same bits as PyTorch's int64 result.
 template <class T>
-using sum_acc_t = std::conditional_t<is_float_v<T>, double, int64_t>;
+constexpr bool is_wide_uint_v =
+    std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>;
+template <class T>
+using sum_acc_t = std::conditional_t<is_float_v<T>, double,
+                                     std::conditional_t<is_wide_uint_v<T>, uint64_t, int64_t>>;
 
 Tensor cast_to(const Tensor& t, ScalarType dt) {
   if (t->dtype() == dt) return t;
@@ -218,7 +223,7 @@ struct SumReducer : ReducerBase<SumReducer<T, NanZero>, T, sum_acc_t<T>> {
     if constexpr (is_float_v<T>) {
       out[o] = static_cast<Out>(static_cast<opmath_t<T>>(a / div));
     } else {
-      out[o] = a;
+      out[o] = static_cast<Out>(a);
     }
   }
 };
@@ -235,7 +240,7 @@ struct ProdReducer : ReducerBase<ProdReducer<T>, T, sum_acc_t<T>> {
     if constexpr (is_float_v<T>) {
       out[o] = static_cast<Out>(static_cast<opmath_t<T>>(a));
     } else {
-      out[o] = a;
+      out[o] = static_cast<Out>(a);
     }
   }
 };
@@ -684,7 +689,7 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim, do
   }
   Tensor out =
       ember::empty(reduced_sizes(x->sizes(), mask, keepdim), reduce::sum_dtype(st), x->device());
-  EMBER_DISPATCH_ALL(st, op, [&] {
+  EMBER_DISPATCH_ALL_AND_UINT(st, op, [&] {
     SumReducer<scalar_t, NanZero && is_float_v<scalar_t>> r;
     r.out = out->data_as<typename decltype(r)::Out>();
     r.div = div;
@@ -745,7 +750,7 @@ Tensor all_any_impl(const Tensor& self, const std::optional<DimVector>& dim, boo
   std::vector<bool> mask = reduce::all_any_mask(self, dim, op);
   ScalarType ot = reduce::all_any_dtype(self->dtype());
   Tensor out = ember::empty(reduced_sizes(self->sizes(), mask, keepdim), ot, self->device());
-  EMBER_DISPATCH_ALL(self->dtype(), op, [&] {
+  EMBER_DISPATCH_ALL_AND_UINT(self->dtype(), op, [&] {
     AllAnyReducer<scalar_t, IsAll> r;
     r.out = reinterpret_cast<uint8_t*>(out->data());
     run_reduction(self, mask, r, false);
@@ -788,6 +793,7 @@ Tensor complex_prod(const Tensor& x, const std::vector<bool>& mask, bool keepdim
 
 Tensor sum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
            std::optional<ScalarType> dtype) {
+  reduce::check_sum_dtype_arg(dtype, "sum");
   auto mask = dim_mask(dim, self->dim(), "sum");
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   Tensor out = sum_impl<false>(x, mask, keepdim, 1.0, "sum");
@@ -796,6 +802,7 @@ Tensor sum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim
 
 Tensor nansum(const Tensor& self, const std::optional<DimVector>& dim, bool keepdim,
               std::optional<ScalarType> dtype) {
+  reduce::check_sum_dtype_arg(dtype, "nansum");
   auto mask = dim_mask(dim, self->dim(), "nansum");
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   Tensor out = sum_impl<true>(x, mask, keepdim, 1.0, "nansum");
@@ -830,6 +837,7 @@ Tensor nanmean(const Tensor& self, const std::optional<DimVector>& dim, bool kee
 
 Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
             std::optional<ScalarType> dtype) {
+  reduce::check_sum_dtype_arg(dtype, "prod");
   auto mask = dim_mask(dim, self->dim(), "prod");
   Tensor x = dtype ? cast_to(self, *dtype) : self;
   if (is_complex(x->dtype())) {
@@ -838,7 +846,7 @@ Tensor prod(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
   }
   Tensor out = ember::empty(reduced_sizes(x->sizes(), mask, keepdim), reduce::sum_dtype(x->dtype()),
                             x->device());
-  EMBER_DISPATCH_ALL(x->dtype(), "prod", [&] {
+  EMBER_DISPATCH_ALL_AND_UINT(x->dtype(), "prod", [&] {
     ProdReducer<scalar_t> r;
     r.out = out->data_as<typename ProdReducer<scalar_t>::Out>();
     run_reduction(x, mask, r, false);
@@ -1052,11 +1060,17 @@ Tensor count_nonzero(const Tensor& self, const std::optional<DimVector>& dim) {
   auto mask = dim_mask(dim, self->dim(), "count_nonzero");
   Tensor out =
       ember::empty(reduced_sizes(self->sizes(), mask, false), ScalarType::Int64, self->device());
-  EMBER_DISPATCH_ALL(self->dtype(), "count_nonzero", [&] {
-    CountNonzeroReducer<scalar_t> r;
+  auto body = [&](auto tag) {
+    CountNonzeroReducer<decltype(tag)> r;
     r.out = out->data_as<int64_t>();
     run_reduction(self, mask, r, false);
-  });
+  };
+  // PyTorch counts uint16/32/64 over given dims ((self != 0).sum(dim)), not over all of them
+  if (dim && !dim->empty()) {
+    EMBER_DISPATCH_ALL_AND_UINT(self->dtype(), "count_nonzero", [&] { body(scalar_t{}); });
+  } else {
+    EMBER_DISPATCH_ALL(self->dtype(), "count_nonzero", [&] { body(scalar_t{}); });
+  }
   return out;
 }
 

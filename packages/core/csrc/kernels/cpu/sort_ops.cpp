@@ -139,7 +139,7 @@ std::tuple<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending
   Tensor indices = ember::empty(self->sizes(), ScalarType::Int64, self->device());
   if (self->numel() == 0) return {values, indices};
   DimRows rows = reduce::dim_rows(self, d);
-  EMBER_DISPATCH_ALL(self->dtype(), "sort", [&] {
+  EMBER_DISPATCH_ALL_AND_UINT(self->dtype(), "sort", [&] {
     using V = opmath_t<scalar_t>;
     const scalar_t* src = rows.t->data_as<scalar_t>();
     scalar_t* vo = values->data_as<scalar_t>();
@@ -262,7 +262,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_flat(const Tensor& self, bool return_i
   Tensor inverse = ember::empty(return_inverse ? self->sizes() : DimVector{0}, ScalarType::Int64,
                                 self->device());
   Tensor values, counts;
-  EMBER_DISPATCH_ALL(self->dtype(), "unique", [&] {
+  EMBER_DISPATCH_ALL_AND_UINT(self->dtype(), "unique", [&] {
     using V = opmath_t<scalar_t>;
     const scalar_t* src = flat->data_as<scalar_t>();
     std::vector<Item<V>> buf(n);
@@ -299,7 +299,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, b
   Tensor inverse =
       ember::empty(DimVector{return_inverse ? n : 0}, ScalarType::Int64, self->device());
   Tensor values, counts;
-  EMBER_DISPATCH_ALL(self->dtype(), "unique", [&] {
+  EMBER_DISPATCH_ALL_AND_UINT(self->dtype(), "unique", [&] {
     using V = opmath_t<scalar_t>;
     const scalar_t* src = rows.t->data_as<scalar_t>();
     auto at = [&](int64_t slice, int64_t j) {  // j-th element of a slice
