@@ -717,7 +717,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         # twice would differ in the last bit)
         lead = tuple(input.shape[:-1])
         flat = input.reshape(math.prod(lead), in_features) if input.ndim > 2 else input
-        if bias is not None and bias.dtype == flat.dtype:
+        # (a bias of more dims than (out,) broadcasts against the unflattened result below)
+        if bias is not None and bias.dtype == flat.dtype and (input.ndim == 2 or bias.ndim <= 1):
             out = ember.addmm(bias, flat, weight.t())
             bias = None
         else:
@@ -727,7 +728,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     else:
         out = input.matmul(weight.t() if weight.ndim == 2 else weight)
     if bias is not None:
-        out = out + bias
+        # added in place in PyTorch (output.add_(bias)): the result keeps the product's dtype,
+        # a 0-d float32 bias does not make a float16 linear float32
+        summed = out + bias
+        out = summed if summed.dtype == out.dtype else summed.to(out.dtype)
     return out
 
 
