@@ -74,6 +74,17 @@ def test_polygamma_past_the_range_is_the_signed_infinity():
     assert ember.polygamma(300, ember.tensor([-2.5], dtype=ember.float64)).item() == -math.inf
 
 
+def test_zeta_of_a_huge_order_is_not_nan():
+    # the Euler-Maclaurin terms: x (x + 1) ... overflowed while (x + k)^-x underflowed (inf * 0)
+    got = ember.special.zeta(ember.tensor([1e14, 1e13, 2.0], dtype=ember.float64),
+                             ember.tensor([2.0, 1.0, 1.0], dtype=ember.float64)).tolist()
+    assert got[:2] == [0.0, 1.0]
+    assert got[2] == pytest.approx(math.pi**2 / 6, rel=1e-15)
+    # polygamma(2**63 - 1, 2) = (2**63 - 1)! zeta(2**63, 2): inf (was NaN; torch's is NaN)
+    got = ember.polygamma(2**63 - 1, ember.tensor([2, 1, 0], dtype=ember.uint8)).tolist()
+    assert got == [math.inf, math.inf, math.inf]
+
+
 @needs_torch
 def test_polygamma_of_a_huge_order_matches_torch():
     # (torch's polygamma(2**31, x) is NaN, ember's -inf as for 2**40: -(2**31)! is past any range)

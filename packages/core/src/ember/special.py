@@ -477,15 +477,15 @@ def _hurwitz_scaled(x: Tensor, q: Tensor, c: Tensor | None) -> Tensor:
         total = total + term(a)
     b = term(a)
     total = total + b * a / (x - 1.0) - 0.5 * b
-    fact = ember.ones_like(x)
+    # g = x (x + 1) ... (x + k - 1) b / a^k, built as one product: apart, the rising factorial
+    # overflows for a huge x (1e13) while b underflows, inf * 0 = NaN
+    g = b
     k = 0.0
     for coef in _ZETA_A:
-        fact = fact * (x + k)
-        b = b / a
-        total = total + fact * b / coef
+        g = g * (x + k) / a
+        total = total + g / coef
         k += 1.0
-        fact = fact * (x + k)
-        b = b / a
+        g = g * (x + k) / a
         k += 1.0
     return total
 
