@@ -5,8 +5,9 @@ argument (n! zeta(n + 1, x) overflowed or underflowed on the way: NaN, inf or 0 
 is finite, or inf where it is -inf), lgamma next to a negative pole, ldexp by an integer
 exponent (exact, as PyTorch's), F.linear's result dtype with a 0-d bias of another dtype, and
 (built from C++, so they need the rebuilt extension) the special polynomials of float32 input
-computed in double, repeat_interleave with many repeats and tensor_split into 2**20 pieces
-(fast now; asserted on values only)."""
+computed in double, nansum to an integer or bool dtype (a NaN counts as 0 before the cast),
+repeat_interleave with many repeats and tensor_split into 2**20 pieces (fast now; asserted on
+values only)."""
 
 from __future__ import annotations
 
@@ -206,7 +207,23 @@ def test_special_polynomials_float32_agree_with_float64():
     assert math.isnan(ember.special.hermite_polynomial_h(ember.tensor([0.5]), 129).item())
 
 
-# ---- f. repeat_interleave with many repeats, tensor_split into 2**20 pieces --------------------
+# ---- f. nansum to an integer or bool dtype (rebuilt extension) ---------------------------------
+
+def test_nansum_to_bool_or_int_counts_nan_as_zero():
+    x = ember.tensor([[math.nan, 0.0], [-0.0, 1.0], [math.nan, 0.0]])
+    assert ember.nansum(x, 0, dtype=ember.bool).tolist() == [False, True]  # NaN cast was True
+    assert ember.nansum(x, 0, dtype=ember.int64).tolist() == [0, 1]
+    assert ember.nansum(x.double(), dtype=ember.int32).item() == 1
+    assert ember.nansum(x, 0, dtype=ember.float64).tolist() == [0.0, 1.0]
+
+
+@needs_torch
+def test_nansum_to_bool_matches_torch():
+    _same(lambda M: M.tensor([[math.nan, math.inf, -math.inf, 0.0], [-0.0, 1e30, -1.0, 0.5],
+                              [math.nan, math.inf, -math.inf, 0.0]]).nansum(0, dtype=M.bool))
+
+
+# ---- g. repeat_interleave with many repeats, tensor_split into 2**20 pieces --------------------
 
 def test_repeat_interleave_with_many_repeats():
     x = ember.arange(6).reshape(2, 3).to(ember.int32)
