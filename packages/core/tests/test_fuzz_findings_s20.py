@@ -3,7 +3,8 @@ slow tensor_split of s19, each fixed and pinned here with explicit values (mpmat
 where numerical), and against PyTorch where it is installed: polygamma of a large order or
 argument (n! zeta(n + 1, x) overflowed or underflowed on the way: NaN, inf or 0 where the result
 is finite, or inf where it is -inf), lgamma next to a negative pole, ldexp by an integer
-exponent (exact, as PyTorch's), F.linear's result dtype with a 0-d bias of another dtype, and
+exponent (exact, as PyTorch's), F.linear's result dtype with a 0-d bias of another dtype,
+F.lp_pool*d of an infinite norm (the max / min of |x|, not inf^0 = 1), and
 (built from C++, so they need the rebuilt extension) the special polynomials of float32 input
 computed in double, nansum to an integer or bool dtype (a NaN counts as 0 before the cast),
 repeat_interleave with many repeats and tensor_split into 2**20 pieces (fast now; asserted on
@@ -177,6 +178,27 @@ def test_linear_with_a_bias_of_the_output_shape():
 def test_linear_with_a_0d_bias_matches_torch(shape):
     _same(lambda M: M.nn.functional.linear(M.ones(shape, dtype=M.float16),
                                            M.ones(5, 4, dtype=M.float16), M.tensor(0.5)))
+
+
+# ---- d2. lp_pool of an infinite norm ----------------------------------------------------------
+
+def test_lp_pool_of_an_infinite_norm_is_the_max_or_min_of_abs():
+    x = ember.tensor([[2.394, -0.474, 2.83, -0.57, -2.515, 2.994],
+                      [-5.0, 1.0, 2.0, 0.1, 0.0, 3.0]], dtype=ember.float64)
+    assert F.lp_pool1d(x, math.inf, 3).tolist() == [[2.83, 2.994], [5.0, 3.0]]  # was all 1.0
+    assert F.lp_pool1d(x, -math.inf, 3).tolist() == [[0.474, 0.57], [1.0, 0.0]]
+    assert F.lp_pool2d(x[None], math.inf, (2, 3)).tolist() == [[[5.0, 3.0]]]
+    assert F.lp_pool3d(x[None, None], -math.inf, (1, 2, 3)).tolist() == [[[[0.474, 0.0]]]]
+    assert F.lp_pool1d(x, 2, 3)[1, 1].item() == pytest.approx(math.sqrt(0.01 + 9.0))
+
+
+@needs_torch
+@pytest.mark.parametrize("p", [math.inf, -math.inf])
+def test_lp_pool_of_an_infinite_norm_matches_torch(p):
+    _same(lambda M: M.nn.functional.lp_pool1d(M.arange(24.0).reshape(2, 12) * 0.37 - 4.0, p, 3,
+                                              2, True))
+    _same(lambda M: M.nn.functional.lp_pool2d(M.arange(48.0).reshape(1, 2, 4, 6) - 20.0, p,
+                                              (2, 3)))
 
 
 # ---- e. the special polynomials of float32 input (rebuilt extension) ---------------------------
