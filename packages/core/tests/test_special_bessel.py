@@ -343,6 +343,13 @@ def _poly_grid(name, dtype):
     x = xs.ravel().astype(dtype)
     n = ns.ravel().astype(dtype)
     got = getattr(ember.special, name)(ember.from_numpy(x), ember.from_numpy(n)).numpy()
+    if dtype == np.float32 and not name.startswith("hermite"):
+        # ember computes the float32 ones in double (torch's float32 recurrences drift, and
+        # overflow as inf - inf = NaN): torch's float64 values, rounded
+        want = getattr(torch.special, name)(torch.from_numpy(x.astype(np.float64)),
+                                            torch.from_numpy(n.astype(np.float64)))
+        with np.errstate(over="ignore"):  # past float32's range: inf, as ember's
+            return x, n, got, want.numpy().astype(np.float32)
     want = getattr(torch.special, name)(torch.from_numpy(x), torch.from_numpy(n)).numpy()
     return x, n, got, want
 

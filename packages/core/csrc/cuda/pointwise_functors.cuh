@@ -256,14 +256,18 @@ struct atan2 {
   }
 };
 
-// torch.special's polynomials p_n(x) in the op-math type (kernels/special_math.h)
-#define EMBER_CU_SPECIAL_POLY(NAME, FN)                       \
+// torch.special's polynomials p_n(x), computed in poly_math_t (MATH: the op-math type itself
+// for the Hermite ones) (kernels/special_math.h), as on the CPU
+#define EMBER_CU_SPECIAL_POLY_IN(NAME, FN, MATH)              \
   struct special_##NAME {                                     \
     template <class A>                                        \
     __device__ __forceinline__ A operator()(A x, A n) const { \
-      return special_math::FN(x, n);                          \
+      using W = MATH;                                         \
+      return A(special_math::FN<W>(W(x), W(n)));              \
     }                                                         \
   };
+#define EMBER_CU_SPECIAL_POLY(NAME, FN) \
+  EMBER_CU_SPECIAL_POLY_IN(NAME, FN, special_math::poly_math_t<A>)
 EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_t, chebyshev_t)
 EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_u, chebyshev_u)
 EMBER_CU_SPECIAL_POLY(chebyshev_polynomial_v, chebyshev_v)
@@ -272,11 +276,12 @@ EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_t, shifted_chebyshev_t)
 EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_u, shifted_chebyshev_u)
 EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_v, shifted_chebyshev_v)
 EMBER_CU_SPECIAL_POLY(shifted_chebyshev_polynomial_w, shifted_chebyshev_w)
-EMBER_CU_SPECIAL_POLY(hermite_polynomial_h, hermite_h)
-EMBER_CU_SPECIAL_POLY(hermite_polynomial_he, hermite_he)
+EMBER_CU_SPECIAL_POLY_IN(hermite_polynomial_h, hermite_h, A)
+EMBER_CU_SPECIAL_POLY_IN(hermite_polynomial_he, hermite_he, A)
 EMBER_CU_SPECIAL_POLY(laguerre_polynomial_l, laguerre_l)
 EMBER_CU_SPECIAL_POLY(legendre_polynomial_p, legendre_p)
 #undef EMBER_CU_SPECIAL_POLY
+#undef EMBER_CU_SPECIAL_POLY_IN
 struct minimum {
   template <class A>
   __device__ __forceinline__ A operator()(A x, A y) const {

@@ -1101,7 +1101,11 @@ Tensor nansum(const Tensor& self, const std::optional<DimVector>& dim, bool keep
               std::optional<ScalarType> dtype) {
   reduce::check_sum_dtype_arg(dtype, "nansum");
   auto mask = dim_mask(dim, self->dim(), "nansum");
-  Tensor x = dtype ? cast_to(self, *dtype, "nansum") : self;
+  Tensor x = self;
+  // A NaN counts as 0 before a cast to an integer or bool dtype (as on the CPU)
+  if (dtype && is_floating(self->dtype()) && !is_floating(*dtype) && !is_complex(*dtype))
+    x = dispatch::where(dispatch::isnan(self, Tensor()), Scalar(0.0), self, Tensor());
+  x = dtype ? cast_to(x, *dtype, "nansum") : x;
   Tensor out = sum_impl(x, mask, keepdim, SumMode::NanSum, 1.0, "nansum");
   return dtype ? cast_to(out, *dtype, "nansum") : out;
 }

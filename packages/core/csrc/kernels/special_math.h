@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #ifdef __CUDACC__
 #define EMBER_SPECIAL_HD __host__ __device__
@@ -293,6 +294,12 @@ EMBER_SPECIAL_HD inline double spherical_j0(double x) {
 }
 
 // ---- orthogonal polynomials -------------------------------------------------------------------
+
+// The type the polynomials (but the Hermite ones, whose float limit is torch's) are computed
+// in: double for float and the 16-bit types, whose float cos(n acos x) and three-term
+// recurrences lost a digit per decade of n (T_1000000 was 9% off, L_1000000 4%).
+template <class A>
+using poly_math_t = std::conditional_t<(sizeof(A) < sizeof(double)), double, A>;
 
 // Recurrence steps run before giving up (NaN) on a value that neither overflows nor ends.
 constexpr int64_t kMaxSteps = int64_t(1) << 24;

@@ -403,16 +403,19 @@ Tensor repeat_interleave(const Tensor& self, const TensorOrScalar& repeats,
   Tensor out = ember::empty(shape, self->dtype(), self->device());
   if (out->numel() == 0) return out;
   if (single) {
-    // out viewed as (r, ...input dims...): copy j of the input lands at offset j along d,
-    // every r-th slice. The repeat dim goes outermost so inner loops stay long.
+    // out viewed with a repeat dim of r: copy j of the input lands at offset j along d, every
+    // r-th slice. A few repeats go outermost so inner loops stay long; many go right after d,
+    // so that out is written in its own order (outermost, a 1-D input repeated 2**20 times
+    // wrote every element a page apart).
     int64_t r = *single;
     DimVector dsz = input->sizes(), dst = out->strides(), ssz = input->sizes(),
               sst = input->strides();
     dst[d] = out->stride(d) * r;
-    dsz.insert(0, r);
-    dst.insert(0, out->stride(d));
-    ssz.insert(0, 1);
-    sst.insert(0, 0);
+    int64_t at = r >= 16 ? d + 1 : 0;
+    dsz.insert(at, r);
+    dst.insert(at, out->stride(d));
+    ssz.insert(at, 1);
+    sst.insert(at, 0);
     dispatch::_copy_from(make_view(input, ssz, sst, input->storage_offset()),
                          make_view(out, dsz, dst, 0), false);
     return out;

@@ -294,8 +294,28 @@ Device parse_device(const std::string& s, std::optional<int64_t> index) {
   return d;
 }
 
+namespace {
+// Pauses Python's cycle collector while it would only trace new, acyclic wrappers: wrapping a
+// million views (tensor_split(x, 2**20)) otherwise spent three quarters of its time in
+// collections.
+class GcPause {
+ public:
+  GcPause() : was_enabled_(PyGC_Disable() != 0) {}
+  ~GcPause() {
+    if (was_enabled_) PyGC_Enable();
+  }
+  GcPause(const GcPause&) = delete;
+  GcPause& operator=(const GcPause&) = delete;
+
+ private:
+  bool was_enabled_;
+};
+}  // namespace
+
 py::tuple tensor_tuple(const std::vector<Tensor>& ts) {
   py::tuple t(ts.size());
+  std::optional<GcPause> pause;
+  if (ts.size() >= 4096) pause.emplace();
   for (size_t i = 0; i < ts.size(); ++i) t[i] = py::cast(ts[i]);
   return t;
 }

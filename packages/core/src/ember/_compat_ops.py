@@ -1717,6 +1717,20 @@ def ldexp(input: Tensor, other: Tensor) -> Tensor:
     # exponent rounds it) and the 2's otherwise (float64 or complex for an integer exponent);
     # the result in the promoted float dtype.
     dtype = _float_result_type(input, other)
+    if not (other.is_floating_point() or other.is_complex() or dtype.is_complex):
+        # A real input with an integer exponent is exact, as PyTorch's: input times 2 ** other
+        # in three factors of 2 ** (at most 734) in double, then rounded once. One power in the
+        # 2's dtype overflowed (2 ** 148 in bfloat16): ldexp(-0.0, 148) was NaN,
+        # ldexp(1e-30, 130) inf. (A complex input keeps PyTorch's complex power below.)
+        # past +-2200 every finite nonzero double is already 0 or inf
+        e = other.to(_C.float64).clamp(-2200.0, 2200.0)
+        a = (e / 3.0).trunc()
+        b = ((e - a) / 2.0).trunc()
+        two64 = _C.tensor(2.0, dtype=_C.float64, device=other.device)
+        r = input.to(_C.float64)
+        for part in (a, b, e - a - b):
+            r = r * _C.pow(two64, part)
+        return r.to(dtype)
     two = input.dtype if input.is_floating_point() or input.is_complex() else _C.float32
     p = _C.pow(_C.tensor(2.0, dtype=two, device=other.device), other)
     r = input.to(dtype) * p

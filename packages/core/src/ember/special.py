@@ -457,6 +457,39 @@ _ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606
            -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
 
 
+def _hurwitz_scaled(x: Tensor, q: Tensor, c: Tensor | None) -> Tensor:
+    """c^x * sum_k (q + k)^-x in float64 (c = 1 when None), without the domain fix-ups: direct
+    terms until q + k > 9, then the Euler-Maclaurin tail. The scale c keeps the terms in range
+    where (q + k)^-x alone would overflow or underflow (polygamma of a large order)."""
+    # enough direct terms that every q + k passes 9 (bounded: huge negative q is NaN/inf
+    # territory anyway for non-integer x)
+    qmin = float(q.detach().min()) if q.numel() else 0.0
+    extra = 0 if not math.isfinite(qmin) else int(min(max(0.0, math.ceil(9.0 - qmin)), 1e5))
+    n = max(9, extra)
+
+    def term(a: Tensor) -> Tensor:
+        return a.pow(-x) if c is None else (c / a).pow(x)
+
+    total = term(q)
+    a = q
+    for _ in range(n):
+        a = a + 1.0
+        total = total + term(a)
+    b = term(a)
+    total = total + b * a / (x - 1.0) - 0.5 * b
+    # g = x (x + 1) ... (x + k - 1) b / a^k, built as one product: apart, the rising factorial
+    # overflows for a huge x (1e13) while b underflows, inf * 0 = NaN
+    g = b
+    k = 0.0
+    for coef in _ZETA_A:
+        g = g * (x + k) / a
+        total = total + g / coef
+        k += 1.0
+        g = g * (x + k) / a
+        k += 1.0
+    return total
+
+
 def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
     """The Hurwitz zeta function sum_k (other + k)^-input (the Riemann zeta at other = 1):
     direct terms until other + k > 9, then the Euler-Maclaurin tail, in float64. inf at
@@ -479,28 +512,7 @@ def zeta(input: Tensor | float, other: Tensor | float) -> Tensor:
     x = (input if isinstance(input, Tensor) else ember.tensor(float(input))).to(ember.float64)
     q = (other if isinstance(other, Tensor) else ember.tensor(float(other))).to(ember.float64)
     x, q = ember.broadcast_tensors(x, q)
-    # enough direct terms that every other + k passes 9 (bounded: huge negative q is NaN/inf
-    # territory anyway for non-integer x)
-    qmin = float(q.detach().min()) if q.numel() else 0.0
-    extra = 0 if not math.isfinite(qmin) else int(min(max(0.0, math.ceil(9.0 - qmin)), 1e5))
-    n = max(9, extra)
-    total = q.pow(-x)
-    a = q
-    for _ in range(n):
-        a = a + 1.0
-        total = total + a.pow(-x)
-    b = a.pow(-x)
-    total = total + b * a / (x - 1.0) - 0.5 * b
-    fact = ember.ones_like(x)
-    k = 0.0
-    for coef in _ZETA_A:
-        fact = fact * (x + k)
-        b = b / a
-        total = total + fact * b / coef
-        k += 1.0
-        fact = fact * (x + k)
-        b = b / a
-        k += 1.0
+    total = _hurwitz_scaled(x, q, None)
     inf = ember.full_like(total, math.inf)
     nan = ember.full_like(total, math.nan)
     q_int = q == ember.floor(q)
@@ -527,15 +539,34 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     if n == 0:
         return digamma(x)
     sign = 1.0 if n % 2 == 1 else -1.0
-    # n! overflows a double past 170 (inf, as torch's result); math.factorial of a huge n
-    # would also take forever.
-    fact = float(math.factorial(n)) if n <= 170 else math.inf
-    r = (sign * fact) * zeta(float(n + 1), x)
+    s = float(n + 1)
+    x64 = x.to(ember.float64)  # in float64 throughout: n! alone overflows float32 from n = 35
+    if n <= 170:
+        r = (sign * float(math.factorial(n))) * zeta(s, x64)
+    else:  # n! overflows a double (and math.factorial of a huge n would take forever)
+        r = ember._C.full_like(x64, math.nan)
+    # n! zeta(n + 1, x) overflows or underflows on the way (n > 170, or a large x) while the
+    # result may be in range (polygamma(171, 10) is 1.24e137, polygamma(150, 1e3) -4.1e-190):
+    # there, n! c^-s * (c^s zeta(s, x)) in logs, c the distance from x to the nearest pole
+    # (x itself for x > 0), so that the scaled sum's largest term is +-1.
+    finite = x64.isfinite()
+    pole = (x64 <= 0) & (x64 == ember.floor(x64))
+    redo = finite & ~pole & ~(r.isfinite() & (r.abs() >= 2.2250738585072014e-308))
+    if bool(redo.any()):
+        safe = ember._C.where(redo, x64, ember._C.full_like(x64, 1.0))
+        c = ember._C.where(safe > 0, safe, (safe - ember.round(safe)).abs())
+        z = _hurwitz_scaled(ember._C.full_like(safe, s), safe, c)
+        log_r = math.lgamma(s) - s * c.log() + z.abs().log()
+        scaled = (sign * z.sign()) * log_r.exp()
+        r = ember._C.where(redo, scaled, r)
+    if n > 170:  # the poles (sign * inf, as for smaller n) and NaN
+        r = ember._C.where(pole, ember._C.full_like(r, sign * math.inf), r)
+        r = ember._C.where(x64.isnan(), x64, r)
     # the limit at +inf is 0 (zeta(s, inf) is NaN); trigamma(-inf) is NaN, as torch's
-    r = ember._C.where(x == math.inf, ember._C.zeros_like(r), r)
+    r = ember._C.where(x64 == math.inf, ember._C.zeros_like(r), r)
     if n == 1:
-        r = ember._C.where(x == -math.inf, ember._C.full_like(r, math.nan), r)
-    return r
+        r = ember._C.where(x64 == -math.inf, ember._C.full_like(r, math.nan), r)
+    return r.to(x.dtype)
 
 
 # ---- Bessel, Airy and polynomial functions: the native ops special_* ---------------------------

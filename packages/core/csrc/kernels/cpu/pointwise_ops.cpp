@@ -928,18 +928,21 @@ Tensor atan2(const Tensor& self, const TensorOrScalar& other, const Tensor& out)
 }
 
 // torch.special's polynomials p_n(x): x and n broadcast and promote together (integers to the
-// default float dtype); the order is taken from n in that dtype (kernels/special_math.h).
-#define EMBER_SPECIAL_POLY(NAME, FN)                                                           \
+// default float dtype); the order is taken from n in that dtype, the value computed in
+// poly_math_t (MATH: A itself for the Hermite ones) (kernels/special_math.h).
+#define EMBER_SPECIAL_POLY_IN(NAME, FN, MATH)                                                  \
   Tensor special_##NAME(const TensorOrScalar& x, const TensorOrScalar& n, const Tensor& out) { \
     check_special_poly_args(x, n, "special_" #NAME);                                           \
     ElementwiseIterator it("special_" #NAME);                                                  \
     it.add_output(out).add_input(x).add_input(n).promote_int_to_float(true).build();           \
     run<Types::Float, void, 2>(it, "special_" #NAME, [](auto tag) {                            \
       using A = decltype(tag);                                                                 \
-      return [](A v, A order) -> A { return special_math::FN(v, order); };                     \
+      using W = MATH;                                                                          \
+      return [](A v, A order) -> A { return A(special_math::FN<W>(W(v), W(order))); };         \
     });                                                                                        \
     return it.output();                                                                        \
   }
+#define EMBER_SPECIAL_POLY(NAME, FN) EMBER_SPECIAL_POLY_IN(NAME, FN, special_math::poly_math_t<A>)
 EMBER_SPECIAL_POLY(chebyshev_polynomial_t, chebyshev_t)
 EMBER_SPECIAL_POLY(chebyshev_polynomial_u, chebyshev_u)
 EMBER_SPECIAL_POLY(chebyshev_polynomial_v, chebyshev_v)
@@ -948,11 +951,12 @@ EMBER_SPECIAL_POLY(shifted_chebyshev_polynomial_t, shifted_chebyshev_t)
 EMBER_SPECIAL_POLY(shifted_chebyshev_polynomial_u, shifted_chebyshev_u)
 EMBER_SPECIAL_POLY(shifted_chebyshev_polynomial_v, shifted_chebyshev_v)
 EMBER_SPECIAL_POLY(shifted_chebyshev_polynomial_w, shifted_chebyshev_w)
-EMBER_SPECIAL_POLY(hermite_polynomial_h, hermite_h)
-EMBER_SPECIAL_POLY(hermite_polynomial_he, hermite_he)
+EMBER_SPECIAL_POLY_IN(hermite_polynomial_h, hermite_h, A)
+EMBER_SPECIAL_POLY_IN(hermite_polynomial_he, hermite_he, A)
 EMBER_SPECIAL_POLY(laguerre_polynomial_l, laguerre_l)
 EMBER_SPECIAL_POLY(legendre_polynomial_p, legendre_p)
 #undef EMBER_SPECIAL_POLY
+#undef EMBER_SPECIAL_POLY_IN
 
 Tensor minimum(const Tensor& self, const Tensor& other, const Tensor& out) {
   ElementwiseIterator it("minimum");

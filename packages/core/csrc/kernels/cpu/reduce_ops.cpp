@@ -804,7 +804,12 @@ Tensor nansum(const Tensor& self, const std::optional<DimVector>& dim, bool keep
               std::optional<ScalarType> dtype) {
   reduce::check_sum_dtype_arg(dtype, "nansum");
   auto mask = dim_mask(dim, self->dim(), "nansum");
-  Tensor x = dtype ? cast_to(self, *dtype) : self;
+  Tensor x = self;
+  // A NaN counts as 0 before a cast to an integer or bool dtype, as in PyTorch (cast, it was
+  // true or an arbitrary integer)
+  if (dtype && is_floating(self->dtype()) && !is_floating(*dtype) && !is_complex(*dtype))
+    x = dispatch::where(dispatch::isnan(self, Tensor()), Scalar(0.0), self, Tensor());
+  x = dtype ? cast_to(x, *dtype) : x;
   Tensor out = sum_impl<true>(x, mask, keepdim, 1.0, "nansum");
   return dtype ? cast_to(out, *dtype) : out;
 }

@@ -56,7 +56,9 @@ def _lgamma_raw(x: Tensor) -> Tensor:
     small = x < 0.5
     xr = ember.where(small, 1.0 - x, x)
     pos = _lgamma_pos(xr)
-    sin_pix = ember.abs(ember.sin(math.pi * x))
+    # sin(pi x) from x's distance to the nearest integer (exact), as digamma's tan below:
+    # pi * x itself rounds, which near a pole (x = -49 + 1e-14) left 0.6 of the log wrong
+    sin_pix = ember.abs(ember.sin(math.pi * (x - ember.round(x))))
     refl = math.log(math.pi) - ember.log(sin_pix) - pos
     out = ember.where(small, refl, pos)
     # poles, and both infinities (the Lanczos sum gives inf - inf = NaN at +inf)

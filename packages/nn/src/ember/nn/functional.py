@@ -17,7 +17,7 @@ import math
 import numbers
 import operator
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import ember
 from ember import Tensor, _argcheck
@@ -717,7 +717,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         # twice would differ in the last bit)
         lead = tuple(input.shape[:-1])
         flat = input.reshape(math.prod(lead), in_features) if input.ndim > 2 else input
-        if bias is not None and bias.dtype == flat.dtype:
+        # (a bias of more dims than (out,) broadcasts against the unflattened result below)
+        if bias is not None and bias.dtype == flat.dtype and (input.ndim == 2 or bias.ndim <= 1):
             out = ember.addmm(bias, flat, weight.t())
             bias = None
         else:
@@ -727,7 +728,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     else:
         out = input.matmul(weight.t() if weight.ndim == 2 else weight)
     if bias is not None:
-        out = out + bias
+        # added in place in PyTorch (output.add_(bias)): the result keeps the product's dtype,
+        # a 0-d float32 bias does not make a float16 linear float32
+        summed = out + bias
+        out = summed if summed.dtype == out.dtype else summed.to(out.dtype)
     return out
 
 
@@ -1139,6 +1143,18 @@ def _lp_kernel_arity(kernel_size: Any, n: int, op: str) -> None:
                          f"{kernel_size!r}")
 
 
+def _lp_pool_inf(input: Tensor, norm_type: Any, kernel_size: Any, stride: Any, ceil_mode: bool,
+                 max_pool: Callable[..., Any]) -> Tensor | None:
+    """The infinite norms, as PyTorch: the max of |x| over each window (p = inf), the min of
+    |x| (p = -inf); (sum x^p)^(1/p) gave inf^0 = 1 (and 0^0 = 1). None for a finite p."""
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)) or \
+            not math.isinf(norm_type):
+        return None
+    if norm_type > 0:
+        return max_pool(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    return -max_pool(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+
+
 def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride: Any = None,
               ceil_mode: bool = False) -> Tensor:
     """``(sum over each window of x^p)^(1/p)`` over L.
@@ -1148,6 +1164,9 @@ def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride: Any = N
     [[[5.0]]]
     """
     k = _tuple(kernel_size, 1, "kernel_size", "lp_pool1d")
+    inf = _lp_pool_inf(input, norm_type, kernel_size, stride, ceil_mode, max_pool1d)
+    if inf is not None:
+        return inf
     out = avg_pool1d(input.pow(norm_type), k, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu()).mul(k[0]).pow(1.0 / norm_type)
 
@@ -1162,6 +1181,9 @@ def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
     """
     _lp_kernel_arity(kernel_size, 2, "lp_pool2d")
     k = _tuple(kernel_size, 2, "kernel_size", "lp_pool2d")
+    inf = _lp_pool_inf(input, norm_type, kernel_size, stride, ceil_mode, max_pool2d)
+    if inf is not None:
+        return inf
     out = avg_pool2d(input.pow(norm_type), k, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu()).mul(k[0] * k[1]).pow(1.0 / norm_type)
 
@@ -1176,6 +1198,9 @@ def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
     """
     _lp_kernel_arity(kernel_size, 3, "lp_pool3d")
     k = _tuple(kernel_size, 3, "kernel_size", "lp_pool3d")
+    inf = _lp_pool_inf(input, norm_type, kernel_size, stride, ceil_mode, max_pool3d)
+    if inf is not None:
+        return inf
     out = avg_pool3d(input.pow(norm_type), k, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu()).mul(k[0] * k[1] * k[2]).pow(1.0 / norm_type)
 
