@@ -307,40 +307,31 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
     if pickle_protocol is not None:
         w.pickle_protocol = pickle_protocol
     root = _objects.finish(w, w.encode(obj, "obj", 0, set()))
-    if isinstance(f, (str, os.PathLike)):
-        with _replacing(f) as out:
-            _write_file(out, w, root)
-        return
-    if not hasattr(f, "write"):
-        raise TypeError(f"ember.save: expected a path or a binary file object, got "
-                        f"{type(f).__name__}")
-    _write_file(f, w, root)
+    _to_file(f, lambda out: _write(out, w, root))
 
 
 def _save_torch(obj: Any, f: FileLike, protocol: int) -> None:
     from ember._torch_checkpoint import save_torch_zip
 
+    _to_file(f, lambda out: save_torch_zip(obj, out, protocol))
+
+
+def _to_file(f: FileLike, write: Any) -> None:
+    """write(out) into the path f (a temporary file renamed over it once whole) or the binary
+    file f; a file that cannot seek gets the bytes built in memory first (both formats seek
+    back: ember's prelude is filled in last, zip entries' headers after their data)."""
     if isinstance(f, (str, os.PathLike)):
         with _replacing(f) as out:
-            save_torch_zip(obj, out, protocol)
+            write(out)
         return
     if not hasattr(f, "write"):
         raise TypeError(f"ember.save: expected a path or a binary file object, got "
                         f"{type(f).__name__}")
     if getattr(f, "seekable", lambda: False)():
-        save_torch_zip(obj, f, protocol)
-    else:  # zipfile needs to seek back over each entry's header
+        write(f)
+    else:
         buf = io.BytesIO()
-        save_torch_zip(obj, buf, protocol)
-        f.write(buf.getbuffer())
-
-
-def _write_file(f: IO[bytes], w: _Writer, root: Any) -> None:
-    if getattr(f, "seekable", lambda: False)():
-        _write(f, w, root)
-    else:  # the prelude is filled in last, so build the file in memory first
-        buf = io.BytesIO()
-        _write(buf, w, root)
+        write(buf)
         f.write(buf.getbuffer())
 
 
