@@ -321,8 +321,8 @@ def _to_file(f: FileLike, write: Any) -> None:
     file f; a file that cannot seek gets the bytes built in memory first (both formats seek
     back: ember's prelude is filled in last, zip entries' headers after their data)."""
     if isinstance(f, (str, os.PathLike)):
-        with _replacing(f) as out:
-            write(out)
+        with _replacing(f) as out:  # a FIFO or a device path gives a file that cannot seek
+            _to_file(out, write)
         return
     if not hasattr(f, "write"):
         raise TypeError(f"ember.save: expected a path or a binary file object, got "
