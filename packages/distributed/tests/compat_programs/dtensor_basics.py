@@ -113,6 +113,22 @@ def worker(rank, world_size, port, out):
     res["adam"] = [type(param).__name__, r5(param.full_tensor()),
                    type(opt.state[param]["exp_avg"]).__name__]
 
+    # ops along the other dims stay sharded: softmax, layer norm, a column-split embedding
+    sm = torch.nn.functional.softmax(d, dim=1)
+    res["softmax_dim1"] = [str(sm.placements), r5(sm.full_tensor())]
+    xs = distribute_tensor(full.clone(), mesh, [Shard(0)]).requires_grad_()
+    ln = torch.nn.functional.layer_norm(xs, (4,))
+    scale = distribute_tensor(torch.arange(1.0, 5.0), mesh, [Replicate()])
+    (ln * ln.detach() * scale).sum().full_tensor().backward()
+    res["layer_norm"] = [str(ln.placements), r5(ln.full_tensor()), str(xs.grad.placements),
+                         r5(xs.grad.full_tensor())]
+    table = distribute_tensor(torch.from_numpy(rng.standard_normal((6, 4)).astype(np.float32)),
+                              mesh, [Shard(1)]).requires_grad_()
+    ids = distribute_tensor(torch.tensor([[1, 5], [0, 1]]), mesh, [Replicate()])
+    emb = torch.nn.functional.embedding(ids, table)
+    emb.full_tensor().pow(2).sum().backward()
+    res["embedding_cols"] = [str(emb.placements), r5(emb.full_tensor()),
+                             str(table.grad.placements), r5(table.grad.full_tensor())]
     try:
         torch.nn.functional.softmax(d, dim=0).full_tensor()
         res["softmax_dim0"] = "ok"

@@ -578,6 +578,79 @@ def _reshape(func: Any, args: tuple, d: DTensor) -> Any:
     return None
 
 
+def _along_other_dims(func: Any, args: tuple, kwargs: dict, ds: list[DTensor]) -> Any:
+    """Ops that work along some dims of a tensor and leave the others alone (softmax along
+    dim, layer norm over the last dims, an embedding of a column-split table) run on the
+    pieces when the shard dimension is one of those left alone."""
+    name = func.overloadpacket.__name__
+    x = args[0]
+    if name == "embedding":
+        if isinstance(x, DTensor) and x._spec.placement == Shard(1):
+            return _embedding_cols(func, args, kwargs, x)
+        return None
+    if name == "embedding_dense_backward":
+        return _embedding_cols_backward(func, args, kwargs)
+    if not isinstance(x, DTensor) or not isinstance(x._spec.placement, Shard):
+        return None
+    sd = x._spec.placement.dim
+    if name in ("_softmax", "_log_softmax", "_softmax_backward_data",
+                "_log_softmax_backward_data"):
+        dim = int(args[2] if "backward" in name else args[1]) % x.ndim
+        if sd == dim or any(d._spec != x._spec for d in ds):
+            return None
+        local_args, local_kwargs = _locals(args, kwargs)
+        return _wrap(func(*local_args, **local_kwargs), lambda o: x._spec)
+    if name == "native_layer_norm":
+        axis = x.ndim - len(args[1])
+        if sd >= axis or any(isinstance(a, DTensor) and not isinstance(
+                a._spec.placement, Replicate) for a in args[2:4]):
+            return None
+        local_args, local_kwargs = _locals(args, kwargs)
+        out, mean, rstd = func(*local_args, **local_kwargs)
+        stats = tuple(x.shape[:axis]) + (1,) * (x.ndim - axis)
+        return (DTensor(out, x._spec), DTensor(mean, x._spec.with_(shape=stats)),
+                DTensor(rstd, x._spec.with_(shape=stats)))
+    if name == "native_layer_norm_backward":
+        inp = args[1]
+        axis = inp.ndim - len(args[2])
+        if not isinstance(inp, DTensor) or inp._spec != x._spec or sd >= axis or any(
+                isinstance(a, DTensor) and not isinstance(a._spec.placement, Replicate)
+                for a in args[5:7]):
+            return None
+        local_args, local_kwargs = _locals(args, kwargs)
+        g_in, g_w, g_b = func(*local_args, **local_kwargs)
+        # the affine parameters' gradients sum over rows spread across the ranks
+        partial = [None if g is None else DTensor(g, _Spec(x._spec.mesh, (Partial("sum"),),
+                                                             tuple(g.shape)))
+                   for g in (g_w, g_b)]
+        return (None if g_in is None else DTensor(g_in, x._spec), *partial)
+    return None
+
+
+def _embedding_cols(func: Any, args: tuple, kwargs: dict, weight: DTensor) -> Any:
+    """An embedding of a table split by columns: this rank's columns of every row."""
+    ids = args[1]
+    if isinstance(ids, DTensor):
+        if not isinstance(ids._spec.placement, Replicate):
+            return None
+        ids = ids._local_tensor
+    out = func(weight._local_tensor, ids, *args[2:], **kwargs)
+    shape = tuple(ids.shape) + (weight.shape[1],)
+    return DTensor(out, weight._spec.with_(Shard(len(shape) - 1), shape))
+
+
+def _embedding_cols_backward(func: Any, args: tuple, kwargs: dict) -> Any:
+    grad, ids = args[0], args[1]
+    if not isinstance(grad, DTensor) or grad._spec.placement != Shard(grad.ndim - 1):
+        return None
+    if isinstance(ids, DTensor):
+        if not isinstance(ids._spec.placement, Replicate):
+            return None
+        ids = ids._local_tensor
+    out = func(grad._local_tensor, ids, *args[2:], **kwargs)
+    return DTensor(out, grad._spec.with_(Shard(1), (int(args[2]), grad.shape[-1])))
+
+
 def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     ds = _dtensors(args, kwargs)
     mesh = ds[0]._spec.mesh
@@ -608,6 +681,10 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
         result = _reduction(func, args, kwargs, args[0])
     elif name in ("mm", "addmm", "matmul"):
         result = _matmul(func, args, kwargs)
+    elif name in ("_softmax", "_log_softmax", "_softmax_backward_data",
+                  "_log_softmax_backward_data", "native_layer_norm",
+                  "native_layer_norm_backward", "embedding", "embedding_dense_backward"):
+        result = _along_other_dims(func, args, kwargs, ds)
     if result is not None:
         return result
     mixed = [a for a in tree_leaves(args, kwargs) if isinstance(a, ember.Tensor)
