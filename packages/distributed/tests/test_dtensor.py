@@ -43,9 +43,12 @@ def test_one_rank_layouts_and_math(mesh):
     assert s.placements == (Partial("sum"),) and s.full_tensor().item() == 132.0
     r = d.redistribute(mesh, [Replicate()])
     np.testing.assert_array_equal(r.to_local().numpy(), x.numpy())
-    sm = ember.softmax(d, 0)  # no rule: computed on the whole tensor, Replicate
-    assert sm.placements == (Replicate(),)
+    sm = ember.softmax(d, 0)  # along the unsharded dim: on the pieces
+    assert sm.placements == (Shard(dim=1),)
     np.testing.assert_allclose(sm.full_tensor().numpy(), ember.softmax(x, 0).numpy())
+    sm = ember.softmax(d, 1)  # along the shard dim: on the whole tensor, Replicate
+    assert sm.placements == (Replicate(),)
+    np.testing.assert_allclose(sm.full_tensor().numpy(), ember.softmax(x, 1).numpy())
     e = DTensor.from_local(ember.ones(2, 2), mesh, [Shard(-1)])
     assert e.placements == (Shard(dim=1),)
     d.exp_()  # in place through the fallback: the piece is updated
