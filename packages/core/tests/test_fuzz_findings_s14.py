@@ -5,6 +5,7 @@ expanded tensors, half-precision linear algebra and vmap over an empty batch."""
 
 from __future__ import annotations
 
+import builtins
 import math
 
 import ember
@@ -36,6 +37,17 @@ def _agree(fn, rtol=1e-6):
     assert e[:3] == t[:3], (e, t)
     if e[0] == "ok":
         np.testing.assert_allclose(np.asarray(e[3]), np.asarray(t[3]), rtol=rtol, atol=rtol)
+
+
+def _same(fn, rtol=1e-6):
+    """ember agrees with PyTorch: the same values, or an exception of PyTorch's class
+    (ember's DtypeNotImplementedError is a NotImplementedError, as PyTorch's dtype refusals)."""
+    t = _outcome(fn, torch)
+    if t[0] == "err":
+        with pytest.raises(getattr(builtins, t[1])):
+            fn(ember)
+    else:
+        _agree(fn, rtol)
 
 
 # ---- a. int32 index tensors ---------------------------------------------------------------------

@@ -13,13 +13,12 @@ side, isclose's tolerances and div's rounding_mode."""
 
 from __future__ import annotations
 
-import builtins
 import math
 
 import ember
 import ember.nn.functional as F
 import pytest
-from test_fuzz_findings_s14 import _agree, _outcome
+from test_fuzz_findings_s14 import _agree, _outcome, _same
 
 try:
     import torch
@@ -34,16 +33,6 @@ NAN, INF = math.nan, math.inf
 def _F(M):
     return M.nn.functional
 
-
-def _same(fn, rtol=1e-6):
-    """ember agrees with PyTorch: the same values, or an exception of PyTorch's class
-    (ember's DtypeNotImplementedError is a NotImplementedError, as PyTorch's dtype refusals)."""
-    t = _outcome(fn, torch)
-    if t[0] == "err":
-        with pytest.raises(getattr(builtins, t[1])):
-            fn(ember)
-    else:
-        _agree(fn, rtol)
 
 
 # ---- a. top-level kl_div / binary_cross_entropy_with_logits: int reduction, none by default ----

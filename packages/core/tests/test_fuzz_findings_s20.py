@@ -12,14 +12,13 @@ values only)."""
 
 from __future__ import annotations
 
-import builtins
 import gc
 import math
 
 import ember
 import ember.nn.functional as F
 import pytest
-from test_fuzz_findings_s14 import _agree, _outcome
+from test_fuzz_findings_s14 import _same
 
 try:
     import torch
@@ -28,15 +27,6 @@ except ImportError:  # the explicit expectations below still run
 
 needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed")
 
-
-def _same(fn, rtol=1e-6):
-    """ember agrees with PyTorch: the same values, or an exception of PyTorch's class."""
-    t = _outcome(fn, torch)
-    if t[0] == "err":
-        with pytest.raises(getattr(builtins, t[1])):
-            fn(ember)
-    else:
-        _agree(fn, rtol)
 
 
 # ---- a. polygamma of a large order or argument -------------------------------------------------
