@@ -47,12 +47,18 @@ def set_at(state_dict: dict, path: tuple, value: Any) -> None:
     node[path[-1]] = value
 
 
+def is_dtensor(t: Any) -> bool:
+    """A DTensor, told by its attributes: checking the class would import
+    ember.distributed.tensor, which turns the dispatch hook on for the process."""
+    return isinstance(t, ember.Tensor) and hasattr(t, "_local_tensor") and hasattr(t, "_spec")
+
+
 def local_region(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Where this rank's piece of value lies in the whole tensor: (offsets, sizes). A DTensor
     Shard(d) piece starts at the rows before it; anything else is the whole tensor."""
-    spec = getattr(value, "_spec", None)
-    if spec is None or not hasattr(value, "_local_tensor"):
+    if not is_dtensor(value):
         return (0,) * value.ndim, tuple(value.shape)
+    spec = value._spec
     from ember.distributed.tensor import Shard
     from ember.distributed.tensor._dtensor import _chunk_sizes
 

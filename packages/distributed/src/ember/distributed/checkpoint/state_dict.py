@@ -21,6 +21,8 @@ from typing import Any, Iterator
 import ember
 from ember import nn
 
+from ._flatten import is_dtensor
+
 __all__ = ["StateDictOptions", "get_model_state_dict", "get_optimizer_state_dict",
            "get_state_dict", "set_model_state_dict", "set_optimizer_state_dict",
            "set_state_dict"]
@@ -124,13 +126,9 @@ def _frozen(model: nn.Module) -> set[str]:
             if not p.requires_grad}
 
 
-def _is_dtensor(t: Any) -> bool:
-    return isinstance(t, ember.Tensor) and hasattr(t, "_local_tensor") and hasattr(t, "_spec")
-
-
 def _full_tensors(obj: Any) -> Any:
     """DTensors gathered whole (full_state_dict)."""
-    if _is_dtensor(obj):
+    if is_dtensor(obj):
         return obj.full_tensor()
     if isinstance(obj, dict):
         return {k: _full_tensors(v) for k, v in obj.items()}
@@ -142,7 +140,7 @@ def _full_tensors(obj: Any) -> Any:
 def _like(value: Any, template: Any) -> Any:
     """value laid out as template: this rank's piece of a whole tensor when template is a
     DTensor (set_* given a full state dict for a sharded model)."""
-    if _is_dtensor(template) and isinstance(value, ember.Tensor) and not _is_dtensor(value) \
+    if is_dtensor(template) and isinstance(value, ember.Tensor) and not is_dtensor(value) \
             and tuple(value.shape) == tuple(template.shape):
         from ember.distributed.tensor import distribute_tensor
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import ember
 
-from ._flatten import flatten, local_region, set_at
+from ._flatten import flatten, is_dtensor, local_region, set_at
 from .api import CheckpointException
 from .filesystem import FileSystemReader, _storage
 from .metadata import TensorStorageMetadata
@@ -28,7 +28,7 @@ def _fill(dest: ember.Tensor, key: str, entry: TensorStorageMetadata, stored: di
         raise RuntimeError(f"Size mismatch between saved {ember.Size(entry.size)} and current: "
                            f"{dest.shape} for {key}")
     local = getattr(dest, "_local_tensor", dest)
-    if getattr(dest, "_spec", None) is not None:
+    if is_dtensor(dest):
         from ember.distributed.tensor import Partial
 
         if isinstance(dest._spec.placement, Partial):

@@ -59,9 +59,9 @@ def _check_all(dist: Any, group: Any, error: BaseException | None, what: str) ->
 def _piece(value: ember.Tensor) -> tuple[ember.Tensor, tuple[int, ...], tuple[int, ...]]:
     """(this rank's piece, where it starts in the whole tensor, the whole tensor's size); a
     DTensor's shard is its piece (a Partial one is reduced first), a plain tensor is whole."""
-    from ._flatten import local_region
+    from ._flatten import is_dtensor, local_region
 
-    if getattr(value, "_spec", None) is not None and hasattr(value, "_local_tensor"):
+    if is_dtensor(value):
         from ember.distributed.tensor import Partial, Replicate
 
         if isinstance(value._spec.placement, Partial):

@@ -29,6 +29,8 @@ import ember
 import ember.distributed as dist
 from ember import nn
 
+from .fully_sharded_data_parallel import _cast_inputs, _tensors_in
+
 __all__ = ["CPUOffloadPolicy", "FSDPModule", "MixedPrecisionPolicy", "OffloadPolicy",
            "UnshardHandle", "fully_shard", "register_fsdp_forward_method"]
 
@@ -244,16 +246,6 @@ def _reduce_grad(state: _State, p: _Param) -> None:
         p.register(p.sharded)
 
 
-def _cast(obj: Any, dtype: ember.dtype) -> Any:
-    if isinstance(obj, ember.Tensor) and obj.is_floating_point():
-        return obj.to(dtype)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_cast(o, dtype) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _cast(v, dtype) for k, v in obj.items()}
-    return obj
-
-
 def _pre_forward(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     state = module._fsdp_state
     if state.is_root is None:  # the root: inside no other fully sharded module
@@ -262,18 +254,8 @@ def _pre_forward(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, d
     _unshard(state)
     mp = state.mp
     if mp.param_dtype is not None and mp.cast_forward_inputs:
-        args, kwargs = _cast(args, mp.param_dtype), _cast(kwargs, mp.param_dtype)
+        args, kwargs = _cast_inputs(args, mp.param_dtype), _cast_inputs(kwargs, mp.param_dtype)
     return args, kwargs
-
-
-def _tensors(obj: Any) -> list[ember.Tensor]:
-    if isinstance(obj, ember.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _tensors(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _tensors(o)]
-    return []
 
 
 def _post_forward(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
@@ -286,11 +268,11 @@ def _post_forward(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> 
         if ember.is_grad_enabled():
             # pre-backward: when the outputs' gradients arrive, gather again, so that
             # activation checkpointing recomputes this module with whole parameters
-            for t in _tensors(output):
+            for t in _tensors_in(output):
                 if t.requires_grad:
                     t.register_hook(lambda g, s=state: (_regather(s), g)[1])
     if state.mp.output_dtype is not None:
-        output = _cast(output, state.mp.output_dtype)
+        output = _cast_inputs(output, state.mp.output_dtype)
     return output
 
 
