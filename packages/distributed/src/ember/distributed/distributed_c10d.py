@@ -659,6 +659,8 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
     idx = _state.n_groups
     label = group_desc or f"group{idx}"
     if _state.rank not in ranks:
+        if not use_local_synchronization:
+            _world_barrier(idx, d.timeout)
         return GroupMember.NON_GROUP_MEMBER
     t = _seconds(timeout) if timeout is not None else d.timeout
     chosen = d.backend_name
@@ -692,7 +694,22 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
     # get_backend(group): the name asked for here, else the default group's (torch's "gloo").
     pg.requested_name = str(Backend(backend)) if backend is not None else get_backend(d)
     _state.groups.append(pg)
+    if not use_local_synchronization:
+        _world_barrier(idx, d.timeout)
     return pg
+
+
+def _world_barrier(idx: int, timeout: float) -> None:
+    """torch's new_group without use_local_synchronization: every rank of the world waits
+    until all have made the group, so that no rank (the store's host among them) runs ahead
+    and exits while the group's members still need the store to set it up."""
+    store = _state.store
+    if store is None:
+        return
+    key = f"ember_pg{_state.n_inits}/{idx}/made"
+    if store.add(key, 1) == _state.world_size:
+        store.set(key + "/all", b"1")
+    store.wait([key + "/all"], timedelta(seconds=timeout))
 
 
 def new_subgroups(group_size: int | None = None, group: ProcessGroup | None = None,
