@@ -64,8 +64,10 @@ def test_layout_errors(mesh):
         distribute_tensor(x, mesh, [Shard(2)])
     with pytest.raises(TypeError, match="Shard, Replicate or Partial"):
         distribute_tensor(x, mesh, ["shard"])
-    with pytest.raises(NotImplementedError, match="1-D device mesh"):
-        distribute_tensor(x, init_device_mesh("cpu", (1, 1)), [Replicate(), Replicate()])
+    with pytest.raises(ValueError, match="2 placements .* for a 1-D device mesh"):
+        distribute_tensor(x, mesh, [Replicate(), Replicate()])
+    two = distribute_tensor(x, init_device_mesh("cpu", (1, 1)), [Shard(0)])
+    assert two.placements == (Shard(dim=0), Replicate())  # missing ones are Replicate
     d = distribute_tensor(x, mesh, [Shard(0)])
     with pytest.raises(RuntimeError, match="mixed ember.Tensor and DTensor"):
         d + ember.ones(2, 3)

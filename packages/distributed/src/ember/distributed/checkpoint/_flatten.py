@@ -55,17 +55,11 @@ def is_dtensor(t: Any) -> bool:
 
 def local_region(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Where this rank's piece of value lies in the whole tensor: (offsets, sizes). A DTensor
-    Shard(d) piece starts at the rows before it; anything else is the whole tensor."""
+    shard starts after the pieces before it; anything else is the whole tensor."""
     if not is_dtensor(value):
         return (0,) * value.ndim, tuple(value.shape)
-    spec = value._spec
-    from ember.distributed.tensor import Shard
-    from ember.distributed.tensor._dtensor import _chunk_sizes
+    from ember.distributed.tensor._dtensor import _local_region
 
-    local = value._local_tensor
-    offsets = [0] * value.ndim
-    p = spec.placement
-    if isinstance(p, Shard):
-        sizes = _chunk_sizes(spec.shape[p.dim], spec.mesh.size(0))
-        offsets[p.dim] = sum(sizes[:spec.mesh.get_local_rank(0)])
-    return tuple(offsets), tuple(local.shape)
+    spec = value._spec
+    offsets, _ = _local_region(spec.shape, spec.mesh, spec.placements)
+    return tuple(offsets), tuple(value._local_tensor.shape)

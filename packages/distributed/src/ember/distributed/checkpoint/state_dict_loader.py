@@ -31,7 +31,7 @@ def _fill(dest: ember.Tensor, key: str, entry: TensorStorageMetadata, stored: di
     if is_dtensor(dest):
         from ember.distributed.tensor import Partial
 
-        if isinstance(dest._spec.placement, Partial):
+        if any(isinstance(p, Partial) for p in dest.placements):
             raise NotImplementedError(f"dcp.load: {key} is a Partial DTensor; load into a "
                                       "Shard or Replicate one")
     lo, size = local_region(dest)

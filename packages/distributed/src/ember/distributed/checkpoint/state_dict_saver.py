@@ -64,8 +64,9 @@ def _piece(value: ember.Tensor) -> tuple[ember.Tensor, tuple[int, ...], tuple[in
     if is_dtensor(value):
         from ember.distributed.tensor import Partial, Replicate
 
-        if isinstance(value._spec.placement, Partial):
-            value = value.redistribute(value._spec.mesh, [Replicate()])
+        if value._spec.has_partial():
+            value = value.redistribute(value._spec.mesh, [
+                Replicate() if isinstance(p, Partial) else p for p in value.placements])
         offsets, _ = local_region(value)
         return value._local_tensor, offsets, tuple(value.shape)
     return value, (0,) * value.ndim, tuple(value.shape)

@@ -1,7 +1,8 @@
 """fully_shard: PyTorch's per-parameter FSDP ("FSDP2", torch.distributed.fsdp.fully_shard).
 
 Each parameter a module manages (its own and those of submodules not sharded separately)
-becomes a DTensor split along dim 0 over a 1-D mesh, so ``model.parameters()``, the optimizer
+becomes a DTensor split along dim 0 over a 1-D mesh (over the second dimension of a 2-D mesh,
+replicated over the first: HSDP), so ``model.parameters()``, the optimizer
 and the state dict see sharded DTensors, as in torch. Around the module's forward:
 
 - before it, each parameter's shards are all-gathered into a plain full-size ``nn.Parameter``
@@ -90,25 +91,33 @@ class _State:
         self.is_root: bool | None = None
 
 
+def _shard_dim(mesh: Any) -> int:
+    """The mesh dimension the parameters are split over: the last (a 2-D mesh is HSDP:
+    replicated over dim 0, sharded over dim 1)."""
+    return mesh.ndim - 1
+
+
 def _chunk(t: ember.Tensor, mesh: Any) -> ember.Tensor:
     from ember.distributed.tensor._dtensor import _my_chunk
 
-    return _my_chunk(t, 0, mesh)
+    return _my_chunk(t, 0, mesh, _shard_dim(mesh))
 
 
 def _gather(p: _Param, mesh: Any) -> ember.Tensor:
     from ember.distributed.tensor._dtensor import _all_gather
 
     d = p.sharded
-    return _all_gather(d._local_tensor, 0, d._spec)
+    return _all_gather(d._local_tensor, 0, d.shape[0], d._spec.mesh, _shard_dim(d._spec.mesh))
 
 
 def _reduce_scatter(full: ember.Tensor, spec: Any, factor: float) -> ember.Tensor:
-    """This rank's rows of the sum over ranks of full, divided by factor."""
+    """This rank's rows of the sum over ranks of full, divided by factor (with HSDP, summed
+    over the replicas too)."""
     from ember.distributed.tensor._dtensor import _chunk_sizes
 
     mesh = spec.mesh
-    sizes = _chunk_sizes(full.shape[0], mesh.size(0))
+    m = _shard_dim(mesh)
+    sizes = _chunk_sizes(full.shape[0], mesh.size(m))
     top = max(sizes)
     pieces = []
     start = 0
@@ -121,9 +130,11 @@ def _reduce_scatter(full: ember.Tensor, spec: Any, factor: float) -> ember.Tenso
         pieces.append(piece.contiguous())
         start += s
     out = ember.empty_like(pieces[0])
-    dist.reduce_scatter(out, pieces, group=mesh.get_group(0))
-    me = mesh.get_local_rank(0)
-    return out.narrow(0, 0, sizes[me]).div_(factor)
+    dist.reduce_scatter(out, pieces, group=mesh.get_group(m))
+    out = out.narrow(0, 0, sizes[mesh.get_local_rank(m)]).contiguous()
+    if m > 0:
+        dist.all_reduce(out, group=mesh.get_group(0))
+    return out.div_(factor)
 
 
 class FSDPModule:
@@ -233,7 +244,7 @@ def _reduce_grad(state: _State, p: _Param) -> None:
     p.unsharded.grad = None
     with ember.no_grad():
         reduce_dtype = state.mp.reduce_dtype or g.dtype
-        world = state.mesh.size(0)
+        world = state.mesh.size()
         local = _reduce_scatter(g.to(reduce_dtype), p.sharded._spec,
                                 state.divide_factor or float(world))
         local = local.to(p.sharded.dtype)
@@ -308,7 +319,7 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
     import weakref
 
     from ember.distributed.device_mesh import init_device_mesh
-    from ember.distributed.tensor import DTensor, Shard
+    from ember.distributed.tensor import DTensor, Replicate, Shard
     from ember.distributed.tensor._dtensor import _Spec
 
     if isinstance(module, (list, tuple)):
@@ -325,8 +336,9 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
     if mesh is None:
         device = next((p.device.type for p in module.parameters()), "cpu")
         mesh = init_device_mesh(device, (dist.get_world_size(),))
-    if mesh.ndim != 1:
-        raise NotImplementedError("fully_shard: ember shards over a 1-D mesh (no HSDP yet)")
+    if mesh.ndim not in (1, 2):
+        raise ValueError(f"fully_shard expects a 1D or 2D DeviceMesh but got {mesh.ndim}-D")
+    placements = (Shard(0),) if mesh.ndim == 1 else (Replicate(), Shard(0))
     ignored = {id(p) for p in (ignored_params or ())}
     inner = {id(p) for m in module.modules() if m is not module and isinstance(m, FSDPModule)
              for p in m.parameters()}
@@ -352,7 +364,7 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
                 raise NotImplementedError(f"fully_shard: 0-d parameter {name} cannot be "
                                           "sharded along dim 0")
             with ember.no_grad():
-                spec = _Spec(mesh, (Shard(0),), tuple(p.shape))
+                spec = _Spec(mesh, placements, tuple(p.shape))
                 local = _chunk(p.detach(), mesh).clone()
                 sharded = nn.Parameter(DTensor(local, spec), requires_grad=p.requires_grad)
             seen[id(p)] = sharded

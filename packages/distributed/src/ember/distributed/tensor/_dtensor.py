@@ -1,31 +1,31 @@
-"""DTensor: a tensor laid out over the ranks of a 1-D DeviceMesh (torch.distributed.tensor).
+"""DTensor: a tensor laid out over the ranks of a DeviceMesh (torch.distributed.tensor).
 
 A DTensor is a storage-less wrapper (``Tensor._make_wrapper_subclass``) with the global shape,
-holding this rank's piece (``_local_tensor``) and its layout (``_spec``: mesh, placements,
-global shape). Every op on it reaches ``__torch_dispatch__`` below autograd, so gradients flow
-through DTensors like through any tensor. The dispatcher applies the first rule that fits:
+holding this rank's piece (``_local_tensor``) and its layout (``_spec``: mesh, one placement per
+mesh dimension, global shape). Shard(d) on mesh dimension m splits tensor dim d over the ranks
+along m in torch.chunk's sizes; several mesh dimensions sharding the same tensor dim split it
+again in mesh order (``(Shard(0), Shard(0))`` on a 2x2 mesh: four row blocks).
 
-- *_like / clone / detach / copy_ / fill_: the same layout, computed on the pieces;
-- elementwise ops: the pieces, when the DTensor operands share a Shard or Replicate layout
-  (a Replicate operand next to a Shard one is cut to this rank's rows first; 0-d Replicate
-  DTensors and Python numbers mix with anything); Partial operands are reduced first, except in
-  sums of Partials;
-- reductions (sum, mean, amax/amin, max/min, vector norms) of a Shard DTensor over its shard
-  dimension: the pieces reduced locally, giving a Partial result (reduced over the ranks when
-  needed); over other dimensions: still Shard;
-- matrix products: row-parallel (Shard(0) @ Replicate), column-parallel (Replicate @ Shard(1))
-  and Shard(1) @ Shard(0) -> Partial(sum); transposes move the shard dimension;
-- anything else: every DTensor operand gathered whole (Replicate), the op run on whole tensors
-  and a Replicate result (in-place ops write this rank's piece back). Always right, only slower.
+Every op on a DTensor reaches ``__torch_dispatch__`` below autograd, so gradients flow through
+DTensors like through any tensor. There, as in torch, an op runs in three steps:
 
-Only 1-D meshes are supported.
+1. a *sharding rule* picks, for each mesh dimension on its own, the layout each DTensor operand
+   must have and the layout of each output (``_RULES``; elementwise ops, reductions, matrix
+   products, transposes and reshapes, softmax / layer norm along other dims, embeddings);
+   a mesh dimension with no fitting rule gets Replicate operands and outputs, which is always
+   right, only slower;
+2. the operands are moved to those layouts (``_move``: all-gathers and all-reduces over the
+   mesh dimension's group, or cutting this rank's piece out of a whole one, which is free);
+3. the op runs on the pieces, and its outputs are wrapped with the global shapes that the same
+   op gives on meta tensors.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import ember
 from ember.utils._pytree import tree_map
@@ -63,16 +63,15 @@ class _Spec:
     placements: tuple[Placement, ...]
     shape: tuple[int, ...]
 
-    @property
-    def placement(self) -> Placement:
-        return self.placements[0]
-
-    def with_(self, placement: Placement | None = None, shape: Any = None) -> _Spec:
-        return _Spec(self.mesh, (placement or self.placement,),
+    def with_(self, placements: Sequence[Placement] | None = None, shape: Any = None) -> _Spec:
+        return _Spec(self.mesh, tuple(self.placements if placements is None else placements),
                      tuple(self.shape if shape is None else (int(s) for s in shape)))
 
+    def has_partial(self) -> bool:
+        return any(isinstance(p, Partial) for p in self.placements)
 
-# ---- moving pieces between layouts ----------------------------------------------------------
+
+# ---- where the pieces lie ----------------------------------------------------------------------
 def _chunk_sizes(length: int, n: int) -> list[int]:
     """torch.chunk's piece sizes of length split n ways (trailing pieces may be empty)."""
     step = -(-length // n) if length else 0
@@ -83,29 +82,53 @@ def _chunk_sizes(length: int, n: int) -> list[int]:
     return sizes
 
 
-def _me(mesh: DeviceMesh) -> int:
-    return mesh.get_local_rank(0)
+def _local_region(shape: Sequence[int], mesh: DeviceMesh, placements: Sequence[Placement],
+                  coord: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
+    """(offsets, sizes) of the piece at mesh coordinate coord (default: this rank's) in the
+    whole tensor: each Shard cuts the dim again, in mesh-dimension order."""
+    coord = mesh.get_coordinate() if coord is None else coord
+    sizes, offsets = [int(s) for s in shape], [0] * len(shape)
+    for m, p in enumerate(placements):
+        if isinstance(p, Shard):
+            chunks = _chunk_sizes(sizes[p.dim], mesh.size(m))
+            offsets[p.dim] += sum(chunks[:coord[m]])
+            sizes[p.dim] = chunks[coord[m]]
+    return offsets, sizes
 
 
-def _my_chunk(full: ember.Tensor, dim: int, mesh: DeviceMesh) -> ember.Tensor:
-    sizes = _chunk_sizes(full.shape[dim], mesh.size(0))
-    me = _me(mesh)
+def _some_piece_empty(spec: _Spec, dims: Sequence[int]) -> bool:
+    """Whether the piece of some rank is empty along one of dims (max / min of it fail)."""
+    for coord in itertools.product(*(range(n) for n in spec.mesh.shape)):
+        sizes = _local_region(spec.shape, spec.mesh, spec.placements, coord)[1]
+        if any(sizes[d] == 0 for d in dims):
+            return True
+    return False
+
+
+def _my_chunk(full: ember.Tensor, dim: int, mesh: DeviceMesh, mesh_dim: int = 0) -> ember.Tensor:
+    """This rank's chunk of full along dim, split over mesh dimension mesh_dim."""
+    sizes = _chunk_sizes(full.shape[dim], mesh.size(mesh_dim))
+    me = mesh.get_local_rank(mesh_dim)
     return full.narrow(dim, sum(sizes[:me]), sizes[me]).contiguous()
 
 
-def _all_gather(local: ember.Tensor, dim: int, spec: _Spec) -> ember.Tensor:
-    sizes = _chunk_sizes(spec.shape[dim], spec.mesh.size(0))
+def _all_gather(local: ember.Tensor, dim: int, length: int, mesh: DeviceMesh,
+                mesh_dim: int = 0) -> ember.Tensor:
+    """The chunks of a length-long dim, split over mesh dimension mesh_dim, put back together
+    (padded to the largest chunk for the collective)."""
+    sizes = _chunk_sizes(length, mesh.size(mesh_dim))
     top = max(sizes)
     pad = list(local.shape)
     pad[dim] = top - local.shape[dim]
     padded = ember.cat([local, local.new_zeros(pad)], dim) if pad[dim] else local
     parts = [ember.empty_like(padded) for _ in sizes]
-    c10d.all_gather(parts, padded.contiguous(), group=spec.mesh.get_group(0))
+    c10d.all_gather(parts, padded.contiguous(), group=mesh.get_group(mesh_dim))
     return ember.cat([p.narrow(dim, 0, s) for p, s in zip(parts, sizes)], dim)
 
 
-def _all_reduce(local: ember.Tensor, placement: Partial, mesh: DeviceMesh) -> ember.Tensor:
-    group = mesh.get_group(0)
+def _all_reduce(local: ember.Tensor, placement: Partial, mesh: DeviceMesh,
+                mesh_dim: int = 0) -> ember.Tensor:
+    group = mesh.get_group(mesh_dim)
     out = local.clone()
     if isinstance(placement, _NormPartial):
         p = placement.norm_type
@@ -125,31 +148,49 @@ def _all_reduce(local: ember.Tensor, placement: Partial, mesh: DeviceMesh) -> em
     return out
 
 
-def _whole(local: ember.Tensor, spec: _Spec) -> ember.Tensor:
-    """The full value, on every rank."""
-    p = spec.placement
-    if isinstance(p, Shard):
-        return _all_gather(local, p.dim, spec)
-    if isinstance(p, Partial):
-        return _all_reduce(local, p, spec.mesh)
+def _move(local: ember.Tensor, spec: _Spec, target: Sequence[Placement]) -> ember.Tensor:
+    """This rank's piece of the value laid out as target. Mesh dimensions whose placement
+    changes are undone from the last one back (all-gather a Shard, all-reduce a Partial), then
+    the new placements are applied in mesh order (cut this rank's chunk; a Partial sum keeps
+    the value at index 0 of its mesh dimension and zeros elsewhere). A tensor dim sharded on
+    several mesh dimensions is regathered from the first level that changes."""
+    cur, target = list(spec.placements), list(target)
+    if cur == target:
+        return local
+    mesh, n = spec.mesh, len(cur)
+    undo = {m for m in range(n) if cur[m] != target[m] and not isinstance(cur[m], Replicate)}
+    for d in range(len(spec.shape)):
+        first = next((m for m in range(n) if cur[m] != target[m] and
+                      Shard(d) in (cur[m], target[m])), None)
+        if first is not None:
+            undo |= {m for m in range(first, n) if cur[m] == Shard(d)}
+    for m in sorted(undo, reverse=True):
+        p = cur[m]
+        if isinstance(p, Shard):
+            level = _local_region(spec.shape, mesh, cur[:m])[1][p.dim]
+            local = _all_gather(local, p.dim, level, mesh, m)
+        else:
+            local = _all_reduce(local, p, mesh, m)
+        cur[m] = Replicate()
+    for m in range(n):
+        p = target[m]
+        if cur[m] == p:
+            continue
+        if isinstance(p, Shard):
+            local = _my_chunk(local, p.dim, mesh, m)
+        elif isinstance(p, Partial):
+            keep = p.reduce_op in ("max", "min", "avg") and not isinstance(p, _NormPartial)
+            if not keep and mesh.get_local_rank(m) != 0:
+                local = ember.zeros_like(local)
+        else:
+            raise ValueError(f"DTensor: unknown placement {p!r}")
+        cur[m] = p
     return local
 
 
-def _move(local: ember.Tensor, spec: _Spec, target: Placement) -> ember.Tensor:
-    """This rank's piece of the value laid out as target."""
-    src = spec.placement
-    if src == target:
-        return local
-    if isinstance(target, Replicate):
-        return _whole(local, spec)
-    if isinstance(target, Shard):
-        return _my_chunk(_whole(local, spec), target.dim, spec.mesh)
-    if isinstance(target, Partial):  # rank 0 holds the value, the others the op's identity
-        whole = _whole(local, spec)
-        if target.reduce_op in ("max", "min", "avg") or _me(spec.mesh) == 0:
-            return whole
-        return ember.zeros_like(whole)
-    raise ValueError(f"DTensor: unknown placement {target!r}")
+def _whole(local: ember.Tensor, spec: _Spec) -> ember.Tensor:
+    """The full value, on every rank."""
+    return _move(local, spec, [Replicate()] * len(spec.placements))
 
 
 # ---- the tensor --------------------------------------------------------------------------------
@@ -212,7 +253,8 @@ class DTensor(ember.Tensor):
 
     def full_tensor(self, *, grad_placements: Sequence[Placement] | None = None) -> ember.Tensor:
         """The whole value as a plain tensor, on every rank (differentiable)."""
-        return self.redistribute(self._spec.mesh, [Replicate()]).to_local()
+        whole = [Replicate()] * self._spec.mesh.ndim
+        return self.redistribute(self._spec.mesh, whole).to_local()
 
     def redistribute(self, device_mesh: DeviceMesh | None = None,
                      placements: Sequence[Placement] | None = None, *,
@@ -225,7 +267,7 @@ class DTensor(ember.Tensor):
                                    len(self._spec.shape))
         if target == self.placements:
             return self
-        return _Redistribute.apply(self, target[0])
+        return _Redistribute.apply(self, target)
 
     @staticmethod
     def from_local(local_tensor: ember.Tensor, device_mesh: DeviceMesh | None = None,
@@ -233,18 +275,21 @@ class DTensor(ember.Tensor):
                    shape: Sequence[int] | None = None,
                    stride: Sequence[int] | None = None) -> DTensor:
         """A DTensor whose piece on this rank is local_tensor (differentiable). The global
-        shape is the local one times the mesh size along a Shard dimension, unless shape says."""
+        shape is the local one times the mesh size along each Shard, unless shape says."""
         mesh = device_mesh or _default_mesh(local_tensor)
         target = _check_placements(placements or [Replicate()], mesh, local_tensor.ndim)
         if shape is None:
             shape = list(local_tensor.shape)
-            if isinstance(target[0], Shard):
-                shape[target[0].dim] *= mesh.size(0)
+            for m, p in enumerate(target):
+                if isinstance(p, Shard):
+                    shape[p.dim] *= mesh.size(m)
         spec = _Spec(mesh, target, tuple(int(s) for s in shape))
-        if run_check and isinstance(target[0], Replicate):
-            src = c10d.get_global_rank(mesh.get_group(0), 0)
+        if run_check and any(isinstance(p, Replicate) for p in target):
             local_tensor = local_tensor.clone()
-            c10d.broadcast(local_tensor, src, group=mesh.get_group(0))
+            for m, p in enumerate(target):
+                if isinstance(p, Replicate):
+                    group = mesh.get_group(m)
+                    c10d.broadcast(local_tensor, c10d.get_global_rank(group, 0), group=group)
         return _FromLocal.apply(local_tensor, spec)
 
     # every op on a DTensor comes here (below autograd)
@@ -256,20 +301,26 @@ class DTensor(ember.Tensor):
 
 def _check_placements(placements: Sequence[Placement], mesh: DeviceMesh,
                       ndim: int) -> tuple[Placement, ...]:
+    """One placement per mesh dimension (missing trailing ones are Replicate, as in torch),
+    Shard dims in range and made non-negative."""
     placements = tuple(placements)
-    if mesh.ndim != 1 or len(placements) != 1:
-        raise NotImplementedError(f"DTensor in ember takes a 1-D device mesh and one placement; "
-                                  f"got a {mesh.ndim}-D mesh and {placements}")
-    p = placements[0]
-    if not isinstance(p, Placement):
-        raise TypeError(f"DTensor: a placement must be Shard, Replicate or Partial, got {p!r}")
-    if isinstance(p, Shard):
-        if not -ndim <= p.dim < max(ndim, 1):
-            raise IndexError(f"DTensor: Shard(dim={p.dim}) is out of range for a {ndim}-D "
-                             "tensor")
-        if p.dim < 0:
-            p = Shard(p.dim % ndim)
-    return (p,)
+    if len(placements) > mesh.ndim:
+        raise ValueError(f"DTensor: {len(placements)} placements {placements} for a "
+                         f"{mesh.ndim}-D device mesh (one per mesh dimension)")
+    placements += (Replicate(),) * (mesh.ndim - len(placements))
+    out = []
+    for p in placements:
+        if not isinstance(p, Placement):
+            raise TypeError(f"DTensor: a placement must be Shard, Replicate or Partial, got "
+                            f"{p!r}")
+        if isinstance(p, Shard):
+            if not -ndim <= p.dim < max(ndim, 1):
+                raise IndexError(f"DTensor: Shard(dim={p.dim}) is out of range for a "
+                                 f"{ndim}-D tensor")
+            if p.dim < 0:
+                p = Shard(p.dim % ndim)
+        out.append(p)
+    return tuple(out)
 
 
 def _default_mesh(t: ember.Tensor) -> DeviceMesh:
@@ -277,14 +328,16 @@ def _default_mesh(t: ember.Tensor) -> DeviceMesh:
 
 
 # ---- differentiable layout changes ----------------------------------------------------------
+def _no_partial(placements: Sequence[Placement]) -> tuple[Placement, ...]:
+    """The gradient of a partial value is the whole gradient."""
+    return tuple(Replicate() if isinstance(p, Partial) else p for p in placements)
+
+
 def _grad_to(grad: Any, spec: _Spec) -> ember.Tensor:
     """grad (a DTensor or a plain piece) as this rank's piece of spec's layout."""
     if not isinstance(grad, DTensor):
         return grad
-    target = spec.placement
-    if isinstance(target, Partial):  # the gradient of a partial value is the whole gradient
-        target = Replicate()
-    return _move(grad._local_tensor, grad._spec, target)
+    return _move(grad._local_tensor, grad._spec, _no_partial(spec.placements))
 
 
 class _ToLocal(ember.autograd.Function):
@@ -296,9 +349,7 @@ class _ToLocal(ember.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: ember.Tensor) -> DTensor:
         spec = ctx.spec
-        if isinstance(spec.placement, Partial):
-            spec = spec.with_(Replicate())
-        return DTensor(grad.contiguous(), spec)
+        return DTensor(grad.contiguous(), spec.with_(_no_partial(spec.placements)))
 
 
 class _FromLocal(ember.autograd.Function):
@@ -314,18 +365,18 @@ class _FromLocal(ember.autograd.Function):
 
 class _Redistribute(ember.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, d: DTensor, target: Placement) -> DTensor:
+    def forward(ctx: Any, d: DTensor, target: tuple[Placement, ...]) -> DTensor:
         ctx.spec = d._spec
         return DTensor(_move(d._local_tensor, d._spec, target), d._spec.with_(target))
 
     @staticmethod
     def backward(ctx: Any, grad: Any) -> tuple:
         spec = ctx.spec
-        back = spec.placement if not isinstance(spec.placement, Partial) else Replicate()
+        back = _no_partial(spec.placements)
         return DTensor(_grad_to(grad, spec), spec.with_(back)), None
 
 
-# ---- sharding rules -----------------------------------------------------------------------
+# ---- sharding rules: for one mesh dimension, the operands' layouts -> what to run ------------
 _POINTWISE = frozenset("""
 abs acos acosh add addcdiv addcmul asin asinh atan atan2 atanh bitwise_and bitwise_not
 bitwise_or bitwise_xor ceil clamp clamp_max clamp_min clip copysign cos cosh div elu eq erf
@@ -334,13 +385,42 @@ hardswish hardtanh isfinite isinf isnan le leaky_relu lerp log log10 log1p log2 
 logical_not logical_or logical_xor logit lt maximum minimum mish mul nan_to_num ne neg pow
 reciprocal relu remainder round rsqrt rsub sgn sigmoid sign signbit silu sin sinh softplus sqrt
 square sub tan tanh threshold true_divide trunc where xlogy zero _to_copy to copy
+gelu_backward silu_backward sigmoid_backward tanh_backward threshold_backward
 """.split())
 _LIKE = frozenset("""clone detach alias empty_like zeros_like ones_like full_like rand_like
 randn_like randint_like""".split())
 _REDUCE = {"sum": "sum", "mean": "sum", "amax": "max", "amin": "min", "max": "max",
            "min": "min", "linalg_vector_norm": "norm", "norm": "norm"}
+# ops through which a partial sum stays a partial sum
 _LINEAR_PARTIAL = frozenset({"add", "sub", "neg", "clone", "detach", "alias", "zeros_like",
                              "empty_like"})
+_SCALE_PARTIAL = frozenset({"mul", "div", "true_divide"})
+
+
+@dataclass
+class _Call:
+    """One op call being planned: the op, its operands, the DTensors among them."""
+    func: Any
+    name: str
+    args: tuple
+    kwargs: dict
+    ds: list[DTensor]
+    mesh: DeviceMesh
+
+    def at(self, m: int) -> list[Placement]:
+        return [d._spec.placements[m] for d in self.ds]
+
+    def index(self, d: Any) -> int:
+        return next(i for i, e in enumerate(self.ds) if e is d)
+
+
+# A rule gets the call and a mesh dimension m and returns (a layout for each DTensor operand,
+# the layout of each output tensor, or one layout for all), or None: Replicate everything.
+_Rule = Callable[[_Call, int], "tuple[list[Placement], Any] | None"]
+
+
+def _is_plain_sum(p: Placement) -> bool:
+    return type(p) is Partial and p.reduce_op == "sum"
 
 
 def _packet(func: Any) -> str:
@@ -348,109 +428,70 @@ def _packet(func: Any) -> str:
     return name[:-1] if name.endswith("_") and not name.startswith("_") else name
 
 
-def _locals(args: Any, kwargs: dict) -> tuple[tuple, dict]:
-    """The operands with each DTensor replaced by its piece."""
-    return tree_map(lambda a: a._local_tensor if isinstance(a, DTensor) else a, (args, kwargs))
-
-
-def _dtensors(args: Any, kwargs: dict) -> list[DTensor]:
-    found: list[DTensor] = []
-    tree_map(lambda a: found.append(a) if isinstance(a, DTensor) else a, (args, kwargs))
-    return found
-
-
-def _wrap(out: Any, spec_of: Any) -> Any:
-    return tree_map(lambda o: DTensor(o, spec_of(o)) if isinstance(o, ember.Tensor) else o, out)
-
-
-def _replicated(func: Any, args: tuple, kwargs: dict, mesh: DeviceMesh) -> Any:
-    """The fallback: every operand whole, a Replicate result."""
-    whole = tree_map(lambda a: _whole(a._local_tensor, a._spec) if isinstance(a, DTensor)
-                     else a, (args, kwargs))
-    out = func(*whole[0], **whole[1])
-    first = args[0] if args else None
-    if isinstance(first, DTensor) and func.overloadpacket.__name__.endswith("_") \
-            and not func.overloadpacket.__name__.startswith("_"):
-        # in place: write this rank's piece of the new value back
-        first._local_tensor.copy_(_move(whole[0][0], first._spec.with_(Replicate()),
-                                        first._spec.placement)
-                                  if not isinstance(first._spec.placement, Partial)
-                                  else whole[0][0])
-        if isinstance(first._spec.placement, Partial):
-            first._spec = first._spec.with_(Replicate())
-        return first
-    return _wrap(out, lambda o: _Spec(mesh, (Replicate(),), tuple(o.shape)))
-
-
-def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    return tuple(ember.broadcast_shapes(*shapes))
-
-
-def _pointwise(func: Any, args: tuple, kwargs: dict, ds: list[DTensor]) -> Any:
-    mesh = ds[0]._spec.mesh
-    name = _packet(func)
-    partials = [d for d in ds if isinstance(d._spec.placement, Partial)]
-    if partials:
-        if name in ("add", "sub") and len(partials) == len(ds) == 2 and \
-                ds[0]._spec == ds[1]._spec and type(ds[0]._spec.placement) is Partial \
-                and ds[0]._spec.placement.reduce_op == "sum" and "alpha" not in kwargs:
-            local_args, local_kwargs = _locals(args, kwargs)
-            return _wrap(func(*local_args, **local_kwargs), lambda o: ds[0]._spec)
-        return None  # the fallback reduces them
-    big = [d for d in ds if d.ndim > 0 or isinstance(d._spec.placement, Shard)]
-    shards = {d._spec.placement for d in big if isinstance(d._spec.placement, Shard)}
-    if len(shards) > 1:
-        return None
-    shape = _broadcast_shape([tuple(d.shape) for d in ds] + [
-        tuple(a.shape) for a in tree_leaves(args, kwargs)
-        if isinstance(a, ember.Tensor) and not isinstance(a, DTensor)])
-    if any(isinstance(a, ember.Tensor) and not isinstance(a, DTensor) and a.ndim > 0
-           for a in tree_leaves(args, kwargs)):
-        raise RuntimeError(f"{func}: got mixed ember.Tensor and DTensor operands; wrap the "
-                           "plain tensor with DTensor.from_local or distribute_tensor first")
-    if not shards:
-        local_args, local_kwargs = _locals(args, kwargs)
-        out = func(*local_args, **local_kwargs)
-        first = args[0] if args else None
-        if isinstance(first, DTensor) and out is first._local_tensor:
-            return first
-        return _wrap(out, lambda o: _Spec(mesh, (Replicate(),), tuple(o.shape)))
-    shard = next(iter(shards))
-    for d in big:
-        if isinstance(d._spec.placement, Shard) and tuple(d.shape) != shape:
-            return None  # a broadcast sharded operand: let the fallback do it
-
-    def piece(a: Any) -> Any:
-        if not isinstance(a, DTensor):
-            return a
-        if isinstance(a._spec.placement, Shard) or a.ndim == 0:
-            return a._local_tensor
-        # a Replicate operand: this rank's rows of it, unless it broadcasts along them
-        at = shard.dim - (len(shape) - a.ndim)
-        if at < 0 or a.shape[at] == 1:
-            return a._local_tensor
-        return _my_chunk(a._local_tensor, at, mesh)
-
-    local_args, local_kwargs = tree_map(piece, (args, kwargs))
-    out = func(*local_args, **local_kwargs)
-    first = args[0] if args else None
-    if isinstance(first, DTensor) and out is first._local_tensor:
-        return first
-    return _wrap(out, lambda o: _Spec(mesh, (shard,), shape if tuple(o.shape) != () else ()))
-
-
-def tree_leaves(args: Any, kwargs: dict) -> list:
-    found: list = []
-    tree_map(lambda a: found.append(a), (args, kwargs))
-    return found
-
-
-def _reduce_dims(func: Any, args: tuple, kwargs: dict, ndim: int) -> tuple[list[int], bool]:
-    """The dims a reduction runs over and its keepdim."""
+def _in_place(func: Any) -> bool:
     name = func.overloadpacket.__name__
+    return name.endswith("_") and not name.startswith("_")
+
+
+def _like_rule(c: _Call, m: int) -> Any:
+    if c.args[0] is not c.ds[0]:
+        return None
+    pl = c.at(m)
+    p = pl[0]
+    if isinstance(p, Partial) and c.name not in _LINEAR_PARTIAL:
+        p = Replicate()
+    return [p] + [Replicate()] * (len(pl) - 1), p
+
+
+def _tensor_leaves(c: _Call) -> list[ember.Tensor]:
+    return [a for a in tree_leaves(c.args, c.kwargs) if isinstance(a, ember.Tensor)]
+
+
+def _pointwise_rule(c: _Call, m: int) -> Any:
+    pl = c.at(m)
+    nd = max(t.ndim for t in _tensor_leaves(c))
+    first = c.args[0] if c.args else None
+    if _in_place(c.func) and isinstance(first, DTensor):
+        mine = pl[c.index(first)]
+        if isinstance(mine, Partial):
+            linear = (c.name in ("add", "sub") and all(p == mine for p in pl)
+                      and _is_plain_sum(mine) and "alpha" not in c.kwargs) or (
+                c.name in _SCALE_PARTIAL and len(c.ds) == 1 and _is_plain_sum(mine))
+            if not linear:
+                return None
+            return pl, mine
+        return [mine if d is first else _aligned(mine, first.ndim, d) for d in c.ds], mine
+    if any(isinstance(p, Partial) for p in pl):
+        if (c.name in ("add", "sub") and len(c.ds) == 2 and pl[0] == pl[1]
+                and _is_plain_sum(pl[0]) and "alpha" not in c.kwargs) or (
+                c.name in _SCALE_PARTIAL and len(c.ds) == 1 and _is_plain_sum(pl[0])
+                and c.args[0] is c.ds[0]) or (c.name == "neg" and _is_plain_sum(pl[0])):
+            return pl, pl[0]
+    out = next((Shard(p.dim + nd - d.ndim) for p, d in zip(pl, c.ds) if isinstance(p, Shard)),
+               Replicate())
+    if isinstance(out, Shard) and ember.broadcast_shapes(
+            *(tuple(t.shape) for t in _tensor_leaves(c)))[out.dim] == 1:
+        out = Replicate()  # every operand broadcasts along it: nothing to split
+    return [_aligned(out, nd, d) for d in c.ds], out
+
+
+def _aligned(out: Placement, nd: int, d: DTensor) -> Placement:
+    """The layout of operand d that gives this rank's piece of an nd-dim output laid out as
+    out: its own Shard along the same (broadcast-aligned) dim, unless it broadcasts there."""
+    if not isinstance(out, Shard):
+        return out if isinstance(out, Replicate) else Replicate()
+    at = out.dim - (nd - d.ndim)
+    if at < 0 or d.shape[at] == 1:
+        return Replicate()
+    return Shard(at)
+
+
+def _reduce_dims(c: _Call, ndim: int) -> tuple[list[int], bool]:
+    """The dims a reduction runs over and its keepdim."""
+    args, kwargs = c.args, c.kwargs
     schema_dims: Any = None
     keepdim = bool(kwargs.get("keepdim", False))
-    if name in ("linalg_vector_norm",):
+    if c.name == "linalg_vector_norm":
         schema_dims = args[2] if len(args) > 2 else kwargs.get("dim")
         keepdim = bool(args[3]) if len(args) > 3 else keepdim
     elif len(args) > 1 and not isinstance(args[1], (ember.dtype,)):
@@ -465,190 +506,269 @@ def _reduce_dims(func: Any, args: tuple, kwargs: dict, ndim: int) -> tuple[list[
     return [int(d) % max(ndim, 1) for d in schema_dims], keepdim
 
 
-def _reduction(func: Any, args: tuple, kwargs: dict, d: DTensor) -> Any:
-    name = func.overloadpacket.__name__
-    kind = _REDUCE[name]
-    spec = d._spec
-    if name in ("max", "min") and func.__name__ not in (f"{name}.default",):
-        return None  # max(dim) returns indices too: the fallback
-    if isinstance(spec.placement, Replicate):
-        out = func(d._local_tensor, *args[1:], **kwargs)
-        return _wrap(out, lambda o: spec.with_(shape=o.shape))
-    if not isinstance(spec.placement, Shard):
+def _reduce_rule(c: _Call, m: int) -> Any:
+    d = c.args[0]
+    if not isinstance(d, DTensor) or len(c.ds) != 1:
         return None
-    dims, keepdim = _reduce_dims(func, args, kwargs, d.ndim)
-    local = d._local_tensor
-    shape_out = [s for i, s in enumerate(spec.shape) if i not in dims or keepdim]
-    if keepdim:
-        shape_out = [1 if i in dims else s for i, s in enumerate(spec.shape)]
-    if spec.placement.dim not in dims:
-        out = func(local, *args[1:], **kwargs)
-        removed = 0 if keepdim else sum(1 for i in dims if i < spec.placement.dim)
-        return _wrap(out, lambda o: spec.with_(Shard(spec.placement.dim - removed), shape_out))
-    if name == "mean":
-        count = math.prod(spec.shape[i] for i in dims)
-        out = ember.sum(local, dims, keepdim=keepdim, dtype=kwargs.get("dtype")) / count
-        return _wrap(out, lambda o: spec.with_(Partial("sum"), shape_out))
-    if local.numel() == 0 and kind in ("max", "min"):
-        return None  # an empty piece has no max: the fallback
-    out = func(local, *args[1:], **kwargs)
+    if c.name in ("max", "min") and c.func.__name__ != f"{c.name}.default":
+        return None  # max(dim) returns indices too
+    kind = _REDUCE[c.name]
+    p = d._spec.placements[m]
+    if isinstance(p, Replicate):
+        return [p], p
+    if isinstance(p, Partial):
+        if (kind == "sum" and _is_plain_sum(p)) or (
+                type(p) is Partial and kind in ("max", "min") and p.reduce_op == kind):
+            return [p], p
+        return None
+    dims, keepdim = _reduce_dims(c, d.ndim)
+    if p.dim not in dims:
+        removed = 0 if keepdim else sum(1 for i in dims if i < p.dim)
+        return [p], Shard(p.dim - removed)
+    if kind in ("max", "min") and _some_piece_empty(d._spec, [p.dim]):
+        return None  # an empty piece has no max
     if kind == "norm":
-        ord_ = args[1] if len(args) > 1 else kwargs.get("ord", kwargs.get("p", 2))
-        placement: Partial = _NormPartial(2.0 if ord_ is None else float(ord_))
-    else:
-        placement = Partial(kind)
-    return _wrap(out, lambda o: spec.with_(placement, shape_out))
+        ord_ = c.args[1] if len(c.args) > 1 else c.kwargs.get("ord", c.kwargs.get("p", 2))
+        return [p], _NormPartial(2.0 if ord_ is None else float(ord_))
+    return [p], Partial(kind)
 
 
-def _matmul(func: Any, args: tuple, kwargs: dict) -> Any:
-    name = func.overloadpacket.__name__
-    a, b = (args[1], args[2]) if name == "addmm" else (args[0], args[1])
+def _mean_over_shards(c: _Call, local_args: tuple, local_kwargs: dict,
+                      outs: list[Any]) -> Any:
+    """mean over a sharded dim: each piece's sum divided by the whole count (a partial sum)."""
+    d = c.args[0]
+    dims, keepdim = _reduce_dims(c, d.ndim)
+    count = math.prod(d.shape[i] for i in dims)
+    return ember.sum(local_args[0], dims, keepdim=keepdim,
+                     dtype=local_kwargs.get("dtype")) / count
+
+
+def _matmul_rule(c: _Call, m: int) -> Any:
+    a, b = (c.args[1], c.args[2]) if c.name == "addmm" else (c.args[0], c.args[1])
     if not (isinstance(a, DTensor) and isinstance(b, DTensor)) or a.ndim != 2 or b.ndim != 2:
         return None
-    pa, pb = a._spec.placement, b._spec.placement
-    rows, cols = Shard(0), Shard(1)
-    if pa == rows and pb == Replicate():
-        out_p: Placement = rows
-    elif pa == Replicate() and pb == cols:
-        out_p = cols
-    elif pa == cols and pb == rows:
-        out_p = Partial("sum")
-    elif pa == Replicate() and pb == Replicate():
-        out_p = Replicate()
+    if a is b:
+        return None
+    pa, pb = a._spec.placements[m], b._spec.placements[m]
+    rows, cols, rep = Shard(0), Shard(1), Replicate()
+    table = {(rows, rep): rows, (rep, cols): cols, (cols, rows): Partial("sum"),
+             (rep, rep): rep}
+    if (pa, pb) in table:
+        out = table[(pa, pb)]
+    elif _is_plain_sum(pa) and pb == rep or pa == rep and _is_plain_sum(pb):
+        out = Partial("sum")
+    elif pa == rows:
+        pb, out = rep, rows
+    elif pb == cols:
+        pa, out = rep, cols
     else:
         return None
-    if name == "addmm":
-        bias = args[0]
-        mesh = a._spec.mesh
-        if isinstance(bias, DTensor):
-            bp = bias._spec.placement
-            if isinstance(out_p, Shard) and bp == Shard(bias.ndim - 2 + out_p.dim) \
-                    and bias.ndim >= 1:
-                bias = bias._local_tensor  # already this rank's rows / columns
-            elif not isinstance(bp, Replicate):
-                return None
-            else:
-                bias = bias._local_tensor
-                if isinstance(out_p, Shard):  # this rank's rows / columns of a full bias
-                    at = bias.ndim - 2 + out_p.dim
-                    if at >= 0 and bias.shape[at] != 1:
-                        bias = _my_chunk(bias, at, mesh)
-                elif isinstance(out_p, Partial) and _me(mesh) != 0:
-                    bias = ember.zeros_like(bias)  # a partial sum adds the bias once
-        elif isinstance(out_p, (Shard, Partial)) and isinstance(bias, ember.Tensor):
-            return None
-        out = func(bias, a._local_tensor, b._local_tensor, *args[3:], **kwargs)
-    else:
-        out = func(a._local_tensor, b._local_tensor, **kwargs)
-    shape = (a.shape[0], b.shape[1])
-    return _wrap(out, lambda o: _Spec(a._spec.mesh, (out_p,), shape))
+    targets = {id(a): pa, id(b): pb}
+    if c.name == "addmm" and isinstance(c.args[0], DTensor):
+        bias = c.args[0]
+        if isinstance(out, Shard):  # this rank's rows / columns of the bias, unless broadcast
+            at = bias.ndim - 2 + out.dim
+            targets[id(bias)] = Shard(at) if at >= 0 and bias.shape[at] != 1 else rep
+        else:  # a partial sum adds the bias once
+            targets[id(bias)] = out
+    elif c.name == "addmm" and not isinstance(out, Replicate):
+        return None  # a plain bias next to pieces: refused below as mixed operands
+    return [targets.get(id(d), rep) for d in c.ds], out
 
 
-def _transpose(func: Any, args: tuple, d: DTensor) -> Any:
-    p = d._spec.placement
-    name = func.overloadpacket.__name__
-    d0, d1 = (0, 1) if name == "t" else (int(args[1]) % d.ndim, int(args[2]) % d.ndim)
+def _transpose_rule(c: _Call, m: int) -> Any:
+    d = c.args[0]
+    if not isinstance(d, DTensor):
+        return None
+    p = d._spec.placements[m]
     if isinstance(p, Shard):
-        p = Shard(d1 if p.dim == d0 else d0 if p.dim == d1 else p.dim)
-    shape = list(d.shape)
-    shape[d0], shape[d1] = shape[d1], shape[d0]
-    out = func(d._local_tensor, *args[1:])
-    return DTensor(out, d._spec.with_(p, shape))
+        if c.name == "permute":
+            perm = [int(i) % d.ndim for i in c.args[1]]
+            p = Shard(perm.index(p.dim))
+        else:
+            d0, d1 = (0, 1) if c.name == "t" else (int(c.args[1]) % d.ndim,
+                                                   int(c.args[2]) % d.ndim)
+            p = Shard(d1 if p.dim == d0 else d0 if p.dim == d1 else p.dim)
+    return [d._spec.placements[m]], p
 
 
-def _reshape(func: Any, args: tuple, d: DTensor) -> Any:
-    """A view / reshape of a Shard(d) DTensor that keeps the shard dimension whole (the dims
-    before it and after it may merge or split): the pieces reshaped, Shard at its new index."""
-    p = d._spec.placement
-    old = list(d._spec.shape)
-    new = [int(s) for s in (args[1] if len(args) > 1 else [])]
-    if not isinstance(p, Shard) or not new:
+def _view_shape(c: _Call) -> list[int] | None:
+    """The global shape a view / reshape asks for, -1 resolved."""
+    d = c.args[0]
+    new = [int(s) for s in (c.args[1] if len(c.args) > 1 else [])]
+    if c.kwargs or not new:
         return None
     if -1 in new:
         known = math.prod(s for s in new if s != -1)
-        new[new.index(-1)] = math.prod(old) // known if known else 0
+        new[new.index(-1)] = math.prod(d.shape) // known if known else 0
+    return new
+
+
+def _reshape_rule(c: _Call, m: int) -> Any:
+    """A Shard dim that the view keeps whole (the dims before it and after it may merge or
+    split) stays sharded, at its new index."""
+    d = c.args[0]
+    p = d._spec.placements[m]
+    new = _view_shape(c)
+    if new is None or len(c.ds) != 1:
+        return None
+    if not isinstance(p, Shard):
+        return [p], p
+    old = list(d.shape)
     before, after = math.prod(old[:p.dim]), math.prod(old[p.dim + 1:])
     for nd in range(len(new)):
         if new[nd] == old[p.dim] and math.prod(new[:nd]) == before and \
                 math.prod(new[nd + 1:]) == after:
-            local_shape = list(new)
-            local_shape[nd] = d._local_tensor.shape[p.dim]
-            out = func(d._local_tensor, local_shape, *args[2:])
-            return DTensor(out, d._spec.with_(Shard(nd), new))
+            return [p], Shard(nd)
     return None
 
 
-def _along_other_dims(func: Any, args: tuple, kwargs: dict, ds: list[DTensor]) -> Any:
-    """Ops that work along some dims of a tensor and leave the others alone (softmax along
-    dim, layer norm over the last dims, an embedding of a column-split table) run on the
-    pieces when the shard dimension is one of those left alone."""
-    name = func.overloadpacket.__name__
-    x = args[0]
-    if name == "embedding":
-        if isinstance(x, DTensor) and x._spec.placement == Shard(1):
-            return _embedding_cols(func, args, kwargs, x)
+def _reshape_locally(c: _Call, local_args: tuple, local_kwargs: dict, outs: list[Any]) -> Any:
+    new = _view_shape(c)
+    local_shape = _local_region(new, c.mesh, _out_placements(outs, 0))[1]
+    return c.func(local_args[0], local_shape, *local_args[2:])
+
+
+def _softmax_rule(c: _Call, m: int) -> Any:
+    x = c.args[0]
+    back = "backward" in c.name
+    dim = int(c.args[2] if back else c.args[1]) % x.ndim
+    p = next((q for q in c.at(m) if isinstance(q, Shard) and q.dim != dim), Replicate())
+    return [p] * len(c.ds), p
+
+
+def _layer_norm_rule(c: _Call, m: int) -> Any:
+    back = c.name == "native_layer_norm_backward"
+    x = c.args[1] if back else c.args[0]
+    if not isinstance(x, DTensor):
         return None
-    if name == "embedding_dense_backward":
-        return _embedding_cols_backward(func, args, kwargs)
-    if not isinstance(x, DTensor) or not isinstance(x._spec.placement, Shard):
+    axis = x.ndim - len(c.args[2] if back else c.args[1])
+    p = x._spec.placements[m]
+    if not isinstance(p, Shard) or p.dim >= axis:
         return None
-    sd = x._spec.placement.dim
-    if name in ("_softmax", "_log_softmax", "_softmax_backward_data",
-                "_log_softmax_backward_data"):
-        dim = int(args[2] if "backward" in name else args[1]) % x.ndim
-        if sd == dim or any(d._spec != x._spec for d in ds):
-            return None
-        local_args, local_kwargs = _locals(args, kwargs)
-        return _wrap(func(*local_args, **local_kwargs), lambda o: x._spec)
-    if name == "native_layer_norm":
-        axis = x.ndim - len(args[1])
-        if sd >= axis or any(isinstance(a, DTensor) and not isinstance(
-                a._spec.placement, Replicate) for a in args[2:4]):
-            return None
-        local_args, local_kwargs = _locals(args, kwargs)
-        out, mean, rstd = func(*local_args, **local_kwargs)
-        stats = tuple(x.shape[:axis]) + (1,) * (x.ndim - axis)
-        return (DTensor(out, x._spec), DTensor(mean, x._spec.with_(shape=stats)),
-                DTensor(rstd, x._spec.with_(shape=stats)))
-    if name == "native_layer_norm_backward":
-        inp = args[1]
-        axis = inp.ndim - len(args[2])
-        if not isinstance(inp, DTensor) or inp._spec != x._spec or sd >= axis or any(
-                isinstance(a, DTensor) and not isinstance(a._spec.placement, Replicate)
-                for a in args[5:7]):
-            return None
-        local_args, local_kwargs = _locals(args, kwargs)
-        g_in, g_w, g_b = func(*local_args, **local_kwargs)
-        # the affine parameters' gradients sum over rows spread across the ranks
-        partial = [None if g is None else DTensor(g, _Spec(x._spec.mesh, (Partial("sum"),),
-                                                             tuple(g.shape)))
-                   for g in (g_w, g_b)]
-        return (None if g_in is None else DTensor(g_in, x._spec), *partial)
-    return None
+    affine = {id(a) for a in (c.args[5:7] if back else c.args[2:4]) if isinstance(a, DTensor)}
+    targets = [Replicate() if id(d) in affine else p for d in c.ds]
+    if back:  # the affine parameters' gradients sum over rows spread across the ranks
+        return targets, [p, Partial("sum"), Partial("sum")]
+    return targets, [p, p, p]
 
 
-def _embedding_cols(func: Any, args: tuple, kwargs: dict, weight: DTensor) -> Any:
-    """An embedding of a table split by columns: this rank's columns of every row."""
-    ids = args[1]
-    if isinstance(ids, DTensor):
-        if not isinstance(ids._spec.placement, Replicate):
-            return None
-        ids = ids._local_tensor
-    out = func(weight._local_tensor, ids, *args[2:], **kwargs)
-    shape = tuple(ids.shape) + (weight.shape[1],)
-    return DTensor(out, weight._spec.with_(Shard(len(shape) - 1), shape))
-
-
-def _embedding_cols_backward(func: Any, args: tuple, kwargs: dict) -> Any:
-    grad, ids = args[0], args[1]
-    if not isinstance(grad, DTensor) or grad._spec.placement != Shard(grad.ndim - 1):
+def _embedding_rule(c: _Call, m: int) -> Any:
+    weight, ids = c.args[0], c.args[1]
+    wp = weight._spec.placements[m] if isinstance(weight, DTensor) else Replicate()
+    ip = ids._spec.placements[m] if isinstance(ids, DTensor) else Replicate()
+    if wp == Shard(1) and isinstance(ip, Replicate):  # this rank's columns of every row
+        out: Placement = Shard(ids.ndim)
+    elif isinstance(wp, Replicate) and isinstance(ip, Shard):  # the rows of this rank's ids
+        out, wp = ip, Replicate()
+    else:
         return None
-    if isinstance(ids, DTensor):
-        if not isinstance(ids._spec.placement, Replicate):
-            return None
-        ids = ids._local_tensor
-    out = func(grad._local_tensor, ids, *args[2:], **kwargs)
-    return DTensor(out, grad._spec.with_(Shard(1), (int(args[2]), grad.shape[-1])))
+    return [wp if d is weight else ip for d in c.ds], out
+
+
+def _embedding_backward_rule(c: _Call, m: int) -> Any:
+    grad, ids = c.args[0], c.args[1]
+    if not isinstance(grad, DTensor):
+        return None
+    gp = grad._spec.placements[m]
+    ip = ids._spec.placements[m] if isinstance(ids, DTensor) else Replicate()
+    if gp == Shard(grad.ndim - 1) and isinstance(ip, Replicate):
+        out: Placement = Shard(1)
+    elif isinstance(gp, Shard) and gp == ip and gp.dim < ids.ndim and not (
+            len(c.args) > 4 and c.args[4]):
+        out = Partial("sum")  # each rank's ids add their rows of the gradient
+    else:
+        return None
+    return [gp if d is grad else ip for d in c.ds], out
+
+
+_RULES: dict[str, _Rule] = {
+    "sum": _reduce_rule, "mean": _reduce_rule, "amax": _reduce_rule, "amin": _reduce_rule,
+    "max": _reduce_rule, "min": _reduce_rule, "linalg_vector_norm": _reduce_rule,
+    "norm": _reduce_rule,
+    "mm": _matmul_rule, "addmm": _matmul_rule, "matmul": _matmul_rule,
+    "t": _transpose_rule, "transpose": _transpose_rule, "permute": _transpose_rule,
+    "view": _reshape_rule, "reshape": _reshape_rule, "_unsafe_view": _reshape_rule,
+    "_softmax": _softmax_rule, "_log_softmax": _softmax_rule,
+    "_softmax_backward_data": _softmax_rule, "_log_softmax_backward_data": _softmax_rule,
+    "native_layer_norm": _layer_norm_rule, "native_layer_norm_backward": _layer_norm_rule,
+    "embedding": _embedding_rule, "embedding_dense_backward": _embedding_backward_rule,
+}
+# how an op runs on the pieces when that is not the op itself
+_LOCAL_RUN: dict[str, Callable] = {"view": _reshape_locally, "reshape": _reshape_locally,
+                                   "_unsafe_view": _reshape_locally}
+
+
+def _rule_of(name: str) -> _Rule | None:
+    if name in _LIKE:
+        return _like_rule
+    if name in _POINTWISE:
+        return _pointwise_rule
+    return _RULES.get(name)
+
+
+# ---- running an op on DTensors -----------------------------------------------------------------
+def tree_leaves(args: Any, kwargs: dict) -> list:
+    found: list = []
+    tree_map(lambda a: found.append(a), (args, kwargs))
+    return found
+
+
+def _dtensors(args: Any, kwargs: dict) -> list[DTensor]:
+    found: list[DTensor] = []
+    tree_map(lambda a: found.append(a) if isinstance(a, DTensor) else a, (args, kwargs))
+    return found
+
+
+def _refuse_mixed(c: _Call) -> None:
+    """Indices and masks may be plain tensors; values must be DTensors too (as in torch)."""
+    if any(isinstance(a, ember.Tensor) and not isinstance(a, DTensor) and a.ndim > 0
+           and (a.is_floating_point() or a.is_complex()) for a in tree_leaves(c.args, c.kwargs)):
+        raise RuntimeError(f"{c.func}: got mixed ember.Tensor and DTensor operands; wrap the "
+                           "plain tensor with DTensor.from_local or distribute_tensor first")
+
+
+def _plan(c: _Call) -> tuple[list[list[Placement]], list[Any]] | None:
+    """For each DTensor operand its layout, and for each mesh dimension the outputs' layouts
+    (a placement for all outputs, or one per output); None: no rule fits any dimension."""
+    rule = _rule_of(c.name)
+    n = c.mesh.ndim
+    targets = [list(d._spec.placements) for d in c.ds]
+    outs: list[Any] = []
+    fitted = False
+    for m in range(n):
+        got = rule(c, m) if rule is not None else None
+        if got is None:
+            for t in targets:
+                t[m] = Replicate()
+            outs.append(Replicate())
+            continue
+        fitted = True
+        for t, p in zip(targets, got[0]):
+            t[m] = p
+        outs.append(got[1])
+    return (targets, outs) if fitted else None
+
+
+def _out_placements(outs: list[Any], i: int) -> tuple[Placement, ...]:
+    return tuple(o[i] if isinstance(o, list) else o for o in outs)
+
+
+def _meta(a: Any) -> Any:
+    if isinstance(a, DTensor):
+        return ember.empty(a.shape, dtype=a.dtype, device="meta")
+    if isinstance(a, ember.Tensor):
+        return a.to("meta")
+    return a
+
+
+def _global_shapes(c: _Call) -> list[tuple[int, ...] | None]:
+    """The output shapes of the op on whole tensors (it runs on meta tensors)."""
+    kwargs = {k: v for k, v in c.kwargs.items() if k not in ("device", "pin_memory")}
+    with ember.no_grad():
+        out = c.func(*tree_map(_meta, c.args), **tree_map(_meta, kwargs))
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [tuple(o.shape) if isinstance(o, ember.Tensor) else None for o in outs]
 
 
 def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -656,44 +776,72 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     mesh = ds[0]._spec.mesh
     if any(d._spec.mesh != mesh for d in ds):
         raise RuntimeError(f"{func}: DTensor operands on different device meshes")
-    name = func.overloadpacket.__name__
-    packet = _packet(func)
-    result = None
-    if name in ("t", "transpose") and isinstance(args[0], DTensor):
-        return _transpose(func, args, args[0])
-    if name in ("view", "reshape", "_unsafe_view") and isinstance(args[0], DTensor) and not kwargs:
-        result = _reshape(func, args, args[0])
-        if result is not None:
-            return result
-    if packet in _LIKE and isinstance(args[0], DTensor):
-        d = args[0]
-        if isinstance(d._spec.placement, Partial) and packet not in _LINEAR_PARTIAL:
-            return _replicated(func, args, kwargs, mesh)
-        out = func(d._local_tensor, *args[1:], **kwargs)
-        return _wrap(out, lambda o: d._spec)
-    if name in ("copy_",) and isinstance(args[0], DTensor) and isinstance(args[1], DTensor) \
-            and args[0]._spec.placements == args[1]._spec.placements:
-        args[0]._local_tensor.copy_(args[1]._local_tensor)
-        return args[0]
-    if packet in _POINTWISE:
-        result = _pointwise(func, args, kwargs, ds)
-    elif name in _REDUCE and isinstance(args[0], DTensor) and len(ds) == 1:
-        result = _reduction(func, args, kwargs, args[0])
-    elif name in ("mm", "addmm", "matmul"):
-        result = _matmul(func, args, kwargs)
-    elif name in ("_softmax", "_log_softmax", "_softmax_backward_data",
-                  "_log_softmax_backward_data", "native_layer_norm",
-                  "native_layer_norm_backward", "embedding", "embedding_dense_backward"):
-        result = _along_other_dims(func, args, kwargs, ds)
-    if result is not None:
-        return result
-    mixed = [a for a in tree_leaves(args, kwargs) if isinstance(a, ember.Tensor)
-             and not isinstance(a, DTensor) and a.ndim > 0
-             and (a.is_floating_point() or a.is_complex())]
-    if mixed:  # indices and masks may be plain; values must be DTensors too (as torch)
-        raise RuntimeError(f"{func}: got mixed ember.Tensor and DTensor operands; wrap the "
-                           "plain tensor with DTensor.from_local or distribute_tensor first")
-    return _replicated(func, args, kwargs, mesh)
+    c = _Call(func, _packet(func), args, kwargs, ds, mesh)
+    if c.name == "copy" and _in_place(func) and len(ds) == 2 and args[0] is ds[0] \
+            and args[1] is ds[1]:
+        # copy_ between DTensors: the source moved to the destination's layout
+        ds[0]._local_tensor.copy_(_move(ds[1]._local_tensor, ds[1]._spec, ds[0].placements))
+        return ds[0]
+    planned = None
+    if not (_in_place(func) and c.name not in _POINTWISE) and not (c.name in _POINTWISE and any(
+            isinstance(a, ember.Tensor) and not isinstance(a, DTensor) and a.ndim > 0
+            for a in tree_leaves(args, kwargs))):
+        planned = _plan(c)
+    if planned is None:
+        _refuse_mixed(c)
+        return _replicated(c)
+    targets, outs = planned
+    _refuse_mixed(c)
+    moved = {id(d): _move(d._local_tensor, d._spec, t) for d, t in zip(ds, targets)}
+    local_args, local_kwargs = tree_map(
+        lambda a: moved[id(a)] if isinstance(a, DTensor) else a, (args, kwargs))
+    run = _LOCAL_RUN.get(c.name)
+    if c.name == "mean" and any(isinstance(p, Partial) and not isinstance(
+            ds[0].placements[m], Partial) for m, p in enumerate(outs)):
+        run = _mean_over_shards
+    out = run(c, local_args, local_kwargs, outs) if run else func(*local_args, **local_kwargs)
+    if _in_place(func) and isinstance(args[0], DTensor):
+        first = args[0]
+        if moved[id(first)] is not first._local_tensor:  # a Partial reduced: same piece shape
+            first._local_tensor.copy_(moved[id(first)])
+            first._spec = first._spec.with_(targets[c.index(first)])
+        return first
+    needs_shape = any(isinstance(p, Shard) for o in outs
+                      for p in (o if isinstance(o, list) else [o]))
+    shapes = _global_shapes(c) if needs_shape else None
+    return _wrap_outputs(out, mesh, outs, shapes)
+
+
+def _wrap_outputs(out: Any, mesh: DeviceMesh, outs: list[Any],
+                  shapes: list[tuple[int, ...] | None] | None) -> Any:
+    def one(o: Any, i: int) -> Any:
+        if not isinstance(o, ember.Tensor):
+            return o
+        shape = shapes[i] if shapes is not None else tuple(o.shape)
+        return DTensor(o, _Spec(mesh, _out_placements(outs, i), shape))
+
+    if isinstance(out, (tuple, list)):
+        wrapped = [one(o, i) for i, o in enumerate(out)]
+        return type(out)(wrapped) if not hasattr(out, "_fields") else type(out)(*wrapped)
+    return one(out, 0)
+
+
+def _replicated(c: _Call) -> Any:
+    """The fallback: every operand whole, a Replicate result."""
+    whole = tree_map(lambda a: _whole(a._local_tensor, a._spec) if isinstance(a, DTensor)
+                     else a, (c.args, c.kwargs))
+    out = c.func(*whole[0], **whole[1])
+    first = c.args[0] if c.args else None
+    if isinstance(first, DTensor) and _in_place(c.func):
+        # in place: write this rank's piece of the new value back
+        spec = first._spec.with_(_no_partial(first.placements))
+        first._local_tensor.copy_(_move(whole[0][0], spec.with_(
+            [Replicate()] * len(spec.placements)), spec.placements))
+        first._spec = spec  # a Partial is now the reduced value
+        return first
+    rep = tuple(Replicate() for _ in range(c.mesh.ndim))
+    return tree_map(lambda o: DTensor(o, _Spec(c.mesh, rep, tuple(o.shape)))
+                    if isinstance(o, ember.Tensor) else o, out)
 
 
 # ---- making DTensors ---------------------------------------------------------------------------
@@ -711,13 +859,15 @@ def distribute_tensor(tensor: ember.Tensor, device_mesh: DeviceMesh | None = Non
     target = _check_placements(placements or [Replicate()], mesh, tensor.ndim)
     with ember.no_grad():
         data = tensor.detach()
-        if src_data_rank is not None:
+        if src_data_rank is not None:  # along each mesh dim from its index src_data_rank
             data = data.clone().contiguous()
-            group = mesh.get_group(0)
-            c10d.broadcast(data, c10d.get_global_rank(group, src_data_rank), group=group)
+            for m in range(mesh.ndim):
+                group = mesh.get_group(m)
+                c10d.broadcast(data, c10d.get_global_rank(group, src_data_rank), group=group)
         spec = _Spec(mesh, target, tuple(tensor.shape))
-        local = _move(data, spec.with_(Replicate()), target[0]) if not isinstance(
-            target[0], Replicate) else data.clone()
+        local = _move(data, spec.with_([Replicate()] * mesh.ndim), target)
+        if local is data:
+            local = data.clone()
     return DTensor(local, spec, requires_grad=tensor.requires_grad)
 
 
@@ -726,10 +876,7 @@ def _factory(make: Any, size: Any, device_mesh: DeviceMesh | None,
     shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
     mesh = device_mesh or init_device_mesh("cpu", (c10d.get_world_size(),))
     target = _check_placements(placements or [Replicate()], mesh, len(shape))
-    local_shape = list(shape)
-    if isinstance(target[0], Shard):
-        local_shape[target[0].dim] = _chunk_sizes(shape[target[0].dim],
-                                                  mesh.size(0))[_me(mesh)]
+    local_shape = _local_region(shape, mesh, target)[1]
     requires_grad = kw.pop("requires_grad", False)
     return DTensor(make(local_shape, **kw), _Spec(mesh, target, tuple(int(s) for s in shape)),
                    requires_grad=requires_grad)
