@@ -1,5 +1,5 @@
 """ember.distributed.tensor: DTensor, a tensor split or replicated over the ranks of a device
-mesh. Importing it defines a
+mesh of any number of dimensions (torch.distributed.tensor's API). Importing it defines a
 ``__torch_dispatch__`` subclass, which turns ember's dispatch hook on for the process (a small
 cost on every op), so ``import ember.distributed`` does not import it.
 
