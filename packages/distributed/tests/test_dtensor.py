@@ -89,3 +89,37 @@ def test_str_deepcopy_and_data_access(mesh):
         d.tolist()
     with pytest.raises(RuntimeError, match=r"\.numpy\(\) is not supported"):
         d.numpy()
+
+
+@pytest.mark.parametrize("shape,kw", [((5, 7), {}), ((5, 7), {"reduction": "sum"}),
+                                      ((5, 7), {"reduction": "none", "ignore_index": 3}),
+                                      ((5, 7), {"weight": True}), ((2, 7, 3), {})])
+def test_loss_parallel_runs_on_the_pieces(mesh, monkeypatch, shape, kw):
+    """Inside loss_parallel, cross entropy of class-split logits and its backward never go
+    through whole tensors (the fallback would gather the logits)."""
+    import ember.distributed.tensor._dtensor as impl
+    from ember.distributed.tensor import Shard, distribute_tensor
+    from ember.distributed.tensor.parallel import loss_parallel
+
+    gen = ember.Generator().manual_seed(0)
+    full = ember.randn(*shape, generator=gen, dtype=ember.float64)
+    target = ember.randint(0, 7, (shape[0],) + shape[2:], generator=gen)
+    if kw.get("weight"):
+        kw = {"weight": ember.rand(7, generator=gen, dtype=ember.float64) + 0.5}
+    expected = ember.nn.functional.cross_entropy(full.clone().requires_grad_(), target, **kw)
+    leaf = full.clone().requires_grad_()
+    ember.nn.functional.cross_entropy(leaf, target, **kw).sum().backward()
+
+    def no_fallback(c):
+        raise AssertionError(f"{c.func} went through whole tensors")
+
+    d = distribute_tensor(full, mesh, [Shard(1)]).requires_grad_()
+    with loss_parallel():
+        monkeypatch.setattr(impl, "_replicated", no_fallback)
+        loss = ember.nn.functional.cross_entropy(d, target, **kw)
+        (loss.sum() if loss.ndim else loss).backward()
+        monkeypatch.undo()
+    np.testing.assert_allclose(loss.full_tensor().detach().numpy(), expected.detach().numpy(),
+                               rtol=1e-12)
+    np.testing.assert_allclose(d.grad.full_tensor().numpy(), leaf.grad.numpy(), rtol=1e-10,
+                               atol=1e-14)

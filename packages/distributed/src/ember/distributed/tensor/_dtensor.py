@@ -623,8 +623,31 @@ def _reshape_rule(c: _Call, m: int) -> Any:
     return None
 
 
+def _expand_shape(c: _Call) -> list[int] | None:
+    """The global shape expand asks for (-1 keeps a dim's size)."""
+    d = c.args[0]
+    new = [int(s) for s in (c.args[1] if len(c.args) > 1 else [])]
+    if c.kwargs or len(new) < d.ndim:
+        return None
+    lead = len(new) - d.ndim
+    return [d.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(new)]
+
+
+def _expand_rule(c: _Call, m: int) -> Any:
+    """A Shard dim that expand leaves alone stays sharded (shifted by the new leading dims)."""
+    d = c.args[0]
+    p = d._spec.placements[m]
+    new = _expand_shape(c)
+    if new is None or len(c.ds) != 1:
+        return None
+    if not isinstance(p, Shard):
+        return [p], p
+    at = p.dim + len(new) - d.ndim
+    return ([p], Shard(at)) if new[at] == d.shape[p.dim] else None
+
+
 def _reshape_locally(c: _Call, local_args: tuple, local_kwargs: dict, outs: list[Any]) -> Any:
-    new = _view_shape(c)
+    new = _expand_shape(c) if c.name == "expand" else _view_shape(c)
     local_shape = _local_region(new, c.mesh, _out_placements(outs, 0))[1]
     return c.func(local_args[0], local_shape, *local_args[2:])
 
@@ -689,6 +712,7 @@ _RULES: dict[str, _Rule] = {
     "mm": _matmul_rule, "addmm": _matmul_rule, "matmul": _matmul_rule,
     "t": _transpose_rule, "transpose": _transpose_rule, "permute": _transpose_rule,
     "view": _reshape_rule, "reshape": _reshape_rule, "_unsafe_view": _reshape_rule,
+    "expand": _expand_rule,
     "_softmax": _softmax_rule, "_log_softmax": _softmax_rule,
     "_softmax_backward_data": _softmax_rule, "_log_softmax_backward_data": _softmax_rule,
     "native_layer_norm": _layer_norm_rule, "native_layer_norm_backward": _layer_norm_rule,
@@ -696,7 +720,10 @@ _RULES: dict[str, _Rule] = {
 }
 # how an op runs on the pieces when that is not the op itself
 _LOCAL_RUN: dict[str, Callable] = {"view": _reshape_locally, "reshape": _reshape_locally,
-                                   "_unsafe_view": _reshape_locally}
+                                   "_unsafe_view": _reshape_locally, "expand": _reshape_locally}
+# ops computed over the ranks by code of their own while a context is on (loss_parallel):
+# op name -> handler(call) returning the result, or None to go on as usual
+_SPECIAL: dict[str, Callable[[_Call], Any]] = {}
 
 
 def _rule_of(name: str) -> _Rule | None:
@@ -777,6 +804,11 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     if any(d._spec.mesh != mesh for d in ds):
         raise RuntimeError(f"{func}: DTensor operands on different device meshes")
     c = _Call(func, _packet(func), args, kwargs, ds, mesh)
+    special = _SPECIAL.get(c.name)
+    if special is not None:
+        result = special(c)
+        if result is not None:
+            return result
     if c.name == "copy" and _in_place(func) and len(ds) == 2 and args[0] is ds[0] \
             and args[1] is ds[1]:
         # copy_ between DTensors: the source moved to the destination's layout

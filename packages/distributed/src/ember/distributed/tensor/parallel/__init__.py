@@ -1,5 +1,7 @@
 """Tensor parallelism on DTensor (torch.distributed.tensor.parallel): parallelize_module with
-ColwiseParallel / RowwiseParallel plans for nn.Linear and nn.Embedding.
+ColwiseParallel / RowwiseParallel plans for nn.Linear and nn.Embedding, SequenceParallel for
+norms and dropout on sequence-split activations, PrepareModuleInput / Output to lay out a
+module's inputs and outputs, and loss_parallel for cross entropy on class-split logits.
 
 Example (2 ranks, the same input on both)::
 
@@ -11,7 +13,17 @@ Example (2 ranks, the same input on both)::
 """
 
 from .api import parallelize_module
-from .style import ColwiseParallel, ParallelStyle, PrepareModuleInput, RowwiseParallel
+from .loss import loss_parallel
+from .style import (
+                    ColwiseParallel,
+                    ParallelStyle,
+                    PrepareModuleInput,
+                    PrepareModuleInputOutput,
+                    PrepareModuleOutput,
+                    RowwiseParallel,
+                    SequenceParallel,
+)
 
-__all__ = ["ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "RowwiseParallel",
+__all__ = ["ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "PrepareModuleInputOutput",
+           "PrepareModuleOutput", "RowwiseParallel", "SequenceParallel", "loss_parallel",
            "parallelize_module"]
