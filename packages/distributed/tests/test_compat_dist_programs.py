@@ -44,6 +44,7 @@ PROGRAMS = {
     "pipeline_schedules": (1e-4, 1e-5),
     "dtensor_2d": (1e-4, 1e-5),
     "tp_sequence_loss": (1e-4, 1e-5),
+    "fsdp_tp_2d": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

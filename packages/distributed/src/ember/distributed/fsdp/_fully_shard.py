@@ -67,11 +67,24 @@ class UnshardHandle:
         return None
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How a parameter is sharded: split along dim 0 over mesh dimension shard_dim of its
+    DTensor's mesh, summed over replicate_dim too (HSDP); tp: the tensor-parallel mesh and
+    placement of the piece fully_shard splits (2-D FSDP x TP), whose gathered form is a TP
+    DTensor."""
+
+    shard_dim: int
+    replicate_dim: int | None = None
+    tp: tuple[Any, Any] | None = None
+
+
 class _Param:
     """One managed parameter: where it lives, its DTensor and its unsharded twin."""
 
-    def __init__(self, owner: nn.Module, name: str, sharded: nn.Parameter) -> None:
-        self.owner, self.name, self.sharded = owner, name, sharded
+    def __init__(self, owner: nn.Module, name: str, sharded: nn.Parameter,
+                 layout: _Layout) -> None:
+        self.owner, self.name, self.sharded, self.layout = owner, name, sharded, layout
         self.unsharded: nn.Parameter | None = None
         self.pending: ember.Tensor | None = None  # gradients kept under no-sync
 
@@ -91,32 +104,26 @@ class _State:
         self.is_root: bool | None = None
 
 
-def _shard_dim(mesh: Any) -> int:
-    """The mesh dimension the parameters are split over: the last (a 2-D mesh is HSDP:
-    replicated over dim 0, sharded over dim 1)."""
-    return mesh.ndim - 1
+def _gather(p: _Param) -> ember.Tensor:
+    """The parameter gathered over its FSDP ranks: a plain tensor, or the TP DTensor."""
+    from ember.distributed.tensor._dtensor import DTensor, _all_gather, _local_region, _Spec
+
+    d, lay = p.sharded, p.layout
+    if lay.tp is None:
+        return _all_gather(d._local_tensor, 0, d.shape[0], d._spec.mesh, lay.shard_dim)
+    tp_mesh, tp_placement = lay.tp
+    length = _local_region(d.shape, tp_mesh, (tp_placement,))[1][0]
+    local = _all_gather(d._local_tensor, 0, length, d._spec.mesh, lay.shard_dim)
+    return DTensor(local, _Spec(tp_mesh, (tp_placement,), tuple(d.shape)))
 
 
-def _chunk(t: ember.Tensor, mesh: Any) -> ember.Tensor:
-    from ember.distributed.tensor._dtensor import _my_chunk
-
-    return _my_chunk(t, 0, mesh, _shard_dim(mesh))
-
-
-def _gather(p: _Param, mesh: Any) -> ember.Tensor:
-    from ember.distributed.tensor._dtensor import _all_gather
-
-    d = p.sharded
-    return _all_gather(d._local_tensor, 0, d.shape[0], d._spec.mesh, _shard_dim(d._spec.mesh))
-
-
-def _reduce_scatter(full: ember.Tensor, spec: Any, factor: float) -> ember.Tensor:
-    """This rank's rows of the sum over ranks of full, divided by factor (with HSDP, summed
-    over the replicas too)."""
+def _reduce_scatter(full: ember.Tensor, p: _Param, factor: float) -> ember.Tensor:
+    """This rank's rows of the sum over the FSDP ranks of full (with HSDP, summed over the
+    replicas too), divided by factor."""
     from ember.distributed.tensor._dtensor import _chunk_sizes
 
-    mesh = spec.mesh
-    m = _shard_dim(mesh)
+    mesh, lay = p.sharded._spec.mesh, p.layout
+    m = lay.shard_dim
     sizes = _chunk_sizes(full.shape[0], mesh.size(m))
     top = max(sizes)
     pieces = []
@@ -132,8 +139,8 @@ def _reduce_scatter(full: ember.Tensor, spec: Any, factor: float) -> ember.Tenso
     out = ember.empty_like(pieces[0])
     dist.reduce_scatter(out, pieces, group=mesh.get_group(m))
     out = out.narrow(0, 0, sizes[mesh.get_local_rank(m)]).contiguous()
-    if m > 0:
-        dist.all_reduce(out, group=mesh.get_group(0))
+    if lay.replicate_dim is not None:
+        dist.all_reduce(out, group=mesh.get_group(lay.replicate_dim))
     return out.div_(factor)
 
 
@@ -205,7 +212,7 @@ def _unshard(state: _State) -> None:
             now = p.owner._parameters.get(p.name)
             if now is not p.sharded and now is not p.unsharded and hasattr(now, "_spec"):
                 p.sharded = now  # module._apply (model.double(), .to()) made a new DTensor
-            full = _gather(p, state.mesh)
+            full = _gather(p)
             if dtype is not None and full.is_floating_point():
                 full = full.to(dtype)
             if p.unsharded is not None and (p.unsharded.dtype != full.dtype
@@ -216,6 +223,8 @@ def _unshard(state: _State) -> None:
                 if p.sharded.requires_grad:
                     p.unsharded.register_post_accumulate_grad_hook(
                         lambda t, p=p, s=state: _reduce_grad(s, p))
+            elif p.layout.tp is not None:  # a TP DTensor: its piece is its data
+                p.unsharded._local_tensor = full._local_tensor
             else:
                 p.unsharded.data = full
             p.register(p.unsharded)
@@ -245,8 +254,11 @@ def _reduce_grad(state: _State, p: _Param) -> None:
     with ember.no_grad():
         reduce_dtype = state.mp.reduce_dtype or g.dtype
         world = state.mesh.size()
-        local = _reduce_scatter(g.to(reduce_dtype), p.sharded._spec,
-                                state.divide_factor or float(world))
+        if p.layout.tp is not None:  # this rank's TP piece of the gradient
+            from ember.distributed.tensor._dtensor import _move
+
+            g = _move(g._local_tensor, g._spec, (p.layout.tp[1],))
+        local = _reduce_scatter(g.to(reduce_dtype), p, state.divide_factor or float(world))
         local = local.to(p.sharded.dtype)
         grad = DTensor(local, p.sharded._spec)
         if p.sharded.grad is None:
@@ -320,7 +332,7 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
 
     from ember.distributed.device_mesh import init_device_mesh
     from ember.distributed.tensor import DTensor, Replicate, Shard
-    from ember.distributed.tensor._dtensor import _Spec
+    from ember.distributed.tensor._dtensor import _my_chunk, _Spec
 
     if isinstance(module, (list, tuple)):
         raise NotImplementedError("fully_shard: ember shards one module at a time")
@@ -338,6 +350,7 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
         mesh = init_device_mesh(device, (dist.get_world_size(),))
     if mesh.ndim not in (1, 2):
         raise ValueError(f"fully_shard expects a 1D or 2D DeviceMesh but got {mesh.ndim}-D")
+    plain = _Layout(0) if mesh.ndim == 1 else _Layout(1, replicate_dim=0)
     placements = (Shard(0),) if mesh.ndim == 1 else (Replicate(), Shard(0))
     ignored = {id(p) for p in (ignored_params or ())}
     inner = {id(p) for m in module.modules() if m is not module and isinstance(m, FSDPModule)
@@ -353,9 +366,7 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
             if id(p) in seen:  # a tied parameter: the same DTensor in both places
                 owner._parameters[name] = seen[id(p)]
                 continue
-            if isinstance(p, DTensor):
-                raise ValueError(f"fully_shard: parameter {name} of {type(owner).__name__} is "
-                                 "already a DTensor")
+            tp = _tp_layout(p, mesh, name, owner) if isinstance(p, DTensor) else None
             placement = shard_placement_fn(p) if shard_placement_fn else None
             if placement is not None and placement != Shard(0):
                 raise NotImplementedError(f"fully_shard: ember shards dim 0 only, got "
@@ -364,12 +375,16 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
                 raise NotImplementedError(f"fully_shard: 0-d parameter {name} cannot be "
                                           "sharded along dim 0")
             with ember.no_grad():
-                spec = _Spec(mesh, placements, tuple(p.shape))
-                local = _chunk(p.detach(), mesh).clone()
+                if tp is None:
+                    spec = _Spec(mesh, placements, tuple(p.shape))
+                    local = _my_chunk(p.detach(), 0, mesh, plain.shard_dim).clone()
+                else:  # this rank's rows of its TP piece, on the 2-D root mesh
+                    spec = tp[0]
+                    local = _my_chunk(p._local_tensor.detach(), 0, mesh, 0).clone()
                 sharded = nn.Parameter(DTensor(local, spec), requires_grad=p.requires_grad)
             seen[id(p)] = sharded
             owner._parameters[name] = sharded
-            params.append(_Param(owner, name, sharded))
+            params.append(_Param(owner, name, sharded, plain if tp is None else tp[1]))
     cls = type(module)
     if cls not in _CLASSES:
         _CLASSES[cls] = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
@@ -379,6 +394,30 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
     module.register_forward_hook(_post_forward, with_kwargs=True)
     _LIVE.append(weakref.ref(module))
     return module
+
+
+def _tp_layout(p: Any, mesh: Any, name: str, owner: nn.Module) -> tuple[Any, _Layout]:
+    """(the 2-D spec, the layout) of a tensor-parallel DTensor parameter that fully_shard
+    splits again over mesh: both meshes must be the two dimensions of one 2-D mesh (FSDP's
+    first). A TP Shard(0) piece split again along dim 0 is torch's _StridedShard."""
+    from ember.distributed.tensor import Shard
+    from ember.distributed.tensor._dtensor import _Spec
+    from ember.distributed.tensor.placement_types import _StridedShard
+
+    tp_mesh = p.device_mesh
+    root = mesh._root_mesh()
+    if not (mesh.ndim == 1 and tp_mesh.ndim == 1 and tp_mesh._root_mesh() is root
+            and root.ndim == 2 and mesh._root_dims == (0,) and tp_mesh._root_dims == (1,)):
+        raise ValueError(f"fully_shard: parameter {name} of {type(owner).__name__} is already a "
+                         "DTensor; fully_shard splits tensor-parallel parameters only over the "
+                         "first dimension of the 2-D mesh whose second dimension holds them")
+    tp_placement = p.placements[0]
+    if tp_placement == Shard(0):
+        dp_placement = _StridedShard(0, split_factor=tp_mesh.size())
+    else:
+        dp_placement = Shard(0)
+    spec = _Spec(root, (dp_placement, tp_placement), tuple(p.shape))
+    return spec, _Layout(0, tp=(tp_mesh, tp_placement))
 
 
 def register_fsdp_forward_method(module: nn.Module, method_name: str) -> None:

@@ -22,6 +22,7 @@ DTensors like through any tensor. There, as in torch, an op runs in three steps:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from ember.utils._pytree import tree_map
 
 from .. import distributed_c10d as c10d
 from ..device_mesh import DeviceMesh, init_device_mesh
-from .placement_types import Partial, Placement, Replicate, Shard
+from .placement_types import Partial, Placement, Replicate, Shard, _StridedShard
 
 __all__ = ["DTensor", "distribute_tensor", "empty", "full", "ones", "zeros"]
 
@@ -82,13 +83,28 @@ def _chunk_sizes(length: int, n: int) -> list[int]:
     return sizes
 
 
+def _cut_order(placements: Sequence[Placement]) -> list[int]:
+    """The mesh dims in the order their Shards cut the tensor: mesh order, with the
+    _StridedShard ones last (cuts of different tensor dims commute)."""
+    n = range(len(placements))
+    return ([m for m in n if not isinstance(placements[m], _StridedShard)]
+            + [m for m in n if isinstance(placements[m], _StridedShard)])
+
+
+def _levels(placements: Sequence[Placement], dim: int) -> list[int]:
+    """The mesh dims cutting tensor dim dim, in cutting order."""
+    return [m for m in _cut_order(placements)
+            if isinstance(placements[m], Shard) and placements[m].dim == dim]
+
+
 def _local_region(shape: Sequence[int], mesh: DeviceMesh, placements: Sequence[Placement],
                   coord: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
     """(offsets, sizes) of the piece at mesh coordinate coord (default: this rank's) in the
-    whole tensor: each Shard cuts the dim again, in mesh-dimension order."""
+    whole tensor: each Shard cuts the dim again, in cutting order (_cut_order)."""
     coord = mesh.get_coordinate() if coord is None else coord
     sizes, offsets = [int(s) for s in shape], [0] * len(shape)
-    for m, p in enumerate(placements):
+    for m in _cut_order(placements):
+        p = placements[m]
         if isinstance(p, Shard):
             chunks = _chunk_sizes(sizes[p.dim], mesh.size(m))
             offsets[p.dim] += sum(chunks[:coord[m]])
@@ -150,29 +166,34 @@ def _all_reduce(local: ember.Tensor, placement: Partial, mesh: DeviceMesh,
 
 def _move(local: ember.Tensor, spec: _Spec, target: Sequence[Placement]) -> ember.Tensor:
     """This rank's piece of the value laid out as target. Mesh dimensions whose placement
-    changes are undone from the last one back (all-gather a Shard, all-reduce a Partial), then
-    the new placements are applied in mesh order (cut this rank's chunk; a Partial sum keeps
-    the value at index 0 of its mesh dimension and zeros elsewhere). A tensor dim sharded on
-    several mesh dimensions is regathered from the first level that changes."""
+    changes are undone, last cut first (all-gather a Shard, all-reduce a Partial), then the
+    new placements are applied in cutting order (cut this rank's chunk; a Partial sum keeps
+    the value at index 0 of its mesh dimension and zeros elsewhere). A tensor dim cut on
+    several mesh dimensions is regathered from the first cut that changes."""
     cur, target = list(spec.placements), list(target)
     if cur == target:
         return local
     mesh, n = spec.mesh, len(cur)
     undo = {m for m in range(n) if cur[m] != target[m] and not isinstance(cur[m], Replicate)}
     for d in range(len(spec.shape)):
-        first = next((m for m in range(n) if cur[m] != target[m] and
-                      Shard(d) in (cur[m], target[m])), None)
-        if first is not None:
-            undo |= {m for m in range(first, n) if cur[m] == Shard(d)}
-    for m in sorted(undo, reverse=True):
+        have, want = _levels(cur, d), _levels(target, d)
+        k = 0
+        while k < min(len(have), len(want)) and have[k] == want[k] and \
+                cur[have[k]] == target[want[k]]:
+            k += 1
+        undo |= set(have[k:])
+    for m in [m for m in reversed(_cut_order(cur)) if m in undo]:
         p = cur[m]
         if isinstance(p, Shard):
-            level = _local_region(spec.shape, mesh, cur[:m])[1][p.dim]
+            before = _cut_order(cur)
+            before = before[:before.index(m)]
+            level = _local_region(spec.shape, mesh, [cur[i] if i in before else Replicate()
+                                                     for i in range(n)])[1][p.dim]
             local = _all_gather(local, p.dim, level, mesh, m)
         else:
             local = _all_reduce(local, p, mesh, m)
         cur[m] = Replicate()
-    for m in range(n):
+    for m in _cut_order(target):
         p = target[m]
         if cur[m] == p:
             continue
@@ -318,7 +339,7 @@ def _check_placements(placements: Sequence[Placement], mesh: DeviceMesh,
                 raise IndexError(f"DTensor: Shard(dim={p.dim}) is out of range for a "
                                  f"{ndim}-D tensor")
             if p.dim < 0:
-                p = Shard(p.dim % ndim)
+                p = dataclasses.replace(p, dim=p.dim % ndim)
         out.append(p)
     return tuple(out)
 
@@ -467,7 +488,8 @@ def _pointwise_rule(c: _Call, m: int) -> Any:
                 c.name in _SCALE_PARTIAL and len(c.ds) == 1 and _is_plain_sum(pl[0])
                 and c.args[0] is c.ds[0]) or (c.name == "neg" and _is_plain_sum(pl[0])):
             return pl, pl[0]
-    out = next((Shard(p.dim + nd - d.ndim) for p, d in zip(pl, c.ds) if isinstance(p, Shard)),
+    out = next((dataclasses.replace(p, dim=p.dim + nd - d.ndim) for p, d in zip(pl, c.ds)
+                if isinstance(p, Shard)),
                Replicate())
     if isinstance(out, Shard) and ember.broadcast_shapes(
             *(tuple(t.shape) for t in _tensor_leaves(c)))[out.dim] == 1:
@@ -483,7 +505,7 @@ def _aligned(out: Placement, nd: int, d: DTensor) -> Placement:
     at = out.dim - (nd - d.ndim)
     if at < 0 or d.shape[at] == 1:
         return Replicate()
-    return Shard(at)
+    return dataclasses.replace(out, dim=at)
 
 
 def _reduce_dims(c: _Call, ndim: int) -> tuple[list[int], bool]:
@@ -524,7 +546,7 @@ def _reduce_rule(c: _Call, m: int) -> Any:
     dims, keepdim = _reduce_dims(c, d.ndim)
     if p.dim not in dims:
         removed = 0 if keepdim else sum(1 for i in dims if i < p.dim)
-        return [p], Shard(p.dim - removed)
+        return [p], dataclasses.replace(p, dim=p.dim - removed)
     if kind in ("max", "min") and _some_piece_empty(d._spec, [p.dim]):
         return None  # an empty piece has no max
     if kind == "norm":
@@ -584,11 +606,11 @@ def _transpose_rule(c: _Call, m: int) -> Any:
     if isinstance(p, Shard):
         if c.name == "permute":
             perm = [int(i) % d.ndim for i in c.args[1]]
-            p = Shard(perm.index(p.dim))
+            p = dataclasses.replace(p, dim=perm.index(p.dim))
         else:
             d0, d1 = (0, 1) if c.name == "t" else (int(c.args[1]) % d.ndim,
                                                    int(c.args[2]) % d.ndim)
-            p = Shard(d1 if p.dim == d0 else d0 if p.dim == d1 else p.dim)
+            p = dataclasses.replace(p, dim=d1 if p.dim == d0 else d0 if p.dim == d1 else p.dim)
     return [d._spec.placements[m]], p
 
 
@@ -619,7 +641,7 @@ def _reshape_rule(c: _Call, m: int) -> Any:
     for nd in range(len(new)):
         if new[nd] == old[p.dim] and math.prod(new[:nd]) == before and \
                 math.prod(new[nd + 1:]) == after:
-            return [p], Shard(nd)
+            return [p], dataclasses.replace(p, dim=nd)
     return None
 
 
@@ -643,7 +665,7 @@ def _expand_rule(c: _Call, m: int) -> Any:
     if not isinstance(p, Shard):
         return [p], p
     at = p.dim + len(new) - d.ndim
-    return ([p], Shard(at)) if new[at] == d.shape[p.dim] else None
+    return ([p], dataclasses.replace(p, dim=at)) if new[at] == d.shape[p.dim] else None
 
 
 def _reshape_locally(c: _Call, local_args: tuple, local_kwargs: dict, outs: list[Any]) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Partial", "Placement", "Replicate", "Shard"]
+__all__ = ["Partial", "Placement", "Replicate", "Shard"]  # and _StridedShard
 
 
 class Placement:
@@ -28,6 +28,20 @@ class Shard(Placement):
 
     def __repr__(self) -> str:
         return f"Shard(dim={self.dim})"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class _StridedShard(Shard):
+    """Shard(dim) that cuts after the later mesh dimensions sharding the same dim (torch's
+    name and printing): fully_shard over tensor-parallel pieces splits each rank's TP piece
+    again, which in mesh order ("dp", "tp") is not a plain (Shard(0), Shard(0))."""
+
+    split_factor: int = 1
+
+    def __repr__(self) -> str:
+        return f"_StridedShard(dim={self.dim}, sf={self.split_factor})"
 
     __str__ = __repr__
 
