@@ -230,10 +230,11 @@ class DTensor(ember.Tensor):
 
     @staticmethod
     def __new__(cls, local_tensor: ember.Tensor, spec: _Spec, *,
-                requires_grad: bool = False) -> DTensor:
+                requires_grad: bool = False, stride: Sequence[int] | None = None) -> DTensor:
+        # stride: the whole tensor's (what ember's C++ sees, e.g. whether a reshape can view)
         r = ember.Tensor._make_wrapper_subclass(
-            cls, spec.shape, dtype=local_tensor.dtype, device=local_tensor.device,
-            requires_grad=requires_grad)
+            cls, spec.shape, strides=stride, dtype=local_tensor.dtype,
+            device=local_tensor.device, requires_grad=requires_grad)
         r._local_tensor = local_tensor
         r._spec = spec
         return r
@@ -628,7 +629,9 @@ def _view_shape(c: _Call) -> list[int] | None:
 
 def _reshape_rule(c: _Call, m: int) -> Any:
     """A Shard dim that the view keeps whole (the dims before it and after it may merge or
-    split) stays sharded, at its new index."""
+    split) stays sharded, at its new index; so does one that becomes the outer part of a merged
+    dim, or is split with its outer part evenly divided over the ranks (each rank's piece is
+    then still one block of the new dim)."""
     d = c.args[0]
     p = d._spec.placements[m]
     new = _view_shape(c)
@@ -638,10 +641,19 @@ def _reshape_rule(c: _Call, m: int) -> Any:
         return [p], p
     old = list(d.shape)
     before, after = math.prod(old[:p.dim]), math.prod(old[p.dim + 1:])
+    ways = math.prod(d.device_mesh.size(i) for i in _levels(d.placements, p.dim))
     for nd in range(len(new)):
-        if new[nd] == old[p.dim] and math.prod(new[:nd]) == before and \
-                math.prod(new[nd + 1:]) == after:
+        if math.prod(new[:nd]) != before:
+            continue
+        if new[nd] == old[p.dim] and math.prod(new[nd + 1:]) == after:
             return [p], dataclasses.replace(p, dim=nd)
+        if type(p) is not Shard:
+            return None
+        merged = any(new[nd] == math.prod(old[p.dim:k]) for k in range(p.dim + 2, len(old) + 1))
+        split = any(old[p.dim] == math.prod(new[nd:k]) for k in range(nd + 2, len(new) + 1))
+        if (merged and old[p.dim] % ways == 0) or (split and new[nd] % ways == 0):
+            return [p], dataclasses.replace(p, dim=nd)
+        return None
     return None
 
 
@@ -727,6 +739,154 @@ def _embedding_backward_rule(c: _Call, m: int) -> Any:
     return [gp if d is grad else ip for d in c.ds], out
 
 
+# random fills: each piece drawn on its own rank; Replicate pieces then made equal
+_RANDOM = frozenset("""bernoulli uniform normal random exponential geometric cauchy log_normal
+rand_like randn_like randint_like native_dropout""".split())
+
+
+def _random_fill_rule(c: _Call, m: int) -> Any:
+    d = c.args[0]
+    if d is not c.ds[0] or len(c.ds) != 1 or not (_in_place(c.func) or
+                                                  c.name == "native_dropout"):
+        return None
+    p = d._spec.placements[m]
+    p = Replicate() if isinstance(p, Partial) else p
+    return [p], p
+
+
+def _same_on_replicas(out: ember.Tensor, mesh: DeviceMesh,
+                      placements: Sequence[Placement]) -> None:
+    """A random piece made the same along every mesh dim that replicates it (as torch's
+    DTensor random ops give), by a broadcast from index 0 of that dim."""
+    for m, p in enumerate(placements):
+        if isinstance(p, Replicate) and mesh.size(m) > 1:
+            group = mesh.get_group(m)
+            c10d.broadcast(out, c10d.get_global_rank(group, 0), group=group)
+
+
+def _arg(c: _Call, i: int, name: str, default: Any = None) -> Any:
+    """Argument i of the call (named name), or its default when the dispatched call left it
+    out."""
+    return c.args[i] if len(c.args) > i else c.kwargs.get(name, default)
+
+
+def _slice_rule(c: _Call, m: int) -> Any:
+    """slice / select / split / unbind along one dim: a Shard of another dim stays (moved down
+    when the dim goes away); along the shard dim only a slice of all of it keeps it."""
+    d = c.args[0]
+    if not isinstance(d, DTensor) or len(c.ds) != 1:
+        return None
+    p = d._spec.placements[m]
+    gone = c.name in ("select", "unbind")
+    dim = int(_arg(c, 1, "dim", 0) if c.name in ("select", "slice", "unbind")
+              else _arg(c, 2, "dim", 0)) % max(d.ndim, 1)
+    if isinstance(p, Partial):  # linear: the pieces of a partial sum slice alike
+        return [p], p
+    if not isinstance(p, Shard):
+        return [p], p
+    if p.dim == dim:
+        if c.name == "slice":
+            start, end, step = (_arg(c, 2, "start"), _arg(c, 3, "end"), _arg(c, 4, "step", 1))
+            if (start in (None, 0) and (end is None or end >= d.shape[dim]) and step == 1):
+                return [p], p
+        return None
+    return [p], dataclasses.replace(p, dim=p.dim - 1 if gone and p.dim > dim else p.dim)
+
+
+def _unsqueeze_rule(c: _Call, m: int) -> Any:
+    d = c.args[0]
+    p = d._spec.placements[m]
+    dim = int(c.args[1]) % (d.ndim + 1)
+    if isinstance(p, Shard) and p.dim >= dim:
+        return [p], dataclasses.replace(p, dim=p.dim + 1)
+    return [p], p
+
+
+def _squeeze_rule(c: _Call, m: int) -> Any:
+    d = c.args[0]
+    p = d._spec.placements[m]
+    dims = _arg(c, 1, "dim")
+    dims = range(d.ndim) if dims is None else [dims] if isinstance(dims, int) else dims
+    gone = {int(i) % max(d.ndim, 1) for i in dims if d.ndim and d.shape[int(i)] == 1}
+    if not isinstance(p, Shard):
+        return [p], p
+    if p.dim in gone:
+        return None
+    return [p], dataclasses.replace(p, dim=p.dim - sum(1 for i in gone if i < p.dim))
+
+
+def _cat_rule(c: _Call, m: int) -> Any:
+    """Tensors joined along dim (cat) or a new dim (stack): pieces of a Shard of another dim
+    join alike."""
+    parts = c.args[0]
+    stack = c.name == "stack"
+    if any(not isinstance(t, DTensor) for t in parts) or len(c.ds) != len(parts):
+        return None
+    nd = max(t.ndim for t in parts)
+    dim = int(_arg(c, 1, "dim", 0)) % max(nd + stack, 1)
+    pl = c.at(m)
+    out = next((p for p in pl if isinstance(p, Shard) and (stack or p.dim != dim)), None)
+    if out is None:
+        if all(isinstance(p, Replicate) for p in pl) or (
+                all(p == pl[0] for p in pl) and _is_plain_sum(pl[0])):
+            return pl, pl[0]
+        return None
+    if any(t.ndim != nd for t in parts):
+        return None  # the legacy empty 1-D pieces
+    if stack:
+        return [out] * len(pl), dataclasses.replace(out, dim=out.dim + (out.dim >= dim))
+    return [out] * len(pl), out
+
+
+def _bmm_rule(c: _Call, m: int) -> Any:
+    a, b = c.args[0], c.args[1]
+    if not (isinstance(a, DTensor) and isinstance(b, DTensor)) or a is b:
+        return None
+    pa, pb = a._spec.placements[m], b._spec.placements[m]
+    rep = Replicate()
+    table = {(Shard(0), Shard(0)): Shard(0), (Shard(1), rep): Shard(1), (rep, Shard(2)): Shard(2),
+             (Shard(2), Shard(1)): Partial("sum"), (rep, rep): rep}
+    if (pa, pb) in table:
+        return [pa, pb], table[(pa, pb)]
+    if _is_plain_sum(pa) and pb == rep or pa == rep and _is_plain_sum(pb):
+        return [pa, pb], Partial("sum")
+    return None
+
+
+def _attention_rule(c: _Call, m: int) -> Any:
+    """Fused attention (and its backward) with every operand split alike over the batch or
+    the heads: each rank attends its own."""
+    pl = c.at(m)
+    if len(c.ds) < 3 or any(d.ndim < 3 for d in c.ds):
+        return None
+    p = pl[0]
+    if not all(q == p for q in pl):
+        return None
+    if isinstance(p, Replicate) or (isinstance(p, Shard) and p.dim in (0, 1)
+                                    and c.ds[0].ndim == 4):
+        return pl, p
+    return None
+
+
+def _convolution_rule(c: _Call, m: int) -> Any:
+    """Convolutions of a batch split over the ranks (weights replicated): each rank its own
+    images; the backward's weight and bias gradients are partial sums."""
+    back = c.name == "convolution_backward"
+    x, w = (c.args[1], c.args[2]) if back else (c.args[0], c.args[1])
+    if not (isinstance(x, DTensor) and isinstance(w, DTensor)):
+        return None
+    px, pw = x._spec.placements[m], w._spec.placements[m]
+    if isinstance(px, Replicate) and isinstance(pw, Replicate):
+        return [Replicate()] * len(c.ds), [Replicate()] * 3 if back else Replicate()
+    if px != Shard(0) or not isinstance(pw, Replicate):
+        return None
+    grad = c.args[0] if back else None
+    targets = [Shard(0) if d is x or d is grad else Replicate() for d in c.ds]
+    if back:
+        return targets, [Shard(0), Partial("sum"), Partial("sum")]
+    return targets, Shard(0)
+
+
 _RULES: dict[str, _Rule] = {
     "sum": _reduce_rule, "mean": _reduce_rule, "amax": _reduce_rule, "amin": _reduce_rule,
     "max": _reduce_rule, "min": _reduce_rule, "linalg_vector_norm": _reduce_rule,
@@ -739,6 +899,15 @@ _RULES: dict[str, _Rule] = {
     "_softmax_backward_data": _softmax_rule, "_log_softmax_backward_data": _softmax_rule,
     "native_layer_norm": _layer_norm_rule, "native_layer_norm_backward": _layer_norm_rule,
     "embedding": _embedding_rule, "embedding_dense_backward": _embedding_backward_rule,
+    "slice": _slice_rule, "select": _slice_rule, "split": _slice_rule,
+    "split_with_sizes": _slice_rule, "unbind": _slice_rule,
+    "unsqueeze": _unsqueeze_rule, "squeeze": _squeeze_rule, "cat": _cat_rule, "stack": _cat_rule, "bmm": _bmm_rule,
+    "_scaled_dot_product_flash_attention_for_cpu": _attention_rule,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _attention_rule,
+    "_scaled_dot_product_fused_attention": _attention_rule,
+    "_scaled_dot_product_fused_attention_backward": _attention_rule,
+    "convolution": _convolution_rule, "convolution_backward": _convolution_rule,
+    **{name: _random_fill_rule for name in _RANDOM if not name.endswith("_like")},
 }
 # how an op runs on the pieces when that is not the op itself
 _LOCAL_RUN: dict[str, Callable] = {"view": _reshape_locally, "reshape": _reshape_locally,
@@ -805,19 +974,21 @@ def _out_placements(outs: list[Any], i: int) -> tuple[Placement, ...]:
 
 def _meta(a: Any) -> Any:
     if isinstance(a, DTensor):
-        return ember.empty(a.shape, dtype=a.dtype, device="meta")
+        return ember.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
     if isinstance(a, ember.Tensor):
         return a.to("meta")
     return a
 
 
-def _global_shapes(c: _Call) -> list[tuple[int, ...] | None]:
-    """The output shapes of the op on whole tensors (it runs on meta tensors)."""
+def _global_shapes(c: _Call) -> list[tuple[tuple[int, ...], tuple[int, ...]] | None]:
+    """The (shape, stride) of each output of the op on whole tensors (it runs on meta
+    tensors)."""
     kwargs = {k: v for k, v in c.kwargs.items() if k not in ("device", "pin_memory")}
     with ember.no_grad():
         out = c.func(*tree_map(_meta, c.args), **tree_map(_meta, kwargs))
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    return [tuple(o.shape) if isinstance(o, ember.Tensor) else None for o in outs]
+    return [(tuple(o.shape), tuple(o.stride())) if isinstance(o, ember.Tensor) else None
+            for o in outs]
 
 
 def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -837,7 +1008,7 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
         ds[0]._local_tensor.copy_(_move(ds[1]._local_tensor, ds[1]._spec, ds[0].placements))
         return ds[0]
     planned = None
-    if not (_in_place(func) and c.name not in _POINTWISE) and not (c.name in _POINTWISE and any(
+    if not (_in_place(func) and c.name not in _POINTWISE and c.name not in _RANDOM) and not (c.name in _POINTWISE and any(
             isinstance(a, ember.Tensor) and not isinstance(a, DTensor) and a.ndim > 0
             for a in tree_leaves(args, kwargs))):
         planned = _plan(c)
@@ -854,6 +1025,10 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
             ds[0].placements[m], Partial) for m, p in enumerate(outs)):
         run = _mean_over_shards
     out = run(c, local_args, local_kwargs, outs) if run else func(*local_args, **local_kwargs)
+    if c.name in _RANDOM:
+        for i, o in enumerate(out if isinstance(out, (tuple, list)) else [out]):
+            if isinstance(o, ember.Tensor):
+                _same_on_replicas(o, mesh, _out_placements(outs, i))
     if _in_place(func) and isinstance(args[0], DTensor):
         first = args[0]
         if moved[id(first)] is not first._local_tensor:  # a Partial reduced: same piece shape
@@ -866,13 +1041,12 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     return _wrap_outputs(out, mesh, outs, shapes)
 
 
-def _wrap_outputs(out: Any, mesh: DeviceMesh, outs: list[Any],
-                  shapes: list[tuple[int, ...] | None] | None) -> Any:
+def _wrap_outputs(out: Any, mesh: DeviceMesh, outs: list[Any], shapes: list[Any] | None) -> Any:
     def one(o: Any, i: int) -> Any:
         if not isinstance(o, ember.Tensor):
             return o
-        shape = shapes[i] if shapes is not None else tuple(o.shape)
-        return DTensor(o, _Spec(mesh, _out_placements(outs, i), shape))
+        shape, stride = shapes[i] if shapes is not None else (tuple(o.shape), o.stride())
+        return DTensor(o, _Spec(mesh, _out_placements(outs, i), shape), stride=stride)
 
     if isinstance(out, (tuple, list)):
         wrapped = [one(o, i) for i, o in enumerate(out)]
