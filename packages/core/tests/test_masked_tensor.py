@@ -555,3 +555,36 @@ def test_requires_grad_toggles_and_hooks():
     assert seen == ["MaskedTensor"]
     assert e.grad.get_mask().tolist() == MASK
     assert e.grad.get_data()[0, 0].item() == 2.0
+
+
+def test_integer_var_and_zero_dim_prod_match_torch():
+    e, t = _pair([[-1], [2], [2], [0]], [[True], [True], [False], [False]], "int64")
+    _same(e.var(), t.var())  # in the default floating dtype, as PyTorch
+    _same(e.std(0), t.std(0))
+    for dtype in ("bool", "int32", "float16"):
+        z, tz = _pair(1, True, dtype)
+        _same(z.prod(0), tz.prod(0))  # integers promoted to int64
+        _same(z.sum(), tz.sum())
+
+
+def test_reductions_of_zero_dim_and_one_dim_match_torch():
+    for data, mask in ((2.5, True), (2.5, False), ([1.0, -2.0, 3.0], [False, True, True])):
+        e, t = _pair(data, mask)
+        for f in (lambda a: a.sum(), lambda a: a.sum(0), lambda a: a.amax(-1),
+                  lambda a: a.argmin(0), lambda a: a.mean(), lambda a: a.softmax(0)):
+            _same(f(e), f(t))
+
+
+def test_requires_grad_setter_and_autograd_backward_list():
+    e, t = _pair()
+    e.requires_grad = True
+    t.requires_grad = True
+    ember.autograd.backward([(e * e).sum()])
+    torch.autograd.backward([(t * t).sum()])
+    _same(e.grad, t.grad)
+    out = (e * 2).sum()
+    out.backward(retain_graph=True)
+    out.backward()  # gradients accumulate
+    keep = np.array(MASK)
+    np.testing.assert_allclose(_np(e.grad.get_data())[keep],
+                               (2 * np.array(DATA) + 4)[keep])

@@ -85,6 +85,8 @@ def prod(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype
          mask: Tensor | None = None) -> Tensor:
     """Product of the unmasked elements; 1 where none is."""
     x = _fill(_input(input, dtype), _mask(input, mask), 1)
+    if x.ndim == 0:  # (still promoted as prod promotes: integers to int64)
+        return x.prod()
     for d in sorted((d % max(x.ndim, 1) for d in _dims(x, dim)), reverse=True):
         x = x.prod(d, keepdim=bool(keepdim))
     return x
@@ -171,6 +173,8 @@ def var(input: Tensor, dim: Dims = None, unbiased: bool | None = None, *,
         mask: Tensor | None = None) -> Tensor:
     """Variance of the unmasked elements (``correction`` 1 unless ``unbiased=False`` or given);
     NaN where fewer than ``correction`` + 1 are."""
+    if dtype is None and not (input.is_floating_point() or input.is_complex()):
+        dtype = ember.get_default_dtype()  # PyTorch's var / std of integers: in the default
     x = _floating(input, dtype, "var")
     m = _mask(x, mask)
     dims = _dims(x, dim)
