@@ -588,3 +588,41 @@ def test_requires_grad_setter_and_autograd_backward_list():
     keep = np.array(MASK)
     np.testing.assert_allclose(_np(e.grad.get_data())[keep],
                                (2 * np.array(DATA) + 4)[keep])
+
+
+@pytest.mark.parametrize("name", ["hstack", "vstack", "column_stack", "hsplit", "vsplit",
+                                  "dsplit", "atleast_3d", "broadcast_to", "broadcast_tensors",
+                                  "meshgrid", "F.unfold"])
+def test_more_view_and_join_ops_match_torch(name):
+    def run(a, lib):
+        return {
+            "hstack": lambda: lib.hstack([a, a]), "vstack": lambda: lib.vstack([a, a]),
+            "column_stack": lambda: lib.column_stack([a, a]), "hsplit": lambda: lib.hsplit(a, 2),
+            "vsplit": lambda: lib.vsplit(a, 3), "dsplit": lambda: lib.dsplit(a.unsqueeze(0), 2),
+            "atleast_3d": lambda: lib.atleast_3d(a),
+            "broadcast_to": lambda: lib.broadcast_to(a, (2, 3, 4)),
+            "broadcast_tensors": lambda: lib.broadcast_tensors(a, a),
+            "meshgrid": lambda: lib.meshgrid(a[0], a[2], indexing="ij"),
+            "F.unfold": lambda: lib.nn.functional.unfold(a.reshape(1, 1, 3, 4), (2, 2)),
+        }[name]()
+
+    e, t = _pair()
+    got, want = run(e, ember), run(t, torch)
+    if isinstance(want, (tuple, list)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w)
+    else:
+        _same(got, want)
+
+
+def test_joins_and_kron_torch_lacks():
+    e, _ = _pair()
+    d, m = ember.tensor(DATA), ember.tensor(MASK)
+    joined = ember.cat([e, ember.ones(1, 4)])  # a plain tensor joins as unmasked
+    assert joined.get_mask().tolist() == MASK + [[True] * 4]
+    parts = e.split([1, 3], 1)
+    assert [p.get_mask().tolist() for p in parts] == [m[:, :1].tolist(), m[:, 1:].tolist()]
+    k = ember.kron(e, e)
+    assert k.get_data().tolist() == ember.kron(d, d).tolist()
+    assert k.get_mask().tolist() == (ember.kron(m.float(), m.float()) != 0).tolist()

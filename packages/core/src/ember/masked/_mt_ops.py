@@ -373,7 +373,24 @@ def _structural(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
     else:
         a_m, k_m = _map_args(args, kwargs, _mask)
     out_d = func(*a_d, **k_d)
-    out_m = func(*a_m, **k_m)
+    try:
+        out_m = func(*a_m, **k_m)
+    except (TypeError, RuntimeError, NotImplementedError):
+        # ops without a bool kernel (F.unfold's im2col, kron): the mask as 0 / 1 in the data's
+        # floating dtype, and back
+        as_num = (out_d.dtype if isinstance(out_d, Tensor) and out_d.is_floating_point()
+                  else ember.float32)
+
+        def num(x: Any) -> Any:
+            if isinstance(x, Tensor) and x.dtype is ember.bool:
+                return x.to(as_num)
+            if isinstance(x, (list, tuple)):
+                return type(x)(num(b) for b in x)
+            return x
+
+        out_m = func(*(num(a) for a in a_m), **{k: num(v) for k, v in k_m.items()})
+        out_m = (out_m != 0 if isinstance(out_m, Tensor)
+                 else type(out_m)(o != 0 for o in out_m))
     if isinstance(out_d, Tensor):
         return _make(out_d, out_m)
     if isinstance(out_d, (list, tuple)):
@@ -384,7 +401,7 @@ def _structural(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 _register("""transpose t swapaxes swapdims permute movedim moveaxis reshape view view_as
 reshape_as flatten unflatten ravel squeeze unsqueeze expand expand_as broadcast_to select narrow
 __getitem__ split chunk tensor_split unbind unfold hsplit vsplit dsplit flip fliplr flipud roll
-rot90 diagonal repeat tile index_select gather take_along_dim masked_select prop:T prop:mT
+rot90 diagonal repeat tile index_select gather take_along_dim masked_select kron prop:T prop:mT
 """.split() + sorted(_JOIN), _structural)
 
 
