@@ -626,3 +626,16 @@ def test_joins_and_kron_torch_lacks():
     k = ember.kron(e, e)
     assert k.get_data().tolist() == ember.kron(d, d).tolist()
     assert k.get_mask().tolist() == (ember.kron(m.float(), m.float()) != 0).tolist()
+
+
+def test_save_and_load():
+    import io
+
+    e, _ = _pair(requires_grad=True)
+    buf = io.BytesIO()
+    ember.save({"mt": e, "ints": _pair([1, 2], [True, False], "int32")[0]}, buf)
+    buf.seek(0)
+    back = ember.load(buf)
+    assert isinstance(back["mt"], MaskedTensor) and back["mt"].requires_grad
+    assert back["mt"].get_data().tolist() == DATA and back["mt"].get_mask().tolist() == MASK
+    assert back["ints"].dtype is ember.int32 and back["ints"].get_mask().tolist() == [True, False]
