@@ -639,3 +639,16 @@ def test_save_and_load():
     assert isinstance(back["mt"], MaskedTensor) and back["mt"].requires_grad
     assert back["mt"].get_data().tolist() == DATA and back["mt"].get_mask().tolist() == MASK
     assert back["ints"].dtype is ember.int32 and back["ints"].get_mask().tolist() == [True, False]
+
+
+def test_setitem_writes_data_and_keeps_mask():
+    """(PyTorch's prototype fails here or silently writes nothing.)"""
+    e, _ = _pair()
+    e[0] = 5.0
+    e[:, 1] = ember.tensor([7.0, 8.0, 9.0])
+    e[2] = masked_tensor(ember.full((4,), -1.0), ember.tensor(MASK[2]))
+    assert e.get_data()[0].tolist() == [5.0, 7.0, 5.0, 5.0]
+    assert e.get_data()[2].tolist() == [-1.0] * 4
+    assert e.get_mask().tolist() == MASK
+    with pytest.raises(ValueError, match="masks must match"):
+        e[2] = masked_tensor(ember.ones(4), ember.ones(4, dtype=ember.bool))

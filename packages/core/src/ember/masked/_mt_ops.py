@@ -405,6 +405,26 @@ rot90 diagonal repeat tile index_select gather take_along_dim masked_select kron
 """.split() + sorted(_JOIN), _structural)
 
 
+def _setitem(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """``mt[index] = value``: writes the data; the mask stays. A MaskedTensor value must have
+    the mask of the part it replaces. (PyTorch's prototype fails or silently writes nothing.)"""
+    mt, index, value = args
+    if not is_masked_tensor(mt) or any(is_masked_tensor(i) for i in
+                                       (index if isinstance(index, tuple) else (index,))):
+        raise _unsupported(func, name, "only the written tensor may be a MaskedTensor")
+    if is_masked_tensor(value):
+        part = mt._masked_mask[index]
+        if not _masks_match(part, ember.broadcast_to(value._masked_mask, part.shape)):
+            raise ValueError("Input masks must match. If you need support for this, please "
+                             "open an issue on Github.")
+        value = value._masked_data
+    mt._masked_data[index] = value
+    return None
+
+
+_register("__setitem__", _setitem)
+
+
 def _iter(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
     mt = args[0]
     if mt.ndim == 0:

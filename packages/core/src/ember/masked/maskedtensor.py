@@ -113,7 +113,7 @@ class MaskedTensor(Tensor):
         _prototype_warning()
         if data.requires_grad:
             warnings.warn("It is not recommended to create a MaskedTensor with a tensor that "
-                          "requires_grad. To avoid this, you can use data.clone().detach()",
+                          "requires_grad. To avoid this, you can use data.detach().clone()",
                           UserWarning, stacklevel=2)
         with ember.no_grad():  # PyTorch's MaskedTensor shares no memory with data or mask
             d, m = data.detach().clone(), mask.detach().clone()
