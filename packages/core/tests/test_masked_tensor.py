@@ -652,3 +652,19 @@ def test_setitem_writes_data_and_keeps_mask():
     assert e.get_mask().tolist() == MASK
     with pytest.raises(ValueError, match="masks must match"):
         e[2] = masked_tensor(ember.ones(4), ember.ones(4, dtype=ember.bool))
+
+
+def test_pointwise_extras_torch_lacks():
+    e, _ = _pair()
+    d = ember.tensor(DATA)
+    keep = np.array(MASK)
+    np.testing.assert_allclose(_np((1 - e).get_data())[keep], _np(1 - d)[keep])
+    np.testing.assert_allclose(_np(ember.add(e, e, alpha=2).get_data())[keep], _np(3 * d)[keep])
+    np.testing.assert_allclose(_np(ember.max(e, e * 2).get_data())[keep],
+                               _np(ember.max(d, d * 2))[keep])
+    z = ember.zeros_like(e)
+    assert isinstance(z, MaskedTensor) and z.get_mask().tolist() == MASK
+    plain = e.new_zeros(2)
+    assert not isinstance(plain, MaskedTensor) and plain.dtype is ember.float32
+    with pytest.raises(TypeError, match="amax"):
+        e.max()

@@ -475,6 +475,15 @@ def _copy(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
 _register(["clone", "detach", "detach_", "contiguous"], _copy)
 
 
+def _new_plain(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """``new_zeros`` / ``new_ones`` / ... : a plain tensor of the data's dtype and device."""
+    a2, k2 = _map_args(args, kwargs, _data)
+    return func(*a2, **k2)
+
+
+_register(["new_ones", "new_zeros", "new_empty", "new_full", "new_tensor"], _new_plain)
+
+
 # ---- autograd ------------------------------------------------------------------------------------
 def _backward(func: Any, name: str, args: tuple, kwargs: dict) -> Any:
     """``t.backward(gradient, retain_graph, create_graph, inputs)``: on the data."""

@@ -11,7 +11,22 @@ Rules (PyTorch's): pointwise ops keep the mask, and the MaskedTensor operands of
 must have equal masks (plain tensors and numbers count as unmasked); reductions, ``softmax`` and
 ``log_softmax`` ignore the masked-out elements (a result is masked out where it saw none);
 view and select ops apply to the data and the mask alike; ``where`` picks the mask along with
-the data. Strided layout only.
+the data. Strided layout only: sparse data and masks are refused (NotImplementedError).
+
+Where ember differs from PyTorch's prototype:
+
+- ops it lacks or fails on work: ``log_softmax``, ``softmin``, ``norm``, ``var`` / ``std`` with
+  ``unbiased`` / ``correction``, ``any``, elementwise ``max`` / ``min``, ``permute``,
+  ``squeeze``, ``flip``, ``movedim``, ``unbind`` and iteration, ``split`` with sizes, ``kron``,
+  ``cat`` with plain tensors (unmasked), ``zeros_like`` and friends, ``add(alpha=)``, ``1 - mt``,
+  item assignment, ``where`` with a plain tensor first and ``Tensor.where``;
+- a gradient always has the input's mask: where a view or select op did not read a specified
+  element its gradient is 0 (PyTorch masks it out, and then fails to add two such gradients);
+- ``as_masked_tensor(x, mask)`` gives ``x`` a plain gradient (0 where masked out), not a
+  MaskedTensor; ``grad_fn`` names are those of the data's ops;
+- a MaskedTensor condition in ``where`` raises TypeError (PyTorch recurses without end), an
+  empty MaskedTensor prints as ``[]`` (PyTorch's repr fails), and the prototype warning comes
+  from the public constructors only (PyTorch's from every result).
 
 >>> import ember
 >>> mt = ember.masked.masked_tensor(ember.tensor([1.0, 2.0, 3.0]),
