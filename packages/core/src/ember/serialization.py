@@ -185,6 +185,11 @@ class _Writer:
             if math.isfinite(obj):
                 return obj
             return {"$float": repr(obj)}
+        masked = sys.modules.get("ember.masked.maskedtensor")
+        if masked is not None and isinstance(obj, masked.MaskedTensor):  # its data and mask
+            fields = [obj.get_data().detach(), obj.get_mask(), bool(obj.requires_grad)]
+            return {"$masked": [self.encode(f, f"{path} (masked)", depth + 1, active)
+                                for f in fields]}
         if isinstance(obj, Tensor) and obj.is_nested:  # a nested tensor: its parts
             from ember.nested.tensor import _saved_fields, _saved_strided
 
@@ -730,6 +735,15 @@ class _Reader:
             _check(isinstance(val, list) and len(val) == (5 if tag == "$nested" else 3), src,
                    f"malformed nested node {node!r}")
             return self._nested(tag, [self.decode(v, depth + 1) for v in val])
+        if tag == "$masked":
+            _check(isinstance(val, list) and len(val) == 3, src, f"malformed masked node {node!r}")
+            from ember.masked.maskedtensor import _rebuild
+
+            data, mask, requires_grad = (self.decode(v, depth + 1) for v in val)
+            try:
+                return _rebuild(data, mask, requires_grad is True)
+            except (RuntimeError, TypeError, ValueError, NotImplementedError) as exc:
+                raise src.error(f"corrupt checkpoint: {exc}") from None
         if tag in _objects.TAGS:
             return _objects.decode_node(self, tag, val, depth)
         raise src.error(f"corrupt checkpoint: unknown node type {tag!r}")

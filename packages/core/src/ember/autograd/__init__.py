@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from typing import Any, Sequence
@@ -118,6 +119,15 @@ def _not_used(i: int) -> RuntimeError:
                         "used in the graph. Set allow_unused=True if this is the desired behavior.")
 
 
+def _masked_loaded() -> bool:
+    """Whether ember.masked's MaskedTensor exists yet (no MaskedTensor can exist before)."""
+    return "ember.masked._mt_ops" in sys.modules
+
+
+def _masked_ops() -> Any:
+    return sys.modules["ember.masked._mt_ops"]
+
+
 def backward(
     tensors: Tensor | Sequence[Tensor],
     grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
@@ -143,6 +153,9 @@ def backward(
     if _nested.has_nested(tensors, grad_tensors, inputs):  # their dense parts
         tensors, grad_tensors, inputs, _ = _nested.flatten_for_autograd(tensors, grad_tensors,
                                                                         inputs)
+    if _masked_loaded() and _masked_ops().has_masked(tensors, grad_tensors, inputs):
+        tensors, grad_tensors, inputs, _ = _masked_ops().unwrap_for_autograd(
+            tensors, grad_tensors, inputs)  # MaskedTensors: their data
     outs = _tensors(tensors, "backward", "tensors")
     grads = _tensors(grad_tensors, "backward", "grad_tensors", True) or [None] * len(outs)
     if len(grads) != len(outs):
@@ -195,6 +208,12 @@ def grad(
                          "materialize_grads=True, but got allow_unused=False")
     from ember.nested import ops as _nested
 
+    if _masked_loaded() and _masked_ops().has_masked(outputs, grad_outputs, inputs):
+        # their data; the gradients of MaskedTensor inputs come back as MaskedTensors
+        outputs, grad_outputs, flat_ins, rewrap = _masked_ops().unwrap_for_autograd(
+            outputs, grad_outputs, inputs)
+        return rewrap(grad(outputs, flat_ins, grad_outputs, retain_graph, create_graph,
+                           only_inputs, allow_unused, is_grads_batched, materialize_grads))
     if _nested.has_nested(outputs, grad_outputs, inputs) and not is_grads_batched:
         # their dense parts; the gradients of nested inputs come back nested
         outputs, grad_outputs, flat_ins, unflatten = _nested.flatten_for_autograd(

@@ -1,26 +1,11 @@
-"""``torch.masked``'s reductions and normalizations: each takes a boolean ``mask`` (broadcast to
-the input) and computes over the elements where it is True only. A reduction over no element
-gives the operation's identity (``sum`` 0, ``prod`` 1, ``amax`` -inf or the integer minimum,
-``norm`` 0) or NaN where there is none (``mean``, ``var``, ``std``, ``median``); masked-out
-positions of ``softmax`` / ``log_softmax`` / ``softmin`` / ``normalize`` / ``cumsum`` /
-``cumprod`` outputs hold the value those operations give the identity (0, -inf, ...), and a row
-with nothing unmasked is NaN in the softmaxes, as in PyTorch. Gradients reach the unmasked
-elements only. ``mask=None`` means every element. (PyTorch's prototype ``MaskedTensor`` class
-is not provided.)
-
->>> import ember
->>> x = ember.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
->>> m = ember.tensor([[True, False, True], [False, False, False]])
->>> ember.masked.sum(x, 1, mask=m).tolist(), ember.masked.mean(x, 1, mask=m).tolist()
-([4.0, 0.0], [2.0, nan])
->>> [round(v, 4) for v in ember.masked.softmax(x, 1, mask=m)[0].tolist()]
-[0.1192, 0.0, 0.8808]
-"""
+"""The masked reductions and normalizations of ``ember.masked`` (see the package's docstring):
+each takes a boolean ``mask`` broadcast to the input and computes over its True elements."""
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, Sequence, Union
+from typing import Any, Callable, Sequence, TypeVar, Union
 
 import ember
 from ember import _C
@@ -31,6 +16,22 @@ __all__ = ["amax", "amin", "argmax", "argmin", "cumprod", "cumsum", "log_softmax
            "std", "sum", "var"]
 
 Dims = Union[int, Sequence[int], None]
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def _takes_masked(fn: _Fn) -> _Fn:
+    """fn also takes a MaskedTensor input: its data, with its mask (and ``mask`` when given
+    too), as PyTorch's masked functions do; the result is a plain tensor."""
+    @functools.wraps(fn)
+    def run(input: Any, *args: Any, **kwargs: Any) -> Any:
+        inner = getattr(input, "_masked_mask", None)
+        if inner is not None and isinstance(input, Tensor):
+            given = kwargs.get("mask")
+            kwargs["mask"] = inner if given is None else inner & given
+            input = input._masked_data
+        return fn(input, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def _input(input: Tensor, dtype: Any) -> Tensor:
@@ -71,6 +72,7 @@ def _highest(dtype: Any) -> float:
     return math.inf if dtype.is_floating_point else ember.iinfo(dtype).max
 
 
+@_takes_masked
 def sum(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
         mask: Tensor | None = None) -> Tensor:
     """Sum of the unmasked elements over ``dim`` (all dims when None); 0 where none is."""
@@ -78,15 +80,19 @@ def sum(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype:
     return _fill(x, _mask(x, mask), 0).sum(dim=_dims(x, dim), keepdim=bool(keepdim))
 
 
+@_takes_masked
 def prod(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
          mask: Tensor | None = None) -> Tensor:
     """Product of the unmasked elements; 1 where none is."""
     x = _fill(_input(input, dtype), _mask(input, mask), 1)
+    if x.ndim == 0:  # (still promoted as prod promotes: integers to int64)
+        return x.prod()
     for d in sorted((d % max(x.ndim, 1) for d in _dims(x, dim)), reverse=True):
         x = x.prod(d, keepdim=bool(keepdim))
     return x
 
 
+@_takes_masked
 def amax(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
          mask: Tensor | None = None) -> Tensor:
     """Largest unmasked element; -inf (an integer type's minimum) where none is."""
@@ -95,6 +101,7 @@ def amax(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype
                                                           keepdim=bool(keepdim))
 
 
+@_takes_masked
 def amin(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
          mask: Tensor | None = None) -> Tensor:
     """Smallest unmasked element; inf (an integer type's maximum) where none is."""
@@ -113,6 +120,7 @@ def _arg(input: Tensor, dim: int | None, keepdim: bool | None, dtype: Any,
     return out.to(dtype if dtype is not None else input.dtype)  # PyTorch's dtype default
 
 
+@_takes_masked
 def argmax(input: Tensor, dim: int | None = None, *, keepdim: bool | None = False,
            dtype: Any = None, mask: Tensor | None = None) -> Tensor:
     """Index of the largest unmasked element (in the input's dtype unless ``dtype`` is given,
@@ -120,6 +128,7 @@ def argmax(input: Tensor, dim: int | None = None, *, keepdim: bool | None = Fals
     return _arg(input, dim, keepdim, dtype, mask, True)
 
 
+@_takes_masked
 def argmin(input: Tensor, dim: int | None = None, *, keepdim: bool | None = False,
            dtype: Any = None, mask: Tensor | None = None) -> Tensor:
     """Index of the smallest unmasked element (in the input's dtype unless ``dtype`` is
@@ -147,6 +156,7 @@ def _count(x: Tensor, mask: Tensor | None, dims: tuple[int, ...], keepdim: bool)
     return mask.to(x.dtype).sum(dim=dims, keepdim=keepdim)
 
 
+@_takes_masked
 def mean(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype: Any = None,
          mask: Tensor | None = None) -> Tensor:
     """Mean of the unmasked elements; NaN where none is."""
@@ -157,11 +167,14 @@ def mean(input: Tensor, dim: Dims = None, *, keepdim: bool | None = False, dtype
                                                                          bool(keepdim))
 
 
+@_takes_masked
 def var(input: Tensor, dim: Dims = None, unbiased: bool | None = None, *,
         correction: float | None = None, keepdim: bool | None = False, dtype: Any = None,
         mask: Tensor | None = None) -> Tensor:
     """Variance of the unmasked elements (``correction`` 1 unless ``unbiased=False`` or given);
     NaN where fewer than ``correction`` + 1 are."""
+    if dtype is None and not (input.is_floating_point() or input.is_complex()):
+        dtype = ember.get_default_dtype()  # PyTorch's var / std of integers: in the default
     x = _floating(input, dtype, "var")
     m = _mask(x, mask)
     dims = _dims(x, dim)
@@ -174,6 +187,7 @@ def var(input: Tensor, dim: Dims = None, unbiased: bool | None = None, *,
     return sq.sum(dim=dims, keepdim=bool(keepdim)) / (count - correction).clamp(min=0)
 
 
+@_takes_masked
 def std(input: Tensor, dim: Dims = None, unbiased: bool | None = None, *,
         correction: float | None = None, keepdim: bool | None = False, dtype: Any = None,
         mask: Tensor | None = None) -> Tensor:
@@ -182,6 +196,7 @@ def std(input: Tensor, dim: Dims = None, unbiased: bool | None = None, *,
                mask=mask).sqrt()
 
 
+@_takes_masked
 def median(input: Tensor, dim: int = -1, *, keepdim: bool = False, dtype: Any = None,
            mask: Tensor | None = None) -> Tensor:
     """Median (the lower of the two middle values) of the unmasked elements along ``dim``;
@@ -190,6 +205,7 @@ def median(input: Tensor, dim: int = -1, *, keepdim: bool = False, dtype: Any = 
     return _fill(x, _mask(x, mask), math.nan).nanmedian(dim, keepdim=keepdim).values
 
 
+@_takes_masked
 def logsumexp(input: Tensor, dim: Dims = None, *, keepdim: bool = False, dtype: Any = None,
               mask: Tensor | None = None) -> Tensor:
     """log(sum(exp(x))) over the unmasked elements; -inf where none is."""
@@ -205,6 +221,7 @@ def logaddexp(input: Tensor, other: Tensor, *, dtype: Any = None,
                            _fill(b, _mask(b, other_mask), -math.inf))
 
 
+@_takes_masked
 def norm(input: Tensor, ord: float | None = 2.0, dim: Dims = None, *,
          keepdim: bool | None = False, dtype: Any = None, mask: Tensor | None = None) -> Tensor:
     """Vector ``ord``-norm of the unmasked elements; 0 where none is (inf for ord=-inf)."""
@@ -214,6 +231,7 @@ def norm(input: Tensor, ord: float | None = 2.0, dim: Dims = None, *,
     return ember.linalg.vector_norm(x, ord, dim=_dims(x, dim), keepdim=bool(keepdim))
 
 
+@_takes_masked
 def normalize(input: Tensor, ord: float, dim: int, *, eps: float = 1e-12, dtype: Any = None,
               mask: Tensor | None = None) -> Tensor:
     """input divided by the ``ord``-norm of its unmasked elements along ``dim`` (at least
@@ -224,6 +242,7 @@ def normalize(input: Tensor, ord: float, dim: int, *, eps: float = 1e-12, dtype:
     return _fill(x, m, 0) / nrm.clamp(min=eps)
 
 
+@_takes_masked
 def softmax(input: Tensor, dim: int, *, dtype: Any = None,
             mask: Tensor | None = None) -> Tensor:
     """Softmax over the unmasked elements along ``dim``: masked-out positions get 0."""
@@ -231,6 +250,7 @@ def softmax(input: Tensor, dim: int, *, dtype: Any = None,
     return ember.softmax(_fill(x, _mask(x, mask), -math.inf), dim)
 
 
+@_takes_masked
 def log_softmax(input: Tensor, dim: int, *, dtype: Any = None,
                 mask: Tensor | None = None) -> Tensor:
     """Log-softmax over the unmasked elements along ``dim``: masked-out positions get -inf."""
@@ -238,6 +258,7 @@ def log_softmax(input: Tensor, dim: int, *, dtype: Any = None,
     return ember.log_softmax(_fill(x, _mask(x, mask), -math.inf), dim)
 
 
+@_takes_masked
 def softmin(input: Tensor, dim: int, *, dtype: Any = None,
             mask: Tensor | None = None) -> Tensor:
     """Softmin (softmax of the negated input) over the unmasked elements along ``dim``."""
@@ -245,6 +266,7 @@ def softmin(input: Tensor, dim: int, *, dtype: Any = None,
     return ember.softmax(-_fill(x, _mask(x, mask), math.inf), dim)
 
 
+@_takes_masked
 def cumsum(input: Tensor, dim: int, *, dtype: Any = None,
            mask: Tensor | None = None) -> Tensor:
     """Cumulative sum along ``dim`` in which masked-out elements count as 0."""
@@ -252,6 +274,7 @@ def cumsum(input: Tensor, dim: int, *, dtype: Any = None,
     return _fill(x, _mask(x, mask), 0).cumsum(dim)
 
 
+@_takes_masked
 def cumprod(input: Tensor, dim: int, *, dtype: Any = None,
             mask: Tensor | None = None) -> Tensor:
     """Cumulative product along ``dim`` in which masked-out elements count as 1."""
