@@ -90,12 +90,13 @@ def device_expr(op: Op) -> str:
     if not tensors:
         return fallback
     a = tensors[0]
+    # kernel_device: a storage-less wrapper (core/storageless.h) runs the meta kernels
     if len(tensors) == 1 and a.type == "Tensor":
-        return f"{a.name}->device().type"
+        return f"kernel_device({a.name})"
     if len(tensors) == 1 and a.type == "Tensor|Scalar":
-        return f"({a.name}.is_tensor() ? {a.name}.tensor->device().type : {fallback})"
+        return f"({a.name}.is_tensor() ? kernel_device({a.name}.tensor) : {fallback})"
     if op.mixed_devices:  # the first tensor decides (copies between devices)
-        return f"{a.name}->device().type" if a.type == "Tensor" else fallback
+        return f"kernel_device({a.name})" if a.type == "Tensor" else fallback
     ptrs, names, lists = [], [], []
     for a in tensors:
         if a.type in ("Tensor[]", "Tensor?[]"):
@@ -217,7 +218,8 @@ def writable_checks(op: Op) -> str:
 
 
 def gen_dispatch(groups: dict[str, list[Op]]) -> str:
-    out = [HEADER, '#include <cstring>\n\n#include "ops.h"\n#include "kernels/meta/meta_fallback.h"\n'
+    out = [HEADER, '#include <cstring>\n\n#include "ops.h"\n#include "core/storageless.h"\n'
+           '#include "kernels/meta/meta_fallback.h"\n'
            '#include "ops/python_dispatch.h"\n\n'
            "namespace ember {\n"]
     index = {id(op): i for i, (_, op) in enumerate(python_dispatched_ops(groups))}

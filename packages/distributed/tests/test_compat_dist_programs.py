@@ -45,6 +45,7 @@ PROGRAMS = {
     "dtensor_2d": (1e-4, 1e-5),
     "tp_sequence_loss": (1e-4, 1e-5),
     "fsdp_tp_2d": (1e-4, 1e-5),
+    "dtensor_ops": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -123,3 +123,45 @@ def test_loss_parallel_runs_on_the_pieces(mesh, monkeypatch, shape, kw):
                                rtol=1e-12)
     np.testing.assert_allclose(d.grad.full_tensor().numpy(), leaf.grad.numpy(), rtol=1e-10,
                                atol=1e-14)
+
+
+def test_attention_on_heads_split_runs_on_the_pieces(mesh, monkeypatch):
+    """Causal attention of q, k, v split over the heads (torch's CPU DTensor has no rule for
+    it): the fused kernel on each rank's heads, gradients too, equal to whole tensors."""
+    import ember.distributed.tensor._dtensor as impl
+    from ember.distributed.tensor import Shard, distribute_tensor
+
+    gen = ember.Generator().manual_seed(1)
+    full = [ember.randn(2, 4, 3, 5, generator=gen, dtype=ember.float64) for _ in range(3)]
+    leaves = [t.clone().requires_grad_() for t in full]
+    want = ember.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True)
+    want.pow(2).sum().backward()
+
+    def no_fallback(c):
+        raise AssertionError(f"{c.func} went through whole tensors")
+
+    ds = [distribute_tensor(t, mesh, [Shard(1)]).requires_grad_() for t in full]
+    monkeypatch.setattr(impl, "_replicated", no_fallback)
+    got = ember.nn.functional.scaled_dot_product_attention(*ds, is_causal=True)
+    assert got.placements == (Shard(dim=1),)
+    got.pow(2).sum().backward()
+    monkeypatch.undo()
+    np.testing.assert_allclose(got.full_tensor().detach().numpy(), want.detach().numpy(),
+                               rtol=1e-12)
+    for d, leaf in zip(ds, leaves):
+        assert d.grad.placements == (Shard(dim=1),)
+        np.testing.assert_allclose(d.grad.full_tensor().numpy(), leaf.grad.numpy(), rtol=1e-10)
+
+
+def test_wrappers_have_no_memory_but_their_device(mesh):
+    """A DTensor's own tensor is storage-less: C++ sees its device (cpu), and anything that
+    would read its values refuses clearly instead of reading nothing."""
+    from ember.distributed.tensor import Shard, distribute_tensor
+
+    d = distribute_tensor(ember.ones(4, 3), mesh, [Shard(0)])
+    assert d.device.type == "cpu" and not d.is_meta
+    plain = ember.Tensor._make_subclass(ember.Tensor, d)  # the bare storage-less tensor
+    with pytest.raises(NotImplementedError, match="no data of its own"):
+        plain.tolist()
+    with pytest.raises(NotImplementedError, match="no data of its own"):
+        ember.zeros(4, 3).copy_(plain)

@@ -1,4 +1,5 @@
 // The device checks of the generated dispatch (ops/op_types.h).
+#include "core/storageless.h"
 #include "ops/op_types.h"
 
 namespace ember {
@@ -27,9 +28,10 @@ DeviceType common_device(const char* op, std::initializer_list<const Tensor*> te
                          DeviceType fallback) {
   // The common case, every tensor on the first one's device, costs one compare per tensor.
   const Tensor* first = nullptr;
-  bool cpu_scalar = false;
+  bool cpu_scalar = false, storageless = false;
   auto visit = [&](const Tensor& t, const char* name) {
     const Device d = t->device();
+    storageless = storageless || is_storageless(*t);
     if (d.type == DeviceType::CPU && t->dim() == 0) {
       cpu_scalar = true;
       return;
@@ -48,6 +50,7 @@ DeviceType common_device(const char* op, std::initializer_list<const Tensor*> te
   for (const std::vector<Tensor>* l : lists)
     for (const Tensor& t : *l)
       if (t) visit(t, "tensors");
+  if (storageless) return DeviceType::Meta;  // a wrapper subclass: shapes only (storageless.h)
   if (first) return (*first)->device().type;
   return cpu_scalar ? DeviceType::CPU : fallback;
 }

@@ -2,6 +2,7 @@
 // the device's `_copy_from` kernel, so every device that registers those gets them. Copies
 // between devices are built here from the backends' byte copies (core/backend.h).
 #include "core/backend.h"
+#include "core/storageless.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
@@ -78,6 +79,7 @@ Tensor contiguous(const Tensor& self) { return self->is_contiguous() ? self : cl
 namespace {
 // copy_ without its refusal of an expanded destination (fill_ writes one value everywhere).
 void copy_values(const Tensor& self, const Tensor& src, bool non_blocking) {
+  if (is_storageless(*src) || is_storageless(*self)) fail_storageless("copy_");
   const Device dd = self->device(), sd = src->device();
   // x[1:].copy_(x[:-1]) would read elements it already overwrote (a memcpy with overlap on a
   // GPU): refused as torch does. A one-element source is read once, so it may alias.

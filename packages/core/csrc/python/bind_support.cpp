@@ -2,6 +2,7 @@
 
 #include "autograd/autograd.h"
 #include "core/out_tensor.h"
+#include "core/storageless.h"
 #include "kernels/iterator.h"
 #include "ops.h"
 
@@ -377,6 +378,7 @@ void write_inplace(const Tensor& self, const Tensor& r, const char* op) {
 }
 
 Scalar scalar_value(const Tensor& t) {
+  if (is_storageless(*t)) fail_storageless("Tensor.item()");
   if (t->device().is_cpu()) return load_scalar(t->data(), t->dtype());
   EMBER_CHECK(!t->device().is_meta(), "Tensor.item() cannot be called on meta tensors");
   Tensor h = dispatch::_to_copy(t, std::nullopt, cpu_device(), false);
@@ -384,6 +386,7 @@ Scalar scalar_value(const Tensor& t) {
 }
 
 Tensor host_readable(const Tensor& t) {
+  if (is_storageless(*t)) fail_storageless("reading a tensor's values");
   if (t->device().is_cpu()) return t;
   if (t->device().is_meta()) EMBER_FAIL(NotImplemented, "Cannot copy out of meta tensor; no data!");
   return dispatch::_to_copy(t, std::nullopt, cpu_device(), false);

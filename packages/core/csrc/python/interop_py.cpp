@@ -2,6 +2,7 @@
 // DLPack producer/consumer.
 #include <cstring>
 
+#include "core/storageless.h"
 #include "python/tensor_py.h"
 
 namespace ember {
@@ -292,6 +293,7 @@ void bind_interop(py::module_& m, TensorClass& cls) {
   m.def("_from_buffer", [](py::handle obj) { return tensor_from_buffer(obj, true); });
 
   cls.def_buffer([](TensorImpl& t) -> py::buffer_info {
+    if (is_storageless(t)) fail_storageless("the buffer protocol");
     EMBER_CHECK_KIND(t.device().is_cpu(), Type, "can't convert ", t.device().str(),
                      " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host "
                      "memory first.");
@@ -311,6 +313,7 @@ void bind_interop(py::module_& m, TensorClass& cls) {
       throw py::buffer_error(
           "__dlpack__: can't export a read-only tensor (it shares a non-writable NumPy array or "
           "buffer) since signalling read-only is unsupported by DLPack; export tensor.clone()");
+    if (is_storageless(*t)) fail_storageless("__dlpack__");
     auto h = std::make_unique<DLPackHolder>();
     h->tensor = t;
     h->shape.assign(t->sizes().begin(), t->sizes().end());

@@ -8,6 +8,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "core/storageless.h"
 #include "ops/python_dispatch.h"
 
 namespace ember {
@@ -214,6 +215,14 @@ void bind_python_dispatch(py::module_& m) {
     g_subclasses_on = true;
     python_dispatch::add(1);  // for good: instances may live anywhere from now on
   });
+  m.def(
+      "_make_storageless",
+      [](const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset,
+         ScalarType dtype, const Device& device) {
+        return make_storageless(DimVector(sizes), DimVector(strides), offset, dtype, device);
+      },
+      "A tensor with sizes, strides, dtype and device but no memory (core/storageless.h): the "
+      "base of Tensor._make_wrapper_subclass.");
   m.def("_python_dispatch_stash", &stash,
         "Called as a __torch_dispatch__ subclass instance dies: remember its class and "
         "attributes while C++ still holds its tensor.");

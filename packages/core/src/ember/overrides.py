@@ -358,7 +358,8 @@ def _make_wrapper_subclass(cls: type, size: Any, strides: Any = None, storage_of
     (sizes, strides, dtype, device, requires_grad) and no data of its own, for a subclass
     that defines ``__torch_dispatch__`` (every op on it goes there; it typically holds the
     real data in attributes, such as an inner tensor). Autograd records history on it as on
-    any tensor. Its memory is a storage-less meta allocation: ``.device`` answers ``device``.
+    any tensor. It has no memory of its own (reading its values raises), and ``.device``
+    answers ``device``.
 
     >>> import ember
     >>> class Wrapper(ember.Tensor):
@@ -382,12 +383,17 @@ def _make_wrapper_subclass(cls: type, size: Any, strides: Any = None, storage_of
 
     sizes = tuple(int(s) for s in size)
     dtype = dtype if dtype is not None else ember.get_default_dtype()
-    if strides is None:
-        base = ember.empty(sizes, dtype=dtype, device="meta")
-    else:
-        base = ember.empty_strided(sizes, tuple(int(s) for s in strides), dtype=dtype, device="meta")
-    if storage_offset:
-        base = base.as_strided(sizes, base.stride(), int(storage_offset))
+    if strides is None:  # contiguous
+        strides, step = [], 1
+        for n in reversed(sizes):
+            strides.append(step)
+            step *= max(n, 1)
+        strides.reverse()
+    where = ember.device(device) if device is not None else ember.device("cpu")
+    # no memory, the real device: C++ composites make their temporaries there, and kernels
+    # never run on it (core/storageless.h)
+    base = _C._make_storageless(list(sizes), [int(s) for s in strides], int(storage_offset or 0),
+                                dtype, where)
     with _C.DisableTorchFunctionSubclass():
         obj = _alias_as(cls, base)
         obj._ember_wrapper_device = ember.device(device) if device is not None else ember.device("cpu")
