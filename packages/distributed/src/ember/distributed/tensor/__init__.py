@@ -14,8 +14,9 @@ Example (2 ranks)::
 """
 
 from ..device_mesh import DeviceMesh, init_device_mesh
-from ._dtensor import DTensor, distribute_tensor, empty, full, ones, zeros
+from ._dtensor import DTensor, distribute_module, distribute_tensor, empty, full, ones, zeros
 from .placement_types import Partial, Placement, Replicate, Shard
 
 __all__ = ["DTensor", "DeviceMesh", "Partial", "Placement", "Replicate", "Shard",
-           "distribute_tensor", "empty", "full", "init_device_mesh", "ones", "zeros"]
+           "distribute_module", "distribute_tensor", "empty", "full", "init_device_mesh",
+           "ones", "zeros"]

@@ -35,7 +35,7 @@ from .. import distributed_c10d as c10d
 from ..device_mesh import DeviceMesh, init_device_mesh
 from .placement_types import Partial, Placement, Replicate, Shard, _StridedShard
 
-__all__ = ["DTensor", "distribute_tensor", "empty", "full", "ones", "zeros"]
+__all__ = ["DTensor", "distribute_module", "distribute_tensor", "empty", "full", "ones", "zeros"]
 
 
 class _NormPartial(Partial):
@@ -270,13 +270,17 @@ class DTensor(ember.Tensor):
         return self._spec.mesh
 
     def to_local(self, *, grad_placements: Sequence[Placement] | None = None) -> ember.Tensor:
-        """This rank's piece (a view of it; differentiable)."""
-        return _ToLocal.apply(self)
+        """This rank's piece (a view of it; differentiable). grad_placements: how the
+        gradient of the piece is laid out (default: as this DTensor, Partial as Replicate)."""
+        if grad_placements is not None:
+            grad_placements = _check_placements(grad_placements, self._spec.mesh, self.ndim)
+        return _ToLocal.apply(self, grad_placements)
 
     def full_tensor(self, *, grad_placements: Sequence[Placement] | None = None) -> ember.Tensor:
         """The whole value as a plain tensor, on every rank (differentiable)."""
         whole = [Replicate()] * self._spec.mesh.ndim
-        return self.redistribute(self._spec.mesh, whole).to_local()
+        return self.redistribute(self._spec.mesh, whole).to_local(
+            grad_placements=grad_placements)
 
     def redistribute(self, device_mesh: DeviceMesh | None = None,
                      placements: Sequence[Placement] | None = None, *,
@@ -364,14 +368,15 @@ def _grad_to(grad: Any, spec: _Spec) -> ember.Tensor:
 
 class _ToLocal(ember.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, d: DTensor) -> ember.Tensor:
-        ctx.spec = d._spec
+    def forward(ctx: Any, d: DTensor, grad_placements: Any = None) -> ember.Tensor:
+        ctx.spec, ctx.grad_placements = d._spec, grad_placements
         return d._local_tensor.view_as(d._local_tensor)
 
     @staticmethod
-    def backward(ctx: Any, grad: ember.Tensor) -> DTensor:
+    def backward(ctx: Any, grad: ember.Tensor) -> tuple:
         spec = ctx.spec
-        return DTensor(grad.contiguous(), spec.with_(_no_partial(spec.placements)))
+        placements = ctx.grad_placements or _no_partial(spec.placements)
+        return DTensor(grad.contiguous(), spec.with_(placements)), None
 
 
 class _FromLocal(ember.autograd.Function):
@@ -991,9 +996,23 @@ def _global_shapes(c: _Call) -> list[tuple[tuple[int, ...], tuple[int, ...]] | N
             for o in outs]
 
 
+_IMPLICIT_REPLICATION: list[bool] = [False]  # on inside implicit_replication()
+
+
+def _replicated_plain(args: Any, kwargs: dict, mesh: DeviceMesh) -> tuple[Any, dict]:
+    """Plain tensors among the operands as Replicate DTensors (implicit_replication)."""
+    rep = tuple(Replicate() for _ in range(mesh.ndim))
+    return tree_map(lambda a: DTensor(a, _Spec(mesh, rep, tuple(a.shape)), stride=a.stride())
+                    if isinstance(a, ember.Tensor) and not isinstance(a, DTensor) else a,
+                    (args, kwargs))
+
+
 def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     ds = _dtensors(args, kwargs)
     mesh = ds[0]._spec.mesh
+    if _IMPLICIT_REPLICATION[0]:
+        args, kwargs = _replicated_plain(args, kwargs, mesh)
+        ds = _dtensors(args, kwargs)
     if any(d._spec.mesh != mesh for d in ds):
         raise RuntimeError(f"{func}: DTensor operands on different device meshes")
     c = _Call(func, _packet(func), args, kwargs, ds, mesh)
@@ -1133,3 +1152,45 @@ def full(size: Sequence[int], fill_value: Any, *, device_mesh: DeviceMesh | None
     """A DTensor filled with fill_value."""
     return _factory(lambda s, **k: ember.full(s, fill_value, **k), (tuple(size),), device_mesh,
                     placements, **kw)
+
+
+def distribute_module(module: Any, device_mesh: DeviceMesh | None = None,
+                      partition_fn: Any = None, input_fn: Any = None,
+                      output_fn: Any = None) -> Any:
+    """Lays module's parameters out over the mesh: partition_fn(name, submodule, mesh) for
+    each submodule (default: every parameter and buffer a Replicate DTensor); input_fn(module,
+    inputs, mesh) and output_fn(module, outputs, mesh) become forward pre- / post-hooks.
+    Returns module.
+
+    Example::
+
+        >>> distribute_module(model, mesh, output_fn=lambda m, out, mesh: out.to_local())
+        ... # doctest: +SKIP
+    """
+    from ember import nn
+
+    if getattr(module, "_distribute_module_applied", False):
+        raise RuntimeError("distribute_module should only be called once on a module, but it "
+                           "has already been called on this module!")
+    mesh = device_mesh or init_device_mesh("cpu", (c10d.get_world_size(),))
+    rep = [Replicate()] * mesh.ndim
+
+    def replicate(name: str, sub: nn.Module, mesh: DeviceMesh) -> None:
+        for key, p in list(sub._parameters.items()):
+            if p is not None and not isinstance(p, DTensor):
+                sub._parameters[key] = nn.Parameter(distribute_tensor(p.data, mesh, rep),
+                                                    requires_grad=p.requires_grad)
+        for key, b in list(sub._buffers.items()):
+            if b is not None and not isinstance(b, DTensor):
+                sub._buffers[key] = distribute_tensor(b, mesh, rep)
+
+    for name, sub in module.named_modules():
+        (partition_fn or replicate)(name, sub, mesh)
+        if partition_fn is not None:
+            replicate(name, sub, mesh)  # what partition_fn left plain is replicated
+    if input_fn is not None:
+        module.register_forward_pre_hook(lambda m, inputs: input_fn(m, inputs, mesh))
+    if output_fn is not None:
+        module.register_forward_hook(lambda m, inputs, out: output_fn(m, out, mesh))
+    module._distribute_module_applied = True
+    return module
