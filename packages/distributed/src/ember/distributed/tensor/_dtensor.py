@@ -164,6 +164,22 @@ def _all_reduce(local: ember.Tensor, placement: Partial, mesh: DeviceMesh,
     return out
 
 
+def _partition(local: ember.Tensor, p: Partial, mesh: DeviceMesh, m: int) -> ember.Tensor:
+    """A value's share on this rank as a Partial over mesh dim m (torch's split): a sum is
+    divided evenly (integers: all of it at index 0), a p-norm by n^(1/p); max / min / avg and
+    the infinite norms keep the value."""
+    n = mesh.size(m)
+    if isinstance(p, _NormPartial):
+        if math.isinf(p.norm_type) or p.norm_type == 0:
+            return local
+        return local / n ** (1.0 / p.norm_type)
+    if p.reduce_op in ("max", "min", "avg"):
+        return local
+    if local.is_floating_point() or local.is_complex():
+        return local / n
+    return local if mesh.get_local_rank(m) == 0 else ember.zeros_like(local)
+
+
 def _move(local: ember.Tensor, spec: _Spec, target: Sequence[Placement]) -> ember.Tensor:
     """This rank's piece of the value laid out as target. Mesh dimensions whose placement
     changes are undone, last cut first (all-gather a Shard, all-reduce a Partial), then the
@@ -200,9 +216,7 @@ def _move(local: ember.Tensor, spec: _Spec, target: Sequence[Placement]) -> embe
         if isinstance(p, Shard):
             local = _my_chunk(local, p.dim, mesh, m)
         elif isinstance(p, Partial):
-            keep = p.reduce_op in ("max", "min", "avg") and not isinstance(p, _NormPartial)
-            if not keep and mesh.get_local_rank(m) != 0:
-                local = ember.zeros_like(local)
+            local = _partition(local, p, mesh, m)
         else:
             raise ValueError(f"DTensor: unknown placement {p!r}")
         cur[m] = p
@@ -589,6 +603,10 @@ def _matmul_rule(c: _Call, m: int) -> Any:
         pb, out = rep, rows
     elif pb == cols:
         pa, out = rep, cols
+    elif pa == cols and pb == rep:  # cutting b's rows is free: a partial product
+        pb, out = rows, Partial("sum")
+    elif pa == rep and pb == rows:
+        pa, out = cols, Partial("sum")
     else:
         return None
     targets = {id(a): pa, id(b): pb}
@@ -855,6 +873,10 @@ def _bmm_rule(c: _Call, m: int) -> Any:
         return [pa, pb], table[(pa, pb)]
     if _is_plain_sum(pa) and pb == rep or pa == rep and _is_plain_sum(pb):
         return [pa, pb], Partial("sum")
+    if pa == Shard(2) and pb == rep:  # cutting the other operand is free: a partial product
+        return [pa, Shard(1)], Partial("sum")
+    if pa == rep and pb == Shard(1):
+        return [Shard(2), pb], Partial("sum")
     return None
 
 
