@@ -47,6 +47,7 @@ PROGRAMS = {
     "fsdp_tp_2d": (1e-4, 1e-5),
     "dtensor_ops": (1e-4, 1e-5),
     "dtensor_apis": (1e-4, 1e-5),
+    "fsdp2_placements": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

@@ -36,13 +36,18 @@ def test_needs_a_process_group():
 
 
 def test_refusals(world1):
+    from ember.distributed.tensor import Shard
+
     m = fully_shard(_mlp())
     with pytest.raises(ValueError, match="already fully sharded"):
         fully_shard(m)
     with pytest.raises(NotImplementedError, match="one module at a time"):
         fully_shard([_mlp(), _mlp()])
-    with pytest.raises(NotImplementedError, match="offload"):
-        fully_shard(_mlp(), offload_policy=CPUOffloadPolicy())
+    with pytest.raises(TypeError, match="OffloadPolicy"):
+        fully_shard(_mlp(), offload_policy="cpu")
+    with pytest.raises(ValueError, match="shard_placement_fn must return None or Shard"):
+        fully_shard(_mlp(), shard_placement_fn=lambda p: Shard(5))
+    assert fully_shard(_mlp(), offload_policy=CPUOffloadPolicy())[0].weight.device.type == "cpu"
     with pytest.raises(TypeError, match="nn.Module"):
         fully_shard(ember.ones(2))
 

@@ -1,8 +1,10 @@
 """fully_shard: PyTorch's per-parameter FSDP ("FSDP2", torch.distributed.fsdp.fully_shard).
 
 Each parameter a module manages (its own and those of submodules not sharded separately)
-becomes a DTensor split along dim 0 over a 1-D mesh (over the second dimension of a 2-D mesh,
-replicated over the first: HSDP), so ``model.parameters()``, the optimizer
+becomes a DTensor split along dim 0 (or the dim shard_placement_fn says) over a 1-D mesh (over
+the second dimension of a 2-D mesh, replicated over the first: HSDP; a tensor-parallel DTensor
+is split again over the first dimension of its 2-D mesh), kept on the CPU with
+CPUOffloadPolicy, so ``model.parameters()``, the optimizer
 and the state dict see sharded DTensors, as in torch. Around the module's forward:
 
 - before it, each parameter's shards are all-gathered into a plain full-size ``nn.Parameter``
@@ -23,6 +25,7 @@ memory, not parameter memory between forward and backward.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -55,7 +58,9 @@ class OffloadPolicy:
 
 @dataclass
 class CPUOffloadPolicy(OffloadPolicy):
-    """Sharded parameters, gradients and optimizer state on the CPU (not in ember)."""
+    """Sharded parameters, gradients and optimizer state on the CPU (pinned when pin_memory
+    and CUDA is there): gathered on the mesh's device for forward and backward, gradients
+    brought back after the reduce-scatter, the optimizer steps on the CPU."""
 
     pin_memory: bool = True
 
@@ -69,14 +74,16 @@ class UnshardHandle:
 
 @dataclass(frozen=True)
 class _Layout:
-    """How a parameter is sharded: split along dim 0 over mesh dimension shard_dim of its
-    DTensor's mesh, summed over replicate_dim too (HSDP); tp: the tensor-parallel mesh and
-    placement of the piece fully_shard splits (2-D FSDP x TP), whose gathered form is a TP
-    DTensor."""
+    """How a parameter is sharded: split along tensor dim `dim` over mesh dimension shard_dim
+    of its DTensor's mesh, summed over replicate_dim too (HSDP); tp: the tensor-parallel mesh
+    and placement of the piece fully_shard splits (2-D FSDP x TP), whose gathered form is a TP
+    DTensor; offload: the shards live on the CPU, gathered on the mesh's device."""
 
     shard_dim: int
     replicate_dim: int | None = None
     tp: tuple[Any, Any] | None = None
+    dim: int = 0
+    offload: bool = False
 
 
 class _Param:
@@ -109,20 +116,26 @@ def _gather(p: _Param) -> ember.Tensor:
     from ember.distributed.tensor._dtensor import DTensor, _all_gather, _local_region, _Spec
 
     d, lay = p.sharded, p.layout
+    mesh = d._spec.mesh
+    piece = d._local_tensor
+    if lay.offload:  # to the device the collectives run on
+        piece = piece.to(mesh.device_type, non_blocking=True)
     if lay.tp is None:
-        return _all_gather(d._local_tensor, 0, d.shape[0], d._spec.mesh, lay.shard_dim)
+        return _all_gather(piece, lay.dim, d.shape[lay.dim], mesh, lay.shard_dim)
     tp_mesh, tp_placement = lay.tp
     length = _local_region(d.shape, tp_mesh, (tp_placement,))[1][0]
-    local = _all_gather(d._local_tensor, 0, length, d._spec.mesh, lay.shard_dim)
+    local = _all_gather(piece, 0, length, mesh, lay.shard_dim)
     return DTensor(local, _Spec(tp_mesh, (tp_placement,), tuple(d.shape)))
 
 
 def _reduce_scatter(full: ember.Tensor, p: _Param, factor: float) -> ember.Tensor:
-    """This rank's rows of the sum over the FSDP ranks of full (with HSDP, summed over the
-    replicas too), divided by factor."""
+    """This rank's rows (its part of dim `dim`) of the sum over the FSDP ranks of full (with
+    HSDP, summed over the replicas too), divided by factor."""
     from ember.distributed.tensor._dtensor import _chunk_sizes
 
     mesh, lay = p.sharded._spec.mesh, p.layout
+    if lay.dim != 0:  # split along dim 0 of the transposed gradient
+        full = full.transpose(0, lay.dim).contiguous()
     m = lay.shard_dim
     sizes = _chunk_sizes(full.shape[0], mesh.size(m))
     top = max(sizes)
@@ -141,7 +154,8 @@ def _reduce_scatter(full: ember.Tensor, p: _Param, factor: float) -> ember.Tenso
     out = out.narrow(0, 0, sizes[mesh.get_local_rank(m)]).contiguous()
     if lay.replicate_dim is not None:
         dist.all_reduce(out, group=mesh.get_group(lay.replicate_dim))
-    return out.div_(factor)
+    out.div_(factor)
+    return out.transpose(0, lay.dim).contiguous() if lay.dim != 0 else out
 
 
 class FSDPModule:
@@ -260,6 +274,8 @@ def _reduce_grad(state: _State, p: _Param) -> None:
             g = _move(g._local_tensor, g._spec, (p.layout.tp[1],))
         local = _reduce_scatter(g.to(reduce_dtype), p, state.divide_factor or float(world))
         local = local.to(p.sharded.dtype)
+        if p.layout.offload:  # the optimizer steps the shards on the CPU
+            local = local.to("cpu")
         grad = DTensor(local, p.sharded._spec)
         if p.sharded.grad is None:
             p.sharded.grad = grad
@@ -340,8 +356,10 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
         raise TypeError(f"fully_shard: expected an nn.Module, got {type(module).__name__}")
     if isinstance(module, FSDPModule):
         raise ValueError(f"fully_shard: {type(module).__name__} is already fully sharded")
-    if type(offload_policy) is not OffloadPolicy:
-        raise NotImplementedError("fully_shard: ember has no CPU offloading (offload_policy)")
+    if not isinstance(offload_policy, OffloadPolicy):
+        raise TypeError(f"fully_shard: offload_policy must be an OffloadPolicy, got "
+                        f"{type(offload_policy).__name__}")
+    offload = isinstance(offload_policy, CPUOffloadPolicy)
     if not dist.is_initialized():
         raise RuntimeError("fully_shard needs an initialized process group "
                            "(ember.distributed.init_process_group)")
@@ -368,23 +386,37 @@ def fully_shard(module: nn.Module, *, mesh: Any = None, reshard_after_forward: b
                 continue
             tp = _tp_layout(p, mesh, name, owner) if isinstance(p, DTensor) else None
             placement = shard_placement_fn(p) if shard_placement_fn else None
-            if placement is not None and placement != Shard(0):
-                raise NotImplementedError(f"fully_shard: ember shards dim 0 only, got "
-                                          f"{placement} for {name}")
+            dim = 0
+            if placement is not None:
+                if type(placement) is not Shard or not -p.ndim <= placement.dim < p.ndim:
+                    raise ValueError(f"fully_shard: shard_placement_fn must return None or "
+                                     f"Shard(d) with d a dim of the parameter, got "
+                                     f"{placement!r} for {name} of shape {tuple(p.shape)}")
+                dim = placement.dim % p.ndim
+                if tp is not None and dim != 0:
+                    raise NotImplementedError(f"fully_shard: a tensor-parallel parameter is "
+                                              f"split along dim 0, got {placement} for {name}")
             if p.ndim == 0:
                 raise NotImplementedError(f"fully_shard: 0-d parameter {name} cannot be "
                                           "sharded along dim 0")
             with ember.no_grad():
                 if tp is None:
-                    spec = _Spec(mesh, placements, tuple(p.shape))
-                    local = _my_chunk(p.detach(), 0, mesh, plain.shard_dim).clone()
+                    layout = dataclasses.replace(plain, dim=dim, offload=offload)
+                    spec = _Spec(mesh, tuple(Shard(dim) if isinstance(q, Shard) else q
+                                             for q in placements), tuple(p.shape))
+                    local = _my_chunk(p.detach(), dim, mesh, plain.shard_dim).clone()
                 else:  # this rank's rows of its TP piece, on the 2-D root mesh
+                    layout = dataclasses.replace(tp[1], offload=offload)
                     spec = tp[0]
                     local = _my_chunk(p._local_tensor.detach(), 0, mesh, 0).clone()
+                if offload:
+                    local = local.to("cpu")
+                    if offload_policy.pin_memory and ember.cuda.is_available():
+                        local = local.pin_memory()
                 sharded = nn.Parameter(DTensor(local, spec), requires_grad=p.requires_grad)
             seen[id(p)] = sharded
             owner._parameters[name] = sharded
-            params.append(_Param(owner, name, sharded, plain if tp is None else tp[1]))
+            params.append(_Param(owner, name, sharded, layout))
     cls = type(module)
     if cls not in _CLASSES:
         _CLASSES[cls] = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
