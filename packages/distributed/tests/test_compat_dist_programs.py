@@ -48,6 +48,7 @@ PROGRAMS = {
     "dtensor_ops": (1e-4, 1e-5),
     "dtensor_apis": (1e-4, 1e-5),
     "fsdp2_placements": (1e-4, 1e-5),
+    "pipeline_multi": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

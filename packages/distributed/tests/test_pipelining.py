@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ember
 import ember.distributed as dist
+import numpy as np
 import pytest
 from ember import nn
 from ember.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
@@ -20,8 +21,6 @@ def test_stage_and_schedule_checks():
     try:
         with pytest.raises(ValueError, match=r"not in \[0, 2\)"):
             PipelineStage(nn.Linear(2, 2), 2, 2)
-        with pytest.raises(ValueError, match="2 stages need a group of 2 ranks"):
-            PipelineStage(nn.Linear(2, 2), 0, 2)
         stage = PipelineStage(nn.Linear(2, 2), 0, 1)
         with pytest.raises(ValueError, match="n_microbatches must be positive"):
             ScheduleGPipe(stage, 0)
@@ -31,5 +30,37 @@ def test_stage_and_schedule_checks():
         losses: list = []
         out = one.step(ember.ones(4, 2), target=ember.zeros(4, 2), losses=losses)
         assert out.shape == (4, 2) and len(losses) == 4  # one stage: first and last at once
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_stages_on_one_rank_train_like_the_whole_model():
+    """A multi-stage schedule with both stages on one rank (messages stay in the process):
+    the same loss and gradients as the unsplit model."""
+    from ember.distributed.pipelining import ScheduleInterleaved1F1B, ScheduleLoopedBFS
+
+    dist.init_process_group("shm", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        for schedule_cls in (ScheduleLoopedBFS, ScheduleInterleaved1F1B):
+            ember.manual_seed(0)
+            whole = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+            parts = [nn.Sequential(nn.Linear(3, 4), nn.Tanh()), nn.Linear(4, 2)]
+            with ember.no_grad():
+                parts[0][0].weight.copy_(whole[0].weight)
+                parts[0][0].bias.copy_(whole[0].bias)
+                parts[1].weight.copy_(whole[2].weight)
+                parts[1].bias.copy_(whole[2].bias)
+            x, y = ember.randn(6, 3), ember.randn(6, 2)
+            loss_fn = nn.MSELoss()
+            loss_fn(whole(x[:3]), y[:3]).div(2).backward()
+            loss_fn(whole(x[3:]), y[3:]).div(2).backward()
+            stages = [PipelineStage(parts[i], i, 2) for i in range(2)]
+            losses: list = []
+            out = schedule_cls(stages, 2, loss_fn=loss_fn).step(x, target=y, losses=losses)
+            assert out.shape == (6, 2) and len(losses) == 2
+            np.testing.assert_allclose(parts[0][0].weight.grad.numpy(),
+                                       whole[0].weight.grad.numpy(), rtol=1e-5, atol=1e-7)
+            np.testing.assert_allclose(parts[1].bias.grad.numpy(), whole[2].bias.grad.numpy(),
+                                       rtol=1e-5, atol=1e-7)
     finally:
         dist.destroy_process_group()

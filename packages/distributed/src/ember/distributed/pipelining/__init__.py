@@ -1,4 +1,5 @@
-"""Pipeline parallelism (torch.distributed.pipelining): each rank runs one stage of a model;
+"""Pipeline parallelism (torch.distributed.pipelining): each rank runs one stage of a model
+(or several, stage s on rank s % world size, with the multi-stage schedules);
 a schedule splits the batch into micro-batches and moves activations forward and gradients
 back between neighbouring stages by point-to-point messages.
 
@@ -15,7 +16,15 @@ Example (2 ranks; rank r holds layers of stage r)::
         out = schedule.step(target=y, losses=losses)
 """
 
-from ._schedule import PipelineScheduleSingle, Schedule1F1B, ScheduleGPipe
+from ._schedule import (
+    PipelineScheduleMulti,
+    PipelineScheduleSingle,
+    Schedule1F1B,
+    ScheduleGPipe,
+    ScheduleInterleaved1F1B,
+    ScheduleLoopedBFS,
+)
 from ._stage import PipelineStage
 
-__all__ = ["PipelineScheduleSingle", "PipelineStage", "Schedule1F1B", "ScheduleGPipe"]
+__all__ = ["PipelineScheduleMulti", "PipelineScheduleSingle", "PipelineStage", "Schedule1F1B",
+           "ScheduleGPipe", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS"]

@@ -1,6 +1,7 @@
-"""The schedules: GPipe (every micro-batch forward, then every one backward) and 1F1B (after
+"""The schedules: GPipe (every micro-batch forward, then every one backward), 1F1B (after
 a warm-up of forwards, one forward and one backward in turn, so fewer micro-batches' activations
-are alive at once). Both give the same gradients: each micro-batch's loss is backpropagated
+are alive at once), and for several stages per rank LoopedBFS / Interleaved1F1B (run looped,
+breadth first). All give the same gradients: each micro-batch's loss is backpropagated
 and, with scale_grads, the gradients are divided by the number of micro-batches at the end."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import ember
 
 from ._stage import PipelineStage
 
-__all__ = ["PipelineScheduleSingle", "Schedule1F1B", "ScheduleGPipe"]
+__all__ = ["PipelineScheduleMulti", "PipelineScheduleSingle", "Schedule1F1B", "ScheduleGPipe",
+           "ScheduleInterleaved1F1B", "ScheduleLoopedBFS"]
 
 
 def _split(value: Any, n: int) -> list:
@@ -23,98 +25,119 @@ def _split(value: Any, n: int) -> list:
     return [value] * n
 
 
-class PipelineScheduleSingle:
-    """A schedule for one stage per rank."""
+class _StageRun:
+    """One stage's part of one step: its micro-batches' forward and backward passes, the
+    activations kept between them, its outputs and losses."""
 
-    _order = "gpipe"
+    def __init__(self, stage: PipelineStage, n: int, loss_fn: Callable | None,
+                 mb_args: list, mb_kwargs: list, targets: list) -> None:
+        self.st, self.n, self.loss_fn = stage, n, loss_fn
+        self.mb_args, self.mb_kwargs, self.targets = mb_args, mb_kwargs, targets
+        self.backward = loss_fn is not None and (not stage.is_last or targets[0] is not None)
+        self.saved: list[Any] = [None] * n
+        self.outputs: list[Any] = [None] * n
+        self.losses: list[Any] = [None] * n
 
-    def __init__(self, stage: PipelineStage, n_microbatches: int,
-                 loss_fn: Callable | None = None, args_chunk_spec: Any = None,
-                 kwargs_chunk_spec: Any = None, output_merge_spec: Any = None,
-                 scale_grads: bool = True) -> None:
-        if n_microbatches < 1:
-            raise ValueError(f"pipeline: n_microbatches must be positive, got {n_microbatches}")
-        self._stage = stage
-        self._n = n_microbatches
-        self._loss_fn = loss_fn
-        self.scale_grads = scale_grads
-
-    def step(self, *args: Any, target: Any = None, losses: list | None = None,
-             **kwargs: Any) -> Any:
-        """Runs one batch through the pipeline (the first stage passes the inputs, the last
-        the target and a list that receives each micro-batch's loss); returns the last
-        stage's merged output, None elsewhere."""
-        st, n = self._stage, self._n
-        mb_args = list(zip(*[_split(a, n) for a in args])) if args else [()] * n
-        mb_kwargs = [{k: _split(v, n)[i] for k, v in kwargs.items()} for i in range(n)]
-        targets = _split(target, n) if target is not None else [None] * n
-        backward = self._loss_fn is not None and (not st.is_last or target is not None)
-        saved: list[Any] = [None] * n
-        outputs: list[Any] = [None] * n
-        mb_losses: list[Any] = [None] * n
-
-        def forward(i: int) -> None:
-            if st.is_first:
-                inputs = tuple(mb_args[i])
-            else:
-                inputs = tuple(t.requires_grad_(backward and t.is_floating_point())
-                               for t in st._recv(st.stage_index - 1))
-            with ember.set_grad_enabled(backward and ember.is_grad_enabled()):
-                out = st.submod(*inputs, **(mb_kwargs[i] if st.is_first else {}))
-                outs = out if isinstance(out, tuple) else (out,)
-                if st.is_last:
-                    outputs[i] = out
-                    if self._loss_fn is not None and targets[i] is not None:
-                        mb_losses[i] = self._loss_fn(out, targets[i])
-                else:
-                    st._send(outs, st.stage_index + 1)
-            saved[i] = (inputs, outs)
-
-        def backward_mb(i: int) -> None:
-            inputs, outs = saved[i]
+    def forward(self, i: int) -> None:
+        st = self.st
+        if st.is_first:
+            inputs = tuple(self.mb_args[i])
+        else:
+            inputs = tuple(t.requires_grad_(self.backward and t.is_floating_point())
+                           for t in st._recv(st.stage_index - 1))
+        with ember.set_grad_enabled(self.backward and ember.is_grad_enabled()):
+            out = st.submod(*inputs, **(self.mb_kwargs[i] if st.is_first else {}))
+            outs = out if isinstance(out, tuple) else (out,)
             if st.is_last:
-                if mb_losses[i] is not None:
-                    mb_losses[i].backward()
+                self.outputs[i] = out
+                if self.loss_fn is not None and self.targets[i] is not None:
+                    self.losses[i] = self.loss_fn(out, self.targets[i])
             else:
-                grads = st._recv(st.stage_index + 1)
-                pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad]
-                if pairs:
-                    ember.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-            if not st.is_first:
-                st._send(tuple(t.grad if t.grad is not None else ember.zeros_like(t)
-                               for t in inputs), st.stage_index - 1)
-            saved[i] = None  # this micro-batch's activations can go
+                st._send(outs, st.stage_index + 1)
+        self.saved[i] = (inputs, outs)
 
-        if not backward:
-            for i in range(n):
-                forward(i)
-        elif self._order == "gpipe":
-            for i in range(n):
-                forward(i)
-            for i in range(n):
-                backward_mb(i)
-        else:  # 1F1B
-            warmup = min(st.num_stages - st.stage_index - 1, n)
-            for i in range(warmup):
-                forward(i)
-            for i in range(n - warmup):
-                forward(warmup + i)
-                backward_mb(i)
-            for i in range(n - warmup, n):
-                backward_mb(i)
+    def backward_mb(self, i: int) -> None:
+        st = self.st
+        inputs, outs = self.saved[i]
+        if st.is_last:
+            if self.losses[i] is not None:
+                self.losses[i].backward()
+        else:
+            grads = st._recv(st.stage_index + 1)
+            pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad]
+            if pairs:
+                ember.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+        if not st.is_first:
+            st._send(tuple(t.grad if t.grad is not None else ember.zeros_like(t)
+                           for t in inputs), st.stage_index - 1)
+        self.saved[i] = None  # this micro-batch's activations can go
+
+    def finish(self, scale_grads: bool, losses: list | None) -> Any:
+        """Waits for the sends, scales the gradients; the last stage's merged output."""
+        st, n = self.st, self.n
         st._wait_sends()
-        if backward and self.scale_grads and n > 1:
+        if self.backward and scale_grads and n > 1:
             with ember.no_grad():
                 for p in st.submod.parameters():
                     if p.grad is not None:
                         p.grad.div_(n)
         if st.is_last and losses is not None:
-            losses.extend(loss for loss in mb_losses if loss is not None)
+            losses.extend(loss for loss in self.losses if loss is not None)
         if not st.is_last:
             return None
-        if isinstance(outputs[0], ember.Tensor):
-            return ember.cat([o.detach() if backward else o for o in outputs], 0)
-        return outputs
+        if isinstance(self.outputs[0], ember.Tensor):
+            return ember.cat([o.detach() if self.backward else o for o in self.outputs], 0)
+        return self.outputs
+
+
+class _Schedule:
+    """What every schedule shares: micro-batch splitting and the step's bookkeeping."""
+
+    def __init__(self, stages: list[PipelineStage], n_microbatches: int,
+                 loss_fn: Callable | None, scale_grads: bool) -> None:
+        if n_microbatches < 1:
+            raise ValueError(f"pipeline: n_microbatches must be positive, got {n_microbatches}")
+        self._stages = stages
+        self._n = n_microbatches
+        self._loss_fn = loss_fn
+        self.scale_grads = scale_grads
+
+    def _runs(self, args: tuple, kwargs: dict, target: Any) -> list[_StageRun]:
+        n = self._n
+        mb_args = list(zip(*[_split(a, n) for a in args])) if args else [()] * n
+        mb_kwargs = [{k: _split(v, n)[i] for k, v in kwargs.items()} for i in range(n)]
+        targets = _split(target, n) if target is not None else [None] * n
+        return [_StageRun(st, n, self._loss_fn, mb_args, mb_kwargs, targets)
+                for st in self._stages]
+
+    def _order(self, runs: list[_StageRun]) -> None:
+        raise NotImplementedError
+
+    def step(self, *args: Any, target: Any = None, losses: list | None = None,
+             **kwargs: Any) -> Any:
+        """Runs one batch through the pipeline (the first stage passes the inputs, the last
+        the target and a list that receives each micro-batch's loss); returns the last
+        stage's merged output where it runs, None elsewhere."""
+        runs = self._runs(args, kwargs, target)
+        if not any(r.backward for r in runs):
+            for r in runs:
+                for i in range(self._n):
+                    r.forward(i)
+        else:
+            self._order(runs)
+        results = [r.finish(self.scale_grads, losses) for r in runs]
+        return next((res for r, res in zip(runs, results) if r.st.is_last), None)
+
+
+class PipelineScheduleSingle(_Schedule):
+    """A schedule for one stage per rank."""
+
+    def __init__(self, stage: PipelineStage, n_microbatches: int,
+                 loss_fn: Callable | None = None, args_chunk_spec: Any = None,
+                 kwargs_chunk_spec: Any = None, output_merge_spec: Any = None,
+                 scale_grads: bool = True) -> None:
+        super().__init__([stage], n_microbatches, loss_fn, scale_grads)
+        self._stage = stage
 
 
 class ScheduleGPipe(PipelineScheduleSingle):
@@ -125,7 +148,12 @@ class ScheduleGPipe(PipelineScheduleSingle):
         >>> schedule = ScheduleGPipe(stage, n_microbatches=4, loss_fn=loss_fn)  # doctest: +SKIP
     """
 
-    _order = "gpipe"
+    def _order(self, runs: list[_StageRun]) -> None:
+        (r,) = runs
+        for i in range(self._n):
+            r.forward(i)
+        for i in range(self._n):
+            r.backward_mb(i)
 
 
 class Schedule1F1B(PipelineScheduleSingle):
@@ -137,4 +165,64 @@ class Schedule1F1B(PipelineScheduleSingle):
         >>> schedule = Schedule1F1B(stage, n_microbatches=4, loss_fn=loss_fn)  # doctest: +SKIP
     """
 
-    _order = "1f1b"
+    def _order(self, runs: list[_StageRun]) -> None:
+        (r,) = runs
+        n = self._n
+        warmup = min(r.st.num_stages - r.st.stage_index - 1, n)
+        for i in range(warmup):
+            r.forward(i)
+        for i in range(n - warmup):
+            r.forward(warmup + i)
+            r.backward_mb(i)
+        for i in range(n - warmup, n):
+            r.backward_mb(i)
+
+
+class PipelineScheduleMulti(_Schedule):
+    """A schedule for several stages per rank: stage s runs on the group's rank
+    s % group size (stages 0 and 2 on rank 0, 1 and 3 on rank 1 for 4 stages on 2 ranks)."""
+
+    def __init__(self, stages: list[PipelineStage], n_microbatches: int,
+                 loss_fn: Callable | None = None, args_chunk_spec: Any = None,
+                 kwargs_chunk_spec: Any = None, output_merge_spec: Any = None,
+                 scale_grads: bool = True, backward_requires_autograd: bool = True,
+                 defer_pp_recv: bool = False) -> None:
+        stages = list(stages)
+        if not stages:
+            raise ValueError("pipeline: a multi-stage schedule needs this rank's stages")
+        if any(st.num_stages != stages[0].num_stages for st in stages):
+            raise ValueError("pipeline: the stages disagree on the number of stages")
+        super().__init__(sorted(stages, key=lambda st: st.stage_index), n_microbatches,
+                         loss_fn, scale_grads)
+
+    def _order(self, runs: list[_StageRun]) -> None:
+        # looped, breadth first: each local stage runs every micro-batch forward in stage
+        # order, then backward in reverse stage order. Every rank goes through the stages in
+        # the pipeline's order and sends never block, so no rank waits on one that waits on it.
+        for r in runs:
+            for i in range(self._n):
+                r.forward(i)
+        for r in reversed(runs):
+            for i in range(self._n):
+                r.backward_mb(i)
+
+
+class ScheduleLoopedBFS(PipelineScheduleMulti):
+    """Several stages per rank, breadth first: all micro-batches through each local stage in
+    turn, then back.
+
+    Example::
+
+        >>> schedule = ScheduleLoopedBFS([stage0, stage2], 4, loss_fn=loss_fn)  # doctest: +SKIP
+    """
+
+
+class ScheduleInterleaved1F1B(PipelineScheduleMulti):
+    """Several stages per rank (torch's interleaved 1F1B). ember runs the stages in the looped
+    breadth-first order: the same losses and gradients, more activations alive at once than
+    torch's interleaving keeps.
+
+    Example::
+
+        >>> schedule = ScheduleInterleaved1F1B([stage0, stage2], 4, loss_fn=loss_fn)  # doctest: +SKIP
+    """
