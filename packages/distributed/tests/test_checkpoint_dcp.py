@@ -217,3 +217,30 @@ def test_fsdp_model_state_by_module_path(tmp_path):
                                       base[0].bias.detach().numpy())
     finally:
         dist.destroy_process_group()
+
+
+def test_stateful_protocol_app_state(tmp_path):
+    """DCP's tutorial pattern: an AppState(Stateful) wrapping model and optimizer."""
+    from ember.distributed.checkpoint.stateful import Stateful
+
+    class AppState(Stateful):
+        def __init__(self, model, optimizer):
+            self.model, self.optimizer = model, optimizer
+
+        def state_dict(self):
+            msd, osd = get_state_dict(self.model, self.optimizer)
+            return {"model": msd, "optim": osd}
+
+        def load_state_dict(self, state_dict):
+            set_state_dict(self.model, self.optimizer, model_state_dict=state_dict["model"],
+                           optim_state_dict=state_dict["optim"])
+
+    model, opt = _trained()
+    assert isinstance(model, Stateful) and isinstance(opt, Stateful)
+    dcp.save({"app": AppState(model, opt)}, checkpoint_id=tmp_path)
+    model2 = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    opt2 = ember.optim.Adam(model2.parameters(), lr=1.0)
+    dcp.load({"app": AppState(model2, opt2)}, checkpoint_id=tmp_path)
+    np.testing.assert_array_equal(model2[0].weight.detach().numpy(),
+                                  model[0].weight.detach().numpy())
+    assert opt2.param_groups[0]["lr"] == 0.05
