@@ -49,6 +49,7 @@ PROGRAMS = {
     "dtensor_apis": (1e-4, 1e-5),
     "fsdp2_placements": (1e-4, 1e-5),
     "pipeline_multi": (1e-4, 1e-5),
+    "post_local_sgd": (1e-4, 1e-5),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 

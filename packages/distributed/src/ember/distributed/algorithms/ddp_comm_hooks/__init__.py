@@ -5,6 +5,6 @@
 ['allreduce_hook', 'bf16_compress_hook', 'fp16_compress_hook']
 """
 
-from ember.distributed.algorithms.ddp_comm_hooks import default_hooks
+from ember.distributed.algorithms.ddp_comm_hooks import default_hooks, post_localSGD_hook
 
-__all__ = ["default_hooks"]
+__all__ = ["default_hooks", "post_localSGD_hook"]
