@@ -25,7 +25,7 @@ def test_stage_and_schedule_checks():
         with pytest.raises(ValueError, match="n_microbatches must be positive"):
             ScheduleGPipe(stage, 0)
         one = Schedule1F1B(stage, 4, loss_fn=lambda o, t: (o - t).pow(2).mean())
-        with pytest.raises(ValueError, match="cannot be split into 4 micro-batches"):
+        with pytest.raises(ValueError, match="too few for 4 micro-batches"):
             one.step(ember.ones(3, 2), target=ember.ones(3, 2))
         losses: list = []
         out = one.step(ember.ones(4, 2), target=ember.zeros(4, 2), losses=losses)
@@ -64,3 +64,22 @@ def test_two_stages_on_one_rank_train_like_the_whole_model():
                                        rtol=1e-5, atol=1e-7)
     finally:
         dist.destroy_process_group()
+
+
+def test_microbatch_split_and_merge():
+    from ember.distributed.pipelining.microbatch import (
+        TensorChunkSpec,
+        merge_chunks,
+        split_args_kwargs_into_chunks,
+    )
+
+    x, mask = ember.arange(12.0).reshape(6, 2), ember.arange(6.0).reshape(1, 6)
+    args, kwargs = split_args_kwargs_into_chunks(
+        (x, "tag"), {"mask": mask}, 3, kwargs_chunk_spec=TensorChunkSpec.from_dict({"mask": 1}))
+    assert [a[0].shape for a in args] == [(2, 2)] * 3 and all(a[1] == "tag" for a in args)
+    assert [k["mask"].tolist() for k in kwargs] == [[[0.0, 1.0]], [[2.0, 3.0]], [[4.0, 5.0]]]
+    assert str(TensorChunkSpec(1)) == "TensorChunkSpec(1)"
+    merged = merge_chunks([(a[0], a[1]) for a in args], (TensorChunkSpec(0), None))
+    assert merged[0].tolist() == x.tolist() and merged[1] == "tag"
+    with pytest.raises(ValueError, match="args_chunk_spec has 1 entries for 2"):
+        split_args_kwargs_into_chunks((x, x), {}, 2, args_chunk_spec=(TensorChunkSpec(0),))

@@ -9,20 +9,13 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import ember
+from ember.utils._pytree import tree_map
 
 from ._stage import PipelineStage
+from .microbatch import merge_chunks, split_args_kwargs_into_chunks
 
 __all__ = ["PipelineScheduleMulti", "PipelineScheduleSingle", "Schedule1F1B", "ScheduleGPipe",
            "ScheduleInterleaved1F1B", "ScheduleLoopedBFS"]
-
-
-def _split(value: Any, n: int) -> list:
-    if isinstance(value, ember.Tensor):
-        if value.shape[0] < n:
-            raise ValueError(f"pipeline: a batch of {value.shape[0]} rows cannot be split into "
-                             f"{n} micro-batches")
-        return list(ember.tensor_split(value, n, 0))
-    return [value] * n
 
 
 class _StageRun:
@@ -72,7 +65,7 @@ class _StageRun:
                            for t in inputs), st.stage_index - 1)
         self.saved[i] = None  # this micro-batch's activations can go
 
-    def finish(self, scale_grads: bool, losses: list | None) -> Any:
+    def finish(self, scale_grads: bool, losses: list | None, merge_spec: Any = None) -> Any:
         """Waits for the sends, scales the gradients; the last stage's merged output."""
         st, n = self.st, self.n
         st._wait_sends()
@@ -85,28 +78,35 @@ class _StageRun:
             losses.extend(loss for loss in self.losses if loss is not None)
         if not st.is_last:
             return None
-        if isinstance(self.outputs[0], ember.Tensor):
-            return ember.cat([o.detach() if self.backward else o for o in self.outputs], 0)
-        return self.outputs
+        outs = self.outputs
+        if self.backward:
+            outs = [tree_map(lambda t: t.detach() if isinstance(t, ember.Tensor) else t, o)
+                    for o in outs]
+        return merge_chunks(outs, merge_spec)
 
 
 class _Schedule:
     """What every schedule shares: micro-batch splitting and the step's bookkeeping."""
 
     def __init__(self, stages: list[PipelineStage], n_microbatches: int,
-                 loss_fn: Callable | None, scale_grads: bool) -> None:
+                 loss_fn: Callable | None, scale_grads: bool, args_chunk_spec: Any = None,
+                 kwargs_chunk_spec: Any = None, output_merge_spec: Any = None) -> None:
         if n_microbatches < 1:
             raise ValueError(f"pipeline: n_microbatches must be positive, got {n_microbatches}")
         self._stages = stages
         self._n = n_microbatches
         self._loss_fn = loss_fn
         self.scale_grads = scale_grads
+        self._args_chunk_spec = args_chunk_spec
+        self._kwargs_chunk_spec = kwargs_chunk_spec
+        self._output_merge_spec = output_merge_spec
 
     def _runs(self, args: tuple, kwargs: dict, target: Any) -> list[_StageRun]:
         n = self._n
-        mb_args = list(zip(*[_split(a, n) for a in args])) if args else [()] * n
-        mb_kwargs = [{k: _split(v, n)[i] for k, v in kwargs.items()} for i in range(n)]
-        targets = _split(target, n) if target is not None else [None] * n
+        mb_args, mb_kwargs = split_args_kwargs_into_chunks(
+            args, kwargs, n, self._args_chunk_spec, self._kwargs_chunk_spec)
+        targets = ([t[0] for t in split_args_kwargs_into_chunks((target,), {}, n)[0]]
+                   if target is not None else [None] * n)
         return [_StageRun(st, n, self._loss_fn, mb_args, mb_kwargs, targets)
                 for st in self._stages]
 
@@ -125,7 +125,7 @@ class _Schedule:
                     r.forward(i)
         else:
             self._order(runs)
-        results = [r.finish(self.scale_grads, losses) for r in runs]
+        results = [r.finish(self.scale_grads, losses, self._output_merge_spec) for r in runs]
         return next((res for r, res in zip(runs, results) if r.st.is_last), None)
 
 
@@ -136,7 +136,8 @@ class PipelineScheduleSingle(_Schedule):
                  loss_fn: Callable | None = None, args_chunk_spec: Any = None,
                  kwargs_chunk_spec: Any = None, output_merge_spec: Any = None,
                  scale_grads: bool = True) -> None:
-        super().__init__([stage], n_microbatches, loss_fn, scale_grads)
+        super().__init__([stage], n_microbatches, loss_fn, scale_grads, args_chunk_spec,
+                         kwargs_chunk_spec, output_merge_spec)
         self._stage = stage
 
 
@@ -193,7 +194,8 @@ class PipelineScheduleMulti(_Schedule):
         if any(st.num_stages != stages[0].num_stages for st in stages):
             raise ValueError("pipeline: the stages disagree on the number of stages")
         super().__init__(sorted(stages, key=lambda st: st.stage_index), n_microbatches,
-                         loss_fn, scale_grads)
+                         loss_fn, scale_grads, args_chunk_spec, kwargs_chunk_spec,
+                         output_merge_spec)
 
     def _order(self, runs: list[_StageRun]) -> None:
         # looped, breadth first: each local stage runs every micro-batch forward in stage
