@@ -50,6 +50,7 @@ PROGRAMS = {
     "fsdp2_placements": (1e-4, 1e-5),
     "pipeline_multi": (1e-4, 1e-5),
     "post_local_sgd": (1e-4, 1e-5),
+    "functional_collectives": (0, 0),
 }
 LAUNCHED = {"launched_env"}  # run by the launcher rather than starting their own ranks
 
