@@ -715,6 +715,41 @@ def test_tcp_store():
         dist.TCPStore("127.0.0.1", master.port, timeout=timedelta(seconds=0.3))
 
 
+def test_tcp_store_host_serves_connected_ranks_before_exiting(tmp_path):
+    """The store's host process sets a key and exits at once (a rank 0 that finishes first):
+    a rank still waiting on that key gets its answer, because closing the server serves the
+    connected clients until they leave, instead of the process dying under them."""
+    port_file = tmp_path / "port"
+    code = textwrap.dedent(f"""
+        import time, ember.distributed as dist
+        from pathlib import Path
+        m = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False)
+        Path({str(port_file)!r}).write_text(str(m.port))
+        while int(m.get("ready")) != 1:
+            time.sleep(0.01)
+        m.set("done", b"1")
+        m.close()
+    """)
+    env = dict(os.environ)
+    host = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text():
+            assert time.monotonic() < deadline and host.poll() is None
+            time.sleep(0.01)
+        client = dist.TCPStore("127.0.0.1", int(port_file.read_text()), 2,
+                               timeout=timedelta(seconds=30))
+        client.set("ready", b"1")
+        time.sleep(0.5)  # the host has set "done" and is closing by now
+        client.wait(["done"], timedelta(seconds=30))
+        assert client.get("done") == b"1"
+        client.close()
+        assert host.wait(timeout=30) == 0
+    finally:
+        if host.poll() is None:
+            host.kill()
+
+
 def test_file_store(tmp_path):
     path = str(tmp_path / "fs")
     _exercise_store(dist.FileStore(path, 2), dist.FileStore(path, 2))

@@ -292,6 +292,8 @@ class _TCPServer:
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
         self.closed = False
+        self.live = 0  # connected clients
+        self.changed = threading.Condition()
         threading.Thread(target=self._accept, name="ember-tcpstore", daemon=True).start()
 
     def _accept(self) -> None:
@@ -304,6 +306,16 @@ class _TCPServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        with self.changed:
+            self.live += 1
+        try:
+            self._serve_client(conn)
+        finally:
+            with self.changed:
+                self.live -= 1
+                self.changed.notify_all()
+
+    def _serve_client(self, conn: socket.socket) -> None:
         with conn:
             while True:
                 try:
@@ -319,13 +331,17 @@ class _TCPServer:
                 except OSError:
                     return
 
-    def close(self) -> None:
+    def close(self, linger: float = 10.0) -> None:
+        """Stops accepting clients, then serves the connected ones until they leave (up to
+        linger seconds): the host must not exit while a rank still waits on a reply."""
         self.closed = True
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self.sock.close()
+        with self.changed:
+            self.changed.wait_for(lambda: self.live == 0, timeout=linger)
 
 
 class TCPStore(Store):
