@@ -232,9 +232,7 @@ def gen_dispatch(groups: dict[str, list[Op]]) -> str:
             if "Composite" in op.dispatch:
                 check = ""
                 if len(tensor_args(op)) > 1 and not op.mixed_devices:
-                    # with a tensor subclass or mode about, the ops it decomposes into check
-                    # (a wrapper subclass's own memory is on the meta device)
-                    check = f"  if (!python_dispatch::on()) (void){device_expr(op)};\n"
+                    check = f"  (void){device_expr(op)};\n"
                 out.append(
                     f"{op.cpp_return} dispatch::{op.name}({cpp_params(op)}) {{\n{hook}{check}"
                     f"  {ret}{op.dispatch['Composite']}({call_args});\n}}\n"
