@@ -436,8 +436,13 @@ def test_wrapper_subclass_indexing_item_and_view_gradients():
     s[1, 1:] = ember.tensor([7.0, 8.0])
     s[..., 0, None] = WrapperTensor(ember.full((2, 1), 1.0))
     assert s.elem.tolist() == [[1.0, 5.0, 5.0], [1.0, 7.0, 8.0]]
-    with pytest.raises(NotImplementedError, match="__torch_dispatch__"):
-        w[ember.tensor([0, 1])]
+    picked = w[ember.tensor([0, 1])]  # tensor indices alone: aten.index.Tensor on the subclass
+    assert type(picked) is WrapperTensor
+    assert picked.elem.tolist() == x[ember.tensor([0, 1])].tolist()
+    cols = w[:, ember.tensor([2])]
+    assert cols.elem.tolist() == x[:, ember.tensor([2])].tolist()
+    with pytest.raises(NotImplementedError, match="mixed with integers or partial slices"):
+        w[0:1, ember.tensor([0])]
     with pytest.raises(NotImplementedError, match="__torch_dispatch__"):
         s[ember.tensor([True, False])] = 0.0
     g = WrapperTensor(ember.ones(3, 4)).requires_grad_()

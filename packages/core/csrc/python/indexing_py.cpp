@@ -368,12 +368,14 @@ Indexed apply_indices(const Tensor& self, PyObject* index) {
 }
 
 // Advanced indexing builds its view directly: a __torch_dispatch__ subclass would see a plain
-// tensor without data, so it is refused (basic indexing is dispatched, see above).
+// tensor without data, so it is refused, unless the index is tensors and full slices only
+// (basic indexing is dispatched, see above).
 void check_not_dispatch_subclass(const Tensor& self, const char* what) {
   if (python_dispatch::on() && is_python_dispatch_subclass(self))
     EMBER_FAIL(NotImplemented, what,
-               " with tensor or bool indices is not supported on a Tensor subclass with "
-               "__torch_dispatch__ yet (use index_select / index_put_ / masked_fill_)");
+               " with tensor or bool indices mixed with integers or partial slices is not "
+               "supported on a Tensor subclass with __torch_dispatch__ yet (index in two steps, "
+               "x[1:3][:, idx], or use index_select / index_put_ / masked_fill_)");
 }
 
 Tensor getitem(const Tensor& self, py::handle index) {
@@ -399,7 +401,16 @@ Tensor getitem(const Tensor& self, py::handle index) {
     for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(PyTuple_GET_ITEM(o, i));
     if (all_basic) return basic(&PyTuple_GET_ITEM(o, 0), n, true);
   }
-  check_not_dispatch_subclass(self, "indexing");
+  if (python_dispatch::on() && is_python_dispatch_subclass(self)) {
+    // Only tensor indices and full slices: the subclass gets aten.index.Tensor on itself (a
+    // basic part too would need its view dispatched first).
+    Indexed sub = apply_indices(self, o);
+    if (sub.advanced && !sub.copy && sub.view->sizes() == self->sizes() &&
+        sub.view->strides() == self->strides() &&
+        sub.view->storage_offset() == self->storage_offset())
+      return ops::_index(self, sub.indices);
+    check_not_dispatch_subclass(self, "indexing");
+  }
   Indexed ix = apply_indices(self, o);
   if (track) autograd::record_strided_view(self, ix.view);
   if (!ix.advanced) return ix.copy ? ops::clone(ix.view) : ix.view;
