@@ -441,8 +441,11 @@ def test_wrapper_subclass_indexing_item_and_view_gradients():
     assert picked.elem.tolist() == x[ember.tensor([0, 1])].tolist()
     cols = w[:, ember.tensor([2])]
     assert cols.elem.tolist() == x[:, ember.tensor([2])].tolist()
-    with pytest.raises(NotImplementedError, match="mixed with integers or partial slices"):
-        w[0:1, ember.tensor([0])]
+    for idx in [(slice(0, 1), ember.tensor([0])), (1, ember.tensor([2, 0])),  # basic then index
+                (None, ember.tensor([1]), ..., 0), (ember.tensor([0, 1]), slice(1, 3), True),
+                (x > 10,), (ember.tensor(1), ember.tensor([0]))]:
+        got = w[idx]
+        assert type(got) is WrapperTensor and got.elem.tolist() == x[idx].tolist(), idx
     with pytest.raises(NotImplementedError, match="__torch_dispatch__"):
         s[ember.tensor([True, False])] = 0.0
     g = WrapperTensor(ember.ones(3, 4)).requires_grad_()

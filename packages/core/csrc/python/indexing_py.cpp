@@ -367,15 +367,41 @@ Indexed apply_indices(const Tensor& self, PyObject* index) {
   return r;
 }
 
+// The basic indices of index, with each tensor index replaced by full slices (one per dim it
+// spans) and each Python bool by None: applied by basic indexing, they give the view that
+// apply_indices' advanced indices refer to.
+py::tuple basic_part(PyObject* index) {
+  std::vector<py::object> objs;
+  if (sequence_as_tuple(index)) {
+    for (auto x : py::reinterpret_borrow<py::object>(index).cast<py::tuple>())
+      objs.push_back(py::reinterpret_borrow<py::object>(x));
+  } else {
+    objs.push_back(py::reinterpret_borrow<py::object>(index));
+  }
+  py::list out;
+  py::object full = py::reinterpret_steal<py::object>(PySlice_New(nullptr, nullptr, nullptr));
+  for (const py::object& x : objs) {
+    Item it = classify(x.ptr());
+    if (it.kind == Item::Tensor) {
+      for (int64_t k = 0; k < (it.is_mask() ? it.tensor->dim() : 1); ++k) out.append(full);
+    } else if (it.kind == Item::Bool) {
+      out.append(py::none());
+    } else if (it.kind == Item::Int && it.from_tensor) {
+      out.append(py::int_(it.value));
+    } else {
+      out.append(x);
+    }
+  }
+  return py::tuple(out);
+}
+
 // Advanced indexing builds its view directly: a __torch_dispatch__ subclass would see a plain
-// tensor without data, so it is refused, unless the index is tensors and full slices only
-// (basic indexing is dispatched, see above).
+// tensor without data, so its basic part is dispatched first (basic_part), see getitem.
 void check_not_dispatch_subclass(const Tensor& self, const char* what) {
   if (python_dispatch::on() && is_python_dispatch_subclass(self))
     EMBER_FAIL(NotImplemented, what,
-               " with tensor or bool indices mixed with integers or partial slices is not "
-               "supported on a Tensor subclass with __torch_dispatch__ yet (index in two steps, "
-               "x[1:3][:, idx], or use index_select / index_put_ / masked_fill_)");
+               " with tensor or bool indices is not supported on a Tensor subclass with "
+               "__torch_dispatch__ yet (use index_put_ / masked_fill_)");
 }
 
 Tensor getitem(const Tensor& self, py::handle index) {
@@ -402,14 +428,14 @@ Tensor getitem(const Tensor& self, py::handle index) {
     if (all_basic) return basic(&PyTuple_GET_ITEM(o, 0), n, true);
   }
   if (python_dispatch::on() && is_python_dispatch_subclass(self)) {
-    // Only tensor indices and full slices: the subclass gets aten.index.Tensor on itself (a
-    // basic part too would need its view dispatched first).
+    // The basic part as dispatched views of the subclass instance, then aten.index.Tensor on
+    // that view with the advanced indices (as the plain path, whose view is made directly).
     Indexed sub = apply_indices(self, o);
-    if (sub.advanced && !sub.copy && sub.view->sizes() == self->sizes() &&
-        sub.view->strides() == self->strides() &&
-        sub.view->storage_offset() == self->storage_offset())
-      return ops::_index(self, sub.indices);
-    check_not_dispatch_subclass(self, "indexing");
+    py::tuple items = basic_part(o);
+    Tensor view = basic_index_dispatched(self, &PyTuple_GET_ITEM(items.ptr(), 0),
+                                         PyTuple_GET_SIZE(items.ptr()));
+    if (!sub.advanced) return sub.copy ? ops::clone(view) : view;
+    return ops::_index(view, sub.indices);
   }
   Indexed ix = apply_indices(self, o);
   if (track) autograd::record_strided_view(self, ix.view);
