@@ -446,8 +446,11 @@ def test_wrapper_subclass_indexing_item_and_view_gradients():
                 (x > 10,), (ember.tensor(1), ember.tensor([0]))]:
         got = w[idx]
         assert type(got) is WrapperTensor and got.elem.tolist() == x[idx].tolist(), idx
-    with pytest.raises(NotImplementedError, match="__torch_dispatch__"):
-        s[ember.tensor([True, False])] = 0.0
+    t = WrapperTensor(ember.zeros(3, 4))
+    t[ember.tensor([True, False, True])] = 2.0  # a mask and a number: masked_fill_
+    t[1, ember.tensor([0, 3])] = WrapperTensor(ember.tensor([5.0, 6.0]))  # index_put_
+    t[:, ember.tensor([1])] = ember.tensor([[7.0], [8.0], [9.0]])
+    assert t.elem.tolist() == [[2.0, 7.0, 2.0, 2.0], [5.0, 8.0, 0.0, 6.0], [2.0, 9.0, 2.0, 2.0]]
     g = WrapperTensor(ember.ones(3, 4)).requires_grad_()
     g[1, 1:3].sum().backward()
     assert type(g.grad) is WrapperTensor

@@ -395,15 +395,6 @@ py::tuple basic_part(PyObject* index) {
   return py::tuple(out);
 }
 
-// Advanced indexing builds its view directly: a __torch_dispatch__ subclass would see a plain
-// tensor without data, so its basic part is dispatched first (basic_part), see getitem.
-void check_not_dispatch_subclass(const Tensor& self, const char* what) {
-  if (python_dispatch::on() && is_python_dispatch_subclass(self))
-    EMBER_FAIL(NotImplemented, what,
-               " with tensor or bool indices is not supported on a Tensor subclass with "
-               "__torch_dispatch__ yet (use index_put_ / masked_fill_)");
-}
-
 Tensor getitem(const Tensor& self, py::handle index) {
   // Views of a tensor that requires grad get a grad_fn (or, in no_grad mode, are remembered as
   // such); nothing is recorded otherwise, so the plain x[i] path stays cheap.
@@ -470,6 +461,7 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
               (autograd::requires_grad(self) || (vt && autograd::requires_grad(vt)));
   PyObject* o = index.ptr();
   Indexed ix;
+  bool dispatched_view = false;
   // basic indices through the dispatched views (handlers see them)
   if (python_dispatch::on() &&
       (python_dispatch_wanted(self) || (vt && python_dispatch_wanted(vt)))) {
@@ -482,7 +474,17 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
       all_basic = true;
       for (Py_ssize_t i = 0; i < n && all_basic; ++i) all_basic = is_basic(items[i]);
     }
-    if (all_basic) {
+    py::tuple basic_items;
+    if (!all_basic) {  // advanced: its basic part as dispatched views, then index_put_ below
+      ix = apply_indices(self, o);
+      basic_items = basic_part(o);
+      items = &PyTuple_GET_ITEM(basic_items.ptr(), 0);
+      n = PyTuple_GET_SIZE(basic_items.ptr());
+      dispatched_view = ix.advanced;
+    }
+    if (dispatched_view) {
+      ix.view = basic_index_dispatched(self, items, n);
+    } else {
       Tensor view = basic_index_dispatched(self, items, n);
       if (!vt) {
         ops::fill_(view, TensorOrScalar(vs));
@@ -498,9 +500,10 @@ void setitem(const Tensor& self, py::handle index, py::handle value) {
       ops::copy_(view, vt, false);
       return;
     }
-    check_not_dispatch_subclass(self, "index assignment");
   }
-  if (is_basic(o)) {
+  if (dispatched_view) {
+    // ix holds the advanced indices and the dispatched view they apply to
+  } else if (is_basic(o)) {
     ix.view = basic_index(self, &o, 1);
   } else {
     ix = apply_indices(self, o);
