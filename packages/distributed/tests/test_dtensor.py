@@ -165,3 +165,15 @@ def test_wrappers_have_no_memory_but_their_device(mesh):
         plain.tolist()
     with pytest.raises(NotImplementedError, match="no data of its own"):
         ember.zeros(4, 3).copy_(plain)
+
+
+def test_partial_stays_partial_only_through_linear_ops(mesh):
+    """A partial sum scaled by a number stays partial; floor division of it must reduce first
+    (floor(a/2) + floor(b/2) is not floor((a+b)/2))."""
+    from ember.distributed.tensor import DTensor, Partial, Replicate
+
+    p = DTensor.from_local(ember.tensor([3.0, 5.0]), mesh, [Partial()])
+    assert (p * 2).placements == (Partial("sum"),) and (p / 4).placements == (Partial("sum"),)
+    floored = ember.div(p, 2, rounding_mode="floor")
+    assert floored.placements == (Replicate(),)
+    assert floored.full_tensor().tolist() == [1.0, 2.0]

@@ -435,7 +435,7 @@ _REDUCE = {"sum": "sum", "mean": "sum", "amax": "max", "amin": "min", "max": "ma
 # ops through which a partial sum stays a partial sum
 _LINEAR_PARTIAL = frozenset({"add", "sub", "neg", "clone", "detach", "alias", "zeros_like",
                              "empty_like"})
-_SCALE_PARTIAL = frozenset({"mul", "div", "true_divide"})
+_SCALE_PARTIAL = frozenset({"mul", "div", "true_divide"})  # by a number (no rounding_mode)
 
 
 @dataclass
@@ -497,7 +497,8 @@ def _pointwise_rule(c: _Call, m: int) -> Any:
         if isinstance(mine, Partial):
             linear = (c.name in ("add", "sub") and all(p == mine for p in pl)
                       and _is_plain_sum(mine) and "alpha" not in c.kwargs) or (
-                c.name in _SCALE_PARTIAL and len(c.ds) == 1 and _is_plain_sum(mine))
+                c.name in _SCALE_PARTIAL and len(c.ds) == 1 and _is_plain_sum(mine)
+                and c.kwargs.get("rounding_mode") is None)
             if not linear:
                 return None
             return pl, mine
@@ -506,7 +507,8 @@ def _pointwise_rule(c: _Call, m: int) -> Any:
         if (c.name in ("add", "sub") and len(c.ds) == 2 and pl[0] == pl[1]
                 and _is_plain_sum(pl[0]) and "alpha" not in c.kwargs) or (
                 c.name in _SCALE_PARTIAL and len(c.ds) == 1 and _is_plain_sum(pl[0])
-                and c.args[0] is c.ds[0]) or (c.name == "neg" and _is_plain_sum(pl[0])):
+                and c.args[0] is c.ds[0] and c.kwargs.get("rounding_mode") is None) or (
+                c.name == "neg" and _is_plain_sum(pl[0])):
             return pl, pl[0]
     out = next((dataclasses.replace(p, dim=p.dim + nd - d.ndim) for p, d in zip(pl, c.ds)
                 if isinstance(p, Shard)),
