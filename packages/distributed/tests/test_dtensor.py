@@ -177,3 +177,15 @@ def test_partial_stays_partial_only_through_linear_ops(mesh):
     floored = ember.div(p, 2, rounding_mode="floor")
     assert floored.placements == (Replicate(),)
     assert floored.full_tensor().tolist() == [1.0, 2.0]
+
+
+def test_visualize_sharding(mesh, capsys):
+    from ember.distributed.tensor import Shard, distribute_tensor
+    from ember.distributed.tensor.debug import visualize_sharding
+
+    visualize_sharding(distribute_tensor(ember.ones(4, 3), mesh, [Shard(0)]), header="w")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "w" and out[1].split() == ["Row", "ranges", "Col", "ranges", "Ranks"]
+    assert out[2].split() == ["0-3", "0-2", "0"]
+    with pytest.raises(RuntimeError, match="only 1D or 2D"):
+        visualize_sharding(distribute_tensor(ember.ones(2, 2, 2), mesh, [Shard(0)]))
