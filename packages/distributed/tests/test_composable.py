@@ -45,3 +45,27 @@ def test_old_fsdp2_path_is_the_same_api():
 
     assert old.fully_shard is fsdp.fully_shard
     assert old.MixedPrecisionPolicy is fsdp.MixedPrecisionPolicy
+
+
+def test_replicate_on_one_rank():
+    import copy
+
+    import ember.distributed as dist
+    from ember.distributed._composable import replicate
+
+    dist.init_process_group("shm", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = replicate(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)))
+        assert type(model).__name__ == "DDPSequential" and isinstance(model, nn.Sequential)
+        assert list(model.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+        model(ember.randn(5, 3)).sum().backward()
+        assert model[0].weight.grad is not None
+        assert type(model[0:2]) is nn.Sequential  # slicing builds a plain module
+        model.set_requires_gradient_sync(False)
+        model(ember.randn(5, 3)).sum().backward()
+        with pytest.raises(AssertionError, match="deepcopy"):
+            copy.deepcopy(model)
+        with pytest.raises(RuntimeError, match="already replicated"):
+            replicate(model)
+    finally:
+        dist.destroy_process_group()

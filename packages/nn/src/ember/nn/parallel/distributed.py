@@ -705,6 +705,12 @@ class DistributedDataParallel(Module):
 
     # ---- training --------------------------------------------------------------------------
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        inputs, kwargs, will_sync = self._pre_forward(inputs, kwargs)
+        return self._post_forward(self.module(*inputs, **kwargs), will_sync)
+
+    def _pre_forward(self, inputs: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
+        """Before the module runs: inputs to the device, buffers synchronized, the Join
+        handshake; returns the inputs and whether this backward synchronizes gradients."""
         self.reducer.check_previous_iteration()
         will_sync = ember.is_grad_enabled() and self.require_backward_grad_sync
         joining = self._join_config.enable
@@ -728,7 +734,10 @@ class DistributedDataParallel(Module):
             _coalesced_broadcast(buffers, src, self.process_group, _BUFFER_BROADCAST_BYTES)
         if joining:
             self._all_reduce_sync_flag(will_sync)
-        output = self.module(*inputs, **kwargs)
+        return inputs, kwargs, will_sync
+
+    def _post_forward(self, output: Any, will_sync: bool) -> Any:
+        """After the module ran: the reducer learns which outputs backward will start from."""
         if will_sync:
             self.require_forward_param_sync = True
             self.reducer.prepare_for_backward(output)
