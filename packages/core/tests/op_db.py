@@ -431,7 +431,7 @@ def load_ops() -> list[Any]:
 
 
 def randn(*shape, dtype=None):
-    t = ember.randn(*shape)
+    t = ember.randn(shape)
     return t if dtype is None else t.to(dtype)
 
 
@@ -458,7 +458,7 @@ BOOL_NAMES = {"mask", "condition"}
 def _tensor(name: str, world: dict, first: bool) -> Any:
     shape = world["self"] if first else world["other"]
     if name in BOOL_NAMES:
-        return ember.randn(*world["self"]) > 0
+        return ember.randn(world["self"]) > 0
     if name in INDEX_NAMES:
         return idx(*shape)
     if name == "boundaries" or name == "sorted_sequence":

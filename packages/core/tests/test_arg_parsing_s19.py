@@ -172,3 +172,23 @@ def test_int_arguments_still_take_their_usual_values():
     assert ember.zeros(np.int32(2), 3).shape == (2, 3)
     assert x.narrow(ember.tensor(1), 0, 2).shape == (2, 2, 4)
     assert x.sum(1, keepdim=True).shape == (2, 1, 4)
+
+
+def test_sizes_are_required_as_in_torch():
+    """f() is not f(()): factories and shape methods need their sizes (torch's TypeError),
+    while an explicit empty tuple is a 0-d shape; x.T of a 0-d tensor is itself."""
+    import warnings
+
+    x, s = ember.ones(2, 3), ember.tensor(1.0)
+    for call, name in [(lambda: ember.zeros(), "size"), (lambda: x.view(), "size"),
+                       (lambda: s.permute(), "dims"), (lambda: x.flip(), "dims"),
+                       (lambda: x.repeat(), "repeats"), (lambda: s.expand(), "size"),
+                       (lambda: ember.rand(), "size"), (lambda: x.new_zeros(), "size")]:
+        with pytest.raises(TypeError, match=f'missing 1 required positional arguments: "{name}"'):
+            call()
+    assert ember.zeros(()).shape == () and s.reshape(()).shape == ()
+    assert ember.empty(size=()).shape == () and ember.tile(x, ()).shape == (2, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert s.T.shape == () and s.H.shape == ()
+    assert "deprecated on 0-D tensors" in str(caught[0].message)

@@ -238,7 +238,12 @@ DimVector sizes_from_args(const py::args& args, const py::kwargs& kwargs, const 
     if (key != name)
       throw py::type_error(std::string(op) + "() got an unexpected keyword argument '" + key + "'");
   }
-  if (!kwargs.contains(name)) return sizes_from_args(args, op);
+  if (!kwargs.contains(name)) {
+    if (args.size() == 0)  // f() is not f(()): as torch, the sizes are required
+      throw py::type_error(std::string(op) + "() missing 1 required positional arguments: \"" +
+                           name + "\"");
+    return sizes_from_args(args, op);
+  }
   if (args.size() != 0)
     throw py::type_error(std::string(op) + "() got multiple values for argument '" + name +
                          "' (positional sizes and " + name + "=)");

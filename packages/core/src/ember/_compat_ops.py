@@ -971,7 +971,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
                            f"{input.shape[dim]} and {other.shape[dim]}")
     shape = tuple(broadcast_shapes(_shape(input), _shape(other)))
-    a, b = input.expand(*shape), other.expand(*shape)
+    a, b = input.expand(tuple(shape)), other.expand(tuple(shape))
     a0, a1, a2 = a.unbind(dim)
     b0, b1, b2 = b.unbind(dim)
     return _C.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], dim)
@@ -1516,7 +1516,7 @@ def _map_(self: Tensor, tensor: Tensor, callable: Any) -> Tensor:
     broadcast to self (CPU tensors; slow, Python)."""
     if self.device.type != "cpu":
         raise TypeError("map_ is only implemented on CPU tensors")
-    other = tensor.expand(*_shape(self)).reshape(-1).tolist()
+    other = tensor.expand(tuple(_shape(self))).reshape(-1).tolist()
     vals = [callable(a, b) for a, b in zip(self.reshape(-1).tolist(), other)]
     return self.copy_(_C.tensor(vals, dtype=self.dtype).reshape(_shape(self)))
 

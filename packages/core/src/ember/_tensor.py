@@ -354,6 +354,12 @@ Tensor.__deepcopy__ = _deepcopy
 # arguments (broadcast_tensors(a, b)) as well as one list, which the generated bindings cannot.
 def _T(self: Tensor) -> Tensor:
     """self with all dims reversed (the transpose of a matrix)."""
+    if self.ndim == 0:
+        import warnings
+
+        warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the identity in "
+                      "these cases.", UserWarning, stacklevel=2)
+        return self.permute(())
     if self.ndim != 2:
         import warnings
 
@@ -365,7 +371,7 @@ def _T(self: Tensor) -> Tensor:
             UserWarning,
             stacklevel=2,
         )
-    return self.permute(*range(self.ndim - 1, -1, -1))
+    return self.permute(tuple(range(self.ndim - 1, -1, -1)))
 
 
 def _mT(self: Tensor) -> Tensor:
@@ -383,7 +389,7 @@ def _H(self: Tensor) -> Tensor:
         raise RuntimeError(
             f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor."
         )
-    return self.permute(*range(self.ndim - 1, -1, -1)).conj()
+    return self.permute(tuple(range(self.ndim - 1, -1, -1))).conj()
 
 
 def _mH(self: Tensor) -> Tensor:

@@ -452,7 +452,7 @@ def empty_permuted(size: Sequence[int], physical_layout: Sequence[int], *, dtype
     inverse = [0] * len(perm)
     for i, p in enumerate(perm):
         inverse[p] = i
-    out = phys.permute(*inverse)
+    out = phys.permute(tuple(inverse))
     if requires_grad:
         out.requires_grad_(True)
     return out
@@ -557,7 +557,7 @@ def segment_reduce(data: Tensor, reduce: str, *, lengths: Tensor | None = None,
     fill = {"sum": 0.0, "prod": 1.0, "mean": math.nan, "max": -math.inf, "min": math.inf}[reduce]
     fill = fill if initial is None else initial
     out = _C.where(empty, _C.full((1, width), fill, dtype=data.dtype, device=data.device), out)
-    return out.reshape(*lengths.shape, *rest)
+    return out.reshape((*lengths.shape, *rest))
 
 
 # ---- eager control flow -------------------------------------------------------------------------
@@ -982,7 +982,7 @@ def _resize(self: Tensor, *sizes: Any) -> Tensor:
             "elements). autograd's resize can only change the shape of a given tensor, while "
             "preserving the number of elements."
         )
-    return self.contiguous().view(*shape)
+    return self.contiguous().view(tuple(shape))
 
 
 def _resize_as(self: Tensor, tensor: Tensor) -> Tensor:

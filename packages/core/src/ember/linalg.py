@@ -1054,7 +1054,7 @@ def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None, *,
                            f" == prod(self.shape[:other.ndim]), but got shapes {tuple(A.shape)} "
                            f"and {tuple(B.shape)}")
     xshape = A.shape[B.ndim:]
-    r = solve(A.reshape(math.prod(lead), math.prod(xshape)), B.reshape(-1)).reshape(*xshape)
+    r = solve(A.reshape(math.prod(lead), math.prod(xshape)), B.reshape(-1)).reshape(tuple(xshape))
     return _out(r, out, "linalg.tensorsolve", exact=False)
 
 

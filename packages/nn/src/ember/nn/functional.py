@@ -2334,7 +2334,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     [0.7071067690849304]
     """
     shape = _broadcast_shape("cosine_similarity", _shape(x1), _shape(x2))
-    a, b = x1.expand(*shape), x2.expand(*shape)  # expand (not broadcast_tensors) has a derivative
+    a, b = x1.expand(tuple(shape)), x2.expand(tuple(shape))  # expand (not broadcast_tensors) has a derivative
     dt = ember.result_type(x1, x2)
     if not (dt.is_floating_point or dt.is_complex):
         raise RuntimeError(f"cosine_similarity: expected common dtype to be floating point, yet "

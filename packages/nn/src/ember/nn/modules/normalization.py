@@ -35,8 +35,8 @@ def _affine_params(m: Module, shape: tuple[int, ...], affine: bool, bias: bool, 
     """Registers m.weight and m.bias of ``shape`` (None when not affine / without bias) and
     initializes them as LayerNorm and GroupNorm do."""
     kw = {"dtype": dtype, "device": device}
-    m.register_parameter("weight", Parameter(ember.empty(*shape, **kw)) if affine else None)
-    m.register_parameter("bias", Parameter(ember.empty(*shape, **kw)) if affine and bias else None)
+    m.register_parameter("weight", Parameter(ember.empty(tuple(shape), **kw)) if affine else None)
+    m.register_parameter("bias", Parameter(ember.empty(tuple(shape), **kw)) if affine and bias else None)
     _reset_affine(m)
 
 
@@ -89,7 +89,7 @@ class RMSNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(ember.empty(*self.normalized_shape, dtype=dtype, device=device))
+            self.weight = Parameter(ember.empty(tuple(self.normalized_shape), dtype=dtype, device=device))
         else:
             self.register_parameter("weight", None)
         self.reset_parameters()

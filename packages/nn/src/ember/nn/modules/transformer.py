@@ -57,8 +57,8 @@ except ImportError:
             self.elementwise_affine = elementwise_affine
             kw = {"dtype": dtype, "device": device}
             if elementwise_affine:
-                self.weight = Parameter(ember.ones(*shape, **kw))
-                self.bias = Parameter(ember.zeros(*shape, **kw)) if bias else None
+                self.weight = Parameter(ember.ones(tuple(shape), **kw))
+                self.bias = Parameter(ember.zeros(tuple(shape), **kw)) if bias else None
             else:
                 self.weight = self.bias = None
 

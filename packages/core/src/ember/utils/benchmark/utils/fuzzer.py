@@ -202,8 +202,8 @@ class FuzzedTensor:
             while (order == np.arange(len(alloc))).all():  # a real reordering
                 order = state.permutation(len(alloc))
             # store the dims in `order`, then view them back in logical order
-            x = x.permute(*[int(i) for i in order]).contiguous()
-            x = x.permute(*[int(i) for i in np.argsort(order)])
+            x = x.permute([int(i) for i in order]).contiguous()
+            x = x.permute([int(i) for i in np.argsort(order)])
         if any(t != 1 for t in steps):
             x = x[tuple(slice(None, None, t) for t in steps)]
         if self._cuda:
