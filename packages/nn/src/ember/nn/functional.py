@@ -2456,13 +2456,31 @@ def _regression_operands(input: Tensor, target: Tensor, bool_target: bool = True
     """torch's pointwise regression losses broadcast input and target before they promote, so a
     0-d operand's dtype counts in full (a float32 input with a 0-d float64 target gives a
     float64 loss; huber_loss keeps the input's dtype); and a bool target promotes like a number
-    (not for l1_loss, as in torch)."""
+    (not for l1_loss, as in torch); so does a bool input with a floating target, unless the loss
+    keeps the input's dtype (huber_loss, ``promote=False``)."""
     if bool_target and target.dtype == ember.bool and input.is_floating_point():
         target = target.to(input.dtype)
+    if bool_target and promote and input.dtype == ember.bool and target.is_floating_point():
+        input = input.to(target.dtype)
     if promote and input.dtype != target.dtype and input.ndim != target.ndim and 0 in (input.ndim, target.ndim):
         dt = ember.promote_types(input.dtype, target.dtype)
         input, target = input.to(dt), target.to(dt)
     return input, target
+
+
+def _check_floating_loss(op: str, input: Tensor, target: Tensor, keeps_input_dtype: bool = False) -> None:
+    """PyTorch's squared / smooth losses have floating kernels only: integers, bool and complex
+    are refused (complex input gave d^2 instead of |d|^2: a silently meaningless loss). A loss
+    that keeps the input's dtype (huber_loss) refuses an integer input with a floating target and
+    a floating input with a complex target, as torch (a RuntimeError: the cast)."""
+    if not (isinstance(input, Tensor) and isinstance(target, Tensor)):
+        return
+    common = ember.promote_types(input.dtype, target.dtype)
+    if keeps_input_dtype and input.is_floating_point() != common.is_floating_point:
+        raise RuntimeError(f"{op}: result type {common} can't be cast to the desired output type "
+                           f"{input.dtype}")
+    if not common.is_floating_point:
+        raise ember.DtypeNotImplementedError(f"{op}: not implemented for dtype {common}")
 
 
 def _check_class_target(op: str, input: Tensor, target: Tensor) -> Tensor:
@@ -2592,6 +2610,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("mse_loss", reduction)
     _check_same_size("mse_loss", input, target)
+    _check_floating_loss("mse_loss", input, target)
     input, target = _regression_operands(input, target)
     if weight is not None:
         return _weighted_mean_loss("mse_loss", input, (input - target).pow(2), weight, reduction)
@@ -2628,11 +2647,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     if not beta >= 0:  # (NaN too)
         raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
-    if isinstance(input, Tensor) and isinstance(target, Tensor):
-        common = ember.promote_types(input.dtype, target.dtype)
-        if not common.is_floating_point:  # (integers and complex: PyTorch's kernel has none)
-            raise ember.DtypeNotImplementedError(
-                f"smooth_l1_loss: not implemented for dtype {common}")
+    _check_floating_loss("smooth_l1_loss", input, target)
     input, target = _regression_operands(input, target)
     return _C.smooth_l1_loss(input, target, reduction, beta)
 
@@ -2649,6 +2664,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     if delta <= 0:
         raise RuntimeError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_size("huber_loss", input, target)
+    _check_floating_loss("huber_loss", input, target, keeps_input_dtype=True)
     input, target = _regression_operands(input, target, promote=False)
     if weight is not None:  # (torch's weighted huber_loss: 'mean' is the plain mean)
         _require_tensors("huber_loss", weight=weight)

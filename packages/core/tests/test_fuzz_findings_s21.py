@@ -1,0 +1,119 @@
+"""Findings of the s21 fuzzing round (tools/fuzz_ops.py --torch, seeds 1273-), each fixed and
+pinned here with explicit values, and against PyTorch where it is installed: the squared and
+smooth regression losses refuse complex and integer operands (complex input gave mean(d^2)
+instead of a mean of |d|^2: mse_loss([1+1j, 2j], [1j, 1j]) was 0) and take a bool input with a
+floating target (it promotes, as a bool target did), and (built from C++, so it needs the
+rebuilt extension) a 0-d integer tensor of any width indexes like an int (x[tensor(1, int8)])."""
+
+from __future__ import annotations
+
+import ember
+import ember.nn.functional as F
+import pytest
+from test_fuzz_findings_s14 import _same
+
+try:
+    import torch
+except ImportError:  # the explicit expectations below still run
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed")
+
+
+# ---- a. the regression losses' dtypes ---------------------------------------------------------
+
+SQUARED_LOSSES = ["mse_loss", "smooth_l1_loss", "huber_loss"]
+
+
+@pytest.mark.parametrize("name", SQUARED_LOSSES)
+def test_squared_losses_refuse_complex_operands(name):
+    x = ember.tensor([1 + 1j, 2j])
+    t = ember.tensor([1j, 1j])
+    # mse_loss was (0+0j): mean((1, 1j)^2) = mean(1, -1), not a mean squared error
+    with pytest.raises(NotImplementedError, match=f"{name}: not implemented for dtype"):
+        getattr(F, name)(x, t)
+
+
+@pytest.mark.parametrize("name", ["mse_loss", "smooth_l1_loss"])
+def test_squared_losses_refuse_integer_and_bool_pairs(name):
+    with pytest.raises(NotImplementedError, match="int64"):
+        getattr(F, name)(ember.tensor([1, 2]), ember.tensor([3, 1]))
+    with pytest.raises(NotImplementedError, match="bool"):  # was a subtraction error
+        getattr(F, name)(ember.tensor([True, False]), ember.tensor([True, True]))
+
+
+def test_huber_loss_keeps_the_input_dtype():
+    # huber_loss's result has the input's dtype: integer inputs were computed in float32
+    with pytest.raises(NotImplementedError, match="int64"):
+        F.huber_loss(ember.tensor([1, 2]), ember.tensor([3, 1]))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        F.huber_loss(ember.tensor([1, 2]), ember.tensor([1.0, 1.0]))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        F.huber_loss(ember.tensor([True, False]), ember.tensor([1.0, 1.0]))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        F.huber_loss(ember.tensor([1.0, 2.0]), ember.tensor([1j, 1j]))
+    r = F.huber_loss(ember.tensor([1.0, 2.0]), ember.tensor([1, 4]))
+    assert r.dtype == ember.float32 and r.item() == 0.75
+
+
+@pytest.mark.parametrize("name, want", [("mse_loss", 0.5), ("smooth_l1_loss", 0.25)])
+def test_a_bool_input_promotes_with_a_floating_target(name, want):
+    # was "subtraction with a bool tensor is not supported": only a bool target promoted
+    r = getattr(F, name)(ember.tensor([True, False]), ember.tensor([1.0, 1.0]))
+    assert r.dtype == ember.float32 and r.item() == want
+    r = getattr(F, name)(ember.tensor([True, False]), ember.tensor([1.0, 1.0], dtype=ember.float64),
+                         reduction="none")
+    assert r.dtype == ember.float64 and r.tolist() == [0.0, 2 * want]
+
+
+def test_floating_losses_still_work():
+    x = ember.tensor([1.0, 3.0], requires_grad=True)
+    F.mse_loss(x, ember.tensor([True, False])).backward()  # a bool target, as before
+    assert x.grad.tolist() == [0.0, 3.0]
+    assert F.l1_loss(ember.tensor([1 + 1j, 2j]), ember.tensor([1j, 1j])).item() == 1.0  # |d|
+
+
+LOSS_CASES = [
+    ((1 + 1j, 2j), (1j, 1j)), ((1, 2), (1.0, 1.0)), ((1, 2), (1, 3)), ((1.0, 2.0), (1, 3)),
+    ((True, False), (1.0, 1.0)), ((True, False), (True, True)), ((1.0, 0.0), (True, False)),
+    ((1.0, 2.0), (1 + 0j, 3j)),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("name", SQUARED_LOSSES)
+@pytest.mark.parametrize("a, b", LOSS_CASES)
+def test_loss_dtypes_match_torch(name, a, b):
+    _same(lambda M: getattr(M.nn.functional, name)(M.tensor(a), M.tensor(b), reduction="none"))
+
+
+# ---- b. a 0-d integer tensor of any width is an int index (rebuilt extension) -----------------
+
+@pytest.mark.parametrize("dt", ["int8", "int16", "uint16", "uint32", "uint64", "int32", "int64"])
+def test_a_0d_integer_tensor_of_any_width_indexes_like_an_int(dt):
+    a = ember.arange(20.0).reshape(4, 5)
+    i = ember.tensor(2, dtype=getattr(ember, dt))
+    assert a[i].tolist() == [10.0, 11.0, 12.0, 13.0, 14.0]  # int8: was an IndexError
+    assert a[ember.tensor(1, dtype=getattr(ember, dt)), ember.tensor([0, 1])].tolist() == [5.0, 6.0]
+    assert a[[], ember.tensor(0, dtype=getattr(ember, dt))].shape == (0,)
+    b = a.clone()
+    b[ember.tensor(1, dtype=getattr(ember, dt))] = 7.0
+    assert b[1].tolist() == [7.0] * 5 and b[0].tolist() == a[0].tolist()
+
+
+def test_index_tensors_with_elements_still_need_long_int_byte_or_bool():
+    a = ember.arange(20.0).reshape(4, 5)
+    with pytest.raises(IndexError, match="must be long, int, byte or bool tensors"):
+        a[ember.tensor([1, 2], dtype=ember.int8)]
+    with pytest.raises(IndexError, match="must be long, int, byte or bool tensors"):
+        a[ember.tensor(1.0)]  # a 0-d float tensor is no index either
+    assert a[ember.tensor(True)].shape == (1, 4, 5)  # a 0-d bool (or uint8) is still a mask
+    assert a[ember.tensor(0, dtype=ember.uint8)].shape == (0, 4, 5)
+
+
+@needs_torch
+@pytest.mark.parametrize("dt", ["int8", "int16", "uint16", "uint64"])
+def test_0d_integer_index_matches_torch(dt):
+    _same(lambda M: M.arange(20.0).reshape(4, 5)[M.tensor(3, dtype=getattr(M, dt))])
+    _same(lambda M: M.arange(20.0).reshape(4, 5)[M.tensor(-1, dtype=M.int8), 1:])
+    _same(lambda M: M.arange(20.0).reshape(4, 5)[M.tensor([1, 2], dtype=getattr(M, dt))])
