@@ -2,10 +2,14 @@
 pinned here with explicit values, and against PyTorch where it is installed: the squared and
 smooth regression losses refuse complex and integer operands (complex input gave mean(d^2)
 instead of a mean of |d|^2: mse_loss([1+1j, 2j], [1j, 1j]) was 0) and take a bool input with a
-floating target (it promotes, as a bool target did), and (built from C++, so it needs the
-rebuilt extension) a 0-d integer tensor of any width indexes like an int (x[tensor(1, int8)])."""
+floating target (it promotes, as a bool target did); F.cosine_similarity, F.kl_div and
+F.hardshrink refuse complex input as PyTorch (the products were bilinear, not Hermitian; kl_div
+of complex numbers means nothing); and (built from C++, so it needs the rebuilt extension) a 0-d
+integer tensor of any width indexes like an int (x[tensor(1, int8)])."""
 
 from __future__ import annotations
+
+import math
 
 import ember
 import ember.nn.functional as F
@@ -85,6 +89,53 @@ LOSS_CASES = [
 @pytest.mark.parametrize("a, b", LOSS_CASES)
 def test_loss_dtypes_match_torch(name, a, b):
     _same(lambda M: getattr(M.nn.functional, name)(M.tensor(a), M.tensor(b), reduction="none"))
+
+
+# ---- a2. other functionals that took complex input PyTorch refuses -----------------------------
+
+def test_complex_inputs_torch_refuses_are_refused():
+    x, t = ember.tensor([[1 + 1j, 2j]]), ember.tensor([[1j, 1.0]])
+    # cosine_similarity was the bilinear sum(x1 * x2) / norms (-0.29+0.87j), not <conj(x1), x2>
+    with pytest.raises(RuntimeError, match="expected common dtype to be floating point"):
+        F.cosine_similarity(x, t)
+    with pytest.raises(RuntimeError, match="Complex inputs not supported"):  # was -1-1j
+        F.kl_div(ember.tensor([1 + 1j]), ember.tensor([1.0]), reduction="sum")
+    with pytest.raises(RuntimeError, match="Complex inputs not supported"):
+        F.kl_div(ember.tensor([0.5]), ember.tensor([1 + 1j]))
+    for v in (ember.tensor([1 + 1j, 0.1j]), ember.tensor([1, 0, -3]), ember.tensor([True])):
+        with pytest.raises(NotImplementedError, match="hardshrink: not implemented for dtype"):
+            F.hardshrink(v)
+        with pytest.raises(NotImplementedError, match="hardshrink: not implemented for dtype"):
+            v.hardshrink()
+
+
+def test_real_inputs_of_those_functionals_still_work():
+    got = F.cosine_similarity(ember.tensor([[1.0, 0.0]]), ember.tensor([[1.0, 1.0]])).item()
+    assert got == pytest.approx(0.5**0.5)
+    got = F.kl_div(ember.tensor([-0.5]), ember.tensor([0.5]), reduction="sum").item()
+    assert got == pytest.approx(0.5 * (math.log(0.5) + 0.5))
+    assert F.hardshrink(ember.tensor([0.3, -0.7, float("nan")])).tolist()[:2] == [0.0,
+                                                                                  pytest.approx(-0.7)]
+
+
+COMPLEX_CASES = {
+    "cosine_similarity": lambda M: M.nn.functional.cosine_similarity(
+        M.tensor([[1 + 1j, 2j]]), M.tensor([[1j, 1.0]])),
+    "cosine_similarity_real": lambda M: M.nn.functional.cosine_similarity(
+        M.tensor([[1.0, 2.0]]), M.tensor([[3.0, -1.0]], dtype=M.float64)),
+    "kl_div_input": lambda M: M.nn.functional.kl_div(M.tensor([1 + 1j]), M.tensor([1.0])),
+    "kl_div_target": lambda M: M.nn.functional.kl_div(M.tensor([1.0]), M.tensor([1 + 1j])),
+    "hardshrink_complex": lambda M: M.nn.functional.hardshrink(M.tensor([1 + 1j])),
+    "hardshrink_int": lambda M: M.nn.functional.hardshrink(M.tensor([1, -3])),
+    "hardshrink_half": lambda M: M.nn.functional.hardshrink(M.tensor([0.25, -2.0],
+                                                                     dtype=M.float16)),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(COMPLEX_CASES))
+def test_complex_refusals_match_torch(name):
+    _same(COMPLEX_CASES[name])
 
 
 # ---- b. a 0-d integer tensor of any width is an int index (rebuilt extension) -----------------

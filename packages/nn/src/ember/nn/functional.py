@@ -494,6 +494,10 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     >>> hardshrink(ember.tensor([1.0, 0.2])).tolist()
     [1.0, 0.0]
     """
+    _require_tensors("hardshrink", input=input)
+    if not input.is_floating_point():  # PyTorch's kernel is floating only (complex x was kept
+        raise ember.DtypeNotImplementedError(  # whole where |x| > lambd)
+            f"hardshrink: not implemented for dtype {input.dtype}")
     # zero exactly inside [-lambd, lambd], so NaN passes through as in torch
     return ember.where(input.abs() <= lambd, ember.zeros_like(input), input)
 
@@ -2336,7 +2340,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     shape = _broadcast_shape("cosine_similarity", _shape(x1), _shape(x2))
     a, b = x1.expand(*shape), x2.expand(*shape)  # expand (not broadcast_tensors) has a derivative
     dt = ember.result_type(x1, x2)
-    if not (dt.is_floating_point or dt.is_complex):
+    if not dt.is_floating_point:  # complex too: the product was bilinear, not <conj(x1), x2>
         raise RuntimeError(f"cosine_similarity: expected common dtype to be floating point, yet "
                            f"common dtype is {dt}")
     a, b, eps = a.to(dt), b.to(dt), _float_number(eps)  # (a uint8 x1 with a float16 x2: float16)
@@ -2730,6 +2734,8 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
             not (target.is_floating_point() or target.is_complex()):
         raise RuntimeError(f"kl_div: integral inputs are not supported (input {input.dtype}, "
                            f"target {target.dtype})")
+    if input.is_complex() or target.is_complex():  # (as ember.kl_div and PyTorch)
+        raise RuntimeError("kl_div: Complex inputs not supported.")
     out = _C.kl_div(input, target, red, log_target=log_target)
     if legacy and reduction == "batchmean" and input.ndim != 0:
         # PyTorch's rule: the legacy flags pick the reduction, and a 'batchmean' given next to
