@@ -4,8 +4,11 @@ smooth regression losses refuse complex and integer operands (complex input gave
 instead of a mean of |d|^2: mse_loss([1+1j, 2j], [1j, 1j]) was 0) and take a bool input with a
 floating target (it promotes, as a bool target did); F.cosine_similarity, F.kl_div and
 F.hardshrink refuse complex input as PyTorch (the products were bilinear, not Hermitian; kl_div
-of complex numbers means nothing); and (built from C++, so it needs the rebuilt extension) a 0-d
-integer tensor of any width indexes like an int (x[tensor(1, int8)])."""
+of complex numbers means nothing); F.hardtanh of uint8 refuses negative limits (-1 wrapped to
+255: every element became 1); and (built from C++, so they need the rebuilt extension)
+threshold refuses a threshold or value its dtype cannot hold (value -2 into uint8 was written as
+254, 1e6 into float16 as inf) and a 0-d integer tensor of any width indexes like an int
+(x[tensor(1, int8)])."""
 
 from __future__ import annotations
 
@@ -136,6 +139,74 @@ COMPLEX_CASES = {
 @pytest.mark.parametrize("name", sorted(COMPLEX_CASES))
 def test_complex_refusals_match_torch(name):
     _same(COMPLEX_CASES[name])
+
+
+# ---- a3. hardtanh of uint8 with a negative limit ---------------------------------------------
+
+def test_hardtanh_of_uint8_with_a_negative_limit_is_refused():
+    x = ember.tensor([0, 1, 5, 200], dtype=ember.uint8)
+    # clamp(x, -1, 1) wraps -1 to 255 (as torch's clamp), so hardtanh gave [1, 1, 1, 1]
+    for call in (lambda: F.hardtanh(x), lambda: F.hardtanh_(x.clone(), -1.0, 1.0),
+                 lambda: F.hardtanh(x, -2.0, 3.0)):
+        with pytest.raises(RuntimeError, match="unsigned type with negative limits"):
+            call()
+    assert F.hardtanh(x, 0.0, 6.0).tolist() == [0, 1, 5, 6]
+    assert F.hardtanh(x, -0.5, 3.0).tolist() == [0, 1, 3, 3]  # -0.5 truncates to 0, as torch
+    assert F.relu6(x).tolist() == [0, 1, 5, 6]
+    assert F.hardtanh(ember.tensor([-3, 0, 5], dtype=ember.int8)).tolist() == [-1, 0, 1]
+
+
+@needs_torch
+@pytest.mark.parametrize("lim", [(-1.0, 1.0), (0.0, 6.0), (-0.5, 3.0), (-3.0, -1.0)])
+def test_integer_hardtanh_matches_torch(lim):
+    _same(lambda M: M.nn.functional.hardtanh(M.tensor([0, 1, 5, 200], dtype=M.uint8), *lim))
+    _same(lambda M: M.nn.functional.hardtanh(M.tensor([-9, 0, 5], dtype=M.int8), *lim))
+
+
+# ---- a4. threshold's numbers must fit the input's dtype (rebuilt extension) -------------------
+
+@pytest.mark.parametrize("dt, threshold, value", [
+    ("uint8", 0.1, -2.0),  # was written as 254
+    ("uint8", 0, 300),  # was 44
+    ("int8", 0.5, 300),
+    ("uint8", 300, 0),  # the threshold too
+    ("uint8", math.nan, 0),
+    ("uint8", 0, math.inf),
+    ("float16", 0.1, 1e6),  # was inf
+    ("bfloat16", 0.1, 1e300),
+    ("float32", 0.1, 1e300),
+])
+def test_threshold_refuses_a_number_its_dtype_cannot_hold(dt, threshold, value):
+    x = ember.tensor([0, 1, 5], dtype=getattr(ember, dt))
+    for call in (lambda: ember.threshold(x, threshold, value),
+                 lambda: F.threshold(x, threshold, value),
+                 lambda: x.clone().threshold_(threshold, value)):
+        with pytest.raises(RuntimeError, match="cannot be converted to type .* without overflow"):
+            call()
+
+
+def test_threshold_takes_what_its_dtype_can_hold():
+    u8 = ember.tensor([0, 1, 5], dtype=ember.uint8)
+    # a negative int is taken (and wraps: -3 is 253 in uint8), as torch's
+    assert ember.threshold(u8, -3, 0).tolist() == [0, 0, 0]
+    assert ember.threshold(u8, 0.1, 2.5).tolist() == [2, 1, 5]
+    assert ember.threshold(ember.tensor([0, 1, 5], dtype=ember.int8), 0.5, -128).tolist() == \
+        [-128, 1, 5]
+    h = ember.tensor([0.0, 1.0, 5.0], dtype=ember.float16)
+    assert ember.threshold(h, 1e6, 0.0).tolist() == [0.0, 0.0, 0.0]  # compared in float32
+    got = ember.threshold(ember.tensor([0.0, 1.0, 5.0]), 0.5, math.inf).tolist()
+    assert got == [math.inf, 1.0, 5.0]
+
+
+THRESHOLD_CASES = [("uint8", 0.1, -2.0), ("uint8", -3, 0), ("int8", 0.5, 300), ("uint8", 300, 0),
+                   ("float16", 0.1, 1e6), ("float16", 1e6, 0.0), ("float32", 0.5, math.inf),
+                   ("int64", 0.5, 2**62)]
+
+
+@needs_torch
+@pytest.mark.parametrize("dt, threshold, value", THRESHOLD_CASES)
+def test_threshold_numbers_match_torch(dt, threshold, value):
+    _same(lambda M: M.threshold(M.tensor([0, 1, 5], dtype=getattr(M, dt)), threshold, value))
 
 
 # ---- b. a 0-d integer tensor of any width is an int index (rebuilt extension) -----------------

@@ -182,6 +182,9 @@ def _integer_hardtanh(op: str, input: Tensor, lo: float, hi: float, inplace: boo
     except (OverflowError, ValueError):  # an infinite or NaN bound
         raise RuntimeError(f"{op}: min_val ({lo}) and max_val ({hi}) cannot be converted to "
                            f"the integer type {input.dtype} of the input") from None
+    if input.dtype == ember.uint8 and min(lo_i, hi_i) < 0:  # (-1 would wrap to 255: x -> 1)
+        raise RuntimeError(f"{op}: cannot do hardtanh on an unsigned type with negative limits "
+                           f"(min_val {lo}, max_val {hi})")
     return input.clamp_(lo_i, hi_i) if inplace else input.clamp(lo_i, hi_i)
 
 
