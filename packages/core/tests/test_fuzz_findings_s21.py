@@ -7,8 +7,9 @@ F.hardshrink refuse complex input as PyTorch (the products were bilinear, not He
 of complex numbers means nothing); F.hardtanh of uint8 refuses negative limits (-1 wrapped to
 255: every element became 1); and (built from C++, so they need the rebuilt extension)
 threshold refuses a threshold or value its dtype cannot hold (value -2 into uint8 was written as
-254, 1e6 into float16 as inf) and a 0-d integer tensor of any width indexes like an int
-(x[tensor(1, int8)])."""
+254, 1e6 into float16 as inf), linspace / logspace refuse ends their dtype cannot hold
+(linspace(0, 1e6, 3, dtype=float16) was all NaN, 300 into uint8 wrapped to 44), and a 0-d integer
+tensor of any width indexes like an int (x[tensor(1, int8)])."""
 
 from __future__ import annotations
 
@@ -207,6 +208,45 @@ THRESHOLD_CASES = [("uint8", 0.1, -2.0), ("uint8", -3, 0), ("int8", 0.5, 300), (
 @pytest.mark.parametrize("dt, threshold, value", THRESHOLD_CASES)
 def test_threshold_numbers_match_torch(dt, threshold, value):
     _same(lambda M: M.threshold(M.tensor([0, 1, 5], dtype=getattr(M, dt)), threshold, value))
+
+
+# ---- a5. linspace / logspace ends must fit the dtype (rebuilt extension) -------------------------
+
+@pytest.mark.parametrize("fn", ["linspace", "logspace"])
+@pytest.mark.parametrize("start, end, dt", [
+    (0, 1e6, "float16"),  # linspace gave [nan, nan, nan]
+    (0, 1e300, "float32"),  # [nan, nan]
+    (-1e39, 0, "bfloat16"),
+    (0, 300, "uint8"),  # linspace wrapped 300 to 44
+    (250, 260, "int8"),
+    (math.nan, 1, "int64"),  # was INT64_MIN
+    (0, math.inf, "uint8"),
+    (-5.0, 5, "uint8"),  # a negative float does not fit (a negative int wraps, below)
+])
+def test_spaces_refuse_ends_their_dtype_cannot_hold(fn, start, end, dt):
+    with pytest.raises(RuntimeError, match=f"{fn}: value .* cannot be converted to type"):
+        getattr(ember, fn)(start, end, 3, dtype=getattr(ember, dt))
+
+
+def test_spaces_take_ends_their_dtype_can_hold():
+    assert ember.linspace(-128, 127, 3, dtype=ember.int8).tolist() == [-128, 0, 127]
+    assert ember.linspace(0, 255, 4, dtype=ember.uint8).tolist() == [0, 85, 170, 255]
+    # a negative int end wraps into uint8 first (-5 is 251), as torch: was [251, 0, 5]
+    assert ember.linspace(-5, 5, 3, dtype=ember.uint8).tolist() == [251, 128, 5]
+    assert ember.linspace(0, 65504, 3, dtype=ember.float16).tolist() == [0.0, 32752.0, 65504.0]
+    assert ember.logspace(0, 2, 3, dtype=ember.uint8).tolist() == [1, 10, 100]
+
+
+SPACE_CASES = [(0, 1e6, 3, "float16"), (0, 300, 2, "uint8"), (-5, 5, 3, "uint8"),
+               (-1, 2, 4, "uint8"), (2.5, -3.7, 4, "int8"), (0, math.inf, 2, "float32"),
+               (0, math.inf, 2, "int64"), (-128, 127, 5, "int8")]
+
+
+@needs_torch
+@pytest.mark.parametrize("fn", ["linspace", "logspace"])
+@pytest.mark.parametrize("start, end, steps, dt", SPACE_CASES)
+def test_spaces_match_torch(fn, start, end, steps, dt):
+    _same(lambda M: getattr(M, fn)(start, end, steps, dtype=getattr(M, dt)), rtol=0)
 
 
 # ---- b. a 0-d integer tensor of any width is an int index (rebuilt extension) -----------------
