@@ -8,8 +8,9 @@ of complex numbers means nothing); F.hardtanh of uint8 refuses negative limits (
 255: every element became 1); and (built from C++, so they need the rebuilt extension)
 threshold refuses a threshold or value its dtype cannot hold (value -2 into uint8 was written as
 254, 1e6 into float16 as inf), linspace / logspace refuse ends their dtype cannot hold
-(linspace(0, 1e6, 3, dtype=float16) was all NaN, 300 into uint8 wrapped to 44), and a 0-d integer
-tensor of any width indexes like an int (x[tensor(1, int8)])."""
+(linspace(0, 1e6, 3, dtype=float16) was all NaN, 300 into uint8 wrapped to 44), elu / selu /
+celu's derivatives take torch's sides (f' at NaN was NaN, f'' at 0 the exponential side's), and a
+0-d integer tensor of any width indexes like an int (x[tensor(1, int8)])."""
 
 from __future__ import annotations
 
@@ -247,6 +248,54 @@ SPACE_CASES = [(0, 1e6, 3, "float16"), (0, 300, 2, "uint8"), (-5, 5, 3, "uint8")
 @pytest.mark.parametrize("start, end, steps, dt", SPACE_CASES)
 def test_spaces_match_torch(fn, start, end, steps, dt):
     _same(lambda M: getattr(M, fn)(start, end, steps, dtype=getattr(M, dt)), rtol=0)
+
+
+# ---- a6. elu's derivatives pick torch's sides at 0 and NaN (rebuilt extension) ------------------
+
+ELU_X = [0.0, -0.0, math.nan, -1.0, 1.0] * 4  # 20 elements: the vectorized float32 path too
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("name, left, right", [
+    ("elu", 1.0, 1.0), ("selu", 1.7580993408473766, 1.0507009873554805), ("celu", 1.0, 1.0)])
+def test_elu_derivatives_at_zero_and_nan(dt, name, left, right):
+    x = ember.tensor(ELU_X, dtype=getattr(ember, dt), requires_grad=True)
+    y = getattr(F, name)(x)
+    (g,) = ember.autograd.grad(y.sum(), x, create_graph=True)
+    (gg,) = ember.autograd.grad(g.sum(), x)
+    g, gg = g.tolist()[:5], gg.tolist()[:5]
+    # f' at 0 is the exponential side's; at NaN the linear side's (was NaN)
+    assert g[0] == pytest.approx(left) and g[1] == pytest.approx(left)
+    assert g[2] == pytest.approx(right)
+    # f'' is 0 at 0 (the linear side's; was the exponential side's) and at NaN (was NaN)
+    assert gg[:3] == [0.0, 0.0, 0.0]
+    assert gg[3] == pytest.approx(left * math.exp(-1.0), rel=1e-6) and gg[4] == 0.0
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_inplace_elu_derivatives_from_the_result_at_zero_and_nan(dt):
+    x = ember.tensor(ELU_X, dtype=getattr(ember, dt), requires_grad=True)
+    y = F.elu(x * 1.0, 0.5, inplace=True)  # its backward reads the result
+    (g,) = ember.autograd.grad(y.sum(), x, create_graph=True)
+    (gg,) = ember.autograd.grad(g.sum(), x)
+    assert g.tolist()[:5] == pytest.approx([0.5, 0.5, 1.0, 0.5 * math.exp(-1.0), 1.0])
+    assert gg.tolist()[:5] == pytest.approx([0.0, 0.0, 0.0, 0.5 * math.exp(-1.0), 0.0])
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["elu", "selu", "celu", "elu_inplace"])
+def test_elu_derivatives_match_torch(name):
+    def fn(M):
+        x = M.tensor(ELU_X, requires_grad=True)
+        if name == "elu_inplace":
+            y = M.nn.functional.elu(x * 1.0, 0.7, inplace=True)
+        else:
+            y = getattr(M.nn.functional, name)(x)
+        (g,) = M.autograd.grad(y.sum(), x, create_graph=True)
+        (gg,) = M.autograd.grad(g.sum(), x)
+        return M.cat([g, gg])
+
+    _same(fn)
 
 
 # ---- b. a 0-d integer tensor of any width is an int index (rebuilt extension) -----------------
