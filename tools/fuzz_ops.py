@@ -82,9 +82,10 @@ INPLACE_MUTATIONS = ["expanded", "overlap", "grad", "int", "meta"]
 NONDETERMINISTIC = {
     "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal",
     "bernoulli", "bernoulli_", "feature_dropout", "multinomial", "uniform_", "normal_",
-    "exponential_", "random_", "empty", "empty_like", "empty_strided", "new_empty", "dropout", "native_dropout", "alpha_dropout",
-    "feature_alpha_dropout", "rrelu", "poisson", "cauchy_", "log_normal_", "geometric_",
-    "data_ptr", "empty_permuted", "rnn_tanh", "rnn_relu", "lstm", "gru",
+    "exponential_", "random_", "empty", "empty_like", "empty_strided", "new_empty", "dropout",
+    "native_dropout", "alpha_dropout", "feature_alpha_dropout", "rrelu", "poisson", "cauchy_",
+    "log_normal_", "geometric_", "data_ptr", "empty_permuted", "rnn_tanh", "rnn_relu", "lstm",
+    "gru",
 }
 TIE_DEPENDENT = {"sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "mode", "max", "min",
                  "cummax", "cummin", "argmax", "argmin", "msort", "unique", "max_pool2d_with_indices"}
