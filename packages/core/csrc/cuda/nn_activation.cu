@@ -227,6 +227,7 @@ Tensor elu_backward(const Tensor& grad_output, const Scalar& alpha, const Scalar
 Tensor threshold(const Tensor& self, const Scalar& threshold, const Scalar& value,
                  const Tensor& out) {
   const char* op = "threshold";
+  check_threshold_scalars(self, threshold, value);
   ElementwiseIterator it(op);
   it.add_output(out).add_input(self).build();
   EMBER_DISPATCH_NUMERIC(it.dtype(1), op, [&] {

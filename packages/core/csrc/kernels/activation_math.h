@@ -53,14 +53,15 @@ EMBER_HOST_DEVICE A act_derivative(Act act, bool second, A x, A p0, A p1, A p2) 
       if (second) return s * (A(1) - s) * (A(2) + x * (A(1) - A(2) * s));
       return s * (A(1) + x * (A(1) - s));
     }
+    // elu's sides as PyTorch picks them: f' takes the exponential side where x <= 0 (a NaN x
+    // the linear one: scale, not NaN), f'' where x < 0 (0 at x = 0 and at NaN).
     case Act::Elu: {  // x is the input; p0 alpha, p1 scale, p2 input_scale
-      if (x > A(0)) return second ? A(0) : p1;
-      const A e = p1 * p0 * p2 * std::exp(x * p2);
-      return second ? e * p2 : e;
+      if (second) return x < A(0) ? p1 * p0 * p2 * p2 * std::exp(x * p2) : A(0);
+      return x <= A(0) ? p1 * p0 * p2 * std::exp(x * p2) : p1;
     }
     case Act::EluResult:  // x is the output; p0 alpha, p1 scale, p2 input_scale
-      if (second) return x > A(0) ? A(0) : p2;
-      return x > A(0) ? p1 : p2 * (x + p1 * p0);
+      if (second) return x < A(0) ? p2 : A(0);
+      return x <= A(0) ? p2 * (x + p1 * p0) : p1;
     case Act::LeakyRelu:
       if (second) return A(0);
       return x > A(0) ? A(1) : p0;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/iterator.h"
 
 namespace ember {
 
@@ -48,6 +49,13 @@ void check_threshold_backward_dtypes(const Tensor& grad_output, const Tensor& se
   EMBER_CHECK_KIND(is_floating(grad_output->dtype()) && is_floating(self->dtype()), Type,
                    "threshold_backward", ": expected floating-point tensors, got ",
                    dtype_name(grad_output->dtype()), " and ", dtype_name(self->dtype()));
+}
+
+void check_threshold_scalars(const Tensor& self, const Scalar& threshold, const Scalar& value) {
+  const ScalarType dt = self->dtype();
+  const bool half = dt == ScalarType::Float16 || dt == ScalarType::BFloat16;
+  check_scalar_fits(threshold, half ? ScalarType::Float32 : dt, "threshold");
+  check_scalar_fits(value, dt, "threshold");
 }
 
 void check_hardtanh_range(double lo, double hi) {

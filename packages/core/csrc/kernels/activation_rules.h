@@ -33,6 +33,10 @@ void check_floating_input(const Tensor& self, const char* op);
 // gelu: whether the tanh approximation is asked for.
 bool gelu_tanh_form(const std::string& approximate);
 void check_threshold_backward_dtypes(const Tensor& grad_output, const Tensor& self);
+// threshold's numbers, checked as PyTorch's: value must fit the input's dtype and threshold the
+// dtype it is compared in (float32 for 16-bit floats), so value = -2 into uint8 is refused rather
+// than written as 254, and 1e6 into float16 rather than as inf.
+void check_threshold_scalars(const Tensor& self, const Scalar& threshold, const Scalar& value);
 void check_hardtanh_range(double lo, double hi);
 // The fused backwards (gelu_backward, elu_backward, ...): floating grad_output and input.
 void check_activation_backward_dtypes(const Tensor& grad_output, const Tensor& x, const char* op);

@@ -127,9 +127,13 @@ void fill_linear(const Tensor& out, double start, double end, int64_t steps, con
       return f(i < half ? std::fma(step, k, s) : std::fma(-step, k, e));
     });
   } else {
-    if constexpr (std::is_integral_v<T>) {  // the ends are truncated
+    if constexpr (std::is_integral_v<T>) {  // the ends are truncated, and wrapped into T
       start = std::trunc(start);
       end = std::trunc(end);
+      if constexpr (std::is_unsigned_v<T>) {  // (a negative int end: -5 is 251 in uint8)
+        if (start < 0) start = static_cast<double>(static_cast<T>(static_cast<int64_t>(start)));
+        if (end < 0) end = static_cast<double>(static_cast<T>(static_cast<int64_t>(end)));
+      }
     }
     const double step = (end - start) / static_cast<double>(steps - 1);
     fill_index<T>(out, [&](int64_t i) {
@@ -156,6 +160,10 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
                         linspace(Scalar(s.imag()), Scalar(e.imag()), steps, part, device),
                         Tensor());
   }
+  // The ends must fit the dtype, as PyTorch checks them: 1e6 into float16 gave NaNs, 300 into
+  // uint8 wrapped to 44.
+  check_scalar_fits(start, dt, "linspace");
+  check_scalar_fits(end, dt, "linspace");
   Tensor out = ember::empty({steps}, dt);
   if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "linspace", [&] {
@@ -172,6 +180,8 @@ Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double ba
   const ScalarType dt = dtype.value_or(default_dtype());
   EMBER_CHECK_KIND(dt != ScalarType::Bool, DtypeNotImplemented,
                    "logspace: not implemented for dtype bool");
+  check_scalar_fits(start, dt, "logspace");  // (the ends, as linspace's)
+  check_scalar_fits(end, dt, "logspace");
   Tensor out = ember::empty({steps}, dt);
   if (steps == 0) return to_factory_device(out, device);
   EMBER_DISPATCH_NUMERIC(dt, "logspace", [&] {

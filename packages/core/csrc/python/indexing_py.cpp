@@ -196,22 +196,24 @@ bool is_numpy_bool(PyObject* o) {
 
 Item tensor_item(Tensor t) {
   ScalarType dt = t->dtype();
-  if (dt != ScalarType::Int64 && dt != ScalarType::Int32 && dt != ScalarType::Bool &&
-      dt != ScalarType::UInt8)
-    EMBER_FAIL(Index, "tensors used as indices must be long, int, byte or bool tensors (got ",
-               dtype_name(dt), ")");
   Item it;
   if (t->dim() == 0 && (dt == ScalarType::Bool || dt == ScalarType::UInt8)) {
     it.kind = Item::Bool;  // a 0-d mask acts like a Python bool
     it.value = scalar_value(t).to_bool();
     return it;
   }
-  if (t->dim() == 0) {  // a 0-d integer tensor acts like an int (as in PyTorch)
+  // A 0-d integer tensor of any width acts like an int (as in PyTorch: int8 and uint16 too);
+  // only index tensors with elements must be long, int, byte or bool.
+  if (t->dim() == 0 && is_integral(dt, false)) {
     it.kind = Item::Int;
     it.value = scalar_value(t).to_int();
     it.from_tensor = true;
     return it;
   }
+  if (dt != ScalarType::Int64 && dt != ScalarType::Int32 && dt != ScalarType::Bool &&
+      dt != ScalarType::UInt8)
+    EMBER_FAIL(Index, "tensors used as indices must be long, int, byte or bool tensors (got ",
+               dtype_name(dt), ")");
   it.kind = Item::Tensor;
   it.tensor = std::move(t);
   return it;

@@ -182,6 +182,9 @@ def _integer_hardtanh(op: str, input: Tensor, lo: float, hi: float, inplace: boo
     except (OverflowError, ValueError):  # an infinite or NaN bound
         raise RuntimeError(f"{op}: min_val ({lo}) and max_val ({hi}) cannot be converted to "
                            f"the integer type {input.dtype} of the input") from None
+    if input.dtype == ember.uint8 and min(lo_i, hi_i) < 0:  # (-1 would wrap to 255: x -> 1)
+        raise RuntimeError(f"{op}: cannot do hardtanh on an unsigned type with negative limits "
+                           f"(min_val {lo}, max_val {hi})")
     return input.clamp_(lo_i, hi_i) if inplace else input.clamp(lo_i, hi_i)
 
 
@@ -494,6 +497,10 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     >>> hardshrink(ember.tensor([1.0, 0.2])).tolist()
     [1.0, 0.0]
     """
+    _require_tensors("hardshrink", input=input)
+    if not input.is_floating_point():  # PyTorch's kernel is floating only (complex x was kept
+        raise ember.DtypeNotImplementedError(  # whole where |x| > lambd)
+            f"hardshrink: not implemented for dtype {input.dtype}")
     # zero exactly inside [-lambd, lambd], so NaN passes through as in torch
     return ember.where(input.abs() <= lambd, ember.zeros_like(input), input)
 
@@ -2336,7 +2343,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     shape = _broadcast_shape("cosine_similarity", _shape(x1), _shape(x2))
     a, b = x1.expand(tuple(shape)), x2.expand(tuple(shape))  # expand (not broadcast_tensors) has a derivative
     dt = ember.result_type(x1, x2)
-    if not (dt.is_floating_point or dt.is_complex):
+    if not dt.is_floating_point:  # complex too: the product was bilinear, not <conj(x1), x2>
         raise RuntimeError(f"cosine_similarity: expected common dtype to be floating point, yet "
                            f"common dtype is {dt}")
     a, b, eps = a.to(dt), b.to(dt), _float_number(eps)  # (a uint8 x1 with a float16 x2: float16)
@@ -2456,13 +2463,31 @@ def _regression_operands(input: Tensor, target: Tensor, bool_target: bool = True
     """torch's pointwise regression losses broadcast input and target before they promote, so a
     0-d operand's dtype counts in full (a float32 input with a 0-d float64 target gives a
     float64 loss; huber_loss keeps the input's dtype); and a bool target promotes like a number
-    (not for l1_loss, as in torch)."""
+    (not for l1_loss, as in torch); so does a bool input with a floating target, unless the loss
+    keeps the input's dtype (huber_loss, ``promote=False``)."""
     if bool_target and target.dtype == ember.bool and input.is_floating_point():
         target = target.to(input.dtype)
+    if bool_target and promote and input.dtype == ember.bool and target.is_floating_point():
+        input = input.to(target.dtype)
     if promote and input.dtype != target.dtype and input.ndim != target.ndim and 0 in (input.ndim, target.ndim):
         dt = ember.promote_types(input.dtype, target.dtype)
         input, target = input.to(dt), target.to(dt)
     return input, target
+
+
+def _check_floating_loss(op: str, input: Tensor, target: Tensor, keeps_input_dtype: bool = False) -> None:
+    """PyTorch's squared / smooth losses have floating kernels only: integers, bool and complex
+    are refused (complex input gave d^2 instead of |d|^2: a silently meaningless loss). A loss
+    that keeps the input's dtype (huber_loss) refuses an integer input with a floating target and
+    a floating input with a complex target, as torch (a RuntimeError: the cast)."""
+    if not (isinstance(input, Tensor) and isinstance(target, Tensor)):
+        return
+    common = ember.promote_types(input.dtype, target.dtype)
+    if keeps_input_dtype and input.is_floating_point() != common.is_floating_point:
+        raise RuntimeError(f"{op}: result type {common} can't be cast to the desired output type "
+                           f"{input.dtype}")
+    if not common.is_floating_point:
+        raise ember.DtypeNotImplementedError(f"{op}: not implemented for dtype {common}")
 
 
 def _check_class_target(op: str, input: Tensor, target: Tensor) -> Tensor:
@@ -2592,6 +2617,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("mse_loss", reduction)
     _check_same_size("mse_loss", input, target)
+    _check_floating_loss("mse_loss", input, target)
     input, target = _regression_operands(input, target)
     if weight is not None:
         return _weighted_mean_loss("mse_loss", input, (input - target).pow(2), weight, reduction)
@@ -2628,11 +2654,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     if not beta >= 0:  # (NaN too)
         raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
-    if isinstance(input, Tensor) and isinstance(target, Tensor):
-        common = ember.promote_types(input.dtype, target.dtype)
-        if not common.is_floating_point:  # (integers and complex: PyTorch's kernel has none)
-            raise ember.DtypeNotImplementedError(
-                f"smooth_l1_loss: not implemented for dtype {common}")
+    _check_floating_loss("smooth_l1_loss", input, target)
     input, target = _regression_operands(input, target)
     return _C.smooth_l1_loss(input, target, reduction, beta)
 
@@ -2649,6 +2671,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     if delta <= 0:
         raise RuntimeError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_size("huber_loss", input, target)
+    _check_floating_loss("huber_loss", input, target, keeps_input_dtype=True)
     input, target = _regression_operands(input, target, promote=False)
     if weight is not None:  # (torch's weighted huber_loss: 'mean' is the plain mean)
         _require_tensors("huber_loss", weight=weight)
@@ -2714,6 +2737,8 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
             not (target.is_floating_point() or target.is_complex()):
         raise RuntimeError(f"kl_div: integral inputs are not supported (input {input.dtype}, "
                            f"target {target.dtype})")
+    if input.is_complex() or target.is_complex():  # (as ember.kl_div and PyTorch)
+        raise RuntimeError("kl_div: Complex inputs not supported.")
     out = _C.kl_div(input, target, red, log_target=log_target)
     if legacy and reduction == "batchmean" and input.ndim != 0:
         # PyTorch's rule: the legacy flags pick the reduction, and a 'batchmean' given next to
